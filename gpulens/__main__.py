@@ -1,0 +1,3 @@
+from gpulens.cli.main import main
+
+main()

@@ -1,0 +1,233 @@
+"""Configuration: defaults, then ``gpulens.toml``, then ``GPULENS_*`` environment overrides.
+
+File lookup order: the ``--config`` option, ``$GPULENS_CONFIG``, ``./gpulens.toml``,
+``$XDG_CONFIG_HOME/gpulens/gpulens.toml``. The file has one table per section::
+
+    data_dir = "/var/lib/gpulens"
+
+    [collect]
+    interval = 5.0
+    port = 9847
+
+Every key can be overridden from the environment as ``GPULENS_<SECTION>_<KEY>``
+(``GPULENS_COLLECT_INTERVAL=10``); top-level keys as ``GPULENS_<KEY>``
+(``GPULENS_DATA_DIR``). Values are converted to the type of the default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from gpulens.errors import ConfigError
+
+__all__ = [
+    "CollectConfig",
+    "Config",
+    "DashboardConfig",
+    "DiagnoseConfig",
+    "ExporterConfig",
+    "ValidateConfig",
+    "default_data_dir",
+    "find_config_file",
+    "load_config",
+]
+
+#: Default ports. 9847 and 9848 are not taken by any exporter in Prometheus's
+#: default-port allocation list; 8501 is Streamlit's own default.
+AGENT_PORT = 9847
+EXPORTER_PORT = 9848
+DASHBOARD_PORT = 8501
+
+
+def default_data_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "gpulens"
+
+
+@dataclasses.dataclass
+class CollectConfig:
+    interval: float = 5.0
+    node: str = dataclasses.field(default_factory=socket.gethostname)
+    host: str = "127.0.0.1"
+    port: int = AGENT_PORT
+    job_env_key: str = "GPULENS_JOB_ID"
+    require_gpu: bool = False
+    backend: str = "auto"  # auto | nvml | fake | none
+    segment_seconds: float = 300.0
+    proc_root: str = "/proc"
+    sysfs_root: str = "/sys"
+
+
+@dataclasses.dataclass
+class ExporterConfig:
+    host: str = "127.0.0.1"
+    port: int = EXPORTER_PORT
+    cache_seconds: float = 15.0
+    top_n: int = 20
+
+
+@dataclasses.dataclass
+class DashboardConfig:
+    host: str = "127.0.0.1"
+    port: int = DASHBOARD_PORT
+    operator_token: str = ""
+    prometheus_url: str = ""
+
+
+@dataclasses.dataclass
+class DiagnoseConfig:
+    blacklist_min_jobs: int = 2
+    early_stop_tolerance: float = 0.001
+
+
+@dataclasses.dataclass
+class ValidateConfig:
+    steps: int = 2
+    timeout: float = 120.0
+    memory_limit_bytes: int = 8 * 1024**3
+    file_size_limit_bytes: int = 1024**3
+    max_gpus: int = 64
+    #: GPU types a job may request, with memory in bytes and price per hour.
+    gpu_types: dict[str, dict[str, float]] = dataclasses.field(
+        default_factory=lambda: {
+            "T4": {"memory_bytes": 16 * 1024**3, "price_per_hour": 0.35},
+            "V100": {"memory_bytes": 32 * 1024**3, "price_per_hour": 2.5},
+            "A100": {"memory_bytes": 80 * 1024**3, "price_per_hour": 3.7},
+            "H100": {"memory_bytes": 80 * 1024**3, "price_per_hour": 6.0},
+            "H200": {"memory_bytes": 141 * 1024**3, "price_per_hour": 8.0},
+        }
+    )
+
+
+@dataclasses.dataclass
+class Config:
+    data_dir: Path = dataclasses.field(default_factory=default_data_dir)
+    collect: CollectConfig = dataclasses.field(default_factory=CollectConfig)
+    exporter: ExporterConfig = dataclasses.field(default_factory=ExporterConfig)
+    dashboard: DashboardConfig = dataclasses.field(default_factory=DashboardConfig)
+    diagnose: DiagnoseConfig = dataclasses.field(default_factory=DiagnoseConfig)
+    validate: ValidateConfig = dataclasses.field(default_factory=ValidateConfig)
+    source: Path | None = None
+
+
+_SECTIONS = ("collect", "exporter", "dashboard", "diagnose", "validate")
+
+
+def find_config_file(explicit: str | os.PathLike[str] | None = None) -> Path | None:
+    if explicit:
+        path = Path(explicit)
+        if not path.is_file():
+            raise ConfigError(
+                f"Config file {path} does not exist.", "Pass an existing file to --config."
+            )
+        return path
+    env = os.environ.get("GPULENS_CONFIG")
+    if env:
+        return find_config_file(env)
+    candidates = [Path.cwd() / "gpulens.toml"]
+    xdg = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    candidates.append(Path(xdg) / "gpulens" / "gpulens.toml")
+    return next((c for c in candidates if c.is_file()), None)
+
+
+def _convert(value: Any, default: Any, where: str) -> Any:
+    """Convert ``value`` (from TOML or an environment string) to the type of ``default``."""
+    try:
+        if isinstance(default, bool):
+            if isinstance(value, bool):
+                return value
+            text = str(value).strip().lower()
+            if text in {"1", "true", "yes", "on"}:
+                return True
+            if text in {"0", "false", "no", "off"}:
+                return False
+            raise ValueError(value)
+        if isinstance(default, int):
+            if isinstance(value, bool):
+                raise ValueError(value)
+            return int(value)
+        if isinstance(default, float):
+            return float(value)
+        if isinstance(default, Path):
+            return Path(os.path.expanduser(str(value)))
+        if isinstance(default, dict):
+            if not isinstance(value, dict):
+                raise ValueError(value)
+            return value
+        return str(value)
+    except (TypeError, ValueError):
+        raise ConfigError(
+            f"Invalid value {value!r} for {where}: expected {type(default).__name__}.",
+            "Fix the value in gpulens.toml or the GPULENS_* environment variable.",
+        ) from None
+
+
+def _apply(target: Any, values: Mapping[str, Any], where: str) -> None:
+    fields = {f.name for f in dataclasses.fields(target)}
+    for key, value in values.items():
+        if key not in fields:
+            raise ConfigError(
+                f"Unknown setting {where}{key} in the config.",
+                f"Known settings here: {', '.join(sorted(fields))}.",
+            )
+        setattr(target, key, _convert(value, getattr(target, key), f"{where}{key}"))
+
+
+def load_config(
+    path: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    **overrides: Any,
+) -> Config:
+    """Build the effective configuration. ``overrides`` (e.g. ``data_dir``) win over all."""
+    env = os.environ if env is None else env
+    cfg = Config()
+    file = find_config_file(path)
+    if file is not None:
+        try:
+            data = tomllib.loads(file.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise ConfigError(
+                f"Config file {file} is not valid TOML ({exc}).",
+                "Fix the syntax or point --config at another file.",
+            ) from None
+        except OSError as exc:
+            raise ConfigError(f"Config file {file} cannot be read ({exc.strerror}).") from None
+        cfg.source = file
+        top = {k: v for k, v in data.items() if k not in _SECTIONS}
+        _apply_top(cfg, top, str(file))
+        for section in _SECTIONS:
+            if section in data:
+                if not isinstance(data[section], dict):
+                    raise ConfigError(f"[{section}] in {file} must be a table.")
+                _apply(getattr(cfg, section), data[section], f"{section}.")
+    for key, raw in env.items():
+        if not key.startswith("GPULENS_") or key == "GPULENS_CONFIG":
+            continue
+        name = key[len("GPULENS_") :].lower()
+        section, _, rest = name.partition("_")
+        if section in _SECTIONS and rest:
+            target = getattr(cfg, section)
+            if rest in {f.name for f in dataclasses.fields(target)}:
+                _apply(target, {rest: raw}, f"{section}.")
+        elif name == "data_dir":
+            cfg.data_dir = _convert(raw, cfg.data_dir, key)
+    for key, value in overrides.items():
+        if value is not None:
+            _apply_top(cfg, {key: value}, "option ")
+    return cfg
+
+
+def _apply_top(cfg: Config, values: Mapping[str, Any], where: str) -> None:
+    for key, value in values.items():
+        if key != "data_dir":
+            raise ConfigError(
+                f"Unknown top-level setting {key!r} in {where}.",
+                f"Top-level keys: data_dir; sections: {', '.join(_SECTIONS)}.",
+            )
+        cfg.data_dir = _convert(value, cfg.data_dir, "data_dir")

@@ -1,0 +1,16 @@
+"""The DuckDB + Parquet store shared by every part of gpulens."""
+
+from gpulens.store.samples import SAMPLE_KINDS, VIEW_NAMES, arrow_schema
+from gpulens.store.schema import latest_version
+from gpulens.store.segments import SegmentWriter
+from gpulens.store.store import Store, quote_ident
+
+__all__ = [
+    "SAMPLE_KINDS",
+    "VIEW_NAMES",
+    "SegmentWriter",
+    "Store",
+    "arrow_schema",
+    "latest_version",
+    "quote_ident",
+]

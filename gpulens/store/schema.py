@@ -1,0 +1,68 @@
+"""Versioned schema: SQL migrations applied in order inside the writer's transaction."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from importlib import resources
+
+import duckdb
+
+__all__ = ["Migration", "apply_migrations", "current_version", "latest_version", "migrations"]
+
+_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    sql: str
+
+
+def migrations() -> list[Migration]:
+    """All migrations shipped in ``gpulens/store/migrations``, ordered by version."""
+    found: list[Migration] = []
+    for entry in resources.files("gpulens.store.migrations").iterdir():
+        match = _NAME.match(entry.name)
+        if match:
+            found.append(Migration(int(match[1]), match[2], entry.read_text(encoding="utf-8")))
+    found.sort(key=lambda m: m.version)
+    versions = [m.version for m in found]
+    if len(set(versions)) != len(versions):
+        raise RuntimeError(f"duplicate migration versions in {versions}")
+    return found
+
+
+def latest_version() -> int:
+    ms = migrations()
+    return ms[-1].version if ms else 0
+
+
+def current_version(con: duckdb.DuckDBPyConnection, catalog: str | None = None) -> int:
+    prefix = f'"{catalog}".' if catalog else ""
+    exists = con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'schema_version'"
+        + (" AND database_name = ?" if catalog else ""),
+        [catalog] if catalog else [],
+    ).fetchone()
+    if not exists or exists[0] == 0:
+        return 0
+    row = con.execute(f"SELECT coalesce(max(version), 0) FROM {prefix}schema_version").fetchone()
+    return int(row[0]) if row else 0
+
+
+def apply_migrations(con: duckdb.DuckDBPyConnection) -> list[int]:
+    """Apply pending migrations on a read-write connection already inside a transaction."""
+    con.execute(
+        "CREATE TABLE IF NOT EXISTS schema_version ("
+        "version INTEGER PRIMARY KEY, name VARCHAR, applied_at TIMESTAMP DEFAULT now())"
+    )
+    have = current_version(con)
+    applied: list[int] = []
+    for m in migrations():
+        if m.version > have:
+            con.execute(m.sql)
+            con.execute("INSERT INTO schema_version (version, name) VALUES (?, ?)", [m.version, m.name])
+            applied.append(m.version)
+    return applied
