@@ -76,8 +76,14 @@ class ExporterConfig:
 class DashboardConfig:
     host: str = "127.0.0.1"
     port: int = DASHBOARD_PORT
+    #: Blacklist changes from the dashboard need this token (empty: read-only).
     operator_token: str = ""
+    #: Prometheus base URL (e.g. http://127.0.0.1:9090); firing alerts show on Overview.
     prometheus_url: str = ""
+    #: Seconds an analysis result stays cached before the store is read again.
+    cache_ttl: float = 60.0
+    #: Seconds to wait for Prometheus before calling it unreachable.
+    prometheus_timeout: float = 2.0
 
 
 @dataclasses.dataclass

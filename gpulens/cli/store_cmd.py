@@ -25,7 +25,7 @@ def info(app: App, as_json: bool) -> None:
     con = st.connect()
     try:
         counts = {
-            name: int(con.execute(f"SELECT count(*) FROM {name}").fetchone()[0])  # type: ignore[index]
+            name: int(con.execute(f"SELECT count(*) FROM {name}").fetchone()[0])  # type: ignore[index]  # noqa: S608
             for name in ("jobs", "attempts", "failures", "job_metrics", *VIEW_NAMES.values())
         }
         data = {

@@ -3,7 +3,7 @@
 from gpulens.store.samples import SAMPLE_KINDS, VIEW_NAMES, arrow_schema
 from gpulens.store.schema import latest_version
 from gpulens.store.segments import SegmentWriter
-from gpulens.store.store import Store, quote_ident
+from gpulens.store.store import Store, quote_ident, quote_literal
 
 __all__ = [
     "SAMPLE_KINDS",
@@ -13,4 +13,5 @@ __all__ = [
     "arrow_schema",
     "latest_version",
     "quote_ident",
+    "quote_literal",
 ]

@@ -43,12 +43,14 @@ def current_version(con: duckdb.DuckDBPyConnection, catalog: str | None = None) 
     prefix = f'"{catalog}".' if catalog else ""
     exists = con.execute(
         "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'schema_version'"
-        + (" AND database_name = ?" if catalog else ""),
-        [catalog] if catalog else [],
+        " AND (? IS NULL OR database_name = ?)",
+        [catalog, catalog],
     ).fetchone()
     if not exists or exists[0] == 0:
         return 0
-    row = con.execute(f"SELECT coalesce(max(version), 0) FROM {prefix}schema_version").fetchone()
+    row = con.execute(
+        f"SELECT coalesce(max(version), 0) FROM {prefix}schema_version"  # noqa: S608
+    ).fetchone()
     return int(row[0]) if row else 0
 
 

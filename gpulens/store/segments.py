@@ -16,26 +16,28 @@ next start without losing or duplicating rows:
 
 from __future__ import annotations
 
+import fcntl
+import os
 import re
 import shutil
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import duckdb
 import pyarrow as pa
 
-from gpulens.errors import InputError, StoreCorruptError, StoreError
+from gpulens.errors import InputError, StoreCorruptError, StoreError, StoreLockedError
 from gpulens.store.samples import SAMPLE_KINDS, arrow_schema, duckdb_columns
-from gpulens.store.store import Store
+from gpulens.store.store import Store, quote_literal
 
 __all__ = ["SegmentWriter"]
 
 _AGENT = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 
-Rows = pa.Table | Sequence[Mapping[str, Any]]
+Rows: TypeAlias = pa.Table | Sequence[Mapping[str, Any]]
 
 
 class SegmentWriter:
@@ -61,9 +63,19 @@ class SegmentWriter:
         self._last_roll = clock()
         self._buffer: dict[str, list[pa.Table]] = {k: [] for k in SAMPLE_KINDS}
         self.path = store.spool / f"{agent}.duckdb"
+        self._lock_fd = os.open(store.spool / f"{agent}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self._lock_fd)
+            raise StoreLockedError(
+                f"Spool {self.path} is in use by another agent named {agent!r}.",
+                "Stop the other agent or give this one another name (collect.node).",
+            ) from None
         try:
             self._con = duckdb.connect(str(self.path))
         except duckdb.Error as exc:
+            os.close(self._lock_fd)
             raise StoreCorruptError(
                 f"Spool file {self.path} cannot be opened ({str(exc).splitlines()[0]}).",
                 "Is another agent with the same node name running? Otherwise move the file aside.",
@@ -115,7 +127,7 @@ class SegmentWriter:
                     name = f"b_{kind}_{i}"
                     con.register(name, table)
                     cols = ", ".join(f'"{c}"' for c in table.column_names)
-                    con.execute(f"INSERT INTO s_{kind} ({cols}) SELECT {cols} FROM {name}")
+                    con.execute(f"INSERT INTO s_{kind} ({cols}) SELECT {cols} FROM {name}")  # noqa: S608
                     con.unregister(name)
                     n += table.num_rows
             con.execute("COMMIT")
@@ -144,7 +156,7 @@ class SegmentWriter:
         con = self._con
         out: list[Path] = []
         for kind in SAMPLE_KINDS:
-            row = con.execute(f"SELECT max(seq) FROM s_{kind}").fetchone()
+            row = con.execute(f"SELECT max(seq) FROM s_{kind}").fetchone()  # noqa: S608
             if not row or row[0] is None:
                 continue
             seg = f"{self.agent}-{kind}-{int(time.time() * 1000)}-{uuid.uuid4().hex[:8]}"
@@ -172,8 +184,8 @@ class SegmentWriter:
             cols = ", ".join(f'"{n}"' for n, _ in duckdb_columns(kind))
             try:
                 con.execute(
-                    f"COPY (SELECT {cols}, CAST(ts AS DATE) AS date FROM s_{kind} "
-                    f"WHERE seq <= {max_seq} ORDER BY node, ts) TO '{staging}' "
+                    f"COPY (SELECT {cols}, CAST(ts AS DATE) AS date FROM s_{kind} "  # noqa: S608
+                    f"WHERE seq <= {int(max_seq)} ORDER BY node, ts) TO {quote_literal(staging)} "
                     "(FORMAT parquet, PARTITION_BY (date, node), COMPRESSION zstd)"
                 )
             except (duckdb.Error, OSError) as exc:
@@ -182,7 +194,7 @@ class SegmentWriter:
             con.execute("UPDATE pending SET state = 'moving' WHERE seg = ?", [seg])
         out = self.store.publish_staged(kind, staging, seg)
         con.execute("BEGIN TRANSACTION")
-        con.execute(f"DELETE FROM s_{kind} WHERE seq <= {max_seq}")
+        con.execute(f"DELETE FROM s_{kind} WHERE seq <= ?", [max_seq])  # noqa: S608
         con.execute("DELETE FROM pending WHERE seg = ?", [seg])
         con.execute("COMMIT")
         return out
@@ -194,6 +206,7 @@ class SegmentWriter:
             self.roll()
         finally:
             self._con.close()
+            os.close(self._lock_fd)
 
     def __enter__(self) -> SegmentWriter:
         return self

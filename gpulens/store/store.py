@@ -37,7 +37,7 @@ from gpulens.errors import StoreCorruptError, StoreError, StoreLockedError
 from gpulens.store.samples import SAMPLE_KINDS, VIEW_NAMES, arrow_schema
 from gpulens.store.schema import apply_migrations, current_version, latest_version
 
-__all__ = ["Store", "quote_ident"]
+__all__ = ["Store", "quote_ident", "quote_literal"]
 
 _SEED_DATE = "1970-01-01"
 _SEED_NODE = "__seed__"
@@ -47,6 +47,11 @@ _KEEP_SNAPSHOTS = 3
 def quote_ident(name: str) -> str:
     """Quote a SQL identifier that comes from our own code (never from users)."""
     return '"' + name.replace('"', '""') + '"'
+
+
+def quote_literal(text: str | os.PathLike[str]) -> str:
+    """Quote a SQL string literal (for file paths in COPY/ATTACH, which take no parameters)."""
+    return "'" + str(text).replace("'", "''") + "'"
 
 
 def _is_lock_error(exc: BaseException) -> bool:
@@ -233,7 +238,7 @@ class Store:
                 )
             path = self._snapshot_path(gen)
             try:
-                con.execute(f"ATTACH '{path}' AS state (READ_ONLY)")
+                con.execute(f"ATTACH {quote_literal(path)} AS state (READ_ONLY)")
                 return gen
             except duckdb.Error as exc:
                 last = exc
@@ -261,11 +266,12 @@ class Store:
             ).fetchall()
             for (name,) in tables:
                 q = quote_ident(name)
-                con.execute(f"CREATE VIEW {q} AS SELECT * FROM state.{q}")
+                con.execute(f"CREATE VIEW {q} AS SELECT * FROM state.{q}")  # noqa: S608
             for kind, view in VIEW_NAMES.items():
                 con.execute(
-                    f"CREATE VIEW {view} AS SELECT * EXCLUDE (kind) FROM read_parquet("
-                    f"'{self.sample_glob(kind)}', hive_partitioning = true, union_by_name = true,"
+                    f"CREATE VIEW {view} AS SELECT * EXCLUDE (kind) FROM read_parquet("  # noqa: S608
+                    f"{quote_literal(self.sample_glob(kind))}, hive_partitioning = true,"
+                    " union_by_name = true,"
                     " hive_types = {'kind': VARCHAR, 'date': DATE, 'node': VARCHAR})"
                     f" WHERE node <> '{_SEED_NODE}'"
                 )
@@ -290,7 +296,8 @@ class Store:
         try:
             con.register("batch", table)
             con.execute(
-                f"COPY (SELECT *, CAST(ts AS DATE) AS date FROM batch) TO '{staging}' "
+                "COPY (SELECT *, CAST(ts AS DATE) AS date FROM batch) TO "  # noqa: S608
+                f"{quote_literal(staging)} "
                 "(FORMAT parquet, PARTITION_BY (date, node), COMPRESSION zstd)"
             )
         except OSError as exc:

@@ -1,0 +1,83 @@
+"""Child-process programs for the store concurrency and crash tests (run with python -m)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+import time
+
+import pyarrow as pa
+
+from gpulens.store import SegmentWriter, Store, arrow_schema
+
+
+def state_writer(root: str, seconds: float) -> None:
+    store = Store.open(root)
+    deadline = time.monotonic() + seconds
+    i = 0
+    while time.monotonic() < deadline:
+        with store.write() as con:
+            con.execute(
+                "INSERT INTO jobs (job_id, status) VALUES (?, 'passed')", [f"job-{i:06d}"]
+            )
+        table = pa.table(
+            {"ts": [dt.datetime(2026, 1, 1) + dt.timedelta(minutes=i)] * 8,
+             "node": ["n1"] * 8, "gpu_index": list(range(8)), "util_gpu": [float(i)] * 8},
+        )
+        store.write_samples("gpu", table)
+        i += 1
+        print(f"committed {i}", flush=True)
+
+
+def reader(root: str, seconds: float) -> None:
+    store = Store(root)
+    deadline = time.monotonic() + seconds
+    queries = errors = 0
+    last_jobs = last_samples = 0
+    regressions = 0
+    while time.monotonic() < deadline:
+        try:
+            con = store.connect()
+            jobs = con.execute("SELECT count(*) FROM jobs").fetchone()[0]  # type: ignore[index]
+            samples = con.execute("SELECT count(*) FROM gpu_samples").fetchone()[0]  # type: ignore[index]
+            con.close()
+            if jobs < last_jobs or samples < last_samples or samples % 8:
+                regressions += 1
+            last_jobs, last_samples = jobs, samples
+            queries += 1
+        except Exception as exc:
+            errors += 1
+            print(f"error {type(exc).__name__}: {exc}", flush=True)
+    print(f"queries={queries} errors={errors} regressions={regressions} jobs={last_jobs}", flush=True)
+
+
+def spool_writer(root: str, agent: str, batch: int, start: int) -> None:
+    """Flush batches of ``batch`` rows forever; rows carry a unique pid value = row number."""
+    store = Store(root)
+    writer = SegmentWriter(store, agent, segment_seconds=0.05)
+    n = start
+    schema = arrow_schema("proc")
+    while True:
+        rows = pa.table(
+            {
+                "ts": [dt.datetime(2026, 1, 1) + dt.timedelta(seconds=n + k) for k in range(batch)],
+                "node": [agent] * batch,
+                "gpu_index": [0] * batch,
+                "pid": list(range(n, n + batch)),
+            }
+        ).cast(pa.schema([schema.field(c) for c in ("ts", "node", "gpu_index", "pid")]))
+        writer.append("proc", rows)
+        writer.flush()
+        n += batch
+        print(f"flushed {n}", flush=True)
+        writer.maybe_roll()
+
+
+if __name__ == "__main__":
+    what = sys.argv[1]
+    if what == "state_writer":
+        state_writer(sys.argv[2], float(sys.argv[3]))
+    elif what == "reader":
+        reader(sys.argv[2], float(sys.argv[3]))
+    elif what == "spool_writer":
+        spool_writer(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))

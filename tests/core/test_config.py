@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpulens.config import AGENT_PORT, load_config
+from gpulens.errors import ConfigError
+
+
+def test_defaults_without_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    cfg = load_config(env={"XDG_CONFIG_HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path)})
+    assert cfg.collect.port == AGENT_PORT
+    assert cfg.collect.host == "127.0.0.1" and cfg.exporter.host == "127.0.0.1"
+    assert cfg.source is None
+
+
+def test_file_then_env_then_option(tmp_path: Path) -> None:
+    f = tmp_path / "gpulens.toml"
+    f.write_text('data_dir = "/srv/a"\n[collect]\ninterval = 2.5\nport = 9999\n[diagnose]\nblacklist_min_jobs = 3\n')
+    cfg = load_config(f, env={"GPULENS_COLLECT_PORT": "1234", "GPULENS_COLLECT_REQUIRE_GPU": "yes"})
+    assert cfg.collect.interval == 2.5
+    assert cfg.collect.port == 1234
+    assert cfg.collect.require_gpu is True
+    assert cfg.diagnose.blacklist_min_jobs == 3
+    assert cfg.data_dir == Path("/srv/a")
+    cfg = load_config(f, env={"GPULENS_DATA_DIR": "/srv/b"})
+    assert cfg.data_dir == Path("/srv/b")
+    cfg = load_config(f, env={"GPULENS_DATA_DIR": "/srv/b"}, data_dir="/srv/c")
+    assert cfg.data_dir == Path("/srv/c")
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("[collect\n", "not valid TOML"),
+        ("[collect]\nport = 'eighty'\n", "collect.port"),
+        ("[collect]\nprot = 1\n", "Unknown setting collect.prot"),
+        ("colour = 1\n", "Unknown top-level setting"),
+        ("collect = 3\n", "must be a table"),
+    ],
+)
+def test_malformed_file(tmp_path: Path, text: str, needle: str) -> None:
+    f = tmp_path / "gpulens.toml"
+    f.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        load_config(f, env={})
+    assert needle in str(err.value)
+
+
+def test_bad_env_value_names_the_variable() -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config(env={"GPULENS_COLLECT_INTERVAL": "fast"})
+    assert "collect.interval" in str(err.value)
+
+
+def test_missing_explicit_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError):
+        load_config(tmp_path / "nope.toml", env={})
