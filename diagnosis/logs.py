@@ -1,0 +1,407 @@
+"""Log understanding: bounded reading, the fatal region, evidence lines, input paths.
+
+A training log can be gigabytes of progress bars and warnings; the failure is
+almost always described in a small region near the end: the last Python
+traceback (with its chained causes), torchrun's "Root Cause" box, or one line
+written by the scheduler (Slurm), the kubelet or the kernel (dmesg). This module
+finds that region so the rules and the SVM only look at what matters, and so a
+misleading earlier error (a caught exception, a deprecation warning mentioning
+"error") does not decide the answer.
+
+Reading is bounded: :func:`read_log` reads the head and the tail of a file and,
+when the tail holds no failure marker, scans backwards chunk by chunk (up to a
+byte budget) for the last traceback; it never loads a whole large file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from pathlib import Path
+
+__all__ = [
+    "FatalRegion",
+    "LogText",
+    "LogView",
+    "analyze",
+    "extract_inputs",
+    "fatal_region",
+    "normalize_line",
+    "read_log",
+]
+
+#: Bytes read from the start and the end of a file.
+HEAD_BYTES = 32 * 1024
+TAIL_BYTES = 512 * 1024
+#: How far back from the tail to look for a traceback when the tail has none.
+SCAN_BYTES = 64 * 1024 * 1024
+SCAN_CHUNK = 1024 * 1024
+#: Bytes kept around a traceback found by the backwards scan.
+WINDOW_BEFORE = 16 * 1024
+WINDOW_AFTER = 128 * 1024
+#: Lines after the last traceback kept in the fatal region.
+MAX_AFTER_LINES = 150
+#: Lines at the end of a log without a traceback taken as the fatal region.
+TAIL_LINES = 40
+
+_TB_MARK = b"Traceback (most recent call last)"
+_MARKERS = (
+    _TB_MARK,
+    b"Root Cause (first observed failure)",
+    b"Fatal Python error",
+    b"slurmstepd",
+    b"Xid",
+    b"Out of memory",
+    b"terminate called",
+)
+
+# Prefixes that launchers, loggers and schedulers put before a program's own line.
+_PREFIX_RE = re.compile(
+    r"""^(?:
+        \s*\[(?:rank|default|local_rank)?\s*\d+\]\s*:?\s*     # [rank1]: [default0]: [1]:
+      | \s*(?:rank|RANK)\s*\d+\s*[:|]\s*                       # rank 1: / RANK 1 |
+      | \d{1,4}:\s                                             # srun -l "0: "
+      | \[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?\s*  # timestamps
+      | \[\s*\d+\.\d+\]\s                                      # dmesg [ 1234.567890]
+      | \[?(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL|E|W|I)\]?\s*[:|-]?\s+(?=\S)  # levels
+      | [\w.-]+\s+\d+\s*\|\s*                                  # host 0 |
+    )+""",
+    re.VERBOSE,
+)
+
+# Lines written by schedulers, kubelet, the kernel or the NVIDIA driver: always evidence.
+_INFRA_RE = re.compile(
+    r"slurmstepd|srun: error|salloc: |sbatch: |\*\*\* JOB \d+|\*\*\* STEP \d+|DUE TO (?:TIME LIMIT|PREEMPTION|NODE FAILURE)"
+    r"|NVRM: |Xid\b|\bXID\b|Out of memory: Kill|oom-kill|oom_reaper|invoked oom-killer|Memory cgroup out of memory"
+    r"|\bEvicted\b|low on resource|OOMKilled|Preempt|preempt|kubelet|SIGTERM|SIGKILL|Signals\.SIG"
+    r"|GPU has fallen off the bus|uncorrectable ECC|double bit ECC|DBE|row remap"
+    r"|Segmentation fault|core dumped|Fatal Python error|terminate called|Aborted"
+    r"|\bKilled\b|exitcode\s*:\s*-\d+|killed by signal",
+)
+
+_TRACEBACK = "Traceback (most recent call last)"
+_CHAIN_MARKERS = (
+    "The above exception was the direct cause of the following exception:",
+    "During handling of the above exception, another exception occurred:",
+)
+_LAUNCHER_EXC = re.compile(r"ChildFailedError|torch\.distributed\.elastic\.multiprocessing\.errors")
+_EXC_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?([A-Z]\w*(?:Error|Exception|Interrupt|Exit|Warning|Failure)|error|Error)\b:?")
+
+# Paths mentioned in messages (quoted or bare absolute/relative with a directory part).
+_PATH_RE = re.compile(
+    r"""(?:'|"|\s|^|=|:)((?:[A-Za-z]:)?(?:~|\.{1,2})?/[^\s'",:;()<>\[\]{}]+|[\w.-]+/[^\s'",:;()<>\[\]{}]*\.[A-Za-z0-9]{1,8})"""
+)
+_CODE_PATH = re.compile(
+    r"\.(?:py|pyc|pyx|so|cc|cpp|cu|h|hpp|c)(?::\d+)?$|site-packages|dist-packages|/lib/python|"
+    r"^/(?:usr|proc|sys|dev|etc|opt/conda/lib)/|^https?:|^//|pytorch\.org|/torch/"
+)
+
+
+@dataclasses.dataclass
+class LogText:
+    """What :func:`read_log` read from a file: text plus what was skipped and why."""
+
+    text: str
+    size: int
+    truncated: bool = False
+    reason: str | None = None  # set when the file is not a usable text log
+
+
+@dataclasses.dataclass
+class FatalRegion:
+    """The lines that describe the failure: ``lines == text.splitlines()[start_line:end_line]``
+    (0-based, end exclusive), for highlighting."""
+
+    start_line: int
+    end_line: int
+    lines: list[str]
+
+
+@dataclasses.dataclass
+class LogView:
+    """Everything the classifier needs from one log."""
+
+    lines: list[str]
+    fatal: FatalRegion
+    infra_lines: list[str]  # scheduler / kubelet / kernel lines (original text)
+    exception_lines: list[str]  # the final "Type: message" lines of each traceback in the region
+    focus: str  # normalized text the rules and the SVM look at
+    inputs: list[str]
+    has_traceback: bool
+
+
+def normalize_line(line: str) -> str:
+    """Strip rank prefixes, timestamps and log levels that launchers put before a line."""
+    m = _PREFIX_RE.match(line)
+    if m and m.end() > 0:
+        line = line[m.end():]
+    return line.rstrip()
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _decode(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")
+
+
+def _binary_reason(sample: bytes, text: str) -> str | None:
+    if not sample:
+        return None
+    nul = sample.count(b"\x00")
+    if nul > max(8, len(sample) // 100):
+        return "binary data (NUL bytes), not a text log"
+    ctrl = sum(1 for b in sample if b < 9 or 13 < b < 32)
+    if ctrl > len(sample) * 0.10:
+        return "binary data (control bytes), not a text log"
+    bad = text.count("\ufffd")
+    if bad > len(text) * 0.30:
+        return "mostly undecodable bytes (not UTF-8 text)"
+    return None
+
+
+def read_log(path: str | os.PathLike[str], *, head_bytes: int = HEAD_BYTES,
+             tail_bytes: int = TAIL_BYTES, scan_bytes: int = SCAN_BYTES) -> LogText:
+    """Read the parts of a log that matter, in bounded memory and time.
+
+    Small files are read whole. Larger ones: the head, the tail and, if the tail
+    shows no failure marker, a window around the last traceback found by
+    scanning backwards at most ``scan_bytes``. Never raises for unreadable
+    content; raises ``OSError`` only when the file cannot be opened.
+    """
+    p = Path(path)
+    with p.open("rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size == 0:
+            return LogText("", 0, reason="empty log")
+        if size <= head_bytes + tail_bytes:
+            data = fh.read(head_bytes + tail_bytes)
+            text = _decode(data)
+            sample = data[:8192] + data[-8192:]
+            return LogText(text, size, reason=_binary_reason(sample, _decode(sample)))
+        head = fh.read(head_bytes)
+        fh.seek(size - tail_bytes)
+        tail = fh.read(tail_bytes)
+        sample = head[:8192] + tail[-8192:]
+        reason = _binary_reason(sample, _decode(sample))
+        if reason:
+            return LogText("", size, truncated=True, reason=reason)
+        window = b""
+        if not any(m in tail for m in _MARKERS):
+            window = _scan_back(fh, size - tail_bytes, scan_bytes, head_bytes)
+        parts = [head.rsplit(b"\n", 1)[0]]
+        if window:
+            parts.append(window)
+        # drop the partial first line of the tail
+        nl = tail.find(b"\n")
+        parts.append(tail[nl + 1:] if nl >= 0 else tail)
+        skipped = size - sum(len(x) for x in parts)
+        text = f"\n[... gpulens: {skipped} bytes not read ...]\n".join(_decode(x) for x in parts)
+        return LogText(text, size, truncated=True)
+
+
+def _scan_back(fh: object, end: int, budget: int, floor: int) -> bytes:
+    """Find the last traceback before ``end`` (at most ``budget`` bytes back); return a window."""
+    import io
+
+    assert isinstance(fh, io.BufferedReader)
+    pos = end
+    overlap = len(_TB_MARK)
+    stop = max(floor, end - budget)
+    while pos > stop:
+        start = max(stop, pos - SCAN_CHUNK)
+        fh.seek(start)
+        chunk = fh.read(pos - start + overlap)
+        i = chunk.rfind(_TB_MARK)
+        if i >= 0:
+            at = start + i
+            lo = max(floor, at - WINDOW_BEFORE)
+            hi = min(end, at + WINDOW_AFTER)
+            fh.seek(lo)
+            win = fh.read(hi - lo)
+            nl = win.find(b"\n")
+            win = win[nl + 1:] if nl >= 0 else win
+            return win.rsplit(b"\n", 1)[0]
+        pos = start
+    return b""
+
+
+# --------------------------------------------------------------------------- fatal region
+
+
+def _traceback_starts(lines: list[str]) -> list[int]:
+    return [i for i, ln in enumerate(lines) if _TRACEBACK in ln]
+
+
+def _traceback_end(norm: list[str], start: int) -> int:
+    """Index one past the exception message that ends the traceback starting at ``start``."""
+    n = len(norm)
+    i = start + 1
+    # frames: indented lines ("  File ...", code lines, "    ^^^^")
+    while i < n and (norm[i].startswith((" ", "\t")) or norm[i] == ""):
+        if norm[i] == "" and i + 1 < n and not norm[i + 1].startswith((" ", "\t")):
+            break
+        i += 1
+    # exception message: the first unindented line and its continuation lines
+    end = min(n, i + 1)
+    j = end
+    limit = min(n, i + 40)
+    while j < limit:
+        s = norm[j]
+        if s == "" or _TRACEBACK in s or s in _CHAIN_MARKERS:
+            break
+        if s.startswith((" ", "\t", "=", "-", "[", "(", "<", "{", "Root Cause", "Failures")):
+            j += 1
+            continue
+        if _EXC_LINE.match(s) is None and len(s) < 200 and not re.match(r"^[a-z0-9]", s):
+            break
+        j += 1
+    return max(end, j)
+
+
+def _chain_start(norm: list[str], start: int, starts: list[int]) -> int:
+    """Extend a traceback backwards over its chained causes."""
+    current = start
+    while True:
+        k = current - 1
+        while k >= 0 and norm[k].strip() == "":
+            k -= 1
+        if k < 0 or norm[k].strip() not in _CHAIN_MARKERS:
+            return current
+        earlier = [s for s in starts if s < k]
+        if not earlier:
+            return current
+        current = earlier[-1]
+
+
+def _root_cause_box(norm: list[str]) -> tuple[int, int] | None:
+    idx = None
+    for i in range(len(norm) - 1, -1, -1):
+        if "Root Cause (first observed failure)" in norm[i]:
+            idx = i
+            break
+    if idx is None:
+        return None
+    end = idx + 1
+    while end < len(norm) and end < idx + 60:
+        if norm[end].startswith("====="):
+            end += 1
+            break
+        end += 1
+    start = idx
+    for k in range(idx - 1, max(-1, idx - 40), -1):
+        if "FAILED" in norm[k] or "ChildFailedError" in norm[k]:
+            start = k
+            break
+    return start, end
+
+
+def _region(lines: list[str], norm: list[str]) -> tuple[int, int, bool]:
+    """(start, end, has_traceback) of the fatal region."""
+    n = len(lines)
+    starts = _traceback_starts(norm)
+    if not starts:
+        return max(0, n - TAIL_LINES), n, False
+    last = starts[-1]
+    last_end = _traceback_end(norm, last)
+    launcher = any(_LAUNCHER_EXC.search(norm[k]) for k in range(last, min(n, last_end + 2)))
+    if launcher:
+        # torchrun's own ChildFailedError traceback: the worker's traceback is the cause
+        box = _root_cause_box(norm)
+        box_end = box[1] if box else last_end
+        earlier = [s for s in starts if s < last and last - s < 2000]
+        if earlier:
+            start = _chain_start(norm, earlier[-1], starts)
+        else:
+            start = box[0] if box else last
+        return start, min(n, max(box_end, last_end) + 5), True
+    if n - last_end > MAX_AFTER_LINES:
+        # the job went on after this traceback (caught and logged): the end of the log decides
+        return max(0, n - TAIL_LINES), n, False
+    return _chain_start(norm, last, starts), n, True
+
+
+def fatal_region(text: str) -> FatalRegion:
+    """The last traceback with its chained causes (or the torchrun root-cause box, or the
+    last lines when there is no traceback)."""
+    lines = text.splitlines()
+    norm = [normalize_line(x) for x in lines]
+    start, end, _ = _region(lines, norm)
+    return FatalRegion(start, end, lines[start:end])
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def extract_inputs(lines: list[str]) -> list[str]:
+    """Data/checkpoint paths mentioned in the lines (not source files or library paths)."""
+    seen: dict[str, None] = {}
+    for ln in lines:
+        if ln.lstrip().startswith('File "'):
+            continue
+        for m in _PATH_RE.finditer(ln):
+            path = m.group(1).rstrip(".")
+            if len(path) < 3 or _CODE_PATH.search(path) or "/" not in path:
+                continue
+            seen.setdefault(path, None)
+    return list(seen)[:20]
+
+
+# --------------------------------------------------------------------------- analysis
+
+
+def analyze(text: str) -> LogView:
+    """Split a log into the parts the classifier uses."""
+    lines = text.splitlines()
+    n = len(lines)
+    # normalize only what we look at: the tail window is enough to find the region
+    norm_from = 0
+    if n > 4000:
+        tb_pos = text.rfind(_TRACEBACK)
+        anchor = text.count("\n", 0, tb_pos) if tb_pos >= 0 else n
+        norm_from = max(0, min(anchor, n - TAIL_LINES) - 400)
+    norm = [""] * norm_from + [normalize_line(x) for x in lines[norm_from:]]
+    start, end, has_tb = _region(lines, norm)
+    region_norm = norm[start:end]
+    infra: list[str] = []
+    infra_norm: list[str] = []
+    scan_from = max(0, n - 400)
+    for i in range(scan_from, n):
+        if start <= i < end:
+            continue
+        if _INFRA_RE.search(lines[i]) and not _is_noise(norm[i]):
+            infra.append(lines[i])
+            infra_norm.append(norm[i])
+    # also infra lines in the region itself
+    for i in range(start, end):
+        if _INFRA_RE.search(lines[i]) and not _is_noise(norm[i]) and lines[i] not in infra:
+            infra.append(lines[i])
+    exc_lines = _exception_lines(region_norm)
+    tail_norm = norm[max(end, n - 5):n] if end < n else []
+    focus = "\n".join(region_norm + infra_norm + tail_norm)
+    inputs = extract_inputs(region_norm)
+    return LogView(lines=lines, fatal=FatalRegion(start, end, lines[start:end]),
+                   infra_lines=infra[-12:], exception_lines=exc_lines, focus=focus,
+                   inputs=inputs, has_traceback=has_tb)
+
+
+def _is_noise(norm_line: str) -> bool:
+    s = norm_line.lstrip()
+    return s.startswith(("File ", "warnings.warn")) or "Warning:" in s and "Killed" not in s
+
+
+def _exception_lines(region: list[str]) -> list[str]:
+    out: list[str] = []
+    in_tb = False
+    for i, s in enumerate(region):
+        if _TRACEBACK in s:
+            in_tb = True
+            continue
+        if in_tb and s and not s.startswith((" ", "\t")):
+            if _EXC_LINE.match(s) or ":" in s:
+                out.append(s.strip())
+                in_tb = False
+        if not in_tb and i > 0 and out and s and region[i - 1].strip() == out[-1] and not s.startswith(" "):
+            continue
+    return out
