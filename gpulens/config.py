@@ -62,6 +62,13 @@ class CollectConfig:
     segment_seconds: float = 300.0
     proc_root: str = "/proc"
     sysfs_root: str = "/sys"
+    #: commit queued samples to the spool this often (one transaction per flush)
+    flush_seconds: float = 30.0
+    #: rows kept in memory while the store is unwritable (full disk); older ones are dropped
+    max_buffer_rows: int = 2_000_000
+    #: interfaces to skip (regular expression on the name); "" keeps every interface
+    net_exclude: str = r"^(veth|cali|docker|br-|virbr|flannel|cni|lxc|tunl|vxlan)"
+    fake_scenario: str = ""
 
 
 @dataclasses.dataclass
@@ -99,6 +106,21 @@ class ValidateConfig:
     memory_limit_bytes: int = 8 * 1024**3
     file_size_limit_bytes: int = 1024**3
     max_gpus: int = 64
+    #: No CPU, I/O, output or step for this long before the first step = a hang.
+    hang_seconds: float = 30.0
+    #: SIGTERM -> SIGKILL grace when the run is ended.
+    kill_grace_seconds: float = 2.0
+    #: GPU backend for picking the validation GPU: auto | nvml | fake | none.
+    backend: str = "auto"
+    #: Scenario file for backend = "fake" (see docs/collectors.md).
+    fake_scenario: str = ""
+    #: Local GPU indexes the validator may use, e.g. "0,2-3"; empty = all.
+    pool: str = ""
+    #: A GPU is idle at or below this utilization (percent) and memory in use.
+    idle_utilization: float = 5.0
+    idle_memory_bytes: int = 512 * 1024**2
+    #: Hours a prevented failure would have held each GPU when the store has no history.
+    failure_hours: float = 0.5
     #: GPU types a job may request, with memory in bytes and price per hour.
     gpu_types: dict[str, dict[str, float]] = dataclasses.field(
         default_factory=lambda: {

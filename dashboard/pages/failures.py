@@ -1,0 +1,224 @@
+"""Failures: by category and origin over time, runtime to failure, cost, drill-down to the log."""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from dashboard import data, ui
+
+__all__ = ["CONTEXT_AFTER", "CONTEXT_BEFORE", "highlighted_log_html", "render"]
+
+#: Lines of context shown around the fatal region.
+CONTEXT_BEFORE = 25
+CONTEXT_AFTER = 10
+
+_ORIGIN_COLORS = {
+    "user": "#4c78a8",
+    "data": "#f58518",
+    "framework": "#b279a2",
+    "infrastructure": "#e45756",
+    "unknown": "#9e9e9e",
+}
+
+
+def highlighted_log_html(lines: list[str], start: int, end: int, first: int, last: int) -> str:
+    """Lines ``first..last`` as a <pre>, numbered, with ``start..end`` highlighted."""
+    out = []
+    for i in range(first, last):
+        text = html.escape(lines[i]) or " "
+        num = f'<span style="color:#888;user-select:none">{i + 1:>6}  </span>'
+        if start <= i < end:
+            out.append(f'<span class="gl-fatal" style="background:#ffe1e1;display:block">'
+                       f"{num}{text}</span>")
+        else:
+            out.append(f'<span style="display:block">{num}{text}</span>')
+    return ('<pre style="font-size:12px;line-height:1.35;max-height:560px;overflow:auto;'
+            'padding:8px;border:1px solid #ddd;border-radius:6px;white-space:pre-wrap">'
+            + "".join(out) + "</pre>")
+
+
+def _over_time(failed: pd.DataFrame) -> alt.Chart | None:
+    df = failed.dropna(subset=["end_time"]).copy()
+    if df.empty:
+        return None
+    df["end_time"] = pd.to_datetime(df["end_time"])
+    span = df["end_time"].max() - df["end_time"].min()
+    bucket = "1h" if span <= pd.Timedelta(days=3) else "1D"
+    df["when"] = df["end_time"].dt.floor(bucket)
+    df["category"] = df["failure_category"].fillna("undiagnosed")
+    counts = df.groupby(["when", "category"], as_index=False).size()
+    return (
+        alt.Chart(counts)
+        .mark_bar()
+        .encode(
+            x=alt.X("when:T", title=None),
+            y=alt.Y("size:Q", title="failed jobs"),
+            color=alt.Color("category:N", legend=alt.Legend(title="category", orient="right")),
+            tooltip=[alt.Tooltip("when:T", title="period"), "category:N",
+                     alt.Tooltip("size:Q", title="failed jobs")],
+        )
+        .properties(height=260)
+    )
+
+
+def _cost_chart(cost: pd.DataFrame) -> alt.Chart:
+    df = cost.copy()
+    order = list(df.groupby("category")["gpu_hours"].sum().sort_values(ascending=False).index)
+    domain = [o for o in _ORIGIN_COLORS if o in set(df["origin"])] + sorted(
+        set(df["origin"]) - set(_ORIGIN_COLORS))
+    return (
+        alt.Chart(df)
+        .mark_bar()
+        .encode(
+            y=alt.Y("category:N", sort=order, title=None),
+            x=alt.X("gpu_hours:Q", title="GPU-hours spent on failed runs"),
+            color=alt.Color("origin:N", scale=alt.Scale(
+                domain=domain, range=[_ORIGIN_COLORS.get(o, "#bab0ac") for o in domain]),
+                legend=alt.Legend(title="origin", orient="top")),
+            tooltip=["category:N", "origin:N", alt.Tooltip("failures:Q"),
+                     alt.Tooltip("gpu_hours:Q", format=",.1f"),
+                     alt.Tooltip("median_runtime_to_failure_hours:Q", format=".2f",
+                                 title="median h to failure")],
+        )
+        .properties(height=max(180, 22 * len(order)))
+    )
+
+
+def _runtime_chart(failed: pd.DataFrame) -> alt.Chart | None:
+    df = failed.dropna(subset=["start_time", "end_time"]).copy()
+    if df.empty:
+        return None
+    df["hours"] = (pd.to_datetime(df["end_time"]) - pd.to_datetime(df["start_time"])
+                   ).dt.total_seconds() / 3600
+    df["category"] = df["failure_category"].fillna("undiagnosed")
+    return (
+        alt.Chart(df)
+        .mark_boxplot(extent="min-max")
+        .encode(
+            y=alt.Y("category:N", title=None),
+            x=alt.X("hours:Q", title="hours from start to failure", scale=alt.Scale(type="symlog")),
+            color=alt.Color("category:N", legend=None),
+        )
+        .properties(height=max(160, 22 * df["category"].nunique()))
+    )
+
+
+def _drilldown(failed: pd.DataFrame) -> None:
+    st.subheader("Drill down: a failed job's log")
+    if failed.empty:
+        ui.no_match("No failed job")
+        return
+    view = failed.sort_values("allocated_gpu_hours", ascending=False).reset_index(drop=True)
+    cols = [c for c in ("job_id", "user", "vc", "gpus", "failure_category", "allocated_gpu_hours",
+                        "end_time") if c in view.columns]
+    view = view[cols]
+    state = ui.table(view, "failed jobs", select=True, height=260)
+    rows = list(getattr(getattr(state, "selection", None), "rows", []) or [])
+    job_id = str(view.iloc[rows[0]]["job_id"]) if rows else str(view.iloc[0]["job_id"])
+    if not rows:
+        st.caption(f"Select a row; showing the costliest failed job, {job_id}.")
+    detail = ui.fetch("analysis.job_detail", "Job detail", job_id, use_filters=False)
+    if detail is None:
+        return
+    attempts = getattr(detail, "attempts", pd.DataFrame())
+    failures = getattr(detail, "failures", pd.DataFrame())
+    if not isinstance(attempts, pd.DataFrame) or attempts.empty:
+        st.caption("This job has no attempts recorded.")
+        return
+    bad = attempts[attempts["status"] == "failed"] if "status" in attempts else attempts
+    if bad.empty:
+        bad = attempts
+    labels = [int(a) for a in bad["attempt"]]
+    attempt = st.selectbox("Attempt", labels, index=len(labels) - 1, key="fail_attempt")
+    row = bad[bad["attempt"] == attempt].iloc[0]
+    diag: dict[str, Any] = {}
+    if isinstance(failures, pd.DataFrame) and not failures.empty:
+        match = failures[failures["attempt"] == attempt]
+        if not match.empty:
+            diag = {str(k): v for k, v in match.iloc[0].to_dict().items()}
+    if diag:
+        st.markdown(f"Diagnosis: **`{diag.get('category')}`**, origin **{diag.get('origin')}**")
+    st.page_link("pages/job.py", label=f"Job page of {job_id}", icon=":material/open_in_new:",
+                 query_params={"job": job_id})
+    text, problem, truncated = data.read_log(row.get("log_path"))
+    if text is None:
+        st.info(f"No log to show: {problem}.", icon=":material/description:")
+        return
+    lines = text.splitlines()
+    if not data.available("diagnosis.logs.fatal_region"):
+        ui.unavailable("diagnosis.logs.fatal_region", "Fatal-region highlighting")
+        start, end = max(0, len(lines) - 20), len(lines)
+    else:
+        region = data.resolve("diagnosis.logs.fatal_region")(text)
+        start, end = int(region.start_line), int(region.end_line)
+    show_all = st.toggle("Show the whole log", key="fail_show_all")
+    first = 0 if show_all else max(0, start - CONTEXT_BEFORE)
+    last = len(lines) if show_all else min(len(lines), end + CONTEXT_AFTER)
+    st.caption(f"Fatal region: lines {start + 1}–{end} of {len(lines):,} (highlighted)"
+               + ("; the log is long, gpulens read its start, its end and the part around the "
+                  "last traceback" if truncated else ""))
+    st.markdown(highlighted_log_html(lines, start, end, first, last), unsafe_allow_html=True)
+    st.download_button("Download this log", text.encode("utf-8"),
+                       file_name=f"{job_id}-attempt{attempt}.log", mime="text/plain",
+                       key="dl-fail-log", on_click="ignore")
+
+
+def render() -> None:
+    filters = ui.page_header("Failures", "Why jobs fail, and what it costs")
+    ui.require_data()
+    cost = ui.fetch("analysis.failure_cost", "Failure cost", filters=filters)
+    jobs = ui.fetch("analysis.job_utilization", "Jobs", filters=filters)
+    failed = (jobs[jobs["status"] == "failed"] if isinstance(jobs, pd.DataFrame)
+              else pd.DataFrame())
+
+    if isinstance(cost, pd.DataFrame):
+        c1, c2, c3 = st.columns(3)
+        c1.metric("Failed attempts", f"{int(cost['failures'].sum()):,}" if not cost.empty else "0",
+                  border=True)
+        c2.metric("GPU-hours in failed runs",
+                  ui.fmt_hours(cost["gpu_hours"].sum() if not cost.empty else 0.0), border=True)
+        if not cost.empty:
+            by_origin = cost.groupby("origin")["gpu_hours"].sum()
+            infra = float(by_origin.get("infrastructure", 0.0))
+            total = float(by_origin.sum())
+            c3.metric("Of which infrastructure", ui.fmt_pct(100 * infra / total if total else None),
+                      border=True)
+
+    left, right = st.columns(2)
+    with left:
+        st.subheader("Failures over time, by category")
+        chart = _over_time(failed) if not failed.empty else None
+        if chart is None:
+            ui.no_match("No failed job")
+        else:
+            st.altair_chart(chart, width="stretch")
+    with right:
+        st.subheader("GPU-hours lost, by category and origin")
+        if isinstance(cost, pd.DataFrame):
+            if cost.empty:
+                ui.no_match("No failure")
+            else:
+                st.altair_chart(_cost_chart(cost), width="stretch")
+
+    left, right = st.columns(2)
+    with left:
+        st.subheader("Runtime to failure")
+        chart = _runtime_chart(failed) if not failed.empty else None
+        if chart is None:
+            ui.no_match("No failed job")
+        else:
+            st.altair_chart(chart, width="stretch")
+    with right:
+        st.subheader("Cost table")
+        if isinstance(cost, pd.DataFrame):
+            ui.table(cost, "failure cost")
+
+    _drilldown(failed)
+
+
+render()

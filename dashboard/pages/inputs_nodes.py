@@ -1,0 +1,188 @@
+"""Inputs and nodes: the input blacklist and its audit log, flagged nodes, anomaly scores,
+node timelines. Blacklist changes need the operator token (read-only otherwise)."""
+
+from __future__ import annotations
+
+import hmac
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from dashboard import data, ui
+from gpulens.errors import GpulensError
+
+__all__ = ["MAX_HEATMAP_NODES", "anomaly_heatmap", "node_charts", "render"]
+
+#: The anomaly heatmap shows at most this many nodes (the highest scoring ones).
+MAX_HEATMAP_NODES = 40
+
+
+def anomaly_heatmap(scores: pd.DataFrame) -> alt.Chart:
+    df = scores.copy()
+    df["hour"] = pd.to_datetime(df["hour"])
+    top = (df.groupby("node")["score"].max().sort_values(ascending=False)
+           .head(MAX_HEATMAP_NODES).index)
+    df = df[df["node"].isin(top)]
+    return (
+        alt.Chart(df)
+        .mark_rect()
+        .encode(
+            x=alt.X("hour:T", title=None),
+            y=alt.Y("node:N", sort=list(top), title=None),
+            color=alt.Color("score:Q", title="anomaly", scale=alt.Scale(scheme="orangered")),
+            tooltip=["node:N", alt.Tooltip("hour:T"), alt.Tooltip("score:Q", format=".2f")],
+        )
+        .properties(height=min(18 * len(top), 720) + 40)
+    )
+
+
+def node_charts(tl: pd.DataFrame) -> alt.VConcatChart:
+    df = tl.copy()
+    df["ts"] = pd.to_datetime(df["ts"])
+    x = alt.X("ts:T", title=None)
+
+    def panel(cols: dict[str, str], title: str, mark: str = "line") -> alt.Chart:
+        present = {c: label for c, label in cols.items() if c in df.columns}
+        long = df.melt(id_vars=["ts"], value_vars=list(present), var_name="series",
+                       value_name="value")
+        long["series"] = long["series"].map(present)
+        chart = alt.Chart(long)
+        chart = chart.mark_bar() if mark == "bar" else chart.mark_line()
+        return chart.encode(
+            x=x, y=alt.Y("value:Q", title=title),
+            color=alt.Color("series:N", legend=alt.Legend(title=None, orient="top")),
+            tooltip=[alt.Tooltip("ts:T"), "series:N", alt.Tooltip("value:Q", format=",.2f")],
+        ).properties(height=150)
+
+    if "pcie_tx_bps" in df.columns:
+        df["pcie_tx_mbps"] = df["pcie_tx_bps"] / 1e6
+        df["pcie_rx_mbps"] = df["pcie_rx_bps"] / 1e6
+    return alt.vconcat(
+        panel({"util_gpu": "GPU utilization %"}, "util %"),
+        panel({"pcie_tx_mbps": "PCIe TX", "pcie_rx_mbps": "PCIe RX"}, "MB/s"),
+        panel({"net_errors": "network errors", "xid_count": "XID events"}, "count", mark="bar"),
+    ).resolve_scale(color="independent")
+
+
+def _operator_controls() -> None:
+    token = data.config().dashboard.operator_token
+    if not token:
+        st.caption("Read-only: set `dashboard.operator_token` in gpulens.toml (or "
+                   "`GPULENS_DASHBOARD_OPERATOR_TOKEN`) to allow blacklist changes here.")
+        return
+    with st.expander("Change the blacklist (operators)", icon=":material/lock:"):
+        entered = st.text_input("Operator token", type="password", key="op_token")
+        if not entered:
+            st.caption("Enter the operator token to add or clear entries.")
+            return
+        if not hmac.compare_digest(entered.encode(), token.encode()):
+            st.warning("Wrong operator token.", icon=":material/lock:")
+            return
+        if not (data.available("diagnosis.blacklist.add")
+                and data.available("diagnosis.blacklist.remove")):
+            ui.unavailable("diagnosis.blacklist.add", "Blacklist changes")
+            return
+        with st.form("op_form", clear_on_submit=True):
+            action = st.radio("Action", ["Blacklist an input", "Clear an input"], key="op_action",
+                              horizontal=True)
+            target = st.text_input("Input (path or dataset id)", key="op_input")
+            actor = st.text_input("Your name", key="op_actor")
+            reason = st.text_input("Reason", key="op_reason")
+            submitted = st.form_submit_button("Apply")
+        if submitted:
+            if not target.strip() or not actor.strip():
+                st.warning("Give the input and your name.")
+                return
+            s = data.store()
+            if s is None:
+                st.warning("No store to write to.")
+                return
+            name = "add" if action.startswith("Blacklist") else "remove"
+            try:
+                data.resolve(f"diagnosis.blacklist.{name}")(
+                    s, target.strip(), f"dashboard:{actor.strip()}", reason.strip()
+                )
+            except GpulensError as exc:
+                st.warning(str(exc))
+                return
+            data.clear_caches()
+            st.success(f"{'Blacklisted' if name == 'add' else 'Cleared'} {target.strip()}.")
+
+
+def _blacklist() -> None:
+    st.subheader("Input blacklist")
+    entries = ui.fetch("diagnosis.blacklist.list_entries", "The blacklist", use_filters=False)
+    if isinstance(entries, pd.DataFrame):
+        if entries.empty:
+            st.caption("No input is suspected or blacklisted.")
+        else:
+            counts = entries["state"].value_counts() if "state" in entries else pd.Series()
+            c1, c2, c3 = st.columns(3)
+            c1.metric("Blacklisted", int(counts.get("blacklisted", 0)), border=True)
+            c2.metric("Suspected", int(counts.get("suspected", 0)), border=True)
+            c3.metric("Cleared", int(counts.get("cleared", 0)), border=True)
+            ui.table(entries, "blacklist")
+    _operator_controls()
+    audit = ui.fetch("diagnosis.blacklist.audit_log", "The blacklist audit log", use_filters=False)
+    if isinstance(audit, pd.DataFrame):
+        with st.expander(f"Audit log ({len(audit)} changes)"):
+            ui.table(audit, "blacklist audit log")
+
+
+def _nodes(filters: data.FilterState) -> list[str]:
+    st.subheader("Flagged nodes")
+    known: list[str] = []
+    flagged = ui.fetch("diagnosis.nodes.flagged_nodes", "Flagged nodes", use_filters=False)
+    if isinstance(flagged, pd.DataFrame):
+        if flagged.empty:
+            st.caption("No node is flagged.")
+        else:
+            ui.table(flagged, "flagged nodes")
+            known += [str(n) for n in flagged["node"].unique()]
+    st.subheader("Node anomaly scores")
+    scores = ui.fetch("diagnosis.nodes.anomaly_scores", "Anomaly scores", filters=filters)
+    if isinstance(scores, pd.DataFrame):
+        if scores.empty:
+            st.caption("No anomaly scores in this period (run `gpulens nodes anomalies`).")
+        else:
+            st.altair_chart(anomaly_heatmap(scores), width="stretch")
+            st.caption(f"The {MAX_HEATMAP_NODES} highest-scoring nodes at most; darker = more "
+                       "unusual for that node's hour.")
+            ranked = scores.groupby("node")["score"].max().sort_values(ascending=False)
+            known += [str(n) for n in ranked.index if str(n) not in known]
+            with st.expander("Table"):
+                ui.table(scores, "anomaly scores")
+    return known
+
+
+def _timeline(filters: data.FilterState, known: list[str]) -> None:
+    st.subheader("Node timeline")
+    c1, c2 = st.columns([2, 3])
+    picked = c1.selectbox("Node", known, index=0 if known else None, key="node_pick",
+                          placeholder="type a node name", accept_new_options=True)
+    if not picked:
+        st.caption("Pick or type a node.")
+        return
+    tl = ui.fetch("analysis.node_timeline", "Node timeline", str(picked), filters=filters)
+    if isinstance(tl, pd.DataFrame):
+        if tl.empty:
+            ui.no_match(f"No sample of {picked}")
+            return
+        c2.caption("GPU utilization (mean over the node's GPUs), PCIe traffic, network errors "
+                   "and XID events.")
+        st.altair_chart(node_charts(tl), width="stretch")
+        with st.expander("Table"):
+            ui.table(tl, f"node timeline {picked}", key="tbl-node-timeline")
+
+
+def render() -> None:
+    filters = ui.page_header("Inputs and nodes", "Bad inputs and bad nodes")
+    ui.require_data()
+    _blacklist()
+    st.divider()
+    known = _nodes(filters)
+    _timeline(filters, known)
+
+
+render()

@@ -1,0 +1,192 @@
+"""One job: per-GPU utilization, placement, metric curve with its early-stop point, diagnosis."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from dashboard import data, ui
+
+__all__ = ["MAX_HEATMAP_CELLS", "render"]
+
+#: Above this many (GPU, minute) cells the heatmap is averaged into coarser time bins.
+MAX_HEATMAP_CELLS = 20_000
+
+
+def _frame(obj: Any, name: str) -> pd.DataFrame:
+    value = getattr(obj, name, None)
+    return value if isinstance(value, pd.DataFrame) else pd.DataFrame()
+
+
+def gpu_heatmap(timeline: pd.DataFrame) -> alt.Chart:
+    """Utilization of every GPU of the job over time (one row per GPU)."""
+    tl = timeline.copy()
+    tl["ts"] = pd.to_datetime(tl["ts"])
+    tl["gpu"] = tl["node"].astype(str) + ":" + tl["gpu_index"].astype(str)
+    n_gpus = max(tl["gpu"].nunique(), 1)
+    minutes = max(len(tl) // n_gpus, 1)
+    bin_minutes = max(1, -(-minutes * n_gpus // MAX_HEATMAP_CELLS))
+    if bin_minutes > 1:
+        tl["ts"] = tl["ts"].dt.floor(f"{bin_minutes}min")
+        tl = tl.groupby(["gpu", "ts"], as_index=False).agg(util_gpu=("util_gpu", "mean"))
+    height = min(24 * n_gpus, 600) + 40
+    return (
+        alt.Chart(tl)
+        .mark_rect()
+        .encode(
+            x=alt.X("ts:T", title=None),
+            y=alt.Y("gpu:N", title="node:GPU", sort="ascending"),
+            color=alt.Color("util_gpu:Q", title="util %",
+                            scale=alt.Scale(domain=[0, 100], scheme="viridis")),
+            tooltip=[alt.Tooltip("ts:T", title="time"), "gpu:N",
+                     alt.Tooltip("util_gpu:Q", title="util %", format=".0f")],
+        )
+        .properties(height=height)
+    )
+
+
+def metric_curve(metrics: pd.DataFrame, converged: float | None) -> alt.FacetChart | alt.LayerChart:
+    base = alt.Chart(metrics).mark_line(point=True).encode(
+        x=alt.X("step:Q", title="epoch"),
+        y=alt.Y("value:Q", title=None, scale=alt.Scale(zero=False)),
+        tooltip=["metric:N", "step:Q", alt.Tooltip("value:Q", format=".4f")],
+    )
+    layers: list[Any] = [base]
+    if converged is not None:
+        rule = alt.Chart(pd.DataFrame({"step": [converged], "label": ["converged"]})).mark_rule(
+            color="#e45756", strokeDash=[6, 4], size=2
+        ).encode(x="step:Q", tooltip=["label:N", "step:Q"])
+        layers.append(rule)
+    return alt.layer(*layers, data=metrics).properties(height=220, width=420).facet(
+        column=alt.Column("metric:N", title=None)
+    ).resolve_scale(y="independent")
+
+
+def _diagnosis(job_id: str, failures: pd.DataFrame) -> None:
+    st.subheader("Diagnosis")
+    if failures.empty:
+        st.caption("No failure diagnosis is stored for this job.")
+    for row in failures.to_dict("records"):
+        conf = row.get("confidence")
+        conf_text = f", confidence {float(conf):.0%}" if conf is not None and pd.notna(conf) else ""
+        st.markdown(
+            f"**Attempt {row.get('attempt', '?')}: `{row.get('category', '?')}`**, "
+            f"origin **{row.get('origin', '?')}**{conf_text} "
+            f"<small>({row.get('method') or 'stored'})</small>",
+            unsafe_allow_html=True,
+        )
+        evidence = row.get("evidence")
+        if evidence is not None and len(evidence):
+            st.code("\n".join(str(x) for x in evidence), language=None, wrap_lines=True)
+    if not data.available("diagnosis.jobs.diagnose_job"):
+        ui.unavailable("diagnosis.jobs.diagnose_job", "On-demand diagnosis (origin posterior)")
+        return
+    if st.button("Diagnose now (classifier + origin model)", key="job_diagnose",
+                 icon=":material/troubleshoot:"):
+        try:
+            result = data.call_store("diagnosis.jobs.diagnose_job", job_id)
+        except Exception as exc:  # show, do not crash the page
+            st.error(f"Diagnosis failed: {type(exc).__name__}: {exc}")
+            return
+        _render_job_diagnosis(result)
+
+
+def _render_job_diagnosis(result: Any) -> None:
+    attempts = getattr(result, "attempts", None)
+    if not attempts:
+        st.info("No failed attempt to diagnose.")
+        return
+    for item in attempts:
+        info: dict[str, Any] = (dataclasses.asdict(item)
+                                if dataclasses.is_dataclass(item) and not isinstance(item, type)
+                                else dict(vars(item)))
+        diag = info.get("diagnosis") or {}
+        st.markdown(f"**Attempt {info.get('attempt', '?')}**: `{diag.get('category', '?')}` "
+                    f"(origin **{diag.get('origin', '?')}**)")
+        posterior = info.get("posterior") or info.get("origin_posterior")
+        if isinstance(posterior, dict) and posterior:
+            post = pd.DataFrame({"origin": list(posterior), "probability": list(posterior.values())})
+            st.altair_chart(
+                alt.Chart(post).mark_bar().encode(
+                    x=alt.X("probability:Q", scale=alt.Scale(domain=[0, 1]), axis=alt.Axis(format="%")),
+                    y=alt.Y("origin:N", sort="-x", title=None),
+                ).properties(height=140),
+                width="stretch",
+            )
+        lines = diag.get("evidence") or []
+        if lines:
+            st.code("\n".join(str(x) for x in lines), language=None, wrap_lines=True)
+        moved = info.get("evidence") or info.get("top_evidence")
+        if moved:
+            st.caption("What moved the origin most: " + "; ".join(str(x) for x in moved))
+
+
+def render() -> None:
+    st.page_link("pages/jobs.py", label="Back to jobs", icon=":material/arrow_back:")
+    job_id = str(st.query_params.get("job", "") or "")
+    typed = st.text_input("Job id", value=job_id, key="job_id_input")
+    if typed and typed != job_id:
+        st.query_params["job"] = typed
+        job_id = typed
+    st.title(f"Job {job_id}" if job_id else "Job")
+    ui.require_data()
+    if not job_id:
+        st.info("Enter a job id above, or pick a job on the Jobs page.")
+        return
+    detail = ui.fetch("analysis.job_detail", "Job detail", job_id, use_filters=False)
+    if detail is None:
+        return
+    job = getattr(detail, "job", None) or {}
+    if not job:
+        st.warning(f"No job {job_id!r} in the store.", icon=":material/search_off:")
+        return
+
+    placements = _frame(detail, "placements")
+    attempts = _frame(detail, "attempts")
+    cols = st.columns(6)
+    cols[0].metric("Status", str(job.get("status", "—")), border=True)
+    cols[1].metric("User", str(job.get("user", "—")), border=True)
+    cols[2].metric("VC", str(job.get("vc", "—")), border=True)
+    gpus = job.get("requested_gpus") or (len(placements[["node", "gpu_index"]].drop_duplicates())
+                                         if not placements.empty else None)
+    cols[3].metric("GPUs", "—" if gpus is None else str(gpus), border=True)
+    servers = placements["node"].nunique() if not placements.empty else None
+    cols[4].metric("Servers", "—" if servers is None else str(servers), border=True)
+    cols[5].metric("Attempts", str(len(attempts)), border=True)
+
+    st.subheader("Per-GPU utilization")
+    timeline = _frame(detail, "gpu_timeline")
+    if timeline.empty:
+        st.caption("No GPU samples for this job.")
+    else:
+        st.altair_chart(gpu_heatmap(timeline), width="stretch")
+
+    st.subheader("Training curve")
+    metrics = _frame(detail, "metrics")
+    converged = getattr(detail, "converged_epoch", None)
+    converged = None if converged is None or pd.isna(converged) else float(converged)
+    if metrics.empty:
+        st.caption("This job reported no metric curve.")
+    else:
+        st.altair_chart(metric_curve(metrics, converged))
+        if converged is not None:
+            epochs = metrics["step"].max()
+            st.caption(f"Converged (within tolerance of its best accuracy) at epoch "
+                       f"{converged:.0f} of {epochs:.0f}: the dashed line.")
+
+    _diagnosis(job_id, _frame(detail, "failures"))
+
+    left, right = st.columns(2)
+    with left:
+        st.subheader("Attempts")
+        ui.table(attempts, "attempts", key="job-attempts")
+    with right:
+        st.subheader("Placement")
+        ui.table(placements, "placement", key="job-placement")
+
+
+render()
