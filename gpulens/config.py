@@ -97,6 +97,27 @@ class DashboardConfig:
 class DiagnoseConfig:
     blacklist_min_jobs: int = 2
     early_stop_tolerance: float = 0.001
+    # --- origin network, blacklist and bad nodes (docs/diagnosis.md) ---
+    #: extra evidence per additional distinct user behind an input's failures
+    blacklist_user_weight: float = 1.0
+    #: distinct jobs with infrastructure failures or hardware signals that flag a node
+    node_min_jobs: int = 2
+    #: hardware XID / uncorrectable-ECC events that flag a node on their own
+    node_min_hw_events: int = 3
+    #: other jobs failing on the same node within this many seconds are co-failures
+    cofailure_window_s: float = 3600.0
+    #: XIDs this long before start / after end of an attempt still count for it
+    xid_margin_s: float = 300.0
+    #: an attempt that failed within this many seconds failed at start-up
+    startup_seconds: float = 300.0
+    #: ... and within this many seconds, in its first iteration(s)
+    first_iteration_seconds: float = 1200.0
+    #: BDeu equivalent sample size of the origin network
+    bn_equivalent_sample_size: float = 10.0
+    #: weight (in rows) of the built-in synthetic history when a store has labels
+    bn_prior_rows: int = 2000
+    #: One-Class SVM nu (expected share of anomalous node-hours)
+    anomaly_nu: float = 0.05
 
 
 @dataclasses.dataclass
