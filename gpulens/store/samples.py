@@ -55,7 +55,7 @@ SAMPLE_KINDS: Final[dict[str, list[tuple[str, pa.DataType]]]] = {
         ("ts", _T),
         ("node", pa.string()),
         ("device", pa.string()),
-        ("link_kind", pa.string()),  # ethernet | infiniband | loopback
+        ("link_kind", pa.string()),  # ethernet | infiniband | loopback | other
         ("rx_bytes_total", pa.int64()),
         ("tx_bytes_total", pa.int64()),
         ("rx_packets_total", pa.int64()),
@@ -69,6 +69,7 @@ SAMPLE_KINDS: Final[dict[str, list[tuple[str, pa.DataType]]]] = {
         ("link_speed_mbps", pa.int64()),
         ("symbol_errors_total", pa.int64()),
         ("link_downed_total", pa.int64()),
+        ("port", pa.int16()),  # InfiniBand port number (device = HCA name); NULL otherwise
     ],
     "proc": [
         ("ts", _T),
