@@ -75,8 +75,14 @@ class CollectConfig:
 class ExporterConfig:
     host: str = "127.0.0.1"
     port: int = EXPORTER_PORT
+    #: scrapes within this many seconds of the last store refresh are served from memory
     cache_seconds: float = 15.0
+    #: bound on vcs, jobs and nodes exported as label values
     top_n: int = 20
+    #: goodput and failure GPU-hours cover this many days before the newest attempt (0 = all)
+    window_days: float = 7.0
+    #: node anomaly score = max over this many latest scored hours
+    anomaly_hours: float = 6.0
 
 
 @dataclasses.dataclass

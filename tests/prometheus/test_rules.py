@@ -102,3 +102,42 @@ def test_every_alert_has_firing_and_quiet_unit_tests() -> None:
 def test_recording_rules_follow_naming_convention() -> None:
     for rule in _recording_rules():
         assert re.fullmatch(r"[a-z_]+:gpulens_[a-z0-9_]+:[a-z0-9_]+", rule["record"]), rule["record"]
+
+
+#: Node agent metric names from the cross-team contract (collectors issue).
+AGENT_METRICS = frozenset("""
+gpulens_gpu_utilization_ratio gpulens_gpu_memory_utilization_ratio gpulens_gpu_memory_used_bytes
+gpulens_gpu_memory_total_bytes gpulens_gpu_pcie_transmit_bytes_total gpulens_gpu_pcie_receive_bytes_total
+gpulens_gpu_pcie_replay_errors_total gpulens_gpu_power_watts gpulens_gpu_energy_joules_total
+gpulens_gpu_temperature_celsius gpulens_gpu_sm_clock_hertz gpulens_gpu_ecc_errors_total
+gpulens_gpu_row_remap_failure gpulens_gpu_xid_errors_total gpulens_gpu_job_info
+gpulens_job_gpu_utilization_ratio gpulens_job_gpu_memory_used_bytes
+gpulens_network_receive_bytes_total gpulens_network_transmit_bytes_total
+gpulens_network_receive_packets_total gpulens_network_transmit_packets_total
+gpulens_network_receive_errors_total gpulens_network_transmit_errors_total
+gpulens_network_receive_drops_total gpulens_network_transmit_drops_total
+gpulens_infiniband_symbol_errors_total gpulens_infiniband_link_downed_total
+gpulens_agent_last_sample_timestamp_seconds gpulens_agent_sample_duration_seconds
+gpulens_agent_errors_total gpulens_agent_dropped_samples_total gpulens_agent_store_writable
+gpulens_agent_gpu_backend_info
+""".split())
+
+
+def known_metric_names() -> set[str]:
+    from analysis.cluster_exporter import METRIC_NAMES
+
+    return set(AGENT_METRICS) | set(METRIC_NAMES) | {r["record"] for r in _recording_rules()}
+
+
+def referenced_metric_names(text: str) -> set[str]:
+    """Metric names (raw and recorded) used in PromQL text."""
+    pattern = r"\b[a-z_]+:gpulens_[a-z0-9_]+:[a-z0-9_]+"
+    recorded = set(re.findall(pattern, text))
+    raw = set(re.findall(r"\bgpulens_[a-z0-9_]+", re.sub(pattern, " ", text)))
+    return raw | recorded
+
+
+def test_rules_reference_only_existing_metrics() -> None:
+    exprs = "\n".join(r["expr"] for r in _alert_rules() + _recording_rules())
+    unknown = referenced_metric_names(exprs) - known_metric_names()
+    assert not unknown, f"rules use metrics nobody exports: {sorted(unknown)}"
