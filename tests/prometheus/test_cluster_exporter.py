@@ -142,7 +142,7 @@ def test_values_from_the_store(store: Store) -> None:
     assert v("gpulens_cluster_vc_gpu_hours", {"vc": "vcA", "stage": "allocated"}) == pytest.approx(2.0)
     assert v("gpulens_cluster_vc_gpu_hours", {"vc": "vcA", "stage": "idle"}) == pytest.approx(1.0)
     assert v("gpulens_cluster_vc_effective_utilization_ratio", {"vc": "vcA"}) == pytest.approx(0.5)
-    stages = {s: v("gpulens_cluster_goodput_gpu_hours", {"stage": s})
+    stages = {s: v("gpulens_cluster_goodput_gpu_hours", {"stage": s}) or 0.0
               for s in ("allocated", "idle", "failed_or_killed", "post_convergence", "effective")}
     assert stages["allocated"] == pytest.approx(
         stages["idle"] + stages["failed_or_killed"] + stages["post_convergence"] + stages["effective"])

@@ -69,7 +69,7 @@ def wait_for(what: str, check: Callable[[], Any], deadline: float,
 class Hook(http.server.BaseHTTPRequestHandler):
     received: list[dict[str, Any]] = []
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server API
+    def do_POST(self) -> None:  # http.server API name
         body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
         type(self).received.append(json.loads(body))
         self.send_response(200)
