@@ -1,0 +1,360 @@
+"""Run the user's program safely and watch it: limits, timeout, hang detection, no orphans.
+
+The child runs in its own session and process group (``start_new_session``),
+with ``RLIMIT_AS`` (CPU runs only: CUDA reserves huge address ranges),
+``RLIMIT_FSIZE`` and ``RLIMIT_CORE=0``, a private ``TMPDIR``, and every process
+it starts carries a tag in its environment. The watcher polls the child, the
+start-up hook's marker files and (with psutil) the CPU time, RSS and I/O of the
+whole process tree. It ends the run on: the requested steps (the hook exits),
+the wall-clock timeout, the group using more memory than allowed, no progress
+(no CPU, I/O, output or marker change) for ``hang_seconds``, or Ctrl-C. Whatever
+ends the run, every process of the run (the group, the session, the tracked
+descendants and any process carrying the tag) gets SIGTERM, then SIGKILL after a
+grace period.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+import os
+import resource
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+__all__ = ["RUN_TAG_ENV", "RunLimits", "RunOutcome", "kill_run", "run_process", "run_processes"]
+
+#: Environment variable that tags every process of a dry run.
+RUN_TAG_ENV = "GPULENS_VALIDATE_RUN"
+
+_POLL = 0.05
+_SAMPLE = 0.25
+
+
+@dataclasses.dataclass
+class RunLimits:
+    timeout: float = 120.0
+    memory_bytes: int | None = 8 * 1024**3  # whole tree RSS; also RLIMIT_AS per process if address_space
+    address_space: bool = True
+    file_size_bytes: int | None = 1024**3
+    hang_seconds: float = 30.0
+    kill_grace: float = 2.0
+    output_tail_bytes: int = 2 * 1024**2
+
+
+@dataclasses.dataclass
+class RunOutcome:
+    returncode: int | None
+    seconds: float
+    timed_out: bool = False
+    hung: bool = False
+    memory_exceeded: bool = False
+    interrupted: bool = False
+    stopped_by_hook: str | None = None  # 'steps' | 'nonfinite_loss'
+    output: str = ""
+    output_bytes: int = 0
+    markers: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    peak_rss_bytes: int = 0
+    cpu_seconds: float = 0.0
+    idle_seconds: float = 0.0
+    killed: int = 0  # processes the validator had to signal at the end
+    leftover: list[int] = dataclasses.field(default_factory=list)  # still alive after SIGKILL
+
+
+def _preexec(limits: RunLimits) -> Callable[[], None]:
+    def apply() -> None:  # runs in the child between fork and exec
+        def lower(which: int, value: int) -> None:
+            soft, hard = resource.getrlimit(which)
+            if hard != resource.RLIM_INFINITY:
+                value = min(value, hard)
+            resource.setrlimit(which, (value, hard))
+
+        if limits.address_space and limits.memory_bytes:
+            lower(resource.RLIMIT_AS, limits.memory_bytes)
+        if limits.file_size_bytes:
+            lower(resource.RLIMIT_FSIZE, limits.file_size_bytes)
+        lower(resource.RLIMIT_CORE, 0)
+
+    return apply
+
+
+def run_processes(pid: int, tag: str, known: set[int] | None = None) -> list[psutil.Process]:
+    """Every live process of a run: its group/session, known descendants, the tagged ones."""
+    found: dict[int, psutil.Process] = {}
+    me = os.getpid()
+    for p in psutil.process_iter():
+        if p.pid in (me, 0, 1):
+            continue
+        try:
+            if os.getpgid(p.pid) == pid or os.getsid(p.pid) == pid:
+                found[p.pid] = p
+                continue
+            if known and p.pid in known:
+                found[p.pid] = p
+                continue
+            if p.environ().get(RUN_TAG_ENV) == tag:
+                found[p.pid] = p
+        except (psutil.Error, OSError):
+            continue
+    return [p for p in found.values() if _alive(p)]
+
+
+def _alive(p: psutil.Process) -> bool:
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def kill_run(
+    proc: subprocess.Popen[bytes], tag: str, known: set[int], grace: float
+) -> tuple[int, list[int]]:
+    """SIGTERM every process of the run, SIGKILL what is left after ``grace`` s; reap the child."""
+    victims = run_processes(proc.pid, tag, known)
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except OSError:
+            pass
+    for p in victims:
+        try:
+            p.send_signal(signal.SIGTERM)
+        except psutil.Error:
+            pass
+    if victims:
+        _, alive = psutil.wait_procs(victims, timeout=grace)
+        alive = [p for p in alive if _alive(p)]
+        # a process may have forked while we were signalling: look once more
+        alive_ids = {p.pid for p in alive}
+        alive += [p for p in run_processes(proc.pid, tag, known) if p.pid not in alive_ids]
+        for p in alive:
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        psutil.wait_procs(alive, timeout=max(grace, 1.0))
+    try:
+        proc.wait(timeout=max(grace, 1.0))
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    leftover = [p.pid for p in run_processes(proc.pid, tag, known)]
+    return len(victims), leftover
+
+
+class _Tail:
+    """Reads the child's merged stdout/stderr; keeps the last bytes; echoes live."""
+
+    def __init__(self, fd: int, keep: int, echo: Callable[[bytes], None] | None) -> None:
+        self.fd = fd
+        self.keep = keep
+        self.echo = echo
+        self.chunks: collections.deque[bytes] = collections.deque()
+        self.size = 0
+        self.total = 0
+        self.thread = threading.Thread(target=self._run, name="gpulens-validate-output", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while True:
+            try:
+                data = os.read(self.fd, 65536)
+            except OSError:
+                break
+            if not data:
+                break
+            self.total += len(data)
+            self.chunks.append(data)
+            self.size += len(data)
+            while self.size - len(self.chunks[0]) >= self.keep:
+                self.size -= len(self.chunks.popleft())
+            if self.echo is not None:
+                try:
+                    self.echo(data)
+                except Exception:
+                    self.echo = None
+
+    def text(self) -> str:
+        data = b"".join(self.chunks)
+        if len(data) > self.keep:
+            data = data[-self.keep :]
+        return data.decode("utf-8", "replace")
+
+
+def _read_markers(marker_dir: Path, cache: dict[str, tuple[float, dict[str, Any]]]) -> bool:
+    """Refresh ``cache`` from the marker files; True when any changed."""
+    changed = False
+    try:
+        names = [n for n in os.listdir(marker_dir) if n.endswith(".json")]
+    except OSError:
+        return False
+    for name in names:
+        path = marker_dir / name
+        try:
+            mtime = path.stat().st_mtime_ns
+        except OSError:
+            continue
+        old = cache.get(name)
+        if old is not None and old[0] == mtime:
+            continue
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        cache[name] = (mtime, data)
+        changed = True
+    return changed
+
+
+def run_process(
+    command: list[str],
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    limits: RunLimits,
+    marker_dir: Path,
+    tag: str,
+    echo: Callable[[bytes], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> RunOutcome:
+    """Run ``command`` under ``limits`` until it exits or is stopped; always leave nothing behind."""
+    env = dict(env)
+    env[RUN_TAG_ENV] = tag
+    started = clock()
+    read_fd, write_fd = os.pipe()
+    try:
+        proc = subprocess.Popen(
+            command,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=write_fd,
+            stderr=write_fd,
+            start_new_session=True,
+            preexec_fn=_preexec(limits),
+            close_fds=True,
+        )
+    except BaseException:
+        os.close(read_fd)
+        os.close(write_fd)
+        raise
+    os.close(write_fd)
+    tail = _Tail(read_fd, limits.output_tail_bytes, echo)
+    outcome = RunOutcome(returncode=None, seconds=0.0)
+    markers: dict[str, tuple[float, dict[str, Any]]] = {}
+    known: set[int] = {proc.pid}
+    tracked: dict[int, psutil.Process] = {}
+    cpu_done = 0.0  # CPU time of tracked processes that have exited
+    last_cpu: dict[int, float] = {}
+    last_progress = started
+    last_total_cpu = 0.0
+    last_output = 0
+    last_io = 0
+    next_sample = started
+    stop_seen_at: float | None = None
+    try:
+        while True:
+            now = clock()
+            rc = proc.poll()
+            if _read_markers(marker_dir, markers):
+                last_progress = now
+            if rc is not None:
+                outcome.returncode = rc
+                break
+            stopped = [m for _, m in markers.values() if m.get("stopped")]
+            if stopped:
+                outcome.stopped_by_hook = str(stopped[0]["stopped"])
+                if stop_seen_at is None:
+                    stop_seen_at = now
+                elif now - stop_seen_at > 1.0:  # a worker stopped; its launcher lingers
+                    break
+            if now - started > limits.timeout:
+                outcome.timed_out = True
+                break
+            if now >= next_sample:
+                next_sample = now + _SAMPLE
+                try:
+                    root = psutil.Process(proc.pid)
+                    current = [root, *root.children(recursive=True)]
+                except psutil.Error:
+                    current = []
+                for p in current:
+                    if p.pid not in tracked:
+                        tracked[p.pid] = p
+                        known.add(p.pid)
+                rss = 0
+                cpu = 0.0
+                io = 0
+                disk_wait = False
+                for pid, p in list(tracked.items()):
+                    try:
+                        with p.oneshot():
+                            t = p.cpu_times()
+                            last_cpu[pid] = t.user + t.system + t.children_user + t.children_system
+                            rss += p.memory_info().rss
+                            if p.status() == psutil.STATUS_DISK_SLEEP:
+                                disk_wait = True
+                            try:
+                                c = p.io_counters()
+                                io += c.read_chars + c.write_chars
+                            except (psutil.Error, AttributeError):
+                                pass
+                    except psutil.Error:
+                        cpu_done += last_cpu.pop(pid, 0.0)
+                        del tracked[pid]
+                        continue
+                cpu = cpu_done + sum(last_cpu.values())
+                outcome.peak_rss_bytes = max(outcome.peak_rss_bytes, rss)
+                outcome.cpu_seconds = cpu
+                if (
+                    cpu - last_total_cpu >= 0.05
+                    or io != last_io
+                    or tail.total != last_output
+                    or disk_wait
+                ):
+                    last_progress = now
+                    last_total_cpu = cpu
+                    last_io = io
+                    last_output = tail.total
+                if limits.memory_bytes and rss > limits.memory_bytes:
+                    outcome.memory_exceeded = True
+                    break
+                outcome.idle_seconds = now - last_progress
+                if limits.hang_seconds > 0 and now - last_progress >= limits.hang_seconds:
+                    outcome.hung = True
+                    break
+            time.sleep(_POLL)
+    except KeyboardInterrupt:
+        outcome.interrupted = True
+        raise
+    finally:
+        outcome.killed, outcome.leftover = kill_run(proc, tag, known, limits.kill_grace)
+        if outcome.returncode is None:
+            outcome.returncode = proc.returncode
+        tail.thread.join(timeout=2.0)
+        if tail.thread.is_alive():  # a process we could not kill still holds the pipe
+            pass
+        else:
+            os.close(read_fd)
+        _read_markers(marker_dir, markers)
+        outcome.markers = [m for _, m in markers.values()]
+        if outcome.stopped_by_hook is None:
+            stopped = [m for m in outcome.markers if m.get("stopped")]
+            if stopped:
+                outcome.stopped_by_hook = str(stopped[0]["stopped"])
+        outcome.output = tail.text()
+        outcome.output_bytes = tail.total
+        outcome.seconds = clock() - started
+    return outcome
