@@ -269,5 +269,16 @@ def test_idle_job_alert_fires_and_is_delivered(stack: dict[str, Any]) -> None:
         # the busy GPU (85%) belongs to no job and nothing else about it alerts
         assert not firing("GpulensJobSpreadLowUtilization")
         assert not firing("GpulensAgentDown")
+
+        # every Grafana dashboard query runs on this Prometheus without error
+        from tests.prometheus.test_grafana import concrete, load, queries
+
+        with_data = 0
+        for expr in queries(load()):
+            url = f"{prom}/api/v1/query?" + urllib.parse.urlencode({"query": concrete(expr)})
+            answer = get_json(url)
+            assert answer["status"] == "success", (expr, answer)
+            with_data += bool(answer["data"]["result"])
+        assert with_data >= 15, f"only {with_data} dashboard queries returned data"
     except AssertionError as exc:
         raise AssertionError(f"{exc}\n{_logs(stack)}") from None
