@@ -38,8 +38,9 @@ def job_detail(
     jobs = con.execute('SELECT * FROM jobs WHERE job_id = ?', [job_id]).df()
     if jobs.empty:
         return None
-    job: dict[str, Any] = {k: (None if pd.isna(v) else v) if not isinstance(v, list | tuple)
-                           else v for k, v in jobs.iloc[0].to_dict().items()}
+    job: dict[str, Any] = {}
+    for k, v in jobs.iloc[0].to_dict().items():
+        job[str(k)] = v if isinstance(v, list | tuple) or not pd.isna(v) else None
     attempts = con.execute(
         "SELECT * FROM attempts WHERE job_id = ? ORDER BY attempt", [job_id]
     ).df()

@@ -54,7 +54,7 @@ def convergence_sql() -> str:
                arg_min(step, rn) FILTER (WHERE v >= best - $tol * abs(best)) AS converged_epoch,
                min(rn) FILTER (WHERE v >= best - $tol * abs(best)) / any_value(epochs) AS fraction_epochs
         FROM ({_curves_sql()}) GROUP BY job_id
-    """
+    """  # noqa: S608 - no user values are formatted in
 
 
 def _params(filters: Filters | None, metric: str, tolerance: float) -> dict[str, Any]:

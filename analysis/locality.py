@@ -58,13 +58,14 @@ def locality(
         return pd.DataFrame({c: pd.Series(dtype="float64") for c in cols})
     rng = np.random.default_rng(seed)
     rows = []
-    for (gpus, servers), grp in units.groupby(["gpus", "servers"], sort=True):
+    for key, grp in units.groupby(["gpus", "servers"], sort=True):
+        gpus, servers = (int(x) for x in key)  # type: ignore[call-overload,union-attr]
         vals = grp["util"].to_numpy(dtype="float64")
         lo, hi = bootstrap_ci(vals, n_boot, rng)
         rows.append(
             {
-                "gpus": int(gpus),
-                "servers": int(servers),
+                "gpus": gpus,
+                "servers": servers,
                 "jobs": len(vals),
                 "mean_util": float(vals.mean()),
                 "median_util": float(np.median(vals)),
