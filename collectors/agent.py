@@ -179,6 +179,8 @@ def register_node(store: Store, node: str, devices: list[GpuDevice], now: dateti
             )
 
 
+_COMPACT_ROWS = 20_000
+_SCHEMAS = {k: arrow_schema(k) for k in ("gpu", "net", "proc", "xid")}
 _NET_FIELDS = ("rx_bytes", "tx_bytes", "rx_packets", "tx_packets", "rx_errors", "tx_errors", "rx_drops", "tx_drops")
 
 
@@ -212,6 +214,10 @@ class Agent:
         self.devices: dict[int, GpuDevice] = {d.index: d for d in backend.devices()} if backend else {}
         self.counters = CounterTracker()
         self.snapshot = AgentSnapshot(node=node, backend=backend.name if backend else "none")
+        # Rows of recent ticks as dicts (cheap to add), compacted into Arrow tables every
+        # ``_COMPACT_ROWS`` rows and at each flush (one conversion for many ticks).
+        self._rows: dict[str, list[dict[str, Any]]] = {k: [] for k in ("gpu", "net", "proc", "xid")}
+        self._rows_n = 0
         self._pending: collections.deque[tuple[str, pa.Table]] = collections.deque()
         self._pending_rows = 0
         self._handed_unflushed = False
@@ -252,9 +258,12 @@ class Agent:
                       dev.uuid if dev else "?")
             self._announced_lost.add(gone)
         self._errors += errors
-        for kind, kind_rows in rows.items():
-            if kind_rows:
-                self._queue(kind, pa.Table.from_pylist(kind_rows, schema=arrow_schema(kind)))
+        if self.sink is not None:
+            for kind, kind_rows in rows.items():
+                self._rows[kind] += kind_rows
+                self._rows_n += len(kind_rows)
+            if self._rows_n >= min(_COMPACT_ROWS, max(self.max_buffer_rows // 4, 1)) or not self._writable:
+                self._compact()  # while the disk is full, every tick (so the memory bound holds)
         duration = time.perf_counter() - t0
         self.ticks += 1
         self.snapshot = AgentSnapshot(
@@ -424,9 +433,15 @@ class Agent:
         }
 
     # ---------------------------------------------------------------- writing
+    def _compact(self) -> None:
+        """Turn the queued row dicts into Arrow tables (compact, and what the sink takes)."""
+        for kind, kind_rows in self._rows.items():
+            if kind_rows:
+                self._queue(kind, pa.Table.from_pylist(kind_rows, schema=_SCHEMAS[kind]))
+                self._rows[kind] = []
+        self._rows_n = 0
+
     def _queue(self, kind: str, table: pa.Table) -> None:
-        if self.sink is None:
-            return
         self._pending.append((kind, table))
         self._pending_rows += table.num_rows
         while self._pending_rows > self.max_buffer_rows and self._pending:
@@ -436,7 +451,7 @@ class Agent:
 
     @property
     def pending_rows(self) -> int:
-        return self._pending_rows
+        return self._pending_rows + self._rows_n
 
     @property
     def store_writable(self) -> bool:
@@ -450,6 +465,7 @@ class Agent:
             if not self._writable and self._handed_unflushed:
                 self.sink.flush()  # retry what the sink already holds before adding more
                 self._handed_unflushed = False
+            self._compact()
             n = self._pending_rows
             while self._pending:
                 kind, table = self._pending.popleft()
@@ -524,8 +540,8 @@ class Agent:
         """Final flush and roll; close the backend and the sink."""
         try:
             self.roll()
-            if not self._writable and self._pending_rows:
-                log.error("store not writable at exit: %d queued rows are lost", self._pending_rows)
+            if not self._writable and self.pending_rows:
+                log.error("store not writable at exit: %d queued rows are lost", self.pending_rows)
             if self.sink is not None:
                 try:
                     self.sink.close()

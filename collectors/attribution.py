@@ -24,6 +24,8 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+from collectors.net import read_bytes
+
 __all__ = ["Attribution", "JobResolver", "job_from_cgroup", "job_from_environ"]
 
 _SLURM = re.compile(
@@ -93,20 +95,16 @@ class JobResolver:
 
     def _resolve(self, pid: int) -> Attribution:
         base = f"{self._root}/{pid}"
-        try:
-            with open(f"{base}/cgroup", encoding="utf-8", errors="replace") as fh:
-                att = job_from_cgroup(fh.read())
+        cgroup = read_bytes(f"{base}/cgroup")
+        if cgroup is not None:
+            att = job_from_cgroup(cgroup.decode("utf-8", errors="replace"))
             if att is not None:
                 return att
-        except OSError:
-            pass
-        try:
-            with open(f"{base}/environ", "rb") as fh:
-                att = job_from_environ(fh.read(), self.env_key)
+        environ = read_bytes(f"{base}/environ")
+        if environ is not None:
+            att = job_from_environ(environ, self.env_key)
             if att is not None:
                 return att
-        except OSError:
-            pass
         return NONE
 
     def resolve_many(self, pids: Iterable[int]) -> dict[int, Attribution]:

@@ -13,7 +13,7 @@ import os
 import re
 from pathlib import Path
 
-__all__ = ["IbPort", "NetCounters", "NetReader", "parse_ib_rate", "parse_netdev"]
+__all__ = ["IbPort", "NetCounters", "NetReader", "parse_ib_rate", "parse_netdev", "read_bytes"]
 
 _LINK_KINDS = {"1": "ethernet", "772": "loopback", "32": "infiniband"}
 _RATE = re.compile(r"^\s*([0-9.]+)\s*Gb/sec")
@@ -72,12 +72,31 @@ def parse_ib_rate(text: str) -> int | None:
     return None if m is None else int(float(m.group(1)) * 1000)
 
 
-def _read(path: str) -> str | None:
+def read_bytes(path: str, limit: int = 1 << 20) -> bytes | None:
+    """Contents of a small procfs/sysfs file (os.open/os.read: cheaper than open()), or None."""
     try:
-        with open(path, encoding="ascii", errors="replace") as fh:
-            return fh.read()
-    except OSError:  # EINVAL for speed of a down link or lo, ENOENT, EACCES ...
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:  # ENOENT, EACCES ...
         return None
+    try:
+        chunks = []
+        size = 0
+        while size < limit:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    except OSError:  # EINVAL reading speed of a down link or lo
+        return None
+    finally:
+        os.close(fd)
+
+
+def _read(path: str) -> str | None:
+    data = read_bytes(path)
+    return None if data is None else data.decode("ascii", errors="replace")
 
 
 def _read_int(path: str) -> int | None:
