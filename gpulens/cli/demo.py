@@ -115,7 +115,11 @@ def _simulate(app: App, store: Store, gpus: int, days: float, seed: int) -> None
             bar.update(tasks[step], completed=done, total=total)
 
         summary = simulate(store, gpus=gpus, days=days, seed=seed, progress=report)
-    console.print(f"    {summary}")
+    console.print(
+        f"    {summary.jobs:,} jobs, {summary.attempts:,} attempts "
+        f"({summary.failed_attempts:,} failed), {summary.gpu_samples:,} GPU samples "
+        f"on {summary.nodes} servers in {summary.elapsed_s:.0f} s"
+    )
 
 
 def _diagnose(app: App, store: Store) -> None:
