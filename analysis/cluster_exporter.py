@@ -9,11 +9,15 @@ Design:
 
 * A custom collector (:class:`ClusterCollector`) registered on an injected
   ``CollectorRegistry``. Every refresh opens a new ``store.connect()`` (so it
-  sees the newest snapshot), computes every section and keeps the resulting
-  metric families in memory. Scrapes within ``cache_seconds`` of the last
-  refresh are answered from that cache, so a scrape costs a serialisation,
-  not a query, and many Prometheus servers scraping at once do not load the
-  store. The TTL is stated in every HELP text.
+  sees the newest snapshot), computes the sections and keeps the resulting
+  metric families in memory; a scrape serialises that cache and never waits
+  for the store (except the very first one). The cheap sections (SQL over
+  the state tables, milliseconds) are refreshed when older than
+  ``cache_seconds`` (15 s); the goodput waterfall and failure GPU-hours scan
+  the window's GPU samples (seconds on a large store) and are refreshed when
+  older than ``slow_cache_seconds`` (300 s). Both TTLs are stated in HELP.
+  The server refreshes in a background thread while scrapes keep getting the
+  previous snapshot, so a slow store never makes Prometheus time out.
 * Each section (``utilization``, ``goodput``, ``failures``, ``blacklist``,
   ``nodes``, ``validations``) is computed independently; a failing section
   sets ``gpulens_cluster_exporter_section_up{section}`` to 0 and drops only
@@ -51,7 +55,9 @@ from gpulens.store import Store
 
 __all__ = [
     "METRIC_NAMES",
+    "FAST_SECTIONS",
     "SECTIONS",
+    "SLOW_SECTIONS",
     "ClusterCollector",
     "ExporterServer",
     "exporter",
@@ -60,13 +66,18 @@ __all__ = [
 
 log = logging.getLogger("gpulens.analysis.cluster_exporter")
 
-SECTIONS = ("utilization", "goodput", "failures", "blacklist", "nodes", "validations")
+#: cheap SQL over the state tables, recomputed every ``cache_seconds``
+FAST_SECTIONS = ("utilization", "failures", "blacklist", "nodes", "validations")
+#: scans the GPU samples of the window (seconds on a large store), every ``slow_cache_seconds``
+SLOW_SECTIONS = ("goodput",)
+SECTIONS = FAST_SECTIONS + SLOW_SECTIONS
 
 #: Every sample name this exporter can emit (rules and dashboards are checked against it).
 METRIC_NAMES = (
     "gpulens_cluster_exporter_up",
     "gpulens_cluster_exporter_section_up",
     "gpulens_cluster_exporter_refresh_duration_seconds",
+    "gpulens_cluster_exporter_section_duration_seconds",
     "gpulens_cluster_exporter_last_refresh_timestamp_seconds",
     "gpulens_cluster_exporter_cache_ttl_seconds",
     "gpulens_cluster_exporter_refreshes_total",
@@ -121,17 +132,22 @@ class ClusterCollector(Collector):
         config: ExporterConfig | None = None,
         *,
         registry: CollectorRegistry | None = None,
+        background: bool = False,
         monotonic: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
         now: Callable[[], datetime] = _utcnow,
     ) -> None:
         self.config = config or ExporterConfig()
+        self.background = background
         self._open_store = open_store
         self._monotonic = monotonic
         self._wall = wall
         self._now = now
         self._lock = threading.Lock()
         self._snap = _Snapshot()
+        #: slow sections' last result: name -> (families, ok, seconds), and when it was taken
+        self._slow: dict[str, tuple[list[Metric], bool, float]] = {}
+        self._slow_taken_at = float("-inf")
         self.refreshes = 0
         self.refresh_errors = 0
         if registry is not None:
@@ -142,35 +158,51 @@ class ClusterCollector(Collector):
         return []  # names depend on the data; do not run a refresh at registration
 
     def collect(self) -> Iterable[Metric]:
-        ttl = self.config.cache_seconds
+        """The cached families; refreshes them when older than ``cache_seconds``.
+
+        The first scrape waits for the first refresh. Later, with
+        ``background=True`` (the server), a stale cache is refreshed in a
+        background thread while scrapes keep getting the previous snapshot
+        immediately, so a slow store never makes a scrape time out. With
+        ``background=False`` the scrape that finds the cache stale refreshes it.
+        """
         snap = self._snap
-        if self._monotonic() - snap.taken_at < ttl:
+        if self._monotonic() - snap.taken_at < self.config.cache_seconds:
             return list(snap.families)
-        # Stale: one scrape refreshes; concurrent scrapes serve the previous
-        # snapshot instead of queueing behind the store (or wait on the first one).
-        if self._lock.acquire(blocking=snap.taken_at == float("-inf")):
-            try:
-                if self._monotonic() - self._snap.taken_at >= ttl:
+        if snap.taken_at == float("-inf") or not self.background:
+            with self._lock:
+                if self._monotonic() - self._snap.taken_at >= self.config.cache_seconds:
                     self._snap = self._refresh()
-            finally:
-                self._lock.release()
-        return list(self._snap.families)
+            return list(self._snap.families)
+        if self._lock.acquire(blocking=False):
+            threading.Thread(target=self._refresh_in_background, name="gpulens-exporter-refresh",
+                             daemon=True).start()
+        return list(snap.families)
+
+    def _refresh_in_background(self) -> None:
+        try:
+            self._snap = self._refresh()
+        finally:
+            self._lock.release()
 
     # ---------------------------------------------------------------- refresh
     def refresh(self) -> list[Metric]:
-        """Recompute now, ignoring the cache. Returns the new metric families."""
+        """Recompute every section now, ignoring both caches. Returns the new families."""
         with self._lock:
+            self._slow_taken_at = float("-inf")
             self._snap = self._refresh()
         return list(self._snap.families)
 
-    def _help(self, text: str) -> str:
-        return f"{text} Computed from the gpulens store, cached {self.config.cache_seconds:g} s."
+    def _help(self, text: str, slow: bool = False) -> str:
+        ttl = self.config.slow_cache_seconds if slow else self.config.cache_seconds
+        return f"{text} Computed from the gpulens store, cached {ttl:g} s."
 
     def _refresh(self) -> _Snapshot:
         t0 = time.perf_counter()
         self.refreshes += 1
         fams: list[Metric] = []
         section_ok: dict[str, bool] = {}
+        seconds: dict[str, float] = {}
         store_ok = True
         generation = 0
         con: duckdb.DuckDBPyConnection | None = None
@@ -182,27 +214,42 @@ class ClusterCollector(Collector):
             store_ok = False
             log.warning("cluster exporter cannot read the store: %s", exc)
         if con is not None:
+            slow_due = (
+                self._monotonic() - self._slow_taken_at >= self.config.slow_cache_seconds
+                or not all(ok for _, ok, _ in self._slow.values())
+            )
             try:
                 for name in SECTIONS:
-                    builder: Callable[[duckdb.DuckDBPyConnection], list[Metric]] = getattr(
-                        self, f"_section_{name}"
-                    )
-                    try:
-                        fams.extend(builder(con))
-                        section_ok[name] = True
-                    except Exception as exc:  # one bad section must not stop the rest
-                        section_ok[name] = False
-                        log.warning("cluster exporter section %s failed: %s", name, exc)
+                    if name in SLOW_SECTIONS and not slow_due and name in self._slow:
+                        cached, section_ok[name], seconds[name] = self._slow[name]
+                        fams.extend(cached)
+                        continue
+                    out, section_ok[name], seconds[name] = self._run_section(name, con)
+                    fams.extend(out)
+                    if name in SLOW_SECTIONS:
+                        self._slow[name] = (out, section_ok[name], seconds[name])
+                if slow_due:
+                    self._slow_taken_at = self._monotonic()
             finally:
                 con.close()
         up = store_ok and all(section_ok.get(s, False) for s in SECTIONS)
         if not up:
             self.refresh_errors += 1
-        fams.extend(self._meta(up, section_ok, generation, time.perf_counter() - t0))
+        fams.extend(self._meta(up, section_ok, seconds, generation, time.perf_counter() - t0))
         return _Snapshot(fams, self._monotonic())
 
+    def _run_section(self, name: str, con: duckdb.DuckDBPyConnection) -> tuple[list[Metric], bool, float]:
+        builder: Callable[[duckdb.DuckDBPyConnection], list[Metric]] = getattr(self, f"_section_{name}")
+        t0 = time.perf_counter()
+        try:
+            return builder(con), True, time.perf_counter() - t0
+        except Exception as exc:  # one bad section must not stop the rest
+            log.warning("cluster exporter section %s failed: %s", name, exc)
+            return [], False, time.perf_counter() - t0
+
     def _meta(
-        self, up: bool, section_ok: dict[str, bool], generation: int, seconds: float
+        self, up: bool, section_ok: dict[str, bool], seconds: dict[str, float], generation: int,
+        total_seconds: float,
     ) -> list[Metric]:
         g = GaugeMetricFamily(
             "gpulens_cluster_exporter_up",
@@ -211,18 +258,27 @@ class ClusterCollector(Collector):
         )
         sec = GaugeMetricFamily(
             "gpulens_cluster_exporter_section_up",
-            self._help("1 when the section was computed in the last refresh, else 0."),
+            self._help("1 when the section was computed in its last refresh, else 0."),
+            labels=["section"],
+        )
+        dur = GaugeMetricFamily(
+            "gpulens_cluster_exporter_section_duration_seconds",
+            "Wall time of each section's last computation (sections "
+            f"{', '.join(SLOW_SECTIONS)} are recomputed every {self.config.slow_cache_seconds:g} s).",
             labels=["section"],
         )
         for s in SECTIONS:
             sec.add_metric([s], 1.0 if section_ok.get(s) else 0.0)
+            if s in seconds:
+                dur.add_metric([s], seconds[s])
         return [
             g,
             sec,
+            dur,
             GaugeMetricFamily(
                 "gpulens_cluster_exporter_refresh_duration_seconds",
                 "Wall time of the last refresh of the cluster metrics (store queries included).",
-                value=seconds,
+                value=total_seconds,
             ),
             GaugeMetricFamily(
                 "gpulens_cluster_exporter_last_refresh_timestamp_seconds",
@@ -291,7 +347,7 @@ class ClusterCollector(Collector):
 
     def _section_goodput(self, con: duckdb.DuckDBPyConnection) -> list[Metric]:
         from analysis.filters import Filters
-        from analysis.goodput import STAGES, goodput
+        from analysis.goodput import STAGES, failure_cost, goodput
 
         start, ref = self._window(con)
         filters = Filters(start=start, now=self._now())
@@ -320,7 +376,8 @@ class ClusterCollector(Collector):
             "gpulens_cluster_goodput_gpu_hours",
             self._help(
                 "Goodput waterfall in GPU-hours "
-                f"{window_note}: allocated = idle + failed_or_killed + post_convergence + effective."
+                f"{window_note}: allocated = idle + failed_or_killed + post_convergence + effective.",
+                slow=True,
             ),
             labels=["stage"],
         )
@@ -328,13 +385,14 @@ class ClusterCollector(Collector):
             "gpulens_cluster_vc_gpu_hours",
             self._help(
                 f"Goodput waterfall in GPU-hours per virtual cluster {window_note} "
-                f"(top {self.config.top_n} vcs by allocated GPU-hours, the rest as vc=other)."
+                f"(top {self.config.top_n} vcs by allocated GPU-hours, the rest as vc=other).",
+                slow=True,
             ),
             labels=["vc", "stage"],
         )
         ratio = GaugeMetricFamily(
             "gpulens_cluster_vc_effective_utilization_ratio",
-            self._help(f"Effective / allocated GPU-hours per virtual cluster {window_note}."),
+            self._help(f"Effective / allocated GPU-hours per virtual cluster {window_note}.", slow=True),
             labels=["vc"],
         )
         totals = {s: 0.0 for s in STAGES}
@@ -353,24 +411,37 @@ class ClusterCollector(Collector):
             fams.append(
                 GaugeMetricFamily(
                     "gpulens_cluster_effective_utilization_ratio",
-                    self._help(f"Effective / allocated GPU-hours of the whole cluster {window_note}."),
+                    self._help(f"Effective / allocated GPU-hours of the whole cluster {window_note}.",
+                               slow=True),
                     value=totals["effective"] / totals["allocated"],
                 )
             )
+        cost = failure_cost(con, filters)
+        lost = GaugeMetricFamily(
+            "gpulens_cluster_failure_gpu_hours",
+            self._help(f"GPU-hours of failed attempts by category and origin {window_note}.", slow=True),
+            labels=["category", "origin"],
+        )
+        cost_records: list[dict[Any, Any]] = cost.to_dict("records")
+        cost_rows = [
+            (str(r["category"]), str(r["origin"]), float(r["gpu_hours"] or 0.0))
+            for r in cost_records
+        ]
+        cost_rows.sort(key=lambda r: -r[2])
+        for category, origin, value in self._cap(cost_rows, 2):
+            lost.add_metric([category, origin], value)
+        fams.append(lost)
         if start is not None and ref is not None:
             fams.append(
                 GaugeMetricFamily(
                     "gpulens_cluster_window_seconds",
-                    self._help("Length of the window the goodput and failure GPU-hours cover."),
+                    self._help("Length of the window the goodput and failure GPU-hours cover.", slow=True),
                     value=(ref - start).total_seconds(),
                 )
             )
         return fams
 
     def _section_failures(self, con: duckdb.DuckDBPyConnection) -> list[Metric]:
-        from analysis.filters import Filters
-        from analysis.goodput import failure_cost
-
         total = CounterMetricFamily(
             "gpulens_cluster_failures",
             self._help("Diagnosed failed job attempts in the store by category and origin."),
@@ -405,24 +476,7 @@ class ClusterCollector(Collector):
             for label, _ in RECENT_WINDOWS:
                 recent.add_metric([category, label], float(counts[category].get(label, 0)))
 
-        start, _ = self._window(con)
-        cost = failure_cost(con, Filters(start=start, now=now))
-        hours = GaugeMetricFamily(
-            "gpulens_cluster_failure_gpu_hours",
-            self._help(
-                "GPU-hours spent on failed attempts by category and origin, over the goodput window."
-            ),
-            labels=["category", "origin"],
-        )
-        cost_records: list[dict[Any, Any]] = cost.to_dict("records")
-        cost_rows = [
-            (str(r["category"]), str(r["origin"]), float(r["gpu_hours"] or 0.0))
-            for r in cost_records
-        ]
-        cost_rows.sort(key=lambda r: -r[2])
-        for category, origin, value in self._cap(cost_rows, 2):
-            hours.add_metric([category, origin], value)
-        return [total, recent, hours]
+        return [total, recent]
 
     #: categories x origins are a closed set (diagnosis.types); this cap guards against drift
     _cap_rows = 100
@@ -565,9 +619,10 @@ class ExporterServer:
 
 
 def serve(store_opener: Callable[[], Store], config: ExporterConfig) -> ExporterServer:
-    """Start the exporter on its own registry and return the running server."""
+    """Compute the first snapshot, then serve it on its own registry (background refreshes)."""
     registry = CollectorRegistry(auto_describe=False)
-    collector = ClusterCollector(store_opener, config, registry=registry)
+    collector = ClusterCollector(store_opener, config, registry=registry, background=True)
+    collector.refresh()
     return ExporterServer(collector, registry, config.host, config.port)
 
 
@@ -576,25 +631,28 @@ def serve(store_opener: Callable[[], Store], config: ExporterConfig) -> Exporter
 @click.option("--port", type=int, default=None,
               help="Port to listen on (default: exporter.port, 9848; 0 = any free port).")
 @click.option("--cache-seconds", type=float, default=None,
-              help="Serve scrapes from a cache this many seconds old at most (default 15).")
+              help="Refresh the cheap store queries after this many seconds (default 15).")
+@click.option("--slow-cache-seconds", type=float, default=None,
+              help="Refresh the goodput waterfall (scans GPU samples) after this many seconds (default 300).")
 @click.option("--top-n", type=int, default=None,
               help="Bound on vcs, jobs and nodes exported as label values (default 20).")
 @click.option("--once", is_flag=True,
               help="Print the metrics once in the Prometheus text format and exit.")
 @pass_app
 def exporter(app: App, host: str | None, port: int | None, cache_seconds: float | None,
-             top_n: int | None, once: bool) -> None:
+             slow_cache_seconds: float | None, top_n: int | None, once: bool) -> None:
     """Serve cluster-level metrics from the store on /metrics (gpulens_cluster_*)."""
     cfg = app.config.exporter
     for name, value in (("host", host), ("port", port), ("cache_seconds", cache_seconds),
-                        ("top_n", top_n)):
+                        ("slow_cache_seconds", slow_cache_seconds), ("top_n", top_n)):
         if value is not None:
             setattr(cfg, name, value)
-    if cfg.top_n < 1 or cfg.cache_seconds < 0 or not 0 <= cfg.port <= 65535:
+    if (cfg.top_n < 1 or cfg.cache_seconds < 0 or cfg.slow_cache_seconds < 0
+            or not 0 <= cfg.port <= 65535):
         raise InputError(
             f"Invalid exporter settings (top_n={cfg.top_n}, cache_seconds={cfg.cache_seconds}, "
-            f"port={cfg.port}).",
-            "Use --top-n >= 1, --cache-seconds >= 0 and a port in 0..65535.",
+            f"slow_cache_seconds={cfg.slow_cache_seconds}, port={cfg.port}).",
+            "Use --top-n >= 1, cache durations >= 0 and a port in 0..65535.",
         )
     store = app.store()  # fail fast (exit 2) when the data directory is unusable
     if once:

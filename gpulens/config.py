@@ -75,8 +75,10 @@ class CollectConfig:
 class ExporterConfig:
     host: str = "127.0.0.1"
     port: int = EXPORTER_PORT
-    #: scrapes within this many seconds of the last store refresh are served from memory
+    #: scrapes within this many seconds of the last refresh are served from memory
     cache_seconds: float = 15.0
+    #: the goodput waterfall scans the window's GPU samples: refreshed this often
+    slow_cache_seconds: float = 300.0
     #: bound on vcs, jobs and nodes exported as label values
     top_n: int = 20
     #: goodput and failure GPU-hours cover this many days before the newest attempt (0 = all)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import urllib.request
 from datetime import datetime, timedelta
 
@@ -244,3 +245,50 @@ def test_cli_once(tmp_path: object) -> None:
 def test_cli_rejects_bad_settings(tmp_path: object) -> None:
     result = CliRunner().invoke(cli, ["--data-dir", str(tmp_path), "exporter", "--once", "--top-n", "0"])
     assert result.exit_code != 0
+
+
+class CountingGoodput(ClusterCollector):
+    """Counts goodput computations (a test double around the real section)."""
+
+    goodput_calls = 0
+
+    def _section_goodput(self, con: object) -> list[Metric]:
+        type(self).goodput_calls += 1
+        return super()._section_goodput(con)  # type: ignore[arg-type]
+
+
+def test_slow_section_has_its_own_ttl(store: Store) -> None:
+    clock = Clock()
+    reg = CollectorRegistry(auto_describe=False)
+    CountingGoodput.goodput_calls = 0
+    c = CountingGoodput(lambda: store, ExporterConfig(cache_seconds=10, slow_cache_seconds=100),
+                        registry=reg, monotonic=clock, now=lambda: NOW)
+    assert reg.get_sample_value("gpulens_cluster_exporter_up") == 1
+    assert CountingGoodput.goodput_calls == 1
+    clock.t += 11
+    reg.get_sample_value("gpulens_cluster_exporter_up")
+    assert c.refreshes == 2 and CountingGoodput.goodput_calls == 1  # fast sections only
+    assert reg.get_sample_value("gpulens_cluster_goodput_gpu_hours", {"stage": "allocated"}) == 0
+    clock.t += 100
+    reg.get_sample_value("gpulens_cluster_exporter_up")
+    assert CountingGoodput.goodput_calls == 2
+    assert "cached 100 s" in generate_latest(reg).decode()
+
+
+def test_background_refresh_never_blocks_a_scrape(store: Store) -> None:
+    clock = Clock()
+    reg = CollectorRegistry(auto_describe=False)
+    c = ClusterCollector(lambda: store, ExporterConfig(cache_seconds=15), registry=reg,
+                         background=True, monotonic=clock, now=lambda: NOW)
+    assert reg.get_sample_value("gpulens_cluster_exporter_up") == 1
+    assert c.refreshes == 1  # the first scrape waits for the first snapshot
+    with store.write() as con:
+        con.execute("INSERT INTO blacklist (input, state) VALUES ('/x', 'blacklisted')")
+    clock.t += 20
+    # stale: this scrape gets the previous snapshot and starts a refresh in the background
+    assert reg.get_sample_value("gpulens_cluster_blacklist_entries", {"state": "blacklisted"}) == 0
+    deadline = time.monotonic() + 30
+    while c.refreshes < 2 or c._lock.locked():
+        assert time.monotonic() < deadline, "background refresh did not finish"
+        time.sleep(0.05)
+    assert reg.get_sample_value("gpulens_cluster_blacklist_entries", {"state": "blacklisted"}) == 1
