@@ -37,7 +37,9 @@ def simulate(app: App, gpus: int, days: float, seed: int, start: str | None, for
              as_json: bool) -> None:
     """Simulate a Philly-like GPU cluster: jobs, failures, logs and per-minute GPU samples."""
     from collectors.simulate.core import simulate as run
+    from collectors.simulate.core import validate_args
 
+    validate_args(gpus, days, seed)  # before the data directory is created
     start_dt = _parse_start(start)
     store = app.store()
     with progress(app.console) as bar:

@@ -30,7 +30,7 @@ from collectors.simulate.samples import SampleGenerator, write_partitioned, xid_
 from gpulens.errors import InputError
 from gpulens.store import Store, quote_ident
 
-__all__ = ["MAX_DAYS", "SimSummary", "simulate"]
+__all__ = ["MAX_DAYS", "SimSummary", "clear_simulation", "simulate", "validate_args"]
 
 ProgressFn = Callable[[str, int, int], None]
 MAX_DAYS = 366
@@ -66,7 +66,7 @@ class SimSummary:
     params: SimParams
 
 
-def _validate(gpus: int, days: float, seed: int) -> None:
+def validate_args(gpus: int, days: float, seed: int) -> None:
     if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 8:
         raise InputError(
             f"--gpus must be an integer of at least 8 (one 8-GPU server); got {gpus!r}.",
@@ -152,7 +152,7 @@ def simulate(
     simulation (its jobs, nodes, samples and logs; nothing else).
     """
     t_begin = time.perf_counter()
-    _validate(gpus, days, seed)
+    validate_args(gpus, days, seed)
     p = params or SimParams()
     report: ProgressFn = progress or (lambda stage, done, total: None)
     start_dt = _naive_utc(start) if start is not None else _default_start(days)

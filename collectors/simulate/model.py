@@ -381,9 +381,9 @@ class _Sched:
         else:
             jitter = rng.uniform(0.9, 1.1)
             cat = wl.fail_cat[j]
-            planted = "corrupt_input" if wl.corrupted_input[j] else (
+            tag = "corrupt_input" if wl.corrupted_input[j] else (
                 "user_repeat" if cat and TRUE_ORIGIN[cat] == "user" else "repeat")
-            cands.append((max(1.0, wl.fail_after[j] * jitter), "failed", cat, False, None, planted))
+            cands.append((max(1.0, wl.fail_after[j] * jitter), "failed", cat, False, None, tag))
         horizon = cands[0][0]
         for node in nodes:
             if self.c.bad[node]:
