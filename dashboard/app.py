@@ -3,7 +3,7 @@
 Run it with ``gpulens dashboard`` (or ``streamlit run dashboard/app.py`` with
 ``GPULENS_DATA_DIR`` set). It draws the global sidebar filters, stores them in
 ``st.session_state["gl_filters"]`` and runs the selected page from
-``dashboard/pages/``.
+``dashboard/views/``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dashboard import data
 
 __all__ = ["PAGES_DIR", "main"]
 
-PAGES_DIR = Path(__file__).resolve().parent / "pages"
+PAGES_DIR = Path(__file__).resolve().parent / "views"
 
 
 def _sidebar() -> data.FilterState:
@@ -68,13 +68,13 @@ def main() -> None:
             st.Page(PAGES_DIR / "locality.py", title="Locality", icon=":material/hub:",
                     url_path="locality"),
             st.Page(PAGES_DIR / "early_stop.py", title="Early stop", icon=":material/timer_off:",
-                    url_path="early-stop"),
+                    url_path="early_stop"),
         ],
         "Reliability": [
             st.Page(PAGES_DIR / "failures.py", title="Failures", icon=":material/error:",
                     url_path="failures"),
             st.Page(PAGES_DIR / "inputs_nodes.py", title="Inputs and nodes",
-                    icon=":material/dns:", url_path="inputs-nodes"),
+                    icon=":material/dns:", url_path="inputs_nodes"),
             st.Page(PAGES_DIR / "validation.py", title="Validation",
                     icon=":material/fact_check:", url_path="validation"),
         ],

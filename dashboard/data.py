@@ -62,6 +62,8 @@ LOG_READ_LIMIT = 4 * 1024 * 1024
 #: Time-range presets of the sidebar, relative to the newest data point.
 PRESETS: dict[str, timedelta | None] = {
     "All data": None,
+    "Last hour": timedelta(hours=1),
+    "Last 6 hours": timedelta(hours=6),
     "Last 24 hours": timedelta(hours=24),
     "Last 7 days": timedelta(days=7),
     "Last 30 days": timedelta(days=30),

@@ -21,6 +21,7 @@ __all__ = [
     "page_header",
     "require_data",
     "table",
+    "try_fetch",
     "unavailable",
 ]
 
@@ -56,10 +57,10 @@ def no_match(what: str = "Nothing") -> None:
     st.info(f"{what} matches the current filters.", icon=":material/filter_alt_off:")
 
 
-def fetch(qualname: str, what: str, *args: Any, **kwargs: Any) -> Any:
-    """``data.call`` that renders a note instead of raising; returns None on failure."""
+def try_fetch(qualname: str, what: str, *args: Any, **kwargs: Any) -> tuple[bool, Any]:
+    """``data.call`` that renders a note instead of raising: (succeeded, result)."""
     try:
-        return data.call(qualname, *args, **kwargs)
+        return True, data.call(qualname, *args, **kwargs)
     except data.Unavailable as exc:
         unavailable(exc.qualname, what)
     except GpulensError as exc:
@@ -67,7 +68,12 @@ def fetch(qualname: str, what: str, *args: Any, **kwargs: Any) -> Any:
     except Exception as exc:  # a bug in an analysis: say so, keep the rest of the page
         log.exception("%s failed", qualname)
         st.error(f"{what} failed: {type(exc).__name__}: {exc}", icon=":material/error:")
-    return None
+    return False, None
+
+
+def fetch(qualname: str, what: str, *args: Any, **kwargs: Any) -> Any:
+    """:func:`try_fetch` that returns just the result (None on failure)."""
+    return try_fetch(qualname, what, *args, **kwargs)[1]
 
 
 def _slug(text: str) -> str:

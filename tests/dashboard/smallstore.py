@@ -80,18 +80,21 @@ def build_small_store(store: Store) -> None:
     with store.write() as con:
         for node in NODES:
             con.execute(
-                "INSERT INTO nodes VALUES (?, ?, 'Tesla P40', ?, 'test', ?, ?)",
+                "INSERT INTO nodes (node, gpus, gpu_model, gpu_memory_bytes, source, first_seen, "
+                "last_seen) VALUES (?, ?, 'Tesla P40', ?, 'test', ?, ?)",
                 [node, GPUS_PER_NODE, 24 * 2**30, START, _ts(HOURS * 60)],
             )
             for g in range(GPUS_PER_NODE):
                 con.execute(
-                    "INSERT INTO gpus VALUES (?, ?, ?, 'Tesla P40', ?, 1.1)",
+                    "INSERT INTO gpus (node, gpu_index, uuid, model, memory_total_bytes, price_per_hour) "
+                    "VALUES (?, ?, ?, 'Tesla P40', ?, 1.1)",
                     [node, g, f"GPU-{node}-{g}", 24 * 2**30],
                 )
         for job_id, user, vc, status, gpus, off, dur, _util in JOBS:
             inputs = ["/data/shared/imagenet-bad"] if job_id == "job-006" else ["/data/ok"]
             con.execute(
-                "INSERT INTO jobs VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pytorch', 'test')",
+                "INSERT INTO jobs (job_id, \"user\", vc, name, submitted, status, requested_gpus, "
+                "inputs, framework, source) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pytorch', 'test')",
                 [job_id, user, vc, job_id, _ts(off), status, len(gpus), inputs],
             )
             attempts = [(0, off, dur, status)]
@@ -100,22 +103,24 @@ def build_small_store(store: Store) -> None:
             for attempt, a_off, a_dur, a_status in attempts:
                 log = f"logs/{job_id}-{attempt}.log" if a_status == "failed" else None
                 con.execute(
-                    "INSERT INTO attempts VALUES (?, ?, ?, ?, ?, ?, NULL, ?)",
+                    "INSERT INTO attempts (job_id, attempt, start_time, end_time, status, exit_code, "
+                    "signal, log_path) VALUES (?, ?, ?, ?, ?, ?, NULL, ?)",
                     [job_id, attempt, _ts(a_off), _ts(a_off + a_dur), a_status,
                      1 if a_status == "failed" else 0, log],
                 )
                 for node, g in gpus:
                     con.execute(
-                        "INSERT INTO placements VALUES (?, ?, ?, ?, ?, ?)",
+                        "INSERT INTO placements (job_id, attempt, node, gpu_index, start_time, end_time) "
+                        "VALUES (?, ?, ?, ?, ?, ?)",
                         [job_id, attempt, node, g, _ts(a_off), _ts(a_off + a_dur)],
                     )
             if status == "passed":
                 epochs = 12
                 for e in range(1, epochs + 1):
                     acc = 0.9 * (1 - 0.5 ** e)
-                    con.execute("INSERT INTO job_metrics VALUES (?, ?, 'accuracy', ?)",
+                    con.execute("INSERT INTO job_metrics (job_id, step, metric, value) VALUES (?, ?, 'accuracy', ?)",
                                 [job_id, e, acc])
-                    con.execute("INSERT INTO job_metrics VALUES (?, ?, 'loss', ?)",
+                    con.execute("INSERT INTO job_metrics (job_id, step, metric, value) VALUES (?, ?, 'loss', ?)",
                                 [job_id, e, 2.0 * 0.6 ** e])
         failures = [
             ("job-003", 0, "gpu_oom", "user", ["RuntimeError: CUDA out of memory."]),
@@ -125,12 +130,14 @@ def build_small_store(store: Store) -> None:
         ]
         for job_id, attempt, cat, origin, ev in failures:
             con.execute(
-                "INSERT INTO failures VALUES (?, ?, ?, ?, 0.9, ?, ?, 'rule', ?)",
+                "INSERT INTO failures (job_id, attempt, category, origin, confidence, evidence, "
+                "origin_posterior, method, diagnosed_at) VALUES (?, ?, ?, ?, 0.9, ?, ?, 'rule', ?)",
                 [job_id, attempt, cat, origin, ev, json.dumps({origin: 0.9}), _ts(HOURS * 60)],
             )
         con.execute(
-            "INSERT INTO blacklist VALUES ('/data/shared/imagenet-bad', 'blacklisted', "
-            "'failed 2 jobs', ['job-006', 'job-009'], ?)", [_ts(300)],
+            "INSERT INTO blacklist (input, state, reason, evidence_jobs, updated_at) VALUES ("
+            "'/data/shared/imagenet-bad', 'blacklisted', 'failed 2 jobs', ['job-006', 'job-009'], ?)",
+            [_ts(300)],
         )
         con.execute(
             "INSERT INTO blacklist_audit (ts, input, old_state, new_state, actor, reason) "
@@ -138,13 +145,14 @@ def build_small_store(store: Store) -> None:
             [_ts(300)],
         )
         con.execute(
-            "INSERT INTO node_flags VALUES ('node-d', ?, 'XID 79 twice', '{}', 3.5, TRUE)",
+            "INSERT INTO node_flags (node, flagged_at, reason, evidence, score, active) "
+            "VALUES ('node-d', ?, 'XID 79 twice', '{}', 3.5, TRUE)",
             [_ts(240)],
         )
         for h in range(HOURS):
             for i, node in enumerate(NODES):
                 score = 4.0 if (node == "node-d" and h >= 3) else 0.3 * i + 0.1 * h
-                con.execute("INSERT INTO node_anomaly VALUES (?, ?, ?)",
+                con.execute("INSERT INTO node_anomaly (node, hour, score) VALUES (?, ?, ?)",
                             [node, _ts(h * 60), score])
         validations = [
             ("alice", "pass", None, None),

@@ -33,10 +33,9 @@ def highlighted_log_html(lines: list[str], start: int, end: int, first: int, las
         text = html.escape(lines[i]) or " "
         num = f'<span style="color:#888;user-select:none">{i + 1:>6}  </span>'
         if start <= i < end:
-            out.append(f'<span class="gl-fatal" style="background:#ffe1e1;display:block">'
-                       f"{num}{text}</span>")
+            out.append(f'<div class="gl-fatal" style="background:#ffe1e1">{num}{text}</div>')
         else:
-            out.append(f'<span style="display:block">{num}{text}</span>')
+            out.append(f"<div>{num}{text}</div>")
     return ('<pre style="font-size:12px;line-height:1.35;max-height:560px;overflow:auto;'
             'padding:8px;border:1px solid #ddd;border-radius:6px;white-space:pre-wrap">'
             + "".join(out) + "</pre>")
@@ -143,7 +142,7 @@ def _drilldown(failed: pd.DataFrame) -> None:
             diag = {str(k): v for k, v in match.iloc[0].to_dict().items()}
     if diag:
         st.markdown(f"Diagnosis: **`{diag.get('category')}`**, origin **{diag.get('origin')}**")
-    st.page_link("pages/job.py", label=f"Job page of {job_id}", icon=":material/open_in_new:",
+    st.page_link("views/job.py", label=f"Job page of {job_id}", icon=":material/open_in_new:",
                  query_params={"job": job_id})
     text, problem, truncated = data.read_log(row.get("log_path"))
     if text is None:

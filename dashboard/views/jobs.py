@@ -12,7 +12,7 @@ __all__ = ["MAX_ROWS", "render"]
 #: Rows shown in the browser; the CSV download always has every matching row.
 MAX_ROWS = 5000
 
-JOB_PAGE = "pages/job.py"
+JOB_PAGE = "views/job.py"
 
 
 def _search(jobs: pd.DataFrame, text: str) -> pd.DataFrame:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
 import altair as alt
@@ -82,6 +83,9 @@ def _diagnosis(job_id: str, failures: pd.DataFrame) -> None:
         evidence = row.get("evidence")
         if evidence is not None and len(evidence):
             st.code("\n".join(str(x) for x in evidence), language=None, wrap_lines=True)
+        moved = _influence_texts(row.get("origin_influence"))
+        if moved:
+            st.caption("What moved the origin most: " + "; ".join(moved))
     if not data.available("diagnosis.jobs.diagnose_job"):
         ui.unavailable("diagnosis.jobs.diagnose_job", "On-demand diagnosis (origin posterior)")
         return
@@ -95,38 +99,54 @@ def _diagnosis(job_id: str, failures: pd.DataFrame) -> None:
         _render_job_diagnosis(result)
 
 
+def _influence_texts(raw: Any, n: int = 3) -> list[str]:
+    """The ``text`` of the first ``n`` origin influences (stored JSON or a list of dicts)."""
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            return []
+    if not isinstance(raw, list):
+        return []
+    return [str(i.get("text")) for i in raw[:n] if isinstance(i, dict) and i.get("text")]
+
+
+def _posterior_chart(posterior: dict[str, float]) -> alt.Chart:
+    post = pd.DataFrame({"origin": list(posterior), "probability": list(posterior.values())})
+    return alt.Chart(post).mark_bar().encode(
+        x=alt.X("probability:Q", scale=alt.Scale(domain=[0, 1]), axis=alt.Axis(format="%")),
+        y=alt.Y("origin:N", sort="-x", title=None),
+        tooltip=["origin:N", alt.Tooltip("probability:Q", format=".1%")],
+    ).properties(height=140)
+
+
 def _render_job_diagnosis(result: Any) -> None:
     attempts = getattr(result, "attempts", None)
     if not attempts:
         st.info("No failed attempt to diagnose.")
         return
     for item in attempts:
-        info: dict[str, Any] = (dataclasses.asdict(item)
-                                if dataclasses.is_dataclass(item) and not isinstance(item, type)
-                                else dict(vars(item)))
-        diag = info.get("diagnosis") or {}
-        st.markdown(f"**Attempt {info.get('attempt', '?')}**: `{diag.get('category', '?')}` "
-                    f"(origin **{diag.get('origin', '?')}**)")
-        posterior = info.get("posterior") or info.get("origin_posterior")
+        if hasattr(item, "to_dict"):
+            info: dict[str, Any] = item.to_dict()
+        elif dataclasses.is_dataclass(item) and not isinstance(item, type):
+            info = dataclasses.asdict(item)
+        else:
+            info = dict(vars(item))
+        st.markdown(f"**Attempt {info.get('attempt', '?')}**: `{info.get('category', '?')}`, "
+                    f"origin **{info.get('origin', '?')}**")
+        posterior = info.get("origin_posterior")
         if isinstance(posterior, dict) and posterior:
-            post = pd.DataFrame({"origin": list(posterior), "probability": list(posterior.values())})
-            st.altair_chart(
-                alt.Chart(post).mark_bar().encode(
-                    x=alt.X("probability:Q", scale=alt.Scale(domain=[0, 1]), axis=alt.Axis(format="%")),
-                    y=alt.Y("origin:N", sort="-x", title=None),
-                ).properties(height=140),
-                width="stretch",
-            )
-        lines = diag.get("evidence") or []
+            st.altair_chart(_posterior_chart(posterior), width="stretch")
+        lines = info.get("evidence") or []
         if lines:
             st.code("\n".join(str(x) for x in lines), language=None, wrap_lines=True)
-        moved = info.get("evidence") or info.get("top_evidence")
+        moved = _influence_texts(info.get("influence"))
         if moved:
-            st.caption("What moved the origin most: " + "; ".join(str(x) for x in moved))
+            st.caption("What moved the origin most: " + "; ".join(moved))
 
 
 def render() -> None:
-    st.page_link("pages/jobs.py", label="Back to jobs", icon=":material/arrow_back:")
+    st.page_link("views/jobs.py", label="Back to jobs", icon=":material/arrow_back:")
     job_id = str(st.query_params.get("job", "") or "")
     typed = st.text_input("Job id", value=job_id, key="job_id_input")
     if typed and typed != job_id:
@@ -137,8 +157,8 @@ def render() -> None:
     if not job_id:
         st.info("Enter a job id above, or pick a job on the Jobs page.")
         return
-    detail = ui.fetch("analysis.job_detail", "Job detail", job_id, use_filters=False)
-    if detail is None:
+    ok, detail = ui.try_fetch("analysis.job_detail", "Job detail", job_id, use_filters=False)
+    if not ok:
         return
     job = getattr(detail, "job", None) or {}
     if not job:

@@ -1,1 +1,0 @@
-"""Dashboard pages; each module is a Streamlit page script run by st.navigation."""

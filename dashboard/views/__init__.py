@@ -1,0 +1,1 @@
+"""Dashboard pages (views); each module is a Streamlit page script run by st.navigation."""
