@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+import psutil
 
 from gpulens.cli.common import App, pass_app, progress
 from gpulens.store import Store
@@ -76,19 +77,24 @@ def _wait_http(url: str, proc: subprocess.Popen[bytes], timeout: float) -> bool:
 
 
 def _stop(services: list[Service]) -> None:
-    for svc in services:
-        if svc.proc is not None and svc.proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(svc.proc.pid, signal.SIGTERM)
-    deadline = time.monotonic() + 10
+    """SIGTERM every service and everything it started (even in other sessions), then SIGKILL."""
+    procs: list[psutil.Process] = []
     for svc in services:
         if svc.proc is None:
             continue
-        try:
-            svc.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(svc.proc.pid, signal.SIGKILL)
+        with contextlib.suppress(psutil.Error):
+            top = psutil.Process(svc.proc.pid)
+            procs += [top, *top.children(recursive=True)]
+    for p in procs:
+        with contextlib.suppress(psutil.Error):
+            p.terminate()
+    _, alive = psutil.wait_procs(procs, timeout=10)
+    for p in alive:
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+    psutil.wait_procs(alive, timeout=5)
+    for svc in services:
+        if svc.proc is not None:
             svc.proc.wait()
 
 
