@@ -9,9 +9,11 @@ no samples. A minute's utilization is the mean of the non-NULL, non-NaN
 without such a sample count as allocated but not as busy (NA samples are
 skipped, as the Philly notebook does).
 
-The computation is one DuckDB query: samples are matched to placements with an
-ASOF join on (node, gpu_index, minute >= placement start), then aggregated per
-placement and hour. The result is cached in TEMP tables on the caller's
+Placements are expanded into their minutes and the samples hash-joined on
+(hash(node, gpu_index), epoch minute), in 7-day chunks, then aggregated per
+placement and hour (minutes with samples counted exactly with a 60-bit mask,
+so several samples in one minute, e.g. a 5 s collector, count once at their
+mean). Two placements on the same GPU and minute both get that minute. The result is cached in TEMP tables on the caller's
 connection, keyed by the time window and the list of sample files, so running
 several analyses on one connection scans the samples once.
 """
@@ -30,6 +32,8 @@ __all__ = ["PH", "PL", "attempts_sql", "ensure_base", "gpu_sample_signature"]
 PL = "__gl_pl"  # placements: pid, job_id, attempt, node, gpu_index, s, e, ce, alloc_min
 PH = "__gl_ph"  # per placement and hour: pid, h, alloc_min, n, su, k, busy_min
 _KEY = "__gl_key"
+_USED = "__gl_used"
+_CHUNK_DAYS = 7
 
 
 def gpu_sample_signature(con: duckdb.DuckDBPyConnection) -> str:
@@ -97,6 +101,43 @@ def ensure_base(con: duckdb.DuckDBPyConnection, filters: Filters | None) -> None
         """,  # noqa: S608 - identifiers are module constants
         params,
     )
+    # GPU-minutes with samples, per placement and hour: expand each placement into
+    # its minutes and hash-join the samples on (GPU, minute). Keys are integers:
+    # hash(node, gpu_index) and the epoch minute. Done in chunks of _CHUNK_DAYS
+    # so the expanded build side stays small (memory bound), with the samples'
+    # date partitions pruned per chunk.
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE {_USED} (pid INTEGER, hidx BIGINT, n BIGINT, su DOUBLE,"
+        " k BIGINT)"
+    )
+    span = con.execute(f"SELECT min(s), max(ce) FROM {PL}").fetchone()  # noqa: S608
+    if span and span[0] is not None:
+        c0 = span[0].replace(hour=0, minute=0, second=0, microsecond=0)
+        while c0 < span[1]:
+            c1 = c0 + timedelta(days=_CHUNK_DAYS)
+            con.execute(
+                f"""
+                INSERT INTO {_USED}
+                WITH ex AS (
+                    SELECT pid, hash(node, gpu_index) AS g,
+                           unnest(generate_series(epoch_us(greatest(s, $c0)) // 60000000,
+                                                  epoch_us(least(ce, $c1)) // 60000000 - 1)) AS m
+                    FROM {PL} WHERE s < $c1 AND ce > $c0
+                ), smp AS (
+                    SELECT hash(node, gpu_index) AS g, epoch_us(ts) // 60000000 AS m, util_gpu
+                    FROM gpu_samples
+                    WHERE util_gpu IS NOT NULL AND NOT isnan(util_gpu)
+                      AND ts >= $c0 AND ts < $c1
+                      AND date >= CAST($c0 AS DATE) AND date <= CAST($c1 AS DATE)
+                )
+                SELECT ex.pid, ex.m // 60 AS hidx, count(*) AS n, sum(smp.util_gpu) AS su,
+                       bit_count(bit_or(CAST(1 AS UBIGINT) << CAST(ex.m % 60 AS UBIGINT))) AS k
+                FROM smp JOIN ex ON smp.g = ex.g AND smp.m = ex.m
+                GROUP BY ALL
+                """,  # noqa: S608 - identifiers are module constants
+                {"c0": c0, "c1": c1},
+            )
+            c0 = c1
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE {PH} AS
@@ -108,27 +149,16 @@ def ensure_base(con: duckdb.DuckDBPyConnection, filters: Filters | None) -> None
                          unnest(generate_series(date_trunc('hour', s), ce - INTERVAL 1 MINUTE,
                                                 INTERVAL 1 HOUR)) AS h
                   FROM {PL})
-        ), smp AS (
-            SELECT node, gpu_index, date_trunc('minute', ts) AS m, util_gpu
-            FROM gpu_samples
-            WHERE util_gpu IS NOT NULL AND NOT isnan(util_gpu)
-              AND ts >= $lo AND ts < $hi
-              AND date >= CAST($lo AS DATE) AND date <= CAST($hi AS DATE)
         ), used AS (
-            SELECT pl.pid, date_trunc('hour', smp.m) AS h,
-                   count(*) AS n, sum(smp.util_gpu) AS su, count(DISTINCT smp.m) AS k
-            FROM smp ASOF JOIN {PL} pl
-              ON smp.node = pl.node AND smp.gpu_index = pl.gpu_index AND smp.m >= pl.s
-            WHERE smp.m < pl.e
-            GROUP BY ALL
+            SELECT pid, make_timestamp(hidx * 3600000000) AS h, n, su, k FROM {_USED}
         )
         SELECT alloc.pid, alloc.h, alloc.alloc_min,
                coalesce(used.n, 0) AS n, coalesce(used.su, 0.0) AS su, coalesce(used.k, 0) AS k,
                CASE WHEN used.n > 0 THEN used.su / used.n * used.k / 100.0 ELSE 0.0 END AS busy_min
         FROM alloc LEFT JOIN used USING (pid, h)
-        """,  # noqa: S608 - identifiers are module constants
-        {"lo": lo, "hi": hi},
+        """  # noqa: S608 - identifiers are module constants
     )
+    con.execute(f"DROP TABLE {_USED}")
     con.execute(f"CREATE OR REPLACE TEMP TABLE {_KEY} AS SELECT CAST(? AS VARCHAR) AS k", [key])
 
 
