@@ -143,7 +143,7 @@ def list_entries(con: duckdb.DuckDBPyConnection, state: str | None = None) -> pd
         sql += " WHERE state = ?"
         params.append(state)
     sql += " ORDER BY updated_at DESC, input"
-    return con.execute(sql, params).df()
+    return _nones(con.execute(sql, params).df())
 
 
 def audit_log(con: duckdb.DuckDBPyConnection, input: str | None = None) -> pd.DataFrame:
@@ -154,7 +154,15 @@ def audit_log(con: duckdb.DuckDBPyConnection, input: str | None = None) -> pd.Da
         sql += " WHERE input = ?"
         params.append(normalize_input(input))
     sql += " ORDER BY id"
-    return con.execute(sql, params).df()
+    return _nones(con.execute(sql, params).df())
+
+
+def _nones(df: pd.DataFrame) -> pd.DataFrame:
+    """Missing text as None (pandas would show NaN), timestamps kept as timestamps."""
+    for col in df.columns:
+        if not pd.api.types.is_datetime64_any_dtype(df[col]) and not pd.api.types.is_numeric_dtype(df[col]):
+            df[col] = df[col].astype(object).where(df[col].notna(), None)
+    return df
 
 
 def check(con: duckdb.DuckDBPyConnection, inputs: Iterable[str]) -> list[str]:
@@ -336,7 +344,8 @@ def update_from_failures(
             else:
                 target = "blacklisted" if enough else "suspected"
             new_jobs = sorted(set(jobs) - set(old_jobs))
-            if target == old_state and not new_jobs:
+            if target == old_state and (not new_jobs or old_state == "cleared"):
+                # a cleared entry keeps the evidence it was cleared with until it relists
                 continue
             why = (
                 f"incorrect_input in {len(counted)} job(s) from {users} user(s) "
