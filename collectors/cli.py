@@ -128,7 +128,8 @@ def collect(
             raise BackendUnavailableError(
                 f"No GPU backend: {why}", "Drop --require-gpu to collect network counters only."
             )
-        say(f"[yellow]No GPU backend[/] ({why}): collecting network and InfiniBand counters only.")
+        say(f"[yellow]No GPU backend[/] ({(why or '').rstrip('.')}): collecting network and InfiniBand"
+            " counters only.")
     else:
         devs = gpu.devices()
         say(f"GPU backend [bold]{gpu.name}[/]: {len(devs)} GPU(s)"
