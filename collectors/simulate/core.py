@@ -302,10 +302,12 @@ def _curves(plan: Plan, p: SimParams, seed: int) -> tuple[dict[str, np.ndarray],
     best_ep = np.floor(conv + rng.random(n) * (E - conv + 1)).astype(np.int64)[job]
     shape = np.clip((c - epoch) / c, 0.0, 1.0) ** 1.5 * rng.uniform(0.9, 1.1, len(job))
     pre = epoch < c
-    acc = np.where(pre, a_final - 0.0025 - (a_final - a0 - 0.0025) * shape,
-                   a_final - rng.uniform(0, 0.0003, len(job)))
-    loss = np.where(pre, l_final + np.maximum(0.003 * l_final, 0.0025) + (l0 - l_final) * shape,
-                    l_final * (1 + rng.uniform(0, 0.0004, len(job))))
+    tol = p.converge_tolerance
+    gap = 2.5 * tol
+    acc = np.where(pre, a_final - gap - (a_final - a0 - gap) * shape,
+                   a_final - rng.uniform(0, 0.3 * tol, len(job)))
+    loss = np.where(pre, l_final + np.maximum(3 * tol * l_final, gap) + (l0 - l_final) * shape,
+                    l_final * (1 + rng.uniform(0, 0.4 * tol, len(job))))
     at_best = epoch == best_ep
     acc = np.where(at_best, a_final, acc)
     loss = np.where(at_best, l_final, loss)

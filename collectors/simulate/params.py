@@ -155,6 +155,9 @@ class SimParams:
     #: value by 40% of its epochs - PHILLY (about 75% of jobs).
     early_converge_share: float = 0.75
     early_converge_fraction: float = 0.40
+    #: Curves stay >= 2.5x this away from their best value before the
+    #: convergence epoch and within 0.3-0.4x of it afterwards, so "within 0.1%"
+    #: holds whether read as absolute (accuracy in [0, 1]) or relative.
     converge_tolerance: float = 0.001
     #: Epochs of a job (lognormal median/sigma, clipped). ASSUMED.
     epochs_median: float = 40.0
@@ -163,7 +166,7 @@ class SimParams:
     epochs_max: int = 400
 
     # ----------------------------------------------------------------- samples
-    sample_interval_s: int = 60
+    #: GPU samples are always one per minute; network samples every this many seconds.
     net_interval_s: int = 300
     #: GPUs per generated chunk (memory bound of the sample writer).
     chunk_gpus: int = 512
