@@ -176,4 +176,5 @@ def validate(
     finally:
         signal.signal(signal.SIGTERM, previous)
     emit(result.to_json(), as_json, lambda: render(result))
-    click.get_current_context().exit(result.exit_status)
+    # SystemExit, not ctx.exit: the status must survive `python -m gpulens` as well as the script
+    sys.exit(result.exit_status)

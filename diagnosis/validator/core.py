@@ -76,6 +76,9 @@ _DECODER_FILES = (
 )  # fmt: skip
 
 
+_CLASSIFIER_ERRORS: list[str] = []
+
+
 @dataclasses.dataclass
 class ValidationResult:
     """The outcome of one validation (what ``--json`` prints)."""
@@ -123,11 +126,10 @@ def classify_output(text: str) -> Diagnosis | None:
     """The one call into the log classifier (``diagnosis.classify_text``); None if unavailable."""
     try:
         from diagnosis import classify_text
-    except ImportError:
-        return None
-    try:
+
         return classify_text(text, file="<validate dry run>")
-    except GpulensError:
+    except Exception as exc:  # a broken or missing classifier must not lose the verdict
+        _CLASSIFIER_ERRORS.append(f"{type(exc).__name__}: {exc}")
         return None
 
 
@@ -480,10 +482,13 @@ def _judge(
         if blame is not None and (diag is None or diag.category in ("unknown", "crash", "semantic_error")):
             return fail("incorrect_input", "data", blame[1], f"declared input {blame[0]} could not be read")
         if diag is None:
-            res.warnings.append("the log classifier is not available: category unknown")
+            why = _CLASSIFIER_ERRORS[-1] if _CLASSIFIER_ERRORS else "not installed"
+            res.warnings.append(f"the log classifier is not available ({why}): category unknown")
             return fail("unknown", "unknown", _lines(text), default_reason)
         res.classifier_method = diag.method
         evidence = list(diag.evidence) or _lines(text)
+        if blame is not None and diag.category == "incorrect_input":
+            evidence.append(blame[1][-1])
         if diag.category == "gpu_oom":
             proj = dev.project_memory(
                 target_type=target_type,
@@ -575,7 +580,8 @@ def _judge(
                 + _lines(text, 3),
                 "killed by SIGKILL",
             )
-    if rc is not None and rc < 0 and -rc == 25:  # SIGXFSZ
+    if (rc is not None and rc < 0 and -rc == 25) or "[Errno 27] File too large" in text:
+        # SIGXFSZ (or EFBIG, as Python ignores SIGXFSZ): the dry run's own limit, not the job
         res.verdict = "inconclusive"
         res.reason = (
             f"wrote a file larger than the dry run's limit ({config.file_size_limit_bytes} bytes)"

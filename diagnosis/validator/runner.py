@@ -114,44 +114,59 @@ def _alive(p: psutil.Process) -> bool:
         return False
 
 
+def _wait_gone(procs: list[psutil.Process], deadline: float) -> list[psutil.Process]:
+    """Wait until every process is gone (zombies count as gone); return those still alive."""
+    alive = [p for p in procs if _alive(p)]
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.02)
+        alive = [p for p in alive if _alive(p)]
+    return alive
+
+
 def kill_run(
     proc: subprocess.Popen[bytes], tag: str, known: set[int], grace: float
 ) -> tuple[int, list[int]]:
-    """SIGTERM every process of the run, SIGKILL what is left after ``grace`` s; reap the child."""
-    victims = run_processes(proc.pid, tag, known)
-    if proc.poll() is None:
+    """SIGTERM every process of the run, SIGKILL what is left after ``grace`` s; reap the child.
+
+    The direct child is waited for with ``Popen.wait`` (never through psutil, which
+    would reap it and lose its exit status).
+    """
+    victims = [p for p in run_processes(proc.pid, tag, known) if p.pid != proc.pid]
+    child_alive = proc.poll() is None
+    if child_alive:
         try:
             os.killpg(proc.pid, signal.SIGTERM)
         except OSError:
-            pass
+            proc.terminate()
     for p in victims:
         try:
             p.send_signal(signal.SIGTERM)
         except psutil.Error:
             pass
-    if victims:
-        _, alive = psutil.wait_procs(victims, timeout=grace)
-        alive = [p for p in alive if _alive(p)]
-        # a process may have forked while we were signalling: look once more
-        alive_ids = {p.pid for p in alive}
-        alive += [p for p in run_processes(proc.pid, tag, known) if p.pid not in alive_ids]
-        for p in alive:
-            try:
-                p.kill()
-            except psutil.Error:
-                pass
+    deadline = time.monotonic() + grace
+    if child_alive:
         try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    alive = _wait_gone(victims, deadline)
+    # a process may have forked while we were signalling: look once more
+    alive_ids = {p.pid for p in alive}
+    alive += [p for p in run_processes(proc.pid, tag, known) if p.pid not in alive_ids and p.pid != proc.pid]
+    for p in alive:
+        try:
+            p.kill()
+        except psutil.Error:
             pass
-        psutil.wait_procs(alive, timeout=max(grace, 1.0))
     try:
-        proc.wait(timeout=max(grace, 1.0))
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    leftover = [p.pid for p in run_processes(proc.pid, tag, known)]
-    return len(victims), leftover
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
+    _wait_gone(alive, time.monotonic() + max(grace, 1.0))
+    proc.wait()
+    leftover = [p.pid for p in run_processes(proc.pid, tag, known) if p.pid != proc.pid]
+    return len(victims) + int(child_alive), leftover
 
 
 class _Tail:
