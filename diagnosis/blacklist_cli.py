@@ -44,13 +44,13 @@ def list_(app: App, state: str | None, audit: bool, input_: str | None, as_json:
             click.echo("no audit entries" if audit else "blacklist is empty")
             return
         if audit:
-            for r in df.itertuples():
-                click.echo(f"{r.ts}  {r.input}  {r.old_state or '-'} -> {r.new_state}  by {r.actor}: {r.reason}")
+            for r in df.to_dict("records"):
+                click.echo(f"{r['ts']}  {r['input']}  {r['old_state'] or '-'} -> {r['new_state']}  by {r['actor']}: {r['reason']}")
         else:
-            for r in df.itertuples():
-                jobs = ", ".join(list(r.evidence_jobs or [])[:5])
-                click.echo(f"{r.state:<12} {r.input}")
-                click.echo(f"{'':<12} {r.reason or ''}" + (f" [jobs: {jobs}]" if jobs else ""))
+            for r in df.to_dict("records"):
+                jobs = ", ".join(list(r['evidence_jobs'] or [])[:5])
+                click.echo(f"{r['state']:<12} {r['input']}")
+                click.echo(f"{'':<12} {r['reason'] or ''}" + (f" [jobs: {jobs}]" if jobs else ""))
 
     emit(df, as_json, human)
 

@@ -30,8 +30,8 @@ def flag(app: App, min_jobs: int | None, as_json: bool) -> None:
     def human() -> None:
         if df.empty:
             click.echo("no node meets the flagging rule")
-        for r in df.itertuples():
-            click.echo(f"{'NEW ' if r.new else ''}{r.node}  score {r.score:.2f}: {r.reason}")
+        for r in df.to_dict("records"):
+            click.echo(f"{'NEW ' if r['new'] else ''}{r['node']}  score {r['score']:.2f}: {r['reason']}")
 
     emit(df, as_json, human)
 
@@ -53,10 +53,10 @@ def list_(app: App, include_cleared: bool, as_json: bool) -> None:
     def human() -> None:
         if df.empty:
             click.echo("no flagged node")
-        for r in df.itertuples():
-            state = "active" if r.active else "cleared"
-            jobs = ", ".join((r.evidence or {}).get("jobs", [])[:5])
-            click.echo(f"{r.node:<16} {state:<8} score {r.score:.2f}  since {r.flagged_at}: {r.reason}")
+        for r in df.to_dict("records"):
+            state = "active" if r['active'] else "cleared"
+            jobs = ", ".join((r['evidence'] or {}).get("jobs", [])[:5])
+            click.echo(f"{r['node']:<16} {state:<8} score {r['score']:.2f}  since {r['flagged_at']}: {r['reason']}")
             if jobs:
                 click.echo(f"{'':<16} jobs: {jobs}")
 
@@ -99,8 +99,8 @@ def anomalies(app: App, top: int, node: str | None, no_refresh: bool, as_json: b
     def human() -> None:
         if df.empty:
             click.echo("no anomaly scores (no GPU telemetry in the store?)")
-        for r in df.itertuples():
-            mark = "  <- outside normal" if r.score > 0 else ""
-            click.echo(f"{r.node:<16} {r.hour}  {r.score:+.3f}{mark}")
+        for r in df.to_dict("records"):
+            mark = "  <- outside normal" if r['score'] > 0 else ""
+            click.echo(f"{r['node']:<16} {r['hour']}  {r['score']:+.3f}{mark}")
 
     emit(df, as_json, human)
