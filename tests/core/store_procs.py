@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 import sys
 import time
 
@@ -11,11 +12,11 @@ import pyarrow as pa
 from gpulens.store import SegmentWriter, Store, arrow_schema
 
 
-def state_writer(root: str, seconds: float) -> None:
+def state_writer(root: str, commits: int) -> None:
+    """Commit ``commits`` transactions (0: forever), each with one job and 8 samples."""
     store = Store.open(root)
-    deadline = time.monotonic() + seconds
     i = 0
-    while time.monotonic() < deadline:
+    while commits == 0 or i < commits:
         with store.write() as con:
             con.execute(
                 "INSERT INTO jobs (job_id, status) VALUES (?, 'passed')", [f"job-{i:06d}"]
@@ -29,13 +30,15 @@ def state_writer(root: str, seconds: float) -> None:
         print(f"committed {i}", flush=True)
 
 
-def reader(root: str, seconds: float) -> None:
+def reader(root: str, stop_file: str) -> None:
+    """Query until ``stop_file`` exists (at most 10 minutes), counting failures."""
     store = Store(root)
-    deadline = time.monotonic() + seconds
+    deadline = time.monotonic() + 600
     queries = errors = 0
     last_jobs = last_samples = 0
     regressions = 0
-    while time.monotonic() < deadline:
+    print("reading", flush=True)
+    while time.monotonic() < deadline and not os.path.exists(stop_file):
         try:
             con = store.connect()
             jobs = con.execute("SELECT count(*) FROM jobs").fetchone()[0]  # type: ignore[index]
@@ -76,8 +79,8 @@ def spool_writer(root: str, agent: str, batch: int, start: int) -> None:
 if __name__ == "__main__":
     what = sys.argv[1]
     if what == "state_writer":
-        state_writer(sys.argv[2], float(sys.argv[3]))
+        state_writer(sys.argv[2], int(sys.argv[3]))
     elif what == "reader":
-        reader(sys.argv[2], float(sys.argv[3]))
+        reader(sys.argv[2], sys.argv[3])
     elif what == "spool_writer":
         spool_writer(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))

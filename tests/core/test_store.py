@@ -68,9 +68,12 @@ def test_data_dir_with_quote_in_path(tmp_path: Path) -> None:
 def test_concurrent_reader_never_fails_while_writer_appends(tmp_path: Path) -> None:
     root = str(tmp_path / "d")
     Store.open(root)
-    writer = _py("state_writer", root, "6")
-    reader = _py("reader", root, "6")
-    w_out, w_err = writer.communicate(timeout=120)
+    stop = tmp_path / "stop"
+    reader = _py("reader", root, str(stop))
+    assert reader.stdout is not None and reader.stdout.readline().strip() == "reading"
+    writer = _py("state_writer", root, "40")
+    w_out, w_err = writer.communicate(timeout=600)
+    stop.write_text("")
     r_out, r_err = reader.communicate(timeout=120)
     assert writer.returncode == 0, w_err
     assert reader.returncode == 0, r_err
@@ -78,12 +81,18 @@ def test_concurrent_reader_never_fails_while_writer_appends(tmp_path: Path) -> N
     stats = dict(kv.split("=") for kv in summary.split())
     assert int(stats["errors"]) == 0, r_out
     assert int(stats["regressions"]) == 0, r_out
-    assert int(stats["queries"]) > 20
-    committed = int(w_out.strip().splitlines()[-1].split()[1])
-    assert committed > 5
+    assert int(stats["queries"]) >= 10, "the reader must have overlapped the writer"
+    assert 0 < int(stats["jobs"]) <= 40
     final = Store(root).connect()
-    assert final.execute("SELECT count(*) FROM jobs").fetchone() == (committed,)
-    assert final.execute("SELECT count(*) FROM gpu_samples").fetchone() == (committed * 8,)
+    assert final.execute("SELECT count(*) FROM jobs").fetchone() == (40,)
+    assert final.execute("SELECT count(*) FROM gpu_samples").fetchone() == (40 * 8,)
+
+
+def _wait_for_line(proc: subprocess.Popen[str], prefix: str) -> str:
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.startswith(prefix), (line, proc.stderr.read() if proc.stderr else "")
+    return line
 
 
 def _flushed(out: str) -> int:
@@ -99,9 +108,11 @@ def test_sigkilled_spool_writer_loses_nothing_flushed(tmp_path: Path) -> None:
     batch, start = 50, 0
     for _ in range(6):
         proc = _py("spool_writer", root, "agent1", str(batch), str(start))
-        time.sleep(rng.uniform(1.0, 2.5))  # python start-up + some flushes and rolls
+        first = _wait_for_line(proc, "flushed ")
+        time.sleep(rng.uniform(0.05, 1.0))  # some more flushes and rolls, then a kill
         proc.send_signal(signal.SIGKILL)
         out, _ = proc.communicate(timeout=30)
+        out = first + out
         # The child may have flushed more than it printed, never less.
         start = max(start, _flushed(out))
         # Resume numbering after the last row actually in the spool or the samples.
@@ -124,10 +135,12 @@ def test_sigkilled_spool_writer_loses_nothing_flushed(tmp_path: Path) -> None:
 def test_sigkilled_state_writer_leaves_a_store_that_reopens(tmp_path: Path) -> None:
     root = str(tmp_path / "d")
     Store.open(root)
-    proc = _py("state_writer", root, "30")
-    time.sleep(3.0)
+    proc = _py("state_writer", root, "0")
+    first = _wait_for_line(proc, "committed ")
+    time.sleep(1.0)
     proc.send_signal(signal.SIGKILL)
     out, _ = proc.communicate(timeout=30)
+    out = first + out
     committed = int(out.strip().splitlines()[-1].split()[1])
     store = Store.open(root)  # must reopen, replaying DuckDB's WAL if needed
     with store.write() as con:  # and accept writes again
