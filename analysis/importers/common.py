@@ -25,6 +25,7 @@ __all__ = [
     "parse_local_time",
     "record_import",
     "register",
+    "unregister",
 ]
 
 _TZ_SUFFIX = re.compile(r"\s+(PDT|PST|UTC|GMT)$")
@@ -81,6 +82,11 @@ def register(con: duckdb.DuckDBPyConnection, name: str, data: pa.Table) -> None:
     con.register(name, data)
 
 
+def unregister(con: duckdb.DuckDBPyConnection, name: str) -> None:
+    con.execute("SELECT 1").fetchall()
+    con.unregister(name)
+
+
 def insert_arrow(con: duckdb.DuckDBPyConnection, table: str, data: pa.Table) -> int:
     """INSERT an Arrow table into a state table by column name (our own identifiers)."""
     if data.num_rows == 0:
@@ -91,7 +97,7 @@ def insert_arrow(con: duckdb.DuckDBPyConnection, table: str, data: pa.Table) -> 
         cols = ", ".join(f'"{c}"' for c in data.column_names)
         con.execute(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM {name}")  # noqa: S608
     finally:
-        con.unregister(name)
+        unregister(con, name)
     return data.num_rows
 
 
@@ -104,7 +110,7 @@ def delete_jobs(con: duckdb.DuckDBPyConnection, job_ids: pa.Array) -> None:
         for table in ("placements", "attempts", "jobs"):
             con.execute(f"DELETE FROM {table} WHERE job_id IN (SELECT job_id FROM __import_ids)")  # noqa: S608
     finally:
-        con.unregister("__import_ids")
+        unregister(con, "__import_ids")
 
 
 def record_import(con: duckdb.DuckDBPyConnection, kind: str, path: str | Path, rows: int,

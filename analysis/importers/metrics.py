@@ -31,6 +31,7 @@ from analysis.importers.common import (
     insert_arrow,
     record_import,
     register,
+    unregister,
 )
 from gpulens.errors import InputError, MissingExtraError
 from gpulens.store import Store
@@ -154,13 +155,13 @@ def import_metrics(store: Store, path: Path, *, job_id: str | None = None) -> Im
             register(con, "__metric_pairs", pairs)
             con.execute("DELETE FROM job_metrics WHERE (job_id, metric) IN "
                         "(SELECT (job_id, metric) FROM __metric_pairs)")
-            con.unregister("__metric_pairs")
+            unregister(con, "__metric_pairs")
         jobs = pa.table({"job_id": pa.array(sorted({r[0] for r in rows}), pa.string())})
         register(con, "__metric_jobs", jobs)
         unknown = con.execute(
             "SELECT count(*) FROM __metric_jobs WHERE job_id NOT IN (SELECT job_id FROM jobs)"
         ).fetchone()
-        con.unregister("__metric_jobs")
+        unregister(con, "__metric_jobs")
         if unknown and unknown[0]:
             q["jobs_not_in_store"] += int(unknown[0])
         result.rows = {"job_metrics": insert_arrow(con, "job_metrics", table)}

@@ -50,6 +50,7 @@ from analysis.importers.common import (
     parse_local_time,
     record_import,
     register,
+    unregister,
 )
 from analysis.importers.jsonstream import iter_array
 from gpulens.errors import InputError
@@ -492,7 +493,7 @@ def import_philly(store: Store, files: PhillyFiles, *, progress: Progress | None
                     "gpus = coalesce(excluded.gpus, nodes.gpus), "
                     "gpu_memory_bytes = coalesce(excluded.gpu_memory_bytes, nodes.gpu_memory_bytes)"
                 )
-                con.unregister("__philly_nodes")
+                unregister(con, "__philly_nodes")
                 result.rows["nodes"] = len(node_rows)
             if machines:
                 gpu_rows = [(n, i, m) for n, g, m in machines for i in range(g)]
@@ -504,7 +505,7 @@ def import_philly(store: Store, files: PhillyFiles, *, progress: Progress | None
                     "ON CONFLICT (node, gpu_index) DO UPDATE SET "
                     "memory_total_bytes = coalesce(excluded.memory_total_bytes, gpus.memory_total_bytes)"
                 )
-                con.unregister("__philly_gpus")
+                unregister(con, "__philly_gpus")
                 result.rows["gpus"] = len(gpu_rows)
                 record_import(con, "philly:machine_list", files.machine_list or "", len(machines),
                               result.quirks[str(files.machine_list)])
