@@ -86,7 +86,11 @@ class BayesNet:
         ps = self.parents[var]
         if not ps:
             return pd.DataFrame({"p": table}, index=rows)
-        cols = pd.MultiIndex.from_product([self.states[p] for p in ps], names=ps)
+        cols: pd.Index = (
+            pd.Index(self.states[ps[0]], name=ps[0])
+            if len(ps) == 1
+            else pd.MultiIndex.from_product([self.states[p] for p in ps], names=ps)
+        )
         return pd.DataFrame(table.reshape(len(rows), -1), index=rows, columns=cols)
 
     def _check(self, evidence: Evidence) -> None:
