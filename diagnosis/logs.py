@@ -64,6 +64,7 @@ _PREFIX_RE = re.compile(
       | \d{1,4}:\s                                             # srun -l "0: "
       | \[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?\s*  # timestamps
       | \[\s*\d+\.\d+\]\s                                      # dmesg [ 1234.567890]
+      | [IWEF]\d{4}\s\d\d:\d\d:\d\d\.\d+\s+\d+\s+\S+:\d+\]\s*     # glog: W1122 02:19:36.353 20776 api.py:1028]
       | \[?(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL|E|W|I)\]?\s*[:|-]?\s+(?=\S)  # levels
       | [\w.-]+\s+\d+\s*\|\s*                                  # host 0 |
     )+""",
@@ -94,7 +95,7 @@ _PATH_RE = re.compile(
 )
 _CODE_PATH = re.compile(
     r"\.(?:py|pyc|pyx|so|cc|cpp|cu|h|hpp|c)(?::\d+)?$|site-packages|dist-packages|/lib/python|"
-    r"^/(?:usr|proc|sys|dev|etc|opt/conda/lib)/|^https?:|^//|pytorch\.org|/torch/"
+    r"^/(?:usr|proc|sys|dev|etc|opt/conda/lib)/|^https?:|^//|pytorch\.org|/torch/|/bin/|/\.venv/|/envs/"
 )
 
 
@@ -297,29 +298,56 @@ def _root_cause_box(norm: list[str]) -> tuple[int, int] | None:
     return start, end
 
 
-def _region(lines: list[str], norm: list[str]) -> tuple[int, int, bool]:
-    """(start, end, has_traceback) of the fatal region."""
+_RANK_PREFIX = re.compile(r"^\s*\[(?:rank|default)?(\d+)\]\s*:")
+_ROOT_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)")
+_PROGRESS = re.compile(r"\b(?:step|epoch|iter(?:ation)?|loss|batch)\b|it/s|s/it", re.IGNORECASE)
+
+
+def _root_rank(norm: list[str], box: tuple[int, int] | None) -> int | None:
+    if box is None:
+        return None
+    start = next((i for i in range(box[0], box[1]) if "Root Cause" in norm[i]), box[0])
+    for i in range(start, min(len(norm), box[1])):
+        m = _ROOT_RANK.match(norm[i])
+        if m:
+            return int(m.group(1))
+    return None
+
+
+def _rank_of(line: str) -> int | None:
+    m = _RANK_PREFIX.match(line)
+    return int(m.group(1)) if m else None
+
+
+def _region(lines: list[str], norm: list[str]) -> tuple[int, int, bool, int | None]:
+    """(start, end, has_traceback, root_rank) of the fatal region."""
     n = len(lines)
     starts = _traceback_starts(norm)
     if not starts:
-        return max(0, n - TAIL_LINES), n, False
+        return max(0, n - TAIL_LINES), n, False, None
     last = starts[-1]
     last_end = _traceback_end(norm, last)
     launcher = any(_LAUNCHER_EXC.search(norm[k]) for k in range(last, min(n, last_end + 2)))
     if launcher:
-        # torchrun's own ChildFailedError traceback: the worker's traceback is the cause
+        # torchrun's own ChildFailedError traceback: the root-cause rank's traceback is the cause
         box = _root_cause_box(norm)
         box_end = box[1] if box else last_end
-        earlier = [s for s in starts if s < last and last - s < 2000]
+        rank = _root_rank(norm, box)
+        earlier = [s for s in starts if s < last and last - s < 5000]
+        if rank is not None:
+            mine = [s for s in earlier if _rank_of(lines[s]) == rank]
+            if mine:
+                earlier = mine
         if earlier:
             start = _chain_start(norm, earlier[-1], starts)
         else:
             start = box[0] if box else last
-        return start, min(n, max(box_end, last_end) + 5), True
-    if n - last_end > MAX_AFTER_LINES:
+        return start, min(n, max(box_end, last_end) + 5), True, rank
+    after = norm[last_end:]
+    if len(after) > MAX_AFTER_LINES or sum(1 for x in after if _PROGRESS.search(x)) >= 3:
         # the job went on after this traceback (caught and logged): the end of the log decides
-        return max(0, n - TAIL_LINES), n, False
-    return _chain_start(norm, last, starts), n, True
+        return max(0, n - TAIL_LINES), n, False, None
+    return _chain_start(norm, last, starts), n, True, None
 
 
 def fatal_region(text: str) -> FatalRegion:
@@ -327,7 +355,7 @@ def fatal_region(text: str) -> FatalRegion:
     last lines when there is no traceback)."""
     lines = text.splitlines()
     norm = [normalize_line(x) for x in lines]
-    start, end, _ = _region(lines, norm)
+    start, end, _, _ = _region(lines, norm)
     return FatalRegion(start, end, lines[start:end])
 
 
@@ -362,8 +390,13 @@ def analyze(text: str) -> LogView:
         anchor = text.count("\n", 0, tb_pos) if tb_pos >= 0 else n
         norm_from = max(0, min(anchor, n - TAIL_LINES) - 400)
     norm = [""] * norm_from + [normalize_line(x) for x in lines[norm_from:]]
-    start, end, has_tb = _region(lines, norm)
-    region_norm = norm[start:end]
+    start, end, has_tb, root_rank = _region(lines, norm)
+    if root_rank is not None:  # drop other ranks' lines (symptoms of the root rank's failure)
+        region_norm = [
+            norm[i] for i in range(start, end) if _rank_of(lines[i]) in (None, root_rank)
+        ]
+    else:
+        region_norm = norm[start:end]
     infra: list[str] = []
     infra_norm: list[str] = []
     scan_from = max(0, n - 400)
