@@ -45,7 +45,9 @@ def main(argv: list[str]) -> None:
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "GPULENS_DATA_DIR": str(data)})
     wall = time.perf_counter() - t0
-    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    peak_kib = usage.ru_maxrss
+    cpu = usage.ru_utime + usage.ru_stime
     if proc.returncode != 0:
         print(proc.stderr, file=sys.stderr)
         raise SystemExit(f"gpulens simulate failed with exit code {proc.returncode}")
@@ -57,6 +59,8 @@ def main(argv: list[str]) -> None:
           f"job_metrics={summary['job_metrics']:,} xid_events={summary['xid_events']}")
     print(f"wall_s={wall:.1f} (in simulate(): {summary['elapsed_s']:.1f}) "
           f"gpu_samples_per_s={summary['gpu_samples'] / wall:,.0f}")
+    print(f"cpu_s={cpu:.1f} (user+sys of the child) gpu_samples_per_cpu_s={summary['gpu_samples'] / cpu:,.0f} "
+          f"load_average_1m_after={os.getloadavg()[0]:.1f}")
     print(f"peak_rss_mib={peak_kib / 1024:.0f} data_dir_mib={size / 2**20:.0f}")
     if keep:
         print("kept:", data)
