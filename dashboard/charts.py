@@ -11,9 +11,9 @@ __all__ = ["STAGE_LABELS", "goodput_waterfall", "utilization_over_time"]
 
 STAGE_LABELS = {
     "allocated": "Allocated",
-    "idle": "Idle (allocated, GPU not busy)",
-    "failed_or_killed": "Failed or killed runs",
-    "post_convergence": "After convergence",
+    "idle": "Idle",
+    "failed_or_killed": "Failed/killed",
+    "post_convergence": "After converged",
     "effective": "Effective",
 }
 

@@ -36,7 +36,7 @@ def highlighted_log_html(lines: list[str], start: int, end: int, first: int, las
             out.append(f'<div class="gl-fatal" style="background:#ffe1e1">{num}{text}</div>')
         else:
             out.append(f"<div>{num}{text}</div>")
-    return ('<pre style="font-size:12px;line-height:1.35;max-height:560px;overflow:auto;'
+    return ('<pre class="gl-log" style="font-size:12px;line-height:1.35;max-height:560px;overflow:auto;'
             'padding:8px;border:1px solid #ddd;border-radius:6px;white-space:pre-wrap">'
             + "".join(out) + "</pre>")
 
@@ -161,7 +161,7 @@ def _drilldown(failed: pd.DataFrame) -> None:
     st.caption(f"Fatal region: lines {start + 1}–{end} of {len(lines):,} (highlighted)"
                + ("; the log is long, gpulens read its start, its end and the part around the "
                   "last traceback" if truncated else ""))
-    st.markdown(highlighted_log_html(lines, start, end, first, last), unsafe_allow_html=True)
+    st.html(highlighted_log_html(lines, start, end, first, last))
     st.download_button("Download this log", text.encode("utf-8"),
                        file_name=f"{job_id}-attempt{attempt}.log", mime="text/plain",
                        key="dl-fail-log", on_click="ignore")

@@ -24,11 +24,13 @@ def anomaly_heatmap(scores: pd.DataFrame) -> alt.Chart:
     top = (df.groupby("node")["score"].max().sort_values(ascending=False)
            .head(MAX_HEATMAP_NODES).index)
     df = df[df["node"].isin(top)]
+    df["hour_end"] = df["hour"] + pd.Timedelta(hours=1)
     return (
         alt.Chart(df)
         .mark_rect()
         .encode(
             x=alt.X("hour:T", title=None),
+            x2="hour_end:T",
             y=alt.Y("node:N", sort=list(top), title=None),
             color=alt.Color("score:Q", title="anomaly", scale=alt.Scale(scheme="orangered")),
             tooltip=["node:N", alt.Tooltip("hour:T"), alt.Tooltip("score:Q", format=".2f")],

@@ -34,12 +34,16 @@ def gpu_heatmap(timeline: pd.DataFrame) -> alt.Chart:
     if bin_minutes > 1:
         tl["ts"] = tl["ts"].dt.floor(f"{bin_minutes}min")
         tl = tl.groupby(["gpu", "ts"], as_index=False).agg(util_gpu=("util_gpu", "mean"))
+    else:
+        tl["ts"] = tl["ts"].dt.floor("1min")
+    tl["ts_end"] = tl["ts"] + pd.Timedelta(minutes=bin_minutes)
     height = min(24 * n_gpus, 600) + 40
     return (
         alt.Chart(tl)
         .mark_rect()
         .encode(
             x=alt.X("ts:T", title=None),
+            x2="ts_end:T",
             y=alt.Y("gpu:N", title="node:GPU", sort="ascending"),
             color=alt.Color("util_gpu:Q", title="util %",
                             scale=alt.Scale(domain=[0, 100], scheme="viridis")),

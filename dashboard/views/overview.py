@@ -118,6 +118,9 @@ def render() -> None:
                 ui.no_match("No allocated GPU-hour")
             else:
                 st.altair_chart(chart, width="stretch")
+                st.caption("Idle: allocated but the GPU was not busy. Failed/killed: busy time "
+                           "of runs that failed or were killed. After converged: busy time after "
+                           "the job had already converged. Effective: the rest.")
                 with st.expander("Table"):
                     ui.table(goodput, "goodput")
 

@@ -34,11 +34,22 @@ def _simulate() -> Callable[..., object] | None:
     return fn if callable(fn) else None
 
 
+def postprocess(store: Store) -> None:
+    """What `gpulens demo` runs after simulating: diagnose, blacklist, flag and score nodes."""
+    from diagnosis import blacklist, jobs, nodes
+
+    jobs.diagnose_all(store)
+    blacklist.update_from_failures(store)
+    nodes.flag_nodes(store)
+    nodes.score_anomalies(store)
+
+
 def fill_store(store: Store) -> str:
     """Fill ``store`` with a small cluster; return which builder made it."""
     sim = _simulate()
     if sim is not None:
         sim(store, gpus=32, days=1, seed=1)
+        postprocess(store)
         return "simulate"
     build_small_store(store)
     return "hand-built"

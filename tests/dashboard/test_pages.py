@@ -293,7 +293,7 @@ def test_failures_page_and_log_drilldown(hand_store: Store, use_store: UseStore)
     assert charts(at) >= 3
     assert "Download failure cost (CSV)" in downloads(at)
     # the costliest failed job is shown by default, its fatal region highlighted
-    logs = [md.value for md in at.markdown if "gl-fatal" in md.value]
+    logs = [h.value for h in at.get("html") if "gl-fatal" in h.value]
     assert len(logs) == 1
     highlighted = re.findall(r'<div class="gl-fatal"[^>]*>(.*?)</div>', logs[0])
     assert any("image file is truncated" in seg or "CUDA out of memory" in seg
