@@ -9,8 +9,9 @@ no samples. A minute's utilization is the mean of the non-NULL, non-NaN
 without such a sample count as allocated but not as busy (NA samples are
 skipped, as the Philly notebook does).
 
-Placements are expanded into their minutes and the samples hash-joined on
-(hash(node, gpu_index), epoch minute), in 7-day chunks, then aggregated per
+Samples are aggregated per (GPU, hour); a placement takes the aggregates of
+the hours it covers entirely and, for its partly covered first and last hour,
+the samples of those GPU-hours filtered to its minutes. Everything is per
 placement and hour (minutes with samples counted exactly with a 60-bit mask,
 so several samples in one minute, e.g. a 5 s collector, count once at their
 mean). Two placements on the same GPU and minute both get that minute. The result is cached in TEMP tables on the caller's
@@ -20,6 +21,7 @@ several analyses on one connection scans the samples once.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -32,23 +34,29 @@ __all__ = ["PH", "PL", "attempts_sql", "ensure_base", "gpu_sample_signature"]
 PL = "__gl_pl"  # placements: pid, job_id, attempt, node, gpu_index, s, e, ce, alloc_min
 PH = "__gl_ph"  # per placement and hour: pid, h, alloc_min, n, su, k, busy_min
 _KEY = "__gl_key"
-_USED = "__gl_used"
-_CHUNK_DAYS = 7
+_HOURS = "__gl_hours"
 
 
-def gpu_sample_signature(con: duckdb.DuckDBPyConnection) -> str:
-    """Cheap fingerprint of the set of GPU sample files behind the gpu_samples view."""
+def _sample_glob(con: duckdb.DuckDBPyConnection) -> str | None:
+    """The Parquet glob behind the gpu_samples view (None if it is not a Parquet view)."""
     sql = con.execute(
         "SELECT sql FROM duckdb_views() WHERE view_name = 'gpu_samples' AND NOT internal"
     ).fetchone()
     if not sql:
-        return "none"
+        return None
     text = str(sql[0])
     start = text.find("read_parquet('")
     if start < 0:
-        return str(hash(text))
+        return None
     start += len("read_parquet('")
-    pattern = text[start : text.find("'", start)]
+    return text[start : text.find("'", start)].replace("''", "'")
+
+
+def gpu_sample_signature(con: duckdb.DuckDBPyConnection) -> str:
+    """Cheap fingerprint of the set of GPU sample files behind the gpu_samples view."""
+    pattern = _sample_glob(con)
+    if pattern is None:
+        return "none"
     row = con.execute("SELECT count(*), coalesce(sum(hash(file)), 0) FROM glob(?)", [pattern]).fetchone()
     return f"{row[0]}:{row[1]}" if row else "none"
 
@@ -59,7 +67,21 @@ def _open_end(con: duckdb.DuckDBPyConnection, f: Filters) -> datetime:
     ).fetchone()
     if not running or running[0] == 0:
         return f.clock()
-    row = con.execute("SELECT max(ts) FROM gpu_samples").fetchone()
+    pattern = _sample_glob(con)
+    newest = None
+    if pattern:
+        dates = con.execute(
+            "SELECT max(regexp_extract(file, 'date=([0-9-]+)', 1)) FROM glob(?)"
+            " WHERE file NOT LIKE '%node=__seed__%'", [pattern]
+        ).fetchone()
+        newest = dates[0] if dates else None
+    if newest and re.fullmatch(r"\d{4}-\d{2}-\d{2}", str(newest)):
+        # a literal (validated above), so DuckDB prunes the hive partitions to one day
+        row = con.execute(
+            f"SELECT max(ts) FROM gpu_samples WHERE date = DATE '{newest}'"  # noqa: S608
+        ).fetchone()
+    else:
+        row = con.execute("SELECT max(ts) FROM gpu_samples").fetchone()
     if row and row[0] is not None:
         last: datetime = row[0]
         return last.replace(second=0, microsecond=0) + timedelta(minutes=1)
@@ -101,64 +123,63 @@ def ensure_base(con: duckdb.DuckDBPyConnection, filters: Filters | None) -> None
         """,  # noqa: S608 - identifiers are module constants
         params,
     )
-    # GPU-minutes with samples, per placement and hour: expand each placement into
-    # its minutes and hash-join the samples on (GPU, minute). Keys are integers:
-    # hash(node, gpu_index) and the epoch minute. Done in chunks of _CHUNK_DAYS
-    # so the expanded build side stays small (memory bound), with the samples'
-    # date partitions pruned per chunk.
+    # Per placement and hour: allocated minutes, and the samples in those minutes.
+    # Hours a placement covers entirely take a per-(GPU, hour) aggregate of the
+    # samples; the (at most two) partly covered edge hours of each placement
+    # take the samples of that GPU-hour filtered to the covered minutes. Both
+    # join on integer keys (hash(node, gpu_index), epoch hour); minutes with
+    # samples are counted exactly with a 60-bit mask.
+    smp = """
+        SELECT hash(node, gpu_index) AS g, epoch_us(ts) // 3600000000 AS hidx,
+               epoch_us(ts) // 60000000 AS m, util_gpu
+        FROM gpu_samples
+        WHERE util_gpu IS NOT NULL AND NOT isnan(util_gpu)
+          AND ts >= $lo AND ts < $hi
+          AND date >= CAST($lo AS DATE) AND date <= CAST($hi AS DATE)
+    """
     con.execute(
-        f"CREATE OR REPLACE TEMP TABLE {_USED} (pid INTEGER, hidx BIGINT, n BIGINT, su DOUBLE,"
-        " k BIGINT)"
+        f"""
+        CREATE OR REPLACE TEMP TABLE {_HOURS} AS
+        SELECT pid, hash(node, gpu_index) AS g, h, epoch_us(h) // 3600000000 AS hidx,
+               epoch_us(greatest(s, h)) // 60000000 AS lo_m,
+               epoch_us(least(ce, h + INTERVAL 1 HOUR)) // 60000000 AS hi_m
+        FROM (SELECT pid, node, gpu_index, s, ce,
+                     unnest(generate_series(date_trunc('hour', s), ce - INTERVAL 1 MINUTE,
+                                            INTERVAL 1 HOUR)) AS h
+              FROM {PL})
+        """  # noqa: S608 - identifiers are module constants
     )
-    span = con.execute(f"SELECT min(s), max(ce) FROM {PL}").fetchone()  # noqa: S608
-    if span and span[0] is not None:
-        c0 = span[0].replace(hour=0, minute=0, second=0, microsecond=0)
-        while c0 < span[1]:
-            c1 = c0 + timedelta(days=_CHUNK_DAYS)
-            con.execute(
-                f"""
-                INSERT INTO {_USED}
-                WITH ex AS (
-                    SELECT pid, hash(node, gpu_index) AS g,
-                           unnest(generate_series(epoch_us(greatest(s, $c0)) // 60000000,
-                                                  epoch_us(least(ce, $c1)) // 60000000 - 1)) AS m
-                    FROM {PL} WHERE s < $c1 AND ce > $c0
-                ), smp AS (
-                    SELECT hash(node, gpu_index) AS g, epoch_us(ts) // 60000000 AS m, util_gpu
-                    FROM gpu_samples
-                    WHERE util_gpu IS NOT NULL AND NOT isnan(util_gpu)
-                      AND ts >= $c0 AND ts < $c1
-                      AND date >= CAST($c0 AS DATE) AND date <= CAST($c1 AS DATE)
-                )
-                SELECT ex.pid, ex.m // 60 AS hidx, count(*) AS n, sum(smp.util_gpu) AS su,
-                       bit_count(bit_or(CAST(1 AS UBIGINT) << CAST(ex.m % 60 AS UBIGINT))) AS k
-                FROM smp JOIN ex ON smp.g = ex.g AND smp.m = ex.m
-                GROUP BY ALL
-                """,  # noqa: S608 - identifiers are module constants
-                {"c0": c0, "c1": c1},
-            )
-            c0 = c1
+    # One scan of the samples: grouped per (GPU, hour), except in edge GPU-hours
+    # (found by a probe into the small set of edge keys), grouped per minute.
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE {PH} AS
-        WITH alloc AS (
-            SELECT pid, h,
-                   CAST(date_diff('minute', greatest(s, h), least(ce, h + INTERVAL 1 HOUR)) AS BIGINT)
-                       AS alloc_min
-            FROM (SELECT pid, s, ce,
-                         unnest(generate_series(date_trunc('hour', s), ce - INTERVAL 1 MINUTE,
-                                                INTERVAL 1 HOUR)) AS h
-                  FROM {PL})
-        ), used AS (
-            SELECT pid, make_timestamp(hidx * 3600000000) AS h, n, su, k FROM {_USED}
+        WITH edge_keys AS (
+            SELECT DISTINCT g, hidx FROM {_HOURS} WHERE hi_m - lo_m < 60
+        ),
+        grouped AS (
+            SELECT smp.g, smp.hidx, CASE WHEN ek.g IS NULL THEN -1 ELSE smp.m END AS m,
+                   count(*) AS n, sum(smp.util_gpu) AS su,
+                   bit_or(CAST(1 AS UBIGINT) << CAST(smp.m % 60 AS UBIGINT)) AS bits
+            FROM ({smp}) smp LEFT JOIN edge_keys ek ON ek.g = smp.g AND ek.hidx = smp.hidx
+            GROUP BY ALL
+        ),
+        used AS (
+            SELECT x.pid, x.hidx, sum(gr.n) AS n, sum(gr.su) AS su,
+                   bit_count(bit_or(gr.bits)) AS k
+            FROM {_HOURS} x JOIN grouped gr ON gr.g = x.g AND gr.hidx = x.hidx
+            WHERE (x.hi_m - x.lo_m = 60 AND gr.m = -1)
+               OR (x.hi_m - x.lo_m < 60 AND gr.m >= x.lo_m AND gr.m < x.hi_m)
+            GROUP BY x.pid, x.hidx
         )
-        SELECT alloc.pid, alloc.h, alloc.alloc_min,
+        SELECT x.pid, x.h, x.hi_m - x.lo_m AS alloc_min,
                coalesce(used.n, 0) AS n, coalesce(used.su, 0.0) AS su, coalesce(used.k, 0) AS k,
                CASE WHEN used.n > 0 THEN used.su / used.n * used.k / 100.0 ELSE 0.0 END AS busy_min
-        FROM alloc LEFT JOIN used USING (pid, h)
-        """  # noqa: S608 - identifiers are module constants
+        FROM {_HOURS} x LEFT JOIN used ON used.pid = x.pid AND used.hidx = x.hidx
+        """,  # noqa: S608 - identifiers are module constants
+        {"lo": lo, "hi": hi},
     )
-    con.execute(f"DROP TABLE {_USED}")
+    con.execute(f"DROP TABLE {_HOURS}")
     con.execute(f"CREATE OR REPLACE TEMP TABLE {_KEY} AS SELECT CAST(? AS VARCHAR) AS k", [key])
 
 
