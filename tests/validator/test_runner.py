@@ -43,7 +43,7 @@ def _session_members(sid: int) -> list[int]:
 @pytest.mark.slow
 @pytest.mark.parametrize("busy", [False, True])
 def test_children_that_hang_leave_no_orphans(tmp_path: Path, busy: bool) -> None:
-    cfg = ValidateConfig(backend="none", timeout=8.0, hang_seconds=3.0, kill_grace_seconds=1.0)
+    cfg = ValidateConfig(backend="none", timeout=8.0 if busy else 60.0, hang_seconds=3.0, kill_grace_seconds=1.0)
     cmd = [sys.executable, str(JOBS / "spawn_hang.py"), "--pids", "pids.txt"] + (["--busy"] if busy else [])
     result = validate(JobSpec(cmd, workdir=tmp_path), cfg, None)
     pids = [int(x) for x in (tmp_path / "pids.txt").read_text().split()]
@@ -55,8 +55,7 @@ def test_children_that_hang_leave_no_orphans(tmp_path: Path, busy: bool) -> None
         assert result.verdict == "inconclusive" and result.timed_out
         assert result.reason is not None and "deadline" in result.reason
     else:  # nothing moved for hang_seconds: a hang, found before the deadline
-        assert result.verdict == "fail" and result.hung
-        assert result.seconds < cfg.timeout
+        assert result.verdict == "fail" and result.hung and not result.timed_out
 
 
 def test_exit_status_and_classification_of_a_plain_failure(tmp_path: Path) -> None:
