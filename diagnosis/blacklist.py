@@ -9,8 +9,11 @@ States of an input (table ``blacklist``)::
 Evidence is a failed job attempt classified ``incorrect_input``. The inputs a
 failure blames (:func:`blame_inputs`) are the job's declared inputs that the
 failure log names (a declared directory covers the files under it); when the
-log names none of them, the paths the log names; when the log names no path,
-every declared input.
+log names none of them, the absolute paths and URIs the log names; when the log
+names none (relative paths are ignored: they depend on the job's working
+directory), every declared input. When that leaves several candidates, the
+ones other jobs read successfully are dropped (a corrupted input fails every
+job that reads it), unless that would drop them all.
 
 An input's evidence score is ``jobs + user_weight * (users - 1)``: every
 distinct failing job counts once, and every additional distinct user behind
@@ -54,6 +57,7 @@ __all__ = [
     "covers",
     "default_actor",
     "evidence_score",
+    "is_global",
     "list_entries",
     "normalize_input",
     "remove",
@@ -103,16 +107,34 @@ def covers(entry: str, path: str) -> bool:
     return bool(base) and path.startswith(base + "/")
 
 
-def blame_inputs(declared: Iterable[str] | None, named: Iterable[str] | None) -> list[str]:
-    """The inputs one failure is evidence against (see the module docstring)."""
+def is_global(name: str) -> bool:
+    """True for names that mean the same thing in every job: absolute paths and URIs.
+
+    A relative path in a log (``data/train.csv``) depends on the job's working
+    directory, so two jobs naming it need not share anything.
+    """
+    return name.startswith("/") or bool(_URI.match(name))
+
+
+def blame_inputs(
+    declared: Iterable[str] | None,
+    named: Iterable[str] | None,
+    exonerated: Iterable[str] = (),
+) -> list[str]:
+    """The inputs one failure is evidence against (see the module docstring).
+
+    When several inputs are candidates, those in ``exonerated`` (inputs other
+    jobs used successfully) are dropped, unless that would drop them all.
+    """
     decl = _norm_all(declared or [])
-    logs = _norm_all(named or [])
+    logs = [n for n in _norm_all(named or []) if is_global(n)]
     matched = [d for d in decl if any(covers(d, n) for n in logs)]
-    if matched:
-        return matched
-    if logs:
-        return logs
-    return decl
+    cands = matched or logs or decl
+    ok = list(exonerated)
+    if len(cands) > 1 and ok:
+        kept = [c for c in cands if not any(covers(c, u) or covers(u, c) for u in ok)]
+        cands = kept or cands
+    return cands
 
 
 def _norm_all(values: Iterable[str]) -> list[str]:
@@ -263,8 +285,16 @@ class Transition:
     reason: str
 
 
+def _used_by_passing_jobs(con: duckdb.DuckDBPyConnection) -> set[str]:
+    rows = con.execute(
+        "SELECT DISTINCT unnest(inputs) FROM jobs WHERE status = 'passed' AND inputs IS NOT NULL"
+    ).fetchall()
+    return set(_norm_all(r[0] for r in rows))
+
+
 def _evidence(con: duckdb.DuckDBPyConnection) -> tuple[dict[str, dict[str, str | None]], dict[str, datetime]]:
     """input -> {job_id: user} of incorrect_input failures, and input -> first failure time."""
+    ok = _used_by_passing_jobs(con)
     rows = con.execute(
         """
         SELECT f.job_id, j."user", j.inputs, f.inputs, a.end_time
@@ -277,7 +307,7 @@ def _evidence(con: duckdb.DuckDBPyConnection) -> tuple[dict[str, dict[str, str |
     jobs: dict[str, dict[str, str | None]] = {}
     first: dict[str, datetime] = {}
     for job_id, user, declared, named, end in rows:
-        for name in blame_inputs(declared, named):
+        for name in blame_inputs(declared, named, ok):
             jobs.setdefault(name, {})[job_id] = user
             if end is not None and (name not in first or end < first[name]):
                 first[name] = end

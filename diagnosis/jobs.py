@@ -46,7 +46,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from diagnosis.blacklist import blame_inputs, covers, normalize_input
+from diagnosis.blacklist import blame_inputs, covers, is_global, normalize_input
 from diagnosis.origin import OriginModel, OriginResult, default_model, synthetic_history
 from diagnosis.types import ORIGINS, Diagnosis
 from gpulens.config import DiagnoseConfig
@@ -465,7 +465,7 @@ def _contexts(view: _View, known: Mapping[Key, _Known]) -> dict[Key, tuple[dict[
                 f"within {minutes:g} min: {', '.join(sorted(others)[:5])}"
             )
         # input co-failures
-        mine = set(_inputs_of(att.declared) + _inputs_of(me.inputs if me else []))
+        mine = set(_inputs_of(att.declared) + [n for n in _inputs_of(me.inputs if me else []) if is_global(n)])
         bad: set[str] = set()
         hit_inputs: list[str] = []
         for name, jobs in blamed.items():

@@ -350,7 +350,7 @@ _RETRY: Final[dict[str, tuple[float, ...]]] = {
     # same_failure_other_node, same_failure_same_node, succeeded_on_retry, different_failure, no_retry
     "user": (42, 12, 4, 7, 35),
     "data": (48, 12, 3, 5, 32),
-    "framework": (25, 8, 22, 12, 33),
+    "framework": (36, 10, 12, 9, 33),  # framework bugs repeat too, mostly
     "infrastructure": (5, 14, 50, 11, 20),
     "unknown": (20, 10, 20, 15, 35),
 }

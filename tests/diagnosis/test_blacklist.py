@@ -72,8 +72,13 @@ def test_blame_prefers_declared_inputs_the_log_names() -> None:
     assert bl.blame_inputs(declared, ["/home/u/bad.rec"]) == ["/home/u/bad.rec"]
     assert bl.blame_inputs(declared, ["/data/shared/imagenet/train/0001.jpg"]) == ["/data/shared/imagenet"]
     assert bl.blame_inputs(declared, ["/tmp/other.csv"]) == ["/tmp/other.csv"]
+    assert bl.blame_inputs(declared, ["data/train.csv"]) == declared  # relative: ambiguous
+    assert bl.blame_inputs([], ["data/train.csv", "s3://b/x"]) == ["s3://b/x"]
     assert bl.blame_inputs(declared, []) == declared
     assert bl.blame_inputs(None, None) == []
+    # several candidates: inputs other jobs read fine are exonerated, unless all are
+    assert bl.blame_inputs(declared, [], ["/data/shared/imagenet"]) == ["/home/u/bad.rec"]
+    assert bl.blame_inputs(declared, [], declared) == declared
 
 
 def test_evidence_score_counts_users_extra() -> None:
