@@ -18,7 +18,6 @@ def test_finds_planted_bad_nodes_and_corrupted_inputs(store: Store, seed: int) -
     for mod in ("pgmpy", "sklearn"):
         require_module(mod)
     from collectors.simulate import simulate
-
     from diagnosis.origin import default_model
 
     summary = simulate(store, gpus=64, days=2, seed=seed)
