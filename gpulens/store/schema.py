@@ -8,7 +8,14 @@ from importlib import resources
 
 import duckdb
 
-__all__ = ["Migration", "apply_migrations", "current_version", "latest_version", "migrations"]
+__all__ = [
+    "Migration",
+    "apply_migrations",
+    "current_version",
+    "latest_version",
+    "migrations",
+    "missing_versions",
+]
 
 _NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
@@ -39,6 +46,15 @@ def latest_version() -> int:
     return ms[-1].version if ms else 0
 
 
+def missing_versions(con: duckdb.DuckDBPyConnection, catalog: str | None = None) -> set[int]:
+    """Shipped migrations not yet applied to the database (or attached ``catalog``)."""
+    if current_version(con, catalog) == 0:
+        return {m.version for m in migrations()}
+    prefix = f'"{catalog}".' if catalog else ""
+    rows = con.execute(f"SELECT version FROM {prefix}schema_version").fetchall()  # noqa: S608
+    return {m.version for m in migrations()} - {int(r[0]) for r in rows}
+
+
 def current_version(con: duckdb.DuckDBPyConnection, catalog: str | None = None) -> int:
     prefix = f'"{catalog}".' if catalog else ""
     exists = con.execute(
@@ -54,16 +70,23 @@ def current_version(con: duckdb.DuckDBPyConnection, catalog: str | None = None) 
     return int(row[0]) if row else 0
 
 
-def apply_migrations(con: duckdb.DuckDBPyConnection) -> list[int]:
-    """Apply pending migrations on a read-write connection already inside a transaction."""
+def apply_migrations(
+    con: duckdb.DuckDBPyConnection, available: list[Migration] | None = None
+) -> list[int]:
+    """Apply pending migrations on a read-write connection already inside a transaction.
+
+    ``available`` defaults to the migrations shipped with gpulens.
+    """
     con.execute(
         "CREATE TABLE IF NOT EXISTS schema_version ("
         "version INTEGER PRIMARY KEY, name VARCHAR, applied_at TIMESTAMP DEFAULT now())"
     )
-    have = current_version(con)
+    # Track the set, not the maximum: migrations written on parallel branches may land
+    # with a lower number after a higher one was applied.
+    have = {int(r[0]) for r in con.execute("SELECT version FROM schema_version").fetchall()}
     applied: list[int] = []
-    for m in migrations():
-        if m.version > have:
+    for m in migrations() if available is None else sorted(available, key=lambda m: m.version):
+        if m.version not in have:
             con.execute(m.sql)
             con.execute("INSERT INTO schema_version (version, name) VALUES (?, ?)", [m.version, m.name])
             applied.append(m.version)

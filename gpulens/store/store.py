@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 
 from gpulens.errors import StoreCorruptError, StoreError, StoreLockedError
 from gpulens.store.samples import SAMPLE_KINDS, VIEW_NAMES, arrow_schema
-from gpulens.store.schema import apply_migrations, current_version, latest_version
+from gpulens.store.schema import apply_migrations, missing_versions
 
 __all__ = ["Store", "quote_ident", "quote_literal"]
 
@@ -95,7 +95,7 @@ class Store:
                 "Pass a writable directory with --data-dir or set GPULENS_DATA_DIR.",
             ) from None
         self._seed_samples()
-        if self.generation() == 0 or self._snapshot_version() < latest_version():
+        if self.generation() == 0 or self._snapshot_missing_migrations():
             with self.write():
                 pass
 
@@ -215,14 +215,11 @@ class Store:
                 if int(name[6:14]) <= gen - _KEEP_SNAPSHOTS:
                     old.unlink(missing_ok=True)
 
-    def _snapshot_version(self) -> int:
-        gen = self.generation()
-        if gen == 0:
-            return 0
+    def _snapshot_missing_migrations(self) -> bool:
         con = duckdb.connect(":memory:")
         try:
             self._attach_snapshot(con)
-            return current_version(con, "state")
+            return bool(missing_versions(con, "state"))
         finally:
             con.close()
 

@@ -15,7 +15,7 @@ import pytest
 
 from gpulens.errors import StoreCorruptError, StoreError, StoreLockedError
 from gpulens.store import SegmentWriter, Store, latest_version
-from gpulens.store.schema import current_version
+from gpulens.store.schema import Migration, apply_migrations, current_version
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -198,3 +198,16 @@ def test_duckdb_lock_conflict_is_translated(tmp_path: Path) -> None:
         holder.kill()
         holder.wait()
     assert duckdb.__version__
+
+
+def test_a_lower_numbered_migration_landing_later_is_applied() -> None:
+    """Migrations from parallel branches: 0005 may arrive after 0007 was applied."""
+    m1 = Migration(1, "one", "CREATE TABLE a (x INTEGER)")
+    m5 = Migration(5, "five", "CREATE TABLE b (x INTEGER)")
+    m7 = Migration(7, "seven", "CREATE TABLE c (x INTEGER)")
+    con = duckdb.connect(":memory:")
+    assert apply_migrations(con, [m1, m7]) == [1, 7]
+    assert apply_migrations(con, [m1, m5, m7]) == [5]
+    assert apply_migrations(con, [m1, m5, m7]) == []
+    tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+    assert {"a", "b", "c"} <= tables
