@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 import sys
-from typing import Any
+from typing import NoReturn
 
 import click
 
@@ -81,10 +81,11 @@ def cli(ctx: click.Context, data_dir: str | None, config_path: str | None, quiet
     ctx.obj = App(config=load_config(config_path, data_dir=data_dir), quiet=quiet)
 
 
-def main(argv: list[str] | None = None) -> Any:
-    """Run the CLI; turn every GpulensError into one line on stderr and exit code 2."""
+def main(argv: list[str] | None = None) -> NoReturn:
+    """Run the CLI and exit: errors become one line on stderr and exit code 2; a command's
+    integer return value becomes the exit code."""
     try:
-        return cli.main(args=argv, prog_name="gpulens", standalone_mode=False)
+        result = cli.main(args=argv, prog_name="gpulens", standalone_mode=False)
     except GpulensError as exc:
         click.echo(f"gpulens: error: {exc}", err=True)
         sys.exit(exc.exit_code)
@@ -100,6 +101,8 @@ def main(argv: list[str] | None = None) -> Any:
         sys.exit(130)
     except BrokenPipeError:
         sys.exit(0)
+    # A command may return its exit code (e.g. 1 for a finding, 3 for inconclusive).
+    sys.exit(result if isinstance(result, int) and not isinstance(result, bool) else 0)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -82,3 +82,12 @@ def test_corrupt_store_exits_2_and_keeps_the_file(tmp_path: Path) -> None:
 def test_unknown_command_is_a_usage_error() -> None:
     r = run("frobnicate")
     assert r.returncode == 2
+
+
+def test_a_finding_exit_code_survives_python_m(tmp_path: Path) -> None:
+    """`blacklist check` exits 1 on a blacklisted input, also through `python -m gpulens`."""
+    d = str(tmp_path / "d")
+    assert run("--data-dir", d, "blacklist", "add", "/data/bad.tar", "--reason", "corrupt").returncode == 0
+    r = run("--data-dir", d, "blacklist", "check", "/data/bad.tar")
+    assert r.returncode == 1, r.stderr
+    assert run("--data-dir", d, "blacklist", "check", "/data/good.tar").returncode == 0
