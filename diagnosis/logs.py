@@ -81,6 +81,34 @@ _INFRA_RE = re.compile(
     r"|\bKilled\b|exitcode\s*:\s*-\d+|killed by signal",
 )
 
+#: Cheap substring prefilter for _INFRA_RE (a big alternation is slow in Python's re).
+_INFRA_KEYS = (
+    "slurm", "srun", "salloc", "sbatch", "*** ", "DUE TO", "NVRM", "Xid", "XID", "Out of memory",
+    "oom", "OOM", "Evicted", "low on resource", "reempt", "kubelet", "SIG", "fallen off", "ECC",
+    "DBE", "row remap", "Segmentation", "core dumped", "Fatal Python", "terminate called",
+    "Aborted", "Killed", "exitcode", "killed by signal",
+)
+
+
+def _infra_candidates(lines: list[str], first: int) -> list[int]:
+    """Indexes (>= first) of lines holding an infra keyword, found with str.find on one block."""
+    import bisect
+
+    block = "\n".join(lines[first:])
+    offsets = [0]
+    for ln in lines[first:-1]:
+        offsets.append(offsets[-1] + len(ln) + 1)
+    found: set[int] = set()
+    for key in _INFRA_KEYS:
+        pos = block.find(key)
+        while pos >= 0:
+            idx = bisect.bisect_right(offsets, pos) - 1
+            found.add(first + idx)
+            nxt = offsets[idx + 1] if idx + 1 < len(offsets) else len(block)
+            pos = block.find(key, nxt)
+    return sorted(found)
+
+
 _TRACEBACK = "Traceback (most recent call last)"
 _CHAIN_MARKERS = (
     "The above exception was the direct cause of the following exception:",
@@ -400,16 +428,15 @@ def analyze(text: str) -> LogView:
     infra: list[str] = []
     infra_norm: list[str] = []
     scan_from = max(0, n - 400)
-    for i in range(scan_from, n):
-        if start <= i < end:
+    for i in _infra_candidates(lines, scan_from):
+        if _INFRA_RE.search(lines[i]) is None or _is_noise(norm[i]):
             continue
-        if _INFRA_RE.search(lines[i]) and not _is_noise(norm[i]):
+        if start <= i < end:
+            if lines[i] not in infra:
+                infra.append(lines[i])
+        else:
             infra.append(lines[i])
             infra_norm.append(norm[i])
-    # also infra lines in the region itself
-    for i in range(start, end):
-        if _INFRA_RE.search(lines[i]) and not _is_noise(norm[i]) and lines[i] not in infra:
-            infra.append(lines[i])
     exc_lines = _exception_lines(region_norm)
     tail_norm = norm[max(end, n - 5):n] if end < n else []
     focus = "\n".join(region_norm + infra_norm + tail_norm)

@@ -1,0 +1,103 @@
+"""Classifier: corpus labels, SVM fallback on logs the rules miss, hand-written hold-out logs."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from diagnosis.classifier import Classifier, SvmModel, family_of, load_corpus
+from diagnosis.evaluate import HOLDOUT_DIR, _views
+from diagnosis.types import CATEGORIES
+
+ROOT = Path(__file__).resolve().parents[2]
+CORPUS = ROOT / "sample_logs"
+
+
+def test_corpus_index_is_consistent() -> None:
+    entries = load_corpus(CORPUS)
+    assert len(entries) >= 100
+    for e in entries:
+        assert (CORPUS / e.file).is_file(), e.file
+        assert e.category in CATEGORIES
+        assert e.provenance == "run-here" or e.provenance.startswith("written-from-format:")
+        assert e.file.startswith(e.category + "/")
+    run_here = sum(e.provenance == "run-here" for e in entries)
+    assert run_here >= len(entries) / 2  # most logs come from real runs
+    assert sum((CORPUS / e.file).stat().st_size for e in entries) < 5 * 1024 * 1024
+
+
+def test_family_groups_variants() -> None:
+    assert family_of("semantic_error/linear_shape_03.log") == "semantic_error/linear_shape"
+    assert family_of("gpu_hardware/xid_79_01.log") == "gpu_hardware/xid_79"
+
+
+def test_rules_agree_with_corpus_labels() -> None:
+    clf = Classifier(model=None, cache_dir=None)
+    entries = load_corpus(CORPUS)
+    wrong = [(e.file, clf.classify_file(CORPUS / e.file).category) for e in entries]
+    wrong = [(f, c) for (f, c), e in zip(wrong, entries, strict=True) if c != e.category]
+    assert len(wrong) <= len(entries) * 0.05, wrong
+
+
+@pytest.fixture(scope="module")
+def model() -> SvmModel:
+    entries = load_corpus(CORPUS)
+    views = _views([CORPUS / e.file for e in entries])
+    return SvmModel().fit(views, [e.category for e in entries])
+
+
+def test_svm_answers_when_no_rule_matches(model: SvmModel) -> None:
+    # reworded so that no signature rule matches; the SVM must still find the class
+    text = ("2024-01-01 INFO step 100 loss 2.1\nTraceback (most recent call last):\n"
+            "  File \"train.py\", line 10, in <module>\n    batch = next(it)\n"
+            "gzip.BadGzip: Not a gzipped file (b'\\x8b\\x00') while reading data/shard-00004.jsonl.gz\n")
+    clf = Classifier(model=model, cache_dir=None)
+    d = clf.classify_text(text)
+    assert d.method in ("svm", "rule")
+    assert d.category == "incorrect_input", d
+    assert 0.0 <= d.confidence <= 1.0
+
+
+def test_svm_probabilities_are_calibrated(model: SvmModel) -> None:
+    entries = load_corpus(CORPUS)
+    p = model.predict_proba(_views([CORPUS / entries[0].file]))[0]
+    assert abs(sum(p.values()) - 1.0) < 1e-6
+    assert set(p) <= set(CATEGORIES)
+
+
+def test_hand_written_holdout(model: SvmModel) -> None:
+    rows = list(csv.DictReader((HOLDOUT_DIR / "labels.csv").open()))
+    assert len(rows) >= 12
+    clf = Classifier(model=model, cache_dir=None)
+    got = [(r["category"], clf.classify_file(HOLDOUT_DIR / r["file"]).category) for r in rows]
+    correct = sum(a == b for a, b in got)
+    assert correct >= len(rows) - 1, got
+
+
+def test_model_is_cached_on_disk(tmp_path: Path) -> None:
+    clf = Classifier(cache_dir=tmp_path)
+    assert clf.model is not None, clf.model_error
+    cached = list(tmp_path.glob("diagnosis-svm-*.pkl"))
+    assert len(cached) == 1
+    again = Classifier(cache_dir=tmp_path)
+    assert again.model is not None and again.model.classes == clf.model.classes
+
+
+def test_import_is_fast_and_lazy() -> None:
+    code = ("import sys, diagnosis, diagnosis.classifier; "
+            "print(int('sklearn' in sys.modules), int('drain3' in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.split() == ["0", "0"]
+
+
+def test_origin_follows_category() -> None:
+    clf = Classifier(model=None, cache_dir=None)
+    d = clf.classify_text("NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=python, GPU has fallen off the bus.")
+    assert (d.category, d.origin, d.method) == ("gpu_hardware", "infrastructure", "rule")
+    d = clf.classify_text("FileNotFoundError: [Errno 2] No such file or directory: '/data/x.csv'")
+    assert (d.category, d.origin) == ("incorrect_input", "data")
+    assert d.inputs == ["/data/x.csv"]
