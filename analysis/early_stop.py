@@ -128,7 +128,7 @@ def early_stop_summary(
     sentence = (
         f"{pct_jobs:g}% of jobs reach within {tol_txt} of their best {metric} using "
         f"<= {pct_epochs:.0f}% of their epochs; stopping each job there would have saved "
-        f"{saveable:,.1f} GPU-hours ({n:,} jobs with a {metric} curve)."
+        f"{saveable:,.1f} GPU-hours ({n:,} jobs with a '{metric}' curve)."
     )
     return EarlyStopSummary(n, pct_jobs, pct_epochs, sentence, saveable, tolerance, metric, cdf)
 
