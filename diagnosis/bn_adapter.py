@@ -159,7 +159,10 @@ class BayesNet:
             operands.append(table[tuple(index)])
             operands.append([string.ascii_letters.index(c) for c in sub])
         operands.append([string.ascii_letters.index(letters[target])])
-        result = np.einsum(*operands, optimize="greedy")
+        free = [v for v in keep if v not in evidence]
+        size = int(np.prod([len(self.states[v]) for v in free], dtype=float))
+        # a direct contraction beats planning one for the small spaces here
+        result = np.einsum(*operands, optimize="greedy" if size > 100_000 else False)
         total = float(result.sum())
         if not total > 0.0:
             raise InputError(
@@ -167,6 +170,25 @@ class BayesNet:
                 "Refit the network with a BDeu prior (equivalent_sample_size > 0).",
             )
         return np.asarray(result / total, dtype=float)
+
+    def leave_one_out(self, target: str, evidence: Evidence) -> dict[str, np.ndarray]:
+        """P(target | evidence without v) for every evidence variable v.
+
+        For a leaf whose only parent is the target, the answer is the full
+        posterior divided by P(v = state | target), renormalised (exact, since
+        P(target, e) = P(target, e without v) P(v | target)); other variables
+        need a new elimination.
+        """
+        full = self.posterior_array(target, evidence)
+        out: dict[str, np.ndarray] = {}
+        for var, state in evidence.items():
+            if self.parents[var] == [target] and not self.children(var):
+                lik = self.cpts[var][self.states[var].index(state)]
+                p = full / lik
+                out[var] = p / p.sum()
+            else:
+                out[var] = self.posterior_array(target, {k: v for k, v in evidence.items() if k != var})
+        return out
 
     def posterior_pgmpy(self, target: str, evidence: Evidence) -> dict[str, float]:
         """The same query answered by pgmpy's VariableElimination (reference engine)."""

@@ -237,9 +237,9 @@ class OriginModel:
         origin = ORIGINS[best]
         influence: list[Influence] = []
         if explain:
+            loo = self.net.leave_one_out(TARGET, ev)
             for var, state in ev.items():
-                rest = {k: v for k, v in ev.items() if k != var}
-                without = self.net.posterior_array(TARGET, rest)
+                without = loo[var]
                 delta = _logit(float(post[best])) - _logit(float(without[best]))
                 lift = np.log(np.maximum(post, 1e-12)) - np.log(np.maximum(without, 1e-12))
                 influence.append(

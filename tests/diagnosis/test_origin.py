@@ -143,3 +143,13 @@ def test_store_rows_refit_and_round_trip(model: OriginModel) -> None:
     assert clone.posterior("origin", ev) == pytest.approx(model.net.posterior("origin", ev))
     assert set(ORIGINS) == set(model.posterior({}))
     assert len(CATEGORIES) == len(model.net.states["category"])
+
+
+def test_leave_one_out_shortcut_equals_recomputing(model: OriginModel) -> None:
+    ev = {"category": "crash", "exit": "sigkill", "stage": "mid_training", "retry": "no_retry",
+          "node_health": "clean", "node_cofailures": "one", "input_cofailures": "none", "multi_node": "multi"}
+    loo = model.net.leave_one_out("origin", ev)
+    for var in ev:
+        rest = {k: v for k, v in ev.items() if k != var}
+        model.net._memo.clear()
+        assert loo[var] == pytest.approx(model.net.posterior_array("origin", rest), abs=1e-12)
