@@ -59,7 +59,7 @@ def locality(
     rng = np.random.default_rng(seed)
     rows = []
     for key, grp in units.groupby(["gpus", "servers"], sort=True):
-        gpus, servers = (int(x) for x in key)  # type: ignore[call-overload,union-attr]
+        gpus, servers = (int(x) for x in key)  # type: ignore[call-overload]
         vals = grp["util"].to_numpy(dtype="float64")
         lo, hi = bootstrap_ci(vals, n_boot, rng)
         rows.append(
