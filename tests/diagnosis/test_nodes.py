@@ -95,7 +95,13 @@ def test_reflagging_updates_in_place_and_clearing_needs_new_evidence(store: Stor
 
 def test_nodes_cli_flag_and_list(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    from gpulens.cli.main import main
+    from gpulens.cli.main import main as gpulens_main
+
+    def main(argv: list[str]) -> None:
+        try:
+            gpulens_main(argv)
+        except SystemExit as exc:  # main() exits with the command's code
+            assert not exc.code, exc.code
 
     for key in [k for k in os.environ if k.startswith("GPULENS_")]:
         monkeypatch.delenv(key)
