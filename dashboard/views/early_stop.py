@@ -76,13 +76,13 @@ def render() -> None:
             saved = float(online["saved_gpu_hours"].sum()) if not online.empty else 0.0
             given_up = online["accuracy_given_up"].dropna() if not online.empty else pd.Series()
             comp = pd.DataFrame({
-                "rule": ["Hindsight (best possible)", f"Online (patience {patience})"],
+                "rule": ["Hindsight (best case)", f"Online (patience {patience})"],
                 "gpu_hours": [hindsight, saved],
             })
             st.altair_chart(
                 alt.Chart(comp).mark_bar().encode(
                     x=alt.X("gpu_hours:Q", title="GPU-hours saved"),
-                    y=alt.Y("rule:N", title=None, sort=None),
+                    y=alt.Y("rule:N", title=None, sort=None, axis=alt.Axis(labelLimit=220)),
                     color=alt.Color("rule:N", legend=None,
                                     scale=alt.Scale(range=["#9e9e9e", "#54a24b"])),
                     tooltip=["rule:N", alt.Tooltip("gpu_hours:Q", format=",.1f")],
@@ -92,11 +92,11 @@ def render() -> None:
             c1, c2 = st.columns(2)
             c1.metric("Online rule saves", ui.fmt_hours(saved) + " GPU-h",
                       ui.fmt_pct(100 * saved / hindsight if hindsight else None, 0)
-                      + " of hindsight", delta_color="off", border=True)
+                      + " of hindsight", delta_color="off", delta_arrow="off", border=True)
             c2.metric("Accuracy given up (median)",
                       "—" if given_up.empty else f"{float(given_up.median()):.4f}",
                       None if given_up.empty else f"max {float(given_up.max()):.4f}",
-                      delta_color="off", border=True)
+                      delta_color="off", delta_arrow="off", border=True)
 
     if isinstance(es, pd.DataFrame) and not es.empty:
         st.subheader("Per job")

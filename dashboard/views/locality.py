@@ -11,16 +11,19 @@ from dashboard import ui
 __all__ = ["locality_chart", "render"]
 
 
-def locality_chart(loc: pd.DataFrame) -> alt.FacetChart:
-    """Mean utilization with its bootstrap CI, one group per GPU count, one bar per span."""
+def locality_chart(loc: pd.DataFrame) -> alt.LayerChart | alt.FacetChart:
+    """Mean utilization with its bootstrap CI: one group per GPU count, one bar per span."""
     df = loc.copy()
     df["size"] = df["gpus"].astype(int).astype(str) + " GPUs"
     df["spread"] = df["servers"].astype(int).astype(str) + " server(s)"
     sizes = [f"{g} GPUs" for g in sorted(df["gpus"].astype(int).unique())]
     spreads = [f"{s} server(s)" for s in sorted(df["servers"].astype(int).unique())]
+    title = "mean GPU utilization %"
     base = alt.Chart(df).encode(
-        x=alt.X("spread:N", sort=spreads, title=None, axis=alt.Axis(labelAngle=0)),
-        color=alt.Color("spread:N", sort=spreads, legend=alt.Legend(title="spans", orient="top")),
+        x=alt.X("size:N", sort=sizes, title="job size", axis=alt.Axis(labelAngle=0)),
+        xOffset=alt.XOffset("spread:N", sort=spreads),
+        color=alt.Color("spread:N", sort=spreads,
+                        legend=alt.Legend(title="spread over", orient="top")),
         tooltip=[
             "size:N", "spread:N", alt.Tooltip("jobs:Q", title="jobs"),
             alt.Tooltip("mean_util:Q", title="mean util %", format=".1f"),
@@ -28,19 +31,16 @@ def locality_chart(loc: pd.DataFrame) -> alt.FacetChart:
             alt.Tooltip("ci_high:Q", title="95% CI high", format=".1f"),
         ],
     )
-    bars = base.mark_bar().encode(y=alt.Y("mean_util:Q", title="mean GPU utilization %",
-                                          scale=alt.Scale(domain=[0, 100])))
-    err = base.mark_errorbar(ticks=True, color="black").encode(
-        y="ci_low:Q", y2="ci_high:Q"
+    bars = base.mark_bar().encode(
+        y=alt.Y("mean_util:Q", title=title, scale=alt.Scale(domain=[0, 100]))
+    )
+    err = base.mark_errorbar(ticks=True).encode(
+        y=alt.Y("ci_low:Q", title=title), y2="ci_high:Q", color=alt.value("#333")
     )
     text = base.mark_text(dy=-6, baseline="bottom", color="#333").encode(
-        y="ci_high:Q", text=alt.Text("jobs:Q", format="d")
+        y=alt.Y("ci_high:Q", title=title), text=alt.Text("jobs:Q", format="d")
     )
-    return (
-        alt.layer(bars, err, text, data=df)
-        .properties(width=alt.Step(38), height=260)
-        .facet(column=alt.Column("size:N", sort=sizes, title="job size (labels: number of jobs)"))
-    )
+    return alt.layer(bars, err, text).properties(height=300)
 
 
 def render() -> None:
@@ -53,7 +53,7 @@ def render() -> None:
         if loc.empty:
             ui.no_match("No multi-GPU job")
         else:
-            st.altair_chart(locality_chart(loc))
+            st.altair_chart(locality_chart(loc), width="stretch")
             st.caption("Bars: mean GPU utilization of the jobs in each group; whiskers: 95 % "
                        "bootstrap confidence interval; numbers: how many jobs.")
             with st.expander("Table"):

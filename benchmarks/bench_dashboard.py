@@ -1,0 +1,133 @@
+"""Benchmark of the dashboard (issue 8): page render time, cold and after cache warm-up.
+
+Each page of the app is run with Streamlit's AppTest (the same script run a
+browser session triggers, minus the network and the browser's drawing), on a
+simulated store:
+
+* cold: the first run of the page in a fresh process-wide cache (the analyses
+  really run; a page shares cached results with the pages before it, as in a
+  real session that starts on Overview),
+* warm: the median of three later runs (every result comes from
+  ``st.cache_data``), which is what the issue's "<= 3 s per page after cache
+  warm-up" target is about.
+
+    python -m benchmarks.run dashboard              # the largest cached store available
+    python -m benchmarks.run dashboard --big        # the 2,000-GPU x 30-day store (86 M samples);
+                                                    # simulating it takes the simulator ~15 min
+    python -m benchmarks.run dashboard --small      # 232 GPUs x 30 days (10 M samples)
+
+Stores are shared with bench_analysis under $GPULENS_BENCH_DIR (default
+/tmp/gpulens-bench) and opened read-only in spirit (nothing is written to them).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from datetime import datetime
+from pathlib import Path
+
+__all__ = ["PAGES", "main"]
+
+BENCH_DIR = Path(os.environ.get("GPULENS_BENCH_DIR", "/tmp/gpulens-bench"))
+SMALL = (232, 30.0)  # 10.0 M GPU samples
+BIG = (2000, 30.0)  # 86.4 M GPU samples
+TARGET_S = 3.0
+
+PAGES = ["overview", "jobs", "job", "locality", "early_stop", "failures", "inputs_nodes",
+         "validation"]
+APP = str(Path(__file__).resolve().parents[1] / "dashboard" / "app.py")
+
+
+def _root(gpus: int, days: float, seed: int = 0) -> Path:
+    return BENCH_DIR / f"sim-{gpus}x{days:g}-s{seed}"
+
+
+def _ensure(gpus: int, days: float) -> Path:
+    from collectors.simulate import simulate
+    from gpulens.store import Store
+
+    root = _root(gpus, days)
+    done = root / ".bench-complete"
+    if not done.exists():
+        print(f"  simulating {gpus} GPUs x {days:g} days into {root} (cached) ...", flush=True)
+        t0 = time.perf_counter()
+        simulate(Store.open(root), gpus=gpus, days=days, seed=0, start=datetime(2026, 1, 1),
+                 force=True)
+        done.write_text(f"{time.perf_counter() - t0:.1f}\n")
+    return root
+
+
+def _pick(argv: list[str]) -> Path:
+    if "--big" in argv:
+        return _ensure(*BIG)
+    if "--small" in argv:
+        return _ensure(*SMALL)
+    for size in (BIG, SMALL):
+        if (_root(*size) / ".bench-complete").exists():
+            return _root(*size)
+    return _ensure(*SMALL)
+
+
+def _costliest_failed_job(root: Path) -> str:
+    import analysis
+    from gpulens.store import Store
+
+    con = Store(root).connect()
+    try:
+        jobs = analysis.job_utilization(con)
+    finally:
+        con.close()
+    failed = jobs[jobs["status"] == "failed"]
+    pool = failed if len(failed) else jobs
+    return str(pool.sort_values("allocated_gpu_hours", ascending=False).iloc[0]["job_id"])
+
+
+def _run(page: str, job_id: str) -> tuple[float, int]:
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(APP, default_timeout=1800)
+    at.switch_page(f"views/{page}.py")
+    if page == "job":
+        at.query_params["job"] = job_id
+    t0 = time.perf_counter()
+    at.run()
+    elapsed = time.perf_counter() - t0
+    if at.exception:
+        raise RuntimeError(f"{page}: {at.exception[0].value}")
+    problems = [e.value for e in at.error]
+    if problems:
+        print(f"  ! {page}: {problems}", flush=True)
+    return elapsed, len(at.get("vega_lite_chart"))
+
+
+def main(argv: list[str]) -> None:
+    import logging
+
+    logging.getLogger("streamlit").setLevel(logging.ERROR)
+    root = _pick(argv)
+    from gpulens.store import Store
+
+    store = Store(root)
+    con = store.connect()
+    try:
+        row = con.execute("SELECT count(*) FROM gpu_samples").fetchone()
+        n_samples = int(row[0]) if row else 0
+        row = con.execute("SELECT count(*) FROM jobs").fetchone()
+        n_jobs = int(row[0]) if row else 0
+    finally:
+        con.close()
+    os.environ["GPULENS_DATA_DIR"] = str(root)
+    job_id = _costliest_failed_job(root)
+    print(f"store {root}: {n_samples:,} GPU samples, {n_jobs:,} jobs; job page: {job_id}",
+          flush=True)
+    print(f"{'page':<14} {'cold s':>8} {'warm s (median of 3)':>22} {'charts':>7}  target")
+    worst = 0.0
+    for page in PAGES:
+        cold, charts = _run(page, job_id)
+        warm = statistics.median(_run(page, job_id)[0] for _ in range(3))
+        worst = max(worst, warm)
+        ok = "ok" if warm <= TARGET_S else "OVER"
+        print(f"{page:<14} {cold:>8.2f} {warm:>22.2f} {charts:>7}  {ok}", flush=True)
+    print(f"slowest warm page: {worst:.2f} s (target <= {TARGET_S:.0f} s)")
