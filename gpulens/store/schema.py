@@ -57,17 +57,19 @@ def missing_versions(con: duckdb.DuckDBPyConnection, catalog: str | None = None)
 
 def current_version(con: duckdb.DuckDBPyConnection, catalog: str | None = None) -> int:
     prefix = f'"{catalog}".' if catalog else ""
+    # fetchall(), not fetchone(): DuckDB 2.0 keeps a half-read result open, and then
+    # refuses con.register() on the same connection.
     exists = con.execute(
         "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'schema_version'"
         " AND (? IS NULL OR database_name = ?)",
         [catalog, catalog],
-    ).fetchone()
-    if not exists or exists[0] == 0:
+    ).fetchall()
+    if exists[0][0] == 0:
         return 0
-    row = con.execute(
+    rows = con.execute(
         f"SELECT coalesce(max(version), 0) FROM {prefix}schema_version"  # noqa: S608
-    ).fetchone()
-    return int(row[0]) if row else 0
+    ).fetchall()
+    return int(rows[0][0])
 
 
 def apply_migrations(

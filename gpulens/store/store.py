@@ -199,6 +199,7 @@ class Store:
 
     def _publish(self) -> None:
         gen = self.generation() + 1
+        self.snapshots.mkdir(parents=True, exist_ok=True)
         tmp = self.snapshots / f".tmp-{gen}-{uuid.uuid4().hex}"
         shutil.copyfile(self.state_db, tmp)
         with open(tmp, "rb+") as fh:

@@ -211,3 +211,12 @@ def test_a_lower_numbered_migration_landing_later_is_applied() -> None:
     assert apply_migrations(con, [m1, m5, m7]) == []
     tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
     assert {"a", "b", "c"} <= tables
+
+
+def test_register_works_in_the_write_that_applies_migrations(tmp_path: Path) -> None:
+    store = Store(tmp_path / "fresh")  # not yet created: the first write() migrates
+    (tmp_path / "fresh").mkdir()
+    with store.write() as con:
+        con.register("batch", pa.table({"job_id": ["a", "b"]}))
+        con.execute("INSERT INTO jobs (job_id) SELECT job_id FROM batch")
+    assert store.connect().execute("SELECT count(*) FROM jobs").fetchall() == [(2,)]
