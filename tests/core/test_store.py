@@ -208,15 +208,10 @@ def test_a_lower_numbered_migration_landing_later_is_applied() -> None:
     con = duckdb.connect(":memory:")
     assert apply_migrations(con, [m1, m7]) == [1, 7]
     assert apply_migrations(con, [m1, m5, m7]) == [5]
+    # DuckDB 2.0 refuses register() while a half-read result is open: migrations leave none.
+    con.register("batch", pa.table({"x": [1, 2]}))
+    con.execute("INSERT INTO b SELECT x FROM batch")
     assert apply_migrations(con, [m1, m5, m7]) == []
     tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
     assert {"a", "b", "c"} <= tables
 
-
-def test_register_works_in_the_write_that_applies_migrations(tmp_path: Path) -> None:
-    store = Store(tmp_path / "fresh")  # not yet created: the first write() migrates
-    (tmp_path / "fresh").mkdir()
-    with store.write() as con:
-        con.register("batch", pa.table({"job_id": ["a", "b"]}))
-        con.execute("INSERT INTO jobs (job_id) SELECT job_id FROM batch")
-    assert store.connect().execute("SELECT count(*) FROM jobs").fetchall() == [(2,)]
