@@ -19,7 +19,11 @@ both bounded in request count and time:
 Run: ``make bench BENCH=metrics`` or ``python -m benchmarks.run metrics --gpus=256``.
 Options (``--name=value``): --gpus, --rate, --duration, --concurrency,
 --max-scrapes, --sim-days, --data-dir (reuse a store for the exporter),
---identity (no gzip), --only=agent|exporter.
+--identity (no gzip), --only=agent|exporter|render, --render-reps, --render-reps-old.
+
+Before the agent endpoint, the same 1,024-GPU snapshot is rendered in-process both
+ways: prometheus-client's generic path (text and OpenMetrics, what every scrape
+cost before the agent cached its exposition) and the agent's cached renderer.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -232,6 +237,63 @@ def bench_agent(opts: dict[str, str], tmp: Path) -> dict[str, Any]:
         _stop(proc)
 
 
+def _cpu_wall(fn: Callable[[], object], reps: int) -> tuple[float, float]:
+    """Mean CPU seconds and wall seconds of ``fn()`` over ``reps`` calls."""
+    c, w = time.process_time(), time.perf_counter()
+    for _ in range(reps):
+        fn()
+    return (time.process_time() - c) / reps, (time.perf_counter() - w) / reps
+
+
+def bench_render(opts: dict[str, str]) -> dict[str, Any]:
+    """In-process, same snapshot: the per-scrape prometheus-client path (before) vs the cached renderer (now)."""
+    from prometheus_client import generate_latest
+    from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
+
+    from collectors.agent import Agent
+    from collectors.attribution import JobResolver
+    from collectors.exporter import make_registry, render_text
+    from collectors.gpu.fake import FakeBackend
+
+    gpus = int(opts.get("gpus", "1024"))
+    os.environ.setdefault("GPULENS_JOB_ID", "bench-job")
+    agent = Agent(node="bench-node", backend=FakeBackend({
+        "devices": [{"index": i} for i in range(gpus)],
+        "processes": [{"gpu": i, "pid": os.getpid(), "used_memory_bytes": 2e9} for i in range(gpus)],
+    }), net=None, resolver=JobResolver("/proc"), sink=None)
+    agent.tick()
+    agent.tick()
+    snap = agent.snapshot
+    registry = make_registry(lambda: snap)
+    text = generate_latest(registry)
+    new = render_text(snap)
+    assert new == text, "cached renderer and prometheus-client differ"
+    reps_old = int(opts.get("render-reps-old", "2"))
+    reps_new = int(opts.get("render-reps", "10"))
+    res = {
+        "old_text": _cpu_wall(lambda: generate_latest(registry), reps_old),
+        "old_openmetrics": _cpu_wall(lambda: generate_openmetrics(registry), reps_old),
+        "old_gzip9": _cpu_wall(lambda: gzip.compress(text), reps_old),
+        "new_render": _cpu_wall(lambda: render_text(snap), reps_new),
+        "new_gzip1": _cpu_wall(lambda: gzip.compress(new, compresslevel=1, mtime=0), reps_new),
+    }
+    row = {"gpus": gpus, "bytes": len(new), "gzip1_bytes": len(gzip.compress(new, compresslevel=1)),
+           "load_avg": round(os.getloadavg()[0], 1)}
+    row |= {f"{k}_cpu_ms": round(v[0] * 1e3, 1) for k, v in res.items()}
+    row |= {f"{k}_wall_ms": round(v[1] * 1e3, 1) for k, v in res.items()}
+    print(f"render, in-process, {gpus} GPUs ({len(new):,} bytes; byte-identical to prometheus-client's text"
+          f" format), load average {row['load_avg']}:", flush=True)
+    for k, (cpu, wall) in res.items():
+        print(f"  {k:<16} CPU {cpu * 1e3:8.1f} ms   wall {wall * 1e3:8.1f} ms", flush=True)
+    before = res["old_openmetrics"][0] + res["old_gzip9"][0]
+    now = res["new_render"][0] + res["new_gzip1"][0]
+    print(f"  per scrape before (OpenMetrics + gzip, every scrape): {before * 1e3:.0f} ms CPU;"
+          f" now once per tick (render + gzip): {now * 1e3:.0f} ms CPU ({before / now:.0f}x less),"
+          f" every other scrape serves cached bytes", flush=True)
+    print(json.dumps(row), flush=True)
+    return row
+
+
 def bench_exporter(opts: dict[str, str], tmp: Path) -> dict[str, Any]:
     data = Path(opts["data-dir"]) if "data-dir" in opts else tmp / "sim-data"
     if "data-dir" not in opts:
@@ -269,6 +331,8 @@ def main(argv: list[str]) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="gpulens-bench-metrics-"))
     rows = []
     try:
+        if only in (None, "agent", "render"):
+            bench_render(opts)
         if only in (None, "agent"):
             rows.append(bench_agent(opts, tmp))
         if only in (None, "exporter"):

@@ -505,9 +505,12 @@ class Agent:
                           exc, self.max_buffer_rows)
             self._errors += 1
         self._writable = ok
-        self.snapshot = dataclasses.replace(
-            self.snapshot, store_writable=ok, errors_total=self._errors, dropped_total=self._dropped
-        )
+        snap = self.snapshot
+        if (snap.store_writable, snap.errors_total, snap.dropped_total) != (ok, self._errors, self._dropped):
+            # a new snapshot only when something changed: /metrics re-renders once per snapshot
+            self.snapshot = dataclasses.replace(
+                snap, store_writable=ok, errors_total=self._errors, dropped_total=self._dropped
+            )
 
     def maybe_write(self) -> None:
         """Flush and roll when their periods are due (called after every tick)."""

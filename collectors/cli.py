@@ -189,12 +189,12 @@ def collect(
         emit(summary, as_json, human)
         return
 
-    from collectors.exporter import make_registry, serve_metrics
+    from collectors.exporter import serve_agent
 
     h = cfg.host if host is None else host
     p = cfg.port if port is None else port
     try:
-        server = serve_metrics(make_registry(lambda: agent.snapshot), h, p)
+        server = serve_agent(lambda: agent.snapshot, h, p)
     except OSError as exc:
         agent.close()
         raise InputError(f"Cannot serve /metrics on {h}:{p} ({exc.strerror}).",

@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from collectors.agent import Agent
 from collectors.attribution import JobResolver
-from collectors.exporter import make_registry, serve_metrics
+from collectors.exporter import serve_agent
 from collectors.gpu.base import GPU_FIELDS, GpuProcess, GpuSample
 from collectors.gpu.fake import FakeBackend
 from collectors.net import NetReader
@@ -46,7 +46,9 @@ def make_agent(scenario: dict[str, Any], sink: Any = None, **kw: Any) -> tuple[A
 
 
 def scrape(agent: Agent) -> dict[str, list[tuple[dict[str, str], float]]]:
-    server = serve_metrics(make_registry(lambda: agent.snapshot), "127.0.0.1", 0)
+    """/metrics as ``gpulens collect`` serves it (cached exposition; the registry path is
+    checked against it in test_exposition.py)."""
+    server = serve_agent(lambda: agent.snapshot, "127.0.0.1", 0)
     try:
         body = urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=10).read().decode()
     finally:
@@ -278,7 +280,7 @@ def test_full_disk_stops_writing_keeps_sampling_and_resumes() -> None:
     agent.tick()
     agent.maybe_write()
     assert agent.store_writable and agent.snapshot.store_writable
-    kept = inner.table("gpu").num_rows  # type: ignore[union-attr]
+    kept = inner.table("gpu").num_rows
     # 9 ticks sampled; what was not dropped is all there, nothing duplicated
     dropped_gpu_rows = 9 - kept
     assert 0 < dropped_gpu_rows < 9

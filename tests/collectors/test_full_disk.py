@@ -83,4 +83,4 @@ def test_real_enospc_then_recovery(small_disk: Path) -> None:
     con = store.connect()
     n = con.execute("SELECT count(DISTINCT ts) FROM gpu_samples").fetchone()
     assert n == (41 - agent.snapshot.dropped_total // 14,)
-    assert con.execute("SELECT count(*) FROM gpu_samples").fetchone() == (8 * n[0],)  # type: ignore[index]
+    assert con.execute("SELECT count(*) FROM gpu_samples").fetchone() == (8 * n[0],)
