@@ -1,6 +1,6 @@
 """``gpulens dashboard``: start the Streamlit operator dashboard.
 
-The command runs ``streamlit run dashboard/app.py`` in a child process, bound to
+The command replaces itself (exec) with ``streamlit run dashboard/app.py``, bound to
 127.0.0.1 by default, headless, with the data directory (and config file)
 passed through the environment (``GPULENS_DATA_DIR``, ``GPULENS_CONFIG``).
 ``launch()`` and ``wait_ready()`` are what ``gpulens demo`` and the browser
@@ -10,7 +10,6 @@ test use to run it in the background.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -122,15 +121,9 @@ def dashboard(app: App, host: str | None, port: int | None, prometheus_url: str 
             "the cluster's data.[/yellow]"
         )
     app.console.print(f"gpulens dashboard on http://{host}:{port} (data: {app.config.data_dir})")
-    proc = launch(app.config, host=host, port=port)
-    try:
-        code = proc.wait()
-    except KeyboardInterrupt:
-        proc.send_signal(signal.SIGINT)
-        try:
-            code = proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            code = proc.wait()
-    if code not in (0, -signal.SIGINT, -signal.SIGTERM):
-        raise click.exceptions.Exit(code)
+    argv, env = streamlit_command(app.config, host=host, port=port)
+    # Become Streamlit (no wrapper process): Ctrl-C, SIGTERM from a supervisor or from
+    # `gpulens demo` reach the server itself, and nothing is left behind.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(argv[0], argv, env)

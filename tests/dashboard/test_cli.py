@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from dashboard.cli import APP_PATH, streamlit_command
@@ -32,3 +33,37 @@ def test_dashboard_help() -> None:
     result = CliRunner().invoke(cli, ["dashboard", "--help"])
     assert result.exit_code == 0, result.output
     assert "--port" in result.output and "--prometheus-url" in result.output
+
+
+@pytest.mark.server
+@pytest.mark.slow
+def test_sigterm_stops_the_dashboard_and_leaves_no_process(tmp_path: Path) -> None:
+    import signal
+    import socket
+    import subprocess
+    import sys
+
+    import psutil
+
+    from dashboard.cli import wait_ready
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpulens", "--data-dir", str(tmp_path / "d"), "dashboard",
+         "--port", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_ready(f"http://127.0.0.1:{port}", timeout=120, proc=proc)  # type: ignore[arg-type]
+        family = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        _, alive = psutil.wait_procs(family, timeout=15)
+        assert not alive, [p.cmdline() for p in alive]
+        with socket.socket() as s:
+            assert s.connect_ex(("127.0.0.1", port)) != 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
