@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import duckdb
+import numpy as np
 import pandas as pd
 
 from analysis.early_stop import lower_is_better
@@ -40,6 +41,9 @@ def job_detail(
         return None
     job: dict[str, Any] = {}
     for k, v in jobs.iloc[0].to_dict().items():
+        # List columns (inputs) arrive as numpy arrays: pd.isna() of an array is not a bool.
+        if isinstance(v, np.ndarray):
+            v = v.tolist()
         job[str(k)] = v if isinstance(v, list | tuple) or not pd.isna(v) else None
     attempts = con.execute(
         "SELECT * FROM attempts WHERE job_id = ? ORDER BY attempt", [job_id]
