@@ -24,9 +24,13 @@ corrected/uncorrected ECC increase, XIDs; network errors, drops, InfiniBand
 symbol errors and link-downs. Counters become increases within the hour; heavy
 tailed values are log-scaled, then every feature is robust-scaled (median,
 IQR). A One-Class SVM (RBF kernel, ``nu = diagnose.anomaly_nu``) learns the
-normal region from all node-hours (at most 5,000 sampled); the score is the
-negated decision function: above 0 is outside the learned normal region, and
-higher is stranger.
+normal region from all node-hours (at most 5,000 sampled). The score maps the
+SVM's signed distance d (decision function: positive inside the normal region)
+into [0, 1] as ``1 / (1 + exp(d / s))``, with ``s`` the median |d| of the fitted
+node-hours: 0.5 is the boundary of the normal region, lower is more typical, and
+0.8 (the alert threshold in rules/) is about 1.4 typical distances outside it.
+The raw decision value is not used directly because its scale changes with every
+fit; this keeps one threshold meaningful across clusters and refits.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from gpulens.store import Store
 __all__ = [
     "FEATURES",
     "TimeFilter",
+    "anomaly_score",
     "anomaly_scores",
     "clear_flag",
     "flag_nodes",
@@ -380,6 +385,15 @@ def _matrix(frame: pd.DataFrame) -> np.ndarray:
     return np.asarray((x - med) / scale)
 
 
+def anomaly_score(decision: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """Map One-Class SVM decision values into [0, 1]; 0.5 at the boundary (see module doc)."""
+    scale = float(np.median(np.abs(reference)))
+    if not np.isfinite(scale) or scale <= 0:
+        scale = 1.0
+    z = np.clip(np.asarray(decision, dtype=float) / scale, -50.0, 50.0)
+    return np.asarray(1.0 / (1.0 + np.exp(z)))
+
+
 def score_anomalies(
     store: Store,
     *,
@@ -412,7 +426,7 @@ def score_anomalies(
     fit_x = x if len(x) <= max_fit_rows else x[rng.choice(len(x), max_fit_rows, replace=False)]
     model = OneClassSVM(kernel="rbf", gamma="scale", nu=nu)
     model.fit(fit_x)
-    scores = -model.decision_function(x)
+    scores = anomaly_score(model.decision_function(x), model.decision_function(fit_x))
     out = pd.DataFrame({"node": frame["node"].astype(str), "hour": pd.to_datetime(frame["hour"]),
                         "score": scores.astype(float)})
     with store.write() as con:

@@ -166,7 +166,7 @@ def test_one_class_svm_scores_the_sick_hours_highest(store: Store) -> None:
         assert sorted(rel[top.index]) == [10, 11, 12]
         sick = scores[(scores["node"] == "n3") & rel.between(10, 12)]["score"]
         normal = scores[scores["node"] != "n3"]["score"]
-        assert sick.min() > 0 > normal.median()
+        assert sick.min() > 0.5 > normal.median()  # 0.5: the normal region's boundary
 
         class Window:
             start = T0 + timedelta(hours=10)
@@ -202,3 +202,15 @@ def test_features_are_zero_filled_and_empty_store_scores_nothing(store: Store) -
     assert list(f.columns) == ["node", "hour", *nd.FEATURES]
     assert f["xids"].tolist() == [1.0, 1.0]
     assert (f["util_mean"] == 0).all()
+
+
+def test_anomaly_score_is_a_probability_like_scale() -> None:
+    reference = np.array([-0.5, 0.2, 0.4, 1.0, 2.0])
+    s = nd.anomaly_score(np.array([0.0, 5.0, -5.0, -1e9, 1e9]), reference)
+    assert s[0] == pytest.approx(0.5)  # the boundary of the learned normal region
+    assert 0.0 <= s.min() and s.max() <= 1.0
+    assert s[1] < 0.5 < s[2]  # inside is below one half, outside above
+    assert s[3] == pytest.approx(1.0) and s[4] == pytest.approx(0.0)
+    # 0.8, the alert threshold, is about 1.4 typical distances outside the boundary.
+    typical = float(np.median(np.abs(reference)))
+    assert nd.anomaly_score(np.array([-1.386 * typical]), reference)[0] == pytest.approx(0.8, abs=1e-3)
