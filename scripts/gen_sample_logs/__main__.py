@@ -1,6 +1,6 @@
 """Rebuild sample_logs/: run the failing programs, write the format-based logs, write index.csv.
 
-    .venv/bin/python -m scripts.gen_sample_logs [--out sample_logs] [--only FAMILY,...] [--jobs 2]
+    .venv/bin/python -m scripts.gen_sample_logs [--out sample_logs] [--only FAMILY,...] [--missing] [--jobs 2]
 
 Needs root for the permission cases (they run as ``nobody``) and the tmpfs mounts
 (a 256 KiB filesystem that really fills up); without root those cases are skipped.
@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from scripts.gen_sample_logs.programs import CASES, Case, Run
 ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable
 VENV = str(Path(sys.prefix))
+BASE = str(Path(sys.base_prefix))
 USERS = ["alice", "bwang", "cperez", "dkim", "eokafor", "fgarcia"]
 PROJECTS = ["resnet-sweep", "llm-ft", "detr-coco", "speech-ctc", "gnn-bench", "vit-pretrain"]
 PROTECTED = Path("/var/lib/gl-protected")
@@ -89,7 +91,9 @@ def run_case(case: Case, v: int) -> str | None:
     else:
         cmd = [PY, "train.py"]
     if run.shell:
-        cmd = ["bash", "-c", " ".join(cmd)]
+        # a job script: bash forks (no exec of a lone command) and reports how the child died
+        # ("line 1: 4242 Aborted (core dumped) python train.py", "Segmentation fault", "Terminated")
+        cmd = ["bash", "-c", " ".join(cmd) + "; exit $?"]
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", **run.env}
     env.pop("CI", None)
     out_path = work / "out.log"
@@ -120,9 +124,10 @@ def run_case(case: Case, v: int) -> str | None:
     finally:
         if mounted is not None:
             subprocess.run(["umount", str(mounted)], check=False)
-    rnd = random.Random(hash((case.family, v)) & 0xFFFF)
+    rnd = random.Random(zlib.crc32(f"{case.family}:{v}".encode()))
     home = f"/home/{rnd.choice(USERS)}/{rnd.choice(PROJECTS)}"
     text = text.replace(str(work), home).replace(VENV, "/opt/conda/envs/train").replace(str(ROOT), "/opt/src")
+    text = text.replace(BASE, "/opt/conda/envs/train")  # the stdlib of the interpreter the venv is built on
     shutil.rmtree(work, ignore_errors=True)
     return formats.decorate(text, case.family, v)
 
@@ -132,6 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(ROOT / "sample_logs"))
     ap.add_argument("--only", default="", help="comma-separated families to (re)run")
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--missing", action="store_true",
+                    help="run only the variants whose log is not on disk yet (resume a partial run)")
     args = ap.parse_args(argv)
     out = Path(args.out)
     only = {x for x in args.only.split(",") if x}
@@ -144,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
             rows = {r["file"]: r for r in csv.DictReader(fh)}
 
     # first variants of every family first, so a partial run still covers every category
-    jobs = sorted(((c, v) for c in CASES for v in range(c.variants) if not only or c.family in only),
+    jobs = sorted(((c, v) for c in CASES for v in range(c.variants) if (not only or c.family in only)
+                   and not (args.missing and (out / f"{c.category}/{c.family}_{v + 1:02d}.log").is_file())),
                   key=lambda cv: cv[1])
 
     def one(item: tuple[Case, int]) -> None:
@@ -174,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
             if rel not in rows and (out / rel).is_file():
                 rows[rel] = {"file": rel, "category": case.category, "origin": DEFAULT_ORIGIN[case.category],
                              "provenance": "run-here", "description": case.description}
-    if not only or "formats" in only:
+    if (not only and not args.missing) or "formats" in only:
         for rel, category, source, description, text in formats.written_logs():
             (out / rel).parent.mkdir(parents=True, exist_ok=True)
             (out / rel).write_text(text)

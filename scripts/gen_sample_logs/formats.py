@@ -8,6 +8,7 @@ decoration applied to the logs of real runs (job banners, per-line timestamps).
 from __future__ import annotations
 
 import random
+import zlib
 from collections.abc import Iterator
 
 __all__ = ["decorate", "written_logs"]
@@ -18,7 +19,7 @@ NODES = ["gpu-node-017", "dgx-a100-04", "hgx-h100-112", "gpu-a-23", "node0931", 
 
 def decorate(text: str, family: str, v: int) -> str:
     """Wrap a real run's output the way a cluster job log looks."""
-    rnd = random.Random(hash((family, v, "decorate")) & 0xFFFFF)
+    rnd = random.Random(zlib.crc32(f"{family}:{v}:decorate".encode()))
     style = v % 3
     job = rnd.randint(100000, 9999999)
     node = rnd.choice(NODES)
@@ -122,7 +123,8 @@ def written_logs() -> Iterator[tuple[str, str, str, str, str]]:
         if i == 4:
             frames = BACKWARD_FRAMES
         body += _rankify(_tb(frames, oom_msgs[i % 3]), rank)
-        yield (f"gpu_oom/torch_cuda_oom_{i + 1:02d}.log", "gpu_oom", "pytorch-cuda-caching-allocator",
+        fam = ["torch_oom_capacity_msg", "runtime_cuda_oom_legacy", "torch_cuda_oom_legacy"][i % 3]
+        yield (f"gpu_oom/{fam}_{i // 3 + 1:02d}.log", "gpu_oom", "pytorch-cuda-caching-allocator",
                "PyTorch CUDA OOM in forward/backward", body)
     for i in range(2):
         rnd = R(150 + i)
@@ -192,7 +194,9 @@ def written_logs() -> Iterator[tuple[str, str, str, str, str]]:
                             f"thread: [{t},0,0] Assertion `t >= 0 && t < n_classes` failed.\n" for t in range(4))
         rank = 2 if i % 3 == 0 else None
         body += _rankify(_tb(TRAIN_FRAMES if i % 2 else BACKWARD_FRAMES, msg), rank)
-        yield (f"cuda_error/cuda_runtime_{i + 1:02d}.log", "cuda_error", "c10-cuda-check", "CUDA kernel/library failure", body)
+        fam = ["illegal_address", "device_assert", "cublas_exec_failed", "cudnn_exec_failed", "misaligned_address",
+               "illegal_instruction", "cublas_internal", "invalid_config"][i]
+        yield (f"cuda_error/{fam}_01.log", "cuda_error", "c10-cuda-check", "CUDA kernel/library failure", body)
 
     # ---------------------------------------------------------------- cuda_env_error
     env_msgs = [
@@ -206,13 +210,20 @@ def written_logs() -> Iterator[tuple[str, str, str, str, str]]:
     for i, (msg, desc) in enumerate(env_msgs):
         rnd = R(400 + i)
         body = _preamble(rnd, n=rnd.randint(0, 3)) + _tb(TRAIN_FRAMES[:2] + [(f"{SP}/torch/cuda/__init__.py", 302, "_lazy_init", "torch._C._cuda_init()")], msg)
-        yield (f"cuda_env_error/torch_cuda_init_{i + 1:02d}.log", "cuda_env_error", "torch-cuda-lazy-init", desc, body)
+        fam = ["driver_too_old", "no_cuda_gpus", "device_busy", "libcudnn_missing"][i]
+        yield (f"cuda_env_error/{fam}_01.log", "cuda_env_error", "torch-cuda-lazy-init", desc, body)
     for i in range(2):
         rnd = R(450 + i)
-        body = ("+ nvidia-smi\nFailed to initialize NVML: Driver/library version mismatch\nNVML library version: 535.161\n"
-                "+ python train.py\n" + _tb(TRAIN_FRAMES[:1], "RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda "
-                                           "functions before calling NumCudaDevices() that might have already set an error? Error 804: "
-                                           "forward compatibility was attempted on non supported HW"))
+        err = ["Error 803: system has unsupported display driver / cuda driver combination",
+               "Error 804: forward compatibility was attempted on non supported HW"][i]
+        body = (f"+ nvidia-smi\nFailed to initialize NVML: Driver/library version mismatch\nNVML library version: 535.{161 + 30 * i}\n"
+                f"+ python train.py\n{SP}/torch/cuda/__init__.py:{128 + i * 10}: UserWarning: CUDA initialization: Unexpected error "
+                "from cudaGetDeviceCount(). Did you run some cuda functions before calling NumCudaDevices() that might have already "
+                f"set an error? {err} (Triggered internally at ../c10/cuda/CUDAFunctions.cpp:108.)\n"
+                "  return torch._C._cuda_getDeviceCount() > 0\n"
+                + _tb(TRAIN_FRAMES[:1] + [(f"{SP}/torch/cuda/__init__.py", 302, "_lazy_init", "torch._C._cuda_init()")],
+                      "RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda "
+                      f"functions before calling NumCudaDevices() that might have already set an error? {err}"))
         yield (f"cuda_env_error/nvml_mismatch_{i + 1:02d}.log", "cuda_env_error", "nvidia-smi-nvml", "driver/library mismatch after a driver upgrade", body)
 
     # ---------------------------------------------------------------- comm_error (NCCL)
@@ -220,13 +231,19 @@ def written_logs() -> Iterator[tuple[str, str, str, str, str]]:
         rnd = R(500 + i)
         r = rnd.randint(0, 7)
         body = _preamble(rnd, f"[rank{r}]: ")
-        body += (f"[rank{r}]:[E ProcessGroupNCCL.cpp:563] [Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={rnd.randint(1000, 90000)}, "
-                 f"OpType=ALLREDUCE, NumelIn={rnd.randint(1, 9999999)}, NumelOut={rnd.randint(1, 9999999)}, Timeout(ms)=1800000) ran for 1800{rnd.randint(100, 999)} milliseconds before timing out.\n"
-                 f"[rank{r}]:[E ProcessGroupNCCL.cpp:1537] [PG 0 Rank {r}] Timeout at NCCL work: {rnd.randint(1000, 90000)}, last enqueued NCCL work: {rnd.randint(1000, 90000)}, last completed NCCL work: {rnd.randint(1000, 90000)}.\n"
-                 f"[rank{r}]:[E ProcessGroupNCCL.cpp:577] [Rank {r}] Some NCCL operations have failed or timed out. Due to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data.\n"
-                 f"[rank{r}]:[E ProcessGroupNCCL.cpp:583] [Rank {r}] To avoid data inconsistency, we are taking the entire process down.\n"
+        t = f"[rank{r}]:[E{rnd.randint(1, 12):02d}{rnd.randint(10, 28)} 0{rnd.randint(0, 9)}:{rnd.randint(10, 59)}:{rnd.randint(10, 59)}.{rnd.randint(100000000, 999999999)} ProcessGroupNCCL.cpp:"
+        seq = rnd.randint(1000, 90000)
+        op = rnd.choice(["ALLREDUCE", "_ALLGATHER_BASE", "_REDUCE_SCATTER_BASE", "BROADCAST"])
+        timeout = rnd.choice([600000, 1800000])
+        work = (f"WorkNCCL(SeqNum={seq}, OpType={op}, NumelIn={rnd.randint(1, 9999999)}, NumelOut={rnd.randint(1, 9999999)}, "
+                f"Timeout(ms)={timeout}) ran for {timeout + rnd.randint(10, 99)} milliseconds before timing out.")
+        body += (f"{t}616] [Rank {r}] Watchdog caught collective operation timeout: {work}\n"
+                 f"{t}1785] [PG ID 0 PG GUID 0(default_pg) Rank {r}] Exception (either an error or timeout) detected by watchdog at work: {seq}, last enqueued NCCL work: {seq + 2}, last completed NCCL work: {seq - 1}.\n"
+                 f"{t}630] [Rank {r}] Some NCCL operations have failed or timed out. Due to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data.\n"
+                 f"{t}636] [Rank {r}] To avoid data inconsistency, we are taking the entire process down.\n"
+                 f"{t}1595] [PG ID 0 PG GUID 0(default_pg) Rank {r}] Process group watchdog thread terminated with exception: [Rank {r}] Watchdog caught collective operation timeout: {work}\n"
                  "terminate called after throwing an instance of 'c10::DistBackendError'\n"
-                 f"  what():  [PG 0 Rank {r}] Process group watchdog thread terminated with exception: [Rank {r}] Watchdog caught collective operation timeout\n")
+                 f"  what():  [PG ID 0 PG GUID 0(default_pg) Rank {r}] Process group watchdog thread terminated with exception: [Rank {r}] Watchdog caught collective operation timeout: {work}\n")
         yield (f"comm_error/nccl_watchdog_timeout_{i + 1:02d}.log", "comm_error", "torch-ProcessGroupNCCL", "NCCL collective watchdog timeout", body)
     for i in range(3):
         rnd = R(520 + i)
@@ -270,4 +287,18 @@ def written_logs() -> Iterator[tuple[str, str, str, str, str]]:
                              "OSError: [Errno 5] Input/output error: '/lustre/datasets/laion/part-00412.tar'"]):
         rnd = R(800 + i)
         body = _preamble(rnd) + _tb(TRAIN_FRAMES[:2] + [("/home/eokafor/gnn-bench/utils/io.py", 41, "save", "with open(path, 'wb') as f:")], msg)
-        yield (f"storage_error/errno_{i + 1:02d}.log", "storage_error", "errno", "quota / EIO on shared storage", body)
+        yield (f"storage_error/{['quota_exceeded', 'lustre_eio'][i]}_01.log", "storage_error", "errno", "quota / EIO on shared storage", body)
+
+    # ---------------------------------------------------------------- gpu_hardware (no Xid line)
+    for i in range(2):
+        rnd = R(290 + i)
+        ts = rnd.randint(1000, 90000)
+        bus = rnd.choice(["b3", "44", "86", "1b"])
+        body = _preamble(rnd) + _tb(TRAIN_FRAMES, "RuntimeError: CUDA error: unspecified launch failure\n" + CUDA_TRAILER)
+        body += (f"--- journalctl -k ({rnd.choice(NODES)}) ---\n"
+                 f"[{ts}.308145] NVRM: The NVIDIA GPU 0000:{bus}:00.0\n"
+                 f"               NVRM: (PCI ID: 10de:{rnd.choice(['2330', '20b5', '26b5'])}) installed in this system has\n"
+                 "               NVRM: fallen off the bus and is not responding to commands.\n"
+                 f"[{ts}.439662] NVRM: The NVIDIA probe routine failed for 1 device(s).\n")
+        yield (f"gpu_hardware/fallen_off_bus_multiline_{i + 1:02d}.log", "gpu_hardware", "nvidia-driver-dmesg",
+               "GPU fell off the bus (newer drivers print it over several NVRM lines, no Xid)", body)

@@ -182,20 +182,28 @@ add(simple("incorrect_input", "bad_csv", 2, "CSV with a ragged row",
 add(simple("incorrect_input", "corrupt_gzip", 2, "corrupted gzip shard",
            lambda v: "import gzip\nwith gzip.open('data/shard-%05d.jsonl.gz', 'rt') as f:\n    rows = [l for l in f]\n" % v,
            files=lambda v, w: {f"data/shard-{v:05d}.jsonl.gz": gzip.compress(b'{"t": 1}\n' * 200)[:-40] + os.urandom(10)}))
-add(simple("incorrect_input", "truncated_npy", 1, "truncated .npy feature file",
+add(simple("incorrect_input", "truncated_npy", 2, "truncated .npy feature file",
            lambda v: "import numpy as np\nfeats = np.load('data/features.npy')\n",
            files=lambda v, w: {"data/features.npy": _npy_truncated()}))
-add(simple("incorrect_input", "empty_dataset", 1, "data directory empty: DataLoader gets no samples",
+add(simple("incorrect_input", "empty_dataset", 2, "data directory empty: DataLoader gets no samples",
            lambda v: "import glob\nfrom torch.utils.data import DataLoader\nfiles = sorted(glob.glob('data/train/*.pt'))\n"
                      "log.info('found %d training files', len(files))\nloader = DataLoader(files, batch_size=4, shuffle=True)\n"
                      "for batch in loader:\n    pass\n"))
-add(simple("incorrect_input", "bad_image", 1, "image file is not an image",
+add(simple("incorrect_input", "bad_image", 2, "image file is not an image",
            lambda v: "from PIL import Image\nimg = Image.open('data/train/img_%04d.jpg')\n" % v,
            files=lambda v, w: {f"data/train/img_{v:04d}.jpg": b"<html>404 Not Found</html>"}))
-add(simple("incorrect_input", "non_numeric_csv", 2, "a non-numeric value in a numeric column of the input CSV",
-           lambda v: "import csv\nrows = list(csv.reader(open('data/train_features.csv')))\n"
-                     "x = [[float(c) for c in r] for r in rows[1:]]\n",
-           files=lambda v, w: {"data/train_features.csv": "f1,f2\n1.0,2.0\n3.5,n/a\n"}))
+NON_NUMERIC = [
+    "import csv\ndef load_features(path):\n    feats = []\n    with open(path, newline='') as f:\n"
+    "        for row in csv.DictReader(f):\n            feats.append([float(row[k]) for k in ('f1', 'f2')])\n"
+    "    return torch.tensor(feats)\nlog.info('loading features')\nx = load_features('data/train_features.csv')\n",
+    "import numpy as np\nlog.info('loading features')\n"
+    "x = np.loadtxt('data/train_features.csv', delimiter=',', skiprows=1, dtype=np.float32)\n",
+    "import pandas as pd\ndf = pd.read_csv('data/train_features.csv')\nlog.info('read %d rows', len(df))\n"
+    "df['f2'] = df['f2'].astype(float)\n",
+]
+add(simple("incorrect_input", "non_numeric_csv", 3, "a non-numeric value in a numeric column of the input CSV",
+           lambda v: NON_NUMERIC[v % 3],
+           files=lambda v, w: {"data/train_features.csv": "f1,f2\n1.0,2.0\n3.5,%s\n" % ["n/a", "?", "#VALUE!"][v % 3]}))
 
 
 def _npy_truncated() -> bytes:
@@ -377,3 +385,16 @@ add(simple("unknown", "truncated_log", 2, "log ends mid-training: the process va
            lambda v: "for step in range(%d):\n    log.info('step %%d loss %%.4f', step, 1.0 / (step + 1))\nos._exit(1)\n" % (30 + 10 * v)))
 add(simple("unknown", "custom_runtime_error", 2, "opaque RuntimeError raised by user code",
            lambda v: "raise RuntimeError('%s')\n" % ["job failed with status 3", "Something went wrong during step 1200"][v % 2]))
+add(simple("unknown", "wrapper_unbound_var", 2, "the job wrapper's post-training step fails on an unset shell variable",
+           lambda v: "import subprocess\nlog.info('training done, syncing results')\n"
+                     "r = subprocess.run(['bash', '-c', 'set -euo pipefail; echo \"syncing results\"; rsync -a out/ \"$%s\"/'])\n"
+                     "sys.exit(r.returncode)\n" % ["RESULTS_BUCKET", "SCRATCH_DIR"][v % 2]))
+add(simple("unknown", "killed_no_message", 1, "process killed from outside (SIGKILL) mid-training; the log just stops",
+           lambda v: LOOP, signal_after=3.0, signal=9))
+
+# ------------------------------------------------------------------ more crashes (real glibc / CPython output)
+add(simple("crash", "abort_faulthandler", 1, "native abort() with faulthandler enabled (Fatal Python error: Aborted)",
+           lambda v: "import faulthandler\nfaulthandler.enable()\nlog.info('calling into the extension')\nos.abort()\n"))
+add(simple("crash", "invalid_free", 1, "native code frees an invalid pointer (glibc aborts)",
+           lambda v: "import ctypes\nlibc = ctypes.CDLL('libc.so.6')\nbuf = ctypes.create_string_buffer(64)\n"
+                     "libc.free(ctypes.cast(ctypes.byref(buf, 8), ctypes.c_void_p))\n", shell=True))
