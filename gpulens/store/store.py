@@ -20,9 +20,9 @@ an atomic rename, so readers never see a half-written one.
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import os
+import re
 import shutil
 import time
 import uuid
@@ -31,9 +31,10 @@ from pathlib import Path
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from gpulens.errors import StoreCorruptError, StoreError, StoreLockedError
+from gpulens.errors import InputError, StoreCorruptError, StoreError, StoreLockedError
 from gpulens.store.samples import SAMPLE_KINDS, VIEW_NAMES, arrow_schema
 from gpulens.store.schema import apply_migrations, missing_versions
 
@@ -42,6 +43,7 @@ __all__ = ["Store", "quote_ident", "quote_literal"]
 _SEED_DATE = "1970-01-01"
 _SEED_NODE = "__seed__"
 _KEEP_SNAPSHOTS = 3
+_NODE = re.compile(r"^[A-Za-z0-9._:-]{1,253}$")
 
 
 def quote_ident(name: str) -> str:
@@ -290,25 +292,40 @@ class Store:
         tag = tag or uuid.uuid4().hex
         staging = self.tmp / f"seg-{kind}-{tag}"
         shutil.rmtree(staging, ignore_errors=True)
-        con = duckdb.connect(":memory:")
         try:
-            con.register("batch", table)
-            con.execute(
-                "COPY (SELECT *, CAST(ts AS DATE) AS date FROM batch) TO "  # noqa: S608
-                f"{quote_literal(staging)} "
-                "(FORMAT parquet, PARTITION_BY (date, node), COMPRESSION zstd)"
-            )
+            self.stage_partitioned(table, staging)
         except OSError as exc:
             shutil.rmtree(staging, ignore_errors=True)
             raise self._write_failed(exc) from None
-        except duckdb.Error as exc:
-            shutil.rmtree(staging, ignore_errors=True)
-            if "No space left" in str(exc):
-                raise self._write_failed(OSError(errno.ENOSPC, "No space left on device")) from None
-            raise
-        finally:
-            con.close()
         return self.publish_staged(kind, staging, tag)
+
+    def stage_partitioned(self, table: pa.Table, staging: Path) -> None:
+        """Write ``table`` (with ``ts`` and ``node``) as ``staging/date=D/node=N/part.parquet``.
+
+        pyarrow writes the files (about 2.5x fewer CPU-seconds per row than DuckDB's
+        partitioned COPY, measured in benchmarks/bench_collect.py); ``date`` and ``node``
+        live in the path only, as the hive layout wants.
+        """
+        node = table.column("node").combine_chunks()
+        if node.null_count:
+            raise InputError("Samples without a node name cannot be stored.",
+                             "Set the node column of every sample.")
+        bad = [str(n) for n in pc.unique(node).to_pylist() if not _NODE.match(str(n))]
+        if bad:
+            raise InputError(
+                f"Node name {bad[0]!r} cannot be a partition folder.",
+                "Use letters, digits, '.', '_', ':' and '-' only in node names.",
+            )
+        day = pc.cast(table.column("ts"), pa.date32())
+        keyed = table.drop_columns(["node"])
+        pairs = pa.table({"date": day, "node": node}).group_by(["date", "node"]).aggregate([])
+        for d, n in zip(pairs.column("date").to_pylist(), pairs.column("node").to_pylist(),
+                        strict=True):
+            mask = pc.and_(pc.equal(day, pa.scalar(d, pa.date32())), pc.equal(node, n))
+            part = staging / f"date={d.isoformat()}" / f"node={n}"
+            part.mkdir(parents=True, exist_ok=True)
+            pq.write_table(keyed.filter(mask), part / "part.parquet", compression="zstd",
+                           compression_level=3, row_group_size=262_144)
 
     def publish_staged(self, kind: str, staging: Path, tag: str) -> list[Path]:
         """Move files of a staged partitioned COPY into the samples tree (idempotent)."""

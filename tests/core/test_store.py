@@ -128,7 +128,7 @@ def test_sigkilled_spool_writer_loses_nothing_flushed(tmp_path: Path) -> None:
         assert lo == 0 and hi == n - 1, "rows are missing in the middle"
         start = n
     assert start > 0
-    leftovers = list(Path(root, "tmp").glob("spool-*"))
+    leftovers = list(Path(root, "tmp").glob("spool-*")) + list(Path(root, "spool").glob("*/.tmp-*"))
     assert leftovers == []
 
 
