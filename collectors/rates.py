@@ -40,7 +40,7 @@ def counter_delta(
     if cur >= prev:
         delta = cur - prev
         if limit is not None and delta > limit:
-            return 0.0, "implausible"
+            return 0, "implausible"  # an int: integer counters keep exact integer totals
         return delta, "ok"
     candidates: list[float] = []
     if prev >= (1 << (width - 1)):  # in the upper half of its range: a wrap is plausible
@@ -52,7 +52,7 @@ def counter_delta(
             return delta, "wrap"
     # A reset: the counter restarted from zero, so ``cur`` accumulated since then.
     if limit is not None and cur > limit:
-        return 0.0, "implausible"
+        return 0, "implausible"
     return cur, "reset"
 
 

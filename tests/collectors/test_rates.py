@@ -73,3 +73,12 @@ def test_never_negative_never_above_bound(values: list[int], dt: float) -> None:
             # compared as the float64 /metrics exposes (the first Reading.total is the raw int counter)
             assert total is not None and float(r.total) >= float(total)
         total = r.total
+
+
+def test_integer_counters_keep_exact_integer_totals() -> None:
+    """Above 2**53 a float total would drop increments; byte counters get there."""
+    t = CounterTracker()
+    t.update("k", 2**60, 0.0)
+    t.update("k", 2**63, 1.0, max_rate=1e9)  # an implausible jump: delta 0, still exact
+    r = t.update("k", 2**63 + 1, 2.0, max_rate=1e9)
+    assert r.event == "ok" and r.total == 2**60 + 1 and isinstance(r.total, int)
