@@ -9,32 +9,44 @@ no samples. A minute's utilization is the mean of the non-NULL, non-NaN
 without such a sample count as allocated but not as busy (NA samples are
 skipped, as the Philly notebook does).
 
-Samples are aggregated per (GPU, hour); a placement takes the aggregates of
-the hours it covers entirely and, for its partly covered first and last hour,
-the samples of those GPU-hours filtered to its minutes. Everything is per
-placement and hour (minutes with samples counted exactly with a 60-bit mask,
-so several samples in one minute, e.g. a 5 s collector, count once at their
-mean). Two placements on the same GPU and minute both get that minute. The result is cached in TEMP tables on the caller's
-connection, keyed by the time window and the list of sample files, so running
-several analyses on one connection scans the samples once.
+How: placements are cut into placement-hours (``__gl_hours``: one row per
+placement and clock hour it touches, with the minute range ``[lo_m, hi_m)`` it
+covers in that hour; a few rows per placement). One scan of the samples joins
+each sample to the placement-hours of its GPU and hour with a hash join on two
+integer keys (``hash(node, gpu_index)``, epoch hour) and the residual range
+test ``lo_m <= minute < hi_m``, and aggregates per placement-hour: sample
+count, util sum and the minutes with samples (a 60-bit mask, so several
+samples in one minute, e.g. a 5 s collector, count as one minute, at the
+hour's mean). Two placements on the same GPU and minute both get that minute.
+
+The samples are read straight from their Parquet files (only ``ts``,
+``gpu_index``, ``util_gpu`` and the hive ``node``/``date``; no
+``union_by_name`` schema merge over every file), and the date partitions
+outside the placements' time span (and the filter window) are pruned. The
+result is cached in TEMP tables on the caller's connection, keyed by the time
+window and the list of sample files, so running several analyses on one
+connection scans the samples once.
 """
 
 from __future__ import annotations
 
-import re
-from datetime import datetime, timedelta
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import date, datetime, timedelta
 from typing import Any
 
 import duckdb
 
-from analysis.filters import Filters
+from analysis.filters import FAR_FUTURE, FAR_PAST, Filters
 
-__all__ = ["PH", "PL", "attempts_sql", "ensure_base", "gpu_sample_signature"]
+__all__ = ["PH", "PL", "attempts_sql", "ensure_base", "gpu_sample_signature", "gpu_sample_source"]
 
 PL = "__gl_pl"  # placements: pid, job_id, attempt, node, gpu_index, s, e, ce, alloc_min
 PH = "__gl_ph"  # per placement and hour: pid, h, alloc_min, n, su, k, busy_min
 _KEY = "__gl_key"
 _HOURS = "__gl_hours"
+_SEED_NODE = "__seed__"
+_PIN = ("join_order", "build_side_probe_side")
 
 
 def _sample_glob(con: duckdb.DuckDBPyConnection) -> str | None:
@@ -49,7 +61,48 @@ def _sample_glob(con: duckdb.DuckDBPyConnection) -> str | None:
     if start < 0:
         return None
     start += len("read_parquet('")
-    return text[start : text.find("'", start)].replace("''", "'")
+    end = start
+    while True:  # the literal ends at a quote that is not doubled
+        end = text.find("'", end)
+        if end < 0:
+            return None
+        if text[end + 1 : end + 2] == "'":
+            end += 2
+            continue
+        return text[start:end].replace("''", "'")
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def gpu_sample_source(
+    con: duckdb.DuckDBPyConnection, first: date | None = None, last: date | None = None
+) -> str:
+    """A FROM-clause source of the GPU samples with columns ts, node, gpu_index, util_gpu.
+
+    Reads the Parquet files behind the ``gpu_samples`` view directly (no
+    ``union_by_name`` merge of every file's schema at each bind), without the
+    store's seed file, and prunes the ``date`` partitions outside
+    ``[first, last]`` (date literals, so DuckDB skips those files unopened).
+    Falls back to the view when it is not a Parquet view.
+    """
+    conds = []
+    if first is not None:
+        conds.append(f"date >= DATE '{first.isoformat()}'")
+    if last is not None:
+        conds.append(f"date <= DATE '{last.isoformat()}'")
+    pattern = _sample_glob(con)
+    if pattern is None:
+        where = " AND ".join(conds) or "TRUE"
+        return f"(SELECT ts, node, gpu_index, util_gpu FROM gpu_samples WHERE {where})"  # noqa: S608
+    conds.append(f"node <> '{_SEED_NODE}'")
+    return (
+        "(SELECT ts, node, CAST(gpu_index AS SMALLINT) AS gpu_index, util_gpu"  # noqa: S608
+        f" FROM read_parquet({_literal(pattern)}, hive_partitioning = true,"
+        " hive_types = {'kind': VARCHAR, 'date': DATE, 'node': VARCHAR})"
+        f" WHERE {' AND '.join(conds)})"
+    )
 
 
 def gpu_sample_signature(con: duckdb.DuckDBPyConnection) -> str:
@@ -68,22 +121,20 @@ def _open_end(con: duckdb.DuckDBPyConnection, f: Filters) -> datetime:
     if not running or running[0] == 0:
         return f.clock()
     pattern = _sample_glob(con)
-    newest = None
+    newest: date | None = None
     if pattern:
-        dates = con.execute(
-            "SELECT max(regexp_extract(file, 'date=([0-9-]+)', 1)) FROM glob(?)"
-            " WHERE file NOT LIKE '%node=__seed__%'", [pattern]
-        ).fetchone()
-        newest = dates[0] if dates else None
-    if newest and re.fullmatch(r"\d{4}-\d{2}-\d{2}", str(newest)):
-        # a literal (validated above), so DuckDB prunes the hive partitions to one day
         row = con.execute(
-            f"SELECT max(ts) FROM gpu_samples WHERE date = DATE '{newest}'"  # noqa: S608
+            "SELECT max(TRY_CAST(regexp_extract(file, 'date=([0-9]{4}-[0-9]{2}-[0-9]{2})', 1) AS DATE))"
+            " FROM glob(?) WHERE file NOT LIKE ?",
+            [pattern, f"%node={_SEED_NODE}%"],
         ).fetchone()
-    else:
-        row = con.execute("SELECT max(ts) FROM gpu_samples").fetchone()
-    if row and row[0] is not None:
-        last: datetime = row[0]
+        newest = row[0] if row else None
+    # the newest date partition only (a date literal: the other files are not opened)
+    found = con.execute(
+        f"SELECT max(ts) FROM {gpu_sample_source(con, newest, newest)}"  # noqa: S608
+    ).fetchone()
+    if found and found[0] is not None:
+        last: datetime = found[0]
         return last.replace(second=0, microsecond=0) + timedelta(minutes=1)
     return f.clock()
 
@@ -123,24 +174,13 @@ def ensure_base(con: duckdb.DuckDBPyConnection, filters: Filters | None) -> None
         """,  # noqa: S608 - identifiers are module constants
         params,
     )
-    # Per placement and hour: allocated minutes, and the samples in those minutes.
-    # Hours a placement covers entirely take a per-(GPU, hour) aggregate of the
-    # samples; the (at most two) partly covered edge hours of each placement
-    # take the samples of that GPU-hour filtered to the covered minutes. Both
-    # join on integer keys (hash(node, gpu_index), epoch hour); minutes with
-    # samples are counted exactly with a 60-bit mask.
-    smp = """
-        SELECT hash(node, gpu_index) AS g, epoch_us(ts) // 3600000000 AS hidx,
-               epoch_us(ts) // 60000000 AS m, util_gpu
-        FROM gpu_samples
-        WHERE util_gpu IS NOT NULL AND NOT isnan(util_gpu)
-          AND ts >= $lo AND ts < $hi
-          AND date >= CAST($lo AS DATE) AND date <= CAST($hi AS DATE)
-    """
+    # Placement-hours: the minutes [lo_m, hi_m) (epoch minutes) each placement
+    # covers in each clock hour it touches, keyed by integers (GPU hash, epoch hour).
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE {_HOURS} AS
-        SELECT pid, hash(node, gpu_index) AS g, h, epoch_us(h) // 3600000000 AS hidx,
+        SELECT CAST(row_number() OVER () AS INTEGER) AS hid, pid,
+               hash(node, gpu_index) AS g, h, epoch_us(h) // 3600000000 AS hidx,
                epoch_us(greatest(s, h)) // 60000000 AS lo_m,
                epoch_us(least(ce, h + INTERVAL 1 HOUR)) // 60000000 AS hi_m
         FROM (SELECT pid, node, gpu_index, s, ce,
@@ -149,38 +189,64 @@ def ensure_base(con: duckdb.DuckDBPyConnection, filters: Filters | None) -> None
               FROM {PL})
         """  # noqa: S608 - identifiers are module constants
     )
-    # One scan of the samples: grouped per (GPU, hour), except in edge GPU-hours
-    # (found by a probe into the small set of edge keys), grouped per minute.
+    span = con.execute(f"SELECT min(s), max(ce) FROM {PL}").fetchone()  # noqa: S608
+    if span and span[0] is not None:
+        # only the date partitions the placements touch (samples are in UTC days)
+        first, last = span[0].date(), span[1].date()
+    else:
+        first = last = FAR_PAST.date()
+    if lo > FAR_PAST:
+        first = max(first, lo.date())
+    if hi < FAR_FUTURE:
+        last = min(last, hi.date())
+    src = gpu_sample_source(con, first, last)
+    # One scan of the samples, hash-joined to the placement-hours of the same GPU
+    # and hour, with the minute range as a residual condition. The hash table
+    # must be built on the placement-hours (the right side as written): DuckDB
+    # estimates a direct Parquet scan from its first file (the store's one-row
+    # seed file), so the join sides are pinned for this one statement.
+    with _pinned_join_sides(con):
+        _build_ph(con, src)
+    con.execute(f"DROP TABLE {_HOURS}")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {_KEY} AS SELECT CAST(? AS VARCHAR) AS k", [key])
+
+
+@contextmanager
+def _pinned_join_sides(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """Disable join reordering and build-side flipping, then restore the setting."""
+    row = con.execute("SELECT current_setting('disabled_optimizers')").fetchone()
+    before = str(row[0]) if row and row[0] else ""
+    names = [n for n in before.split(",") if n.strip()]
+    pinned = ",".join([*names, *(n for n in _PIN if n not in names)])
+    con.execute(f"SET disabled_optimizers = {_literal(pinned)}")
+    try:
+        yield
+    finally:
+        con.execute(f"SET disabled_optimizers = {_literal(before)}")
+
+
+def _build_ph(con: duckdb.DuckDBPyConnection, src: str) -> None:
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE {PH} AS
-        WITH edge_keys AS (
-            SELECT DISTINCT g, hidx FROM {_HOURS} WHERE hi_m - lo_m < 60
-        ),
-        grouped AS (
-            SELECT smp.g, smp.hidx, CASE WHEN ek.g IS NULL THEN -1 ELSE smp.m END AS m,
-                   count(*) AS n, sum(smp.util_gpu) AS su,
-                   bit_or(CAST(1 AS UBIGINT) << CAST(smp.m % 60 AS UBIGINT)) AS bits
-            FROM ({smp}) smp LEFT JOIN edge_keys ek ON ek.g = smp.g AND ek.hidx = smp.hidx
-            GROUP BY ALL
+        WITH smp AS (
+            SELECT hash(node, gpu_index) AS g, epoch_us(ts) // 60000000 AS m, util_gpu
+            FROM {src}
+            WHERE util_gpu IS NOT NULL AND NOT isnan(util_gpu)
         ),
         used AS (
-            SELECT x.pid, x.hidx, sum(gr.n) AS n, sum(gr.su) AS su,
-                   bit_count(bit_or(gr.bits)) AS k
-            FROM {_HOURS} x JOIN grouped gr ON gr.g = x.g AND gr.hidx = x.hidx
-            WHERE (x.hi_m - x.lo_m = 60 AND gr.m = -1)
-               OR (x.hi_m - x.lo_m < 60 AND gr.m >= x.lo_m AND gr.m < x.hi_m)
-            GROUP BY x.pid, x.hidx
+            SELECT x.hid, count(*) AS n, sum(smp.util_gpu) AS su,
+                   bit_count(bit_or(CAST(1 AS UBIGINT) << CAST(smp.m % 60 AS UBIGINT))) AS k
+            FROM smp JOIN {_HOURS} x
+              ON x.g = smp.g AND x.hidx = smp.m // 60 AND smp.m >= x.lo_m AND smp.m < x.hi_m
+            GROUP BY x.hid
         )
         SELECT x.pid, x.h, x.hi_m - x.lo_m AS alloc_min,
                coalesce(used.n, 0) AS n, coalesce(used.su, 0.0) AS su, coalesce(used.k, 0) AS k,
                CASE WHEN used.n > 0 THEN used.su / used.n * used.k / 100.0 ELSE 0.0 END AS busy_min
-        FROM {_HOURS} x LEFT JOIN used ON used.pid = x.pid AND used.hidx = x.hidx
-        """,  # noqa: S608 - identifiers are module constants
-        {"lo": lo, "hi": hi},
+        FROM {_HOURS} x LEFT JOIN used USING (hid)
+        """  # noqa: S608 - identifiers are module constants; dates are formatted by us
     )
-    con.execute(f"DROP TABLE {_HOURS}")
-    con.execute(f"CREATE OR REPLACE TEMP TABLE {_KEY} AS SELECT CAST(? AS VARCHAR) AS k", [key])
 
 
 def attempts_sql() -> str:
