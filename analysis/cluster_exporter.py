@@ -523,7 +523,7 @@ class ClusterCollector(Collector):
                 "Blacklisted or suspected inputs read by a queued or running job "
                 f"(at most {self.config.top_n} jobs, blacklisted first, newest first)."
             ),
-            labels=["job", "user", "vc", "state"],
+            labels=["job_id", "user", "vc", "state"],
         )
         for job, user, vc, state, n, _ in rows[: self.config.top_n]:
             per_job.add_metric([str(job), str(user), str(vc), str(state)], float(n))

@@ -163,11 +163,11 @@ _XID = _spec("gpulens_gpu_xid_errors_total", COUNTER, "XID errors reported by th
              (*_GPU_LABELS, "xid"))
 _LOST = _spec("gpulens_gpu_lost", GAUGE, "1 for a GPU that fell off the bus (no longer sampled).", _GPU_LABELS)
 _JOB_INFO = _spec("gpulens_gpu_job_info", GAUGE, "A job has processes on this GPU (value always 1).",
-                  ("node", "gpu", "uuid", "job"))
+                  ("node", "gpu", "uuid", "job_id"))
 _JOB_UTIL = _spec("gpulens_job_gpu_utilization_ratio", GAUGE,
-                  "Job's GPU utilization from per-process SM utilization, mean over its GPUs (0-1).", ("node", "job"))
+                  "Job's GPU utilization from per-process SM utilization, mean over its GPUs (0-1).", ("node", "job_id"))
 _JOB_MEM = _spec("gpulens_job_gpu_memory_used_bytes", GAUGE, "GPU memory used by the job's processes.",
-                 ("node", "job"))
+                 ("node", "job_id"))
 _NET = tuple((field, _spec(name, COUNTER, doc, _NET_DEV)) for field, name, doc in (
     ("rx_bytes", "gpulens_network_receive_bytes_total", "Bytes received on the interface."),
     ("tx_bytes", "gpulens_network_transmit_bytes_total", "Bytes transmitted on the interface."),

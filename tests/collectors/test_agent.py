@@ -116,12 +116,12 @@ def test_every_gpu_field_lands_in_the_store_and_on_metrics(store: Store) -> None
     assert {lab["gpu"]: v for lab, v in m["gpulens_gpu_sm_clock_hertz"]}["0"] == 1755e6
     xid = {(lab["gpu"], lab["xid"]): v for lab, v in m["gpulens_gpu_xid_errors_total"]}
     assert xid == {("0", "13"): 1.0, ("1", "79"): 3.0}  # three identical XIDs count as three
-    info = sorted((lab["gpu"], lab["job"]) for lab, _ in m["gpulens_gpu_job_info"])
+    info = sorted((lab["gpu"], lab["job_id"]) for lab, _ in m["gpulens_gpu_job_info"])
     assert info == [("0", "4242"), ("0", "train-resnet-17"), ("1", "4242")]
-    job_util = {lab["job"]: v for lab, v in m["gpulens_job_gpu_utilization_ratio"]}
+    job_util = {lab["job_id"]: v for lab, v in m["gpulens_job_gpu_utilization_ratio"]}
     # per-process utilization, not the device total: job 4242 = mean(30 %, 50 %)
     assert job_util == {"4242": pytest.approx(0.40), "train-resnet-17": pytest.approx(0.45)}
-    job_mem = {lab["job"]: v for lab, v in m["gpulens_job_gpu_memory_used_bytes"]}
+    job_mem = {lab["job_id"]: v for lab, v in m["gpulens_job_gpu_memory_used_bytes"]}
     assert job_mem == {"4242": 5e9, "train-resnet-17": 1e9}
     net = {lab["device"]: v for lab, v in m["gpulens_network_receive_bytes_total"]}
     assert net["eth0"] == 987654321012

@@ -118,11 +118,11 @@ def test_values_from_the_store(store: Store) -> None:
     assert v("gpulens_cluster_blacklist_entries", {"state": "blacklisted"}) == 2
     assert v("gpulens_cluster_blacklist_entries", {"state": "cleared"}) == 1
     assert v("gpulens_cluster_job_flagged_inputs",
-             {"job": "j-c", "user": "carol", "vc": "vcC", "state": "blacklisted"}) == 2
+             {"job_id": "j-c", "user": "carol", "vc": "vcC", "state": "blacklisted"}) == 2
     assert v("gpulens_cluster_job_flagged_inputs",
-             {"job": "j-d", "user": "dave", "vc": "vcC", "state": "suspected"}) == 1
+             {"job_id": "j-d", "user": "dave", "vc": "vcC", "state": "suspected"}) == 1
     assert v("gpulens_cluster_job_flagged_inputs",
-             {"job": "j-e", "user": "erin", "vc": "vcC", "state": "blacklisted"}) is None
+             {"job_id": "j-e", "user": "erin", "vc": "vcC", "state": "blacklisted"}) is None
     assert v("gpulens_cluster_jobs_with_flagged_inputs", {"state": "blacklisted"}) == 1
     # failures
     assert v("gpulens_cluster_failures_total", {"category": "gpu_oom", "origin": "user"}) == 2
@@ -164,7 +164,7 @@ def test_cardinality_is_bounded(store: Store) -> None:
                                 {"vc": "other", "stage": "allocated"}) == pytest.approx(50 / 60)
     # only the blacklisted job is listed; the count still covers every job
     assert _series(reg, "gpulens_cluster_job_flagged_inputs") == [
-        {"job": "j-c", "user": "carol", "vc": "vcC", "state": "blacklisted"}]
+        {"job_id": "j-c", "user": "carol", "vc": "vcC", "state": "blacklisted"}]
     assert reg.get_sample_value("gpulens_cluster_jobs_with_flagged_inputs", {"state": "suspected"}) == 1
     for name in ("gpulens_cluster_failures_total", "gpulens_cluster_validations_total"):
         assert all(set(lab) <= {"category", "origin", "verdict"} for lab in _series(reg, name))

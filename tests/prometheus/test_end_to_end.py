@@ -147,15 +147,15 @@ def stack(tmp_path: Path) -> Iterator[dict[str, Any]]:
         "alerting": {"alertmanagers": [
             {"static_configs": [{"targets": [f"127.0.0.1:{ports['am']}"]}]}]},
         "scrape_configs": [
-            {"job_name": "gpulens-agent", "honor_labels": True,
+            {"job_name": "gpulens-agent",  # default honor_labels: the docs need no more
              "static_configs": [{"targets": [f"127.0.0.1:{ports['agent']}"]}]},
-            {"job_name": "gpulens-cluster", "honor_labels": True,
+            {"job_name": "gpulens-cluster",
              "static_configs": [{"targets": [f"127.0.0.1:{ports['exporter']}"]}]},
         ],
     }))
     am_cfg = tmp_path / "alertmanager.yml"
     am_cfg.write_text(yaml.safe_dump({
-        "route": {"receiver": "hook", "group_by": ["alertname", "job"], "group_wait": "1s",
+        "route": {"receiver": "hook", "group_by": ["alertname", "job_id"], "group_wait": "1s",
                   "group_interval": "1s", "repeat_interval": "1h"},
         "receivers": [{"name": "hook", "webhook_configs": [
             {"url": f"http://127.0.0.1:{ports['hook']}/alerts", "send_resolved": False}]}],
@@ -235,8 +235,8 @@ def test_idle_job_alert_fires_and_is_delivered(stack: dict[str, Any]) -> None:
 
         # the recording rule sees the planted job at 0% and only that job
         per_job = wait_for("per-job utilization recorded",
-                           lambda: query("job:gpulens_gpu_utilization_ratio:avg"), deadline, procs)
-        assert [(r["metric"]["job"], float(r["value"][1])) for r in per_job] == [("job-idle", 0.0)]
+                           lambda: query("job_id:gpulens_gpu_utilization_ratio:avg"), deadline, procs)
+        assert [(r["metric"]["job_id"], float(r["value"][1])) for r in per_job] == [("job-idle", 0.0)]
         assert float(query("gpulens_cluster_exporter_up")[0]["value"][1]) == 1.0
 
         def firing(name: str) -> list[dict[str, Any]]:
@@ -246,14 +246,14 @@ def test_idle_job_alert_fires_and_is_delivered(stack: dict[str, Any]) -> None:
         idle = wait_for("GpulensJobGpusIdle firing in Prometheus",
                         lambda: firing("GpulensJobGpusIdle"), deadline, procs)
         assert len(idle) == 1
-        assert idle[0]["labels"]["job"] == "job-idle"
+        assert idle[0]["labels"]["job_id"] == "job-idle"
         assert idle[0]["labels"]["severity"] == "warning"
         assert idle[0]["annotations"]["summary"] == "Job job-idle holds GPUs that are idle"
         assert idle[0]["annotations"]["runbook_url"] == "docs/runbooks/GpulensJobGpusIdle.md"
 
         bad = wait_for("GpulensBlacklistedInputUsed firing in Prometheus",
                        lambda: firing("GpulensBlacklistedInputUsed"), deadline, procs)
-        assert [a["labels"]["job"] for a in bad] == ["job-bad-input"]
+        assert [a["labels"]["job_id"] for a in bad] == ["job-bad-input"]
 
         def delivered(name: str) -> list[dict[str, Any]]:
             return [a for msg in list(Hook.received) for a in msg["alerts"]
@@ -261,7 +261,7 @@ def test_idle_job_alert_fires_and_is_delivered(stack: dict[str, Any]) -> None:
 
         got = wait_for("GpulensJobGpusIdle delivered to the webhook",
                        lambda: delivered("GpulensJobGpusIdle"), deadline, procs)
-        assert got[0]["labels"]["job"] == "job-idle"
+        assert got[0]["labels"]["job_id"] == "job-idle"
         assert "job-idle" in got[0]["annotations"]["description"]
         got_bad = wait_for("GpulensBlacklistedInputUsed delivered to the webhook",
                            lambda: delivered("GpulensBlacklistedInputUsed"), deadline, procs)
