@@ -18,7 +18,9 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
+from typing import overload
 
 __all__ = [
     "FatalRegion",
@@ -27,7 +29,9 @@ __all__ = [
     "analyze",
     "extract_inputs",
     "fatal_region",
+    "last_frames",
     "normalize_line",
+    "normalize_lines",
     "read_log",
 ]
 
@@ -57,26 +61,29 @@ _MARKERS = (
 )
 
 # Prefixes that launchers, loggers and schedulers put before a program's own line.
-_PREFIX_RE = re.compile(
-    r"""^(?:
-        \s*\[(?:rank|default|local_rank)?\s*\d+\]\s*:?\s*     # [rank1]: [default0]: [1]:
-      | \s*(?:rank|RANK)\s*\d+\s*[:|]\s*                       # rank 1: / RANK 1 |
-      | \d{1,4}:\s                                             # srun -l "0: "
-      | \[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?\s*  # timestamps
-      | \[\s*\d+\.\d+\]\s                                      # dmesg [ 1234.567890]
-      | [IWEF]\d{4}\s\d\d:\d\d:\d\d\.\d+\s+\d+\s+\S+:\d+\]\s*     # glog: W1122 02:19:36.353 20776 api.py:1028]
-      | \[?(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL|E|W|I)\]?\s*[:|-]?\s+(?=\S)  # levels
-      | [\w.-]+\s+\d+\s*\|\s*                                  # host 0 |
-    )+""",
-    re.VERBOSE,
-)
+_PREFIX_PATTERN = r"""^(?:
+        [ \t]*\[(?:rank|default|local_rank)?[ \t]*\d+\][ \t]*:?[ \t]*     # [rank1]: [default0]: [1]:
+      | [ \t]*(?:rank|RANK)[ \t]*\d+[ \t]*[:|][ \t]*                      # rank 1: / RANK 1 |
+      | \d{1,4}:[ \t]                                                     # srun -l "0: "
+      | \[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?[ \t]*  # timestamps
+      | \[[ \t]*\d+\.\d+\][ \t]                                            # dmesg [ 1234.567890]
+      | [IWEF]\d{4}[ \t]\d\d:\d\d:\d\d\.\d+[ \t]+\d+[ \t]+\S+:\d+\][ \t]*  # glog: W1122 02:19:36.353 20776 api.py:1028]
+      | \[[IWEF]\d{4}[ \t]\d\d:\d\d:\d\d\.\d+[ \t]+(?:\d+[ \t]+)?\S+:\d+\][ \t]*  # [E1206 18:44:12.715 ProcessGroupNCCL.cpp:607]
+      | \[?(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL|E|W|I)\]?[ \t]*[:|-]?[ \t]+(?=\S)  # levels
+      | [\w.-]+[ \t]+\d+[ \t]*\|[ \t]*                                       # host 0 |
+    )+"""
+# Prefixes that launchers, loggers and schedulers put before a program's own line. Only
+# blanks and tabs ([ \t], never \s), so the MULTILINE form strips every line of a text in one
+# pass without ever joining two lines.
+_PREFIX_RE = re.compile(_PREFIX_PATTERN, re.VERBOSE)
+_PREFIX_ML = re.compile(_PREFIX_PATTERN, re.VERBOSE | re.MULTILINE)
 
 # Lines written by schedulers, kubelet, the kernel or the NVIDIA driver: always evidence.
 _INFRA_RE = re.compile(
     r"slurmstepd|srun: error|salloc: |sbatch: |\*\*\* JOB \d+|\*\*\* STEP \d+|DUE TO (?:TIME LIMIT|PREEMPTION|NODE FAILURE)"
     r"|NVRM: |Xid\b|\bXID\b|Out of memory: Kill|oom-kill|oom_reaper|invoked oom-killer|Memory cgroup out of memory"
     r"|\bEvicted\b|low on resource|OOMKilled|Preempt|preempt|kubelet|SIGTERM|SIGKILL|Signals\.SIG"
-    r"|GPU has fallen off the bus|uncorrectable ECC|double bit ECC|DBE|row remap"
+    r"|fallen off the bus|uncorrectable ECC|double bit ECC|DBE|row remap"
     r"|Segmentation fault|core dumped|Fatal Python error|terminate called|Aborted"
     r"|\bKilled\b|exitcode\s*:\s*-\d+|killed by signal",
 )
@@ -92,20 +99,17 @@ _INFRA_KEYS = (
 
 def _infra_candidates(lines: list[str], first: int) -> list[int]:
     """Indexes (>= first) of lines holding an infra keyword, found with str.find on one block."""
-    import bisect
-
     block = "\n".join(lines[first:])
-    offsets = [0]
-    for ln in lines[first:-1]:
-        offsets.append(offsets[-1] + len(ln) + 1)
     found: set[int] = set()
     for key in _INFRA_KEYS:
         pos = block.find(key)
         while pos >= 0:
-            idx = bisect.bisect_right(offsets, pos) - 1
+            idx = block.count("\n", 0, pos)
             found.add(first + idx)
-            nxt = offsets[idx + 1] if idx + 1 < len(offsets) else len(block)
-            pos = block.find(key, nxt)
+            nxt = block.find("\n", pos)
+            if nxt < 0:
+                break
+            pos = block.find(key, nxt + 1)
     return sorted(found)
 
 
@@ -158,6 +162,8 @@ class LogView:
     focus: str  # normalized text the rules and the SVM look at
     inputs: list[str]
     has_traceback: bool
+    #: (file, function, code line) of the frames of the last traceback in the region, outermost first
+    frames: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)
 
 
 def normalize_line(line: str) -> str:
@@ -168,11 +174,53 @@ def normalize_line(line: str) -> str:
     return line.rstrip()
 
 
+class _LazyNorm(Sequence[str]):
+    """``normalize_lines(lines)``, computed line by line on first access: finding the fatal
+    region touches a few hundred lines of a log, not all of it."""
+
+    __slots__ = ("_lines", "_cache")
+
+    def __init__(self, lines: list[str]) -> None:
+        self._lines = lines
+        self._cache: dict[int, str] = {}
+
+    def __len__(self) -> int:
+        return len(self._lines)
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+
+    def __getitem__(self, i: int | slice) -> str | list[str]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self._lines)))]
+        if i < 0:
+            i += len(self._lines)
+        try:
+            return self._cache[i]
+        except KeyError:
+            v = self._cache[i] = normalize_line(self._lines[i])
+            return v
+
+
+def normalize_lines(lines: list[str]) -> list[str]:
+    """``[normalize_line(x) for x in lines]`` in one regex pass over the joined text."""
+    if not lines:
+        return []
+    stripped = _PREFIX_ML.sub("", "\n".join(lines)).split("\n")
+    return [x.rstrip() for x in stripped]
+
+
 # --------------------------------------------------------------------------- reading
 
 
 def _decode(data: bytes) -> str:
     return data.decode("utf-8", errors="replace")
+
+
+_CTRL_BYTES = bytes(b for b in range(32) if b < 9 or 13 < b < 32)
 
 
 def _binary_reason(sample: bytes, text: str) -> str | None:
@@ -181,7 +229,7 @@ def _binary_reason(sample: bytes, text: str) -> str | None:
     nul = sample.count(b"\x00")
     if nul > max(8, len(sample) // 100):
         return "binary data (NUL bytes), not a text log"
-    ctrl = sum(1 for b in sample if b < 9 or 13 < b < 32)
+    ctrl = len(sample) - len(sample.translate(None, _CTRL_BYTES))
     if ctrl > len(sample) * 0.10:
         return "binary data (control bytes), not a text log"
     bad = text.count("\ufffd")
@@ -263,7 +311,7 @@ def _traceback_starts(lines: list[str]) -> list[int]:
     return [i for i, ln in enumerate(lines) if _TRACEBACK in ln]
 
 
-def _traceback_end(norm: list[str], start: int) -> int:
+def _traceback_end(norm: Sequence[str], start: int) -> int:
     """Index one past the exception message that ends the traceback starting at ``start``."""
     n = len(norm)
     i = start + 1
@@ -289,7 +337,7 @@ def _traceback_end(norm: list[str], start: int) -> int:
     return max(end, j)
 
 
-def _chain_start(norm: list[str], start: int, starts: list[int]) -> int:
+def _chain_start(norm: Sequence[str], start: int, starts: list[int]) -> int:
     """Extend a traceback backwards over its chained causes."""
     current = start
     while True:
@@ -304,10 +352,10 @@ def _chain_start(norm: list[str], start: int, starts: list[int]) -> int:
         current = earlier[-1]
 
 
-def _root_cause_box(norm: list[str]) -> tuple[int, int] | None:
+def _root_cause_box(lines: list[str], norm: Sequence[str]) -> tuple[int, int] | None:
     idx = None
-    for i in range(len(norm) - 1, -1, -1):
-        if "Root Cause (first observed failure)" in norm[i]:
+    for i in range(len(lines) - 1, -1, -1):
+        if "Root Cause (first observed failure)" in lines[i]:
             idx = i
             break
     if idx is None:
@@ -331,7 +379,7 @@ _ROOT_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)")
 _PROGRESS = re.compile(r"\b(?:step|epoch|iter(?:ation)?|loss|batch)\b|it/s|s/it", re.IGNORECASE)
 
 
-def _root_rank(norm: list[str], box: tuple[int, int] | None) -> int | None:
+def _root_rank(norm: Sequence[str], box: tuple[int, int] | None) -> int | None:
     if box is None:
         return None
     start = next((i for i in range(box[0], box[1]) if "Root Cause" in norm[i]), box[0])
@@ -347,10 +395,10 @@ def _rank_of(line: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _region(lines: list[str], norm: list[str]) -> tuple[int, int, bool, int | None]:
+def _region(lines: list[str], norm: Sequence[str]) -> tuple[int, int, bool, int | None]:
     """(start, end, has_traceback, root_rank) of the fatal region."""
     n = len(lines)
-    starts = _traceback_starts(norm)
+    starts = _traceback_starts(lines)  # the marker survives normalization: raw lines will do
     if not starts:
         return max(0, n - TAIL_LINES), n, False, None
     last = starts[-1]
@@ -358,7 +406,7 @@ def _region(lines: list[str], norm: list[str]) -> tuple[int, int, bool, int | No
     launcher = any(_LAUNCHER_EXC.search(norm[k]) for k in range(last, min(n, last_end + 2)))
     if launcher:
         # torchrun's own ChildFailedError traceback: the root-cause rank's traceback is the cause
-        box = _root_cause_box(norm)
+        box = _root_cause_box(lines, norm)
         box_end = box[1] if box else last_end
         rank = _root_rank(norm, box)
         earlier = [s for s in starts if s < last and last - s < 5000]
@@ -371,19 +419,31 @@ def _region(lines: list[str], norm: list[str]) -> tuple[int, int, bool, int | No
         else:
             start = box[0] if box else last
         return start, min(n, max(box_end, last_end) + 5), True, rank
+    if n - last_end > MAX_AFTER_LINES:
+        # the job went on after this traceback (caught and logged): the end of the log decides
+        return max(0, n - TAIL_LINES), n, False, None
     after = norm[last_end:]
-    if len(after) > MAX_AFTER_LINES or sum(1 for x in after if _PROGRESS.search(x)) >= 3:
+    if len(after) > MAX_AFTER_LINES or _count_progress(after, 3) >= 3:
         # the job went on after this traceback (caught and logged): the end of the log decides
         return max(0, n - TAIL_LINES), n, False, None
     return _chain_start(norm, last, starts), n, True, None
+
+
+def _count_progress(lines: Sequence[str], enough: int) -> int:
+    n = 0
+    for x in lines:
+        if _PROGRESS.search(x):
+            n += 1
+            if n >= enough:
+                break
+    return n
 
 
 def fatal_region(text: str) -> FatalRegion:
     """The last traceback with its chained causes (or the torchrun root-cause box, or the
     last lines when there is no traceback)."""
     lines = text.splitlines()
-    norm = [normalize_line(x) for x in lines]
-    start, end, _, _ = _region(lines, norm)
+    start, end, _, _ = _region(lines, _LazyNorm(lines))
     return FatalRegion(start, end, lines[start:end])
 
 
@@ -411,13 +471,7 @@ def analyze(text: str) -> LogView:
     """Split a log into the parts the classifier uses."""
     lines = text.splitlines()
     n = len(lines)
-    # normalize only what we look at: the tail window is enough to find the region
-    norm_from = 0
-    if n > 4000:
-        tb_pos = text.rfind(_TRACEBACK)
-        anchor = text.count("\n", 0, tb_pos) if tb_pos >= 0 else n
-        norm_from = max(0, min(anchor, n - TAIL_LINES) - 400)
-    norm = [""] * norm_from + [normalize_line(x) for x in lines[norm_from:]]
+    norm = _LazyNorm(lines)  # only the lines looked at get normalized
     start, end, has_tb, root_rank = _region(lines, norm)
     if root_rank is not None:  # drop other ranks' lines (symptoms of the root rank's failure)
         region_norm = [
@@ -443,7 +497,31 @@ def analyze(text: str) -> LogView:
     inputs = extract_inputs(region_norm)
     return LogView(lines=lines, fatal=FatalRegion(start, end, lines[start:end]),
                    infra_lines=infra[-12:], exception_lines=exc_lines, focus=focus,
-                   inputs=inputs, has_traceback=has_tb)
+                   inputs=inputs, has_traceback=has_tb, frames=last_frames(region_norm))
+
+
+_FRAME_RE = re.compile(r'^\s*File "([^"]+)", line \d+, in (\S+)')
+
+
+def last_frames(region: list[str]) -> list[tuple[str, str, str]]:
+    """(file, function, code) of each frame of the last traceback in ``region``."""
+    at = next((i for i in range(len(region) - 1, -1, -1) if _TRACEBACK in region[i]), None)
+    if at is None:
+        return []
+    frames: list[tuple[str, str, str]] = []
+    i = at + 1
+    n = len(region)
+    while i < n and i < at + 400:
+        m = _FRAME_RE.match(region[i])
+        if m:
+            code = ""
+            if i + 1 < n and region[i + 1].startswith(("    ", "\t")) and not _FRAME_RE.match(region[i + 1]):
+                code = region[i + 1].strip()
+            frames.append((m.group(1), m.group(2), code))
+        elif region[i] and not region[i].startswith((" ", "\t")):
+            break  # the exception line ends the frames
+        i += 1
+    return frames[-12:]
 
 
 def _is_noise(norm_line: str) -> bool:

@@ -101,3 +101,31 @@ def test_read_log_small_file_whole(tmp_path: Path) -> None:
     p.write_text("hello\nworld\n")
     got = read_log(p)
     assert got.text == "hello\nworld\n" and not got.truncated and got.reason is None
+
+
+def _corpus_texts() -> list[str]:
+    from diagnosis.classifier import load_corpus
+
+    return [(CORPUS / e.file).read_text(errors="replace") for e in load_corpus(CORPUS)]
+
+
+def test_normalize_lines_equals_normalize_line() -> None:
+    from diagnosis.logs import normalize_lines
+
+    for text in _corpus_texts():
+        lines = text.splitlines()
+        assert normalize_lines(lines) == [normalize_line(x) for x in lines]
+
+
+def test_lazy_normalization_finds_the_same_region() -> None:
+    from diagnosis.logs import _LazyNorm, _region, normalize_lines
+
+    for text in _corpus_texts() + [CHAINED, _TORCHRUN]:
+        lines = text.splitlines()
+        assert _region(lines, _LazyNorm(lines)) == _region(lines, normalize_lines(lines))
+
+
+def test_last_frames() -> None:
+    view = analyze(CHAINED)
+    assert [f[1] for f in view.frames] == ["<module>"]
+    assert view.frames[0][2] == "ds = Dataset(path)"

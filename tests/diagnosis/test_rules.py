@@ -49,3 +49,41 @@ def test_bare_error_words_do_not_match() -> None:
     text = ("FutureWarning: `error_bad_lines` is deprecated and will be removed\n"
             "ERROR: could not reach the metrics server (this is not fatal)\n")
     assert match_rules(text, RULES) == []
+
+
+def _texts() -> list[str]:
+    from diagnosis.classifier import CORPUS_DIR, load_corpus
+    from diagnosis.evaluate import HOLDOUT_DIR, _views
+
+    paths = [CORPUS_DIR / e.file for e in load_corpus()] + sorted(HOLDOUT_DIR.glob("*.log"))
+    return [v.focus for v in _views(paths)] + [r.example for r in RULES]
+
+
+def test_literal_prefilter_never_hides_a_match() -> None:
+    """match_rules skips a rule when none of its required literals occurs; that must be a pure
+    speed-up: the same rules match as when every pattern is searched."""
+    assert all(r.needles for r in RULES)  # every shipped rule gets a prefilter
+    for text in _texts():
+        brute = {r.id for r in RULES
+                 if r.pattern.search(text) and (r.context is None or r.context.search(text))}
+        assert {m.rule.id for m in match_rules(text, RULES)} == brute
+
+
+def test_required_literals() -> None:
+    from diagnosis.rules import required_literals
+
+    assert required_literals(r"No space left on device|Disk quota exceeded") == (
+        "no space left on device", "disk quota exceeded")
+    assert required_literals(r"(?:foo|\d+) bar") == (" bar",)
+    assert required_literals(r"\d+|ab") is None  # an alternative without a literal: always search
+    assert required_literals("(") is None
+
+
+def test_context_must_also_match() -> None:
+    conv = next(r for r in RULES if r.id == "data-value-conversion")
+    assert conv.context is not None
+    ids = {m.rule.id for m in match_rules("ValueError: could not convert string to float: 'n/a'", RULES)}
+    assert "data-value-conversion" not in ids and "python-logic-exception" in ids
+    reading = ('  File "/home/a/p/data.py", line 9, in load\n    x = np.loadtxt(path)\n'
+               "ValueError: could not convert string to float: 'n/a'")
+    assert "data-value-conversion" in {m.rule.id for m in match_rules(reading, RULES)}
