@@ -81,13 +81,16 @@ def diagnose(app: App, files: tuple[Path, ...], job_id: str | None, all_: bool, 
         _files(app, files, as_json)
 
 
+BATCH = 256
+
+
 def _files(app: App, files: tuple[Path, ...], as_json: bool) -> None:
-    from diagnosis.classifier import classify_file
+    from diagnosis.classifier import classify_files
 
     unreadable = 0
     records = []
-    for f in files:
-        d = classify_file(f)
+    results = (d for k in range(0, len(files), BATCH) for d in classify_files(files[k:k + BATCH]))
+    for d in results:
         if d.reason in ("file not found", "permission denied reading the log") or (
             d.reason or "").startswith(("cannot read", "is a directory")):
             unreadable += 1
@@ -134,6 +137,7 @@ def _evaluate(app: App, report: Path, as_json: bool) -> None:
         "rules_only_macro_f1": round(res.rules_only.macro_f1(), 4),
         "svm_only_macro_f1": round(res.svm_only.macro_f1(), 4),
         "holdout_accuracy": round(res.holdout.accuracy(), 4) if res.holdout else None,
+        "holdout_svm_only_accuracy": round(res.holdout_svm.accuracy(), 4) if res.holdout_svm else None,
     }
     emit(summary, as_json, lambda: click.echo(
         f"macro-F1 {summary['macro_f1']:.3f} on held-out folds ({res.n_logs} logs, {res.n_families} families); "

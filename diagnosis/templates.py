@@ -3,73 +3,135 @@
 Two log lines that differ only in a tensor size, a PID or a file name map to the
 same template ("RuntimeError: mat1 and mat2 shapes cannot be multiplied (<NUM>x<NUM>
 and <NUM>x<NUM>)"), so the SVM learns from message *shapes*, not from the numbers
-of one corpus.
+of one corpus. Paths keep one bit of meaning: ``<DATA>`` (a data file: csv, json,
+images, arrays, archives), ``<CKPT>`` (a checkpoint: pt, pth, ckpt, safetensors),
+``<SRC>`` (source code) or ``<PATH>`` (anything else), because "the failing line
+names a data file" is exactly what separates bad input from a logic bug.
+
+Templates are mined once, when the model is trained; classifying a log only
+*matches* its lines against that pre-trained miner (no training per log), and the
+line -> template id mapping is memoized, so repeated lines (most of a log) cost a
+dictionary lookup.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import Any
 
 from gpulens.extras import require
 
-__all__ = ["MASKS", "TemplateSet", "mask"]
+__all__ = ["CKPT_EXTS", "DATA_EXTS", "TemplateSet", "mask", "path_kind"]
 
-#: (regex, replacement) applied in order; the same masks feed Drain3 and the token features.
-MASKS: tuple[tuple[str, str], ...] = (
-    (r"(?:[A-Za-z]:)?(?:~|\.{1,2})?/[^\s'\",:;()<>\[\]{}]+", "<PATH>"),
-    (r"\b[\w.-]+\.(?:py|pt|pth|ckpt|csv|json|jsonl|npy|npz|txt|jpg|jpeg|png|JPEG|tar|gz|h5|parquet|yaml|bin)\b", "<FILE>"),
-    (r"\b0x[0-9a-fA-F]+\b", "<HEX>"),
-    (r"\b[0-9a-fA-F]{8,}\b", "<HEX>"),
-    (r"\b\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?\b", "<TS>"),
-    (r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b", "<IP>"),
-    (r"[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?", "<NUM>"),
+DATA_EXTS = frozenset(
+    "csv tsv json jsonl ndjson txt npy npz jpg jpeg png gif bmp tif tiff webp wav flac mp3 mp4 avi "
+    "tar gz tgz zip bz2 xz zst h5 hdf5 parquet arrow feather tfrecord tfrecords record lmdb mdb "
+    "idx yaml yml xml arff mat".split()
 )
-_COMPILED = tuple((re.compile(p), r) for p, r in MASKS)
+CKPT_EXTS = frozenset("pt pth ckpt safetensors bin pkl pickle msgpack".split())
+SRC_EXTS = frozenset("py pyc pyx so cc cpp cu cuh h hpp c".split())
+
+_PATH = re.compile(
+    r"(?<![\w.])(?:[A-Za-z]:)?(?:~|\.{1,2})?/[^\s'\",:;()<>\[\]{}]+"        # /abs/path, ./rel, ~/x
+    r"|\b[\w.-]+(?:/[\w.-]+)*/[\w-][\w.-]*\.[A-Za-z][A-Za-z0-9]{0,11}\b"      # rel/dir/file.ext
+    r"|\b[\w-][\w.-]*\.[A-Za-z][A-Za-z0-9]{0,11}\b(?=$|[\s'\",:;)\]}])"       # file.ext
+)
+_OTHER: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"\b0x[0-9a-fA-F]+\b"), "<HEX>"),
+    (re.compile(r"\b(?=[0-9a-fA-F]*\d)[0-9a-fA-F]{8,}\b"), "<HEX>"),
+    (re.compile(r"\b\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?\b"), "<TS>"),
+    (re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b"), "<IP>"),
+    (re.compile(r"[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?"), "<NUM>"),
+)
+
+
+def path_kind(path: str) -> str:
+    """``DATA``, ``CKPT``, ``SRC`` or ``PATH`` from a path's extension(s)."""
+    name = path.rsplit("/", 1)[-1].lower()
+    exts = name.split(".")[1:]
+    for ext in reversed(exts):  # train.csv.gz -> DATA, model.pt -> CKPT
+        if ext in CKPT_EXTS:
+            return "CKPT"
+        if ext in DATA_EXTS:
+            return "DATA"
+        if ext in SRC_EXTS:
+            return "SRC"
+    return "PATH"
+
+
+def _path_repl(m: re.Match[str]) -> str:
+    text = m.group(0)
+    if "/" not in text and "." in text:
+        ext = text.rsplit(".", 1)[1].lower()
+        if ext not in DATA_EXTS and ext not in CKPT_EXTS and ext not in SRC_EXTS:
+            return text  # "torch.load", "np.float32": not a file name
+    return f"<{path_kind(text)}>"
 
 
 def mask(line: str) -> str:
-    """Replace paths, hex ids, timestamps, addresses and numbers by placeholders."""
-    for pattern, repl in _COMPILED:
+    """Replace paths (by kind), hex ids, timestamps, addresses and numbers by placeholders."""
+    line = _PATH.sub(_path_repl, line)
+    for pattern, repl in _OTHER:
         line = pattern.sub(repl, line)
     return line
 
 
 class TemplateSet:
-    """Drain3 templates mined from a set of log lines; maps new lines to template ids."""
+    """Drain3 templates mined from a set of (masked) log lines; maps new lines to template ids."""
+
+    CACHE_MAX = 50_000
 
     def __init__(self, sim_th: float = 0.5, depth: int = 4) -> None:
         drain3 = require("drain3")
-        from drain3.masking import MaskingInstruction
         from drain3.template_miner_config import TemplateMinerConfig
 
         config = TemplateMinerConfig()
-        config.masking_instructions = [MaskingInstruction(p, r.strip("<>")) for p, r in MASKS]
+        config.masking_instructions = []  # lines are masked by mask() before they get here
         config.drain_sim_th = sim_th
         config.drain_depth = depth
         config.profiling_enabled = False
-        config.parametrize_numeric_tokens = True
-        self.miner = drain3.TemplateMiner(config=config)
+        config.parametrize_numeric_tokens = False
+        self.miner: Any = drain3.TemplateMiner(config=config)
+        self._cache: dict[str, int | None] = {}
 
-    def fit(self, lines: Iterable[str]) -> TemplateSet:
-        for line in lines:
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_cache"] = {}
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.__dict__.setdefault("_cache", {})
+
+    def fit(self, masked_lines: Iterable[str]) -> TemplateSet:
+        for line in masked_lines:
             line = line.strip()
             if line:
-                self.miner.add_log_message(line[:500])
+                self.miner.add_log_message(line[:300])
+        self._cache = {}
         return self
 
-    def template_id(self, line: str) -> int | None:
-        """Id of the mined template that ``line`` fits, or None."""
-        line = line.strip()
+    def template_id(self, masked_line: str) -> int | None:
+        """Id of the mined template that ``masked_line`` fits, or None (memoized)."""
+        line = masked_line.strip()[:300]
         if not line:
             return None
-        cluster = self.miner.match(line[:500], full_search_strategy="never")
-        return None if cluster is None else int(cluster.cluster_id)
+        try:
+            return self._cache[line]
+        except KeyError:
+            pass
+        cluster = self.miner.match(line, full_search_strategy="never")
+        tid = None if cluster is None else int(cluster.cluster_id)
+        if len(self._cache) >= self.CACHE_MAX:
+            self._cache.clear()
+        self._cache[line] = tid
+        return tid
 
-    def tokens(self, lines: Iterable[str]) -> str:
-        """Space-separated template tokens ("T12 T40 ...") for the feature vectorizer."""
-        ids = (self.template_id(ln) for ln in lines)
-        return " ".join(f"T{i}" for i in ids if i is not None)
+    def tokens(self, masked_lines: Iterable[str]) -> str:
+        """Space-separated template tokens ("t12 t40 ...") for the feature vectorizer."""
+        ids = (self.template_id(ln) for ln in masked_lines)
+        return " ".join(f"t{i}" for i in ids if i is not None)
 
     def templates(self) -> dict[int, str]:
         return {int(c.cluster_id): c.get_template() for c in self.miner.drain.clusters}
