@@ -105,30 +105,33 @@ def gpu_sample_source(
     )
 
 
+def _file_scan(con: duckdb.DuckDBPyConnection, pattern: str | None) -> tuple[str, date | None]:
+    """(fingerprint of the GPU sample files, newest date partition) from one file listing."""
+    if pattern is None:
+        return "none", None
+    row = con.execute(
+        "SELECT count(*), coalesce(sum(hash(file)), 0),"
+        " max(TRY_CAST(regexp_extract(file, 'date=([0-9]{4}-[0-9]{2}-[0-9]{2})', 1) AS DATE))"
+        "   FILTER (WHERE file NOT LIKE ?)"
+        " FROM glob(?)",
+        [f"%node={_SEED_NODE}%", pattern],
+    ).fetchone()
+    if not row:
+        return "none", None
+    return f"{row[0]}:{row[1]}", row[2]
+
+
 def gpu_sample_signature(con: duckdb.DuckDBPyConnection) -> str:
     """Cheap fingerprint of the set of GPU sample files behind the gpu_samples view."""
-    pattern = _sample_glob(con)
-    if pattern is None:
-        return "none"
-    row = con.execute("SELECT count(*), coalesce(sum(hash(file)), 0) FROM glob(?)", [pattern]).fetchone()
-    return f"{row[0]}:{row[1]}" if row else "none"
+    return _file_scan(con, _sample_glob(con))[0]
 
 
-def _open_end(con: duckdb.DuckDBPyConnection, f: Filters) -> datetime:
+def _open_end(con: duckdb.DuckDBPyConnection, f: Filters, newest: date | None) -> datetime:
     running = con.execute(
         "SELECT count(*) FROM attempts WHERE end_time IS NULL AND start_time IS NOT NULL"
     ).fetchone()
     if not running or running[0] == 0:
         return f.clock()
-    pattern = _sample_glob(con)
-    newest: date | None = None
-    if pattern:
-        row = con.execute(
-            "SELECT max(TRY_CAST(regexp_extract(file, 'date=([0-9]{4}-[0-9]{2}-[0-9]{2})', 1) AS DATE))"
-            " FROM glob(?) WHERE file NOT LIKE ?",
-            [pattern, f"%node={_SEED_NODE}%"],
-        ).fetchone()
-        newest = row[0] if row else None
     # the newest date partition only (a date literal: the other files are not opened)
     found = con.execute(
         f"SELECT max(ts) FROM {gpu_sample_source(con, newest, newest)}"  # noqa: S608
@@ -143,7 +146,8 @@ def ensure_base(con: duckdb.DuckDBPyConnection, filters: Filters | None) -> None
     """Build (or reuse) the TEMP tables PL and PH for this connection and window."""
     f = filters or Filters()
     lo, hi = f.window()
-    sig = gpu_sample_signature(con)
+    pattern = _sample_glob(con)
+    sig, newest = _file_scan(con, pattern)
     key = f"{lo.isoformat()}|{hi.isoformat()}|{(f.now or '')}|{sig}"
     try:
         row = con.execute(f"SELECT k FROM {_KEY}").fetchone()  # noqa: S608 - our own names
@@ -151,7 +155,7 @@ def ensure_base(con: duckdb.DuckDBPyConnection, filters: Filters | None) -> None
             return
     except duckdb.CatalogException:
         pass
-    open_end = _open_end(con, f)
+    open_end = _open_end(con, f, newest)
     params: dict[str, Any] = {"lo": lo, "hi": hi, "open_end": open_end}
     con.execute(
         f"""
@@ -180,7 +184,7 @@ def ensure_base(con: duckdb.DuckDBPyConnection, filters: Filters | None) -> None
         f"""
         CREATE OR REPLACE TEMP TABLE {_HOURS} AS
         SELECT CAST(row_number() OVER () AS INTEGER) AS hid, pid,
-               hash(node, gpu_index) AS g, h, epoch_us(h) // 3600000000 AS hidx,
+               hash(node, gpu_index, epoch_us(h) // 3600000000) AS gh, h,
                epoch_us(greatest(s, h)) // 60000000 AS lo_m,
                epoch_us(least(ce, h + INTERVAL 1 HOUR)) // 60000000 AS hi_m
         FROM (SELECT pid, node, gpu_index, s, ce,
@@ -230,7 +234,8 @@ def _build_ph(con: duckdb.DuckDBPyConnection, src: str) -> None:
         f"""
         CREATE OR REPLACE TEMP TABLE {PH} AS
         WITH smp AS (
-            SELECT hash(node, gpu_index) AS g, epoch_us(ts) // 60000000 AS m, util_gpu
+            SELECT hash(node, gpu_index, epoch_us(ts) // 3600000000) AS gh,
+                   epoch_us(ts) // 60000000 AS m, util_gpu
             FROM {src}
             WHERE util_gpu IS NOT NULL AND NOT isnan(util_gpu)
         ),
@@ -238,7 +243,7 @@ def _build_ph(con: duckdb.DuckDBPyConnection, src: str) -> None:
             SELECT x.hid, count(*) AS n, sum(smp.util_gpu) AS su,
                    bit_count(bit_or(CAST(1 AS UBIGINT) << CAST(smp.m % 60 AS UBIGINT))) AS k
             FROM smp JOIN {_HOURS} x
-              ON x.g = smp.g AND x.hidx = smp.m // 60 AND smp.m >= x.lo_m AND smp.m < x.hi_m
+              ON x.gh = smp.gh AND smp.m >= x.lo_m AND smp.m < x.hi_m
             GROUP BY x.hid
         )
         SELECT x.pid, x.h, x.hi_m - x.lo_m AS alloc_min,
