@@ -3,9 +3,16 @@
     make bench BENCH=diagnose      (or: .venv/bin/python -m benchmarks.run diagnose)
 
 Builds 500-line logs from every sample_logs/ entry (progress bars, warnings and
-INFO lines padded before the real failure), writes them to a temp dir, then times
-``classify_file`` (reading included) in this one process, after the SVM is loaded.
-Target: >= 200 logs/s.
+INFO lines padded before the real failure), writes them to a temp dir, then times,
+in this one process pinned to one core, after the SVM is trained and held in memory:
+
+* ``classify_file`` one file at a time (reading included), rules only and rules + SVM;
+* ``classify_files`` on the whole batch (what ``gpulens diagnose logs/*.log`` does: the
+  SVM runs once for all the logs the rules miss);
+* the SVM on *every* log (worst case: wording no rule covers).
+
+Both CPU time (``time.process_time``, what the target is about: the machine is shared)
+and wall time are reported, with the load average. Target: >= 200 logs/s.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ import os
 import random
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 __all__ = ["main"]
@@ -33,11 +41,20 @@ def _pad(text: str, rnd: random.Random, total: int = 500) -> str:
     return "\n".join(filler + lines) + "\n"
 
 
+def _timed(fn: Callable[[], int], reps: int) -> tuple[float, float, int]:
+    """(cpu seconds, wall seconds, items) over ``reps`` calls of ``fn`` (which returns its item count)."""
+    c0, w0 = time.process_time(), time.perf_counter()
+    n = sum(fn() for _ in range(reps))
+    return time.process_time() - c0, time.perf_counter() - w0, n
+
+
 def main(argv: list[str]) -> None:
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})  # one core
-    from diagnosis.classifier import CORPUS_DIR, Classifier, load_corpus
+    from diagnosis import logs
+    from diagnosis.classifier import CORPUS_DIR, Classifier, _bound_text, load_corpus
 
+    reps = int(argv[0]) if argv else 3
     entries = load_corpus(CORPUS_DIR)
     rnd = random.Random(0)
     with tempfile.TemporaryDirectory() as tmp:
@@ -48,25 +65,45 @@ def main(argv: list[str]) -> None:
             paths.append(p)
         lines = sum(p.read_text().count("\n") for p in paths) / len(paths)
         full = Classifier(cache_dir=Path(tmp) / "models")
-        t0 = time.perf_counter()
-        _ = full.model
-        train_s = time.perf_counter() - t0
+        c0, w0 = time.process_time(), time.perf_counter()
+        model = full.model
+        assert model is not None, full.model_error
+        train_cpu, train_wall = time.process_time() - c0, time.perf_counter() - w0
         rules = Classifier(model=None, cache_dir=None)
-        reps = 3
-        print(f"{len(paths)} logs, {lines:.0f} lines on average; SVM trained in {train_s:.2f} s")
-        results = {}
-        for name, clf in (("rules only", rules), ("rules + SVM", full)):
-            for p in paths[:5]:
-                clf.classify_file(p)  # warm caches
-            t0 = time.perf_counter()
-            methods: dict[str, int] = {}
-            for _ in range(reps):
+        load1 = os.getloadavg()[0]
+        print(f"{len(paths)} logs, {lines:.0f} lines on average; SVM trained in {train_cpu:.2f} s CPU "
+              f"({train_wall:.2f} s wall); load average {load1:.1f}; {reps} reps")
+        views = [logs.analyze(_bound_text(p.read_text())) for p in paths]
+        model.predict_proba(views[:5])  # warm caches
+
+        def per_file(clf: Classifier) -> Callable[[], int]:
+            def run() -> int:
                 for p in paths:
-                    d = clf.classify_file(p)
-                    methods[d.method] = methods.get(d.method, 0) + 1
-            dt = time.perf_counter() - t0
-            rate = reps * len(paths) / dt
-            results[name] = rate
-            print(f"{name:12s}: {rate:8.1f} logs/s ({1000 / rate:.2f} ms/log) methods={methods}")
-        print(f"ratio rules+SVM / rules-only throughput: {results['rules + SVM'] / results['rules only']:.2f}")
-        print(f"target >= 200 logs/s: {'PASS' if results['rules + SVM'] >= 200 else 'FAIL'}")
+                    clf.classify_file(p)
+                return len(paths)
+            return run
+
+        def batch(clf: Classifier) -> Callable[[], int]:
+            return lambda: len(clf.classify_files(paths))
+
+        def svm_every_log() -> int:
+            return len(model.predict_proba([logs.analyze(_bound_text(p.read_text())) for p in paths]))
+
+        results: dict[str, float] = {}
+        methods: dict[str, int] = {}
+        for d in full.classify_files(paths):
+            methods[d.method] = methods.get(d.method, 0) + 1
+        print(f"answers by method (rules + SVM): {methods}")
+        print(f"{'variant':34s} {'logs/CPU-s':>10s} {'ms CPU/log':>10s} {'logs/wall-s':>11s}")
+        for name, fn in (("rules only, per file", per_file(rules)),
+                         ("rules + SVM, per file", per_file(full)),
+                         ("rules + SVM, batch (CLI)", batch(full)),
+                         ("SVM on every log, batch", svm_every_log)):
+            fn()  # warm
+            cpu, wall, n = _timed(fn, reps)
+            results[name] = n / cpu
+            print(f"{name:34s} {n / cpu:10.1f} {1000 * cpu / n:10.2f} {n / wall:11.1f}")
+        load2 = os.getloadavg()[0]
+        print(f"load average after: {load2:.1f}")
+        best = results["rules + SVM, per file"]
+        print(f"target >= 200 logs/s (rules + SVM, per file, CPU time): {'PASS' if best >= 200 else 'FAIL'}")
