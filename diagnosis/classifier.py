@@ -316,6 +316,8 @@ class SvmModel:
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_fast_vecs"] = None  # analyzers are rebuilt from the vectorizers on first use
+        if state.get("fast") is not None:
+            state["clf"] = None  # the numpy predictor holds the same weights
         return state
 
     def _fast_rows(self, views: Sequence[logs.LogView]) -> list[tuple[Any, Any]]:
@@ -379,6 +381,8 @@ class SvmModel:
         docs = self._docs(views)
         for k, vec in self.vec.items():
             vec.fit(docs[k] + (["t0"] if k == "tpl" else []))
+            if hasattr(vec, "stop_words_"):
+                del vec.stop_words_  # only needed for introspection; large in a pickle
         x = sp.hstack([self.vec[k].transform(docs[k]) * BLOCK_WEIGHTS[k] for k in BLOCK_WEIGHTS]).tocsr()
         y = np.asarray(labels)
         _, counts = np.unique(y, return_counts=True)
