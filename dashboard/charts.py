@@ -2,18 +2,61 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import altair as alt
 import pandas as pd
 
-__all__ = ["STAGE_LABELS", "goodput_waterfall", "utilization_over_time"]
+__all__ = [
+    "ROW_PX",
+    "STAGE_LABELS",
+    "fit_width",
+    "goodput_waterfall",
+    "rows_height",
+    "utilization_over_time",
+    "wrap_label_expr",
+]
+
+#: Pixels per category on charts with one row (bar, box, heatmap row) per category.
+ROW_PX = 28
+
+
+def rows_height(n: int, step: int = ROW_PX, minimum: int = 2) -> int:
+    """Plot height for ``n`` categories on the y axis, ``step`` pixels each."""
+    return step * max(int(n), minimum)
+
+
+C = TypeVar("C")
+
+
+def fit_width(chart: C) -> C:
+    """Fit the chart's width to the container but keep its height for the plot alone.
+
+    Streamlit's default ("fit") squeezes axes, titles and legends into the given
+    height, so a chart sized per category loses rows and labels; with "fit-x" the
+    height is the plot's and the decorations come on top.
+    """
+    sized = cast(Any, chart).properties(
+        autosize=alt.AutoSizeParams(type="fit-x", contains="padding"))
+    return cast(C, sized)
+
+
+def wrap_label_expr(labels: list[str], width: int = 10) -> str:
+    """A Vega ``labelExpr`` that breaks the long ones of ``labels`` into two lines."""
+    expr = "datum.label"
+    for label in labels:
+        if len(label) <= width or " " not in label:
+            continue
+        cut = min((i for i, c in enumerate(label) if c == " "), key=lambda i: abs(i - len(label) / 2))
+        first, second = label[:cut], label[cut + 1:]
+        expr = (f"datum.label == {label!r} ? [{first!r}, {second!r}] : ({expr})")
+    return expr
 
 STAGE_LABELS = {
     "allocated": "Allocated",
     "idle": "Idle",
-    "failed_or_killed": "Failed/killed",
-    "post_convergence": "After converged",
+    "failed_or_killed": "Failed or killed",
+    "post_convergence": "After converging",
     "effective": "Effective",
 }
 
@@ -64,12 +107,15 @@ def goodput_waterfall(goodput: pd.DataFrame) -> alt.LayerChart | None:
     df = pd.DataFrame(rows)
     total = hours["allocated"] or 1.0
     df["share"] = df["gpu_hours"] / total
-    df["label"] = df.apply(lambda r: f"{r.gpu_hours:,.0f} h ({r.share:.0%})", axis=1)
+    df["label"] = df.apply(lambda r: f"{r.gpu_hours:,.0f} h\n{r.share:.0%}", axis=1)
     order = list(df["stage"])
-    base = alt.Chart(df).encode(x=alt.X("stage:N", sort=order, title=None,
-                                        axis=alt.Axis(labelAngle=0, labelLimit=160)))
-    bars = base.mark_bar(size=48).encode(
-        y=alt.Y("lo:Q", title="GPU-hours"),
+    base = alt.Chart(df).encode(x=alt.X(
+        "stage:N", sort=order, title=None,
+        axis=alt.Axis(labelAngle=0, labelLimit=200, labelOverlap=False,
+                      labelExpr=wrap_label_expr(order), labelFontSize=12),
+    ))
+    bars = base.mark_bar(width={"band": 0.7}).encode(
+        y=alt.Y("lo:Q", title="GPU-hours", axis=alt.Axis(format=",d")),
         y2="hi:Q",
         color=alt.Color(
             "kind:N",
@@ -80,5 +126,6 @@ def goodput_waterfall(goodput: pd.DataFrame) -> alt.LayerChart | None:
         tooltip=["stage:N", alt.Tooltip("gpu_hours:Q", format=",.1f"),
                  alt.Tooltip("share:Q", format=".1%")],
     )
-    text = base.mark_text(dy=-8).encode(y="hi:Q", text="label:N")
-    return (bars + text).properties(height=300)
+    text = base.mark_text(dy=-18, baseline="bottom", lineBreak="\n", fontSize=11).encode(
+        y="hi:Q", text="label:N")
+    return (bars + text).properties(height=320)
