@@ -11,6 +11,11 @@ from dashboard import data, ui
 __all__ = ["fraction_histogram", "render"]
 
 
+def _points(accuracy: float) -> str:
+    """An accuracy difference (0-1) in percentage points."""
+    return f"{100 * accuracy:.2f} pp"
+
+
 def fraction_histogram(es: pd.DataFrame) -> alt.Chart:
     df = es[["fraction_epochs"]].dropna().copy()
     df["pct"] = 100 * df["fraction_epochs"].astype(float)
@@ -94,9 +99,11 @@ def render() -> None:
                       ui.fmt_pct(100 * saved / hindsight if hindsight else None, 0)
                       + " of hindsight", delta_color="off", delta_arrow="off", border=True)
             c2.metric("Accuracy given up (median)",
-                      "—" if given_up.empty else f"{float(given_up.median()):.4f}",
-                      None if given_up.empty else f"max {float(given_up.max()):.4f}",
-                      delta_color="off", delta_arrow="off", border=True)
+                      "—" if given_up.empty else _points(float(given_up.median())),
+                      None if given_up.empty else f"max {_points(float(given_up.max()))}",
+                      delta_color="off", delta_arrow="off", border=True,
+                      help="Best accuracy minus the accuracy at the epoch the online rule "
+                           "stops, in percentage points.")
 
     if isinstance(es, pd.DataFrame) and not es.empty:
         st.subheader("Per job")
@@ -104,8 +111,8 @@ def render() -> None:
         if isinstance(online, pd.DataFrame) and not online.empty:
             table = es.merge(online, on="job_id", how="left", suffixes=("", "_online"))
         table = table.sort_values("saveable_gpu_hours", ascending=False)
-        ui.table(table, "early stop per job", column_config={
-            "fraction_epochs": st.column_config.ProgressColumn("fraction of epochs", min_value=0,
+        ui.table(table, "early stop per job", hide=["converged_epoch_online"], column_config={
+            "fraction_epochs": st.column_config.ProgressColumn("Epochs needed", min_value=0,
                                                                max_value=1, format="percent"),
         })
 

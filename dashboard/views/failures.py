@@ -9,9 +9,17 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from dashboard import data, ui
+from dashboard import charts, data, ui
 
-__all__ = ["CONTEXT_AFTER", "CONTEXT_BEFORE", "highlighted_log_html", "render"]
+__all__ = [
+    "CONTEXT_AFTER",
+    "CONTEXT_BEFORE",
+    "cost_chart",
+    "highlighted_log_html",
+    "over_time_chart",
+    "render",
+    "runtime_chart",
+]
 
 #: Lines of context shown around the fatal region.
 CONTEXT_BEFORE = 25
@@ -41,70 +49,126 @@ def highlighted_log_html(lines: list[str], start: int, end: int, first: int, las
             + "".join(out) + "</pre>")
 
 
-def _over_time(failed: pd.DataFrame) -> alt.Chart | None:
+def _bucket(span: pd.Timedelta) -> str:
+    """A time bucket that gives a few dozen bars over ``span``."""
+    for limit, bucket in ((pd.Timedelta(hours=12), "30min"), (pd.Timedelta(days=1), "1h"),
+                          (pd.Timedelta(days=3), "3h"), (pd.Timedelta(days=7), "6h"),
+                          (pd.Timedelta(days=21), "12h")):
+        if span <= limit:
+            return bucket
+    return "1D" if span <= pd.Timedelta(days=90) else "7D"
+
+
+def over_time_chart(failed: pd.DataFrame) -> alt.Chart | None:
+    """Failed jobs per time bucket, stacked by failure category (most frequent at the bottom)."""
     df = failed.dropna(subset=["end_time"]).copy()
     if df.empty:
         return None
     df["end_time"] = pd.to_datetime(df["end_time"])
-    span = df["end_time"].max() - df["end_time"].min()
-    bucket = "1h" if span <= pd.Timedelta(days=3) else "1D"
+    bucket = _bucket(df["end_time"].max() - df["end_time"].min())
     df["when"] = df["end_time"].dt.floor(bucket)
     df["category"] = df["failure_category"].fillna("undiagnosed")
+    order = list(df["category"].value_counts().index)
     counts = df.groupby(["when", "category"], as_index=False).size()
+    counts["rank"] = counts["category"].map({c: i for i, c in enumerate(order)})
+    label = {"30min": "30 minutes", "1h": "hour", "3h": "3 hours", "6h": "6 hours",
+             "12h": "12 hours", "1D": "day", "7D": "week"}[bucket]
     return (
         alt.Chart(counts)
         .mark_bar()
         .encode(
             x=alt.X("when:T", title=None),
-            y=alt.Y("size:Q", title="failed jobs"),
-            color=alt.Color("category:N", legend=alt.Legend(title="category", orient="right")),
-            tooltip=[alt.Tooltip("when:T", title="period"), "category:N",
+            y=alt.Y("size:Q", title=f"failed jobs per {label}",
+                    axis=alt.Axis(format="d", tickMinStep=1)),
+            color=alt.Color("category:N", sort=order, scale=alt.Scale(scheme="tableau20"),
+                            legend=alt.Legend(title="category", orient="right",
+                                              symbolLimit=0, labelLimit=200)),
+            order=alt.Order("rank:Q"),
+            tooltip=[alt.Tooltip("when:T", title="from"), "category:N",
                      alt.Tooltip("size:Q", title="failed jobs")],
         )
-        .properties(height=260)
+        .properties(height=max(260, 18 * len(order)))
     )
 
 
-def _cost_chart(cost: pd.DataFrame) -> alt.Chart:
+def _origin_domain(origins: set[str]) -> tuple[list[str], list[str]]:
+    domain = [o for o in _ORIGIN_COLORS if o in origins] + sorted(origins - set(_ORIGIN_COLORS))
+    return domain, [_ORIGIN_COLORS.get(o, "#bab0ac") for o in domain]
+
+
+def cost_chart(cost: pd.DataFrame) -> alt.LayerChart:
+    """GPU-hours of failed runs per category (largest first), stacked by origin, total at the end."""
     df = cost.copy()
-    order = list(df.groupby("category")["gpu_hours"].sum().sort_values(ascending=False).index)
-    domain = [o for o in _ORIGIN_COLORS if o in set(df["origin"])] + sorted(
-        set(df["origin"]) - set(_ORIGIN_COLORS))
-    return (
-        alt.Chart(df)
-        .mark_bar()
-        .encode(
-            y=alt.Y("category:N", sort=order, title=None),
-            x=alt.X("gpu_hours:Q", title="GPU-hours spent on failed runs"),
-            color=alt.Color("origin:N", scale=alt.Scale(
-                domain=domain, range=[_ORIGIN_COLORS.get(o, "#bab0ac") for o in domain]),
-                legend=alt.Legend(title="origin", orient="top")),
-            tooltip=["category:N", "origin:N", alt.Tooltip("failures:Q"),
-                     alt.Tooltip("gpu_hours:Q", format=",.1f"),
-                     alt.Tooltip("median_runtime_to_failure_hours:Q", format=".2f",
-                                 title="median h to failure")],
-        )
-        .properties(height=max(180, 22 * len(order)))
+    totals = (df.groupby("category", as_index=False)
+              .agg(gpu_hours=("gpu_hours", "sum"), failures=("failures", "sum"))
+              .sort_values(["gpu_hours", "category"], ascending=[False, True]))
+    order = list(totals["category"])
+    totals["label"] = totals["gpu_hours"].map(lambda h: f"{h:,.1f}")
+    domain, colors = _origin_domain(set(df["origin"]))
+    y = alt.Y("category:N", sort=order, title=None,
+              axis=alt.Axis(labelLimit=240, labelOverlap=False))
+    bars = alt.Chart(df).mark_bar().encode(
+        y=y,
+        x=alt.X("gpu_hours:Q", title="GPU-hours spent on failed runs", stack="zero",
+                axis=alt.Axis(format=",d")),
+        color=alt.Color("origin:N", scale=alt.Scale(domain=domain, range=colors),
+                        legend=alt.Legend(title="origin", orient="top")),
+        tooltip=["category:N", "origin:N", alt.Tooltip("failures:Q", title="failed attempts"),
+                 alt.Tooltip("gpu_hours:Q", format=",.1f", title="GPU-hours"),
+                 alt.Tooltip("median_runtime_to_failure_hours:Q", format=".2f",
+                             title="median hours to failure")],
     )
+    text = alt.Chart(totals).mark_text(align="left", dx=4, fontSize=11, color="#444").encode(
+        y=y, x=alt.X("gpu_hours:Q"), text="label:N")
+    chart = alt.LayerChart(layer=[bars, text], height=charts.rows_height(len(order)))
+    return charts.fit_width(chart)
 
 
-def _runtime_chart(failed: pd.DataFrame) -> alt.Chart | None:
+#: Ticks of the runtime axis (hours) and their labels.
+_RUNTIME_TICKS = [(1 / 60, "1 min"), (5 / 60, "5 min"), (0.25, "15 min"), (1.0, "1 h"),
+                  (4.0, "4 h"), (24.0, "1 day"), (96.0, "4 days"), (24.0 * 14, "2 weeks")]
+
+
+def runtime_chart(failed: pd.DataFrame, origins: dict[str, str] | None = None
+                  ) -> alt.LayerChart | None:
+    """Hours from start to failure per category (box: quartiles, whiskers: min-max), log scale.
+
+    Categories are sorted by their median, longest first, labelled with their job
+    count and coloured by ``origins`` (category -> origin) when given.
+    """
     df = failed.dropna(subset=["start_time", "end_time"]).copy()
     if df.empty:
         return None
-    df["hours"] = (pd.to_datetime(df["end_time"]) - pd.to_datetime(df["start_time"])
-                   ).dt.total_seconds() / 3600
+    hours = (pd.to_datetime(df["end_time"]) - pd.to_datetime(df["start_time"])
+             ).dt.total_seconds() / 3600
+    df["hours"] = hours.clip(lower=1 / 60)  # a log scale; under a minute counts as a minute
     df["category"] = df["failure_category"].fillna("undiagnosed")
-    return (
-        alt.Chart(df)
-        .mark_boxplot(extent="min-max")
-        .encode(
-            y=alt.Y("category:N", title=None),
-            x=alt.X("hours:Q", title="hours from start to failure", scale=alt.Scale(type="symlog")),
-            color=alt.Color("category:N", legend=None),
-        )
-        .properties(height=max(160, 22 * df["category"].nunique()))
-    )
+    stats = df.groupby("category")["hours"].agg(["median", "size"]).sort_values(
+        "median", ascending=False)
+    names = {c: f"{c} ({int(n)})" for c, n in stats["size"].items()}
+    df["label"] = df["category"].map(names)
+    df["origin"] = df["category"].map(origins or {}).fillna("unknown")
+    order = [names[c] for c in stats.index]
+    lo, hi = float(df["hours"].min()), float(df["hours"].max())
+    values = [v for v, _ in _RUNTIME_TICKS]
+    first = max([i for i, v in enumerate(values) if v <= lo] or [0])
+    last = min([i for i, v in enumerate(values) if v >= hi] or [len(values) - 1])
+    ticks = values[first:last + 1]
+    tick_expr = " : ".join(f"datum.value < {v * 1.01!r} ? {t!r}" for v, t in _RUNTIME_TICKS)
+    domain, colors = _origin_domain(set(df["origin"]))
+    y = alt.Y("label:N", sort=order, title=None, axis=alt.Axis(labelLimit=240, labelOverlap=False))
+    x = alt.X("hours:Q", title="time from start to failure (log scale)",
+              scale=alt.Scale(type="log", domain=[ticks[0], ticks[-1]]),
+              axis=alt.Axis(values=ticks, labelExpr=tick_expr + " : ''"))
+    color = alt.Color("origin:N", scale=alt.Scale(domain=domain, range=colors),
+                      legend=alt.Legend(title="origin", orient="top"))
+    boxes = alt.Chart(df).mark_boxplot(extent="min-max", size=16, opacity=0.8).encode(
+        y=y, x=x, color=color)
+    dots = alt.Chart(df).mark_circle(size=22, opacity=0.7).encode(
+        y=y, x=x, color=color,
+        tooltip=["job_id:N", "category:N", alt.Tooltip("hours:Q", format=".2f", title="hours")])
+    return charts.fit_width(alt.LayerChart(layer=[boxes, dots],
+                                           height=charts.rows_height(len(order))))
 
 
 def _drilldown(failed: pd.DataFrame) -> None:
@@ -191,7 +255,7 @@ def render() -> None:
     left, right = st.columns(2)
     with left:
         st.subheader("Failures over time, by category")
-        chart = _over_time(failed) if not failed.empty else None
+        chart = over_time_chart(failed) if not failed.empty else None
         if chart is None:
             ui.no_match("No failed job")
         else:
@@ -202,16 +266,23 @@ def render() -> None:
             if cost.empty:
                 ui.no_match("No failure")
             else:
-                st.altair_chart(_cost_chart(cost), width="stretch")
+                st.altair_chart(cost_chart(cost), width="stretch")
 
     left, right = st.columns(2)
     with left:
         st.subheader("Runtime to failure")
-        chart = _runtime_chart(failed) if not failed.empty else None
-        if chart is None:
+        origins = None
+        if isinstance(cost, pd.DataFrame) and not cost.empty:
+            main = cost.sort_values("gpu_hours").groupby("category")["origin"].last()
+            origins = {str(k): str(v) for k, v in main.items()}
+        runtime = runtime_chart(failed, origins) if not failed.empty else None
+        if runtime is None:
             ui.no_match("No failed job")
         else:
-            st.altair_chart(chart, width="stretch")
+            st.altair_chart(runtime, width="stretch")
+            st.caption("Failed jobs per category (how many in brackets), from start to end: "
+                       "box = middle half, line = median, whiskers = fastest and slowest, "
+                       "dots = single jobs.")
     with right:
         st.subheader("Cost table")
         if isinstance(cost, pd.DataFrame):

@@ -9,50 +9,60 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from dashboard import data, ui
+from dashboard import charts, data, ui
 from gpulens.errors import GpulensError
 
-__all__ = ["MAX_HEATMAP_NODES", "anomaly_heatmap", "node_charts", "render"]
+__all__ = ["MAX_FLAGGED_LINES", "MAX_HEATMAP_NODES", "anomaly_heatmap", "node_charts", "render"]
 
 #: The anomaly heatmap shows at most this many nodes (the highest scoring ones).
 MAX_HEATMAP_NODES = 40
+#: Flagged nodes listed with their reason above the table.
+MAX_FLAGGED_LINES = 10
 
 
 def anomaly_heatmap(scores: pd.DataFrame) -> alt.Chart:
+    """Node x hour anomaly scores; one 20-pixel row per node, highest-scoring node on top."""
     df = scores.copy()
     df["hour"] = pd.to_datetime(df["hour"])
     top = (df.groupby("node")["score"].max().sort_values(ascending=False)
            .head(MAX_HEATMAP_NODES).index)
     df = df[df["node"].isin(top)]
     df["hour_end"] = df["hour"] + pd.Timedelta(hours=1)
-    return (
+    chart = (
         alt.Chart(df)
         .mark_rect()
         .encode(
             x=alt.X("hour:T", title=None),
             x2="hour_end:T",
-            y=alt.Y("node:N", sort=list(top), title=None),
+            y=alt.Y("node:N", sort=list(top), title=None,
+                    axis=alt.Axis(labelOverlap=False, labelLimit=200)),
             color=alt.Color("score:Q", title="anomaly", scale=alt.Scale(scheme="orangered")),
             tooltip=["node:N", alt.Tooltip("hour:T"), alt.Tooltip("score:Q", format=".2f")],
         )
-        .properties(height=min(18 * len(top), 720) + 40)
+        .properties(height=charts.rows_height(len(top), step=20))
     )
+    return charts.fit_width(chart)
 
 
 def node_charts(tl: pd.DataFrame) -> alt.VConcatChart:
+    """GPU utilization, PCIe traffic and error counts of one node, on one shared time axis."""
     df = tl.copy()
     df["ts"] = pd.to_datetime(df["ts"])
-    x = alt.X("ts:T", title=None)
+    x = alt.X("ts:T", title=None, axis=alt.Axis(tickCount=12, labelOverlap=True))
 
     def panel(cols: dict[str, str], title: str, mark: str = "line") -> alt.Chart:
         present = {c: label for c, label in cols.items() if c in df.columns}
         long = df.melt(id_vars=["ts"], value_vars=list(present), var_name="series",
                        value_name="value")
         long["series"] = long["series"].map(present)
-        chart = alt.Chart(long)
-        chart = chart.mark_bar() if mark == "bar" else chart.mark_line()
+        counts = mark == "bar"
+        if counts:  # events per minute: draw only the minutes that had some
+            chart = alt.Chart(long[long["value"] > 0]).mark_bar(width=2)
+        else:
+            chart = alt.Chart(long).mark_line()
+        axis = alt.Axis(format="d", tickMinStep=1) if counts else alt.Axis()
         return chart.encode(
-            x=x, y=alt.Y("value:Q", title=title),
+            x=x, y=alt.Y("value:Q", title=title, axis=axis),
             color=alt.Color("series:N", legend=alt.Legend(title=None, orient="top")),
             tooltip=[alt.Tooltip("ts:T"), "series:N", alt.Tooltip("value:Q", format=",.2f")],
         ).properties(height=150)
@@ -64,7 +74,7 @@ def node_charts(tl: pd.DataFrame) -> alt.VConcatChart:
         panel({"util_gpu": "GPU utilization %"}, "util %"),
         panel({"pcie_tx_mbps": "PCIe TX", "pcie_rx_mbps": "PCIe RX"}, "MB/s"),
         panel({"net_errors": "network errors", "xid_count": "XID events"}, "count", mark="bar"),
-    ).resolve_scale(color="independent")
+    ).resolve_scale(color="independent", x="shared")
 
 
 def _operator_controls() -> None:
@@ -124,6 +134,11 @@ def _blacklist() -> None:
             c1.metric("Blacklisted", int(counts.get("blacklisted", 0)), border=True)
             c2.metric("Suspected", int(counts.get("suspected", 0)), border=True)
             c3.metric("Cleared", int(counts.get("cleared", 0)), border=True)
+            if "state" in entries:  # blacklisted first, then suspected, then cleared
+                rank = entries["state"].map({"blacklisted": 0, "suspected": 1, "cleared": 2})
+                entries = entries.assign(_rank=rank.fillna(3)).sort_values(
+                    ["_rank", "input"] if "input" in entries else ["_rank"], kind="stable"
+                ).drop(columns="_rank").reset_index(drop=True)
             ui.table(entries, "blacklist")
     _operator_controls()
     audit = ui.fetch("diagnosis.blacklist.audit_log", "The blacklist audit log", use_filters=False)
@@ -140,8 +155,20 @@ def _nodes(filters: data.FilterState) -> list[str]:
         if flagged.empty:
             st.caption("No node is flagged.")
         else:
-            ui.table(flagged, "flagged nodes")
-            known += [str(n) for n in flagged["node"].unique()]
+            shown = flagged.sort_values("score", ascending=False) if "score" in flagged else flagged
+            lines = []
+            for row in shown.head(MAX_FLAGGED_LINES).to_dict("records"):
+                score = row.get("score")
+                score_text = f" (score {float(score):.1f})" if score is not None and pd.notna(
+                    score) else ""
+                lines.append(f"- **{row.get('node')}**{score_text}: {row.get('reason') or ''}")
+            st.markdown("\n".join(lines))
+            if len(shown) > MAX_FLAGGED_LINES:
+                st.caption(f"The {MAX_FLAGGED_LINES} highest-scoring of {len(shown)} flagged "
+                           "nodes; the table has all.")
+            with st.expander(f"Table ({len(shown)} flagged)"):
+                ui.table(shown, "flagged nodes", hide=["evidence"])
+            known += [str(n) for n in shown["node"].unique()]
     st.subheader("Node anomaly scores")
     scores = ui.fetch("diagnosis.nodes.anomaly_scores", "Anomaly scores", filters=filters)
     if isinstance(scores, pd.DataFrame):

@@ -10,7 +10,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from dashboard import data, ui
+from dashboard import charts, data, ui
 
 __all__ = ["MAX_HEATMAP_CELLS", "render"]
 
@@ -23,8 +23,12 @@ def _frame(obj: Any, name: str) -> pd.DataFrame:
     return value if isinstance(value, pd.DataFrame) else pd.DataFrame()
 
 
-def gpu_heatmap(timeline: pd.DataFrame) -> alt.Chart:
-    """Utilization of every GPU of the job over time (one row per GPU)."""
+def gpu_heatmap(timeline: pd.DataFrame, attempts: pd.DataFrame | None = None
+                ) -> alt.Chart | alt.LayerChart:
+    """Utilization of every GPU of the job over time (one row per GPU).
+
+    With ``attempts`` (more than one), a dashed rule marks where each attempt started.
+    """
     tl = timeline.copy()
     tl["ts"] = pd.to_datetime(tl["ts"])
     tl["gpu"] = tl["node"].astype(str) + ":" + tl["gpu_index"].astype(str)
@@ -37,21 +41,37 @@ def gpu_heatmap(timeline: pd.DataFrame) -> alt.Chart:
     else:
         tl["ts"] = tl["ts"].dt.floor("1min")
     tl["ts_end"] = tl["ts"] + pd.Timedelta(minutes=bin_minutes)
-    height = min(24 * n_gpus, 600) + 40
-    return (
+    # one row per GPU: 22 px while that fits in 700 px, then thinner (labels thinned out)
+    step = 22 if n_gpus <= 32 else max(700 // n_gpus, 4)
+    heat = (
         alt.Chart(tl)
         .mark_rect()
         .encode(
             x=alt.X("ts:T", title=None),
             x2="ts_end:T",
-            y=alt.Y("gpu:N", title="node:GPU", sort="ascending"),
+            y=alt.Y("gpu:N", title="node:GPU", sort="ascending",
+                    axis=alt.Axis(labelOverlap=step < 12)),
             color=alt.Color("util_gpu:Q", title="util %",
                             scale=alt.Scale(domain=[0, 100], scheme="viridis")),
             tooltip=[alt.Tooltip("ts:T", title="time"), "gpu:N",
                      alt.Tooltip("util_gpu:Q", title="util %", format=".0f")],
         )
-        .properties(height=height)
     )
+    height = charts.rows_height(n_gpus, step=step, minimum=1)
+    starts = pd.DataFrame()
+    if attempts is not None and len(attempts) > 1 and "start_time" in attempts:
+        starts = attempts.dropna(subset=["start_time"])[["attempt", "start_time"]].copy()
+        starts["start_time"] = pd.to_datetime(starts["start_time"])
+        starts["label"] = "attempt " + starts["attempt"].astype(int).astype(str)
+    if starts.empty:
+        return charts.fit_width(heat.properties(height=height))
+    rule = alt.Chart(starts).mark_rule(color="#e45756", strokeDash=[4, 3], size=1.5).encode(
+        x=alt.X("start_time:T", title=None),
+        tooltip=["label:N", alt.Tooltip("start_time:T", title="started")])
+    text = alt.Chart(starts).mark_text(align="left", baseline="bottom", dx=3, dy=-2,
+                                       color="#e45756", fontSize=11).encode(
+        x=alt.X("start_time:T", title=None), y=alt.value(0), text="label:N")
+    return charts.fit_width(alt.LayerChart(layer=[heat, rule, text], height=height))
 
 
 def metric_curve(metrics: pd.DataFrame, converged: float | None) -> alt.FacetChart | alt.LayerChart:
@@ -117,11 +137,12 @@ def _influence_texts(raw: Any, n: int = 3) -> list[str]:
 
 def _posterior_chart(posterior: dict[str, float]) -> alt.Chart:
     post = pd.DataFrame({"origin": list(posterior), "probability": list(posterior.values())})
-    return alt.Chart(post).mark_bar().encode(
+    chart = alt.Chart(post).mark_bar().encode(
         x=alt.X("probability:Q", scale=alt.Scale(domain=[0, 1]), axis=alt.Axis(format="%")),
-        y=alt.Y("origin:N", sort="-x", title=None),
+        y=alt.Y("origin:N", sort="-x", title=None, axis=alt.Axis(labelOverlap=False)),
         tooltip=["origin:N", alt.Tooltip("probability:Q", format=".1%")],
-    ).properties(height=140)
+    ).properties(height=charts.rows_height(len(post), step=24))
+    return charts.fit_width(chart)
 
 
 def _render_job_diagnosis(result: Any) -> None:
@@ -187,7 +208,9 @@ def render() -> None:
     if timeline.empty:
         st.caption("No GPU samples for this job.")
     else:
-        st.altair_chart(gpu_heatmap(timeline), width="stretch")
+        st.altair_chart(gpu_heatmap(timeline, attempts), width="stretch")
+        if len(attempts) > 1:
+            st.caption("Dashed lines: where each attempt started; gaps: the job was not running.")
 
     st.subheader("Training curve")
     metrics = _frame(detail, "metrics")
@@ -207,10 +230,11 @@ def render() -> None:
     left, right = st.columns(2)
     with left:
         st.subheader("Attempts")
-        ui.table(attempts, "attempts", key="job-attempts")
+        ui.table(attempts, "attempts", key="job-attempts", hide=["job_id"])
     with right:
         st.subheader("Placement")
-        ui.table(placements, "placement", key="job-placement")
+        ui.table(ui.placement_summary(placements), "placement", key="job-placement",
+                 csv=placements)
 
 
 render()

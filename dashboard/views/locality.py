@@ -6,23 +6,42 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from dashboard import ui
+from dashboard import charts, ui
 
-__all__ = ["locality_chart", "render"]
+__all__ = ["locality_chart", "render", "spread_colors"]
+
+#: Colours from "packed" (blue) to "spread thin" (dark red).
+_SPREAD_PALETTE = ["#1f78b4", "#6baed6", "#fdae61", "#f46d43", "#d73027", "#a50026", "#67001f"]
 
 
-def locality_chart(loc: pd.DataFrame) -> alt.LayerChart | alt.FacetChart:
+def spread_colors(n: int) -> list[str]:
+    """``n`` colours from the palette, evenly spaced, blue (1 server) to red (most servers)."""
+    if n <= 1:
+        return _SPREAD_PALETTE[:1]
+    last = len(_SPREAD_PALETTE) - 1
+    picks = [round(i * last / (n - 1)) for i in range(n)] if n <= len(_SPREAD_PALETTE) else []
+    if not picks:  # more spans than colours: repeat the darkest
+        return _SPREAD_PALETTE + [_SPREAD_PALETTE[-1]] * (n - len(_SPREAD_PALETTE))
+    return [_SPREAD_PALETTE[i] for i in picks]
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def locality_chart(loc: pd.DataFrame) -> alt.LayerChart:
     """Mean utilization with its bootstrap CI: one group per GPU count, one bar per span."""
     df = loc.copy()
-    df["size"] = df["gpus"].astype(int).astype(str) + " GPUs"
-    df["spread"] = df["servers"].astype(int).astype(str) + " server(s)"
-    sizes = [f"{g} GPUs" for g in sorted(df["gpus"].astype(int).unique())]
-    spreads = [f"{s} server(s)" for s in sorted(df["servers"].astype(int).unique())]
+    df["size"] = [_plural(int(g), "GPU") for g in df["gpus"]]
+    df["spread"] = [_plural(int(s), "server") for s in df["servers"]]
+    sizes = [_plural(int(g), "GPU") for g in sorted(df["gpus"].astype(int).unique())]
+    spreads = [_plural(int(s), "server") for s in sorted(df["servers"].astype(int).unique())]
     title = "mean GPU utilization %"
     base = alt.Chart(df).encode(
         x=alt.X("size:N", sort=sizes, title="job size", axis=alt.Axis(labelAngle=0)),
         xOffset=alt.XOffset("spread:N", sort=spreads),
         color=alt.Color("spread:N", sort=spreads,
+                        scale=alt.Scale(domain=spreads, range=spread_colors(len(spreads))),
                         legend=alt.Legend(title="spread over", orient="top")),
         tooltip=[
             "size:N", "spread:N", alt.Tooltip("jobs:Q", title="jobs"),
@@ -37,10 +56,11 @@ def locality_chart(loc: pd.DataFrame) -> alt.LayerChart | alt.FacetChart:
     err = base.mark_errorbar(ticks=True).encode(
         y=alt.Y("ci_low:Q", title=title), y2="ci_high:Q", color=alt.value("#333")
     )
-    text = base.mark_text(dy=-6, baseline="bottom", color="#333").encode(
-        y=alt.Y("ci_high:Q", title=title), text=alt.Text("jobs:Q", format="d")
+    text = base.mark_text(dy=-4, baseline="bottom", fontSize=11).encode(
+        y=alt.Y("ci_high:Q", title=title), text=alt.Text("jobs:Q", format="d"),
+        color=alt.value("#333"),
     )
-    return alt.layer(bars, err, text).properties(height=300)
+    return charts.fit_width(alt.LayerChart(layer=[bars, err, text], height=260))
 
 
 def render() -> None:
@@ -75,11 +95,7 @@ def render() -> None:
         st.caption("Lost = GPU-hours × (utilization had the job been packed on the fewest "
                    "servers − its actual utilization).")
         st.markdown("**Worst offenders**")
-        ui.table(loss.head(200), "locality worst offenders", column_config={
-            "lost_gpu_hours": st.column_config.NumberColumn("lost GPU-h", format="%.1f"),
-            "actual_util": st.column_config.NumberColumn("actual util %", format="%.1f"),
-            "consolidated_util": st.column_config.NumberColumn("packed util %", format="%.1f"),
-        })
+        ui.table(loss.head(200), "locality worst offenders")
 
 
 render()

@@ -89,7 +89,7 @@ def render() -> None:
         st.caption(f"Changes compare with the previous period of the same length "
                    f"({prev.start:%Y-%m-%d %H:%M} → {prev.end:%Y-%m-%d %H:%M}).")
 
-    left, right = st.columns([3, 2])
+    left, right = st.columns(2)
     with left:
         st.subheader("GPUs over time: allocated vs busy")
         span_days = None
@@ -118,9 +118,9 @@ def render() -> None:
                 ui.no_match("No allocated GPU-hour")
             else:
                 st.altair_chart(chart, width="stretch")
-                st.caption("Idle: allocated but the GPU was not busy. Failed/killed: busy time "
-                           "of runs that failed or were killed. After converged: busy time after "
-                           "the job had already converged. Effective: the rest.")
+                st.caption("Idle: allocated but the GPU was not busy. Failed or killed: busy "
+                           "time of runs that failed or were killed. After converging: busy time "
+                           "after the job had already converged. Effective: the rest.")
                 with st.expander("Table"):
                     ui.table(goodput, "goodput")
 
@@ -131,8 +131,8 @@ def render() -> None:
             ui.no_match()
         else:
             ui.table(by_vc, "utilization by vc", column_config={
-                "mean_util": st.column_config.ProgressColumn("mean util %", min_value=0,
-                                                             max_value=100, format="%.1f"),
+                "mean_util": st.column_config.ProgressColumn("Mean utilization", min_value=0,
+                                                             max_value=100, format="%.1f%%"),
             })
 
 

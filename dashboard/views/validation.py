@@ -6,7 +6,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from dashboard import ui
+from dashboard import charts, ui
 
 __all__ = ["render", "verdict_chart"]
 
@@ -14,24 +14,30 @@ _VERDICT_COLORS = {"pass": "#54a24b", "fail": "#e45756", "inconclusive": "#9e9e9
 
 
 def verdict_chart(summary: pd.DataFrame) -> alt.Chart:
+    """Validations per category (most first), stacked by verdict."""
     df = summary.copy()
-    df["category"] = df["category"].fillna("—")
+    # a validation without a finding: "passed" or "inconclusive" says more than a blank
+    no_finding = df["verdict"].map({"pass": "passed", "inconclusive": "inconclusive"})
+    df["category"] = df["category"].fillna(no_finding).fillna("no finding")
+    order = list(df.groupby("category")["count"].sum().sort_values(ascending=False).index)
     domain = [v for v in _VERDICT_COLORS if v in set(df["verdict"])] + sorted(
         set(df["verdict"]) - set(_VERDICT_COLORS))
-    return (
+    chart = (
         alt.Chart(df)
         .mark_bar()
         .encode(
-            y=alt.Y("category:N", sort="-x", title=None),
-            x=alt.X("count:Q", title="validations"),
+            y=alt.Y("category:N", sort=order, title=None,
+                    axis=alt.Axis(labelLimit=240, labelOverlap=False)),
+            x=alt.X("count:Q", title="validations", axis=alt.Axis(format="d", tickMinStep=1)),
             color=alt.Color("verdict:N", scale=alt.Scale(
                 domain=domain, range=[_VERDICT_COLORS.get(v, "#bab0ac") for v in domain]),
                 legend=alt.Legend(title="verdict", orient="top")),
             tooltip=["verdict:N", "category:N", "count:Q",
-                     alt.Tooltip("gpu_hours_saved:Q", format=",.1f")],
+                     alt.Tooltip("gpu_hours_saved:Q", format=",.1f", title="GPU-hours saved")],
         )
-        .properties(height=max(160, 24 * df["category"].nunique()))
+        .properties(height=charts.rows_height(len(order)))
     )
+    return charts.fit_width(chart)
 
 
 def render() -> None:
@@ -60,7 +66,8 @@ def render() -> None:
         st.altair_chart(verdict_chart(summary), width="stretch")
     with right:
         st.subheader("Table")
-        ui.table(summary.sort_values("count", ascending=False), "validation summary")
+        ui.table(summary.sort_values("count", ascending=False), "validation summary",
+                 labels={"count": "Validations"})
 
 
 render()

@@ -56,6 +56,51 @@ def charts(at: AppTest) -> int:
     return len(at.get("vega_lite_chart"))
 
 
+def chart_specs(at: AppTest) -> list[dict[str, Any]]:
+    return [json.loads(c.proto.spec) for c in at.get("vega_lite_chart")]
+
+
+def find_chart(at: AppTest, y_field: str, x_field: str) -> dict[str, Any]:
+    """The chart (or layered chart) whose first view plots ``x_field`` against ``y_field``."""
+    for spec in chart_specs(at):
+        view = spec["layer"][0] if "layer" in spec else spec
+        enc = view.get("encoding", {})
+        if enc.get("y", {}).get("field") == y_field and enc.get("x", {}).get("field") == x_field:
+            return spec
+    raise AssertionError(f"no chart of {x_field} by {y_field}")
+
+
+def assert_sized_per_category(spec: dict[str, Any]) -> list[str]:
+    """One ROW_PX row per category, every label drawn; returns the categories in order."""
+    from dashboard.charts import ROW_PX
+
+    view = spec["layer"][0] if "layer" in spec else spec
+    y = view["encoding"]["y"]
+    order = list(y["sort"])
+    assert spec["height"] == ROW_PX * max(len(order), 2), (spec["height"], order)
+    assert spec["autosize"]["type"] == "fit-x"  # the height is the plot's, not squeezed
+    assert y["axis"]["labelOverlap"] is False
+    return order
+
+
+def table_by_column(at: AppTest, column: str) -> Any:
+    for df in at.dataframe:
+        if column in df.value.columns:
+            return df
+    raise AssertionError(f"no table with a {column} column")
+
+
+def column_configs(element: Any) -> dict[str, Any]:
+    return dict(json.loads(element.proto.columns or "{}"))
+
+
+def csv_file_id(df: Any, file_name: str) -> str:
+    """The id Streamlit gives a CSV download of ``df`` (a hash of its bytes and name)."""
+    from streamlit.runtime.memory_media_file_storage import _calculate_file_id
+
+    return str(_calculate_file_id(df.to_csv(index=False).encode("utf-8"), "text/csv", file_name))
+
+
 def set_filter(at: AppTest, key: str, value: Any) -> AppTest:
     """Set a sidebar filter widget and rerun."""
     widget: Any
@@ -125,6 +170,41 @@ def test_overview(dash_store: Store, use_store: UseStore) -> None:
     hour = metrics(at)
     assert hour["Allocated GPU-hours"] != before[0]
     assert any("previous period" in c.value for c in at.caption)
+
+
+def test_overview_tables_read_for_people_csv_stays_raw(dash_store: Store,
+                                                       use_store: UseStore) -> None:
+    use_store(dash_store)
+    at = run_page("overview")
+    by_vc = table_by_column(at, "vc")
+    raw = by_vc.value
+    # the DataFrame keeps the analysis' names and full precision ...
+    assert {"allocated_gpu_hours", "busy_gpu_hours", "mean_util"} <= set(raw.columns)
+    assert (raw["allocated_gpu_hours"] != raw["allocated_gpu_hours"].round(1)).any()
+    # ... the display shows people's headers and formats ...
+    cfg = column_configs(by_vc)
+    assert cfg["allocated_gpu_hours"]["label"] == "Allocated GPU-hours"
+    assert cfg["allocated_gpu_hours"]["type_config"]["format"] == "%,.1f"
+    assert cfg["busy_gpu_hours"]["label"] == "Busy GPU-hours"
+    assert cfg["mean_util"]["label"] == "Mean utilization"
+    assert cfg["vc"]["label"] == "VC" and cfg["jobs"]["label"] == "Jobs"
+    # ... and the CSV download is exactly the raw table (same bytes, same hash)
+    button = [b for b in at.get("download_button")
+              if b.proto.label == "Download utilization by vc (CSV)"][0]
+    assert button.proto.url.rsplit("/", 1)[-1].split(".")[0] == csv_file_id(
+        raw, "gpulens-utilization-by-vc.csv")
+
+
+def test_overview_waterfall_shows_all_five_stages(dash_store: Store, use_store: UseStore) -> None:
+    from dashboard.charts import STAGE_LABELS
+
+    use_store(dash_store)
+    at = run_page("overview")
+    spec = [s for s in chart_specs(at) if "layer" in s
+            and s["layer"][0]["encoding"].get("x", {}).get("field") == "stage"][0]
+    x = spec["layer"][0]["encoding"]["x"]
+    assert x["sort"] == list(STAGE_LABELS.values())
+    assert x["axis"]["labelOverlap"] is False
 
 
 class _FakePrometheus(BaseHTTPRequestHandler):
@@ -236,6 +316,10 @@ def test_job_page(dash_store: Store, use_store: UseStore) -> None:
     assert m["User"] == str(jobs.set_index("job_id").loc[job_id, "user"])
     assert charts(at) >= 1  # the per-GPU heatmap
     assert "Download placement (CSV)" in downloads(at)
+    # placement: one row per attempt and node, its GPUs as ranges
+    placement = table_by_column(at, "gpu_indices").value
+    assert placement["gpus"].sum() >= int(m["GPUs"])
+    assert len(placement) == len(placement[["attempt", "node"]].drop_duplicates())
 
 
 def test_job_page_diagnosis_and_curve(hand_store: Store, use_store: UseStore) -> None:
@@ -309,6 +393,37 @@ def test_failures_on_simulated_store(dash_store: Store, use_store: UseStore) -> 
     at = run_page("failures")
     assert "Failed attempts" in metrics(at)
 
+    # GPU-hours lost: one 28-px row per category, every label, largest first
+    cost = table_by_column(at, "origin").value
+    order = assert_sized_per_category(find_chart(at, "category", "gpu_hours"))
+    totals = cost.groupby("category")["gpu_hours"].sum().reset_index().sort_values(
+        ["gpu_hours", "category"], ascending=[False, True])
+    assert order == list(totals["category"])
+    assert len(order) >= 4  # enough categories for the sizing to matter
+    cfg = column_configs(table_by_column(at, "origin"))
+    assert cfg["gpu_hours"]["label"] == "GPU-hours"
+    assert cfg["failures"]["label"] == "Failed attempts"
+
+    # runtime to failure: same sizing, categories by median runtime, job counts that add up
+    runtime = find_chart(at, "label", "hours")
+    labels = assert_sized_per_category(runtime)
+    counts = [int(re.findall(r"\((\d+)\)$", label)[0]) for label in labels]
+    failed = table_by_column(at, "failure_category").value
+    assert sum(counts) == len(failed.dropna(subset=["end_time"]))
+
+
+def test_failure_charts_grow_with_their_categories(hand_store: Store, dash_store: Store,
+                                                   use_store: UseStore) -> None:
+    heights = {}
+    for name, store in (("hand", hand_store), ("sim", dash_store)):
+        use_store(store)
+        at = run_page("failures")
+        spec = find_chart(at, "category", "gpu_hours")
+        heights[name] = (len(assert_sized_per_category(spec)), spec["height"])
+    (n_hand, h_hand), (n_sim, h_sim) = heights["hand"], heights["sim"]
+    assert n_hand != n_sim
+    assert (h_sim - h_hand) * (n_sim - n_hand) > 0  # more categories, taller chart
+
 
 # ------------------------------------------------------------- inputs & nodes
 def test_inputs_nodes_read_only(hand_store: Store, use_store: UseStore) -> None:
@@ -321,6 +436,14 @@ def test_inputs_nodes_read_only(hand_store: Store, use_store: UseStore) -> None:
     assert not [t for t in at.text_input if t.key == "op_token"]
     assert charts(at) >= 2  # anomaly heatmap + timeline of the top node
     assert "Download blacklist (CSV)" in downloads(at)
+    # flagged nodes are listed with their reason; the evidence JSON stays in the CSV only
+    assert any("**node-d**" in md.value for md in at.markdown)
+    flagged = table_by_column(at, "flagged_at")
+    assert "evidence" in flagged.value.columns
+    assert column_configs(flagged)["evidence"] == {"hidden": True}
+    heat = find_chart(at, "node", "hour")
+    nodes = list(heat["encoding"]["y"]["sort"])
+    assert heat["height"] == 20 * max(len(nodes), 2)
 
 
 def test_inputs_nodes_operator_changes(tmp_path: Path, use_store: UseStore,
@@ -357,6 +480,11 @@ def test_validation(hand_store: Store, use_store: UseStore) -> None:
     assert m["Failures caught before submission"] == "2"
     assert charts(at) >= 1
     assert "Download validation summary (CSV)" in downloads(at)
+    order = assert_sized_per_category(find_chart(at, "category", "count"))
+    summary = table_by_column(at, "verdict").value
+    no_finding = summary["verdict"].map({"pass": "passed", "inconclusive": "inconclusive"})
+    assert set(order) == set(summary["category"].fillna(no_finding).fillna("no finding"))
+    assert column_configs(table_by_column(at, "verdict"))["count"]["label"] == "Validations"
     set_filter(at, "gl_users", ["bob"])
     assert metrics(at)["Validations"] == "2"
 
