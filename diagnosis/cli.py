@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from gpulens.cli.common import App, emit, json_option, pass_app, progress, to_jsonable
+from gpulens.cli.common import App, emit, json_option, pass_app, progress
 from gpulens.errors import GpulensError, InputError
 
 __all__ = ["diagnose"]
@@ -63,17 +63,17 @@ def diagnose(app: App, files: tuple[Path, ...], job_id: str | None, all_: bool, 
     if evaluate:
         _evaluate(app, report or DEFAULT_REPORT, as_json)
     elif job_id is not None:
-        result = _jobs_module().diagnose_job(app.store(), job_id)
-        emit(result, as_json, lambda: click.echo(json.dumps(to_jsonable(result), indent=2, default=str)))
+        jobs = _jobs_module()
+        with app.console.status(f"diagnosing job {job_id}"):
+            result = jobs.diagnose_job(app.store(), job_id)
+        emit(result.to_dict(), as_json, lambda: click.echo("\n".join(jobs.format_job(result))))
     elif all_:
         jobs = _jobs_module()
         with progress(app.console) as bar:
             task = bar.add_task("diagnosing failed attempts", total=None)
 
-            def tick(*args: Any) -> None:
-                done = next((a for a in args if isinstance(a, int)), None)
-                total = next((a for a in args[1:] if isinstance(a, int)), None) if len(args) > 1 else None
-                bar.update(task, completed=done or 0, total=total)
+            def tick(step: str, done: int, total: int) -> None:
+                bar.update(task, description=step, completed=done, total=total)
 
             n = jobs.diagnose_all(app.store(), progress=tick)
         emit({"diagnosed": n}, as_json, lambda: click.echo(f"diagnosed {n} failed attempts"))
