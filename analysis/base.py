@@ -30,8 +30,12 @@ connection scans the samples once.
 
 from __future__ import annotations
 
+import hashlib
+import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
 
@@ -39,11 +43,23 @@ import duckdb
 
 from analysis.filters import FAR_FUTURE, FAR_PAST, Filters
 
-__all__ = ["PH", "PL", "attempts_sql", "ensure_base", "gpu_sample_signature", "gpu_sample_source"]
+__all__ = [
+    "ATT",
+    "PH",
+    "PL",
+    "attempts_sql",
+    "cache_key",
+    "ensure_base",
+    "SampleFiles",
+    "gpu_sample_signature",
+    "sample_files",
+    "set_cache_key",
+]
 
 PL = "__gl_pl"  # placements: pid, job_id, attempt, node, gpu_index, s, e, ce, alloc_min
 PH = "__gl_ph"  # per placement and hour: pid, h, alloc_min, n, su, k, busy_min
-_KEY = "__gl_key"
+ATT = "__gl_att"  # per attempt: job_id, attempt, gpus, servers, first_minute, alloc_min, busy_min, k, n, su
+_KEYS = "__gl_keys"  # cached TEMP table name -> the key it was built for
 _HOURS = "__gl_hours"
 _SEED_NODE = "__seed__"
 _PIN = ("join_order", "build_side_probe_side")
@@ -76,86 +92,153 @@ def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def gpu_sample_source(
-    con: duckdb.DuckDBPyConnection, first: date | None = None, last: date | None = None
-) -> str:
-    """A FROM-clause source of the GPU samples with columns ts, node, gpu_index, util_gpu.
+_DATE_DIR = re.compile(r"(?:^|/)date=(\d{4}-\d{2}-\d{2})/")
+_HIVE_TYPES = "{'kind': VARCHAR, 'date': DATE, 'node': VARCHAR}"
 
-    Reads the Parquet files behind the ``gpu_samples`` view directly (no
-    ``union_by_name`` merge of every file's schema at each bind), without the
-    store's seed file, and prunes the ``date`` partitions outside
-    ``[first, last]`` (date literals, so DuckDB skips those files unopened).
-    Falls back to the view when it is not a Parquet view.
+
+@dataclass(frozen=True)
+class SampleFiles:
+    """The GPU sample files behind the gpu_samples view, listed once.
+
+    ``files`` are (path, date partition or None) of the non-seed files;
+    ``signature`` fingerprints the whole listing (a new, removed or renamed
+    file changes it); ``view`` is True when gpu_samples is not a Parquet view
+    (then the view itself is read).
     """
-    conds = []
-    if first is not None:
-        conds.append(f"date >= DATE '{first.isoformat()}'")
-    if last is not None:
-        conds.append(f"date <= DATE '{last.isoformat()}'")
+
+    signature: str
+    files: tuple[tuple[str, date | None], ...] = ()
+    view: bool = False
+
+    @property
+    def newest(self) -> date | None:
+        return max((d for _, d in self.files if d is not None), default=None)
+
+    def between(self, first: date | None, last: date | None) -> list[str]:
+        """Paths whose date partition may hold samples in [first, last] (all if unknown)."""
+        return [f for f, d in self.files if d is None
+                or ((first is None or d >= first) and (last is None or d <= last))]
+
+
+def _walk(pattern: str) -> list[str] | None:
+    """Files matching ``ROOT/*/*/*.parquet`` by os.scandir (None: another pattern shape)."""
+    suffix = "/*/*/*.parquet"
+    root = pattern[: -len(suffix)]
+    if not pattern.endswith(suffix) or any(c in root for c in "*?[") or not os.path.isdir(root):
+        return None
+    out: list[str] = []
+    with os.scandir(root) as level1:
+        for d1 in level1:
+            if not d1.is_dir():
+                continue
+            with os.scandir(d1.path) as level2:
+                for d2 in level2:
+                    if not d2.is_dir():
+                        continue
+                    with os.scandir(d2.path) as level3:
+                        out.extend(f.path for f in level3
+                                   if f.name.endswith(".parquet") and f.is_file())
+    return out
+
+
+def sample_files(con: duckdb.DuckDBPyConnection) -> SampleFiles:
+    """List the GPU sample files once (os.scandir; DuckDB's glob() for other layouts)."""
     pattern = _sample_glob(con)
     if pattern is None:
-        where = " AND ".join(conds) or "TRUE"
-        return f"(SELECT ts, node, gpu_index, util_gpu FROM gpu_samples WHERE {where})"  # noqa: S608
-    conds.append(f"node <> '{_SEED_NODE}'")
-    return (
-        "(SELECT ts, node, CAST(gpu_index AS SMALLINT) AS gpu_index, util_gpu"  # noqa: S608
-        f" FROM read_parquet({_literal(pattern)}, hive_partitioning = true,"
-        " hive_types = {'kind': VARCHAR, 'date': DATE, 'node': VARCHAR})"
-        f" WHERE {' AND '.join(conds)})"
-    )
-
-
-def _file_scan(con: duckdb.DuckDBPyConnection, pattern: str | None) -> tuple[str, date | None]:
-    """(fingerprint of the GPU sample files, newest date partition) from one file listing."""
-    if pattern is None:
-        return "none", None
-    row = con.execute(
-        "SELECT count(*), coalesce(sum(hash(file)), 0),"
-        " max(TRY_CAST(regexp_extract(file, 'date=([0-9]{4}-[0-9]{2}-[0-9]{2})', 1) AS DATE))"
-        "   FILTER (WHERE file NOT LIKE ?)"
-        " FROM glob(?)",
-        [f"%node={_SEED_NODE}%", pattern],
-    ).fetchone()
-    if not row:
-        return "none", None
-    return f"{row[0]}:{row[1]}", row[2]
+        return SampleFiles("view", view=True)
+    paths = _walk(pattern)
+    if paths is None:
+        paths = [str(r[0]) for r in con.execute("SELECT file FROM glob(?)", [pattern]).fetchall()]
+    paths.sort()
+    digest = hashlib.blake2b(digest_size=16)
+    for path in paths:
+        digest.update(path.encode("utf-8", "surrogateescape") + b"\0")
+    files = []
+    for path in paths:
+        if f"/node={_SEED_NODE}/" in path.replace(os.sep, "/"):
+            continue
+        m = _DATE_DIR.search(path.replace(os.sep, "/"))
+        files.append((path, date.fromisoformat(m.group(1)) if m else None))
+    return SampleFiles(f"{len(paths)}:{digest.hexdigest()}", tuple(files))
 
 
 def gpu_sample_signature(con: duckdb.DuckDBPyConnection) -> str:
     """Cheap fingerprint of the set of GPU sample files behind the gpu_samples view."""
-    return _file_scan(con, _sample_glob(con))[0]
+    return sample_files(con).signature
 
 
-def _open_end(con: duckdb.DuckDBPyConnection, f: Filters, newest: date | None) -> datetime:
+def _source(sf: SampleFiles, first: date | None, last: date | None) -> tuple[str, dict[str, Any]]:
+    """A FROM-clause source (and its parameters) of ts, node, gpu_index, util_gpu.
+
+    Reads the listed Parquet files directly: only the date partitions in
+    ``[first, last]``, no seed file, no ``union_by_name`` merge of every file's
+    schema, only the four columns.
+    """
+    if sf.view:
+        conds = []
+        if first is not None:
+            conds.append(f"date >= DATE '{first.isoformat()}'")
+        if last is not None:
+            conds.append(f"date <= DATE '{last.isoformat()}'")
+        where = " AND ".join(conds) or "TRUE"
+        return f"(SELECT ts, node, gpu_index, util_gpu FROM gpu_samples WHERE {where})", {}  # noqa: S608
+    paths = sf.between(first, last)
+    if not paths:
+        return ("(SELECT NULL::TIMESTAMP AS ts, NULL::VARCHAR AS node, NULL::SMALLINT AS gpu_index,"
+                " NULL::FLOAT AS util_gpu WHERE false)"), {}
+    return (
+        "(SELECT ts, node, CAST(gpu_index AS SMALLINT) AS gpu_index, util_gpu"  # noqa: S608
+        f" FROM read_parquet($files, hive_partitioning = true, hive_types = {_HIVE_TYPES}))",
+        {"files": paths},
+    )
+
+
+def _open_end(con: duckdb.DuckDBPyConnection, f: Filters, sf: SampleFiles) -> datetime:
     running = con.execute(
         "SELECT count(*) FROM attempts WHERE end_time IS NULL AND start_time IS NOT NULL"
     ).fetchone()
     if not running or running[0] == 0:
         return f.clock()
-    # the newest date partition only (a date literal: the other files are not opened)
-    found = con.execute(
-        f"SELECT max(ts) FROM {gpu_sample_source(con, newest, newest)}"  # noqa: S608
-    ).fetchone()
+    newest = sf.newest
+    src, params = _source(sf, newest, newest)  # the newest date partition only
+    found = con.execute(f"SELECT max(ts) FROM {src}", params).fetchone()  # noqa: S608
+    if (not found or found[0] is None) and newest is not None:
+        src, params = _source(sf, None, None)
+        found = con.execute(f"SELECT max(ts) FROM {src}", params).fetchone()  # noqa: S608
     if found and found[0] is not None:
         last: datetime = found[0]
         return last.replace(second=0, microsecond=0) + timedelta(minutes=1)
     return f.clock()
 
 
-def ensure_base(con: duckdb.DuckDBPyConnection, filters: Filters | None) -> None:
-    """Build (or reuse) the TEMP tables PL and PH for this connection and window."""
+def cache_key(con: duckdb.DuckDBPyConnection, name: str) -> str | None:
+    """The key the cached TEMP table ``name`` was built for on this connection (None: not built)."""
+    try:
+        row = con.execute(f"SELECT k FROM {_KEYS} WHERE name = ?", [name]).fetchone()  # noqa: S608
+    except duckdb.CatalogException:
+        return None
+    return str(row[0]) if row else None
+
+
+def set_cache_key(con: duckdb.DuckDBPyConnection, name: str, key: str) -> None:
+    con.execute(f"CREATE TEMP TABLE IF NOT EXISTS {_KEYS} (name VARCHAR PRIMARY KEY, k VARCHAR)")
+    con.execute(f"INSERT OR REPLACE INTO {_KEYS} VALUES (?, ?)", [name, key])  # noqa: S608
+
+
+def ensure_base(con: duckdb.DuckDBPyConnection, filters: Filters | None) -> str:
+    """Build (or reuse) the TEMP tables PL, PH and ATT for this connection and window.
+
+    Returns the key they were built for (tables derived from them key on it).
+    State tables are a fixed snapshot per connection; the samples are not, so
+    the key includes a fingerprint of the sample files.
+    """
     f = filters or Filters()
     lo, hi = f.window()
-    pattern = _sample_glob(con)
-    sig, newest = _file_scan(con, pattern)
-    key = f"{lo.isoformat()}|{hi.isoformat()}|{(f.now or '')}|{sig}"
-    try:
-        row = con.execute(f"SELECT k FROM {_KEY}").fetchone()  # noqa: S608 - our own names
-        if row and row[0] == key:
-            return
-    except duckdb.CatalogException:
-        pass
-    open_end = _open_end(con, f, newest)
+    sf = sample_files(con)
+    key = f"{lo.isoformat()}|{hi.isoformat()}|{(f.now or '')}|{sf.signature}"
+    if cache_key(con, PH) == key:
+        return key
+    open_end = _open_end(con, f, sf)
     params: dict[str, Any] = {"lo": lo, "hi": hi, "open_end": open_end}
     con.execute(
         f"""
@@ -203,16 +286,18 @@ def ensure_base(con: duckdb.DuckDBPyConnection, filters: Filters | None) -> None
         first = max(first, lo.date())
     if hi < FAR_FUTURE:
         last = min(last, hi.date())
-    src = gpu_sample_source(con, first, last)
+    src, src_params = _source(sf, first, last)
     # One scan of the samples, hash-joined to the placement-hours of the same GPU
     # and hour, with the minute range as a residual condition. The hash table
     # must be built on the placement-hours (the right side as written): DuckDB
     # estimates a direct Parquet scan from its first file (the store's one-row
     # seed file), so the join sides are pinned for this one statement.
     with _pinned_join_sides(con):
-        _build_ph(con, src)
+        _build_ph(con, src, src_params)
     con.execute(f"DROP TABLE {_HOURS}")
-    con.execute(f"CREATE OR REPLACE TEMP TABLE {_KEY} AS SELECT CAST(? AS VARCHAR) AS k", [key])
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {ATT} AS {_ATTEMPTS}")
+    set_cache_key(con, PH, key)
+    return key
 
 
 @contextmanager
@@ -229,7 +314,7 @@ def _pinned_join_sides(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
         con.execute(f"SET disabled_optimizers = {_literal(before)}")
 
 
-def _build_ph(con: duckdb.DuckDBPyConnection, src: str) -> None:
+def _build_ph(con: duckdb.DuckDBPyConnection, src: str, params: dict[str, Any]) -> None:
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE {PH} AS
@@ -250,23 +335,27 @@ def _build_ph(con: duckdb.DuckDBPyConnection, src: str) -> None:
                coalesce(used.n, 0) AS n, coalesce(used.su, 0.0) AS su, coalesce(used.k, 0) AS k,
                CASE WHEN used.n > 0 THEN used.su / used.n * used.k / 100.0 ELSE 0.0 END AS busy_min
         FROM {_HOURS} x LEFT JOIN used USING (hid)
-        """  # noqa: S608 - identifiers are module constants; dates are formatted by us
+        """,  # noqa: S608 - identifiers are module constants; dates are formatted by us
+        params,
     )
 
 
+_ATTEMPTS = f"""
+    SELECT pl.job_id, pl.attempt,
+           count(DISTINCT (pl.node, pl.gpu_index)) AS gpus,
+           count(DISTINCT pl.node) AS servers,
+           min(pl.s) AS first_minute,
+           sum(ph.alloc_min) AS alloc_min, sum(ph.busy_min) AS busy_min,
+           sum(ph.k) AS k, sum(ph.n) AS n, sum(ph.su) AS su
+    FROM {PL} pl JOIN (
+        SELECT pid, sum(alloc_min) AS alloc_min, sum(busy_min) AS busy_min,
+               sum(k) AS k, sum(n) AS n, sum(su) AS su
+        FROM {PH} GROUP BY pid
+    ) ph USING (pid)
+    GROUP BY pl.job_id, pl.attempt
+"""  # noqa: S608 - identifiers are module constants
+
+
 def attempts_sql() -> str:
-    """Per-attempt aggregate over PL/PH (a SQL subquery; no parameters)."""
-    return f"""
-        SELECT pl.job_id, pl.attempt,
-               count(DISTINCT (pl.node, pl.gpu_index)) AS gpus,
-               count(DISTINCT pl.node) AS servers,
-               min(pl.s) AS first_minute,
-               sum(ph.alloc_min) AS alloc_min, sum(ph.busy_min) AS busy_min,
-               sum(ph.k) AS k, sum(ph.n) AS n, sum(ph.su) AS su
-        FROM {PL} pl JOIN (
-            SELECT pid, sum(alloc_min) AS alloc_min, sum(busy_min) AS busy_min,
-                   sum(k) AS k, sum(n) AS n, sum(su) AS su
-            FROM {PH} GROUP BY pid
-        ) ph USING (pid)
-        GROUP BY pl.job_id, pl.attempt
-    """  # noqa: S608 - identifiers are module constants
+    """Per-attempt aggregate over PL/PH (a SQL subquery; no parameters; after ensure_base)."""
+    return f"SELECT * FROM {ATT}"  # noqa: S608 - a module constant

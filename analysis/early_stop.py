@@ -10,14 +10,15 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from analysis.base import ensure_base
+from analysis.base import cache_key, set_cache_key
 from analysis.filters import Filters
-from analysis.utilization import _job_params, jobs_sql
+from analysis.utilization import _job_params, ensure_jobs, jobs_sql
 
 __all__ = [
     "EarlyStopSummary",
     "convergence_sql",
     "early_stop",
+    "ensure_convergence",
     "early_stop_summary",
     "lower_is_better",
     "online_stop",
@@ -68,6 +69,40 @@ def _params(filters: Filters | None, metric: str, tolerance: float) -> dict[str,
     }
 
 
+CURVE = "__gl_curve"  # job_id, step, rn, v, epochs, best for one metric
+CV = "__gl_cv"  # convergence per job for one metric and tolerance
+
+
+def ensure_convergence(con: duckdb.DuckDBPyConnection, metric: str, tolerance: float) -> None:
+    """Build (or reuse) the TEMP tables of the metric's curves and their convergence.
+
+    The state tables are a fixed snapshot per connection, so they key only on
+    the metric (curves) and the metric and tolerance (convergence).
+    """
+    params = {"metric": metric, "sign": -1.0 if lower_is_better(metric) else 1.0,
+              "tol": float(tolerance)}
+    if cache_key(con, CURVE) != metric:
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {CURVE} AS {_curves_sql()}",
+                    {k: params[k] for k in ("metric", "sign")})
+        set_cache_key(con, CURVE, metric)
+        set_cache_key(con, CV, "")
+    cv_key = f"{metric}|{float(tolerance)!r}"
+    if cache_key(con, CV) != cv_key:
+        con.execute(
+            f"""
+            CREATE OR REPLACE TEMP TABLE {CV} AS
+            SELECT job_id, any_value(epochs) AS epochs,
+                   min(step) FILTER (WHERE v = best) AS best_epoch,
+                   arg_min(step, rn) FILTER (WHERE v >= best - $tol * abs(best)) AS converged_epoch,
+                   min(rn) FILTER (WHERE v >= best - $tol * abs(best)) / any_value(epochs)
+                       AS fraction_epochs
+            FROM {CURVE} GROUP BY job_id
+            """,  # noqa: S608 - identifiers are module constants
+            {"tol": params["tol"]},
+        )
+        set_cache_key(con, CV, cv_key)
+
+
 def early_stop(
     con: duckdb.DuckDBPyConnection,
     filters: Filters | None = None,
@@ -77,15 +112,19 @@ def early_stop(
     """Per job with a curve of ``metric``: the first epoch within ``tolerance``
     (relative) of its best value, the fraction of epochs that took, and the
     GPU-hours after it (assuming epochs take equal time)."""
-    ensure_base(con, filters)
+    params = _params(filters, metric, tolerance)
+    ensure_jobs(con, filters)
+    ensure_convergence(con, metric, tolerance)
     sql = f"""
         SELECT c.job_id, c.epochs, c.best_epoch, c.converged_epoch, c.fraction_epochs,
                j.allocated_gpu_hours AS gpu_hours,
                j.allocated_gpu_hours * (1 - c.fraction_epochs) AS saveable_gpu_hours
-        FROM ({convergence_sql()}) c JOIN ({jobs_sql()}) j USING (job_id)
+        FROM {CV} c JOIN ({jobs_sql()}) j USING (job_id)
         ORDER BY saveable_gpu_hours DESC, c.job_id
     """  # noqa: S608
-    return con.execute(sql, _params(filters, metric, tolerance)).df()
+    for unused in ("metric", "sign", "tol"):
+        params.pop(unused)
+    return con.execute(sql, params).df()
 
 
 @dataclass
@@ -152,39 +191,44 @@ def online_stop(
     """
     if patience < 1:
         raise ValueError("patience must be >= 1")
-    ensure_base(con, filters)
     params = _params(filters, metric, tolerance)
+    ensure_jobs(con, filters)
+    ensure_convergence(con, metric, tolerance)
+    for unused in ("metric", "sign", "tol"):
+        params.pop(unused)
     params.update({"patience": int(patience), "min_delta": float(min_delta)})
+    # The rule fires at i + patience for the first improvement i whose next
+    # improvement comes later than that (or never), within the run; so only the
+    # running best (one window) and the improvements' successors (a window over
+    # the improvements only) are needed.
     sql = f"""
-        WITH c AS ({_curves_sql()}),
-        w AS (
-            SELECT *, max(v) OVER (PARTITION BY job_id ORDER BY rn
-                                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_best
-            FROM c
+        WITH w AS (
+            SELECT job_id, rn, step, v, epochs, best,
+                   max(v) OVER (PARTITION BY job_id ORDER BY rn
+                                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_best
+            FROM {CURVE}
         ),
-        i AS (
-            SELECT *, max(CASE WHEN rn = 1 OR v > prev_best + $min_delta * abs(prev_best)
-                               THEN rn END)
-                      OVER (PARTITION BY job_id ORDER BY rn ROWS UNBOUNDED PRECEDING) AS last_imp
-            FROM w
+        imp AS (
+            SELECT job_id, rn, epochs,
+                   lead(rn) OVER (PARTITION BY job_id ORDER BY rn) AS next_imp
+            FROM w WHERE rn = 1 OR v > prev_best + $min_delta * abs(prev_best)
         ),
         s AS (
-            SELECT job_id, min(rn) FILTER (WHERE rn - last_imp >= $patience) AS stop_rn,
-                   any_value(epochs) AS epochs, any_value(best) AS best
-            FROM i GROUP BY job_id
+            SELECT job_id,
+                   min(rn + $patience) FILTER (WHERE (next_imp IS NULL OR next_imp > rn + $patience)
+                                               AND rn + $patience <= epochs) AS stop_rn
+            FROM imp GROUP BY job_id
         ),
         r AS (
-            SELECT s.job_id, s.stop_rn, s.epochs,
-                   min(c.step) FILTER (WHERE c.rn = s.stop_rn) AS stop_epoch,
-                   any_value(s.best) - max(c.v) FILTER (WHERE c.rn <= s.stop_rn) AS given_up
-            FROM s JOIN c USING (job_id)
-            GROUP BY s.job_id, s.stop_rn, s.epochs
+            SELECT s.job_id, s.stop_rn, w.step AS stop_epoch,
+                   w.best - greatest(w.v, coalesce(w.prev_best, w.v)) AS given_up
+            FROM s LEFT JOIN w ON w.job_id = s.job_id AND w.rn = s.stop_rn
         )
         SELECT r.job_id, r.stop_epoch, cv.converged_epoch,
                CASE WHEN r.stop_rn IS NULL THEN 0.0
-                    ELSE j.allocated_gpu_hours * (r.epochs - r.stop_rn) / r.epochs END AS saved_gpu_hours,
+                    ELSE j.allocated_gpu_hours * (cv.epochs - r.stop_rn) / cv.epochs END AS saved_gpu_hours,
                coalesce(r.given_up, 0.0) AS accuracy_given_up
-        FROM r JOIN ({convergence_sql()}) cv USING (job_id) JOIN ({jobs_sql()}) j USING (job_id)
+        FROM r JOIN {CV} cv USING (job_id) JOIN ({jobs_sql()}) j USING (job_id)
         ORDER BY saved_gpu_hours DESC, r.job_id
     """  # noqa: S608
     return con.execute(sql, params).df()

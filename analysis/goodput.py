@@ -8,7 +8,7 @@ import duckdb
 import pandas as pd
 
 from analysis.base import attempts_sql, ensure_base
-from analysis.early_stop import _params, convergence_sql
+from analysis.early_stop import CV, _params, ensure_convergence
 from analysis.filters import Filters, job_filter_sql
 
 __all__ = ["STAGES", "failure_cost", "goodput"]
@@ -37,13 +37,15 @@ def goodput(
     """
     if by not in _KEYS:
         raise ValueError("by must be None, 'vc' or 'user'")
+    params = _params(filters, metric, tolerance)
     ensure_base(con, filters)
+    ensure_convergence(con, metric, tolerance)
     expr, name = _KEYS[by]
     key_sel = f"{expr} AS {name}, " if by else ""
     key_grp = "GROUP BY 1" if by else ""
     sql = f"""
         WITH att AS ({attempts_sql()}),
-        cv AS ({convergence_sql()}),
+        cv AS (SELECT * FROM {CV}),
         a AS (
             SELECT att.*, j.vc, j."user",
                    coalesce(x.status, CASE WHEN att.attempt = (SELECT max(attempt) FROM attempts y
@@ -68,8 +70,7 @@ def goodput(
         )
         SELECT *, allocated - idle - failed_or_killed - post_convergence AS effective FROM g
     """  # noqa: S608 - fragments are module constants chosen by `by`
-    params = _params(filters, metric, tolerance)
-    for unused in ("windowed", "lo", "hi"):
+    for unused in ("windowed", "lo", "hi", "metric", "sign", "tol"):
         params.pop(unused)
     wide = con.execute(sql, params).df()
     id_vars = [name] if by else []

@@ -6,21 +6,21 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from analysis.base import ensure_base
 from analysis.filters import Filters
-from analysis.utilization import _job_params, jobs_sql
+from analysis.utilization import _job_params, ensure_jobs, jobs_sql
 
 __all__ = ["bootstrap_ci", "gpus_per_server", "locality", "locality_loss", "locality_units"]
 
 
 def locality_units(con: duckdb.DuckDBPyConnection, filters: Filters | None = None) -> pd.DataFrame:
     """One row per job with samples: gpus, servers, GPU-hours and utilization of its main attempt."""
-    ensure_base(con, filters)
+    ensure_jobs(con, filters)
     sql = f"""
         SELECT job_id, "user", vc, gpus, servers, main_gpu_hours AS gpu_hours, main_util AS util
         FROM ({jobs_sql()})
         WHERE main_util IS NOT NULL AND gpus >= 1 AND servers >= 1
-    """  # noqa: S608
+        ORDER BY job_id
+    """  # noqa: S608 - job order makes the seeded bootstrap reproducible
     return con.execute(sql, _job_params(filters)).df()
 
 

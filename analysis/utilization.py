@@ -7,56 +7,73 @@ from typing import Literal
 import duckdb
 import pandas as pd
 
-from analysis.base import PH, PL, attempts_sql, ensure_base
+from analysis.base import PH, PL, attempts_sql, cache_key, ensure_base, set_cache_key
 from analysis.filters import Filters, job_filter_params, job_filter_sql
 
-__all__ = ["job_utilization", "jobs_sql", "utilization", "utilization_timeseries"]
+__all__ = ["ensure_jobs", "job_utilization", "jobs_sql", "utilization", "utilization_timeseries"]
+
+
+JOBS = "__gl_jobs"  # per job, all jobs (filters are applied by jobs_sql)
+
+_JOBS = f"""
+    WITH att AS ({attempts_sql()}),
+    main AS (
+        SELECT * FROM att
+        QUALIFY row_number() OVER (PARTITION BY job_id ORDER BY alloc_min DESC, attempt DESC) = 1
+    ),
+    tot AS (
+        SELECT job_id, sum(alloc_min) AS alloc_min, sum(busy_min) AS busy_min, sum(k) AS k
+        FROM att GROUP BY job_id
+    ),
+    times AS (
+        SELECT job_id, min(start_time) AS start_time,
+               CASE WHEN bool_or(end_time IS NULL AND start_time IS NOT NULL) THEN NULL
+                    ELSE max(end_time) END AS end_time
+        FROM attempts GROUP BY job_id
+    ),
+    fail AS (
+        SELECT job_id, arg_max(category, attempt) AS failure_category
+        FROM failures GROUP BY job_id
+    )
+    SELECT j.job_id, j."user", j.vc, j.status, j.submitted,
+           coalesce(main.gpus, j.requested_gpus) AS gpus,
+           main.servers,
+           times.start_time, times.end_time,
+           coalesce(tot.alloc_min, 0) AS tot_alloc_min,
+           coalesce(tot.alloc_min, 0) / 60.0 AS allocated_gpu_hours,
+           coalesce(tot.busy_min, 0) / 60.0 AS busy_gpu_hours,
+           CASE WHEN tot.k > 0 THEN 100.0 * tot.busy_min / tot.k END AS mean_util,
+           fail.failure_category,
+           main.attempt AS main_attempt,
+           coalesce(main.alloc_min, 0) / 60.0 AS main_gpu_hours,
+           CASE WHEN main.k > 0 THEN 100.0 * main.busy_min / main.k END AS main_util
+    FROM jobs j
+    LEFT JOIN tot USING (job_id)
+    LEFT JOIN main USING (job_id)
+    LEFT JOIN times USING (job_id)
+    LEFT JOIN fail USING (job_id)
+"""  # noqa: S608 - identifiers are module constants
+
+
+def ensure_jobs(con: duckdb.DuckDBPyConnection, filters: Filters | None) -> None:
+    """Build (or reuse) the per-job TEMP table for this connection and window."""
+    key = ensure_base(con, filters)
+    if cache_key(con, JOBS) != key:
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {JOBS} AS {_JOBS}")
+        set_cache_key(con, JOBS, key)
 
 
 def jobs_sql() -> str:
-    """Per-job aggregate (a SQL subquery using $vcs, $users and $windowed).
+    """Per-job aggregate (a SQL subquery using $vcs, $users, $windowed, $lo, $hi;
+    after ``ensure_jobs``).
 
     ``gpus``/``servers``/``main_*`` describe the job's main attempt: the one with
     the most allocated GPU-minutes (the latest on a tie).
     """
     return f"""
-        WITH att AS ({attempts_sql()}),
-        main AS (
-            SELECT * FROM att
-            QUALIFY row_number() OVER (PARTITION BY job_id ORDER BY alloc_min DESC, attempt DESC) = 1
-        ),
-        tot AS (
-            SELECT job_id, sum(alloc_min) AS alloc_min, sum(busy_min) AS busy_min, sum(k) AS k
-            FROM att GROUP BY job_id
-        ),
-        times AS (
-            SELECT job_id, min(start_time) AS start_time,
-                   CASE WHEN bool_or(end_time IS NULL AND start_time IS NOT NULL) THEN NULL
-                        ELSE max(end_time) END AS end_time
-            FROM attempts GROUP BY job_id
-        ),
-        fail AS (
-            SELECT job_id, arg_max(category, attempt) AS failure_category
-            FROM failures GROUP BY job_id
-        )
-        SELECT j.job_id, j."user", j.vc, j.status,
-               coalesce(main.gpus, j.requested_gpus) AS gpus,
-               main.servers,
-               times.start_time, times.end_time,
-               coalesce(tot.alloc_min, 0) / 60.0 AS allocated_gpu_hours,
-               coalesce(tot.busy_min, 0) / 60.0 AS busy_gpu_hours,
-               CASE WHEN tot.k > 0 THEN 100.0 * tot.busy_min / tot.k END AS mean_util,
-               fail.failure_category,
-               main.attempt AS main_attempt,
-               coalesce(main.alloc_min, 0) / 60.0 AS main_gpu_hours,
-               CASE WHEN main.k > 0 THEN 100.0 * main.busy_min / main.k END AS main_util
-        FROM jobs j
-        LEFT JOIN tot USING (job_id)
-        LEFT JOIN main USING (job_id)
-        LEFT JOIN times USING (job_id)
-        LEFT JOIN fail USING (job_id)
+        SELECT * EXCLUDE (submitted, tot_alloc_min) FROM {JOBS} j
         WHERE {job_filter_sql("j")}
-          AND (NOT $windowed OR coalesce(tot.alloc_min, 0) > 0
+          AND (NOT $windowed OR j.tot_alloc_min > 0
                OR (j.submitted >= $lo AND j.submitted < $hi))
     """  # noqa: S608 - no user values are formatted in
 
@@ -74,7 +91,7 @@ def _job_params(filters: Filters | None) -> dict[str, object]:
 
 def job_utilization(con: duckdb.DuckDBPyConnection, filters: Filters | None = None) -> pd.DataFrame:
     """One row per job: allocated and busy GPU-hours, mean utilization (0-100)."""
-    ensure_base(con, filters)
+    ensure_jobs(con, filters)
     sql = f"""
         SELECT job_id, "user", vc, status, gpus, servers, start_time, end_time,
                allocated_gpu_hours, busy_gpu_hours, mean_util, failure_category
