@@ -3,7 +3,7 @@
     .venv/bin/python -m tests.dashboard.screenshots --data-dir /tmp/gl-shots [--out docs/screenshots]
 
 Builds the store when the data directory holds no job yet (128 GPUs over 3 days, seed 2, then
-what `gpulens demo` runs: diagnose, blacklist, flag and score nodes; and four validations, so the
+what `gpulens demo` runs: diagnose, blacklist, flag and score nodes; and seven validations, so the
 Validation page has something to show), starts the real server on a free port, loads every page
 in headless Debian Chromium, saves a full-page screenshot of each and reduces it to 128 colours.
 Not a test (pytest does not collect it); tests/dashboard/test_browser.py is the test.
