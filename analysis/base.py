@@ -268,8 +268,8 @@ def ensure_base(con: duckdb.DuckDBPyConnection, filters: Filters | None) -> str:
         CREATE OR REPLACE TEMP TABLE {_HOURS} AS
         SELECT CAST(row_number() OVER () AS INTEGER) AS hid, pid,
                hash(node, gpu_index, epoch_us(h) // 3600000000) AS gh, h,
-               epoch_us(greatest(s, h)) // 60000000 AS lo_m,
-               epoch_us(least(ce, h + INTERVAL 1 HOUR)) // 60000000 AS hi_m
+               CAST(epoch_us(greatest(s, h)) // 60000000 AS INTEGER) AS lo_m,
+               CAST(epoch_us(least(ce, h + INTERVAL 1 HOUR)) // 60000000 AS INTEGER) AS hi_m
         FROM (SELECT pid, node, gpu_index, s, ce,
                      unnest(generate_series(date_trunc('hour', s), ce - INTERVAL 1 MINUTE,
                                             INTERVAL 1 HOUR)) AS h
@@ -320,7 +320,7 @@ def _build_ph(con: duckdb.DuckDBPyConnection, src: str, params: dict[str, Any]) 
         CREATE OR REPLACE TEMP TABLE {PH} AS
         WITH smp AS (
             SELECT hash(node, gpu_index, epoch_us(ts) // 3600000000) AS gh,
-                   epoch_us(ts) // 60000000 AS m, util_gpu
+                   CAST(epoch_us(ts) // 60000000 AS INTEGER) AS m, util_gpu
             FROM {src}
             WHERE util_gpu IS NOT NULL AND NOT isnan(util_gpu)
         ),
@@ -331,7 +331,7 @@ def _build_ph(con: duckdb.DuckDBPyConnection, src: str, params: dict[str, Any]) 
               ON x.gh = smp.gh AND smp.m >= x.lo_m AND smp.m < x.hi_m
             GROUP BY x.hid
         )
-        SELECT x.pid, x.h, x.hi_m - x.lo_m AS alloc_min,
+        SELECT x.pid, x.h, CAST(x.hi_m - x.lo_m AS BIGINT) AS alloc_min,
                coalesce(used.n, 0) AS n, coalesce(used.su, 0.0) AS su, coalesce(used.k, 0) AS k,
                CASE WHEN used.n > 0 THEN used.su / used.n * used.k / 100.0 ELSE 0.0 END AS busy_min
         FROM {_HOURS} x LEFT JOIN used USING (hid)
