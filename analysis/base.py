@@ -320,13 +320,15 @@ def _build_ph(con: duckdb.DuckDBPyConnection, src: str, params: dict[str, Any]) 
         CREATE OR REPLACE TEMP TABLE {PH} AS
         WITH smp AS (
             SELECT hash(node, gpu_index, epoch_us(ts) // 3600000000) AS gh,
-                   CAST(epoch_us(ts) // 60000000 AS INTEGER) AS m, util_gpu
+                   CAST(epoch_us(ts) // 60000000 AS INTEGER) AS m,
+                   nullif(util_gpu, CAST('nan' AS FLOAT)) AS util_gpu
             FROM {src}
-            WHERE util_gpu IS NOT NULL AND NOT isnan(util_gpu)
         ),
         used AS (
-            SELECT x.hid, count(*) AS n, sum(smp.util_gpu) AS su,
-                   bit_count(bit_or(CAST(1 AS UBIGINT) << CAST(smp.m % 60 AS UBIGINT))) AS k
+            SELECT x.hid, count(smp.util_gpu) AS n, sum(smp.util_gpu) AS su,
+                   bit_count(bit_or(CASE WHEN smp.util_gpu IS NOT NULL
+                                         THEN CAST(1 AS UBIGINT) << CAST(smp.m % 60 AS UBIGINT)
+                                         ELSE CAST(0 AS UBIGINT) END)) AS k
             FROM smp JOIN {_HOURS} x
               ON x.gh = smp.gh AND smp.m >= x.lo_m AND smp.m < x.hi_m
             GROUP BY x.hid
