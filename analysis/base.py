@@ -12,20 +12,22 @@ skipped, as the Philly notebook does).
 How: placements are cut into placement-hours (``__gl_hours``: one row per
 placement and clock hour it touches, with the minute range ``[lo_m, hi_m)`` it
 covers in that hour; a few rows per placement). One scan of the samples joins
-each sample to the placement-hours of its GPU and hour with a hash join on two
-integer keys (``hash(node, gpu_index)``, epoch hour) and the residual range
-test ``lo_m <= minute < hi_m``, and aggregates per placement-hour: sample
-count, util sum and the minutes with samples (a 60-bit mask, so several
-samples in one minute, e.g. a 5 s collector, count as one minute, at the
-hour's mean). Two placements on the same GPU and minute both get that minute.
+each sample to the placement-hours of its GPU and hour with a hash join on one
+integer key, ``hash(node, gpu_index, epoch hour)``, and the residual range test
+``lo_m <= minute < hi_m`` (a key collision across hours cannot match, since the
+range lies inside the build row's hour), and aggregates per placement-hour:
+count and sum of the non-NA samples and the minutes with one (a 60-bit mask, so
+several samples in one minute, e.g. a 5 s collector, count as one minute, at
+the hour's mean). Two placements on the same GPU and minute both get that
+minute.
 
-The samples are read straight from their Parquet files (only ``ts``,
-``gpu_index``, ``util_gpu`` and the hive ``node``/``date``; no
-``union_by_name`` schema merge over every file), and the date partitions
-outside the placements' time span (and the filter window) are pruned. The
-result is cached in TEMP tables on the caller's connection, keyed by the time
-window and the list of sample files, so running several analyses on one
-connection scans the samples once.
+The GPU sample files are listed once per call (``os.scandir``; the listing is
+the cache fingerprint) and read as an explicit list: only ``ts``,
+``gpu_index``, ``util_gpu`` and the hive ``node``, only the date partitions
+between the placements' first and last minute (and the filter window), no seed
+file, and no ``union_by_name`` schema merge over every file. The results are
+cached in TEMP tables on the caller's connection (``cache_key``), so running
+several analyses on one connection scans the samples once.
 """
 
 from __future__ import annotations
