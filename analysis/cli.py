@@ -13,7 +13,8 @@ from rich.console import Console
 from rich.table import Table
 
 from analysis.filters import Filters
-from gpulens.cli.common import App, emit, json_option, pass_app
+from gpulens.cli.common import App, json_option, pass_app
+from gpulens.cli.common import emit as _emit
 
 __all__ = ["analyze", "render_table"]
 
@@ -79,9 +80,29 @@ def render_table(df: pd.DataFrame, title: str, console: Console | None = None,
     console.print(table)
 
 
+_STATUS = "gpulens.analysis.status"
+
+
 @click.group()
-def analyze() -> None:
+@click.pass_context
+def analyze(ctx: click.Context) -> None:
     """Where the GPU-hours go: utilization, locality, early stop, goodput, failures."""
+    app = ctx.find_object(App)
+    if app is not None and not app.quiet and not ctx.resilient_parsing:
+        # Analyses of a large store take seconds: a spinner on stderr until output starts.
+        status = app.console.status("analysing the store ...")
+        status.start()
+        ctx.meta[_STATUS] = status
+        ctx.call_on_close(status.stop)
+
+
+def emit(data: Any, as_json: bool, human: Callable[[], None] | None = None) -> None:
+    """Stop the spinner, then print (see gpulens.cli.common.emit)."""
+    ctx = click.get_current_context(silent=True)
+    status = ctx.meta.get(_STATUS) if ctx is not None else None
+    if status is not None:
+        status.stop()
+    _emit(data, as_json, human)
 
 
 @analyze.command()
