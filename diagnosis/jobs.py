@@ -663,7 +663,6 @@ def _write(store: Store, results: Iterable[AttemptDiagnosis], now: datetime) -> 
         }
     )
     with store.write() as con:
-        con.execute("SELECT 1").fetchall()  # finish any pending result before register()
         con.register("new_failures", table)
         try:
             con.execute(

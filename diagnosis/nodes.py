@@ -430,7 +430,6 @@ def score_anomalies(
     out = pd.DataFrame({"node": frame["node"].astype(str), "hour": pd.to_datetime(frame["hour"]),
                         "score": scores.astype(float)})
     with store.write() as con:
-        con.execute("SELECT 1").fetchall()  # finish any pending result before register()
         con.register("new_scores", out)
         try:
             con.execute(
