@@ -26,9 +26,10 @@ demo: venv
 
 lint: venv
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 
 typecheck: venv
-	$(BIN)/mypy gpulens collectors analysis diagnosis dashboard
+	$(BIN)/mypy gpulens
 
 pytest: venv
 	$(BIN)/pytest

@@ -51,7 +51,7 @@ BIG = (2000, 30.0)  # 86.4 M samples
 
 
 def _store(gpus: int, days: float, seed: int = 0) -> Path:
-    from collectors.simulate import simulate
+    from gpulens.ingest.simulate import simulate
     from gpulens.store import Store
 
     root = BENCH_DIR / f"sim-{gpus}x{days:g}-s{seed}"
@@ -143,7 +143,7 @@ def _warm_page_cache(root: Path) -> None:
 
 def _duckdb_util_locality(root: Path) -> dict[str, Any]:
     """utilization + locality on a fresh store connection: wall and CPU seconds per step."""
-    import analysis
+    from gpulens import analysis
     from gpulens.store import Store
 
     out: dict[str, Any] = {}
@@ -167,7 +167,7 @@ def bench_small(gpus: int, days: float) -> dict[str, Any]:
     two runs (they bracket the pandas run, so both sides see the same load)."""
     import duckdb
 
-    import analysis  # noqa: F401 - imported before the clock starts, as pandas is
+    import gpulens.analysis  # noqa: F401 - imported before the clock starts, as pandas is
 
     root = _store(gpus, days)
     n = duckdb.connect().execute(
@@ -212,7 +212,7 @@ def bench_small(gpus: int, days: float) -> dict[str, Any]:
 # ------------------------------------------------------------ all analyses
 def all_analyses(data_dir: Path) -> dict[str, float]:
     """Every analysis on one fresh connection; returns seconds per step."""
-    import analysis
+    from gpulens import analysis
     from gpulens.store import Store
 
     steps: dict[str, float] = {}

@@ -27,11 +27,11 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from collectors.agent import Agent
-from collectors.attribution import JobResolver
-from collectors.gpu.fake import FakeBackend
-from collectors.net import NetReader
-from collectors.sink import MemorySink
+from gpulens.collectors.agent import Agent
+from gpulens.collectors.attribution import JobResolver
+from gpulens.collectors.gpu.fake import FakeBackend
+from gpulens.collectors.net import NetReader
+from gpulens.collectors.sink import MemorySink
 from gpulens.store import SegmentWriter, Store, arrow_schema
 
 __all__ = ["build_tree", "main"]

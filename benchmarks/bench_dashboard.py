@@ -37,7 +37,7 @@ TARGET_S = 3.0
 
 PAGES = ["overview", "jobs", "job", "locality", "early_stop", "failures", "inputs_nodes",
          "validation"]
-APP = str(Path(__file__).resolve().parents[1] / "dashboard" / "app.py")
+APP = str(Path(__file__).resolve().parents[1] / "gpulens" / "dashboard" / "app.py")
 
 
 def _root(gpus: int, days: float, seed: int = 0) -> Path:
@@ -45,7 +45,7 @@ def _root(gpus: int, days: float, seed: int = 0) -> Path:
 
 
 def _ensure(gpus: int, days: float) -> Path:
-    from collectors.simulate import simulate
+    from gpulens.ingest.simulate import simulate
     from gpulens.store import Store
 
     root = _root(gpus, days)
@@ -71,7 +71,7 @@ def _pick(argv: list[str]) -> Path:
 
 
 def _costliest_failed_job(root: Path) -> str:
-    import analysis
+    from gpulens import analysis
     from gpulens.store import Store
 
     con = Store(root).connect()

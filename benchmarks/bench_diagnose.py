@@ -51,8 +51,8 @@ def _timed(fn: Callable[[], int], reps: int) -> tuple[float, float, int]:
 def main(argv: list[str]) -> None:
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})  # one core
-    from diagnosis import logs
-    from diagnosis.classifier import CORPUS_DIR, Classifier, _bound_text, load_corpus
+    from gpulens.diagnosis import logs
+    from gpulens.diagnosis.classifier import CORPUS_DIR, Classifier, _bound_text, load_corpus
 
     reps = int(argv[0]) if argv else 3
     entries = load_corpus(CORPUS_DIR)

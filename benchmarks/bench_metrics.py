@@ -250,10 +250,10 @@ def bench_render(opts: dict[str, str]) -> dict[str, Any]:
     from prometheus_client import generate_latest
     from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
 
-    from collectors.agent import Agent
-    from collectors.attribution import JobResolver
-    from collectors.exporter import make_registry, render_text
-    from collectors.gpu.fake import FakeBackend
+    from gpulens.collectors.agent import Agent
+    from gpulens.collectors.attribution import JobResolver
+    from gpulens.collectors.gpu.fake import FakeBackend
+    from gpulens.exporters.agent import make_registry, render_text
 
     gpus = int(opts.get("gpus", "1024"))
     os.environ.setdefault("GPULENS_JOB_ID", "bench-job")
@@ -297,7 +297,7 @@ def bench_render(opts: dict[str, str]) -> dict[str, Any]:
 def bench_exporter(opts: dict[str, str], tmp: Path) -> dict[str, Any]:
     data = Path(opts["data-dir"]) if "data-dir" in opts else tmp / "sim-data"
     if "data-dir" not in opts:
-        from collectors.simulate import simulate
+        from gpulens.ingest.simulate import simulate
         from gpulens.store import Store
 
         gpus = int(opts.get("gpus", "1024"))

@@ -24,7 +24,7 @@ __all__ = ["main"]
 
 
 def _rows(n: int, seed: int) -> list[dict[str, str | None]]:
-    from diagnosis.origin import EVIDENCE_VARIABLES, synthetic_history
+    from gpulens.diagnosis.origin import EVIDENCE_VARIABLES, synthetic_history
 
     frame = synthetic_history(n, seed=seed)
     return [{v: r[v] for v in EVIDENCE_VARIABLES} for r in frame.to_dict("records")]
@@ -38,11 +38,11 @@ def main(argv: list[str]) -> None:
     args = ap.parse_args(argv)
 
     t = time.perf_counter()
-    from diagnosis.bn_adapter import _pgmpy
+    from gpulens.diagnosis.bn_adapter import _pgmpy
 
     _pgmpy()
     t_import = time.perf_counter() - t
-    from diagnosis.origin import OriginModel, synthetic_history
+    from gpulens.diagnosis.origin import OriginModel, synthetic_history
 
     t = time.perf_counter()
     hist = synthetic_history(20_000, seed=0)
@@ -94,8 +94,8 @@ def main(argv: list[str]) -> None:
 
     if args.no_e2e:
         return
-    from collectors.simulate import simulate
-    from diagnosis.jobs import diagnose_all
+    from gpulens.diagnosis.jobs import diagnose_all
+    from gpulens.ingest.simulate import simulate
     from gpulens.store import Store
 
     with tempfile.TemporaryDirectory() as tmp:

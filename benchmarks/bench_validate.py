@@ -71,9 +71,9 @@ def _plain_until(job: Path, marker: bytes | None, limit_as: int | None = None, t
 
 
 def main(argv: list[str]) -> None:
-    from diagnosis.validator import JobSpec, validate
     from gpulens.config import ValidateConfig
     from gpulens.store import Store
+    from gpulens.validator import JobSpec, validate
 
     reps = 3
     for a in argv:

@@ -1,5 +1,5 @@
 """The ``gpulens`` command line. Feature packages register commands lazily in main.py."""
 
-from gpulens.cli.common import App, emit, json_option, pass_app, progress
+from gpulens.cliapp import App, emit, json_option, pass_app, progress
 
 __all__ = ["App", "emit", "json_option", "pass_app", "progress"]

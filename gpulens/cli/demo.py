@@ -21,12 +21,11 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import click
 import psutil
 
-from gpulens.cli.common import App, pass_app, progress
+from gpulens.cliapp import App, pass_app, progress, stage_progress
 from gpulens.store import Store
 
 __all__ = ["demo"]
@@ -108,18 +107,11 @@ def _count(store: Store, table: str) -> int:
 
 
 def _simulate(app: App, store: Store, gpus: int, days: float, seed: int) -> None:
-    from collectors.simulate import simulate
+    from gpulens.ingest.simulate import simulate
 
     console = app.console
     console.print(f"[bold]1/4[/] simulating a cluster of {gpus} GPUs over {days:g} days (seed {seed})")
-    with progress(console) as bar:
-        tasks: dict[str, Any] = {}
-
-        def report(step: str, done: int, total: int) -> None:
-            if step not in tasks:
-                tasks[step] = bar.add_task(step, total=total)
-            bar.update(tasks[step], completed=done, total=total)
-
+    with stage_progress(console) as report:
         summary = simulate(store, gpus=gpus, days=days, seed=seed, progress=report)
     console.print(
         f"    {summary.jobs:,} jobs, {summary.attempts:,} attempts "
@@ -129,7 +121,7 @@ def _simulate(app: App, store: Store, gpus: int, days: float, seed: int) -> None
 
 
 def _diagnose(app: App, store: Store) -> None:
-    from diagnosis import blacklist, jobs, nodes
+    from gpulens.diagnosis import blacklist, jobs, nodes
 
     console = app.console
     console.print("[bold]2/4[/] diagnosing failed attempts, blacklisting inputs, flagging nodes")
@@ -148,7 +140,7 @@ def _diagnose(app: App, store: Store) -> None:
 
 
 def _headlines(app: App, store: Store) -> None:
-    import analysis
+    from gpulens import analysis
 
     console = app.console
     console.print("[bold]3/4[/] where the GPU-hours went")

@@ -1,39 +1,113 @@
 """Entry point of the ``gpulens`` command.
 
-Subcommands live in the feature packages and are imported only when invoked
-(see ``COMMANDS``), so ``gpulens --help`` stays fast and the core package does
-not import collectors, analysis, diagnosis or dashboard at import time.
+Subcommands live in the feature packages. Each is imported only when invoked, by
+a small loader function with a direct import (so mypy and the import contract see
+every dependency while ``gpulens --help`` stays fast and the core package does not
+import the feature packages at import time).
 """
 
 from __future__ import annotations
 
-import importlib
 import sys
+from collections.abc import Callable
 from typing import NoReturn
 
 import click
 
 from gpulens import __version__
-from gpulens.cli.common import App
+from gpulens.cliapp import App
 from gpulens.config import load_config
 from gpulens.errors import GpulensError
 
 __all__ = ["COMMANDS", "cli", "main"]
 
-#: command name -> ("module:attribute", one-line help shown by --help)
-COMMANDS: dict[str, tuple[str, str]] = {
-    "analyze": ("analysis.cli:analyze", "Run an analysis (utilization, locality, early-stop, ...)."),
-    "blacklist": ("diagnosis.blacklist_cli:blacklist", "List, add, remove or check blacklisted inputs."),
-    "collect": ("collectors.cli:collect", "Run the node agent: sample GPUs and network, serve /metrics."),
-    "dashboard": ("dashboard.cli:dashboard", "Start the Streamlit operator dashboard."),
-    "demo": ("gpulens.cli.demo:demo", "Simulate a cluster, analyse it, start dashboard and endpoints."),
-    "diagnose": ("diagnosis.cli:diagnose", "Classify why a job failed, from its logs and context."),
-    "exporter": ("analysis.cluster_exporter:exporter", "Serve cluster-level metrics from the store."),
-    "import": ("analysis.importers.cli:import_", "Import Philly, Slurm or metric-curve traces."),
-    "nodes": ("diagnosis.nodes_cli:nodes", "Flag bad nodes and score node anomalies."),
-    "simulate": ("collectors.simulate.cli:simulate", "Build a simulated cluster into the store."),
-    "store": ("gpulens.cli.store_cmd:store", "Inspect and maintain the data directory."),
-    "validate": ("diagnosis.validator.cli:validate", "Dry-run a job's first steps before submitting."),
+
+def _analyze() -> click.Command:
+    from gpulens.analysis.cli import analyze
+
+    return analyze
+
+
+def _blacklist() -> click.Command:
+    from gpulens.diagnosis.blacklist_cli import blacklist
+
+    return blacklist
+
+
+def _collect() -> click.Command:
+    from gpulens.cli.collect import collect
+
+    return collect
+
+
+def _dashboard() -> click.Command:
+    from gpulens.dashboard.cli import dashboard
+
+    return dashboard
+
+
+def _demo() -> click.Command:
+    from gpulens.cli.demo import demo
+
+    return demo
+
+
+def _diagnose() -> click.Command:
+    from gpulens.diagnosis.cli import diagnose
+
+    return diagnose
+
+
+def _exporter() -> click.Command:
+    from gpulens.exporters.cluster import exporter
+
+    return exporter
+
+
+def _import() -> click.Command:
+    from gpulens.ingest.importers.cli import import_
+
+    return import_
+
+
+def _nodes() -> click.Command:
+    from gpulens.diagnosis.nodes_cli import nodes
+
+    return nodes
+
+
+def _simulate() -> click.Command:
+    from gpulens.ingest.simulate.cli import simulate
+
+    return simulate
+
+
+def _store() -> click.Command:
+    from gpulens.cli.store_cmd import store
+
+    return store
+
+
+def _validate() -> click.Command:
+    from gpulens.validator.cli import validate
+
+    return validate
+
+
+#: command name -> (loader, one-line help shown by --help)
+COMMANDS: dict[str, tuple[Callable[[], click.Command], str]] = {
+    "analyze": (_analyze, "Run an analysis (utilization, locality, early-stop, ...)."),
+    "blacklist": (_blacklist, "List, add, remove or check blacklisted inputs."),
+    "collect": (_collect, "Run the node agent: sample GPUs and network, serve /metrics."),
+    "dashboard": (_dashboard, "Start the Streamlit operator dashboard."),
+    "demo": (_demo, "Simulate a cluster, analyse it, start dashboard and endpoints."),
+    "diagnose": (_diagnose, "Classify why a job failed, from its logs and context."),
+    "exporter": (_exporter, "Serve cluster-level metrics from the store."),
+    "import": (_import, "Import Philly, Slurm or metric-curve traces."),
+    "nodes": (_nodes, "Flag bad nodes and score node anomalies."),
+    "simulate": (_simulate, "Build a simulated cluster into the store."),
+    "store": (_store, "Inspect and maintain the data directory."),
+    "validate": (_validate, "Dry-run a job's first steps before submitting."),
 }
 
 
@@ -43,20 +117,7 @@ class LazyGroup(click.Group):
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         target = COMMANDS.get(cmd_name)
-        if target is None:
-            return None
-        module, _, attr = target[0].partition(":")
-        try:
-            command = getattr(importlib.import_module(module), attr)
-        except (ModuleNotFoundError, AttributeError) as exc:
-            if isinstance(exc, ModuleNotFoundError) and not (exc.name or "").startswith(
-                module.split(".")[0]
-            ):
-                raise  # a third-party module is missing: let the extras guard speak
-            raise click.UsageError(f"'{cmd_name}' is not available in this build ({exc}).") from None
-        if not isinstance(command, click.Command):  # pragma: no cover - programming error
-            raise TypeError(f"{target[0]} is not a click command")
-        return command
+        return None if target is None else target[0]()
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]

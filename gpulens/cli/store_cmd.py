@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from gpulens.cli.common import App, emit, json_option, pass_app
+from gpulens.cliapp import App, emit, json_option, pass_app
 from gpulens.store import VIEW_NAMES, latest_version
 from gpulens.store.schema import current_version
 

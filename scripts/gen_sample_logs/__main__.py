@@ -23,7 +23,7 @@ import zlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from diagnosis.types import DEFAULT_ORIGIN
+from gpulens.diagnosis.types import DEFAULT_ORIGIN
 from scripts.gen_sample_logs import formats
 from scripts.gen_sample_logs.programs import CASES, Case, Run
 

@@ -1,4 +1,4 @@
-"""The shared GPU-minute computation (analysis/base.py) and the cached tables built on it.
+"""The shared GPU-minute computation (gpulens/analysis/base.py) and the cached tables built on it.
 
 Hand-computed cases the six-job store of test_handbuilt does not cover: a placement
 across midnight (samples in two date partitions), two jobs sharing a GPU in the same
@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import analysis
-from analysis import Filters
+from gpulens import analysis
+from gpulens.analysis import Filters
 from gpulens.store import Store
 from tests.analysis.builders import insert_rows, write_gpu_samples
 

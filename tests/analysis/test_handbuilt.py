@@ -26,8 +26,8 @@ from datetime import datetime
 import pandas as pd
 import pytest
 
-import analysis
-from analysis import Filters
+from gpulens import analysis
+from gpulens.analysis import Filters
 from gpulens.store import Store
 from tests.analysis.builders import insert_rows, write_gpu_samples
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-import analysis
-from analysis.importers.jsonstream import iter_array
-from analysis.importers.metrics import import_metrics
-from analysis.importers.slurm import expand_hostlist, import_slurm
+from gpulens import analysis
 from gpulens.errors import InputError
+from gpulens.ingest.importers.jsonstream import iter_array
+from gpulens.ingest.importers.metrics import import_metrics
+from gpulens.ingest.importers.slurm import expand_hostlist, import_slurm
 from gpulens.store import Store
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"

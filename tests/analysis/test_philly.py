@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-import analysis
-from analysis.importers.philly import find_files, import_philly
+from gpulens import analysis
 from gpulens.errors import InputError
+from gpulens.ingest.importers.philly import find_files, import_philly
 from gpulens.store import Store
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "philly"

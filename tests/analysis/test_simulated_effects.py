@@ -17,7 +17,7 @@ from datetime import datetime
 
 import pytest
 
-import analysis
+from gpulens import analysis
 from gpulens.store import Store
 
 pytestmark = pytest.mark.slow
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
-    from collectors.simulate import SimParams, simulate
+    from gpulens.ingest.simulate import SimParams, simulate
 
     store = Store.open(tmp_path_factory.mktemp("sim") / "data")
     simulate(store, gpus=512, days=5, seed=3, start=datetime(2026, 1, 1), params=SimParams())
@@ -33,7 +33,7 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
 
 
 def test_locality_recovered(sim: Store) -> None:
-    from collectors.simulate import SimParams, planted_util
+    from gpulens.ingest.simulate import SimParams, planted_util
 
     params = SimParams()
     con = sim.connect()

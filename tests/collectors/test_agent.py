@@ -8,14 +8,14 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from collectors.agent import Agent
-from collectors.attribution import JobResolver
-from collectors.exporter import serve_agent
-from collectors.gpu.base import GPU_FIELDS, GpuProcess, GpuSample
-from collectors.gpu.fake import FakeBackend
-from collectors.net import NetReader
-from collectors.sink import FlakySink, MemorySink, StoreSink
+from gpulens.collectors.agent import Agent
+from gpulens.collectors.attribution import JobResolver
+from gpulens.collectors.gpu.base import GPU_FIELDS, GpuProcess, GpuSample
+from gpulens.collectors.gpu.fake import FakeBackend
+from gpulens.collectors.net import NetReader
+from gpulens.collectors.sink import FlakySink, MemorySink, StoreSink
 from gpulens.errors import BackendUnavailableError, InputError
+from gpulens.exporters.agent import serve_agent
 from gpulens.store import SAMPLE_KINDS, Store
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
@@ -229,8 +229,8 @@ def test_fake_fields_cover_every_sample_field() -> None:
 
 
 def test_job_utilization_on_shared_gpu_uses_per_process_values() -> None:
-    from collectors.agent import job_utilization
-    from collectors.attribution import Attribution
+    from gpulens.collectors.agent import job_utilization
+    from gpulens.collectors.attribution import Attribution
 
     samples = [GpuSample(0, util_gpu=90.0), GpuSample(1, util_gpu=60.0), GpuSample(2, util_gpu=80.0)]
     procs = [GpuProcess(0, 1, 10, 20.0), GpuProcess(0, 2, 10, 70.0),  # GPU 0 shared by jobs a and b

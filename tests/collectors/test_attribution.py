@@ -9,7 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from collectors.attribution import Attribution, JobResolver, job_from_cgroup, job_from_environ
+from gpulens.collectors.attribution import (
+    Attribution,
+    JobResolver,
+    job_from_cgroup,
+    job_from_environ,
+)
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "proc"
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import yaml
 
-from collectors.cli import collect
+from gpulens.cli.collect import collect
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 

@@ -12,8 +12,9 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from collectors.agent import Agent
-from collectors.exporter import (
+from gpulens.collectors.agent import Agent
+from gpulens.collectors.sink import FlakySink, MemorySink
+from gpulens.exporters.agent import (
     CONTENT_TYPE,
     AgentCollector,
     AgentExposition,
@@ -21,7 +22,6 @@ from collectors.exporter import (
     render_text,
     serve_agent,
 )
-from collectors.sink import FlakySink, MemorySink
 from tests.collectors.test_agent import FULL, make_agent
 
 OPENMETRICS_FIRST = (

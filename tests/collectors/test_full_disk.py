@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from collectors.agent import Agent
-from collectors.gpu.fake import FakeBackend
-from collectors.sink import StoreSink
+from gpulens.collectors.agent import Agent
+from gpulens.collectors.gpu.fake import FakeBackend
+from gpulens.collectors.sink import StoreSink
 from gpulens.store import Store
 from tests.conftest import IN_CI
 
@@ -54,7 +54,7 @@ def _fill(path: Path) -> None:
 def test_real_enospc_then_recovery(small_disk: Path) -> None:
     store = Store.open(small_disk / "data")
     clock = [0.0]
-    from collectors.net import NetReader
+    from gpulens.collectors.net import NetReader
 
     agent = Agent(node="n1", backend=FakeBackend({"devices": [{"index": i} for i in range(8)]}),
                   net=NetReader(FIX / "proc", FIX / "sys"), resolver=None, sink=StoreSink(store, "n1"),

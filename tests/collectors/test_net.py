@@ -3,8 +3,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from collectors.agent import Agent
-from collectors.net import NetReader, parse_ib_rate, parse_netdev
+from gpulens.collectors.agent import Agent
+from gpulens.collectors.net import NetReader, parse_ib_rate, parse_netdev
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from collectors.gpu.base import DeviceLost, FieldError, FieldUnsupported
+from gpulens.collectors.gpu.base import DeviceLost, FieldError, FieldUnsupported
 from gpulens.errors import BackendUnavailableError
 from tests.conftest import require_module
 
@@ -19,7 +19,7 @@ def nv():  # type: ignore[no-untyped-def]
 
 
 def test_translate_error(nv) -> None:  # type: ignore[no-untyped-def]
-    from collectors.gpu.nvml import translate_error
+    from gpulens.collectors.gpu.nvml import translate_error
 
     assert isinstance(translate_error(nv, nv.NVMLError(nv.NVML_ERROR_NOT_SUPPORTED)), FieldUnsupported)
     assert isinstance(translate_error(nv, nv.NVMLError(nv.NVML_ERROR_NOT_FOUND)), FieldUnsupported)
@@ -30,7 +30,7 @@ def test_translate_error(nv) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_decode_field_values(nv) -> None:  # type: ignore[no-untyped-def]
-    from collectors.gpu.nvml import decode_field_value
+    from gpulens.collectors.gpu.nvml import decode_field_value
 
     fv = nv.c_nvmlFieldValue_t()
     fv.valueType = nv.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
@@ -50,7 +50,7 @@ def test_decode_field_values(nv) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_batch_field_ids_exist_in_pynvml(nv) -> None:  # type: ignore[no-untyped-def]
-    from collectors.gpu.nvml import BATCH_FIELDS
+    from gpulens.collectors.gpu.nvml import BATCH_FIELDS
 
     for attr, (const, _) in BATCH_FIELDS.items():
         assert isinstance(getattr(nv, const), int), (attr, const)
@@ -68,7 +68,7 @@ def _gpu_present(nv) -> bool:  # type: ignore[no-untyped-def]
 
 
 def test_real_nvml_backend(nv) -> None:  # type: ignore[no-untyped-def]
-    from collectors.gpu.nvml import NvmlBackend
+    from gpulens.collectors.gpu.nvml import NvmlBackend
 
     if not _gpu_present(nv):
         with pytest.raises(BackendUnavailableError, match="NVML"):

@@ -3,7 +3,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from collectors.rates import CounterTracker, counter_delta
+from gpulens.collectors.rates import CounterTracker, counter_delta
 
 
 def test_plain_increase() -> None:

@@ -11,7 +11,7 @@ import pytest
 from gpulens.store import Store
 from tests.dashboard.smallstore import build_small_store
 
-APP = str(Path(__file__).resolve().parents[2] / "dashboard" / "app.py")
+APP = str(Path(__file__).resolve().parents[2] / "gpulens" / "dashboard" / "app.py")
 
 #: page script -> a heading the page always shows when the store has data
 PAGES = {
@@ -27,7 +27,7 @@ PAGES = {
 
 def _simulate() -> Callable[..., object] | None:
     try:
-        module = importlib.import_module("collectors.simulate")
+        module = importlib.import_module("gpulens.ingest.simulate")
     except ImportError:
         return None
     fn = getattr(module, "simulate", None)
@@ -36,7 +36,7 @@ def _simulate() -> Callable[..., object] | None:
 
 def postprocess(store: Store) -> None:
     """What `gpulens demo` runs after simulating: diagnose, blacklist, flag and score nodes."""
-    from diagnosis import blacklist, jobs, nodes
+    from gpulens.diagnosis import blacklist, jobs, nodes
 
     jobs.diagnose_all(store)
     blacklist.update_from_failures(store)

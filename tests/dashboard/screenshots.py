@@ -88,8 +88,8 @@ def record_validations(data_dir: Path) -> list[str]:
 
 def build_store(data_dir: Path) -> None:
     """Simulate 128 GPUs over 3 days (seed 2) and post-process as `gpulens demo` does."""
-    from collectors.simulate import simulate
-    from diagnosis import blacklist, jobs, nodes
+    from gpulens.diagnosis import blacklist, jobs, nodes
+    from gpulens.ingest.simulate import simulate
     from gpulens.store import Store
 
     store = Store.open(data_dir)
@@ -175,8 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pages", nargs="*", help="url paths to shoot (default: all)")
     args = parser.parse_args(argv)
 
-    from dashboard.cli import launch, wait_ready
     from gpulens.config import Config
+    from gpulens.dashboard.cli import launch, wait_ready
     from tests.dashboard.test_browser import _failed_job, _free_port
 
     if not _has_jobs(args.data_dir):

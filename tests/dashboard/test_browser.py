@@ -53,7 +53,7 @@ def _free_port() -> int:
 @pytest.fixture
 def server(dash_store: Store, tmp_path: Path) -> Iterator[str]:
     require_module("streamlit")
-    from dashboard.cli import launch, wait_ready
+    from gpulens.dashboard.cli import launch, wait_ready
 
     port = _free_port()
     config = Config(data_dir=dash_store.root)
@@ -77,7 +77,7 @@ def server(dash_store: Store, tmp_path: Path) -> Iterator[str]:
 
 
 def _failed_job(store: Store) -> str:
-    import analysis
+    from gpulens import analysis
 
     con = store.connect()
     try:

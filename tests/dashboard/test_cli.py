@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from dashboard.cli import APP_PATH, streamlit_command
 from gpulens.cli.main import cli
 from gpulens.config import Config
+from gpulens.dashboard.cli import APP_PATH, streamlit_command
 
 
 def test_streamlit_command_binds_localhost_headless(tmp_path: Path) -> None:
@@ -45,7 +45,7 @@ def test_sigterm_stops_the_dashboard_and_leaves_no_process(tmp_path: Path) -> No
 
     import psutil
 
-    from dashboard.cli import wait_ready
+    from gpulens.dashboard.cli import wait_ready
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -12,7 +12,7 @@ require_module("altair")
 
 import altair as alt  # noqa: E402
 
-from dashboard import charts, ui  # noqa: E402
+from gpulens.dashboard import charts, ui  # noqa: E402
 
 
 def test_column_labels_are_for_people() -> None:

@@ -72,7 +72,7 @@ def find_chart(at: AppTest, y_field: str, x_field: str) -> dict[str, Any]:
 
 def assert_sized_per_category(spec: dict[str, Any]) -> list[str]:
     """One ROW_PX row per category, every label drawn; returns the categories in order."""
-    from dashboard.charts import ROW_PX
+    from gpulens.dashboard.charts import ROW_PX
 
     view = spec["layer"][0] if "layer" in spec else spec
     y = view["encoding"]["y"]
@@ -116,7 +116,7 @@ def set_filter(at: AppTest, key: str, value: Any) -> AppTest:
 
 
 def some_vc(store: Store) -> str:
-    import analysis
+    from gpulens import analysis
 
     con = store.connect()
     try:
@@ -196,7 +196,7 @@ def test_overview_tables_read_for_people_csv_stays_raw(dash_store: Store,
 
 
 def test_overview_waterfall_shows_all_five_stages(dash_store: Store, use_store: UseStore) -> None:
-    from dashboard.charts import STAGE_LABELS
+    from gpulens.dashboard.charts import STAGE_LABELS
 
     use_store(dash_store)
     at = run_page("overview")

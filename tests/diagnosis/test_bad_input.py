@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from diagnosis import classify_file, classify_text
+from gpulens.diagnosis import classify_file, classify_text
 
 
 def test_empty_file(tmp_path: Path) -> None:
@@ -65,7 +65,7 @@ def test_one_gigabyte_log_bounded(tmp_path: Path) -> None:
 
 
 def test_scan_back_finds_traceback_before_the_tail(tmp_path: Path) -> None:
-    from diagnosis.logs import read_log
+    from gpulens.diagnosis.logs import read_log
 
     p = tmp_path / "mid.log"
     tb = (b"Traceback (most recent call last):\n  File \"t.py\", line 1, in <module>\n"

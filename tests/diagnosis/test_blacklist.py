@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from diagnosis import blacklist as bl
+from gpulens.diagnosis import blacklist as bl
 from gpulens.errors import InputError
 from gpulens.store import Store
 from tests.diagnosis.test_jobs import add_job

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from diagnosis.classifier import Classifier, SvmModel, family_of, load_corpus
-from diagnosis.evaluate import HOLDOUT_DIR, _views
-from diagnosis.types import CATEGORIES
+from gpulens.diagnosis.classifier import Classifier, SvmModel, family_of, load_corpus
+from gpulens.diagnosis.evaluate import HOLDOUT_DIR, _views
+from gpulens.diagnosis.types import CATEGORIES
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "sample_logs"
@@ -88,7 +88,7 @@ def test_model_is_cached_on_disk(tmp_path: Path) -> None:
 
 
 def test_import_is_fast_and_lazy() -> None:
-    code = ("import sys, diagnosis, diagnosis.classifier; "
+    code = ("import sys, gpulens.diagnosis, gpulens.diagnosis.classifier; "
             "print(int('sklearn' in sys.modules), int('drain3' in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.split() == ["0", "0"]
@@ -157,7 +157,7 @@ def test_svm_alone_on_hand_written_holdout(model: SvmModel) -> None:
 
 
 def test_mask_keeps_the_kind_of_path() -> None:
-    from diagnosis.templates import mask
+    from gpulens.diagnosis.templates import mask
 
     assert mask("No such file or directory: 'datasets/x/train.csv'") == "No such file or directory: '<DATA>'"
     assert mask("torch.load('/ckpt/run3/epoch_12.pt') at 0x7f3a 10.0.0.12:29500") == \

@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from diagnosis.jobs import (
+from gpulens.diagnosis.jobs import (
     diagnose_all,
     diagnose_job,
     exit_class,
@@ -24,7 +24,7 @@ from diagnosis.jobs import (
     model_for_store,
     stage_of,
 )
-from diagnosis.types import DEFAULT_ORIGIN, Diagnosis
+from gpulens.diagnosis.types import DEFAULT_ORIGIN, Diagnosis
 from gpulens.errors import InputError
 from gpulens.store import Store, arrow_schema
 from tests.conftest import require_module
@@ -119,7 +119,7 @@ def failure_rows(store: Store) -> dict[tuple[str, int], dict]:
 @pytest.fixture(scope="module")
 def model():
     require_module("pgmpy")
-    from diagnosis.origin import default_model
+    from gpulens.diagnosis.origin import default_model
 
     return default_model()
 
@@ -324,7 +324,7 @@ def test_labeled_history_from_sim_truth_refits_the_model(store: Store) -> None:
 
 
 def test_real_classifier_default(store: Store, model) -> None:
-    """classify defaults to diagnosis.classify_file (imported lazily)."""
+    """classify defaults to gpulens.diagnosis.classify_file (imported lazily)."""
     require_module("sklearn")
     add_job(store, "r", [{"status": "failed", "nodes": ["n1"], "minutes": 1, "category": "x"}])
     log = store.logs / "r-0.log"

@@ -1,13 +1,13 @@
 """End to end on the simulator: batch diagnosis, then blacklist and bad-node logic
-must find what the simulator planted (collectors.simulate, sim_planted / sim_truth)."""
+must find what the simulator planted (gpulens.ingest.simulate, sim_planted / sim_truth)."""
 
 from __future__ import annotations
 
 import pytest
 
-from diagnosis import blacklist as bl
-from diagnosis import nodes as nd
-from diagnosis.jobs import diagnose_all
+from gpulens.diagnosis import blacklist as bl
+from gpulens.diagnosis import nodes as nd
+from gpulens.diagnosis.jobs import diagnose_all
 from gpulens.store import Store
 from tests.conftest import require_module
 
@@ -17,8 +17,8 @@ from tests.conftest import require_module
 def test_finds_planted_bad_nodes_and_corrupted_inputs(store: Store, seed: int) -> None:
     for mod in ("pgmpy", "sklearn"):
         require_module(mod)
-    from collectors.simulate import simulate
-    from diagnosis.origin import default_model
+    from gpulens.diagnosis.origin import default_model
+    from gpulens.ingest.simulate import simulate
 
     summary = simulate(store, gpus=64, days=2, seed=seed)
     n = diagnose_all(store, model=default_model())  # real classifier on the simulator's logs

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from diagnosis import classify_text
-from diagnosis.logs import analyze, fatal_region, normalize_line, read_log
+from gpulens.diagnosis import classify_text
+from gpulens.diagnosis.logs import analyze, fatal_region, normalize_line, read_log
 
 CORPUS = Path(__file__).resolve().parents[2] / "sample_logs"
 
@@ -104,13 +104,13 @@ def test_read_log_small_file_whole(tmp_path: Path) -> None:
 
 
 def _corpus_texts() -> list[str]:
-    from diagnosis.classifier import load_corpus
+    from gpulens.diagnosis.classifier import load_corpus
 
     return [(CORPUS / e.file).read_text(errors="replace") for e in load_corpus(CORPUS)]
 
 
 def test_normalize_lines_equals_normalize_line() -> None:
-    from diagnosis.logs import normalize_lines
+    from gpulens.diagnosis.logs import normalize_lines
 
     for text in _corpus_texts():
         lines = text.splitlines()
@@ -118,7 +118,7 @@ def test_normalize_lines_equals_normalize_line() -> None:
 
 
 def test_lazy_normalization_finds_the_same_region() -> None:
-    from diagnosis.logs import _LazyNorm, _region, normalize_lines
+    from gpulens.diagnosis.logs import _LazyNorm, _region, normalize_lines
 
     for text in _corpus_texts() + [CHAINED, _TORCHRUN]:
         lines = text.splitlines()

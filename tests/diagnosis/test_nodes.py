@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from diagnosis import nodes as nd
+from gpulens.diagnosis import nodes as nd
 from gpulens.store import Store, arrow_schema
 from tests.conftest import require_module
 from tests.diagnosis.test_jobs import T0, add_job, add_xids

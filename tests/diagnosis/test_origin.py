@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from diagnosis.origin import (
+from gpulens.diagnosis.origin import (
     EDGES,
     EVIDENCE_VARIABLES,
     VARIABLES,
@@ -14,7 +14,7 @@ from diagnosis.origin import (
     default_model,
     synthetic_history,
 )
-from diagnosis.types import CATEGORIES, ORIGINS
+from gpulens.diagnosis.types import CATEGORIES, ORIGINS
 from gpulens.errors import InputError
 from tests.conftest import require_module
 
@@ -136,7 +136,7 @@ def test_bad_evidence_is_rejected(model: OriginModel) -> None:
 
 
 def test_store_rows_refit_and_round_trip(model: OriginModel) -> None:
-    from diagnosis.bn_adapter import BayesNet
+    from gpulens.diagnosis.bn_adapter import BayesNet
 
     clone = BayesNet.from_dict(model.net.to_dict())
     ev = {"category": "comm_error", "multi_node": "multi", "retry": "succeeded_on_retry"}

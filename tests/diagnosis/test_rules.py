@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from diagnosis.classifier import Classifier
-from diagnosis.rules import _parse, load_rules, match_rules
-from diagnosis.types import CATEGORIES, ORIGINS
+from gpulens.diagnosis.classifier import Classifier
+from gpulens.diagnosis.rules import _parse, load_rules, match_rules
+from gpulens.diagnosis.types import CATEGORIES, ORIGINS
 from gpulens.errors import InputError
 
 RULES = load_rules()
@@ -52,8 +52,8 @@ def test_bare_error_words_do_not_match() -> None:
 
 
 def _texts() -> list[str]:
-    from diagnosis.classifier import CORPUS_DIR, load_corpus
-    from diagnosis.evaluate import HOLDOUT_DIR, _views
+    from gpulens.diagnosis.classifier import CORPUS_DIR, load_corpus
+    from gpulens.diagnosis.evaluate import HOLDOUT_DIR, _views
 
     paths = [CORPUS_DIR / e.file for e in load_corpus()] + sorted(HOLDOUT_DIR.glob("*.log"))
     return [v.focus for v in _views(paths)] + [r.example for r in RULES]
@@ -70,7 +70,7 @@ def test_literal_prefilter_never_hides_a_match() -> None:
 
 
 def test_required_literals() -> None:
-    from diagnosis.rules import required_literals
+    from gpulens.diagnosis.rules import required_literals
 
     assert required_literals(r"No space left on device|Disk quota exceeded") == (
         "no space left on device", "disk quota exceeded")

@@ -12,10 +12,10 @@ from click.testing import CliRunner
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import Metric
 
-from analysis.cluster_exporter import METRIC_NAMES, ClusterCollector, ExporterServer
 from gpulens.cli.main import cli
 from gpulens.config import ExporterConfig
 from gpulens.errors import StoreError
+from gpulens.exporters.cluster import METRIC_NAMES, ClusterCollector, ExporterServer
 from gpulens.store import Store, arrow_schema
 
 NOW = datetime(2026, 11, 22, 12, 0, 0)

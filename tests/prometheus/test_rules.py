@@ -124,7 +124,7 @@ gpulens_agent_gpu_backend_info
 
 
 def known_metric_names() -> set[str]:
-    from analysis.cluster_exporter import METRIC_NAMES
+    from gpulens.exporters.cluster import METRIC_NAMES
 
     return set(AGENT_METRICS) | set(METRIC_NAMES) | {r["record"] for r in _recording_rules()}
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from collectors.simulate import SimParams, SimSummary, planted_util, simulate
-from collectors.simulate.logs import TEMPLATES, LogCorpus
-from diagnosis.types import CATEGORIES, ORIGINS
+from gpulens.diagnosis.types import CATEGORIES, ORIGINS
 from gpulens.errors import InputError
+from gpulens.ingest.simulate import SimParams, SimSummary, planted_util, simulate
+from gpulens.ingest.simulate.logs import TEMPLATES, LogCorpus
 from gpulens.store import Store
 
 START = datetime(2026, 11, 1)

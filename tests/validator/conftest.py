@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from diagnosis.validator import JobSpec
 from gpulens.config import ValidateConfig
+from gpulens.validator import JobSpec
 
 JOBS = Path(__file__).resolve().parent / "jobs"
 

@@ -76,7 +76,7 @@ def test_job_spec_and_human_report(tmp_path: Path, capsys: pytest.CaptureFixture
 
 
 def test_validation_summary_counts_and_gpu_hours_saved(store: Store) -> None:
-    from diagnosis.validator import validation_summary
+    from gpulens.validator import validation_summary
 
     now = datetime(2026, 11, 20, 12, 0)
     with store.write() as con:

@@ -6,9 +6,9 @@ import json
 import sys
 from pathlib import Path
 
-from diagnosis.validator import GpuCandidate, JobSpec, pick_device, project_memory, validate
-from diagnosis.validator.devices import candidates_from_backend, gpu_type_of, parse_pool
 from gpulens.config import ValidateConfig
+from gpulens.validator import GpuCandidate, JobSpec, pick_device, project_memory, validate
+from gpulens.validator.devices import candidates_from_backend, gpu_type_of, parse_pool
 
 GIB = 1024**3
 TYPES = ValidateConfig().gpu_types
@@ -78,7 +78,7 @@ def _scenario(tmp_path: Path) -> Path:
 
 
 def test_fake_backend_candidates_and_cuda_visible_devices(tmp_path: Path) -> None:
-    from collectors.gpu.fake import FakeBackend, load_scenario
+    from gpulens.collectors.gpu.fake import FakeBackend, load_scenario
 
     scenario = _scenario(tmp_path)
     found = candidates_from_backend(FakeBackend(load_scenario(scenario)))

@@ -12,8 +12,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from diagnosis.validator import JobSpec, validate
 from gpulens.config import ValidateConfig
+from gpulens.validator import JobSpec, validate
 
 JOBS = Path(__file__).resolve().parent / "jobs"
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from diagnosis.validator import JobSpec, load_job_spec, validate
-from diagnosis.validator.static import entry_point, job_python_files
 from gpulens.config import ValidateConfig
 from gpulens.errors import InputError
 from gpulens.store import Store
+from gpulens.validator import JobSpec, load_job_spec, validate
+from gpulens.validator.static import entry_point, job_python_files
 
 
 def test_syntax_error_fails_with_file_and_line(make_job: Callable[..., JobSpec], config: ValidateConfig) -> None:

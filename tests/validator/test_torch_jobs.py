@@ -12,9 +12,9 @@ from collections.abc import Callable
 import psutil
 import pytest
 
-from diagnosis.validator import JobSpec, validate
 from gpulens.config import ValidateConfig
 from gpulens.store import Store
+from gpulens.validator import JobSpec, validate
 from tests.conftest import require_module
 
 pytestmark = [pytest.mark.torch, pytest.mark.slow]

@@ -1,0 +1,365 @@
+"""The shared first step of every utilization-based analysis: GPU-minutes per placement.
+
+Definition (issue 4): a job's GPU-minutes are the whole minutes ``m`` with
+``floor(start) <= m < end`` of each attempt, on each of the attempt's GPUs
+(``placements``). A running attempt (``end_time`` NULL) runs up to the minute
+after the newest GPU sample in the store, or to ``Filters.now`` when there are
+no samples. A minute's utilization is the mean of the non-NULL, non-NaN
+``util_gpu`` samples whose ``ts`` falls in that minute on that GPU; minutes
+without such a sample count as allocated but not as busy (NA samples are
+skipped, as the Philly notebook does).
+
+How: placements are cut into placement-hours (``__gl_hours``: one row per
+placement and clock hour it touches, with the minute range ``[lo_m, hi_m)`` it
+covers in that hour; a few rows per placement). One scan of the samples joins
+each sample to the placement-hours of its GPU and hour with a hash join on one
+integer key, ``hash(node, gpu_index, epoch hour)``, and the residual range test
+``lo_m <= minute < hi_m`` (a key collision across hours cannot match, since the
+range lies inside the build row's hour), and aggregates per placement-hour:
+count and sum of the non-NA samples and the minutes with one (a 60-bit mask, so
+several samples in one minute, e.g. a 5 s collector, count as one minute, at
+the hour's mean). Two placements on the same GPU and minute both get that
+minute.
+
+The GPU sample files are listed once per call (``os.scandir``; the listing is
+the cache fingerprint) and read as an explicit list: only ``ts``,
+``gpu_index``, ``util_gpu`` and the hive ``node``, only the date partitions
+between the placements' first and last minute (and the filter window), no seed
+file, and no ``union_by_name`` schema merge over every file. The results are
+cached in TEMP tables on the caller's connection (``cache_key``), so running
+several analyses on one connection scans the samples once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from typing import Any
+
+import duckdb
+
+from gpulens.analysis.filters import FAR_FUTURE, FAR_PAST, Filters
+
+__all__ = [
+    "ATT",
+    "PH",
+    "PL",
+    "attempts_sql",
+    "cache_key",
+    "ensure_base",
+    "SampleFiles",
+    "gpu_sample_signature",
+    "sample_files",
+    "set_cache_key",
+]
+
+PL = "__gl_pl"  # placements: pid, job_id, attempt, node, gpu_index, s, e, ce, alloc_min
+PH = "__gl_ph"  # per placement and hour: pid, h, alloc_min, n, su, k, busy_min
+ATT = "__gl_att"  # per attempt: job_id, attempt, gpus, servers, first_minute, alloc_min, busy_min, k, n, su
+_KEYS = "__gl_keys"  # cached TEMP table name -> the key it was built for
+_HOURS = "__gl_hours"
+_SEED_NODE = "__seed__"
+_PIN = ("join_order", "build_side_probe_side")
+
+
+def _sample_glob(con: duckdb.DuckDBPyConnection) -> str | None:
+    """The Parquet glob behind the gpu_samples view (None if it is not a Parquet view)."""
+    sql = con.execute(
+        "SELECT sql FROM duckdb_views() WHERE view_name = 'gpu_samples' AND NOT internal"
+    ).fetchone()
+    if not sql:
+        return None
+    text = str(sql[0])
+    start = text.find("read_parquet('")
+    if start < 0:
+        return None
+    start += len("read_parquet('")
+    end = start
+    while True:  # the literal ends at a quote that is not doubled
+        end = text.find("'", end)
+        if end < 0:
+            return None
+        if text[end + 1 : end + 2] == "'":
+            end += 2
+            continue
+        return text[start:end].replace("''", "'")
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+_DATE_DIR = re.compile(r"(?:^|/)date=(\d{4}-\d{2}-\d{2})/")
+_HIVE_TYPES = "{'kind': VARCHAR, 'date': DATE, 'node': VARCHAR}"
+
+
+@dataclass(frozen=True)
+class SampleFiles:
+    """The GPU sample files behind the gpu_samples view, listed once.
+
+    ``files`` are (path, date partition or None) of the non-seed files;
+    ``signature`` fingerprints the whole listing (a new, removed or renamed
+    file changes it); ``view`` is True when gpu_samples is not a Parquet view
+    (then the view itself is read).
+    """
+
+    signature: str
+    files: tuple[tuple[str, date | None], ...] = ()
+    view: bool = False
+
+    @property
+    def newest(self) -> date | None:
+        return max((d for _, d in self.files if d is not None), default=None)
+
+    def between(self, first: date | None, last: date | None) -> list[str]:
+        """Paths whose date partition may hold samples in [first, last] (all if unknown)."""
+        return [f for f, d in self.files if d is None
+                or ((first is None or d >= first) and (last is None or d <= last))]
+
+
+def _walk(pattern: str) -> list[str] | None:
+    """Files matching ``ROOT/*/*/*.parquet`` by os.scandir (None: another pattern shape)."""
+    suffix = "/*/*/*.parquet"
+    root = pattern[: -len(suffix)]
+    if not pattern.endswith(suffix) or any(c in root for c in "*?[") or not os.path.isdir(root):
+        return None
+    out: list[str] = []
+    with os.scandir(root) as level1:
+        for d1 in level1:
+            if not d1.is_dir():
+                continue
+            with os.scandir(d1.path) as level2:
+                for d2 in level2:
+                    if not d2.is_dir():
+                        continue
+                    with os.scandir(d2.path) as level3:
+                        out.extend(f.path for f in level3
+                                   if f.name.endswith(".parquet") and f.is_file())
+    return out
+
+
+def sample_files(con: duckdb.DuckDBPyConnection) -> SampleFiles:
+    """List the GPU sample files once (os.scandir; DuckDB's glob() for other layouts)."""
+    pattern = _sample_glob(con)
+    if pattern is None:
+        return SampleFiles("view", view=True)
+    paths = _walk(pattern)
+    if paths is None:
+        paths = [str(r[0]) for r in con.execute("SELECT file FROM glob(?)", [pattern]).fetchall()]
+    paths.sort()
+    digest = hashlib.blake2b(digest_size=16)
+    for path in paths:
+        digest.update(path.encode("utf-8", "surrogateescape") + b"\0")
+    files = []
+    for path in paths:
+        if f"/node={_SEED_NODE}/" in path.replace(os.sep, "/"):
+            continue
+        m = _DATE_DIR.search(path.replace(os.sep, "/"))
+        files.append((path, date.fromisoformat(m.group(1)) if m else None))
+    return SampleFiles(f"{len(paths)}:{digest.hexdigest()}", tuple(files))
+
+
+def gpu_sample_signature(con: duckdb.DuckDBPyConnection) -> str:
+    """Cheap fingerprint of the set of GPU sample files behind the gpu_samples view."""
+    return sample_files(con).signature
+
+
+def _source(sf: SampleFiles, first: date | None, last: date | None) -> tuple[str, dict[str, Any]]:
+    """A FROM-clause source (and its parameters) of ts, node, gpu_index, util_gpu.
+
+    Reads the listed Parquet files directly: only the date partitions in
+    ``[first, last]``, no seed file, no ``union_by_name`` merge of every file's
+    schema, only the four columns.
+    """
+    if sf.view:
+        conds = []
+        if first is not None:
+            conds.append(f"date >= DATE '{first.isoformat()}'")
+        if last is not None:
+            conds.append(f"date <= DATE '{last.isoformat()}'")
+        where = " AND ".join(conds) or "TRUE"
+        return f"(SELECT ts, node, gpu_index, util_gpu FROM gpu_samples WHERE {where})", {}  # noqa: S608
+    paths = sf.between(first, last)
+    if not paths:
+        return ("(SELECT NULL::TIMESTAMP AS ts, NULL::VARCHAR AS node, NULL::SMALLINT AS gpu_index,"
+                " NULL::FLOAT AS util_gpu WHERE false)"), {}
+    return (
+        "(SELECT ts, node, CAST(gpu_index AS SMALLINT) AS gpu_index, util_gpu"  # noqa: S608
+        f" FROM read_parquet($files, hive_partitioning = true, hive_types = {_HIVE_TYPES}))",
+        {"files": paths},
+    )
+
+
+def _open_end(con: duckdb.DuckDBPyConnection, f: Filters, sf: SampleFiles) -> datetime:
+    running = con.execute(
+        "SELECT count(*) FROM attempts WHERE end_time IS NULL AND start_time IS NOT NULL"
+    ).fetchone()
+    if not running or running[0] == 0:
+        return f.clock()
+    newest = sf.newest
+    src, params = _source(sf, newest, newest)  # the newest date partition only
+    found = con.execute(f"SELECT max(ts) FROM {src}", params).fetchone()  # noqa: S608
+    if (not found or found[0] is None) and newest is not None:
+        src, params = _source(sf, None, None)
+        found = con.execute(f"SELECT max(ts) FROM {src}", params).fetchone()  # noqa: S608
+    if found and found[0] is not None:
+        last: datetime = found[0]
+        return last.replace(second=0, microsecond=0) + timedelta(minutes=1)
+    return f.clock()
+
+
+def cache_key(con: duckdb.DuckDBPyConnection, name: str) -> str | None:
+    """The key the cached TEMP table ``name`` was built for on this connection (None: not built)."""
+    try:
+        row = con.execute(f"SELECT k FROM {_KEYS} WHERE name = ?", [name]).fetchone()  # noqa: S608
+    except duckdb.CatalogException:
+        return None
+    return str(row[0]) if row else None
+
+
+def set_cache_key(con: duckdb.DuckDBPyConnection, name: str, key: str) -> None:
+    con.execute(f"CREATE TEMP TABLE IF NOT EXISTS {_KEYS} (name VARCHAR PRIMARY KEY, k VARCHAR)")
+    con.execute(f"INSERT OR REPLACE INTO {_KEYS} VALUES (?, ?)", [name, key])  # noqa: S608
+
+
+def ensure_base(con: duckdb.DuckDBPyConnection, filters: Filters | None) -> str:
+    """Build (or reuse) the TEMP tables PL, PH and ATT for this connection and window.
+
+    Returns the key they were built for (tables derived from them key on it).
+    State tables are a fixed snapshot per connection; the samples are not, so
+    the key includes a fingerprint of the sample files.
+    """
+    f = filters or Filters()
+    lo, hi = f.window()
+    sf = sample_files(con)
+    key = f"{lo.isoformat()}|{hi.isoformat()}|{(f.now or '')}|{sf.signature}"
+    if cache_key(con, PH) == key:
+        return key
+    open_end = _open_end(con, f, sf)
+    params: dict[str, Any] = {"lo": lo, "hi": hi, "open_end": open_end}
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE {PL} AS
+        WITH p AS (
+            SELECT p.job_id, p.attempt, p.node, CAST(p.gpu_index AS SMALLINT) AS gpu_index,
+                   greatest(date_trunc('minute', coalesce(p.start_time, a.start_time)), $lo) AS s,
+                   least(coalesce(p.end_time, a.end_time, $open_end), $hi) AS e
+            FROM placements p JOIN attempts a USING (job_id, attempt)
+            WHERE coalesce(p.start_time, a.start_time) IS NOT NULL
+        ), c AS (
+            SELECT *, CASE WHEN e = date_trunc('minute', e) THEN e
+                           ELSE date_trunc('minute', e) + INTERVAL 1 MINUTE END AS ce
+            FROM p
+        )
+        SELECT CAST(row_number() OVER (ORDER BY job_id, attempt, node, gpu_index, s) AS INTEGER) AS pid,
+               job_id, attempt, node, gpu_index, s, e, ce,
+               CAST(date_diff('minute', s, ce) AS BIGINT) AS alloc_min
+        FROM c WHERE ce > s
+        """,  # noqa: S608 - identifiers are module constants
+        params,
+    )
+    # Placement-hours: the minutes [lo_m, hi_m) (epoch minutes) each placement
+    # covers in each clock hour it touches, keyed by integers (GPU hash, epoch hour).
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE {_HOURS} AS
+        SELECT CAST(row_number() OVER () AS INTEGER) AS hid, pid,
+               hash(node, gpu_index, epoch_us(h) // 3600000000) AS gh, h,
+               CAST(epoch_us(greatest(s, h)) // 60000000 AS INTEGER) AS lo_m,
+               CAST(epoch_us(least(ce, h + INTERVAL 1 HOUR)) // 60000000 AS INTEGER) AS hi_m
+        FROM (SELECT pid, node, gpu_index, s, ce,
+                     unnest(generate_series(date_trunc('hour', s), ce - INTERVAL 1 MINUTE,
+                                            INTERVAL 1 HOUR)) AS h
+              FROM {PL})
+        """  # noqa: S608 - identifiers are module constants
+    )
+    span = con.execute(f"SELECT min(s), max(ce) FROM {PL}").fetchone()  # noqa: S608
+    if span and span[0] is not None:
+        # only the date partitions the placements touch (samples are in UTC days)
+        first, last = span[0].date(), span[1].date()
+    else:
+        first = last = FAR_PAST.date()
+    if lo > FAR_PAST:
+        first = max(first, lo.date())
+    if hi < FAR_FUTURE:
+        last = min(last, hi.date())
+    src, src_params = _source(sf, first, last)
+    # One scan of the samples, hash-joined to the placement-hours of the same GPU
+    # and hour, with the minute range as a residual condition. The hash table
+    # must be built on the placement-hours (the right side as written): DuckDB
+    # estimates a direct Parquet scan from its first file (the store's one-row
+    # seed file), so the join sides are pinned for this one statement.
+    with _pinned_join_sides(con):
+        _build_ph(con, src, src_params)
+    con.execute(f"DROP TABLE {_HOURS}")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {ATT} AS {_ATTEMPTS}")
+    set_cache_key(con, PH, key)
+    return key
+
+
+@contextmanager
+def _pinned_join_sides(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """Disable join reordering and build-side flipping, then restore the setting."""
+    row = con.execute("SELECT current_setting('disabled_optimizers')").fetchone()
+    before = str(row[0]) if row and row[0] else ""
+    names = [n for n in before.split(",") if n.strip()]
+    pinned = ",".join([*names, *(n for n in _PIN if n not in names)])
+    con.execute(f"SET disabled_optimizers = {_literal(pinned)}")
+    try:
+        yield
+    finally:
+        con.execute(f"SET disabled_optimizers = {_literal(before)}")
+
+
+def _build_ph(con: duckdb.DuckDBPyConnection, src: str, params: dict[str, Any]) -> None:
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE {PH} AS
+        WITH smp AS (
+            SELECT hash(node, gpu_index, epoch_us(ts) // 3600000000) AS gh,
+                   CAST(epoch_us(ts) // 60000000 AS INTEGER) AS m,
+                   nullif(util_gpu, CAST('nan' AS FLOAT)) AS util_gpu
+            FROM {src}
+        ),
+        used AS (
+            SELECT x.hid, count(smp.util_gpu) AS n, sum(smp.util_gpu) AS su,
+                   bit_count(bit_or(CASE WHEN smp.util_gpu IS NOT NULL
+                                         THEN CAST(1 AS UBIGINT) << CAST(smp.m % 60 AS UBIGINT)
+                                         ELSE CAST(0 AS UBIGINT) END)) AS k
+            FROM smp JOIN {_HOURS} x
+              ON x.gh = smp.gh AND smp.m >= x.lo_m AND smp.m < x.hi_m
+            GROUP BY x.hid
+        )
+        SELECT x.pid, x.h, CAST(x.hi_m - x.lo_m AS BIGINT) AS alloc_min,
+               coalesce(used.n, 0) AS n, coalesce(used.su, 0.0) AS su, coalesce(used.k, 0) AS k,
+               CASE WHEN used.n > 0 THEN used.su / used.n * used.k / 100.0 ELSE 0.0 END AS busy_min
+        FROM {_HOURS} x LEFT JOIN used USING (hid)
+        """,  # noqa: S608 - identifiers are module constants; dates are formatted by us
+        params,
+    )
+
+
+_ATTEMPTS = f"""
+    SELECT pl.job_id, pl.attempt,
+           count(DISTINCT (pl.node, pl.gpu_index)) AS gpus,
+           count(DISTINCT pl.node) AS servers,
+           min(pl.s) AS first_minute,
+           sum(ph.alloc_min) AS alloc_min, sum(ph.busy_min) AS busy_min,
+           sum(ph.k) AS k, sum(ph.n) AS n, sum(ph.su) AS su
+    FROM {PL} pl JOIN (
+        SELECT pid, sum(alloc_min) AS alloc_min, sum(busy_min) AS busy_min,
+               sum(k) AS k, sum(n) AS n, sum(su) AS su
+        FROM {PH} GROUP BY pid
+    ) ph USING (pid)
+    GROUP BY pl.job_id, pl.attempt
+"""  # noqa: S608 - identifiers are module constants
+
+
+def attempts_sql() -> str:
+    """Per-attempt aggregate over PL/PH (a SQL subquery; no parameters; after ensure_base)."""
+    return f"SELECT * FROM {ATT}"  # noqa: S608 - a module constant

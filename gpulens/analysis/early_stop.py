@@ -1,0 +1,234 @@
+"""Early-stop savings: hindsight convergence and an online (patience) stopping rule."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from gpulens.analysis.base import cache_key, set_cache_key
+from gpulens.analysis.filters import Filters
+from gpulens.analysis.utilization import _job_params, ensure_jobs, jobs_sql
+
+__all__ = [
+    "EarlyStopSummary",
+    "convergence_sql",
+    "early_stop",
+    "ensure_convergence",
+    "early_stop_summary",
+    "lower_is_better",
+    "online_stop",
+]
+
+_LOWER = re.compile(r"loss|err|perplexity|ppl|wer|cer|mse|mae|rmse", re.IGNORECASE)
+
+
+def lower_is_better(metric: str) -> bool:
+    """Loss-like metrics (loss, error, perplexity, ...) improve downwards."""
+    return bool(_LOWER.search(metric))
+
+
+def _curves_sql() -> str:
+    """Metric curve per job, oriented so that larger is better (v = sign * value)."""
+    return """
+        SELECT job_id, step, rn, v, count(*) OVER (PARTITION BY job_id) AS epochs,
+               max(v) OVER (PARTITION BY job_id) AS best
+        FROM (
+            SELECT job_id, step, $sign * avg(value) AS v,
+                   row_number() OVER (PARTITION BY job_id ORDER BY step) AS rn
+            FROM job_metrics
+            WHERE metric = $metric AND value IS NOT NULL AND isfinite(value)
+            GROUP BY job_id, step
+        )
+    """
+
+
+def convergence_sql() -> str:
+    """Per job: epochs, best_epoch, converged_epoch, fraction_epochs (params $sign, $metric, $tol)."""
+    return f"""
+        SELECT job_id, any_value(epochs) AS epochs,
+               min(step) FILTER (WHERE v = best) AS best_epoch,
+               arg_min(step, rn) FILTER (WHERE v >= best - $tol * abs(best)) AS converged_epoch,
+               min(rn) FILTER (WHERE v >= best - $tol * abs(best)) / any_value(epochs) AS fraction_epochs
+        FROM ({_curves_sql()}) GROUP BY job_id
+    """  # noqa: S608 - no user values are formatted in
+
+
+def _params(filters: Filters | None, metric: str, tolerance: float) -> dict[str, Any]:
+    if tolerance < 0:
+        raise ValueError("tolerance must be >= 0")
+    return {
+        **_job_params(filters),
+        "metric": metric,
+        "sign": -1.0 if lower_is_better(metric) else 1.0,
+        "tol": float(tolerance),
+    }
+
+
+CURVE = "__gl_curve"  # job_id, step, rn, v, epochs, best for one metric
+CV = "__gl_cv"  # convergence per job for one metric and tolerance
+
+
+def ensure_convergence(con: duckdb.DuckDBPyConnection, metric: str, tolerance: float) -> None:
+    """Build (or reuse) the TEMP tables of the metric's curves and their convergence.
+
+    The state tables are a fixed snapshot per connection, so they key only on
+    the metric (curves) and the metric and tolerance (convergence).
+    """
+    params = {"metric": metric, "sign": -1.0 if lower_is_better(metric) else 1.0,
+              "tol": float(tolerance)}
+    if cache_key(con, CURVE) != metric:
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {CURVE} AS {_curves_sql()}",
+                    {k: params[k] for k in ("metric", "sign")})
+        set_cache_key(con, CURVE, metric)
+        set_cache_key(con, CV, "")
+    cv_key = f"{metric}|{float(tolerance)!r}"
+    if cache_key(con, CV) != cv_key:
+        con.execute(
+            f"""
+            CREATE OR REPLACE TEMP TABLE {CV} AS
+            SELECT job_id, any_value(epochs) AS epochs,
+                   min(step) FILTER (WHERE v = best) AS best_epoch,
+                   arg_min(step, rn) FILTER (WHERE v >= best - $tol * abs(best)) AS converged_epoch,
+                   min(rn) FILTER (WHERE v >= best - $tol * abs(best)) / any_value(epochs)
+                       AS fraction_epochs
+            FROM {CURVE} GROUP BY job_id
+            """,  # noqa: S608 - identifiers are module constants
+            {"tol": params["tol"]},
+        )
+        set_cache_key(con, CV, cv_key)
+
+
+def early_stop(
+    con: duckdb.DuckDBPyConnection,
+    filters: Filters | None = None,
+    tolerance: float = 0.001,
+    metric: str = "accuracy",
+) -> pd.DataFrame:
+    """Per job with a curve of ``metric``: the first epoch within ``tolerance``
+    (relative) of its best value, the fraction of epochs that took, and the
+    GPU-hours after it (assuming epochs take equal time)."""
+    params = _params(filters, metric, tolerance)
+    ensure_jobs(con, filters)
+    ensure_convergence(con, metric, tolerance)
+    sql = f"""
+        SELECT c.job_id, c.epochs, c.best_epoch, c.converged_epoch, c.fraction_epochs,
+               j.allocated_gpu_hours AS gpu_hours,
+               j.allocated_gpu_hours * (1 - c.fraction_epochs) AS saveable_gpu_hours
+        FROM {CV} c JOIN ({jobs_sql()}) j USING (job_id)
+        ORDER BY saveable_gpu_hours DESC, c.job_id
+    """  # noqa: S608
+    for unused in ("metric", "sign", "tol"):
+        params.pop(unused)
+    return con.execute(sql, params).df()
+
+
+@dataclass
+class EarlyStopSummary:
+    """Across jobs: ``pct_jobs`` % of jobs converge using at most ``pct_epochs`` % of epochs."""
+
+    jobs: int
+    pct_jobs: float
+    pct_epochs: float
+    sentence: str
+    saveable_gpu_hours: float
+    tolerance: float = 0.001
+    metric: str = "accuracy"
+    #: share of jobs (percent) converged within at most 10%, 20%, ... 100% of epochs
+    cdf: dict[int, float] = field(default_factory=dict)
+
+
+def early_stop_summary(
+    con: duckdb.DuckDBPyConnection,
+    filters: Filters | None = None,
+    tolerance: float = 0.001,
+    metric: str = "accuracy",
+    pct_jobs: float = 75.0,
+) -> EarlyStopSummary:
+    """The Philly-style sentence: "75% of jobs reach within 0.1% of their best
+    accuracy using <= M% of their epochs" (M is the ``pct_jobs`` quantile)."""
+    df = early_stop(con, filters, tolerance, metric)
+    n = len(df)
+    tol_txt = f"{tolerance * 100:g}%"
+    if n == 0:
+        return EarlyStopSummary(
+            0, pct_jobs, float("nan"),
+            f"No job has a '{metric}' curve to measure early-stop savings on.",
+            0.0, tolerance, metric,
+        )
+    frac = df["fraction_epochs"].to_numpy(dtype="float64")
+    pct_epochs = float(np.quantile(frac, pct_jobs / 100.0, method="inverted_cdf")) * 100.0
+    saveable = float(df["saveable_gpu_hours"].fillna(0).sum())
+    cdf = {p: float((frac <= p / 100.0 + 1e-12).mean() * 100.0) for p in range(10, 101, 10)}
+    sentence = (
+        f"{pct_jobs:g}% of jobs reach within {tol_txt} of their best {metric} using "
+        f"<= {pct_epochs:.0f}% of their epochs; stopping each job there would have saved "
+        f"{saveable:,.1f} GPU-hours ({n:,} jobs with a '{metric}' curve)."
+    )
+    return EarlyStopSummary(n, pct_jobs, pct_epochs, sentence, saveable, tolerance, metric, cdf)
+
+
+def online_stop(
+    con: duckdb.DuckDBPyConnection,
+    filters: Filters | None = None,
+    patience: int = 5,
+    min_delta: float = 0.001,
+    metric: str = "accuracy",
+    tolerance: float = 0.001,
+) -> pd.DataFrame:
+    """What a patience rule would have saved without knowing the future.
+
+    An epoch improves when its value beats the best value so far by more than
+    ``min_delta`` (relative); the rule stops at the first epoch that is
+    ``patience`` epochs after the last improvement. ``stop_epoch`` is NULL when
+    the rule never fires (the job ran to its end). ``accuracy_given_up`` is the
+    best value of the whole run minus the best value up to the stop (in the
+    metric's units, >= 0, loss-like metrics oriented so that less is better).
+    """
+    if patience < 1:
+        raise ValueError("patience must be >= 1")
+    params = _params(filters, metric, tolerance)
+    ensure_jobs(con, filters)
+    ensure_convergence(con, metric, tolerance)
+    for unused in ("metric", "sign", "tol"):
+        params.pop(unused)
+    params.update({"patience": int(patience), "min_delta": float(min_delta)})
+    # The rule fires at i + patience for the first improvement i whose next
+    # improvement comes later than that (or never), within the run; so only the
+    # running best (one window) and the improvements' successors (a window over
+    # the improvements only) are needed.
+    sql = f"""
+        WITH w AS (
+            SELECT job_id, rn, step, v, epochs, best,
+                   max(v) OVER (PARTITION BY job_id ORDER BY rn
+                                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_best
+            FROM {CURVE}
+        ),
+        imp AS (
+            SELECT job_id, rn, epochs,
+                   lead(rn) OVER (PARTITION BY job_id ORDER BY rn) AS next_imp
+            FROM w WHERE rn = 1 OR v > prev_best + $min_delta * abs(prev_best)
+        ),
+        s AS (
+            SELECT job_id,
+                   min(rn + $patience) FILTER (WHERE (next_imp IS NULL OR next_imp > rn + $patience)
+                                               AND rn + $patience <= epochs) AS stop_rn
+            FROM imp GROUP BY job_id
+        ),
+        r AS (
+            SELECT s.job_id, s.stop_rn, w.step AS stop_epoch,
+                   w.best - greatest(w.v, coalesce(w.prev_best, w.v)) AS given_up
+            FROM s LEFT JOIN w ON w.job_id = s.job_id AND w.rn = s.stop_rn
+        )
+        SELECT r.job_id, r.stop_epoch, cv.converged_epoch,
+               CASE WHEN r.stop_rn IS NULL THEN 0.0
+                    ELSE j.allocated_gpu_hours * (cv.epochs - r.stop_rn) / cv.epochs END AS saved_gpu_hours,
+               coalesce(r.given_up, 0.0) AS accuracy_given_up
+        FROM r JOIN {CV} cv USING (job_id) JOIN ({jobs_sql()}) j USING (job_id)
+        ORDER BY saved_gpu_hours DESC, r.job_id
+    """  # noqa: S608
+    return con.execute(sql, params).df()

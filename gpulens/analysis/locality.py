@@ -1,0 +1,116 @@
+"""Locality impact: utilization by GPUs and servers spanned, and GPU-hours lost to spreading."""
+
+from __future__ import annotations
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from gpulens.analysis.filters import Filters
+from gpulens.analysis.utilization import _job_params, ensure_jobs, jobs_sql
+
+__all__ = ["bootstrap_ci", "gpus_per_server", "locality", "locality_loss", "locality_units"]
+
+
+def locality_units(con: duckdb.DuckDBPyConnection, filters: Filters | None = None) -> pd.DataFrame:
+    """One row per job with samples: gpus, servers, GPU-hours and utilization of its main attempt."""
+    ensure_jobs(con, filters)
+    sql = f"""
+        SELECT job_id, "user", vc, gpus, servers, main_gpu_hours AS gpu_hours, main_util AS util
+        FROM ({jobs_sql()})
+        WHERE main_util IS NOT NULL AND gpus >= 1 AND servers >= 1
+        ORDER BY job_id
+    """  # noqa: S608 - job order makes the seeded bootstrap reproducible
+    return con.execute(sql, _job_params(filters)).df()
+
+
+def bootstrap_ci(
+    values: np.ndarray, n_boot: int, rng: np.random.Generator, level: float = 0.95
+) -> tuple[float, float]:
+    """Percentile bootstrap confidence interval of the mean (memory-bounded)."""
+    n = len(values)
+    if n == 0:
+        return (float("nan"), float("nan"))
+    if n == 1 or n_boot <= 0:
+        v = float(values.mean())
+        return (v, v)
+    means = np.empty(n_boot)
+    chunk = max(1, 4_000_000 // n)
+    for i in range(0, n_boot, chunk):
+        b = min(chunk, n_boot - i)
+        idx = rng.integers(0, n, size=(b, n))
+        means[i : i + b] = values[idx].mean(axis=1)
+    alpha = (1.0 - level) / 2.0
+    return (float(np.quantile(means, alpha)), float(np.quantile(means, 1.0 - alpha)))
+
+
+def locality(
+    con: duckdb.DuckDBPyConnection,
+    filters: Filters | None = None,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """The Philly table: per GPU count and servers spanned, job count, mean/median
+    utilization of the jobs (each job weighs one) and a 95% bootstrap CI of the mean."""
+    units = locality_units(con, filters)
+    cols = ["gpus", "servers", "jobs", "mean_util", "median_util", "ci_low", "ci_high"]
+    if units.empty:
+        return pd.DataFrame({c: pd.Series(dtype="float64") for c in cols})
+    rng = np.random.default_rng(seed)
+    rows = []
+    for key, grp in units.groupby(["gpus", "servers"], sort=True):
+        gpus, servers = (int(x) for x in key)  # type: ignore[call-overload]
+        vals = grp["util"].to_numpy(dtype="float64")
+        lo, hi = bootstrap_ci(vals, n_boot, rng)
+        rows.append(
+            {
+                "gpus": gpus,
+                "servers": servers,
+                "jobs": len(vals),
+                "mean_util": float(vals.mean()),
+                "median_util": float(np.median(vals)),
+                "ci_low": lo,
+                "ci_high": hi,
+            }
+        )
+    return pd.DataFrame(rows, columns=cols)
+
+
+def gpus_per_server(con: duckdb.DuckDBPyConnection) -> int:
+    """GPUs of the largest server: from the nodes table, else from placements."""
+    row = con.execute(
+        "SELECT greatest(coalesce((SELECT max(gpus) FROM nodes), 0),"
+        " coalesce((SELECT max(gpu_index) + 1 FROM placements), 0),"
+        " coalesce((SELECT max(n) FROM (SELECT count(*) AS n FROM gpus GROUP BY node)), 0))"
+    ).fetchone()
+    return max(1, int(row[0])) if row and row[0] else 1
+
+
+def locality_loss(con: duckdb.DuckDBPyConnection, filters: Filters | None = None) -> pd.DataFrame:
+    """GPU-hours lost to relaxed locality, one row per spread job.
+
+    A job is spread when it spans more servers than ``ceil(gpus / gpus_per_server)``.
+    ``consolidated_util`` is the mean utilization of the jobs of the same GPU count
+    that ran on the minimum number of servers; ``lost_gpu_hours`` is
+    ``(consolidated_util - actual_util) / 100 * gpu_hours`` (negative when the
+    spread job did better). Jobs of a size with no consolidated peer get NULL.
+    """
+    units = locality_units(con, filters)
+    cols = ["job_id", "user", "vc", "gpus", "servers", "min_servers", "gpu_hours",
+            "actual_util", "consolidated_util", "lost_gpu_hours"]
+    if units.empty:
+        return pd.DataFrame({c: pd.Series(dtype="object") for c in cols})
+    gps = gpus_per_server(con)
+    units = units.assign(min_servers=-(-units["gpus"] // gps))
+    base = (
+        units[units["servers"] == units["min_servers"]]
+        .groupby("gpus")["util"].mean().rename("consolidated_util")
+    )
+    spread = units[units["servers"] > units["min_servers"]].join(base, on="gpus")
+    spread = spread.rename(columns={"util": "actual_util"})
+    spread["lost_gpu_hours"] = (
+        (spread["consolidated_util"] - spread["actual_util"]) / 100.0 * spread["gpu_hours"]
+    )
+    spread = spread.sort_values(["lost_gpu_hours", "job_id"], ascending=[False, True],
+                                na_position="last")
+    return spread[cols].reset_index(drop=True)

@@ -1,0 +1,130 @@
+"""What every subcommand shares: the App context, --json output, progress bars."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+from gpulens.config import Config
+from gpulens.store import Store
+
+__all__ = ["App", "StageReport", "emit", "json_option", "pass_app", "progress", "stage_progress",
+           "to_jsonable"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclasses.dataclass
+class App:
+    """Per-invocation state handed to every subcommand as ``ctx.obj``."""
+
+    config: Config
+    quiet: bool = False
+    _store: Store | None = None
+
+    def store(self) -> Store:
+        """Open (create or migrate) the store in the configured data directory."""
+        if self._store is None:
+            self._store = Store.open(self.config.data_dir)
+        return self._store
+
+    @property
+    def console(self) -> Console:
+        return Console(stderr=True, quiet=self.quiet)
+
+
+pass_app = click.make_pass_decorator(App)
+
+
+def json_option(func: F) -> F:
+    """Add ``--json`` to a reporting command (machine-readable output on stdout)."""
+    return click.option(
+        "--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout."
+    )(func)
+
+
+def to_jsonable(value: Any) -> Any:
+    """Convert DataFrames, dataclasses, paths and timestamps into JSON-ready values."""
+    try:
+        import pandas as pd
+
+        if isinstance(value, pd.DataFrame):
+            return json.loads(value.to_json(orient="records", date_format="iso"))
+    except ImportError:  # pragma: no cover - pandas is a base dependency
+        pass
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return to_jsonable(dataclasses.asdict(value))
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, float) and value != value:  # NaN
+        return None
+    if hasattr(value, "item") and callable(value.item):  # numpy scalar
+        return value.item()
+    return value
+
+
+def emit(data: Any, as_json: bool, human: Callable[[], None] | None = None) -> None:
+    """Print ``data`` as JSON when asked, else call ``human`` to render it."""
+    if as_json or human is None:
+        json.dump(to_jsonable(data), sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+    else:
+        human()
+
+
+@contextmanager
+def progress(console: Console | None = None, *, transient: bool = True) -> Iterator[Progress]:
+    """Rich progress bars on stderr (hidden when stderr is not a terminal and --quiet)."""
+    bar = Progress(
+        SpinnerColumn(),
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console or Console(stderr=True),
+        transient=transient,
+    )
+    with bar:
+        yield bar
+
+
+#: The progress callback every long operation takes: ``report(stage, done, total)``.
+StageReport = Callable[[str, int, int], None]
+
+
+@contextmanager
+def stage_progress(console: Console | None = None) -> Iterator[StageReport]:
+    """A progress callback drawing one bar per stage (``total`` 0 means unknown)."""
+    with progress(console) as bar:
+        tasks: dict[str, TaskID] = {}
+
+        def report(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(stage, total=total or None)
+            bar.update(tasks[stage], completed=done, total=total or None)
+
+        yield report

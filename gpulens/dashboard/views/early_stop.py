@@ -1,0 +1,121 @@
+"""Early stop: how many epochs jobs needed, GPU-hours saveable, the online rule vs hindsight."""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from gpulens import analysis
+from gpulens.dashboard import data, ui
+
+__all__ = ["fraction_histogram", "render"]
+
+
+def _points(accuracy: float) -> str:
+    """An accuracy difference (0-1) in percentage points."""
+    return f"{100 * accuracy:.2f} pp"
+
+
+def fraction_histogram(es: pd.DataFrame) -> alt.Chart:
+    df = es[["fraction_epochs"]].dropna().copy()
+    df["pct"] = 100 * df["fraction_epochs"].astype(float)
+    return (
+        alt.Chart(df)
+        .mark_bar(color="#4c78a8")
+        .encode(
+            x=alt.X("pct:Q", bin=alt.Bin(extent=[0, 100], step=5),
+                    title="% of its epochs a job needed to converge"),
+            y=alt.Y("count():Q", title="jobs"),
+            tooltip=[alt.Tooltip("pct:Q", bin=alt.Bin(extent=[0, 100], step=5), title="% epochs"),
+                     alt.Tooltip("count():Q", title="jobs")],
+        )
+        .properties(height=260)
+    )
+
+
+def render() -> None:
+    filters = ui.page_header("Early stop", "Epochs run after a job had already converged")
+    ui.require_data()
+    default_tol = float(data.config().diagnose.early_stop_tolerance)
+    with st.container(border=True):
+        c1, c2, c3 = st.columns(3)
+        tolerance = c1.number_input("Convergence tolerance (accuracy)", min_value=0.0,
+                                    max_value=0.1, value=default_tol, step=0.001, format="%.3f",
+                                    key="es_tolerance")
+        patience = c2.slider("Online rule: patience (epochs)", 1, 20, 5, key="es_patience")
+        min_delta = c3.number_input("Online rule: minimum improvement", min_value=0.0,
+                                    max_value=0.1, value=0.001, step=0.001, format="%.3f",
+                                    key="es_min_delta")
+
+    summary = ui.fetch(analysis.early_stop_summary, "Early-stop summary", filters=filters,
+                       tolerance=float(tolerance))
+    if summary is not None:
+        if getattr(summary, "sentence", ""):
+            st.markdown(f"> {summary.sentence}")
+        c1, c2, c3, c4 = st.columns(4)
+        c1.metric("Jobs with a curve", f"{int(getattr(summary, 'jobs', 0) or 0):,}", border=True)
+        c2.metric("Jobs that converged early", ui.fmt_pct(getattr(summary, "pct_jobs", None)),
+                  border=True)
+        c3.metric("Epochs after convergence", ui.fmt_pct(getattr(summary, "pct_epochs", None)),
+                  border=True)
+        c4.metric("GPU-hours saveable (hindsight)",
+                  ui.fmt_hours(getattr(summary, "saveable_gpu_hours", None)), border=True)
+
+    es = ui.fetch(analysis.early_stop, "Early stop per job", filters=filters,
+                  tolerance=float(tolerance))
+    online = ui.fetch(analysis.online_stop, "Online stopping rule", filters=filters,
+                      patience=int(patience), min_delta=float(min_delta))
+
+    left, right = st.columns(2)
+    with left:
+        st.subheader("Fraction of epochs needed")
+        if isinstance(es, pd.DataFrame):
+            if es.empty:
+                ui.no_match("No job with a metric curve")
+            else:
+                st.altair_chart(fraction_histogram(es), width="stretch")
+    with right:
+        st.subheader("Online rule vs hindsight")
+        if isinstance(online, pd.DataFrame) and isinstance(es, pd.DataFrame):
+            hindsight = float(es["saveable_gpu_hours"].sum()) if not es.empty else 0.0
+            saved = float(online["saved_gpu_hours"].sum()) if not online.empty else 0.0
+            given_up = online["accuracy_given_up"].dropna() if not online.empty else pd.Series()
+            comp = pd.DataFrame({
+                "rule": ["Hindsight (best case)", f"Online (patience {patience})"],
+                "gpu_hours": [hindsight, saved],
+            })
+            st.altair_chart(
+                alt.Chart(comp).mark_bar().encode(
+                    x=alt.X("gpu_hours:Q", title="GPU-hours saved"),
+                    y=alt.Y("rule:N", title=None, sort=None, axis=alt.Axis(labelLimit=220)),
+                    color=alt.Color("rule:N", legend=None,
+                                    scale=alt.Scale(range=["#9e9e9e", "#54a24b"])),
+                    tooltip=["rule:N", alt.Tooltip("gpu_hours:Q", format=",.1f")],
+                ).properties(height=140),
+                width="stretch",
+            )
+            c1, c2 = st.columns(2)
+            c1.metric("Online rule saves", ui.fmt_hours(saved) + " GPU-h",
+                      ui.fmt_pct(100 * saved / hindsight if hindsight else None, 0)
+                      + " of hindsight", delta_color="off", delta_arrow="off", border=True)
+            c2.metric("Accuracy given up (median)",
+                      "—" if given_up.empty else _points(float(given_up.median())),
+                      None if given_up.empty else f"max {_points(float(given_up.max()))}",
+                      delta_color="off", delta_arrow="off", border=True,
+                      help="Best accuracy minus the accuracy at the epoch the online rule "
+                           "stops, in percentage points.")
+
+    if isinstance(es, pd.DataFrame) and not es.empty:
+        st.subheader("Per job")
+        table = es
+        if isinstance(online, pd.DataFrame) and not online.empty:
+            table = es.merge(online, on="job_id", how="left", suffixes=("", "_online"))
+        table = table.sort_values("saveable_gpu_hours", ascending=False)
+        ui.table(table, "early stop per job", hide=["converged_epoch_online"], column_config={
+            "fraction_epochs": st.column_config.ProgressColumn("Epochs needed", min_value=0,
+                                                               max_value=1, format="percent"),
+        })
+
+
+render()

@@ -1,0 +1,676 @@
+"""Classify a failure log: signature rules first, then a calibrated linear SVM.
+
+1. :mod:`gpulens.diagnosis.logs` finds the fatal region (last traceback + chained causes,
+   torchrun root cause, scheduler/kernel lines).
+2. The signature rules (``gpulens/diagnosis/rules/signatures.yaml``) are searched in that
+   region; the highest-priority match wins. A match of a *generic* rule (a bare
+   ``ValueError``, a bare SIGKILL) may be overruled by a confident SVM.
+3. When no rule matches, a linear SVM (``class_weight='balanced'``, sigmoid-calibrated
+   probabilities) on masked word n-grams and Drain3 template ids answers; below a
+   probability threshold the answer is ``unknown`` with a reason.
+
+The SVM is trained from ``sample_logs/`` on first use and cached (pickled) under
+``<data dir>/models/``; importing this module loads neither scikit-learn nor drain3.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import hashlib
+import os
+import pickle
+import re
+import sys
+import threading
+import warnings
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from gpulens.diagnosis import logs
+from gpulens.diagnosis import templates as templates_module
+from gpulens.diagnosis.rules import Rule, RuleMatch, load_rules, match_rules
+from gpulens.diagnosis.templates import TemplateSet, mask
+from gpulens.diagnosis.types import CATEGORIES, DEFAULT_ORIGIN, Diagnosis
+
+__all__ = [
+    "CORPUS_DIR",
+    "Classifier",
+    "CorpusEntry",
+    "SvmModel",
+    "classify_file",
+    "classify_files",
+    "classify_text",
+    "default_classifier",
+    "family_of",
+    "load_corpus",
+]
+
+MODEL_VERSION = 4
+CORPUS_DIR = Path(__file__).resolve().parents[2] / "sample_logs"
+#: Below this SVM probability the answer is "unknown".
+SVM_MIN_PROBA = 0.40
+#: An SVM answer overrules a generic rule only above this probability.
+SVM_OVERRULE_PROBA = 0.60
+MAX_EVIDENCE = 6
+MAX_TEXT_CHARS = logs.HEAD_BYTES + logs.TAIL_BYTES
+
+
+@dataclasses.dataclass(frozen=True)
+class CorpusEntry:
+    file: str  # relative to the corpus directory
+    category: str
+    origin: str
+    provenance: str
+    description: str
+
+    @property
+    def family(self) -> str:
+        return family_of(self.file)
+
+
+def family_of(file: str) -> str:
+    """Generator family of a corpus file: its name without the trailing variant number."""
+    stem = re.sub(r"[_-]?\d+$", "", Path(file).stem)
+    return f"{Path(file).parent.name}/{stem}"
+
+
+def load_corpus(corpus_dir: str | Path | None = None) -> list[CorpusEntry]:
+    """Entries of ``sample_logs/index.csv`` (empty when there is no corpus)."""
+    root = Path(corpus_dir) if corpus_dir else CORPUS_DIR
+    index = root / "index.csv"
+    if not index.is_file():
+        return []
+    with index.open(newline="", encoding="utf-8") as fh:
+        return [
+            CorpusEntry(r["file"], r["category"], r["origin"], r["provenance"], r["description"])
+            for r in csv.DictReader(fh)
+        ]
+
+
+# --------------------------------------------------------------------------- features
+
+_EXC_NAME = re.compile(r"^((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure|Warning|Fault))\b")
+_LIBDIR = re.compile(r"(?:site-packages|dist-packages|lib/python\d+(?:\.\d+)?)/(.+)$")
+_IDENT = re.compile(r"<\w+>|[A-Za-z_][A-Za-z0-9_]{1,40}")
+_NOISE = re.compile(r"\d+%\||it/s\b|s/it\b|\bwarnings\.warn\(|UserWarning|FutureWarning|DeprecationWarning")
+#: Lines of the fatal part given to the char n-grams and the message n-grams.
+FATAL_LINES = 12
+FATAL_CHARS = 1500
+
+
+def _fatal_lines(view: logs.LogView) -> list[str]:
+    """The lines that state the failure: exception lines, scheduler/kernel lines, else the last
+    lines that are not progress bars or warnings."""
+    out = list(view.exception_lines[-4:])
+    if view.exception_lines:  # continuation lines of the last exception message
+        region = [ln.strip() for ln in view.focus.splitlines()]
+        last = view.exception_lines[-1].strip()
+        at = max((i for i, ln in enumerate(region) if ln == last), default=-1)
+        if at >= 0:
+            out += [ln for ln in region[at + 1:at + 7] if ln and not _NOISE.search(ln)]
+    out += [logs.normalize_line(x) for x in view.infra_lines[-6:]]
+    if not out:
+        tail = [ln for ln in view.focus.splitlines() if ln.strip() and not _NOISE.search(ln)]
+        out = tail[-FATAL_LINES:]
+    return [ln.strip()[:400] for ln in out if ln.strip()][-FATAL_LINES:]
+
+
+#: Coarse meaning of words that different tools use for the same thing (a tiny hand-made
+#: "embedding"): a message worded differently from every training log still lands near its class.
+LEXICON: dict[str, tuple[str, ...]] = {
+    "memory": ("memory", "oom", "alloc", "malloc", "mem_", "rss", "memoryerror"),
+    "gpu": ("cuda", "gpu", "cudnn", "cublas", "device", "kernel", "nvidia", "nvml", "nccl"),
+    "net": ("nccl", "gloo", "rendezvous", "socket", "connect", "peer", "network", "tcp", "mpi", "collective",
+            "allreduce", "all_reduce", "barrier", "heartbeat", "store", "ib", "hostname", "port"),
+    "timeout": ("timeout", "timed out", "deadline", "watchdog", "hang", "stuck"),
+    "signal": ("signal", "sigterm", "sigkill", "sigint", "sighup", "preempt", "cancel", "evict", "terminat",
+               "time limit", "requeue", "killed", "shutdown", "drain"),
+    "perm": ("permission", "denied", "forbidden", "eacces", "eperm", "not permitted", "unauthorized", "access"),
+    "storage": ("disk", "space", "quota", "filesystem", "file system", "nfs", "lustre", "stale", "read-only",
+                "mount", "enospc", "i/o", "input/output", "device full"),
+    "nan": ("nan", "inf", "diverg", "finite", "overflow", "explod", "underflow", "loss scale"),
+    "ckpt": ("checkpoint", "ckpt", "state_dict", "state dict", "resume", "unpickl", "pickle", "weights",
+             "load_state", "restore", "serializ"),
+    "import": ("import", "module", "package", "no module", "installed", "version"),
+    "syntax": ("syntax", "indent", "unexpected eof", "unterminated", "was never closed", "invalid syntax", "parse error"),
+    "data": ("csv", "json", "dataset", "corrupt", "malformed", "decode", "truncated", "record", "row", "column",
+             "shard", "sample", "image", "label", "annotation", "parquet", "tfrecord", "not found", "no such file"),
+    "shape": ("shape", "size", "dimension", "dim ", "mismatch", "dtype", "broadcast", "expected", "match"),
+    "crash": ("segmentation", "segfault", "sigsegv", "abort", "core dump", "fatal python", "bus error",
+              "illegal instruction", "terminate called", "double free", "invalid pointer"),
+    "driver": ("driver", "nvml", "libcuda", ".so", "shared object", "version mismatch", "too old", "compatib",
+               "not compiled", "no cuda"),
+    "hw": ("xid", "ecc", "nvlink", "fallen off", "off the bus", "remap", "dbe", "uncorrectable", "pcie", "lost"),
+    "logic": ("attribute", "typeerror", "keyerror", "indexerror", "valueerror", "assert", "nonetype", "argument",
+              "not subscriptable", "not callable", "unsupported operand"),
+}
+
+
+def _lexicon_tokens(text: str) -> list[str]:
+    low = text.lower()
+    return [f"lex_{name}" for name, words in LEXICON.items() if any(w in low for w in words)]
+
+
+def _struct_tokens(view: logs.LogView) -> str:
+    """Exception class names (and their modules), the library modules and functions of the
+    last traceback's frames, identifiers of the failing code lines, kinds of paths named."""
+    toks: list[str] = []
+    names = [m.group(1) for m in map(_EXC_NAME.match, view.exception_lines) if m]
+    for k, name in enumerate(names[-4:]):
+        parts = name.split(".")
+        toks.append("exc_" + parts[-1].lower())
+        toks += ["excmod_" + p.lower() for p in parts[:-1]]
+        if k == len(names[-4:]) - 1:
+            toks.append("lastexc_" + parts[-1].lower())
+    if not names:
+        toks.append("no_exception")
+    frames = view.frames[-5:]
+    for depth, (file, func, code) in enumerate(reversed(frames)):
+        m = _LIBDIR.search(file)
+        if m:
+            comps = [c.removesuffix(".py").lower() for c in m.group(1).split("/")[:3]]
+            toks += ["lib_" + c for c in comps if c and c != "__init__"]
+        else:
+            toks.append("user_frame" if depth else "user_frame_last")
+        toks.append("fn_" + func.strip("<>").lower())
+        if depth < 3 and code:
+            idents = _IDENT.findall(mask(code))
+            toks += ["code_" + w.lower().strip("<>") for w in idents[:24]]
+    for line in view.exception_lines[-2:] + [f[2] for f in frames[-2:]]:
+        for kind in ("<DATA>", "<CKPT>", "<PATH>"):
+            if kind in mask(line):
+                toks.append("names_" + kind.strip("<>").lower())
+    if view.infra_lines:
+        toks.append("has_infra")
+    if not view.has_traceback:
+        toks.append("no_traceback")
+    return " ".join(toks)
+
+
+def _lex_tokens(view: logs.LogView) -> str:
+    toks = _lexicon_tokens("\n".join(_fatal_lines(view)))
+    toks += ["last" + t for t in _lexicon_tokens(view.exception_lines[-1] if view.exception_lines else "")]
+    return " ".join(toks) or "lex_none"
+
+
+def _focus_text(view: logs.LogView) -> str:
+    return mask(view.focus[-20000:]).lower()
+
+
+def _fatal_text(view: logs.LogView) -> str:
+    return mask("\n".join(_fatal_lines(view)))[:FATAL_CHARS].lower()
+
+
+def _template_lines(view: logs.LogView) -> list[str]:
+    lines = [ln for ln in view.focus.splitlines() if ln.strip() and not _NOISE.search(ln)][-40:]
+    return [mask(ln) for ln in dict.fromkeys(lines + _fatal_lines(view))]
+
+
+#: Weights of the feature blocks (each block is L2-normalized TF-IDF).
+BLOCK_WEIGHTS = {"focus": 0.6, "fatal": 1.0, "chars": 1.0, "struct": 1.0, "lex": 1.0, "tpl": 0.5}
+
+
+class _FastTfidf:
+    """``TfidfVectorizer.transform`` of one document as (column indices, values), without
+    scikit-learn's per-call input validation: the fitted analyzer, vocabulary and idf
+    weights, sublinear tf, L2 norm (tests check it equals scikit-learn's output)."""
+
+    def __init__(self, vec: Any, offset: int, weight: float) -> None:
+        self.analyze = vec.build_analyzer()
+        self.vocab: dict[str, int] = vec.vocabulary_
+        self.idf = vec.idf_ if vec.use_idf else None
+        self.sublinear = bool(vec.sublinear_tf)
+        self.l2 = vec.norm == "l2"
+        self.offset = offset
+        self.weight = weight
+
+    def row(self, doc: str) -> tuple[Any, Any]:
+        import numpy as np
+
+        vocab = self.vocab
+        counts: dict[int, int] = {}
+        for tok in self.analyze(doc):
+            j = vocab.get(tok)
+            if j is not None:
+                counts[j] = counts.get(j, 0) + 1
+        idx = np.fromiter(counts.keys(), dtype=np.intp, count=len(counts))
+        val = np.fromiter(counts.values(), dtype=np.float64, count=len(counts))
+        if self.sublinear:
+            val = np.log(val) + 1.0
+        if self.idf is not None:
+            val = val * self.idf[idx]
+        if self.l2 and len(val):
+            norm = float(np.sqrt(np.dot(val, val)))
+            if norm > 0:
+                val = val / norm
+        return idx + self.offset, val * self.weight
+
+
+class _LinearCalibrated:
+    """Exactly ``CalibratedClassifierCV(LinearSVC, method='sigmoid').predict_proba`` in a few
+    numpy operations (no per-call scikit-learn validation): for each calibration fold,
+    margins ``X W^T + b``, Platt sigmoids per class, row-normalized; averaged over folds."""
+
+    def __init__(self, clf: Any, classes: list[str]) -> None:
+        import numpy as np
+
+        index = {c: i for i, c in enumerate(classes)}
+        self.n = len(classes)
+        self.parts: list[tuple[Any, Any, Any, Any, Any]] = []
+        for cc in clf.calibrated_classifiers_:
+            est = cc.estimator
+            cols = np.array([index[str(c)] for c in est.classes_])
+            a = np.array([cal.a_ for cal in cc.calibrators], dtype=float)
+            b = np.array([cal.b_ for cal in cc.calibrators], dtype=float)
+            self.parts.append((est.coef_.T.copy(), est.intercept_.copy(), cols, a, b))
+
+    def predict_rows(self, rows: Sequence[tuple[Any, Any]]) -> Any:
+        """Probabilities for feature rows given as (column indices, values)."""
+        import numpy as np
+
+        out = np.zeros((len(rows), self.n))
+        for r, (idx, val) in enumerate(rows):
+            for wt, icpt, cols, a, b in self.parts:
+                d = val @ wt[idx] + icpt
+                p = np.zeros(self.n)
+                p[cols] = 1.0 / (1.0 + np.exp(a * d + b))
+                s = p.sum()
+                out[r] += p / s if s != 0 else 1.0 / self.n
+        return out / len(self.parts)
+
+    def predict_proba(self, x: Any) -> Any:
+        import numpy as np
+
+        total = np.zeros((x.shape[0], self.n))
+        for wt, icpt, cols, a, b in self.parts:
+            d = np.asarray(x @ wt) + icpt
+            p = np.zeros((x.shape[0], self.n))
+            p[:, cols] = 1.0 / (1.0 + np.exp(a * d + b))
+            s = p.sum(axis=1, keepdims=True)
+            p = np.divide(p, s, out=np.full_like(p, 1.0 / self.n), where=s != 0)
+            total += p
+        return total / len(self.parts)
+
+
+class SvmModel:
+    """Linear SVM on five feature blocks, with calibrated probabilities.
+
+    Blocks (TF-IDF each, weighted, concatenated): masked word 1-2-grams of the whole
+    focus text; word 1-2-grams and char 3-5-grams of the *fatal lines* (exception lines,
+    scheduler/kernel lines); structural tokens (exception class names and modules, the
+    library modules, functions and code identifiers of the last traceback's frames, kinds
+    of paths named there); Drain3 template ids of the fatal and last lines.
+    ``LinearSVC(class_weight='balanced')`` in ``CalibratedClassifierCV(method='sigmoid')``;
+    with ``groups`` the calibration folds hold whole generator families out, so the
+    probabilities are calibrated on unseen wording rather than on near-twins.
+    """
+
+    def __init__(self) -> None:
+        self.templates: TemplateSet | None = None
+        self.vec: dict[str, Any] = {}
+        self.clf: Any = None
+        self.fast: _LinearCalibrated | None = None
+        self.classes: list[str] = []
+        self._fast_vecs: list[tuple[str, _FastTfidf]] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_fast_vecs"] = None  # analyzers are rebuilt from the vectorizers on first use
+        if state.get("fast") is not None:
+            state["clf"] = None  # the numpy predictor holds the same weights
+        return state
+
+    def _fast_rows(self, views: Sequence[logs.LogView]) -> list[tuple[Any, Any]]:
+        import numpy as np
+
+        if self._fast_vecs is None:
+            offset, fast = 0, []
+            for k in BLOCK_WEIGHTS:
+                fast.append((k, _FastTfidf(self.vec[k], offset, BLOCK_WEIGHTS[k])))
+                offset += len(self.vec[k].vocabulary_)
+            self._fast_vecs = fast
+        docs = self._docs(views)
+        rows = []
+        for i in range(len(views)):
+            parts = [f.row(docs[k][i]) for k, f in self._fast_vecs]
+            rows.append((np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])))
+        return rows
+
+    def _docs(self, views: Sequence[logs.LogView]) -> dict[str, list[str]]:
+        assert self.templates is not None
+        fatal = [_fatal_text(v) for v in views]
+        return {
+            "focus": [_focus_text(v) for v in views],
+            "fatal": fatal,
+            "chars": fatal,
+            "struct": [_struct_tokens(v) for v in views],
+            "lex": [_lex_tokens(v) for v in views],
+            "tpl": [self.templates.tokens(_template_lines(v)) for v in views],
+        }
+
+    def _features(self, views: Sequence[logs.LogView]) -> Any:
+        import scipy.sparse as sp
+
+        docs = self._docs(views)
+        blocks = [self.vec[k].transform(docs[k]) * BLOCK_WEIGHTS[k] for k in BLOCK_WEIGHTS]
+        return sp.hstack(blocks).tocsr()
+
+    def fit(self, views: Sequence[logs.LogView], labels: Sequence[str],
+            groups: Sequence[str] | None = None) -> SvmModel:
+        from gpulens.extras import require
+
+        require("sklearn")
+        import numpy as np
+        import scipy.sparse as sp
+        from sklearn.calibration import CalibratedClassifierCV
+        from sklearn.feature_extraction.text import TfidfVectorizer
+        from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
+        from sklearn.svm import LinearSVC
+
+        self.templates = TemplateSet().fit(ln for v in views for ln in _template_lines(v))
+        words: dict[str, Any] = dict(token_pattern=r"<?[a-z_][a-z0-9_]+>?", ngram_range=(1, 2), sublinear_tf=True)
+        self.vec = {
+            "focus": TfidfVectorizer(**words, min_df=2, max_features=20000),
+            "fatal": TfidfVectorizer(**words),
+            "chars": TfidfVectorizer(analyzer="char_wb", ngram_range=(3, 5), sublinear_tf=True, min_df=2,
+                                     max_features=30000),
+            "struct": TfidfVectorizer(token_pattern=r"\S+", lowercase=False, sublinear_tf=True),
+            "lex": TfidfVectorizer(token_pattern=r"\S+", lowercase=False, use_idf=False),
+            "tpl": TfidfVectorizer(token_pattern=r"t\d+", lowercase=False, sublinear_tf=True),
+        }
+        docs = self._docs(views)
+        for k, vec in self.vec.items():
+            vec.fit(docs[k] + (["t0"] if k == "tpl" else []))
+            if hasattr(vec, "stop_words_"):
+                del vec.stop_words_  # only needed for introspection; large in a pickle
+        x = sp.hstack([self.vec[k].transform(docs[k]) * BLOCK_WEIGHTS[k] for k in BLOCK_WEIGHTS]).tocsr()
+        y = np.asarray(labels)
+        _, counts = np.unique(y, return_counts=True)
+        svm = LinearSVC(class_weight="balanced", C=0.5, max_iter=10000)
+        folds = int(min(3, counts.min()))
+        if folds >= 2:
+            cv: Any = StratifiedKFold(folds, shuffle=True, random_state=0)
+            if groups is not None and len(set(groups)) >= 2 * folds:
+                with warnings.catch_warnings():  # "least populated class has only 2 members": expected
+                    warnings.simplefilter("ignore", UserWarning)
+                    cv = list(StratifiedGroupKFold(folds, shuffle=True, random_state=0).split(x, y, groups))
+            self.clf = CalibratedClassifierCV(svm, method="sigmoid", cv=cv).fit(x, y)
+            self.classes = [str(c) for c in self.clf.classes_]
+            self.fast = _LinearCalibrated(self.clf, self.classes)
+        else:  # too few examples of some class to calibrate: softmax of the margins
+            self.clf = svm.fit(x, y)
+            self.classes = [str(c) for c in self.clf.classes_]
+        return self
+
+    def predict_proba(self, views: Sequence[logs.LogView]) -> list[dict[str, float]]:
+        import numpy as np
+
+        if self.fast is not None:
+            p = self.fast.predict_rows(self._fast_rows(views))
+            return [dict(zip(self.classes, map(float, row), strict=True)) for row in p]
+        x = self._features(views)
+        if hasattr(self.clf, "predict_proba"):
+            p = self.clf.predict_proba(x)
+        else:
+            d = np.atleast_2d(self.clf.decision_function(x))
+            e = np.exp(3 * (d - d.max(axis=1, keepdims=True)))
+            p = e / e.sum(axis=1, keepdims=True)
+        return [dict(zip(self.classes, map(float, row), strict=True)) for row in p]
+
+
+# --------------------------------------------------------------------------- classifier
+
+
+def _default_cache_dir() -> Path | None:
+    try:
+        from gpulens.config import load_config
+
+        return Path(load_config().data_dir) / "models"
+    except Exception:
+        from gpulens.config import default_data_dir
+
+        return default_data_dir() / "models"
+
+
+def _bound_text(text: str) -> str:
+    """Head + (window around the last traceback) + tail of a very long text."""
+    if len(text) <= MAX_TEXT_CHARS:
+        return text
+    head = text[: logs.HEAD_BYTES]
+    tail_start = len(text) - logs.TAIL_BYTES
+    tail = text[tail_start:]
+    parts = [head]
+    if "Traceback (most recent call last)" not in tail:
+        at = text.rfind("Traceback (most recent call last)", logs.HEAD_BYTES, tail_start)
+        if at >= 0:
+            parts.append(text[max(logs.HEAD_BYTES, at - logs.WINDOW_BEFORE): min(tail_start, at + logs.WINDOW_AFTER)])
+    parts.append(tail)
+    return "\n[... gpulens: text not read ...]\n".join(parts)
+
+
+class Classifier:
+    """Rules + SVM. ``model='auto'`` trains/loads the SVM lazily; ``None`` means rules only."""
+
+    def __init__(self, *, rules: tuple[Rule, ...] | None = None, model: SvmModel | str | None = "auto",
+                 corpus_dir: str | Path | None = None, cache_dir: str | Path | None = "default") -> None:
+        self.rules = rules if rules is not None else load_rules()
+        self._model: SvmModel | None = model if isinstance(model, SvmModel) else None
+        self._auto = model == "auto"
+        self.corpus_dir = Path(corpus_dir) if corpus_dir else CORPUS_DIR
+        self.cache_dir = _default_cache_dir() if cache_dir == "default" else (Path(cache_dir) if cache_dir else None)
+        self._lock = threading.Lock()
+        self.model_error: str | None = None
+
+    # -- model ---------------------------------------------------------------------------
+
+    @property
+    def model(self) -> SvmModel | None:
+        if self._model is None and self._auto:
+            with self._lock:
+                if self._model is None and self._auto:
+                    self._auto = False  # try once
+                    try:
+                        self._model = self._load_or_train()
+                    except Exception as exc:
+                        self.model_error = f"{type(exc).__name__}: {exc}"
+        return self._model
+
+    def _corpus_key(self, entries: list[CorpusEntry]) -> str:
+        h = hashlib.sha256(f"v{MODEL_VERSION}".encode())
+        h.update((self.corpus_dir / "index.csv").read_bytes())
+        for e in entries:
+            try:
+                h.update(f"{e.file}:{(self.corpus_dir / e.file).stat().st_size}".encode())
+            except OSError:
+                h.update(e.file.encode())
+        for mod in (logs, templates_module, sys.modules[__name__]):
+            h.update(Path(str(mod.__file__)).read_bytes())
+        return h.hexdigest()[:16]
+
+    def _load_or_train(self) -> SvmModel | None:
+        entries = load_corpus(self.corpus_dir)
+        if not entries:
+            self.model_error = f"no corpus at {self.corpus_dir}"
+            return None
+        key = self._corpus_key(entries)
+        path = self.cache_dir / f"diagnosis-svm-{key}.pkl" if self.cache_dir else None
+        if path is not None and path.is_file():
+            try:
+                with path.open("rb") as fh:
+                    model = pickle.load(fh)
+                if isinstance(model, SvmModel):
+                    return model
+            except Exception:
+                pass
+        model = train_model(entries, self.corpus_dir)
+        if path is not None:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_suffix(f".tmp{os.getpid()}")
+                with tmp.open("wb") as fh:
+                    pickle.dump(model, fh)
+                os.replace(tmp, path)
+            except OSError:
+                pass  # read-only data dir: keep the model in memory
+        return model
+
+    # -- classification ------------------------------------------------------------------
+
+    def classify_text(self, text: str, *, file: str | None = None) -> Diagnosis:
+        if not text or not text.strip():
+            return _unknown("empty log", file)
+        text = _bound_text(text)
+        view = logs.analyze(text)
+        return self.classify_view(view, file=file)
+
+    def classify_view(self, view: logs.LogView, *, file: str | None = None) -> Diagnosis:
+        return self.classify_views([view], [file])[0]
+
+    def classify_views(self, views: Sequence[logs.LogView],
+                       files: Sequence[str | None] | None = None) -> list[Diagnosis]:
+        """Rules first; the SVM only for the logs that no rule, or only a generic rule, matched
+        (one batched prediction for all of them)."""
+        names = list(files) if files is not None else [None] * len(views)
+        matches = [match_rules(v.focus, self.rules) for v in views]
+        need = [i for i, m in enumerate(matches) if not m or _best(m).rule.generic]
+        probas: dict[int, dict[str, float]] = {}
+        if need and self.model is not None:
+            probas = dict(zip(need, self.model.predict_proba([views[i] for i in need]), strict=True))
+        return [self._decide(views[i], matches[i], probas.get(i), names[i]) for i in range(len(views))]
+
+    def _decide(self, view: logs.LogView, matches: list[RuleMatch], proba: dict[str, float] | None,
+                file: str | None) -> Diagnosis:
+        evidence_base = _evidence(view, matches[:1])
+        if matches:
+            best = _best(matches)
+            rule = best.rule
+            if rule.generic and proba is not None:
+                cat, p = max(proba.items(), key=lambda kv: kv[1])
+                if cat != rule.category and cat != "unknown" and p >= SVM_OVERRULE_PROBA:
+                    return Diagnosis(cat, DEFAULT_ORIGIN[cat], round(p, 3), evidence_base, method="svm",
+                                     rule_id=None, inputs=view.inputs, file=file,
+                                     reason=f"SVM overruled generic rule {rule.id}")
+            return Diagnosis(rule.category, rule.origin, rule.confidence, _evidence(view, [best]),
+                             method="rule", rule_id=rule.id, inputs=view.inputs, file=file)
+        if proba is None:
+            why = "no failure signature matched"
+            if self.model_error:
+                why += f" (SVM unavailable: {self.model_error})"
+            return _unknown(why, file, evidence_base, view.inputs)
+        cat, p = max(proba.items(), key=lambda kv: kv[1])
+        if cat == "unknown" or p < SVM_MIN_PROBA:
+            why = "no failure signature matched"
+            if cat != "unknown":
+                why += f"; best model guess {cat} at p={p:.2f} is below {SVM_MIN_PROBA}"
+            d = _unknown(why, file, evidence_base, view.inputs)
+            d.method = "svm"
+            d.confidence = round(proba.get("unknown", 1 - p), 3)
+            return d
+        return Diagnosis(cat, DEFAULT_ORIGIN[cat], round(p, 3), evidence_base, method="svm",
+                         inputs=view.inputs, file=file)
+
+    def classify_files(self, paths: Iterable[str | os.PathLike[str]]) -> list[Diagnosis]:
+        """``[classify_file(p) for p in paths]``, with one batched SVM prediction."""
+        out: list[Diagnosis | None] = []
+        views: list[logs.LogView] = []
+        where: list[tuple[int, str]] = []
+        for path in paths:
+            got = self._read(path)
+            if isinstance(got, Diagnosis):
+                out.append(got)
+                continue
+            if not got.strip():
+                out.append(_unknown("empty log", str(path)))
+                continue
+            where.append((len(out), str(path)))
+            out.append(None)
+            views.append(logs.analyze(_bound_text(got)))
+        for (i, _), d in zip(where, self.classify_views(views, [name for _, name in where]), strict=True):
+            out[i] = d
+        return [d for d in out if d is not None]
+
+    def _read(self, path: str | os.PathLike[str]) -> str | Diagnosis:
+        name = str(path)
+        try:
+            if Path(path).is_dir():
+                return _unknown("is a directory, not a log file", name)
+            got = logs.read_log(path)
+        except FileNotFoundError:
+            return _unknown("file not found", name)
+        except PermissionError:
+            return _unknown("permission denied reading the log", name)
+        except OSError as exc:
+            return _unknown(f"cannot read the log ({exc.strerror or exc})", name)
+        if got.reason:
+            return _unknown(got.reason, name)
+        return got.text
+
+    def classify_file(self, path: str | os.PathLike[str]) -> Diagnosis:
+        got = self._read(path)
+        if isinstance(got, Diagnosis):
+            return got
+        return self.classify_text(got, file=str(path))
+
+
+def _best(matches: list[RuleMatch]) -> RuleMatch:
+    top = max(m.rule.priority for m in matches)
+    tied = [m for m in matches if m.rule.priority == top]
+    return max(tied, key=lambda m: m.position)  # the latest in the log among equals
+
+
+def _evidence(view: logs.LogView, matches: Iterable[RuleMatch]) -> list[str]:
+    out: list[str] = []
+    for line in [m.line for m in matches] + view.exception_lines[-3:] + [
+        logs.normalize_line(x) for x in view.infra_lines[-4:]
+    ]:
+        line = line.strip()[:300]
+        if line and line not in out:
+            out.append(line)
+    if not out:
+        out = [ln.strip()[:300] for ln in view.fatal.lines[-3:] if ln.strip()]
+    return out[:MAX_EVIDENCE]
+
+
+def _unknown(reason: str, file: str | None, evidence: list[str] | None = None,
+             inputs: list[str] | None = None) -> Diagnosis:
+    return Diagnosis("unknown", "unknown", 0.0, evidence or [], method="none", reason=reason,
+                     inputs=inputs or [], file=file)
+
+
+def train_model(entries: Sequence[CorpusEntry], corpus_dir: str | Path) -> SvmModel:
+    """Fit the SVM on corpus entries (bounded reading, like classify_file)."""
+    root = Path(corpus_dir)
+    views = [logs.analyze(_bound_text(logs.read_log(root / e.file).text)) for e in entries]
+    return SvmModel().fit(views, [e.category for e in entries], groups=[e.family for e in entries])
+
+
+_DEFAULT: Classifier | None = None
+_DEFAULT_LOCK = threading.Lock()
+
+
+def default_classifier() -> Classifier:
+    global _DEFAULT
+    with _DEFAULT_LOCK:
+        if _DEFAULT is None:
+            _DEFAULT = Classifier()
+        return _DEFAULT
+
+
+def classify_text(text: str, *, file: str | None = None) -> Diagnosis:
+    """Classify one log given as text."""
+    return default_classifier().classify_text(text, file=file)
+
+
+def classify_files(paths: Iterable[str | os.PathLike[str]]) -> list[Diagnosis]:
+    """Classify several log files (one batched SVM prediction for those the rules miss)."""
+    return default_classifier().classify_files(paths)
+
+
+def classify_file(path: str | os.PathLike[str]) -> Diagnosis:
+    """Classify one log file (bounded memory and time; ``unknown`` with a reason on bad input)."""
+    return default_classifier().classify_file(path)
+
+
+assert set(DEFAULT_ORIGIN) == set(CATEGORIES)

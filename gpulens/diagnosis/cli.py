@@ -1,0 +1,132 @@
+"""`gpulens diagnose`: classify failure logs (no store needed), one job, every failed attempt,
+or evaluate the classifier."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from gpulens.cliapp import App, emit, json_option, pass_app, progress, stage_progress
+from gpulens.diagnosis import jobs
+from gpulens.errors import InputError
+
+__all__ = ["diagnose"]
+
+
+def _record(d: Any) -> dict[str, Any]:
+    return {
+        "file": d.file,
+        "category": d.category,
+        "origin": d.origin,
+        "confidence": round(float(d.confidence), 3),
+        "evidence": list(d.evidence),
+        "method": d.method,
+        "rule_id": d.rule_id,
+        "inputs": list(d.inputs),
+        "reason": d.reason,
+    }
+
+
+@click.command("diagnose")
+@click.argument("files", nargs=-1, type=click.Path(dir_okay=True, path_type=Path))
+@click.option("--job", "job_id", default=None, help="Diagnose one job from the store (uses retries, node health, inputs).")
+@click.option("--all", "all_", is_flag=True, help="Diagnose every failed attempt in the store (fills the failures table).")
+@click.option("--evaluate", is_flag=True, help="Cross-validate the classifier on sample_logs/ and write the report.")
+@click.option("--report", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Where --evaluate writes its Markdown report (default: print it on stdout).")
+@json_option
+@pass_app
+def diagnose(app: App, files: tuple[Path, ...], job_id: str | None, all_: bool, evaluate: bool,
+             report: Path | None, as_json: bool) -> None:
+    """Classify why a job failed from its log FILE(s): category, origin, confidence, evidence.
+
+    Works without a store. With --json, prints one JSON object per file (one per line).
+    """
+    modes = sum([bool(files), job_id is not None, all_, evaluate])
+    if modes != 1:
+        raise InputError("Give log FILE(s), or exactly one of --job ID, --all, --evaluate.",
+                         "Example: gpulens diagnose job.log --json")
+    if evaluate:
+        _evaluate(app, report, as_json)
+    elif job_id is not None:
+        with app.console.status(f"diagnosing job {job_id}"):
+            result = jobs.diagnose_job(app.store(), job_id)
+        emit(result.to_dict(), as_json, lambda: click.echo("\n".join(jobs.format_job(result))))
+    elif all_:
+        with stage_progress(app.console) as tick:
+            n = jobs.diagnose_all(app.store(), progress=tick)
+        emit({"diagnosed": n}, as_json, lambda: click.echo(f"diagnosed {n} failed attempts"))
+    else:
+        _files(app, files, as_json)
+
+
+BATCH = 256
+
+
+def _files(app: App, files: tuple[Path, ...], as_json: bool) -> None:
+    from gpulens.diagnosis.classifier import classify_files
+
+    unreadable = 0
+    records = []
+    results = (d for k in range(0, len(files), BATCH) for d in classify_files(files[k:k + BATCH]))
+    for d in results:
+        if d.reason in ("file not found", "permission denied reading the log") or (
+            d.reason or "").startswith(("cannot read", "is a directory")):
+            unreadable += 1
+        rec = _record(d)
+        records.append(rec)
+        if as_json:
+            sys.stdout.write(json.dumps(rec, default=str) + "\n")
+            sys.stdout.flush()
+    if not as_json:
+        _human(records)
+    if unreadable:
+        raise InputError(f"{unreadable} of {len(files)} log file(s) could not be read (see 'reason').",
+                         "Check the paths and permissions.")
+
+
+def _human(records: list[dict[str, Any]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(show_lines=True)
+    for col in ("file", "category", "origin", "conf.", "evidence / reason"):
+        table.add_column(col, overflow="fold")
+    for r in records:
+        why = "\n".join(r["evidence"][:3])
+        if r["reason"]:
+            why = f"[i]{r['reason']}[/i]" + (f"\n{why}" if why else "")
+        table.add_row(str(r["file"]), r["category"], r["origin"], f"{r['confidence']:.2f}", why)
+    Console().print(table)
+
+
+def _evaluate(app: App, report: Path | None, as_json: bool) -> None:
+    """Cross-validate; the Markdown report goes to ``report`` or, without one, to stdout."""
+    from gpulens.diagnosis.evaluate import evaluate, render_markdown, write_report
+
+    with progress(app.console) as bar:
+        task = bar.add_task("cross-validating", total=5)
+        res = evaluate(progress=lambda k, n: bar.update(task, completed=k, total=n))
+    if report is not None:
+        write_report(report, res)
+    elif not as_json:
+        click.echo(render_markdown(res))
+        return
+    summary = {
+        "report": str(report) if report is not None else None,
+        "logs": res.n_logs,
+        "families": res.n_families,
+        "macro_f1": round(res.full.macro_f1(), 4),
+        "accuracy": round(res.full.accuracy(), 4),
+        "rules_only_macro_f1": round(res.rules_only.macro_f1(), 4),
+        "svm_only_macro_f1": round(res.svm_only.macro_f1(), 4),
+        "holdout_accuracy": round(res.holdout.accuracy(), 4) if res.holdout else None,
+        "holdout_svm_only_accuracy": round(res.holdout_svm.accuracy(), 4) if res.holdout_svm else None,
+    }
+    emit(summary, as_json, lambda: click.echo(
+        f"macro-F1 {summary['macro_f1']:.3f} on held-out folds ({res.n_logs} logs, {res.n_families} families); "
+        f"report written to {report}"))

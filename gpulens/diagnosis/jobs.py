@@ -1,0 +1,742 @@
+"""Diagnose jobs in the store: classify each failed attempt's log, gather the
+job's context, infer the origin with the Bayesian network, write ``failures``.
+
+Context of a failed attempt (each becomes one evidence variable of
+:mod:`gpulens.diagnosis.origin`; docs/diagnosis.md has the details):
+
+* ``exit``: the exit code / signal class (137 = SIGKILL, 143 = SIGTERM, ...).
+* ``stage``: ``checkpoint`` when the category or the evidence lines point at
+  saving/loading a checkpoint, else by run time: start-up (under
+  ``diagnose.startup_seconds``), first iteration (under
+  ``diagnose.first_iteration_seconds``), mid-training.
+* ``retry``: how the job's other attempts ended: the same failure (same
+  category, or same exit class when the log says nothing) on disjoint nodes, a
+  later attempt that passed, the same failure on overlapping nodes, a different
+  failure, or no other attempt.
+* ``node_health``: XID events on the attempt's nodes from
+  ``diagnose.xid_margin_s`` before its start to as long after its end, and
+  uncorrectable ECC increases in the hours it ran. Hardware XIDs (anything not
+  in :data:`APP_XIDS`) or ECC give ``xid_or_ecc``; only application-caused XIDs
+  (13, 31, 43, 45, 68) give ``app_xid``; nothing while GPU telemetry or XID
+  monitoring covers the node gives ``clean``; no telemetry leaves it unobserved.
+* ``node_cofailures``: other users' jobs whose failed attempts ended on the
+  same node within ``diagnose.cofailure_window_s``, leaving out failures
+  already classified as deterministic user/data errors (syntax, import,
+  semantic, incorrect input, divergence, permission).
+* ``input_cofailures``: other jobs whose ``incorrect_input`` failures blame one
+  of this job's inputs (declared or named in its log); a blacklisted input
+  counts as several.
+* ``multi_node``: more than one node in the attempt's placement.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from gpulens.config import DiagnoseConfig
+from gpulens.diagnosis.blacklist import blame_inputs, covers, is_global, normalize_input
+from gpulens.diagnosis.origin import OriginModel, OriginResult, default_model, synthetic_history
+from gpulens.diagnosis.types import ORIGINS, Diagnosis
+from gpulens.errors import GpulensError, InputError
+from gpulens.store import Store, registered
+
+__all__ = [
+    "APP_XIDS",
+    "AttemptDiagnosis",
+    "JobDiagnosis",
+    "Progress",
+    "diagnose_all",
+    "diagnose_job",
+    "exit_class",
+    "format_job",
+    "labeled_history",
+    "model_for_store",
+    "stage_of",
+]
+
+Classify = Callable[[Path], Diagnosis]
+Progress = Callable[[str, int, int], None]
+Key = tuple[str, int]
+
+#: XIDs usually caused by the application rather than the GPU or driver
+#: (NVIDIA XID catalogue: 13 graphics engine exception, 31 MMU fault, 43 GPU
+#: stopped processing, 45 preemptive cleanup, 68 video processor exception).
+APP_XIDS: Final[frozenset[int]] = frozenset({13, 31, 43, 45, 68})
+#: categories whose failures say nothing about the node they ran on
+DETERMINISTIC: Final[frozenset[str]] = frozenset(
+    {"syntax_error", "import_error", "semantic_error", "incorrect_input", "model_diverged", "permission_error"}
+)
+_CHECKPOINT = re.compile(
+    r"checkpoint|\.ckpt\b|\.pth?\b|torch\.save|torch\.load|save_pretrained|from_pretrained|state_dict|safetensors",
+    re.IGNORECASE,
+)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+# ----------------------------------------------------------------- evidence
+def exit_class(exit_code: int | None, signal: int | None) -> str | None:
+    """Class of an attempt's exit status (None when unknown)."""
+    sig: int | None = None
+    if signal is not None and not _isnan(signal) and int(signal) > 0:
+        sig = int(signal)
+    elif exit_code is not None and not _isnan(exit_code):
+        code = int(exit_code)
+        if code < 0:
+            sig = -code
+        elif 128 < code < 160:
+            sig = code - 128
+        elif code == 0:
+            return "zero"
+        elif code == 1:
+            return "error"
+        else:
+            return "other_code"
+    if sig is None:
+        return None
+    return {9: "sigkill", 15: "sigterm", 11: "sigsegv", 7: "sigsegv", 6: "sigabrt"}.get(sig, "signal_other")
+
+
+def _isnan(value: object) -> bool:
+    return isinstance(value, float) and math.isnan(value)
+
+
+def stage_of(
+    category: str | None,
+    runtime_s: float | None,
+    evidence: Iterable[str] = (),
+    config: DiagnoseConfig | None = None,
+) -> str | None:
+    """Stage at failure: checkpoint, startup, first_iteration or mid_training (None if unknown)."""
+    cfg = config or DiagnoseConfig()
+    if category == "checkpoint_error" or any(_CHECKPOINT.search(line) for line in evidence):
+        return "checkpoint"
+    if runtime_s is None or _isnan(runtime_s) or runtime_s < 0:
+        return None
+    if runtime_s < cfg.startup_seconds:
+        return "startup"
+    if runtime_s < cfg.first_iteration_seconds:
+        return "first_iteration"
+    return "mid_training"
+
+
+def _count_state(n: int) -> str:
+    return "none" if n == 0 else "one" if n == 1 else "several"
+
+
+# ----------------------------------------------------------------- results
+@dataclasses.dataclass
+class AttemptDiagnosis:
+    job_id: str
+    attempt: int
+    status: str
+    nodes: list[str]
+    diagnosis: Diagnosis
+    origin: OriginResult
+    context: dict[str, str | None]
+    notes: list[str]
+
+    @property
+    def category(self) -> str:
+        return self.diagnosis.category
+
+    @property
+    def evidence(self) -> list[str]:
+        """Log evidence lines, then the context notes."""
+        return [*self.diagnosis.evidence, *self.notes]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "job_id": self.job_id,
+            "attempt": self.attempt,
+            "status": self.status,
+            "nodes": self.nodes,
+            "category": self.diagnosis.category,
+            "origin": self.origin.origin,
+            "confidence": self.diagnosis.confidence,
+            "origin_confidence": self.origin.probability,
+            "origin_posterior": self.origin.posterior,
+            "method": self.diagnosis.method,
+            "rule_id": self.diagnosis.rule_id,
+            "reason": self.diagnosis.reason,
+            "inputs": self.diagnosis.inputs,
+            "context": self.context,
+            "influence": [dataclasses.asdict(i) for i in self.origin.influence],
+            "evidence": self.evidence,
+        }
+
+
+@dataclasses.dataclass
+class JobDiagnosis:
+    job_id: str
+    user: str | None
+    status: str | None
+    attempts: list[AttemptDiagnosis]
+
+    @property
+    def final(self) -> AttemptDiagnosis | None:
+        """The last failed attempt's diagnosis (the job's failure reason)."""
+        return self.attempts[-1] if self.attempts else None
+
+    def to_dict(self) -> dict[str, Any]:
+        final = self.final
+        return {
+            "job_id": self.job_id,
+            "user": self.user,
+            "status": self.status,
+            "category": final.category if final else None,
+            "origin": final.origin.origin if final else None,
+            "attempts": [a.to_dict() for a in self.attempts],
+        }
+
+
+def format_job(jd: JobDiagnosis) -> list[str]:
+    """Human-readable lines for ``gpulens diagnose --job``."""
+    out = [f"job {jd.job_id}  user={jd.user or '?'}  status={jd.status or '?'}"]
+    if not jd.attempts:
+        out.append("  no failed attempt")
+    for a in jd.attempts:
+        post = ", ".join(f"{o} {p:.2f}" for o, p in sorted(a.origin.posterior.items(), key=lambda kv: -kv[1]))
+        out.append(
+            f"  attempt {a.attempt} on {', '.join(a.nodes) or '?'}: {a.category} "
+            f"({a.diagnosis.method}, {a.diagnosis.confidence:.2f}) -> origin {a.origin.origin} "
+            f"({a.origin.probability:.2f})"
+        )
+        out.append(f"    posterior: {post}")
+        for inf in a.origin.top_influence(3):
+            out.append(f"    {inf.delta_log_odds:+.2f} log-odds  {inf.text}")
+        for note in a.notes:
+            out.append(f"    - {note}")
+        for line in a.diagnosis.evidence[:5]:
+            out.append(f"    | {line}")
+    return out
+
+
+# ----------------------------------------------------------------- store view
+@dataclasses.dataclass
+class _Attempt:
+    job_id: str
+    attempt: int
+    status: str
+    start: datetime | None
+    end: datetime | None
+    exit_code: int | None
+    signal: int | None
+    log_path: str | None
+    user: str | None
+    declared: list[str]
+    job_status: str | None
+    nodes: list[str]
+
+
+@dataclasses.dataclass
+class _Known:
+    """What is known of a failed attempt: its category and the inputs its log names."""
+
+    category: str
+    inputs: list[str]
+    evidence: list[str] = dataclasses.field(default_factory=list)
+    log_read: bool = True
+
+
+class _View:
+    """The slice of the store the context builder needs, read once."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, job_ids: list[str] | None, cfg: DiagnoseConfig) -> None:
+        self.cfg = cfg
+        con.execute("CREATE OR REPLACE TEMP TABLE sel_jobs (job_id VARCHAR)")
+        if job_ids is None:
+            con.execute("INSERT INTO sel_jobs SELECT DISTINCT job_id FROM attempts WHERE status = 'failed'")
+        else:
+            con.executemany("INSERT INTO sel_jobs VALUES (?)", [[j] for j in job_ids])
+        nodes: dict[Key, list[str]] = {}
+        for job, att, ns in con.execute(
+            "SELECT job_id, attempt, list(DISTINCT node ORDER BY node) FROM placements "
+            "WHERE job_id IN (SELECT job_id FROM sel_jobs) GROUP BY job_id, attempt"
+        ).fetchall():
+            nodes[(job, int(att))] = list(ns)
+        self.attempts: dict[str, list[_Attempt]] = {}
+        for row in con.execute(
+            """
+            SELECT a.job_id, a.attempt, a.status, a.start_time, a.end_time, a.exit_code, a.signal,
+                   a.log_path, j."user", j.inputs, j.status
+            FROM attempts a LEFT JOIN jobs j USING (job_id)
+            WHERE a.job_id IN (SELECT job_id FROM sel_jobs)
+            ORDER BY a.job_id, a.attempt
+            """
+        ).fetchall():
+            job, att = row[0], int(row[1])
+            self.attempts.setdefault(job, []).append(
+                _Attempt(job, att, row[2] or "", row[3], row[4], row[5], row[6], row[7], row[8],
+                         list(row[9] or []), row[10], nodes.get((job, att), []))
+            )
+        margin = float(cfg.xid_margin_s)
+        con.execute(
+            """
+            CREATE OR REPLACE TEMP TABLE fa AS
+            SELECT DISTINCT a.job_id, a.attempt, p.node, a.start_time, a.end_time,
+                   a.start_time - to_microseconds(CAST(? * 1e6 AS BIGINT)) AS t0,
+                   coalesce(a.end_time, a.start_time) + to_microseconds(CAST(? * 1e6 AS BIGINT)) AS t1
+            FROM attempts a JOIN placements p USING (job_id, attempt)
+            WHERE a.status = 'failed' AND a.start_time IS NOT NULL
+              AND a.job_id IN (SELECT job_id FROM sel_jobs)
+            """,
+            [margin, margin],
+        )
+        self.xids: dict[Key, Counter[tuple[str, int]]] = {}
+        for job, att, node, xid, n in con.execute(
+            "SELECT fa.job_id, fa.attempt, fa.node, x.xid, count(*) FROM fa JOIN xid_events x "
+            "ON x.node = fa.node AND x.ts BETWEEN fa.t0 AND fa.t1 GROUP BY ALL"
+        ).fetchall():
+            self.xids.setdefault((job, int(att)), Counter())[(node, int(xid) if xid is not None else -1)] += int(n)
+        self.monitored_nodes: set[str] = {
+            r[0] for r in con.execute(
+                "SELECT DISTINCT node FROM xid_events WHERE node IN (SELECT node FROM fa)"
+            ).fetchall()
+        }
+        self.ecc: dict[Key, int] = {}
+        self.telemetry: set[Key] = set()
+        for job, att, node_hours, ecc in con.execute(
+            """
+            WITH g AS (
+                SELECT node, gpu_index, date_trunc('hour', ts) AS h,
+                       max(ecc_uncorrected_total) AS mx, min(ecc_uncorrected_total) AS mn
+                FROM gpu_samples WHERE node IN (SELECT node FROM fa) GROUP BY ALL),
+            d AS (
+                SELECT node, h, greatest(coalesce(mx - coalesce(
+                    lag(mx) OVER (PARTITION BY node, gpu_index ORDER BY h), mn), 0), 0) AS inc
+                FROM g),
+            nh AS (SELECT node, h, sum(inc) AS inc FROM d GROUP BY node, h)
+            SELECT fa.job_id, fa.attempt, count(*), sum(nh.inc)
+            FROM fa JOIN nh ON nh.node = fa.node
+                AND nh.h BETWEEN date_trunc('hour', fa.t0) AND fa.t1
+            GROUP BY fa.job_id, fa.attempt
+            """
+        ).fetchall():
+            key = (job, int(att))
+            if node_hours:
+                self.telemetry.add(key)
+            self.ecc[key] = int(ecc or 0)
+        window = float(cfg.cofailure_window_s)
+        self.cofail: dict[Key, list[tuple[str, int, str | None, str]]] = {}
+        for job, att, ojob, oatt, ouser, node in con.execute(
+            """
+            SELECT DISTINCT fa.job_id, fa.attempt, a.job_id, a.attempt, j."user", p.node
+            FROM fa
+            JOIN placements p ON p.node = fa.node AND p.job_id <> fa.job_id
+            JOIN attempts a ON a.job_id = p.job_id AND a.attempt = p.attempt
+            LEFT JOIN jobs j ON j.job_id = a.job_id
+            WHERE a.status = 'failed' AND a.end_time IS NOT NULL AND fa.end_time IS NOT NULL
+              AND abs(epoch(a.end_time) - epoch(fa.end_time)) <= ?
+            """,
+            [window],
+        ).fetchall():
+            self.cofail.setdefault((job, int(att)), []).append((ojob, int(oatt), ouser, node))
+        self.prior: dict[Key, _Known] = {}
+        self.job_meta: dict[str, tuple[str | None, list[str]]] = {}
+        for job, att, cat, named, declared, user in con.execute(
+            'SELECT f.job_id, f.attempt, f.category, f.inputs, j.inputs, j."user" '
+            "FROM failures f LEFT JOIN jobs j USING (job_id)"
+        ).fetchall():
+            self.prior[(job, int(att))] = _Known(cat, list(named or []))
+            self.job_meta[job] = (user, list(declared or []))
+        for job, atts in self.attempts.items():
+            if atts:
+                self.job_meta[job] = (atts[0].user, atts[0].declared)
+        self.blacklisted: list[str] = [
+            r[0] for r in con.execute("SELECT input FROM blacklist WHERE state = 'blacklisted'").fetchall()
+        ]
+        con.execute("DROP TABLE IF EXISTS fa")
+        con.execute("DROP TABLE IF EXISTS sel_jobs")
+
+    def failed(self) -> list[_Attempt]:
+        return [a for atts in self.attempts.values() for a in atts if a.status == "failed"]
+
+
+def _signature(known: _Known | None, att: _Attempt) -> str | None:
+    if known is not None and known.category != "unknown":
+        return known.category
+    ec = exit_class(att.exit_code, att.signal)
+    return f"exit:{ec}" if ec else None
+
+
+def _contexts(view: _View, known: Mapping[Key, _Known]) -> dict[Key, tuple[dict[str, str | None], list[str]]]:
+    """Evidence variables and human notes for every failed attempt of the view."""
+    cfg = view.cfg
+    # input -> jobs whose incorrect_input failures blame it
+    blamed: dict[str, set[str]] = {}
+    for (job, _att), k in known.items():
+        if k.category == "incorrect_input":
+            declared = view.job_meta.get(job, (None, []))[1]
+            for name in blame_inputs(declared, k.inputs):
+                blamed.setdefault(name, set()).add(job)
+    out: dict[Key, tuple[dict[str, str | None], list[str]]] = {}
+    for att in view.failed():
+        key = (att.job_id, att.attempt)
+        me = known.get(key)
+        notes: list[str] = []
+        ctx: dict[str, str | None] = {}
+        ctx["category"] = me.category if me is not None and me.log_read else None
+        ctx["exit"] = exit_class(att.exit_code, att.signal)
+        runtime = (att.end - att.start).total_seconds() if att.start and att.end else None
+        ctx["stage"] = stage_of(me.category if me else None, runtime, me.evidence if me else (), cfg)
+        ctx["multi_node"] = None if not att.nodes else ("multi" if len(att.nodes) > 1 else "single")
+        # retry outcome
+        sig = _signature(me, att)
+        same_other: list[_Attempt] = []
+        same_same: list[_Attempt] = []
+        different: list[_Attempt] = []
+        passed_later: list[_Attempt] = []
+        for other in view.attempts.get(att.job_id, []):
+            if other.attempt == att.attempt:
+                continue
+            if other.status == "passed" and other.attempt > att.attempt:
+                passed_later.append(other)
+            elif other.status == "failed":
+                osig = _signature(known.get((other.job_id, other.attempt)), other)
+                if sig is not None and osig == sig:
+                    disjoint = bool(att.nodes) and bool(other.nodes) and not set(att.nodes) & set(other.nodes)
+                    (same_other if disjoint else same_same).append(other)
+                else:
+                    different.append(other)
+        if same_other:
+            ctx["retry"] = "same_failure_other_node"
+            o = same_other[0]
+            notes.append(f"attempt {o.attempt} failed the same way ({sig}) on other node(s) {', '.join(o.nodes)}")
+        elif passed_later:
+            ctx["retry"] = "succeeded_on_retry"
+            o = passed_later[0]
+            notes.append(f"attempt {o.attempt} passed on {', '.join(o.nodes) or '?'}")
+        elif same_same:
+            ctx["retry"] = "same_failure_same_node"
+            notes.append(f"attempt {same_same[0].attempt} failed the same way ({sig}) on overlapping node(s)")
+        elif different:
+            ctx["retry"] = "different_failure"
+            notes.append(f"attempt {different[0].attempt} failed differently")
+        else:
+            ctx["retry"] = "no_retry"
+        # node health
+        xids = view.xids.get(key, Counter())
+        hw = {k: n for k, n in xids.items() if k[1] not in APP_XIDS}
+        app = {k: n for k, n in xids.items() if k[1] in APP_XIDS}
+        ecc = view.ecc.get(key, 0)
+        if hw or ecc:
+            ctx["node_health"] = "xid_or_ecc"
+        elif app:
+            ctx["node_health"] = "app_xid"
+        elif key in view.telemetry or any(n in view.monitored_nodes for n in att.nodes):
+            ctx["node_health"] = "clean"
+        else:
+            ctx["node_health"] = None
+        for (node, xid), n in sorted(xids.items()):
+            kind = "application" if xid in APP_XIDS else "hardware"
+            notes.append(f"node {node}: XID {xid} ({kind}) x{n} during the attempt")
+        if ecc:
+            notes.append(f"{ecc} uncorrectable ECC error(s) on the attempt's nodes while it ran")
+        # co-failures on the same node
+        others: dict[str, str] = {}
+        for ojob, oatt, ouser, node in view.cofail.get(key, []):
+            if att.user is not None and ouser == att.user:
+                continue
+            ok = known.get((ojob, oatt))
+            if ok is not None and ok.category in DETERMINISTIC:
+                continue
+            others.setdefault(ojob, node)
+        ctx["node_cofailures"] = _count_state(len(others)) if att.nodes else None
+        if others:
+            minutes = cfg.cofailure_window_s / 60
+            notes.append(
+                f"{len(others)} other job(s) failed on {', '.join(sorted(set(others.values())))} "
+                f"within {minutes:g} min: {', '.join(sorted(others)[:5])}"
+            )
+        # input co-failures
+        mine = set(_inputs_of(att.declared) + [n for n in _inputs_of(me.inputs if me else []) if is_global(n)])
+        bad: set[str] = set()
+        hit_inputs: list[str] = []
+        for name, jobs in blamed.items():
+            if any(covers(name, m) or covers(m, name) for m in mine):
+                extra = jobs - {att.job_id}
+                if extra:
+                    bad |= extra
+                    hit_inputs.append(name)
+        listed = [m for m in mine if any(covers(e, m) for e in view.blacklisted)]
+        n_bad = len(bad) + (2 if listed else 0)
+        ctx["input_cofailures"] = _count_state(n_bad)
+        if hit_inputs:
+            notes.append(f"input(s) {', '.join(sorted(hit_inputs)[:3])} also failed {len(bad)} other job(s)")
+        if listed:
+            notes.append(f"blacklisted input(s): {', '.join(sorted(listed)[:3])}")
+        out[key] = (ctx, notes)
+    return out
+
+
+def _inputs_of(values: Iterable[str]) -> list[str]:
+    out = []
+    for v in values:
+        try:
+            out.append(normalize_input(v))
+        except InputError:
+            continue
+    return out
+
+
+# ----------------------------------------------------------------- classify
+def _default_classify() -> Classify:
+    from gpulens.diagnosis import classify_file
+
+    return classify_file
+
+
+def _log_file(store: Store, log_path: str | None) -> Path | None:
+    if not log_path:
+        return None
+    p = Path(log_path)
+    return p if p.is_absolute() else store.root / p
+
+
+def _classify_attempt(store: Store, att: _Attempt, classify: Classify) -> Diagnosis:
+    path = _log_file(store, att.log_path)
+    if path is None:
+        return Diagnosis("unknown", "unknown", 0.0, method="none", reason="no log recorded for the attempt")
+    if not path.exists():
+        return Diagnosis("unknown", "unknown", 0.0, method="none", reason=f"log file {path} is missing", file=str(path))
+    try:
+        return classify(path)
+    except GpulensError as exc:
+        return Diagnosis("unknown", "unknown", 0.0, method="none", reason=str(exc), file=str(path))
+    except OSError as exc:
+        return Diagnosis("unknown", "unknown", 0.0, method="none",
+                         reason=f"log file {path} cannot be read ({exc.strerror})", file=str(path))
+
+
+# ----------------------------------------------------------------- the model
+def labeled_history(store: Store, con: duckdb.DuckDBPyConnection | None = None) -> pd.DataFrame:
+    """Labeled rows (network variables + ``origin``) from the store's ground truth.
+
+    Sources: ``sim_truth`` (the simulator's planted category and origin per
+    attempt) and ``failures`` rows with ``method = 'manual'`` (operator labels).
+    Context variables are computed exactly as for diagnosis. Empty when the
+    store has no labels.
+    """
+    own = con is None
+    con = con or store.connect()
+    try:
+        labels: dict[Key, tuple[str, str]] = {}
+        try:
+            for job, att, cat, origin in con.execute(
+                "SELECT job_id, attempt, category, origin FROM sim_truth WHERE category IS NOT NULL"
+            ).fetchall():
+                labels[(job, int(att))] = (cat, origin)
+        except duckdb.CatalogException:
+            pass
+        for job, att, cat, origin in con.execute(
+            "SELECT job_id, attempt, category, origin FROM failures WHERE method = 'manual'"
+        ).fetchall():
+            labels[(job, int(att))] = (cat, origin)
+        labels = {k: v for k, v in labels.items() if v[1] in ORIGINS and v[1] != "unknown"}
+        cols = ["origin", "category", "multi_node", "exit", "stage", "retry", "node_health",
+                "node_cofailures", "input_cofailures"]
+        if not labels:
+            return pd.DataFrame(columns=cols, dtype="object")
+        view = _View(con, sorted({j for j, _ in labels}), DiagnoseConfig())
+        known: dict[Key, _Known] = dict(view.prior)
+        for key, (cat, _o) in labels.items():
+            prev = view.prior.get(key)
+            known[key] = _Known(cat, prev.inputs if prev else [])
+        rows = []
+        for key, (ctx, _notes) in _contexts(view, known).items():
+            if key in labels:
+                ctx = dict(ctx)
+                ctx["category"] = labels[key][0]
+                rows.append({"origin": labels[key][1], **ctx})
+        return pd.DataFrame(rows, columns=cols, dtype="object")
+    finally:
+        if own:
+            con.close()
+
+
+def model_for_store(store: Store, config: DiagnoseConfig | None = None) -> OriginModel:
+    """The built-in network, refitted with the store's labels when it has any.
+
+    The synthetic history then acts as a prior worth ``diagnose.bn_prior_rows`` rows.
+    """
+    cfg = config or DiagnoseConfig()
+    history = labeled_history(store)
+    if history.empty:
+        return default_model(equivalent_sample_size=cfg.bn_equivalent_sample_size)
+    synth = synthetic_history()
+    weights = np.concatenate(
+        [np.full(len(synth), cfg.bn_prior_rows / len(synth)), np.ones(len(history))]
+    )
+    data = pd.concat([synth, history], ignore_index=True)
+    return OriginModel.learn(
+        data,
+        equivalent_sample_size=cfg.bn_equivalent_sample_size,
+        sample_weight=weights,
+        source=f"synthetic+store({len(history)} labeled attempts)",
+    )
+
+
+# ----------------------------------------------------------------- pipeline
+def _run(
+    store: Store,
+    job_ids: list[str] | None,
+    classify: Classify | None,
+    model: OriginModel | None,
+    config: DiagnoseConfig | None,
+    progress: Progress | None,
+) -> tuple[_View, dict[Key, Diagnosis], dict[Key, AttemptDiagnosis]]:
+    cfg = config or DiagnoseConfig()
+    con = store.connect()
+    try:
+        view = _View(con, job_ids, cfg)
+    finally:
+        con.close()
+    classify_fn = classify or _default_classify()
+    failed = view.failed()
+    diags: dict[Key, Diagnosis] = {}
+    known: dict[Key, _Known] = {k: v for k, v in view.prior.items()}
+    for i, att in enumerate(failed):
+        key = (att.job_id, att.attempt)
+        d = _classify_attempt(store, att, classify_fn)
+        diags[key] = d
+        path = _log_file(store, att.log_path)
+        # a missing log leaves the category unobserved; an unreadable one is 'unknown'
+        known[key] = _Known(d.category, list(d.inputs), list(d.evidence),
+                            log_read=path is not None and path.exists())
+        if progress is not None:
+            progress("classify", i + 1, len(failed))
+    contexts = _contexts(view, known)
+    if model is None:
+        model = model_for_store(store, cfg)
+    results: dict[Key, AttemptDiagnosis] = {}
+    for i, att in enumerate(failed):
+        key = (att.job_id, att.attempt)
+        ctx, notes = contexts[key]
+        res = model.infer(ctx)
+        top = res.influence[0] if res.influence else None
+        summary = f"origin {res.origin} (p={res.probability:.2f})"
+        if top is not None:
+            summary += f"; most influential: {top.text} ({top.delta_log_odds:+.2f} log-odds)"
+        results[key] = AttemptDiagnosis(
+            job_id=att.job_id, attempt=att.attempt, status=att.status, nodes=att.nodes,
+            diagnosis=diags[key], origin=res, context=ctx, notes=[*notes, summary],
+        )
+        if progress is not None:
+            progress("origin", i + 1, len(failed))
+    return view, diags, results
+
+
+def _write(store: Store, results: Iterable[AttemptDiagnosis], now: datetime) -> int:
+    rows = list(results)
+    if not rows:
+        return 0
+    table = pa.table(
+        {
+            "job_id": [r.job_id for r in rows],
+            "attempt": pa.array([r.attempt for r in rows], pa.int32()),
+            "category": [r.category for r in rows],
+            "origin": [r.origin.origin for r in rows],
+            "confidence": pa.array([float(r.diagnosis.confidence) for r in rows], pa.float64()),
+            "evidence": pa.array([r.evidence for r in rows], pa.list_(pa.string())),
+            "origin_posterior": [json.dumps({o: round(p, 6) for o, p in r.origin.posterior.items()}) for r in rows],
+            "method": [f"{r.diagnosis.method}+bn" for r in rows],
+            "inputs": pa.array([list(r.diagnosis.inputs) for r in rows], pa.list_(pa.string())),
+            "origin_confidence": pa.array([r.origin.probability for r in rows], pa.float64()),
+            "origin_evidence": [json.dumps(r.origin.evidence) for r in rows],
+            "origin_influence": [json.dumps([dataclasses.asdict(i) for i in r.origin.influence]) for r in rows],
+        }
+    )
+    with store.write() as con:
+        with registered(con, "new_failures", table):
+            con.execute(
+                "DELETE FROM failures WHERE coalesce(method, '') <> 'manual' AND (job_id, attempt) IN "
+                "(SELECT job_id, attempt FROM new_failures)"
+            )
+            con.execute(
+                """
+                INSERT INTO failures (job_id, attempt, category, origin, confidence, evidence,
+                    origin_posterior, method, diagnosed_at, inputs, origin_confidence,
+                    origin_evidence, origin_influence)
+                SELECT n.job_id, n.attempt, n.category, n.origin, n.confidence, n.evidence,
+                    CAST(n.origin_posterior AS JSON), n.method, ?, n.inputs, n.origin_confidence,
+                    CAST(n.origin_evidence AS JSON), CAST(n.origin_influence AS JSON)
+                FROM new_failures n
+                WHERE NOT EXISTS (SELECT 1 FROM failures f WHERE f.job_id = n.job_id AND f.attempt = n.attempt)
+                """,
+                [now],
+            )
+            written = con.execute(
+                "SELECT count(*) FROM failures f JOIN new_failures n USING (job_id, attempt) "
+                "WHERE coalesce(f.method, '') <> 'manual'"
+            ).fetchall()
+    return int(written[0][0]) if written else 0
+
+
+def diagnose_job(
+    store: Store,
+    job_id: str,
+    *,
+    classify: Classify | None = None,
+    model: OriginModel | None = None,
+    config: DiagnoseConfig | None = None,
+    write: bool = True,
+    clock: Callable[[], datetime] = _now,
+) -> JobDiagnosis:
+    """Diagnose every failed attempt of one job with the store's context.
+
+    ``classify`` maps a log path to a :class:`Diagnosis` (default:
+    ``gpulens.diagnosis.classify_file``). With ``write`` the ``failures`` rows of the
+    job are replaced in one transaction (operator labels, method 'manual', are kept).
+    """
+    con = store.connect()
+    try:
+        row = con.execute(
+            'SELECT j."user", j.status FROM jobs j WHERE j.job_id = ?', [job_id]
+        ).fetchone()
+        has_attempts = con.execute("SELECT count(*) FROM attempts WHERE job_id = ?", [job_id]).fetchone()
+    finally:
+        con.close()
+    if row is None and not (has_attempts and has_attempts[0]):
+        raise InputError(
+            f"Job {job_id!r} is not in the store {store.root}.",
+            "Check the id (`gpulens analyze utilization --json` lists jobs) or the --data-dir.",
+        )
+    _view, _diags, results = _run(store, [job_id], classify, model, config, None)
+    attempts = sorted(results.values(), key=lambda a: a.attempt)
+    if write:
+        _write(store, attempts, clock())
+    return JobDiagnosis(job_id, row[0] if row else None, row[1] if row else None, attempts)
+
+
+def diagnose_all(
+    store: Store,
+    *,
+    classify: Classify | None = None,
+    progress: Progress | None = None,
+    model: OriginModel | None = None,
+    config: DiagnoseConfig | None = None,
+    clock: Callable[[], datetime] = _now,
+) -> int:
+    """Batch mode: diagnose every failed attempt in the store and fill ``failures``.
+
+    Returns the number of rows written. ``progress(stage, done, total)`` is
+    called per attempt for the stages 'classify' and 'origin'.
+    """
+    _view, _diags, results = _run(store, None, classify, model, config, progress)
+    return _write(store, results.values(), clock())

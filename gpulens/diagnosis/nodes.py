@@ -1,0 +1,451 @@
+"""Bad nodes: drain candidates from failures and hardware signals, and a
+telemetry anomaly score per node and hour.
+
+**Flagging** (:func:`flag_nodes`). A job *implicates* a node when
+
+* one of its attempts on the node failed with origin ``infrastructure``
+  (weight 1 for a single-node attempt, ``1 / nodes`` for a multi-node one,
+  since only one of the nodes is likely at fault), or
+* one of its attempts ran on the node while it logged a hardware XID (not in
+  :data:`gpulens.diagnosis.jobs.APP_XIDS`) or an uncorrectable ECC error (weight 1).
+
+A node is flagged when its implicating weight reaches ``diagnose.node_min_jobs``
+(default 2) with at least two different jobs, or when it logged at least
+``diagnose.node_min_hw_events`` hardware XID/ECC events (default 3), jobs or
+not. The flag keeps its evidence (jobs, XIDs by code, ECC count) as JSON, and
+``score`` = implicating weight + 0.25 x hardware events, for ranking. An active
+flag is updated in place; a flag an operator cleared comes back only with jobs
+or events that were not part of its evidence.
+
+**Anomaly score** (:func:`score_anomalies`). Per node and hour, a feature vector
+from the sample views: mean and spread of GPU utilization, memory use, PCIe
+throughput and replay errors, power, mean and max temperature, SM clock,
+corrected/uncorrected ECC increase, XIDs; network errors, drops, InfiniBand
+symbol errors and link-downs. Counters become increases within the hour; heavy
+tailed values are log-scaled, then every feature is robust-scaled (median,
+IQR). A One-Class SVM (RBF kernel, ``nu = diagnose.anomaly_nu``) learns the
+normal region from all node-hours (at most 5,000 sampled). The score maps the
+SVM's signed distance d (decision function: positive inside the normal region)
+into [0, 1] as ``1 / (1 + exp(d / s))``, with ``s`` the median |d| of the fitted
+node-hours: 0.5 is the boundary of the normal region, lower is more typical, and
+0.8 (the alert threshold in rules/) is about 1.4 typical distances outside it.
+The raw decision value is not used directly because its scale changes with every
+fit; this keeps one threshold meaningful across clusters and refits.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from gpulens.config import DiagnoseConfig
+from gpulens.diagnosis.jobs import APP_XIDS
+from gpulens.errors import InputError
+from gpulens.extras import require
+from gpulens.store import Store, replace_batch
+
+__all__ = [
+    "FEATURES",
+    "TimeFilter",
+    "anomaly_score",
+    "anomaly_scores",
+    "clear_flag",
+    "flag_nodes",
+    "flagged_nodes",
+    "hourly_features",
+    "node_evidence",
+    "score_anomalies",
+]
+
+Clock = Callable[[], datetime]
+
+
+class TimeFilter(Protocol):
+    """Anything with optional ``start`` / ``end`` datetimes (e.g. analysis.Filters)."""
+
+    start: datetime | None
+    end: datetime | None
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+# ---------------------------------------------------------------- flagging
+def node_evidence(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """Per node: implicating weight, jobs, hardware events (see module docstring)."""
+    infra = con.execute(
+        """
+        WITH f AS (
+            SELECT f.job_id, f.attempt, f.category FROM failures f WHERE f.origin = 'infrastructure'),
+        pn AS (
+            SELECT job_id, attempt, count(DISTINCT node) AS n FROM placements GROUP BY ALL)
+        SELECT DISTINCT p.node, f.job_id, f.attempt, f.category, 1.0 / pn.n AS w
+        FROM f JOIN placements p USING (job_id, attempt) JOIN pn USING (job_id, attempt)
+        """
+    ).fetchall()
+    app = sorted(APP_XIDS)
+    hw_events = con.execute(
+        "SELECT node, xid, count(*) AS n, min(ts), max(ts) FROM xid_events "
+        "WHERE xid IS NULL OR NOT list_contains(?, xid) GROUP BY ALL",
+        [app],
+    ).fetchall()
+    hw_jobs = con.execute(
+        """
+        SELECT DISTINCT p.node, p.job_id
+        FROM xid_events x
+        JOIN placements p ON p.node = x.node
+        JOIN attempts a ON a.job_id = p.job_id AND a.attempt = p.attempt
+        WHERE (x.xid IS NULL OR NOT list_contains(?, x.xid))
+          AND x.ts >= a.start_time AND x.ts <= coalesce(a.end_time, x.ts)
+        """,
+        [app],
+    ).fetchall()
+    ecc = con.execute(
+        """
+        WITH g AS (
+            SELECT node, gpu_index, date_trunc('hour', ts) AS h,
+                   max(ecc_uncorrected_total) AS mx, min(ecc_uncorrected_total) AS mn
+            FROM gpu_samples WHERE ecc_uncorrected_total IS NOT NULL GROUP BY ALL),
+        d AS (
+            SELECT node, greatest(coalesce(mx - coalesce(
+                lag(mx) OVER (PARTITION BY node, gpu_index ORDER BY h), mn), 0), 0) AS inc
+            FROM g)
+        SELECT node, sum(inc) FROM d GROUP BY node HAVING sum(inc) > 0
+        """
+    ).fetchall()
+    nodes: dict[str, dict[str, Any]] = {}
+
+    def entry(node: str) -> dict[str, Any]:
+        return nodes.setdefault(
+            node,
+            {"weights": {}, "infra_failures": [], "xids": {}, "hw_jobs": set(), "ecc": 0},
+        )
+
+    for node, job, att, cat, w in infra:
+        e = entry(node)
+        e["weights"][job] = max(e["weights"].get(job, 0.0), float(w))
+        e["infra_failures"].append({"job_id": job, "attempt": int(att), "category": cat})
+    for node, job in hw_jobs:
+        e = entry(node)
+        e["weights"][job] = 1.0
+        e["hw_jobs"].add(job)
+    for node, xid, n, _t0, _t1 in hw_events:
+        entry(node)["xids"][str(xid)] = int(n)
+    for node, inc in ecc:
+        entry(node)["ecc"] = int(inc)
+    rows = []
+    for node, e in sorted(nodes.items()):
+        hw = sum(e["xids"].values()) + e["ecc"]
+        weight = float(sum(e["weights"].values()))
+        rows.append(
+            {
+                "node": node,
+                "weight": round(weight, 4),
+                "jobs": sorted(e["weights"]),
+                "hw_events": hw,
+                "score": round(weight + 0.25 * hw, 4),
+                "evidence": {
+                    "jobs": sorted(e["weights"]),
+                    "infra_failures": e["infra_failures"][:50],
+                    "hardware_jobs": sorted(e["hw_jobs"]),
+                    "xids": e["xids"],
+                    "ecc_uncorrected": e["ecc"],
+                    "weight": round(weight, 4),
+                    "job_weights": {j: round(w, 4) for j, w in sorted(e["weights"].items())},
+                },
+            }
+        )
+    return pd.DataFrame(rows, columns=["node", "weight", "jobs", "hw_events", "score", "evidence"])
+
+
+def _reason(row: Mapping[Any, Any]) -> str:
+    parts = []
+    ev = row["evidence"]
+    if ev["infra_failures"]:
+        jobs = {f["job_id"] for f in ev["infra_failures"]}
+        parts.append(f"infrastructure failures of {len(jobs)} job(s)")
+    if ev["xids"]:
+        xs = ", ".join(f"XID {k} x{v}" for k, v in sorted(ev["xids"].items()))
+        parts.append(xs)
+    if ev["hardware_jobs"]:
+        parts.append(f"{len(ev['hardware_jobs'])} job(s) ran through hardware errors")
+    if ev["ecc_uncorrected"]:
+        parts.append(f"{ev['ecc_uncorrected']} uncorrectable ECC error(s)")
+    return "; ".join(parts) or "flagged"
+
+
+def flag_nodes(
+    store: Store,
+    *,
+    min_jobs: int | None = None,
+    min_hw_events: int | None = None,
+    config: DiagnoseConfig | None = None,
+    clock: Clock = _now,
+) -> pd.DataFrame:
+    """Flag drain candidates in ``node_flags``; returns the nodes flagged or updated now."""
+    cfg = config or DiagnoseConfig()
+    k = cfg.node_min_jobs if min_jobs is None else min_jobs
+    k_hw = cfg.node_min_hw_events if min_hw_events is None else min_hw_events
+    if k < 1 or k_hw < 1:
+        raise InputError("Node flag thresholds must be at least 1.", "Set diagnose.node_min_jobs >= 1.")
+    con = store.connect()
+    try:
+        evidence = node_evidence(con)
+    finally:
+        con.close()
+    ts = clock()
+    out = []
+    with store.write() as con:
+        for row in evidence.to_dict("records"):
+            node = row["node"]
+            flags = con.execute(
+                "SELECT active, evidence FROM node_flags WHERE node = ? ORDER BY flagged_at DESC",
+                [node],
+            ).fetchall()
+            active = next((f for f in flags if f[0]), None)
+            cleared = [json.loads(f[1]) for f in flags if not f[0] and f[1]]
+            seen_jobs = {j for ev in cleared for j in ev.get("jobs", [])}
+            seen_hw = max((int(ev.get("hw_events", 0)) for ev in cleared), default=0)
+            new_jobs = [j for j in row["jobs"] if j not in seen_jobs]
+            weights = row["evidence"]["job_weights"]
+            weight = float(sum(weights[j] for j in new_jobs))
+            hw = row["hw_events"] - seen_hw
+            if not ((weight >= k and len(new_jobs) >= min(2, k)) or hw >= k_hw):
+                continue
+            evidence_json = dict(row["evidence"])
+            evidence_json["hw_events"] = row["hw_events"]
+            reason = _reason(row)
+            if active is not None:
+                con.execute(
+                    "UPDATE node_flags SET reason = ?, evidence = ?, score = ? WHERE node = ? AND active",
+                    [reason, json.dumps(evidence_json), row["score"], node],
+                )
+            else:
+                con.execute(
+                    "INSERT INTO node_flags (node, flagged_at, reason, evidence, score, active) "
+                    "VALUES (?, ?, ?, ?, ?, TRUE)",
+                    [node, ts, reason, json.dumps(evidence_json), row["score"]],
+                )
+            out.append({"node": node, "reason": reason, "score": row["score"], "jobs": row["jobs"],
+                        "hw_events": row["hw_events"], "new": active is None})
+    return pd.DataFrame(out, columns=["node", "reason", "score", "jobs", "hw_events", "new"])
+
+
+def flagged_nodes(con: duckdb.DuckDBPyConnection, *, include_cleared: bool = False) -> pd.DataFrame:
+    """node_flags rows (node, flagged_at, reason, evidence, score, active), highest score first."""
+    sql = "SELECT node, flagged_at, reason, evidence, score, active FROM node_flags"
+    if not include_cleared:
+        sql += " WHERE active"
+    return con.execute(sql + " ORDER BY active DESC, score DESC, node").df()
+
+
+def clear_flag(store: Store, node: str, actor: str, reason: str, *, clock: Clock = _now) -> int:
+    """Deactivate a node's active flag (after repair). Returns the flags cleared."""
+    if not actor.strip() or not reason.strip():
+        raise InputError("Clearing a node flag needs an actor and a reason.", "Pass --actor and --reason.")
+    with store.write() as con:
+        rows = con.execute(
+            "SELECT flagged_at, evidence FROM node_flags WHERE node = ? AND active", [node]
+        ).fetchall()
+        if not rows:
+            raise InputError(f"Node {node!r} has no active flag.", "`gpulens nodes list` shows the flagged nodes.")
+        for flagged_at, ev in rows:
+            data = json.loads(ev) if ev else {}
+            data["cleared"] = {"by": actor, "at": clock().isoformat(), "reason": reason}
+            con.execute(
+                "UPDATE node_flags SET active = FALSE, evidence = ? WHERE node = ? AND flagged_at = ?",
+                [json.dumps(data), node, flagged_at],
+            )
+    return len(rows)
+
+
+# ---------------------------------------------------------------- anomalies
+#: feature name -> (log-scale?, description)
+FEATURES: dict[str, tuple[bool, str]] = {
+    "util_mean": (False, "mean GPU utilization (%)"),
+    "util_std": (False, "spread of GPU utilization across the node's GPUs and the hour"),
+    "mem_frac": (False, "mean memory used / total"),
+    "pcie_bps": (True, "mean PCIe tx+rx bytes/s"),
+    "pcie_replay": (True, "PCIe replay counter increase"),
+    "power_w": (False, "mean power (W)"),
+    "temp_mean": (False, "mean temperature (C)"),
+    "temp_max": (False, "max temperature (C)"),
+    "sm_clock": (False, "mean SM clock (MHz)"),
+    "ecc_corrected": (True, "corrected ECC increase"),
+    "ecc_uncorrected": (True, "uncorrectable ECC increase"),
+    "xids": (True, "XID events"),
+    "net_errors": (True, "network rx+tx error increase"),
+    "net_drops": (True, "network rx+tx drop increase"),
+    "ib_errors": (True, "InfiniBand symbol errors + link downs increase"),
+}
+
+
+def _where_time(filters: TimeFilter | None, column: str) -> tuple[str, list[Any]]:
+    clauses: list[str] = []
+    params: list[Any] = []
+    if filters is not None and getattr(filters, "start", None) is not None:
+        clauses.append(f"{column} >= ?")
+        params.append(filters.start)
+    if filters is not None and getattr(filters, "end", None) is not None:
+        clauses.append(f"{column} < ?")
+        params.append(filters.end)
+    return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
+
+
+def hourly_features(con: duckdb.DuckDBPyConnection, filters: TimeFilter | None = None) -> pd.DataFrame:
+    """One row per (node, hour) with the :data:`FEATURES` columns (0 where unmeasured)."""
+    where, params = _where_time(filters, "ts")
+    gpu = con.execute(
+        f"""
+        WITH per_gpu AS (
+            SELECT node, gpu_index, date_trunc('hour', ts) AS hour,
+                   avg(util_gpu) AS util, stddev_pop(util_gpu) AS util_sd,
+                   avg(mem_used_bytes / nullif(mem_total_bytes, 0)) AS mem_frac,
+                   avg(coalesce(pcie_tx_bps, 0) + coalesce(pcie_rx_bps, 0)) AS pcie_bps,
+                   max(pcie_replay_total) - min(pcie_replay_total) AS pcie_replay,
+                   avg(power_w) AS power_w, avg(temp_c) AS temp_mean, max(temp_c) AS temp_max,
+                   avg(sm_clock_mhz) AS sm_clock,
+                   max(ecc_corrected_total) - min(ecc_corrected_total) AS ecc_corrected,
+                   max(ecc_uncorrected_total) - min(ecc_uncorrected_total) AS ecc_uncorrected,
+                   sum(xid_count) AS xid_count
+            FROM gpu_samples{where} GROUP BY ALL)
+        SELECT node, hour, avg(util) AS util_mean,
+               coalesce(sqrt(avg(util_sd * util_sd) + var_pop(util)), 0) AS util_std,
+               avg(mem_frac) AS mem_frac, avg(pcie_bps) AS pcie_bps, sum(pcie_replay) AS pcie_replay,
+               avg(power_w) AS power_w, avg(temp_mean) AS temp_mean, max(temp_max) AS temp_max,
+               avg(sm_clock) AS sm_clock, sum(ecc_corrected) AS ecc_corrected,
+               sum(ecc_uncorrected) AS ecc_uncorrected, sum(xid_count) AS xid_count
+        FROM per_gpu GROUP BY node, hour
+        """,  # noqa: S608 - only our own column names are formatted in
+        params,
+    ).df()
+    xwhere, xparams = _where_time(filters, "ts")
+    xid = con.execute(
+        f"SELECT node, date_trunc('hour', ts) AS hour, count(*) AS xid_events FROM xid_events{xwhere} GROUP BY ALL",  # noqa: S608
+        xparams,
+    ).df()
+    nwhere, nparams = _where_time(filters, "ts")
+    net = con.execute(
+        f"""
+        WITH per_dev AS (
+            SELECT node, device, date_trunc('hour', ts) AS hour,
+                   max(coalesce(rx_errors_total, 0) + coalesce(tx_errors_total, 0))
+                     - min(coalesce(rx_errors_total, 0) + coalesce(tx_errors_total, 0)) AS errs,
+                   max(coalesce(rx_drops_total, 0) + coalesce(tx_drops_total, 0))
+                     - min(coalesce(rx_drops_total, 0) + coalesce(tx_drops_total, 0)) AS drops,
+                   max(coalesce(symbol_errors_total, 0) + coalesce(link_downed_total, 0))
+                     - min(coalesce(symbol_errors_total, 0) + coalesce(link_downed_total, 0)) AS ib
+            FROM net_samples{nwhere} GROUP BY ALL)
+        SELECT node, hour, sum(errs) AS net_errors, sum(drops) AS net_drops, sum(ib) AS ib_errors
+        FROM per_dev GROUP BY node, hour
+        """,  # noqa: S608
+        nparams,
+    ).df()
+    frame = gpu
+    for other in (xid, net):
+        if frame.empty:
+            frame = other
+        elif not other.empty:
+            frame = frame.merge(other, on=["node", "hour"], how="outer")
+    if frame.empty:
+        return pd.DataFrame(columns=["node", "hour", *FEATURES])
+    zeros = pd.Series(0.0, index=frame.index)
+    counted = [
+        pd.to_numeric(frame[c], errors="coerce").fillna(0.0) if c in frame else zeros
+        for c in ("xid_count", "xid_events")
+    ]
+    frame["xids"] = np.maximum(counted[0], counted[1])
+    for col in FEATURES:
+        if col not in frame:
+            frame[col] = 0.0
+        frame[col] = pd.to_numeric(frame[col], errors="coerce").astype(float).fillna(0.0)
+    frame = frame[["node", "hour", *FEATURES]].sort_values(["node", "hour"]).reset_index(drop=True)
+    return frame
+
+
+def _matrix(frame: pd.DataFrame) -> np.ndarray:
+    cols = []
+    for name, (log, _) in FEATURES.items():
+        v = frame[name].to_numpy(dtype=float)
+        v = np.where(np.isfinite(v), v, 0.0)
+        cols.append(np.log1p(np.maximum(v, 0.0)) if log else v)
+    x = np.column_stack(cols)
+    med = np.median(x, axis=0)
+    q75, q25 = np.percentile(x, [75, 25], axis=0)
+    scale = q75 - q25
+    std = x.std(axis=0)
+    scale = np.where(scale > 0, scale, np.where(std > 0, std, 1.0))
+    return np.asarray((x - med) / scale)
+
+
+def anomaly_score(decision: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """Map One-Class SVM decision values into [0, 1]; 0.5 at the boundary (see module doc)."""
+    scale = float(np.median(np.abs(reference)))
+    if not np.isfinite(scale) or scale <= 0:
+        scale = 1.0
+    z = np.clip(np.asarray(decision, dtype=float) / scale, -50.0, 50.0)
+    return np.asarray(1.0 / (1.0 + np.exp(z)))
+
+
+def score_anomalies(
+    store: Store,
+    *,
+    filters: TimeFilter | None = None,
+    nu: float | None = None,
+    max_fit_rows: int = 5000,
+    seed: int = 0,
+    config: DiagnoseConfig | None = None,
+) -> int:
+    """Fit the One-Class SVM on per-node hourly features and write ``node_anomaly``.
+
+    Returns the number of (node, hour) scores written (existing hours are replaced).
+    """
+    cfg = config or DiagnoseConfig()
+    nu = cfg.anomaly_nu if nu is None else nu
+    if not 0 < nu <= 1:
+        raise InputError(f"anomaly nu {nu} is outside (0, 1].", "Set diagnose.anomaly_nu to e.g. 0.05.")
+    require("sklearn")
+    from sklearn.svm import OneClassSVM
+
+    con = store.connect()
+    try:
+        frame = hourly_features(con, filters)
+    finally:
+        con.close()
+    if len(frame) < 2:
+        return 0
+    x = _matrix(frame)
+    rng = np.random.default_rng(seed)
+    fit_x = x if len(x) <= max_fit_rows else x[rng.choice(len(x), max_fit_rows, replace=False)]
+    model = OneClassSVM(kernel="rbf", gamma="scale", nu=nu)
+    model.fit(fit_x)
+    scores = anomaly_score(model.decision_function(x), model.decision_function(fit_x))
+    out = pd.DataFrame({"node": frame["node"].astype(str), "hour": pd.to_datetime(frame["hour"]),
+                        "score": scores.astype(float)})
+    with store.write() as con:
+        replace_batch(con, "node_anomaly", out, ["node", "hour"])
+    return len(out)
+
+
+def anomaly_scores(
+    con: duckdb.DuckDBPyConnection,
+    filters: TimeFilter | None = None,
+    *,
+    node: str | None = None,
+) -> pd.DataFrame:
+    """node_anomaly rows (node, hour, score) in the filter's time range."""
+    where, params = _where_time(filters, "hour")
+    if node is not None:
+        where = (where + " AND " if where else " WHERE ") + "node = ?"
+        params.append(node)
+    return con.execute(
+        f"SELECT node, hour, score FROM node_anomaly{where} ORDER BY node, hour",  # noqa: S608
+        params,
+    ).df()

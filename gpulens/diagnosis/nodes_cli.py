@@ -1,0 +1,106 @@
+"""``gpulens nodes``: flag bad nodes (drain candidates) and score node anomalies."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from gpulens.cliapp import App, emit, json_option, pass_app, progress
+from gpulens.diagnosis import nodes as nd
+from gpulens.diagnosis.blacklist import default_actor
+
+__all__ = ["nodes"]
+
+
+@click.group()
+def nodes() -> None:
+    """Bad nodes from failures and hardware signals; telemetry anomaly scores."""
+
+
+@nodes.command("flag")
+@click.option("--min-jobs", type=click.IntRange(min=1), default=None,
+              help="Implicating jobs that flag a node (default: diagnose.node_min_jobs).")
+@json_option
+@pass_app
+def flag(app: App, min_jobs: int | None, as_json: bool) -> None:
+    """Flag nodes with repeated infrastructure failures or hardware errors."""
+    df = nd.flag_nodes(app.store(), min_jobs=min_jobs, config=app.config.diagnose)
+
+    def human() -> None:
+        if df.empty:
+            click.echo("no node meets the flagging rule")
+        for r in df.to_dict("records"):
+            click.echo(f"{'NEW ' if r['new'] else ''}{r['node']}  score {r['score']:.2f}: {r['reason']}")
+
+    emit(df, as_json, human)
+
+
+@nodes.command("list")
+@click.option("--all", "include_cleared", is_flag=True, help="Include cleared flags.")
+@json_option
+@pass_app
+def list_(app: App, include_cleared: bool, as_json: bool) -> None:
+    """Show flagged nodes (drain candidates) with their evidence."""
+    con = app.store().connect()
+    try:
+        df = nd.flagged_nodes(con, include_cleared=include_cleared)
+    finally:
+        con.close()
+    if not df.empty:
+        df["evidence"] = [json.loads(e) if isinstance(e, str) else e for e in df["evidence"]]
+
+    def human() -> None:
+        if df.empty:
+            click.echo("no flagged node")
+        for r in df.to_dict("records"):
+            state = "active" if r['active'] else "cleared"
+            jobs = ", ".join((r['evidence'] or {}).get("jobs", [])[:5])
+            click.echo(f"{r['node']:<16} {state:<8} score {r['score']:.2f}  since {r['flagged_at']}: {r['reason']}")
+            if jobs:
+                click.echo(f"{'':<16} jobs: {jobs}")
+
+    emit(df, as_json, human)
+
+
+@nodes.command("clear")
+@click.argument("node")
+@click.option("--reason", required=True, help="Why (e.g. 'GPU 3 replaced').")
+@click.option("--actor", default=None, help="Who (default: $GPULENS_ACTOR or your login name).")
+@json_option
+@pass_app
+def clear(app: App, node: str, reason: str, actor: str | None, as_json: bool) -> None:
+    """Clear NODE's active flag after repair."""
+    n = nd.clear_flag(app.store(), node, actor or default_actor(), reason)
+    emit({"node": node, "cleared": n}, as_json, lambda: click.echo(f"cleared {n} flag(s) on {node}"))
+
+
+@nodes.command("anomalies")
+@click.option("--top", type=click.IntRange(min=1), default=20, help="Show the N most anomalous node-hours.")
+@click.option("--node", default=None, help="Only this node.")
+@click.option("--no-refresh", is_flag=True, help="Show stored scores without refitting the model.")
+@json_option
+@pass_app
+def anomalies(app: App, top: int, node: str | None, no_refresh: bool, as_json: bool) -> None:
+    """Score every node-hour with a One-Class SVM on telemetry; show the strangest."""
+    store = app.store()
+    if not no_refresh:
+        with progress(app.console) as bar:
+            task = bar.add_task("scoring node-hours", total=None)
+            n = nd.score_anomalies(store, config=app.config.diagnose)
+            bar.update(task, total=max(n, 1), completed=max(n, 1))
+    con = store.connect()
+    try:
+        df = nd.anomaly_scores(con, node=node)
+    finally:
+        con.close()
+    df = df.sort_values("score", ascending=False).head(top).reset_index(drop=True)
+
+    def human() -> None:
+        if df.empty:
+            click.echo("no anomaly scores (no GPU telemetry in the store?)")
+        for r in df.to_dict("records"):
+            mark = "  <- outside normal" if r['score'] > 0 else ""
+            click.echo(f"{r['node']:<16} {r['hour']}  {r['score']:+.3f}{mark}")
+
+    emit(df, as_json, human)

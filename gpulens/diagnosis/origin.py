@@ -1,0 +1,469 @@
+"""Origin of a failure (user, data, framework, infrastructure) by Bayesian network.
+
+The classifier says *what* failed (a category such as ``cuda_error``); this
+module says *whose* problem it is, from the category and the job's context:
+
+================  ==========================================================
+variable          states
+================  ==========================================================
+origin            user, data, framework, infrastructure, unknown (the target)
+category          the classifier's category (CATEGORIES)
+multi_node        single, multi
+exit              error (exit 1), sigkill, sigterm, sigsegv, sigabrt,
+                  signal_other, other_code, zero
+stage             startup, first_iteration, mid_training, checkpoint
+retry             same_failure_other_node, same_failure_same_node,
+                  succeeded_on_retry, different_failure, no_retry
+node_health       clean, app_xid, xid_or_ecc (hardware XID or uncorrectable
+                  ECC on the attempt's nodes while it ran)
+node_cofailures   none, one, several (other users' jobs failing on the same
+                  node in the same window)
+input_cofailures  none, one, several (other jobs failing with the same input)
+================  ==========================================================
+
+Structure (parents -> child)::
+
+    origin, multi_node -> category
+    origin, category   -> exit
+    origin, category   -> stage
+    origin             -> retry, node_health, node_cofailures, input_cofailures
+
+Every variable except ``origin`` may be unobserved; it is then summed out.
+The tables are learned by :func:`gpulens.diagnosis.bn_adapter.fit_bdeu` (BDeu prior,
+every state declared) from a labeled history: by default
+:func:`synthetic_history`, a generator that encodes the Philly study's findings
+(Jeon et al., ATC'19, section 5): most failures come from user code and input
+data; user and data failures are deterministic and repeat identically on
+retries, on any node; infrastructure failures are transient, hit long-running
+jobs mid-training, coincide with hardware errors and with other jobs failing on
+the same node, and go away on a retry elsewhere; corrupted inputs make several
+jobs that read them fail. Stores with ground truth (``sim_truth``) or operator
+labels add their own rows (see :func:`gpulens.diagnosis.jobs.labeled_history`).
+
+The answer is a posterior over origins plus, for each observed variable, how
+much it moved the chosen origin: the change in log-odds of that origin when the
+variable is removed from the evidence.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from collections.abc import Mapping
+from typing import Final
+
+import numpy as np
+import pandas as pd
+
+from gpulens.diagnosis.bn_adapter import BayesNet, fit_bdeu
+from gpulens.diagnosis.types import CATEGORIES, ORIGINS
+from gpulens.errors import InputError
+
+__all__ = [
+    "EDGES",
+    "EVIDENCE_VARIABLES",
+    "EXIT_CLASSES",
+    "NODE_HEALTH",
+    "RETRY_OUTCOMES",
+    "STAGES",
+    "TARGET",
+    "VARIABLES",
+    "Influence",
+    "OriginModel",
+    "OriginResult",
+    "default_model",
+    "describe_evidence",
+    "synthetic_history",
+]
+
+TARGET: Final = "origin"
+EXIT_CLASSES: Final[tuple[str, ...]] = (
+    "error",
+    "sigkill",
+    "sigterm",
+    "sigsegv",
+    "sigabrt",
+    "signal_other",
+    "other_code",
+    "zero",
+)
+STAGES: Final[tuple[str, ...]] = ("startup", "first_iteration", "mid_training", "checkpoint")
+RETRY_OUTCOMES: Final[tuple[str, ...]] = (
+    "same_failure_other_node",
+    "same_failure_same_node",
+    "succeeded_on_retry",
+    "different_failure",
+    "no_retry",
+)
+NODE_HEALTH: Final[tuple[str, ...]] = ("clean", "app_xid", "xid_or_ecc")
+COUNTS: Final[tuple[str, ...]] = ("none", "one", "several")
+
+VARIABLES: Final[dict[str, tuple[str, ...]]] = {
+    "origin": ORIGINS,
+    "multi_node": ("single", "multi"),
+    "category": CATEGORIES,
+    "exit": EXIT_CLASSES,
+    "stage": STAGES,
+    "retry": RETRY_OUTCOMES,
+    "node_health": NODE_HEALTH,
+    "node_cofailures": COUNTS,
+    "input_cofailures": COUNTS,
+}
+EVIDENCE_VARIABLES: Final[tuple[str, ...]] = tuple(v for v in VARIABLES if v != TARGET)
+
+EDGES: Final[tuple[tuple[str, str], ...]] = (
+    ("origin", "category"),
+    ("multi_node", "category"),
+    ("origin", "exit"),
+    ("category", "exit"),
+    ("origin", "stage"),
+    ("category", "stage"),
+    ("origin", "retry"),
+    ("origin", "node_health"),
+    ("origin", "node_cofailures"),
+    ("origin", "input_cofailures"),
+)
+
+_DESCRIBE: Final[dict[str, str]] = {
+    "category": "classified as {}",
+    "multi_node": "{} job",
+    "exit": "exit status class {}",
+    "stage": "failed at {}",
+    "retry": "retry outcome: {}",
+    "node_health": "node health during the attempt: {}",
+    "node_cofailures": "other jobs failing on the same node at the same time: {}",
+    "input_cofailures": "other jobs failing with the same input: {}",
+}
+
+
+def describe_evidence(variable: str, state: str) -> str:
+    """One human sentence for an evidence variable's state."""
+    return _DESCRIBE.get(variable, variable + " = {}").format(state.replace("_", " "))
+
+
+@dataclasses.dataclass
+class Influence:
+    """How much one piece of evidence moved the chosen origin."""
+
+    variable: str
+    state: str
+    #: logit P(origin | all evidence) - logit P(origin | all but this one).
+    #: Positive: this evidence supports the chosen origin.
+    delta_log_odds: float
+    #: The origin whose probability this evidence raised the most.
+    favours: str
+    text: str
+
+
+@dataclasses.dataclass
+class OriginResult:
+    origin: str
+    probability: float
+    posterior: dict[str, float]
+    evidence: dict[str, str]
+    influence: list[Influence]  # sorted by |delta_log_odds|, largest first
+
+    def top_influence(self, n: int = 3) -> list[Influence]:
+        return self.influence[:n]
+
+
+def _logit(p: float) -> float:
+    p = min(max(p, 1e-12), 1 - 1e-12)
+    return math.log(p / (1 - p))
+
+
+class OriginModel:
+    """A fitted origin network and the queries gpulens asks it."""
+
+    def __init__(self, net: BayesNet, *, source: str = "synthetic") -> None:
+        missing = [v for v in VARIABLES if v not in net.states]
+        if missing:
+            raise InputError(f"Origin network lacks variable(s) {', '.join(missing)}.")
+        self.net = net
+        self.source = source
+
+    @classmethod
+    def learn(
+        cls,
+        history: pd.DataFrame,
+        *,
+        equivalent_sample_size: float = 10.0,
+        sample_weight: np.ndarray | None = None,
+        source: str = "history",
+    ) -> OriginModel:
+        """Fit every table of the structure from ``history`` (one column per variable)."""
+        frame = history.copy()
+        for var in VARIABLES:
+            if var not in frame.columns:
+                frame[var] = None
+        net = fit_bdeu(
+            EDGES,
+            VARIABLES,
+            frame,
+            equivalent_sample_size=equivalent_sample_size,
+            sample_weight=None if sample_weight is None else list(sample_weight),
+        )
+        return cls(net, source=source)
+
+    @staticmethod
+    def clean_evidence(evidence: Mapping[str, str | None]) -> dict[str, str]:
+        """Drop unobserved (None) entries; reject unknown variables or states."""
+        out: dict[str, str] = {}
+        for var, state in evidence.items():
+            if state is None:
+                continue
+            if var not in VARIABLES or var == TARGET:
+                raise InputError(
+                    f"{var!r} is not an evidence variable of the origin network.",
+                    f"Use one of: {', '.join(EVIDENCE_VARIABLES)}.",
+                )
+            if state not in VARIABLES[var]:
+                raise InputError(
+                    f"{state!r} is not a state of {var}.",
+                    f"States of {var}: {', '.join(VARIABLES[var])}.",
+                )
+            out[var] = state
+        return out
+
+    def posterior(self, evidence: Mapping[str, str | None]) -> dict[str, float]:
+        return self.net.posterior(TARGET, self.clean_evidence(evidence))
+
+    def infer(self, evidence: Mapping[str, str | None], *, explain: bool = True) -> OriginResult:
+        """Posterior over origins and, with ``explain``, each evidence's influence."""
+        ev = self.clean_evidence(evidence)
+        post = self.net.posterior_array(TARGET, ev)
+        best = int(np.argmax(post))
+        origin = ORIGINS[best]
+        influence: list[Influence] = []
+        if explain:
+            loo = self.net.leave_one_out(TARGET, ev)
+            for var, state in ev.items():
+                without = loo[var]
+                delta = _logit(float(post[best])) - _logit(float(without[best]))
+                lift = np.log(np.maximum(post, 1e-12)) - np.log(np.maximum(without, 1e-12))
+                influence.append(
+                    Influence(
+                        variable=var,
+                        state=state,
+                        delta_log_odds=round(delta, 4),
+                        favours=ORIGINS[int(np.argmax(lift))],
+                        text=describe_evidence(var, state),
+                    )
+                )
+            influence.sort(key=lambda i: -abs(i.delta_log_odds))
+        return OriginResult(
+            origin=origin,
+            probability=float(post[best]),
+            posterior={o: float(p) for o, p in zip(ORIGINS, post, strict=True)},
+            evidence=ev,
+            influence=influence,
+        )
+
+
+# --------------------------------------------------------------------------
+# The labeled history the default network learns from.
+# --------------------------------------------------------------------------
+# Relative weights, normalised at sampling time. They follow the Philly study
+# (Jeon et al., ATC'19, Table 2 and section 5): user-side reasons (CPU OOM,
+# incorrect inputs, semantic and syntax errors, invalid memory access, GPU OOM,
+# permission and import errors) account for most failures; infrastructure
+# reasons (MPI/NCCL runtime failures, CUDA initialisation and driver mismatches,
+# ECC errors, preemption, storage) are fewer; framework (AI engine) reasons sit
+# in between. The exact numbers are ours; the orderings are the paper's.
+
+_ORIGIN_PRIOR: Final = {"user": 50, "data": 18, "framework": 12, "infrastructure": 17, "unknown": 3}
+_MULTI_NODE: Final = 0.2
+
+_CATEGORY: Final[dict[str, dict[str, float]]] = {
+    "user": {
+        "cpu_oom": 14, "gpu_oom": 8, "syntax_error": 8, "import_error": 6, "semantic_error": 24,
+        "incorrect_input": 6, "model_diverged": 4, "checkpoint_error": 5, "permission_error": 4,
+        "cuda_error": 6, "crash": 5, "comm_error": 1.5, "storage_error": 1.5, "preempted": 0.3,
+        "cuda_env_error": 1, "gpu_hardware": 0.2, "unknown": 4,
+    },
+    "data": {
+        "incorrect_input": 70, "semantic_error": 8, "model_diverged": 5, "crash": 3, "cpu_oom": 3,
+        "checkpoint_error": 2, "storage_error": 1, "permission_error": 1, "unknown": 4,
+    },
+    "framework": {
+        "cuda_error": 28, "crash": 22, "checkpoint_error": 8, "comm_error": 8, "semantic_error": 7,
+        "import_error": 5, "gpu_oom": 4, "cpu_oom": 3, "model_diverged": 2, "cuda_env_error": 2,
+        "unknown": 7,
+    },
+    "infrastructure": {
+        "gpu_hardware": 18, "comm_error": 16, "preempted": 14, "storage_error": 12,
+        "cuda_env_error": 11, "crash": 8, "cuda_error": 5, "checkpoint_error": 5,
+        "incorrect_input": 1, "permission_error": 1, "cpu_oom": 1, "unknown": 8,
+    },
+    "unknown": {"unknown": 60, "crash": 15, "semantic_error": 3, "cuda_error": 3, "comm_error": 3},
+}
+_CATEGORY_FLOOR: Final = 0.3  # every category is possible under every origin
+#: multi-node jobs fail more often in communication (NCCL/MPI) for every origin
+_MULTI_NODE_COMM: Final = {"user": 2.0, "data": 1.0, "framework": 4.0, "infrastructure": 4.0, "unknown": 2.0}
+
+_EXIT_PYTHON: Final = {"error": 80, "other_code": 8, "sigabrt": 3, "sigkill": 3, "sigterm": 2, "zero": 2, "sigsegv": 1, "signal_other": 1}
+_EXIT: Final[dict[str, dict[str, float]]] = {
+    "gpu_oom": {"error": 85, "sigabrt": 5, "sigkill": 4, "other_code": 4, "sigsegv": 1, "sigterm": 1},
+    "cpu_oom": {"sigkill": 75, "error": 15, "sigabrt": 3, "sigsegv": 2, "other_code": 3, "sigterm": 2},
+    "cuda_error": {"error": 55, "sigabrt": 30, "sigsegv": 8, "sigkill": 3, "other_code": 3, "signal_other": 1},
+    "crash": {"sigsegv": 45, "sigabrt": 30, "sigkill": 8, "signal_other": 5, "error": 7, "other_code": 5},
+    "gpu_hardware": {"error": 40, "sigabrt": 20, "sigkill": 20, "sigsegv": 10, "other_code": 7, "sigterm": 3},
+    "comm_error": {"error": 55, "sigabrt": 15, "sigkill": 15, "sigterm": 8, "other_code": 6, "sigsegv": 1},
+    "preempted": {"sigterm": 55, "sigkill": 35, "other_code": 5, "error": 3, "zero": 2},
+    "unknown": {"error": 30, "sigkill": 15, "sigterm": 10, "sigsegv": 10, "sigabrt": 10, "signal_other": 5, "other_code": 15, "zero": 5},
+}
+_EXIT_FLOOR: Final = 0.2
+#: a node that dies takes the job down with SIGKILL/SIGTERM more often
+_EXIT_ORIGIN: Final = {"infrastructure": {"sigkill": 2.0, "sigterm": 1.5}}
+
+_STAGE: Final[dict[str, tuple[float, float, float, float]]] = {
+    # startup, first_iteration, mid_training, checkpoint
+    "syntax_error": (90, 8, 1, 1),
+    "import_error": (88, 10, 1, 1),
+    "semantic_error": (20, 50, 25, 5),
+    "incorrect_input": (40, 25, 33, 2),
+    "model_diverged": (2, 13, 83, 2),
+    "checkpoint_error": (10, 2, 8, 80),
+    "permission_error": (50, 10, 10, 30),
+    "gpu_oom": (8, 67, 23, 2),
+    "cpu_oom": (25, 30, 40, 5),
+    "cuda_error": (10, 40, 47, 3),
+    "cuda_env_error": (85, 10, 5, 0.5),
+    "gpu_hardware": (10, 15, 72, 3),
+    "comm_error": (30, 25, 43, 2),
+    "preempted": (10, 10, 75, 5),
+    "storage_error": (10, 10, 40, 40),
+    "crash": (20, 30, 47, 3),
+    "unknown": (25, 25, 45, 5),
+}
+#: user bugs surface early; corrupted records and transient faults surface late
+_STAGE_ORIGIN: Final[dict[str, tuple[float, float, float, float]]] = {
+    "user": (1.5, 1.3, 0.6, 1.0),
+    "data": (0.6, 1.0, 1.8, 0.8),
+    "framework": (1.0, 1.2, 1.0, 1.0),
+    "infrastructure": (0.5, 0.7, 2.5, 1.2),
+    "unknown": (1.0, 1.0, 1.0, 1.0),
+}
+
+_RETRY: Final[dict[str, tuple[float, ...]]] = {
+    # same_failure_other_node, same_failure_same_node, succeeded_on_retry, different_failure, no_retry
+    "user": (42, 12, 4, 7, 35),
+    "data": (48, 12, 3, 5, 32),
+    "framework": (36, 10, 12, 9, 33),  # framework bugs repeat too, mostly
+    "infrastructure": (5, 14, 50, 11, 20),
+    "unknown": (20, 10, 20, 15, 35),
+}
+_NODE_HEALTH: Final[dict[str, tuple[float, ...]]] = {
+    # clean, app_xid, xid_or_ecc
+    "user": (90, 8, 2),
+    "data": (95, 3, 2),
+    "framework": (80, 14, 6),
+    "infrastructure": (50, 6, 44),
+    "unknown": (85, 8, 7),
+}
+_NODE_COFAIL: Final[dict[str, tuple[float, ...]]] = {
+    "user": (86, 11, 3),
+    "data": (86, 11, 3),
+    "framework": (80, 15, 5),
+    "infrastructure": (45, 30, 25),
+    "unknown": (75, 18, 7),
+}
+_INPUT_COFAIL: Final[dict[str, tuple[float, ...]]] = {
+    "user": (90, 8, 2),
+    "data": (30, 35, 35),
+    "framework": (92, 6, 2),
+    "infrastructure": (88, 9, 3),
+    "unknown": (85, 10, 5),
+}
+#: share of rows where each context variable is unobserved (no telemetry, no placement, ...)
+_MISSING: Final = {"exit": 0.05, "stage": 0.05, "node_health": 0.25, "multi_node": 0.02}
+
+
+def _norm(weights: np.ndarray) -> np.ndarray:
+    return weights / weights.sum()
+
+
+def _category_probs(origin: str, multi: bool) -> np.ndarray:
+    table = _CATEGORY[origin]
+    w = np.array([table.get(c, _CATEGORY_FLOOR) for c in CATEGORIES], dtype=float)
+    if multi:
+        w[CATEGORIES.index("comm_error")] *= _MULTI_NODE_COMM[origin]
+    return _norm(w)
+
+
+def _exit_probs(category: str, origin: str) -> np.ndarray:
+    table = _EXIT.get(category, _EXIT_PYTHON)
+    w = np.array([table.get(e, _EXIT_FLOOR) for e in EXIT_CLASSES], dtype=float)
+    for e, f in _EXIT_ORIGIN.get(origin, {}).items():
+        w[EXIT_CLASSES.index(e)] *= f
+    return _norm(w)
+
+
+def _stage_probs(category: str, origin: str) -> np.ndarray:
+    return _norm(np.array(_STAGE[category], dtype=float) * np.array(_STAGE_ORIGIN[origin]))
+
+
+def _draw(rng: np.random.Generator, probs: np.ndarray, states: tuple[str, ...]) -> np.ndarray:
+    """One draw per row of ``probs`` (rows are distributions over ``states``)."""
+    cdf = np.cumsum(probs, axis=1)
+    u = rng.random(len(probs)) * cdf[:, -1]
+    idx = (cdf < u[:, None]).sum(axis=1)
+    return np.asarray(states, dtype=object)[np.minimum(idx, len(states) - 1)]
+
+
+@functools.lru_cache(maxsize=8)
+def _history_cached(n: int, seed: int) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    prior = _norm(np.array([_ORIGIN_PRIOR[o] for o in ORIGINS], dtype=float))
+    o_idx = rng.choice(len(ORIGINS), size=n, p=prior)
+    multi = (rng.random(n) < _MULTI_NODE).astype(int)
+    cat_table = np.array([[_category_probs(o, bool(m)) for m in (0, 1)] for o in ORIGINS])
+    category = _draw(rng, cat_table[o_idx, multi], CATEGORIES)
+    c_idx = np.array([CATEGORIES.index(c) for c in category])
+    exit_table = np.array([[_exit_probs(c, o) for o in ORIGINS] for c in CATEGORIES])
+    stage_table = np.array([[_stage_probs(c, o) for o in ORIGINS] for c in CATEGORIES])
+
+    def per_origin(table: Mapping[str, tuple[float, ...]]) -> np.ndarray:
+        return np.array([_norm(np.array(table[o], dtype=float)) for o in ORIGINS])[o_idx]
+
+    frame = pd.DataFrame(
+        {
+            "origin": np.asarray(ORIGINS, dtype=object)[o_idx],
+            "multi_node": np.where(multi == 1, "multi", "single").astype(object),
+            "category": category,
+            "exit": _draw(rng, exit_table[c_idx, o_idx], EXIT_CLASSES),
+            "stage": _draw(rng, stage_table[c_idx, o_idx], STAGES),
+            "retry": _draw(rng, per_origin(_RETRY), RETRY_OUTCOMES),
+            "node_health": _draw(rng, per_origin(_NODE_HEALTH), NODE_HEALTH),
+            "node_cofailures": _draw(rng, per_origin(_NODE_COFAIL), COUNTS),
+            "input_cofailures": _draw(rng, per_origin(_INPUT_COFAIL), COUNTS),
+        },
+        dtype="object",
+    )
+    for var, share in _MISSING.items():
+        frame.loc[rng.random(n) < share, var] = None
+    return frame
+
+
+def synthetic_history(n: int = 20_000, *, seed: int = 0) -> pd.DataFrame:
+    """A labeled failure history drawn from the Philly-derived tables above.
+
+    One row per failed attempt, one column per network variable (``origin`` is
+    the label); ``None`` marks an unobserved variable. Deterministic for a seed.
+    """
+    if n <= 0:
+        raise InputError(f"History size {n} must be positive.", "Pass n >= 1.")
+    return _history_cached(int(n), int(seed)).copy()
+
+
+@functools.lru_cache(maxsize=4)
+def _default_model(n: int, seed: int, ess: float) -> OriginModel:
+    return OriginModel.learn(
+        synthetic_history(n, seed=seed), equivalent_sample_size=ess, source="synthetic"
+    )
+
+
+def default_model(*, n: int = 20_000, seed: int = 0, equivalent_sample_size: float = 10.0) -> OriginModel:
+    """The network learned from :func:`synthetic_history` (cached per process)."""
+    return _default_model(int(n), int(seed), float(equivalent_sample_size))

@@ -1,0 +1,30 @@
+"""The diagnosis contract shared by the classifier, the origin model, the validator,
+the analyses and the dashboard: category and origin ids, and the result type."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from gpulens.vocab import CATEGORIES, DEFAULT_ORIGIN, ORIGINS
+
+__all__ = ["CATEGORIES", "ORIGINS", "DEFAULT_ORIGIN", "Diagnosis"]
+
+@dataclasses.dataclass
+class Diagnosis:
+    """Why one log (or one job attempt) failed."""
+
+    category: str
+    origin: str
+    confidence: float
+    evidence: list[str] = dataclasses.field(default_factory=list)
+    method: str = "rule"  # rule | svm | bn | none
+    rule_id: str | None = None
+    inputs: list[str] = dataclasses.field(default_factory=list)  # input paths seen in the log
+    reason: str | None = None  # why the answer is 'unknown', when it is
+    file: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.category not in CATEGORIES:
+            raise ValueError(f"unknown category {self.category!r}")
+        if self.origin not in ORIGINS:
+            raise ValueError(f"unknown origin {self.origin!r}")

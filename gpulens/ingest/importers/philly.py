@@ -1,0 +1,520 @@
+"""Import the Microsoft Philly public trace (msr-fiddle/philly-traces).
+
+Files (any may be missing; a ``.gz`` suffix is accepted):
+
+- ``cluster_job_log``: one JSON list of jobs ``{status: Pass|Killed|Failed, vc,
+  jobid, user, submitted_time, attempts: [{start_time, end_time, detail:
+  [{ip, gpus: ["gpu0", ...]}]}]}``. Parsed as a stream (see jsonstream.py).
+- ``cluster_gpu_util``: CSV ``time,machineId,gpu0_util,...,gpu7_util,`` with a
+  trailing comma, times ending in " PDT"/" PST", "NA" for an offline or absent
+  GPU; one row per machine per minute. Loaded with DuckDB ``read_csv`` and
+  written as gpu samples (``util_gpu`` only).
+- ``cluster_machine_list``: CSV ``machineId,number of GPUs,single GPU mem``
+  (values like " 24GB") -> nodes and gpus.
+- ``cluster_cpu_util`` (``time,machine_id,cpu_util``) and ``cluster_mem_util``
+  (``time,machine_id,mem_total,mem_free``): validated and counted, not stored
+  (the store has no node CPU/memory sample kind yet).
+
+Time: the job log's times and the utilization files' times are the same local
+clock; like the trace's own notebook we drop the zone suffix and compare them
+directly (so DST changes show up as a repeated or a missing hour; counted).
+
+One import is one state transaction; the GPU samples are staged as Parquet
+first and published into the samples tree only after that transaction
+commits, so a malformed record (reported as ``file:line``) leaves nothing.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import re
+import shutil
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import IO, Any
+
+import duckdb
+import pyarrow as pa
+
+from gpulens.errors import InputError
+from gpulens.ingest.importers.common import (
+    ImportResult,
+    Quirks,
+    arrow_rows,
+    delete_jobs,
+    insert_arrow,
+    parse_local_time,
+    record_import,
+)
+from gpulens.ingest.importers.jsonstream import iter_array
+from gpulens.store import Store
+from gpulens.store.samples import duckdb_columns
+from gpulens.store.tables import registered
+
+__all__ = ["PHILLY_FILES", "PhillyFiles", "find_files", "import_philly", "read_job_log"]
+
+PHILLY_FILES = ("cluster_job_log", "cluster_gpu_util", "cluster_machine_list",
+                "cluster_cpu_util", "cluster_mem_util")
+
+_STATUS = {"pass": "passed", "passed": "passed", "killed": "killed", "failed": "failed"}
+_GPU = re.compile(r"^gpu(\d+)$")
+_MEM = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)B?\s*$", re.IGNORECASE)
+_T = pa.timestamp("us")
+
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass
+class PhillyFiles:
+    job_log: Path | None = None
+    gpu_util: Path | None = None
+    machine_list: Path | None = None
+    cpu_util: Path | None = None
+    mem_util: Path | None = None
+
+    def paths(self) -> list[Path]:
+        return [p for p in (self.job_log, self.gpu_util, self.machine_list, self.cpu_util,
+                            self.mem_util) if p is not None]
+
+
+def find_files(root: Path) -> PhillyFiles:
+    """Locate the trace files in a directory (names as in the public trace)."""
+    if not root.is_dir():
+        raise InputError(f"{root} is not a directory.",
+                         "Pass the directory that holds cluster_job_log and cluster_gpu_util.")
+    found: dict[str, Path] = {}
+    for name in PHILLY_FILES:
+        for cand in sorted(root.iterdir()):
+            if cand.is_file() and (cand.name == name or cand.name.startswith(name + ".")):
+                found[name] = cand
+                break
+    if not found:
+        raise InputError(f"{root} holds none of the Philly trace files {', '.join(PHILLY_FILES)}.",
+                         "Extract trace-data.tar.gz from msr-fiddle/philly-traces there first.")
+    return PhillyFiles(found.get("cluster_job_log"), found.get("cluster_gpu_util"),
+                       found.get("cluster_machine_list"), found.get("cluster_cpu_util"),
+                       found.get("cluster_mem_util"))
+
+
+def _open_text(path: Path) -> IO[str]:
+    if path.suffix == ".gz":
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
+    return open(path, encoding="utf-8")
+
+
+# ------------------------------------------------------------------ job log
+_JOB_COLS = [("job_id", pa.string()), ("user", pa.string()), ("vc", pa.string()),
+             ("submitted", _T), ("status", pa.string()), ("requested_gpus", pa.int32()),
+             ("source", pa.string())]
+_ATT_COLS = [("job_id", pa.string()), ("attempt", pa.int32()), ("start_time", _T),
+             ("end_time", _T), ("status", pa.string())]
+_PL_COLS = [("job_id", pa.string()), ("attempt", pa.int32()), ("node", pa.string()),
+            ("gpu_index", pa.int32())]
+
+
+@dataclass
+class JobLog:
+    jobs: pa.Table
+    attempts: pa.Table
+    placements: pa.Table
+    nodes: set[str] = field(default_factory=set)
+    quirks: Quirks = field(default_factory=Quirks)
+
+
+def _str(v: Any) -> str | None:
+    return None if v is None else str(v)
+
+
+def read_job_log(path: Path, progress: Progress | None = None) -> JobLog:
+    """Parse cluster_job_log into Arrow tables (jobs, attempts, placements)."""
+    q = Quirks()
+    jobs: list[tuple[Any, ...]] = []
+    atts: list[tuple[Any, ...]] = []
+    pls: list[tuple[Any, ...]] = []
+    seen: set[str] = set()
+    nodes: set[str] = set()
+    with _open_text(path) as fh:
+        for n, (line, rec) in enumerate(iter_array(path, fh=fh), start=1):
+            where = f"{path}:{line}"
+            if progress and n % 5000 == 0:
+                progress("job log", n, 0)
+            if not isinstance(rec, dict) or rec.get("jobid") in (None, ""):
+                raise InputError(f"{where}: job record without a jobid.",
+                                 "Each element must be an object with jobid, status and attempts.")
+            job_id = str(rec["jobid"])
+            if job_id in seen:
+                q["duplicate_jobid_skipped"] += 1
+                continue
+            seen.add(job_id)
+            raw_status = str(rec.get("status") or "").strip()
+            status = _STATUS.get(raw_status.lower())
+            if status is None:
+                q["unknown_status"] += 1
+                status = raw_status.lower() or "unknown"
+            attempts = rec.get("attempts") or []
+            if not isinstance(attempts, list):
+                raise InputError(f"{where}: attempts of job {job_id} is not a list.",
+                                 "Fix that record and import again.")
+            if not attempts:
+                q["jobs_without_attempts"] += 1
+            submitted = parse_local_time(rec.get("submitted_time"), where, q, "submitted_time")
+            parsed: list[tuple[datetime | None, datetime | None, list[tuple[str, int]]]] = []
+            for a in attempts:
+                if not isinstance(a, dict):
+                    raise InputError(f"{where}: an attempt of job {job_id} is not an object.",
+                                     "Fix that record and import again.")
+                start = parse_local_time(a.get("start_time"), where, q, "attempt_start_time")
+                end = parse_local_time(a.get("end_time"), where, q, "attempt_end_time")
+                gpus: list[tuple[str, int]] = []
+                detail = a.get("detail") or []
+                if not isinstance(detail, list):
+                    raise InputError(f"{where}: detail of job {job_id} is not a list.",
+                                     "Fix that record and import again.")
+                for d in detail:
+                    if not isinstance(d, dict) or not d.get("ip"):
+                        q["detail_without_ip"] += 1
+                        continue
+                    node = str(d["ip"])
+                    for g in d.get("gpus") or []:
+                        m = _GPU.match(str(g))
+                        if not m:
+                            q["unparsable_gpu_name"] += 1
+                            continue
+                        gpus.append((node, int(m[1])))
+                if not gpus:
+                    q["attempts_without_gpus"] += 1
+                if len(set(gpus)) != len(gpus):
+                    q["duplicate_gpu_in_attempt"] += 1
+                    gpus = list(dict.fromkeys(gpus))
+                parsed.append((start, end, gpus))
+            last = len(parsed) - 1
+            for i, (start, end, gpus) in enumerate(parsed):
+                if end is None and i < last:
+                    nxt = parsed[i + 1][0]
+                    q["open_attempt_closed_by_retry"] += 1
+                    end = nxt
+                if start is not None and end is not None and end < start:
+                    q["attempt_ends_before_start"] += 1
+                if i == last:
+                    a_status = "running" if (end is None and start is not None) else status
+                    if a_status == "running":
+                        q["running_attempts"] += 1
+                else:
+                    a_status = "failed"
+                    q["retried_attempts"] += 1
+                atts.append((job_id, i, start, end, a_status))
+                for node, g in gpus:
+                    nodes.add(node)
+                    pls.append((job_id, i, node, g))
+            job_status = "running" if parsed and parsed[-1][1] is None and parsed[-1][0] else status
+            requested = max((len(g) for _, _, g in parsed), default=0) or None
+            jobs.append((job_id, _str(rec.get("user")), _str(rec.get("vc")), submitted, job_status,
+                         requested, "philly"))
+    return JobLog(arrow_rows(_JOB_COLS, jobs), arrow_rows(_ATT_COLS, atts),
+                  arrow_rows(_PL_COLS, pls), nodes, q)
+
+
+# ------------------------------------------------------------ machine list
+def _mem_bytes(text: str) -> int | None:
+    m = _MEM.match(text or "")
+    if not m:
+        return None
+    mult = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}[m[2].upper()]
+    return int(float(m[1]) * mult)
+
+
+def read_machine_list(path: Path) -> tuple[list[tuple[str, int, int | None]], Quirks]:
+    q = Quirks()
+    out: list[tuple[str, int, int | None]] = []
+    with _open_text(path) as fh:
+        reader = csv.reader(fh)
+        header = [h.strip() for h in next(reader, [])]
+        if len(header) < 2 or header[0] not in ("machineId", "machine_id"):
+            raise InputError(f"{path}:1: header {','.join(header)!r} is not a Philly machine list.",
+                             "Expected 'machineId,number of GPUs,single GPU mem'.")
+        for line, row in enumerate(reader, start=2):
+            if not row or not "".join(row).strip():
+                q["blank_lines"] += 1
+                continue
+            try:
+                gpus = int(row[1].strip())
+            except (IndexError, ValueError):
+                raise InputError(f"{path}:{line}: number of GPUs {row[1:2]!r} is not an integer.",
+                                 "Fix that line and import again.") from None
+            mem = _mem_bytes(row[2]) if len(row) > 2 else None
+            if len(row) > 2 and row[2].strip() and mem is None:
+                q["unparsable_gpu_memory"] += 1
+            if len(row) > 2 and row[2] != row[2].strip():
+                q["padded_values"] += 1
+            out.append((row[0].strip(), gpus, mem))
+    return out, q
+
+
+# ------------------------------------------------------------- gpu util
+def _header(path: Path) -> list[str]:
+    with _open_text(path) as fh:
+        first = fh.readline()
+    return [h.strip() for h in next(csv.reader([first]), [])]
+
+
+def _first_bad_line(path: Path, gpu_cols: list[int], ncols: int, node_col: int) -> tuple[int, str]:
+    """Python re-scan of a CSV that failed validation, to name the first bad line."""
+    zone = re.compile(r"\s+[A-Z]{2,4}$")
+    with _open_text(path) as fh:
+        reader = csv.reader(fh)
+        next(reader, None)
+        for line, row in enumerate(reader, start=2):
+            if len(row) > ncols:
+                return line, f"{len(row)} fields, expected at most {ncols}"
+            try:
+                datetime.strptime(zone.sub("", row[0].strip()), "%Y-%m-%d %H:%M:%S")
+            except (ValueError, IndexError):
+                return line, f"time {row[0] if row else ''!r} is not a time"
+            if len(row) <= node_col or not row[node_col].strip():
+                return line, "machine id is empty"
+            for c in gpu_cols:
+                v = row[c].strip() if c < len(row) else "NA"
+                if v in ("", "NA"):
+                    continue
+                try:
+                    float(v)
+                except ValueError:
+                    return line, f"utilization {v!r} is not a number or NA"
+    return 0, "unknown problem"
+
+
+def _sql_str(text: str) -> str:
+    """Escape a string literal for DuckDB statements that cannot take parameters."""
+    return text.replace("'", "''")
+
+
+def _duck_error_line(exc: duckdb.Error) -> int | None:
+    m = re.search(r"[Ll]ine:?\s*(\d+)", str(exc))
+    return int(m[1]) if m else None
+
+
+def stage_gpu_util(path: Path, staging: Path, tmp_dir: Path) -> tuple[int, Quirks]:
+    """Validate cluster_gpu_util and COPY it, long-form, into hive-partitioned Parquet."""
+    q = Quirks()
+    header = _header(path)
+    if not header or header[0] != "time" or len(header) < 3:
+        raise InputError(f"{path}:1: header {','.join(header)!r} is not a Philly gpu util file.",
+                         "Expected 'time,machineId,gpu0_util,...'.")
+    node_name = header[1]
+    if node_name not in ("machineId", "machine_id"):
+        raise InputError(f"{path}:1: second column {node_name!r} is not machineId.",
+                         "Expected 'time,machineId,gpu0_util,...'.")
+    if node_name == "machine_id":
+        q["machine_id_spelling"] += 1
+    names = [h if h else f"__empty{i}" for i, h in enumerate(header)]
+    if any(not re.fullmatch(r"[A-Za-z0-9_ ]+", n) for n in names):
+        raise InputError(f"{path}:1: header {','.join(header)!r} has unexpected characters.",
+                         "Expected 'time,machineId,gpu0_util,...'.")
+    if header[-1] == "":
+        q["trailing_comma_header"] += 1
+    gpu_cols = [(i, int(m[1])) for i, h in enumerate(header) if (m := re.match(r"^gpu(\d+)_util$", h))]
+    if not gpu_cols:
+        raise InputError(f"{path}:1: no gpuN_util columns in the header.",
+                         "Expected 'time,machineId,gpu0_util,...'.")
+    con = duckdb.connect(":memory:")
+    try:
+        con.execute("SET preserve_insertion_order = false")
+        con.execute(f"SET temp_directory = '{_sql_str(str(tmp_dir))}'")
+        columns = "{" + ", ".join(f"'{_sql_str(n)}': 'VARCHAR'" for n in names) + "}"
+        con.execute(
+            f"CREATE TEMP VIEW raw AS SELECT * FROM read_csv('{_sql_str(str(path))}', header = true,"  # noqa: S608
+            f" columns = {columns}, null_padding = true, quote = '\"', delim = ',',"
+            " strict_mode = true, nullstr = '')"
+        )
+        tcol = '"time"'
+        ncol = f'"{node_name}"'
+        ts_expr = (f"try_strptime(regexp_replace(trim({tcol}), '\\s+[A-Z]{{2,4}}$', ''),"
+                   " '%Y-%m-%d %H:%M:%S')")
+        checks = []
+        for i, _ in gpu_cols:
+            c = f'"{names[i]}"'
+            checks.append(
+                f"count(*) FILTER (WHERE trim({c}) = 'NA') AS na_{i},"
+                f" count(*) FILTER (WHERE {c} IS NULL) AS empty_{i},"
+                f" count(*) FILTER (WHERE {c} IS NOT NULL AND trim({c}) <> 'NA'"
+                f" AND try_cast(trim({c}) AS DOUBLE) IS NULL) AS bad_{i},"
+                f" count(*) FILTER (WHERE try_cast(trim({c}) AS DOUBLE) NOT BETWEEN 0 AND 100) AS oor_{i}"
+            )
+        extra = [f'"{n}"' for j, n in enumerate(names) if j > 1 and j not in dict(gpu_cols)]
+        extra_check = " OR ".join(f"{c} IS NOT NULL" for c in extra) or "false"
+        sql = (
+            f"SELECT count(*) AS rows_, count(*) FILTER (WHERE {ts_expr} IS NULL) AS bad_time,"  # noqa: S608
+            f" count(*) FILTER (WHERE {ncol} IS NULL OR trim({ncol}) = '') AS bad_node,"
+            f" count(*) FILTER (WHERE {tcol} LIKE '% PDT') AS pdt,"
+            f" count(*) FILTER (WHERE {tcol} LIKE '% PST') AS pst,"
+            f" count(*) FILTER (WHERE {extra_check}) AS extra_values, "
+            + ", ".join(checks) + " FROM raw"
+        )
+        try:
+            stats = con.execute(sql).df().iloc[0].to_dict()
+        except duckdb.Error as exc:
+            line = _duck_error_line(exc)
+            if line is None:
+                line, why = _first_bad_line(path, [i for i, _ in gpu_cols], len(names), 1)
+            else:
+                why = str(exc).splitlines()[0]
+            raise InputError(f"{path}:{line}: malformed CSV row ({why}).",
+                             "Fix or remove that line and import again; nothing was stored.") from None
+        bad = int(stats["bad_time"]) + int(stats["bad_node"]) + sum(
+            int(stats[f"bad_{i}"]) for i, _ in gpu_cols)
+        if bad:
+            line, why = _first_bad_line(path, [i for i, _ in gpu_cols], len(names), 1)
+            raise InputError(f"{path}:{line}: malformed CSV row ({why}).",
+                             "Fix or remove that line and import again; nothing was stored.")
+        q["zone_pdt_stripped"] += int(stats["pdt"])
+        q["zone_pst_stripped"] += int(stats["pst"])
+        q["extra_trailing_values"] += int(stats["extra_values"])
+        for i, _ in gpu_cols:
+            q["na_values_skipped"] += int(stats[f"na_{i}"])
+            q["empty_values_skipped"] += int(stats[f"empty_{i}"])
+            q["util_out_of_range"] += int(stats[f"oor_{i}"])
+        rows = int(stats["rows_"])
+        unpivot_cols = ", ".join(f'"{names[i]}"' for i, _ in gpu_cols)
+        other = ", ".join(
+            f"CAST(NULL AS {typ}) AS {col}" for col, typ in duckdb_columns("gpu")
+            if col not in ("ts", "node", "gpu_index", "util_gpu")
+        )
+        con.execute(
+            f"""
+            COPY (
+                SELECT ts, CAST(regexp_extract(g, '(\\d+)', 1) AS SMALLINT) AS gpu_index,
+                       CAST(trim(u) AS FLOAT) AS util_gpu, {other},
+                       CAST(ts AS DATE) AS date, node
+                FROM (
+                    UNPIVOT (SELECT {ts_expr} AS ts, trim({ncol}) AS node, {unpivot_cols} FROM raw)
+                    ON {unpivot_cols} INTO NAME g VALUE u
+                )
+                WHERE trim(u) <> 'NA'
+            ) TO '{_sql_str(str(staging))}' (FORMAT parquet, PARTITION_BY (date, node), COMPRESSION zstd)
+            """  # noqa: S608 - column names come from the validated header; path is ours
+        )
+        samples = con.execute(
+            f"SELECT count(*) FROM read_parquet('{_sql_str(str(staging))}/*/*/*.parquet')"  # noqa: S608
+        ).fetchone()
+        q["samples_written"] += int(samples[0]) if samples else 0
+        dup = con.execute(
+            f"SELECT count(*) - count(DISTINCT ({ts_expr}, {ncol})) FROM raw"  # noqa: S608
+        ).fetchone()
+        if dup and dup[0]:
+            q["duplicate_time_machine_rows"] += int(dup[0])
+        return rows, q
+    finally:
+        con.close()
+
+
+def count_csv(path: Path, expected: tuple[str, ...]) -> tuple[int, Quirks]:
+    """Validate a cpu/mem util file's header and count its rows (not stored)."""
+    q = Quirks()
+    header = _header(path)
+    if tuple(header[: len(expected)]) != expected and not (
+        header[:1] == ["time"] and header[1:2] in (["machineId"], ["machine_id"])
+    ):
+        raise InputError(f"{path}:1: header {','.join(header)!r} is not {','.join(expected)!r}.",
+                         "Pass the cluster_cpu_util / cluster_mem_util file of the Philly trace.")
+    with _open_text(path) as fh:
+        rows = sum(1 for _ in fh) - 1
+    q["rows_not_stored"] += rows
+    return rows, q
+
+
+# ----------------------------------------------------------------- import
+def import_philly(store: Store, files: PhillyFiles, *, progress: Progress | None = None) -> ImportResult:
+    """Import the Philly trace files into ``store`` (one transaction; see module doc)."""
+    result = ImportResult("philly", [str(p) for p in files.paths()])
+    for p in files.paths():
+        if not p.is_file():
+            raise InputError(f"{p} does not exist.", "Check the path of the Philly trace file.")
+    tag = uuid.uuid4().hex
+    staging = store.tmp / f"seg-gpu-{tag}"
+    try:
+        log: JobLog | None = None
+        if files.job_log:
+            if progress:
+                progress("job log", 0, 0)
+            log = read_job_log(files.job_log, progress)
+            result.quirks[str(files.job_log)] = log.quirks.as_dict()
+        machines: list[tuple[str, int, int | None]] = []
+        if files.machine_list:
+            machines, mq = read_machine_list(files.machine_list)
+            result.quirks[str(files.machine_list)] = mq.as_dict()
+        util_rows = 0
+        if files.gpu_util:
+            if progress:
+                progress("gpu util", 0, 0)
+            util_rows, uq = stage_gpu_util(files.gpu_util, staging, store.tmp)
+            result.quirks[str(files.gpu_util)] = uq.as_dict()
+            result.rows["gpu_samples"] = uq["samples_written"]
+        other_rows: dict[str, int] = {}
+        for other, exp in ((files.cpu_util, ("time", "machine_id", "cpu_util")),
+                       (files.mem_util, ("time", "machine_id", "mem_total", "mem_free"))):
+            if other:
+                n, oq = count_csv(other, exp)
+                other_rows[str(other)] = n
+                result.quirks[str(other)] = oq.as_dict()
+        if progress:
+            progress("writing", 0, 0)
+        with store.write() as con:
+            if log is not None:
+                delete_jobs(con, log.jobs.column("job_id"))
+                result.rows["jobs"] = insert_arrow(con, "jobs", log.jobs)
+                result.rows["attempts"] = insert_arrow(con, "attempts", log.attempts)
+                result.rows["placements"] = insert_arrow(con, "placements", log.placements)
+                record_import(con, "philly:job_log", files.job_log or "", log.jobs.num_rows,
+                              result.quirks[str(files.job_log)])
+            node_rows: dict[str, tuple[int | None, int | None]] = {
+                n: (None, None) for n in (log.nodes if log else set())}
+            for name, gpus, mem in machines:
+                node_rows[name] = (gpus, mem)
+            if files.gpu_util and staging.exists():
+                for d in staging.glob("date=*/node=*"):
+                    node_rows.setdefault(d.name[5:], (None, None))
+            if node_rows:
+                tbl = pa.table({
+                    "node": list(node_rows),
+                    "gpus": pa.array([v[0] for v in node_rows.values()], pa.int32()),
+                    "gpu_memory_bytes": pa.array([v[1] for v in node_rows.values()], pa.int64()),
+                })
+                with registered(con, "__philly_nodes", tbl):
+                    con.execute(
+                        "INSERT INTO nodes (node, gpus, gpu_memory_bytes, source) "
+                        "SELECT node, gpus, gpu_memory_bytes, 'philly' FROM __philly_nodes "
+                        "ON CONFLICT (node) DO UPDATE SET "
+                        "gpus = coalesce(excluded.gpus, nodes.gpus), "
+                        "gpu_memory_bytes = coalesce(excluded.gpu_memory_bytes, nodes.gpu_memory_bytes)"
+                    )
+                result.rows["nodes"] = len(node_rows)
+            if machines:
+                gpu_rows = [(n, i, m) for n, g, m in machines for i in range(g)]
+                gpus_t = arrow_rows(
+                    [("node", pa.string()), ("gpu_index", pa.int32()), ("mem", pa.int64())], gpu_rows)
+                with registered(con, "__philly_gpus", gpus_t):
+                    con.execute(
+                        "INSERT INTO gpus (node, gpu_index, memory_total_bytes) "
+                        "SELECT node, gpu_index, mem FROM __philly_gpus "
+                        "ON CONFLICT (node, gpu_index) DO UPDATE SET "
+                        "memory_total_bytes = coalesce(excluded.memory_total_bytes, gpus.memory_total_bytes)"
+                    )
+                result.rows["gpus"] = len(gpu_rows)
+                record_import(con, "philly:machine_list", files.machine_list or "", len(machines),
+                              result.quirks[str(files.machine_list)])
+            if files.gpu_util:
+                record_import(con, "philly:gpu_util", files.gpu_util, util_rows,
+                              result.quirks[str(files.gpu_util)])
+            for label, other in (("cpu_util", files.cpu_util), ("mem_util", files.mem_util)):
+                if other:
+                    record_import(con, f"philly:{label}", other, other_rows[str(other)],
+                                  result.quirks[str(other)])
+        result.sample_files = len(store.publish_staged("gpu", staging, tag))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return result

@@ -1,0 +1,444 @@
+"""Static checks: seconds, before any of the job's code runs.
+
+* every Python file of the job compiles (syntax errors with file:line);
+* the entry script's imports resolve in the job's own interpreter and environment;
+* declared inputs exist, are readable, non-empty and not blacklisted;
+* the output/checkpoint directory is writable;
+* the GPU request is sane (known type, count within the configured limit).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from gpulens.config import ValidateConfig
+from gpulens.errors import InputError
+from gpulens.validator.spec import JobSpec
+
+__all__ = [
+    "BlacklistLookup",
+    "EntryPoint",
+    "Finding",
+    "StaticReport",
+    "check_inputs",
+    "check_output_dir",
+    "check_request",
+    "entry_point",
+    "job_python_files",
+    "run_static_checks",
+]
+
+#: ``lookup(candidates)`` -> {input: reason} for the blacklisted ones.
+BlacklistLookup = Callable[[list[str]], dict[str, str]]
+
+_PYTHON_RE = re.compile(r"^(python|pypy)(\d+(\.\d+)?)?$")
+_SKIP_DIRS = {"__pycache__", "node_modules", "site-packages", "dist-packages", "build", "dist"}
+_MAX_FILES = 5000
+_MAX_FILE_BYTES = 8 * 1024 * 1024
+_RESOLVER = Path(__file__).with_name("resolver.py")
+
+
+@dataclasses.dataclass
+class Finding:
+    """One static problem that would make the job fail."""
+
+    check: str  # compile | imports | inputs | blacklist | output_dir
+    category: str
+    origin: str
+    message: str
+    evidence: list[str] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class EntryPoint:
+    interpreter: str | None  # the job's Python, when the command runs one
+    script: Path | None
+    module: str | None
+
+
+@dataclasses.dataclass
+class StaticReport:
+    findings: list[Finding] = dataclasses.field(default_factory=list)
+    warnings: list[str] = dataclasses.field(default_factory=list)
+    checks: list[str] = dataclasses.field(default_factory=list)
+    files_compiled: int = 0
+    python: str | None = None
+    entry: EntryPoint | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+
+def check_request(spec: JobSpec, config: ValidateConfig) -> str | None:
+    """Raise InputError for an impossible request; return the canonical GPU type name."""
+    if spec.gpus < 1:
+        raise InputError(f"Requested GPU count {spec.gpus} must be at least 1.", "Fix --gpus / gpus.")
+    if spec.gpus > config.max_gpus:
+        raise InputError(
+            f"Requested {spec.gpus} GPUs, above the cluster limit of {config.max_gpus}.",
+            "Request fewer GPUs or raise validate.max_gpus in gpulens.toml.",
+        )
+    if spec.gpu_type is None:
+        return None
+    for name in config.gpu_types:
+        if name.lower() == spec.gpu_type.lower():
+            return name
+    raise InputError(
+        f"Requested GPU type {spec.gpu_type!r} is not one of the configured types.",
+        f"Use one of {', '.join(sorted(config.gpu_types))} (validate.gpu_types in gpulens.toml).",
+    )
+
+
+def _which(name: str, env: dict[str, str], cwd: Path) -> str | None:
+    if os.sep in name:
+        p = Path(name) if os.path.isabs(name) else cwd / name
+        return str(p) if p.exists() else None
+    return shutil.which(name, path=env.get("PATH", os.environ.get("PATH", os.defpath)))
+
+
+def _shebang_python(path: str) -> str | None:
+    try:
+        with open(path, "rb") as fh:
+            first = fh.readline(512)
+    except OSError:
+        return None
+    if not first.startswith(b"#!"):
+        return None
+    parts = first[2:].decode("utf-8", "replace").split()
+    if not parts:
+        return None
+    if os.path.basename(parts[0]) == "env" and len(parts) > 1:
+        parts = parts[1:]
+        if parts[0] == "-S" and len(parts) > 1:
+            parts = parts[1:]
+    return parts[0] if _PYTHON_RE.match(os.path.basename(parts[0])) else None
+
+
+def entry_point(command: list[str], env: dict[str, str], cwd: Path) -> EntryPoint:
+    """Find the job's interpreter and its entry script or module.
+
+    ``python [opts] train.py``, ``python -m pkg.mod``, ``./train.py`` (python
+    shebang), and launchers with a python shebang (``torchrun train.py``,
+    ``accelerate launch train.py``) are understood; anything else (``bash run.sh``)
+    has no entry point, and only compiling is done.
+    """
+    argv0 = command[0]
+    exe = _which(argv0, env, cwd)
+    args = command[1:]
+    if _PYTHON_RE.match(os.path.basename(argv0)):
+        interpreter = exe
+        i = 0
+        while i < len(args):
+            a = args[i]
+            if a == "-m" and i + 1 < len(args):
+                return EntryPoint(interpreter, None, args[i + 1])
+            if a.startswith("-m") and len(a) > 2:
+                return EntryPoint(interpreter, None, a[2:])
+            if a == "-c" or a.startswith("-c"):
+                return EntryPoint(interpreter, None, None)
+            if a in ("-X", "-W", "--check-hash-based-pycs"):
+                i += 2
+                continue
+            if a.startswith("-"):
+                i += 1
+                continue
+            return EntryPoint(interpreter, cwd / a if not os.path.isabs(a) else Path(a), None)
+        return EntryPoint(interpreter, None, None)
+    if exe is None:
+        return EntryPoint(None, None, None)
+    shebang = _shebang_python(exe)
+    if shebang is None:
+        return EntryPoint(None, None, None)
+    interpreter = _which(shebang, env, cwd) or shebang
+    real = Path(exe).resolve()
+    if real.suffix == ".py" or cwd.resolve() in real.parents:
+        return EntryPoint(interpreter, real, None)  # the user's own script
+    for i, a in enumerate(args):  # a launcher: torchrun / accelerate / deepspeed
+        if a == "-m" and i + 1 < len(args):
+            return EntryPoint(interpreter, None, args[i + 1])
+        if a.endswith(".py") and not a.startswith("-"):
+            return EntryPoint(interpreter, cwd / a if not os.path.isabs(a) else Path(a), None)
+    return EntryPoint(interpreter, None, None)
+
+
+def job_python_files(root: Path, extra: list[Path] | None = None) -> tuple[list[Path], bool]:
+    """The ``.py`` files of the job (virtualenvs, caches and hidden dirs skipped); bool = truncated."""
+    files: list[Path] = []
+    truncated = False
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(
+            d
+            for d in dirnames
+            if not d.startswith(".")
+            and d not in _SKIP_DIRS
+            and not (Path(dirpath) / d / "pyvenv.cfg").exists()
+        )
+        for name in sorted(filenames):
+            if name.endswith(".py"):
+                p = Path(dirpath) / name
+                try:
+                    if p.stat().st_size > _MAX_FILE_BYTES:
+                        continue
+                except OSError:
+                    continue
+                files.append(p)
+                if len(files) >= _MAX_FILES:
+                    truncated = True
+                    break
+        if truncated:
+            break
+    for p in extra or []:
+        if p.suffix == ".py" and p.is_file() and p not in files:
+            files.append(p)
+    return files, truncated
+
+
+def _run_resolver(
+    interpreter: str, request: dict[str, Any], cwd: Path, env: dict[str, str], timeout: float
+) -> dict[str, Any] | None:
+    source = _RESOLVER.read_text(encoding="utf-8")
+    try:
+        proc = subprocess.run(
+            [interpreter, "-c", source],
+            input=json.dumps(request),
+            capture_output=True,
+            text=True,
+            cwd=cwd,
+            env=env,
+            timeout=timeout,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if proc.returncode != 0:
+        return None
+    try:
+        answer: dict[str, Any] = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        return None
+    return answer
+
+
+def _compile_here(files: list[Path]) -> dict[str, Any]:
+    out: dict[str, Any] = {"syntax": [], "unreadable": [], "missing": [], "entry_missing": False}
+    for p in files:
+        try:
+            compile(p.read_bytes(), str(p), "exec", dont_inherit=True)
+        except SyntaxError as exc:
+            out["syntax"].append([str(p), exc.lineno or 0, exc.offset or 0, exc.msg, (exc.text or "").rstrip()])
+        except (OSError, ValueError) as exc:
+            out["unreadable"].append([str(p), str(exc)])
+    return out
+
+
+def _check_code(spec: JobSpec, env: dict[str, str], report: StaticReport, timeout: float) -> None:
+    run_dir = spec.run_dir
+    entry = entry_point(spec.command, env, run_dir)
+    report.entry = entry
+    if spec.workdir is not None:
+        root = run_dir
+    elif entry.script is not None:
+        root = entry.script.resolve().parent
+    else:
+        root = run_dir
+    extra = [entry.script] if entry.script is not None else []
+    files, truncated = job_python_files(root, extra)
+    if truncated:
+        report.warnings.append(f"only the first {_MAX_FILES} Python files under {root} were compiled")
+    report.files_compiled = len(files)
+    answer: dict[str, Any] | None = None
+    if entry.interpreter is not None:
+        request = {
+            "files": [str(f) for f in files],
+            "script": str(entry.script) if entry.script is not None else None,
+            "module": entry.module,
+            "workdir": str(run_dir),
+            "root": str(root),
+        }
+        answer = _run_resolver(entry.interpreter, request, run_dir, env, timeout)
+        if answer is None:
+            report.warnings.append(
+                f"could not run the job's interpreter {entry.interpreter} to resolve imports;"
+                " compiled with gpulens's own Python instead"
+            )
+        else:
+            report.python = f"{answer.get('executable')} ({answer.get('python')})"
+    elif spec.command:
+        report.warnings.append(
+            f"{spec.command[0]!r} is not a Python command I can read: imports were not checked"
+        )
+    if answer is None:
+        answer = _compile_here(files)
+    report.checks.append("compile")
+    for file, line, col, msg, text in answer["syntax"]:
+        evidence = [f"{file}:{line}:{col}: SyntaxError: {msg}"]
+        if text:
+            evidence.append(f"    {text.strip()}")
+        report.findings.append(
+            Finding("compile", "syntax_error", "user", f"{file}:{line}: {msg}", evidence)
+        )
+    for file, reason in answer["unreadable"]:
+        report.warnings.append(f"{file} could not be read ({reason})")
+    if entry.interpreter is None or "imports" not in answer:
+        return
+    report.checks.append("imports")
+    if answer.get("entry_missing") and not answer["missing"]:
+        where = answer.get("entry") or entry.module
+        report.findings.append(
+            Finding(
+                "imports",
+                "incorrect_input" if entry.script is not None else "import_error",
+                "user",
+                f"entry point {where} does not exist",
+                [f"python: can't open file {where!r}: [Errno 2] No such file or directory"],
+            )
+        )
+    for name, line, file in answer["missing"]:
+        where = f"{file}:{line}: " if file else ""
+        message = f"{where}No module named {name.split('.')[0]!r}" if "." not in name else (
+            f"{where}No module named {name!r}"
+        )
+        report.findings.append(
+            Finding(
+                "imports",
+                "import_error",
+                "user",
+                message,
+                [f"{where}import {name}: ModuleNotFoundError: not found by {answer.get('executable')}"],
+            )
+        )
+
+
+def check_inputs(
+    spec: JobSpec, blacklisted: BlacklistLookup | None, report: StaticReport
+) -> list[Path]:
+    """Declared inputs exist, are readable, non-empty, and not blacklisted."""
+    resolved: list[Path] = []
+    if not spec.inputs:
+        return resolved
+    report.checks.append("inputs")
+    for raw in spec.inputs:
+        path = spec.resolve(raw)
+        resolved.append(path)
+        problem: str | None = None
+        try:
+            st = path.stat()
+            if path.is_dir():
+                with os.scandir(path) as it:
+                    if next(it, None) is None:
+                        problem = "is an empty directory"
+            else:
+                if st.st_size == 0:
+                    problem = "is empty (0 bytes)"
+                else:
+                    with open(path, "rb") as fh:
+                        fh.read(1)
+        except FileNotFoundError:
+            problem = "does not exist"
+        except PermissionError:
+            problem = "is not readable (permission denied)"
+        except OSError as exc:
+            problem = f"cannot be read ({exc.strerror or exc})"
+        if problem:
+            report.findings.append(
+                Finding(
+                    "inputs",
+                    "incorrect_input",
+                    "data",
+                    f"input {raw} {problem}",
+                    [f"declared input {path} {problem}"],
+                )
+            )
+    if blacklisted is not None:
+        report.checks.append("blacklist")
+        candidates: list[str] = []
+        for raw, path in zip(spec.inputs, resolved, strict=True):
+            for c in (raw, str(path), os.path.realpath(path)):
+                if c not in candidates:
+                    candidates.append(c)
+        hits = blacklisted(candidates)
+        seen: set[str] = set()
+        for raw, path in zip(spec.inputs, resolved, strict=True):
+            for c in (raw, str(path), os.path.realpath(path)):
+                if c in hits and raw not in seen:
+                    seen.add(raw)
+                    reason = hits[c] or "blacklisted by an operator"
+                    report.findings.append(
+                        Finding(
+                            "blacklist",
+                            "incorrect_input",
+                            "data",
+                            f"input {raw} is blacklisted ({reason})",
+                            [f"blacklist: {c}: {reason}"],
+                        )
+                    )
+    return resolved
+
+
+def check_output_dir(spec: JobSpec, report: StaticReport) -> None:
+    """The output/checkpoint directory can be created and written (probed, then cleaned up)."""
+    if not spec.output_dir:
+        return
+    report.checks.append("output_dir")
+    target = spec.resolve(spec.output_dir)
+    created: list[Path] = []
+    try:
+        missing: list[Path] = []
+        p = target
+        while not p.exists():
+            missing.append(p)
+            p = p.parent
+        for d in reversed(missing):
+            d.mkdir()
+            created.append(d)
+        if not target.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, "Not a directory", str(target))
+        fd, probe = tempfile.mkstemp(prefix=".gpulens-probe-", dir=target)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        category, origin = "checkpoint_error", "user"
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            category, origin = "storage_error", "infrastructure"
+        reason = exc.strerror or str(exc)
+        report.findings.append(
+            Finding(
+                "output_dir",
+                category,
+                origin,
+                f"output directory {spec.output_dir} is not writable ({reason})",
+                [f"{type(exc).__name__}: [Errno {exc.errno}] {reason}: {exc.filename or target}"],
+            )
+        )
+    finally:
+        for d in reversed(created):
+            try:
+                d.rmdir()
+            except OSError:
+                pass
+
+
+def run_static_checks(
+    spec: JobSpec,
+    config: ValidateConfig,
+    *,
+    env: dict[str, str],
+    blacklisted: BlacklistLookup | None = None,
+) -> StaticReport:
+    """All static checks; ``env`` is the job's full environment."""
+    report = StaticReport()
+    _check_code(spec, env, report, timeout=max(10.0, min(config.timeout, 60.0)))
+    check_inputs(spec, blacklisted, report)
+    check_output_dir(spec, report)
+    return report
