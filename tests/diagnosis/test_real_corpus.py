@@ -26,7 +26,7 @@ def test_every_row_names_an_existing_labelled_log_with_provenance() -> None:
         assert r["file"].startswith(r["category"] + "/"), r["file"]
         assert r["provenance"].startswith("https://github.com/"), r
         assert r["project"].count("/") == 1 and r["description"].strip(), r
-        assert r["ambiguous"] in ("yes", "no"), r
+        assert r["ambiguous"] in ("yes", "no") and r["split"] in ("dev", "holdout"), r
 
 
 def test_each_category_has_enough_real_examples_from_many_projects() -> None:
