@@ -34,6 +34,7 @@ __all__ = [
     "ExporterConfig",
     "ValidateConfig",
     "default_data_dir",
+    "user_cache_dir",
     "find_config_file",
     "load_config",
 ]
@@ -47,6 +48,12 @@ DASHBOARD_PORT = 8501
 
 def default_data_dir() -> Path:
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "gpulens"
+
+
+def user_cache_dir() -> Path:
+    """Per-user cache (``$XDG_CACHE_HOME/gpulens``): what readers cache never goes to the data dir."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "gpulens"
 
 
@@ -212,6 +219,8 @@ def _convert(value: Any, default: Any, where: str) -> Any:
         if isinstance(default, float):
             return float(value)
         if isinstance(default, Path):
+            if not isinstance(value, str | os.PathLike) or not str(value).strip():
+                raise ValueError(value)  # data_dir = 5 must not become ./5
             return Path(os.path.expanduser(str(value)))
         if isinstance(default, dict):
             if not isinstance(value, dict):

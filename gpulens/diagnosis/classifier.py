@@ -9,8 +9,10 @@
    probabilities) on masked word n-grams and Drain3 template ids answers; below a
    probability threshold the answer is ``unknown`` with a reason.
 
-The SVM is trained from ``sample_logs/`` on first use and cached (pickled) under
-``<data dir>/models/``; importing this module loads neither scikit-learn nor drain3.
+The SVM is trained from ``sample_logs/`` on first use and cached under ``<data dir>/models/``
+(or the per-user cache when the data directory is read-only) as ``.npz`` arrays + JSON with a
+SHA-256 check (:mod:`gpulens.diagnosis.modelstore`; never pickle); importing this module loads
+neither scikit-learn nor drain3.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ import csv
 import dataclasses
 import hashlib
 import os
-import pickle
 import re
 import sys
 import threading
@@ -28,8 +29,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from gpulens.diagnosis import logs
+from gpulens.diagnosis import logs, svmcodec
 from gpulens.diagnosis import templates as templates_module
+from gpulens.diagnosis.modelstore import FileModelStore, ModelStore
 from gpulens.diagnosis.rules import Rule, RuleMatch, load_rules, match_rules
 from gpulens.diagnosis.templates import TemplateSet, mask
 from gpulens.diagnosis.types import CATEGORIES, DEFAULT_ORIGIN, Diagnosis
@@ -434,6 +436,16 @@ def _default_cache_dir() -> Path | None:
         return default_data_dir() / "models"
 
 
+def _default_model_store(cache_dir: str | Path | None) -> ModelStore | None:
+    """``<data dir>/models`` first, the per-user cache when that is read-only."""
+    from gpulens.config import user_cache_dir
+
+    if cache_dir == "default":
+        root = _default_cache_dir()
+        return FileModelStore(root, fallback=user_cache_dir() / "models") if root else None
+    return FileModelStore(cache_dir) if cache_dir else None
+
+
 def _bound_text(text: str) -> str:
     """Head + (window around the last traceback) + tail of a very long text."""
     if len(text) <= MAX_TEXT_CHARS:
@@ -454,12 +466,13 @@ class Classifier:
     """Rules + SVM. ``model='auto'`` trains/loads the SVM lazily; ``None`` means rules only."""
 
     def __init__(self, *, rules: tuple[Rule, ...] | None = None, model: SvmModel | str | None = "auto",
-                 corpus_dir: str | Path | None = None, cache_dir: str | Path | None = "default") -> None:
+                 corpus_dir: str | Path | None = None, cache_dir: str | Path | None = "default",
+                 model_store: ModelStore | None = None) -> None:
         self.rules = rules if rules is not None else load_rules()
         self._model: SvmModel | None = model if isinstance(model, SvmModel) else None
         self._auto = model == "auto"
         self.corpus_dir = Path(corpus_dir) if corpus_dir else CORPUS_DIR
-        self.cache_dir = _default_cache_dir() if cache_dir == "default" else (Path(cache_dir) if cache_dir else None)
+        self.model_store = model_store if model_store is not None else _default_model_store(cache_dir)
         self._lock = threading.Lock()
         self.model_error: str | None = None
 
@@ -494,26 +507,21 @@ class Classifier:
         if not entries:
             self.model_error = f"no corpus at {self.corpus_dir}"
             return None
-        key = self._corpus_key(entries)
-        path = self.cache_dir / f"diagnosis-svm-{key}.pkl" if self.cache_dir else None
-        if path is not None and path.is_file():
+        name = f"diagnosis-svm-{self._corpus_key(entries)}"
+        blocks = list(BLOCK_WEIGHTS)
+        store = self.model_store
+        blob = store.load(name) if store is not None else None
+        if store is not None and blob is not None:
             try:
-                with path.open("rb") as fh:
-                    model = pickle.load(fh)
-                if isinstance(model, SvmModel):
-                    return model
-            except Exception:
-                pass
+                return svmcodec.decode(blob, blocks, SvmModel, _LinearCalibrated)
+            except (KeyError, ValueError, TypeError, IndexError, AttributeError) as exc:
+                store.reject(name, f"stored model {name} does not fit this version ({exc})")
         model = train_model(entries, self.corpus_dir)
-        if path is not None:
+        if store is not None:
             try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_suffix(f".tmp{os.getpid()}")
-                with tmp.open("wb") as fh:
-                    pickle.dump(model, fh)
-                os.replace(tmp, path)
-            except OSError:
-                pass  # read-only data dir: keep the model in memory
+                store.save(name, svmcodec.encode(model, blocks))
+            except (OSError, ValueError):
+                pass  # no writable cache, or a model the codec cannot store: keep it in memory
         return model
 
     # -- classification ------------------------------------------------------------------

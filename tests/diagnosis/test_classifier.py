@@ -81,8 +81,8 @@ def test_hand_written_holdout(model: SvmModel) -> None:
 def test_model_is_cached_on_disk(tmp_path: Path) -> None:
     clf = Classifier(cache_dir=tmp_path)
     assert clf.model is not None, clf.model_error
-    cached = list(tmp_path.glob("diagnosis-svm-*.pkl"))
-    assert len(cached) == 1
+    cached = list(tmp_path.glob("diagnosis-svm-*.npz"))
+    assert len(cached) == 1 and not list(tmp_path.glob("*.pkl"))
     again = Classifier(cache_dir=tmp_path)
     assert again.model is not None and again.model.classes == clf.model.classes
 
