@@ -234,3 +234,13 @@ def test_context_must_also_match() -> None:
     reading = ('  File "/home/a/p/data.py", line 9, in load\n    x = np.loadtxt(path)\n'
                "ValueError: could not convert string to float: 'n/a'")
     assert "data-value-conversion" in {m.rule.id for m in match_rules(reading, RULES)}
+
+
+def test_rules_only_on_the_dev_split_in_sample() -> None:
+    """In sample (the rules were written from these logs): a regression guard, not a score."""
+    from gpulens.diagnosis.rules.devcheck import rules_only_scores
+
+    scores = rules_only_scores()
+    assert scores.n == len(DEV)
+    assert scores.accuracy >= 0.93, scores.wrong
+    assert scores.macro_f1 >= 0.90, scores.per_class
