@@ -54,6 +54,7 @@ def test_rules_load_and_are_valid() -> None:
     for r in RULES:
         assert r.category in CATEGORIES and r.origin in ORIGINS
         assert r.hint, f"{r.id} has no hint"
+        assert "|}" not in r.hint, f"{r.id}: an empty fallback leaves a gap in the sentence"
         assert r.secondary == (r.category == "unknown")
         if r.secondary:
             assert r.priority <= 10, f"{r.id}: a secondary-only rule must lose to any root cause"
