@@ -143,22 +143,31 @@ def _headlines(app: App, store: Store) -> None:
     from gpulens import analysis
 
     console = app.console
-    console.print("[bold]3/4[/] where the GPU-hours went")
+    console.print("[bold]3/4[/] where the GPU-hours went (docs/accounting.md)")
     con = store.connect()
     try:
         waterfall = analysis.goodput(con)
         for row in waterfall.itertuples():
-            console.print(f"    {row.stage:<18} {row.gpu_hours:>12,.0f} GPU-hours")
+            console.print(f"    {row.stage:<18} {row.gpu_hours:>12,.0f} GPU-hours ({row.basis})")
+        cost = analysis.failure_cost(con)
+        console.print(
+            f"    failed or killed runs held {cost['allocated_gpu_hours'].sum():,.0f} allocated "
+            f"GPU-hours, {cost['busy_gpu_hours'].sum():,.0f} of them busy"
+        )
         console.print(f"    {analysis.early_stop_summary(con).sentence}")
         loc = analysis.locality(con, n_boot=200)
         sixteen = loc[loc["gpus"] == 16]
-        for row in sixteen.itertuples():
+        for rec in sixteen.to_dict("records"):
             console.print(
-                f"    16-GPU jobs on {row.servers} servers: {row.mean_util:.1f}% mean utilization"
-                f" ({row.jobs} jobs)"
+                f"    16-GPU jobs on {rec['servers']} servers: {rec['mean_util']:.1f}% mean "
+                f"utilization ({_jobs(int(rec['jobs']))})"
             )
     finally:
         con.close()
+
+
+def _jobs(n: int) -> str:
+    return f"{n:,} job" if n == 1 else f"{n:,} jobs"
 
 
 @click.command()

@@ -7,9 +7,10 @@ import pandas as pd
 import streamlit as st
 
 from gpulens import analysis
+from gpulens.analysis import accounting as acc
 from gpulens.dashboard import data, ui
 
-__all__ = ["fraction_histogram", "render"]
+__all__ = ["comparison", "fraction_histogram", "render"]
 
 
 def _points(accuracy: float) -> str:
@@ -34,6 +35,24 @@ def fraction_histogram(es: pd.DataFrame) -> alt.Chart:
     )
 
 
+def comparison(es: pd.DataFrame, online: pd.DataFrame, patience: int) -> pd.DataFrame:
+    """GPU-hours saved by hindsight and by the online rule, on both bases (long form)."""
+    rows = []
+    for rule, df, prefix in (("Hindsight (best case)", es, "saveable"),
+                             (f"Online (patience {patience})", online, "saved")):
+        for basis in ("allocated", "busy"):
+            col = f"{prefix}_{basis}_gpu_hours"
+            total = float(df[col].sum()) if not df.empty and col in df else 0.0
+            rows.append({"rule": rule, "basis": basis, "gpu_hours": total})
+    return pd.DataFrame(rows)
+
+
+def _total(comp: pd.DataFrame, rule: str) -> float:
+    """The allocated GPU-hours of the rule whose name starts with ``rule``."""
+    hit = comp[comp["rule"].str.startswith(rule) & (comp["basis"] == "allocated")]
+    return float(hit["gpu_hours"].sum())
+
+
 def render() -> None:
     filters = ui.page_header("Early stop", "Epochs run after a job had already converged")
     ui.require_data()
@@ -53,14 +72,21 @@ def render() -> None:
     if summary is not None:
         if getattr(summary, "sentence", ""):
             st.markdown(f"> {summary.sentence}")
-        c1, c2, c3, c4 = st.columns(4)
+        c1, c2, c3, c4, c5 = st.columns(5)
         c1.metric("Jobs with a curve", f"{int(getattr(summary, 'jobs', 0) or 0):,}", border=True)
         c2.metric("Jobs that converged early", ui.fmt_pct(getattr(summary, "pct_jobs", None)),
                   border=True)
         c3.metric("Epochs after convergence", ui.fmt_pct(getattr(summary, "pct_epochs", None)),
                   border=True)
-        c4.metric("GPU-hours saveable (hindsight)",
-                  ui.fmt_hours(getattr(summary, "saveable_gpu_hours", None)), border=True)
+        c4.metric("Saveable allocated GPU-h",
+                  ui.fmt_hours(getattr(summary, "saveable_allocated_gpu_hours", None)),
+                  border=True, help="Hindsight: allocated GPU-hours after each job converged, "
+                                    "runs that failed or were killed left out (their GPU-hours "
+                                    "are failure cost).")
+        c5.metric("Saveable busy GPU-h",
+                  ui.fmt_hours(getattr(summary, "saveable_busy_gpu_hours", None)),
+                  border=True, help="Hindsight, busy basis: equals the Overview waterfall's "
+                                    "\"After converging\" stage.")
 
     es = ui.fetch(analysis.early_stop, "Early stop per job", filters=filters,
                   tolerance=float(tolerance))
@@ -78,26 +104,24 @@ def render() -> None:
     with right:
         st.subheader("Online rule vs hindsight")
         if isinstance(online, pd.DataFrame) and isinstance(es, pd.DataFrame):
-            hindsight = float(es["saveable_gpu_hours"].sum()) if not es.empty else 0.0
-            saved = float(online["saved_gpu_hours"].sum()) if not online.empty else 0.0
-            given_up = online["accuracy_given_up"].dropna() if not online.empty else pd.Series()
-            comp = pd.DataFrame({
-                "rule": ["Hindsight (best case)", f"Online (patience {patience})"],
-                "gpu_hours": [hindsight, saved],
-            })
+            comp = comparison(es, online, patience)
             st.altair_chart(
                 alt.Chart(comp).mark_bar().encode(
-                    x=alt.X("gpu_hours:Q", title="GPU-hours saved"),
+                    x=alt.X("gpu_hours:Q", title="GPU-hours saved (allocated and busy)"),
                     y=alt.Y("rule:N", title=None, sort=None, axis=alt.Axis(labelLimit=220)),
-                    color=alt.Color("rule:N", legend=None,
-                                    scale=alt.Scale(range=["#9e9e9e", "#54a24b"])),
-                    tooltip=["rule:N", alt.Tooltip("gpu_hours:Q", format=",.1f")],
-                ).properties(height=140),
+                    yOffset=alt.YOffset("basis:N", sort=["allocated", "busy"]),
+                    color=alt.Color("basis:N", title="basis", sort=["allocated", "busy"],
+                                    scale=alt.Scale(range=["#9e9e9e", "#54a24b"]),
+                                    legend=alt.Legend(orient="top")),
+                    tooltip=["rule:N", "basis:N", alt.Tooltip("gpu_hours:Q", format=",.1f")],
+                ).properties(height=160),
                 width="stretch",
             )
+            hindsight, saved = _total(comp, "Hindsight"), _total(comp, "Online")
+            given_up = online["accuracy_given_up"].dropna() if not online.empty else pd.Series()
             c1, c2 = st.columns(2)
-            c1.metric("Online rule saves", ui.fmt_hours(saved) + " GPU-h",
-                      ui.fmt_pct(100 * saved / hindsight if hindsight else None, 0)
+            c1.metric("Online rule saves (allocated GPU-h)", ui.fmt_hours(saved),
+                      ui.fmt_pct(100 * acc.share(saved, hindsight), 0)
                       + " of hindsight", delta_color="off", delta_arrow="off", border=True)
             c2.metric("Accuracy given up (median)",
                       "—" if given_up.empty else _points(float(given_up.median())),
@@ -111,7 +135,7 @@ def render() -> None:
         table = es
         if isinstance(online, pd.DataFrame) and not online.empty:
             table = es.merge(online, on="job_id", how="left", suffixes=("", "_online"))
-        table = table.sort_values("saveable_gpu_hours", ascending=False)
+        table = table.sort_values("saveable_allocated_gpu_hours", ascending=False)
         ui.table(table, "early stop per job", hide=["converged_epoch_online"], column_config={
             "fraction_epochs": st.column_config.ProgressColumn("Epochs needed", min_value=0,
                                                                max_value=1, format="percent"),
