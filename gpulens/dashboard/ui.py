@@ -100,7 +100,7 @@ COLUMN_LABELS: dict[str, str] = {
     "total_gpus": "GPUs in cluster",
     "allocated_gpus": "Allocated GPUs",
     "busy_gpus": "Busy GPUs",
-    "failures": "Failed attempts",
+    "failures": "Failed or killed attempts",
     "mean_runtime_to_failure_hours": "Mean hours to failure",
     "median_runtime_to_failure_hours": "Median hours to failure",
     "ci_low": "95% CI low",

@@ -127,7 +127,12 @@ def test_values_from_the_store(store: Store) -> None:
     # failures
     assert v("gpulens_cluster_failures_total", {"category": "gpu_oom", "origin": "user"}) == 2
     # the GPU-hours of failed attempts are exported per category and origin
-    assert v("gpulens_cluster_failure_gpu_hours", {"category": "gpu_oom", "origin": "user"}) is not None
+    # on both bases; the busy sum is the waterfall's failed_or_killed stage
+    labels = {"category": "gpu_oom", "origin": "user"}
+    assert v("gpulens_cluster_failure_allocated_gpu_hours", labels) is not None
+    assert v("gpulens_cluster_failure_busy_gpu_hours", labels) is not None
+    assert v("gpulens_cluster_failure_busy_gpu_hours", labels) <= v(
+        "gpulens_cluster_failure_allocated_gpu_hours", labels)
     assert v("gpulens_cluster_recent_failures", {"category": "gpu_oom", "window": "1h"}) == 1
     assert v("gpulens_cluster_recent_failures", {"category": "gpu_oom", "window": "24h"}) == 2
     # nodes

@@ -47,10 +47,27 @@ def comparison(es: pd.DataFrame, online: pd.DataFrame, patience: int) -> pd.Data
     return pd.DataFrame(rows)
 
 
-def _total(comp: pd.DataFrame, rule: str) -> float:
-    """The allocated GPU-hours of the rule whose name starts with ``rule``."""
-    hit = comp[comp["rule"].str.startswith(rule) & (comp["basis"] == "allocated")]
+def _total(comp: pd.DataFrame, rule: str, basis: str) -> float:
+    """The GPU-hours of the rule whose name starts with ``rule``, on ``basis``."""
+    hit = comp[comp["rule"].str.startswith(rule) & (comp["basis"] == basis)]
     return float(hit["gpu_hours"].sum())
+
+
+def _online_tiles(comp: pd.DataFrame, online: pd.DataFrame) -> None:
+    """What the online rule saves on both bases (and the share of hindsight), what it gives up."""
+    c1, c2, c3 = st.columns(3)
+    for col, basis in ((c1, "allocated"), (c2, "busy")):
+        saved, hindsight = _total(comp, "Online", basis), _total(comp, "Hindsight", basis)
+        col.metric(f"Online rule saves, {basis} GPU-h", ui.fmt_hours(saved),
+                   ui.fmt_pct(100 * acc.share(saved, hindsight), 0) + " of hindsight",
+                   delta_color="off", delta_arrow="off", border=True)
+    given_up = online["accuracy_given_up"].dropna() if not online.empty else pd.Series()
+    c3.metric("Accuracy given up (median)",
+              "—" if given_up.empty else _points(float(given_up.median())),
+              None if given_up.empty else f"max {_points(float(given_up.max()))}",
+              delta_color="off", delta_arrow="off", border=True,
+              help="Best accuracy minus the accuracy at the epoch the online rule "
+                   "stops, in percentage points.")
 
 
 def render() -> None:
@@ -72,27 +89,29 @@ def render() -> None:
     if summary is not None:
         if getattr(summary, "sentence", ""):
             st.markdown(f"> {summary.sentence}")
-        c1, c2, c3, c4, c5 = st.columns(5)
+        c1, c2, c3 = st.columns(3)
         c1.metric("Jobs with a curve", f"{int(getattr(summary, 'jobs', 0) or 0):,}", border=True)
         c2.metric("Jobs that converged early", ui.fmt_pct(getattr(summary, "pct_jobs", None)),
                   border=True)
         c3.metric("Epochs after convergence", ui.fmt_pct(getattr(summary, "pct_epochs", None)),
                   border=True)
-        c4.metric("Saveable allocated GPU-h",
+        c1, c2 = st.columns(2)
+        c1.metric("Saveable in hindsight, allocated GPU-h",
                   ui.fmt_hours(getattr(summary, "saveable_allocated_gpu_hours", None)),
-                  border=True, help="Hindsight: allocated GPU-hours after each job converged, "
-                                    "runs that failed or were killed left out (their GPU-hours "
-                                    "are failure cost).")
-        c5.metric("Saveable busy GPU-h",
+                  border=True, help="Allocated GPU-hours after each job converged; runs that "
+                                    "failed or were killed are left out (their GPU-hours are "
+                                    "failure cost).")
+        c2.metric("Saveable in hindsight, busy GPU-h",
                   ui.fmt_hours(getattr(summary, "saveable_busy_gpu_hours", None)),
-                  border=True, help="Hindsight, busy basis: equals the Overview waterfall's "
-                                    "\"After converging\" stage.")
+                  border=True, help="Busy GPU-hours after each job converged: the Overview "
+                                    "waterfall's \"After converging\" stage.")
 
     es = ui.fetch(analysis.early_stop, "Early stop per job", filters=filters,
                   tolerance=float(tolerance))
     online = ui.fetch(analysis.online_stop, "Online stopping rule", filters=filters,
                       patience=int(patience), min_delta=float(min_delta))
 
+    comp: pd.DataFrame | None = None
     left, right = st.columns(2)
     with left:
         st.subheader("Fraction of epochs needed")
@@ -117,18 +136,8 @@ def render() -> None:
                 ).properties(height=160),
                 width="stretch",
             )
-            hindsight, saved = _total(comp, "Hindsight"), _total(comp, "Online")
-            given_up = online["accuracy_given_up"].dropna() if not online.empty else pd.Series()
-            c1, c2 = st.columns(2)
-            c1.metric("Online rule saves (allocated GPU-h)", ui.fmt_hours(saved),
-                      ui.fmt_pct(100 * acc.share(saved, hindsight), 0)
-                      + " of hindsight", delta_color="off", delta_arrow="off", border=True)
-            c2.metric("Accuracy given up (median)",
-                      "—" if given_up.empty else _points(float(given_up.median())),
-                      None if given_up.empty else f"max {_points(float(given_up.max()))}",
-                      delta_color="off", delta_arrow="off", border=True,
-                      help="Best accuracy minus the accuracy at the epoch the online rule "
-                           "stops, in percentage points.")
+    if comp is not None and isinstance(online, pd.DataFrame):
+        _online_tiles(comp, online)
 
     if isinstance(es, pd.DataFrame) and not es.empty:
         st.subheader("Per job")

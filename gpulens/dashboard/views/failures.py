@@ -248,17 +248,20 @@ def render() -> None:
         c1, c2, c3, c4 = st.columns(4)
         c1.metric("Failed or killed attempts",
                   f"{int(cost['failures'].sum()):,}" if not cost.empty else "0", border=True)
-        c2.metric("Allocated GPU-hours in failed or killed runs",
+        c2.metric("Allocated GPU-h lost",
                   ui.fmt_hours(cost["allocated_gpu_hours"].sum() if not cost.empty else 0.0),
-                  border=True)
-        c3.metric("Busy GPU-hours in failed or killed runs",
+                  border=True, help="Allocated GPU-hours of the runs that failed or were killed.")
+        c3.metric("Busy GPU-h lost",
                   ui.fmt_hours(cost["busy_gpu_hours"].sum() if not cost.empty else 0.0),
-                  border=True, help="Equals the Overview waterfall's \"Failed or killed\" stage.")
+                  border=True, help="Busy GPU-hours of the runs that failed or were killed: the "
+                                    "Overview waterfall's \"Failed or killed\" stage.")
         if not cost.empty:
             by_origin = cost.groupby("origin")["allocated_gpu_hours"].sum()
             infra = float(by_origin.get("infrastructure", 0.0))
-            c4.metric("Of which infrastructure (allocated)",
-                      ui.fmt_pct(100 * acc.share(infra, float(by_origin.sum()))), border=True)
+            c4.metric("Infrastructure share",
+                      ui.fmt_pct(100 * acc.share(infra, float(by_origin.sum()))), border=True,
+                      help="Share of the allocated GPU-hours lost whose failures have an "
+                           "infrastructure origin.")
 
     left, right = st.columns(2)
     with left:
