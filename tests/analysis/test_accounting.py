@@ -61,6 +61,12 @@ def _stages(con: Any, f: Filters | None = None, **kw: Any) -> dict[str, float]:
     return {str(s): float(h) for s, h in zip(g["stage"], g["gpu_hours"], strict=True)}
 
 
+def _is_stage(con: Any, f: Filters | None, stage: str, figures: pd.Series) -> None:
+    """The figures sum to the waterfall's ``stage`` under the same filters."""
+    assert float(figures.sum()) == pytest.approx(_stages(con, f)[stage], rel=1e-9, abs=1e-9), (
+        f, stage)
+
+
 def _windows(store: Store) -> list[Filters | None]:
     con = store.connect()
     try:
@@ -95,12 +101,9 @@ def test_waterfall_partitions_the_allocated_gpu_hours(sim: Store) -> None:
 def test_early_stop_busy_savings_are_the_post_convergence_stage(sim: Store) -> None:
     con = sim.connect()
     for f in _windows(sim):
-        g = _stages(con, f)
-        es = analysis.early_stop(con, f)
-        assert float(es["saveable_busy_gpu_hours"].sum()) == pytest.approx(
-            g["post_convergence"], rel=1e-9, abs=1e-9), f
+        _is_stage(con, f, "post_convergence", analysis.early_stop(con, f)["saveable_busy_gpu_hours"])
         summary = analysis.early_stop_summary(con, f)
-        assert summary.saveable_busy_gpu_hours == pytest.approx(g["post_convergence"], abs=1e-9)
+        _is_stage(con, f, "post_convergence", pd.Series([summary.saveable_busy_gpu_hours]))
         # allocated savings are at least the busy ones, and both name their basis
         assert summary.saveable_allocated_gpu_hours >= summary.saveable_busy_gpu_hours
         online = analysis.online_stop(con, f)
@@ -121,10 +124,8 @@ def test_early_stop_busy_savings_are_the_post_convergence_stage(sim: Store) -> N
 def test_failure_cost_busy_is_the_failed_or_killed_stage(sim: Store) -> None:
     con = sim.connect()
     for f in _windows(sim):
-        g = _stages(con, f)
         cost = analysis.failure_cost(con, f)
-        assert float(cost["busy_gpu_hours"].sum()) == pytest.approx(
-            g["failed_or_killed"], rel=1e-9, abs=1e-9), f
+        _is_stage(con, f, "failed_or_killed", cost["busy_gpu_hours"])
         assert (cost["busy_gpu_hours"] <= cost["allocated_gpu_hours"] + 1e-12).all()
     cost = analysis.failure_cost(con)
     diagnosed = con.execute("SELECT count(*) FROM failures").fetchone()
