@@ -114,9 +114,9 @@ def _simulate(app: App, store: Store, gpus: int, days: float, seed: int) -> None
     with stage_progress(console) as report:
         summary = simulate(store, gpus=gpus, days=days, seed=seed, progress=report)
     console.print(
-        f"    {summary.jobs:,} jobs, {summary.attempts:,} attempts "
-        f"({summary.failed_attempts:,} failed), {summary.gpu_samples:,} GPU samples "
-        f"on {summary.nodes} servers in {summary.elapsed_s:.0f} s"
+        f"    {_n(summary.jobs, 'job')}, {_n(summary.attempts, 'attempt')} "
+        f"({summary.failed_attempts:,} failed), {_n(summary.gpu_samples, 'GPU sample')} "
+        f"on {_n(summary.nodes, 'server')} in {summary.elapsed_s:.0f} s"
     )
 
 
@@ -132,11 +132,12 @@ def _diagnose(app: App, store: Store) -> None:
             bar.update(task, description=step, completed=done, total=total)
 
         n = jobs.diagnose_all(store, progress=report)
-    console.print(f"    diagnosed {n} failed attempts")
+    console.print(f"    diagnosed {_n(n, 'failed attempt')}")
     blacklist.update_from_failures(store, k=app.config.diagnose.blacklist_min_jobs)
     flagged = nodes.flag_nodes(store)
     scored = nodes.score_anomalies(store)
-    console.print(f"    flagged {len(flagged)} nodes; {scored} node-hours scored for anomalies")
+    console.print(f"    flagged {_n(len(flagged), 'node')}; {_n(scored, 'node-hour')} scored for "
+                  "anomalies")
 
 
 def _headlines(app: App, store: Store) -> None:
@@ -160,14 +161,15 @@ def _headlines(app: App, store: Store) -> None:
         for rec in sixteen.to_dict("records"):
             console.print(
                 f"    16-GPU jobs on {rec['servers']} servers: {rec['mean_util']:.1f}% mean "
-                f"utilization ({_jobs(int(rec['jobs']))})"
+                f"utilization ({_n(int(rec['jobs']), 'job')})"
             )
     finally:
         con.close()
 
 
-def _jobs(n: int) -> str:
-    return f"{n:,} job" if n == 1 else f"{n:,} jobs"
+def _n(n: int, noun: str) -> str:
+    """``1 job``, ``2 jobs``, ``1,234 jobs``."""
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
 
 
 @click.command()

@@ -89,6 +89,7 @@ def test_demo_serves_everything_and_stops_cleanly(tmp_path: Path) -> None:
 
 
 def test_demo_counts_read_as_english() -> None:
-    from gpulens.cli.demo import _jobs
+    from gpulens.cli.demo import _n
 
-    assert (_jobs(1), _jobs(2), _jobs(1234)) == ("1 job", "2 jobs", "1,234 jobs")
+    assert (_n(1, "job"), _n(2, "job"), _n(1234, "job")) == ("1 job", "2 jobs", "1,234 jobs")
+    assert _n(1, "failed attempt") == "1 failed attempt"
