@@ -179,7 +179,7 @@ def early_stop_summary(
         f"{pct_jobs:g}% of jobs reach within {tol_txt} of their best {metric} using "
         f"<= {pct_epochs:.0f}% of their epochs; stopping each job there would have saved "
         f"{saveable:,.1f} allocated GPU-hours ({saveable_busy:,.1f} busy GPU-hours) in runs "
-        f"that did not fail ({n:,} {_plural(n, 'job')} with a '{metric}' curve)."
+        f"that were neither failed nor killed ({n:,} {_plural(n, 'job')} with a '{metric}' curve)."
     )
     return EarlyStopSummary(n, pct_jobs, pct_epochs, sentence, saveable, saveable_busy,
                             tolerance, metric, cdf)

@@ -10,7 +10,7 @@ from gpulens import analysis
 from gpulens.analysis import accounting as acc
 from gpulens.dashboard import data, ui
 
-__all__ = ["comparison", "fraction_histogram", "render"]
+__all__ = ["comparison", "comparison_chart", "fraction_histogram", "render"]
 
 
 def _points(accuracy: float) -> str:
@@ -45,6 +45,21 @@ def comparison(es: pd.DataFrame, online: pd.DataFrame, patience: int) -> pd.Data
             total = float(df[col].sum()) if not df.empty and col in df else 0.0
             rows.append({"rule": rule, "basis": basis, "gpu_hours": total})
     return pd.DataFrame(rows)
+
+
+def comparison_chart(comp: pd.DataFrame) -> alt.Chart:
+    """One bar per rule and basis (allocated, busy), the basis in the label and the colour."""
+    df = comp.assign(row=comp["rule"] + " · " + comp["basis"])
+    return (
+        alt.Chart(df).mark_bar().encode(
+            x=alt.X("gpu_hours:Q", title="GPU-hours saved (allocated and busy)"),
+            y=alt.Y("row:N", title=None, sort=list(df["row"]), axis=alt.Axis(labelLimit=260)),
+            color=alt.Color("basis:N", title="basis", sort=["allocated", "busy"],
+                            scale=alt.Scale(range=["#9e9e9e", "#54a24b"]),
+                            legend=alt.Legend(orient="top")),
+            tooltip=["rule:N", "basis:N", alt.Tooltip("gpu_hours:Q", format=",.1f")],
+        ).properties(height=190)
+    )
 
 
 def _total(comp: pd.DataFrame, rule: str, basis: str) -> float:
@@ -124,18 +139,7 @@ def render() -> None:
         st.subheader("Online rule vs hindsight")
         if isinstance(online, pd.DataFrame) and isinstance(es, pd.DataFrame):
             comp = comparison(es, online, patience)
-            st.altair_chart(
-                alt.Chart(comp).mark_bar().encode(
-                    x=alt.X("gpu_hours:Q", title="GPU-hours saved (allocated and busy)"),
-                    y=alt.Y("rule:N", title=None, sort=None, axis=alt.Axis(labelLimit=220)),
-                    yOffset=alt.YOffset("basis:N", sort=["allocated", "busy"]),
-                    color=alt.Color("basis:N", title="basis", sort=["allocated", "busy"],
-                                    scale=alt.Scale(range=["#9e9e9e", "#54a24b"]),
-                                    legend=alt.Legend(orient="top")),
-                    tooltip=["rule:N", "basis:N", alt.Tooltip("gpu_hours:Q", format=",.1f")],
-                ).properties(height=160),
-                width="stretch",
-            )
+            st.altair_chart(comparison_chart(comp), width="stretch")
     if comp is not None and isinstance(online, pd.DataFrame):
         _online_tiles(comp, online)
 
