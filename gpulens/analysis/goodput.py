@@ -90,7 +90,7 @@ def failure_cost(con: duckdb.DuckDBPyConnection, filters: Filters | None = None)
     counting as failed; or with a row in ``failures``), so the busy GPU-hours sum
     to the goodput waterfall's ``failed_or_killed`` stage. Category/origin come
     from ``failures`` (written by ``gpulens diagnose``); an undiagnosed one is
-    'undiagnosed'/'unknown'. With a time window, an attempt counts when it held
+    'undiagnosed'/'unknown', or 'killed'/'unknown' when it was killed. With a time window, an attempt counts when it held
     GPUs inside the window (its GPU-hours clipped to it) or ended inside it.
     """
     f = filters or Filters()
@@ -104,7 +104,8 @@ def failure_cost(con: duckdb.DuckDBPyConnection, filters: Filters | None = None)
             FROM attempts x JOIN jobs j USING (job_id)
             WHERE {job_filter_sql("j")}
         )
-        SELECT coalesce(fl.category, 'undiagnosed') AS category,
+        SELECT coalesce(fl.category, CASE WHEN a.st = 'killed' THEN 'killed' ELSE 'undiagnosed' END)
+                   AS category,
                coalesce(fl.origin, 'unknown') AS origin,
                count(*) AS failures,
                {acc.sum_hours_sql("att.alloc_min")} AS allocated_gpu_hours,

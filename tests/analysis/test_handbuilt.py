@@ -210,13 +210,14 @@ def test_failure_cost(hand: Store) -> None:
     assert fc.loc[("cuda_oom", "user"), "allocated_gpu_hours"] == approx(2 / 60)
     assert fc.loc[("cuda_oom", "user"), "busy_gpu_hours"] == approx(2.0 / 60)
     assert fc.loc[("cuda_oom", "user"), "mean_runtime_to_failure_hours"] == approx(90 / 3600)
-    # undiagnosed: F (failed, 1 GPU-min) and C (killed, 2 GPU-min, no samples)
-    assert fc.loc[("undiagnosed", "unknown"), "failures"] == 2
-    assert fc.loc[("undiagnosed", "unknown"), "allocated_gpu_hours"] == approx(3 / 60)
-    assert fc.loc[("undiagnosed", "unknown"), "busy_gpu_hours"] == 0
-    assert fc.loc[("undiagnosed", "unknown"), "median_runtime_to_failure_hours"] == approx(
-        (45 + 120) / 2 / 3600)
-    assert len(fc) == 2
+    assert fc.loc[("undiagnosed", "unknown"), "failures"] == 1
+    assert fc.loc[("undiagnosed", "unknown"), "allocated_gpu_hours"] == approx(1 / 60)
+    assert fc.loc[("undiagnosed", "unknown"), "median_runtime_to_failure_hours"] == approx(45 / 3600)
+    # the killed job C counts too (2 GPU-min, no samples), under its own heading
+    assert fc.loc[("killed", "unknown"), "failures"] == 1
+    assert fc.loc[("killed", "unknown"), "allocated_gpu_hours"] == approx(2 / 60)
+    assert fc.loc[("killed", "unknown"), "busy_gpu_hours"] == 0
+    assert len(fc) == 3
     # the busy basis is the waterfall's failed_or_killed stage
     g = analysis.goodput(hand.connect()).set_index("stage")["gpu_hours"]
     assert fc["busy_gpu_hours"].sum() == approx(g["failed_or_killed"])

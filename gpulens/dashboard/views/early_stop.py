@@ -8,7 +8,7 @@ import streamlit as st
 
 from gpulens import analysis
 from gpulens.analysis import accounting as acc
-from gpulens.dashboard import data, ui
+from gpulens.dashboard import charts, data, ui
 
 __all__ = ["comparison", "comparison_chart", "fraction_histogram", "render"]
 
@@ -50,7 +50,7 @@ def comparison(es: pd.DataFrame, online: pd.DataFrame, patience: int) -> pd.Data
 def comparison_chart(comp: pd.DataFrame) -> alt.Chart:
     """One bar per rule and basis (allocated, busy), the basis in the label and the colour."""
     df = comp.assign(row=comp["rule"] + " · " + comp["basis"])
-    return (
+    chart = (
         alt.Chart(df).mark_bar().encode(
             x=alt.X("gpu_hours:Q", title="GPU-hours saved (allocated and busy)"),
             y=alt.Y("row:N", title=None, sort=list(df["row"]), axis=alt.Axis(labelLimit=260)),
@@ -58,8 +58,9 @@ def comparison_chart(comp: pd.DataFrame) -> alt.Chart:
                             scale=alt.Scale(range=["#9e9e9e", "#54a24b"]),
                             legend=alt.Legend(orient="top")),
             tooltip=["rule:N", "basis:N", alt.Tooltip("gpu_hours:Q", format=",.1f")],
-        ).properties(height=190)
+        ).properties(height=charts.rows_height(len(df)))
     )
+    return charts.fit_width(chart)
 
 
 def _total(comp: pd.DataFrame, rule: str, basis: str) -> float:
