@@ -287,4 +287,4 @@ def failure_cost_cmd(app: App, start: datetime | None, end: datetime | None,
 
 
 #: how the goodput waterfall's stages relate to the bases (docs/accounting.md)
-_BASIS_NOTE = "allocated = idle + failed_or_killed + post_convergence + effective; the last three busy"
+_BASIS_NOTE = "the stages add up to allocated"
