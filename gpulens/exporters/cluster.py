@@ -377,10 +377,11 @@ class ClusterCollector(Collector):
             self._help(
                 "Goodput waterfall in GPU-hours "
                 f"{window_note}: allocated = idle + failed_or_killed + post_convergence + effective; "
-                "idle is allocated minus busy, the last three are busy GPU-hours (docs/accounting.md).",
+                "idle is allocated minus busy, the last three are busy GPU-hours (label basis; "
+                "docs/accounting.md).",
                 slow=True,
             ),
-            labels=["stage"],
+            labels=["stage", "basis"],
         )
         per_vc = GaugeMetricFamily(
             "gpulens_cluster_vc_gpu_hours",
@@ -389,7 +390,7 @@ class ClusterCollector(Collector):
                 f"(top {self.config.top_n} vcs by allocated GPU-hours, the rest as vc=other).",
                 slow=True,
             ),
-            labels=["vc", "stage"],
+            labels=["vc", "stage", "basis"],
         )
         ratio = GaugeMetricFamily(
             "gpulens_cluster_vc_effective_utilization_ratio",
@@ -400,13 +401,13 @@ class ClusterCollector(Collector):
         for vc in keep:
             for stage in STAGES:
                 value = hours[vc].get(stage, 0.0)
-                per_vc.add_metric([vc, stage], value)
+                per_vc.add_metric([vc, stage, acc.STAGE_BASIS[stage]], value)
                 totals[stage] += value
             alloc = hours[vc].get("allocated", 0.0)
             if alloc > 0:
                 ratio.add_metric([vc], acc.share(hours[vc].get("effective", 0.0), alloc))
         for stage in STAGES:
-            cluster.add_metric([stage], totals[stage])
+            cluster.add_metric([stage, acc.STAGE_BASIS[stage]], totals[stage])
         fams: list[Metric] = [cluster, per_vc, ratio]
         if totals["allocated"] > 0:
             fams.append(

@@ -249,7 +249,8 @@ def test_exporter_shows_the_same_figures(sim: Store) -> None:
         cost = analysis.failure_cost(con, f)
         v = registry.get_sample_value
         for stage, hours in g.items():
-            assert v("gpulens_cluster_goodput_gpu_hours", {"stage": stage}) == pytest.approx(
+            labels = {"stage": stage, "basis": acc.STAGE_BASIS[stage]}
+            assert v("gpulens_cluster_goodput_gpu_hours", labels) == pytest.approx(
                 hours, rel=1e-9, abs=1e-9), (days, stage)
         for basis, stage in (("busy", "failed_or_killed"), ("allocated", None)):
             exported = sum(s.value for m in registry.collect() for s in m.samples
