@@ -48,6 +48,7 @@ __all__ = [
     "attempt_status_sql",
     "busy_minutes_sql",
     "effective_hours_sql",
+    "gpu_hours_sql",
     "hours",
     "hours_sql",
     "idle_minutes_sql",
@@ -119,6 +120,11 @@ def saveable_minutes_sql(minutes: str, fraction_needed: str) -> str:
 def mean_gpus_sql(minutes: str, freq: str) -> str:
     """Mean GPUs held over a period of ``freq`` ('hour' or 'day') from its GPU-minutes."""
     return f"{minutes} / {_MINUTES_PER_FREQ[freq]}"
+
+
+def gpu_hours_sql(gpus: str, hours: str) -> str:
+    """Allocated GPU-hours of ``gpus`` GPUs held for ``hours`` wall-clock hours."""
+    return f"{gpus} * {hours}"
 
 
 def runtime_hours_sql(seconds: str) -> str:

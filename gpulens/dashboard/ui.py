@@ -127,7 +127,7 @@ COLUMN_LABELS: dict[str, str] = {
     "new_state": "To",
     "actor": "By",
     "flagged_at": "Flagged",
-    "gpu_hours_saved": "Allocated GPU-hours saved (estimate)",
+    "allocated_gpu_hours_saved": "Allocated GPU-hours saved (estimate)",
     "exit_code": "Exit code",
     "log_path": "Log",
     "gpu_index": "GPU",

@@ -262,7 +262,8 @@ def test_exporter_shows_the_same_figures(sim: Store) -> None:
 # ----------------------------------------------------------- static check
 #: where GPU-hour figures are computed or shown
 SCOPE = sorted({*PKG.glob("analysis/*.py"), *PKG.glob("dashboard/**/*.py"),
-                PKG / "exporters" / "cluster.py", PKG / "cli" / "demo.py"}
+                PKG / "exporters" / "cluster.py", PKG / "cli" / "demo.py",
+                PKG / "validator" / "record.py"}
                - {PKG / "analysis" / "accounting.py"})
 #: minutes <-> hours <-> days conversions (Python or SQL text)
 _CONVERSION = re.compile(r"(?<![\w.])(?:[*/]\s*(?:60|3600|1440)(?:\.0*)?(?![\w.])|"

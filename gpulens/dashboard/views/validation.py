@@ -34,7 +34,7 @@ def verdict_chart(summary: pd.DataFrame) -> alt.Chart:
                 domain=domain, range=[_VERDICT_COLORS.get(v, "#bab0ac") for v in domain]),
                 legend=alt.Legend(title="verdict", orient="top")),
             tooltip=["verdict:N", "category:N", "count:Q",
-                     alt.Tooltip("gpu_hours_saved:Q", format=",.1f",
+                     alt.Tooltip("allocated_gpu_hours_saved:Q", format=",.1f",
                                  title="allocated GPU-hours saved (estimate)")],
         )
         .properties(height=charts.rows_height(len(order)))
@@ -56,7 +56,7 @@ def render() -> None:
         return
     total = int(summary["count"].sum())
     failed = int(summary.loc[summary["verdict"] == "fail", "count"].sum())
-    saved = float(summary["gpu_hours_saved"].fillna(0).sum())
+    saved = float(summary["allocated_gpu_hours_saved"].fillna(0).sum())
     c1, c2, c3, c4 = st.columns(4)
     c1.metric("Validations", f"{total:,}", border=True)
     c2.metric("Failures caught before submission", f"{failed:,}", border=True)
