@@ -167,7 +167,7 @@ def attempt_status_sql(status: str, attempt: str, last_attempt: str, job_status:
 def lost_sql(status: str, failure_key: str) -> str:
     """Whether an attempt's GPU-hours are lost: failed or killed, or diagnosed as a failure."""
     statuses = ", ".join(f"'{s}'" for s in LOST_STATUSES)
-    return f"({status} IN ({statuses}) OR {failure_key} IS NOT NULL)"
+    return f"(coalesce({status} IN ({statuses}), false) OR {failure_key} IS NOT NULL)"
 
 
 # ------------------------------------------------------------------- locality
