@@ -150,7 +150,7 @@ def jobs(app: App, limit: int, start: datetime | None, end: datetime | None,
 def locality(app: App, n_boot: int, seed: int, limit: int, start: datetime | None,
              end: datetime | None, vcs: tuple[str, ...], users: tuple[str, ...],
              as_json: bool) -> None:
-    """Utilization by GPUs and servers spanned; GPU-hours lost to spreading."""
+    """Utilization by GPUs and servers spanned; busy GPU-hours lost to spreading."""
     from gpulens.analysis.locality import locality as run
     from gpulens.analysis.locality import locality_loss
 
