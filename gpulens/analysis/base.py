@@ -43,6 +43,7 @@ from typing import Any
 
 import duckdb
 
+from gpulens.analysis import accounting as acc
 from gpulens.analysis.filters import FAR_FUTURE, FAR_PAST, Filters
 
 __all__ = [
@@ -60,7 +61,8 @@ __all__ = [
 
 PL = "__gl_pl"  # placements: pid, job_id, attempt, node, gpu_index, s, e, ce, alloc_min
 PH = "__gl_ph"  # per placement and hour: pid, h, alloc_min, n, su, k, busy_min
-ATT = "__gl_att"  # per attempt: job_id, attempt, gpus, servers, first_minute, alloc_min, busy_min, k, n, su
+ATT = "__gl_att"  # per attempt: job_id, attempt, gpus, servers, first_minute, alloc_min, busy_min, k, n, su,
+#                   st (status), lost (accounting.lost_sql)
 _KEYS = "__gl_keys"  # cached TEMP table name -> the key it was built for
 _HOURS = "__gl_hours"
 _SEED_NODE = "__seed__"
@@ -258,7 +260,7 @@ def ensure_base(con: duckdb.DuckDBPyConnection, filters: Filters | None) -> str:
         )
         SELECT CAST(row_number() OVER (ORDER BY job_id, attempt, node, gpu_index, s) AS INTEGER) AS pid,
                job_id, attempt, node, gpu_index, s, e, ce,
-               CAST(date_diff('minute', s, ce) AS BIGINT) AS alloc_min
+               {acc.alloc_minutes_sql("s", "ce")} AS alloc_min
         FROM c WHERE ce > s
         """,  # noqa: S608 - identifiers are module constants
         params,
@@ -337,7 +339,7 @@ def _build_ph(con: duckdb.DuckDBPyConnection, src: str, params: dict[str, Any]) 
         )
         SELECT x.pid, x.h, CAST(x.hi_m - x.lo_m AS BIGINT) AS alloc_min,
                coalesce(used.n, 0) AS n, coalesce(used.su, 0.0) AS su, coalesce(used.k, 0) AS k,
-               CASE WHEN used.n > 0 THEN used.su / used.n * used.k / 100.0 ELSE 0.0 END AS busy_min
+               {acc.busy_minutes_sql("used.n", "used.su", "used.k")} AS busy_min
         FROM {_HOURS} x LEFT JOIN used USING (hid)
         """,  # noqa: S608 - identifiers are module constants; dates are formatted by us
         params,
@@ -345,18 +347,34 @@ def _build_ph(con: duckdb.DuckDBPyConnection, src: str, params: dict[str, Any]) 
 
 
 _ATTEMPTS = f"""
-    SELECT pl.job_id, pl.attempt,
-           count(DISTINCT (pl.node, pl.gpu_index)) AS gpus,
-           count(DISTINCT pl.node) AS servers,
-           min(pl.s) AS first_minute,
-           sum(ph.alloc_min) AS alloc_min, sum(ph.busy_min) AS busy_min,
-           sum(ph.k) AS k, sum(ph.n) AS n, sum(ph.su) AS su
-    FROM {PL} pl JOIN (
-        SELECT pid, sum(alloc_min) AS alloc_min, sum(busy_min) AS busy_min,
-               sum(k) AS k, sum(n) AS n, sum(su) AS su
-        FROM {PH} GROUP BY pid
-    ) ph USING (pid)
-    GROUP BY pl.job_id, pl.attempt
+    WITH agg AS (
+        SELECT pl.job_id, pl.attempt,
+               count(DISTINCT (pl.node, pl.gpu_index)) AS gpus,
+               count(DISTINCT pl.node) AS servers,
+               min(pl.s) AS first_minute,
+               sum(ph.alloc_min) AS alloc_min, sum(ph.busy_min) AS busy_min,
+               sum(ph.k) AS k, sum(ph.n) AS n, sum(ph.su) AS su
+        FROM {PL} pl JOIN (
+            SELECT pid, sum(alloc_min) AS alloc_min, sum(busy_min) AS busy_min,
+                   sum(k) AS k, sum(n) AS n, sum(su) AS su
+            FROM {PH} GROUP BY pid
+        ) ph USING (pid)
+        GROUP BY pl.job_id, pl.attempt
+    ),
+    x AS (
+        SELECT job_id, attempt, status, max(attempt) OVER (PARTITION BY job_id) AS last_attempt
+        FROM attempts
+    ),
+    s AS (
+        SELECT agg.*,
+               {acc.attempt_status_sql("x.status", "agg.attempt", "x.last_attempt", "j.status")} AS st,
+               fl.job_id AS failure_key
+        FROM agg JOIN x ON x.job_id = agg.job_id AND x.attempt = agg.attempt
+        LEFT JOIN jobs j ON j.job_id = agg.job_id
+        LEFT JOIN (SELECT DISTINCT job_id, attempt FROM failures) fl
+          ON fl.job_id = agg.job_id AND fl.attempt = agg.attempt
+    )
+    SELECT * EXCLUDE (failure_key), {acc.lost_sql("st", "failure_key")} AS lost FROM s
 """  # noqa: S608 - identifiers are module constants
 
 

@@ -12,6 +12,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from gpulens.analysis import accounting as acc
 from gpulens.analysis.filters import Filters
 from gpulens.cliapp import App, json_option, pass_app
 from gpulens.cliapp import emit as _emit
@@ -56,9 +57,12 @@ _TITLES = {
     "mean_util": "mean util %",
     "median_util": "median util %",
     "gpu_hours": "GPU-hours",
-    "lost_gpu_hours": "lost GPU-hours",
-    "saveable_gpu_hours": "saveable GPU-hours",
-    "saved_gpu_hours": "saved GPU-hours",
+    "lost_busy_gpu_hours": "lost busy GPU-hours",
+    "saveable_allocated_gpu_hours": "saveable allocated GPU-hours",
+    "saveable_busy_gpu_hours": "saveable busy GPU-hours",
+    "saved_allocated_gpu_hours": "saved allocated GPU-hours",
+    "saved_busy_gpu_hours": "saved busy GPU-hours",
+    "main_allocated_gpu_hours": "allocated GPU-hours",
 }
 
 
@@ -146,7 +150,7 @@ def jobs(app: App, limit: int, start: datetime | None, end: datetime | None,
 def locality(app: App, n_boot: int, seed: int, limit: int, start: datetime | None,
              end: datetime | None, vcs: tuple[str, ...], users: tuple[str, ...],
              as_json: bool) -> None:
-    """Utilization by GPUs and servers spanned; GPU-hours lost to spreading."""
+    """Utilization by GPUs and servers spanned; busy GPU-hours lost to spreading."""
     from gpulens.analysis.locality import locality as run
     from gpulens.analysis.locality import locality_loss
 
@@ -154,17 +158,19 @@ def locality(app: App, n_boot: int, seed: int, limit: int, start: datetime | Non
     f = _filters(start, end, vcs, users)
     table = run(con, f, n_boot=n_boot, seed=seed)
     loss = locality_loss(con, f)
-    total = float(loss["lost_gpu_hours"].fillna(0).clip(lower=0).sum()) if not loss.empty else 0.0
+    total = (float(loss["lost_busy_gpu_hours"].fillna(0).clip(lower=0).sum())
+             if not loss.empty else 0.0)
 
     def human() -> None:
         c = Console()
         render_table(table, "Mean GPU utilization by job size and servers spanned (95% bootstrap CI)",
                      c)
-        render_table(loss, "Spread jobs by GPU-hours lost to relaxed locality", c, limit=limit)
-        c.print(f"GPU-hours lost to relaxed locality: [bold]{total:,.1f}[/bold] "
-                f"({len(loss):,} spread jobs)")
+        render_table(loss, "Spread jobs by busy GPU-hours lost to relaxed locality", c,
+                     limit=limit)
+        c.print(f"Busy GPU-hours lost to relaxed locality: [bold]{total:,.1f}[/bold] "
+                f"({len(loss):,} spread {'job' if len(loss) == 1 else 'jobs'})")
 
-    emit({"locality": table, "spread_jobs": loss, "lost_gpu_hours": total}, as_json, human)
+    emit({"locality": table, "spread_jobs": loss, "lost_busy_gpu_hours": total}, as_json, human)
 
 
 @analyze.command("early-stop")
@@ -193,7 +199,7 @@ def early_stop_cmd(app: App, tolerance: float, metric: str, limit: int, start: d
             cdf = pd.DataFrame({"epochs used <=": [f"{k}%" for k in summary.cdf],
                                 "jobs converged %": list(summary.cdf.values())})
             render_table(cdf, "Share of jobs converged by fraction of epochs", c)
-        render_table(per_job, "Jobs by saveable GPU-hours", c, limit=limit)
+        render_table(per_job, "Jobs by saveable allocated GPU-hours", c, limit=limit)
 
     emit({"summary": summary, "jobs": per_job}, as_json, human)
 
@@ -221,12 +227,14 @@ def online_stop_cmd(app: App, patience: int, min_delta: float, metric: str, limi
     def human() -> None:
         c = Console()
         stopped = int(df["stop_epoch"].notna().sum()) if not df.empty else 0
-        saved = float(df["saved_gpu_hours"].sum()) if not df.empty else 0.0
+        saved = float(df["saved_allocated_gpu_hours"].sum()) if not df.empty else 0.0
+        saved_busy = float(df["saved_busy_gpu_hours"].sum()) if not df.empty else 0.0
         lost = float(df["accuracy_given_up"].mean()) if not df.empty else 0.0
         c.print(f"A patience-{patience} rule (min delta {min_delta:g}) stops {stopped:,} of "
-                f"{len(df):,} jobs early, saving [bold]{saved:,.1f}[/bold] GPU-hours and giving up "
+                f"{len(df):,} jobs early, saving [bold]{saved:,.1f}[/bold] allocated GPU-hours "
+                f"([bold]{saved_busy:,.1f}[/bold] busy GPU-hours) and giving up "
                 f"{lost:.4f} {metric} per job on average.")
-        render_table(df, "Jobs by GPU-hours saved", c, limit=limit)
+        render_table(df, "Jobs by allocated GPU-hours saved", c, limit=limit)
 
     emit(df, as_json, human)
 
@@ -249,11 +257,11 @@ def goodput(app: App, by: str | None, start: datetime | None, end: datetime | No
             wide = df.pivot(index=by, columns="stage", values="gpu_hours")
             wide = wide[[s for s in ("allocated", "idle", "failed_or_killed", "post_convergence",
                                      "effective") if s in wide.columns]].reset_index()
-            render_table(wide, f"Goodput waterfall by {by} (GPU-hours)", c)
+            render_table(wide, f"Goodput waterfall by {by} (GPU-hours; {_BASIS_NOTE})", c)
             return
         total = float(df.loc[df["stage"] == "allocated", "gpu_hours"].sum()) or 1.0
-        show = df.assign(share_pct=100.0 * df["gpu_hours"] / total)
-        render_table(show, "Goodput waterfall (GPU-hours)", c)
+        show = df.assign(share_pct=100.0 * acc.share(df["gpu_hours"], total))
+        render_table(show, f"Goodput waterfall (GPU-hours; {_BASIS_NOTE})", c)
 
     emit(df, as_json, human)
 
@@ -264,8 +272,19 @@ def goodput(app: App, by: str | None, start: datetime | None, end: datetime | No
 @pass_app
 def failure_cost_cmd(app: App, start: datetime | None, end: datetime | None,
                      vcs: tuple[str, ...], users: tuple[str, ...], as_json: bool) -> None:
-    """GPU-hours and runtime-to-failure by failure category and origin."""
+    """Allocated and busy GPU-hours and runtime-to-failure by failure category and origin."""
     from gpulens.analysis.goodput import failure_cost
 
     df = failure_cost(app.store().connect(), _filters(start, end, vcs, users))
-    emit(df, as_json, lambda: render_table(df, "Cost of failures by category and origin"))
+
+    def human() -> None:
+        c = Console()
+        render_table(df, "Cost of failed or killed runs by category and origin", c)
+        c.print(f"Failed or killed runs held [bold]{df['allocated_gpu_hours'].sum():,.2f}[/bold] "
+                f"allocated GPU-hours, [bold]{df['busy_gpu_hours'].sum():,.2f}[/bold] of them busy.")
+
+    emit(df, as_json, human)
+
+
+#: how the goodput waterfall's stages relate to the bases (docs/accounting.md)
+_BASIS_NOTE = "the stages add up to allocated"

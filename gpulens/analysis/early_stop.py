@@ -10,6 +10,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
+from gpulens.analysis import accounting as acc
 from gpulens.analysis.base import cache_key, set_cache_key
 from gpulens.analysis.filters import Filters
 from gpulens.analysis.utilization import _job_params, ensure_jobs, jobs_sql
@@ -110,17 +111,25 @@ def early_stop(
     metric: str = "accuracy",
 ) -> pd.DataFrame:
     """Per job with a curve of ``metric``: the first epoch within ``tolerance``
-    (relative) of its best value, the fraction of epochs that took, and the
-    GPU-hours after it (assuming epochs take equal time)."""
+    (relative) of its best value, the fraction of epochs that took, the job's
+    allocated and busy GPU-hours and, on both bases, the GPU-hours after the
+    convergence epoch (assuming epochs take equal time).
+
+    Savings count only the job's attempts that are not lost (accounting.lost_sql):
+    a failed or killed attempt's GPU-hours are failure cost, so the saveable
+    busy GPU-hours sum to the goodput waterfall's ``post_convergence`` stage."""
     params = _params(filters, metric, tolerance)
     ensure_jobs(con, filters)
     ensure_convergence(con, metric, tolerance)
     sql = f"""
         SELECT c.job_id, c.epochs, c.best_epoch, c.converged_epoch, c.fraction_epochs,
-               j.allocated_gpu_hours AS gpu_hours,
-               j.allocated_gpu_hours * (1 - c.fraction_epochs) AS saveable_gpu_hours
+               j.allocated_gpu_hours, j.busy_gpu_hours,
+               {acc.hours_sql(acc.saveable_minutes_sql("j.kept_alloc_min", "c.fraction_epochs"))}
+                   AS saveable_allocated_gpu_hours,
+               {acc.hours_sql(acc.saveable_minutes_sql("j.kept_busy_min", "c.fraction_epochs"))}
+                   AS saveable_busy_gpu_hours
         FROM {CV} c JOIN ({jobs_sql()}) j USING (job_id)
-        ORDER BY saveable_gpu_hours DESC, c.job_id
+        ORDER BY saveable_allocated_gpu_hours DESC, c.job_id
     """  # noqa: S608
     for unused in ("metric", "sign", "tol"):
         params.pop(unused)
@@ -135,7 +144,8 @@ class EarlyStopSummary:
     pct_jobs: float
     pct_epochs: float
     sentence: str
-    saveable_gpu_hours: float
+    saveable_allocated_gpu_hours: float
+    saveable_busy_gpu_hours: float
     tolerance: float = 0.001
     metric: str = "accuracy"
     #: share of jobs (percent) converged within at most 10%, 20%, ... 100% of epochs
@@ -158,18 +168,25 @@ def early_stop_summary(
         return EarlyStopSummary(
             0, pct_jobs, float("nan"),
             f"No job has a '{metric}' curve to measure early-stop savings on.",
-            0.0, tolerance, metric,
+            0.0, 0.0, tolerance, metric,
         )
     frac = df["fraction_epochs"].to_numpy(dtype="float64")
     pct_epochs = float(np.quantile(frac, pct_jobs / 100.0, method="inverted_cdf")) * 100.0
-    saveable = float(df["saveable_gpu_hours"].fillna(0).sum())
+    saveable = float(df["saveable_allocated_gpu_hours"].fillna(0).sum())
+    saveable_busy = float(df["saveable_busy_gpu_hours"].fillna(0).sum())
     cdf = {p: float((frac <= p / 100.0 + 1e-12).mean() * 100.0) for p in range(10, 101, 10)}
     sentence = (
         f"{pct_jobs:g}% of jobs reach within {tol_txt} of their best {metric} using "
         f"<= {pct_epochs:.0f}% of their epochs; stopping each job there would have saved "
-        f"{saveable:,.1f} GPU-hours ({n:,} jobs with a '{metric}' curve)."
+        f"{saveable:,.1f} allocated GPU-hours ({saveable_busy:,.1f} busy GPU-hours) in runs "
+        f"that were neither failed nor killed ({n:,} {_plural(n, 'job')} with a '{metric}' curve)."
     )
-    return EarlyStopSummary(n, pct_jobs, pct_epochs, sentence, saveable, tolerance, metric, cdf)
+    return EarlyStopSummary(n, pct_jobs, pct_epochs, sentence, saveable, saveable_busy,
+                            tolerance, metric, cdf)
+
+
+def _plural(n: int, word: str) -> str:
+    return word if n == 1 else word + "s"
 
 
 def online_stop(
@@ -185,7 +202,9 @@ def online_stop(
     An epoch improves when its value beats the best value so far by more than
     ``min_delta`` (relative); the rule stops at the first epoch that is
     ``patience`` epochs after the last improvement. ``stop_epoch`` is NULL when
-    the rule never fires (the job ran to its end). ``accuracy_given_up`` is the
+    the rule never fires (the job ran to its end). ``saved_allocated_gpu_hours``
+    and ``saved_busy_gpu_hours`` are the GPU-hours after the stop of the job's
+    attempts that are not lost (as in :func:`early_stop`). ``accuracy_given_up`` is the
     best value of the whole run minus the best value up to the stop (in the
     metric's units, >= 0, loss-like metrics oriented so that less is better).
     """
@@ -225,10 +244,16 @@ def online_stop(
             FROM s LEFT JOIN w ON w.job_id = s.job_id AND w.rn = s.stop_rn
         )
         SELECT r.job_id, r.stop_epoch, cv.converged_epoch,
-               CASE WHEN r.stop_rn IS NULL THEN 0.0
-                    ELSE j.allocated_gpu_hours * (cv.epochs - r.stop_rn) / cv.epochs END AS saved_gpu_hours,
+               {_saved("j.kept_alloc_min")} AS saved_allocated_gpu_hours,
+               {_saved("j.kept_busy_min")} AS saved_busy_gpu_hours,
                coalesce(r.given_up, 0.0) AS accuracy_given_up
         FROM r JOIN {CV} cv USING (job_id) JOIN ({jobs_sql()}) j USING (job_id)
-        ORDER BY saved_gpu_hours DESC, r.job_id
+        ORDER BY saved_allocated_gpu_hours DESC, r.job_id
     """  # noqa: S608
     return con.execute(sql, params).df()
+
+
+def _saved(minutes: str) -> str:
+    """GPU-hours after the online rule's stop (0 when it never fires)."""
+    after = acc.hours_sql(acc.saveable_minutes_sql(minutes, "r.stop_rn / cv.epochs"))
+    return f"CASE WHEN r.stop_rn IS NULL THEN 0.0 ELSE {after} END"

@@ -7,6 +7,7 @@ from typing import Literal
 import duckdb
 import pandas as pd
 
+from gpulens.analysis import accounting as acc
 from gpulens.analysis.base import attempts_sql, ensure_base
 from gpulens.analysis.early_stop import CV, _params, ensure_convergence
 from gpulens.analysis.filters import Filters, job_filter_sql
@@ -28,10 +29,15 @@ def goodput(
 ) -> pd.DataFrame:
     """Allocated GPU-hours, then what is lost at each stage, then effective GPU-hours.
 
+    One row per stage (and key): ``stage``, ``basis`` (accounting.STAGE_BASIS)
+    and ``gpu_hours``; every stage is a part of the allocated GPU-hours.
+
     - idle: allocated minus busy (1 - utilization; unmeasured minutes count as idle)
-    - failed_or_killed: busy GPU-hours of attempts that failed or were killed
+    - failed_or_killed: busy GPU-hours of lost attempts (failed, killed or
+      diagnosed; accounting.lost_sql) = ``failure_cost``'s busy GPU-hours
     - post_convergence: busy GPU-hours of the other attempts after the job's
       hindsight convergence epoch (``early_stop`` with ``metric``/``tolerance``)
+      = ``early_stop``'s saveable busy GPU-hours
     - effective: what is left. ``allocated = idle + failed_or_killed +
       post_convergence + effective``.
     """
@@ -44,31 +50,24 @@ def goodput(
     key_sel = f"{expr} AS {name}, " if by else ""
     key_grp = "GROUP BY 1" if by else ""
     sql = f"""
-        WITH att AS ({attempts_sql()}),
-        cv AS (SELECT * FROM {CV}),
-        a AS (
-            SELECT att.*, j.vc, j."user",
-                   coalesce(x.status, CASE WHEN att.attempt = (SELECT max(attempt) FROM attempts y
-                                                               WHERE y.job_id = att.job_id)
-                                           THEN j.status ELSE 'failed' END) AS st,
-                   cv.fraction_epochs
-            FROM att JOIN jobs j USING (job_id)
-            LEFT JOIN attempts x ON x.job_id = att.job_id AND x.attempt = att.attempt
-            LEFT JOIN cv ON cv.job_id = att.job_id
+        WITH a AS (
+            SELECT att.*, j.vc, j."user", cv.fraction_epochs
+            FROM ({attempts_sql()}) att JOIN jobs j USING (job_id)
+            LEFT JOIN {CV} cv ON cv.job_id = att.job_id
             WHERE {job_filter_sql("j")}
         ),
         g AS (
             SELECT {key_sel}
-                   coalesce(sum(alloc_min), 0) / 60.0 AS allocated,
-                   coalesce(sum(alloc_min - busy_min), 0) / 60.0 AS idle,
-                   coalesce(sum(busy_min) FILTER (WHERE st IN ('failed', 'killed')), 0) / 60.0
-                       AS failed_or_killed,
-                   coalesce(sum(busy_min * (1 - fraction_epochs))
-                            FILTER (WHERE st NOT IN ('failed', 'killed') AND fraction_epochs IS NOT NULL),
-                            0) / 60.0 AS post_convergence
+                   {acc.sum_hours_sql("alloc_min")} AS allocated,
+                   {acc.sum_hours_sql(acc.idle_minutes_sql("alloc_min", "busy_min"))} AS idle,
+                   {acc.sum_hours_sql("busy_min", "lost")} AS failed_or_killed,
+                   {acc.sum_hours_sql(acc.saveable_minutes_sql("busy_min", "fraction_epochs"),
+                                      "NOT lost AND fraction_epochs IS NOT NULL")}
+                       AS post_convergence
             FROM a j {key_grp}
         )
-        SELECT *, allocated - idle - failed_or_killed - post_convergence AS effective FROM g
+        SELECT *, {acc.effective_hours_sql("allocated", "idle", "failed_or_killed",
+                                           "post_convergence")} AS effective FROM g
     """  # noqa: S608 - fragments are module constants chosen by `by`
     for unused in ("windowed", "lo", "hi", "metric", "sign", "tol"):
         params.pop(unused)
@@ -79,45 +78,49 @@ def goodput(
     long["stage"] = pd.Categorical(long["stage"], categories=list(STAGES), ordered=True)
     long = long.sort_values([*id_vars, "stage"]).reset_index(drop=True)
     long["stage"] = long["stage"].astype(str)
-    return long[[*id_vars, "stage", "gpu_hours"]]
+    long["basis"] = long["stage"].map(acc.STAGE_BASIS)
+    return long[[*id_vars, "stage", "basis", "gpu_hours"]]
 
 
 def failure_cost(con: duckdb.DuckDBPyConnection, filters: Filters | None = None) -> pd.DataFrame:
-    """GPU-hours and runtime-to-failure by failure category and origin.
+    """Allocated and busy GPU-hours and runtime-to-failure by failure category and origin.
 
-    Counts every attempt that failed (its own status, or the job's for the last
-    attempt; earlier attempts of a retried job count as failed) or that has a
-    row in ``failures``. Category/origin come from ``failures`` (written by
-    ``gpulens diagnose``); an undiagnosed failure is 'undiagnosed'/'unknown'.
-    With a time window, failures whose attempt ended inside it are counted.
+    Counts every lost attempt (accounting.lost_sql: failed or killed by its own
+    status, or the job's for the last attempt, earlier attempts of a retried job
+    counting as failed; or with a row in ``failures``), so the busy GPU-hours sum
+    to the goodput waterfall's ``failed_or_killed`` stage. Category/origin come
+    from ``failures`` (written by ``gpulens diagnose``); an undiagnosed one is
+    'undiagnosed'/'unknown', or 'killed'/'unknown' when it was killed. With a time window, an attempt counts when it held
+    GPUs inside the window (its GPU-hours clipped to it) or ended inside it.
     """
     f = filters or Filters()
     ensure_base(con, f)
     lo, hi = f.window()
+    status = acc.attempt_status_sql("x.status", "x.attempt",
+                                    "max(x.attempt) OVER (PARTITION BY x.job_id)", "j.status")
     sql = f"""
-        WITH att AS ({attempts_sql()}),
-        a AS (
-            SELECT x.job_id, x.attempt, x.start_time, x.end_time,
-                   coalesce(x.status, CASE WHEN x.attempt = max(x.attempt) OVER (PARTITION BY x.job_id)
-                                           THEN j.status ELSE 'failed' END) AS st
+        WITH a AS (
+            SELECT x.job_id, x.attempt, x.start_time, x.end_time, {status} AS st
             FROM attempts x JOIN jobs j USING (job_id)
             WHERE {job_filter_sql("j")}
         )
-        SELECT coalesce(fl.category, 'undiagnosed') AS category,
+        SELECT coalesce(fl.category, CASE WHEN a.st = 'killed' THEN 'killed' ELSE 'undiagnosed' END)
+                   AS category,
                coalesce(fl.origin, 'unknown') AS origin,
                count(*) AS failures,
-               coalesce(sum(att.alloc_min), 0) / 60.0 AS gpu_hours,
-               avg(date_diff('second', a.start_time, a.end_time)) / 3600.0
+               {acc.sum_hours_sql("att.alloc_min")} AS allocated_gpu_hours,
+               {acc.sum_hours_sql("att.busy_min")} AS busy_gpu_hours,
+               {acc.runtime_hours_sql("avg(date_diff('second', a.start_time, a.end_time))")}
                    AS mean_runtime_to_failure_hours,
-               median(date_diff('second', a.start_time, a.end_time)) / 3600.0
+               {acc.runtime_hours_sql("median(date_diff('second', a.start_time, a.end_time))")}
                    AS median_runtime_to_failure_hours
         FROM a
         LEFT JOIN failures fl ON fl.job_id = a.job_id AND fl.attempt = a.attempt
-        LEFT JOIN att ON att.job_id = a.job_id AND att.attempt = a.attempt
-        WHERE (a.st = 'failed' OR fl.job_id IS NOT NULL)
-          AND (NOT $windowed OR (a.end_time >= $lo AND a.end_time < $hi))
+        LEFT JOIN ({attempts_sql()}) att ON att.job_id = a.job_id AND att.attempt = a.attempt
+        WHERE {acc.lost_sql("a.st", "fl.job_id")}
+          AND (NOT $windowed OR att.alloc_min > 0 OR (a.end_time >= $lo AND a.end_time < $hi))
         GROUP BY 1, 2
-        ORDER BY gpu_hours DESC, failures DESC, category, origin
+        ORDER BY allocated_gpu_hours DESC, failures DESC, category, origin
     """  # noqa: S608
     params = {
         "vcs": list(f.vcs),

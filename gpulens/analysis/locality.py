@@ -6,6 +6,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
+from gpulens.analysis import accounting as acc
 from gpulens.analysis.filters import Filters
 from gpulens.analysis.utilization import _job_params, ensure_jobs, jobs_sql
 
@@ -13,10 +14,12 @@ __all__ = ["bootstrap_ci", "gpus_per_server", "locality", "locality_loss", "loca
 
 
 def locality_units(con: duckdb.DuckDBPyConnection, filters: Filters | None = None) -> pd.DataFrame:
-    """One row per job with samples: gpus, servers, GPU-hours and utilization of its main attempt."""
+    """One row per job with samples: gpus, servers, allocated GPU-hours and utilization
+    of its main attempt."""
     ensure_jobs(con, filters)
     sql = f"""
-        SELECT job_id, "user", vc, gpus, servers, main_gpu_hours AS gpu_hours, main_util AS util
+        SELECT job_id, "user", vc, gpus, servers, main_allocated_gpu_hours AS allocated_gpu_hours,
+               main_util AS util
         FROM ({jobs_sql()})
         WHERE main_util IS NOT NULL AND gpus >= 1 AND servers >= 1
         ORDER BY job_id
@@ -87,17 +90,18 @@ def gpus_per_server(con: duckdb.DuckDBPyConnection) -> int:
 
 
 def locality_loss(con: duckdb.DuckDBPyConnection, filters: Filters | None = None) -> pd.DataFrame:
-    """GPU-hours lost to relaxed locality, one row per spread job.
+    """Busy GPU-hours lost to relaxed locality, one row per spread job.
 
     A job is spread when it spans more servers than ``ceil(gpus / gpus_per_server)``.
     ``consolidated_util`` is the mean utilization of the jobs of the same GPU count
-    that ran on the minimum number of servers; ``lost_gpu_hours`` is
-    ``(consolidated_util - actual_util) / 100 * gpu_hours`` (negative when the
-    spread job did better). Jobs of a size with no consolidated peer get NULL.
+    that ran on the minimum number of servers; ``lost_busy_gpu_hours`` is
+    ``(consolidated_util - actual_util) / 100 * allocated_gpu_hours`` of the main
+    attempt (accounting.locality_lost_busy_hours; negative when the spread job
+    did better). Jobs of a size with no consolidated peer get NULL.
     """
     units = locality_units(con, filters)
-    cols = ["job_id", "user", "vc", "gpus", "servers", "min_servers", "gpu_hours",
-            "actual_util", "consolidated_util", "lost_gpu_hours"]
+    cols = ["job_id", "user", "vc", "gpus", "servers", "min_servers", "allocated_gpu_hours",
+            "actual_util", "consolidated_util", "lost_busy_gpu_hours"]
     if units.empty:
         return pd.DataFrame({c: pd.Series(dtype="object") for c in cols})
     gps = gpus_per_server(con)
@@ -108,9 +112,8 @@ def locality_loss(con: duckdb.DuckDBPyConnection, filters: Filters | None = None
     )
     spread = units[units["servers"] > units["min_servers"]].join(base, on="gpus")
     spread = spread.rename(columns={"util": "actual_util"})
-    spread["lost_gpu_hours"] = (
-        (spread["consolidated_util"] - spread["actual_util"]) / 100.0 * spread["gpu_hours"]
-    )
-    spread = spread.sort_values(["lost_gpu_hours", "job_id"], ascending=[False, True],
+    spread["lost_busy_gpu_hours"] = acc.locality_lost_busy_hours(
+        spread["allocated_gpu_hours"], spread["consolidated_util"], spread["actual_util"])
+    spread = spread.sort_values(["lost_busy_gpu_hours", "job_id"], ascending=[False, True],
                                 na_position="last")
     return spread[cols].reset_index(drop=True)

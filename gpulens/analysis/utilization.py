@@ -7,6 +7,7 @@ from typing import Literal
 import duckdb
 import pandas as pd
 
+from gpulens.analysis import accounting as acc
 from gpulens.analysis.base import PH, PL, attempts_sql, cache_key, ensure_base, set_cache_key
 from gpulens.analysis.filters import Filters, job_filter_params, job_filter_sql
 
@@ -22,7 +23,9 @@ _JOBS = f"""
         QUALIFY row_number() OVER (PARTITION BY job_id ORDER BY alloc_min DESC, attempt DESC) = 1
     ),
     tot AS (
-        SELECT job_id, sum(alloc_min) AS alloc_min, sum(busy_min) AS busy_min, sum(k) AS k
+        SELECT job_id, sum(alloc_min) AS alloc_min, sum(busy_min) AS busy_min, sum(k) AS k,
+               coalesce(sum(alloc_min) FILTER (WHERE NOT lost), 0) AS kept_alloc_min,
+               coalesce(sum(busy_min) FILTER (WHERE NOT lost), 0) AS kept_busy_min
         FROM att GROUP BY job_id
     ),
     times AS (
@@ -40,13 +43,15 @@ _JOBS = f"""
            main.servers,
            times.start_time, times.end_time,
            coalesce(tot.alloc_min, 0) AS tot_alloc_min,
-           coalesce(tot.alloc_min, 0) / 60.0 AS allocated_gpu_hours,
-           coalesce(tot.busy_min, 0) / 60.0 AS busy_gpu_hours,
-           CASE WHEN tot.k > 0 THEN 100.0 * tot.busy_min / tot.k END AS mean_util,
+           {acc.hours_sql("tot.alloc_min")} AS allocated_gpu_hours,
+           {acc.hours_sql("tot.busy_min")} AS busy_gpu_hours,
+           {acc.util_pct_sql("tot.busy_min", "tot.k")} AS mean_util,
            fail.failure_category,
            main.attempt AS main_attempt,
-           coalesce(main.alloc_min, 0) / 60.0 AS main_gpu_hours,
-           CASE WHEN main.k > 0 THEN 100.0 * main.busy_min / main.k END AS main_util
+           {acc.hours_sql("main.alloc_min")} AS main_allocated_gpu_hours,
+           {acc.util_pct_sql("main.busy_min", "main.k")} AS main_util,
+           coalesce(tot.kept_alloc_min, 0) AS kept_alloc_min,
+           coalesce(tot.kept_busy_min, 0) AS kept_busy_min
     FROM jobs j
     LEFT JOIN tot USING (job_id)
     LEFT JOIN main USING (job_id)
@@ -68,7 +73,9 @@ def jobs_sql() -> str:
     after ``ensure_jobs``).
 
     ``gpus``/``servers``/``main_*`` describe the job's main attempt: the one with
-    the most allocated GPU-minutes (the latest on a tie).
+    the most allocated GPU-minutes (the latest on a tie). ``kept_alloc_min`` and
+    ``kept_busy_min`` are the GPU-minutes of the attempts that are not lost
+    (see :mod:`gpulens.analysis.accounting`).
     """
     return f"""
         SELECT * EXCLUDE (submitted, tot_alloc_min) FROM {JOBS} j
@@ -121,9 +128,9 @@ def utilization(
     group_clause = f"GROUP BY {group} ORDER BY {group}" if group else ""
     sql = f"""
         SELECT {select}
-               coalesce(sum(ph.alloc_min), 0) / 60.0 AS allocated_gpu_hours,
-               coalesce(sum(ph.busy_min), 0) / 60.0 AS busy_gpu_hours,
-               CASE WHEN sum(ph.k) > 0 THEN 100.0 * sum(ph.busy_min) / sum(ph.k) END AS mean_util,
+               {acc.sum_hours_sql("ph.alloc_min")} AS allocated_gpu_hours,
+               {acc.sum_hours_sql("ph.busy_min")} AS busy_gpu_hours,
+               {acc.util_pct_sql("sum(ph.busy_min)", "sum(ph.k)")} AS mean_util,
                count(DISTINCT pl.job_id) AS jobs
         FROM {PH} ph JOIN {PL} pl USING (pid) JOIN jobs j ON j.job_id = pl.job_id
         WHERE {job_filter_sql("j")}
@@ -141,7 +148,6 @@ def utilization_timeseries(
     if freq not in ("hour", "day"):
         raise ValueError(f"freq must be 'hour' or 'day', not {freq!r}")
     ensure_base(con, filters)
-    minutes = 60.0 if freq == "hour" else 1440.0
     total = con.execute("SELECT count(*) FROM gpus").fetchone()
     total_gpus = int(total[0]) if total else 0
     if total_gpus == 0:
@@ -150,8 +156,8 @@ def utilization_timeseries(
     sql = f"""
         SELECT date_trunc('{freq}', ph.h) AS ts,
                CAST($total AS BIGINT) AS total_gpus,
-               sum(ph.alloc_min) / {minutes} AS allocated_gpus,
-               sum(ph.busy_min) / {minutes} AS busy_gpus
+               {acc.mean_gpus_sql("sum(ph.alloc_min)", freq)} AS allocated_gpus,
+               {acc.mean_gpus_sql("sum(ph.busy_min)", freq)} AS busy_gpus
         FROM {PH} ph JOIN {PL} pl USING (pid) JOIN jobs j ON j.job_id = pl.job_id
         WHERE {job_filter_sql("j")}
         GROUP BY 1 ORDER BY 1

@@ -114,9 +114,9 @@ def _simulate(app: App, store: Store, gpus: int, days: float, seed: int) -> None
     with stage_progress(console) as report:
         summary = simulate(store, gpus=gpus, days=days, seed=seed, progress=report)
     console.print(
-        f"    {summary.jobs:,} jobs, {summary.attempts:,} attempts "
-        f"({summary.failed_attempts:,} failed), {summary.gpu_samples:,} GPU samples "
-        f"on {summary.nodes} servers in {summary.elapsed_s:.0f} s"
+        f"    {_n(summary.jobs, 'job')}, {_n(summary.attempts, 'attempt')} "
+        f"({summary.failed_attempts:,} failed), {_n(summary.gpu_samples, 'GPU sample')} "
+        f"on {_n(summary.nodes, 'server')} in {summary.elapsed_s:.0f} s"
     )
 
 
@@ -132,33 +132,44 @@ def _diagnose(app: App, store: Store) -> None:
             bar.update(task, description=step, completed=done, total=total)
 
         n = jobs.diagnose_all(store, progress=report)
-    console.print(f"    diagnosed {n} failed attempts")
+    console.print(f"    diagnosed {_n(n, 'failed attempt')}")
     blacklist.update_from_failures(store, k=app.config.diagnose.blacklist_min_jobs)
     flagged = nodes.flag_nodes(store)
     scored = nodes.score_anomalies(store)
-    console.print(f"    flagged {len(flagged)} nodes; {scored} node-hours scored for anomalies")
+    console.print(f"    flagged {_n(len(flagged), 'node')}; {_n(scored, 'node-hour')} scored for "
+                  "anomalies")
 
 
 def _headlines(app: App, store: Store) -> None:
     from gpulens import analysis
 
     console = app.console
-    console.print("[bold]3/4[/] where the GPU-hours went")
+    console.print("[bold]3/4[/] where the GPU-hours went (docs/accounting.md)")
     con = store.connect()
     try:
         waterfall = analysis.goodput(con)
         for row in waterfall.itertuples():
-            console.print(f"    {row.stage:<18} {row.gpu_hours:>12,.0f} GPU-hours")
+            console.print(f"    {row.stage:<18} {row.gpu_hours:>12,.0f} GPU-hours ({row.basis})")
+        cost = analysis.failure_cost(con)
+        console.print(
+            f"    failed or killed runs held {cost['allocated_gpu_hours'].sum():,.0f} allocated "
+            f"GPU-hours, {cost['busy_gpu_hours'].sum():,.0f} of them busy"
+        )
         console.print(f"    {analysis.early_stop_summary(con).sentence}")
         loc = analysis.locality(con, n_boot=200)
         sixteen = loc[loc["gpus"] == 16]
-        for row in sixteen.itertuples():
+        for rec in sixteen.to_dict("records"):
             console.print(
-                f"    16-GPU jobs on {row.servers} servers: {row.mean_util:.1f}% mean utilization"
-                f" ({row.jobs} jobs)"
+                f"    16-GPU jobs on {rec['servers']} servers: {rec['mean_util']:.1f}% mean "
+                f"utilization ({_n(int(rec['jobs']), 'job')})"
             )
     finally:
         con.close()
+
+
+def _n(n: int, noun: str) -> str:
+    """``1 job``, ``2 jobs``, ``1,234 jobs``."""
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
 
 
 @click.command()

@@ -58,10 +58,18 @@ def _sidebar() -> data.FilterState:
 
 def main() -> None:
     st.set_page_config(page_title="gpulens", page_icon=":material/memory:", layout="wide")
+    overview = st.Page(PAGES_DIR / "overview.py", title="Overview", icon=":material/dashboard:",
+                       url_path="overview")
+
+    def home() -> None:
+        # Streamlit serves the default page at / only (its url_path is ignored), so the
+        # default is this hidden page and /overview is the Overview page's own URL.
+        st.switch_page(overview)
+
     pages = {
         "Cluster": [
-            st.Page(PAGES_DIR / "overview.py", title="Overview", icon=":material/dashboard:",
-                    url_path="overview", default=True),
+            st.Page(home, title="Overview", url_path="home", default=True, visibility="hidden"),
+            overview,
             st.Page(PAGES_DIR / "jobs.py", title="Jobs", icon=":material/list:", url_path="jobs"),
             st.Page(PAGES_DIR / "job.py", title="Job", icon=":material/work:", url_path="job",
                     visibility="hidden"),

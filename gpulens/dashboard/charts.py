@@ -7,6 +7,8 @@ from typing import Any, TypeVar, cast
 import altair as alt
 import pandas as pd
 
+from gpulens.analysis import accounting as acc
+
 __all__ = [
     "ROW_PX",
     "STAGE_LABELS",
@@ -54,10 +56,10 @@ def wrap_label_expr(labels: list[str], width: int = 10) -> str:
 
 STAGE_LABELS = {
     "allocated": "Allocated",
-    "idle": "Idle",
-    "failed_or_killed": "Failed or killed",
-    "post_convergence": "After converging",
-    "effective": "Effective",
+    "idle": "Idle (allocated, not busy)",
+    "failed_or_killed": "Failed or killed (busy)",
+    "post_convergence": "After converging (busy)",
+    "effective": "Effective (busy)",
 }
 
 _SERIES = {"total_gpus": "GPUs in cluster", "allocated_gpus": "Allocated", "busy_gpus": "Busy"}
@@ -106,7 +108,7 @@ def goodput_waterfall(goodput: pd.DataFrame) -> alt.LayerChart | None:
                  "gpu_hours": effective})
     df = pd.DataFrame(rows)
     total = hours["allocated"] or 1.0
-    df["share"] = df["gpu_hours"] / total
+    df["share"] = acc.share(df["gpu_hours"], total)
     df["label"] = df.apply(lambda r: f"{r.gpu_hours:,.0f} h\n{r.share:.0%}", axis=1)
     order = list(df["stage"])
     base = alt.Chart(df).encode(x=alt.X(
@@ -115,7 +117,7 @@ def goodput_waterfall(goodput: pd.DataFrame) -> alt.LayerChart | None:
                       labelExpr=wrap_label_expr(order), labelFontSize=12),
     ))
     bars = base.mark_bar(width={"band": 0.7}).encode(
-        y=alt.Y("lo:Q", title="GPU-hours", axis=alt.Axis(format=",d")),
+        y=alt.Y("lo:Q", title="Allocated GPU-hours, by what they did", axis=alt.Axis(format=",d")),
         y2="hi:Q",
         color=alt.Color(
             "kind:N",

@@ -546,7 +546,8 @@ class Classifier:
         probas: dict[int, dict[str, float]] = {}
         if need and self.model is not None:
             probas = dict(zip(need, self.model.predict_proba([views[i] for i in need]), strict=True))
-        return [self._decide(views[i], matches[i], probas.get(i), names[i]) for i in range(len(views))]
+        return [_blame(self._decide(views[i], matches[i], probas.get(i), names[i]), views[i], matches[i])
+                for i in range(len(views))]
 
     def _decide(self, view: logs.LogView, matches: list[RuleMatch], proba: dict[str, float] | None,
                 file: str | None) -> Diagnosis:
@@ -620,6 +621,17 @@ class Classifier:
         if isinstance(got, Diagnosis):
             return got
         return self.classify_text(got, file=str(path))
+
+
+def _blame(d: Diagnosis, view: logs.LogView, matches: list[RuleMatch]) -> Diagnosis:
+    """Keep inputs only for data failures, taken from the failing lines (and the matched rule line)."""
+    if d.category != "incorrect_input":
+        d.inputs, d.input_records = [], []
+        return d
+    context = ([_best(matches).line] if matches else []) + view.failing_lines
+    d.inputs = logs.extract_inputs(context)
+    d.input_records = logs.blamed_records(context)
+    return d
 
 
 def _best(matches: list[RuleMatch]) -> RuleMatch:

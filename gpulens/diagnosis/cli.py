@@ -27,6 +27,7 @@ def _record(d: Any) -> dict[str, Any]:
         "method": d.method,
         "rule_id": d.rule_id,
         "inputs": list(d.inputs),
+        "input_records": list(getattr(d, "input_records", []) or []),
         "reason": d.reason,
     }
 

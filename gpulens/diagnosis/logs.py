@@ -27,7 +27,9 @@ __all__ = [
     "LogText",
     "LogView",
     "analyze",
+    "blamed_records",
     "extract_inputs",
+    "failing_context",
     "fatal_region",
     "last_frames",
     "normalize_line",
@@ -160,10 +162,12 @@ class LogView:
     infra_lines: list[str]  # scheduler / kubelet / kernel lines (original text)
     exception_lines: list[str]  # the final "Type: message" lines of each traceback in the region
     focus: str  # normalized text the rules and the SVM look at
-    inputs: list[str]
+    inputs: list[str]  # paths in the failing lines (exception lines, the last traceback's code)
     has_traceback: bool
     #: (file, function, code line) of the frames of the last traceback in the region, outermost first
     frames: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)
+    #: the exception lines and the traceback's code lines, innermost first (failing_context)
+    failing_lines: list[str] = dataclasses.field(default_factory=list)
 
 
 def normalize_line(line: str) -> str:
@@ -450,18 +454,57 @@ def fatal_region(text: str) -> FatalRegion:
 # --------------------------------------------------------------------------- inputs
 
 
+#: path-like tokens that are never a job's input: progress-bar fractions (``2.20kit/30.0kit``,
+#: ``12/64``), experiment-tracker run directories, launcher/framework config files
+_NOT_INPUT = re.compile(
+    r"^[\d.,]+\s*[kMGTP]?(?:it|B|s)?/[\d.,]+|"
+    r"(?:^|/)(?:wandb|mlruns|lightning_logs|tensorboard|tb_logs)(?:/|$)|"
+    r"(?:^|/)(?:[^/]*(?:config|cfg)[^/]*|ds_[^/]*|deepspeed[^/]*|zero[^/]*|(?:configs?|conf)/[^/]*)"
+    r"\.(?:json|ya?ml|toml|ini|cfg)$"
+)
+#: a record position named by the failing line: "line 52", "record 7", "offset 1844", "index 3"
+_RECORD = re.compile(
+    r"\b(record|line|row|index|sample|example|item|offset|byte)\s*(?:#|no\.?|number)?\s*[:=]?\s*(\d+)",
+    re.IGNORECASE,
+)
+
+
 def extract_inputs(lines: list[str]) -> list[str]:
-    """Data/checkpoint paths mentioned in the lines (not source files or library paths)."""
+    """Data/checkpoint paths mentioned in the lines (not source files, library paths,
+    progress bars, tracker run directories or config files)."""
     seen: dict[str, None] = {}
     for ln in lines:
         if ln.lstrip().startswith('File "'):
             continue
         for m in _PATH_RE.finditer(ln):
             path = m.group(1).rstrip(".")
-            if len(path) < 3 or _CODE_PATH.search(path) or "/" not in path:
+            if len(path) < 3 or _CODE_PATH.search(path) or "/" not in path or _NOT_INPUT.search(path):
                 continue
             seen.setdefault(path, None)
     return list(seen)[:20]
+
+
+def failing_context(region: Sequence[str], exception_lines: Sequence[str]) -> list[str]:
+    """The lines that say what failed: the last exception lines, then the code line under
+    each traceback frame of the region, innermost first (indentation may be stripped)."""
+    code: list[str] = []
+    for i in range(len(region) - 1):
+        if _FRAME_RE.match(region[i]):
+            nxt = region[i + 1].strip()
+            if nxt and not _FRAME_RE.match(region[i + 1]) and not nxt.startswith(("^", "~")):
+                code.append(nxt)
+    return [*exception_lines[-3:], *reversed(code)]
+
+
+def blamed_records(context: Sequence[str]) -> list[str]:
+    """Record positions the failing lines name ("line 52", "offset 18446744")."""
+    seen: dict[str, None] = {}
+    for ln in context:
+        if ln.lstrip().startswith('File "'):
+            continue
+        for m in _RECORD.finditer(ln):
+            seen.setdefault(f"{m.group(1).lower()} {m.group(2)}", None)
+    return list(seen)[:5]
 
 
 # --------------------------------------------------------------------------- analysis
@@ -494,10 +537,11 @@ def analyze(text: str) -> LogView:
     exc_lines = _exception_lines(region_norm)
     tail_norm = norm[max(end, n - 5):n] if end < n else []
     focus = "\n".join(region_norm + infra_norm + tail_norm)
-    inputs = extract_inputs(region_norm)
+    failing = failing_context(region_norm, exc_lines)
     return LogView(lines=lines, fatal=FatalRegion(start, end, lines[start:end]),
                    infra_lines=infra[-12:], exception_lines=exc_lines, focus=focus,
-                   inputs=inputs, has_traceback=has_tb, frames=last_frames(region_norm))
+                   inputs=extract_inputs(failing), has_traceback=has_tb,
+                   frames=last_frames(region_norm), failing_lines=failing)
 
 
 _FRAME_RE = re.compile(r'^\s*File "([^"]+)", line \d+, in (\S+)')

@@ -19,9 +19,12 @@ class Diagnosis:
     evidence: list[str] = dataclasses.field(default_factory=list)
     method: str = "rule"  # rule | svm | bn | none
     rule_id: str | None = None
-    inputs: list[str] = dataclasses.field(default_factory=list)  # input paths seen in the log
+    #: input paths the failure blames (incorrect_input only: named by the failing lines)
+    inputs: list[str] = dataclasses.field(default_factory=list)
     reason: str | None = None  # why the answer is 'unknown', when it is
     file: str | None = None
+    #: record positions the failing lines name ("line 52"), with ``inputs``
+    input_records: list[str] = dataclasses.field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.category not in CATEGORIES:

@@ -93,7 +93,8 @@ METRIC_NAMES = (
     "gpulens_cluster_window_seconds",
     "gpulens_cluster_failures_total",
     "gpulens_cluster_recent_failures",
-    "gpulens_cluster_failure_gpu_hours",
+    "gpulens_cluster_failure_allocated_gpu_hours",
+    "gpulens_cluster_failure_busy_gpu_hours",
     "gpulens_cluster_blacklist_entries",
     "gpulens_cluster_jobs_with_flagged_inputs",
     "gpulens_cluster_job_flagged_inputs",
@@ -344,8 +345,9 @@ class ClusterCollector(Collector):
         return ref - timedelta(days=self.config.window_days), ref
 
     def _section_goodput(self, con: duckdb.DuckDBPyConnection) -> list[Metric]:
+        from gpulens.analysis import accounting as acc
         from gpulens.analysis.filters import Filters
-        from gpulens.analysis.goodput import STAGES, failure_cost, goodput
+        from gpulens.analysis.goodput import STAGES, goodput
 
         start, ref = self._window(con)
         filters = Filters(start=start, now=self._now())
@@ -374,10 +376,12 @@ class ClusterCollector(Collector):
             "gpulens_cluster_goodput_gpu_hours",
             self._help(
                 "Goodput waterfall in GPU-hours "
-                f"{window_note}: allocated = idle + failed_or_killed + post_convergence + effective.",
+                f"{window_note}: allocated = idle + failed_or_killed + post_convergence + effective; "
+                "idle is allocated minus busy, the last three are busy GPU-hours (label basis; "
+                "docs/accounting.md).",
                 slow=True,
             ),
-            labels=["stage"],
+            labels=["stage", "basis"],
         )
         per_vc = GaugeMetricFamily(
             "gpulens_cluster_vc_gpu_hours",
@@ -386,7 +390,7 @@ class ClusterCollector(Collector):
                 f"(top {self.config.top_n} vcs by allocated GPU-hours, the rest as vc=other).",
                 slow=True,
             ),
-            labels=["vc", "stage"],
+            labels=["vc", "stage", "basis"],
         )
         ratio = GaugeMetricFamily(
             "gpulens_cluster_vc_effective_utilization_ratio",
@@ -397,13 +401,13 @@ class ClusterCollector(Collector):
         for vc in keep:
             for stage in STAGES:
                 value = hours[vc].get(stage, 0.0)
-                per_vc.add_metric([vc, stage], value)
+                per_vc.add_metric([vc, stage, acc.STAGE_BASIS[stage]], value)
                 totals[stage] += value
             alloc = hours[vc].get("allocated", 0.0)
             if alloc > 0:
-                ratio.add_metric([vc], hours[vc].get("effective", 0.0) / alloc)
+                ratio.add_metric([vc], acc.share(hours[vc].get("effective", 0.0), alloc))
         for stage in STAGES:
-            cluster.add_metric([stage], totals[stage])
+            cluster.add_metric([stage, acc.STAGE_BASIS[stage]], totals[stage])
         fams: list[Metric] = [cluster, per_vc, ratio]
         if totals["allocated"] > 0:
             fams.append(
@@ -411,24 +415,10 @@ class ClusterCollector(Collector):
                     "gpulens_cluster_effective_utilization_ratio",
                     self._help(f"Effective / allocated GPU-hours of the whole cluster {window_note}.",
                                slow=True),
-                    value=totals["effective"] / totals["allocated"],
+                    value=acc.share(totals["effective"], totals["allocated"]),
                 )
             )
-        cost = failure_cost(con, filters)
-        lost = GaugeMetricFamily(
-            "gpulens_cluster_failure_gpu_hours",
-            self._help(f"GPU-hours of failed attempts by category and origin {window_note}.", slow=True),
-            labels=["category", "origin"],
-        )
-        cost_records: list[dict[Any, Any]] = cost.to_dict("records")
-        cost_rows = [
-            (str(r["category"]), str(r["origin"]), float(r["gpu_hours"] or 0.0))
-            for r in cost_records
-        ]
-        cost_rows.sort(key=lambda r: -r[2])
-        for category, origin, value in self._cap(cost_rows, 2):
-            lost.add_metric([category, origin], value)
-        fams.append(lost)
+        fams += self._failure_hours(con, filters, window_note)
         if start is not None and ref is not None:
             fams.append(
                 GaugeMetricFamily(
@@ -437,6 +427,30 @@ class ClusterCollector(Collector):
                     value=(ref - start).total_seconds(),
                 )
             )
+        return fams
+
+    def _failure_hours(self, con: duckdb.DuckDBPyConnection, filters: Any,
+                       window_note: str) -> list[Metric]:
+        """Allocated and busy GPU-hours of failed or killed attempts by category and origin."""
+        from gpulens.analysis.goodput import failure_cost
+
+        cost: list[dict[Any, Any]] = failure_cost(con, filters).to_dict("records")
+        fams: list[Metric] = []
+        for basis in ("allocated", "busy"):
+            fam = GaugeMetricFamily(
+                f"gpulens_cluster_failure_{basis}_gpu_hours",
+                self._help(f"{basis.capitalize()} GPU-hours of failed or killed attempts by "
+                           f"category and origin {window_note}"
+                           + (" (their sum is the failed_or_killed goodput stage)."
+                              if basis == "busy" else "."), slow=True),
+                labels=["category", "origin"],
+            )
+            rows = [(str(r["category"]), str(r["origin"]), float(r[f"{basis}_gpu_hours"] or 0.0))
+                    for r in cost]
+            rows.sort(key=lambda r: -r[2])
+            for category, origin, value in self._cap(rows, 2):
+                fam.add_metric([category, origin], value)
+            fams.append(fam)
         return fams
 
     def _section_failures(self, con: duckdb.DuckDBPyConnection) -> list[Metric]:

@@ -67,21 +67,23 @@ def validation_summary(
     *,
     default_hours: float = DEFAULT_FAILURE_HOURS,
 ) -> pd.DataFrame:
-    """verdict, category, count, gpu_hours_saved over the recorded validations.
+    """verdict, category, count, allocated_gpu_hours_saved over the recorded validations.
 
-    ``gpu_hours_saved`` (failed validations only): for each prevented failure,
+    ``allocated_gpu_hours_saved`` (failed validations only): for each prevented failure,
     the requested GPUs times the median hours a failed attempt of the same
     category ran on the cluster (failures joined with attempts), or
     ``default_hours`` when the store has no such history. ``filters`` is an
     ``analysis.Filters``-like object (``start``, ``end``, ``users`` are used).
     """
+    from gpulens.analysis import accounting as acc
+
     start = getattr(filters, "start", None)
     end = getattr(filters, "end", None)
     users = list(getattr(filters, "users", ()) or ())
-    sql = """
+    sql = f"""
         WITH hist AS (
             SELECT f.category,
-                   median(epoch(a.end_time - a.start_time) / 3600.0) AS hours
+                   median({acc.runtime_hours_sql("epoch(a.end_time - a.start_time)")}) AS hours
             FROM failures f JOIN attempts a USING (job_id, attempt)
             WHERE a.end_time IS NOT NULL AND a.start_time IS NOT NULL
               AND a.end_time >= a.start_time
@@ -89,8 +91,8 @@ def validation_summary(
         )
         SELECT v.verdict, v.category, count(*) AS count,
                coalesce(sum(CASE WHEN v.verdict = 'fail'
-                        THEN coalesce(v.requested_gpus, 1) * coalesce(h.hours, ?)
-                        ELSE 0 END), 0) AS gpu_hours_saved
+                        THEN {acc.gpu_hours_sql("coalesce(v.requested_gpus, 1)", "coalesce(h.hours, ?)")}
+                        ELSE 0 END), 0) AS allocated_gpu_hours_saved
         FROM validations v LEFT JOIN hist h ON h.category = v.category
         WHERE (CAST(? AS TIMESTAMP) IS NULL OR v.ts >= CAST(? AS TIMESTAMP))
           AND (CAST(? AS TIMESTAMP) IS NULL OR v.ts < CAST(? AS TIMESTAMP))
@@ -98,8 +100,8 @@ def validation_summary(
         GROUP BY v.verdict, v.category
         ORDER BY CASE v.verdict WHEN 'fail' THEN 0 WHEN 'inconclusive' THEN 1 ELSE 2 END,
                  count DESC, v.category
-    """
+    """  # noqa: S608 - the fragments are gpulens.analysis.accounting's; values are bound
     df = con.execute(sql, [default_hours, start, start, end, end, users, users]).fetchdf()
     df["count"] = df["count"].astype("int64")
-    df["gpu_hours_saved"] = df["gpu_hours_saved"].astype("float64")
+    df["allocated_gpu_hours_saved"] = df["allocated_gpu_hours_saved"].astype("float64")
     return df

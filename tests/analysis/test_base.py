@@ -150,8 +150,8 @@ def test_online_stop_matches_reference(store: Store) -> None:
         for job, vals in curves.items():
             ref = _online_stop_reference(vals, patience, min_delta)
             if ref is None:
-                assert not fired[job] and got.loc[job, "saved_gpu_hours"] == 0, (job, patience)
+                assert not fired[job] and got.loc[job, "saved_allocated_gpu_hours"] == 0, (job, patience)
                 continue
             assert fired[job] and got.loc[job, "stop_epoch"] == ref, (job, patience, min_delta)
-            assert got.loc[job, "saved_gpu_hours"] == approx((len(vals) - ref) / len(vals))
+            assert got.loc[job, "saved_allocated_gpu_hours"] == approx((len(vals) - ref) / len(vals))
             assert got.loc[job, "accuracy_given_up"] == approx(max(vals) - max(vals[:ref]))

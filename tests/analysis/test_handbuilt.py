@@ -150,7 +150,7 @@ def test_locality(hand: Store) -> None:
     loss = analysis.locality_loss(con)
     assert list(loss["job_id"]) == ["B"]
     assert loss.iloc[0]["min_servers"] == 1
-    assert loss.iloc[0]["lost_gpu_hours"] == approx((34.0 - 100 * 1.6 / 3) / 100 * 4 / 60)
+    assert loss.iloc[0]["lost_busy_gpu_hours"] == approx((34.0 - 100 * 1.6 / 3) / 100 * 4 / 60)
 
 
 def test_early_stop(hand: Store) -> None:
@@ -161,7 +161,8 @@ def test_early_stop(hand: Store) -> None:
     assert es.loc["A", "best_epoch"] == 3
     assert es.loc["A", "converged_epoch"] == 3
     assert es.loc["A", "fraction_epochs"] == approx(0.6)
-    assert es.loc["A", "saveable_gpu_hours"] == approx(0.4 * 6 / 60)
+    assert es.loc["A", "saveable_allocated_gpu_hours"] == approx(0.4 * 6 / 60)
+    assert es.loc["A", "saveable_busy_gpu_hours"] == approx(0.4 * 1.7 / 60)
     loss = analysis.early_stop(con, metric="loss").set_index("job_id")
     # best loss 0.5 at epoch 4; 0.5004 is within 0.1% -> epoch 3
     assert loss.loc["B", "best_epoch"] == 4 and loss.loc["B", "converged_epoch"] == 3
@@ -178,10 +179,11 @@ def test_online_stop(hand: Store) -> None:
     o = analysis.online_stop(con, patience=1).set_index("job_id")
     assert o.loc["A", "stop_epoch"] == 4
     assert o.loc["A", "converged_epoch"] == 3
-    assert o.loc["A", "saved_gpu_hours"] == approx(6 / 60 / 5)
+    assert o.loc["A", "saved_allocated_gpu_hours"] == approx(6 / 60 / 5)
+    assert o.loc["A", "saved_busy_gpu_hours"] == approx(1.7 / 60 / 5)
     assert o.loc["A", "accuracy_given_up"] == approx(0.0)
     never = analysis.online_stop(con, patience=5).set_index("job_id")
-    assert pd.isna(never.loc["A", "stop_epoch"]) and never.loc["A", "saved_gpu_hours"] == 0
+    assert pd.isna(never.loc["A", "stop_epoch"]) and never.loc["A", "saved_allocated_gpu_hours"] == 0
     # loss of B: 2.0, 1.0, 0.5004, 0.5 (not a 0.1% improvement), 0.6 -> stops at epoch 4
     lo = analysis.online_stop(con, patience=1, metric="loss").set_index("job_id")
     assert lo.loc["B", "stop_epoch"] == 4
@@ -205,11 +207,20 @@ def test_goodput(hand: Store) -> None:
 def test_failure_cost(hand: Store) -> None:
     fc = analysis.failure_cost(hand.connect()).set_index(["category", "origin"])
     assert fc.loc[("cuda_oom", "user"), "failures"] == 1
-    assert fc.loc[("cuda_oom", "user"), "gpu_hours"] == approx(2 / 60)
+    assert fc.loc[("cuda_oom", "user"), "allocated_gpu_hours"] == approx(2 / 60)
+    assert fc.loc[("cuda_oom", "user"), "busy_gpu_hours"] == approx(2.0 / 60)
     assert fc.loc[("cuda_oom", "user"), "mean_runtime_to_failure_hours"] == approx(90 / 3600)
-    assert fc.loc[("undiagnosed", "unknown"), "gpu_hours"] == approx(1 / 60)
+    assert fc.loc[("undiagnosed", "unknown"), "failures"] == 1
+    assert fc.loc[("undiagnosed", "unknown"), "allocated_gpu_hours"] == approx(1 / 60)
     assert fc.loc[("undiagnosed", "unknown"), "median_runtime_to_failure_hours"] == approx(45 / 3600)
-    assert len(fc) == 2
+    # the killed job C counts too (2 GPU-min, no samples), under its own heading
+    assert fc.loc[("killed", "unknown"), "failures"] == 1
+    assert fc.loc[("killed", "unknown"), "allocated_gpu_hours"] == approx(2 / 60)
+    assert fc.loc[("killed", "unknown"), "busy_gpu_hours"] == 0
+    assert len(fc) == 3
+    # the busy basis is the waterfall's failed_or_killed stage
+    g = analysis.goodput(hand.connect()).set_index("stage")["gpu_hours"]
+    assert fc["busy_gpu_hours"].sum() == approx(g["failed_or_killed"])
 
 
 def test_job_detail_and_node_timeline(hand: Store) -> None:

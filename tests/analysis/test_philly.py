@@ -64,11 +64,11 @@ def test_import_and_analyze(store: Store) -> None:
     assert cl["mean_util"] == approx(100 * 6.1 / 12)
     fc = analysis.failure_cost(con)
     assert len(fc) == 1 and fc.iloc[0]["failures"] == 2
-    assert fc.iloc[0]["gpu_hours"] == approx(6 / 60)
+    assert fc.iloc[0]["allocated_gpu_hours"] == approx(6 / 60)
     assert fc.iloc[0]["mean_runtime_to_failure_hours"] == approx(100 / 3600)
     loss = analysis.locality_loss(con)
     assert list(loss["job_id"]) == [J2]
-    assert loss.iloc[0]["lost_gpu_hours"] == approx((34 - 160 / 3) / 100 * 4 / 60)
+    assert loss.iloc[0]["lost_busy_gpu_hours"] == approx((34 - 160 / 3) / 100 * 4 / 60)
 
 
 def test_reimport_is_idempotent_for_state(store: Store) -> None:

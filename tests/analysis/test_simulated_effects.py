@@ -54,7 +54,7 @@ def test_locality_recovered(sim: Store) -> None:
     assert two - eight >= 8.0
     loss = analysis.locality_loss(con)
     assert (loss["servers"] > loss["min_servers"]).all()
-    assert loss["lost_gpu_hours"].fillna(0).sum() > 0
+    assert loss["lost_busy_gpu_hours"].fillna(0).sum() > 0
 
 
 def test_early_stop_recovered(sim: Store) -> None:
@@ -65,7 +65,7 @@ def test_early_stop_recovered(sim: Store) -> None:
     assert s.sentence.startswith("75% of jobs reach within 0.1% of their best accuracy")
     online = analysis.online_stop(sim.connect(), patience=5)
     assert (online["accuracy_given_up"] >= -1e-12).all()
-    assert online["saved_gpu_hours"].sum() > 0
+    assert online["saved_allocated_gpu_hours"].sum() > 0
 
 
 def test_goodput_and_groupings_consistent(sim: Store) -> None:

@@ -78,3 +78,18 @@ def test_demo_serves_everything_and_stops_cleanly(tmp_path: Path) -> None:
                            timeout=300)
     assert again.returncode == 0, again.stderr
     assert "reusing the cluster" in again.stderr and "reusing earlier diagnoses" in again.stderr
+    # savings and losses on both bases (issue 19), every GPU-hour line naming its basis
+    out = " ".join(again.stderr.split())
+    assert re.search(r"failed or killed runs held [\d,]+ allocated GPU-hours, [\d,]+ of them busy",
+                     out), out
+    assert re.search(r"saved [\d,.]+ allocated GPU-hours \([\d,.]+ busy GPU-hours\)", out), out
+    for stage in ("allocated", "idle", "failed_or_killed", "post_convergence", "effective"):
+        assert re.search(rf"{stage} +[\d,]+ GPU-hours \((allocated|idle|busy)\)", out), stage
+    assert not re.search(r"\b1 jobs\b", out), out
+
+
+def test_demo_counts_read_as_english() -> None:
+    from gpulens.cli.demo import _n
+
+    assert (_n(1, "job"), _n(2, "job"), _n(1234, "job")) == ("1 job", "2 jobs", "1,234 jobs")
+    assert _n(1, "failed attempt") == "1 failed attempt"

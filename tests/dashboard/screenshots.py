@@ -29,7 +29,7 @@ JOBS = ROOT / "tests" / "validator" / "jobs"
 
 #: url path -> screenshot file name in docs/screenshots/
 SHOTS = {
-    "": "dashboard-overview.png",
+    "overview": "dashboard-overview.png",
     "jobs": "dashboard-jobs.png",
     "job": "dashboard-job.png",
     "locality": "dashboard-locality.png",

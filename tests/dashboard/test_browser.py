@@ -1,7 +1,9 @@
 """Browser test: the real `streamlit run` server, every page loaded by headless Chromium.
 
-Finds no error box or traceback on any page and saves a screenshot of each
-(into $GPULENS_SCREENSHOT_DIR when set, e.g. to refresh docs/screenshots/).
+Every page opens from its own URL (no "Page not found" modal), shows no error box
+or traceback, and no KPI tile truncates its label, value or delta at 1,400 px; a
+screenshot of each is saved (into $GPULENS_SCREENSHOT_DIR when set, e.g. to
+refresh docs/screenshots/).
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ CHROMIUM_ARGS = [
 
 #: url path -> (title of the page, screenshot name)
 PAGES = {
-    "": ("Overview", "overview"),  # the default page lives at /
+    "": ("Overview", "overview-root"),  # / opens the Overview page at /overview
+    "overview": ("Overview", "overview"),
     "jobs": ("Jobs", "jobs"),
     "job": ("Job", "job"),
     "locality": ("Locality", "locality"),
@@ -114,6 +117,21 @@ def _settle(page: object, timeout: float = 90.0) -> None:
     raise AssertionError("the page did not finish rendering")
 
 
+#: KPI tiles (st.metric) whose label, value or delta text does not fit its box
+_TRUNCATED_TILES = r"""() => [...document.querySelectorAll('[data-testid="stMetric"]')].flatMap(tile => {
+    const parts = [...tile.querySelectorAll(
+        '[data-testid="stMetricLabel"], [data-testid="stMetricValue"], [data-testid="stMetricDelta"]')];
+    return parts.flatMap(part => [part, ...part.querySelectorAll('*')])
+        .filter(el => el.scrollWidth > el.clientWidth + 1 || el.scrollHeight > el.clientHeight + 2
+                      && getComputedStyle(el).overflowY === 'hidden')
+        .filter(el => el.clientWidth > 0)
+        .map(el => tile.innerText.replace(/\s+/g, ' ') + ' [' + el.innerText + ']');
+})"""
+
+#: the width the KPI tiles must fit at (issue 19)
+WIDTH = 1400
+
+
 def test_every_page_in_chromium(server: str, dash_store: Store, tmp_path: Path) -> None:
     chromium = require_tool("chromium")
     require_module("playwright")
@@ -125,7 +143,7 @@ def test_every_page_in_chromium(server: str, dash_store: Store, tmp_path: Path) 
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_ARGS)
         try:
-            page = browser.new_page(viewport={"width": 1440, "height": 1500})
+            page = browser.new_page(viewport={"width": WIDTH, "height": 1500})
             for path, (title, shot) in PAGES.items():
                 url = f"{server}/{path}" + (f"?job={job_id}" if path == "job" else "")
                 page.goto(url, wait_until="domcontentloaded")
@@ -148,6 +166,10 @@ def test_every_page_in_chromium(server: str, dash_store: Store, tmp_path: Path) 
                 assert "Time range" in page.locator('[data-testid="stSidebar"]').inner_text()
                 assert "No data yet" not in text, path
                 assert "Page not found" not in text, path
+                opened = page.url.split("?")[0].rstrip("/")
+                assert opened.endswith(f"/{path or 'overview'}"), (path, page.url)
+                truncated = page.evaluate(_TRUNCATED_TILES)
+                assert not truncated, (path, truncated)
                 page.screenshot(path=str(out / f"{shot}.png"))
                 assert (out / f"{shot}.png").stat().st_size > 10_000
         finally:

@@ -95,7 +95,7 @@ def test_waterfall_labels_every_stage() -> None:
     axis = x["axis"]
     assert axis["labelOverlap"] is False and axis["labelAngle"] == 0
     # the long labels break into two lines instead of being dropped
-    for label in ("Failed or killed", "After converging"):
+    for label in ("Failed or killed (busy)", "After converging (busy)"):
         assert repr(label) in axis["labelExpr"]
     text = spec["layer"][1]
     assert text["mark"]["lineBreak"] == "\n"

@@ -346,7 +346,7 @@ def test_locality(dash_store: Store, use_store: UseStore) -> None:
     assert charts(at) >= 1
     assert "Download locality (CSV)" in downloads(at)
     m = metrics(at)
-    assert "GPU-hours lost to spreading" in m
+    assert "Busy GPU-hours lost to spreading" in m
     before = m["Spread jobs"]
     pick_vc(at, dash_store)
     after = metrics(at).get("Spread jobs")
@@ -358,8 +358,9 @@ def test_early_stop(dash_store: Store, use_store: UseStore) -> None:
     use_store(dash_store)
     at = run_page("early_stop")
     m = metrics(at)
-    for label in ("Jobs with a curve", "Epochs after convergence", "GPU-hours saveable (hindsight)",
-                  "Online rule saves"):
+    for label in ("Jobs with a curve", "Epochs after convergence",
+                  "Saveable in hindsight, allocated GPU-h", "Saveable in hindsight, busy GPU-h",
+                  "Online rule saves, allocated GPU-h", "Online rule saves, busy GPU-h"):
         assert label in m, m
     assert charts(at) >= 2  # histogram + online vs hindsight
     assert "Download early stop per job (CSV)" in downloads(at)
@@ -373,7 +374,7 @@ def test_failures_page_and_log_drilldown(hand_store: Store, use_store: UseStore)
     use_store(hand_store)
     at = run_page("failures")
     m = metrics(at)
-    assert m["Failed attempts"] == "4"
+    assert m["Failed or killed attempts"] == "5"  # 4 failed attempts and the killed job-005
     assert charts(at) >= 3
     assert "Download failure cost (CSV)" in downloads(at)
     # the costliest failed job is shown by default, its fatal region highlighted
@@ -385,24 +386,25 @@ def test_failures_page_and_log_drilldown(hand_store: Store, use_store: UseStore)
     assert not any("progress line" in seg for seg in highlighted)
     # filters change the numbers
     set_filter(at, "gl_users", ["alice"])
-    assert metrics(at)["Failed attempts"] == "1"
+    assert metrics(at)["Failed or killed attempts"] == "1"
 
 
 def test_failures_on_simulated_store(dash_store: Store, use_store: UseStore) -> None:
     use_store(dash_store)
     at = run_page("failures")
-    assert "Failed attempts" in metrics(at)
+    assert "Failed or killed attempts" in metrics(at)
 
     # GPU-hours lost: one 28-px row per category, every label, largest first
     cost = table_by_column(at, "origin").value
-    order = assert_sized_per_category(find_chart(at, "category", "gpu_hours"))
-    totals = cost.groupby("category")["gpu_hours"].sum().reset_index().sort_values(
-        ["gpu_hours", "category"], ascending=[False, True])
+    order = assert_sized_per_category(find_chart(at, "category", "allocated_gpu_hours"))
+    totals = cost.groupby("category")["allocated_gpu_hours"].sum().reset_index().sort_values(
+        ["allocated_gpu_hours", "category"], ascending=[False, True])
     assert order == list(totals["category"])
     assert len(order) >= 4  # enough categories for the sizing to matter
     cfg = column_configs(table_by_column(at, "origin"))
-    assert cfg["gpu_hours"]["label"] == "GPU-hours"
-    assert cfg["failures"]["label"] == "Failed attempts"
+    assert cfg["allocated_gpu_hours"]["label"] == "Allocated GPU-hours"
+    assert cfg["busy_gpu_hours"]["label"] == "Busy GPU-hours"
+    assert cfg["failures"]["label"] == "Failed or killed attempts"
 
     # runtime to failure: same sizing, categories by median runtime, job counts that add up
     runtime = find_chart(at, "label", "hours")
@@ -418,7 +420,7 @@ def test_failure_charts_grow_with_their_categories(hand_store: Store, dash_store
     for name, store in (("hand", hand_store), ("sim", dash_store)):
         use_store(store)
         at = run_page("failures")
-        spec = find_chart(at, "category", "gpu_hours")
+        spec = find_chart(at, "category", "allocated_gpu_hours")
         heights[name] = (len(assert_sized_per_category(spec)), spec["height"])
     (n_hand, h_hand), (n_sim, h_sim) = heights["hand"], heights["sim"]
     assert n_hand != n_sim

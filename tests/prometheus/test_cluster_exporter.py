@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import Metric
 
+from gpulens.analysis.accounting import STAGE_BASIS
 from gpulens.cli.main import cli
 from gpulens.config import ExporterConfig
 from gpulens.errors import StoreError
@@ -127,7 +128,12 @@ def test_values_from_the_store(store: Store) -> None:
     # failures
     assert v("gpulens_cluster_failures_total", {"category": "gpu_oom", "origin": "user"}) == 2
     # the GPU-hours of failed attempts are exported per category and origin
-    assert v("gpulens_cluster_failure_gpu_hours", {"category": "gpu_oom", "origin": "user"}) is not None
+    # on both bases; the busy sum is the waterfall's failed_or_killed stage
+    labels = {"category": "gpu_oom", "origin": "user"}
+    assert v("gpulens_cluster_failure_allocated_gpu_hours", labels) is not None
+    assert v("gpulens_cluster_failure_busy_gpu_hours", labels) is not None
+    assert v("gpulens_cluster_failure_busy_gpu_hours", labels) <= v(
+        "gpulens_cluster_failure_allocated_gpu_hours", labels)
     assert v("gpulens_cluster_recent_failures", {"category": "gpu_oom", "window": "1h"}) == 1
     assert v("gpulens_cluster_recent_failures", {"category": "gpu_oom", "window": "24h"}) == 2
     # nodes
@@ -140,11 +146,11 @@ def test_values_from_the_store(store: Store) -> None:
     assert v("gpulens_cluster_validations_total", {"verdict": "fail", "category": "gpu_oom"}) == 2
     assert v("gpulens_cluster_validations_total", {"verdict": "pass", "category": "none"}) == 1
     # goodput: j-a held 2 GPUs for 1 h at 50% -> 2 allocated, 1 idle, 1 effective
-    assert v("gpulens_cluster_vc_gpu_hours", {"vc": "vcA", "stage": "allocated"}) == pytest.approx(2.0)
-    assert v("gpulens_cluster_vc_gpu_hours", {"vc": "vcA", "stage": "idle"}) == pytest.approx(1.0)
+    assert v("gpulens_cluster_vc_gpu_hours", {"vc": "vcA", "stage": "allocated", "basis": "allocated"}) == pytest.approx(2.0)
+    assert v("gpulens_cluster_vc_gpu_hours", {"vc": "vcA", "stage": "idle", "basis": "idle"}) == pytest.approx(1.0)
     assert v("gpulens_cluster_vc_effective_utilization_ratio", {"vc": "vcA"}) == pytest.approx(0.5)
-    stages = {s: v("gpulens_cluster_goodput_gpu_hours", {"stage": s}) or 0.0
-              for s in ("allocated", "idle", "failed_or_killed", "post_convergence", "effective")}
+    stages = {s: v("gpulens_cluster_goodput_gpu_hours", {"stage": s, "basis": b}) or 0.0
+              for s, b in STAGE_BASIS.items()}
     assert stages["allocated"] == pytest.approx(
         stages["idle"] + stages["failed_or_killed"] + stages["post_convergence"] + stages["effective"])
 
@@ -160,8 +166,8 @@ def test_cardinality_is_bounded(store: Store) -> None:
     # vcA (2 GPU-hours) is kept, vcB (50 GPU-minutes) goes into "other"
     vcs = {lab["vc"] for lab in _series(reg, "gpulens_cluster_vc_gpu_hours")}
     assert vcs == {"vcA", "other"}
-    assert reg.get_sample_value("gpulens_cluster_vc_gpu_hours",
-                                {"vc": "other", "stage": "allocated"}) == pytest.approx(50 / 60)
+    other = {"vc": "other", "stage": "allocated", "basis": "allocated"}
+    assert reg.get_sample_value("gpulens_cluster_vc_gpu_hours", other) == pytest.approx(50 / 60)
     # only the blacklisted job is listed; the count still covers every job
     assert _series(reg, "gpulens_cluster_job_flagged_inputs") == [
         {"job_id": "j-c", "user": "carol", "vc": "vcC", "state": "blacklisted"}]
@@ -268,7 +274,8 @@ def test_slow_section_has_its_own_ttl(store: Store) -> None:
     clock.t += 11
     reg.get_sample_value("gpulens_cluster_exporter_up")
     assert c.refreshes == 2 and CountingGoodput.goodput_calls == 1  # fast sections only
-    assert reg.get_sample_value("gpulens_cluster_goodput_gpu_hours", {"stage": "allocated"}) == 0
+    assert reg.get_sample_value("gpulens_cluster_goodput_gpu_hours",
+                                {"stage": "allocated", "basis": "allocated"}) == 0
     clock.t += 100
     reg.get_sample_value("gpulens_cluster_exporter_up")
     assert CountingGoodput.goodput_calls == 2

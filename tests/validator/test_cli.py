@@ -100,11 +100,11 @@ def test_validation_summary_counts_and_gpu_hours_saved(store: Store) -> None:
             con.execute("INSERT INTO failures (job_id, attempt, category, origin) VALUES (?, 0, 'syntax_error', 'user')", [f"j{i}"])
     con = store.connect()
     df = validation_summary(con)
-    got = {(r.verdict, r.category if isinstance(r.category, str) else None): (r.count, round(r.gpu_hours_saved, 3)) for r in df.itertuples()}
+    got = {(r.verdict, r.category if isinstance(r.category, str) else None): (r.count, round(r.allocated_gpu_hours_saved, 3)) for r in df.itertuples()}
     assert got[("fail", "syntax_error")] == (2, round(12 * 0.1, 3))
     assert got[("fail", "cpu_oom")] == (1, 2 * 0.5)  # default hours without history
     assert got[("pass", None)] == (1, 0.0)
-    assert list(df.columns) == ["verdict", "category", "count", "gpu_hours_saved"]
+    assert list(df.columns) == ["verdict", "category", "count", "allocated_gpu_hours_saved"]
     only_bob = validation_summary(con, SimpleNamespace(start=None, end=None, users=("bob",)))
     assert int(only_bob["count"].sum()) == 3
     later = validation_summary(con, SimpleNamespace(start=now + timedelta(days=1), end=None, users=()))

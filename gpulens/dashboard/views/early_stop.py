@@ -7,9 +7,10 @@ import pandas as pd
 import streamlit as st
 
 from gpulens import analysis
-from gpulens.dashboard import data, ui
+from gpulens.analysis import accounting as acc
+from gpulens.dashboard import charts, data, ui
 
-__all__ = ["fraction_histogram", "render"]
+__all__ = ["comparison", "comparison_chart", "fraction_histogram", "render"]
 
 
 def _points(accuracy: float) -> str:
@@ -34,6 +35,57 @@ def fraction_histogram(es: pd.DataFrame) -> alt.Chart:
     )
 
 
+def comparison(es: pd.DataFrame, online: pd.DataFrame, patience: int) -> pd.DataFrame:
+    """GPU-hours saved by hindsight and by the online rule, on both bases (long form)."""
+    rows = []
+    for rule, df, prefix in (("Hindsight (best case)", es, "saveable"),
+                             (f"Online (patience {patience})", online, "saved")):
+        for basis in ("allocated", "busy"):
+            col = f"{prefix}_{basis}_gpu_hours"
+            total = float(df[col].sum()) if not df.empty and col in df else 0.0
+            rows.append({"rule": rule, "basis": basis, "gpu_hours": total})
+    return pd.DataFrame(rows)
+
+
+def comparison_chart(comp: pd.DataFrame) -> alt.Chart:
+    """One bar per rule and basis (allocated, busy), the basis in the label and the colour."""
+    df = comp.assign(row=comp["rule"] + " · " + comp["basis"])
+    chart = (
+        alt.Chart(df).mark_bar().encode(
+            x=alt.X("gpu_hours:Q", title="GPU-hours saved (allocated and busy)"),
+            y=alt.Y("row:N", title=None, sort=list(df["row"]), axis=alt.Axis(labelLimit=260)),
+            color=alt.Color("basis:N", title="basis", sort=["allocated", "busy"],
+                            scale=alt.Scale(range=["#9e9e9e", "#54a24b"]),
+                            legend=alt.Legend(orient="top")),
+            tooltip=["rule:N", "basis:N", alt.Tooltip("gpu_hours:Q", format=",.1f")],
+        ).properties(height=charts.rows_height(len(df)))
+    )
+    return charts.fit_width(chart)
+
+
+def _total(comp: pd.DataFrame, rule: str, basis: str) -> float:
+    """The GPU-hours of the rule whose name starts with ``rule``, on ``basis``."""
+    hit = comp[comp["rule"].str.startswith(rule) & (comp["basis"] == basis)]
+    return float(hit["gpu_hours"].sum())
+
+
+def _online_tiles(comp: pd.DataFrame, online: pd.DataFrame) -> None:
+    """What the online rule saves on both bases (and the share of hindsight), what it gives up."""
+    c1, c2, c3 = st.columns(3)
+    for col, basis in ((c1, "allocated"), (c2, "busy")):
+        saved, hindsight = _total(comp, "Online", basis), _total(comp, "Hindsight", basis)
+        col.metric(f"Online rule saves, {basis} GPU-h", ui.fmt_hours(saved),
+                   ui.fmt_pct(100 * acc.share(saved, hindsight), 0) + " of hindsight",
+                   delta_color="off", delta_arrow="off", border=True)
+    given_up = online["accuracy_given_up"].dropna() if not online.empty else pd.Series()
+    c3.metric("Accuracy given up (median)",
+              "—" if given_up.empty else _points(float(given_up.median())),
+              None if given_up.empty else f"max {_points(float(given_up.max()))}",
+              delta_color="off", delta_arrow="off", border=True,
+              help="Best accuracy minus the accuracy at the epoch the online rule "
+                   "stops, in percentage points.")
+
+
 def render() -> None:
     filters = ui.page_header("Early stop", "Epochs run after a job had already converged")
     ui.require_data()
@@ -53,20 +105,29 @@ def render() -> None:
     if summary is not None:
         if getattr(summary, "sentence", ""):
             st.markdown(f"> {summary.sentence}")
-        c1, c2, c3, c4 = st.columns(4)
+        c1, c2, c3 = st.columns(3)
         c1.metric("Jobs with a curve", f"{int(getattr(summary, 'jobs', 0) or 0):,}", border=True)
         c2.metric("Jobs that converged early", ui.fmt_pct(getattr(summary, "pct_jobs", None)),
                   border=True)
         c3.metric("Epochs after convergence", ui.fmt_pct(getattr(summary, "pct_epochs", None)),
                   border=True)
-        c4.metric("GPU-hours saveable (hindsight)",
-                  ui.fmt_hours(getattr(summary, "saveable_gpu_hours", None)), border=True)
+        c1, c2 = st.columns(2)
+        c1.metric("Saveable in hindsight, allocated GPU-h",
+                  ui.fmt_hours(getattr(summary, "saveable_allocated_gpu_hours", None)),
+                  border=True, help="Allocated GPU-hours after each job converged; runs that "
+                                    "failed or were killed are left out (their GPU-hours are "
+                                    "failure cost).")
+        c2.metric("Saveable in hindsight, busy GPU-h",
+                  ui.fmt_hours(getattr(summary, "saveable_busy_gpu_hours", None)),
+                  border=True, help="Busy GPU-hours after each job converged: the Overview "
+                                    "waterfall's \"After converging\" stage.")
 
     es = ui.fetch(analysis.early_stop, "Early stop per job", filters=filters,
                   tolerance=float(tolerance))
     online = ui.fetch(analysis.online_stop, "Online stopping rule", filters=filters,
                       patience=int(patience), min_delta=float(min_delta))
 
+    comp: pd.DataFrame | None = None
     left, right = st.columns(2)
     with left:
         st.subheader("Fraction of epochs needed")
@@ -78,40 +139,17 @@ def render() -> None:
     with right:
         st.subheader("Online rule vs hindsight")
         if isinstance(online, pd.DataFrame) and isinstance(es, pd.DataFrame):
-            hindsight = float(es["saveable_gpu_hours"].sum()) if not es.empty else 0.0
-            saved = float(online["saved_gpu_hours"].sum()) if not online.empty else 0.0
-            given_up = online["accuracy_given_up"].dropna() if not online.empty else pd.Series()
-            comp = pd.DataFrame({
-                "rule": ["Hindsight (best case)", f"Online (patience {patience})"],
-                "gpu_hours": [hindsight, saved],
-            })
-            st.altair_chart(
-                alt.Chart(comp).mark_bar().encode(
-                    x=alt.X("gpu_hours:Q", title="GPU-hours saved"),
-                    y=alt.Y("rule:N", title=None, sort=None, axis=alt.Axis(labelLimit=220)),
-                    color=alt.Color("rule:N", legend=None,
-                                    scale=alt.Scale(range=["#9e9e9e", "#54a24b"])),
-                    tooltip=["rule:N", alt.Tooltip("gpu_hours:Q", format=",.1f")],
-                ).properties(height=140),
-                width="stretch",
-            )
-            c1, c2 = st.columns(2)
-            c1.metric("Online rule saves", ui.fmt_hours(saved) + " GPU-h",
-                      ui.fmt_pct(100 * saved / hindsight if hindsight else None, 0)
-                      + " of hindsight", delta_color="off", delta_arrow="off", border=True)
-            c2.metric("Accuracy given up (median)",
-                      "—" if given_up.empty else _points(float(given_up.median())),
-                      None if given_up.empty else f"max {_points(float(given_up.max()))}",
-                      delta_color="off", delta_arrow="off", border=True,
-                      help="Best accuracy minus the accuracy at the epoch the online rule "
-                           "stops, in percentage points.")
+            comp = comparison(es, online, patience)
+            st.altair_chart(comparison_chart(comp), width="stretch")
+    if comp is not None and isinstance(online, pd.DataFrame):
+        _online_tiles(comp, online)
 
     if isinstance(es, pd.DataFrame) and not es.empty:
         st.subheader("Per job")
         table = es
         if isinstance(online, pd.DataFrame) and not online.empty:
             table = es.merge(online, on="job_id", how="left", suffixes=("", "_online"))
-        table = table.sort_values("saveable_gpu_hours", ascending=False)
+        table = table.sort_values("saveable_allocated_gpu_hours", ascending=False)
         ui.table(table, "early stop per job", hide=["converged_epoch_online"], column_config={
             "fraction_epochs": st.column_config.ProgressColumn("Epochs needed", min_value=0,
                                                                max_value=1, format="percent"),

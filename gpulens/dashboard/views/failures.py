@@ -10,6 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from gpulens import analysis
+from gpulens.analysis import accounting as acc
 from gpulens.dashboard import charts, data, ui
 from gpulens.diagnosis import logs as diag_logs
 
@@ -99,35 +100,40 @@ def _origin_domain(origins: set[str]) -> tuple[list[str], list[str]]:
 
 
 def cost_chart(cost: pd.DataFrame) -> alt.LayerChart:
-    """GPU-hours of failed runs per category (largest first), stacked by origin, total at the end."""
+    """Allocated GPU-hours of failed or killed runs per category (largest first), stacked by
+    origin, the allocated (and busy) total at the end."""
     df = cost.copy()
     totals = (df.groupby("category", as_index=False)
-              .agg(gpu_hours=("gpu_hours", "sum"), failures=("failures", "sum"))
-              .sort_values(["gpu_hours", "category"], ascending=[False, True]))
+              .agg(allocated_gpu_hours=("allocated_gpu_hours", "sum"),
+                   busy_gpu_hours=("busy_gpu_hours", "sum"), failures=("failures", "sum"))
+              .sort_values(["allocated_gpu_hours", "category"], ascending=[False, True]))
     order = list(totals["category"])
-    totals["label"] = totals["gpu_hours"].map(lambda h: f"{h:,.1f}")
+    totals["label"] = [f"{a:,.1f} ({b:,.1f} busy)" for a, b
+                       in zip(totals["allocated_gpu_hours"], totals["busy_gpu_hours"], strict=True)]
     domain, colors = _origin_domain(set(df["origin"]))
     y = alt.Y("category:N", sort=order, title=None,
               axis=alt.Axis(labelLimit=240, labelOverlap=False))
     bars = alt.Chart(df).mark_bar().encode(
         y=y,
-        x=alt.X("gpu_hours:Q", title="GPU-hours spent on failed runs", stack="zero",
-                axis=alt.Axis(format=",d")),
+        x=alt.X("allocated_gpu_hours:Q", title="Allocated GPU-hours of failed or killed runs",
+                stack="zero", axis=alt.Axis(format=",d")),
         color=alt.Color("origin:N", scale=alt.Scale(domain=domain, range=colors),
                         legend=alt.Legend(title="origin", orient="top")),
         tooltip=["category:N", "origin:N", alt.Tooltip("failures:Q", title="failed attempts"),
-                 alt.Tooltip("gpu_hours:Q", format=",.1f", title="GPU-hours"),
+                 alt.Tooltip("allocated_gpu_hours:Q", format=",.1f", title="allocated GPU-hours"),
+                 alt.Tooltip("busy_gpu_hours:Q", format=",.1f", title="busy GPU-hours"),
                  alt.Tooltip("median_runtime_to_failure_hours:Q", format=".2f",
                              title="median hours to failure")],
     )
     text = alt.Chart(totals).mark_text(align="left", dx=4, fontSize=11, color="#444").encode(
-        y=y, x=alt.X("gpu_hours:Q"), text="label:N")
+        y=y, x=alt.X("allocated_gpu_hours:Q"), text="label:N")
     chart = alt.LayerChart(layer=[bars, text], height=charts.rows_height(len(order)))
     return charts.fit_width(chart)
 
 
 #: Ticks of the runtime axis (hours) and their labels.
-_RUNTIME_TICKS = [(1 / 60, "1 min"), (5 / 60, "5 min"), (0.25, "15 min"), (1.0, "1 h"),
+_RUNTIME_TICKS = [(acc.runtime_hours(60), "1 min"), (acc.runtime_hours(300), "5 min"),
+                  (0.25, "15 min"), (1.0, "1 h"),
                   (4.0, "4 h"), (24.0, "1 day"), (96.0, "4 days"), (24.0 * 14, "2 weeks")]
 
 
@@ -141,9 +147,10 @@ def runtime_chart(failed: pd.DataFrame, origins: dict[str, str] | None = None
     df = failed.dropna(subset=["start_time", "end_time"]).copy()
     if df.empty:
         return None
-    hours = (pd.to_datetime(df["end_time"]) - pd.to_datetime(df["start_time"])
-             ).dt.total_seconds() / 3600
-    df["hours"] = hours.clip(lower=1 / 60)  # a log scale; under a minute counts as a minute
+    hours = acc.runtime_hours(
+        (pd.to_datetime(df["end_time"]) - pd.to_datetime(df["start_time"])).dt.total_seconds())
+    # a log scale; under a minute counts as a minute
+    df["hours"] = hours.clip(lower=acc.runtime_hours(60))
     df["category"] = df["failure_category"].fillna("undiagnosed")
     stats = df.groupby("category")["hours"].agg(["median", "size"]).sort_values(
         "median", ascending=False)
@@ -238,17 +245,23 @@ def render() -> None:
               else pd.DataFrame())
 
     if isinstance(cost, pd.DataFrame):
-        c1, c2, c3 = st.columns(3)
-        c1.metric("Failed attempts", f"{int(cost['failures'].sum()):,}" if not cost.empty else "0",
-                  border=True)
-        c2.metric("GPU-hours in failed runs",
-                  ui.fmt_hours(cost["gpu_hours"].sum() if not cost.empty else 0.0), border=True)
+        c1, c2, c3, c4 = st.columns(4)
+        c1.metric("Failed or killed attempts",
+                  f"{int(cost['failures'].sum()):,}" if not cost.empty else "0", border=True)
+        c2.metric("Allocated GPU-h lost",
+                  ui.fmt_hours(cost["allocated_gpu_hours"].sum() if not cost.empty else 0.0),
+                  border=True, help="Allocated GPU-hours of the runs that failed or were killed.")
+        c3.metric("Busy GPU-h lost",
+                  ui.fmt_hours(cost["busy_gpu_hours"].sum() if not cost.empty else 0.0),
+                  border=True, help="Busy GPU-hours of the runs that failed or were killed: the "
+                                    "Overview waterfall's \"Failed or killed\" stage.")
         if not cost.empty:
-            by_origin = cost.groupby("origin")["gpu_hours"].sum()
+            by_origin = cost.groupby("origin")["allocated_gpu_hours"].sum()
             infra = float(by_origin.get("infrastructure", 0.0))
-            total = float(by_origin.sum())
-            c3.metric("Of which infrastructure", ui.fmt_pct(100 * infra / total if total else None),
-                      border=True)
+            c4.metric("Infrastructure share",
+                      ui.fmt_pct(100 * acc.share(infra, float(by_origin.sum()))), border=True,
+                      help="Share of the allocated GPU-hours lost whose failures have an "
+                           "infrastructure origin.")
 
     left, right = st.columns(2)
     with left:
@@ -259,7 +272,7 @@ def render() -> None:
         else:
             st.altair_chart(chart, width="stretch")
     with right:
-        st.subheader("GPU-hours lost, by category and origin")
+        st.subheader("Allocated GPU-hours lost, by category and origin")
         if isinstance(cost, pd.DataFrame):
             if cost.empty:
                 ui.no_match("No failure")
@@ -271,7 +284,7 @@ def render() -> None:
         st.subheader("Runtime to failure")
         origins = None
         if isinstance(cost, pd.DataFrame) and not cost.empty:
-            main = cost.sort_values("gpu_hours").groupby("category")["origin"].last()
+            main = cost.sort_values("allocated_gpu_hours").groupby("category")["origin"].last()
             origins = {str(k): str(v) for k, v in main.items()}
         runtime = runtime_chart(failed, origins) if not failed.empty else None
         if runtime is None:

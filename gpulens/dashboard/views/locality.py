@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from gpulens import analysis
+from gpulens.analysis import accounting as acc
 from gpulens.dashboard import charts, ui
 
 __all__ = ["locality_chart", "render", "spread_colors"]
@@ -80,21 +81,21 @@ def render() -> None:
             with st.expander("Table"):
                 ui.table(loc, "locality")
 
-    loss = ui.fetch(analysis.locality_loss, "GPU-hours lost to spreading", filters=filters)
+    loss = ui.fetch(analysis.locality_loss, "Busy GPU-hours lost to spreading", filters=filters)
     if isinstance(loss, pd.DataFrame):
-        st.subheader("GPU-hours lost to spreading")
+        st.subheader("Busy GPU-hours lost to spreading")
         if loss.empty:
             ui.no_match("No spread job")
             return
-        total_lost = float(loss["lost_gpu_hours"].sum())
-        spread_hours = float(loss["gpu_hours"].sum())
+        total_lost = float(loss["lost_busy_gpu_hours"].sum())
+        spread_hours = float(loss["allocated_gpu_hours"].sum())
         c1, c2, c3 = st.columns(3)
-        c1.metric("GPU-hours lost to spreading", ui.fmt_hours(total_lost), border=True)
+        c1.metric("Busy GPU-hours lost to spreading", ui.fmt_hours(total_lost), border=True)
         c2.metric("Spread jobs", f"{len(loss):,}", border=True)
-        c3.metric("Share of their GPU-hours", ui.fmt_pct(100 * total_lost / spread_hours
-                                                         if spread_hours else None), border=True)
-        st.caption("Lost = GPU-hours × (utilization had the job been packed on the fewest "
-                   "servers − its actual utilization).")
+        c3.metric("Share of their allocated GPU-hours",
+                  ui.fmt_pct(100 * acc.share(total_lost, spread_hours)), border=True)
+        st.caption("Lost busy GPU-hours = allocated GPU-hours × (utilization had the job been "
+                   "packed on the fewest servers − its actual utilization).")
         st.markdown("**Worst offenders**")
         ui.table(loss.head(200), "locality worst offenders")
 

@@ -119,9 +119,11 @@ def render() -> None:
                 ui.no_match("No allocated GPU-hour")
             else:
                 st.altair_chart(chart, width="stretch")
-                st.caption("Idle: allocated but the GPU was not busy. Failed or killed: busy "
-                           "time of runs that failed or were killed. After converging: busy time "
-                           "after the job had already converged. Effective: the rest.")
+                st.caption("Every bar is a part of the allocated GPU-hours. Idle: allocated but "
+                           "the GPU was not busy. Failed or killed: busy GPU-hours of runs that "
+                           "failed or were killed (the Failures page's busy figure). After "
+                           "converging: busy GPU-hours after the job had already converged (the "
+                           "Early stop page's busy figure). Effective: the rest.")
                 with st.expander("Table"):
                     ui.table(goodput, "goodput")
 

@@ -34,7 +34,8 @@ def verdict_chart(summary: pd.DataFrame) -> alt.Chart:
                 domain=domain, range=[_VERDICT_COLORS.get(v, "#bab0ac") for v in domain]),
                 legend=alt.Legend(title="verdict", orient="top")),
             tooltip=["verdict:N", "category:N", "count:Q",
-                     alt.Tooltip("gpu_hours_saved:Q", format=",.1f", title="GPU-hours saved")],
+                     alt.Tooltip("allocated_gpu_hours_saved:Q", format=",.1f",
+                                 title="allocated GPU-hours saved (estimate)")],
         )
         .properties(height=charts.rows_height(len(order)))
     )
@@ -55,12 +56,14 @@ def render() -> None:
         return
     total = int(summary["count"].sum())
     failed = int(summary.loc[summary["verdict"] == "fail", "count"].sum())
-    saved = float(summary["gpu_hours_saved"].fillna(0).sum())
+    saved = float(summary["allocated_gpu_hours_saved"].fillna(0).sum())
     c1, c2, c3, c4 = st.columns(4)
     c1.metric("Validations", f"{total:,}", border=True)
     c2.metric("Failures caught before submission", f"{failed:,}", border=True)
     c3.metric("Caught rate", ui.fmt_pct(100 * failed / total if total else None), border=True)
-    c4.metric("GPU-hours saved", ui.fmt_hours(saved), border=True)
+    c4.metric("Allocated GPU-h saved", ui.fmt_hours(saved), border=True,
+              help="Estimate: requested GPUs × the median hours a failed attempt of the same "
+                   "category ran on this cluster.")
     left, right = st.columns([3, 2])
     with left:
         st.subheader("Outcomes by category")
