@@ -1,0 +1,316 @@
+"""`gpulens import prometheus`: GPU history from dcgm-exporter, nvidia_gpu_exporter or gpulens agents.
+
+Reads ``/api/v1/query_range`` one node and one time chunk at a time (1,440 steps
+per chunk, well under Prometheus's 11,000 points per series), writes the rows
+into the samples lake exactly as the agent does (``Store.write_samples``), and
+records each finished chunk in ``prometheus_import_chunks``. Segment files are
+named after (URL, source, selector, node, chunk), so a chunk imported twice
+replaces its files instead of adding samples: a re-run after an interruption
+continues where it stopped and never stores a sample twice.
+
+Job labels on the GPU series (dcgm-exporter's pod mapping and ``hpc_job``,
+``gpulens_gpu_job_info``) become ``observed_placements`` and are reconciled with
+the jobs already in the store (see reconcile.py and docs/import-prometheus.md).
+The rules for gaps, stale series, replicas, UUID changes and counter resets are
+in promseries.py; each is counted in the import summary.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import duckdb
+import pyarrow as pa
+
+from gpulens.errors import InputError
+from gpulens.ingest.importers.common import ImportResult, Quirks, record_import
+from gpulens.ingest.importers.promapi import PromClient, Series
+from gpulens.ingest.importers.prommap import SOURCES, Source
+from gpulens.ingest.importers.promseries import NodeView, build_rows, node_name
+from gpulens.ingest.importers.reconcile import merge_observed, reconcile_placements
+from gpulens.store import Store
+from gpulens.store.tables import registered, replace_batch
+
+__all__ = ["CHUNK_STEPS", "PromImport", "detect_source", "import_prometheus", "parse_duration"]
+
+#: Steps per query_range chunk (a day at 60 s; far below the 11,000-point limit).
+CHUNK_STEPS = 1440
+_T = pa.timestamp("us")
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$")
+_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
+_MATCHER = re.compile(r'^\s*[A-Za-z_][A-Za-z0-9_]*\s*(=|!=|=~|!~)\s*"(?:[^"\\]|\\.)*"\s*$')
+
+
+def parse_duration(text: str) -> float:
+    """'60s', '1m', '15' (seconds), '500ms' -> seconds."""
+    m = _DURATION.match(text.strip())
+    if not m or float(m[1]) <= 0:
+        raise InputError(f"--step {text!r} is not a duration.", "Use e.g. 60s, 1m or 15s.")
+    return float(m[1]) * _UNIT[m[2]]
+
+
+def _selector(match: str) -> str:
+    """'{a="x", b=~"y"}' or 'a="x",b=~"y"' -> 'a="x",b=~"y"' (validated matchers)."""
+    inner = match.strip()
+    if inner.startswith("{") and inner.endswith("}"):
+        inner = inner[1:-1]
+    parts = [p for p in re.split(r',(?=(?:[^"]*"[^"]*")*[^"]*$)', inner) if p.strip()]
+    for p in parts:
+        if not _MATCHER.match(p):
+            raise InputError(f"--match {match!r}: {p.strip()!r} is not a label matcher.",
+                             'Use label matchers only, e.g. --match \'{cluster="prod"}\'.')
+    return ",".join(p.strip() for p in parts)
+
+
+@dataclass(frozen=True)
+class PromImport:
+    """One import request (what the CLI options say)."""
+
+    url: str
+    start: datetime
+    end: datetime
+    step: float = 60.0
+    source: str = "auto"
+    match: str = ""
+
+    def bounds(self) -> tuple[int, int, int]:
+        """(first step ms, last step ms, step ms), steps aligned to multiples of the step."""
+        step_ms = int(round(self.step * 1000))
+        lo = math.ceil(_epoch_ms(self.start) / step_ms) * step_ms
+        hi = math.floor(_epoch_ms(self.end) / step_ms) * step_ms
+        if step_ms < 1 or hi < lo:
+            raise InputError(f"--start {self.start} .. --end {self.end} holds no {self.step:g} s step.",
+                             "Pass --start before --end (ISO times, UTC) and a step shorter than the range.")
+        return lo, hi, step_ms
+
+
+def _naive(t: datetime) -> datetime:
+    """UTC without a zone, as the state tables store times."""
+    return t.astimezone(UTC).replace(tzinfo=None) if t.tzinfo else t
+
+
+def _epoch_ms(t: datetime) -> int:
+    aware = t if t.tzinfo else t.replace(tzinfo=UTC)
+    return int(round(aware.timestamp() * 1000))
+
+
+def detect_source(client: PromClient, req: PromImport) -> Source:
+    if req.source != "auto":
+        if req.source not in SOURCES:
+            raise InputError(f"--source {req.source!r} is not known.",
+                             f"Use one of: auto, {', '.join(SOURCES)}.")
+        return SOURCES[req.source]
+    names = client.names(_epoch_ms(req.start) / 1000, _epoch_ms(req.end) / 1000)
+    for src in SOURCES.values():
+        if src.primary in names:
+            return src
+    wanted = ", ".join(s.primary for s in SOURCES.values())
+    raise InputError(f"Prometheus at {client.url} holds none of {wanted} between {req.start} and {req.end}.",
+                     "Check the time range, or pass --source and --match for your exporter.")
+
+
+@dataclass
+class _Run:
+    store: Store
+    client: PromClient
+    req: PromImport
+    source: Source
+    sel: str
+    quirks: Quirks
+    view: NodeView
+    chunk_steps: int = CHUNK_STEPS
+    samples: int = 0
+    xids: int = 0
+    chunks_done: int = 0
+    chunks_skipped: int = 0
+
+    def vector(self, metric_or_regex: str, node_sel: str, *, regex: bool = False) -> str:
+        parts = [p for p in (node_sel, self.sel) if p]
+        if regex:
+            return "{" + ",".join([f'__name__=~"{metric_or_regex}"', *parts]) + "}"
+        return metric_or_regex + "{" + ",".join(parts) + "}"
+
+    def tag(self, node: str, chunk_ms: int) -> str:
+        key = "|".join((self.client.url, self.source.name, self.sel, node, str(chunk_ms)))
+        return "prom-" + hashlib.sha1(key.encode()).hexdigest()[:20]
+
+
+def _nodes(run: _Run, lo: int, hi: int) -> dict[str, str]:
+    """node name -> PromQL matcher selecting its series."""
+    found = run.client.series(run.vector(run.source.primary, ""), lo / 1000, hi / 1000)
+    values: dict[str, tuple[str, set[str]]] = {}
+    for labels in found:
+        node = node_name(labels, run.source)
+        if node is None:
+            run.quirks["series_without_node_label"] += 1
+            continue
+        lab = next(lab for lab in run.source.node_labels if labels.get(lab))
+        values.setdefault(node, (lab, set()))[1].add(labels[lab])
+    out = {}
+    for node, (lab, vals) in sorted(values.items()):
+        alts = "|".join(re.escape(v).replace("\\", "\\\\") for v in sorted(vals))
+        out[node] = f'{lab}=~"{alts}"' if len(vals) > 1 else f'{lab}="{next(iter(vals))}"'
+    return out
+
+
+def _load_info(run: _Run, lo: int, hi: int) -> None:
+    info = run.source.info_metric
+    if not info:
+        return
+    for labels in run.client.series(run.vector(info, ""), lo / 1000, hi / 1000):
+        idx = labels.get("index", "")
+        if idx.isdigit():
+            run.view.uuid_index[labels.get("uuid", "")] = (int(idx), labels.get("name"))
+
+
+def _progress(run: _Run) -> dict[tuple[str, int], bool]:
+    con = run.store.connect()
+    try:
+        rows = con.execute(
+            "SELECT node, epoch_ms(chunk_start), complete, step_s,"
+            " epoch_ms(chunk_end) - epoch_ms(chunk_start) FROM prometheus_import_chunks"
+            " WHERE url = ? AND source = ? AND selector = ?",
+            [run.client.url, run.source.name, run.sel]).fetchall()
+        for node, idx, uuid in con.execute(
+                "SELECT node, gpu_index, uuid FROM gpus WHERE uuid IS NOT NULL").fetchall():
+            run.view.last_uuid[(str(node), int(idx))] = str(uuid)
+    finally:
+        con.close()
+    steps = {float(r[3]) for r in rows}
+    if steps and steps != {run.req.step}:
+        raise InputError(
+            f"This store already holds an import of {run.client.url} at step {sorted(steps)[0]:g} s.",
+            f"Re-run with --step {sorted(steps)[0]:g}s so samples are neither duplicated nor mixed.")
+    spans = {int(r[4]) for r in rows}
+    if spans and spans != {run.chunk_steps * run.view.step_ms}:
+        raise InputError(f"This store holds an import of {run.client.url} in other chunks.",
+                         "Re-run with the chunk size of the first import.")
+    return {(str(r[0]), int(r[1])): bool(r[2]) for r in rows}
+
+
+def _fetch(run: _Run, node_sel: str, a_ms: int, b_ms: int) -> tuple[list[Series], list[Series], list[Series]]:
+    a, b, step = a_ms / 1000, b_ms / 1000, run.req.step
+    primary = run.client.query_range(run.vector(run.source.primary, node_sel), a, b, step)
+    stamps = run.client.query_range(f"timestamp({run.vector(run.source.primary, node_sel)})", a, b, step)
+    others = [m for m in run.source.metrics() if m != run.source.primary]
+    rest = run.client.query_range(run.vector("|".join(others), node_sel, regex=True), a, b, step)
+    return primary, stamps, rest
+
+
+def _observed_job_info(run: _Run, rest: list[Series], lo_ms: int) -> list[tuple[str, str, int, str, int, int, str]]:
+    """gpulens_gpu_job_info{node,gpu,uuid,job_id} series -> observed placements."""
+    out = []
+    for s in rest:
+        if s.labels.get("__name__") != run.source.job_info or not s.labels.get("job_id"):
+            continue
+        got = run.view.gpu_of(s.labels)
+        ts = [int(round(t * 1000)) for t, _ in s.points if int(round(t * 1000)) >= lo_ms]
+        if got and ts:
+            (node, gpu), uuid = got
+            out.append((s.labels["job_id"], node, gpu, uuid, min(ts), max(ts), "gpulens"))
+    return out
+
+
+def _import_chunk(run: _Run, node: str, node_sel: str, chunk_ms: int, lo: int, hi: int) -> None:
+    step_ms = run.view.step_ms
+    a = max(chunk_ms, lo)
+    span = run.chunk_steps * step_ms
+    b = min(chunk_ms + span - step_ms, hi)
+    primary, stamps, rest = _fetch(run, node_sel, a - 2 * step_ms, b)
+    rows = build_rows(run.view, primary, stamps, rest, a, run.quirks)
+    observed = rows.observed + _observed_job_info(run, rest, a)
+    tag = run.tag(node, chunk_ms)
+    run.store.write_samples("gpu", rows.gpu, tag=tag)
+    run.store.write_samples("xid", rows.xid, tag=tag)
+    complete = b >= chunk_ms + span - step_ms
+    progress = pa.table({
+        "url": [run.client.url], "source": [run.source.name], "selector": [run.sel], "node": [node],
+        "chunk_start": pa.array([chunk_ms * 1000], pa.int64()).cast(_T),
+        "chunk_end": pa.array([(chunk_ms + span) * 1000], pa.int64()).cast(_T),
+        "covered_end": pa.array([b * 1000], pa.int64()).cast(_T),
+        "step_s": [run.req.step], "complete": [complete], "samples": [rows.samples],
+        "imported_at": pa.array([datetime.now(UTC).replace(tzinfo=None)], _T),
+    })
+    with run.store.write() as con:
+        replace_batch(con, "prometheus_import_chunks", progress,
+                      ["url", "source", "selector", "node", "chunk_start"])
+        merge_observed(con, observed)
+    run.samples += rows.samples
+    run.xids += rows.xid.num_rows
+    run.chunks_done += 1
+
+
+def import_prometheus(store: Store, req: PromImport, *, client: PromClient | None = None,
+                      progress: Callable[[str, int, int], None] | None = None,
+                      on_chunk: Callable[[str, int], None] | None = None,
+                      chunk_steps: int = CHUNK_STEPS) -> ImportResult:
+    """Import GPU samples and observed placements for ``req`` (resumable; see module doc)."""
+    client = client or PromClient(req.url)
+    lo, hi, step_ms = req.bounds()
+    source = detect_source(client, req)
+    run = _Run(store, client, req, source, _selector(req.match), Quirks(), NodeView(source, step_ms),
+               chunk_steps)
+    nodes = _nodes(run, lo, hi)
+    if not nodes:
+        raise InputError(f"No {source.primary} series on {client.url} between {req.start} and {req.end}"
+                         + (f" matching {req.match}" if req.match else "") + ".",
+                         "Check the time range and --match.")
+    _load_info(run, lo, hi)
+    done = _progress(run)
+    span = chunk_steps * step_ms
+    chunks = list(range(lo // span * span, hi + 1, span))
+    total = len(chunks) * len(nodes)
+    for i, (node, sel) in enumerate(nodes.items()):
+        run.view.last_step.clear()
+        for j, chunk_ms in enumerate(chunks):
+            if done.get((node, chunk_ms)):
+                run.chunks_skipped += 1
+            else:
+                _import_chunk(run, node, sel, chunk_ms, lo, hi)
+                if on_chunk is not None:
+                    on_chunk(node, chunk_ms)
+            if progress is not None:
+                progress("chunks", i * len(chunks) + j + 1, total)
+    return _finish(run, nodes)
+
+
+def _finish(run: _Run, nodes: dict[str, str]) -> ImportResult:
+    q = run.quirks
+    q["chunks_imported"] += run.chunks_done
+    q["chunks_skipped_already_imported"] += run.chunks_skipped
+    q["http_requests"] += run.client.requests
+    result = ImportResult(f"prometheus:{run.source.name}", [run.client.url])
+    with run.store.write() as con:
+        _register(con, run)
+        recon = reconcile_placements(con, step_s=run.req.step, import_end=run.req.end)
+        q.update(recon)
+        result.rows = {"nodes": len(nodes), "gpu_samples": run.samples, "xid_events": run.xids,
+                       "observed_placements": int(con.execute(
+                           "SELECT count(*) FROM observed_placements").fetchall()[0][0])}
+        record_import(con, result.kind, run.client.url, run.samples, q.as_dict())
+    result.quirks[run.client.url] = q.as_dict()
+    return result
+
+
+def _register(con: duckdb.DuckDBPyConnection, run: _Run) -> None:
+    """Upsert the nodes and GPUs seen (source 'prometheus'); the newest UUID wins."""
+    gpus = sorted(run.view.last_uuid.items())
+    if not gpus:
+        return
+    batch = pa.table({"node": [k[0] for k, _ in gpus],
+                      "gpu_index": pa.array([k[1] for k, _ in gpus], pa.int32()),
+                      "uuid": [u for _, u in gpus]})
+    with registered(con, "__prom_gpus", batch) as view:
+        rows = f"SELECT node, gpu_index, uuid FROM {view}"  # noqa: S608
+        con.execute(f"INSERT INTO gpus (node, gpu_index, uuid) {rows}"
+                    " ON CONFLICT (node, gpu_index) DO UPDATE SET uuid = excluded.uuid")
+        pick = f"SELECT node, count(*), 'prometheus', ?, ? FROM {view} GROUP BY node"  # noqa: S608
+        con.execute(
+            f"INSERT INTO nodes (node, gpus, source, first_seen, last_seen) {pick}"
+            " ON CONFLICT (node) DO UPDATE SET last_seen = greatest(nodes.last_seen, excluded.last_seen)",
+            [_naive(run.req.start), _naive(run.req.end)])

@@ -1,0 +1,188 @@
+"""A few days of dcgm-exporter series, written as OpenMetrics for `promtool tsdb create-blocks-from`.
+
+Metric and label names are dcgm-exporter's (etc/default-counters.csv and the GPU
+template in internal/pkg/rendermetrics/render_metrics.go; provenance in
+docs/import-prometheus.md). Planted, each known to the test by construction:
+
+* a Kubernetes pod (``ml/train-resnet-0``) on gpu-a GPUs 0-3 (pod mapping labels
+  ``namespace``/``pod``/``container``; empty outside the pod, as the exporter shows);
+* a Slurm job (``hpc_job="4242"``) on gpu-b GPUs 2-3;
+* counter resets of ``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`` and
+  ``DCGM_FI_DEV_PCIE_TX_THROUGHPUT`` on gpu-a GPU 1;
+* a 30-minute gap on gpu-b GPU 4; gpu-b GPU 5 stops reporting (a stale series);
+* gpu-a GPU 2 scraped by two replicas (``replica="prom-0"`` and ``"prom-1"``);
+* gpu-b GPU 7 replaced (new UUID) at the start of day 1; an XID 79 on gpu-b GPU 6.
+
+:func:`expected` recomputes what an import must find from the same definitions,
+without going through Prometheus.
+"""
+
+from __future__ import annotations
+
+import uuid as uuidlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+START = datetime(2026, 1, 5, tzinfo=UTC)
+DAYS = 2
+STEP = 120  # scrape interval and import step, seconds
+H = 3600 // STEP  # steps per hour
+N_STEPS = DAYS * 86400 // STEP
+MODEL = "NVIDIA H100 80GB HBM3"
+NODES = {"gpu-a": "10.0.0.1:9400", "gpu-b": "10.0.0.2:9400"}
+FB_TOTAL_MIB = 81559
+
+POD = ("ml", "train-resnet-0", "trainer")
+POD_GPUS = ("gpu-a", (0, 1, 2, 3))
+POD_SPAN = (6 * H, 18 * H)  # step indices [start, end)
+HPC = "4242"
+HPC_GPUS = ("gpu-b", (2, 3))
+HPC_SPAN = (20 * H, 32 * H)
+RESET = ("gpu-a", 1, 27 * H)  # counters restart from zero at this step
+GAP = ("gpu-b", 4, (13 * H, 13 * H + 15))  # 30 minutes
+ENDS = ("gpu-b", 5, 36 * H)  # last step + 1
+REPLICA = ("gpu-a", 2)
+NEW_UUID = ("gpu-b", 7, 24 * H)
+XID = ("gpu-b", 6, 34 * H, 79)
+
+
+def gpu_uuid(node: str, gpu: int, generation: int = 0) -> str:
+    return "GPU-" + str(uuidlib.uuid5(uuidlib.NAMESPACE_DNS, f"{node}/{gpu}/{generation}"))
+
+
+def util(node: str, gpu: int, k: int) -> int:
+    return (k * 7 + gpu * 13 + (5 if node == "gpu-b" else 0)) % 101
+
+
+def fb_used(node: str, gpu: int, k: int) -> int:
+    return 1000 + (k * 37 + gpu * 101) % 70000
+
+
+def power(node: str, gpu: int, k: int) -> float:
+    return 100.0 + util(node, gpu, k) * 5.5
+
+
+def energy_mj(node: str, gpu: int, k: int) -> int:
+    base = 0 if (node, gpu) == RESET[:2] and k >= RESET[2] else 10**9 + gpu * 10**6
+    since = k - RESET[2] if (node, gpu) == RESET[:2] and k >= RESET[2] else k
+    return base + since * STEP * 300_000  # 300 W for one step, in mJ
+
+
+def pcie_tx_kb(node: str, gpu: int, k: int) -> int:
+    since = k - RESET[2] if (node, gpu) == RESET[:2] and k >= RESET[2] else k + 5000
+    return since * (1000 + gpu * 10)
+
+
+@dataclass
+class SeriesDef:
+    node: str
+    gpu: int
+    steps: list[int]
+    uuid: str
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+def _present(node: str, gpu: int) -> list[int]:
+    ks = list(range(N_STEPS))
+    if (node, gpu) == GAP[:2]:
+        ks = [k for k in ks if not GAP[2][0] <= k < GAP[2][1]]
+    if (node, gpu) == ENDS[:2]:
+        ks = [k for k in ks if k < ENDS[2]]
+    return ks
+
+
+def series_defs() -> list[SeriesDef]:
+    """Every GPU series identity (the primary metric's; other metrics share them)."""
+    out = []
+    for node in NODES:
+        for gpu in range(8):
+            ks = _present(node, gpu)
+            spans: list[tuple[range, dict[str, str]]] = []
+            if node == POD_GPUS[0] and gpu in POD_GPUS[1]:
+                job = {"namespace": POD[0], "pod": POD[1], "container": POD[2]}
+                spans = [(range(*POD_SPAN), job)]
+            if node == HPC_GPUS[0] and gpu in HPC_GPUS[1]:
+                spans = [(range(*HPC_SPAN), {"hpc_job": HPC})]
+            inside = {k for r, _ in spans for k in r}
+            for r, labels in spans:
+                out.append(SeriesDef(node, gpu, [k for k in ks if k in r], gpu_uuid(node, gpu), labels))
+            rest = [k for k in ks if k not in inside]
+            if (node, gpu) == NEW_UUID[:2]:
+                cut = NEW_UUID[2]
+                out.append(SeriesDef(node, gpu, [k for k in rest if k < cut], gpu_uuid(node, gpu)))
+                out.append(SeriesDef(node, gpu, [k for k in rest if k >= cut], gpu_uuid(node, gpu, 1)))
+            elif (node, gpu) == REPLICA:
+                for rep in ("prom-0", "prom-1"):
+                    out.append(SeriesDef(node, gpu, rest, gpu_uuid(node, gpu), {"replica": rep}))
+            else:
+                out.append(SeriesDef(node, gpu, rest, gpu_uuid(node, gpu)))
+    return out
+
+
+def _labels(s: SeriesDef) -> str:
+    base = {"gpu": str(s.gpu), "UUID": s.uuid, "pci_bus_id": f"00000000:{0x18 + s.gpu:02X}:00.0",
+            "device": f"nvidia{s.gpu}", "modelName": MODEL, "Hostname": s.node,
+            "instance": NODES[s.node], "job": "dcgm-exporter"}
+    if "hpc_job" not in s.extra:
+        base.update({"container": "", "namespace": "", "pod": ""})
+    base.update(s.extra)
+    return ",".join(f'{k}="{v}"' for k, v in base.items() if v != "")
+
+
+def _values(metric: str, node: str, gpu: int, k: int) -> str:
+    if metric == "DCGM_FI_DEV_GPU_UTIL":
+        return str(util(node, gpu, k))
+    if metric == "DCGM_FI_DEV_FB_USED":
+        return str(fb_used(node, gpu, k))
+    if metric == "DCGM_FI_DEV_FB_FREE":
+        return str(FB_TOTAL_MIB - fb_used(node, gpu, k))
+    if metric == "DCGM_FI_DEV_POWER_USAGE":
+        return f"{power(node, gpu, k):.3f}"
+    if metric == "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION":
+        return str(energy_mj(node, gpu, k))
+    if metric == "DCGM_FI_DEV_PCIE_TX_THROUGHPUT":
+        return str(pcie_tx_kb(node, gpu, k))
+    if metric == "DCGM_FI_DEV_XID_ERRORS":
+        return str(XID[3] if (node, gpu) == XID[:2] and k >= XID[2] else 0)
+    raise KeyError(metric)
+
+
+METRICS = ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE",
+           "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+           "DCGM_FI_DEV_PCIE_TX_THROUGHPUT", "DCGM_FI_DEV_XID_ERRORS")
+
+
+def openmetrics_lines() -> Iterator[str]:
+    t0 = int(START.timestamp())
+    defs = series_defs()
+    for metric in METRICS:
+        yield f"# TYPE {metric} gauge\n"
+        for s in defs:
+            lab = _labels(s)
+            for k in s.steps:
+                yield f"{metric}{{{lab}}} {_values(metric, s.node, s.gpu, k)} {t0 + k * STEP}\n"
+    yield "# EOF\n"
+
+
+def write_openmetrics(path: Path) -> None:
+    with open(path, "w") as fh:
+        fh.writelines(openmetrics_lines())
+
+
+def ts(k: int) -> datetime:
+    return (START + timedelta(seconds=k * STEP)).replace(tzinfo=None)
+
+
+def expected_rows() -> dict[tuple[str, int], list[int]]:
+    """(node, gpu) -> the steps at which the import must hold exactly one row."""
+    return {(n, g): _present(n, g) for n in NODES for g in range(8)}
+
+
+def expected_stale_series() -> int:
+    """Series identities whose last sample comes before the last step (Prometheus keeps
+    repeating them for five minutes); replica copies counted once, like the import."""
+    ids = {(s.node, s.gpu, s.uuid, tuple(sorted(s.extra.items())) if "replica" not in s.extra else ())
+           : max(s.steps) for s in series_defs() if s.steps}
+    return sum(1 for last in ids.values() if last < N_STEPS - 1)
