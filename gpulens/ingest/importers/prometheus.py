@@ -281,6 +281,7 @@ def import_prometheus(store: Store, req: PromImport, *, client: PromClient | Non
 
 def _finish(run: _Run, nodes: dict[str, str]) -> ImportResult:
     q = run.quirks
+    q["stale_series"] += len(run.view.stale)
     q["chunks_imported"] += run.chunks_done
     q["chunks_skipped_already_imported"] += run.chunks_skipped
     q["http_requests"] += run.client.requests

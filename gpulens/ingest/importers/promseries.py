@@ -8,8 +8,8 @@ the rules below are what the tests pin down:
   the GPU left. The importer asks for ``timestamp(primary)`` too and keeps a step
   only if it uses a sample the previous step did not use, or one younger than
   the scrape interval (when the step is shorter than the interval). Dropped
-  steps are counted as ``stale_points``; a series that ends that way counts as a
-  ``stale_series``.
+  steps are counted as ``stale_points``; each series that went stale at least
+  once (it stopped, for good or for a while) counts once in ``stale_series``.
 * **Gaps.** Between two kept steps of a GPU more than one step apart: ``gaps``
   (and the missing steps in ``gap_steps``).
 * **One GPU, several series.** A GPU's series split by job labels (dcgm-exporter
@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 
@@ -63,6 +63,7 @@ class NodeView:
     last_uuid: dict[GpuKey, str] = field(default_factory=dict)
     last_step: dict[GpuKey, int] = field(default_factory=dict)
     replicas: set[tuple[tuple[str, str], ...]] = field(default_factory=set)  # counted once per run
+    stale: set[tuple[tuple[str, str], ...]] = field(default_factory=set)  # series that went stale
 
     def gpu_of(self, labels: dict[str, str]) -> tuple[GpuKey, str] | None:
         node = node_name(labels, self.source)
@@ -90,6 +91,7 @@ class _Step:
     uuid: str
     sample_ms: int
     model: str | None
+    variant: tuple[str, ...]  # UUID and job labels of the series that won this step
 
 
 @dataclass
@@ -115,6 +117,11 @@ def _job_of(labels: dict[str, str], source: Source) -> tuple[str, str] | None:
     return (job, "hpc_job") if job else None
 
 
+def _variant(labels: dict[str, str], source: Source) -> tuple[str, ...]:
+    """What tells a GPU's series apart over time: its UUID and job labels."""
+    return (labels.get(source.uuid_label, ""), *(labels.get(k, "") for k in source.job_labels))
+
+
 def _identity(labels: dict[str, str]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted((k, v) for k, v in labels.items() if k not in REPLICA_LABELS))
 
@@ -126,33 +133,28 @@ def _interval_ms(stamps: list[int], step_ms: int) -> int:
 
 
 def _fresh_steps(values: list[tuple[float, float]], stamps: dict[int, int], step_ms: int,
-                 lo_ms: int, q: Quirks) -> dict[int, tuple[float, int]]:
-    """Steps of one primary series that use a new sample: {step ms: (value, sample ms)}.
+                 lo_ms: int, q: Quirks) -> tuple[dict[int, tuple[float, int]], bool]:
+    """Steps of one primary series that use a new sample: ({step ms: (value, sample ms)}, went stale).
 
     The query starts two steps before ``lo_ms`` (the chunk's first step) so the
-    first steps of a chunk are judged like the others; counts cover steps >= lo_ms,
-    and a series whose last fresh step lies in the previous chunk was counted there.
+    first steps of a chunk are judged like the others; only steps >= lo_ms count.
     """
     interval = _interval_ms(list(stamps.values()), step_ms)
     kept: dict[int, tuple[float, int]] = {}
     prev_sample: int | None = None
     prev_t: int | None = None
-    last_fresh: int | None = None
-    dropped_tail = False
+    stale = False
     for t, v in values:
         tm = _ms(t)
         sample = stamps.get(tm, tm)
         reused = prev_t == tm - step_ms and prev_sample == sample
         if not reused or tm - sample < interval:
             kept[tm] = (v, sample)
-            last_fresh, dropped_tail = tm, False
         elif tm >= lo_ms:
             q["stale_points"] += 1
-            dropped_tail = True
+            stale = True
         prev_sample, prev_t = sample, tm
-    if dropped_tail and last_fresh is not None and last_fresh >= lo_ms - step_ms:
-        q["stale_series"] += 1
-    return kept
+    return kept, stale
 
 
 def _merge_primary(view: NodeView, series: list[Series], stamps: list[Series], lo_ms: int,
@@ -174,15 +176,18 @@ def _merge_primary(view: NodeView, series: list[Series], stamps: list[Series], l
             view.replicas.add(tuple(sorted(labels.items())))
             q["replica_duplicate_series"] += 1
         seen_ids[key].add(ident)
-        fresh = _fresh_steps(s.points, ts_by_id.get(ident, {}), view.step_ms, lo_ms, q)
+        fresh, stale = _fresh_steps(s.points, ts_by_id.get(ident, {}), view.step_ms, lo_ms, q)
+        if stale:
+            view.stale.add(tuple(sorted(labels.items())))
         model = view.model_of(labels)
+        variant = _variant(labels, view.source)
         steps = per_gpu[key]
         for tm, (v, sample) in fresh.items():
             if tm < lo_ms:
                 continue
             cur = steps.get(tm)
             if cur is None or sample > cur.sample_ms:
-                steps[tm] = _Step(v, uuid, sample, model)
+                steps[tm] = _Step(v, uuid, sample, model, variant)
         job = _job_of(labels, view.source)
         kept = [tm for tm in fresh if tm >= lo_ms]
         if job and kept:
@@ -236,6 +241,7 @@ def _fill_fields(view: NodeView, series: list[Series], per_gpu: dict[GpuKey, dic
         by_metric[f.metric].append(f)
     cols: dict[GpuKey, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
     seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
+    exact: set[tuple[GpuKey, str, int]] = set()  # values taken from the step's winning series
     for s in series:
         name = s.labels.get("__name__", "")
         got = view.gpu_of(s.labels)
@@ -247,15 +253,22 @@ def _fill_fields(view: NodeView, series: list[Series], per_gpu: dict[GpuKey, dic
             continue  # a replica copy: counted on the primary metric
         seen.add(ident)
         steps = per_gpu[key]
+        variant = _variant(s.labels, view.source)
         for f in by_metric.get(name, []) + _aux(view.source, name):
             if f.label and s.labels.get(f.label[0]) != f.label[1]:
                 continue
             values = _counter_steps(s.points, f, lo_ms, q) if f.kind in ("gauge", "raw_counter", "rate") \
                 else {}
-            col = cols[key][_slot(f)]
+            slot = _slot(f)
+            col = cols[key][slot]
             for tm, v in values.items():
                 st = steps.get(tm)
-                if st is not None and (not uuid or st.uuid == uuid) and tm not in col:
+                if st is None or (uuid and st.uuid != uuid) or (key, slot, tm) in exact:
+                    continue
+                if st.variant == variant:
+                    exact.add((key, slot, tm))
+                    col[tm] = v
+                elif tm not in col:
                     col[tm] = v
         for f in by_metric.get(name, []):
             if f.kind.startswith("xid"):
@@ -292,25 +305,33 @@ def _xid_events(s: Series, f: Field, steps: dict[int, _Step], col: dict[str, dic
             slot[tm] = max(slot.get(tm, 0), events)  # replicas and job splits repeat the events
 
 
-def _row_values(key: GpuKey, tm: int, st: _Step, c: dict[str, dict[int, float]]) -> dict[str, object]:
-    def get(name: str) -> float | None:
-        v = c.get(name, {}).get(tm)
-        return v if v is not None else c.get(f"{name}~fallback", {}).get(tm)
+def _column(name: str, ts: list[int], c: dict[str, dict[int, float]]) -> list[float | None]:
+    main, fb = c.get(name), c.get(f"{name}~fallback")
+    if main is None and fb is None:
+        return [None] * len(ts)
+    main, fb = main or {}, fb or {}
+    return [v if (v := main.get(tm)) is not None else fb.get(tm) for tm in ts]
 
-    row: dict[str, object] = {n: get(n) for n in _GPU_SCHEMA.names}
-    row.update(ts=tm * 1000, node=key[0], gpu_index=key[1], uuid=st.uuid or None, model=st.model,
-               util_gpu=st.value)
-    used = row["mem_used_bytes"]
-    free = c.get("_DCGM_FI_DEV_FB_FREE", {}).get(tm)
-    if row["mem_total_bytes"] is None and used is not None and free is not None:
-        reserved = c.get("_DCGM_FI_DEV_FB_RESERVED", {}).get(tm) or 0.0
-        row["mem_total_bytes"] = float(used) + free + reserved  # type: ignore[arg-type]
+
+def _gpu_columns(key: GpuKey, steps: dict[int, _Step], c: dict[str, dict[int, float]]) -> dict[str, list[Any]]:
+    """One GPU's rows of one chunk, column by column (the schema of the ``gpu`` kind)."""
+    ts = sorted(steps)
+    st = [steps[tm] for tm in ts]
+    cols: dict[str, list[Any]] = {n: _column(n, ts, c) for n in _GPU_SCHEMA.names}
+    cols.update(ts=[tm * 1000 for tm in ts], node=[key[0]] * len(ts), gpu_index=[key[1]] * len(ts),
+                uuid=[x.uuid or None for x in st], model=[x.model for x in st],
+                util_gpu=[x.value for x in st])
+    if all(v is None for v in cols["mem_total_bytes"]) and "_DCGM_FI_DEV_FB_FREE" in c:
+        free = _column("_DCGM_FI_DEV_FB_FREE", ts, c)
+        reserved = _column("_DCGM_FI_DEV_FB_RESERVED", ts, c)
+        cols["mem_total_bytes"] = [u + f + (r or 0.0) if u is not None and f is not None else None
+                                   for u, f, r in zip(cols["mem_used_bytes"], free, reserved, strict=True)]
     for name in _INT_COLS:
-        if row[name] is not None:
-            row[name] = int(round(float(row[name])))  # type: ignore[arg-type]
-    row["pcie_source"] = "counter" if row["pcie_tx_bps"] is not None else None
-    row["xid_count"] = sum(int(v.get(tm, 0)) for k, v in c.items() if k.startswith("xid~"))
-    return row
+        cols[name] = [None if v is None else int(round(v)) for v in cols[name]]
+    cols["pcie_source"] = ["counter" if v is not None else None for v in cols["pcie_tx_bps"]]
+    xid_slots = [v for k, v in c.items() if k.startswith("xid~")]
+    cols["xid_count"] = [sum(int(v.get(tm, 0)) for v in xid_slots) for tm in ts]
+    return cols
 
 
 def build_rows(view: NodeView, primary: list[Series], stamps: list[Series], others: list[Series],
@@ -319,25 +340,22 @@ def build_rows(view: NodeView, primary: list[Series], stamps: list[Series], othe
     per_gpu, observed = _merge_primary(view, primary, stamps, lo_ms, q)
     _count_gaps_and_uuids(view, per_gpu, q)
     cols = _fill_fields(view, others, per_gpu, lo_ms, q)
-    rows: list[dict[str, object]] = []
+    parts: list[pa.Table] = []
     xids: list[dict[str, object]] = []
     for key in sorted(per_gpu):
         c = cols.get(key, {})
-        for tm, st in sorted(per_gpu[key].items()):
-            rows.append(_row_values(key, tm, st, c))
-            for slot, vals in c.items():
-                if slot.startswith("xid~") and tm in vals:
-                    xids.extend({"ts": tm * 1000, "node": key[0], "gpu_index": key[1],
-                                 "uuid": st.uuid or None, "xid": int(slot[4:])}
-                                for _ in range(int(vals[tm])))
-    gpu = _table(rows, _GPU_SCHEMA)
-    return ChunkRows(gpu, _table(xids, _XID_SCHEMA), observed, len(rows))
+        parts.append(_table(_gpu_columns(key, per_gpu[key], c), _GPU_SCHEMA))
+        for slot, vals in c.items():
+            if slot.startswith("xid~"):
+                xids.extend({"ts": tm * 1000, "node": key[0], "gpu_index": key[1],
+                             "uuid": per_gpu[key][tm].uuid or None, "xid": int(slot[4:])}
+                            for tm, n in vals.items() for _ in range(int(n)))
+    gpu = pa.concat_tables(parts) if parts else _GPU_SCHEMA.empty_table()
+    xid_cols = {n: [r[n] for r in xids] for n in _XID_SCHEMA.names}
+    return ChunkRows(gpu, _table(xid_cols, _XID_SCHEMA), observed, gpu.num_rows)
 
 
-def _table(rows: Iterable[dict[str, object]], schema: pa.Schema) -> pa.Table:
-    cols = {name: [r[name] for r in rows] for name in schema.names} if rows else {}
-    if not cols:
-        return schema.empty_table()
+def _table(cols: dict[str, list[Any]], schema: pa.Schema) -> pa.Table:
     arrays = []
     for fld in schema:
         data = cols[fld.name]
