@@ -161,6 +161,7 @@ def _merge_primary(view: NodeView, series: list[Series], stamps: list[Series], l
                    q: Quirks) -> tuple[dict[GpuKey, dict[int, _Step]], list[tuple[str, str, int, str, int, int, str]]]:
     """Fresh steps per GPU (freshest series wins) and the job placements seen on them."""
     ts_by_id = {_identity(s.labels): {_ms(t): _ms(v) for t, v in s.points} for s in stamps}
+    scale = next(f.scale for f in view.source.fields if f.metric == view.source.primary)
     per_gpu: dict[GpuKey, dict[int, _Step]] = defaultdict(dict)
     seen_ids: dict[GpuKey, set[tuple[tuple[str, str], ...]]] = defaultdict(set)
     jobs: dict[tuple[str, str, int, str, str], list[int]] = {}
@@ -187,7 +188,7 @@ def _merge_primary(view: NodeView, series: list[Series], stamps: list[Series], l
                 continue
             cur = steps.get(tm)
             if cur is None or sample > cur.sample_ms:
-                steps[tm] = _Step(v, uuid, sample, model, variant)
+                steps[tm] = _Step(v * scale, uuid, sample, model, variant)
         job = _job_of(labels, view.source)
         kept = [tm for tm in fresh if tm >= lo_ms]
         if job and kept:
@@ -272,7 +273,7 @@ def _fill_fields(view: NodeView, series: list[Series], per_gpu: dict[GpuKey, dic
                     col[tm] = v
         for f in by_metric.get(name, []):
             if f.kind.startswith("xid"):
-                _xid_events(s, f, steps, cols[key], uuid)
+                _xid_events(s, f, steps, cols[key], uuid, lo_ms - 2 * view.step_ms)
     return cols
 
 
@@ -287,8 +288,12 @@ def _slot(f: Field) -> str:
 
 
 def _xid_events(s: Series, f: Field, steps: dict[int, _Step], col: dict[str, dict[int, float]],
-                uuid: str) -> None:
-    """XID events at kept steps: ``xid~CODE`` slots hold the number of events per step."""
+                uuid: str, first_ms: int) -> None:
+    """XID events at kept steps: ``xid~CODE`` slots hold the number of events per step.
+
+    A ``xid_total`` series born after the first fetched step (``first_ms``) counts
+    from zero: the exporter creates the series with the first event.
+    """
     prev: float | None = None
     for t, v in s.points:
         tm = _ms(t)
@@ -296,7 +301,8 @@ def _xid_events(s: Series, f: Field, steps: dict[int, _Step], col: dict[str, dic
             events = 1 if (prev is not None and v != prev and v != 0) else 0
             code = int(v)
         else:
-            events = int(v - prev) if (prev is not None and v > prev) else 0
+            base = prev if prev is not None else (0.0 if tm > first_ms else v)
+            events = int(v - base) if v > base else 0
             code = int(s.labels.get("xid", "0") or 0)
         prev = v
         st = steps.get(tm)
