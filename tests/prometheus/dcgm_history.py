@@ -46,6 +46,11 @@ ENDS = ("gpu-b", 5, 36 * H)  # last step + 1
 REPLICA = ("gpu-a", 2)
 NEW_UUID = ("gpu-b", 7, 24 * H)
 XID = ("gpu-b", 6, 34 * H, 79)
+NET_RESET = ("gpu-b", "mlx5_0", 30 * H)  # node_exporter's InfiniBand counter restarts here
+NET = (("node_network_receive_bytes_total", "eth0", None, 1_000_000),
+       ("node_network_transmit_bytes_total", "eth0", None, 400_000),
+       ("node_infiniband_port_data_received_bytes_total", "mlx5_0", "1", 9_000_000),
+       ("node_infiniband_port_data_transmitted_bytes_total", "mlx5_0", "1", 8_000_000))
 
 
 def gpu_uuid(node: str, gpu: int, generation: int = 0) -> str:
@@ -155,6 +160,7 @@ METRICS = ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE",
 
 
 def openmetrics_lines() -> Iterator[str]:
+    yield from node_exporter_lines()
     t0 = int(START.timestamp())
     defs = series_defs()
     for metric in METRICS:
@@ -164,6 +170,24 @@ def openmetrics_lines() -> Iterator[str]:
             for k in s.steps:
                 yield f"{metric}{{{lab}}} {_values(metric, s.node, s.gpu, k)} {t0 + k * STEP}\n"
     yield "# EOF\n"
+
+
+def net_total(metric: str, node: str, device: str, per_step: int, k: int) -> int:
+    """node_exporter's byte counter (the 'data' counters of the IB port reset once)."""
+    if (node, device) == NET_RESET[:2] and "received" in metric and k >= NET_RESET[2]:
+        return (k - NET_RESET[2]) * per_step
+    return (k + 1000) * per_step + (7 if node == "gpu-b" else 0)
+
+
+def node_exporter_lines() -> Iterator[str]:
+    t0 = int(START.timestamp())
+    for metric, device, port, per_step in NET:
+        yield f"# TYPE {metric} gauge\n"
+        for node, inst in NODES.items():
+            lab = f'device="{device}",instance="{inst.split(":")[0]}:9100",job="node"'
+            lab += f',port="{port}"' if port else ""
+            for k in range(N_STEPS):
+                yield f"{metric}{{{lab}}} {net_total(metric, node, device, per_step, k)} {t0 + k * STEP}\n"
 
 
 def write_openmetrics(path: Path) -> None:

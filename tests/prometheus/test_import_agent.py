@@ -59,16 +59,18 @@ def _count(prom: str) -> int:
     return int(float(result[0]["value"][1])) if result else 0
 
 
-def _agent_rows(data: Path) -> tuple[list[dict[str, Any]], list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+def _agent_rows(data: Path) -> tuple[list[dict[str, Any]], list[tuple[Any, ...]], list[tuple[Any, ...]],
+                                    list[tuple[Any, ...]]]:
     con = Store(data).connect()
     try:
         gpu = con.execute("SELECT * FROM gpu_samples ORDER BY gpu_index, ts").df().to_dict("records")
         xid = con.execute("SELECT gpu_index, xid FROM xid_events").fetchall()
         jobs = con.execute("SELECT DISTINCT job_id, gpu_index FROM gpu_process_samples"
                            " WHERE job_id IS NOT NULL ORDER BY 2").fetchall()
+        net = con.execute("SELECT DISTINCT device, port FROM net_samples ORDER BY 1, 2").fetchall()
     finally:
         con.close()
-    return gpu, [tuple(r) for r in xid], [tuple(r) for r in jobs]
+    return gpu, [tuple(r) for r in xid], [tuple(r) for r in jobs], [tuple(r) for r in net]
 
 
 def test_import_reproduces_what_the_agent_stored(tmp_path: Path) -> None:
@@ -95,7 +97,7 @@ def test_import_reproduces_what_the_agent_stored(tmp_path: Path) -> None:
             agent.terminate()
             agent.wait(timeout=30)
             log.close()
-        gpu, xid, jobs = _agent_rows(data)
+        gpu, xid, jobs, net = _agent_rows(data)
         t0 = min(r["ts"] for r in gpu).to_pydatetime().replace(tzinfo=UTC)
         t1 = datetime.now(UTC)
         store = Store.open(tmp_path / "imported")
@@ -107,6 +109,8 @@ def test_import_reproduces_what_the_agent_stored(tmp_path: Path) -> None:
         got_xid = [tuple(r) for r in con.execute("SELECT gpu_index, xid FROM xid_events").fetchall()]
         got_jobs = [tuple(r) for r in con.execute(
             "SELECT job_id, gpu_index FROM placements WHERE node = ? ORDER BY 2", [NODE]).fetchall()]
+        got_net = [tuple(r) for r in con.execute(
+            "SELECT DISTINCT device, port FROM net_samples WHERE node = ? ORDER BY 1, 2", [NODE]).fetchall()]
     finally:
         con.close()
     assert len(got) >= 4 * (WANT_SCRAPES - 2)
@@ -126,4 +130,5 @@ def test_import_reproduces_what_the_agent_stored(tmp_path: Path) -> None:
             b = statistics.median(r[col] for r in theirs if r[col] == r[col] and r[col] is not None)
             assert b == pytest.approx(a, rel=0.2), (i, col)
     assert got_xid == xid == [(2, 48)]
+    assert got_net == net  # the same interfaces (and InfiniBand ports, where the host has any)
     assert got_jobs == [(job, gpu) for job, gpu in jobs] == [("job-agent", 0), ("job-agent", 1)]

@@ -90,7 +90,8 @@ def test_import_reproduces_the_generated_history(prom: str, tmp_path: Path) -> N
     rows = _rows(store)
     _check_samples(rows)
     q = res.quirks[prom]
-    assert q["counter_resets"] == 2  # energy and PCIe TX on gpu-a GPU 1
+    assert q["counter_resets"] == 3  # energy and PCIe TX on gpu-a GPU 1, gpu-b's IB port
+    _check_net(store)
     assert (q["gaps"], q["gap_steps"]) == (1, H.GAP[2][1] - H.GAP[2][0])
     assert q["uuid_changes"] == 1 and q["replica_duplicate_series"] == 1
     assert q["stale_series"] == H.expected_stale_series() and q["stale_points"] > 0
@@ -125,6 +126,32 @@ def test_import_reproduces_the_generated_history(prom: str, tmp_path: Path) -> N
     want += [(pod, 0, H.POD_GPUS[0], g, H.ts(H.POD_SPAN[0]), H.ts(H.POD_SPAN[1])) for g in H.POD_GPUS[1]]
     assert pls == want
     _check_job_utilization(store)
+
+
+def _check_net(store: Store) -> None:
+    """node_exporter's interfaces, matched to the GPU nodes by instance host."""
+    con = store.connect()
+    try:
+        rows = con.execute("SELECT node, device, link_kind, port, ts, rx_bytes_total, rx_bps, tx_bps"
+                           " FROM net_samples ORDER BY node, device, ts").fetchall()
+    finally:
+        con.close()
+    by = {}
+    for r in rows:
+        by.setdefault((r[0], r[1], r[2], r[3]), []).append(r[4:])
+    assert set(by) == {(n, d, "ethernet" if d == "eth0" else "infiniband", None if d == "eth0" else 1)
+                       for n in H.NODES for d in ("eth0", "mlx5_0")}
+    for (node, device, _, _), got in by.items():
+        rx = next(m for m in H.NET if m[1] == device and "receive" in m[0])
+        tx = next(m for m in H.NET if m[1] == device and "transmit" in m[0])
+        assert [g[0] for g in got] == [H.ts(k) for k in range(H.N_STEPS)]
+        for g, k in zip(got, range(H.N_STEPS), strict=True):
+            total = H.net_total(rx[0], node, device, rx[3], k)
+            assert g[1] == total
+            if k:
+                prev = H.net_total(rx[0], node, device, rx[3], k - 1)
+                assert g[2] == pytest.approx((total - prev if total >= prev else total) / H.STEP)
+                assert g[3] == pytest.approx(tx[3] / H.STEP)
 
 
 def _check_job_utilization(store: Store) -> None:

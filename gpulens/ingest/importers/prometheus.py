@@ -21,7 +21,7 @@ import hashlib
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import duckdb
@@ -31,9 +31,10 @@ from gpulens.errors import InputError
 from gpulens.ingest.importers.common import ImportResult, Quirks, record_import
 from gpulens.ingest.importers.promapi import PromClient, Series
 from gpulens.ingest.importers.prommap import SOURCES, Source
+from gpulens.ingest.importers.promnet import net_regex, net_rows, net_selector
 from gpulens.ingest.importers.promseries import NodeView, build_rows, node_name
 from gpulens.ingest.importers.reconcile import merge_observed, reconcile_placements
-from gpulens.store import Store
+from gpulens.store import Store, arrow_schema
 from gpulens.store.tables import registered, replace_batch
 
 __all__ = ["CHUNK_STEPS", "PromImport", "detect_source", "import_prometheus", "parse_duration"]
@@ -124,7 +125,9 @@ class _Run:
     quirks: Quirks
     view: NodeView
     chunk_steps: int = CHUNK_STEPS
+    hosts: dict[str, set[str]] = field(default_factory=dict)
     samples: int = 0
+    net_samples: int = 0
     xids: int = 0
     chunks_done: int = 0
     chunks_skipped: int = 0
@@ -141,7 +144,7 @@ class _Run:
 
 
 def _nodes(run: _Run, lo: int, hi: int) -> dict[str, str]:
-    """node name -> PromQL matcher selecting its series."""
+    """node name -> PromQL matcher selecting its series (and ``run.hosts``: its instance hosts)."""
     found = run.client.series(run.vector(run.source.primary, ""), lo / 1000, hi / 1000)
     values: dict[str, tuple[str, set[str]]] = {}
     for labels in found:
@@ -151,6 +154,8 @@ def _nodes(run: _Run, lo: int, hi: int) -> dict[str, str]:
             continue
         lab = next(lab for lab in run.source.node_labels if labels.get(lab))
         values.setdefault(node, (lab, set()))[1].add(labels[lab])
+        if labels.get("instance"):
+            run.hosts.setdefault(node, set()).add(labels["instance"].rsplit(":", 1)[0])
     out = {}
     for node, (lab, vals) in sorted(values.items()):
         alts = "|".join(re.escape(v).replace("\\", "\\\\") for v in sorted(vals))
@@ -202,6 +207,16 @@ def _fetch(run: _Run, node_sel: str, a_ms: int, b_ms: int) -> tuple[list[Series]
     return primary, stamps, rest
 
 
+def _net(run: _Run, node: str, a_ms: int, b_ms: int, lo_ms: int) -> pa.Table:
+    """node_exporter's (or the gpulens agent's) network series of this node and chunk."""
+    sel = net_selector(run.source.name, node, run.hosts.get(node, set()))
+    if sel is None:
+        return arrow_schema("net").empty_table()
+    query = "{" + f'__name__=~"{net_regex(run.source.name)}",{sel}' + "}"
+    series = run.client.query_range(query, a_ms / 1000, b_ms / 1000, run.req.step)
+    return net_rows(run.source.name, node, series, lo_ms, run.quirks)
+
+
 def _observed_job_info(run: _Run, rest: list[Series], lo_ms: int) -> list[tuple[str, str, int, str, int, int, str]]:
     """gpulens_gpu_job_info{node,gpu,uuid,job_id} series -> observed placements."""
     out = []
@@ -227,6 +242,9 @@ def _import_chunk(run: _Run, node: str, node_sel: str, chunk_ms: int, lo: int, h
     tag = run.tag(node, chunk_ms)
     run.store.write_samples("gpu", rows.gpu, tag=tag)
     run.store.write_samples("xid", rows.xid, tag=tag)
+    net = _net(run, node, a - 2 * step_ms, b, a)
+    run.store.write_samples("net", net, tag=tag)
+    run.net_samples += net.num_rows
     complete = b >= chunk_ms + span - step_ms
     progress = pa.table({
         "url": [run.client.url], "source": [run.source.name], "selector": [run.sel], "node": [node],
@@ -291,6 +309,7 @@ def _finish(run: _Run, nodes: dict[str, str]) -> ImportResult:
         recon = reconcile_placements(con, step_s=run.req.step, import_end=run.req.end)
         q.update(recon)
         result.rows = {"nodes": len(nodes), "gpu_samples": run.samples, "xid_events": run.xids,
+                       "net_samples": run.net_samples,
                        "observed_placements": int(con.execute(
                            "SELECT count(*) FROM observed_placements").fetchall()[0][0])}
         record_import(con, result.kind, run.client.url, run.samples, q.as_dict())
