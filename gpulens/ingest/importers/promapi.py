@@ -16,7 +16,7 @@ from typing import Any
 
 from gpulens.errors import InputError
 
-__all__ = ["MAX_POINTS", "PromClient", "Series"]
+__all__ = ["MAX_POINTS", "PromClient", "Series", "promql_str"]
 
 #: Prometheus refuses a query_range that would return more points per series.
 MAX_POINTS = 11_000
@@ -85,6 +85,11 @@ class PromClient:
             pts = [(float(t), float(v)) for t, v in item.get("values", [])]
             out.append(Series({str(k): str(v) for k, v in item.get("metric", {}).items()}, pts))
         return out
+
+
+def promql_str(text: str) -> str:
+    """Escape a value for a double-quoted PromQL string."""
+    return text.replace("\\", "\\\\").replace('"', '\\"')
 
 
 def _num(x: float) -> str:

@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from gpulens.errors import InputError
 from gpulens.ingest.importers.common import ImportResult, Quirks, record_import
-from gpulens.ingest.importers.promapi import PromClient, Series
+from gpulens.ingest.importers.promapi import PromClient, Series, promql_str
 from gpulens.ingest.importers.prommap import SOURCES, Source
 from gpulens.ingest.importers.promnet import net_regex, net_rows, net_selector
 from gpulens.ingest.importers.promseries import NodeView, build_rows, node_name
@@ -158,9 +158,10 @@ def _nodes(run: _Run, lo: int, hi: int) -> dict[str, str]:
             run.hosts.setdefault(node, set()).add(labels["instance"].rsplit(":", 1)[0])
     out = {}
     for node, (lab, vals) in sorted(values.items()):
-        alts = "|".join(re.escape(v).replace("\\", "\\\\") for v in sorted(vals))
-        out[node] = f'{lab}=~"{alts}"' if len(vals) > 1 else f'{lab}="{next(iter(vals))}"'
+        alts = "|".join(promql_str(re.escape(v)) for v in sorted(vals))
+        out[node] = f'{lab}=~"{alts}"' if len(vals) > 1 else f'{lab}="{promql_str(next(iter(vals)))}"'
     return out
+
 
 
 def _load_info(run: _Run, lo: int, hi: int) -> None:
@@ -324,13 +325,14 @@ def _register(con: duckdb.DuckDBPyConnection, run: _Run) -> None:
         return
     batch = pa.table({"node": [k[0] for k, _ in gpus],
                       "gpu_index": pa.array([k[1] for k, _ in gpus], pa.int32()),
-                      "uuid": [u for _, u in gpus]})
+                      "uuid": [u for _, u in gpus],
+                      "model": pa.array([run.view.last_model.get(k) for k, _ in gpus], pa.string())})
     with registered(con, "__prom_gpus", batch) as view:
-        rows = f"SELECT node, gpu_index, uuid FROM {view}"  # noqa: S608
-        con.execute(f"INSERT INTO gpus (node, gpu_index, uuid) {rows}"
-                    " ON CONFLICT (node, gpu_index) DO UPDATE SET uuid = excluded.uuid")
-        pick = f"SELECT node, count(*), 'prometheus', ?, ? FROM {view} GROUP BY node"  # noqa: S608
+        rows = f"SELECT node, gpu_index, uuid, model FROM {view}"  # noqa: S608
+        con.execute(f"INSERT INTO gpus (node, gpu_index, uuid, model) {rows} ON CONFLICT (node, gpu_index)"
+                    " DO UPDATE SET uuid = excluded.uuid, model = coalesce(excluded.model, gpus.model)")
+        pick = f"SELECT node, count(*), any_value(model), 'prometheus', ?, ? FROM {view} GROUP BY node"  # noqa: S608
         con.execute(
-            f"INSERT INTO nodes (node, gpus, source, first_seen, last_seen) {pick}"
+            f"INSERT INTO nodes (node, gpus, gpu_model, source, first_seen, last_seen) {pick}"
             " ON CONFLICT (node) DO UPDATE SET last_seen = greatest(nodes.last_seen, excluded.last_seen)",
             [_naive(run.req.start), _naive(run.req.end)])

@@ -20,7 +20,7 @@ from typing import Any, Final
 import pyarrow as pa
 
 from gpulens.ingest.importers.common import Quirks
-from gpulens.ingest.importers.promapi import Series
+from gpulens.ingest.importers.promapi import Series, promql_str
 from gpulens.store import arrow_schema
 
 __all__ = ["NET_METRICS", "net_regex", "net_rows", "net_selector"]
@@ -81,10 +81,10 @@ def net_regex(gpu_source: str) -> str:
 def net_selector(gpu_source: str, node: str, hosts: set[str]) -> str | None:
     """The matcher selecting a node's network series (None: nothing to match on)."""
     if gpu_source == "gpulens":
-        return f'node="{node}"'
+        return f'node="{promql_str(node)}"'
     if not hosts:
         return None
-    alts = "|".join(re.escape(h).replace("\\", "\\\\") for h in sorted(hosts))
+    alts = "|".join(promql_str(re.escape(h)) for h in sorted(hosts))
     return f'instance=~"({alts})(:[0-9]+)?"'
 
 

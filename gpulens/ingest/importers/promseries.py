@@ -61,6 +61,7 @@ class NodeView:
     step_ms: int
     uuid_index: dict[str, tuple[int, str | None]] = field(default_factory=dict)  # nvidia-smi info
     last_uuid: dict[GpuKey, str] = field(default_factory=dict)
+    last_model: dict[GpuKey, str] = field(default_factory=dict)
     last_step: dict[GpuKey, int] = field(default_factory=dict)
     replicas: set[tuple[tuple[str, str], ...]] = field(default_factory=set)  # counted once per run
     stale: set[tuple[tuple[str, str], ...]] = field(default_factory=set)  # series that went stale
@@ -211,6 +212,8 @@ def _count_gaps_and_uuids(view: NodeView, per_gpu: dict[GpuKey, dict[int, _Step]
                 q["uuid_changes"] += 1
             if uuid:
                 view.last_uuid[key] = uuid
+            if steps[tm].model:
+                view.last_model[key] = str(steps[tm].model)
         if prev is not None:
             view.last_step[key] = prev
 
