@@ -8,6 +8,7 @@ that names the URL and says what to do; nothing here binds a socket.
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -41,11 +42,13 @@ class PromClient:
         self.url = url.rstrip("/")
         self.timeout = timeout
         self.requests = 0
+        self.seconds = 0.0  # summed over requests (they may overlap: the importer prefetches)
 
     def _get(self, path: str, params: list[tuple[str, str]]) -> Any:
         query = urllib.parse.urlencode(params)
         full = f"{self.url}{path}?{query}"
         self.requests += 1
+        t0 = time.perf_counter()
         try:
             with urllib.request.urlopen(full, timeout=self.timeout) as resp:  # scheme checked in __init__
                 body = json.loads(resp.read().decode("utf-8"))
@@ -60,6 +63,8 @@ class PromClient:
         except ValueError:
             raise InputError(f"{self.url}{path} did not answer JSON.",
                              "Point --url at the Prometheus server itself, not a dashboard.") from None
+        finally:
+            self.seconds += time.perf_counter() - t0
         if not isinstance(body, dict) or body.get("status") != "success":
             raise InputError(f"Prometheus at {self.url} refused {path}: {body!r:.200}.",
                              "Check --match and the time range.")

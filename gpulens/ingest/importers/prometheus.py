@@ -21,6 +21,7 @@ import hashlib
 import math
 import re
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -34,13 +35,15 @@ from gpulens.ingest.importers.prommap import SOURCES, Source
 from gpulens.ingest.importers.promnet import net_regex, net_rows, net_selector
 from gpulens.ingest.importers.promseries import NodeView, build_rows, node_name
 from gpulens.ingest.importers.reconcile import merge_observed, reconcile_placements
-from gpulens.store import Store, arrow_schema
+from gpulens.store import Store
 from gpulens.store.tables import registered, replace_batch
 
 __all__ = ["CHUNK_STEPS", "PromImport", "detect_source", "import_prometheus", "parse_duration"]
 
 #: Steps per query_range chunk (a day at 60 s; far below the 11,000-point limit).
 CHUNK_STEPS = 1440
+#: Chunks whose queries run ahead of the one being written.
+PREFETCH = 2
 _T = pa.timestamp("us")
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$")
 _UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
@@ -199,23 +202,40 @@ def _progress(run: _Run) -> dict[tuple[str, int], bool]:
     return {(str(r[0]), int(r[1])): bool(r[2]) for r in rows}
 
 
-def _fetch(run: _Run, node_sel: str, a_ms: int, b_ms: int) -> tuple[list[Series], list[Series], list[Series]]:
-    a, b, step = a_ms / 1000, b_ms / 1000, run.req.step
-    primary = run.client.query_range(run.vector(run.source.primary, node_sel), a, b, step)
-    stamps = run.client.query_range(f"timestamp({run.vector(run.source.primary, node_sel)})", a, b, step)
+@dataclass(frozen=True)
+class _Chunk:
+    """One node and one time chunk: steps ``a``..``b`` (ms) of the chunk starting at ``start``."""
+
+    node: str
+    sel: str
+    start: int
+    a: int
+    b: int
+    complete: bool
+
+
+@dataclass
+class _Fetched:
+    primary: list[Series]
+    stamps: list[Series]
+    rest: list[Series]
+    net: list[Series]
+
+
+def _fetch(run: _Run, c: _Chunk) -> _Fetched:
+    """The chunk's four queries (from two steps before its first step: rates and freshness)."""
+    a, b, step = (c.a - 2 * run.view.step_ms) / 1000, c.b / 1000, run.req.step
+    vector = run.vector(run.source.primary, c.sel)
     others = [m for m in run.source.metrics() if m != run.source.primary]
-    rest = run.client.query_range(run.vector("|".join(others), node_sel, regex=True), a, b, step)
-    return primary, stamps, rest
-
-
-def _net(run: _Run, node: str, a_ms: int, b_ms: int, lo_ms: int) -> pa.Table:
-    """node_exporter's (or the gpulens agent's) network series of this node and chunk."""
-    sel = net_selector(run.source.name, node, run.hosts.get(node, set()))
-    if sel is None:
-        return arrow_schema("net").empty_table()
-    query = "{" + f'__name__=~"{net_regex(run.source.name)}",{sel}' + "}"
-    series = run.client.query_range(query, a_ms / 1000, b_ms / 1000, run.req.step)
-    return net_rows(run.source.name, node, series, lo_ms, run.quirks)
+    net: list[Series] = []
+    net_sel = net_selector(run.source.name, c.node, run.hosts.get(c.node, set()))
+    if net_sel is not None:
+        query = "{" + f'__name__=~"{net_regex(run.source.name)}",{net_sel}' + "}"
+        net = run.client.query_range(query, a, b, step)
+    return _Fetched(run.client.query_range(vector, a, b, step),
+                    run.client.query_range(f"timestamp({vector})", a, b, step),
+                    run.client.query_range(run.vector("|".join(others), c.sel, regex=True), a, b, step),
+                    net)
 
 
 def _observed_job_info(run: _Run, rest: list[Series], lo_ms: int) -> list[tuple[str, str, int, str, int, int, str]]:
@@ -232,27 +252,21 @@ def _observed_job_info(run: _Run, rest: list[Series], lo_ms: int) -> list[tuple[
     return out
 
 
-def _import_chunk(run: _Run, node: str, node_sel: str, chunk_ms: int, lo: int, hi: int) -> None:
-    step_ms = run.view.step_ms
-    a = max(chunk_ms, lo)
-    span = run.chunk_steps * step_ms
-    b = min(chunk_ms + span - step_ms, hi)
-    primary, stamps, rest = _fetch(run, node_sel, a - 2 * step_ms, b)
-    rows = build_rows(run.view, primary, stamps, rest, a, run.quirks)
-    observed = rows.observed + _observed_job_info(run, rest, a)
-    tag = run.tag(node, chunk_ms)
-    run.store.write_samples("gpu", rows.gpu, tag=tag)
-    run.store.write_samples("xid", rows.xid, tag=tag)
-    net = _net(run, node, a - 2 * step_ms, b, a)
-    run.store.write_samples("net", net, tag=tag)
-    run.net_samples += net.num_rows
-    complete = b >= chunk_ms + span - step_ms
+def _store_chunk(run: _Run, c: _Chunk, f: _Fetched) -> None:
+    """Rows of one chunk into the lake (files named after the chunk), then its progress row."""
+    rows = build_rows(run.view, f.primary, f.stamps, f.rest, c.a, run.quirks)
+    observed = rows.observed + _observed_job_info(run, f.rest, c.a)
+    net = net_rows(run.source.name, c.node, f.net, c.a, run.quirks)
+    tag = run.tag(c.node, c.start)
+    for kind, table in (("gpu", rows.gpu), ("xid", rows.xid), ("net", net)):
+        run.store.write_samples(kind, table, tag=tag)
+    span = run.chunk_steps * run.view.step_ms
     progress = pa.table({
-        "url": [run.client.url], "source": [run.source.name], "selector": [run.sel], "node": [node],
-        "chunk_start": pa.array([chunk_ms * 1000], pa.int64()).cast(_T),
-        "chunk_end": pa.array([(chunk_ms + span) * 1000], pa.int64()).cast(_T),
-        "covered_end": pa.array([b * 1000], pa.int64()).cast(_T),
-        "step_s": [run.req.step], "complete": [complete], "samples": [rows.samples],
+        "url": [run.client.url], "source": [run.source.name], "selector": [run.sel], "node": [c.node],
+        "chunk_start": pa.array([c.start * 1000], pa.int64()).cast(_T),
+        "chunk_end": pa.array([(c.start + span) * 1000], pa.int64()).cast(_T),
+        "covered_end": pa.array([c.b * 1000], pa.int64()).cast(_T),
+        "step_s": [run.req.step], "complete": [c.complete], "samples": [rows.samples],
         "imported_at": pa.array([datetime.now(UTC).replace(tzinfo=None)], _T),
     })
     with run.store.write() as con:
@@ -260,8 +274,23 @@ def _import_chunk(run: _Run, node: str, node_sel: str, chunk_ms: int, lo: int, h
                       ["url", "source", "selector", "node", "chunk_start"])
         merge_observed(con, observed)
     run.samples += rows.samples
+    run.net_samples += net.num_rows
     run.xids += rows.xid.num_rows
     run.chunks_done += 1
+
+
+def _todo(run: _Run, nodes: dict[str, str], lo: int, hi: int, done: dict[tuple[str, int], bool]) -> list[_Chunk]:
+    step_ms = run.view.step_ms
+    span = run.chunk_steps * step_ms
+    out = []
+    for node, sel in nodes.items():
+        for start in range(lo // span * span, hi + 1, span):
+            if done.get((node, start)):
+                run.chunks_skipped += 1
+                continue
+            b = min(start + span - step_ms, hi)
+            out.append(_Chunk(node, sel, start, max(start, lo), b, b >= start + span - step_ms))
+    return out
 
 
 def import_prometheus(store: Store, req: PromImport, *, client: PromClient | None = None,
@@ -280,21 +309,23 @@ def import_prometheus(store: Store, req: PromImport, *, client: PromClient | Non
                          + (f" matching {req.match}" if req.match else "") + ".",
                          "Check the time range and --match.")
     _load_info(run, lo, hi)
-    done = _progress(run)
-    span = chunk_steps * step_ms
-    chunks = list(range(lo // span * span, hi + 1, span))
-    total = len(chunks) * len(nodes)
-    for i, (node, sel) in enumerate(nodes.items()):
-        run.view.last_step.clear()
-        for j, chunk_ms in enumerate(chunks):
-            if done.get((node, chunk_ms)):
-                run.chunks_skipped += 1
-            else:
-                _import_chunk(run, node, sel, chunk_ms, lo, hi)
-                if on_chunk is not None:
-                    on_chunk(node, chunk_ms)
+    todo = _todo(run, nodes, lo, hi, _progress(run))
+    total = len(todo) + run.chunks_skipped
+    # the next chunks' queries run while this one is turned into rows and written
+    pool = ThreadPoolExecutor(max_workers=PREFETCH, thread_name_prefix="gpulens-prom")
+    try:
+        pending = [pool.submit(_fetch, run, c) for c in todo[:PREFETCH]]
+        for i, c in enumerate(todo):
+            fetched = pending[i].result()
+            if i + PREFETCH < len(todo):
+                pending.append(pool.submit(_fetch, run, todo[i + PREFETCH]))
+            _store_chunk(run, c, fetched)
+            if on_chunk is not None:
+                on_chunk(c.node, c.start)
             if progress is not None:
-                progress("chunks", i * len(chunks) + j + 1, total)
+                progress("chunks", run.chunks_skipped + i + 1, total)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
     return _finish(run, nodes)
 
 
