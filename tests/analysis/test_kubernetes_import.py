@@ -120,3 +120,20 @@ def test_bad_input_names_the_file(store: Store, tmp_path: Path, text: str, needl
     assert _q(store, "SELECT count(*) FROM jobs") == [(0,)]
     with pytest.raises(InputError, match="does not exist"):
         import_kubernetes(store, [tmp_path / "missing.json"])
+
+
+def test_failure_cost_and_node_evidence_run_on_pods(store: Store) -> None:
+    from gpulens.analysis.filters import Filters
+    from gpulens.analysis.goodput import failure_cost
+    from gpulens.diagnosis.nodes import node_evidence
+
+    import_kubernetes(store, [PODS, EVENTS])
+    con = store.connect()
+    try:
+        cost = failure_cost(con, Filters(now=datetime(2026, 1, 6)))
+        nodes = node_evidence(con)
+    finally:
+        con.close()
+    by = {r.category: r.failures for r in cost.itertuples()}
+    assert (by["cpu_oom"], by["preempted"], by["crash"]) == (2, 2, 1)
+    assert set(nodes["node"]) >= {"gpu-a", "gpu-b"}
