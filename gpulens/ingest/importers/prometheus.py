@@ -3,7 +3,8 @@
 Reads ``/api/v1/query_range`` one node and one time chunk at a time (1,440 steps
 per chunk, well under Prometheus's 11,000 points per series), writes the rows
 into the samples lake exactly as the agent does (``Store.write_samples``), and
-records each finished chunk in ``prometheus_import_chunks``. Segment files are
+records finished chunks in ``prometheus_import_chunks`` (committed every 16 chunks
+or 30 s, at the end, and when interrupted). Segment files are
 named after (URL, source, selector, node, chunk), so a chunk imported twice
 replaces its files instead of adding samples: a re-run after an interruption
 continues where it stopped and never stores a sample twice.
@@ -20,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -34,7 +36,7 @@ from gpulens.ingest.importers.promapi import PromClient, Series, promql_str
 from gpulens.ingest.importers.prommap import SOURCES, Source
 from gpulens.ingest.importers.promnet import net_regex, net_rows, net_selector
 from gpulens.ingest.importers.promseries import NodeView, build_rows, node_name
-from gpulens.ingest.importers.reconcile import merge_observed, reconcile_placements
+from gpulens.ingest.importers.reconcile import Observed, merge_observed, reconcile_placements
 from gpulens.store import Store
 from gpulens.store.tables import registered, replace_batch
 
@@ -44,6 +46,9 @@ __all__ = ["CHUNK_STEPS", "PromImport", "detect_source", "import_prometheus", "p
 CHUNK_STEPS = 1440
 #: Chunks whose queries run ahead of the one being written.
 PREFETCH = 2
+#: Progress is committed every this many chunks or seconds (and at the end).
+FLUSH_CHUNKS = 16
+FLUSH_SECONDS = 30.0
 _T = pa.timestamp("us")
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$")
 _UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
@@ -134,6 +139,9 @@ class _Run:
     xids: int = 0
     chunks_done: int = 0
     chunks_skipped: int = 0
+    pending: list[pa.Table] = field(default_factory=list)  # progress rows not yet committed
+    observed: list[Observed] = field(default_factory=list)
+    flushed_at: float = field(default_factory=time.monotonic)
 
     def vector(self, metric_or_regex: str, node_sel: str, *, regex: bool = False) -> str:
         parts = [p for p in (node_sel, self.sel) if p]
@@ -269,14 +277,27 @@ def _store_chunk(run: _Run, c: _Chunk, f: _Fetched) -> None:
         "step_s": [run.req.step], "complete": [c.complete], "samples": [rows.samples],
         "imported_at": pa.array([datetime.now(UTC).replace(tzinfo=None)], _T),
     })
-    with run.store.write() as con:
-        replace_batch(con, "prometheus_import_chunks", progress,
-                      ["url", "source", "selector", "node", "chunk_start"])
-        merge_observed(con, observed)
+    run.pending.append(progress)
+    run.observed += observed
+    if len(run.pending) >= FLUSH_CHUNKS or time.monotonic() - run.flushed_at >= FLUSH_SECONDS:
+        _flush(run)
     run.samples += rows.samples
     run.net_samples += net.num_rows
     run.xids += rows.xid.num_rows
     run.chunks_done += 1
+
+
+def _flush(run: _Run) -> None:
+    """Commit the progress of the chunks written since the last flush (one state transaction:
+    each commit publishes a snapshot of the state database, so not one per chunk). Chunks
+    written but not yet committed are simply imported again by a re-run, into the same files."""
+    if not run.pending:
+        return
+    with run.store.write() as con:
+        replace_batch(con, "prometheus_import_chunks", pa.concat_tables(run.pending),
+                      ["url", "source", "selector", "node", "chunk_start"])
+        merge_observed(con, run.observed)
+    run.pending, run.observed, run.flushed_at = [], [], time.monotonic()
 
 
 def _todo(run: _Run, nodes: dict[str, str], lo: int, hi: int, done: dict[tuple[str, int], bool]) -> list[_Chunk]:
@@ -326,6 +347,7 @@ def import_prometheus(store: Store, req: PromImport, *, client: PromClient | Non
                 progress("chunks", run.chunks_skipped + i + 1, total)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+        _flush(run)  # also when interrupted: what was written is recorded
     return _finish(run, nodes)
 
 

@@ -36,7 +36,7 @@ import pyarrow as pa
 from gpulens.ingest.importers.common import Quirks
 from gpulens.store.tables import delete_matching, insert_batch, replace_batch
 
-__all__ = ["merge_observed", "reconcile_placements"]
+__all__ = ["Observed", "merge_observed", "reconcile_placements"]
 
 _T = pa.timestamp("us")
 Observed = tuple[str, str, int, str, int, int, str]
