@@ -199,6 +199,13 @@ def test_interrupted_import_resumes_without_duplicates(prom: str, tmp_path: Path
     _check_samples(_rows(store), "gpu-b")
     with pytest.raises(InputError, match="--step 120s"):
         import_prometheus(store, _request(prom, step=60.0, match=GPU_B), chunk_steps=CHUNK)
+    # a crash after the files were written but before progress was committed: the chunks
+    # are imported again and their files replace the earlier ones
+    with store.write() as con:
+        con.execute("DELETE FROM prometheus_import_chunks")
+    lost = import_prometheus(store, _request(prom, match=GPU_B), chunk_steps=CHUNK)
+    assert lost.quirks[prom]["chunks_imported"] == 4
+    _check_samples(_rows(store), "gpu-b")
 
 
 def _sacct(path: Path) -> Path:
