@@ -159,8 +159,34 @@ METRICS = ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE",
            "DCGM_FI_DEV_PCIE_TX_THROUGHPUT", "DCGM_FI_DEV_XID_ERRORS")
 
 
+NVSMI_NODE = ("ws-1", "ws-1:9835")  # a workstation with utkuozdemir/nvidia_gpu_exporter
+NVSMI_STEPS = 6 * H  # six hours of it
+
+
+def nvsmi_uuid(gpu: int) -> str:
+    return str(uuidlib.uuid5(uuidlib.NAMESPACE_DNS, f"ws-1/{gpu}"))  # the exporter drops "GPU-"
+
+
+def nvsmi_lines() -> Iterator[str]:
+    """nvidia_gpu_exporter series (names and labels as in its METRICS.md) for two GPUs."""
+    t0 = int(START.timestamp())
+    inst = f'instance="{NVSMI_NODE[1]}",job="nvidia_gpu_exporter"'
+    yield "# TYPE nvidia_smi_gpu_info gauge\n"
+    for g in (0, 1):
+        info = (f'driver_version="535.104.05",index="{g}",name="NVIDIA GeForce RTX 4090",'
+                f'pci_bus_id="00000000:0{g + 1}:00.0",uuid="{nvsmi_uuid(g)}",{inst}')
+        yield from (f"nvidia_smi_gpu_info{{{info}}} 1 {t0 + k * STEP}\n" for k in range(NVSMI_STEPS))
+    for metric, fn in (("nvidia_smi_utilization_gpu_ratio", lambda g, k: util("ws-1", g, k) / 100),
+                       ("nvidia_smi_memory_used_bytes", lambda g, k: fb_used("ws-1", g, k) * 2**20)):
+        yield f"# TYPE {metric} gauge\n"
+        for g in (0, 1):
+            lab = f'uuid="{nvsmi_uuid(g)}",{inst}'
+            yield from (f"{metric}{{{lab}}} {fn(g, k)} {t0 + k * STEP}\n" for k in range(NVSMI_STEPS))
+
+
 def openmetrics_lines() -> Iterator[str]:
     yield from node_exporter_lines()
+    yield from nvsmi_lines()
     t0 = int(START.timestamp())
     defs = series_defs()
     for metric in METRICS:

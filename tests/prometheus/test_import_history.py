@@ -277,3 +277,20 @@ def test_bad_requests_name_the_input(prom: str, tmp_path: Path) -> None:
                                           end=H.START - timedelta(days=399)))
     with pytest.raises(InputError, match="--start"):
         import_prometheus(store, _request(prom, end=H.START - timedelta(days=1)))
+
+
+def test_nvidia_gpu_exporter_history(prom: str, tmp_path: Path) -> None:
+    store = Store.open(tmp_path / "data")
+    res = import_prometheus(store, _request(prom, source="nvidia_gpu_exporter"))
+    assert res.kind == "prometheus:nvidia_gpu_exporter" and res.rows["nodes"] == 1
+    rows = _rows(store)
+    node = H.NVSMI_NODE[0]
+    assert set(rows) == {(node, 0), (node, 1)}
+    for g in (0, 1):
+        got = rows[(node, g)]
+        assert [r[0] for r in got] == [H.ts(k) for k in range(H.NVSMI_STEPS)]
+        assert [r[2] for r in got] == pytest.approx([H.util(node, g, k) for k in range(H.NVSMI_STEPS)])
+        assert [r[3] for r in got] == [H.fb_used(node, g, k) * MIB for k in range(H.NVSMI_STEPS)]
+        assert {(r[1], r[9]) for r in got} == {(H.nvsmi_uuid(g), "NVIDIA GeForce RTX 4090")}
+    # the series stop after six hours: Prometheus repeats them for five minutes, not the import
+    assert res.quirks[prom]["stale_series"] == 2
