@@ -34,7 +34,7 @@ from gpulens.errors import InputError
 from gpulens.ingest.importers.common import ImportResult, Quirks, record_import
 from gpulens.ingest.importers.promapi import PromClient, Series, promql_str
 from gpulens.ingest.importers.prommap import SOURCES, Source
-from gpulens.ingest.importers.promnet import net_regex, net_rows, net_selector
+from gpulens.ingest.importers.promnet import net_owner, net_probe, net_regex, net_rows, net_selector
 from gpulens.ingest.importers.promseries import NodeView, build_rows, node_name
 from gpulens.ingest.importers.reconcile import Observed, merge_observed, reconcile_placements
 from gpulens.store import Store
@@ -134,6 +134,7 @@ class _Run:
     view: NodeView
     chunk_steps: int = CHUNK_STEPS
     hosts: dict[str, set[str]] = field(default_factory=dict)
+    net_nodes: set[str] = field(default_factory=set)  # gpulens agents with network series
     samples: int = 0
     net_samples: int = 0
     xids: int = 0
@@ -173,6 +174,16 @@ def _nodes(run: _Run, lo: int, hi: int) -> dict[str, str]:
         out[node] = f'{lab}=~"{alts}"' if len(vals) > 1 else f'{lab}="{promql_str(next(iter(vals)))}"'
     return out
 
+
+
+def _probe_net(run: _Run, lo: int, hi: int) -> None:
+    """Keep in ``run.hosts`` only what has network series (no empty query per node and chunk)."""
+    match, label = net_probe(run.source.name)
+    owners = {net_owner(label, s.get(label, "")) for s in run.client.series(match, lo / 1000, hi / 1000)}
+    if run.source.name == "gpulens":
+        run.net_nodes = owners
+    else:
+        run.hosts = {n: hs & owners for n, hs in run.hosts.items() if hs & owners}
 
 
 def _load_info(run: _Run, lo: int, hi: int) -> None:
@@ -237,7 +248,7 @@ def _fetch(run: _Run, c: _Chunk) -> _Fetched:
     others = [m for m in run.source.metrics() if m != run.source.primary]
     net: list[Series] = []
     net_sel = net_selector(run.source.name, c.node, run.hosts.get(c.node, set()))
-    if net_sel is not None:
+    if net_sel is not None and (run.source.name != "gpulens" or c.node in run.net_nodes):
         query = "{" + f'__name__=~"{net_regex(run.source.name)}",{net_sel}' + "}"
         net = run.client.query_range(query, a, b, step)
     return _Fetched(run.client.query_range(vector, a, b, step),
@@ -330,6 +341,7 @@ def import_prometheus(store: Store, req: PromImport, *, client: PromClient | Non
                          + (f" matching {req.match}" if req.match else "") + ".",
                          "Check the time range and --match.")
     _load_info(run, lo, hi)
+    _probe_net(run, lo, hi)
     todo = _todo(run, nodes, lo, hi, _progress(run))
     total = len(todo) + run.chunks_skipped
     # the next chunks' queries run while this one is turned into rows and written

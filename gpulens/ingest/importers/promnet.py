@@ -23,7 +23,7 @@ from gpulens.ingest.importers.common import Quirks
 from gpulens.ingest.importers.promapi import Series, promql_str
 from gpulens.store import arrow_schema
 
-__all__ = ["NET_METRICS", "net_regex", "net_rows", "net_selector"]
+__all__ = ["NET_METRICS", "net_owner", "net_probe", "net_regex", "net_rows", "net_selector"]
 
 _NET_SCHEMA = arrow_schema("net")
 
@@ -76,6 +76,19 @@ def _family(gpu_source: str) -> str:
 
 def net_regex(gpu_source: str) -> str:
     return "|".join(sorted(NET_METRICS[_family(gpu_source)]))
+
+
+def net_probe(gpu_source: str) -> tuple[str, str]:
+    """(series selector, label) listing who has network series at all: one /series call
+    instead of an empty range query per node and chunk."""
+    names = [m for m, (stem, _) in NET_METRICS[_family(gpu_source)].items() if stem == "rx_bytes"]
+    label = "node" if gpu_source == "gpulens" else "instance"
+    return "{" + f'__name__=~"{"|".join(names)}"' + "}", label
+
+
+def net_owner(label: str, value: str) -> str:
+    """The host (node_exporter's instance without port) or node a network series belongs to."""
+    return value.rsplit(":", 1)[0] if label == "instance" and ":" in value else value
 
 
 def net_selector(gpu_source: str, node: str, hosts: set[str]) -> str | None:
