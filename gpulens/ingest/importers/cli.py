@@ -1,7 +1,8 @@
-"""`gpulens import philly|slurm|metrics`."""
+"""`gpulens import philly|slurm|metrics|prometheus|kubernetes`."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import click
@@ -34,7 +35,7 @@ def _human(res: ImportResult) -> None:
 
 @click.group("import")
 def import_() -> None:
-    """Import Philly, Slurm or metric-curve traces into the store (one transaction each)."""
+    """Import Philly, Slurm, Kubernetes, metric-curve traces or Prometheus history into the store."""
 
 
 @import_.command()
@@ -87,4 +88,50 @@ def metrics(app: App, path: Path, job_id: str | None, as_json: bool) -> None:
     from gpulens.ingest.importers.metrics import import_metrics
 
     res = import_metrics(app.store(), path, job_id=job_id)
+    emit(res, as_json, lambda: _human(res))
+
+
+def _utc(value: str, name: str) -> datetime:
+    from gpulens.errors import InputError
+
+    try:
+        t = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise InputError(f"--{name} {value!r} is not an ISO time.",
+                         "Use e.g. 2026-01-05 or 2026-01-05T12:00:00Z (UTC unless an offset is given).") from None
+    return t.astimezone(UTC) if t.tzinfo else t.replace(tzinfo=UTC)
+
+
+@import_.command()
+@click.option("--url", required=True, help="Prometheus base URL, e.g. http://prometheus:9090.")
+@click.option("--start", required=True, help="First time to import (ISO, UTC unless an offset is given).")
+@click.option("--end", required=True, help="Last time to import (ISO; 'now' for now).")
+@click.option("--step", default="60s", show_default=True, help="Resolution of the imported samples.")
+@click.option("--source", type=click.Choice(["auto", "dcgm", "nvidia_gpu_exporter", "gpulens"]),
+              default="auto", show_default=True, help="Which exporter's series to read.")
+@click.option("--match", "match", default="", help='Extra label matchers, e.g. \'{cluster="prod"}\'.')
+@json_option
+@pass_app
+def prometheus(app: App, url: str, start: str, end: str, step: str, source: str, match: str,
+               as_json: bool) -> None:
+    """Import GPU history (and job placements from exporter labels) from Prometheus."""
+    from gpulens.ingest.importers.prometheus import PromImport, import_prometheus, parse_duration
+
+    t1 = datetime.now(UTC) if end.strip() == "now" else _utc(end, "end")
+    req = PromImport(url, _utc(start, "start"), t1, parse_duration(step), source, match)
+    store = app.store()
+    with stage_progress(app.console) as report:
+        res = import_prometheus(store, req, progress=None if app.quiet else report)
+    emit(res, as_json, lambda: _human(res))
+
+
+@import_.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@json_option
+@pass_app
+def kubernetes(app: App, paths: tuple[Path, ...], as_json: bool) -> None:
+    """Import `kubectl get pods -A -o json` (and `kubectl get events -A -o json`) files."""
+    from gpulens.ingest.importers.kubernetes import import_kubernetes
+
+    res = import_kubernetes(app.store(), list(paths))
     emit(res, as_json, lambda: _human(res))

@@ -41,6 +41,7 @@ from gpulens.ingest.importers.common import (
     record_import,
 )
 from gpulens.ingest.importers.jsonstream import iter_array
+from gpulens.ingest.importers.reconcile import reconcile_placements
 from gpulens.store import Store
 
 __all__ = ["SACCT_FORMAT", "expand_hostlist", "import_slurm", "map_state"]
@@ -297,6 +298,8 @@ def import_slurm(store: Store, path: Path) -> ImportResult:
                        "jobs": insert_arrow(con, "jobs", jobs),
                        "attempts": insert_arrow(con, "attempts", atts),
                        "placements": insert_arrow(con, "placements", pls)}
+        # GPUs seen in exporter labels (hpc_job) replace the assumed indices: reconcile.py
+        b.q.update(reconcile_placements(con, job_ids=jobs.column("job_id").to_pylist()))
         result.quirks[str(path)] = b.q.as_dict()
         record_import(con, kind, path, records, b.q.as_dict())
     return result
