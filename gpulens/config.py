@@ -126,6 +126,12 @@ class DiagnoseConfig:
     bn_prior_rows: int = 2000
     #: One-Class SVM nu (expected share of anomalous node-hours)
     anomaly_nu: float = 0.05
+    #: bad nodes (issue 17): false-discovery rate of the node flags (Benjamini-Hochberg q)
+    node_fdr: float = 0.01
+    #: a node-hour with at least this anomaly score is a hardware signal for blame
+    node_anomaly_signal: float = 0.8
+    #: the GpulensNodeFlaggedBad alert fires only on flags at least this confident (1 - q)
+    node_alert_confidence: float = 0.99
 
 
 @dataclasses.dataclass
