@@ -39,7 +39,7 @@ from typing import Any, Final
 import duckdb
 
 from gpulens.config import DiagnoseConfig
-from gpulens.diagnosis.jobs import APP_XIDS
+from gpulens.diagnosis.jobs import APP_XIDS, named_rows
 
 __all__ = [
     "BUS_XIDS",
@@ -99,19 +99,13 @@ class Evidence:
     period_hours: float
 
 
-def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
-    cur = con.execute(sql, list(params))
-    names = [d[0] for d in cur.description or []]
-    return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
-
-
 def _exposure(con: duckdb.DuckDBPyConnection) -> tuple[dict[str, float], dict[str, set[str]], float]:
     """Node-hours of allocation and jobs per node; the period's length in hours."""
-    bounds = _rows(con, "SELECT min(start_time) AS t0, max(coalesce(end_time, start_time)) AS t1 FROM attempts")
+    bounds = named_rows(con, "SELECT min(start_time) AS t0, max(coalesce(end_time, start_time)) AS t1 FROM attempts")
     t0, t1 = (bounds[0]["t0"], bounds[0]["t1"]) if bounds else (None, None)
     hours: dict[str, float] = defaultdict(float)
     jobs: dict[str, set[str]] = defaultdict(set)
-    for r in _rows(
+    for r in named_rows(
         con,
         """
         SELECT p.node, a.job_id,
@@ -130,7 +124,7 @@ def _exposure(con: duckdb.DuckDBPyConnection) -> tuple[dict[str, float], dict[st
 
 
 def _xid_signals(con: duckdb.DuckDBPyConnection) -> Iterable[tuple[str, Signal]]:
-    for r in _rows(
+    for r in named_rows(
         con,
         "SELECT node, ts, gpu_index, xid FROM xid_events "
         "WHERE xid IS NULL OR NOT list_contains(?, xid) ORDER BY node, ts",
@@ -144,7 +138,7 @@ def _xid_signals(con: duckdb.DuckDBPyConnection) -> Iterable[tuple[str, Signal]]
 
 def _counter_signals(con: duckdb.DuckDBPyConnection) -> Iterable[tuple[str, Signal]]:
     """Hourly increases of the uncorrectable-ECC and row-remap-failure counters."""
-    for r in _rows(
+    for r in named_rows(
         con,
         """
         WITH g AS (
@@ -171,23 +165,23 @@ def _counter_signals(con: duckdb.DuckDBPyConnection) -> Iterable[tuple[str, Sign
 
 
 def _anomaly_signals(con: duckdb.DuckDBPyConnection, threshold: float) -> Iterable[tuple[str, Signal]]:
-    for r in _rows(con, "SELECT node, hour, score FROM node_anomaly WHERE score >= ? ORDER BY node, hour",
+    for r in named_rows(con, "SELECT node, hour, score FROM node_anomaly WHERE score >= ? ORDER BY node, hour",
                    [threshold]):
         yield r["node"], Signal(r["hour"], "anomaly", f"anomaly score {float(r['score']):.2f}", 0.5)
 
 
 def _infra_failures(con: duckdb.DuckDBPyConnection) -> list[InfraFailure]:
     nodes: dict[tuple[str, int], list[str]] = {}
-    for r in _rows(con, "SELECT job_id, attempt, list(DISTINCT node ORDER BY node) AS nodes FROM placements "
+    for r in named_rows(con, "SELECT job_id, attempt, list(DISTINCT node ORDER BY node) AS nodes FROM placements "
                         "WHERE job_id IN (SELECT job_id FROM failures WHERE origin = 'infrastructure') GROUP BY ALL"):
         nodes[(r["job_id"], int(r["attempt"]))] = list(r["nodes"])
     passed: dict[str, list[tuple[int, list[str]]]] = defaultdict(list)
-    for r in _rows(con, "SELECT job_id, attempt FROM attempts WHERE status = 'passed' AND job_id IN "
+    for r in named_rows(con, "SELECT job_id, attempt FROM attempts WHERE status = 'passed' AND job_id IN "
                         "(SELECT job_id FROM failures WHERE origin = 'infrastructure')"):
         key = (r["job_id"], int(r["attempt"]))
         passed[key[0]].append((key[1], nodes.get(key, [])))
     out = []
-    for r in _rows(
+    for r in named_rows(
         con,
         """
         SELECT f.job_id, f.attempt, f.category, a.start_time, coalesce(a.end_time, a.start_time) AS end_time

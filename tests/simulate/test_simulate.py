@@ -254,6 +254,8 @@ def test_log_corpus_prefers_sample_logs_and_falls_back(tmp_path: Path) -> None:
     for category, source in sources:
         if category in ("gpu_oom", "syntax_error"):
             assert source.startswith("sample_logs/")
+        elif category in ("crash", "cuda_error"):  # by where the failing frame is
+            assert source in (f"builtin:{category}:user_code", f"builtin:{category}:framework")
         else:
             assert source == f"builtin:{category}"
 

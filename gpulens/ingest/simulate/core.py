@@ -24,6 +24,7 @@ from gpulens.ingest.simulate.model import (
     Plan,
     build_cluster,
     build_workload,
+    planted_origin,
     schedule,
 )
 from gpulens.ingest.simulate.params import SimParams, planted_util
@@ -250,7 +251,9 @@ def _write_logs(store: Store, plan: Plan, job_ids: list[str], corpus: LogCorpus,
         repeat = a.planted in ("user_repeat", "repeat", "corrupt_input")
         pick = int(job_pick[a.job]) if repeat else int(rng.integers(0, 1 << 30))
         bad_input = wl.corrupted_input[a.job] or (wl.inputs[a.job][-1] if cat == "incorrect_input" else "")
-        body, source = corpus.body(cat, pick, input_path=bad_input, bus=f"{(a.gpus[0][1] * 16 + 0x3b) % 256:02x}")
+        body, source = corpus.body(cat, pick, input_path=bad_input, bus=f"{(a.gpus[0][1] * 16 + 0x3b) % 256:02x}",
+                                   frame=wl.fault_frame[a.job] if a.category == wl.fail_cat[a.job] else None,
+                                   user=wl.user[a.job])
         t0 = start + timedelta(minutes=a.start)
         t1 = start + timedelta(minutes=a.end if a.end is not None else a.start)
         placed: dict[int, list[int]] = {}
@@ -420,7 +423,7 @@ def _write_state(store: Store, plan: Plan, job_ids: list[str], uuids: list[str],
         "job_id": [job_ids[a.job] for a in failed],
         "attempt": pa.array([a.attempt for a in failed], pa.int32()),
         "category": [a.category or "unknown" for a in failed],
-        "origin": [TRUE_ORIGIN.get(a.category or "", "unknown") for a in failed],
+        "origin": [planted_origin(a.category, wl.fault_frame[a.job]) for a in failed],
         "node_fault": pa.array([a.node_fault for a in failed], pa.bool_()),
         "planted": [a.planted for a in failed],
         "node": [c.names[a.fault_node if a.fault_node is not None else a.gpus[0][0]] for a in failed],
