@@ -116,6 +116,8 @@ class DiagnoseConfig:
     cofailure_window_s: float = 3600.0
     #: XIDs this long before start / after end of an attempt still count for it
     xid_margin_s: float = 300.0
+    #: hardware XIDs this long before a failed attempt's end count as what ended it (node_health)
+    failure_xid_window_s: float = 1800.0
     #: an attempt that failed within this many seconds failed at start-up
     startup_seconds: float = 300.0
     #: ... and within this many seconds, in its first iteration(s)

@@ -13,9 +13,12 @@ Context of a failed attempt (each becomes one evidence variable of
   category, or same exit class when the log says nothing) on disjoint nodes, a
   later attempt that passed, the same failure on overlapping nodes, a different
   failure, or no other attempt.
-* ``node_health``: XID events on the attempt's nodes from
-  ``diagnose.xid_margin_s`` before its start to as long after its end, and
-  uncorrectable ECC increases in the hours it ran. Hardware XIDs (anything not
+* ``node_health``: XID events on the attempt's nodes at the time it failed:
+  from ``diagnose.failure_xid_window_s`` before its end (but not before its
+  start less ``diagnose.xid_margin_s``) to ``xid_margin_s`` after it (XIDs
+  earlier in a run that went on are not what ended it), and uncorrectable ECC
+  increases in those hours.
+  Hardware XIDs (anything not
   in :data:`APP_XIDS`) or ECC give ``xid_or_ecc``; only application-caused XIDs
   (13, 31, 43, 45, 68) give ``app_xid``; nothing while GPU telemetry or XID
   monitoring covers the node gives ``clean``; no telemetry leaves it unobserved.
@@ -335,19 +338,20 @@ class _View:
             ))
 
     def _mark_failed_attempts(self, con: duckdb.DuckDBPyConnection) -> None:
-        """Temp table ``fa``: the failed attempts' nodes with the XID margin around them."""
-        margin = float(self.cfg.xid_margin_s)
+        """Temp table ``fa``: the failed attempts' nodes and the window around the failure (its end)."""
+        before, after = float(self.cfg.failure_xid_window_s), float(self.cfg.xid_margin_s)
         con.execute(
             """
             CREATE OR REPLACE TEMP TABLE fa AS
             SELECT DISTINCT a.job_id, a.attempt, p.node, a.start_time, a.end_time,
-                   a.start_time - to_microseconds(CAST(? * 1e6 AS BIGINT)) AS t0,
+                   greatest(a.start_time - to_microseconds(CAST(? * 1e6 AS BIGINT)),
+                            coalesce(a.end_time, a.start_time) - to_microseconds(CAST(? * 1e6 AS BIGINT))) AS t0,
                    coalesce(a.end_time, a.start_time) + to_microseconds(CAST(? * 1e6 AS BIGINT)) AS t1
             FROM attempts a JOIN placements p USING (job_id, attempt)
             WHERE a.status = 'failed' AND a.start_time IS NOT NULL
               AND a.job_id IN (SELECT job_id FROM sel_jobs)
             """,
-            [margin, margin],
+            [after, before, after],
         )
 
     def _read_xids(self, con: duckdb.DuckDBPyConnection) -> None:
