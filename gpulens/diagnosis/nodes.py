@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -57,6 +57,7 @@ __all__ = [
     "anomaly_score",
     "anomaly_scores",
     "clear_flag",
+    "flag_details",
     "flag_nodes",
     "flagged_nodes",
     "hourly_features",
@@ -224,6 +225,31 @@ def flagged_nodes(con: duckdb.DuckDBPyConnection, *, include_cleared: bool = Fal
     if not include_cleared:
         sql += " WHERE active"
     return con.execute(sql + " ORDER BY active DESC, score DESC, node").df()
+
+
+def flag_details(evidence: str | Mapping[str, Any] | None) -> dict[str, pd.DataFrame]:
+    """A flag's evidence as tables: ``rates`` (node vs cluster), ``jobs`` (blamed failures with
+    their share and why) and ``signals`` (hardware signals with their times)."""
+    ev: Mapping[str, Any] = json.loads(evidence) if isinstance(evidence, str) else (evidence or {})
+    rate = ev.get("rate") or {}
+    pairs = [
+        ("infrastructure failures per 1000 node-hours", "infra_failures_per_1000_node_hours",
+         "cluster_per_1000_node_hours"),
+        ("blamed jobs per job that ran on it", "blamed_jobs_per_job", "cluster_blamed_jobs_per_job"),
+        ("hardware events per day", "hardware_events_per_day", "cluster_hardware_events_per_day"),
+    ]
+    rates = pd.DataFrame(
+        [{"measure": label, "node": rate.get(mine), "cluster": rate.get(theirs)} for label, mine, theirs in pairs
+         if mine in rate],
+        columns=["measure", "node", "cluster"],
+    )
+    jobs = pd.DataFrame(
+        [{k: f.get(k) for k in ("job_id", "attempt", "category", "start", "end", "nodes", "share", "why")}
+         for f in ev.get("infra_failures", [])],
+        columns=["job_id", "attempt", "category", "start", "end", "nodes", "share", "why"],
+    )
+    signals = pd.DataFrame(ev.get("signals", []), columns=["ts", "kind", "detail"])
+    return {"rates": rates, "jobs": jobs, "signals": signals}
 
 
 def clear_flag(store: Store, node: str, actor: str, reason: str, *, clock: Clock = _now) -> int:
