@@ -62,9 +62,11 @@ def evaluate(root: Path, gpus: int, days: float, seed: int) -> dict[str, Any]:
     con = store.connect()
     try:
         flagged = nd.flagged_nodes(con)
+        tests = nd.node_evidence(con, cfg)
     finally:
         con.close()
     planted = set(summary.bad_nodes)
+    healthy_q = min((t.q_value for t in tests if t.node not in planted), default=1.0)
     got = set(flagged["node"])
     return {
         "cluster": f"{gpus} GPUs x {days:g} days, seed {seed}",
@@ -77,8 +79,9 @@ def evaluate(root: Path, gpus: int, days: float, seed: int) -> dict[str, Any]:
         "origin_accuracy": round(acc, 4),
         "origin_accuracy_builtin_network": round(acc_default, 4),
         "origin_confusions": wrong,
-        "confidence": {r["node"]: round(float(r["confidence"]), 4) for r in flagged.to_dict("records")}
-        if "confidence" in flagged else {},
+        "confidence": {r["node"]: round(float(r["confidence"]), 4) for r in flagged.to_dict("records")},
+        "planted_max_q": max((t.q_value for t in tests if t.node in planted), default=None),
+        "healthy_min_q": healthy_q,
         "seconds": {"simulate": round(t_sim, 1), "diagnose_all": round(t_diag, 1), "flag": round(t_flag, 1)},
     }
 

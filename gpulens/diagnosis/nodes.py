@@ -1,21 +1,20 @@
 """Bad nodes: drain candidates from failures and hardware signals, and a
 telemetry anomaly score per node and hour.
 
-**Flagging** (:func:`flag_nodes`). A job *implicates* a node when
-
-* one of its attempts on the node failed with origin ``infrastructure``
-  (weight 1 for a single-node attempt, ``1 / nodes`` for a multi-node one,
-  since only one of the nodes is likely at fault), or
-* one of its attempts ran on the node while it logged a hardware XID (not in
-  :data:`gpulens.diagnosis.jobs.APP_XIDS`) or an uncorrectable ECC error (weight 1).
-
-A node is flagged when its implicating weight reaches ``diagnose.node_min_jobs``
-(default 2) with at least two different jobs, or when it logged at least
-``diagnose.node_min_hw_events`` hardware XID/ECC events (default 3), jobs or
-not. The flag keeps its evidence (jobs, XIDs by code, ECC count) as JSON, and
-``score`` = implicating weight + 0.25 x hardware events, for ranking. An active
-flag is updated in place; a flag an operator cleared comes back only with jobs
-or events that were not part of its evidence.
+**Flagging** (:func:`flag_nodes`). By rate against the rest of the cluster,
+not by count (:mod:`gpulens.diagnosis.badnodes`): infrastructure-origin failures
+blamed on the node per node-hour of allocation and per job that ran on it, and
+its hardware events (hardware XIDs, uncorrectable ECC, row-remap failures) per
+day, each a Poisson tail probability against the others' rate; the blame of a
+multi-node failure goes to the nodes with hardware signals during the attempt,
+or away from nodes a later attempt passed on. A node is flagged when its
+Benjamini-Hochberg q-value is at most ``diagnose.node_fdr`` and it has at least
+``diagnose.node_min_jobs`` blamed jobs or ``diagnose.node_min_hw_events``
+hardware events; ``confidence`` = 1 - q. The flag keeps its explanation as
+JSON (rates vs the cluster's, blamed jobs with share and reason, signals with
+times, p-values); ``score`` = -log10(q) ranks them. An active flag is updated
+in place; a flag an operator cleared comes back only with jobs or events that
+were not part of its evidence.
 
 **Anomaly score** (:func:`score_anomalies`). Per node and hour, a feature vector
 from the sample views: mean and spread of GPU utilization, memory use, PCIe

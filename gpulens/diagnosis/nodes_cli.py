@@ -23,11 +23,13 @@ def nodes() -> None:
 @nodes.command("flag")
 @click.option("--min-jobs", type=click.IntRange(min=1), default=None,
               help="Implicating jobs that flag a node (default: diagnose.node_min_jobs).")
+@click.option("--fdr", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=None,
+              help="False-discovery rate of the flags (default: diagnose.node_fdr, 0.01).")
 @json_option
 @pass_app
-def flag(app: App, min_jobs: int | None, as_json: bool) -> None:
-    """Flag nodes with repeated infrastructure failures or hardware errors."""
-    df = nd.flag_nodes(app.store(), min_jobs=min_jobs, config=app.config.diagnose)
+def flag(app: App, min_jobs: int | None, fdr: float | None, as_json: bool) -> None:
+    """Flag nodes whose infrastructure failures or hardware errors run above the cluster's rate."""
+    df = nd.flag_nodes(app.store(), min_jobs=min_jobs, fdr=fdr, config=app.config.diagnose)
 
     def human() -> None:
         if df.empty:

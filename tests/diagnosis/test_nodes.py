@@ -168,7 +168,7 @@ def test_multi_node_failures_blame_the_node_with_xids_not_its_neighbours(store: 
     for i in range(8):  # 8-node jobs failing on 'culprit' + 7 healthy nodes each
         peers = [f"h{(i + k) % 10:02d}" for k in range(7)]
         infra_failure(store, f"m{i}", ["culprit", *peers], 600 * i)
-        add_xids(store, [("culprit", 600 * i + 50, 79)])
+    add_xids(store, [("culprit", 600 * i + 50, 79) for i in range(8)])
     out = nd.flag_nodes(store)
     assert list(out["node"]) == ["culprit"]
     ev = json.loads(flags(store)["culprit"]["evidence"])
@@ -228,7 +228,7 @@ def test_nodes_cli_flag_and_list(tmp_path: Path, capsys: pytest.CaptureFixture[s
     for i in range(3):
         infra_failure(store, f"j{i}", ["bad"], 500 * i)
     capsys.readouterr()
-    main(["--data-dir", str(data), "nodes", "flag", "--json"])
+    main(["--data-dir", str(data), "nodes", "flag", "--fdr", "0.001", "--json"])
     flagged = json.loads(capsys.readouterr().out)
     assert [f["node"] for f in flagged] == ["bad"]
     main(["--data-dir", str(data), "nodes", "list", "--json"])
