@@ -16,8 +16,9 @@ Steps, each a function below:
    and the others get none; with no signal anywhere, a later attempt that passed
    on some of the nodes clears them and the rest share it; else it is split
    evenly.
-3. :func:`assess_nodes` compares each node with the rest of the cluster
-   (leave-one-out, so a bad node does not raise its own baseline): blamed
+3. :func:`assess_nodes` compares each node with its peers (the other nodes,
+   less those an earlier round found significant, so neither the node nor
+   another bad node raises its baseline): blamed
    failures per node-hour and blamed jobs per job that touched the node, each a
    Poisson tail probability of at least the observed blame given the rest's
    rate (the failure p-value is the larger of the two: both must be high), and
@@ -365,40 +366,79 @@ def _job_blame(rows: Sequence[Mapping[str, Any]]) -> float:
     return sum(best.values())
 
 
-def assess_nodes(ev: Evidence, cfg: DiagnoseConfig, nodes: Iterable[str] = ()) -> list[NodeTest]:
-    """Rates against the rest of the cluster, p-values and BH q-values for every node (step 3)."""
-    blamed = _blame_by_node(ev, cfg.xid_margin_s)
-    every = sorted(set(nodes) | set(ev.node_hours) | set(ev.signals) | set(blamed))
-    if not every:
-        return []
-    blame = {n: sum(float(r["share"]) for r in blamed.get(n, [])) for n in every}
-    jblame = {n: _job_blame(blamed.get(n, [])) for n in every}
-    hw = {n: sum(s.weight for s in ev.signals.get(n, []) if s.kind != "anomaly") for n in every}
-    hours = {n: ev.node_hours.get(n, 0.0) for n in every}
-    touched = {n: len(ev.jobs_touched.get(n, ())) for n in every}
-    tot_b, tot_j, tot_hw = sum(blame.values()), sum(jblame.values()), sum(hw.values())
-    tot_h, tot_t = sum(hours.values()), sum(touched.values())
-    up = ev.period_hours
+@dataclasses.dataclass
+class _Totals:
+    """Per-node blame, hardware weight and exposure, the inputs of the rate tests."""
+
+    blame: dict[str, float]
+    jblame: dict[str, float]
+    hw: dict[str, float]
+    hours: dict[str, float]
+    touched: dict[str, int]
+    up: float
+
+
+def _test_one(n: str, t: _Totals, peers: Sequence[str]) -> tuple[float, float, float, float, float]:
+    """(p_failures, p_hardware, failure rate, job rate, hardware rate) of node n against ``peers``."""
+    rest_h = sum(t.hours[m] for m in peers)
+    rest_t = sum(t.touched[m] for m in peers)
+    rest_up = t.up * len(peers)
+    rate = (sum(t.blame[m] for m in peers) + _PSEUDO) / rest_h if rest_h > 0 else 0.0
+    jrate = min((sum(t.jblame[m] for m in peers) + _PSEUDO) / rest_t, 1.0) if rest_t > 0 else 0.0
+    hrate = (sum(t.hw[m] for m in peers) + _PSEUDO) / rest_up if rest_up > 0 else 0.0
+    p_fail = max(poisson_tail(t.blame[n], rate * t.hours[n]), poisson_tail(t.jblame[n], jrate * t.touched[n]))
+    return p_fail, poisson_tail(t.hw[n], hrate * t.up), rate, jrate, hrate
+
+
+def _round(every: Sequence[str], t: _Totals, outliers: set[str],
+           blamed: Mapping[str, list[dict[str, Any]]], ev: Evidence) -> list[NodeTest]:
     tests = []
     for n in every:
-        rest_h, rest_t, rest_up = tot_h - hours[n], tot_t - touched[n], up * (len(every) - 1)
-        rate = (tot_b - blame[n] + _PSEUDO) / rest_h if rest_h > 0 else 0.0
-        jrate = min((tot_j - jblame[n] + _PSEUDO) / rest_t, 1.0) if rest_t > 0 else 0.0
-        hrate = (tot_hw - hw[n] + _PSEUDO) / rest_up if rest_up > 0 else 0.0
-        p_fail = max(poisson_tail(blame[n], rate * hours[n]), poisson_tail(jblame[n], jrate * touched[n]))
-        p_hw = poisson_tail(hw[n], hrate * up)
+        peers = [m for m in every if m != n and m not in outliers] or [m for m in every if m != n]
+        p_fail, p_hw, rate, jrate, hrate = _test_one(n, t, peers)
+        hours, touched = t.hours[n], t.touched[n]
         tests.append(NodeTest(
-            node=n, node_hours=round(hours[n], 2), jobs_touched=touched[n], blame=round(blame[n], 4),
-            blamed_jobs=round(jblame[n], 4), hw_weight=hw[n],
-            rate_per_1000h=round(1000 * blame[n] / hours[n], 4) if hours[n] else 0.0,
+            node=n, node_hours=round(hours, 2), jobs_touched=touched, blame=round(t.blame[n], 4),
+            blamed_jobs=round(t.jblame[n], 4), hw_weight=t.hw[n],
+            rate_per_1000h=round(1000 * t.blame[n] / hours, 4) if hours else 0.0,
             cluster_rate_per_1000h=round(1000 * rate, 4),
-            job_rate=round(jblame[n] / touched[n], 4) if touched[n] else 0.0,
+            job_rate=round(t.jblame[n] / touched, 4) if touched else 0.0,
             cluster_job_rate=round(jrate, 4),
-            hw_rate_per_day=round(24 * hw[n] / up, 4), cluster_hw_rate_per_day=round(24 * hrate, 4),
+            hw_rate_per_day=round(24 * t.hw[n] / t.up, 4), cluster_hw_rate_per_day=round(24 * hrate, 4),
             p_failures=p_fail, p_hardware=p_hw, p_value=min(1.0, 2 * min(p_fail, p_hw)),
             failures=sorted(blamed.get(n, []), key=lambda r: -float(r["share"])),
             signals=list(ev.signals.get(n, [])),
         ))
-    for t, q in zip(tests, benjamini_hochberg([t.p_value for t in tests]), strict=True):
-        t.q_value = q
+    for test, q in zip(tests, benjamini_hochberg([x.p_value for x in tests]), strict=True):
+        test.q_value = q
+    return tests
+
+
+def assess_nodes(ev: Evidence, cfg: DiagnoseConfig, nodes: Iterable[str] = ()) -> list[NodeTest]:
+    """Rates against the rest of the cluster, p-values and BH q-values for every node (step 3).
+
+    The baseline of each node is its peers: every other node, less the nodes an
+    earlier round found significant (q <= ``diagnose.node_fdr``), so one bad node
+    does not raise the baseline another is tested against; rounds repeat until the
+    significant set stops changing (at most five).
+    """
+    blamed = _blame_by_node(ev, cfg.xid_margin_s)
+    every = sorted(set(nodes) | set(ev.node_hours) | set(ev.signals) | set(blamed))
+    if not every:
+        return []
+    totals = _Totals(
+        blame={n: sum(float(r["share"]) for r in blamed.get(n, [])) for n in every},
+        jblame={n: _job_blame(blamed.get(n, [])) for n in every},
+        hw={n: sum(s.weight for s in ev.signals.get(n, []) if s.kind != "anomaly") for n in every},
+        hours={n: ev.node_hours.get(n, 0.0) for n in every},
+        touched={n: len(ev.jobs_touched.get(n, ())) for n in every},
+        up=ev.period_hours,
+    )
+    outliers: set[str] = set()
+    for _ in range(5):
+        tests = _round(every, totals, outliers, blamed, ev)
+        found = {x.node for x in tests if x.q_value <= cfg.node_fdr}
+        if found == outliers:
+            break
+        outliers = found
     return tests

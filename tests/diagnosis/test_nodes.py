@@ -163,6 +163,18 @@ def test_hardware_events_flag_a_node_the_application_xids_do_not(store: Store) -
     assert json.loads(flags(store)["lonely"]["evidence"])["xids"] == {"94": 3, "63": 1, "92": 1}
 
 
+def test_one_bad_node_does_not_raise_the_baseline_another_is_tested_against(store: Store) -> None:
+    cluster(store, {f"h{i:02d}": (10, 0) for i in range(20)})
+    events = [(node, 10 * k, 48) for node in ("bad1", "bad2") for k in range(50)]
+    events += [("mid", 100 * k, 94) for k in range(6)]  # few events, but far above the healthy nodes' none
+    add_xids(store, events)
+    out = nd.flag_nodes(store)
+    assert set(out["node"]) == {"bad1", "bad2", "mid"}
+    ev = json.loads(flags(store)["mid"]["evidence"])
+    # the baseline is the healthy peers (half a pseudo-event over 22 nodes), not the bad nodes' 100 events
+    assert ev["rate"]["cluster_hardware_events_per_day"] < 0.01
+
+
 def test_multi_node_failures_blame_the_node_with_xids_not_its_neighbours(store: Store) -> None:
     cluster(store, {f"h{i:02d}": (30, 0) for i in range(10)})
     for i in range(8):  # 8-node jobs failing on 'culprit' + 7 healthy nodes each
