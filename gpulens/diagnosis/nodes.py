@@ -139,8 +139,7 @@ def _reason(t: NodeTest) -> str:
                 kinds[s.kind] = kinds.get(s.kind, 0) + 1
         parts.append(", ".join(f"{n} {k.replace('_', '-')} event(s)" for k, n in sorted(kinds.items()))
                      + f" ({t.hw_rate_per_day:.2f}/day vs cluster {t.cluster_hw_rate_per_day:.2f})")
-    text = "; ".join(parts) or "flagged"
-    return f"{text}; confidence {t.confidence:.3f}"
+    return "; ".join(parts) or "flagged"
 
 
 def _meets_floor(t: NodeTest, seen_jobs: set[str], seen_hw: int, k: int, k_hw: int) -> bool:

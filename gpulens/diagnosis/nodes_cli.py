@@ -35,7 +35,7 @@ def flag(app: App, min_jobs: int | None, fdr: float | None, as_json: bool) -> No
         if df.empty:
             click.echo("no node meets the flagging rule")
         for r in df.to_dict("records"):
-            click.echo(f"{'NEW ' if r['new'] else ''}{r['node']}: {r['reason']}")
+            click.echo(f"{'NEW ' if r['new'] else ''}{r['node']}  confidence {r['confidence']:.3f}: {r['reason']}")
 
     emit(df, as_json, human)
 
