@@ -194,6 +194,28 @@ def test_multi_node_failures_blame_the_node_with_xids_not_its_neighbours(store: 
     assert all(tests[f"h{i:02d}"].blame == 0 for i in range(10))
 
 
+def test_ecc_row_remap_and_anomaly_signals_are_read_from_the_store_and_share_blame(store: Store) -> None:
+    infra_failure(store, "m-ecc", ["a", "b"], 0)  # 60 minutes from T0
+    infra_failure(store, "m-anom", ["c", "d"], 600)
+    schema = arrow_schema("gpu")
+    rows = [{"ts": T0 + timedelta(minutes=m), "node": "a", "gpu_index": 0, "ecc_uncorrected_total": ecc,
+             "row_remap_failures": rr} for m, ecc, rr in ((0, 4, 0), (30, 6, 1), (50, 6, 1))]
+    store.write_samples("gpu", pa.Table.from_pylist(rows, schema=schema))
+    with store.write() as con:
+        con.execute("INSERT INTO node_anomaly VALUES ('d', ?, 0.93), ('c', ?, 0.2)",
+                    [T0 + timedelta(hours=10), T0 + timedelta(hours=10)])
+    con = store.connect()
+    try:
+        tests = {t.node: t for t in nd.node_evidence(con)}
+    finally:
+        con.close()
+    assert (tests["a"].blame, tests["b"].blame, tests["c"].blame, tests["d"].blame) == (1.0, 0.0, 0.0, 1.0)
+    kinds = {s.kind: s.detail for s in tests["a"].signals}
+    assert kinds == {"ecc": "2 uncorrectable ECC error(s) on GPU 0", "row_remap": "1 row-remap failure(s) on GPU 0"}
+    assert tests["a"].hw_events == 2 and tests["d"].hw_events == 0  # an anomaly is a signal, not an event
+    assert tests["d"].failures[0]["signals"][0]["detail"] == "anomaly score 0.93"
+
+
 def test_reflagging_updates_in_place_and_clearing_needs_new_evidence(store: Store) -> None:
     cluster(store, {f"h{i:02d}": (40, 0) for i in range(10)})
     for i in range(4):
