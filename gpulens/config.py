@@ -123,6 +123,8 @@ class DiagnoseConfig:
     cofailure_window_s: float = 3600.0
     #: XIDs this long before start / after end of an attempt still count for it
     xid_margin_s: float = 300.0
+    #: hardware XIDs this long before a failed attempt's end count as what ended it (node_health)
+    failure_xid_window_s: float = 1800.0
     #: an attempt that failed within this many seconds failed at start-up
     startup_seconds: float = 300.0
     #: ... and within this many seconds, in its first iteration(s)
@@ -133,6 +135,12 @@ class DiagnoseConfig:
     bn_prior_rows: int = 2000
     #: One-Class SVM nu (expected share of anomalous node-hours)
     anomaly_nu: float = 0.05
+    #: bad nodes (issue 17): false-discovery rate of the node flags (Benjamini-Hochberg q)
+    node_fdr: float = 0.01
+    #: a node-hour with at least this anomaly score is a hardware signal for blame
+    node_anomaly_signal: float = 0.8
+    #: the GpulensNodeFlaggedBad alert fires only on flags at least this confident (1 - q)
+    node_alert_confidence: float = 0.99
 
 
 @dataclasses.dataclass

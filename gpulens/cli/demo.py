@@ -134,8 +134,8 @@ def _diagnose(app: App, store: Store) -> None:
         n = jobs.diagnose_all(store, progress=report)
     console.print(f"    diagnosed {_n(n, 'failed attempt')}")
     blacklist.update_from_failures(store, k=app.config.diagnose.blacklist_min_jobs)
-    flagged = nodes.flag_nodes(store)
-    scored = nodes.score_anomalies(store)
+    scored = nodes.score_anomalies(store, config=app.config.diagnose)  # anomaly hours are blame signals
+    flagged = nodes.flag_nodes(store, config=app.config.diagnose)
     console.print(f"    flagged {_n(len(flagged), 'node')}; {_n(scored, 'node-hour')} scored for "
                   "anomalies")
 

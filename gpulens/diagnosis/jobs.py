@@ -13,9 +13,12 @@ Context of a failed attempt (each becomes one evidence variable of
   category, or same exit class when the log says nothing) on disjoint nodes, a
   later attempt that passed, the same failure on overlapping nodes, a different
   failure, or no other attempt.
-* ``node_health``: XID events on the attempt's nodes from
-  ``diagnose.xid_margin_s`` before its start to as long after its end, and
-  uncorrectable ECC increases in the hours it ran. Hardware XIDs (anything not
+* ``node_health``: XID events on the attempt's nodes at the time it failed:
+  from ``diagnose.failure_xid_window_s`` before its end (but not before its
+  start less ``diagnose.xid_margin_s``) to ``xid_margin_s`` after it (XIDs
+  earlier in a run that went on are not what ended it), and uncorrectable ECC
+  increases in those hours.
+  Hardware XIDs (anything not
   in :data:`APP_XIDS`) or ECC give ``xid_or_ecc``; only application-caused XIDs
   (13, 31, 43, 45, 68) give ``app_xid``; nothing while GPU telemetry or XID
   monitoring covers the node gives ``clean``; no telemetry leaves it unobserved.
@@ -27,6 +30,10 @@ Context of a failed attempt (each becomes one evidence variable of
   of this job's inputs (declared or named in its log); a blacklisted input
   counts as several.
 * ``multi_node``: more than one node in the attempt's placement.
+* ``fault_frame``: for ``crash`` and ``cuda_error`` only, whether the failing
+  frame of the log is the user's code or the framework's
+  (:func:`gpulens.diagnosis.frames.fault_frame`; the origin convention of
+  docs/diagnosis.md).
 """
 
 from __future__ import annotations
@@ -36,7 +43,7 @@ import json
 import math
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
@@ -48,7 +55,14 @@ import pyarrow as pa
 
 from gpulens.config import DiagnoseConfig
 from gpulens.diagnosis.blacklist import blame_inputs, covers, is_global, normalize_input
-from gpulens.diagnosis.origin import OriginModel, OriginResult, default_model, synthetic_history
+from gpulens.diagnosis.frames import fault_frame_of_file
+from gpulens.diagnosis.origin import (
+    FRAME_CATEGORIES,
+    OriginModel,
+    OriginResult,
+    default_model,
+    synthetic_history,
+)
 from gpulens.diagnosis.types import ORIGINS, Diagnosis
 from gpulens.errors import GpulensError, InputError
 from gpulens.store import Store, registered
@@ -64,6 +78,7 @@ __all__ = [
     "format_job",
     "labeled_history",
     "model_for_store",
+    "named_rows",
     "stage_of",
 ]
 
@@ -252,66 +267,109 @@ class _Known:
     inputs: list[str]
     evidence: list[str] = dataclasses.field(default_factory=list)
     log_read: bool = True
+    frame: str | None = None  # fault_frame of the log (crash / cuda_error only)
+
+
+def named_rows(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+    """The rows of a query as dicts by column name."""
+    cur = con.execute(sql, list(params))
+    names = [d[0] for d in cur.description or []]
+    return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
 
 
 class _View:
-    """The slice of the store the context builder needs, read once."""
+    """The slice of the store the context builder needs, read once, step by step."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection, job_ids: list[str] | None, cfg: DiagnoseConfig) -> None:
         self.cfg = cfg
+        self.attempts: dict[str, list[_Attempt]] = {}
+        self.xids: dict[Key, Counter[tuple[str, int]]] = {}
+        self.monitored_nodes: set[str] = set()
+        self.ecc: dict[Key, int] = {}
+        self.telemetry: set[Key] = set()
+        self.cofail: dict[Key, list[tuple[str, int, str | None, str]]] = {}
+        self.prior: dict[Key, _Known] = {}
+        self.job_meta: dict[str, tuple[str | None, list[str]]] = {}
+        self._select_jobs(con, job_ids)
+        self._read_attempts(con)
+        self._mark_failed_attempts(con)
+        self._read_xids(con)
+        self._read_ecc(con)
+        self._read_cofailures(con)
+        self._read_prior(con)
+        self.blacklisted: list[str] = [
+            r["input"] for r in named_rows(con, "SELECT input FROM blacklist WHERE state = 'blacklisted'")
+        ]
+        con.execute("DROP TABLE IF EXISTS fa")
+        con.execute("DROP TABLE IF EXISTS sel_jobs")
+
+    @staticmethod
+    def _select_jobs(con: duckdb.DuckDBPyConnection, job_ids: list[str] | None) -> None:
         con.execute("CREATE OR REPLACE TEMP TABLE sel_jobs (job_id VARCHAR)")
         if job_ids is None:
             con.execute("INSERT INTO sel_jobs SELECT DISTINCT job_id FROM attempts WHERE status = 'failed'")
         else:
             con.executemany("INSERT INTO sel_jobs VALUES (?)", [[j] for j in job_ids])
+
+    def _read_attempts(self, con: duckdb.DuckDBPyConnection) -> None:
         nodes: dict[Key, list[str]] = {}
-        for job, att, ns in con.execute(
-            "SELECT job_id, attempt, list(DISTINCT node ORDER BY node) FROM placements "
-            "WHERE job_id IN (SELECT job_id FROM sel_jobs) GROUP BY job_id, attempt"
-        ).fetchall():
-            nodes[(job, int(att))] = list(ns)
-        self.attempts: dict[str, list[_Attempt]] = {}
-        for row in con.execute(
+        for r in named_rows(
+            con,
+            "SELECT job_id, attempt, list(DISTINCT node ORDER BY node) AS nodes FROM placements "
+            "WHERE job_id IN (SELECT job_id FROM sel_jobs) GROUP BY job_id, attempt",
+        ):
+            nodes[(r["job_id"], int(r["attempt"]))] = list(r["nodes"])
+        for r in named_rows(
+            con,
             """
             SELECT a.job_id, a.attempt, a.status, a.start_time, a.end_time, a.exit_code, a.signal,
-                   a.log_path, j."user", j.inputs, j.status
+                   a.log_path, j."user", j.inputs AS declared, j.status AS job_status
             FROM attempts a LEFT JOIN jobs j USING (job_id)
             WHERE a.job_id IN (SELECT job_id FROM sel_jobs)
             ORDER BY a.job_id, a.attempt
-            """
-        ).fetchall():
-            job, att = row[0], int(row[1])
-            self.attempts.setdefault(job, []).append(
-                _Attempt(job, att, row[2] or "", row[3], row[4], row[5], row[6], row[7], row[8],
-                         list(row[9] or []), row[10], nodes.get((job, att), []))
-            )
-        margin = float(cfg.xid_margin_s)
+            """,
+        ):
+            key = (r["job_id"], int(r["attempt"]))
+            self.attempts.setdefault(key[0], []).append(_Attempt(
+                job_id=key[0], attempt=key[1], status=r["status"] or "", start=r["start_time"],
+                end=r["end_time"], exit_code=r["exit_code"], signal=r["signal"], log_path=r["log_path"],
+                user=r["user"], declared=list(r["declared"] or []), job_status=r["job_status"],
+                nodes=nodes.get(key, []),
+            ))
+
+    def _mark_failed_attempts(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Temp table ``fa``: the failed attempts' nodes and the window around the failure (its end)."""
+        before, after = float(self.cfg.failure_xid_window_s), float(self.cfg.xid_margin_s)
         con.execute(
             """
             CREATE OR REPLACE TEMP TABLE fa AS
             SELECT DISTINCT a.job_id, a.attempt, p.node, a.start_time, a.end_time,
-                   a.start_time - to_microseconds(CAST(? * 1e6 AS BIGINT)) AS t0,
+                   greatest(a.start_time - to_microseconds(CAST(? * 1e6 AS BIGINT)),
+                            coalesce(a.end_time, a.start_time) - to_microseconds(CAST(? * 1e6 AS BIGINT))) AS t0,
                    coalesce(a.end_time, a.start_time) + to_microseconds(CAST(? * 1e6 AS BIGINT)) AS t1
             FROM attempts a JOIN placements p USING (job_id, attempt)
             WHERE a.status = 'failed' AND a.start_time IS NOT NULL
               AND a.job_id IN (SELECT job_id FROM sel_jobs)
             """,
-            [margin, margin],
+            [after, before, after],
         )
-        self.xids: dict[Key, Counter[tuple[str, int]]] = {}
-        for job, att, node, xid, n in con.execute(
-            "SELECT fa.job_id, fa.attempt, fa.node, x.xid, count(*) FROM fa JOIN xid_events x "
-            "ON x.node = fa.node AND x.ts BETWEEN fa.t0 AND fa.t1 GROUP BY ALL"
-        ).fetchall():
-            self.xids.setdefault((job, int(att)), Counter())[(node, int(xid) if xid is not None else -1)] += int(n)
-        self.monitored_nodes: set[str] = {
-            r[0] for r in con.execute(
-                "SELECT DISTINCT node FROM xid_events WHERE node IN (SELECT node FROM fa)"
-            ).fetchall()
+
+    def _read_xids(self, con: duckdb.DuckDBPyConnection) -> None:
+        for r in named_rows(
+            con,
+            "SELECT fa.job_id, fa.attempt, fa.node, x.xid, count(*) AS n FROM fa JOIN xid_events x "
+            "ON x.node = fa.node AND x.ts BETWEEN fa.t0 AND fa.t1 GROUP BY ALL",
+        ):
+            xid = int(r["xid"]) if r["xid"] is not None else -1
+            self.xids.setdefault((r["job_id"], int(r["attempt"])), Counter())[(r["node"], xid)] += int(r["n"])
+        self.monitored_nodes = {
+            r["node"] for r in named_rows(
+                con, "SELECT DISTINCT node FROM xid_events WHERE node IN (SELECT node FROM fa)")
         }
-        self.ecc: dict[Key, int] = {}
-        self.telemetry: set[Key] = set()
-        for job, att, node_hours, ecc in con.execute(
+
+    def _read_ecc(self, con: duckdb.DuckDBPyConnection) -> None:
+        for r in named_rows(
+            con,
             """
             WITH g AS (
                 SELECT node, gpu_index, date_trunc('hour', ts) AS h,
@@ -322,21 +380,23 @@ class _View:
                     lag(mx) OVER (PARTITION BY node, gpu_index ORDER BY h), mn), 0), 0) AS inc
                 FROM g),
             nh AS (SELECT node, h, sum(inc) AS inc FROM d GROUP BY node, h)
-            SELECT fa.job_id, fa.attempt, count(*), sum(nh.inc)
+            SELECT fa.job_id, fa.attempt, count(*) AS node_hours, sum(nh.inc) AS ecc
             FROM fa JOIN nh ON nh.node = fa.node
                 AND nh.h BETWEEN date_trunc('hour', fa.t0) AND fa.t1
             GROUP BY fa.job_id, fa.attempt
-            """
-        ).fetchall():
-            key = (job, int(att))
-            if node_hours:
+            """,
+        ):
+            key = (r["job_id"], int(r["attempt"]))
+            if r["node_hours"]:
                 self.telemetry.add(key)
-            self.ecc[key] = int(ecc or 0)
-        window = float(cfg.cofailure_window_s)
-        self.cofail: dict[Key, list[tuple[str, int, str | None, str]]] = {}
-        for job, att, ojob, oatt, ouser, node in con.execute(
+            self.ecc[key] = int(r["ecc"] or 0)
+
+    def _read_cofailures(self, con: duckdb.DuckDBPyConnection) -> None:
+        for r in named_rows(
+            con,
             """
-            SELECT DISTINCT fa.job_id, fa.attempt, a.job_id, a.attempt, j."user", p.node
+            SELECT DISTINCT fa.job_id, fa.attempt, a.job_id AS other_job, a.attempt AS other_attempt,
+                   j."user" AS other_user, p.node
             FROM fa
             JOIN placements p ON p.node = fa.node AND p.job_id <> fa.job_id
             JOIN attempts a ON a.job_id = p.job_id AND a.attempt = p.attempt
@@ -344,25 +404,22 @@ class _View:
             WHERE a.status = 'failed' AND a.end_time IS NOT NULL AND fa.end_time IS NOT NULL
               AND abs(epoch(a.end_time) - epoch(fa.end_time)) <= ?
             """,
-            [window],
-        ).fetchall():
-            self.cofail.setdefault((job, int(att)), []).append((ojob, int(oatt), ouser, node))
-        self.prior: dict[Key, _Known] = {}
-        self.job_meta: dict[str, tuple[str | None, list[str]]] = {}
-        for job, att, cat, named, declared, user in con.execute(
-            'SELECT f.job_id, f.attempt, f.category, f.inputs, j.inputs, j."user" '
-            "FROM failures f LEFT JOIN jobs j USING (job_id)"
-        ).fetchall():
-            self.prior[(job, int(att))] = _Known(cat, list(named or []))
-            self.job_meta[job] = (user, list(declared or []))
+            [float(self.cfg.cofailure_window_s)],
+        ):
+            self.cofail.setdefault((r["job_id"], int(r["attempt"])), []).append(
+                (r["other_job"], int(r["other_attempt"]), r["other_user"], r["node"]))
+
+    def _read_prior(self, con: duckdb.DuckDBPyConnection) -> None:
+        for r in named_rows(
+            con,
+            'SELECT f.job_id, f.attempt, f.category, f.inputs AS named, j.inputs AS declared, j."user" '
+            "FROM failures f LEFT JOIN jobs j USING (job_id)",
+        ):
+            self.prior[(r["job_id"], int(r["attempt"]))] = _Known(r["category"], list(r["named"] or []))
+            self.job_meta[r["job_id"]] = (r["user"], list(r["declared"] or []))
         for job, atts in self.attempts.items():
             if atts:
                 self.job_meta[job] = (atts[0].user, atts[0].declared)
-        self.blacklisted: list[str] = [
-            r[0] for r in con.execute("SELECT input FROM blacklist WHERE state = 'blacklisted'").fetchall()
-        ]
-        con.execute("DROP TABLE IF EXISTS fa")
-        con.execute("DROP TABLE IF EXISTS sel_jobs")
 
     def failed(self) -> list[_Attempt]:
         return [a for atts in self.attempts.values() for a in atts if a.status == "failed"]
@@ -375,112 +432,150 @@ def _signature(known: _Known | None, att: _Attempt) -> str | None:
     return f"exit:{ec}" if ec else None
 
 
-def _contexts(view: _View, known: Mapping[Key, _Known]) -> dict[Key, tuple[dict[str, str | None], list[str]]]:
-    """Evidence variables and human notes for every failed attempt of the view."""
-    cfg = view.cfg
-    # input -> jobs whose incorrect_input failures blame it
+Context = tuple[dict[str, str | None], list[str]]
+
+
+def _log_context(att: _Attempt, me: _Known | None, cfg: DiagnoseConfig) -> Context:
+    """category, exit, stage, multi_node and fault_frame: what the attempt itself shows."""
+    runtime = (att.end - att.start).total_seconds() if att.start and att.end else None
+    category = me.category if me is not None and me.log_read else None
+    ctx: dict[str, str | None] = {
+        "category": category,
+        "exit": exit_class(att.exit_code, att.signal),
+        "stage": stage_of(me.category if me else None, runtime, me.evidence if me else (), cfg),
+        "multi_node": None if not att.nodes else ("multi" if len(att.nodes) > 1 else "single"),
+        "fault_frame": me.frame if me is not None and category in FRAME_CATEGORIES else None,
+    }
+    notes = [f"the failing frame is in {ctx['fault_frame'].replace('_', ' ')}"] if ctx["fault_frame"] else []
+    return ctx, notes
+
+
+def _retry_context(att: _Attempt, me: _Known | None, view: _View, known: Mapping[Key, _Known]) -> Context:
+    """retry: how the job's other attempts ended."""
+    sig = _signature(me, att)
+    same_other: list[_Attempt] = []
+    same_same: list[_Attempt] = []
+    different: list[_Attempt] = []
+    passed_later: list[_Attempt] = []
+    for other in view.attempts.get(att.job_id, []):
+        if other.attempt == att.attempt:
+            continue
+        if other.status == "passed" and other.attempt > att.attempt:
+            passed_later.append(other)
+        elif other.status == "failed":
+            osig = _signature(known.get((other.job_id, other.attempt)), other)
+            if sig is not None and osig == sig:
+                disjoint = bool(att.nodes) and bool(other.nodes) and not set(att.nodes) & set(other.nodes)
+                (same_other if disjoint else same_same).append(other)
+            else:
+                different.append(other)
+    if same_other:
+        o = same_other[0]
+        return {"retry": "same_failure_other_node"}, [
+            f"attempt {o.attempt} failed the same way ({sig}) on other node(s) {', '.join(o.nodes)}"]
+    if passed_later:
+        o = passed_later[0]
+        return {"retry": "succeeded_on_retry"}, [f"attempt {o.attempt} passed on {', '.join(o.nodes) or '?'}"]
+    if same_same:
+        return {"retry": "same_failure_same_node"}, [
+            f"attempt {same_same[0].attempt} failed the same way ({sig}) on overlapping node(s)"]
+    if different:
+        return {"retry": "different_failure"}, [f"attempt {different[0].attempt} failed differently"]
+    return {"retry": "no_retry"}, []
+
+
+def _node_health_context(att: _Attempt, key: Key, view: _View) -> Context:
+    """node_health: hardware / application XIDs and ECC errors on the attempt's nodes."""
+    xids = view.xids.get(key, Counter())
+    hw = {k: n for k, n in xids.items() if k[1] not in APP_XIDS}
+    app = {k: n for k, n in xids.items() if k[1] in APP_XIDS}
+    ecc = view.ecc.get(key, 0)
+    if hw or ecc:
+        state: str | None = "xid_or_ecc"
+    elif app:
+        state = "app_xid"
+    elif key in view.telemetry or any(n in view.monitored_nodes for n in att.nodes):
+        state = "clean"
+    else:
+        state = None
+    notes = [
+        f"node {node}: XID {xid} ({'application' if xid in APP_XIDS else 'hardware'}) x{n} during the attempt"
+        for (node, xid), n in sorted(xids.items())
+    ]
+    if ecc:
+        notes.append(f"{ecc} uncorrectable ECC error(s) on the attempt's nodes while it ran")
+    return {"node_health": state}, notes
+
+
+def _cofailure_context(att: _Attempt, key: Key, view: _View, known: Mapping[Key, _Known]) -> Context:
+    """node_cofailures: other users' non-deterministic failures on the same node at the same time."""
+    others: dict[str, str] = {}
+    for ojob, oatt, ouser, node in view.cofail.get(key, []):
+        if att.user is not None and ouser == att.user:
+            continue
+        ok = known.get((ojob, oatt))
+        if ok is not None and ok.category in DETERMINISTIC:
+            continue
+        others.setdefault(ojob, node)
+    notes = []
+    if others:
+        minutes = view.cfg.cofailure_window_s / 60
+        notes.append(
+            f"{len(others)} other job(s) failed on {', '.join(sorted(set(others.values())))} "
+            f"within {minutes:g} min: {', '.join(sorted(others)[:5])}"
+        )
+    return {"node_cofailures": _count_state(len(others)) if att.nodes else None}, notes
+
+
+def _blamed_inputs(view: _View, known: Mapping[Key, _Known]) -> dict[str, set[str]]:
+    """input -> jobs whose incorrect_input failures blame it."""
     blamed: dict[str, set[str]] = {}
     for (job, _att), k in known.items():
         if k.category == "incorrect_input":
             declared = view.job_meta.get(job, (None, []))[1]
             for name in blame_inputs(declared, k.inputs):
                 blamed.setdefault(name, set()).add(job)
-    out: dict[Key, tuple[dict[str, str | None], list[str]]] = {}
+    return blamed
+
+
+def _input_context(att: _Attempt, me: _Known | None, view: _View, blamed: Mapping[str, set[str]]) -> Context:
+    """input_cofailures: other jobs failing on one of this attempt's inputs; blacklisted inputs."""
+    mine = set(_inputs_of(att.declared) + [n for n in _inputs_of(me.inputs if me else []) if is_global(n)])
+    bad: set[str] = set()
+    hit_inputs: list[str] = []
+    for name, jobs in blamed.items():
+        if any(covers(name, m) or covers(m, name) for m in mine):
+            extra = jobs - {att.job_id}
+            if extra:
+                bad |= extra
+                hit_inputs.append(name)
+    listed = [m for m in mine if any(covers(e, m) for e in view.blacklisted)]
+    notes = []
+    if hit_inputs:
+        notes.append(f"input(s) {', '.join(sorted(hit_inputs)[:3])} also failed {len(bad)} other job(s)")
+    if listed:
+        notes.append(f"blacklisted input(s): {', '.join(sorted(listed)[:3])}")
+    return {"input_cofailures": _count_state(len(bad) + (2 if listed else 0))}, notes
+
+
+def _contexts(view: _View, known: Mapping[Key, _Known]) -> dict[Key, Context]:
+    """Evidence variables and human notes for every failed attempt of the view."""
+    blamed = _blamed_inputs(view, known)
+    out: dict[Key, Context] = {}
     for att in view.failed():
         key = (att.job_id, att.attempt)
         me = known.get(key)
-        notes: list[str] = []
         ctx: dict[str, str | None] = {}
-        ctx["category"] = me.category if me is not None and me.log_read else None
-        ctx["exit"] = exit_class(att.exit_code, att.signal)
-        runtime = (att.end - att.start).total_seconds() if att.start and att.end else None
-        ctx["stage"] = stage_of(me.category if me else None, runtime, me.evidence if me else (), cfg)
-        ctx["multi_node"] = None if not att.nodes else ("multi" if len(att.nodes) > 1 else "single")
-        # retry outcome
-        sig = _signature(me, att)
-        same_other: list[_Attempt] = []
-        same_same: list[_Attempt] = []
-        different: list[_Attempt] = []
-        passed_later: list[_Attempt] = []
-        for other in view.attempts.get(att.job_id, []):
-            if other.attempt == att.attempt:
-                continue
-            if other.status == "passed" and other.attempt > att.attempt:
-                passed_later.append(other)
-            elif other.status == "failed":
-                osig = _signature(known.get((other.job_id, other.attempt)), other)
-                if sig is not None and osig == sig:
-                    disjoint = bool(att.nodes) and bool(other.nodes) and not set(att.nodes) & set(other.nodes)
-                    (same_other if disjoint else same_same).append(other)
-                else:
-                    different.append(other)
-        if same_other:
-            ctx["retry"] = "same_failure_other_node"
-            o = same_other[0]
-            notes.append(f"attempt {o.attempt} failed the same way ({sig}) on other node(s) {', '.join(o.nodes)}")
-        elif passed_later:
-            ctx["retry"] = "succeeded_on_retry"
-            o = passed_later[0]
-            notes.append(f"attempt {o.attempt} passed on {', '.join(o.nodes) or '?'}")
-        elif same_same:
-            ctx["retry"] = "same_failure_same_node"
-            notes.append(f"attempt {same_same[0].attempt} failed the same way ({sig}) on overlapping node(s)")
-        elif different:
-            ctx["retry"] = "different_failure"
-            notes.append(f"attempt {different[0].attempt} failed differently")
-        else:
-            ctx["retry"] = "no_retry"
-        # node health
-        xids = view.xids.get(key, Counter())
-        hw = {k: n for k, n in xids.items() if k[1] not in APP_XIDS}
-        app = {k: n for k, n in xids.items() if k[1] in APP_XIDS}
-        ecc = view.ecc.get(key, 0)
-        if hw or ecc:
-            ctx["node_health"] = "xid_or_ecc"
-        elif app:
-            ctx["node_health"] = "app_xid"
-        elif key in view.telemetry or any(n in view.monitored_nodes for n in att.nodes):
-            ctx["node_health"] = "clean"
-        else:
-            ctx["node_health"] = None
-        for (node, xid), n in sorted(xids.items()):
-            kind = "application" if xid in APP_XIDS else "hardware"
-            notes.append(f"node {node}: XID {xid} ({kind}) x{n} during the attempt")
-        if ecc:
-            notes.append(f"{ecc} uncorrectable ECC error(s) on the attempt's nodes while it ran")
-        # co-failures on the same node
-        others: dict[str, str] = {}
-        for ojob, oatt, ouser, node in view.cofail.get(key, []):
-            if att.user is not None and ouser == att.user:
-                continue
-            ok = known.get((ojob, oatt))
-            if ok is not None and ok.category in DETERMINISTIC:
-                continue
-            others.setdefault(ojob, node)
-        ctx["node_cofailures"] = _count_state(len(others)) if att.nodes else None
-        if others:
-            minutes = cfg.cofailure_window_s / 60
-            notes.append(
-                f"{len(others)} other job(s) failed on {', '.join(sorted(set(others.values())))} "
-                f"within {minutes:g} min: {', '.join(sorted(others)[:5])}"
-            )
-        # input co-failures
-        mine = set(_inputs_of(att.declared) + [n for n in _inputs_of(me.inputs if me else []) if is_global(n)])
-        bad: set[str] = set()
-        hit_inputs: list[str] = []
-        for name, jobs in blamed.items():
-            if any(covers(name, m) or covers(m, name) for m in mine):
-                extra = jobs - {att.job_id}
-                if extra:
-                    bad |= extra
-                    hit_inputs.append(name)
-        listed = [m for m in mine if any(covers(e, m) for e in view.blacklisted)]
-        n_bad = len(bad) + (2 if listed else 0)
-        ctx["input_cofailures"] = _count_state(n_bad)
-        if hit_inputs:
-            notes.append(f"input(s) {', '.join(sorted(hit_inputs)[:3])} also failed {len(bad)} other job(s)")
-        if listed:
-            notes.append(f"blacklisted input(s): {', '.join(sorted(listed)[:3])}")
+        notes: list[str] = []
+        for part, part_notes in (
+            _log_context(att, me, view.cfg),
+            _retry_context(att, me, view, known),
+            _node_health_context(att, key, view),
+            _cofailure_context(att, key, view, known),
+            _input_context(att, me, view, blamed),
+        ):
+            ctx.update(part)
+            notes += part_notes
         out[key] = (ctx, notes)
     return out
 
@@ -550,14 +645,17 @@ def labeled_history(store: Store, con: duckdb.DuckDBPyConnection | None = None) 
             labels[(job, int(att))] = (cat, origin)
         labels = {k: v for k, v in labels.items() if v[1] in ORIGINS and v[1] != "unknown"}
         cols = ["origin", "category", "multi_node", "exit", "stage", "retry", "node_health",
-                "node_cofailures", "input_cofailures"]
+                "node_cofailures", "input_cofailures", "fault_frame"]
         if not labels:
             return pd.DataFrame(columns=cols, dtype="object")
         view = _View(con, sorted({j for j, _ in labels}), DiagnoseConfig())
         known: dict[Key, _Known] = dict(view.prior)
+        logs = {(a.job_id, a.attempt): a.log_path for atts in view.attempts.values() for a in atts}
         for key, (cat, _o) in labels.items():
             prev = view.prior.get(key)
-            known[key] = _Known(cat, prev.inputs if prev else [])
+            path = _log_file(store, logs.get(key)) if cat in FRAME_CATEGORIES else None
+            frame = fault_frame_of_file(path) if path is not None else None
+            known[key] = _Known(cat, prev.inputs if prev else [], frame=frame)
         rows = []
         for key, (ctx, _notes) in _contexts(view, known).items():
             if key in labels:
@@ -617,8 +715,9 @@ def _run(
         diags[key] = d
         path = _log_file(store, att.log_path)
         # a missing log leaves the category unobserved; an unreadable one is 'unknown'
-        known[key] = _Known(d.category, list(d.inputs), list(d.evidence),
-                            log_read=path is not None and path.exists())
+        readable = path is not None and path.exists()
+        frame = fault_frame_of_file(path) if readable and path and d.category in FRAME_CATEGORIES else None
+        known[key] = _Known(d.category, list(d.inputs), list(d.evidence), log_read=readable, frame=frame)
         if progress is not None:
             progress("classify", i + 1, len(failed))
     contexts = _contexts(view, known)

@@ -1,21 +1,20 @@
 """Bad nodes: drain candidates from failures and hardware signals, and a
 telemetry anomaly score per node and hour.
 
-**Flagging** (:func:`flag_nodes`). A job *implicates* a node when
-
-* one of its attempts on the node failed with origin ``infrastructure``
-  (weight 1 for a single-node attempt, ``1 / nodes`` for a multi-node one,
-  since only one of the nodes is likely at fault), or
-* one of its attempts ran on the node while it logged a hardware XID (not in
-  :data:`gpulens.diagnosis.jobs.APP_XIDS`) or an uncorrectable ECC error (weight 1).
-
-A node is flagged when its implicating weight reaches ``diagnose.node_min_jobs``
-(default 2) with at least two different jobs, or when it logged at least
-``diagnose.node_min_hw_events`` hardware XID/ECC events (default 3), jobs or
-not. The flag keeps its evidence (jobs, XIDs by code, ECC count) as JSON, and
-``score`` = implicating weight + 0.25 x hardware events, for ranking. An active
-flag is updated in place; a flag an operator cleared comes back only with jobs
-or events that were not part of its evidence.
+**Flagging** (:func:`flag_nodes`). By rate against the rest of the cluster,
+not by count (:mod:`gpulens.diagnosis.badnodes`): infrastructure-origin failures
+blamed on the node per node-hour of allocation and per job that ran on it, and
+its hardware events (hardware XIDs, uncorrectable ECC, row-remap failures) per
+day, each a Poisson tail probability against the others' rate; the blame of a
+multi-node failure goes to the nodes with hardware signals during the attempt,
+or away from nodes a later attempt passed on. A node is flagged when its
+Benjamini-Hochberg q-value is at most ``diagnose.node_fdr`` and it has at least
+``diagnose.node_min_jobs`` blamed jobs or ``diagnose.node_min_hw_events``
+hardware events; ``confidence`` = 1 - q. The flag keeps its explanation as
+JSON (rates vs the cluster's, blamed jobs with share and reason, signals with
+times, p-values); ``score`` = -log10(q) ranks them. An active flag is updated
+in place; a flag an operator cleared comes back only with jobs or events that
+were not part of its evidence.
 
 **Anomaly score** (:func:`score_anomalies`). Per node and hour, a feature vector
 from the sample views: mean and spread of GPU utilization, memory use, PCIe
@@ -36,6 +35,7 @@ fit; this keeps one threshold meaningful across clusters and refits.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -45,7 +45,7 @@ import numpy as np
 import pandas as pd
 
 from gpulens.config import DiagnoseConfig
-from gpulens.diagnosis.jobs import APP_XIDS
+from gpulens.diagnosis.badnodes import NodeTest, assess_nodes, read_evidence
 from gpulens.errors import InputError
 from gpulens.extras import require
 from gpulens.store import Store, replace_batch
@@ -56,6 +56,7 @@ __all__ = [
     "anomaly_score",
     "anomaly_scores",
     "clear_flag",
+    "flag_details",
     "flag_nodes",
     "flagged_nodes",
     "hourly_features",
@@ -78,107 +79,92 @@ def _now() -> datetime:
 
 
 # ---------------------------------------------------------------- flagging
-def node_evidence(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
-    """Per node: implicating weight, jobs, hardware events (see module docstring)."""
-    infra = con.execute(
-        """
-        WITH f AS (
-            SELECT f.job_id, f.attempt, f.category FROM failures f WHERE f.origin = 'infrastructure'),
-        pn AS (
-            SELECT job_id, attempt, count(DISTINCT node) AS n FROM placements GROUP BY ALL)
-        SELECT DISTINCT p.node, f.job_id, f.attempt, f.category, 1.0 / pn.n AS w
-        FROM f JOIN placements p USING (job_id, attempt) JOIN pn USING (job_id, attempt)
-        """
-    ).fetchall()
-    app = sorted(APP_XIDS)
-    hw_events = con.execute(
-        "SELECT node, xid, count(*) AS n, min(ts), max(ts) FROM xid_events "
-        "WHERE xid IS NULL OR NOT list_contains(?, xid) GROUP BY ALL",
-        [app],
-    ).fetchall()
-    hw_jobs = con.execute(
-        """
-        SELECT DISTINCT p.node, p.job_id
-        FROM xid_events x
-        JOIN placements p ON p.node = x.node
-        JOIN attempts a ON a.job_id = p.job_id AND a.attempt = p.attempt
-        WHERE (x.xid IS NULL OR NOT list_contains(?, x.xid))
-          AND x.ts >= a.start_time AND x.ts <= coalesce(a.end_time, x.ts)
-        """,
-        [app],
-    ).fetchall()
-    ecc = con.execute(
-        """
-        WITH g AS (
-            SELECT node, gpu_index, date_trunc('hour', ts) AS h,
-                   max(ecc_uncorrected_total) AS mx, min(ecc_uncorrected_total) AS mn
-            FROM gpu_samples WHERE ecc_uncorrected_total IS NOT NULL GROUP BY ALL),
-        d AS (
-            SELECT node, greatest(coalesce(mx - coalesce(
-                lag(mx) OVER (PARTITION BY node, gpu_index ORDER BY h), mn), 0), 0) AS inc
-            FROM g)
-        SELECT node, sum(inc) FROM d GROUP BY node HAVING sum(inc) > 0
-        """
-    ).fetchall()
-    nodes: dict[str, dict[str, Any]] = {}
-
-    def entry(node: str) -> dict[str, Any]:
-        return nodes.setdefault(
-            node,
-            {"weights": {}, "infra_failures": [], "xids": {}, "hw_jobs": set(), "ecc": 0},
-        )
-
-    for node, job, att, cat, w in infra:
-        e = entry(node)
-        e["weights"][job] = max(e["weights"].get(job, 0.0), float(w))
-        e["infra_failures"].append({"job_id": job, "attempt": int(att), "category": cat})
-    for node, job in hw_jobs:
-        e = entry(node)
-        e["weights"][job] = 1.0
-        e["hw_jobs"].add(job)
-    for node, xid, n, _t0, _t1 in hw_events:
-        entry(node)["xids"][str(xid)] = int(n)
-    for node, inc in ecc:
-        entry(node)["ecc"] = int(inc)
-    rows = []
-    for node, e in sorted(nodes.items()):
-        hw = sum(e["xids"].values()) + e["ecc"]
-        weight = float(sum(e["weights"].values()))
-        rows.append(
-            {
-                "node": node,
-                "weight": round(weight, 4),
-                "jobs": sorted(e["weights"]),
-                "hw_events": hw,
-                "score": round(weight + 0.25 * hw, 4),
-                "evidence": {
-                    "jobs": sorted(e["weights"]),
-                    "infra_failures": e["infra_failures"][:50],
-                    "hardware_jobs": sorted(e["hw_jobs"]),
-                    "xids": e["xids"],
-                    "ecc_uncorrected": e["ecc"],
-                    "weight": round(weight, 4),
-                    "job_weights": {j: round(w, 4) for j, w in sorted(e["weights"].items())},
-                },
-            }
-        )
-    return pd.DataFrame(rows, columns=["node", "weight", "jobs", "hw_events", "score", "evidence"])
+def node_evidence(con: duckdb.DuckDBPyConnection, config: DiagnoseConfig | None = None) -> list[NodeTest]:
+    """Every node's blame, rates against the cluster, signals and confidence (see badnodes)."""
+    cfg = config or DiagnoseConfig()
+    known = [r[0] for r in con.execute("SELECT node FROM nodes").fetchall()]
+    return assess_nodes(read_evidence(con, cfg), cfg, known)
 
 
-def _reason(row: Mapping[Any, Any]) -> str:
+def _explain(t: NodeTest) -> dict[str, Any]:
+    """The evidence JSON of a flag: rates vs the cluster's, jobs, signals with times, confidence."""
+    jobs = sorted({f["job_id"] for f in t.failures if f["share"] > 0})
+    by_kind: dict[str, int] = {}
+    xids: dict[str, int] = {}
+    for s in t.signals:
+        by_kind[s.kind] = by_kind.get(s.kind, 0) + 1
+        if s.kind == "xid":
+            code = s.detail.split()[1]
+            xids[code] = xids.get(code, 0) + 1
+    return {
+        "confidence": round(t.confidence, 6),
+        "q_value": t.q_value,
+        "p_value": t.p_value,
+        "p_failures": t.p_failures,
+        "p_hardware": t.p_hardware,
+        "rate": {
+            "infra_failures_per_1000_node_hours": t.rate_per_1000h,
+            "cluster_per_1000_node_hours": t.cluster_rate_per_1000h,
+            "blamed_jobs_per_job": t.job_rate,
+            "cluster_blamed_jobs_per_job": t.cluster_job_rate,
+            "hardware_events_per_day": t.hw_rate_per_day,
+            "cluster_hardware_events_per_day": t.cluster_hw_rate_per_day,
+        },
+        "node_hours": t.node_hours,
+        "jobs_touched": t.jobs_touched,
+        "blame": t.blame,
+        "blamed_jobs": t.blamed_jobs,
+        "jobs": jobs,
+        "infra_failures": [f for f in t.failures if f["share"] > 0][:50],
+        "cleared_by_evidence": [f for f in t.failures if f["share"] == 0][:20],
+        "signals": [s.to_dict() for s in t.signals[:100]],
+        "signal_counts": by_kind,
+        "xids": xids,
+        "ecc_uncorrected": by_kind.get("ecc", 0),
+        "hw_events": t.hw_events,
+    }
+
+
+def _reason(t: NodeTest) -> str:
     parts = []
-    ev = row["evidence"]
-    if ev["infra_failures"]:
-        jobs = {f["job_id"] for f in ev["infra_failures"]}
-        parts.append(f"infrastructure failures of {len(jobs)} job(s)")
-    if ev["xids"]:
-        xs = ", ".join(f"XID {k} x{v}" for k, v in sorted(ev["xids"].items()))
-        parts.append(xs)
-    if ev["hardware_jobs"]:
-        parts.append(f"{len(ev['hardware_jobs'])} job(s) ran through hardware errors")
-    if ev["ecc_uncorrected"]:
-        parts.append(f"{ev['ecc_uncorrected']} uncorrectable ECC error(s)")
+    if t.blame > 0 and t.p_failures < 0.5:
+        parts.append(
+            f"{t.blame:.1f} infrastructure failure(s) of {len({f['job_id'] for f in t.failures if f['share'] > 0})} "
+            f"job(s): {t.rate_per_1000h:.1f} per 1000 node-hours vs cluster {t.cluster_rate_per_1000h:.1f}"
+        )
+    if t.hw_events:
+        kinds: dict[str, int] = {}
+        for s in t.signals:
+            if s.kind != "anomaly":
+                kinds[s.kind] = kinds.get(s.kind, 0) + 1
+        parts.append(", ".join(f"{n} {k.replace('_', '-')} event(s)" for k, n in sorted(kinds.items()))
+                     + f" ({t.hw_rate_per_day:.2f}/day vs cluster {t.cluster_hw_rate_per_day:.2f})")
     return "; ".join(parts) or "flagged"
+
+
+def _meets_floor(t: NodeTest, seen_jobs: set[str], seen_hw: int, k: int, k_hw: int) -> bool:
+    """Enough new evidence: ``k`` blamed jobs not seen in a cleared flag, or ``k_hw`` new events."""
+    new = {f["job_id"]: f["share"] for f in t.failures if f["share"] > 0 and f["job_id"] not in seen_jobs}
+    enough_jobs = len(new) >= min(2, k) and sum(new.values()) >= k * 0.5
+    return enough_jobs or t.hw_events - seen_hw >= k_hw
+
+
+def _upsert(con: duckdb.DuckDBPyConnection, t: NodeTest, ts: datetime, flags: list[Any]) -> bool | None:
+    active = next((f for f in flags if f[0]), None)
+    ev = _explain(t)
+    score = round(-math.log10(max(t.q_value, 1e-300)), 4)
+    if active is not None:
+        con.execute(
+            "UPDATE node_flags SET reason = ?, evidence = ?, score = ?, confidence = ? WHERE node = ? AND active",
+            [_reason(t), json.dumps(ev, default=str), score, t.confidence, t.node],
+        )
+        return False
+    con.execute(
+        "INSERT INTO node_flags (node, flagged_at, reason, evidence, score, active, confidence) "
+        "VALUES (?, ?, ?, ?, ?, TRUE, ?)",
+        [t.node, ts, _reason(t), json.dumps(ev, default=str), score, t.confidence],
+    )
+    return True
 
 
 def flag_nodes(
@@ -186,64 +172,82 @@ def flag_nodes(
     *,
     min_jobs: int | None = None,
     min_hw_events: int | None = None,
+    fdr: float | None = None,
     config: DiagnoseConfig | None = None,
     clock: Clock = _now,
 ) -> pd.DataFrame:
-    """Flag drain candidates in ``node_flags``; returns the nodes flagged or updated now."""
+    """Flag drain candidates in ``node_flags``; returns the nodes flagged or updated now.
+
+    A node is flagged when its Benjamini-Hochberg q-value is at most ``fdr``
+    (``diagnose.node_fdr``) and it has at least ``min_jobs`` blamed jobs or
+    ``min_hw_events`` hardware events not already in a cleared flag's evidence.
+    """
     cfg = config or DiagnoseConfig()
     k = cfg.node_min_jobs if min_jobs is None else min_jobs
     k_hw = cfg.node_min_hw_events if min_hw_events is None else min_hw_events
+    q_max = cfg.node_fdr if fdr is None else fdr
     if k < 1 or k_hw < 1:
         raise InputError("Node flag thresholds must be at least 1.", "Set diagnose.node_min_jobs >= 1.")
+    if not 0 < q_max < 1:
+        raise InputError(f"Node false-discovery rate {q_max} is outside (0, 1).", "Set diagnose.node_fdr to e.g. 0.01.")
     con = store.connect()
     try:
-        evidence = node_evidence(con)
+        tests = node_evidence(con, cfg)
     finally:
         con.close()
     ts = clock()
     out = []
     with store.write() as con:
-        for row in evidence.to_dict("records"):
-            node = row["node"]
+        for t in sorted(tests, key=lambda t: t.q_value):
+            if t.q_value > q_max:
+                continue
             flags = con.execute(
-                "SELECT active, evidence FROM node_flags WHERE node = ? ORDER BY flagged_at DESC",
-                [node],
+                "SELECT active, evidence FROM node_flags WHERE node = ? ORDER BY flagged_at DESC", [t.node]
             ).fetchall()
-            active = next((f for f in flags if f[0]), None)
             cleared = [json.loads(f[1]) for f in flags if not f[0] and f[1]]
             seen_jobs = {j for ev in cleared for j in ev.get("jobs", [])}
             seen_hw = max((int(ev.get("hw_events", 0)) for ev in cleared), default=0)
-            new_jobs = [j for j in row["jobs"] if j not in seen_jobs]
-            weights = row["evidence"]["job_weights"]
-            weight = float(sum(weights[j] for j in new_jobs))
-            hw = row["hw_events"] - seen_hw
-            if not ((weight >= k and len(new_jobs) >= min(2, k)) or hw >= k_hw):
+            if not any(f[0] for f in flags) and not _meets_floor(t, seen_jobs, seen_hw, k, k_hw):
                 continue
-            evidence_json = dict(row["evidence"])
-            evidence_json["hw_events"] = row["hw_events"]
-            reason = _reason(row)
-            if active is not None:
-                con.execute(
-                    "UPDATE node_flags SET reason = ?, evidence = ?, score = ? WHERE node = ? AND active",
-                    [reason, json.dumps(evidence_json), row["score"], node],
-                )
-            else:
-                con.execute(
-                    "INSERT INTO node_flags (node, flagged_at, reason, evidence, score, active) "
-                    "VALUES (?, ?, ?, ?, ?, TRUE)",
-                    [node, ts, reason, json.dumps(evidence_json), row["score"]],
-                )
-            out.append({"node": node, "reason": reason, "score": row["score"], "jobs": row["jobs"],
-                        "hw_events": row["hw_events"], "new": active is None})
-    return pd.DataFrame(out, columns=["node", "reason", "score", "jobs", "hw_events", "new"])
+            new = _upsert(con, t, ts, flags)
+            out.append({"node": t.node, "reason": _reason(t), "confidence": t.confidence, "q_value": t.q_value,
+                        "score": round(-math.log10(max(t.q_value, 1e-300)), 4),
+                        "jobs": sorted({f["job_id"] for f in t.failures if f["share"] > 0}),
+                        "hw_events": t.hw_events, "new": bool(new)})
+    return pd.DataFrame(out, columns=["node", "reason", "confidence", "q_value", "score", "jobs", "hw_events", "new"])
 
 
 def flagged_nodes(con: duckdb.DuckDBPyConnection, *, include_cleared: bool = False) -> pd.DataFrame:
-    """node_flags rows (node, flagged_at, reason, evidence, score, active), highest score first."""
-    sql = "SELECT node, flagged_at, reason, evidence, score, active FROM node_flags"
+    """node_flags rows (node, flagged_at, reason, evidence, score, confidence, active), most confident first."""
+    sql = "SELECT node, flagged_at, reason, evidence, score, confidence, active FROM node_flags"
     if not include_cleared:
         sql += " WHERE active"
     return con.execute(sql + " ORDER BY active DESC, score DESC, node").df()
+
+
+def flag_details(evidence: str | Mapping[str, Any] | None) -> dict[str, pd.DataFrame]:
+    """A flag's evidence as tables: ``rates`` (node vs cluster), ``jobs`` (blamed failures with
+    their share and why) and ``signals`` (hardware signals with their times)."""
+    ev: Mapping[str, Any] = json.loads(evidence) if isinstance(evidence, str) else (evidence or {})
+    rate = ev.get("rate") or {}
+    pairs = [
+        ("infrastructure failures per 1000 node-hours", "infra_failures_per_1000_node_hours",
+         "cluster_per_1000_node_hours"),
+        ("blamed jobs per job that ran on it", "blamed_jobs_per_job", "cluster_blamed_jobs_per_job"),
+        ("hardware events per day", "hardware_events_per_day", "cluster_hardware_events_per_day"),
+    ]
+    rates = pd.DataFrame(
+        [{"measure": label, "node": rate.get(mine), "cluster": rate.get(theirs)} for label, mine, theirs in pairs
+         if mine in rate],
+        columns=["measure", "node", "cluster"],
+    )
+    jobs = pd.DataFrame(
+        [{k: f.get(k) for k in ("job_id", "attempt", "category", "start", "end", "nodes", "share", "why")}
+         for f in ev.get("infra_failures", [])],
+        columns=["job_id", "attempt", "category", "start", "end", "nodes", "share", "why"],
+    )
+    signals = pd.DataFrame(ev.get("signals", []), columns=["ts", "kind", "detail"])
+    return {"rates": rates, "jobs": jobs, "signals": signals}
 
 
 def clear_flag(store: Store, node: str, actor: str, reason: str, *, clock: Clock = _now) -> int:

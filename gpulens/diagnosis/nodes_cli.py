@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from typing import Any
 
 import click
 
@@ -21,17 +23,19 @@ def nodes() -> None:
 @nodes.command("flag")
 @click.option("--min-jobs", type=click.IntRange(min=1), default=None,
               help="Implicating jobs that flag a node (default: diagnose.node_min_jobs).")
+@click.option("--fdr", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=None,
+              help="False-discovery rate of the flags (default: diagnose.node_fdr, 0.01).")
 @json_option
 @pass_app
-def flag(app: App, min_jobs: int | None, as_json: bool) -> None:
-    """Flag nodes with repeated infrastructure failures or hardware errors."""
-    df = nd.flag_nodes(app.store(), min_jobs=min_jobs, config=app.config.diagnose)
+def flag(app: App, min_jobs: int | None, fdr: float | None, as_json: bool) -> None:
+    """Flag nodes whose infrastructure failures or hardware errors run above the cluster's rate."""
+    df = nd.flag_nodes(app.store(), min_jobs=min_jobs, fdr=fdr, config=app.config.diagnose)
 
     def human() -> None:
         if df.empty:
             click.echo("no node meets the flagging rule")
         for r in df.to_dict("records"):
-            click.echo(f"{'NEW ' if r['new'] else ''}{r['node']}  score {r['score']:.2f}: {r['reason']}")
+            click.echo(f"{'NEW ' if r['new'] else ''}{r['node']}  confidence {r['confidence']:.3f}: {r['reason']}")
 
     emit(df, as_json, human)
 
@@ -54,13 +58,26 @@ def list_(app: App, include_cleared: bool, as_json: bool) -> None:
         if df.empty:
             click.echo("no flagged node")
         for r in df.to_dict("records"):
-            state = "active" if r['active'] else "cleared"
-            jobs = ", ".join((r['evidence'] or {}).get("jobs", [])[:5])
-            click.echo(f"{r['node']:<16} {state:<8} score {r['score']:.2f}  since {r['flagged_at']}: {r['reason']}")
-            if jobs:
-                click.echo(f"{'':<16} jobs: {jobs}")
+            for line in _explain_lines(r):
+                click.echo(line)
 
     emit(df, as_json, human)
+
+
+def _explain_lines(r: Mapping[Any, Any]) -> list[str]:
+    """A flag in a few lines: state, confidence, reason, the blamed jobs and the signals with times."""
+    ev = r["evidence"] or {}
+    state = "active" if r["active"] else "cleared"
+    conf = r.get("confidence")
+    conf_text = f"confidence {float(conf):.3f}" if conf is not None and conf == conf else "confidence ?"
+    lines = [f"{r['node']:<16} {state:<8} {conf_text}  since {r['flagged_at']}: {r['reason']}"]
+    jobs = [f"{f['job_id']} ({f['share']:.2f}, {f['why']})" for f in ev.get("infra_failures", [])[:5]]
+    if jobs:
+        lines.append(f"{'':<16} jobs: {'; '.join(jobs)}")
+    sigs = [f"{s['ts']} {s['detail']}" for s in ev.get("signals", [])[:5]]
+    if sigs:
+        lines.append(f"{'':<16} signals: {'; '.join(sigs)}")
+    return lines
 
 
 @nodes.command("clear")

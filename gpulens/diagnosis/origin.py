@@ -19,6 +19,8 @@ node_health       clean, app_xid, xid_or_ecc (hardware XID or uncorrectable
 node_cofailures   none, one, several (other users' jobs failing on the same
                   node in the same window)
 input_cofailures  none, one, several (other jobs failing with the same input)
+fault_frame       user_code, framework (crash and cuda_error only: where the
+                  failing code is; :mod:`gpulens.diagnosis.frames`)
 ================  ==========================================================
 
 Structure (parents -> child)::
@@ -26,7 +28,8 @@ Structure (parents -> child)::
     origin, multi_node -> category
     origin, category   -> exit
     origin, category   -> stage
-    origin             -> retry, node_health, node_cofailures, input_cofailures
+    origin             -> retry, node_health, node_cofailures, input_cofailures,
+                          fault_frame
 
 Every variable except ``origin`` may be unobserved; it is then summed out.
 The tables are learned by :func:`gpulens.diagnosis.bn_adapter.fit_bdeu` (BDeu prior,
@@ -57,6 +60,7 @@ import numpy as np
 import pandas as pd
 
 from gpulens.diagnosis.bn_adapter import BayesNet, fit_bdeu
+from gpulens.diagnosis.frames import FRAME_STATES
 from gpulens.diagnosis.types import CATEGORIES, ORIGINS
 from gpulens.errors import InputError
 
@@ -64,6 +68,7 @@ __all__ = [
     "EDGES",
     "EVIDENCE_VARIABLES",
     "EXIT_CLASSES",
+    "FRAME_CATEGORIES",
     "NODE_HEALTH",
     "RETRY_OUTCOMES",
     "STAGES",
@@ -109,6 +114,7 @@ VARIABLES: Final[dict[str, tuple[str, ...]]] = {
     "node_health": NODE_HEALTH,
     "node_cofailures": COUNTS,
     "input_cofailures": COUNTS,
+    "fault_frame": FRAME_STATES,
 }
 EVIDENCE_VARIABLES: Final[tuple[str, ...]] = tuple(v for v in VARIABLES if v != TARGET)
 
@@ -123,6 +129,7 @@ EDGES: Final[tuple[tuple[str, str], ...]] = (
     ("origin", "node_health"),
     ("origin", "node_cofailures"),
     ("origin", "input_cofailures"),
+    ("origin", "fault_frame"),
 )
 
 _DESCRIBE: Final[dict[str, str]] = {
@@ -134,6 +141,7 @@ _DESCRIBE: Final[dict[str, str]] = {
     "node_health": "node health during the attempt: {}",
     "node_cofailures": "other jobs failing on the same node at the same time: {}",
     "input_cofailures": "other jobs failing with the same input: {}",
+    "fault_frame": "the failing frame is in {}",
 }
 
 
@@ -376,8 +384,20 @@ _INPUT_COFAIL: Final[dict[str, tuple[float, ...]]] = {
     "infrastructure": (88, 9, 3),
     "unknown": (85, 10, 5),
 }
+#: crash / cuda_error only: the failing frame (user_code, framework). The origin
+#: convention of docs/diagnosis.md: a deterministic crash in the user's own code
+#: is the user's, one inside the framework (or a framework internal assert) the
+#: framework's; a node fault shows framework frames more often than not.
+FRAME_CATEGORIES: Final[frozenset[str]] = frozenset({"crash", "cuda_error"})
+_FAULT_FRAME: Final[dict[str, tuple[float, ...]]] = {
+    "user": (88, 12),
+    "data": (60, 40),
+    "framework": (8, 92),
+    "infrastructure": (35, 65),
+    "unknown": (50, 50),
+}
 #: share of rows where each context variable is unobserved (no telemetry, no placement, ...)
-_MISSING: Final = {"exit": 0.05, "stage": 0.05, "node_health": 0.25, "multi_node": 0.02}
+_MISSING: Final = {"exit": 0.05, "stage": 0.05, "node_health": 0.25, "multi_node": 0.02, "fault_frame": 0.3}
 
 
 def _norm(weights: np.ndarray) -> np.ndarray:
@@ -438,9 +458,11 @@ def _history_cached(n: int, seed: int) -> pd.DataFrame:
             "node_health": _draw(rng, per_origin(_NODE_HEALTH), NODE_HEALTH),
             "node_cofailures": _draw(rng, per_origin(_NODE_COFAIL), COUNTS),
             "input_cofailures": _draw(rng, per_origin(_INPUT_COFAIL), COUNTS),
+            "fault_frame": _draw(rng, per_origin(_FAULT_FRAME), FRAME_STATES),
         },
         dtype="object",
     )
+    frame.loc[~frame["category"].isin(FRAME_CATEGORIES), "fault_frame"] = None
     for var, share in _MISSING.items():
         frame.loc[rng.random(n) < share, var] = None
     return frame

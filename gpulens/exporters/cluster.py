@@ -49,7 +49,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from gpulens.cliapp import App, pass_app
-from gpulens.config import ExporterConfig
+from gpulens.config import DiagnoseConfig, ExporterConfig
 from gpulens.errors import GpulensError, InputError
 from gpulens.store import Store
 from gpulens.vocab import BLACKLIST_STATES, JOB_STATUSES
@@ -100,6 +100,8 @@ METRIC_NAMES = (
     "gpulens_cluster_job_flagged_inputs",
     "gpulens_cluster_flagged_nodes",
     "gpulens_cluster_node_flagged",
+    "gpulens_cluster_node_flag_confidence",
+    "gpulens_cluster_node_flag_alert_confidence",
     "gpulens_cluster_node_anomaly_score",
     "gpulens_cluster_validations_total",
 )
@@ -132,11 +134,14 @@ class ClusterCollector(Collector):
         *,
         registry: CollectorRegistry | None = None,
         background: bool = False,
+        diagnose: DiagnoseConfig | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
         now: Callable[[], datetime] = _utcnow,
     ) -> None:
         self.config = config or ExporterConfig()
+        #: diagnose.node_alert_confidence: the bad-node alert's threshold, exported as a gauge
+        self.diagnose = diagnose or DiagnoseConfig()
         self.background = background
         self._open_store = open_store
         self._monotonic = monotonic
@@ -544,7 +549,8 @@ class ClusterCollector(Collector):
     def _section_nodes(self, con: duckdb.DuckDBPyConnection) -> list[Metric]:
         flags = con.execute(
             """
-            SELECT node, bool_or(coalesce(active, TRUE)) AS active, max(flagged_at) AS last
+            SELECT node, bool_or(coalesce(active, TRUE)) AS active, max(flagged_at) AS last,
+                   max(confidence) FILTER (WHERE coalesce(active, TRUE)) AS confidence
             FROM node_flags GROUP BY node
             ORDER BY active DESC, last DESC, node
             """
@@ -562,8 +568,23 @@ class ClusterCollector(Collector):
             ),
             labels=["node"],
         )
-        for node, active, _ in flags[: self.config.top_n]:
+        confidence = GaugeMetricFamily(
+            "gpulens_cluster_node_flag_confidence",
+            self._help(
+                "Confidence (1 - Benjamini-Hochberg q) of the node's active bad-node flag "
+                f"(at most {self.config.top_n} nodes)."
+            ),
+            labels=["node"],
+        )
+        for node, active, _, conf in flags[: self.config.top_n]:
             flagged.add_metric([str(node)], 1.0 if active else 0.0)
+            if active and conf is not None:
+                confidence.add_metric([str(node)], float(conf))
+        threshold = GaugeMetricFamily(
+            "gpulens_cluster_node_flag_alert_confidence",
+            self._help("diagnose.node_alert_confidence: GpulensNodeFlaggedBad fires at or above it."),
+            value=float(self.diagnose.node_alert_confidence),
+        )
         hours = self.config.anomaly_hours
         rows = con.execute(
             """
@@ -585,7 +606,7 @@ class ClusterCollector(Collector):
         )
         for node, s in rows:
             score.add_metric([str(node)], float(s))
-        return [count, flagged, score]
+        return [count, flagged, confidence, threshold, score]
 
     def _section_validations(self, con: duckdb.DuckDBPyConnection) -> list[Metric]:
         rows = con.execute(
@@ -630,10 +651,11 @@ class ExporterServer:
         self._thread.join(timeout=5)
 
 
-def serve(store_opener: Callable[[], Store], config: ExporterConfig) -> ExporterServer:
+def serve(store_opener: Callable[[], Store], config: ExporterConfig,
+          diagnose: DiagnoseConfig | None = None) -> ExporterServer:
     """Compute the first snapshot, then serve it on its own registry (background refreshes)."""
     registry = CollectorRegistry(auto_describe=False)
-    collector = ClusterCollector(store_opener, config, registry=registry, background=True)
+    collector = ClusterCollector(store_opener, config, registry=registry, background=True, diagnose=diagnose)
     collector.refresh()
     return ExporterServer(collector, registry, config.host, config.port)
 
@@ -669,10 +691,10 @@ def exporter(app: App, host: str | None, port: int | None, cache_seconds: float 
     store = app.store()  # fail fast (exit 2) when the data directory is unusable
     if once:
         registry = CollectorRegistry(auto_describe=False)
-        ClusterCollector(lambda: store, cfg, registry=registry)
+        ClusterCollector(lambda: store, cfg, registry=registry, diagnose=app.config.diagnose)
         sys.stdout.write(generate_latest(registry).decode())
         return
-    server = serve(lambda: store, cfg)
+    server = serve(lambda: store, cfg, app.config.diagnose)
     app.console.print(f"gpulens exporter: serving {server.url} (data dir {store.root})")
     stop = threading.Event()
 

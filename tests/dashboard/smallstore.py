@@ -144,10 +144,20 @@ def build_small_store(store: Store) -> None:
             "VALUES (?, '/data/shared/imagenet-bad', NULL, 'blacklisted', 'auto', 'k=2')",
             [_ts(300)],
         )
+        evidence = {
+            "confidence": 0.9991,
+            "rate": {"infra_failures_per_1000_node_hours": 250.0, "cluster_per_1000_node_hours": 4.0,
+                     "blamed_jobs_per_job": 0.5, "cluster_blamed_jobs_per_job": 0.02,
+                     "hardware_events_per_day": 12.0, "cluster_hardware_events_per_day": 0.1},
+            "infra_failures": [{"job_id": "job-x", "attempt": 0, "category": "gpu_hardware",
+                                "start": str(_ts(200)), "end": str(_ts(230)), "nodes": 2, "share": 1.0,
+                                "why": "hardware signals during the attempt"}],
+            "signals": [{"ts": str(_ts(229)), "kind": "xid", "detail": "XID 79 (fell off the bus) on GPU 3"}],
+        }
         con.execute(
-            "INSERT INTO node_flags (node, flagged_at, reason, evidence, score, active) "
-            "VALUES ('node-d', ?, 'XID 79 twice', '{}', 3.5, TRUE)",
-            [_ts(240)],
+            "INSERT INTO node_flags (node, flagged_at, reason, evidence, score, active, confidence) "
+            "VALUES ('node-d', ?, 'XID 79 twice', ?, 3.5, TRUE, 0.9991)",
+            [_ts(240), json.dumps(evidence)],
         )
         for h in range(HOURS):
             for i, node in enumerate(NODES):

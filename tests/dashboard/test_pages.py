@@ -439,7 +439,13 @@ def test_inputs_nodes_read_only(hand_store: Store, use_store: UseStore) -> None:
     assert charts(at) >= 2  # anomaly heatmap + timeline of the top node
     assert "Download blacklist (CSV)" in downloads(at)
     # flagged nodes are listed with their reason; the evidence JSON stays in the CSV only
-    assert any("**node-d**" in md.value for md in at.markdown)
+    assert any("**node-d** (confidence 0.999)" in md.value for md in at.markdown)
+    # and explained: rates vs the cluster's, the blamed jobs, the hardware signals with their times
+    assert any(e.label == "Why node-d" for e in at.expander)
+    signals = table_by_column(at, "detail")
+    assert list(signals.value["detail"]) == ["XID 79 (fell off the bus) on GPU 3"]
+    assert list(table_by_column(at, "why").value["job_id"]) == ["job-x"]
+    assert set(table_by_column(at, "measure").value.columns) >= {"node", "cluster"}
     flagged = table_by_column(at, "flagged_at")
     assert "evidence" in flagged.value.columns
     assert column_configs(flagged)["evidence"] == {"hidden": True}

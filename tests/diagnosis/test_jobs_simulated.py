@@ -60,3 +60,38 @@ def test_finds_planted_bad_nodes_and_corrupted_inputs(store: Store, seed: int) -
         con.close()
     for node in planted["bad_node"]:
         assert worst[node] > worst.median()
+
+
+@pytest.mark.slow
+def test_bad_node_flags_and_origins_match_the_planted_truth(store: Store) -> None:
+    """Issue 17's bar on a smaller cluster (the four big ones: scripts/eval_bad_nodes.py, docs/diagnosis.md):
+    after `diagnose --all` (the store's network) and `nodes flag`, every planted bad node is flagged,
+    at least 90% of the flags are planted, origins agree with the simulator's truth on >= 95%."""
+    for mod in ("pgmpy", "sklearn"):
+        require_module(mod)
+    from gpulens.ingest.simulate import simulate
+
+    summary = simulate(store, gpus=256, days=3, seed=4)
+    assert diagnose_all(store) == summary.failed_attempts
+    nd.flag_nodes(store)
+    con = store.connect()
+    try:
+        flagged = set(nd.flagged_nodes(con)["node"])
+        truth = con.execute(
+            "SELECT avg((t.origin = f.origin)::INT), count(*) FROM sim_truth t JOIN failures f USING (job_id, attempt)"
+        ).fetchone()
+        frames = con.execute(
+            "SELECT t.origin, f.origin, t.log_source FROM sim_truth t JOIN failures f USING (job_id, attempt) "
+            "WHERE t.category IN ('crash', 'cuda_error') AND t.planted IN ('repeat', 'user_repeat')"
+        ).fetchall()
+    finally:
+        con.close()
+    planted = set(summary.bad_nodes)
+    assert len(planted) == 2 and planted <= flagged
+    assert len(planted & flagged) / len(flagged) >= 0.9
+    assert truth is not None and truth[1] == summary.failed_attempts and truth[0] >= 0.95
+    # the convention: a deterministic crash / CUDA error in the user's frame is the user's, else the framework's
+    assert {t for t, _, _ in frames} == {"user", "framework"}
+    for t_origin, _, source in frames:
+        assert t_origin == ("user" if source.endswith(":user_code") else "framework")
+    assert sum(t == f for t, f, _ in frames) / len(frames) >= 0.9

@@ -107,6 +107,21 @@ def test_philly_logic_in_the_network(model: OriginModel) -> None:
     assert r.origin == "data"
 
 
+def test_the_origin_convention_for_deterministic_crashes(model: OriginModel) -> None:
+    # repeats identically on other nodes: the failing frame decides between user and framework
+    for cat in ("crash", "cuda_error"):
+        for exit_ in ("sigsegv", "error", "sigabrt"):
+            base = {"category": cat, "retry": "same_failure_other_node", "node_health": "clean", "exit": exit_}
+            user = model.infer({**base, "fault_frame": "user_code"})
+            fw = model.infer({**base, "fault_frame": "framework"})
+            assert (user.origin, fw.origin) == ("user", "framework"), (cat, exit_, user.posterior, fw.posterior)
+            assert any(i.variable == "fault_frame" for i in user.influence)
+    # a hardware fault still wins when the node logged XIDs and a retry passed elsewhere
+    r = model.infer({"category": "cuda_error", "fault_frame": "framework", "retry": "succeeded_on_retry",
+                     "node_health": "xid_or_ecc"})
+    assert r.origin == "infrastructure"
+
+
 def test_influence_is_the_log_odds_change_without_each_evidence(model: OriginModel) -> None:
     ev = {"category": "cuda_error", "retry": "succeeded_on_retry", "node_health": "xid_or_ecc",
           "stage": "mid_training", "multi_node": "single"}

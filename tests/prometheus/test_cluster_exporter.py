@@ -14,7 +14,7 @@ from prometheus_client.core import Metric
 
 from gpulens.analysis.accounting import STAGE_BASIS
 from gpulens.cli.main import cli
-from gpulens.config import ExporterConfig
+from gpulens.config import DiagnoseConfig, ExporterConfig
 from gpulens.errors import StoreError
 from gpulens.exporters.cluster import METRIC_NAMES, ClusterCollector, ExporterServer
 from gpulens.store import Store, arrow_schema
@@ -77,8 +77,8 @@ def _fill(store: Store) -> None:
                            ("/data/sus", "suspected"), ("/data/old", "cleared")):
             con.execute("INSERT INTO blacklist (input, state) VALUES (?, ?)", [inp, state])
         con.execute(
-            "INSERT INTO node_flags (node, flagged_at, active) VALUES "
-            "('n1', ?, TRUE), ('n2', ?, FALSE)",
+            "INSERT INTO node_flags (node, flagged_at, active, confidence) VALUES "
+            "('n1', ?, TRUE, 0.995), ('n2', ?, FALSE, 0.999)",
             [NOW, NOW - timedelta(days=1)],
         )
         for i in range(30):  # 30 nodes scored; the newest hour is NOW
@@ -105,6 +105,14 @@ def _registry(store: Store, clock: Clock | None = None, **cfg: float) -> tuple[C
     collector = ClusterCollector(lambda: store, config, registry=registry,
                                  monotonic=clock or Clock(), now=lambda: NOW)
     return registry, collector
+
+
+def test_the_alert_confidence_comes_from_the_diagnose_config(store: Store) -> None:
+    _fill(store)
+    registry = CollectorRegistry(auto_describe=False)
+    ClusterCollector(lambda: store, ExporterConfig(), registry=registry, monotonic=Clock(), now=lambda: NOW,
+                     diagnose=DiagnoseConfig(node_alert_confidence=0.9999))
+    assert registry.get_sample_value("gpulens_cluster_node_flag_alert_confidence") == 0.9999
 
 
 def test_values_from_the_store(store: Store) -> None:
@@ -140,6 +148,9 @@ def test_values_from_the_store(store: Store) -> None:
     assert v("gpulens_cluster_flagged_nodes") == 1
     assert v("gpulens_cluster_node_flagged", {"node": "n1"}) == 1
     assert v("gpulens_cluster_node_flagged", {"node": "n2"}) == 0
+    assert v("gpulens_cluster_node_flag_confidence", {"node": "n1"}) == pytest.approx(0.995)
+    assert v("gpulens_cluster_node_flag_confidence", {"node": "n2"}) is None  # cleared: no confidence
+    assert v("gpulens_cluster_node_flag_alert_confidence") == DiagnoseConfig().node_alert_confidence
     assert v("gpulens_cluster_node_anomaly_score", {"node": "x29"}) == pytest.approx(0.29)
     assert v("gpulens_cluster_node_anomaly_score", {"node": "x00"}) is None  # old 0.99 ignored, not top 5
     # validations

@@ -254,6 +254,8 @@ def test_log_corpus_prefers_sample_logs_and_falls_back(tmp_path: Path) -> None:
     for category, source in sources:
         if category in ("gpu_oom", "syntax_error"):
             assert source.startswith("sample_logs/")
+        elif category in ("crash", "cuda_error"):  # by where the failing frame is
+            assert source in (f"builtin:{category}:user_code", f"builtin:{category}:framework")
         else:
             assert source == f"builtin:{category}"
 
@@ -400,3 +402,25 @@ def test_user_errors_repeat_identically(large: tuple[Store, SimSummary]) -> None
         assert len(set(cats)) == 1
         bodies = {"\n".join((store.root / p).read_text().splitlines()[3:-1]) for p in paths}
         assert len(bodies) == 1
+
+
+@pytest.mark.slow
+def test_crashes_follow_the_origin_convention(large: tuple[Store, SimSummary]) -> None:
+    """A planted crash / cuda_error fails in the user's frame (origin user) or the framework's
+    (origin framework), the same way on every attempt, and its log shows that frame."""
+    from gpulens.diagnosis.frames import fault_frame
+
+    store, _ = large
+    con = store.connect()
+    rows = con.execute("""
+        SELECT t.job_id, list(t.origin ORDER BY t.attempt), list(t.log_source ORDER BY t.attempt),
+               list(a.log_path ORDER BY t.attempt)
+        FROM sim_truth t JOIN attempts a USING (job_id, attempt)
+        WHERE t.category IN ('crash', 'cuda_error') AND t.planted IN ('repeat', 'user_repeat')
+        GROUP BY 1""").fetchall()
+    assert {o for _, origins, _, _ in rows for o in origins} == {"user", "framework"}
+    for _, origins, sources, paths in rows:
+        assert len(set(origins)) == 1 and len(set(sources)) == 1
+        frame = "user_code" if origins[0] == "user" else "framework"
+        assert sources[0].endswith(":" + frame)
+        assert fault_frame((store.root / paths[0]).read_text()) == frame

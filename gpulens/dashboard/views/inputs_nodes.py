@@ -144,6 +144,22 @@ def _blacklist() -> None:
             ui.table(audit, "blacklist audit log")
 
 
+def _flag_evidence(node: str, evidence: object) -> None:
+    """Why a node is flagged: its rates vs the cluster's, the blamed jobs, the hardware signals."""
+    details = nodes.flag_details(evidence if isinstance(evidence, str | dict) else None)
+    if all(df.empty for df in details.values()):
+        return
+    with st.expander(f"Why {node}"):
+        if not details["rates"].empty:
+            ui.table(details["rates"], f"rates {node}", key=f"tbl-rates-{node}")
+        if not details["jobs"].empty:
+            st.caption("Infrastructure failures blamed on the node (share of each failure and why).")
+            ui.table(details["jobs"], f"blamed jobs {node}", key=f"tbl-jobs-{node}")
+        if not details["signals"].empty:
+            st.caption("Hardware signals on the node, with their times.")
+            ui.table(details["signals"], f"signals {node}", key=f"tbl-signals-{node}")
+
+
 def _nodes(filters: data.FilterState) -> list[str]:
     st.subheader("Flagged nodes")
     known: list[str] = []
@@ -155,11 +171,12 @@ def _nodes(filters: data.FilterState) -> list[str]:
             shown = flagged.sort_values("score", ascending=False) if "score" in flagged else flagged
             lines = []
             for row in shown.head(MAX_FLAGGED_LINES).to_dict("records"):
-                score = row.get("score")
-                score_text = f" (score {float(score):.1f})" if score is not None and pd.notna(
-                    score) else ""
-                lines.append(f"- **{row.get('node')}**{score_text}: {row.get('reason') or ''}")
+                conf = row.get("confidence")
+                conf_text = f" (confidence {float(conf):.3f})" if conf is not None and pd.notna(conf) else ""
+                lines.append(f"- **{row.get('node')}**{conf_text}: {row.get('reason') or ''}")
             st.markdown("\n".join(lines))
+            for row in shown.head(MAX_FLAGGED_LINES).to_dict("records"):
+                _flag_evidence(str(row.get("node")), row.get("evidence"))
             if len(shown) > MAX_FLAGGED_LINES:
                 st.caption(f"The {MAX_FLAGGED_LINES} highest-scoring of {len(shown)} flagged "
                            "nodes; the table has all.")

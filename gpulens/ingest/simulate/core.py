@@ -21,9 +21,11 @@ from gpulens.ingest.simulate.logs import LogCorpus, default_sample_logs_dir
 from gpulens.ingest.simulate.model import (
     PLAN_NAMES,
     TRUE_ORIGIN,
+    Attempt,
     Plan,
     build_cluster,
     build_workload,
+    planted_origin,
     schedule,
 )
 from gpulens.ingest.simulate.params import SimParams, planted_util
@@ -191,7 +193,8 @@ def simulate(
 
     # ---- state tables in one transaction
     report("write state tables", 0, 1)
-    counts = _write_state(store, plan, job_ids, uuids, log_rows, start_dt, minutes, seed, gpus, days, p)
+    run = _Run(plan, job_ids, uuids, log_rows, start_dt, minutes, seed, gpus, float(days), p)
+    counts = _write_state(store, run)
     report("write state tables", 1, 1)
 
     # ---- samples, chunk by chunk
@@ -250,7 +253,9 @@ def _write_logs(store: Store, plan: Plan, job_ids: list[str], corpus: LogCorpus,
         repeat = a.planted in ("user_repeat", "repeat", "corrupt_input")
         pick = int(job_pick[a.job]) if repeat else int(rng.integers(0, 1 << 30))
         bad_input = wl.corrupted_input[a.job] or (wl.inputs[a.job][-1] if cat == "incorrect_input" else "")
-        body, source = corpus.body(cat, pick, input_path=bad_input, bus=f"{(a.gpus[0][1] * 16 + 0x3b) % 256:02x}")
+        body, source = corpus.body(cat, pick, input_path=bad_input, bus=f"{(a.gpus[0][1] * 16 + 0x3b) % 256:02x}",
+                                   frame=wl.fault_frame[a.job] if a.category == wl.fail_cat[a.job] else None,
+                                   user=wl.user[a.job])
         t0 = start + timedelta(minutes=a.start)
         t1 = start + timedelta(minutes=a.end if a.end is not None else a.start)
         placed: dict[int, list[int]] = {}
@@ -320,107 +325,142 @@ def _curves(plan: Plan, p: SimParams, seed: int) -> tuple[dict[str, np.ndarray],
     return cols, E, conv
 
 
-def _write_state(store: Store, plan: Plan, job_ids: list[str], uuids: list[str],
-                 logs: dict[tuple[int, int], tuple[str, str]], start: datetime, minutes: int,
-                 seed: int, gpus: int, days: float, p: SimParams) -> dict[str, int]:
-    wl, c = plan.workload, plan.cluster
-    start_us = int(np.datetime64(start, "us").astype(np.int64))
-    end = start + timedelta(minutes=minutes)
-    n_nodes = len(c.names)
-    nodes_t = pa.table({
+@dataclasses.dataclass
+class _Run:
+    """What every state table of one simulation is built from."""
+
+    plan: Plan
+    job_ids: list[str]
+    uuids: list[str]
+    logs: dict[tuple[int, int], tuple[str, str]]
+    start: datetime
+    minutes: int
+    seed: int
+    gpus: int
+    days: float
+    params: SimParams
+
+    @property
+    def start_us(self) -> int:
+        return int(np.datetime64(self.start, "us").astype(np.int64))
+
+    @property
+    def end(self) -> datetime:
+        return self.start + timedelta(minutes=self.minutes)
+
+    def end_us(self, a: Attempt) -> int | None:
+        return None if a.end is None else self.start_us + a.end * _MIN_US
+
+
+def _nodes_table(run: _Run) -> pa.Table:
+    c = run.plan.cluster
+    n = len(c.names)
+    return pa.table({
         "node": c.names,
         "gpus": pa.array(c.sizes, pa.int32()),
         "gpu_model": [m.name for m in c.models],
         "gpu_memory_bytes": pa.array([m.memory_bytes for m in c.models], pa.int64()),
-        "source": ["simulate"] * n_nodes,
-        "first_seen": pa.array([start] * n_nodes, pa.timestamp("us")),
-        "last_seen": pa.array([end] * n_nodes, pa.timestamp("us")),
+        "source": ["simulate"] * n,
+        "first_seen": pa.array([run.start] * n, pa.timestamp("us")),
+        "last_seen": pa.array([run.end] * n, pa.timestamp("us")),
     })
+
+
+def _gpus_table(run: _Run) -> pa.Table:
+    c = run.plan.cluster
     gnode = c.gpu_node()
-    gpus_t = pa.table({
+    return pa.table({
         "node": [c.names[i] for i in gnode],
         "gpu_index": pa.array(np.arange(c.total_gpus) - c.gpu_offset[gnode], pa.int32()),
-        "uuid": uuids,
+        "uuid": run.uuids,
         "model": [c.models[i].name for i in gnode],
         "memory_total_bytes": pa.array([c.models[i].memory_bytes for i in gnode], pa.int64()),
         "price_per_hour": pa.array([c.models[i].price_per_hour for i in gnode], pa.float64()),
     })
-    jobs_t = pa.table({
-        "job_id": job_ids,
+
+
+def _jobs_table(run: _Run) -> pa.Table:
+    wl = run.plan.workload
+    return pa.table({
+        "job_id": run.job_ids,
         "user": wl.user,
         "vc": wl.vc,
         "name": wl.name,
-        "submitted": _ts(start_us, wl.submit),
-        "status": plan.job_status,
+        "submitted": _ts(run.start_us, wl.submit),
+        "status": run.plan.job_status,
         "requested_gpus": pa.array(wl.gpus, pa.int32()),
         "inputs": pa.array(wl.inputs, pa.list_(pa.string())),
         "framework": wl.framework,
-        "source": ["simulate"] * len(job_ids),
+        "source": ["simulate"] * len(run.job_ids),
     })
-    att = plan.attempts
-    a_start = np.array([a.start for a in att], dtype=np.int64)
-    a_end = [None if a.end is None else start_us + a.end * _MIN_US for a in att]
-    exit_code: list[int | None] = []
-    signal: list[int | None] = []
-    for a in att:
-        if a.status == "passed":
-            exit_code.append(0)
-            signal.append(None)
-        elif a.status == "killed":
-            exit_code.append(143)
-            signal.append(15)
-        elif a.status == "failed":
-            code, sig = _EXIT.get(a.category or "", (1, None))
-            exit_code.append(code)
-            signal.append(sig)
-        else:
-            exit_code.append(None)
-            signal.append(None)
-    attempts_t = pa.table({
-        "job_id": [job_ids[a.job] for a in att],
+
+
+def _exit_status(a: Attempt) -> tuple[int | None, int | None]:
+    """(exit code, signal) an attempt ended with."""
+    if a.status == "passed":
+        return 0, None
+    if a.status == "killed":
+        return 143, 15
+    if a.status == "failed":
+        return _EXIT.get(a.category or "", (1, None))
+    return None, None
+
+
+def _attempts_table(run: _Run) -> pa.Table:
+    att = run.plan.attempts
+    exits = [_exit_status(a) for a in att]
+    return pa.table({
+        "job_id": [run.job_ids[a.job] for a in att],
         "attempt": pa.array([a.attempt for a in att], pa.int32()),
-        "start_time": _ts(start_us, a_start),
-        "end_time": pa.array(a_end, pa.timestamp("us")),
+        "start_time": _ts(run.start_us, np.array([a.start for a in att], dtype=np.int64)),
+        "end_time": pa.array([run.end_us(a) for a in att], pa.timestamp("us")),
         "status": [a.status for a in att],
-        "exit_code": pa.array(exit_code, pa.int32()),
-        "signal": pa.array(signal, pa.int32()),
-        "log_path": [logs.get((a.job, a.attempt), (None, None))[0] for a in att],
+        "exit_code": pa.array([e[0] for e in exits], pa.int32()),
+        "signal": pa.array([e[1] for e in exits], pa.int32()),
+        "log_path": [run.logs.get((a.job, a.attempt), (None, None))[0] for a in att],
     })
-    pl_job: list[str] = []
-    pl_att: list[int] = []
-    pl_node: list[str] = []
-    pl_gpu: list[int] = []
-    pl_start: list[int] = []
-    pl_end: list[int | None] = []
-    for a, e in zip(att, a_end, strict=True):
+
+
+def _placements_table(run: _Run) -> pa.Table:
+    cols: dict[str, list[Any]] = {k: [] for k in ("job_id", "attempt", "node", "gpu_index", "start_time", "end_time")}
+    names = run.plan.cluster.names
+    for a in run.plan.attempts:
+        end = run.end_us(a)
         for node, gi in a.gpus:
-            pl_job.append(job_ids[a.job])
-            pl_att.append(a.attempt)
-            pl_node.append(c.names[node])
-            pl_gpu.append(gi)
-            pl_start.append(start_us + a.start * _MIN_US)
-            pl_end.append(e)
-    placements_t = pa.table({
-        "job_id": pl_job,
-        "attempt": pa.array(pl_att, pa.int32()),
-        "node": pl_node,
-        "gpu_index": pa.array(pl_gpu, pa.int32()),
-        "start_time": pa.array(pl_start, pa.timestamp("us")),
-        "end_time": pa.array(pl_end, pa.timestamp("us")),
+            cols["job_id"].append(run.job_ids[a.job])
+            cols["attempt"].append(a.attempt)
+            cols["node"].append(names[node])
+            cols["gpu_index"].append(gi)
+            cols["start_time"].append(run.start_us + a.start * _MIN_US)
+            cols["end_time"].append(end)
+    return pa.table({
+        "job_id": cols["job_id"],
+        "attempt": pa.array(cols["attempt"], pa.int32()),
+        "node": cols["node"],
+        "gpu_index": pa.array(cols["gpu_index"], pa.int32()),
+        "start_time": pa.array(cols["start_time"], pa.timestamp("us")),
+        "end_time": pa.array(cols["end_time"], pa.timestamp("us")),
     })
-    cols, epochs, conv = _curves(plan, p, seed)
-    metrics_t = pa.table({
-        "job_id": pa.DictionaryArray.from_arrays(pa.array(cols["job"].astype(np.int32)), pa.array(job_ids)),
+
+
+def _metrics_table(run: _Run, cols: dict[str, np.ndarray]) -> pa.Table:
+    return pa.table({
+        "job_id": pa.DictionaryArray.from_arrays(pa.array(cols["job"].astype(np.int32)), pa.array(run.job_ids)),
         "step": pa.array(cols["step"], pa.int32()),
         "metric": pa.DictionaryArray.from_arrays(pa.array(cols["metric"]), pa.array(["loss", "accuracy"])),
         "value": pa.array(cols["value"], pa.float64()),
     })
-    failed = [a for a in att if a.status == "failed"]
-    truth_t = pa.table({
-        "job_id": [job_ids[a.job] for a in failed],
+
+
+def _truth_table(run: _Run) -> pa.Table:
+    """sim_truth: why each failed attempt failed, as planted."""
+    wl, c = run.plan.workload, run.plan.cluster
+    failed = [a for a in run.plan.attempts if a.status == "failed"]
+    return pa.table({
+        "job_id": [run.job_ids[a.job] for a in failed],
         "attempt": pa.array([a.attempt for a in failed], pa.int32()),
         "category": [a.category or "unknown" for a in failed],
-        "origin": [TRUE_ORIGIN.get(a.category or "", "unknown") for a in failed],
+        "origin": [planted_origin(a.category, wl.fault_frame[a.job]) for a in failed],
         "node_fault": pa.array([a.node_fault for a in failed], pa.bool_()),
         "planted": [a.planted for a in failed],
         "node": [c.names[a.fault_node if a.fault_node is not None else a.gpus[0][0]] for a in failed],
@@ -428,11 +468,15 @@ def _write_state(store: Store, plan: Plan, job_ids: list[str], uuids: list[str],
             (wl.corrupted_input[a.job] or wl.inputs[a.job][-1]) if a.category == "incorrect_input" else None
             for a in failed
         ],
-        "log_source": [logs[(a.job, a.attempt)][1] for a in failed],
+        "log_source": [run.logs[(a.job, a.attempt)][1] for a in failed],
     })
-    # Per-job truth (last attempt's spread and drawn utilization).
-    last: dict[int, Any] = {}
-    for a in att:
+
+
+def _job_truth_table(run: _Run, epochs: np.ndarray, conv: np.ndarray) -> pa.Table:
+    """sim_job_truth: per job, the last attempt's spread and drawn utilization."""
+    wl, p = run.plan.workload, run.params
+    last: dict[int, Attempt] = {}
+    for a in run.plan.attempts:
         last[a.job] = a
     servers = [last[j].servers if j in last else None for j in range(len(wl))]
     min_servers = [1 if g <= 8 else int(g) // 8 for g in wl.gpus]
@@ -440,8 +484,8 @@ def _write_state(store: Store, plan: Plan, job_ids: list[str], uuids: list[str],
         None if s is None else round(planted_util(p, int(g), s, m), 4)
         for g, s, m in zip(wl.gpus, servers, min_servers, strict=True)
     ]
-    job_truth_t = pa.table({
-        "job_id": job_ids,
+    return pa.table({
+        "job_id": run.job_ids,
         "gpus": pa.array(wl.gpus, pa.int32()),
         "servers": pa.array(servers, pa.int32()),
         "min_servers": pa.array(min_servers, pa.int32()),
@@ -452,30 +496,38 @@ def _write_state(store: Store, plan: Plan, job_ids: list[str], uuids: list[str],
         "converged_epoch": pa.array(conv, pa.int32()),
         "planned_status": [PLAN_NAMES[int(x)] for x in wl.plan],
     })
-    planted_rows: list[tuple[str, str, str]] = []
+
+
+def _planted_table(run: _Run) -> pa.Table:
+    """sim_planted: the bad nodes and the corrupted inputs."""
+    wl, c = run.plan.workload, run.plan.cluster
+    rows: list[tuple[str, str, str]] = []
     for i in np.flatnonzero(c.bad):
-        planted_rows.append(("bad_node", c.names[i], json.dumps({"mttf_min": p.bad_node_mttf_min})))
+        rows.append(("bad_node", c.names[i], json.dumps({"mttf_min": run.params.bad_node_mttf_min})))
     for ds in wl.corrupted:
         members = [j for j in range(len(wl)) if wl.corrupted_input[j] == ds]
-        planted_rows.append(("corrupted_input", ds, json.dumps({
-            "jobs": [job_ids[j] for j in members], "users": sorted({wl.user[j] for j in members}),
+        rows.append(("corrupted_input", ds, json.dumps({
+            "jobs": [run.job_ids[j] for j in members], "users": sorted({wl.user[j] for j in members}),
         })))
-    planted_t = pa.table({
-        "kind": [r[0] for r in planted_rows], "key": [r[1] for r in planted_rows],
-        "detail": [r[2] for r in planted_rows],
-    })
+    return pa.table({"kind": [r[0] for r in rows], "key": [r[1] for r in rows], "detail": [r[2] for r in rows]})
 
+
+def _write_state(store: Store, run: _Run) -> dict[str, int]:
+    """Every state table of the simulation, in one transaction; returns a few row counts."""
+    cols, epochs, conv = _curves(run.plan, run.params, run.seed)
+    tables = {
+        "nodes": _nodes_table(run), "gpus": _gpus_table(run), "jobs": _jobs_table(run),
+        "attempts": _attempts_table(run), "placements": _placements_table(run),
+        "job_metrics": _metrics_table(run, cols), "sim_truth": _truth_table(run),
+        "sim_job_truth": _job_truth_table(run, epochs, conv), "sim_planted": _planted_table(run),
+    }
     with store.write() as con:
         con.execute(
             "INSERT INTO sim_runs (run_id, created_at, seed, gpus, days, start_time, end_time, status, params)"
             " VALUES (1, ?, ?, ?, ?, ?, ?, 'writing', ?)",
-            [datetime.now(UTC).replace(tzinfo=None), seed, gpus, float(days), start, end,
-             json.dumps(p.to_jsonable())],
+            [datetime.now(UTC).replace(tzinfo=None), run.seed, run.gpus, float(run.days), run.start, run.end,
+             json.dumps(run.params.to_jsonable())],
         )
-        for name, table in (
-            ("nodes", nodes_t), ("gpus", gpus_t), ("jobs", jobs_t), ("attempts", attempts_t),
-            ("placements", placements_t), ("job_metrics", metrics_t), ("sim_truth", truth_t),
-            ("sim_job_truth", job_truth_t), ("sim_planted", planted_t),
-        ):
+        for name, table in tables.items():
             insert_batch(con, name, table)
-    return {"placements": placements_t.num_rows, "job_metrics": metrics_t.num_rows}
+    return {"placements": tables["placements"].num_rows, "job_metrics": tables["job_metrics"].num_rows}

@@ -16,7 +16,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["LogCorpus", "TEMPLATES", "default_sample_logs_dir"]
+__all__ = ["FRAME_TEMPLATES", "LogCorpus", "TEMPLATES", "default_sample_logs_dir"]
 
 MAX_BODY = 64 * 1024
 _HEAD = 8 * 1024
@@ -137,8 +137,16 @@ class LogCorpus:
     def count(self, category: str) -> int:
         return len(self.by_category.get(category, ()))
 
-    def body(self, category: str, pick: int, *, input_path: str = "", bus: str = "3b") -> tuple[str, str]:
-        """(log body, source) for a category; ``pick`` selects among the corpus files."""
+    def body(self, category: str, pick: int, *, input_path: str = "", bus: str = "3b",
+             frame: str | None = None, user: str = "user") -> tuple[str, str]:
+        """(log body, source) for a category; ``pick`` selects among the corpus files.
+
+        With a ``frame`` (crash / cuda_error), one of :data:`FRAME_TEMPLATES` whose
+        failing frame is the user's code or the framework's.
+        """
+        framed = FRAME_TEMPLATES.get((category, frame or ""))
+        if framed:
+            return framed[pick % len(framed)].replace("{user}", user), f"builtin:{category}:{frame}"
         files = self.by_category.get(category)
         if files:
             path = files[pick % len(files)]
@@ -157,3 +165,69 @@ class LogCorpus:
                 return text, f"sample_logs/{src}"
         template = TEMPLATES.get(category, "RuntimeError: job failed\n")
         return template.replace("{input}", input_path or "/data/input").replace("{bus}", bus), f"builtin:{category}"
+
+
+_CUDA_TAIL = (
+    "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace "
+    "below might be incorrect.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1.\n"
+)
+_SITE = "/opt/conda/envs/train/lib/python3.10/site-packages"
+
+#: Deterministic crashes and CUDA errors by where they happen (docs/diagnosis.md, "One origin
+#: convention"): ``user_code`` - the innermost frame is the user's file (origin user);
+#: ``framework`` - a framework internal assert or the innermost frame inside the framework
+#: (origin framework). ``{user}`` is replaced by the job's user.
+FRAME_TEMPLATES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("cuda_error", "user_code"): (
+        'Traceback (most recent call last):\n  File "/home/{user}/proj/train.py", line 301, in <module>\n'
+        "    train(cfg)\n"
+        '  File "/home/{user}/proj/ops/fused_adam.py", line 88, in step\n'
+        "    fused_adam_cuda.adam(p.data, exp_avg, exp_avg_sq, lr)\n"
+        "RuntimeError: CUDA error: an illegal memory access was encountered\n" + _CUDA_TAIL,
+        'Traceback (most recent call last):\n  File "/home/{user}/proj/train.py", line 140, in <module>\n'
+        "    main()\n"
+        '  File "/home/{user}/proj/kernels/gather.py", line 57, in gather_rows\n'
+        "    return _ext.gather(src, idx, out)\n"
+        "RuntimeError: CUDA error: misaligned address\n" + _CUDA_TAIL,
+    ),
+    ("cuda_error", "framework"): (
+        'Traceback (most recent call last):\n  File "/home/{user}/proj/train.py", line 244, in train\n'
+        "    scaler.scale(loss).backward()\n"
+        f'  File "{_SITE}/torch/_tensor.py", line 522, in backward\n'
+        "    torch.autograd.backward(\n"
+        f'  File "{_SITE}/torch/autograd/__init__.py", line 266, in backward\n'
+        "    Variable._execution_engine.run_backward(\n"
+        "RuntimeError: CUDA error: an illegal memory access was encountered\n" + _CUDA_TAIL,
+        'Traceback (most recent call last):\n  File "/home/{user}/proj/train.py", line 118, in forward\n'
+        "    out = self.attn(q, k, v)\n"
+        f'  File "{_SITE}/torch/nn/functional.py", line 5382, in multi_head_attention_forward\n'
+        "    attn_output = scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal)\n"
+        "RuntimeError: CUDA error: an illegal instruction was encountered\n" + _CUDA_TAIL,
+    ),
+    ("crash", "user_code"): (
+        "Fatal Python error: Segmentation fault\n\n"
+        "Current thread 0x00007f6b75485b80 (most recent call first):\n"
+        '  File "/home/{user}/proj/native_ops.py", line 41 in gather_rows\n'
+        '  File "/home/{user}/proj/train.py", line 122 in train_step\n'
+        '  File "/home/{user}/proj/train.py", line 210 in <module>\n\n'
+        "Segmentation fault (core dumped)\n",
+        "Fatal Python error: Aborted\n\n"
+        "Current thread 0x00007f269122cb80 (most recent call first):\n"
+        '  File "/home/{user}/proj/data/decoder.py", line 77 in decode_batch\n'
+        '  File "/home/{user}/proj/train.py", line 23 in <module>\n\n'
+        "Aborted (core dumped)\n",
+    ),
+    ("crash", "framework"): (
+        "Fatal Python error: Segmentation fault\n\n"
+        "Current thread 0x00007f3a12345b80 (most recent call first):\n"
+        f'  File "{_SITE}/torch/nn/modules/conv.py", line 456 in _conv_forward\n'
+        f'  File "{_SITE}/torch/nn/modules/module.py", line 1520 in _call_impl\n'
+        '  File "/home/{user}/proj/train.py", line 88 in forward\n\n'
+        "Segmentation fault (core dumped)\n",
+        "Fatal Python error: Aborted\n\n"
+        "Current thread 0x00007f3a5d1e2b80 (most recent call first):\n"
+        f'  File "{_SITE}/torch/distributed/distributed_c10d.py", line 2288 in all_reduce\n'
+        '  File "/home/{user}/proj/train.py", line 199 in sync_grads\n\n'
+        "Aborted (core dumped)\n",
+    ),
+}

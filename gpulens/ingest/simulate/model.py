@@ -31,6 +31,7 @@ __all__ = [
     "Workload",
     "XidEvent",
     "build_cluster",
+    "planted_origin",
     "build_workload",
     "schedule",
 ]
@@ -47,6 +48,18 @@ TRUE_ORIGIN: dict[str, str] = {
         "cuda_error", "crash", "gpu_hardware", "comm_error", "storage_error",
     )
 }
+
+#: Categories whose origin follows where the failing code is (the origin convention of
+#: docs/diagnosis.md): ``user_code`` -> user, ``framework`` -> framework.
+FRAME_CATEGORIES: frozenset[str] = frozenset({"cuda_error", "crash"})
+
+
+def planted_origin(category: str | None, frame: str | None) -> str:
+    """The true origin of a planted failure: by its fault frame for crashes and CUDA errors."""
+    if category in FRAME_CATEGORIES and frame is not None:
+        return "user" if frame == "user_code" else "framework"
+    return TRUE_ORIGIN.get(category or "", "unknown")
+
 
 _DOMAINS = ("imagenet", "coco", "librispeech", "wmt16", "bookcorpus", "cifar100", "squad", "openwebtext")
 _MODELS = ("resnet50", "bert-base", "lstm-lm", "transformer", "vgg16", "seq2seq", "deepspeech", "gpt-small")
@@ -102,6 +115,7 @@ class Workload:
     framework: list[str]
     inputs: list[list[str]]
     corrupted_input: list[str | None]
+    fault_frame: list[str | None]  # user_code | framework for crash / cuda_error failures
     epochs: np.ndarray
     converge_fraction: np.ndarray
     users: list[str]
@@ -245,9 +259,19 @@ def build_workload(cluster: Cluster, minutes: int, params: SimParams, rng: np.ra
     return Workload(
         submit=submit, gpus=gpus, work=work, plan=plan, fail_cat=fail_cat, fail_after=fail_after,
         fail_attempts=fail_attempts, kill_at=kill_at, relaxed=relaxed, user=user, vc=vc, name=name,
-        framework=framework, inputs=inputs, corrupted_input=corrupted_input, epochs=epochs,
+        framework=framework, inputs=inputs, corrupted_input=corrupted_input,
+        fault_frame=_fault_frames(fail_cat, params, rng), epochs=epochs,
         converge_fraction=converge_fraction, users=users, datasets=datasets, corrupted=corrupted,
     )
+
+
+def _fault_frames(fail_cat: list[str | None], params: SimParams, rng: np.random.Generator) -> list[str | None]:
+    """Where each job's deterministic crash / CUDA error happens (drawn once per job)."""
+    draws = rng.random(len(fail_cat))
+    return [
+        ("user_code" if u < params.p_crash_user_code else "framework") if c in FRAME_CATEGORIES else None
+        for c, u in zip(fail_cat, draws, strict=True)
+    ]
 
 
 def _durations(gpus: np.ndarray, params: SimParams, rng: np.random.Generator) -> np.ndarray:
@@ -375,7 +399,7 @@ class _Sched:
             jitter = rng.uniform(0.9, 1.1)
             cat = wl.fail_cat[j]
             tag = "corrupt_input" if wl.corrupted_input[j] else (
-                "user_repeat" if cat and TRUE_ORIGIN[cat] == "user" else "repeat")
+                "user_repeat" if planted_origin(cat, wl.fault_frame[j]) == "user" else "repeat")
             cands.append((max(1.0, wl.fail_after[j] * jitter), "failed", cat, False, None, tag))
         horizon = cands[0][0]
         for node in nodes:

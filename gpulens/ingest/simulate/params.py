@@ -109,6 +109,10 @@ class SimParams:
     #: comm_error only for multi-server attempts, storage_error for any.
     p_transient_comm_multi_server: float = 0.04
     p_transient_storage: float = 0.01
+    #: Share of planted crash / cuda_error jobs whose failing frame is the user's own
+    #: code (origin user); the rest fail inside the framework (origin framework).
+    #: The origin convention of docs/diagnosis.md. ASSUMED.
+    p_crash_user_code: float = 0.5
 
     # ----------------------------------------------------------------- planted
     #: Bad nodes (8-GPU servers) whose GPUs throw XIDs; an attempt placed on one
