@@ -25,7 +25,7 @@ from pathlib import Path
 import click
 import psutil
 
-from gpulens.cliapp import App, pass_app, progress, stage_progress
+from gpulens.cliapp import App, pass_app, stage_progress
 from gpulens.store import Store
 
 __all__ = ["demo"]
@@ -125,12 +125,7 @@ def _diagnose(app: App, store: Store) -> None:
 
     console = app.console
     console.print("[bold]2/4[/] diagnosing failed attempts, blacklisting inputs, flagging nodes")
-    with progress(console) as bar:
-        task = bar.add_task("diagnose", total=None)
-
-        def report(step: str, done: int, total: int) -> None:
-            bar.update(task, description=step, completed=done, total=total)
-
+    with stage_progress(console) as report:
         n = jobs.diagnose_all(store, progress=report)
     console.print(f"    diagnosed {_n(n, 'failed attempt')}")
     blacklist.update_from_failures(store, k=app.config.diagnose.blacklist_min_jobs)
