@@ -136,4 +136,4 @@ def test_failure_cost_and_node_evidence_run_on_pods(store: Store) -> None:
         con.close()
     by = {r.category: r.failures for r in cost.itertuples()}
     assert (by["cpu_oom"], by["preempted"], by["crash"]) == (2, 2, 1)
-    assert set(nodes["node"]) >= {"gpu-a", "gpu-b"}
+    assert {t.node for t in nodes} >= {"gpu-a", "gpu-b"}
