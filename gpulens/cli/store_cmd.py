@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from gpulens.cliapp import App, emit, json_option, pass_app
 from gpulens.store import VIEW_NAMES, latest_version
+from gpulens.store.quarantine import list_quarantined
 from gpulens.store.schema import current_version
 
 __all__ = ["store"]
@@ -28,8 +31,10 @@ def info(app: App, as_json: bool) -> None:
             name: int(con.execute(f"SELECT count(*) FROM {name}").fetchone()[0])  # type: ignore[index]  # noqa: S608
             for name in ("jobs", "attempts", "failures", "job_metrics", *VIEW_NAMES.values())
         }
-        data = {
+        quarantined = list_quarantined(st.root)
+        data: dict[str, Any] = {
             "data_dir": str(st.root),
+            "quarantined": quarantined,
             "schema_version": current_version(con, "state"),
             "code_schema_version": latest_version(),
             "generation": st.generation(),
@@ -44,5 +49,37 @@ def info(app: App, as_json: bool) -> None:
         click.echo(f"snapshot gen:    {data['generation']}")
         for name, n in counts.items():
             click.echo(f"  {name:<22} {n:>12,}")
+        _echo_quarantined(quarantined)
 
     emit(data, as_json, human)
+
+
+def _echo_quarantined(records: list[dict[str, Any]]) -> None:
+    click.echo(f"quarantined:     {len(records)} segment(s)")
+    for r in records:
+        rows = "?" if r.get("rows") is None else f"{r['rows']:,}"
+        click.echo(f"  {r['moved_to']}  rows={rows}  {r.get('reason') or ''}")
+
+
+@store.command("check")
+@json_option
+@pass_app
+def check(app: App, as_json: bool) -> int:
+    """Read every segment fully; quarantine unreadable ones. Exit 1 if anything is damaged."""
+    st = app.store()
+    found = st.check_segments(full=True)
+    quarantined = list_quarantined(st.root)
+    data: dict[str, Any] = {
+        "data_dir": str(st.root),
+        "segments_checked": len(st.segment_files()),
+        "newly_quarantined": [r.file for r in found],
+        "quarantined": quarantined,
+    }
+
+    def human() -> None:
+        click.echo(f"data dir:        {data['data_dir']}")
+        click.echo(f"segments read:   {data['segments_checked']} (all readable)")
+        _echo_quarantined(quarantined)
+
+    emit(data, as_json, human)
+    return 1 if quarantined else 0

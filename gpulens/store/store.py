@@ -8,6 +8,7 @@ Layout of a data directory::
     snapshots/state-<gen>.duckdb read-only copies published after each write
     snapshots/CURRENT            the newest generation number
     samples/kind=K/date=D/node=N/*.parquet   time series, immutable segments
+    quarantine/samples/...       segments found unreadable, each with a .json record (quarantine.py)
     spool/<agent>.duckdb         each collector's private buffer (see segments.py)
     logs/                        job logs (the simulator writes failure logs here)
 
@@ -26,8 +27,9 @@ import re
 import shutil
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import duckdb
 import pyarrow as pa
@@ -35,10 +37,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from gpulens.errors import InputError, StoreCorruptError, StoreError, StoreLockedError
+from gpulens.store import quarantine as qr
 from gpulens.store.samples import SAMPLE_KINDS, VIEW_NAMES, arrow_schema
 from gpulens.store.schema import apply_migrations, missing_versions
 
 __all__ = ["Store", "quote_ident", "quote_literal"]
+
+T = TypeVar("T")
 
 _SEED_DATE = "1970-01-01"
 _SEED_NODE = "__seed__"
@@ -74,6 +79,9 @@ class Store:
         self.spool = self.root / "spool"
         self.logs = self.root / "logs"
         self.tmp = self.root / "tmp"
+        self.quarantine_dir = self.root / "quarantine"
+        #: where one-line warnings go (a damaged segment left out of a result)
+        self.warn: Callable[[str], None] = qr.warn_stderr
 
     # ------------------------------------------------------------------ setup
     @classmethod
@@ -251,12 +259,45 @@ class Store:
     def sample_glob(self, kind: str) -> str:
         return str(self.samples / f"kind={kind}" / "*" / "*" / "*.parquet")
 
-    def connect(self) -> duckdb.DuckDBPyConnection:
+    def segment_files(self, kind: str | None = None) -> list[Path]:
+        """Every segment file in the samples tree (of one kind, or all)."""
+        pattern = f"kind={kind or '*'}/*/*/*.parquet"
+        return sorted(self.samples.glob(pattern))
+
+    def check_segments(self, *, full: bool = False) -> list[qr.QuarantineRecord]:
+        """Magic/footer-check every segment (``full``: also decode every page); quarantine
+        (and warn about) the bad ones."""
+        return qr.scan(self.root, self.segment_files(), self.warn, full=full)
+
+    def quarantine_segment(self, path: Path, reason: str) -> qr.QuarantineRecord | None:
+        rec = qr.quarantine(self.root, path, reason)
+        if rec is not None:
+            self.warn(rec.warning())
+        return rec
+
+    def quarantine_from_error(self, exc: BaseException) -> bool:
+        """If ``exc`` comes from a damaged segment, quarantine it; True when one was."""
+        qr.register_root(self.root)
+        return qr.quarantine_named_in_error(exc, self.warn)
+
+    def read_retrying(self, read: Callable[[], T], attempts: int = 20) -> T:
+        """Run ``read``; when it fails on a damaged segment, quarantine it and run it again."""
+        for _ in range(attempts - 1):
+            try:
+                return read()
+            except Exception as exc:
+                if not self.quarantine_from_error(exc):
+                    raise
+        return read()
+
+    def connect(self, *, samples: bool = True) -> duckdb.DuckDBPyConnection:
         """A new read-only view of the whole store (state snapshot + Parquet samples).
 
         The connection is in-memory; state tables are views over the newest
         snapshot, sample views re-list the Parquet files at every query. Open a
-        new one to see state written after this call.
+        new one to see state written after this call. ``samples=False`` creates no
+        sample views (readers of state tables never touch a segment). Segments that
+        fail the magic/footer check are quarantined first (see quarantine.py).
         """
         con = duckdb.connect(":memory:")
         try:
@@ -271,18 +312,29 @@ class Store:
             for (name,) in tables:
                 q = quote_ident(name)
                 con.execute(f"CREATE VIEW {q} AS SELECT * FROM state.{q}")  # noqa: S608
-            for kind, view in VIEW_NAMES.items():
-                con.execute(
-                    f"CREATE VIEW {view} AS SELECT * EXCLUDE (kind) FROM read_parquet("  # noqa: S608
-                    f"{quote_literal(self.sample_glob(kind))}, hive_partitioning = true,"
-                    " union_by_name = true,"
-                    " hive_types = {'kind': VARCHAR, 'date': DATE, 'node': VARCHAR})"
-                    f" WHERE node <> '{_SEED_NODE}'"
-                )
+            if samples:
+                qr.register_root(self.root)
+                self.check_segments()
+                self.read_retrying(lambda: self._sample_views(con))
         except BaseException:
             con.close()
             raise
         return con
+
+    def _sample_views(self, con: duckdb.DuckDBPyConnection) -> None:
+        left_out = {p for p in qr.excluded() if p.startswith(str(self.samples) + os.sep)}
+        for kind, view in VIEW_NAMES.items():
+            if left_out:  # read-only data dir: list the files, without the damaged ones
+                files = [str(f) for f in self.segment_files(kind) if str(f) not in left_out]
+                source = "[" + ", ".join(quote_literal(f) for f in files) + "]"
+            else:
+                source = quote_literal(self.sample_glob(kind))
+            con.execute(
+                f"CREATE OR REPLACE VIEW {view} AS SELECT * EXCLUDE (kind) FROM read_parquet("  # noqa: S608
+                f"{source}, hive_partitioning = true, union_by_name = true,"
+                " hive_types = {'kind': VARCHAR, 'date': DATE, 'node': VARCHAR})"
+                f" WHERE node <> '{_SEED_NODE}'"
+            )
 
     # ------------------------------------------------------- bulk sample write
     def write_samples(self, kind: str, table: pa.Table, *, tag: str | None = None) -> list[Path]:
@@ -304,7 +356,7 @@ class Store:
         return self.publish_staged(kind, staging, tag)
 
     def stage_partitioned(self, table: pa.Table, staging: Path) -> None:
-        """Write ``table`` (with ``ts`` and ``node``) as ``staging/date=D/node=N/part.parquet``.
+        """Write ``table`` (with ``ts`` and ``node``) as ``staging/date=D/node=N/part-r<rows>.parquet``.
 
         pyarrow writes the files (about 2.5x fewer CPU-seconds per row than DuckDB's
         partitioned COPY, measured in benchmarks/bench_collect.py); ``date`` and ``node``
@@ -328,7 +380,8 @@ class Store:
             mask = pc.and_(pc.equal(day, pa.scalar(d, pa.date32())), pc.equal(node, n))
             part = staging / f"date={d.isoformat()}" / f"node={n}"
             part.mkdir(parents=True, exist_ok=True)
-            pq.write_table(keyed.filter(mask), part / "part.parquet", compression="zstd",
+            rows = keyed.filter(mask)  # the row count in the name survives a damaged footer
+            pq.write_table(rows, part / f"part-r{rows.num_rows}.parquet", compression="zstd",
                            compression_level=3, row_group_size=262_144)
 
     def publish_staged(self, kind: str, staging: Path, tag: str) -> list[Path]:
