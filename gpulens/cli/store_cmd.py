@@ -7,7 +7,8 @@ from typing import Any
 import click
 
 from gpulens.cliapp import App, emit, json_option, pass_app
-from gpulens.store import VIEW_NAMES, latest_version
+from gpulens.store import VIEW_NAMES, Store, latest_version
+from gpulens.store.integrity import read_marker
 from gpulens.store.quarantine import list_quarantined
 from gpulens.store.schema import current_version
 
@@ -65,12 +66,17 @@ def _echo_quarantined(records: list[dict[str, Any]]) -> None:
 @json_option
 @pass_app
 def check(app: App, as_json: bool) -> int:
-    """Read every segment fully; quarantine unreadable ones. Exit 1 if anything is damaged."""
-    st = app.store()
+    """Read every segment and the newest snapshot fully; quarantine unreadable segments.
+    Exit 1 if anything is damaged."""
+    st = Store(app.config.data_dir)
     found = st.check_segments(full=True)
     quarantined = list_quarantined(st.root)
+    damaged = read_marker(st.root)
+    newest = st.last_good_snapshot()
     data: dict[str, Any] = {
         "data_dir": str(st.root),
+        "state_damaged": damaged,
+        "last_good_snapshot": str(newest) if newest else None,
         "segments_checked": len(st.segment_files()),
         "newly_quarantined": [r.file for r in found],
         "quarantined": quarantined,
@@ -80,6 +86,30 @@ def check(app: App, as_json: bool) -> int:
         click.echo(f"data dir:        {data['data_dir']}")
         click.echo(f"segments read:   {data['segments_checked']} (all readable)")
         _echo_quarantined(quarantined)
+        click.echo(f"last good snapshot: {data['last_good_snapshot']}")
+        if damaged:
+            click.echo(f"state DAMAGED:   {damaged.get('reason')} (run `gpulens store restore`)")
 
     emit(data, as_json, human)
-    return 1 if quarantined else 0
+    return 1 if quarantined or damaged or newest is None else 0
+
+
+@store.command("restore")
+@click.option("--generation", type=int, default=None,
+              help="Snapshot generation to restore (default: the newest that reads end to end).")
+@json_option
+@pass_app
+def restore(app: App, generation: int | None, as_json: bool) -> None:
+    """Replace a damaged state file by the last good snapshot (stop writers first)."""
+    st = Store(app.config.data_dir)
+    data = st.restore(generation)
+
+    def human() -> None:
+        click.echo(f"restored {data['restored_from']} (generation {data['restored_generation']}) "
+                   f"as {st.state_db}")
+        if data["damaged_file_kept_as"]:
+            click.echo(f"the previous state file is kept as {data['damaged_file_kept_as']}")
+        click.echo(f"published generation {data['published_generation']}; state written after "
+                   f"generation {data['restored_generation']} is gone: re-run imports made since then")
+
+    emit(data, as_json, human)

@@ -6,7 +6,10 @@ Layout of a data directory::
                                  opened read-write only inside Store.write()
     state.lock                   flock held by the one writer of state.duckdb
     snapshots/state-<gen>.duckdb read-only copies published after each write
-    snapshots/CURRENT            the newest generation number
+    snapshots/CURRENT            the newest generation number (every published snapshot was
+                                 verified first: integrity.py)
+    state.corrupt                present after damage was found: writers refuse until
+                                 `gpulens store restore`
     samples/kind=K/date=D/node=N/*.parquet   time series, immutable segments
     quarantine/samples/...       segments found unreadable, each with a .json record (quarantine.py)
     spool/<agent>.duckdb         each collector's private buffer (see segments.py)
@@ -37,6 +40,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from gpulens.errors import InputError, StoreCorruptError, StoreError, StoreLockedError
+from gpulens.store import integrity
 from gpulens.store import quarantine as qr
 from gpulens.store.samples import SAMPLE_KINDS, VIEW_NAMES, arrow_schema
 from gpulens.store.schema import apply_migrations, missing_versions
@@ -166,13 +170,35 @@ class Store:
                         f"Store file {self.state_db} is held by another process.",
                         "Stop the other gpulens writer or wait for it to finish.",
                     ) from None
+                if integrity.is_corruption(exc):
+                    raise self._damaged(str(exc).splitlines()[0][:300]) from None
                 raise self._corrupt(self.state_db, exc) from None
 
     def _corrupt(self, path: Path, exc: BaseException) -> StoreCorruptError:
         return StoreCorruptError(
             f"Store file {path} cannot be opened ({str(exc).splitlines()[0]}).",
-            f"Move it aside; the latest good copy is in {self.snapshots} (see docs/architecture.md).",
+            f"Run `gpulens store restore` to bring back the last good snapshot from {self.snapshots} "
+            "(see Failure modes in docs/architecture.md).",
         )
+
+    def _damaged(self, why: str) -> StoreCorruptError:
+        """Stop writing: leave the marker, name the last good snapshot and the restore command."""
+        good = self.last_good_snapshot()
+        integrity.write_marker(self.root, why, good)
+        return self._refusal(why, good)
+
+    def _refusal(self, why: str, good: Path | str | None) -> StoreCorruptError:
+        where = f"the last good snapshot is {good}" if good else "no snapshot verifies either"
+        return StoreCorruptError(
+            f"State file {self.state_db} is damaged ({why}); writing stopped and nothing was published.",
+            f"Readers still see the last published snapshot; {where}: stop the writers and run "
+            "`gpulens store restore`.",
+        )
+
+    def _refuse_if_damaged(self) -> None:
+        marker = integrity.read_marker(self.root)
+        if marker is not None:
+            raise self._refusal(str(marker.get("reason")), marker.get("last_good"))
 
     @contextlib.contextmanager
     def write(self) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -180,9 +206,12 @@ class Store:
 
         Writers are serialised by a file lock; the transaction commits when the
         block exits normally and rolls back on an exception. After the commit a
-        new read-only snapshot is published for readers.
+        new read-only snapshot is verified (every table read, so DuckDB checks each
+        block's checksum) and published for readers. A damaged state file stops
+        the writer with :class:`StoreCorruptError` (see integrity.py).
         """
         with self._flock():
+            self._refuse_if_damaged()
             con = self._connect_rw()
             try:
                 con.execute("BEGIN TRANSACTION")
@@ -190,13 +219,27 @@ class Store:
                 try:
                     yield con
                 except BaseException:
-                    con.execute("ROLLBACK")
+                    with contextlib.suppress(duckdb.Error):
+                        con.execute("ROLLBACK")
                     raise
                 con.execute("COMMIT")
                 con.execute("CHECKPOINT")
+            except duckdb.Error as exc:
+                if integrity.is_corruption(exc):
+                    raise self._damaged(str(exc).splitlines()[0][:300]) from None
+                if isinstance(exc, duckdb.IOException) or "No space left" in str(exc):
+                    raise self._state_write_failed(exc) from None  # e.g. a full disk
+                raise
             finally:
                 con.close()
             self._publish()
+
+    def _state_write_failed(self, exc: BaseException) -> StoreError:
+        why = getattr(exc, "strerror", None) or str(exc).splitlines()[0][:200]
+        return StoreError(
+            f"Cannot write the state file {self.state_db} ({why}); the change was not stored.",
+            "Free disk space or point --data-dir at a larger volume, then retry.",
+        )
 
     def generation(self) -> int:
         try:
@@ -207,13 +250,36 @@ class Store:
     def _snapshot_path(self, gen: int) -> Path:
         return self.snapshots / f"state-{gen:08d}.duckdb"
 
+    def _snapshot_gens(self) -> list[int]:
+        gens = []
+        for f in self.snapshots.glob("state-*.duckdb"):
+            with contextlib.suppress(ValueError):
+                gens.append(int(f.name[6:14]))
+        return sorted(gens)
+
+    def last_good_snapshot(self) -> Path | None:
+        """The newest snapshot that reads end to end (None if none does)."""
+        for gen in reversed(self._snapshot_gens()):
+            path = self._snapshot_path(gen)
+            if integrity.verify_db(path) is None:
+                return path
+        return None
+
     def _publish(self) -> None:
         gen = self.generation() + 1
         self.snapshots.mkdir(parents=True, exist_ok=True)
         tmp = self.snapshots / f".tmp-{gen}-{uuid.uuid4().hex}"
-        shutil.copyfile(self.state_db, tmp)
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
+        try:
+            shutil.copyfile(self.state_db, tmp)
+            with open(tmp, "rb+") as fh:
+                os.fsync(fh.fileno())
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise self._state_write_failed(exc) from None
+        why = integrity.verify_db(tmp)
+        if why is not None:
+            tmp.unlink(missing_ok=True)
+            raise self._damaged(why)
         os.replace(tmp, self._snapshot_path(gen))
         cur_tmp = self.snapshots / f".CURRENT-{uuid.uuid4().hex}"
         cur_tmp.write_text(f"{gen}\n")
@@ -224,7 +290,41 @@ class Store:
                 old.unlink(missing_ok=True)  # debris of a writer killed mid-publish
             elif name.startswith("state-") and name.endswith(".duckdb"):
                 if int(name[6:14]) <= gen - _KEEP_SNAPSHOTS:
-                    old.unlink(missing_ok=True)
+                    old.unlink(missing_ok=True)  # every kept snapshot was verified on publish
+
+    def restore(self, generation: int | None = None) -> dict[str, object]:
+        """Bring back a snapshot (default: the newest that verifies) as the state file.
+
+        The current state file is kept as ``state.duckdb.damaged-<time>``; the marker is
+        removed and the restored state is published as a new generation.
+        """
+        with self._flock():
+            gens = [generation] if generation is not None else list(reversed(self._snapshot_gens()))
+            chosen = next((g for g in gens if self._snapshot_path(g).is_file()
+                           and integrity.verify_db(self._snapshot_path(g)) is None), None)
+            if chosen is None:
+                which = f"Snapshot generation {generation}" if generation is not None else "No snapshot"
+                raise StoreCorruptError(
+                    f"{which} in {self.snapshots} is present and readable; nothing was restored.",
+                    "List them with `ls` and pass --generation N, or restore the data dir from a backup.",
+                )
+            stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+            aside = self.root / f"state.duckdb.damaged-{stamp}"
+            try:
+                for f, dest in ((self.state_db, aside),
+                                (self.root / "state.duckdb.wal", self.root / f"{aside.name}.wal")):
+                    if f.exists():
+                        os.replace(f, dest)
+                tmp = self.root / f".restore-{uuid.uuid4().hex}"
+                shutil.copyfile(self._snapshot_path(chosen), tmp)
+                os.replace(tmp, self.state_db)
+            except OSError as exc:
+                raise self._state_write_failed(exc) from None
+            integrity.clear_marker(self.root)
+            self._publish()
+            return {"restored_generation": chosen, "restored_from": str(self._snapshot_path(chosen)),
+                    "damaged_file_kept_as": str(aside) if aside.exists() else None,
+                    "published_generation": self.generation()}
 
     def _snapshot_missing_migrations(self) -> bool:
         con = duckdb.connect(":memory:")
