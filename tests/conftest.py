@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -34,6 +36,23 @@ def require_module(name: str) -> None:
         if IN_CI:
             pytest.fail(message)
         pytest.skip(message)
+
+
+@contextmanager
+def tmpfs(mnt: Path, size: str = "48m") -> Iterator[Path]:
+    """A real small filesystem at ``mnt`` (mounting needs root; CI runs as root)."""
+    mnt.mkdir(parents=True, exist_ok=True)
+    res = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)],
+                         capture_output=True, text=True)
+    if res.returncode != 0:
+        message = f"cannot mount a tmpfs here ({res.stderr.strip()}); run as root"
+        if IN_CI:
+            pytest.fail(message)
+        pytest.skip(message)
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 @pytest.fixture

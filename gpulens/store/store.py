@@ -275,7 +275,11 @@ class Store:
                 os.fsync(fh.fileno())
         except OSError as exc:
             tmp.unlink(missing_ok=True)
-            raise self._state_write_failed(exc) from None
+            raise StoreError(
+                f"The change is stored in {self.state_db} but its snapshot cannot be written "
+                f"({exc.strerror or exc}); readers see it after the next write.",
+                "Free disk space on the data directory.",
+            ) from None
         why = integrity.verify_db(tmp)
         if why is not None:
             tmp.unlink(missing_ok=True)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from gpulens.store import Store
 from gpulens.store.integrity import verify_db
+from tests.conftest import tmpfs
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -81,3 +82,26 @@ def test_restore_of_a_missing_generation_is_one_line(tmp_path: Path) -> None:
     Store.open(root)
     r = run("--data-dir", str(root), "store", "restore", "--generation", "99")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "generation 99" in r.stderr
+
+
+def test_full_disk_state_writer_is_one_line_and_stores_nothing(tmp_path: Path) -> None:
+    with tmpfs(tmp_path / "mnt", "16m") as mnt:
+        root = mnt / "d"
+        st = Store.open(root)
+        gen = st.generation()
+        filler = mnt / "filler"
+        with open(filler, "wb") as fh:
+            try:
+                while True:
+                    fh.write(b"\0" * (1 << 20))
+                    fh.flush()
+            except OSError:
+                pass
+        r = run("--data-dir", str(root), "blacklist", "add", "/data/x", "--reason", "y" * 2000)
+        assert r.returncode == 2, r.stderr
+        assert r.stderr.count("\n") == 1 and "No space left on device" in r.stderr, r.stderr
+        assert st.generation() == gen
+        filler.unlink()
+        r = run("--data-dir", str(root), "blacklist", "list", "--json")
+        assert r.returncode == 0 and json.loads(r.stdout) == [], "nothing was stored"
+        assert run("--data-dir", str(root), "blacklist", "add", "/data/z", "--reason", "ok").returncode == 0
