@@ -55,6 +55,25 @@ def tmpfs(mnt: Path, size: str = "48m") -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
+@contextmanager
+def read_only_view(src: Path, mnt: Path) -> Iterator[Path]:
+    """``src`` seen through a read-only bind mount at ``mnt`` (a real EROFS, even for root)."""
+    mnt.mkdir(parents=True, exist_ok=True)
+    res = subprocess.run(["mount", "--bind", str(src), str(mnt)], capture_output=True, text=True)
+    if res.returncode == 0:
+        res = subprocess.run(["mount", "-o", "remount,ro,bind", str(mnt)], capture_output=True, text=True)
+    if res.returncode != 0:
+        subprocess.run(["umount", "-l", str(mnt)], check=False, capture_output=True)
+        message = f"cannot make a read-only bind mount here ({res.stderr.strip()}); run as root"
+        if IN_CI:
+            pytest.fail(message)
+        pytest.skip(message)
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[Store]:
     """A fresh store in a temporary data directory."""

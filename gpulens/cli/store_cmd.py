@@ -78,7 +78,8 @@ def check(app: App, as_json: bool) -> int:
         "state_damaged": damaged,
         "last_good_snapshot": str(newest) if newest else None,
         "segments_checked": len(st.segment_files()),
-        "newly_quarantined": [r.file for r in found],
+        "newly_quarantined": [r.file for r in found if r.moved_to],
+        "left_out_read_only": [r.file for r in found if not r.moved_to],
         "quarantined": quarantined,
     }
 
@@ -91,7 +92,7 @@ def check(app: App, as_json: bool) -> int:
             click.echo(f"state DAMAGED:   {damaged.get('reason')} (run `gpulens store restore`)")
 
     emit(data, as_json, human)
-    return 1 if quarantined or damaged or newest is None else 0
+    return 1 if found or quarantined or damaged or newest is None else 0
 
 
 @store.command("restore")

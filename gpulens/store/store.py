@@ -84,6 +84,8 @@ class Store:
         self.logs = self.root / "logs"
         self.tmp = self.root / "tmp"
         self.quarantine_dir = self.root / "quarantine"
+        #: True when the data dir could not be written at open (readers only)
+        self.read_only = False
         #: where one-line warnings go (a damaged segment left out of a result)
         self.warn: Callable[[str], None] = qr.warn_stderr
 
@@ -96,7 +98,12 @@ class Store:
         return store
 
     def ensure(self) -> None:
-        """Create directories, seed sample views, apply migrations, publish a snapshot."""
+        """Create directories, seed sample views, apply migrations, publish a snapshot.
+
+        A data directory that cannot be written (a read-only mount for analysts) is
+        opened read-only when it is already initialised and migrated: readers work,
+        writers get a one-line error (:attr:`read_only`).
+        """
         try:
             for d in (self.root, self.snapshots, self.samples, self.spool, self.logs, self.tmp):
                 d.mkdir(parents=True, exist_ok=True)
@@ -104,14 +111,31 @@ class Store:
             probe.write_bytes(b"")
             probe.unlink()
         except OSError as exc:
-            raise StoreError(
-                f"Data directory {self.root} is not writable ({exc.strerror}).",
-                "Pass a writable directory with --data-dir or set GPULENS_DATA_DIR.",
-            ) from None
+            self._open_read_only(exc)
+            return
         self._seed_samples()
         if self.generation() == 0 or self._snapshot_missing_migrations():
             with self.write():
                 pass
+
+    def _open_read_only(self, exc: OSError) -> None:
+        if self.generation() == 0:
+            raise StoreError(
+                f"Data directory {self.root} is not writable ({exc.strerror}) and holds no store yet.",
+                "Pass a writable directory with --data-dir or set GPULENS_DATA_DIR.",
+            ) from None
+        if self._snapshot_missing_migrations():
+            raise StoreError(
+                f"Store {self.root} is read-only here ({exc.strerror}) and needs a schema upgrade.",
+                "Run any gpulens command once with write access to the data directory.",
+            ) from None
+        self.read_only = True
+
+    def _not_writable(self, exc: OSError) -> StoreError:
+        return StoreError(
+            f"Data directory {self.root} is not writable ({exc.strerror or exc}); nothing was stored.",
+            "Readers work on a read-only data directory; run writers where it is mounted read-write.",
+        )
 
     def _seed_samples(self) -> None:
         """An empty file per kind, so views exist (with every column) before any data."""
@@ -133,7 +157,10 @@ class Store:
     # ---------------------------------------------------------------- writing
     @contextlib.contextmanager
     def _flock(self) -> Iterator[None]:
-        fd = os.open(self.lock_file, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(self.lock_file, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise self._not_writable(exc) from None
         try:
             deadline = time.monotonic() + self.lock_timeout
             delay = 0.005
@@ -244,7 +271,7 @@ class Store:
     def generation(self) -> int:
         try:
             return int((self.snapshots / "CURRENT").read_text().strip() or 0)
-        except (FileNotFoundError, ValueError):
+        except (OSError, ValueError):
             return 0
 
     def _snapshot_path(self, gen: int) -> Path:
