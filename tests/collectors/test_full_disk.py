@@ -72,3 +72,6 @@ def test_real_enospc_then_recovery(small_disk: Path) -> None:
     n = con.execute("SELECT count(DISTINCT ts) FROM gpu_samples").fetchone()
     assert n == (41 - agent.snapshot.dropped_total // 14,)
     assert con.execute("SELECT count(*) FROM gpu_samples").fetchone() == (8 * n[0],)
+    stored = sum(con.execute(f"SELECT count(*) FROM {v}").fetchone()[0]  # type: ignore[index]  # noqa: S608
+                 for v in ("gpu_samples", "net_samples", "gpu_process_samples", "xid_events"))
+    assert agent.rows_written == stored  # retried rows counted once, dropped rows not at all
