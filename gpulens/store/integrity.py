@@ -22,7 +22,7 @@ import duckdb
 __all__ = ["clear_marker", "is_corruption", "read_marker", "verify_db", "write_marker"]
 
 _MARKER = "state.corrupt"
-_CORRUPTION = re.compile(r"corrupt|checksum|not a valid duckdb|invalid block|failed to read", re.IGNORECASE)
+_CORRUPTION = re.compile(r"corrupt database file|does not match stored checksum|not a valid duckdb", re.IGNORECASE)
 
 
 def _ident(name: str) -> str:
