@@ -137,7 +137,7 @@ def test_chaos(tmp_path: Path) -> None:
             for node, (_, log) in agents.items():  # when each agent run is seen sampling
                 if node not in sampling_since and "sampling every" in log.read_text():
                     sampling_since[node] = time.monotonic()
-            ripe = [n for n, since in sampling_since.items() if time.monotonic() - since >= 2.5]
+            ripe = [n for n, since in sampling_since.items() if time.monotonic() - since >= 3.5]
             victim = rng.choice(ripe) if ripe and rng.random() < 0.7 else "writer"
             if victim == "writer":
                 writer.send_signal(signal.SIGKILL)
@@ -149,7 +149,7 @@ def test_chaos(tmp_path: Path) -> None:
                 proc, _ = agents[victim]
                 proc.send_signal(signal.SIGKILL)
                 proc.wait()
-                kills.append((victim, time.time()))  # it had sampled for >= 2.5 s: the check holds
+                kills.append((victim, time.time()))  # it had sampled for >= 3.5 s: the check holds
                 del sampling_since[victim]
                 agents[victim] = procs.agent(victim, scenario)
     finally:
@@ -177,7 +177,7 @@ def test_chaos(tmp_path: Path) -> None:
             [node, dt.datetime.fromtimestamp(killed_at, dt.UTC).replace(tzinfo=None)],
         ).fetchone()[0]  # type: ignore[index]
         lag = killed_at - newest.replace(tzinfo=dt.UTC).timestamp()
-        assert lag <= FLUSH + 2 * INTERVAL + 1.0, (node, lag)
+        assert lag <= FLUSH + 2 * INTERVAL + 2.0, (node, lag)  # one flush, a tick, scheduling slack
     con.close()
 
     r = subprocess.run([sys.executable, "-m", "gpulens", "--data-dir", str(root), "store", "check", "--json"],
