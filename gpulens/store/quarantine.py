@@ -65,8 +65,7 @@ class QuarantineRecord:
     def warning(self) -> str:
         rows = f"{self.rows:,} rows" if self.rows is not None else "an unknown number of rows"
         where = f"moved to {self.moved_to}" if self.moved_to else "left out (data dir is read-only)"
-        return (f"segment {self.file} is unreadable ({self.reason}); {where}; "
-                f"its {rows} are missing from this result.")
+        return f"{self.file} is unreadable ({self.reason}); {where}; its {rows} are left out."
 
 
 def check_segment(path: Path) -> str | None:
@@ -153,7 +152,12 @@ def excluded() -> set[str]:
 
 def count_quarantined(root: Path) -> int:
     qdir = root / "quarantine"
-    return sum(1 for _ in qdir.rglob("*.parquet")) if qdir.is_dir() else 0
+    return len(_quarantined_files(qdir)) if qdir.is_dir() else 0
+
+
+def _quarantined_files(qdir: Path) -> list[Path]:
+    """Segments (.parquet) and spool batches (.arrow) in quarantine/."""
+    return sorted(f for pattern in ("*.parquet", "*.arrow") for f in qdir.rglob(pattern))
 
 
 def list_quarantined(root: Path) -> list[dict[str, Any]]:
@@ -162,7 +166,7 @@ def list_quarantined(root: Path) -> list[dict[str, Any]]:
     if not qdir.is_dir():
         return []
     out = []
-    for f in sorted(qdir.rglob("*.parquet")):
+    for f in _quarantined_files(qdir):
         rec: dict[str, Any] = {"file": None, "moved_to": str(f.relative_to(root)), "reason": None,
                                "rows": None, "at": None}
         try:

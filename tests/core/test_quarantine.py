@@ -133,7 +133,7 @@ def test_segment_names_carry_their_rows(store: Store) -> None:
     lines: list[str] = []
     store.warn = lines.append
     store.connect().close()
-    assert len(lines) == 1 and "its 7 rows are missing" in lines[0]
+    assert len(lines) == 1 and "its 7 rows are left out" in lines[0]
 
 
 def test_exporter_reports_quarantined_segments(sim: Path, tmp_path: Path) -> None:
@@ -144,3 +144,26 @@ def test_exporter_reports_quarantined_segments(sim: Path, tmp_path: Path) -> Non
     ClusterCollector(lambda: store, ExporterConfig(), registry=reg)
     assert reg.get_sample_value("gpulens_cluster_store_quarantined_segments") == 1
     assert reg.get_sample_value("gpulens_cluster_exporter_up") == 1
+
+
+def test_damaged_spool_batch_is_quarantined_and_the_agent_goes_on(store: Store) -> None:
+    import datetime as dt
+
+    from gpulens.store import SegmentWriter
+
+    lines: list[str] = []
+    store.warn = lines.append
+    writer = SegmentWriter(store, "agent1")
+    for k in range(2):
+        writer.append("gpu", [{"ts": dt.datetime(2026, 1, 1, 0, k), "node": "n1", "gpu_index": g}
+                              for g in range(4)])
+        writer.flush()
+    first = sorted((store.spool / "agent1").glob("gpu-*.arrow"))[0]
+    first.write_bytes(first.read_bytes()[:50])  # a damaged batch (e.g. a disk error)
+    writer.close()  # rolls: the good batch becomes a segment, the damaged one is set aside
+    assert len(lines) == 1 and first.name in lines[0]
+    assert (store.root / "quarantine" / "spool" / "agent1" / first.name).exists()
+    assert [q["file"] for q in list_quarantined(store.root)] == [f"spool/agent1/{first.name}"]
+    con = store.connect()
+    assert con.execute("SELECT count(*) FROM gpu_samples").fetchone() == (4,)
+    SegmentWriter(store, "agent1").close()  # and the next start is clean
