@@ -384,8 +384,23 @@ class Store:
                 if not path.exists():  # a newer generation replaced it: read CURRENT again
                     time.sleep(0.01)
                     continue
+                older = self._attach_older(con, gen, exc)
+                if older is not None:
+                    return older
                 raise self._corrupt(path, exc) from None
         raise self._corrupt(self.snapshots, last or RuntimeError("no snapshot"))
+
+    def _attach_older(self, con: duckdb.DuckDBPyConnection, gen: int, exc: BaseException) -> int | None:
+        """The newest snapshot cannot be opened (damaged on disk): read the newest older one."""
+        for older in reversed([g for g in self._snapshot_gens() if g < gen]):
+            try:
+                con.execute(f"ATTACH {quote_literal(self._snapshot_path(older))} AS state (READ_ONLY)")
+            except duckdb.Error:
+                continue
+            self.warn(f"snapshot {self._snapshot_path(gen)} cannot be opened ({str(exc).splitlines()[0][:200]});"
+                      f" reading generation {older}, {gen - older} write(s) older; `gpulens store check`.")
+            return older
+        return None
 
     def sample_glob(self, kind: str) -> str:
         return str(self.samples / f"kind={kind}" / "*" / "*" / "*.parquet")

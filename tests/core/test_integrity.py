@@ -105,3 +105,15 @@ def test_full_disk_state_writer_is_one_line_and_stores_nothing(tmp_path: Path) -
         r = run("--data-dir", str(root), "blacklist", "list", "--json")
         assert r.returncode == 0 and json.loads(r.stdout) == [], "nothing was stored"
         assert run("--data-dir", str(root), "blacklist", "add", "/data/z", "--reason", "ok").returncode == 0
+
+
+def test_reader_falls_back_to_an_older_snapshot_when_the_newest_is_unreadable(tmp_path: Path) -> None:
+    st = _store_with_jobs(tmp_path / "d")
+    newest = st.snapshots / f"state-{st.generation():08d}.duckdb"
+    newest.write_bytes(b"not a database" * 100)
+    lines: list[str] = []
+    reader = Store(tmp_path / "d")
+    reader.warn = lines.append
+    con = reader.connect(samples=False)
+    assert con.execute("SELECT count(*) FROM jobs").fetchone() == (4000,)  # one write older
+    assert len(lines) == 1 and newest.name in lines[0] and "1 write(s) older" in lines[0]
