@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import subprocess
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -34,6 +37,36 @@ def require_module(name: str) -> None:
         if IN_CI:
             pytest.fail(message)
         pytest.skip(message)
+
+
+@contextmanager
+def _mounted(mnt: Path, steps: list[list[str]], what: str) -> Iterator[Path]:
+    """Run the mount commands (root only), skip locally / fail in CI when they cannot run."""
+    mnt.mkdir(parents=True, exist_ok=True)
+    for cmd in steps:
+        res = subprocess.run(cmd, capture_output=True, text=True)
+        if res.returncode != 0:
+            subprocess.run(["umount", "-l", str(mnt)], check=False, capture_output=True)
+            message = f"cannot {what} here ({res.stderr.strip()}); run as root"
+            if IN_CI:
+                pytest.fail(message)
+            pytest.skip(message)
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def tmpfs(mnt: Path, size: str = "48m") -> contextlib.AbstractContextManager[Path]:
+    """A real small filesystem at ``mnt`` (mounting needs root; CI runs as root)."""
+    return _mounted(mnt, [["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)]],
+                    "mount a tmpfs")
+
+
+def read_only_view(src: Path, mnt: Path) -> contextlib.AbstractContextManager[Path]:
+    """``src`` seen through a read-only bind mount at ``mnt`` (a real EROFS, even for root)."""
+    return _mounted(mnt, [["mount", "--bind", str(src), str(mnt)],
+                          ["mount", "-o", "remount,ro,bind", str(mnt)]], "make a read-only bind mount")
 
 
 @pytest.fixture

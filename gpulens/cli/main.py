@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import click
 
@@ -142,11 +142,29 @@ def cli(ctx: click.Context, data_dir: str | None, config_path: str | None, quiet
     ctx.obj = App(config=load_config(config_path, data_dir=data_dir), quiet=quiet)
 
 
+def _invoke(argv: list[str] | None, attempts: int = 10) -> Any:
+    """Run the command; when it fails on a damaged Parquet segment, the segment is quarantined
+    (one warning line naming it and its rows) and the command runs again without it."""
+    for attempt in range(attempts):
+        try:
+            return cli.main(args=argv, prog_name="gpulens", standalone_mode=False)
+        except (GpulensError, click.exceptions.ClickException, click.exceptions.Exit,
+                click.exceptions.Abort, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            from gpulens.store.quarantine import quarantine_named_in_error, warn_stderr
+
+            if attempt + 1 < attempts and quarantine_named_in_error(exc, warn_stderr):
+                continue
+            raise
+    raise AssertionError("unreachable")
+
+
 def main(argv: list[str] | None = None) -> NoReturn:
     """Run the CLI and exit: errors become one line on stderr and exit code 2; a command's
     integer return value becomes the exit code."""
     try:
-        result = cli.main(args=argv, prog_name="gpulens", standalone_mode=False)
+        result = _invoke(argv)
     except GpulensError as exc:
         click.echo(f"gpulens: error: {exc}", err=True)
         sys.exit(exc.exit_code)

@@ -229,6 +229,7 @@ class Agent:
         self._last_roll = clock()
         self._announced_lost: set[int] = set()
         self.rows_written = 0
+        self._handed_rows = 0
         self.ticks = 0
 
     # ------------------------------------------------------------------- tick
@@ -464,17 +465,16 @@ class Agent:
         try:
             if not self._writable and self._handed_unflushed:
                 self.sink.flush()  # retry what the sink already holds before adding more
-                self._handed_unflushed = False
+                self._count_handed()
             self._compact()
-            n = self._pending_rows
             while self._pending:
                 kind, table = self._pending.popleft()
                 self._pending_rows -= table.num_rows
                 self.sink.append(kind, table)
+                self._handed_rows += table.num_rows  # counted once, when a flush succeeds
                 self._handed_unflushed = True
             self.sink.flush()
-            self._handed_unflushed = False
-            self.rows_written += n
+            self._count_handed()
         except (GpulensError, duckdb.Error, OSError) as exc:
             self._set_writable(False, exc)
             return False
@@ -482,6 +482,11 @@ class Agent:
             self._last_flush = self.clock()
         self._set_writable(True)
         return True
+
+    def _count_handed(self) -> None:
+        self.rows_written += self._handed_rows
+        self._handed_rows = 0
+        self._handed_unflushed = False
 
     def roll(self) -> list[Path]:
         """Move flushed rows into Parquet segments (after a flush)."""
@@ -522,14 +527,16 @@ class Agent:
 
     # ------------------------------------------------------------------- loop
     def run(self, interval: float, stop: threading.Event, *, max_ticks: int | None = None) -> int:
-        """Tick every ``interval`` seconds until ``stop`` is set. Returns the number of ticks."""
+        """Tick every ``interval`` seconds until ``stop`` is set. Returns the number of ticks
+        taken (ticks skipped after an overrun are not counted)."""
         start = self.clock()
-        k = 0
+        k = done = 0
         while not stop.is_set():
             self.tick()
             self.maybe_write()
             k += 1
-            if max_ticks is not None and k >= max_ticks:
+            done += 1
+            if max_ticks is not None and done >= max_ticks:
                 break
             next_at = start + k * interval
             now = self.clock()
@@ -537,7 +544,7 @@ class Agent:
                 k = int((now - start) / interval) + 1
                 next_at = start + k * interval
             stop.wait(max(0.0, next_at - now))
-        return k
+        return done
 
     def close(self) -> None:
         """Final flush and roll; close the backend and the sink."""

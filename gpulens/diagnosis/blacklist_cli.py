@@ -33,7 +33,7 @@ def blacklist() -> None:
 @pass_app
 def list_(app: App, state: str | None, audit: bool, input_: str | None, as_json: bool) -> None:
     """Show blacklist entries (or, with --audit, every change)."""
-    con = app.store().connect()
+    con = app.store().connect(samples=False)
     try:
         df = bl.audit_log(con, input_) if audit else bl.list_entries(con, state)
     finally:
@@ -91,7 +91,7 @@ def remove(app: App, input_: str, reason: str, actor: str | None, as_json: bool)
 @pass_app
 def check(app: App, inputs: tuple[str, ...], as_json: bool) -> None:
     """Exit 1 when any INPUT is blacklisted (for job submission scripts)."""
-    con = app.store().connect()
+    con = app.store().connect(samples=False)
     try:
         hits = bl.check(con, inputs)
     finally:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 from typing import overload
@@ -251,8 +252,15 @@ def read_log(path: str | os.PathLike[str], *, head_bytes: int = HEAD_BYTES,
     scanning backwards at most ``scan_bytes``. Never raises for unreadable
     content; raises ``OSError`` only when the file cannot be opened.
     """
-    p = Path(path)
-    with p.open("rb") as fh:
+    fd = os.open(Path(path), os.O_RDONLY | os.O_NONBLOCK)  # a FIFO with no writer must not block
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                else "a socket" if stat.S_ISSOCK(mode) else "not a file")
+        return LogText("", 0, reason=f"not a regular file ({kind}); save the log to a file first")
+    os.set_blocking(fd, True)
+    with os.fdopen(fd, "rb") as fh:
         size = os.fstat(fh.fileno()).st_size
         if size == 0:
             return LogText("", 0, reason="empty log")

@@ -52,6 +52,7 @@ from gpulens.cliapp import App, pass_app
 from gpulens.config import DiagnoseConfig, ExporterConfig
 from gpulens.errors import GpulensError, InputError
 from gpulens.store import Store
+from gpulens.store.quarantine import count_quarantined, quarantine_named_in_error
 from gpulens.vocab import BLACKLIST_STATES, JOB_STATUSES
 
 __all__ = [
@@ -84,6 +85,7 @@ METRIC_NAMES = (
     "gpulens_cluster_exporter_refreshes_total",
     "gpulens_cluster_exporter_refresh_errors_total",
     "gpulens_cluster_store_generation",
+    "gpulens_cluster_store_quarantined_segments",
     "gpulens_cluster_gpus",
     "gpulens_cluster_jobs",
     "gpulens_cluster_goodput_gpu_hours",
@@ -209,11 +211,14 @@ class ClusterCollector(Collector):
         seconds: dict[str, float] = {}
         store_ok = True
         generation = 0
+        quarantined = 0
         con: duckdb.DuckDBPyConnection | None = None
         try:
             store = self._open_store()
             generation = store.generation()
+            store.warn = log.warning
             con = store.connect()
+            quarantined = count_quarantined(store.root)
         except (GpulensError, duckdb.Error, OSError) as exc:
             store_ok = False
             log.warning("cluster exporter cannot read the store: %s", exc)
@@ -240,16 +245,25 @@ class ClusterCollector(Collector):
         if not up:
             self.refresh_errors += 1
         fams.extend(self._meta(up, section_ok, seconds, generation, time.perf_counter() - t0))
+        fams.append(GaugeMetricFamily(
+            "gpulens_cluster_store_quarantined_segments",
+            "Sample segments moved to quarantine/ because they could not be read "
+            "(see `gpulens store check`).",
+            value=quarantined,
+        ))
         return _Snapshot(fams, self._monotonic())
 
     def _run_section(self, name: str, con: duckdb.DuckDBPyConnection) -> tuple[list[Metric], bool, float]:
         builder: Callable[[duckdb.DuckDBPyConnection], list[Metric]] = getattr(self, f"_section_{name}")
         t0 = time.perf_counter()
-        try:
-            return builder(con), True, time.perf_counter() - t0
-        except Exception as exc:  # one bad section must not stop the rest
-            log.warning("cluster exporter section %s failed: %s", name, exc)
-            return [], False, time.perf_counter() - t0
+        for attempt in range(2):
+            try:
+                return builder(con), True, time.perf_counter() - t0
+            except Exception as exc:  # one bad section must not stop the rest
+                if attempt == 0 and quarantine_named_in_error(exc, log.warning):
+                    continue  # a damaged segment: quarantined, computed again without it
+                log.warning("cluster exporter section %s failed: %s", name, exc)
+        return [], False, time.perf_counter() - t0
 
     def _meta(
         self, up: bool, section_ok: dict[str, bool], seconds: dict[str, float], generation: int,

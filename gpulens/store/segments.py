@@ -205,11 +205,9 @@ class SegmentWriter:
         if manifest["state"] == "staging":
             shutil.rmtree(staging, ignore_errors=True)
             try:
-                tables = []
-                for name in manifest["files"]:
-                    with ipc.open_file(self.path / name) as reader:
-                        tables.append(reader.read_all())
-                self.store.stage_partitioned(pa.concat_tables(tables), staging)
+                tables = [t for name in manifest["files"] if (t := self._read_batch(name)) is not None]
+                if tables:
+                    self.store.stage_partitioned(pa.concat_tables(tables), staging)
             except OSError as exc:
                 shutil.rmtree(staging, ignore_errors=True)
                 raise self._spool_error(exc) from None
@@ -220,6 +218,18 @@ class SegmentWriter:
             (self.path / name).unlink(missing_ok=True)
         self._manifest_path(seg).unlink(missing_ok=True)
         return out
+
+    def _read_batch(self, name: str) -> pa.Table | None:
+        """One flushed batch; a damaged one is quarantined (with a warning), not fatal."""
+        path = self.path / name
+        try:
+            with ipc.open_file(path) as reader:
+                return reader.read_all()
+        except FileNotFoundError:
+            return None
+        except (pa.ArrowInvalid, OSError) as exc:
+            self.store.quarantine_segment(path, f"spool batch unreadable: {str(exc).splitlines()[0][:200]}")
+            return None
 
     def close(self) -> None:
         """Flush, roll what is left, and release the spool."""

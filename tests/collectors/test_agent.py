@@ -285,3 +285,37 @@ def test_full_disk_stops_writing_keeps_sampling_and_resumes() -> None:
     dropped_gpu_rows = 9 - kept
     assert 0 < dropped_gpu_rows < 9
     assert scrape(agent)["gpulens_agent_store_writable"][0][1] == 1.0
+
+
+def test_rows_written_counts_rows_retried_after_a_full_disk_once() -> None:
+    inner = MemorySink()
+    sink = FlakySink(inner)
+    agent, clock = make_agent({"devices": [{"index": 0}]}, sink, flush_seconds=1.0)
+    agent.tick()
+    sink.full = True
+    assert not agent.flush()  # the rows are handed to the sink, which cannot write them
+    for i in range(1, 4):
+        clock.t = float(i)
+        agent.tick()
+        agent.maybe_write()
+    sink.full = False
+    clock.t = 5.0
+    agent.maybe_write()
+    agent.close()
+    stored = sum(inner.table(k).num_rows for k in SAMPLE_KINDS if inner.tables.get(k))
+    assert stored > 0 and agent.rows_written == stored
+
+
+def test_run_counts_ticks_taken_not_ticks_skipped() -> None:
+    import threading
+
+    agent, clock = make_agent({"devices": [{"index": 0}]})
+    real_tick = agent.tick
+
+    def slow_tick() -> Any:
+        clock.t += 2.5  # each tick overruns 2.5 intervals: the missed slots are skipped
+        return real_tick()
+
+    agent.tick = slow_tick  # type: ignore[method-assign]
+    taken = agent.run(1.0, threading.Event(), max_ticks=4)
+    assert taken == 4 == agent.ticks

@@ -76,9 +76,70 @@ def spool_writer(root: str, agent: str, batch: int, start: int) -> None:
         writer.maybe_roll()
 
 
+def chaos_state_writer(root: str, start: int) -> None:
+    """Commit job ``start``, ``start+1``, ... forever, each with 8 samples of node ``sw``.
+
+    Store errors end the process like the CLI does: one line on stderr, the error's exit code.
+    """
+    from gpulens.errors import GpulensError
+
+    try:
+        store = Store.open(root)
+        i = start
+        while True:
+            with store.write() as con:
+                if i < 0:  # resume after the last job in the state file (a kill may have
+                    # committed one that no snapshot shows yet)
+                    i = int(con.execute("SELECT count(*) FROM jobs WHERE job_id LIKE 'chaos-%'"
+                                        ).fetchone()[0])  # type: ignore[index]
+                con.execute("INSERT INTO jobs (job_id, status) VALUES (?, 'passed')", [f"chaos-{i:06d}"])
+            table = pa.table({"ts": [dt.datetime(2026, 1, 1) + dt.timedelta(minutes=i)] * 8,
+                              "node": ["sw"] * 8, "gpu_index": list(range(8)), "util_gpu": [1.0] * 8})
+            store.write_samples("gpu", table)
+            i += 1
+            print(f"committed {i}", flush=True)
+    except GpulensError as exc:
+        print(f"gpulens: error: {exc}", file=sys.stderr, flush=True)
+        sys.exit(exc.exit_code)
+
+
+def chaos_reader(root: str, stop_file: str) -> None:
+    """Read state and samples like an analysis does until ``stop_file`` exists; count failures
+    and duplicated sample rows (a damaged segment is quarantined, not a failure)."""
+    store = Store(root)
+    store.warn = lambda line: print(f"warning {line}", flush=True)
+    deadline = time.monotonic() + 600
+    queries = errors = duplicates = 0
+
+    def once() -> tuple[int, int]:
+        con = store.connect()
+        try:
+            con.execute("SELECT count(*) FROM jobs").fetchone()
+            n, distinct, _ = con.execute(
+                "SELECT count(*), count(DISTINCT (node, gpu_index, ts)), sum(util_gpu) FROM gpu_samples"
+            ).fetchone()  # type: ignore[misc]
+            return int(n), int(distinct)
+        finally:
+            con.close()
+
+    while time.monotonic() < deadline and not os.path.exists(stop_file):
+        try:
+            n, distinct = store.read_retrying(once)
+            duplicates = max(duplicates, n - distinct)
+            queries += 1
+        except Exception as exc:
+            errors += 1
+            print(f"error {type(exc).__name__}: {exc}", flush=True)
+    print(f"queries={queries} errors={errors} duplicates={duplicates}", flush=True)
+
+
 if __name__ == "__main__":
     what = sys.argv[1]
-    if what == "state_writer":
+    if what == "chaos_state_writer":
+        chaos_state_writer(sys.argv[2], int(sys.argv[3]))
+    elif what == "chaos_reader":
+        chaos_reader(sys.argv[2], sys.argv[3])
+    elif what == "state_writer":
         state_writer(sys.argv[2], int(sys.argv[3]))
     elif what == "reader":
         reader(sys.argv[2], sys.argv[3])

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,8 @@ def test_file_then_env_then_option(tmp_path: Path) -> None:
         ("[collect]\nprot = 1\n", "Unknown setting collect.prot"),
         ("colour = 1\n", "Unknown top-level setting"),
         ("collect = 3\n", "must be a table"),
+        ("data_dir = 5\n", "Invalid value 5 for data_dir"),
+        ("data_dir = \"\"\n", "for data_dir"),
     ],
 )
 def test_malformed_file(tmp_path: Path, text: str, needle: str) -> None:
@@ -58,3 +61,15 @@ def test_bad_env_value_names_the_variable() -> None:
 def test_missing_explicit_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError):
         load_config(tmp_path / "nope.toml", env={})
+
+
+def test_numeric_data_dir_is_one_line_exit_2_and_creates_nothing(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    (tmp_path / "gpulens.toml").write_text("data_dir = 5\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPULENS_")}
+    r = subprocess.run([sys.executable, "-m", "gpulens", "store", "info"], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "data_dir" in r.stderr, r.stderr
+    assert not (tmp_path / "5").exists()

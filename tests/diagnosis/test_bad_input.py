@@ -90,3 +90,17 @@ def test_very_long_text_log() -> None:
     lines = [f"Epoch 3: {i % 100:3d}%|#####     | {i}/99999 [00:01<00:09, 9.8it/s, loss=2.31]" for i in range(60_000)]
     text = "\n".join(lines) + "\nTraceback (most recent call last):\n  File \"x.py\", line 1, in <module>\nSyntaxError: invalid syntax\n"
     assert classify_text(text).category == "syntax_error"
+
+
+def test_fifo_without_writer_does_not_hang(tmp_path: Path) -> None:
+    fifo = tmp_path / "job.log"
+    os.mkfifo(fifo)
+    t0 = time.monotonic()
+    d = classify_file(fifo)  # opening a FIFO with no writer would block forever
+    assert time.monotonic() - t0 < 5
+    assert d.category == "unknown" and d.reason and "not a regular file (a FIFO)" in d.reason
+
+
+def test_dev_zero_is_not_a_regular_file() -> None:
+    d = classify_file("/dev/zero")
+    assert d.category == "unknown" and d.reason and "not a regular file (a device)" in d.reason

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -24,6 +25,7 @@ __all__ = [
     "delete_jobs",
     "insert_arrow",
     "parse_local_time",
+    "parsing",
     "record_import",
 ]
 
@@ -46,6 +48,30 @@ class ImportResult:
     rows: dict[str, int] = field(default_factory=dict)
     quirks: dict[str, dict[str, int]] = field(default_factory=dict)
     sample_files: int = 0
+
+
+@contextmanager
+def parsing(where: str | Path, hint: str) -> Iterator[None]:
+    """Turn what a malformed or wrongly typed record can raise into one :class:`InputError`
+    that names it (file, or file:line), so bad input never ends in a traceback."""
+    try:
+        yield
+    except InputError:
+        raise
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{where}: not UTF-8 text ({exc.reason} at byte {exc.start}).",
+                         "Pass the original trace file; nothing was stored.") from None
+    except (AttributeError, TypeError, ValueError, KeyError, IndexError, OverflowError,
+            pa.ArrowException) as exc:
+        detail = str(exc).splitlines()[0][:200] if str(exc) else ""
+        raise InputError(f"{where}: a value has an unexpected type or form ({type(exc).__name__}: {detail}).",
+                         hint) from None
+    except OSError as exc:  # gzip.BadGzipFile, EOFError-like truncation, unreadable file
+        raise InputError(f"{where}: cannot be read ({exc.strerror or exc}).",
+                         "Pass the original trace file; nothing was stored.") from None
+    except EOFError:
+        raise InputError(f"{where}: the file ends in the middle of a record (truncated?).",
+                         "Pass the complete trace file; nothing was stored.") from None
 
 
 def parse_local_time(value: Any, where: str, quirks: Quirks, name: str) -> datetime | None:

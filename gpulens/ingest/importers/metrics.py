@@ -30,6 +30,7 @@ from gpulens.ingest.importers.common import (
     Quirks,
     arrow_rows,
     insert_arrow,
+    parsing,
     record_import,
 )
 from gpulens.store import Store
@@ -143,9 +144,10 @@ def import_metrics(store: Store, path: Path, *, job_id: str | None = None) -> Im
         rows, q = read_tensorboard(path, job_id)
         kind = "metrics:tensorboard"
     else:
-        rows, q = read_curves(path)
-        with open(path, encoding="utf-8") as fh:
-            kind = "metrics:jsonl" if fh.readline().lstrip().startswith("{") else "metrics:csv"
+        with parsing(path, "Pass a CSV or JSONL file of (job, step|epoch, metric, value)."):
+            rows, q = read_curves(path)
+            with open(path, encoding="utf-8") as fh:
+                kind = "metrics:jsonl" if fh.readline().lstrip().startswith("{") else "metrics:csv"
     table = arrow_rows(_COLS, rows)
     result = ImportResult(kind, [str(path)])
     with store.write() as con:

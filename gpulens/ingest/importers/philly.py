@@ -49,6 +49,7 @@ from gpulens.ingest.importers.common import (
     delete_jobs,
     insert_arrow,
     parse_local_time,
+    parsing,
     record_import,
 )
 from gpulens.ingest.importers.jsonstream import iter_array
@@ -143,80 +144,82 @@ def read_job_log(path: Path, progress: Progress | None = None) -> JobLog:
             where = f"{path}:{line}"
             if progress and n % 5000 == 0:
                 progress("job log", n, 0)
-            if not isinstance(rec, dict) or rec.get("jobid") in (None, ""):
+            if not isinstance(rec, dict) or rec.get("jobid") in (None, "") or isinstance(rec["jobid"], dict | list):
                 raise InputError(f"{where}: job record without a jobid.",
                                  "Each element must be an object with jobid, status and attempts.")
-            job_id = str(rec["jobid"])
-            if job_id in seen:
-                q["duplicate_jobid_skipped"] += 1
-                continue
-            seen.add(job_id)
-            raw_status = str(rec.get("status") or "").strip()
-            status = _STATUS.get(raw_status.lower())
-            if status is None:
-                q["unknown_status"] += 1
-                status = raw_status.lower() or "unknown"
-            attempts = rec.get("attempts") or []
-            if not isinstance(attempts, list):
-                raise InputError(f"{where}: attempts of job {job_id} is not a list.",
-                                 "Fix that record and import again.")
-            if not attempts:
-                q["jobs_without_attempts"] += 1
-            submitted = parse_local_time(rec.get("submitted_time"), where, q, "submitted_time")
-            parsed: list[tuple[datetime | None, datetime | None, list[tuple[str, int]]]] = []
-            for a in attempts:
-                if not isinstance(a, dict):
-                    raise InputError(f"{where}: an attempt of job {job_id} is not an object.",
+            with parsing(where, "Fix that record and import again; nothing was stored."):
+                job_id = str(rec["jobid"])
+                if job_id in seen:
+                    q["duplicate_jobid_skipped"] += 1
+                    continue
+                seen.add(job_id)
+                raw_status = str(rec.get("status") or "").strip()
+                status = _STATUS.get(raw_status.lower())
+                if status is None:
+                    q["unknown_status"] += 1
+                    status = raw_status.lower() or "unknown"
+                attempts = rec.get("attempts") or []
+                if not isinstance(attempts, list):
+                    raise InputError(f"{where}: attempts of job {job_id} is not a list.",
                                      "Fix that record and import again.")
-                start = parse_local_time(a.get("start_time"), where, q, "attempt_start_time")
-                end = parse_local_time(a.get("end_time"), where, q, "attempt_end_time")
-                gpus: list[tuple[str, int]] = []
-                detail = a.get("detail") or []
-                if not isinstance(detail, list):
-                    raise InputError(f"{where}: detail of job {job_id} is not a list.",
-                                     "Fix that record and import again.")
-                for d in detail:
-                    if not isinstance(d, dict) or not d.get("ip"):
-                        q["detail_without_ip"] += 1
-                        continue
-                    node = str(d["ip"])
-                    for g in d.get("gpus") or []:
-                        m = _GPU.match(str(g))
-                        if not m:
-                            q["unparsable_gpu_name"] += 1
+                if not attempts:
+                    q["jobs_without_attempts"] += 1
+                submitted = parse_local_time(rec.get("submitted_time"), where, q, "submitted_time")
+                parsed: list[tuple[datetime | None, datetime | None, list[tuple[str, int]]]] = []
+                for a in attempts:
+                    if not isinstance(a, dict):
+                        raise InputError(f"{where}: an attempt of job {job_id} is not an object.",
+                                         "Fix that record and import again.")
+                    start = parse_local_time(a.get("start_time"), where, q, "attempt_start_time")
+                    end = parse_local_time(a.get("end_time"), where, q, "attempt_end_time")
+                    gpus: list[tuple[str, int]] = []
+                    detail = a.get("detail") or []
+                    if not isinstance(detail, list):
+                        raise InputError(f"{where}: detail of job {job_id} is not a list.",
+                                         "Fix that record and import again.")
+                    for d in detail:
+                        if not isinstance(d, dict) or not d.get("ip"):
+                            q["detail_without_ip"] += 1
                             continue
-                        gpus.append((node, int(m[1])))
-                if not gpus:
-                    q["attempts_without_gpus"] += 1
-                if len(set(gpus)) != len(gpus):
-                    q["duplicate_gpu_in_attempt"] += 1
-                    gpus = list(dict.fromkeys(gpus))
-                parsed.append((start, end, gpus))
-            last = len(parsed) - 1
-            for i, (start, end, gpus) in enumerate(parsed):
-                if end is None and i < last:
-                    nxt = parsed[i + 1][0]
-                    q["open_attempt_closed_by_retry"] += 1
-                    end = nxt
-                if start is not None and end is not None and end < start:
-                    q["attempt_ends_before_start"] += 1
-                if i == last:
-                    a_status = "running" if (end is None and start is not None) else status
-                    if a_status == "running":
-                        q["running_attempts"] += 1
-                else:
-                    a_status = "failed"
-                    q["retried_attempts"] += 1
-                atts.append((job_id, i, start, end, a_status))
-                for node, g in gpus:
-                    nodes.add(node)
-                    pls.append((job_id, i, node, g))
-            job_status = "running" if parsed and parsed[-1][1] is None and parsed[-1][0] else status
-            requested = max((len(g) for _, _, g in parsed), default=0) or None
-            jobs.append((job_id, _str(rec.get("user")), _str(rec.get("vc")), submitted, job_status,
-                         requested, "philly"))
-    return JobLog(arrow_rows(_JOB_COLS, jobs), arrow_rows(_ATT_COLS, atts),
-                  arrow_rows(_PL_COLS, pls), nodes, q)
+                        node = str(d["ip"])
+                        for g in d.get("gpus") or []:
+                            m = _GPU.match(str(g))
+                            if not m:
+                                q["unparsable_gpu_name"] += 1
+                                continue
+                            gpus.append((node, int(m[1])))
+                    if not gpus:
+                        q["attempts_without_gpus"] += 1
+                    if len(set(gpus)) != len(gpus):
+                        q["duplicate_gpu_in_attempt"] += 1
+                        gpus = list(dict.fromkeys(gpus))
+                    parsed.append((start, end, gpus))
+                last = len(parsed) - 1
+                for i, (start, end, gpus) in enumerate(parsed):
+                    if end is None and i < last:
+                        nxt = parsed[i + 1][0]
+                        q["open_attempt_closed_by_retry"] += 1
+                        end = nxt
+                    if start is not None and end is not None and end < start:
+                        q["attempt_ends_before_start"] += 1
+                    if i == last:
+                        a_status = "running" if (end is None and start is not None) else status
+                        if a_status == "running":
+                            q["running_attempts"] += 1
+                    else:
+                        a_status = "failed"
+                        q["retried_attempts"] += 1
+                    atts.append((job_id, i, start, end, a_status))
+                    for node, g in gpus:
+                        nodes.add(node)
+                        pls.append((job_id, i, node, g))
+                job_status = "running" if parsed and parsed[-1][1] is None and parsed[-1][0] else status
+                requested = max((len(g) for _, _, g in parsed), default=0) or None
+                jobs.append((job_id, _str(rec.get("user")), _str(rec.get("vc")), submitted, job_status,
+                             requested, "philly"))
+    with parsing(path, "Fix the records of wrong type and import again; nothing was stored."):
+        return JobLog(arrow_rows(_JOB_COLS, jobs), arrow_rows(_ATT_COLS, atts),
+                      arrow_rows(_PL_COLS, pls), nodes, q)
 
 
 # ------------------------------------------------------------ machine list
@@ -326,10 +329,10 @@ def stage_gpu_util(path: Path, staging: Path, tmp_dir: Path) -> tuple[int, Quirk
         con.execute("SET preserve_insertion_order = false")
         con.execute(f"SET temp_directory = '{_sql_str(str(tmp_dir))}'")
         columns = "{" + ", ".join(f"'{_sql_str(n)}': 'VARCHAR'" for n in names) + "}"
-        con.execute(
+        con.execute(  # no sniffing: the columns are known, and a short row must not fail it
             f"CREATE TEMP VIEW raw AS SELECT * FROM read_csv('{_sql_str(str(path))}', header = true,"  # noqa: S608
             f" columns = {columns}, null_padding = true, quote = '\"', delim = ',',"
-            " strict_mode = true, nullstr = '')"
+            " strict_mode = true, nullstr = '', auto_detect = false)"
         )
         tcol = '"time"'
         ncol = f'"{node_name}"'
@@ -400,7 +403,7 @@ def stage_gpu_util(path: Path, staging: Path, tmp_dir: Path) -> tuple[int, Quirk
         )
         samples = con.execute(
             f"SELECT count(*) FROM read_parquet('{_sql_str(str(staging))}/*/*/*.parquet')"  # noqa: S608
-        ).fetchone()
+        ).fetchone() if any(staging.glob("*/*/*.parquet")) else None  # no rows: no files
         q["samples_written"] += int(samples[0]) if samples else 0
         dup = con.execute(
             f"SELECT count(*) - count(DISTINCT ({ts_expr}, {ncol})) FROM raw"  # noqa: S608
@@ -428,6 +431,9 @@ def count_csv(path: Path, expected: tuple[str, ...]) -> tuple[int, Quirks]:
 
 
 # ----------------------------------------------------------------- import
+_HINT = "Pass the original Philly trace file; nothing was stored."
+
+
 def import_philly(store: Store, files: PhillyFiles, *, progress: Progress | None = None) -> ImportResult:
     """Import the Philly trace files into ``store`` (one transaction; see module doc)."""
     result = ImportResult("philly", [str(p) for p in files.paths()])
@@ -441,24 +447,28 @@ def import_philly(store: Store, files: PhillyFiles, *, progress: Progress | None
         if files.job_log:
             if progress:
                 progress("job log", 0, 0)
-            log = read_job_log(files.job_log, progress)
+            with parsing(files.job_log, _HINT):
+                log = read_job_log(files.job_log, progress)
             result.quirks[str(files.job_log)] = log.quirks.as_dict()
         machines: list[tuple[str, int, int | None]] = []
         if files.machine_list:
-            machines, mq = read_machine_list(files.machine_list)
+            with parsing(files.machine_list, _HINT):
+                machines, mq = read_machine_list(files.machine_list)
             result.quirks[str(files.machine_list)] = mq.as_dict()
         util_rows = 0
         if files.gpu_util:
             if progress:
                 progress("gpu util", 0, 0)
-            util_rows, uq = stage_gpu_util(files.gpu_util, staging, store.tmp)
+            with parsing(files.gpu_util, _HINT):
+                util_rows, uq = stage_gpu_util(files.gpu_util, staging, store.tmp)
             result.quirks[str(files.gpu_util)] = uq.as_dict()
             result.rows["gpu_samples"] = uq["samples_written"]
         other_rows: dict[str, int] = {}
         for other, exp in ((files.cpu_util, ("time", "machine_id", "cpu_util")),
                        (files.mem_util, ("time", "machine_id", "mem_total", "mem_free"))):
             if other:
-                n, oq = count_csv(other, exp)
+                with parsing(other, _HINT):
+                    n, oq = count_csv(other, exp)
                 other_rows[str(other)] = n
                 result.quirks[str(other)] = oq.as_dict()
         if progress:

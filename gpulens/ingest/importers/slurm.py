@@ -38,6 +38,7 @@ from gpulens.ingest.importers.common import (
     delete_jobs,
     insert_arrow,
     parse_local_time,
+    parsing,
     record_import,
 )
 from gpulens.ingest.importers.jsonstream import iter_array
@@ -195,29 +196,34 @@ def _read_parsable(path: Path, b: _Builder) -> int:
                 b.q["steps_skipped"] += 1
                 continue
             where = f"{path}:{line_no}"
-            status = map_state(row["State"], b.q)
-            start = parse_local_time(row["Start"].replace("T", " "), where, b.q, "start")
-            end = parse_local_time(row["End"].replace("T", " "), where, b.q, "end")
-            if status == "running":
-                end = None
-            exit_code = sig = None
-            if row.get("ExitCode"):
-                m = re.fullmatch(r"(\d+):(\d+)", row["ExitCode"].strip())
-                if not m:
-                    raise InputError(f"{where}: ExitCode {row['ExitCode']!r} is not CODE:SIGNAL.",
-                                     "Fix that line and import again.")
-                exit_code, sig = int(m[1]), int(m[2])
-            b.add({
-                "job_id": job_id, "user": row["User"] or None,
-                "vc": row.get("Account") or row.get("Partition") or None,
-                "name": row.get("JobName") or None,
-                "submitted": parse_local_time(row.get("Submit", "").replace("T", " "), where, b.q,
-                                              "submit") if "Submit" in row else None,
-                "status": status, "start": start, "end": end, "exit_code": exit_code, "signal": sig,
-                "nodes": expand_hostlist(row["NodeList"]), "gpus": _gpus_from_tres(row["AllocTRES"]),
-            })
-            n += 1
+            with parsing(where, "Fix that line and import again; nothing was stored."):
+                n += _parsable_row(row, job_id, where, b)
     return n
+
+
+def _parsable_row(row: dict[str, str], job_id: str, where: str, b: _Builder) -> int:
+    status = map_state(row["State"], b.q)
+    start = parse_local_time(row["Start"].replace("T", " "), where, b.q, "start")
+    end = parse_local_time(row["End"].replace("T", " "), where, b.q, "end")
+    if status == "running":
+        end = None
+    exit_code = sig = None
+    if row.get("ExitCode"):
+        m = re.fullmatch(r"(\d+):(\d+)", row["ExitCode"].strip())
+        if not m:
+            raise InputError(f"{where}: ExitCode {row['ExitCode']!r} is not CODE:SIGNAL.",
+                             "Fix that line and import again.")
+        exit_code, sig = int(m[1]), int(m[2])
+    b.add({
+        "job_id": job_id, "user": row["User"] or None,
+        "vc": row.get("Account") or row.get("Partition") or None,
+        "name": row.get("JobName") or None,
+        "submitted": parse_local_time(row.get("Submit", "").replace("T", " "), where, b.q,
+                                      "submit") if "Submit" in row else None,
+        "status": status, "start": start, "end": end, "exit_code": exit_code, "signal": sig,
+        "nodes": expand_hostlist(row["NodeList"]), "gpus": _gpus_from_tres(row["AllocTRES"]),
+    })
+    return 1
 
 
 def _num(v: Any) -> Any:
@@ -226,6 +232,15 @@ def _num(v: Any) -> Any:
             return None
         return v.get("number")
     return v
+
+
+def _text(v: Any, name: str) -> str | None:
+    """A text field of a JSON record: scalars become text, objects and lists are an error."""
+    if v is None or v == "":
+        return None
+    if isinstance(v, dict | list):
+        raise TypeError(f"{name} is a JSON {'object' if isinstance(v, dict) else 'list'}, expected text")
+    return str(v)
 
 
 def _epoch(v: Any) -> datetime | None:
@@ -242,40 +257,42 @@ def _read_json(path: Path, b: _Builder) -> int:
         if not isinstance(job, dict) or "job_id" not in job:
             raise InputError(f"{where}: sacct JSON job without job_id.",
                              "Pass the output of `sacct --json` unchanged.")
-        job_id = str(job["job_id"])
-        arr = job.get("array") or {}
-        task = _num(arr.get("task_id") if isinstance(arr, dict) else None)
-        if task is not None and _num(arr.get("job_id")):
-            job_id = f"{_num(arr['job_id'])}_{task}"
-        st = job.get("state")
-        if isinstance(st, dict):
-            cur = st.get("current")
-            st = cur[0] if isinstance(cur, list) and cur else cur
-        status = map_state(str(st or ""), b.q)
-        t = job.get("time") or {}
-        ec = job.get("exit_code")
-        code = sig = None
-        if isinstance(ec, dict):
-            code = _num(ec.get("return_code"))
-            s = ec.get("signal") or {}
-            sig = _num(s.get("id")) if isinstance(s, dict) else None
-        elif isinstance(ec, int):
-            code = ec
-        gpus = 0
-        tres = (job.get("tres") or {}).get("allocated") or []
-        for item in tres if isinstance(tres, list) else []:
-            if isinstance(item, dict) and item.get("type") == "gres" and \
-                    str(item.get("name", "")).startswith("gpu"):
-                gpus += int(item.get("count") or 0)
-        start = _epoch(t.get("start"))
-        end = None if status == "running" else _epoch(t.get("end"))
-        b.add({
-            "job_id": job_id, "user": job.get("user") or None,
-            "vc": job.get("account") or job.get("partition") or None, "name": job.get("name"),
-            "submitted": _epoch(t.get("submission")), "status": status, "start": start, "end": end,
-            "exit_code": code, "signal": sig, "nodes": expand_hostlist(str(job.get("nodes") or "")),
-            "gpus": gpus,
-        })
+        with parsing(where, "Pass the output of `sacct --json` unchanged; nothing was stored."):
+            job_id = str(job["job_id"])
+            arr = job.get("array") or {}
+            task = _num(arr.get("task_id") if isinstance(arr, dict) else None)
+            if task is not None and _num(arr.get("job_id")):
+                job_id = f"{_num(arr['job_id'])}_{task}"
+            st = job.get("state")
+            if isinstance(st, dict):
+                cur = st.get("current")
+                st = cur[0] if isinstance(cur, list) and cur else cur
+            status = map_state(str(st or ""), b.q)
+            t = job.get("time") or {}
+            ec = job.get("exit_code")
+            code = sig = None
+            if isinstance(ec, dict):
+                code = _num(ec.get("return_code"))
+                s = ec.get("signal") or {}
+                sig = _num(s.get("id")) if isinstance(s, dict) else None
+            elif isinstance(ec, int):
+                code = ec
+            gpus = 0
+            tres = (job.get("tres") or {}).get("allocated") or []
+            for item in tres if isinstance(tres, list) else []:
+                if isinstance(item, dict) and item.get("type") == "gres" and \
+                        str(item.get("name", "")).startswith("gpu"):
+                    gpus += int(item.get("count") or 0)
+            start = _epoch(t.get("start"))
+            end = None if status == "running" else _epoch(t.get("end"))
+            b.add({
+                "job_id": job_id, "user": _text(job.get("user"), "user"),
+                "vc": _text(job.get("account") or job.get("partition"), "account"),
+                "name": _text(job.get("name"), "name"),
+                "submitted": _epoch(t.get("submission")), "status": status, "start": start, "end": end,
+                "exit_code": code, "signal": sig, "nodes": expand_hostlist(str(job.get("nodes") or "")),
+                "gpus": gpus,
+            })
         n += 1
     return n
 
@@ -288,8 +305,9 @@ def import_slurm(store: Store, path: Path) -> ImportResult:
         head = fh.read(64).lstrip()
     b = _Builder()
     is_json = head.startswith("{")
-    records = _read_json(path, b) if is_json else _read_parsable(path, b)
-    jobs, atts, pls = b.tables()
+    with parsing(path, "Pass the output of `sacct --parsable2` or `sacct --json` unchanged."):
+        records = _read_json(path, b) if is_json else _read_parsable(path, b)
+        jobs, atts, pls = b.tables()
     kind = "slurm:json" if is_json else "slurm:parsable2"
     result = ImportResult(kind, [str(path)])
     with store.write() as con:
