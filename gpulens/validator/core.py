@@ -508,19 +508,24 @@ def _reached(outcome: RunOutcome, seen: _Seen, res: ValidationResult, call: _Cal
     steps = seen.steps
     if not (outcome.stopped_by_hook == "steps" or steps >= call.config.steps > 0):
         return None
+    proj = _project(res, call, oom_on_device=False)
+    if proj.verdict == "fail" and proj.category:
+        return _fail(res, call, proj.category, "user", [proj.message], proj.message)
+    res.reason = f"{steps} training step(s) completed; counted by {STEP_SIGNALS.get(seen.signal or '', seen.signal)}"
+    return res
+
+
+def _project(res: ValidationResult, call: _Call, *, oom_on_device: bool) -> dev.Projection:
     proj = dev.project_memory(
         target_type=call.target_type,
         target_memory_bytes=call.target_memory,
         device_memory_bytes=call.device_memory,
         peak_gpu_bytes=res.peak_gpu_memory_bytes,
         lower_bound_bytes=res.optimizer_state_bytes,
-        oom_on_device=False,
+        oom_on_device=oom_on_device,
     )
     res.projection = proj.message
-    if proj.verdict == "fail" and proj.category:
-        return _fail(res, call, proj.category, "user", [proj.message], proj.message)
-    res.reason = f"{steps} training step(s) completed; counted by {STEP_SIGNALS.get(seen.signal or '', seen.signal)}"
-    return res
+    return proj
 
 
 def _not_reached(outcome: RunOutcome, seen: _Seen, call: _Call) -> bool:
@@ -660,15 +665,7 @@ def _failed(outcome: RunOutcome, seen: _Seen, res: ValidationResult, call: _Call
 
 
 def _gpu_oom(res: ValidationResult, call: _Call, diag: Diagnosis, evidence: list[str], reason: str) -> ValidationResult:
-    proj = dev.project_memory(
-        target_type=call.target_type,
-        target_memory_bytes=call.target_memory,
-        device_memory_bytes=call.device_memory,
-        peak_gpu_bytes=res.peak_gpu_memory_bytes,
-        lower_bound_bytes=res.optimizer_state_bytes,
-        oom_on_device=True,
-    )
-    res.projection = proj.message
+    proj = _project(res, call, oom_on_device=True)
     if proj.verdict == "inconclusive":
         res.verdict = "inconclusive"
         res.category, res.origin = "gpu_oom", diag.origin
