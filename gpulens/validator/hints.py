@@ -60,7 +60,7 @@ HINT_RULES: list[tuple[str, str, str]] = [
     ("incorrect_input", r"No such file|does not exist|FileNotFoundError|os\.path\.(exists|isfile|isdir)|\.exists\(\)|not found",
      _MISSING_READ),
     ("incorrect_input", r"Permission denied|not readable", "The input is not readable: fix its permissions or copy it where the job's account can read it."),
-    ("incorrect_input", r"Error|could not be read",
+    ("incorrect_input", r"Error|BadGzip|BadZip|could not be read|while reading|decod|corrupt|truncat",
      "The input's contents cannot be decoded (truncated, corrupt or another format): re-create it or point at a good copy."),
     ("import_error", r"cannot import name",
      "A name is missing from an installed package: the job's environment has another version than the code expects; pin the version the code needs."),
@@ -119,12 +119,24 @@ _PATH_RE = re.compile(r"""(?:No such file or directory|does not exist|not found|
 _QUOTED_RE = re.compile(r"""['"]([^'"\s]*[/.][^'"\s]*)['"]""")
 
 
+_BARE_RE = re.compile(r"(?:^|[\s:(])((?:[\w.~-]*/)+[\w.-]+|[\w-]+\.[A-Za-z]\w{0,5})(?=$|[\s,;:)])")
+_MISSING_WORDS = re.compile(r"not found|does not exist|missing|No such|cannot find|can't find", re.IGNORECASE)
+
+
 def path_in_evidence(evidence: Sequence[str]) -> str | None:
     """The file path an error message names (``No such file or directory: 'data/x.bin'``), if any."""
     for line in evidence:
         m = _PATH_RE.search(line)
         if m:
             return m.group(1)
+    for line in evidence:
+        if line.startswith("missing path "):
+            return line.split()[2]
+    for line in evidence:
+        if _MISSING_WORDS.search(line):
+            m = _BARE_RE.search(line.split(": ", 1)[-1])
+            if m:
+                return m.group(1)
     for line in evidence:
         if "Error" in line or "assert" in line:
             m = _QUOTED_RE.search(line)

@@ -120,6 +120,18 @@ def _head(exc: dict[str, Any]) -> str:
     return f"{short}: {message[0][:300]}" if message else short
 
 
+def _missing_arg(context: HintContext) -> str | None:
+    """A path-like command-line value that does not exist (what an ``assert exists`` checked)."""
+    base = context.workdir or "."
+    for a in context.args:
+        value = a.split("=", 1)[1] if a.startswith("-") and "=" in a else a
+        if value.startswith("-") or not ("/" in value or re.search(r"\.[A-Za-z]\w{0,5}$", value)):
+            continue
+        if not os.path.exists(os.path.join(base, value)):
+            return value
+    return None
+
+
 def _missing_assert(exc: dict[str, Any], frame: tuple[str, int, str] | None, context: HintContext) -> Refined | None:
     if not str(exc.get("type", "")).endswith("AssertionError") or frame is None:
         return None
@@ -127,7 +139,7 @@ def _missing_assert(exc: dict[str, Any], frame: tuple[str, int, str] | None, con
         return None
     file, line, source = frame
     evidence = [_head(exc), f"{file}:{line}: {source.strip()}"]
-    path = path_in_evidence([str(exc.get("message", ""))]) or path_in_evidence(evidence)
+    path = path_in_evidence([str(exc.get("message", ""))]) or _missing_arg(context)
     if path:
         origin = path_origin(path, context)
         evidence.append(f"missing path {path}" + (f" ({origin})" if origin else ""))
@@ -166,6 +178,25 @@ def _unreadable_file(exc: dict[str, Any], frame: tuple[str, int, str] | None, co
     return Refined("incorrect_input", "data", evidence, f"the input {path or 'file'} the program reads does not exist")
 
 
+_WRITE_FAIL_RE = re.compile(r"does not exist|No such file|Permission denied|Read-only file system|Not a directory")
+_PARENT_RE = re.compile(r"Parent directory (\S+) does not exist")
+
+
+def _unwritable_file(exc: dict[str, Any], frame: tuple[str, int, str] | None, context: HintContext) -> Refined | None:
+    """A save/open-for-writing that failed: the output or checkpoint location, not an input."""
+    message = str(exc.get("message", ""))
+    if not _WRITE_FAIL_RE.search(message) or not _writing(exc, frame[2] if frame else ""):
+        return None
+    if "Permission denied" in message or "Read-only" in message:
+        return None  # the classifier's permission_error / storage answers stand
+    parent = _PARENT_RE.search(message)
+    path = parent.group(1) if parent else (path_in_evidence([message]) or "")
+    origin = path_origin(path, context) if path else None
+    where = f" at {frame[0]}:{frame[1]}" if frame else ""
+    evidence = [_head(exc), f"raised while writing into {path or 'a directory'}{where}" + (f" ({origin})" if origin else "")]
+    return Refined("checkpoint_error", "user", evidence, f"the program could not write into {path or 'its output directory'}")
+
+
 def refine(
     category: str, exc: dict[str, Any] | None, context: HintContext
 ) -> Refined | None:
@@ -175,7 +206,7 @@ def refine(
     frame = user_frame(exc)
     if frame is not None:
         context.where = f"{frame[0]}:{frame[1]}"
-    for rule in (_missing_assert, _unreadable_file):
+    for rule in (_missing_assert, _unwritable_file, _unreadable_file):
         found = rule(exc, frame, context)
         if found is not None:
             return found
