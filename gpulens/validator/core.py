@@ -604,6 +604,9 @@ def _exited_ok(outcome: RunOutcome, seen: _Seen, res: ValidationResult, call: _C
             "the program exited successfully before any training step"
             f" (no optimizer step; {seen.backward_passes} backward pass(es) and no parameter change after one)"
         )
+        res.warnings.append(
+            "the program exited 0 before any training step: its training code was not exercised by the dry run"
+        )
     return res
 
 
