@@ -139,3 +139,12 @@ def test_cpu_only_torch_in_the_jobs_environment_is_a_real_cuda_env_error(tmp_pat
     result = validate(JobSpec([sys.executable, "train.py"], workdir=tmp_path), config, None, record=False)
     assert (result.verdict, result.category, result.origin) == ("fail", "cuda_env_error", "user"), result
     assert result.fix and "CUDA build of torch" in result.fix
+
+
+def test_classifier_errors_are_kept_per_call_not_per_module() -> None:
+    from gpulens.validator import core
+
+    errors: list[str] = []
+    diag = core.classify_output("Traceback (most recent call last):\nValueError: bad\n", errors)
+    assert diag is not None and errors == []
+    assert not any(isinstance(v, list) and "ERRORS" in k for k, v in vars(core).items())
