@@ -37,6 +37,7 @@ import importlib.util
 import json
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["analyze", "main"]
@@ -139,8 +140,19 @@ def _inside(path: str | None, roots: list[str]) -> bool:
     return any(real == r or real.startswith(r + os.sep) for r in roots)
 
 
+def _resolver(roots: list[str]) -> Callable[[str], bool]:
+    """``_resolve`` memoised for one analysis (the same names recur across a repo's files)."""
+    memo: dict[str, bool] = {}
+
+    def resolve(name: str) -> bool:
+        if name not in memo:
+            memo[name] = _resolve(name, roots)
+        return memo[name]
+
+    return resolve
+
+
 def _resolve(name: str, roots: list[str]) -> bool:
-    """True when ``name`` (dotted) can be found without running any code."""
     top = name.split(".")[0]
     if top in sys.builtin_module_names or top in getattr(sys, "stdlib_module_names", ()):
         return True
@@ -239,7 +251,9 @@ def _seeds(request: dict[str, Any], path: list[str], roots: list[str], out: dict
     return seeds
 
 
-def _walk(seeds: list[str], path: list[str], roots: list[str], out: dict[str, Any], check: bool) -> None:
+def _walk(
+    seeds: list[str], path: list[str], roots: list[str], out: dict[str, Any], resolve: Callable[[str], bool] | None
+) -> None:
     """Breadth-first over the job's own modules; records closure, via, missing imports."""
     required: dict[str, bool] = {}
     queue: list[tuple[str, bool]] = [(s, True) for s in seeds]
@@ -269,10 +283,9 @@ def _walk(seeds: list[str], path: list[str], roots: list[str], out: dict[str, An
                 if os.path.abspath(target) not in required:
                     out["via"].setdefault(os.path.abspath(target), [file, line])
                 queue.append((target, surely))
-            if check and level == 0 and name and first_visit and not _resolve(name, roots):
-                (out["missing"] if surely else out["optional_missing"]).append([name, line, file])
-            elif check and level == 0 and name and surely and not first_visit and not _resolve(name, roots):
-                out["missing"].append([name, line, file])
+            if resolve is None or level != 0 or not name or not (first_visit or surely) or resolve(name):
+                continue
+            (out["missing"] if surely else out["optional_missing"]).append([name, line, file])
 
 
 def _module_file(module: str, path: list[str]) -> str | None:
@@ -312,12 +325,12 @@ def analyze(request: dict[str, Any], search_path: list[str]) -> dict[str, Any]:
     first = os.path.dirname(os.path.abspath(script)) if script else workdir
     path = [first] + [p for p in search_path[1:] if p]
     module = request.get("module")
-    check = bool(request.get("check_imports", True))
-    if module and check and not _resolve(module, roots):
+    resolve = _resolver(roots) if request.get("check_imports", True) else None
+    if module and resolve is not None and not resolve(module):
         out["missing"].append([module, 0, None])
         out["entry_missing"] = True
     seeds = _seeds(request, path, roots, out)
-    _walk(seeds, path, roots, out, check)
+    _walk(seeds, path, roots, out, resolve)
     inside = set(out["closure"])
     for name in request.get("files") or []:
         if os.path.abspath(name) not in inside:

@@ -223,8 +223,13 @@ class _Autograd:
                     continue
                 flat = t.view(-1)
                 stride = max(1, flat.numel() // _SAMPLE)
-                parts.append(flat[::stride][:_SAMPLE].real.float().cpu())
-        return torch.cat(parts) if parts else None
+                parts.append(flat[::stride][:_SAMPLE].real.float())
+            if not parts:
+                return None
+            try:  # one device-to-host copy (one sync on a GPU), not one per tensor
+                return torch.cat(parts).cpu()
+            except RuntimeError:  # tensors on several devices
+                return torch.cat([part.cpu() for part in parts])
 
     def snapshot(self) -> None:
         self.print = [(p, p.data_ptr(), p._version) for p in self.leaves]
