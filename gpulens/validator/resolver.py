@@ -239,8 +239,8 @@ def _seeds(request: dict[str, Any], path: list[str], roots: list[str], out: dict
     if module:
         seeds = _own_files(module, path, roots)
         main_file = _module_file(module, path)
-        if main_file is not None and main_file not in seeds:
-            seeds.append(main_file)
+        if main_file is not None and main_file not in seeds and _inside(main_file, roots):
+            seeds.append(main_file)  # an installed module (python -m pytest) is not the job's code
         out["entry"] = main_file
     elif script:
         out["entry"] = os.path.abspath(script)
