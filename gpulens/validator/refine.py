@@ -42,6 +42,7 @@ _PROGRAM_ERRORS = (
 _EXISTS_RE = re.compile(r"\bassert\b.*(os\.path\.(exists|isfile|isdir|lexists)|\.(exists|is_file|is_dir)\(\)|glob)")
 _WRITE_RE = re.compile(r"\.save\(|save_pretrained|savetxt|to_csv|\.dump\(|makedirs|mkdir|open\([^)]*['\"][wax]")
 _WRITER_FRAMES = {"save", "_save", "_open_zipfile_writer", "savetxt", "to_csv", "mkdir", "makedirs"}
+_EXEC_FRAMES = {"_execute_child", "execvpe", "execve", "_spawn_posix", "spawnv"}
 _CHECKPOINT_RE = re.compile(r"ckpt|checkpoint|resume|init_from|pretrained|snapshot", re.IGNORECASE)
 
 
@@ -154,6 +155,8 @@ def _unreadable_file(exc: dict[str, Any], frame: tuple[str, int, str] | None, co
     if not (missing or unpickle):
         return None
     source = frame[2] if frame else ""
+    if any(str(f[2]) in _EXEC_FRAMES for f in exc.get("frames") or []):
+        return None  # a missing program (subprocess), not a file the job reads
     if missing and _writing(exc, source):
         return None  # a write into a missing directory: the classifier's checkpoint/permission answer stands
     path = path_in_evidence([message]) or ""

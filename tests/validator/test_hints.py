@@ -148,3 +148,23 @@ def test_classifier_errors_are_kept_per_call_not_per_module() -> None:
     diag = core.classify_output("Traceback (most recent call last):\nValueError: bad\n", errors)
     assert diag is not None and errors == []
     assert not any(isinstance(v, list) and "ERRORS" in k for k, v in vars(core).items())
+
+
+def test_refine_leaves_a_missing_program_to_the_classifier() -> None:
+    from gpulens.validator.refine import refine
+
+    exc = {  # as the start-up hook records it: subprocess.run(["nvidia-smi"]) without the binary
+        "type": "builtins.FileNotFoundError",
+        "message": "[Errno 2] No such file or directory: 'nvidia-smi'",
+        "frames": [
+            ["/job/train.py", 3, "<module>", "subprocess.run(['nvidia-smi'])"],
+            ["/usr/lib/python3.11/subprocess.py", 1950, "_execute_child", "raise child_exception_type(errno_num, err_msg, err_filename)"],
+        ],
+    }
+    assert refine("unknown", exc, HintContext()) is None
+    exc["frames"] = exc["frames"][:1]
+    exc["frames"][0][3] = "x = np.load('data/x.npy')"
+    exc["message"] = "[Errno 2] No such file or directory: 'data/x.npy'"
+    found = refine("checkpoint_error", exc, HintContext(args=["--data", "data/x.npy"]))
+    assert found is not None and (found.category, found.origin) == ("incorrect_input", "data")
+    assert any("given by --data data/x.npy" in e for e in found.evidence)
