@@ -11,8 +11,9 @@ Only the standard library is used, so any Python 3.8+ can run it.
 the job's own tree (a file under one of ``roots``) that it imports, transitively:
 imports at module level, under ``if __name__ == "__main__":``, in loops, in
 ``try`` blocks, inside functions and methods (they run later, so they count),
-relative imports, packages (each ``__init__.py`` on the way), and
-``importlib.import_module("literal")`` / ``__import__("literal")``. Imports under
+relative imports, packages (each ``__init__.py`` on the way),
+``importlib.import_module("literal")`` / ``__import__("literal")``, and files run by
+``exec(open("literal.py").read())`` / ``runpy.run_path("literal.py")`` (nanoGPT's configurator). Imports under
 ``if TYPE_CHECKING:`` never run and are left out. A file of the closure that does
 not compile fails the job; one outside the closure is only reported.
 
@@ -82,11 +83,38 @@ def _literal_import(node: ast.Call) -> str | None:
     return None
 
 
+def _str_arg(node: ast.Call) -> str | None:
+    if node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+        return node.args[0].value
+    return None
+
+
+def _executed_file(node: ast.Call) -> str | None:
+    """``exec(open("configurator.py").read())`` or ``runpy.run_path("x.py")`` with a literal path."""
+    func = node.func
+    if isinstance(func, ast.Attribute) and func.attr == "run_path":
+        return _str_arg(node)
+    if not (isinstance(func, ast.Name) and func.id == "exec" and node.args):
+        return None
+    inner = node.args[0]  # open("x.py").read()
+    if (
+        isinstance(inner, ast.Call)
+        and isinstance(inner.func, ast.Attribute)
+        and inner.func.attr == "read"
+        and isinstance(inner.func.value, ast.Call)
+        and isinstance(inner.func.value.func, ast.Name)
+        and inner.func.value.func.id == "open"
+    ):
+        return _str_arg(inner.func.value)
+    return None
+
+
 class _Imports(ast.NodeVisitor):
     """Every import of one file: (module, level, names, line, kind)."""
 
     def __init__(self) -> None:
         self.found: list[tuple[str, int, list[str], int, str]] = []
+        self.executed: list[tuple[str, int]] = []  # files run by exec(open(...).read()) / runpy.run_path
         self.kind = _TOP
 
     def _with(self, kind: str, nodes: list[Any]) -> None:
@@ -130,6 +158,9 @@ class _Imports(ast.NodeVisitor):
         name = _literal_import(node)
         if name is not None:
             self.found.append((name, 0, [], node.lineno, _LAZY))
+        script = _executed_file(node)
+        if script is not None:
+            self.executed.append((script, node.lineno))
         self.generic_visit(node)
 
 
@@ -252,7 +283,12 @@ def _seeds(request: dict[str, Any], path: list[str], roots: list[str], out: dict
 
 
 def _walk(
-    seeds: list[str], path: list[str], roots: list[str], out: dict[str, Any], resolve: Callable[[str], bool] | None
+    seeds: list[str],
+    path: list[str],
+    roots: list[str],
+    out: dict[str, Any],
+    resolve: Callable[[str], bool] | None,
+    workdir: str,
 ) -> None:
     """Breadth-first over the job's own modules; records closure, via, missing imports."""
     required: dict[str, bool] = {}
@@ -286,6 +322,12 @@ def _walk(
             if resolve is None or level != 0 or not name or not (first_visit or surely) or resolve(name):
                 continue
             (out["missing"] if surely else out["optional_missing"]).append([name, line, file])
+        for script, line in visitor.executed:  # relative to the working directory, as open() is
+            target = os.path.join(workdir, script)
+            if os.path.isfile(target) and _inside(target, roots):
+                if os.path.abspath(target) not in required:
+                    out["via"].setdefault(os.path.abspath(target), [file, line])
+                queue.append((target, req))
 
 
 def _module_file(module: str, path: list[str]) -> str | None:
@@ -330,7 +372,7 @@ def analyze(request: dict[str, Any], search_path: list[str]) -> dict[str, Any]:
         out["missing"].append([module, 0, None])
         out["entry_missing"] = True
     seeds = _seeds(request, path, roots, out)
-    _walk(seeds, path, roots, out, resolve)
+    _walk(seeds, path, roots, out, resolve, workdir)
     inside = set(out["closure"])
     for name in request.get("files") or []:
         if os.path.abspath(name) not in inside:

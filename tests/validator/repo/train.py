@@ -4,6 +4,8 @@ import sys
 
 from models import build_model
 
+exec(open("config_exec.py").read())  # a configurator file, run from the working directory
+
 
 def evaluate(model):
     from utils.metrics import accuracy  # lazy: runs after the first epoch
