@@ -14,6 +14,7 @@ import errno
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -69,6 +70,7 @@ class EntryPoint:
     interpreter: str | None  # the job's Python, when the command runs one
     script: Path | None
     module: str | None
+    via: str | None = None  # "run.sh:3" when the entry point was read from a shell script
 
 
 @dataclasses.dataclass
@@ -135,13 +137,17 @@ def entry_point(command: list[str], env: dict[str, str], cwd: Path) -> EntryPoin
     """Find the job's interpreter and its entry script or module.
 
     ``python [opts] train.py``, ``python -m pkg.mod``, ``./train.py`` (python
-    shebang), and launchers with a python shebang (``torchrun train.py``,
-    ``accelerate launch train.py``) are understood; anything else (``bash run.sh``)
-    has no entry point, and only compiling is done.
+    shebang), launchers with a python shebang (``torchrun train.py``,
+    ``accelerate launch train.py``), and a shell script of the job (``bash run.sh``,
+    ``./run.sh``) whose first command line starting one of those is taken; anything
+    else has no entry point, and only compiling is done.
     """
     argv0 = command[0]
     exe = _which(argv0, env, cwd)
     args = command[1:]
+    shell = _shell_script(argv0, exe, args, cwd)
+    if shell is not None:
+        return _from_shell_script(shell, env, cwd)
     if _PYTHON_RE.match(os.path.basename(argv0)):
         interpreter = exe
         i = 0
@@ -173,6 +179,71 @@ def entry_point(command: list[str], env: dict[str, str], cwd: Path) -> EntryPoin
     if real.suffix == ".py" or cwd.resolve() in real.parents:
         return EntryPoint(interpreter, real, None)  # the user's own script
     return _launched(interpreter, args, cwd)  # a launcher: torchrun / accelerate / deepspeed
+
+
+_SHELLS = ("sh", "bash", "dash", "zsh", "ksh")
+_SHELL_SHEBANG = re.compile(rb"^#!\s*\S*/(?:env\s+)?(?:sh|bash|dash|zsh|ksh)\b")
+_ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+_MAX_SHELL_BYTES = 64 * 1024
+
+
+def _shell_script(argv0: str, exe: str | None, args: list[str], cwd: Path) -> Path | None:
+    """The job's own shell script the command runs (``bash run.sh``, ``./run.sh``), if any."""
+    if os.path.basename(argv0) in _SHELLS:
+        rest = [a for a in args if not a.startswith("-")]
+        if not rest or "-c" in args:
+            return None
+        path = Path(rest[0]) if os.path.isabs(rest[0]) else cwd / rest[0]
+        return path if path.is_file() else None
+    if exe is None:
+        return None
+    try:
+        with open(exe, "rb") as fh:
+            first = fh.readline(256)
+    except OSError:
+        return None
+    real = Path(exe).resolve()
+    return real if _SHELL_SHEBANG.match(first) and cwd.resolve() in real.parents else None
+
+
+def _shell_commands(script: Path) -> list[tuple[int, list[str]]]:
+    """(line, argv) of each simple command of a shell script (continuations joined, env prefixes dropped)."""
+    try:
+        text = script.read_bytes()[:_MAX_SHELL_BYTES].decode("utf-8", "replace")
+    except OSError:
+        return []
+    commands: list[tuple[int, list[str]]] = []
+    pending, start = "", 0
+    for number, line in enumerate(text.splitlines(), 1):
+        if not pending:
+            start = number
+        if line.rstrip().endswith("\\"):
+            pending += line.rstrip()[:-1] + " "
+            continue
+        whole, pending = pending + line, ""
+        for part in re.split(r"&&|\|\||;|\|", whole):
+            try:
+                argv = shlex.split(part, comments=True)
+            except ValueError:
+                continue
+            while argv and (_ASSIGN.match(argv[0]) or argv[0] in ("exec", "time", "nohup", "srun", "env")):
+                argv = argv[1:]
+            if argv:
+                commands.append((start, argv))
+    return commands
+
+
+def _from_shell_script(script: Path, env: dict[str, str], cwd: Path) -> EntryPoint:
+    for line, argv in _shell_commands(script):
+        if os.path.basename(argv[0]) in _SHELLS or "$" in argv[0] or argv[0].endswith(".sh"):
+            continue  # one level of shell script only
+        found = entry_point(argv, env, cwd)
+        if found.script is not None or found.module is not None:
+            if found.script is not None and ("$" in str(found.script) or found.script.name == "setup.py"):
+                continue  # a variable, or a build step before the training command
+            found.via = f"{script.name}:{line}"
+            return found
+    return EntryPoint(None, None, None)
 
 
 def _launched(interpreter: str | None, args: list[str], cwd: Path) -> EntryPoint:
@@ -343,6 +414,9 @@ def _import_chain(file: str, via: dict[str, list[Any]]) -> list[str]:
 def _check_code(spec: JobSpec, env: dict[str, str], report: StaticReport, timeout: float) -> None:
     entry = entry_point(spec.command, env, spec.run_dir)
     report.entry = entry
+    if entry.via is not None:
+        what = entry.script.name if entry.script is not None else f"-m {entry.module}"
+        report.warnings.append(f"entry point {what} read from {entry.via}; its import closure was checked")
     answer = _resolve_code(spec, entry, env, report, timeout)
     report.checks.append("compile")
     _syntax_findings(answer, entry, report)

@@ -138,11 +138,29 @@ def test_missing_installed_module_fails_only_where_the_import_surely_runs(repo: 
 
 
 def test_unknown_entry_point_reports_broken_files_as_warnings(repo: Path, config: ValidateConfig) -> None:
-    (repo / "run.sh").write_text("python train.py\n")
+    (repo / "run.sh").write_text('CMD="$1"\n$CMD --steps 1\n')  # nothing a static reader can follow
     (repo / "scripts" / "old_experiment.py").write_text(BROKEN)
     result = _static(repo, config, ["bash", "run.sh"])
     assert result.category is None
     assert any("old_experiment.py:1" in w and "entry point is unknown" in w for w in result.warnings)
+
+
+@pytest.mark.parametrize("command", [["bash", "run.sh"], ["./run.sh"]])
+def test_shell_script_wrapping_python_gets_its_entry_points_closure(
+    repo: Path, config: ValidateConfig, command: list[str]
+) -> None:
+    run = repo / "run.sh"
+    run.write_text(
+        "#!/bin/bash\nset -e\n# train the model\nexport OMP_NUM_THREADS=1\n"
+        f"cd . && OMP_NUM_THREADS=1 {sys.executable} -u train.py \\\n    --steps 1\n"
+    )
+    run.chmod(0o755)
+    (repo / "scripts" / "old_experiment.py").write_text(BROKEN)
+    ok = _static(repo, config, command)
+    assert ok.category is None and any("read from run.sh:5" in w for w in ok.warnings), ok.warnings
+    (repo / "utils" / "helpers.py").write_text(BROKEN)
+    bad = _static(repo, config, command)
+    assert bad.category == "syntax_error" and any("helpers.py:1:" in e for e in bad.evidence)
 
 
 @pytest.mark.torch
