@@ -145,9 +145,15 @@ def entry_point(command: list[str], env: dict[str, str], cwd: Path) -> EntryPoin
     argv0 = command[0]
     exe = _which(argv0, env, cwd)
     args = command[1:]
+    if os.path.basename(argv0) in _SHELLS and "-c" in args[:-1]:  # bash -c "cd x && python train.py"
+        return _from_shell_text(args[args.index("-c") + 1], "the -c command", env, cwd)
     shell = _shell_script(argv0, exe, args, cwd)
     if shell is not None:
-        return _from_shell_script(shell, env, cwd)
+        try:
+            text = shell.read_bytes()[:_MAX_SHELL_BYTES].decode("utf-8", "replace")
+        except OSError:
+            return EntryPoint(None, None, None)
+        return _from_shell_text(text, shell.name, env, cwd)
     if _PYTHON_RE.match(os.path.basename(argv0)):
         interpreter = exe
         i = 0
@@ -191,7 +197,7 @@ def _shell_script(argv0: str, exe: str | None, args: list[str], cwd: Path) -> Pa
     """The job's own shell script the command runs (``bash run.sh``, ``./run.sh``), if any."""
     if os.path.basename(argv0) in _SHELLS:
         rest = [a for a in args if not a.startswith("-")]
-        if not rest or "-c" in args:
+        if not rest:
             return None
         path = Path(rest[0]) if os.path.isabs(rest[0]) else cwd / rest[0]
         return path if path.is_file() else None
@@ -206,12 +212,8 @@ def _shell_script(argv0: str, exe: str | None, args: list[str], cwd: Path) -> Pa
     return real if _SHELL_SHEBANG.match(first) and cwd.resolve() in real.parents else None
 
 
-def _shell_commands(script: Path) -> list[tuple[int, list[str]]]:
+def _shell_commands(text: str) -> list[tuple[int, list[str]]]:
     """(line, argv) of each simple command of a shell script (continuations joined, env prefixes dropped)."""
-    try:
-        text = script.read_bytes()[:_MAX_SHELL_BYTES].decode("utf-8", "replace")
-    except OSError:
-        return []
     commands: list[tuple[int, list[str]]] = []
     pending, start = "", 0
     for number, line in enumerate(text.splitlines(), 1):
@@ -233,15 +235,15 @@ def _shell_commands(script: Path) -> list[tuple[int, list[str]]]:
     return commands
 
 
-def _from_shell_script(script: Path, env: dict[str, str], cwd: Path) -> EntryPoint:
-    for line, argv in _shell_commands(script):
+def _from_shell_text(text: str, name: str, env: dict[str, str], cwd: Path) -> EntryPoint:
+    for line, argv in _shell_commands(text):
         if os.path.basename(argv[0]) in _SHELLS or "$" in argv[0] or argv[0].endswith(".sh"):
             continue  # one level of shell script only
         found = entry_point(argv, env, cwd)
         if found.script is not None or found.module is not None:
             if found.script is not None and ("$" in str(found.script) or found.script.name == "setup.py"):
                 continue  # a variable, or a build step before the training command
-            found.via = f"{script.name}:{line}"
+            found.via = f"{name}:{line}"
             return found
     return EntryPoint(None, None, None)
 

@@ -145,7 +145,11 @@ def test_unknown_entry_point_reports_broken_files_as_warnings(repo: Path, config
     assert any("old_experiment.py:1" in w and "entry point is unknown" in w for w in result.warnings)
 
 
-@pytest.mark.parametrize("command", [["bash", "run.sh"], ["./run.sh"]])
+@pytest.mark.parametrize(
+    "command",
+    [["bash", "run.sh"], ["./run.sh"], ["sh", "-c", f"cd . && {sys.executable} -u train.py --steps 1"]],
+    ids=["bash-run.sh", "./run.sh", "sh-c"],
+)
 def test_shell_script_wrapping_python_gets_its_entry_points_closure(
     repo: Path, config: ValidateConfig, command: list[str]
 ) -> None:
@@ -157,7 +161,8 @@ def test_shell_script_wrapping_python_gets_its_entry_points_closure(
     run.chmod(0o755)
     (repo / "scripts" / "old_experiment.py").write_text(BROKEN)
     ok = _static(repo, config, command)
-    assert ok.category is None and any("read from run.sh:5" in w for w in ok.warnings), ok.warnings
+    where = "the -c command:1" if "-c" in command else "run.sh:5"
+    assert ok.category is None and any(f"read from {where}" in w for w in ok.warnings), ok.warnings
     (repo / "utils" / "helpers.py").write_text(BROKEN)
     bad = _static(repo, config, command)
     assert bad.category == "syntax_error" and any("helpers.py:1:" in e for e in bad.evidence)
