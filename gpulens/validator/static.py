@@ -1,7 +1,8 @@
 """Static checks: seconds, before any of the job's code runs.
 
-* every Python file of the job compiles (syntax errors with file:line);
-* the entry script's imports resolve in the job's own interpreter and environment;
+* every file of the job's import closure compiles (syntax errors with file:line and
+  the import chain); a broken file outside the closure is a warning (see resolver.py);
+* the imports that surely run resolve in the job's own interpreter and environment;
 * declared inputs exist, are readable, non-empty and not blacklisted;
 * the output/checkpoint directory is writable;
 * the GPU request is sane (known type, count within the configured limit).
