@@ -189,6 +189,10 @@ def fix_hint(category: str, evidence: Sequence[str], context: HintContext | None
         if cat == category and re.search(pattern, text, re.IGNORECASE):
             hint = rule_hint
             break
+    if category == "import_error":
+        module = re.search(r"No module named '([\w.]+)'|import ([\w.]+): ModuleNotFoundError", text)
+        if module:
+            return f"{hint} Module: {(module.group(1) or module.group(2)).split('.')[0]}."
     if context is None or category not in ("incorrect_input", "checkpoint_error", "permission_error"):
         return hint
     path = path_in_evidence(evidence)

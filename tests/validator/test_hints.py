@@ -70,6 +70,11 @@ def test_fix_hint_follows_the_evidence(category: str, evidence: list[str], phras
         assert WRITABLE not in hint
 
 
+def test_the_import_hint_names_the_module() -> None:
+    hint = fix_hint("import_error", ["train.py:7: import matplotlib.pyplot: ModuleNotFoundError: not found by python"])
+    assert hint.endswith("Module: matplotlib.")
+
+
 def test_the_hint_names_the_path_and_where_it_comes_from() -> None:
     ctx = HintContext(args=["--dataset=shakespeare_char", "--out", "ckpt"], inputs=["data/a.csv"], output_dir="ckpt")
     missing = ["FileNotFoundError: [Errno 2] No such file or directory: 'data/shakespeare_char/train.bin'"]
