@@ -33,11 +33,13 @@ Answer:  {"python": version, "executable": path, "syntax": [[file, line, col, ms
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.machinery
 import importlib.util
 import json
 import os
 import sys
+import sysconfig
 from collections.abc import Callable
 from typing import Any
 
@@ -48,12 +50,14 @@ _TOP, _LAZY = "top", "lazy"
 _MAX_CLOSURE = 5000
 
 
-def _compile_one(name: str, out: dict[str, Any]) -> ast.Module | None:
+def _compile_one(name: str, out: dict[str, Any], parse: bool = True) -> ast.Module | None:
+    """Compile one file (parsed once); its tree when ``parse``; errors go to ``out``."""
     try:
         with open(name, "rb") as fh:
             source = fh.read()
-        compile(source, name, "exec", dont_inherit=True)
-        return ast.parse(source, name)
+        tree = ast.parse(source, name)
+        compile(tree, name, "exec", dont_inherit=True)  # the compiler's own checks ('return' outside a function)
+        return tree if parse else None
     except SyntaxError as exc:
         out["syntax"].append(
             [exc.filename or name, exc.lineno or 0, exc.offset or 0, exc.msg, (exc.text or "").rstrip()]
@@ -64,11 +68,14 @@ def _compile_one(name: str, out: dict[str, Any]) -> ast.Module | None:
 
 
 def _is_main_test(test: ast.expr) -> bool:
-    return "__main__" in ast.dump(test)
+    return any(isinstance(n, ast.Constant) and n.value == "__main__" for n in ast.walk(test))
 
 
 def _is_type_checking(test: ast.expr) -> bool:
-    return "TYPE_CHECKING" in ast.dump(test)
+    return any(
+        (isinstance(n, ast.Name) and n.id == "TYPE_CHECKING") or (isinstance(n, ast.Attribute) and n.attr == "TYPE_CHECKING")
+        for n in ast.walk(test)
+    )
 
 
 def _literal_import(node: ast.Call) -> str | None:
@@ -164,11 +171,30 @@ class _Imports(ast.NodeVisitor):
         self.generic_visit(node)
 
 
+@functools.lru_cache(maxsize=8192)
+def _real(path: str) -> str:
+    return os.path.realpath(path)
+
+
+#: Installed code is never the job's own, even when its virtualenv sits inside the job's directory.
+_INSTALLED = tuple(
+    {_real(v) for k, v in sysconfig.get_paths().items() if k in ("stdlib", "platstdlib", "purelib", "platlib") and v}
+)
+_INSTALLED_PARTS = ("site-packages", "dist-packages", "__pycache__")
+
+
 def _inside(path: str | None, roots: list[str]) -> bool:
+    """True for a file or directory of the job's own tree (under a root, not installed code)."""
     if not path:
         return False
-    real = os.path.realpath(path)
-    return any(real == r or real.startswith(r + os.sep) for r in roots)
+    real = _real(path)
+    if any(real == p or real.startswith(p + os.sep) for p in _INSTALLED):
+        return False
+    for r in roots:
+        if real == r or real.startswith(r + os.sep):
+            rel = real[len(r) :].split(os.sep)
+            return not any(part in _INSTALLED_PARTS or part.startswith(".") for part in rel if part)
+    return False
 
 
 def _resolver(roots: list[str]) -> Callable[[str], bool]:
@@ -376,7 +402,7 @@ def analyze(request: dict[str, Any], search_path: list[str]) -> dict[str, Any]:
     inside = set(out["closure"])
     for name in request.get("files") or []:
         if os.path.abspath(name) not in inside:
-            _compile_one(name, out)
+            _compile_one(name, out, parse=False)
     return out
 
 

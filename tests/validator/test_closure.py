@@ -178,3 +178,15 @@ def test_healthy_job_next_to_a_broken_script_passes_with_a_warning(
     result = validate(spec, config, None, record=False)
     assert (result.verdict, result.steps_completed) == ("pass", 2), result
     assert any("old_experiment.py:1" in w for w in result.warnings), result.warnings
+
+
+def test_installed_packages_inside_the_job_directory_are_not_its_code(repo: Path, config: ValidateConfig) -> None:
+    site = repo / "venv" / "lib" / "python3.11" / "site-packages"
+    (site / "vendored").mkdir(parents=True)
+    (site / "vendored" / "__init__.py").write_text(BROKEN)  # not ours to compile or follow
+    (repo / "job2.py").write_text("import vendored\n")
+    result = _static(repo, config, [sys.executable, "job2.py"], {"PYTHONPATH": str(site)})
+    assert result.category is None, result.evidence
+    spec = JobSpec([sys.executable, "job2.py"], workdir=repo, env={"PYTHONPATH": str(site)})
+    report = run_static_checks(spec, config, env={**os.environ, "PYTHONPATH": str(site)})
+    assert [Path(f).name for f in report.closure] == ["job2.py"]
