@@ -318,12 +318,17 @@ def _run_resolver(
 
 
 def _roots(spec: JobSpec, entry: EntryPoint) -> list[Path]:
-    """The job's own tree: the working directory, and the entry script's directory."""
+    """The job's own tree: the declared working directory and the entry script's directory.
+
+    With no declared working directory (the current one, maybe a home directory), only the
+    entry script's directory, as before.
+    """
+    here = entry.script.resolve().parent if entry.script is not None else None
+    if spec.workdir is None and here is not None:
+        return [here]
     roots = [spec.run_dir]
-    if entry.script is not None:
-        here = entry.script.resolve().parent
-        if not any(r == here or r in here.parents for r in roots):
-            roots.append(here)
+    if here is not None and not any(r == here or r in here.parents for r in roots):
+        roots.append(here)
     return roots
 
 
