@@ -1,4 +1,4 @@
-"""Pre-submission validator: static checks and a dry run of a job's first optimizer steps.
+"""Pre-submission validator: static checks and a dry run of a job's first training steps.
 
 ``validate(spec, config, store)`` returns a :class:`ValidationResult` (verdict
 pass / fail / inconclusive, category and origin from the diagnosis classifier,

@@ -41,6 +41,8 @@ def render(result: Any) -> None:
         if result.seconds_per_step is not None:
             step += f", then {result.seconds_per_step:.3f} s/step"
         step += ")"
+    if result.step_signal:
+        step += f" [signal: {result.step_signal}]"
     click.echo(step)
     click.echo(
         f"  memory:   peak {_gib(result.peak_memory_bytes)}"
@@ -77,7 +79,7 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
 @click.option("--env", "env_pairs", multiple=True, help="NAME=VALUE added to the job's environment.")
 @click.option("--gpus", type=int, default=None, help="GPUs the job will request on the cluster.")
 @click.option("--gpu-type", default=None, help="GPU type the job will request (e.g. A100).")
-@click.option("--steps", type=click.IntRange(min=1), default=None, help="Optimizer steps to dry-run.")
+@click.option("--steps", type=click.IntRange(min=1), default=None, help="Training steps to dry-run.")
 @click.option("--timeout", type=click.FloatRange(min=1), default=None, help="Wall-clock budget (s).")
 @click.option("--hang-seconds", type=click.FloatRange(min=1), default=None,
               help="No progress for this long = a hang.")
@@ -105,7 +107,7 @@ def validate(
     as_json: bool,
     command: tuple[str, ...],
 ) -> None:
-    """Dry-run a job's first optimizer steps on a cheap GPU (or CPU) before submitting it.
+    """Dry-run a job's first training steps on a cheap GPU (or CPU) before submitting it.
 
     \b
       gpulens validate -- python train.py --lr 0.1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -17,6 +18,8 @@ from gpulens.config import ValidateConfig
 from gpulens.diagnosis.types import DEFAULT_ORIGIN, Diagnosis
 from gpulens.errors import GpulensError, ValidatorError
 from gpulens.validator import devices as dev
+from gpulens.validator.hints import FIX_HINTS, HintContext, fix_hint
+from gpulens.validator.refine import exception_of, input_blame, refine
 from gpulens.validator.runner import RunLimits, RunOutcome, run_process
 from gpulens.validator.spec import JobSpec
 from gpulens.validator.static import StaticReport, check_request, run_static_checks
@@ -26,6 +29,7 @@ __all__ = [
     "DIVERGED_EXIT_CODE",
     "EXIT_CODES",
     "FIX_HINTS",
+    "STEP_SIGNALS",
     "STOP_EXIT_CODE",
     "ValidationResult",
     "classify_output",
@@ -39,44 +43,19 @@ DIVERGED_EXIT_CODE = 87
 #: CLI exit code per verdict.
 EXIT_CODES = {"pass": 0, "fail": 1, "inconclusive": 3}
 
-FIX_HINTS: dict[str, str] = {
-    "syntax_error": "Fix the syntax error at the file:line shown, then validate again.",
-    "import_error": "Install the missing module in the job's environment (or fix the import name) before submitting.",
-    "incorrect_input": "Fix the input named in the evidence (path, permissions or contents); a blacklisted input must be cleared by an operator.",
-    "semantic_error": "Fix the program error in the evidence (e.g. tensor shapes); it fails the same way on any GPU.",
-    "model_diverged": "Lower the learning rate (or add warm-up / gradient clipping): the loss was not finite in the first steps.",
-    "cpu_oom": "Use less host memory (smaller batch, no whole-dataset caching, fewer DataLoader workers) or request more memory.",
-    "gpu_oom": "Reduce the batch size or model, use mixed precision / activation checkpointing, or request a GPU type with more memory.",
-    "checkpoint_error": "Point the output/checkpoint directory at a writable location (create it and check its permissions).",
-    "permission_error": "Fix the permissions of the path in the evidence (or run with an account that can read/write it).",
-    "cuda_error": "Check the CUDA kernels/extension build and the framework version of the job's environment.",
-    "cuda_env_error": "Check the CUDA / driver / framework versions of the job's environment (see the evidence).",
-    "gpu_hardware": "The validation GPU looks faulty: report it to the operators and validate again on another GPU.",
-    "comm_error": "Check the distributed set-up (rendezvous address, world size, NCCL environment).",
-    "preempted": "The dry run was preempted: validate again.",
-    "storage_error": "Free space or fix the file system the job writes to (or raise validate.file_size_limit_bytes).",
-    "crash": "The process crashed in native code: check the framework / extension versions and the evidence.",
-    "unknown": "Read the evidence lines; the dry run failed before training could be confirmed.",
-}
 _HANG_HINT = (
-    "The program stopped making progress before its first optimizer step: look for blocking reads,"
+    "The program stopped making progress before its first training step: look for blocking reads,"
     " locks, barriers or rendezvous waits (`py-spy dump --pid PID` shows where it waits)."
 )
-
-#: Exception types (or the modules they are raised in) that mean "this file's contents are bad".
-_DECODE_ERRORS = (
-    "BadGzipFile", "BadZipFile", "UnpicklingError", "UnicodeDecodeError", "JSONDecodeError",
-    "EOFError", "zlib.error", "csv.Error", "ParserError", "EmptyDataError", "UnidentifiedImageError",
-    "HeaderParsingError", "DecompressionBombError", "ArrowInvalid",
-)  # fmt: skip
-_DECODER_FILES = (
-    "/gzip.py", "/zipfile", "/pickle.py", "/json/", "/csv.py", "/_npyio_impl.py", "/npyio.py",
-    "/numpy/lib/format.py", "/pandas/io/", "/PIL/", "/h5py/", "/torch/serialization.py",
-    "/safetensors/", "/pyarrow/", "/lzma.py", "/bz2.py", "/tarfile.py",
-)  # fmt: skip
-
-
-_CLASSIFIER_ERRORS: list[str] = []
+#: How each step signal of the start-up hook is reported.
+STEP_SIGNALS = {
+    "optimizer": "optimizer steps (torch.optim step hook)",
+    "autograd": "backward passes followed by a parameter change (no torch.optim step seen)",
+}
+#: The program wanted a GPU the CPU dry run does not have (its torch has CUDA): no claim either way.
+_NO_GPU_RE = re.compile(r"No CUDA GPUs are available|Found no NVIDIA driver|no CUDA-capable device|CUDA driver initialization failed")
+#: The job's own environment has a CPU-only torch: it fails the same way on any GPU node.
+_CPU_TORCH_RE = re.compile(r"not compiled with CUDA|has no attribute '_cuda_")
 
 
 @dataclasses.dataclass
@@ -113,6 +92,8 @@ class ValidationResult:
     orphans_killed: int = 0
     classifier_method: str | None = None
     recorded_id: int | None = None
+    step_signal: str | None = None  # optimizer | autograd (see STEP_SIGNALS)
+    backward_passes: int | None = None
 
     @property
     def exit_status(self) -> int:
@@ -122,14 +103,45 @@ class ValidationResult:
         return dataclasses.asdict(self)
 
 
-def classify_output(text: str) -> Diagnosis | None:
-    """The one call into the log classifier (``gpulens.diagnosis.classify_text``); None if unavailable."""
+@dataclasses.dataclass
+class _Call:
+    """The state of one ``validate`` call (nothing is kept between calls)."""
+
+    spec: JobSpec
+    config: ValidateConfig
+    t0: float
+    target_type: str | None
+    target_memory: int | None
+    base: dict[str, Any] = dataclasses.field(default_factory=dict)
+    classifier_errors: list[str] = dataclasses.field(default_factory=list)
+    device: str = ""
+    device_memory: int | None = None
+    on_cpu: bool = True
+
+    def context(self) -> HintContext:
+        return HintContext(
+            args=list(self.spec.command[1:]),
+            inputs=list(self.spec.inputs),
+            output_dir=self.spec.output_dir,
+            workdir=str(self.spec.run_dir),
+        )
+
+    def hint(self, category: str, evidence: list[str]) -> str:
+        return fix_hint(category, evidence, self.context())
+
+
+def classify_output(text: str, errors: list[str] | None = None) -> Diagnosis | None:
+    """The one call into the log classifier (``gpulens.diagnosis.classify_text``); None if unavailable.
+
+    Why it was unavailable is appended to ``errors`` (the caller's own list).
+    """
     try:
         from gpulens.diagnosis import classify_text
 
         return classify_text(text, file="<validate dry run>")
     except Exception as exc:  # a broken or missing classifier must not lose the verdict
-        _CLASSIFIER_ERRORS.append(f"{type(exc).__name__}: {exc}")
+        if errors is not None:
+            errors.append(f"{type(exc).__name__}: {exc}")
         return None
 
 
@@ -138,59 +150,41 @@ def _lines(text: str, n: int = 6) -> list[str]:
     return out[-n:]
 
 
-def _input_blame(outcome: RunOutcome) -> tuple[str, list[str]] | None:
-    """A decoding error raised after a declared input was opened: the input's contents are bad."""
-    for m in outcome.markers:
-        exc = m.get("exception")
-        opened = m.get("inputs_opened") or []
-        if not exc or not opened:
-            continue
-        exc_type = str(exc.get("type", ""))
-        frames = exc.get("frames") or []
-        in_decoder = any(any(mark in str(f[0]) for mark in _DECODER_FILES) for f in frames[-3:])
-        by_type = any(exc_type.endswith(t) for t in _DECODE_ERRORS)
-        if by_type or in_decoder:
-            short = exc_type.rsplit(".", 1)[-1]
-            return opened[-1], [
-                f"{short}: {exc.get('message', '')}".rstrip(": "),
-                f"raised while reading declared input {opened[-1]}",
-            ]
-    return None
+@dataclasses.dataclass
+class _Seen:
+    """What the start-up hook's markers say, over all processes of the run."""
 
-
-def _aggregate(outcome: RunOutcome) -> dict[str, Any]:
-    steps = 0
-    step_times: list[float] = []
-    losses: list[float] = []
-    peak_cuda = 0
-    peak_rss = 0
-    state_bytes = 0
+    steps: int = 0
+    signal: str | None = None
+    backward_passes: int = 0
+    step_times: list[float] = dataclasses.field(default_factory=list)
+    losses: list[float] = dataclasses.field(default_factory=list)
+    peak_cuda: int = 0
+    peak_rss: int = 0
+    state_bytes: int = 0
     started: float | None = None
     nonfinite: dict[str, Any] | None = None
-    cuda = False
+    cuda: bool = False
+
+
+def _aggregate(outcome: RunOutcome) -> _Seen:
+    seen = _Seen()
     for m in outcome.markers:
-        peak_cuda = max(peak_cuda, int(m.get("peak_cuda_bytes") or 0))
-        peak_rss = max(peak_rss, int(m.get("peak_rss_bytes") or 0))
-        cuda = cuda or bool(m.get("cuda"))
-        if m.get("nonfinite") and nonfinite is None:
-            nonfinite = m["nonfinite"]
-        if int(m.get("steps") or 0) >= steps and (m.get("steps") or m.get("losses")):
-            steps = int(m.get("steps") or 0)
-            step_times = list(m.get("step_times") or [])
-            losses = list(m.get("losses") or [])
-            state_bytes = int(m.get("optimizer_state_bytes") or 0)
-            started = m.get("started")
-    return {
-        "steps": steps,
-        "step_times": step_times,
-        "losses": losses,
-        "peak_cuda": peak_cuda,
-        "peak_rss": max(peak_rss, outcome.peak_rss_bytes),
-        "state_bytes": state_bytes,
-        "started": started,
-        "nonfinite": nonfinite,
-        "cuda": cuda,
-    }
+        seen.peak_cuda = max(seen.peak_cuda, int(m.get("peak_cuda_bytes") or 0))
+        seen.peak_rss = max(seen.peak_rss, int(m.get("peak_rss_bytes") or 0))
+        seen.backward_passes = max(seen.backward_passes, int(m.get("backward_passes") or 0))
+        seen.cuda = seen.cuda or bool(m.get("cuda"))
+        if m.get("nonfinite") and seen.nonfinite is None:
+            seen.nonfinite = m["nonfinite"]
+        if int(m.get("steps") or 0) >= seen.steps and (m.get("steps") or m.get("losses")):
+            seen.steps = int(m.get("steps") or 0)
+            seen.signal = m.get("signal")
+            seen.step_times = list(m.get("step_times") or [])
+            seen.losses = list(m.get("losses") or [])
+            seen.state_bytes = int(m.get("optimizer_state_bytes") or 0)
+            seen.started = m.get("started")
+    seen.peak_rss = max(seen.peak_rss, outcome.peak_rss_bytes)
+    return seen
 
 
 def _signal_name(rc: int) -> str:
@@ -251,8 +245,34 @@ def validate(
     ``candidates``: the local GPUs to choose from (default: ask the collectors' backend).
     ``echo`` receives the child's output as it comes; ``notice`` one-line progress notes.
     """
-    t0 = time.monotonic()
+    call = _start(spec, config)
     say = notice or (lambda _msg: None)
+    env = _job_env(spec)
+    say("static checks")
+    report = run_static_checks(spec, config, env=env, blacklisted=_lookup_or_none(store))
+    call.base = {
+        "command": spec.command_line(),
+        "requested_gpus": spec.gpus,
+        "gpu_type": call.target_type,
+        "checks": report.checks,
+        "warnings": list(report.warnings),
+        "python": report.python,
+    }
+    if not report.ok:
+        result = _static_failure(call, report)
+    elif static_only:
+        result = _static_passed(call)
+    else:
+        result = _dry_run(call, env, candidates, echo, say)
+    result.seconds = time.monotonic() - call.t0
+    if store is not None and record:
+        _record(store, result)
+    return result
+
+
+def _start(spec: JobSpec, config: ValidateConfig) -> _Call:
+    """Check the request and the command; the per-call state."""
+    t0 = time.monotonic()
     target_type = check_request(spec, config)
     target_memory: int | None = None
     if target_type is not None:
@@ -264,83 +284,69 @@ def validate(
         raise ValidatorError(
             f"Working directory {spec.run_dir} does not exist.", "Fix workdir / --workdir."
         )
-    env = _job_env(spec)
-    lookup = None
-    if store is not None:
-        try:
-            lookup = _blacklist_lookup(store)
-        except GpulensError:
-            lookup = None
-    say("static checks")
-    report = run_static_checks(spec, config, env=env, blacklisted=lookup)
-    base: dict[str, Any] = {
-        "command": spec.command_line(),
-        "requested_gpus": spec.gpus,
-        "gpu_type": target_type,
-        "checks": report.checks,
-        "warnings": list(report.warnings),
-        "python": report.python,
-    }
-    if not report.ok:
-        first = report.findings[0]
-        evidence: list[str] = []
-        for f in report.findings:
-            evidence.extend(f.evidence)
-        result = ValidationResult(
-            verdict="fail",
-            category=first.category,
-            origin=first.origin,
-            evidence=evidence[:12],
-            steps_completed=0,
-            seconds=time.monotonic() - t0,
-            peak_memory_bytes=None,
-            device="none (static check)",
-            fix=FIX_HINTS.get(first.category),
-            reason="; ".join(f.message for f in report.findings[:4]),
-            stage="static",
-            **base,
-        )
-    elif static_only:
-        result = ValidationResult(
-            verdict="inconclusive",
-            category=None,
-            origin=None,
-            evidence=[],
-            steps_completed=0,
-            seconds=time.monotonic() - t0,
-            peak_memory_bytes=None,
-            device="none (static checks only)",
-            reason="static checks passed; the dry run was skipped",
-            stage="static",
-            **base,
-        )
-    else:
-        result = _dry_run(spec, config, env, report, candidates, target_type, target_memory, echo, say, base, t0)
-    result.seconds = time.monotonic() - t0
-    if store is not None and record:
-        from gpulens.validator.record import record_validation
-
-        try:
-            result.recorded_id = record_validation(store, result)
-        except GpulensError as exc:
-            result.warnings.append(f"not recorded in the store ({exc.message})")
-    return result
+    return _Call(spec, config, t0, target_type, target_memory)
 
 
-def _dry_run(
-    spec: JobSpec,
-    config: ValidateConfig,
-    env: dict[str, str],
-    report: StaticReport,
-    candidates: list[dev.GpuCandidate] | None,
-    target_type: str | None,
-    target_memory: int | None,
-    echo: Callable[[bytes], None] | None,
-    say: Callable[[str], None],
-    base: dict[str, Any],
-    t0: float,
-) -> ValidationResult:
-    warnings: list[str] = base["warnings"]
+def _lookup_or_none(store: Any) -> Callable[[list[str]], dict[str, str]] | None:
+    if store is None:
+        return None
+    try:
+        return _blacklist_lookup(store)
+    except GpulensError:
+        return None
+
+
+def _record(store: Any, result: ValidationResult) -> None:
+    from gpulens.validator.record import record_validation
+
+    try:
+        result.recorded_id = record_validation(store, result)
+    except GpulensError as exc:
+        result.warnings.append(f"not recorded in the store ({exc.message})")
+
+
+def _static_failure(call: _Call, report: StaticReport) -> ValidationResult:
+    first = report.findings[0]
+    evidence: list[str] = []
+    for f in report.findings:
+        evidence.extend(f.evidence)
+    return ValidationResult(
+        verdict="fail",
+        category=first.category,
+        origin=first.origin,
+        evidence=evidence[:12],
+        steps_completed=0,
+        seconds=time.monotonic() - call.t0,
+        peak_memory_bytes=None,
+        device="none (static check)",
+        fix=call.hint(first.category, first.evidence + [first.message]),
+        reason="; ".join(f.message for f in report.findings[:4]),
+        stage="static",
+        **call.base,
+    )
+
+
+def _static_passed(call: _Call) -> ValidationResult:
+    return ValidationResult(
+        verdict="inconclusive",
+        category=None,
+        origin=None,
+        evidence=[],
+        steps_completed=0,
+        seconds=time.monotonic() - call.t0,
+        peak_memory_bytes=None,
+        device="none (static checks only)",
+        reason="static checks passed; the dry run was skipped",
+        stage="static",
+        **call.base,
+    )
+
+
+def _choose_device(
+    call: _Call, candidates: list[dev.GpuCandidate] | None, env: dict[str, str]
+) -> dev.GpuCandidate | None:
+    """Pick the cheapest idle GPU (or the CPU); sets CUDA_VISIBLE_DEVICES and ``call.device``."""
+    config = call.config
     if candidates is None:
         candidates, why = dev.local_candidates(config.backend, config.fake_scenario)
     else:
@@ -358,53 +364,71 @@ def _dry_run(
         idle_utilization=config.idle_utilization,
         idle_memory_bytes=config.idle_memory_bytes,
     )
-    device_memory: int | None = None
     if chosen is not None:
         env["CUDA_VISIBLE_DEVICES"] = chosen.uuid or str(chosen.index)
-        device = f"cuda:{chosen.index} ({chosen.model})"
-        device_memory = chosen.memory_total_bytes
+        call.device = f"cuda:{chosen.index} ({chosen.model})"
+        call.device_memory = chosen.memory_total_bytes
+        call.on_cpu = False
     else:
         env["CUDA_VISIBLE_DEVICES"] = ""
         reason = why if not candidates else "no idle GPU in the pool"
-        device = f"cpu ({reason})"
-        warnings.append(f"running on CPU: {reason}")
+        call.device = f"cpu ({reason})"
+        call.base["warnings"].append(f"running on CPU: {reason}")
+    return chosen
 
+
+def _child_env(call: _Call, env: dict[str, str], marker_dir: Path, tmp_dir: Path) -> None:
+    inputs = [str(call.spec.resolve(i)) for i in call.spec.inputs]
+    env.update(
+        {
+            "PYTHONPATH": os.pathsep.join(
+                [str(BOOTSTRAP_DIR)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
+            ),
+            "PYTHONUNBUFFERED": "1",
+            "GPULENS_VALIDATE_MARKER_DIR": str(marker_dir),
+            "GPULENS_VALIDATE_STEPS": str(max(1, call.config.steps)),
+            "GPULENS_VALIDATE_INPUTS": os.pathsep.join(inputs),
+            "TMPDIR": str(tmp_dir),
+            "TEMP": str(tmp_dir),
+            "TMP": str(tmp_dir),
+        }
+    )
+
+
+def _limits(config: ValidateConfig, on_gpu: bool) -> RunLimits:
+    return RunLimits(
+        timeout=config.timeout,
+        memory_bytes=config.memory_limit_bytes or None,
+        address_space=not on_gpu,  # RLIMIT_AS breaks CUDA's address reservations
+        file_size_bytes=config.file_size_limit_bytes or None,
+        hang_seconds=config.hang_seconds,
+        kill_grace=config.kill_grace_seconds,
+    )
+
+
+def _dry_run(
+    call: _Call,
+    env: dict[str, str],
+    candidates: list[dev.GpuCandidate] | None,
+    echo: Callable[[bytes], None] | None,
+    say: Callable[[str], None],
+) -> ValidationResult:
+    spec, config = call.spec, call.config
+    chosen = _choose_device(call, candidates, env)
     private = Path(tempfile.mkdtemp(prefix="gpulens-validate-"))
     try:
         marker_dir = private / "markers"
         tmp_dir = private / "tmp"
         marker_dir.mkdir()
         tmp_dir.mkdir()
-        inputs = [str(spec.resolve(i)) for i in spec.inputs]
-        env.update(
-            {
-                "PYTHONPATH": os.pathsep.join(
-                    [str(BOOTSTRAP_DIR)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
-                ),
-                "PYTHONUNBUFFERED": "1",
-                "GPULENS_VALIDATE_MARKER_DIR": str(marker_dir),
-                "GPULENS_VALIDATE_STEPS": str(max(1, config.steps)),
-                "GPULENS_VALIDATE_INPUTS": os.pathsep.join(inputs),
-                "TMPDIR": str(tmp_dir),
-                "TEMP": str(tmp_dir),
-                "TMP": str(tmp_dir),
-            }
-        )
-        limits = RunLimits(
-            timeout=config.timeout,
-            memory_bytes=config.memory_limit_bytes or None,
-            address_space=chosen is None,  # RLIMIT_AS breaks CUDA's address reservations
-            file_size_bytes=config.file_size_limit_bytes or None,
-            hang_seconds=config.hang_seconds,
-            kill_grace=config.kill_grace_seconds,
-        )
-        say(f"dry run on {device}: up to {config.steps} optimizer step(s), {config.timeout:.0f} s budget")
+        _child_env(call, env, marker_dir, tmp_dir)
+        say(f"dry run on {call.device}: up to {config.steps} training step(s), {config.timeout:.0f} s budget")
         try:
             outcome = run_process(
                 spec.command,
                 cwd=spec.run_dir,
                 env=env,
-                limits=limits,
+                limits=_limits(config, chosen is not None),
                 marker_dir=marker_dir,
                 tag=uuid.uuid4().hex,
                 echo=echo,
@@ -419,177 +443,253 @@ def _dry_run(
             ) from None
     finally:
         shutil.rmtree(private, ignore_errors=True)
-    return _judge(outcome, config, base, device, device_memory, chosen, target_type, target_memory, t0)
+    return _judge(outcome, call)
 
 
-def _judge(
-    outcome: RunOutcome,
-    config: ValidateConfig,
-    base: dict[str, Any],
-    device: str,
-    device_memory: int | None,
-    chosen: dev.GpuCandidate | None,
-    target_type: str | None,
-    target_memory: int | None,
-    t0: float,
-) -> ValidationResult:
-    agg = _aggregate(outcome)
-    steps = int(agg["steps"])
-    times: list[float] = agg["step_times"]
-    first_step = (times[0] - agg["started"]) if times and agg["started"] else None
-    per_step = (times[-1] - times[0]) / (len(times) - 1) if len(times) > 1 else None
-    peak_gpu = int(agg["peak_cuda"]) or None
-    peak_rss = int(agg["peak_rss"]) or None
-    rc = outcome.returncode
-    text = outcome.output
+# --- the verdict of a dry run: named steps, first answer wins ------------------------------
+
+
+def _judge(outcome: RunOutcome, call: _Call) -> ValidationResult:
+    """The verdict: what the hook saw, the limits the validator enforced, how the program ended."""
+    seen = _aggregate(outcome)
+    res = _measured(outcome, seen, call)
+    for step in (_diverged, _over_memory, _hung, _deadline, _reached, _exited_ok, _sigkilled, _file_too_large):
+        verdict = step(outcome, seen, res, call)
+        if verdict is not None:
+            return verdict
+    return _failed(outcome, seen, res, call)
+
+
+def _measured(outcome: RunOutcome, seen: _Seen, call: _Call) -> ValidationResult:
+    """A passing result holding every measurement; the steps below change what they must."""
+    times = seen.step_times
+    peak_gpu = seen.peak_cuda or None
+    peak_rss = seen.peak_rss or None
     res = ValidationResult(
         verdict="pass",
         category=None,
         origin=None,
         evidence=[],
-        steps_completed=steps,
-        seconds=time.monotonic() - t0,
-        peak_memory_bytes=peak_gpu if agg["cuda"] else peak_rss,
-        device=device,
+        steps_completed=seen.steps,
+        seconds=time.monotonic() - call.t0,
+        peak_memory_bytes=peak_gpu if seen.cuda else peak_rss,
+        device=call.device,
         stage="dry_run",
-        exit_code=rc,
+        exit_code=outcome.returncode,
         peak_rss_bytes=peak_rss,
         peak_gpu_memory_bytes=peak_gpu,
-        optimizer_state_bytes=int(agg["state_bytes"]) or None,
-        first_step_seconds=first_step,
-        seconds_per_step=per_step,
-        losses=[float(v) for v in agg["losses"] if isinstance(v, int | float)],
+        optimizer_state_bytes=seen.state_bytes or None,
+        first_step_seconds=(times[0] - seen.started) if times and seen.started else None,
+        seconds_per_step=(times[-1] - times[0]) / (len(times) - 1) if len(times) > 1 else None,
+        losses=[float(v) for v in seen.losses if isinstance(v, int | float)],
         hung=outcome.hung,
         timed_out=outcome.timed_out,
         orphans_killed=outcome.killed,
-        **base,
+        step_signal=seen.signal if seen.steps else None,
+        backward_passes=seen.backward_passes,
+        **call.base,
     )
     if outcome.leftover:
         res.warnings.append(f"processes {outcome.leftover} of the dry run could not be killed")
+    return res
 
-    def fail(category: str, origin: str | None, evidence: list[str], reason: str) -> ValidationResult:
-        res.verdict = "fail"
-        res.category = category
-        res.origin = origin or DEFAULT_ORIGIN.get(category, "unknown")
-        res.evidence = evidence[:12]
-        res.reason = reason
-        res.fix = FIX_HINTS.get(category)
-        return res
 
-    def classified(default_reason: str) -> ValidationResult:
-        diag = classify_output(text)
-        blame = _input_blame(outcome)
-        if blame is not None and (diag is None or diag.category in ("unknown", "crash", "semantic_error")):
-            return fail("incorrect_input", "data", blame[1], f"declared input {blame[0]} could not be read")
-        if diag is None:
-            why = _CLASSIFIER_ERRORS[-1] if _CLASSIFIER_ERRORS else "not installed"
-            res.warnings.append(f"the log classifier is not available ({why}): category unknown")
-            return fail("unknown", "unknown", _lines(text), default_reason)
-        res.classifier_method = diag.method
-        evidence = list(diag.evidence) or _lines(text)
-        if blame is not None and diag.category == "incorrect_input":
-            evidence.append(blame[1][-1])
-        if diag.category == "gpu_oom":
-            proj = dev.project_memory(
-                target_type=target_type,
-                target_memory_bytes=target_memory,
-                device_memory_bytes=device_memory,
-                peak_gpu_bytes=peak_gpu,
-                lower_bound_bytes=res.optimizer_state_bytes,
-                oom_on_device=True,
-            )
-            res.projection = proj.message
-            if proj.verdict == "inconclusive":
-                res.verdict = "inconclusive"
-                res.category, res.origin = "gpu_oom", diag.origin
-                res.evidence, res.reason = evidence[:12], proj.message
-                return res
-        reason = diag.reason or default_reason
-        return fail(diag.category, diag.origin, evidence, reason)
+def _fail(res: ValidationResult, call: _Call, category: str, origin: str | None, evidence: list[str], reason: str) -> ValidationResult:
+    res.verdict = "fail"
+    res.category = category
+    res.origin = origin or DEFAULT_ORIGIN.get(category, "unknown")
+    res.evidence = evidence[:12]
+    res.reason = reason
+    res.fix = call.hint(category, evidence)
+    return res
 
-    # 1. what the hook saw
-    if agg["nonfinite"] is not None or outcome.stopped_by_hook == "nonfinite_loss":
-        nf = agg["nonfinite"] or {}
-        return fail(
-            "model_diverged",
-            "user",
-            [f"loss = {nf.get('value', 'nan')} after {nf.get('step', steps)} optimizer step(s)"]
-            + [f"losses: {', '.join(f'{v:.4g}' for v in res.losses[-6:])}"],
-            "the loss was not finite during the dry run",
-        )
-    reached = outcome.stopped_by_hook == "steps" or (steps >= config.steps > 0)
-    # 2. limits the validator enforced
-    if outcome.memory_exceeded and not reached:
-        return fail(
-            "cpu_oom",
-            "user",
-            [f"the job's processes used more than {config.memory_limit_bytes / 1024**3:.1f} GiB of memory"]
-            + _lines(text, 3),
-            "the memory limit of the dry run was exceeded",
-        )
-    if outcome.hung and not reached:
-        res.verdict = "fail"
-        res.hung = True
-        diag = classify_output(text) if text.strip() else None
-        res.category = diag.category if diag is not None and diag.category != "unknown" else "unknown"
-        res.origin = diag.origin if diag is not None and diag.category != "unknown" else "user"
+
+def _reached(outcome: RunOutcome, seen: _Seen, res: ValidationResult, call: _Call) -> ValidationResult | None:
+    steps = seen.steps
+    if not (outcome.stopped_by_hook == "steps" or steps >= call.config.steps > 0):
+        return None
+    proj = _project(res, call, oom_on_device=False)
+    if proj.verdict == "fail" and proj.category:
+        return _fail(res, call, proj.category, "user", [proj.message], proj.message)
+    res.reason = f"{steps} training step(s) completed; counted by {STEP_SIGNALS.get(seen.signal or '', seen.signal)}"
+    return res
+
+
+def _project(res: ValidationResult, call: _Call, *, oom_on_device: bool) -> dev.Projection:
+    proj = dev.project_memory(
+        target_type=call.target_type,
+        target_memory_bytes=call.target_memory,
+        device_memory_bytes=call.device_memory,
+        peak_gpu_bytes=res.peak_gpu_memory_bytes,
+        lower_bound_bytes=res.optimizer_state_bytes,
+        oom_on_device=oom_on_device,
+    )
+    res.projection = proj.message
+    return proj
+
+
+def _not_reached(outcome: RunOutcome, seen: _Seen, call: _Call) -> bool:
+    return not (outcome.stopped_by_hook == "steps" or seen.steps >= call.config.steps > 0)
+
+
+def _diverged(outcome: RunOutcome, seen: _Seen, res: ValidationResult, call: _Call) -> ValidationResult | None:
+    if seen.nonfinite is None and outcome.stopped_by_hook != "nonfinite_loss":
+        return None
+    nf = seen.nonfinite or {}
+    return _fail(
+        res,
+        call,
+        "model_diverged",
+        "user",
+        [f"loss = {nf.get('value', 'nan')} after {nf.get('step', seen.steps)} training step(s)"]
+        + [f"losses: {', '.join(f'{v:.4g}' for v in res.losses[-6:])}"],
+        "the loss was not finite during the dry run",
+    )
+
+
+def _over_memory(outcome: RunOutcome, seen: _Seen, res: ValidationResult, call: _Call) -> ValidationResult | None:
+    if not outcome.memory_exceeded or not _not_reached(outcome, seen, call):
+        return None
+    limit = call.config.memory_limit_bytes / 1024**3
+    return _fail(
+        res,
+        call,
+        "cpu_oom",
+        "user",
+        [f"the job's processes used more than {limit:.1f} GiB of memory (the validator's limit)"]
+        + _lines(outcome.output, 3),
+        "the memory limit of the dry run was exceeded",
+    )
+
+
+def _hung(outcome: RunOutcome, seen: _Seen, res: ValidationResult, call: _Call) -> ValidationResult | None:
+    if not outcome.hung or not _not_reached(outcome, seen, call):
+        return None
+    text = outcome.output
+    diag = classify_output(text, call.classifier_errors) if text.strip() else None
+    known = diag is not None and diag.category != "unknown"
+    res.verdict = "fail"
+    res.hung = True
+    res.category = diag.category if diag is not None and known else "unknown"
+    res.origin = diag.origin if diag is not None and known else "user"
+    quiet = f"no CPU, I/O or output for {call.config.hang_seconds:.0f} s"
+    res.reason = (
+        f"hang before the first training step: {quiet}"
+        if seen.steps == 0
+        else f"hang after {seen.steps} training step(s): {quiet}"
+    )
+    res.evidence = [res.reason] + _lines(text, 4)
+    res.fix = _HANG_HINT if not known else call.hint(res.category, res.evidence)
+    return res
+
+
+def _deadline(outcome: RunOutcome, seen: _Seen, res: ValidationResult, call: _Call) -> ValidationResult | None:
+    if not outcome.timed_out or not _not_reached(outcome, seen, call):
+        return None
+    res.verdict = "inconclusive"
+    res.reason = f"still running and busy at the {call.config.timeout:.0f} s deadline" + (
+        f" after {seen.steps} of {call.config.steps} step(s)" if seen.steps else " before its first training step"
+    )
+    res.evidence = _lines(outcome.output, 4)
+    return res
+
+
+def _exited_ok(outcome: RunOutcome, seen: _Seen, res: ValidationResult, call: _Call) -> ValidationResult | None:
+    if outcome.returncode != 0:
+        return None
+    if seen.steps:
+        res.reason = f"the program exited successfully after {seen.steps} training step(s)"
+    else:
         res.reason = (
-            f"hang before the first optimizer step: no CPU, I/O or output for {config.hang_seconds:.0f} s"
-            if steps == 0
-            else f"hang after {steps} optimizer step(s): no CPU, I/O or output for {config.hang_seconds:.0f} s"
+            "the program exited successfully before any training step"
+            f" (no optimizer step; {seen.backward_passes} backward pass(es) and no parameter change after one)"
         )
-        res.evidence = [res.reason] + _lines(text, 4)
-        res.fix = _HANG_HINT
-        return res
-    if outcome.timed_out and not reached:
-        res.verdict = "inconclusive"
-        res.reason = (
-            f"still running and busy at the {config.timeout:.0f} s deadline"
-            + (f" after {steps} of {config.steps} step(s)" if steps else " before its first optimizer step")
+        res.warnings.append(
+            "the program exited 0 before any training step: its training code was not exercised by the dry run"
         )
-        res.evidence = _lines(text, 4)
-        return res
-    # 3. how the program ended
-    if reached:
-        proj = dev.project_memory(
-            target_type=target_type,
-            target_memory_bytes=target_memory,
-            device_memory_bytes=device_memory,
-            peak_gpu_bytes=peak_gpu,
-            lower_bound_bytes=res.optimizer_state_bytes,
-            oom_on_device=False,
-        )
-        res.projection = proj.message
-        if proj.verdict == "fail" and proj.category:
-            return fail(proj.category, "user", [proj.message], proj.message)
-        res.reason = f"{steps} optimizer step(s) completed"
-        return res
-    if rc == 0:
-        res.reason = (
-            "the program exited successfully"
-            + ("" if steps else " (no PyTorch optimizer step was observed)")
-        )
-        return res
-    if rc is not None and rc == -9:
-        diag = classify_output(text)
-        if diag is None or diag.category in ("unknown", "crash"):
-            return fail(
-                "cpu_oom",
-                "user",
-                ["killed by SIGKILL (not by the validator): most likely the kernel's OOM killer"]
-                + _lines(text, 3),
-                "killed by SIGKILL",
-            )
-    if (rc is not None and rc < 0 and -rc == 25) or "[Errno 27] File too large" in text:
-        # SIGXFSZ (or EFBIG, as Python ignores SIGXFSZ): the dry run's own limit, not the job
-        res.verdict = "inconclusive"
-        res.reason = (
-            f"wrote a file larger than the dry run's limit ({config.file_size_limit_bytes} bytes)"
-        )
-        res.evidence = _lines(text, 4)
-        return res
+    return res
+
+
+def _sigkilled(outcome: RunOutcome, seen: _Seen, res: ValidationResult, call: _Call) -> ValidationResult | None:
+    if outcome.returncode != -9:
+        return None
+    diag = classify_output(outcome.output, call.classifier_errors)
+    if diag is not None and diag.category not in ("unknown", "crash"):
+        return None
+    return _fail(
+        res,
+        call,
+        "cpu_oom",
+        "user",
+        ["killed by SIGKILL (not by the validator): most likely the kernel's OOM killer"]
+        + _lines(outcome.output, 3),
+        "killed by SIGKILL",
+    )
+
+
+def _file_too_large(outcome: RunOutcome, seen: _Seen, res: ValidationResult, call: _Call) -> ValidationResult | None:
+    rc = outcome.returncode
+    # SIGXFSZ (or EFBIG, as Python ignores SIGXFSZ): the dry run's own limit, not the job
+    if not ((rc is not None and rc < 0 and -rc == 25) or "[Errno 27] File too large" in outcome.output):
+        return None
+    res.verdict = "inconclusive"
+    res.reason = f"wrote a file larger than the dry run's limit ({call.config.file_size_limit_bytes} bytes)"
+    res.evidence = _lines(outcome.output, 4)
+    return res
+
+
+def _failed(outcome: RunOutcome, seen: _Seen, res: ValidationResult, call: _Call) -> ValidationResult:
+    """A non-zero exit: the classifier's category, refined by what the hook recorded."""
+    rc = outcome.returncode
     how = f"exit status {rc}" if rc is not None and rc >= 0 else f"killed by {_signal_name(rc or 0)}"
-    return classified(f"the program failed ({how}) after {steps} optimizer step(s)")
+    default_reason = f"the program failed ({how}) after {seen.steps} training step(s)"
+    text = outcome.output
+    diag = classify_output(text, call.classifier_errors)
+    blame = input_blame(outcome.markers)
+    if blame is not None and (diag is None or diag.category in ("unknown", "crash", "semantic_error")):
+        return _fail(res, call, "incorrect_input", "data", blame[1], f"declared input {blame[0]} could not be read")
+    refined = refine(diag.category if diag is not None else "unknown", exception_of(outcome.markers), call.context())
+    if refined is not None:
+        extra = [line for line in (diag.evidence if diag is not None else []) if line not in refined.evidence]
+        return _fail(res, call, refined.category, refined.origin, refined.evidence + extra, refined.reason)
+    if diag is None:
+        why = call.classifier_errors[-1] if call.classifier_errors else "not installed"
+        res.warnings.append(f"the log classifier is not available ({why}): category unknown")
+        return _fail(res, call, "unknown", "unknown", _lines(text), default_reason)
+    res.classifier_method = diag.method
+    evidence = list(diag.evidence) or _lines(text)
+    if blame is not None and diag.category == "incorrect_input":
+        evidence.append(blame[1][-1])
+    if diag.category == "gpu_oom":
+        return _gpu_oom(res, call, diag, evidence, default_reason)
+    if diag.category == "cuda_env_error":
+        return _cuda_env(res, call, diag, evidence, default_reason)
+    return _fail(res, call, diag.category, diag.origin, evidence, diag.reason or default_reason)
+
+
+def _gpu_oom(res: ValidationResult, call: _Call, diag: Diagnosis, evidence: list[str], reason: str) -> ValidationResult:
+    proj = _project(res, call, oom_on_device=True)
+    if proj.verdict == "inconclusive":
+        res.verdict = "inconclusive"
+        res.category, res.origin = "gpu_oom", diag.origin
+        res.evidence, res.reason = evidence[:12], proj.message
+        return res
+    return _fail(res, call, "gpu_oom", diag.origin, evidence, diag.reason or reason)
+
+
+def _cuda_env(res: ValidationResult, call: _Call, diag: Diagnosis, evidence: list[str], reason: str) -> ValidationResult:
+    """No GPU on a CPU dry run is not the job's fault; a CPU-only torch in its environment is."""
+    text = "\n".join(evidence)
+    if _CPU_TORCH_RE.search(text):
+        evidence = evidence + ["the job's environment has a PyTorch build without CUDA: it fails the same way on a GPU node"]
+        return _fail(res, call, "cuda_env_error", "user", evidence, "the job's PyTorch has no CUDA support")
+    if call.on_cpu and _NO_GPU_RE.search(text):
+        res.verdict = "inconclusive"
+        res.category, res.origin = None, None
+        res.evidence = evidence[:12]
+        res.reason = "the program needs a GPU and the dry run ran on the CPU (no idle GPU): no verdict on GPU code"
+        return res
+    return _fail(res, call, "cuda_env_error", diag.origin, evidence, diag.reason or reason)
 
 
 def _stderr_echo(data: bytes) -> None:

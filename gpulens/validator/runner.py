@@ -233,21 +233,8 @@ def _read_markers(marker_dir: Path, cache: dict[str, tuple[float, dict[str, Any]
     return changed
 
 
-def run_process(
-    command: list[str],
-    *,
-    cwd: Path,
-    env: dict[str, str],
-    limits: RunLimits,
-    marker_dir: Path,
-    tag: str,
-    echo: Callable[[bytes], None] | None = None,
-    clock: Callable[[], float] = time.monotonic,
-) -> RunOutcome:
-    """Run ``command`` under ``limits`` until it exits or is stopped; always leave nothing behind."""
-    env = dict(env)
-    env[RUN_TAG_ENV] = tag
-    started = clock()
+def _spawn(command: list[str], cwd: Path, env: dict[str, str], limits: RunLimits) -> tuple[subprocess.Popen[bytes], int]:
+    """Start the child in its own session with its limits; return it and the read end of its output."""
     read_fd, write_fd = os.pipe()
     try:
         proc = subprocess.Popen(
@@ -266,110 +253,172 @@ def run_process(
         os.close(write_fd)
         raise
     os.close(write_fd)
+    return proc, read_fd
+
+
+class _TreeWatch:
+    """CPU time, RSS and I/O of the run's process tree; when it last made progress."""
+
+    def __init__(self, pid: int, started: float) -> None:
+        self.pid = pid
+        self.known: set[int] = {pid}
+        self.tracked: dict[int, psutil.Process] = {}
+        self.cpu_done = 0.0  # CPU time of tracked processes that have exited
+        self.last_cpu: dict[int, float] = {}
+        self.last_progress = started
+        self.last_total_cpu = 0.0
+        self.last_output = 0
+        self.last_io = 0
+        self.next_sample = started
+
+    def _discover(self) -> None:
+        try:
+            root = psutil.Process(self.pid)
+            current = [root, *root.children(recursive=True)]
+        except psutil.Error:
+            current = []
+        for p in current:
+            if p.pid not in self.tracked:
+                self.tracked[p.pid] = p
+                self.known.add(p.pid)
+
+    def _measure(self) -> tuple[int, float, int, bool]:
+        """(RSS, CPU seconds, I/O bytes, any process in disk-wait) over the tree."""
+        rss = io = 0
+        disk_wait = False
+        for pid, p in list(self.tracked.items()):
+            try:
+                with p.oneshot():
+                    t = p.cpu_times()
+                    self.last_cpu[pid] = t.user + t.system + t.children_user + t.children_system
+                    rss += p.memory_info().rss
+                    disk_wait = disk_wait or p.status() == psutil.STATUS_DISK_SLEEP
+                    try:
+                        c = p.io_counters()
+                        io += c.read_chars + c.write_chars
+                    except (psutil.Error, AttributeError):
+                        pass
+            except psutil.Error:
+                self.cpu_done += self.last_cpu.pop(pid, 0.0)
+                del self.tracked[pid]
+        return rss, self.cpu_done + sum(self.last_cpu.values()), io, disk_wait
+
+    def sample(self, now: float, output_total: int, limits: RunLimits, outcome: RunOutcome) -> bool:
+        """Sample the tree (every ``_SAMPLE`` s); True when a memory or hang limit ends the run."""
+        if now < self.next_sample:
+            return False
+        self.next_sample = now + _SAMPLE
+        self._discover()
+        rss, cpu, io, disk_wait = self._measure()
+        outcome.peak_rss_bytes = max(outcome.peak_rss_bytes, rss)
+        outcome.cpu_seconds = cpu
+        if cpu - self.last_total_cpu >= 0.05 or io != self.last_io or output_total != self.last_output or disk_wait:
+            self.last_progress = now
+            self.last_total_cpu = cpu
+            self.last_io = io
+            self.last_output = output_total
+        if limits.memory_bytes and rss > limits.memory_bytes:
+            outcome.memory_exceeded = True
+            return True
+        outcome.idle_seconds = now - self.last_progress
+        if limits.hang_seconds > 0 and now - self.last_progress >= limits.hang_seconds:
+            outcome.hung = True
+            return True
+        return False
+
+
+def _stopped_by_hook(markers: dict[str, tuple[float, dict[str, Any]]]) -> str | None:
+    stopped = [m for _, m in markers.values() if m.get("stopped")]
+    return str(stopped[0]["stopped"]) if stopped else None
+
+
+def _watch(
+    proc: subprocess.Popen[bytes],
+    tail: _Tail,
+    limits: RunLimits,
+    marker_dir: Path,
+    markers: dict[str, tuple[float, dict[str, Any]]],
+    tree: _TreeWatch,
+    outcome: RunOutcome,
+    clock: Callable[[], float],
+    started: float,
+) -> None:
+    """Poll until the child exits or one of the run's ends is reached."""
+    stop_seen_at: float | None = None
+    while True:
+        now = clock()
+        rc = proc.poll()
+        if _read_markers(marker_dir, markers):
+            tree.last_progress = now
+        if rc is not None:
+            outcome.returncode = rc
+            return
+        stopped = _stopped_by_hook(markers)
+        if stopped:
+            outcome.stopped_by_hook = stopped
+            if stop_seen_at is None:
+                stop_seen_at = now
+            elif now - stop_seen_at > 1.0:  # a worker stopped; its launcher lingers
+                return
+        if now - started > limits.timeout:
+            outcome.timed_out = True
+            return
+        if tree.sample(now, tail.total, limits, outcome):
+            return
+        time.sleep(_POLL)
+
+
+def _finish(
+    proc: subprocess.Popen[bytes],
+    tag: str,
+    tree: _TreeWatch,
+    tail: _Tail,
+    read_fd: int,
+    limits: RunLimits,
+    marker_dir: Path,
+    markers: dict[str, tuple[float, dict[str, Any]]],
+    outcome: RunOutcome,
+) -> None:
+    """Kill what is left of the run, collect the output and the last markers."""
+    outcome.killed, outcome.leftover = kill_run(proc, tag, tree.known, limits.kill_grace)
+    if outcome.returncode is None:
+        outcome.returncode = proc.returncode
+    tail.thread.join(timeout=2.0)
+    if not tail.thread.is_alive():  # else a process we could not kill still holds the pipe
+        os.close(read_fd)
+    _read_markers(marker_dir, markers)
+    outcome.markers = [m for _, m in markers.values()]
+    if outcome.stopped_by_hook is None:
+        outcome.stopped_by_hook = _stopped_by_hook(markers)
+    outcome.output = tail.text()
+    outcome.output_bytes = tail.total
+
+
+def run_process(
+    command: list[str],
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    limits: RunLimits,
+    marker_dir: Path,
+    tag: str,
+    echo: Callable[[bytes], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> RunOutcome:
+    """Run ``command`` under ``limits`` until it exits or is stopped; always leave nothing behind."""
+    env = {**env, RUN_TAG_ENV: tag}
+    started = clock()
+    proc, read_fd = _spawn(command, cwd, env, limits)
     tail = _Tail(read_fd, limits.output_tail_bytes, echo)
     outcome = RunOutcome(returncode=None, seconds=0.0)
     markers: dict[str, tuple[float, dict[str, Any]]] = {}
-    known: set[int] = {proc.pid}
-    tracked: dict[int, psutil.Process] = {}
-    cpu_done = 0.0  # CPU time of tracked processes that have exited
-    last_cpu: dict[int, float] = {}
-    last_progress = started
-    last_total_cpu = 0.0
-    last_output = 0
-    last_io = 0
-    next_sample = started
-    stop_seen_at: float | None = None
+    tree = _TreeWatch(proc.pid, started)
     try:
-        while True:
-            now = clock()
-            rc = proc.poll()
-            if _read_markers(marker_dir, markers):
-                last_progress = now
-            if rc is not None:
-                outcome.returncode = rc
-                break
-            stopped = [m for _, m in markers.values() if m.get("stopped")]
-            if stopped:
-                outcome.stopped_by_hook = str(stopped[0]["stopped"])
-                if stop_seen_at is None:
-                    stop_seen_at = now
-                elif now - stop_seen_at > 1.0:  # a worker stopped; its launcher lingers
-                    break
-            if now - started > limits.timeout:
-                outcome.timed_out = True
-                break
-            if now >= next_sample:
-                next_sample = now + _SAMPLE
-                try:
-                    root = psutil.Process(proc.pid)
-                    current = [root, *root.children(recursive=True)]
-                except psutil.Error:
-                    current = []
-                for p in current:
-                    if p.pid not in tracked:
-                        tracked[p.pid] = p
-                        known.add(p.pid)
-                rss = 0
-                cpu = 0.0
-                io = 0
-                disk_wait = False
-                for pid, p in list(tracked.items()):
-                    try:
-                        with p.oneshot():
-                            t = p.cpu_times()
-                            last_cpu[pid] = t.user + t.system + t.children_user + t.children_system
-                            rss += p.memory_info().rss
-                            if p.status() == psutil.STATUS_DISK_SLEEP:
-                                disk_wait = True
-                            try:
-                                c = p.io_counters()
-                                io += c.read_chars + c.write_chars
-                            except (psutil.Error, AttributeError):
-                                pass
-                    except psutil.Error:
-                        cpu_done += last_cpu.pop(pid, 0.0)
-                        del tracked[pid]
-                        continue
-                cpu = cpu_done + sum(last_cpu.values())
-                outcome.peak_rss_bytes = max(outcome.peak_rss_bytes, rss)
-                outcome.cpu_seconds = cpu
-                if (
-                    cpu - last_total_cpu >= 0.05
-                    or io != last_io
-                    or tail.total != last_output
-                    or disk_wait
-                ):
-                    last_progress = now
-                    last_total_cpu = cpu
-                    last_io = io
-                    last_output = tail.total
-                if limits.memory_bytes and rss > limits.memory_bytes:
-                    outcome.memory_exceeded = True
-                    break
-                outcome.idle_seconds = now - last_progress
-                if limits.hang_seconds > 0 and now - last_progress >= limits.hang_seconds:
-                    outcome.hung = True
-                    break
-            time.sleep(_POLL)
+        _watch(proc, tail, limits, marker_dir, markers, tree, outcome, clock, started)
     except KeyboardInterrupt:
         outcome.interrupted = True
         raise
     finally:
-        outcome.killed, outcome.leftover = kill_run(proc, tag, known, limits.kill_grace)
-        if outcome.returncode is None:
-            outcome.returncode = proc.returncode
-        tail.thread.join(timeout=2.0)
-        if tail.thread.is_alive():  # a process we could not kill still holds the pipe
-            pass
-        else:
-            os.close(read_fd)
-        _read_markers(marker_dir, markers)
-        outcome.markers = [m for _, m in markers.values()]
-        if outcome.stopped_by_hook is None:
-            stopped = [m for m in outcome.markers if m.get("stopped")]
-            if stopped:
-                outcome.stopped_by_hook = str(stopped[0]["stopped"])
-        outcome.output = tail.text()
-        outcome.output_bytes = tail.total
+        _finish(proc, tag, tree, tail, read_fd, limits, marker_dir, markers, outcome)
         outcome.seconds = clock() - started
     return outcome

@@ -1,7 +1,8 @@
 """Static checks: seconds, before any of the job's code runs.
 
-* every Python file of the job compiles (syntax errors with file:line);
-* the entry script's imports resolve in the job's own interpreter and environment;
+* every file of the job's import closure compiles (syntax errors with file:line and
+  the import chain); a broken file outside the closure is a warning (see resolver.py);
+* the imports that surely run resolve in the job's own interpreter and environment;
 * declared inputs exist, are readable, non-empty and not blacklisted;
 * the output/checkpoint directory is writable;
 * the GPU request is sane (known type, count within the configured limit).
@@ -14,6 +15,7 @@ import errno
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -26,6 +28,7 @@ from gpulens.errors import InputError
 from gpulens.validator.spec import JobSpec
 
 __all__ = [
+    "LAUNCHER_MODULES",
     "BlacklistLookup",
     "EntryPoint",
     "Finding",
@@ -46,6 +49,10 @@ _SKIP_DIRS = {"__pycache__", "node_modules", "site-packages", "dist-packages", "
 _MAX_FILES = 5000
 _MAX_FILE_BYTES = 8 * 1024 * 1024
 _RESOLVER = Path(__file__).with_name("resolver.py")
+#: ``python -m <launcher> [options] train.py``: the job is the script it launches.
+LAUNCHER_MODULES = frozenset(
+    {"torch.distributed.run", "torch.distributed.launch", "accelerate.commands.launch", "deepspeed.launcher.runner"}
+)
 
 
 @dataclasses.dataclass
@@ -64,6 +71,7 @@ class EntryPoint:
     interpreter: str | None  # the job's Python, when the command runs one
     script: Path | None
     module: str | None
+    via: str | None = None  # "run.sh:3" when the entry point was read from a shell script
 
 
 @dataclasses.dataclass
@@ -74,6 +82,7 @@ class StaticReport:
     files_compiled: int = 0
     python: str | None = None
     entry: EntryPoint | None = None
+    closure: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -129,22 +138,34 @@ def entry_point(command: list[str], env: dict[str, str], cwd: Path) -> EntryPoin
     """Find the job's interpreter and its entry script or module.
 
     ``python [opts] train.py``, ``python -m pkg.mod``, ``./train.py`` (python
-    shebang), and launchers with a python shebang (``torchrun train.py``,
-    ``accelerate launch train.py``) are understood; anything else (``bash run.sh``)
-    has no entry point, and only compiling is done.
+    shebang), launchers with a python shebang (``torchrun train.py``,
+    ``accelerate launch train.py``), and a shell script of the job (``bash run.sh``,
+    ``./run.sh``) whose first command line starting one of those is taken; anything
+    else has no entry point, and only compiling is done.
     """
     argv0 = command[0]
     exe = _which(argv0, env, cwd)
     args = command[1:]
+    if os.path.basename(argv0) in _SHELLS and "-c" in args[:-1]:  # bash -c "cd x && python train.py"
+        return _from_shell_text(args[args.index("-c") + 1], "the -c command", env, cwd)
+    shell = _shell_script(argv0, exe, args, cwd)
+    if shell is not None:
+        try:
+            text = shell.read_bytes()[:_MAX_SHELL_BYTES].decode("utf-8", "replace")
+        except OSError:
+            return EntryPoint(None, None, None)
+        return _from_shell_text(text, shell.name, env, cwd)
     if _PYTHON_RE.match(os.path.basename(argv0)):
         interpreter = exe
         i = 0
         while i < len(args):
             a = args[i]
-            if a == "-m" and i + 1 < len(args):
-                return EntryPoint(interpreter, None, args[i + 1])
-            if a.startswith("-m") and len(a) > 2:
-                return EntryPoint(interpreter, None, a[2:])
+            if a.startswith("-m") and (len(a) > 2 or i + 1 < len(args)):
+                module = a[2:] or args[i + 1]
+                rest = args[i + (1 if len(a) > 2 else 2) :]
+                if module in LAUNCHER_MODULES:  # python -m torch.distributed.run ... train.py
+                    return _launched(interpreter, rest, cwd)
+                return EntryPoint(interpreter, None, module)
             if a == "-c" or a.startswith("-c"):
                 return EntryPoint(interpreter, None, None)
             if a in ("-X", "-W", "--check-hash-based-pycs"):
@@ -164,8 +185,74 @@ def entry_point(command: list[str], env: dict[str, str], cwd: Path) -> EntryPoin
     real = Path(exe).resolve()
     if real.suffix == ".py" or cwd.resolve() in real.parents:
         return EntryPoint(interpreter, real, None)  # the user's own script
-    for i, a in enumerate(args):  # a launcher: torchrun / accelerate / deepspeed
-        if a == "-m" and i + 1 < len(args):
+    return _launched(interpreter, args, cwd)  # a launcher: torchrun / accelerate / deepspeed
+
+
+_SHELLS = ("sh", "bash", "dash", "zsh", "ksh")
+_SHELL_SHEBANG = re.compile(rb"^#!\s*\S*/(?:env\s+)?(?:sh|bash|dash|zsh|ksh)\b")
+_ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+_MAX_SHELL_BYTES = 64 * 1024
+
+
+def _shell_script(argv0: str, exe: str | None, args: list[str], cwd: Path) -> Path | None:
+    """The job's own shell script the command runs (``bash run.sh``, ``./run.sh``), if any."""
+    if os.path.basename(argv0) in _SHELLS:
+        rest = [a for a in args if not a.startswith("-")]
+        if not rest:
+            return None
+        path = Path(rest[0]) if os.path.isabs(rest[0]) else cwd / rest[0]
+        return path if path.is_file() else None
+    if exe is None:
+        return None
+    try:
+        with open(exe, "rb") as fh:
+            first = fh.readline(256)
+    except OSError:
+        return None
+    real = Path(exe).resolve()
+    return real if _SHELL_SHEBANG.match(first) and cwd.resolve() in real.parents else None
+
+
+def _shell_commands(text: str) -> list[tuple[int, list[str]]]:
+    """(line, argv) of each simple command of a shell script (continuations joined, env prefixes dropped)."""
+    commands: list[tuple[int, list[str]]] = []
+    pending, start = "", 0
+    for number, line in enumerate(text.splitlines(), 1):
+        if not pending:
+            start = number
+        if line.rstrip().endswith("\\"):
+            pending += line.rstrip()[:-1] + " "
+            continue
+        whole, pending = pending + line, ""
+        for part in re.split(r"&&|\|\||;|\|", whole):
+            try:
+                argv = shlex.split(part, comments=True)
+            except ValueError:
+                continue
+            while argv and (_ASSIGN.match(argv[0]) or argv[0] in ("exec", "time", "nohup", "srun", "env")):
+                argv = argv[1:]
+            if argv:
+                commands.append((start, argv))
+    return commands
+
+
+def _from_shell_text(text: str, name: str, env: dict[str, str], cwd: Path) -> EntryPoint:
+    for line, argv in _shell_commands(text):
+        if os.path.basename(argv[0]) in _SHELLS or "$" in argv[0] or argv[0].endswith(".sh"):
+            continue  # one level of shell script only
+        found = entry_point(argv, env, cwd)
+        if found.script is not None or found.module is not None:
+            if found.script is not None and ("$" in str(found.script) or found.script.name == "setup.py"):
+                continue  # a variable, or a build step before the training command
+            found.via = f"{name}:{line}"
+            return found
+    return EntryPoint(None, None, None)
+
+
+def _launched(interpreter: str | None, args: list[str], cwd: Path) -> EntryPoint:
+    """The script (``train.py``) or module (``-m pkg.train``) a launcher is told to start."""
+    for i, a in enumerate(args):
+        if a in ("-m", "--module") and i + 1 < len(args):
             return EntryPoint(interpreter, None, args[i + 1])
         if a.endswith(".py") and not a.startswith("-"):
             return EntryPoint(interpreter, cwd / a if not os.path.isabs(a) else Path(a), None)
@@ -230,42 +317,48 @@ def _run_resolver(
     return answer
 
 
-def _compile_here(files: list[Path]) -> dict[str, Any]:
-    out: dict[str, Any] = {"syntax": [], "unreadable": [], "missing": [], "entry_missing": False}
-    for p in files:
-        try:
-            compile(p.read_bytes(), str(p), "exec", dont_inherit=True)
-        except SyntaxError as exc:
-            out["syntax"].append([str(p), exc.lineno or 0, exc.offset or 0, exc.msg, (exc.text or "").rstrip()])
-        except (OSError, ValueError) as exc:
-            out["unreadable"].append([str(p), str(exc)])
-    return out
+def _roots(spec: JobSpec, entry: EntryPoint) -> list[Path]:
+    """The job's own tree: the declared working directory and the entry script's directory.
+
+    With no declared working directory (the current one, maybe a home directory), only the
+    entry script's directory, as before.
+    """
+    here = entry.script.resolve().parent if entry.script is not None else None
+    if spec.workdir is None and here is not None:
+        return [here]
+    roots = [spec.run_dir]
+    if here is not None and not any(r == here or r in here.parents for r in roots):
+        roots.append(here)
+    return roots
 
 
-def _check_code(spec: JobSpec, env: dict[str, str], report: StaticReport, timeout: float) -> None:
+def _analyze_here(request: dict[str, Any]) -> dict[str, Any]:
+    """The closure and compile checks in gpulens's own Python (no import resolution)."""
+    from gpulens.validator import resolver
+
+    return resolver.analyze({**request, "check_imports": False}, [""])
+
+
+def _resolve_code(
+    spec: JobSpec, entry: EntryPoint, env: dict[str, str], report: StaticReport, timeout: float
+) -> dict[str, Any]:
     run_dir = spec.run_dir
-    entry = entry_point(spec.command, env, run_dir)
-    report.entry = entry
-    if spec.workdir is not None:
-        root = run_dir
-    elif entry.script is not None:
-        root = entry.script.resolve().parent
-    else:
-        root = run_dir
-    extra = [entry.script] if entry.script is not None else []
-    files, truncated = job_python_files(root, extra)
-    if truncated:
-        report.warnings.append(f"only the first {_MAX_FILES} Python files under {root} were compiled")
-    report.files_compiled = len(files)
+    roots = _roots(spec, entry)
+    files: list[Path] = []
+    for root in roots:
+        found, truncated = job_python_files(root)
+        files.extend(f for f in found if f not in files)
+        if truncated:
+            report.warnings.append(f"only the first {_MAX_FILES} Python files under {root} were compiled")
+    request = {
+        "files": [str(f) for f in files],
+        "script": str(entry.script) if entry.script is not None else None,
+        "module": entry.module,
+        "workdir": str(run_dir),
+        "roots": [str(r) for r in roots],
+    }
     answer: dict[str, Any] | None = None
     if entry.interpreter is not None:
-        request = {
-            "files": [str(f) for f in files],
-            "script": str(entry.script) if entry.script is not None else None,
-            "module": entry.module,
-            "workdir": str(run_dir),
-            "root": str(root),
-        }
         answer = _run_resolver(entry.interpreter, request, run_dir, env, timeout)
         if answer is None:
             report.warnings.append(
@@ -279,20 +372,69 @@ def _check_code(spec: JobSpec, env: dict[str, str], report: StaticReport, timeou
             f"{spec.command[0]!r} is not a Python command I can read: imports were not checked"
         )
     if answer is None:
-        answer = _compile_here(files)
-    report.checks.append("compile")
+        answer = _analyze_here(request)
+        answer.pop("imports", None)
+    report.files_compiled = len(set(answer.get("closure", [])) | {str(f) for f in files})
+    report.closure = list(answer.get("closure", []))
+    return answer
+
+
+def _syntax_findings(answer: dict[str, Any], entry: EntryPoint, report: StaticReport) -> None:
+    """A syntax error in the import closure fails the job; elsewhere it is a warning."""
+    closure = set(answer.get("closure", []))
+    known = entry.script is not None or entry.module is not None
+    via: dict[str, list[Any]] = answer.get("via", {})
     for file, line, col, msg, text in answer["syntax"]:
         evidence = [f"{file}:{line}:{col}: SyntaxError: {msg}"]
         if text:
             evidence.append(f"    {text.strip()}")
-        report.findings.append(
-            Finding("compile", "syntax_error", "user", f"{file}:{line}: {msg}", evidence)
-        )
+        inside = os.path.abspath(file) in closure
+        if inside:
+            chain = _import_chain(os.path.abspath(file), via)
+            if chain:
+                evidence.append("imported via " + " <- ".join(chain))
+            report.findings.append(Finding("compile", "syntax_error", "user", f"{file}:{line}: {msg}", evidence))
+        elif known:
+            report.warnings.append(
+                f"{file}:{line}: SyntaxError: {msg} (not imported by the job's entry point: ignored)"
+            )
+        else:
+            report.warnings.append(
+                f"{file}:{line}: SyntaxError: {msg} (the entry point is unknown, so it may not be used)"
+            )
     for file, reason in answer["unreadable"]:
         report.warnings.append(f"{file} could not be read ({reason})")
+
+
+def _import_chain(file: str, via: dict[str, list[Any]]) -> list[str]:
+    chain: list[str] = []
+    seen = {file}
+    while file in via and len(chain) < 6:
+        parent, line = via[file]
+        chain.append(f"{parent}:{line}")
+        if parent in seen:
+            break
+        seen.add(parent)
+        file = parent
+    return chain
+
+
+def _check_code(spec: JobSpec, env: dict[str, str], report: StaticReport, timeout: float) -> None:
+    entry = entry_point(spec.command, env, spec.run_dir)
+    report.entry = entry
+    if entry.via is not None:
+        what = entry.script.name if entry.script is not None else f"-m {entry.module}"
+        report.warnings.append(f"entry point {what} read from {entry.via}; its import closure was checked")
+    answer = _resolve_code(spec, entry, env, report, timeout)
+    report.checks.append("compile")
+    _syntax_findings(answer, entry, report)
     if entry.interpreter is None or "imports" not in answer:
         return
     report.checks.append("imports")
+    _import_findings(answer, entry, report)
+
+
+def _import_findings(answer: dict[str, Any], entry: EntryPoint, report: StaticReport) -> None:
     if answer.get("entry_missing") and not answer["missing"]:
         where = answer.get("entry") or entry.module
         report.findings.append(
@@ -306,17 +448,20 @@ def _check_code(spec: JobSpec, env: dict[str, str], report: StaticReport, timeou
         )
     for name, line, file in answer["missing"]:
         where = f"{file}:{line}: " if file else ""
-        message = f"{where}No module named {name.split('.')[0]!r}" if "." not in name else (
-            f"{where}No module named {name!r}"
-        )
+        shown = name if "." in name else name.split(".")[0]
         report.findings.append(
             Finding(
                 "imports",
                 "import_error",
                 "user",
-                message,
+                f"{where}No module named {shown!r}",
                 [f"{where}import {name}: ModuleNotFoundError: not found by {answer.get('executable')}"],
             )
+        )
+    for name, line, file in answer.get("optional_missing", []):
+        report.warnings.append(
+            f"{file}:{line}: import {name} would fail (not installed); it is inside a function,"
+            " a try block or a condition, so it may never run"
         )
 
 

@@ -26,12 +26,14 @@ def test_syntax_error_fails_with_file_and_line(make_job: Callable[..., JobSpec],
     assert time.monotonic() - t0 < 10  # torch was never started
 
 
-def test_syntax_error_in_a_helper_module_is_found_too(make_job: Callable[..., JobSpec], config: ValidateConfig) -> None:
+def test_syntax_error_in_a_lazily_imported_helper_is_found_too(make_job: Callable[..., JobSpec], config: ValidateConfig) -> None:
     spec = make_job("healthy")
     (spec.run_dir / "utils").mkdir()
     (spec.run_dir / "utils" / "augment.py").write_text("def f(x):\n    return x +\n")
+    with open(spec.run_dir / "train.py", "a") as fh:  # imported only when augment() is called
+        fh.write("\n\ndef augment(x):\n    from utils.augment import f\n\n    return f(x)\n")
     result = validate(spec, config, None)
-    assert result.category == "syntax_error"
+    assert result.category == "syntax_error" and result.stage == "static"
     assert any("augment.py:2" in line for line in result.evidence)
 
 

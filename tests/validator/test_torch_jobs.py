@@ -80,7 +80,7 @@ def test_hang_before_first_step_is_reported_and_killed(make_job: Callable[..., J
     result = validate(make_job("hang"), config, None)
     assert result.verdict == "fail" and result.hung
     assert result.category == "unknown"
-    assert result.reason is not None and "hang before the first optimizer step" in result.reason
+    assert result.reason is not None and "hang before the first training step" in result.reason
     assert result.steps_completed == 0
     assert not result.timed_out  # detected by inactivity, not by the deadline
     me = os.getpid()

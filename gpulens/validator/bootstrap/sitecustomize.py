@@ -7,17 +7,22 @@ no-op unless ``GPULENS_VALIDATE_MARKER_DIR`` is set.
 
 What it does, in every Python process of the job:
 
-* records an uncaught exception (type, message, innermost frames) and, when the
-  validator declared inputs, which of them the process opened (audit hook);
+* records an uncaught exception (type, message, innermost frames with their
+  source lines) and, when the validator declared inputs, which of them the
+  process opened (audit hook);
 * waits for ``torch`` to be imported (a meta-path finder; torch is never
-  imported by the hook itself), then registers the global optimizer step
-  post-hook (``torch.optim.optimizer.register_optimizer_step_post_hook``) and
-  wraps ``torch.Tensor.backward`` to see the loss;
-* after each optimizer step writes a JSON marker (``<pid>.json`` in the marker
-  directory: steps, time of each step, peak RSS, peak CUDA memory, optimizer
-  state size, last losses) and, after ``GPULENS_VALIDATE_STEPS`` steps, flushes
-  stdio and ends the process with ``os._exit(STOP_EXIT_CODE)``; a non-finite
-  loss ends it at once with ``DIVERGED_EXIT_CODE``.
+  imported by the hook itself), then counts training steps by two signals:
+  the global optimizer step pre/post-hooks (``torch.optim.optimizer``), and,
+  for programs without ``torch.optim``, a completed backward pass
+  (``torch.Tensor.backward`` / ``torch.autograd.backward`` wrapped) followed by
+  a change of the graph's leaf tensors (see ``_Autograd``); the wrappers also
+  read scalar losses;
+* after each step writes a JSON marker (``<pid>.json`` in the marker
+  directory: steps and which signal counted them, backward passes, time of each
+  step, peak RSS, peak CUDA memory, optimizer state size, last losses) and,
+  after ``GPULENS_VALIDATE_STEPS`` steps, flushes stdio and ends the process
+  with ``os._exit(STOP_EXIT_CODE)``; a non-finite loss ends it at once with
+  ``DIVERGED_EXIT_CODE``.
 
 Finally it chains to the job's own ``sitecustomize``, if it has one.
 Only the standard library is used, and nothing here may raise into the job.
@@ -33,6 +38,7 @@ import math
 import os
 import resource
 import sys
+import threading
 import time
 import traceback
 from types import ModuleType, TracebackType
@@ -60,6 +66,10 @@ class _State:
         self.started = time.time()
         self.torch_at: float | None = None
         self.steps = 0
+        self.optimizer_steps = 0
+        self.update_steps = 0
+        self.backward_passes = 0
+        self.signal: str | None = None
         self.step_times: list[float] = []
         self.losses: list[float] = []
         self.nonfinite: dict[str, Any] | None = None
@@ -75,6 +85,10 @@ class _State:
         self.pid = os.getpid()
         self.started = time.time()
         self.steps = 0
+        self.optimizer_steps = 0
+        self.update_steps = 0
+        self.backward_passes = 0
+        self.signal = None
         self.step_times = []
         self.losses = []
         self.inputs_opened = []
@@ -89,6 +103,10 @@ class _State:
             "started": self.started,
             "torch_at": self.torch_at,
             "steps": self.steps,
+            "optimizer_steps": self.optimizer_steps,
+            "update_steps": self.update_steps,
+            "backward_passes": self.backward_passes,
+            "signal": self.signal,
             "step_times": self.step_times[-64:],
             "losses": self.losses[-16:],
             "nonfinite": self.nonfinite,
@@ -109,6 +127,25 @@ class _State:
             os.replace(tmp, path)
         except OSError:
             pass
+
+    def step(self, signal: str) -> None:
+        """One training step seen by ``signal`` ("optimizer" or "autograd")."""
+        if signal == "optimizer":
+            self.optimizer_steps += 1
+            if self.signal != "optimizer":  # optimizer steps, once seen, are the count
+                self.signal = "optimizer"
+                self.steps = 0
+                self.step_times = []
+        else:
+            self.update_steps += 1
+            if self.signal == "optimizer":
+                return
+            self.signal = "autograd"
+        self.steps += 1
+        self.step_times.append(time.time())
+        self.write()
+        if self.target > 0 and self.steps >= self.target:
+            self.finish("steps", STOP_EXIT_CODE)
 
     def finish(self, reason: str, code: int) -> None:
         self.stopped = reason
@@ -131,17 +168,161 @@ def _tensor_bytes(obj: Any, torch: ModuleType) -> int:
     return 0
 
 
+_MAX_LEAVES = 512
+_SAMPLE = 8
+
+
+class _Autograd:
+    """Training steps without ``torch.optim``: a completed backward pass, then a parameter change.
+
+    Before each backward pass the leaves of its graph (the tensors gradients
+    accumulate into: the parameters) are collected; after it, a fingerprint of
+    them is kept (data pointer, version counter, a few sampled values). At the
+    next backward pass, a changed fingerprint means the parameters were updated
+    (``p -= lr * p.grad`` under ``no_grad``, ``p.data.add_(...)``, ``p.data = ...``,
+    or any optimizer): one step. Backward passes inside an optimizer's ``step``
+    (an LBFGS closure) are the optimizer's, not steps of their own. Once an
+    optimizer step has been seen, that signal counts and this one stops looking.
+    """
+
+    def __init__(self, torch: ModuleType, state: _State) -> None:
+        self.torch = torch
+        self.state = state
+        self.in_optimizer = 0
+        self.leaves: list[Any] = []
+        self.print: list[tuple[Any, int, int]] | None = None
+        self.values: Any = None
+
+    def watching(self) -> bool:
+        return self.state.optimizer_steps == 0 and self.in_optimizer == 0
+
+    def collect(self, roots: Any) -> None:
+        tensors = [roots] if isinstance(roots, self.torch.Tensor) else list(roots or [])
+        seen: set[int] = set()
+        stack = [t.grad_fn for t in tensors if isinstance(t, self.torch.Tensor)]
+        leaves = [t for t in tensors if isinstance(t, self.torch.Tensor) and t.grad_fn is None and t.requires_grad]
+        while stack and len(leaves) < _MAX_LEAVES and len(seen) < 200_000:
+            fn = stack.pop()
+            if fn is None or id(fn) in seen:
+                continue
+            seen.add(id(fn))
+            var = getattr(fn, "variable", None)
+            if var is not None:
+                leaves.append(var)
+                continue
+            stack.extend(nxt for nxt, _ in fn.next_functions if nxt is not None)
+        self.leaves = leaves
+
+    def _sample(self, tensors: list[Any]) -> Any:
+        torch = self.torch
+        parts = []
+        with torch.no_grad():
+            for p in tensors:
+                t = p.detach()
+                if t.numel() == 0 or not t.is_contiguous() or not (t.is_floating_point() or t.is_complex()):
+                    continue
+                flat = t.view(-1)
+                stride = max(1, flat.numel() // _SAMPLE)
+                parts.append(flat[::stride][:_SAMPLE].real.float())
+            if not parts:
+                return None
+            try:  # one device-to-host copy (one sync on a GPU), not one per tensor
+                return torch.cat(parts).cpu()
+            except RuntimeError:  # tensors on several devices
+                return torch.cat([part.cpu() for part in parts])
+
+    def snapshot(self) -> None:
+        self.print = [(p, p.data_ptr(), p._version) for p in self.leaves]
+        self.values = self._sample(self.leaves)
+
+    def changed(self) -> bool:
+        if not self.print:
+            return False
+        for p, ptr, version in self.print:
+            if p.data_ptr() != ptr or p._version != version:
+                return True
+        now = self._sample([p for p, _, _ in self.print])
+        if now is None or self.values is None:
+            return False
+        return bool(now.shape != self.values.shape or not self.torch.equal(now, self.values))
+
+    def before(self, roots: Any) -> None:
+        if not self.watching():
+            self.print = None
+            return
+        if self.changed():
+            self.print = None
+            self.state.step("autograd")
+        self.collect(roots)
+
+    def after(self) -> None:
+        self.state.backward_passes += 1
+        if self.watching() and self.leaves:
+            self.snapshot()
+        self.leaves = []
+
+
+def _record_loss(state: _State, roots: Any, torch: ModuleType) -> None:
+    try:
+        if isinstance(roots, torch.Tensor) and roots.numel() == 1:
+            value = float(roots.detach().float().item())
+            state.losses.append(value)
+            del state.losses[:-16]
+            if not math.isfinite(value):
+                state.nonfinite = {"step": state.steps, "value": repr(value)}
+    except Exception:
+        pass
+    if state.nonfinite is not None:
+        print(
+            f"gpulens validate: loss is {state.nonfinite['value']} after "
+            f"{state.steps} training step(s); stopping the dry run",
+            file=sys.stderr,
+        )
+        state.finish("nonfinite_loss", DIVERGED_EXIT_CODE)
+
+
+def _wrap_backward(original: Any, watch: _Autograd, local: threading.local, method: bool) -> Any:
+    """``Tensor.backward`` calls ``torch.autograd.backward``: only the outer call counts."""
+
+    def backward(*args: Any, **kwargs: Any) -> Any:
+        if getattr(local, "depth", 0):
+            return original(*args, **kwargs)
+        roots = args[0] if args else kwargs.get("self" if method else "tensors")
+        local.depth = 1
+        try:
+            _record_loss(watch.state, roots, watch.torch)
+            try:
+                watch.before(roots)
+            except Exception:
+                watch.leaves = []
+            result = original(*args, **kwargs)
+            try:
+                watch.after()
+            except Exception:
+                watch.leaves = []
+            return result
+        finally:
+            local.depth = 0
+
+    backward.__wrapped__ = original  # type: ignore[attr-defined]
+    return backward
+
+
 def _on_torch(torch: ModuleType, state: _State) -> None:
-    """Install the step hook and the loss watch once torch has been imported."""
+    """Install the step hooks and the loss watch once torch has been imported."""
+    import torch.autograd
     import torch.optim.optimizer as optimizer_mod
 
     state.torch_at = time.time()
+    watch = _Autograd(torch, state)
+
+    def pre_hook(optimizer: Any, args: Any, kwargs: Any) -> None:
+        watch.in_optimizer += 1
 
     def step_hook(optimizer: Any, args: Any, kwargs: Any) -> None:
+        watch.in_optimizer = max(0, watch.in_optimizer - 1)
         try:
-            state.steps += 1
-            state.step_times.append(time.time())
-            if state.steps == 1 or state.steps == state.target:
+            if state.optimizer_steps == 0 or state.optimizer_steps + 1 == state.target:
                 total = 0
                 for group in optimizer.param_groups:
                     for p in group["params"]:
@@ -153,36 +334,15 @@ def _on_torch(torch: ModuleType, state: _State) -> None:
             if torch.cuda.is_available() and torch.cuda.is_initialized():
                 state.cuda = True
                 state.peak_cuda = max(state.peak_cuda, int(torch.cuda.max_memory_allocated()))
-            state.write()
-        except Exception:
-            return
-        if state.target > 0 and state.steps >= state.target:
-            state.finish("steps", STOP_EXIT_CODE)
-
-    optimizer_mod.register_optimizer_step_post_hook(step_hook)
-
-    original_backward = torch.Tensor.backward
-
-    def backward(self: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
-            if self.numel() == 1:
-                value = float(self.detach().float().item())
-                state.losses.append(value)
-                del state.losses[:-16]
-                if not math.isfinite(value):
-                    state.nonfinite = {"step": state.steps, "value": repr(value)}
         except Exception:
             pass
-        if state.nonfinite is not None:
-            print(
-                f"gpulens validate: loss is {state.nonfinite['value']} after "
-                f"{state.steps} optimizer step(s); stopping the dry run",
-                file=sys.stderr,
-            )
-            state.finish("nonfinite_loss", DIVERGED_EXIT_CODE)
-        return original_backward(self, *args, **kwargs)
+        state.step("optimizer")
 
-    torch.Tensor.backward = backward
+    optimizer_mod.register_optimizer_step_pre_hook(pre_hook)
+    optimizer_mod.register_optimizer_step_post_hook(step_hook)
+    local = threading.local()
+    torch.Tensor.backward = _wrap_backward(torch.Tensor.backward, watch, local, True)
+    torch.autograd.backward = _wrap_backward(torch.autograd.backward, watch, local, False)
     state.write()
 
 
@@ -227,11 +387,11 @@ def _install(state: _State) -> None:
         exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None
     ) -> None:
         try:
-            frames = traceback.extract_tb(tb)[-6:]
+            frames = traceback.extract_tb(tb)[-12:]
             state.exception = {
                 "type": f"{exc_type.__module__}.{exc_type.__qualname__}",
                 "message": str(exc)[:2000],
-                "frames": [[f.filename, f.lineno, f.name] for f in frames],
+                "frames": [[f.filename, f.lineno, f.name, (f.line or "")[:300]] for f in frames],
             }
             state.write()
         except Exception:

@@ -1,0 +1,3 @@
+"""A stale experiment script (the tests break it on purpose)."""
+
+print("old")

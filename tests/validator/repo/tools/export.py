@@ -1,0 +1,3 @@
+"""A stale tool script, not part of training."""
+
+print("export")

@@ -1,0 +1,2 @@
+def one():
+    return 1.0

@@ -1,0 +1,1 @@
+"""A helper that nothing imports."""
