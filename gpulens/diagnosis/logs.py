@@ -27,7 +27,11 @@ __all__ = [
     "LogText",
     "LogView",
     "analyze",
+    "error_context",
     "extract_inputs",
+    "is_hard_error",
+    "is_secondary",
+    "is_weak",
     "fatal_region",
     "last_frames",
     "normalize_line",
@@ -66,6 +70,7 @@ _PREFIX_PATTERN = r"""^(?:
       | [ \t]*(?:rank|RANK)[ \t]*\d+[ \t]*[:|][ \t]*                      # rank 1: / RANK 1 |
       | \d{1,4}:[ \t]                                                     # srun -l "0: "
       | \[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?[ \t]*  # timestamps
+      | :[ \t][IWEF][ \t]+\S+:\d+\][ \t]*                                   # TF: "<ts>: W op_kernel.cc:1273] "
       | \[[ \t]*\d+\.\d+\][ \t]                                            # dmesg [ 1234.567890]
       | [IWEF]\d{4}[ \t]\d\d:\d\d:\d\d\.\d+[ \t]+\d+[ \t]+\S+:\d+\][ \t]*  # glog: W1122 02:19:36.353 20776 api.py:1028]
       | \[[IWEF]\d{4}[ \t]\d\d:\d\d:\d\d\.\d+[ \t]+(?:\d+[ \t]+)?\S+:\d+\][ \t]*  # [E1206 18:44:12.715 ProcessGroupNCCL.cpp:607]
@@ -164,6 +169,17 @@ class LogView:
     has_traceback: bool
     #: (file, function, code line) of the frames of the last traceback in the region, outermost first
     frames: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)
+    #: Hard error lines found *outside* the fatal region (normalized, in log order, each with its
+    #: continuation line): errors printed before a stack, the real error above a truncated or
+    #: secondary final traceback, exception lines that are not in any traceback.
+    context_lines: list[str] = dataclasses.field(default_factory=list)
+    #: The final traceback lost its exception line (paste cut, ranks interleaved).
+    truncated: bool = False
+    #: Every error line of the log is a secondary symptom (a peer closed the connection, a
+    #: launcher reports a child's non-zero exit, an actor died): the originating error is absent.
+    secondary_only: bool = False
+    #: The secondary lines seen (for the abstention reason).
+    secondary_lines: list[str] = dataclasses.field(default_factory=list)
 
 
 def normalize_line(line: str) -> str:
@@ -464,6 +480,149 @@ def extract_inputs(lines: list[str]) -> list[str]:
     return list(seen)[:20]
 
 
+# --------------------------------------------------------------------------- error lines anywhere
+
+#: Lines looked at (from the end) when searching error lines outside the fatal region.
+ERROR_SCAN_LINES = 600
+#: At most this many context lines are kept (the earliest and the latest halves).
+MAX_CONTEXT = 24
+
+#: Cheap literal prefilter for lines that may state an error.
+_ERR_KEY = re.compile(
+    r"Error|error|ERROR|Exception|FATAL|Fatal|fatal|[Ff]ailed|FAILED|[Kk]illed|xhausted|EXHAUSTED"
+    r"|[Aa]ssert|[Aa]bort|Segmentation|denied|No space|CANCELLED|OOM|[Tt]imed out|[Tt]imeout|[Ii]nvalid"
+)
+#: Shapes of lines that state a failure (checked on normalized lines).
+_HARD_RE = re.compile(
+    r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Failure|Exit)(?:\([\w.]*\))?\s*(?::|$)"  # Python
+    r"|^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception)\b.*\bsee above\b"                 # TF summary
+    r"|^(?:F\d{4}\s|Check failed|\S+\s+Check failed|\*\*\* Check failure)"                  # glog fatal
+    r"|^terminate called|Segmentation fault|\bBus error|Illegal instruction|Fatal Python error"
+    r"|SIGKILL|SIGSEGV|SIGABRT|SIGBUS|Signals\.SIG|exitcode\s*:\s*-\d+|signal \d+ \(SIG"
+    r"|^(?:ERROR|FATAL|Error|error|CRITICAL)\b\s*[:|\]-]"                                   # level words
+    r"|\b(?:CUDA error|CUDA_ERROR_\w+|cudaError\w+|NCCL error|RESOURCE_EXHAUSTED|INTERNAL:|"
+    r"Resource exhausted|OOM when allocating|out of memory|No space left on device|Permission denied|"
+    r"Read-only file system|Input/output error|Stale file handle|INTERNAL ASSERT FAILED|Assertion .* failed|"
+    r"AssertionError|device-side assert|RET_CHECK failure|Killed|killed by signal|Out Of Memory|"
+    r"DUE TO TIME LIMIT|CANCELLED AT|walltime|timed out|[Tt]imeout)"
+)
+#: Secondary symptoms: true, but caused by an error that happened elsewhere (another rank,
+#: a child process, a dead actor). A log holding only these does not say why it failed.
+_SECONDARY_RE = re.compile(
+    r"ChildFailedError|CalledProcessError|ProcessExitedException|ProcessRaisedException(?!.*\w+Error:)"
+    r"|process \d+ terminated with (?:exit code|signal)|returned non-zero exit status|exitcode\s*:\s*1\b"
+    r"|exits? with return code\s*=\s*1\b|exited with (?:code|status) 1\b|non-zero exit (?:code|status)"
+    r"|EOF (?:from|on) (?:the )?(?:peer|socket)"
+    r"|RayActorError|ActorDiedError|[Tt]he actor (?:died|is dead)|[Ww]orker (?:process )?(?:has )?died|RaySystemError"
+    r"|[Tt]here are some potential root causes|[Ww]orker unexpectedly exits"
+    r"|Sending process \d+ closing signal|WorkerGroupFailure"
+    r"|error_file\s*:|Root Cause \(first observed failure\)|^Failures:|primary job\s+terminated"
+    r"|detected that one or more processes exited|has (?:been )?shut ?down|[Pp]eer .*(?:shut ?down|closed)"
+    r"|Killing subprocess|[Ss]ubprocess .* (?:died|exited)|one or more (?:processes|ranks) (?:failed|exited)"
+    r"|Terminating process|\bERROR\b.*\bfailed \(exitcode"
+)
+_NOISE_ERR = re.compile(
+    r"Warning\b|warnings\.warn|\bwarn(?:ing)?\s*:|UserWarning|FutureWarning|DeprecationWarning|^\s*File \""
+    r"|\b0 errors?\b|errors?\s*[:=]\s*0\b|error_file: <N/A>|\bif .*error|\berror_?handl|ignore_errors"
+    r"|on_error|errors='|--\w*error|raise \w|except \w"
+)
+
+
+#: Connection-level symptoms: weak (a hard error elsewhere in the log is preferred to them), but
+#: on their own they are what a communication failure looks like, so they do not make a log
+#: secondary-only.
+_PEER_RE = re.compile(r"Connection (?:closed|reset) by (?:remote )?peer|Broken pipe")
+
+
+def is_secondary(line: str) -> bool:
+    """Whether a (normalized) line is only a secondary symptom of an error elsewhere."""
+    return _SECONDARY_RE.search(line) is not None
+
+
+def is_weak(line: str) -> bool:
+    """Secondary, or a connection-level symptom (a hard error elsewhere is preferred)."""
+    return _SECONDARY_RE.search(line) is not None or _PEER_RE.search(line) is not None
+
+
+def is_hard_error(line: str) -> bool:
+    """Whether a (normalized) line states a failure (not a warning, not a code line)."""
+    s = line.strip()
+    if not s or line.startswith((" ", "\t")) or _NOISE_ERR.search(s):
+        return False
+    return _HARD_RE.search(s) is not None
+
+
+def _progress_after(lines: list[str], first: int, stop: int) -> list[int]:
+    """``out[k]``: progress-looking lines among ``lines[first + k + 1:stop]``."""
+    out = [0] * max(0, stop - first)
+    count = 0
+    for i in range(stop - 1, first - 1, -1):
+        out[i - first] = count
+        if _PROGRESS.search(lines[i]) and not _ERR_KEY.search(lines[i]):
+            count += 1
+    return out
+
+
+def error_context(lines: list[str], norm: Sequence[str], start: int, end: int) -> list[str]:
+    """Hard error lines outside ``[start, end)`` (the fatal region), in log order, each with its
+    continuation line; lines followed by ongoing training (progress lines) are dropped: the
+    job went on after them, they did not end it."""
+    n = len(lines)
+    first = max(0, n - ERROR_SCAN_LINES)
+    if first >= n:
+        return []
+    block = "\n".join(lines[first:n])
+    hits: list[int] = []
+    seen_line = -1
+    offsets = [0]
+    for m in re.finditer("\n", block):
+        offsets.append(m.end())
+    import bisect
+
+    for m in _ERR_KEY.finditer(block):
+        idx = bisect.bisect_right(offsets, m.start()) - 1
+        if idx != seen_line:
+            hits.append(first + idx)
+            seen_line = idx
+    if not hits:
+        return []
+    progress = _progress_after(lines, hits[0], n)
+    out: list[str] = []
+    for i in hits:
+        if start <= i < end or progress[i - hits[0]] >= 3:
+            continue
+        s = norm[i]
+        if not is_hard_error(s):
+            continue
+        out.append(s.strip()[:400])
+        if i + 1 < n and not (start <= i + 1 < end):
+            nxt = norm[i + 1].strip()
+            if nxt and _TRACEBACK not in nxt and not nxt.startswith("File ") and len(nxt) < 400:
+                out.append(nxt)
+    out = list(dict.fromkeys(out))
+    if len(out) > MAX_CONTEXT:
+        out = out[: MAX_CONTEXT // 2] + out[-MAX_CONTEXT // 2:]
+    return out
+
+
+def _secondary_only(exc_lines: list[str], infra_norm: list[str], context: list[str],
+                    region: list[str]) -> tuple[bool, list[str]]:
+    """(whether every error line is secondary, the secondary lines seen)."""
+    errors = [x for x in exc_lines + infra_norm + context if is_hard_error(x) or is_secondary(x)]
+    if not exc_lines:  # no traceback ended with an exception: look at the region's error lines too
+        errors += [x for x in region if is_hard_error(x) or is_secondary(x)]
+    secondary = [x.strip() for x in errors if is_secondary(x)]
+    primary = [x for x in errors if not is_secondary(x) and not _GENERIC_EXIT.search(x)]
+    return bool(secondary) and not primary, list(dict.fromkeys(secondary))[:4]
+
+
+#: Lines that only restate that a child exited (no cause of their own).
+_GENERIC_EXIT = re.compile(
+    r"^(?:subprocess\.)?CalledProcessError|^(?:torch\.\S+\.)?ChildFailedError|^(?:\w+\.)*ProcessExitedException"
+    r"|^(?:ERROR|error)\b.*\b(?:exit(?:ed)?|return) (?:code|status)\b|exitcode\s*:\s*1\b|^\s*$"
+)
+
+
 # --------------------------------------------------------------------------- analysis
 
 
@@ -494,10 +653,25 @@ def analyze(text: str) -> LogView:
     exc_lines = _exception_lines(region_norm)
     tail_norm = norm[max(end, n - 5):n] if end < n else []
     focus = "\n".join(region_norm + infra_norm + tail_norm)
-    inputs = extract_inputs(region_norm)
+    context = error_context(lines, norm, start, end)
+    inputs = extract_inputs(region_norm) or extract_inputs(context)
+    truncated = has_tb and _last_traceback_truncated(region_norm)
+    sec_only, sec_lines = _secondary_only(exc_lines, infra_norm + [normalize_line(x) for x in infra],
+                                          context, region_norm[-TAIL_LINES:])
     return LogView(lines=lines, fatal=FatalRegion(start, end, lines[start:end]),
                    infra_lines=infra[-12:], exception_lines=exc_lines, focus=focus,
-                   inputs=inputs, has_traceback=has_tb, frames=last_frames(region_norm))
+                   inputs=inputs, has_traceback=has_tb, frames=last_frames(region_norm),
+                   context_lines=context, truncated=truncated, secondary_only=sec_only,
+                   secondary_lines=sec_lines)
+
+
+def _last_traceback_truncated(region: list[str]) -> bool:
+    """Whether the last traceback of the region ends without its exception line."""
+    at = next((i for i in range(len(region) - 1, -1, -1) if _TRACEBACK in region[i]), None)
+    if at is None:
+        return False
+    return not any(s and not s.startswith((" ", "\t")) and (_EXC_LINE.match(s) or ":" in s)
+                   for s in region[at + 1:])
 
 
 _FRAME_RE = re.compile(r'^\s*File "([^"]+)", line \d+, in (\S+)')

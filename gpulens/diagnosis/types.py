@@ -22,6 +22,7 @@ class Diagnosis:
     inputs: list[str] = dataclasses.field(default_factory=list)  # input paths seen in the log
     reason: str | None = None  # why the answer is 'unknown', when it is
     file: str | None = None
+    hint: str | None = None  # what to do about it, specific to the evidence
 
     def __post_init__(self) -> None:
         if self.category not in CATEGORIES:
