@@ -519,7 +519,7 @@ _SECONDARY_RE = re.compile(
     r"|error_file\s*:|Root Cause \(first observed failure\)|^Failures:|primary job\s+terminated"
     r"|detected that one or more processes exited|has (?:been )?shut ?down|[Pp]eer .*(?:shut ?down|closed)"
     r"|Killing subprocess|[Ss]ubprocess .* (?:died|exited)|one or more (?:processes|ranks) (?:failed|exited)"
-    r"|Terminating process|\bERROR\b.*\bfailed \(exitcode"
+    r"|Terminating process|\bfailed \(exitcode: 1\)"
 )
 _NOISE_ERR = re.compile(
     r"Warning\b|warnings\.warn|\bwarn(?:ing)?\s*:|UserWarning|FutureWarning|DeprecationWarning|^\s*File \""
@@ -532,6 +532,11 @@ _NOISE_ERR = re.compile(
 #: on their own they are what a communication failure looks like, so they do not make a log
 #: secondary-only.
 _PEER_RE = re.compile(r"Connection (?:closed|reset) by (?:remote )?peer|Broken pipe")
+
+
+#: Literal prefilter for lines that may be hard or secondary error lines.
+_ANY_KEY = re.compile(_ERR_KEY.pattern + r"|exit|Connection|Broken pipe|actor|[Ww]orker|signal|Root Cause"
+                      r"|Failures|terminated|shut ?down|Killing|Terminating|SIG|Bus error|Illegal")
 
 
 def is_secondary(line: str) -> bool:
@@ -552,15 +557,48 @@ def is_hard_error(line: str) -> bool:
     return _HARD_RE.search(s) is not None
 
 
-def _progress_after(lines: list[str], first: int, stop: int) -> list[int]:
-    """``out[k]``: progress-looking lines among ``lines[first + k + 1:stop]``."""
-    out = [0] * max(0, stop - first)
+def _progressing(lines: list[str], after: int, stop: int, enough: int = 3) -> bool:
+    """Whether ``lines[after + 1:stop]`` hold at least ``enough`` progress lines (the job went on)."""
     count = 0
-    for i in range(stop - 1, first - 1, -1):
-        out[i - first] = count
-        if _PROGRESS.search(lines[i]) and not _ERR_KEY.search(lines[i]):
+    for i in range(after + 1, stop):
+        ln = lines[i]
+        if _PROGRESS.search(ln) and not _ERR_KEY.search(ln):
             count += 1
-    return out
+            if count >= enough:
+                return True
+    return False
+
+
+#: The literals of _ERR_KEY, searched with str.find (much faster than the regex on a long block).
+_ERR_LITERALS = (
+    "Error", "error", "ERROR", "Exception", "FATAL", "Fatal", "fatal", "failed", "Failed", "FAILED",
+    "killed", "Killed", "xhausted", "EXHAUSTED", "assert", "Assert", "abort", "Abort", "Segmentation",
+    "denied", "No space", "CANCELLED", "OOM", "timed out", "Timed out", "timeout", "Timeout", "nvalid",
+)
+
+
+def _error_hits(lines: list[str], first: int) -> list[int]:
+    """Indexes (>= first) of lines holding an error keyword: each literal found with str.find on
+    the joined block, line numbers counted incrementally (linear in the block)."""
+    block = "\n".join(lines[first:])
+    starts: set[int] = set()
+    for key in _ERR_LITERALS:
+        pos = block.find(key)
+        while pos >= 0:
+            ls = block.rfind("\n", 0, pos) + 1
+            starts.add(ls)
+            nxt = block.find("\n", pos)
+            if nxt < 0:
+                break
+            pos = block.find(key, nxt + 1)
+    hits: list[int] = []
+    line = 0
+    prev = 0
+    for ls in sorted(starts):
+        line += block.count("\n", prev, ls)
+        prev = ls
+        hits.append(first + line)
+    return hits
 
 
 def error_context(lines: list[str], norm: Sequence[str], start: int, end: int) -> list[str]:
@@ -568,31 +606,12 @@ def error_context(lines: list[str], norm: Sequence[str], start: int, end: int) -
     continuation line; lines followed by ongoing training (progress lines) are dropped: the
     job went on after them, they did not end it."""
     n = len(lines)
-    first = max(0, n - ERROR_SCAN_LINES)
-    if first >= n:
-        return []
-    block = "\n".join(lines[first:n])
-    hits: list[int] = []
-    seen_line = -1
-    offsets = [0]
-    for m in re.finditer("\n", block):
-        offsets.append(m.end())
-    import bisect
-
-    for m in _ERR_KEY.finditer(block):
-        idx = bisect.bisect_right(offsets, m.start()) - 1
-        if idx != seen_line:
-            hits.append(first + idx)
-            seen_line = idx
-    if not hits:
-        return []
-    progress = _progress_after(lines, hits[0], n)
     out: list[str] = []
-    for i in hits:
-        if start <= i < end or progress[i - hits[0]] >= 3:
+    for i in _error_hits(lines, max(0, n - ERROR_SCAN_LINES)):
+        if start <= i < end:
             continue
         s = norm[i]
-        if not is_hard_error(s):
+        if not is_hard_error(s) or _progressing(lines, i, n):
             continue
         out.append(s.strip()[:400])
         if i + 1 < n and not (start <= i + 1 < end):
@@ -610,7 +629,7 @@ def _secondary_only(exc_lines: list[str], infra_norm: list[str], context: list[s
     """(whether every error line is secondary, the secondary lines seen)."""
     errors = [x for x in exc_lines + infra_norm + context if is_hard_error(x) or is_secondary(x)]
     if not exc_lines:  # no traceback ended with an exception: look at the region's error lines too
-        errors += [x for x in region if is_hard_error(x) or is_secondary(x)]
+        errors += [x for x in region if _ANY_KEY.search(x) and (is_hard_error(x) or is_secondary(x))]
     secondary = [x.strip() for x in errors if is_secondary(x)]
     primary = [x for x in errors if not is_secondary(x) and not _GENERIC_EXIT.search(x)]
     return bool(secondary) and not primary, list(dict.fromkeys(secondary))[:4]

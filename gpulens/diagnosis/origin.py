@@ -527,7 +527,7 @@ _CLUE_PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
         r"t >= 0 && t < n_classes|cur_target >= 0 && cur_target < n_classes|Target -?\d+ is out of bounds"
         r"|label(?:s)? (?:value )?(?:is )?(?:out of|outside)(?: the)? (?:range|bounds)|n_classes|num_classes.*labels?"
         r"|Received a label value of -?\d+ which is outside the valid range|IndexError: Target -?\d+"
-        r"|index -?\d+ is out of bounds for dimension \d+ with size", re.IGNORECASE)),
+        r"|index -?\d+ is out of bounds for dimension \d+ with size|srcIndex < srcSelectDimSize", re.IGNORECASE)),
     ("framework_internal", re.compile(
         r"INTERNAL ASSERT FAILED|please report a bug|This is (?:likely )?a bug|RET_CHECK failure|Check failed:"
         r"|\*\*\* Check failure|internal compiler error|INTERNAL: .*(?:bug|unexpected)|Internal Error|"
@@ -536,19 +536,21 @@ _CLUE_PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
         r"no kernel image is available|not compatible with the current PyTorch installation|\bsm_\d+\b.*(?:not|support)"
         r"|Torch not compiled with CUDA|No CUDA GPUs are available|not compiled with CUDA|compiled for CUDA \S+ but"
         r"|does not support (?:the )?(?:GPU|compute capability)|CUBLAS_STATUS_EXECUTION_FAILED.*(?:30|RTX)"
-        r"|undefined symbol|built for CUDA|CUDA \d+ (?:runtime|libraries)")),
+        r"|undefined symbol|built for CUDA|CUDA \d+ (?:runtime|libraries)"
+        r"|libcudart\.so\.[\d.]+: cannot open shared object file")),
     ("driver_toolkit", re.compile(
         r"driver (?:version )?(?:is )?(?:too old|insufficient)|NVIDIA driver on your system is too old"
         r"|driver/library version mismatch|cudaErrorInsufficientDriver|CUDA driver version is insufficient"
         r"|NVIDIA-SMI has failed|couldn't communicate with the NVIDIA driver|cuInit\(0\) failed|CUDA_ERROR_NO_DEVICE"
         r"|nvidia-container-cli|Failed to initialize NVML|libcuda\.so|NVRM: ", re.IGNORECASE)),
     ("node_resource", re.compile(
-        r"/dev/shm|shared memory|\bshm\b|Bus error|OOMKilled|oom-kill|memory cgroup|cgroup out of memory"
-        r"|memory limit|exceeded (?:its|the) memory|Evicted|The node was low on resource", re.IGNORECASE)),
+        r"/dev/shm|shared memory|\bshm\b|Bus error|unable to write to file </torch_|OOMKilled"
+        r"|container.*memory limit|exceeded (?:its|the) memory limit|Evicted|The node was low on resource",
+        re.IGNORECASE)),
     ("config_clash", re.compile(
         r"[Aa]ddress already in use|EADDRINUSE|errno: 98|Errno 98|bind(?:ing)? to .* failed|Permission denied.*port"
         r"|mismatch(?:ed)? (?:in )?collective|collective.* mismatch|Detected mismatch between collectives"
-        r"|different (?:number of|sequence of) collectives|[Dd]ifferent keys")),
+        r"|different (?:number of|sequence of) collectives|[Dd]ifferent keys", re.IGNORECASE)),
     ("data_path", re.compile(
         r"(?:No such file or directory|does not exist|not found|cannot identify image file|corrupt|truncated)"
         r".*\.(?:csv|tsv|jsonl?|txt|jpe?g|png|bmp|tiff?|wav|flac|mp3|mp4|npy|npz|h5|hdf5|parquet|arrow|tfrecords?)\b"
