@@ -1,4 +1,9 @@
-"""Failure signature rules, kept as data in ``signatures.yaml`` (see that file for the format)."""
+"""Failure signature rules, kept as data in ``signatures.yaml`` (see that file for the format).
+
+Each rule carries a fix hint (``Rule.hint``); :func:`render_hint` fills its ``{group}``
+placeholders from the named groups of the match. :data:`CATEGORY_HINTS` holds a default hint
+per category, for answers that did not come from a rule (the SVM, or no answer at all).
+"""
 
 from __future__ import annotations
 
@@ -14,12 +19,71 @@ import yaml
 from gpulens.diagnosis.types import CATEGORIES, ORIGINS
 from gpulens.errors import InputError
 
-__all__ = ["RULES_FILE", "Rule", "RuleMatch", "load_rules", "match_rules", "required_literals"]
+__all__ = [
+    "CATEGORY_HINTS",
+    "RULES_FILE",
+    "Rule",
+    "RuleMatch",
+    "best_match",
+    "hint_for",
+    "load_rules",
+    "match_rules",
+    "render_hint",
+    "required_literals",
+]
 
 RULES_FILE = Path(__file__).with_name("signatures.yaml")
 
 #: Rules whose match alone is not conclusive (the SVM may overrule them).
 GENERIC_PRIORITY = 45
+
+#: ``{name}`` or ``{name|fallback}`` in a hint: the named group's text, or the fallback (or
+#: :data:`MISSING_GROUP`) when the group took no part in the match.
+_PLACEHOLDER = re.compile(r"\{(\w+)(?:\|([^{}]*))?\}")
+MISSING_GROUP = "?"
+#: Longest text a placeholder takes from the log (the rest is cut with an ellipsis).
+MAX_GROUP_CHARS = 120
+
+#: What to do when the answer did not come from a rule (the SVM, or no answer).
+CATEGORY_HINTS: dict[str, str] = {
+    "gpu_oom": "The GPU ran out of memory: reduce the batch size or sequence length, enable mixed "
+               "precision or activation checkpointing, shard the model, and check that no other "
+               "process holds memory on the same GPU.",
+    "cpu_oom": "Host memory ran out (OOM killer, cgroup limit or shared memory): lower DataLoader "
+               "workers and prefetching, load data lazily, enlarge /dev/shm in containers, or request "
+               "more memory.",
+    "syntax_error": "Python could not parse a source file: fix the line the SyntaxError points at, or "
+                    "run the code with the Python version it was written for.",
+    "import_error": "A module or symbol is missing from the job's environment: install the versions the "
+                    "project requires in the environment the job actually runs with.",
+    "semantic_error": "The training code raised an exception (shapes, devices, dtypes or API use): read "
+                      "the last frames of the traceback and fix the code or configuration there.",
+    "incorrect_input": "The input data is missing or malformed: check the data paths, and validate the "
+                       "files and labels (ranges, formats) before training.",
+    "model_diverged": "Training diverged (NaN/inf loss or fp16 overflow): lower the learning rate, add "
+                      "warm-up and gradient clipping, prefer bf16 over fp16, and check the data for bad "
+                      "samples.",
+    "checkpoint_error": "A checkpoint could not be loaded or saved: use the checkpoint that matches the "
+                        "model code and configuration, and check the file is complete.",
+    "permission_error": "The job may not read or write a path: point outputs and caches (HOME, HF_HOME, "
+                        "WANDB_DIR, TORCH_HOME) to directories the job owns.",
+    "cuda_error": "A CUDA kernel or library call failed: rerun with CUDA_LAUNCH_BLOCKING=1 to find the "
+                  "failing operation, and check custom CUDA extensions and index ranges.",
+    "cuda_env_error": "The CUDA environment does not fit the job (driver, toolkit, libraries or visible "
+                      "devices): install a framework build that matches the node's driver and GPU.",
+    "gpu_hardware": "The GPU or its links failed: drain the node, reset or replace the GPU, and resubmit "
+                    "the job on another node.",
+    "comm_error": "Distributed communication failed: check the other ranks' logs for the first error, "
+                  "then the network between the nodes and the rendezvous settings.",
+    "preempted": "The scheduler or platform stopped the job (time limit, preemption, eviction): make "
+                 "training resumable from checkpoints and resubmit with the right limits.",
+    "storage_error": "The storage failed (disk full, quota, I/O error, lost mount): free space or move "
+                     "the output, and check the mount on that node.",
+    "crash": "The process crashed in native code: rerun with python -X faulthandler (or gdb) to find the "
+             "library, and check that compiled extensions match the installed framework.",
+    "unknown": "The log does not show the root cause: find the first error of the failing process "
+               "(per-rank logs, the worker before the launcher's summary) and diagnose that.",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,10 +102,19 @@ class Rule:
     #: Optional second pattern that must also be found in the text (e.g. "the traceback
     #: reads a data file" for a value-conversion error).
     context: re.Pattern[str] | None = None
+    #: What to do about it; ``{group}`` / ``{group|fallback}`` are filled by :func:`render_hint`.
+    hint: str = ""
+    #: A dev-split log below ``sample_logs/real/`` that this rule matches ("" when none exists).
+    real: str = ""
 
     @property
     def generic(self) -> bool:
         return self.priority <= GENERIC_PRIORITY
+
+    @property
+    def secondary(self) -> bool:
+        """A message that names a failure without its cause (a launcher summary): never the answer."""
+        return self.category == "unknown"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,6 +122,12 @@ class RuleMatch:
     rule: Rule
     line: str  # the (normalized) line the match is on
     position: int  # offset of the match in the text it was searched in
+    #: Named groups of the pattern (and context) that took part in the match.
+    groups: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    @property
+    def hint(self) -> str:
+        return render_hint(self.rule, self)
 
 
 def _parse(raw: object, where: str) -> list[Rule]:
@@ -86,14 +165,69 @@ def _parse(raw: object, where: str) -> list[Rule]:
                                  "Fix the regular expression.") from exc
         priority = int(item.get("priority", 50))
         default_conf = 0.95 if priority > GENERIC_PRIORITY else 0.75
+        hint = str(item.get("hint", "")).strip()
+        _check_placeholders(hint, pattern, context, f"{where}: rule {rid}")
         rules.append(Rule(
             id=rid, category=str(item["category"]), origin=str(item["origin"]), priority=priority,
             pattern=pattern, example=str(item["example"]), source=str(item.get("source", "")),
             confidence=float(item.get("confidence", default_conf)),
             needles=required_literals(str(item["pattern"]), flags), context=context,
+            hint=hint, real=str(item.get("real", "") or ""),
         ))
     rules.sort(key=lambda r: -r.priority)
     return rules
+
+
+def _check_placeholders(hint: str, pattern: re.Pattern[str], context: re.Pattern[str] | None,
+                        where: str) -> None:
+    names = set(pattern.groupindex) | set(context.groupindex if context is not None else ())
+    unknown = sorted({m.group(1) for m in _PLACEHOLDER.finditer(hint)} - names)
+    if unknown:
+        raise InputError(f"{where}: hint uses {{{unknown[0]}}}, which is not a named group of its pattern.",
+                         "Name the group in the pattern ((?P<name>...)) or drop the placeholder.")
+
+
+# --------------------------------------------------------------------------- fix hints
+def render_hint(rule: Rule, match: RuleMatch | re.Match[str] | dict[str, str] | None = None) -> str:
+    """The rule's hint with ``{group}`` placeholders filled from ``match``.
+
+    ``match`` may be a :class:`RuleMatch`, a regular-expression match of the rule's pattern, a
+    dict of group values, or None (placeholders then take their fallback). A rule without a
+    hint gets its category's default (:data:`CATEGORY_HINTS`).
+    """
+    template = rule.hint or CATEGORY_HINTS.get(rule.category, CATEGORY_HINTS["unknown"])
+    if isinstance(match, RuleMatch):
+        groups: dict[str, str] = match.groups
+    elif isinstance(match, re.Match):
+        groups = {k: v for k, v in match.groupdict().items() if v is not None}
+    else:
+        groups = dict(match or {})
+
+    def fill(m: re.Match[str]) -> str:
+        value = groups.get(m.group(1))
+        if not value:
+            return m.group(2) if m.group(2) is not None else MISSING_GROUP
+        value = " ".join(str(value).split())
+        return value if len(value) <= MAX_GROUP_CHARS else value[: MAX_GROUP_CHARS - 1] + "\u2026"
+
+    return _PLACEHOLDER.sub(fill, template)
+
+
+def hint_for(category: str, match: RuleMatch | None = None) -> str:
+    """The hint of a diagnosis: the rule's own (rendered) when a rule gave the answer,
+    else the category's default."""
+    if match is not None and match.rule.category == category:
+        return render_hint(match.rule, match)
+    return CATEGORY_HINTS.get(category, CATEGORY_HINTS["unknown"])
+
+
+def best_match(matches: list[RuleMatch]) -> RuleMatch | None:
+    """The match that decides a log's category: highest priority, the latest in the log among
+    equals (what the classifier uses). Secondary-only rules win only when nothing else matched."""
+    if not matches:
+        return None
+    top = max(m.rule.priority for m in matches)
+    return max((m for m in matches if m.rule.priority == top), key=lambda m: m.position)
 
 
 # --------------------------------------------------------------------------- literal prefilter
@@ -103,7 +237,7 @@ MIN_NEEDLE = 3
 
 
 def required_literals(pattern: str, flags: int = 0) -> tuple[str, ...] | None:
-    """Lower-cased ASCII literals of which at least one occurs in every match of ``pattern``.
+    """Lower-cased literals of which at least one occurs in every match of ``pattern``.
 
     Walks the parsed pattern: a sequence needs one of its elements (a run of literal
     characters, or a group/branch/``+``-repeat whose own requirement is known); a branch
@@ -122,6 +256,13 @@ def required_literals(pattern: str, flags: int = 0) -> tuple[str, ...] | None:
     return tuple(dict.fromkeys(found)) if found else None
 
 
+def _caseless(code: int) -> bool:
+    """A non-ASCII character without case (CJK, symbols): lower-casing the text keeps it as is,
+    so it can be part of a literal the prefilter looks for."""
+    ch = chr(code)
+    return ch.lower() == ch == ch.upper() and ch.casefold() == ch
+
+
 def _seq_literals(items: list[tuple[Any, Any]], c: Any) -> list[str] | None:
     candidates: list[list[str]] = []
     run: list[str] = []
@@ -132,7 +273,7 @@ def _seq_literals(items: list[tuple[Any, Any]], c: Any) -> list[str] | None:
             run.clear()
 
     for op, av in items:
-        if op is c.LITERAL and av < 128:
+        if op is c.LITERAL and (av < 128 or _caseless(av)):
             run.append(chr(av))
             continue
         flush()
@@ -174,22 +315,48 @@ def _all_needles(rules: tuple[Rule, ...]) -> frozenset[str]:
     return frozenset(n for r in rules for n in (r.needles or ()))
 
 
+@functools.lru_cache(maxsize=16)
+def _needle_plan(rules: tuple[Rule, ...]) -> tuple[tuple[str, str | None], ...]:
+    """Every distinct literal, shortest first, with the longest other literal it contains (its
+    "parent"): when the parent is absent from a text the literal cannot be there either, so
+    it need not be looked for. About half the literals have a parent, which halves the scan."""
+    ordered = sorted(_all_needles(rules), key=lambda n: (len(n), n))
+    plan: list[tuple[str, str | None]] = []
+    for i, needle in enumerate(ordered):
+        inside = [m for m in ordered[:i] if m in needle]
+        plan.append((needle, max(inside, key=len) if inside else None))
+    return tuple(plan)
+
+
+def _present_needles(low: str, rules: tuple[Rule, ...]) -> set[str]:
+    present: set[str] = set()
+    for needle, parent in _needle_plan(rules):
+        if (parent is None or parent in present) and needle in low:
+            present.add(needle)
+    return present
+
+
 def match_rules(text: str, rules: tuple[Rule, ...] | None = None) -> list[RuleMatch]:
     """Every rule that matches ``text`` (its last match), highest priority first."""
     out: list[RuleMatch] = []
     rules = rules if rules is not None else load_rules()
     low = text.lower()
-    present = {n for n in _all_needles(rules) if n in low}  # each distinct literal checked once
+    present = _present_needles(low, rules)  # each distinct literal checked at most once
     for rule in rules:
         if rule.needles is not None and present.isdisjoint(rule.needles):
             continue
         last = None
         for last in rule.pattern.finditer(text):  # noqa: B007 - we want the last match
             pass
-        if last is None or (rule.context is not None and rule.context.search(text) is None):
+        if last is None:
             continue
+        ctx = rule.context.search(text) if rule.context is not None else None
+        if rule.context is not None and ctx is None:
+            continue
+        groups = {k: v for k, v in (ctx.groupdict() if ctx else {}).items() if v is not None}
+        groups.update({k: v for k, v in last.groupdict().items() if v is not None})
         pos = last.start()
         ls = text.rfind("\n", 0, pos) + 1
         le = text.find("\n", last.end())
-        out.append(RuleMatch(rule, text[ls: le if le >= 0 else len(text)].strip(), pos))
+        out.append(RuleMatch(rule, text[ls: le if le >= 0 else len(text)].strip(), pos, groups))
     return out
