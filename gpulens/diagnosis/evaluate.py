@@ -62,6 +62,8 @@ class Run:
     def macro_f1(self) -> float:
         from sklearn.metrics import f1_score
 
+        if not self.y_true:
+            return 0.0
         labels = sorted(set(self.y_true))
         return float(f1_score(self.y_true, self.y_pred, labels=labels, average="macro", zero_division=0))
 
@@ -200,7 +202,7 @@ def evaluate(corpus_dir: str | Path | None = None, *, folds: int = FOLDS, seed: 
     gy = [e.category for e in gen]
     go = [e.origin for e in gen]
     gc = _Collect(len(gen))
-    for train, test in _splits(gy, [e.family for e in gen], folds, seed):
+    for train, test in _splits(gy, [e.family for e in gen], folds, seed) if gen else []:
         model = _fit([gv[i] for i in train] + rv, [gen[i] for i in train] + real)
         _predict(model, gv, test, gc, rules)
         tick()
@@ -239,6 +241,8 @@ def _table(runs: Sequence[Run]) -> list[str]:
     out = ["| classifier | logs | macro-F1 | accuracy | origin accuracy | answered `unknown` |",
            "| --- | ---: | ---: | ---: | ---: | ---: |"]
     for r in runs:
+        if not r.y_true:
+            continue
         out.append(f"| {r.name} | {len(r.y_true)} | {r.macro_f1():.3f} | {r.accuracy():.3f} | "
                    f"{_fmt(r.origin_accuracy())} | {r.abstained()} |")
     return out
@@ -279,6 +283,22 @@ def _confusion(run: Run, labels: list[str]) -> list[str]:
     return out
 
 
+def _reading(res: EvalResult) -> str:
+    rules, _, comb = res.lpo
+    h_rules, _, h_comb = res.holdout
+    target = comb.macro_f1() >= 0.92 and (comb.origin_accuracy() or 0) >= 0.90
+    h_target = h_comb.macro_f1() >= 0.92 and (h_comb.origin_accuracy() or 0) >= 0.90
+    return (
+        f"Reading: leave-project-out, rules + SVM reach macro-F1 {comb.macro_f1():.3f} and origin accuracy "
+        f"{_fmt(comb.origin_accuracy())} ({'meets' if target else 'below'} the issue's bar of 0.92 / 0.90), "
+        f"but the rules are in-sample on the dev logs it includes. On the holdout split, out-of-sample for "
+        f"rules and SVM alike, they reach {h_comb.macro_f1():.3f} / {_fmt(h_comb.origin_accuracy())} "
+        f"({'meets' if h_target else 'below'} the bar): the figure to expect on new logs. The SVM adds "
+        f"{100 * (comb.macro_f1() - rules.macro_f1()):+.1f} points of macro-F1 over the rules alone "
+        f"leave-project-out and {100 * (h_comb.macro_f1() - h_rules.macro_f1()):+.1f} on the holdout split."
+    )
+
+
 def render_markdown(res: EvalResult) -> str:
     rules, svm, comb = res.lpo
     labels = [c for c in CATEGORIES if c in set(comb.y_true)]
@@ -310,6 +330,8 @@ def render_markdown(res: EvalResult) -> str:
         "tested on the holdout-split logs (projects chosen by hash, not looked at while writing rules).",
         "",
         *_table(res.holdout),
+        "",
+        _reading(res),
         "",
         "## Per class (leave-project-out)",
         "",

@@ -517,7 +517,7 @@ _SECONDARY_RE = re.compile(
     r"|[Tt]here are some potential root causes|[Ww]orker unexpectedly exits"
     r"|Sending process \d+ closing signal|WorkerGroupFailure"
     r"|error_file\s*:|Root Cause \(first observed failure\)|^Failures:|primary job\s+terminated"
-    r"|detected that one or more processes exited|has (?:been )?shut ?down|[Pp]eer .*(?:shut ?down|closed)"
+    r"|detected that one or more processes exited"
     r"|Killing subprocess|[Ss]ubprocess .* (?:died|exited)|one or more (?:processes|ranks) (?:failed|exited)"
     r"|Terminating process|\bfailed \(exitcode: 1\)"
 )
@@ -531,7 +531,8 @@ _NOISE_ERR = re.compile(
 #: Connection-level symptoms: weak (a hard error elsewhere in the log is preferred to them), but
 #: on their own they are what a communication failure looks like, so they do not make a log
 #: secondary-only.
-_PEER_RE = re.compile(r"Connection (?:closed|reset) by (?:remote )?peer|Broken pipe")
+_PEER_RE = re.compile(r"Connection (?:closed|reset) by (?:remote )?peer|Broken pipe|has (?:been )?shut ?down"
+                      r"|[Pp]eer .*(?:shut ?down|closed)")
 
 
 #: Literal prefilter for lines that may be hard or secondary error lines.
