@@ -69,8 +69,9 @@ _PREFIX_PATTERN = r"""^(?:
         [ \t]*\[(?:rank|default|local_rank)?[ \t]*\d+\][ \t]*:?[ \t]*     # [rank1]: [default0]: [1]:
       | [ \t]*(?:rank|RANK)[ \t]*\d+[ \t]*[:|][ \t]*                      # rank 1: / RANK 1 |
       | \d{1,4}:[ \t]                                                     # srun -l "0: "
-      | \[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?[ \t]*  # timestamps
-      | :[ \t][IWEF][ \t]+\S+:\d+\][ \t]*                                   # TF: "<ts>: W op_kernel.cc:1273] "
+      | \[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?:?[ \t]*  # timestamps
+      | \[\d+,\d+\]<std(?:out|err)>:                                         # mpirun --tag-output
+      | :?[ \t]*[IWEF][ \t]+[\w/.-]+\.\w+:\d+\][ \t]*                      # TF: "<ts>: W op_kernel.cc:1273] "
       | \[[ \t]*\d+\.\d+\][ \t]                                            # dmesg [ 1234.567890]
       | [IWEF]\d{4}[ \t]\d\d:\d\d:\d\d\.\d+[ \t]+\d+[ \t]+\S+:\d+\][ \t]*  # glog: W1122 02:19:36.353 20776 api.py:1028]
       | \[[IWEF]\d{4}[ \t]\d\d:\d\d:\d\d\.\d+[ \t]+(?:\d+[ \t]+)?\S+:\d+\][ \t]*  # [E1206 18:44:12.715 ProcessGroupNCCL.cpp:607]
@@ -558,11 +559,14 @@ def is_hard_error(line: str) -> bool:
     return _HARD_RE.search(s) is not None
 
 
-def _progressing(lines: list[str], after: int, stop: int, enough: int = 3) -> bool:
-    """Whether ``lines[after + 1:stop]`` hold at least ``enough`` progress lines (the job went on)."""
+def _progressing(norm: Sequence[str], after: int, stop: int, enough: int = 3) -> bool:
+    """Whether ``norm[after + 1:stop]`` hold at least ``enough`` progress lines (the job went on);
+    traceback frames and code lines ("for batch in loader:") are not progress."""
     count = 0
     for i in range(after + 1, stop):
-        ln = lines[i]
+        ln = norm[i]
+        if ln.startswith((" ", "\t")) or "Traceback" in ln:
+            continue
         if _PROGRESS.search(ln) and not _ERR_KEY.search(ln):
             count += 1
             if count >= enough:
@@ -602,6 +606,10 @@ def _error_hits(lines: list[str], first: int) -> list[int]:
     return hits
 
 
+#: A glog/TensorFlow level-and-source prefix without a date (" W tensorflow/core/x.cc:1753] ").
+_GLOG_SHORT = re.compile(r"^\s*[IWEF]\d{0,4}\s+[\w/.-]+\.(?:cc|cpp|h|py|c):\d+\]\s*")
+
+
 def error_context(lines: list[str], norm: Sequence[str], start: int, end: int) -> list[str]:
     """Hard error lines outside ``[start, end)`` (the fatal region), in log order, each with its
     continuation line; lines followed by ongoing training (progress lines) are dropped: the
@@ -611,8 +619,8 @@ def error_context(lines: list[str], norm: Sequence[str], start: int, end: int) -
     for i in _error_hits(lines, max(0, n - ERROR_SCAN_LINES)):
         if start <= i < end:
             continue
-        s = norm[i]
-        if not is_hard_error(s) or _progressing(lines, i, n):
+        s = _GLOG_SHORT.sub("", norm[i], count=1)
+        if not is_hard_error(s) or _progressing(norm, i, n):
             continue
         out.append(s.strip()[:400])
         if i + 1 < n and not (start <= i + 1 < end):
