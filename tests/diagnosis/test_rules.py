@@ -99,6 +99,7 @@ def test_hints_render_from_the_evidence() -> None:
     text = render_hint(m.rule, m)
     assert "2.00 GiB" in text and "79.15 GiB" in text and "1.23 GiB" in text and "batch size" in text
     assert m.hint == text
+    assert len({m, m}) == 1  # matches stay hashable
     # a re.Match or a dict works too; a missing group takes the fallback, or MISSING_GROUP
     rule = m.rule
     assert render_hint(rule, rule.pattern.search(oom)) == text

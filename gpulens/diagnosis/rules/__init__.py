@@ -123,7 +123,7 @@ class RuleMatch:
     line: str  # the (normalized) line the match is on
     position: int  # offset of the match in the text it was searched in
     #: Named groups of the pattern (and context) that took part in the match.
-    groups: dict[str, str] = dataclasses.field(default_factory=dict)
+    groups: dict[str, str] = dataclasses.field(default_factory=dict, hash=False)
 
     @property
     def hint(self) -> str:
