@@ -69,9 +69,8 @@ _PREFIX_PATTERN = r"""^(?:
         [ \t]*\[(?:rank|default|local_rank)?[ \t]*\d+\][ \t]*:?[ \t]*     # [rank1]: [default0]: [1]:
       | [ \t]*(?:rank|RANK)[ \t]*\d+[ \t]*[:|][ \t]*                      # rank 1: / RANK 1 |
       | \d{1,4}:[ \t]                                                     # srun -l "0: "
-      | \[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?:?[ \t]*  # timestamps
-      | \[\d+,\d+\]<std(?:out|err)>:                                         # mpirun --tag-output
-      | :?[ \t]*[IWEF][ \t]+[\w/.-]+\.\w+:\d+\][ \t]*                      # TF: "<ts>: W op_kernel.cc:1273] "
+      | \[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?[ \t]*  # timestamps
+      | :?[ \t]*\[\d+,\d+\]<std(?:out|err)>:                                # mpirun --tag-output
       | \[[ \t]*\d+\.\d+\][ \t]                                            # dmesg [ 1234.567890]
       | [IWEF]\d{4}[ \t]\d\d:\d\d:\d\d\.\d+[ \t]+\d+[ \t]+\S+:\d+\][ \t]*  # glog: W1122 02:19:36.353 20776 api.py:1028]
       | \[[IWEF]\d{4}[ \t]\d\d:\d\d:\d\d\.\d+[ \t]+(?:\d+[ \t]+)?\S+:\d+\][ \t]*  # [E1206 18:44:12.715 ProcessGroupNCCL.cpp:607]
@@ -606,8 +605,8 @@ def _error_hits(lines: list[str], first: int) -> list[int]:
     return hits
 
 
-#: A glog/TensorFlow level-and-source prefix without a date (" W tensorflow/core/x.cc:1753] ").
-_GLOG_SHORT = re.compile(r"^\s*[IWEF]\d{0,4}\s+[\w/.-]+\.(?:cc|cpp|h|py|c):\d+\]\s*")
+#: A glog/TensorFlow source prefix without a date (" W tensorflow/core/x.cc:1753] ", or without its level).
+_GLOG_SHORT = re.compile(r"^[\s:]*(?:[IWEF]\d{0,4}\s+)?[\w/.-]+\.(?:cc|cpp|h|py|c):\d+\]\s*")
 
 
 def error_context(lines: list[str], norm: Sequence[str], start: int, end: int) -> list[str]:
