@@ -29,6 +29,7 @@ def _record(d: Any) -> dict[str, Any]:
         "inputs": list(d.inputs),
         "reason": d.reason,
         "hint": d.hint,
+        "clue": d.clue,
     }
 
 

@@ -23,6 +23,9 @@ class Diagnosis:
     reason: str | None = None  # why the answer is 'unknown', when it is
     file: str | None = None
     hint: str | None = None  # what to do about it, specific to the evidence
+    #: what the evidence lines say about whose fault it is (gpulens.diagnosis.origin.CLUES); the
+    #: origin network's ``clue`` evidence (jobs can pass it on with the job's context)
+    clue: str | None = None
 
     def __post_init__(self) -> None:
         if self.category not in CATEGORIES:

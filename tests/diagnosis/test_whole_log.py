@@ -73,6 +73,11 @@ def test_interleaved_ranks(rules: Classifier) -> None:
     view, d = _diag(rules, "semantic_error/NVIDIA-BioNeMo__bionemo-recipes__784.log")
     assert d.category == "semantic_error", d
     assert any("num_layers should be divisible" in e for e in d.evidence)
+    # Open MPI --tag-output ("2021-03-10T13:22:37.443Z: [1,0]<stderr>:") on every line, a DataLoader
+    # worker's OSError re-raised by the main process
+    _, d = _diag(rules, "incorrect_input/facebookresearch__deit__76.log")
+    assert d.category == "incorrect_input", d
+    assert any(e.startswith("OSError: Caught OSError in DataLoader worker") for e in d.evidence), d.evidence
     # glog fatal line of one thread followed by another thread's INFO lines: found, not lost
     view, _ = _diag(rules, "crash/chuanqi305__MobileNet-SSD__180.log")
     assert "\nCheck failed: a <= b" in view.focus and not view.secondary_only
@@ -89,6 +94,7 @@ def test_secondary_only_logs_abstain(rules: Classifier, file: str) -> None:
     assert (d.category, d.origin) == ("unknown", "unknown")
     assert d.reason and d.reason.startswith("only secondary messages")
     assert d.hint and ("root cause" in d.hint or "originating error" in d.hint)
+    assert d.clue == "secondary_only"
 
 
 def test_a_hard_error_elsewhere_beats_a_secondary_final_message(rules: Classifier) -> None:
@@ -127,6 +133,7 @@ def test_hint_is_specific_and_shown_by_diagnose(tmp_path: Path) -> None:
     rec = json.loads(res.output.strip().splitlines()[-1])
     assert rec["category"] == "gpu_oom"
     assert "64.00 MiB" in rec["hint"] and "batch size" in rec["hint"]
+    assert rec["clue"] == "none" and rec["origin"] == "user"
     human = CliRunner().invoke(cli, ["diagnose", str(log)])
     assert human.exit_code == 0 and "hint" in human.output
 
