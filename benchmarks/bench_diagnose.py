@@ -2,9 +2,10 @@
 
     make bench BENCH=diagnose      (or: .venv/bin/python -m benchmarks.run diagnose)
 
-Builds 500-line logs from every sample_logs/ entry (progress bars, warnings and
-INFO lines padded before the real failure), writes them to a temp dir, then times,
-in this one process pinned to one core, after the SVM is trained and held in memory:
+Builds 500-line logs from every sample_logs/ entry, generated and real (sample_logs/real/:
+logs users posted publicly), with progress bars, warnings and INFO lines padded before the
+failure, writes them to a temp dir, then times, in this one process pinned to one core,
+after the SVM is trained and held in memory:
 
 * ``classify_file`` one file at a time (reading included), rules only and rules + SVM;
 * ``classify_files`` on the whole batch (what ``gpulens diagnose logs/*.log`` does: the
@@ -13,12 +14,19 @@ in this one process pinned to one core, after the SVM is trained and held in mem
 
 Both CPU time (``time.process_time``, what the target is about: the machine is shared)
 and wall time are reported, with the load average. Target: >= 200 logs/s.
+
+Then a 1 GB log (progress lines, a traceback in the middle, a CUDA OOM at the end) is
+classified in a fresh child process, whose peak resident memory is reported next to a child
+that only imports the classifier and loads the model (target: bounded, far below the file).
+Pass ``--no-big`` to skip it.
 """
 
 from __future__ import annotations
 
 import os
 import random
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -52,10 +60,18 @@ def main(argv: list[str]) -> None:
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})  # one core
     from gpulens.diagnosis import logs
-    from gpulens.diagnosis.classifier import CORPUS_DIR, Classifier, _bound_text, load_corpus
+    from gpulens.diagnosis.classifier import (
+        CORPUS_DIR,
+        Classifier,
+        _bound_text,
+        load_corpus,
+        load_real_corpus,
+    )
 
+    big = "--no-big" not in argv
+    argv = [a for a in argv if a != "--no-big"]
     reps = int(argv[0]) if argv else 3
-    entries = load_corpus(CORPUS_DIR)
+    entries = load_corpus(CORPUS_DIR) + load_real_corpus(CORPUS_DIR)
     rnd = random.Random(0)
     with tempfile.TemporaryDirectory() as tmp:
         paths = []
@@ -113,3 +129,51 @@ def main(argv: list[str]) -> None:
         print(f"load average after: {load2:.1f}")
         best = results["rules + SVM, per file"]
         print(f"target >= 200 logs/s (rules + SVM, per file, CPU time): {'PASS' if best >= 200 else 'FAIL'}")
+        if big:
+            _big_log(Path(tmp))
+
+
+_CHILD = """
+import resource, sys, time
+from pathlib import Path
+from gpulens.diagnosis.classifier import Classifier
+clf = Classifier(cache_dir=Path(sys.argv[2]))
+assert clf.model is not None, clf.model_error
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+if sys.argv[1] != "-":
+    t = time.process_time()
+    d = clf.classify_file(sys.argv[1])
+    print(d.category, d.rule_id, round(time.process_time() - t, 3), end=" ")
+print(base, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def _big_log(tmp: Path, gib: float = 1.0) -> None:
+    """Peak RSS of a child classifying a 1 GB log vs a child that only loads the model."""
+    path = tmp / "big.log"
+    line = "Epoch 3:  41%|####      | 4100/10000 [10:00<14:00, 7.0it/s, loss=0.412, lr=3e-4, grad_norm=1.23]\n"
+    block = (line * 10_000).encode()
+    mid = (b"Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n"
+           b"    x = load()\nKeyError: 'caught and logged'\n")
+    target = int(gib * 1024**3)
+    with path.open("wb") as fh:
+        written = 0
+        while written < target:
+            fh.write(block)
+            written += len(block)
+            if abs(written - target // 2) < len(block):
+                fh.write(mid)
+        fh.write(b"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+                 b"capacity of 79.10 GiB of which 1.02 GiB is free.\n")
+    size = path.stat().st_size
+    models = tmp / "models"
+    env = dict(os.environ)
+    base = subprocess.run([sys.executable, "-c", _CHILD, "-", str(models)], capture_output=True, text=True,
+                          check=True, env=env).stdout.split()
+    got = subprocess.run([sys.executable, "-c", _CHILD, str(path), str(models)], capture_output=True, text=True,
+                         check=True, env=env).stdout.split()
+    cat, rule, cpu, _, peak = got
+    print(f"1 GB log ({size / 1024**3:.2f} GiB): {cat} ({rule}) in {cpu} s CPU; peak RSS {int(peak) / 1024:.0f} MiB "
+          f"vs {int(base[1]) / 1024:.0f} MiB for a child that only loads the model "
+          f"(+{(int(peak) - int(base[1])) / 1024:.0f} MiB)")
+    print(f"bounded memory on a 1 GB log: {'PASS' if int(peak) - int(base[1]) < 256 * 1024 else 'FAIL'}")

@@ -29,6 +29,8 @@ def _record(d: Any) -> dict[str, Any]:
         "inputs": list(d.inputs),
         "input_records": list(getattr(d, "input_records", []) or []),
         "reason": d.reason,
+        "hint": d.hint,
+        "clue": d.clue,
     }
 
 
@@ -36,7 +38,8 @@ def _record(d: Any) -> dict[str, Any]:
 @click.argument("files", nargs=-1, type=click.Path(dir_okay=True, path_type=Path))
 @click.option("--job", "job_id", default=None, help="Diagnose one job from the store (uses retries, node health, inputs).")
 @click.option("--all", "all_", is_flag=True, help="Diagnose every failed attempt in the store (fills the failures table).")
-@click.option("--evaluate", is_flag=True, help="Cross-validate the classifier on sample_logs/ and write the report.")
+@click.option("--evaluate", is_flag=True, help="Evaluate the classifier leave-project-out on the real logs of sample_logs/real/ "
+                   "(and on the generated logs) and write the report.")
 @click.option("--report", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Where --evaluate writes its Markdown report (default: print it on stdout).")
 @json_option
@@ -95,13 +98,17 @@ def _human(records: list[dict[str, Any]]) -> None:
     from rich.table import Table
 
     table = Table(show_lines=True)
-    for col in ("file", "category", "origin", "conf.", "evidence / reason"):
-        table.add_column(col, overflow="fold")
+    table.add_column("file", overflow="fold")
+    for col in ("category", "origin", "conf."):
+        table.add_column(col, no_wrap=True)
+    for col in ("evidence / reason", "hint"):
+        table.add_column(col, overflow="fold", ratio=1)
     for r in records:
         why = "\n".join(r["evidence"][:3])
         if r["reason"]:
             why = f"[i]{r['reason']}[/i]" + (f"\n{why}" if why else "")
-        table.add_row(str(r["file"]), r["category"], r["origin"], f"{r['confidence']:.2f}", why)
+        table.add_row(str(r["file"]), r["category"], r["origin"], f"{r['confidence']:.2f}", why,
+                      r["hint"] or "")
     Console().print(table)
 
 
@@ -110,24 +117,28 @@ def _evaluate(app: App, report: Path | None, as_json: bool) -> None:
     from gpulens.diagnosis.evaluate import evaluate, render_markdown, write_report
 
     with progress(app.console) as bar:
-        task = bar.add_task("cross-validating", total=5)
+        task = bar.add_task("evaluating (leave-project-out)", total=12)
         res = evaluate(progress=lambda k, n: bar.update(task, completed=k, total=n))
     if report is not None:
         write_report(report, res)
     elif not as_json:
         click.echo(render_markdown(res))
         return
+    rules, svm, comb = res.lpo
     summary = {
         "report": str(report) if report is not None else None,
-        "logs": res.n_logs,
-        "families": res.n_families,
-        "macro_f1": round(res.full.macro_f1(), 4),
-        "accuracy": round(res.full.accuracy(), 4),
-        "rules_only_macro_f1": round(res.rules_only.macro_f1(), 4),
-        "svm_only_macro_f1": round(res.svm_only.macro_f1(), 4),
-        "holdout_accuracy": round(res.holdout.accuracy(), 4) if res.holdout else None,
-        "holdout_svm_only_accuracy": round(res.holdout_svm.accuracy(), 4) if res.holdout_svm else None,
+        "real_logs": res.n_real,
+        "projects": res.n_projects,
+        "generated_logs": res.n_generated,
+        "macro_f1": round(comb.macro_f1(), 4),
+        "accuracy": round(comb.accuracy(), 4),
+        "origin_accuracy": round(comb.origin_accuracy() or 0.0, 4),
+        "rules_only_macro_f1": round(rules.macro_f1(), 4),
+        "svm_only_macro_f1": round(svm.macro_f1(), 4),
+        "holdout_split_macro_f1": round(res.holdout[2].macro_f1(), 4),
+        "holdout_split_origin_accuracy": round(res.holdout[2].origin_accuracy() or 0.0, 4),
+        "generated_macro_f1": round(res.generated[2].macro_f1(), 4),
     }
     emit(summary, as_json, lambda: click.echo(
-        f"macro-F1 {summary['macro_f1']:.3f} on held-out folds ({res.n_logs} logs, {res.n_families} families); "
-        f"report written to {report}"))
+        f"leave-project-out on {res.n_real} real logs: macro-F1 {summary['macro_f1']:.3f}, origin accuracy "
+        f"{summary['origin_accuracy']:.3f}; report written to {report}"))

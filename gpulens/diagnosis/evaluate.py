@@ -1,11 +1,21 @@
-"""Cross-validated evaluation of the log classifier on sample_logs/ (held-out folds).
+"""Honest evaluation of the log classifier (``gpulens diagnose --evaluate``).
 
-Folds are grouped by *generator family* (all variants of one failing program stay
-on the same side), so a test log never has a near-twin in the training folds. For
-each fold the SVM is retrained on the other folds only; the rules are fixed data.
-Reported: the full classifier (rules + SVM), rules alone, the SVM alone, and the
-full classifier on hand-written logs with different wording that are in no corpus
-(``tests/diagnosis/fixtures/holdout/``), trained on the whole corpus.
+The headline is **leave-project-out on real logs**: ``sample_logs/real/`` holds logs users
+posted in public issue trackers, each tagged with its project. Folds are
+``StratifiedGroupKFold`` grouped by project (every log of a project is on the same side),
+stratified by category, seed fixed. For each fold the SVM is retrained on the other folds'
+real logs plus every generated log; rules are fixed data. Reported per class and per origin:
+rules only, SVM only, and the combined classifier, with the confusion matrix.
+
+Caveat on the rules: they were written while looking at the real corpus's ``dev`` split, so on
+dev logs "rules" are in-sample. The ``holdout`` split (projects chosen by hash, never looked at
+to write rules) is therefore reported on its own too: SVM trained on dev real logs + generated
+logs, rules as shipped, tested on holdout logs only. That is the clean out-of-sample number.
+
+Generated logs (``sample_logs/*/``, produced here) are reported separately (folds grouped by
+generator family, SVM trained on the other families plus all real logs); the hand-written
+hold-out fixtures likewise. The only in-sample figure (trained and tested on the same logs) is
+labelled as such.
 """
 
 from __future__ import annotations
@@ -13,7 +23,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import date
 from pathlib import Path
 
@@ -21,169 +31,336 @@ from gpulens.diagnosis import logs
 from gpulens.diagnosis.classifier import (
     CORPUS_DIR,
     Classifier,
+    CorpusEntry,
     SvmModel,
     _bound_text,
-    family_of,
+    _finish,
+    _Pick,
     load_corpus,
+    load_real_corpus,
 )
-from gpulens.diagnosis.types import CATEGORIES
+from gpulens.diagnosis.types import CATEGORIES, DEFAULT_ORIGIN, ORIGINS, Diagnosis
 from gpulens.errors import InputError
 
-__all__ = ["EvalResult", "HOLDOUT_DIR", "evaluate", "render_markdown", "write_report"]
+__all__ = ["EvalResult", "HOLDOUT_DIR", "Run", "evaluate", "render_markdown", "write_report"]
 
 HOLDOUT_DIR = Path(__file__).resolve().parents[2] / "tests" / "diagnosis" / "fixtures" / "holdout"
+FOLDS = 5
+SEED = 0
 
 
 @dataclasses.dataclass
-class Scores:
+class Run:
+    """Predictions of one classifier variant on one set of logs."""
+
     name: str
     y_true: list[str]
     y_pred: list[str]
+    o_true: list[str] = dataclasses.field(default_factory=list)
+    o_pred: list[str] = dataclasses.field(default_factory=list)
 
     def macro_f1(self) -> float:
         from sklearn.metrics import f1_score
 
+        if not self.y_true:
+            return 0.0
         labels = sorted(set(self.y_true))
         return float(f1_score(self.y_true, self.y_pred, labels=labels, average="macro", zero_division=0))
 
     def accuracy(self) -> float:
         return sum(a == b for a, b in zip(self.y_true, self.y_pred, strict=True)) / max(1, len(self.y_true))
 
+    def origin_accuracy(self) -> float | None:
+        if not self.o_true:
+            return None
+        return sum(a == b for a, b in zip(self.o_true, self.o_pred, strict=True)) / len(self.o_true)
+
+    def abstained(self) -> int:
+        return sum(p == "unknown" for p in self.y_pred)
+
+    def subset(self, keep: Sequence[bool], name: str | None = None) -> Run:
+        pick = [i for i, k in enumerate(keep) if k]
+        return Run(name or self.name, [self.y_true[i] for i in pick], [self.y_pred[i] for i in pick],
+                   [self.o_true[i] for i in pick] if self.o_true else [],
+                   [self.o_pred[i] for i in pick] if self.o_pred else [])
+
 
 @dataclasses.dataclass
 class EvalResult:
-    n_logs: int
-    n_families: int
+    n_real: int
+    n_projects: int
+    n_generated: int
     folds: int
-    full: Scores
-    rules_only: Scores
-    svm_only: Scores
-    holdout: Scores | None
-    holdout_svm: Scores | None
-    files: list[str]
-    misses: list[tuple[str, str, str]]  # file, true, predicted (full classifier)
+    seed: int
+    lpo: list[Run]  # rules only, SVM only, combined (leave-project-out, all real logs)
+    holdout: list[Run]  # rules only, SVM only, combined (train dev + generated, test holdout)
+    generated: list[Run]  # rules only, SVM only, combined (generated logs, family folds)
+    handwritten: Run | None
+    in_sample: Run  # combined, trained on every log, tested on the real logs (in-sample)
+    real: list[CorpusEntry]
+    misses: list[tuple[str, str, str]]  # file, true, predicted (leave-project-out, combined)
 
 
 def _views(paths: list[Path]) -> list[logs.LogView]:
     return [logs.analyze(_bound_text(logs.read_log(p).text)) for p in paths]
 
 
-def evaluate(corpus_dir: str | Path | None = None, *, folds: int = 5, seed: int = 0,
+def _svm_only(view: logs.LogView, proba: dict[str, float]) -> Diagnosis:
+    """The model's top class as the answer (no rules, no threshold), origin from the evidence."""
+    cat = max(proba.items(), key=lambda kv: kv[1])[0]
+    d = Diagnosis(cat, DEFAULT_ORIGIN[cat], proba[cat], method="svm",
+                  evidence=list(view.exception_lines[-3:]))
+    return _finish(view, d, _Pick(None, [], False))
+
+
+def _rules_only(clf: Classifier, view: logs.LogView) -> Diagnosis:
+    return clf.classify_view(view)
+
+
+class _Collect:
+    def __init__(self, n: int) -> None:
+        self.cat = {k: [""] * n for k in ("rules", "svm", "combined")}
+        self.org = {k: [""] * n for k in ("rules", "svm", "combined")}
+
+    def put(self, kind: str, i: int, d: Diagnosis) -> None:
+        self.cat[kind][i] = d.category
+        self.org[kind][i] = d.origin
+
+    def runs(self, y: list[str], o: list[str], where: str) -> list[Run]:
+        names = {"rules": "rules only", "svm": "SVM only", "combined": "rules + SVM"}
+        return [Run(f"{names[k]} ({where})", y, self.cat[k], o, self.org[k]) for k in names]
+
+
+def _fit(views: list[logs.LogView], entries: list[CorpusEntry]) -> SvmModel:
+    return SvmModel().fit(views, [e.category for e in entries], groups=[e.family for e in entries])
+
+
+def _predict(model: SvmModel | None, views: list[logs.LogView], idx: Sequence[int],
+             out: _Collect, rules: Classifier) -> None:
+    sub = [views[i] for i in idx]
+    for i, v in zip(idx, sub, strict=True):
+        out.put("rules", i, _rules_only(rules, v))
+    if model is None:
+        return
+    clf = Classifier(rules=rules.rules, model=model, cache_dir=None)
+    for i, v, d, p in zip(idx, sub, clf.classify_views(sub), model.predict_proba(sub), strict=True):
+        out.put("combined", i, d)
+        out.put("svm", i, _svm_only(v, p))
+
+
+def _splits(y: list[str], groups: list[str], folds: int, seed: int) -> list[tuple[list[int], list[int]]]:
+    from sklearn.model_selection import StratifiedGroupKFold
+
+    with warnings.catch_warnings():  # a class with fewer groups than folds is expected
+        warnings.simplefilter("ignore", UserWarning)
+        cv = StratifiedGroupKFold(n_splits=folds, shuffle=True, random_state=seed)
+        return [(list(a), list(b)) for a, b in cv.split(y, y, groups)]
+
+
+def evaluate(corpus_dir: str | Path | None = None, *, folds: int = FOLDS, seed: int = SEED,
              holdout_dir: str | Path | None = None,
              progress: Callable[[int, int], None] | None = None) -> EvalResult:
-    """Cross-validate on the corpus with folds grouped by generator family."""
+    """Leave-project-out on the real corpus, the dev -> holdout split, and the generated logs."""
     from gpulens.extras import require
 
     require("sklearn")
-    from sklearn.model_selection import StratifiedGroupKFold
-
     root = Path(corpus_dir) if corpus_dir else CORPUS_DIR
-    entries = load_corpus(root)
-    if not entries:
-        raise InputError(f"No labelled corpus at {root}/index.csv.",
-                         "Run `python -m scripts.gen_sample_logs` or pass the corpus directory.")
-    views = _views([root / e.file for e in entries])
-    y = [e.category for e in entries]
-    groups = [family_of(e.file) for e in entries]
-    rules_clf = Classifier(model=None, cache_dir=None)
-    rules_pred = [rules_clf.classify_view(v).category for v in views]
-    full_pred = [""] * len(y)
-    svm_pred = [""] * len(y)
-    splitter = StratifiedGroupKFold(n_splits=folds, shuffle=True, random_state=seed)
-    with warnings.catch_warnings():  # a class with fewer families than folds is expected
-        warnings.simplefilter("ignore", UserWarning)
-        splits = list(splitter.split(views, y, groups))
-    for k, (train, test) in enumerate(splits):
-        model = SvmModel().fit([views[i] for i in train], [y[i] for i in train], groups=[groups[i] for i in train])
-        clf = Classifier(model=model, cache_dir=None)
-        probas = model.predict_proba([views[i] for i in test])
-        for i, p in zip(test, probas, strict=True):
-            full_pred[i] = clf.classify_view(views[i]).category
-            svm_pred[i] = max(p.items(), key=lambda kv: kv[1])[0]
+    real = load_real_corpus(root)
+    gen = load_corpus(root)
+    if not real:
+        raise InputError(f"No real-world corpus at {root}/real/index.csv.",
+                         "Pass the directory that holds sample_logs (with its real/ subdirectory).")
+    rv = _views([root / e.file for e in real])
+    gv = _views([root / e.file for e in gen])
+    y = [e.category for e in real]
+    o = [e.origin for e in real]
+    rules = Classifier(model=None, cache_dir=None)
+    total = folds * 2 + 2
+    step = 0
+
+    def tick() -> None:
+        nonlocal step
+        step += 1
         if progress:
-            progress(k + 1, folds)
-    holdout = holdout_svm = None
+            progress(step, total)
+
+    # 1. leave-project-out on every real log
+    lpo = _Collect(len(real))
+    for train, test in _splits(y, [e.project for e in real], folds, seed):
+        model = _fit([rv[i] for i in train] + gv, [real[i] for i in train] + gen)
+        _predict(model, rv, test, lpo, rules)
+        tick()
+    # 2. dev -> holdout (rules were written from dev logs only)
+    dev = [i for i, e in enumerate(real) if e.split != "holdout"]
+    hold = [i for i, e in enumerate(real) if e.split == "holdout"]
+    ho = _Collect(len(real))
+    model = _fit([rv[i] for i in dev] + gv, [real[i] for i in dev] + gen)
+    _predict(model, rv, hold, ho, rules)
+    tick()
+    holdout_runs = [r.subset([e.split == "holdout" for e in real]) for r in ho.runs(y, o, "holdout split")]
+    # 3. generated logs, folds grouped by generator family, SVM also trained on every real log
+    gy = [e.category for e in gen]
+    go = [e.origin for e in gen]
+    gc = _Collect(len(gen))
+    for train, test in _splits(gy, [e.family for e in gen], folds, seed) if gen else []:
+        model = _fit([gv[i] for i in train] + rv, [gen[i] for i in train] + real)
+        _predict(model, gv, test, gc, rules)
+        tick()
+    # 4. the shipped model (every log), in-sample on the real logs, and on the hand-written logs
+    full = _fit(rv + gv, real + gen)
+    clf = Classifier(rules=rules.rules, model=full, cache_dir=None)
+    ins = Run("rules + SVM, IN-SAMPLE (trained on these logs)", y, [d.category for d in clf.classify_views(rv)], o,
+              [d.origin for d in clf.classify_views(rv)])
+    hand = None
     hdir = Path(holdout_dir) if holdout_dir else HOLDOUT_DIR
     if (hdir / "labels.csv").is_file():
         with (hdir / "labels.csv").open(newline="") as fh:
             rows = list(csv.DictReader(fh))
-        model = SvmModel().fit(views, y, groups=groups)
-        clf = Classifier(model=model, cache_dir=None)
         hv = _views([hdir / r["file"] for r in rows])
-        truth = [r["category"] for r in rows]
-        holdout = Scores("holdout", truth, [d.category for d in clf.classify_views(hv)])
-        holdout_svm = Scores("holdout SVM only", truth,
-                             [max(p.items(), key=lambda kv: kv[1])[0] for p in model.predict_proba(hv)])
-    misses = [(e.file, t, p) for e, t, p in zip(entries, y, full_pred, strict=True) if t != p]
+        hand = Run("rules + SVM (hand-written logs)", [r["category"] for r in rows],
+                   [d.category for d in clf.classify_views(hv)])
+    tick()
+    runs = lpo.runs(y, o, "leave-project-out")
+    combined = runs[2]
+    misses = [(e.file, y[i], combined.y_pred[i]) for i, e in enumerate(real) if combined.y_pred[i] != y[i]]
     return EvalResult(
-        n_logs=len(entries), n_families=len(set(groups)), folds=folds,
-        full=Scores("rules + SVM", y, full_pred), rules_only=Scores("rules only", y, rules_pred),
-        svm_only=Scores("SVM only", y, svm_pred), holdout=holdout, holdout_svm=holdout_svm,
-        files=[e.file for e in entries], misses=misses,
+        n_real=len(real), n_projects=len({e.project for e in real}), n_generated=len(gen), folds=folds,
+        seed=seed, lpo=runs, holdout=holdout_runs, generated=gc.runs(gy, go, "generated logs"),
+        handwritten=hand, in_sample=ins, real=real, misses=misses,
+    )
+
+
+# --------------------------------------------------------------------------- report
+
+
+def _fmt(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3f}"
+
+
+def _table(runs: Sequence[Run]) -> list[str]:
+    out = ["| classifier | logs | macro-F1 | accuracy | origin accuracy | answered `unknown` |",
+           "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    for r in runs:
+        if not r.y_true:
+            continue
+        out.append(f"| {r.name} | {len(r.y_true)} | {r.macro_f1():.3f} | {r.accuracy():.3f} | "
+                   f"{_fmt(r.origin_accuracy())} | {r.abstained()} |")
+    return out
+
+
+def _per_class(runs: Sequence[Run]) -> list[str]:
+    from sklearn.metrics import precision_recall_fscore_support
+
+    labels = [c for c in CATEGORIES if c in set(runs[0].y_true)]
+    head = "| category | logs | " + " | ".join(f"{r.name.split(' (')[0]} P | R | F1" for r in runs) + " |"
+    out = [head, "| --- | ---: |" + " ---: | ---: | ---: |" * len(runs)]
+    stats = [precision_recall_fscore_support(r.y_true, r.y_pred, labels=labels, zero_division=0) for r in runs]
+    for k, lab in enumerate(labels):
+        cells = " | ".join(f"{p[k]:.2f} | {rc[k]:.2f} | {f[k]:.2f}" for p, rc, f, _ in stats)
+        out.append(f"| {lab} | {stats[0][3][k]} | {cells} |")
+    return out
+
+
+def _per_origin(runs: Sequence[Run]) -> list[str]:
+    labels = [o for o in ORIGINS if o in set(runs[0].o_true)]
+    out = ["| true origin | logs | " + " | ".join(r.name.split(" (")[0] for r in runs) + " |",
+           "| --- | ---: |" + " ---: |" * len(runs)]
+    for lab in labels:
+        idx = [i for i, t in enumerate(runs[0].o_true) if t == lab]
+        cells = " | ".join(f"{sum(r.o_pred[i] == lab for i in idx) / len(idx):.2f}" for r in runs)
+        out.append(f"| {lab} | {len(idx)} | {cells} |")
+    return out
+
+
+def _confusion(run: Run, labels: list[str]) -> list[str]:
+    from sklearn.metrics import confusion_matrix
+
+    cm = confusion_matrix(run.y_true, run.y_pred, labels=labels)
+    short = [lab[:8] for lab in labels]
+    out = ["| true \\ predicted | " + " | ".join(short) + " |", "| --- |" + " ---: |" * len(labels)]
+    for lab, row in zip(labels, cm, strict=True):
+        out.append(f"| {lab} | " + " | ".join(str(int(x)) if x else "." for x in row) + " |")
+    return out
+
+
+def _reading(res: EvalResult) -> str:
+    rules, _, comb = res.lpo
+    h_rules, _, h_comb = res.holdout
+    target = comb.macro_f1() >= 0.92 and (comb.origin_accuracy() or 0) >= 0.90
+    h_target = h_comb.macro_f1() >= 0.92 and (h_comb.origin_accuracy() or 0) >= 0.90
+    return (
+        f"Reading: leave-project-out, rules + SVM reach macro-F1 {comb.macro_f1():.3f} and origin accuracy "
+        f"{_fmt(comb.origin_accuracy())} ({'meets' if target else 'below'} the issue's bar of 0.92 / 0.90), "
+        f"but the rules are in-sample on the dev logs it includes. On the holdout split, out-of-sample for "
+        f"rules and SVM alike, they reach {h_comb.macro_f1():.3f} / {_fmt(h_comb.origin_accuracy())} "
+        f"({'meets' if h_target else 'below'} the bar): the figure to expect on new logs. The SVM adds "
+        f"{100 * (comb.macro_f1() - rules.macro_f1()):+.1f} points of macro-F1 over the rules alone "
+        f"leave-project-out and {100 * (h_comb.macro_f1() - h_rules.macro_f1()):+.1f} on the holdout split."
     )
 
 
 def render_markdown(res: EvalResult) -> str:
-    from sklearn.metrics import confusion_matrix, precision_recall_fscore_support
-
-    labels = [c for c in CATEGORIES if c in set(res.full.y_true)]
-    p, r, f, s = precision_recall_fscore_support(res.full.y_true, res.full.y_pred, labels=labels, zero_division=0)
+    rules, svm, comb = res.lpo
+    labels = [c for c in CATEGORIES if c in set(comb.y_true)]
+    is_hold = [e.split == "holdout" for e in res.real]
+    clear = [not e.ambiguous for e in res.real]
     out = [
-        "# Diagnosis classifier: cross-validated evaluation",
+        "# Diagnosis classifier: honest evaluation",
         "",
-        f"Generated by `gpulens diagnose --evaluate` on {date.today().isoformat()}. Corpus: `sample_logs/` "
-        f"({res.n_logs} logs, {res.n_families} generator families, {len(labels)} categories).",
+        f"Generated by `gpulens diagnose --evaluate --report docs/diagnosis-evaluation.md` on "
+        f"{date.today().isoformat()} (seed {res.seed}; the numbers are deterministic for a given corpus and code).",
         "",
-        f"Method: {res.folds}-fold `StratifiedGroupKFold` grouped by generator family, so every variant of a "
-        "failing program is held out together; the SVM is retrained on the training folds only and every number "
-        "below is computed on the held-out fold. The signature rules are fixed data written while looking at the "
-        "message formats (not fitted per fold), so 'rules only' is an optimistic in-sample figure for the rules; "
-        "the hand-written hold-out set (different wording, never in the corpus) is the honest check of both. "
-        "'SVM only' is the model alone on every held-out log, as if no rule existed: what wording no rule "
-        "covers can expect. Folds are grouped by family, so classes with few families (for instance "
-        "model_diverged, cpu_oom) are learned from two or three failing programs each; the SVM's block "
-        "weights were picked among a handful of settings on these same folds, so its score is slightly optimistic.",
+        f"Corpus: **{res.n_real} real logs** from {res.n_projects} public projects (`sample_logs/real/`, logs users "
+        f"posted in issue trackers, labelled by the root cause of the final failure) and {res.n_generated} "
+        "generated logs (`sample_logs/<category>/`, produced or written here), reported separately.",
         "",
-        "| classifier | macro-F1 | accuracy |",
-        "| --- | ---: | ---: |",
+        "## Headline: leave-project-out on the real logs",
+        "",
+        f"{res.folds}-fold `StratifiedGroupKFold` grouped by project (every log of a project is on one side), "
+        "stratified by category. In each fold the SVM is retrained on the other folds' real logs plus every "
+        "generated log. The rules are fixed data; they were written from the real corpus's `dev` split, so on "
+        "the dev logs they are in-sample (see the holdout rows and the next section for the clean number).",
+        "",
+        *_table([*res.lpo, comb.subset(is_hold, "rules + SVM, leave-project-out, holdout-split logs only"),
+                 comb.subset(clear, "rules + SVM, leave-project-out, logs not marked ambiguous")]),
+        "",
+        "## Out-of-sample for the rules too: dev -> holdout",
+        "",
+        "Rules as shipped (written from dev logs only), SVM trained on the dev real logs plus the generated logs, "
+        "tested on the holdout-split logs (projects chosen by hash, not looked at while writing rules).",
+        "",
+        *_table(res.holdout),
+        "",
+        _reading(res),
+        "",
+        "## Per class (leave-project-out)",
+        "",
+        *_per_class(res.lpo),
+        "",
+        "## Per origin (leave-project-out): share of each true origin answered correctly",
+        "",
+        *_per_origin(res.lpo),
+        "",
+        "## Confusion matrix, rules + SVM (leave-project-out; rows: true, columns: predicted)",
+        "",
+        *_confusion(comb, labels),
+        "",
+        "## Generated logs (produced here; folds grouped by generator family)",
+        "",
+        *_table(res.generated + ([res.handwritten] if res.handwritten else [])),
+        "",
+        "## In-sample (for reference only)",
+        "",
+        *_table([res.in_sample]),
+        "",
+        "## Misclassified real logs (leave-project-out, rules + SVM)",
+        "",
     ]
-    for sc in (res.full, res.rules_only, res.svm_only):
-        out.append(f"| {sc.name} (held-out folds) | {sc.macro_f1():.3f} | {sc.accuracy():.3f} |")
-    if res.holdout:
-        out.append(f"| rules + SVM on {len(res.holdout.y_true)} hand-written hold-out logs | "
-                   f"{res.holdout.macro_f1():.3f} | {res.holdout.accuracy():.3f} |")
-    if res.holdout_svm:
-        out.append(f"| SVM only on the {len(res.holdout_svm.y_true)} hand-written hold-out logs | "
-                   f"{res.holdout_svm.macro_f1():.3f} | {res.holdout_svm.accuracy():.3f} |")
-    p2, r2, f2, _ = precision_recall_fscore_support(res.svm_only.y_true, res.svm_only.y_pred, labels=labels,
-                                                     zero_division=0)
-    out += ["", "## Per-class precision and recall (held-out folds)", "",
-            "| category | logs | rules + SVM P | R | F1 | SVM only P | R | F1 |",
-            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    for k, lab in enumerate(labels):
-        out.append(f"| {lab} | {s[k]} | {p[k]:.2f} | {r[k]:.2f} | {f[k]:.2f} | {p2[k]:.2f} | {r2[k]:.2f} | {f2[k]:.2f} |")
-    cm = confusion_matrix(res.full.y_true, res.full.y_pred, labels=labels)
-    short = [lab[:8] for lab in labels]
-    out += ["", "## Confusion matrix (rows: true, columns: predicted)", "",
-            "| true \\ predicted | " + " | ".join(short) + " |", "| --- |" + " ---: |" * len(labels)]
-    for lab, row in zip(labels, cm, strict=True):
-        out.append(f"| {lab} | " + " | ".join(str(int(x)) if x else "." for x in row) + " |")
-    out += ["", "## Misclassified held-out logs", ""]
     if res.misses:
         out += ["| file | true | predicted |", "| --- | --- | --- |"]
-        out += [f"| `{f}` | {t} | {pr} |" for f, t, pr in res.misses]
+        out += [f"| `{f}` | {t} | {p} |" for f, t, p in res.misses]
     else:
         out.append("None.")
-    svm_cm = confusion_matrix(res.svm_only.y_true, res.svm_only.y_pred, labels=labels)
-    out += ["", "## Confusion matrix, SVM only (rows: true, columns: predicted)", "",
-            "| true \\ predicted | " + " | ".join(short) + " |", "| --- |" + " ---: |" * len(labels)]
-    for lab, row in zip(labels, svm_cm, strict=True):
-        out.append(f"| {lab} | " + " | ".join(str(int(x)) if x else "." for x in row) + " |")
-    if res.holdout:
-        out += ["", "## Hand-written hold-out logs", ""]
-        bad = [(t, pr) for t, pr in zip(res.holdout.y_true, res.holdout.y_pred, strict=True) if t != pr]
-        out.append(f"{len(res.holdout.y_true) - len(bad)} of {len(res.holdout.y_true)} correct."
-                   + ("" if not bad else " Misses (true -> predicted): " + ", ".join(f"{t} -> {pr}" for t, pr in bad) + "."))
     return "\n".join(out) + "\n"
 
 

@@ -29,8 +29,12 @@ __all__ = [
     "LogView",
     "analyze",
     "blamed_records",
+    "error_context",
     "extract_inputs",
     "failing_context",
+    "is_hard_error",
+    "is_secondary",
+    "is_weak",
     "fatal_region",
     "last_frames",
     "normalize_line",
@@ -69,6 +73,7 @@ _PREFIX_PATTERN = r"""^(?:
       | [ \t]*(?:rank|RANK)[ \t]*\d+[ \t]*[:|][ \t]*                      # rank 1: / RANK 1 |
       | \d{1,4}:[ \t]                                                     # srun -l "0: "
       | \[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?[ \t]*  # timestamps
+      | :?[ \t]*\[\d+,\d+\]<std(?:out|err)>:                                # mpirun --tag-output
       | \[[ \t]*\d+\.\d+\][ \t]                                            # dmesg [ 1234.567890]
       | [IWEF]\d{4}[ \t]\d\d:\d\d:\d\d\.\d+[ \t]+\d+[ \t]+\S+:\d+\][ \t]*  # glog: W1122 02:19:36.353 20776 api.py:1028]
       | \[[IWEF]\d{4}[ \t]\d\d:\d\d:\d\d\.\d+[ \t]+(?:\d+[ \t]+)?\S+:\d+\][ \t]*  # [E1206 18:44:12.715 ProcessGroupNCCL.cpp:607]
@@ -169,6 +174,17 @@ class LogView:
     frames: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)
     #: the exception lines and the traceback's code lines, innermost first (failing_context)
     failing_lines: list[str] = dataclasses.field(default_factory=list)
+    #: Hard error lines found *outside* the fatal region (normalized, in log order, each with its
+    #: continuation line): errors printed before a stack, the real error above a truncated or
+    #: secondary final traceback, exception lines that are not in any traceback.
+    context_lines: list[str] = dataclasses.field(default_factory=list)
+    #: The final traceback lost its exception line (paste cut, ranks interleaved).
+    truncated: bool = False
+    #: Every error line of the log is a secondary symptom (a peer closed the connection, a
+    #: launcher reports a child's non-zero exit, an actor died): the originating error is absent.
+    secondary_only: bool = False
+    #: The secondary lines seen (for the abstention reason).
+    secondary_lines: list[str] = dataclasses.field(default_factory=list)
 
 
 def normalize_line(line: str) -> str:
@@ -515,6 +531,176 @@ def blamed_records(context: Sequence[str]) -> list[str]:
     return list(seen)[:5]
 
 
+# --------------------------------------------------------------------------- error lines anywhere
+
+#: Lines looked at (from the end) when searching error lines outside the fatal region.
+ERROR_SCAN_LINES = 600
+#: At most this many context lines are kept (the earliest and the latest halves).
+MAX_CONTEXT = 24
+
+#: Cheap literal prefilter for lines that may state an error.
+_ERR_KEY = re.compile(
+    r"Error|error|ERROR|Exception|FATAL|Fatal|fatal|[Ff]ailed|FAILED|[Kk]illed|xhausted|EXHAUSTED"
+    r"|[Aa]ssert|[Aa]bort|Segmentation|denied|No space|CANCELLED|OOM|[Tt]imed out|[Tt]imeout|[Ii]nvalid"
+)
+#: Shapes of lines that state a failure (checked on normalized lines).
+_HARD_RE = re.compile(
+    r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Failure|Exit)(?:\([\w.]*\))?\s*(?::|$)"  # Python
+    r"|^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception)\b.*\bsee above\b"                 # TF summary
+    r"|^(?:F\d{4}\s|Check failed|\S+\s+Check failed|\*\*\* Check failure)"                  # glog fatal
+    r"|^terminate called|Segmentation fault|\bBus error|Illegal instruction|Fatal Python error"
+    r"|SIGKILL|SIGSEGV|SIGABRT|SIGBUS|Signals\.SIG|exitcode\s*:\s*-\d+|signal \d+ \(SIG"
+    r"|^(?:ERROR|FATAL|Error|error|CRITICAL)\b\s*[:|\]-]"                                   # level words
+    r"|\b(?:CUDA error|CUDA_ERROR_\w+|cudaError\w+|NCCL error|RESOURCE_EXHAUSTED|INTERNAL:|"
+    r"Resource exhausted|OOM when allocating|out of memory|No space left on device|Permission denied|"
+    r"Read-only file system|Input/output error|Stale file handle|INTERNAL ASSERT FAILED|Assertion .* failed|"
+    r"AssertionError|device-side assert|RET_CHECK failure|Killed|killed by signal|Out Of Memory|"
+    r"DUE TO TIME LIMIT|CANCELLED AT|walltime|timed out|[Tt]imeout)"
+)
+#: Secondary symptoms: true, but caused by an error that happened elsewhere (another rank,
+#: a child process, a dead actor). A log holding only these does not say why it failed.
+_SECONDARY_RE = re.compile(
+    r"ChildFailedError|CalledProcessError|ProcessExitedException|ProcessRaisedException(?!.*\w+Error:)"
+    r"|process \d+ terminated with (?:exit code|signal)|returned non-zero exit status|exitcode\s*:\s*1\b"
+    r"|exits? with return code\s*=\s*1\b|exited with (?:code|status) 1\b|non-zero exit (?:code|status)"
+    r"|EOF (?:from|on) (?:the )?(?:peer|socket)"
+    r"|RayActorError|ActorDiedError|[Tt]he actor (?:died|is dead)|[Ww]orker (?:process )?(?:has )?died|RaySystemError"
+    r"|[Tt]here are some potential root causes|[Ww]orker unexpectedly exits"
+    r"|Sending process \d+ closing signal|WorkerGroupFailure"
+    r"|error_file\s*:|Root Cause \(first observed failure\)|^Failures:|primary job\s+terminated"
+    r"|detected that one or more processes exited"
+    r"|Killing subprocess|[Ss]ubprocess .* (?:died|exited)|one or more (?:processes|ranks) (?:failed|exited)"
+    r"|Terminating process|\bfailed \(exitcode: 1\)"
+)
+_NOISE_ERR = re.compile(
+    r"Warning\b|warnings\.warn|\bwarn(?:ing)?\s*:|UserWarning|FutureWarning|DeprecationWarning|^\s*File \""
+    r"|\b0 errors?\b|errors?\s*[:=]\s*0\b|error_file: <N/A>|\bif .*error|\berror_?handl|ignore_errors"
+    r"|on_error|errors='|--\w*error|raise \w|except \w"
+)
+
+
+#: Connection-level symptoms: weak (a hard error elsewhere in the log is preferred to them), but
+#: on their own they are what a communication failure looks like, so they do not make a log
+#: secondary-only.
+_PEER_RE = re.compile(r"Connection (?:closed|reset) by (?:remote )?peer|Broken pipe|has (?:been )?shut ?down"
+                      r"|[Pp]eer .*(?:shut ?down|closed)")
+
+
+#: Literal prefilter for lines that may be hard or secondary error lines.
+_ANY_KEY = re.compile(_ERR_KEY.pattern + r"|exit|Connection|Broken pipe|actor|[Ww]orker|signal|Root Cause"
+                      r"|Failures|terminated|shut ?down|Killing|Terminating|SIG|Bus error|Illegal")
+
+
+def is_secondary(line: str) -> bool:
+    """Whether a (normalized) line is only a secondary symptom of an error elsewhere."""
+    return _SECONDARY_RE.search(line) is not None
+
+
+def is_weak(line: str) -> bool:
+    """Secondary, or a connection-level symptom (a hard error elsewhere is preferred)."""
+    return _SECONDARY_RE.search(line) is not None or _PEER_RE.search(line) is not None
+
+
+def is_hard_error(line: str) -> bool:
+    """Whether a (normalized) line states a failure (not a warning, not a code line)."""
+    s = line.strip()
+    if not s or line.startswith((" ", "\t")) or _NOISE_ERR.search(s):
+        return False
+    return _HARD_RE.search(s) is not None
+
+
+def _progressing(norm: Sequence[str], after: int, stop: int, enough: int = 3) -> bool:
+    """Whether ``norm[after + 1:stop]`` hold at least ``enough`` progress lines (the job went on);
+    traceback frames and code lines ("for batch in loader:") are not progress."""
+    count = 0
+    for i in range(after + 1, stop):
+        ln = norm[i]
+        if ln.startswith((" ", "\t")) or "Traceback" in ln:
+            continue
+        if _PROGRESS.search(ln) and not _ERR_KEY.search(ln):
+            count += 1
+            if count >= enough:
+                return True
+    return False
+
+
+#: The literals of _ERR_KEY, searched with str.find (much faster than the regex on a long block).
+_ERR_LITERALS = (
+    "Error", "error", "ERROR", "Exception", "FATAL", "Fatal", "fatal", "failed", "Failed", "FAILED",
+    "killed", "Killed", "xhausted", "EXHAUSTED", "assert", "Assert", "abort", "Abort", "Segmentation",
+    "denied", "No space", "CANCELLED", "OOM", "timed out", "Timed out", "timeout", "Timeout", "nvalid",
+)
+
+
+def _error_hits(lines: list[str], first: int) -> list[int]:
+    """Indexes (>= first) of lines holding an error keyword: each literal found with str.find on
+    the joined block, line numbers counted incrementally (linear in the block)."""
+    block = "\n".join(lines[first:])
+    starts: set[int] = set()
+    for key in _ERR_LITERALS:
+        pos = block.find(key)
+        while pos >= 0:
+            ls = block.rfind("\n", 0, pos) + 1
+            starts.add(ls)
+            nxt = block.find("\n", pos)
+            if nxt < 0:
+                break
+            pos = block.find(key, nxt + 1)
+    hits: list[int] = []
+    line = 0
+    prev = 0
+    for ls in sorted(starts):
+        line += block.count("\n", prev, ls)
+        prev = ls
+        hits.append(first + line)
+    return hits
+
+
+#: A glog/TensorFlow source prefix without a date (" W tensorflow/core/x.cc:1753] ", or without its level).
+_GLOG_SHORT = re.compile(r"^[\s:]*(?:[IWEF]\d{0,4}\s+)?[\w/.-]+\.(?:cc|cpp|h|py|c):\d+\]\s*")
+
+
+def error_context(lines: list[str], norm: Sequence[str], start: int, end: int) -> list[str]:
+    """Hard error lines outside ``[start, end)`` (the fatal region), in log order, each with its
+    continuation line; lines followed by ongoing training (progress lines) are dropped: the
+    job went on after them, they did not end it."""
+    n = len(lines)
+    out: list[str] = []
+    for i in _error_hits(lines, max(0, n - ERROR_SCAN_LINES)):
+        if start <= i < end:
+            continue
+        s = _GLOG_SHORT.sub("", norm[i], count=1)
+        if not is_hard_error(s) or _progressing(norm, i, n):
+            continue
+        out.append(s.strip()[:400])
+        if i + 1 < n and not (start <= i + 1 < end):
+            nxt = norm[i + 1].strip()
+            if nxt and _TRACEBACK not in nxt and not nxt.startswith("File ") and len(nxt) < 400:
+                out.append(nxt)
+    out = list(dict.fromkeys(out))
+    if len(out) > MAX_CONTEXT:
+        out = out[: MAX_CONTEXT // 2] + out[-MAX_CONTEXT // 2:]
+    return out
+
+
+def _secondary_only(exc_lines: list[str], infra_norm: list[str], context: list[str],
+                    region: list[str]) -> tuple[bool, list[str]]:
+    """(whether every error line is secondary, the secondary lines seen)."""
+    errors = [x for x in exc_lines + infra_norm + context if is_hard_error(x) or is_secondary(x)]
+    if not exc_lines:  # no traceback ended with an exception: look at the region's error lines too
+        errors += [x for x in region if _ANY_KEY.search(x) and (is_hard_error(x) or is_secondary(x))]
+    secondary = [x.strip() for x in errors if is_secondary(x)]
+    primary = [x for x in errors if not is_secondary(x) and not _GENERIC_EXIT.search(x)]
+    return bool(secondary) and not primary, list(dict.fromkeys(secondary))[:4]
+
+
+#: Lines that only restate that a child exited (no cause of their own).
+_GENERIC_EXIT = re.compile(
+    r"^(?:subprocess\.)?CalledProcessError|^(?:torch\.\S+\.)?ChildFailedError|^(?:\w+\.)*ProcessExitedException"
+    r"|^(?:ERROR|error)\b.*\b(?:exit(?:ed)?|return) (?:code|status)\b|exitcode\s*:\s*1\b|^\s*$"
+)
+
+
 # --------------------------------------------------------------------------- analysis
 
 
@@ -545,11 +731,28 @@ def analyze(text: str) -> LogView:
     exc_lines = _exception_lines(region_norm)
     tail_norm = norm[max(end, n - 5):n] if end < n else []
     focus = "\n".join(region_norm + infra_norm + tail_norm)
+    context = error_context(lines, norm, start, end)
     failing = failing_context(region_norm, exc_lines)
+    if not exc_lines:  # the exception line is missing from the region (cut paste): take the context's
+        failing += [x for x in context[-3:] if is_hard_error(x)]
+    truncated = has_tb and _last_traceback_truncated(region_norm)
+    sec_only, sec_lines = _secondary_only(exc_lines, infra_norm + [normalize_line(x) for x in infra],
+                                          context, region_norm[-TAIL_LINES:])
     return LogView(lines=lines, fatal=FatalRegion(start, end, lines[start:end]),
                    infra_lines=infra[-12:], exception_lines=exc_lines, focus=focus,
                    inputs=extract_inputs(failing), has_traceback=has_tb,
-                   frames=last_frames(region_norm), failing_lines=failing)
+                   frames=last_frames(region_norm), failing_lines=failing,
+                   context_lines=context, truncated=truncated, secondary_only=sec_only,
+                   secondary_lines=sec_lines)
+
+
+def _last_traceback_truncated(region: list[str]) -> bool:
+    """Whether the last traceback of the region ends without its exception line."""
+    at = next((i for i in range(len(region) - 1, -1, -1) if _TRACEBACK in region[i]), None)
+    if at is None:
+        return False
+    return not any(s and not s.startswith((" ", "\t")) and (_EXC_LINE.match(s) or ":" in s)
+                   for s in region[at + 1:])
 
 
 _FRAME_RE = re.compile(r'^\s*File "([^"]+)", line \d+, in (\S+)')

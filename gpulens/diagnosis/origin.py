@@ -21,6 +21,12 @@ node_cofailures   none, one, several (other users' jobs failing on the same
 input_cofailures  none, one, several (other jobs failing with the same input)
 fault_frame       user_code, framework (crash and cuda_error only: where the
                   failing code is; :mod:`gpulens.diagnosis.frames`)
+clue              what the log's own lines say about whose fault it is (CLUES):
+                  a label-range assert, a data path, a driver/toolkit string, a
+                  framework-internal assert, user code raising, a node resource
+                  (shm, container limit), a configuration clash (port in use,
+                  mismatched collectives), a build/architecture mismatch, only
+                  secondary messages, or nothing telling (see :func:`clue_from_lines`)
 ================  ==========================================================
 
 Structure (parents -> child)::
@@ -29,7 +35,7 @@ Structure (parents -> child)::
     origin, category   -> exit
     origin, category   -> stage
     origin             -> retry, node_health, node_cofailures, input_cofailures,
-                          fault_frame
+                          fault_frame, clue
 
 Every variable except ``origin`` may be unobserved; it is then summed out.
 The tables are learned by :func:`gpulens.diagnosis.bn_adapter.fit_bdeu` (BDeu prior,
@@ -53,7 +59,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Final
 
 import numpy as np
@@ -69,16 +77,20 @@ __all__ = [
     "EVIDENCE_VARIABLES",
     "EXIT_CLASSES",
     "FRAME_CATEGORIES",
+    "CLUES",
     "NODE_HEALTH",
     "RETRY_OUTCOMES",
     "STAGES",
     "TARGET",
     "VARIABLES",
+    "clue_from_lines",
+    "origin_from_evidence",
     "Influence",
     "OriginModel",
     "OriginResult",
     "default_model",
     "describe_evidence",
+    "evidence_model",
     "synthetic_history",
 ]
 
@@ -103,6 +115,18 @@ RETRY_OUTCOMES: Final[tuple[str, ...]] = (
 )
 NODE_HEALTH: Final[tuple[str, ...]] = ("clean", "app_xid", "xid_or_ecc")
 COUNTS: Final[tuple[str, ...]] = ("none", "one", "several")
+CLUES: Final[tuple[str, ...]] = (
+    "none",
+    "user_code",
+    "data_path",
+    "label_range",
+    "framework_internal",
+    "driver_toolkit",
+    "build_mismatch",
+    "node_resource",
+    "config_clash",
+    "secondary_only",
+)
 
 VARIABLES: Final[dict[str, tuple[str, ...]]] = {
     "origin": ORIGINS,
@@ -115,6 +139,7 @@ VARIABLES: Final[dict[str, tuple[str, ...]]] = {
     "node_cofailures": COUNTS,
     "input_cofailures": COUNTS,
     "fault_frame": FRAME_STATES,
+    "clue": CLUES,
 }
 EVIDENCE_VARIABLES: Final[tuple[str, ...]] = tuple(v for v in VARIABLES if v != TARGET)
 
@@ -130,6 +155,7 @@ EDGES: Final[tuple[tuple[str, str], ...]] = (
     ("origin", "node_cofailures"),
     ("origin", "input_cofailures"),
     ("origin", "fault_frame"),
+    ("origin", "clue"),
 )
 
 _DESCRIBE: Final[dict[str, str]] = {
@@ -142,6 +168,7 @@ _DESCRIBE: Final[dict[str, str]] = {
     "node_cofailures": "other jobs failing on the same node at the same time: {}",
     "input_cofailures": "other jobs failing with the same input: {}",
     "fault_frame": "the failing frame is in {}",
+    "clue": "the log's lines show: {}",
 }
 
 
@@ -397,7 +424,31 @@ _FAULT_FRAME: Final[dict[str, tuple[float, ...]]] = {
     "unknown": (50, 50),
 }
 #: share of rows where each context variable is unobserved (no telemetry, no placement, ...)
-_MISSING: Final = {"exit": 0.05, "stage": 0.05, "node_health": 0.25, "multi_node": 0.02, "fault_frame": 0.3}
+
+#: P(clue | origin): how often each kind of line appears in a failure of each origin. Written
+#: from the meaning of the clues (a label-range assert is a data problem, a driver string an
+#: infrastructure one, a framework INTERNAL ASSERT the framework's); most logs show no clue.
+_CLUE: Final[dict[str, dict[str, float]]] = {
+    "user": {"none": 40, "user_code": 35, "data_path": 2, "label_range": 1, "framework_internal": 1.5,
+             "driver_toolkit": 1, "build_mismatch": 10, "node_resource": 0.3, "config_clash": 8,
+             "secondary_only": 1},
+    "data": {"none": 40, "user_code": 5, "data_path": 35, "label_range": 18, "framework_internal": 0.5,
+             "driver_toolkit": 0.2, "build_mismatch": 0.2, "node_resource": 0.3, "config_clash": 0.2,
+             "secondary_only": 0.5},
+    "framework": {"none": 45, "user_code": 4, "data_path": 0.5, "label_range": 0.2, "framework_internal": 40,
+                  "driver_toolkit": 1, "build_mismatch": 2, "node_resource": 0.3, "config_clash": 0.5,
+                  "secondary_only": 1.5},
+    "infrastructure": {"none": 50, "user_code": 1, "data_path": 0.5, "label_range": 0.2,
+                       "framework_internal": 1, "driver_toolkit": 25, "build_mismatch": 1.5,
+                       "node_resource": 20, "config_clash": 0.5, "secondary_only": 3},
+    "unknown": {"none": 30, "user_code": 1, "data_path": 1, "label_range": 1, "framework_internal": 1,
+                "driver_toolkit": 1, "build_mismatch": 1, "node_resource": 1, "config_clash": 1,
+                "secondary_only": 60},
+}
+
+#: share of rows where each context variable is unobserved (no telemetry, no placement, ...)
+_MISSING: Final = {"exit": 0.05, "stage": 0.05, "node_health": 0.25, "multi_node": 0.02, "fault_frame": 0.3,
+                  "clue": 0.3}
 
 
 def _norm(weights: np.ndarray) -> np.ndarray:
@@ -459,6 +510,7 @@ def _history_cached(n: int, seed: int) -> pd.DataFrame:
             "node_cofailures": _draw(rng, per_origin(_NODE_COFAIL), COUNTS),
             "input_cofailures": _draw(rng, per_origin(_INPUT_COFAIL), COUNTS),
             "fault_frame": _draw(rng, per_origin(_FAULT_FRAME), FRAME_STATES),
+            "clue": _draw(rng, per_origin({o: tuple(_CLUE[o][c] for c in CLUES) for o in ORIGINS}), CLUES),
         },
         dtype="object",
     )
@@ -489,3 +541,122 @@ def _default_model(n: int, seed: int, ess: float) -> OriginModel:
 def default_model(*, n: int = 20_000, seed: int = 0, equivalent_sample_size: float = 10.0) -> OriginModel:
     """The network learned from :func:`synthetic_history` (cached per process)."""
     return _default_model(int(n), int(seed), float(equivalent_sample_size))
+
+
+# --------------------------------------------------------------------------
+# Evidence from the log's own lines.
+# --------------------------------------------------------------------------
+
+_CLUE_PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
+    ("label_range", re.compile(
+        r"t >= 0 && t < n_classes|cur_target >= 0 && cur_target < n_classes|Target -?\d+ is out of bounds"
+        r"|label(?:s)? (?:value )?(?:is )?(?:out of|outside)(?: the)? (?:range|bounds)|n_classes|num_classes.*labels?"
+        r"|Received a label value of -?\d+ which is outside the valid range|IndexError: Target -?\d+"
+        r"|index -?\d+ is out of bounds for dimension \d+ with size|srcIndex < srcSelectDimSize", re.IGNORECASE)),
+    ("framework_internal", re.compile(
+        r"INTERNAL ASSERT FAILED|please report a bug|This is (?:likely )?a bug|RET_CHECK failure|Check failed:"
+        r"|\*\*\* Check failure|internal compiler error|INTERNAL: .*(?:bug|unexpected)|Internal Error|"
+        r"NotImplementedError: .*(?:not implemented|supported) for|should not be reached", re.IGNORECASE)),
+    ("build_mismatch", re.compile(
+        r"no kernel image is available|not compatible with the current PyTorch installation|\bsm_\d+\b.*(?:not|support)"
+        r"|Torch not compiled with CUDA|No CUDA GPUs are available|not compiled with CUDA|compiled for CUDA \S+ but"
+        r"|does not support (?:the )?(?:GPU|compute capability)|CUBLAS_STATUS_EXECUTION_FAILED.*(?:30|RTX)"
+        r"|undefined symbol|built for CUDA|CUDA \d+ (?:runtime|libraries)"
+        r"|libcudart\.so\.[\d.]+: cannot open shared object file")),
+    ("driver_toolkit", re.compile(
+        r"driver (?:version )?(?:is )?(?:too old|insufficient)|NVIDIA driver on your system is too old"
+        r"|driver/library version mismatch|cudaErrorInsufficientDriver|CUDA driver version is insufficient"
+        r"|NVIDIA-SMI has failed|couldn't communicate with the NVIDIA driver|cuInit\(0\) failed|CUDA_ERROR_NO_DEVICE"
+        r"|nvidia-container-cli|Failed to initialize NVML|libcuda\.so|NVRM: ", re.IGNORECASE)),
+    ("node_resource", re.compile(
+        r"/dev/shm|shared memory|\bshm\b|Bus error|unable to write to file </torch_|OOMKilled"
+        r"|container.*memory limit|exceeded (?:its|the) memory limit|Evicted|The node was low on resource",
+        re.IGNORECASE)),
+    ("config_clash", re.compile(
+        r"[Aa]ddress already in use|EADDRINUSE|errno: 98|Errno 98|bind(?:ing)? to .* failed|Permission denied.*port"
+        r"|mismatch(?:ed)? (?:in )?collective|collective.* mismatch|Detected mismatch between collectives"
+        r"|different (?:number of|sequence of) collectives|[Dd]ifferent keys", re.IGNORECASE)),
+    ("data_path", re.compile(
+        r"(?:No such file or directory|does not exist|not found|cannot identify image file|corrupt|truncated)"
+        r".*\.(?:csv|tsv|jsonl?|txt|jpe?g|png|bmp|tiff?|wav|flac|mp3|mp4|npy|npz|h5|hdf5|parquet|arrow|tfrecords?)\b"
+        r"|assert os\.path\.(?:exists|isdir|isfile)|image file is truncated|cannot identify image file"
+        r"|ParserError|Error tokenizing data|UnidentifiedImageError|JSONDecodeError.*(?:line|char)", re.IGNORECASE)),
+)
+_USER_EXC: Final = re.compile(
+    r"^(?:TypeError|ValueError|AttributeError|KeyError|IndexError|NameError|UnboundLocalError|AssertionError"
+    r"|ZeroDivisionError)\b")
+_LIB_FILE: Final = re.compile(r"site-packages|dist-packages|/lib/python\d|^<frozen|^<string>|\\Lib\\")
+
+
+def clue_from_lines(lines: Sequence[str], *, frames: Sequence[tuple[str, str, str]] = (),
+                    exception_lines: Sequence[str] = (), secondary_only: bool = False) -> str:
+    """The :data:`CLUES` state the log's lines support (first matching kind wins, in the order of
+    ``_CLUE_PATTERNS``; then user code raising a plain Python error; else ``none``)."""
+    if secondary_only:
+        return "secondary_only"
+    text = "\n".join(lines)
+    for name, pattern in _CLUE_PATTERNS:
+        if pattern.search(text):
+            return name
+    last = exception_lines[-1].strip() if exception_lines else ""
+    if frames and _USER_EXC.match(last) and not _LIB_FILE.search(frames[-1][0]):
+        return "user_code"
+    return "none"
+
+
+def _cache_dir() -> Path | None:
+    try:
+        from gpulens.config import load_config
+
+        return Path(load_config().data_dir) / "models"
+    except Exception:
+        return None
+
+
+@functools.lru_cache(maxsize=1)
+def evidence_model() -> OriginModel:
+    """:func:`default_model`, kept as JSON tables under ``<data dir>/models/`` (keyed by the code
+    that defines it) so a process that only classifies logs does not import pgmpy and refit the
+    network: the first use learns and writes it, later processes read the tables."""
+    import hashlib
+    import json
+    import os
+
+    from gpulens.diagnosis import bn_adapter
+    from gpulens.diagnosis.bn_adapter import BayesNet
+
+    h = hashlib.sha256()
+    for mod_file in (__file__, bn_adapter.__file__):
+        h.update(Path(str(mod_file)).read_bytes())
+    folder = _cache_dir()
+    path = folder / f"origin-bn-{h.hexdigest()[:16]}.json" if folder is not None else None
+    if path is not None and path.is_file():
+        try:
+            return OriginModel(BayesNet.from_dict(json.loads(path.read_text(encoding="utf-8"))), source="synthetic")
+        except (OSError, ValueError, KeyError, TypeError, InputError):
+            pass  # unreadable cache: learn again
+    model = default_model()
+    if path is not None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".tmp{os.getpid()}")
+            tmp.write_text(json.dumps(model.net.to_dict()), encoding="utf-8")
+            os.replace(tmp, path)
+        except OSError:
+            pass  # read-only data dir: keep it in memory
+    return model
+
+
+@functools.lru_cache(maxsize=512)
+def _origin_cached(category: str, clue: str) -> tuple[str, float]:
+    post = evidence_model().posterior({"category": category, "clue": clue})
+    best = max(post, key=lambda o: post[o])
+    return best, float(post[best])
+
+
+def origin_from_evidence(category: str, clue: str) -> tuple[str, float]:
+    """(origin, posterior probability) from the default network given the category and the clue
+    read from the log's lines (cached per pair: a log costs a dictionary lookup)."""
+    if category == "unknown":
+        return "unknown", 1.0
+    return _origin_cached(category, clue)

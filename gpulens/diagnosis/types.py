@@ -25,6 +25,10 @@ class Diagnosis:
     file: str | None = None
     #: record positions the failing lines name ("line 52"), with ``inputs``
     input_records: list[str] = dataclasses.field(default_factory=list)
+    hint: str | None = None  # what to do about it, specific to the evidence
+    #: what the evidence lines say about whose fault it is (gpulens.diagnosis.origin.CLUES); the
+    #: origin network's ``clue`` evidence (jobs can pass it on with the job's context)
+    clue: str | None = None
 
     def __post_init__(self) -> None:
         if self.category not in CATEGORIES:
