@@ -658,6 +658,11 @@ class Classifier:
             if self.model_error:
                 why += f" (SVM unavailable: {self.model_error})"
             return _unknown(why, file, evidence_base, view.inputs)
+        if not _states_an_error(view):
+            d = _unknown("no failure signature matched and no line of the log states an error",
+                         file, evidence_base, view.inputs)
+            d.method = "svm"
+            return d
         cat, p = max(proba.items(), key=lambda kv: kv[1])
         if cat == "unknown" or p < SVM_MIN_PROBA:
             why = "no failure signature matched"
@@ -752,6 +757,14 @@ def _finish(view: logs.LogView, d: Diagnosis, pick: _Pick) -> Diagnosis:
     rule = pick.best.rule if pick.best is not None and d.rule_id == pick.best.rule.id else None
     d.hint = hint_for(d.category, d.evidence, rule=rule, match=pick.best if rule is not None else None)
     return d
+
+
+def _states_an_error(view: logs.LogView) -> bool:
+    """Whether any line the model could learn from states a failure (an exception, a hard error
+    line, a scheduler/kernel line): a log of plain progress output gives the SVM nothing to go on."""
+    if view.exception_lines or view.context_lines or view.infra_lines:
+        return True
+    return any(logs.is_hard_error(x) or logs.is_weak(x) for x in view.fatal.lines[-40:])
 
 
 def _secondary_rule(rule: Rule) -> bool:

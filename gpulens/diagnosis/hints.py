@@ -21,7 +21,11 @@ from typing import Any
 
 from gpulens.diagnosis import rules as rules_module
 
-__all__ = ["CATEGORY_HINTS", "hint_for"]
+__all__ = [
+    "CATEGORY_HINTS",
+    "hint_for",
+    "specific_hint",
+]
 
 CATEGORY_HINTS: dict[str, str] = {
     "gpu_oom": "Reduce the per-GPU memory: smaller batch or sequence length, gradient accumulation, "
@@ -214,17 +218,18 @@ def _rule_hint(rule: Any, match: Any) -> str | None:
     return str(rule.hint)
 
 
+def specific_hint(category: str, evidence: Sequence[str]) -> str | None:
+    """The hint built from the evidence lines alone (the failed allocation, the missing module,
+    the path...), or None when the evidence says nothing more than the category does."""
+    fn = _SPECIFIC.get(category)
+    return fn(evidence[0] if evidence else "", "\n".join(evidence)) if fn is not None else None
+
+
 def hint_for(category: str, evidence: Sequence[str], *, rule: Any = None, match: Any = None) -> str:
     """A one-paragraph fix hint for ``category`` given the evidence lines (first line decisive)."""
-    got = _rule_hint(rule, match)
+    got = _rule_hint(rule, match) or specific_hint(category, evidence)
     if got:
         return got
-    line = evidence[0] if evidence else ""
-    fn = _SPECIFIC.get(category)
-    if fn is not None:
-        got = fn(line, "\n".join(evidence))
-        if got:
-            return got
     shared = getattr(rules_module, "CATEGORY_HINTS", None)
     if isinstance(shared, dict) and shared.get(category):
         return str(shared[category])

@@ -15,6 +15,8 @@ import os
 import re
 from collections.abc import Sequence
 
+from gpulens.diagnosis.hints import specific_hint
+
 __all__ = ["FIX_HINTS", "HINT_RULES", "HintContext", "fix_hint", "path_in_evidence", "path_origin"]
 
 FIX_HINTS: dict[str, str] = {
@@ -184,11 +186,10 @@ def path_origin(path: str, context: HintContext) -> str | None:
 def fix_hint(category: str, evidence: Sequence[str], context: HintContext | None = None) -> str:
     """The hint for ``category`` that follows ``evidence``, plus the path and where it comes from."""
     text = "\n".join(evidence)
-    hint = FIX_HINTS.get(category, FIX_HINTS["unknown"])
-    for cat, pattern, rule_hint in HINT_RULES:
-        if cat == category and re.search(pattern, text, re.IGNORECASE):
-            hint = rule_hint
-            break
+    hint = next((h for cat, pattern, h in HINT_RULES
+                 if cat == category and re.search(pattern, text, re.IGNORECASE)), None)
+    if hint is None:  # the diagnosis' evidence-specific hint (the allocation, the module, the path...)
+        hint = specific_hint(category, list(evidence)) or FIX_HINTS.get(category, FIX_HINTS["unknown"])
     if category == "import_error":
         module = re.search(r"No module named '([\w.]+)'|import ([\w.]+): ModuleNotFoundError", text)
         if module:

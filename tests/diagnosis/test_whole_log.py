@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from gpulens.cli.main import cli
-from gpulens.diagnosis import logs
+from gpulens.diagnosis import classify_text, logs
 from gpulens.diagnosis.classifier import Classifier
 from gpulens.diagnosis.types import Diagnosis
 
@@ -151,3 +151,9 @@ def test_rule_hints_are_used_when_rules_carry_them() -> None:
     assert hint_for("gpu_hardware", ["Xid"], rule=WithHint(), match=None).startswith("drain the node")
     bare = dataclasses.replace(rule, hint="") if hasattr(rule, "hint") else rule  # a rule without a hint
     assert hint_for("gpu_hardware", ["NVRM: Xid (PCI:0000:3b:00): 79, pid=1"], rule=bare).startswith("Xid 79")
+
+
+def test_a_log_without_any_error_line_is_unknown_not_a_guess() -> None:
+    """A hung job's output (progress only, nothing failed on screen) must not get a category."""
+    d = classify_text("loading data\nwaiting for the data server...\nepoch 1 loss 0.31\n")
+    assert d.category == "unknown" and d.reason is not None and "no line" in d.reason

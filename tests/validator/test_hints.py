@@ -173,3 +173,13 @@ def test_refine_leaves_a_missing_program_to_the_classifier() -> None:
     found = refine("checkpoint_error", exc, HintContext(args=["--data", "data/x.npy"]))
     assert found is not None and (found.category, found.origin) == ("incorrect_input", "data")
     assert any("given by --data data/x.npy" in e for e in found.evidence)
+
+
+def test_without_a_validator_rule_the_diagnosis_hint_names_the_evidence() -> None:
+    """The validator reuses the diagnosis' evidence-specific hints (issue 12, item 6)."""
+    oom = ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
+           "total capacity of 15.77 GiB of which 1.19 GiB is free."]
+    hint = fix_hint("gpu_oom", oom, HintContext(args=[], inputs=[], output_dir=None, workdir="."))
+    assert "2.00 GiB" in hint and hint != FIX_HINTS["gpu_oom"]
+    missing = ["ModuleNotFoundError: No module named 'tensorboard'"]
+    assert "tensorboard" in fix_hint("import_error", missing)
