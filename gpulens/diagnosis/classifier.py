@@ -759,12 +759,21 @@ def _finish(view: logs.LogView, d: Diagnosis, pick: _Pick) -> Diagnosis:
     return d
 
 
+#: Words (any case) that some line of every failure log holds; a log with none of them (a
+#: hung job's progress output) gives the model nothing to go on.
+_FAILURE_WORD = re.compile(
+    r"(?i)error|exception|aceback|File \"[^\"]+\", line \d|\.py:\d+ in |fail|fault|fatal|abort|kill|died|dead|denied|time ?out|timed out"
+    r"|exit|signal|assert|oom|out of memory|cannot|can't|could not|unable|invalid|no such|not found"
+    r"|refused|\bnan\b|\binf\b|exhaust|cancel|preempt|evict|terminat|lost|corrupt|mismatch|missing"
+    r"|undefined|unsupported|not supported|illegal|panic|crash|core dump|warn"
+)
+
+
 def _states_an_error(view: logs.LogView) -> bool:
-    """Whether any line the model could learn from states a failure (an exception, a hard error
-    line, a scheduler/kernel line): a log of plain progress output gives the SVM nothing to go on."""
+    """Whether any line of the log holds a failure word (see :data:`_FAILURE_WORD`)."""
     if view.exception_lines or view.context_lines or view.infra_lines:
         return True
-    return any(logs.is_hard_error(x) or logs.is_weak(x) for x in view.fatal.lines[-40:])
+    return any(_FAILURE_WORD.search(x) for x in view.lines)
 
 
 def _secondary_rule(rule: Rule) -> bool:

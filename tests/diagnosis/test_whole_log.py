@@ -156,4 +156,4 @@ def test_rule_hints_are_used_when_rules_carry_them() -> None:
 def test_a_log_without_any_error_line_is_unknown_not_a_guess() -> None:
     """A hung job's output (progress only, nothing failed on screen) must not get a category."""
     d = classify_text("loading data\nwaiting for the data server...\nepoch 1 loss 0.31\n")
-    assert d.category == "unknown" and d.reason is not None and "no line" in d.reason
+    assert d.category == "unknown" and d.reason is not None and "no line" in d.reason, d
