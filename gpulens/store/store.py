@@ -7,7 +7,9 @@ Layout of a data directory::
     state.lock                   flock held by the one writer of state.duckdb
     snapshots/state-<gen>.duckdb read-only copies published after each write
     snapshots/CURRENT            the newest generation number
-    samples/kind=K/date=D/node=N/*.parquet   time series, immutable segments
+    samples/kind=K/date=D/node=N/*.parquet   time series, immutable segments (and the
+                                 compacted files that replace them, see lake.py)
+    compact.lock                 flock held by the one `gpulens store compact` run
     spool/<agent>.duckdb         each collector's private buffer (see segments.py)
     logs/                        job logs (the simulator writes failure logs here)
 
@@ -27,6 +29,7 @@ import shutil
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import date
 from pathlib import Path
 
 import duckdb
@@ -35,13 +38,21 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from gpulens.errors import InputError, StoreCorruptError, StoreError, StoreLockedError
+from gpulens.store.lake import (
+    ROOT_VARIABLE,
+    SEED_NODE,
+    LakeListing,
+    files_variable,
+    list_live,
+    seed_file,
+    set_files,
+)
 from gpulens.store.samples import SAMPLE_KINDS, VIEW_NAMES, arrow_schema
 from gpulens.store.schema import apply_migrations, missing_versions
 
 __all__ = ["Store", "quote_ident", "quote_literal"]
 
-_SEED_DATE = "1970-01-01"
-_SEED_NODE = "__seed__"
+_SEED_NODE = SEED_NODE
 _KEEP_SNAPSHOTS = 3
 _NODE = re.compile(r"^[A-Za-z0-9._:-]{1,253}$")
 
@@ -104,8 +115,8 @@ class Store:
     def _seed_samples(self) -> None:
         """An empty file per kind, so views exist (with every column) before any data."""
         for kind in SAMPLE_KINDS:
-            part = self.samples / f"kind={kind}" / f"date={_SEED_DATE}" / f"node={_SEED_NODE}"
-            seed = part / "seed.parquet"
+            seed = seed_file(self.samples, kind)
+            part = seed.parent
             schema = arrow_schema(kind, with_node=False)
             if seed.exists():
                 try:
@@ -248,15 +259,20 @@ class Store:
                 raise self._corrupt(path, exc) from None
         raise self._corrupt(self.snapshots, last or RuntimeError("no snapshot"))
 
-    def sample_glob(self, kind: str) -> str:
-        return str(self.samples / f"kind={kind}" / "*" / "*" / "*.parquet")
+    def sample_files(
+        self, kind: str, first: date | None = None, last: date | None = None
+    ) -> LakeListing:
+        """The live sample files of ``kind`` (compacted inputs left out; see lake.py)."""
+        return list_live(self.samples, kind, first, last)
 
     def connect(self) -> duckdb.DuckDBPyConnection:
         """A new read-only view of the whole store (state snapshot + Parquet samples).
 
         The connection is in-memory; state tables are views over the newest
-        snapshot, sample views re-list the Parquet files at every query. Open a
-        new one to see state written after this call.
+        snapshot. Sample views read the live files listed when the connection was
+        opened (:mod:`gpulens.store.lake`); ``lake.live_files(con, kind)`` re-lists
+        (the analyses do at every call). Open a new one to see state written after
+        this call.
         """
         con = duckdb.connect(":memory:")
         try:
@@ -271,10 +287,12 @@ class Store:
             for (name,) in tables:
                 q = quote_ident(name)
                 con.execute(f"CREATE VIEW {q} AS SELECT * FROM state.{q}")  # noqa: S608
+            con.execute(f"SET VARIABLE {ROOT_VARIABLE} = $root", {"root": str(self.samples)})
             for kind, view in VIEW_NAMES.items():
+                set_files(con, self.samples, kind, self.sample_files(kind))
                 con.execute(
                     f"CREATE VIEW {view} AS SELECT * EXCLUDE (kind) FROM read_parquet("  # noqa: S608
-                    f"{quote_literal(self.sample_glob(kind))}, hive_partitioning = true,"
+                    f"getvariable('{files_variable(kind)}'), hive_partitioning = true,"
                     " union_by_name = true,"
                     " hive_types = {'kind': VARCHAR, 'date': DATE, 'node': VARCHAR})"
                     f" WHERE node <> '{_SEED_NODE}'"
