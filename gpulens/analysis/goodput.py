@@ -11,7 +11,7 @@ from gpulens.analysis.base import attempts_sql, ensure_base
 from gpulens.analysis.early_stop import CV, _params, ensure_convergence
 from gpulens.analysis.filters import Filters, job_filter_sql
 
-__all__ = ["STAGES", "failure_cost", "goodput"]
+__all__ = ["STAGES", "failure_cost", "goodput", "waterfall_long"]
 
 #: waterfall stages, in order: allocated minus each loss equals effective
 STAGES = ("allocated", "idle", "failed_or_killed", "post_convergence", "effective")
@@ -72,7 +72,12 @@ def goodput(
     """  # noqa: S608 - fragments are module constants chosen by `by`
     for unused in ("windowed", "lo", "hi", "metric", "sign", "tol"):
         params.pop(unused)
-    wide = con.execute(sql, params).df()
+    return waterfall_long(con.execute(sql, params).df(), by)
+
+
+def waterfall_long(wide: pd.DataFrame, by: str | None) -> pd.DataFrame:
+    """One row per (key and) stage from the wide per-key sums (shared by the Spark engine)."""
+    name = _KEYS[by][1]
     id_vars = [name] if by else []
     long = wide.melt(id_vars=id_vars, value_vars=list(STAGES), var_name="stage",
                      value_name="gpu_hours")

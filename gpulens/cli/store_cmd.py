@@ -104,3 +104,17 @@ def compact_cmd(app: App, kinds: tuple[str, ...], settle: float, grace: float,
                    f"{grace:g} s grace period")
 
     emit(report.as_dict(), as_json, human)
+
+
+@store.command("export")
+@click.argument("dest", required=False, type=click.Path(file_okay=False))
+@json_option
+@pass_app
+def export_cmd(app: App, dest: str | None, as_json: bool) -> None:
+    """Write the state tables of the newest snapshot as Parquet (for Spark, Trino, ...)."""
+    from gpulens.store.export import export_state
+
+    folder = export_state(app.store(), dest)
+    tables = sorted(p.stem for p in folder.glob("*.parquet"))
+    emit({"folder": str(folder), "tables": tables}, as_json,
+         lambda: click.echo(f"exported {len(tables)} state tables to {folder}"))

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from gpulens.errors import StoreError, StoreLockedError
@@ -98,14 +99,23 @@ def _run_lock(store: Store) -> Iterator[None]:
         os.close(fd)
 
 
+def _read_all(paths: list[Path]) -> pa.Table:
+    """The rows of ``paths`` as one table, columns united by name (a file without a newer
+    column reads it as NULL). One multi-threaded scan; file by file if the types differ."""
+    try:
+        schema = pa.unify_schemas([pq.read_schema(p) for p in paths],
+                                  promote_options="permissive")
+        return ds.dataset([str(p) for p in paths], schema=schema, format="parquet").to_table()
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        tables = [pq.read_table(p, partitioning=None) for p in paths]
+        return pa.concat_tables(tables, promote_options="permissive")
+
+
 def _merge(kind: str, part: Partition) -> tuple[pa.Table, int]:
     """The live files of ``part`` as one sorted table, and their total size in bytes."""
-    tables, size = [], 0
-    for name in part.live:
-        path = part.path / name
-        size += path.stat().st_size
-        tables.append(pq.read_table(path, partitioning=None))
-    table = pa.concat_tables(tables, promote_options="permissive")
+    paths = [part.path / name for name in part.live]
+    size = sum(p.stat().st_size for p in paths)
+    table = _read_all(paths)
     keys = [("ts", "ascending")] + [(c, "ascending") for c in _SORT.get(kind, [])
                                     if c in table.column_names]
     return table.sort_by(keys), size

@@ -218,3 +218,21 @@ def test_periodic_job_runs_compact_with_known_flags() -> None:
     timer = configparser.ConfigParser(strict=False, interpolation=None)
     timer.read_string((deploy / "gpulens-compact.timer").read_text())
     assert timer["Timer"]["OnCalendar"] and timer["Install"]["WantedBy"] == "timers.target"
+
+
+def test_files_of_older_and_newer_releases_merge_by_column_name(tmp_path: Path) -> None:
+    store = Store.open(tmp_path / "d")
+    old = proc_rows("n0", 0, 10).drop_columns(["gpu_index"])  # before gpu_index existed
+    new = proc_rows("n0", 10, 10)
+    new = new.append_column("future_col", pa.array([1.5] * 10))  # added by a later release
+    store.write_samples("proc", old)
+    store.write_samples("proc", new)
+    store.write_samples("proc", proc_rows("n0", 20, 10))
+    compact(store, settle=0, grace=0, clock=lambda: NOW)
+    (part,) = partitions(store.samples, "proc")
+    merged = pq.read_table(part.path / part.live[0])
+    assert merged.num_rows == 30 and "future_col" in merged.column_names
+    got = store.connect().execute(
+        "SELECT count(*), count(gpu_index), count(DISTINCT pid) FROM gpu_process_samples"
+    ).fetchone()
+    assert got == (30, 20, 30)
