@@ -145,6 +145,17 @@ def _write_compacted(store: Store, kind: str, part: Partition, now: datetime) ->
             "bytes_out": size_out, "compacted_at": now}
 
 
+def _compact_partition(store: Store, kind: str, part: Partition, now: datetime) -> dict[str, Any]:
+    try:
+        return _write_compacted(store, kind, part, now)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        raise StoreError(
+            f"Sample files in {part.path} cannot be merged ({str(exc).splitlines()[0]}).",
+            "Move the unreadable file out of that folder and run `gpulens store compact` again;"
+            " the other partitions are done.",
+        ) from None
+
+
 def _row_from_file(kind: str, part: Partition, name: str) -> dict[str, Any]:
     """A lake_compactions row rebuilt from a committed file (a run killed before step 3)."""
     path = part.path / name
@@ -222,7 +233,7 @@ def compact(
                 for part in partitions(store.samples, kind, None, last):
                     _delete_replaced(part, grace, now_s, report)
                     if len(part.live) >= 2:
-                        row = _write_compacted(store, kind, part, now)
+                        row = _compact_partition(store, kind, part, now)
                         rows.append(row)
                         days.add(part.day.isoformat())
                         report.partitions += 1

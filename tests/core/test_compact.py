@@ -236,3 +236,24 @@ def test_files_of_older_and_newer_releases_merge_by_column_name(tmp_path: Path) 
         "SELECT count(*), count(gpu_index), count(DISTINCT pid) FROM gpu_process_samples"
     ).fetchone()
     assert got == (30, 20, 30)
+
+
+def test_unreadable_segment_is_one_clear_error_and_loses_nothing(tmp_path: Path) -> None:
+    store = Store.open(tmp_path / "d")
+    write_segments(store, nodes=1, files=3, rows=5, start=0)
+    (part,) = partitions(store.samples, "proc")
+    (part.path / "zz-torn.parquet").write_bytes(b"PAR1 not really parquet")
+    r = run("--data-dir", str(store.root), "store", "compact", "--settle", "0")
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert str(part.path) in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert sorted(p.name for p in part.path.iterdir()) == sorted([*part.live, "zz-torn.parquet"])
+
+
+def test_compact_command_reports_what_it_merged(tmp_path: Path) -> None:
+    store = Store.open(tmp_path / "d")
+    write_segments(store, nodes=2, files=3, rows=5, start=0)
+    r = run("--data-dir", str(store.root), "store", "compact", "--json")
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert (report["partitions"], report["files_in"], report["rows"]) == (2, 6, 30)
+    assert report["pending_files"] == 6 and report["days"] == ["2026-01-01"]
