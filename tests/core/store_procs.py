@@ -103,7 +103,8 @@ def compact_once(root: str) -> None:
     from gpulens.store.compact import compact
 
     print("start", flush=True)
-    compact(Store(root), settle=0, grace=0)
+    compact(Store(root), settle=0, grace=0,
+            progress=lambda what: print(f"merged {what}", flush=True))
     print("done", flush=True)
 
 

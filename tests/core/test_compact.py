@@ -183,7 +183,9 @@ def test_sigkilled_compaction_loses_and_duplicates_nothing(tmp_path: Path) -> No
     for round_ in range(6):
         proc = _py("compact_once", root)
         _wait_for_line(proc, "start")
-        time.sleep(rng.uniform(0.0, 0.6))
+        for _ in range(rng.randrange(0, 6)):  # of 12 partitions: kill part-way through
+            _wait_for_line(proc, "merged ")
+        time.sleep(rng.uniform(0.0, 0.02))
         proc.send_signal(signal.SIGKILL)
         out, _ = proc.communicate(timeout=30)
         finished += "done" in out
@@ -191,7 +193,7 @@ def test_sigkilled_compaction_loses_and_duplicates_nothing(tmp_path: Path) -> No
         compact(store, settle=0, grace=0)  # finish what the killed run left
         assert store.connect().execute(count).fetchone() == (pid, pid, 0, pid - 1), round_
         pid = write_segments(store, nodes=12, files=2, rows=20, start=pid)  # late arrivals
-    assert finished < 3, "most runs must have been killed mid-way"
+    assert finished <= 1, "the runs must have been killed mid-way"
     compact(store, settle=0, grace=0)
     compact(store, settle=0, grace=0)
     assert all(p.compacted and not p.replaced for p in partitions(store.samples, "proc"))
