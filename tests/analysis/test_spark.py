@@ -26,6 +26,7 @@ from gpulens import analysis
 from gpulens.analysis import Filters
 from gpulens.analysis.spark import SparkAnalyses, spark_session
 from gpulens.cli.main import cli
+from gpulens.errors import InputError
 from gpulens.ingest.simulate import simulate
 from gpulens.store import Store
 from gpulens.store.compact import compact
@@ -153,3 +154,13 @@ def test_store_export_writes_every_state_table(lake: Store, tmp_path: Path) -> N
     jobs = pq.read_table(tmp_path / "x" / "jobs.parquet")
     assert jobs.num_rows == lake.connect().execute("SELECT count(*) FROM jobs").fetchone()[0]  # type: ignore[index]
     shutil.rmtree(tmp_path / "x")
+
+
+def test_lake_uri_maps_the_data_directory_for_executors(lake: Store) -> None:
+    path = next(iter(lake.sample_files("gpu").paths))
+    local = SparkAnalyses(lake, spark=None)
+    assert local._uri(path) == "file://" + str(Path(path).resolve())
+    remote = SparkAnalyses(lake, spark=None, lake_uri="hdfs://nn:8020/gpulens/")
+    assert remote._uri(path) == "hdfs://nn:8020/gpulens" + path[len(str(lake.root)):]
+    with pytest.raises(InputError, match="not under the data directory"):
+        remote._uri("/elsewhere/x.parquet")
