@@ -274,7 +274,8 @@ def test_damaged_compacted_file_is_quarantined_and_its_inputs_read_again(tmp_pat
     write_segments(store, nodes=1, files=3, rows=5, start=0)
     compact(store, settle=0, grace=3600, clock=lambda: NOW)  # inputs kept (grace)
     (part,) = partitions(store.samples, "proc")
-    out = part.path / part.live[0]
+    out, inputs = part.path / part.live[0], part.replaced
+    assert len(inputs) == 3
     os.truncate(out, 100)
     lines: list[str] = []
     store.warn = lines.append
@@ -283,6 +284,7 @@ def test_damaged_compacted_file_is_quarantined_and_its_inputs_read_again(tmp_pat
     assert got == (15, 15)
     assert len(lines) == 1 and out.name in lines[0] and "its 15 rows are left out" in lines[0]
     assert (store.root / "quarantine" / out.relative_to(store.root)).exists()
+    assert tuple(Path(p).name for p in store.sample_files("proc").paths) == inputs
 
 
 def test_compact_command_reports_what_it_merged(tmp_path: Path) -> None:
