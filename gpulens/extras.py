@@ -17,6 +17,9 @@ _PROVIDERS: dict[str, tuple[str, str]] = {
     "drain3": ("drain3", "ml"),
     "streamlit": ("streamlit", "dashboard"),
     "altair": ("altair", "dashboard"),
+    "pyspark": ("pyspark", "spark"),
+    "pyspark.sql": ("pyspark", "spark"),
+    "pyspark.sql.functions": ("pyspark", "spark"),
 }
 
 

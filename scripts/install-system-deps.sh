@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Debian packages the test suite needs: Prometheus + promtool, Alertmanager,
-# node_exporter and Chromium. Installed with apt-get when run as root; otherwise
+# node_exporter, Chromium and a Java runtime (Spark). Installed with apt-get when run as root; otherwise
 # prints the command to run. Nothing is installed when everything is present.
 set -euo pipefail
 need=()
@@ -9,6 +9,7 @@ command -v promtool >/dev/null || need+=(prometheus)
 command -v prometheus-alertmanager >/dev/null || need+=(prometheus-alertmanager)
 command -v prometheus-node-exporter >/dev/null || need+=(prometheus-node-exporter)
 command -v chromium >/dev/null || need+=(chromium)
+command -v java >/dev/null || need+=(openjdk-17-jre-headless)  # the Spark engine's test (local[2])
 [ ${#need[@]} -eq 0 ] && exit 0
 mapfile -t need < <(printf '%s\n' "${need[@]}" | sort -u)
 if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then

@@ -30,17 +30,25 @@ Attempts and jobs
     or when ``gpulens diagnose`` wrote a failure for it. Every GPU-minute
     falls in exactly one waterfall stage, so early-stop savings count only
     attempts that are not lost (a lost attempt's GPU-hours are failure cost).
+
+Engines
+    The SQL expressions are shared by the DuckDB analyses and the Spark engine
+    (spark.py): their constants are written as DOUBLE casts (``60.0`` would be a
+    DECIMAL in Spark SQL, which rounds quotients to 6 places) and the one
+    function that differs in syntax, :func:`alloc_minutes_sql`, takes a
+    ``dialect``.
 """
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import numpy as np
 import pandas as pd
 
 __all__ = [
     "BASES",
+    "Dialect",
     "LOST_STATUSES",
     "MINUTES_PER_HOUR",
     "STAGE_BASIS",
@@ -83,16 +91,34 @@ STAGE_BASIS: Final[dict[str, str]] = {
 }
 
 
+#: SQL engines the expressions are written for
+Dialect = Literal["duckdb", "spark"]
+
+
+def _dbl(value: float) -> str:
+    """A DOUBLE constant in both DuckDB and Spark SQL."""
+    return f"CAST({float(value)!r} AS DOUBLE)"
+
+
+_HOUR_SQL: Final = _dbl(MINUTES_PER_HOUR)
+_PCT_SQL: Final = _dbl(100.0)
+
+
 # ------------------------------------------------------------------ GPU-minutes
-def alloc_minutes_sql(start: str, end: str) -> str:
-    """Allocated GPU-minutes of one placement from its first minute to its rounded-up end."""
+def alloc_minutes_sql(start: str, end: str, dialect: Dialect = "duckdb") -> str:
+    """Allocated GPU-minutes of one placement from its first minute to its rounded-up end
+    (clock-minute boundaries crossed, as DuckDB's ``date_diff('minute', ...)`` counts)."""
+    if dialect == "spark":
+        def epoch_minute(ts: str) -> str:
+            return f"CAST(floor(unix_micros({ts}) / 60000000) AS BIGINT)"
+        return f"({epoch_minute(end)} - {epoch_minute(start)})"
     return f"CAST(date_diff('minute', {start}, {end}) AS BIGINT)"
 
 
 def busy_minutes_sql(n: str, su: str, k: str) -> str:
     """Busy GPU-minutes of a placement-hour: the mean of its ``n`` samples (sum ``su``,
     0-100) times its ``k`` sampled minutes, / 100 (exact for one sample per minute)."""
-    return f"CASE WHEN {n} > 0 THEN {su} / {n} * {k} / 100.0 ELSE 0.0 END"
+    return f"CASE WHEN {n} > 0 THEN {su} / {n} * {k} / {_PCT_SQL} ELSE {_dbl(0)} END"
 
 
 def idle_minutes_sql(alloc: str, busy: str) -> str:
@@ -103,7 +129,7 @@ def idle_minutes_sql(alloc: str, busy: str) -> str:
 # ----------------------------------------------------------------- to GPU-hours
 def hours_sql(minutes: str) -> str:
     """GPU-hours of a GPU-minute expression (NULL counts as 0)."""
-    return f"coalesce({minutes}, 0) / {MINUTES_PER_HOUR}"
+    return f"coalesce({minutes}, 0) / {_HOUR_SQL}"
 
 
 def sum_hours_sql(minutes: str, where: str | None = None) -> str:
@@ -119,7 +145,7 @@ def saveable_minutes_sql(minutes: str, fraction_needed: str) -> str:
 
 def mean_gpus_sql(minutes: str, freq: str) -> str:
     """Mean GPUs held over a period of ``freq`` ('hour' or 'day') from its GPU-minutes."""
-    return f"{minutes} / {_MINUTES_PER_FREQ[freq]}"
+    return f"{minutes} / {_dbl(_MINUTES_PER_FREQ[freq])}"
 
 
 def gpu_hours_sql(gpus: str, hours: str) -> str:
@@ -134,7 +160,7 @@ def runtime_hours_sql(seconds: str) -> str:
 
 def util_pct_sql(busy_minutes: str, sampled_minutes: str) -> str:
     """Mean utilization (0-100) over the sampled minutes: busy / sampled * 100 (NULL if none)."""
-    return f"CASE WHEN {sampled_minutes} > 0 THEN 100.0 * {busy_minutes} / {sampled_minutes} END"
+    return f"CASE WHEN {sampled_minutes} > 0 THEN {_PCT_SQL} * {busy_minutes} / {sampled_minutes} END"
 
 
 def effective_hours_sql(allocated: str, *losses: str) -> str:

@@ -21,8 +21,9 @@ several samples in one minute, e.g. a 5 s collector, count as one minute, at
 the hour's mean). Two placements on the same GPU and minute both get that
 minute.
 
-The GPU sample files are listed once per call (``os.scandir``; the listing is
-the cache fingerprint) and read as an explicit list: only ``ts``,
+The live GPU sample files are listed once per call through the store
+(``gpulens.store.lake.live_files``, which leaves out files replaced by a
+compaction; the listing is the cache fingerprint) and read as an explicit list: only ``ts``,
 ``gpu_index``, ``util_gpu`` and the hive ``node``, only the date partitions
 between the placements' first and last minute (and the filter window), no seed
 file, and no ``union_by_name`` schema merge over every file. The results are
@@ -32,9 +33,6 @@ several analyses on one connection scans the samples once.
 
 from __future__ import annotations
 
-import hashlib
-import os
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -45,9 +43,11 @@ import duckdb
 
 from gpulens.analysis import accounting as acc
 from gpulens.analysis.filters import FAR_FUTURE, FAR_PAST, Filters
+from gpulens.store.lake import live_files
 
 __all__ = [
     "ATT",
+    "STATUS_CTES",
     "PH",
     "PL",
     "attempts_sql",
@@ -65,38 +65,13 @@ ATT = "__gl_att"  # per attempt: job_id, attempt, gpus, servers, first_minute, a
 #                   st (status), lost (accounting.lost_sql)
 _KEYS = "__gl_keys"  # cached TEMP table name -> the key it was built for
 _HOURS = "__gl_hours"
-_SEED_NODE = "__seed__"
 _PIN = ("join_order", "build_side_probe_side")
-
-
-def _sample_glob(con: duckdb.DuckDBPyConnection) -> str | None:
-    """The Parquet glob behind the gpu_samples view (None if it is not a Parquet view)."""
-    sql = con.execute(
-        "SELECT sql FROM duckdb_views() WHERE view_name = 'gpu_samples' AND NOT internal"
-    ).fetchone()
-    if not sql:
-        return None
-    text = str(sql[0])
-    start = text.find("read_parquet('")
-    if start < 0:
-        return None
-    start += len("read_parquet('")
-    end = start
-    while True:  # the literal ends at a quote that is not doubled
-        end = text.find("'", end)
-        if end < 0:
-            return None
-        if text[end + 1 : end + 2] == "'":
-            end += 2
-            continue
-        return text[start:end].replace("''", "'")
 
 
 def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-_DATE_DIR = re.compile(r"(?:^|/)date=(\d{4}-\d{2}-\d{2})/")
 _HIVE_TYPES = "{'kind': VARCHAR, 'date': DATE, 'node': VARCHAR}"
 
 
@@ -124,46 +99,16 @@ class SampleFiles:
                 or ((first is None or d >= first) and (last is None or d <= last))]
 
 
-def _walk(pattern: str) -> list[str] | None:
-    """Files matching ``ROOT/*/*/*.parquet`` by os.scandir (None: another pattern shape)."""
-    suffix = "/*/*/*.parquet"
-    root = pattern[: -len(suffix)]
-    if not pattern.endswith(suffix) or any(c in root for c in "*?[") or not os.path.isdir(root):
-        return None
-    out: list[str] = []
-    with os.scandir(root) as level1:
-        for d1 in level1:
-            if not d1.is_dir():
-                continue
-            with os.scandir(d1.path) as level2:
-                for d2 in level2:
-                    if not d2.is_dir():
-                        continue
-                    with os.scandir(d2.path) as level3:
-                        out.extend(f.path for f in level3
-                                   if f.name.endswith(".parquet") and f.is_file())
-    return out
-
-
 def sample_files(con: duckdb.DuckDBPyConnection) -> SampleFiles:
-    """List the GPU sample files once (os.scandir; DuckDB's glob() for other layouts)."""
-    pattern = _sample_glob(con)
-    if pattern is None:
+    """List the live GPU sample files once, through the store (gpulens.store.lake).
+
+    Also points the connection's gpu_samples view at the new listing. A connection
+    not opened by ``Store.connect`` has its own gpu_samples: it is read as a view.
+    """
+    listing = live_files(con, "gpu")
+    if listing is None:
         return SampleFiles("view", view=True)
-    paths = _walk(pattern)
-    if paths is None:
-        paths = [str(r[0]) for r in con.execute("SELECT file FROM glob(?)", [pattern]).fetchall()]
-    paths.sort()
-    digest = hashlib.blake2b(digest_size=16)
-    for path in paths:
-        digest.update(path.encode("utf-8", "surrogateescape") + b"\0")
-    files = []
-    for path in paths:
-        if f"/node={_SEED_NODE}/" in path.replace(os.sep, "/"):
-            continue
-        m = _DATE_DIR.search(path.replace(os.sep, "/"))
-        files.append((path, date.fromisoformat(m.group(1)) if m else None))
-    return SampleFiles(f"{len(paths)}:{digest.hexdigest()}", tuple(files))
+    return SampleFiles(listing.signature, tuple((p, d) for p, d in listing.files))
 
 
 def gpu_sample_signature(con: duckdb.DuckDBPyConnection) -> str:
@@ -346,6 +291,23 @@ def _build_ph(con: duckdb.DuckDBPyConnection, src: str, params: dict[str, Any]) 
     )
 
 
+#: CTEs ``x`` and ``s`` over a CTE ``agg`` of per-attempt sums: each attempt's status
+#: (accounting.attempt_status_sql) and failure key, for accounting.lost_sql. Shared with
+#: the Spark engine (spark.py), whose SQL reads it alike.
+STATUS_CTES = f"""x AS (
+        SELECT job_id, attempt, status, max(attempt) OVER (PARTITION BY job_id) AS last_attempt
+        FROM attempts
+    ),
+    s AS (
+        SELECT agg.*,
+               {acc.attempt_status_sql("x.status", "agg.attempt", "x.last_attempt", "j.status")} AS st,
+               fl.job_id AS failure_key
+        FROM agg JOIN x ON x.job_id = agg.job_id AND x.attempt = agg.attempt
+        LEFT JOIN jobs j ON j.job_id = agg.job_id
+        LEFT JOIN (SELECT DISTINCT job_id, attempt FROM failures) fl
+          ON fl.job_id = agg.job_id AND fl.attempt = agg.attempt
+    )"""  # noqa: S608 - no user values are formatted in
+
 _ATTEMPTS = f"""
     WITH agg AS (
         SELECT pl.job_id, pl.attempt,
@@ -361,19 +323,7 @@ _ATTEMPTS = f"""
         ) ph USING (pid)
         GROUP BY pl.job_id, pl.attempt
     ),
-    x AS (
-        SELECT job_id, attempt, status, max(attempt) OVER (PARTITION BY job_id) AS last_attempt
-        FROM attempts
-    ),
-    s AS (
-        SELECT agg.*,
-               {acc.attempt_status_sql("x.status", "agg.attempt", "x.last_attempt", "j.status")} AS st,
-               fl.job_id AS failure_key
-        FROM agg JOIN x ON x.job_id = agg.job_id AND x.attempt = agg.attempt
-        LEFT JOIN jobs j ON j.job_id = agg.job_id
-        LEFT JOIN (SELECT DISTINCT job_id, attempt FROM failures) fl
-          ON fl.job_id = agg.job_id AND fl.attempt = agg.attempt
-    )
+    {STATUS_CTES}
     SELECT * EXCLUDE (failure_key), {acc.lost_sql("st", "failure_key")} AS lost FROM s
 """  # noqa: S608 - identifiers are module constants
 

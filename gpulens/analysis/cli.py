@@ -34,6 +34,27 @@ def filter_options(func: F) -> F:
     return func
 
 
+def engine_options(func: F) -> F:
+    """--engine duckdb|spark, --master and --lake-uri (docs/spark.md)."""
+    for opt in reversed([
+        click.option("--engine", type=click.Choice(["duckdb", "spark"]), default="duckdb",
+                     show_default=True, help="Run in DuckDB here, or as Spark jobs."),
+        click.option("--master", default=None,
+                     help="Spark master URL (default: spark-submit's, else local[*])."),
+        click.option("--lake-uri", default=None,
+                     help="The data directory as Spark executors see it (hdfs://, s3a://; "
+                          "default: the local path)."),
+    ]):
+        func = opt(func)
+    return func
+
+
+def _spark(app: App, master: str | None, lake_uri: str | None) -> Any:
+    from gpulens.analysis.spark import SparkAnalyses, spark_session
+
+    return SparkAnalyses(app.store(), spark_session(master), lake_uri)
+
+
 def _filters(start: datetime | None, end: datetime | None, vcs: tuple[str, ...],
              users: tuple[str, ...]) -> Filters:
     if start and end and end <= start:
@@ -113,14 +134,20 @@ def emit(data: Any, as_json: bool, human: Callable[[], None] | None = None) -> N
 @click.option("--by", type=click.Choice(["cluster", "user", "vc", "day"]), default="cluster",
               show_default=True)
 @filter_options
+@engine_options
 @json_option
 @pass_app
 def utilization(app: App, by: str, start: datetime | None, end: datetime | None,
-                vcs: tuple[str, ...], users: tuple[str, ...], as_json: bool) -> None:
+                vcs: tuple[str, ...], users: tuple[str, ...], engine: str, master: str | None,
+                lake_uri: str | None, as_json: bool) -> None:
     """Allocated and busy GPU-hours and mean GPU utilization."""
     from gpulens.analysis.utilization import utilization as run
 
-    df = run(app.store().connect(), _filters(start, end, vcs, users), by=by)
+    f = _filters(start, end, vcs, users)
+    if engine == "spark":
+        df = _spark(app, master, lake_uri).utilization(f, by=by)
+    else:
+        df = run(app.store().connect(), f, by=by)
     emit(df, as_json, lambda: render_table(df, f"GPU utilization by {by}"))
 
 
@@ -145,19 +172,23 @@ def jobs(app: App, limit: int, start: datetime | None, end: datetime | None,
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--limit", type=int, default=15, show_default=True, help="Spread jobs shown.")
 @filter_options
+@engine_options
 @json_option
 @pass_app
 def locality(app: App, n_boot: int, seed: int, limit: int, start: datetime | None,
-             end: datetime | None, vcs: tuple[str, ...], users: tuple[str, ...],
-             as_json: bool) -> None:
+             end: datetime | None, vcs: tuple[str, ...], users: tuple[str, ...], engine: str,
+             master: str | None, lake_uri: str | None, as_json: bool) -> None:
     """Utilization by GPUs and servers spanned; busy GPU-hours lost to spreading."""
     from gpulens.analysis.locality import locality as run
     from gpulens.analysis.locality import locality_loss
 
-    con = app.store().connect()
     f = _filters(start, end, vcs, users)
-    table = run(con, f, n_boot=n_boot, seed=seed)
-    loss = locality_loss(con, f)
+    if engine == "spark":
+        sa = _spark(app, master, lake_uri)
+        table, loss = sa.locality(f, n_boot=n_boot, seed=seed), sa.locality_loss(f)
+    else:
+        con = app.store().connect()
+        table, loss = run(con, f, n_boot=n_boot, seed=seed), locality_loss(con, f)
     total = (float(loss["lost_busy_gpu_hours"].fillna(0).clip(lower=0).sum())
              if not loss.empty else 0.0)
 
@@ -242,14 +273,20 @@ def online_stop_cmd(app: App, patience: int, min_delta: float, metric: str, limi
 @analyze.command()
 @click.option("--by", type=click.Choice(["vc", "user"]), default=None)
 @filter_options
+@engine_options
 @json_option
 @pass_app
 def goodput(app: App, by: str | None, start: datetime | None, end: datetime | None,
-            vcs: tuple[str, ...], users: tuple[str, ...], as_json: bool) -> None:
+            vcs: tuple[str, ...], users: tuple[str, ...], engine: str, master: str | None,
+            lake_uri: str | None, as_json: bool) -> None:
     """The goodput waterfall: allocated -> idle -> failed/killed -> post-convergence -> effective."""
     from gpulens.analysis.goodput import goodput as run
 
-    df = run(app.store().connect(), _filters(start, end, vcs, users), by=by)  # type: ignore[arg-type]
+    f = _filters(start, end, vcs, users)
+    if engine == "spark":
+        df = _spark(app, master, lake_uri).goodput(f, by=by)
+    else:
+        df = run(app.store().connect(), f, by=by)  # type: ignore[arg-type]
 
     def human() -> None:
         c = Console()

@@ -12,7 +12,7 @@ from gpulens.analysis.base import attempts_sql, ensure_base
 from gpulens.analysis.early_stop import CV, _params, ensure_convergence
 from gpulens.analysis.filters import Filters, job_filter_sql
 
-__all__ = ["STAGES", "failure_cost", "goodput"]
+__all__ = ["STAGES", "failure_cost", "goodput", "waterfall_long", "waterfall_sql"]
 
 #: waterfall stages, in order: allocated minus each loss equals effective
 STAGES = ("allocated", "idle", "failed_or_killed", "post_convergence", "effective")
@@ -56,7 +56,17 @@ def goodput(
             LEFT JOIN {CV} cv ON cv.job_id = att.job_id
             WHERE {job_filter_sql("j")}
         ),
-        g AS (
+        {waterfall_sql(key_sel, key_grp)}
+    """  # noqa: S608 - fragments are module constants chosen by `by`
+    for unused in ("windowed", "lo", "hi", "metric", "sign", "tol"):
+        params.pop(unused)
+    return waterfall_long(con.execute(sql, params).df(), by)
+
+
+def waterfall_sql(key_sel: str, key_grp: str) -> str:
+    """The waterfall's wide sums over a CTE ``a`` of attempts (alloc_min, busy_min, lost,
+    fraction_epochs): a CTE ``g`` and the final SELECT (shared by the Spark engine)."""
+    return f"""g AS (
             SELECT {key_sel}
                    {acc.sum_hours_sql("alloc_min")} AS allocated,
                    {acc.sum_hours_sql(acc.idle_minutes_sql("alloc_min", "busy_min"))} AS idle,
@@ -68,10 +78,12 @@ def goodput(
         )
         SELECT *, {acc.effective_hours_sql("allocated", "idle", "failed_or_killed",
                                            "post_convergence")} AS effective FROM g
-    """  # noqa: S608 - fragments are module constants chosen by `by`
-    for unused in ("windowed", "lo", "hi", "metric", "sign", "tol"):
-        params.pop(unused)
-    wide = con.execute(sql, params).df()
+    """  # noqa: S608 - key_sel/key_grp are module constants chosen by `by`
+
+
+def waterfall_long(wide: pd.DataFrame, by: str | None) -> pd.DataFrame:
+    """One row per (key and) stage from the wide per-key sums (shared by the Spark engine)."""
+    name = _KEYS[by][1]
     id_vars = [name] if by else []
     long = wide.melt(id_vars=id_vars, value_vars=list(STAGES), var_name="stage",
                      value_name="gpu_hours")

@@ -10,7 +10,8 @@ from gpulens.analysis import accounting as acc
 from gpulens.analysis.filters import Filters
 from gpulens.analysis.utilization import _job_params, ensure_jobs, jobs_sql
 
-__all__ = ["bootstrap_ci", "gpus_per_server", "locality", "locality_loss", "locality_units"]
+__all__ = ["bootstrap_ci", "gpus_per_server", "locality", "locality_loss", "locality_loss_table",
+           "locality_table", "locality_units"]
 
 
 def locality_units(con: duckdb.DuckDBPyConnection, filters: Filters | None = None) -> pd.DataFrame:
@@ -55,7 +56,11 @@ def locality(
 ) -> pd.DataFrame:
     """The Philly table: per GPU count and servers spanned, job count, mean/median
     utilization of the jobs (each job weighs one) and a 95% bootstrap CI of the mean."""
-    units = locality_units(con, filters)
+    return locality_table(locality_units(con, filters), n_boot, seed)
+
+
+def locality_table(units: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """The locality table from :func:`locality_units` rows (shared by the Spark engine)."""
     cols = ["gpus", "servers", "jobs", "mean_util", "median_util", "ci_low", "ci_high"]
     if units.empty:
         return pd.DataFrame({c: pd.Series(dtype="float64") for c in cols})
@@ -100,11 +105,16 @@ def locality_loss(con: duckdb.DuckDBPyConnection, filters: Filters | None = None
     did better). Jobs of a size with no consolidated peer get NULL.
     """
     units = locality_units(con, filters)
+    return locality_loss_table(units, gpus_per_server(con) if not units.empty else 1)
+
+
+def locality_loss_table(units: pd.DataFrame, gps: int) -> pd.DataFrame:
+    """Spread jobs from :func:`locality_units` rows and the GPUs of the largest server
+    (shared by the Spark engine)."""
     cols = ["job_id", "user", "vc", "gpus", "servers", "min_servers", "allocated_gpu_hours",
             "actual_util", "consolidated_util", "lost_busy_gpu_hours"]
     if units.empty:
         return pd.DataFrame({c: pd.Series(dtype="object") for c in cols})
-    gps = gpus_per_server(con)
     units = units.assign(min_servers=-(-units["gpus"] // gps))
     base = (
         units[units["servers"] == units["min_servers"]]

@@ -8,8 +8,11 @@ warning names it and the rows it held, and the read runs again without it. In a 
 data directory the file cannot be moved: it is left out of this process's reads instead.
 
 Segment file names carry their row count (``...-r<rows>.parquet``, see
-``Store.stage_partitioned``), so the rows a damaged file held are known even when its footer
-is gone.
+``Store.stage_partitioned``; compacted files too: ``compact-<id>-r<rows>.parquet``), so the
+rows a damaged file held are known even when its footer is gone.
+
+The live-file listing (:mod:`gpulens.store.lake`) runs the cheap check on every file it
+lists, so readers and compaction never see a file that fails it.
 """
 
 from __future__ import annotations
@@ -31,11 +34,13 @@ __all__ = [
     "check_segment",
     "count_quarantined",
     "excluded",
+    "is_excluded",
     "list_quarantined",
     "quarantine",
     "rows_of",
     "quarantine_named_in_error",
     "sample_file_in_error",
+    "warner",
 ]
 
 _MAGIC = b"PAR1"
@@ -46,6 +51,8 @@ _SEGMENT = re.compile(r"^(?P<root>.+)/samples/kind=[^/]+/date=[^/]+/node=[^/]+/[
 _EXCLUDED: set[str] = set()
 #: data dirs whose segments this process reads
 _ROOTS: set[Path] = set()
+#: where warnings about a data dir's segments go (the reading Store's ``warn``)
+_WARNERS: dict[Path, Callable[[str], None]] = {}
 _DAMAGE = re.compile(r"corrupt|magic|decompress|payload|thrift|parquet|truncat|unexpected end|footer",
                      re.IGNORECASE)
 _DUCK_READ_ERRORS = frozenset({"Error", "IOException", "InvalidInputException", "InternalException",
@@ -150,6 +157,11 @@ def excluded() -> set[str]:
     return set(_EXCLUDED)
 
 
+def is_excluded(path: Path) -> bool:
+    """True when this process left ``path`` out because it could not move it."""
+    return bool(_EXCLUDED) and str(path) in _EXCLUDED
+
+
 def count_quarantined(root: Path) -> int:
     qdir = root / "quarantine"
     return len(_quarantined_files(qdir)) if qdir.is_dir() else 0
@@ -192,9 +204,17 @@ def sample_file_in_error(exc: BaseException, samples: Path) -> Path | None:
     return None
 
 
-def register_root(root: Path) -> None:
-    """Remember a data dir whose segments this process reads (for errors that name no file)."""
+def register_root(root: Path, warn: Callable[[str], None] | None = None) -> None:
+    """Remember a data dir whose segments this process reads (for errors that name no file),
+    and where warnings about its segments go."""
     _ROOTS.add(root)
+    if warn is not None:
+        _WARNERS[root] = warn
+
+
+def warner(root: Path) -> Callable[[str], None]:
+    """Where warnings about ``root``'s segments go: its registered reader's, else stderr."""
+    return _WARNERS.get(root, warn_stderr)
 
 
 def looks_like_damage(exc: BaseException) -> bool:

@@ -10,8 +10,10 @@ Layout of a data directory::
                                  verified first: integrity.py)
     state.corrupt                present after damage was found: writers refuse until
                                  `gpulens store restore`
-    samples/kind=K/date=D/node=N/*.parquet   time series, immutable segments
+    samples/kind=K/date=D/node=N/*.parquet   time series, immutable segments (and the
+                                 compacted files that replace them, see lake.py)
     quarantine/samples/...       segments found unreadable, each with a .json record (quarantine.py)
+    compact.lock                 flock held by the one `gpulens store compact` run
     spool/<agent>.duckdb         each collector's private buffer (see segments.py)
     logs/                        job logs (the simulator writes failure logs here)
 
@@ -31,6 +33,7 @@ import shutil
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import date
 from pathlib import Path
 from typing import TypeVar
 
@@ -42,6 +45,15 @@ import pyarrow.parquet as pq
 from gpulens.errors import InputError, StoreCorruptError, StoreError, StoreLockedError
 from gpulens.store import integrity
 from gpulens.store import quarantine as qr
+from gpulens.store.lake import (
+    ROOT_VARIABLE,
+    SEED_NODE,
+    LakeListing,
+    files_variable,
+    list_live,
+    seed_file,
+    set_files,
+)
 from gpulens.store.samples import SAMPLE_KINDS, VIEW_NAMES, arrow_schema
 from gpulens.store.schema import apply_migrations, missing_versions
 
@@ -49,8 +61,7 @@ __all__ = ["Store", "quote_ident", "quote_literal"]
 
 T = TypeVar("T")
 
-_SEED_DATE = "1970-01-01"
-_SEED_NODE = "__seed__"
+_SEED_NODE = SEED_NODE
 _KEEP_SNAPSHOTS = 3
 _NODE = re.compile(r"^[A-Za-z0-9._:-]{1,253}$")
 
@@ -140,8 +151,8 @@ class Store:
     def _seed_samples(self) -> None:
         """An empty file per kind, so views exist (with every column) before any data."""
         for kind in SAMPLE_KINDS:
-            part = self.samples / f"kind={kind}" / f"date={_SEED_DATE}" / f"node={_SEED_NODE}"
-            seed = part / "seed.parquet"
+            seed = seed_file(self.samples, kind)
+            part = seed.parent
             schema = arrow_schema(kind, with_node=False)
             if seed.exists():
                 try:
@@ -402,8 +413,12 @@ class Store:
             return older
         return None
 
-    def sample_glob(self, kind: str) -> str:
-        return str(self.samples / f"kind={kind}" / "*" / "*" / "*.parquet")
+    def sample_files(
+        self, kind: str, first: date | None = None, last: date | None = None
+    ) -> LakeListing:
+        """The live sample files of ``kind``: compacted inputs left out, damaged files
+        quarantined (with a warning) and left out; see lake.py."""
+        return list_live(self.samples, kind, first, last, warn=self.warn)
 
     def segment_files(self, kind: str | None = None) -> list[Path]:
         """Every segment file in the samples tree (of one kind, or all)."""
@@ -440,10 +455,13 @@ class Store:
         """A new read-only view of the whole store (state snapshot + Parquet samples).
 
         The connection is in-memory; state tables are views over the newest
-        snapshot, sample views re-list the Parquet files at every query. Open a
-        new one to see state written after this call. ``samples=False`` creates no
-        sample views (readers of state tables never touch a segment). Segments that
-        fail the magic/footer check are quarantined first (see quarantine.py).
+        snapshot. Sample views read the live files listed when the connection was
+        opened (:mod:`gpulens.store.lake`); ``lake.live_files(con, kind)`` re-lists
+        (the analyses do at every call). Open a new one to see state written after
+        this call. ``samples=False`` creates no sample views (readers of state tables
+        never touch a segment). The listing quarantines segments that fail the
+        magic/footer check; one that fails while the views are created is quarantined
+        from DuckDB's error and the files are listed again (see quarantine.py).
         """
         con = duckdb.connect(":memory:")
         try:
@@ -459,8 +477,8 @@ class Store:
                 q = quote_ident(name)
                 con.execute(f"CREATE VIEW {q} AS SELECT * FROM state.{q}")  # noqa: S608
             if samples:
-                qr.register_root(self.root)
-                self.check_segments()
+                qr.register_root(self.root, lambda line: self.warn(line))
+                con.execute(f"SET VARIABLE {ROOT_VARIABLE} = $root", {"root": str(self.samples)})
                 self.read_retrying(lambda: self._sample_views(con))
         except BaseException:
             con.close()
@@ -468,16 +486,12 @@ class Store:
         return con
 
     def _sample_views(self, con: duckdb.DuckDBPyConnection) -> None:
-        left_out = {p for p in qr.excluded() if p.startswith(str(self.samples) + os.sep)}
         for kind, view in VIEW_NAMES.items():
-            if left_out:  # read-only data dir: list the files, without the damaged ones
-                files = [str(f) for f in self.segment_files(kind) if str(f) not in left_out]
-                source = "[" + ", ".join(quote_literal(f) for f in files) + "]"
-            else:
-                source = quote_literal(self.sample_glob(kind))
+            set_files(con, self.samples, kind, self.sample_files(kind))
             con.execute(
                 f"CREATE OR REPLACE VIEW {view} AS SELECT * EXCLUDE (kind) FROM read_parquet("  # noqa: S608
-                f"{source}, hive_partitioning = true, union_by_name = true,"
+                f"getvariable('{files_variable(kind)}'), hive_partitioning = true,"
+                " union_by_name = true,"
                 " hive_types = {'kind': VARCHAR, 'date': DATE, 'node': VARCHAR})"
                 f" WHERE node <> '{_SEED_NODE}'"
             )

@@ -133,6 +133,62 @@ def chaos_reader(root: str, stop_file: str) -> None:
     print(f"queries={queries} errors={errors} duplicates={duplicates}", flush=True)
 
 
+def segments(root: str, nodes: int, files: int, rows: int, start: int) -> None:
+    """Write ``files`` proc segments per node into 2026-01-01 (a closed day); pid = row number."""
+    from tests.core.lake_builders import write_segments
+
+    write_segments(Store(root), nodes=nodes, files=files, rows=rows, start=start)
+
+
+def compactor(root: str, grace: str, stop_file: str) -> None:
+    """Compact closed days again and again until ``stop_file`` exists."""
+    from gpulens.store.compact import compact
+
+    store = Store(root)
+    runs = 0
+    print("compacting", flush=True)
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and not os.path.exists(stop_file):
+        report = compact(store, settle=0, grace=float(grace))
+        runs += 1
+        print(f"run {runs} partitions={report.partitions} deleted={report.deleted_files}",
+              flush=True)
+    print(f"runs={runs}", flush=True)
+
+
+def compact_once(root: str) -> None:
+    from gpulens.store.compact import compact
+
+    print("start", flush=True)
+    compact(Store(root), settle=0, grace=0,
+            progress=lambda what: print(f"merged {what}", flush=True))
+    print("done", flush=True)
+
+
+def proc_reader(root: str, stop_file: str) -> None:
+    """Count proc rows until ``stop_file`` exists: never an error, a duplicate or a drop."""
+    store = Store(root)
+    deadline = time.monotonic() + 600
+    queries = errors = regressions = dups = 0
+    last = 0
+    print("reading", flush=True)
+    while time.monotonic() < deadline and not os.path.exists(stop_file):
+        try:
+            con = store.connect()
+            n, distinct = con.execute(
+                "SELECT count(*), count(DISTINCT pid) FROM gpu_process_samples").fetchone()  # type: ignore[misc]
+            con.close()
+            dups += n != distinct
+            regressions += n < last
+            last = n
+            queries += 1
+        except Exception as exc:
+            errors += 1
+            print(f"error {type(exc).__name__}: {exc}", flush=True)
+    print(f"queries={queries} errors={errors} regressions={regressions} dups={dups} rows={last}",
+          flush=True)
+
+
 if __name__ == "__main__":
     what = sys.argv[1]
     if what == "chaos_state_writer":
@@ -145,3 +201,11 @@ if __name__ == "__main__":
         reader(sys.argv[2], sys.argv[3])
     elif what == "spool_writer":
         spool_writer(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
+    elif what == "segments":
+        segments(sys.argv[2], *(int(a) for a in sys.argv[3:7]))
+    elif what == "compactor":
+        compactor(sys.argv[2], sys.argv[3], sys.argv[4])
+    elif what == "compact_once":
+        compact_once(sys.argv[2])
+    elif what == "proc_reader":
+        proc_reader(sys.argv[2], sys.argv[3])

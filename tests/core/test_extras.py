@@ -37,6 +37,7 @@ def _without(module: str, *argv: str, data: Path) -> subprocess.CompletedProcess
         ("streamlit", ["dashboard", "--port", "0"], "dashboard"),
         ("sklearn", ["nodes", "anomalies"], "ml"),
         ("pynvml", ["collect", "--once", "--backend", "nvml", "--no-store"], "gpu"),
+        ("pyspark", ["analyze", "utilization", "--engine", "spark"], "spark"),
     ],
 )
 def test_missing_extra_is_one_clear_line(tmp_path: Path, module: str, argv: list[str],

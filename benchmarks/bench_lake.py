@@ -1,0 +1,257 @@
+"""Benchmark of the lake at cluster shape (issue 16): many small segments vs compacted.
+
+One simulated cluster (``gpulens simulate``: nodes of 8 GPUs, one GPU sample per minute)
+is laid out three ways, side by side in one run:
+
+* ``node-day``: one file per kind, node and day (what the simulator writes): the reference;
+* ``segments``: the same GPU rows as an agent writes them, one file per node and
+  ``--roll`` seconds (default 300 s: 288 files per node-day), generated directly;
+* ``compacted``: ``segments`` after ``gpulens store compact`` (timed too).
+
+For each layout, on a fresh connection: ``Store.connect()``, the main analyses
+(``utilization``, ``locality``, ``goodput``, ``job_utilization``) and the dashboard's
+heaviest page (the cold Overview: utilization, jobs, hourly time series, goodput and
+utilization by vc, on a fresh connection), and a query through the ``gpu_samples`` view
+(per-node mean utilization, the issue's probe). Results are asserted equal across layouts.
+Then the granularity probe: the same view-style query on one file per kind and day across
+nodes (node as a column) vs one file per node-day, for all nodes and for one node.
+
+    python -m benchmarks.run lake                       # 32 nodes x 2 days (default)
+    python -m benchmarks.run lake --nodes=500 --days=3  # the full 500-node shape (slow here)
+
+Only GPU samples are laid out as segments (the analyses and the Overview read only those);
+the sample rate is one per minute per GPU (an agent's default is one per 5 s): file counts
+have the real shape, rows per file are 12x fewer. Stores live under $GPULENS_BENCH_DIR
+(default /tmp/gpulens-bench/lake-<nodes>x<days>) and are rebuilt each run.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+__all__ = ["main"]
+
+BENCH_DIR = Path(os.environ.get("GPULENS_BENCH_DIR", "/tmp/gpulens-bench"))
+TARGET = 2.0
+NOISE_S = 0.05  # steps faster than this on node-day are timer noise on a shared machine
+START = datetime(2026, 1, 1)
+
+
+def _arg(argv: list[str], name: str, default: float) -> float:
+    for a in argv:
+        if a.startswith(f"--{name}="):
+            return float(a.split("=", 1)[1])
+    return default
+
+
+def _files(root: Path, kind: str = "gpu") -> int:
+    return sum(1 for _ in (root / "samples" / f"kind={kind}").glob("date=2*/node=*/*.parquet"))
+
+
+def _cut(part: Path, out: Path, roll_s: int) -> int:
+    table = pq.read_table(part, partitioning=None).sort_by("ts")
+    slot = pc.divide(pc.cast(table["ts"], pa.int64()), roll_s * 1_000_000).to_numpy()
+    out.mkdir(parents=True, exist_ok=True)
+    bounds = [*(np.flatnonzero(np.diff(slot)) + 1).tolist(), len(slot)]
+    lo = 0
+    for hi in bounds:
+        pq.write_table(table.slice(lo, hi - lo), out / f"seg-{lo:08d}.parquet",
+                       compression="zstd", compression_level=3)
+        lo = hi
+    return len(bounds)
+
+
+def _segment(src: Path, dst: Path, roll_s: int) -> int:
+    """Copy the store at ``src`` to ``dst`` with its GPU samples cut into ``roll_s`` segments."""
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("kind=gpu"))
+    parts = sorted((src / "samples" / "kind=gpu").glob("date=2*/node=*"))
+
+    def cut(part: Path) -> int:
+        return _cut(part, dst / "samples" / "kind=gpu" / part.parent.name / part.name, roll_s)
+
+    with ThreadPoolExecutor(2) as pool:  # pyarrow writes without the GIL
+        n = sum(pool.map(cut, parts))
+    seed = src / "samples" / "kind=gpu" / "date=1970-01-01"
+    shutil.copytree(seed, dst / "samples" / "kind=gpu" / seed.name)
+    return n
+
+
+def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    t0 = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t0, out
+
+
+def _measure_once(root: Path) -> tuple[dict[str, float], dict[str, pd.DataFrame]]:
+    from gpulens import analysis
+    from gpulens.store import Store
+
+    store = Store(root)
+    t: dict[str, float] = {}
+    res: dict[str, pd.DataFrame] = {}
+    t["connect"], con = _timed(store.connect)
+    t["utilization (first: the sample scan)"], res["utilization"] = _timed(
+        lambda: analysis.utilization(con))
+    t["locality"], res["locality"] = _timed(lambda: analysis.locality(con, n_boot=0))
+    t["goodput"], res["goodput"] = _timed(lambda: analysis.goodput(con))
+    con.close()
+
+    def overview() -> pd.DataFrame:
+        c = store.connect()
+        analysis.utilization(c, by="cluster")
+        analysis.job_utilization(c)
+        analysis.utilization_timeseries(c, freq="hour")
+        analysis.goodput(c)
+        out = analysis.utilization(c, by="vc")
+        c.close()
+        return out
+
+    t["dashboard Overview, cold (incl. connect)"], res["overview"] = _timed(overview)
+
+    def per_node() -> pd.DataFrame:
+        c = store.connect()
+        out = c.execute("SELECT node, avg(util_gpu) AS u, count(*) AS n FROM gpu_samples"
+                        " GROUP BY node ORDER BY node").df()
+        c.close()
+        return out
+
+    t["per-node mean via gpu_samples view (incl. connect)"], res["per_node"] = _timed(per_node)
+    return t, res
+
+
+def _measure_pair(a: Path, b: Path, repeat: int) -> tuple[dict[str, float], dict[str, float],
+                                                          dict[str, pd.DataFrame],
+                                                          dict[str, pd.DataFrame]]:
+    """Best of ``repeat`` runs of every step on ``a`` and ``b``, alternating (same load)."""
+    ta, ra = _measure_once(a)
+    tb, rb = _measure_once(b)
+    for _ in range(repeat - 1):
+        ta = {k: min(v, t) for (k, v), t in zip(ta.items(), _measure_once(a)[0].values(),
+                                                 strict=True)}
+        tb = {k: min(v, t) for (k, v), t in zip(tb.items(), _measure_once(b)[0].values(),
+                                                 strict=True)}
+    return ta, tb, ra, rb
+
+
+def _same(a: dict[str, pd.DataFrame], b: dict[str, pd.DataFrame]) -> None:
+    for name, df in a.items():
+        pd.testing.assert_frame_equal(df.reset_index(drop=True), b[name].reset_index(drop=True),
+                                      check_exact=False, rtol=1e-9)
+
+
+def _best(con: Any, sql: str, repeat: int = 3) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        con.execute(sql).fetchall()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def _granularity(node_day: Path, work: Path) -> list[tuple[str, float, float, float, int]]:
+    """Per-node mean over (a) one file per node-day, (b) one file per day across nodes."""
+    import duckdb
+
+    days = sorted((node_day / "samples" / "kind=gpu").glob("date=2*"))
+    per_day = work / "per-day"
+    shutil.rmtree(per_day, ignore_errors=True)
+    for d in days:
+        (per_day / d.name).mkdir(parents=True)
+        tables = []
+        for part in sorted(d.glob("node=*")):
+            t = pq.read_table(part, partitioning=None)
+            tables.append(t.append_column("node", pa.array([part.name[5:]] * t.num_rows)))
+        table = pa.concat_tables(tables).sort_by([("ts", "ascending"), ("node", "ascending")])
+        pq.write_table(table, per_day / d.name / "all.parquet", compression="zstd",
+                       row_group_size=1_048_576)
+    node = sorted((days[0]).glob("node=*"))[0].name[5:]
+    out = []
+    layouts = [("one file per node-day", str(node_day / "samples/kind=gpu/date=2*/node=*/*.parquet"),
+                len(days) * len(list(days[0].glob("node=*")))),
+               ("one file per day, all nodes", str(per_day / "*/*.parquet"), len(days))]
+    for name, glob, nfiles in layouts:
+        con = duckdb.connect()
+        q_all = (f"SELECT node, avg(util_gpu) FROM read_parquet('{glob}', hive_partitioning=true)"  # noqa: S608
+                 " GROUP BY node")
+        q_one = (f"SELECT avg(util_gpu) FROM read_parquet('{glob}', hive_partitioning=true)"  # noqa: S608
+                 f" WHERE node = '{node}'")
+        t_all = _best(con, q_all)
+        t_one = _best(con, q_one)
+        size = sum(os.path.getsize(p) for p in Path("/").glob(glob.lstrip("/")))
+        out.append((name, t_all, t_one, size / 2**20, nfiles))
+        con.close()
+    return out
+
+
+def main(argv: list[str]) -> None:
+    from gpulens.ingest.simulate import simulate
+    from gpulens.store import Store
+    from gpulens.store.compact import compact
+
+    nodes, days = int(_arg(argv, "nodes", 32)), _arg(argv, "days", 2)
+    roll = int(_arg(argv, "roll", 300))
+    work = BENCH_DIR / f"lake-{nodes}x{days:g}"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    print(f"  machine: {os.cpu_count()} cores; load average {os.getloadavg()}; "
+          f"{datetime.now():%Y-%m-%d %H:%M} local", flush=True)
+    ref = work / "node-day"
+    t_sim, _ = _timed(lambda: simulate(Store.open(ref), gpus=8 * nodes, days=days, seed=0,
+                                        start=START))
+    n_nodes = len({p.name for p in (ref / "samples/kind=gpu").glob("date=2*/node=*")})
+    seg = work / "segments"
+    t_seg, n_seg = _timed(lambda: _segment(ref, seg, roll))
+    rows = Store(ref).connect().execute("SELECT count(*) FROM gpu_samples").fetchone()[0]  # type: ignore[index]
+    print(f"  {n_nodes} nodes x 8 GPUs x {days:g} days, {rows:,} GPU samples; simulated in "
+          f"{t_sim:.0f} s, cut into {n_seg:,} segments ({roll} s roll) in {t_seg:.0f} s", flush=True)
+
+    results: dict[str, dict[str, float]] = {}
+    frames: dict[str, dict[str, pd.DataFrame]] = {}
+    counts = {"node-day": _files(ref), "segments": _files(seg)}
+    results["segments"], frames["segments"] = _measure_once(seg)
+    print(f"  measured segments ({counts['segments']:,} GPU files)", flush=True)
+    t_compact, report = _timed(lambda: compact(Store(seg), kinds=["gpu"], settle=0, grace=0))
+    compact(Store(seg), kinds=["gpu"], settle=0, grace=0)  # deletes the replaced segments
+    counts["compacted"] = _files(seg)
+    (results["node-day"], results["compacted"], frames["node-day"],
+     frames["compacted"]) = _measure_pair(ref, seg, 3)
+    _same(frames["node-day"], frames["segments"])
+    _same(frames["node-day"], frames["compacted"])
+    print(f"  compaction: {report.files_in:,} files ({report.bytes_in / 2**20:.1f} MiB) -> "
+          f"{report.partitions:,} files ({report.bytes_out / 2**20:.1f} MiB) in {t_compact:.1f} s")
+    print("  same results on all three layouts (rtol 1e-9)")
+    print()
+    print("| step (node-day and compacted: best of 3, alternating; segments: 1 run) | node-day"
+          " | segments (before) | compacted (after) | after / node-day |")
+    print("|---|---|---|---|---|")
+    print(f"| GPU sample files | {counts['node-day']:,} | {counts['segments']:,} | "
+          f"{counts['compacted']:,} | |")
+    worst = 0.0
+    for step in results["node-day"]:
+        a, b, c = (results[k][step] for k in ("node-day", "segments", "compacted"))
+        ratio = c / a if a > 0 else float("nan")
+        if a >= NOISE_S:
+            worst = max(worst, ratio)
+        print(f"| {step} | {a:.2f} s | {b:.2f} s | {c:.2f} s | {ratio:.2f}x |")
+    print(f"\n  worst after/node-day ratio (steps of >= {NOISE_S:g} s on node-day): {worst:.2f}x;"
+          f" target <= {TARGET:g}x: "
+          f"{'met' if worst <= TARGET else 'NOT met'}")
+    print(f"  load average after: {os.getloadavg()}")
+    print("\n  granularity probe (DuckDB read_parquet, best of 3):")
+    print("| layout | files | MiB | per-node mean, all nodes | mean of one node |")
+    print("|---|---|---|---|---|")
+    for name, t_all, t_one, mib, nfiles in _granularity(ref, work):
+        print(f"| {name} | {nfiles:,} | {mib:.1f} | {t_all:.3f} s | {t_one:.3f} s |")

@@ -1,0 +1,291 @@
+"""Compaction: merge the small segments of each closed day into one sorted file per partition.
+
+An agent rolls a Parquet segment per sample kind every ``segment_seconds`` (288 a day
+at 300 s); readers pay per file, not per row. ``compact`` rewrites every partition
+``samples/kind=K/date=D/node=N/`` of a closed day (``D`` ended at least ``settle``
+seconds ago) that holds two or more live files into one ``compact-<id>-r<rows>.parquet``
+(the row count in the name, like a segment's, survives a damaged footer: quarantine.py):
+rows sorted by time (then GPU, device or pid), zstd, row groups of up to a million
+rows (one per node-day at the default rates), and the names of the files it replaces
+in its metadata (see :mod:`gpulens.store.lake` for why that makes the swap atomic).
+
+Granularity, one file per kind, node and day, was chosen by measurement
+(benchmarks/bench_lake.py, benchmarks/RESULTS.md ``## lake``): it keeps the hive
+layout every reader (and Spark) already understands, keeps node pruning for the
+per-node pages, and is already within the target of one file per node-day.
+
+Steps, each safe to interrupt with SIGKILL:
+
+1. write the merged rows to ``tmp/compact-<id>/`` and fsync (a crash leaves debris
+   there, removed by the next run; nothing in the tree changed);
+2. ``rename`` it into the partition: the commit. From now on readers skip its inputs;
+3. record it in the ``lake_compactions`` state table (a run interrupted before this
+   is recorded by the next one, from the file's metadata);
+4. in a later run, once the compacted file is older than ``grace`` seconds, delete the
+   files it replaced (readers that listed them before the commit have had that long).
+
+A damaged input is never merged: the listing (lake.py) quarantines files that fail the
+cheap check, and a file that fails while it is read is found by reading each input of
+the partition in full, quarantined with a one-line warning, and the partition is
+listed and merged again without it.
+
+Runs are serialised by ``compact.lock``. Agents keep writing meanwhile: a segment
+renamed into a partition after it was listed is no input and stays live (the next
+run merges it into a new compacted file that replaces the old one).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+from gpulens.errors import StoreError, StoreLockedError
+from gpulens.store import quarantine as qr
+from gpulens.store.lake import COMPACT_PREFIX, INPUTS_KEY, Partition, compact_inputs, partitions
+from gpulens.store.samples import SAMPLE_KINDS
+from gpulens.store.segments import _fsync_dir as fsync_dir
+from gpulens.store.store import Store
+from gpulens.store.tables import replace_batch
+
+__all__ = ["CompactReport", "compact", "ROW_GROUP_ROWS"]
+
+ROW_GROUP_ROWS = 1_048_576
+_BYTES_IN_KEY = b"gpulens.compact.bytes_in"
+_CREATED_KEY = b"gpulens.compact.created"
+_SORT = {"gpu": ["gpu_index"], "net": ["device", "port"], "proc": ["gpu_index", "pid"],
+         "xid": ["gpu_index", "xid"]}
+_KEY = ["kind", "day", "node", "output"]
+
+
+@dataclass
+class CompactReport:
+    """What one run did. ``pending_files`` are replaced files still inside the grace period."""
+
+    partitions: int = 0
+    files_in: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    rows: int = 0
+    deleted_files: int = 0
+    deleted_bytes: int = 0
+    pending_files: int = 0
+    recorded: int = 0
+    days: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@contextmanager
+def _run_lock(store: Store) -> Iterator[None]:
+    fd = os.open(store.root / "compact.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise StoreLockedError(
+                f"Another `gpulens store compact` is running on {store.root}.",
+                "Wait for it to finish; runs are safe to repeat.",
+            ) from None
+        yield
+    finally:
+        os.close(fd)
+
+
+def _read_all(paths: list[Path]) -> pa.Table:
+    """The rows of ``paths`` as one table, columns united by name (a file without a newer
+    column reads it as NULL). One multi-threaded scan; file by file if the types differ."""
+    try:
+        schema = pa.unify_schemas([pq.read_schema(p) for p in paths],
+                                  promote_options="permissive")
+        return ds.dataset([str(p) for p in paths], schema=schema, format="parquet").to_table()
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        tables = [pq.read_table(p, partitioning=None) for p in paths]
+        return pa.concat_tables(tables, promote_options="permissive")
+
+
+def _merge(kind: str, part: Partition) -> tuple[pa.Table, int]:
+    """The live files of ``part`` as one sorted table, and their total size in bytes."""
+    paths = [part.path / name for name in part.live]
+    size = sum(p.stat().st_size for p in paths)
+    table = _read_all(paths)
+    keys = [("ts", "ascending")] + [(c, "ascending") for c in _SORT.get(kind, [])
+                                    if c in table.column_names]
+    return table.sort_by(keys), size
+
+
+def _write_compacted(store: Store, kind: str, part: Partition, now: datetime) -> dict[str, Any]:
+    """Steps 1 and 2 for one partition; returns its lake_compactions row."""
+    table, size_in = _merge(kind, part)
+    cid = f"{now:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:12]}"
+    name = f"{COMPACT_PREFIX}{cid}-r{table.num_rows}.parquet"
+    staging = store.tmp / f"compact-{cid}"
+    staging.mkdir(parents=True)
+    staged = staging / name
+    meta = dict(table.schema.metadata or {})
+    meta.update({INPUTS_KEY: json.dumps(list(part.live)).encode(),
+                 _BYTES_IN_KEY: str(size_in).encode(), _CREATED_KEY: now.isoformat().encode()})
+    pq.write_table(table.replace_schema_metadata(meta), staged, compression="zstd",
+                   compression_level=3, row_group_size=ROW_GROUP_ROWS)
+    with open(staged, "rb+") as fh:
+        os.fsync(fh.fileno())
+    size_out = staged.stat().st_size
+    os.replace(staged, part.path / name)  # the commit
+    fsync_dir(part.path)
+    shutil.rmtree(staging, ignore_errors=True)
+    return {"kind": kind, "day": part.day, "node": part.node, "output": name,
+            "inputs": len(part.live), "rows": table.num_rows, "bytes_in": size_in,
+            "bytes_out": size_out, "compacted_at": now}
+
+
+def _compact_partition(store: Store, kind: str, part: Partition,
+                       now: datetime) -> dict[str, Any] | None:
+    """Merge ``part``; an input that cannot be read is quarantined (one warning line) and
+    the partition merged without it. None when fewer than two live files are left."""
+    _merge_errors = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OSError)
+    while True:
+        try:
+            return _write_compacted(store, kind, part, now)
+        except _merge_errors as exc:
+            found = qr.scan(store.root, [part.path / n for n in part.live], store.warn, full=True)
+            if not found:
+                if isinstance(exc, OSError):
+                    raise  # e.g. a full disk: compact() reports it
+                raise StoreError(
+                    f"Sample files in {part.path} cannot be merged ({str(exc).splitlines()[0]}).",
+                    "Run `gpulens store check`, then `gpulens store compact` again;"
+                    " the other partitions are done.",
+                ) from None
+        fresh = next((p for p in partitions(store.samples, kind, part.day, part.day, warn=store.warn)
+                      if p.node == part.node), None)
+        if fresh is None or len(fresh.live) < 2:
+            return None
+        part = fresh
+
+
+def _row_from_file(kind: str, part: Partition, name: str) -> dict[str, Any]:
+    """A lake_compactions row rebuilt from a committed file (a run killed before step 3)."""
+    path = part.path / name
+    md = pq.read_metadata(path)
+    meta = md.metadata or {}
+    created = meta.get(_CREATED_KEY)
+    return {"kind": kind, "day": part.day, "node": part.node, "output": name,
+            "inputs": len(compact_inputs(path) or ()), "rows": md.num_rows,
+            "bytes_in": int(meta.get(_BYTES_IN_KEY, b"0")), "bytes_out": path.stat().st_size,
+            "compacted_at": datetime.fromisoformat(created.decode()) if created else None}
+
+
+def _created(path: Path) -> float | None:
+    """When a compacted file was written (its run's clock, UTC seconds); None: gone."""
+    try:
+        meta = pq.read_metadata(path).metadata or {}
+    except FileNotFoundError:
+        return None
+    text = meta.get(_CREATED_KEY)
+    if not text:
+        return None  # not written by compact(): never ripe
+    return datetime.fromisoformat(text.decode()).replace(tzinfo=UTC).timestamp()
+
+
+def _delete_replaced(part: Partition, grace: float, now_s: float, report: CompactReport) -> None:
+    """Step 4: delete the replaced files whose replacement is older than ``grace`` seconds."""
+    if not part.replaced:
+        return
+    ripe: set[str] = set()
+    for name in (*part.live, *part.replaced):
+        if name.startswith(COMPACT_PREFIX):
+            path = part.path / name
+            created = _created(path)
+            if created is not None and now_s - created >= grace:
+                ripe |= (compact_inputs(path) or frozenset()) & set(part.replaced)
+    # plain segments first, then replaced compacted files (which hide older inputs)
+    for name in sorted(ripe, key=lambda n: (n.startswith(COMPACT_PREFIX), n)):
+        path = part.path / name
+        try:
+            size = path.stat().st_size
+            path.unlink()
+        except FileNotFoundError:
+            continue
+        report.deleted_files += 1
+        report.deleted_bytes += size
+    report.pending_files += len(set(part.replaced) - ripe)
+
+
+def _closed_through(now: datetime, settle: float) -> date:
+    """The last day that ended at least ``settle`` seconds before ``now``."""
+    return (now - timedelta(seconds=settle)).date() - timedelta(days=1)
+
+
+def compact(
+    store: Store,
+    *,
+    kinds: Sequence[str] | None = None,
+    settle: float = 3600.0,
+    grace: float = 900.0,
+    clock: Callable[[], float] = time.time,
+    progress: Callable[[str], None] | None = None,
+) -> CompactReport:
+    """Compact every closed day of ``kinds`` (default: all), delete replaced files past grace."""
+    now_s = clock()
+    now = datetime.fromtimestamp(now_s, UTC).replace(tzinfo=None)
+    last = _closed_through(now, settle)
+    report = CompactReport()
+    rows: list[dict[str, Any]] = []
+    days: set[str] = set()
+    with _run_lock(store):
+        for debris in store.tmp.glob("compact-*"):  # step 1 of a killed run
+            shutil.rmtree(debris, ignore_errors=True)
+        try:
+            for kind in kinds or list(SAMPLE_KINDS):
+                for part in partitions(store.samples, kind, None, last, warn=store.warn):
+                    _delete_replaced(part, grace, now_s, report)
+                    row = _compact_partition(store, kind, part, now) if len(part.live) >= 2 else None
+                    if row is not None:
+                        rows.append(row)
+                        days.add(part.day.isoformat())
+                        report.partitions += 1
+                        report.files_in += row["inputs"]
+                        report.bytes_in += row["bytes_in"]
+                        report.bytes_out += row["bytes_out"]
+                        report.rows += row["rows"]
+                        report.pending_files += row["inputs"]  # deleted by a later run
+                        if progress:
+                            progress(f"{kind} {part.day} {part.node}")
+                    elif part.replaced:  # compacted by an earlier run, maybe never recorded
+                        rows += [_row_from_file(kind, part, n) for n in part.live
+                                 if n.startswith(COMPACT_PREFIX)]
+        except OSError as exc:
+            raise StoreError(
+                f"Compaction of {store.samples} failed ({exc.strerror or exc}).",
+                "Free disk space and run `gpulens store compact` again; nothing was lost.",
+            ) from None
+        finally:
+            _record(store, rows)
+    report.recorded = len(rows)
+    report.days = sorted(days)
+    return report
+
+
+def _record(store: Store, rows: list[dict[str, Any]]) -> None:
+    if not rows:
+        return
+    schema = pa.schema([("kind", pa.string()), ("day", pa.date32()), ("node", pa.string()),
+                        ("output", pa.string()), ("inputs", pa.int32()), ("rows", pa.int64()),
+                        ("bytes_in", pa.int64()), ("bytes_out", pa.int64()),
+                        ("compacted_at", pa.timestamp("us"))])
+    with store.write() as con:
+        replace_batch(con, "lake_compactions", pa.Table.from_pylist(rows, schema=schema), _KEY)

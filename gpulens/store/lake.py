@@ -1,0 +1,254 @@
+"""Which sample files are live: the one listing every reader of the lake goes through.
+
+The samples tree holds, per partition ``samples/kind=K/date=D/node=N/``, the segment
+files agents and importers rename in, and the files ``gpulens store compact`` writes
+(``compact-<id>.parquet``). A compacted file carries, in its Parquet key-value metadata
+(``gpulens.compact.inputs``), the names of the files of its partition whose rows it
+holds. Entering the tree by ``rename(2)`` is its commit: from then on those inputs are
+*replaced*, and every listing here leaves them out, although they stay on disk for a
+grace period (readers that listed before the commit may still be reading them) and are
+deleted afterwards by the next compaction run.
+
+So a reader sees, for each partition, either the old files or the compacted one, never
+both and never neither: a listing that contains the compacted file hides its inputs
+(whether or not the listing also caught some of them), and one that missed it (it
+arrived after that directory was read) still finds every input, which is not deleted
+before the grace period ends. Files an agent renames into a compacted partition later
+are not inputs of anything and stay live.
+
+The listing also applies the quarantine (:mod:`gpulens.store.quarantine`): a live file
+that fails the cheap check (size, ``PAR1`` magic, footer length) is moved to
+``quarantine/`` with a one-line warning and the partition is listed again, so a damaged
+file is never listed (nor merged by a compaction). A damaged compacted file hides
+nothing: once it is quarantined, the inputs it replaced (while still on disk) are live
+again. Files this process could not move (a read-only data directory) are left out.
+
+:func:`list_live` walks the tree; :class:`Store` puts its result into each reader
+connection (``SET VARIABLE``) and the sample views read that list. :func:`live_files`
+re-lists for an open connection and updates its views.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from gpulens.errors import StoreError
+from gpulens.store import quarantine as qr
+
+__all__ = [
+    "COMPACT_PREFIX",
+    "INPUTS_KEY",
+    "LakeListing",
+    "Partition",
+    "ROOT_VARIABLE",
+    "SEED_NODE",
+    "compact_inputs",
+    "files_variable",
+    "list_live",
+    "live_files",
+    "partitions",
+    "seed_file",
+    "set_files",
+]
+
+COMPACT_PREFIX = "compact-"
+INPUTS_KEY = b"gpulens.compact.inputs"
+SEED_NODE = "__seed__"
+ROOT_VARIABLE = "gpulens_samples_dir"
+_CACHE_MAX = 65_536
+_inputs_cache: OrderedDict[str, frozenset[str]] = OrderedDict()
+
+
+def files_variable(kind: str) -> str:
+    """Name of the connection variable holding the live file list of ``kind``."""
+    return f"gpulens_files_{kind}"
+
+
+def compact_inputs(path: str | os.PathLike[str]) -> frozenset[str] | None:
+    """The file names a compacted file replaces (None: the file is gone).
+
+    Read once per path: compacted files are immutable.
+    """
+    key = os.fspath(path)
+    hit = _inputs_cache.get(key)
+    if hit is not None:
+        _inputs_cache.move_to_end(key)
+        return hit
+    try:
+        meta = pq.read_metadata(key).metadata or {}
+        names = frozenset(json.loads(meta.get(INPUTS_KEY, b"[]")))
+    except FileNotFoundError:
+        return None  # deleted as a replaced input of a newer compaction
+    except (OSError, pa.ArrowInvalid, ValueError):
+        names = frozenset()  # unreadable footer: it hides nothing (the reader will report it)
+    _inputs_cache[key] = names
+    if len(_inputs_cache) > _CACHE_MAX:
+        _inputs_cache.popitem(last=False)
+    return names
+
+
+@dataclass(frozen=True)
+class Partition:
+    """One ``date=D/node=N`` folder of a kind: its live files and the replaced ones."""
+
+    kind: str
+    day: date
+    node: str
+    path: Path
+    live: tuple[str, ...]
+    replaced: tuple[str, ...]
+
+    @property
+    def compacted(self) -> bool:
+        return len(self.live) == 1 and self.live[0].startswith(COMPACT_PREFIX)
+
+
+def _split(names: list[str], folder: Path) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """(live, replaced) names of one partition folder; None if it changed while read."""
+    if len(names) < 2 or not any(n.startswith(COMPACT_PREFIX) for n in names):
+        return tuple(sorted(names)), ()
+    hidden: set[str] = set()
+    for name in names:
+        if name.startswith(COMPACT_PREFIX):
+            inputs = compact_inputs(folder / name)
+            if inputs is None:  # a compaction run deleted it just now: list again
+                return None
+            hidden |= inputs
+    live = tuple(sorted(n for n in names if n not in hidden))
+    return live, tuple(sorted(n for n in names if n in hidden))
+
+
+def _quarantine_damaged(root: Path, folder: Path, names: Iterable[str],
+                        warn: Callable[[str], None]) -> bool:
+    """Quarantine the files of ``names`` that fail the cheap check; True if any was found."""
+    found = False
+    for name in names:
+        why = qr.check_segment(folder / name)
+        if why is not None:
+            rec = qr.quarantine(root, folder / name, why)
+            if rec is not None:
+                warn(rec.warning())
+            found = True
+    return found
+
+
+def _list_partition(root: Path, folder: Path,
+                    warn: Callable[[str], None]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    changed = 0
+    while changed < 5:
+        names = [n for n in _parquet_names(folder) if not qr.is_excluded(folder / n)]
+        split = _split(names, folder)
+        if split is None:
+            changed += 1
+        elif not _quarantine_damaged(root, folder, split[0], warn):
+            return split
+        # else: a damaged file left the folder (or this process's reads): list again
+    raise StoreError(f"Sample partition {folder} kept changing while it was listed.",
+                     "Retry; if it persists, check that one `gpulens store compact` runs at a time.")
+
+
+def _dirs(path: Path, prefix: str) -> list[tuple[str, Path]]:
+    try:
+        with os.scandir(path) as it:
+            return [(e.name[len(prefix):], Path(e.path)) for e in it
+                    if e.name.startswith(prefix) and e.is_dir()]
+    except FileNotFoundError:
+        return []
+
+
+def _parquet_names(path: Path) -> list[str]:
+    try:
+        with os.scandir(path) as it:
+            return [e.name for e in it if e.name.endswith(".parquet") and e.is_file()]
+    except FileNotFoundError:
+        return []
+
+
+def partitions(
+    samples: Path, kind: str, first: date | None = None, last: date | None = None,
+    *, seed: bool = False, warn: Callable[[str], None] | None = None,
+) -> Iterable[Partition]:
+    """Every partition of ``kind`` with a date in ``[first, last]`` (None: unbounded).
+
+    Damaged live files are quarantined on the way (``warn`` gets one line for each;
+    default: the warner registered for the data directory, else stderr).
+    """
+    root = samples.parent
+    warn = warn or qr.warner(root)
+    for day_text, day_dir in sorted(_dirs(samples / f"kind={kind}", "date=")):
+        try:
+            day = date.fromisoformat(day_text)
+        except ValueError:
+            continue
+        if (first is not None and day < first) or (last is not None and day > last):
+            continue
+        for node, node_dir in sorted(_dirs(day_dir, "node=")):
+            if node == SEED_NODE and not seed:
+                continue
+            live, replaced = _list_partition(root, node_dir, warn)
+            if live or replaced:
+                yield Partition(kind, day, node, node_dir, live, replaced)
+
+
+@dataclass(frozen=True)
+class LakeListing:
+    """The live files of one kind: (path, date) pairs and a fingerprint of the listing."""
+
+    files: tuple[tuple[str, date], ...]
+    signature: str
+
+    @property
+    def paths(self) -> list[str]:
+        return [p for p, _ in self.files]
+
+
+def list_live(
+    samples: Path, kind: str, first: date | None = None, last: date | None = None,
+    *, warn: Callable[[str], None] | None = None,
+) -> LakeListing:
+    """The live (not replaced, not damaged) sample files of ``kind``, seed files excluded."""
+    files = [(str(p.path / name), p.day)
+             for p in partitions(samples, kind, first, last, warn=warn) for name in p.live]
+    digest = hashlib.blake2b(digest_size=16)
+    for path, _ in files:
+        digest.update(path.encode("utf-8", "surrogateescape") + b"\0")
+    return LakeListing(tuple(files), f"{len(files)}:{digest.hexdigest()}")
+
+
+def seed_file(samples: Path, kind: str) -> Path:
+    return samples / f"kind={kind}" / "date=1970-01-01" / f"node={SEED_NODE}" / "seed.parquet"
+
+
+def set_files(con: duckdb.DuckDBPyConnection, samples: Path, kind: str,
+              listing: LakeListing) -> None:
+    """Point the connection's view of ``kind`` at ``listing`` (plus the seed file)."""
+    con.execute(f"SET VARIABLE {files_variable(kind)} = $files",
+                {"files": [str(seed_file(samples, kind)), *listing.paths]})
+
+
+def live_files(con: duckdb.DuckDBPyConnection, kind: str) -> LakeListing | None:
+    """Re-list ``kind`` for a reader connection of a store, and update its view to match.
+
+    None when ``con`` was not opened by :meth:`Store.connect` (its views are not the lake's).
+    """
+    try:
+        row = con.execute(f"SELECT getvariable('{ROOT_VARIABLE}')").fetchone()
+    except duckdb.Error:
+        return None
+    if not row or row[0] is None:
+        return None
+    samples = Path(str(row[0]))
+    listing = list_live(samples, kind)
+    set_files(con, samples, kind, listing)
+    return listing

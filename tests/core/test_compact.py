@@ -1,0 +1,297 @@
+"""Compaction of the samples lake: same rows and analyses, fewer files, atomic and crash-safe.
+
+The concurrency and crash tests run real processes (tests/core/store_procs.py): a
+reader counting rows, agents rolling segments into the days being compacted, and a
+compactor killed with SIGKILL at random moments.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import random
+import shutil
+import signal
+import time
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from gpulens import analysis
+from gpulens.errors import StoreLockedError
+from gpulens.ingest.simulate import simulate
+from gpulens.store import SegmentWriter, Store
+from gpulens.store.compact import _run_lock, compact
+from gpulens.store.lake import COMPACT_PREFIX, partitions
+from gpulens.store.quarantine import list_quarantined
+from tests.core.lake_builders import DAY, proc_rows, write_segments
+from tests.core.test_cli import run
+from tests.core.test_quarantine import _damage_column
+from tests.core.test_store import _py, _wait_for_line
+
+NOW = (DAY + dt.timedelta(days=3)).replace(tzinfo=dt.UTC).timestamp()
+
+
+def _segmented_simulation(root: Path) -> Store:
+    """A small simulated cluster whose GPU samples are re-written as 30-minute segments."""
+    store = Store.open(root)
+    simulate(store, gpus=8, days=2, seed=5, start=DAY)
+    table = store.connect().sql(
+        "SELECT * EXCLUDE (date) FROM gpu_samples ORDER BY ts").to_arrow_table()
+    for part in partitions(store.samples, "gpu"):
+        shutil.rmtree(part.path)
+    slot = pc.divide(pc.cast(pc.cast(table["ts"], pa.int64()), pa.int64()), 1_800_000_000)
+    for value in pc.unique(slot).to_pylist():
+        store.write_samples("gpu", table.filter(pc.equal(slot, value)))
+    return store
+
+
+def _analyses(store: Store) -> dict[str, pd.DataFrame]:
+    con = store.connect()
+    return {"jobs": analysis.job_utilization(con), "day": analysis.utilization(con, by="day"),
+            "goodput": analysis.goodput(con), "locality": analysis.locality(con, n_boot=50)}
+
+
+def _files(store: Store, kind: str) -> list[Path]:
+    return sorted(store.samples.glob(f"kind={kind}/date=2026-*/node=*/*.parquet"))
+
+
+def test_compaction_keeps_rows_and_analyses_and_merges_each_partition(tmp_path: Path) -> None:
+    store = _segmented_simulation(tmp_path / "d")
+    before_files = len(_files(store, "gpu"))
+    before = _analyses(store)
+    rows = store.connect().execute(
+        "SELECT * FROM gpu_samples ORDER BY node, gpu_index, ts").df()
+
+    report = compact(store, settle=0, grace=60, clock=lambda: NOW)
+
+    parts = list(partitions(store.samples, "gpu"))
+    assert parts and all(p.compacted for p in parts), "one live file per partition"
+    assert report.files_in == before_files and report.partitions == len(parts) < before_files
+    assert report.pending_files == before_files, "replaced files wait out the grace period"
+    after = _analyses(store)
+    for name, df in before.items():
+        pd.testing.assert_frame_equal(df, after[name], check_exact=False, rtol=1e-9)
+    pd.testing.assert_frame_equal(rows, store.connect().execute(
+        "SELECT * FROM gpu_samples ORDER BY node, gpu_index, ts").df())
+    out = pq.ParquetFile(parts[0].path / parts[0].live[0])
+    assert out.schema_arrow.field("ts").type == pa.timestamp("us")
+    assert out.metadata.row_group(0).column(0).compression == "ZSTD"
+    ts = out.read(columns=["ts"]).column("ts").to_pylist()
+    assert ts == sorted(ts), "rows are sorted by time"
+
+    recorded = store.connect().execute(
+        "SELECT count(*), sum(inputs), sum(rows) FROM lake_compactions WHERE kind = 'gpu'"
+    ).fetchone()
+    assert recorded == (len(parts), before_files, len(rows))
+    # nothing to merge again; past the grace period the replaced files are deleted
+    again = compact(store, settle=0, grace=60, clock=lambda: NOW + 61)
+    assert again.partitions == 0 and again.deleted_files >= before_files
+    assert len(_files(store, "gpu")) == len(parts)
+
+
+def test_only_closed_days_are_compacted_and_info_counts_files(tmp_path: Path) -> None:
+    store = Store.open(tmp_path / "d")
+    write_segments(store, nodes=2, files=3, rows=5, start=0)  # 2026-01-01
+    write_segments(store, nodes=2, files=3, rows=5, start=30, day=DAY + dt.timedelta(days=1))
+    # at 00:30 on Jan 3rd with a one-hour settle, only Jan 1st is closed
+    clock = (DAY + dt.timedelta(days=2, minutes=30)).replace(tzinfo=dt.UTC).timestamp()
+    report = compact(store, settle=3600, grace=0, clock=lambda: clock)
+    assert report.days == ["2026-01-01"] and report.partitions == 2
+    r = run("--data-dir", str(store.root), "store", "info", "--json")
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout)
+    assert info["files"]["proc"] == {
+        "live_files": 2 + 6, "live_bytes": info["files"]["proc"]["live_bytes"],
+        "replaced_files": 6, "replaced_bytes": info["files"]["proc"]["replaced_bytes"]}
+    assert info["files"]["proc"]["replaced_bytes"] > 0
+    assert info["compacted_files"] == 2 and info["rows"]["gpu_process_samples"] == 60
+
+
+def test_late_segment_stays_live_and_is_merged_next_run(tmp_path: Path) -> None:
+    store = Store.open(tmp_path / "d")
+    write_segments(store, nodes=1, files=4, rows=10, start=0)
+    compact(store, settle=0, grace=0, clock=lambda: NOW)
+    store.write_samples("proc", proc_rows("n0", 40, 10))  # an agent back from an outage
+    count = "SELECT count(*), count(DISTINCT pid) FROM gpu_process_samples"
+    assert store.connect().execute(count).fetchone() == (50, 50)
+    compact(store, settle=0, grace=0, clock=lambda: NOW)
+    assert store.connect().execute(count).fetchone() == (50, 50)
+    (part,) = partitions(store.samples, "proc")
+    assert part.compacted and part.replaced  # the first compacted file is replaced in turn
+    compact(store, settle=0, grace=0, clock=lambda: NOW)
+    assert [p.name for p in part.path.iterdir()] == list(
+        next(iter(partitions(store.samples, "proc"))).live)
+    assert store.connect().execute(count).fetchone() == (50, 50)
+
+
+def test_second_compactor_is_refused(tmp_path: Path) -> None:
+    store = Store.open(tmp_path / "d")
+    with _run_lock(store), pytest.raises(StoreLockedError, match="compact"):
+        compact(store)
+    r = run("--data-dir", str(store.root), "store", "compact", "--settle", "-1")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+
+
+def test_readers_never_see_both_or_neither_while_agents_write_and_compaction_runs(
+    tmp_path: Path,
+) -> None:
+    """A reader counts rows in a loop while an agent rolls segments into the day being
+    compacted and a compactor merges and deletes (grace 1 s) again and again."""
+    root = str(tmp_path / "d")
+    store = Store.open(root)
+    write_segments(store, nodes=3, files=20, rows=10, start=10_000_000)
+    stop = tmp_path / "stop"
+    reader = _py("proc_reader", root, str(stop))
+    _wait_for_line(reader, "reading")
+    agent = _py("spool_writer", root, "n0", "25", "0")
+    _wait_for_line(agent, "flushed ")
+    comp = _py("compactor", root, "1.0", str(stop))
+    _wait_for_line(comp, "compacting")
+    time.sleep(6)
+    agent.send_signal(signal.SIGKILL)
+    agent.communicate(timeout=30)
+    stop.write_text("")
+    c_out, c_err = comp.communicate(timeout=120)
+    r_out, r_err = reader.communicate(timeout=120)
+    assert comp.returncode == 0, c_err
+    stats = dict(kv.split("=") for kv in r_out.strip().splitlines()[-1].split())
+    assert int(stats["errors"]) == 0, r_out
+    assert int(stats["dups"]) == 0, "a reader saw replaced files next to their replacement"
+    assert int(stats["regressions"]) == 0, "a reader saw neither the old files nor the new one"
+    assert int(stats["queries"]) >= 20
+    assert int(c_out.strip().splitlines()[-1].split("=")[1]) >= 2, c_out
+    assert "partitions=0" not in c_out.splitlines()[1], "the first run must have merged"
+    with SegmentWriter(store, "n0"):  # recover what the killed agent flushed
+        pass
+    compact(store, settle=0, grace=0)
+    n, distinct, agent_rows = store.connect().execute(
+        "SELECT count(*), count(DISTINCT pid), count(*) FILTER (WHERE pid < 10000000)"
+        " FROM gpu_process_samples").fetchone()  # type: ignore[misc]
+    assert n == distinct == 600 + agent_rows and agent_rows > 0
+
+
+def test_sigkilled_compaction_loses_and_duplicates_nothing(tmp_path: Path) -> None:
+    root = str(tmp_path / "d")
+    store = Store.open(root)
+    rng = random.Random(11)
+    pid = write_segments(store, nodes=12, files=6, rows=20, start=0)
+    count = "SELECT count(*), count(DISTINCT pid), min(pid), max(pid) FROM gpu_process_samples"
+    finished = 0
+    for round_ in range(6):
+        proc = _py("compact_once", root)
+        _wait_for_line(proc, "start")
+        for _ in range(rng.randrange(0, 6)):  # of 12 partitions: kill part-way through
+            _wait_for_line(proc, "merged ")
+        time.sleep(rng.uniform(0.0, 0.02))
+        proc.send_signal(signal.SIGKILL)
+        out, _ = proc.communicate(timeout=30)
+        finished += "done" in out
+        assert store.connect().execute(count).fetchone() == (pid, pid, 0, pid - 1), round_
+        compact(store, settle=0, grace=0)  # finish what the killed run left
+        assert store.connect().execute(count).fetchone() == (pid, pid, 0, pid - 1), round_
+        pid = write_segments(store, nodes=12, files=2, rows=20, start=pid)  # late arrivals
+    assert finished <= 1, "the runs must have been killed mid-way"
+    compact(store, settle=0, grace=0)
+    compact(store, settle=0, grace=0)
+    assert all(p.compacted and not p.replaced for p in partitions(store.samples, "proc"))
+    assert list(Path(root, "tmp").glob("compact-*")) == []
+    outputs = {p.live[0] for p in partitions(store.samples, "proc")}
+    recorded = {r[0] for r in store.connect().execute(
+        "SELECT output FROM lake_compactions").fetchall()}
+    assert outputs <= recorded, "a run killed after its commit is recorded by the next one"
+    assert all(name.startswith(COMPACT_PREFIX) for name in outputs)
+
+
+def test_periodic_job_runs_compact_with_known_flags() -> None:
+    import configparser
+
+    from gpulens.cli.store_cmd import compact_cmd
+
+    deploy = Path(__file__).resolve().parents[2] / "deploy"
+    unit = configparser.ConfigParser(strict=False, interpolation=None)
+    unit.read_string((deploy / "gpulens-compact.service").read_text())
+    argv = unit["Service"]["ExecStart"].split()
+    assert argv[argv.index("store") + 1] == "compact"
+    known = {o for p in compact_cmd.params for o in getattr(p, "opts", [])}
+    assert {a for a in argv if a.startswith("--")} <= known
+    timer = configparser.ConfigParser(strict=False, interpolation=None)
+    timer.read_string((deploy / "gpulens-compact.timer").read_text())
+    assert timer["Timer"]["OnCalendar"] and timer["Install"]["WantedBy"] == "timers.target"
+
+
+def test_files_of_older_and_newer_releases_merge_by_column_name(tmp_path: Path) -> None:
+    store = Store.open(tmp_path / "d")
+    old = proc_rows("n0", 0, 10).drop_columns(["gpu_index"])  # before gpu_index existed
+    new = proc_rows("n0", 10, 10)
+    new = new.append_column("future_col", pa.array([1.5] * 10))  # added by a later release
+    store.write_samples("proc", old)
+    store.write_samples("proc", new)
+    store.write_samples("proc", proc_rows("n0", 20, 10))
+    compact(store, settle=0, grace=0, clock=lambda: NOW)
+    (part,) = partitions(store.samples, "proc")
+    merged = pq.read_table(part.path / part.live[0])
+    assert merged.num_rows == 30 and "future_col" in merged.column_names
+    got = store.connect().execute(
+        "SELECT count(*), count(gpu_index), count(DISTINCT pid) FROM gpu_process_samples"
+    ).fetchone()
+    assert got == (30, 20, 30)
+
+
+def test_damaged_segments_are_quarantined_never_merged(tmp_path: Path) -> None:
+    """A torn file (fails the listing's magic check) and one with a damaged page (found
+    while merging) go to quarantine/ with one warning line each; the rest is merged."""
+    store = Store.open(tmp_path / "d")
+    write_segments(store, nodes=1, files=4, rows=5, start=0)
+    (part,) = partitions(store.samples, "proc")
+    torn = part.path / "zz-torn-r3.parquet"
+    torn.write_bytes(b"PAR1 not really parquet")
+    paged = part.path / part.live[0]
+    _damage_column(paged, "pid")
+    r = run("--data-dir", str(store.root), "store", "compact", "--settle", "0", "--json")
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    warnings = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(warnings) == 2 and all(ln.startswith("gpulens: warning:") for ln in warnings)
+    assert "its 3 rows are left out" in r.stderr and "its 5 rows are left out" in r.stderr
+    assert json.loads(r.stdout)["rows"] == 15
+    quarantined = {q["file"] for q in list_quarantined(store.root)}
+    assert quarantined == {str(f.relative_to(store.root)) for f in (torn, paged)}
+    (after,) = partitions(store.samples, "proc")
+    assert after.compacted and after.live[0].endswith("-r15.parquet")
+    assert paged.name not in after.replaced and torn.name not in after.replaced
+    got = store.connect().execute(
+        "SELECT count(*), count(DISTINCT pid) FROM gpu_process_samples").fetchone()
+    assert got == (15, 15)
+
+
+def test_damaged_compacted_file_is_quarantined_and_its_inputs_read_again(tmp_path: Path) -> None:
+    store = Store.open(tmp_path / "d")
+    write_segments(store, nodes=1, files=3, rows=5, start=0)
+    compact(store, settle=0, grace=3600, clock=lambda: NOW)  # inputs kept (grace)
+    (part,) = partitions(store.samples, "proc")
+    out, inputs = part.path / part.live[0], part.replaced
+    assert len(inputs) == 3
+    os.truncate(out, 100)
+    lines: list[str] = []
+    store.warn = lines.append
+    got = store.connect().execute(
+        "SELECT count(*), count(DISTINCT pid) FROM gpu_process_samples").fetchone()
+    assert got == (15, 15)
+    assert len(lines) == 1 and out.name in lines[0] and "its 15 rows are left out" in lines[0]
+    assert (store.root / "quarantine" / out.relative_to(store.root)).exists()
+    assert tuple(Path(p).name for p in store.sample_files("proc").paths) == inputs
+
+
+def test_compact_command_reports_what_it_merged(tmp_path: Path) -> None:
+    store = Store.open(tmp_path / "d")
+    write_segments(store, nodes=2, files=3, rows=5, start=0)
+    r = run("--data-dir", str(store.root), "store", "compact", "--json")
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert (report["partitions"], report["files_in"], report["rows"]) == (2, 6, 30)
+    assert report["pending_files"] == 6 and report["days"] == ["2026-01-01"]
