@@ -3,14 +3,10 @@
 Order of preference:
 
 1. the matched rule's own hint (``hint:`` in ``signatures.yaml``), rendered by
-   ``gpulens.diagnosis.rules.render_hint`` when that function exists (it fills in values taken
-   from the match), else used as written;
+   :func:`gpulens.diagnosis.rules.render_hint` (it fills in values taken from the match);
 2. a hint built here from the evidence line for the common categories (a GPU OOM names the
    allocation that failed and what to reduce, a missing module names the package, ...);
-3. the category's generic hint (``CATEGORY_HINTS`` of the rules package when it has one, else
-   :data:`CATEGORY_HINTS` here).
-
-Everything is looked up with ``getattr`` so the module works with rules that carry no hints.
+3. the category's generic hint (:data:`gpulens.diagnosis.rules.CATEGORY_HINTS`).
 """
 
 from __future__ import annotations
@@ -19,51 +15,12 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from gpulens.diagnosis import rules as rules_module
+from gpulens.diagnosis.rules import CATEGORY_HINTS, render_hint
 
 __all__ = [
-    "CATEGORY_HINTS",
     "hint_for",
     "specific_hint",
 ]
-
-CATEGORY_HINTS: dict[str, str] = {
-    "gpu_oom": "Reduce the per-GPU memory: smaller batch or sequence length, gradient accumulation, "
-               "mixed precision, activation checkpointing, or shard the model (FSDP/ZeRO).",
-    "cpu_oom": "Host memory ran out: fewer DataLoader workers, smaller prefetch/caches, stream the data "
-               "instead of loading it whole, or request more memory for the job.",
-    "syntax_error": "Fix the syntax error at the file and line shown (run `python -m py_compile FILE` "
-                    "before submitting).",
-    "import_error": "Install the missing or mismatched package in the job's environment (pin compatible "
-                    "versions) and check that the job runs the interpreter you installed into.",
-    "semantic_error": "A bug in the training code: fix the line the traceback ends in (argument types, "
-                      "shapes, names) and reproduce it on one small batch.",
-    "incorrect_input": "Check the input data named in the evidence (path exists, format and labels valid); "
-                       "validate the dataset before training.",
-    "model_diverged": "Training diverged: lower the learning rate, add warm-up and gradient clipping, use "
-                      "bf16 instead of fp16, and check the inputs for NaN/Inf.",
-    "checkpoint_error": "The checkpoint does not fit the code: check the path and that it is complete, and "
-                        "that model architecture and library versions match the ones that saved it.",
-    "permission_error": "The job cannot write or read a path: point outputs/caches to a writable directory "
-                        "(HF_HOME, TMPDIR, output_dir) or fix the ownership and mount mode.",
-    "cuda_error": "A CUDA kernel failed; rerun with CUDA_LAUNCH_BLOCKING=1 to find the operation, check "
-                  "index ranges fed to it, and upgrade the framework if the fault is in its kernels.",
-    "cuda_env_error": "The CUDA stack does not match: use a framework build for the installed driver and the "
-                      "GPU's architecture, and make the CUDA libraries visible to the job.",
-    "gpu_hardware": "The GPU or its node is faulty: drain the node, report the Xid/ECC error to the "
-                    "operators, and resubmit elsewhere.",
-    "comm_error": "Distributed communication failed: check that all ranks started and use the same "
-                  "collectives, the network interface (NCCL_SOCKET_IFNAME), ports and timeouts; rerun with "
-                  "NCCL_DEBUG=INFO.",
-    "preempted": "The scheduler stopped the job (time limit, preemption, eviction): request more time, "
-                 "checkpoint regularly and resubmit with resume.",
-    "storage_error": "The file system failed or is full: free space or use another volume, and check the "
-                     "mount (NFS/Lustre) health.",
-    "crash": "The process crashed in native code: update the framework and drivers, reproduce with a "
-             "smaller configuration, and report the stack to the framework if it persists.",
-    "unknown": "The log does not show the originating error: find the first failing rank's or child "
-               "process's own log and diagnose that one.",
-}
 
 _ALLOC = re.compile(r"[Tt]ried to allocate ([\d.]+ ?[KMGT]i?B)")
 _GPU_TOTAL = re.compile(r"GPU \d+ has a total capac\w* of ([\d.]+ ?[KMGT]i?B)")
@@ -204,18 +161,10 @@ _SPECIFIC: dict[str, Callable[[str, str], str | None]] = {
 
 
 def _rule_hint(rule: Any, match: Any) -> str | None:
-    """The rule's own hint, rendered with values from the match when the rules package can."""
+    """The rule's own hint, rendered with values from the match; None for a rule without one."""
     if rule is None or not getattr(rule, "hint", None):
         return None
-    render = getattr(rules_module, "render_hint", None)
-    if callable(render):
-        try:
-            out = render(rule, match)
-        except Exception:  # a hint must never break a diagnosis
-            out = None
-        if out:
-            return str(out)
-    return str(rule.hint)
+    return render_hint(rule, match)
 
 
 def specific_hint(category: str, evidence: Sequence[str]) -> str | None:
@@ -228,9 +177,4 @@ def specific_hint(category: str, evidence: Sequence[str]) -> str | None:
 def hint_for(category: str, evidence: Sequence[str], *, rule: Any = None, match: Any = None) -> str:
     """A one-paragraph fix hint for ``category`` given the evidence lines (first line decisive)."""
     got = _rule_hint(rule, match) or specific_hint(category, evidence)
-    if got:
-        return got
-    shared = getattr(rules_module, "CATEGORY_HINTS", None)
-    if isinstance(shared, dict) and shared.get(category):
-        return str(shared[category])
-    return CATEGORY_HINTS.get(category, CATEGORY_HINTS["unknown"])
+    return got or CATEGORY_HINTS.get(category, CATEGORY_HINTS["unknown"])
