@@ -615,12 +615,12 @@ class Classifier:
         (an error printed before the stack, the error above a truncated traceback)."""
         matches = match_rules(view.focus, self.rules)
         best = _best(matches) if matches else None
-        weak = best is None or best.rule.generic or _secondary_rule(best.rule) or logs.is_weak(best.line)
+        weak = best is None or best.rule.generic or best.rule.secondary or logs.is_weak(best.line)
         if weak and view.context_lines:
             # a generic match elsewhere counts only when the region itself matched nothing
             ctx = [m for m in match_rules("\n".join(view.context_lines), self.rules)
                    if (best is None or not m.rule.generic) and not logs.is_weak(m.line)
-                   and not _secondary_rule(m.rule)]
+                   and not m.rule.secondary]
             if ctx:
                 return _Pick(_best(ctx), matches, from_context=True)
         return _Pick(best, matches, from_context=False)
@@ -775,11 +775,6 @@ def _states_an_error(view: logs.LogView) -> bool:
         return True
     return any(_FAILURE_WORD.search(x) for x in view.lines)
 
-
-def _secondary_rule(rule: Rule) -> bool:
-    """A rule that names a failure without its cause (a launcher summary); rules without the
-    ``secondary`` attribute: category ``unknown``."""
-    return bool(getattr(rule, "secondary", rule.category == "unknown"))
 
 
 def _best(matches: list[RuleMatch]) -> RuleMatch:
