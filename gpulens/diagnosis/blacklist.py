@@ -63,6 +63,7 @@ __all__ = [
     "normalize_input",
     "remove",
     "update_from_failures",
+    "used_by_passing_jobs",
 ]
 
 STATES = BLACKLIST_STATES
@@ -286,7 +287,8 @@ class Transition:
     reason: str
 
 
-def _used_by_passing_jobs(con: duckdb.DuckDBPyConnection) -> set[str]:
+def used_by_passing_jobs(con: duckdb.DuckDBPyConnection) -> set[str]:
+    """Inputs (normalised) declared by at least one job that passed: evidence they are sound."""
     rows = con.execute(
         "SELECT DISTINCT unnest(inputs) FROM jobs WHERE status = 'passed' AND inputs IS NOT NULL"
     ).fetchall()
@@ -295,7 +297,7 @@ def _used_by_passing_jobs(con: duckdb.DuckDBPyConnection) -> set[str]:
 
 def _evidence(con: duckdb.DuckDBPyConnection) -> tuple[dict[str, dict[str, str | None]], dict[str, datetime]]:
     """input -> {job_id: user} of incorrect_input failures, and input -> first failure time."""
-    ok = _used_by_passing_jobs(con)
+    ok = used_by_passing_jobs(con)
     rows = con.execute(
         """
         SELECT f.job_id, j."user", j.inputs, f.inputs, a.end_time

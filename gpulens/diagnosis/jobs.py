@@ -26,14 +26,23 @@ Context of a failed attempt (each becomes one evidence variable of
   same node within ``diagnose.cofailure_window_s``, leaving out failures
   already classified as deterministic user/data errors (syntax, import,
   semantic, incorrect input, divergence, permission).
+* For such a deterministic failure itself, ``node_health`` and
+  ``node_cofailures`` are left unobserved (a note lists what the node showed):
+  hardware does not produce a semantic error; the job merely ran on the node.
 * ``input_cofailures``: other jobs whose ``incorrect_input`` failures blame one
   of this job's inputs (declared or named in its log); a blacklisted input
-  counts as several.
+  counts as several. A failure blames the inputs its log names, else the job's
+  declared inputs less those that passing jobs also read (exonerated: a popular
+  dataset is not the suspect when a job also read a corrupt shard). Unobserved
+  when the inputs that could be at fault are read by no other job: then no
+  co-failure could have shown.
 * ``multi_node``: more than one node in the attempt's placement.
 * ``fault_frame``: for ``crash`` and ``cuda_error`` only, whether the failing
   frame of the log is the user's code or the framework's
   (:func:`gpulens.diagnosis.frames.fault_frame`; the origin convention of
   docs/diagnosis.md).
+* ``clue``: what the log's own lines say about whose fault it is
+  (:attr:`Diagnosis.clue`, from :func:`gpulens.diagnosis.origin.clue_from_lines`).
 """
 
 from __future__ import annotations
@@ -54,7 +63,13 @@ import pandas as pd
 import pyarrow as pa
 
 from gpulens.config import DiagnoseConfig
-from gpulens.diagnosis.blacklist import blame_inputs, covers, is_global, normalize_input
+from gpulens.diagnosis.blacklist import (
+    blame_inputs,
+    covers,
+    is_global,
+    normalize_input,
+    used_by_passing_jobs,
+)
 from gpulens.diagnosis.frames import fault_frame_of_file
 from gpulens.diagnosis.origin import (
     FRAME_CATEGORIES,
@@ -268,6 +283,7 @@ class _Known:
     evidence: list[str] = dataclasses.field(default_factory=list)
     log_read: bool = True
     frame: str | None = None  # fault_frame of the log (crash / cuda_error only)
+    clue: str | None = None  # what the log's lines say about whose fault it is (origin.CLUES)
 
 
 def named_rows(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
@@ -297,6 +313,10 @@ class _View:
         self._read_ecc(con)
         self._read_cofailures(con)
         self._read_prior(con)
+        self.exonerated: set[str] = used_by_passing_jobs(con)
+        self.readers: Counter[str] = Counter()
+        for r in named_rows(con, "SELECT DISTINCT job_id, unnest(inputs) AS input FROM jobs"):
+            self.readers.update(_inputs_of([r["input"]]))
         self.blacklisted: list[str] = [
             r["input"] for r in named_rows(con, "SELECT input FROM blacklist WHERE state = 'blacklisted'")
         ]
@@ -412,10 +432,11 @@ class _View:
     def _read_prior(self, con: duckdb.DuckDBPyConnection) -> None:
         for r in named_rows(
             con,
-            'SELECT f.job_id, f.attempt, f.category, f.inputs AS named, j.inputs AS declared, j."user" '
-            "FROM failures f LEFT JOIN jobs j USING (job_id)",
+            'SELECT f.job_id, f.attempt, f.category, f.inputs AS named, j.inputs AS declared, j."user", '
+            "f.origin_evidence->>'$.clue' AS clue FROM failures f LEFT JOIN jobs j USING (job_id)",
         ):
-            self.prior[(r["job_id"], int(r["attempt"]))] = _Known(r["category"], list(r["named"] or []))
+            self.prior[(r["job_id"], int(r["attempt"]))] = _Known(
+                r["category"], list(r["named"] or []), clue=r["clue"])
             self.job_meta[r["job_id"]] = (r["user"], list(r["declared"] or []))
         for job, atts in self.attempts.items():
             if atts:
@@ -445,6 +466,7 @@ def _log_context(att: _Attempt, me: _Known | None, cfg: DiagnoseConfig) -> Conte
         "stage": stage_of(me.category if me else None, runtime, me.evidence if me else (), cfg),
         "multi_node": None if not att.nodes else ("multi" if len(att.nodes) > 1 else "single"),
         "fault_frame": me.frame if me is not None and category in FRAME_CATEGORIES else None,
+        "clue": me.clue if category is not None and me is not None else None,
     }
     notes = [f"the failing frame is in {ctx['fault_frame'].replace('_', ' ')}"] if ctx["fault_frame"] else []
     return ctx, notes
@@ -533,7 +555,7 @@ def _blamed_inputs(view: _View, known: Mapping[Key, _Known]) -> dict[str, set[st
     for (job, _att), k in known.items():
         if k.category == "incorrect_input":
             declared = view.job_meta.get(job, (None, []))[1]
-            for name in blame_inputs(declared, k.inputs):
+            for name in blame_inputs(declared, k.inputs, view.exonerated):
                 blamed.setdefault(name, set()).add(job)
     return blamed
 
@@ -550,6 +572,11 @@ def _input_context(att: _Attempt, me: _Known | None, view: _View, blamed: Mappin
                 bad |= extra
                 hit_inputs.append(name)
     listed = [m for m in mine if any(covers(e, m) for e in view.blacklisted)]
+    suspects = blame_inputs(att.declared, me.inputs if me else [], view.exonerated)
+    if not bad and not listed and not any(view.readers[s] > 1 for s in suspects):
+        # the inputs that could be at fault are read by no other job: no co-failure could have
+        # shown, so 'none' would be no evidence (inputs that passing jobs read are not suspects)
+        return {"input_cofailures": None}, []
     notes = []
     if hit_inputs:
         notes.append(f"input(s) {', '.join(sorted(hit_inputs)[:3])} also failed {len(bad)} other job(s)")
@@ -576,8 +603,26 @@ def _contexts(view: _View, known: Mapping[Key, _Known]) -> dict[Key, Context]:
         ):
             ctx.update(part)
             notes += part_notes
+        notes += _unblame_node(ctx)
         out[key] = (ctx, notes)
     return out
+
+
+def _unblame_node(ctx: dict[str, str | None]) -> list[str]:
+    """Leave the node's state out of the evidence of a deterministic failure.
+
+    A syntax, import, semantic, input, divergence or permission error is not a symptom hardware
+    produces: XIDs or other jobs failing on the node at the time mean only that the job ran on a
+    bad node, not that the node made it fail (the same reason such failures are not counted as
+    other jobs' node co-failures). The notes still list what the node showed.
+    """
+    if ctx.get("category") not in DETERMINISTIC:
+        return []
+    hw = [v for v in ("node_health", "node_cofailures") if ctx.get(v) not in (None, "clean", "none")]
+    ctx["node_health"] = ctx["node_cofailures"] = None
+    if not hw:
+        return []
+    return [f"not counted: {', '.join(hw)} (a {ctx['category']} is not a hardware symptom)"]
 
 
 def _inputs_of(values: Iterable[str]) -> list[str]:
@@ -621,31 +666,24 @@ def _classify_attempt(store: Store, att: _Attempt, classify: Classify) -> Diagno
 
 # ----------------------------------------------------------------- the model
 def labeled_history(store: Store, con: duckdb.DuckDBPyConnection | None = None) -> pd.DataFrame:
-    """Labeled rows (network variables + ``origin``) from the store's ground truth.
+    """Labeled rows (network variables + ``origin``) from the store's operator labels.
 
-    Sources: ``sim_truth`` (the simulator's planted category and origin per
-    attempt) and ``failures`` rows with ``method = 'manual'`` (operator labels).
-    Context variables are computed exactly as for diagnosis. Empty when the
-    store has no labels.
+    Source: ``failures`` rows with ``method = 'manual'``. The simulator's ``sim_truth`` is never
+    read here: it is the answer key that evaluations compare with, and fitting on it would
+    make every simulated accuracy an in-sample one. Context variables are computed exactly as
+    for diagnosis. Empty when the store has no labels.
     """
     own = con is None
     con = con or store.connect()
     try:
         labels: dict[Key, tuple[str, str]] = {}
-        try:
-            for job, att, cat, origin in con.execute(
-                "SELECT job_id, attempt, category, origin FROM sim_truth WHERE category IS NOT NULL"
-            ).fetchall():
-                labels[(job, int(att))] = (cat, origin)
-        except duckdb.CatalogException:
-            pass
         for job, att, cat, origin in con.execute(
             "SELECT job_id, attempt, category, origin FROM failures WHERE method = 'manual'"
         ).fetchall():
             labels[(job, int(att))] = (cat, origin)
         labels = {k: v for k, v in labels.items() if v[1] in ORIGINS and v[1] != "unknown"}
         cols = ["origin", "category", "multi_node", "exit", "stage", "retry", "node_health",
-                "node_cofailures", "input_cofailures", "fault_frame"]
+                "node_cofailures", "input_cofailures", "fault_frame", "clue"]
         if not labels:
             return pd.DataFrame(columns=cols, dtype="object")
         view = _View(con, sorted({j for j, _ in labels}), DiagnoseConfig())
@@ -655,7 +693,7 @@ def labeled_history(store: Store, con: duckdb.DuckDBPyConnection | None = None) 
             prev = view.prior.get(key)
             path = _log_file(store, logs.get(key)) if cat in FRAME_CATEGORIES else None
             frame = fault_frame_of_file(path) if path is not None else None
-            known[key] = _Known(cat, prev.inputs if prev else [], frame=frame)
+            known[key] = _Known(cat, prev.inputs if prev else [], frame=frame, clue=prev.clue if prev else None)
         rows = []
         for key, (ctx, _notes) in _contexts(view, known).items():
             if key in labels:
@@ -717,7 +755,8 @@ def _run(
         # a missing log leaves the category unobserved; an unreadable one is 'unknown'
         readable = path is not None and path.exists()
         frame = fault_frame_of_file(path) if readable and path and d.category in FRAME_CATEGORIES else None
-        known[key] = _Known(d.category, list(d.inputs), list(d.evidence), log_read=readable, frame=frame)
+        known[key] = _Known(d.category, list(d.inputs), list(d.evidence), log_read=readable, frame=frame,
+                            clue=d.clue if readable else None)
         if progress is not None:
             progress("classify", i + 1, len(failed))
     contexts = _contexts(view, known)

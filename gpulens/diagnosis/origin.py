@@ -46,8 +46,9 @@ data; user and data failures are deterministic and repeat identically on
 retries, on any node; infrastructure failures are transient, hit long-running
 jobs mid-training, coincide with hardware errors and with other jobs failing on
 the same node, and go away on a retry elsewhere; corrupted inputs make several
-jobs that read them fail. Stores with ground truth (``sim_truth``) or operator
-labels add their own rows (see :func:`gpulens.diagnosis.jobs.labeled_history`).
+jobs that read them fail. Stores with operator labels add their own rows (see
+:func:`gpulens.diagnosis.jobs.labeled_history`); the simulator's ``sim_truth`` never
+does: it is what the evaluations compare with.
 
 The answer is a posterior over origins plus, for each observed variable, how
 much it moved the chosen origin: the change in log-odds of that origin when the

@@ -44,15 +44,18 @@ class FakeClassifier:
         cat = "unknown"
         inputs: list[str] = []
         evidence: list[str] = []
+        clue: str | None = None
         for line in text.splitlines():
             if line.startswith("CATEGORY: "):
                 cat = line.split(": ", 1)[1].strip()
+            elif line.startswith("CLUE: "):
+                clue = line.split(": ", 1)[1].strip()
             elif line.startswith("INPUT: "):
                 inputs.append(line.split(": ", 1)[1].strip())
             elif line.strip():
                 evidence.append(line)
         return Diagnosis(cat, DEFAULT_ORIGIN[cat], 0.9 if cat != "unknown" else 0.0,
-                         evidence=evidence, inputs=inputs, method="rule", file=str(path))
+                         evidence=evidence, inputs=inputs, method="rule", file=str(path), clue=clue)
 
 
 def add_job(
@@ -258,6 +261,64 @@ def test_input_co_failures_point_at_data(store: Store, model) -> None:
         assert list(row["inputs"]) == ["/data/shared/bad/part-0007.rec"]
 
 
+def test_a_popular_input_that_passing_jobs_read_is_not_blamed(store: Store, model) -> None:
+    """Jobs broken by a corrupt shard also declared a popular dataset: that dataset is not the
+    suspect (other jobs passed with it), so a user failure on it has no input co-failures."""
+    for i, user in enumerate(["u1", "u2", "u3"]):
+        add_job(store, f"d{i}", [{"status": "failed", "nodes": [f"n{i}"], "minutes": 90,
+                                  "category": "incorrect_input"}],
+                user=user, inputs=["/data/popular", "/data/shared/bad-shard"])
+    for i in range(3):
+        add_job(store, f"ok{i}", [{"status": "passed", "nodes": ["n9"], "minutes": 90}],
+                user=f"p{i}", inputs=["/data/popular"])
+    add_job(store, "mine", [{"status": "failed", "nodes": ["n5"], "minutes": 9, "category": "semantic_error"}],
+            user="zed", inputs=["/data/popular"])
+    diagnose_all(store, classify=FakeClassifier(), model=model)
+    evidence = {k: json.loads(r["origin_evidence"]) for k, r in failure_rows(store).items()}
+    assert evidence[("mine", 0)]["input_cofailures"] == "none"
+    assert failure_rows(store)[("mine", 0)]["origin"] == "user"
+    assert all(evidence[(f"d{i}", 0)]["input_cofailures"] == "several" for i in range(3))
+
+
+def test_no_input_co_failure_evidence_when_the_suspect_is_private(store: Store, model) -> None:
+    """A job's own file is read by nobody else: 'no other job failed on it' is no evidence."""
+    add_job(store, "ok", [{"status": "passed", "nodes": ["n9"], "minutes": 90}], user="bob",
+            inputs=["/data/popular"])
+    add_job(store, "p", [{"status": "failed", "nodes": ["n1"], "minutes": 9, "category": "incorrect_input"}],
+            inputs=["/data/popular", "/home/alice/own.rec"])
+    a = diagnose_job(store, "p", classify=FakeClassifier(), model=model, write=False).attempts[0]
+    assert a.context["input_cofailures"] is None
+    assert a.origin.origin == "data"
+
+
+def test_a_deterministic_failure_on_a_bad_node_is_not_the_node(store: Store, model) -> None:
+    """XIDs while a semantic error happened: the job ran on a bad node, the node did not make the
+    error. The node's state is left out of the evidence (and said so); a CUDA error keeps it."""
+    add_job(store, "sem", [{"status": "failed", "nodes": ["node-bad"], "minutes": 30,
+                            "category": "semantic_error"}], user="a")
+    add_job(store, "cu", [{"status": "failed", "nodes": ["node-bad"], "minutes": 30,
+                           "category": "cuda_error"}], user="b")
+    add_xids(store, [("node-bad", 25, 79), ("node-bad", 28, 48)])
+    diagnose_all(store, classify=FakeClassifier(), model=model)
+    sem = diagnose_job(store, "sem", classify=FakeClassifier(), model=model, write=False).attempts[0]
+    assert sem.context["node_health"] is None and sem.context["node_cofailures"] is None
+    assert any(n.startswith("not counted: node_health, node_cofailures") for n in sem.notes)
+    assert any("XID 79" in n for n in sem.notes)
+    assert sem.origin.origin == "user"
+    cu = diagnose_job(store, "cu", classify=FakeClassifier(), model=model, write=False).attempts[0]
+    assert cu.context["node_health"] == "xid_or_ecc"
+    assert cu.context["node_cofailures"] == "none"  # a semantic error is no node co-failure either
+
+
+def test_the_logs_clue_reaches_the_network(store: Store, model) -> None:
+    add_job(store, "c", [{"status": "failed", "nodes": ["n1"], "minutes": 9, "category": "crash",
+                          "extra": ["CLUE: framework_internal"]}])
+    a = diagnose_job(store, "c", classify=FakeClassifier(), model=model).attempts[0]
+    assert a.context["clue"] == "framework_internal"
+    assert a.origin.origin == "framework"
+    assert json.loads(failure_rows(store)[("c", 0)]["origin_evidence"])["clue"] == "framework_internal"
+
+
 def test_multi_node_and_missing_log(store: Store, model) -> None:
     add_job(store, "mn", [{"status": "failed", "nodes": ["a", "b"], "minutes": 50, "category": None,
                            "exit_code": 137}])
@@ -303,17 +364,15 @@ def test_unknown_job_is_an_input_error(store: Store) -> None:
         diagnose_job(store, "nope", classify=FakeClassifier())
 
 
-def test_labeled_history_from_sim_truth_refits_the_model(store: Store) -> None:
+def test_labeled_history_from_operator_labels_refits_the_model(store: Store) -> None:
     require_module("pgmpy")
     add_job(store, "s1", [
         {"status": "failed", "nodes": ["n1"], "minutes": 200, "category": "crash"},
         {"status": "passed", "nodes": ["n2"], "start": 300},
     ])
     with store.write() as con:
-        con.execute("CREATE TABLE IF NOT EXISTS sim_truth (job_id VARCHAR, attempt INTEGER, "
-                    "category VARCHAR, origin VARCHAR, node_fault BOOLEAN)")
-        con.execute("INSERT INTO sim_truth (job_id, attempt, category, origin, node_fault) "
-                    "VALUES ('s1', 0, 'gpu_hardware', 'infrastructure', true)")
+        con.execute("INSERT INTO failures (job_id, attempt, category, origin, method) "
+                    "VALUES ('s1', 0, 'gpu_hardware', 'infrastructure', 'manual')")
     hist = labeled_history(store)
     assert len(hist) == 1
     row = hist.iloc[0]
@@ -321,6 +380,19 @@ def test_labeled_history_from_sim_truth_refits_the_model(store: Store) -> None:
     assert row["retry"] == "succeeded_on_retry"
     m = model_for_store(store)
     assert m.source.startswith("synthetic+store(1")
+
+
+def test_simulator_truth_is_never_training_data(store: Store) -> None:
+    """sim_truth is the answer key of the evaluations: fitting on it would make them in-sample."""
+    require_module("pgmpy")
+    add_job(store, "s1", [{"status": "failed", "nodes": ["n1"], "minutes": 200, "category": "crash"}])
+    with store.write() as con:
+        con.execute("CREATE TABLE IF NOT EXISTS sim_truth (job_id VARCHAR, attempt INTEGER, "
+                    "category VARCHAR, origin VARCHAR, node_fault BOOLEAN)")
+        con.execute("INSERT INTO sim_truth (job_id, attempt, category, origin, node_fault) "
+                    "VALUES ('s1', 0, 'gpu_hardware', 'infrastructure', true)")
+    assert labeled_history(store).empty
+    assert not model_for_store(store).source.startswith("synthetic+store")
 
 
 def test_real_classifier_default(store: Store, model) -> None:

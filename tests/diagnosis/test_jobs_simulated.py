@@ -65,7 +65,7 @@ def test_finds_planted_bad_nodes_and_corrupted_inputs(store: Store, seed: int) -
 @pytest.mark.slow
 def test_bad_node_flags_and_origins_match_the_planted_truth(store: Store) -> None:
     """Issue 17's bar on a smaller cluster (the four big ones: scripts/eval_bad_nodes.py, docs/diagnosis.md):
-    after `diagnose --all` (the store's network) and `nodes flag`, every planted bad node is flagged,
+    after `diagnose --all` (which never learns from sim_truth) and `nodes flag`, every planted bad node is flagged,
     at least 90% of the flags are planted, origins agree with the simulator's truth on >= 95%."""
     for mod in ("pgmpy", "sklearn"):
         require_module(mod)
