@@ -42,19 +42,30 @@ def _record(d: Any) -> dict[str, Any]:
                    "(and on the generated logs) and write the report.")
 @click.option("--report", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Where --evaluate writes its Markdown report (default: print it on stdout).")
+@click.option("--label", "label", default=None, metavar="JOB[:ATTEMPT]",
+              help="Record your verdict on a failed attempt (default: its last); needs --origin. "
+                   "Labels survive --all and the origin network learns from them.")
+@click.option("--origin", "origin", default=None, help="With --label: user, data, framework or infrastructure.")
+@click.option("--category", "category", default=None, help="With --label: the category (default: the diagnosed one).")
 @json_option
 @pass_app
 def diagnose(app: App, files: tuple[Path, ...], job_id: str | None, all_: bool, evaluate: bool,
-             report: Path | None, as_json: bool) -> None:
+             report: Path | None, label: str | None, origin: str | None, category: str | None,
+             as_json: bool) -> None:
     """Classify why a job failed from its log FILE(s): category, origin, confidence, evidence.
 
     Works without a store. With --json, prints one JSON object per file (one per line).
     """
-    modes = sum([bool(files), job_id is not None, all_, evaluate])
+    modes = sum([bool(files), job_id is not None, all_, evaluate, label is not None])
     if modes != 1:
-        raise InputError("Give log FILE(s), or exactly one of --job ID, --all, --evaluate.",
+        raise InputError("Give log FILE(s), or exactly one of --job ID, --all, --evaluate, --label JOB.",
                          "Example: gpulens diagnose job.log --json")
-    if evaluate:
+    if (origin is not None or category is not None) and label is None:
+        raise InputError("--origin and --category go with --label JOB[:ATTEMPT].",
+                         "Example: gpulens diagnose --label job-42:1 --origin data")
+    if label is not None:
+        _label(app, label, origin, category, as_json)
+    elif evaluate:
         _evaluate(app, report, as_json)
     elif job_id is not None:
         with app.console.status(f"diagnosing job {job_id}"):
@@ -69,6 +80,17 @@ def diagnose(app: App, files: tuple[Path, ...], job_id: str | None, all_: bool, 
 
 
 BATCH = 256
+
+
+def _label(app: App, label: str, origin: str | None, category: str | None, as_json: bool) -> None:
+    if origin is None:
+        raise InputError("--label needs --origin.", "Example: gpulens diagnose --label job-42 --origin data")
+    job_id, _, att = label.rpartition(":") if ":" in label else (label, "", "")
+    if att and not att.isdigit():
+        job_id, att = label, ""
+    attempt, cat, org = jobs.label_failure(app.store(), job_id, int(att) if att else None, origin, category)
+    emit({"job_id": job_id, "attempt": attempt, "category": cat, "origin": org, "method": "manual"}, as_json,
+         lambda: click.echo(f"labelled job {job_id} attempt {attempt}: {cat}, origin {org} (manual)"))
 
 
 def _files(app: App, files: tuple[Path, ...], as_json: bool) -> None:

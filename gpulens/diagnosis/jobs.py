@@ -78,7 +78,7 @@ from gpulens.diagnosis.origin import (
     default_model,
     synthetic_history,
 )
-from gpulens.diagnosis.types import ORIGINS, Diagnosis
+from gpulens.diagnosis.types import CATEGORIES, ORIGINS, Diagnosis
 from gpulens.errors import GpulensError, InputError
 from gpulens.store import Store, registered
 
@@ -91,6 +91,7 @@ __all__ = [
     "diagnose_job",
     "exit_class",
     "format_job",
+    "label_failure",
     "labeled_history",
     "model_for_store",
     "named_rows",
@@ -704,6 +705,49 @@ def labeled_history(store: Store, con: duckdb.DuckDBPyConnection | None = None) 
     finally:
         if own:
             con.close()
+
+
+def label_failure(
+    store: Store,
+    job_id: str,
+    attempt: int | None,
+    origin: str,
+    category: str | None = None,
+    *,
+    clock: Callable[[], datetime] = _now,
+) -> tuple[int, str, str]:
+    """Record an operator's verdict on a failed attempt (``failures.method = 'manual'``).
+
+    ``attempt`` None means the job's last failed attempt; ``category`` None keeps the
+    diagnosed one. Manual rows survive ``diagnose --all`` and are what
+    :func:`model_for_store` refits the network with. Returns (attempt, category, origin).
+    """
+    if origin not in ORIGINS:
+        raise InputError(f"{origin!r} is not an origin.", f"Use one of: {', '.join(ORIGINS)}.")
+    if category is not None and category not in CATEGORIES:
+        raise InputError(f"{category!r} is not a category.", f"Use one of: {', '.join(CATEGORIES)}.")
+    with store.write() as con:
+        att = con.execute(
+            "SELECT a.attempt, f.category FROM attempts a LEFT JOIN failures f USING (job_id, attempt) "
+            "WHERE a.job_id = ? AND a.status = 'failed' AND (? IS NULL OR a.attempt = ?) "
+            "ORDER BY a.attempt DESC LIMIT 1",
+            [job_id, attempt, attempt],
+        ).fetchone()
+        if att is None:
+            which = f"attempt {attempt} of job {job_id!r}" if attempt is not None else f"job {job_id!r}"
+            raise InputError(f"No failed {which} in the store {store.root}.",
+                             "Label a failed attempt: JOB or JOB:ATTEMPT (gpulens diagnose --job JOB lists them).")
+        cat = category or att[1]
+        if cat is None:
+            raise InputError(f"Job {job_id!r} attempt {att[0]} has not been diagnosed, so its category is unknown.",
+                             "Give --category, or run `gpulens diagnose --all` first.")
+        con.execute("DELETE FROM failures WHERE job_id = ? AND attempt = ?", [job_id, att[0]])
+        con.execute(
+            "INSERT INTO failures (job_id, attempt, category, origin, confidence, method, diagnosed_at) "
+            "VALUES (?, ?, ?, ?, 1.0, 'manual', ?)",
+            [job_id, att[0], cat, origin, clock()],
+        )
+    return int(att[0]), str(cat), origin
 
 
 def model_for_store(store: Store, config: DiagnoseConfig | None = None) -> OriginModel:
