@@ -16,21 +16,33 @@ utilization by vc, on a fresh connection), and a query through the ``gpu_samples
 Then the granularity probe: the same view-style query on one file per kind and day across
 nodes (node as a column) vs one file per node-day, for all nodes and for one node.
 
-    python -m benchmarks.run lake                       # 32 nodes x 2 days (default)
-    python -m benchmarks.run lake --nodes=500 --days=3  # the full 500-node shape (slow here)
+    python -m benchmarks.run lake                       # 32 x 8 GPUs x 2 days (default)
+    python -m benchmarks.run lake --nodes=500 --days=3  # 4,000 GPUs x 3 days (about an hour here)
+    python -m benchmarks.run lake --nodes=500 --days=3 --reuse   # keep the lake built by a run before
+
+``--nodes=N`` simulates 8*N GPUs; the simulator puts them on nodes of mixed size, so there are
+more nodes than N (650 for 4,000 GPUs) and more segment files than N x 288 a day. The segments
+layout is measured in a child process that is stopped when its resident memory passes
+``--rss-limit-gib`` (default 16 of this machine's 24 GiB): at 561,600 files the OOM killer took
+the whole benchmark before this guard. ``--reuse`` keeps the simulated and segmented lake of an
+earlier run (``built.json`` marks it complete); compaction then starts from the same segments.
 
 Only GPU samples are laid out as segments (the analyses and the Overview read only those);
 the sample rate is one per minute per GPU (an agent's default is one per 5 s): file counts
 have the real shape, rows per file are 12x fewer. Stores live under $GPULENS_BENCH_DIR
-(default /tmp/gpulens-bench/lake-<nodes>x<days>) and are rebuilt each run.
+(default /tmp/gpulens-bench/lake-<nodes>x<days>) and are rebuilt each run unless ``--reuse``.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import subprocess
+import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
@@ -95,18 +107,20 @@ def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - t0, out
 
 
-def _measure_once(root: Path) -> tuple[dict[str, float], dict[str, pd.DataFrame]]:
+def _steps(root: Path) -> Iterator[tuple[str, float, pd.DataFrame | None]]:
+    """Every measured step on ``root``: (name, seconds, result frame)."""
     from gpulens import analysis
     from gpulens.store import Store
 
     store = Store(root)
-    t: dict[str, float] = {}
-    res: dict[str, pd.DataFrame] = {}
-    t["connect"], con = _timed(store.connect)
-    t["utilization (first: the sample scan)"], res["utilization"] = _timed(
-        lambda: analysis.utilization(con))
-    t["locality"], res["locality"] = _timed(lambda: analysis.locality(con, n_boot=0))
-    t["goodput"], res["goodput"] = _timed(lambda: analysis.goodput(con))
+    t, con = _timed(store.connect)
+    yield "connect", t, None
+    t, df = _timed(lambda: analysis.utilization(con))
+    yield "utilization (first: the sample scan)", t, df
+    t, df = _timed(lambda: analysis.locality(con, n_boot=0))
+    yield "locality", t, df
+    t, df = _timed(lambda: analysis.goodput(con))
+    yield "goodput", t, df
     con.close()
 
     def overview() -> pd.DataFrame:
@@ -119,7 +133,8 @@ def _measure_once(root: Path) -> tuple[dict[str, float], dict[str, pd.DataFrame]
         c.close()
         return out
 
-    t["dashboard Overview, cold (incl. connect)"], res["overview"] = _timed(overview)
+    t, df = _timed(overview)
+    yield "dashboard Overview, cold (incl. connect)", t, df
 
     def per_node() -> pd.DataFrame:
         c = store.connect()
@@ -128,8 +143,73 @@ def _measure_once(root: Path) -> tuple[dict[str, float], dict[str, pd.DataFrame]
         c.close()
         return out
 
-    t["per-node mean via gpu_samples view (incl. connect)"], res["per_node"] = _timed(per_node)
+    t, df = _timed(per_node)
+    yield "per-node mean via gpu_samples view (incl. connect)", t, df
+
+
+STEPS = ("connect", "utilization (first: the sample scan)", "locality", "goodput",
+         "dashboard Overview, cold (incl. connect)", "per-node mean via gpu_samples view (incl. connect)")
+RESULT = {"utilization (first: the sample scan)": "utilization", "locality": "locality",
+          "goodput": "goodput", "dashboard Overview, cold (incl. connect)": "overview",
+          "per-node mean via gpu_samples view (incl. connect)": "per_node"}
+
+
+def _measure_once(root: Path) -> tuple[dict[str, float], dict[str, pd.DataFrame]]:
+    t: dict[str, float] = {}
+    res: dict[str, pd.DataFrame] = {}
+    for name, secs, df in _steps(root):
+        t[name] = secs
+        if df is not None:
+            res[RESULT[name]] = df
     return t, res
+
+
+def _child(root: Path, out: Path) -> None:
+    """``--child``: the steps on ``root`` in this process, one JSON line each, frames to ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    for name, secs, df in _steps(root):
+        if df is not None:
+            df.to_parquet(out / f"{RESULT[name]}.parquet")
+        print(json.dumps({"step": name, "seconds": secs}), flush=True)
+
+
+def _rss_kib(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _measure_guarded(root: Path, out: Path, limit_gib: float) -> tuple[
+        dict[str, float], dict[str, pd.DataFrame], int, str | None]:
+    """The steps on ``root`` in a child process stopped when its RSS passes ``limit_gib``.
+
+    Returns the step times, the result frames, the peak RSS (KiB) and why it stopped (None: it
+    finished). The machine has 24 GiB; the OOM killer would otherwise take the whole benchmark.
+    """
+    shutil.rmtree(out, ignore_errors=True)
+    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.bench_lake", "--child", str(root), str(out)],
+                            stdout=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout or []), daemon=True)
+    reader.start()
+    peak, why, t0 = 0, None, time.perf_counter()
+    while proc.poll() is None:
+        peak = max(peak, _rss_kib(proc.pid))
+        if peak > limit_gib * 2**20:
+            proc.kill()
+            why = f"stopped at {peak / 2**20:.1f} GiB RSS after {time.perf_counter() - t0:.0f} s"
+        time.sleep(0.2)
+    reader.join()
+    if why is None and proc.returncode != 0:
+        why = f"child exited {proc.returncode} after {time.perf_counter() - t0:.0f} s"
+    times = {r["step"]: r["seconds"] for r in map(json.loads, lines)}
+    frames = {p.stem: pd.read_parquet(p) for p in out.glob("*.parquet")}
+    return times, frames, peak, why
 
 
 def _measure_pair(a: Path, b: Path, repeat: int) -> tuple[dict[str, float], dict[str, float],
@@ -196,43 +276,72 @@ def _granularity(node_day: Path, work: Path) -> list[tuple[str, float, float, fl
     return out
 
 
-def main(argv: list[str]) -> None:
+def _build(work: Path, nodes: int, days: float, roll: int, reuse: bool) -> tuple[Path, Path]:
+    """The node-day store (simulated) and its segmented copy, reused when ``reuse`` and complete."""
     from gpulens.ingest.simulate import simulate
+    from gpulens.store import Store
+
+    ref, seg = work / "node-day", work / "segments"
+    done = work / "built.json"
+    if reuse and done.is_file():
+        info = json.loads(done.read_text())
+        print(f"  reusing {work} (built {info['built']}: simulated in {info['simulate_s']:.0f} s, "
+              f"cut in {info['cut_s']:.0f} s)", flush=True)
+        return ref, seg
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    t_sim, _ = _timed(lambda: simulate(Store.open(ref), gpus=8 * nodes, days=days, seed=0, start=START))
+    t_seg, _n = _timed(lambda: _segment(ref, seg, roll))
+    done.write_text(json.dumps({"built": f"{datetime.now():%Y-%m-%d %H:%M}", "simulate_s": t_sim,
+                                "cut_s": t_seg}))
+    return ref, seg
+
+
+def main(argv: list[str]) -> None:
     from gpulens.store import Store
     from gpulens.store.compact import compact
 
+    if argv[:1] == ["--child"]:
+        _child(Path(argv[1]), Path(argv[2]))
+        return
     nodes, days = int(_arg(argv, "nodes", 32)), _arg(argv, "days", 2)
     roll = int(_arg(argv, "roll", 300))
+    limit = _arg(argv, "rss-limit-gib", 16)
     work = BENCH_DIR / f"lake-{nodes}x{days:g}"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
     print(f"  machine: {os.cpu_count()} cores; load average {os.getloadavg()}; "
           f"{datetime.now():%Y-%m-%d %H:%M} local", flush=True)
-    ref = work / "node-day"
-    t_sim, _ = _timed(lambda: simulate(Store.open(ref), gpus=8 * nodes, days=days, seed=0,
-                                        start=START))
+    ref, seg = _build(work, nodes, days, roll, "--reuse" in argv)
     n_nodes = len({p.name for p in (ref / "samples/kind=gpu").glob("date=2*/node=*")})
-    seg = work / "segments"
-    t_seg, n_seg = _timed(lambda: _segment(ref, seg, roll))
     rows = Store(ref).connect().execute("SELECT count(*) FROM gpu_samples").fetchone()[0]  # type: ignore[index]
-    print(f"  {n_nodes} nodes x 8 GPUs x {days:g} days, {rows:,} GPU samples; simulated in "
-          f"{t_sim:.0f} s, cut into {n_seg:,} segments ({roll} s roll) in {t_seg:.0f} s", flush=True)
+    counts = {"node-day": _files(ref), "segments": _files(seg)}
+    print(f"  {8 * nodes:,} GPUs on {n_nodes} nodes x {days:g} days, {rows:,} GPU samples; "
+          f"{counts['segments']:,} GPU segment files ({roll} s roll)", flush=True)
 
     results: dict[str, dict[str, float]] = {}
     frames: dict[str, dict[str, pd.DataFrame]] = {}
-    counts = {"node-day": _files(ref), "segments": _files(seg)}
-    results["segments"], frames["segments"] = _measure_once(seg)
-    print(f"  measured segments ({counts['segments']:,} GPU files)", flush=True)
+    results["segments"], frames["segments"], peak, why = _measure_guarded(seg, work / "child-out", limit)
+    print(f"  measured segments: peak RSS {peak / 2**20:.1f} GiB" + (f"; {why}" if why else ""), flush=True)
     t_compact, report = _timed(lambda: compact(Store(seg), kinds=["gpu"], settle=0, grace=0))
     compact(Store(seg), kinds=["gpu"], settle=0, grace=0)  # deletes the replaced segments
     counts["compacted"] = _files(seg)
+    print(f"  compaction: {report.files_in:,} files ({report.bytes_in / 2**20:.1f} MiB) -> "
+          f"{report.partitions:,} files ({report.bytes_out / 2**20:.1f} MiB) in {t_compact:.1f} s", flush=True)
     (results["node-day"], results["compacted"], frames["node-day"],
      frames["compacted"]) = _measure_pair(ref, seg, 3)
-    _same(frames["node-day"], frames["segments"])
     _same(frames["node-day"], frames["compacted"])
-    print(f"  compaction: {report.files_in:,} files ({report.bytes_in / 2**20:.1f} MiB) -> "
-          f"{report.partitions:,} files ({report.bytes_out / 2**20:.1f} MiB) in {t_compact:.1f} s")
-    print("  same results on all three layouts (rtol 1e-9)")
+    _same({k: v for k, v in frames["node-day"].items() if k in frames["segments"]}, frames["segments"])
+    print(f"  same results: node-day = compacted; node-day = segments on the "
+          f"{len(frames['segments'])} step(s) that finished (rtol 1e-9)")
+    _table(results, counts)
+    print(f"  load average after: {os.getloadavg()}")
+    print("\n  granularity probe (DuckDB read_parquet, best of 3):")
+    print("| layout | files | MiB | per-node mean, all nodes | mean of one node |")
+    print("|---|---|---|---|---|")
+    for name, t_all, t_one, mib, nfiles in _granularity(ref, work):
+        print(f"| {name} | {nfiles:,} | {mib:.1f} | {t_all:.3f} s | {t_one:.3f} s |")
+
+
+def _table(results: dict[str, dict[str, float]], counts: dict[str, int]) -> None:
     print()
     print("| step (node-day and compacted: best of 3, alternating; segments: 1 run) | node-day"
           " | segments (before) | compacted (after) | after / node-day |")
@@ -240,18 +349,17 @@ def main(argv: list[str]) -> None:
     print(f"| GPU sample files | {counts['node-day']:,} | {counts['segments']:,} | "
           f"{counts['compacted']:,} | |")
     worst = 0.0
-    for step in results["node-day"]:
-        a, b, c = (results[k][step] for k in ("node-day", "segments", "compacted"))
+    for step in STEPS:
+        a, c = results["node-day"][step], results["compacted"][step]
+        b = results["segments"].get(step)
         ratio = c / a if a > 0 else float("nan")
         if a >= NOISE_S:
             worst = max(worst, ratio)
-        print(f"| {step} | {a:.2f} s | {b:.2f} s | {c:.2f} s | {ratio:.2f}x |")
+        before = f"{b:.2f} s" if b is not None else "not reached"
+        print(f"| {step} | {a:.2f} s | {before} | {c:.2f} s | {ratio:.2f}x |")
     print(f"\n  worst after/node-day ratio (steps of >= {NOISE_S:g} s on node-day): {worst:.2f}x;"
-          f" target <= {TARGET:g}x: "
-          f"{'met' if worst <= TARGET else 'NOT met'}")
-    print(f"  load average after: {os.getloadavg()}")
-    print("\n  granularity probe (DuckDB read_parquet, best of 3):")
-    print("| layout | files | MiB | per-node mean, all nodes | mean of one node |")
-    print("|---|---|---|---|---|")
-    for name, t_all, t_one, mib, nfiles in _granularity(ref, work):
-        print(f"| {name} | {nfiles:,} | {mib:.1f} | {t_all:.3f} s | {t_one:.3f} s |")
+          f" target <= {TARGET:g}x: {'met' if worst <= TARGET else 'NOT met'}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
