@@ -55,7 +55,15 @@ import pyarrow.parquet as pq
 
 from gpulens.errors import StoreError, StoreLockedError
 from gpulens.store import quarantine as qr
-from gpulens.store.lake import COMPACT_PREFIX, INPUTS_KEY, Partition, compact_inputs, partitions
+from gpulens.store.lake import (
+    COMPACT_PREFIX,
+    INPUTS_KEY,
+    Partition,
+    compact_inputs,
+    conform,
+    marked_name,
+    partitions,
+)
 from gpulens.store.samples import SAMPLE_KINDS
 from gpulens.store.segments import _fsync_dir as fsync_dir
 from gpulens.store.store import Store
@@ -122,7 +130,7 @@ def _merge(kind: str, part: Partition) -> tuple[pa.Table, int]:
     """The live files of ``part`` as one sorted table, and their total size in bytes."""
     paths = [part.path / name for name in part.live]
     size = sum(p.stat().st_size for p in paths)
-    table = _read_all(paths)
+    table = conform(_read_all(paths), kind)
     keys = [("ts", "ascending")] + [(c, "ascending") for c in _SORT.get(kind, [])
                                     if c in table.column_names]
     return table.sort_by(keys), size
@@ -132,7 +140,7 @@ def _write_compacted(store: Store, kind: str, part: Partition, now: datetime) ->
     """Steps 1 and 2 for one partition; returns its lake_compactions row."""
     table, size_in = _merge(kind, part)
     cid = f"{now:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:12]}"
-    name = f"{COMPACT_PREFIX}{cid}-r{table.num_rows}.parquet"
+    name = marked_name(kind, table.schema, f"{COMPACT_PREFIX}{cid}", f"r{table.num_rows}.parquet")
     staging = store.tmp / f"compact-{cid}"
     staging.mkdir(parents=True)
     staged = staging / name

@@ -30,6 +30,7 @@ re-lists for an open connection and updates its views.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -45,6 +46,7 @@ import pyarrow.parquet as pq
 
 from gpulens.errors import StoreError
 from gpulens.store import quarantine as qr
+from gpulens.store.samples import arrow_schema
 
 __all__ = [
     "COMPACT_PREFIX",
@@ -54,7 +56,11 @@ __all__ = [
     "ROOT_VARIABLE",
     "SEED_NODE",
     "compact_inputs",
+    "conform",
     "files_variable",
+    "marked_name",
+    "mixed_variable",
+    "schema_mark",
     "list_live",
     "live_files",
     "partitions",
@@ -73,6 +79,49 @@ _inputs_cache: OrderedDict[str, frozenset[str]] = OrderedDict()
 def files_variable(kind: str) -> str:
     """Name of the connection variable holding the live file list of ``kind``."""
     return f"gpulens_files_{kind}"
+
+
+def mixed_variable(kind: str) -> str:
+    """Name of the connection variable holding the files of ``kind`` not in the current schema."""
+    return f"gpulens_mixed_{kind}"
+
+
+@functools.cache
+def schema_mark(kind: str) -> str:
+    """``s<hash>``: the mark in the name of a file whose columns are exactly ``kind``'s current ones.
+
+    Views read marked files without merging every file's schema (DuckDB's ``union_by_name``
+    reads the footer of every file it is given, at every bind: at 561,600 files that alone
+    passed 14 GiB; benchmarks/RESULTS.md ``## lake``); only unmarked files (an older or newer
+    release's columns) go through the merge. A schema change changes the mark, so files of
+    an older release are never taken for current ones.
+    """
+    fields = [(f.name, str(f.type)) for f in arrow_schema(kind, with_node=False)]
+    return "s" + hashlib.sha256(json.dumps(fields).encode()).hexdigest()[:8]
+
+
+def conform(table: pa.Table, kind: str) -> pa.Table:
+    """``table`` in ``kind``'s current schema when its columns are a subset of it with the same
+    types (the missing ones become NULL); else unchanged (a newer release's extra columns)."""
+    schema = arrow_schema(kind, with_node=False)
+    if not all(schema.get_field_index(f.name) >= 0 and schema.field(f.name).type == f.type
+               for f in table.schema):
+        return table
+    cols = [table.column(f.name) if f.name in table.column_names
+            else pa.nulls(table.num_rows, f.type) for f in schema]
+    return pa.table(cols, schema=schema.with_metadata(table.schema.metadata))
+
+
+def marked_name(kind: str, schema: pa.Schema, prefix: str, rest: str) -> str:
+    """``<prefix>-<mark>-<rest>`` when ``schema`` is ``kind``'s current one, else ``<prefix>-<rest>``."""
+    current = arrow_schema(kind, with_node=False)
+    if schema.remove_metadata().equals(current.remove_metadata()):
+        return f"{prefix}-{schema_mark(kind)}-{rest}"
+    return f"{prefix}-{rest}"
+
+
+def _current(kind: str, path: str) -> bool:
+    return f"-{schema_mark(kind)}-" in os.path.basename(path)
 
 
 def compact_inputs(path: str | os.PathLike[str]) -> frozenset[str] | None:
@@ -232,9 +281,13 @@ def seed_file(samples: Path, kind: str) -> Path:
 
 def set_files(con: duckdb.DuckDBPyConnection, samples: Path, kind: str,
               listing: LakeListing) -> None:
-    """Point the connection's view of ``kind`` at ``listing`` (plus the seed file)."""
-    con.execute(f"SET VARIABLE {files_variable(kind)} = $files",
-                {"files": [str(seed_file(samples, kind)), *listing.paths]})
+    """Point the connection's views of ``kind`` at ``listing``: the files in the current schema
+    and the others (:func:`schema_mark`), each list led by the seed file (current, no rows)."""
+    seed = str(seed_file(samples, kind))
+    current = [p for p in listing.paths if _current(kind, p)]
+    mixed = [p for p in listing.paths if not _current(kind, p)]
+    con.execute(f"SET VARIABLE {files_variable(kind)} = $files", {"files": [seed, *current]})
+    con.execute(f"SET VARIABLE {mixed_variable(kind)} = $files", {"files": [seed, *mixed]})
 
 
 def live_files(con: duckdb.DuckDBPyConnection, kind: str) -> LakeListing | None:

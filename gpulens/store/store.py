@@ -51,6 +51,8 @@ from gpulens.store.lake import (
     LakeListing,
     files_variable,
     list_live,
+    marked_name,
+    mixed_variable,
     seed_file,
     set_files,
 )
@@ -488,12 +490,13 @@ class Store:
     def _sample_views(self, con: duckdb.DuckDBPyConnection) -> None:
         for kind, view in VIEW_NAMES.items():
             set_files(con, self.samples, kind, self.sample_files(kind))
+            hive = "hive_partitioning = true, hive_types = {'kind': VARCHAR, 'date': DATE, 'node': VARCHAR}"
             con.execute(
-                f"CREATE OR REPLACE VIEW {view} AS SELECT * EXCLUDE (kind) FROM read_parquet("  # noqa: S608
-                f"getvariable('{files_variable(kind)}'), hive_partitioning = true,"
-                " union_by_name = true,"
-                " hive_types = {'kind': VARCHAR, 'date': DATE, 'node': VARCHAR})"
-                f" WHERE node <> '{_SEED_NODE}'"
+                f"CREATE OR REPLACE VIEW {view} AS SELECT * EXCLUDE (kind) FROM ("  # noqa: S608
+                f"SELECT * FROM read_parquet(getvariable('{files_variable(kind)}'), {hive})"
+                " UNION ALL BY NAME SELECT * FROM read_parquet("
+                f"getvariable('{mixed_variable(kind)}'), {hive}, union_by_name = true)"
+                f") WHERE node <> '{_SEED_NODE}'"
             )
 
     # ------------------------------------------------------- bulk sample write
@@ -552,7 +555,7 @@ class Store:
         for src in sorted(staging.glob("date=*/node=*/*.parquet")):
             dest_dir = self.samples / f"kind={kind}" / src.parent.parent.name / src.parent.name
             dest_dir.mkdir(parents=True, exist_ok=True)
-            dest = dest_dir / f"{tag}-{src.stem}.parquet"
+            dest = dest_dir / marked_name(kind, pq.read_schema(src), tag, f"{src.stem}.parquet")
             os.replace(src, dest)
             out.append(dest)
         shutil.rmtree(staging, ignore_errors=True)

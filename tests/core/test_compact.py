@@ -25,9 +25,16 @@ import pytest
 from gpulens import analysis
 from gpulens.errors import StoreLockedError
 from gpulens.ingest.simulate import simulate
-from gpulens.store import SegmentWriter, Store
+from gpulens.store import SegmentWriter, Store, arrow_schema
 from gpulens.store.compact import _run_lock, compact
-from gpulens.store.lake import COMPACT_PREFIX, partitions
+from gpulens.store.lake import (
+    COMPACT_PREFIX,
+    conform,
+    files_variable,
+    mixed_variable,
+    partitions,
+    schema_mark,
+)
 from gpulens.store.quarantine import list_quarantined
 from tests.core.lake_builders import DAY, proc_rows, write_segments
 from tests.core.test_cli import run
@@ -241,6 +248,39 @@ def test_files_of_older_and_newer_releases_merge_by_column_name(tmp_path: Path) 
         "SELECT count(*), count(gpu_index), count(DISTINCT pid) FROM gpu_process_samples"
     ).fetchone()
     assert got == (30, 20, 30)
+
+
+def test_files_in_the_current_schema_are_marked_and_read_without_the_schema_merge(tmp_path: Path) -> None:
+    """A file whose columns are exactly the kind's current ones carries schema_mark in its name and
+    is read without DuckDB's per-file schema merge; the others (an older or newer release's columns)
+    are merged by name. The view sees all rows either way, and a compaction of a subset-schema
+    partition writes a marked, current file (missing columns NULL)."""
+    store = Store.open(tmp_path / "d")
+    full = proc_rows("n0", 0, 10)
+    full = conform(full.drop_columns(["node"]), "proc").append_column("node", full.column("node"))
+    (cur,) = store.write_samples("proc", full)
+    (old,) = store.write_samples("proc", proc_rows("n0", 10, 10))  # fewer columns: an older release
+    newer = proc_rows("n1", 20, 10)
+    (new,) = store.write_samples("proc", newer.append_column("future_col", pa.array([2.5] * 10)))
+    mark = schema_mark("proc")
+    assert f"-{mark}-" in cur.name and mark not in old.name and mark not in new.name
+    con = store.connect()
+    fast = con.execute(f"SELECT getvariable('{files_variable('proc')}')").fetchone()[0]
+    mixed = con.execute(f"SELECT getvariable('{mixed_variable('proc')}')").fetchone()[0]
+    assert [Path(p).name for p in fast[1:]] == [cur.name]
+    assert sorted(Path(p).name for p in mixed[1:]) == sorted([old.name, new.name])
+    got = con.execute("SELECT count(*), count(DISTINCT pid), count(future_col), count(used_memory_bytes) "
+                      "FROM gpu_process_samples").fetchone()
+    assert got == (30, 30, 10, 0)
+    con.close()
+    compact(store, settle=0, grace=0, clock=lambda: NOW)
+    parts = {p.node: p for p in partitions(store.samples, "proc")}
+    assert f"-{mark}-" in parts["n0"].live[0]  # cur + old: conformed to the current schema
+    assert mark not in parts["n1"].live[0]  # a single file is not compacted; it stays as it was
+    merged = pq.read_table(parts["n0"].path / parts["n0"].live[0])
+    assert merged.schema.remove_metadata().equals(arrow_schema("proc", with_node=False))
+    assert store.connect().execute("SELECT count(*), count(future_col) FROM gpu_process_samples"
+                                   ).fetchone() == (30, 10)
 
 
 def test_damaged_segments_are_quarantined_never_merged(tmp_path: Path) -> None:
