@@ -151,16 +151,20 @@ def _file_stats(st: Store) -> dict[str, dict[str, int]]:
               help="Seconds after midnight UTC before a day counts as closed.")
 @click.option("--grace", type=click.FloatRange(min=0), default=900.0, show_default=True,
               help="Seconds replaced files stay on disk for readers that listed them.")
+@click.option("--open-min-files", type=click.IntRange(min=0), default=12, show_default=True,
+              help="Merge an open day's partition once it holds this many segments (0: closed days only).")
 @json_option
 @pass_app
 def compact_cmd(app: App, kinds: tuple[str, ...], settle: float, grace: float,
-                as_json: bool) -> None:
-    """Merge each closed day's segments into one sorted file per kind and node."""
+                open_min_files: int, as_json: bool) -> None:
+    """Merge each closed day's segments into one sorted file per kind and node, and the open
+    day's segments in tiers (one file per --open-min-files segments)."""
     from gpulens.store.compact import compact
 
     st = app.store()
     with app.console.status("compacting ...") as status:
         report = compact(st, kinds=kinds or None, settle=settle, grace=grace,
+                         open_min_files=open_min_files,
                          progress=lambda what: status.update(f"compacting {what} ..."))
 
     def human() -> None:

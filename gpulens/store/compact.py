@@ -29,6 +29,12 @@ cheap check, and a file that fails while it is read is found by reading each inp
 the partition in full, quarantined with a one-line warning, and the partition is
 listed and merged again without it.
 
+The open day (not yet closed) is compacted too, in tiers: once a partition of it holds
+``open_min_files`` plain segments (12: an hour at the default roll), those segments alone are
+merged into a compacted file (earlier compacted files of the day are left as they are), so
+a reader of a 650-node lake at 23:00 lists a few dozen files per node, not 276. When the
+day closes, its compacted files and segments are merged into one, as above.
+
 Runs are serialised by ``compact.lock``. Agents keep writing meanwhile: a segment
 renamed into a partition after it was listed is no input and stays live (the next
 run merges it into a new compacted file that replaces the old one).
@@ -44,7 +50,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -69,9 +75,11 @@ from gpulens.store.segments import _fsync_dir as fsync_dir
 from gpulens.store.store import Store
 from gpulens.store.tables import replace_batch
 
-__all__ = ["CompactReport", "compact", "ROW_GROUP_ROWS"]
+__all__ = ["CompactReport", "compact", "OPEN_MIN_FILES", "ROW_GROUP_ROWS"]
 
 ROW_GROUP_ROWS = 1_048_576
+#: an open day's partition is merged once it holds this many plain segments (an hour at 300 s)
+OPEN_MIN_FILES = 12
 _BYTES_IN_KEY = b"gpulens.compact.bytes_in"
 _CREATED_KEY = b"gpulens.compact.created"
 _SORT = {"gpu": ["gpu_index"], "net": ["device", "port"], "proc": ["gpu_index", "pid"],
@@ -160,10 +168,26 @@ def _write_compacted(store: Store, kind: str, part: Partition, now: datetime) ->
             "bytes_out": size_out, "compacted_at": now}
 
 
-def _compact_partition(store: Store, kind: str, part: Partition,
-                       now: datetime) -> dict[str, Any] | None:
+Select = Callable[[Partition], Partition | None]
+
+
+def _selector(last: date, open_min_files: int) -> Select:
+    """What to merge of a partition: all its live files on a closed day (two or more), its
+    plain segments on an open day (``open_min_files`` or more; 0: none), else nothing."""
+    def select(part: Partition) -> Partition | None:
+        if part.day <= last:
+            return part if len(part.live) >= 2 else None
+        plain = tuple(n for n in part.live if not n.startswith(COMPACT_PREFIX))
+        if open_min_files <= 0 or len(plain) < max(open_min_files, 2):
+            return None
+        return replace(part, live=plain)
+    return select
+
+
+def _compact_partition(store: Store, kind: str, part: Partition, now: datetime,
+                       select: Select) -> dict[str, Any] | None:
     """Merge ``part``; an input that cannot be read is quarantined (one warning line) and
-    the partition merged without it. None when fewer than two live files are left."""
+    the partition listed, selected and merged again without it (None: nothing left to merge)."""
     _merge_errors = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OSError)
     while True:
         try:
@@ -180,9 +204,10 @@ def _compact_partition(store: Store, kind: str, part: Partition,
                 ) from None
         fresh = next((p for p in partitions(store.samples, kind, part.day, part.day, warn=store.warn)
                       if p.node == part.node), None)
-        if fresh is None or len(fresh.live) < 2:
+        chosen = select(fresh) if fresh is not None else None
+        if chosen is None:
             return None
-        part = fresh
+        part = chosen
 
 
 def _row_from_file(kind: str, part: Partition, name: str) -> dict[str, Any]:
@@ -246,11 +271,13 @@ def compact(
     grace: float = 900.0,
     clock: Callable[[], float] = time.time,
     progress: Callable[[str], None] | None = None,
+    open_min_files: int = OPEN_MIN_FILES,
 ) -> CompactReport:
-    """Compact every closed day of ``kinds`` (default: all), delete replaced files past grace."""
+    """Compact every closed day of ``kinds`` (default: all) and the open days' segments in
+    tiers of ``open_min_files`` (0: leave open days alone); delete replaced files past grace."""
     now_s = clock()
     now = datetime.fromtimestamp(now_s, UTC).replace(tzinfo=None)
-    last = _closed_through(now, settle)
+    select = _selector(_closed_through(now, settle), open_min_files)
     report = CompactReport()
     rows: list[dict[str, Any]] = []
     days: set[str] = set()
@@ -259,9 +286,10 @@ def compact(
             shutil.rmtree(debris, ignore_errors=True)
         try:
             for kind in kinds or list(SAMPLE_KINDS):
-                for part in partitions(store.samples, kind, None, last, warn=store.warn):
+                for part in partitions(store.samples, kind, warn=store.warn):
                     _delete_replaced(part, grace, now_s, report)
-                    row = _compact_partition(store, kind, part, now) if len(part.live) >= 2 else None
+                    chosen = select(part)
+                    row = _compact_partition(store, kind, chosen, now, select) if chosen else None
                     if row is not None:
                         rows.append(row)
                         days.add(part.day.isoformat())

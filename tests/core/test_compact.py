@@ -335,3 +335,32 @@ def test_compact_command_reports_what_it_merged(tmp_path: Path) -> None:
     report = json.loads(r.stdout)
     assert (report["partitions"], report["files_in"], report["rows"]) == (2, 6, 30)
     assert report["pending_files"] == 6 and report["days"] == ["2026-01-01"]
+
+
+def test_the_open_day_is_compacted_in_tiers_then_into_one_file_when_it_closes(tmp_path: Path) -> None:
+    """Open day: every `open_min_files` segments become one compacted file (earlier ones are left
+    alone); leftover segments stay live; no row is lost or doubled at any step; once the day
+    closes, its tiers and segments are merged into one file."""
+    store = Store.open(tmp_path / "d")
+    count = "SELECT count(*), count(DISTINCT pid) FROM gpu_process_samples"
+    noon = (DAY + dt.timedelta(hours=12)).replace(tzinfo=dt.UTC).timestamp()
+    pid = write_segments(store, nodes=2, files=5, rows=3, start=0)
+    r1 = compact(store, settle=3600, grace=0, clock=lambda: noon, open_min_files=4)
+    assert r1.partitions == 2 and r1.files_in == 10 and r1.days == ["2026-01-01"]
+    pid = write_segments(store, nodes=2, files=3, rows=3, start=pid)  # 3 < 4: left as they are
+    r2 = compact(store, settle=3600, grace=0, clock=lambda: noon, open_min_files=4)
+    assert r2.partitions == 0 and store.connect().execute(count).fetchone() == (48, 48)
+    pid = write_segments(store, nodes=2, files=2, rows=3, start=pid)
+    compact(store, settle=3600, grace=0, clock=lambda: noon, open_min_files=4)
+    parts = list(partitions(store.samples, "proc"))
+    for part in parts:  # two tiers, nothing plain left, the first tier untouched
+        assert len(part.live) == 2 and all(n.startswith(COMPACT_PREFIX) for n in part.live)
+    assert store.connect().execute(count).fetchone() == (60, 60)
+    assert compact(store, settle=3600, grace=0, clock=lambda: noon, open_min_files=0).partitions == 0
+    compact(store, settle=3600, grace=0, clock=lambda: NOW, open_min_files=4)  # the day closed
+    for part in partitions(store.samples, "proc"):
+        assert part.compacted and len(part.replaced) == 2
+    compact(store, settle=3600, grace=0, clock=lambda: NOW, open_min_files=4)  # past grace: deleted
+    for part in partitions(store.samples, "proc"):
+        assert [p.name for p in part.path.iterdir()] == list(part.live)
+    assert store.connect().execute(count).fetchone() == (60, 60)
