@@ -3,9 +3,10 @@
 An agent rolls a Parquet segment per sample kind every ``segment_seconds`` (288 a day
 at 300 s); readers pay per file, not per row. ``compact`` rewrites every partition
 ``samples/kind=K/date=D/node=N/`` of a closed day (``D`` ended at least ``settle``
-seconds ago) that holds two or more live files into one ``compact-<id>-r<rows>.parquet``
-(the row count in the name, like a segment's, survives a damaged footer: quarantine.py):
-rows sorted by time (then GPU, device or pid), zstd, row groups of up to a million
+seconds ago) that holds two or more live files into one ``compact-<id>-s<hash>-r<rows>.parquet``
+(the row count in the name, like a segment's, survives a damaged footer: quarantine.py; the
+``s<hash>`` schema mark when its columns are the kind's current ones, missing ones filled with
+NULL, :func:`gpulens.store.lake.conform`): rows sorted by time (then GPU, device or pid), zstd, row groups of up to a million
 rows (one per node-day at the default rates), and the names of the files it replaces
 in its metadata (see :mod:`gpulens.store.lake` for why that makes the swap atomic).
 
