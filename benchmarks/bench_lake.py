@@ -44,7 +44,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -73,15 +73,25 @@ def _files(root: Path, kind: str = "gpu") -> int:
     return sum(1 for _ in (root / "samples" / f"kind={kind}").glob("date=2*/node=*/*.parquet"))
 
 
+def _live(root: Path) -> int:
+    """Live GPU sample files (replaced ones still on disk within the grace period left out)."""
+    from gpulens.store.lake import list_live
+
+    return len(list_live(root / "samples", "gpu").files)
+
+
 def _cut(part: Path, out: Path, roll_s: int) -> int:
+    """``part``'s rows as ``roll_s`` segments, named as this release's agents name them (schema mark)."""
+    from gpulens.store.lake import marked_name
+
     table = pq.read_table(part, partitioning=None).sort_by("ts")
     slot = pc.divide(pc.cast(table["ts"], pa.int64()), roll_s * 1_000_000).to_numpy()
     out.mkdir(parents=True, exist_ok=True)
     bounds = [*(np.flatnonzero(np.diff(slot)) + 1).tolist(), len(slot)]
     lo = 0
     for hi in bounds:
-        pq.write_table(table.slice(lo, hi - lo), out / f"seg-{lo:08d}.parquet",
-                       compression="zstd", compression_level=3)
+        name = marked_name("gpu", table.schema, "seg", f"{int(slot[lo]):010d}.parquet")
+        pq.write_table(table.slice(lo, hi - lo), out / name, compression="zstd", compression_level=3)
         lo = hi
     return len(bounds)
 
@@ -184,9 +194,22 @@ def _rss_kib(pid: int) -> int:
     return 0
 
 
-def _measure_guarded(root: Path, out: Path, limit_gib: float) -> tuple[
+def _strip_marks(root: Path) -> int:
+    """Rename the GPU files of ``root`` without their schema mark (as an older release named them)."""
+    from gpulens.store.lake import schema_mark
+
+    mark = f"-{schema_mark('gpu')}-"
+    n = 0
+    for path in (root / "samples" / "kind=gpu").glob(f"date=2*/node=*/*{mark}*.parquet"):
+        path.rename(path.with_name(path.name.replace(mark, "-")))
+        n += 1
+    return n
+
+
+def _measure_guarded(root: Path, out: Path, limit_gib: float, limit_s: float = 1800.0) -> tuple[
         dict[str, float], dict[str, pd.DataFrame], int, str | None]:
-    """The steps on ``root`` in a child process stopped when its RSS passes ``limit_gib``.
+    """The steps on ``root`` in a child process stopped when its RSS passes ``limit_gib`` or it
+    has run ``limit_s`` seconds.
 
     Returns the step times, the result frames, the peak RSS (KiB) and why it stopped (None: it
     finished). The machine has 24 GiB; the OOM killer would otherwise take the whole benchmark.
@@ -203,6 +226,9 @@ def _measure_guarded(root: Path, out: Path, limit_gib: float) -> tuple[
         if peak > limit_gib * 2**20:
             proc.kill()
             why = f"stopped at {peak / 2**20:.1f} GiB RSS after {time.perf_counter() - t0:.0f} s"
+        elif time.perf_counter() - t0 > limit_s:
+            proc.kill()
+            why = f"stopped after {limit_s:.0f} s (time limit)"
         time.sleep(0.2)
     reader.join()
     if why is None and proc.returncode != 0:
@@ -307,6 +333,7 @@ def main(argv: list[str]) -> None:
     nodes, days = int(_arg(argv, "nodes", 32)), _arg(argv, "days", 2)
     roll = int(_arg(argv, "roll", 300))
     limit = _arg(argv, "rss-limit-gib", 16)
+    limit_s = _arg(argv, "child-limit-s", 1800)
     work = BENCH_DIR / f"lake-{nodes}x{days:g}"
     print(f"  machine: {os.cpu_count()} cores; load average {os.getloadavg()}; "
           f"{datetime.now():%Y-%m-%d %H:%M} local", flush=True)
@@ -319,8 +346,18 @@ def main(argv: list[str]) -> None:
 
     results: dict[str, dict[str, float]] = {}
     frames: dict[str, dict[str, pd.DataFrame]] = {}
-    results["segments"], frames["segments"], peak, why = _measure_guarded(seg, work / "child-out", limit)
+    guarded: list[tuple[str, int, dict[str, float], int, str | None]] = []
+    results["segments"], frames["segments"], peak, why = _measure_guarded(seg, work / "child-out", limit, limit_s)
+    guarded.append(("segments, schema-marked (this release)", counts["segments"], results["segments"], peak, why))
     print(f"  measured segments: peak RSS {peak / 2**20:.1f} GiB" + (f"; {why}" if why else ""), flush=True)
+    if "--unmarked" in argv:
+        print(f"  renamed {_strip_marks(seg):,} files without the schema mark", flush=True)
+        t, f, peak, why = _measure_guarded(seg, work / "child-out-unmarked", limit, limit_s)
+        _same({k: v for k, v in frames["segments"].items() if k in f}, f)
+        guarded.append(("segments, unmarked (union_by_name over every file)", counts["segments"], t, peak, why))
+        print(f"  measured unmarked segments: peak RSS {peak / 2**20:.1f} GiB" + (f"; {why}" if why else ""),
+              flush=True)
+    (work / "built.json").unlink(missing_ok=True)  # compaction changes the segments: no --reuse after
     t_compact, report = _timed(lambda: compact(Store(seg), kinds=["gpu"], settle=0, grace=0))
     compact(Store(seg), kinds=["gpu"], settle=0, grace=0)  # deletes the replaced segments
     counts["compacted"] = _files(seg)
@@ -333,12 +370,74 @@ def main(argv: list[str]) -> None:
     print(f"  same results: node-day = compacted; node-day = segments on the "
           f"{len(frames['segments'])} step(s) that finished (rtol 1e-9)")
     _table(results, counts)
-    print(f"  load average after: {os.getloadavg()}")
+    print(f"  load average after: {os.getloadavg()}", flush=True)
+    if "--open-day" in argv:
+        guarded += _open_day(ref, seg, roll, limit, limit_s, work, frames["node-day"])
+    _guarded_table(guarded)
     print("\n  granularity probe (DuckDB read_parquet, best of 3):")
     print("| layout | files | MiB | per-node mean, all nodes | mean of one node |")
     print("|---|---|---|---|---|")
     for name, t_all, t_one, mib, nfiles in _granularity(ref, work):
         print(f"| {name} | {nfiles:,} | {mib:.1f} | {t_all:.3f} s | {t_one:.3f} s |")
+
+
+def _open_day(ref: Path, seg: Path, roll: int, limit: float, limit_s: float, work: Path,
+              expected: dict[str, pd.DataFrame]) -> list[tuple[str, int, dict[str, float], int, str | None]]:
+    """The last day at 23:59, still open: its segments as the agents left them, then as hourly
+    `store compact` runs leave it (the segments arrive hour by hour, a run at every full hour
+    from 01:00 to 23:00: 23 tiers and 23:00's 12 segments per node). Results asserted equal to
+    node-day's."""
+    from gpulens.store import Store
+    from gpulens.store.compact import compact
+
+    last = sorted((ref / "samples" / "kind=gpu").glob("date=2*"))[-1]
+    staged = work / "open-day-staging"
+    shutil.rmtree(staged, ignore_errors=True)
+    for part in sorted(last.glob("node=*")):
+        shutil.rmtree(seg / "samples" / "kind=gpu" / last.name / part.name)
+        _cut(part, staged / part.name, roll)
+    day = datetime.fromisoformat(last.name[5:]).replace(tzinfo=UTC)
+
+    def arrive(hour: int) -> None:  # the segments of [hour:00, hour+1:00) enter the tree
+        for src in staged.glob("node=*/*.parquet"):
+            slot = int(src.stem.rsplit("-", 1)[1])
+            if datetime.fromtimestamp(slot * roll, UTC).hour == hour:
+                dst = seg / "samples" / "kind=gpu" / last.name / src.parent.name
+                dst.mkdir(parents=True, exist_ok=True)
+                src.rename(dst / src.name)
+
+    out = []
+    for hour in range(24):
+        arrive(hour)
+    t, f, peak, why = _measure_guarded(seg, work / "child-open", limit, limit_s)
+    _same({k: v for k, v in expected.items() if k in f}, f)
+    out.append(("open day at 23:59 as the agents left it", _live(seg), t, peak, why))
+    # the same day again, compacted hourly as it arrived
+    shutil.rmtree(staged)
+    for part in sorted(last.glob("node=*")):
+        shutil.rmtree(seg / "samples" / "kind=gpu" / last.name / part.name)
+        _cut(part, staged / part.name, roll)
+    t0 = time.perf_counter()
+    for hour in range(24):
+        arrive(hour)
+        if hour < 23:
+            clock = (day.replace(hour=hour) + timedelta(hours=1)).timestamp()
+            compact(Store(seg), kinds=["gpu"], settle=3600, grace=0, clock=lambda c=clock: c)
+    print(f"  23 hourly runs on the open day in {time.perf_counter() - t0:.1f} s", flush=True)
+    t, f, peak, why = _measure_guarded(seg, work / "child-open", limit, limit_s)
+    _same({k: v for k, v in expected.items() if k in f}, f)
+    out.append(("open day at 23:59 after hourly runs (23 tiers + 12 segments a node)", _live(seg),
+                t, peak, why))
+    return out
+
+
+def _guarded_table(rows: list[tuple[str, int, dict[str, float], int, str | None]]) -> None:
+    print("\n  layouts measured in a child process (1 run each; results equal node-day's where finished):")
+    print("| layout | GPU files | " + " | ".join(STEPS) + " | peak RSS | stopped |")
+    print("|---|---|" + "---|" * len(STEPS) + "---|---|")
+    for name, files, t, peak, why in rows:
+        cells = " | ".join(f"{t[k]:.2f} s" if k in t else "not reached" for k in STEPS)
+        print(f"| {name} | {files:,} | {cells} | {peak / 2**20:.1f} GiB | {why or 'no'} |")
 
 
 def _table(results: dict[str, dict[str, float]], counts: dict[str, int]) -> None:
