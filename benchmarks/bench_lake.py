@@ -35,6 +35,7 @@ have the real shape, rows per file are 12x fewer. Stores live under $GPULENS_BEN
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -421,8 +422,8 @@ def _open_day(ref: Path, seg: Path, roll: int, limit: float, limit_s: float, wor
     for hour in range(24):
         arrive(hour)
         if hour < 23:
-            clock = (day.replace(hour=hour) + timedelta(hours=1)).timestamp()
-            compact(Store(seg), kinds=["gpu"], settle=3600, grace=0, clock=lambda c=clock: c)
+            at = (day.replace(hour=hour) + timedelta(hours=1)).timestamp()
+            compact(Store(seg), kinds=["gpu"], settle=3600, grace=0, clock=functools.partial(float, at))
     print(f"  23 hourly runs on the open day in {time.perf_counter() - t0:.1f} s", flush=True)
     t, f, peak, why = _measure_guarded(seg, work / "child-open", limit, limit_s)
     _same({k: v for k, v in expected.items() if k in f}, f)
