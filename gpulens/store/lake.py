@@ -100,22 +100,29 @@ def schema_mark(kind: str) -> str:
     return "s" + hashlib.sha256(json.dumps(fields).encode()).hexdigest()[:8]
 
 
+def _plain(t: pa.DataType) -> pa.DataType:
+    """A dictionary-encoded column's value type (Parquet and DuckDB read both alike)."""
+    return t.value_type if pa.types.is_dictionary(t) else t
+
+
 def conform(table: pa.Table, kind: str) -> pa.Table:
     """``table`` in ``kind``'s current schema when its columns are a subset of it with the same
     types (the missing ones become NULL); else unchanged (a newer release's extra columns)."""
     schema = arrow_schema(kind, with_node=False)
-    if not all(schema.get_field_index(f.name) >= 0 and schema.field(f.name).type == f.type
+    if not all(schema.get_field_index(f.name) >= 0 and schema.field(f.name).type == _plain(f.type)
                for f in table.schema):
         return table
-    cols = [table.column(f.name) if f.name in table.column_names
+    cols = [table.column(f.name).cast(f.type) if f.name in table.column_names
             else pa.nulls(table.num_rows, f.type) for f in schema]
     return pa.table(cols, schema=schema.with_metadata(table.schema.metadata))
 
 
 def marked_name(kind: str, schema: pa.Schema, prefix: str, rest: str) -> str:
-    """``<prefix>-<mark>-<rest>`` when ``schema`` is ``kind``'s current one, else ``<prefix>-<rest>``."""
+    """``<prefix>-<mark>-<rest>`` when ``schema`` is ``kind``'s current one (dictionary-encoded
+    strings count as strings), else ``<prefix>-<rest>``."""
     current = arrow_schema(kind, with_node=False)
-    if schema.remove_metadata().equals(current.remove_metadata()):
+    if schema.names == current.names and all(
+            _plain(f.type) == c.type for f, c in zip(schema, current, strict=True)):
         return f"{prefix}-{schema_mark(kind)}-{rest}"
     return f"{prefix}-{rest}"
 

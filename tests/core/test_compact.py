@@ -262,16 +262,22 @@ def test_files_in_the_current_schema_are_marked_and_read_without_the_schema_merg
     (old,) = store.write_samples("proc", proc_rows("n0", 10, 10))  # fewer columns: an older release
     newer = proc_rows("n1", 20, 10)
     (new,) = store.write_samples("proc", newer.append_column("future_col", pa.array([2.5] * 10)))
+    dict_uuid = full.set_column(full.schema.get_field_index("uuid"), "uuid",
+                                full.column("uuid").fill_null("GPU-x").dictionary_encode())
+    dict_uuid = dict_uuid.set_column(dict_uuid.schema.get_field_index("node"), "node", pa.array(["n2"] * 10))
+    (enc,) = store.write_samples("proc", dict_uuid)  # dictionary-encoded strings read as strings
     mark = schema_mark("proc")
     assert f"-{mark}-" in cur.name and mark not in old.name and mark not in new.name
+    assert f"-{mark}-" in enc.name
     con = store.connect()
     fast = con.execute(f"SELECT getvariable('{files_variable('proc')}')").fetchone()[0]
     mixed = con.execute(f"SELECT getvariable('{mixed_variable('proc')}')").fetchone()[0]
-    assert [Path(p).name for p in fast[1:]] == [cur.name]
+    assert sorted(Path(p).name for p in fast[1:]) == sorted([cur.name, enc.name])
     assert sorted(Path(p).name for p in mixed[1:]) == sorted([old.name, new.name])
     got = con.execute("SELECT count(*), count(DISTINCT pid), count(future_col), count(used_memory_bytes) "
                       "FROM gpu_process_samples").fetchone()
-    assert got == (30, 30, 10, 0)
+    assert got == (40, 30, 10, 0)
+    assert con.execute("SELECT DISTINCT uuid FROM gpu_process_samples WHERE node = 'n2'").fetchall() == [("GPU-x",)]
     con.close()
     compact(store, settle=0, grace=0, clock=lambda: NOW)
     parts = {p.node: p for p in partitions(store.samples, "proc")}
@@ -280,7 +286,7 @@ def test_files_in_the_current_schema_are_marked_and_read_without_the_schema_merg
     merged = pq.read_table(parts["n0"].path / parts["n0"].live[0])
     assert merged.schema.remove_metadata().equals(arrow_schema("proc", with_node=False))
     assert store.connect().execute("SELECT count(*), count(future_col) FROM gpu_process_samples"
-                                   ).fetchone() == (30, 10)
+                                   ).fetchone() == (40, 10)
 
 
 def test_damaged_segments_are_quarantined_never_merged(tmp_path: Path) -> None:
