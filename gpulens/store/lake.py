@@ -91,9 +91,9 @@ def schema_mark(kind: str) -> str:
     """``s<hash>``: the mark in the name of a file whose columns are exactly ``kind``'s current ones.
 
     Views read marked files without merging every file's schema (DuckDB's ``union_by_name``
-    reads the footer of every file it is given, at every bind: at 561,600 files that alone
-    passed 14 GiB; benchmarks/RESULTS.md ``## lake``); only unmarked files (an older or newer
-    release's columns) go through the merge. A schema change changes the mark, so files of
+    reads the footer of every file it is given, at every bind: twice the connect time on
+    141,696 segments; benchmarks/RESULTS.md ``## lake``); only unmarked files (an older or
+    newer release's columns) go through the merge. A schema change changes the mark, so files of
     an older release are never taken for current ones.
     """
     fields = [(f.name, str(f.type)) for f in arrow_schema(kind, with_node=False)]
