@@ -32,9 +32,11 @@ listed and merged again without it.
 
 The open day (not yet closed) is compacted too, in tiers: once a partition of it holds
 ``open_min_files`` plain segments (12: an hour at the default roll), those segments alone are
-merged into a compacted file (earlier compacted files of the day are left as they are), so
-a reader of a 650-node lake at 23:00 lists a few dozen files per node, not 276. When the
-day closes, its compacted files and segments are merged into one, as above.
+merged into a compacted file (earlier compacted files of the day are left as they are); when
+it already holds ``OPEN_MAX_TIERS`` (4) such tiers, tiers and segments are merged into one.
+With hourly runs a partition holds at most 4 tiers and 12 segments, not 288, and a row is
+rewritten a few times a day, not 24. When the day closes, everything is merged into one
+file, as above.
 
 Runs are serialised by ``compact.lock``. Agents keep writing meanwhile: a segment
 renamed into a partition after it was listed is no input and stays live (the next
@@ -76,11 +78,13 @@ from gpulens.store.segments import _fsync_dir as fsync_dir
 from gpulens.store.store import Store
 from gpulens.store.tables import replace_batch
 
-__all__ = ["CompactReport", "compact", "OPEN_MIN_FILES", "ROW_GROUP_ROWS"]
+__all__ = ["CompactReport", "compact", "OPEN_MAX_TIERS", "OPEN_MIN_FILES", "ROW_GROUP_ROWS"]
 
 ROW_GROUP_ROWS = 1_048_576
 #: an open day's partition is merged once it holds this many plain segments (an hour at 300 s)
 OPEN_MIN_FILES = 12
+#: ... and with this many compacted tiers already, the tiers are merged with the segments into one
+OPEN_MAX_TIERS = 4
 _BYTES_IN_KEY = b"gpulens.compact.bytes_in"
 _CREATED_KEY = b"gpulens.compact.created"
 _SORT = {"gpu": ["gpu_index"], "net": ["device", "port"], "proc": ["gpu_index", "pid"],
@@ -181,6 +185,8 @@ def _selector(last: date, open_min_files: int) -> Select:
         plain = tuple(n for n in part.live if not n.startswith(COMPACT_PREFIX))
         if open_min_files <= 0 or len(plain) < max(open_min_files, 2):
             return None
+        if len(part.live) - len(plain) >= OPEN_MAX_TIERS:
+            return part  # the second level: tiers and segments into one file
         return replace(part, live=plain)
     return select
 

@@ -26,7 +26,7 @@ from gpulens import analysis
 from gpulens.errors import StoreLockedError
 from gpulens.ingest.simulate import simulate
 from gpulens.store import SegmentWriter, Store, arrow_schema
-from gpulens.store.compact import _run_lock, compact
+from gpulens.store.compact import OPEN_MAX_TIERS, _run_lock, compact
 from gpulens.store.lake import (
     COMPACT_PREFIX,
     conform,
@@ -370,3 +370,19 @@ def test_the_open_day_is_compacted_in_tiers_then_into_one_file_when_it_closes(tm
     for part in partitions(store.samples, "proc"):
         assert [p.name for p in part.path.iterdir()] == list(part.live)
     assert store.connect().execute(count).fetchone() == (60, 60)
+
+
+def test_open_day_tiers_are_merged_into_one_once_there_are_four(tmp_path: Path) -> None:
+    """Four tiers and a new batch of segments become one file: a partition of the open day never
+    holds more than OPEN_MAX_TIERS tiers plus a batch of segments."""
+    store = Store.open(tmp_path / "d")
+    noon = (DAY + dt.timedelta(hours=12)).replace(tzinfo=dt.UTC).timestamp()
+    pid, tiers = 0, []
+    for _ in range(OPEN_MAX_TIERS + 1):
+        pid = write_segments(store, nodes=1, files=3, rows=2, start=pid)
+        compact(store, settle=3600, grace=0, clock=lambda: noon, open_min_files=3)
+        (part,) = partitions(store.samples, "proc")
+        tiers.append(len(part.live))
+    assert tiers == [1, 2, 3, 4, 1]
+    assert store.connect().execute(
+        "SELECT count(*), count(DISTINCT pid) FROM gpu_process_samples").fetchone() == (pid, pid)
