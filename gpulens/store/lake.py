@@ -64,6 +64,7 @@ __all__ = [
     "list_live",
     "live_files",
     "partitions",
+    "plain_type",
     "seed_file",
     "set_files",
 ]
@@ -100,7 +101,7 @@ def schema_mark(kind: str) -> str:
     return "s" + hashlib.sha256(json.dumps(fields).encode()).hexdigest()[:8]
 
 
-def _plain(t: pa.DataType) -> pa.DataType:
+def plain_type(t: pa.DataType) -> pa.DataType:
     """A dictionary-encoded column's value type (Parquet and DuckDB read both alike)."""
     return t.value_type if pa.types.is_dictionary(t) else t
 
@@ -109,7 +110,7 @@ def conform(table: pa.Table, kind: str) -> pa.Table:
     """``table`` in ``kind``'s current schema when its columns are a subset of it with the same
     types (the missing ones become NULL); else unchanged (a newer release's extra columns)."""
     schema = arrow_schema(kind, with_node=False)
-    if not all(schema.get_field_index(f.name) >= 0 and schema.field(f.name).type == _plain(f.type)
+    if not all(schema.get_field_index(f.name) >= 0 and schema.field(f.name).type == plain_type(f.type)
                for f in table.schema):
         return table
     cols = [table.column(f.name).cast(f.type) if f.name in table.column_names
@@ -122,7 +123,7 @@ def marked_name(kind: str, schema: pa.Schema, prefix: str, rest: str) -> str:
     strings count as strings), else ``<prefix>-<rest>``."""
     current = arrow_schema(kind, with_node=False)
     if schema.names == current.names and all(
-            _plain(f.type) == c.type for f, c in zip(schema, current, strict=True)):
+            plain_type(f.type) == c.type for f, c in zip(schema, current, strict=True)):
         return f"{prefix}-{schema_mark(kind)}-{rest}"
     return f"{prefix}-{rest}"
 

@@ -386,3 +386,28 @@ def test_open_day_tiers_are_merged_into_one_once_there_are_four(tmp_path: Path) 
     assert tiers == [1, 2, 3, 4, 1]
     assert store.connect().execute(
         "SELECT count(*), count(DISTINCT pid) FROM gpu_process_samples").fetchone() == (pid, pid)
+
+
+def test_dictionary_encoded_segments_merge_with_plain_compacted_files(tmp_path: Path) -> None:
+    """The simulator writes dictionary-encoded strings, compaction plain ones: a later run that
+    merges a compacted file with new dictionary-encoded segments (a second tier level, a closed
+    day with tiers, a late segment) reads both as strings."""
+    store = Store.open(tmp_path / "d")
+
+    def encoded(first: int) -> pa.Table:
+        t = proc_rows("n0", first, 4)
+        t = conform(t.drop_columns(["node"]), "proc").append_column("node", t.column("node"))
+        i = t.schema.get_field_index("uuid")
+        return t.set_column(i, "uuid", t.column("uuid").fill_null("GPU-0").dictionary_encode())
+
+    for k in range(2):
+        store.write_samples("proc", encoded(4 * k))
+    compact(store, settle=0, grace=0, clock=lambda: NOW)
+    for k in range(2, 4):
+        store.write_samples("proc", encoded(4 * k))
+    report = compact(store, settle=0, grace=0, clock=lambda: NOW)
+    assert report.partitions == 1 and report.files_in == 3
+    (part,) = partitions(store.samples, "proc")
+    assert part.compacted and f"-{schema_mark('proc')}-" in part.live[0]
+    assert store.connect().execute(
+        "SELECT count(*), count(DISTINCT pid), min(uuid) FROM gpu_process_samples").fetchone() == (16, 16, "GPU-0")
