@@ -393,11 +393,13 @@ def _open_day(ref: Path, seg: Path, roll: int, limit: float, limit_s: float, wor
 
     last = sorted((ref / "samples" / "kind=gpu").glob("date=2*"))[-1]
     staged = work / "open-day-staging"
-    shutil.rmtree(staged, ignore_errors=True)
-    for part in sorted(last.glob("node=*")):
-        shutil.rmtree(seg / "samples" / "kind=gpu" / last.name / part.name)
-        _cut(part, staged / part.name, roll)
     day = datetime.fromisoformat(last.name[5:]).replace(tzinfo=UTC)
+
+    def restage() -> None:  # the last day's partitions out of the tree, cut into segments
+        shutil.rmtree(staged, ignore_errors=True)
+        for part in sorted(last.glob("node=*")):
+            shutil.rmtree(seg / "samples" / "kind=gpu" / last.name / part.name)
+            _cut(part, staged / part.name, roll)
 
     def arrive(hour: int) -> None:  # the segments of [hour:00, hour+1:00) enter the tree
         for src in staged.glob("node=*/*.parquet"):
@@ -407,17 +409,16 @@ def _open_day(ref: Path, seg: Path, roll: int, limit: float, limit_s: float, wor
                 dst.mkdir(parents=True, exist_ok=True)
                 src.rename(dst / src.name)
 
-    out = []
+    def measured(name: str) -> tuple[str, int, dict[str, float], int, str | None]:
+        t, f, peak, why = _measure_guarded(seg, work / "child-open", limit, limit_s)
+        _same({k: v for k, v in expected.items() if k in f}, f)
+        return name, _live(seg), t, peak, why
+
+    restage()
     for hour in range(24):
         arrive(hour)
-    t, f, peak, why = _measure_guarded(seg, work / "child-open", limit, limit_s)
-    _same({k: v for k, v in expected.items() if k in f}, f)
-    out.append(("open day at 23:59 as the agents left it", _live(seg), t, peak, why))
-    # the same day again, compacted hourly as it arrived
-    shutil.rmtree(staged)
-    for part in sorted(last.glob("node=*")):
-        shutil.rmtree(seg / "samples" / "kind=gpu" / last.name / part.name)
-        _cut(part, staged / part.name, roll)
+    out = [measured("open day at 23:59 as the agents left it")]
+    restage()  # the same day again, compacted hourly as it arrives
     t0 = time.perf_counter()
     for hour in range(24):
         arrive(hour)
@@ -425,10 +426,7 @@ def _open_day(ref: Path, seg: Path, roll: int, limit: float, limit_s: float, wor
             at = (day.replace(hour=hour) + timedelta(hours=1)).timestamp()
             compact(Store(seg), kinds=["gpu"], settle=3600, grace=0, clock=functools.partial(float, at))
     print(f"  23 hourly runs on the open day in {time.perf_counter() - t0:.1f} s", flush=True)
-    t, f, peak, why = _measure_guarded(seg, work / "child-open", limit, limit_s)
-    _same({k: v for k, v in expected.items() if k in f}, f)
-    out.append(("open day at 23:59 after hourly runs (tiers + 12 segments a node)", _live(seg),
-                t, peak, why))
+    out.append(measured("open day at 23:59 after hourly runs (tiers + 12 segments a node)"))
     return out
 
 

@@ -72,7 +72,7 @@ from gpulens.store.lake import (
     conform,
     marked_name,
     partitions,
-    plain_type,
+    plain_schema,
 )
 from gpulens.store.samples import SAMPLE_KINDS
 from gpulens.store.segments import _fsync_dir as fsync_dir
@@ -128,22 +128,16 @@ def _run_lock(store: Store) -> Iterator[None]:
         os.close(fd)
 
 
-def _decoded(schema: pa.Schema) -> pa.Schema:
-    """``schema`` with dictionary-encoded columns as their value type (a compacted file holds
-    plain strings, a simulator's segment dictionary-encoded ones: both are strings)."""
-    return pa.schema([f.with_type(plain_type(f.type)) for f in schema], metadata=schema.metadata)
-
-
 def _read_all(paths: list[Path]) -> pa.Table:
     """The rows of ``paths`` as one table, columns united by name (a file without a newer
     column reads it as NULL). One multi-threaded scan; file by file if the types differ."""
     try:
-        schema = pa.unify_schemas([_decoded(pq.read_schema(p)) for p in paths],
+        schema = pa.unify_schemas([plain_schema(pq.read_schema(p)) for p in paths],
                                   promote_options="permissive")
         return ds.dataset([str(p) for p in paths], schema=schema, format="parquet").to_table()
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
         tables = [pq.read_table(p, partitioning=None) for p in paths]
-        return pa.concat_tables([t.cast(_decoded(t.schema)) for t in tables], promote_options="permissive")
+        return pa.concat_tables([t.cast(plain_schema(t.schema)) for t in tables], promote_options="permissive")
 
 
 def _merge(kind: str, part: Partition) -> tuple[pa.Table, int]:

@@ -64,7 +64,7 @@ __all__ = [
     "list_live",
     "live_files",
     "partitions",
-    "plain_type",
+    "plain_schema",
     "seed_file",
     "set_files",
 ]
@@ -101,17 +101,22 @@ def schema_mark(kind: str) -> str:
     return "s" + hashlib.sha256(json.dumps(fields).encode()).hexdigest()[:8]
 
 
-def plain_type(t: pa.DataType) -> pa.DataType:
-    """A dictionary-encoded column's value type (Parquet and DuckDB read both alike)."""
-    return t.value_type if pa.types.is_dictionary(t) else t
+def plain_schema(schema: pa.Schema) -> pa.Schema:
+    """``schema`` with dictionary-encoded columns as their value type (Parquet and DuckDB read both
+    alike: the simulator writes dictionary-encoded strings, compaction plain ones)."""
+    return pa.schema([f.with_type(f.type.value_type if pa.types.is_dictionary(f.type) else f.type)
+                      for f in schema], metadata=schema.metadata)
+
+
+def _columns(schema: pa.Schema) -> list[tuple[str, pa.DataType]]:
+    return [(f.name, f.type) for f in plain_schema(schema)]
 
 
 def conform(table: pa.Table, kind: str) -> pa.Table:
     """``table`` in ``kind``'s current schema when its columns are a subset of it with the same
     types (the missing ones become NULL); else unchanged (a newer release's extra columns)."""
     schema = arrow_schema(kind, with_node=False)
-    if not all(schema.get_field_index(f.name) >= 0 and schema.field(f.name).type == plain_type(f.type)
-               for f in table.schema):
+    if not set(_columns(table.schema)) <= set(_columns(schema)):
         return table
     cols = [table.column(f.name).cast(f.type) if f.name in table.column_names
             else pa.nulls(table.num_rows, f.type) for f in schema]
@@ -121,9 +126,7 @@ def conform(table: pa.Table, kind: str) -> pa.Table:
 def marked_name(kind: str, schema: pa.Schema, prefix: str, rest: str) -> str:
     """``<prefix>-<mark>-<rest>`` when ``schema`` is ``kind``'s current one (dictionary-encoded
     strings count as strings), else ``<prefix>-<rest>``."""
-    current = arrow_schema(kind, with_node=False)
-    if schema.names == current.names and all(
-            plain_type(f.type) == c.type for f, c in zip(schema, current, strict=True)):
+    if _columns(schema) == _columns(arrow_schema(kind, with_node=False)):
         return f"{prefix}-{schema_mark(kind)}-{rest}"
     return f"{prefix}-{rest}"
 
@@ -292,10 +295,12 @@ def set_files(con: duckdb.DuckDBPyConnection, samples: Path, kind: str,
     """Point the connection's views of ``kind`` at ``listing``: the files in the current schema
     and the others (:func:`schema_mark`), each list led by the seed file (current, no rows)."""
     seed = str(seed_file(samples, kind))
-    current = [p for p in listing.paths if _current(kind, p)]
-    mixed = [p for p in listing.paths if not _current(kind, p)]
-    con.execute(f"SET VARIABLE {files_variable(kind)} = $files", {"files": [seed, *current]})
-    con.execute(f"SET VARIABLE {mixed_variable(kind)} = $files", {"files": [seed, *mixed]})
+    current: list[str] = [seed]
+    mixed: list[str] = [seed]
+    for path in listing.paths:
+        (current if _current(kind, path) else mixed).append(path)
+    con.execute(f"SET VARIABLE {files_variable(kind)} = $files", {"files": current})
+    con.execute(f"SET VARIABLE {mixed_variable(kind)} = $files", {"files": mixed})
 
 
 def live_files(con: duckdb.DuckDBPyConnection, kind: str) -> LakeListing | None:
