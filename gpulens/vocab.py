@@ -14,6 +14,7 @@ __all__ = [
     "CATEGORIES",
     "DEFAULT_ORIGIN",
     "JOB_STATUSES",
+    "NO_FAILURE",
     "ORIGINS",
     "VERDICTS",
 ]
@@ -40,6 +41,12 @@ CATEGORIES: Final[tuple[str, ...]] = (
 )
 
 ORIGINS: Final[tuple[str, ...]] = ("user", "data", "framework", "infrastructure", "unknown")
+
+#: The verdict for a run that did not fail: both its category and its origin are this string.
+#: It is not a failure category (never in CATEGORIES): `unknown` means "failed, cause not
+#: determinable", `none` means "no failure" (a log with positive evidence of a normal end, or an
+#: attempt the scheduler recorded as passed).
+NO_FAILURE: Final[str] = "none"
 
 #: The most likely origin of each category before any job context is known
 #: (the prior the Bayesian network refines with retries, node health, ...).
