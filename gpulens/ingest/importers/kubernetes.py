@@ -377,7 +377,6 @@ def _stage_logs(store: Store, chosen: dict[tuple[str, int], LogFile], b: PodDump
                              "Free disk space or point --data-dir at a larger volume; nothing was stored.") from None
         if tmp is not None:
             staged[(job, attempt)] = (tmp, dest)
-            b.q["logs_attached"] += 1
 
 
 def _log_paths(con: duckdb.DuckDBPyConnection, store: Store, b: PodDump,
