@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from gpulens.diagnosis.hints import hint_for
 from gpulens.diagnosis.types import DEFAULT_ORIGIN, Diagnosis
 from gpulens.ingest.termination import DECISIVE, category_of
 from gpulens.vocab import NO_FAILURE
@@ -44,4 +45,4 @@ def with_termination(d: Diagnosis, reason: str | None, exit_code: int | None) ->
         return dataclasses.replace(d, confidence=max(d.confidence, confidence), evidence=[line, *d.evidence])
     evidence = [line, *d.evidence] if log_silent else [line, *(f"the log showed: {e}" for e in d.evidence[:3])]
     return Diagnosis(category, DEFAULT_ORIGIN[category], confidence, evidence, method=METHOD,
-                     reason=None, file=d.file, hint=None)
+                     reason=None, file=d.file, hint=hint_for(category, evidence))
