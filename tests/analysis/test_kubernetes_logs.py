@@ -352,3 +352,19 @@ def test_termination_joins_the_log() -> None:
     assert (late.category, late.evidence[-1]) == ("gpu_oom", "terminated: reason=DeadlineExceeded, exit code 143")
     assert with_termination(silent, "DeadlineExceeded", 143).category == "preempted"
     assert with_termination(silent, "Error", 139).category == "crash"
+
+
+def test_a_long_log_keeps_its_start_and_its_end(tmp_path: Path) -> None:
+    lines = [("stdout", "F", f"line {i:04d} " + "x" * 40) for i in range(2000)]  # 2000 lines of 51 bytes
+    with gzip.open(_write(tmp_path / "pods" / RESNET / "trainer" / "0.log.20260105-050000.gz", b""), "wt") as fh:
+        fh.write(_cri(*lines[:1000]))
+    _write(tmp_path / "pods" / RESNET / "trainer" / "0.log", _cri(*lines[1000:]))
+    q = Quirks()
+    [lf] = find_logs([tmp_path / "pods"], q)
+    tmp = stage_copy(lf, tmp_path / "copy" / "0.log", q, max_bytes=10_200, head_bytes=1_020)
+    assert tmp is not None
+    text = tmp.read_text().splitlines()
+    assert text[:20] == [f"line {i:04d} " + "x" * 40 for i in range(20)]
+    assert text[20].startswith("[gpulens: about ") and text[20].endswith(" bytes of the log left out]")
+    assert text[21:] == [f"line {i:04d} " + "x" * 40 for i in range(1820, 2000)]
+    assert q["logs_shortened"] == 1

@@ -240,23 +240,24 @@ def plain_lines(lf: LogFile, q: Quirks) -> Iterator[str]:
 
 
 # ------------------------------------------------------------------ staging
-def _needs_two_passes(lf: LogFile) -> bool:
+def _needs_two_passes(lf: LogFile, max_bytes: int) -> bool:
     try:
         size = sum(p.stat().st_size for p in lf.pieces)
     except OSError:
         return True
-    return size > MAX_COPY_BYTES or any(p.name.endswith(".gz") for p in lf.pieces)
+    return size > max_bytes or any(p.name.endswith(".gz") for p in lf.pieces)
 
 
-def stage_copy(lf: LogFile, dest: Path, q: Quirks) -> Path | None:
+def stage_copy(lf: LogFile, dest: Path, q: Quirks, *, max_bytes: int = MAX_COPY_BYTES,
+               head_bytes: int = HEAD_KEEP_BYTES) -> Path | None:
     """Write the plain text of ``lf`` next to ``dest`` under a temporary name and return that
     name (the caller renames it over ``dest`` when the import commits); None when the log
-    has no readable text (binary, empty)."""
+    has no readable text (binary, empty). A log longer than ``max_bytes`` keeps its first
+    ``head_bytes`` and its end (read twice: once to measure, in constant memory)."""
     total = None
-    if _needs_two_passes(lf):
+    if _needs_two_passes(lf, max_bytes):
         total = sum(len(line.encode("utf-8", "replace")) + 1 for line in plain_lines(lf, Quirks()))
-    cut = (HEAD_KEEP_BYTES, total - (MAX_COPY_BYTES - HEAD_KEEP_BYTES)) \
-        if total and total > MAX_COPY_BYTES else None
+    cut = (head_bytes, total - (max_bytes - head_bytes)) if total and total > max_bytes else None
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
     written = pos = 0
