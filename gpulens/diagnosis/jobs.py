@@ -78,6 +78,8 @@ from gpulens.diagnosis.origin import (
     default_model,
     synthetic_history,
 )
+from gpulens.diagnosis.termination import METHOD as TERMINATION
+from gpulens.diagnosis.termination import with_termination
 from gpulens.diagnosis.types import CATEGORIES, ORIGINS, Diagnosis
 from gpulens.errors import GpulensError, InputError
 from gpulens.store import Store, registered
@@ -110,6 +112,8 @@ APP_XIDS: Final[frozenset[int]] = frozenset({13, 31, 43, 45, 68})
 DETERMINISTIC: Final[frozenset[str]] = frozenset(
     {"syntax_error", "import_error", "semantic_error", "incorrect_input", "model_diverged", "permission_error"}
 )
+#: attempts to diagnose: failed, or killed by the platform for a reason it names (SQL, alias a)
+_ENDED_BADLY = "(a.status = 'failed' OR (a.status = 'killed' AND a.reason IS NOT NULL))"
 _CHECKPOINT = re.compile(
     r"checkpoint|\.ckpt\b|\.pth?\b|torch\.save|torch\.load|save_pretrained|from_pretrained|state_dict|safetensors",
     re.IGNORECASE,
@@ -273,6 +277,7 @@ class _Attempt:
     declared: list[str]
     job_status: str | None
     nodes: list[str]
+    reason: str | None = None  # the scheduler's termination reason (attempts.reason)
 
 
 @dataclasses.dataclass
@@ -328,7 +333,7 @@ class _View:
     def _select_jobs(con: duckdb.DuckDBPyConnection, job_ids: list[str] | None) -> None:
         con.execute("CREATE OR REPLACE TEMP TABLE sel_jobs (job_id VARCHAR)")
         if job_ids is None:
-            con.execute("INSERT INTO sel_jobs SELECT DISTINCT job_id FROM attempts WHERE status = 'failed'")
+            con.execute(f"INSERT INTO sel_jobs SELECT DISTINCT job_id FROM attempts a WHERE {_ENDED_BADLY}")  # noqa: S608
         else:
             con.executemany("INSERT INTO sel_jobs VALUES (?)", [[j] for j in job_ids])
 
@@ -344,7 +349,7 @@ class _View:
             con,
             """
             SELECT a.job_id, a.attempt, a.status, a.start_time, a.end_time, a.exit_code, a.signal,
-                   a.log_path, j."user", j.inputs AS declared, j.status AS job_status
+                   a.log_path, a.reason, j."user", j.inputs AS declared, j.status AS job_status
             FROM attempts a LEFT JOIN jobs j USING (job_id)
             WHERE a.job_id IN (SELECT job_id FROM sel_jobs)
             ORDER BY a.job_id, a.attempt
@@ -355,23 +360,23 @@ class _View:
                 job_id=key[0], attempt=key[1], status=r["status"] or "", start=r["start_time"],
                 end=r["end_time"], exit_code=r["exit_code"], signal=r["signal"], log_path=r["log_path"],
                 user=r["user"], declared=list(r["declared"] or []), job_status=r["job_status"],
-                nodes=nodes.get(key, []),
+                nodes=nodes.get(key, []), reason=r["reason"],
             ))
 
     def _mark_failed_attempts(self, con: duckdb.DuckDBPyConnection) -> None:
         """Temp table ``fa``: the failed attempts' nodes and the window around the failure (its end)."""
         before, after = float(self.cfg.failure_xid_window_s), float(self.cfg.xid_margin_s)
         con.execute(
-            """
+            f"""
             CREATE OR REPLACE TEMP TABLE fa AS
             SELECT DISTINCT a.job_id, a.attempt, p.node, a.start_time, a.end_time,
                    greatest(a.start_time - to_microseconds(CAST(? * 1e6 AS BIGINT)),
                             coalesce(a.end_time, a.start_time) - to_microseconds(CAST(? * 1e6 AS BIGINT))) AS t0,
                    coalesce(a.end_time, a.start_time) + to_microseconds(CAST(? * 1e6 AS BIGINT)) AS t1
             FROM attempts a JOIN placements p USING (job_id, attempt)
-            WHERE a.status = 'failed' AND a.start_time IS NOT NULL
+            WHERE {_ENDED_BADLY} AND a.start_time IS NOT NULL
               AND a.job_id IN (SELECT job_id FROM sel_jobs)
-            """,
+            """,  # noqa: S608
             [after, before, after],
         )
 
@@ -444,7 +449,9 @@ class _View:
                 self.job_meta[job] = (atts[0].user, atts[0].declared)
 
     def failed(self) -> list[_Attempt]:
-        return [a for atts in self.attempts.values() for a in atts if a.status == "failed"]
+        """Failed attempts, and those the platform killed for a reason it names (an eviction)."""
+        return [a for atts in self.attempts.values() for a in atts
+                if a.status == "failed" or (a.status == "killed" and a.reason is not None)]
 
 
 def _signature(known: _Known | None, att: _Attempt) -> str | None:
@@ -793,11 +800,12 @@ def _run(
     known: dict[Key, _Known] = {k: v for k, v in view.prior.items()}
     for i, att in enumerate(failed):
         key = (att.job_id, att.attempt)
-        d = _classify_attempt(store, att, classify_fn)
+        d = with_termination(_classify_attempt(store, att, classify_fn), att.reason, att.exit_code)
         diags[key] = d
         path = _log_file(store, att.log_path)
-        # a missing log leaves the category unobserved; an unreadable one is 'unknown'
-        readable = path is not None and path.exists()
+        # a missing log leaves the category unobserved (unless the termination record names it);
+        # an unreadable one is 'unknown'
+        readable = (path is not None and path.exists()) or d.method == TERMINATION
         frame = fault_frame_of_file(path) if readable and path and d.category in FRAME_CATEGORIES else None
         known[key] = _Known(d.category, list(d.inputs), list(d.evidence), log_read=readable, frame=frame,
                             clue=d.clue if readable else None)

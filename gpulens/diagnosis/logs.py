@@ -19,7 +19,7 @@ import dataclasses
 import os
 import re
 import stat
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import overload
 
@@ -493,18 +493,48 @@ _RECORD = re.compile(
 )
 
 
-def extract_inputs(lines: list[str]) -> list[str]:
-    """Data/checkpoint paths mentioned in the lines (not source files, library paths,
-    progress bars, tracker run directories or config files)."""
-    seen: dict[str, None] = {}
+#: the path an error message names: the object of these phrases, ...
+_NAMED_BY_ERROR = re.compile(
+    r"""(?:No such file or directory|does not exist|not found|Permission denied)[^'"\n]*['"]([^'"\n]+)['"]""")
+#: ... a bare path on a line saying something is missing, a quoted path on an error line
+_MISSING_WORDS = re.compile(r"not found|does not exist|missing|No such|cannot find|can't find", re.IGNORECASE)
+_BARE = re.compile(r"(?:^|[\s:(])((?:[\w.~-]*/)+[\w.-]+|[\w-]+\.[A-Za-z]\w{0,5})(?=$|[\s,;:)])")
+_QUOTED = re.compile(r"""['"]([^'"\s]*[/.][^'"\s]*)['"]""")
+
+
+def _named_by_error(lines: Sequence[str]) -> Iterator[str]:
+    """Paths an error message names, surest first: ``No such file or directory: 'x'``, the
+    validator's ``missing path x``, a bare path on a "not found" line, a quoted one on an error line."""
     for ln in lines:
-        if ln.lstrip().startswith('File "'):
+        if m := _NAMED_BY_ERROR.search(ln):
+            yield m.group(1)
+    for ln in lines:
+        if ln.startswith("missing path ") and len(ln.split()) > 2:
+            yield ln.split()[2]
+    for ln in lines:
+        if _MISSING_WORDS.search(ln) and (m := _BARE.search(ln.split(": ", 1)[-1])):
+            yield m.group(1)
+    for ln in lines:
+        if ("Error" in ln or "assert" in ln) and (m := _QUOTED.search(ln)):
+            yield m.group(1)
+
+
+def extract_inputs(lines: Sequence[str], *, any_file: bool = False) -> list[str]:
+    """The paths the lines name (the one project-wide path extractor): those an error message
+    names first, then the others in line order. Data/checkpoint paths only (a directory part;
+    not source files, library paths, progress bars, tracker run directories or config files),
+    unless ``any_file``: then only what an error names, whatever it is (``'nvidia-smi'``,
+    ``train.bin``), as the validator's fix hints want."""
+    named = list(_named_by_error(lines))
+    if any_file:
+        return list(dict.fromkeys(named))[:20]
+    mentioned = (m.group(1) for ln in lines if not ln.lstrip().startswith('File "') for m in _PATH_RE.finditer(ln))
+    seen: dict[str, None] = {}
+    for raw in (*named, *mentioned):
+        path = raw.rstrip(".")
+        if len(path) < 3 or _CODE_PATH.search(path) or "/" not in path or _NOT_INPUT.search(path):
             continue
-        for m in _PATH_RE.finditer(ln):
-            path = m.group(1).rstrip(".")
-            if len(path) < 3 or _CODE_PATH.search(path) or "/" not in path or _NOT_INPUT.search(path):
-                continue
-            seen.setdefault(path, None)
+        seen.setdefault(path, None)
     return list(seen)[:20]
 
 

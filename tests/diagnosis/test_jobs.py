@@ -87,7 +87,8 @@ def add_job(
                 log.write_text("\n".join(lines) + "\n")
                 log_path = str(log.relative_to(store.root))
             con.execute(
-                "INSERT INTO attempts VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO attempts (job_id, attempt, start_time, end_time, status, exit_code, signal, log_path)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 [job_id, i, start, end, a["status"], a.get("exit_code", 1 if a["status"] == "failed" else 0),
                  a.get("signal"), log_path],
             )

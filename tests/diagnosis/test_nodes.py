@@ -56,7 +56,8 @@ def cluster(store: Store, jobs: dict[str, tuple[int, int]], *, hours: int = 2, m
         con.executemany("INSERT INTO nodes (node, gpus, source) VALUES (?, 8, 'test')", [[n] for n in names])
         con.executemany("INSERT INTO jobs (job_id, \"user\", vc, name, submitted, status, requested_gpus, inputs, "
                         "source) VALUES (?, 'u', 'vc1', 'x', TIMESTAMP '2026-11-01', ?, 1, [], 'test')", rows_j)
-        con.executemany("INSERT INTO attempts VALUES (?, 0, ?, ?, ?, 1, NULL, NULL)", rows_a)
+        con.executemany("INSERT INTO attempts (job_id, attempt, start_time, end_time, status, exit_code)"
+                        " VALUES (?, 0, ?, ?, ?, 1)", rows_a)
         con.executemany("INSERT INTO placements VALUES (?, 0, ?, 0, ?, ?)", rows_p)
         if rows_f:
             con.executemany("INSERT INTO failures (job_id, attempt, category, origin, method) "

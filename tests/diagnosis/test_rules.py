@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 
 from gpulens.diagnosis.classifier import Classifier
+from gpulens.diagnosis.hints import hint_for
 from gpulens.diagnosis.rules import (
     CATEGORY_HINTS,
     MISSING_GROUP,
     _parse,
     best_match,
-    hint_for,
     load_rules,
     match_rules,
     render_hint,
@@ -129,8 +129,8 @@ def test_category_hints_cover_every_category() -> None:
     assert all(len(h) > 40 for h in CATEGORY_HINTS.values())
     m = best_match(match_rules("IndexError: Target 12 is out of bounds.", RULES))
     assert m is not None
-    assert hint_for("incorrect_input", m) == render_hint(m.rule, m) and "12" in hint_for("incorrect_input", m)
-    assert hint_for("gpu_oom", m) == CATEGORY_HINTS["gpu_oom"]  # the answer did not come from that rule
+    assert hint_for("incorrect_input", match=m) == render_hint(m.rule, m) and "12" in hint_for("incorrect_input", match=m)
+    assert hint_for("gpu_oom", match=m) == CATEGORY_HINTS["gpu_oom"]  # the answer did not come from that rule
     assert hint_for("crash") == CATEGORY_HINTS["crash"]
 
 

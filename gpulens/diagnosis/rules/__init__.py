@@ -3,6 +3,7 @@
 Each rule carries a fix hint (``Rule.hint``); :func:`render_hint` fills its ``{group}``
 placeholders from the named groups of the match. :data:`CATEGORY_HINTS` holds a default hint
 per category, for answers that did not come from a rule (the SVM, or no answer at all).
+:func:`gpulens.diagnosis.hints.hint_for` chooses among them.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ __all__ = [
     "Rule",
     "RuleMatch",
     "best_match",
-    "hint_for",
     "load_rules",
     "match_rules",
     "render_hint",
@@ -211,14 +211,6 @@ def render_hint(rule: Rule, match: RuleMatch | re.Match[str] | dict[str, str] | 
         return value if len(value) <= MAX_GROUP_CHARS else value[: MAX_GROUP_CHARS - 1] + "\u2026"
 
     return _PLACEHOLDER.sub(fill, template)
-
-
-def hint_for(category: str, match: RuleMatch | None = None) -> str:
-    """The hint of a diagnosis: the rule's own (rendered) when a rule gave the answer,
-    else the category's default."""
-    if match is not None and match.rule.category == category:
-        return render_hint(match.rule, match)
-    return CATEGORY_HINTS.get(category, CATEGORY_HINTS["unknown"])
 
 
 def best_match(matches: list[RuleMatch]) -> RuleMatch | None:

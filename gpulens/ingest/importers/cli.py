@@ -127,11 +127,16 @@ def prometheus(app: App, url: str, start: str, end: str, step: str, source: str,
 
 @import_.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--logs", "logs", multiple=True, type=click.Path(path_type=Path),
+              help="Container logs to attach: the kubelet's /var/log/pods (on a node, as root) or "
+                   "`kubectl logs [--previous]` dumps named NAMESPACE_POD[_CONTAINER][.previous].log. "
+                   "Repeatable.")
 @json_option
 @pass_app
-def kubernetes(app: App, paths: tuple[Path, ...], as_json: bool) -> None:
-    """Import `kubectl get pods -A -o json` (and `kubectl get events -A -o json`) files."""
+def kubernetes(app: App, paths: tuple[Path, ...], logs: tuple[Path, ...], as_json: bool) -> None:
+    """Import `kubectl get pods -A -o json` (and `kubectl get events -A -o json`) files, with the
+    pods' container logs (docs/kubernetes.md)."""
     from gpulens.ingest.importers.kubernetes import import_kubernetes
 
-    res = import_kubernetes(app.store(), list(paths))
+    res = import_kubernetes(app.store(), list(paths), list(logs))
     emit(res, as_json, lambda: _human(res))
