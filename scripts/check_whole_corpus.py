@@ -61,7 +61,7 @@ def count_lines(data: bytes) -> int:
     return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
 
 
-def _check_labels(where: str, row: dict[str, str]) -> None:
+def check_labels(where: str, row: dict[str, str]) -> None:
     failed = row["ended_normally"] == "no"
     if row["ended_normally"] not in YES_NO:
         raise CorpusError(f"{where}: ended_normally must be yes or no, not {row['ended_normally']!r}")
@@ -136,7 +136,7 @@ def check(index_dir: Path, root: Path) -> Counter[str]:
                 if row["file"] in seen:
                     raise CorpusError(f"{where}: the file is listed twice")
                 seen.add(row["file"])
-                _check_labels(where, row)
+                check_labels(where, row)
                 _check_file(where, row, root)
                 counts["logs"] += 1
                 counts["ended_normally"] += row["ended_normally"] == "yes"
