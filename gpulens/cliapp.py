@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
-from rich.console import Console
+from rich.console import Console, RenderableType
+from rich.measure import Measurement
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -26,8 +27,15 @@ from rich.progress import (
 from gpulens.config import Config
 from gpulens.store import Store
 
-__all__ = ["App", "StageReport", "emit", "json_option", "pass_app", "progress", "stage_progress",
-           "to_jsonable"]
+__all__ = ["JSON_CONVENTION", "App", "StageReport", "emit", "fmt_time", "json_option", "out_console", "pass_app",
+           "print_table", "progress", "stage_progress", "to_jsonable"]
+
+#: The one JSON convention of the CLI (README "CLI reference", ``gpulens --help``).
+JSON_CONVENTION = (
+    "--json prints exactly one JSON document on stdout: an array for commands that list things "
+    "(diagnose FILE..., analyze jobs, blacklist list, nodes list, ...), an object for commands "
+    "about one thing (diagnose --job, store info, validate)."
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -94,6 +102,42 @@ def emit(data: Any, as_json: bool, human: Callable[[], None] | None = None) -> N
         sys.stdout.write("\n")
     else:
         human()
+
+
+def fmt_time(value: Any) -> str:
+    """A timestamp for human output, to the second (``-`` when missing)."""
+    if value is None or value != value:  # None, NaN, NaT
+        return "-"
+    if isinstance(value, datetime):
+        return value.strftime("%Y-%m-%d %H:%M:%S")
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value).strftime("%Y-%m-%d %H:%M:%S")
+        except ValueError:
+            return value
+    return str(value)
+
+
+def out_console(renderable: RenderableType | None = None) -> Console:
+    """The console for a command's human output on stdout.
+
+    On a terminal, tables fold long values onto more lines (see :func:`print_table`); when
+    stdout is a pipe or a file, the console is as wide as ``renderable`` needs, so no id,
+    category, node or input is ever cut (lines may then be longer than ``$COLUMNS``).
+    """
+    console = Console()
+    if console.is_terminal or renderable is None:
+        return console
+    need = Measurement.get(console, console.options.update_width(100_000), renderable).maximum
+    return Console(width=max(console.width, need)) if need > console.width else console
+
+
+def print_table(table: Any, console: Console | None = None) -> None:
+    """Print a rich table with every value whole: long cells wrap (fold) instead of being cut
+    with an ellipsis on a terminal, and a piped table is as wide as its widest row."""
+    for col in getattr(table, "columns", []):
+        col.overflow = "fold"
+    (console if console is not None and console.is_terminal else out_console(table)).print(table)
 
 
 @contextmanager
