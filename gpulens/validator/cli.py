@@ -34,6 +34,7 @@ def render(result: Any) -> None:
     if result.reason:
         click.echo(f"  why:      {result.reason}")
     click.echo(f"  command:  {result.command}")
+    click.echo(f"  python:   {result.python or '- (not a Python command, or not found)'}")
     click.echo(f"  device:   {result.device}")
     step = f"  steps:    {result.steps_completed}"
     if result.first_step_seconds is not None:
