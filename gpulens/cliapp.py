@@ -143,14 +143,16 @@ def print_table(table: Any, console: Console | None = None) -> None:
 @contextmanager
 def progress(console: Console | None = None, *, transient: bool = True) -> Iterator[Progress]:
     """Rich progress bars on stderr (hidden when stderr is not a terminal and --quiet)."""
+    console = console or Console(stderr=True)
     bar = Progress(
         SpinnerColumn(),
         TextColumn("[progress.description]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        console=console or Console(stderr=True),
+        console=console,
         transient=transient,
+        disable=not console.is_terminal,  # no redraws to draw into a pipe or a log file
     )
     with bar:
         yield bar
