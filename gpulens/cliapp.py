@@ -65,7 +65,8 @@ pass_app = click.make_pass_decorator(App)
 def json_option(func: F) -> F:
     """Add ``--json`` to a reporting command (machine-readable output on stdout)."""
     return click.option(
-        "--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout."
+        "--json", "as_json", is_flag=True,
+        help="Print one JSON document on stdout (an array for listings, an object for one thing)."
     )(func)
 
 
