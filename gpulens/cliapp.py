@@ -27,15 +27,8 @@ from rich.progress import (
 from gpulens.config import Config
 from gpulens.store import Store
 
-__all__ = ["JSON_CONVENTION", "App", "StageReport", "emit", "fmt_time", "json_option", "out_console", "pass_app",
+__all__ = ["App", "StageReport", "emit", "fmt_time", "json_option", "out_console", "pass_app",
            "print_table", "progress", "stage_progress", "to_jsonable"]
-
-#: The one JSON convention of the CLI (README "CLI reference", ``gpulens --help``).
-JSON_CONVENTION = (
-    "--json prints exactly one JSON document on stdout: an array for commands that list things "
-    "(diagnose FILE..., analyze jobs, blacklist list, nodes list, ...), an object for commands "
-    "about one thing (diagnose --job, store info, validate)."
-)
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -138,8 +138,8 @@ Exit codes: 0 ok, 1 a finding (failed validation, blacklisted input), 2 usage or
 3 inconclusive validation, 70 an internal error (a bug: rerun with --debug and report it).
 \b
 --json prints exactly one JSON document on stdout: an array for commands that list things
-(diagnose FILE..., analyze, blacklist list, nodes list), one object for commands about one
-thing (diagnose --job, store info, validate).
+(diagnose FILE..., analyze jobs, blacklist list, nodes list, ...), one object for a command
+about one thing or one report (diagnose --job, store info, validate, analyze locality).
 \b
 Config files, first found wins: --config, $GPULENS_CONFIG, ./gpulens.toml,
 $XDG_CONFIG_HOME/gpulens/gpulens.toml (~/.config/...), /etc/gpulens/gpulens.toml;
