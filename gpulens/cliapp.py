@@ -127,8 +127,8 @@ def out_console(renderable: RenderableType | None = None) -> Console:
 
 
 def print_table(table: Any, console: Console | None = None) -> None:
-    """Print a rich table with every value whole: long cells wrap (fold) instead of being cut
-    with an ellipsis on a terminal, and a piped table is as wide as its widest row."""
+    """Print a rich table with every value whole: on a terminal long cells wrap (fold) instead
+    of being cut with an ellipsis, and a piped table is as wide as its widest row."""
     for col in getattr(table, "columns", []):
         col.overflow = "fold"
     (console if console is not None and console.is_terminal else out_console(table)).print(table)
