@@ -764,6 +764,16 @@ def label_failure(
     return int(att[0]), str(cat), origin
 
 
+def _has_labels(store: Store) -> bool:
+    """Whether the store holds operator labels (a state-only read, no sample views)."""
+    con = store.connect(samples=False)
+    try:
+        row = con.execute("SELECT count(*) FROM failures WHERE method = 'manual'").fetchone()
+    finally:
+        con.close()
+    return bool(row and row[0])
+
+
 def model_for_store(store: Store, config: DiagnoseConfig | None = None) -> OriginModel:
     """The built-in network, refitted with the store's labels when it has any.
 
@@ -775,7 +785,7 @@ def model_for_store(store: Store, config: DiagnoseConfig | None = None) -> Origi
     cfg = config or DiagnoseConfig()
     ess = cfg.bn_equivalent_sample_size
     folder = store.root / "models"
-    history = labeled_history(store)
+    history = labeled_history(store) if _has_labels(store) else pd.DataFrame()
     if history.empty:
         return cached_model(folder, "" if ess == 10.0 else f"ess{ess:g}",
                             lambda: default_model(equivalent_sample_size=ess))
@@ -911,7 +921,7 @@ def diagnose_job(
     ``gpulens.diagnosis.classify_file``). With ``write`` the ``failures`` rows of the
     job are replaced in one transaction (operator labels, method 'manual', are kept).
     """
-    con = store.connect()
+    con = store.connect(samples=False)  # state tables only: no sample views to build
     try:
         row = con.execute(
             'SELECT j."user", j.status FROM jobs j WHERE j.job_id = ?', [job_id]
