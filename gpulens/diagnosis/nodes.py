@@ -130,8 +130,8 @@ def _reason(t: NodeTest) -> str:
     if t.blame > 0 and t.p_failures < 0.5:
         n_jobs = len({f["job_id"] for f in t.failures if f["share"] > 0})
         parts.append(
-            f"{n_jobs} job(s) failed from infrastructure here (node's share of the blame "
-            f"{t.blame:.1f} failures): {t.rate_per_1000h:.1f} per 1000 node-hours vs cluster "
+            f"{n_jobs} job(s) failed from infrastructure here ({t.blame:.1f} after sharing the "
+            f"blame with their other nodes): {t.rate_per_1000h:.1f} per 1000 node-hours vs cluster "
             f"{t.cluster_rate_per_1000h:.1f}"
         )
     if t.hw_events:

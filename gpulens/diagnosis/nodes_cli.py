@@ -71,13 +71,18 @@ def _explain_lines(r: Mapping[Any, Any]) -> list[str]:
     conf = r.get("confidence")
     conf_text = f"confidence {float(conf):.3f}" if conf is not None and conf == conf else "confidence ?"
     lines = [f"{r['node']:<16} {state:<8} {conf_text}  since {fmt_time(r['flagged_at'])}: {r['reason']}"]
-    jobs = [f"{f['job_id']} ({f['share']:.2f}, {f['why']})" for f in ev.get("infra_failures", [])[:5]]
+    failures, signals = ev.get("infra_failures", []), ev.get("signals", [])
+    jobs = [f"{f['job_id']} ({f['share']:.2f}, {f['why']})" for f in failures[:5]]
     if jobs:
-        lines.append(f"{'':<16} jobs: {'; '.join(jobs)}")
-    sigs = [f"{fmt_time(s['ts'])} {s['detail']}" for s in ev.get("signals", [])[:5]]
+        lines.append(f"{'':<16} failed attempts{_of(5, len(failures))}: {'; '.join(jobs)}")
+    sigs = [f"{fmt_time(s['ts'])} {s['detail']}" for s in signals[:5]]
     if sigs:
-        lines.append(f"{'':<16} signals: {'; '.join(sigs)}")
+        lines.append(f"{'':<16} signals{_of(5, len(signals))}: {'; '.join(sigs)}")
     return lines
+
+
+def _of(shown: int, total: int) -> str:
+    return f" (first {shown} of {total} in the evidence; --json lists them)" if total > shown else ""
 
 
 @nodes.command("clear")
