@@ -39,6 +39,8 @@ class App:
 
     config: Config
     quiet: bool = False
+    #: tables as wide as their widest row even on a terminal (``--wide``)
+    wide: bool = False
     _store: Store | None = None
 
     def store(self) -> Store:
@@ -112,15 +114,16 @@ def fmt_time(value: Any) -> str:
     return str(value)
 
 
-def out_console(renderable: RenderableType | None = None) -> Console:
+def out_console(renderable: RenderableType | None = None, *, wide: bool = False) -> Console:
     """The console for a command's human output on stdout.
 
     On a terminal, tables fold long values onto more lines (see :func:`print_table`); when
-    stdout is a pipe or a file, the console is as wide as ``renderable`` needs, so no id,
-    category, node or input is ever cut (lines may then be longer than ``$COLUMNS``).
+    stdout is a pipe or a file, or with ``wide``, the console is as wide as ``renderable``
+    needs, so no id, category, node or input is ever cut or folded (lines may then be longer
+    than ``$COLUMNS``).
     """
     console = Console()
-    if console.is_terminal or renderable is None:
+    if (console.is_terminal and not wide) or renderable is None:
         return console
     need = Measurement.get(console, console.options.update_width(100_000), renderable).maximum
     return Console(width=max(console.width, need)) if need > console.width else console
@@ -128,10 +131,16 @@ def out_console(renderable: RenderableType | None = None) -> Console:
 
 def print_table(table: Any, console: Console | None = None) -> None:
     """Print a rich table with every value whole: on a terminal long cells wrap (fold) instead
-    of being cut with an ellipsis, and a piped table is as wide as its widest row."""
+    of being cut with an ellipsis; a piped table, or any with ``gpulens --wide``, is as wide as
+    its widest row."""
     for col in getattr(table, "columns", []):
         col.overflow = "fold"
-    (console if console is not None and console.is_terminal else out_console(table)).print(table)
+    ctx = click.get_current_context(silent=True)
+    app = ctx.find_object(App) if ctx is not None else None
+    wide = app is not None and app.wide
+    if console is None or not console.is_terminal or wide:
+        console = out_console(table, wide=wide)
+    console.print(table)
 
 
 @contextmanager

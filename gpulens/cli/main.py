@@ -159,14 +159,16 @@ GPULENS_<SECTION>_<KEY> environment variables override their keys."""
               help="gpulens.toml to read (default: ./gpulens.toml, ~/.config/gpulens/, then "
                    "/etc/gpulens/).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars or notices on stderr.")
+@click.option("--wide", is_flag=True, help="Tables as wide as their widest row, also on a "
+              "terminal (default there: long values wrap; piped output is always wide).")
 @click.option("--debug", is_flag=True, help="Show the traceback of an internal error "
               "(also GPULENS_DEBUG=1).")
 @click.pass_context
 def cli(ctx: click.Context, data_dir: str | None, config_path: str | None, quiet: bool,
-        debug: bool) -> None:
+        wide: bool, debug: bool) -> None:
     """gpulens: observability and failure diagnosis for shared GPU clusters."""
     _debug["on"] = debug or _debug["on"]
-    ctx.obj = App(config=load_config(config_path, data_dir=data_dir), quiet=quiet)
+    ctx.obj = App(config=load_config(config_path, data_dir=data_dir), quiet=quiet, wide=wide)
 
 
 def _invoke(argv: list[str] | None, attempts: int = 10) -> Any:

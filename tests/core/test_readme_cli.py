@@ -338,3 +338,25 @@ def test_help_lists_every_importer_the_json_rule_and_the_system_config(
     for name in ("Philly", "Slurm", "Kubernetes", "Prometheus", "metric curves"):
         assert name in flat
     assert "/etc/gpulens/gpulens.toml" in flat and "exactly one JSON document" in flat
+
+
+def test_terminal_tables_wrap_and_wide_keeps_rows_whole(demo_store: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        capfd: pytest.CaptureFixture[str]) -> None:
+    """On an 80-column terminal a table folds long values inside its width (nothing cut, no
+    ellipsis); `--wide` prints it as wide as its widest row, every id on one line."""
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")  # rich: stdout is a terminal
+    base = ["-q", "--data-dir", str(demo_store)]
+    _, out, _ = _invoke([*base, "analyze", "jobs", "--limit", "5", "--json"], capfd)
+    ids = [r["job_id"] for r in json.loads(out)[:5]]
+    ansi = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+    code, out, _ = _invoke([*base, "analyze", "jobs", "--limit", "5"], capfd)
+    text = ansi.sub("", out)
+    assert code == 0 and "\u2026" not in text
+    assert max(len(line) for line in text.splitlines()) <= 80
+    first_col = "".join(line.split("\u2502")[1].strip() for line in text.splitlines() if line.count("\u2502") > 2)
+    assert all(i in first_col for i in ids)  # folded over lines, but whole
+    code, out, _ = _invoke([*base, "--wide", "analyze", "jobs", "--limit", "5"], capfd)
+    text = ansi.sub("", out)
+    assert code == 0 and max(len(line) for line in text.splitlines()) > 80
+    assert all(re.search(rf"\u2502 {i} +\u2502", text) for i in ids)
