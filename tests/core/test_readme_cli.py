@@ -360,3 +360,17 @@ def test_terminal_tables_wrap_and_wide_keeps_rows_whole(demo_store: Path, monkey
     text = ansi.sub("", out)
     assert code == 0 and max(len(line) for line in text.splitlines()) > 80
     assert all(re.search(rf"\u2502 {i} +\u2502", text) for i in ids)
+
+
+def test_validate_names_the_interpreter(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """A static-only pass exits 0; an import the job's Python lacks names that Python and says
+    to validate from the job's own environment."""
+    (tmp_path / "fine.py").write_text(FINE)
+    (tmp_path / "needs.py").write_text("import not_installed_xyz_27\n")
+    base = ["-q", "--data-dir", str(tmp_path / "data"), "validate", "--static-only", "--no-record",
+            "--workdir", str(tmp_path), "--"]
+    code, out, _ = _invoke([*base, sys.executable, "fine.py"], capfd)
+    assert code == 0 and out.startswith("PASS") and f"python:   {sys.executable}" in out
+    code, out, _ = _invoke([*base, sys.executable, "needs.py"], capfd)
+    assert code == 1 and "import_error" in out
+    assert f"the job ran with {sys.executable}" in out and "activate it" in out
