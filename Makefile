@@ -9,12 +9,19 @@ TORCH := torch==2.13.0
 
 .PHONY: venv system-deps demo test lint typecheck pytest bench clean
 
+# pip is not quiet: the first install downloads about 1 GB and takes minutes, and what it is
+# doing shows (one line per package, progress bars on a terminal).
 $(STAMP): pyproject.toml
+	@echo "==> [1/4] creating $(VENV) with $(PYTHON)"
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q $(TORCH)
-	$(BIN)/python -m pip install -q -e '.[all,dev]'
+	@echo "==> [2/4] upgrading pip"
+	$(BIN)/python -m pip install --progress-bar on --upgrade pip
+	@echo "==> [3/4] installing PyTorch ($(TORCH), CPU build: a few hundred MB)"
+	$(BIN)/python -m pip install --progress-bar on $(TORCH)
+	@echo "==> [4/4] installing gpulens and its dependencies ('.[all,dev]')"
+	$(BIN)/python -m pip install --progress-bar on -e '.[all,dev]'
 	touch $(STAMP)
+	@echo "==> $(VENV) is ready"
 
 venv: $(STAMP)
 

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
-from rich.console import Console
+from rich.console import Console, RenderableType
+from rich.measure import Measurement
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -26,8 +27,8 @@ from rich.progress import (
 from gpulens.config import Config
 from gpulens.store import Store
 
-__all__ = ["App", "StageReport", "emit", "json_option", "pass_app", "progress", "stage_progress",
-           "to_jsonable"]
+__all__ = ["App", "StageReport", "emit", "fmt_time", "json_option", "out_console", "pass_app",
+           "print_table", "progress", "stage_progress", "to_jsonable"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -38,6 +39,8 @@ class App:
 
     config: Config
     quiet: bool = False
+    #: tables as wide as their widest row even on a terminal (``--wide``)
+    wide: bool = False
     _store: Store | None = None
 
     def store(self) -> Store:
@@ -57,7 +60,8 @@ pass_app = click.make_pass_decorator(App)
 def json_option(func: F) -> F:
     """Add ``--json`` to a reporting command (machine-readable output on stdout)."""
     return click.option(
-        "--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout."
+        "--json", "as_json", is_flag=True,
+        help="Print one JSON document on stdout (an array for listings, an object for one thing)."
     )(func)
 
 
@@ -96,17 +100,62 @@ def emit(data: Any, as_json: bool, human: Callable[[], None] | None = None) -> N
         human()
 
 
+def fmt_time(value: Any) -> str:
+    """A timestamp for human output, to the second (``-`` when missing)."""
+    if value is None or value != value:  # None, NaN, NaT
+        return "-"
+    if isinstance(value, datetime):
+        return value.strftime("%Y-%m-%d %H:%M:%S")
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value).strftime("%Y-%m-%d %H:%M:%S")
+        except ValueError:
+            return value
+    return str(value)
+
+
+def out_console(renderable: RenderableType | None = None, *, wide: bool = False) -> Console:
+    """The console for a command's human output on stdout.
+
+    On a terminal, tables fold long values onto more lines (see :func:`print_table`); when
+    stdout is a pipe or a file, or with ``wide``, the console is as wide as ``renderable``
+    needs, so no id, category, node or input is ever cut or folded (lines may then be longer
+    than ``$COLUMNS``).
+    """
+    console = Console()
+    if (console.is_terminal and not wide) or renderable is None:
+        return console
+    need = Measurement.get(console, console.options.update_width(100_000), renderable).maximum
+    return Console(width=max(console.width, need)) if need > console.width else console
+
+
+def print_table(table: Any, console: Console | None = None) -> None:
+    """Print a rich table with every value whole: on a terminal long cells wrap (fold) instead
+    of being cut with an ellipsis; a piped table, or any with ``gpulens --wide``, is as wide as
+    its widest row."""
+    for col in getattr(table, "columns", []):
+        col.overflow = "fold"
+    ctx = click.get_current_context(silent=True)
+    app = ctx.find_object(App) if ctx is not None else None
+    wide = app is not None and app.wide
+    if console is None or not console.is_terminal or wide:
+        console = out_console(table, wide=wide)
+    console.print(table)
+
+
 @contextmanager
 def progress(console: Console | None = None, *, transient: bool = True) -> Iterator[Progress]:
     """Rich progress bars on stderr (hidden when stderr is not a terminal and --quiet)."""
+    console = console or Console(stderr=True)
     bar = Progress(
         SpinnerColumn(),
         TextColumn("[progress.description]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        console=console or Console(stderr=True),
+        console=console,
         transient=transient,
+        disable=not console.is_terminal,  # no redraws to draw into a pipe or a log file
     )
     with bar:
         yield bar

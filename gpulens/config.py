@@ -1,7 +1,10 @@
 """Configuration: defaults, then ``gpulens.toml``, then ``GPULENS_*`` environment overrides.
 
-File lookup order: the ``--config`` option, ``$GPULENS_CONFIG``, ``./gpulens.toml``,
-``$XDG_CONFIG_HOME/gpulens/gpulens.toml``. The file has one table per section::
+File lookup order (the first file found is read): the ``--config`` option,
+``$GPULENS_CONFIG``, ``./gpulens.toml``, ``$XDG_CONFIG_HOME/gpulens/gpulens.toml``
+(``~/.config/gpulens/gpulens.toml``), then the system-wide ``/etc/gpulens/gpulens.toml``
+(what agents, epilogs and timers on many nodes share), then the defaults. The file has one
+table per section::
 
     data_dir = "/var/lib/gpulens"
 
@@ -34,6 +37,7 @@ __all__ = [
     "ExporterConfig",
     "ValidateConfig",
     "default_data_dir",
+    "SYSTEM_CONFIG_DIR",
     "user_cache_dir",
     "find_config_file",
     "load_config",
@@ -44,6 +48,8 @@ __all__ = [
 AGENT_PORT = 9847
 EXPORTER_PORT = 9848
 DASHBOARD_PORT = 8501
+#: Folder of the system-wide config file, read after the user's files.
+SYSTEM_CONFIG_DIR = Path("/etc/gpulens")
 
 
 def default_data_dir() -> Path:
@@ -191,7 +197,10 @@ class Config:
 _SECTIONS = ("collect", "exporter", "dashboard", "diagnose", "validate")
 
 
-def find_config_file(explicit: str | os.PathLike[str] | None = None) -> Path | None:
+def find_config_file(explicit: str | os.PathLike[str] | None = None, *,
+                     system_dir: Path | None = None) -> Path | None:
+    """The config file to read (see the module docstring), or None for the defaults.
+    ``system_dir`` replaces :data:`SYSTEM_CONFIG_DIR` (tests)."""
     if explicit:
         path = Path(explicit)
         if not path.is_file():
@@ -205,6 +214,7 @@ def find_config_file(explicit: str | os.PathLike[str] | None = None) -> Path | N
     candidates = [Path.cwd() / "gpulens.toml"]
     xdg = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
     candidates.append(Path(xdg) / "gpulens" / "gpulens.toml")
+    candidates.append((SYSTEM_CONFIG_DIR if system_dir is None else system_dir) / "gpulens.toml")
     return next((c for c in candidates if c.is_file()), None)
 
 
@@ -256,12 +266,15 @@ def _apply(target: Any, values: Mapping[str, Any], where: str) -> None:
 def load_config(
     path: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
+    *,
+    system_dir: Path | None = None,
     **overrides: Any,
 ) -> Config:
-    """Build the effective configuration. ``overrides`` (e.g. ``data_dir``) win over all."""
+    """Build the effective configuration. ``overrides`` (e.g. ``data_dir``) win over all;
+    ``system_dir`` replaces ``/etc/gpulens`` (tests)."""
     env = os.environ if env is None else env
     cfg = Config()
-    file = find_config_file(path)
+    file = find_config_file(path, system_dir=system_dir)
     if file is not None:
         try:
             data = tomllib.loads(file.read_text(encoding="utf-8"))

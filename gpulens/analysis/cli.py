@@ -14,7 +14,7 @@ from rich.table import Table
 
 from gpulens.analysis import accounting as acc
 from gpulens.analysis.filters import Filters
-from gpulens.cliapp import App, json_option, pass_app
+from gpulens.cliapp import App, json_option, pass_app, print_table
 from gpulens.cliapp import emit as _emit
 
 __all__ = ["analyze", "render_table"]
@@ -84,6 +84,8 @@ _TITLES = {
     "saved_allocated_gpu_hours": "saved allocated GPU-hours",
     "saved_busy_gpu_hours": "saved busy GPU-hours",
     "main_allocated_gpu_hours": "allocated GPU-hours",
+    "failure_category": "failure category",
+    "failure_origin": "origin",
 }
 
 
@@ -101,8 +103,8 @@ def render_table(df: pd.DataFrame, title: str, console: Console | None = None,
     if df.empty:
         table.caption = "no data"
     elif limit is not None and len(df) > limit:
-        table.caption = f"{limit} of {len(df):,} rows (use --json for all)"
-    console.print(table)
+        table.caption = f"{limit} of {len(df):,} rows (--limit N for more, --json for all)"
+    print_table(table, console)
 
 
 _STATUS = "gpulens.analysis.status"
@@ -153,17 +155,23 @@ def utilization(app: App, by: str, start: datetime | None, end: datetime | None,
 
 @analyze.command()
 @click.option("--limit", type=int, default=30, show_default=True, help="Rows shown in the table.")
+@click.option("--status", "statuses", multiple=True, metavar="STATUS",
+              help="Only jobs in this state (repeatable): failed, killed, passed, running, ...")
 @filter_options
 @json_option
 @pass_app
-def jobs(app: App, limit: int, start: datetime | None, end: datetime | None,
-         vcs: tuple[str, ...], users: tuple[str, ...], as_json: bool) -> None:
-    """Per job: GPUs, servers, GPU-hours, utilization, failure category."""
+def jobs(app: App, limit: int, statuses: tuple[str, ...], start: datetime | None,
+         end: datetime | None, vcs: tuple[str, ...], users: tuple[str, ...], as_json: bool) -> None:
+    """Per job: GPUs, servers, GPU-hours, utilization, and the diagnosis of a failed job
+    (failure category and origin; `gpulens diagnose --job ID` explains one)."""
     from gpulens.analysis.utilization import job_utilization
 
     df = job_utilization(app.store().connect(), _filters(start, end, vcs, users))
-    emit(df, as_json, lambda: render_table(
-        df.drop(columns=["start_time", "end_time"]), "Jobs by allocated GPU-hours", limit=limit))
+    if statuses:
+        df = df[df["status"].isin(statuses)].reset_index(drop=True)
+    title = "Jobs by allocated GPU-hours" + (f" ({', '.join(statuses)})" if statuses else "")
+    emit(df, as_json, lambda: render_table(df.drop(columns=["start_time", "end_time"]), title,
+                                           limit=limit))
 
 
 @analyze.command()

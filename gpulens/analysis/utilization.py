@@ -35,7 +35,8 @@ _JOBS = f"""
         FROM attempts GROUP BY job_id
     ),
     fail AS (
-        SELECT job_id, arg_max(category, attempt) AS failure_category
+        SELECT job_id, arg_max(category, attempt) AS failure_category,
+               arg_max(origin, attempt) AS failure_origin
         FROM failures GROUP BY job_id
     )
     SELECT j.job_id, j."user", j.vc, j.status, j.submitted,
@@ -46,7 +47,7 @@ _JOBS = f"""
            {acc.hours_sql("tot.alloc_min")} AS allocated_gpu_hours,
            {acc.hours_sql("tot.busy_min")} AS busy_gpu_hours,
            {acc.util_pct_sql("tot.busy_min", "tot.k")} AS mean_util,
-           fail.failure_category,
+           fail.failure_category, fail.failure_origin,
            main.attempt AS main_attempt,
            {acc.hours_sql("main.alloc_min")} AS main_allocated_gpu_hours,
            {acc.util_pct_sql("main.busy_min", "main.k")} AS main_util,
@@ -97,11 +98,12 @@ def _job_params(filters: Filters | None) -> dict[str, object]:
 
 
 def job_utilization(con: duckdb.DuckDBPyConnection, filters: Filters | None = None) -> pd.DataFrame:
-    """One row per job: allocated and busy GPU-hours, mean utilization (0-100)."""
+    """One row per job: allocated and busy GPU-hours, mean utilization (0-100), and the diagnosis
+    of its last diagnosed failed attempt (failure category and origin; None when none)."""
     ensure_jobs(con, filters)
     sql = f"""
         SELECT job_id, "user", vc, status, gpus, servers, start_time, end_time,
-               allocated_gpu_hours, busy_gpu_hours, mean_util, failure_category
+               allocated_gpu_hours, busy_gpu_hours, mean_util, failure_category, failure_origin
         FROM ({jobs_sql()}) ORDER BY allocated_gpu_hours DESC, job_id
     """  # noqa: S608
     return con.execute(sql, _job_params(filters)).df()

@@ -8,8 +8,11 @@ import the feature packages at import time).
 
 from __future__ import annotations
 
+import os
 import sys
+import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, NoReturn
 
 import click
@@ -19,7 +22,12 @@ from gpulens.cliapp import App
 from gpulens.config import load_config
 from gpulens.errors import GpulensError
 
-__all__ = ["COMMANDS", "cli", "main"]
+__all__ = ["COMMANDS", "EXIT_INTERNAL", "cli", "main"]
+
+#: Exit code of an unexpected error inside gpulens (a bug), distinct from 1 (a finding) and
+#: 2 (a usage or input error); 70 is EX_SOFTWARE of sysexits.h.
+EXIT_INTERNAL = 70
+_debug = {"on": False}
 
 
 def _analyze() -> click.Command:
@@ -103,7 +111,7 @@ COMMANDS: dict[str, tuple[Callable[[], click.Command], str]] = {
     "demo": (_demo, "Simulate a cluster, analyse it, start dashboard and endpoints."),
     "diagnose": (_diagnose, "Classify why a job failed, from its logs and context."),
     "exporter": (_exporter, "Serve cluster-level metrics from the store."),
-    "import": (_import, "Import Philly, Slurm or metric-curve traces."),
+    "import": (_import, "Import Philly, Slurm, Kubernetes, Prometheus history or metric curves."),
     "nodes": (_nodes, "Flag bad nodes and score node anomalies."),
     "simulate": (_simulate, "Build a simulated cluster into the store."),
     "store": (_store, "Inspect and maintain the data directory."),
@@ -125,7 +133,21 @@ class LazyGroup(click.Group):
             formatter.write_dl(rows)
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+_EPILOG = """\b
+Exit codes: 0 ok, 1 a finding (failed validation, blacklisted input), 2 usage or input error,
+3 inconclusive validation, 70 an internal error (a bug: rerun with --debug and report it).
+\b
+--json prints exactly one JSON document on stdout: an array for commands that list things
+(diagnose FILE..., analyze jobs, blacklist list, nodes list, ...), one object for a command
+about one thing or one report (diagnose --job, store info, validate, analyze locality).
+\b
+Config files, first found wins: --config, $GPULENS_CONFIG, ./gpulens.toml,
+$XDG_CONFIG_HOME/gpulens/gpulens.toml (~/.config/...), /etc/gpulens/gpulens.toml;
+GPULENS_<SECTION>_<KEY> environment variables override their keys."""
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]},
+             epilog=_EPILOG)
 @click.version_option(__version__, prog_name="gpulens")
 @click.option(
     "--data-dir",
@@ -134,12 +156,19 @@ class LazyGroup(click.Group):
     help="Data directory (default: $GPULENS_DATA_DIR or ~/.local/share/gpulens).",
 )
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), default=None,
-              help="gpulens.toml to read (default: ./gpulens.toml, then ~/.config/gpulens/).")
+              help="gpulens.toml to read (default: ./gpulens.toml, ~/.config/gpulens/, then "
+                   "/etc/gpulens/).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars or notices on stderr.")
+@click.option("--wide", is_flag=True, help="Tables as wide as their widest row, also on a "
+              "terminal (default there: long values wrap; piped output is always wide).")
+@click.option("--debug", is_flag=True, help="Show the traceback of an internal error "
+              "(also GPULENS_DEBUG=1).")
 @click.pass_context
-def cli(ctx: click.Context, data_dir: str | None, config_path: str | None, quiet: bool) -> None:
+def cli(ctx: click.Context, data_dir: str | None, config_path: str | None, quiet: bool,
+        wide: bool, debug: bool) -> None:
     """gpulens: observability and failure diagnosis for shared GPU clusters."""
-    ctx.obj = App(config=load_config(config_path, data_dir=data_dir), quiet=quiet)
+    _debug["on"] = debug or _debug["on"]
+    ctx.obj = App(config=load_config(config_path, data_dir=data_dir), quiet=quiet, wide=wide)
 
 
 def _invoke(argv: list[str] | None, attempts: int = 10) -> Any:
@@ -160,9 +189,28 @@ def _invoke(argv: list[str] | None, attempts: int = 10) -> Any:
     raise AssertionError("unreachable")
 
 
+def _internal_error(exc: BaseException) -> NoReturn:
+    """An exception gpulens did not expect: one line and exit 70, the traceback only on --debug."""
+    if _debug["on"]:
+        traceback.print_exception(exc)
+    where = ""
+    tb = traceback.extract_tb(exc.__traceback__)
+    if tb:
+        where = f" at {Path(tb[-1].filename).name}:{tb[-1].lineno}"
+    what = str(exc).splitlines()[0] if str(exc) else ""
+    click.echo(
+        f"gpulens: internal error: {type(exc).__name__}{where}: {what} "
+        f"(a bug in gpulens; rerun with --debug for the traceback and report it with that traceback)",
+        err=True,
+    )
+    sys.exit(EXIT_INTERNAL)
+
+
 def main(argv: list[str] | None = None) -> NoReturn:
     """Run the CLI and exit: errors become one line on stderr and exit code 2; a command's
-    integer return value becomes the exit code."""
+    integer return value becomes the exit code; an unexpected exception becomes one line and
+    exit code 70 (its traceback with --debug or GPULENS_DEBUG=1)."""
+    _debug["on"] = os.environ.get("GPULENS_DEBUG", "").lower() in {"1", "true", "yes", "on"}
     try:
         result = _invoke(argv)
     except GpulensError as exc:
@@ -180,6 +228,8 @@ def main(argv: list[str] | None = None) -> NoReturn:
         sys.exit(130)
     except BrokenPipeError:
         sys.exit(0)
+    except Exception as exc:  # the last line of defence: never a traceback
+        _internal_error(exc)
     # A command may return its exit code (e.g. 1 for a finding, 3 for inconclusive).
     sys.exit(result if isinstance(result, int) and not isinstance(result, bool) else 0)
 

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from gpulens.cliapp import App, emit, json_option, pass_app
+from gpulens.cliapp import App, emit, fmt_time, json_option, pass_app
 from gpulens.diagnosis import blacklist as bl
 
 __all__ = ["blacklist"]
@@ -45,14 +45,25 @@ def list_(app: App, state: str | None, audit: bool, input_: str | None, as_json:
             return
         if audit:
             for r in df.to_dict("records"):
-                click.echo(f"{r['ts']}  {r['input']}  {r['old_state'] or '-'} -> {r['new_state']}  by {r['actor']}: {r['reason']}")
-        else:
-            for r in df.to_dict("records"):
-                jobs = ", ".join(list(r['evidence_jobs'] or [])[:5])
-                click.echo(f"{r['state']:<12} {r['input']}")
-                click.echo(f"{'':<12} {r['reason'] or ''}" + (f" [jobs: {jobs}]" if jobs else ""))
+                click.echo(f"{fmt_time(r['ts'])}  {r['input']}  {r['old_state'] or '-'} -> "
+                           f"{r['new_state']}  by {r['actor']}: {r['reason']}")
+            return
+        for r in df.to_dict("records"):
+            click.echo(f"{r['state']:<12} {r['input']}")
+            if r["reason"]:
+                click.echo(f"{'':<12} {r['reason']}")
+            jobs = _as_list(r["evidence_jobs"])
+            if jobs:
+                click.echo(f"{'':<12} evidence jobs ({len(jobs)}): {', '.join(jobs)}")
 
     emit(df, as_json, human)
+
+
+def _as_list(value: object) -> list[str]:
+    """A list column read back from DuckDB (a numpy array, a list or None) as a list of str."""
+    if value is None or isinstance(value, float):
+        return []
+    return [str(v) for v in value]  # type: ignore[attr-defined]
 
 
 @blacklist.command("add")

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from gpulens.cliapp import App, emit, json_option, pass_app, progress, stage_progress
+from gpulens.cliapp import App, emit, json_option, pass_app, print_table, progress, stage_progress
 from gpulens.diagnosis import jobs
 from gpulens.errors import InputError
 
@@ -54,7 +54,8 @@ def diagnose(app: App, files: tuple[Path, ...], job_id: str | None, all_: bool, 
              as_json: bool) -> None:
     """Classify why a job failed from its log FILE(s): category, origin, confidence, evidence.
 
-    Works without a store. With --json, prints one JSON object per file (one per line).
+    Works without a store. With --json, prints one JSON array with one object per file
+    (--job ID: one object for the job).
     """
     modes = sum([bool(files), job_id is not None, all_, evaluate, label is not None])
     if modes != 1:
@@ -99,6 +100,8 @@ def _files(app: App, files: tuple[Path, ...], as_json: bool) -> None:
     unreadable = 0
     records = []
     results = (d for k in range(0, len(files), BATCH) for d in classify_files(files[k:k + BATCH]))
+    if as_json:  # one JSON array, streamed one element (one line) per file
+        sys.stdout.write("[")
     for d in results:
         if d.reason in ("file not found", "permission denied reading the log") or (
             d.reason or "").startswith(("cannot read", "is a directory")):
@@ -106,9 +109,11 @@ def _files(app: App, files: tuple[Path, ...], as_json: bool) -> None:
         rec = _record(d)
         records.append(rec)
         if as_json:
-            sys.stdout.write(json.dumps(rec, default=str) + "\n")
+            sys.stdout.write(("\n" if len(records) == 1 else ",\n") + json.dumps(rec, default=str))
             sys.stdout.flush()
-    if not as_json:
+    if as_json:
+        sys.stdout.write("\n]\n")
+    else:
         _human(records)
     if unreadable:
         raise InputError(f"{unreadable} of {len(files)} log file(s) could not be read (see 'reason').",
@@ -116,7 +121,6 @@ def _files(app: App, files: tuple[Path, ...], as_json: bool) -> None:
 
 
 def _human(records: list[dict[str, Any]]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     table = Table(show_lines=True)
@@ -131,7 +135,7 @@ def _human(records: list[dict[str, Any]]) -> None:
             why = f"[i]{r['reason']}[/i]" + (f"\n{why}" if why else "")
         table.add_row(str(r["file"]), r["category"], r["origin"], f"{r['confidence']:.2f}", why,
                       r["hint"] or "")
-    Console().print(table)
+    print_table(table)
 
 
 def _evaluate(app: App, report: Path | None, as_json: bool) -> None:

@@ -48,6 +48,7 @@ Context of a failed attempt (each becomes one evidence variable of
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 import re
@@ -75,6 +76,7 @@ from gpulens.diagnosis.origin import (
     FRAME_CATEGORIES,
     OriginModel,
     OriginResult,
+    cached_model,
     default_model,
     synthetic_history,
 )
@@ -255,11 +257,23 @@ def format_job(jd: JobDiagnosis) -> list[str]:
         out.append(f"    posterior: {post}")
         for inf in a.origin.top_influence(3):
             out.append(f"    {inf.delta_log_odds:+.2f} log-odds  {inf.text}")
+        if a.diagnosis.inputs:
+            out.append(f"    inputs named in the log: {', '.join(a.diagnosis.inputs)}")
         for note in a.notes:
             out.append(f"    - {note}")
-        for line in a.diagnosis.evidence[:5]:
+        if a.diagnosis.evidence:
+            out.append("    evidence (log lines):")
+        for line in a.diagnosis.evidence[:_EVIDENCE_LINES]:
             out.append(f"    | {line}")
+        if len(a.diagnosis.evidence) > _EVIDENCE_LINES:
+            out.append(f"    | ... {len(a.diagnosis.evidence) - _EVIDENCE_LINES} more (--json shows all)")
+        if a.diagnosis.reason and not a.diagnosis.evidence:
+            out.append(f"    ({a.diagnosis.reason})")
     return out
+
+
+#: evidence lines shown per attempt by ``diagnose --job`` in text mode
+_EVIDENCE_LINES = 10
 
 
 # ----------------------------------------------------------------- store view
@@ -581,11 +595,11 @@ def _input_context(att: _Attempt, me: _Known | None, view: _View, blamed: Mappin
                 hit_inputs.append(name)
     listed = [m for m in mine if any(covers(e, m) for e in view.blacklisted)]
     suspects = blame_inputs(att.declared, me.inputs if me else [], view.exonerated)
+    notes = [f"suspect input(s) if the data is at fault: {', '.join(sorted(suspects)[:5])}"] if suspects else []
     if not bad and not listed and not any(view.readers[s] > 1 for s in suspects):
         # the inputs that could be at fault are read by no other job: no co-failure could have
         # shown, so 'none' would be no evidence (inputs that passing jobs read are not suspects)
-        return {"input_cofailures": None}, []
-    notes = []
+        return {"input_cofailures": None}, notes
     if hit_inputs:
         notes.append(f"input(s) {', '.join(sorted(hit_inputs)[:3])} also failed {len(bad)} other job(s)")
     if listed:
@@ -757,26 +771,47 @@ def label_failure(
     return int(att[0]), str(cat), origin
 
 
+def _has_labels(store: Store) -> bool:
+    """Whether the store holds operator labels (a state-only read, no sample views)."""
+    con = store.connect(samples=False)
+    try:
+        row = con.execute("SELECT count(*) FROM failures WHERE method = 'manual'").fetchone()
+    finally:
+        con.close()
+    return bool(row and row[0])
+
+
 def model_for_store(store: Store, config: DiagnoseConfig | None = None) -> OriginModel:
     """The built-in network, refitted with the store's labels when it has any.
 
-    The synthetic history then acts as a prior worth ``diagnose.bn_prior_rows`` rows.
+    The synthetic history then acts as a prior worth ``diagnose.bn_prior_rows`` rows. Either
+    network is kept as JSON tables under ``<data dir>/models/`` (:func:`cached_model`, keyed by
+    the code, the settings and the labels), so a later process reads it instead of importing
+    pgmpy and learning it again.
     """
     cfg = config or DiagnoseConfig()
-    history = labeled_history(store)
+    ess = cfg.bn_equivalent_sample_size
+    folder = store.root / "models"
+    history = labeled_history(store) if _has_labels(store) else pd.DataFrame()
     if history.empty:
-        return default_model(equivalent_sample_size=cfg.bn_equivalent_sample_size)
-    synth = synthetic_history()
-    weights = np.concatenate(
-        [np.full(len(synth), cfg.bn_prior_rows / len(synth)), np.ones(len(history))]
-    )
-    data = pd.concat([synth, history], ignore_index=True)
-    return OriginModel.learn(
-        data,
-        equivalent_sample_size=cfg.bn_equivalent_sample_size,
-        sample_weight=weights,
-        source=f"synthetic+store({len(history)} labeled attempts)",
-    )
+        return cached_model(folder, "" if ess == 10.0 else f"ess{ess:g}",
+                            lambda: default_model(equivalent_sample_size=ess))
+    key = hashlib.sha256(f"{ess!r} {cfg.bn_prior_rows!r}\n".encode() + history.to_csv().encode())
+
+    def learn() -> OriginModel:
+        synth = synthetic_history()
+        weights = np.concatenate(
+            [np.full(len(synth), cfg.bn_prior_rows / len(synth)), np.ones(len(history))]
+        )
+        data = pd.concat([synth, history], ignore_index=True)
+        return OriginModel.learn(
+            data,
+            equivalent_sample_size=ess,
+            sample_weight=weights,
+            source=f"synthetic+store({len(history)} labeled attempts)",
+        )
+
+    return cached_model(folder, f"labels-{key.hexdigest()[:16]}", learn)
 
 
 # ----------------------------------------------------------------- pipeline
@@ -894,7 +929,7 @@ def diagnose_job(
     ``gpulens.diagnosis.classify_file``). With ``write`` the ``failures`` rows of the
     job are replaced in one transaction (operator labels, method 'manual', are kept).
     """
-    con = store.connect()
+    con = store.connect(samples=False)  # state tables only: no sample views to build
     try:
         row = con.execute(
             'SELECT j."user", j.status FROM jobs j WHERE j.job_id = ?', [job_id]
@@ -905,7 +940,8 @@ def diagnose_job(
     if row is None and not (has_attempts and has_attempts[0]):
         raise InputError(
             f"Job {job_id!r} is not in the store {store.root}.",
-            "Check the id (`gpulens analyze utilization --json` lists jobs) or the --data-dir.",
+            "Check the id (`gpulens analyze jobs --status failed` lists the failed jobs, "
+            "`gpulens analyze jobs --json` every job) or the --data-dir.",
         )
     _view, _diags, results = _run(store, [job_id], classify, model, config, None)
     attempts = sorted(results.values(), key=lambda a: a.attempt)

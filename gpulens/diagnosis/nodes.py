@@ -128,9 +128,11 @@ def _explain(t: NodeTest) -> dict[str, Any]:
 def _reason(t: NodeTest) -> str:
     parts = []
     if t.blame > 0 and t.p_failures < 0.5:
+        n_jobs = len({f["job_id"] for f in t.failures if f["share"] > 0})
         parts.append(
-            f"{t.blame:.1f} infrastructure failure(s) of {len({f['job_id'] for f in t.failures if f['share'] > 0})} "
-            f"job(s): {t.rate_per_1000h:.1f} per 1000 node-hours vs cluster {t.cluster_rate_per_1000h:.1f}"
+            f"{n_jobs} job(s) failed from infrastructure here ({t.blame:.1f} after sharing the "
+            f"blame with their other nodes): {t.rate_per_1000h:.1f} per 1000 node-hours vs cluster "
+            f"{t.cluster_rate_per_1000h:.1f}"
         )
     if t.hw_events:
         kinds: dict[str, int] = {}

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from gpulens.cliapp import App, emit, json_option, pass_app, progress
+from gpulens.cliapp import App, emit, fmt_time, json_option, pass_app, progress
 from gpulens.diagnosis import nodes as nd
 from gpulens.diagnosis.blacklist import default_actor
 
@@ -70,14 +70,19 @@ def _explain_lines(r: Mapping[Any, Any]) -> list[str]:
     state = "active" if r["active"] else "cleared"
     conf = r.get("confidence")
     conf_text = f"confidence {float(conf):.3f}" if conf is not None and conf == conf else "confidence ?"
-    lines = [f"{r['node']:<16} {state:<8} {conf_text}  since {r['flagged_at']}: {r['reason']}"]
-    jobs = [f"{f['job_id']} ({f['share']:.2f}, {f['why']})" for f in ev.get("infra_failures", [])[:5]]
+    lines = [f"{r['node']:<16} {state:<8} {conf_text}  since {fmt_time(r['flagged_at'])}: {r['reason']}"]
+    failures, signals = ev.get("infra_failures", []), ev.get("signals", [])
+    jobs = [f"{f['job_id']} ({f['share']:.2f}, {f['why']})" for f in failures[:5]]
     if jobs:
-        lines.append(f"{'':<16} jobs: {'; '.join(jobs)}")
-    sigs = [f"{s['ts']} {s['detail']}" for s in ev.get("signals", [])[:5]]
+        lines.append(f"{'':<16} failed attempts{_of(5, len(failures))}: {'; '.join(jobs)}")
+    sigs = [f"{fmt_time(s['ts'])} {s['detail']}" for s in signals[:5]]
     if sigs:
-        lines.append(f"{'':<16} signals: {'; '.join(sigs)}")
+        lines.append(f"{'':<16} signals{_of(5, len(signals))}: {'; '.join(sigs)}")
     return lines
+
+
+def _of(shown: int, total: int) -> str:
+    return f" (first {shown} of {total} in the evidence; --json lists them)" if total > shown else ""
 
 
 @nodes.command("clear")
@@ -116,8 +121,11 @@ def anomalies(app: App, top: int, node: str | None, no_refresh: bool, as_json: b
     def human() -> None:
         if df.empty:
             click.echo("no anomaly scores (no GPU telemetry in the store?)")
+            return
+        width = max(16, *(len(str(n)) for n in df["node"]))
+        click.echo(f"{'node':<{width}} {'hour (UTC)':<19}  {'score':>6}  (> 0: outside normal)")
         for r in df.to_dict("records"):
             mark = "  <- outside normal" if r['score'] > 0 else ""
-            click.echo(f"{r['node']:<16} {r['hour']}  {r['score']:+.3f}{mark}")
+            click.echo(f"{r['node']:<{width}} {fmt_time(r['hour']):<19}  {r['score']:+.3f}{mark}")
 
     emit(df, as_json, human)

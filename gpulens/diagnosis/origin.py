@@ -61,7 +61,7 @@ import dataclasses
 import functools
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -91,6 +91,7 @@ __all__ = [
     "OriginResult",
     "default_model",
     "describe_evidence",
+    "cached_model",
     "evidence_model",
     "synthetic_history",
 ]
@@ -614,29 +615,42 @@ def _cache_dir() -> Path | None:
         return None
 
 
-@functools.lru_cache(maxsize=1)
-def evidence_model() -> OriginModel:
-    """:func:`default_model`, kept as JSON tables under ``<data dir>/models/`` (keyed by the code
-    that defines it) so a process that only classifies logs does not import pgmpy and refit the
-    network: the first use learns and writes it, later processes read the tables."""
+def _code_hash() -> str:
+    """Digest of the code that defines the network (this module and the pgmpy adapter)."""
     import hashlib
-    import json
-    import os
 
     from gpulens.diagnosis import bn_adapter
-    from gpulens.diagnosis.bn_adapter import BayesNet
 
     h = hashlib.sha256()
     for mod_file in (__file__, bn_adapter.__file__):
         h.update(Path(str(mod_file)).read_bytes())
-    folder = _cache_dir()
-    path = folder / f"origin-bn-{h.hexdigest()[:16]}.json" if folder is not None else None
+    return h.hexdigest()[:16]
+
+
+_MODELS: dict[Path, OriginModel] = {}
+
+
+def cached_model(folder: Path | None, name: str, learn: Callable[[], OriginModel]) -> OriginModel:
+    """The network kept as JSON tables in ``folder/origin-bn-<code hash>[-name].json``: read when
+    present (no pgmpy import, no refit), else ``learn()``-ed and written (atomically; a read-only
+    folder keeps it in memory). JSON cannot run code when read, and the file name carries the
+    hash of the code that defines the network, so a changed network is learned again."""
+    import json
+    import os
+
+    stem = f"origin-bn-{_code_hash()}" + (f"-{name}" if name else "")
+    path = folder / f"{stem}.json" if folder is not None else None
+    if path is not None and path in _MODELS:
+        return _MODELS[path]
     if path is not None and path.is_file():
         try:
-            return OriginModel(BayesNet.from_dict(json.loads(path.read_text(encoding="utf-8"))), source="synthetic")
+            model = OriginModel(BayesNet.from_dict(json.loads(path.read_text(encoding="utf-8"))),
+                                source="synthetic" if not name else f"cached {name}")
+            _MODELS[path] = model
+            return model
         except (OSError, ValueError, KeyError, TypeError, InputError):
             pass  # unreadable cache: learn again
-    model = default_model()
+    model = learn()
     if path is not None:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -645,7 +659,16 @@ def evidence_model() -> OriginModel:
             os.replace(tmp, path)
         except OSError:
             pass  # read-only data dir: keep it in memory
+        _MODELS[path] = model
     return model
+
+
+@functools.lru_cache(maxsize=1)
+def evidence_model() -> OriginModel:
+    """:func:`default_model`, kept as JSON tables under ``<data dir>/models/`` (keyed by the code
+    that defines it) so a process that only classifies logs does not import pgmpy and refit the
+    network: the first use learns and writes it, later processes read the tables."""
+    return cached_model(_cache_dir(), "", default_model)
 
 
 @functools.lru_cache(maxsize=512)

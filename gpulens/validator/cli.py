@@ -34,6 +34,7 @@ def render(result: Any) -> None:
     if result.reason:
         click.echo(f"  why:      {result.reason}")
     click.echo(f"  command:  {result.command}")
+    click.echo(f"  python:   {result.python or '- (not a Python command, or not found)'}")
     click.echo(f"  device:   {result.device}")
     step = f"  steps:    {result.steps_completed}"
     if result.first_step_seconds is not None:
@@ -58,6 +59,10 @@ def render(result: Any) -> None:
             click.echo(f"    {line}")
     if result.fix and result.verdict != "pass":
         click.echo(f"  fix:      {result.fix}")
+    if result.category == "import_error" and result.python:
+        click.echo(f"  note:     the job ran with {result.python.split(' (')[0]}; if the "
+                   "job has its own environment, activate it before `gpulens validate` or name its "
+                   "interpreter after `--`")
     for w in result.warnings:
         click.echo(click.style(f"  note:     {w}", fg="yellow"))
 

@@ -327,8 +327,10 @@ def _static_failure(call: _Call, report: StaticReport) -> ValidationResult:
 
 
 def _static_passed(call: _Call) -> ValidationResult:
+    """--static-only asked for the static checks: they passed, so the answer is pass (exit 0);
+    ``stage`` static and the device say that nothing ran."""
     return ValidationResult(
-        verdict="inconclusive",
+        verdict="pass",
         category=None,
         origin=None,
         evidence=[],
@@ -336,7 +338,7 @@ def _static_passed(call: _Call) -> ValidationResult:
         seconds=time.monotonic() - call.t0,
         peak_memory_bytes=None,
         device="none (static checks only)",
-        reason="static checks passed; the dry run was skipped",
+        reason="static checks passed (--static-only: the job was not run)",
         stage="static",
         **call.base,
     )

@@ -11,7 +11,8 @@ from gpulens.errors import ConfigError
 
 def test_defaults_without_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    cfg = load_config(env={"XDG_CONFIG_HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path)})
+    cfg = load_config(env={"XDG_CONFIG_HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path)},
+                      system_dir=tmp_path / "etc")
     assert cfg.collect.port == AGENT_PORT
     assert cfg.collect.host == "127.0.0.1" and cfg.exporter.host == "127.0.0.1"
     assert cfg.source is None
@@ -30,6 +31,28 @@ def test_file_then_env_then_option(tmp_path: Path) -> None:
     assert cfg.data_dir == Path("/srv/b")
     cfg = load_config(f, env={"GPULENS_DATA_DIR": "/srv/b"}, data_dir="/srv/c")
     assert cfg.data_dir == Path("/srv/c")
+
+
+def test_system_file_after_the_users_before_defaults(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """/etc/gpulens/gpulens.toml (here a folder standing for /etc/gpulens) is read when the user
+    has no file of their own, and never when they have one."""
+    etc, home = tmp_path / "etc", tmp_path / "home"
+    etc.mkdir()
+    (etc / "gpulens.toml").write_text('data_dir = "/srv/shared"\n[collect]\nport = 9001\n')
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home))
+    monkeypatch.delenv("GPULENS_CONFIG", raising=False)
+    cfg = load_config(env={}, system_dir=etc)
+    assert cfg.source == etc / "gpulens.toml"
+    assert cfg.data_dir == Path("/srv/shared") and cfg.collect.port == 9001
+    assert load_config(env={"GPULENS_COLLECT_PORT": "9002"}, system_dir=etc).collect.port == 9002
+    (home / "gpulens").mkdir(parents=True)
+    (home / "gpulens" / "gpulens.toml").write_text("[collect]\nport = 9003\n")
+    cfg = load_config(env={}, system_dir=etc)
+    assert cfg.source == home / "gpulens" / "gpulens.toml" and cfg.collect.port == 9003
+    assert cfg.data_dir != Path("/srv/shared")  # one file is read, not a merge
+    assert load_config(env={}, system_dir=tmp_path / "none").source == home / "gpulens" / "gpulens.toml"
 
 
 @pytest.mark.parametrize(

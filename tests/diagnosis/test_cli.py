@@ -21,7 +21,7 @@ def test_diagnose_files_json(tmp_path: Path) -> None:
     files = [str(HOLDOUT / "slurm_timeout.log"), str(HOLDOUT / "import_transformers.log"), str(empty)]
     res = CliRunner().invoke(cli, ["--data-dir", str(tmp_path / "nostore"), "diagnose", *files, "--json"])
     assert res.exit_code == 0, res.output
-    rows = [json.loads(line) for line in res.output.strip().splitlines()]
+    rows = json.loads(res.output)
     assert [r["category"] for r in rows] == ["preempted", "import_error", "unknown"]
     for r in rows:
         assert {"file", "category", "origin", "confidence", "evidence"} <= set(r)
@@ -39,7 +39,7 @@ def test_missing_file_exits_2_after_reporting(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "gpulens.cli.main", "diagnose", str(tmp_path / "nope.log"),
                            str(HOLDOUT / "typo_attr.log"), "--json"], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 2
-    rows = [json.loads(x) for x in proc.stdout.strip().splitlines()]
+    rows = json.loads(proc.stdout)
     assert rows[0]["reason"] == "file not found" and rows[1]["category"] == "semantic_error"
     assert "could not be read" in proc.stderr and "Traceback" not in proc.stderr
 

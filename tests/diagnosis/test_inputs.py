@@ -72,7 +72,7 @@ def _diagnose(tmp_path: Path, **logs: str) -> dict[str, dict[str, object]]:
     res = CliRunner().invoke(cli, ["--data-dir", str(tmp_path / "nostore"), "diagnose", *files,
                                    "--json"])
     assert res.exit_code == 0, res.output
-    rows = [json.loads(line) for line in res.output.strip().splitlines()]
+    rows = json.loads(res.output)
     return {Path(str(r["file"])).stem: r for r in rows}
 
 

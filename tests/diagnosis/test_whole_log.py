@@ -130,7 +130,7 @@ def test_hint_is_specific_and_shown_by_diagnose(tmp_path: Path) -> None:
     log.write_text((REAL / "gpu_oom/AMAP-ML__FluxText__25.log").read_text(encoding="utf-8"))
     res = CliRunner().invoke(cli, ["diagnose", str(log), "--json"])
     assert res.exit_code == 0, res.output
-    rec = json.loads(res.output.strip().splitlines()[-1])
+    rec = json.loads(res.output)[-1]
     assert rec["category"] == "gpu_oom"
     assert "64.00 MiB" in rec["hint"] and "batch size" in rec["hint"]
     assert rec["clue"] == "none" and rec["origin"] == "user"

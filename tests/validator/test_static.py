@@ -53,7 +53,8 @@ def test_missing_local_module_is_found_without_importing_the_package(tmp_path: P
     (tmp_path / "opt.py").write_text("try:\n    import not_installed_xyz\nexcept ImportError:\n    pass\n")
     cfg = config
     ok = validate(JobSpec([sys.executable, "ok.py"], workdir=tmp_path), cfg, None, static_only=True)
-    assert ok.verdict == "inconclusive" and ok.category is None  # static checks passed, no dry run
+    assert ok.verdict == "pass" and ok.category is None and ok.exit_status == 0  # static only
+    assert ok.stage == "static" and ok.steps_completed == 0
     bad = validate(JobSpec([sys.executable, "bad.py"], workdir=tmp_path), cfg, None, static_only=True)
     assert bad.category == "import_error" and "mypkg.modelz" in bad.evidence[0]
     opt = validate(JobSpec([sys.executable, "opt.py"], workdir=tmp_path), cfg, None, static_only=True)
@@ -92,7 +93,7 @@ def test_blacklisted_input_fails_from_the_store(make_job: Callable[..., JobSpec]
     again = validate(spec, config, store, static_only=True)
     assert again.category is None
     rows = store.connect().execute("SELECT verdict, category FROM validations ORDER BY id").fetchall()
-    assert rows == [("fail", "incorrect_input"), ("inconclusive", None)]
+    assert rows == [("fail", "incorrect_input"), ("pass", None)]
 
 
 def test_unwritable_checkpoint_dir_fails_as_checkpoint_error(make_job: Callable[..., JobSpec], config: ValidateConfig) -> None:

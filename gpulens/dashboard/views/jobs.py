@@ -16,7 +16,7 @@ MAX_ROWS = 5000
 JOB_PAGE = "views/job.py"
 
 #: Column order of the jobs table (others follow).
-COLUMN_ORDER = ["job_id", "user", "vc", "status", "failure_category", "gpus", "servers",
+COLUMN_ORDER = ["job_id", "user", "vc", "status", "failure_category", "failure_origin", "gpus", "servers",
                 "mean_util", "allocated_gpu_hours", "busy_gpu_hours", "start_time", "end_time"]
 
 

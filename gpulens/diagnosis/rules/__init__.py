@@ -291,7 +291,9 @@ def _seq_literals(items: list[tuple[Any, Any]], c: Any) -> list[str] | None:
 @functools.lru_cache(maxsize=4)
 def _load(path: str) -> tuple[Rule, ...]:
     try:
-        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        # libyaml's safe loader when present: the same documents, ten times faster than pure Python
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        raw = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=loader)  # a safe loader
     except (OSError, yaml.YAMLError) as exc:
         raise InputError(f"Cannot read rules file {path} ({exc}).", "Check the file exists and is YAML.") from exc
     return tuple(_parse(raw, path))

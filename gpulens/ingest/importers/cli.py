@@ -9,7 +9,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from gpulens.cliapp import App, emit, json_option, pass_app, stage_progress
+from gpulens.cliapp import App, emit, json_option, pass_app, print_table, stage_progress
 from gpulens.ingest.importers.common import ImportResult
 
 __all__ = ["import_"]
@@ -22,7 +22,7 @@ def _human(res: ImportResult) -> None:
     t.add_column("rows", justify="right")
     for k, v in res.rows.items():
         t.add_row(k, f"{v:,}")
-    c.print(t)
+    print_table(t, c)
     for path, quirks in res.quirks.items():
         if quirks:
             q = Table(title=f"Quirks in {path} (counted, not fatal)", header_style="bold")
@@ -30,7 +30,7 @@ def _human(res: ImportResult) -> None:
             q.add_column("count", justify="right")
             for k, v in quirks.items():
                 q.add_row(k, f"{v:,}")
-            c.print(q)
+            print_table(q, c)
 
 
 @click.group("import")

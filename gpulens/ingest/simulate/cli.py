@@ -7,7 +7,7 @@ from datetime import datetime
 import click
 from rich.table import Table
 
-from gpulens.cliapp import App, emit, json_option, pass_app, stage_progress
+from gpulens.cliapp import App, emit, json_option, pass_app, print_table, stage_progress
 from gpulens.errors import InputError
 
 __all__ = ["simulate"]
@@ -58,6 +58,6 @@ def simulate(app: App, gpus: int, days: float, seed: int, start: str | None, for
         t.add_row("planted bad nodes", ", ".join(summary.bad_nodes) or "-")
         t.add_row("planted corrupted inputs", ", ".join(summary.corrupted_inputs) or "-")
         t.add_row("elapsed", f"{summary.elapsed_s:.1f} s")
-        app.console.print(t)
+        print_table(t)
 
     emit(summary, as_json, human)
