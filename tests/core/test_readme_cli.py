@@ -102,9 +102,10 @@ RUNS: dict[str, list[Run]] = {
         r("import slurm {fixtures}/slurm/sacct.txt", json=OBJ, own=True),
         r("import slurm {fixtures}/slurm/sacct.json", own=True)],
     "gpulens import metrics curves.csv|curves.jsonl": [r("import metrics {curves}", json=OBJ, own=True)],
-    "gpulens import kubernetes pods.json [events.json]": [
+    "gpulens import kubernetes pods.json [events.json] [--logs /var/log/pods|DUMPS]": [
         r("import kubernetes {fixtures}/kubernetes/pods.json {fixtures}/kubernetes/events.json",
-          json=OBJ, own=True)],
+          json=OBJ, own=True),
+        r("import kubernetes {fixtures}/kubernetes/pods.json --logs {tmp}", json=OBJ, own=True)],
     "gpulens diagnose FILE... [--json]": [r("diagnose {log}", json=LIST), r("diagnose {log} {log}", json=LIST)],
     "gpulens analyze jobs --status failed": [r("analyze jobs --status failed --limit 100", json=LIST)],
     "gpulens diagnose --job ID [--json]": [r("diagnose --job {job}", json=OBJ),
