@@ -11,6 +11,7 @@ import click
 from gpulens.cliapp import App, emit, json_option, pass_app, progress
 from gpulens.diagnosis import nodes as nd
 from gpulens.diagnosis.blacklist import default_actor
+from gpulens.diagnosis.live_cli import live
 
 __all__ = ["nodes"]
 
@@ -121,3 +122,6 @@ def anomalies(app: App, top: int, node: str | None, no_refresh: bool, as_json: b
             click.echo(f"{r['node']:<16} {r['hour']}  {r['score']:+.3f}{mark}")
 
     emit(df, as_json, human)
+
+
+nodes.add_command(live)  # `nodes live`: the straggler watcher and its current suspects (live_cli.py)

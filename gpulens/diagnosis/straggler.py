@@ -1,0 +1,416 @@
+"""The straggler detector: which machine of a running multi-node job is slow or sick, from telemetry.
+
+Machine-to-machine comparison in the manner of Minder (NSDI'25): at every tick each
+machine of a job is reduced to one value per signal (:data:`SIGNALS`, computed from the
+agents' per-GPU and per-device readings by :func:`node_features`), each value is
+denoised (a rolling median, or a rolling mean for event counts), and compared with the
+median of the job's *other* machines. A machine is suspected on a signal when that
+deviation, in the signal's bad direction and beyond its threshold, persists for most of a
+continuity window; the suspicion clears after a quiet period.
+
+What keeps the normal asymmetries of training from being flagged:
+
+* **pipeline stages and rank 0's steady extra work** give a machine a stable offset from
+  the others: throughput, utilization and clock signals are compared with the machine's
+  own offset (its *baseline*, learnt after the start-up grace period and then followed
+  slowly while the machine is not deviating), not with zero;
+* **start-up and shutdown ramps**: nothing is judged during ``grace_s`` after the job was
+  first seen; a whole machine that goes idle (a rank that finished first) is only a soft
+  signal, which needs the long window;
+* **job-wide pauses** (checkpoints, evaluation): when the job's median of a signal drops
+  below the signal's activity floor the comparison is skipped; all machines stopping
+  together is not one machine's fault;
+* **rank 0's checkpoint writing** (its GPUs idle for a minute or two while the others
+  wait in the collective) shows only in soft signals (utilization, power), which need
+  ``soft_window_s`` of persistence, longer than a checkpoint write;
+* **data-loader jitter** (one-tick dips) is removed by the rolling median.
+
+Only deviations in the bad direction count: lower utilization, clock, power and
+throughput; more errors, XIDs and ECC events, and a wider gap between a machine's busiest
+and idlest GPU (one GPU hung at 0%). A signal on which more than ``max_share`` of the
+job's machines deviate together is the job's behaviour, not a machine's.
+
+The detector is pure computation over numpy arrays (no I/O): the live watcher
+(:mod:`gpulens.diagnosis.live`), the evaluation (``scripts/eval_straggler.py``) and the
+benchmark feed it the same way. Costs: O(machines x signals x window) per job and tick.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "SIGNALS",
+    "DetectorParams",
+    "JobDetector",
+    "Signal",
+    "Suspect",
+    "node_features",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class Signal:
+    """How one signal is compared.
+
+    ``kind``: ``ratio`` (deviation relative to the others' median) or ``rate`` (events per
+    minute above the others' median). ``direction``: -1 flags lower values, +1 higher.
+    ``klass``: ``hard`` (the short window), ``medium`` or ``soft`` (the long window).
+    ``floor``: the denominator's floor for ratios and the activity floor under which the
+    job counts as paused for this signal.
+    """
+
+    name: str
+    kind: str
+    direction: int
+    threshold: float
+    klass: str
+    floor: float
+    baseline: bool
+    unit: str
+
+
+#: The signals, in the order of the feature matrix's columns.
+SIGNALS: tuple[Signal, ...] = (
+    Signal("gpu_util", "ratio", -1, 0.30, "soft", 0.2, True, "ratio"),
+    Signal("gpu_idle_gap", "diff", +1, 0.40, "hard", 0.2, True, "ratio"),
+    Signal("sm_clock", "ratio", -1, 0.12, "hard", 300.0, True, "MHz"),
+    Signal("power", "ratio", -1, 0.30, "soft", 80.0, True, "W"),
+    Signal("mem_util", "ratio", -1, 0.35, "soft", 0.1, True, "ratio"),
+    Signal("pcie", "ratio", -1, 0.35, "medium", 1e8, True, "B/s"),
+    Signal("nvlink", "ratio", -1, 0.35, "medium", 1e8, True, "B/s"),
+    Signal("network", "ratio", -1, 0.50, "soft", 1e7, True, "B/s"),
+    Signal("infiniband", "ratio", -1, 0.35, "medium", 1e8, True, "B/s"),
+    Signal("link_speed", "ratio", -1, 0.2, "hard", 1e6, True, "B/s"),
+    Signal("link_errors", "rate", +1, 3.0, "hard", 0.0, False, "per min"),
+    Signal("xid", "rate", +1, 2.0, "hard", 0.0, False, "per min"),
+    Signal("ecc", "rate", +1, 20.0, "hard", 0.0, False, "per min"),
+)
+_NAMES = tuple(s.name for s in SIGNALS)
+_IDX = {s.name: i for i, s in enumerate(SIGNALS)}
+
+
+@dataclasses.dataclass(frozen=True)
+class DetectorParams:
+    """Windows in seconds (turned into ticks with the sampling interval)."""
+
+    interval_s: float = 5.0
+    #: nothing is judged this long after the job is first seen (start-up ramp)
+    grace_s: float = 120.0
+    #: after the grace period, baselines are learnt from this long
+    learn_s: float = 120.0
+    #: rolling median (denoising) of gauges; rolling sum of event counts
+    smooth_s: float = 30.0
+    count_s: float = 60.0
+    #: continuity: a hard / medium signal deviates in ``need`` of the last ``window`` seconds
+    hard_window_s: float = 30.0
+    hard_need: float = 0.67
+    medium_window_s: float = 40.0
+    medium_need: float = 0.75
+    soft_window_s: float = 150.0
+    soft_need: float = 0.9
+    #: a suspicion clears after this long without a deviating tick
+    clear_s: float = 30.0
+    #: baseline follows the machine's offset with this time constant while it is not deviating
+    baseline_tau_s: float = 1800.0
+    #: at most this share of a job's machines may deviate on one signal (else: the job's behaviour)
+    max_share: float = 0.34
+
+    def ticks(self, seconds: float) -> int:
+        return max(1, round(seconds / self.interval_s))
+
+
+@dataclasses.dataclass
+class Suspect:
+    """A machine suspected in a job (open while ``until`` is None)."""
+
+    job_id: str
+    node: str
+    signals: list[str]
+    #: per signal: how far from the job's other machines, in units of its threshold (>= 1)
+    scores: dict[str, float]
+    #: per signal: the machine's deviation (relative for ratios, events/min for rates)
+    deviations: dict[str, float]
+    since: float
+    last_seen: float
+    until: float | None = None
+
+    @property
+    def score(self) -> float:
+        return max(self.scores.values()) if self.scores else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "job_id": self.job_id, "node": self.node, "signals": list(self.signals),
+            "score": round(self.score, 3), "scores": {k: round(v, 3) for k, v in self.scores.items()},
+            "deviations": {k: round(v, 4) for k, v in self.deviations.items()},
+            "since": self.since, "last_seen": self.last_seen, "until": self.until,
+        }
+
+
+_PLAIN: dict[Any, Any] = {np.nanmean: np.mean, np.nanmin: np.min, np.nansum: np.sum, np.nanmax: np.max}
+
+
+def _nan_reduce(fn: Any, a: np.ndarray, axis: int) -> np.ndarray:
+    """``fn`` (a numpy nan-reduction) along ``axis``: the plain reduction when there is no NaN."""
+    if fn is np.nanmedian:
+        return _median(a, axis)
+    if not np.isnan(a).any():
+        return np.asarray(_PLAIN[fn](a, axis=axis), dtype=float)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.asarray(fn(a, axis=axis), dtype=float)
+
+
+def _median(a: np.ndarray, axis: int) -> np.ndarray:
+    """Median along ``axis`` ignoring NaNs (NaN where all are NaN); fast on small arrays."""
+    if not np.isnan(a).any():
+        return np.asarray(np.median(a, axis=axis), dtype=float)
+    srt = np.sort(a, axis=axis)  # NaNs last
+    cnt = np.sum(~np.isnan(a), axis=axis, keepdims=True)
+    lo = np.maximum((cnt - 1) // 2, 0)
+    hi = np.maximum(cnt // 2, 0)
+    hi = np.minimum(hi, a.shape[axis] - 1)
+    v = (np.take_along_axis(srt, lo, axis) + np.take_along_axis(srt, hi, axis)) / 2.0
+    v = np.where(cnt == 0, np.nan, v)
+    return np.squeeze(v, axis=axis)
+
+
+def node_features(raw: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Per-machine signal values (machines x :data:`SIGNALS`) from one tick's raw readings.
+
+    ``raw`` holds arrays, NaN where unknown: per GPU (machines x GPUs) ``gpu_util`` and
+    ``mem_util`` (0-1), ``sm_clock`` (MHz), ``power`` (W), ``pcie`` and ``nvlink`` (B/s,
+    tx + rx); per machine ``network`` and ``infiniband`` (B/s, rx + tx), ``link_speed`` (the sum of
+    the NICs' and IB ports' link rates, B/s), and the events
+    of this tick ``link_errors`` (IB symbol errors + link downs + receive errors, NIC
+    errors), ``xid``, ``ecc``. Missing keys are NaN columns.
+    """
+    n = _machines(raw)
+    out = np.full((n, len(SIGNALS)), np.nan)
+    util = raw.get("gpu_util")
+    if util is not None:
+        u = np.asarray(util, dtype=float).reshape(n, -1)
+        out[:, _IDX["gpu_util"]] = _nan_reduce(np.nanmean, u, 1)
+        out[:, _IDX["gpu_idle_gap"]] = _nan_reduce(np.nanmedian, u, 1) - _nan_reduce(np.nanmin, u, 1)
+    for name, fn in (("sm_clock", np.nanmin), ("power", np.nanmean), ("mem_util", np.nanmean),
+                     ("pcie", np.nansum), ("nvlink", np.nansum)):
+        a = raw.get(name)
+        if a is not None:
+            arr = np.asarray(a, dtype=float).reshape(n, -1)
+            vals = _nan_reduce(fn, arr, 1)
+            if fn is np.nansum:
+                vals[np.all(np.isnan(arr), axis=1)] = np.nan
+            out[:, _IDX[name]] = vals
+    for name in ("network", "infiniband", "link_speed", "link_errors", "xid", "ecc"):
+        a = raw.get(name)
+        if a is not None:
+            out[:, _IDX[name]] = np.asarray(a, dtype=float).reshape(n)
+    return out
+
+
+def _machines(raw: Mapping[str, np.ndarray]) -> int:
+    for a in raw.values():
+        return int(np.asarray(a).shape[0])
+    return 0
+
+
+def _loo_median(v: np.ndarray) -> np.ndarray:
+    """For each row i and column s: the median of column s over the other rows (NaNs ignored)."""
+    n = v.shape[0]
+    if n < 2:
+        return np.full(v.shape, np.nan)
+    order = np.argsort(v, axis=0, kind="stable")  # NaNs last
+    a = np.take_along_axis(v, order, 0)
+    rank = np.empty_like(order)
+    np.put_along_axis(rank, order, np.arange(n)[:, None] * np.ones((1, v.shape[1]), dtype=order.dtype), 0)
+    m = np.sum(~np.isnan(v), axis=0)  # values per column
+    k = m - 1  # the others
+    lo = np.maximum((k - 1) // 2, 0)
+    hi = np.maximum(k // 2, 0)
+    top = np.maximum(m - 1, 0)
+
+    def at(p: np.ndarray) -> np.ndarray:
+        # the p-th of the others = a[p] below one's own rank, a[p + 1] from it on
+        idx = np.where(p[None, :] < rank, p[None, :], np.minimum(p + 1, top)[None, :])
+        return np.take_along_axis(a, idx, 0)
+
+    out = (at(lo) + at(hi)) / 2.0
+    return np.where((m >= 2)[None, :] & ~np.isnan(v), out, np.nan)
+
+
+class JobDetector:
+    """The state of one job: feed :meth:`update` one feature matrix per tick."""
+
+    def __init__(self, job_id: str, nodes: list[str], params: DetectorParams | None = None,
+                 *, started: float | None = None) -> None:
+        self.job_id = job_id
+        self.nodes = list(nodes)
+        self._row = {node: i for i, node in enumerate(self.nodes)}
+        self.p = params or DetectorParams()
+        p = self.p
+        n, s = len(self.nodes), len(SIGNALS)
+        self._smooth = p.ticks(p.smooth_s)
+        self._count = p.ticks(p.count_s)
+        self._hist = np.full((max(self._smooth, self._count), n, s), np.nan)
+        self._pos = 0
+        self._seen = 0
+        self.started = started
+        klass = np.array([sig.klass for sig in SIGNALS])
+        self._win = np.where(klass == "hard", p.ticks(p.hard_window_s),
+                             np.where(klass == "medium", p.ticks(p.medium_window_s), p.ticks(p.soft_window_s)))
+        need = np.where(klass == "hard", p.hard_need, np.where(klass == "medium", p.medium_need, p.soft_need))
+        self._need = np.maximum(1, np.ceil(self._win * need)).astype(int)
+        self._flags = np.zeros((int(self._win.max()) + 1, n, s), dtype=bool)
+        self._hits = np.zeros((n, s), dtype=int)
+        self._fpos = 0
+        self._rate = np.array([sig.kind == "rate" for sig in SIGNALS])
+        self._ratio = np.array([sig.kind == "ratio" for sig in SIGNALS])
+        self._dir = np.array([sig.direction for sig in SIGNALS], dtype=float)
+        self._thr = np.array([sig.threshold for sig in SIGNALS])
+        self._floor = np.array([sig.floor for sig in SIGNALS])
+        self._use_base = np.array([sig.baseline for sig in SIGNALS])
+        self._base = np.zeros((n, s))
+        self._gpu_hist: np.ndarray | None = None
+        self._learn: list[np.ndarray] = []
+        self._base_ready = False
+        self._quiet = np.zeros(n, dtype=int)
+        self._first_dev = np.full((n, s), np.nan)
+        self.open: dict[str, Suspect] = {}
+        self.closed: list[Suspect] = []
+        self.last_dev = np.zeros((n, s))
+
+    # -- one tick -------------------------------------------------------------------
+    def update(self, ts: float, raw: Mapping[str, np.ndarray]) -> list[Suspect]:
+        """Take one tick of raw readings (see :func:`node_features`); return the open suspects."""
+        p = self.p
+        if self.started is None:
+            self.started = ts
+        features = node_features(raw)
+        util = raw.get("gpu_util")
+        if util is not None:
+            # the idle gap from per-GPU rolling medians: one GPU's data-loader dip is not a hang
+            u = np.asarray(util, dtype=float).reshape(len(self.nodes), -1)
+            if self._gpu_hist is None or self._gpu_hist.shape[2] != u.shape[1]:
+                self._gpu_hist = np.full((self._smooth, *u.shape), np.nan)
+            self._gpu_hist[self._pos % self._smooth] = u
+            k = min(self._seen + 1, self._smooth)
+            sm = _nan_reduce(np.nanmedian, self._gpu_hist[:k] if k == self._smooth else
+                             self._gpu_hist[[(self._pos - i) % self._smooth for i in range(k)]], 0)
+            features[:, _IDX["gpu_idle_gap"]] = _nan_reduce(np.nanmedian, sm, 1) - _nan_reduce(np.nanmin, sm, 1)
+        self._hist[self._pos % len(self._hist)] = features
+        self._pos += 1
+        self._seen += 1
+        if ts - self.started < p.grace_s:
+            return []
+        dev = self._deviation()
+        if not self._base_ready:
+            self._learn.append(dev)
+            if len(self._learn) * p.interval_s >= p.learn_s:
+                stack = np.stack(self._learn)
+                base = _nan_reduce(np.nanmedian, stack, 0)
+                self._base = np.where(np.isnan(base), 0.0, base) * self._use_base
+                self._learn = []
+                self._base_ready = True
+            dev = np.where(self._use_base, np.nan, dev)  # only the rates before baselines exist
+        else:
+            dev = dev - self._base
+        bad = self._dir * dev / self._thr  # >= 1: beyond threshold in the bad direction
+        flag = np.nan_to_num(bad, nan=0.0) >= 1.0
+        n = len(self.nodes)
+        allowed = max(1, int(self.p.max_share * n))
+        flag &= (flag.sum(axis=0) <= allowed)[None, :]
+        self._follow_baseline(dev, bad)
+        self._count_hits(flag)
+        self.last_dev = dev
+        now_first = np.isnan(self._first_dev) & flag
+        self._first_dev[now_first] = ts
+        return self._judge(ts, flag, bad, dev)
+
+    def _deviation(self) -> np.ndarray:
+        p = self.p
+        k = min(self._seen, len(self._hist))
+        last = [(self._pos - 1 - i) % len(self._hist) for i in range(k)]
+        recent = self._hist[last]
+        ks = min(k, self._smooth)
+        smooth = _nan_reduce(np.nanmedian, recent[:ks], 0)
+        kc = min(k, self._count)
+        counts = _nan_reduce(np.nanmean, recent[:kc], 0) * (60.0 / p.interval_s)  # events per minute
+        v = np.where(self._rate[None, :], counts, smooth)
+        v[:, _IDX["gpu_idle_gap"]] = recent[0][:, _IDX["gpu_idle_gap"]]
+        ref = _loo_median(v)
+        with np.errstate(all="ignore"):
+            rel = (v - ref) / np.maximum(np.abs(ref), self._floor[None, :])
+        diff = v - ref
+        dev = np.where(self._ratio[None, :], rel, diff)
+        # a job-wide pause: the others are below the activity floor -> nothing to compare
+        paused = self._ratio[None, :] & (ref < self._floor[None, :])
+        dev = np.where(paused, np.nan, dev)
+        return np.asarray(dev)
+
+    def _follow_baseline(self, dev: np.ndarray, bad: np.ndarray) -> None:
+        if not self._base_ready:
+            return
+        alpha = self.p.interval_s / self.p.baseline_tau_s
+        calm = np.nan_to_num(np.abs(bad), nan=9.0) < 0.5
+        upd = calm & self._use_base[None, :]
+        self._base = np.where(upd, self._base + alpha * np.nan_to_num(dev, nan=0.0), self._base)
+
+    def _count_hits(self, flag: np.ndarray) -> None:
+        """Deviating ticks per (machine, signal) within each signal's window, kept as a running sum."""
+        pos, ring = self._fpos, len(self._flags)
+        self._flags[pos % ring] = flag
+        self._hits += flag
+        gone = pos - self._win  # the tick that just left each signal's window
+        old = self._flags[gone % ring, :, np.arange(len(SIGNALS))].T
+        self._hits -= np.where((gone >= 0)[None, :], old, False)
+        self._fpos += 1
+
+    def _judge(self, ts: float, flag: np.ndarray, bad: np.ndarray, dev: np.ndarray) -> list[Suspect]:
+        hits = self._hits
+        firing = hits >= self._need[None, :]
+        any_flag = np.asarray(flag.any(axis=1), dtype=bool)
+        self._quiet = np.where(any_flag, 0, self._quiet + 1)
+        self._first_dev[~flag & (hits == 0)] = np.nan
+        watch = set(np.flatnonzero(firing.any(axis=1)).tolist()) | {self._row[node] for node in self.open}
+        for i in sorted(watch):
+            node = self.nodes[i]
+            sus = self.open.get(node)
+            sigs = np.flatnonzero(firing[i])
+            if sigs.size:
+                names = [_NAMES[j] for j in sigs]
+                scores = {_NAMES[j]: float(bad[i, j]) for j in sigs if bad[i, j] == bad[i, j]}
+                devs = {_NAMES[j]: float(dev[i, j]) for j in sigs if dev[i, j] == dev[i, j]}
+                if sus is None:
+                    first = np.nanmin(self._first_dev[i, sigs]) if np.any(~np.isnan(self._first_dev[i, sigs])) else ts
+                    self.open[node] = Suspect(self.job_id, node, names, scores, devs, float(first), ts)
+                else:
+                    sus.signals = sorted(set(sus.signals) | set(names), key=_NAMES.index)
+                    sus.scores.update(scores)
+                    sus.deviations.update(devs)
+                    sus.last_seen = ts
+            elif sus is not None:
+                cols = [_IDX[name] for name in sus.signals]
+                if any_flag[i] or bool(np.all(np.isnan(dev[i, cols]))):
+                    # still deviating, or nothing to compare (a job-wide pause): not quiet
+                    self._quiet[i] = 0
+                    sus.last_seen = ts
+                elif self._quiet[i] * self.p.interval_s >= self.p.clear_s:
+                    sus.until = ts
+                    self.closed.append(self.open.pop(node))
+        return list(self.open.values())
+
+    def close_all(self, ts: float) -> list[Suspect]:
+        """The job ended: close every open suspicion at ``ts``."""
+        done = []
+        for node in list(self.open):
+            sus = self.open.pop(node)
+            sus.until = ts
+            self.closed.append(sus)
+            done.append(sus)
+        return done
