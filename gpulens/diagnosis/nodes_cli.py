@@ -78,6 +78,9 @@ def _explain_lines(r: Mapping[Any, Any]) -> list[str]:
     sigs = [f"{s['ts']} {s['detail']}" for s in ev.get("signals", [])[:5]]
     if sigs:
         lines.append(f"{'':<16} signals: {'; '.join(sigs)}")
+    strag = [f"{d['job_id']} ({', '.join(d['signals'])}, {d['since']})" for d in ev.get("stragglers", [])[:5]]
+    if strag:
+        lines.append(f"{'':<16} straggler in: {'; '.join(strag)}")
     return lines
 
 

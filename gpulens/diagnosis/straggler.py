@@ -77,7 +77,7 @@ class Signal:
 
 #: The signals, in the order of the feature matrix's columns.
 SIGNALS: tuple[Signal, ...] = (
-    Signal("gpu_util", "ratio", -1, 0.30, "soft", 0.2, True, "ratio"),
+    Signal("gpu_util", "ratio", -1, 0.20, "soft", 0.2, True, "ratio"),
     Signal("gpu_idle_gap", "diff", +1, 0.40, "hard", 0.2, True, "ratio"),
     Signal("sm_clock", "ratio", -1, 0.12, "hard", 300.0, True, "MHz"),
     Signal("power", "ratio", -1, 0.30, "soft", 80.0, True, "W"),
@@ -92,6 +92,8 @@ SIGNALS: tuple[Signal, ...] = (
     Signal("ecc", "rate", +1, 20.0, "hard", 0.0, False, "per min"),
 )
 _NAMES = tuple(s.name for s in SIGNALS)
+#: signals that an idle machine shows anyway (judged through gpu_util instead)
+_FOLLOW_UTIL = frozenset({"sm_clock", "power", "mem_util", "pcie", "nvlink"})
 _IDX = {s.name: i for i, s in enumerate(SIGNALS)}
 
 
@@ -275,6 +277,7 @@ class JobDetector:
         self._thr = np.array([sig.threshold for sig in SIGNALS])
         self._floor = np.array([sig.floor for sig in SIGNALS])
         self._use_base = np.array([sig.baseline for sig in SIGNALS])
+        self._follows_util = np.array([sig.name in _FOLLOW_UTIL for sig in SIGNALS])
         self._base = np.zeros((n, s))
         self._gpu_hist: np.ndarray | None = None
         self._learn: list[np.ndarray] = []
@@ -348,6 +351,11 @@ class JobDetector:
             rel = (v - ref) / np.maximum(np.abs(ref), self._floor[None, :])
         diff = v - ref
         dev = np.where(self._ratio[None, :], rel, diff)
+        # a machine whose GPUs went idle while the others work (a rank that finished first, a
+        # crashed process) is judged on utilization alone, the soft signal with the long window
+        gu = _IDX["gpu_util"]
+        idle = (v[:, gu] < 0.3 * ref[:, gu]) & (ref[:, gu] >= self._floor[gu])
+        dev = np.where(idle[:, None] & self._follows_util[None, :], np.nan, dev)
         # a job-wide pause: the others are below the activity floor -> nothing to compare
         paused = self._ratio[None, :] & (ref < self._floor[None, :])
         dev = np.where(paused, np.nan, dev)
@@ -384,8 +392,10 @@ class JobDetector:
             sigs = np.flatnonzero(firing[i])
             if sigs.size:
                 names = [_NAMES[j] for j in sigs]
-                scores = {_NAMES[j]: float(bad[i, j]) for j in sigs if bad[i, j] == bad[i, j]}
-                devs = {_NAMES[j]: float(dev[i, j]) for j in sigs if dev[i, j] == dev[i, j]}
+                # how far: as of the latest tick that deviated (not the quiet ticks of the window's tail)
+                now_bad = [j for j in sigs if flag[i, j]]
+                scores = {_NAMES[j]: float(bad[i, j]) for j in now_bad}
+                devs = {_NAMES[j]: float(dev[i, j]) for j in now_bad}
                 if sus is None:
                     first = np.nanmin(self._first_dev[i, sigs]) if np.any(~np.isnan(self._first_dev[i, sigs])) else ts
                     self.open[node] = Suspect(self.job_id, node, names, scores, devs, float(first), ts)
