@@ -15,8 +15,9 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 
-from gpulens.diagnosis.straggler_eval import evaluate, summarize
+from gpulens.diagnosis.straggler_eval import evaluate, outcome_from_json, outcome_to_json, summarize
 
 
 def main(argv: list[str]) -> int:
@@ -25,16 +26,25 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--faulty", type=int, default=36, help="faulty jobs per seed")
     ap.add_argument("--healthy-hours", type=float, default=340.0, help="healthy job-hours per seed")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--save", metavar="FILE", help="also write every job's outcome as JSON (for --merge)")
+    ap.add_argument("--merge", metavar="FILE", nargs="+",
+                    help="summarize outcomes saved by earlier runs (e.g. one process per seed) instead")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     per_seed = {}
     every = []
+    if args.merge:
+        loaded = [outcome_from_json(r) for f in args.merge for r in json.loads(Path(f).read_text())]
+        args.seeds = sorted({int(o.job.job_id[1:].split("-")[0]) for o in loaded})
     for seed in args.seeds:
-        out = evaluate([seed], args.faulty, args.healthy_hours)
+        out = ([o for o in loaded if int(o.job.job_id[1:].split("-")[0]) == seed] if args.merge
+               else evaluate([seed], args.faulty, args.healthy_hours))
         every += out
         per_seed[seed] = summarize(out)
         print(f"seed {seed}: {json.dumps({k: v for k, v in per_seed[seed].items() if k != 'by_kind'})}",
               file=sys.stderr, flush=True)
+    if args.save:
+        Path(args.save).write_text(json.dumps([outcome_to_json(o) for o in every]))
     result = {"seeds": args.seeds, "overall": summarize(every), "per_seed": per_seed,
               "seconds": round(time.perf_counter() - t0, 1)}
     if args.json:

@@ -47,6 +47,7 @@ __all__ = [
     "LiveWatcher",
     "current_suspects",
     "detection_history",
+    "job_machine_signals",
     "parse_agent_metrics",
     "params_from_config",
     "running_jobs",
@@ -410,3 +411,49 @@ def detection_history(con: duckdb.DuckDBPyConnection, *, job_id: str | None = No
         """,
         [job_id, job_id, node, node],
     ).df()
+
+
+#: what the job page shows per machine: (label, SQL aggregate over gpu_samples per node and bucket)
+MACHINE_SIGNALS = (
+    ("GPU utilization %", "avg(util_gpu)"),
+    ("lowest GPU utilization %", "min(util_gpu)"),
+    ("SM clock MHz (lowest GPU)", "min(sm_clock_mhz)"),
+    ("power W (mean GPU)", "avg(power_w)"),
+    ("PCIe GB/s (sum of GPUs)", "sum(coalesce(pcie_tx_bps, 0) + coalesce(pcie_rx_bps, 0)) / count(DISTINCT ts) / 1e9"),
+    ("XIDs", "sum(coalesce(xid_count, 0))"),
+)
+
+
+def job_machine_signals(con: duckdb.DuckDBPyConnection, job_id: str, *, max_points: int = 240) -> pd.DataFrame:
+    """Each machine's signals over the job's last attempt, side by side (node, ts, signal, value).
+
+    Per machine and time bucket (the attempt split into at most ``max_points`` buckets): the
+    aggregates of :data:`MACHINE_SIGNALS` over the machine's GPUs in the job.
+    """
+    att = con.execute(
+        "SELECT attempt, start_time, coalesce(end_time, (SELECT max(ts) FROM gpu_samples)) AS end_time"
+        " FROM attempts WHERE job_id = ? AND start_time IS NOT NULL ORDER BY attempt DESC LIMIT 1",
+        [job_id],
+    ).fetchall()
+    if not att or att[0][2] is None:
+        return pd.DataFrame(columns=["node", "ts", "signal", "value"])
+    attempt, t0, t1 = att[0]
+    span = max((t1 - t0).total_seconds(), 60.0)
+    bucket = max(60, int(span // max_points) // 60 * 60 or 60)
+    aggs = ", ".join(f"{expr} AS s{i}" for i, (_, expr) in enumerate(MACHINE_SIGNALS))
+    df = con.execute(
+        f"""
+        WITH p AS (SELECT DISTINCT node, gpu_index FROM placements WHERE job_id = ? AND attempt = ?)
+        SELECT g.node, time_bucket(to_seconds(?), g.ts, CAST(? AS TIMESTAMP)) AS ts, {aggs}
+        FROM gpu_samples g JOIN p ON g.node = p.node AND g.gpu_index = p.gpu_index
+        WHERE g.ts >= ? AND g.ts <= ?
+        GROUP BY ALL ORDER BY g.node, ts
+        """,  # noqa: S608 - aggregates are this module's constants
+        [job_id, attempt, bucket, t0, t0, t1],
+    ).df()
+    if df.empty:
+        return pd.DataFrame(columns=["node", "ts", "signal", "value"])
+    long = df.melt(id_vars=["node", "ts"], var_name="col", value_name="value")
+    labels = {f"s{i}": label for i, (label, _) in enumerate(MACHINE_SIGNALS)}
+    long["signal"] = long["col"].map(labels)
+    return long.drop(columns=["col"])[["node", "ts", "signal", "value"]]

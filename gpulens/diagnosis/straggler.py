@@ -93,7 +93,7 @@ SIGNALS: tuple[Signal, ...] = (
 )
 _NAMES = tuple(s.name for s in SIGNALS)
 #: signals that an idle machine shows anyway (judged through gpu_util instead)
-_FOLLOW_UTIL = frozenset({"sm_clock", "power", "mem_util", "pcie", "nvlink"})
+_FOLLOW_UTIL = frozenset({"sm_clock", "power", "mem_util", "pcie", "nvlink", "network", "infiniband"})
 _IDX = {s.name: i for i, s in enumerate(SIGNALS)}
 
 

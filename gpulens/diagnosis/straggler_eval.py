@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 
 from gpulens.diagnosis.straggler import DetectorParams, JobDetector
-from gpulens.ingest.simulate.live import FAULT_KINDS, LiveJob, make_cases, simulate_job
+from gpulens.ingest.simulate.live import FAULT_KINDS, LiveFault, LiveJob, make_cases, simulate_job
 
-__all__ = ["JobOutcome", "evaluate", "run_job", "summarize"]
+__all__ = ["JobOutcome", "evaluate", "outcome_from_json", "outcome_to_json", "run_job", "summarize"]
 
 
 @dataclasses.dataclass
@@ -29,6 +29,18 @@ class JobOutcome:
     @property
     def hours(self) -> float:
         return self.job.duration_s / 3600
+
+
+def outcome_to_json(o: JobOutcome) -> dict[str, Any]:
+    job = dataclasses.asdict(o.job)
+    return {"job": job, "opened": [list(x) for x in o.opened]}
+
+
+def outcome_from_json(d: dict[str, Any]) -> JobOutcome:
+    job = dict(d["job"])
+    fault = LiveFault(**job.pop("fault")) if job.get("fault") else None
+    job.pop("fault", None)
+    return JobOutcome(LiveJob(**job, fault=fault), [(int(n), float(at), list(s)) for n, at, s in d["opened"]])
 
 
 def run_job(job: LiveJob, params: DetectorParams | None = None) -> JobOutcome:
