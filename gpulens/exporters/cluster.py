@@ -19,7 +19,7 @@ Design:
   The server refreshes in a background thread while scrapes keep getting the
   previous snapshot, so a slow store never makes Prometheus time out.
 * Each section (``utilization``, ``goodput``, ``failures``, ``blacklist``,
-  ``nodes``, ``validations``) is computed independently; a failing section
+  ``nodes``, ``validations``, ``stragglers``) is computed independently; a failing section
   sets ``gpulens_cluster_exporter_section_up{section}`` to 0 and drops only
   its own metrics. ``gpulens_cluster_exporter_up`` is 1 when the store could be
   read and every section succeeded.
@@ -27,7 +27,8 @@ Design:
   the top-N (``exporter.top_n``) list of queued/running jobs that use a
   flagged input; virtual clusters beyond the top N by allocated GPU-hours are
   summed into ``vc="other"``; nodes appear only when flagged or among the
-  top N anomaly scores.
+  top N anomaly scores; ``gpulens_job_node_suspect`` carries only the top N
+  current straggler suspects (written by ``gpulens nodes live --watch``).
 """
 
 from __future__ import annotations
