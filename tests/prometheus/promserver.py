@@ -22,6 +22,28 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def start_all(cmds: dict[str, list[str]], logs: Path, procs: dict[str, subprocess.Popen[bytes]], *,
+              env: dict[str, str], cwd: Path) -> None:
+    """Start each command in its own session, output to ``logs/<name>.log``; fills ``procs``."""
+    for name, cmd in cmds.items():
+        out = (logs / f"{name}.log").open("wb")
+        procs[name] = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd,
+                                       start_new_session=True)
+
+
+def stop_all(procs: dict[str, subprocess.Popen[bytes]]) -> None:
+    """SIGTERM every process still running, wait 10 s, then SIGKILL."""
+    for p in procs.values():
+        if p.poll() is None:
+            p.terminate()
+    for p in procs.values():
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(timeout=5)
+
+
 def backfill(openmetrics: Path, tsdb: Path) -> None:
     """`promtool tsdb create-blocks-from openmetrics` into ``tsdb``."""
     promtool = require_tool("promtool")

@@ -31,6 +31,7 @@ import yaml
 
 from gpulens.store import Store
 from tests.conftest import require_tool
+from tests.prometheus.promserver import start_all, stop_all
 
 ROOT = Path(__file__).resolve().parents[2]
 DEADLINE_S = 75.0
@@ -186,21 +187,10 @@ def stack(tmp_path: Path) -> Iterator[dict[str, Any]]:
     }
     procs: dict[str, subprocess.Popen[bytes]] = {}
     try:
-        for name, cmd in cmds.items():
-            out = (logs / f"{name}.log").open("wb")
-            procs[name] = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                           cwd=tmp_path, start_new_session=True)
+        start_all(cmds, logs, procs, env=env, cwd=tmp_path)
         yield {"ports": ports, "procs": procs, "logs": logs}
     finally:
-        for p in procs.values():
-            if p.poll() is None:
-                p.terminate()
-        for p in procs.values():
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(timeout=5)
+        stop_all(procs)
         hook.shutdown()
         hook.server_close()
 

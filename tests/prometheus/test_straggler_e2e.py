@@ -28,7 +28,7 @@ import yaml
 
 from gpulens.store import Store
 from tests.conftest import require_tool
-from tests.prometheus.promserver import free_port
+from tests.prometheus.promserver import free_port, start_all, stop_all
 
 ROOT = Path(__file__).resolve().parents[2]
 NODES = ("s1", "s2", "s3", "s4")
@@ -127,21 +127,10 @@ def stack(tmp_path: Path) -> Iterator[dict[str, Any]]:
     logs.mkdir()
     procs: dict[str, subprocess.Popen[bytes]] = {}
     try:
-        for name, cmd in cmds.items():
-            out = (logs / f"{name}.log").open("wb")
-            procs[name] = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=tmp_path,
-                                           start_new_session=True)
+        start_all(cmds, logs, procs, env=env, cwd=tmp_path)
         yield {"ports": ports, "procs": procs, "logs": logs, "gl": gl, "env": env, "agents": agents}
     finally:
-        for p in procs.values():
-            if p.poll() is None:
-                p.terminate()
-        for p in procs.values():
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(timeout=5)
+        stop_all(procs)
 
 
 def _clock(url: str) -> float:
