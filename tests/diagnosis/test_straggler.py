@@ -261,3 +261,15 @@ def test_bad_agents_file_is_one_line_exit_2(tmp_path: Path, bad: str, capsys: py
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "agents.json" in err and "Traceback" not in err
+
+
+def test_fake_backend_phases_script_gauges_and_counter_steps() -> None:
+    fb = FakeBackend({"devices": [{"index": 0, "values": {"sm_clock_mhz": 1980},
+                                   "counters": {"pcie_tx_bytes": {"start": 0, "step": 10}}},
+                                  {"index": 1, "values": {"sm_clock_mhz": 1980}}],
+                      "phases": [{"from_tick": 2, "until_tick": 4, "gpus": [0],
+                                  "values": {"sm_clock_mhz": 900}, "counters": {"pcie_tx_bytes": {"step": 5}}}]})
+    polls = [fb.poll().samples for _ in range(6)]
+    assert [p[0].sm_clock_mhz for p in polls] == [1980, 1980, 900, 900, 1980, 1980]
+    assert [p[1].sm_clock_mhz for p in polls] == [1980] * 6
+    assert [p[0].pcie_tx_bytes for p in polls] == [0, 10, 20, 25, 30, 40]

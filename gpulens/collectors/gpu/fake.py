@@ -20,7 +20,8 @@ taken in turn (cycling), scalars stay constant. Format::
                      "sm_util": [30, 60], "from_tick": 0, "until_tick": 10}],
       "xids": [{"tick": 2, "gpu": 0, "xid": 79, "count": 3}],
       "phases": [{"from_tick": 20, "until_tick": 40, "gpus": [0, 1],   # a degradation part-way
-                  "values": {"sm_clock_mhz": 900, "power_w": 250}}]
+                  "values": {"sm_clock_mhz": 900, "power_w": 250},
+                  "counters": {"pcie_tx_bytes": {"step": 1.2e9}}}]     # counters: another step
     }
 
 Fields a device does not mention get plausible defaults, so a one-line
@@ -168,6 +169,8 @@ class _FakeDevice:
         self.lost_at = None if lost is None else int(lost)
         #: (from tick, until tick or None, gauge values) scripted for this device, later ones win
         self.phases: list[tuple[int, int | None, Mapping[str, Any]]] = []
+        #: (from tick, until tick or None, counter -> step per tick) scripted for this device
+        self.counter_phases: list[tuple[int, int | None, dict[str, float]]] = []
 
     def field(self, name: str, tick: int) -> Any:
         if self.lost_at is not None and tick >= self.lost_at:
@@ -183,6 +186,9 @@ class _FakeDevice:
                 value = c.get("step", 0.0) * (tick - int(reset))
             else:
                 value = c.get("start", 0.0) + c.get("step", 0.0) * tick
+                for lo, hi, steps in self.counter_phases:  # another step from lo until hi
+                    if name in steps and tick > lo:
+                        value += (steps[name] - c.get("step", 0.0)) * (min(tick, hi if hi is not None else tick) - lo)
             bits = c.get("wrap_bits")
             if bits:
                 value = int(value) % (1 << int(bits))
@@ -236,11 +242,19 @@ class FakeBackend:
             for name in vals:
                 if name not in _GAUGES:
                     raise _bad(where, f"phases[{i}].values has unknown field {name!r} (gauges: {', '.join(_GAUGES)})")
-            hi = ph.get("until_tick")
+            counters = ph.get("counters", {})
+            if not isinstance(counters, Mapping) or not all(
+                    name in COUNTER_FIELDS and isinstance(v, Mapping) and "step" in v for name, v in counters.items()):
+                raise _bad(where, f"phases[{i}].counters must map counters ({', '.join(COUNTER_FIELDS)}) "
+                                  "to {\"step\": N}")
+            steps = {name: float(v["step"]) for name, v in counters.items()}
+            lo, hi = int(ph.get("from_tick", 0)), ph.get("until_tick")
             gpus = ph.get("gpus")
             for d in self._devs:
                 if gpus is None or d.index in {int(g) for g in gpus}:
-                    d.phases.append((int(ph.get("from_tick", 0)), None if hi is None else int(hi), vals))
+                    d.phases.append((lo, None if hi is None else int(hi), vals))
+                    if steps:
+                        d.counter_phases.append((lo, None if hi is None else int(hi), steps))
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> FakeBackend:
