@@ -39,7 +39,7 @@ import pandas as pd
 
 from gpulens.config import LiveConfig
 from gpulens.diagnosis.straggler import DetectorParams, JobDetector, Suspect
-from gpulens.errors import InputError
+from gpulens.errors import GpulensError, InputError
 from gpulens.store import Store
 
 __all__ = [
@@ -265,6 +265,8 @@ class LiveWatcher:
         self._written: dict[tuple[str, str, float], tuple[float, tuple[str, ...]]] = {}
         self._pool = ThreadPoolExecutor(max_workers=max(1, cfg.scrape_threads))
         self.scrape_errors = 0
+        self.write_errors = 0
+        self._pending_closed: list[Suspect] = []
 
     def _http(self, url: str) -> str:
         with urllib.request.urlopen(url, timeout=self.cfg.scrape_timeout) as resp:
@@ -320,6 +322,7 @@ class LiveWatcher:
         return open_now
 
     def _persist(self, open_now: list[Suspect], closed: list[Suspect], now: float) -> None:
+        closed = closed + [s for s in self._pending_closed if s not in closed]
         due = []
         for s in open_now:
             key = (s.job_id, s.node, s.since)
@@ -328,9 +331,16 @@ class LiveWatcher:
                 due.append(s)
         if not due and not closed:
             return
-        with self.store.write() as con:
-            for s in due + closed:
-                self._upsert(con, s, now)
+        try:
+            with self.store.write() as con:
+                for s in due + closed:
+                    self._upsert(con, s, now)
+        except GpulensError as exc:  # a full disk or a busy lock: keep detecting, write next tick
+            self.write_errors += 1
+            log.warning("cannot store straggler detections (%s); retrying next tick", exc)
+            self._pending_closed = closed
+            return
+        self._pending_closed = []
         for s in due:
             self._written[(s.job_id, s.node, s.since)] = (now, tuple(s.signals))
         for s in closed:
