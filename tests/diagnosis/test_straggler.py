@@ -21,6 +21,7 @@ from gpulens.diagnosis import live as lv
 from gpulens.diagnosis.nodes import flag_nodes, flagged_nodes
 from gpulens.diagnosis.straggler import DetectorParams, JobDetector
 from gpulens.diagnosis.straggler_eval import run_job, summarize
+from gpulens.errors import StoreError
 from gpulens.exporters.agent import render_text
 from gpulens.exporters.cluster import ClusterCollector
 from gpulens.ingest.simulate.live import FAULT_KINDS, LiveFault, LiveJob, simulate_job
@@ -273,3 +274,40 @@ def test_fake_backend_phases_script_gauges_and_counter_steps() -> None:
     assert [p[0].sm_clock_mhz for p in polls] == [1980, 1980, 900, 900, 1980, 1980]
     assert [p[1].sm_clock_mhz for p in polls] == [1980] * 6
     assert [p[0].pcie_tx_bytes for p in polls] == [0, 10, 20, 25, 30, 40]
+
+
+class _FlakyStore:
+    """A store whose first writes fail like a full disk; reads go through."""
+
+    def __init__(self, store: Store, failures: int) -> None:
+        self.store, self.failures = store, failures
+
+    def connect(self, **kw: Any) -> Any:
+        return self.store.connect(**kw)
+
+    def write(self) -> Any:
+        if self.failures > 0:
+            self.failures -= 1
+            raise StoreError("Cannot write the state file: No space left on device.")
+        return self.store.write()
+
+
+def test_watcher_keeps_detecting_when_the_store_cannot_be_written(tmp_path: Path) -> None:
+    store = Store.open(tmp_path / "data")
+    nodes = ["w1", "w2", "w3"]
+    _plant(store, "job-f", nodes)
+    now = [1.8e9]
+    agents = {n: _agent(n, _scenario(n == "w2"), now) for n in nodes}
+    flaky = _FlakyStore(store, failures=3)
+    watcher = lv.LiveWatcher(flaky, LiveConfig(), wall=lambda: now[0],  # type: ignore[arg-type]
+                             fetch=lambda url: render_text(agents[url.split("/")[2].split(":")[0]].snapshot).decode())
+    for _ in range(70):
+        for a in agents.values():
+            a.tick()
+        watcher.step()
+        now[0] += 5
+    assert watcher.write_errors == 3 and flaky.failures == 0
+    con = store.connect(samples=False)
+    hist = lv.detection_history(con)
+    con.close()
+    assert hist[["job_id", "node"]].values.tolist() == [["job-f", "w2"]]
