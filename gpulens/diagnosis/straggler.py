@@ -47,6 +47,7 @@ import numpy as np
 __all__ = [
     "SIGNALS",
     "DetectorParams",
+    "BatchDetector",
     "JobDetector",
     "Signal",
     "Suspect",
@@ -183,6 +184,10 @@ def _median(a: np.ndarray, axis: int) -> np.ndarray:
     return np.squeeze(v, axis=axis)
 
 
+_GPU_KEYS = ("gpu_util", "mem_util", "sm_clock", "power", "pcie", "nvlink")
+_NODE_KEYS = ("network", "infiniband", "link_speed", "link_errors", "xid", "ecc")
+
+
 def node_features(raw: Mapping[str, np.ndarray]) -> np.ndarray:
     """Per-machine signal values (machines x :data:`SIGNALS`) from one tick's raw readings.
 
@@ -191,39 +196,50 @@ def node_features(raw: Mapping[str, np.ndarray]) -> np.ndarray:
     tx + rx); per machine ``network`` and ``infiniband`` (B/s, rx + tx), ``link_speed`` (the sum of
     the NICs' and IB ports' link rates, B/s), and the events
     of this tick ``link_errors`` (IB symbol errors + link downs + receive errors, NIC
-    errors), ``xid``, ``ecc``. Missing keys are NaN columns.
+    errors), ``xid``, ``ecc``. Missing keys are NaN columns. Leading dimensions (several jobs
+    of the same size, :class:`BatchDetector`) are kept: (jobs x machines x GPUs) gives
+    (jobs x machines x signals).
     """
-    n = _machines(raw)
-    out = np.full((n, len(SIGNALS)), np.nan)
+    lead = _machines(raw)
+    out = np.full((*lead, len(SIGNALS)), np.nan)
     util = raw.get("gpu_util")
     if util is not None:
-        u = np.asarray(util, dtype=float).reshape(n, -1)
-        out[:, _IDX["gpu_util"]] = _nan_reduce(np.nanmean, u, 1)
-        out[:, _IDX["gpu_idle_gap"]] = _nan_reduce(np.nanmedian, u, 1) - _nan_reduce(np.nanmin, u, 1)
+        u = np.asarray(util, dtype=float).reshape(*lead, -1)
+        out[..., _IDX["gpu_util"]] = _nan_reduce(np.nanmean, u, -1)
+        out[..., _IDX["gpu_idle_gap"]] = _nan_reduce(np.nanmedian, u, -1) - _nan_reduce(np.nanmin, u, -1)
     for name, fn in (("sm_clock", np.nanmin), ("power", np.nanmean), ("mem_util", np.nanmean),
                      ("pcie", np.nansum), ("nvlink", np.nansum)):
         a = raw.get(name)
         if a is not None:
-            arr = np.asarray(a, dtype=float).reshape(n, -1)
-            vals = _nan_reduce(fn, arr, 1)
+            arr = np.asarray(a, dtype=float).reshape(*lead, -1)
+            vals = _nan_reduce(fn, arr, -1)
             if fn is np.nansum:
-                vals[np.all(np.isnan(arr), axis=1)] = np.nan
-            out[:, _IDX[name]] = vals
-    for name in ("network", "infiniband", "link_speed", "link_errors", "xid", "ecc"):
+                vals = np.where(np.all(np.isnan(arr), axis=-1), np.nan, vals)
+            out[..., _IDX[name]] = vals
+    for name in _NODE_KEYS:
         a = raw.get(name)
         if a is not None:
-            out[:, _IDX[name]] = np.asarray(a, dtype=float).reshape(n)
+            out[..., _IDX[name]] = np.asarray(a, dtype=float).reshape(lead)
     return out
 
 
-def _machines(raw: Mapping[str, np.ndarray]) -> int:
-    for a in raw.values():
-        return int(np.asarray(a).shape[0])
-    return 0
+def _machines(raw: Mapping[str, np.ndarray]) -> tuple[int, ...]:
+    """The leading shape (..., machines) of one tick's raw readings."""
+    for name, a in raw.items():
+        shape = np.shape(a)
+        return tuple(shape[:-1]) if name in _GPU_KEYS else tuple(shape)
+    return (0,)
 
 
 def _loo_median(v: np.ndarray) -> np.ndarray:
-    """For each row i and column s: the median of column s over the other rows (NaNs ignored)."""
+    """For each row i and column s: the median of column s over the other rows (NaNs ignored).
+
+    ``v`` is (rows x columns), or (jobs x rows x columns): each job's rows are compared among themselves.
+    """
+    if v.ndim == 3:
+        b, n, s = v.shape
+        flat = np.moveaxis(v, 1, 0).reshape(n, b * s)
+        return np.moveaxis(_loo_median(flat).reshape(n, b, s), 0, 1)
     n = v.shape[0]
     if n < 2:
         return np.full(v.shape, np.nan)
@@ -246,20 +262,28 @@ def _loo_median(v: np.ndarray) -> np.ndarray:
     return np.where((m >= 2)[None, :] & ~np.isnan(v), out, np.nan)
 
 
-class JobDetector:
-    """The state of one job: feed :meth:`update` one feature matrix per tick."""
+class BatchDetector:
+    """The state of several jobs with the same number of machines, judged together.
 
-    def __init__(self, job_id: str, nodes: list[str], params: DetectorParams | None = None,
+    Arrays carry a leading job axis: features (jobs x machines x signals). The live watcher
+    uses one job per detector (:class:`JobDetector`); the evaluation and the benchmark batch
+    the jobs of one size, which runs the same code path at a fraction of the per-tick cost.
+    All jobs of a batch share the start time (grace and baseline periods).
+    """
+
+    def __init__(self, job_ids: list[str], nodes: list[list[str]], params: DetectorParams | None = None,
                  *, started: float | None = None) -> None:
-        self.job_id = job_id
-        self.nodes = list(nodes)
-        self._row = {node: i for i, node in enumerate(self.nodes)}
+        if len({len(n) for n in nodes}) > 1 or len(job_ids) != len(nodes):
+            raise ValueError("a batch holds jobs with the same number of machines")
+        self.job_ids = list(job_ids)
+        self.node_lists = [list(n) for n in nodes]
         self.p = params or DetectorParams()
         p = self.p
-        n, s = len(self.nodes), len(SIGNALS)
+        b, n, s = len(job_ids), len(nodes[0]) if nodes else 0, len(SIGNALS)
+        self._shape = (b, n, s)
         self._smooth = p.ticks(p.smooth_s)
         self._count = p.ticks(p.count_s)
-        self._hist = np.full((max(self._smooth, self._count), n, s), np.nan)
+        self._hist = np.full((max(self._smooth, self._count), b, n, s), np.nan)
         self._pos = 0
         self._seen = 0
         self.started = started
@@ -268,8 +292,8 @@ class JobDetector:
                              np.where(klass == "medium", p.ticks(p.medium_window_s), p.ticks(p.soft_window_s)))
         need = np.where(klass == "hard", p.hard_need, np.where(klass == "medium", p.medium_need, p.soft_need))
         self._need = np.maximum(1, np.ceil(self._win * need)).astype(int)
-        self._flags = np.zeros((int(self._win.max()) + 1, n, s), dtype=bool)
-        self._hits = np.zeros((n, s), dtype=int)
+        self._flags = np.zeros((int(self._win.max()) + 1, b, n, s), dtype=bool)
+        self._hits = np.zeros((b, n, s), dtype=int)
         self._fpos = 0
         self._rate = np.array([sig.kind == "rate" for sig in SIGNALS])
         self._ratio = np.array([sig.kind == "ratio" for sig in SIGNALS])
@@ -278,34 +302,36 @@ class JobDetector:
         self._floor = np.array([sig.floor for sig in SIGNALS])
         self._use_base = np.array([sig.baseline for sig in SIGNALS])
         self._follows_util = np.array([sig.name in _FOLLOW_UTIL for sig in SIGNALS])
-        self._base = np.zeros((n, s))
+        self._base = np.zeros((b, n, s))
         self._gpu_hist: np.ndarray | None = None
         self._learn: list[np.ndarray] = []
         self._base_ready = False
-        self._quiet = np.zeros(n, dtype=int)
-        self._first_dev = np.full((n, s), np.nan)
-        self.open: dict[str, Suspect] = {}
+        self._quiet = np.zeros((b, n), dtype=int)
+        self._first_dev = np.full((b, n, s), np.nan)
+        #: open suspicions by (job index, machine index)
+        self.open_at: dict[tuple[int, int], Suspect] = {}
         self.closed: list[Suspect] = []
-        self.last_dev = np.zeros((n, s))
+        self.last_dev = np.zeros((b, n, s))
 
     # -- one tick -------------------------------------------------------------------
     def update(self, ts: float, raw: Mapping[str, np.ndarray]) -> list[Suspect]:
-        """Take one tick of raw readings (see :func:`node_features`); return the open suspects."""
+        """Take one tick of raw readings (jobs x machines [x GPUs]); return the open suspects."""
         p = self.p
         if self.started is None:
             self.started = ts
-        features = node_features(raw)
+        b, n, _ = self._shape
+        features = node_features(raw).reshape(self._shape)
         util = raw.get("gpu_util")
         if util is not None:
             # the idle gap from per-GPU rolling medians: one GPU's data-loader dip is not a hang
-            u = np.asarray(util, dtype=float).reshape(len(self.nodes), -1)
-            if self._gpu_hist is None or self._gpu_hist.shape[2] != u.shape[1]:
+            u = np.asarray(util, dtype=float).reshape(b, n, -1)
+            if self._gpu_hist is None or self._gpu_hist.shape[3] != u.shape[2]:
                 self._gpu_hist = np.full((self._smooth, *u.shape), np.nan)
             self._gpu_hist[self._pos % self._smooth] = u
             k = min(self._seen + 1, self._smooth)
             sm = _nan_reduce(np.nanmedian, self._gpu_hist[:k] if k == self._smooth else
                              self._gpu_hist[[(self._pos - i) % self._smooth for i in range(k)]], 0)
-            features[:, _IDX["gpu_idle_gap"]] = _nan_reduce(np.nanmedian, sm, 1) - _nan_reduce(np.nanmin, sm, 1)
+            features[..., _IDX["gpu_idle_gap"]] = _nan_reduce(np.nanmedian, sm, -1) - _nan_reduce(np.nanmin, sm, -1)
         self._hist[self._pos % len(self._hist)] = features
         self._pos += 1
         self._seen += 1
@@ -325,9 +351,8 @@ class JobDetector:
             dev = dev - self._base
         bad = self._dir * dev / self._thr  # >= 1: beyond threshold in the bad direction
         flag = np.nan_to_num(bad, nan=0.0) >= 1.0
-        n = len(self.nodes)
         allowed = max(1, int(self.p.max_share * n))
-        flag &= (flag.sum(axis=0) <= allowed)[None, :]
+        flag &= (flag.sum(axis=-2) <= allowed)[..., None, :]
         self._follow_baseline(dev, bad)
         self._count_hits(flag)
         self.last_dev = dev
@@ -344,20 +369,20 @@ class JobDetector:
         smooth = _nan_reduce(np.nanmedian, recent[:ks], 0)
         kc = min(k, self._count)
         counts = _nan_reduce(np.nanmean, recent[:kc], 0) * (60.0 / p.interval_s)  # events per minute
-        v = np.where(self._rate[None, :], counts, smooth)
-        v[:, _IDX["gpu_idle_gap"]] = recent[0][:, _IDX["gpu_idle_gap"]]
+        v = np.where(self._rate, counts, smooth)
+        v[..., _IDX["gpu_idle_gap"]] = recent[0][..., _IDX["gpu_idle_gap"]]
         ref = _loo_median(v)
         with np.errstate(all="ignore"):
-            rel = (v - ref) / np.maximum(np.abs(ref), self._floor[None, :])
+            rel = (v - ref) / np.maximum(np.abs(ref), self._floor)
         diff = v - ref
-        dev = np.where(self._ratio[None, :], rel, diff)
+        dev = np.where(self._ratio, rel, diff)
         # a machine whose GPUs went idle while the others work (a rank that finished first, a
         # crashed process) is judged on utilization alone, the soft signal with the long window
         gu = _IDX["gpu_util"]
-        idle = (v[:, gu] < 0.3 * ref[:, gu]) & (ref[:, gu] >= self._floor[gu])
-        dev = np.where(idle[:, None] & self._follows_util[None, :], np.nan, dev)
+        idle = (v[..., gu] < 0.3 * ref[..., gu]) & (ref[..., gu] >= self._floor[gu])
+        dev = np.where(idle[..., None] & self._follows_util, np.nan, dev)
         # a job-wide pause: the others are below the activity floor -> nothing to compare
-        paused = self._ratio[None, :] & (ref < self._floor[None, :])
+        paused = self._ratio & (ref < self._floor)
         dev = np.where(paused, np.nan, dev)
         return np.asarray(dev)
 
@@ -366,61 +391,81 @@ class JobDetector:
             return
         alpha = self.p.interval_s / self.p.baseline_tau_s
         calm = np.nan_to_num(np.abs(bad), nan=9.0) < 0.5
-        upd = calm & self._use_base[None, :]
+        upd = calm & self._use_base
         self._base = np.where(upd, self._base + alpha * np.nan_to_num(dev, nan=0.0), self._base)
 
     def _count_hits(self, flag: np.ndarray) -> None:
-        """Deviating ticks per (machine, signal) within each signal's window, kept as a running sum."""
+        """Deviating ticks per (job, machine, signal) within each signal's window, as a running sum."""
         pos, ring = self._fpos, len(self._flags)
         self._flags[pos % ring] = flag
         self._hits += flag
         gone = pos - self._win  # the tick that just left each signal's window
-        old = self._flags[gone % ring, :, np.arange(len(SIGNALS))].T
-        self._hits -= np.where((gone >= 0)[None, :], old, False)
+        old = np.moveaxis(self._flags[gone % ring, :, :, np.arange(len(SIGNALS))], 0, -1)
+        self._hits -= np.where(gone >= 0, old, False)
         self._fpos += 1
 
     def _judge(self, ts: float, flag: np.ndarray, bad: np.ndarray, dev: np.ndarray) -> list[Suspect]:
         hits = self._hits
-        firing = hits >= self._need[None, :]
-        any_flag = np.asarray(flag.any(axis=1), dtype=bool)
+        firing = hits >= self._need
+        any_flag = np.asarray(flag.any(axis=-1), dtype=bool)
         self._quiet = np.where(any_flag, 0, self._quiet + 1)
         self._first_dev[~flag & (hits == 0)] = np.nan
-        watch = set(np.flatnonzero(firing.any(axis=1)).tolist()) | {self._row[node] for node in self.open}
-        for i in sorted(watch):
-            node = self.nodes[i]
-            sus = self.open.get(node)
-            sigs = np.flatnonzero(firing[i])
-            if sigs.size:
-                names = [_NAMES[j] for j in sigs]
-                # how far: as of the latest tick that deviated (not the quiet ticks of the window's tail)
-                now_bad = [j for j in sigs if flag[i, j]]
-                scores = {_NAMES[j]: float(bad[i, j]) for j in now_bad}
-                devs = {_NAMES[j]: float(dev[i, j]) for j in now_bad}
-                if sus is None:
-                    first = np.nanmin(self._first_dev[i, sigs]) if np.any(~np.isnan(self._first_dev[i, sigs])) else ts
-                    self.open[node] = Suspect(self.job_id, node, names, scores, devs, float(first), ts)
-                else:
-                    sus.signals = sorted(set(sus.signals) | set(names), key=_NAMES.index)
-                    sus.scores.update(scores)
-                    sus.deviations.update(devs)
-                    sus.last_seen = ts
-            elif sus is not None:
-                cols = [_IDX[name] for name in sus.signals]
-                if any_flag[i] or bool(np.all(np.isnan(dev[i, cols]))):
-                    # still deviating, or nothing to compare (a job-wide pause): not quiet
-                    self._quiet[i] = 0
-                    sus.last_seen = ts
-                elif self._quiet[i] * self.p.interval_s >= self.p.clear_s:
-                    sus.until = ts
-                    self.closed.append(self.open.pop(node))
-        return list(self.open.values())
+        watch = {(int(j), int(i)) for j, i in zip(*np.nonzero(firing.any(axis=-1)), strict=True)} | set(self.open_at)
+        for j, i in sorted(watch):
+            self._judge_one(ts, j, i, firing[j, i], flag[j, i], bad[j, i], dev[j, i], bool(any_flag[j, i]))
+        return list(self.open_at.values())
+
+    def _judge_one(self, ts: float, j: int, i: int, firing: np.ndarray, flag: np.ndarray, bad: np.ndarray,
+                   dev: np.ndarray, any_flag: bool) -> None:
+        key = (j, i)
+        sus = self.open_at.get(key)
+        sigs = np.flatnonzero(firing)
+        if sigs.size:
+            names = [_NAMES[k] for k in sigs]
+            # how far: as of the latest tick that deviated (not the quiet ticks of the window's tail)
+            now_bad = [k for k in sigs if flag[k]]
+            scores = {_NAMES[k]: float(bad[k]) for k in now_bad}
+            devs = {_NAMES[k]: float(dev[k]) for k in now_bad}
+            if sus is None:
+                firsts = self._first_dev[j, i, sigs]
+                first = float(np.nanmin(firsts)) if np.any(~np.isnan(firsts)) else ts
+                self.open_at[key] = Suspect(self.job_ids[j], self.node_lists[j][i], names, scores, devs, first, ts)
+            else:
+                sus.signals = sorted(set(sus.signals) | set(names), key=_NAMES.index)
+                sus.scores.update(scores)
+                sus.deviations.update(devs)
+                sus.last_seen = ts
+        elif sus is not None:
+            cols = [_IDX[name] for name in sus.signals]
+            if any_flag or bool(np.all(np.isnan(dev[cols]))):
+                # still deviating, or nothing to compare (a job-wide pause): not quiet
+                self._quiet[j, i] = 0
+                sus.last_seen = ts
+            elif self._quiet[j, i] * self.p.interval_s >= self.p.clear_s:
+                sus.until = ts
+                self.closed.append(self.open_at.pop(key))
 
     def close_all(self, ts: float) -> list[Suspect]:
-        """The job ended: close every open suspicion at ``ts``."""
+        """The jobs ended: close every open suspicion at ``ts``."""
         done = []
-        for node in list(self.open):
-            sus = self.open.pop(node)
+        for key in list(self.open_at):
+            sus = self.open_at.pop(key)
             sus.until = ts
             self.closed.append(sus)
             done.append(sus)
         return done
+
+
+class JobDetector(BatchDetector):
+    """The state of one job: feed :meth:`update` one tick of raw readings (machines [x GPUs])."""
+
+    def __init__(self, job_id: str, nodes: list[str], params: DetectorParams | None = None,
+                 *, started: float | None = None) -> None:
+        super().__init__([job_id], [list(nodes)], params, started=started)
+        self.job_id = job_id
+        self.nodes = list(nodes)
+
+    @property
+    def open(self) -> dict[str, Suspect]:
+        """Open suspicions by machine."""
+        return {s.node: s for s in self.open_at.values()}

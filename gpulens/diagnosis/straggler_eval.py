@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from gpulens.diagnosis.straggler import DetectorParams, JobDetector
+from gpulens.diagnosis.straggler import BatchDetector, DetectorParams
 from gpulens.ingest.simulate.live import FAULT_KINDS, LiveFault, LiveJob, make_cases, simulate_job
 
-__all__ = ["JobOutcome", "evaluate", "outcome_from_json", "outcome_to_json", "run_job", "summarize"]
+__all__ = ["JobOutcome", "evaluate", "outcome_from_json", "outcome_to_json", "run_batch", "run_job", "summarize"]
 
 
 @dataclasses.dataclass
@@ -44,32 +44,59 @@ def outcome_from_json(d: dict[str, Any]) -> JobOutcome:
 
 
 def run_job(job: LiveJob, params: DetectorParams | None = None) -> JobOutcome:
-    p = params or DetectorParams(interval_s=job.interval_s)
-    arrays = simulate_job(job)
-    names = job.node_names
-    det = JobDetector(job.job_id, names, p)
-    keys = [k for k in arrays if k != "t"]
-    known: set[str] = set()
-    opened: list[tuple[int, float, list[str]]] = []
-    t0 = float(arrays["t"][0])
-    for k, ts in enumerate(arrays["t"]):
-        for s in det.update(float(ts), {name: arrays[name][k] for name in keys}):
-            key = f"{s.node}@{s.since}"
+    return run_batch([job], params)[0]
+
+
+#: at most this many machines per batch (memory: each job's whole telemetry is held)
+BATCH_MACHINES = 96
+
+
+def run_batch(jobs: list[LiveJob], params: DetectorParams | None = None) -> list[JobOutcome]:
+    """Run the detector over jobs with the same number of machines together (one BatchDetector).
+
+    Jobs must share ``nodes``, ``interval_s`` and ``start_ts``; a job that ended earlier than the
+    others gets NaN readings (nothing to judge) until the batch's longest job ends.
+    """
+    p = params or DetectorParams(interval_s=jobs[0].interval_s)
+    arrays = [simulate_job(j) for j in jobs]
+    det = BatchDetector([j.job_id for j in jobs], [j.node_names for j in jobs], p)
+    keys = [k for k in arrays[0] if k != "t"]
+    t0 = jobs[0].start_ts
+    ticks = max(len(a["t"]) for a in arrays)
+    index = {j.job_id: (b, {n: i for i, n in enumerate(j.node_names)}) for b, j in enumerate(jobs)}
+    opened: list[list[tuple[int, float, list[str]]]] = [[] for _ in jobs]
+    known: set[tuple[str, str, float]] = set()
+    blank = {k: np.full(arrays[0][k].shape[1:], np.nan) for k in keys}
+    for k in range(ticks):
+        ts = t0 + k * p.interval_s
+        raw = {name: np.stack([a[name][k] if k < len(a["t"]) else blank[name] for a in arrays]) for name in keys}
+        current = set()
+        for s in det.update(ts, raw):
+            key = (s.job_id, s.node, s.since)
+            current.add(key)
             if key not in known:
-                known.add(key)
-                opened.append((names.index(s.node), float(ts) - t0, list(s.signals)))
-        # a closed and reopened suspicion is a new one
-        known = {f"{s.node}@{s.since}" for s in det.open.values()}
-    return JobOutcome(job, opened)
+                b, rows = index[s.job_id]
+                opened[b].append((rows[s.node], ts - t0, list(s.signals)))
+        known = current  # a closed and reopened suspicion is a new one
+    return [JobOutcome(j, o) for j, o in zip(jobs, opened, strict=True)]
 
 
 def evaluate(seeds: list[int], faulty: int, healthy_hours: float,
              params: DetectorParams | None = None) -> list[JobOutcome]:
+    """Every seed's cases, run in batches of jobs of the same size and similar length."""
     out: list[JobOutcome] = []
     for seed in seeds:
-        for job in make_cases(seed, faulty, healthy_hours):
-            out.append(run_job(job, params))
-    return out
+        cases = make_cases(seed, faulty, healthy_hours)
+        by_size: dict[int, list[LiveJob]] = defaultdict(list)
+        for job in cases:
+            by_size[job.nodes].append(job)
+        for size, group in sorted(by_size.items()):
+            group.sort(key=lambda j: j.duration_s)
+            per = max(1, BATCH_MACHINES // size)
+            for i in range(0, len(group), per):
+                out += run_batch(group[i:i + per], params)
+    order = {j.job_id: i for i, j in enumerate(o.job for o in out)}
+    return sorted(out, key=lambda o: order[o.job.job_id])
 
 
 def summarize(outcomes: list[JobOutcome]) -> dict[str, Any]:
