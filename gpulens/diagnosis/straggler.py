@@ -283,6 +283,8 @@ class BatchDetector:
         self._shape = (b, n, s)
         self._smooth = p.ticks(p.smooth_s)
         self._count = p.ticks(p.count_s)
+        #: one GPU's utilization is denoised over the longer count window (single GPUs dip more often)
+        self._gap_smooth = self._count
         self._hist = np.full((max(self._smooth, self._count), b, n, s), np.nan)
         self._pos = 0
         self._seen = 0
@@ -325,12 +327,13 @@ class BatchDetector:
         if util is not None:
             # the idle gap from per-GPU rolling medians: one GPU's data-loader dip is not a hang
             u = np.asarray(util, dtype=float).reshape(b, n, -1)
+            w = self._gap_smooth
             if self._gpu_hist is None or self._gpu_hist.shape[3] != u.shape[2]:
-                self._gpu_hist = np.full((self._smooth, *u.shape), np.nan)
-            self._gpu_hist[self._pos % self._smooth] = u
-            k = min(self._seen + 1, self._smooth)
-            sm = _nan_reduce(np.nanmedian, self._gpu_hist[:k] if k == self._smooth else
-                             self._gpu_hist[[(self._pos - i) % self._smooth for i in range(k)]], 0)
+                self._gpu_hist = np.full((w, *u.shape), np.nan)
+            self._gpu_hist[self._pos % w] = u
+            k = min(self._seen + 1, w)
+            sm = _nan_reduce(np.nanmedian, self._gpu_hist[:k] if k == w else
+                             self._gpu_hist[[(self._pos - i) % w for i in range(k)]], 0)
             features[..., _IDX["gpu_idle_gap"]] = _nan_reduce(np.nanmedian, sm, -1) - _nan_reduce(np.nanmin, sm, -1)
         self._hist[self._pos % len(self._hist)] = features
         self._pos += 1
@@ -379,7 +382,7 @@ class BatchDetector:
         # a machine whose GPUs went idle while the others work (a rank that finished first, a
         # crashed process) is judged on utilization alone, the soft signal with the long window
         gu = _IDX["gpu_util"]
-        idle = (v[..., gu] < 0.3 * ref[..., gu]) & (ref[..., gu] >= self._floor[gu])
+        idle = v[..., gu] < np.maximum(0.3 * ref[..., gu], self._floor[gu])
         dev = np.where(idle[..., None] & self._follows_util, np.nan, dev)
         # a job-wide pause: the others are below the activity floor -> nothing to compare
         paused = self._ratio & (ref < self._floor)
