@@ -283,8 +283,6 @@ class BatchDetector:
         self._shape = (b, n, s)
         self._smooth = p.ticks(p.smooth_s)
         self._count = p.ticks(p.count_s)
-        #: one GPU's utilization is denoised over the longer count window (single GPUs dip more often)
-        self._gap_smooth = self._count
         self._hist = np.full((max(self._smooth, self._count), b, n, s), np.nan)
         self._pos = 0
         self._seen = 0
@@ -305,7 +303,6 @@ class BatchDetector:
         self._use_base = np.array([sig.baseline for sig in SIGNALS])
         self._follows_util = np.array([sig.name in _FOLLOW_UTIL for sig in SIGNALS])
         self._base = np.zeros((b, n, s))
-        self._gpu_hist: np.ndarray | None = None
         self._learn: list[np.ndarray] = []
         self._base_ready = False
         self._quiet = np.zeros((b, n), dtype=int)
@@ -323,18 +320,8 @@ class BatchDetector:
             self.started = ts
         b, n, _ = self._shape
         features = node_features(raw).reshape(self._shape)
-        util = raw.get("gpu_util")
-        if util is not None:
-            # the idle gap from per-GPU rolling medians: one GPU's data-loader dip is not a hang
-            u = np.asarray(util, dtype=float).reshape(b, n, -1)
-            w = self._gap_smooth
-            if self._gpu_hist is None or self._gpu_hist.shape[3] != u.shape[2]:
-                self._gpu_hist = np.full((w, *u.shape), np.nan)
-            self._gpu_hist[self._pos % w] = u
-            k = min(self._seen + 1, w)
-            sm = _nan_reduce(np.nanmedian, self._gpu_hist[:k] if k == w else
-                             self._gpu_hist[[(self._pos - i) % w for i in range(k)]], 0)
-            features[..., _IDX["gpu_idle_gap"]] = _nan_reduce(np.nanmedian, sm, -1) - _nan_reduce(np.nanmin, sm, -1)
+        # the idle gap (median minus lowest GPU of the machine) is kept per tick; _deviation takes its
+        # rolling minimum: a hung GPU gaps at every tick, a data loader's dip on one GPU does not
         self._hist[self._pos % len(self._hist)] = features
         self._pos += 1
         self._seen += 1
@@ -373,7 +360,9 @@ class BatchDetector:
         kc = min(k, self._count)
         counts = _nan_reduce(np.nanmean, recent[:kc], 0) * (60.0 / p.interval_s)  # events per minute
         v = np.where(self._rate, counts, smooth)
-        v[..., _IDX["gpu_idle_gap"]] = recent[0][..., _IDX["gpu_idle_gap"]]
+        gap = recent[:ks, ..., _IDX["gpu_idle_gap"]]
+        enough = np.sum(~np.isnan(gap), axis=0) * 2 >= self._smooth  # a window mostly unread is not judged
+        v[..., _IDX["gpu_idle_gap"]] = np.where(enough, _nan_reduce(np.nanmin, gap, 0), np.nan)
         ref = _loo_median(v)
         with np.errstate(all="ignore"):
             rel = (v - ref) / np.maximum(np.abs(ref), self._floor)
