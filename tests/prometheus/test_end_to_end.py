@@ -21,7 +21,7 @@ import threading
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,7 @@ import yaml
 
 from gpulens.store import Store
 from tests.conftest import require_tool
-from tests.prometheus.promserver import start_all, stop_all
+from tests.prometheus.promserver import start_all, stop_all, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 DEADLINE_S = 75.0
@@ -48,23 +48,6 @@ def free_port() -> int:
 def get_json(url: str, timeout: float = 5.0) -> Any:
     with urllib.request.urlopen(url, timeout=timeout) as resp:
         return json.loads(resp.read().decode())
-
-
-def wait_for(what: str, check: Callable[[], Any], deadline: float,
-             procs: list[subprocess.Popen[bytes]]) -> Any:
-    last: BaseException | None = None
-    while time.monotonic() < deadline:
-        for p in procs:
-            if p.poll() is not None:
-                raise AssertionError(f"{p.args!r} exited with {p.returncode} while waiting for {what}")
-        try:
-            result = check()
-            if result:
-                return result
-        except (OSError, ValueError, KeyError) as exc:  # not up yet
-            last = exc
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what} (last error: {last})")
 
 
 class Hook(http.server.BaseHTTPRequestHandler):

@@ -18,7 +18,7 @@ import sys
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,7 @@ import yaml
 
 from gpulens.store import Store
 from tests.conftest import require_tool
-from tests.prometheus.promserver import free_port, start_all, stop_all
+from tests.prometheus.promserver import free_port, start_all, stop_all, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 NODES = ("s1", "s2", "s3", "s4")
@@ -74,22 +74,6 @@ def _rules(tmp: Path) -> Path:
 def _get(url: str) -> Any:
     with urllib.request.urlopen(url, timeout=3) as resp:
         return resp.read().decode()
-
-
-def _until(what: str, check: Callable[[], Any], deadline: float, procs: dict[str, subprocess.Popen[bytes]]) -> Any:
-    last: BaseException | None = None
-    while time.monotonic() < deadline:
-        for name, p in procs.items():
-            if p.poll() is not None:
-                raise AssertionError(f"{name} exited with {p.returncode} while waiting for {what}")
-        try:
-            got = check()
-            if got:
-                return got
-        except (OSError, ValueError, KeyError) as exc:
-            last = exc
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what} (last error: {last})")
 
 
 @pytest.fixture
@@ -153,10 +137,11 @@ def test_throttled_node_is_named_alerted_and_cleared(stack: dict[str, Any]) -> N
     slow_url = stack["agents"][SLOW]
     deadline = time.monotonic() + 200
     try:
-        _until("every agent serving", lambda: all(_get(u) for u in stack["agents"].values()), deadline, procs)
+        running = list(procs.values())
+        wait_for("every agent serving", lambda: all(_get(u) for u in stack["agents"].values()), deadline, running)
         # nothing is suspected before the fault
-        onset = _until("the throttling on the slow agent", lambda: _clock(slow_url) < 1500 and time.time(),
-                       deadline, procs)
+        onset = wait_for("the throttling on the slow agent", lambda: _clock(slow_url) < 1500 and time.time(),
+                       deadline, running)
         seen: set[str] = set()
         while True:
             recs = _live(stack)
@@ -176,8 +161,8 @@ def test_throttled_node_is_named_alerted_and_cleared(stack: dict[str, Any]) -> N
             result: list[dict[str, Any]] = body["data"]["result"]
             return result
 
-        metric = _until("gpulens_job_node_suspect in Prometheus", lambda: query("gpulens_job_node_suspect"),
-                        deadline, procs)
+        metric = wait_for("gpulens_job_node_suspect in Prometheus", lambda: query("gpulens_job_node_suspect"),
+                        deadline, running)
         assert {(m["metric"]["job_id"], m["metric"]["node"]) for m in metric} == {("job-s", SLOW)}
 
         def firing() -> list[dict[str, Any]]:
@@ -185,19 +170,19 @@ def test_throttled_node_is_named_alerted_and_cleared(stack: dict[str, Any]) -> N
             return [a for a in alerts if a["labels"]["alertname"] == "GpulensJobNodeStraggling"
                     and a["state"] == "firing"]
 
-        alert = _until("GpulensJobNodeStraggling firing", firing, deadline, procs)
+        alert = wait_for("GpulensJobNodeStraggling firing", firing, deadline, running)
         assert [(a["labels"]["job_id"], a["labels"]["node"]) for a in alert] == [("job-s", SLOW)]
 
         # the degradation stops: the suspicion clears, and nothing else was ever named
-        _until("the slow agent back at full clock", lambda: _clock(slow_url) > 1500, deadline, procs)
+        wait_for("the slow agent back at full clock", lambda: _clock(slow_url) > 1500, deadline, running)
 
         def cleared() -> bool:
             recs = _live(stack)
             seen.update(r["node"] for r in recs)
             return not recs
 
-        _until("the suspicion cleared", cleared, deadline, procs)
-        _until("gpulens_job_node_suspect gone", lambda: not query("gpulens_job_node_suspect"), deadline, procs)
+        wait_for("the suspicion cleared", cleared, deadline, running)
+        wait_for("gpulens_job_node_suspect gone", lambda: not query("gpulens_job_node_suspect"), deadline, running)
         assert seen == {SLOW}
     except AssertionError:
         for p in sorted(stack["logs"].iterdir()):
