@@ -35,6 +35,7 @@ __all__ = [
     "DashboardConfig",
     "DiagnoseConfig",
     "ExporterConfig",
+    "LiveConfig",
     "ValidateConfig",
     "default_data_dir",
     "SYSTEM_CONFIG_DIR",
@@ -150,6 +151,35 @@ class DiagnoseConfig:
 
 
 @dataclasses.dataclass
+class LiveConfig:
+    """The live straggler watcher (``gpulens nodes live --watch``, docs/straggler.md)."""
+
+    #: seconds between scrapes of the running jobs' agents
+    interval: float = 5.0
+    #: each node's agent /metrics; {node} is replaced by the node name
+    agent_url: str = "http://{node}:9847/metrics"
+    #: optional JSON file {"node": "url"} overriding agent_url per node
+    agents_file: str = ""
+    scrape_timeout: float = 2.0
+    scrape_threads: int = 32
+    #: re-read the running jobs from the store this often
+    jobs_every_s: float = 15.0
+    #: refresh an open detection's last_seen in the store this often
+    heartbeat_s: float = 30.0
+    #: an open detection not refreshed for this long is not current (the watcher stopped)
+    stale_s: float = 120.0
+    # detector windows (gpulens.diagnosis.straggler.DetectorParams)
+    grace_s: float = 120.0
+    learn_s: float = 120.0
+    smooth_s: float = 30.0
+    count_s: float = 60.0
+    hard_window_s: float = 30.0
+    medium_window_s: float = 40.0
+    soft_window_s: float = 150.0
+    clear_s: float = 30.0
+
+
+@dataclasses.dataclass
 class ValidateConfig:
     steps: int = 2
     timeout: float = 120.0
@@ -191,10 +221,11 @@ class Config:
     dashboard: DashboardConfig = dataclasses.field(default_factory=DashboardConfig)
     diagnose: DiagnoseConfig = dataclasses.field(default_factory=DiagnoseConfig)
     validate: ValidateConfig = dataclasses.field(default_factory=ValidateConfig)
+    live: LiveConfig = dataclasses.field(default_factory=LiveConfig)
     source: Path | None = None
 
 
-_SECTIONS = ("collect", "exporter", "dashboard", "diagnose", "validate")
+_SECTIONS = ("collect", "exporter", "dashboard", "diagnose", "validate", "live")
 
 
 def find_config_file(explicit: str | os.PathLike[str] | None = None, *,

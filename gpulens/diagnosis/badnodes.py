@@ -98,6 +98,8 @@ class Evidence:
     signals: dict[str, list[Signal]]
     failures: list[InfraFailure]
     period_hours: float
+    #: node -> live straggler detections (job_id, since, signals), one per job (docs/straggler.md)
+    stragglers: dict[str, list[dict[str, Any]]] = dataclasses.field(default_factory=dict)
 
 
 def _exposure(con: duckdb.DuckDBPyConnection) -> tuple[dict[str, float], dict[str, set[str]], float]:
@@ -201,8 +203,28 @@ def _infra_failures(con: duckdb.DuckDBPyConnection) -> list[InfraFailure]:
     return out
 
 
+def _stragglers(con: duckdb.DuckDBPyConnection) -> dict[str, list[dict[str, Any]]]:
+    """Per node, the jobs in which the live watcher found it straggling (first detection per job)."""
+    exists = con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = 'straggler_detections'").fetchall()
+    exists2 = con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'straggler_detections'").fetchall()
+    if not (exists[0][0] or exists2[0][0]):
+        return {}
+    out: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in named_rows(
+        con,
+        """
+        SELECT node, job_id, min(since) AS since, list(DISTINCT sig ORDER BY sig) AS signals, max(score) AS score
+        FROM (SELECT node, job_id, since, score, unnest(signals) AS sig FROM straggler_detections)
+        GROUP BY node, job_id ORDER BY node, since
+        """,
+    ):
+        out[r["node"]].append({"job_id": r["job_id"], "since": r["since"].isoformat(sep=" "),
+                               "signals": list(r["signals"]), "score": round(float(r["score"] or 0.0), 2)})
+    return dict(out)
+
+
 def read_evidence(con: duckdb.DuckDBPyConnection, cfg: DiagnoseConfig) -> Evidence:
-    """Exposure, hardware signals and infrastructure failures of every node (step 1)."""
+    """Exposure, hardware signals, infrastructure failures and straggler detections of every node (step 1)."""
     hours, jobs, period = _exposure(con)
     signals: dict[str, list[Signal]] = defaultdict(list)
     for source in (_xid_signals(con), _counter_signals(con), _anomaly_signals(con, cfg.node_anomaly_signal)):
@@ -210,7 +232,7 @@ def read_evidence(con: duckdb.DuckDBPyConnection, cfg: DiagnoseConfig) -> Eviden
             signals[node].append(sig)
     for sigs in signals.values():
         sigs.sort(key=lambda s: s.ts)
-    return Evidence(hours, jobs, dict(signals), _infra_failures(con), period)
+    return Evidence(hours, jobs, dict(signals), _infra_failures(con), period, _stragglers(con))
 
 
 # ----------------------------------------------------------------- blame
@@ -336,6 +358,12 @@ class NodeTest:
     q_value: float = 1.0
     failures: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     signals: list[Signal] = dataclasses.field(default_factory=list)
+    #: jobs in which the live watcher found the node straggling, per job that touched it, vs the peers
+    straggler_jobs: int = 0
+    straggler_rate: float = 0.0
+    cluster_straggler_rate: float = 0.0
+    p_straggler: float = 1.0
+    stragglers: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
     @property
     def confidence(self) -> float:
@@ -376,6 +404,7 @@ class _Totals:
     hours: dict[str, float]
     touched: dict[str, int]
     up: float
+    strag: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 def _test_one(n: str, t: _Totals, peers: Sequence[str]) -> tuple[float, float, float, float, float]:
@@ -390,6 +419,13 @@ def _test_one(n: str, t: _Totals, peers: Sequence[str]) -> tuple[float, float, f
     return p_fail, poisson_tail(t.hw[n], hrate * t.up), rate, jrate, hrate
 
 
+def _straggler_test(n: str, t: _Totals, peers: Sequence[str]) -> tuple[float, float]:
+    """(p-value, peers' rate): straggler jobs per job touched against the peers' rate (Poisson tail)."""
+    rest_t = sum(t.touched[m] for m in peers)
+    rate = min((sum(t.strag.get(m, 0) for m in peers) + _PSEUDO) / rest_t, 1.0) if rest_t > 0 else 0.0
+    return poisson_tail(t.strag.get(n, 0), rate * t.touched[n]), rate
+
+
 def _round(every: Sequence[str], t: _Totals, outliers: set[str],
            blamed: Mapping[str, list[dict[str, Any]]], ev: Evidence) -> list[NodeTest]:
     tests = []
@@ -397,6 +433,12 @@ def _round(every: Sequence[str], t: _Totals, outliers: set[str],
         peers = [m for m in every if m != n and m not in outliers] or [m for m in every if m != n]
         p_fail, p_hw, rate, jrate, hrate = _test_one(n, t, peers)
         hours, touched = t.hours[n], t.touched[n]
+        # a third family (Bonferroni over three) only where the watcher has stored detections
+        families = [p_fail, p_hw]
+        p_strag, srate = 1.0, 0.0
+        if t.strag:
+            p_strag, srate = _straggler_test(n, t, peers)
+            families.append(p_strag)
         tests.append(NodeTest(
             node=n, node_hours=round(hours, 2), jobs_touched=touched, blame=round(t.blame[n], 4),
             blamed_jobs=round(t.jblame[n], 4), hw_weight=t.hw[n],
@@ -405,9 +447,13 @@ def _round(every: Sequence[str], t: _Totals, outliers: set[str],
             job_rate=round(t.jblame[n] / touched, 4) if touched else 0.0,
             cluster_job_rate=round(jrate, 4),
             hw_rate_per_day=round(24 * t.hw[n] / t.up, 4), cluster_hw_rate_per_day=round(24 * hrate, 4),
-            p_failures=p_fail, p_hardware=p_hw, p_value=min(1.0, 2 * min(p_fail, p_hw)),
+            p_failures=p_fail, p_hardware=p_hw, p_value=min(1.0, len(families) * min(families)),
             failures=sorted(blamed.get(n, []), key=lambda r: -float(r["share"])),
             signals=list(ev.signals.get(n, [])),
+            straggler_jobs=t.strag.get(n, 0),
+            straggler_rate=round(t.strag.get(n, 0) / touched, 4) if touched else 0.0,
+            cluster_straggler_rate=round(srate, 4), p_straggler=p_strag,
+            stragglers=list(ev.stragglers.get(n, [])),
         ))
     for test, q in zip(tests, benjamini_hochberg([x.p_value for x in tests]), strict=True):
         test.q_value = q
@@ -423,7 +469,7 @@ def assess_nodes(ev: Evidence, cfg: DiagnoseConfig, nodes: Iterable[str] = ()) -
     significant set stops changing (at most five).
     """
     blamed = _blame_by_node(ev, cfg.xid_margin_s)
-    every = sorted(set(nodes) | set(ev.node_hours) | set(ev.signals) | set(blamed))
+    every = sorted(set(nodes) | set(ev.node_hours) | set(ev.signals) | set(blamed) | set(ev.stragglers))
     if not every:
         return []
     totals = _Totals(
@@ -433,6 +479,7 @@ def assess_nodes(ev: Evidence, cfg: DiagnoseConfig, nodes: Iterable[str] = ()) -
         hours={n: ev.node_hours.get(n, 0.0) for n in every},
         touched={n: len(ev.jobs_touched.get(n, ())) for n in every},
         up=ev.period_hours,
+        strag={n: len({d["job_id"] for d in ev.stragglers.get(n, [])}) for n in every} if ev.stragglers else {},
     )
     outliers: set[str] = set()
     for _ in range(5):

@@ -122,6 +122,11 @@ def _explain(t: NodeTest) -> dict[str, Any]:
         "xids": xids,
         "ecc_uncorrected": by_kind.get("ecc", 0),
         "hw_events": t.hw_events,
+        "p_straggler": t.p_straggler,
+        "straggler_jobs": t.straggler_jobs,
+        "straggler_rate": {"straggler_jobs_per_job": t.straggler_rate,
+                           "cluster_straggler_jobs_per_job": t.cluster_straggler_rate},
+        "stragglers": t.stragglers[:50],
     }
 
 
@@ -141,14 +146,19 @@ def _reason(t: NodeTest) -> str:
                 kinds[s.kind] = kinds.get(s.kind, 0) + 1
         parts.append(", ".join(f"{n} {k.replace('_', '-')} event(s)" for k, n in sorted(kinds.items()))
                      + f" ({t.hw_rate_per_day:.2f}/day vs cluster {t.cluster_hw_rate_per_day:.2f})")
+    if t.straggler_jobs and t.p_straggler < 0.5:
+        parts.append(f"straggler in {t.straggler_jobs} job(s) ({t.straggler_rate:.2f} per job vs cluster "
+                     f"{t.cluster_straggler_rate:.2f})")
     return "; ".join(parts) or "flagged"
 
 
 def _meets_floor(t: NodeTest, seen_jobs: set[str], seen_hw: int, k: int, k_hw: int) -> bool:
-    """Enough new evidence: ``k`` blamed jobs not seen in a cleared flag, or ``k_hw`` new events."""
+    """Enough new evidence: ``k`` blamed jobs not seen in a cleared flag, ``k_hw`` new events,
+    or straggling in ``k`` jobs not seen in a cleared flag."""
     new = {f["job_id"]: f["share"] for f in t.failures if f["share"] > 0 and f["job_id"] not in seen_jobs}
     enough_jobs = len(new) >= min(2, k) and sum(new.values()) >= k * 0.5
-    return enough_jobs or t.hw_events - seen_hw >= k_hw
+    new_strag = {d["job_id"] for d in t.stragglers} - seen_jobs
+    return enough_jobs or t.hw_events - seen_hw >= k_hw or len(new_strag) >= k
 
 
 def _upsert(con: duckdb.DuckDBPyConnection, t: NodeTest, ts: datetime, flags: list[Any]) -> bool | None:
@@ -208,6 +218,7 @@ def flag_nodes(
             ).fetchall()
             cleared = [json.loads(f[1]) for f in flags if not f[0] and f[1]]
             seen_jobs = {j for ev in cleared for j in ev.get("jobs", [])}
+            seen_jobs |= {d["job_id"] for ev in cleared for d in ev.get("stragglers", [])}
             seen_hw = max((int(ev.get("hw_events", 0)) for ev in cleared), default=0)
             if not any(f[0] for f in flags) and not _meets_floor(t, seen_jobs, seen_hw, k, k_hw):
                 continue

@@ -11,6 +11,7 @@ import click
 from gpulens.cliapp import App, emit, fmt_time, json_option, pass_app, progress
 from gpulens.diagnosis import nodes as nd
 from gpulens.diagnosis.blacklist import default_actor
+from gpulens.diagnosis.live_cli import live
 
 __all__ = ["nodes"]
 
@@ -78,6 +79,10 @@ def _explain_lines(r: Mapping[Any, Any]) -> list[str]:
     sigs = [f"{fmt_time(s['ts'])} {s['detail']}" for s in signals[:5]]
     if sigs:
         lines.append(f"{'':<16} signals{_of(5, len(signals))}: {'; '.join(sigs)}")
+    stragglers = ev.get("stragglers", [])
+    strag = [f"{d['job_id']} ({', '.join(d['signals'])}, {fmt_time(d['since'])})" for d in stragglers[:5]]
+    if strag:
+        lines.append(f"{'':<16} straggler in{_of(5, len(stragglers))}: {'; '.join(strag)}")
     return lines
 
 
@@ -129,3 +134,6 @@ def anomalies(app: App, top: int, node: str | None, no_refresh: bool, as_json: b
             click.echo(f"{r['node']:<{width}} {fmt_time(r['hour']):<19}  {r['score']:+.3f}{mark}")
 
     emit(df, as_json, human)
+
+
+nodes.add_command(live)  # `nodes live`: the straggler watcher and its current suspects (live_cli.py)

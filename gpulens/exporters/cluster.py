@@ -19,7 +19,7 @@ Design:
   The server refreshes in a background thread while scrapes keep getting the
   previous snapshot, so a slow store never makes Prometheus time out.
 * Each section (``utilization``, ``goodput``, ``failures``, ``blacklist``,
-  ``nodes``, ``validations``) is computed independently; a failing section
+  ``nodes``, ``validations``, ``stragglers``) is computed independently; a failing section
   sets ``gpulens_cluster_exporter_section_up{section}`` to 0 and drops only
   its own metrics. ``gpulens_cluster_exporter_up`` is 1 when the store could be
   read and every section succeeded.
@@ -27,7 +27,8 @@ Design:
   the top-N (``exporter.top_n``) list of queued/running jobs that use a
   flagged input; virtual clusters beyond the top N by allocated GPU-hours are
   summed into ``vc="other"``; nodes appear only when flagged or among the
-  top N anomaly scores.
+  top N anomaly scores; ``gpulens_job_node_suspect`` carries only the top N
+  current straggler suspects (written by ``gpulens nodes live --watch``).
 """
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from gpulens.cliapp import App, pass_app
-from gpulens.config import DiagnoseConfig, ExporterConfig
+from gpulens.config import DiagnoseConfig, ExporterConfig, LiveConfig
+from gpulens.diagnosis.live import current_suspects
 from gpulens.errors import GpulensError, InputError
 from gpulens.store import Store
 from gpulens.store.quarantine import count_quarantined, quarantine_named_in_error
@@ -69,7 +71,7 @@ __all__ = [
 log = logging.getLogger("gpulens.exporters.cluster")
 
 #: cheap SQL over the state tables, recomputed every ``cache_seconds``
-FAST_SECTIONS = ("utilization", "failures", "blacklist", "nodes", "validations")
+FAST_SECTIONS = ("utilization", "failures", "blacklist", "nodes", "validations", "stragglers")
 #: scans the GPU samples of the window (seconds on a large store), every ``slow_cache_seconds``
 SLOW_SECTIONS = ("goodput",)
 SECTIONS = FAST_SECTIONS + SLOW_SECTIONS
@@ -106,6 +108,7 @@ METRIC_NAMES = (
     "gpulens_cluster_node_flag_alert_confidence",
     "gpulens_cluster_node_anomaly_score",
     "gpulens_cluster_validations_total",
+    "gpulens_job_node_suspect",
 )
 
 RECENT_WINDOWS = (("1h", timedelta(hours=1)), ("24h", timedelta(hours=24)))
@@ -137,6 +140,7 @@ class ClusterCollector(Collector):
         registry: CollectorRegistry | None = None,
         background: bool = False,
         diagnose: DiagnoseConfig | None = None,
+        live: LiveConfig | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
         now: Callable[[], datetime] = _utcnow,
@@ -144,6 +148,8 @@ class ClusterCollector(Collector):
         self.config = config or ExporterConfig()
         #: diagnose.node_alert_confidence: the bad-node alert's threshold, exported as a gauge
         self.diagnose = diagnose or DiagnoseConfig()
+        #: live.stale_s: straggler suspects not refreshed by the watcher for this long are not exported
+        self.live = live or LiveConfig()
         self.background = background
         self._open_store = open_store
         self._monotonic = monotonic
@@ -622,6 +628,22 @@ class ClusterCollector(Collector):
             score.add_metric([str(node)], float(s))
         return [count, flagged, confidence, threshold, score]
 
+    def _section_stragglers(self, con: duckdb.DuckDBPyConnection) -> list[Metric]:
+        """Machines the live watcher suspects in running jobs (docs/straggler.md)."""
+        fam = GaugeMetricFamily(
+            "gpulens_job_node_suspect",
+            self._help(
+                "1 while the straggler watcher suspects the node of slowing the running job, per deviating "
+                f"signal (`gpulens nodes live`; at most {self.config.top_n} suspects, highest score first)."
+            ),
+            labels=["job_id", "node", "signal"],
+        )
+        df = current_suspects(con, now=self._now(), stale_s=self.live.stale_s)
+        for r in df.head(self.config.top_n).to_dict("records"):
+            for sig in r["signals"]:
+                fam.add_metric([str(r["job_id"]), str(r["node"]), str(sig)], 1.0)
+        return [fam]
+
     def _section_validations(self, con: duckdb.DuckDBPyConnection) -> list[Metric]:
         rows = con.execute(
             "SELECT verdict, coalesce(category, 'none'), count(*) FROM validations "
@@ -666,10 +688,11 @@ class ExporterServer:
 
 
 def serve(store_opener: Callable[[], Store], config: ExporterConfig,
-          diagnose: DiagnoseConfig | None = None) -> ExporterServer:
+          diagnose: DiagnoseConfig | None = None, live: LiveConfig | None = None) -> ExporterServer:
     """Compute the first snapshot, then serve it on its own registry (background refreshes)."""
     registry = CollectorRegistry(auto_describe=False)
-    collector = ClusterCollector(store_opener, config, registry=registry, background=True, diagnose=diagnose)
+    collector = ClusterCollector(store_opener, config, registry=registry, background=True, diagnose=diagnose,
+                                 live=live)
     collector.refresh()
     return ExporterServer(collector, registry, config.host, config.port)
 
@@ -705,10 +728,10 @@ def exporter(app: App, host: str | None, port: int | None, cache_seconds: float 
     store = app.store()  # fail fast (exit 2) when the data directory is unusable
     if once:
         registry = CollectorRegistry(auto_describe=False)
-        ClusterCollector(lambda: store, cfg, registry=registry, diagnose=app.config.diagnose)
+        ClusterCollector(lambda: store, cfg, registry=registry, diagnose=app.config.diagnose, live=app.config.live)
         sys.stdout.write(generate_latest(registry).decode())
         return
-    server = serve(lambda: store, cfg, app.config.diagnose)
+    server = serve(lambda: store, cfg, app.config.diagnose, app.config.live)
     app.console.print(f"gpulens exporter: serving {server.url} (data dir {store.root})")
     stop = threading.Event()
 

@@ -127,6 +127,7 @@ RUNS: dict[str, list[Run]] = {
         r("nodes list --all", json=LIST), r("nodes clear {node} --reason repaired", 0, 2, json=OBJ, own=True)],  # 2: no active flag
     "gpulens nodes anomalies [--top N] [--node N] [--no-refresh] [--json]": [
         r("nodes anomalies --no-refresh", json=LIST), r("nodes anomalies --top 5 --node {node}", json=LIST, own=True)],
+    "gpulens nodes live [--json]": [r("nodes live", json=LIST)],
     "gpulens validate [--input PATH]... [--output-dir DIR] [--gpus N] [--gpu-type T] [--steps N] "
     "[--timeout S] [--json] -- python train.py --lr 0.1": [
         r("validate --input {tmp}/fine.py --output-dir {tmp}/out --gpus 2 --gpu-type A100 --steps 1 "
@@ -154,6 +155,8 @@ EXEMPT: dict[str, str] = {
         "needs a Prometheus server (tests/prometheus/test_import_history.py)",
     "gpulens diagnose --evaluate [--report docs/diagnosis-evaluation.md]":
         "cross-validates on the whole log corpus for minutes (tests/diagnosis/test_evaluate.py)",
+    "gpulens nodes live --watch [--interval 5] [--agent-url 'http://{node}:9847/metrics'] [--agents-file F]":
+        "the detector scrapes agents until stopped (tests/prometheus/test_straggler_e2e.py)",
     "gpulens dashboard [--host H] [--port 8501] [--prometheus-url URL]":
         "a server that runs until stopped (tests/dashboard/test_cli.py, test_browser.py)",
 }

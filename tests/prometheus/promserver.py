@@ -6,7 +6,7 @@ import socket
 import subprocess
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,45 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def wait_for(what: str, check: Callable[[], Any], deadline: float,
+             procs: Iterable[subprocess.Popen[bytes]]) -> Any:
+    last: BaseException | None = None
+    while time.monotonic() < deadline:
+        for p in procs:
+            if p.poll() is not None:
+                raise AssertionError(f"{p.args!r} exited with {p.returncode} while waiting for {what}")
+        try:
+            result = check()
+            if result:
+                return result
+        except (OSError, ValueError, KeyError) as exc:  # not up yet
+            last = exc
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what} (last error: {last})")
+
+
+def start_all(cmds: dict[str, list[str]], logs: Path, procs: dict[str, subprocess.Popen[bytes]], *,
+              env: dict[str, str], cwd: Path) -> None:
+    """Start each command in its own session, output to ``logs/<name>.log``; fills ``procs``."""
+    for name, cmd in cmds.items():
+        out = (logs / f"{name}.log").open("wb")
+        procs[name] = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd,
+                                       start_new_session=True)
+
+
+def stop_all(procs: dict[str, subprocess.Popen[bytes]]) -> None:
+    """SIGTERM every process still running, wait 10 s, then SIGKILL."""
+    for p in procs.values():
+        if p.poll() is None:
+            p.terminate()
+    for p in procs.values():
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(timeout=5)
 
 
 def backfill(openmetrics: Path, tsdb: Path) -> None:

@@ -21,7 +21,7 @@ import threading
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,7 @@ import yaml
 
 from gpulens.store import Store
 from tests.conftest import require_tool
+from tests.prometheus.promserver import start_all, stop_all, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 DEADLINE_S = 75.0
@@ -47,23 +48,6 @@ def free_port() -> int:
 def get_json(url: str, timeout: float = 5.0) -> Any:
     with urllib.request.urlopen(url, timeout=timeout) as resp:
         return json.loads(resp.read().decode())
-
-
-def wait_for(what: str, check: Callable[[], Any], deadline: float,
-             procs: list[subprocess.Popen[bytes]]) -> Any:
-    last: BaseException | None = None
-    while time.monotonic() < deadline:
-        for p in procs:
-            if p.poll() is not None:
-                raise AssertionError(f"{p.args!r} exited with {p.returncode} while waiting for {what}")
-        try:
-            result = check()
-            if result:
-                return result
-        except (OSError, ValueError, KeyError) as exc:  # not up yet
-            last = exc
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what} (last error: {last})")
 
 
 class Hook(http.server.BaseHTTPRequestHandler):
@@ -186,21 +170,10 @@ def stack(tmp_path: Path) -> Iterator[dict[str, Any]]:
     }
     procs: dict[str, subprocess.Popen[bytes]] = {}
     try:
-        for name, cmd in cmds.items():
-            out = (logs / f"{name}.log").open("wb")
-            procs[name] = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                           cwd=tmp_path, start_new_session=True)
+        start_all(cmds, logs, procs, env=env, cwd=tmp_path)
         yield {"ports": ports, "procs": procs, "logs": logs}
     finally:
-        for p in procs.values():
-            if p.poll() is None:
-                p.terminate()
-        for p in procs.values():
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(timeout=5)
+        stop_all(procs)
         hook.shutdown()
         hook.server_close()
 

@@ -18,7 +18,10 @@ taken in turn (cycling), scalars stay constant. Format::
       }],
       "processes": [{"gpu": 0, "pid": 4242 | "self", "used_memory_bytes": 1e9,
                      "sm_util": [30, 60], "from_tick": 0, "until_tick": 10}],
-      "xids": [{"tick": 2, "gpu": 0, "xid": 79, "count": 3}]
+      "xids": [{"tick": 2, "gpu": 0, "xid": 79, "count": 3}],
+      "phases": [{"from_tick": 20, "until_tick": 40, "gpus": [0, 1],   # a degradation part-way
+                  "values": {"sm_clock_mhz": 900, "power_w": 250},
+                  "counters": {"pcie_tx_bytes": {"step": 1.2e9}}}]     # counters: another step
     }
 
 Fields a device does not mention get plausible defaults, so a one-line
@@ -164,6 +167,10 @@ class _FakeDevice:
                 raise _bad(where, f"devices[{pos}] lists unknown field {name!r}")
         lost = spec.get("lost_at_tick")
         self.lost_at = None if lost is None else int(lost)
+        #: (from tick, until tick or None, gauge values) scripted for this device, later ones win
+        self.phases: list[tuple[int, int | None, Mapping[str, Any]]] = []
+        #: (from tick, until tick or None, counter -> step per tick) scripted for this device
+        self.counter_phases: list[tuple[int, int | None, dict[str, float]]] = []
 
     def field(self, name: str, tick: int) -> Any:
         if self.lost_at is not None and tick >= self.lost_at:
@@ -179,11 +186,17 @@ class _FakeDevice:
                 value = c.get("step", 0.0) * (tick - int(reset))
             else:
                 value = c.get("start", 0.0) + c.get("step", 0.0) * tick
+                for lo, hi, steps in self.counter_phases:  # another step from lo until hi
+                    if name in steps and tick > lo:
+                        value += (steps[name] - c.get("step", 0.0)) * (min(tick, hi if hi is not None else tick) - lo)
             bits = c.get("wrap_bits")
             if bits:
                 value = int(value) % (1 << int(bits))
         else:
             value = _pick(self.values.get(name), tick)
+            for lo, hi, vals in self.phases:
+                if name in vals and tick >= lo and (hi is None or tick < hi):
+                    value = _pick(vals[name], tick)
         if value is None:
             return None
         return int(value) if name in _INT_FIELDS else float(value)
@@ -213,10 +226,35 @@ class FakeBackend:
         for i, x in enumerate(self._xids):
             if not isinstance(x, Mapping) or "xid" not in x or "gpu" not in x:
                 raise _bad(where, f"xids[{i}] needs 'gpu' and 'xid'")
+        self._add_phases(scenario.get("phases", []), where)
         self.guard = FieldGuard()
         self.tick = 0
         self._lost: set[int] = set()
         self.closed = False
+
+    def _add_phases(self, phases: Any, where: str) -> None:
+        if not isinstance(phases, list):
+            raise _bad(where, "phases must be a list")
+        for i, ph in enumerate(phases):
+            if not isinstance(ph, Mapping) or not isinstance(ph.get("values", {}), Mapping):
+                raise _bad(where, f"phases[{i}] must be an object with a 'values' object")
+            vals = ph.get("values", {})
+            for name in vals:
+                if name not in _GAUGES:
+                    raise _bad(where, f"phases[{i}].values has unknown field {name!r} (gauges: {', '.join(_GAUGES)})")
+            counters = ph.get("counters", {})
+            if not isinstance(counters, Mapping) or not all(
+                    name in COUNTER_FIELDS and isinstance(v, Mapping) and "step" in v for name, v in counters.items()):
+                raise _bad(where, f"phases[{i}].counters must map counters ({', '.join(COUNTER_FIELDS)}) "
+                                  "to {\"step\": N}")
+            steps = {name: float(v["step"]) for name, v in counters.items()}
+            lo, hi = int(ph.get("from_tick", 0)), ph.get("until_tick")
+            gpus = ph.get("gpus")
+            for d in self._devs:
+                if gpus is None or d.index in {int(g) for g in gpus}:
+                    d.phases.append((lo, None if hi is None else int(hi), vals))
+                    if steps:
+                        d.counter_phases.append((lo, None if hi is None else int(hi), steps))
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> FakeBackend:

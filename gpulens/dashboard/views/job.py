@@ -12,6 +12,7 @@ import streamlit as st
 
 from gpulens import analysis
 from gpulens.dashboard import charts, data, ui
+from gpulens.dashboard.views.job_machines import machines_section
 from gpulens.diagnosis import jobs as diag_jobs
 
 __all__ = ["MAX_HEATMAP_CELLS", "render"]
@@ -210,6 +211,8 @@ def render() -> None:
         st.altair_chart(gpu_heatmap(timeline, attempts), width="stretch")
         if len(attempts) > 1:
             st.caption("Dashed lines: where each attempt started; gaps: the job was not running.")
+
+    machines_section(job_id)
 
     st.subheader("Training curve")
     metrics = _frame(detail, "metrics")

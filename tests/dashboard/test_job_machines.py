@@ -1,0 +1,78 @@
+"""The job page's "Machines side by side" section (issue 25): each machine's signals, the straggler marked."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pyarrow as pa
+
+from gpulens.diagnosis import live as lv
+from gpulens.store import Store, arrow_schema
+from tests.dashboard.test_pages import UseStore, run_page
+
+T0 = datetime(2027, 3, 1, 8, 0)
+
+
+def _store(root: Path) -> Store:
+    store = Store.open(root)
+    nodes = ["m1", "m2", "m3"]
+    with store.write() as con:
+        con.execute("INSERT INTO jobs (job_id, \"user\", vc, status, requested_gpus, source)"
+                    " VALUES ('job-m', 'ann', 'vc1', 'running', 6, 'slurm')")
+        con.execute("INSERT INTO attempts (job_id, attempt, start_time, status) VALUES ('job-m', 0, ?, 'running')",
+                    [T0])
+        for n in nodes:
+            for g in range(2):
+                con.execute("INSERT INTO placements (job_id, attempt, node, gpu_index, start_time)"
+                            " VALUES ('job-m', 0, ?, ?, ?)", [n, g, T0])
+        con.execute("INSERT INTO straggler_detections VALUES ('job-m', 0, 'm2', ?, ?, ?, NULL, ['sm_clock'], 3.5, ?,"
+                    " 3, 'live')", [T0 + timedelta(minutes=30), T0 + timedelta(minutes=31),
+                                    T0 + timedelta(minutes=59),
+                                    json.dumps({"sm_clock": {"score": 3.5, "deviation": -0.42}})])
+    schema = arrow_schema("gpu")
+    rows = []
+    for minute in range(60):
+        for n in nodes:
+            for g in range(2):
+                slow = n == "m2" and minute >= 30
+                rows.append({"ts": T0 + timedelta(minutes=minute), "node": n, "gpu_index": g, "util_gpu": 95.0,
+                             "power_w": 450.0 if slow else 600.0, "sm_clock_mhz": 1150.0 if slow else 1980.0,
+                             "pcie_tx_bps": 2e9, "pcie_rx_bps": 3e9, "xid_count": 0})
+    cols = {f.name: [r.get(f.name) for r in rows] for f in schema}
+    store.write_samples("gpu", pa.table(cols, schema=schema))
+    return store
+
+
+def test_machines_side_by_side_with_the_suspect_marked(tmp_path: Path, use_store: UseStore) -> None:
+    store = _store(tmp_path / "data")
+    con = store.connect()
+    sig = lv.job_machine_signals(con, "job-m")
+    con.close()
+    clock = sig[sig["signal"] == "SM clock MHz (lowest GPU)"]
+    late = clock[clock["ts"] >= T0 + timedelta(minutes=31)]
+    assert late.groupby("node")["value"].mean().round().to_dict() == {"m1": 1980.0, "m2": 1150.0, "m3": 1980.0}
+    use_store(store)
+    at = run_page("job", {"job": "job-m"})
+    warned = [w.value for w in at.warning if "m2" in w.value]
+    assert len(warned) == 1 and "sm_clock" in warned[0] and "suspected now" in warned[0]
+    facets = [c for c in at.get("vega_lite_chart") if "facet" in json.loads(c.proto.spec)]
+    assert len(facets) == 1
+    spec = json.loads(facets[0].proto.spec)
+    assert "datum.suspect" in json.dumps(spec["spec"]["encoding"]["color"])
+    data = b"".join(d.data.data for d in facets[0].proto.datasets)
+    assert b"m2  (suspect)" in data and b"m1  (suspect)" not in data and b"m3" in data
+    assert any("red: a machine the straggler watcher suspected" in c.value for c in at.caption)
+
+
+def test_single_machine_job_says_why_nothing_is_compared(tmp_path: Path, use_store: UseStore) -> None:
+    store = Store.open(tmp_path / "data")
+    with store.write() as con:
+        con.execute("INSERT INTO jobs (job_id, status) VALUES ('job-1', 'passed')")
+        con.execute("INSERT INTO attempts (job_id, attempt, start_time, end_time, status)"
+                    " VALUES ('job-1', 0, ?, ?, 'passed')", [T0, T0 + timedelta(hours=1)])
+        con.execute("INSERT INTO placements VALUES ('job-1', 0, 'solo', 0, ?, ?)", [T0, T0 + timedelta(hours=1)])
+    use_store(store)
+    at = run_page("job", {"job": "job-1"})
+    assert any("two or more nodes" in c.value for c in at.caption)
