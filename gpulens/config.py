@@ -37,6 +37,7 @@ __all__ = [
     "ExporterConfig",
     "LiveConfig",
     "ValidateConfig",
+    "SlurmConfig",
     "default_data_dir",
     "SYSTEM_CONFIG_DIR",
     "user_cache_dir",
@@ -214,6 +215,19 @@ class ValidateConfig:
 
 
 @dataclasses.dataclass
+class SlurmConfig:
+    """``gpulens slurm epilog`` and the sbatch filter (docs/slurm.md)."""
+
+    #: The epilog's whole time budget (seconds); past it the job stays queued and exit is 0.
+    epilog_timeout: float = 20.0
+    #: Ask ``scontrol show job`` for the expanded log paths, times, state and array/het ids.
+    scontrol: bool = True
+    scontrol_timeout: float = 5.0
+    #: Budget of the static checks run at sbatch; past it the job is let through.
+    filter_timeout: float = 10.0
+
+
+@dataclasses.dataclass
 class Config:
     data_dir: Path = dataclasses.field(default_factory=default_data_dir)
     collect: CollectConfig = dataclasses.field(default_factory=CollectConfig)
@@ -222,10 +236,11 @@ class Config:
     diagnose: DiagnoseConfig = dataclasses.field(default_factory=DiagnoseConfig)
     validate: ValidateConfig = dataclasses.field(default_factory=ValidateConfig)
     live: LiveConfig = dataclasses.field(default_factory=LiveConfig)
+    slurm: SlurmConfig = dataclasses.field(default_factory=SlurmConfig)
     source: Path | None = None
 
 
-_SECTIONS = ("collect", "exporter", "dashboard", "diagnose", "validate", "live")
+_SECTIONS = ("collect", "exporter", "dashboard", "diagnose", "validate", "live", "slurm")
 
 
 def find_config_file(explicit: str | os.PathLike[str] | None = None, *,

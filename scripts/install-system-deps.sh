@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Debian packages the test suite needs: Prometheus + promtool, Alertmanager,
-# node_exporter, Chromium and a Java runtime (Spark). Installed with apt-get when run as root; otherwise
+# node_exporter, Chromium, a Java runtime (Spark) and Slurm with munge (tests/slurm starts a
+# single-node cluster). Installed with apt-get when run as root; otherwise
 # prints the command to run. Nothing is installed when everything is present.
 set -euo pipefail
 need=()
@@ -10,6 +11,11 @@ command -v prometheus-alertmanager >/dev/null || need+=(prometheus-alertmanager)
 command -v prometheus-node-exporter >/dev/null || need+=(prometheus-node-exporter)
 command -v chromium >/dev/null || need+=(chromium)
 command -v java >/dev/null || need+=(openjdk-17-jre-headless)  # the Spark engine's test (local[2])
+export PATH="$PATH:/usr/sbin:/sbin"
+command -v slurmctld >/dev/null || need+=(slurmctld)
+command -v slurmd >/dev/null || need+=(slurmd)
+command -v sbatch >/dev/null || need+=(slurm-client)
+command -v munged >/dev/null || need+=(munge)
 [ ${#need[@]} -eq 0 ] && exit 0
 mapfile -t need < <(printf '%s\n' "${need[@]}" | sort -u)
 if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
@@ -17,7 +23,7 @@ if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
     apt-get update -q >/dev/null
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${need[@]}" >/dev/null
     # The Debian services must not hold the test ports.
-    for svc in prometheus prometheus-alertmanager prometheus-node-exporter; do
+    for svc in prometheus prometheus-alertmanager prometheus-node-exporter slurmctld slurmd munge; do
         (systemctl stop "$svc" || service "$svc" stop) >/dev/null 2>&1 || true
     done
 else

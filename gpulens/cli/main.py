@@ -90,6 +90,18 @@ def _simulate() -> click.Command:
     return simulate
 
 
+def _slurm() -> click.Command:
+    from gpulens.cli.slurm import slurm
+
+    return slurm
+
+
+def _submit() -> click.Command:
+    from gpulens.cli.slurm import submit
+
+    return submit
+
+
 def _store() -> click.Command:
     from gpulens.cli.store_cmd import store
 
@@ -114,7 +126,9 @@ COMMANDS: dict[str, tuple[Callable[[], click.Command], str]] = {
     "import": (_import, "Import Philly, Slurm, Kubernetes, Prometheus history or metric curves."),
     "nodes": (_nodes, "Flag bad nodes and score node anomalies."),
     "simulate": (_simulate, "Build a simulated cluster into the store."),
+    "slurm": (_slurm, "Slurm epilog (record and diagnose every job) and sbatch checks."),
     "store": (_store, "Inspect and maintain the data directory."),
+    "submit": (_submit, "Check a batch job, then sbatch it: gpulens submit -- sbatch job.sh."),
     "validate": (_validate, "Dry-run a job's first steps before submitting."),
 }
 

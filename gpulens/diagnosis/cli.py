@@ -12,7 +12,7 @@ import click
 
 from gpulens.cliapp import App, emit, json_option, pass_app, print_table, progress, stage_progress
 from gpulens.diagnosis import jobs
-from gpulens.errors import InputError
+from gpulens.errors import GpulensError, InputError
 
 __all__ = ["diagnose"]
 
@@ -69,10 +69,12 @@ def diagnose(app: App, files: tuple[Path, ...], job_id: str | None, all_: bool, 
     elif evaluate:
         _evaluate(app, report, as_json)
     elif job_id is not None:
+        _drain_epilog_queue(app)
         with app.console.status(f"diagnosing job {job_id}"):
             result = jobs.diagnose_job(app.store(), job_id)
         emit(result.to_dict(), as_json, lambda: click.echo("\n".join(jobs.format_job(result))))
     elif all_:
+        _drain_epilog_queue(app)
         with stage_progress(app.console) as tick:
             n = jobs.diagnose_all(app.store(), progress=tick)
         emit({"diagnosed": n}, as_json, lambda: click.echo(f"diagnosed {n} failed attempts"))
@@ -81,6 +83,20 @@ def diagnose(app: App, files: tuple[Path, ...], job_id: str | None, all_: bool, 
 
 
 BATCH = 256
+
+
+def _drain_epilog_queue(app: App) -> None:
+    """Record what Slurm epilogs queued but could not record in their time budget (docs/slurm.md)."""
+    from gpulens.ingest.importers.slurm_epilog import drain_queue
+
+    store = app.store()
+    try:
+        got = drain_queue(store, warn=lambda line: app.console.print(f"[yellow]warning: {line}[/yellow]"))
+    except GpulensError as exc:  # e.g. a read-only mount: diagnose what the store has
+        app.console.print(f"[yellow]warning: queued Slurm epilog records not recorded ({exc.message})[/yellow]")
+        return
+    if got.records:
+        app.console.print(f"recorded {got.records} queued Slurm epilog record(s)")
 
 
 def _label(app: App, label: str, origin: str | None, category: str | None, as_json: bool) -> None:

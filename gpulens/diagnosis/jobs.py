@@ -85,6 +85,7 @@ from gpulens.diagnosis.termination import with_termination
 from gpulens.diagnosis.types import CATEGORIES, ORIGINS, Diagnosis
 from gpulens.errors import GpulensError, InputError
 from gpulens.store import Store, registered
+from gpulens.vocab import NO_FAILURE
 
 __all__ = [
     "APP_XIDS",
@@ -232,12 +233,14 @@ class JobDiagnosis:
 
     def to_dict(self) -> dict[str, Any]:
         final = self.final
+        # no failed attempt and the scheduler recorded the job as passed: the healthy verdict
+        healthy = NO_FAILURE if final is None and self.status == "passed" else None
         return {
             "job_id": self.job_id,
             "user": self.user,
             "status": self.status,
-            "category": final.category if final else None,
-            "origin": final.origin.origin if final else None,
+            "category": final.category if final else healthy,
+            "origin": final.origin.origin if final else healthy,
             "attempts": [a.to_dict() for a in self.attempts],
         }
 
@@ -246,7 +249,7 @@ def format_job(jd: JobDiagnosis) -> list[str]:
     """Human-readable lines for ``gpulens diagnose --job``."""
     out = [f"job {jd.job_id}  user={jd.user or '?'}  status={jd.status or '?'}"]
     if not jd.attempts:
-        out.append("  no failed attempt")
+        out.append(f"  no failed attempt{' (category none: it passed)' if jd.status == 'passed' else ''}")
     for a in jd.attempts:
         post = ", ".join(f"{o} {p:.2f}" for o, p in sorted(a.origin.posterior.items(), key=lambda kv: -kv[1]))
         out.append(

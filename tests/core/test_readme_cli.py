@@ -128,6 +128,13 @@ RUNS: dict[str, list[Run]] = {
     "gpulens nodes anomalies [--top N] [--node N] [--no-refresh] [--json]": [
         r("nodes anomalies --no-refresh", json=LIST), r("nodes anomalies --top 5 --node {node}", json=LIST, own=True)],
     "gpulens nodes live [--json]": [r("nodes live", json=LIST)],
+    "gpulens slurm epilog [--timeout S] [--no-scontrol] [--no-diagnose]": [
+        r("slurm epilog --timeout 5 --no-scontrol --no-diagnose", own=True)],  # no Slurm job: logged, exit 0
+    "gpulens slurm check [--workdir DIR] [--dry-run] JOB.sbatch [ARGS]": [
+        r("slurm check --workdir {tmp} {tmp}/fine.sbatch"), r("slurm check --workdir {tmp} {tmp}/broken.sbatch", 1)],
+    "gpulens slurm cli-filter [--python CMD] > /etc/slurm/cli_filter.lua": [r("slurm cli-filter")],
+    "gpulens submit [--dry-run] -- sbatch [OPTIONS] JOB.sbatch [ARGS]": [
+        r("submit -- sbatch --chdir={tmp} {tmp}/broken.sbatch", 1)],  # rejected before sbatch runs
     "gpulens validate [--input PATH]... [--output-dir DIR] [--gpus N] [--gpu-type T] [--steps N] "
     "[--timeout S] [--json] -- python train.py --lr 0.1": [
         r("validate --input {tmp}/fine.py --output-dir {tmp}/out --gpus 2 --gpu-type A100 --steps 1 "
@@ -207,6 +214,8 @@ def _values(store: Path, tmp: Path) -> dict[str, str]:
         con.close()
     (tmp / "fine.py").write_text(FINE)
     (tmp / "broken.py").write_text("def f(:\n")
+    for name in ("fine", "broken"):
+        (tmp / f"{name}.sbatch").write_text(f"#!/bin/bash\n#SBATCH --ntasks=1\n{sys.executable} {name}.py\n")
     (tmp / "scenario.json").write_text(SCENARIO)
     (tmp / "curves.csv").write_text(CURVES.format(job=values["job"]))
     (tmp / "job.yaml").write_text(f"command: [{sys.executable}, fine.py]\nworkdir: {tmp}\ngpus: 1\n")

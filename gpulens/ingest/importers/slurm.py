@@ -7,9 +7,18 @@ Text (``--parsable2``; run sacct with ``TZ=UTC`` so times match the store's UTC)
 
 Required fields: JobID, User, Start, End, State, NodeList and AllocTRES (for the
 GPU count, ``gres/gpu=N`` or ``gres/gpu:TYPE=N``); optional: JobName, Account
-(-> vc; Partition when Account is absent), Partition, Submit, ExitCode.
+(-> vc; Partition when Account is absent), Partition, Submit, ExitCode, and JobIDRaw,
+WorkDir, StdOut, StdErr (Slurm 23.02+): the job's log files, with sacct's unexpanded
+``%j``/``%A_%a``/``%x``/``%u`` patterns expanded as sbatch does, fill the attempts' log
+paths so that ``gpulens diagnose --all`` reads them.
 ``--duplicates`` lists each requeue of a job as its own record: they become the
 job's attempts in start order. Step records (``123.batch``, ``123.0``) are skipped.
+The components of a heterogeneous job (``123+0``, ``123+1``) are one job ``123``: their
+nodes and GPUs add up and the attempt fails when any component failed.
+
+The Slurm epilog (``gpulens slurm epilog``, slurm_epilog.py) records the same jobs under
+the same ids and attempts; an import keeps the log paths and the GPU indices the epilog
+recorded where sacct has none, so the two never make two jobs of one.
 
 JSON (``sacct --json``, Slurm 21.08+): the ``jobs`` list is read as a stream;
 times are epoch seconds (plain or ``{"set": true, "number": N}``), converted to UTC.
@@ -22,13 +31,18 @@ Slurm does not record which GPU indices a job got; placements use indices
 
 from __future__ import annotations
 
+import os
 import re
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from gpulens.errors import InputError
 from gpulens.ingest.importers.common import (
@@ -43,12 +57,14 @@ from gpulens.ingest.importers.common import (
 )
 from gpulens.ingest.importers.jsonstream import iter_array
 from gpulens.ingest.importers.reconcile import reconcile_placements
-from gpulens.store import Store
+from gpulens.store import Store, registered
+from gpulens.store.tables import delete_matching
 
-__all__ = ["SACCT_FORMAT", "expand_hostlist", "import_slurm", "map_state"]
+__all__ = ["SACCT_FORMAT", "expand_hostlist", "expand_log_pattern", "gpus_from_tres", "import_slurm",
+           "log_paths", "map_state"]
 
-SACCT_FORMAT = ("JobID,JobName,User,Account,Partition,Submit,Start,End,State,ExitCode,"
-                "AllocTRES,NodeList")
+SACCT_FORMAT = ("JobID,JobIDRaw,JobName,User,Account,Partition,Submit,Start,End,State,ExitCode,"
+                "AllocTRES,NodeList,WorkDir")
 _REQUIRED = ("JobID", "User", "Start", "End", "State", "NodeList", "AllocTRES")
 _T = pa.timestamp("us")
 _GPU_TRES = re.compile(r"gres/gpu(?::[^=,]+)?=(\d+)")
@@ -114,27 +130,101 @@ def expand_hostlist(text: str) -> list[str]:
     return out
 
 
+_RANK = {"queued": 0, "running": 0, "passed": 1, "killed": 2, "failed": 3}
+_PATTERN = re.compile(r"%(\d*)([AajJNnstuxb%])")
+
+
+def expand_log_pattern(pattern: str, *, raw_id: str, array: tuple[str, str] | None = None,
+                       user: str | None = None, name: str | None = None, node: str | None = None,
+                       workdir: str | None = None) -> str:
+    """Expand sbatch's filename patterns (%j %J %A %a %u %x %N %n %s %t %b %%, with widths).
+
+    ``raw_id`` is the job's own id (JobIDRaw), ``array`` (array job id, task id) for an array
+    task. A relative result is taken against the job's working directory.
+    """
+    def one(m: re.Match[str]) -> str:
+        width, what = m.group(1), m.group(2)
+        if what == "%":
+            return "%"
+        value = {
+            "j": raw_id, "J": raw_id, "A": array[0] if array else raw_id,
+            "a": array[1] if array else "4294967294",
+            "b": str(int(array[1]) % 10) if array and array[1].isdigit() else "0",
+            "u": user, "x": name, "N": node, "n": "0", "t": "0", "s": "batch",
+        }.get(what)
+        if value is None:
+            return m.group(0)
+        return value.zfill(int(width)) if width and value.isdigit() else value
+
+    # sbatch: a backslash anywhere in the name turns the patterns off (and is dropped)
+    out = pattern.replace("\\", "") if "\\" in pattern else _PATTERN.sub(one, pattern)
+    if not os.path.isabs(out) and workdir:
+        out = os.path.join(workdir, out)
+    return out
+
+
+def log_paths(stdout: str | None, stderr: str | None, **kw: Any) -> tuple[str | None, str | None]:
+    """(stdout, stderr) expanded; stderr None when it is the stdout file."""
+    if not stdout and not stderr:
+        return None, None
+    out = expand_log_pattern(stdout, **kw) if stdout else None
+    err = expand_log_pattern(stderr, **kw) if stderr else out
+    return out, (err if err != out else None)
+
+
 class _Builder:
     def __init__(self) -> None:
         self.q = Quirks()
         self.records: dict[str, list[dict[str, Any]]] = defaultdict(list)
 
     def add(self, rec: dict[str, Any]) -> None:
+        base, plus, comp = rec["job_id"].partition("+")
+        rec["component"] = int(comp) if plus and comp.isdigit() else 0
+        if plus and comp.isdigit():
+            self.q["het_components_merged"] += rec["component"] > 0
+            rec["job_id"] = base
         self.records[rec["job_id"]].append(rec)
+
+    @staticmethod
+    def _merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
+        """One attempt of a heterogeneous job from its components' records."""
+        if len(parts) == 1:
+            return parts[0]
+        parts = sorted(parts, key=lambda r: r["component"])
+        out = dict(parts[0])
+        out["start"] = min(r["start"] for r in parts)
+        ends = [r["end"] for r in parts]
+        out["end"] = None if any(e is None for e in ends) else max(ends)
+        out["status"] = max((r["status"] for r in parts), key=lambda s: _RANK.get(s, 0))
+        out["nodes"] = list(dict.fromkeys(n for r in parts for n in r["nodes"]))
+        out["gpus"] = sum(r["gpus"] or 0 for r in parts)
+        return out
+
+    def _attempts(self, recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        by_comp: dict[int, list[dict[str, Any]]] = defaultdict(list)
+        for r in recs:
+            if r["start"] is not None:
+                by_comp[r["component"]].append(r)
+        for comp in by_comp.values():
+            comp.sort(key=lambda r: r["start"])
+        n = max((len(c) for c in by_comp.values()), default=0)
+        return [self._merge([c[i] for c in by_comp.values() if i < len(c)]) for i in range(n)]
 
     def tables(self) -> tuple[pa.Table, pa.Table, pa.Table]:
         jobs, atts, pls = [], [], []
         for job_id, recs in self.records.items():
             recs.sort(key=lambda r: (r["start"] is None, r["start"] or datetime.min))
             last = recs[-1]
-            started = [r for r in recs if r["start"] is not None]
+            started = self._attempts(recs)
             if len(started) > 1:
                 self.q["requeued_attempts"] += len(started) - 1
             for i, r in enumerate(started):
                 status = r["status"]
                 if r["end"] is None and status not in ("running",):
                     self.q["end_missing"] += 1
-                atts.append((job_id, i, r["start"], r["end"], status, r["exit_code"], r["signal"]))
+                out, err = r.get("stdout"), r.get("stderr")
+                atts.append((job_id, i, r["start"], r["end"], status, r["exit_code"], r["signal"],
+                             err or out, out, err))
                 nodes = r["nodes"]
                 gpus = r["gpus"]
                 if gpus and nodes:
@@ -150,21 +240,24 @@ class _Builder:
                     self.q["attempts_without_gpus"] += 1
             if not started:
                 self.q["jobs_without_start"] += 1
+            final = started[-1] if started else last
             jobs.append((job_id, last["user"], last["vc"], last["name"], last["submitted"],
-                         last["status"], last["gpus"] or None, "slurm"))
+                         final["status"], final["gpus"] or None, "slurm"))
         return (
             arrow_rows([("job_id", pa.string()), ("user", pa.string()), ("vc", pa.string()),
                         ("name", pa.string()), ("submitted", _T), ("status", pa.string()),
                         ("requested_gpus", pa.int32()), ("source", pa.string())], jobs),
             arrow_rows([("job_id", pa.string()), ("attempt", pa.int32()), ("start_time", _T),
                         ("end_time", _T), ("status", pa.string()), ("exit_code", pa.int32()),
-                        ("signal", pa.int32())], atts),
+                        ("signal", pa.int32()), ("log_path", pa.string()), ("stdout_path", pa.string()),
+                        ("stderr_path", pa.string())], atts),
             arrow_rows([("job_id", pa.string()), ("attempt", pa.int32()), ("node", pa.string()),
                         ("gpu_index", pa.int32())], pls),
         )
 
 
-def _gpus_from_tres(tres: str) -> int:
+def gpus_from_tres(tres: str) -> int:
+    """GPUs in a TRES string: ``gres/gpu=2`` or ``gres/gpu:a100=2`` (summed)."""
     return sum(int(m) for m in _GPU_TRES.findall(tres or ""))
 
 
@@ -214,14 +307,23 @@ def _parsable_row(row: dict[str, str], job_id: str, where: str, b: _Builder) -> 
             raise InputError(f"{where}: ExitCode {row['ExitCode']!r} is not CODE:SIGNAL.",
                              "Fix that line and import again.")
         exit_code, sig = int(m[1]), int(m[2])
+    nodes = expand_hostlist(row["NodeList"])
+    raw = (row.get("JobIDRaw") or "").strip() or job_id.partition("+")[0]
+    base, us, task = job_id.partition("_")
+    out, err = log_paths(
+        row.get("StdOut") or None, row.get("StdErr") or None, raw_id=raw,
+        array=(base, task) if us and task.isdigit() else None, user=row["User"] or None,
+        name=row.get("JobName") or None, node=nodes[0] if nodes else None,
+        workdir=row.get("WorkDir") or None)
     b.add({
+        "stdout": out, "stderr": err,
         "job_id": job_id, "user": row["User"] or None,
         "vc": row.get("Account") or row.get("Partition") or None,
         "name": row.get("JobName") or None,
         "submitted": parse_local_time(row.get("Submit", "").replace("T", " "), where, b.q,
                                       "submit") if "Submit" in row else None,
         "status": status, "start": start, "end": end, "exit_code": exit_code, "signal": sig,
-        "nodes": expand_hostlist(row["NodeList"]), "gpus": _gpus_from_tres(row["AllocTRES"]),
+        "nodes": nodes, "gpus": gpus_from_tres(row["AllocTRES"]),
     })
     return 1
 
@@ -261,8 +363,14 @@ def _read_json(path: Path, b: _Builder) -> int:
             job_id = str(job["job_id"])
             arr = job.get("array") or {}
             task = _num(arr.get("task_id") if isinstance(arr, dict) else None)
+            array = None
             if task is not None and _num(arr.get("job_id")):
-                job_id = f"{_num(arr['job_id'])}_{task}"
+                array = (str(_num(arr["job_id"])), str(task))
+                job_id = f"{array[0]}_{array[1]}"
+            het = job.get("het") or {}
+            offset = _num(het.get("job_offset")) if isinstance(het, dict) else None
+            if offset is not None and _num(het.get("job_id")):
+                job_id = f"{_num(het['job_id'])}+{int(offset)}"
             st = job.get("state")
             if isinstance(st, dict):
                 cur = st.get("current")
@@ -285,16 +393,57 @@ def _read_json(path: Path, b: _Builder) -> int:
                     gpus += int(item.get("count") or 0)
             start = _epoch(t.get("start"))
             end = None if status == "running" else _epoch(t.get("end"))
+            nodes = expand_hostlist(str(job.get("nodes") or ""))
+            user = _text(job.get("user"), "user")
+            out, err = log_paths(
+                _text(job.get("stdout_expanded") or job.get("stdout"), "stdout"),
+                _text(job.get("stderr_expanded") or job.get("stderr"), "stderr"),
+                raw_id=str(job["job_id"]), array=array, user=user, name=_text(job.get("name"), "name"),
+                node=nodes[0] if nodes else None,
+                workdir=_text(job.get("current_working_directory") or job.get("working_directory"),
+                              "working_directory"))
             b.add({
-                "job_id": job_id, "user": _text(job.get("user"), "user"),
+                "stdout": out, "stderr": err,
+                "job_id": job_id, "user": user,
                 "vc": _text(job.get("account") or job.get("partition"), "account"),
                 "name": _text(job.get("name"), "name"),
                 "submitted": _epoch(t.get("submission")), "status": status, "start": start, "end": end,
-                "exit_code": code, "signal": sig, "nodes": expand_hostlist(str(job.get("nodes") or "")),
-                "gpus": gpus,
+                "exit_code": code, "signal": sig, "nodes": nodes, "gpus": gpus,
             })
         n += 1
     return n
+
+
+@contextmanager
+def _keeping_epilog_facts(con: duckdb.DuckDBPyConnection, job_ids: pa.Array) -> Iterator[None]:
+    """Re-importing jobs keeps what only the epilog knew: log paths, real GPU indices, inputs.
+
+    Around the delete + insert of the jobs: the attempts' log paths and the placements of
+    (job, attempt, node)s that the new rows also place are put back where sacct has none.
+    """
+    with registered(con, "reimported", pa.table({"job_id": job_ids})):
+        con.execute("CREATE OR REPLACE TEMP TABLE kept_logs AS SELECT job_id, attempt, log_path "
+                    "FROM attempts WHERE job_id IN (SELECT job_id FROM reimported) AND log_path IS NOT NULL")
+        con.execute("CREATE OR REPLACE TEMP TABLE kept_pl AS SELECT * FROM placements "
+                    "WHERE job_id IN (SELECT job_id FROM reimported)")
+        con.execute("CREATE OR REPLACE TEMP TABLE kept_jobs AS SELECT job_id, inputs, framework FROM jobs "
+                    "WHERE job_id IN (SELECT job_id FROM reimported)")
+    try:
+        yield
+        con.execute(
+            "UPDATE attempts a SET log_path = coalesce(a.log_path, k.log_path) "
+            "FROM kept_logs k WHERE a.job_id = k.job_id AND a.attempt = k.attempt")
+        con.execute("UPDATE jobs j SET inputs = coalesce(j.inputs, k.inputs), "
+                    "framework = coalesce(j.framework, k.framework) FROM kept_jobs k WHERE j.job_id = k.job_id")
+        both = ("(job_id, attempt, node) IN (SELECT job_id, attempt, node FROM kept_pl) AND "
+                "(job_id, attempt, node) IN (SELECT job_id, attempt, node FROM placements)")
+        con.execute(f"CREATE OR REPLACE TEMP TABLE kept_pl2 AS SELECT * FROM kept_pl WHERE {both}")  # noqa: S608
+        con.execute("DELETE FROM placements WHERE (job_id, attempt, node) IN "
+                    "(SELECT job_id, attempt, node FROM kept_pl2)")
+        con.execute("INSERT INTO placements BY NAME SELECT * FROM kept_pl2")
+    finally:
+        for t in ("kept_logs", "kept_pl", "kept_pl2", "kept_jobs"):
+            con.execute(f"DROP TABLE IF EXISTS {t}")
 
 
 def import_slurm(store: Store, path: Path) -> ImportResult:
@@ -311,11 +460,18 @@ def import_slurm(store: Store, path: Path) -> ImportResult:
     kind = "slurm:json" if is_json else "slurm:parsable2"
     result = ImportResult(kind, [str(path)])
     with store.write() as con:
-        delete_jobs(con, jobs.column("job_id"))
-        result.rows = {"records": records,
-                       "jobs": insert_arrow(con, "jobs", jobs),
-                       "attempts": insert_arrow(con, "attempts", atts),
-                       "placements": insert_arrow(con, "placements", pls)}
+        with _keeping_epilog_facts(con, jobs.column("job_id")):
+            delete_jobs(con, jobs.column("job_id"))
+            logs = atts.select(["job_id", "attempt", "stdout_path", "stderr_path"]).filter(
+                pc.is_valid(atts.column("stdout_path")))
+            result.rows = {"records": records,
+                           "jobs": insert_arrow(con, "jobs", jobs),
+                           "attempts": insert_arrow(con, "attempts", atts.drop_columns(["stdout_path",
+                                                                                         "stderr_path"])),
+                           "placements": insert_arrow(con, "placements", pls)}
+            if logs.num_rows:  # the epilog's rows stay where sacct names no files
+                delete_matching(con, "attempt_logs", logs.select(["job_id", "attempt"]), ["job_id", "attempt"])
+                insert_arrow(con, "attempt_logs", logs)
         # GPUs seen in exporter labels (hpc_job) replace the assumed indices: reconcile.py
         b.q.update(reconcile_placements(con, job_ids=jobs.column("job_id").to_pylist()))
         result.quirks[str(path)] = b.q.as_dict()
