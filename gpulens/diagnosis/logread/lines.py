@@ -1,0 +1,94 @@
+"""Find lines by literal keys fast (``str.find`` over one block, not a regex per line), and
+say what kind of line each is: a failure, a secondary symptom, progress, benign noise."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from gpulens.diagnosis import logs
+
+__all__ = [
+    "ERROR_KEYS",
+    "find_keys",
+    "is_benign",
+    "is_failure",
+    "is_progress",
+    "is_terminal_kill",
+]
+
+#: Literal keys of lines that may state a failure (hard, infrastructure or secondary).
+ERROR_KEYS: tuple[str, ...] = (
+    "Error", "error", "ERROR", "Exception", "FATAL", "Fatal", "fatal", "failed", "Failed", "FAILED",
+    "killed", "Killed", "xhausted", "EXHAUSTED", "Assert", "assert", "Abort", "abort", "Segmentation",
+    "denied", "No space", "CANCELLED", "OOM", "timed out", "Timed out", "Timeout", "nvalid", "exit",
+    "Exit", "Traceback", "SIG", "terminated", "Terminated", "Interrupt", "core dumped", "died",
+    "nan", "NaN", "Bus error", "Illegal",
+)
+
+_PROGRESS = re.compile(r"\b(?:step|epoch|iter(?:ation)?|loss|batch|Epoch|Step|Iter)\b|it/s|s/it|\d+/\d+ \[")
+_ERRWORD = re.compile(r"[Ee]rror|ERROR|Exception|FATAL|[Ff]ailed|FAILED|Killed|Traceback|CANCELLED")
+#: Errors that do not end a run: trackers' and loggers' own troubles, warnings, cluster clean-up.
+_BENIGN = re.compile(
+    r"^wandb: (?:ERROR|WARNING|Network error)|--- Logging error ---|\bWarning\b|\bWARN(?:ING)?\b|warnings\.warn"
+    r"|slurmstepd.*(?:cgroup|_oom_event|proctrack|Unable to|step_terminate_monitor)"
+    r"|destroy_process_group|NCCL WARN|\[W\d{4}|^\s*\[W |\bDeprecat|ignore_errors|\b0 errors?\b"
+    r"|Set IB_HCA|Failed to load image Python extension|TORCH_CUDA_ARCH_LIST|\bFAILED\]\]\]"
+)
+#: A kill, a time limit, a signal or a non-zero exit: ends a run even with no traceback.
+_KILL = re.compile(
+    r"DUE TO (?:TIME LIMIT|PREEMPTION|NODE FAILURE)|CANCELLED AT|\bTERM_\w+|Exited with exit code [1-9]"
+    r"|^\s*(?:\S+: line \d+:\s+\d+\s+)?Killed\b|Segmentation fault|core dumped|Bus error|Illegal instruction"
+    r"|oom-kill|Out of memory: Kill|OOMKilled|exitcode\s*:\s*-?[1-9]|exit(?:ed)? (?:with )?(?:code|status) [1-9]"
+    r"|Received SIG\w+|Received \d+ death signal|terminate called|Fatal Python error|KeyboardInterrupt"
+    r"|srun: error: .*(?:Exited|Terminated|Killed)"
+)
+
+
+def find_keys(lines: Sequence[str], keys: Sequence[str], start: int = 0, stop: int | None = None) -> list[int]:
+    """Indexes ``i`` in ``[start, stop)`` of the lines holding one of ``keys`` (sorted)."""
+    stop = len(lines) if stop is None else stop
+    if stop <= start:
+        return []
+    block = "\n".join(lines[start:stop])
+    starts: set[int] = set()
+    for key in keys:
+        pos = block.find(key)
+        while pos >= 0:
+            starts.add(block.rfind("\n", 0, pos) + 1)
+            nxt = block.find("\n", pos)
+            if nxt < 0:
+                break
+            pos = block.find(key, nxt + 1)
+    out: list[int] = []
+    line = 0
+    prev = 0
+    for ls in sorted(starts):
+        line += block.count("\n", prev, ls)
+        prev = ls
+        out.append(start + line)
+    return out
+
+
+def is_progress(raw: str) -> bool:
+    """A line showing the job going on (a step, epoch, loss or progress bar; not an error)."""
+    if raw.startswith((" ", "\t")) and not raw.lstrip().startswith(("Epoch", "epoch", "Step", "step")):
+        return False
+    return _PROGRESS.search(raw) is not None and _ERRWORD.search(raw) is None
+
+
+def is_benign(norm: str) -> bool:
+    """An error-looking line that does not end a run (a tracker's, a logger's, a warning)."""
+    return _BENIGN.search(norm) is not None
+
+
+def is_terminal_kill(norm: str) -> bool:
+    """A kill, a time limit, a signal or a non-zero exit (ends a run without a traceback)."""
+    return _KILL.search(norm) is not None
+
+
+def is_failure(norm: str) -> bool:
+    """A (normalized) line that states a failure or a secondary symptom of one."""
+    if is_benign(norm):
+        return False
+    return logs.is_hard_error(norm) or is_terminal_kill(norm) or logs.is_secondary(norm)

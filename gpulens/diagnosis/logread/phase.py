@@ -1,0 +1,78 @@
+"""The phase a run failed in and the last step it printed.
+
+Phases: ``startup`` (before the first step), ``first_step``, ``training`` (with the last
+step/iteration/epoch seen), ``evaluation``, ``checkpoint_save``, ``checkpoint_load``,
+``shutdown`` (after the run's own end: final save/summary done, process-group teardown).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from gpulens.diagnosis.logread.completion import is_completion
+from gpulens.diagnosis.logread.lines import is_progress
+
+__all__ = ["PHASES", "last_step", "phase_of"]
+
+PHASES = ("startup", "first_step", "training", "evaluation", "checkpoint_save", "checkpoint_load", "shutdown")
+
+_STEP_RES = (
+    re.compile(r"\b(?:global_step|step|Step|STEP|iter(?:ation)?|Iter(?:ation)?|it)\s*[=:\[#]?\s*(\d[\d,]*)(?:\s*/\s*\d+)?"),
+    re.compile(r"\[step=(\d+)"),
+    re.compile(r"\b[Ee]poch\s*[\[:=#]?\s*(\d+(?:\.\d+)?)(?:\s*/\s*\d+)?"),
+    re.compile(r"'epoch':\s*(\d+(?:\.\d+)?)"),
+    re.compile(r"\s(\d+)/\d+\s+\["),
+)
+_SAVE = re.compile(r"save_checkpoint|_save_checkpoint|torch\.save|save_pretrained|save_model|[Ss]aving (?:model|checkpoint)"
+                   r"|PytorchStreamWriter|SafetensorError|serializ|merge_and_unload|push_to_hub|_save\(")
+_LOAD = re.compile(r"load_checkpoint|load_state_dict|_load_best_model|resume_from|[Ll]oading checkpoint|torch\.load\("
+                   r"|_IncompatibleKeys|Error\(s\) in loading state_dict")
+_EVAL = re.compile(r"[Ee]valuat|[Vv]alidat|\beval\b|evaluate\(|compute_metrics|[Tt]esting\b|\bval_")
+_TEARDOWN = re.compile(r"destroy_process_group|atexit|__del__|finalize|[Ss]hutting down")
+_LOOKBACK = 25
+
+
+def last_step(lines: Sequence[str], before: int, floor: int = 0) -> str | None:
+    """The last step/iteration/epoch printed in ``lines[floor:before]`` (as printed)."""
+    for i in range(before - 1, max(floor, before - 5000) - 1, -1):
+        ln = lines[i]
+        if not is_progress(ln):
+            continue
+        for rx in _STEP_RES:
+            m = rx.search(ln)
+            if m:
+                return m.group(1)
+    return None
+
+
+def _progress_count(lines: Sequence[str], floor: int, before: int, enough: int) -> int:
+    n = 0
+    for i in range(floor, before):
+        if is_progress(lines[i]):
+            n += 1
+            if n >= enough:
+                break
+    return n
+
+
+def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: int = 0) -> str:
+    """The phase of a failure at index ``failure`` whose traceback/error lines are ``region``;
+    ``floor``: the index where the failed attempt starts."""
+    text = "\n".join(region)
+    if _LOAD.search(text):
+        return "checkpoint_load"
+    if _SAVE.search(text):
+        return "checkpoint_save"
+    before = [ln for ln in lines[max(floor, failure - _LOOKBACK):failure] if ln.strip()]
+    if any(is_completion(ln) for ln in before) or _TEARDOWN.search(text):
+        return "shutdown"
+    if _EVAL.search(text) or any(_EVAL.search(ln) and not is_progress(ln) for ln in before[-6:]):
+        return "evaluation"
+    steps = _progress_count(lines, floor, failure, 4)
+    if steps == 0:
+        return "startup"
+    step = last_step(lines, failure, floor)
+    if steps < 3 or step in ("0", "1"):
+        return "first_step"
+    return "training"
