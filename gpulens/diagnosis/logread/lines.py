@@ -4,14 +4,19 @@ say what kind of line each is: a failure, a secondary symptom, progress, benign 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from gpulens.diagnosis import logs
 
 __all__ = [
     "ERROR_KEYS",
+    "PROGRESS_KEYS",
     "find_keys",
+    "last_matching",
+    "KILL_KEYS",
+    "has_error_level",
     "is_benign",
+    "is_scheduler_kill",
     "is_failure",
     "is_progress",
     "is_terminal_kill",
@@ -27,7 +32,7 @@ ERROR_KEYS: tuple[str, ...] = (
 )
 
 _PROGRESS = re.compile(r"\b(?:step|epoch|iter(?:ation)?|loss|batch|Epoch|Step|Iter)\b|it/s|s/it|\d+/\d+ \[")
-_ERRWORD = re.compile(r"[Ee]rror|ERROR|Exception|FATAL|[Ff]ailed|FAILED|Killed|Traceback|CANCELLED")
+_ERRWORD = re.compile(r"[Ee]rror|ERROR|Exception|FATAL|[Ff]ailed(?: to|:| with)|FAILED|Killed|Traceback|CANCELLED")
 #: Errors that do not end a run: trackers' and loggers' own troubles, warnings, cluster clean-up.
 _BENIGN = re.compile(
     r"^wandb: (?:ERROR|WARNING|Network error)|--- Logging error ---|\bWarning\b|\bWARN(?:ING)?\b|warnings\.warn"
@@ -43,6 +48,27 @@ _KILL = re.compile(
     r"|Received SIG\w+|Received \d+ death signal|terminate called|Fatal Python error|KeyboardInterrupt"
     r"|srun: error: .*(?:Exited|Terminated|Killed)"
 )
+
+
+#: Keys of the scheduler's and the kernel's kill lines (they end a run even when the other
+#: processes go on printing progress for a few lines until they are killed too).
+KILL_KEYS: tuple[str, ...] = ("CANCELLED", "DUE TO", "TERM_", "Killed", "oom-kill", "OOMKilled")
+_SCHEDULER_KILL = re.compile(
+    r"DUE TO (?:TIME LIMIT|PREEMPTION|NODE FAILURE)|\*\*\* (?:JOB|STEP) [\d.]+ ON \S+ CANCELLED AT|\bTERM_[A-Z]+\b"
+    r"|^\s*(?:\S+: line \d+:\s+\d+\s+)?Killed\b|oom-kill|OOMKilled"
+)
+#: A log level that says the line is an error (looked at before the prefix is stripped).
+_ERROR_LEVEL = re.compile(r"^\S*\s*(?:[\d:,.\- ]+\s)?\[?(?:ERROR|FATAL|CRITICAL)\]?[\s:]")
+
+
+def is_scheduler_kill(norm: str) -> bool:
+    """A scheduler's or the kernel's kill line (time limit, cancel, preemption, OOM kill)."""
+    return _SCHEDULER_KILL.search(norm) is not None
+
+
+def has_error_level(raw: str) -> bool:
+    """Whether a raw line carries an ERROR/FATAL/CRITICAL log level (a logger's error)."""
+    return _ERROR_LEVEL.search(raw[:80]) is not None
 
 
 def find_keys(lines: Sequence[str], keys: Sequence[str], start: int = 0, stop: int | None = None) -> list[int]:
@@ -70,11 +96,40 @@ def find_keys(lines: Sequence[str], keys: Sequence[str], start: int = 0, stop: i
     return out
 
 
+def last_matching(lines: Sequence[str], keys: Sequence[str], pred: Callable[[str], bool], lo: int, hi: int,
+                  count: int = 1, window: int = 2000) -> list[int]:
+    """The last ``count`` indexes in ``[lo, hi)`` (latest first) of lines holding one of ``keys``
+    that satisfy ``pred``; searched backwards window by window (stops as soon as found)."""
+    out: list[int] = []
+    top = hi
+    while top > lo and len(out) < count:
+        bottom = max(lo, top - window)
+        for i in reversed(find_keys(lines, keys, bottom, top)):
+            if pred(lines[i]):
+                out.append(i)
+                if len(out) >= count:
+                    break
+        top = bottom
+        window *= 2
+    return out
+
+
 def is_progress(raw: str) -> bool:
     """A line showing the job going on (a step, epoch, loss or progress bar; not an error)."""
     if raw.startswith((" ", "\t")) and not raw.lstrip().startswith(("Epoch", "epoch", "Step", "step")):
         return False
-    return _PROGRESS.search(raw) is not None and _ERRWORD.search(raw) is None
+    if raw.startswith("wandb:"):  # a tracker's run summary at exit, not the job going on
+        return False
+    end = raw[-_SHOWN:]  # a progress bar's line holds every update ("\r"): the last is what shows
+    if not any(k in end for k in PROGRESS_KEYS):
+        return False
+    return _PROGRESS.search(end) is not None and _ERRWORD.search(end) is None
+
+
+#: Characters at the end of a line looked at (a tqdm line can hold thousands of updates).
+_SHOWN = 400
+#: Literals one of which every progress line holds (a cheap test before the regex).
+PROGRESS_KEYS = ("step", "Step", "poch", "iter", "Iter", "loss", "Loss", "batch", "Batch", "it/", "/it")
 
 
 def is_benign(norm: str) -> bool:
@@ -87,8 +142,11 @@ def is_terminal_kill(norm: str) -> bool:
     return _KILL.search(norm) is not None
 
 
-def is_failure(norm: str) -> bool:
-    """A (normalized) line that states a failure or a secondary symptom of one."""
-    if is_benign(norm):
+def is_failure(norm: str, raw: str = "") -> bool:
+    """A (normalized) line that states a failure or a secondary symptom of one (``raw``: the
+    line as printed, for its log level)."""
+    norm = norm[:_SHOWN]
+    if is_benign(norm) or is_benign(raw[:_SHOWN]):
         return False
-    return logs.is_hard_error(norm) or is_terminal_kill(norm) or logs.is_secondary(norm)
+    return (logs.is_hard_error(norm) or is_terminal_kill(norm) or logs.is_secondary(norm)
+            or (bool(raw) and has_error_level(raw)))

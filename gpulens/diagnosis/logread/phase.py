@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 
 from gpulens.diagnosis.logread.completion import is_completion
-from gpulens.diagnosis.logread.lines import is_progress
+from gpulens.diagnosis.logread.lines import PROGRESS_KEYS, is_progress, last_matching
 
 __all__ = ["PHASES", "last_step", "phase_of"]
 
@@ -35,30 +35,30 @@ _LOOKBACK = 25
 
 def last_step(lines: Sequence[str], before: int, floor: int = 0) -> str | None:
     """The last step/iteration/epoch printed in ``lines[floor:before]`` (as printed)."""
-    for i in range(before - 1, max(floor, before - 5000) - 1, -1):
-        ln = lines[i]
-        if not is_progress(ln):
-            continue
-        for rx in _STEP_RES:
-            m = rx.search(ln)
-            if m:
-                return m.group(1)
+    found = last_matching(lines, PROGRESS_KEYS, _step_in, max(floor, before - 5000), before)
+    return _step_in(lines[found[0]]) if found else None
+
+
+def _step_in(line: str) -> str | None:
+    end = line[-400:]
+    if not is_progress(end):
+        return None
+    for rx in _STEP_RES:
+        m = rx.search(end)
+        if m:
+            return m.group(1)
     return None
 
 
 def _progress_count(lines: Sequence[str], floor: int, before: int, enough: int) -> int:
-    n = 0
-    for i in range(floor, before):
-        if is_progress(lines[i]):
-            n += 1
-            if n >= enough:
-                break
-    return n
+    """Progress lines in ``lines[floor:before]``, counted backwards up to ``enough``."""
+    return len(last_matching(lines, PROGRESS_KEYS, is_progress, floor, before, enough))
 
 
-def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: int = 0) -> str:
+def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: int = 0,
+             step: str | None = None) -> str:
     """The phase of a failure at index ``failure`` whose traceback/error lines are ``region``;
-    ``floor``: the index where the failed attempt starts."""
+    ``floor``: the index where the failed attempt starts; ``step``: the last step before it."""
     text = "\n".join(region)
     if _LOAD.search(text):
         return "checkpoint_load"
@@ -72,7 +72,6 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     steps = _progress_count(lines, floor, failure, 4)
     if steps == 0:
         return "startup"
-    step = last_step(lines, failure, floor)
     if steps < 3 or step in ("0", "1"):
         return "first_step"
     return "training"

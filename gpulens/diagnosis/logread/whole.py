@@ -19,7 +19,17 @@ from gpulens.diagnosis.classifier import Classifier, default_classifier
 from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.attempts import attempt_starts, new_in_last
 from gpulens.diagnosis.logread.completion import COMPLETION_KEYS, completion_strength
-from gpulens.diagnosis.logread.lines import ERROR_KEYS, find_keys, is_failure, is_progress, is_terminal_kill
+from gpulens.diagnosis.logread.lines import (
+    ERROR_KEYS,
+    KILL_KEYS,
+    PROGRESS_KEYS,
+    find_keys,
+    is_failure,
+    is_progress,
+    is_scheduler_kill,
+    is_terminal_kill,
+    last_matching,
+)
 from gpulens.diagnosis.logread.phase import last_step, phase_of
 from gpulens.diagnosis.logread.source import WholeText, read_whole, text_source
 from gpulens.diagnosis.types import Diagnosis
@@ -111,8 +121,10 @@ def diagnose_source(src: WholeText, clf: Classifier | None = None, *, file: str 
     starts = attempt_starts(lines)
     a0 = starts[-1]
     frontier = _frontier(lines, a0)
-    done = _completion(lines, a0)
-    failures = [i for i in find_keys(lines, ERROR_KEYS, frontier) if is_failure(logs.normalize_line(lines[i]))]
+    failures = _failures(lines, a0, frontier)
+    done = _completion(lines, failures[-1] + 1 if failures else a0)
+    if done is not None and failures and _at_exit(lines[done[0]]):
+        done = None  # a tracker's sync at exit after an error line is no sign of success
     base = WholeDiagnosis(Diagnosis("unknown", "unknown", 0.0), attempts=len(starts), n_lines=src.n_lines)
     if done is not None and not [i for i in failures if i > done[0]]:
         return _healthy(base, src, done, file)
@@ -121,30 +133,46 @@ def diagnose_source(src: WholeText, clf: Classifier | None = None, *, file: str 
     return _failed(base, src, starts, frontier, failures, clf or default_classifier(), file)
 
 
+def _failures(lines: Sequence[str], a0: int, frontier: int) -> list[int]:
+    """Indexes of the attempt's terminal failure lines: failure lines after the frontier, and
+    the scheduler's kill lines anywhere in the attempt."""
+    found = {i for i in find_keys(lines, ERROR_KEYS, frontier) if is_failure(logs.normalize_line(lines[i]), lines[i])}
+    found.update(i for i in find_keys(lines, KILL_KEYS, a0, frontier)
+                 if is_scheduler_kill(logs.normalize_line(lines[i])))
+    return sorted(found)
+
+
+_AT_EXIT = ("wandb: Synced", "wandb: Run summary", "wandb: 🚀 View run", "wandb: View run")
+
+
+def _at_exit(line: str) -> bool:
+    """A line trackers print at process exit whatever the outcome."""
+    return any(k in line for k in _AT_EXIT)
+
+
 def _frontier(lines: Sequence[str], floor: int) -> int:
     """The index after which fewer than GOING_ON progress lines follow (errors before it did
     not end the job: it went on)."""
-    seen = 0
-    for i in range(len(lines) - 1, floor - 1, -1):
-        if is_progress(lines[i]):
-            seen += 1
-            if seen >= GOING_ON:
-                return i + 1
-    return floor
+    got = last_matching(lines, PROGRESS_KEYS, is_progress, floor, len(lines), GOING_ON)
+    return got[-1] + 1 if len(got) >= GOING_ON else floor
 
 
 def _completion(lines: Sequence[str], floor: int) -> tuple[int, float] | None:
     """(index, strength) of the last completion line at or after ``floor``."""
-    for i in reversed(find_keys(lines, COMPLETION_KEYS, floor)):
-        s = completion_strength(logs.normalize_line(lines[i]))
-        if s > 0:
-            return i, s
-    return None
+    got = last_matching(lines, COMPLETION_KEYS, lambda ln: completion_strength(logs.normalize_line(ln)) > 0,
+                        floor, len(lines))
+    return (got[0], completion_strength(logs.normalize_line(lines[got[0]]))) if got else None
+
+
+#: Lines before the first indicator line that tell its phase (the traceback above it).
+_AROUND = 80
+
 
 
 _RESULT_WORDS = ("accuracy", "Accuracy", "acc", "PSNR", "F1", "AUC", "score", "Score", "test", "Test", "mIoU",
                  "saved", "Saved", "written", "results", "Results", "summary", "Average", "average", "mean",
-                 "Total", "total", "best", "Best", "final", "Final", "val_loss")
+                 "Total", "total", "best", "Best", "final", "Final", "val_loss", "rouge", "bleu", "BLEU",
+                 "metric", "Metric", "precision", "recall", "perplexity", "ppl", "Evaluation", "eval_")
 
 
 def _ends_with_results(lines: Sequence[str]) -> bool:
@@ -177,9 +205,10 @@ def _region_start(lines: Sequence[str], frontier: int, failures: Sequence[int]) 
     if not failures:
         return max(frontier, len(lines) - logs.TAIL_LINES)
     first = failures[0]
-    tb = next((k for k in range(first, max(frontier, first - 400) - 1, -1)
+    floor = min(frontier, first)
+    tb = next((k for k in range(first, max(floor, first - 400) - 1, -1)
                if "Traceback (most recent call last)" in lines[k]), first)
-    return max(frontier, min(tb, first) - 2)
+    return max(floor, min(tb, first) - 2)
 
 
 def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontier: int,
@@ -194,13 +223,14 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
     primary = [i for i in found if _same(lines[i], first)] or found
     secondary = [i for i in failures if i > (primary[0] if primary else start) and i not in primary]
     at = primary[0] if primary else len(lines) - 1
-    region = [logs.normalize_line(x) for x in lines[start:]]
+    region = [logs.normalize_line(x) for x in lines[max(start, at - _AROUND):at + 3]]
+    step = last_step(lines, at, starts[-1])
     good = starts[-2] if len(starts) > 1 else None
     return dataclasses.replace(
         base, diagnosis=d, indicator_lines=[src.number(i) for i in primary],
         indicators=[logs.normalize_line(lines[i]).strip()[:300] for i in primary],
         first_rank=first.rank, first_node=first.node or _failing_host(lines, starts[-1]),
-        phase=phase_of(lines, at, region, starts[-1]), step=last_step(lines, at, starts[-1]),
+        phase=phase_of(lines, at, region, starts[-1], step), step=step,
         secondary_lines=len(secondary), new_in_attempt=new_in_last(lines, starts, good))
 
 
