@@ -10,7 +10,9 @@
    reason.
 3. A linear SVM (``class_weight='balanced'``, sigmoid-calibrated probabilities) trained on the
    real-world corpus (``sample_logs/real/``) and the generated logs answers when no rule
-   matched, and overrules a generic rule it confidently disagrees with (p >= SVM_OVERRULE_PROBA).
+   matched, and overrules a generic rule it confidently disagrees with (p >= SVM_OVERRULE_PROBA),
+   except when the rule's evidence is the exception that ended the process (the final exception
+   line of the last traceback).
 4. The origin comes from the Bayesian network given the category and a clue read from the
    evidence lines (:func:`gpulens.diagnosis.origin.clue_from_lines`); every answer gets a fix
    hint (:mod:`gpulens.diagnosis.hints`).
@@ -638,7 +640,7 @@ class Classifier:
             return d
         if best is not None:
             rule = best.rule
-            if proba is not None and rule.priority <= SVM_OVERRULE_MAX_PRIORITY:
+            if proba is not None and rule.priority <= SVM_OVERRULE_MAX_PRIORITY and not _ended_it(view, best):
                 cat, p = max(proba.items(), key=lambda kv: kv[1])
                 if cat != rule.category and cat != "unknown" and p >= SVM_OVERRULE_PROBA:
                     kind = "generic rule" if rule.generic else "rule"
@@ -775,6 +777,16 @@ def _states_an_error(view: logs.LogView) -> bool:
         return True
     return any(_FAILURE_WORD.search(x) for x in view.lines)
 
+
+
+def _ended_it(view: logs.LogView, match: RuleMatch) -> bool:
+    """Whether the rule's evidence is the exception that ended the process (the final exception
+    line of the last traceback): the SVM never overrules that."""
+    if not view.has_traceback or view.truncated or not view.exception_lines:
+        return False
+    last = view.exception_lines[-1].strip()
+    line = match.line.strip()
+    return bool(line) and (line == last or line in last or last in line)
 
 
 def _best(matches: list[RuleMatch]) -> RuleMatch:

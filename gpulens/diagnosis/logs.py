@@ -594,7 +594,7 @@ _SECONDARY_RE = re.compile(
     r"|process \d+ terminated with (?:exit code|signal)|returned non-zero exit status|exitcode\s*:\s*1\b"
     r"|exits? with return code\s*=\s*1\b|exited with (?:code|status) 1\b|non-zero exit (?:code|status)"
     r"|EOF (?:from|on) (?:the )?(?:peer|socket)"
-    r"|RayActorError|ActorDiedError|[Tt]he actor (?:died|is dead)|[Ww]orker (?:process )?(?:has )?died|RaySystemError"
+    r"|RayActorError|ActorDiedError|ActorUnavailableError|[Tt]he actor (?:died|is dead)|[Ww]orker (?:process )?(?:has )?died|RaySystemError"
     r"|[Tt]here are some potential root causes|[Ww]orker unexpectedly exits"
     r"|Sending process \d+ closing signal|WorkerGroupFailure"
     r"|error_file\s*:|Root Cause \(first observed failure\)|^Failures:|primary job\s+terminated"

@@ -26,10 +26,32 @@ def attempt_starts(lines: Sequence[str]) -> list[int]:
     keys = [_LSF] + ([first] if first is not None else [])
     for i in find_keys(lines, keys, 1):
         ln = lines[i]
-        if _LSF in ln or (first is not None and ln == first):
-            if i - starts[-1] > 3:
-                starts.append(i)
+        if _LSF in ln:
+            i = _after_lsf_report(lines, i)
+        elif first is None or ln != first:
+            continue
+        if i - starts[-1] > 3 and i < len(lines):
+            starts.append(i)
     return starts
+
+
+def _after_lsf_report(lines: Sequence[str], at: int) -> int:
+    """Where the attempt of the LSF report at ``at`` ends: the report heads its output ("The
+    output (if any) follows") or closes it ("... is above this job summary")."""
+    for j in range(at, min(len(lines), at + _LSF_REPORT)):
+        if _LSF_ABOVE in lines[j]:
+            k = j + 1
+            while k < len(lines) and (not lines[k].strip() or lines[k].startswith(("PS:", "Read file <"))):
+                k += 1  # the report's footnote (where stderr went)
+            return k
+        if _LSF_FOLLOWS in lines[j]:
+            return at
+    return at
+
+
+_LSF_ABOVE = "The output (if any) is above this job summary"
+_LSF_FOLLOWS = "The output (if any) follows"
+_LSF_REPORT = 400
 
 
 def _shape(line: str) -> str:

@@ -72,6 +72,6 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     steps = _progress_count(lines, floor, failure, 4)
     if steps == 0:
         return "startup"
-    if steps < 3 or step in ("0", "1"):
+    if step in ("0", "1") or (steps < 3 and not (step and step.replace(",", "").isdigit() and int(step.replace(",", "")) > 1)):
         return "first_step"
     return "training"
