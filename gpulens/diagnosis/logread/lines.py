@@ -45,7 +45,7 @@ _KILL = re.compile(
     r"DUE TO (?:TIME LIMIT|PREEMPTION|NODE FAILURE)|CANCELLED AT|\bTERM_\w+|Exited with exit code [1-9]"
     r"|^\s*(?:\S+: line \d+:\s+\d+\s+)?Killed\b|Segmentation fault|core dumped|Bus error|Illegal instruction"
     r"|oom-kill|Out of memory: Kill|OOMKilled|exitcode\s*:\s*-?[1-9]|exit(?:ed)? (?:with )?(?:code|status) [1-9]"
-    r"|Received SIG\w+|Received \d+ death signal|terminate called|Fatal Python error|KeyboardInterrupt"
+    r"|[Rr]eceived SIG\w+|[Rr]eceived \d+ death signal|terminate called|Fatal Python error|KeyboardInterrupt"
     r"|srun: error: .*(?:Exited|Terminated|Killed)"
 )
 
@@ -59,6 +59,10 @@ _SCHEDULER_KILL = re.compile(
 )
 #: A log level that says the line is an error (looked at before the prefix is stripped).
 _ERROR_LEVEL = re.compile(r"^\S*\s*(?:[\d:,.\- ]+\s)?\[?(?:ERROR|FATAL|CRITICAL)\]?[\s:]")
+
+
+#: A program's own one-line error (argparse: "train.py: error: argument --fp16: ...").
+_PROGRAM_ERROR = re.compile(r"^[\w./-]+: error: ")
 
 
 def is_scheduler_kill(norm: str) -> bool:
@@ -149,4 +153,5 @@ def is_failure(norm: str, raw: str = "") -> bool:
     if is_benign(norm) or is_benign(raw[:_SHOWN]):
         return False
     return (logs.is_hard_error(norm) or is_terminal_kill(norm) or logs.is_secondary(norm)
+            or _PROGRAM_ERROR.match(norm) is not None
             or (bool(raw) and has_error_level(raw)))

@@ -128,8 +128,10 @@ def diagnose_source(src: WholeText, clf: Classifier | None = None, *, file: str 
     base = WholeDiagnosis(Diagnosis("unknown", "unknown", 0.0), attempts=len(starts), n_lines=src.n_lines)
     if done is not None and not [i for i in failures if i > done[0]]:
         return _healthy(base, src, done, file)
-    if done is None and not failures and _ends_with_results(lines):
-        return _healthy(base, src, (len(lines) - 1, 0.7), file)
+    if done is None and not failures and not find_keys(lines, (_TRACEBACK,), frontier):
+        # no failure line at all in the last attempt: nothing says it failed (logs cut off
+        # mid-run aside, which show progress at their end); less sure without results at the end
+        return _healthy(base, src, (_last_line(lines), 0.7 if _ends_with_results(lines) else 0.55), file)
     return _failed(base, src, starts, frontier, failures, clf or default_classifier(), file)
 
 
@@ -181,10 +183,19 @@ def _ends_with_results(lines: Sequence[str]) -> bool:
     return any(w in ln for ln in tail for w in _RESULT_WORDS)
 
 
+_TRACEBACK = "Traceback (most recent call last)"
+
+
+def _last_line(lines: Sequence[str]) -> int:
+    return next((i for i in range(len(lines) - 1, -1, -1) if lines[i].strip()), len(lines) - 1)
+
+
 def _healthy(base: WholeDiagnosis, src: WholeText, done: tuple[int, float], file: str | None) -> WholeDiagnosis:
     i, strength = done
     line = logs.normalize_line(src.lines[i]).strip()[:300]
-    why = "ends with its results and no failure line" if strength < 0.8 else "a completion message, no failure after it"
+    why = ("a completion message, no failure after it" if strength >= 0.8 else
+           "no failure line, and it ends with its results" if strength >= 0.7 else
+           "no failure line (and no completion message either)")
     d = Diagnosis(NO_FAILURE, NO_FAILURE, round(strength, 3), [line], method="completion", file=file,
                   reason=f"the run ended normally: {why}")
     return dataclasses.replace(base, diagnosis=d, completion=(src.number(i), line),
@@ -249,6 +260,9 @@ def _indicators(lines: Sequence[str], start: int, failures: Sequence[int], evide
     for i in failures:
         if is_terminal_kill(norm.get(i, "")) and not logs.is_secondary(norm.get(i, "")):
             found.add(i)
+    root = [i for i in failures if i >= start and not logs.is_secondary(norm.get(i, ""))]
+    if root:
+        found.add(root[0])  # the first error line of the failure (often printed before the stack)
     if not found:
         found.update(i for i in failures if not logs.is_secondary(norm.get(i, "")))
     return sorted(found)[:MAX_INDICATORS]
