@@ -23,7 +23,7 @@ from gpulens.errors import InputError
 from gpulens.vocab import NO_FAILURE
 
 __all__ = ["INDEX_DIR", "THRESHOLDS", "Case", "Figures", "WholeEval", "evaluate_whole", "load_index",
-           "render_section"]
+           "render_section", "write_section"]
 
 INDEX_DIR = Path(__file__).resolve().parents[3] / "sample_logs" / "whole"
 #: Candidate confidence thresholds for model-decided answers (below: ``unknown``).
@@ -237,7 +237,7 @@ def evaluate_whole(root: str | os.PathLike[str], clf: Classifier | None = None, 
     start = time.perf_counter()
     for k, r in enumerate(present):
         size += (base / r["file"]).stat().st_size
-        cases.append(Case(r, diagnose_path(base / r["file"], clf)))
+        cases.append(Case(r, diagnose_path(base / r["file"], clf, min_confidence=0.0)))
         if progress is not None:
             progress(k + 1, len(present))
     seconds = time.perf_counter() - start
@@ -290,3 +290,22 @@ def _misses(ev: WholeEval) -> list[str]:
             out.append(f"| `{c.row['file']}` | {c.row['split']} | {c.row['category']} | {pred} "
                        f"| {c.got.diagnosis.confidence:.2f} |")
     return out + [""]
+
+
+START = "<!-- whole-log section: start -->"
+END = "<!-- whole-log section: end -->"
+
+
+def write_section(path: str | os.PathLike[str], section: str) -> None:
+    """Put ``section`` into the report at ``path`` between its markers (appended the first
+    time); the rest of the file is kept as it is."""
+    p = Path(path)
+    old = p.read_text(encoding="utf-8") if p.is_file() else ""
+    block = f"{START}\n{section.rstrip()}\n{END}\n"
+    if START in old and END in old:
+        head, rest = old.split(START, 1)
+        new = head + block + rest.split(END, 1)[1].lstrip("\n")
+    else:
+        new = (old.rstrip() + "\n\n" if old.strip() else "") + block
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(new, encoding="utf-8")
