@@ -69,6 +69,9 @@ def new_in_last(lines: Sequence[str], starts: Sequence[int], good: int | None, l
     out: list[str] = []
     for ln in _interesting(lines, last, len(lines)):
         shape = _shape(ln)
+        if _ENV.search(ln):  # a version or a host: the numbers are what changed
+            shape = logs.normalize_line(ln).strip()
+            seen.update(logs.normalize_line(x).strip() for x in _interesting(lines, good, end_good) if _ENV.search(x))
         if shape not in seen:
             seen.add(shape)
             out.append(logs.normalize_line(ln).strip()[:200])

@@ -218,7 +218,7 @@ class WholeEval:
 
 
 def evaluate_whole(root: str | os.PathLike[str], clf: Classifier | None = None, *,
-                   progress: Callable[[int, int], None] | None = None) -> WholeEval:
+                   progress: Callable[[int, int], None] | None = None, index_dir: Path = INDEX_DIR) -> WholeEval:
     """Diagnose every indexed log found under ``root`` (``GPULENS_WHOLE_LOGS``) and score it."""
     import time
 
@@ -227,7 +227,7 @@ def evaluate_whole(root: str | os.PathLike[str], clf: Classifier | None = None, 
         raise InputError(f"whole-log corpus directory {base} does not exist.",
                          "Point --whole-logs (or GPULENS_WHOLE_LOGS) at the rebuilt corpus (sample_logs/whole/README.md).")
     clf = clf or default_classifier()
-    rows = load_index()
+    rows = load_index(index_dir)
     present = [r for r in rows if (base / r["file"]).is_file()]
     if not present:
         raise InputError(f"none of the {len(rows)} indexed logs is under {base}.",

@@ -62,19 +62,20 @@ def _count_newlines(fh: object, start: int, end: int) -> int:
     return count
 
 
-def read_whole(path: str | os.PathLike[str]) -> WholeText:
-    """Read ``path`` (see the module doc). Raises ``OSError`` when it cannot be opened; other
-    problems (empty, binary, not a regular file) come back as ``reason``."""
+def read_whole(path: str | os.PathLike[str], *, keep_bytes: int = WHOLE_BYTES) -> WholeText:
+    """Read ``path`` (see the module doc; ``keep_bytes`` of its end kept). Raises ``OSError``
+    when it cannot be opened; other problems (empty, binary, not a regular file) come back as
+    ``reason``."""
     probe = logs.read_log(path, head_bytes=4096, tail_bytes=4096, scan_bytes=0)
     if probe.reason:
         return WholeText([], 1, probe.size, reason=probe.reason)
     with Path(path).open("rb") as fh:
         size = os.fstat(fh.fileno()).st_size
-        if size <= WHOLE_BYTES + _HEAD_BYTES:
+        if size <= keep_bytes + _HEAD_BYTES:
             data = fh.read()
             return _finish(data.decode("utf-8", errors="replace"), size)
         head = fh.read(_HEAD_BYTES).rsplit(b"\n", 1)[0]
-        start = size - WHOLE_BYTES
+        start = size - keep_bytes
         skipped = _count_newlines(fh, len(head) + 1, start)
         fh.seek(start)
         tail = fh.read()

@@ -131,9 +131,7 @@ def diagnose_source(src: WholeText, clf: Classifier | None = None, *, file: str 
     a0 = starts[-1]
     frontier = _frontier(lines, a0)
     failures = _failures(lines, a0, frontier)
-    done = _completion(lines, failures[-1] + 1 if failures else a0)
-    if done is not None and failures and _at_exit(lines[done[0]]):
-        done = None  # a tracker's sync at exit after an error line is no sign of success
+    done = _completion_after(lines, a0, failures)
     base = WholeDiagnosis(Diagnosis("unknown", "unknown", 0.0), attempts=len(starts), n_lines=src.n_lines)
     if done is not None and not [i for i in failures if i > done[0]]:
         return _healthy(base, src, done, file)
@@ -186,6 +184,15 @@ def _completion(lines: Sequence[str], floor: int) -> tuple[int, float] | None:
     return (got[0], completion_strength(logs.normalize_line(lines[got[0]]))) if got else None
 
 
+def _completion_after(lines: Sequence[str], floor: int, failures: Sequence[int]) -> tuple[int, float] | None:
+    """The last completion line after the last failure; a tracker's exit lines (printed whatever
+    the outcome) count only when no failure line precedes them in the attempt's end."""
+    done = _completion(lines, failures[-1] + 1 if failures else floor)
+    while done is not None and failures and _at_exit(lines[done[0]]):
+        done = _completion(lines[:done[0]], failures[-1] + 1)  # an earlier, real completion message?
+    return done
+
+
 #: Lines before the first indicator line that tell its phase (the traceback above it).
 _AROUND = 80
 
@@ -222,9 +229,11 @@ def _healthy(base: WholeDiagnosis, src: WholeText, done: tuple[int, float], file
                                step=last_step(src.lines, i + 1))
 
 
-def _context(lines: Sequence[str], start: int) -> list[str]:
-    """The error context the classifier sees: ``lines[start:]`` without progress lines, bounded."""
-    ctx = [ln for ln in lines[start:] if not is_progress(ln)]
+def _context(lines: Sequence[str], start: int, first: ranks.Origin) -> list[str]:
+    """The error context the classifier sees: ``lines[start:]`` without progress lines and
+    without the lines of ranks other than the first failing one (their errors are secondary),
+    bounded."""
+    ctx = [ln for ln in lines[start:] if not is_progress(ln) and _same(ln, first)]
     if len(ctx) > MAX_CONTEXT_LINES:
         ctx = ctx[: MAX_CONTEXT_LINES // 3] + ctx[-2 * MAX_CONTEXT_LINES // 3:]
     return ctx
@@ -246,11 +255,12 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
             failures: list[int], clf: Classifier, file: str | None) -> WholeDiagnosis:
     lines = src.lines
     start = _region_start(lines, frontier, failures)
-    d = clf.classify_text("\n".join(_context(lines, start)), file=file, keep_final=True)
+    first = _first_origin(lines, failures, start)
+    d = clf.classify_text("\n".join(_context(lines, start, first)), file=file, keep_final=True)
     if not failures and d.category != "unknown":
         d.confidence = round(d.confidence * 0.8, 3)
     found = _indicators(lines, start, failures, d.evidence)
-    first = _first_origin(lines, found, start)
+    first = _first_origin(lines, found, start) if first == ranks.Origin() else first
     primary = [i for i in found if _same(lines[i], first)] or found
     secondary = [i for i in failures if i > (primary[0] if primary else start) and i not in primary]
     at = primary[0] if primary else len(lines) - 1
@@ -285,7 +295,8 @@ def _indicators(lines: Sequence[str], start: int, failures: Sequence[int], evide
         found.add(root[0])  # the first error line of the failure (often printed before the stack)
     if not found:
         found.update(i for i in failures if not logs.is_secondary(norm.get(i, "")))
-    return sorted(found)[:MAX_INDICATORS]
+    primary = {i for i in found if not logs.is_secondary(norm.get(i, ""))}
+    return sorted(primary or found)[:MAX_INDICATORS]
 
 
 def _first_origin(lines: Sequence[str], found: Sequence[int], start: int) -> ranks.Origin:
