@@ -30,6 +30,15 @@ class Diagnosis:
     #: what the evidence lines say about whose fault it is (gpulens.diagnosis.origin.CLUES); the
     #: origin network's ``clue`` evidence (jobs can pass it on with the job's context)
     clue: str | None = None
+    #: What a whole-log diagnosis (gpulens.diagnosis.logread) read, for an operator to check:
+    #: the first rank and node to show the root error, the failure-indicating line numbers
+    #: (1-based, as grep -n), the phase, the last step and the one-sentence story.
+    first_rank: int | None = None
+    first_node: str | None = None
+    indicator_lines: list[int] = dataclasses.field(default_factory=list)
+    phase: str | None = None
+    step: str | None = None
+    story: str | None = None
 
     @property
     def healthy(self) -> bool:

@@ -225,3 +225,37 @@ def test_evaluation_scores_the_fixtures_and_keeps_the_rest_of_the_report(tmp_pat
     text = report.read_text(encoding="utf-8")
     assert text.startswith("# Excerpts\n\nkept\n") and text.count("## Whole job logs") == 1
     assert "2026-11-27" in text and "2026-11-26" not in text
+
+
+def test_job_mode_charges_the_node_that_failed_first_and_keeps_a_passed_log_unknown(store) -> None:  # type: ignore[no-untyped-def]
+    """--job / --all: the whole-log reader names the node that failed first; only that node is
+    charged as bad-node evidence. A failed attempt whose log shows a normal end is ``unknown``."""
+    from gpulens.diagnosis.badnodes import _infra_failures
+    from gpulens.diagnosis.jobs import diagnose_job
+    from tests.diagnosis.test_jobs import add_job
+
+    add_job(store, "j-seg", [{"status": "failed", "nodes": ["gpu11", "gpu12"], "exit_code": 139}])
+    add_job(store, "j-done", [{"status": "failed", "nodes": ["gpu11"], "exit_code": 1}])
+    add_job(store, "j-time", [{"status": "failed", "nodes": ["node-16", "node-17.cluster"], "exit_code": 143}])
+    for job, fixture in (("j-seg", "srun_label_segv.log"), ("j-done", "lightning_done.log"),
+                         ("j-time", "slurm_time_limit.out")):
+        (store.logs / f"{job}-0.log").write_text((FIX / fixture).read_text(encoding="utf-8"), encoding="utf-8")
+        with store.write() as con:
+            con.execute("UPDATE attempts SET log_path = ? WHERE job_id = ?", [f"logs/{job}-0.log", job])
+    seg = diagnose_job(store, "j-seg").attempts[0]
+    assert seg.category == "crash" and seg.diagnosis.first_node == "gpu12"
+    assert seg.to_dict()["indicator_lines"] == [9, 12]
+    timed_out = diagnose_job(store, "j-time").attempts[0]
+    assert timed_out.category == "preempted" and timed_out.origin.origin == "infrastructure"
+    done = diagnose_job(store, "j-done").attempts[0]
+    assert done.category == "unknown" and "normal end" in (done.diagnosis.reason or "")
+    con = store.connect()
+    try:
+        row = con.execute("SELECT first_node, first_rank, indicator_lines, phase, story FROM failures "
+                          "WHERE job_id = 'j-seg'").fetchone()
+        assert row is not None and row[0] == "gpu12" and row[1] == 1 and list(row[2]) == [9, 12]
+        assert row[3] == "training" and row[4].startswith("rank 1 on gpu12 failed first")
+        charged = {f.job_id: f.nodes for f in _infra_failures(con)}
+    finally:
+        con.close()
+    assert charged["j-time"] == ["node-17.cluster"]  # the node the cancel line names, not node-16

@@ -35,8 +35,8 @@ from gpulens.diagnosis.logread.source import WholeText, read_whole, text_source
 from gpulens.diagnosis.types import Diagnosis
 from gpulens.vocab import NO_FAILURE
 
-__all__ = ["MAX_CONTEXT_LINES", "MAX_INDICATORS", "SVM_MIN_CONFIDENCE", "WholeDiagnosis", "diagnose_path", "diagnose_source",
-           "diagnose_text"]
+__all__ = ["MAX_CONTEXT_LINES", "MAX_INDICATORS", "SVM_MIN_CONFIDENCE", "WholeDiagnosis", "diagnose_file",
+           "diagnose_path", "diagnose_source", "diagnose_text"]
 
 MAX_INDICATORS = 6
 #: Below this confidence a model-decided (SVM) answer is ``unknown``. Chosen out of sample by
@@ -74,6 +74,14 @@ class WholeDiagnosis:
 
         return story(self)
 
+    def as_diagnosis(self) -> Diagnosis:
+        """The diagnosis with what was read from the log filled in (first rank/node, lines, phase,
+        step, story)."""
+        return dataclasses.replace(self.diagnosis, first_rank=self.first_rank, first_node=self.first_node,
+                                   indicator_lines=list(self.indicator_lines),
+                                   phase=None if self.diagnosis.healthy else self.phase, step=self.step,
+                                   story=self.story())
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "indicator_lines": list(self.indicator_lines),
@@ -105,6 +113,12 @@ def diagnose_path(path: str | os.PathLike[str], clf: Classifier | None = None, *
     if src.reason:
         return _unusable(src.reason, name)
     return diagnose_source(src, clf, file=name, min_confidence=min_confidence)
+
+
+def diagnose_file(path: str | os.PathLike[str]) -> Diagnosis:
+    """``diagnose_path(path).as_diagnosis()`` with the default classifier (the job diagnosis'
+    log reader)."""
+    return diagnose_path(path).as_diagnosis()
 
 
 def diagnose_text(text: str, clf: Classifier | None = None, *, file: str | None = None,
