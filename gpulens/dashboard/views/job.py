@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import altair as alt
@@ -125,7 +126,7 @@ def _diagnosis(job_id: str, failures: pd.DataFrame) -> None:
         _render_job_diagnosis(result)
 
 
-def _story(job_id: str, row: dict[str, Any]) -> None:
+def _story(job_id: str, row: Mapping[Any, Any]) -> None:
     """The whole-log story and the failure-indicating lines in their context (from the log)."""
     story = row.get("story")
     if isinstance(story, str) and story:

@@ -35,7 +35,7 @@ _LOOKBACK = 25
 
 def last_step(lines: Sequence[str], before: int, floor: int = 0) -> str | None:
     """The last step/iteration/epoch printed in ``lines[floor:before]`` (as printed)."""
-    found = last_matching(lines, PROGRESS_KEYS, _step_in, max(floor, before - 5000), before)
+    found = last_matching(lines, PROGRESS_KEYS, lambda ln: _step_in(ln) is not None, max(floor, before - 5000), before)
     return _step_in(lines[found[0]]) if found else None
 
 
