@@ -606,7 +606,8 @@ class Classifier:
         names = list(files) if files is not None else [None] * len(views)
         picks = [self._rule_pick(v) for v in views]
         need = [i for i, pk in enumerate(picks)
-                if pk.best is None or pk.best.rule.priority <= SVM_OVERRULE_MAX_PRIORITY or pk.from_context]
+                if (pk.best is None or pk.best.rule.priority <= SVM_OVERRULE_MAX_PRIORITY or pk.from_context)
+                and not (keep_final and pk.best is not None and _ended_it(views[i], pk.best))]
         probas: dict[int, dict[str, float]] = {}
         if need and self.model is not None:
             probas = dict(zip(need, self.model.predict_proba([views[i] for i in need]), strict=True))

@@ -101,7 +101,7 @@ def find_keys(lines: Sequence[str], keys: Sequence[str], start: int = 0, stop: i
 
 
 def last_matching(lines: Sequence[str], keys: Sequence[str], pred: Callable[[str], bool], lo: int, hi: int,
-                  count: int = 1, window: int = 2000) -> list[int]:
+                  count: int = 1, window: int = 64) -> list[int]:
     """The last ``count`` indexes in ``[lo, hi)`` (latest first) of lines holding one of ``keys``
     that satisfy ``pred``; searched backwards window by window (stops as soon as found)."""
     out: list[int] = []

@@ -31,11 +31,13 @@ _LOAD = re.compile(r"load_checkpoint|load_state_dict|_load_best_model|resume_fro
 _EVAL = re.compile(r"[Ee]valuat|[Vv]alidat|\beval\b|evaluate\(|compute_metrics|[Tt]esting\b|\bval_")
 _TEARDOWN = re.compile(r"destroy_process_group|atexit|__del__|finalize|[Ss]hutting down")
 _LOOKBACK = 25
+#: Lines looked back for the last step printed before a failure or the end.
+_STEP_LOOKBACK = 600
 
 
 def last_step(lines: Sequence[str], before: int, floor: int = 0) -> str | None:
     """The last step/iteration/epoch printed in ``lines[floor:before]`` (as printed)."""
-    found = last_matching(lines, PROGRESS_KEYS, lambda ln: _step_in(ln) is not None, max(floor, before - 5000), before)
+    found = last_matching(lines, PROGRESS_KEYS, lambda ln: _step_in(ln) is not None, max(floor, before - _STEP_LOOKBACK), before)
     return _step_in(lines[found[0]]) if found else None
 
 

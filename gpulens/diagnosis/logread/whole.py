@@ -45,7 +45,7 @@ MAX_INDICATORS = 6
 #: (docs/diagnosis-evaluation.md, whole-log section); the lower one is kept.
 SVM_MIN_CONFIDENCE = 0.40
 #: Lines of error context given to the classifier (the first and the last of a longer one).
-MAX_CONTEXT_LINES = 3000
+MAX_CONTEXT_LINES = 1200
 #: Progress lines after an error line that show the job went on (the error did not end it).
 GOING_ON = 3
 
@@ -330,6 +330,8 @@ def _first_origin(lines: Sequence[str], found: Sequence[int], start: int) -> ran
 
 def _same(line: str, first: ranks.Origin) -> bool:
     """Whether a line comes from the first failing rank/node (or names neither)."""
+    if first.rank is None and first.node is None:
+        return True
     o = ranks.origin_of(line)
     if first.rank is not None and o.rank is not None:
         return o.rank == first.rank
