@@ -16,7 +16,7 @@ from gpulens.diagnosis import logs
 __all__ = ["WHOLE_BYTES", "WholeText", "read_whole", "text_source"]
 
 #: Bytes of a log kept in memory (the end of a larger file; its head is kept too).
-WHOLE_BYTES = 64 * 1024 * 1024
+WHOLE_BYTES = 16 * 1024 * 1024
 _HEAD_BYTES = 64 * 1024
 _CHUNK = 8 * 1024 * 1024
 
