@@ -150,6 +150,7 @@ def test_line_numbers_stay_exact_when_the_middle_of_a_big_log_is_skipped(tmp_pat
     ("[1,7]<stderr>:RuntimeError: boom", 7, None),
     ("gpu-node-07: RuntimeError: boom", None, "gpu-node-07"),
     ("(RayTrainWorker pid=4242, ip=10.0.0.7) RuntimeError: boom", None, "10.0.0.7"),
+    ("Unhandled error: ray::WorkerDict.update() (pid=3961424, ip=10.3.28.3, actor_id=7c5)", None, "10.3.28.3"),
     ("srun: error: gpu12: task 3: Exited with exit code 1", 3, "gpu12"),
     ("slurmstepd: error: *** JOB 9 ON node-17 CANCELLED AT 2024-05-01T12:00:00 ***", None, "node-17"),
     ("[E ProcessGroupNCCL.cpp:607] [Rank 4] Watchdog caught collective operation timeout", 4, None),
@@ -259,3 +260,14 @@ def test_job_mode_charges_the_node_that_failed_first_and_keeps_a_passed_log_unkn
     finally:
         con.close()
     assert charged["j-time"] == ["node-17.cluster"]  # the node the cancel line names, not node-16
+
+
+def test_slurm_appends_jobs_after_a_cancel_and_the_last_one_is_diagnosed(clf: Classifier) -> None:
+    first = ["Thu Aug 21 01:53:03 2025", *[f"step {i} loss 1.0" for i in range(5)],
+             "slurmstepd: error: *** JOB 266997 ON dgx-15 CANCELLED AT 2025-08-21T01:58:58 ***"]
+    second = ["Thu Aug 21 02:36:47 2025", "loading model", "building dataset", "config: lr=1e-4",
+              *[f"step {i} loss 1.0" for i in range(3)],
+              "slurmstepd: error: *** JOB 267039 ON dgx-06 CANCELLED AT 2025-08-21T02:53:05 ***"]
+    w = diagnose_text("\n".join(first + second), clf)
+    assert w.attempts == 2 and w.diagnosis.category == "preempted"
+    assert w.first_node == "dgx-06" and w.indicator_lines == [len(first) + len(second)]

@@ -24,15 +24,37 @@ def attempt_starts(lines: Sequence[str]) -> list[int]:
     starts = [0]
     first = next((ln for ln in lines[:5] if len(ln.strip()) >= 8), None)
     keys = [_LSF] + ([first] if first is not None else [])
-    for i in find_keys(lines, keys, 1):
+    for i in find_keys(lines, [*keys, _SLURM_KILL], 1):
         ln = lines[i]
         if _LSF in ln:
             i = _after_lsf_report(lines, i)
+        elif _SLURM_KILL in ln and _KILLED_JOB.search(ln):
+            nxt = _after_kill(lines, i)
+            if nxt is None:
+                continue
+            i = nxt
         elif first is None or ln != first:
             continue
         if i - starts[-1] > 3 and i < len(lines):
             starts.append(i)
     return starts
+
+
+_SLURM_KILL = "CANCELLED AT"
+_KILLED_JOB = re.compile(r"\*\*\* JOB \d+ ON \S+ CANCELLED AT")
+
+
+def _after_kill(lines: Sequence[str], at: int) -> int | None:
+    """Where the next attempt starts after Slurm cancelled a job at ``at``: the next line, when
+    what follows is a new job's output (not the dying job's last progress lines or errors);
+    else None (no new attempt)."""
+    from gpulens.diagnosis.logread.lines import is_progress
+
+    nxt = next((k for k in range(at + 1, min(len(lines), at + 20)) if lines[k].strip()), None)
+    if nxt is None or len(lines) - nxt < 5 or is_progress(lines[nxt]) or "srun: error" in lines[nxt] \
+            or is_failure(logs.normalize_line(lines[nxt]), lines[nxt]):
+        return None
+    return nxt
 
 
 def _after_lsf_report(lines: Sequence[str], at: int) -> int:

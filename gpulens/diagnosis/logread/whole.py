@@ -322,10 +322,22 @@ def _first_origin(lines: Sequence[str], found: Sequence[int], start: int) -> ran
     tagged = [(ranks.timestamp_of(lines[i]) or "", i, ranks.origin_of(lines[i])) for i in found]
     tagged = [t for t in tagged if t[2].rank is not None or t[2].node is not None]
     if not tagged:
-        return ranks.Origin()
+        return _origin_above(lines, found[0], start) if found else ranks.Origin()
     if all(t[0] for t in tagged):
         tagged.sort(key=lambda t: (t[0], t[1]))
     return tagged[0][2]
+
+
+def _origin_above(lines: Sequence[str], at: int, start: int) -> ranks.Origin:
+    """The rank/node named by the head of the error block that holds line ``at`` (Ray's
+    "(pid=…, ip=…)" line above a traceback whose own lines carry no prefix)."""
+    for i in range(at - 1, max(start, at - _AROUND) - 1, -1):
+        o = ranks.origin_of(lines[i])
+        if o.rank is not None or o.node is not None:
+            return o
+        if is_progress(lines[i]):
+            break
+    return ranks.Origin()
 
 
 def _same(line: str, first: ranks.Origin) -> bool:
