@@ -258,8 +258,9 @@ def render_section(ev: WholeEval, *, date: str, command: str) -> str:
         f"{len({c.project for c in ev.cases})} projects ({ev.missing} indexed logs missing from the corpus "
         "directory). Nothing is trained on them (the classifier learns from the excerpt corpus), so every "
         "figure is out of sample; the confidence threshold below which a model-decided answer becomes "
-        "`unknown` is chosen per fold on the other folds (5 folds grouped by project). The holdout row is "
-        "the check: it was never looked at while writing the reader.", "",
+        "`unknown` is chosen per fold on the other folds (5 folds grouped by project). The reader's rules "
+        "(completion messages, failure lines, prefixes, attempts) were written from the dev-split logs only; "
+        "the holdout row is the check (see the notes below the section for what was seen of it).", "",
         "| subset | logs | normal end called a failure | healthy vs failed | category macro-F1 | category accuracy "
         "| origin accuracy | indicator-line F1 (P / R) | first rank/node | phase | `unknown` |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",

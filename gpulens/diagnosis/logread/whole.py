@@ -41,8 +41,8 @@ __all__ = ["MAX_CONTEXT_LINES", "MAX_INDICATORS", "SVM_MIN_CONFIDENCE", "WholeDi
 MAX_INDICATORS = 6
 #: Below this confidence a model-decided (SVM) answer is ``unknown``. Chosen out of sample by
 #: ``gpulens diagnose --evaluate --whole-logs``: per fold (5, grouped by project) on the other
-#: folds, 0.40 was chosen for 70 of the 116 projects and 0.45 for the others
-#: (docs/diagnosis-evaluation.md, whole-log section); the lower one is kept.
+#: folds, 0.40 was chosen for 88 of the 116 projects and 0.45 for the other 28
+#: (docs/diagnosis-evaluation.md, whole-log section); the majority value is kept.
 SVM_MIN_CONFIDENCE = 0.40
 #: Lines of error context given to the classifier (the first and the last of a longer one).
 MAX_CONTEXT_LINES = 1200
