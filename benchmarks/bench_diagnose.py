@@ -238,3 +238,24 @@ def _big_log(tmp: Path, gib: float = 1.0) -> None:
           f"vs {int(base[1]) / 1024:.0f} MiB for a child that only loads the model "
           f"(+{(int(peak) - int(base[1])) / 1024:.0f} MiB)")
     print(f"bounded memory on a 1 GB log: {'PASS' if int(peak) - int(base[1]) < 256 * 1024 else 'FAIL'}")
+    whole = subprocess.run([sys.executable, "-c", _WHOLE_CHILD, str(path), str(models)], capture_output=True,
+                           text=True, check=True, env=env).stdout.split()
+    wcat, wline, wcpu, wbase, wpeak = whole
+    print(f"1 GB log, whole-log diagnosis: {wcat} (line {wline}) in {wcpu} s CPU; peak RSS {int(wpeak) / 1024:.0f} MiB "
+          f"(+{(int(wpeak) - int(wbase)) / 1024:.0f} MiB over the loaded model)")
+    print(f"bounded memory on a 1 GB log, whole-log: {'PASS' if int(wpeak) - int(wbase) < 256 * 1024 else 'FAIL'}")
+
+
+_WHOLE_CHILD = """
+import resource, sys, time
+from pathlib import Path
+from gpulens.diagnosis.classifier import Classifier
+from gpulens.diagnosis.logread import diagnose_path
+clf = Classifier(cache_dir=Path(sys.argv[2]))
+assert clf.model is not None, clf.model_error
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+t = time.process_time()
+w = diagnose_path(sys.argv[1], clf)
+print(w.diagnosis.category, (w.indicator_lines or ["-"])[0], round(time.process_time() - t, 3), base,
+      resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
