@@ -35,7 +35,7 @@ from gpulens.diagnosis.logread.source import WholeText, read_whole, text_source
 from gpulens.diagnosis.types import Diagnosis
 from gpulens.vocab import NO_FAILURE
 
-__all__ = ["MAX_CONTEXT_LINES", "MAX_INDICATORS", "SVM_MIN_CONFIDENCE", "WholeDiagnosis", "diagnose_file",
+__all__ = ["MAX_CONTEXT_LINES", "MAX_INDICATORS", "SCAN_LINES", "SVM_MIN_CONFIDENCE", "WholeDiagnosis", "diagnose_file",
            "diagnose_path", "diagnose_source", "diagnose_text"]
 
 MAX_INDICATORS = 6
@@ -48,6 +48,10 @@ SVM_MIN_CONFIDENCE = 0.40
 MAX_CONTEXT_LINES = 1200
 #: Progress lines after an error line that show the job went on (the error did not end it).
 GOING_ON = 3
+#: Lines at the end of the last attempt searched for its terminal failure (a failure is
+#: at the end of a log; an error with this many lines after it did not end the job, or the
+#: lines after it say what did).
+SCAN_LINES = 5000
 
 
 @dataclasses.dataclass
@@ -187,6 +191,7 @@ def _at_exit(line: str) -> bool:
 def _frontier(lines: Sequence[str], floor: int) -> int:
     """The index after which fewer than GOING_ON progress lines follow (errors before it did
     not end the job: it went on)."""
+    floor = max(floor, len(lines) - SCAN_LINES)
     got = last_matching(lines, PROGRESS_KEYS, is_progress, floor, len(lines), GOING_ON)
     return got[-1] + 1 if len(got) >= GOING_ON else floor
 
