@@ -271,3 +271,20 @@ def test_slurm_appends_jobs_after_a_cancel_and_the_last_one_is_diagnosed(clf: Cl
     w = diagnose_text("\n".join(first + second), clf)
     assert w.attempts == 2 and w.diagnosis.category == "preempted"
     assert w.first_node == "dgx-06" and w.indicator_lines == [len(first) + len(second)]
+
+
+@pytest.mark.parametrize("line", [
+    "`Trainer.fit` stopped: `max_epochs=500` reached.", "Training done", "Training is done.", "Finished Training",
+    "finish training", "Training COMPLETE", "Finished after 800000 iterations.", "125 epochs completed in 0.142 hours.",
+    "Total training time: 4:49:16", "Training took 01:45:11", "{'train_runtime': 4849.0, 'epoch': 1.0}",
+    "[launch.py:351:main] Process 2606 exits successfully.", "Exit code: 0", "Successfully completed.",
+    "wandb: Run summary:", "wandb: Synced 6 W&B file(s), 0 media file(s)", "wandb: 🚀 View run x at: https://w",
+    "Results saved to runs/detect/train5", "Early stopping triggered after 10 epochs", "EarlyStopping: stop",
+    "Signaling Trainer to stop.", "Stopping. Best val: 8.07 at epoch 243", "saving the final model",
+    "Saved final checkpoint", "done", "DONE!", "Finished", "Enjoy.", "Best acc: 0.546", "All done",
+])
+def test_completion_messages_pass_their_prefilter(line: str) -> None:
+    from gpulens.diagnosis.logread.completion import COMPLETION_KEYS, completion_strength
+
+    assert completion_strength(line) > 0
+    assert any(k in line for k in COMPLETION_KEYS)

@@ -12,16 +12,17 @@ import re
 
 __all__ = ["COMPLETION_KEYS", "completion_strength", "is_completion"]
 
-#: Literal keys (``str.find`` prefilter) of the completion messages below.
+#: Literal keys (``str.find`` prefilter) of the completion messages below: every message the
+#: patterns accept holds one of them (tests/diagnosis/test_logread.py checks the examples).
 COMPLETION_KEYS: tuple[str, ...] = (
-    "reached", "raining done", "raining complete", "raining COMPLETE", "raining finished",
-    "inished training", "inish Training", "inished after", "raining took", "raining time",
-    "otal training time", "train_runtime", "exits successfully", "Exit code: 0",
-    "xit status 0", "Successfully completed", "Run summary", "Synced ", "Results saved to",
-    "epochs completed in", "arly stopping", "arlyStopping", "Signaling Trainer to stop",
-    "Stopping. Best", "Saving final", "final model", "Done.", "done.", "Done!", "done!",
-    "All done", "completed successfully", "Finished", "finished", "Best acc", "Enjoy.",
-    "Job Finished", "End of training", "Run finished", "FINISHED",
+    "reached", "raining done", "raining complete", "raining COMPLETE", "raining finished", "raining is",
+    "inished training", "inished Training", "inish training", "inish Training", "inished after",
+    "raining took", "raining time", "otal training time", "train_runtime", "exits successfully",
+    "Exit code: 0", "xit status 0", "Successfully completed", "Run summary", "Synced ", "View run",
+    "Results saved to", "epochs completed in", "arly stopping", "arlyStopping", "Signaling Trainer to stop",
+    "Stopping. Best", "aving final", "aving the final", "aved final", "final model", "done", "Done", "DONE",
+    "All done", "completed successfully", "Finished", "finished", "FINISHED", "Best acc", "Enjoy",
+    "Job Finished", "End of training", "Run finished",
 )
 
 _STRONG = re.compile(
@@ -43,6 +44,8 @@ _WEAK = re.compile(
 def completion_strength(line: str) -> float:
     """How surely a line says the run ended normally: 0 (not a completion line), 0.8 (a weak
     word such as a bare ``done.``), 0.95 (a trainer/launcher/scheduler completion message)."""
+    if not any(k in line for k in COMPLETION_KEYS):
+        return 0.0
     if _STRONG.search(line):
         return 0.95
     if _WEAK.search(line):

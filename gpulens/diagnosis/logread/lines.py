@@ -24,11 +24,9 @@ __all__ = [
 
 #: Literal keys of lines that may state a failure (hard, infrastructure or secondary).
 ERROR_KEYS: tuple[str, ...] = (
-    "Error", "error", "ERROR", "Exception", "FATAL", "Fatal", "fatal", "failed", "Failed", "FAILED",
-    "killed", "Killed", "xhausted", "EXHAUSTED", "Assert", "assert", "Abort", "abort", "Segmentation",
-    "denied", "No space", "CANCELLED", "OOM", "timed out", "Timed out", "Timeout", "nvalid", "exit",
-    "Exit", "Traceback", "SIG", "terminated", "Terminated", "Interrupt", "core dumped", "died",
-    "nan", "NaN", "Bus error", "Illegal",
+    "rror", "ERROR", "xception", "FATAL", "atal", "ailed", "FAILED", "illed", "xhausted", "EXHAUSTED",
+    "ssert", "bort", "Segmentation", "denied", "No space", "CANCELLED", "OOM", "imed out", "imeout",
+    "nvalid", "xit", "Traceback", "SIG", "erminated", "Interrupt", "core dumped", "died", "Illegal",
 )
 
 _PROGRESS = re.compile(r"\b(?:step|epoch|iter(?:ation)?|loss|batch|Epoch|Step|Iter)\b|it/s|s/it|\d+/\d+ \[")
