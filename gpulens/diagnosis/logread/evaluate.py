@@ -305,7 +305,8 @@ def write_section(path: str | os.PathLike[str], section: str) -> None:
     block = f"{START}\n{section.rstrip()}\n{END}\n"
     if START in old and END in old:
         head, rest = old.split(START, 1)
-        new = head + block + rest.split(END, 1)[1].lstrip("\n")
+        after = rest.split(END, 1)[1].lstrip("\n")
+        new = head + block + ("\n" + after if after else "")
     else:
         new = (old.rstrip() + "\n\n" if old.strip() else "") + block
     p.parent.mkdir(parents=True, exist_ok=True)
