@@ -288,3 +288,13 @@ def test_completion_messages_pass_their_prefilter(line: str) -> None:
 
     assert completion_strength(line) > 0
     assert any(k in line for k in COMPLETION_KEYS)
+
+
+def test_a_log_that_starts_with_a_traceback_is_one_attempt(clf: Classifier) -> None:
+    text = "\n".join(["Traceback (most recent call last):", '  File "a.py", line 1, in <module>', "    f()",
+                      "KeyError: 'x'", "", "During handling of the above exception, another exception occurred:", "",
+                      "Traceback (most recent call last):", '  File "a.py", line 3, in <module>', "    g()",
+                      "ValueError: shapes (640, 3) and (640,) do not broadcast"])
+    w = diagnose_text(text, clf)
+    assert w.attempts == 1 and w.diagnosis.category == "semantic_error"
+    assert w.indicator_lines == [4, 11]  # the first exception and the one that ended the process

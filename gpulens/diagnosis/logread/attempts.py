@@ -23,6 +23,8 @@ def attempt_starts(lines: Sequence[str]) -> list[int]:
     of the file's first line (a job script's banner printed again)."""
     starts = [0]
     first = next((ln for ln in lines[:5] if len(ln.strip()) >= 8), None)
+    if first is not None and not _banner(first):
+        first = None
     keys = [_LSF] + ([first] if first is not None else [])
     for i in find_keys(lines, [*keys, _SLURM_KILL], 1):
         ln = lines[i]
@@ -55,6 +57,17 @@ def _after_kill(lines: Sequence[str], at: int) -> int | None:
             or is_failure(logs.normalize_line(lines[nxt]), lines[nxt]):
         return None
     return nxt
+
+
+def _banner(line: str) -> bool:
+    """Whether a first line can mark an attempt's start when printed again (a job script's
+    banner, a date, a command line), not a line any run prints many times (a traceback header,
+    an error, a progress line, a warning)."""
+    from gpulens.diagnosis.logread.lines import is_progress
+
+    s = logs.normalize_line(line).strip()
+    return not (line.startswith((" ", "\t")) or "Traceback" in s or "Warning" in s or is_progress(line)
+                or is_failure(s, line))
 
 
 def _after_lsf_report(lines: Sequence[str], at: int) -> int:
