@@ -34,7 +34,7 @@ _PROGRESS = re.compile(r"\b(?:step|epoch|iter(?:ation)?|loss|batch|Epoch|Step|It
 _ERRWORD = re.compile(r"[Ee]rror|ERROR|Exception|FATAL|[Ff]ailed(?: to|:| with)|FAILED|Killed|Traceback|CANCELLED")
 #: Errors that do not end a run: trackers' and loggers' own troubles, warnings, cluster clean-up.
 _BENIGN = re.compile(
-    r"^wandb: (?:ERROR|WARNING|Network error)|--- Logging error ---|\bWarning\b|\bWARN(?:ING)?\b|warnings\.warn"
+    r"^wandb: (?:ERROR|WARNING|Network error)|--- Logging error ---|\bWarning\b|\w+Warning:|\bWARN(?:ING)?\b|warnings\.warn"
     r"|slurmstepd.*(?:cgroup|_oom_event|proctrack|Unable to|step_terminate_monitor)"
     r"|destroy_process_group|NCCL WARN|\[W\d{4}|^\s*\[W |\bDeprecat|ignore_errors|\b0 errors?\b"
     r"|Set IB_HCA|Failed to load image Python extension|TORCH_CUDA_ARCH_LIST|\bFAILED\]\]\]"

@@ -24,6 +24,7 @@ from gpulens.diagnosis.logread.lines import (
     KILL_KEYS,
     PROGRESS_KEYS,
     find_keys,
+    is_benign,
     is_failure,
     is_progress,
     is_scheduler_kill,
@@ -314,8 +315,11 @@ def _indicators(lines: Sequence[str], start: int, failures: Sequence[int], evide
         found.add(root[0])  # the first error line of the failure (often printed before the stack)
     if not found:
         found.update(i for i in failures if not logs.is_secondary(norm.get(i, "")))
+    found = {i for i in found if not is_benign(norm.get(i, ""))} or found
     primary = {i for i in found if not logs.is_secondary(norm.get(i, ""))}
     return sorted(primary or found)[:MAX_INDICATORS]
+
+
 
 
 def _first_origin(lines: Sequence[str], found: Sequence[int], start: int) -> ranks.Origin:
