@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # torch is pinned to the CPU build: an unpinned torch pulls a multi-GB CUDA build.
 TORCH := torch==2.13.0
 
-.PHONY: venv system-deps demo test lint typecheck pytest bench clean
+.PHONY: venv system-deps demo test test-fast lint typecheck pytest bench clean
 
 # pip is not quiet: the first install downloads about 1 GB and takes minutes, and what it is
 # doing shows (one line per package, progress bars on a terminal).
@@ -38,8 +38,18 @@ lint: venv
 typecheck: venv
 	$(BIN)/mypy gpulens
 
+# Independent tests run in parallel (pytest-xdist); tests sharing one real server (the Slurm
+# cluster, the Spark JVM, Chromium) stay on one worker (tests/conftest.py: XDIST_GROUPS).
+# Waiting on servers and subprocesses dominates, so 3 workers pay off even on 2 cores.
+PYTEST_WORKERS ?= 3
+FAST := not slow and not server and not browser and not torch and not slurm
+
 pytest: venv
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup
+
+# The edit-run loop: every test that takes under about half a second, no servers (< 2 minutes).
+test-fast: venv
+	$(BIN)/pytest -m "$(FAST)" -q
 
 test: venv system-deps lint typecheck pytest
 

@@ -73,3 +73,21 @@ def read_only_view(src: Path, mnt: Path) -> contextlib.AbstractContextManager[Pa
 def store(tmp_path: Path) -> Iterator[Store]:
     """A fresh store in a temporary data directory."""
     yield Store.open(tmp_path / "data")
+
+
+# Tests that share one real server run on one pytest-xdist worker (`make test` runs `-n`
+# workers with `--dist loadgroup`): the session's single Slurm cluster, the JVM of the local
+# Spark session, and the Streamlit server + Chromium of the browser test.
+XDIST_GROUPS = {"tests/slurm/": "slurm", "tests/analysis/test_spark.py": "spark",
+                "tests/dashboard/test_browser.py": "browser"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    root = Path(str(config.rootpath))
+    for item in items:
+        rel = Path(str(item.path)).relative_to(root).as_posix()
+        for prefix, group in XDIST_GROUPS.items():
+            if rel.startswith(prefix):
+                item.add_marker(pytest.mark.xdist_group(group))
+        if rel.startswith("tests/slurm/"):
+            item.add_marker(pytest.mark.slurm)

@@ -64,6 +64,7 @@ def cases(store: Store) -> Store:
     return store
 
 
+@pytest.mark.slow
 def test_hand_computed(cases: Store) -> None:
     df = analysis.job_utilization(cases.connect()).set_index("job_id")
     expected = {"M": (4, 1.0, 25.0), "P": (3, 0.6, 20.0), "Q": (3, 1.2, 40.0), "R": (2, 0.7, 35.0)}
@@ -73,6 +74,7 @@ def test_hand_computed(cases: Store) -> None:
         assert df.loc[job, "mean_util"] == approx(mean), job
 
 
+@pytest.mark.slow
 def test_across_midnight_by_day_and_window(cases: Store) -> None:
     con = cases.connect()
     day = analysis.utilization(con, by="day").set_index("day")
@@ -88,6 +90,7 @@ def test_across_midnight_by_day_and_window(cases: Store) -> None:
     assert analysis.utilization(con).iloc[0]["allocated_gpu_hours"] == approx(12 / 60)
 
 
+@pytest.mark.slow
 def test_new_samples_seen_by_open_connection(cases: Store) -> None:
     con = cases.connect()
     assert analysis.job_utilization(con).set_index("job_id").loc["M", "busy_gpu_hours"] \
@@ -100,6 +103,7 @@ def test_new_samples_seen_by_open_connection(cases: Store) -> None:
     assert df.loc["M", "busy_gpu_hours"] == approx((40.0 + 70.0) / 100 / 60)
 
 
+@pytest.mark.slow
 def test_join_settings_restored(cases: Store) -> None:
     con = cases.connect()
     con.execute("SET disabled_optimizers = 'statistics_propagation'")
@@ -121,6 +125,7 @@ def _online_stop_reference(values: list[float], patience: int, min_delta: float)
     return None
 
 
+@pytest.mark.slow
 def test_online_stop_matches_reference(store: Store) -> None:
     rng = np.random.default_rng(7)
     jobs, metrics, curves = [], [], {}

@@ -82,6 +82,7 @@ def approx(x: float) -> object:
     return pytest.approx(x, rel=1e-9, abs=1e-12)
 
 
+@pytest.mark.slow
 def test_job_utilization(hand: Store) -> None:
     df = analysis.job_utilization(hand.connect()).set_index("job_id")
     assert set(df.index) == {"A", "B", "C", "D", "E", "F"}
@@ -103,6 +104,7 @@ def test_job_utilization(hand: Store) -> None:
     assert df.loc["F", "allocated_gpu_hours"] == approx(1 / 60)
 
 
+@pytest.mark.slow
 def test_utilization_cluster_and_groups(hand: Store) -> None:
     con = hand.connect()
     c = analysis.utilization(con).iloc[0]
@@ -121,6 +123,7 @@ def test_utilization_cluster_and_groups(hand: Store) -> None:
     assert alice["allocated_gpu_hours"] == approx(7 / 60)
 
 
+@pytest.mark.slow
 def test_time_window_clips_minutes(hand: Store) -> None:
     con = hand.connect()
     w = analysis.utilization(con, Filters(start=t(10, 2), end=t(10, 3))).iloc[0]
@@ -131,6 +134,7 @@ def test_time_window_clips_minutes(hand: Store) -> None:
     assert set(jobs["job_id"]) == {"A", "B", "E"}
 
 
+@pytest.mark.slow
 def test_timeseries(hand: Store) -> None:
     ts = analysis.utilization_timeseries(hand.connect(), freq="hour")
     assert len(ts) == 1
@@ -140,6 +144,7 @@ def test_timeseries(hand: Store) -> None:
     assert row["busy_gpus"] == approx(5.7 / 60)
 
 
+@pytest.mark.slow
 def test_locality(hand: Store) -> None:
     con = hand.connect()
     loc = analysis.locality(con, n_boot=200).set_index(["gpus", "servers"])
@@ -153,6 +158,7 @@ def test_locality(hand: Store) -> None:
     assert loss.iloc[0]["lost_busy_gpu_hours"] == approx((34.0 - 100 * 1.6 / 3) / 100 * 4 / 60)
 
 
+@pytest.mark.slow
 def test_early_stop(hand: Store) -> None:
     con = hand.connect()
     es = analysis.early_stop(con).set_index("job_id")
@@ -174,6 +180,7 @@ def test_early_stop(hand: Store) -> None:
         in summary.sentence
 
 
+@pytest.mark.slow
 def test_online_stop(hand: Store) -> None:
     con = hand.connect()
     o = analysis.online_stop(con, patience=1).set_index("job_id")
@@ -190,6 +197,7 @@ def test_online_stop(hand: Store) -> None:
     assert lo.loc["B", "accuracy_given_up"] == approx(0.0)
 
 
+@pytest.mark.slow
 def test_goodput(hand: Store) -> None:
     g = analysis.goodput(hand.connect())
     assert list(g["stage"]) == list(analysis.STAGES)
@@ -204,6 +212,7 @@ def test_goodput(hand: Store) -> None:
     assert vc2["allocated"] == approx(6 / 60) and vc2["effective"] == approx(1.6 / 60)
 
 
+@pytest.mark.slow
 def test_failure_cost(hand: Store) -> None:
     fc = analysis.failure_cost(hand.connect()).set_index(["category", "origin"])
     assert fc.loc[("cuda_oom", "user"), "failures"] == 1
@@ -223,6 +232,7 @@ def test_failure_cost(hand: Store) -> None:
     assert fc["busy_gpu_hours"].sum() == approx(g["failed_or_killed"])
 
 
+@pytest.mark.slow
 def test_job_detail_and_node_timeline(hand: Store) -> None:
     con = hand.connect()
     d = analysis.job_detail(con, "A")

@@ -63,6 +63,7 @@ SLURM_CASES = {
 
 
 @pytest.mark.parametrize("case", sorted(SLURM_CASES))
+@pytest.mark.slow
 def test_import_slurm_bad_input(store: Store, tmp_path: Path, case: str) -> None:
     data, expect = SLURM_CASES[case]
     path = tmp_path / "sacct.out"
@@ -105,12 +106,14 @@ def test_import_philly_bad_input(store: Store, tmp_path: Path, case: str) -> Non
     _one_line_error(store, lambda: import_philly(store, files), expect)
 
 
+@pytest.mark.slow
 def test_short_gpu_util_row_with_a_machine_is_a_quirk_not_an_error(store: Store, tmp_path: Path) -> None:
     files = _philly(tmp_path, "cluster_gpu_util", lambda s: s.replace(GPU_ROW, "2017-10-03 10:01:00 PDT,m1"))
     res = import_philly(store, files)
     assert res.quirks[str(files.gpu_util)]["empty_values_skipped"] >= 8
 
 
+@pytest.mark.slow
 def test_cli_bad_import_is_one_line_exit_2(tmp_path: Path) -> None:
     bad = tmp_path / "sacct.bin"
     bad.write_bytes(bytes(range(256)) * 4)
@@ -173,6 +176,7 @@ _FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCh
 
 @_FUZZ
 @given(jobs=st.lists(_RECORD, max_size=3))
+@pytest.mark.slow
 def test_fuzz_sacct_json(fuzz: _Fuzz, jobs: list[dict[str, object]]) -> None:
     fuzz.check("sacct.json", json.dumps({"jobs": jobs}).encode(), lambda p: import_slurm(fuzz.store, p))
 
@@ -186,6 +190,7 @@ def test_fuzz_sacct_parsable(fuzz: _Fuzz, rows: list[list[str]]) -> None:
 
 @_FUZZ
 @given(records=st.lists(_RECORD, max_size=3))
+@pytest.mark.slow
 def test_fuzz_philly_job_log(fuzz: _Fuzz, records: list[dict[str, object]]) -> None:
     fuzz.check("cluster_job_log", json.dumps(records).encode(),
                lambda p: import_philly(fuzz.store, PhillyFiles(job_log=p)))
@@ -193,6 +198,7 @@ def test_fuzz_philly_job_log(fuzz: _Fuzz, records: list[dict[str, object]]) -> N
 
 @_FUZZ
 @given(rows=st.lists(st.lists(_FIELD, min_size=0, max_size=5), min_size=1, max_size=4))
+@pytest.mark.slow
 def test_fuzz_philly_csvs(fuzz: _Fuzz, rows: list[list[str]]) -> None:
     body = "\n".join(",".join(r) for r in rows) + "\n"
     fuzz.check("cluster_gpu_util", ("time,machineId,gpu0_util,gpu1_util\n" + body).encode(),
@@ -203,6 +209,7 @@ def test_fuzz_philly_csvs(fuzz: _Fuzz, rows: list[list[str]]) -> None:
 
 @_FUZZ
 @given(records=st.lists(_RECORD, max_size=3), raw=st.binary(max_size=64))
+@pytest.mark.slow
 def test_fuzz_metrics_and_raw_bytes(fuzz: _Fuzz, records: list[dict[str, object]], raw: bytes) -> None:
     jsonl = "\n".join(json.dumps(r) for r in records) + "\n"
     fuzz.check("curves.jsonl", jsonl.encode(), lambda p: import_metrics(fuzz.store, p))

@@ -23,6 +23,7 @@ def test_expand_hostlist() -> None:
     assert expand_hostlist("n1") == ["n1"]
 
 
+@pytest.mark.slow
 def test_sacct_parsable2(store: Store) -> None:
     res = import_slurm(store, FIX / "sacct.txt")
     q = res.quirks[str(FIX / "sacct.txt")]
@@ -47,6 +48,7 @@ def test_sacct_parsable2(store: Store) -> None:
     assert con.execute("SELECT end_time FROM attempts WHERE job_id = '1005'").fetchone() == (None,)
 
 
+@pytest.mark.slow
 def test_sacct_json(store: Store) -> None:
     res = import_slurm(store, FIX / "sacct.json")
     assert res.kind == "slurm:json" and res.rows["jobs"] == 2
@@ -68,6 +70,7 @@ def test_sacct_bad_line(store: Store, tmp_path: Path) -> None:
     assert store.connect().execute("SELECT count(*) FROM jobs").fetchone() == (0,)
 
 
+@pytest.mark.slow
 def test_metrics_csv_and_jsonl(store: Store, tmp_path: Path) -> None:
     csv_path = tmp_path / "curves.csv"
     csv_path.write_text("job,epoch,metric,value\nj1,1,accuracy,0.5\nj1,2,accuracy,0.9\n"

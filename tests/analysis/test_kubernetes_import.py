@@ -33,6 +33,7 @@ def _q(store: Store, sql: str, *params: object) -> list[tuple[object, ...]]:
         con.close()
 
 
+@pytest.mark.slow
 def test_pods_become_jobs_attempts_and_failures(store: Store) -> None:
     res = import_kubernetes(store, [PODS, EVENTS])
     pods = json.loads(PODS.read_text())["items"]
@@ -79,6 +80,7 @@ def test_category_mapping_uses_the_vocabulary() -> None:
     assert category_of("Error", 1)[0] == "unknown"
 
 
+@pytest.mark.slow
 def test_reimport_is_idempotent_and_keeps_log_diagnoses(store: Store) -> None:
     import_kubernetes(store, [PODS])
     with store.write() as con:
@@ -92,6 +94,7 @@ def test_reimport_is_idempotent_and_keeps_log_diagnoses(store: Store) -> None:
         [("gpu_oom", "rule")]
 
 
+@pytest.mark.slow
 def test_observed_gpus_replace_assumed_indices(store: Store) -> None:
     # dcgm-exporter's pod mapping saw ml/train-resnet-0 on gpu-a GPUs 4-7 during attempt 1
     seen = int(datetime(2026, 1, 5, 10).timestamp() * 1000)

@@ -182,6 +182,7 @@ def _diagnose_job(data: Path, job: str) -> dict[str, Any]:
     return dict(json.loads(res.output))  # one JSON object
 
 
+@pytest.mark.slow
 def test_oomkilled_restart_is_diagnosed_from_reason_and_log(imported: tuple[Path, Path, dict[str, Any]]) -> None:
     data, _pods, _out = imported
     job = _diagnose_job(data, "ml/train-resnet-0")
@@ -197,6 +198,7 @@ def test_oomkilled_restart_is_diagnosed_from_reason_and_log(imported: tuple[Path
     assert "terminated: reason=DeadlineExceeded, exit code 143" in nightly["evidence"]
 
 
+@pytest.mark.slow
 def test_diagnose_all_then_reimport_keeps_logs_and_diagnoses(imported: tuple[Path, Path, dict[str, Any]]) -> None:
     data, pods, _out = imported
     res = CliRunner().invoke(cli, ["--data-dir", str(data), "diagnose", "--all", "--json"])
@@ -261,6 +263,7 @@ def test_wrong_types_name_the_field(tmp_path: Path, path: tuple[str | int, ...],
         read_pods([bad])
 
 
+@pytest.mark.slow
 def test_wrong_type_on_the_command_line_is_one_line_exit_2(tmp_path: Path) -> None:
     path = ("status", "containerStatuses", 0, "lastState", "terminated", "reason")
     bad = _write(tmp_path / "pods.json", json.dumps(_with(0, path, ["OOMKilled"])))
@@ -274,6 +277,7 @@ def test_wrong_type_on_the_command_line_is_one_line_exit_2(tmp_path: Path) -> No
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                   HealthCheck.too_slow])
 @given(where=st.sampled_from(FIELDS), value=_WRONG)
+@pytest.mark.slow
 def test_fuzz_one_field_of_the_wrong_type(tmp_path_factory: pytest.TempPathFactory,
                                           where: tuple[int, tuple[str | int, ...]], value: Any) -> None:
     """200 copies of pods.json with one field given another type: read into the tables the import
@@ -307,6 +311,7 @@ _LOG_LINE = st.one_of(
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                   HealthCheck.too_slow])
 @given(lines=st.lists(_LOG_LINE, max_size=8), gz=st.booleans())
+@pytest.mark.slow
 def test_fuzz_malformed_logs(tmp_path_factory: pytest.TempPathFactory, lines: list[bytes], gz: bool) -> None:
     """Binary data, broken prefixes, damaged gzip: a plain copy or nothing, counted, never a traceback."""
     root = tmp_path_factory.mktemp("logs")

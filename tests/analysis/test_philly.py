@@ -31,6 +31,7 @@ def approx(x: float) -> object:
     return pytest.approx(x, rel=1e-9, abs=1e-12)
 
 
+@pytest.mark.slow
 def test_import_and_analyze(store: Store) -> None:
     res = import_philly(store, find_files(FIX))
     assert res.rows["jobs"] == 5 and res.rows["attempts"] == 5 and res.rows["placements"] == 6
@@ -71,6 +72,7 @@ def test_import_and_analyze(store: Store) -> None:
     assert loss.iloc[0]["lost_busy_gpu_hours"] == approx((34 - 160 / 3) / 100 * 4 / 60)
 
 
+@pytest.mark.slow
 def test_reimport_is_idempotent_for_state(store: Store) -> None:
     import_philly(store, find_files(FIX))
     import_philly(store, find_files(FIX))
@@ -126,6 +128,7 @@ def test_malformed_util_row_names_line(store: Store, tmp_path: Path) -> None:
     assert not list(store.tmp.glob("seg-gpu-*"))
 
 
+@pytest.mark.slow
 def test_machine_id_spelling_and_gz(store: Store, tmp_path: Path) -> None:
     import gzip
 
@@ -141,6 +144,7 @@ def test_machine_id_spelling_and_gz(store: Store, tmp_path: Path) -> None:
     assert analysis.utilization(store.connect()).iloc[0]["busy_gpu_hours"] == approx(6.1 / 60)
 
 
+@pytest.mark.slow
 def test_cli_import_and_analyze(tmp_path: Path) -> None:
     from click.testing import CliRunner
 

@@ -171,6 +171,7 @@ def test_store_export_writes_every_state_table(lake: Store, tmp_path: Path) -> N
     shutil.rmtree(tmp_path / "x")
 
 
+@pytest.mark.slow
 def test_lake_uri_maps_the_data_directory_for_executors(lake: Store) -> None:
     path = next(iter(lake.sample_files("gpu").paths))
     local = SparkAnalyses(lake, spark=None)

@@ -72,6 +72,7 @@ FULL = {
 }
 
 
+@pytest.mark.slow
 def test_every_gpu_field_lands_in_the_store_and_on_metrics(store: Store) -> None:
     agent, clock = make_agent(FULL, StoreSink(store, "gpu-node-01"))
     agent.tick()
@@ -141,6 +142,7 @@ def test_every_gpu_field_lands_in_the_store_and_on_metrics(store: Store) -> None
     assert "gpulens_agent_sample_duration_seconds" in m
 
 
+@pytest.mark.slow
 def test_unsupported_fields_are_null_and_logged_once(caplog: pytest.LogCaptureFixture) -> None:
     scenario = {"devices": [{"index": 0, "unsupported": ["power_w", "nvlink_tx_bytes", "nvlink_rx_bytes",
                                                          "pcie_tx_bytes", "pcie_rx_bytes"],
@@ -169,6 +171,7 @@ def test_unsupported_fields_are_null_and_logged_once(caplog: pytest.LogCaptureFi
     assert m["gpulens_gpu_pcie_transmit_bytes_total"][0][1] == pytest.approx(4.0e9)
 
 
+@pytest.mark.slow
 def test_gpu_lost_mid_run_keeps_the_rest_going() -> None:
     scenario = {"devices": [{"index": 0}, {"index": 1, "uuid": "GPU-lost", "lost_at_tick": 2}],
                 "processes": [{"gpu": 1, "pid": 1006, "used_memory_bytes": 1}]}
@@ -188,6 +191,7 @@ def test_gpu_lost_mid_run_keeps_the_rest_going() -> None:
     assert "gpulens_gpu_job_info" not in m  # the lost GPU's job mapping is gone
 
 
+@pytest.mark.slow
 def test_gpu_counter_wrap_and_reset_never_negative_or_spiking() -> None:
     step = 1_000_000
     scenario = {"devices": [{"index": 0, "counters": {
@@ -257,6 +261,7 @@ def test_batched_flushes_not_a_commit_per_sample() -> None:
     assert sink.closed and sink.table("net").num_rows == 20 * 6  # type: ignore[union-attr]
 
 
+@pytest.mark.slow
 def test_full_disk_stops_writing_keeps_sampling_and_resumes() -> None:
     inner = MemorySink()
     sink = FlakySink(inner)
@@ -306,6 +311,7 @@ def test_rows_written_counts_rows_retried_after_a_full_disk_once() -> None:
     assert stored > 0 and agent.rows_written == stored
 
 
+@pytest.mark.slow
 def test_run_counts_ticks_taken_not_ticks_skipped() -> None:
     import threading
 

@@ -129,6 +129,7 @@ def test_once_network_only_without_nvml_says_so(tmp_path: Path) -> None:
     assert re.search(r"sampled .* \d+ network rows \(stored\)", out)
 
 
+@pytest.mark.slow
 def test_require_gpu_exits_2_without_nvml(tmp_path: Path) -> None:
     missing = tmp_path / "missing.json"
     missing.write_text(json.dumps({"missing_library": True}))
@@ -145,6 +146,7 @@ def test_require_gpu_exits_2_without_nvml(tmp_path: Path) -> None:
     assert code == 0 and "network" in err
 
 
+@pytest.mark.slow
 def test_bad_scenario_is_a_clear_error(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     res = subprocess.run(

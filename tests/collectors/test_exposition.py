@@ -138,6 +138,7 @@ def _get(port: int, path: str = "/metrics", method: str = "GET", **headers: str)
     return resp.status, {k.lower(): v for k, v in resp.getheaders()}, body
 
 
+@pytest.mark.slow
 def test_http_server_plain_gzip_head_and_404() -> None:
     agent = ticked(FULL)
     server = serve_agent(lambda: agent.snapshot, port=0)
@@ -159,6 +160,7 @@ def test_http_server_plain_gzip_head_and_404() -> None:
         server.stop()
 
 
+@pytest.mark.slow
 def test_http_server_reports_a_render_failure_and_keeps_serving() -> None:
     agent = ticked(FULL)
     broken = [True]

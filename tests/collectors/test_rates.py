@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -61,6 +62,7 @@ def test_accumulate_integrates_snapshot_rates() -> None:
     st.lists(st.integers(min_value=0, max_value=2**64 - 1), min_size=2, max_size=30),
     st.floats(min_value=0.1, max_value=10.0),
 )
+@pytest.mark.slow
 def test_never_negative_never_above_bound(values: list[int], dt: float) -> None:
     t = CounterTracker()
     bound = 1e12

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from gpulens.store import Store
 
 
@@ -19,11 +21,13 @@ def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]
     )
 
 
+@pytest.mark.slow
 def test_version() -> None:
     r = run("--version")
     assert r.returncode == 0 and "gpulens, version" in r.stdout
 
 
+@pytest.mark.slow
 def test_help_lists_every_command() -> None:
     from gpulens.cli.main import COMMANDS
 
@@ -33,6 +37,7 @@ def test_help_lists_every_command() -> None:
         assert name in r.stdout
 
 
+@pytest.mark.slow
 def test_store_info_json(tmp_path: Path) -> None:
     r = run("--data-dir", str(tmp_path / "d"), "store", "info", "--json")
     assert r.returncode == 0, r.stderr
@@ -41,6 +46,7 @@ def test_store_info_json(tmp_path: Path) -> None:
     assert data["rows"]["jobs"] == 0
 
 
+@pytest.mark.slow
 def test_malformed_config_exits_2(tmp_path: Path) -> None:
     cfg = tmp_path / "gpulens.toml"
     cfg.write_text("[collect]\ninterval = \n")
@@ -50,6 +56,7 @@ def test_malformed_config_exits_2(tmp_path: Path) -> None:
     assert len(r.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_config_found_in_working_directory(tmp_path: Path) -> None:
     (tmp_path / "gpulens.toml").write_text(f'data_dir = "{tmp_path / "from-toml"}"\n')
     r = run("store", "info", "--json", cwd=tmp_path)
@@ -57,6 +64,7 @@ def test_config_found_in_working_directory(tmp_path: Path) -> None:
     assert json.loads(r.stdout)["data_dir"] == str(tmp_path / "from-toml")
 
 
+@pytest.mark.slow
 def test_unwritable_data_dir_exits_2(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("x")
@@ -66,6 +74,7 @@ def test_unwritable_data_dir_exits_2(tmp_path: Path) -> None:
     assert "Traceback" not in r.stderr
 
 
+@pytest.mark.slow
 def test_corrupt_store_exits_2_and_keeps_the_file(tmp_path: Path) -> None:
     root = tmp_path / "d"
     Store.open(root)
@@ -79,11 +88,13 @@ def test_corrupt_store_exits_2_and_keeps_the_file(tmp_path: Path) -> None:
     assert (root / "state.duckdb").read_bytes() == garbage  # nothing overwritten
 
 
+@pytest.mark.slow
 def test_unknown_command_is_a_usage_error() -> None:
     r = run("frobnicate")
     assert r.returncode == 2
 
 
+@pytest.mark.slow
 def test_a_finding_exit_code_survives_python_m(tmp_path: Path) -> None:
     """`blacklist check` exits 1 on a blacklisted input, also through `python -m gpulens`."""
     d = str(tmp_path / "d")

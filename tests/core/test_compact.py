@@ -68,6 +68,7 @@ def _files(store: Store, kind: str) -> list[Path]:
     return sorted(store.samples.glob(f"kind={kind}/date=2026-*/node=*/*.parquet"))
 
 
+@pytest.mark.slow
 def test_compaction_keeps_rows_and_analyses_and_merges_each_partition(tmp_path: Path) -> None:
     store = _segmented_simulation(tmp_path / "d")
     before_files = len(_files(store, "gpu"))
@@ -102,6 +103,7 @@ def test_compaction_keeps_rows_and_analyses_and_merges_each_partition(tmp_path: 
     assert len(_files(store, "gpu")) == len(parts)
 
 
+@pytest.mark.slow
 def test_only_closed_days_are_compacted_and_info_counts_files(tmp_path: Path) -> None:
     store = Store.open(tmp_path / "d")
     write_segments(store, nodes=2, files=3, rows=5, start=0)  # 2026-01-01
@@ -120,6 +122,7 @@ def test_only_closed_days_are_compacted_and_info_counts_files(tmp_path: Path) ->
     assert info["compacted_files"] == 2 and info["rows"]["gpu_process_samples"] == 60
 
 
+@pytest.mark.slow
 def test_late_segment_stays_live_and_is_merged_next_run(tmp_path: Path) -> None:
     store = Store.open(tmp_path / "d")
     write_segments(store, nodes=1, files=4, rows=10, start=0)
@@ -137,6 +140,7 @@ def test_late_segment_stays_live_and_is_merged_next_run(tmp_path: Path) -> None:
     assert store.connect().execute(count).fetchone() == (50, 50)
 
 
+@pytest.mark.slow
 def test_second_compactor_is_refused(tmp_path: Path) -> None:
     store = Store.open(tmp_path / "d")
     with _run_lock(store), pytest.raises(StoreLockedError, match="compact"):
@@ -145,6 +149,7 @@ def test_second_compactor_is_refused(tmp_path: Path) -> None:
     assert r.returncode == 2 and "Traceback" not in r.stderr
 
 
+@pytest.mark.slow
 def test_readers_never_see_both_or_neither_while_agents_write_and_compaction_runs(
     tmp_path: Path,
 ) -> None:
@@ -183,6 +188,7 @@ def test_readers_never_see_both_or_neither_while_agents_write_and_compaction_run
     assert n == distinct == 600 + agent_rows and agent_rows > 0
 
 
+@pytest.mark.slow
 def test_sigkilled_compaction_loses_and_duplicates_nothing(tmp_path: Path) -> None:
     root = str(tmp_path / "d")
     store = Store.open(root)
@@ -250,6 +256,7 @@ def test_files_of_older_and_newer_releases_merge_by_column_name(tmp_path: Path) 
     assert got == (30, 20, 30)
 
 
+@pytest.mark.slow
 def test_files_in_the_current_schema_are_marked_and_read_without_the_schema_merge(tmp_path: Path) -> None:
     """A file whose columns are exactly the kind's current ones carries schema_mark in its name and
     is read without DuckDB's per-file schema merge; the others (an older or newer release's columns)
@@ -289,6 +296,7 @@ def test_files_in_the_current_schema_are_marked_and_read_without_the_schema_merg
                                    ).fetchone() == (40, 10)
 
 
+@pytest.mark.slow
 def test_damaged_segments_are_quarantined_never_merged(tmp_path: Path) -> None:
     """A torn file (fails the listing's magic check) and one with a damaged page (found
     while merging) go to quarantine/ with one warning line each; the rest is merged."""
@@ -315,6 +323,7 @@ def test_damaged_segments_are_quarantined_never_merged(tmp_path: Path) -> None:
     assert got == (15, 15)
 
 
+@pytest.mark.slow
 def test_damaged_compacted_file_is_quarantined_and_its_inputs_read_again(tmp_path: Path) -> None:
     store = Store.open(tmp_path / "d")
     write_segments(store, nodes=1, files=3, rows=5, start=0)
@@ -333,6 +342,7 @@ def test_damaged_compacted_file_is_quarantined_and_its_inputs_read_again(tmp_pat
     assert tuple(Path(p).name for p in store.sample_files("proc").paths) == inputs
 
 
+@pytest.mark.slow
 def test_compact_command_reports_what_it_merged(tmp_path: Path) -> None:
     store = Store.open(tmp_path / "d")
     write_segments(store, nodes=2, files=3, rows=5, start=0)
@@ -343,6 +353,7 @@ def test_compact_command_reports_what_it_merged(tmp_path: Path) -> None:
     assert report["pending_files"] == 6 and report["days"] == ["2026-01-01"]
 
 
+@pytest.mark.slow
 def test_the_open_day_is_compacted_in_tiers_then_into_one_file_when_it_closes(tmp_path: Path) -> None:
     """Open day: every `open_min_files` segments become one compacted file (earlier ones are left
     alone); leftover segments stay live; no row is lost or doubled at any step; once the day
@@ -372,6 +383,7 @@ def test_the_open_day_is_compacted_in_tiers_then_into_one_file_when_it_closes(tm
     assert store.connect().execute(count).fetchone() == (60, 60)
 
 
+@pytest.mark.slow
 def test_open_day_tiers_are_merged_into_one_once_there_are_four(tmp_path: Path) -> None:
     """Four tiers and a new batch of segments become one file: a partition of the open day never
     holds more than OPEN_MAX_TIERS tiers plus a batch of segments."""
@@ -388,6 +400,7 @@ def test_open_day_tiers_are_merged_into_one_once_there_are_four(tmp_path: Path) 
         "SELECT count(*), count(DISTINCT pid) FROM gpu_process_samples").fetchone() == (pid, pid)
 
 
+@pytest.mark.slow
 def test_dictionary_encoded_segments_merge_with_plain_compacted_files(tmp_path: Path) -> None:
     """The simulator writes dictionary-encoded strings, compaction plain ones: a later run that
     merges a compacted file with new dictionary-encoded segments (a second tier level, a closed

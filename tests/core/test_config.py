@@ -86,6 +86,7 @@ def test_missing_explicit_file(tmp_path: Path) -> None:
         load_config(tmp_path / "nope.toml", env={})
 
 
+@pytest.mark.slow
 def test_numeric_data_dir_is_one_line_exit_2_and_creates_nothing(tmp_path: Path) -> None:
     import subprocess
     import sys

@@ -40,6 +40,7 @@ def _without(module: str, *argv: str, data: Path) -> subprocess.CompletedProcess
         ("pyspark", ["analyze", "utilization", "--engine", "spark"], "spark"),
     ],
 )
+@pytest.mark.slow
 def test_missing_extra_is_one_clear_line(tmp_path: Path, module: str, argv: list[str],
                                          extra: str) -> None:
     r = _without(module, *argv, data=tmp_path / "d")

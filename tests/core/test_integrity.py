@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from gpulens.store import Store
 from gpulens.store.integrity import verify_db
 from tests.conftest import tmpfs
@@ -35,6 +37,7 @@ def _garbage_in_the_middle(path: Path) -> None:
         fh.write(bytes((i * 7919) % 251 for i in range(65536)))
 
 
+@pytest.mark.slow
 def test_damaged_state_stops_writers_and_restore_recovers(tmp_path: Path) -> None:
     root = tmp_path / "d"
     st = _store_with_jobs(root)
@@ -70,6 +73,7 @@ def test_damaged_state_stops_writers_and_restore_recovers(tmp_path: Path) -> Non
     assert run("--data-dir", str(root), "store", "check").returncode == 0
 
 
+@pytest.mark.slow
 def test_every_published_snapshot_verifies(tmp_path: Path) -> None:
     st = _store_with_jobs(tmp_path / "d")
     for snap in st.snapshots.glob("state-*.duckdb"):
@@ -77,6 +81,7 @@ def test_every_published_snapshot_verifies(tmp_path: Path) -> None:
     assert st.last_good_snapshot() == st.snapshots / f"state-{st.generation():08d}.duckdb"
 
 
+@pytest.mark.slow
 def test_restore_of_a_missing_generation_is_one_line(tmp_path: Path) -> None:
     root = tmp_path / "d"
     Store.open(root)
@@ -84,6 +89,7 @@ def test_restore_of_a_missing_generation_is_one_line(tmp_path: Path) -> None:
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "generation 99" in r.stderr
 
 
+@pytest.mark.slow
 def test_full_disk_state_writer_is_one_line_and_stores_nothing(tmp_path: Path) -> None:
     with tmpfs(tmp_path / "mnt", "16m") as mnt:
         root = mnt / "d"
@@ -107,6 +113,7 @@ def test_full_disk_state_writer_is_one_line_and_stores_nothing(tmp_path: Path) -
         assert run("--data-dir", str(root), "blacklist", "add", "/data/z", "--reason", "ok").returncode == 0
 
 
+@pytest.mark.slow
 def test_reader_falls_back_to_an_older_snapshot_when_the_newest_is_unreadable(tmp_path: Path) -> None:
     st = _store_with_jobs(tmp_path / "d")
     newest = st.snapshots / f"state-{st.generation():08d}.duckdb"

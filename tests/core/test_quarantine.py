@@ -60,6 +60,7 @@ def _warnings(stderr: str) -> list[str]:
     return [ln for ln in stderr.splitlines() if ln.startswith("gpulens: warning:")]
 
 
+@pytest.mark.slow
 def test_truncated_segment_is_quarantined_and_every_reader_goes_on(sim: Path, tmp_path: Path) -> None:
     root = _copy(sim, tmp_path)
     before = json.loads(run("--data-dir", str(root), "store", "info", "--json").stdout)["rows"]
@@ -93,6 +94,7 @@ def test_truncated_segment_is_quarantined_and_every_reader_goes_on(sim: Path, tm
     assert r.returncode == 1 and rel in r.stdout
 
 
+@pytest.mark.slow
 def test_damaged_pages_are_caught_on_read_and_the_command_reruns(sim: Path, tmp_path: Path) -> None:
     root = _copy(sim, tmp_path)
     ok = json.loads(run("--data-dir", str(root), "analyze", "utilization", "--json").stdout)
@@ -107,6 +109,7 @@ def test_damaged_pages_are_caught_on_read_and_the_command_reruns(sim: Path, tmp_
     assert list_quarantined(root)[0]["moved_to"].endswith(bad.name)
 
 
+@pytest.mark.slow
 def test_store_check_reads_every_page(sim: Path, tmp_path: Path) -> None:
     root = _copy(sim, tmp_path)
     r = run("--data-dir", str(root), "store", "check", "--json")

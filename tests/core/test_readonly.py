@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import read_only_view
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,6 +22,7 @@ def run(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
                           env=env, timeout=180)
 
 
+@pytest.mark.slow
 def test_readers_work_on_a_read_only_data_dir_and_writers_say_why_not(tmp_path: Path) -> None:
     src = tmp_path / "data"
     cache = tmp_path / "cache"

@@ -65,6 +65,7 @@ def test_data_dir_with_quote_in_path(tmp_path: Path) -> None:
     assert store.connect().execute("SELECT util_gpu FROM gpu_samples").fetchall() == [(5.0,)]
 
 
+@pytest.mark.slow
 def test_concurrent_reader_never_fails_while_writer_appends(tmp_path: Path) -> None:
     root = str(tmp_path / "d")
     Store.open(root)
@@ -100,6 +101,7 @@ def _flushed(out: str) -> int:
     return int(lines[-1].split()[1]) if lines else 0
 
 
+@pytest.mark.slow
 def test_sigkilled_spool_writer_loses_nothing_flushed(tmp_path: Path) -> None:
     """Kill the agent's writer at random moments; every flushed batch survives exactly once."""
     root = str(tmp_path / "d")
@@ -132,6 +134,7 @@ def test_sigkilled_spool_writer_loses_nothing_flushed(tmp_path: Path) -> None:
     assert leftovers == []
 
 
+@pytest.mark.slow
 def test_sigkilled_state_writer_leaves_a_store_that_reopens(tmp_path: Path) -> None:
     root = str(tmp_path / "d")
     Store.open(root)
@@ -178,6 +181,7 @@ def test_spool_is_private_to_one_agent(store: Store) -> None:
         pass
 
 
+@pytest.mark.slow
 def test_duckdb_lock_conflict_is_translated(tmp_path: Path) -> None:
     root = tmp_path / "d"
     Store.open(root)

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 
 from gpulens.diagnosis import live as lv
 from gpulens.store import Store, arrow_schema
@@ -45,6 +46,7 @@ def _store(root: Path) -> Store:
     return store
 
 
+@pytest.mark.slow
 def test_machines_side_by_side_with_the_suspect_marked(tmp_path: Path, use_store: UseStore) -> None:
     store = _store(tmp_path / "data")
     con = store.connect()
@@ -66,6 +68,7 @@ def test_machines_side_by_side_with_the_suspect_marked(tmp_path: Path, use_store
     assert any("red: a machine the straggler watcher suspected" in c.value for c in at.caption)
 
 
+@pytest.mark.slow
 def test_single_machine_job_says_why_nothing_is_compared(tmp_path: Path, use_store: UseStore) -> None:
     store = Store.open(tmp_path / "data")
     with store.write() as con:

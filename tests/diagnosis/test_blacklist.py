@@ -89,6 +89,7 @@ def test_evidence_score_counts_users_extra() -> None:
 
 
 # ---------------------------------------------------------------- transitions
+@pytest.mark.slow
 def test_suspected_then_blacklisted_keeps_evidence_jobs(store: Store) -> None:
     clock = Clock()
     bad = "/data/shared/corrupt"
@@ -115,6 +116,7 @@ def test_suspected_then_blacklisted_keeps_evidence_jobs(store: Store) -> None:
     assert len(audit(store)) == 2
 
 
+@pytest.mark.slow
 def test_other_users_are_stronger_evidence(store: Store) -> None:
     add_failure(store, "a1", "alice", ["/d/one-user"], [])
     add_failure(store, "a2", "alice", ["/d/one-user"], [])
@@ -129,6 +131,7 @@ def test_other_users_are_stronger_evidence(store: Store) -> None:
     assert entries(store)["/d/one-user"]["state"] == "blacklisted"
 
 
+@pytest.mark.slow
 def test_other_categories_and_passing_jobs(store: Store) -> None:
     add_failure(store, "x1", "alice", ["/d/fine"], [], category="gpu_oom")
     add_failure(store, "x2", "bob", ["/d/fine"], [], category="gpu_oom")
@@ -144,6 +147,7 @@ def test_other_categories_and_passing_jobs(store: Store) -> None:
     assert "passed with it" in e["/d/flaky"]["reason"]
 
 
+@pytest.mark.slow
 def test_manual_add_remove_and_relisting(store: Store) -> None:
     clock = Clock()
     assert bl.add(store, "/d/manual", "ops-ann", "vendor says corrupt", clock=clock) == ""
@@ -178,6 +182,7 @@ def test_manual_add_remove_and_relisting(store: Store) -> None:
     assert set(e["evidence_jobs"]) == {"c1", "c2", "c3", "c4"}
 
 
+@pytest.mark.slow
 def test_check_matches_directories_and_ignores_cleared(store: Store) -> None:
     bl.add(store, "/data/bad/", "ops", "corrupt shards")
     bl.add(store, "/data/gone.csv", "ops", "bad")
@@ -216,6 +221,7 @@ def actor_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GPULENS_ACTOR", "cli-tester")
 
 
+@pytest.mark.slow
 def test_cli_add_check_remove_audit(tmp_path: Path, capsys: pytest.CaptureFixture[str], actor_env: None) -> None:
     data = tmp_path / "d"
     code, _, err = cli(data, "add", "/data/bad.rec", "--reason", "truncated file", capsys=capsys)
@@ -246,6 +252,7 @@ def test_cli_add_check_remove_audit(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "not on the blacklist" in err and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_cli_check_exit_code_in_a_real_process(tmp_path: Path) -> None:
     data = tmp_path / "d"
     bl.add(Store.open(data), "/data/bad/", "ops", "corrupt shards")
@@ -256,6 +263,7 @@ def test_cli_check_exit_code_in_a_real_process(tmp_path: Path) -> None:
     assert (bad.returncode, good.returncode) == (1, 0), bad.stderr + good.stderr
 
 
+@pytest.mark.slow
 def test_cli_update_uses_config_threshold(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                           actor_env: None) -> None:
     data = tmp_path / "d"

@@ -35,6 +35,7 @@ def test_family_groups_variants() -> None:
     assert family_of("gpu_hardware/xid_79_01.log") == "gpu_hardware/xid_79"
 
 
+@pytest.mark.slow
 def test_rules_agree_with_corpus_labels() -> None:
     clf = Classifier(model=None, cache_dir=None)
     entries = load_corpus(CORPUS)
@@ -50,6 +51,7 @@ def model() -> SvmModel:
     return SvmModel().fit(views, [e.category for e in entries], groups=[e.family for e in entries])
 
 
+@pytest.mark.slow
 def test_svm_answers_when_no_rule_matches(model: SvmModel) -> None:
     # reworded so that no signature rule matches; the SVM must still find the class
     text = ("2024-01-01 INFO step 100 loss 2.1\nTraceback (most recent call last):\n"
@@ -78,6 +80,7 @@ def test_hand_written_holdout(model: SvmModel) -> None:
     assert correct >= len(rows) - 1, got
 
 
+@pytest.mark.slow
 def test_model_is_cached_on_disk(tmp_path: Path) -> None:
     clf = Classifier(cache_dir=tmp_path)
     assert clf.model is not None, clf.model_error

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from gpulens.cli.main import cli
@@ -35,6 +36,7 @@ def test_diagnose_human_output(tmp_path: Path) -> None:
     assert "cuda_env_error" in res.output
 
 
+@pytest.mark.slow
 def test_missing_file_exits_2_after_reporting(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "gpulens.cli.main", "diagnose", str(tmp_path / "nope.log"),
                            str(HOLDOUT / "typo_attr.log"), "--json"], capture_output=True, text=True, cwd=ROOT)
@@ -44,12 +46,14 @@ def test_missing_file_exits_2_after_reporting(tmp_path: Path) -> None:
     assert "could not be read" in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_no_arguments_is_a_usage_error() -> None:
     proc = subprocess.run([sys.executable, "-m", "gpulens.cli.main", "diagnose"], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 2
     assert "Give log FILE" in proc.stderr
 
 
+@pytest.mark.slow
 def test_label_records_a_manual_verdict_that_survives_and_refits(tmp_path: Path) -> None:
     """`diagnose --label JOB[:ATTEMPT] --origin O`: the operator's verdict is kept by --all and is
     what the store's network learns from; bad labels are one line, exit 2."""

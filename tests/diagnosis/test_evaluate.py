@@ -7,6 +7,8 @@ import shutil
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
+
 from gpulens.diagnosis.classifier import load_real_corpus
 from gpulens.diagnosis.evaluate import _splits, evaluate, render_markdown
 
@@ -27,6 +29,7 @@ def test_folds_never_split_a_project() -> None:
     assert splits == _splits(y, projects, 5, 0)  # seeded: reproducible
 
 
+@pytest.mark.slow
 def test_evaluate_on_a_small_corpus(tmp_path: Path) -> None:
     """Plumbing on 4 real logs per category (the full run is `gpulens diagnose --evaluate`)."""
     with (ROOT / "real" / "index.csv").open(encoding="utf-8", newline="") as fh:

@@ -151,6 +151,7 @@ def test_stage_from_runtime_and_checkpoint_evidence() -> None:
 
 
 # ---------------------------------------------------------------- the Philly logic
+@pytest.mark.slow
 def test_identical_failure_on_retries_on_other_nodes_is_user_or_data(store: Store, model) -> None:
     attempts = [
         {"status": "failed", "nodes": [n], "start": 100 * i, "minutes": 12, "category": "crash",
@@ -178,6 +179,7 @@ def test_identical_failure_on_retries_on_other_nodes_is_user_or_data(store: Stor
     assert rows[("j-user", 0)]["origin"] in {"user", "data"}
 
 
+@pytest.mark.slow
 def test_failure_gone_on_retry_with_node_xids_is_infrastructure(store: Store, model) -> None:
     add_job(store, "j-infra", [
         {"status": "failed", "nodes": ["node-bad"], "start": 0, "minutes": 240, "category": "cuda_error"},
@@ -213,6 +215,7 @@ def test_failure_gone_on_retry_with_node_xids_is_infrastructure(store: Store, mo
     assert row["method"] == "rule+bn"
 
 
+@pytest.mark.slow
 def test_xids_outside_the_attempt_window_do_not_count(store: Store, model) -> None:
     add_job(store, "j", [
         {"status": "failed", "nodes": ["node-a"], "start": 0, "minutes": 30, "category": "crash"},
@@ -223,6 +226,7 @@ def test_xids_outside_the_attempt_window_do_not_count(store: Store, model) -> No
     assert a.context["node_health"] == "clean"  # node-a is monitored, nothing in the window
 
 
+@pytest.mark.slow
 def test_application_xids_are_not_hardware(store: Store, model) -> None:
     add_job(store, "j", [{"status": "failed", "nodes": ["node-a"], "minutes": 30, "category": "cuda_error"}])
     add_xids(store, [("node-a", 20, 13), ("node-a", 21, 31)])
@@ -230,6 +234,7 @@ def test_application_xids_are_not_hardware(store: Store, model) -> None:
     assert a.context["node_health"] == "app_xid"
 
 
+@pytest.mark.slow
 def test_co_failures_on_same_node_count_other_users_only(store: Store, model) -> None:
     add_job(store, "victim", [{"status": "failed", "nodes": ["node-x"], "start": 0, "minutes": 300,
                                "category": "crash"}], user="alice")
@@ -247,6 +252,7 @@ def test_co_failures_on_same_node_count_other_users_only(store: Store, model) ->
     assert any("other-0" in n and "other-1" in n and "other-2" not in n for n in jd.attempts[0].notes)
 
 
+@pytest.mark.slow
 def test_input_co_failures_point_at_data(store: Store, model) -> None:
     for i, user in enumerate(["u1", "u2", "u3"]):
         add_job(store, f"d{i}", [{"status": "failed", "nodes": [f"n{i}"], "minutes": 90,
@@ -262,6 +268,7 @@ def test_input_co_failures_point_at_data(store: Store, model) -> None:
         assert list(row["inputs"]) == ["/data/shared/bad/part-0007.rec"]
 
 
+@pytest.mark.slow
 def test_a_popular_input_that_passing_jobs_read_is_not_blamed(store: Store, model) -> None:
     """Jobs broken by a corrupt shard also declared a popular dataset: that dataset is not the
     suspect (other jobs passed with it), so a user failure on it has no input co-failures."""
@@ -281,6 +288,7 @@ def test_a_popular_input_that_passing_jobs_read_is_not_blamed(store: Store, mode
     assert all(evidence[(f"d{i}", 0)]["input_cofailures"] == "several" for i in range(3))
 
 
+@pytest.mark.slow
 def test_no_input_co_failure_evidence_when_the_suspect_is_private(store: Store, model) -> None:
     """A job's own file is read by nobody else: 'no other job failed on it' is no evidence."""
     add_job(store, "ok", [{"status": "passed", "nodes": ["n9"], "minutes": 90}], user="bob",
@@ -292,6 +300,7 @@ def test_no_input_co_failure_evidence_when_the_suspect_is_private(store: Store, 
     assert a.origin.origin == "data"
 
 
+@pytest.mark.slow
 def test_a_deterministic_failure_on_a_bad_node_is_not_the_node(store: Store, model) -> None:
     """XIDs while a semantic error happened: the job ran on a bad node, the node did not make the
     error. The node's state is left out of the evidence (and said so); a CUDA error keeps it."""
@@ -311,6 +320,7 @@ def test_a_deterministic_failure_on_a_bad_node_is_not_the_node(store: Store, mod
     assert cu.context["node_cofailures"] == "none"  # a semantic error is no node co-failure either
 
 
+@pytest.mark.slow
 def test_the_logs_clue_reaches_the_network(store: Store, model) -> None:
     add_job(store, "c", [{"status": "failed", "nodes": ["n1"], "minutes": 9, "category": "crash",
                           "extra": ["CLUE: framework_internal"]}])
@@ -320,6 +330,7 @@ def test_the_logs_clue_reaches_the_network(store: Store, model) -> None:
     assert json.loads(failure_rows(store)[("c", 0)]["origin_evidence"])["clue"] == "framework_internal"
 
 
+@pytest.mark.slow
 def test_multi_node_and_missing_log(store: Store, model) -> None:
     add_job(store, "mn", [{"status": "failed", "nodes": ["a", "b"], "minutes": 50, "category": None,
                            "exit_code": 137}])
@@ -334,6 +345,7 @@ def test_multi_node_and_missing_log(store: Store, model) -> None:
     assert "category" not in a.origin.evidence
 
 
+@pytest.mark.slow
 def test_manual_labels_are_kept_and_batch_is_idempotent(store: Store, model) -> None:
     add_job(store, "a", [{"status": "failed", "nodes": ["n1"], "minutes": 5, "category": "gpu_oom"}])
     add_job(store, "b", [{"status": "failed", "nodes": ["n2"], "minutes": 5, "category": "gpu_oom"}])
@@ -349,6 +361,7 @@ def test_manual_labels_are_kept_and_batch_is_idempotent(store: Store, model) -> 
     assert rows[("a", 0)]["category"] == "gpu_oom"
 
 
+@pytest.mark.slow
 def test_progress_and_format(store: Store, model) -> None:
     add_job(store, "a", [{"status": "failed", "nodes": ["n1"], "minutes": 2, "category": "syntax_error"}])
     seen: list[tuple[str, int, int]] = []
@@ -365,6 +378,7 @@ def test_unknown_job_is_an_input_error(store: Store) -> None:
         diagnose_job(store, "nope", classify=FakeClassifier())
 
 
+@pytest.mark.slow
 def test_labeled_history_from_operator_labels_refits_the_model(store: Store) -> None:
     require_module("pgmpy")
     add_job(store, "s1", [
@@ -383,6 +397,7 @@ def test_labeled_history_from_operator_labels_refits_the_model(store: Store) -> 
     assert m.source.startswith("synthetic+store(1")
 
 
+@pytest.mark.slow
 def test_simulator_truth_is_never_training_data(store: Store) -> None:
     """sim_truth is the answer key of the evaluations: fitting on it would make them in-sample."""
     require_module("pgmpy")
@@ -396,6 +411,7 @@ def test_simulator_truth_is_never_training_data(store: Store) -> None:
     assert not model_for_store(store).source.startswith("synthetic+store")
 
 
+@pytest.mark.slow
 def test_real_classifier_default(store: Store, model) -> None:
     """classify defaults to gpulens.diagnosis.classify_file (imported lazily)."""
     require_module("sklearn")

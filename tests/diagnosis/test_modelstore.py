@@ -62,6 +62,7 @@ def _rehash(root: Path, name: str) -> None:
     man.write_text(json.dumps(head))
 
 
+@pytest.mark.slow
 def test_loaded_model_predicts_exactly_as_trained(trained: tuple[Path, str, list[logs.LogView]],
                                                   tmp_path: Path) -> None:
     root, name, views = trained
@@ -81,6 +82,7 @@ def test_loaded_model_predicts_exactly_as_trained(trained: tuple[Path, str, list
     assert other.classify_views(views) == first.classify_views(views)
 
 
+@pytest.mark.slow
 def test_codec_matches_sklearn_transform(trained: tuple[Path, str, list[logs.LogView]]) -> None:
     """The rebuilt analyzers + idf equal scikit-learn's TfidfVectorizer on every block."""
     root, name, views = trained
@@ -95,6 +97,7 @@ def test_codec_matches_sklearn_transform(trained: tuple[Path, str, list[logs.Log
     assert sk.predict_proba(views) == stored.predict_proba(views)
 
 
+@pytest.mark.slow
 def test_planted_pickle_at_the_old_name_never_runs(trained: tuple[Path, str, list[logs.LogView]],
                                                    tmp_path: Path) -> None:
     root, name, _ = trained
@@ -128,6 +131,7 @@ def test_pickle_disguised_as_npz_is_refused(trained: tuple[Path, str, list[logs.
     assert not (cache / f"{name}.npz").exists()
 
 
+@pytest.mark.slow
 def test_tampered_npz_is_refused_moved_aside_and_retrained(
         trained: tuple[Path, str, list[logs.LogView]], tmp_path: Path,
         capfd: pytest.CaptureFixture[str]) -> None:
@@ -163,6 +167,7 @@ def test_tampered_metadata_and_missing_manifest(trained: tuple[Path, str, list[l
     assert "manifest.json is missing" in lines[0]
 
 
+@pytest.mark.slow
 def test_well_formed_model_of_another_shape_is_rejected(trained: tuple[Path, str, list[logs.LogView]],
                                                         tmp_path: Path) -> None:
     root, name, _ = trained

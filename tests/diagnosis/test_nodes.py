@@ -124,6 +124,7 @@ def test_a_retry_that_passed_elsewhere_is_evidence_against_the_node_it_left() ->
 
 
 # ---------------------------------------------------------------- flagging
+@pytest.mark.slow
 def test_busy_healthy_nodes_are_not_flagged_a_node_failing_above_the_cluster_rate_is(store: Store) -> None:
     jobs = {f"h{i:02d}": (40, 1) for i in range(12)}
     jobs["busy"] = (240, 6)  # six times the work, six times the failures: the cluster's rate
@@ -147,6 +148,7 @@ def test_busy_healthy_nodes_are_not_flagged_a_node_failing_above_the_cluster_rat
     assert tests["busy"].blame >= tests["bad"].blame and tests["busy"].q_value > 0.5
 
 
+@pytest.mark.slow
 def test_hardware_events_flag_a_node_the_application_xids_do_not(store: Store) -> None:
     cluster(store, {f"h{i}": (10, 0) for i in range(8)}, multi=0)
     for i, job in enumerate(["a", "b"]):
@@ -164,6 +166,7 @@ def test_hardware_events_flag_a_node_the_application_xids_do_not(store: Store) -
     assert json.loads(flags(store)["lonely"]["evidence"])["xids"] == {"94": 3, "63": 1, "92": 1}
 
 
+@pytest.mark.slow
 def test_one_bad_node_does_not_raise_the_baseline_another_is_tested_against(store: Store) -> None:
     cluster(store, {f"h{i:02d}": (10, 0) for i in range(20)})
     events = [(node, 10 * k, 48) for node in ("bad1", "bad2") for k in range(50)]
@@ -176,6 +179,7 @@ def test_one_bad_node_does_not_raise_the_baseline_another_is_tested_against(stor
     assert ev["rate"]["cluster_hardware_events_per_day"] < 0.01
 
 
+@pytest.mark.slow
 def test_multi_node_failures_blame_the_node_with_xids_not_its_neighbours(store: Store) -> None:
     cluster(store, {f"h{i:02d}": (30, 0) for i in range(10)})
     for i in range(8):  # 8-node jobs failing on 'culprit' + 7 healthy nodes each
@@ -195,6 +199,7 @@ def test_multi_node_failures_blame_the_node_with_xids_not_its_neighbours(store: 
     assert all(tests[f"h{i:02d}"].blame == 0 for i in range(10))
 
 
+@pytest.mark.slow
 def test_ecc_row_remap_and_anomaly_signals_are_read_from_the_store_and_share_blame(store: Store) -> None:
     infra_failure(store, "m-ecc", ["a", "b"], 0)  # 60 minutes from T0
     infra_failure(store, "m-anom", ["c", "d"], 600)
@@ -217,6 +222,7 @@ def test_ecc_row_remap_and_anomaly_signals_are_read_from_the_store_and_share_bla
     assert tests["d"].failures[0]["signals"][0]["detail"] == "anomaly score 0.93"
 
 
+@pytest.mark.slow
 def test_reflagging_updates_in_place_and_clearing_needs_new_evidence(store: Store) -> None:
     cluster(store, {f"h{i:02d}": (40, 0) for i in range(10)})
     for i in range(4):
@@ -245,6 +251,7 @@ def test_reflagging_updates_in_place_and_clearing_needs_new_evidence(store: Stor
         nd.flag_nodes(store, fdr=1.5)
 
 
+@pytest.mark.slow
 def test_nodes_cli_flag_and_list(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                  monkeypatch: pytest.MonkeyPatch) -> None:
     from gpulens.cli.main import main as gpulens_main
@@ -305,6 +312,7 @@ def gpu_samples(nodes: list[str], hours: int, bad: str, bad_hours: range, seed: 
     return pa.table(cols, schema=schema)
 
 
+@pytest.mark.slow
 def test_one_class_svm_scores_the_sick_hours_highest(store: Store) -> None:
     require_module("sklearn")
     nodes = [f"n{i}" for i in range(6)]
@@ -340,6 +348,7 @@ def test_one_class_svm_scores_the_sick_hours_highest(store: Store) -> None:
         con.close()
 
 
+@pytest.mark.slow
 def test_features_are_zero_filled_and_empty_store_scores_nothing(store: Store) -> None:
     require_module("sklearn")
     con = store.connect()

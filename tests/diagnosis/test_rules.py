@@ -205,6 +205,7 @@ def _texts() -> list[str]:
     return [_text(p) for p in paths] + [r.example for r in RULES]
 
 
+@pytest.mark.slow
 def test_literal_prefilter_never_hides_a_match() -> None:
     """match_rules skips a rule when none of its required literals occurs; that must be a pure
     speed-up: the same rules match as when every pattern is searched."""
@@ -237,6 +238,7 @@ def test_context_must_also_match() -> None:
     assert "data-value-conversion" in {m.rule.id for m in match_rules(reading, RULES)}
 
 
+@pytest.mark.slow
 def test_rules_only_on_the_dev_split_in_sample() -> None:
     """In sample (the rules were written from these logs): a regression guard, not a score."""
     from gpulens.diagnosis.rules.devcheck import rules_only_scores

@@ -65,6 +65,7 @@ def test_throttled_machine_is_named_after_onset_and_cleared() -> None:
     assert closed.until is not None and closed.until > 1000.0 + 5 * 160
 
 
+@pytest.mark.slow
 def test_job_wide_pause_stable_offsets_and_ramps_are_not_flagged() -> None:
     ticks = 240
     clocks = np.full((ticks, 4), 1980.0)
@@ -88,6 +89,7 @@ def test_two_machine_job_names_the_slow_one() -> None:
     assert list(det.open) == ["n0"]
 
 
+@pytest.mark.slow
 def test_every_simulated_fault_kind_is_found_on_its_machine() -> None:
     outcomes = []
     for i, kind in enumerate(FAULT_KINDS):
@@ -156,6 +158,7 @@ def _plant(store: Store, job: str, nodes: list[str], *, ended: bool = False) -> 
                         [job, n, now])
 
 
+@pytest.mark.slow
 def test_watcher_stores_the_suspect_and_readers_show_it(tmp_path: Path) -> None:
     store = Store.open(tmp_path / "data")
     nodes = ["w1", "w2", "w3", "w4"]
@@ -191,6 +194,7 @@ def test_watcher_stores_the_suspect_and_readers_show_it(tmp_path: Path) -> None:
     con.close()
 
 
+@pytest.mark.slow
 def test_nodes_live_cli_and_exporter_metric(tmp_path: Path) -> None:
     data = tmp_path / "data"
     store = Store.open(data)
@@ -221,6 +225,7 @@ def test_nodes_live_cli_and_exporter_metric(tmp_path: Path) -> None:
     assert 'gpulens_cluster_exporter_section_up{section="stragglers"} 1.0' in text
 
 
+@pytest.mark.slow
 def test_a_node_straggling_in_several_jobs_is_flagged(tmp_path: Path) -> None:
     store = Store.open(tmp_path / "data")
     nodes = [f"c{i:02d}" for i in range(16)]
@@ -292,6 +297,7 @@ class _FlakyStore:
         return self.store.write()
 
 
+@pytest.mark.slow
 def test_watcher_keeps_detecting_when_the_store_cannot_be_written(tmp_path: Path) -> None:
     store = Store.open(tmp_path / "data")
     nodes = ["w1", "w2", "w3"]

@@ -107,6 +107,7 @@ def _registry(store: Store, clock: Clock | None = None, **cfg: float) -> tuple[C
     return registry, collector
 
 
+@pytest.mark.slow
 def test_the_alert_confidence_comes_from_the_diagnose_config(store: Store) -> None:
     _fill(store)
     registry = CollectorRegistry(auto_describe=False)
@@ -115,6 +116,7 @@ def test_the_alert_confidence_comes_from_the_diagnose_config(store: Store) -> No
     assert registry.get_sample_value("gpulens_cluster_node_flag_alert_confidence") == 0.9999
 
 
+@pytest.mark.slow
 def test_values_from_the_store(store: Store) -> None:
     _fill(store)
     reg, _ = _registry(store, top_n=5)
@@ -170,6 +172,7 @@ def _series(reg: CollectorRegistry, name: str) -> list[dict[str, str]]:
     return [s.labels for m in reg.collect() for s in m.samples if s.name == name]
 
 
+@pytest.mark.slow
 def test_cardinality_is_bounded(store: Store) -> None:
     _fill(store)
     reg, _ = _registry(store, top_n=1)
@@ -187,6 +190,7 @@ def test_cardinality_is_bounded(store: Store) -> None:
         assert all(set(lab) <= {"category", "origin", "verdict"} for lab in _series(reg, name))
 
 
+@pytest.mark.slow
 def test_every_emitted_name_is_declared(store: Store) -> None:
     _fill(store)
     reg, _ = _registry(store)
@@ -196,6 +200,7 @@ def test_every_emitted_name_is_declared(store: Store) -> None:
     assert "cached 15 s" in text  # the TTL is stated in HELP
 
 
+@pytest.mark.slow
 def test_cache_ttl(store: Store) -> None:
     clock = Clock()
     reg, collector = _registry(store, clock, cache_seconds=15)
@@ -238,6 +243,7 @@ def test_failing_section_is_isolated(store: Store) -> None:
     assert reg.get_sample_value("gpulens_cluster_blacklist_entries", {"state": "cleared"}) == 0
 
 
+@pytest.mark.slow
 def test_http_server_serves_metrics(store: Store) -> None:
     reg, collector = _registry(store)
     server = ExporterServer(collector, reg, "127.0.0.1", 0)
@@ -274,6 +280,7 @@ class CountingGoodput(ClusterCollector):
         return super()._section_goodput(con)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 def test_slow_section_has_its_own_ttl(store: Store) -> None:
     clock = Clock()
     reg = CollectorRegistry(auto_describe=False)
@@ -293,6 +300,7 @@ def test_slow_section_has_its_own_ttl(store: Store) -> None:
     assert "cached 100 s" in generate_latest(reg).decode()
 
 
+@pytest.mark.slow
 def test_background_refresh_never_blocks_a_scrape(store: Store) -> None:
     clock = Clock()
     reg = CollectorRegistry(auto_describe=False)

@@ -40,6 +40,7 @@ def test_promtool_check_rules() -> None:
     assert f"SUCCESS: {n_alerts} rules found" in out.stdout
 
 
+@pytest.mark.slow
 def test_promtool_unit_tests_pass() -> None:
     promtool = require_tool("promtool")
     assert UNIT_TESTS, "no promtool unit tests under rules/tests/"

@@ -38,6 +38,7 @@ def one(con: duckdb.DuckDBPyConnection, sql: str, params: list[object] | None = 
 
 
 # ------------------------------------------------------------------ consistency
+@pytest.mark.slow
 def test_cluster_shape(small: tuple[Store, SimSummary]) -> None:
     store, s = small
     con = store.connect()
@@ -184,6 +185,7 @@ def test_metric_curves_are_complete(small: tuple[Store, SimSummary]) -> None:
     assert s.job_metrics == one(con, "SELECT count(*) FROM job_metrics")
 
 
+@pytest.mark.slow
 def test_second_simulation_is_refused_then_replaced_with_force(tmp_path: Path) -> None:
     store = Store.open(tmp_path / "data")
     first = simulate(store, gpus=16, days=0.25, seed=1, start=START)
@@ -209,6 +211,7 @@ def test_bad_arguments(tmp_path: Path, kwargs: dict[str, object]) -> None:
     assert store.connect().execute("SELECT count(*) FROM jobs").fetchone() == (0,)
 
 
+@pytest.mark.slow
 def test_deterministic_for_a_seed(tmp_path: Path) -> None:
     def digest(seed: int, name: str) -> list[object]:
         store = Store.open(tmp_path / name)
@@ -227,6 +230,7 @@ def test_deterministic_for_a_seed(tmp_path: Path) -> None:
     assert a != c
 
 
+@pytest.mark.slow
 def test_log_corpus_prefers_sample_logs_and_falls_back(tmp_path: Path) -> None:
     root = tmp_path / "sample_logs"
     (root / "oom").mkdir(parents=True)

@@ -30,6 +30,7 @@ def _cpu_only(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GPULENS_VALIDATE_BACKEND", "none")  # configuration, not a patch of internals
 
 
+@pytest.mark.slow
 def test_json_pass_fail_inconclusive_and_usage_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data = ["--data-dir", str(tmp_path / "data")]
     (tmp_path / "ok.py").write_text("print('fine')\n")
@@ -59,6 +60,7 @@ def test_json_pass_fail_inconclusive_and_usage_exit_codes(tmp_path: Path, capsys
     assert rows == [("pass",), ("fail",), ("inconclusive",)]
 
 
+@pytest.mark.slow
 def test_job_spec_and_human_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     job = tmp_path / "job"
     job.mkdir()

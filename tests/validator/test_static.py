@@ -74,6 +74,7 @@ def test_empty_data_file_fails_as_incorrect_input(make_job: Callable[..., JobSpe
     assert result.category == "incorrect_input" and "empty" in result.evidence[0]
 
 
+@pytest.mark.slow
 def test_blacklisted_input_fails_from_the_store(make_job: Callable[..., JobSpec], config: ValidateConfig, store: Store) -> None:
     spec = make_job("healthy")
     path = str(spec.run_dir / "digits.csv.gz")
