@@ -187,7 +187,8 @@ def _infra_failures(con: duckdb.DuckDBPyConnection) -> list[InfraFailure]:
     for r in named_rows(
         con,
         """
-        SELECT f.job_id, f.attempt, f.category, a.start_time, coalesce(a.end_time, a.start_time) AS end_time
+        SELECT f.job_id, f.attempt, f.category, a.start_time, coalesce(a.end_time, a.start_time) AS end_time,
+            f.first_node
         FROM failures f JOIN attempts a USING (job_id, attempt)
         WHERE f.origin = 'infrastructure' AND a.start_time IS NOT NULL
         ORDER BY f.job_id, f.attempt
@@ -197,10 +198,21 @@ def _infra_failures(con: duckdb.DuckDBPyConnection) -> list[InfraFailure]:
         ns = nodes.get((r["job_id"], att), [])
         if not ns:
             continue
+        first = _placed(r["first_node"], ns)
+        if first is not None:  # the log names the node that failed first: charge it alone
+            ns = [first]
         later = {n for a, pn in passed.get(r["job_id"], []) if a > att for n in pn}
         out.append(InfraFailure(r["job_id"], att, r["category"] or "unknown", r["start_time"], r["end_time"],
                                 ns, later))
     return out
+
+
+def _placed(named: str | None, nodes: Sequence[str]) -> str | None:
+    """The node of ``nodes`` a log names (``gpu07`` for ``gpu07.cluster``, or the reverse)."""
+    if not named:
+        return None
+    short = named.split(".")[0]
+    return next((n for n in nodes if n == named or n.split(".")[0] == short), None)
 
 
 def _stragglers(con: duckdb.DuckDBPyConnection) -> dict[str, list[dict[str, Any]]]:

@@ -10,7 +10,9 @@
    reason.
 3. A linear SVM (``class_weight='balanced'``, sigmoid-calibrated probabilities) trained on the
    real-world corpus (``sample_logs/real/``) and the generated logs answers when no rule
-   matched, and overrules a generic rule it confidently disagrees with (p >= SVM_OVERRULE_PROBA).
+   matched, and overrules a generic rule it confidently disagrees with (p >= SVM_OVERRULE_PROBA);
+   in whole-log diagnosis (``keep_final``) never a rule whose evidence is the exception that
+   ended the process (the final exception line of the last traceback).
 4. The origin comes from the Bayesian network given the category and a clue read from the
    evidence lines (:func:`gpulens.diagnosis.origin.clue_from_lines`); every answer gets a fix
    hint (:mod:`gpulens.diagnosis.hints`).
@@ -583,30 +585,34 @@ class Classifier:
 
     # -- classification ------------------------------------------------------------------
 
-    def classify_text(self, text: str, *, file: str | None = None) -> Diagnosis:
+    def classify_text(self, text: str, *, file: str | None = None, keep_final: bool = False) -> Diagnosis:
+        """``keep_final``: the SVM never overrules a rule whose evidence is the exception that
+        ended the process (whole-log diagnosis, where the model reads text unlike what it learned
+        from; on the excerpts it learned from, overruling such a generic rule is still worth it)."""
         if not text or not text.strip():
             return _unknown("empty log", file)
         text = _bound_text(text)
         view = logs.analyze(text)
-        return self.classify_view(view, file=file)
+        return self.classify_views([view], [file], keep_final=keep_final)[0]
 
     def classify_view(self, view: logs.LogView, *, file: str | None = None) -> Diagnosis:
         return self.classify_views([view], [file])[0]
 
     def classify_views(self, views: Sequence[logs.LogView],
-                       files: Sequence[str | None] | None = None) -> list[Diagnosis]:
+                       files: Sequence[str | None] | None = None, *, keep_final: bool = False) -> list[Diagnosis]:
         """Rules first (on the fatal region, then on error lines elsewhere in the log); the SVM
         only for the logs that no rule, or only a generic rule, matched (one batched prediction
         for all of them)."""
         names = list(files) if files is not None else [None] * len(views)
         picks = [self._rule_pick(v) for v in views]
         need = [i for i, pk in enumerate(picks)
-                if pk.best is None or pk.best.rule.priority <= SVM_OVERRULE_MAX_PRIORITY or pk.from_context]
+                if (pk.best is None or pk.best.rule.priority <= SVM_OVERRULE_MAX_PRIORITY or pk.from_context)
+                and not (keep_final and pk.best is not None and _ended_it(views[i], pk.best))]
         probas: dict[int, dict[str, float]] = {}
         if need and self.model is not None:
             probas = dict(zip(need, self.model.predict_proba([views[i] for i in need]), strict=True))
-        return [_finish(views[i], _blame(self._decide(views[i], picks[i], probas.get(i), names[i]), views[i],
-                                         picks[i].matches), picks[i])
+        return [_finish(views[i], _blame(self._decide(views[i], picks[i], probas.get(i), names[i], keep_final),
+                                         views[i], picks[i].matches), picks[i])
                 for i in range(len(views))]
 
     def _rule_pick(self, view: logs.LogView) -> _Pick:
@@ -626,7 +632,7 @@ class Classifier:
         return _Pick(best, matches, from_context=False)
 
     def _decide(self, view: logs.LogView, pick: _Pick, proba: dict[str, float] | None,
-                file: str | None) -> Diagnosis:
+                file: str | None, keep_final: bool = False) -> Diagnosis:
         best = pick.best
         evidence_base = _evidence(view, [best] if best else [])
         secondary = view.secondary_only and (best is None or best.rule.generic or logs.is_secondary(best.line))
@@ -638,7 +644,8 @@ class Classifier:
             return d
         if best is not None:
             rule = best.rule
-            if proba is not None and rule.priority <= SVM_OVERRULE_MAX_PRIORITY:
+            final = keep_final and _ended_it(view, best)
+            if proba is not None and rule.priority <= SVM_OVERRULE_MAX_PRIORITY and not final:
                 cat, p = max(proba.items(), key=lambda kv: kv[1])
                 if cat != rule.category and cat != "unknown" and p >= SVM_OVERRULE_PROBA:
                     kind = "generic rule" if rule.generic else "rule"
@@ -775,6 +782,16 @@ def _states_an_error(view: logs.LogView) -> bool:
         return True
     return any(_FAILURE_WORD.search(x) for x in view.lines)
 
+
+
+def _ended_it(view: logs.LogView, match: RuleMatch) -> bool:
+    """Whether the rule's evidence is the exception that ended the process (the final exception
+    line of the last traceback): the SVM never overrules that."""
+    if not view.has_traceback or view.truncated or not view.exception_lines:
+        return False
+    last = view.exception_lines[-1].strip()
+    line = match.line.strip()
+    return bool(line) and (line == last or line in last or last in line)
 
 
 def _best(matches: list[RuleMatch]) -> RuleMatch:

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from gpulens.cliapp import App, emit, json_option, pass_app, print_table, progress, stage_progress
+from gpulens.cliapp import App, emit, json_option, pass_app, progress, stage_progress
 from gpulens.diagnosis import jobs
 from gpulens.errors import GpulensError, InputError
 
@@ -42,6 +42,9 @@ def _record(d: Any) -> dict[str, Any]:
                    "(and on the generated logs) and write the report.")
 @click.option("--report", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Where --evaluate writes its Markdown report (default: print it on stdout).")
+@click.option("--whole-logs", "whole_logs", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="With --evaluate: evaluate whole-log diagnosis on the whole-log corpus in this directory "
+                   "(sample_logs/whole/README.md; GPULENS_WHOLE_LOGS) and write its section of --report.")
 @click.option("--label", "label", default=None, metavar="JOB[:ATTEMPT]",
               help="Record your verdict on a failed attempt (default: its last); needs --origin. "
                    "Labels survive --all and the origin network learns from them.")
@@ -50,9 +53,11 @@ def _record(d: Any) -> dict[str, Any]:
 @json_option
 @pass_app
 def diagnose(app: App, files: tuple[Path, ...], job_id: str | None, all_: bool, evaluate: bool,
-             report: Path | None, label: str | None, origin: str | None, category: str | None,
-             as_json: bool) -> None:
-    """Classify why a job failed from its log FILE(s): category, origin, confidence, evidence.
+             report: Path | None, whole_logs: Path | None, label: str | None, origin: str | None,
+             category: str | None, as_json: bool) -> None:
+    """Diagnose job log FILE(s) whole: healthy (category none) or failed, the failure-indicating
+    lines with their numbers, the first failing rank and node, the phase; category, origin,
+    confidence, evidence.
 
     Works without a store. With --json, prints one JSON array with one object per file
     (--job ID: one object for the job).
@@ -61,11 +66,16 @@ def diagnose(app: App, files: tuple[Path, ...], job_id: str | None, all_: bool, 
     if modes != 1:
         raise InputError("Give log FILE(s), or exactly one of --job ID, --all, --evaluate, --label JOB.",
                          "Example: gpulens diagnose job.log --json")
+    if whole_logs is not None and not evaluate:
+        raise InputError("--whole-logs goes with --evaluate.",
+                         "Example: gpulens diagnose --evaluate --whole-logs $GPULENS_WHOLE_LOGS")
     if (origin is not None or category is not None) and label is None:
         raise InputError("--origin and --category go with --label JOB[:ATTEMPT].",
                          "Example: gpulens diagnose --label job-42:1 --origin data")
     if label is not None:
         _label(app, label, origin, category, as_json)
+    elif evaluate and whole_logs is not None:
+        _evaluate_whole(app, whole_logs, report, as_json)
     elif evaluate:
         _evaluate(app, report, as_json)
     elif job_id is not None:
@@ -111,47 +121,50 @@ def _label(app: App, label: str, origin: str | None, category: str | None, as_js
 
 
 def _files(app: App, files: tuple[Path, ...], as_json: bool) -> None:
-    from gpulens.diagnosis.classifier import classify_files
+    from gpulens.diagnosis.classifier import default_classifier
+    from gpulens.diagnosis.logread import diagnose_path
 
+    clf = default_classifier()
     unreadable = 0
     records = []
-    results = (d for k in range(0, len(files), BATCH) for d in classify_files(files[k:k + BATCH]))
     if as_json:  # one JSON array, streamed one element (one line) per file
         sys.stdout.write("[")
-    for d in results:
+    for path in files:
+        whole = diagnose_path(path, clf)
+        d = whole.diagnosis
         if d.reason in ("file not found", "permission denied reading the log") or (
             d.reason or "").startswith(("cannot read", "is a directory")):
             unreadable += 1
-        rec = _record(d)
+        rec = {**_record(d), **whole.to_dict()}
         records.append(rec)
         if as_json:
             sys.stdout.write(("\n" if len(records) == 1 else ",\n") + json.dumps(rec, default=str))
             sys.stdout.flush()
+        else:
+            _human(rec, whole.indicators)
     if as_json:
         sys.stdout.write("\n]\n")
-    else:
-        _human(records)
     if unreadable:
         raise InputError(f"{unreadable} of {len(files)} log file(s) could not be read (see 'reason').",
                          "Check the paths and permissions.")
 
 
-def _human(records: list[dict[str, Any]]) -> None:
-    from rich.table import Table
-
-    table = Table(show_lines=True)
-    table.add_column("file", overflow="fold")
-    for col in ("category", "origin", "conf."):
-        table.add_column(col, no_wrap=True)
-    for col in ("evidence / reason", "hint"):
-        table.add_column(col, overflow="fold", ratio=1)
-    for r in records:
-        why = "\n".join(r["evidence"][:3])
-        if r["reason"]:
-            why = f"[i]{r['reason']}[/i]" + (f"\n{why}" if why else "")
-        table.add_row(str(r["file"]), r["category"], r["origin"], f"{r['confidence']:.2f}", why,
-                      r["hint"] or "")
-    print_table(table)
+def _human(r: dict[str, Any], indicators: list[str]) -> None:
+    """One block per file: the verdict, the story, the indicator lines with their numbers."""
+    how = r["rule_id"] or r["method"]
+    click.echo(f"{r['file']}: {r['category']} (origin {r['origin']}, confidence {r['confidence']:.2f}, {how})")
+    click.echo(f"  {r['story']}")
+    for number, text in zip(r["indicator_lines"], indicators, strict=False):
+        click.echo(f"  {number:>8,} | {text}")
+    if not r["indicator_lines"]:
+        for line in r["evidence"][:3]:
+            click.echo(f"         | {line}")
+    if r["reason"] and r["category"] != "none":
+        click.echo(f"  ({r['reason']})")
+    for line in r["new_in_attempt"][:5]:
+        click.echo(f"  new in this attempt: {line}")
+    if r["hint"]:
+        click.echo(f"  hint: {r['hint']}")
 
 
 def _evaluate(app: App, report: Path | None, as_json: bool) -> None:
@@ -184,3 +197,39 @@ def _evaluate(app: App, report: Path | None, as_json: bool) -> None:
     emit(summary, as_json, lambda: click.echo(
         f"leave-project-out on {res.n_real} real logs: macro-F1 {summary['macro_f1']:.3f}, origin accuracy "
         f"{summary['origin_accuracy']:.3f}; report written to {report}"))
+
+
+def _evaluate_whole(app: App, root: Path, report: Path | None, as_json: bool) -> None:
+    """Evaluate whole-log diagnosis; its section goes into ``report`` (kept in place between its
+    markers, the rest of the report untouched) or, without one, to stdout."""
+    from datetime import date
+
+    from gpulens.diagnosis.logread.evaluate import evaluate_whole, render_section, write_section
+
+    with progress(app.console) as bar:
+        task = bar.add_task("diagnosing whole logs", total=1)
+        ev = evaluate_whole(root, progress=lambda k, n: bar.update(task, completed=k, total=n))
+    text = render_section(ev, date=date.today().isoformat(),
+                          command="gpulens diagnose --evaluate --whole-logs $GPULENS_WHOLE_LOGS --report "
+                                  "docs/diagnosis-evaluation.md")
+    if report is not None:
+        write_section(report, text)
+    elif not as_json:
+        click.echo(text)
+        return
+    subs = ev.subsets()
+    summary = {"report": str(report) if report is not None else None, "logs": len(ev.cases),
+               "megabytes": round(ev.megabytes, 2), "seconds": round(ev.seconds, 2),
+               **{f.name: _figures(f) for f in subs}}
+    emit(summary, as_json, lambda: click.echo(
+        f"whole logs: {len(ev.cases)}; holdout category macro-F1 {subs[1].category_macro_f1:.3f}; "
+        f"section written to {report}"))
+
+
+def _figures(f: Any) -> dict[str, Any]:
+    return {"logs": f.n, "normal_called_failed": f.normal_called_failed[0],
+            "healthy_accuracy": round(f.healthy_accuracy[0] / max(1, f.healthy_accuracy[1]), 4),
+            "category_macro_f1": round(f.category_macro_f1, 4),
+            "origin_accuracy": round(f.origin_accuracy[0] / max(1, f.origin_accuracy[1]), 4),
+            "indicator_line_f1": round(f.line_f1, 4),
+            "first_rank_node": list(f.first_rank_node)}

@@ -216,6 +216,12 @@ class AttemptDiagnosis:
             "context": self.context,
             "influence": [dataclasses.asdict(i) for i in self.origin.influence],
             "evidence": self.evidence,
+            "indicator_lines": list(self.diagnosis.indicator_lines),
+            "first_rank": self.diagnosis.first_rank,
+            "first_node": self.diagnosis.first_node,
+            "phase": self.diagnosis.phase,
+            "step": self.diagnosis.step,
+            "story": self.diagnosis.story,
         }
 
 
@@ -258,6 +264,8 @@ def format_job(jd: JobDiagnosis) -> list[str]:
             f"({a.origin.probability:.2f})"
         )
         out.append(f"    posterior: {post}")
+        if a.diagnosis.story:
+            out.append(f"    {a.diagnosis.story}")
         for inf in a.origin.top_influence(3):
             out.append(f"    {inf.delta_log_odds:+.2f} log-odds  {inf.text}")
         if a.diagnosis.inputs:
@@ -662,9 +670,21 @@ def _inputs_of(values: Iterable[str]) -> list[str]:
 
 # ----------------------------------------------------------------- classify
 def _default_classify() -> Classify:
-    from gpulens.diagnosis import classify_file
+    from gpulens.diagnosis.logread import diagnose_file
 
-    return classify_file
+    return diagnose_file
+
+
+def _failed_anyway(d: Diagnosis, att: _Attempt) -> Diagnosis:
+    """The scheduler recorded the attempt as failed but its log shows a normal end (a failure
+    after the program's own end, a kill without a trace): ``unknown``, saying so."""
+    if not d.healthy:
+        return d
+    code = f"exit code {att.exit_code}" if att.exit_code is not None else "no exit code"
+    why = (f"the log shows a normal end ({d.evidence[0] if d.evidence else 'no failure line'}) but the attempt "
+           f"is recorded as {att.status} ({code}); the cause is not in the log")
+    return Diagnosis("unknown", "unknown", 0.0, list(d.evidence), method="none", reason=why, file=d.file,
+                     step=d.step)
 
 
 def _log_file(store: Store, log_path: str | None) -> Path | None:
@@ -838,7 +858,7 @@ def _run(
     known: dict[Key, _Known] = {k: v for k, v in view.prior.items()}
     for i, att in enumerate(failed):
         key = (att.job_id, att.attempt)
-        d = with_termination(_classify_attempt(store, att, classify_fn), att.reason, att.exit_code)
+        d = _failed_anyway(with_termination(_classify_attempt(store, att, classify_fn), att.reason, att.exit_code), att)
         diags[key] = d
         path = _log_file(store, att.log_path)
         # a missing log leaves the category unobserved (unless the termination record names it);
@@ -888,6 +908,12 @@ def _write(store: Store, results: Iterable[AttemptDiagnosis], now: datetime) -> 
             "origin_confidence": pa.array([r.origin.probability for r in rows], pa.float64()),
             "origin_evidence": [json.dumps(r.origin.evidence) for r in rows],
             "origin_influence": [json.dumps([dataclasses.asdict(i) for i in r.origin.influence]) for r in rows],
+            "first_node": [r.diagnosis.first_node for r in rows],
+            "first_rank": pa.array([r.diagnosis.first_rank for r in rows], pa.int32()),
+            "indicator_lines": pa.array([list(r.diagnosis.indicator_lines) for r in rows], pa.list_(pa.int32())),
+            "phase": [r.diagnosis.phase for r in rows],
+            "step": [r.diagnosis.step for r in rows],
+            "story": [r.diagnosis.story for r in rows],
         }
     )
     with store.write() as con:
@@ -900,10 +926,12 @@ def _write(store: Store, results: Iterable[AttemptDiagnosis], now: datetime) -> 
                 """
                 INSERT INTO failures (job_id, attempt, category, origin, confidence, evidence,
                     origin_posterior, method, diagnosed_at, inputs, origin_confidence,
-                    origin_evidence, origin_influence)
+                    origin_evidence, origin_influence, first_node, first_rank, indicator_lines,
+                    phase, step, story)
                 SELECT n.job_id, n.attempt, n.category, n.origin, n.confidence, n.evidence,
                     CAST(n.origin_posterior AS JSON), n.method, ?, n.inputs, n.origin_confidence,
-                    CAST(n.origin_evidence AS JSON), CAST(n.origin_influence AS JSON)
+                    CAST(n.origin_evidence AS JSON), CAST(n.origin_influence AS JSON), n.first_node,
+                    n.first_rank, n.indicator_lines, n.phase, n.step, n.story
                 FROM new_failures n
                 WHERE NOT EXISTS (SELECT 1 FROM failures f WHERE f.job_id = n.job_id AND f.attempt = n.attempt)
                 """,

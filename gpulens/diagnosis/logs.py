@@ -594,7 +594,7 @@ _SECONDARY_RE = re.compile(
     r"|process \d+ terminated with (?:exit code|signal)|returned non-zero exit status|exitcode\s*:\s*1\b"
     r"|exits? with return code\s*=\s*1\b|exited with (?:code|status) 1\b|non-zero exit (?:code|status)"
     r"|EOF (?:from|on) (?:the )?(?:peer|socket)"
-    r"|RayActorError|ActorDiedError|[Tt]he actor (?:died|is dead)|[Ww]orker (?:process )?(?:has )?died|RaySystemError"
+    r"|RayActorError|ActorDiedError|ActorUnavailableError|[Tt]he actor (?:died|is dead)|[Ww]orker (?:process )?(?:has )?died|RaySystemError"
     r"|[Tt]here are some potential root causes|[Ww]orker unexpectedly exits"
     r"|Sending process \d+ closing signal|WorkerGroupFailure"
     r"|error_file\s*:|Root Cause \(first observed failure\)|^Failures:|primary job\s+terminated"
@@ -639,19 +639,21 @@ def is_hard_error(line: str) -> bool:
     return _HARD_RE.search(s) is not None
 
 
-def _progressing(norm: Sequence[str], after: int, stop: int, enough: int = 3) -> bool:
-    """Whether ``norm[after + 1:stop]`` hold at least ``enough`` progress lines (the job went on);
-    traceback frames and code lines ("for batch in loader:") are not progress."""
+def _going_on_before(norm: Sequence[str], floor: int, stop: int, enough: int = 3) -> int:
+    """The index ``k`` of the ``enough``-th progress line counted back from ``stop``: an error
+    line at ``i < k`` was followed by ongoing training (at least ``enough`` progress lines, not
+    counting traceback frames and code lines such as "for batch in loader:"), and did not end
+    the job; ``floor`` when there are fewer."""
     count = 0
-    for i in range(after + 1, stop):
+    for i in range(stop - 1, floor, -1):
         ln = norm[i]
         if ln.startswith((" ", "\t")) or "Traceback" in ln:
             continue
         if _PROGRESS.search(ln) and not _ERR_KEY.search(ln):
             count += 1
             if count >= enough:
-                return True
-    return False
+                return i
+    return floor
 
 
 #: The literals of _ERR_KEY, searched with str.find (much faster than the regex on a long block).
@@ -696,11 +698,12 @@ def error_context(lines: list[str], norm: Sequence[str], start: int, end: int) -
     job went on after them, they did not end it."""
     n = len(lines)
     out: list[str] = []
+    going_on = _going_on_before(norm, max(0, n - ERROR_SCAN_LINES) - 1, n)
     for i in _error_hits(lines, max(0, n - ERROR_SCAN_LINES)):
         if start <= i < end:
             continue
         s = _GLOG_SHORT.sub("", norm[i], count=1)
-        if not is_hard_error(s) or _progressing(norm, i, n):
+        if i < going_on or not is_hard_error(s):
             continue
         out.append(s.strip()[:400])
         if i + 1 < n and not (start <= i + 1 < end):

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 
 import pyarrow as pa
 
+from gpulens.diagnosis.logread import diagnose_path
 from gpulens.store import Store, arrow_schema
 
 __all__ = ["START", "build_small_store"]
@@ -129,10 +130,13 @@ def build_small_store(store: Store) -> None:
             ("job-009", 0, "gpu_oom", "user", ["RuntimeError: CUDA out of memory."]),
         ]
         for job_id, attempt, cat, origin, ev in failures:
+            read = diagnose_path(logs / f"{job_id}-{attempt}.log").as_diagnosis()  # the whole-log reader's story
             con.execute(
                 "INSERT INTO failures (job_id, attempt, category, origin, confidence, evidence, "
-                "origin_posterior, method, diagnosed_at) VALUES (?, ?, ?, ?, 0.9, ?, ?, 'rule', ?)",
-                [job_id, attempt, cat, origin, ev, json.dumps({origin: 0.9}), _ts(HOURS * 60)],
+                "origin_posterior, method, diagnosed_at, indicator_lines, story) "
+                "VALUES (?, ?, ?, ?, 0.9, ?, ?, 'rule', ?, ?, ?)",
+                [job_id, attempt, cat, origin, ev, json.dumps({origin: 0.9}), _ts(HOURS * 60),
+                 read.indicator_lines, read.story],
             )
         con.execute(
             "INSERT INTO blacklist (input, state, reason, evidence_jobs, updated_at) VALUES ("

@@ -328,6 +328,9 @@ def test_job_page_diagnosis_and_curve(hand_store: Store, use_store: UseStore) ->
     assert metrics(at)["Attempts"] == "2"
     assert any("incorrect_input" in md.value for md in at.markdown)
     assert any("image file is truncated" in c.value for c in at.code)
+    # the whole-log story and the indicator line in its context, numbered as in the log
+    assert any("OSError: image file is truncated" in md.value and "(line 5)" in md.value for md in at.markdown)
+    assert any("> 5 | OSError: image file is truncated" in c.value and "  2 | Traceback" in c.value for c in at.code)
     at = run_page("job", {"job": "job-001"})
     assert charts(at) >= 2  # heatmap + training curve with its convergence rule
     assert any("Converged" in c.value for c in at.caption)

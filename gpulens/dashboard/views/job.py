@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import altair as alt
@@ -14,6 +15,7 @@ from gpulens import analysis
 from gpulens.dashboard import charts, data, ui
 from gpulens.dashboard.views.job_machines import machines_section
 from gpulens.diagnosis import jobs as diag_jobs
+from gpulens.diagnosis.logread.context import attempt_log_context
 
 __all__ = ["MAX_HEATMAP_CELLS", "render"]
 
@@ -107,6 +109,7 @@ def _diagnosis(job_id: str, failures: pd.DataFrame) -> None:
             f"<small>({row.get('method') or 'stored'})</small>",
             unsafe_allow_html=True,
         )
+        _story(job_id, row)
         evidence = row.get("evidence")
         if evidence is not None and len(evidence):
             st.code("\n".join(str(x) for x in evidence), language=None, wrap_lines=True)
@@ -121,6 +124,22 @@ def _diagnosis(job_id: str, failures: pd.DataFrame) -> None:
             st.error(f"Diagnosis failed: {type(exc).__name__}: {exc}")
             return
         _render_job_diagnosis(result)
+
+
+def _story(job_id: str, row: Mapping[Any, Any]) -> None:
+    """The whole-log story and the failure-indicating lines in their context (from the log)."""
+    story = row.get("story")
+    if isinstance(story, str) and story:
+        st.markdown(f"_{story}_")
+    numbers = row.get("indicator_lines")
+    if numbers is None or not len(numbers) or row.get("attempt") is None or pd.isna(row.get("attempt")):
+        return
+    shown = data.call_store(attempt_log_context, job_id, int(row["attempt"]), tuple(int(n) for n in numbers))
+    if shown:
+        width = len(f"{max(n for n, _, _ in shown):,}")
+        text = "\n".join("" if not n else f"{'>' if hit else ' '} {n:>{width},} | {line}" for n, line, hit in shown)
+        st.caption("Failure-indicating lines (>) in their context, numbered as in the log:")
+        st.code(text.replace("\n\n", "\n ...\n"), language=None, wrap_lines=True)
 
 
 def _influence_texts(raw: Any, n: int = 3) -> list[str]:

@@ -1,0 +1,122 @@
+"""Several attempts appended to one file (Slurm, LSF and nohup append): where the last one
+starts, and what it shows that the last good one did not."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from gpulens.diagnosis import logs
+from gpulens.diagnosis.logread.lines import find_keys, is_failure
+
+__all__ = ["attempt_starts", "new_in_last"]
+
+_LSF = "Sender: LSF System"
+_ENV = re.compile(r"CUDA(?: Version| version|_VERSION)|[Dd]river [Vv]ersion|\btorch(?:==| version|\.__version__)"
+                  r"|[Vv]ersion\s*[:=]?\s*\d+\.\d+|\bhost(?:name)?\s*[:=]|SLURM_(?:JOB_)?NODELIST|\bnodelist\b|Running on (?:host|node)")
+_DIGITS = re.compile(r"0x[0-9a-f]+|\d+")
+_ENV_LINES = 300
+
+
+def attempt_starts(lines: Sequence[str]) -> list[int]:
+    """Indexes where attempts start (always ``[0, ...]``): an LSF report header, or a repeat
+    of the file's first line (a job script's banner printed again)."""
+    starts = [0]
+    first = next((ln for ln in lines[:5] if len(ln.strip()) >= 8), None)
+    if first is not None and not _banner(first):
+        first = None
+    keys = [_LSF] + ([first] if first is not None else [])
+    for i in find_keys(lines, [*keys, _SLURM_KILL], 1):
+        ln = lines[i]
+        if _LSF in ln:
+            i = _after_lsf_report(lines, i)
+        elif _SLURM_KILL in ln and _KILLED_JOB.search(ln):
+            nxt = _after_kill(lines, i)
+            if nxt is None:
+                continue
+            i = nxt
+        elif first is None or ln != first:
+            continue
+        if i - starts[-1] > 3 and i < len(lines):
+            starts.append(i)
+    return starts
+
+
+_SLURM_KILL = "CANCELLED AT"
+_KILLED_JOB = re.compile(r"\*\*\* JOB \d+ ON \S+ CANCELLED AT")
+
+
+def _after_kill(lines: Sequence[str], at: int) -> int | None:
+    """Where the next attempt starts after Slurm cancelled a job at ``at``: the next line, when
+    what follows is a new job's output (not the dying job's last progress lines or errors);
+    else None (no new attempt)."""
+    from gpulens.diagnosis.logread.lines import is_progress
+
+    nxt = next((k for k in range(at + 1, min(len(lines), at + 20)) if lines[k].strip()), None)
+    if nxt is None or len(lines) - nxt < 5 or is_progress(lines[nxt]) or "srun: error" in lines[nxt] \
+            or is_failure(logs.normalize_line(lines[nxt]), lines[nxt]):
+        return None
+    return nxt
+
+
+def _banner(line: str) -> bool:
+    """Whether a first line can mark an attempt's start when printed again (a job script's
+    banner, a date, a command line), not a line any run prints many times (a traceback header,
+    an error, a progress line, a warning)."""
+    from gpulens.diagnosis.logread.lines import is_progress
+
+    s = logs.normalize_line(line).strip()
+    return not (line.startswith((" ", "\t")) or "Traceback" in s or "Warning" in s or is_progress(line)
+                or is_failure(s, line))
+
+
+def _after_lsf_report(lines: Sequence[str], at: int) -> int:
+    """Where the attempt of the LSF report at ``at`` ends: the report heads its output ("The
+    output (if any) follows") or closes it ("... is above this job summary")."""
+    for j in range(at, min(len(lines), at + _LSF_REPORT)):
+        if _LSF_ABOVE in lines[j]:
+            k = j + 1
+            while k < len(lines) and (not lines[k].strip() or lines[k].startswith(("PS:", "Read file <"))):
+                k += 1  # the report's footnote (where stderr went)
+            return k
+        if _LSF_FOLLOWS in lines[j]:
+            return at
+    return at
+
+
+_LSF_ABOVE = "The output (if any) is above this job summary"
+_LSF_FOLLOWS = "The output (if any) follows"
+_LSF_REPORT = 400
+
+
+def _shape(line: str) -> str:
+    return _DIGITS.sub("N", logs.normalize_line(line).strip())
+
+
+def new_in_last(lines: Sequence[str], starts: Sequence[int], good: int | None, limit: int = 8) -> list[str]:
+    """Error and environment lines of the last attempt that the attempt starting at ``good``
+    (the last one that did not fail) did not show (numbers masked when comparing)."""
+    if good is None or len(starts) < 2:
+        return []
+    last = starts[-1]
+    end_good = next((s for s in starts if s > good), last)
+    seen = {_shape(ln) for ln in _interesting(lines, good, end_good)}
+    out: list[str] = []
+    for ln in _interesting(lines, last, len(lines)):
+        shape = _shape(ln)
+        if _ENV.search(ln):  # a version or a host: the numbers are what changed
+            shape = logs.normalize_line(ln).strip()
+            seen.update(logs.normalize_line(x).strip() for x in _interesting(lines, good, end_good) if _ENV.search(x))
+        if shape not in seen:
+            seen.add(shape)
+            out.append(logs.normalize_line(ln).strip()[:200])
+            if len(out) >= limit:
+                break
+    return out
+
+
+def _interesting(lines: Sequence[str], start: int, stop: int) -> list[str]:
+    env = [ln for ln in lines[start:min(stop, start + _ENV_LINES)] if _ENV.search(ln)]
+    errs = [lines[i] for i in find_keys(lines, ("rror", "ERROR", "Exception", "Killed", "CANCELLED"), start, stop)
+            if is_failure(logs.normalize_line(lines[i]))]
+    return env + errs

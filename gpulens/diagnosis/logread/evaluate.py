@@ -1,0 +1,313 @@
+"""Evaluate whole-log diagnosis on the labelled whole-log corpus (``sample_logs/whole/``).
+
+Nothing here is trained on the whole logs: the classifier learns from the excerpt corpus only,
+so every whole log is out of sample for it. The one value chosen on whole logs, the confidence
+below which a model-decided answer becomes ``unknown``, is chosen out of sample: 5 folds
+grouped by project, each fold's threshold picked on the other folds. The ``holdout`` split
+(projects chosen by hash) is reported on its own and never used to choose anything.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import hashlib
+import os
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+from gpulens.diagnosis.classifier import Classifier, default_classifier
+from gpulens.diagnosis.logread.whole import WholeDiagnosis, diagnose_path
+from gpulens.errors import InputError
+from gpulens.vocab import NO_FAILURE
+
+__all__ = ["INDEX_DIR", "THRESHOLDS", "Case", "Figures", "WholeEval", "evaluate_whole", "load_index",
+           "render_section", "write_section"]
+
+INDEX_DIR = Path(__file__).resolve().parents[3] / "sample_logs" / "whole"
+#: Candidate confidence thresholds for model-decided answers (below: ``unknown``).
+THRESHOLDS = (0.0, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6)
+FOLDS = 5
+#: A predicted indicator line counts when it is this close to a labelled one.
+LINE_SLACK = 2
+
+
+@dataclasses.dataclass
+class Case:
+    """One labelled log and what the diagnosis said about it."""
+
+    row: dict[str, str]
+    got: WholeDiagnosis
+
+    @property
+    def project(self) -> str:
+        return self.row["project"]
+
+    def category(self, threshold: float) -> str:
+        d = self.got.diagnosis
+        if d.method == "svm" and d.category not in ("unknown", NO_FAILURE) and d.confidence < threshold:
+            return "unknown"
+        return d.category
+
+    def origin(self, threshold: float) -> str:
+        return "unknown" if self.category(threshold) == "unknown" and self.got.diagnosis.category != "unknown" \
+            else self.got.diagnosis.origin
+
+
+def load_index(index_dir: Path = INDEX_DIR) -> list[dict[str, str]]:
+    """Every row of ``index*.csv`` in ``index_dir``."""
+    rows: list[dict[str, str]] = []
+    for path in sorted(index_dir.glob("index*.csv")):
+        with path.open(encoding="utf-8", newline="") as fh:
+            rows += list(csv.DictReader(fh))
+    return rows
+
+
+def _lines(value: str) -> list[int]:
+    return [int(x) for x in value.split()]
+
+
+@dataclasses.dataclass
+class Figures:
+    """The evaluation figures of one subset, each with its counts."""
+
+    name: str
+    n: int
+    normal_called_failed: tuple[int, int]  # (count, normal-end logs)
+    healthy_accuracy: tuple[int, int]
+    category_macro_f1: float
+    category_accuracy: tuple[int, int]
+    failed_category_accuracy: tuple[int, int]
+    origin_accuracy: tuple[int, int]
+    line_precision: tuple[int, int]
+    line_recall: tuple[int, int]
+    first_rank_node: tuple[int, int]
+    phase_accuracy: tuple[int, int]
+    unknown_answers: int
+
+    @property
+    def line_f1(self) -> float:
+        p = _ratio(self.line_precision)
+        r = _ratio(self.line_recall)
+        return 2 * p * r / (p + r) if p + r else 0.0
+
+
+def _ratio(x: tuple[int, int]) -> float:
+    return x[0] / x[1] if x[1] else 0.0
+
+
+def _macro_f1(pairs: Sequence[tuple[str, str]]) -> float:
+    labels = sorted({t for t, _ in pairs})
+    f1s = []
+    for c in labels:
+        tp = sum(1 for t, p in pairs if t == c and p == c)
+        fp = sum(1 for t, p in pairs if t != c and p == c)
+        fn = sum(1 for t, p in pairs if t == c and p != c)
+        f1s.append(2 * tp / (2 * tp + fp + fn) if tp else 0.0)
+    return sum(f1s) / len(f1s) if f1s else 0.0
+
+
+def _line_hits(cases: Sequence[Case]) -> tuple[tuple[int, int], tuple[int, int]]:
+    """((predicted lines near a labelled one, predicted), (labelled lines found, labelled)) on
+    the failed logs."""
+    tp_p = n_p = tp_r = n_r = 0
+    for c in cases:
+        if c.row["ended_normally"] == "yes":
+            continue
+        want = _lines(c.row["indicator_lines"])
+        got = c.got.indicator_lines
+        n_p += len(got)
+        n_r += len(want)
+        tp_p += sum(1 for g in got if any(abs(g - w) <= LINE_SLACK for w in want))
+        tp_r += sum(1 for w in want if any(abs(g - w) <= LINE_SLACK for g in got))
+    return (tp_p, n_p), (tp_r, n_r)
+
+
+def _rank_node(cases: Sequence[Case]) -> tuple[int, int]:
+    """Logs whose label names a first rank or node: how many the diagnosis named right (the
+    rank when labelled, else the node)."""
+    right = total = 0
+    for c in cases:
+        rank, node = c.row["first_rank"], c.row["first_node"]
+        if c.row["ended_normally"] == "yes" or not (rank or node):
+            continue
+        total += 1
+        if rank and c.got.first_rank is not None and str(c.got.first_rank) == rank:
+            right += 1
+        elif not rank and node and c.got.first_node and node.split(".")[0] == c.got.first_node.split(".")[0]:
+            right += 1
+    return right, total
+
+
+def figures(name: str, cases: Sequence[Case], thresholds: dict[str, float]) -> Figures:
+    """The figures of ``cases``, each answered with its fold's threshold."""
+    normal = [c for c in cases if c.row["ended_normally"] == "yes"]
+    failed = [c for c in cases if c.row["ended_normally"] != "yes"]
+    cat = [(c.row["category"], c.category(thresholds[c.project])) for c in cases]
+    org = [(c.row["origin"], c.origin(thresholds[c.project])) for c in cases]
+    precision, recall = _line_hits(cases)
+    return Figures(
+        name=name, n=len(cases),
+        normal_called_failed=(sum(1 for c in normal if c.got.diagnosis.category != NO_FAILURE), len(normal)),
+        healthy_accuracy=(sum(1 for c in cases if (c.row["ended_normally"] == "yes")
+                              == (c.got.diagnosis.category == NO_FAILURE)), len(cases)),
+        category_macro_f1=_macro_f1(cat),
+        category_accuracy=(sum(1 for t, p in cat if t == p), len(cat)),
+        failed_category_accuracy=(sum(1 for c in failed if c.row["category"] == c.category(thresholds[c.project])),
+                                  len(failed)),
+        origin_accuracy=(sum(1 for t, p in org if t == p), len(org)),
+        line_precision=precision, line_recall=recall, first_rank_node=_rank_node(cases),
+        phase_accuracy=(sum(1 for c in failed if c.row["phase"] == c.got.phase), len(failed)),
+        unknown_answers=sum(1 for _, p in cat if p == "unknown"),
+    )
+
+
+def _folds(projects: Iterable[str], k: int = FOLDS) -> dict[str, int]:
+    """Each project's fold (by a hash of its name: every log of a project in one fold)."""
+    return {p: int(hashlib.sha256(p.lower().encode()).hexdigest()[8:16], 16) % k for p in set(projects)}
+
+
+def choose_thresholds(cases: Sequence[Case]) -> dict[str, float]:
+    """Per project, the threshold chosen on the other folds (category macro-F1, lowest on ties)."""
+    fold = _folds(c.project for c in cases)
+    out: dict[str, float] = {}
+    for f in range(FOLDS):
+        train = [c for c in cases if fold[c.project] != f]
+        best = max(THRESHOLDS, key=lambda t: (_macro_f1([(c.row["category"], c.category(t)) for c in train]), -t))
+        out.update({p: best for p, g in fold.items() if g == f})
+    return out
+
+
+def reliability(cases: Sequence[Case], thresholds: dict[str, float], bins: int = 10) -> tuple[list[tuple[str, int, float, float]], float]:
+    """(rows of (bin, logs, mean confidence, accuracy), expected calibration error) of the
+    category answers (healthy included)."""
+    groups: dict[int, list[tuple[float, bool]]] = defaultdict(list)
+    for c in cases:
+        pred = c.category(thresholds[c.project])
+        conf = float(c.got.diagnosis.confidence) if pred != "unknown" else 0.0
+        groups[min(bins - 1, int(conf * bins))].append((conf, pred == c.row["category"]))
+    rows = []
+    ece = 0.0
+    total = sum(len(g) for g in groups.values())
+    for b in sorted(groups):
+        g = groups[b]
+        mean_conf = sum(x for x, _ in g) / len(g)
+        acc = sum(1 for _, ok in g if ok) / len(g)
+        ece += len(g) / total * abs(mean_conf - acc)
+        rows.append((f"{b / bins:.1f}-{(b + 1) / bins:.1f}", len(g), mean_conf, acc))
+    return rows, ece
+
+
+@dataclasses.dataclass
+class WholeEval:
+    cases: list[Case]
+    thresholds: dict[str, float]
+    seconds: float
+    megabytes: float
+    missing: int
+
+    def subsets(self) -> list[Figures]:
+        c = self.cases
+        return [
+            figures("all logs (folds grouped by project)", c, self.thresholds),
+            figures("holdout split", [x for x in c if x.row["split"] == "holdout"], self.thresholds),
+            figures("dev split", [x for x in c if x.row["split"] == "dev"], self.thresholds),
+            figures("not marked ambiguous", [x for x in c if x.row["ambiguous"] != "yes"], self.thresholds),
+        ]
+
+
+def evaluate_whole(root: str | os.PathLike[str], clf: Classifier | None = None, *,
+                   progress: Callable[[int, int], None] | None = None, index_dir: Path = INDEX_DIR) -> WholeEval:
+    """Diagnose every indexed log found under ``root`` (``GPULENS_WHOLE_LOGS``) and score it."""
+    import time
+
+    base = Path(root)
+    if not base.is_dir():
+        raise InputError(f"whole-log corpus directory {base} does not exist.",
+                         "Point --whole-logs (or GPULENS_WHOLE_LOGS) at the rebuilt corpus (sample_logs/whole/README.md).")
+    clf = clf or default_classifier()
+    rows = load_index(index_dir)
+    present = [r for r in rows if (base / r["file"]).is_file()]
+    if not present:
+        raise InputError(f"none of the {len(rows)} indexed logs is under {base}.",
+                         "Rebuild the corpus as sample_logs/whole/README.md says.")
+    cases: list[Case] = []
+    size = 0
+    start = time.perf_counter()
+    for k, r in enumerate(present):
+        size += (base / r["file"]).stat().st_size
+        cases.append(Case(r, diagnose_path(base / r["file"], clf, min_confidence=0.0)))
+        if progress is not None:
+            progress(k + 1, len(present))
+    seconds = time.perf_counter() - start
+    return WholeEval(cases, choose_thresholds(cases), seconds, size / 1e6, len(rows) - len(present))
+
+
+def _pct(x: tuple[int, int]) -> str:
+    return f"{_ratio(x):.3f} ({x[0]}/{x[1]})"
+
+
+def render_section(ev: WholeEval, *, date: str, command: str) -> str:
+    """The whole-log section of docs/diagnosis-evaluation.md."""
+    subs = ev.subsets()
+    out = [
+        "## Whole job logs (issue 23)", "",
+        f"Generated by `{command}` on {date}. Corpus: {len(ev.cases)} whole logs "
+        f"({ev.megabytes:.1f} MB) of `sample_logs/whole/index_*.csv` from "
+        f"{len({c.project for c in ev.cases})} projects ({ev.missing} indexed logs missing from the corpus "
+        "directory). Nothing is trained on them (the classifier learns from the excerpt corpus), so every "
+        "figure is out of sample; the confidence threshold below which a model-decided answer becomes "
+        "`unknown` is chosen per fold on the other folds (5 folds grouped by project). The reader's rules "
+        "(completion messages, failure lines, prefixes, attempts) were written from the dev-split logs only; "
+        "the holdout row is the check (see the notes below the section for what was seen of it).", "",
+        "| subset | logs | normal end called a failure | healthy vs failed | category macro-F1 | category accuracy "
+        "| origin accuracy | indicator-line F1 (P / R) | first rank/node | phase | `unknown` |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for f in subs:
+        out.append(
+            f"| {f.name} | {f.n} | {f.normal_called_failed[0]} of {f.normal_called_failed[1]} | {_pct(f.healthy_accuracy)} "
+            f"| {f.category_macro_f1:.3f} | {_pct(f.category_accuracy)} | {_pct(f.origin_accuracy)} "
+            f"| {f.line_f1:.3f} ({_pct(f.line_precision)} / {_pct(f.line_recall)}) | {_pct(f.first_rank_node)} "
+            f"| {_pct(f.phase_accuracy)} | {f.unknown_answers} |")
+    chosen = Counter(ev.thresholds.values())
+    out += ["", "Thresholds chosen per fold (projects per value): "
+            + ", ".join(f"{t:.2f} ({n})" for t, n in sorted(chosen.items())) + ".", ""]
+    rows, ece = reliability(ev.cases, ev.thresholds)
+    out += ["Reliability of the category answers (all logs; confidence as reported, `unknown` counted as 0):", "",
+            "| confidence | logs | mean confidence | accuracy |", "| --- | ---: | ---: | ---: |"]
+    out += [f"| {b} | {n} | {m:.3f} | {a:.3f} |" for b, n, m, a in rows]
+    out += ["", f"Expected calibration error (10 bins): {ece:.3f}.", ""]
+    out += _misses(ev)
+    return "\n".join(out) + "\n"
+
+
+def _misses(ev: WholeEval) -> list[str]:
+    out = ["Wrong category (all logs):", "", "| file | split | true | predicted | confidence |", "| --- | --- | --- | --- | ---: |"]
+    for c in ev.cases:
+        pred = c.category(ev.thresholds[c.project])
+        if pred != c.row["category"]:
+            out.append(f"| `{c.row['file']}` | {c.row['split']} | {c.row['category']} | {pred} "
+                       f"| {c.got.diagnosis.confidence:.2f} |")
+    return out + [""]
+
+
+START = "<!-- whole-log section: start -->"
+END = "<!-- whole-log section: end -->"
+
+
+def write_section(path: str | os.PathLike[str], section: str) -> None:
+    """Put ``section`` into the report at ``path`` between its markers (appended the first
+    time); the rest of the file is kept as it is."""
+    p = Path(path)
+    old = p.read_text(encoding="utf-8") if p.is_file() else ""
+    block = f"{START}\n{section.rstrip()}\n{END}\n"
+    if START in old and END in old:
+        head, rest = old.split(START, 1)
+        after = rest.split(END, 1)[1].lstrip("\n")
+        new = head + block + ("\n" + after if after else "")
+    else:
+        new = (old.rstrip() + "\n\n" if old.strip() else "") + block
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(new, encoding="utf-8")

@@ -1,0 +1,156 @@
+"""Find lines by literal keys fast (``str.find`` over one block, not a regex per line), and
+say what kind of line each is: a failure, a secondary symptom, progress, benign noise."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+
+from gpulens.diagnosis import logs
+
+__all__ = [
+    "ERROR_KEYS",
+    "PROGRESS_KEYS",
+    "find_keys",
+    "last_matching",
+    "KILL_KEYS",
+    "has_error_level",
+    "is_benign",
+    "is_scheduler_kill",
+    "is_failure",
+    "is_progress",
+    "is_terminal_kill",
+]
+
+#: Literal keys of lines that may state a failure (hard, infrastructure or secondary).
+ERROR_KEYS: tuple[str, ...] = (
+    "rror", "ERROR", "xception", "FATAL", "atal", "ailed", "FAILED", "illed", "xhausted", "EXHAUSTED",
+    "ssert", "bort", "Segmentation", "denied", "No space", "CANCELLED", "OOM", "imed out", "imeout",
+    "nvalid", "xit", "Traceback", "SIG", "erminated", "Interrupt", "core dumped", "died", "Illegal",
+    "death signal",
+)
+
+_PROGRESS = re.compile(r"\b(?:step|epoch|iter(?:ation)?|loss|batch|Epoch|Step|Iter)\b|it/s|s/it|\d+/\d+ \[")
+_ERRWORD = re.compile(r"[Ee]rror|ERROR|Exception|FATAL|[Ff]ailed(?: to|:| with)|FAILED|Killed|Traceback|CANCELLED")
+#: Errors that do not end a run: trackers' and loggers' own troubles, warnings, cluster clean-up.
+_BENIGN = re.compile(
+    r"^wandb: (?:ERROR|WARNING|Network error)|--- Logging error ---|\bWarning\b|\w+Warning:|\bWARN(?:ING)?\b|warnings\.warn"
+    r"|slurmstepd.*(?:cgroup|_oom_event|proctrack|Unable to|step_terminate_monitor)"
+    r"|destroy_process_group|NCCL WARN|\[W\d{4}|^\s*\[W |\bDeprecat|ignore_errors|\b0 errors?\b"
+    r"|Set IB_HCA|Failed to load image Python extension|TORCH_CUDA_ARCH_LIST|\bFAILED\]\]\]"
+)
+#: A kill, a time limit, a signal or a non-zero exit: ends a run even with no traceback.
+_KILL = re.compile(
+    r"DUE TO (?:TIME LIMIT|PREEMPTION|NODE FAILURE)|CANCELLED AT|\bTERM_\w+|Exited with exit code [1-9]"
+    r"|^\s*(?:\S+: line \d+:\s+\d+\s+)?Killed\b|Segmentation fault|core dumped|Bus error|Illegal instruction"
+    r"|oom-kill|Out of memory: Kill|OOMKilled|exitcode\s*:\s*-?[1-9]|exit(?:ed)? (?:with )?(?:code|status) [1-9]"
+    r"|[Rr]eceived SIG\w+|[Rr]eceived \d+ death signal|terminate called|Fatal Python error|KeyboardInterrupt"
+    r"|srun: error: .*(?:Exited|Terminated|Killed)"
+)
+
+
+#: Keys of the scheduler's and the kernel's kill lines (they end a run even when the other
+#: processes go on printing progress for a few lines until they are killed too).
+KILL_KEYS: tuple[str, ...] = ("CANCELLED", "DUE TO", "TERM_", "Killed", "oom-kill", "OOMKilled")
+_SCHEDULER_KILL = re.compile(
+    r"DUE TO (?:TIME LIMIT|PREEMPTION|NODE FAILURE)|\*\*\* (?:JOB|STEP) [\d.]+ ON \S+ CANCELLED AT|\bTERM_[A-Z]+\b"
+    r"|^\s*(?:\S+: line \d+:\s+\d+\s+)?Killed\b|oom-kill|OOMKilled"
+)
+#: A log level that says the line is an error (looked at before the prefix is stripped).
+_ERROR_LEVEL = re.compile(r"^\S*\s*(?:[\d:,.\- ]+\s)?\[?(?:ERROR|FATAL|CRITICAL)\]?[\s:]")
+
+
+#: A program's own one-line error (argparse: "train.py: error: argument --fp16: ...").
+_PROGRAM_ERROR = re.compile(r"^[\w./-]+: error: ")
+
+
+def is_scheduler_kill(norm: str) -> bool:
+    """A scheduler's or the kernel's kill line (time limit, cancel, preemption, OOM kill)."""
+    return _SCHEDULER_KILL.search(norm) is not None
+
+
+def has_error_level(raw: str) -> bool:
+    """Whether a raw line carries an ERROR/FATAL/CRITICAL log level (a logger's error)."""
+    return _ERROR_LEVEL.search(raw[:80]) is not None
+
+
+def find_keys(lines: Sequence[str], keys: Sequence[str], start: int = 0, stop: int | None = None) -> list[int]:
+    """Indexes ``i`` in ``[start, stop)`` of the lines holding one of ``keys`` (sorted)."""
+    stop = len(lines) if stop is None else stop
+    if stop <= start:
+        return []
+    block = "\n".join(lines[start:stop])
+    starts: set[int] = set()
+    for key in keys:
+        pos = block.find(key)
+        while pos >= 0:
+            starts.add(block.rfind("\n", 0, pos) + 1)
+            nxt = block.find("\n", pos)
+            if nxt < 0:
+                break
+            pos = block.find(key, nxt + 1)
+    out: list[int] = []
+    line = 0
+    prev = 0
+    for ls in sorted(starts):
+        line += block.count("\n", prev, ls)
+        prev = ls
+        out.append(start + line)
+    return out
+
+
+def last_matching(lines: Sequence[str], keys: Sequence[str], pred: Callable[[str], bool], lo: int, hi: int,
+                  count: int = 1, window: int = 64) -> list[int]:
+    """The last ``count`` indexes in ``[lo, hi)`` (latest first) of lines holding one of ``keys``
+    that satisfy ``pred``; searched backwards window by window (stops as soon as found)."""
+    out: list[int] = []
+    top = hi
+    while top > lo and len(out) < count:
+        bottom = max(lo, top - window)
+        for i in reversed(find_keys(lines, keys, bottom, top)):
+            if pred(lines[i]):
+                out.append(i)
+                if len(out) >= count:
+                    break
+        top = bottom
+        window *= 2
+    return out
+
+
+def is_progress(raw: str) -> bool:
+    """A line showing the job going on (a step, epoch, loss or progress bar; not an error)."""
+    if raw.startswith((" ", "\t")) and not raw.lstrip().startswith(("Epoch", "epoch", "Step", "step")):
+        return False
+    if raw.startswith("wandb:"):  # a tracker's run summary at exit, not the job going on
+        return False
+    end = raw[-_SHOWN:]  # a progress bar's line holds every update ("\r"): the last is what shows
+    if not any(k in end for k in PROGRESS_KEYS):
+        return False
+    return _PROGRESS.search(end) is not None and _ERRWORD.search(end) is None
+
+
+#: Characters at the end of a line looked at (a tqdm line can hold thousands of updates).
+_SHOWN = 400
+#: Literals one of which every progress line holds (a cheap test before the regex).
+PROGRESS_KEYS = ("step", "Step", "poch", "iter", "Iter", "loss", "Loss", "batch", "Batch", "it/", "/it")
+
+
+def is_benign(norm: str) -> bool:
+    """An error-looking line that does not end a run (a tracker's, a logger's, a warning)."""
+    return _BENIGN.search(norm) is not None
+
+
+def is_terminal_kill(norm: str) -> bool:
+    """A kill, a time limit, a signal or a non-zero exit (ends a run without a traceback)."""
+    return _KILL.search(norm) is not None
+
+
+def is_failure(norm: str, raw: str = "") -> bool:
+    """A (normalized) line that states a failure or a secondary symptom of one (``raw``: the
+    line as printed, for its log level)."""
+    norm = norm[:_SHOWN]
+    if is_benign(norm) or is_benign(raw[:_SHOWN]):
+        return False
+    return (logs.is_hard_error(norm) or is_terminal_kill(norm) or logs.is_secondary(norm)
+            or _PROGRAM_ERROR.match(norm) is not None
+            or (bool(raw) and has_error_level(raw)))

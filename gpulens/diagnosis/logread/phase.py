@@ -1,0 +1,79 @@
+"""The phase a run failed in and the last step it printed.
+
+Phases: ``startup`` (before the first step), ``first_step``, ``training`` (with the last
+step/iteration/epoch seen), ``evaluation``, ``checkpoint_save``, ``checkpoint_load``,
+``shutdown`` (after the run's own end: final save/summary done, process-group teardown).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from gpulens.diagnosis.logread.completion import is_completion
+from gpulens.diagnosis.logread.lines import PROGRESS_KEYS, is_progress, last_matching
+
+__all__ = ["PHASES", "last_step", "phase_of"]
+
+PHASES = ("startup", "first_step", "training", "evaluation", "checkpoint_save", "checkpoint_load", "shutdown")
+
+_STEP_RES = (
+    re.compile(r"\b(?:global_step|step|Step|STEP|iter(?:ation)?|Iter(?:ation)?|it)\s*[=:\[#]?\s*(\d[\d,]*)(?:\s*/\s*\d+)?"),
+    re.compile(r"\[step=(\d+)"),
+    re.compile(r"\b[Ee]poch\s*[\[:=#]?\s*(\d+(?:\.\d+)?)(?:\s*/\s*\d+)?"),
+    re.compile(r"'epoch':\s*(\d+(?:\.\d+)?)"),
+    re.compile(r"\s(\d+)/\d+\s+\["),
+)
+_SAVE = re.compile(r"save_checkpoint|_save_checkpoint|torch\.save|save_pretrained|save_model|[Ss]aving (?:model|checkpoint)"
+                   r"|PytorchStreamWriter|SafetensorError|serializ|merge_and_unload|push_to_hub|_save\(")
+_LOAD = re.compile(r"load_checkpoint|load_state_dict|_load_best_model|resume_from|[Ll]oading checkpoint|torch\.load\("
+                   r"|_IncompatibleKeys|Error\(s\) in loading state_dict")
+_EVAL = re.compile(r"[Ee]valuat|[Vv]alidat|\beval\b|evaluate\(|compute_metrics|[Tt]esting\b|\bval_")
+_TEARDOWN = re.compile(r"destroy_process_group|atexit|__del__|finalize|[Ss]hutting down")
+_LOOKBACK = 25
+#: Lines looked back for the last step printed before a failure or the end.
+_STEP_LOOKBACK = 600
+
+
+def last_step(lines: Sequence[str], before: int, floor: int = 0) -> str | None:
+    """The last step/iteration/epoch printed in ``lines[floor:before]`` (as printed)."""
+    found = last_matching(lines, PROGRESS_KEYS, lambda ln: _step_in(ln) is not None, max(floor, before - _STEP_LOOKBACK), before)
+    return _step_in(lines[found[0]]) if found else None
+
+
+def _step_in(line: str) -> str | None:
+    end = line[-400:]
+    if not is_progress(end):
+        return None
+    for rx in _STEP_RES:
+        m = rx.search(end)
+        if m:
+            return m.group(1)
+    return None
+
+
+def _progress_count(lines: Sequence[str], floor: int, before: int, enough: int) -> int:
+    """Progress lines in ``lines[floor:before]``, counted backwards up to ``enough``."""
+    return len(last_matching(lines, PROGRESS_KEYS, is_progress, floor, before, enough))
+
+
+def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: int = 0,
+             step: str | None = None) -> str:
+    """The phase of a failure at index ``failure`` whose traceback/error lines are ``region``;
+    ``floor``: the index where the failed attempt starts; ``step``: the last step before it."""
+    text = "\n".join(region)
+    if _LOAD.search(text):
+        return "checkpoint_load"
+    if _SAVE.search(text):
+        return "checkpoint_save"
+    before = [ln for ln in lines[max(floor, failure - _LOOKBACK):failure] if ln.strip()]
+    if any(is_completion(ln) for ln in before) or _TEARDOWN.search(text):
+        return "shutdown"
+    if _EVAL.search(text) or any(_EVAL.search(ln) and not is_progress(ln) for ln in before[-6:]):
+        return "evaluation"
+    steps = _progress_count(lines, floor, failure, 4)
+    if steps == 0:
+        return "startup"
+    if step in ("0", "1") or (steps < 3 and not (step and step.replace(",", "").isdigit() and int(step.replace(",", "")) > 1)):
+        return "first_step"
+    return "training"

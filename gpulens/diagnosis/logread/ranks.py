@@ -1,0 +1,92 @@
+"""Which rank and which host printed a line: launcher prefixes and the messages that name them.
+
+Prefixes: ``[rank3]:`` / ``[default3]:`` (torchrun), ``3:`` (srun ``--label``),
+``[1,3]<stderr>:`` (Open MPI ``--tag-output``), ``gpu07: `` (deepspeed/pdsh),
+``(pid=123, ip=10.0.0.7)`` / ``(RayTrainWorker pid=1, ip=…)`` (Ray). Messages: NCCL's
+``[Rank 3]``, Lightning's ``[rank: 3]``, ``Process 3 terminated``, torchrun's root-cause table
+(``rank : 3``, ``host : gpu07``), ``srun: error: gpu07: task 3: …`` and Slurm's
+``*** JOB 12 ON gpu07 CANCELLED``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Sequence
+
+__all__ = ["Origin", "origin_of", "root_cause_table", "timestamp_of"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Origin:
+    """Where a line came from (either may be unknown)."""
+
+    rank: int | None = None
+    node: str | None = None
+
+
+_PREFIXES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"^\s*\[(?:rank|default)(\d+)\]\s*:"), "rank"),
+    (re.compile(r"^\s*\[\d+,(\d+)\]<std(?:out|err)>:"), "rank"),
+    (re.compile(r"^\s*(\d{1,4}):\s"), "rank"),
+    (re.compile(r"\((?:[\w.]+\s+)?pid=\d+,\s*ip=([\d.]+)[,)]"), "node"),
+    (re.compile(r"^([A-Za-z][\w-]*\d[\w-]*|(?:\d{1,3}\.){3}\d{1,3}):\s"), "node"),
+)
+_MESSAGES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"\[Rank (\d+)\]"), "rank"),
+    (re.compile(r"\[rank:?\s*(\d+)\]"), "rank"),
+    (re.compile(r"\b[Pp]rocess (\d+) terminated with"), "rank"),
+    (re.compile(r"\bglobal_rank[=:\s]+(\d+)"), "rank"),
+    (re.compile(r"srun: error: ([\w.-]+): tasks? (\d+)"), "node+rank"),
+    (re.compile(r"\*\*\* (?:JOB|STEP) [\d.]+ ON ([\w.-]+) CANCELLED"), "node"),
+)
+_TIMESTAMP = re.compile(r"(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?|\b\d\d:\d\d:\d\d\.\d{3,})")
+
+
+def origin_of(line: str) -> Origin:
+    """The rank and host a raw log line names (prefix first, then the message)."""
+    rank: int | None = None
+    node: str | None = None
+    for rx, kind in (*_PREFIXES, *_MESSAGES):
+        m = rx.search(line)
+        if m is None:
+            continue
+        if kind == "rank" and rank is None:
+            rank = int(m.group(1))
+        elif kind == "node" and node is None and not _is_level(m.group(1)):
+            node = m.group(1)
+        elif kind == "node+rank":
+            node = node or m.group(1)
+            rank = rank if rank is not None else int(m.group(2))
+    return Origin(rank, node)
+
+
+def _is_level(word: str) -> bool:
+    """Words a ``word:`` prefix takes that are not hosts (levels, loggers)."""
+    return word.upper() in {"INFO", "WARNING", "ERROR", "DEBUG", "CRITICAL", "FATAL", "NOTE"}
+
+
+def timestamp_of(line: str) -> str | None:
+    """The line's timestamp as printed (comparable as text within one log), if any."""
+    m = _TIMESTAMP.search(line[:80])
+    return m.group(1).replace("T", " ").replace(",", ".") if m else None
+
+
+_TABLE_RANK = re.compile(r"^\W*rank\s*:\s*(\d+)")
+_TABLE_HOST = re.compile(r"^\W*host\s*:\s*([\w.-]+)")
+
+
+def root_cause_table(lines: Sequence[str]) -> Origin | None:
+    """The rank and host of torchrun's ``Root Cause (first observed failure)`` table, if any."""
+    at = next((i for i in range(len(lines) - 1, -1, -1) if "Root Cause (first observed failure)" in lines[i]), None)
+    if at is None:
+        return None
+    rank: int | None = None
+    node: str | None = None
+    for ln in lines[at + 1: at + 12]:
+        body = re.sub(r"^.*?\]\s*:?\s*(?=\W*(?:rank|host)\s*:)", "", ln)
+        if rank is None and (m := _TABLE_RANK.match(body)):
+            rank = int(m.group(1))
+        if node is None and (m := _TABLE_HOST.match(body)):
+            node = m.group(1)
+    return Origin(rank, node) if rank is not None or node is not None else None

@@ -1,0 +1,94 @@
+"""Read a whole job log with exact 1-based line numbers, in bounded memory.
+
+A file up to :data:`WHOLE_BYTES` is read whole. A larger one keeps its head and its last
+:data:`WHOLE_BYTES`; the newlines of the skipped middle are counted (streamed, in chunks), so
+every kept line still has the number ``grep -n`` gives it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+from gpulens.diagnosis import logs
+
+__all__ = ["WHOLE_BYTES", "WholeText", "read_whole", "text_source"]
+
+#: Bytes of a log kept in memory (the end of a larger file; its head is kept too).
+WHOLE_BYTES = 16 * 1024 * 1024
+_HEAD_BYTES = 64 * 1024
+_CHUNK = 8 * 1024 * 1024
+
+
+@dataclasses.dataclass
+class WholeText:
+    """The kept lines of a log: ``lines[i]`` is line ``first + i`` of the file (1-based), after
+    ``head`` (lines 1..len(head)) when the middle was skipped."""
+
+    lines: list[str]
+    first: int
+    size: int
+    head: list[str] = dataclasses.field(default_factory=list)
+    reason: str | None = None  # set when the file is not a usable text log
+
+    @property
+    def n_lines(self) -> int:
+        return self.first + len(self.lines) - 1
+
+    def number(self, index: int) -> int:
+        """The 1-based file line number of ``lines[index]``."""
+        return self.first + index
+
+
+def text_source(text: str) -> WholeText:
+    """A log given as text (line 1 is its first line)."""
+    return _finish(text, len(text.encode("utf-8", "replace")))
+
+
+def _count_newlines(fh: object, start: int, end: int) -> int:
+    import io
+
+    assert isinstance(fh, io.BufferedReader)
+    fh.seek(start)
+    count = 0
+    pos = start
+    while pos < end:
+        chunk = fh.read(min(_CHUNK, end - pos))
+        if not chunk:
+            break
+        count += chunk.count(b"\n")
+        pos += len(chunk)
+    return count
+
+
+def read_whole(path: str | os.PathLike[str], *, keep_bytes: int = WHOLE_BYTES) -> WholeText:
+    """Read ``path`` (see the module doc; ``keep_bytes`` of its end kept). Raises ``OSError``
+    when it cannot be opened; other problems (empty, binary, not a regular file) come back as
+    ``reason``."""
+    probe = logs.read_log(path, head_bytes=4096, tail_bytes=4096, scan_bytes=0)
+    if probe.reason:
+        return WholeText([], 1, probe.size, reason=probe.reason)
+    with Path(path).open("rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size <= keep_bytes + _HEAD_BYTES:
+            data = fh.read()
+            return _finish(data.decode("utf-8", errors="replace"), size)
+        head = fh.read(_HEAD_BYTES).rsplit(b"\n", 1)[0]
+        start = size - keep_bytes
+        skipped = _count_newlines(fh, len(head) + 1, start)
+        fh.seek(start)
+        tail = fh.read()
+    nl = tail.find(b"\n")
+    body = tail[nl + 1:].decode("utf-8", errors="replace")
+    head_lines = head.decode("utf-8", errors="replace").split("\n")
+    # newlines before the body: the head's, the one after it, the middle's, the one ending the cut line
+    got = _finish(body, size)
+    return dataclasses.replace(got, first=len(head_lines) + skipped + 2, head=head_lines)
+
+
+def _finish(text: str, size: int) -> WholeText:
+    lines = text.split("\n") if text else []
+    if lines and lines[-1] == "":
+        lines.pop()  # a final newline does not start a line
+    return WholeText(lines, 1, size)

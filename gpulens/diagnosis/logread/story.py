@@ -1,0 +1,59 @@
+"""The short story of a whole-log diagnosis an operator can check against the log."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gpulens.vocab import NO_FAILURE
+
+if TYPE_CHECKING:
+    from gpulens.diagnosis.logread.whole import WholeDiagnosis
+
+__all__ = ["story"]
+
+_PHASE_WORDS = {
+    "startup": "during startup (before the first step)",
+    "first_step": "in the first step",
+    "training": "in training",
+    "evaluation": "in evaluation",
+    "checkpoint_save": "while saving a checkpoint",
+    "checkpoint_load": "while loading a checkpoint",
+    "shutdown": "at shutdown (after the run's own end)",
+}
+
+
+def _who(w: WholeDiagnosis) -> str:
+    if w.first_rank is not None and w.first_node:
+        return f"rank {w.first_rank} on {w.first_node}"
+    if w.first_rank is not None:
+        return f"rank {w.first_rank}"
+    return w.first_node or "the job"
+
+
+def _step(step: str | None) -> str:
+    if not step:
+        return ""
+    return f"at step {int(step):,} " if step.isdigit() else f"at step {step} "
+
+
+def story(w: WholeDiagnosis) -> str:
+    """E.g. "rank 3 on gpu07 failed first, at step 12,400 in training: CUDA out of memory
+    (line 20,512); 7 later error lines from other ranks or launchers (secondary)"."""
+    d = w.diagnosis
+    if d.category == NO_FAILURE:
+        where = f" (line {w.completion[0]:,})" if w.completion else ""
+        what = w.completion[1] if w.completion else ""
+        return f"ended normally{', last step ' + w.step if w.step else ''}: {what}{where}".rstrip(": ")
+    if not w.indicator_lines and not d.evidence:
+        return f"{d.category}: {d.reason or 'no failure line found'}"
+    verb = "failed first" if w.first_rank is not None or w.first_node else "failed"
+    what = (w.indicators[0] if w.indicators else d.evidence[0])[:160]
+    lines = ", ".join(f"{n:,}" for n in w.indicator_lines[:3])
+    text = f"{_who(w)} {verb}, {_step(w.step)}{_PHASE_WORDS.get(w.phase, w.phase)}: {what}"
+    text += f" (line{'s' if len(w.indicator_lines) > 1 else ''} {lines})" if lines else ""
+    text += f" -> {d.category}, origin {d.origin}"
+    if w.secondary_lines:
+        text += f"; {w.secondary_lines} later error line(s) from other ranks or launchers (secondary)"
+    if w.attempts > 1:
+        text += f"; attempt {w.attempts} of {w.attempts} in this file"
+    return text

@@ -1,0 +1,370 @@
+"""Whole-log diagnosis: healthy or failed first, then the failure-indicating lines (1-based,
+as ``grep -n``), the label decided from the error context around them, the first failing rank
+and node, the phase and step, and what is new in the last of several appended attempts.
+
+The classifier (rules, then the SVM) only ever sees the failed attempt's error context: the
+lines from the first terminal failure line to the end, without progress lines. The progress
+bars, config dumps and metric lines before it never reach it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from gpulens.diagnosis import logs
+from gpulens.diagnosis.classifier import Classifier, default_classifier
+from gpulens.diagnosis.logread import ranks
+from gpulens.diagnosis.logread.attempts import attempt_starts, new_in_last
+from gpulens.diagnosis.logread.completion import COMPLETION_KEYS, completion_strength
+from gpulens.diagnosis.logread.lines import (
+    ERROR_KEYS,
+    KILL_KEYS,
+    PROGRESS_KEYS,
+    find_keys,
+    is_benign,
+    is_failure,
+    is_progress,
+    is_scheduler_kill,
+    is_terminal_kill,
+    last_matching,
+)
+from gpulens.diagnosis.logread.phase import last_step, phase_of
+from gpulens.diagnosis.logread.source import WholeText, read_whole, text_source
+from gpulens.diagnosis.types import Diagnosis
+from gpulens.vocab import NO_FAILURE
+
+__all__ = ["MAX_CONTEXT_LINES", "MAX_INDICATORS", "SCAN_LINES", "SVM_MIN_CONFIDENCE", "WholeDiagnosis", "diagnose_file",
+           "diagnose_path", "diagnose_source", "diagnose_text"]
+
+MAX_INDICATORS = 6
+#: Below this confidence a model-decided (SVM) answer is ``unknown``. Chosen out of sample by
+#: ``gpulens diagnose --evaluate --whole-logs``: per fold (5, grouped by project) on the other
+#: folds, 0.40 was chosen for 88 of the 116 projects and 0.45 for the other 28
+#: (docs/diagnosis-evaluation.md, whole-log section); the majority value is kept.
+SVM_MIN_CONFIDENCE = 0.40
+#: Lines of error context given to the classifier (the first and the last of a longer one).
+MAX_CONTEXT_LINES = 1200
+#: Progress lines after an error line that show the job went on (the error did not end it).
+GOING_ON = 3
+#: Lines at the end of the last attempt searched for its terminal failure (a failure is
+#: at the end of a log; an error with this many lines after it did not end the job, or the
+#: lines after it say what did).
+SCAN_LINES = 5000
+
+
+@dataclasses.dataclass
+class WholeDiagnosis:
+    """The diagnosis of one whole log, with what an operator needs to check it."""
+
+    diagnosis: Diagnosis
+    indicator_lines: list[int] = dataclasses.field(default_factory=list)
+    indicators: list[str] = dataclasses.field(default_factory=list)
+    first_rank: int | None = None
+    first_node: str | None = None
+    phase: str = NO_FAILURE
+    step: str | None = None
+    secondary_lines: int = 0
+    attempts: int = 1
+    new_in_attempt: list[str] = dataclasses.field(default_factory=list)
+    n_lines: int = 0
+    #: (line number, text) of the line that shows a normal end, for a healthy verdict
+    completion: tuple[int, str] | None = None
+
+    def story(self) -> str:
+        """One sentence an operator can check against the log."""
+        from gpulens.diagnosis.logread.story import story
+
+        return story(self)
+
+    def as_diagnosis(self) -> Diagnosis:
+        """The diagnosis with what was read from the log filled in (first rank/node, lines, phase,
+        step, story)."""
+        return dataclasses.replace(self.diagnosis, first_rank=self.first_rank, first_node=self.first_node,
+                                   indicator_lines=list(self.indicator_lines),
+                                   phase=None if self.diagnosis.healthy else self.phase, step=self.step,
+                                   story=self.story())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "indicator_lines": list(self.indicator_lines),
+            "first_rank": self.first_rank,
+            "first_node": self.first_node,
+            "phase": self.phase,
+            "step": self.step,
+            "secondary_lines": self.secondary_lines,
+            "attempts": self.attempts,
+            "new_in_attempt": list(self.new_in_attempt),
+            "story": self.story(),
+        }
+
+
+def diagnose_path(path: str | os.PathLike[str], clf: Classifier | None = None, *,
+                  min_confidence: float = SVM_MIN_CONFIDENCE) -> WholeDiagnosis:
+    """Diagnose one log file (``unknown`` with a reason when it cannot be used)."""
+    name = str(path)
+    try:
+        src = read_whole(path)
+    except FileNotFoundError:
+        return _unusable("file not found", name)
+    except IsADirectoryError:
+        return _unusable("is a directory, not a log file", name)
+    except PermissionError:
+        return _unusable("permission denied reading the log", name)
+    except OSError as exc:
+        return _unusable(f"cannot read the log ({exc.strerror or exc})", name)
+    if src.reason:
+        return _unusable(src.reason, name)
+    return diagnose_source(src, clf, file=name, min_confidence=min_confidence)
+
+
+def diagnose_file(path: str | os.PathLike[str]) -> Diagnosis:
+    """``diagnose_path(path).as_diagnosis()`` with the default classifier (the job diagnosis'
+    log reader)."""
+    return diagnose_path(path).as_diagnosis()
+
+
+def diagnose_text(text: str, clf: Classifier | None = None, *, file: str | None = None,
+                  min_confidence: float = SVM_MIN_CONFIDENCE) -> WholeDiagnosis:
+    """Diagnose one log given as text."""
+    if not text.strip():
+        return _unusable("empty log", file)
+    return diagnose_source(text_source(text), clf, file=file, min_confidence=min_confidence)
+
+
+def _unusable(reason: str, file: str | None) -> WholeDiagnosis:
+    return WholeDiagnosis(Diagnosis("unknown", "unknown", 0.0, method="none", reason=reason, file=file),
+                          phase="unknown")
+
+
+def diagnose_source(src: WholeText, clf: Classifier | None = None, *, file: str | None = None,
+                    min_confidence: float = SVM_MIN_CONFIDENCE) -> WholeDiagnosis:
+    """Diagnose the lines ``src`` holds (line numbers from ``src.first``); a model-decided
+    answer below ``min_confidence`` is ``unknown``."""
+    lines = src.lines
+    if not any(ln.strip() for ln in lines):
+        return _unusable("empty log", file)
+    starts = attempt_starts(lines)
+    a0 = starts[-1]
+    frontier = _frontier(lines, a0)
+    failures = _failures(lines, a0, frontier)
+    done = _completion_after(lines, a0, failures)
+    base = WholeDiagnosis(Diagnosis("unknown", "unknown", 0.0), attempts=len(starts), n_lines=src.n_lines)
+    if done is not None and not [i for i in failures if i > done[0]]:
+        return _healthy(base, src, done, file)
+    if done is None and not failures and not find_keys(lines, (_TRACEBACK,), frontier):
+        # no failure line at all in the last attempt: nothing says it failed (logs cut off
+        # mid-run aside, which show progress at their end); less sure without results at the end
+        return _healthy(base, src, (_last_line(lines), 0.7 if _ends_with_results(lines) else 0.55), file)
+    got = _failed(base, src, starts, frontier, failures, clf or default_classifier(), file)
+    return _abstain(got, min_confidence)
+
+
+def _abstain(w: WholeDiagnosis, min_confidence: float) -> WholeDiagnosis:
+    """``unknown`` for a model-decided answer below ``min_confidence`` (lines kept)."""
+    d = w.diagnosis
+    if d.method != "svm" or d.category == "unknown" or d.confidence >= min_confidence:
+        return w
+    why = f"the model's best guess {d.category} has p={d.confidence:.2f} < {min_confidence:.2f}; cause not determinable"
+    return dataclasses.replace(w, diagnosis=Diagnosis("unknown", "unknown", d.confidence, list(d.evidence),
+                                                      method="svm", reason=why, file=d.file))
+
+
+def _failures(lines: Sequence[str], a0: int, frontier: int) -> list[int]:
+    """Indexes of the attempt's terminal failure lines: failure lines after the frontier, and
+    the scheduler's kill lines anywhere in the attempt."""
+    found = {i for i in find_keys(lines, ERROR_KEYS, frontier) if is_failure(logs.normalize_line(lines[i]), lines[i])}
+    found.update(i for i in find_keys(lines, KILL_KEYS, a0, frontier)
+                 if is_scheduler_kill(logs.normalize_line(lines[i])))
+    return sorted(found)
+
+
+_AT_EXIT = ("wandb: Synced", "wandb: Run summary", "wandb: 🚀 View run", "wandb: View run")
+
+
+def _at_exit(line: str) -> bool:
+    """A line trackers print at process exit whatever the outcome."""
+    return any(k in line for k in _AT_EXIT)
+
+
+def _frontier(lines: Sequence[str], floor: int) -> int:
+    """The index after which fewer than GOING_ON progress lines follow (errors before it did
+    not end the job: it went on)."""
+    floor = max(floor, len(lines) - SCAN_LINES)
+    got = last_matching(lines, PROGRESS_KEYS, is_progress, floor, len(lines), GOING_ON)
+    return got[-1] + 1 if len(got) >= GOING_ON else floor
+
+
+def _completion(lines: Sequence[str], floor: int) -> tuple[int, float] | None:
+    """(index, strength) of the last completion line at or after ``floor``."""
+    got = last_matching(lines, COMPLETION_KEYS, lambda ln: completion_strength(logs.normalize_line(ln)) > 0,
+                        floor, len(lines))
+    return (got[0], completion_strength(logs.normalize_line(lines[got[0]]))) if got else None
+
+
+def _completion_after(lines: Sequence[str], floor: int, failures: Sequence[int]) -> tuple[int, float] | None:
+    """The last completion line after the last failure; a tracker's exit lines (printed whatever
+    the outcome) count only when no failure line precedes them in the attempt's end."""
+    done = _completion(lines, failures[-1] + 1 if failures else floor)
+    while done is not None and failures and _at_exit(lines[done[0]]):
+        done = _completion(lines[:done[0]], failures[-1] + 1)  # an earlier, real completion message?
+    return done
+
+
+#: Lines before the first indicator line that tell its phase (the traceback above it).
+_AROUND = 80
+
+
+
+_RESULT_WORDS = ("accuracy", "Accuracy", "acc", "PSNR", "F1", "AUC", "score", "Score", "test", "Test", "mIoU",
+                 "saved", "Saved", "written", "results", "Results", "summary", "Average", "average", "mean",
+                 "Total", "total", "best", "Best", "final", "Final", "val_loss", "rouge", "bleu", "BLEU",
+                 "metric", "Metric", "precision", "recall", "perplexity", "ppl", "Evaluation", "eval_")
+
+
+def _ends_with_results(lines: Sequence[str]) -> bool:
+    """Whether the last lines report final results (a test score, a summary, saved outputs)."""
+    tail = [ln for ln in lines[-12:] if ln.strip()][-6:]
+    return any(w in ln for ln in tail for w in _RESULT_WORDS)
+
+
+_TRACEBACK = "Traceback (most recent call last)"
+
+
+def _last_line(lines: Sequence[str]) -> int:
+    return next((i for i in range(len(lines) - 1, -1, -1) if lines[i].strip()), len(lines) - 1)
+
+
+def _healthy(base: WholeDiagnosis, src: WholeText, done: tuple[int, float], file: str | None) -> WholeDiagnosis:
+    i, strength = done
+    line = logs.normalize_line(src.lines[i]).strip()[:300]
+    why = ("a completion message, no failure after it" if strength >= 0.8 else
+           "no failure line, and it ends with its results" if strength >= 0.7 else
+           "no failure line (and no completion message either)")
+    d = Diagnosis(NO_FAILURE, NO_FAILURE, round(strength, 3), [line], method="completion", file=file,
+                  reason=f"the run ended normally: {why}")
+    return dataclasses.replace(base, diagnosis=d, completion=(src.number(i), line),
+                               step=last_step(src.lines, i + 1))
+
+
+def _context(lines: Sequence[str], start: int, first: ranks.Origin) -> list[str]:
+    """The error context the classifier sees: ``lines[start:]`` without progress lines and
+    without the lines of ranks other than the first failing one (their errors are secondary),
+    bounded."""
+    ctx = [ln for ln in lines[start:] if not is_progress(ln) and _same(ln, first)]
+    if len(ctx) > MAX_CONTEXT_LINES:
+        ctx = ctx[: MAX_CONTEXT_LINES // 3] + ctx[-2 * MAX_CONTEXT_LINES // 3:]
+    return ctx
+
+
+def _region_start(lines: Sequence[str], frontier: int, failures: Sequence[int]) -> int:
+    """Where the failed attempt's error context starts: its first terminal failure line or the
+    traceback that holds it (a few lines before)."""
+    if not failures:
+        return max(frontier, len(lines) - logs.TAIL_LINES)
+    first = failures[0]
+    floor = min(frontier, first)
+    tb = next((k for k in range(first, max(floor, first - 400) - 1, -1)
+               if "Traceback (most recent call last)" in lines[k]), first)
+    return max(floor, min(tb, first) - 2)
+
+
+def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontier: int,
+            failures: list[int], clf: Classifier, file: str | None) -> WholeDiagnosis:
+    lines = src.lines
+    start = _region_start(lines, frontier, failures)
+    first = _first_origin(lines, failures, start)
+    d = clf.classify_text("\n".join(_context(lines, start, first)), file=file, keep_final=True)
+    if not failures and d.category != "unknown":
+        d.confidence = round(d.confidence * 0.8, 3)
+    found = _indicators(lines, start, failures, d.evidence)
+    first = _first_origin(lines, found, start) if first == ranks.Origin() else first
+    primary = [i for i in found if _same(lines[i], first)] or found
+    secondary = [i for i in failures if i > (primary[0] if primary else start) and i not in primary]
+    at = primary[0] if primary else len(lines) - 1
+    region = [logs.normalize_line(x) for x in lines[max(start, at - _AROUND):at + 3]]
+    step = last_step(lines, at, starts[-1])
+    good = starts[-2] if len(starts) > 1 else None
+    return dataclasses.replace(
+        base, diagnosis=d, indicator_lines=[src.number(i) for i in primary],
+        indicators=[logs.normalize_line(lines[i]).strip()[:300] for i in primary],
+        first_rank=first.rank, first_node=first.node or _failing_host(lines, starts[-1]),
+        phase=phase_of(lines, at, region, starts[-1], step), step=step,
+        secondary_lines=len(secondary), new_in_attempt=new_in_last(lines, starts, good))
+
+
+def _indicators(lines: Sequence[str], start: int, failures: Sequence[int], evidence: Sequence[str]) -> list[int]:
+    """Indexes of the lines that show the root failure: those the diagnosis' evidence quotes
+    (the deciding line, the final exception), and the kills/time limits that ended the run."""
+    found: set[int] = set()
+    norm = {i: logs.normalize_line(lines[i]).strip() for i in range(start, len(lines))}
+    for e in evidence[:4]:
+        key = e.strip()[:120]
+        if len(key) < 4 or key.startswith("terminated: "):
+            continue
+        hit = next((i for i in range(len(lines) - 1, start - 1, -1) if key in norm[i]), None)
+        if hit is not None:
+            found.add(hit)
+    for i in failures:
+        if is_terminal_kill(norm.get(i, "")) and not logs.is_secondary(norm.get(i, "")):
+            found.add(i)
+    root = [i for i in failures if i >= start and not logs.is_secondary(norm.get(i, ""))]
+    if root:
+        found.add(root[0])  # the first error line of the failure (often printed before the stack)
+    if not found:
+        found.update(i for i in failures if not logs.is_secondary(norm.get(i, "")))
+    found = {i for i in found if not is_benign(norm.get(i, ""))} or found
+    primary = {i for i in found if not logs.is_secondary(norm.get(i, ""))}
+    return sorted(primary or found)[:MAX_INDICATORS]
+
+
+
+
+def _first_origin(lines: Sequence[str], found: Sequence[int], start: int) -> ranks.Origin:
+    """The rank and node of the first indicator line that names one (torchrun's root-cause
+    table first); by timestamp when the lines carry one."""
+    table = ranks.root_cause_table(lines[start:])
+    if table is not None:
+        return table
+    tagged = [(ranks.timestamp_of(lines[i]) or "", i, ranks.origin_of(lines[i])) for i in found]
+    tagged = [t for t in tagged if t[2].rank is not None or t[2].node is not None]
+    if not tagged:
+        return _origin_above(lines, found[0], start) if found else ranks.Origin()
+    if all(t[0] for t in tagged):
+        tagged.sort(key=lambda t: (t[0], t[1]))
+    return tagged[0][2]
+
+
+def _origin_above(lines: Sequence[str], at: int, start: int) -> ranks.Origin:
+    """The rank/node named by the head of the error block that holds line ``at`` (Ray's
+    "(pid=…, ip=…)" line above a traceback whose own lines carry no prefix)."""
+    for i in range(at - 1, max(start, at - _AROUND) - 1, -1):
+        o = ranks.origin_of(lines[i])
+        if o.rank is not None or o.node is not None:
+            return o
+        if is_progress(lines[i]):
+            break
+    return ranks.Origin()
+
+
+def _same(line: str, first: ranks.Origin) -> bool:
+    """Whether a line comes from the first failing rank/node (or names neither)."""
+    if first.rank is None and first.node is None:
+        return True
+    o = ranks.origin_of(line)
+    if first.rank is not None and o.rank is not None:
+        return o.rank == first.rank
+    if first.node is not None and o.node is not None:
+        return o.node == first.node
+    return True
+
+
+def _failing_host(lines: Sequence[str], floor: int) -> str | None:
+    """The host a scheduler line names for the failed attempt (Slurm cancel/srun error)."""
+    for i in reversed(find_keys(lines, ("CANCELLED", "srun: error"), floor)):
+        node = ranks.origin_of(lines[i]).node
+        if node:
+            return node
+    return None
