@@ -288,10 +288,20 @@ def _build_ph_rolled(con: duckdb.DuckDBPyConnection, sf: SampleFiles,
             _build_ph(con, *_files_source([p for p, _ in plan.raw]), _rollup_sources(plan))
             return
         except duckdb.Error as exc:
-            bad = next((p for p, _ in plan.rollups if p in str(exc)), None)
-            if bad is None:
+            bad = _damaged_rollups(plan, exc)
+            if not bad:
                 raise
-            rollups.damaged(root, Path(bad), str(exc).splitlines()[0][:200], qr.warner(root))
+            for path, why in bad:
+                rollups.damaged(root, Path(path), why, qr.warner(root))
+
+
+def _damaged_rollups(plan: rollups.RollupPlan, exc: duckdb.Error) -> list[tuple[str, str]]:
+    """The rollup files of ``plan`` that a failed read names, else those that fail a full read."""
+    named = [(p, str(exc).splitlines()[0][:200]) for p, _ in plan.rollups if p in str(exc)]
+    if named:
+        return named
+    found = ((p, qr.read_fully(Path(p))) for p, _ in plan.rollups)
+    return [(p, why) for p, why in found if why is not None]
 
 
 _FLAT = "node, gpu_index, hk, n, su, mask"

@@ -51,6 +51,7 @@ import pyarrow.parquet as pq
 
 from gpulens.store import quarantine as qr
 from gpulens.store.lake import COMPACT_PREFIX, partitions
+from gpulens.store.samples import SAMPLE_KINDS
 
 __all__ = [
     "ROLLUP_KINDS",
@@ -164,24 +165,32 @@ def _hour_rows(mins: pa.Table) -> pa.Table:
 
 def aggregate(name: str, paths: Sequence[Path]) -> pa.Table:
     """The ``name`` rollup rows of the sample files ``paths`` (of one kind, any nodes)."""
-    src = _read_source(name)
-    params = {"files": [str(p) for p in paths]}
     con = duckdb.connect()
     try:
+        con.register("t", _read(name, paths))
         if name == "gpu_hour":
-            return _hour_rows(con.sql(_GPU_MINUTES.format(src=src), params=params).to_arrow_table())
-        net = con.sql(_NET_MINUTES.format(src=src), params=params).to_arrow_table()
-        return net.cast(_NET_MINUTE)
+            return _hour_rows(con.sql(_GPU_MINUTES.format(src="t")).to_arrow_table())
+        return con.sql(_NET_MINUTES.format(src="t")).to_arrow_table().cast(_NET_MINUTE)
     finally:
         con.close()
 
 
-def _read_source(name: str) -> str:
-    """A FROM-clause source of the rollup input columns of the files ``$files``, the node from
-    the hive path (columns a file lacks read as NULL)."""
-    cols = ", ".join(_COLUMNS[name])
-    return (f"(SELECT node, {cols} FROM read_parquet($files, hive_partitioning = true,"  # noqa: S608
-            " union_by_name = true, hive_types = {'kind': VARCHAR, 'date': DATE, 'node': VARCHAR}))")
+def _read(name: str, paths: Sequence[Path]) -> pa.Table:
+    """The rollup input columns of ``paths`` and the node (from the hive path); a column a
+    file lacks reads as NULL. (Read by Arrow: DuckDB 2.0.1's ``union_by_name`` scan takes
+    NaN floats for numbers in ``isnan`` and ``nullif``.)"""
+    want = _COLUMNS[name]
+    kind = ROLLUP_KINDS[name]
+    types = dict(SAMPLE_KINDS[kind])
+    tables = []
+    for p in paths:
+        have = set(pq.read_schema(p).names)
+        t = pq.read_table(p, columns=[c for c in want if c in have], partitioning=None)
+        cols = [t[c].cast(types[c]) if c in have else pa.nulls(t.num_rows, types[c]) for c in want]
+        node = p.parent.name.removeprefix("node=")
+        tables.append(pa.table([pa.array([node] * t.num_rows, pa.string()), *cols],
+                               names=["node", *want]))
+    return pa.concat_tables(tables)
 
 
 # ------------------------------------------------------------------ reading sources
