@@ -34,6 +34,7 @@ import functools
 import hashlib
 import json
 import os
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -203,25 +204,72 @@ def _quarantine_damaged(root: Path, folder: Path, names: Iterable[str],
     return found
 
 
-def _list_partition(root: Path, folder: Path,
+#: folder -> (its mtime, live, replaced, (size, mtime) of each live file): a listing reused
+#: while the folder and its live files are unchanged (a stat each instead of a re-listing)
+_listed: dict[str, tuple[int, tuple[str, ...], tuple[str, ...], tuple[tuple[int, int], ...]]] = {}
+_SETTLED_NS = 2_000_000_000  # a folder changed this recently is listed again (coarse mtimes)
+
+
+def _stats(folder: str, names: Iterable[str]) -> tuple[tuple[int, int], ...]:
+    out = []
+    for name in names:
+        st = os.stat(os.path.join(folder, name))
+        out.append((st.st_size, st.st_mtime_ns))
+    return tuple(out)
+
+
+def _reuse(folder: str) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """The earlier listing of ``folder`` if neither it nor its live files changed since."""
+    hit = _listed.get(folder)
+    if hit is None or qr.excluded():
+        return None
+    try:
+        if os.stat(folder).st_mtime_ns != hit[0] or _stats(folder, hit[1]) != hit[3]:
+            return None
+    except OSError:
+        return None
+    return hit[1], hit[2]
+
+
+def _remember(folder: str, mtime: int, split: tuple[tuple[str, ...], tuple[str, ...]]) -> None:
+    if time.time_ns() - mtime < _SETTLED_NS:
+        return
+    try:
+        _listed[folder] = (mtime, split[0], split[1], _stats(folder, split[0]))
+    except OSError:
+        return
+    if len(_listed) > _CACHE_MAX:
+        _listed.pop(next(iter(_listed)))
+
+
+def _list_partition(root: Path, key: str,
                     warn: Callable[[str], None]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    reused = _reuse(key)
+    if reused is not None:
+        return reused
+    folder = Path(key)
     changed = 0
     while changed < 5:
+        try:
+            mtime = os.stat(key).st_mtime_ns
+        except FileNotFoundError:
+            return (), ()
         names = [n for n in _parquet_names(folder) if not qr.is_excluded(folder / n)]
         split = _split(names, folder)
         if split is None:
             changed += 1
         elif not _quarantine_damaged(root, folder, split[0], warn):
+            _remember(key, mtime, split)
             return split
         # else: a damaged file left the folder (or this process's reads): list again
     raise StoreError(f"Sample partition {folder} kept changing while it was listed.",
                      "Retry; if it persists, check that one `gpulens store compact` runs at a time.")
 
 
-def _dirs(path: Path, prefix: str) -> list[tuple[str, Path]]:
+def _dirs(path: str, prefix: str) -> list[tuple[str, str]]:
     try:
         with os.scandir(path) as it:
-            return [(e.name[len(prefix):], Path(e.path)) for e in it
+            return [(e.name[len(prefix):], e.path) for e in it
                     if e.name.startswith(prefix) and e.is_dir()]
     except FileNotFoundError:
         return []
@@ -235,18 +283,15 @@ def _parquet_names(path: Path) -> list[str]:
         return []
 
 
-def partitions(
-    samples: Path, kind: str, first: date | None = None, last: date | None = None,
-    *, seed: bool = False, warn: Callable[[str], None] | None = None,
-) -> Iterable[Partition]:
-    """Every partition of ``kind`` with a date in ``[first, last]`` (None: unbounded).
+Walked = tuple[date, str, str, tuple[str, ...], tuple[str, ...]]
 
-    Damaged live files are quarantined on the way (``warn`` gets one line for each;
-    default: the warner registered for the data directory, else stderr).
-    """
+
+def _walk(samples: Path, kind: str, first: date | None, last: date | None, seed: bool,
+          warn: Callable[[str], None] | None) -> Iterable[Walked]:
+    """(day, node, folder, live, replaced) of every partition of ``kind`` in ``[first, last]``."""
     root = samples.parent
     warn = warn or qr.warner(root)
-    for day_text, day_dir in sorted(_dirs(samples / f"kind={kind}", "date=")):
+    for day_text, day_dir in sorted(_dirs(os.path.join(samples, f"kind={kind}"), "date=")):
         try:
             day = date.fromisoformat(day_text)
         except ValueError:
@@ -258,7 +303,20 @@ def partitions(
                 continue
             live, replaced = _list_partition(root, node_dir, warn)
             if live or replaced:
-                yield Partition(kind, day, node, node_dir, live, replaced)
+                yield day, node, node_dir, live, replaced
+
+
+def partitions(
+    samples: Path, kind: str, first: date | None = None, last: date | None = None,
+    *, seed: bool = False, warn: Callable[[str], None] | None = None,
+) -> Iterable[Partition]:
+    """Every partition of ``kind`` with a date in ``[first, last]`` (None: unbounded).
+
+    Damaged live files are quarantined on the way (``warn`` gets one line for each;
+    default: the warner registered for the data directory, else stderr).
+    """
+    for day, node, folder, live, replaced in _walk(samples, kind, first, last, seed, warn):
+        yield Partition(kind, day, node, Path(folder), live, replaced)
 
 
 @dataclass(frozen=True)
@@ -278,8 +336,9 @@ def list_live(
     *, warn: Callable[[str], None] | None = None,
 ) -> LakeListing:
     """The live (not replaced, not damaged) sample files of ``kind``, seed files excluded."""
-    files = [(str(p.path / name), p.day)
-             for p in partitions(samples, kind, first, last, warn=warn) for name in p.live]
+    files = [(os.path.join(folder, name), day)
+             for day, _, folder, live, _ in _walk(samples, kind, first, last, False, warn)
+             for name in live]
     digest = hashlib.blake2b(digest_size=16)
     for path, _ in files:
         digest.update(path.encode("utf-8", "surrogateescape") + b"\0")
