@@ -345,15 +345,17 @@ _ROLL_USED = """
     FROM (SELECT hash(node, gpu_index, hk) AS gh, hk, n, su, mask FROM {flat}) r
     JOIN {hours} x ON x.gh = r.gh AND x.lo_m = r.hk * 60 AND x.hi_m = r.hk * 60 + 60
     UNION ALL
-    SELECT x.hid,
-           coalesce(list_sum(list_slice(r.nm, x.lo_m - r.hk * 60 + 1, x.hi_m - r.hk * 60)), 0),
-           coalesce(list_sum(list_slice(r.sm, x.lo_m - r.hk * 60 + 1, x.hi_m - r.hk * 60)), 0.0),
-           CAST(r.mask AS UBIGINT)
-             & (((CAST(1 AS UBIGINT) << CAST(x.hi_m - x.lo_m AS UBIGINT)) - CAST(1 AS UBIGINT))
-                << CAST(x.lo_m - r.hk * 60 AS UBIGINT))
-    FROM (SELECT hash(node, gpu_index, hk) AS gh, hk, mask, nm, sm FROM {lists}) r
-    JOIN {hours} x ON x.gh = r.gh AND x.lo_m >= r.hk * 60 AND x.hi_m <= r.hk * 60 + 60
-     AND x.hi_m - x.lo_m < 60
+    SELECT hid,
+           CASE WHEN nm IS NULL THEN bit_count(mask & rm)
+                ELSE coalesce(list_sum(list_slice(nm, a + 1, b)), 0) END,
+           coalesce(list_sum(list_slice(sm, a + 1, b)), 0.0), mask & rm
+    FROM (SELECT x.hid, r.nm, r.sm, CAST(r.mask AS UBIGINT) AS mask,
+                 x.lo_m - r.hk * 60 AS a, x.hi_m - r.hk * 60 AS b,
+                 ((CAST(1 AS UBIGINT) << CAST(x.hi_m - x.lo_m AS UBIGINT)) - CAST(1 AS UBIGINT))
+                   << CAST(x.lo_m - r.hk * 60 AS UBIGINT) AS rm
+          FROM (SELECT hash(node, gpu_index, hk) AS gh, hk, mask, nm, sm FROM {lists}) r
+          JOIN {hours} x ON x.gh = r.gh AND x.lo_m >= r.hk * 60 AND x.hi_m <= r.hk * 60 + 60
+           AND x.hi_m - x.lo_m < 60)
 """
 
 

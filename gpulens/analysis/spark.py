@@ -310,16 +310,18 @@ _PH = f"""
           ON x.node = r.node AND x.gpu_index = r.gpu_index AND x.hk = r.hk
          AND x.hi_m - x.lo_m = 60
         UNION ALL
-        SELECT x.pid, x.h,
-               aggregate(slice(r.nm, CAST(x.lo_m - r.hk * 60 + 1 AS INT),
-                               CAST(x.hi_m - x.lo_m AS INT)), CAST(0 AS BIGINT), (a, v) -> a + v),
-               aggregate(slice(r.sm, CAST(x.lo_m - r.hk * 60 + 1 AS INT),
-                               CAST(x.hi_m - x.lo_m AS INT)), 0.0D, (a, v) -> a + v),
-               r.mask & shiftleft(shiftleft(CAST(1 AS BIGINT), CAST(x.hi_m - x.lo_m AS INT)) - 1,
-                                  CAST(x.lo_m - r.hk * 60 AS INT))
-        FROM gl_roll r JOIN gl_hours x
-          ON x.node = r.node AND x.gpu_index = r.gpu_index AND x.hk = r.hk
-         AND x.hi_m - x.lo_m < 60
+        SELECT pid, h,
+               CASE WHEN nm IS NULL THEN CAST(bit_count(mask & rm) AS BIGINT)
+                    ELSE aggregate(slice(nm, a, len), CAST(0 AS BIGINT), (acc, v) -> acc + v) END,
+               aggregate(slice(sm, a, len), 0.0D, (acc, v) -> acc + v),
+               mask & rm
+        FROM (SELECT x.pid, x.h, r.nm, r.sm, r.mask,
+                     CAST(x.lo_m - r.hk * 60 + 1 AS INT) AS a, CAST(x.hi_m - x.lo_m AS INT) AS len,
+                     shiftleft(shiftleft(CAST(1 AS BIGINT), CAST(x.hi_m - x.lo_m AS INT)) - 1,
+                               CAST(x.lo_m - r.hk * 60 AS INT)) AS rm
+              FROM gl_roll r JOIN gl_hours x
+                ON x.node = r.node AND x.gpu_index = r.gpu_index AND x.hk = r.hk
+               AND x.hi_m - x.lo_m < 60)
     ),
     used AS (
         SELECT pid, h, CAST(sum(n) AS BIGINT) AS n, sum(su) AS su, bit_count(bit_or(mask)) AS k

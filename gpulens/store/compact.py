@@ -116,6 +116,7 @@ class CompactReport:
     days: list[str] = field(default_factory=list)
     rollup_files: int = 0
     rollup_bytes: int = 0
+    rollup_seconds: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -345,6 +346,7 @@ def _refresh_rollups(store: Store, kind: str, days: list[date], closed: date,
 
     A day whose files cannot be read is left without a rollup (one warning): analyses read
     its raw samples, which report the damage."""
+    started = time.perf_counter()
     for name in (n for n, k in rollups.ROLLUP_KINDS.items() if k == kind):
         for day in days:
             try:
@@ -359,6 +361,7 @@ def _refresh_rollups(store: Store, kind: str, days: list[date], closed: date,
                 report.rollup_bytes += size
                 if progress:
                     progress(f"rollup {name} {day}")
+    report.rollup_seconds += time.perf_counter() - started
 
 
 def _record(store: Store, rows: list[dict[str, Any]]) -> None:

@@ -204,27 +204,20 @@ def _quarantine_damaged(root: Path, folder: Path, names: Iterable[str],
     return found
 
 
-#: folder -> (its mtime, live, replaced, (size, mtime) of each live file): a listing reused
-#: while the folder and its live files are unchanged (a stat each instead of a re-listing)
-_listed: dict[str, tuple[int, tuple[str, ...], tuple[str, ...], tuple[tuple[int, int], ...]]] = {}
+#: folder -> (its mtime, live, replaced): a listing reused while the folder is unchanged (one
+#: stat instead of a listing; files enter and leave a partition by rename, which changes the
+#: folder's mtime; damage inside a file is found when it is read, quarantine.py)
+_listed: dict[str, tuple[int, tuple[str, ...], tuple[str, ...]]] = {}
 _SETTLED_NS = 2_000_000_000  # a folder changed this recently is listed again (coarse mtimes)
 
 
-def _stats(folder: str, names: Iterable[str]) -> tuple[tuple[int, int], ...]:
-    out = []
-    for name in names:
-        st = os.stat(os.path.join(folder, name))
-        out.append((st.st_size, st.st_mtime_ns))
-    return tuple(out)
-
-
 def _reuse(folder: str) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
-    """The earlier listing of ``folder`` if neither it nor its live files changed since."""
+    """The earlier listing of ``folder`` if it did not change since."""
     hit = _listed.get(folder)
-    if hit is None or qr.excluded():
+    if hit is None or qr.any_excluded():
         return None
     try:
-        if os.stat(folder).st_mtime_ns != hit[0] or _stats(folder, hit[1]) != hit[3]:
+        if os.stat(folder).st_mtime_ns != hit[0]:
             return None
     except OSError:
         return None
@@ -234,10 +227,7 @@ def _reuse(folder: str) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
 def _remember(folder: str, mtime: int, split: tuple[tuple[str, ...], tuple[str, ...]]) -> None:
     if time.time_ns() - mtime < _SETTLED_NS:
         return
-    try:
-        _listed[folder] = (mtime, split[0], split[1], _stats(folder, split[0]))
-    except OSError:
-        return
+    _listed[folder] = (mtime, split[0], split[1])
     if len(_listed) > _CACHE_MAX:
         _listed.pop(next(iter(_listed)))
 

@@ -39,6 +39,7 @@ __all__ = [
     "quarantine",
     "rows_of",
     "quarantine_named_in_error",
+    "any_excluded",
     "sample_file_in_error",
     "warner",
 ]
@@ -155,6 +156,11 @@ def quarantine(root: Path, path: Path, reason: str) -> QuarantineRecord | None:
 def excluded() -> set[str]:
     """Files this process left out because it could not move them."""
     return set(_EXCLUDED)
+
+
+def any_excluded() -> bool:
+    """True when this process left out some file it could not move."""
+    return bool(_EXCLUDED)
 
 
 def is_excluded(path: Path) -> bool:

@@ -9,7 +9,8 @@ a reader ignores a file of another release's columns and reads raw samples inste
   and ``su``, the count and sum of the non-NULL, non-NaN ``util_gpu`` samples; ``mask``, the
   minutes of the hour with such a sample (bit ``m % 60``); ``nm`` and ``sm``, the same count
   and sum per minute of the hour (60-element lists, for placements that cover part of an
-  hour); ``util_min``, ``util_max``, ``mem_used_max``, ``power_sum``, ``power_n``.
+  hour; ``nm`` is NULL when no minute has two samples: the counts are then the mask's bits,
+  and readers skip decoding 60 numbers a row); ``util_min``, ``util_max``, ``mem_used_max``, ``power_sum``, ``power_n``.
 * ``net_minute`` (from ``kind=net``): per (node, minute ``mk``, epoch minutes, link kind):
   samples and the sums of ``rx_bps`` and ``tx_bps``.
 
@@ -151,7 +152,8 @@ def _hour_rows(mins: pa.Table) -> pa.Table:
         "gpu_index": pa.array(g[first], pa.int16()), "hk": pa.array(hk[first]),
         "n": pa.array(red(np.add, n)), "su": pa.array(sm.sum(axis=1)),
         "mask": pa.array(red(np.bitwise_or, bits)),
-        "nm": pa.ListArray.from_arrays(offsets, pa.array(nm.ravel())),
+        "nm": pa.ListArray.from_arrays(offsets, pa.array(nm.ravel()),
+                                       mask=pa.array(nm.max(axis=1, initial=0) <= 1)),
         "sm": pa.ListArray.from_arrays(offsets, pa.array(sm.ravel())),
         "util_min": pa.array(umin, pa.float32(), mask=np.isnan(umin)),
         "util_max": pa.array(umax, pa.float32(), mask=np.isnan(umax)),

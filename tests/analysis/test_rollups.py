@@ -132,7 +132,8 @@ def lake(tmp_path_factory: pytest.TempPathFactory) -> Store:
 
 def test_rollups_give_the_raw_numbers_through_late_segments_and_recompaction(
         lake: Store, tmp_path: Path) -> None:
-    store = lake
+    store = Store(tmp_path / "d1")
+    shutil.copytree(lake.root, store.root)
     report = compact(store, settle=3600, grace=3600, clock=lambda: NOON3)
     assert report.rollup_files >= 3 and report.rollup_bytes > 0
     days = [DAY.date() + dt.timedelta(days=i) for i in range(3)]
@@ -150,6 +151,10 @@ def test_rollups_give_the_raw_numbers_through_late_segments_and_recompaction(
     compact(store, settle=3600, grace=3600, clock=lambda: NOON3)
     assert _used(store) == (3, nodes), "the closed day's late segment was rolled in; the open" \
         " day's one new segment per node is fewer than a tier: read raw"
+    counts = pq.read_table(rollup_path(store.root, "gpu_hour", days[0]), columns=["hk", "nm"])
+    two = {hk % 24 for hk, nm in zip(counts["hk"].to_pylist(), counts["nm"].to_pylist(),
+                                     strict=True) if nm is not None}
+    assert two == {5, 6}, "minute counts are stored where a minute has two samples"
     _assert_same(_everything(store), _everything(_raw_copy(store, tmp_path / "raw3")))
 
     # a rollup out of step with its day (a crash before step 5): its nodes are read raw
@@ -194,6 +199,7 @@ def test_rollup_names_the_files_it_summarises(lake: Store, tmp_path: Path) -> No
     assert sources == live
     rows = pq.read_table(path)
     assert rows.num_rows == 16 * 24, "one row per GPU and hour"
-    assert {len(v) for v in rows["nm"].to_pylist()} == {60}
+    assert {len(v) for v in rows["sm"].to_pylist()} == {60}
+    assert rows["nm"].null_count == rows.num_rows, "one sample a minute: counts are the mask's bits"
     net = rollup_path(store.root, "net_minute", DAY.date())
     assert pq.read_table(net).num_rows > 0

@@ -28,8 +28,7 @@ from gpulens.analysis.spark import SparkAnalyses, spark_session
 from gpulens.cli.main import cli
 from gpulens.errors import InputError
 from gpulens.ingest.simulate import simulate
-from gpulens.store import Store
-from gpulens.store import rollups
+from gpulens.store import Store, rollups
 from gpulens.store.compact import compact
 from gpulens.store.lake import partitions
 from tests.conftest import require_module, require_tool
