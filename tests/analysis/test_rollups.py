@@ -12,7 +12,10 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import random
 import shutil
+import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +34,7 @@ from gpulens.store import Store
 from gpulens.store.compact import compact
 from gpulens.store.lake import partitions
 from gpulens.store.rollups import SOURCES_KEY, plan, rollup_path
+from tests.core.test_store import _py, _wait_for_line
 
 DAY = dt.datetime(2026, 1, 1)
 #: noon of the third day: days 1 and 2 are closed, day 3 is open
@@ -102,7 +106,6 @@ def _raw_copy(store: Store, dest: Path) -> Store:
 
 def _assert_same(rolled: dict[str, Any], raw: dict[str, Any]) -> None:
     assert rolled.keys() == raw.keys()
-    busy = 0.0
     for name, a in rolled.items():
         b = raw[name]
         assert list(a.columns) == list(b.columns), name
@@ -114,8 +117,8 @@ def _assert_same(rolled: dict[str, Any], raw: dict[str, Any]) -> None:
                                            rtol=1e-9, atol=1e-12, err_msg=f"{name}: {col}")
             else:
                 assert x.astype(str).tolist() == y.astype(str).tolist(), f"{name}: {col}"
-    busy = float(rolled["all utilization cluster"]["busy_gpu_hours"].iloc[0])
-    assert busy > 1.0, "the store must have busy GPU-hours to compare"
+    first = next(iter(rolled.values()))
+    assert len(first) > 0, "the store must have rows to compare"
 
 
 def _used(store: Store) -> tuple[int, int]:
@@ -130,6 +133,7 @@ def lake(tmp_path_factory: pytest.TempPathFactory) -> Store:
     return _segmented(tmp_path_factory.mktemp("rollups") / "d")
 
 
+@pytest.mark.slow
 def test_rollups_give_the_raw_numbers_through_late_segments_and_recompaction(
         lake: Store, tmp_path: Path) -> None:
     store = Store(tmp_path / "d1")
@@ -203,3 +207,42 @@ def test_rollup_names_the_files_it_summarises(lake: Store, tmp_path: Path) -> No
     assert rows["nm"].null_count == rows.num_rows, "one sample a minute: counts are the mask's bits"
     net = rollup_path(store.root, "net_minute", DAY.date())
     assert pq.read_table(net).num_rows > 0
+
+
+def _core(store: Store) -> dict[str, Any]:
+    con = store.connect()
+    return {"day": analysis.utilization(con, by="day"), "jobs": analysis.job_utilization(con),
+            "goodput": analysis.goodput(con), "series": analysis.utilization_timeseries(con)}
+
+
+@pytest.mark.slow
+def test_sigkilled_compaction_never_leaves_a_rollup_out_of_step(lake: Store, tmp_path: Path) -> None:
+    """Rounds of: late segments on one node-day per node, then a compaction (5 merges, then the
+    day's rollup) killed with SIGKILL after 0, 1, ... of its steps. Every analysis still gives
+    the raw numbers after each kill, and a last run leaves every day rolled up, no debris."""
+    root = tmp_path / "d4"
+    shutil.copytree(lake.root, root)
+    store = Store(root)
+    compact(store, settle=0, grace=0)
+    rng = random.Random(26)
+    killed = 0
+    for i, steps in enumerate((0, 1, 3, 5, 6, 2)):
+        _late(store, i % 3, 10 + i)
+        want = _core(_raw_copy(store, tmp_path / f"raw{i}"))
+        proc = _py("compact_once", str(root))
+        _wait_for_line(proc, "start")
+        for _ in range(steps):
+            _wait_for_line(proc, "merged ")
+        time.sleep(rng.uniform(0.0, 0.05))
+        proc.send_signal(signal.SIGKILL)
+        out, _ = proc.communicate(timeout=60)
+        killed += "done" not in out
+        _assert_same(_core(store), want)
+        if i % 2:  # a later run finishes what the killed one left
+            compact(store, settle=0, grace=0)
+            _assert_same(_core(store), want)
+    assert killed >= 4, "the runs must have been killed mid-way"
+    compact(store, settle=0, grace=0)
+    assert _used(store) == (3, 0)
+    assert list((root / "tmp").glob("rollup-*")) == []
+    _assert_same(_core(store), _core(_raw_copy(store, tmp_path / "raw-end")))
