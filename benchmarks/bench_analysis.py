@@ -295,7 +295,8 @@ def bench_big(gpus: int, days: float) -> dict[str, Any]:
                          text=True, cwd=Path(__file__).resolve().parents[1], timeout=1800)
     wall = time.perf_counter() - w0
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    res = json.loads(out.stdout.strip().splitlines()[-1])
+    last = out.stdout.strip().splitlines()[-1]
+    res = json.loads(last[last.index("{"):])  # after any progress bar DuckDB drew on the line
     res["process_wall_s"] = wall  # including interpreter start and imports
     res["cpu_s"] = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
     # The child's own high-water mark (VmHWM): RUSAGE_CHILDREN's ru_maxrss would

@@ -167,7 +167,7 @@ def _hour_rows(mins: pa.Table) -> pa.Table:
 
 def aggregate(name: str, paths: Sequence[Path]) -> pa.Table:
     """The ``name`` rollup rows of the sample files ``paths`` (of one kind, any nodes)."""
-    con = duckdb.connect()
+    con = duckdb.connect(config={"enable_progress_bar": False})
     try:
         con.register("t", _read(name, paths))
         if name == "gpu_hour":
