@@ -227,6 +227,7 @@ def ensure_base(con: duckdb.DuckDBPyConnection, filters: Filters | None) -> str:
         CREATE OR REPLACE TEMP TABLE {_HOURS} AS
         SELECT CAST(row_number() OVER () AS INTEGER) AS hid, pid,
                hash(node, gpu_index, epoch_us(h) // 3600000000) AS gh, h,
+               epoch_us(h) // 3600000000 AS hk,
                CAST(epoch_us(greatest(s, h)) // 60000000 AS INTEGER) AS lo_m,
                CAST(epoch_us(least(ce, h + INTERVAL 1 HOUR)) // 60000000 AS INTEGER) AS hi_m
         FROM (SELECT pid, node, gpu_index, s, ce,
@@ -339,23 +340,23 @@ _RAW_USED = """
     GROUP BY x.hid
 """
 
-# whole placement-hours: the hour's row as it is; part of an hour: its minutes [lo_m, hi_m)
+# whole placement-hours: the hour's row as it is; part of an hour: its minutes [lo_m, hi_m),
+# which lie in the hour hk (so lo_m % 60 is the first one's place in the hour's lists)
 _ROLL_USED = """
     SELECT x.hid, r.n, r.su, CAST(r.mask AS UBIGINT) AS mask
     FROM (SELECT hash(node, gpu_index, hk) AS gh, hk, n, su, mask FROM {flat}) r
-    JOIN {hours} x ON x.gh = r.gh AND x.lo_m = r.hk * 60 AND x.hi_m = r.hk * 60 + 60
+    JOIN {hours} x ON x.gh = r.gh AND x.hk = r.hk AND x.hi_m - x.lo_m = 60
     UNION ALL
     SELECT hid,
            CASE WHEN nm IS NULL THEN bit_count(mask & rm)
                 ELSE coalesce(list_sum(list_slice(nm, a + 1, b)), 0) END,
            coalesce(list_sum(list_slice(sm, a + 1, b)), 0.0), mask & rm
     FROM (SELECT x.hid, r.nm, r.sm, CAST(r.mask AS UBIGINT) AS mask,
-                 x.lo_m - r.hk * 60 AS a, x.hi_m - r.hk * 60 AS b,
+                 x.lo_m % 60 AS a, x.lo_m % 60 + x.hi_m - x.lo_m AS b,
                  ((CAST(1 AS UBIGINT) << CAST(x.hi_m - x.lo_m AS UBIGINT)) - CAST(1 AS UBIGINT))
-                   << CAST(x.lo_m - r.hk * 60 AS UBIGINT) AS rm
+                   << CAST(x.lo_m % 60 AS UBIGINT) AS rm
           FROM (SELECT hash(node, gpu_index, hk) AS gh, hk, mask, nm, sm FROM {lists}) r
-          JOIN {hours} x ON x.gh = r.gh AND x.lo_m >= r.hk * 60 AND x.hi_m <= r.hk * 60 + 60
-           AND x.hi_m - x.lo_m < 60)
+          JOIN {hours} x ON x.gh = r.gh AND x.hk = r.hk AND x.hi_m - x.lo_m < 60)
 """
 
 

@@ -316,9 +316,9 @@ _PH = f"""
                aggregate(slice(sm, a, len), 0.0D, (acc, v) -> acc + v),
                mask & rm
         FROM (SELECT x.pid, x.h, r.nm, r.sm, r.mask,
-                     CAST(x.lo_m - r.hk * 60 + 1 AS INT) AS a, CAST(x.hi_m - x.lo_m AS INT) AS len,
+                     CAST(x.lo_m % 60 + 1 AS INT) AS a, CAST(x.hi_m - x.lo_m AS INT) AS len,
                      shiftleft(shiftleft(CAST(1 AS BIGINT), CAST(x.hi_m - x.lo_m AS INT)) - 1,
-                               CAST(x.lo_m - r.hk * 60 AS INT)) AS rm
+                               CAST(x.lo_m % 60 AS INT)) AS rm
               FROM gl_roll r JOIN gl_hours x
                 ON x.node = r.node AND x.gpu_index = r.gpu_index AND x.hk = r.hk
                AND x.hi_m - x.lo_m < 60)

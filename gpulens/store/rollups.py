@@ -167,8 +167,9 @@ def _hour_rows(mins: pa.Table) -> pa.Table:
 
 def aggregate(name: str, paths: Sequence[Path]) -> pa.Table:
     """The ``name`` rollup rows of the sample files ``paths`` (of one kind, any nodes)."""
-    con = duckdb.connect(config={"enable_progress_bar": False})
+    con = duckdb.connect()
     try:
+        con.execute("SET enable_progress_bar = false")
         con.register("t", _read(name, paths))
         if name == "gpu_hour":
             return _hour_rows(con.sql(_GPU_MINUTES.format(src="t")).to_arrow_table())
