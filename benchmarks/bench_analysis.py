@@ -15,7 +15,12 @@
     by nothing/vc/user, failure cost, and a 1-day window) on one connection in
     a fresh child process, on the simulated 2,000-GPU x 30-day cluster
     (~86 M samples): wall time per step and in all, CPU time (user + system)
-    and peak RSS of the child.
+    and peak RSS of the child; then the same without the rollups (issue 26: the
+    store's rollups folder renamed away for that run), side by side.
+
+The simulated stores are compacted once (``gpulens store compact``: the simulator writes
+one file per node-day, so this writes the rollups and merges nothing); what that cost is
+printed (recorded in a ``.bench-rollups`` file beside the store).
 
     python -m benchmarks.run analysis                  # (a) and (b)
     python -m benchmarks.run analysis --small-only     # (a) only
@@ -280,9 +285,8 @@ def own_peak_rss_kib() -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 
 
-def bench_big(gpus: int, days: float) -> dict[str, Any]:
+def _child_all(root: Path) -> dict[str, Any]:
     """all_analyses in a fresh child process: wall, CPU (user + system) and peak RSS."""
-    root = _store(gpus, days)
     code = ("import json, sys, time; from pathlib import Path;"
             "from benchmarks.bench_analysis import all_analyses, own_peak_rss_kib;"
             "t=time.perf_counter(); s=all_analyses(Path(sys.argv[1]));"
@@ -296,13 +300,27 @@ def bench_big(gpus: int, days: float) -> dict[str, Any]:
     wall = time.perf_counter() - w0
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     last = out.stdout.strip().splitlines()[-1]
-    res = json.loads(last[last.index("{"):])  # after any progress bar DuckDB drew on the line
+    res: dict[str, Any] = json.loads(last[last.index("{"):])  # after any DuckDB progress bar
     res["process_wall_s"] = wall  # including interpreter start and imports
     res["cpu_s"] = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
     # The child's own high-water mark (VmHWM): RUSAGE_CHILDREN's ru_maxrss would
     # include this process's peak (pandas in (a)), which a vfork()ed child inherits.
     res["peak_rss_gib"] = res["peak_rss_kib"] / 2**20
     res["load_before"], res["load_after"] = load_before, os.getloadavg()
+    return res
+
+
+def bench_big(gpus: int, days: float) -> dict[str, Any]:
+    """all_analyses in a fresh child process, with the rollups, then (side by side, same
+    store) without them: the rollups folder renamed away for that run and back after."""
+    root = _store(gpus, days)
+    res = _child_all(root)
+    away = root / "rollups.bench-off"
+    (root / "rollups").rename(away)
+    try:
+        res["raw"] = _child_all(root)
+    finally:
+        away.rename(root / "rollups")
     import duckdb
 
     n = duckdb.connect().execute(
@@ -340,12 +358,18 @@ def main(argv: list[str]) -> None:
     if not small_only:
         print(f"(b) all analyses, {BIG[0]} GPUs x {BIG[1]:g} days (child process)")
         r = bench_big(*BIG)
+        print(f"  {'step':40s} {'rollups':>9s} {'raw only':>9s}")
         for name, s in r["steps"].items():
-            print(f"  {name:40s} {s:7.2f} s")
+            print(f"  {name:40s} {s:7.2f} s {r['raw']['steps'].get(name, float('nan')):7.2f} s")
         print(f"  samples {r['samples']:,}; total {r['total_s']:.1f} s wall (target <= 5 s, issue 26; "
               f"child process {r['process_wall_s']:.1f} s), cpu {r['cpu_s']:.1f} s; "
               f"peak RSS {r['peak_rss_gib']:.2f} GiB (target <= 6 GiB); "
               f"load average {_load(r['load_before'])} -> {_load(r['load_after'])}")
+        raw = r["raw"]
+        print(f"  raw samples only (rollups renamed away, same store, right after): total "
+              f"{raw['total_s']:.1f} s wall, cpu {raw['cpu_s']:.1f} s; rollups "
+              f"{raw['total_s'] / r['total_s']:.1f}x faster; load average "
+              f"{_load(raw['load_before'])} -> {_load(raw['load_after'])}")
 
 
 if __name__ == "__main__":
