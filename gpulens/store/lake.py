@@ -30,6 +30,7 @@ re-lists for an open connection and updates its views.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -321,22 +322,73 @@ class LakeListing:
         return [p for p, _ in self.files]
 
 
+#: (samples, kind, first, last) -> (mtimes of the folders it walked, the listing): a listing
+#: reused while none of those folders changed (a stat each: no per-partition work)
+_whole: dict[tuple[str, str, date | None, date | None],
+             tuple[tuple[tuple[str, int], ...], LakeListing]] = {}
+
+
+def _stamps(samples: Path, kind: str, first: date | None,
+            last: date | None) -> tuple[tuple[str, int], ...] | None:
+    """(folder, mtime) of the kind folder, its day folders in range and their node folders;
+    None when one changed in the last 2 s (mtimes are coarse: list again next time)."""
+    top = os.path.join(samples, f"kind={kind}")
+    out: list[tuple[str, int]] = []
+    try:
+        out.append((top, os.stat(top).st_mtime_ns))
+        for day_text, day_dir in _dirs(top, "date="):
+            with contextlib.suppress(ValueError):
+                day = date.fromisoformat(day_text)
+                if (first is not None and day < first) or (last is not None and day > last):
+                    continue
+            out.append((day_dir, os.stat(day_dir).st_mtime_ns))
+            out += [(d, os.stat(d).st_mtime_ns) for _, d in _dirs(day_dir, "node=")]
+    except OSError:
+        return None
+    newest = max(m for _, m in out)
+    return None if time.time_ns() - newest < _SETTLED_NS else tuple(out)
+
+
+def _unchanged(stamps: tuple[tuple[str, int], ...]) -> bool:
+    try:
+        return all(os.stat(path).st_mtime_ns == mtime for path, mtime in stamps)
+    except OSError:
+        return False
+
+
 def list_live(
     samples: Path, kind: str, first: date | None = None, last: date | None = None,
     *, warn: Callable[[str], None] | None = None,
 ) -> LakeListing:
-    """The live (not replaced, not damaged) sample files of ``kind``, seed files excluded."""
+    """The live (not replaced, not damaged) sample files of ``kind``, seed files excluded.
+
+    Reused while no folder it walked changed (files enter and leave by rename, which changes
+    their folder's mtime; a new node or day folder changes its parent's)."""
+    key = (str(samples), kind, first, last)
+    hit = _whole.get(key)
+    if hit is not None and not qr.any_excluded() and _unchanged(hit[0]):
+        return hit[1]
+    stamps = _stamps(samples, kind, first, last)
     files = [(os.path.join(folder, name), day)
              for day, _, folder, live, _ in _walk(samples, kind, first, last, False, warn)
              for name in live]
     digest = hashlib.blake2b(digest_size=16)
     for path, _ in files:
         digest.update(path.encode("utf-8", "surrogateescape") + b"\0")
-    return LakeListing(tuple(files), f"{len(files)}:{digest.hexdigest()}")
+    listing = LakeListing(tuple(files), f"{len(files)}:{digest.hexdigest()}")
+    if stamps is not None and not qr.any_excluded():
+        _whole[key] = (stamps, listing)
+        if len(_whole) > 64:
+            _whole.pop(next(iter(_whole)))
+    return listing
 
 
 def seed_file(samples: Path, kind: str) -> Path:
     return samples / f"kind={kind}" / "date=1970-01-01" / f"node={SEED_NODE}" / "seed.parquet"
+
+
+def _signature_variable(kind: str) -> str:
+    return f"gpulens_listing_{kind}"
 
 
 def set_files(con: duckdb.DuckDBPyConnection, samples: Path, kind: str,
@@ -350,20 +402,24 @@ def set_files(con: duckdb.DuckDBPyConnection, samples: Path, kind: str,
         (current if _current(kind, path) else mixed).append(path)
     con.execute(f"SET VARIABLE {files_variable(kind)} = $files", {"files": current})
     con.execute(f"SET VARIABLE {mixed_variable(kind)} = $files", {"files": mixed})
+    con.execute(f"SET VARIABLE {_signature_variable(kind)} = $s", {"s": listing.signature})
 
 
 def live_files(con: duckdb.DuckDBPyConnection, kind: str) -> LakeListing | None:
-    """Re-list ``kind`` for a reader connection of a store, and update its view to match.
+    """Re-list ``kind`` for a reader connection of a store, and update its view to match
+    (when the listing changed since the view was last pointed).
 
     None when ``con`` was not opened by :meth:`Store.connect` (its views are not the lake's).
     """
     try:
-        row = con.execute(f"SELECT getvariable('{ROOT_VARIABLE}')").fetchone()
+        row = con.execute(f"SELECT getvariable('{ROOT_VARIABLE}'),"
+                          f" getvariable('{_signature_variable(kind)}')").fetchone()
     except duckdb.Error:
         return None
     if not row or row[0] is None:
         return None
     samples = Path(str(row[0]))
     listing = list_live(samples, kind)
-    set_files(con, samples, kind, listing)
+    if row[1] != listing.signature:
+        set_files(con, samples, kind, listing)
     return listing
