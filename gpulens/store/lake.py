@@ -176,14 +176,14 @@ class Partition:
         return len(self.live) == 1 and self.live[0].startswith(COMPACT_PREFIX)
 
 
-def _split(names: list[str], folder: Path) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+def _split(names: list[str], folder: str) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
     """(live, replaced) names of one partition folder; None if it changed while read."""
     if len(names) < 2 or not any(n.startswith(COMPACT_PREFIX) for n in names):
         return tuple(sorted(names)), ()
     hidden: set[str] = set()
     for name in names:
         if name.startswith(COMPACT_PREFIX):
-            inputs = compact_inputs(folder / name)
+            inputs = compact_inputs(os.path.join(folder, name))
             if inputs is None:  # a compaction run deleted it just now: list again
                 return None
             hidden |= inputs
@@ -191,14 +191,14 @@ def _split(names: list[str], folder: Path) -> tuple[tuple[str, ...], tuple[str, 
     return live, tuple(sorted(n for n in names if n in hidden))
 
 
-def _quarantine_damaged(root: Path, folder: Path, names: Iterable[str],
+def _quarantine_damaged(root: Path, folder: str, names: Iterable[str],
                         warn: Callable[[str], None]) -> bool:
     """Quarantine the files of ``names`` that fail the cheap check; True if any was found."""
     found = False
     for name in names:
-        why = qr.check_segment(folder / name)
+        why = qr.check_segment(os.path.join(folder, name))
         if why is not None:
-            rec = qr.quarantine(root, folder / name, why)
+            rec = qr.quarantine(root, Path(folder, name), why)
             if rec is not None:
                 warn(rec.warning())
             found = True
@@ -238,22 +238,23 @@ def _list_partition(root: Path, key: str,
     reused = _reuse(key)
     if reused is not None:
         return reused
-    folder = Path(key)
     changed = 0
     while changed < 5:
         try:
             mtime = os.stat(key).st_mtime_ns
         except FileNotFoundError:
             return (), ()
-        names = [n for n in _parquet_names(folder) if not qr.is_excluded(folder / n)]
-        split = _split(names, folder)
+        names = _parquet_names(key)
+        if qr.any_excluded():
+            names = [n for n in names if not qr.is_excluded(Path(key, n))]
+        split = _split(names, key)
         if split is None:
             changed += 1
-        elif not _quarantine_damaged(root, folder, split[0], warn):
+        elif not _quarantine_damaged(root, key, split[0], warn):
             _remember(key, mtime, split)
             return split
         # else: a damaged file left the folder (or this process's reads): list again
-    raise StoreError(f"Sample partition {folder} kept changing while it was listed.",
+    raise StoreError(f"Sample partition {key} kept changing while it was listed.",
                      "Retry; if it persists, check that one `gpulens store compact` runs at a time.")
 
 
@@ -266,7 +267,7 @@ def _dirs(path: str, prefix: str) -> list[tuple[str, str]]:
         return []
 
 
-def _parquet_names(path: Path) -> list[str]:
+def _parquet_names(path: str) -> list[str]:
     try:
         with os.scandir(path) as it:
             return [e.name for e in it if e.name.endswith(".parquet") and e.is_file()]
