@@ -28,12 +28,15 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+from benchmarks.bench_analysis import _rollups
+
 __all__ = ["PAGES", "main"]
 
 BENCH_DIR = Path(os.environ.get("GPULENS_BENCH_DIR", "/tmp/gpulens-bench"))
 SMALL = (232, 30.0)  # 10.0 M GPU samples
 BIG = (2000, 30.0)  # 86.4 M GPU samples
 TARGET_S = 3.0
+COLD_TARGET_S = 2.0  # issue 26: every cold page, the Overview first, on the 86 M store
 
 PAGES = ["overview", "jobs", "job", "locality", "early_stop", "failures", "inputs_nodes",
          "validation"]
@@ -56,6 +59,7 @@ def _ensure(gpus: int, days: float) -> Path:
         simulate(Store.open(root), gpus=gpus, days=days, seed=0, start=datetime(2026, 1, 1),
                  force=True)
         done.write_text(f"{time.perf_counter() - t0:.1f}\n")
+    _rollups(root)
     return root
 
 
@@ -66,6 +70,7 @@ def _pick(argv: list[str]) -> Path:
         return _ensure(*SMALL)
     for size in (BIG, SMALL):
         if (_root(*size) / ".bench-complete").exists():
+            _rollups(_root(*size))
             return _root(*size)
     return _ensure(*SMALL)
 
@@ -123,11 +128,13 @@ def main(argv: list[str]) -> None:
     print(f"store {root}: {n_samples:,} GPU samples, {n_jobs:,} jobs; job page: {job_id}",
           flush=True)
     print(f"{'page':<14} {'cold s':>8} {'warm s (median of 3)':>22} {'charts':>7}  target")
-    worst = 0.0
+    worst = worst_cold = 0.0
+    print(f"  load average {os.getloadavg()}", flush=True)
     for page in PAGES:
         cold, charts = _run(page, job_id)
         warm = statistics.median(_run(page, job_id)[0] for _ in range(3))
-        worst = max(worst, warm)
-        ok = "ok" if warm <= TARGET_S else "OVER"
+        worst, worst_cold = max(worst, warm), max(worst_cold, cold)
+        ok = "ok" if warm <= TARGET_S and cold <= COLD_TARGET_S else "OVER"
         print(f"{page:<14} {cold:>8.2f} {warm:>22.2f} {charts:>7}  {ok}", flush=True)
-    print(f"slowest warm page: {worst:.2f} s (target <= {TARGET_S:.0f} s)")
+    print(f"slowest warm page: {worst:.2f} s (target <= {TARGET_S:.0f} s); slowest cold page: "
+          f"{worst_cold:.2f} s (target <= {COLD_TARGET_S:.0f} s); load average {os.getloadavg()}")

@@ -364,6 +364,11 @@ def main(argv: list[str]) -> None:
     counts["compacted"] = _files(seg)
     print(f"  compaction: {report.files_in:,} files ({report.bytes_in / 2**20:.1f} MiB) -> "
           f"{report.partitions:,} files ({report.bytes_out / 2**20:.1f} MiB) in {t_compact:.1f} s", flush=True)
+    print(f"  rollups at compaction (issue 26): {report.rollup_files} files, "
+          f"{report.rollup_bytes / 2**20:.1f} MiB ({report.rollup_bytes / max(report.bytes_out, 1):.1%} "
+          f"of the compacted bytes), {report.rollup_seconds:.1f} s of the {t_compact:.1f} s "
+          f"({report.rollup_seconds / max(t_compact, 1e-9):.0%}); node-day below reads raw samples "
+          "(never compacted, no rollups), compacted reads the rollups", flush=True)
     (results["node-day"], results["compacted"], frames["node-day"],
      frames["compacted"]) = _measure_pair(ref, seg, 3)
     _same(frames["node-day"], frames["compacted"])

@@ -37,13 +37,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import duckdb
 
 from gpulens.analysis import accounting as acc
 from gpulens.analysis.filters import FAR_FUTURE, FAR_PAST, Filters
-from gpulens.store.lake import live_files
+from gpulens.store import quarantine as qr
+from gpulens.store import rollups
+from gpulens.store.lake import ROOT_VARIABLE, live_files
 
 __all__ = [
     "ATT",
@@ -88,6 +91,7 @@ class SampleFiles:
     signature: str
     files: tuple[tuple[str, date | None], ...] = ()
     view: bool = False
+    root: str | None = None
 
     @property
     def newest(self) -> date | None:
@@ -108,7 +112,9 @@ def sample_files(con: duckdb.DuckDBPyConnection) -> SampleFiles:
     listing = live_files(con, "gpu")
     if listing is None:
         return SampleFiles("view", view=True)
-    return SampleFiles(listing.signature, tuple((p, d) for p, d in listing.files))
+    row = con.execute(f"SELECT getvariable('{ROOT_VARIABLE}')").fetchone()
+    root = str(Path(str(row[0])).parent) if row and row[0] else None
+    return SampleFiles(listing.signature, tuple((p, d) for p, d in listing.files), root=root)
 
 
 def gpu_sample_signature(con: duckdb.DuckDBPyConnection) -> str:
@@ -131,7 +137,11 @@ def _source(sf: SampleFiles, first: date | None, last: date | None) -> tuple[str
             conds.append(f"date <= DATE '{last.isoformat()}'")
         where = " AND ".join(conds) or "TRUE"
         return f"(SELECT ts, node, gpu_index, util_gpu FROM gpu_samples WHERE {where})", {}  # noqa: S608
-    paths = sf.between(first, last)
+    return _files_source(sf.between(first, last))
+
+
+def _files_source(paths: list[str]) -> tuple[str, dict[str, Any]]:
+    """``_source`` of an explicit list of GPU sample files."""
     if not paths:
         return ("(SELECT NULL::TIMESTAMP AS ts, NULL::VARCHAR AS node, NULL::SMALLINT AS gpu_index,"
                 " NULL::FLOAT AS util_gpu WHERE false)"), {}
@@ -217,6 +227,7 @@ def ensure_base(con: duckdb.DuckDBPyConnection, filters: Filters | None) -> str:
         CREATE OR REPLACE TEMP TABLE {_HOURS} AS
         SELECT CAST(row_number() OVER () AS INTEGER) AS hid, pid,
                hash(node, gpu_index, epoch_us(h) // 3600000000) AS gh, h,
+               epoch_us(h) // 3600000000 AS hk,
                CAST(epoch_us(greatest(s, h)) // 60000000 AS INTEGER) AS lo_m,
                CAST(epoch_us(least(ce, h + INTERVAL 1 HOUR)) // 60000000 AS INTEGER) AS hi_m
         FROM (SELECT pid, node, gpu_index, s, ce,
@@ -235,14 +246,13 @@ def ensure_base(con: duckdb.DuckDBPyConnection, filters: Filters | None) -> str:
         first = max(first, lo.date())
     if hi < FAR_FUTURE:
         last = min(last, hi.date())
-    src, src_params = _source(sf, first, last)
     # One scan of the samples, hash-joined to the placement-hours of the same GPU
     # and hour, with the minute range as a residual condition. The hash table
     # must be built on the placement-hours (the right side as written): DuckDB
     # estimates a direct Parquet scan from its first file (the store's one-row
     # seed file), so the join sides are pinned for this one statement.
     with _pinned_join_sides(con):
-        _build_ph(con, src, src_params)
+        _build_ph_rolled(con, sf, first, last)
     con.execute(f"DROP TABLE {_HOURS}")
     con.execute(f"CREATE OR REPLACE TEMP TABLE {ATT} AS {_ATTEMPTS}")
     set_cache_key(con, PH, key)
@@ -263,30 +273,114 @@ def _pinned_join_sides(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
         con.execute(f"SET disabled_optimizers = {_literal(before)}")
 
 
-def _build_ph(con: duckdb.DuckDBPyConnection, src: str, params: dict[str, Any]) -> None:
+def _build_ph_rolled(con: duckdb.DuckDBPyConnection, sf: SampleFiles,
+                     first: date | None, last: date | None) -> None:
+    """PH from the gpu_hour rollups of the rolled files and raw samples of the rest; a rollup
+    that fails while it is read is quarantined (one warning) and its day read raw."""
+    if sf.view or sf.root is None:
+        _build_ph(con, *_source(sf, first, last), None)
+        return
+    root = Path(sf.root)
+    files = [(p, d) for p, d in sf.files if d is None
+             or ((first is None or d >= first) and (last is None or d <= last))]
+    while True:
+        plan = rollups.plan(root, "gpu_hour", files, qr.warner(root))
+        try:
+            _build_ph(con, *_files_source([p for p, _ in plan.raw]), _rollup_sources(plan))
+            return
+        except duckdb.Error as exc:
+            bad = _damaged_rollups(plan, exc)
+            if not bad:
+                raise
+            for path, why in bad:
+                rollups.damaged(root, Path(path), why, qr.warner(root))
+
+
+def _damaged_rollups(plan: rollups.RollupPlan, exc: duckdb.Error) -> list[tuple[str, str]]:
+    """The rollup files of ``plan`` that a failed read names, else those that fail a full read."""
+    named = [(p, str(exc).splitlines()[0][:200]) for p, _ in plan.rollups if p in str(exc)]
+    if named:
+        return named
+    found = ((p, qr.read_fully(Path(p))) for p, _ in plan.rollups)
+    return [(p, why) for p, why in found if why is not None]
+
+
+_FLAT = "node, gpu_index, hk, n, su, mask"
+_LISTS = "node, gpu_index, hk, mask, nm, sm"
+
+
+def _rollup_sources(plan: rollups.RollupPlan) -> tuple[str, str, dict[str, Any]] | None:
+    """FROM-clause sources of the rollup rows a plan uses: (flat columns, list columns, params)."""
+    if not plan.rollups:
+        return None
+    parts: list[str] = []
+    params: dict[str, Any] = {}
+    whole = [p for p, nodes in plan.rollups if nodes is None]
+    if whole:
+        parts.append("SELECT {cols} FROM read_parquet($rfull)")
+        params["rfull"] = whole
+    for i, (path, nodes) in enumerate((p, n) for p, n in plan.rollups if n is not None):
+        parts.append(f"SELECT {{cols}} FROM read_parquet($rp{i})"  # noqa: S608 - i is an int
+                     f" WHERE list_contains($rn{i}, node)")
+        params[f"rp{i}"], params[f"rn{i}"] = path, list(nodes)
+    union = " UNION ALL ".join(parts)
+    return f"({union.format(cols=_FLAT)})", f"({union.format(cols=_LISTS)})", params
+
+
+_RAW_USED = """
+    SELECT x.hid, count(smp.util_gpu) AS n, sum(smp.util_gpu) AS su,
+           bit_or(CASE WHEN smp.util_gpu IS NOT NULL
+                       THEN CAST(1 AS UBIGINT) << CAST(smp.m % 60 AS UBIGINT)
+                       ELSE CAST(0 AS UBIGINT) END) AS mask
+    FROM (SELECT hash(node, gpu_index, epoch_us(ts) // 3600000000) AS gh,
+                 CAST(epoch_us(ts) // 60000000 AS INTEGER) AS m,
+                 nullif(util_gpu, CAST('nan' AS FLOAT)) AS util_gpu
+          FROM {src}) smp
+    JOIN {hours} x ON x.gh = smp.gh AND smp.m >= x.lo_m AND smp.m < x.hi_m
+    GROUP BY x.hid
+"""
+
+# whole placement-hours: the hour's row as it is; part of an hour: its minutes [lo_m, hi_m),
+# which lie in the hour hk (so lo_m % 60 is the first one's place in the hour's lists)
+_ROLL_USED = """
+    SELECT x.hid, r.n, r.su, CAST(r.mask AS UBIGINT) AS mask
+    FROM (SELECT hash(node, gpu_index, hk) AS gh, hk, n, su, mask FROM {flat}) r
+    JOIN {hours} x ON x.gh = r.gh AND x.hk = r.hk AND x.hi_m - x.lo_m = 60
+    UNION ALL
+    SELECT hid,
+           CASE WHEN nm IS NULL THEN bit_count(mask & rm)
+                ELSE coalesce(list_sum(list_slice(nm, a + 1, b)), 0) END,
+           coalesce(list_sum(list_slice(sm, a + 1, b)), 0.0), mask & rm
+    FROM (SELECT x.hid, r.nm, r.sm, CAST(r.mask AS UBIGINT) AS mask,
+                 x.lo_m % 60 AS a, x.lo_m % 60 + x.hi_m - x.lo_m AS b,
+                 ((CAST(1 AS UBIGINT) << CAST(x.hi_m - x.lo_m AS UBIGINT)) - CAST(1 AS UBIGINT))
+                   << CAST(x.lo_m % 60 AS UBIGINT) AS rm
+          FROM (SELECT hash(node, gpu_index, hk) AS gh, hk, mask, nm, sm FROM {lists}) r
+          JOIN {hours} x ON x.gh = r.gh AND x.hk = r.hk AND x.hi_m - x.lo_m < 60)
+"""
+
+
+def _build_ph(con: duckdb.DuckDBPyConnection, src: str, params: dict[str, Any],
+              roll: tuple[str, str, dict[str, Any]] | None) -> None:
+    """PH: the raw samples of ``src`` and the rollup rows of ``roll`` (flat, lists, params)
+    joined to the placement-hours; counts, sums and minute masks add up across the two."""
+    parts = [_RAW_USED.format(src=src, hours=_HOURS)]
+    if roll is not None:
+        parts.append(_ROLL_USED.format(flat=roll[0], lists=roll[1], hours=_HOURS))
+        params = {**params, **roll[2]}
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE {PH} AS
-        WITH smp AS (
-            SELECT hash(node, gpu_index, epoch_us(ts) // 3600000000) AS gh,
-                   CAST(epoch_us(ts) // 60000000 AS INTEGER) AS m,
-                   nullif(util_gpu, CAST('nan' AS FLOAT)) AS util_gpu
-            FROM {src}
-        ),
-        used AS (
-            SELECT x.hid, count(smp.util_gpu) AS n, sum(smp.util_gpu) AS su,
-                   bit_count(bit_or(CASE WHEN smp.util_gpu IS NOT NULL
-                                         THEN CAST(1 AS UBIGINT) << CAST(smp.m % 60 AS UBIGINT)
-                                         ELSE CAST(0 AS UBIGINT) END)) AS k
-            FROM smp JOIN {_HOURS} x
-              ON x.gh = smp.gh AND smp.m >= x.lo_m AND smp.m < x.hi_m
-            GROUP BY x.hid
+        WITH used AS (
+            SELECT hid, CAST(sum(n) AS BIGINT) AS n, CAST(sum(su) AS DOUBLE) AS su,
+                   bit_count(bit_or(mask)) AS k
+            FROM ({" UNION ALL ".join(parts)}) GROUP BY hid
         )
         SELECT x.pid, x.h, CAST(x.hi_m - x.lo_m AS BIGINT) AS alloc_min,
                coalesce(used.n, 0) AS n, coalesce(used.su, 0.0) AS su, coalesce(used.k, 0) AS k,
                {acc.busy_minutes_sql("used.n", "used.su", "used.k")} AS busy_min
         FROM {_HOURS} x LEFT JOIN used USING (hid)
-        """,  # noqa: S608 - identifiers are module constants; dates are formatted by us
+        """,  # noqa: S608 - identifiers are module constants; paths are parameters
         params,
     )
 

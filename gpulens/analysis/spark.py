@@ -36,7 +36,7 @@ from gpulens.analysis.goodput import waterfall_long, waterfall_sql
 from gpulens.analysis.locality import locality_loss_table, locality_table
 from gpulens.errors import InputError
 from gpulens.extras import require
-from gpulens.store import Store
+from gpulens.store import Store, rollups
 from gpulens.store.export import export_state
 
 __all__ = ["SparkAnalyses", "spark_session"]
@@ -101,28 +101,52 @@ class SparkAnalyses:
             df.createOrReplaceTempView(name)
 
     def _register_samples(self, first: date | None, last: date | None) -> date | None:
+        """Register gl_samples (the raw samples no rollup covers) and gl_roll (the gpu_hour
+        rollup rows of the rest; rollups.py); the newest date partition."""
         listing = self.store.sample_files("gpu", first, last)
-        if not listing.files:
+        plan = rollups.plan(self.store.root, "gpu_hour", listing.files, self.store.warn)
+        self._register_roll(plan)
+        self._register_raw("gl_samples", [p for p, _ in plan.raw])
+        self._register_raw("gl_listed", listing.paths)  # every live file, for _open_end
+        return max((d for _, d in listing.files), default=None)
+
+    def _register_raw(self, view: str, paths: list[str]) -> None:
+        if not paths:
             empty = ("SELECT CAST(NULL AS TIMESTAMP) AS ts, CAST(NULL AS STRING) AS node,"
-                     " CAST(NULL AS SMALLINT) AS gpu_index, CAST(NULL AS FLOAT) AS util_gpu"
-                     " WHERE false")
-            self.spark.sql(empty).createOrReplaceTempView("gl_samples")
-            return None
+                     " CAST(NULL AS SMALLINT) AS gpu_index, CAST(NULL AS FLOAT) AS util_gpu,"
+                     " CAST(NULL AS STRING) AS date WHERE false")
+            self.spark.sql(empty).createOrReplaceTempView(view)
+            return
         base = self._uri(self.store.samples / "kind=gpu")
         df = (self.spark.read.option("basePath", base).option("mergeSchema", "true")
-              .parquet(*[self._uri(p) for p in listing.paths]))
+              .parquet(*[self._uri(p) for p in paths]))
         df.selectExpr("CAST(ts AS TIMESTAMP) AS ts", "node",
                       "CAST(gpu_index AS SMALLINT) AS gpu_index",
                       "CAST(util_gpu AS FLOAT) AS util_gpu", "date"
-                      ).createOrReplaceTempView("gl_samples")
-        return max(d for _, d in listing.files)
+                      ).createOrReplaceTempView(view)
+
+    def _register_roll(self, plan: rollups.RollupPlan) -> None:
+        """gl_roll: the rollup rows a plan uses (node, gpu_index, hk, n, su, mask, nm, sm)."""
+        cols = ["node", "CAST(gpu_index AS SMALLINT) AS gpu_index", "hk", "n", "su", "mask",
+                "nm", "sm"]
+        frames = []
+        for path, nodes in plan.rollups:
+            df = self.spark.read.parquet(self._uri(path)).selectExpr(*cols)
+            frames.append(df if nodes is None else df.where(df.node.isin(list(nodes))))
+        if not frames:
+            self.spark.sql(_NO_ROLL).createOrReplaceTempView("gl_roll")
+            return
+        out = frames[0]
+        for df in frames[1:]:
+            out = out.unionByName(df)
+        out.createOrReplaceTempView("gl_roll")
 
     def _open_end(self, f: Filters, newest: date | None) -> datetime:
         running = self.spark.sql("SELECT count(*) AS n FROM attempts"
                                  " WHERE end_time IS NULL AND start_time IS NOT NULL").first()
         if running is None or running["n"] == 0 or newest is None:
             return f.clock()
-        newest_ts = "SELECT date_format(max(ts), 'yyyy-MM-dd HH:mm:ss') AS t FROM gl_samples"
+        newest_ts = "SELECT date_format(max(ts), 'yyyy-MM-dd HH:mm:ss') AS t FROM gl_listed"
         row = self.spark.sql(newest_ts + " WHERE date = :d", args={"d": newest.isoformat()}).first()
         if row is None or row["t"] is None:
             row = self.spark.sql(newest_ts).first()
@@ -227,6 +251,10 @@ def _filter(alias: str) -> str:
             f" OR {alias}.`user` IN (SELECT value FROM gl_users))")
 
 
+_NO_ROLL = ("SELECT CAST(NULL AS STRING) AS node, CAST(NULL AS SMALLINT) AS gpu_index,"
+            " CAST(NULL AS BIGINT) AS hk, CAST(NULL AS BIGINT) AS n, CAST(NULL AS DOUBLE) AS su,"
+            " CAST(NULL AS BIGINT) AS mask, CAST(NULL AS ARRAY<INT>) AS nm,"
+            " CAST(NULL AS ARRAY<DOUBLE>) AS sm WHERE false")
 _MIN = "CAST(floor(unix_micros({}) / 60000000) AS BIGINT)"
 
 _PL = f"""
@@ -267,15 +295,37 @@ _PH = f"""
                CASE WHEN isnan(util_gpu) THEN NULL ELSE util_gpu END AS util_gpu
         FROM gl_samples
     ),
-    used AS (
+    parts AS (
         SELECT x.pid, x.h, count(smp.util_gpu) AS n, sum(smp.util_gpu) AS su,
-               bit_count(bit_or(CASE WHEN smp.util_gpu IS NOT NULL
-                                     THEN shiftleft(CAST(1 AS BIGINT), CAST(smp.m % 60 AS INT))
-                                     ELSE CAST(0 AS BIGINT) END)) AS k
+               bit_or(CASE WHEN smp.util_gpu IS NOT NULL
+                           THEN shiftleft(CAST(1 AS BIGINT), CAST(smp.m % 60 AS INT))
+                           ELSE CAST(0 AS BIGINT) END) AS mask
         FROM smp JOIN gl_hours x
           ON x.node = smp.node AND x.gpu_index = smp.gpu_index AND x.hk = smp.hk
          AND smp.m >= x.lo_m AND smp.m < x.hi_m
         GROUP BY x.pid, x.h
+        UNION ALL
+        SELECT x.pid, x.h, r.n, r.su, r.mask
+        FROM gl_roll r JOIN gl_hours x
+          ON x.node = r.node AND x.gpu_index = r.gpu_index AND x.hk = r.hk
+         AND x.hi_m - x.lo_m = 60
+        UNION ALL
+        SELECT pid, h,
+               CASE WHEN nm IS NULL THEN CAST(bit_count(mask & rm) AS BIGINT)
+                    ELSE aggregate(slice(nm, a, len), CAST(0 AS BIGINT), (acc, v) -> acc + v) END,
+               aggregate(slice(sm, a, len), 0.0D, (acc, v) -> acc + v),
+               mask & rm
+        FROM (SELECT x.pid, x.h, r.nm, r.sm, r.mask,
+                     CAST(x.lo_m % 60 + 1 AS INT) AS a, CAST(x.hi_m - x.lo_m AS INT) AS len,
+                     shiftleft(shiftleft(CAST(1 AS BIGINT), CAST(x.hi_m - x.lo_m AS INT)) - 1,
+                               CAST(x.lo_m % 60 AS INT)) AS rm
+              FROM gl_roll r JOIN gl_hours x
+                ON x.node = r.node AND x.gpu_index = r.gpu_index AND x.hk = r.hk
+               AND x.hi_m - x.lo_m < 60)
+    ),
+    used AS (
+        SELECT pid, h, CAST(sum(n) AS BIGINT) AS n, sum(su) AS su, bit_count(bit_or(mask)) AS k
+        FROM parts GROUP BY pid, h
     )
     SELECT x.pid, x.h, x.hi_m - x.lo_m AS alloc_min,
            coalesce(used.n, 0) AS n, coalesce(used.su, 0.0D) AS su,

@@ -23,7 +23,12 @@ Steps, each safe to interrupt with SIGKILL:
 3. record it in the ``lake_compactions`` state table (a run interrupted before this
    is recorded by the next one, from the file's metadata);
 4. in a later run, once the compacted file is older than ``grace`` seconds, delete the
-   files it replaced (readers that listed them before the commit have had that long).
+   files it replaced (readers that listed them before the commit have had that long);
+5. once a kind's partitions are done, rewrite the rollups (:mod:`gpulens.store.rollups`) of
+   every day whose live files changed: staged under ``tmp/rollup-<id>/``, fsynced, renamed
+   over the day's previous rollup. A rollup names the files it summarises, so readers never
+   use one out of step with the live files (a crash between 2 and 5 leaves the previous
+   rollup, which no longer matches the compacted partition: its nodes are read raw).
 
 A damaged input is never merged: the listing (lake.py) quarantines files that fail the
 cheap check, and a file that fails while it is read is found by reading each input of
@@ -58,12 +63,14 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from gpulens.errors import StoreError, StoreLockedError
 from gpulens.store import quarantine as qr
+from gpulens.store import rollups
 from gpulens.store.lake import (
     COMPACT_PREFIX,
     INPUTS_KEY,
@@ -107,6 +114,9 @@ class CompactReport:
     pending_files: int = 0
     recorded: int = 0
     days: list[str] = field(default_factory=list)
+    rollup_files: int = 0
+    rollup_bytes: int = 0
+    rollup_seconds: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -175,6 +185,7 @@ def _write_compacted(store: Store, kind: str, part: Partition, now: datetime) ->
 
 
 Select = Callable[[Partition], Partition | None]
+_READ_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, duckdb.Error)
 
 
 def _selector(last: date, open_min_files: int) -> Select:
@@ -285,16 +296,20 @@ def compact(
     tiers of ``open_min_files`` (0: leave open days alone); delete replaced files past grace."""
     now_s = clock()
     now = datetime.fromtimestamp(now_s, UTC).replace(tzinfo=None)
-    select = _selector(_closed_through(now, settle), open_min_files)
+    closed = _closed_through(now, settle)
+    select = _selector(closed, open_min_files)
     report = CompactReport()
     rows: list[dict[str, Any]] = []
     days: set[str] = set()
     with _run_lock(store):
-        for debris in store.tmp.glob("compact-*"):  # step 1 of a killed run
-            shutil.rmtree(debris, ignore_errors=True)
+        for pattern in ("compact-*", "rollup-*"):  # step 1 of a killed run
+            for debris in store.tmp.glob(pattern):
+                shutil.rmtree(debris, ignore_errors=True)
         try:
             for kind in kinds or list(SAMPLE_KINDS):
+                seen: set[date] = set()
                 for part in partitions(store.samples, kind, warn=store.warn):
+                    seen.add(part.day)
                     _delete_replaced(part, grace, now_s, report)
                     chosen = select(part)
                     row = _compact_partition(store, kind, chosen, now, select) if chosen else None
@@ -312,6 +327,7 @@ def compact(
                     elif part.replaced:  # compacted by an earlier run, maybe never recorded
                         rows += [_row_from_file(kind, part, n) for n in part.live
                                  if n.startswith(COMPACT_PREFIX)]
+                _refresh_rollups(store, kind, sorted(seen), closed, report, progress)
         except OSError as exc:
             raise StoreError(
                 f"Compaction of {store.samples} failed ({exc.strerror or exc}).",
@@ -322,6 +338,30 @@ def compact(
     report.recorded = len(rows)
     report.days = sorted(days)
     return report
+
+
+def _refresh_rollups(store: Store, kind: str, days: list[date], closed: date,
+                     report: CompactReport, progress: Callable[[str], None] | None) -> None:
+    """Step 5: bring the rollups of ``kind``'s days in line with their live files (rollups.py).
+
+    A day whose files cannot be read is left without a rollup (one warning): analyses read
+    its raw samples, which report the damage."""
+    started = time.perf_counter()
+    for name in (n for n, k in rollups.ROLLUP_KINDS.items() if k == kind):
+        for day in days:
+            try:
+                size = rollups.refresh_day(store.root, store.tmp, name, day, closed=day <= closed,
+                                           warn=store.warn, fsync_dir=fsync_dir)
+            except _READ_ERRORS as exc:
+                store.warn(f"The {name} rollup of {day} was not written ({str(exc).splitlines()[0]});"
+                           " analyses read its raw samples. Run `gpulens store check`.")
+                continue
+            if size is not None:
+                report.rollup_files += 1
+                report.rollup_bytes += size
+                if progress:
+                    progress(f"rollup {name} {day}")
+    report.rollup_seconds += time.perf_counter() - started
 
 
 def _record(store: Store, rows: list[dict[str, Any]]) -> None:

@@ -30,10 +30,12 @@ re-lists for an open connection and updates its views.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
 import os
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -174,14 +176,14 @@ class Partition:
         return len(self.live) == 1 and self.live[0].startswith(COMPACT_PREFIX)
 
 
-def _split(names: list[str], folder: Path) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+def _split(names: list[str], folder: str) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
     """(live, replaced) names of one partition folder; None if it changed while read."""
     if len(names) < 2 or not any(n.startswith(COMPACT_PREFIX) for n in names):
         return tuple(sorted(names)), ()
     hidden: set[str] = set()
     for name in names:
         if name.startswith(COMPACT_PREFIX):
-            inputs = compact_inputs(folder / name)
+            inputs = compact_inputs(os.path.join(folder, name))
             if inputs is None:  # a compaction run deleted it just now: list again
                 return None
             hidden |= inputs
@@ -189,45 +191,83 @@ def _split(names: list[str], folder: Path) -> tuple[tuple[str, ...], tuple[str, 
     return live, tuple(sorted(n for n in names if n in hidden))
 
 
-def _quarantine_damaged(root: Path, folder: Path, names: Iterable[str],
+def _quarantine_damaged(root: Path, folder: str, names: Iterable[str],
                         warn: Callable[[str], None]) -> bool:
     """Quarantine the files of ``names`` that fail the cheap check; True if any was found."""
     found = False
     for name in names:
-        why = qr.check_segment(folder / name)
+        why = qr.check_segment(os.path.join(folder, name))
         if why is not None:
-            rec = qr.quarantine(root, folder / name, why)
+            rec = qr.quarantine(root, Path(folder, name), why)
             if rec is not None:
                 warn(rec.warning())
             found = True
     return found
 
 
-def _list_partition(root: Path, folder: Path,
+#: folder -> (its mtime, live, replaced): a listing reused while the folder is unchanged (one
+#: stat instead of a listing; files enter and leave a partition by rename, which changes the
+#: folder's mtime; damage inside a file is found when it is read, quarantine.py)
+_listed: dict[str, tuple[int, tuple[str, ...], tuple[str, ...]]] = {}
+_SETTLED_NS = 2_000_000_000  # a folder changed this recently is listed again (coarse mtimes)
+
+
+def _reuse(folder: str) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """The earlier listing of ``folder`` if it did not change since."""
+    hit = _listed.get(folder)
+    if hit is None or qr.any_excluded():
+        return None
+    try:
+        if os.stat(folder).st_mtime_ns != hit[0]:
+            return None
+    except OSError:
+        return None
+    return hit[1], hit[2]
+
+
+def _remember(folder: str, mtime: int, split: tuple[tuple[str, ...], tuple[str, ...]]) -> None:
+    if time.time_ns() - mtime < _SETTLED_NS:
+        return
+    _listed[folder] = (mtime, split[0], split[1])
+    if len(_listed) > _CACHE_MAX:
+        _listed.pop(next(iter(_listed)))
+
+
+def _list_partition(root: Path, key: str,
                     warn: Callable[[str], None]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    reused = _reuse(key)
+    if reused is not None:
+        return reused
     changed = 0
     while changed < 5:
-        names = [n for n in _parquet_names(folder) if not qr.is_excluded(folder / n)]
-        split = _split(names, folder)
+        try:
+            mtime = os.stat(key).st_mtime_ns
+        except FileNotFoundError:
+            return (), ()
+        names = _parquet_names(key)
+        if qr.any_excluded():
+            names = [n for n in names if not qr.is_excluded(Path(key, n))]
+        split = _split(names, key)
         if split is None:
             changed += 1
-        elif not _quarantine_damaged(root, folder, split[0], warn):
+        elif not _quarantine_damaged(root, key, split[0], warn):
+            _remember(key, mtime, split)
             return split
         # else: a damaged file left the folder (or this process's reads): list again
-    raise StoreError(f"Sample partition {folder} kept changing while it was listed.",
+    raise StoreError(f"Sample partition {key} kept changing while it was listed.",
                      "Retry; if it persists, check that one `gpulens store compact` runs at a time.")
 
 
-def _dirs(path: Path, prefix: str) -> list[tuple[str, Path]]:
+def _dirs(path: str, prefix: str) -> list[tuple[str, str]]:
     try:
         with os.scandir(path) as it:
-            return [(e.name[len(prefix):], Path(e.path)) for e in it
+            return [(e.name[len(prefix):], e.path) for e in it
                     if e.name.startswith(prefix) and e.is_dir()]
     except FileNotFoundError:
         return []
 
 
-def _parquet_names(path: Path) -> list[str]:
+def _parquet_names(path: str) -> list[str]:
     try:
         with os.scandir(path) as it:
             return [e.name for e in it if e.name.endswith(".parquet") and e.is_file()]
@@ -235,18 +275,15 @@ def _parquet_names(path: Path) -> list[str]:
         return []
 
 
-def partitions(
-    samples: Path, kind: str, first: date | None = None, last: date | None = None,
-    *, seed: bool = False, warn: Callable[[str], None] | None = None,
-) -> Iterable[Partition]:
-    """Every partition of ``kind`` with a date in ``[first, last]`` (None: unbounded).
+Walked = tuple[date, str, str, tuple[str, ...], tuple[str, ...]]
 
-    Damaged live files are quarantined on the way (``warn`` gets one line for each;
-    default: the warner registered for the data directory, else stderr).
-    """
+
+def _walk(samples: Path, kind: str, first: date | None, last: date | None, seed: bool,
+          warn: Callable[[str], None] | None) -> Iterable[Walked]:
+    """(day, node, folder, live, replaced) of every partition of ``kind`` in ``[first, last]``."""
     root = samples.parent
     warn = warn or qr.warner(root)
-    for day_text, day_dir in sorted(_dirs(samples / f"kind={kind}", "date=")):
+    for day_text, day_dir in sorted(_dirs(os.path.join(samples, f"kind={kind}"), "date=")):
         try:
             day = date.fromisoformat(day_text)
         except ValueError:
@@ -258,7 +295,20 @@ def partitions(
                 continue
             live, replaced = _list_partition(root, node_dir, warn)
             if live or replaced:
-                yield Partition(kind, day, node, node_dir, live, replaced)
+                yield day, node, node_dir, live, replaced
+
+
+def partitions(
+    samples: Path, kind: str, first: date | None = None, last: date | None = None,
+    *, seed: bool = False, warn: Callable[[str], None] | None = None,
+) -> Iterable[Partition]:
+    """Every partition of ``kind`` with a date in ``[first, last]`` (None: unbounded).
+
+    Damaged live files are quarantined on the way (``warn`` gets one line for each;
+    default: the warner registered for the data directory, else stderr).
+    """
+    for day, node, folder, live, replaced in _walk(samples, kind, first, last, seed, warn):
+        yield Partition(kind, day, node, Path(folder), live, replaced)
 
 
 @dataclass(frozen=True)
@@ -273,21 +323,73 @@ class LakeListing:
         return [p for p, _ in self.files]
 
 
+#: (samples, kind, first, last) -> (mtimes of the folders it walked, the listing): a listing
+#: reused while none of those folders changed (a stat each: no per-partition work)
+_whole: dict[tuple[str, str, date | None, date | None],
+             tuple[tuple[tuple[str, int], ...], LakeListing]] = {}
+
+
+def _stamps(samples: Path, kind: str, first: date | None,
+            last: date | None) -> tuple[tuple[str, int], ...] | None:
+    """(folder, mtime) of the kind folder, its day folders in range and their node folders;
+    None when one changed in the last 2 s (mtimes are coarse: list again next time)."""
+    top = os.path.join(samples, f"kind={kind}")
+    out: list[tuple[str, int]] = []
+    try:
+        out.append((top, os.stat(top).st_mtime_ns))
+        for day_text, day_dir in _dirs(top, "date="):
+            with contextlib.suppress(ValueError):
+                day = date.fromisoformat(day_text)
+                if (first is not None and day < first) or (last is not None and day > last):
+                    continue
+            out.append((day_dir, os.stat(day_dir).st_mtime_ns))
+            out += [(d, os.stat(d).st_mtime_ns) for _, d in _dirs(day_dir, "node=")]
+    except OSError:
+        return None
+    newest = max(m for _, m in out)
+    return None if time.time_ns() - newest < _SETTLED_NS else tuple(out)
+
+
+def _unchanged(stamps: tuple[tuple[str, int], ...]) -> bool:
+    try:
+        return all(os.stat(path).st_mtime_ns == mtime for path, mtime in stamps)
+    except OSError:
+        return False
+
+
 def list_live(
     samples: Path, kind: str, first: date | None = None, last: date | None = None,
     *, warn: Callable[[str], None] | None = None,
 ) -> LakeListing:
-    """The live (not replaced, not damaged) sample files of ``kind``, seed files excluded."""
-    files = [(str(p.path / name), p.day)
-             for p in partitions(samples, kind, first, last, warn=warn) for name in p.live]
+    """The live (not replaced, not damaged) sample files of ``kind``, seed files excluded.
+
+    Reused while no folder it walked changed (files enter and leave by rename, which changes
+    their folder's mtime; a new node or day folder changes its parent's)."""
+    key = (str(samples), kind, first, last)
+    hit = _whole.get(key)
+    if hit is not None and not qr.any_excluded() and _unchanged(hit[0]):
+        return hit[1]
+    stamps = _stamps(samples, kind, first, last)
+    files = [(os.path.join(folder, name), day)
+             for day, _, folder, live, _ in _walk(samples, kind, first, last, False, warn)
+             for name in live]
     digest = hashlib.blake2b(digest_size=16)
     for path, _ in files:
         digest.update(path.encode("utf-8", "surrogateescape") + b"\0")
-    return LakeListing(tuple(files), f"{len(files)}:{digest.hexdigest()}")
+    listing = LakeListing(tuple(files), f"{len(files)}:{digest.hexdigest()}")
+    if stamps is not None and not qr.any_excluded():
+        _whole[key] = (stamps, listing)
+        if len(_whole) > 64:
+            _whole.pop(next(iter(_whole)))
+    return listing
 
 
 def seed_file(samples: Path, kind: str) -> Path:
     return samples / f"kind={kind}" / "date=1970-01-01" / f"node={SEED_NODE}" / "seed.parquet"
+
+
+def _signature_variable(kind: str) -> str:
+    return f"gpulens_listing_{kind}"
 
 
 def set_files(con: duckdb.DuckDBPyConnection, samples: Path, kind: str,
@@ -301,20 +403,24 @@ def set_files(con: duckdb.DuckDBPyConnection, samples: Path, kind: str,
         (current if _current(kind, path) else mixed).append(path)
     con.execute(f"SET VARIABLE {files_variable(kind)} = $files", {"files": current})
     con.execute(f"SET VARIABLE {mixed_variable(kind)} = $files", {"files": mixed})
+    con.execute(f"SET VARIABLE {_signature_variable(kind)} = $s", {"s": listing.signature})
 
 
 def live_files(con: duckdb.DuckDBPyConnection, kind: str) -> LakeListing | None:
-    """Re-list ``kind`` for a reader connection of a store, and update its view to match.
+    """Re-list ``kind`` for a reader connection of a store, and update its view to match
+    (when the listing changed since the view was last pointed).
 
     None when ``con`` was not opened by :meth:`Store.connect` (its views are not the lake's).
     """
     try:
-        row = con.execute(f"SELECT getvariable('{ROOT_VARIABLE}')").fetchone()
+        row = con.execute(f"SELECT getvariable('{ROOT_VARIABLE}'),"
+                          f" getvariable('{_signature_variable(kind)}')").fetchone()
     except duckdb.Error:
         return None
     if not row or row[0] is None:
         return None
     samples = Path(str(row[0]))
     listing = list_live(samples, kind)
-    set_files(con, samples, kind, listing)
+    if row[1] != listing.signature:
+        set_files(con, samples, kind, listing)
     return listing

@@ -39,6 +39,7 @@ __all__ = [
     "quarantine",
     "rows_of",
     "quarantine_named_in_error",
+    "any_excluded",
     "sample_file_in_error",
     "warner",
 ]
@@ -75,16 +76,16 @@ class QuarantineRecord:
         return f"{self.file} is unreadable ({self.reason}); {where}; its {rows} are left out."
 
 
-def check_segment(path: Path) -> str | None:
+def check_segment(path: Path | str) -> str | None:
     """Why ``path`` is not a readable Parquet file, or None. Reads 12 bytes at most."""
     try:
-        st = path.stat()
-        key = str(path)
+        key = os.fspath(path)
+        st = os.stat(key)
         if _VERIFIED.get(key) == (st.st_size, st.st_mtime_ns):
             return None
         if st.st_size < 12:
             return f"{st.st_size} bytes: too small to be a Parquet file"
-        with open(path, "rb") as fh:
+        with open(key, "rb") as fh:
             head = fh.read(4)
             fh.seek(-8, os.SEEK_END)
             tail = fh.read(8)
@@ -155,6 +156,11 @@ def quarantine(root: Path, path: Path, reason: str) -> QuarantineRecord | None:
 def excluded() -> set[str]:
     """Files this process left out because it could not move them."""
     return set(_EXCLUDED)
+
+
+def any_excluded() -> bool:
+    """True when this process left out some file it could not move."""
+    return bool(_EXCLUDED)
 
 
 def is_excluded(path: Path) -> bool:

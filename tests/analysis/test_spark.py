@@ -28,7 +28,7 @@ from gpulens.analysis.spark import SparkAnalyses, spark_session
 from gpulens.cli.main import cli
 from gpulens.errors import InputError
 from gpulens.ingest.simulate import simulate
-from gpulens.store import Store
+from gpulens.store import Store, rollups
 from gpulens.store.compact import compact
 from gpulens.store.lake import partitions
 from tests.conftest import require_module, require_tool
@@ -134,6 +134,8 @@ def test_spark_results_equal_duckdb_row_by_row(lake: Store, engine: SparkAnalyse
     f = _filters(con, which)
     rows = con.execute("SELECT count(*) FROM gpu_samples").fetchone()
     assert rows and rows[0] == 24 * 2 * 1440, "replaced files must not be counted"
+    used = rollups.plan(lake.root, "gpu_hour", lake.sample_files("gpu").files, lake.warn)
+    assert len(used.rollups) == 2 and used.raw, "both engines read rollups and raw samples"
     every = f is None  # the filtered run checks one grouping of each analysis
     for by in ("cluster", "vc", "day") if every else ("user",):
         _same(analysis.utilization(con, f, by=by), engine.utilization(f, by=by))

@@ -1,0 +1,328 @@
+"""Rollups: additive aggregates of the sample lake, written by compaction, read by the analyses.
+
+Layout: ``rollups/kind=<R>/date=D/rollup-<mark>.parquet``, one file per rollup kind and day,
+every node of the day in it (a file per node-day would be 7,500 small files a month on 2,000
+GPUs; readers pay per file). ``<mark>`` is the schema mark (a hash of the rollup's columns):
+a reader ignores a file of another release's columns and reads raw samples instead.
+
+* ``gpu_hour`` (from ``kind=gpu``): per (node, GPU, clock hour ``hk``, epoch hours): ``n``
+  and ``su``, the count and sum of the non-NULL, non-NaN ``util_gpu`` samples; ``mask``, the
+  minutes of the hour with such a sample (bit ``m % 60``); ``nm`` and ``sm``, the same count
+  and sum per minute of the hour (60-element lists, for placements that cover part of an
+  hour; ``nm`` is NULL when no minute has two samples: the counts are then the mask's bits,
+  and readers skip decoding 60 numbers a row); ``util_min``, ``util_max``, ``mem_used_max``, ``power_sum``, ``power_n``.
+* ``net_minute`` (from ``kind=net``): per (node, minute ``mk``, epoch minutes, link kind):
+  samples and the sums of ``rx_bps`` and ``tx_bps``.
+
+Keyed by the files they summarise, never out of step with them: the file's metadata
+(``gpulens.rollup.sources``) names, per node, the sample files whose rows its rows are. A
+reader (:func:`plan`) uses a node's rows only when all those files are live (lake.py) and
+reads raw only the node's live files not among them (segments that arrived later); a node
+whose sources were replaced (re-compacted) or quarantined is read raw. So a rollup written
+before its compacted file was committed, or one that a crash left behind, is never used
+for a listing it does not match; aggregates are additive, so rollup rows and raw rows of
+the same minute add up exactly as raw rows alone would.
+
+Written by :func:`refresh_day` (compaction, after it merged a day's partitions): the
+rollup of a closed day covers every live file; of an open day, its compacted tiers only
+(its newest segments are read raw). Rows of nodes whose sources did not change are
+copied from the previous file. The new file is staged under ``tmp/``, fsynced and renamed
+over the old one (readers that opened the old file keep reading it). A damaged rollup
+is quarantined with a one-line warning and the day read raw.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from gpulens.store import quarantine as qr
+from gpulens.store.lake import COMPACT_PREFIX, partitions
+from gpulens.store.samples import SAMPLE_KINDS
+
+__all__ = [
+    "ROLLUP_KINDS",
+    "RollupPlan",
+    "SOURCES_KEY",
+    "aggregate",
+    "plan",
+    "read_sources",
+    "refresh_day",
+    "rollup_path",
+    "rollup_schema",
+]
+
+SOURCES_KEY = b"gpulens.rollup.sources"
+#: rollup kind -> the sample kind it summarises
+ROLLUP_KINDS = {"gpu_hour": "gpu", "net_minute": "net"}
+_MINUTES = 60
+
+_GPU_HOUR = pa.schema([
+    ("node", pa.string()), ("gpu_index", pa.int16()), ("hk", pa.int64()), ("n", pa.int64()),
+    ("su", pa.float64()), ("mask", pa.int64()), ("nm", pa.list_(pa.int32())),
+    ("sm", pa.list_(pa.float64())), ("util_min", pa.float32()), ("util_max", pa.float32()),
+    ("mem_used_max", pa.int64()), ("power_sum", pa.float64()), ("power_n", pa.int64()),
+])
+_NET_MINUTE = pa.schema([
+    ("node", pa.string()), ("mk", pa.int64()), ("link_kind", pa.string()), ("n", pa.int64()),
+    ("rx_bps_sum", pa.float64()), ("tx_bps_sum", pa.float64()),
+])
+_SCHEMAS = {"gpu_hour": _GPU_HOUR, "net_minute": _NET_MINUTE}
+_COLUMNS = {"gpu_hour": ["ts", "gpu_index", "util_gpu", "mem_used_bytes", "power_w"],
+            "net_minute": ["ts", "link_kind", "rx_bps", "tx_bps"]}
+
+
+def rollup_schema(name: str) -> pa.Schema:
+    return _SCHEMAS[name]
+
+
+@functools.cache
+def _mark(name: str) -> str:
+    fields = [(f.name, str(f.type)) for f in _SCHEMAS[name]]
+    return "s" + hashlib.sha256(json.dumps(fields).encode()).hexdigest()[:8]
+
+
+def rollup_path(root: Path, name: str, day: date) -> Path:
+    """Where the rollup ``name`` of ``day`` lives under the data directory ``root``."""
+    return root / "rollups" / f"kind={name}" / f"date={day.isoformat()}" / f"rollup-{_mark(name)}.parquet"
+
+
+# ------------------------------------------------------------------ aggregation
+_GPU_MINUTES = """
+    SELECT node, CAST(gpu_index AS SMALLINT) AS gpu_index, epoch_us(ts) // 60000000 AS m,
+           count(u) AS n, coalesce(sum(u), 0.0) AS su, min(u) AS umin, max(u) AS umax,
+           max(mem_used_bytes) AS mem, coalesce(sum(power_w), 0.0) AS pw, count(power_w) AS pn
+    FROM (SELECT node, ts, gpu_index, nullif(util_gpu, CAST('nan' AS FLOAT)) AS u, mem_used_bytes,
+                 nullif(power_w, CAST('nan' AS FLOAT)) AS power_w FROM {src}
+          WHERE ts IS NOT NULL AND gpu_index IS NOT NULL)
+    GROUP BY ALL ORDER BY node, gpu_index, m
+"""
+
+_NET_MINUTES = """
+    SELECT node, epoch_us(ts) // 60000000 AS mk, coalesce(link_kind, 'other') AS link_kind,
+           count(*) AS n, coalesce(sum(rx_bps), 0.0) AS rx_bps_sum,
+           coalesce(sum(tx_bps), 0.0) AS tx_bps_sum
+    FROM {src} WHERE ts IS NOT NULL GROUP BY ALL ORDER BY node, mk, link_kind
+"""
+
+
+def _np(col: pa.ChunkedArray, dtype: type, fill: float = 0) -> np.ndarray:
+    return np.asarray(col.fill_null(fill).to_numpy(), dtype=dtype)
+
+
+def _hour_rows(mins: pa.Table) -> pa.Table:
+    """Per-minute rows (sorted by node, GPU, minute) folded into per-hour rows with minute lists."""
+    node = pc.dictionary_encode(mins["node"]).combine_chunks()
+    g = _np(mins["gpu_index"], np.int64)
+    hk, mi = np.divmod(_np(mins["m"], np.int64), _MINUTES)
+    key = (np.asarray(node.indices, np.int64) << 40) + (g << 32) + hk
+    new = np.r_[True, key[1:] != key[:-1]] if len(key) else np.zeros(0, bool)
+    first = np.flatnonzero(new)
+    idx = np.cumsum(new) - 1
+    rows = len(first)
+    n, su = _np(mins["n"], np.int64), _np(mins["su"], np.float64)
+    nm = np.zeros((rows, _MINUTES), np.int32)
+    sm = np.zeros((rows, _MINUTES), np.float64)
+    nm[idx, mi], sm[idx, mi] = n, su
+    bits = np.where(n > 0, np.left_shift(np.int64(1), mi), np.int64(0))
+
+    def red(fn: np.ufunc, values: np.ndarray) -> np.ndarray:
+        return fn.reduceat(values, first) if rows else values[:0]
+
+    umin = red(np.fmin, _np(mins["umin"], np.float64, np.nan))
+    umax = red(np.fmax, _np(mins["umax"], np.float64, np.nan))
+    no_mem = red(np.logical_and, np.asarray(mins["mem"].is_null().to_numpy(), bool))
+    offsets = pa.array(np.arange(rows + 1, dtype=np.int32) * _MINUTES)
+    cols = {
+        "node": node.take(pa.array(first)).cast(pa.string()),
+        "gpu_index": pa.array(g[first], pa.int16()), "hk": pa.array(hk[first]),
+        "n": pa.array(red(np.add, n)), "su": pa.array(sm.sum(axis=1)),
+        "mask": pa.array(red(np.bitwise_or, bits)),
+        "nm": pa.ListArray.from_arrays(offsets, pa.array(nm.ravel()),
+                                       mask=pa.array(nm.max(axis=1, initial=0) <= 1)),
+        "sm": pa.ListArray.from_arrays(offsets, pa.array(sm.ravel())),
+        "util_min": pa.array(umin, pa.float32(), mask=np.isnan(umin)),
+        "util_max": pa.array(umax, pa.float32(), mask=np.isnan(umax)),
+        "mem_used_max": pa.array(red(np.maximum, _np(mins["mem"], np.int64, -1)), pa.int64(),
+                                 mask=no_mem),
+        "power_sum": pa.array(red(np.add, _np(mins["pw"], np.float64))),
+        "power_n": pa.array(red(np.add, _np(mins["pn"], np.int64))),
+    }
+    return pa.table(cols).cast(_GPU_HOUR)
+
+
+def aggregate(name: str, paths: Sequence[Path]) -> pa.Table:
+    """The ``name`` rollup rows of the sample files ``paths`` (of one kind, any nodes)."""
+    con = duckdb.connect()
+    try:
+        con.execute("SET enable_progress_bar = false")
+        con.register("t", _read(name, paths))
+        if name == "gpu_hour":
+            return _hour_rows(con.sql(_GPU_MINUTES.format(src="t")).to_arrow_table())
+        return con.sql(_NET_MINUTES.format(src="t")).to_arrow_table().cast(_NET_MINUTE)
+    finally:
+        con.close()
+
+
+def _read(name: str, paths: Sequence[Path]) -> pa.Table:
+    """The rollup input columns of ``paths`` and the node (from the hive path); a column a
+    file lacks reads as NULL. (Read by Arrow: DuckDB 2.0.1's ``union_by_name`` scan takes
+    NaN floats for numbers in ``isnan`` and ``nullif``.)"""
+    want = _COLUMNS[name]
+    kind = ROLLUP_KINDS[name]
+    types = dict(SAMPLE_KINDS[kind])
+    tables = []
+    for p in paths:
+        have = set(pq.read_schema(p).names)
+        t = pq.read_table(p, columns=[c for c in want if c in have], partitioning=None)
+        cols = [t[c].cast(types[c]) if c in have else pa.nulls(t.num_rows, types[c]) for c in want]
+        node = p.parent.name.removeprefix("node=")
+        tables.append(pa.table([pa.array([node] * t.num_rows, pa.string()), *cols],
+                               names=["node", *want]))
+    return pa.concat_tables(tables)
+
+
+# ------------------------------------------------------------------ reading sources
+_sources_cache: dict[str, tuple[tuple[int, int], dict[str, tuple[str, ...]]]] = {}
+
+
+def read_sources(path: Path, root: Path,
+                 warn: Callable[[str], None]) -> dict[str, tuple[str, ...]] | None:
+    """node -> the sample files a rollup summarises (None: no usable rollup; a damaged one is
+    quarantined with a warning)."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    hit = _sources_cache.get(str(path))
+    if hit is not None and hit[0] == (st.st_size, st.st_mtime_ns):
+        return hit[1]
+    why = qr.check_segment(path)
+    try:
+        if why is None:
+            meta = pq.read_metadata(path).metadata or {}
+            raw = json.loads(meta[SOURCES_KEY])
+            sources = {str(k): tuple(str(x) for x in v) for k, v in raw.items()}
+    except FileNotFoundError:
+        return None
+    except (OSError, pa.ArrowInvalid, KeyError, ValueError, AttributeError) as exc:
+        why = f"unreadable rollup metadata ({str(exc).splitlines()[0][:120]})"
+    if why is not None:
+        damaged(root, path, why, warn)
+        return None
+    _sources_cache[str(path)] = ((st.st_size, st.st_mtime_ns), sources)
+    return sources
+
+
+def damaged(root: Path, path: Path, why: str, warn: Callable[[str], None]) -> None:
+    """Quarantine a damaged rollup (one warning line); its day is read from raw samples."""
+    _sources_cache.pop(str(path), None)
+    rec = qr.quarantine(root, path, why)
+    if rec is not None:
+        warn(rec.warning() + " Raw samples are read instead.")
+
+
+# ------------------------------------------------------------------ writing
+def _covered(live: Iterable[str], closed: bool) -> tuple[str, ...]:
+    return tuple(sorted(n for n in live if closed or n.startswith(COMPACT_PREFIX)))
+
+
+def refresh_day(root: Path, tmp: Path, name: str, day: date, *, closed: bool,
+                warn: Callable[[str], None], fsync_dir: Callable[[Path], None]) -> int | None:
+    """Rewrite the ``name`` rollup of ``day`` if the live files changed; its size (None: as it was).
+
+    Covers every live file of a closed day, the compacted files of an open one.
+    """
+    samples = root / "samples"
+    kind = ROLLUP_KINDS[name]
+    path = rollup_path(root, name, day)
+    old = read_sources(path, root, warn) or {}
+    want = {p.node: (p.path, _covered(p.live, closed))
+            for p in partitions(samples, kind, day, day, warn=warn)}
+    want = {node: v for node, v in want.items() if v[1]}
+    if {k: v[1] for k, v in want.items()} == old:
+        return None
+    keep = [node for node, (_, names) in want.items() if old.get(node) == names]
+    parts = [_old_rows(path, keep)] if keep else []
+    fresh = [folder / n for node, (folder, names) in sorted(want.items()) if node not in keep
+             for n in names]
+    if fresh:
+        parts.append(aggregate(name, fresh))
+    table = pa.concat_tables(parts).sort_by([("node", "ascending")]) if parts else \
+        _SCHEMAS[name].empty_table()
+    meta = {SOURCES_KEY: json.dumps({k: list(v[1]) for k, v in sorted(want.items())}).encode()}
+    return _write(tmp, path, table.replace_schema_metadata(meta), fsync_dir)
+
+
+def _old_rows(path: Path, nodes: list[str]) -> pa.Table:
+    t = pq.read_table(path, partitioning=None)
+    return t.filter(pc.is_in(t["node"], pa.array(nodes, pa.string()))).replace_schema_metadata(None)
+
+
+def _write(tmp: Path, path: Path, table: pa.Table, fsync_dir: Callable[[Path], None]) -> int:
+    staging = tmp / f"rollup-{uuid.uuid4().hex[:12]}"
+    staging.mkdir(parents=True)
+    staged = staging / path.name
+    pq.write_table(table, staged, compression="zstd", compression_level=3, row_group_size=262_144)
+    with open(staged, "rb+") as fh:
+        os.fsync(fh.fileno())
+    size = staged.stat().st_size
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(staged, path)  # the commit
+    fsync_dir(path.parent)
+    shutil.rmtree(staging, ignore_errors=True)
+    _sources_cache.pop(str(path), None)
+    return size
+
+
+# ------------------------------------------------------------------ planning reads
+@dataclass(frozen=True)
+class RollupPlan:
+    """What to read for a listing: rollup files (each with the nodes to use, None: all of
+    them) and the sample files no rollup covers."""
+
+    rollups: tuple[tuple[str, tuple[str, ...] | None], ...]
+    raw: tuple[tuple[str, date | None], ...]
+
+
+def plan(root: Path, name: str, files: Iterable[tuple[str, date | None]],
+         warn: Callable[[str], None]) -> RollupPlan:
+    """Split the live sample ``files`` (path, date) into rollup rows and raw files."""
+    by_day: dict[date, dict[str, list[str]]] = {}
+    raw: list[tuple[str, date | None]] = []
+    for path, day in files:
+        if day is None:
+            raw.append((path, day))
+            continue
+        node = os.path.basename(os.path.dirname(path)).removeprefix("node=")
+        by_day.setdefault(day, {}).setdefault(node, []).append(path)
+    rollups: list[tuple[str, tuple[str, ...] | None]] = []
+    for day, nodes in sorted(by_day.items()):
+        rpath = rollup_path(root, name, day)
+        sources = read_sources(rpath, root, warn) or {}
+        used = []
+        for node, paths in sorted(nodes.items()):
+            names = {os.path.basename(p) for p in paths}
+            src = set(sources.get(node, ()))
+            if src and src <= names:
+                used.append(node)
+                raw += [(p, day) for p in paths if os.path.basename(p) not in src]
+            else:
+                raw += [(p, day) for p in paths]
+        if used:
+            rollups.append((str(rpath), None if set(used) == set(sources) else tuple(used)))
+    return RollupPlan(tuple(rollups), tuple(raw))
