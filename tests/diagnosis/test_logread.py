@@ -183,6 +183,7 @@ def test_cli_json_and_story(tmp_path: Path) -> None:
     assert "rank 2 on gpu07 failed first" in human.output and "      13 | " in human.output
 
 
+@pytest.mark.slow
 def test_whole_logs_needs_evaluate_and_an_existing_corpus(tmp_path: Path) -> None:
     root = Path(__file__).resolve().parents[2]
     for args, says in (([str(FIX / "lightning_done.log"), "--whole-logs", str(tmp_path)], "--whole-logs goes with --evaluate"),
@@ -228,6 +229,7 @@ def test_evaluation_scores_the_fixtures_and_keeps_the_rest_of_the_report(tmp_pat
     assert "2026-11-27" in text and "2026-11-26" not in text
 
 
+@pytest.mark.slow
 def test_job_mode_charges_the_node_that_failed_first_and_keeps_a_passed_log_unknown(store) -> None:  # type: ignore[no-untyped-def]
     """--job / --all: the whole-log reader names the node that failed first; only that node is
     charged as bad-node evidence. A failed attempt whose log shows a normal end is ``unknown``."""

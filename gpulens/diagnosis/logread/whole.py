@@ -42,9 +42,9 @@ __all__ = ["MAX_CONTEXT_LINES", "MAX_INDICATORS", "SCAN_LINES", "SVM_MIN_CONFIDE
 MAX_INDICATORS = 6
 #: Below this confidence a model-decided (SVM) answer is ``unknown``. Chosen out of sample by
 #: ``gpulens diagnose --evaluate --whole-logs``: per fold (5, grouped by project) on the other
-#: folds, 0.40 was chosen for 88 of the 116 projects and 0.45 for the other 28
+#: folds, 0.55 was chosen for 101 of the 131 projects and 0.45 for the other 30
 #: (docs/diagnosis-evaluation.md, whole-log section); the majority value is kept.
-SVM_MIN_CONFIDENCE = 0.40
+SVM_MIN_CONFIDENCE = 0.55
 #: Lines of error context given to the classifier (the first and the last of a longer one).
 MAX_CONTEXT_LINES = 1200
 #: Progress lines after an error line that show the job went on (the error did not end it).
