@@ -153,6 +153,7 @@ def test_line_numbers_stay_exact_when_the_middle_of_a_big_log_is_skipped(tmp_pat
     ("Unhandled error: ray::WorkerDict.update() (pid=3961424, ip=10.3.28.3, actor_id=7c5)", None, "10.3.28.3"),
     ("srun: error: gpu12: task 3: Exited with exit code 1", 3, "gpu12"),
     ("slurmstepd: error: *** JOB 9 ON node-17 CANCELLED AT 2024-05-01T12:00:00 ***", None, "node-17"),
+    ("slurmstepd-gpu-51: error: *** STEP 148840.0 ON gpu-51 CANCELLED AT 2025-01-01T00:00:00 ***", None, "gpu-51"),
     ("[E ProcessGroupNCCL.cpp:607] [Rank 4] Watchdog caught collective operation timeout", 4, None),
     ("ERROR: something failed", None, None),
 ])

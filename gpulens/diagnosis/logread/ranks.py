@@ -30,7 +30,8 @@ _PREFIXES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"^\s*\[\d+,(\d+)\]<std(?:out|err)>:"), "rank"),
     (re.compile(r"^\s*(\d{1,4}):\s"), "rank"),
     (re.compile(r"\((?:[\w.]+\s+)?pid=\d+,\s*ip=([\d.]+)[,)]"), "node"),
-    (re.compile(r"^([A-Za-z][\w-]*\d[\w-]*|(?:\d{1,3}\.){3}\d{1,3}):\s"), "node"),
+    (re.compile(r"^slurmstepd-([\w.-]+): "), "node"),
+    (re.compile(r"^(?!slurmstepd-)([A-Za-z][\w-]*\d[\w-]*|(?:\d{1,3}\.){3}\d{1,3}):\s"), "node"),
 )
 _MESSAGES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\[Rank (\d+)\]"), "rank"),
