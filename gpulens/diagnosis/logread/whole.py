@@ -178,7 +178,34 @@ def _failures(lines: Sequence[str], a0: int, frontier: int) -> list[int]:
     found = {i for i in find_keys(lines, ERROR_KEYS, frontier) if is_failure(logs.normalize_line(lines[i]), lines[i])}
     found.update(i for i in find_keys(lines, KILL_KEYS, a0, frontier)
                  if is_scheduler_kill(logs.normalize_line(lines[i])))
+    found.update(_rank_failures(lines, max(a0, len(lines) - SCAN_LINES), frontier))
     return sorted(found)
+
+
+def _rank_failures(lines: Sequence[str], lo: int, frontier: int) -> list[int]:
+    """Failure lines before the frontier of a rank that printed no progress after them: in a
+    multi-rank log the other ranks go on printing steps after the first rank failed, which moves
+    the frontier past the root error."""
+    if frontier <= lo:
+        return []
+    progress: dict[int, list[int]] = {}
+    for i in range(lo, len(lines)):
+        ln = lines[i]
+        if ln[:1] in ("[", "0", "1", "2", "3", "4", "5", "6", "7", "8", "9") and is_progress(ln):
+            rank = ranks.origin_of(ln).rank
+            if rank is not None:
+                progress.setdefault(rank, []).append(i)
+    if len(progress) < 2:
+        return []  # not a multi-rank log (or its ranks print no progress of their own)
+    out = []
+    for i in find_keys(lines, ERROR_KEYS, lo, frontier):
+        rank = ranks.origin_of(lines[i]).rank
+        if rank is None or not is_failure(logs.normalize_line(lines[i]), lines[i]):
+            continue
+        after = [k for k in progress.get(rank, []) if k > i]
+        if len(after) < GOING_ON:
+            out.append(i)
+    return out
 
 
 _AT_EXIT = ("wandb: Synced", "wandb: Run summary", "wandb: 🚀 View run", "wandb: View run")
