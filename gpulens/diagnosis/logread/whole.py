@@ -186,26 +186,26 @@ def _rank_failures(lines: Sequence[str], lo: int, frontier: int) -> list[int]:
     """Failure lines before the frontier of a rank that printed no progress after them: in a
     multi-rank log the other ranks go on printing steps after the first rank failed, which moves
     the frontier past the root error."""
-    if frontier <= lo:
-        return []
+    if frontier <= lo or len({ranks.prefix_rank(ln) for ln in lines[-_RANK_SAMPLE:]} - {None}) < 2:
+        return []  # not a multi-rank log with launcher prefixes
     progress: dict[int, list[int]] = {}
     for i in range(lo, len(lines)):
-        ln = lines[i]
-        if ln[:1] in ("[", "0", "1", "2", "3", "4", "5", "6", "7", "8", "9") and is_progress(ln):
-            rank = ranks.origin_of(ln).rank
-            if rank is not None:
-                progress.setdefault(rank, []).append(i)
-    if len(progress) < 2:
-        return []  # not a multi-rank log (or its ranks print no progress of their own)
+        rank = ranks.prefix_rank(lines[i])
+        if rank is not None and is_progress(lines[i]):
+            progress.setdefault(rank, []).append(i)
     out = []
     for i in find_keys(lines, ERROR_KEYS, lo, frontier):
-        rank = ranks.origin_of(lines[i]).rank
+        rank = ranks.prefix_rank(lines[i])
         if rank is None or not is_failure(logs.normalize_line(lines[i]), lines[i]):
             continue
         after = [k for k in progress.get(rank, []) if k > i]
         if len(after) < GOING_ON:
             out.append(i)
     return out
+
+
+#: Lines at the end of a log whose prefixes tell a multi-rank log.
+_RANK_SAMPLE = 300
 
 
 _AT_EXIT = ("wandb: Synced", "wandb: Run summary", "wandb: 🚀 View run", "wandb: View run")
