@@ -153,6 +153,7 @@ def test_line_numbers_stay_exact_when_the_middle_of_a_big_log_is_skipped(tmp_pat
     ("Unhandled error: ray::WorkerDict.update() (pid=3961424, ip=10.3.28.3, actor_id=7c5)", None, "10.3.28.3"),
     ("srun: error: gpu12: task 3: Exited with exit code 1", 3, "gpu12"),
     ("slurmstepd: error: *** JOB 9 ON node-17 CANCELLED AT 2024-05-01T12:00:00 ***", None, "node-17"),
+    ("slurmstepd-gpu-51: error: *** STEP 148840.0 ON gpu-51 CANCELLED AT 2025-01-01T00:00:00 ***", None, "gpu-51"),
     ("[E ProcessGroupNCCL.cpp:607] [Rank 4] Watchdog caught collective operation timeout", 4, None),
     ("ERROR: something failed", None, None),
 ])
@@ -183,6 +184,7 @@ def test_cli_json_and_story(tmp_path: Path) -> None:
     assert "rank 2 on gpu07 failed first" in human.output and "      13 | " in human.output
 
 
+@pytest.mark.slow
 def test_whole_logs_needs_evaluate_and_an_existing_corpus(tmp_path: Path) -> None:
     root = Path(__file__).resolve().parents[2]
     for args, says in (([str(FIX / "lightning_done.log"), "--whole-logs", str(tmp_path)], "--whole-logs goes with --evaluate"),
@@ -228,6 +230,7 @@ def test_evaluation_scores_the_fixtures_and_keeps_the_rest_of_the_report(tmp_pat
     assert "2026-11-27" in text and "2026-11-26" not in text
 
 
+@pytest.mark.slow
 def test_job_mode_charges_the_node_that_failed_first_and_keeps_a_passed_log_unknown(store) -> None:  # type: ignore[no-untyped-def]
     """--job / --all: the whole-log reader names the node that failed first; only that node is
     charged as bad-node evidence. A failed attempt whose log shows a normal end is ``unknown``."""

@@ -214,6 +214,8 @@ class WholeEval:
             figures("holdout split", [x for x in c if x.row["split"] == "holdout"], self.thresholds),
             figures("dev split", [x for x in c if x.row["split"] == "dev"], self.thresholds),
             figures("not marked ambiguous", [x for x in c if x.row["ambiguous"] != "yes"], self.thresholds),
+            *([figures("index_c.csv (added after the reader was written)", fresh, self.thresholds)]
+              if (fresh := [x for x in c if x.row["file"].startswith("c/")]) else []),
         ]
 
 

@@ -14,7 +14,7 @@ import dataclasses
 import re
 from collections.abc import Sequence
 
-__all__ = ["Origin", "origin_of", "root_cause_table", "timestamp_of"]
+__all__ = ["Origin", "origin_of", "prefix_rank", "root_cause_table", "timestamp_of"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,7 +30,8 @@ _PREFIXES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"^\s*\[\d+,(\d+)\]<std(?:out|err)>:"), "rank"),
     (re.compile(r"^\s*(\d{1,4}):\s"), "rank"),
     (re.compile(r"\((?:[\w.]+\s+)?pid=\d+,\s*ip=([\d.]+)[,)]"), "node"),
-    (re.compile(r"^([A-Za-z][\w-]*\d[\w-]*|(?:\d{1,3}\.){3}\d{1,3}):\s"), "node"),
+    (re.compile(r"^slurmstepd-([\w.-]+): "), "node"),
+    (re.compile(r"^(?!slurmstepd-)([A-Za-z][\w-]*\d[\w-]*|(?:\d{1,3}\.){3}\d{1,3}):\s"), "node"),
 )
 _MESSAGES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\[Rank (\d+)\]"), "rank"),
@@ -59,6 +60,20 @@ def origin_of(line: str) -> Origin:
             node = node or m.group(1)
             rank = rank if rank is not None else int(m.group(2))
     return Origin(rank, node)
+
+
+_RANK_PREFIXES = tuple(rx for rx, kind in _PREFIXES if kind == "rank")
+
+
+def prefix_rank(line: str) -> int | None:
+    """The rank a launcher's prefix names (``[rank3]:``, ``3:``, ``[1,3]<stderr>:``), if any."""
+    if not line or line[0] not in "[ 0123456789":
+        return None
+    for rx in _RANK_PREFIXES:
+        m = rx.search(line)
+        if m:
+            return int(m.group(1))
+    return None
 
 
 def _is_level(word: str) -> bool:

@@ -42,9 +42,9 @@ __all__ = ["MAX_CONTEXT_LINES", "MAX_INDICATORS", "SCAN_LINES", "SVM_MIN_CONFIDE
 MAX_INDICATORS = 6
 #: Below this confidence a model-decided (SVM) answer is ``unknown``. Chosen out of sample by
 #: ``gpulens diagnose --evaluate --whole-logs``: per fold (5, grouped by project) on the other
-#: folds, 0.40 was chosen for 88 of the 116 projects and 0.45 for the other 28
+#: folds, 0.55 was chosen for 101 of the 131 projects and 0.45 for the other 30
 #: (docs/diagnosis-evaluation.md, whole-log section); the majority value is kept.
-SVM_MIN_CONFIDENCE = 0.40
+SVM_MIN_CONFIDENCE = 0.55
 #: Lines of error context given to the classifier (the first and the last of a longer one).
 MAX_CONTEXT_LINES = 1200
 #: Progress lines after an error line that show the job went on (the error did not end it).
@@ -178,7 +178,34 @@ def _failures(lines: Sequence[str], a0: int, frontier: int) -> list[int]:
     found = {i for i in find_keys(lines, ERROR_KEYS, frontier) if is_failure(logs.normalize_line(lines[i]), lines[i])}
     found.update(i for i in find_keys(lines, KILL_KEYS, a0, frontier)
                  if is_scheduler_kill(logs.normalize_line(lines[i])))
+    found.update(_rank_failures(lines, max(a0, len(lines) - SCAN_LINES), frontier))
     return sorted(found)
+
+
+def _rank_failures(lines: Sequence[str], lo: int, frontier: int) -> list[int]:
+    """Failure lines before the frontier of a rank that printed no progress after them: in a
+    multi-rank log the other ranks go on printing steps after the first rank failed, which moves
+    the frontier past the root error."""
+    if frontier <= lo or len({ranks.prefix_rank(ln) for ln in lines[-_RANK_SAMPLE:]} - {None}) < 2:
+        return []  # not a multi-rank log with launcher prefixes
+    progress: dict[int, list[int]] = {}
+    for i in range(lo, len(lines)):
+        rank = ranks.prefix_rank(lines[i])
+        if rank is not None and is_progress(lines[i]):
+            progress.setdefault(rank, []).append(i)
+    out = []
+    for i in find_keys(lines, ERROR_KEYS, lo, frontier):
+        rank = ranks.prefix_rank(lines[i])
+        if rank is None or not is_failure(logs.normalize_line(lines[i]), lines[i]):
+            continue
+        after = [k for k in progress.get(rank, []) if k > i]
+        if len(after) < GOING_ON:
+            out.append(i)
+    return out
+
+
+#: Lines at the end of a log whose prefixes tell a multi-rank log.
+_RANK_SAMPLE = 300
 
 
 _AT_EXIT = ("wandb: Synced", "wandb: Run summary", "wandb: 🚀 View run", "wandb: View run")
