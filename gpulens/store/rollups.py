@@ -67,7 +67,7 @@ __all__ = [
     "rollup_schema",
 ]
 
-SOURCES_KEY = b"gpulens.rollup.sources"
+SOURCES_KEY = b"gpulens.rollup.sources.v2"  # node -> [[name, size, mtime_ns], ...]
 #: rollup kind -> the sample kind it summarises
 ROLLUP_KINDS = {"gpu_hour": "gpu", "net_minute": "net"}
 _MINUTES = 60
@@ -207,7 +207,8 @@ _sources_cache: dict[str, tuple[tuple[int, int], Sources]] = {}
 
 def read_sources(path: Path, root: Path, warn: Callable[[str], None]) -> Sources | None:
     """node -> the sample files a rollup summarises (None: no usable rollup; a damaged one is
-    quarantined with a warning)."""
+    quarantined with a warning; one whose metadata is of another format is left for the next
+    compaction to rewrite)."""
     try:
         st = path.stat()
     except FileNotFoundError:
@@ -217,20 +218,26 @@ def read_sources(path: Path, root: Path, warn: Callable[[str], None]) -> Sources
         return hit[1]
     why = qr.check_segment(path)
     try:
-        if why is None:
-            meta = pq.read_metadata(path).metadata or {}
-            raw = json.loads(meta[SOURCES_KEY])
-            sources = {str(k): tuple((str(n), int(z), int(m)) for n, z, m in v)
-                       for k, v in raw.items()}
+        meta = pq.read_metadata(path).metadata or {} if why is None else {}
     except FileNotFoundError:
         return None
-    except (OSError, pa.ArrowInvalid, KeyError, ValueError, TypeError, AttributeError) as exc:
-        why = f"unreadable rollup metadata ({str(exc).splitlines()[0][:120]})"
+    except (OSError, pa.ArrowInvalid) as exc:
+        why = f"unreadable rollup footer ({str(exc).splitlines()[0][:120]})"
     if why is not None:
         damaged(root, path, why, warn)
         return None
+    sources = _parse_sources(meta.get(SOURCES_KEY))
     _sources_cache[str(path)] = ((st.st_size, st.st_mtime_ns), sources)
-    return sources
+    return sources or None
+
+
+def _parse_sources(text: bytes | None) -> Sources:
+    """The sources of a rollup's metadata; {} when missing or of another format."""
+    try:
+        raw = json.loads(text or b"{}")
+        return {str(k): tuple((str(n), int(z), int(m)) for n, z, m in v) for k, v in raw.items()}
+    except (ValueError, TypeError, AttributeError):
+        return {}
 
 
 def damaged(root: Path, path: Path, why: str, warn: Callable[[str], None]) -> None:
