@@ -174,6 +174,9 @@ def compact_cmd(app: App, kinds: tuple[str, ...], settle: float, grace: float,
         click.echo(f"deleted {report.deleted_files:,} replaced files "
                    f"({report.deleted_bytes:,} bytes); {report.pending_files:,} wait out the "
                    f"{grace:g} s grace period")
+        if report.rollup_files:
+            click.echo(f"rolled up {report.rollup_files:,} day files ({report.rollup_bytes:,} bytes) "
+                       f"in {report.rollup_seconds:.1f} s")
 
     emit(report.as_dict(), as_json, human)
 

@@ -15,7 +15,8 @@ a reader ignores a file of another release's columns and reads raw samples inste
   samples and the sums of ``rx_bps`` and ``tx_bps``.
 
 Keyed by the files they summarise, never out of step with them: the file's metadata
-(``gpulens.rollup.sources``) names, per node, the sample files whose rows its rows are. A
+(``gpulens.rollup.sources``) names, per node, the sample files whose rows its rows are (name,
+size and mtime: a file rewritten under the same name is another file). A
 reader (:func:`plan`) uses a node's rows only when all those files are live (lake.py) and
 reads raw only the node's live files not among them (segments that arrived later); a node
 whose sources were replaced (re-compacted) or quarantined is read raw. So a rollup written
@@ -66,7 +67,7 @@ __all__ = [
     "rollup_schema",
 ]
 
-SOURCES_KEY = b"gpulens.rollup.sources"
+SOURCES_KEY = b"gpulens.rollup.sources.v2"  # node -> [[name, size, mtime_ns], ...]
 #: rollup kind -> the sample kind it summarises
 ROLLUP_KINDS = {"gpu_hour": "gpu", "net_minute": "net"}
 _MINUTES = 60
@@ -197,13 +198,17 @@ def _read(name: str, paths: Sequence[Path]) -> pa.Table:
 
 
 # ------------------------------------------------------------------ reading sources
-_sources_cache: dict[str, tuple[tuple[int, int], dict[str, tuple[str, ...]]]] = {}
+#: a summarised file: its name, size and mtime (a file rewritten under the same name, e.g. by a
+#: second simulation into the same directory, is no longer the file the rollup summarised)
+Source = tuple[str, int, int]
+Sources = dict[str, tuple[Source, ...]]
+_sources_cache: dict[str, tuple[tuple[int, int], Sources]] = {}
 
 
-def read_sources(path: Path, root: Path,
-                 warn: Callable[[str], None]) -> dict[str, tuple[str, ...]] | None:
+def read_sources(path: Path, root: Path, warn: Callable[[str], None]) -> Sources | None:
     """node -> the sample files a rollup summarises (None: no usable rollup; a damaged one is
-    quarantined with a warning)."""
+    quarantined with a warning; one whose metadata is of another format is left for the next
+    compaction to rewrite)."""
     try:
         st = path.stat()
     except FileNotFoundError:
@@ -213,19 +218,26 @@ def read_sources(path: Path, root: Path,
         return hit[1]
     why = qr.check_segment(path)
     try:
-        if why is None:
-            meta = pq.read_metadata(path).metadata or {}
-            raw = json.loads(meta[SOURCES_KEY])
-            sources = {str(k): tuple(str(x) for x in v) for k, v in raw.items()}
+        meta = pq.read_metadata(path).metadata or {} if why is None else {}
     except FileNotFoundError:
         return None
-    except (OSError, pa.ArrowInvalid, KeyError, ValueError, AttributeError) as exc:
-        why = f"unreadable rollup metadata ({str(exc).splitlines()[0][:120]})"
+    except (OSError, pa.ArrowInvalid) as exc:
+        why = f"unreadable rollup footer ({str(exc).splitlines()[0][:120]})"
     if why is not None:
         damaged(root, path, why, warn)
         return None
+    sources = _parse_sources(meta.get(SOURCES_KEY))
     _sources_cache[str(path)] = ((st.st_size, st.st_mtime_ns), sources)
-    return sources
+    return sources or None
+
+
+def _parse_sources(text: bytes | None) -> Sources:
+    """The sources of a rollup's metadata; {} when missing or of another format."""
+    try:
+        raw = json.loads(text or b"{}")
+        return {str(k): tuple((str(n), int(z), int(m)) for n, z, m in v) for k, v in raw.items()}
+    except (ValueError, TypeError, AttributeError):
+        return {}
 
 
 def damaged(root: Path, path: Path, why: str, warn: Callable[[str], None]) -> None:
@@ -237,8 +249,12 @@ def damaged(root: Path, path: Path, why: str, warn: Callable[[str], None]) -> No
 
 
 # ------------------------------------------------------------------ writing
-def _covered(live: Iterable[str], closed: bool) -> tuple[str, ...]:
-    return tuple(sorted(n for n in live if closed or n.startswith(COMPACT_PREFIX)))
+def _covered(folder: Path, live: Iterable[str], closed: bool) -> tuple[Source, ...]:
+    out = []
+    for name in sorted(n for n in live if closed or n.startswith(COMPACT_PREFIX)):
+        st = (folder / name).stat()
+        out.append((name, st.st_size, st.st_mtime_ns))
+    return tuple(out)
 
 
 def refresh_day(root: Path, tmp: Path, name: str, day: date, *, closed: bool,
@@ -251,20 +267,21 @@ def refresh_day(root: Path, tmp: Path, name: str, day: date, *, closed: bool,
     kind = ROLLUP_KINDS[name]
     path = rollup_path(root, name, day)
     old = read_sources(path, root, warn) or {}
-    want = {p.node: (p.path, _covered(p.live, closed))
+    want = {p.node: (p.path, _covered(p.path, p.live, closed))
             for p in partitions(samples, kind, day, day, warn=warn)}
     want = {node: v for node, v in want.items() if v[1]}
     if {k: v[1] for k, v in want.items()} == old:
         return None
-    keep = [node for node, (_, names) in want.items() if old.get(node) == names]
+    keep = [node for node, (_, src) in want.items() if old.get(node) == src]
     parts = [_old_rows(path, keep)] if keep else []
-    fresh = [folder / n for node, (folder, names) in sorted(want.items()) if node not in keep
-             for n in names]
+    fresh = [folder / n for node, (folder, src) in sorted(want.items()) if node not in keep
+             for n, _, _ in src]
     if fresh:
         parts.append(aggregate(name, fresh))
     table = pa.concat_tables(parts).sort_by([("node", "ascending")]) if parts else \
         _SCHEMAS[name].empty_table()
-    meta = {SOURCES_KEY: json.dumps({k: list(v[1]) for k, v in sorted(want.items())}).encode()}
+    meta = {SOURCES_KEY: json.dumps({k: [list(x) for x in v[1]] for k, v in sorted(want.items())}
+                                    ).encode()}
     return _write(tmp, path, table.replace_schema_metadata(meta), fsync_dir)
 
 
@@ -299,6 +316,14 @@ class RollupPlan:
     raw: tuple[tuple[str, date | None], ...]
 
 
+def _same_file(path: str, size: int, mtime_ns: int) -> bool:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return (st.st_size, st.st_mtime_ns) == (size, mtime_ns)
+
+
 def plan(root: Path, name: str, files: Iterable[tuple[str, date | None]],
          warn: Callable[[str], None]) -> RollupPlan:
     """Split the live sample ``files`` (path, date) into rollup rows and raw files."""
@@ -316,11 +341,12 @@ def plan(root: Path, name: str, files: Iterable[tuple[str, date | None]],
         sources = read_sources(rpath, root, warn) or {}
         used = []
         for node, paths in sorted(nodes.items()):
-            names = {os.path.basename(p) for p in paths}
-            src = set(sources.get(node, ()))
-            if src and src <= names:
+            src = sources.get(node, ())
+            names = {os.path.basename(p): p for p in paths}
+            if src and all(n in names and _same_file(names[n], z, m) for n, z, m in src):
                 used.append(node)
-                raw += [(p, day) for p in paths if os.path.basename(p) not in src]
+                rolled = {n for n, _, _ in src}
+                raw += [(p, day) for p in paths if os.path.basename(p) not in rolled]
             else:
                 raw += [(p, day) for p in paths]
         if used:

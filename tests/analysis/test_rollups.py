@@ -169,6 +169,23 @@ def test_rollups_give_the_raw_numbers_through_late_segments_and_recompaction(
     assert _used(store) == (3, nodes)
 
 
+def test_a_file_rewritten_under_the_same_name_is_not_taken_for_the_rolled_one(
+        lake: Store, tmp_path: Path) -> None:
+    """A second simulation into the same directory writes files of the same names: the rollups
+    of the first must not be used for them."""
+    store = Store(tmp_path / "d5")
+    shutil.copytree(lake.root, store.root)
+    compact(store, settle=3600, grace=3600, clock=lambda: NOON3)
+    (part,) = [p for p in partitions(store.samples, "gpu", DAY.date(), DAY.date())][:1]
+    path = part.path / part.live[0]
+    table = pq.read_table(path, partitioning=None)
+    util = pc.multiply(table["util_gpu"], pa.scalar(0.5, pa.float32()))
+    pq.write_table(table.set_column(table.schema.get_field_index("util_gpu"), "util_gpu", util),
+                   path)  # same name, other rows
+    assert _used(store)[1] == 1, "that node-day is read raw"
+    _assert_same(_core(store), _core(_raw_copy(store, tmp_path / "raw")))
+
+
 def test_a_damaged_or_missing_rollup_falls_back_to_raw_with_one_warning(
         lake: Store, tmp_path: Path) -> None:
     store = Store(tmp_path / "d2")
@@ -200,7 +217,7 @@ def test_rollup_names_the_files_it_summarises(lake: Store, tmp_path: Path) -> No
     path = rollup_path(store.root, "gpu_hour", DAY.date())
     sources = json.loads((pq.read_metadata(path).metadata or {})[SOURCES_KEY])
     live = {p.node: list(p.live) for p in partitions(store.samples, "gpu", DAY.date(), DAY.date())}
-    assert sources == live
+    assert {node: [n for n, _, _ in src] for node, src in sources.items()} == live
     rows = pq.read_table(path)
     assert rows.num_rows == 16 * 24, "one row per GPU and hour"
     assert {len(v) for v in rows["sm"].to_pylist()} == {60}
