@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from gpulens.diagnosis.guarded import Guarded
 from gpulens.diagnosis.logread.completion import is_completion
 from gpulens.diagnosis.logread.lines import PROGRESS_KEYS, is_progress, last_matching
 
@@ -24,12 +25,17 @@ _STEP_RES = (
     re.compile(r"'epoch':\s*(\d+(?:\.\d+)?)"),
     re.compile(r"\s(\d+)/\d+\s+\["),
 )
-_SAVE = re.compile(r"save_checkpoint|_save_checkpoint|torch\.save|save_pretrained|save_model|[Ss]aving (?:model|checkpoint)"
-                   r"|PytorchStreamWriter|SafetensorError|serializ|merge_and_unload|push_to_hub|_save\(")
-_LOAD = re.compile(r"load_checkpoint|load_state_dict|_load_best_model|resume_from|[Ll]oading checkpoint|torch\.load\("
-                   r"|_IncompatibleKeys|Error\(s\) in loading state_dict")
-_EVAL = re.compile(r"[Ee]valuat|[Vv]alidat|\beval\b|evaluate\(|compute_metrics|[Tt]esting\b|\bval_")
-_TEARDOWN = re.compile(r"destroy_process_group|atexit|__del__|finalize|[Ss]hutting down")
+_SAVE = Guarded(r"save_checkpoint|_save_checkpoint|torch\.save|save_pretrained|save_model|[Ss]aving (?:model|checkpoint)"
+                r"|PytorchStreamWriter|SafetensorError|serializ|merge_and_unload|push_to_hub|_save\(",
+                ("save", "aving", "PytorchStreamWriter", "SafetensorError", "serializ", "merge_and_unload",
+                 "push_to_hub"))
+_LOAD = Guarded(r"load_checkpoint|load_state_dict|_load_best_model|resume_from|[Ll]oading checkpoint|torch\.load\("
+                r"|_IncompatibleKeys|Error\(s\) in loading state_dict",
+                ("load", "oading", "resume_from", "_IncompatibleKeys"))
+_EVAL = Guarded(r"[Ee]valuat|[Vv]alidat|\beval\b|evaluate\(|compute_metrics|[Tt]esting\b|\bval_",
+                ("valuat", "alidat", "eval", "compute_metrics", "esting", "val_"))
+_TEARDOWN = Guarded(r"destroy_process_group|atexit|__del__|finalize|[Ss]hutting down",
+                    ("destroy_process_group", "atexit", "__del__", "finalize", "hutting down"))
 _LOOKBACK = 25
 #: Lines looked back for the last step printed before a failure or the end.
 _STEP_LOOKBACK = 600
