@@ -326,7 +326,7 @@ def _indicators(lines: Sequence[str], start: int, failures: Sequence[int], evide
     """Indexes of the lines that show the root failure: those the diagnosis' evidence quotes
     (the deciding line, the final exception), and the kills/time limits that ended the run."""
     found: set[int] = set()
-    norm = {i: logs.normalize_line(lines[i]).strip() for i in range(start, len(lines))}
+    norm = _NormCache(lines, start)
     for e in evidence[:4]:
         key = e.strip()[:120]
         if len(key) < 4 or key.startswith("terminated: "):
@@ -347,6 +347,28 @@ def _indicators(lines: Sequence[str], start: int, failures: Sequence[int], evide
     return sorted(primary or found)[:MAX_INDICATORS]
 
 
+
+
+class _NormCache(dict[int, str]):
+    """``{i: normalize_line(lines[i]).strip() for i >= start}``, each computed when first asked
+    for (the evidence is usually found in the last few lines)."""
+
+    def __init__(self, lines: Sequence[str], start: int) -> None:
+        super().__init__()
+        self._lines = lines
+        self._start = start
+
+    def __missing__(self, i: int) -> str:
+        if not self._start <= i < len(self._lines):
+            raise KeyError(i)
+        got = self[i] = logs.normalize_line(self._lines[i]).strip()
+        return got
+
+    def get(self, i: int, default: str = "") -> str:  # type: ignore[override]
+        try:
+            return self[i]
+        except KeyError:
+            return default
 
 
 def _first_origin(lines: Sequence[str], found: Sequence[int], start: int) -> ranks.Origin:
