@@ -331,3 +331,12 @@ def test_each_literal_guard_answers_as_its_pattern_on_every_sample_log_line() ->
                 assert got == want, (name, line[:200])
                 found[name] += want
     assert all(found.values()), found  # each pattern matched some real line: the check is not vacuous
+
+
+def test_the_completion_cover_holds_a_part_of_every_completion_key() -> None:
+    """Scanning for the cover finds every line that holds a completion key (a superset that
+    ``completion_strength`` filters), so the shorter scan answers as the full one."""
+    from gpulens.diagnosis.logread.completion import COMPLETION_COVER, COMPLETION_KEYS
+
+    assert len(COMPLETION_COVER) < len(COMPLETION_KEYS)
+    assert [k for k in COMPLETION_KEYS if not any(c in k for c in COMPLETION_COVER)] == []

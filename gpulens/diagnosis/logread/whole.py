@@ -18,7 +18,7 @@ from gpulens.diagnosis import logs
 from gpulens.diagnosis.classifier import Classifier, default_classifier
 from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.attempts import attempt_starts, new_in_last
-from gpulens.diagnosis.logread.completion import COMPLETION_KEYS, completion_strength
+from gpulens.diagnosis.logread.completion import COMPLETION_COVER, completion_strength
 from gpulens.diagnosis.logread.lines import (
     ERROR_KEYS,
     KILL_KEYS,
@@ -226,7 +226,7 @@ def _frontier(lines: Sequence[str], floor: int) -> int:
 
 def _completion(lines: Sequence[str], floor: int) -> tuple[int, float] | None:
     """(index, strength) of the last completion line at or after ``floor``."""
-    got = last_matching(lines, COMPLETION_KEYS, lambda ln: completion_strength(logs.normalize_line(ln)) > 0,
+    got = last_matching(lines, COMPLETION_COVER, lambda ln: completion_strength(logs.normalize_line(ln)) > 0,
                         floor, len(lines))
     return (got[0], completion_strength(logs.normalize_line(lines[got[0]]))) if got else None
 
