@@ -333,6 +333,28 @@ def test_each_literal_guard_answers_as_its_pattern_on_every_sample_log_line() ->
     assert all(found.values()), found  # each pattern matched some real line: the check is not vacuous
 
 
+def test_the_rank_patterns_literals_are_in_every_line_they_match() -> None:
+    """origin_of skips a pattern when its literal is absent: on every sample log line each
+    pattern that matches holds its literal (so the skip never changes an answer)."""
+    import re
+
+    from gpulens.diagnosis.logread import ranks
+
+    needs = ranks._NEEDS
+    assert set(needs.values()) == {"pid=", "rocess ", "global_rank"}
+    root = Path(__file__).resolve().parents[2] / "sample_logs"
+    matched = 0
+    for p in sorted(root.rglob("*")):
+        if not p.is_file() or p.suffix == ".csv":
+            continue
+        for line in p.read_text(errors="replace").split("\n"):
+            for pattern, need in needs.items():
+                if re.search(pattern, line):
+                    matched += 1
+                    assert need in line, (pattern, line[:200])
+    assert matched > 0
+
+
 def test_the_completion_cover_holds_a_part_of_every_completion_key() -> None:
     """Scanning for the cover finds every line that holds a completion key (a superset that
     ``completion_strength`` filters), so the shorter scan answers as the full one."""

@@ -58,7 +58,7 @@ _KILL = Guarded(
 
 #: Keys of the scheduler's and the kernel's kill lines (they end a run even when the other
 #: processes go on printing progress for a few lines until they are killed too).
-KILL_KEYS: tuple[str, ...] = ("CANCELLED", "DUE TO", "TERM_", "Killed", "oom-kill", "OOMKilled")
+KILL_KEYS: tuple[str, ...] = ("CANCELLED", "DUE TO", "TERM_", "Killed", "oom-kill")  # "Killed" finds "OOMKilled"
 _SCHEDULER_KILL = re.compile(
     r"DUE TO (?:TIME LIMIT|PREEMPTION|NODE FAILURE)|\*\*\* (?:JOB|STEP) [\d.]+ ON \S+ CANCELLED AT|\bTERM_[A-Z]+\b"
     r"|^\s*(?:\S+: line \d+:\s+\d+\s+)?Killed\b|oom-kill|OOMKilled"
@@ -156,7 +156,8 @@ def is_failure(norm: str, raw: str = "") -> bool:
     """A (normalized) line that states a failure or a secondary symptom of one (``raw``: the
     line as printed, for its log level)."""
     norm = norm[:_SHOWN]
-    if is_benign(norm) or is_benign(raw[:_SHOWN]):
+    shown = raw[:_SHOWN]
+    if is_benign(norm) or (shown != norm and is_benign(shown)):  # the same line: asked once
         return False
     return (logs.is_hard_error(norm) or is_terminal_kill(norm) or logs.is_secondary(norm)
             or _PROGRAM_ERROR.match(norm) is not None
