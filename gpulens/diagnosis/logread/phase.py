@@ -79,7 +79,23 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
         return "evaluation"
     steps = _progress_count(lines, floor, failure, 4)
     if steps == 0:
-        return "startup"
+        return _glued_bar(region) or "startup"
     if step in ("0", "1") or (steps < 3 and not (step and step.replace(",", "").isdigit() and int(step.replace(",", "")) > 1)):
         return "first_step"
     return "training"
+
+
+_TB = "Traceback (most recent call last)"
+
+
+def _glued_bar(region: Sequence[str]) -> str | None:
+    """The phase shown by a progress bar the traceback was printed onto (tqdm leaves no newline:
+    ``Epoch 1/10:   0%|   | 0/375 [00:00<?, ?it/s]Traceback (most recent call last):``): the
+    first step at 0% or step 0/1, else training; ``None`` when there is no such line."""
+    for ln in region:
+        at = ln.find(_TB)
+        if at > 0 and is_progress(ln[:at]):
+            bar = ln[:at]
+            return "first_step" if " 0%|" in bar or _step_in(bar) in ("0", "1") else "training"
+    return None
+
