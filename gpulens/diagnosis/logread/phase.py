@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from gpulens.diagnosis.guarded import Guarded
 from gpulens.diagnosis.logread.completion import is_completion
-from gpulens.diagnosis.logread.lines import PROGRESS_KEYS, is_progress, last_matching
+from gpulens.diagnosis.logread.lines import PROGRESS_KEYS, is_benign, is_progress, is_terminal_kill, last_matching
 
 __all__ = ["PHASES", "last_step", "phase_of"]
 
@@ -73,7 +73,7 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     if _SAVE.search(text):
         return "checkpoint_save"
     before = [ln for ln in lines[max(floor, failure - _LOOKBACK):failure] if ln.strip()]
-    if any(is_completion(ln) for ln in before) or _TEARDOWN.search(text):
+    if any(is_completion(ln) and not ln.lstrip().startswith(_AT_EXIT) for ln in before) or _teardown(region):
         return "shutdown"
     if _EVAL.search(text) or any(_EVAL.search(ln) and not is_progress(ln) for ln in before[-6:]):
         return "evaluation"
@@ -86,6 +86,14 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
 
 
 _TB = "Traceback (most recent call last)"
+#: A tracker's lines printed at process exit whatever the outcome (not the job's own shutdown).
+_AT_EXIT = ("wandb: Synced", "wandb: Run summary", "wandb: 🚀 View run", "wandb: View run")
+
+
+def _teardown(region: Sequence[str]) -> bool:
+    """Whether the failure's lines show the job shutting down; warnings printed at any exit
+    ("destroy_process_group() was not called") and a kill's own "shutting down workers" do not."""
+    return any(_TEARDOWN.search(ln) and not is_benign(ln) and not is_terminal_kill(ln) for ln in region)
 
 
 def _glued_bar(region: Sequence[str]) -> str | None:
