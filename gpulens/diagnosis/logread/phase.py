@@ -12,7 +12,13 @@ from collections.abc import Sequence
 
 from gpulens.diagnosis.guarded import Guarded
 from gpulens.diagnosis.logread.completion import is_completion
-from gpulens.diagnosis.logread.lines import PROGRESS_KEYS, is_benign, is_progress, is_terminal_kill, last_matching
+from gpulens.diagnosis.logread.lines import (
+    PROGRESS_KEYS,
+    is_benign,
+    is_progress,
+    is_terminal_kill,
+    last_matching,
+)
 
 __all__ = ["PHASES", "last_step", "phase_of"]
 
