@@ -605,9 +605,7 @@ class Classifier:
         for all of them)."""
         names = list(files) if files is not None else [None] * len(views)
         picks = [self._rule_pick(v) for v in views]
-        need = [i for i, pk in enumerate(picks)
-                if (pk.best is None or pk.best.rule.priority <= SVM_OVERRULE_MAX_PRIORITY or pk.from_context)
-                and not (keep_final and pk.best is not None and _ended_it(views[i], pk.best))]
+        need = [i for i, pk in enumerate(picks) if _needs_model(views[i], pk, keep_final)]
         probas: dict[int, dict[str, float]] = {}
         if need and self.model is not None:
             probas = dict(zip(need, self.model.predict_proba([views[i] for i in need]), strict=True))
@@ -782,6 +780,18 @@ def _states_an_error(view: logs.LogView) -> bool:
         return True
     return any(_FAILURE_WORD.search(x) for x in view.lines)
 
+
+
+def _needs_model(view: logs.LogView, pick: _Pick, keep_final: bool) -> bool:
+    """Whether ``Classifier._decide`` looks at the SVM's probabilities for this pick (the SVM's
+    features are not computed for a log whose answer they cannot change)."""
+    best = pick.best
+    if (not pick.from_context and view.secondary_only
+            and (best is None or best.rule.generic or logs.is_secondary(best.line))):
+        return False  # answered "only secondary messages" before the model is asked
+    if best is None:
+        return True
+    return best.rule.priority <= SVM_OVERRULE_MAX_PRIORITY and not (keep_final and _ended_it(view, best))
 
 
 def _ended_it(view: logs.LogView, match: RuleMatch) -> bool:

@@ -23,6 +23,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import overload
 
+from gpulens.diagnosis.guarded import Guarded
+
 __all__ = [
     "FatalRegion",
     "LogText",
@@ -589,7 +591,7 @@ _HARD_RE = re.compile(
 )
 #: Secondary symptoms: true, but caused by an error that happened elsewhere (another rank,
 #: a child process, a dead actor). A log holding only these does not say why it failed.
-_SECONDARY_RE = re.compile(
+_SECONDARY_RE = Guarded(
     r"ChildFailedError|CalledProcessError|ProcessExitedException|ProcessRaisedException(?!.*\w+Error:)"
     r"|process \d+ terminated with (?:exit code|signal)|returned non-zero exit status|exitcode\s*:\s*1\b"
     r"|exits? with return code\s*=\s*1\b|exited with (?:code|status) 1\b|non-zero exit (?:code|status)"
@@ -600,12 +602,18 @@ _SECONDARY_RE = re.compile(
     r"|error_file\s*:|Root Cause \(first observed failure\)|^Failures:|primary job\s+terminated"
     r"|detected that one or more processes exited"
     r"|Killing subprocess|[Ss]ubprocess .* (?:died|exited)|one or more (?:processes|ranks) (?:failed|exited)"
-    r"|Terminating process|\bfailed \(exitcode: 1\)"
+    r"|Terminating process|\bfailed \(exitcode: 1\)",
+    ("ChildFailedError", "CalledProcessError", "ProcessExitedException", "ProcessRaisedException", "terminated with",
+     "non-zero exit", "exitcode", "with return code", "exited with ", "EOF ", "Actor", "he actor ", "orker ",
+     "RaySystemError", "here are some potential root causes", "Sending process ", "WorkerGroupFailure",
+     "error_file", "Root Cause", "Failures:", "primary job", "one or more ", "Killing subprocess", "ubprocess ",
+     "Terminating process"),
 )
-_NOISE_ERR = re.compile(
+_NOISE_ERR = Guarded(
     r"Warning\b|warnings\.warn|\bwarn(?:ing)?\s*:|UserWarning|FutureWarning|DeprecationWarning|^\s*File \""
     r"|\b0 errors?\b|errors?\s*[:=]\s*0\b|error_file: <N/A>|\bif .*error|\berror_?handl|ignore_errors"
-    r"|on_error|errors='|--\w*error|raise \w|except \w"
+    r"|on_error|errors='|--\w*error|raise \w|except \w",
+    ("Warning", "warn", 'File "', "error", "raise ", "except "),
 )
 
 

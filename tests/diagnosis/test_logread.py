@@ -301,3 +301,64 @@ def test_a_log_that_starts_with_a_traceback_is_one_attempt(clf: Classifier) -> N
     w = diagnose_text(text, clf)
     assert w.attempts == 1 and w.diagnosis.category == "semantic_error"
     assert w.indicator_lines == [4, 11]  # the first exception and the one that ended the process
+
+
+def _guards() -> list[tuple[str, object]]:
+    from gpulens.diagnosis import logs
+    from gpulens.diagnosis.guarded import Guarded
+    from gpulens.diagnosis.logread import attempts, completion, lines, phase
+
+    return [(f"{m.__name__}.{k}", v) for m in (logs, lines, phase, attempts, completion)
+            for k, v in vars(m).items() if isinstance(v, Guarded)]
+
+
+def test_each_literal_guard_answers_as_its_pattern_on_every_sample_log_line() -> None:
+    """The guards' literals are a speed-up only: on every line of sample_logs/ (and on the
+    lines with the literal's neighbour cut out, where a guard would wrongly reject them) the
+    guarded search finds a match exactly when the bare pattern does."""
+    import re
+
+    guards = _guards()
+    assert len(guards) >= 9  # the guarded patterns of logs, lines, phase and attempts
+    root = Path(__file__).resolve().parents[2] / "sample_logs"
+    texts = [p.read_text(errors="replace") for p in sorted(root.rglob("*")) if p.is_file() and p.suffix != ".csv"]
+    found = dict.fromkeys((name for name, _ in guards), 0)
+    for text in texts:
+        for line in text.split("\n"):
+            for name, g in guards:
+                want = re.compile(g.pattern).search(line) is not None  # type: ignore[attr-defined]
+                got = g.search(line) is not None  # type: ignore[attr-defined]
+                assert got == want, (name, line[:200])
+                found[name] += want
+    assert all(found.values()), found  # each pattern matched some real line: the check is not vacuous
+
+
+def test_the_rank_patterns_literals_are_in_every_line_they_match() -> None:
+    """origin_of skips a pattern when its literal is absent: on every sample log line each
+    pattern that matches holds its literal (so the skip never changes an answer)."""
+    import re
+
+    from gpulens.diagnosis.logread import ranks
+
+    needs = ranks._NEEDS
+    assert set(needs.values()) == {"pid=", "rocess ", "global_rank"}
+    root = Path(__file__).resolve().parents[2] / "sample_logs"
+    matched = 0
+    for p in sorted(root.rglob("*")):
+        if not p.is_file() or p.suffix == ".csv":
+            continue
+        for line in p.read_text(errors="replace").split("\n"):
+            for pattern, need in needs.items():
+                if re.search(pattern, line):
+                    matched += 1
+                    assert need in line, (pattern, line[:200])
+    assert matched > 0
+
+
+def test_the_completion_cover_holds_a_part_of_every_completion_key() -> None:
+    """Scanning for the cover finds every line that holds a completion key (a superset that
+    ``completion_strength`` filters), so the shorter scan answers as the full one."""
+    from gpulens.diagnosis.logread.completion import COMPLETION_COVER, COMPLETION_KEYS
+
+    assert len(COMPLETION_COVER) < len(COMPLETION_KEYS)
+    assert [k for k in COMPLETION_KEYS if not any(c in k for c in COMPLETION_COVER)] == []

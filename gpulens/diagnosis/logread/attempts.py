@@ -7,13 +7,15 @@ import re
 from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
+from gpulens.diagnosis.guarded import Guarded
 from gpulens.diagnosis.logread.lines import find_keys, is_failure
 
 __all__ = ["attempt_starts", "new_in_last"]
 
 _LSF = "Sender: LSF System"
-_ENV = re.compile(r"CUDA(?: Version| version|_VERSION)|[Dd]river [Vv]ersion|\btorch(?:==| version|\.__version__)"
-                  r"|[Vv]ersion\s*[:=]?\s*\d+\.\d+|\bhost(?:name)?\s*[:=]|SLURM_(?:JOB_)?NODELIST|\bnodelist\b|Running on (?:host|node)")
+_ENV = Guarded(r"CUDA(?: Version| version|_VERSION)|[Dd]river [Vv]ersion|\btorch(?:==| version|\.__version__)"
+               r"|[Vv]ersion\s*[:=]?\s*\d+\.\d+|\bhost(?:name)?\s*[:=]|SLURM_(?:JOB_)?NODELIST|\bnodelist\b|Running on (?:host|node)",
+               ("CUDA", "ersion", "torch", "host", "SLURM_", "nodelist", "Running on "))
 _DIGITS = re.compile(r"0x[0-9a-f]+|\d+")
 _ENV_LINES = 300
 

@@ -7,6 +7,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from gpulens.diagnosis import logs
+from gpulens.diagnosis.guarded import Guarded
 
 __all__ = [
     "ERROR_KEYS",
@@ -33,25 +34,31 @@ ERROR_KEYS: tuple[str, ...] = (
 _PROGRESS = re.compile(r"\b(?:step|epoch|iter(?:ation)?|loss|batch|Epoch|Step|Iter)\b|it/s|s/it|\d+/\d+ \[")
 _ERRWORD = re.compile(r"[Ee]rror|ERROR|Exception|FATAL|[Ff]ailed(?: to|:| with)|FAILED|Killed|Traceback|CANCELLED")
 #: Errors that do not end a run: trackers' and loggers' own troubles, warnings, cluster clean-up.
-_BENIGN = re.compile(
+_BENIGN = Guarded(
     r"^wandb: (?:ERROR|WARNING|Network error)|--- Logging error ---|\bWarning\b|\w+Warning:|\bWARN(?:ING)?\b|warnings\.warn"
     r"|slurmstepd.*(?:cgroup|_oom_event|proctrack|Unable to|step_terminate_monitor)"
     r"|destroy_process_group|NCCL WARN|\[W\d{4}|^\s*\[W |\bDeprecat|ignore_errors|\b0 errors?\b"
-    r"|Set IB_HCA|Failed to load image Python extension|TORCH_CUDA_ARCH_LIST|\bFAILED\]\]\]"
+    r"|Set IB_HCA|Failed to load image Python extension|TORCH_CUDA_ARCH_LIST|\bFAILED\]\]\]",
+    ("wandb: ", "Logging error", "Warning", "WARN", "warnings.warn", "slurmstepd", "destroy_process_group", "[W",
+     "Deprecat", "ignore_errors", "0 error", "Set IB_HCA", "Failed to load image Python extension",
+     "TORCH_CUDA_ARCH_LIST", "FAILED]]]"),
 )
 #: A kill, a time limit, a signal or a non-zero exit: ends a run even with no traceback.
-_KILL = re.compile(
+_KILL = Guarded(
     r"DUE TO (?:TIME LIMIT|PREEMPTION|NODE FAILURE)|CANCELLED AT|\bTERM_\w+|Exited with exit code [1-9]"
     r"|^\s*(?:\S+: line \d+:\s+\d+\s+)?Killed\b|Segmentation fault|core dumped|Bus error|Illegal instruction"
     r"|oom-kill|Out of memory: Kill|OOMKilled|exitcode\s*:\s*-?[1-9]|exit(?:ed)? (?:with )?(?:code|status) [1-9]"
     r"|[Rr]eceived SIG\w+|[Rr]eceived \d+ death signal|terminate called|Fatal Python error|KeyboardInterrupt"
-    r"|srun: error: .*(?:Exited|Terminated|Killed)"
+    r"|srun: error: .*(?:Exited|Terminated|Killed)",
+    ("DUE TO", "CANCELLED AT", "TERM_", "xit", "Killed", "Segmentation fault", "core dumped", "Bus error",
+     "Illegal instruction", "oom-kill", "Out of memory: Kill", "eceived ", "terminate called", "Fatal Python error",
+     "KeyboardInterrupt", "srun: error"),
 )
 
 
 #: Keys of the scheduler's and the kernel's kill lines (they end a run even when the other
 #: processes go on printing progress for a few lines until they are killed too).
-KILL_KEYS: tuple[str, ...] = ("CANCELLED", "DUE TO", "TERM_", "Killed", "oom-kill", "OOMKilled")
+KILL_KEYS: tuple[str, ...] = ("CANCELLED", "DUE TO", "TERM_", "Killed", "oom-kill")  # "Killed" finds "OOMKilled"
 _SCHEDULER_KILL = re.compile(
     r"DUE TO (?:TIME LIMIT|PREEMPTION|NODE FAILURE)|\*\*\* (?:JOB|STEP) [\d.]+ ON \S+ CANCELLED AT|\bTERM_[A-Z]+\b"
     r"|^\s*(?:\S+: line \d+:\s+\d+\s+)?Killed\b|oom-kill|OOMKilled"
@@ -149,7 +156,8 @@ def is_failure(norm: str, raw: str = "") -> bool:
     """A (normalized) line that states a failure or a secondary symptom of one (``raw``: the
     line as printed, for its log level)."""
     norm = norm[:_SHOWN]
-    if is_benign(norm) or is_benign(raw[:_SHOWN]):
+    shown = raw[:_SHOWN]
+    if is_benign(norm) or (shown != norm and is_benign(shown)):  # the same line: asked once
         return False
     return (logs.is_hard_error(norm) or is_terminal_kill(norm) or logs.is_secondary(norm)
             or _PROGRAM_ERROR.match(norm) is not None

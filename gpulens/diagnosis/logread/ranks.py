@@ -44,11 +44,19 @@ _MESSAGES: tuple[tuple[re.Pattern[str], str], ...] = (
 _TIMESTAMP = re.compile(r"(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?|\b\d\d:\d\d:\d\d\.\d{3,})")
 
 
+_ALL = (*_PREFIXES, *_MESSAGES)
+#: A literal every match of these (unanchored, slow to search) patterns holds.
+_NEEDS = {_PREFIXES[3][0].pattern: "pid=", _MESSAGES[2][0].pattern: "rocess ", _MESSAGES[3][0].pattern: "global_rank"}
+
+
 def origin_of(line: str) -> Origin:
     """The rank and host a raw log line names (prefix first, then the message)."""
     rank: int | None = None
     node: str | None = None
-    for rx, kind in (*_PREFIXES, *_MESSAGES):
+    for rx, kind in _ALL:
+        need = _NEEDS.get(rx.pattern)
+        if need is not None and need not in line:
+            continue  # a literal every match holds is absent: the search cannot match
         m = rx.search(line)
         if m is None:
             continue

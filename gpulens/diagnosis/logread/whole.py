@@ -18,7 +18,7 @@ from gpulens.diagnosis import logs
 from gpulens.diagnosis.classifier import Classifier, default_classifier
 from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.attempts import attempt_starts, new_in_last
-from gpulens.diagnosis.logread.completion import COMPLETION_KEYS, completion_strength
+from gpulens.diagnosis.logread.completion import COMPLETION_COVER, completion_strength
 from gpulens.diagnosis.logread.lines import (
     ERROR_KEYS,
     KILL_KEYS,
@@ -226,7 +226,7 @@ def _frontier(lines: Sequence[str], floor: int) -> int:
 
 def _completion(lines: Sequence[str], floor: int) -> tuple[int, float] | None:
     """(index, strength) of the last completion line at or after ``floor``."""
-    got = last_matching(lines, COMPLETION_KEYS, lambda ln: completion_strength(logs.normalize_line(ln)) > 0,
+    got = last_matching(lines, COMPLETION_COVER, lambda ln: completion_strength(logs.normalize_line(ln)) > 0,
                         floor, len(lines))
     return (got[0], completion_strength(logs.normalize_line(lines[got[0]]))) if got else None
 
@@ -326,7 +326,7 @@ def _indicators(lines: Sequence[str], start: int, failures: Sequence[int], evide
     """Indexes of the lines that show the root failure: those the diagnosis' evidence quotes
     (the deciding line, the final exception), and the kills/time limits that ended the run."""
     found: set[int] = set()
-    norm = {i: logs.normalize_line(lines[i]).strip() for i in range(start, len(lines))}
+    norm = _NormCache(lines, start)
     for e in evidence[:4]:
         key = e.strip()[:120]
         if len(key) < 4 or key.startswith("terminated: "):
@@ -347,6 +347,28 @@ def _indicators(lines: Sequence[str], start: int, failures: Sequence[int], evide
     return sorted(primary or found)[:MAX_INDICATORS]
 
 
+
+
+class _NormCache(dict[int, str]):
+    """``{i: normalize_line(lines[i]).strip() for i >= start}``, each computed when first asked
+    for (the evidence is usually found in the last few lines)."""
+
+    def __init__(self, lines: Sequence[str], start: int) -> None:
+        super().__init__()
+        self._lines = lines
+        self._start = start
+
+    def __missing__(self, i: int) -> str:
+        if not self._start <= i < len(self._lines):
+            raise KeyError(i)
+        got = self[i] = logs.normalize_line(self._lines[i]).strip()
+        return got
+
+    def get(self, i: int, default: str = "") -> str:  # type: ignore[override]
+        try:
+            return self[i]
+        except KeyError:
+            return default
 
 
 def _first_origin(lines: Sequence[str], found: Sequence[int], start: int) -> ranks.Origin:

@@ -322,9 +322,24 @@ def _needle_plan(rules: tuple[Rule, ...]) -> tuple[tuple[str, str | None], ...]:
     return tuple(plan)
 
 
+#: ``_needle_plan`` by the identity of the rules tuple (hashing a tuple of rules, as the
+#: lru_cache does on every call, costs more than the scan it saves on a short text).
+_PLANS: dict[int, tuple[tuple[Rule, ...], tuple[tuple[str, str | None], ...]]] = {}
+
+
+def _plan_for(rules: tuple[Rule, ...]) -> tuple[tuple[str, str | None], ...]:
+    got = _PLANS.get(id(rules))
+    if got is None or got[0] is not rules:
+        if len(_PLANS) >= 16:
+            _PLANS.clear()
+        got = (rules, _needle_plan(rules))  # the tuple is kept: its id is not reused while cached
+        _PLANS[id(rules)] = got
+    return got[1]
+
+
 def _present_needles(low: str, rules: tuple[Rule, ...]) -> set[str]:
     present: set[str] = set()
-    for needle, parent in _needle_plan(rules):
+    for needle, parent in _plan_for(rules):
         if (parent is None or parent in present) and needle in low:
             present.add(needle)
     return present
