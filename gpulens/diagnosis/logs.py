@@ -28,6 +28,7 @@ from gpulens.diagnosis.guarded import Guarded
 __all__ = [
     "FatalRegion",
     "LogText",
+    "find_keys",
     "LogView",
     "analyze",
     "blamed_records",
@@ -673,27 +674,35 @@ _ERR_LITERALS = (
 
 
 def _error_hits(lines: list[str], first: int) -> list[int]:
-    """Indexes (>= first) of lines holding an error keyword: each literal found with str.find on
-    the joined block, line numbers counted incrementally (linear in the block)."""
-    block = "\n".join(lines[first:])
+    """Indexes (>= first) of lines holding an error keyword (see find_keys)."""
+    return find_keys(lines, _ERR_LITERALS, first)
+
+
+def find_keys(lines: Sequence[str], keys: Sequence[str], start: int = 0, stop: int | None = None) -> list[int]:
+    """Indexes ``i`` in ``[start, stop)`` of the lines holding one of ``keys`` (sorted): each key
+    found with str.find on the joined block (much faster than a regex per line), line numbers
+    counted incrementally (linear in the block)."""
+    stop = len(lines) if stop is None else stop
+    if stop <= start:
+        return []
+    block = "\n".join(lines[start:stop])
     starts: set[int] = set()
-    for key in _ERR_LITERALS:
+    for key in keys:
         pos = block.find(key)
         while pos >= 0:
-            ls = block.rfind("\n", 0, pos) + 1
-            starts.add(ls)
+            starts.add(block.rfind("\n", 0, pos) + 1)
             nxt = block.find("\n", pos)
             if nxt < 0:
                 break
             pos = block.find(key, nxt + 1)
-    hits: list[int] = []
+    out: list[int] = []
     line = 0
     prev = 0
     for ls in sorted(starts):
         line += block.count("\n", prev, ls)
         prev = ls
-        hits.append(first + line)
-    return hits
+        out.append(start + line)
+    return out
 
 
 #: A glog/TensorFlow source prefix without a date (" W tensorflow/core/x.cc:1753] ", or without its level).

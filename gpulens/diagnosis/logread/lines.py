@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.guarded import Guarded
+from gpulens.diagnosis.logs import find_keys
 
 __all__ = [
     "ERROR_KEYS",
@@ -79,31 +80,6 @@ def is_scheduler_kill(norm: str) -> bool:
 def has_error_level(raw: str) -> bool:
     """Whether a raw line carries an ERROR/FATAL/CRITICAL log level (a logger's error)."""
     return _ERROR_LEVEL.search(raw[:80]) is not None
-
-
-def find_keys(lines: Sequence[str], keys: Sequence[str], start: int = 0, stop: int | None = None) -> list[int]:
-    """Indexes ``i`` in ``[start, stop)`` of the lines holding one of ``keys`` (sorted)."""
-    stop = len(lines) if stop is None else stop
-    if stop <= start:
-        return []
-    block = "\n".join(lines[start:stop])
-    starts: set[int] = set()
-    for key in keys:
-        pos = block.find(key)
-        while pos >= 0:
-            starts.add(block.rfind("\n", 0, pos) + 1)
-            nxt = block.find("\n", pos)
-            if nxt < 0:
-                break
-            pos = block.find(key, nxt + 1)
-    out: list[int] = []
-    line = 0
-    prev = 0
-    for ls in sorted(starts):
-        line += block.count("\n", prev, ls)
-        prev = ls
-        out.append(start + line)
-    return out
 
 
 def last_matching(lines: Sequence[str], keys: Sequence[str], pred: Callable[[str], bool], lo: int, hi: int,
