@@ -8,9 +8,11 @@ import click
 
 from gpulens.cliapp import App, emit, json_option, pass_app
 from gpulens.store import SAMPLE_KINDS, VIEW_NAMES, Store, latest_version
+from gpulens.store import quarantine as qr
 from gpulens.store.integrity import read_marker
 from gpulens.store.lake import partitions
 from gpulens.store.quarantine import list_quarantined
+from gpulens.store.rollups import rollup_files
 from gpulens.store.schema import current_version
 
 __all__ = ["store"]
@@ -80,6 +82,8 @@ def check(app: App, as_json: bool) -> int:
     Exit 1 if anything is damaged."""
     st = Store(app.config.data_dir)
     found = st.check_segments(full=True)
+    rollups = rollup_files(st.root)
+    found += qr.scan(st.root, rollups, st.warn, full=True)  # a damaged one: its days read raw
     quarantined = list_quarantined(st.root)
     damaged = read_marker(st.root)
     newest = st.last_good_snapshot()
@@ -88,6 +92,7 @@ def check(app: App, as_json: bool) -> int:
         "state_damaged": damaged,
         "last_good_snapshot": str(newest) if newest else None,
         "segments_checked": len(st.segment_files()),
+        "rollups_checked": len(rollups),
         "newly_quarantined": [r.file for r in found if r.moved_to],
         "left_out_read_only": [r.file for r in found if not r.moved_to],
         "quarantined": quarantined,
@@ -96,6 +101,8 @@ def check(app: App, as_json: bool) -> int:
     def human() -> None:
         click.echo(f"data dir:        {data['data_dir']}")
         click.echo(f"segments read:   {data['segments_checked']} (all readable)")
+        click.echo(f"rollups read:    {data['rollups_checked']} (a damaged one is quarantined; "
+                   "its days are read from raw samples)")
         _echo_quarantined(quarantined)
         click.echo(f"last good snapshot: {data['last_good_snapshot']}")
         if damaged:

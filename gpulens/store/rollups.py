@@ -63,6 +63,7 @@ __all__ = [
     "plan",
     "read_sources",
     "refresh_day",
+    "rollup_files",
     "rollup_path",
     "rollup_schema",
 ]
@@ -100,6 +101,11 @@ def _mark(name: str) -> str:
 def rollup_path(root: Path, name: str, day: date) -> Path:
     """Where the rollup ``name`` of ``day`` lives under the data directory ``root``."""
     return root / "rollups" / f"kind={name}" / f"date={day.isoformat()}" / f"rollup-{_mark(name)}.parquet"
+
+
+def rollup_files(root: Path) -> list[Path]:
+    """Every rollup file under the data directory ``root`` (all kinds and days)."""
+    return sorted((root / "rollups").glob("kind=*/date=*/*.parquet"))
 
 
 # ------------------------------------------------------------------ aggregation

@@ -210,6 +210,30 @@ def test_a_damaged_or_missing_rollup_falls_back_to_raw_with_one_warning(
     assert lines == []
 
 
+@pytest.mark.slow
+def test_store_check_reads_every_rollup_and_quarantines_a_damaged_one(
+        lake: Store, tmp_path: Path) -> None:
+    from tests.core.test_quarantine import run
+
+    store = Store(tmp_path / "d6")
+    shutil.copytree(lake.root, store.root)
+    compact(store, settle=3600, grace=3600, clock=lambda: NOON3)
+    r = run("--data-dir", str(store.root), "store", "check", "--json")
+    assert r.returncode == 0, r.stderr
+    on_disk = list((store.root / "rollups").rglob("*.parquet"))
+    assert len(on_disk) >= 4 and json.loads(r.stdout)["rollups_checked"] == len(on_disk)
+    path = rollup_path(store.root, "gpu_hour", DAY.date())
+    size = path.stat().st_size
+    with open(path, "r+b") as fh:  # a damaged data page behind an intact footer
+        fh.seek(size // 3)
+        fh.write(b"\xff" * 64)
+    r = run("--data-dir", str(store.root), "store", "check", "--json")
+    assert r.returncode == 1, r.stderr
+    assert json.loads(r.stdout)["newly_quarantined"] == [str(path.relative_to(store.root))]
+    assert not path.exists()
+    _assert_same(_core(store), _core(_raw_copy(store, tmp_path / "raw")))
+
+
 def test_rollup_names_the_files_it_summarises(lake: Store, tmp_path: Path) -> None:
     store = Store(tmp_path / "d3")
     shutil.copytree(lake.root, store.root)
