@@ -708,12 +708,8 @@ class Classifier:
             if Path(path).is_dir():
                 return _unknown("is a directory, not a log file", name)
             got = logs.read_log(path)
-        except FileNotFoundError:
-            return _unknown("file not found", name)
-        except PermissionError:
-            return _unknown("permission denied reading the log", name)
         except OSError as exc:
-            return _unknown(f"cannot read the log ({exc.strerror or exc})", name)
+            return _unknown(logs.unreadable_reason(exc), name)
         if got.reason:
             return _unknown(got.reason, name)
         return got.text

@@ -29,6 +29,7 @@ __all__ = [
     "FatalRegion",
     "LogText",
     "find_keys",
+    "unreadable_reason",
     "LogView",
     "analyze",
     "blamed_records",
@@ -260,6 +261,17 @@ def _binary_reason(sample: bytes, text: str) -> str | None:
     if bad > len(text) * 0.30:
         return "mostly undecodable bytes (not UTF-8 text)"
     return None
+
+
+def unreadable_reason(exc: OSError) -> str:
+    """Why a log file could not be read, in the words ``diagnose`` reports."""
+    if isinstance(exc, FileNotFoundError):
+        return "file not found"
+    if isinstance(exc, IsADirectoryError):
+        return "is a directory, not a log file"
+    if isinstance(exc, PermissionError):
+        return "permission denied reading the log"
+    return f"cannot read the log ({exc.strerror or exc})"
 
 
 def read_log(path: str | os.PathLike[str], *, head_bytes: int = HEAD_BYTES,

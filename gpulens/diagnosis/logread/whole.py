@@ -107,14 +107,8 @@ def diagnose_path(path: str | os.PathLike[str], clf: Classifier | None = None, *
     name = str(path)
     try:
         src = read_whole(path)
-    except FileNotFoundError:
-        return _unusable("file not found", name)
-    except IsADirectoryError:
-        return _unusable("is a directory, not a log file", name)
-    except PermissionError:
-        return _unusable("permission denied reading the log", name)
     except OSError as exc:
-        return _unusable(f"cannot read the log ({exc.strerror or exc})", name)
+        return _unusable(logs.unreadable_reason(exc), name)
     if src.reason:
         return _unusable(src.reason, name)
     return diagnose_source(src, clf, file=name, min_confidence=min_confidence)
