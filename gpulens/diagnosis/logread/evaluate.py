@@ -199,6 +199,13 @@ def reliability(cases: Sequence[Case], thresholds: dict[str, float], bins: int =
     return rows, ece
 
 
+# Slices collected after the reader's rules were written: their rows are the cleanest out-of-sample check.
+FRESH_SLICES = (
+    ("c/", "index_c.csv (collected after the reader was first written)"),
+    ("d/", "index_d.csv (collected 2026-11-26, labelled blind, never read by the reader's authors)"),
+)
+
+
 @dataclasses.dataclass
 class WholeEval:
     cases: list[Case]
@@ -214,8 +221,8 @@ class WholeEval:
             figures("holdout split", [x for x in c if x.row["split"] == "holdout"], self.thresholds),
             figures("dev split", [x for x in c if x.row["split"] == "dev"], self.thresholds),
             figures("not marked ambiguous", [x for x in c if x.row["ambiguous"] != "yes"], self.thresholds),
-            *([figures("index_c.csv (added after the reader was written)", fresh, self.thresholds)]
-              if (fresh := [x for x in c if x.row["file"].startswith("c/")]) else []),
+            *[figures(name, fresh, self.thresholds) for prefix, name in FRESH_SLICES
+              if (fresh := [x for x in c if x.row["file"].startswith(prefix)])],
         ]
 
 
