@@ -16,7 +16,7 @@ from typing import Any
 
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.classifier import Classifier, default_classifier
-from gpulens.diagnosis.logread import ranks
+from gpulens.diagnosis.logread import ranks, rootline
 from gpulens.diagnosis.logread.attempts import attempt_starts, new_in_last
 from gpulens.diagnosis.logread.completion import COMPLETION_COVER, completion_strength
 from gpulens.diagnosis.logread.lines import (
@@ -317,28 +317,11 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
 
 
 def _indicators(lines: Sequence[str], start: int, failures: Sequence[int], evidence: Sequence[str]) -> list[int]:
-    """Indexes of the lines that show the root failure: those the diagnosis' evidence quotes
-    (the deciding line, the final exception), and the kills/time limits that ended the run."""
-    found: set[int] = set()
+    """Indexes of the lines that show the root failure (:func:`rootline.pick_lines`): the first
+    failing rank's error lines, the evidence's, the kills and the launcher's verdict lines."""
     norm = _NormCache(lines, start)
-    for e in evidence[:4]:
-        key = e.strip()[:120]
-        if len(key) < 4 or key.startswith("terminated: "):
-            continue
-        hit = next((i for i in range(len(lines) - 1, start - 1, -1) if key in norm[i]), None)
-        if hit is not None:
-            found.add(hit)
-    for i in failures:
-        if is_terminal_kill(norm.get(i, "")) and not logs.is_secondary(norm.get(i, "")):
-            found.add(i)
-    root = [i for i in failures if i >= start and not logs.is_secondary(norm.get(i, ""))]
-    if root:
-        found.add(root[0])  # the first error line of the failure (often printed before the stack)
-    if not found:
-        found.update(i for i in failures if not logs.is_secondary(norm.get(i, "")))
-    found = {i for i in found if not is_benign(norm.get(i, ""))} or found
-    primary = {i for i in found if not logs.is_secondary(norm.get(i, ""))}
-    return sorted(primary or found)[:MAX_INDICATORS]
+    first = rootline.first_origin(lines, failures, start, norm.get)
+    return rootline.pick_lines(lines, start, failures, evidence, first, norm.get, MAX_INDICATORS)
 
 
 
@@ -366,42 +349,15 @@ class _NormCache(dict[int, str]):
 
 
 def _first_origin(lines: Sequence[str], found: Sequence[int], start: int) -> ranks.Origin:
-    """The rank and node of the first indicator line that names one (torchrun's root-cause
-    table first); by timestamp when the lines carry one."""
-    table = ranks.root_cause_table(lines[start:])
-    if table is not None:
-        return table
-    tagged = [(ranks.timestamp_of(lines[i]) or "", i, ranks.origin_of(lines[i])) for i in found]
-    tagged = [t for t in tagged if t[2].rank is not None or t[2].node is not None]
-    if not tagged:
-        return _origin_above(lines, found[0], start) if found else ranks.Origin()
-    if all(t[0] for t in tagged):
-        tagged.sort(key=lambda t: (t[0], t[1]))
-    return tagged[0][2]
-
-
-def _origin_above(lines: Sequence[str], at: int, start: int) -> ranks.Origin:
-    """The rank/node named by the head of the error block that holds line ``at`` (Ray's
-    "(pid=…, ip=…)" line above a traceback whose own lines carry no prefix)."""
-    for i in range(at - 1, max(start, at - _AROUND) - 1, -1):
-        o = ranks.origin_of(lines[i])
-        if o.rank is not None or o.node is not None:
-            return o
-        if is_progress(lines[i]):
-            break
-    return ranks.Origin()
+    """The rank and node that show the root error first (:func:`rootline.first_origin`)."""
+    return rootline.first_origin(lines, found, start, _NormCache(lines, start).get)
 
 
 def _same(line: str, first: ranks.Origin) -> bool:
     """Whether a line comes from the first failing rank/node (or names neither)."""
     if first.rank is None and first.node is None:
         return True
-    o = ranks.origin_of(line)
-    if first.rank is not None and o.rank is not None:
-        return o.rank == first.rank
-    if first.node is not None and o.node is not None:
-        return o.node == first.node
-    return True
+    return rootline.same_origin(ranks.origin_of(line), first)
 
 
 def _failing_host(lines: Sequence[str], floor: int) -> str | None:

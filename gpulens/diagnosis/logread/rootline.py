@@ -1,0 +1,196 @@
+"""The root error of a failed attempt as an operator finds it: which rank printed a real error
+first, which of its lines state it, and the launcher's and scheduler's verdict lines.
+
+An operator reading a multi-rank log skips what other ranks print because one of them failed:
+NCCL watchdog timeouts, "Connection reset by peer", the launcher's SIGTERMs, torchrun's
+``ChildFailedError`` summary, "exits with return code" lines. The root error is the earliest
+real error (by timestamp where every candidate line carries one, else by line order) of a
+rank-tagged line; torchrun's root-cause table and Open MPI's "first process to do so" name the
+rank that *exited* first, which is only the answer when no rank-tagged real error is printed
+(a rank that printed its traceback first can still be torn down after another one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from gpulens.diagnosis import logs
+from gpulens.diagnosis.guarded import Guarded
+from gpulens.diagnosis.logread import ranks
+from gpulens.diagnosis.logread.lines import find_keys, is_benign, is_progress, is_terminal_kill
+
+__all__ = ["MAX_ROOT_LINES", "first_origin", "is_root_error", "pick_lines", "same_origin", "verdict_lines"]
+
+#: Distinct error lines of the first failing rank kept (the exception and the ones it chains).
+MAX_ROOT_LINES = 3
+#: Lines above an untagged line searched for the head of its error block (Ray's "(pid=…, ip=…)").
+AROUND = 80
+
+#: Symptoms of an error elsewhere beyond ``logs.is_weak``: collective timeouts and aborts, the
+#: launcher's signals to the other ranks, the tracker's exit.
+_ECHO = Guarded(
+    r"Watchdog caught collective operation timeout|[Ww]atchdog thread terminated|NCCL operations have failed or timed out"
+    r"|NCCL communicator was aborted|ProcessGroupNCCL.*(?:[Tt]imeout|timed out|abort)|[Tt]o avoid data inconsistency"
+    r"|closing signal SIG|[Ss]ignal \d+ \(SIGTERM\)|[Rr]eceived SIGTERM|exits? with return code|SignalException"
+    r"|Caught signal 15|DistBackendError|collective operation timeout",
+    ("atchdog", "NCCL", "ProcessGroupNCCL", "o avoid data inconsistency", "closing signal SIG", "SIGTERM",
+     "return code", "SignalException", "Caught signal 15", "DistBackendError", "collective operation timeout"),
+)
+
+
+def is_root_error(norm: str) -> bool:
+    """A (normalized) failure line that can be the root error: not a symptom of an error
+    elsewhere, not a traceback frame or code line, not benign noise."""
+    if not norm or norm[0] in " \t" or norm.startswith(("File \"", "raise ", "^")):
+        return False
+    return not (logs.is_weak(norm) or _ECHO.search(norm) is not None or is_benign(norm))
+
+
+def _tagged(lines: Sequence[str], i: int, start: int) -> ranks.Origin:
+    """The rank/node/process of line ``i``: its own prefix or message, else the head of the
+    error block above it (Ray prints "(pid=…, ip=…)" once above an untagged traceback)."""
+    o = ranks.origin_of(lines[i])
+    if o.rank is not None or o.node is not None:
+        return o
+    for k in range(i - 1, max(start, i - AROUND) - 1, -1):
+        ln = lines[k]
+        if "pid=" not in ln and not ln.startswith("["):
+            if is_progress(ln):
+                break
+            continue
+        o = ranks.origin_of(ln)
+        if o.proc is not None:  # only Ray heads an untagged block; a prefixed line is its own
+            return o
+        if is_progress(ln):
+            break
+    return ranks.Origin()
+
+
+def same_origin(o: ranks.Origin, first: ranks.Origin) -> bool:
+    """Whether a line from ``o`` comes from the first failing rank/node/process (a line that
+    names none of them counts as its)."""
+    if first.rank is not None and o.rank is not None:
+        return o.rank == first.rank
+    if first.node is not None and o.node is not None:
+        return o.node == first.node and (first.proc is None or o.proc is None or o.proc == first.proc)
+    return True
+
+
+def _earliest(tagged: list[tuple[int, ranks.Origin]], lines: Sequence[str]) -> ranks.Origin:
+    stamps = [ranks.timestamp_of(lines[i]) for i, _ in tagged]
+    if all(stamps):
+        order = sorted(range(len(tagged)), key=lambda k: (stamps[k] or "", tagged[k][0]))
+        return tagged[order[0]][1]
+    return tagged[0][1]
+
+
+def _launcher_origin(lines: Sequence[str], start: int) -> ranks.Origin | None:
+    """The rank (and host) a launcher's summary names as the first to fail."""
+    region = lines[start:]
+    table = ranks.root_cause_table(region)
+    if table is not None:
+        return table
+    names = find_keys(lines, ("Process name:",), start)
+    if names:
+        return ranks.mpirun_first(lines, names, find_keys(lines, ("MCW rank",), 0))
+    return None
+
+
+def first_origin(lines: Sequence[str], failures: Sequence[int], start: int,
+                 norm: Callable[[int], str]) -> ranks.Origin:
+    """The rank/node that shows the root error first: the earliest rank-tagged real error; else
+    the launcher's summary (when a real error was printed untagged) or the earliest tagged
+    symptom (when only symptoms were); the host filled in from torchrun's table where it names
+    that rank, or where every failed rank ran on one host."""
+    region = [i for i in failures if i >= start]
+    real = [i for i in region if is_root_error(norm(i))]
+    tagged = [(i, o) for i in real if (o := _tagged(lines, i, start)) != ranks.Origin()]
+    echoes = [(i, o) for i in region if i not in real and (o := ranks.origin_of(lines[i])) != ranks.Origin()]
+    if tagged:
+        got = _earliest(tagged, lines)
+    elif real:
+        got = _launcher_origin(lines, start) or (_earliest(echoes, lines) if echoes else ranks.Origin())
+    else:
+        got = (_earliest(echoes, lines) if echoes else None) or _launcher_origin(lines, start) or ranks.Origin()
+    return _with_host(lines, start, got)
+
+
+def _with_host(lines: Sequence[str], start: int, got: ranks.Origin) -> ranks.Origin:
+    if got.node is not None or got.rank is None:
+        return got
+    hosts = ranks.table_hosts(lines[i] for i in find_keys(lines, ("host", "rank"), start))  # type: ignore[arg-type]
+    host = hosts.get(got.rank) or (next(iter(set(hosts.values()))) if len(set(hosts.values())) == 1 else None)
+    return ranks.Origin(got.rank, host, got.proc) if host else got
+
+
+_VERDICT_KEYS = ("failed (exitcode", "errors.ChildFailedError", "Root Cause (first observed failure)",
+                 "exits with return code", "Exited with exit code", "detected that one or more processes exited",
+                 "Process name:", "oom_kill event", "CANCELLED AT", "TERM_")
+
+
+def verdict_lines(lines: Sequence[str], start: int) -> list[int]:
+    """The launcher's and the scheduler's verdict lines after ``start``: the first of each kind
+    (torchrun's first "failed (exitcode …)", its ``ChildFailedError`` and the root-cause table's
+    rank line; DeepSpeed's "exits with return code"; srun's/LSF's "Exited with exit code";
+    Open MPI's "detected that one or more processes exited" and the process it names; Slurm's
+    OOM-kill count, cancel and LSF's ``TERM_`` lines)."""
+    seen: dict[str, int] = {}
+    for i in find_keys(lines, _VERDICT_KEYS, start):
+        ln = lines[i]
+        key = next(k for k in _VERDICT_KEYS if k in ln)
+        if key == "errors.ChildFailedError" and ln.lstrip().startswith(("raise", "File")):
+            continue
+        if key not in seen:
+            seen[key] = i
+    out = set(seen.values())
+    root = seen.get("Root Cause (first observed failure)")
+    if root is not None:
+        out.discard(root)
+        out.update(k for k in range(root + 1, min(len(lines), root + 8)) if _is_rank_row(lines[k]))
+    return sorted(out)
+
+
+def _is_rank_row(line: str) -> bool:
+    body = line.split("]:", 1)[-1].strip() if "]:" in line and not line.lstrip().startswith("rank") else line.strip()
+    return body.startswith("rank") and ":" in body
+
+
+def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], evidence: Sequence[str],
+               first: ranks.Origin, norm: Callable[[int], str], limit: int) -> list[int]:
+    """Indexes of the lines an operator needs to see the root failure: the first failing
+    rank's distinct real error lines (the exception and those it chains, each message once),
+    the lines the classifier's evidence quotes, the kills that ended the run, and the
+    launcher's/scheduler's verdict lines; at most ``limit``."""
+    region = [i for i in failures if i >= start]
+    own = [i for i in region if is_root_error(norm(i)) and same_origin(_tagged(lines, i, start), first)]
+    picked: list[int] = []
+    texts: set[str] = set()
+    for i in own:
+        text = norm(i)
+        if text not in texts and len(picked) < MAX_ROOT_LINES:
+            picked.append(i)
+            texts.add(text)
+    picked += [i for i in _quoted(lines, start, evidence, norm) if norm(i) not in texts and i not in picked]
+    kills = [i for i in region if is_terminal_kill(norm(i)) and not logs.is_secondary(norm(i))
+             and not is_benign(norm(i))]
+    picked += [i for i in kills if i not in picked and (not own or i > own[-1])][:2]
+    verdict = verdict_lines(lines, start)
+    found = sorted(set(picked[:limit]))
+    room = limit - len(found)
+    found = sorted(set(found) | {i for i in verdict[:max(room, 0)]})
+    if not found:
+        found = [i for i in region if not logs.is_secondary(norm(i))][:limit] or list(region[:limit])
+    return found
+
+
+def _quoted(lines: Sequence[str], start: int, evidence: Sequence[str], norm: Callable[[int], str]) -> list[int]:
+    """The first line after ``start`` that holds each quoted evidence line (not code lines)."""
+    out = []
+    for e in evidence[:4]:
+        key = e.strip()[:120]
+        if len(key) < 4 or key.startswith("terminated: ") or not is_root_error(key) or e[:1] in " \t":
+            continue
+        hit = next((i for i in find_keys(lines, (key[:40],), start) if key in norm(i)), None)
+        if hit is not None and is_root_error(norm(hit)):
+            out.append(hit)
+    return out
