@@ -16,8 +16,8 @@ import dataclasses
 import re
 from collections.abc import Sequence
 
-__all__ = ["Origin", "mpirun_first", "origin_of", "prefix_rank", "root_cause_table", "table_hosts",
-           "timestamp_of"]
+__all__ = ["Origin", "mpirun_first", "origin_of", "prefix_rank", "root_cause_table", "strip_prefix",
+           "table_hosts", "timestamp_of"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,6 +90,18 @@ def prefix_rank(line: str) -> int | None:
         if m:
             return int(m.group(1))
     return None
+
+
+def strip_prefix(line: str) -> str:
+    """``line`` without its launcher's rank prefix (``[rank3]:``, ``3:``, ``[1,3]<stderr>:``)."""
+    if not line or line[0] not in "[ 0123456789":
+        return line
+    for rx in _RANK_PREFIXES:
+        m = rx.search(line)
+        if m:
+            rest = line[m.end():]
+            return rest[1:] if rest.startswith(" ") and not m.group(0)[-1].isspace() else rest
+    return line
 
 
 def _is_level(word: str) -> bool:

@@ -19,7 +19,8 @@ from gpulens.diagnosis.guarded import Guarded
 from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.lines import find_keys, is_benign, is_progress, is_terminal_kill
 
-__all__ = ["MAX_ROOT_LINES", "first_origin", "is_root_error", "pick_lines", "same_origin", "verdict_lines"]
+__all__ = ["MAX_ROOT_LINES", "first_origin", "interleaved", "is_root_error", "pick_lines", "same_origin",
+           "verdict_lines"]
 
 #: Distinct error lines of the first failing rank kept (the exception and the ones it chains).
 MAX_ROOT_LINES = 3
@@ -194,3 +195,18 @@ def _quoted(lines: Sequence[str], start: int, evidence: Sequence[str], norm: Cal
         if hit is not None and is_root_error(norm(hit)):
             out.append(hit)
     return out
+
+
+def interleaved(lines: Sequence[str], start: int, first: ranks.Origin) -> tuple[int, int]:
+    """``(a, b)``: the untagged lines in ``(a, b]`` were printed among the other ranks' lines
+    after the first failing rank's first prefixed error line ``a`` (up to the last prefixed
+    line ``b`` of another rank); ``(0, 0)`` when the first rank has no prefixed error line."""
+    if first.rank is None:
+        return 0, 0
+    own = next((k for k in find_keys(lines, ("rror", "xception"), start) if ranks.prefix_rank(lines[k]) == first.rank
+                and logs.is_hard_error(logs.normalize_line(lines[k]))), None)
+    if own is None:
+        return 0, 0
+    last = next((k for k in range(len(lines) - 1, own, -1) if (r := ranks.prefix_rank(lines[k])) is not None
+                 and r != first.rank), None)
+    return (own, last) if last is not None else (0, 0)

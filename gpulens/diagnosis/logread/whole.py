@@ -273,8 +273,13 @@ def _healthy(base: WholeDiagnosis, src: WholeText, done: tuple[int, float], file
 def _context(lines: Sequence[str], start: int, first: ranks.Origin) -> list[str]:
     """The error context the classifier sees: ``lines[start:]`` without progress lines and
     without the lines of ranks other than the first failing one (their errors are secondary),
-    bounded."""
-    ctx = [ln for ln in lines[start:] if not is_progress(ln) and _same(ln, first)]
+    nor the untagged lines printed among the other ranks' after the first one's last line (a
+    logger without a prefix), bounded."""
+    skip = rootline.interleaved(lines, start, first)
+    ctx = [ln for k, ln in enumerate(lines[start:], start) if not is_progress(ln) and _same(ln, first)
+           and not skip[0] < k <= skip[1]]
+    if first.rank is not None:  # one process's output now: its prefix names no other rank
+        ctx = [ranks.strip_prefix(ln) for ln in ctx]
     if len(ctx) > MAX_CONTEXT_LINES:
         ctx = ctx[: MAX_CONTEXT_LINES // 3] + ctx[-2 * MAX_CONTEXT_LINES // 3:]
     return ctx
