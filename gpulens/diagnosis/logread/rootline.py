@@ -12,6 +12,7 @@ rank that *exited* first, which is only the answer when no rank-tagged real erro
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 
 from gpulens.diagnosis import logs
@@ -33,9 +34,11 @@ _ECHO = Guarded(
     r"Watchdog caught collective operation timeout|[Ww]atchdog thread terminated|NCCL operations have failed or timed out"
     r"|NCCL communicator was aborted|ProcessGroupNCCL.*(?:[Tt]imeout|timed out|abort)|[Tt]o avoid data inconsistency"
     r"|closing signal SIG|[Ss]ignal \d+ \(SIGTERM\)|[Rr]eceived SIGTERM|exits? with return code|SignalException"
-    r"|Caught signal 15|DistBackendError|collective operation timeout",
+    r"|Caught signal 15|DistBackendError|collective operation timeout|failed \(exitcode|^\s*exitcode\s*:"
+    r"|Exited with exit code",
     ("atchdog", "NCCL", "ProcessGroupNCCL", "o avoid data inconsistency", "closing signal SIG", "SIGTERM",
-     "return code", "SignalException", "Caught signal 15", "DistBackendError", "collective operation timeout"),
+     "return code", "SignalException", "Caught signal 15", "DistBackendError", "collective operation timeout",
+     "failed (exitcode", "exitcode", "Exited with exit code"),
 )
 
 
@@ -100,8 +103,7 @@ def _launcher_origin(lines: Sequence[str], start: int) -> ranks.Origin | None:
 def first_origin(lines: Sequence[str], failures: Sequence[int], start: int,
                  norm: Callable[[int], str]) -> ranks.Origin:
     """The rank/node that shows the root error first: the earliest rank-tagged real error; else
-    the launcher's summary (when a real error was printed untagged) or the earliest tagged
-    symptom (when only symptoms were); the host filled in from torchrun's table where it names
+    the launcher's summary; else the earliest tagged symptom; the host filled in from torchrun's table where it names
     that rank, or where every failed rank ran on one host."""
     region = [i for i in failures if i >= start]
     real = [i for i in region if is_root_error(norm(i))]
@@ -109,10 +111,8 @@ def first_origin(lines: Sequence[str], failures: Sequence[int], start: int,
     echoes = [(i, o) for i in region if i not in real and (o := ranks.origin_of(lines[i])) != ranks.Origin()]
     if tagged:
         got = _earliest(tagged, lines)
-    elif real:
-        got = _launcher_origin(lines, start) or (_earliest(echoes, lines) if echoes else ranks.Origin())
     else:
-        got = (_earliest(echoes, lines) if echoes else None) or _launcher_origin(lines, start) or ranks.Origin()
+        got = _launcher_origin(lines, start) or (_earliest(echoes, lines) if echoes else ranks.Origin())
     return _with_host(lines, start, got)
 
 
@@ -146,7 +146,6 @@ def verdict_lines(lines: Sequence[str], start: int) -> list[int]:
     out = set(seen.values())
     root = seen.get("Root Cause (first observed failure)")
     if root is not None:
-        out.discard(root)
         out.update(k for k in range(root + 1, min(len(lines), root + 8)) if _is_rank_row(lines[k]))
     return sorted(out)
 
@@ -164,18 +163,13 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     launcher's/scheduler's verdict lines; at most ``limit``."""
     region = [i for i in failures if i >= start]
     own = [i for i in region if is_root_error(norm(i)) and same_origin(_tagged(lines, i, start), first)]
-    picked: list[int] = []
-    texts: set[str] = set()
-    for i in own:
-        text = norm(i)
-        if text not in texts and len(picked) < MAX_ROOT_LINES:
-            picked.append(i)
-            texts.add(text)
+    picked = _root_lines(own, norm)
+    texts = {norm(i) for i in picked}
     picked += [i for i in _quoted(lines, start, evidence, norm) if norm(i) not in texts and i not in picked]
     kills = [i for i in region if is_terminal_kill(norm(i)) and not logs.is_secondary(norm(i))
-             and not is_benign(norm(i))]
+             and not is_benign(norm(i)) and not (own and _cleanup(norm(i)))]
     picked += [i for i in kills if i not in picked and (not own or i > own[-1])][:2]
-    verdict = verdict_lines(lines, start)
+    verdict = [i for i in verdict_lines(lines, start) if not (own and _cleanup(norm(i)))]
     found = sorted(set(picked[:limit]))
     room = limit - len(found)
     found = sorted(set(found) | {i for i in verdict[:max(room, 0)]})
@@ -184,12 +178,41 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     return found
 
 
+def _root_lines(own: Sequence[int], norm: Callable[[int], str]) -> list[int]:
+    """The first root error line, the distinct exception lines after it (the ones it chains),
+    and the last one (the exception that ended the process, often printed again at the end)."""
+    if not own:
+        return []
+    picked = [own[0]]
+    texts = {norm(own[0])}
+    for i in own[1:]:
+        text = norm(i)
+        if len(picked) >= MAX_ROOT_LINES:
+            break
+        if text not in texts and _EXCEPTION.match(text):
+            picked.append(i)
+            texts.add(text)
+    last = own[-1]
+    if last not in picked and _EXCEPTION.match(norm(last)):
+        picked.append(last)
+    return picked
+
+
+#: An exception's final line ("torch.OutOfMemoryError: …", "KeyboardInterrupt").
+_EXCEPTION = re.compile(r"(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Interrupt|Quit|Exit|Failure)\b")
+
+
+def _cleanup(norm: str) -> bool:
+    """A scheduler's cancel with no reason after the job's own error (the allocation ended)."""
+    return "CANCELLED AT" in norm and "DUE TO" not in norm
+
+
 def _quoted(lines: Sequence[str], start: int, evidence: Sequence[str], norm: Callable[[int], str]) -> list[int]:
     """The first line after ``start`` that holds each quoted evidence line (not code lines)."""
     out = []
     for e in evidence[:4]:
         key = e.strip()[:120]
-        if len(key) < 4 or key.startswith("terminated: ") or not is_root_error(key) or e[:1] in " \t":
+        if len(key) < 4 or key.startswith("terminated: ") or not is_root_error(key) or not any(c.isalpha() for c in key):
             continue
         hit = next((i for i in find_keys(lines, (key[:40],), start) if key in norm(i)), None)
         if hit is not None and is_root_error(norm(hit)):
