@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.guarded import Guarded
 from gpulens.diagnosis.logread import ranks
-from gpulens.diagnosis.logread.lines import find_keys, is_benign, is_progress, is_terminal_kill
+from gpulens.diagnosis.logread.lines import find_keys, is_benign, is_failure, is_progress, is_terminal_kill
 
 __all__ = ["MAX_ROOT_LINES", "first_origin", "interleaved", "is_root_error", "pick_lines", "same_origin",
            "verdict_lines"]
@@ -124,30 +124,34 @@ def _with_host(lines: Sequence[str], start: int, got: ranks.Origin) -> ranks.Ori
     return ranks.Origin(got.rank, host, got.proc) if host else got
 
 
-_VERDICT_KEYS = ("failed (exitcode", "errors.ChildFailedError", "Root Cause (first observed failure)",
-                 "exits with return code", "Exited with exit code", "detected that one or more processes exited",
-                 "Process name:", "oom_kill event", "CANCELLED AT", "TERM_")
+#: The launcher's and the scheduler's verdict lines, most telling first (a cause the scheduler
+#: names, the launcher's summary of which rank failed, then the exit lines).
+_VERDICT_KEYS = ("oom_kill event", "TERM_", "CANCELLED AT", "errors.ChildFailedError", "Root Cause (first observed failure)",
+                 "detected that one or more processes exited", "Process name:", "exits with return code",
+                 "Exited with exit code", "failed (exitcode")
 
 
 def verdict_lines(lines: Sequence[str], start: int) -> list[int]:
-    """The launcher's and the scheduler's verdict lines after ``start``: the first of each kind
-    (torchrun's first "failed (exitcode …)", its ``ChildFailedError`` and the root-cause table's
-    rank line; DeepSpeed's "exits with return code"; srun's/LSF's "Exited with exit code";
-    Open MPI's "detected that one or more processes exited" and the process it names; Slurm's
-    OOM-kill count, cancel and LSF's ``TERM_`` lines)."""
+    """The launcher's and the scheduler's verdict lines after ``start``, most telling first: the
+    first of each kind (Slurm's OOM-kill count and cancel, LSF's ``TERM_`` line; torchrun's
+    ``ChildFailedError``, its root-cause table and that table's rank row, its first "failed
+    (exitcode …)"; Open MPI's "detected that one or more processes exited" and the process it
+    names; DeepSpeed's "exits with return code"; srun's/LSF's "Exited with exit code")."""
     seen: dict[str, int] = {}
     for i in find_keys(lines, _VERDICT_KEYS, start):
         ln = lines[i]
         key = next(k for k in _VERDICT_KEYS if k in ln)
         if key == "errors.ChildFailedError" and ln.lstrip().startswith(("raise", "File")):
             continue
-        if key not in seen:
-            seen[key] = i
-    out = set(seen.values())
-    root = seen.get("Root Cause (first observed failure)")
-    if root is not None:
-        out.update(k for k in range(root + 1, min(len(lines), root + 8)) if _is_rank_row(lines[k]))
-    return sorted(out)
+        seen.setdefault(key, i)
+    out: list[int] = []
+    for key in _VERDICT_KEYS:
+        if key in seen:
+            out.append(seen[key])
+        if key == "Root Cause (first observed failure)" and key in seen:
+            at = seen[key]
+            out += [k for k in range(at + 1, min(len(lines), at + 8)) if _is_rank_row(lines[k])][:1]
+    return out
 
 
 def _is_rank_row(line: str) -> bool:
@@ -162,38 +166,54 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     the lines the classifier's evidence quotes, the kills that ended the run, and the
     launcher's/scheduler's verdict lines; at most ``limit``."""
     region = [i for i in failures if i >= start]
-    own = [i for i in region if is_root_error(norm(i)) and same_origin(_tagged(lines, i, start), first)]
+
+    def mine(i: int) -> bool:
+        return same_origin(_tagged(lines, i, start), first)
+
+    own = [i for i in region if is_root_error(norm(i)) and mine(i)]
     picked = _root_lines(own, norm)
-    texts = {norm(i) for i in picked}
-    picked += [i for i in _quoted(lines, start, evidence, norm) if norm(i) not in texts and i not in picked]
-    kills = [i for i in region if is_terminal_kill(norm(i)) and not logs.is_secondary(norm(i))
-             and not is_benign(norm(i)) and not (own and _cleanup(norm(i)))]
+    texts = {_shape(norm(i)) for i in picked}
+    for i in _quoted(lines, start, evidence, norm):
+        if _shape(norm(i)) not in texts and mine(i) and not (own and _cleanup(norm(i))):
+            picked.append(i)
+            texts.add(_shape(norm(i)))
+    kills = [i for i in region if is_terminal_kill(norm(i)) and not norm(i)[:1].isspace()
+             and not logs.is_secondary(norm(i)) and not is_benign(norm(i)) and not (own and _cleanup(norm(i)))]
     picked += [i for i in kills if i not in picked and (not own or i > own[-1])][:2]
-    verdict = [i for i in verdict_lines(lines, start) if not (own and _cleanup(norm(i)))]
-    found = sorted(set(picked[:limit]))
-    room = limit - len(found)
-    found = sorted(set(found) | {i for i in verdict[:max(room, 0)]})
+    verdict = [i for i in verdict_lines(lines, start) if not (own and _cleanup(norm(i))) and i not in picked]
+    found = picked[:limit]
+    found += verdict[:max(limit - len(found), 0)]
     if not found:
         found = [i for i in region if not logs.is_secondary(norm(i))][:limit] or list(region[:limit])
-    return found
+    return sorted(set(found))
+
+
+def _shape(text: str) -> str:
+    """A message with its numbers blanked (the same error of another GPU or process)."""
+    return _DIGITS.sub("#", text)
+
+
+_DIGITS = re.compile(r"\d+")
 
 
 def _root_lines(own: Sequence[int], norm: Callable[[int], str]) -> list[int]:
     """The first root error line, the distinct exception lines after it (the ones it chains),
-    and the last one (the exception that ended the process, often printed again at the end)."""
+    and the last one when the message is printed again at the end (the exception that ended
+    the process; a message printed more often is that of several processes)."""
     if not own:
         return []
     picked = [own[0]]
-    texts = {norm(own[0])}
+    texts = {_shape(norm(own[0]))}
     for i in own[1:]:
-        text = norm(i)
+        text = _shape(norm(i))
         if len(picked) >= MAX_ROOT_LINES:
             break
         if text not in texts and _EXCEPTION.match(text):
             picked.append(i)
             texts.add(text)
     last = own[-1]
-    if last not in picked and _EXCEPTION.match(norm(last)):
+    again = sum(1 for i in own if _shape(norm(i)) == _shape(norm(last)))
+    if last not in picked and _EXCEPTION.match(norm(last)) and again <= 2:
         picked.append(last)
     return picked
 
@@ -208,14 +228,15 @@ def _cleanup(norm: str) -> bool:
 
 
 def _quoted(lines: Sequence[str], start: int, evidence: Sequence[str], norm: Callable[[int], str]) -> list[int]:
-    """The first line after ``start`` that holds each quoted evidence line (not code lines)."""
+    """The first failure line after ``start`` that holds each quoted evidence line (not code
+    lines, not symptoms)."""
     out = []
     for e in evidence[:4]:
         key = e.strip()[:120]
         if len(key) < 4 or key.startswith("terminated: ") or not is_root_error(key) or not any(c.isalpha() for c in key):
             continue
         hit = next((i for i in find_keys(lines, (key[:40],), start) if key in norm(i)), None)
-        if hit is not None and is_root_error(norm(hit)):
+        if hit is not None and is_root_error(norm(hit)) and is_failure(norm(hit), lines[hit]):
             out.append(hit)
     return out
 
