@@ -179,7 +179,7 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
             texts.add(_shape(norm(i)))
     kills = [i for i in region if is_terminal_kill(norm(i)) and not norm(i)[:1].isspace()
              and not logs.is_secondary(norm(i)) and not is_benign(norm(i)) and not (own and _cleanup(norm(i)))]
-    picked += [i for i in kills if i not in picked and (not own or i > own[-1])][:2]
+    picked += [i for i in kills if i not in picked and (not own or i > own[0])][:2]
     verdict = [i for i in verdict_lines(lines, start) if not (own and _cleanup(norm(i))) and i not in picked]
     found = picked[:limit]
     found += verdict[:max(limit - len(found), 0)]
