@@ -56,7 +56,7 @@ def _tagged(lines: Sequence[str], i: int, start: int) -> ranks.Origin:
     o = ranks.origin_of(lines[i])
     if o.rank is not None or o.node is not None:
         return o
-    for k in range(i - 1, max(start, i - AROUND) - 1, -1):
+    for k in range(i - 1, max(0, i - AROUND) - 1, -1):  # the head may lie above the region
         ln = lines[k]
         if "pid=" not in ln and not ln.startswith("["):
             if is_progress(ln):
