@@ -11,7 +11,13 @@ import pytest
 
 from gpulens.diagnosis.classifier import Classifier
 from gpulens.diagnosis.logread import diagnose_text
-from gpulens.diagnosis.logread.ranks import Origin, mpirun_first, origin_of, strip_prefix, table_hosts
+from gpulens.diagnosis.logread.ranks import (
+    Origin,
+    mpirun_first,
+    origin_of,
+    strip_prefix,
+    table_hosts,
+)
 from gpulens.diagnosis.logread.rootline import is_root_error, verdict_lines
 
 

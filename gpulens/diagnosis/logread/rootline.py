@@ -18,7 +18,13 @@ from collections.abc import Callable, Sequence
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.guarded import Guarded
 from gpulens.diagnosis.logread import ranks
-from gpulens.diagnosis.logread.lines import find_keys, is_benign, is_failure, is_progress, is_terminal_kill
+from gpulens.diagnosis.logread.lines import (
+    find_keys,
+    is_benign,
+    is_failure,
+    is_progress,
+    is_terminal_kill,
+)
 
 __all__ = ["MAX_ROOT_LINES", "first_origin", "interleaved", "is_root_error", "pick_lines", "same_origin",
            "verdict_lines"]

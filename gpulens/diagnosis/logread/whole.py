@@ -24,11 +24,9 @@ from gpulens.diagnosis.logread.lines import (
     KILL_KEYS,
     PROGRESS_KEYS,
     find_keys,
-    is_benign,
     is_failure,
     is_progress,
     is_scheduler_kill,
-    is_terminal_kill,
     last_matching,
 )
 from gpulens.diagnosis.logread.phase import last_step, phase_of
