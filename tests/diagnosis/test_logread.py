@@ -306,9 +306,9 @@ def test_a_log_that_starts_with_a_traceback_is_one_attempt(clf: Classifier) -> N
 def _guards() -> list[tuple[str, object]]:
     from gpulens.diagnosis import logs
     from gpulens.diagnosis.guarded import Guarded
-    from gpulens.diagnosis.logread import attempts, completion, lines, phase
+    from gpulens.diagnosis.logread import attempts, completion, lines, phase, rootline
 
-    return [(f"{m.__name__}.{k}", v) for m in (logs, lines, phase, attempts, completion)
+    return [(f"{m.__name__}.{k}", v) for m in (logs, lines, phase, attempts, completion, rootline)
             for k, v in vars(m).items() if isinstance(v, Guarded)]
 
 
