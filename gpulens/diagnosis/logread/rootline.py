@@ -81,9 +81,14 @@ def same_origin(o: ranks.Origin, first: ranks.Origin) -> bool:
     names none of them counts as its)."""
     if first.rank is not None and o.rank is not None:
         return o.rank == first.rank
-    if first.node is not None and o.node is not None:
-        return o.node == first.node and (first.proc is None or o.proc is None or o.proc == first.proc)
+    if first.node is not None and o.node is not None:  # "gpu016" is "gpu016.cluster.edu"
+        same = o.node.split(".")[0] == first.node.split(".")[0] if not _is_ip(o.node) else o.node == first.node
+        return same and (first.proc is None or o.proc is None or o.proc == first.proc)
     return True
+
+
+def _is_ip(node: str) -> bool:
+    return node.replace(".", "").isdigit()
 
 
 def _earliest(tagged: list[tuple[int, ranks.Origin]], lines: Sequence[str]) -> ranks.Origin:
@@ -183,7 +188,7 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
         if _shape(norm(i)) not in texts and mine(i) and not (own and _cleanup(norm(i))):
             picked.append(i)
             texts.add(_shape(norm(i)))
-    kills = [i for i in region if is_terminal_kill(norm(i)) and not norm(i)[:1].isspace()
+    kills = [i for i in region if is_terminal_kill(norm(i)) and not lines[i][:1].isspace()
              and not logs.is_secondary(norm(i)) and not is_benign(norm(i)) and not (own and _cleanup(norm(i)))]
     picked += [i for i in kills if i not in picked and (not own or i > own[0])][:2]
     verdict = [i for i in verdict_lines(lines, start) if not (own and _cleanup(norm(i))) and i not in picked]
