@@ -155,6 +155,8 @@ def verdict_lines(lines: Sequence[str], start: int) -> list[int]:
         if key == "errors.ChildFailedError" and ln.lstrip().startswith(("raise", "File")):
             continue
         seen.setdefault(key, i)
+    if "errors.ChildFailedError" in seen:  # its summary says what the first "failed (exitcode" said
+        seen.pop("failed (exitcode", None)
     out: list[int] = []
     for key in _VERDICT_KEYS:
         if key in seen:
