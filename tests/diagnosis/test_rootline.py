@@ -162,3 +162,17 @@ def test_launcher_summaries() -> None:
     assert strip_prefix("[rank3]: TypeError: boom") == "TypeError: boom"
     assert strip_prefix("[rank3]:   File \"x.py\", line 1") == "  File \"x.py\", line 1"
     assert strip_prefix("3: RuntimeError: boom") == "RuntimeError: boom"
+
+
+def test_secondary_lines_are_other_ranks_and_launchers_not_the_failing_process_own(rules: Classifier) -> None:
+    w = diagnose_text("\n".join(_torchrun_log()), rules)
+    # rank 2's OOM, the SIGTERM, "failed (exitcode", the launcher's raise and its two exit-code rows
+    assert w.secondary_lines == 6
+    single = ["epoch 3 step 120 loss 0.41",
+              "Traceback (most recent call last):", '  File "train.py", line 9, in load', "    return open(p)",
+              "FileNotFoundError: [Errno 2] No such file or directory: 'data/val.json'",
+              "", "During handling of the above exception, another exception occurred:", "",
+              "Traceback (most recent call last):", '  File "train.py", line 30, in <module>', "    load(p)",
+              "RuntimeError: could not read the validation split"]
+    w = diagnose_text("\n".join(single), rules)
+    assert w.indicator_lines == [5, 12] and w.secondary_lines == 0  # one process: its chain, nothing secondary

@@ -27,7 +27,7 @@ from gpulens.diagnosis.logread.lines import (
 )
 
 __all__ = ["MAX_ROOT_LINES", "first_origin", "interleaved", "is_root_error", "pick_lines", "same_origin",
-           "verdict_lines"]
+           "secondary_lines", "verdict_lines"]
 
 #: Distinct error lines of the first failing rank kept (the exception and the ones it chains).
 MAX_ROOT_LINES = 3
@@ -267,3 +267,15 @@ def interleaved(lines: Sequence[str], start: int, first: ranks.Origin) -> tuple[
     last = next((k for k in range(len(lines) - 1, own, -1) if (r := ranks.prefix_rank(lines[k])) is not None
                  and r != first.rank), None)
     return (own, last) if last is not None else (0, 0)
+
+
+def secondary_lines(lines: Sequence[str], failures: Sequence[int], primary: Sequence[int], first: ranks.Origin,
+                    norm: Callable[[int], str]) -> list[int]:
+    """The failure lines after the root error that other ranks, processes or the launcher
+    printed because of it (their own errors and symptoms such as timeouts, SIGTERMs, exit
+    summaries); the first failing process's own later lines are not."""
+    if not primary:
+        return []
+    at = primary[0]
+    return [i for i in failures if i > at and i not in primary
+            and (not is_root_error(norm(i)) or not same_origin(_tagged(lines, i, at), first))]
