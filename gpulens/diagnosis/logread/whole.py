@@ -306,7 +306,7 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
     found = _indicators(lines, start, failures, d.evidence)
     first = _first_origin(lines, found, start) if first == ranks.Origin() else first
     primary = [i for i in found if _same(lines[i], first)] or found
-    secondary = [i for i in failures if i > (primary[0] if primary else start) and i not in primary]
+    secondary = rootline.secondary_lines(lines, failures, primary, first, _NormCache(lines, start).get)
     at = primary[0] if primary else len(lines) - 1
     region = [logs.normalize_line(x) for x in lines[max(start, at - _AROUND):at + 3]]
     step = last_step(lines, at, starts[-1])
