@@ -137,7 +137,7 @@ def _with_host(lines: Sequence[str], start: int, got: ranks.Origin) -> ranks.Ori
 
 #: The launcher's and the scheduler's verdict lines, most telling first (a cause the scheduler
 #: names, the launcher's summary of which rank failed, then the exit lines).
-_VERDICT_KEYS = ("oom_kill event", "TERM_", "CANCELLED AT", "errors.ChildFailedError", "Root Cause (first observed failure)",
+_VERDICT_KEYS = ("oom_kill event", "TERM_", "CANCELLED AT", "SignalException", "errors.ChildFailedError", "Root Cause (first observed failure)",
                  "detected that one or more processes exited", "Process name:", "exits with return code",
                  "Exited with exit code", "failed (exitcode")
 
@@ -232,7 +232,7 @@ def _root_lines(own: Sequence[int], norm: Callable[[int], str]) -> list[int]:
 
 
 #: An exception's final line ("torch.OutOfMemoryError: …", "KeyboardInterrupt").
-_EXCEPTION = re.compile(r"(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Interrupt|Quit|Exit|Failure)\b")
+_EXCEPTION = re.compile(r"(?:[\w.]+\.)?(?:[A-Z]\w*)?(?:Error|Exception|Interrupt|Quit|Exit|Failure)\b")
 
 
 def _cleanup(norm: str) -> bool:
@@ -249,9 +249,16 @@ def _quoted(lines: Sequence[str], start: int, evidence: Sequence[str], norm: Cal
         if len(key) < 4 or key.startswith("terminated: ") or not is_root_error(key) or not any(c.isalpha() for c in key):
             continue
         hit = next((i for i in find_keys(lines, (key[:40],), start) if key in norm(i)), None)
-        if hit is not None and is_root_error(norm(hit)) and is_failure(norm(hit), lines[hit]):
+        if hit is not None and is_root_error(norm(hit)) and (is_failure(norm(hit), lines[hit])
+                                                             or _SAYS_ERROR.search(norm(hit)) is not None):
             out.append(hit)
     return out
+
+
+#: Words of a line that states a failure (the classifier's evidence is read at most four times).
+_SAYS_ERROR = re.compile(r"[Ee]rror|ERROR|[Ee]xception|[Ff]ail|FAIL|[Kk]illed|not found|[Dd]enied|[Ii]nvalid|No such"
+                         r"|out of memory|[Tt]imeout|timed out|[Aa]bort|[Ss]egmentation|Interrupt|[Uu]nable|[Cc]annot"
+                         r"|can't|[Mm]ismatch|nan\b|NaN")
 
 
 def interleaved(lines: Sequence[str], start: int, first: ranks.Origin) -> tuple[int, int]:
