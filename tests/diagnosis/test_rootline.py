@@ -176,3 +176,14 @@ def test_secondary_lines_are_other_ranks_and_launchers_not_the_failing_process_o
               "RuntimeError: could not read the validation split"]
     w = diagnose_text("\n".join(single), rules)
     assert w.indicator_lines == [5, 12] and w.secondary_lines == 0  # one process: its chain, nothing secondary
+
+
+def test_a_hang_names_the_first_rank_whose_collective_timed_out(rules: Classifier) -> None:
+    head = [f"[rank{r}]: step 875/2000 loss 1.02" for r in range(4)]
+    hang = [f"[rank{r}]:[E922 03:32:0{k}.1 ProcessGroupNCCL.cpp:607] [Rank {r}] Watchdog caught collective operation "
+            f"timeout: WorkNCCL(SeqNum=875, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800047 milliseconds"
+            for k, r in enumerate((2, 1, 3))]
+    lines = head + hang + _TORCHRUN_TAIL
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.first_rank == 2  # nothing failed otherwise: the first rank to report the timeout, not the table's
+    assert w.indicator_lines[0] == 5 and w.first_node == "node-a3"

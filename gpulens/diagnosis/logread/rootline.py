@@ -48,6 +48,10 @@ _ECHO = Guarded(
 )
 
 
+#: A collective operation that timed out (the key message of a hang, when nothing else failed).
+_TIMEOUT = re.compile(r"Watchdog caught collective operation timeout|collective operation timeout|NCCL.*timed out")
+
+
 def is_root_error(norm: str) -> bool:
     """A (normalized) failure line that can be the root error: not a symptom of an error
     elsewhere, not a traceback frame or code line, not benign noise."""
@@ -113,15 +117,19 @@ def _launcher_origin(lines: Sequence[str], start: int) -> ranks.Origin | None:
 
 def first_origin(lines: Sequence[str], failures: Sequence[int], start: int,
                  norm: Callable[[int], str]) -> ranks.Origin:
-    """The rank/node that shows the root error first: the earliest rank-tagged real error; else
-    the launcher's summary; else the earliest tagged symptom; the host filled in from torchrun's table where it names
+    """The rank/node that shows the root error first: the earliest rank-tagged real error; when
+    there is none and a collective timed out, the first rank to report the timeout; else the
+    launcher's summary; else the earliest tagged symptom; the host filled in from torchrun's table where it names
     that rank, or where every failed rank ran on one host."""
     region = [i for i in failures if i >= start]
     real = [i for i in region if is_root_error(norm(i))]
     tagged = [(i, o) for i in real if (o := _tagged(lines, i, start)) != ranks.Origin()]
     echoes = [(i, o) for i in region if i not in real and (o := ranks.origin_of(lines[i])) != ranks.Origin()]
+    hangs = [(i, o) for i, o in echoes if not real and _TIMEOUT.search(norm(i)) is not None]
     if tagged:
         got = _earliest(tagged, lines)
+    elif hangs:  # nothing failed but a collective timed out: the first rank to say so
+        got = _earliest(hangs, lines)
     else:
         got = _launcher_origin(lines, start) or (_earliest(echoes, lines) if echoes else ranks.Origin())
     return _with_host(lines, start, got)
@@ -185,6 +193,8 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
 
     own = [i for i in region if is_root_error(norm(i)) and mine(i)]
     picked = _root_lines(own, norm)
+    if not own:  # only symptoms: a collective timeout is the key message (the first one)
+        picked = [i for i in region if _TIMEOUT.search(norm(i)) is not None][:1]
     texts = {_shape(norm(i)) for i in picked}
     for i in _quoted(lines, start, evidence, norm):
         if _shape(norm(i)) not in texts and mine(i) and not (own and _cleanup(norm(i))):
