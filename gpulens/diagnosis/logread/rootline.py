@@ -60,23 +60,19 @@ def is_root_error(norm: str) -> bool:
     return not (logs.is_weak(norm) or _ECHO.search(norm) is not None or is_benign(norm))
 
 
-def _tagged(lines: Sequence[str], i: int, start: int) -> ranks.Origin:
+def _tagged(lines: Sequence[str], i: int, start: int = 0) -> ranks.Origin:
     """The rank/node/process of line ``i``: its own prefix or message, else the head of the
-    error block above it (Ray prints "(pid=…, ip=…)" once above an untagged traceback)."""
+    error block above it (Ray prints "(pid=…, ip=…)" once above an untagged traceback; a
+    progress line between them ends the block)."""
     o = ranks.origin_of(lines[i])
     if o.rank is not None or o.node is not None:
         return o
-    for k in range(i - 1, max(0, i - AROUND) - 1, -1):  # the head may lie above the region
-        ln = lines[k]
-        if "pid=" not in ln and not ln.startswith("["):
-            if is_progress(ln):
-                break
+    lo = max(0, i - AROUND)  # the head may lie above the error region
+    for k in reversed(find_keys(lines, ("pid=",), lo, i)):
+        head = ranks.origin_of(lines[k])
+        if head.proc is None:
             continue
-        o = ranks.origin_of(ln)
-        if o.proc is not None:  # only Ray heads an untagged block; a prefixed line is its own
-            return o
-        if is_progress(ln):
-            break
+        return ranks.Origin() if any(is_progress(lines[j]) for j in range(k + 1, i)) else head
     return ranks.Origin()
 
 
