@@ -12,6 +12,7 @@ rank that *exited* first, which is only the answer when no rank-tagged real erro
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable, Sequence
 
@@ -60,20 +61,36 @@ def is_root_error(norm: str) -> bool:
     return not (logs.is_weak(norm) or _ECHO.search(norm) is not None or is_benign(norm))
 
 
-def _tagged(lines: Sequence[str], i: int, start: int = 0) -> ranks.Origin:
-    """The rank/node/process of line ``i``: its own prefix or message, else the head of the
-    error block above it (Ray prints "(pid=…, ip=…)" once above an untagged traceback; a
-    progress line between them ends the block)."""
-    o = ranks.origin_of(lines[i])
-    if o.rank is not None or o.node is not None:
-        return o
-    lo = max(0, i - AROUND)  # the head may lie above the error region
-    for k in reversed(find_keys(lines, ("pid=",), lo, i)):
-        head = ranks.origin_of(lines[k])
-        if head.proc is None:
-            continue
-        return ranks.Origin() if any(is_progress(lines[j]) for j in range(k + 1, i)) else head
-    return ranks.Origin()
+class _Tags:
+    """The rank/node/process of lines (:meth:`of`), each line asked once, the Ray heads near
+    ``lo`` and after it found by one literal scan."""
+
+    def __init__(self, lines: Sequence[str], lo: int) -> None:
+        self.lines = lines
+        self.heads = find_keys(lines, ("pid=",), max(0, lo - AROUND))
+        self.memo: dict[int, ranks.Origin] = {}
+
+    def of(self, i: int) -> ranks.Origin:
+        """Line ``i``'s own prefix or message, else the head of the error block above it (Ray
+        prints "(pid=…, ip=…)" once above an untagged traceback; a progress line between them
+        ends the block)."""
+        got = self.memo.get(i)
+        if got is None:
+            got = self.memo[i] = self._find(i)
+        return got
+
+    def _find(self, i: int) -> ranks.Origin:
+        o = ranks.origin_of(self.lines[i])
+        if o.rank is not None or o.node is not None:
+            return o
+        at = bisect.bisect_left(self.heads, i)
+        for k in reversed(self.heads[max(0, at - 8):at]):
+            if k < i - AROUND:
+                break
+            head = ranks.origin_of(self.lines[k])
+            if head.proc is not None:
+                return ranks.Origin() if any(is_progress(self.lines[j]) for j in range(k + 1, i)) else head
+        return ranks.Origin()
 
 
 def same_origin(o: ranks.Origin, first: ranks.Origin) -> bool:
@@ -115,16 +132,18 @@ def first_origin(lines: Sequence[str], failures: Sequence[int], start: int,
                  norm: Callable[[int], str]) -> ranks.Origin:
     """The rank/node that shows the root error first: the earliest rank-tagged real error; when
     there is none and a collective timed out, the first rank to report the timeout; else the
-    launcher's summary; else the earliest tagged symptom; the host filled in from torchrun's table where it names
-    that rank, or where every failed rank ran on one host."""
+    launcher's summary; else the earliest tagged symptom; the host filled in from torchrun's
+    table where it names that rank, or where every failed rank ran on one host."""
     region = [i for i in failures if i >= start]
     real = [i for i in region if is_root_error(norm(i))]
-    tagged = [(i, o) for i in real if (o := _tagged(lines, i, start)) != ranks.Origin()]
-    echoes = [(i, o) for i in region if i not in real and (o := ranks.origin_of(lines[i])) != ranks.Origin()]
-    hangs = [(i, o) for i, o in echoes if not real and _TIMEOUT.search(norm(i)) is not None]
+    tags = _Tags(lines, start)
+    tagged = [(i, o) for i in real if (o := tags.of(i)) != ranks.Origin()]
     if tagged:
-        got = _earliest(tagged, lines)
-    elif hangs:  # nothing failed but a collective timed out: the first rank to say so
+        return _with_host(lines, start, _earliest(tagged, lines))
+    symptoms = set(region) - set(real)
+    echoes = [(i, o) for i in region if i in symptoms and (o := ranks.origin_of(lines[i])) != ranks.Origin()]
+    hangs = [(i, o) for i, o in echoes if not real and _TIMEOUT.search(norm(i)) is not None]
+    if hangs:  # nothing failed but a collective timed out: the first rank to say so
         got = _earliest(hangs, lines)
     else:
         got = _launcher_origin(lines, start) or (_earliest(echoes, lines) if echoes else ranks.Origin())
@@ -183,9 +202,10 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     the lines the classifier's evidence quotes, the kills that ended the run, and the
     launcher's/scheduler's verdict lines; at most ``limit``."""
     region = [i for i in failures if i >= start]
+    tags = _Tags(lines, start)
 
     def mine(i: int) -> bool:
-        return same_origin(_tagged(lines, i, start), first)
+        return same_origin(tags.of(i), first)
 
     own = [i for i in region if is_root_error(norm(i)) and mine(i)]
     picked = _root_lines(own, norm)
@@ -290,5 +310,6 @@ def secondary_lines(lines: Sequence[str], failures: Sequence[int], primary: Sequ
     if not primary:
         return []
     at = primary[0]
+    tags = _Tags(lines, at)
     return [i for i in failures if i > at and i not in primary
-            and (not is_root_error(norm(i)) or not same_origin(_tagged(lines, i, at), first))]
+            and (not is_root_error(norm(i)) or not same_origin(tags.of(i), first))]

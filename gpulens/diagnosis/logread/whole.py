@@ -303,7 +303,7 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
     d = clf.classify_text("\n".join(_context(lines, start, first)), file=file, keep_final=True)
     if not failures and d.category != "unknown":
         d.confidence = round(d.confidence * 0.8, 3)
-    found = _indicators(lines, start, failures, d.evidence)
+    found = _indicators(lines, start, failures, d.evidence, first)
     first = _first_origin(lines, found, start) if first == ranks.Origin() else first
     primary = [i for i in found if _same(lines[i], first)] or found
     secondary = rootline.secondary_lines(lines, failures, primary, first, _NormCache(lines, start).get)
@@ -319,11 +319,14 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
         secondary_lines=len(secondary), new_in_attempt=new_in_last(lines, starts, good))
 
 
-def _indicators(lines: Sequence[str], start: int, failures: Sequence[int], evidence: Sequence[str]) -> list[int]:
+def _indicators(lines: Sequence[str], start: int, failures: Sequence[int], evidence: Sequence[str],
+                first: ranks.Origin | None = None) -> list[int]:
     """Indexes of the lines that show the root failure (:func:`rootline.pick_lines`): the first
-    failing rank's error lines, the evidence's, the kills and the launcher's verdict lines."""
+    failing rank's (``first``, found when not given) error lines, the evidence's, the kills and
+    the launcher's verdict lines."""
     norm = _NormCache(lines, start)
-    first = rootline.first_origin(lines, failures, start, norm.get)
+    if first is None:
+        first = rootline.first_origin(lines, failures, start, norm.get)
     return rootline.pick_lines(lines, start, failures, evidence, first, norm.get, MAX_INDICATORS)
 
 
