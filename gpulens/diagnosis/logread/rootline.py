@@ -67,8 +67,15 @@ class _Tags:
 
     def __init__(self, lines: Sequence[str], lo: int) -> None:
         self.lines = lines
-        self.heads = find_keys(lines, ("pid=",), max(0, lo - AROUND))
+        self.lo = lo
+        self._heads: list[int] | None = None  # found when first needed (an untagged line)
         self.memo: dict[int, ranks.Origin] = {}
+
+    @property
+    def heads(self) -> list[int]:
+        if self._heads is None:
+            self._heads = find_keys(self.lines, ("pid=",), max(0, self.lo - AROUND))
+        return self._heads
 
     def of(self, i: int) -> ranks.Origin:
         """Line ``i``'s own prefix or message, else the head of the error block above it (Ray
@@ -212,7 +219,7 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     if not own:  # only symptoms: a collective timeout is the key message (the first one)
         picked = [i for i in region if _TIMEOUT.search(norm(i)) is not None][:1]
     texts = {_shape(norm(i)) for i in picked}
-    for i in _quoted(lines, start, evidence, norm):
+    for i in _quoted(lines, start, failures, evidence, norm):
         if _shape(norm(i)) not in texts and mine(i) and not (own and _cleanup(norm(i))):
             picked.append(i)
             texts.add(_shape(norm(i)))
@@ -266,7 +273,8 @@ def _cleanup(norm: str) -> bool:
     return "CANCELLED AT" in norm and "DUE TO" not in norm
 
 
-def _quoted(lines: Sequence[str], start: int, evidence: Sequence[str], norm: Callable[[int], str]) -> list[int]:
+def _quoted(lines: Sequence[str], start: int, failures: Sequence[int], evidence: Sequence[str],
+            norm: Callable[[int], str]) -> list[int]:
     """The first failure line after ``start`` that holds each quoted evidence line (not code
     lines, not symptoms)."""
     out = []
@@ -274,7 +282,9 @@ def _quoted(lines: Sequence[str], start: int, evidence: Sequence[str], norm: Cal
         key = e.strip()[:120]
         if len(key) < 4 or key.startswith("terminated: ") or not is_root_error(key) or not any(c.isalpha() for c in key):
             continue
-        hit = next((i for i in find_keys(lines, (key[:40],), start) if key in norm(i)), None)
+        hit = next((i for i in failures if i >= start and key in norm(i)), None)  # most often one of them
+        if hit is None:
+            hit = next((i for i in find_keys(lines, (key[:40],), start) if key in norm(i)), None)
         if hit is not None and is_root_error(norm(hit)) and (is_failure(norm(hit), lines[hit])
                                                              or _SAYS_ERROR.search(norm(hit)) is not None):
             out.append(hit)
