@@ -125,11 +125,13 @@ def _earliest(tagged: list[tuple[int, ranks.Origin]], lines: Sequence[str]) -> r
 
 def _launcher_origin(lines: Sequence[str], start: int) -> ranks.Origin | None:
     """The rank (and host) a launcher's summary names as the first to fail."""
-    region = lines[start:]
-    table = ranks.root_cause_table(region)
-    if table is not None:
-        return table
-    names = find_keys(lines, ("Process name:",), start)
+    found = find_keys(lines, ("Root Cause (first observed failure)", "Process name:"), start)
+    tables = [i for i in found if "Root Cause" in lines[i]]
+    if tables:
+        table = ranks.root_cause_table(lines[tables[-1]:tables[-1] + 12])
+        if table is not None:
+            return table
+    names = [i for i in found if "Process name:" in lines[i]]
     if names:
         return ranks.mpirun_first(lines, names, find_keys(lines, ("MCW rank",), 0))
     return None
