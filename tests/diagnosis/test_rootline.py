@@ -187,3 +187,11 @@ def test_a_hang_names_the_first_rank_whose_collective_timed_out(rules: Classifie
     w = diagnose_text("\n".join(lines), rules)
     assert w.first_rank == 2  # nothing failed otherwise: the first rank to report the timeout, not the table's
     assert w.indicator_lines[0] == 5 and w.first_node == "node-a3"
+
+
+def test_timestamps_of_different_forms_are_not_compared(rules: Classifier) -> None:
+    lines = ["2025-03-12 08:00:07,100 [rank: 3] ERROR torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+             "[rank0]:[E312 08:00:02.900 ProcessGroupNCCL.cpp:1200] [Rank 0] RuntimeError: CUDA error: an illegal memory "
+             "access was encountered"]
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.first_rank == 3  # a date and a bare time of day do not order as text: file order

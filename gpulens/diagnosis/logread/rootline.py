@@ -116,8 +116,10 @@ def _is_ip(node: str) -> bool:
 
 
 def _earliest(tagged: list[tuple[int, ranks.Origin]], lines: Sequence[str]) -> ranks.Origin:
+    """The origin of the earliest line: by timestamp when every line carries one of the same
+    form (all with a date, or all without; text order is time order then), else in file order."""
     stamps = [ranks.timestamp_of(lines[i]) for i, _ in tagged]
-    if all(stamps):
+    if all(stamps) and len({len(x or "") > 15 for x in stamps}) == 1:
         order = sorted(range(len(tagged)), key=lambda k: (stamps[k] or "", tagged[k][0]))
         return tagged[order[0]][1]
     return tagged[0][1]
