@@ -195,3 +195,16 @@ def test_timestamps_of_different_forms_are_not_compared(rules: Classifier) -> No
              "access was encountered"]
     w = diagnose_text("\n".join(lines), rules)
     assert w.first_rank == 3  # a date and a bare time of day do not order as text: file order
+
+
+def test_the_error_context_starts_at_the_first_traceback_of_a_chain() -> None:
+    from gpulens.diagnosis.logread.rootline import chain_start
+
+    lines = ["epoch 9 step 40 loss 0.2",  # 0
+             "Traceback (most recent call last):", '  File "a.py", line 3, in f', "KeyError: 'label'", "",  # 1-4
+             "The above exception was the direct cause of the following exception:", "",  # 5-6
+             "Traceback (most recent call last):", '  File "a.py", line 9, in <module>',  # 7-8
+             "RuntimeError: could not build the batch"]  # 9
+    assert chain_start(lines, 7, 0) == 1
+    assert chain_start(lines, 7, 3) == 7  # not before the floor
+    assert chain_start(lines, 1, 0) == 1  # not chained to anything above

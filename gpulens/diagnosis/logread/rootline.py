@@ -27,7 +27,7 @@ from gpulens.diagnosis.logread.lines import (
     is_terminal_kill,
 )
 
-__all__ = ["MAX_ROOT_LINES", "first_origin", "interleaved", "is_root_error", "pick_lines", "same_origin",
+__all__ = ["MAX_ROOT_LINES", "chain_start", "first_origin", "interleaved", "is_root_error", "pick_lines", "same_origin",
            "secondary_lines", "verdict_lines"]
 
 #: Distinct error lines of the first failing rank kept (the exception and the ones it chains).
@@ -327,3 +327,23 @@ def secondary_lines(lines: Sequence[str], failures: Sequence[int], primary: Sequ
     tags = _Tags(lines, at)
     return [i for i in failures if i > at and i not in primary
             and (not is_root_error(norm(i)) or not same_origin(tags.of(i), first))]
+
+
+#: What Python prints between the tracebacks of a chain of exceptions.
+_CHAINED = ("The above exception was the direct cause of the following exception",
+            "During handling of the above exception, another exception occurred")
+_TRACEBACK = "Traceback (most recent call last)"
+
+
+def chain_start(lines: Sequence[str], tb: int, floor: int, reach: int = 400) -> int:
+    """The header of the first traceback of the chain whose traceback starts at ``tb`` (``tb``
+    itself when it is not chained to an earlier one), not before ``floor``."""
+    while True:
+        above = [k for k in range(tb - 1, max(floor, tb - 4) - 1, -1) if lines[k].strip()]
+        if not above or not any(c in lines[above[0]] for c in _CHAINED):
+            return tb
+        prev = next((k for k in range(above[0] - 1, max(floor, above[0] - reach) - 1, -1) if _TRACEBACK in lines[k]),
+                    None)
+        if prev is None:
+            return tb
+        tb = prev

@@ -285,14 +285,14 @@ def _context(lines: Sequence[str], start: int, first: ranks.Origin) -> list[str]
 
 def _region_start(lines: Sequence[str], frontier: int, failures: Sequence[int]) -> int:
     """Where the failed attempt's error context starts: its first terminal failure line or the
-    traceback that holds it (a few lines before)."""
+    traceback that holds it (a few lines before), or the first traceback of the chain it ends."""
     if not failures:
         return max(frontier, len(lines) - logs.TAIL_LINES)
     first = failures[0]
     floor = min(frontier, first)
     tb = next((k for k in range(first, max(floor, first - 400) - 1, -1)
                if "Traceback (most recent call last)" in lines[k]), first)
-    return max(floor, min(tb, first) - 2)
+    return max(floor, rootline.chain_start(lines, min(tb, first), floor) - 2)
 
 
 def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontier: int,
