@@ -161,10 +161,15 @@ def first_origin(lines: Sequence[str], failures: Sequence[int], start: int,
     return _with_host(lines, start, got)
 
 
+#: Lines after torchrun's "Failures:" / "Root Cause" header that its entries take.
+_TABLE_ROWS = 40
+
+
 def _with_host(lines: Sequence[str], start: int, got: ranks.Origin) -> ranks.Origin:
     if got.node is not None or got.rank is None:
         return got
-    hosts = ranks.table_hosts(lines[i] for i in find_keys(lines, ("host", "rank"), start))  # type: ignore[arg-type]
+    tables = find_keys(lines, ("Failures:", "Root Cause (first observed failure)"), start)
+    hosts = ranks.table_hosts([ln for k in tables for ln in lines[k + 1:k + _TABLE_ROWS]])
     host = hosts.get(got.rank) or (next(iter(set(hosts.values()))) if len(set(hosts.values())) == 1 else None)
     return ranks.Origin(got.rank, host, got.proc) if host else got
 
