@@ -36,7 +36,7 @@ MAX_ROOT_LINES = 3
 AROUND = 80
 
 #: Symptoms of an error elsewhere beyond ``logs.is_weak``: collective timeouts and aborts, the
-#: launcher's signals to the other ranks, the tracker's exit.
+#: launcher's signals to the other ranks, its exit-code rows and lines, srun's/LSF's exit lines.
 _ECHO = Guarded(
     r"Watchdog caught collective operation timeout|[Ww]atchdog thread terminated|NCCL operations have failed or timed out"
     r"|NCCL communicator was aborted|ProcessGroupNCCL.*(?:[Tt]imeout|timed out|abort)|[Tt]o avoid data inconsistency"
