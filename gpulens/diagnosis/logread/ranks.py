@@ -5,7 +5,9 @@ Prefixes: ``[rank3]:`` / ``[default3]:`` (torchrun), ``3:`` (srun ``--label``),
 ``(pid=123, ip=10.0.0.7)`` / ``(RayTrainWorker pid=1, ip=…)`` (Ray). Messages: NCCL's
 ``[Rank 3]``, Lightning's ``[rank: 3]``, ``Process 3 terminated``, torchrun's root-cause table
 (``rank : 3``, ``host : gpu07``), ``srun: error: gpu07: task 3: …`` and Slurm's
-``*** JOB 12 ON gpu07 CANCELLED``.
+``*** JOB 12 ON gpu07 CANCELLED``. Launcher summaries: torchrun's ``Root Cause (first observed
+failure)`` table, Open MPI's "The first process to do so was: Process name: [[4370,1],11]" with
+its ``--report-bindings`` lines (``[host:pid] MCW rank 11 bound to …``) for the host.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import dataclasses
 import re
 from collections.abc import Sequence
 
-__all__ = ["Origin", "origin_of", "prefix_rank", "root_cause_table", "timestamp_of"]
+__all__ = ["Origin", "mpirun_first", "origin_of", "prefix_rank", "root_cause_table", "strip_prefix",
+           "table_hosts", "timestamp_of"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,13 +26,15 @@ class Origin:
 
     rank: int | None = None
     node: str | None = None
+    #: the process (Ray's ``pid=``), where a node runs several that print
+    proc: str | None = None
 
 
 _PREFIXES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"^\s*\[(?:rank|default)(\d+)\]\s*:"), "rank"),
     (re.compile(r"^\s*\[\d+,(\d+)\]<std(?:out|err)>:"), "rank"),
     (re.compile(r"^\s*(\d{1,4}):\s"), "rank"),
-    (re.compile(r"\((?:[\w.]+\s+)?pid=\d+,\s*ip=([\d.]+)[,)]"), "node"),
+    (re.compile(r"\((?:[\w.]+\s+)?pid=(\d+),\s*ip=([\d.]+)[,)]"), "proc+node"),
     (re.compile(r"^slurmstepd-([\w.-]+): "), "node"),
     (re.compile(r"^(?!slurmstepd-)([A-Za-z][\w-]*\d[\w-]*|(?:\d{1,3}\.){3}\d{1,3}):\s"), "node"),
 )
@@ -53,6 +58,7 @@ def origin_of(line: str) -> Origin:
     """The rank and host a raw log line names (prefix first, then the message)."""
     rank: int | None = None
     node: str | None = None
+    proc: str | None = None
     for rx, kind in _ALL:
         need = _NEEDS.get(rx.pattern)
         if need is not None and need not in line:
@@ -67,7 +73,9 @@ def origin_of(line: str) -> Origin:
         elif kind == "node+rank":
             node = node or m.group(1)
             rank = rank if rank is not None else int(m.group(2))
-    return Origin(rank, node)
+        elif kind == "proc+node" and node is None:
+            proc, node = m.group(1), m.group(2)
+    return Origin(rank, node, proc)
 
 
 _RANK_PREFIXES = tuple(rx for rx, kind in _PREFIXES if kind == "rank")
@@ -82,6 +90,18 @@ def prefix_rank(line: str) -> int | None:
         if m:
             return int(m.group(1))
     return None
+
+
+def strip_prefix(line: str) -> str:
+    """``line`` without its launcher's rank prefix (``[rank3]:``, ``3:``, ``[1,3]<stderr>:``)."""
+    if not line or line[0] not in "[ 0123456789":
+        return line
+    for rx in _RANK_PREFIXES:
+        m = rx.search(line)
+        if m:
+            rest = line[m.end():]
+            return rest[1:] if rest.startswith(" ") and not m.group(0)[-1].isspace() else rest
+    return line
 
 
 def _is_level(word: str) -> bool:
@@ -113,3 +133,44 @@ def root_cause_table(lines: Sequence[str]) -> Origin | None:
         if node is None and (m := _TABLE_HOST.match(body)):
             node = m.group(1)
     return Origin(rank, node) if rank is not None or node is not None else None
+
+
+def table_hosts(lines: Sequence[str]) -> dict[int, str]:
+    """rank -> host of every entry of torchrun's failure tables (``Failures:`` and ``Root Cause``)
+    in ``lines``."""
+    out: dict[int, str] = {}
+    rank: int | None = None
+    host: str | None = None
+    for ln in lines:
+        if "rank" not in ln and "host" not in ln:
+            continue
+        body = _TABLE_LEAD.sub("", ln)
+        if m := _TABLE_RANK.match(body):
+            rank = int(m.group(1))
+        elif m := _TABLE_HOST.match(body):
+            host = m.group(1)
+        else:
+            continue
+        if rank is not None and host is not None:
+            out.setdefault(rank, host)
+            rank = host = None
+    return out
+
+
+_TABLE_LEAD = re.compile(r"^.*?\]\s*:?\s*(?=\W*(?:rank|host)\s*:)")
+_MPI_FIRST = re.compile(r"Process name:\s*\[\[\d+,\d+\],(\d+)\]")
+_MPI_BINDING = re.compile(r"\[([\w.-]+):\d+\] MCW rank (\d+) ")
+
+
+def mpirun_first(lines: Sequence[str], keys: Sequence[int], bindings: Sequence[int]) -> Origin | None:
+    """The rank Open MPI names as "the first process to do so" (``Process name: [[4370,1],11]``)
+    at one of the indexes ``keys`` (lines holding "Process name:"), and its host from the
+    ``--report-bindings`` lines at ``bindings`` ("MCW rank"), if any."""
+    rank = next((int(m.group(1)) for i in keys if (m := _MPI_FIRST.search(lines[i]))), None)
+    if rank is None:
+        return None
+    for i in bindings:
+        m = _MPI_BINDING.search(lines[i])
+        if m and int(m.group(2)) == rank:
+            return Origin(rank, m.group(1))
+    return Origin(rank)

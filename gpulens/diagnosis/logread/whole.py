@@ -16,7 +16,7 @@ from typing import Any
 
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.classifier import Classifier, default_classifier
-from gpulens.diagnosis.logread import ranks
+from gpulens.diagnosis.logread import ranks, rootline
 from gpulens.diagnosis.logread.attempts import attempt_starts, new_in_last
 from gpulens.diagnosis.logread.completion import COMPLETION_COVER, completion_strength
 from gpulens.diagnosis.logread.lines import (
@@ -24,11 +24,9 @@ from gpulens.diagnosis.logread.lines import (
     KILL_KEYS,
     PROGRESS_KEYS,
     find_keys,
-    is_benign,
     is_failure,
     is_progress,
     is_scheduler_kill,
-    is_terminal_kill,
     last_matching,
 )
 from gpulens.diagnosis.logread.phase import last_step, phase_of
@@ -273,8 +271,13 @@ def _healthy(base: WholeDiagnosis, src: WholeText, done: tuple[int, float], file
 def _context(lines: Sequence[str], start: int, first: ranks.Origin) -> list[str]:
     """The error context the classifier sees: ``lines[start:]`` without progress lines and
     without the lines of ranks other than the first failing one (their errors are secondary),
-    bounded."""
-    ctx = [ln for ln in lines[start:] if not is_progress(ln) and _same(ln, first)]
+    nor the untagged lines printed among the other ranks' after the first one's last line (a
+    logger without a prefix), bounded."""
+    skip = rootline.interleaved(lines, start, first)
+    ctx = [ln for k, ln in enumerate(lines[start:], start) if not is_progress(ln) and _same(ln, first)
+           and not skip[0] < k <= skip[1]]
+    if first.rank is not None:  # one process's output now: its prefix names no other rank
+        ctx = [ranks.strip_prefix(ln) for ln in ctx]
     if len(ctx) > MAX_CONTEXT_LINES:
         ctx = ctx[: MAX_CONTEXT_LINES // 3] + ctx[-2 * MAX_CONTEXT_LINES // 3:]
     return ctx
@@ -282,14 +285,14 @@ def _context(lines: Sequence[str], start: int, first: ranks.Origin) -> list[str]
 
 def _region_start(lines: Sequence[str], frontier: int, failures: Sequence[int]) -> int:
     """Where the failed attempt's error context starts: its first terminal failure line or the
-    traceback that holds it (a few lines before)."""
+    traceback that holds it (a few lines before), or the first traceback of the chain it ends."""
     if not failures:
         return max(frontier, len(lines) - logs.TAIL_LINES)
     first = failures[0]
     floor = min(frontier, first)
     tb = next((k for k in range(first, max(floor, first - 400) - 1, -1)
                if "Traceback (most recent call last)" in lines[k]), first)
-    return max(floor, min(tb, first) - 2)
+    return max(floor, rootline.chain_start(lines, min(tb, first), floor) - 2)
 
 
 def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontier: int,
@@ -300,10 +303,10 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
     d = clf.classify_text("\n".join(_context(lines, start, first)), file=file, keep_final=True)
     if not failures and d.category != "unknown":
         d.confidence = round(d.confidence * 0.8, 3)
-    found = _indicators(lines, start, failures, d.evidence)
+    found = _indicators(lines, start, failures, d.evidence, first)
     first = _first_origin(lines, found, start) if first == ranks.Origin() else first
     primary = [i for i in found if _same(lines[i], first)] or found
-    secondary = [i for i in failures if i > (primary[0] if primary else start) and i not in primary]
+    secondary = rootline.secondary_lines(lines, failures, primary, first, _NormCache(lines, start).get)
     at = primary[0] if primary else len(lines) - 1
     region = [logs.normalize_line(x) for x in lines[max(start, at - _AROUND):at + 3]]
     step = last_step(lines, at, starts[-1])
@@ -316,29 +319,15 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
         secondary_lines=len(secondary), new_in_attempt=new_in_last(lines, starts, good))
 
 
-def _indicators(lines: Sequence[str], start: int, failures: Sequence[int], evidence: Sequence[str]) -> list[int]:
-    """Indexes of the lines that show the root failure: those the diagnosis' evidence quotes
-    (the deciding line, the final exception), and the kills/time limits that ended the run."""
-    found: set[int] = set()
+def _indicators(lines: Sequence[str], start: int, failures: Sequence[int], evidence: Sequence[str],
+                first: ranks.Origin | None = None) -> list[int]:
+    """Indexes of the lines that show the root failure (:func:`rootline.pick_lines`): the first
+    failing rank's (``first``, found when not given) error lines, the evidence's, the kills and
+    the launcher's verdict lines."""
     norm = _NormCache(lines, start)
-    for e in evidence[:4]:
-        key = e.strip()[:120]
-        if len(key) < 4 or key.startswith("terminated: "):
-            continue
-        hit = next((i for i in range(len(lines) - 1, start - 1, -1) if key in norm[i]), None)
-        if hit is not None:
-            found.add(hit)
-    for i in failures:
-        if is_terminal_kill(norm.get(i, "")) and not logs.is_secondary(norm.get(i, "")):
-            found.add(i)
-    root = [i for i in failures if i >= start and not logs.is_secondary(norm.get(i, ""))]
-    if root:
-        found.add(root[0])  # the first error line of the failure (often printed before the stack)
-    if not found:
-        found.update(i for i in failures if not logs.is_secondary(norm.get(i, "")))
-    found = {i for i in found if not is_benign(norm.get(i, ""))} or found
-    primary = {i for i in found if not logs.is_secondary(norm.get(i, ""))}
-    return sorted(primary or found)[:MAX_INDICATORS]
+    if first is None:
+        first = rootline.first_origin(lines, failures, start, norm.get)
+    return rootline.pick_lines(lines, start, failures, evidence, first, norm.get, MAX_INDICATORS)
 
 
 
@@ -366,42 +355,15 @@ class _NormCache(dict[int, str]):
 
 
 def _first_origin(lines: Sequence[str], found: Sequence[int], start: int) -> ranks.Origin:
-    """The rank and node of the first indicator line that names one (torchrun's root-cause
-    table first); by timestamp when the lines carry one."""
-    table = ranks.root_cause_table(lines[start:])
-    if table is not None:
-        return table
-    tagged = [(ranks.timestamp_of(lines[i]) or "", i, ranks.origin_of(lines[i])) for i in found]
-    tagged = [t for t in tagged if t[2].rank is not None or t[2].node is not None]
-    if not tagged:
-        return _origin_above(lines, found[0], start) if found else ranks.Origin()
-    if all(t[0] for t in tagged):
-        tagged.sort(key=lambda t: (t[0], t[1]))
-    return tagged[0][2]
-
-
-def _origin_above(lines: Sequence[str], at: int, start: int) -> ranks.Origin:
-    """The rank/node named by the head of the error block that holds line ``at`` (Ray's
-    "(pid=…, ip=…)" line above a traceback whose own lines carry no prefix)."""
-    for i in range(at - 1, max(start, at - _AROUND) - 1, -1):
-        o = ranks.origin_of(lines[i])
-        if o.rank is not None or o.node is not None:
-            return o
-        if is_progress(lines[i]):
-            break
-    return ranks.Origin()
+    """The rank and node that show the root error first (:func:`rootline.first_origin`)."""
+    return rootline.first_origin(lines, found, start, _NormCache(lines, start).get)
 
 
 def _same(line: str, first: ranks.Origin) -> bool:
     """Whether a line comes from the first failing rank/node (or names neither)."""
     if first.rank is None and first.node is None:
         return True
-    o = ranks.origin_of(line)
-    if first.rank is not None and o.rank is not None:
-        return o.rank == first.rank
-    if first.node is not None and o.node is not None:
-        return o.node == first.node
-    return True
+    return rootline.same_origin(ranks.origin_of(line), first)
 
 
 def _failing_host(lines: Sequence[str], floor: int) -> str | None:

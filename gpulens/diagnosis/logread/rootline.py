@@ -1,0 +1,354 @@
+"""The root error of a failed attempt as an operator finds it: which rank printed a real error
+first, which of its lines state it, and the launcher's and scheduler's verdict lines.
+
+An operator reading a multi-rank log skips what other ranks print because one of them failed:
+NCCL watchdog timeouts, "Connection reset by peer", the launcher's SIGTERMs, torchrun's
+``ChildFailedError`` summary, "exits with return code" lines. The root error is the earliest
+real error (by timestamp where every candidate line carries one, else by line order) of a
+rank-tagged line; torchrun's root-cause table and Open MPI's "first process to do so" name the
+rank that *exited* first, which is only the answer when no rank-tagged real error is printed
+(a rank that printed its traceback first can still be torn down after another one).
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections.abc import Callable, Sequence
+
+from gpulens.diagnosis import logs
+from gpulens.diagnosis.guarded import Guarded
+from gpulens.diagnosis.logread import ranks
+from gpulens.diagnosis.logread.lines import (
+    find_keys,
+    is_benign,
+    is_failure,
+    is_progress,
+    is_terminal_kill,
+)
+
+__all__ = ["MAX_ROOT_LINES", "chain_start", "first_origin", "interleaved", "is_root_error", "pick_lines", "same_origin",
+           "secondary_lines", "verdict_lines"]
+
+#: Distinct error lines of the first failing rank kept (the exception and the ones it chains).
+MAX_ROOT_LINES = 3
+#: Lines above an untagged line searched for the head of its error block (Ray's "(pid=…, ip=…)").
+AROUND = 80
+
+#: Symptoms of an error elsewhere beyond ``logs.is_weak``: collective timeouts and aborts, the
+#: launcher's signals to the other ranks, its exit-code rows and lines, srun's/LSF's exit lines.
+_ECHO = Guarded(
+    r"Watchdog caught collective operation timeout|[Ww]atchdog thread terminated|NCCL operations have failed or timed out"
+    r"|NCCL communicator was aborted|ProcessGroupNCCL.*(?:[Tt]imeout|timed out|abort)|[Tt]o avoid data inconsistency"
+    r"|closing signal SIG|[Ss]ignal \d+ \(SIGTERM\)|[Rr]eceived SIGTERM|exits? with return code|SignalException"
+    r"|Caught signal 15|DistBackendError|collective operation timeout|failed \(exitcode|^\s*exitcode\s*:"
+    r"|Exited with exit code",
+    ("atchdog", "NCCL", "ProcessGroupNCCL", "o avoid data inconsistency", "closing signal SIG", "SIGTERM",
+     "return code", "SignalException", "Caught signal 15", "DistBackendError", "collective operation timeout",
+     "failed (exitcode", "exitcode", "Exited with exit code"),
+)
+
+
+#: A collective operation that timed out (the key message of a hang, when nothing else failed).
+_TIMEOUT = re.compile(r"Watchdog caught collective operation timeout|collective operation timeout|NCCL.*timed out")
+
+
+def is_root_error(norm: str) -> bool:
+    """A (normalized) failure line that can be the root error: not a symptom of an error
+    elsewhere, not a traceback frame or code line, not benign noise."""
+    if not norm or norm[0] in " \t" or norm.startswith(("File \"", "raise ", "^")):
+        return False
+    return not (logs.is_weak(norm) or _ECHO.search(norm) is not None or is_benign(norm))
+
+
+class _Tags:
+    """The rank/node/process of lines (:meth:`of`), each line asked once, the Ray heads near
+    ``lo`` and after it found by one literal scan."""
+
+    def __init__(self, lines: Sequence[str], lo: int) -> None:
+        self.lines = lines
+        self.lo = lo
+        self._heads: list[int] | None = None  # found when first needed (an untagged line)
+        self.memo: dict[int, ranks.Origin] = {}
+
+    @property
+    def heads(self) -> list[int]:
+        if self._heads is None:
+            self._heads = find_keys(self.lines, ("pid=",), max(0, self.lo - AROUND))
+        return self._heads
+
+    def of(self, i: int) -> ranks.Origin:
+        """Line ``i``'s own prefix or message, else the head of the error block above it (Ray
+        prints "(pid=…, ip=…)" once above an untagged traceback; a progress line between them
+        ends the block)."""
+        got = self.memo.get(i)
+        if got is None:
+            got = self.memo[i] = self._find(i)
+        return got
+
+    def _find(self, i: int) -> ranks.Origin:
+        o = ranks.origin_of(self.lines[i])
+        if o.rank is not None or o.node is not None:
+            return o
+        at = bisect.bisect_left(self.heads, i)
+        for k in reversed(self.heads[max(0, at - 8):at]):
+            if k < i - AROUND:
+                break
+            head = ranks.origin_of(self.lines[k])
+            if head.proc is not None:
+                return ranks.Origin() if any(is_progress(self.lines[j]) for j in range(k + 1, i)) else head
+        return ranks.Origin()
+
+
+def same_origin(o: ranks.Origin, first: ranks.Origin) -> bool:
+    """Whether a line from ``o`` comes from the first failing rank/node/process (a line that
+    names none of them counts as its)."""
+    if first.rank is not None and o.rank is not None:
+        return o.rank == first.rank
+    if first.node is not None and o.node is not None:  # "gpu016" is "gpu016.cluster.edu"
+        same = o.node.split(".")[0] == first.node.split(".")[0] if not _is_ip(o.node) else o.node == first.node
+        return same and (first.proc is None or o.proc is None or o.proc == first.proc)
+    return True
+
+
+def _is_ip(node: str) -> bool:
+    return node.replace(".", "").isdigit()
+
+
+def _earliest(tagged: list[tuple[int, ranks.Origin]], lines: Sequence[str]) -> ranks.Origin:
+    """The origin of the earliest line: by timestamp when every line carries one of the same
+    form (all with a date, or all without; text order is time order then), else in file order."""
+    stamps = [ranks.timestamp_of(lines[i]) for i, _ in tagged]
+    if all(stamps) and len({len(x or "") > 15 for x in stamps}) == 1:
+        order = sorted(range(len(tagged)), key=lambda k: (stamps[k] or "", tagged[k][0]))
+        return tagged[order[0]][1]
+    return tagged[0][1]
+
+
+def _launcher_origin(lines: Sequence[str], start: int) -> ranks.Origin | None:
+    """The rank (and host) a launcher's summary names as the first to fail."""
+    found = find_keys(lines, ("Root Cause (first observed failure)", "Process name:"), start)
+    tables = [i for i in found if "Root Cause" in lines[i]]
+    if tables:
+        table = ranks.root_cause_table(lines[tables[-1]:tables[-1] + 12])
+        if table is not None:
+            return table
+    names = [i for i in found if "Process name:" in lines[i]]
+    if names:
+        return ranks.mpirun_first(lines, names, find_keys(lines, ("MCW rank",), 0))
+    return None
+
+
+def first_origin(lines: Sequence[str], failures: Sequence[int], start: int,
+                 norm: Callable[[int], str]) -> ranks.Origin:
+    """The rank/node that shows the root error first: the earliest rank-tagged real error; when
+    there is none and a collective timed out, the first rank to report the timeout; else the
+    launcher's summary; else the earliest tagged symptom; the host filled in from torchrun's
+    table where it names that rank, or where every failed rank ran on one host."""
+    region = [i for i in failures if i >= start]
+    real = [i for i in region if is_root_error(norm(i))]
+    tags = _Tags(lines, start)
+    tagged = [(i, o) for i in real if (o := tags.of(i)) != ranks.Origin()]
+    if tagged:
+        return _with_host(lines, start, _earliest(tagged, lines))
+    symptoms = set(region) - set(real)
+    echoes = [(i, o) for i in region if i in symptoms and (o := ranks.origin_of(lines[i])) != ranks.Origin()]
+    hangs = [(i, o) for i, o in echoes if not real and _TIMEOUT.search(norm(i)) is not None]
+    if hangs:  # nothing failed but a collective timed out: the first rank to say so
+        got = _earliest(hangs, lines)
+    else:
+        got = _launcher_origin(lines, start) or (_earliest(echoes, lines) if echoes else ranks.Origin())
+    return _with_host(lines, start, got)
+
+
+#: Lines after torchrun's "Failures:" / "Root Cause" header that its entries take.
+_TABLE_ROWS = 40
+
+
+def _with_host(lines: Sequence[str], start: int, got: ranks.Origin) -> ranks.Origin:
+    if got.node is not None or got.rank is None:
+        return got
+    tables = find_keys(lines, ("Failures:", "Root Cause (first observed failure)"), start)
+    hosts = ranks.table_hosts([ln for k in tables for ln in lines[k + 1:k + _TABLE_ROWS]])
+    host = hosts.get(got.rank) or (next(iter(set(hosts.values()))) if len(set(hosts.values())) == 1 else None)
+    return ranks.Origin(got.rank, host, got.proc) if host else got
+
+
+#: The launcher's and the scheduler's verdict lines, most telling first (a cause the scheduler
+#: names, the launcher's summary of which rank failed, then the exit lines).
+_VERDICT_KEYS = ("oom_kill event", "TERM_", "CANCELLED AT", "SignalException", "errors.ChildFailedError", "Root Cause (first observed failure)",
+                 "detected that one or more processes exited", "Process name:", "exits with return code",
+                 "Exited with exit code", "failed (exitcode")
+
+
+def verdict_lines(lines: Sequence[str], start: int) -> list[int]:
+    """The launcher's and the scheduler's verdict lines after ``start``, most telling first: the
+    first of each kind (Slurm's OOM-kill count and cancel, LSF's ``TERM_`` line; torchrun's
+    ``ChildFailedError``, its root-cause table and that table's rank row, its first "failed
+    (exitcode …)"; Open MPI's "detected that one or more processes exited" and the process it
+    names; DeepSpeed's "exits with return code"; srun's/LSF's "Exited with exit code")."""
+    seen: dict[str, int] = {}
+    for i in find_keys(lines, _VERDICT_KEYS, start):
+        ln = lines[i]
+        key = next(k for k in _VERDICT_KEYS if k in ln)
+        if key == "errors.ChildFailedError" and ln.lstrip().startswith(("raise", "File")):
+            continue
+        seen.setdefault(key, i)
+    if "errors.ChildFailedError" in seen:  # its summary says what the first "failed (exitcode" said
+        seen.pop("failed (exitcode", None)
+    out: list[int] = []
+    for key in _VERDICT_KEYS:
+        if key in seen:
+            out.append(seen[key])
+        if key == "Root Cause (first observed failure)" and key in seen:
+            at = seen[key]
+            out += [k for k in range(at + 1, min(len(lines), at + 8)) if _is_rank_row(lines[k])][:1]
+    return out
+
+
+def _is_rank_row(line: str) -> bool:
+    body = line.split("]:", 1)[-1].strip() if "]:" in line and not line.lstrip().startswith("rank") else line.strip()
+    return body.startswith("rank") and ":" in body
+
+
+def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], evidence: Sequence[str],
+               first: ranks.Origin, norm: Callable[[int], str], limit: int) -> list[int]:
+    """Indexes of the lines an operator needs to see the root failure: the first failing
+    rank's distinct real error lines (the exception and those it chains, each message once),
+    the lines the classifier's evidence quotes, the kills that ended the run, and the
+    launcher's/scheduler's verdict lines; at most ``limit``."""
+    region = [i for i in failures if i >= start]
+    tags = _Tags(lines, start)
+
+    def mine(i: int) -> bool:
+        return same_origin(tags.of(i), first)
+
+    own = [i for i in region if is_root_error(norm(i)) and mine(i)]
+    picked = _root_lines(own, norm)
+    if not own:  # only symptoms: a collective timeout is the key message (the first one)
+        picked = [i for i in region if _TIMEOUT.search(norm(i)) is not None][:1]
+    texts = {_shape(norm(i)) for i in picked}
+    for i in _quoted(lines, start, failures, evidence, norm):
+        if _shape(norm(i)) not in texts and mine(i) and not (own and _cleanup(norm(i))):
+            picked.append(i)
+            texts.add(_shape(norm(i)))
+    kills = [i for i in region if is_terminal_kill(norm(i)) and not lines[i][:1].isspace()
+             and not logs.is_secondary(norm(i)) and not is_benign(norm(i)) and not (own and _cleanup(norm(i)))]
+    picked += [i for i in kills if i not in picked and (not own or i > own[0])][:2]
+    verdict = [i for i in verdict_lines(lines, start) if not (own and _cleanup(norm(i))) and i not in picked]
+    found = picked[:limit]
+    found += verdict[:max(limit - len(found), 0)]
+    if not found:
+        found = [i for i in region if not logs.is_secondary(norm(i))][:limit] or list(region[:limit])
+    return sorted(set(found))
+
+
+def _shape(text: str) -> str:
+    """A message with its numbers blanked (the same error of another GPU or process)."""
+    return _DIGITS.sub("#", text)
+
+
+_DIGITS = re.compile(r"\d+")
+
+
+def _root_lines(own: Sequence[int], norm: Callable[[int], str]) -> list[int]:
+    """The first root error line, the distinct exception lines after it (the ones it chains),
+    and the last one when the message is printed again at the end (the exception that ended
+    the process; a message printed more often is that of several processes)."""
+    if not own:
+        return []
+    picked = [own[0]]
+    texts = {_shape(norm(own[0]))}
+    for i in own[1:]:
+        text = _shape(norm(i))
+        if len(picked) >= MAX_ROOT_LINES:
+            break
+        if text not in texts and _EXCEPTION.match(text):
+            picked.append(i)
+            texts.add(text)
+    last = own[-1]
+    again = sum(1 for i in own if _shape(norm(i)) == _shape(norm(last)))
+    if last not in picked and _EXCEPTION.match(norm(last)) and again <= 2:
+        picked.append(last)
+    return picked
+
+
+#: An exception's final line ("torch.OutOfMemoryError: …", "KeyboardInterrupt").
+_EXCEPTION = re.compile(r"(?:[\w.]+\.)?(?:[A-Z]\w*)?(?:Error|Exception|Interrupt|Quit|Exit|Failure)\b")
+
+
+def _cleanup(norm: str) -> bool:
+    """A scheduler's cancel with no reason after the job's own error (the allocation ended)."""
+    return "CANCELLED AT" in norm and "DUE TO" not in norm
+
+
+def _quoted(lines: Sequence[str], start: int, failures: Sequence[int], evidence: Sequence[str],
+            norm: Callable[[int], str]) -> list[int]:
+    """The first failure line after ``start`` that holds each quoted evidence line (not code
+    lines, not symptoms)."""
+    out = []
+    for e in evidence[:4]:
+        key = e.strip()[:120]
+        if len(key) < 4 or key.startswith("terminated: ") or not is_root_error(key) or not any(c.isalpha() for c in key):
+            continue
+        hit = next((i for i in failures if i >= start and key in norm(i)), None)  # most often one of them
+        if hit is None:
+            hit = next((i for i in find_keys(lines, (key[:40],), start) if key in norm(i)), None)
+        if hit is not None and is_root_error(norm(hit)) and (is_failure(norm(hit), lines[hit])
+                                                             or _SAYS_ERROR.search(norm(hit)) is not None):
+            out.append(hit)
+    return out
+
+
+#: Words of a line that states a failure (the classifier's evidence is read at most four times).
+_SAYS_ERROR = re.compile(r"[Ee]rror|ERROR|[Ee]xception|[Ff]ail|FAIL|[Kk]illed|not found|[Dd]enied|[Ii]nvalid|No such"
+                         r"|out of memory|[Tt]imeout|timed out|[Aa]bort|[Ss]egmentation|Interrupt|[Uu]nable|[Cc]annot"
+                         r"|can't|[Mm]ismatch|nan\b|NaN")
+
+
+def interleaved(lines: Sequence[str], start: int, first: ranks.Origin) -> tuple[int, int]:
+    """``(a, b)``: the untagged lines in ``(a, b]`` were printed among the other ranks' lines
+    after the first failing rank's first prefixed error line ``a`` (up to the last prefixed
+    line ``b`` of another rank); ``(0, 0)`` when the first rank has no prefixed error line."""
+    if first.rank is None:
+        return 0, 0
+    own = next((k for k in find_keys(lines, ("rror", "xception"), start) if ranks.prefix_rank(lines[k]) == first.rank
+                and logs.is_hard_error(logs.normalize_line(lines[k]))), None)
+    if own is None:
+        return 0, 0
+    last = next((k for k in range(len(lines) - 1, own, -1) if (r := ranks.prefix_rank(lines[k])) is not None
+                 and r != first.rank), None)
+    return (own, last) if last is not None else (0, 0)
+
+
+def secondary_lines(lines: Sequence[str], failures: Sequence[int], primary: Sequence[int], first: ranks.Origin,
+                    norm: Callable[[int], str]) -> list[int]:
+    """The failure lines after the root error that other ranks, processes or the launcher
+    printed because of it (their own errors and symptoms such as timeouts, SIGTERMs, exit
+    summaries); the first failing process's own later lines are not."""
+    if not primary:
+        return []
+    at = primary[0]
+    tags = _Tags(lines, at)
+    return [i for i in failures if i > at and i not in primary
+            and (not is_root_error(norm(i)) or not same_origin(tags.of(i), first))]
+
+
+#: What Python prints between the tracebacks of a chain of exceptions.
+_CHAINED = ("The above exception was the direct cause of the following exception",
+            "During handling of the above exception, another exception occurred")
+_TRACEBACK = "Traceback (most recent call last)"
+
+
+def chain_start(lines: Sequence[str], tb: int, floor: int, reach: int = 400) -> int:
+    """The header of the first traceback of the chain whose traceback starts at ``tb`` (``tb``
+    itself when it is not chained to an earlier one), not before ``floor``."""
+    while True:
+        above = [k for k in range(tb - 1, max(floor, tb - 4) - 1, -1) if lines[k].strip()]
+        if not above or not any(c in lines[above[0]] for c in _CHAINED):
+            return tb
+        prev = next((k for k in range(above[0] - 1, max(floor, above[0] - reach) - 1, -1) if _TRACEBACK in lines[k]),
+                    None)
+        if prev is None:
+            return tb
+        tb = prev

@@ -1,0 +1,210 @@
+"""The root error of multi-rank whole logs as an operator finds it (issue 23, items 3-4): the
+first rank that printed a real error (not torchrun's table when a rank printed its traceback
+first), Open MPI's "first process to do so" with its host, one Ray worker's traceback among
+several on a node, symptoms (NCCL timeouts, SIGTERMs, exit-code rows) never the root, and the
+launcher's verdict lines among the indicator lines. The excerpts are written by hand in the
+shapes these launchers print."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpulens.diagnosis.classifier import Classifier
+from gpulens.diagnosis.logread import diagnose_text
+from gpulens.diagnosis.logread.ranks import (
+    Origin,
+    mpirun_first,
+    origin_of,
+    strip_prefix,
+    table_hosts,
+)
+from gpulens.diagnosis.logread.rootline import is_root_error, verdict_lines
+
+
+@pytest.fixture(scope="module")
+def rules() -> Classifier:
+    return Classifier(model=None, cache_dir=None)
+
+
+def _rank_traceback(rank: int, error: str) -> list[str]:
+    return [f"[rank{rank}]: Traceback (most recent call last):",
+            f'[rank{rank}]:   File "/srv/job/train.py", line 41, in <module>',
+            f"[rank{rank}]:     out = model(batch)",
+            f"[rank{rank}]: {error}"]
+
+
+_TORCHRUN_TAIL = [
+    "W0312 08:00:09.100000 900 torch/distributed/elastic/multiprocessing/api.py:897] Sending process 901 closing signal SIGTERM",
+    "E0312 08:00:10.200000 900 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) local_rank: 2 (pid: 903) of binary: /usr/bin/python3",
+    "Traceback (most recent call last):",
+    '  File "/usr/local/bin/torchrun", line 8, in <module>',
+    "    raise ChildFailedError(",
+    "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+    "============================================================",
+    "train.py FAILED",
+    "------------------------------------------------------------",
+    "Failures:",
+    "[1]:",
+    "  time      : 2025-03-12_08:00:09",
+    "  host      : node-a3",
+    "  rank      : 5 (local_rank: 5)",
+    "  exitcode  : 1 (pid: 906)",
+    "------------------------------------------------------------",
+    "Root Cause (first observed failure):",
+    "[0]:",
+    "  time      : 2025-03-12_08:00:09",
+    "  host      : node-a3",
+    "  rank      : 2 (local_rank: 2)",
+    "  exitcode  : 1 (pid: 903)",
+    "============================================================",
+]
+
+
+def _torchrun_log() -> list[str]:
+    head = [f"[rank{r}]: step 10/500 loss 3.21" for r in range(4)]
+    err = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU {0} has a total capacity of 79.15 GiB"
+    body = _rank_traceback(5, err.format(5)) + _rank_traceback(2, err.format(2))
+    return head + body + _TORCHRUN_TAIL
+
+
+def test_the_first_rank_to_print_the_error_beats_torchruns_table(rules: Classifier) -> None:
+    lines = _torchrun_log()
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.diagnosis.category == "gpu_oom"
+    assert (w.first_rank, w.first_node) == (5, "node-a3")  # the table's host for rank 5
+    got = [lines[n - 1] for n in w.indicator_lines]
+    assert got[0].startswith("[rank5]: torch.OutOfMemoryError") and not any(x.startswith("[rank2]: torch") for x in got)
+    assert any("ChildFailedError" in x for x in got) and any("Root Cause" in x for x in got)
+    assert any(x.strip().startswith("rank      : 2") for x in got)  # the table's rank row
+    assert not any("SIGTERM" in x or "exitcode  :" in x for x in got)
+    assert w.secondary_lines >= 2
+
+
+def test_timestamps_order_interleaved_ranks(rules: Classifier) -> None:
+    lines = [
+        "[rank1]:[E312 08:00:05.500 ProcessGroupNCCL.cpp:607] [Rank 1] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=9, OpType=ALLREDUCE) ran for 600000 milliseconds before timing out.",
+        "2025-03-12 08:00:07,100 [rank: 3] ERROR torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+        "2025-03-12 08:00:02,900 [rank: 0] ERROR RuntimeError: CUDA error: an illegal memory access was encountered",
+    ]
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.first_rank == 0  # earliest real error by its timestamp; the NCCL timeout is a symptom
+
+
+def test_open_mpi_names_the_first_process_and_its_binding_names_the_host(rules: Classifier) -> None:
+    lines = [f"[gpn{1 + r // 4:02d}.hpc.local:{4000 + r // 4}] MCW rank {r} bound to socket 0[core {r % 4}[hwt 0]]: [B/./././.]"
+             for r in range(8)]
+    for _ in range(3):
+        lines += ["Traceback (most recent call last):", '  File "infer.py", line 3, in <module>',
+                  "ModuleNotFoundError: No module named 'tracks.io'"]
+    lines += [
+        "--------------------------------------------------------------------------",
+        "mpirun detected that one or more processes exited with non-zero status, thus causing",
+        "the job to be terminated. The first process to do so was:",
+        "",
+        "  Process name: [[5120,1],6]",
+        "  Exit code:    1",
+        "--------------------------------------------------------------------------",
+    ]
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.diagnosis.category == "import_error"
+    assert (w.first_rank, w.first_node) == (6, "gpn02.hpc.local")
+    got = [lines[n - 1] for n in w.indicator_lines]
+    assert got[0].startswith("ModuleNotFoundError") and sum(x.startswith("ModuleNotFoundError") for x in got) == 1
+    assert any("mpirun detected" in x for x in got) and any("Process name" in x for x in got)
+
+
+def test_one_ray_workers_traceback_among_several_on_a_node(rules: Classifier) -> None:
+    def worker(pid: int) -> list[str]:
+        return [f"Unhandled error: ray::Worker.update_actor() (pid={pid}, ip=10.1.2.3, actor_id=ab{pid})",
+                '  File "/srv/worker.py", line 88, in update_actor',
+                "    loss.backward()",
+                f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB. GPU 0 has a total capacity "
+                f"of 39.00 GiB of which 1.{pid % 10} GiB is free."]
+    lines = ["step 0 started"] + worker(7001) + worker(7002) + worker(7003)
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.diagnosis.category == "gpu_oom" and w.first_node == "10.1.2.3"
+    assert w.indicator_lines == [5]  # the first worker's OOM; the others' are the same failure again
+
+
+def test_srun_task_under_torchrun_is_not_the_rank(rules: Classifier) -> None:
+    lines = _rank_traceback(1, "bdb.BdbQuit") + _rank_traceback(0, "bdb.BdbQuit") + _TORCHRUN_TAIL + [
+        "srun: error: node-a3: task 0: Exited with exit code 1"]
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.first_rank == 2  # no rank printed an error line the reader knows: torchrun's table
+
+
+@pytest.mark.parametrize("line, root", [
+    ("RuntimeError: CUDA error: an illegal memory access was encountered", True),
+    ("[E ProcessGroupNCCL.cpp:607] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9)", False),
+    ("W0312 08:00:09.100000 900 api.py:897] Sending process 901 closing signal SIGTERM", False),
+    ("torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ", False),
+    ("  exitcode  : -6 (pid: 3622282)", False),
+    ("E0312 08:00:10.2 900 api.py:869] failed (exitcode: -6) local_rank: 1 (pid: 903) of binary: /usr/bin/python3", False),
+    ("srun: error: node-a3: task 0: Exited with exit code 1", False),
+    ("ConnectionResetError: [Errno 104] Connection reset by peer", False),
+    ('  File "/srv/job/train.py", line 41, in <module>', False),
+])
+def test_symptoms_are_never_the_root(line: str, root: bool) -> None:
+    assert is_root_error(line) is root
+
+
+def test_launcher_summaries() -> None:
+    assert table_hosts(_TORCHRUN_TAIL) == {5: "node-a3", 2: "node-a3"}
+    bindings = ["[gpn07:11] MCW rank 3 bound to socket 0[core 3[hwt 0]]: [./././B]"]
+    assert mpirun_first(["  Process name: [[77,1],3]"], [0], [0] if bindings else []) is not None
+    assert mpirun_first(["  Process name: [[77,1],3]"] + bindings, [0], [1]) == Origin(3, "gpn07")
+    assert mpirun_first(["  Process name: [[77,1],3]"], [0], []) == Origin(3)
+    got = [_TORCHRUN_TAIL[i] for i in verdict_lines(_TORCHRUN_TAIL, 0)]
+    assert got[0].startswith("torch.distributed.elastic.multiprocessing.errors.ChildFailedError")
+    assert got[1].startswith("Root Cause") and got[2].strip().startswith("rank      : 2")
+    assert origin_of("(Worker pid=77, ip=10.0.0.9) x") == Origin(None, "10.0.0.9", "77")
+    assert strip_prefix("[rank3]: TypeError: boom") == "TypeError: boom"
+    assert strip_prefix("[rank3]:   File \"x.py\", line 1") == "  File \"x.py\", line 1"
+    assert strip_prefix("3: RuntimeError: boom") == "RuntimeError: boom"
+
+
+def test_secondary_lines_are_other_ranks_and_launchers_not_the_failing_process_own(rules: Classifier) -> None:
+    w = diagnose_text("\n".join(_torchrun_log()), rules)
+    # rank 2's OOM, the SIGTERM, "failed (exitcode", the launcher's raise and its two exit-code rows
+    assert w.secondary_lines == 6
+    single = ["epoch 3 step 120 loss 0.41",
+              "Traceback (most recent call last):", '  File "train.py", line 9, in load', "    return open(p)",
+              "FileNotFoundError: [Errno 2] No such file or directory: 'data/val.json'",
+              "", "During handling of the above exception, another exception occurred:", "",
+              "Traceback (most recent call last):", '  File "train.py", line 30, in <module>', "    load(p)",
+              "RuntimeError: could not read the validation split"]
+    w = diagnose_text("\n".join(single), rules)
+    assert w.indicator_lines == [5, 12] and w.secondary_lines == 0  # one process: its chain, nothing secondary
+
+
+def test_a_hang_names_the_first_rank_whose_collective_timed_out(rules: Classifier) -> None:
+    head = [f"[rank{r}]: step 875/2000 loss 1.02" for r in range(4)]
+    hang = [f"[rank{r}]:[E922 03:32:0{k}.1 ProcessGroupNCCL.cpp:607] [Rank {r}] Watchdog caught collective operation "
+            f"timeout: WorkNCCL(SeqNum=875, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800047 milliseconds"
+            for k, r in enumerate((2, 1, 3))]
+    lines = head + hang + _TORCHRUN_TAIL
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.first_rank == 2  # nothing failed otherwise: the first rank to report the timeout, not the table's
+    assert w.indicator_lines[0] == 5 and w.first_node == "node-a3"
+
+
+def test_timestamps_of_different_forms_are_not_compared(rules: Classifier) -> None:
+    lines = ["2025-03-12 08:00:07,100 [rank: 3] ERROR torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+             "[rank0]:[E312 08:00:02.900 ProcessGroupNCCL.cpp:1200] [Rank 0] RuntimeError: CUDA error: an illegal memory "
+             "access was encountered"]
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.first_rank == 3  # a date and a bare time of day do not order as text: file order
+
+
+def test_the_error_context_starts_at_the_first_traceback_of_a_chain() -> None:
+    from gpulens.diagnosis.logread.rootline import chain_start
+
+    lines = ["epoch 9 step 40 loss 0.2",  # 0
+             "Traceback (most recent call last):", '  File "a.py", line 3, in f', "KeyError: 'label'", "",  # 1-4
+             "The above exception was the direct cause of the following exception:", "",  # 5-6
+             "Traceback (most recent call last):", '  File "a.py", line 9, in <module>',  # 7-8
+             "RuntimeError: could not build the batch"]  # 9
+    assert chain_start(lines, 7, 0) == 1
+    assert chain_start(lines, 7, 3) == 7  # not before the floor
+    assert chain_start(lines, 1, 0) == 1  # not chained to anything above
