@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import os
 import re
 import shutil
@@ -497,7 +498,7 @@ class Store:
                 f"getvariable('{mixed_variable(kind)}'), {hive}, union_by_name = true)"
                 f") WHERE node <> '{_SEED_NODE}'"
             )
-            set_files(con, self.samples, kind, self.sample_files(kind), bind=lambda sql=sql: con.execute(sql))
+            set_files(con, self.samples, kind, self.sample_files(kind), bind=functools.partial(con.execute, sql))
 
     # ------------------------------------------------------- bulk sample write
     def write_samples(self, kind: str, table: pa.Table, *, tag: str | None = None) -> list[Path]:
