@@ -290,7 +290,8 @@ def _build_ph_rolled(con: duckdb.DuckDBPyConnection, sf: SampleFiles,
     while True:
         plan = rollups.plan(root, "gpu_hour", files, qr.warner(root))
         try:
-            _build_ph(con, *_files_source([p for p, _ in plan.raw]), _rollup_sources(plan))
+            raw = [p for p, _ in plan.raw]
+            _build_ph(con, *_files_source(raw), _rollup_sources(plan), raw=bool(raw))
             return
         except duckdb.Error as exc:
             bad = _damaged_rollups(plan, exc)
@@ -365,21 +366,28 @@ _ROLL_USED = """
 
 
 def _build_ph(con: duckdb.DuckDBPyConnection, src: str, params: dict[str, Any],
-              roll: tuple[str, str, dict[str, Any]] | None) -> None:
+              roll: tuple[str, str, dict[str, Any]] | None, *, raw: bool = True) -> None:
     """PH: the raw samples of ``src`` and the rollup rows of ``roll`` (flat, lists, params)
-    joined to the placement-hours; counts, sums and minute masks add up across the two."""
-    parts = [_RAW_USED.format(src=src, hours=_HOURS)]
+    joined to the placement-hours; counts, sums and minute masks add up across the two.
+
+    ``raw=False`` (``src`` holds no file): a placement-hour gets at most one rollup row (one
+    per GPU and hour), taken as it is instead of grouped (0.2 s of CPU on 1.4 M rows)."""
+    parts = [_RAW_USED.format(src=src, hours=_HOURS)] if raw or roll is None else []
     if roll is not None:
         parts.append(_ROLL_USED.format(flat=roll[0], lists=roll[1], hours=_HOURS))
         params = {**params, **roll[2]}
+    if not raw and roll is not None:
+        params = {k: v for k, v in params.items() if k != "files"}
+        used = f"""SELECT hid, CAST(n AS BIGINT) AS n, CAST(su AS DOUBLE) AS su, bit_count(mask) AS k
+            FROM ({parts[0]})"""  # noqa: S608 - fragments are module constants
+    else:
+        used = f"""SELECT hid, CAST(sum(n) AS BIGINT) AS n, CAST(sum(su) AS DOUBLE) AS su,
+                   bit_count(bit_or(mask)) AS k
+            FROM ({" UNION ALL ".join(parts)}) GROUP BY hid"""  # noqa: S608
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE {PH} AS
-        WITH used AS (
-            SELECT hid, CAST(sum(n) AS BIGINT) AS n, CAST(sum(su) AS DOUBLE) AS su,
-                   bit_count(bit_or(mask)) AS k
-            FROM ({" UNION ALL ".join(parts)}) GROUP BY hid
-        )
+        WITH used AS ({used})
         SELECT x.pid, x.h, CAST(x.hi_m - x.lo_m AS BIGINT) AS alloc_min,
                coalesce(used.n, 0) AS n, coalesce(used.su, 0.0) AS su, coalesce(used.k, 0) AS k,
                {acc.busy_minutes_sql("used.n", "used.su", "used.k")} AS busy_min

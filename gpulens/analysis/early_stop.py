@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
 import duckdb
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from gpulens.analysis import accounting as acc
 from gpulens.analysis.base import cache_key, set_cache_key
@@ -52,6 +55,47 @@ def _curves_sql() -> str:
     """
 
 
+def _curves(con: duckdb.DuckDBPyConnection, metric: str, sign: float) -> pa.Table:
+    """The rows of :func:`_curves_sql` and each point's ``prev_best`` (the best value of the
+    points before it; NULL at the first), from one pass over the job's points in step order.
+
+    The same numbers as the SQL (a mean of one value is that value; grouping, ranks, maxima
+    and counts are exact), in a fifth of the time: on 2 M points the SQL's grouping by
+    (job, step) and its window took 1.2 s of CPU."""
+    with warnings.catch_warnings():  # DuckDB 2 warns of one copy (20 ms); con.sql() would refuse
+        warnings.filterwarnings("ignore", "Arrow output on a DB-API result", UserWarning)
+        t: pa.Table = con.execute(  # to run after a caller's unfinished fetchone()
+            "SELECT job_id, step, value FROM job_metrics"
+            " WHERE metric = $metric AND value IS NOT NULL AND isfinite(value)", {"metric": metric}
+        ).to_arrow_table()
+    jobs = pc.dictionary_encode(t["job_id"]).combine_chunks()
+    key = (np.asarray(jobs.indices, np.int64) << 32) + (t["step"].to_numpy().astype(np.int64) + 2**31)
+    value = t["value"].to_numpy().astype(np.float64)
+    if len(key) > 1 and not bool(np.all(key[1:] >= key[:-1])):
+        order = np.argsort(key, kind="stable")  # equal keys keep their order: the same sums
+        key, value = key[order], value[order]
+    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if len(key) else key[:0]
+    counts = np.diff(np.r_[starts, len(key)])
+    v = sign * (np.add.reduceat(value, starts) / counts if len(key) else value)
+    job = key[starts] >> 32
+    firsts = np.flatnonzero(np.r_[True, job[1:] != job[:-1]]) if len(job) else job[:0]
+    epochs = np.diff(np.r_[firsts, len(job)])
+    of = np.repeat(np.arange(len(firsts)), epochs)  # each point's job, 0 .. jobs - 1
+    prev = pd.Series(v).groupby(of).cummax().to_numpy().astype(np.float64)
+    prev = np.r_[np.nan, prev[:-1]] if len(prev) else prev
+    first = np.zeros(len(v), bool)
+    first[firsts] = True
+    return pa.table({
+        "job_id": jobs.dictionary.take(pa.array(job)),
+        "step": pa.array((key[starts] & 0xFFFFFFFF) - 2**31, pa.int32()),
+        "rn": pa.array(np.arange(len(job)) - firsts[of] + 1, pa.int64()),
+        "v": pa.array(v, pa.float64()),
+        "epochs": pa.array(epochs[of], pa.int64()),
+        "best": pa.array(np.maximum.reduceat(v, firsts)[of] if len(v) else v, pa.float64()),
+        "prev_best": pa.array(prev, pa.float64(), mask=first),
+    })
+
+
 def convergence_sql() -> str:
     """Per job: epochs, best_epoch, converged_epoch, fraction_epochs (params $sign, $metric, $tol)."""
     return f"""
@@ -74,7 +118,7 @@ def _params(filters: Filters | None, metric: str, tolerance: float) -> dict[str,
     }
 
 
-CURVE = "__gl_curve"  # job_id, step, rn, v, epochs, best for one metric
+CURVE = "__gl_curve"  # job_id, step, rn, v, epochs, best, prev_best for one metric
 CV = "__gl_cv"  # convergence per job for one metric and tolerance
 
 
@@ -87,8 +131,9 @@ def ensure_convergence(con: duckdb.DuckDBPyConnection, metric: str, tolerance: f
     params = {"metric": metric, "sign": -1.0 if lower_is_better(metric) else 1.0,
               "tol": float(tolerance)}
     if cache_key(con, CURVE) != metric:
-        con.execute(f"CREATE OR REPLACE TEMP TABLE {CURVE} AS {_curves_sql()}",
-                    {k: params[k] for k in ("metric", "sign")})
+        # the Arrow table itself is the connection's CURVE (read in place: copying it into a
+        # TEMP table cost 0.17 s of CPU on 2 M points and made no later query faster)
+        con.register(CURVE, _curves(con, metric, -1.0 if lower_is_better(metric) else 1.0))
         set_cache_key(con, CURVE, metric)
         set_cache_key(con, CV, "")
     cv_key = f"{metric}|{float(tolerance)!r}"
@@ -222,15 +267,10 @@ def online_stop(
     params.update({"patience": int(patience), "min_delta": float(min_delta)})
     # The rule fires at i + patience for the first improvement i whose next
     # improvement comes later than that (or never), within the run; so only the
-    # running best (one window) and the improvements' successors (a window over
-    # the improvements only) are needed.
+    # running best (the curve's prev_best, see _curves) and the improvements'
+    # successors (a window over the improvements only) are needed.
     sql = f"""
-        WITH w AS (
-            SELECT job_id, rn, step, v, epochs, best,
-                   max(v) OVER (PARTITION BY job_id ORDER BY rn
-                                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_best
-            FROM {CURVE}
-        ),
+        WITH w AS (SELECT job_id, rn, step, v, epochs, best, prev_best FROM {CURVE}),
         imp AS (
             SELECT job_id, rn, epochs,
                    lead(rn) OVER (PARTITION BY job_id ORDER BY rn) AS next_imp

@@ -36,11 +36,13 @@ __all__ = [
     "excluded",
     "is_excluded",
     "list_quarantined",
+    "mark_verified",
     "quarantine",
     "rows_of",
     "quarantine_named_in_error",
     "any_excluded",
     "sample_file_in_error",
+    "verified",
     "warner",
 ]
 
@@ -102,6 +104,17 @@ def check_segment(path: Path | str) -> str | None:
         return "footer length larger than the file (truncated?)"
     _VERIFIED[key] = (st.st_size, st.st_mtime_ns)
     return None
+
+
+def verified(path: str) -> tuple[int, int] | None:
+    """(size, mtime_ns) of ``path`` when it passed :func:`check_segment` in this process."""
+    return _VERIFIED.get(path)
+
+
+def mark_verified(path: str, size: int, mtime_ns: int) -> None:
+    """Record that ``path`` passed the check while it had this size and mtime (a listing saved by
+    another process that checked it, gpulens.store.lake)."""
+    _VERIFIED[path] = (size, mtime_ns)
 
 
 def rows_of(path: Path) -> int | None:

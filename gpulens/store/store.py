@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import os
 import re
 import shutil
@@ -488,16 +489,16 @@ class Store:
         return con
 
     def _sample_views(self, con: duckdb.DuckDBPyConnection) -> None:
+        hive = "hive_partitioning = true, hive_types = {'kind': VARCHAR, 'date': DATE, 'node': VARCHAR}"
         for kind, view in VIEW_NAMES.items():
-            set_files(con, self.samples, kind, self.sample_files(kind))
-            hive = "hive_partitioning = true, hive_types = {'kind': VARCHAR, 'date': DATE, 'node': VARCHAR}"
-            con.execute(
+            sql = (
                 f"CREATE OR REPLACE VIEW {view} AS SELECT * EXCLUDE (kind) FROM ("  # noqa: S608
                 f"SELECT * FROM read_parquet(getvariable('{files_variable(kind)}'), {hive})"
                 " UNION ALL BY NAME SELECT * FROM read_parquet("
                 f"getvariable('{mixed_variable(kind)}'), {hive}, union_by_name = true)"
                 f") WHERE node <> '{_SEED_NODE}'"
             )
+            set_files(con, self.samples, kind, self.sample_files(kind), bind=functools.partial(con.execute, sql))
 
     # ------------------------------------------------------- bulk sample write
     def write_samples(self, kind: str, table: pa.Table, *, tag: str | None = None) -> list[Path]:

@@ -1,0 +1,95 @@
+"""The live-file listing saved for the next process (gpulens.store.lake): used only while every
+folder and file it was derived from is unchanged, so it is always the listing a walk would give."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from gpulens.store import Store, lake
+from gpulens.store import quarantine as qr
+from tests.core.lake_builders import proc_rows
+
+
+def _settle(samples: Path, seconds: float = 60.0) -> None:
+    """Date every folder and file under ``samples`` back (the listing saves nothing that
+    changed in the last 2 s: mtimes can be coarse)."""
+    then = time.time() - seconds
+    for folder, _, names in os.walk(samples, topdown=False):
+        for name in names:
+            os.utime(os.path.join(folder, name), (then, then))
+        os.utime(folder, (then, then))
+
+
+def _new_process() -> None:
+    """Forget what this process listed and checked, as a fresh process would not know it."""
+    lake._whole.clear()
+    lake._listed.clear()
+    lake._inputs_cache.clear()
+    qr._VERIFIED.clear()
+
+
+def _walked(samples: Path, kind: str) -> lake.LakeListing:
+    """The listing by a walk of the folders (the saved one set aside)."""
+    saved = lake._saved_path(samples, kind)
+    aside = saved.with_name("aside.json")
+    saved.rename(aside)
+    try:
+        _new_process()
+        return lake.list_live(samples, kind)
+    finally:
+        aside.rename(saved)
+        _new_process()
+
+
+def test_saved_listing_is_used_only_while_nothing_it_came_from_changed(store: Store) -> None:
+    for node in ("n0", "n1"):
+        for first in (0, 100):
+            store.write_samples("proc", proc_rows(node, first, 50))
+    _settle(store.samples)
+    first = lake.list_live(store.samples, "proc")
+    saved = lake._saved_path(store.samples, "proc")
+    assert saved.exists() and len(json.loads(saved.read_text())["files"]) == 4
+
+    _new_process()
+    again = lake._load_saved(store.samples, "proc")
+    assert again is not None and again[1] == first == _walked(store.samples, "proc")
+
+    # a file changed in place (its folder's mtime is not): the saved listing is not used, and
+    # the walk's magic check finds the damage
+    victim = Path(first.paths[0])
+    folder_mtime = victim.parent.stat().st_mtime_ns
+    with open(victim, "r+b") as fh:
+        fh.truncate(victim.stat().st_size // 2)
+    assert victim.parent.stat().st_mtime_ns == folder_mtime
+    _new_process()
+    assert lake._load_saved(store.samples, "proc") is None
+    lines: list[str] = []
+    after = lake.list_live(store.samples, "proc", warn=lines.append)
+    assert str(victim) not in after.paths and len(after.paths) == 3
+    assert len(lines) == 1 and victim.name in lines[0]
+
+    # a new file in a partition: its folder changed, the new file is listed
+    _settle(store.samples)
+    lake.list_live(store.samples, "proc")
+    store.write_samples("proc", proc_rows("n1", 500, 10))
+    _new_process()
+    assert lake._load_saved(store.samples, "proc") is None
+    assert len(lake.list_live(store.samples, "proc").paths) == 4
+
+
+def test_nothing_recent_is_saved_and_a_bad_saved_file_is_ignored(store: Store) -> None:
+    store.write_samples("proc", proc_rows("n0", 0, 20))
+    saved = lake._saved_path(store.samples, "proc")
+    saved.unlink(missing_ok=True)
+    _new_process()
+    listing = lake.list_live(store.samples, "proc")
+    assert len(listing.paths) == 1 and not saved.exists()  # written just now: not settled
+    saved.write_text("{not json")
+    _new_process()
+    assert lake.list_live(store.samples, "proc") == listing
+    saved.write_text(json.dumps({"version": 1, "kind": "proc", "stamps": [], "files": []}))
+    _new_process()
+    assert lake.list_live(store.samples, "proc") == listing
