@@ -8,9 +8,15 @@ limit, a non-zero exit) comes after it.
 
 from __future__ import annotations
 
+import dataclasses
 import re
+from collections.abc import Sequence
 
-__all__ = ["COMPLETION_COVER", "COMPLETION_KEYS", "completion_strength", "is_completion"]
+from gpulens.diagnosis.logread.lines import is_progress
+from gpulens.diagnosis.logs import find_keys
+
+__all__ = ["COMPLETION_COVER", "COMPLETION_KEYS", "End", "completion_strength", "end_evidence", "is_completion",
+           "is_progress_bar"]
 
 #: Literal keys (``str.find`` prefilter) of the completion messages below: every message the
 #: patterns accept holds one of them (tests/diagnosis/test_logread.py checks the examples).
@@ -65,3 +71,135 @@ def completion_strength(line: str) -> float:
 def is_completion(line: str) -> bool:
     """Whether a line is a completion message (strong or weak)."""
     return completion_strength(line) > 0
+
+
+# ----------------------------------------------------------------- how a log without a failure ends
+
+
+@dataclasses.dataclass(frozen=True)
+class End:
+    """How the last attempt of a log with no failure line ends: ``strength`` > 0 when it
+    ended normally (that sure, ``why`` says from what), 0 when it stops in the middle of the run
+    (no completion, no error: killed from outside or cut off); ``index``: the line that shows it."""
+
+    index: int
+    strength: float
+    why: str
+
+    @property
+    def stopped(self) -> bool:
+        return self.strength == 0.0
+
+
+#: Counters ``N/M`` (``of M``) a progress line names: the run's epoch, its step/iteration, a bar.
+_EPOCH_OF = re.compile(r"\b(?:[Ee]poch|EPOCH)s?\b\s*[:=#\[(]?\s*(\d+)\s*(?:/|of)\s*(\d+)")
+_STEP_OF = re.compile(r"\b(?:[Ss]tep|STEP|[Ii]ter(?:ation)?|ITER|[Bb]atch)s?\b\s*[:=#\[(]?\s*(\d+)\s*(?:/|of)\s*(\d+)")
+_BAR = re.compile(r"(?:^|[\s|\[])(\d+)\s*/\s*(\d+)\s*(?:\[|\]|\|)")
+#: A line that reports a result: a metric name with a number.
+_RESULT = re.compile(
+    r"(?i)(?<![a-z])(?:acc(?:uracy)?|top-?[15]|f1|auc|psnr|ssim|mIoU|mAP|dice|bleu|rouge\w*|wer|cer|perplexity|ppl|score"
+    r"|precision|recall|loss|error rate|reward|return|average|mean|total|best|final|test|eval\w*|valid\w*|results?)"
+    r"(?![a-z])[^\n]{0,80}?[:=|]?\s*[-+]?\d*\.?\d")
+_DIGITS = re.compile(r"\d+")
+#: A shell ``time`` wrapper's report (``real 1m2.3s``), or a job script's epilogue: the date or
+#: an end banner printed after the program returned (a killed job prints neither).
+_EPILOGUE = re.compile(
+    r"^real\s+\d+m[\d.]+s$|^(?:[A-Z][a-z]{2} ){2}[ \d]\d \d\d:\d\d:\d\d(?: [A-Z]{2,5})? \d{4}$"
+    r"|^(?:Job |Run |Script )?(?:[Ee]nd(?:ed)?|[Ff]inish(?:ed)?|[Cc]omplet(?:ed)?)(?: time| at| on|:)\s*[:=]?\s*\S*\d")
+_TAIL = 12
+#: Non-blank lines after the last progress line that still count as "the log ends in progress"
+#: (a bar's last refresh is often printed twice, or followed by a blank tracker line).
+_AFTER_PROGRESS = 2
+
+
+def end_evidence(lines: Sequence[str], floor: int, progress: Sequence[int]) -> End | None:
+    """How the attempt ``lines[floor:]`` (no failure line in it) ends, from its last lines:
+    the last counter at its end (``Epoch 30/30``, ``step:6000/6000``, a bar at ``N/N``), a job
+    script's epilogue (``time``'s report, the date), results after the last progress line that
+    training did not print before; or it stops mid-run (its last lines are progress, short of
+    the end, by more than the stride between its last two counters). ``progress``: the indexes of
+    the last progress lines, latest first (empty: there is none)."""
+    last_progress = progress[0] if progress else None
+    tail = [i for i in range(max(floor, len(lines) - 4 * _TAIL), len(lines)) if lines[i].strip()][-_TAIL:]
+    if not tail:
+        return None
+    epi = next((i for i in reversed(tail[-3:]) if _EPILOGUE.search(_shown(lines[i]).strip())), None)
+    if epi is not None:
+        return End(epi, 0.8, "the job script went on after the program ended (its epilogue printed)")
+    if last_progress is not None and last_progress >= floor:
+        reached = _counters_end(_shown(lines[last_progress]),
+                                _shown(lines[progress[1]]) if len(progress) > 1 else None)
+        if reached is True:
+            return End(last_progress, 0.9, "the last progress line reached its end")
+        results = _new_results(lines, floor, last_progress, tail)
+        if results is not None:
+            return End(results, 0.7, "results printed after the last step")
+        after = [i for i in tail if i > last_progress]
+        if reached is False and len(after) <= _AFTER_PROGRESS:
+            return End(last_progress, 0.0, "the log stops in the middle of the run, short of the end its "
+                                           "progress counter names,")
+        return None
+    got = [i for i in tail[-6:] if _RESULT.search(_shown(lines[i]))]
+    return End(got[-1], 0.7, "it ends with its results") if got else None
+
+
+def is_progress_bar(line: str) -> bool:
+    """A progress line (``lines.is_progress``), or an indented tqdm bar (``  7%|▋ | 2/29 [...]``)."""
+    if is_progress(line):
+        return True
+    shown = _shown(line)
+    return ("it/s" in shown or "s/it" in shown) and "%|" in shown and is_progress(shown.lstrip())
+
+
+def _shown(line: str) -> str:
+    """What a terminal shows of a line (the last ``\\r`` refresh of a progress bar)."""
+    return line[line.rfind("\r") + 1:] if "\r" in line else line
+
+
+def _counters_end(line: str, before: str | None = None) -> bool | None:
+    """Whether a progress line's counters are at their end: True (every counter it shows is
+    ``N/N``), False (one is short of it by more than it moved since the progress line
+    ``before``), None (no counter, or cannot tell: a run that prints every 5,000 iterations
+    prints 795,001/800,000 last; an epoch counter one short is a zero-based count's last epoch)."""
+    got = _counters(line)
+    if not got:
+        return None
+    if all(n >= m for n, m, _ in got):
+        return True
+    prev = {kind: n for n, _, kind in _counters(before)} if before else {}
+    for n, m, kind in got:
+        stride = max(1, n - prev[kind]) if kind in prev and prev[kind] < n else 1
+        if kind == "epoch" and n == m - 1:
+            stride = max(stride, 2)
+        if n + stride <= m:
+            return False
+    return None
+
+
+def _counters(line: str) -> list[tuple[int, int, str]]:
+    """(N, M, kind) of the epoch counter and the inner (step, iteration, bar) counter a line shows."""
+    epoch = _EPOCH_OF.search(line)
+    inner = _STEP_OF.search(line) or _BAR.search(line[epoch.end():] if epoch else line)
+    got = [(int(m.group(1)), int(m.group(2)), kind) for m, kind in ((epoch, "epoch"), (inner, "inner")) if m is not None]
+    return [(n, m, kind) for n, m, kind in got if m > 0]
+
+
+def _new_results(lines: Sequence[str], floor: int, last_progress: int, tail: Sequence[int]) -> int | None:
+    """The last result line after the last progress line that is not one training printed
+    before (a per-epoch validation line repeats; a final test block is new)."""
+    for i in reversed([i for i in tail if i > last_progress]):
+        shown = _shown(lines[i]).strip()
+        if shown.startswith("wandb:") or not _RESULT.search(shown):
+            continue
+        if not _printed_before(lines, floor, last_progress, shown):
+            return i
+    return None
+
+
+def _printed_before(lines: Sequence[str], floor: int, stop: int, line: str) -> bool:
+    """Whether a line of the same shape (numbers masked) was printed in ``lines[floor:stop]``."""
+    key = max(_DIGITS.split(line), key=len).strip()[:40]
+    if not key:
+        return False
+    shape = _DIGITS.sub("N", line)
+    return any(_DIGITS.sub("N", _shown(lines[k]).strip()) == shape for k in find_keys(lines, (key,), floor, stop))
