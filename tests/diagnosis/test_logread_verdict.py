@@ -98,3 +98,62 @@ def test_section_rulers_do_not_split_a_log_into_attempts(clf: Classifier) -> Non
     w = diagnose_text("\n".join(lines), clf)
     assert w.attempts == 1 and w.diagnosis.category not in ("none",)
     assert len(lines) in w.indicator_lines
+
+
+@pytest.mark.parametrize("line", [
+    "| epoch 010 | done training in 5723.4 seconds", "INFO:tensorflow:Loss for final step: 0.0132.",
+    "***** train metrics *****", "*** Best metric: 80.512 (epoch 287)", "exiting program at iteration 20000",
+    "Process finished with exit code 0", "Exit Status: 0", "Exit_status=0", "State: COMPLETED (exit code 0)",
+    "JobId=81723 JobState=COMPLETED Reason=None ExitCode=0:0", "Job 'raysubmit_tN2YkqeM' succeeded",
+    "🏃 View run bold-fox-12 at: http://127.0.0.1:5000/#/experiments/1/runs/0b2c",
+])
+def test_more_completion_families_pass_their_prefilter(line: str) -> None:
+    from gpulens.diagnosis.logread.completion import COMPLETION_COVER, COMPLETION_KEYS, completion_strength
+
+    assert completion_strength(line) >= 0.95
+    assert any(k in line for k in COMPLETION_KEYS) and any(c in line for c in COMPLETION_COVER)
+
+
+@pytest.mark.parametrize("line", ["Exit code: 0.5 s spent in the handler", "exited with code 1", "Exit Status: 137",
+                                  "State: FAILED (exit code 1)"])
+def test_a_non_zero_exit_is_no_completion(line: str) -> None:
+    from gpulens.diagnosis.logread.completion import completion_strength
+
+    assert completion_strength(line) == 0.0
+
+
+def test_an_mlflow_run_link_after_a_crash_is_no_completion(clf: Classifier) -> None:
+    lines = ["epoch 1 loss 0.9", "epoch 2 loss 0.8", "epoch 3 loss 0.7", "Traceback (most recent call last):",
+             '  File "train.py", line 40, in <module>', "    loss.backward()",
+             "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+             "🏃 View run bold-fox-12 at: http://127.0.0.1:5000/#/experiments/1/runs/0b2c"]
+    w = diagnose_text("\n".join(lines), clf)
+    assert w.diagnosis.category == "gpu_oom" and w.indicator_lines == [7]
+
+
+def test_an_exception_python_ignored_at_exit_is_no_failure(clf: Classifier) -> None:
+    lines = [*[f"Epoch {e}/5: 100%|██████████| 40/40 [00:10<00:00,  3.9it/s, loss=0.{50 - e}]" for e in range(1, 6)],
+             "Test accuracy: 0.912",
+             "Exception ignored in: <function _MultiProcessingDataLoaderIter.__del__ at 0x7f3a2c1d9e50>",
+             "Traceback (most recent call last):",
+             '  File "/opt/conda/lib/python3.10/site-packages/torch/utils/data/dataloader.py", line 1479, in __del__',
+             "    self._shutdown_workers()",
+             "AttributeError: '_MultiProcessingDataLoaderIter' object has no attribute '_shutdown'"]
+    w = diagnose_text("\n".join(lines), clf)
+    assert w.diagnosis.category == "none"
+    # the same exception raised (not ignored) ends the run
+    raised = lines[:6] + lines[7:]
+    assert diagnose_text("\n".join(raised), clf).diagnosis.category != "none"
+
+
+def _caught_then(after: int) -> list[str]:
+    return (["Evaluating 40 prompts", "prompt 0: score 0.71", "Traceback (most recent call last):",
+             '  File "eval.py", line 88, in score_one', "    ref = refs[item['id']]", "KeyError: 'q-0193'"]
+            + [f"prompt {k}: score 0.{60 + k % 30}" for k in range(1, after + 1)])
+
+
+def test_an_error_the_job_went_on_from_is_no_failure(clf: Classifier) -> None:
+    w = diagnose_text("\n".join([*_caught_then(30), "mean score over 40 prompts: 0.74"]), clf)
+    assert w.diagnosis.category == "none"
+    short = diagnose_text("\n".join(_caught_then(3)), clf)  # three lines after it: not enough to tell
+    assert short.diagnosis.category == "semantic_error" and short.indicator_lines == [6]

@@ -12,11 +12,12 @@ import dataclasses
 import re
 from collections.abc import Sequence
 
-from gpulens.diagnosis.logread.lines import is_progress
+from gpulens.diagnosis import logs
+from gpulens.diagnosis.logread.lines import is_benign, is_failure, is_progress
 from gpulens.diagnosis.logs import find_keys
 
-__all__ = ["COMPLETION_COVER", "COMPLETION_KEYS", "End", "completion_strength", "end_evidence", "is_completion",
-           "is_progress_bar"]
+__all__ = ["AT_EXIT", "COMPLETION_COVER", "COMPLETION_KEYS", "End", "completion_strength", "end_evidence", "is_completion",
+           "is_progress_bar", "went_on"]
 
 #: Literal keys (``str.find`` prefilter) of the completion messages below: every message the
 #: patterns accept holds one of them (tests/diagnosis/test_logread.py checks the examples).
@@ -29,6 +30,9 @@ COMPLETION_KEYS: tuple[str, ...] = (
     "Stopping. Best", "aving final", "aving the final", "aved final", "final model", "done", "Done", "DONE",
     "All done", "completed successfully", "Finished", "finished", "FINISHED", "Best acc", "Enjoy",
     "Job Finished", "End of training", "Run finished",
+    "done training", "Loss for final step", "train metrics", "Best metric", "exiting program at iteration",
+    "xit code", "xit status", "xited with code", "xited with status", "xit Code", "xit Status", "Exit_status",
+    "ExitCode", "COMPLETED", "succeeded",
 )
 
 #: Fewer, shorter literals one of which every key above holds: scanning a block for these finds
@@ -37,19 +41,30 @@ COMPLETION_KEYS: tuple[str, ...] = (
 COMPLETION_COVER: tuple[str, ...] = (
     "raining", "inish", "FINISHED", "done", "Done", "DONE", "xit", "complet", "reached", "train_runtime",
     "Run summary", "Synced ", "View run", "Results saved to", "arly", "Signaling Trainer to stop", "Stopping. Best",
-    "final", "Best acc", "Enjoy",
+    "final", "Best acc", "Enjoy", "train metrics", "Best metric", "COMPLETED", "succeeded",
 )
+
+#: Lines trackers print at process exit whatever the outcome (wandb's summary and sync, MLflow's
+#: run link): a completion only when no failure line comes before them.
+AT_EXIT: tuple[str, ...] = ("wandb: Synced", "wandb: Run summary", "wandb: 🚀 View run", "wandb: View run", "🏃 View run")
 
 _STRONG = re.compile(
     r"`?Trainer\.fit`? stopped: `?max_(?:epochs|steps)=\d+`? reached"
     r"|[Tt]raining (?:is )?(?:done|complete[d]?|COMPLETE|finished)\b|[Ff]inish(?:ed)? [Tt]raining"
     r"|[Ff]inished after \d+ (?:iterations|steps|epochs)|\bepochs completed in\b"
     r"|[Tt]otal training time|[Tt]raining took\b|[Tt]raining time\b|'train_runtime'|\btrain_runtime\b"
-    r"|Process \d+ exits successfully|\bExit code: 0\b|exit status 0\b|Successfully completed\."
+    r"|Process \d+ exits successfully|Successfully completed\."
     r"|wandb: (?:Run summary|Synced \d+ W&B file)|wandb: 🚀 View run|\bResults saved to\b"
     r"|[Ee]arly stopping(?: triggered)?|EarlyStopping|Signaling Trainer to stop|Stopping\. Best"
     r"|[Ss]aving (?:the )?final (?:model|checkpoint)|final model|[Ss]aved final"
     r"|\bcompleted successfully\b|\bAll done\b|\bJob Finished\b|\bEnd of training\b|\bRun finished\b"
+    # fairseq, TF Estimator, HF Trainer's metrics block, timm, Megatron's planned exit
+    r"|\bdone training in\b|\bLoss for final step\b|\*{3,} train metrics \*{3,}|\*\*\* Best metric:"
+    r"|\bexiting program at iteration\b"
+    # a zero exit reported by a launcher, an IDE, a scheduler's epilogue (Slurm, PBS), Ray's job client
+    r"|[Ee]xit(?:ed)?(?: with)? (?:[Cc]ode|[Ss]tatus)\s*[:=]?\s*0(?![\d.:])|\bExit_status=0\b|\bExitCode[=: ]+0:0\b"
+    r"|\bState:\s*COMPLETED\b|\bJobState=COMPLETED\b|\bJob '[^']+' succeeded\b"
+    r"|🏃 View run"
 )
 _WEAK = re.compile(
     r"^\W*(?:done|Done|DONE|finished|Finished|FINISHED|Enjoy)[.!]?\W*$|\bBest acc\b|^\s*Finished\b"
@@ -149,6 +164,30 @@ def is_progress_bar(line: str) -> bool:
         return True
     shown = _shown(line)
     return ("it/s" in shown or "s/it" in shown) and "%|" in shown and is_progress(shown.lstrip())
+
+
+#: Lines of the program's own ordinary output after an error line that show it went on.
+WENT_ON_LINES = 20
+#: Lines that are not the program going on: a tracker's or a scheduler's, a launcher's report.
+_NOT_OUTPUT = ("wandb:", "srun:", "slurmstepd", "🏃", "Sender: LSF", "Job <", "[W", "[E", "W0", "E0", "I0")
+
+
+def went_on(lines: Sequence[str], at: int, enough: int = WENT_ON_LINES) -> bool:
+    """Whether the program printed ``enough`` lines of its own ordinary output (not errors,
+    warnings, traceback frames, trackers', launchers' or the scheduler's lines) after the error
+    line at ``at``: a caught exception whose report the job printed and went on from."""
+    count = 0
+    for j in range(at + 1, len(lines)):
+        raw = lines[j]
+        s = logs.normalize_line(raw)
+        t = s.strip()
+        if not t or s.startswith((" ", "\t")) or t.startswith(_NOT_OUTPUT) or "Traceback" in t \
+                or "arning" in t or is_failure(t, raw) or is_benign(t):
+            continue
+        count += 1
+        if count >= enough:
+            return True
+    return False
 
 
 def _shown(line: str) -> str:

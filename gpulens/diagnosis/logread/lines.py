@@ -22,6 +22,7 @@ __all__ = [
     "is_failure",
     "is_progress",
     "is_terminal_kill",
+    "handled_blocks",
 ]
 
 #: Literal keys of lines that may state a failure (hard, infrastructure or secondary).
@@ -138,3 +139,45 @@ def is_failure(norm: str, raw: str = "") -> bool:
     return (logs.is_hard_error(norm) or is_terminal_kill(norm) or logs.is_secondary(norm)
             or _PROGRAM_ERROR.match(norm) is not None
             or (bool(raw) and has_error_level(raw)))
+
+
+#: Heads of an error report that Python prints and goes on from (the exit status is not
+#: changed): an exception in ``__del__`` or a callback, in an ``atexit`` handler, in a logging
+#: handler.
+_HANDLED_HEADS = ("Exception ignored in", "Error in atexit._run_exitfuncs", "--- Logging error ---")
+#: Lines inside such a report that are not its exception line.
+_REPORT_PARTS = ("Traceback", "During handling", "The above exception", "Call stack:", "Message:", "Arguments:")
+_REPORT_LINES = 200
+
+
+def handled_blocks(lines: Sequence[str], lo: int, hi: int) -> set[int]:
+    """Indexes in ``[lo, hi)`` of the lines of error reports Python printed and went on from
+    (see ``_HANDLED_HEADS``): their exception lines did not end the process. A report whose
+    exception is the output stream failing (an I/O error, a broken pipe: the terminal or the
+    log file went away) is not one: what wrote the log is gone."""
+    out: set[int] = set()
+    for i in find_keys(lines, _HANDLED_HEADS, lo, hi):
+        if not logs.normalize_line(lines[i]).lstrip().startswith(_HANDLED_HEADS):
+            continue
+        block = _report(lines, i, hi)
+        if not any(_STREAM_GONE in lines[j] or "BrokenPipeError" in lines[j] for j in block):
+            out.update(block)
+    return out
+
+
+_STREAM_GONE = "[Errno 5] Input/output error"
+
+
+def _report(lines: Sequence[str], i: int, hi: int) -> list[int]:
+    """The lines of the error report headed at ``i``: its traceback up to its exception line."""
+    out = [i]
+    seen_exception = False
+    for j in range(i + 1, min(hi, i + _REPORT_LINES)):
+        s = logs.normalize_line(lines[j])
+        t = s.strip()
+        if t and not s.startswith((" ", "\t")) and not t.startswith(_REPORT_PARTS):
+            if seen_exception or t.startswith(_HANDLED_HEADS):
+                break
+            seen_exception = True  # the report's exception line
+        out.append(j)
+    return out

@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 
 from gpulens.diagnosis.guarded import Guarded
-from gpulens.diagnosis.logread.completion import is_completion
+from gpulens.diagnosis.logread.completion import AT_EXIT, is_completion
 from gpulens.diagnosis.logread.lines import (
     PROGRESS_KEYS,
     is_benign,
@@ -93,7 +93,7 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
 
 _TB = "Traceback (most recent call last)"
 #: A tracker's lines printed at process exit whatever the outcome (not the job's own shutdown).
-_AT_EXIT = ("wandb: Synced", "wandb: Run summary", "wandb: 🚀 View run", "wandb: View run")
+_AT_EXIT = AT_EXIT  # printed at any exit
 
 
 def _teardown(region: Sequence[str]) -> bool:
