@@ -108,7 +108,11 @@ def test_section_rulers_do_not_split_a_log_into_attempts(clf: Classifier) -> Non
     "🏃 View run bold-fox-12 at: http://127.0.0.1:5000/#/experiments/1/runs/0b2c",
 ])
 def test_more_completion_families_pass_their_prefilter(line: str) -> None:
-    from gpulens.diagnosis.logread.completion import COMPLETION_COVER, COMPLETION_KEYS, completion_strength
+    from gpulens.diagnosis.logread.completion import (
+        COMPLETION_COVER,
+        COMPLETION_KEYS,
+        completion_strength,
+    )
 
     assert completion_strength(line) >= 0.95
     assert any(k in line for k in COMPLETION_KEYS) and any(c in line for c in COMPLETION_COVER)
