@@ -161,3 +161,13 @@ def test_an_error_the_job_went_on_from_is_no_failure(clf: Classifier) -> None:
     assert w.diagnosis.category == "none"
     short = diagnose_text("\n".join(_caught_then(3)), clf)  # three lines after it: not enough to tell
     assert short.diagnosis.category == "semantic_error" and short.indicator_lines == [6]
+
+
+def test_the_configured_last_step_reached_is_a_normal_end(clf: Classifier) -> None:
+    head = ["Namespace(base_lr=0.0008, batch_size=64, max_epochs=100, max_iterations=50000, seed=2222)",
+            "125 iterations per epoch. 12500 max iterations"]
+    body = [f"iteration {k * 125}, epoch {k - 1} : loss : 1.3{k % 10}, lr: 0.0008" for k in range(90, 101)]
+    w = diagnose_text("\n".join([*head, *body, "/scratch/run1/epoch_99.pth"]), clf)
+    assert w.diagnosis.category == "none" and "configured last" in (w.diagnosis.reason or "")
+    w = diagnose_text("\n".join([*head, *body[:4], "/scratch/run1/epoch_92.pth"]), clf)
+    assert "configured last" not in (w.diagnosis.reason or "")  # epoch 92 of 100: nothing says it ended

@@ -146,6 +146,9 @@ def end_evidence(lines: Sequence[str], floor: int, progress: Sequence[int]) -> E
                                 _shown(lines[progress[1]]) if len(progress) > 1 else None)
         if reached is True:
             return End(last_progress, 0.9, "the last progress line reached its end")
+        numbered = next((ln for ln in (_shown(lines[k]) for k in progress) if _LAST_EPOCH.search(ln) or _LAST_STEP.search(ln)), None)
+        if reached is None and numbered is not None and _at_configured_end(lines, floor, numbered):
+            return End(last_progress, 0.85, "the last step printed is the configured last one")
         results = _new_results(lines, floor, last_progress, tail)
         if results is not None:
             return End(results, 0.7, "results printed after the last step")
@@ -221,6 +224,39 @@ def _counters(line: str) -> list[tuple[int, int, str]]:
     inner = _STEP_OF.search(line) or _BAR.search(line[epoch.end():] if epoch else line)
     got = [(int(m.group(1)), int(m.group(2)), kind) for m, kind in ((epoch, "epoch"), (inner, "inner")) if m is not None]
     return [(n, m, kind) for n, m, kind in got if m > 0]
+
+
+#: The configured length of a run as config dumps and argument lists print it.
+_CONFIG_KEYS = ("epochs", "iterations", "max_it", "max_steps", "total_steps", "num_steps", "train_iters",
+                "max iterations", "Max iterations", "total_iters")
+_CONFIGURED = re.compile(
+    r"\b(?P<key>(?:max|num|n|total|train)_?(?:train_)?(?P<what>epochs|iters|iterations|steps)|epochs|max iterations"
+    r"|Max iterations)['\"]?\s*[:=]?\s*(?P<n>\d+)\b"
+    r"|\b(?P<n2>\d+) max (?P<what2>iterations|steps|epochs)\b")
+_LAST_EPOCH = re.compile(r"\b[Ee]poch\s*[:=\[#]?\s*(\d+)\b")
+_LAST_STEP = re.compile(r"\b(?:[Ss]tep|[Ii]ter(?:ation)?|global_step)\s*[:=\[#]?\s*(\d+)\b")
+#: Lines at the start of an attempt read for its configuration.
+_CONFIG_LINES = 2000
+
+
+def _at_configured_end(lines: Sequence[str], floor: int, last: str) -> bool:
+    """Whether the last progress line's step or epoch is the run's configured last one (a config
+    dump or an argument list at the attempt's start: ``max_epochs=100`` with ``epoch 99`` printed
+    last, counted from zero, or from one; ``12500 max iterations`` with ``iteration 12500``)."""
+    epoch = _LAST_EPOCH.search(last)
+    step = _LAST_STEP.search(last)
+    if epoch is None and step is None:
+        return False
+    totals: dict[str, set[int]] = {"epoch": set(), "step": set()}
+    for i in find_keys(lines, _CONFIG_KEYS, floor, min(len(lines), floor + _CONFIG_LINES)):
+        for m in _CONFIGURED.finditer(lines[i][:4000]):
+            what = m.group("what") or m.group("what2") or ("epochs" if "poch" in (m.group("key") or "") else "iterations")
+            n = int(m.group("n") or m.group("n2"))
+            if n > 1:
+                totals["epoch" if what == "epochs" else "step"].add(n)
+    if epoch is not None and {int(epoch.group(1)), int(epoch.group(1)) + 1} & totals["epoch"]:
+        return step is None or not totals["step"] or int(step.group(1)) in totals["step"] or _STEP_OF.search(last) is None
+    return step is not None and int(step.group(1)) in totals["step"]
 
 
 def _new_results(lines: Sequence[str], floor: int, last_progress: int, tail: Sequence[int]) -> int | None:
