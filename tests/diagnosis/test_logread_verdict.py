@@ -171,3 +171,74 @@ def test_the_configured_last_step_reached_is_a_normal_end(clf: Classifier) -> No
     assert w.diagnosis.category == "none" and "configured last" in (w.diagnosis.reason or "")
     w = diagnose_text("\n".join([*head, *body[:4], "/scratch/run1/epoch_92.pth"]), clf)
     assert "configured last" not in (w.diagnosis.reason or "")  # epoch 92 of 100: nothing says it ended
+
+
+# ------------------------------------------------------------------------------------ phases
+
+_STEPS = [f"<epoch:  1, iter:   {k * 200:,}, lr:2.000e-04> G_loss: 4.9{k}e-03" for k in range(1, 8)]
+
+
+def _tb(*frames: tuple[str, str, str], error: str) -> list[str]:
+    out = ["Traceback (most recent call last):"]
+    for path, func, code in frames:
+        out += [f'  File "{path}", line 10, in {func}', f"    {code}"]
+    return [*out, error]
+
+
+def test_a_save_frame_decides_even_after_shards_were_loaded_at_startup(clf: Classifier) -> None:
+    lines = ["Loading checkpoint shards: 100%|██████████| 2/2 [00:10<00:00,  5.01s/it]", *_STEPS,
+             *_tb(("sft.py", "<module>", "model.save_pretrained(out_dir, safe_serialization=True)"),
+                  ("transformers/modeling_utils.py", "save_pretrained", "safe_save_file(shard, path)"),
+                  ("safetensors/torch.py", "save_file", "serialize_file(_flatten(tensors), filename)"),
+                  error="safetensors_rust.SafetensorError: Error while serializing: IoError(Disk quota exceeded)")]
+    assert diagnose_text("\n".join(lines), clf).phase == "checkpoint_save"
+    resume = ["Loading checkpoint shards: 100%|██████████| 2/2 [00:10<00:00,  5.01s/it]", *_STEPS,
+              *_tb(("train.py", "train", "self._save_resume_checkpoint(step)"),
+                   ("train.py", "_save_resume_checkpoint", "accelerator.save_state(path)"),
+                   error="RuntimeError: [Errno 122] Disk quota exceeded")]
+    assert diagnose_text("\n".join(resume), clf).phase == "checkpoint_save"  # a save while resuming is a save
+
+
+def test_a_failure_in_a_metric_function_is_evaluation(clf: Classifier) -> None:
+    lines = [*_STEPS, *_tb(("main_train_psnr.py", "main", "current_psnr = util.calculate_psnr(E_img, H_img)"),
+                           ("utils/utils_image.py", "calculate_psnr", "raise ValueError('bad shapes')"),
+                           error="ValueError: Input images must have the same dimensions.")]
+    assert diagnose_text("\n".join(lines), clf).phase == "evaluation"
+    hydra = [*_STEPS, "Error executing job with overrides: ['trainer.val_before_train=False', 'data.batch=8']",
+             *_tb(("main_ppo.py", "main", "run_ppo(config)"), ("ray/_private/worker.py", "get", "raise value"),
+                  error="ray.exceptions.RayTaskError(ActorDiedError): The actor died unexpectedly")]
+    assert diagnose_text("\n".join(hydra), clf).phase == "training"  # "val_" in an override is no evaluation
+
+
+def test_startup_or_first_step_before_any_progress(clf: Classifier) -> None:
+    in_step = ["Training from scratch", *_tb(("trainer.py", "fit", "self.update_actor(batch)"),
+                                             ("worker.py", "update_actor", "loss.backward()"),
+                                             ("torch/_tensor.py", "backward", "torch.autograd.backward(self)"),
+                                             error="torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.78 GiB")]
+    assert diagnose_text("\n".join(in_step), clf).phase == "first_step"
+    setup = ["Training from scratch", *_tb(("train.py", "main", "model = build_model(cfg)"),
+                                           ("model.py", "build_model", "feat_dim = POSE_TOTAL_DIM"),
+                                           error="NameError: name 'POSE_TOTAL_DIM' is not defined")]
+    assert diagnose_text("\n".join(setup), clf).phase == "startup"
+
+
+def test_a_syntax_error_is_startup_whatever_was_printed_before(clf: Classifier) -> None:
+    lines = [*_STEPS, '  File "training.py", line 232', '    optim="adamw_bnb_8bit"', "    ^",
+             "SyntaxError: invalid syntax"]
+    # the main script's own syntax error has no "Traceback" head
+    assert diagnose_text("\n".join(lines), clf).phase == "startup"
+    lines.insert(len(_STEPS), "Traceback (most recent call last):")
+    assert diagnose_text("\n".join(lines), clf).phase == "startup"
+
+
+def test_a_failure_after_the_final_results_is_shutdown(clf: Classifier) -> None:
+    lines = [*_STEPS, "Accuracy on the test set: 0.57",
+             *_tb(("task.py", "<module>", 'plt.savefig("plots/loss.png")'),
+                  ("matplotlib/figure.py", "savefig", "self.canvas.print_figure(fname)"),
+                  error="FileNotFoundError: [Errno 2] No such file or directory: 'plots/loss.png'")]
+    assert diagnose_text("\n".join(lines), clf).phase == "shutdown"
+    # a per-epoch metric line printed all along is no final result
+    periodic = [x for k in _STEPS for x in (k, "val accuracy: 0.41")]
+    crash = _tb(("train.py", "train", "loss = model(x)"), ("model.py", "forward", "return self.fc(h)"),
+                error="RuntimeError: mat1 and mat2 shapes cannot be multiplied (8x512 and 256x10)")
+    assert diagnose_text("\n".join([*periodic, *crash]), clf).phase == "training"

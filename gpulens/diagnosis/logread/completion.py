@@ -17,7 +17,7 @@ from gpulens.diagnosis.logread.lines import is_benign, is_failure, is_progress
 from gpulens.diagnosis.logs import find_keys
 
 __all__ = ["AT_EXIT", "COMPLETION_COVER", "COMPLETION_KEYS", "End", "completion_strength", "end_evidence", "is_completion",
-           "is_progress_bar", "went_on"]
+           "is_progress_bar", "printed_before", "went_on"]
 
 #: Literal keys (``str.find`` prefilter) of the completion messages below: every message the
 #: patterns accept holds one of them (tests/diagnosis/test_logread.py checks the examples).
@@ -266,12 +266,12 @@ def _new_results(lines: Sequence[str], floor: int, last_progress: int, tail: Seq
         shown = _shown(lines[i]).strip()
         if shown.startswith("wandb:") or not _RESULT.search(shown):
             continue
-        if not _printed_before(lines, floor, last_progress, shown):
+        if not printed_before(lines, floor, last_progress, shown):
             return i
     return None
 
 
-def _printed_before(lines: Sequence[str], floor: int, stop: int, line: str) -> bool:
+def printed_before(lines: Sequence[str], floor: int, stop: int, line: str) -> bool:
     """Whether a line of the same shape (numbers masked) was printed in ``lines[floor:stop]``."""
     key = max(_DIGITS.split(line), key=len).strip()[:40]
     if not key:

@@ -10,8 +10,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from gpulens.diagnosis import logs
 from gpulens.diagnosis.guarded import Guarded
-from gpulens.diagnosis.logread.completion import AT_EXIT, is_completion
+from gpulens.diagnosis.logread.completion import AT_EXIT, is_completion, printed_before
 from gpulens.diagnosis.logread.lines import (
     PROGRESS_KEYS,
     is_benign,
@@ -71,24 +72,132 @@ def _progress_count(lines: Sequence[str], floor: int, before: int, enough: int) 
 
 def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: int = 0,
              step: str | None = None) -> str:
-    """The phase of a failure at index ``failure`` whose traceback/error lines are ``region``;
-    ``floor``: the index where the failed attempt starts; ``step``: the last step before it."""
-    text = "\n".join(region)
+    """The phase of a failure at index ``failure``; ``region``: the error lines around it (the
+    traceback that holds it is read from ``lines`` when there is one); ``floor``: the index where
+    the failed attempt starts; ``step``: the last step before it."""
+    tb_start, frames = _traceback_of(lines, failure, floor)
+    text = "\n".join(frames) if tb_start is not None else "\n".join(region)
+    if _syntax(frames or [logs.normalize_line(lines[min(failure, len(lines) - 1)])]):
+        return "startup"  # the program could not even be compiled: whatever ran before was another run
+    by_name = _checkpoint_func(_funcs(frames))
+    if by_name is not None:
+        return by_name
     if _LOAD.search(text):
         return "checkpoint_load"
     if _SAVE.search(text):
         return "checkpoint_save"
-    before = [ln for ln in lines[max(floor, failure - _LOOKBACK):failure] if ln.strip()]
+    top = tb_start if tb_start is not None else failure
+    before = [ln for ln in lines[max(floor, top - _LOOKBACK):top] if ln.strip()]
     if any(is_completion(ln) and not ln.lstrip().startswith(_AT_EXIT) for ln in before) or _teardown(region):
         return "shutdown"
-    if _EVAL.search(text) or any(_EVAL.search(ln) and not is_progress(ln) for ln in before[-6:]):
+    if _in_eval(frames) if tb_start is not None else _EVAL.search(text):
         return "evaluation"
-    steps = _progress_count(lines, floor, failure, 4)
+    if any(_EVAL.search(ln) and not is_progress(ln) and not _RESULT_LINE.search(ln) and "rror" not in ln
+           for ln in before[-6:]):
+        return "evaluation"
+    steps = _progress_count(lines, floor, top, 4)
+    if tb_start is not None and steps > 0 and _results_after_progress(lines, floor, top):
+        return "shutdown"  # the run printed its final results, then failed
     if steps == 0:
-        return _glued_bar(region) or "startup"
+        if tb_start is not None and _at_import(frames):
+            return "startup"
+        return _glued_bar(region) or ("first_step" if tb_start is not None and _in_step(frames) else "startup")
     if step in ("0", "1") or (steps < 3 and not (step and step.replace(",", "").isdigit() and int(step.replace(",", "")) > 1)):
         return "first_step"
     return "training"
+
+
+#: Lines above a failure searched for the head of its traceback.
+_TB_LOOKBACK = 400
+
+
+def _traceback_of(lines: Sequence[str], failure: int, floor: int) -> tuple[int | None, list[str]]:
+    """(index of the ``Traceback`` head, its lines up to the failure line, normalized) of the
+    traceback that holds line ``failure``; (None, []) when the failure has none above it (a kill,
+    a scheduler line) before a progress line."""
+    failure = min(failure, len(lines) - 1)
+    for k in range(failure, max(floor, failure - _TB_LOOKBACK) - 1, -1):
+        ln = lines[k]
+        if _TB in ln:
+            return k, [logs.normalize_line(x) for x in lines[k:failure + 1]]
+        if k < failure and is_progress(ln):
+            break
+    return None, []
+
+
+_FRAME = re.compile(r'^\s*File "[^"]*", line \d+(?:, in (\S+))?')
+#: Functions whose frames say the failure happened while evaluating (metrics, validation, test).
+_EVAL_FUNC = re.compile(r"(?i)eval|valid|test|metric|psnr|ssim|accuracy|score|bleu|rouge|predict|infer")
+#: Functions whose frames say the failure happened inside a training step (forward, backward,
+#: the optimizer's step).
+_STEP_FUNC = re.compile(r"^(?:forward|_forward|backward|training_step|train_step|train_batch|step|optimizer_step"
+                        r"|_call_impl|_wrapped_call_impl|compute_loss|update_actor|update_policy|fwd_bwd\w*|\w*_step)$")
+_SYNTAX = ("SyntaxError", "IndentationError", "TabError")
+#: Functions that save or load a checkpoint or pretrained weights (by name).
+_SAVE_FUNC = re.compile(r"(?i)save_?(?:checkpoint|model|pretrained|state|weights|fsdp)|_save_(?:\w+_)?checkpoint"
+                        r"|checkpoint_save|save_to_disk")
+_LOAD_FUNC = re.compile(r"(?i)load_(?:checkpoint|state|model|pretrained|weights|sharded)|from_pretrained|resume_from"
+                        r"|_load_from|checkpoint_files")
+
+
+def _checkpoint_func(funcs: Sequence[str]) -> str | None:
+    """``checkpoint_save``/``checkpoint_load`` when a function of the traceback saves or loads a
+    checkpoint (the innermost such frame decides: a save called while resuming is a save)."""
+    for f in reversed(funcs):
+        if _SAVE_FUNC.search(f):
+            return "checkpoint_save"
+        if _LOAD_FUNC.search(f):
+            return "checkpoint_load"
+    return None
+
+
+def _funcs(frames: Sequence[str]) -> list[str]:
+    out = []
+    for ln in frames:
+        if 'File "' in ln:
+            m = _FRAME.match(ln)
+            if m and m.group(1):
+                out.append(m.group(1))
+    return out
+
+
+def _in_eval(frames: Sequence[str]) -> bool:
+    """Whether a function of the traceback evaluates (validation, test, metrics)."""
+    return any(_EVAL_FUNC.search(f) for f in _funcs(frames) if f != "<module>")
+
+
+def _in_step(frames: Sequence[str]) -> bool:
+    """Whether the traceback runs inside a training step (a forward, a backward, an optimizer step)."""
+    return any(_STEP_FUNC.match(f) for f in _funcs(frames))
+
+
+def _syntax(frames: Sequence[str]) -> bool:
+    """Whether the traceback ends in a syntax error (the program was never run)."""
+    last = frames[-1].strip() if frames else ""
+    return last.startswith(_SYNTAX) or any(k + ":" in last for k in _SYNTAX)
+
+
+def _at_import(frames: Sequence[str]) -> bool:
+    """A traceback of module-level frames only (the program failed while its modules were being
+    loaded, before it called anything)."""
+    funcs = _funcs(frames)
+    return bool(funcs) and all(f == "<module>" for f in funcs)
+
+
+#: A result line (a metric with its value).
+_RESULT_LINE = re.compile(r"(?i)(?<![a-z])(?:acc(?:uracy)?|f1|auc|psnr|ssim|miou|map|dice|bleu|rouge\w*|perplexity|score)"
+                          r"(?![a-z])[^\n]{0,60}?[:=]\s*[-+]?\d*\.?\d")
+_RESULTS_BEFORE = 30
+#: Lines above the traceback read for results when no progress line is near it.
+_RESULTS_AT_END = 8
+
+
+def _results_after_progress(lines: Sequence[str], floor: int, top: int) -> bool:
+    """Whether the lines between the last progress line and the traceback at ``top`` hold the
+    run's results (test accuracy, a metric table): the run got to its end and failed after it."""
+    got = last_matching(lines, PROGRESS_KEYS, is_progress, max(floor, top - _RESULTS_BEFORE), top)
+    start = got[0] + 1 if got else max(floor, top - _RESULTS_AT_END)
+    return any(_RESULT_LINE.search(ln) and not printed_before(lines, floor, start, ln.strip()) for ln in lines[start:top])
 
 
 _TB = "Traceback (most recent call last)"
