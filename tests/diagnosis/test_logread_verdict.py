@@ -242,3 +242,33 @@ def test_a_failure_after_the_final_results_is_shutdown(clf: Classifier) -> None:
     crash = _tb(("train.py", "train", "loss = model(x)"), ("model.py", "forward", "return self.fc(h)"),
                 error="RuntimeError: mat1 and mat2 shapes cannot be multiplied (8x512 and 256x10)")
     assert diagnose_text("\n".join([*periodic, *crash]), clf).phase == "training"
+
+
+def test_set_up_bars_and_warnings_are_no_training_steps(clf: Classifier) -> None:
+    lines = ["Loading checkpoint shards: 100%|██████████| 4/4 [00:03<00:00,  1.10it/s]",
+             "Map: 100%|██████████| 760/760 [00:00<00:00, 6451.17it/s]",
+             "100%|██████████| 760/760 [00:00<00:00, 6451.17it/s]",
+             "/opt/conda/lib/python3.10/site-packages/torch/optim/lr_scheduler.py:139: UserWarning: Detected call of "
+             "`lr_scheduler.step()` before `optimizer.step()`.",
+             "Total params: 9,409,813,744",
+             *_tb(("train.py", "<module>", "train(parse_args())"), ("train.py", "train", "feat_dim = POSE_TOTAL_DIM"),
+                  error="NameError: name 'POSE_TOTAL_DIM' is not defined")]
+    assert diagnose_text("\n".join(lines), clf).phase == "startup"
+
+
+def test_frames_without_their_traceback_head_still_tell_the_phase(clf: Classifier) -> None:
+    frames = _tb(("reward_model.py", "<module>", "trainer.train()"),
+                 ("transformers/trainer.py", "_maybe_log_save_evaluate", "metrics = self.evaluate()"),
+                 ("transformers/trainer.py", "evaluation_loop", "metrics = self.compute_metrics(preds)"),
+                 ("trl/trainer/utils.py", "compute_accuracy", "return np.array(predictions == labels)"),
+                 error="ValueError: operands could not be broadcast together with shapes (9498,2) (9498,)")[1:]
+    lines = [*_STEPS, "  4%|▎         | 500/14007 [02:34<1:01:57,  3.63it/s]", *frames]
+    assert diagnose_text("\n".join(lines), clf).phase == "evaluation"
+
+
+def test_loading_the_best_model_at_the_end_is_a_checkpoint_load(clf: Classifier) -> None:
+    lines = [*_STEPS, *_tb(("task.py", "<module>", "trainer.train()"),
+                           ("transformers/trainer.py", "_inner_training_loop", "self._load_best_model()"),
+                           ("transformers/trainer.py", "_load_best_model", "model.load_adapter(best_dir)"),
+                           error="ValueError: Can't find 'adapter_config.json' at 'out/checkpoint-126'")]
+    assert diagnose_text("\n".join(lines), clf).phase == "checkpoint_load"

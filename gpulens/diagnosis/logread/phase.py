@@ -66,8 +66,39 @@ def _step_in(line: str) -> str | None:
 
 
 def _progress_count(lines: Sequence[str], floor: int, before: int, enough: int) -> int:
-    """Progress lines in ``lines[floor:before]``, counted backwards up to ``enough``."""
-    return len(last_matching(lines, PROGRESS_KEYS, is_progress, floor, before, enough))
+    """Training-step progress lines in ``lines[floor:before]``, counted backwards up to ``enough``."""
+    return len(last_matching(lines, PROGRESS_KEYS, _step_progress, floor, before, enough))
+
+
+#: What set-up progress bars say they do (loading, downloading, preprocessing, compiling).
+_SETUP_BAR = re.compile(r"(?i)\b(?:load|fetch|download|map|filter|tokeni[sz]|generat|process|resolv|captur|extract"
+                        r"|compil|build|prepar|convert|cach|shard|upload|copy|sav)\w*\b")
+_RATE = re.compile(r"([\d.]+)it/s")
+#: A bar faster than this many iterations per second is not stepping a GPU training job.
+_FAST = 1000.0
+
+
+def _step_progress(line: str) -> bool:
+    """A progress line of the training itself: not a warning's text, not a set-up bar (loading
+    weights, mapping a data set: named so, or running thousands of iterations a second)."""
+    if not is_progress(line) or "Warning" in line or "warn" in line:
+        return False
+    shown = line[line.rfind("\r") + 1:]
+    if "%|" in shown or "it/s" in shown:
+        head = shown.split("%|")[0]
+        if _SETUP_BAR.search(head):
+            return False
+        rate = _RATE.search(shown)
+        if rate is not None and _float(rate.group(1)) > _FAST:
+            return False
+    return True
+
+
+def _float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return 0.0
 
 
 def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: int = 0,
@@ -76,7 +107,7 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     traceback that holds it is read from ``lines`` when there is one); ``floor``: the index where
     the failed attempt starts; ``step``: the last step before it."""
     tb_start, frames = _traceback_of(lines, failure, floor)
-    text = "\n".join(frames) if tb_start is not None else "\n".join(region)
+    text = "\n".join(ln for ln in frames if not ln.startswith((" ", "\t"))) if tb_start is not None else "\n".join(region)
     if _syntax(frames or [logs.normalize_line(lines[min(failure, len(lines) - 1)])]):
         return "startup"  # the program could not even be compiled: whatever ran before was another run
     by_name = _checkpoint_func(_funcs(frames))
@@ -93,6 +124,7 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     if _in_eval(frames) if tb_start is not None else _EVAL.search(text):
         return "evaluation"
     if any(_EVAL.search(ln) and not is_progress(ln) and not _RESULT_LINE.search(ln) and "rror" not in ln
+           and not ln.startswith((" ", "\t"))
            for ln in before[-6:]):
         return "evaluation"
     steps = _progress_count(lines, floor, top, 4)
@@ -122,6 +154,13 @@ def _traceback_of(lines: Sequence[str], failure: int, floor: int) -> tuple[int |
             return k, [logs.normalize_line(x) for x in lines[k:failure + 1]]
         if k < failure and is_progress(ln):
             break
+    # frames without their head (printed glued to a progress bar, or cut): the indented block above
+    top = failure
+    while top > floor and lines[top - 1].startswith((" ", "\t")) and "%|" not in lines[top - 1]:
+        top -= 1
+    head = next((k for k in range(top, failure) if 'File "' in lines[k]), None)
+    if head is not None:
+        return head, [logs.normalize_line(x) for x in lines[head:failure + 1]]
     return None, []
 
 
@@ -136,7 +175,7 @@ _SYNTAX = ("SyntaxError", "IndentationError", "TabError")
 #: Functions that save or load a checkpoint or pretrained weights (by name).
 _SAVE_FUNC = re.compile(r"(?i)save_?(?:checkpoint|model|pretrained|state|weights|fsdp)|_save_(?:\w+_)?checkpoint"
                         r"|checkpoint_save|save_to_disk")
-_LOAD_FUNC = re.compile(r"(?i)load_(?:checkpoint|state|model|pretrained|weights|sharded)|from_pretrained|resume_from"
+_LOAD_FUNC = re.compile(r"(?i)load_(?:checkpoint|state|model|pretrained|weights|sharded|best)|from_pretrained|resume_from"
                         r"|_load_from|checkpoint_files")
 
 
