@@ -13,11 +13,18 @@ import re
 from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
-from gpulens.diagnosis.logread.lines import is_benign, is_failure, is_progress
+from gpulens.diagnosis.logread.lines import (
+    PROGRESS_KEYS,
+    handled_blocks,
+    is_benign,
+    is_failure,
+    is_progress,
+    last_matching,
+)
 from gpulens.diagnosis.logs import find_keys
 
-__all__ = ["AT_EXIT", "COMPLETION_COVER", "COMPLETION_KEYS", "End", "completion_strength", "end_evidence", "is_completion",
-           "is_progress_bar", "printed_before", "went_on"]
+__all__ = ["AT_EXIT", "COMPLETION_COVER", "COMPLETION_KEYS", "End", "HANDLED_LOOKBACK", "completion_strength", "end_evidence", "end_of_attempt", "is_completion",
+           "is_progress_bar", "open_traceback", "printed_before", "went_on"]
 
 #: Literal keys (``str.find`` prefilter) of the completion messages below: every message the
 #: patterns accept holds one of them (tests/diagnosis/test_logread.py checks the examples).
@@ -278,3 +285,39 @@ def printed_before(lines: Sequence[str], floor: int, stop: int, line: str) -> bo
         return False
     shape = _DIGITS.sub("N", line)
     return any(_DIGITS.sub("N", _shown(lines[k]).strip()) == shape for k in find_keys(lines, (key,), floor, stop))
+
+
+#: Lines at the end of an attempt searched for its last progress lines.
+_END_LINES = 5000
+_TRACEBACK = "Traceback (most recent call last)"
+
+
+def end_of_attempt(lines: Sequence[str], floor: int) -> End | None:
+    """How the attempt ``lines[floor:]`` with no failure line ends (see ``end_evidence``)."""
+    got = last_matching(lines, PROGRESS_KEYS, is_progress_bar, max(floor, len(lines) - _END_LINES), len(lines), 2)
+    return end_evidence(lines, floor, got)
+
+
+#: Lines above the first failure line searched for the head of a report Python went on from.
+HANDLED_LOOKBACK = 200
+
+
+def open_traceback(lines: Sequence[str], frontier: int) -> bool:
+    """Whether a traceback after ``frontier`` may have ended the job: not one Python printed
+    and went on from (an exception ignored in ``__del__``, a logging error), and not one the job
+    went on printing its own output after to a positive end (a counter at its end, results)."""
+    tbs = find_keys(lines, (_TRACEBACK,), frontier)
+    if tbs:
+        handled = handled_blocks(lines, max(0, tbs[0] - HANDLED_LOOKBACK), len(lines))
+        tbs = [i for i in tbs if i not in handled]
+    return bool(tbs) and not _went_on_to_an_end(lines, tbs[-1])
+
+
+def _went_on_to_an_end(lines: Sequence[str], at: int) -> bool:
+    """Whether the job went on printing its own output after the error line at ``at`` and
+    its end after it shows a normal end (a counter at its end, new results, an epilogue): a
+    traceback is surer evidence than an error-looking line, so more is asked to set it aside."""
+    if not went_on(lines, at):
+        return False
+    end = end_of_attempt(lines, at)
+    return end is not None and not end.stopped

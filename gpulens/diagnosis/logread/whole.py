@@ -21,10 +21,11 @@ from gpulens.diagnosis.logread.attempts import attempt_starts, new_in_last
 from gpulens.diagnosis.logread.completion import (
     AT_EXIT,
     COMPLETION_COVER,
+    HANDLED_LOOKBACK,
     End,
     completion_strength,
-    end_evidence,
-    is_progress_bar,
+    end_of_attempt,
+    open_traceback,
     went_on,
 )
 from gpulens.diagnosis.logread.lines import (
@@ -157,9 +158,9 @@ def diagnose_source(src: WholeText, clf: Classifier | None = None, *, file: str 
     base = WholeDiagnosis(Diagnosis("unknown", "unknown", 0.0), attempts=len(starts), n_lines=src.n_lines)
     if done is not None and not [i for i in failures if i > done[0]]:
         return _healthy(base, src, done, file)
-    if done is None and not failures and not _open_traceback(lines, frontier):
+    if done is None and not failures and not open_traceback(lines, frontier):
         # no failure line at all in the last attempt: how does it end?
-        end = _end_without_failure(lines, a0)
+        end = end_of_attempt(lines, a0)
         if end is not None and end.stopped:
             return _stopped(base, src, end, starts, file)
         return _healthy(base, src, (end.index, end.strength) if end else (_last_line(lines), 0.55), file,
@@ -186,36 +187,11 @@ def _failures(lines: Sequence[str], a0: int, frontier: int) -> list[int]:
                  if is_scheduler_kill(logs.normalize_line(lines[i])))
     found.update(_rank_failures(lines, max(a0, len(lines) - SCAN_LINES), frontier))
     if found:
-        found -= handled_blocks(lines, max(a0, min(found) - _HANDLED_LOOKBACK), len(lines))
+        found -= handled_blocks(lines, max(a0, min(found) - HANDLED_LOOKBACK), len(lines))
         if found and not any(is_terminal_kill(logs.normalize_line(lines[i])) for i in found) \
                 and went_on(lines, max(found)):
             return []  # the job went on after its last error line (as after progress): none ended it
     return sorted(found)
-
-
-#: Lines above the first failure line searched for the head of a report Python went on from.
-_HANDLED_LOOKBACK = 200
-
-
-def _open_traceback(lines: Sequence[str], frontier: int) -> bool:
-    """Whether a traceback after ``frontier`` may have ended the job: not one Python printed
-    and went on from (an exception ignored in ``__del__``, a logging error), and not one the job
-    went on printing its own output after to a positive end (a counter at its end, results)."""
-    tbs = find_keys(lines, (_TRACEBACK,), frontier)
-    if tbs:
-        handled = handled_blocks(lines, max(0, tbs[0] - _HANDLED_LOOKBACK), len(lines))
-        tbs = [i for i in tbs if i not in handled]
-    return bool(tbs) and not _went_on_to_an_end(lines, tbs[-1])
-
-
-def _went_on_to_an_end(lines: Sequence[str], at: int) -> bool:
-    """Whether the job went on printing its own output after the error line at ``at`` and
-    its end after it shows a normal end (a counter at its end, new results, an epilogue): a
-    traceback is surer evidence than an error-looking line, so more is asked to set it aside."""
-    if not went_on(lines, at):
-        return False
-    end = _end_without_failure(lines, at)
-    return end is not None and not end.stopped
 
 
 def _rank_failures(lines: Sequence[str], lo: int, frontier: int) -> list[int]:
@@ -281,17 +257,10 @@ _AROUND = 80
 
 
 
-_TRACEBACK = "Traceback (most recent call last)"
 
 
 def _last_line(lines: Sequence[str]) -> int:
     return next((i for i in range(len(lines) - 1, -1, -1) if lines[i].strip()), len(lines) - 1)
-
-
-def _end_without_failure(lines: Sequence[str], floor: int) -> End | None:
-    """How an attempt with no failure line ends (see ``completion.end_evidence``)."""
-    got = last_matching(lines, PROGRESS_KEYS, is_progress_bar, max(floor, len(lines) - SCAN_LINES), len(lines), 2)
-    return end_evidence(lines, floor, got)
 
 
 def _stopped(base: WholeDiagnosis, src: WholeText, end: End, starts: Sequence[int], file: str | None) -> WholeDiagnosis:
