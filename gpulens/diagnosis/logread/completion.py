@@ -178,6 +178,8 @@ def is_progress_bar(line: str) -> bool:
 
 #: Lines of the program's own ordinary output after an error line that show it went on.
 WENT_ON_LINES = 20
+#: Lines after an error line read for the program's own output (beyond: it did not go on).
+_WENT_ON_SCAN = 1000
 #: Lines that are not the program going on: a tracker's or a scheduler's, a launcher's report.
 _NOT_OUTPUT = ("wandb:", "srun:", "slurmstepd", "🏃", "Sender: LSF", "Job <", "[W", "[E", "W0", "E0", "I0")
 
@@ -187,7 +189,7 @@ def went_on(lines: Sequence[str], at: int, enough: int = WENT_ON_LINES) -> bool:
     warnings, traceback frames, trackers', launchers' or the scheduler's lines) after the error
     line at ``at``: a caught exception whose report the job printed and went on from."""
     count = 0
-    for j in range(at + 1, len(lines)):
+    for j in range(at + 1, min(len(lines), at + _WENT_ON_SCAN)):
         raw = lines[j]
         s = logs.normalize_line(raw)
         t = s.strip()
@@ -279,16 +281,23 @@ def _new_results(lines: Sequence[str], floor: int, last_progress: int, tail: Seq
 
 
 def printed_before(lines: Sequence[str], floor: int, stop: int, line: str) -> bool:
-    """Whether a line of the same shape (numbers masked) was printed in ``lines[floor:stop]``."""
+    """Whether a line of the same shape (numbers masked) was printed in ``lines[floor:stop]``
+    (its last :data:`_REPEAT_LINES` lines: a line a run prints periodically is printed there)."""
     key = max(_DIGITS.split(line), key=len).strip()[:40]
     if not key:
         return False
     shape = _DIGITS.sub("N", line)
-    return any(_DIGITS.sub("N", _shown(lines[k]).strip()) == shape for k in find_keys(lines, (key,), floor, stop))
+    found = find_keys(lines, (key,), max(floor, stop - _REPEAT_LINES), stop)
+    return any(_DIGITS.sub("N", _shown(lines[k]).strip()) == shape for k in found)
 
 
-#: Lines at the end of an attempt searched for its last progress lines.
-_END_LINES = 5000
+#: Lines before a result line searched for an earlier line of its shape.
+_REPEAT_LINES = 3000
+
+
+#: Lines at the end of an attempt searched for its last progress lines (farther back, the
+#: progress is over: the end is told by what follows it).
+_END_LINES = 400
 _TRACEBACK = "Traceback (most recent call last)"
 
 

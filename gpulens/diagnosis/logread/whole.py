@@ -189,7 +189,7 @@ def _failures(lines: Sequence[str], a0: int, frontier: int) -> list[int]:
     if found:
         found -= handled_blocks(lines, max(a0, min(found) - HANDLED_LOOKBACK), len(lines))
         if found and not any(is_terminal_kill(logs.normalize_line(lines[i])) for i in found) \
-                and went_on(lines, max(found)):
+                and went_on(lines, max(found)) and not open_traceback(lines, frontier):
             return []  # the job went on after its last error line (as after progress): none ended it
     return sorted(found)
 
@@ -254,9 +254,6 @@ def _completion_after(lines: Sequence[str], floor: int, failures: Sequence[int])
 
 #: Lines before the first indicator line that tell its phase (the traceback above it).
 _AROUND = 80
-
-
-
 
 
 def _last_line(lines: Sequence[str]) -> int:
