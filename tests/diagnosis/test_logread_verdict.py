@@ -272,3 +272,12 @@ def test_loading_the_best_model_at_the_end_is_a_checkpoint_load(clf: Classifier)
                            ("transformers/trainer.py", "_load_best_model", "model.load_adapter(best_dir)"),
                            error="ValueError: Can't find 'adapter_config.json' at 'out/checkpoint-126'")]
     assert diagnose_text("\n".join(lines), clf).phase == "checkpoint_load"
+
+
+def test_a_timeout_on_the_first_gradient_all_reduce_is_the_first_step(clf: Classifier) -> None:
+    head = ["Using 2 GPUs", "Start training, Total Epochs: 120 = Total Iterations 8000"]
+    first = ("[E ProcessGroupNCCL.cpp:828] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, "
+             "OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1801501 milliseconds before timing out.")
+    assert diagnose_text("\n".join([*head, first]), clf).phase == "first_step"
+    later = first.replace("SeqNum=1,", "SeqNum=875,")  # hundreds of collectives: set-up barriers, no step yet
+    assert diagnose_text("\n".join([*head, later]), clf).phase == "startup"

@@ -133,6 +133,8 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     if steps == 0:
         if tb_start is not None and _at_import(frames):
             return "startup"
+        if _first_collective(region):
+            return "first_step"
         return _glued_bar(region) or ("first_step" if tb_start is not None and _in_step(frames) else "startup")
     if step in ("0", "1") or (steps < 3 and not (step and step.replace(",", "").isdigit() and int(step.replace(",", "")) > 1)):
         return "first_step"
@@ -208,6 +210,22 @@ def _in_eval(frames: Sequence[str]) -> bool:
 def _in_step(frames: Sequence[str]) -> bool:
     """Whether the traceback runs inside a training step (a forward, a backward, an optimizer step)."""
     return any(_STEP_FUNC.match(f) for f in _funcs(frames))
+
+
+#: NCCL's watchdog naming the collective it timed out on, with its sequence number.
+_NCCL_WORK = re.compile(r"WorkNCCL\(SeqNum=(\d+), OpType=(?:ALLREDUCE|_?ALLGATHER\w*|_?REDUCE_SCATTER\w*)")
+
+
+def _first_collective(region: Sequence[str]) -> bool:
+    """Whether NCCL timed out on one of the first gradient collectives (an all-reduce, an
+    all-gather or a reduce-scatter with sequence number 0-2: set-up only broadcasts), i.e. in
+    the backward pass of the first step."""
+    for ln in region:
+        if "WorkNCCL(" in ln:
+            m = _NCCL_WORK.search(ln)
+            if m and int(m.group(1)) <= 2:
+                return True
+    return False
 
 
 def _syntax(frames: Sequence[str]) -> bool:
