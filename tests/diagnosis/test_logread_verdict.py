@@ -281,3 +281,12 @@ def test_a_timeout_on_the_first_gradient_all_reduce_is_the_first_step(clf: Class
     assert diagnose_text("\n".join([*head, first]), clf).phase == "first_step"
     later = first.replace("SeqNum=1,", "SeqNum=875,")  # hundreds of collectives: set-up barriers, no step yet
     assert diagnose_text("\n".join([*head, later]), clf).phase == "startup"
+
+
+def test_a_log_that_stops_short_of_its_configured_epochs_is_not_healthy(clf: Classifier) -> None:
+    head = ["Namespace(batch_size=32, epochs=50, lr=0.001, model='resnet18', seed=0)", "Files already downloaded"]
+    body = [f"epoch {e} train_loss 0.{80 - e} val_acc 0.{40 + e}" for e in range(1, 13)]
+    w = diagnose_text("\n".join([*head, *body]), clf)
+    assert w.diagnosis.category == "unknown" and "configuration" in (w.diagnosis.reason or "")
+    done = [*head, *[f"epoch {e} train_loss 0.{99 - e} val_acc 0.{40 + e}" for e in range(1, 51)]]
+    assert diagnose_text("\n".join(done), clf).diagnosis.category == "none"  # epoch 50 of 50

@@ -153,16 +153,19 @@ def end_evidence(lines: Sequence[str], floor: int, progress: Sequence[int]) -> E
                                 _shown(lines[progress[1]]) if len(progress) > 1 else None)
         if reached is True:
             return End(last_progress, 0.9, "the last progress line reached its end")
-        numbered = next((ln for ln in (_shown(lines[k]) for k in progress) if _LAST_EPOCH.search(ln) or _LAST_STEP.search(ln)), None)
-        if reached is None and numbered is not None and _at_configured_end(lines, floor, numbered):
+        numbered = [ln for ln in (_shown(lines[k]) for k in progress) if _LAST_EPOCH.search(ln) or _LAST_STEP.search(ln)]
+        totals = _configured(lines, floor) if reached is None and numbered else {"epoch": set(), "step": set()}
+        if numbered and _at_configured_end(numbered[0], totals):
             return End(last_progress, 0.85, "the last step printed is the configured last one")
+        if numbered and _short_of_configured(numbered[0], numbered[1] if len(numbered) > 1 else None, totals):
+            reached = False  # short of the configured length
         results = _new_results(lines, floor, last_progress, tail)
         if results is not None:
             return End(results, 0.7, "results printed after the last step")
         after = [i for i in tail if i > last_progress]
         if reached is False and len(after) <= _AFTER_PROGRESS:
             return End(last_progress, 0.0, "the log stops in the middle of the run, short of the end its "
-                                           "progress counter names,")
+                                           "progress counter or its configuration names,")
         return None
     got = [i for i in tail[-6:] if _RESULT.search(_shown(lines[i]))]
     return End(got[-1], 0.7, "it ends with its results") if got else None
@@ -248,14 +251,9 @@ _LAST_STEP = re.compile(r"\b(?:[Ss]tep|[Ii]ter(?:ation)?|global_step)\s*[:=\[#]?
 _CONFIG_LINES = 2000
 
 
-def _at_configured_end(lines: Sequence[str], floor: int, last: str) -> bool:
-    """Whether the last progress line's step or epoch is the run's configured last one (a config
-    dump or an argument list at the attempt's start: ``max_epochs=100`` with ``epoch 99`` printed
-    last, counted from zero, or from one; ``12500 max iterations`` with ``iteration 12500``)."""
-    epoch = _LAST_EPOCH.search(last)
-    step = _LAST_STEP.search(last)
-    if epoch is None and step is None:
-        return False
+def _configured(lines: Sequence[str], floor: int) -> dict[str, set[int]]:
+    """The run's configured number of epochs and of steps/iterations, as a config dump or an
+    argument list at the attempt's start prints them (``max_epochs=100``, ``12500 max iterations``)."""
     totals: dict[str, set[int]] = {"epoch": set(), "step": set()}
     for i in find_keys(lines, _CONFIG_KEYS, floor, min(len(lines), floor + _CONFIG_LINES)):
         for m in _CONFIGURED.finditer(lines[i][:4000]):
@@ -263,9 +261,35 @@ def _at_configured_end(lines: Sequence[str], floor: int, last: str) -> bool:
             n = int(m.group("n") or m.group("n2"))
             if n > 1:
                 totals["epoch" if what == "epochs" else "step"].add(n)
+    return totals
+
+
+def _at_configured_end(last: str, totals: dict[str, set[int]]) -> bool:
+    """Whether the last progress line's step or epoch is the run's configured last one
+    (``max_epochs=100`` with ``epoch 99`` printed last, counted from zero, or from one;
+    ``12500 max iterations`` with ``iteration 12500``)."""
+    epoch = _LAST_EPOCH.search(last)
+    step = _LAST_STEP.search(last)
     if epoch is not None and {int(epoch.group(1)), int(epoch.group(1)) + 1} & totals["epoch"]:
         return step is None or not totals["step"] or int(step.group(1)) in totals["step"] or _STEP_OF.search(last) is None
     return step is not None and int(step.group(1)) in totals["step"]
+
+
+def _short_of_configured(last: str, before: str | None, totals: dict[str, set[int]]) -> bool:
+    """Whether the last progress line is short of the run's configured length: an epoch two or
+    more before the configured number (one before is a zero-based count's last), or a step
+    more than one printing stride before it (the stride: how far the step moved since the
+    progress line ``before``; 10 % of the total without one)."""
+    epoch = _LAST_EPOCH.search(last)
+    if epoch is not None and totals["epoch"]:
+        return int(epoch.group(1)) + 1 < min(totals["epoch"])
+    step = _LAST_STEP.search(last)
+    if step is None or not totals["step"]:
+        return False
+    n, total = int(step.group(1)), min(totals["step"])
+    prev = _LAST_STEP.search(before) if before else None
+    stride = n - int(prev.group(1)) if prev is not None and int(prev.group(1)) < n else total // 10
+    return n + max(stride, 1) <= total
 
 
 def _new_results(lines: Sequence[str], floor: int, last_progress: int, tail: Sequence[int]) -> int | None:
