@@ -290,3 +290,14 @@ def test_a_log_that_stops_short_of_its_configured_epochs_is_not_healthy(clf: Cla
     assert w.diagnosis.category == "unknown" and "configuration" in (w.diagnosis.reason or "")
     done = [*head, *[f"epoch {e} train_loss 0.{99 - e} val_acc 0.{40 + e}" for e in range(1, 51)]]
     assert diagnose_text("\n".join(done), clf).diagnosis.category == "none"  # epoch 50 of 50
+
+
+@pytest.mark.parametrize("end", [
+    "Terminated", "./run.sh: line 12: 48211 Terminated              python train.py --epochs 50",
+    "Hangup", "User defined signal 2", "srun: Job step aborted: Waiting up to 32 seconds for job step to finish.",
+    "srun: forcing job termination",
+])
+def test_a_signal_or_an_aborted_job_step_at_the_end_is_a_failure(clf: Classifier, end: str) -> None:
+    body = [f"epoch {e} loss 0.{90 - e}" for e in range(1, 9)]  # no totals: nothing else says it stopped
+    w = diagnose_text("\n".join([*body, end]), clf)
+    assert w.diagnosis.category != "none" and w.indicator_lines == [len(body) + 1]

@@ -30,7 +30,7 @@ ERROR_KEYS: tuple[str, ...] = (
     "rror", "ERROR", "xception", "FATAL", "atal", "ailed", "FAILED", "illed", "xhausted", "EXHAUSTED",
     "ssert", "bort", "Segmentation", "denied", "No space", "CANCELLED", "OOM", "imed out", "imeout",
     "nvalid", "xit", "Traceback", "SIG", "erminated", "Interrupt", "core dumped", "died", "Illegal",
-    "death signal",
+    "death signal", "Hangup", "defined signal", "srun: forcing",
 )
 
 _PROGRESS = re.compile(r"\b(?:step|epoch|iter(?:ation)?|loss|batch|Epoch|Step|Iter)\b|it/s|s/it|\d+/\d+ \[")
@@ -51,19 +51,25 @@ _KILL = Guarded(
     r"|^\s*(?:\S+: line \d+:\s+\d+\s+)?Killed\b|Segmentation fault|core dumped|Bus error|Illegal instruction"
     r"|oom-kill|Out of memory: Kill|OOMKilled|exitcode\s*:\s*-?[1-9]|exit(?:ed)? (?:with )?(?:code|status) [1-9]"
     r"|[Rr]eceived SIG\w+|[Rr]eceived \d+ death signal|terminate called|Fatal Python error|KeyboardInterrupt"
-    r"|srun: error: .*(?:Exited|Terminated|Killed)",
+    r"|srun: error: .*(?:Exited|Terminated|Killed)"
+    # bash reporting a child killed by SIGTERM/SIGHUP/SIGUSR (a scheduler's or a session's end), srun giving up
+    r"|^\s*(?:\S+: line \d+:\s+\d+\s+)?(?:Terminated|Hangup|User defined signal [12])\b"
+    r"|srun: Job step aborted|srun: forcing job termination",
     ("DUE TO", "CANCELLED AT", "TERM_", "xit", "Killed", "Segmentation fault", "core dumped", "Bus error",
      "Illegal instruction", "oom-kill", "Out of memory: Kill", "eceived ", "terminate called", "Fatal Python error",
-     "KeyboardInterrupt", "srun: error"),
+     "KeyboardInterrupt", "srun: error", "Terminated", "Hangup", "User defined signal", "srun: Job step aborted",
+     "srun: forcing"),
 )
 
 
 #: Keys of the scheduler's and the kernel's kill lines (they end a run even when the other
 #: processes go on printing progress for a few lines until they are killed too).
-KILL_KEYS: tuple[str, ...] = ("CANCELLED", "DUE TO", "TERM_", "Killed", "oom-kill")  # "Killed" finds "OOMKilled"
+KILL_KEYS: tuple[str, ...] = ("CANCELLED", "DUE TO", "TERM_", "Killed", "oom-kill", "Terminated", "Hangup",
+                              "User defined signal", "srun: Job step aborted", "srun: forcing")  # "Killed" finds "OOMKilled"
 _SCHEDULER_KILL = re.compile(
     r"DUE TO (?:TIME LIMIT|PREEMPTION|NODE FAILURE)|\*\*\* (?:JOB|STEP) [\d.]+ ON \S+ CANCELLED AT|\bTERM_[A-Z]+\b"
-    r"|^\s*(?:\S+: line \d+:\s+\d+\s+)?Killed\b|oom-kill|OOMKilled"
+    r"|^\s*(?:\S+: line \d+:\s+\d+\s+)?(?:Killed|Terminated|Hangup|User defined signal [12])\b|oom-kill|OOMKilled"
+    r"|srun: Job step aborted|srun: forcing job termination"
 )
 #: A log level that says the line is an error (looked at before the prefix is stripped).
 _ERROR_LEVEL = re.compile(r"^\S*\s*(?:[\d:,.\- ]+\s)?\[?(?:ERROR|FATAL|CRITICAL)\]?[\s:]")
@@ -105,7 +111,7 @@ def is_progress(raw: str) -> bool:
     """A line showing the job going on (a step, epoch, loss or progress bar; not an error)."""
     if raw.startswith((" ", "\t")) and not raw.lstrip().startswith(("Epoch", "epoch", "Step", "step")):
         return False
-    if raw.startswith("wandb:"):  # a tracker's run summary at exit, not the job going on
+    if raw.startswith(("wandb:", "srun:", "slurmstepd")):  # a tracker's summary at exit, the scheduler's lines
         return False
     end = raw[-_SHOWN:]  # a progress bar's line holds every update ("\r"): the last is what shows
     if not any(k in end for k in PROGRESS_KEYS):
