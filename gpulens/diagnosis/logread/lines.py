@@ -64,8 +64,9 @@ _KILL = Guarded(
 
 #: Keys of the scheduler's and the kernel's kill lines (they end a run even when the other
 #: processes go on printing progress for a few lines until they are killed too).
-KILL_KEYS: tuple[str, ...] = ("CANCELLED", "DUE TO", "TERM_", "Killed", "oom-kill", "Terminated", "Hangup",
-                              "User defined signal", "srun: Job step aborted", "srun: forcing")  # "Killed" finds "OOMKilled"
+#: (Searched over the whole attempt before the frontier, so kept short: a signal's or srun's own
+#: report is read after the frontier, with the error keys.)
+KILL_KEYS: tuple[str, ...] = ("CANCELLED", "DUE TO", "TERM_", "Killed", "oom-kill")  # "Killed" finds "OOMKilled"
 _SCHEDULER_KILL = re.compile(
     r"DUE TO (?:TIME LIMIT|PREEMPTION|NODE FAILURE)|\*\*\* (?:JOB|STEP) [\d.]+ ON \S+ CANCELLED AT|\bTERM_[A-Z]+\b"
     r"|^\s*(?:\S+: line \d+:\s+\d+\s+)?(?:Killed|Terminated|Hangup|User defined signal [12])\b|oom-kill|OOMKilled"

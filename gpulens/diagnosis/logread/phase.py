@@ -44,6 +44,8 @@ _EVAL = Guarded(r"[Ee]valuat|[Vv]alidat|\beval\b|evaluate\(|compute_metrics|[Tt]
 _TEARDOWN = Guarded(r"destroy_process_group|atexit|__del__|finalize|[Ss]hutting down",
                     ("destroy_process_group", "atexit", "__del__", "finalize", "hutting down"))
 _LOOKBACK = 25
+#: Characters at the end of a line looked at.
+_SHOWN = 400
 #: Lines looked back for the last step printed before a failure or the end.
 _STEP_LOOKBACK = 600
 
@@ -118,7 +120,8 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     if _SAVE.search(text):
         return "checkpoint_save"
     top = tb_start if tb_start is not None else failure
-    before = [ln for ln in lines[max(floor, top - _LOOKBACK):top] if ln.strip()]
+    # as shown (a progress bar's line holds every refresh: its last is what shows)
+    before = [ln[ln.rfind("\r") + 1:][-_SHOWN:] for ln in lines[max(floor, top - _LOOKBACK):top] if ln.strip()]
     if any(is_completion(ln) and not ln.lstrip().startswith(_AT_EXIT) for ln in before) or _teardown(region):
         return "shutdown"
     if _in_eval(frames) if tb_start is not None else _EVAL.search(text):
