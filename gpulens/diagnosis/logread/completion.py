@@ -149,26 +149,32 @@ def end_evidence(lines: Sequence[str], floor: int, progress: Sequence[int]) -> E
     if epi is not None:
         return End(epi, 0.8, "the job script went on after the program ended (its epilogue printed)")
     if last_progress is not None and last_progress >= floor:
-        reached = _counters_end(_shown(lines[last_progress]),
-                                _shown(lines[progress[1]]) if len(progress) > 1 else None)
-        if reached is True:
-            return End(last_progress, 0.9, "the last progress line reached its end")
-        numbered = [ln for ln in (_shown(lines[k]) for k in progress) if _LAST_EPOCH.search(ln) or _LAST_STEP.search(ln)]
-        totals = _configured(lines, floor) if reached is None and numbered else {"epoch": set(), "step": set()}
-        if numbered and _at_configured_end(numbered[0], totals):
-            return End(last_progress, 0.85, "the last step printed is the configured last one")
-        if numbered and _short_of_configured(numbered[0], numbered[1] if len(numbered) > 1 else None, totals):
-            reached = False  # short of the configured length
-        results = _new_results(lines, floor, last_progress, tail)
-        if results is not None:
-            return End(results, 0.7, "results printed after the last step")
-        after = [i for i in tail if i > last_progress]
-        if reached is False and len(after) <= _AFTER_PROGRESS:
-            return End(last_progress, 0.0, "the log stops in the middle of the run, short of the end its "
-                                           "progress counter or its configuration names,")
-        return None
+        return _after_progress(lines, floor, progress, tail)
     got = [i for i in tail[-6:] if _RESULT.search(_shown(lines[i]))]
     return End(got[-1], 0.7, "it ends with its results") if got else None
+
+
+def _after_progress(lines: Sequence[str], floor: int, progress: Sequence[int], tail: Sequence[int]) -> End | None:
+    """``end_evidence`` of an attempt that printed progress (``progress``: the last progress
+    lines, latest first; ``tail``: its last non-blank lines)."""
+    last = progress[0]
+    shown = [_shown(lines[k]) for k in progress]
+    reached = _counters_end(shown[0], shown[1] if len(shown) > 1 else None)
+    if reached is True:
+        return End(last, 0.9, "the last progress line reached its end")
+    numbered = [ln for ln in shown if _LAST_EPOCH.search(ln) or _LAST_STEP.search(ln)]
+    totals = _configured(lines, floor) if reached is None and numbered else {"epoch": set(), "step": set()}
+    if numbered and _at_configured_end(numbered[0], totals):
+        return End(last, 0.85, "the last step printed is the configured last one")
+    if numbered and _short_of_configured(numbered[0], numbered[1] if len(numbered) > 1 else None, totals):
+        reached = False  # short of the configured length
+    results = _new_results(lines, floor, last, tail)
+    if results is not None:
+        return End(results, 0.7, "results printed after the last step")
+    if reached is False and len([i for i in tail if i > last]) <= _AFTER_PROGRESS:
+        return End(last, 0.0, "the log stops in the middle of the run, short of the end its progress counter "
+                              "or its configuration names,")
+    return None
 
 
 def is_progress_bar(line: str) -> bool:
