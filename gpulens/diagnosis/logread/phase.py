@@ -127,18 +127,24 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     if _in_eval(frames) if tb_start is not None else _EVAL.search(text):
         return "evaluation"
     if any(_EVAL.search(ln) and not is_progress(ln) and not _RESULT_LINE.search(ln) and "rror" not in ln
-           and not ln.startswith((" ", "\t"))
-           for ln in before[-6:]):
+           and not ln.startswith((" ", "\t")) for ln in before[-6:]):
         return "evaluation"
+    return _by_steps(lines, floor, top, region, frames if tb_start is not None else None, step)
+
+
+def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str], frames: Sequence[str] | None,
+              step: str | None) -> str:
+    """The phase from the training steps printed before ``top`` (the failure or its traceback's
+    head; ``frames``: that traceback, None when there is none)."""
     steps = _progress_count(lines, floor, top, 4)
-    if tb_start is not None and steps > 0 and _results_after_progress(lines, floor, top):
+    if frames is not None and steps > 0 and _results_after_progress(lines, floor, top):
         return "shutdown"  # the run printed its final results, then failed
     if steps == 0:
-        if tb_start is not None and _at_import(frames):
+        if frames is not None and _at_import(frames):
             return "startup"
         if _first_collective(region):
             return "first_step"
-        return _glued_bar(region) or ("first_step" if tb_start is not None and _in_step(frames) else "startup")
+        return _glued_bar(region) or ("first_step" if frames is not None and _in_step(frames) else "startup")
     if step in ("0", "1") or (steps < 3 and not (step and step.replace(",", "").isdigit() and int(step.replace(",", "")) > 1)):
         return "first_step"
     return "training"
