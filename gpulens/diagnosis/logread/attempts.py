@@ -68,8 +68,12 @@ def _banner(line: str) -> bool:
     from gpulens.diagnosis.logread.lines import is_progress
 
     s = logs.normalize_line(line).strip()
-    return not (line.startswith((" ", "\t")) or "Traceback" in s or "Warning" in s or is_progress(line)
-                or is_failure(s, line))
+    return not (line.startswith((" ", "\t")) or _WORD.search(s) is None or "Traceback" in s or "Warning" in s
+                or is_progress(line) or is_failure(s, line))
+
+
+#: A banner names something: a ruler of ``=`` or ``-`` (printed around every section) does not.
+_WORD = re.compile(r"[A-Za-z0-9]{3}")
 
 
 def _after_lsf_report(lines: Sequence[str], at: int) -> int:

@@ -8,9 +8,23 @@ limit, a non-zero exit) comes after it.
 
 from __future__ import annotations
 
+import dataclasses
 import re
+from collections.abc import Sequence
 
-__all__ = ["COMPLETION_COVER", "COMPLETION_KEYS", "completion_strength", "is_completion"]
+from gpulens.diagnosis import logs
+from gpulens.diagnosis.logread.lines import (
+    PROGRESS_KEYS,
+    handled_blocks,
+    is_benign,
+    is_failure,
+    is_progress,
+    last_matching,
+)
+from gpulens.diagnosis.logs import find_keys
+
+__all__ = ["AT_EXIT", "COMPLETION_COVER", "COMPLETION_KEYS", "End", "HANDLED_LOOKBACK", "completion_strength", "end_evidence", "end_of_attempt", "is_completion",
+           "is_progress_bar", "open_traceback", "printed_before", "went_on"]
 
 #: Literal keys (``str.find`` prefilter) of the completion messages below: every message the
 #: patterns accept holds one of them (tests/diagnosis/test_logread.py checks the examples).
@@ -23,6 +37,9 @@ COMPLETION_KEYS: tuple[str, ...] = (
     "Stopping. Best", "aving final", "aving the final", "aved final", "final model", "done", "Done", "DONE",
     "All done", "completed successfully", "Finished", "finished", "FINISHED", "Best acc", "Enjoy",
     "Job Finished", "End of training", "Run finished",
+    "done training", "Loss for final step", "train metrics", "Best metric", "exiting program at iteration",
+    "xit code", "xit status", "xited with code", "xited with status", "xit Code", "xit Status", "Exit_status",
+    "ExitCode", "COMPLETED", "succeeded",
 )
 
 #: Fewer, shorter literals one of which every key above holds: scanning a block for these finds
@@ -31,19 +48,30 @@ COMPLETION_KEYS: tuple[str, ...] = (
 COMPLETION_COVER: tuple[str, ...] = (
     "raining", "inish", "FINISHED", "done", "Done", "DONE", "xit", "complet", "reached", "train_runtime",
     "Run summary", "Synced ", "View run", "Results saved to", "arly", "Signaling Trainer to stop", "Stopping. Best",
-    "final", "Best acc", "Enjoy",
+    "final", "Best acc", "Enjoy", "train metrics", "Best metric", "COMPLETED", "succeeded",
 )
+
+#: Lines trackers print at process exit whatever the outcome (wandb's summary and sync, MLflow's
+#: run link): a completion only when no failure line comes before them.
+AT_EXIT: tuple[str, ...] = ("wandb: Synced", "wandb: Run summary", "wandb: 🚀 View run", "wandb: View run", "🏃 View run")
 
 _STRONG = re.compile(
     r"`?Trainer\.fit`? stopped: `?max_(?:epochs|steps)=\d+`? reached"
     r"|[Tt]raining (?:is )?(?:done|complete[d]?|COMPLETE|finished)\b|[Ff]inish(?:ed)? [Tt]raining"
     r"|[Ff]inished after \d+ (?:iterations|steps|epochs)|\bepochs completed in\b"
     r"|[Tt]otal training time|[Tt]raining took\b|[Tt]raining time\b|'train_runtime'|\btrain_runtime\b"
-    r"|Process \d+ exits successfully|\bExit code: 0\b|exit status 0\b|Successfully completed\."
+    r"|Process \d+ exits successfully|Successfully completed\."
     r"|wandb: (?:Run summary|Synced \d+ W&B file)|wandb: 🚀 View run|\bResults saved to\b"
     r"|[Ee]arly stopping(?: triggered)?|EarlyStopping|Signaling Trainer to stop|Stopping\. Best"
     r"|[Ss]aving (?:the )?final (?:model|checkpoint)|final model|[Ss]aved final"
     r"|\bcompleted successfully\b|\bAll done\b|\bJob Finished\b|\bEnd of training\b|\bRun finished\b"
+    # fairseq, TF Estimator, HF Trainer's metrics block, timm, Megatron's planned exit
+    r"|\bdone training in\b|\bLoss for final step\b|\*{3,} train metrics \*{3,}|\*\*\* Best metric:"
+    r"|\bexiting program at iteration\b"
+    # a zero exit reported by a launcher, an IDE, a scheduler's epilogue (Slurm, PBS), Ray's job client
+    r"|[Ee]xit(?:ed)?(?: with)? (?:[Cc]ode|[Ss]tatus)\s*[:=]?\s*0(?![\d.:])|\bExit_status=0\b|\bExitCode[=: ]+0:0\b"
+    r"|\bState:\s*COMPLETED\b|\bJobState=COMPLETED\b|\bJob '[^']+' succeeded\b"
+    r"|🏃 View run"
 )
 _WEAK = re.compile(
     r"^\W*(?:done|Done|DONE|finished|Finished|FINISHED|Enjoy)[.!]?\W*$|\bBest acc\b|^\s*Finished\b"
@@ -65,3 +93,270 @@ def completion_strength(line: str) -> float:
 def is_completion(line: str) -> bool:
     """Whether a line is a completion message (strong or weak)."""
     return completion_strength(line) > 0
+
+
+# ----------------------------------------------------------------- how a log without a failure ends
+
+
+@dataclasses.dataclass(frozen=True)
+class End:
+    """How the last attempt of a log with no failure line ends: ``strength`` > 0 when it
+    ended normally (that sure, ``why`` says from what), 0 when it stops in the middle of the run
+    (no completion, no error: killed from outside or cut off); ``index``: the line that shows it."""
+
+    index: int
+    strength: float
+    why: str
+
+    @property
+    def stopped(self) -> bool:
+        return self.strength == 0.0
+
+
+#: Counters ``N/M`` (``of M``) a progress line names: the run's epoch, its step/iteration, a bar.
+_EPOCH_OF = re.compile(r"\b(?:[Ee]poch|EPOCH)s?\b\s*[:=#\[(]?\s*(\d+)\s*(?:/|of)\s*(\d+)")
+_STEP_OF = re.compile(r"\b(?:[Ss]tep|STEP|[Ii]ter(?:ation)?|ITER|[Bb]atch)s?\b\s*[:=#\[(]?\s*(\d+)\s*(?:/|of)\s*(\d+)")
+_BAR = re.compile(r"(?:^|[\s|\[])(\d+)\s*/\s*(\d+)\s*(?:\[|\]|\|)")
+#: A line that reports a result: a metric name with a number.
+_RESULT = re.compile(
+    r"(?i)(?<![a-z])(?:acc(?:uracy)?|top-?[15]|f1|auc|psnr|ssim|mIoU|mAP|dice|bleu|rouge\w*|wer|cer|perplexity|ppl|score"
+    r"|precision|recall|loss|error rate|reward|return|average|mean|total|best|final|test|eval\w*|valid\w*|results?)"
+    r"(?![a-z])[^\n]{0,80}?[:=|]?\s*[-+]?\d*\.?\d")
+_DIGITS = re.compile(r"\d+")
+#: A shell ``time`` wrapper's report (``real 1m2.3s``), or a job script's epilogue: the date or
+#: an end banner printed after the program returned (a killed job prints neither).
+_EPILOGUE = re.compile(
+    r"^real\s+\d+m[\d.]+s$|^(?:[A-Z][a-z]{2} ){2}[ \d]\d \d\d:\d\d:\d\d(?: [A-Z]{2,5})? \d{4}$"
+    r"|^(?:Job |Run |Script )?(?:[Ee]nd(?:ed)?|[Ff]inish(?:ed)?|[Cc]omplet(?:ed)?)(?: time| at| on|:)\s*[:=]?\s*\S*\d")
+_TAIL = 12
+#: Non-blank lines after the last progress line that still count as "the log ends in progress"
+#: (a bar's last refresh is often printed twice, or followed by a blank tracker line).
+_AFTER_PROGRESS = 2
+
+
+def end_evidence(lines: Sequence[str], floor: int, progress: Sequence[int]) -> End | None:
+    """How the attempt ``lines[floor:]`` (no failure line in it) ends, from its last lines:
+    the last counter at its end (``Epoch 30/30``, ``step:6000/6000``, a bar at ``N/N``), a job
+    script's epilogue (``time``'s report, the date), results after the last progress line that
+    training did not print before; or it stops mid-run (its last lines are progress, short of
+    the end, by more than the stride between its last two counters). ``progress``: the indexes of
+    the last progress lines, latest first (empty: there is none)."""
+    last_progress = progress[0] if progress else None
+    tail = [i for i in range(max(floor, len(lines) - 4 * _TAIL), len(lines)) if lines[i].strip()][-_TAIL:]
+    if not tail:
+        return None
+    epi = next((i for i in reversed(tail[-3:]) if _EPILOGUE.search(_shown(lines[i]).strip())), None)
+    if epi is not None:
+        return End(epi, 0.8, "the job script went on after the program ended (its epilogue printed)")
+    if last_progress is not None and last_progress >= floor:
+        return _after_progress(lines, floor, progress, tail)
+    got = [i for i in tail[-6:] if _RESULT.search(_shown(lines[i]))]
+    return End(got[-1], 0.7, "it ends with its results") if got else None
+
+
+def _after_progress(lines: Sequence[str], floor: int, progress: Sequence[int], tail: Sequence[int]) -> End | None:
+    """``end_evidence`` of an attempt that printed progress (``progress``: the last progress
+    lines, latest first; ``tail``: its last non-blank lines)."""
+    last = progress[0]
+    shown = [_shown(lines[k]) for k in progress]
+    reached = _counters_end(shown[0], shown[1] if len(shown) > 1 else None)
+    if reached is True:
+        return End(last, 0.9, "the last progress line reached its end")
+    numbered = [ln for ln in shown if _LAST_EPOCH.search(ln) or _LAST_STEP.search(ln)]
+    totals = _configured(lines, floor) if reached is None and numbered else {"epoch": set(), "step": set()}
+    if numbered and _at_configured_end(numbered[0], totals):
+        return End(last, 0.85, "the last step printed is the configured last one")
+    if numbered and _short_of_configured(numbered[0], numbered[1] if len(numbered) > 1 else None, totals):
+        reached = False  # short of the configured length
+    results = _new_results(lines, floor, last, tail)
+    if results is not None:
+        return End(results, 0.7, "results printed after the last step")
+    if reached is False and len([i for i in tail if i > last]) <= _AFTER_PROGRESS:
+        return End(last, 0.0, "the log stops in the middle of the run, short of the end its progress counter "
+                              "or its configuration names,")
+    return None
+
+
+def is_progress_bar(line: str) -> bool:
+    """A progress line (``lines.is_progress``), or an indented tqdm bar (``  7%|▋ | 2/29 [...]``)."""
+    if is_progress(line):
+        return True
+    shown = _shown(line)
+    return ("it/s" in shown or "s/it" in shown) and "%|" in shown and is_progress(shown.lstrip())
+
+
+#: Lines of the program's own ordinary output after an error line that show it went on.
+WENT_ON_LINES = 20
+#: Lines after an error line read for the program's own output (beyond: it did not go on).
+_WENT_ON_SCAN = 1000
+#: Lines that are not the program going on: a tracker's or a scheduler's, a launcher's report.
+_NOT_OUTPUT = ("wandb:", "srun:", "slurmstepd", "🏃", "Sender: LSF", "Job <", "[W", "[E", "W0", "E0", "I0")
+
+
+def went_on(lines: Sequence[str], at: int, enough: int = WENT_ON_LINES) -> bool:
+    """Whether the program printed ``enough`` lines of its own ordinary output (not errors,
+    warnings, traceback frames, trackers', launchers' or the scheduler's lines) after the error
+    line at ``at``: a caught exception whose report the job printed and went on from."""
+    count = 0
+    for j in range(at + 1, min(len(lines), at + _WENT_ON_SCAN)):
+        raw = lines[j]
+        s = logs.normalize_line(raw)
+        t = s.strip()
+        if not t or s.startswith((" ", "\t")) or t.startswith(_NOT_OUTPUT) or "Traceback" in t \
+                or "arning" in t or is_failure(t, raw) or is_benign(t):
+            continue
+        count += 1
+        if count >= enough:
+            return True
+    return False
+
+
+def _shown(line: str) -> str:
+    """What a terminal shows of a line (the last ``\\r`` refresh of a progress bar)."""
+    return line[line.rfind("\r") + 1:] if "\r" in line else line
+
+
+def _counters_end(line: str, before: str | None = None) -> bool | None:
+    """Whether a progress line's counters are at their end: True (every counter it shows is
+    ``N/N``), False (one is short of it by more than it moved since the progress line
+    ``before``), None (no counter, or cannot tell: a run that prints every 5,000 iterations
+    prints 795,001/800,000 last; an epoch counter one short is a zero-based count's last epoch)."""
+    got = _counters(line)
+    if not got:
+        return None
+    if all(n >= m for n, m, _ in got):
+        return True
+    prev = {kind: n for n, _, kind in _counters(before)} if before else {}
+    for n, m, kind in got:
+        stride = max(1, n - prev[kind]) if kind in prev and prev[kind] < n else 1
+        if kind == "epoch" and n == m - 1:
+            stride = max(stride, 2)
+        if n + stride <= m:
+            return False
+    return None
+
+
+def _counters(line: str) -> list[tuple[int, int, str]]:
+    """(N, M, kind) of the epoch counter and the inner (step, iteration, bar) counter a line shows."""
+    epoch = _EPOCH_OF.search(line)
+    inner = _STEP_OF.search(line) or _BAR.search(line[epoch.end():] if epoch else line)
+    got = [(int(m.group(1)), int(m.group(2)), kind) for m, kind in ((epoch, "epoch"), (inner, "inner")) if m is not None]
+    return [(n, m, kind) for n, m, kind in got if m > 0]
+
+
+#: The configured length of a run as config dumps and argument lists print it.
+_CONFIG_KEYS = ("epochs", "iterations", "max_it", "max_steps", "total_steps", "num_steps", "train_iters",
+                "max iterations", "Max iterations", "total_iters")
+_CONFIGURED = re.compile(
+    r"\b(?P<key>(?:max|num|n|total|train)_?(?:train_)?(?P<what>epochs|iters|iterations|steps)|epochs|max iterations"
+    r"|Max iterations)['\"]?\s*[:=]?\s*(?P<n>\d+)\b"
+    r"|\b(?P<n2>\d+) max (?P<what2>iterations|steps|epochs)\b")
+_LAST_EPOCH = re.compile(r"\b[Ee]poch\s*[:=\[#]?\s*(\d+)\b")
+_LAST_STEP = re.compile(r"\b(?:[Ss]tep|[Ii]ter(?:ation)?|global_step)\s*[:=\[#]?\s*(\d+)\b")
+#: Lines at the start of an attempt read for its configuration.
+_CONFIG_LINES = 2000
+
+
+def _configured(lines: Sequence[str], floor: int) -> dict[str, set[int]]:
+    """The run's configured number of epochs and of steps/iterations, as a config dump or an
+    argument list at the attempt's start prints them (``max_epochs=100``, ``12500 max iterations``)."""
+    totals: dict[str, set[int]] = {"epoch": set(), "step": set()}
+    for i in find_keys(lines, _CONFIG_KEYS, floor, min(len(lines), floor + _CONFIG_LINES)):
+        for m in _CONFIGURED.finditer(lines[i][:4000]):
+            what = m.group("what") or m.group("what2") or ("epochs" if "poch" in (m.group("key") or "") else "iterations")
+            n = int(m.group("n") or m.group("n2"))
+            if n > 1:
+                totals["epoch" if what == "epochs" else "step"].add(n)
+    return totals
+
+
+def _at_configured_end(last: str, totals: dict[str, set[int]]) -> bool:
+    """Whether the last progress line's step or epoch is the run's configured last one
+    (``max_epochs=100`` with ``epoch 99`` printed last, counted from zero, or from one;
+    ``12500 max iterations`` with ``iteration 12500``)."""
+    epoch = _LAST_EPOCH.search(last)
+    step = _LAST_STEP.search(last)
+    if epoch is not None and {int(epoch.group(1)), int(epoch.group(1)) + 1} & totals["epoch"]:
+        return step is None or not totals["step"] or int(step.group(1)) in totals["step"] or _STEP_OF.search(last) is None
+    return step is not None and int(step.group(1)) in totals["step"]
+
+
+def _short_of_configured(last: str, before: str | None, totals: dict[str, set[int]]) -> bool:
+    """Whether the last progress line is short of the run's configured length: an epoch two or
+    more before the configured number (one before is a zero-based count's last), or a step
+    more than one printing stride before it (the stride: how far the step moved since the
+    progress line ``before``; 10 % of the total without one)."""
+    epoch = _LAST_EPOCH.search(last)
+    if epoch is not None and totals["epoch"]:
+        return int(epoch.group(1)) + 1 < min(totals["epoch"])
+    step = _LAST_STEP.search(last)
+    if step is None or not totals["step"]:
+        return False
+    n, total = int(step.group(1)), min(totals["step"])
+    prev = _LAST_STEP.search(before) if before else None
+    stride = n - int(prev.group(1)) if prev is not None and int(prev.group(1)) < n else total // 10
+    return n + max(stride, 1) <= total
+
+
+def _new_results(lines: Sequence[str], floor: int, last_progress: int, tail: Sequence[int]) -> int | None:
+    """The last result line after the last progress line that is not one training printed
+    before (a per-epoch validation line repeats; a final test block is new)."""
+    for i in reversed([i for i in tail if i > last_progress]):
+        shown = _shown(lines[i]).strip()
+        if shown.startswith("wandb:") or not _RESULT.search(shown):
+            continue
+        if not printed_before(lines, floor, last_progress, shown):
+            return i
+    return None
+
+
+def printed_before(lines: Sequence[str], floor: int, stop: int, line: str) -> bool:
+    """Whether a line of the same shape (numbers masked) was printed in ``lines[floor:stop]``
+    (its last :data:`_REPEAT_LINES` lines: a line a run prints periodically is printed there)."""
+    key = max(_DIGITS.split(line), key=len).strip()[:40]
+    if not key:
+        return False
+    shape = _DIGITS.sub("N", line)
+    found = find_keys(lines, (key,), max(floor, stop - _REPEAT_LINES), stop)
+    return any(_DIGITS.sub("N", _shown(lines[k]).strip()) == shape for k in found)
+
+
+#: Lines before a result line searched for an earlier line of its shape.
+_REPEAT_LINES = 3000
+
+
+#: Lines at the end of an attempt searched for its last progress lines (farther back, the
+#: progress is over: the end is told by what follows it).
+_END_LINES = 400
+_TRACEBACK = "Traceback (most recent call last)"
+
+
+def end_of_attempt(lines: Sequence[str], floor: int) -> End | None:
+    """How the attempt ``lines[floor:]`` with no failure line ends (see ``end_evidence``)."""
+    got = last_matching(lines, PROGRESS_KEYS, is_progress_bar, max(floor, len(lines) - _END_LINES), len(lines), 2)
+    return end_evidence(lines, floor, got)
+
+
+#: Lines above the first failure line searched for the head of a report Python went on from.
+HANDLED_LOOKBACK = 200
+
+
+def open_traceback(lines: Sequence[str], frontier: int) -> bool:
+    """Whether a traceback after ``frontier`` may have ended the job: not one Python printed
+    and went on from (an exception ignored in ``__del__``, a logging error), and not one the job
+    went on printing its own output after to a positive end (a counter at its end, results)."""
+    tbs = find_keys(lines, (_TRACEBACK,), frontier)
+    if tbs:
+        handled = handled_blocks(lines, max(0, tbs[0] - HANDLED_LOOKBACK), len(lines))
+        tbs = [i for i in tbs if i not in handled]
+    return bool(tbs) and not _went_on_to_an_end(lines, tbs[-1])
+
+
+def _went_on_to_an_end(lines: Sequence[str], at: int) -> bool:
+    """Whether the job went on printing its own output after the error line at ``at`` and
+    its end after it shows a normal end (a counter at its end, new results, an epilogue): a
+    traceback is surer evidence than an error-looking line, so more is asked to set it aside."""
+    if not went_on(lines, at):
+        return False
+    end = end_of_attempt(lines, at)
+    return end is not None and not end.stopped

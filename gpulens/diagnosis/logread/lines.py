@@ -22,6 +22,7 @@ __all__ = [
     "is_failure",
     "is_progress",
     "is_terminal_kill",
+    "handled_blocks",
 ]
 
 #: Literal keys of lines that may state a failure (hard, infrastructure or secondary).
@@ -29,7 +30,7 @@ ERROR_KEYS: tuple[str, ...] = (
     "rror", "ERROR", "xception", "FATAL", "atal", "ailed", "FAILED", "illed", "xhausted", "EXHAUSTED",
     "ssert", "bort", "Segmentation", "denied", "No space", "CANCELLED", "OOM", "imed out", "imeout",
     "nvalid", "xit", "Traceback", "SIG", "erminated", "Interrupt", "core dumped", "died", "Illegal",
-    "death signal",
+    "death signal", "Hangup", "defined signal", "srun: forcing",
 )
 
 _PROGRESS = re.compile(r"\b(?:step|epoch|iter(?:ation)?|loss|batch|Epoch|Step|Iter)\b|it/s|s/it|\d+/\d+ \[")
@@ -50,19 +51,26 @@ _KILL = Guarded(
     r"|^\s*(?:\S+: line \d+:\s+\d+\s+)?Killed\b|Segmentation fault|core dumped|Bus error|Illegal instruction"
     r"|oom-kill|Out of memory: Kill|OOMKilled|exitcode\s*:\s*-?[1-9]|exit(?:ed)? (?:with )?(?:code|status) [1-9]"
     r"|[Rr]eceived SIG\w+|[Rr]eceived \d+ death signal|terminate called|Fatal Python error|KeyboardInterrupt"
-    r"|srun: error: .*(?:Exited|Terminated|Killed)",
+    r"|srun: error: .*(?:Exited|Terminated|Killed)"
+    # bash reporting a child killed by SIGTERM/SIGHUP/SIGUSR (a scheduler's or a session's end), srun giving up
+    r"|^\s*(?:\S+: line \d+:\s+\d+\s+)?(?:Terminated|Hangup|User defined signal [12])\b"
+    r"|srun: Job step aborted|srun: forcing job termination",
     ("DUE TO", "CANCELLED AT", "TERM_", "xit", "Killed", "Segmentation fault", "core dumped", "Bus error",
      "Illegal instruction", "oom-kill", "Out of memory: Kill", "eceived ", "terminate called", "Fatal Python error",
-     "KeyboardInterrupt", "srun: error"),
+     "KeyboardInterrupt", "srun: error", "Terminated", "Hangup", "User defined signal", "srun: Job step aborted",
+     "srun: forcing"),
 )
 
 
 #: Keys of the scheduler's and the kernel's kill lines (they end a run even when the other
 #: processes go on printing progress for a few lines until they are killed too).
+#: (Searched over the whole attempt before the frontier, so kept short: a signal's or srun's own
+#: report is read after the frontier, with the error keys.)
 KILL_KEYS: tuple[str, ...] = ("CANCELLED", "DUE TO", "TERM_", "Killed", "oom-kill")  # "Killed" finds "OOMKilled"
 _SCHEDULER_KILL = re.compile(
     r"DUE TO (?:TIME LIMIT|PREEMPTION|NODE FAILURE)|\*\*\* (?:JOB|STEP) [\d.]+ ON \S+ CANCELLED AT|\bTERM_[A-Z]+\b"
-    r"|^\s*(?:\S+: line \d+:\s+\d+\s+)?Killed\b|oom-kill|OOMKilled"
+    r"|^\s*(?:\S+: line \d+:\s+\d+\s+)?(?:Killed|Terminated|Hangup|User defined signal [12])\b|oom-kill|OOMKilled"
+    r"|srun: Job step aborted|srun: forcing job termination"
 )
 #: A log level that says the line is an error (looked at before the prefix is stripped).
 _ERROR_LEVEL = re.compile(r"^\S*\s*(?:[\d:,.\- ]+\s)?\[?(?:ERROR|FATAL|CRITICAL)\]?[\s:]")
@@ -104,7 +112,7 @@ def is_progress(raw: str) -> bool:
     """A line showing the job going on (a step, epoch, loss or progress bar; not an error)."""
     if raw.startswith((" ", "\t")) and not raw.lstrip().startswith(("Epoch", "epoch", "Step", "step")):
         return False
-    if raw.startswith("wandb:"):  # a tracker's run summary at exit, not the job going on
+    if raw.startswith(("wandb:", "srun:", "slurmstepd")):  # a tracker's summary at exit, the scheduler's lines
         return False
     end = raw[-_SHOWN:]  # a progress bar's line holds every update ("\r"): the last is what shows
     if not any(k in end for k in PROGRESS_KEYS):
@@ -138,3 +146,45 @@ def is_failure(norm: str, raw: str = "") -> bool:
     return (logs.is_hard_error(norm) or is_terminal_kill(norm) or logs.is_secondary(norm)
             or _PROGRAM_ERROR.match(norm) is not None
             or (bool(raw) and has_error_level(raw)))
+
+
+#: Heads of an error report that Python prints and goes on from (the exit status is not
+#: changed): an exception in ``__del__`` or a callback, in an ``atexit`` handler, in a logging
+#: handler.
+_HANDLED_HEADS = ("Exception ignored in", "Error in atexit._run_exitfuncs", "--- Logging error ---")
+#: Lines inside such a report that are not its exception line.
+_REPORT_PARTS = ("Traceback", "During handling", "The above exception", "Call stack:", "Message:", "Arguments:")
+_REPORT_LINES = 200
+
+
+def handled_blocks(lines: Sequence[str], lo: int, hi: int) -> set[int]:
+    """Indexes in ``[lo, hi)`` of the lines of error reports Python printed and went on from
+    (see ``_HANDLED_HEADS``): their exception lines did not end the process. A report whose
+    exception is the output stream failing (an I/O error, a broken pipe: the terminal or the
+    log file went away) is not one: what wrote the log is gone."""
+    out: set[int] = set()
+    for i in find_keys(lines, _HANDLED_HEADS, lo, hi):
+        if not logs.normalize_line(lines[i]).lstrip().startswith(_HANDLED_HEADS):
+            continue
+        block = _report(lines, i, hi)
+        if not any(_STREAM_GONE in lines[j] or "BrokenPipeError" in lines[j] for j in block):
+            out.update(block)
+    return out
+
+
+_STREAM_GONE = "[Errno 5] Input/output error"
+
+
+def _report(lines: Sequence[str], i: int, hi: int) -> list[int]:
+    """The lines of the error report headed at ``i``: its traceback up to its exception line."""
+    out = [i]
+    seen_exception = False
+    for j in range(i + 1, min(hi, i + _REPORT_LINES)):
+        s = logs.normalize_line(lines[j])
+        t = s.strip()
+        if t and not s.startswith((" ", "\t")) and not t.startswith(_REPORT_PARTS):
+            if seen_exception or t.startswith(_HANDLED_HEADS):
+                break
+            seen_exception = True  # the report's exception line
+        out.append(j)
+    return out

@@ -10,8 +10,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from gpulens.diagnosis import logs
 from gpulens.diagnosis.guarded import Guarded
-from gpulens.diagnosis.logread.completion import is_completion
+from gpulens.diagnosis.logread.completion import AT_EXIT, is_completion, printed_before
 from gpulens.diagnosis.logread.lines import (
     PROGRESS_KEYS,
     is_benign,
@@ -43,6 +44,8 @@ _EVAL = Guarded(r"[Ee]valuat|[Vv]alidat|\beval\b|evaluate\(|compute_metrics|[Tt]
 _TEARDOWN = Guarded(r"destroy_process_group|atexit|__del__|finalize|[Ss]hutting down",
                     ("destroy_process_group", "atexit", "__del__", "finalize", "hutting down"))
 _LOOKBACK = 25
+#: Characters at the end of a line looked at.
+_SHOWN = 400
 #: Lines looked back for the last step printed before a failure or the end.
 _STEP_LOOKBACK = 600
 
@@ -65,35 +68,207 @@ def _step_in(line: str) -> str | None:
 
 
 def _progress_count(lines: Sequence[str], floor: int, before: int, enough: int) -> int:
-    """Progress lines in ``lines[floor:before]``, counted backwards up to ``enough``."""
-    return len(last_matching(lines, PROGRESS_KEYS, is_progress, floor, before, enough))
+    """Training-step progress lines in ``lines[floor:before]``, counted backwards up to ``enough``."""
+    return len(last_matching(lines, PROGRESS_KEYS, _step_progress, floor, before, enough))
+
+
+#: What set-up progress bars say they do (loading, downloading, preprocessing, compiling).
+_SETUP_BAR = re.compile(r"(?i)\b(?:load|fetch|download|map|filter|tokeni[sz]|generat|process|resolv|captur|extract"
+                        r"|compil|build|prepar|convert|cach|shard|upload|copy|sav)\w*\b")
+_RATE = re.compile(r"([\d.]+)it/s")
+#: A bar faster than this many iterations per second is not stepping a GPU training job.
+_FAST = 1000.0
+
+
+def _step_progress(line: str) -> bool:
+    """A progress line of the training itself: not a warning's text, not a set-up bar (loading
+    weights, mapping a data set: named so, or running thousands of iterations a second)."""
+    if not is_progress(line) or "Warning" in line or "warn" in line:
+        return False
+    shown = line[line.rfind("\r") + 1:]
+    if "%|" in shown or "it/s" in shown:
+        head = shown.split("%|")[0]
+        if _SETUP_BAR.search(head):
+            return False
+        rate = _RATE.search(shown)
+        if rate is not None and _float(rate.group(1)) > _FAST:
+            return False
+    return True
+
+
+def _float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return 0.0
 
 
 def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: int = 0,
              step: str | None = None) -> str:
-    """The phase of a failure at index ``failure`` whose traceback/error lines are ``region``;
-    ``floor``: the index where the failed attempt starts; ``step``: the last step before it."""
-    text = "\n".join(region)
+    """The phase of a failure at index ``failure``; ``region``: the error lines around it (the
+    traceback that holds it is read from ``lines`` when there is one); ``floor``: the index where
+    the failed attempt starts; ``step``: the last step before it."""
+    tb_start, frames = _traceback_of(lines, failure, floor)
+    text = "\n".join(ln for ln in frames if not ln.startswith((" ", "\t"))) if tb_start is not None else "\n".join(region)
+    if _syntax(frames or [logs.normalize_line(lines[min(failure, len(lines) - 1)])]):
+        return "startup"  # the program could not even be compiled: whatever ran before was another run
+    by_name = _checkpoint_func(_funcs(frames))
+    if by_name is not None:
+        return by_name
     if _LOAD.search(text):
         return "checkpoint_load"
     if _SAVE.search(text):
         return "checkpoint_save"
-    before = [ln for ln in lines[max(floor, failure - _LOOKBACK):failure] if ln.strip()]
+    top = tb_start if tb_start is not None else failure
+    # as shown (a progress bar's line holds every refresh: its last is what shows)
+    before = [ln[ln.rfind("\r") + 1:][-_SHOWN:] for ln in lines[max(floor, top - _LOOKBACK):top] if ln.strip()]
     if any(is_completion(ln) and not ln.lstrip().startswith(_AT_EXIT) for ln in before) or _teardown(region):
         return "shutdown"
-    if _EVAL.search(text) or any(_EVAL.search(ln) and not is_progress(ln) for ln in before[-6:]):
+    if _in_eval(frames) if tb_start is not None else _EVAL.search(text):
         return "evaluation"
-    steps = _progress_count(lines, floor, failure, 4)
+    if any(_EVAL.search(ln) and not is_progress(ln) and not _RESULT_LINE.search(ln) and "rror" not in ln
+           and not ln.startswith((" ", "\t")) for ln in before[-6:]):
+        return "evaluation"
+    return _by_steps(lines, floor, top, region, frames if tb_start is not None else None, step)
+
+
+def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str], frames: Sequence[str] | None,
+              step: str | None) -> str:
+    """The phase from the training steps printed before ``top`` (the failure or its traceback's
+    head; ``frames``: that traceback, None when there is none)."""
+    steps = _progress_count(lines, floor, top, 4)
+    if frames is not None and steps > 0 and _results_after_progress(lines, floor, top):
+        return "shutdown"  # the run printed its final results, then failed
     if steps == 0:
-        return _glued_bar(region) or "startup"
+        if frames is not None and _at_import(frames):
+            return "startup"
+        if _first_collective(region):
+            return "first_step"
+        return _glued_bar(region) or ("first_step" if frames is not None and _in_step(frames) else "startup")
     if step in ("0", "1") or (steps < 3 and not (step and step.replace(",", "").isdigit() and int(step.replace(",", "")) > 1)):
         return "first_step"
     return "training"
 
 
+#: Lines above a failure searched for the head of its traceback.
+_TB_LOOKBACK = 400
+
+
+def _traceback_of(lines: Sequence[str], failure: int, floor: int) -> tuple[int | None, list[str]]:
+    """(index of the ``Traceback`` head, its lines up to the failure line, normalized) of the
+    traceback that holds line ``failure``; (None, []) when the failure has none above it (a kill,
+    a scheduler line) before a progress line."""
+    failure = min(failure, len(lines) - 1)
+    for k in range(failure, max(floor, failure - _TB_LOOKBACK) - 1, -1):
+        ln = lines[k]
+        if _TB in ln:
+            return k, [logs.normalize_line(x) for x in lines[k:failure + 1]]
+        if k < failure and is_progress(ln):
+            break
+    # frames without their head (printed glued to a progress bar, or cut): the indented block above
+    top = failure
+    while top > floor and lines[top - 1].startswith((" ", "\t")) and "%|" not in lines[top - 1]:
+        top -= 1
+    head = next((k for k in range(top, failure) if 'File "' in lines[k]), None)
+    if head is not None:
+        return head, [logs.normalize_line(x) for x in lines[head:failure + 1]]
+    return None, []
+
+
+_FRAME = re.compile(r'^\s*File "[^"]*", line \d+(?:, in (\S+))?')
+#: Functions whose frames say the failure happened while evaluating (metrics, validation, test).
+_EVAL_FUNC = re.compile(r"(?i)eval|valid|test|metric|psnr|ssim|accuracy|score|bleu|rouge|predict|infer")
+#: Functions whose frames say the failure happened inside a training step (forward, backward,
+#: the optimizer's step).
+_STEP_FUNC = re.compile(r"^(?:forward|_forward|backward|training_step|train_step|train_batch|step|optimizer_step"
+                        r"|_call_impl|_wrapped_call_impl|compute_loss|update_actor|update_policy|fwd_bwd\w*|\w*_step)$")
+_SYNTAX = ("SyntaxError", "IndentationError", "TabError")
+#: Functions that save or load a checkpoint or pretrained weights (by name).
+_SAVE_FUNC = re.compile(r"(?i)save_?(?:checkpoint|model|pretrained|state|weights|fsdp)|_save_(?:\w+_)?checkpoint"
+                        r"|checkpoint_save|save_to_disk")
+_LOAD_FUNC = re.compile(r"(?i)load_(?:checkpoint|state|model|pretrained|weights|sharded|best)|from_pretrained|resume_from"
+                        r"|_load_from|checkpoint_files")
+
+
+def _checkpoint_func(funcs: Sequence[str]) -> str | None:
+    """``checkpoint_save``/``checkpoint_load`` when a function of the traceback saves or loads a
+    checkpoint (the innermost such frame decides: a save called while resuming is a save)."""
+    for f in reversed(funcs):
+        if _SAVE_FUNC.search(f):
+            return "checkpoint_save"
+        if _LOAD_FUNC.search(f):
+            return "checkpoint_load"
+    return None
+
+
+def _funcs(frames: Sequence[str]) -> list[str]:
+    out = []
+    for ln in frames:
+        if 'File "' in ln:
+            m = _FRAME.match(ln)
+            if m and m.group(1):
+                out.append(m.group(1))
+    return out
+
+
+def _in_eval(frames: Sequence[str]) -> bool:
+    """Whether a function of the traceback evaluates (validation, test, metrics)."""
+    return any(_EVAL_FUNC.search(f) for f in _funcs(frames) if f != "<module>")
+
+
+def _in_step(frames: Sequence[str]) -> bool:
+    """Whether the traceback runs inside a training step (a forward, a backward, an optimizer step)."""
+    return any(_STEP_FUNC.match(f) for f in _funcs(frames))
+
+
+#: NCCL's watchdog naming the collective it timed out on, with its sequence number.
+_NCCL_WORK = re.compile(r"WorkNCCL\(SeqNum=(\d+), OpType=(?:ALLREDUCE|_?ALLGATHER\w*|_?REDUCE_SCATTER\w*)")
+
+
+def _first_collective(region: Sequence[str]) -> bool:
+    """Whether NCCL timed out on one of the first gradient collectives (an all-reduce, an
+    all-gather or a reduce-scatter with sequence number 0-2: set-up only broadcasts), i.e. in
+    the backward pass of the first step."""
+    for ln in region:
+        if "WorkNCCL(" in ln:
+            m = _NCCL_WORK.search(ln)
+            if m and int(m.group(1)) <= 2:
+                return True
+    return False
+
+
+def _syntax(frames: Sequence[str]) -> bool:
+    """Whether the traceback ends in a syntax error (the program was never run)."""
+    last = frames[-1].strip() if frames else ""
+    return last.startswith(_SYNTAX) or any(k + ":" in last for k in _SYNTAX)
+
+
+def _at_import(frames: Sequence[str]) -> bool:
+    """A traceback of module-level frames only (the program failed while its modules were being
+    loaded, before it called anything)."""
+    funcs = _funcs(frames)
+    return bool(funcs) and all(f == "<module>" for f in funcs)
+
+
+#: A result line (a metric with its value).
+_RESULT_LINE = re.compile(r"(?i)(?<![a-z])(?:acc(?:uracy)?|f1|auc|psnr|ssim|miou|map|dice|bleu|rouge\w*|perplexity|score)"
+                          r"(?![a-z])[^\n]{0,60}?[:=]\s*[-+]?\d*\.?\d")
+_RESULTS_BEFORE = 30
+#: Lines above the traceback read for results when no progress line is near it.
+_RESULTS_AT_END = 8
+
+
+def _results_after_progress(lines: Sequence[str], floor: int, top: int) -> bool:
+    """Whether the lines between the last progress line and the traceback at ``top`` hold the
+    run's results (test accuracy, a metric table): the run got to its end and failed after it."""
+    got = last_matching(lines, PROGRESS_KEYS, is_progress, max(floor, top - _RESULTS_BEFORE), top)
+    start = got[0] + 1 if got else max(floor, top - _RESULTS_AT_END)
+    return any(_RESULT_LINE.search(ln) and not printed_before(lines, floor, start, ln.strip()) for ln in lines[start:top])
+
+
 _TB = "Traceback (most recent call last)"
 #: A tracker's lines printed at process exit whatever the outcome (not the job's own shutdown).
-_AT_EXIT = ("wandb: Synced", "wandb: Run summary", "wandb: 🚀 View run", "wandb: View run")
+_AT_EXIT = AT_EXIT  # printed at any exit
 
 
 def _teardown(region: Sequence[str]) -> bool:

@@ -18,15 +18,26 @@ from gpulens.diagnosis import logs
 from gpulens.diagnosis.classifier import Classifier, default_classifier
 from gpulens.diagnosis.logread import ranks, rootline
 from gpulens.diagnosis.logread.attempts import attempt_starts, new_in_last
-from gpulens.diagnosis.logread.completion import COMPLETION_COVER, completion_strength
+from gpulens.diagnosis.logread.completion import (
+    AT_EXIT,
+    COMPLETION_COVER,
+    HANDLED_LOOKBACK,
+    End,
+    completion_strength,
+    end_of_attempt,
+    open_traceback,
+    went_on,
+)
 from gpulens.diagnosis.logread.lines import (
     ERROR_KEYS,
     KILL_KEYS,
     PROGRESS_KEYS,
     find_keys,
+    handled_blocks,
     is_failure,
     is_progress,
     is_scheduler_kill,
+    is_terminal_kill,
     last_matching,
 )
 from gpulens.diagnosis.logread.phase import last_step, phase_of
@@ -146,10 +157,13 @@ def diagnose_source(src: WholeText, clf: Classifier | None = None, *, file: str 
     base = WholeDiagnosis(Diagnosis("unknown", "unknown", 0.0), attempts=len(starts), n_lines=src.n_lines)
     if done is not None and not [i for i in failures if i > done[0]]:
         return _healthy(base, src, done, file)
-    if done is None and not failures and not find_keys(lines, (_TRACEBACK,), frontier):
-        # no failure line at all in the last attempt: nothing says it failed (logs cut off
-        # mid-run aside, which show progress at their end); less sure without results at the end
-        return _healthy(base, src, (_last_line(lines), 0.7 if _ends_with_results(lines) else 0.55), file)
+    if done is None and not failures and not open_traceback(lines, frontier):
+        # no failure line at all in the last attempt: how does it end?
+        end = end_of_attempt(lines, a0)
+        if end is not None and end.stopped:
+            return _stopped(base, src, end, starts, file)
+        return _healthy(base, src, (end.index, end.strength) if end else (_last_line(lines), 0.55), file,
+                        end.why if end else None)
     got = _failed(base, src, starts, frontier, failures, clf or default_classifier(), file)
     return _abstain(got, min_confidence)
 
@@ -171,6 +185,11 @@ def _failures(lines: Sequence[str], a0: int, frontier: int) -> list[int]:
     found.update(i for i in find_keys(lines, KILL_KEYS, a0, frontier)
                  if is_scheduler_kill(logs.normalize_line(lines[i])))
     found.update(_rank_failures(lines, max(a0, len(lines) - SCAN_LINES), frontier))
+    if found:
+        found -= handled_blocks(lines, max(a0, min(found) - HANDLED_LOOKBACK), len(lines))
+        if found and not any(is_terminal_kill(logs.normalize_line(lines[i])) for i in found) \
+                and went_on(lines, max(found)) and not open_traceback(lines, frontier):
+            return []  # the job went on after its last error line (as after progress): none ended it
     return sorted(found)
 
 
@@ -200,7 +219,7 @@ def _rank_failures(lines: Sequence[str], lo: int, frontier: int) -> list[int]:
 _RANK_SAMPLE = 300
 
 
-_AT_EXIT = ("wandb: Synced", "wandb: Run summary", "wandb: 🚀 View run", "wandb: View run")
+_AT_EXIT = AT_EXIT  # printed at any exit
 
 
 def _at_exit(line: str) -> bool:
@@ -236,32 +255,32 @@ def _completion_after(lines: Sequence[str], floor: int, failures: Sequence[int])
 _AROUND = 80
 
 
-
-_RESULT_WORDS = ("accuracy", "Accuracy", "acc", "PSNR", "F1", "AUC", "score", "Score", "test", "Test", "mIoU",
-                 "saved", "Saved", "written", "results", "Results", "summary", "Average", "average", "mean",
-                 "Total", "total", "best", "Best", "final", "Final", "val_loss", "rouge", "bleu", "BLEU",
-                 "metric", "Metric", "precision", "recall", "perplexity", "ppl", "Evaluation", "eval_")
-
-
-def _ends_with_results(lines: Sequence[str]) -> bool:
-    """Whether the last lines report final results (a test score, a summary, saved outputs)."""
-    tail = [ln for ln in lines[-12:] if ln.strip()][-6:]
-    return any(w in ln for ln in tail for w in _RESULT_WORDS)
-
-
-_TRACEBACK = "Traceback (most recent call last)"
-
-
 def _last_line(lines: Sequence[str]) -> int:
     return next((i for i in range(len(lines) - 1, -1, -1) if lines[i].strip()), len(lines) - 1)
 
 
-def _healthy(base: WholeDiagnosis, src: WholeText, done: tuple[int, float], file: str | None) -> WholeDiagnosis:
+def _stopped(base: WholeDiagnosis, src: WholeText, end: End, starts: Sequence[int], file: str | None) -> WholeDiagnosis:
+    """``unknown`` (failed, cause not in the log) for a log that stops mid-run with no error
+    and no completion: killed from outside (a time limit, a preemption, a node failure) without
+    a word, or still running when it was copied."""
+    lines = src.lines
+    line = logs.normalize_line(lines[end.index]).strip()[:300]
+    why = (f"{end.why} with no error and no completion message: killed from outside (time limit, "
+           "preemption, node failure) or still running; cause not in the log")
+    step = last_step(lines, end.index + 1, starts[-1])
+    d = Diagnosis("unknown", "unknown", 0.0, [line], method="completion", reason=why, file=file)
+    region = [logs.normalize_line(x) for x in lines[max(starts[-1], end.index - _AROUND):end.index + 1]]
+    return dataclasses.replace(base, diagnosis=d, indicator_lines=[src.number(end.index)], indicators=[line],
+                               phase=phase_of(lines, end.index + 1, region, starts[-1], step), step=step)
+
+
+def _healthy(base: WholeDiagnosis, src: WholeText, done: tuple[int, float], file: str | None,
+             why: str | None = None) -> WholeDiagnosis:
     i, strength = done
     line = logs.normalize_line(src.lines[i]).strip()[:300]
-    why = ("a completion message, no failure after it" if strength >= 0.8 else
-           "no failure line, and it ends with its results" if strength >= 0.7 else
-           "no failure line (and no completion message either)")
+    why = why or ("a completion message, no failure after it" if strength >= 0.8 else
+                  "no failure line, and it ends with its results" if strength >= 0.7 else
+                  "no failure line (and no completion message either)")
     d = Diagnosis(NO_FAILURE, NO_FAILURE, round(strength, 3), [line], method="completion", file=file,
                   reason=f"the run ended normally: {why}")
     return dataclasses.replace(base, diagnosis=d, completion=(src.number(i), line),

@@ -1,0 +1,303 @@
+"""Healthy or failed for whole logs without a failure line (issue 23, item 1): positive evidence
+of a normal end (the last counter at its end, a final results block, a job script's epilogue),
+and a log that stops mid-run with no error and no completion, which is not healthy. Each excerpt
+is small, realistic and written for the test."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpulens.diagnosis.classifier import Classifier, default_classifier
+from gpulens.diagnosis.logread import diagnose_text
+
+
+@pytest.fixture(scope="module")
+def clf() -> Classifier:
+    return default_classifier()
+
+
+def _keras(last_epoch: int, epochs: int, last_batch: int) -> list[str]:
+    out = ["Found 12000 images belonging to 10 classes.", "Model: \"sequential\"", "Total params: 1,204,362"]
+    for e in range(1, last_epoch + 1):
+        out.append(f"Epoch {e}/{epochs}")
+        done = last_batch if e == last_epoch else 375
+        out.append(f"{done}/375 [==============================] - 12s 32ms/step - loss: 0.{90 - e:02d} - accuracy: 0.{50 + e}")
+    return out
+
+
+def test_a_keras_run_whose_last_epoch_reached_its_end_is_healthy(clf: Classifier) -> None:
+    w = diagnose_text("\n".join(_keras(30, 30, 375)), clf)
+    assert w.diagnosis.category == "none" and w.diagnosis.origin == "none"
+    assert "reached its end" in (w.diagnosis.reason or "")
+
+
+def test_a_log_that_stops_mid_epoch_is_not_healthy(clf: Classifier) -> None:
+    lines = _keras(12, 30, 200)
+    w = diagnose_text("\n".join(lines), clf)
+    d = w.diagnosis
+    assert d.category == "unknown" and d.origin == "unknown"  # failed, cause not in the log
+    assert "stops in the middle of the run" in (d.reason or "") and "time limit" in (d.reason or "")
+    assert w.indicator_lines == [len(lines)] and w.phase == "training"
+
+
+def test_a_counter_short_of_its_end_by_less_than_its_stride_is_not_a_stop(clf: Classifier) -> None:
+    # printed every 5,000 iterations: 795,001 is the last print of a run that reaches 800,000
+    lines = [f"INFO - run.py - 2023-07-15 13:4{k % 10}:18,779 - Iter {k * 5000 + 1}/800000 Loss: 0.94 Time: 0.007"
+             for k in range(150, 160)]
+    w = diagnose_text("\n".join(lines), clf)
+    assert w.diagnosis.category == "none"
+    cut = diagnose_text("\n".join(lines[:5]), clf)  # 770,001 of 800,000: 30,000 short, stride 5,000
+    assert cut.diagnosis.category == "unknown"
+
+
+def _epochs_with_validation(n: int, total: int) -> list[str]:
+    out = ["Loaded 5000 training samples"]
+    for e in range(1, n + 1):
+        out.append(f"Epoch {e}/{total}: 100%|██████████| 157/157 [00:41<00:00,  3.80it/s, loss=0.{60 - e}]")
+        out.append(f"val_loss: 0.{70 - e} val_acc: 0.{40 + e}")
+    return out
+
+
+def test_a_per_epoch_validation_line_at_the_end_is_no_final_result(clf: Classifier) -> None:
+    w = diagnose_text("\n".join(_epochs_with_validation(7, 50)), clf)
+    assert w.diagnosis.category == "unknown"  # epoch 7 of 50, its validation line repeats each epoch
+
+
+def test_a_final_test_block_after_the_last_step_is_a_normal_end(clf: Classifier) -> None:
+    lines = _epochs_with_validation(7, 7)[:-1] + ["Restoring best model from epoch 6", "Test accuracy: 0.874",
+                                                 "Test macro-F1: 0.861"]
+    w = diagnose_text("\n".join(lines), clf)
+    assert w.diagnosis.category == "none"
+    # no totals to compare with: the new results block is what shows the end
+    lines = [*[f"epoch {e} train_loss 0.{60 - e} val_loss 0.{70 - e}" for e in range(1, 9)],
+             "Evaluating on the test set", "test_acc = 0.874"]
+    w = diagnose_text("\n".join(lines), clf)
+    assert w.diagnosis.category == "none" and "results" in (w.diagnosis.reason or "")
+
+
+@pytest.mark.parametrize("epilogue", [
+    ["", "real\t83m12.402s", "user\t80m1.113s", "sys\t2m30.920s"],
+    ["Thu Aug 21 05:12:44 UTC 2025"],
+    ["Job finished at: 2025-08-21 05:12:44"],
+])
+def test_a_job_scripts_epilogue_after_the_program_is_a_normal_end(clf: Classifier, epilogue: list[str]) -> None:
+    lines = ["Thu Aug 21 03:49:31 UTC 2025", "python train.py --epochs 3",
+             *[f"step {i} loss {2.0 - i / 100:.2f}" for i in range(1, 40)], *epilogue]
+    w = diagnose_text("\n".join(lines), clf)
+    assert w.diagnosis.category == "none" and "epilogue" in (w.diagnosis.reason or "")
+
+
+def test_section_rulers_do_not_split_a_log_into_attempts(clf: Classifier) -> None:
+    ruler = "=" * 60
+    lines = [ruler, "Reference image training", ruler, "World size: 4", "", ruler, "Initialization complete!", ruler,
+             "", ruler, "Starting training...", "  Max iterations: 10000", ruler,
+             "[rank3]: Traceback (most recent call last):",
+             '[rank3]:   File "train.py", line 99, in main',
+             "[rank3]:     loss = model(batch)",
+             "[rank3]: RuntimeError: mat2 must be a matrix, got 1-D tensor"]
+    w = diagnose_text("\n".join(lines), clf)
+    assert w.attempts == 1 and w.diagnosis.category not in ("none",)
+    assert len(lines) in w.indicator_lines
+
+
+@pytest.mark.parametrize("line", [
+    "| epoch 010 | done training in 5723.4 seconds", "INFO:tensorflow:Loss for final step: 0.0132.",
+    "***** train metrics *****", "*** Best metric: 80.512 (epoch 287)", "exiting program at iteration 20000",
+    "Process finished with exit code 0", "Exit Status: 0", "Exit_status=0", "State: COMPLETED (exit code 0)",
+    "JobId=81723 JobState=COMPLETED Reason=None ExitCode=0:0", "Job 'raysubmit_tN2YkqeM' succeeded",
+    "🏃 View run bold-fox-12 at: http://127.0.0.1:5000/#/experiments/1/runs/0b2c",
+])
+def test_more_completion_families_pass_their_prefilter(line: str) -> None:
+    from gpulens.diagnosis.logread.completion import (
+        COMPLETION_COVER,
+        COMPLETION_KEYS,
+        completion_strength,
+    )
+
+    assert completion_strength(line) >= 0.95
+    assert any(k in line for k in COMPLETION_KEYS) and any(c in line for c in COMPLETION_COVER)
+
+
+@pytest.mark.parametrize("line", ["Exit code: 0.5 s spent in the handler", "exited with code 1", "Exit Status: 137",
+                                  "State: FAILED (exit code 1)"])
+def test_a_non_zero_exit_is_no_completion(line: str) -> None:
+    from gpulens.diagnosis.logread.completion import completion_strength
+
+    assert completion_strength(line) == 0.0
+
+
+def test_an_mlflow_run_link_after_a_crash_is_no_completion(clf: Classifier) -> None:
+    lines = ["epoch 1 loss 0.9", "epoch 2 loss 0.8", "epoch 3 loss 0.7", "Traceback (most recent call last):",
+             '  File "train.py", line 40, in <module>', "    loss.backward()",
+             "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+             "🏃 View run bold-fox-12 at: http://127.0.0.1:5000/#/experiments/1/runs/0b2c"]
+    w = diagnose_text("\n".join(lines), clf)
+    assert w.diagnosis.category == "gpu_oom" and w.indicator_lines == [7]
+
+
+def test_an_exception_python_ignored_at_exit_is_no_failure(clf: Classifier) -> None:
+    lines = [*[f"Epoch {e}/5: 100%|██████████| 40/40 [00:10<00:00,  3.9it/s, loss=0.{50 - e}]" for e in range(1, 6)],
+             "Test accuracy: 0.912",
+             "Exception ignored in: <function _MultiProcessingDataLoaderIter.__del__ at 0x7f3a2c1d9e50>",
+             "Traceback (most recent call last):",
+             '  File "/opt/conda/lib/python3.10/site-packages/torch/utils/data/dataloader.py", line 1479, in __del__',
+             "    self._shutdown_workers()",
+             "AttributeError: '_MultiProcessingDataLoaderIter' object has no attribute '_shutdown'"]
+    w = diagnose_text("\n".join(lines), clf)
+    assert w.diagnosis.category == "none"
+    # the same exception raised (not ignored) ends the run
+    raised = lines[:6] + lines[7:]
+    assert diagnose_text("\n".join(raised), clf).diagnosis.category != "none"
+
+
+def _caught_then(after: int) -> list[str]:
+    return (["Evaluating 40 prompts", "prompt 0: score 0.71", "Traceback (most recent call last):",
+             '  File "eval.py", line 88, in score_one', "    ref = refs[item['id']]", "KeyError: 'q-0193'"]
+            + [f"prompt {k}: score 0.{60 + k % 30}" for k in range(1, after + 1)])
+
+
+def test_an_error_the_job_went_on_from_is_no_failure(clf: Classifier) -> None:
+    w = diagnose_text("\n".join([*_caught_then(30), "mean score over 40 prompts: 0.74"]), clf)
+    assert w.diagnosis.category == "none"
+    short = diagnose_text("\n".join(_caught_then(3)), clf)  # three lines after it: not enough to tell
+    assert short.diagnosis.category == "semantic_error" and short.indicator_lines == [6]
+
+
+def test_the_configured_last_step_reached_is_a_normal_end(clf: Classifier) -> None:
+    head = ["Namespace(base_lr=0.0008, batch_size=64, max_epochs=100, max_iterations=50000, seed=2222)",
+            "125 iterations per epoch. 12500 max iterations"]
+    body = [f"iteration {k * 125}, epoch {k - 1} : loss : 1.3{k % 10}, lr: 0.0008" for k in range(90, 101)]
+    w = diagnose_text("\n".join([*head, *body, "/scratch/run1/epoch_99.pth"]), clf)
+    assert w.diagnosis.category == "none" and "configured last" in (w.diagnosis.reason or "")
+    w = diagnose_text("\n".join([*head, *body[:4], "/scratch/run1/epoch_92.pth"]), clf)
+    assert "configured last" not in (w.diagnosis.reason or "")  # epoch 92 of 100: nothing says it ended
+
+
+# ------------------------------------------------------------------------------------ phases
+
+_STEPS = [f"<epoch:  1, iter:   {k * 200:,}, lr:2.000e-04> G_loss: 4.9{k}e-03" for k in range(1, 8)]
+
+
+def _tb(*frames: tuple[str, str, str], error: str) -> list[str]:
+    out = ["Traceback (most recent call last):"]
+    for path, func, code in frames:
+        out += [f'  File "{path}", line 10, in {func}', f"    {code}"]
+    return [*out, error]
+
+
+def test_a_save_frame_decides_even_after_shards_were_loaded_at_startup(clf: Classifier) -> None:
+    lines = ["Loading checkpoint shards: 100%|██████████| 2/2 [00:10<00:00,  5.01s/it]", *_STEPS,
+             *_tb(("sft.py", "<module>", "model.save_pretrained(out_dir, safe_serialization=True)"),
+                  ("transformers/modeling_utils.py", "save_pretrained", "safe_save_file(shard, path)"),
+                  ("safetensors/torch.py", "save_file", "serialize_file(_flatten(tensors), filename)"),
+                  error="safetensors_rust.SafetensorError: Error while serializing: IoError(Disk quota exceeded)")]
+    assert diagnose_text("\n".join(lines), clf).phase == "checkpoint_save"
+    resume = ["Loading checkpoint shards: 100%|██████████| 2/2 [00:10<00:00,  5.01s/it]", *_STEPS,
+              *_tb(("train.py", "train", "self._save_resume_checkpoint(step)"),
+                   ("train.py", "_save_resume_checkpoint", "accelerator.save_state(path)"),
+                   error="RuntimeError: [Errno 122] Disk quota exceeded")]
+    assert diagnose_text("\n".join(resume), clf).phase == "checkpoint_save"  # a save while resuming is a save
+
+
+def test_a_failure_in_a_metric_function_is_evaluation(clf: Classifier) -> None:
+    lines = [*_STEPS, *_tb(("main_train_psnr.py", "main", "current_psnr = util.calculate_psnr(E_img, H_img)"),
+                           ("utils/utils_image.py", "calculate_psnr", "raise ValueError('bad shapes')"),
+                           error="ValueError: Input images must have the same dimensions.")]
+    assert diagnose_text("\n".join(lines), clf).phase == "evaluation"
+    hydra = [*_STEPS, "Error executing job with overrides: ['trainer.val_before_train=False', 'data.batch=8']",
+             *_tb(("main_ppo.py", "main", "run_ppo(config)"), ("ray/_private/worker.py", "get", "raise value"),
+                  error="ray.exceptions.RayTaskError(ActorDiedError): The actor died unexpectedly")]
+    assert diagnose_text("\n".join(hydra), clf).phase == "training"  # "val_" in an override is no evaluation
+
+
+def test_startup_or_first_step_before_any_progress(clf: Classifier) -> None:
+    in_step = ["Training from scratch", *_tb(("trainer.py", "fit", "self.update_actor(batch)"),
+                                             ("worker.py", "update_actor", "loss.backward()"),
+                                             ("torch/_tensor.py", "backward", "torch.autograd.backward(self)"),
+                                             error="torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.78 GiB")]
+    assert diagnose_text("\n".join(in_step), clf).phase == "first_step"
+    setup = ["Training from scratch", *_tb(("train.py", "main", "model = build_model(cfg)"),
+                                           ("model.py", "build_model", "feat_dim = POSE_TOTAL_DIM"),
+                                           error="NameError: name 'POSE_TOTAL_DIM' is not defined")]
+    assert diagnose_text("\n".join(setup), clf).phase == "startup"
+
+
+def test_a_syntax_error_is_startup_whatever_was_printed_before(clf: Classifier) -> None:
+    lines = [*_STEPS, '  File "training.py", line 232', '    optim="adamw_bnb_8bit"', "    ^",
+             "SyntaxError: invalid syntax"]
+    # the main script's own syntax error has no "Traceback" head
+    assert diagnose_text("\n".join(lines), clf).phase == "startup"
+    lines.insert(len(_STEPS), "Traceback (most recent call last):")
+    assert diagnose_text("\n".join(lines), clf).phase == "startup"
+
+
+def test_a_failure_after_the_final_results_is_shutdown(clf: Classifier) -> None:
+    lines = [*_STEPS, "Accuracy on the test set: 0.57",
+             *_tb(("task.py", "<module>", 'plt.savefig("plots/loss.png")'),
+                  ("matplotlib/figure.py", "savefig", "self.canvas.print_figure(fname)"),
+                  error="FileNotFoundError: [Errno 2] No such file or directory: 'plots/loss.png'")]
+    assert diagnose_text("\n".join(lines), clf).phase == "shutdown"
+    # a per-epoch metric line printed all along is no final result
+    periodic = [x for k in _STEPS for x in (k, "val accuracy: 0.41")]
+    crash = _tb(("train.py", "train", "loss = model(x)"), ("model.py", "forward", "return self.fc(h)"),
+                error="RuntimeError: mat1 and mat2 shapes cannot be multiplied (8x512 and 256x10)")
+    assert diagnose_text("\n".join([*periodic, *crash]), clf).phase == "training"
+
+
+def test_set_up_bars_and_warnings_are_no_training_steps(clf: Classifier) -> None:
+    lines = ["Loading checkpoint shards: 100%|██████████| 4/4 [00:03<00:00,  1.10it/s]",
+             "Map: 100%|██████████| 760/760 [00:00<00:00, 6451.17it/s]",
+             "100%|██████████| 760/760 [00:00<00:00, 6451.17it/s]",
+             "/opt/conda/lib/python3.10/site-packages/torch/optim/lr_scheduler.py:139: UserWarning: Detected call of "
+             "`lr_scheduler.step()` before `optimizer.step()`.",
+             "Total params: 9,409,813,744",
+             *_tb(("train.py", "<module>", "train(parse_args())"), ("train.py", "train", "feat_dim = POSE_TOTAL_DIM"),
+                  error="NameError: name 'POSE_TOTAL_DIM' is not defined")]
+    assert diagnose_text("\n".join(lines), clf).phase == "startup"
+
+
+def test_frames_without_their_traceback_head_still_tell_the_phase(clf: Classifier) -> None:
+    frames = _tb(("reward_model.py", "<module>", "trainer.train()"),
+                 ("transformers/trainer.py", "_maybe_log_save_evaluate", "metrics = self.evaluate()"),
+                 ("transformers/trainer.py", "evaluation_loop", "metrics = self.compute_metrics(preds)"),
+                 ("trl/trainer/utils.py", "compute_accuracy", "return np.array(predictions == labels)"),
+                 error="ValueError: operands could not be broadcast together with shapes (9498,2) (9498,)")[1:]
+    lines = [*_STEPS, "  4%|▎         | 500/14007 [02:34<1:01:57,  3.63it/s]", *frames]
+    assert diagnose_text("\n".join(lines), clf).phase == "evaluation"
+
+
+def test_loading_the_best_model_at_the_end_is_a_checkpoint_load(clf: Classifier) -> None:
+    lines = [*_STEPS, *_tb(("task.py", "<module>", "trainer.train()"),
+                           ("transformers/trainer.py", "_inner_training_loop", "self._load_best_model()"),
+                           ("transformers/trainer.py", "_load_best_model", "model.load_adapter(best_dir)"),
+                           error="ValueError: Can't find 'adapter_config.json' at 'out/checkpoint-126'")]
+    assert diagnose_text("\n".join(lines), clf).phase == "checkpoint_load"
+
+
+def test_a_timeout_on_the_first_gradient_all_reduce_is_the_first_step(clf: Classifier) -> None:
+    head = ["Using 2 GPUs", "Start training, Total Epochs: 120 = Total Iterations 8000"]
+    first = ("[E ProcessGroupNCCL.cpp:828] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, "
+             "OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1801501 milliseconds before timing out.")
+    assert diagnose_text("\n".join([*head, first]), clf).phase == "first_step"
+    later = first.replace("SeqNum=1,", "SeqNum=875,")  # hundreds of collectives: set-up barriers, no step yet
+    assert diagnose_text("\n".join([*head, later]), clf).phase == "startup"
+
+
+def test_a_log_that_stops_short_of_its_configured_epochs_is_not_healthy(clf: Classifier) -> None:
+    head = ["Namespace(batch_size=32, epochs=50, lr=0.001, model='resnet18', seed=0)", "Files already downloaded"]
+    body = [f"epoch {e} train_loss 0.{80 - e} val_acc 0.{40 + e}" for e in range(1, 13)]
+    w = diagnose_text("\n".join([*head, *body]), clf)
+    assert w.diagnosis.category == "unknown" and "configuration" in (w.diagnosis.reason or "")
+    done = [*head, *[f"epoch {e} train_loss 0.{99 - e} val_acc 0.{40 + e}" for e in range(1, 51)]]
+    assert diagnose_text("\n".join(done), clf).diagnosis.category == "none"  # epoch 50 of 50
+
+
+@pytest.mark.parametrize("end", [
+    "Terminated", "./run.sh: line 12: 48211 Terminated              python train.py --epochs 50",
+    "Hangup", "User defined signal 2", "srun: Job step aborted: Waiting up to 32 seconds for job step to finish.",
+    "srun: forcing job termination",
+])
+def test_a_signal_or_an_aborted_job_step_at_the_end_is_a_failure(clf: Classifier, end: str) -> None:
+    body = [f"epoch {e} loss 0.{90 - e}" for e in range(1, 9)]  # no totals: nothing else says it stopped
+    w = diagnose_text("\n".join([*body, end]), clf)
+    assert w.diagnosis.category != "none" and w.indicator_lines == [len(body) + 1]
