@@ -13,6 +13,7 @@ import pandas as pd
 from gpulens.analysis.early_stop import lower_is_better
 from gpulens.analysis.filters import Filters
 from gpulens.analysis.utilization import job_utilization
+from gpulens.store.scan import node_source
 
 __all__ = ["JobDetail", "job_detail", "node_timeline"]
 
@@ -61,10 +62,12 @@ def job_detail(
         hi = (pd.Timestamp(ends.max()).to_pydatetime() if ends.notna().all()
               else datetime(2200, 1, 1))
         nodes = sorted(set(placements["node"]))
+        # the job's nodes' files of its days only (store.scan), as raw samples: the point here
+        src, files = node_source(con, "gpu", nodes, lo.date(), (hi + timedelta(minutes=1)).date())
         timeline = con.execute(
-            """
+            f"""
             SELECT s.ts, s.node, s.gpu_index, s.util_gpu
-            FROM gpu_samples s
+            FROM {src} s
             JOIN (SELECT DISTINCT p.node, p.gpu_index, date_trunc('minute', p.s) AS s, p.e
                   FROM (SELECT node, gpu_index,
                                coalesce(p.start_time, a.start_time) AS s,
@@ -76,8 +79,8 @@ def job_detail(
             WHERE list_contains($nodes, s.node) AND s.ts >= $lo AND s.ts < $hi
               AND s.date >= CAST($lo AS DATE) AND s.date <= CAST($hi AS DATE)
             ORDER BY s.ts, s.node, s.gpu_index
-            """,
-            {"job": job_id, "nodes": nodes, "lo": lo, "hi": hi + timedelta(minutes=1)},
+            """,  # noqa: S608 - src is store.scan's source; values are parameters
+            {"job": job_id, "nodes": nodes, "lo": lo, "hi": hi + timedelta(minutes=1), **files},
         ).df()
     metrics = con.execute(
         "SELECT step, metric, value FROM job_metrics WHERE job_id = ? ORDER BY metric, step", [job_id]

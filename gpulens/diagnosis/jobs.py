@@ -85,6 +85,7 @@ from gpulens.diagnosis.termination import with_termination
 from gpulens.diagnosis.types import CATEGORIES, ORIGINS, Diagnosis
 from gpulens.errors import GpulensError, InputError
 from gpulens.store import Store, registered
+from gpulens.store.scan import node_source
 from gpulens.vocab import NO_FAILURE
 
 __all__ = [
@@ -489,9 +490,8 @@ class _View:
 _ECC_HOURS = """
     SELECT node, gpu_index, date_trunc('hour', ts) AS h,
            max(ecc_uncorrected_total) AS mx, min(ecc_uncorrected_total) AS mn
-    FROM gpu_samples
+    FROM {src}
     WHERE list_contains($nodes, node) AND ts >= $lo AND ts < $hi
-      AND date >= CAST($lo AS DATE) AND date <= CAST($hi AS DATE)
     GROUP BY ALL
 """
 
@@ -500,7 +500,7 @@ def _ecc_hours(con: duckdb.DuckDBPyConnection) -> bool:
     """Temp table ``ecc_g``: the hours :meth:`_View._read_ecc` needs; False when there are none.
 
     The hours of the failed attempts' windows on their nodes, from the hour before the first one
-    (partition-pruned reads: the node list and the time range are constants), and, for a GPU with
+    (only those nodes' files of those days are read: :func:`gpulens.store.scan.node_source`), and, for a GPU with
     no samples in that hour, its last hour with samples before it: the lag of the window's first
     hour is then the same row as over the whole history.
     """
@@ -510,26 +510,28 @@ def _ecc_hours(con: duckdb.DuckDBPyConnection) -> bool:
         return False
     nodes, first, last = list(span[0]), span[1] - timedelta(hours=1), span[2]
     hi = last.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
-    con.execute(f"CREATE OR REPLACE TEMP TABLE ecc_g AS {_ECC_HOURS}",  # noqa: S608 - constant
-                {"nodes": nodes, "lo": first, "hi": hi})
+    src, files = node_source(con, "gpu", nodes, first.date(), hi.date())
+    con.execute(f"CREATE OR REPLACE TEMP TABLE ecc_g AS {_ECC_HOURS.format(src=src)}",
+                {"nodes": nodes, "lo": first, "hi": hi, **files})
     gaps = [r[0] for r in con.execute(
         "SELECT DISTINCT node FROM ecc_g GROUP BY node, gpu_index HAVING min(h) > $lo ORDER BY 1",
         {"lo": first}).fetchall()]
     if gaps:
+        src, files = node_source(con, "gpu", gaps, None, first.date())
         con.execute(
-            """
+            f"""
             INSERT INTO ecc_g
             WITH prev AS (
-                SELECT node, gpu_index, date_trunc('hour', max(ts)) AS h FROM gpu_samples
+                SELECT node, gpu_index, date_trunc('hour', max(ts)) AS h FROM {src}
                 WHERE list_contains($nodes, node) AND ts < $lo GROUP BY ALL)
             SELECT s.node, s.gpu_index, prev.h, max(s.ecc_uncorrected_total), min(s.ecc_uncorrected_total)
-            FROM gpu_samples s JOIN prev ON s.node = prev.node
+            FROM {src} s JOIN prev ON s.node = prev.node
                 AND s.gpu_index IS NOT DISTINCT FROM prev.gpu_index AND date_trunc('hour', s.ts) = prev.h
             WHERE list_contains($nodes, s.node) AND s.ts < $lo
               AND s.ts >= (SELECT min(h) FROM prev)
             GROUP BY ALL
-            """,
-            {"nodes": gaps, "lo": first},
+            """,  # noqa: S608 - src is store.scan's source; values are parameters
+            {"nodes": gaps, "lo": first, **files},
         )
     return True
 

@@ -42,6 +42,7 @@ from gpulens.diagnosis.straggler import DetectorParams, JobDetector, Suspect
 from gpulens.errors import GpulensError, InputError
 from gpulens.store import Store
 from gpulens.store.lake import live_files
+from gpulens.store.scan import node_source
 
 __all__ = [
     "AgentReading",
@@ -446,7 +447,8 @@ def latest_sample(con: duckdb.DuckDBPyConnection) -> datetime | None:
     listing = live_files(con, "gpu")
     if listing is not None and listing.files:
         newest = max(day for _, day in listing.files)
-        row = con.execute("SELECT max(ts) FROM gpu_samples WHERE date >= ?", [newest]).fetchone()
+        src, files = node_source(con, "gpu", None, newest, None)
+        row = con.execute(f"SELECT max(ts) FROM {src}", files).fetchone()  # noqa: S608 - store.scan's
         if row and row[0] is not None:
             return row[0]  # type: ignore[no-any-return]
     row = con.execute("SELECT max(ts) FROM gpu_samples").fetchone()
@@ -476,17 +478,18 @@ def job_machine_signals(con: duckdb.DuckDBPyConnection, job_id: str, *, max_poin
     span = max((t1 - t0).total_seconds(), 60.0)
     bucket = max(60, int(span // max_points) // 60 * 60 or 60)
     aggs = ", ".join(f"{expr} AS s{i}" for i, (_, expr) in enumerate(MACHINE_SIGNALS))
-    # the node list and the time range as constants: only the job's partitions are read
+    # only the job's nodes' files of its days are read (store.scan)
+    src, files = node_source(con, "gpu", nodes, t0.date(), t1.date())
     df = con.execute(
         f"""
         WITH p AS (SELECT DISTINCT node, gpu_index FROM placements WHERE job_id = $job AND attempt = $attempt)
         SELECT g.node, time_bucket(to_seconds($bucket), g.ts, CAST($t0 AS TIMESTAMP)) AS ts, {aggs}
-        FROM gpu_samples g JOIN p ON g.node = p.node AND g.gpu_index = p.gpu_index
+        FROM {src} g JOIN p ON g.node = p.node AND g.gpu_index = p.gpu_index
         WHERE list_contains($nodes, g.node) AND g.ts >= $t0 AND g.ts <= $t1
           AND g.date >= CAST($t0 AS DATE) AND g.date <= CAST($t1 AS DATE)
         GROUP BY ALL ORDER BY g.node, ts
         """,  # noqa: S608 - aggregates are this module's constants
-        {"job": job_id, "attempt": attempt, "bucket": bucket, "t0": t0, "t1": t1, "nodes": nodes},
+        {"job": job_id, "attempt": attempt, "bucket": bucket, "t0": t0, "t1": t1, "nodes": nodes, **files},
     ).df()
     if df.empty:
         return pd.DataFrame(columns=["node", "ts", "signal", "value"])
