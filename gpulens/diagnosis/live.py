@@ -450,7 +450,7 @@ def latest_sample(con: duckdb.DuckDBPyConnection) -> datetime | None:
         src, files = node_source(con, "gpu", None, newest, None)
         row = con.execute(f"SELECT max(ts) FROM {src}", files).fetchone()  # noqa: S608 - store.scan's
         if row and row[0] is not None:
-            return row[0]  # type: ignore[no-any-return]
+            return row[0]
     row = con.execute("SELECT max(ts) FROM gpu_samples").fetchone()
     return row[0] if row else None
 
