@@ -346,9 +346,13 @@ class _View:
         self._read_cofailures(con)
         self._read_prior(con)
         self.exonerated: set[str] = used_by_passing_jobs(con)
+        # jobs reading each input: every (job, declared input) pair counts once for the input's
+        # normalized name (a distinct declared name is normalized once, not once per job)
         self.readers: Counter[str] = Counter()
-        for r in named_rows(con, "SELECT DISTINCT job_id, unnest(inputs) AS input FROM jobs"):
-            self.readers.update(_inputs_of([r["input"]]))
+        for r in named_rows(con, "SELECT input, count(*) AS jobs FROM (SELECT DISTINCT job_id, unnest(inputs)"
+                                 " AS input FROM jobs) GROUP BY input"):
+            for name in _inputs_of([r["input"]]):
+                self.readers[name] += int(r["jobs"])
         self.blacklisted: list[str] = [
             r["input"] for r in named_rows(con, "SELECT input FROM blacklist WHERE state = 'blacklisted'")
         ]

@@ -8,6 +8,7 @@ attempts' nodes, then the lag over the GPU's previous hour with samples), kept h
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pyarrow as pa
 import pytest
 
 from gpulens.config import DiagnoseConfig
-from gpulens.diagnosis.jobs import _View, diagnose_job
+from gpulens.diagnosis.jobs import _inputs_of, _View, diagnose_job
 from gpulens.store import Store, arrow_schema
 from tests.diagnosis.test_jobs import T0, FakeClassifier, add_job
 
@@ -141,3 +142,14 @@ def test_every_simulated_jobs_ecc_matches_the_whole_history(tmp_path: Path) -> N
         got_tel |= tel
     assert got_ecc == want_ecc
     assert got_tel == want_tel
+
+    # the input readers (counted per distinct declared name now): as counted per (job, input) pair
+    con = store.connect()
+    try:
+        readers = _View(con, jobs[:1], cfg).readers
+        want: Counter[str] = Counter()
+        for _job, name in con.execute("SELECT DISTINCT job_id, unnest(inputs) FROM jobs").fetchall():
+            want.update(_inputs_of([name]))
+    finally:
+        con.close()
+    assert readers == want and sum(want.values()) > len(want), "inputs shared by several jobs"
