@@ -454,6 +454,7 @@ class _View:
         con.execute("DROP TABLE IF EXISTS ecc_g")
 
     def _read_cofailures(self, con: duckdb.DuckDBPyConnection) -> None:
+        # in a fixed order: the note names the first node each other job failed on
         for r in named_rows(
             con,
             """
@@ -465,6 +466,7 @@ class _View:
             LEFT JOIN jobs j ON j.job_id = a.job_id
             WHERE a.status = 'failed' AND a.end_time IS NOT NULL AND fa.end_time IS NOT NULL
               AND abs(epoch(a.end_time) - epoch(fa.end_time)) <= ?
+            ORDER BY ALL
             """,
             [float(self.cfg.cofailure_window_s)],
         ):
