@@ -10,6 +10,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
+from gpulens.analysis.base import base_built
 from gpulens.analysis.early_stop import lower_is_better
 from gpulens.analysis.filters import Filters
 from gpulens.analysis.utilization import job_utilization
@@ -99,14 +100,35 @@ def job_detail(
     failures = con.execute(
         "SELECT * FROM failures WHERE job_id = ? ORDER BY attempt", [job_id]
     ).df()
-    util = job_utilization(con, None)
-    row = util[util["job_id"] == job_id]
+    row = _utilization_row(con, job_id, placements)
     if not row.empty:
         for col in ("allocated_gpu_hours", "busy_gpu_hours", "mean_util", "gpus", "servers"):
             val = row.iloc[0][col]
             job[col] = None if pd.isna(val) else val
     return JobDetail(job, attempts, placements.drop(columns=["s", "e"]), timeline, metrics,
                      converged, failures)
+
+
+def _utilization_row(con: duckdb.DuckDBPyConnection, job_id: str, placements: pd.DataFrame) -> pd.DataFrame:
+    """The job's row of :func:`job_utilization` (the whole store's).
+
+    Read from the whole store's table when this connection holds it (a dashboard session that
+    opened the Overview); else from the base of the job's own time span, which holds every
+    placement-minute of the job and so the same row (a job's figures are sums over its own
+    placement-hours; its status reads the state tables): the base of one job's hours, not of the
+    store's month. A job that held no GPU-minute is read from the whole store's table.
+    """
+    starts = placements["s"].dropna() if not placements.empty else pd.Series(dtype=object)
+    if not base_built(con, None) and len(starts):
+        ends = placements["e"]
+        window = Filters(start=pd.Timestamp(starts.min()).floor("min").to_pydatetime(),
+                         end=None if ends.isna().any() else pd.Timestamp(ends.max()).to_pydatetime())
+        util = job_utilization(con, window)
+        row = util[util["job_id"] == job_id]
+        if not row.empty:
+            return row
+    util = job_utilization(con, None)
+    return util[util["job_id"] == job_id]
 
 
 def node_timeline(
