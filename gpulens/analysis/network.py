@@ -4,15 +4,14 @@
 Definition: a network sample counts in the clock minute ``floor(ts)``; a period's ``samples``
 are its network samples (one per interface and scrape), ``rx_bps_sum`` / ``tx_bps_sum`` the sums
 of their receive / transmit rates (NULL rates add nothing), ``rx_bps_mean`` / ``tx_bps_mean``
-those sums over ``samples`` (bytes/s per interface sample), ``node_minutes`` the (node, minute)
-pairs with a sample. The filter's window keeps the minutes ``start <= minute < end``; its VC and
-user filters do not apply (traffic is a node's, not a job's).
+those sums over ``samples`` (bytes/s per interface sample). The filter's window keeps the
+minutes ``start <= minute < end``; its VC and user filters do not apply (traffic is a node's).
 
-How: per (node, minute, link kind) the counts and sums are those of the ``net_minute`` rollup
-rows (:mod:`gpulens.store.rollups`) of the files it summarises plus those of the raw samples of
-the live files it does not (segments that arrived later, the open day's newest ones, a day not
+How: the counts and sums of the ``net_minute`` rollup rows (per node, minute and link kind;
+:mod:`gpulens.store.rollups`) of the files they summarise plus those of the raw samples of the
+live files they do not (segments that arrived later, the open day's newest ones, a day not
 rolled yet, a node whose files changed since); both add up as the raw samples alone would (the
-same numbers to floating-point addition order, ``tests/analysis/test_rollups.py``). A rollup that
+same numbers to floating-point addition order, ``tests/analysis/test_rollups_network.py``). A rollup that
 fails while it is read is quarantined with one warning line and its day read raw.
 """
 
@@ -38,9 +37,11 @@ NETWORK_BY = ("node", "link_kind")
 _HIVE = "hive_partitioning = true, hive_types = {'kind': VARCHAR, 'date': DATE, 'node': VARCHAR}"
 _RAW = """
     SELECT node, epoch_us(ts) // 60000000 AS mk, coalesce(link_kind, 'other') AS link_kind,
-           count(*) AS n, coalesce(sum(rx_bps), 0.0) AS rx, coalesce(sum(tx_bps), 0.0) AS tx
-    FROM {src} WHERE ts IS NOT NULL GROUP BY ALL
+           1 AS n, coalesce(rx_bps, 0.0) AS rx, coalesce(tx_bps, 0.0) AS tx
+    FROM {src} WHERE ts IS NOT NULL
 """
+#: epoch minutes per period (UTC days and hours are whole minutes since the epoch)
+_UNIT = {"minute": 1, "hour": 60, "day": 1440}
 _ROLLED = "SELECT node, mk, link_kind, n, rx_bps_sum AS rx, tx_bps_sum AS tx FROM read_parquet({files})"
 
 
@@ -52,27 +53,26 @@ def network_traffic(
     by: Literal["node", "link_kind"] | str | None = None,
 ) -> pd.DataFrame:
     """Per period (``ts``) and, with ``by``, node or link kind: samples, receive and transmit
-    rate sums and means, node-minutes (the module's definition)."""
+    rate sums and means (the module's definition)."""
     if freq not in NETWORK_FREQS:
         raise ValueError(f"freq must be one of {', '.join(NETWORK_FREQS)}, not {freq!r}")
     if by is not None and by not in NETWORK_BY:
         raise ValueError(f"by must be one of {', '.join(NETWORK_BY)} or None, not {by!r}")
     lo, hi = (filters or Filters()).window()
     key = "" if by is None else f", {by}"
-    window = {"lo_m": _minute(lo, math.floor), "hi_m": _minute(hi, math.ceil)}
+    window = {"lo_m": _minute(lo, math.floor), "hi_m": _minute(hi, math.ceil), "unit": _UNIT[freq]}
     root, files = _listing(con, lo, hi)
     while True:
         plan = None if root is None else rollups.plan(root, "net_minute", files, qr.warner(root))
         src, params = (_RAW.format(src="net_samples"), {}) if plan is None else _union(plan)
         sql = f"""
-            SELECT date_trunc('{freq}', make_timestamp(mk * 60000000)) AS ts{key},
-                   CAST(sum(n) AS BIGINT) AS samples,
-                   sum(rx) AS rx_bps_sum, sum(tx) AS tx_bps_sum,
-                   sum(rx) / sum(n) AS rx_bps_mean, sum(tx) / sum(n) AS tx_bps_mean,
-                   count(DISTINCT (node, mk)) AS node_minutes
-            FROM ({src}) WHERE mk >= $lo_m AND mk < $hi_m
-            GROUP BY ALL ORDER BY ALL
-        """  # noqa: S608 - freq and by are checked against fixed sets; paths are parameters
+            SELECT make_timestamp(pk * $unit * 60000000) AS ts{key}, samples, rx_bps_sum, tx_bps_sum,
+                   rx_bps_sum / samples AS rx_bps_mean, tx_bps_sum / samples AS tx_bps_mean
+            FROM (SELECT mk // $unit AS pk{key}, CAST(sum(n) AS BIGINT) AS samples,
+                         sum(rx) AS rx_bps_sum, sum(tx) AS tx_bps_sum
+                  FROM ({src}) WHERE mk >= $lo_m AND mk < $hi_m GROUP BY ALL)
+            ORDER BY ALL
+        """  # noqa: S608 - by is checked against a fixed set; paths are parameters
         try:
             return con.execute(sql, {**params, **window}).df()
         except duckdb.Error as exc:
@@ -128,5 +128,4 @@ def _union(plan: rollups.RollupPlan) -> tuple[str, dict[str, Any]]:
     if not parts:
         return ("SELECT NULL::VARCHAR AS node, NULL::BIGINT AS mk, NULL::VARCHAR AS link_kind,"
                 " NULL::BIGINT AS n, NULL::DOUBLE AS rx, NULL::DOUBLE AS tx WHERE false"), {}
-    return (f"SELECT node, mk, link_kind, sum(n) AS n, sum(rx) AS rx, sum(tx) AS tx"  # noqa: S608
-            f" FROM ({' UNION ALL '.join(parts)}) GROUP BY ALL"), params
+    return " UNION ALL ".join(parts), params
