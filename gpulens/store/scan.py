@@ -18,7 +18,7 @@ from typing import Any
 
 import duckdb
 
-from gpulens.store.lake import ROOT_VARIABLE, live_files, seed_file
+from gpulens.store.lake import ROOT_VARIABLE, live_files, schema_mark, seed_file
 from gpulens.store.samples import VIEW_NAMES
 
 __all__ = ["node_source"]
@@ -34,13 +34,16 @@ def node_source(
     con: duckdb.DuckDBPyConnection, kind: str, nodes: Iterable[str] | None,
     first: date | None, last: date | None, *, name: str = "files",
 ) -> tuple[str, dict[str, Any]]:
-    """A FROM-clause source (and its parameter ``$<name>``) of ``kind``'s samples on ``nodes``
+    """A FROM-clause source (and its parameters) of ``kind``'s samples on ``nodes``
     (None: every node) in the date partitions ``[first, last]`` (None: unbounded), with the
     view's columns (``date`` and ``node`` included).
 
-    Reads the listed files (led by the kind's seed file, which has every current column and no
-    rows: a file of an older release reads its missing columns as NULL). A connection that was
-    not opened by :meth:`gpulens.store.Store.connect` has its own views: the view is read.
+    Reads the listed files as the view does: those in the current schema (their names carry its
+    mark, :func:`gpulens.store.lake.schema_mark`) as they are, the others with their schemas merged
+    (each list led by the kind's seed file, which has every current column and no rows: a file of
+    an older release reads its missing columns as NULL). The parameters are ``$<name>`` and
+    ``$<name>_mixed``. A connection that was not opened by :meth:`gpulens.store.Store.connect`
+    has its own views: the view is read.
     """
     view = VIEW_NAMES[kind]
     listing = live_files(con, kind)
@@ -52,5 +55,11 @@ def node_source(
              if (d is None or ((first is None or d >= first) and (last is None or d <= last)))
              and (wanted is None or _node(p) in wanted)]
     seed = str(seed_file(Path(str(row[0])), kind))
-    return (f"(SELECT * EXCLUDE (kind) FROM read_parquet(${name}, {_HIVE}, union_by_name = true))",  # noqa: S608
-            {name: [seed, *files]})
+    mark = f"-{schema_mark(kind)}-"
+    current = [seed, *(p for p in files if mark in os.path.basename(p))]
+    mixed = [seed, *(p for p in files if mark not in os.path.basename(p))]
+    # files in the current schema are read without merging schemas (union_by_name reads every
+    # footer at bind: 2.4x the view's time over a month's 9,750 files); the others are merged
+    sql = (f"(SELECT * EXCLUDE (kind) FROM (SELECT * FROM read_parquet(${name}, {_HIVE})"  # noqa: S608
+           f" UNION ALL BY NAME SELECT * FROM read_parquet(${name}_mixed, {_HIVE}, union_by_name = true)))")
+    return sql, {name: current, f"{name}_mixed": mixed}

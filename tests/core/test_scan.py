@@ -39,7 +39,9 @@ def test_node_source_reads_the_views_rows_of_those_nodes_and_days(tmp_path: Path
     con = store.connect()
     try:
         src, params = node_source(con, "gpu", ["a", "b"], date(2026, 5, 2), date(2026, 5, 2))
-        assert len(params["files"]) == 1 + 3, "the seed file, then a's two files and b's one"
+        read = [*params["files"][1:], *params["files_mixed"][1:]]  # each list led by the seed file
+        assert len(read) == 3, "a's two files and b's one"
+        assert params["files_mixed"][1:] == [str(old)], "only the older release's file is merged"
         got = _rows(con, src, params)
         assert got == _rows(con, "gpu_samples", {})
         assert (("a", date(2026, 5, 2), T0 + timedelta(hours=5), 3, 7.0, None)) in got
