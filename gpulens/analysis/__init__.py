@@ -14,6 +14,7 @@ from gpulens.analysis.early_stop import (
 from gpulens.analysis.filters import Filters
 from gpulens.analysis.goodput import STAGES, failure_cost, goodput
 from gpulens.analysis.locality import locality, locality_loss
+from gpulens.analysis.network import network_traffic
 from gpulens.analysis.utilization import job_utilization, utilization, utilization_timeseries
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "job_utilization",
     "locality",
     "locality_loss",
+    "network_traffic",
     "node_timeline",
     "online_stop",
     "utilization",

@@ -54,6 +54,7 @@ __all__ = [
     "PH",
     "PL",
     "attempts_sql",
+    "base_built",
     "cache_key",
     "ensure_base",
     "SampleFiles",
@@ -187,6 +188,17 @@ def set_cache_key(con: duckdb.DuckDBPyConnection, name: str, key: str) -> None:
     con.execute(f"INSERT OR REPLACE INTO {_KEYS} VALUES (?, ?)", [name, key])  # noqa: S608
 
 
+def _base_key(f: Filters, sf: SampleFiles) -> str:
+    lo, hi = f.window()
+    return f"{lo.isoformat()}|{hi.isoformat()}|{(f.now or '')}|{sf.signature}"
+
+
+def base_built(con: duckdb.DuckDBPyConnection, filters: Filters | None) -> bool:
+    """Whether this connection holds the base of ``filters`` for the current sample files (then
+    :func:`ensure_base` builds nothing)."""
+    return cache_key(con, PH) == _base_key(filters or Filters(), sample_files(con))
+
+
 def ensure_base(con: duckdb.DuckDBPyConnection, filters: Filters | None) -> str:
     """Build (or reuse) the TEMP tables PL, PH and ATT for this connection and window.
 
@@ -197,7 +209,7 @@ def ensure_base(con: duckdb.DuckDBPyConnection, filters: Filters | None) -> str:
     f = filters or Filters()
     lo, hi = f.window()
     sf = sample_files(con)
-    key = f"{lo.isoformat()}|{hi.isoformat()}|{(f.now or '')}|{sf.signature}"
+    key = _base_key(f, sf)
     if cache_key(con, PH) == key:
         return key
     open_end = _open_end(con, f, sf)

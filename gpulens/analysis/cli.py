@@ -333,3 +333,22 @@ def failure_cost_cmd(app: App, start: datetime | None, end: datetime | None,
 
 #: how the goodput waterfall's stages relate to the bases (docs/accounting.md)
 _BASIS_NOTE = "the stages add up to allocated"
+
+
+@analyze.command()
+@click.option("--freq", type=click.Choice(["minute", "hour", "day"]), default="hour", show_default=True)
+@click.option("--by", type=click.Choice(["node", "link_kind"]), default=None,
+              help="One row per period and node (or link kind).")
+@click.option("--start", type=_DT, default=None, help="Count minutes from this time.")
+@click.option("--end", type=_DT, default=None, help="Count minutes before this time.")
+@click.option("--limit", type=int, default=48, show_default=True, help="Rows shown in the table.")
+@json_option
+@pass_app
+def network(app: App, freq: str, by: str | None, start: datetime | None, end: datetime | None,
+            limit: int, as_json: bool) -> None:
+    """Network traffic per period: samples, receive and transmit rates (from the rollups)."""
+    from gpulens.analysis.network import network_traffic
+
+    df = network_traffic(app.store().connect(), _filters(start, end, (), ()), freq=freq, by=by)
+    title = f"Network traffic per {freq}{f' and {by}' if by else ''} (bytes/s per interface sample)"
+    emit(df, as_json, lambda: render_table(df, title, limit=limit))

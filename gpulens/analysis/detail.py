@@ -10,9 +10,11 @@ import duckdb
 import numpy as np
 import pandas as pd
 
+from gpulens.analysis.base import base_built
 from gpulens.analysis.early_stop import lower_is_better
 from gpulens.analysis.filters import Filters
 from gpulens.analysis.utilization import job_utilization
+from gpulens.store.scan import node_source
 
 __all__ = ["JobDetail", "job_detail", "node_timeline"]
 
@@ -61,10 +63,12 @@ def job_detail(
         hi = (pd.Timestamp(ends.max()).to_pydatetime() if ends.notna().all()
               else datetime(2200, 1, 1))
         nodes = sorted(set(placements["node"]))
+        # the job's nodes' files of its days only (store.scan), as raw samples: the point here
+        src, files = node_source(con, "gpu", nodes, lo.date(), (hi + timedelta(minutes=1)).date())
         timeline = con.execute(
-            """
+            f"""
             SELECT s.ts, s.node, s.gpu_index, s.util_gpu
-            FROM gpu_samples s
+            FROM {src} s
             JOIN (SELECT DISTINCT p.node, p.gpu_index, date_trunc('minute', p.s) AS s, p.e
                   FROM (SELECT node, gpu_index,
                                coalesce(p.start_time, a.start_time) AS s,
@@ -76,8 +80,8 @@ def job_detail(
             WHERE list_contains($nodes, s.node) AND s.ts >= $lo AND s.ts < $hi
               AND s.date >= CAST($lo AS DATE) AND s.date <= CAST($hi AS DATE)
             ORDER BY s.ts, s.node, s.gpu_index
-            """,
-            {"job": job_id, "nodes": nodes, "lo": lo, "hi": hi + timedelta(minutes=1)},
+            """,  # noqa: S608 - src is store.scan's source; values are parameters
+            {"job": job_id, "nodes": nodes, "lo": lo, "hi": hi + timedelta(minutes=1), **files},
         ).df()
     metrics = con.execute(
         "SELECT step, metric, value FROM job_metrics WHERE job_id = ? ORDER BY metric, step", [job_id]
@@ -96,14 +100,35 @@ def job_detail(
     failures = con.execute(
         "SELECT * FROM failures WHERE job_id = ? ORDER BY attempt", [job_id]
     ).df()
-    util = job_utilization(con, None)
-    row = util[util["job_id"] == job_id]
+    row = _utilization_row(con, job_id, placements)
     if not row.empty:
         for col in ("allocated_gpu_hours", "busy_gpu_hours", "mean_util", "gpus", "servers"):
             val = row.iloc[0][col]
             job[col] = None if pd.isna(val) else val
     return JobDetail(job, attempts, placements.drop(columns=["s", "e"]), timeline, metrics,
                      converged, failures)
+
+
+def _utilization_row(con: duckdb.DuckDBPyConnection, job_id: str, placements: pd.DataFrame) -> pd.DataFrame:
+    """The job's row of :func:`job_utilization` (the whole store's).
+
+    Read from the whole store's table when this connection holds it (a dashboard session that
+    opened the Overview); else from the base of the job's own time span, which holds every
+    placement-minute of the job and so the same row (a job's figures are sums over its own
+    placement-hours; its status reads the state tables): the base of one job's hours, not of the
+    store's month. A job that held no GPU-minute is read from the whole store's table.
+    """
+    starts = placements["s"].dropna() if not placements.empty else pd.Series(dtype=object)
+    if not base_built(con, None) and len(starts):
+        ends = placements["e"]
+        window = Filters(start=pd.Timestamp(starts.min()).floor("min").to_pydatetime(),
+                         end=None if ends.isna().any() else pd.Timestamp(ends.max()).to_pydatetime())
+        util = job_utilization(con, window)
+        row = util[util["job_id"] == job_id]
+        if not row.empty:
+            return row
+    util = job_utilization(con, None)
+    return util[util["job_id"] == job_id]
 
 
 def node_timeline(

@@ -12,7 +12,7 @@ from gpulens.store import quarantine as qr
 from gpulens.store.integrity import read_marker
 from gpulens.store.lake import partitions
 from gpulens.store.quarantine import list_quarantined
-from gpulens.store.rollups import rollup_files
+from gpulens.store.rollups import ROLLUP_KINDS, describe, rollup_files
 from gpulens.store.schema import current_version
 
 __all__ = ["store"]
@@ -47,6 +47,7 @@ def info(app: App, as_json: bool) -> None:
             "files": files,
             "compacted_files": int(con.execute(  # type: ignore[index]
                 "SELECT count(*) FROM lake_compactions").fetchone()[0]),
+            "rollups": _rollup_stats(st),
         }
     finally:
         con.close()
@@ -62,6 +63,7 @@ def info(app: App, as_json: bool) -> None:
             click.echo(f"  {kind:<6} {f['live_files']:>10,} ({f['live_bytes']:>15,})"
                        f"  / {f['replaced_files']:>8,} ({f['replaced_bytes']:>13,})")
         click.echo(f"compacted files recorded: {data['compacted_files']:,}")
+        _echo_rollups(data["rollups"])
         _echo_quarantined(quarantined)
 
     emit(data, as_json, human)
@@ -131,6 +133,51 @@ def restore(app: App, generation: int | None, as_json: bool) -> None:
                    f"generation {data['restored_generation']} is gone: re-run imports made since then")
 
     emit(data, as_json, human)
+
+
+def _rollup_stats(st: Store) -> dict[str, dict[str, Any]]:
+    """Per rollup kind: files, bytes, days, how many are current / partial / stale / unusable,
+    the days with samples but no usable rollup (read raw), and every file's state."""
+    files = describe(st.root, lambda kind: st.sample_files(kind).files, st.warn)
+    out: dict[str, dict[str, Any]] = {}
+    for name, kind in ROLLUP_KINDS.items():
+        mine = [f for f in files if f.kind == name]
+        usable = {f.day for f in mine if f.state != "unusable"}
+        sample_days = {day for _, day in st.sample_files(kind).files}
+        out[name] = {
+            "files": len(mine), "bytes": sum(f.bytes for f in mine),
+            "days": sorted({str(f.day) for f in mine if f.day is not None}),
+            **{state: sum(f.state == state for f in mine)
+               for state in ("current", "partial", "stale", "unusable")},
+            "days_not_rolled": sorted(str(d) for d in sample_days - usable),
+            "by_file": [{"day": None if f.day is None else str(f.day), "path": f.path, "bytes": f.bytes,
+                         "state": f.state, "nodes": f.nodes, "stale_nodes": f.stale_nodes,
+                         "raw_files": f.raw_files} for f in mine],
+        }
+    for f in files:  # a kind this release does not know (a newer one's)
+        if f.kind not in ROLLUP_KINDS:
+            other = out.setdefault(f.kind, {"files": 0, "bytes": 0, "days": [], "unusable": 0,
+                                            "current": 0, "partial": 0, "stale": 0,
+                                            "days_not_rolled": [], "by_file": []})
+            other["files"] += 1
+            other["bytes"] += f.bytes
+            other["unusable"] += 1
+    return out
+
+
+def _echo_rollups(rollups: dict[str, dict[str, Any]]) -> None:
+    click.echo("rollups:         files (bytes), days: current / partial / stale / unusable; days read raw")
+    for name, r in rollups.items():
+        click.echo(f"  {name:<10} {r['files']:>6,} ({r['bytes']:>13,}), {len(r['days']):>4} days: "
+                   f"{r['current']} / {r['partial']} / {r['stale']} / {r['unusable']}; "
+                   f"{len(r['days_not_rolled'])} day(s) without one")
+        for f in r["by_file"]:
+            if f["state"] in ("stale", "unusable"):
+                more = f" ({f['stale_nodes']} of {f['nodes']} nodes read raw)" if f["state"] == "stale" else ""
+                click.echo(f"    {f['state']}: {f['path']}{more}")
+    if any(r["stale"] or r["unusable"] or r["days_not_rolled"] for r in rollups.values()):
+        click.echo("  (`gpulens store compact` rewrites stale and unusable rollups; until then those "
+                   "days are read from raw samples: the same numbers, slower)")
 
 
 def _file_stats(st: Store) -> dict[str, dict[str, int]]:

@@ -54,7 +54,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
 
@@ -85,6 +85,7 @@ from gpulens.diagnosis.termination import with_termination
 from gpulens.diagnosis.types import CATEGORIES, ORIGINS, Diagnosis
 from gpulens.errors import GpulensError, InputError
 from gpulens.store import Store, registered
+from gpulens.store.scan import node_source
 from gpulens.vocab import NO_FAILURE
 
 __all__ = [
@@ -345,9 +346,13 @@ class _View:
         self._read_cofailures(con)
         self._read_prior(con)
         self.exonerated: set[str] = used_by_passing_jobs(con)
+        # jobs reading each input: every (job, declared input) pair counts once for the input's
+        # normalized name (a distinct declared name is normalized once, not once per job)
         self.readers: Counter[str] = Counter()
-        for r in named_rows(con, "SELECT DISTINCT job_id, unnest(inputs) AS input FROM jobs"):
-            self.readers.update(_inputs_of([r["input"]]))
+        for r in named_rows(con, "SELECT input, count(*) AS jobs FROM (SELECT DISTINCT job_id, unnest(inputs)"
+                                 " AS input FROM jobs) GROUP BY input"):
+            for name in _inputs_of([r["input"]]):
+                self.readers[name] += int(r["jobs"])
         self.blacklisted: list[str] = [
             r["input"] for r in named_rows(con, "SELECT input FROM blacklist WHERE state = 'blacklisted'")
         ]
@@ -419,17 +424,22 @@ class _View:
         }
 
     def _read_ecc(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Uncorrectable ECC increases per failed attempt, and whether its nodes had telemetry then.
+
+        Per (node, GPU, hour): the increase of the counter's hourly maximum over the GPU's previous
+        hour with samples (or over the hour's minimum when there is none). Only the attempts'
+        nodes and hours are read (:func:`_ecc_hours`), so one job's diagnosis reads its own
+        nodes' samples around its failure, not the store's.
+        """
+        if not _ecc_hours(con):
+            return
         for r in named_rows(
             con,
             """
-            WITH g AS (
-                SELECT node, gpu_index, date_trunc('hour', ts) AS h,
-                       max(ecc_uncorrected_total) AS mx, min(ecc_uncorrected_total) AS mn
-                FROM gpu_samples WHERE node IN (SELECT node FROM fa) GROUP BY ALL),
-            d AS (
+            WITH d AS (
                 SELECT node, h, greatest(coalesce(mx - coalesce(
                     lag(mx) OVER (PARTITION BY node, gpu_index ORDER BY h), mn), 0), 0) AS inc
-                FROM g),
+                FROM ecc_g),
             nh AS (SELECT node, h, sum(inc) AS inc FROM d GROUP BY node, h)
             SELECT fa.job_id, fa.attempt, count(*) AS node_hours, sum(nh.inc) AS ecc
             FROM fa JOIN nh ON nh.node = fa.node
@@ -441,8 +451,10 @@ class _View:
             if r["node_hours"]:
                 self.telemetry.add(key)
             self.ecc[key] = int(r["ecc"] or 0)
+        con.execute("DROP TABLE IF EXISTS ecc_g")
 
     def _read_cofailures(self, con: duckdb.DuckDBPyConnection) -> None:
+        # in a fixed order: the note names the first node each other job failed on
         for r in named_rows(
             con,
             """
@@ -454,6 +466,7 @@ class _View:
             LEFT JOIN jobs j ON j.job_id = a.job_id
             WHERE a.status = 'failed' AND a.end_time IS NOT NULL AND fa.end_time IS NOT NULL
               AND abs(epoch(a.end_time) - epoch(fa.end_time)) <= ?
+            ORDER BY ALL
             """,
             [float(self.cfg.cofailure_window_s)],
         ):
@@ -477,6 +490,56 @@ class _View:
         """Failed attempts, and those the platform killed for a reason it names (an eviction)."""
         return [a for atts in self.attempts.values() for a in atts
                 if a.status == "failed" or (a.status == "killed" and a.reason is not None)]
+
+
+#: per (node, GPU, hour) of the failed attempts' nodes: the hourly max and min of the ECC counter
+_ECC_HOURS = """
+    SELECT node, gpu_index, date_trunc('hour', ts) AS h,
+           max(ecc_uncorrected_total) AS mx, min(ecc_uncorrected_total) AS mn
+    FROM {src}
+    WHERE list_contains($nodes, node) AND ts >= $lo AND ts < $hi
+    GROUP BY ALL
+"""
+
+
+def _ecc_hours(con: duckdb.DuckDBPyConnection) -> bool:
+    """Temp table ``ecc_g``: the hours :meth:`_View._read_ecc` needs; False when there are none.
+
+    The hours of the failed attempts' windows on their nodes, from the hour before the first one
+    (only those nodes' files of those days are read: :func:`gpulens.store.scan.node_source`), and, for a GPU with
+    no samples in that hour, its last hour with samples before it: the lag of the window's first
+    hour is then the same row as over the whole history.
+    """
+    span = con.execute("SELECT list(DISTINCT node ORDER BY node), min(date_trunc('hour', t0)),"
+                       " max(t1) FROM fa").fetchone()
+    if span is None or not span[0] or span[1] is None:
+        return False
+    nodes, first, last = list(span[0]), span[1] - timedelta(hours=1), span[2]
+    hi = last.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+    src, files = node_source(con, "gpu", nodes, first.date(), hi.date())
+    con.execute(f"CREATE OR REPLACE TEMP TABLE ecc_g AS {_ECC_HOURS.format(src=src)}",
+                {"nodes": nodes, "lo": first, "hi": hi, **files})
+    gaps = [r[0] for r in con.execute(
+        "SELECT DISTINCT node FROM ecc_g GROUP BY node, gpu_index HAVING min(h) > $lo ORDER BY 1",
+        {"lo": first}).fetchall()]
+    if gaps:
+        src, files = node_source(con, "gpu", gaps, None, first.date())
+        con.execute(
+            f"""
+            INSERT INTO ecc_g
+            WITH prev AS (
+                SELECT node, gpu_index, date_trunc('hour', max(ts)) AS h FROM {src}
+                WHERE list_contains($nodes, node) AND ts < $lo GROUP BY ALL)
+            SELECT s.node, s.gpu_index, prev.h, max(s.ecc_uncorrected_total), min(s.ecc_uncorrected_total)
+            FROM {src} s JOIN prev ON s.node = prev.node
+                AND s.gpu_index IS NOT DISTINCT FROM prev.gpu_index AND date_trunc('hour', s.ts) = prev.h
+            WHERE list_contains($nodes, s.node) AND s.ts < $lo
+              AND s.ts >= (SELECT min(h) FROM prev)
+            GROUP BY ALL
+            """,  # noqa: S608 - src is store.scan's source; values are parameters
+            {"nodes": gaps, "lo": first, **files},
+        )
+    return True
 
 
 def _signature(known: _Known | None, att: _Attempt) -> str | None:

@@ -41,6 +41,8 @@ from gpulens.config import LiveConfig
 from gpulens.diagnosis.straggler import DetectorParams, JobDetector, Suspect
 from gpulens.errors import GpulensError, InputError
 from gpulens.store import Store
+from gpulens.store.lake import live_files
+from gpulens.store.scan import node_source
 
 __all__ = [
     "AgentReading",
@@ -48,6 +50,7 @@ __all__ = [
     "current_suspects",
     "detection_history",
     "job_machine_signals",
+    "latest_sample",
     "parse_agent_metrics",
     "params_from_config",
     "running_jobs",
@@ -434,6 +437,24 @@ MACHINE_SIGNALS = (
 )
 
 
+def latest_sample(con: duckdb.DuckDBPyConnection) -> datetime | None:
+    """The newest GPU sample's time (``max(ts)`` of ``gpu_samples``), reading the newest day only.
+
+    The lake's listing names the days; a sample lives in the partition of its own day, so the
+    newest day with a sample holds the newest sample. A connection without the lake's listing (or
+    a newest day without a time) is scanned whole.
+    """
+    listing = live_files(con, "gpu")
+    if listing is not None and listing.files:
+        newest = max(day for _, day in listing.files)
+        src, files = node_source(con, "gpu", None, newest, None)
+        row = con.execute(f"SELECT max(ts) FROM {src}", files).fetchone()  # noqa: S608 - store.scan's
+        if row and row[0] is not None:
+            return row[0]
+    row = con.execute("SELECT max(ts) FROM gpu_samples").fetchone()
+    return row[0] if row else None
+
+
 def job_machine_signals(con: duckdb.DuckDBPyConnection, job_id: str, *, max_points: int = 240) -> pd.DataFrame:
     """Each machine's signals over the job's last attempt, side by side (node, ts, signal, value).
 
@@ -441,25 +462,34 @@ def job_machine_signals(con: duckdb.DuckDBPyConnection, job_id: str, *, max_poin
     aggregates of :data:`MACHINE_SIGNALS` over the machine's GPUs in the job.
     """
     att = con.execute(
-        "SELECT attempt, start_time, coalesce(end_time, (SELECT max(ts) FROM gpu_samples)) AS end_time"
-        " FROM attempts WHERE job_id = ? AND start_time IS NOT NULL ORDER BY attempt DESC LIMIT 1",
+        "SELECT attempt, start_time, end_time FROM attempts WHERE job_id = ? AND start_time IS NOT NULL"
+        " ORDER BY attempt DESC LIMIT 1",
         [job_id],
     ).fetchall()
-    if not att or att[0][2] is None:
+    if not att:
         return pd.DataFrame(columns=["node", "ts", "signal", "value"])
     attempt, t0, t1 = att[0]
+    t1 = t1 if t1 is not None else latest_sample(con)  # still running: up to the newest sample
+    nodes = [r[0] for r in con.execute(
+        "SELECT DISTINCT node FROM placements WHERE job_id = ? AND attempt = ? ORDER BY node",
+        [job_id, attempt]).fetchall()]
+    if t1 is None or not nodes:
+        return pd.DataFrame(columns=["node", "ts", "signal", "value"])
     span = max((t1 - t0).total_seconds(), 60.0)
     bucket = max(60, int(span // max_points) // 60 * 60 or 60)
     aggs = ", ".join(f"{expr} AS s{i}" for i, (_, expr) in enumerate(MACHINE_SIGNALS))
+    # only the job's nodes' files of its days are read (store.scan)
+    src, files = node_source(con, "gpu", nodes, t0.date(), t1.date())
     df = con.execute(
         f"""
-        WITH p AS (SELECT DISTINCT node, gpu_index FROM placements WHERE job_id = ? AND attempt = ?)
-        SELECT g.node, time_bucket(to_seconds(?), g.ts, CAST(? AS TIMESTAMP)) AS ts, {aggs}
-        FROM gpu_samples g JOIN p ON g.node = p.node AND g.gpu_index = p.gpu_index
-        WHERE g.ts >= ? AND g.ts <= ?
+        WITH p AS (SELECT DISTINCT node, gpu_index FROM placements WHERE job_id = $job AND attempt = $attempt)
+        SELECT g.node, time_bucket(to_seconds($bucket), g.ts, CAST($t0 AS TIMESTAMP)) AS ts, {aggs}
+        FROM {src} g JOIN p ON g.node = p.node AND g.gpu_index = p.gpu_index
+        WHERE list_contains($nodes, g.node) AND g.ts >= $t0 AND g.ts <= $t1
+          AND g.date >= CAST($t0 AS DATE) AND g.date <= CAST($t1 AS DATE)
         GROUP BY ALL ORDER BY g.node, ts
         """,  # noqa: S608 - aggregates are this module's constants
-        [job_id, attempt, bucket, t0, t0, t1],
+        {"job": job_id, "attempt": attempt, "bucket": bucket, "t0": t0, "t1": t1, "nodes": nodes, **files},
     ).df()
     if df.empty:
         return pd.DataFrame(columns=["node", "ts", "signal", "value"])

@@ -57,9 +57,11 @@ from gpulens.store.samples import SAMPLE_KINDS
 
 __all__ = [
     "ROLLUP_KINDS",
+    "RollupFile",
     "RollupPlan",
     "SOURCES_KEY",
     "aggregate",
+    "describe",
     "plan",
     "read_sources",
     "refresh_day",
@@ -358,3 +360,69 @@ def plan(root: Path, name: str, files: Iterable[tuple[str, date | None]],
         if used:
             rollups.append((str(rpath), None if set(used) == set(sources) else tuple(used)))
     return RollupPlan(tuple(rollups), tuple(raw))
+
+
+# ------------------------------------------------------------------ describing (store info)
+@dataclass(frozen=True)
+class RollupFile:
+    """One rollup file as ``gpulens store info`` shows it.
+
+    ``state``: ``current`` (every live sample file of its day is summarised by it), ``partial``
+    (usable; some live files of the day are read raw: late segments, the open day's newest
+    segments), ``stale`` (some of its nodes' files were replaced or quarantined since: those
+    nodes are read raw until the next ``store compact``), ``unusable`` (another release's
+    columns, or no readable sources: never read; the next compaction rewrites it).
+    """
+
+    kind: str
+    day: date | None
+    path: str
+    bytes: int
+    state: str
+    nodes: int
+    stale_nodes: int
+    raw_files: int
+
+
+def _day_of(path: Path) -> date | None:
+    try:
+        return date.fromisoformat(path.parent.name.removeprefix("date="))
+    except ValueError:
+        return None
+
+
+def _describe_file(root: Path, path: Path, live: dict[date, list[tuple[str, date | None]]],
+                   warn: Callable[[str], None]) -> RollupFile:
+    kind, day = path.parent.parent.name.removeprefix("kind="), _day_of(path)
+    usable = kind in _SCHEMAS and day is not None and path == rollup_path(root, kind, day)
+    sources = read_sources(path, root, warn) if usable else None
+    size = path.stat().st_size  # FileNotFoundError: quarantined just now (damaged)
+    if sources is None or day is None:
+        return RollupFile(kind, day, str(path), size, "unusable", 0, 0, 0)
+    rp = plan(root, kind, live.get(day, []), warn)
+    used = len(sources) if rp.rollups and rp.rollups[0][1] is None else \
+        len(rp.rollups[0][1] or ()) if rp.rollups else 0
+    state = "stale" if used < len(sources) else "partial" if rp.raw else "current"
+    return RollupFile(kind, day, str(path), size, state, len(sources), len(sources) - used,
+                      len(rp.raw))
+
+
+def describe(root: Path, live: Callable[[str], Iterable[tuple[str, date | None]]],
+             warn: Callable[[str], None]) -> list[RollupFile]:
+    """Every rollup file under ``root`` with its state against the live sample files
+    (``live(kind)``: (path, day) of the sample kind's live files). A damaged file is
+    quarantined on the way (one warning line) and left out."""
+    by_kind: dict[str, dict[date, list[tuple[str, date | None]]]] = {}
+    out = []
+    for path in rollup_files(root):
+        kind = path.parent.parent.name.removeprefix("kind=")
+        if kind in ROLLUP_KINDS and kind not in by_kind:
+            by_kind[kind] = {}
+            for f, day in live(ROLLUP_KINDS[kind]):
+                if day is not None:
+                    by_kind[kind].setdefault(day, []).append((f, day))
+        try:
+            out.append(_describe_file(root, path, by_kind.get(kind, {}), warn))
+        except FileNotFoundError:
+            continue  # quarantined (damaged) or replaced while listed
+    return out

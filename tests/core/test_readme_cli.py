@@ -97,6 +97,9 @@ RUNS: dict[str, list[Run]] = {
         r("analyze failure-cost --start {start} --end {end} --vc {vc}", json=LIST)],
     "gpulens analyze goodput [--by vc|user] [--json]": [
         r("analyze goodput", json=LIST), r("analyze goodput --by vc", json=LIST)],
+    "gpulens analyze network [--freq minute|hour|day] [--by node|link_kind] [--start D] [--end D] [--json]": [
+        r("analyze network", json=LIST), r("analyze network --freq day --by link_kind", json=LIST),
+        r("analyze network --freq minute --by node --start {start} --end {end}", json=LIST)],
     "gpulens import philly DIR": [r("import philly {fixtures}/philly", json=OBJ, own=True)],
     "gpulens import slurm sacct.txt|sacct.json": [
         r("import slurm {fixtures}/slurm/sacct.txt", json=OBJ, own=True),

@@ -79,3 +79,25 @@ def test_single_machine_job_says_why_nothing_is_compared(tmp_path: Path, use_sto
     use_store(store)
     at = run_page("job", {"job": "job-1"})
     assert any("two or more nodes" in c.value for c in at.caption)
+
+
+def test_latest_sample_reads_the_newest_day_and_gives_the_whole_stores_max(tmp_path: Path) -> None:
+    """A running job's machines are drawn up to the newest sample (issue 26: found from the newest
+    day's partitions, not by scanning every sample)."""
+    store = Store.open(tmp_path / "data")
+    schema = arrow_schema("gpu")
+    times = {"a": [T0, T0 + timedelta(days=1, hours=3)], "b": [T0 + timedelta(days=1, hours=7, minutes=5)],
+             "c": [T0 - timedelta(days=3)]}
+    rows = [{"ts": t, "node": n, "gpu_index": 0} for n, ts in times.items() for t in ts]
+    store.write_samples("gpu", pa.Table.from_pylist(rows, schema=schema))
+    con = store.connect()
+    try:
+        whole = con.execute("SELECT max(ts) FROM gpu_samples").fetchone()
+        assert whole is not None and lv.latest_sample(con) == whole[0] == T0 + timedelta(days=1, hours=7, minutes=5)
+    finally:
+        con.close()
+    empty = Store.open(tmp_path / "empty").connect()
+    try:
+        assert lv.latest_sample(empty) is None
+    finally:
+        empty.close()
