@@ -203,6 +203,7 @@ def reliability(cases: Sequence[Case], thresholds: dict[str, float], bins: int =
 FRESH_SLICES = (
     ("c/", "index_c.csv (collected after the reader was first written)"),
     ("d/", "index_d.csv (collected 2026-11-26, labelled blind, never read by the reader's authors)"),
+    ("e/", "index_e.csv (collected 2026-11-26, multi-rank failures, labelled blind, never read by the reader's authors)"),
 )
 
 
