@@ -792,12 +792,29 @@ def _needs_model(view: logs.LogView, pick: _Pick, keep_final: bool) -> bool:
 
 def _ended_it(view: logs.LogView, match: RuleMatch) -> bool:
     """Whether the rule's evidence is the exception that ended the process (the final exception
-    line of the last traceback): the SVM never overrules that."""
-    if not view.has_traceback or view.truncated or not view.exception_lines:
-        return False
-    last = view.exception_lines[-1].strip()
+    line of the last traceback; in a text without a traceback header, as a tracker's copy of
+    stdout has it, the last error line that is not a secondary symptom): the SVM never
+    overrules that."""
     line = match.line.strip()
-    return bool(line) and (line == last or line in last or last in line)
+    if not line:
+        return False
+    if view.has_traceback:
+        if view.truncated or not view.exception_lines:
+            return False
+        last = view.exception_lines[-1].strip()
+    else:
+        last = _last_error_line(view.lines)
+    return bool(last) and (line == last or line in last or last in line)
+
+
+def _last_error_line(lines: Sequence[str]) -> str:
+    """The last line of ``lines`` (normalized) that states an error and is not a secondary
+    symptom ("" when none): within the last TAIL_LINES lines."""
+    for raw in reversed(lines[-logs.TAIL_LINES:]):
+        norm = logs.normalize_line(raw).strip()
+        if norm and logs.is_hard_error(norm) and not logs.is_secondary(norm):
+            return norm
+    return ""
 
 
 def _best(matches: list[RuleMatch]) -> RuleMatch:

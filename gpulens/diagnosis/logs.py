@@ -73,7 +73,7 @@ _MARKERS = (
 
 # Prefixes that launchers, loggers and schedulers put before a program's own line.
 _PREFIX_PATTERN = r"""^(?:
-        [ \t]*\[(?:rank|default|local_rank)?[ \t]*\d+\][ \t]*:?[ \t]*     # [rank1]: [default0]: [1]:
+        [ \t]*\[(?:rank|default|local_rank)?[ \t]*\d+\][ \t]*:?[ \t]?     # [rank1]: [default0]: [1]: (indent kept)
       | [ \t]*(?:rank|RANK)[ \t]*\d+[ \t]*[:|][ \t]*                      # rank 1: / RANK 1 |
       | \d{1,4}:[ \t]                                                     # srun -l "0: "
       | \[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?[ \t]*  # timestamps
@@ -132,6 +132,8 @@ _CHAIN_MARKERS = (
 )
 _LAUNCHER_EXC = re.compile(r"ChildFailedError|torch\.distributed\.elastic\.multiprocessing\.errors")
 _EXC_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?([A-Z]\w*(?:Error|Exception|Interrupt|Exit|Warning|Failure)|error|Error)\b:?")
+#: An exception raised without a message: Python prints only its qualified name ("bdb.BdbQuit").
+_BARE_EXC = re.compile(r"^(?:[a-z_]\w*\.)*[A-Z]\w*$")
 
 # Paths mentioned in messages (quoted or bare absolute/relative with a directory part).
 _PATH_RE = re.compile(
@@ -813,7 +815,7 @@ def _last_traceback_truncated(region: list[str]) -> bool:
     at = next((i for i in range(len(region) - 1, -1, -1) if _TRACEBACK in region[i]), None)
     if at is None:
         return False
-    return not any(s and not s.startswith((" ", "\t")) and (_EXC_LINE.match(s) or ":" in s)
+    return not any(s and not s.startswith((" ", "\t")) and _ends_traceback(s)
                    for s in region[at + 1:])
 
 
@@ -846,6 +848,11 @@ def _is_noise(norm_line: str) -> bool:
     return s.startswith(("File ", "warnings.warn")) or "Warning:" in s and "Killed" not in s
 
 
+def _ends_traceback(s: str) -> bool:
+    """Whether an unindented line after a traceback's frames is its exception line."""
+    return _EXC_LINE.match(s) is not None or ":" in s or _BARE_EXC.match(s) is not None
+
+
 def _exception_lines(region: list[str]) -> list[str]:
     out: list[str] = []
     in_tb = False
@@ -854,7 +861,7 @@ def _exception_lines(region: list[str]) -> list[str]:
             in_tb = True
             continue
         if in_tb and s and not s.startswith((" ", "\t")):
-            if _EXC_LINE.match(s) or ":" in s:
+            if _ends_traceback(s):
                 out.append(s.strip())
                 in_tb = False
         if not in_tb and i > 0 and out and s and region[i - 1].strip() == out[-1] and not s.startswith(" "):

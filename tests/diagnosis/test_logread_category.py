@@ -1,0 +1,129 @@
+"""Whole-log category decisions (issue 23, item 3): the exception that ended the process
+decides, read through launcher prefixes, scheduler lines and tracker copies of stdout. Each
+log here is a small excerpt written by hand in the format of a real one."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpulens.diagnosis import logs
+from gpulens.diagnosis.classifier import Classifier, default_classifier
+from gpulens.diagnosis.logread import diagnose_text
+from gpulens.diagnosis.rules import match_rules
+
+
+@pytest.fixture(scope="module")
+def clf() -> Classifier:
+    return default_classifier()
+
+
+_TORCHRUN_TAIL = """\
+E0301 10:00:05.100000 1111 torch/distributed/elastic/multiprocessing/api.py:833] failed (exitcode: 1) local_rank: 0 (pid: 2001) of binary: /opt/env/bin/python3
+Traceback (most recent call last):
+  File "/opt/env/bin/torchrun", line 8, in <module>
+    sys.exit(main())
+  File "/opt/env/lib/python3.10/site-packages/torch/distributed/launcher/api.py", line 264, in launch_agent
+    raise ChildFailedError(
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+train.py FAILED
+------------------------------------------------------------
+Failures:
+[1]:
+  time      : 2024-03-01_10:00:05
+  host      : node07.cluster.example.edu
+  rank      : 1 (local_rank: 1)
+  exitcode  : 1 (pid: 2002)
+  error_file: <N/A>
+  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2024-03-01_10:00:05
+  host      : node07.cluster.example.edu
+  rank      : 0 (local_rank: 0)
+  exitcode  : 1 (pid: 2001)
+  error_file: <N/A>
+  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
+============================================================
+"""
+
+
+def _rank_traceback(rank: int, code: str, exc: str) -> str:
+    return (f"[rank{rank}]: Traceback (most recent call last):\n"
+            f'[rank{rank}]:   File "/home/u/proj/train.py", line 210, in <module>\n'
+            f"[rank{rank}]:     main()\n"
+            f'[rank{rank}]:   File "/home/u/proj/train.py", line 150, in main\n'
+            f"[rank{rank}]:     {code}\n"
+            f"[rank{rank}]: {exc}\n")
+
+
+def test_rank_prefix_keeps_the_traceback_indentation() -> None:
+    # "[rank0]:   File ..." is a frame and "[rank0]:     code" its code line: stripping the
+    # prefix with the indentation made the code line look like the exception line
+    assert logs.normalize_line('[rank0]:   File "/a/train.py", line 3, in main') == '  File "/a/train.py", line 3, in main'
+    assert logs.normalize_line("[rank0]:     print(f\"{row['text']}\")") == "    print(f\"{row['text']}\")"
+    assert logs.normalize_line("[rank0]: KeyError: 'text'") == "KeyError: 'text'"
+    view = logs.analyze(_rank_traceback(0, "print(f\"sample: {row['text']}\")", "KeyError: 'text'"))
+    assert view.exception_lines == ["KeyError: 'text'"]
+
+
+def test_rank_tracebacks_above_torchrun_summary_are_the_cause(clf: Classifier) -> None:
+    text = ("Loading dataset\n" + _rank_traceback(0, "print(f\"sample: {row['text']}\")", "KeyError: 'text'")
+            + _rank_traceback(1, "print(f\"sample: {row['text']}\")", "KeyError: 'text'") + _TORCHRUN_TAIL)
+    d = diagnose_text(text, clf).diagnosis
+    assert (d.category, d.origin) == ("semantic_error", "user"), d
+
+
+def test_scheduler_oom_line_is_seen_beside_the_root_rank(clf: Classifier) -> None:
+    # the root-cause table names node07.cluster.example.edu, Slurm's line says slurmstepd-node07:
+    # the job-level line must still reach the classifier
+    exc = "RuntimeError: One of the subprocesses has abruptly died during map operation."
+    text = ("Map (num_proc=32):  40%|####      | 400/1000 [00:10<00:15, 40.0 examples/s]\n"
+            + _rank_traceback(0, "ds = ds.map(tokenize, num_proc=32)", exc)
+            + _rank_traceback(1, "ds = ds.map(tokenize, num_proc=32)", exc) + _TORCHRUN_TAIL
+            + "slurmstepd-node07: error: Detected 3 oom_kill events in StepId=4242.batch. "
+              "Some of the step tasks have been OOM Killed.\n")
+    d = diagnose_text(text, clf).diagnosis
+    assert d.category == "cpu_oom", d
+
+
+@pytest.mark.parametrize("tail,frame", [
+    ("bdb.BdbQuit", "    if self.quitting: raise BdbQuit"),
+    ("EOFError: EOF when reading a line", "    answer = input('Save the results? (y/n)')"),
+])
+def test_interactive_prompt_in_a_batch_job(clf: Classifier, tail: str, frame: str) -> None:
+    text = ("Epoch 3/3: 100%|##########| 500/500 [02:00<00:00, 4.1it/s]\n"
+            "test accuracy: 0.91\n"
+            "Traceback (most recent call last):\n"
+            '  File "/home/u/proj/eval.py", line 88, in <module>\n'
+            "    main()\n"
+            '  File "/home/u/proj/eval.py", line 80, in main\n'
+            f"{frame}\n{tail}\n")
+    d = diagnose_text(text, clf).diagnosis
+    assert (d.category, d.method, d.rule_id) == ("semantic_error", "rule", "python-breakpoint-no-tty"), d
+
+
+def test_bare_exception_name_ends_a_traceback() -> None:
+    view = logs.analyze('Traceback (most recent call last):\n  File "/a/x.py", line 1, in f\n'
+                        "    raise BdbQuit\nbdb.BdbQuit\n")
+    assert view.exception_lines == ["bdb.BdbQuit"] and not view.truncated
+
+
+def test_aten_dimension_check_is_a_shape_error() -> None:
+    got = {m.rule.id for m in match_rules("RuntimeError: batch1 must be a 3D tensor")}
+    assert "aten-shape-checks" in got
+
+
+def test_headless_traceback_exception_is_not_overruled(clf: Classifier) -> None:
+    # a tracker's copy of stdout (wandb output.log) loses the "Traceback" header: the last
+    # exception line still ended the process, and the model never overrules its rule
+    text = ("{'loss': 0.41, 'learning_rate': 1e-05, 'epoch': 0.99}\n\n\n"
+            '  File "/home/u/proj/reward.py", line 83, in <module>\n'
+            "    trainer.train()\n"
+            '  File "/venv/lib/python3.11/site-packages/trl/trainer/utils.py", line 668, in compute_accuracy\n'
+            "    accuracy = np.array(predictions == labels, dtype=float).mean().item()\n"
+            "                        ^^^^^^^^^^^^^^^^^^^^^\n"
+            "ValueError: operands could not be broadcast together with shapes (9000,2) (9000,)\n")
+    d = diagnose_text(text, clf).diagnosis
+    assert (d.category, d.method, d.rule_id) == ("semantic_error", "rule", "python-logic-exception"), d
