@@ -741,6 +741,7 @@ class _Pick:
 
 def _finish(view: logs.LogView, d: Diagnosis, pick: _Pick) -> Diagnosis:
     """Origin from the evidence lines (Bayesian network) and the fix hint."""
+    rule = pick.best.rule if pick.best is not None and d.rule_id == pick.best.rule.id else None
     if d.category != "unknown" and d.method in ("rule", "svm"):
         from gpulens.diagnosis.origin import (  # numpy, pandas: lazily
             clue_from_lines,
@@ -749,13 +750,13 @@ def _finish(view: logs.LogView, d: Diagnosis, pick: _Pick) -> Diagnosis:
 
         lines = (list(d.evidence) + view.exception_lines[-3:] + view.context_lines[-6:]
                  + [code for _, _, code in view.frames[-2:]])
-        clue = clue_from_lines(lines, frames=view.frames, exception_lines=view.exception_lines)
+        clue = (rule.clue if rule is not None and rule.clue
+                else clue_from_lines(lines, frames=view.frames, exception_lines=view.exception_lines))
         d.clue = clue
         if clue != "none":
             d.origin, _ = origin_from_evidence(d.category, clue)
     elif d.category == "unknown" and view.secondary_only:
         d.clue = "secondary_only"
-    rule = pick.best.rule if pick.best is not None and d.rule_id == pick.best.rule.id else None
     d.hint = hint_for(d.category, d.evidence, rule=rule, match=pick.best if rule is not None else None)
     return d
 

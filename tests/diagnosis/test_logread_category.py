@@ -127,3 +127,41 @@ def test_headless_traceback_exception_is_not_overruled(clf: Classifier) -> None:
             "ValueError: operands could not be broadcast together with shapes (9000,2) (9000,)\n")
     d = diagnose_text(text, clf).diagnosis
     assert (d.category, d.method, d.rule_id) == ("semantic_error", "rule", "python-logic-exception"), d
+
+
+def test_writing_into_a_missing_directory_is_the_job_s_own_error(clf: Classifier) -> None:
+    # the same ENOENT message as a missing input file, but raised by open(..., "w+b") under
+    # savefig: an output directory the job did not create (user), not missing data
+    text = ("Accuracy on test data: 0.57\n"
+            "Traceback (most recent call last):\n"
+            '  File "/home/u/proj/finetune.py", line 200, in <module>\n'
+            '    plt.savefig("plots/lora/loss.png")\n'
+            '  File "/env/lib/python3.10/site-packages/matplotlib/pyplot.py", line 1228, in savefig\n'
+            "    res = fig.savefig(*args, **kwargs)\n"
+            '  File "/env/lib/python3.10/site-packages/PIL/Image.py", line 2410, in save\n'
+            '    fp = builtins.open(filename, "w+b")\n'
+            "FileNotFoundError: [Errno 2] No such file or directory: 'plots/lora/loss.png'\n")
+    d = diagnose_text(text, clf).diagnosis
+    assert (d.category, d.origin, d.rule_id) == ("semantic_error", "user", "output-dir-missing"), d
+    reading = (text.replace('plt.savefig("plots/lora/loss.png")', 'img = Image.open("plots/lora/loss.png")')
+               .replace("matplotlib/pyplot.py\", line 1228, in savefig", "PIL/Image.py\", line 3100, in open")
+               .replace("res = fig.savefig(*args, **kwargs)", "fp = _open(filename)")
+               .replace('fp = builtins.open(filename, "w+b")', 'fp = builtins.open(filename, "rb")'))
+    d = diagnose_text(reading, clf).diagnosis
+    assert d.category == "incorrect_input", d
+
+
+def test_time_limit_after_the_tasks_exited_is_not_the_cause(clf: Classifier) -> None:
+    # every task already exited 1 on a Python error; the allocation then ran out its time
+    text = ("[rank0]: Traceback (most recent call last):\n"
+            '[rank0]:   File "/home/u/vlstm/main.py", line 40, in <module>\n'
+            "[rank0]:     out = model(x)\n"
+            "[rank0]: RuntimeError: Input type (torch.cuda.FloatTensor) and weight type (torch.FloatTensor) "
+            "should be the same\n"
+            "srun: error: gpu-04: tasks 0-3: Exited with exit code 1\n")
+    killed = text + "slurmstepd-gpu-04: error: *** JOB 9001 ON gpu-04 CANCELLED AT 2025-10-27T05:28:04 DUE TO TIME LIMIT ***\n"
+    assert diagnose_text(killed, clf).diagnosis.category == "semantic_error"
+    # without the tasks' exit first, the time limit is what ended the job
+    running = ("Epoch 3:  40%|####      | 400/1000 [10:00<15:00, 0.66it/s, loss=0.31]\n" * 3
+               + "slurmstepd-gpu-04: error: *** JOB 9001 ON gpu-04 CANCELLED AT 2025-10-27T05:28:04 DUE TO TIME LIMIT ***\n")
+    assert diagnose_text(running, clf).diagnosis.category == "preempted"
