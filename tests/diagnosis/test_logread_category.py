@@ -165,3 +165,32 @@ def test_time_limit_after_the_tasks_exited_is_not_the_cause(clf: Classifier) -> 
     running = ("Epoch 3:  40%|####      | 400/1000 [10:00<15:00, 0.66it/s, loss=0.31]\n" * 3
                + "slurmstepd-gpu-04: error: *** JOB 9001 ON gpu-04 CANCELLED AT 2025-10-27T05:28:04 DUE TO TIME LIMIT ***\n")
     assert diagnose_text(running, clf).diagnosis.category == "preempted"
+
+
+def test_exceptions_python_caught_do_not_decide(clf: Classifier) -> None:
+    # the logging module's own error (stdout gone) and an exception ignored in __del__ are
+    # printed with a traceback, but the process went on: the real error is the one above
+    ignored = ("Exception ignored in: <function _MultiProcessingDataLoaderIter.__del__ at 0x7f3a2c1d5e50>\n"
+               "Traceback (most recent call last):\n"
+               '  File "/env/lib/python3.10/site-packages/torch/utils/data/dataloader.py", line 1479, in __del__\n'
+               "    self._shutdown_workers()\n"
+               "OSError: [Errno 5] Input/output error\n")
+    text = ("Traceback (most recent call last):\n"
+            '  File "/home/u/proj/plot.py", line 19, in calc_bins\n'
+            "    acc = (labels_onehot[binned == b]).sum()\n"
+            "NameError: name 'labels_onehot' is not defined\n" + ignored)
+    d = diagnose_text(text, clf).diagnosis
+    assert d.category == "semantic_error", d
+    logging_error = ("Saved evaluation predictions to: out/eval/step_13000\n" * 3
+                     + "--- Logging error ---\n"
+                     "Traceback (most recent call last):\n"
+                     '  File "/usr/lib/python3.10/logging/__init__.py", line 1084, in flush\n'
+                     "    self.stream.flush()\n"
+                     "OSError: [Errno 5] Input/output error\n"
+                     "Call stack:\n"
+                     '  File "/usr/lib/python3.10/threading.py", line 973, in _bootstrap\n'
+                     "    self._bootstrap_inner()\n"
+                     "Message: 'Parent appears to have exited, shutting down.'\n"
+                     "Arguments: ()\n")
+    d = diagnose_text(logging_error, clf).diagnosis
+    assert d.category != "storage_error", d  # the I/O error is the logger's, not the job's storage

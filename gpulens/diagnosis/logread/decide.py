@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.logread.lines import is_scheduler_kill
 
-__all__ = ["job_lines", "late_kills"]
+__all__ = ["drop_caught", "job_lines", "late_kills"]
 
 #: Literals of the lines a scheduler or the kernel writes about the whole job.
 _JOB_KEYS = ("slurmstepd", "srun: error", "oom-kill", "oom_kill", "OOMKilled", "Out of memory: Kill", "CANCELLED")
@@ -44,3 +44,44 @@ def late_kills(lines: Sequence[str], failures: Sequence[int], start: int) -> set
         return set()
     return {lines[i] for i in failures if i > exited and "srun: error" not in lines[i]
             and is_scheduler_kill(logs.normalize_line(lines[i]))}
+
+
+#: Heads of the tracebacks Python prints for an exception it caught and went on from: the
+#: logging module's handler error, and an exception in __del__/atexit/a callback.
+_CAUGHT_HEADS = ("--- Logging error ---", "Exception ignored in")
+#: Lines one caught-exception block may take.
+_CAUGHT_SPAN = 80
+
+
+def drop_caught(context: Sequence[str]) -> list[str]:
+    """``context`` without the blocks of exceptions Python caught and went on from ("--- Logging
+    error ---" up to its "Arguments:" line, "Exception ignored in: ..." with its traceback): they
+    never end a process, so they must not decide its category."""
+    if not any(h in ln for ln in context for h in _CAUGHT_HEADS):
+        return list(context)
+    out: list[str] = []
+    i = 0
+    while i < len(context):
+        line = context[i]
+        if any(h in line for h in _CAUGHT_HEADS):
+            i = _caught_end(context, i)
+            continue
+        out.append(line)
+        i += 1
+    return out
+
+
+def _caught_end(context: Sequence[str], head: int) -> int:
+    """The index after the caught-exception block that starts at ``head``."""
+    logging = "--- Logging error ---" in context[head]
+    in_tb = False
+    stop = min(len(context), head + _CAUGHT_SPAN)
+    for j in range(head + 1, stop):
+        s = logs.normalize_line(context[j])
+        if logging and s.startswith("Arguments:"):
+            return j + 1
+        if "Traceback (most recent call last)" in s:
+            in_tb = True
+        elif in_tb and s and not s.startswith((" ", "\t")) and not logging:
+            return j + 1  # the exception line that ends the ignored traceback
+    return head + 1 if not in_tb else stop

@@ -19,7 +19,7 @@ from gpulens.diagnosis.classifier import Classifier, default_classifier
 from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.attempts import attempt_starts, new_in_last
 from gpulens.diagnosis.logread.completion import COMPLETION_COVER, completion_strength
-from gpulens.diagnosis.logread.decide import job_lines, late_kills
+from gpulens.diagnosis.logread.decide import drop_caught, job_lines, late_kills
 from gpulens.diagnosis.logread.lines import (
     ERROR_KEYS,
     KILL_KEYS,
@@ -300,7 +300,7 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
     first = _first_origin(lines, failures, start)
     ctx = _context(lines, start, first)
     late = late_kills(lines, failures, start)
-    ctx = [ln for ln in ctx + job_lines(lines, failures, start, ctx) if ln not in late]
+    ctx = drop_caught([ln for ln in ctx + job_lines(lines, failures, start, ctx) if ln not in late])
     d = clf.classify_text("\n".join(ctx), file=file, keep_final=True)
     if not failures and d.category != "unknown":
         d.confidence = round(d.confidence * 0.8, 3)
