@@ -658,6 +658,12 @@ class Classifier:
                           else "answer from an error line outside the last traceback")
             return Diagnosis(rule.category, rule.origin, conf, _evidence(view, [best]),
                              method="rule", rule_id=rule.id, inputs=view.inputs, file=file, reason=reason)
+        if keep_final and (raised := _user_raised(view)):
+            top, p = max((proba or {"unknown": 0.0}).items(), key=lambda kv: kv[1])
+            if top in ("unknown", "semantic_error") or p < SVM_OVERRULE_PROBA:
+                return Diagnosis("semantic_error", DEFAULT_ORIGIN["semantic_error"], USER_RAISED_CONFIDENCE,
+                                 evidence_base, method="rule", inputs=view.inputs, file=file,
+                                 reason=f"no signature matched; the job's own code raised {raised}, which ended it")
         if proba is None:
             why = "no failure signature matched"
             if self.model_error:
@@ -789,6 +795,27 @@ def _needs_model(view: logs.LogView, pick: _Pick, keep_final: bool) -> bool:
     if best is None:
         return True
     return best.rule.priority <= SVM_OVERRULE_MAX_PRIORITY and not (keep_final and _ended_it(view, best))
+
+
+#: Confidence of a whole-log answer from "the job's own code raised the exception that ended
+#: it" when no signature matched (a generic rule's).
+USER_RAISED_CONFIDENCE = 0.7
+_LIB_FRAME = re.compile(r"site-packages|dist-packages|/lib/python\d|^<frozen|^<string>|\\Lib\\")
+#: Exceptions about the environment (files, network, memory, imports, devices), whoever raised them.
+_ENV_EXC = re.compile(r"OSError|IOError|NotFound|Permission|Connection|Timeout|Memory|BrokenPipe|Import|Disk|Socket"
+                      r"|[Cc]uda|CUDA|[Nn]ccl|NCCL|Dist|Exit|Interrupt|Warning")
+
+
+def _user_raised(view: logs.LogView) -> str:
+    """The exception class that ended the process when the job's own code raised it (the last
+    frame of a complete traceback is in the job's files, not a library's) and it is not about
+    the environment; "" otherwise."""
+    if not view.has_traceback or view.truncated or not view.exception_lines or not view.frames:
+        return ""
+    m = _EXC_NAME.match(view.exception_lines[-1].strip())
+    if m is None or _ENV_EXC.search(m.group(1)) or _LIB_FRAME.search(view.frames[-1][0]):
+        return ""
+    return m.group(1)
 
 
 def _ended_it(view: logs.LogView, match: RuleMatch) -> bool:

@@ -194,3 +194,19 @@ def test_exceptions_python_caught_do_not_decide(clf: Classifier) -> None:
                      "Arguments: ()\n")
     d = diagnose_text(logging_error, clf).diagnosis
     assert d.category != "storage_error", d  # the I/O error is the logger's, not the job's storage
+
+
+def test_an_exception_the_job_s_own_code_raised_is_its_own_error(clf: Classifier) -> None:
+    tb = ("step 0: building model\n"
+          "Traceback (most recent call last):\n"
+          '  File "/home/u/proj/train.py", line 12, in <module>\n'
+          "    model = build(cfg)\n"
+          '  File "{where}", line 40, in build\n'
+          "    raise RuntimeError(f\"unsupported backbone: {{cfg.backbone}}\")\n"
+          "RuntimeError: unsupported backbone: vit_h\n")
+    d = diagnose_text(tb.format(where="/home/u/proj/models/factory.py"), clf).diagnosis
+    assert (d.category, d.origin, d.method) == ("semantic_error", "user", "rule"), d
+    assert "own code raised RuntimeError" in (d.reason or "")
+    # raised inside a library: not read as the job's own error
+    d = diagnose_text(tb.format(where="/env/lib/python3.10/site-packages/timm/models/factory.py"), clf).diagnosis
+    assert "own code raised" not in (d.reason or "")
