@@ -210,3 +210,23 @@ def test_an_exception_the_job_s_own_code_raised_is_its_own_error(clf: Classifier
     # raised inside a library: not read as the job's own error
     d = diagnose_text(tb.format(where="/env/lib/python3.10/site-packages/timm/models/factory.py"), clf).diagnosis
     assert "own code raised" not in (d.reason or "")
+
+
+def test_a_library_calling_what_its_dependency_lacks_is_an_environment_mismatch(clf: Classifier) -> None:
+    text = ("Epoch 1:   0%|          | 0/500 [00:00<?, ?it/s]\n"
+            "Traceback (most recent call last):\n"
+            '  File "/home/u/proj/train.py", line 90, in <module>\n'
+            "    for batch in loader:\n"
+            '  File "/env/lib/python3.8/site-packages/datasets/features/image.py", line 189, in decode_example\n'
+            "    if image.getexif().get(PIL.Image.ExifTags.Base.Orientation) is not None:\n"
+            '  File "/env/lib/python3.8/site-packages/PIL/Image.py", line 76, in __getattr__\n'
+            "    raise AttributeError(f\"module '{__name__}' has no attribute '{name}'\")\n"
+            "AttributeError: module 'PIL.Image' has no attribute 'ExifTags'\n")
+    d = diagnose_text(text, clf).diagnosis
+    assert (d.category, d.rule_id) == ("import_error", "library-module-attribute-skew"), d
+    # the job's own module lacking a name is its own bug
+    own = ("Traceback (most recent call last):\n"
+           '  File "/home/u/proj/train.py", line 12, in <module>\n'
+           "    loss = helpers.focal_loss(x, y)\n"
+           "AttributeError: module 'helpers' has no attribute 'focal_loss'\n")
+    assert diagnose_text(own, clf).diagnosis.category == "semantic_error"
