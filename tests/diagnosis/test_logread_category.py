@@ -230,3 +230,24 @@ def test_a_library_calling_what_its_dependency_lacks_is_an_environment_mismatch(
            "    loss = helpers.focal_loss(x, y)\n"
            "AttributeError: module 'helpers' has no attribute 'focal_loss'\n")
     assert diagnose_text(own, clf).diagnosis.category == "semantic_error"
+
+
+def test_root_cause_rank_traceback_printed_before_the_others(clf: Classifier) -> None:
+    # rank 1 (torchrun's root cause) printed its traceback first; rank 0's follows; the
+    # context must hold rank 1's own lines
+    def tb(rank: int) -> str:
+        return (f"[rank{rank}]: Traceback (most recent call last):\n"
+                f'[rank{rank}]:   File "/home/u/proj/chat_eval.py", line 59, in run_eval\n'
+                f"[rank{rank}]:     outcomes = [task.evaluate(c) for c in completions]\n"
+                f'[rank{rank}]:   File "/usr/lib/python3.10/bdb.py", line 115, in dispatch_line\n'
+                f"[rank{rank}]:     if self.quitting: raise BdbQuit\n"
+                f"[rank{rank}]: bdb.BdbQuit\n")
+    tail = (_TORCHRUN_TAIL.replace("rank      : 0 (local_rank: 0)", "rank      : 9 (local_rank: 9)")
+            .replace("rank      : 1 (local_rank: 1)", "rank      : 0 (local_rank: 0)")
+            .replace("rank      : 9 (local_rank: 9)", "rank      : 1 (local_rank: 1)"))
+    text = ("step 00813 (100.00%) | loss: 1.02\n" * 3 + tb(1) + "(Pdb) \n" + tb(0)
+            + "W0119 09:59:04.248000 492812 torch/distributed/elastic/multiprocessing/api.py:900] "
+              "Sending process 492816 closing signal SIGTERM\n" + tail)
+    w = diagnose_text(text, clf)
+    assert w.first_rank == 1
+    assert (w.diagnosis.category, w.diagnosis.rule_id) == ("semantic_error", "python-breakpoint-no-tty"), w.diagnosis

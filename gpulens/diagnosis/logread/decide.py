@@ -7,9 +7,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
+from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.lines import is_scheduler_kill
 
-__all__ = ["drop_caught", "job_lines", "late_kills"]
+__all__ = ["drop_caught", "job_lines", "late_kills", "root_rank_lines"]
 
 #: Literals of the lines a scheduler or the kernel writes about the whole job.
 _JOB_KEYS = ("slurmstepd", "srun: error", "oom-kill", "oom_kill", "OOMKilled", "Out of memory: Kill", "CANCELLED")
@@ -85,3 +86,23 @@ def _caught_end(context: Sequence[str], head: int) -> int:
         elif in_tb and s and not s.startswith((" ", "\t")) and not logging:
             return j + 1  # the exception line that ends the ignored traceback
     return head + 1 if not in_tb else stop
+
+
+#: Lines above the error context searched for the root-cause rank's own traceback.
+_ROOT_LOOKBACK = 400
+_TRACEBACK = "Traceback (most recent call last)"
+
+
+def root_rank_lines(lines: Sequence[str], start: int, floor: int, rank: int | None,
+                    context: Sequence[str]) -> list[str]:
+    """The root-cause rank's own last traceback (its prefixed lines above ``start``) when it
+    began above ``start`` and the context holds no traceback of that rank: torchrun's table
+    names the rank that failed first, whose traceback may come before the other ranks'."""
+    if rank is None or any(_TRACEBACK in ln and ranks.prefix_rank(ln) == rank for ln in context):
+        return []
+    lo = max(floor, start - _ROOT_LOOKBACK)
+    tb = next((i for i in range(start - 1, lo - 1, -1)
+               if _TRACEBACK in lines[i] and ranks.prefix_rank(lines[i]) == rank), None)
+    if tb is None:
+        return []
+    return [ln for ln in lines[tb:start] if ranks.prefix_rank(ln) == rank]

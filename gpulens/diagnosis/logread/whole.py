@@ -19,7 +19,7 @@ from gpulens.diagnosis.classifier import Classifier, default_classifier
 from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.attempts import attempt_starts, new_in_last
 from gpulens.diagnosis.logread.completion import COMPLETION_COVER, completion_strength
-from gpulens.diagnosis.logread.decide import drop_caught, job_lines, late_kills
+from gpulens.diagnosis.logread.decide import drop_caught, job_lines, late_kills, root_rank_lines
 from gpulens.diagnosis.logread.lines import (
     ERROR_KEYS,
     KILL_KEYS,
@@ -299,6 +299,7 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
     start = _region_start(lines, frontier, failures)
     first = _first_origin(lines, failures, start)
     ctx = _context(lines, start, first)
+    ctx = root_rank_lines(lines, start, starts[-1], first.rank, ctx) + ctx
     late = late_kills(lines, failures, start)
     ctx = drop_caught([ln for ln in ctx + job_lines(lines, failures, start, ctx) if ln not in late])
     d = clf.classify_text("\n".join(ctx), file=file, keep_final=True)
