@@ -251,3 +251,16 @@ def test_root_cause_rank_traceback_printed_before_the_others(clf: Classifier) ->
     w = diagnose_text(text, clf)
     assert w.first_rank == 1
     assert (w.diagnosis.category, w.diagnosis.rule_id) == ("semantic_error", "python-breakpoint-no-tty"), w.diagnosis
+
+
+def test_nan_loss_to_the_end_explains_a_failure_whose_own_lines_do_not(clf: Classifier) -> None:
+    epochs = "".join(f"2025-04-08 1{k}:32:34,921 [INFO] [Epoch {k}] Train Loss: {{loss}}, Val Loss: {{loss}}, LR: 0.0001\n"
+                     for k in range(1, 6))
+    end = ("2025-04-09 05:23:59,911 [INFO] Training completed. Starting evaluation...\n"
+           "2025-04-09 05:25:29,465 [ERROR] Evaluation failed: Command '['python', 'evaluate.py', '--model_path', "
+           "'out/model.pth']' returned non-zero exit status 1.\n")
+    w = diagnose_text(epochs.format(loss="nan") + end, clf)
+    assert (w.diagnosis.category, w.diagnosis.confidence) == ("model_diverged", 0.7), w.diagnosis
+    assert "Train Loss: nan" in w.diagnosis.evidence[0]
+    # finite losses: the child's failure has no cause in the log
+    assert diagnose_text(epochs.format(loss="0.4321") + end, clf).diagnosis.category == "unknown"

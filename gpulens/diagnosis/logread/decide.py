@@ -4,13 +4,14 @@ kernel's, which speak for the whole job)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.lines import is_scheduler_kill
 
-__all__ = ["drop_caught", "job_lines", "late_kills", "root_rank_lines"]
+__all__ = ["DIVERGED_CONFIDENCE", "diverged_loss", "drop_caught", "job_lines", "late_kills", "root_rank_lines"]
 
 #: Literals of the lines a scheduler or the kernel writes about the whole job.
 _JOB_KEYS = ("slurmstepd", "srun: error", "oom-kill", "oom_kill", "OOMKilled", "Out of memory: Kill", "CANCELLED")
@@ -106,3 +107,34 @@ def root_rank_lines(lines: Sequence[str], start: int, floor: int, rank: int | No
     if tb is None:
         return []
     return [ln for ln in lines[tb:start] if ranks.prefix_rank(ln) == rank]
+
+
+#: Confidence of "the loss was NaN/inf in every last metric line" when the error context itself
+#: names no cause.
+DIVERGED_CONFIDENCE = 0.7
+#: Loss readings looked at, and lines searched back for them.
+_LOSS_READINGS = 3
+_LOSS_LOOKBACK = 2000
+_LOSS = re.compile(r"(?i)\bloss\w{0,12}\s*[:=]\s*(-?inf|nan|[-+]?\d[\d.]*(?:e[-+]?\d+)?)\b")
+
+
+def diverged_loss(lines: Sequence[str], floor: int, stop: int) -> int | None:
+    """The index of the last metric line before ``stop`` when the last few loss readings (each
+    line's last "loss: x") are all NaN/inf: training diverged before the failure. None when
+    fewer readings, or any finite one."""
+    lo = max(floor, stop - _LOSS_LOOKBACK)
+    if not any(k in ln for ln in lines[lo:stop] for k in ("nan", "NaN", "inf")):
+        return None
+    got: list[tuple[int, str]] = []
+    for i in range(stop - 1, lo - 1, -1):
+        line = lines[i]
+        if "loss" not in line and "Loss" not in line and "LOSS" not in line:
+            continue
+        readings = _LOSS.findall(line[-400:])
+        if readings:
+            got.append((i, readings[-1].lower()))
+            if len(got) >= _LOSS_READINGS:
+                break
+    if len(got) < _LOSS_READINGS or not all(v in ("nan", "inf", "-inf") for _, v in got):
+        return None
+    return got[0][0]
