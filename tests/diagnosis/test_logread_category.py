@@ -264,3 +264,14 @@ def test_nan_loss_to_the_end_explains_a_failure_whose_own_lines_do_not(clf: Clas
     assert "Train Loss: nan" in w.diagnosis.evidence[0]
     # finite losses: the child's failure has no cause in the log
     assert diagnose_text(epochs.format(loss="0.4321") + end, clf).diagnosis.category == "unknown"
+
+
+def test_a_generic_rule_on_the_terminal_exception_is_surer_in_a_whole_log(clf: Classifier) -> None:
+    text = ("Traceback (most recent call last):\n"
+            '  File "/home/u/proj/train.py", line 77, in <module>\n'
+            "    cfg = configs[args.preset]\n"
+            "KeyError: 'small-v2'\n")
+    excerpt = clf.classify_text(text)
+    whole = clf.classify_text(text, keep_final=True)
+    assert excerpt.rule_id == whole.rule_id == "python-logic-exception"
+    assert excerpt.confidence == 0.75 and whole.confidence == 0.85
