@@ -275,3 +275,13 @@ def test_a_generic_rule_on_the_terminal_exception_is_surer_in_a_whole_log(clf: C
     whole = clf.classify_text(text, keep_final=True)
     assert excerpt.rule_id == whole.rule_id == "python-logic-exception"
     assert excerpt.confidence == 0.75 and whole.confidence == 0.85
+
+
+def test_argparse_rejecting_the_command_line_is_a_configuration_error(clf: Classifier) -> None:
+    text = ("usage: finetune.py [-h] [--model MODEL] [--lora_rank LORA_RANK]\n"
+            "                   [--fp16 [FP16]] [--stage {sft,rm,ppo}]\n"
+            "finetune.py: error: argument --stage: invalid choice: 'dpo' (choose from 'sft', 'rm', 'ppo')\n")
+    d = diagnose_text(text, clf).diagnosis
+    assert (d.category, d.rule_id) == ("semantic_error", "argparse-usage-error"), d
+    assert "argparse-usage-error" not in {m.rule.id for m in match_rules(
+        "srun: error: argument --gres: invalid generic resource specification")}
