@@ -285,3 +285,22 @@ def test_argparse_rejecting_the_command_line_is_a_configuration_error(clf: Class
     assert (d.category, d.rule_id) == ("semantic_error", "argparse-usage-error"), d
     assert "argparse-usage-error" not in {m.rule.id for m in match_rules(
         "srun: error: argument --gres: invalid generic resource specification")}
+
+
+@pytest.mark.parametrize("exc,category", [
+    ("RuntimeError: Expected to have finished reduction in the prior iteration before starting a new one. "
+     "This error indicates that your module has parameters that were not used in producing loss.", "semantic_error"),
+    ("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+     "initializing the engine.", "gpu_oom"),
+    ("ValueError: Your setup doesn't support bf16/gpu. You need torch>=1.10, using Ampere GPU with cuda>=11.0",
+     "cuda_env_error"),
+    ("OSError: You are trying to access a gated repo.", "permission_error"),
+])
+def test_common_terminal_exceptions_of_llm_jobs(clf: Classifier, exc: str, category: str) -> None:
+    text = ("{'loss': 1.2034, 'grad_norm': 3.1, 'learning_rate': 2e-05, 'epoch': 0.01}\n"
+            "Traceback (most recent call last):\n"
+            '  File "/home/u/proj/train.py", line 200, in <module>\n    main()\n'
+            '  File "/env/lib/python3.10/site-packages/lib/engine.py", line 50, in step\n    self.run()\n'
+            f"{exc}\n")
+    d = diagnose_text(text, clf).diagnosis
+    assert (d.category, d.method) == (category, "rule"), d
