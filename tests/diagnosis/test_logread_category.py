@@ -165,6 +165,13 @@ def test_time_limit_after_the_tasks_exited_is_not_the_cause(clf: Classifier) -> 
     running = ("Epoch 3:  40%|####      | 400/1000 [10:00<15:00, 0.66it/s, loss=0.31]\n" * 3
                + "slurmstepd-gpu-04: error: *** JOB 9001 ON gpu-04 CANCELLED AT 2025-10-27T05:28:04 DUE TO TIME LIMIT ***\n")
     assert diagnose_text(running, clf).diagnosis.category == "preempted"
+    # the usual order of a time limit: the step is cancelled first, then srun reports the tasks
+    # that the signal ended (143 = SIGTERM), then the job line
+    limit = ("Epoch 3:  40%|####      | 400/1000 [10:00<15:00, 0.66it/s, loss=0.31]\n" * 3
+             + "slurmstepd-gpu-04: error: *** STEP 9001.0 ON gpu-04 CANCELLED AT 2025-10-27T05:28:04 DUE TO TIME LIMIT ***\n"
+             + "srun: error: gpu-04: task 0: Exited with exit code 143\n"
+             + "slurmstepd-gpu-04: error: *** JOB 9001 ON gpu-04 CANCELLED AT 2025-10-27T05:28:04 DUE TO TIME LIMIT ***\n")
+    assert diagnose_text(limit, clf).diagnosis.category == "preempted"
 
 
 def test_exceptions_python_caught_do_not_decide(clf: Classifier) -> None:

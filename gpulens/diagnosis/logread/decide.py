@@ -32,20 +32,21 @@ def job_lines(lines: Sequence[str], failures: Sequence[int], start: int, context
     return out
 
 
-#: srun's line for tasks that ended on their own with a non-zero code.
-_TASKS_EXITED = "Exited with exit code "
+#: srun's line for tasks that ended on their own with a non-zero code (1-127: not by a signal).
+_TASKS_EXITED = re.compile(r"srun: error: .*Exited with exit code (?:[1-9]|[1-9]\d|1[01]\d|12[0-7])\b")
 
 
 def late_kills(lines: Sequence[str], failures: Sequence[int], start: int) -> set[str]:
     """The scheduler's kill lines (time limit, cancel) printed after srun said the job's tasks
-    had already exited with a non-zero code: the allocation was killed after the failure (a
-    job script that sleeps or waits on), so the kill is not the cause."""
-    exited = next((i for i in failures if i >= start and _TASKS_EXITED in lines[i]
-                   and not lines[i].rstrip().endswith(_TASKS_EXITED + "0")), None)
-    if exited is None:
+    had already exited with a non-zero code of their own, no kill line before it: the allocation
+    was killed after the failure (a job script that sleeps or waits on), so the kill is not the
+    cause."""
+    kills = [i for i in failures if "srun: error" not in lines[i] and is_scheduler_kill(logs.normalize_line(lines[i]))]
+    exited = next((i for i in failures if i >= start and "Exited with exit code" in lines[i]
+                   and _TASKS_EXITED.search(lines[i])), None)
+    if exited is None or not kills or kills[0] < exited:
         return set()
-    return {lines[i] for i in failures if i > exited and "srun: error" not in lines[i]
-            and is_scheduler_kill(logs.normalize_line(lines[i]))}
+    return {lines[i] for i in kills}
 
 
 #: Heads of the tracebacks Python prints for an exception it caught and went on from: the
