@@ -621,9 +621,10 @@ class Classifier:
         best = _best(matches) if matches else None
         weak = best is None or best.rule.generic or best.rule.secondary or logs.is_weak(best.line)
         if weak and view.context_lines:
-            # a generic match elsewhere counts only when the region itself matched nothing
+            # a generic match elsewhere counts only when the region itself matched nothing but a
+            # secondary message (a launcher summary)
             ctx = [m for m in match_rules("\n".join(view.context_lines), self.rules)
-                   if (best is None or not m.rule.generic) and not logs.is_weak(m.line)
+                   if (best is None or best.rule.secondary or not m.rule.generic) and not logs.is_weak(m.line)
                    and not m.rule.secondary]
             if ctx:
                 return _Pick(_best(ctx), matches, from_context=True)

@@ -311,3 +311,19 @@ def test_common_terminal_exceptions_of_llm_jobs(clf: Classifier, exc: str, categ
             f"{exc}\n")
     d = diagnose_text(text, clf).diagnosis
     assert (d.category, d.method) == (category, "rule"), d
+
+
+def test_the_child_s_error_beats_the_launcher_s_summary(clf: Classifier) -> None:
+    # accelerate's simple launcher ends with its own CalledProcessError traceback (a secondary
+    # summary): the child's generic error printed above it is the answer
+    text = ("Epoch 1:  10%|#         | 100/1000 [01:00<09:00, 1.6it/s, loss=0.52]\n" * 3
+            + "Traceback (most recent call last):\n"
+            '  File "/home/u/proj/train.py", line 120, in main\n    x = batch["pixel_values"]\n'
+            "KeyError: 'pixel_values'\n"
+            "Traceback (most recent call last):\n"
+            '  File "/env/bin/accelerate", line 8, in <module>\n    sys.exit(main())\n'
+            '  File "/env/lib/python3.10/site-packages/accelerate/commands/launch.py", line 1000, in simple_launcher\n'
+            "    raise subprocess.CalledProcessError(returncode=process.returncode, cmd=cmd)\n"
+            "subprocess.CalledProcessError: Command '['/env/bin/python', 'train.py']' returned non-zero exit status 1.\n")
+    d = diagnose_text(text, clf).diagnosis
+    assert (d.category, d.rule_id) == ("semantic_error", "python-logic-exception"), d
