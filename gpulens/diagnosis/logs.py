@@ -76,6 +76,8 @@ _PREFIX_PATTERN = r"""^(?:
         [ \t]*\[(?:rank|default|local_rank)?[ \t]*\d+\][ \t]*:?[ \t]?     # [rank1]: [default0]: [1]: (indent kept)
       | [ \t]*(?:rank|RANK)[ \t]*\d+[ \t]*[:|][ \t]*                      # rank 1: / RANK 1 |
       | \d{1,4}:[ \t]                                                     # srun -l "0: "
+      | (?:\x1b\[[\d;]*m)?\((?:[\w.-]+[ \t]+)?pid=\d+(?:,[ \t]*ip=[\d.]+)?\)(?:\x1b\[[\d;]*m)?[ \t]?  # Ray: (RayTrainWorker pid=1, ip=10.0.0.5)
+      | (?:\x1b\[[\d;]*m)?\((?:raylet|gcs_server|autoscaler|monitor)\b[^)\n]*\)(?:\x1b\[[\d;]*m)?[ \t]?  # Ray's own processes
       | \[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?[ \t]*  # timestamps
       | :?[ \t]*\[\d+,\d+\]<std(?:out|err)>:                                # mpirun --tag-output
       | \[[ \t]*\d+\.\d+\][ \t]                                            # dmesg [ 1234.567890]
@@ -617,12 +619,12 @@ _SECONDARY_RE = Guarded(
     r"|error_file\s*:|Root Cause \(first observed failure\)|^Failures:|primary job\s+terminated"
     r"|detected that one or more processes exited"
     r"|Killing subprocess|[Ss]ubprocess .* (?:died|exited)|one or more (?:processes|ranks) (?:failed|exited)"
-    r"|Terminating process|\bfailed \(exitcode: 1\)",
+    r"|Terminating process|\bfailed \(exitcode: 1\)|[Pp]lease inspect the previous error messages",
     ("ChildFailedError", "CalledProcessError", "ProcessExitedException", "ProcessRaisedException", "terminated with",
      "non-zero exit", "exitcode", "with return code", "exited with ", "EOF ", "Actor", "he actor ", "orker ",
      "RaySystemError", "here are some potential root causes", "Sending process ", "WorkerGroupFailure",
      "error_file", "Root Cause", "Failures:", "primary job", "one or more ", "Killing subprocess", "ubprocess ",
-     "Terminating process"),
+     "Terminating process", "lease inspect the previous error"),
 )
 _NOISE_ERR = Guarded(
     r"Warning\b|warnings\.warn|\bwarn(?:ing)?\s*:|UserWarning|FutureWarning|DeprecationWarning|^\s*File \""

@@ -327,3 +327,23 @@ def test_the_child_s_error_beats_the_launcher_s_summary(clf: Classifier) -> None
             "subprocess.CalledProcessError: Command '['/env/bin/python', 'train.py']' returned non-zero exit status 1.\n")
     d = diagnose_text(text, clf).diagnosis
     assert (d.category, d.rule_id) == ("semantic_error", "python-logic-exception"), d
+
+
+def test_ray_worker_prefixes_are_read_through(clf: Classifier) -> None:
+    p = "\x1b[36m(RayTrainWorker pid=4242, ip=10.0.0.5)\x1b[0m "
+    assert logs.normalize_line(p + '  File "/home/u/proj/train.py", line 120, in train_func') == \
+        '  File "/home/u/proj/train.py", line 120, in train_func'
+    assert logs.normalize_line("\x1b[33m(raylet)\x1b[0m A worker died or was killed") == "A worker died or was killed"
+    text = (f"{p}Epoch 1:  10%|#         | 100/1000 [01:00<09:00, 1.6it/s, loss=0.52]\n" * 3
+            + f"{p}Traceback (most recent call last):\n"
+            f'{p}  File "/home/u/proj/train.py", line 120, in train_func\n'
+            f'{p}    x = batch["pixel_values"]\n'
+            f"{p}KeyError: 'pixel_values'\n"
+            "Traceback (most recent call last):\n"
+            '  File "/home/u/proj/launch.py", line 30, in <module>\n    result = trainer.fit()\n'
+            '  File "/env/lib/python3.10/site-packages/ray/train/base_trainer.py", line 638, in fit\n'
+            "    raise TrainingFailedError\n"
+            "ray.train.base_trainer.TrainingFailedError: The Ray Train run failed. Please inspect the previous "
+            "error messages for a cause.\n")
+    d = diagnose_text(text, clf).diagnosis
+    assert d.category == "semantic_error", d
