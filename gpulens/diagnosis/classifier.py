@@ -604,7 +604,7 @@ class Classifier:
         only for the logs that no rule, or only a generic rule, matched (one batched prediction
         for all of them)."""
         names = list(files) if files is not None else [None] * len(views)
-        picks = [self._rule_pick(v) for v in views]
+        picks = [self._rule_pick(v, keep_final) for v in views]
         need = [i for i, pk in enumerate(picks) if _needs_model(views[i], pk, keep_final)]
         probas: dict[int, dict[str, float]] = {}
         if need and self.model is not None:
@@ -613,12 +613,19 @@ class Classifier:
                                          views[i], picks[i].matches), picks[i])
                 for i in range(len(views))]
 
-    def _rule_pick(self, view: logs.LogView) -> _Pick:
+    def _rule_pick(self, view: logs.LogView, keep_final: bool = False) -> _Pick:
         """The deciding rule match: the fatal region's best match unless it is generic or only a
         secondary symptom and a specific rule matches a hard error line elsewhere in the log
-        (an error printed before the stack, the error above a truncated traceback)."""
+        (an error printed before the stack, the error above a truncated traceback); in a whole
+        log (``keep_final``), an earlier root-cause failure when the last one is its aftermath."""
         matches = match_rules(view.focus, self.rules)
         best = _best(matches) if matches else None
+        if keep_final and best is not None and best.rule.id in AFTERMATH_RULES and view.context_lines:
+            root = [m for m in match_rules("\n".join(view.context_lines), self.rules)
+                    if m.rule.category in ROOT_CAUSE_CATEGORIES and not m.rule.generic
+                    and not m.rule.secondary and not logs.is_weak(m.line)]
+            if root:
+                return _Pick(_best(root), matches, from_context=True)
         weak = best is None or best.rule.generic or best.rule.secondary or logs.is_weak(best.line)
         if weak and view.context_lines:
             # a generic match elsewhere counts only when the region itself matched nothing but a
@@ -798,6 +805,13 @@ def _needs_model(view: logs.LogView, pick: _Pick, keep_final: bool) -> bool:
     return best.rule.priority <= SVM_OVERRULE_MAX_PRIORITY and not (keep_final and _ended_it(view, best))
 
 
+#: Rules whose failure is usually the aftermath of an earlier one in the same job: a checkpoint
+#: that is not there when a later step (evaluation, the next stage of a script) loads it.
+AFTERMATH_RULES = frozenset({"checkpoint-file-missing", "hf-no-weights-file"})
+#: Categories of an earlier failure that explain such an aftermath (the step that was to write
+#: the checkpoint died of it).
+ROOT_CAUSE_CATEGORIES = frozenset({"gpu_oom", "cpu_oom", "gpu_hardware", "cuda_error", "comm_error", "storage_error",
+                                   "crash", "model_diverged"})
 #: Confidence of a generic rule whose evidence is the exception that ended the process, in
 #: whole-log diagnosis (where the model cannot overrule it): chosen on the whole-log corpus's
 #: dev split, where such answers were right 8 times of 9 (python-logic-exception).

@@ -347,3 +347,21 @@ def test_ray_worker_prefixes_are_read_through(clf: Classifier) -> None:
             "error messages for a cause.\n")
     d = diagnose_text(text, clf).diagnosis
     assert d.category == "semantic_error", d
+
+
+def test_a_missing_checkpoint_after_an_earlier_crash_is_its_aftermath(clf: Classifier) -> None:
+    # the training step died of CUDA OOM, so the evaluation step of the same script finds no
+    # checkpoint: the OOM is the cause
+    oom = ("Traceback (most recent call last):\n"
+           '  File "/home/u/proj/train.py", line 120, in main\n    loss.backward()\n'
+           "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+           "79.15 GiB of which 1.20 GiB is free.\n")
+    missing = ("Running evaluation...\n"
+               "Traceback (most recent call last):\n"
+               '  File "/home/u/proj/eval.py", line 20, in <module>\n    sd = torch.load(args.ckpt)\n'
+               "FileNotFoundError: [Errno 2] No such file or directory: 'out/run1/model_final.pt'\n")
+    prog = "Epoch 1:  10%|#         | 100/1000 [01:00<09:00, 1.6it/s, loss=0.52]\n" * 3
+    d = diagnose_text(prog + oom + missing, clf).diagnosis
+    assert (d.category, d.rule_id) == ("gpu_oom", "torch-cuda-oom"), d
+    # alone, the missing checkpoint is the answer
+    assert diagnose_text(prog + missing, clf).diagnosis.category == "checkpoint_error"
