@@ -840,8 +840,8 @@ def _user_raised(view: logs.LogView) -> str:
 def _ended_it(view: logs.LogView, match: RuleMatch) -> bool:
     """Whether the rule's evidence is the exception that ended the process (the final exception
     line of the last traceback; in a text without a traceback header, as a tracker's copy of
-    stdout has it, the last error line that is not a secondary symptom): the SVM never
-    overrules that."""
+    stdout has it, the last error line when it is a Python exception that is not a secondary
+    symptom): the SVM never overrules that."""
     line = match.line.strip()
     if not line:
         return False
@@ -856,11 +856,11 @@ def _ended_it(view: logs.LogView, match: RuleMatch) -> bool:
 
 def _last_error_line(lines: Sequence[str]) -> str:
     """The last line of ``lines`` (normalized) that states an error and is not a secondary
-    symptom ("" when none): within the last TAIL_LINES lines."""
+    symptom, when it is a Python exception line ("" otherwise): within the last TAIL_LINES lines."""
     for raw in reversed(lines[-logs.TAIL_LINES:]):
         norm = logs.normalize_line(raw).strip()
         if norm and logs.is_hard_error(norm) and not logs.is_secondary(norm):
-            return norm
+            return norm if _EXC_NAME.match(norm) else ""
     return ""
 
 
