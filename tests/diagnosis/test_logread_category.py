@@ -365,3 +365,14 @@ def test_a_missing_checkpoint_after_an_earlier_crash_is_its_aftermath(clf: Class
     assert (d.category, d.rule_id) == ("gpu_oom", "torch-cuda-oom"), d
     # alone, the missing checkpoint is the answer
     assert diagnose_text(prog + missing, clf).diagnosis.category == "checkpoint_error"
+
+
+def test_a_caught_block_without_its_end_drops_no_more_than_its_traceback() -> None:
+    from gpulens.diagnosis.logread.decide import drop_caught
+
+    ctx = ["--- Logging error ---", "Traceback (most recent call last):",
+           '  File "/usr/lib/python3.10/logging/__init__.py", line 1084, in flush', "    self.stream.flush()",
+           "OSError: [Errno 5] Input/output error",
+           "Traceback (most recent call last):", '  File "/home/u/proj/train.py", line 9, in <module>',
+           "    main()", "KeyError: 'text'"]
+    assert drop_caught(ctx) == ctx[5:]

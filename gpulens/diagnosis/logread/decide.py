@@ -49,6 +49,7 @@ def late_kills(lines: Sequence[str], failures: Sequence[int], start: int) -> set
     return {lines[i] for i in kills}
 
 
+_TRACEBACK = "Traceback (most recent call last)"
 #: Heads of the tracebacks Python prints for an exception it caught and went on from: the
 #: logging module's handler error, and an exception in __del__/atexit/a callback.
 _CAUGHT_HEADS = ("--- Logging error ---", "Exception ignored in")
@@ -75,24 +76,26 @@ def drop_caught(context: Sequence[str]) -> list[str]:
 
 
 def _caught_end(context: Sequence[str], head: int) -> int:
-    """The index after the caught-exception block that starts at ``head``."""
+    """The index after the caught-exception block that starts at ``head``: its "Arguments:" line
+    (a logging error), else its exception line; only the head when neither is near."""
     logging = "--- Logging error ---" in context[head]
     in_tb = False
-    stop = min(len(context), head + _CAUGHT_SPAN)
-    for j in range(head + 1, stop):
+    exc_end: int | None = None
+    for j in range(head + 1, min(len(context), head + _CAUGHT_SPAN)):
         s = logs.normalize_line(context[j])
         if logging and s.startswith("Arguments:"):
             return j + 1
-        if "Traceback (most recent call last)" in s:
+        if _TRACEBACK in s:
             in_tb = True
-        elif in_tb and s and not s.startswith((" ", "\t")) and not logging:
-            return j + 1  # the exception line that ends the ignored traceback
-    return head + 1 if not in_tb else stop
+        elif in_tb and exc_end is None and s and not s.startswith((" ", "\t")):
+            exc_end = j + 1  # the exception line that ends the caught traceback
+            if not logging:
+                return exc_end
+    return exc_end if exc_end is not None else head + 1
 
 
 #: Lines above the error context searched for the root-cause rank's own traceback.
 _ROOT_LOOKBACK = 400
-_TRACEBACK = "Traceback (most recent call last)"
 
 
 def root_rank_lines(lines: Sequence[str], start: int, floor: int, rank: int | None,
