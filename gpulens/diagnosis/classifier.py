@@ -849,17 +849,34 @@ def _ended_it(view: logs.LogView, match: RuleMatch) -> bool:
         if view.truncated or not view.exception_lines:
             return False
         last = view.exception_lines[-1].strip()
+        if _error_after(view.lines, last):
+            return False  # a later abort or kill ended the process, not this exception
     else:
         last = _last_error_line(view.lines)
     return bool(last) and (line == last or line in last or last in line)
 
 
-def _last_error_line(lines: Sequence[str]) -> str:
-    """The last line of ``lines`` (normalized) that states an error and is not a secondary
-    symptom, when it is a Python exception line ("" otherwise): within the last TAIL_LINES lines."""
+def _error_after(lines: Sequence[str], exc: str) -> bool:
+    """Whether a hard error or a scheduler/kernel line that is not a secondary symptom comes after
+    the exception line ``exc`` in the last TAIL_LINES lines ("Aborted (core dumped)" after it)."""
     for raw in reversed(lines[-logs.TAIL_LINES:]):
         norm = logs.normalize_line(raw).strip()
-        if norm and logs.is_hard_error(norm) and not logs.is_secondary(norm):
+        if not norm:
+            continue
+        if norm == exc or exc in norm:
+            return False
+        if (logs.is_hard_error(norm) or logs.is_infra(raw)) and not logs.is_secondary(norm):
+            return True
+    return False
+
+
+def _last_error_line(lines: Sequence[str]) -> str:
+    """The last line of ``lines`` (normalized) that states an error (or is a scheduler's, the
+    kernel's or an abort) and is not a secondary symptom, when it is a Python exception line (""
+    otherwise): within the last TAIL_LINES lines."""
+    for raw in reversed(lines[-logs.TAIL_LINES:]):
+        norm = logs.normalize_line(raw).strip()
+        if norm and (logs.is_hard_error(norm) or logs.is_infra(raw)) and not logs.is_secondary(norm):
             return norm if _EXC_NAME.match(norm) else ""
     return ""
 

@@ -37,6 +37,7 @@ __all__ = [
     "extract_inputs",
     "failing_context",
     "is_hard_error",
+    "is_infra",
     "is_secondary",
     "is_weak",
     "fatal_region",
@@ -649,6 +650,11 @@ _ANY_KEY = re.compile(_ERR_KEY.pattern + r"|exit|Connection|Broken pipe|actor|[W
 def is_secondary(line: str) -> bool:
     """Whether a (normalized) line is only a secondary symptom of an error elsewhere."""
     return _SECONDARY_RE.search(line) is not None
+
+
+def is_infra(raw: str) -> bool:
+    """Whether a raw line is a scheduler's, the kernel's or the driver's, or a process abort."""
+    return _INFRA_RE.search(raw) is not None and not _is_noise(normalize_line(raw))
 
 
 def is_weak(line: str) -> bool:

@@ -376,3 +376,17 @@ def test_a_caught_block_without_its_end_drops_no_more_than_its_traceback() -> No
            "Traceback (most recent call last):", '  File "/home/u/proj/train.py", line 9, in <module>',
            "    main()", "KeyError: 'text'"]
     assert drop_caught(ctx) == ctx[5:]
+
+
+@pytest.mark.parametrize("with_traceback", [True, False])
+def test_an_abort_after_the_exception_means_the_exception_did_not_end_it(clf: Classifier, with_traceback: bool) -> None:
+    from gpulens.diagnosis.classifier import _ended_it
+
+    head = ('Traceback (most recent call last):\n  File "/home/u/proj/train.py", line 9, in step\n'
+            "    out = model(x)\n") if with_traceback else ""
+    exc = "ValueError: You have to specify either input_ids or inputs_embeds\n"
+    abort = "Epoch 2:  89%|########9 | 1905/2142 [22:16<02:46,  1.43it/s, loss=0.487]\nAborted (core dumped)\n"
+    for text, final in ((head + exc, True), (head + exc + abort, False)):
+        view = logs.analyze(text)
+        match = next(m for m in match_rules(view.focus) if m.rule.id == "python-logic-exception")
+        assert _ended_it(view, match) is final, text
