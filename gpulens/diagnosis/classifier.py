@@ -825,14 +825,25 @@ _ENV_EXC = re.compile(r"OSError|IOError|NotFound|Permission|Connection|Timeout|M
                       r"|[Cc]uda|CUDA|[Nn]ccl|NCCL|Dist|Exit|Interrupt|Warning")
 
 
+#: Exception classes that say nothing by themselves: the job's code raising RuntimeError("Something
+#: went wrong during step 1200") does not tell the cause (the corpus labels it ``unknown``).
+_OPAQUE_CLASSES = frozenset({"RuntimeError", "Exception", "BaseException"})
+#: Messages that only pass on another process's or step's failure ("job failed with status 3"):
+#: the cause is elsewhere, not in the code that raised them.
+_OPAQUE = re.compile(r"status \d|exit(?:ed)? (?:with )?(?:code|status)|return(?:ed)? (?:code|non-zero|status)"
+                     r"|non-zero exit|\bdied\b|\bkilled\b", re.IGNORECASE)
+
+
 def _user_raised(view: logs.LogView) -> str:
     """The exception class that ended the process when the job's own code raised it (the last
-    frame of a complete traceback is in the job's files, not a library's) and it is not about
-    the environment; "" otherwise."""
+    frame of a complete traceback is in the job's files, not a library's), it is not about the
+    environment and its message does not only pass on another process's failure; "" otherwise."""
     if not view.has_traceback or view.truncated or not view.exception_lines or not view.frames:
         return ""
-    m = _EXC_NAME.match(view.exception_lines[-1].strip())
-    if m is None or _ENV_EXC.search(m.group(1)) or _LIB_FRAME.search(view.frames[-1][0]):
+    last = view.exception_lines[-1].strip()
+    m = _EXC_NAME.match(last)
+    if (m is None or m.group(1).split(".")[-1] in _OPAQUE_CLASSES or _ENV_EXC.search(m.group(1))
+            or _LIB_FRAME.search(view.frames[-1][0]) or _OPAQUE.search(last)):
         return ""
     return m.group(1)
 

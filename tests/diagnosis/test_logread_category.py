@@ -209,14 +209,20 @@ def test_an_exception_the_job_s_own_code_raised_is_its_own_error(clf: Classifier
           '  File "/home/u/proj/train.py", line 12, in <module>\n'
           "    model = build(cfg)\n"
           '  File "{where}", line 40, in build\n'
-          "    raise RuntimeError(f\"unsupported backbone: {{cfg.backbone}}\")\n"
-          "RuntimeError: unsupported backbone: vit_h\n")
-    d = diagnose_text(tb.format(where="/home/u/proj/models/factory.py"), clf).diagnosis
+          "    raise {exc}\n"
+          "{exc}\n")
+    own = "/home/u/proj/models/factory.py"
+    d = diagnose_text(tb.format(where=own, exc="models.factory.ConfigError: unsupported backbone: vit_h"), clf).diagnosis
     assert (d.category, d.origin, d.method) == ("semantic_error", "user", "rule"), d
-    assert "own code raised RuntimeError" in (d.reason or "")
+    assert "own code raised models.factory.ConfigError" in (d.reason or "")
     # raised inside a library: not read as the job's own error
-    d = diagnose_text(tb.format(where="/env/lib/python3.10/site-packages/timm/models/factory.py"), clf).diagnosis
+    lib = "/env/lib/python3.10/site-packages/timm/models/factory.py"
+    d = diagnose_text(tb.format(where=lib, exc="timm.ConfigError: unsupported backbone: vit_h"), clf).diagnosis
     assert "own code raised" not in (d.reason or "")
+    # an opaque RuntimeError, or one passing on another process's failure, does not tell the cause
+    for exc in ("RuntimeError: Something went wrong during step 1200", "JobError: worker failed with status 3"):
+        d = diagnose_text(tb.format(where=own, exc=exc), clf).diagnosis
+        assert "own code raised" not in (d.reason or ""), d
 
 
 def test_a_library_calling_what_its_dependency_lacks_is_an_environment_mismatch(clf: Classifier) -> None:
