@@ -77,8 +77,6 @@ _PREFIX_PATTERN = r"""^(?:
         [ \t]*\[(?:rank|default|local_rank)?[ \t]*\d+\][ \t]*:?[ \t]?     # [rank1]: [default0]: [1]: (indent kept)
       | [ \t]*(?:rank|RANK)[ \t]*\d+[ \t]*[:|][ \t]*                      # rank 1: / RANK 1 |
       | \d{1,4}:[ \t]                                                     # srun -l "0: "
-      | (?:\x1b\[[\d;]*m)?\((?:[\w.-]+[ \t]+)?pid=\d+(?:,[ \t]*ip=[\d.]+)?\)(?:\x1b\[[\d;]*m)?[ \t]?  # Ray: (RayTrainWorker pid=1, ip=10.0.0.5)
-      | (?:\x1b\[[\d;]*m)?\((?:raylet|gcs_server|autoscaler|monitor)\b[^)\n]*\)(?:\x1b\[[\d;]*m)?[ \t]?  # Ray's own processes
       | \[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?[ \t]*  # timestamps
       | :?[ \t]*\[\d+,\d+\]<std(?:out|err)>:                                # mpirun --tag-output
       | \[[ \t]*\d+\.\d+\][ \t]                                            # dmesg [ 1234.567890]

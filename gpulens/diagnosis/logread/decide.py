@@ -11,7 +11,8 @@ from gpulens.diagnosis import logs
 from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.lines import is_scheduler_kill
 
-__all__ = ["DIVERGED_CONFIDENCE", "diverged_loss", "drop_caught", "job_lines", "late_kills", "root_rank_lines"]
+__all__ = ["DIVERGED_CONFIDENCE", "diverged_loss", "drop_caught", "job_lines", "late_kills", "root_rank_lines",
+           "strip_ray_prefixes"]
 
 #: Literals of the lines a scheduler or the kernel writes about the whole job.
 _JOB_KEYS = ("slurmstepd", "srun: error", "oom-kill", "oom_kill", "OOMKilled", "Out of memory: Kill", "CANCELLED")
@@ -142,3 +143,18 @@ def diverged_loss(lines: Sequence[str], floor: int, stop: int) -> int | None:
     if len(got) < _LOSS_READINGS or not all(v in ("nan", "inf", "-inf") for _, v in got):
         return None
     return got[0][0]
+
+
+#: Ray's prefix of a worker's or its own processes' lines, with the colour codes it prints:
+#: "(RayTrainWorker pid=4242, ip=10.0.0.5) ", "(raylet) ".
+_RAY_PREFIX = re.compile(
+    r"^(?:\x1b\[[\d;]*m)?\((?:(?:[\w.-]+[ \t]+)?pid=\d+(?:,[ \t]*ip=[\d.]+)?|(?:raylet|gcs_server|autoscaler|monitor)\b[^)\n]*)\)"
+    r"(?:\x1b\[[\d;]*m)?[ \t]?")
+
+
+def strip_ray_prefixes(context: Sequence[str]) -> list[str]:
+    """``context`` with Ray's line prefixes removed (the indentation after them kept), so that a
+    worker's traceback reads as one: the classifier's reading of the other launchers' prefixes."""
+    if not any("pid=" in ln or "(raylet)" in ln for ln in context):
+        return list(context)
+    return [_RAY_PREFIX.sub("", ln, count=1) if "(" in ln[:40] else ln for ln in context]

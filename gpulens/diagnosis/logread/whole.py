@@ -27,6 +27,7 @@ from gpulens.diagnosis.logread.decide import (
     job_lines,
     late_kills,
     root_rank_lines,
+    strip_ray_prefixes,
 )
 from gpulens.diagnosis.logread.lines import (
     ERROR_KEYS,
@@ -309,7 +310,7 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
     ctx = _context(lines, start, first)
     ctx = root_rank_lines(lines, start, starts[-1], first.rank, ctx) + ctx
     late = late_kills(lines, failures, start)
-    ctx = drop_caught([ln for ln in ctx + job_lines(lines, failures, start, ctx) if ln not in late])
+    ctx = drop_caught(strip_ray_prefixes([ln for ln in ctx + job_lines(lines, failures, start, ctx) if ln not in late]))
     d = clf.classify_text("\n".join(ctx), file=file, keep_final=True)
     d = _diverged_before(d, lines, starts[-1], start)
     if not failures and d.category != "unknown":
