@@ -8,10 +8,12 @@ import re
 from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
+from gpulens.diagnosis.hints import hint_for
 from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.lines import is_scheduler_kill
+from gpulens.diagnosis.types import DEFAULT_ORIGIN, Diagnosis
 
-__all__ = ["DIVERGED_CONFIDENCE", "diverged_loss", "drop_caught", "job_lines", "late_kills", "root_rank_lines",
+__all__ = ["DIVERGED_CONFIDENCE", "diverged_before", "diverged_loss", "drop_caught", "job_lines", "late_kills", "root_rank_lines",
            "strip_ray_prefixes"]
 
 #: Literals of the lines a scheduler or the kernel writes about the whole job.
@@ -121,6 +123,26 @@ DIVERGED_CONFIDENCE = 0.7
 _LOSS_READINGS = 3
 _LOSS_LOOKBACK = 2000
 _LOSS = re.compile(r"(?i)\bloss\w{0,12}\s*[:=]\s*(-?inf|nan|[-+]?\d[\d.]*(?:e[-+]?\d+)?)\b")
+
+
+#: Evidence lines kept on a model_diverged answer.
+_MAX_EVIDENCE = 6
+
+
+def diverged_before(d: Diagnosis, lines: Sequence[str], floor: int, start: int, min_confidence: float) -> Diagnosis:
+    """``model_diverged`` when the error context names no cause (``unknown``, or a model guess
+    below ``min_confidence``) and the metric lines before it (from ``floor`` to ``start``) show
+    the loss NaN/inf to the end; else ``d``."""
+    if not (d.category == "unknown" or (d.method == "svm" and d.confidence < min_confidence)):
+        return d
+    at = diverged_loss(lines, floor, start)
+    if at is None:
+        return d
+    line = logs.normalize_line(lines[at]).strip()[:300]
+    return Diagnosis("model_diverged", DEFAULT_ORIGIN["model_diverged"], DIVERGED_CONFIDENCE,
+                     [line, *d.evidence][:_MAX_EVIDENCE], method="rule", file=d.file,
+                     reason="the loss was NaN/inf in the last metric lines before the failure, whose own lines name no cause",
+                     hint=hint_for("model_diverged", [line]))
 
 
 def diverged_loss(lines: Sequence[str], floor: int, stop: int) -> int | None:

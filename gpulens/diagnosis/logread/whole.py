@@ -16,13 +16,11 @@ from typing import Any
 
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.classifier import Classifier, default_classifier
-from gpulens.diagnosis.hints import hint_for
 from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.attempts import attempt_starts, new_in_last
 from gpulens.diagnosis.logread.completion import COMPLETION_COVER, completion_strength
 from gpulens.diagnosis.logread.decide import (
-    DIVERGED_CONFIDENCE,
-    diverged_loss,
+    diverged_before,
     drop_caught,
     job_lines,
     late_kills,
@@ -43,7 +41,7 @@ from gpulens.diagnosis.logread.lines import (
 )
 from gpulens.diagnosis.logread.phase import last_step, phase_of
 from gpulens.diagnosis.logread.source import WholeText, read_whole, text_source
-from gpulens.diagnosis.types import DEFAULT_ORIGIN, Diagnosis
+from gpulens.diagnosis.types import Diagnosis
 from gpulens.vocab import NO_FAILURE
 
 __all__ = ["MAX_CONTEXT_LINES", "MAX_INDICATORS", "SCAN_LINES", "SVM_MIN_CONFIDENCE", "WholeDiagnosis", "diagnose_file",
@@ -312,7 +310,7 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
     late = late_kills(lines, failures, start)
     ctx = drop_caught(strip_ray_prefixes([ln for ln in ctx + job_lines(lines, failures, start, ctx) if ln not in late]))
     d = clf.classify_text("\n".join(ctx), file=file, keep_final=True)
-    d = _diverged_before(d, lines, starts[-1], start)
+    d = diverged_before(d, lines, starts[-1], start, SVM_MIN_CONFIDENCE)
     if not failures and d.category != "unknown":
         d.confidence = round(d.confidence * 0.8, 3)
     found = _indicators(lines, start, failures, d.evidence)
@@ -329,21 +327,6 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
         first_rank=first.rank, first_node=first.node or _failing_host(lines, starts[-1]),
         phase=phase_of(lines, at, region, starts[-1], step), step=step,
         secondary_lines=len(secondary), new_in_attempt=new_in_last(lines, starts, good))
-
-
-def _diverged_before(d: Diagnosis, lines: Sequence[str], floor: int, start: int) -> Diagnosis:
-    """``model_diverged`` when the error context names no cause (``unknown``, or a model guess
-    below the threshold) and the metric lines before it show the loss NaN/inf to the end."""
-    if not (d.category == "unknown" or (d.method == "svm" and d.confidence < SVM_MIN_CONFIDENCE)):
-        return d
-    at = diverged_loss(lines, floor, start)
-    if at is None:
-        return d
-    line = logs.normalize_line(lines[at]).strip()[:300]
-    return Diagnosis("model_diverged", DEFAULT_ORIGIN["model_diverged"], DIVERGED_CONFIDENCE,
-                     [line, *d.evidence][:MAX_INDICATORS], method="rule", file=d.file,
-                     reason="the loss was NaN/inf in the last metric lines before the failure, whose own lines name no cause",
-                     hint=hint_for("model_diverged", [line]))
 
 
 def _indicators(lines: Sequence[str], start: int, failures: Sequence[int], evidence: Sequence[str]) -> list[int]:
