@@ -37,6 +37,7 @@ __all__ = [
     "extract_inputs",
     "failing_context",
     "is_hard_error",
+    "is_infra",
     "is_secondary",
     "is_weak",
     "fatal_region",
@@ -73,7 +74,7 @@ _MARKERS = (
 
 # Prefixes that launchers, loggers and schedulers put before a program's own line.
 _PREFIX_PATTERN = r"""^(?:
-        [ \t]*\[(?:rank|default|local_rank)?[ \t]*\d+\][ \t]*:?[ \t]*     # [rank1]: [default0]: [1]:
+        [ \t]*\[(?:rank|default|local_rank)?[ \t]*\d+\][ \t]*:?[ \t]?     # [rank1]: [default0]: [1]: (indent kept)
       | [ \t]*(?:rank|RANK)[ \t]*\d+[ \t]*[:|][ \t]*                      # rank 1: / RANK 1 |
       | \d{1,4}:[ \t]                                                     # srun -l "0: "
       | \[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?[ \t]*  # timestamps
@@ -132,6 +133,8 @@ _CHAIN_MARKERS = (
 )
 _LAUNCHER_EXC = re.compile(r"ChildFailedError|torch\.distributed\.elastic\.multiprocessing\.errors")
 _EXC_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?([A-Z]\w*(?:Error|Exception|Interrupt|Exit|Warning|Failure)|error|Error)\b:?")
+#: An exception raised without a message: Python prints only its qualified name ("bdb.BdbQuit").
+_BARE_EXC = re.compile(r"^(?:[a-z_]\w*\.)*[A-Z]\w*$")
 
 # Paths mentioned in messages (quoted or bare absolute/relative with a directory part).
 _PATH_RE = re.compile(
@@ -615,12 +618,12 @@ _SECONDARY_RE = Guarded(
     r"|error_file\s*:|Root Cause \(first observed failure\)|^Failures:|primary job\s+terminated"
     r"|detected that one or more processes exited"
     r"|Killing subprocess|[Ss]ubprocess .* (?:died|exited)|one or more (?:processes|ranks) (?:failed|exited)"
-    r"|Terminating process|\bfailed \(exitcode: 1\)",
+    r"|Terminating process|\bfailed \(exitcode: 1\)|[Pp]lease inspect the previous error messages",
     ("ChildFailedError", "CalledProcessError", "ProcessExitedException", "ProcessRaisedException", "terminated with",
      "non-zero exit", "exitcode", "with return code", "exited with ", "EOF ", "Actor", "he actor ", "orker ",
      "RaySystemError", "here are some potential root causes", "Sending process ", "WorkerGroupFailure",
      "error_file", "Root Cause", "Failures:", "primary job", "one or more ", "Killing subprocess", "ubprocess ",
-     "Terminating process"),
+     "Terminating process", "lease inspect the previous error"),
 )
 _NOISE_ERR = Guarded(
     r"Warning\b|warnings\.warn|\bwarn(?:ing)?\s*:|UserWarning|FutureWarning|DeprecationWarning|^\s*File \""
@@ -645,6 +648,11 @@ _ANY_KEY = re.compile(_ERR_KEY.pattern + r"|exit|Connection|Broken pipe|actor|[W
 def is_secondary(line: str) -> bool:
     """Whether a (normalized) line is only a secondary symptom of an error elsewhere."""
     return _SECONDARY_RE.search(line) is not None
+
+
+def is_infra(raw: str) -> bool:
+    """Whether a raw line is a scheduler's, the kernel's or the driver's, or a process abort."""
+    return _INFRA_RE.search(raw) is not None and not _is_noise(normalize_line(raw))
 
 
 def is_weak(line: str) -> bool:
@@ -813,7 +821,7 @@ def _last_traceback_truncated(region: list[str]) -> bool:
     at = next((i for i in range(len(region) - 1, -1, -1) if _TRACEBACK in region[i]), None)
     if at is None:
         return False
-    return not any(s and not s.startswith((" ", "\t")) and (_EXC_LINE.match(s) or ":" in s)
+    return not any(s and not s.startswith((" ", "\t")) and _ends_traceback(s)
                    for s in region[at + 1:])
 
 
@@ -846,6 +854,11 @@ def _is_noise(norm_line: str) -> bool:
     return s.startswith(("File ", "warnings.warn")) or "Warning:" in s and "Killed" not in s
 
 
+def _ends_traceback(s: str) -> bool:
+    """Whether an unindented line after a traceback's frames is its exception line."""
+    return _EXC_LINE.match(s) is not None or ":" in s or _BARE_EXC.match(s) is not None
+
+
 def _exception_lines(region: list[str]) -> list[str]:
     out: list[str] = []
     in_tb = False
@@ -854,7 +867,7 @@ def _exception_lines(region: list[str]) -> list[str]:
             in_tb = True
             continue
         if in_tb and s and not s.startswith((" ", "\t")):
-            if _EXC_LINE.match(s) or ":" in s:
+            if _ends_traceback(s):
                 out.append(s.strip())
                 in_tb = False
         if not in_tb and i > 0 and out and s and region[i - 1].strip() == out[-1] and not s.startswith(" "):

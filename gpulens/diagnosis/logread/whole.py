@@ -28,6 +28,14 @@ from gpulens.diagnosis.logread.completion import (
     open_traceback,
     went_on,
 )
+from gpulens.diagnosis.logread.decide import (
+    diverged_before,
+    drop_caught,
+    job_lines,
+    late_kills,
+    root_rank_lines,
+    strip_ray_prefixes,
+)
 from gpulens.diagnosis.logread.lines import (
     ERROR_KEYS,
     KILL_KEYS,
@@ -319,7 +327,12 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
     lines = src.lines
     start = _region_start(lines, frontier, failures)
     first = _first_origin(lines, failures, start)
-    d = clf.classify_text("\n".join(_context(lines, start, first)), file=file, keep_final=True)
+    ctx = _context(lines, start, first)
+    ctx = root_rank_lines(lines, start, starts[-1], first.rank, ctx) + ctx
+    late = late_kills(lines, failures, start)
+    ctx = drop_caught(strip_ray_prefixes([ln for ln in ctx + job_lines(lines, failures, start, ctx) if ln not in late]))
+    d = clf.classify_text("\n".join(ctx), file=file, keep_final=True)
+    d = diverged_before(d, lines, starts[-1], start, SVM_MIN_CONFIDENCE)
     if not failures and d.category != "unknown":
         d.confidence = round(d.confidence * 0.8, 3)
     found = _indicators(lines, start, failures, d.evidence, first)

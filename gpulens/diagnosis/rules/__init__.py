@@ -106,6 +106,9 @@ class Rule:
     hint: str = ""
     #: A dev-split log below ``sample_logs/real/`` that this rule matches ("" when none exists).
     real: str = ""
+    #: The origin clue (a state of gpulens.diagnosis.origin.CLUES) the rule's evidence gives, when
+    #: the clue read from the lines would mislead ("" : read it from the lines).
+    clue: str = ""
 
     @property
     def generic(self) -> bool:
@@ -172,7 +175,7 @@ def _parse(raw: object, where: str) -> list[Rule]:
             pattern=pattern, example=str(item["example"]), source=str(item.get("source", "")),
             confidence=float(item.get("confidence", default_conf)),
             needles=required_literals(str(item["pattern"]), flags), context=context,
-            hint=hint, real=str(item.get("real", "") or ""),
+            hint=hint, real=str(item.get("real", "") or ""), clue=str(item.get("clue", "") or ""),
         ))
     rules.sort(key=lambda r: -r.priority)
     return rules

@@ -1,0 +1,182 @@
+"""How the whole-log reader turns the failed attempt's error context into a category: which
+lines the classifier sees beside the first failing rank's own (the scheduler's and the
+kernel's, which speak for the whole job)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from gpulens.diagnosis import logs
+from gpulens.diagnosis.hints import hint_for
+from gpulens.diagnosis.logread import ranks
+from gpulens.diagnosis.logread.lines import is_scheduler_kill
+from gpulens.diagnosis.types import DEFAULT_ORIGIN, Diagnosis
+
+__all__ = ["DIVERGED_CONFIDENCE", "diverged_before", "diverged_loss", "drop_caught", "job_lines", "late_kills", "root_rank_lines",
+           "strip_ray_prefixes"]
+
+#: Literals of the lines a scheduler or the kernel writes about the whole job.
+_JOB_KEYS = ("slurmstepd", "srun: error", "oom-kill", "oom_kill", "OOMKilled", "Out of memory: Kill", "CANCELLED")
+
+
+def job_lines(lines: Sequence[str], failures: Sequence[int], start: int, context: Sequence[str]) -> list[str]:
+    """The scheduler's and the kernel's failure lines at or after ``start`` that the first
+    failing rank's context left out (they name a host, not a rank: a per-rank filter drops them
+    when the host is spelled differently, "gpu016" vs "gpu016.cluster.edu")."""
+    have = set(context)
+    out = []
+    for i in failures:
+        line = lines[i]
+        if i < start or line in have or not any(k in line for k in _JOB_KEYS):
+            continue
+        if is_scheduler_kill(logs.normalize_line(line)) or "slurmstepd" in line or "srun: error" in line:
+            out.append(line)
+    return out
+
+
+#: srun's line for tasks that ended on their own with a non-zero code (1-127: not by a signal).
+_TASKS_EXITED = re.compile(r"srun: error: .*Exited with exit code (?:[1-9]|[1-9]\d|1[01]\d|12[0-7])\b")
+
+
+def late_kills(lines: Sequence[str], failures: Sequence[int], start: int) -> set[str]:
+    """The scheduler's kill lines (time limit, cancel) printed after srun said the job's tasks
+    had already exited with a non-zero code of their own, no kill line before it: the allocation
+    was killed after the failure (a job script that sleeps or waits on), so the kill is not the
+    cause."""
+    kills = [i for i in failures if "srun: error" not in lines[i] and is_scheduler_kill(logs.normalize_line(lines[i]))]
+    exited = next((i for i in failures if i >= start and "Exited with exit code" in lines[i]
+                   and _TASKS_EXITED.search(lines[i])), None)
+    if exited is None or not kills or kills[0] < exited:
+        return set()
+    return {lines[i] for i in kills}
+
+
+_TRACEBACK = "Traceback (most recent call last)"
+#: Heads of the tracebacks Python prints for an exception it caught and went on from: the
+#: logging module's handler error, and an exception in __del__/atexit/a callback.
+_CAUGHT_HEADS = ("--- Logging error ---", "Exception ignored in")
+#: Lines one caught-exception block may take.
+_CAUGHT_SPAN = 80
+
+
+def drop_caught(context: Sequence[str]) -> list[str]:
+    """``context`` without the blocks of exceptions Python caught and went on from ("--- Logging
+    error ---" up to its "Arguments:" line, "Exception ignored in: ..." with its traceback): they
+    never end a process, so they must not decide its category."""
+    if not any(h in ln for ln in context for h in _CAUGHT_HEADS):
+        return list(context)
+    out: list[str] = []
+    i = 0
+    while i < len(context):
+        line = context[i]
+        if any(h in line for h in _CAUGHT_HEADS):
+            i = _caught_end(context, i)
+            continue
+        out.append(line)
+        i += 1
+    return out
+
+
+def _caught_end(context: Sequence[str], head: int) -> int:
+    """The index after the caught-exception block that starts at ``head``: its "Arguments:" line
+    (a logging error), else its exception line; only the head when neither is near."""
+    logging = "--- Logging error ---" in context[head]
+    in_tb = False
+    exc_end: int | None = None
+    for j in range(head + 1, min(len(context), head + _CAUGHT_SPAN)):
+        s = logs.normalize_line(context[j])
+        if logging and s.startswith("Arguments:"):
+            return j + 1
+        if _TRACEBACK in s:
+            in_tb = True
+        elif in_tb and exc_end is None and s and not s.startswith((" ", "\t")):
+            exc_end = j + 1  # the exception line that ends the caught traceback
+            if not logging:
+                return exc_end
+    return exc_end if exc_end is not None else head + 1
+
+
+#: Lines above the error context searched for the root-cause rank's own traceback.
+_ROOT_LOOKBACK = 400
+
+
+def root_rank_lines(lines: Sequence[str], start: int, floor: int, rank: int | None,
+                    context: Sequence[str]) -> list[str]:
+    """The root-cause rank's own last traceback (its prefixed lines above ``start``) when it
+    began above ``start`` and the context holds no traceback of that rank: torchrun's table
+    names the rank that failed first, whose traceback may come before the other ranks'."""
+    if rank is None or any(_TRACEBACK in ln and ranks.prefix_rank(ln) == rank for ln in context):
+        return []
+    lo = max(floor, start - _ROOT_LOOKBACK)
+    tb = next((i for i in range(start - 1, lo - 1, -1)
+               if _TRACEBACK in lines[i] and ranks.prefix_rank(lines[i]) == rank), None)
+    if tb is None:
+        return []
+    return [ln for ln in lines[tb:start] if ranks.prefix_rank(ln) == rank]
+
+
+#: Confidence of "the loss was NaN/inf in every last metric line" when the error context itself
+#: names no cause.
+DIVERGED_CONFIDENCE = 0.7
+#: Loss readings looked at, and lines searched back for them.
+_LOSS_READINGS = 3
+_LOSS_LOOKBACK = 2000
+_LOSS = re.compile(r"(?i)\bloss\w{0,12}\s*[:=]\s*(-?inf|nan|[-+]?\d[\d.]*(?:e[-+]?\d+)?)\b")
+
+
+#: Evidence lines kept on a model_diverged answer.
+_MAX_EVIDENCE = 6
+
+
+def diverged_before(d: Diagnosis, lines: Sequence[str], floor: int, start: int, min_confidence: float) -> Diagnosis:
+    """``model_diverged`` when the error context names no cause (``unknown``, or a model guess
+    below ``min_confidence``) and the metric lines before it (from ``floor`` to ``start``) show
+    the loss NaN/inf to the end; else ``d``."""
+    if not (d.category == "unknown" or (d.method == "svm" and d.confidence < min_confidence)):
+        return d
+    at = diverged_loss(lines, floor, start)
+    if at is None:
+        return d
+    line = logs.normalize_line(lines[at]).strip()[:300]
+    return Diagnosis("model_diverged", DEFAULT_ORIGIN["model_diverged"], DIVERGED_CONFIDENCE,
+                     [line, *d.evidence][:_MAX_EVIDENCE], method="rule", file=d.file,
+                     reason="the loss was NaN/inf in the last metric lines before the failure, whose own lines name no cause",
+                     hint=hint_for("model_diverged", [line]))
+
+
+def diverged_loss(lines: Sequence[str], floor: int, stop: int) -> int | None:
+    """The index of the last metric line before ``stop`` when the last few loss readings (each
+    line's last "loss: x") are all NaN/inf: training diverged before the failure. None when
+    fewer readings, or any finite one."""
+    lo = max(floor, stop - _LOSS_LOOKBACK)
+    if not any(k in ln for ln in lines[lo:stop] for k in ("nan", "NaN", "inf")):
+        return None
+    got: list[tuple[int, str]] = []
+    for i in range(stop - 1, lo - 1, -1):
+        line = lines[i]
+        if "loss" not in line and "Loss" not in line and "LOSS" not in line:
+            continue
+        readings = _LOSS.findall(line[-400:])
+        if readings:
+            got.append((i, readings[-1].lower()))
+            if len(got) >= _LOSS_READINGS:
+                break
+    if len(got) < _LOSS_READINGS or not all(v in ("nan", "inf", "-inf") for _, v in got):
+        return None
+    return got[0][0]
+
+
+#: Ray's prefix of a worker's or its own processes' lines, with the colour codes it prints:
+#: "(RayTrainWorker pid=4242, ip=10.0.0.5) ", "(raylet) ".
+_RAY_PREFIX = re.compile(
+    r"^(?:\x1b\[[\d;]*m)?\((?:(?:[\w.-]+[ \t]+)?pid=\d+(?:,[ \t]*ip=[\d.]+)?|(?:raylet|gcs_server|autoscaler|monitor)\b[^)\n]*)\)"
+    r"(?:\x1b\[[\d;]*m)?[ \t]?")
+
+
+def strip_ray_prefixes(context: Sequence[str]) -> list[str]:
+    """``context`` with Ray's line prefixes removed (the indentation after them kept), so that a
+    worker's traceback reads as one: the classifier's reading of the other launchers' prefixes."""
+    if not any("pid=" in ln or "(raylet)" in ln for ln in context):
+        return list(context)
+    return [_RAY_PREFIX.sub("", ln, count=1) if "(" in ln[:40] else ln for ln in context]

@@ -1,0 +1,400 @@
+"""Whole-log category decisions (issue 23, item 3): the exception that ended the process
+decides, read through launcher prefixes, scheduler lines and tracker copies of stdout. Each
+log here is a small excerpt written by hand in the format of a real one."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpulens.diagnosis import logs
+from gpulens.diagnosis.classifier import Classifier, default_classifier
+from gpulens.diagnosis.logread import diagnose_text
+from gpulens.diagnosis.rules import match_rules
+
+
+@pytest.fixture(scope="module")
+def clf() -> Classifier:
+    return default_classifier()
+
+
+_TORCHRUN_TAIL = """\
+E0301 10:00:05.100000 1111 torch/distributed/elastic/multiprocessing/api.py:833] failed (exitcode: 1) local_rank: 0 (pid: 2001) of binary: /opt/env/bin/python3
+Traceback (most recent call last):
+  File "/opt/env/bin/torchrun", line 8, in <module>
+    sys.exit(main())
+  File "/opt/env/lib/python3.10/site-packages/torch/distributed/launcher/api.py", line 264, in launch_agent
+    raise ChildFailedError(
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+train.py FAILED
+------------------------------------------------------------
+Failures:
+[1]:
+  time      : 2024-03-01_10:00:05
+  host      : node07.cluster.example.edu
+  rank      : 1 (local_rank: 1)
+  exitcode  : 1 (pid: 2002)
+  error_file: <N/A>
+  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2024-03-01_10:00:05
+  host      : node07.cluster.example.edu
+  rank      : 0 (local_rank: 0)
+  exitcode  : 1 (pid: 2001)
+  error_file: <N/A>
+  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
+============================================================
+"""
+
+
+def _rank_traceback(rank: int, code: str, exc: str) -> str:
+    return (f"[rank{rank}]: Traceback (most recent call last):\n"
+            f'[rank{rank}]:   File "/home/u/proj/train.py", line 210, in <module>\n'
+            f"[rank{rank}]:     main()\n"
+            f'[rank{rank}]:   File "/home/u/proj/train.py", line 150, in main\n'
+            f"[rank{rank}]:     {code}\n"
+            f"[rank{rank}]: {exc}\n")
+
+
+def test_rank_prefix_keeps_the_traceback_indentation() -> None:
+    # "[rank0]:   File ..." is a frame and "[rank0]:     code" its code line: stripping the
+    # prefix with the indentation made the code line look like the exception line
+    assert logs.normalize_line('[rank0]:   File "/a/train.py", line 3, in main') == '  File "/a/train.py", line 3, in main'
+    assert logs.normalize_line("[rank0]:     print(f\"{row['text']}\")") == "    print(f\"{row['text']}\")"
+    assert logs.normalize_line("[rank0]: KeyError: 'text'") == "KeyError: 'text'"
+    view = logs.analyze(_rank_traceback(0, "print(f\"sample: {row['text']}\")", "KeyError: 'text'"))
+    assert view.exception_lines == ["KeyError: 'text'"]
+
+
+def test_rank_tracebacks_above_torchrun_summary_are_the_cause(clf: Classifier) -> None:
+    text = ("Loading dataset\n" + _rank_traceback(0, "print(f\"sample: {row['text']}\")", "KeyError: 'text'")
+            + _rank_traceback(1, "print(f\"sample: {row['text']}\")", "KeyError: 'text'") + _TORCHRUN_TAIL)
+    d = diagnose_text(text, clf).diagnosis
+    assert (d.category, d.origin) == ("semantic_error", "user"), d
+
+
+def test_scheduler_oom_line_is_seen_beside_the_root_rank(clf: Classifier) -> None:
+    # the root-cause table names node07.cluster.example.edu, Slurm's line says slurmstepd-node07:
+    # the job-level line must still reach the classifier
+    exc = "RuntimeError: One of the subprocesses has abruptly died during map operation."
+    text = ("Map (num_proc=32):  40%|####      | 400/1000 [00:10<00:15, 40.0 examples/s]\n"
+            + _rank_traceback(0, "ds = ds.map(tokenize, num_proc=32)", exc)
+            + _rank_traceback(1, "ds = ds.map(tokenize, num_proc=32)", exc) + _TORCHRUN_TAIL
+            + "slurmstepd-node07: error: Detected 3 oom_kill events in StepId=4242.batch. "
+              "Some of the step tasks have been OOM Killed.\n")
+    d = diagnose_text(text, clf).diagnosis
+    assert d.category == "cpu_oom", d
+
+
+@pytest.mark.parametrize("tail,frame", [
+    ("bdb.BdbQuit", "    if self.quitting: raise BdbQuit"),
+    ("EOFError: EOF when reading a line", "    answer = input('Save the results? (y/n)')"),
+])
+def test_interactive_prompt_in_a_batch_job(clf: Classifier, tail: str, frame: str) -> None:
+    text = ("Epoch 3/3: 100%|##########| 500/500 [02:00<00:00, 4.1it/s]\n"
+            "test accuracy: 0.91\n"
+            "Traceback (most recent call last):\n"
+            '  File "/home/u/proj/eval.py", line 88, in <module>\n'
+            "    main()\n"
+            '  File "/home/u/proj/eval.py", line 80, in main\n'
+            f"{frame}\n{tail}\n")
+    d = diagnose_text(text, clf).diagnosis
+    assert (d.category, d.method, d.rule_id) == ("semantic_error", "rule", "python-breakpoint-no-tty"), d
+
+
+def test_bare_exception_name_ends_a_traceback() -> None:
+    view = logs.analyze('Traceback (most recent call last):\n  File "/a/x.py", line 1, in f\n'
+                        "    raise BdbQuit\nbdb.BdbQuit\n")
+    assert view.exception_lines == ["bdb.BdbQuit"] and not view.truncated
+
+
+def test_aten_dimension_check_is_a_shape_error() -> None:
+    got = {m.rule.id for m in match_rules("RuntimeError: batch1 must be a 3D tensor")}
+    assert "aten-shape-checks" in got
+
+
+def test_headless_traceback_exception_is_not_overruled(clf: Classifier) -> None:
+    # a tracker's copy of stdout (wandb output.log) loses the "Traceback" header: the last
+    # exception line still ended the process, and the model never overrules its rule
+    text = ("{'loss': 0.41, 'learning_rate': 1e-05, 'epoch': 0.99}\n\n\n"
+            '  File "/home/u/proj/reward.py", line 83, in <module>\n'
+            "    trainer.train()\n"
+            '  File "/venv/lib/python3.11/site-packages/trl/trainer/utils.py", line 668, in compute_accuracy\n'
+            "    accuracy = np.array(predictions == labels, dtype=float).mean().item()\n"
+            "                        ^^^^^^^^^^^^^^^^^^^^^\n"
+            "ValueError: operands could not be broadcast together with shapes (9000,2) (9000,)\n")
+    d = diagnose_text(text, clf).diagnosis
+    assert (d.category, d.method, d.rule_id) == ("semantic_error", "rule", "python-logic-exception"), d
+
+
+def test_writing_into_a_missing_directory_is_the_job_s_own_error(clf: Classifier) -> None:
+    # the same ENOENT message as a missing input file, but raised by open(..., "w+b") under
+    # savefig: an output directory the job did not create (user), not missing data
+    text = ("Accuracy on test data: 0.57\n"
+            "Traceback (most recent call last):\n"
+            '  File "/home/u/proj/finetune.py", line 200, in <module>\n'
+            '    plt.savefig("plots/lora/loss.png")\n'
+            '  File "/env/lib/python3.10/site-packages/matplotlib/pyplot.py", line 1228, in savefig\n'
+            "    res = fig.savefig(*args, **kwargs)\n"
+            '  File "/env/lib/python3.10/site-packages/PIL/Image.py", line 2410, in save\n'
+            '    fp = builtins.open(filename, "w+b")\n'
+            "FileNotFoundError: [Errno 2] No such file or directory: 'plots/lora/loss.png'\n")
+    d = diagnose_text(text, clf).diagnosis
+    assert (d.category, d.origin, d.rule_id) == ("semantic_error", "user", "output-dir-missing"), d
+    reading = (text.replace('plt.savefig("plots/lora/loss.png")', 'img = Image.open("plots/lora/loss.png")')
+               .replace("matplotlib/pyplot.py\", line 1228, in savefig", "PIL/Image.py\", line 3100, in open")
+               .replace("res = fig.savefig(*args, **kwargs)", "fp = _open(filename)")
+               .replace('fp = builtins.open(filename, "w+b")', 'fp = builtins.open(filename, "rb")'))
+    d = diagnose_text(reading, clf).diagnosis
+    assert d.category == "incorrect_input", d
+
+
+def test_time_limit_after_the_tasks_exited_is_not_the_cause(clf: Classifier) -> None:
+    # every task already exited 1 on a Python error; the allocation then ran out its time
+    text = ("[rank0]: Traceback (most recent call last):\n"
+            '[rank0]:   File "/home/u/vlstm/main.py", line 40, in <module>\n'
+            "[rank0]:     out = model(x)\n"
+            "[rank0]: RuntimeError: Input type (torch.cuda.FloatTensor) and weight type (torch.FloatTensor) "
+            "should be the same\n"
+            "srun: error: gpu-04: tasks 0-3: Exited with exit code 1\n")
+    killed = text + "slurmstepd-gpu-04: error: *** JOB 9001 ON gpu-04 CANCELLED AT 2025-10-27T05:28:04 DUE TO TIME LIMIT ***\n"
+    assert diagnose_text(killed, clf).diagnosis.category == "semantic_error"
+    # without the tasks' exit first, the time limit is what ended the job
+    running = ("Epoch 3:  40%|####      | 400/1000 [10:00<15:00, 0.66it/s, loss=0.31]\n" * 3
+               + "slurmstepd-gpu-04: error: *** JOB 9001 ON gpu-04 CANCELLED AT 2025-10-27T05:28:04 DUE TO TIME LIMIT ***\n")
+    assert diagnose_text(running, clf).diagnosis.category == "preempted"
+    # the usual order of a time limit: the step is cancelled first, then srun reports the tasks
+    # that the signal ended (143 = SIGTERM), then the job line
+    limit = ("Epoch 3:  40%|####      | 400/1000 [10:00<15:00, 0.66it/s, loss=0.31]\n" * 3
+             + "slurmstepd-gpu-04: error: *** STEP 9001.0 ON gpu-04 CANCELLED AT 2025-10-27T05:28:04 DUE TO TIME LIMIT ***\n"
+             + "srun: error: gpu-04: task 0: Exited with exit code 143\n"
+             + "slurmstepd-gpu-04: error: *** JOB 9001 ON gpu-04 CANCELLED AT 2025-10-27T05:28:04 DUE TO TIME LIMIT ***\n")
+    assert diagnose_text(limit, clf).diagnosis.category == "preempted"
+
+
+def test_exceptions_python_caught_do_not_decide(clf: Classifier) -> None:
+    # the logging module's own error (stdout gone) and an exception ignored in __del__ are
+    # printed with a traceback, but the process went on: the real error is the one above
+    ignored = ("Exception ignored in: <function _MultiProcessingDataLoaderIter.__del__ at 0x7f3a2c1d5e50>\n"
+               "Traceback (most recent call last):\n"
+               '  File "/env/lib/python3.10/site-packages/torch/utils/data/dataloader.py", line 1479, in __del__\n'
+               "    self._shutdown_workers()\n"
+               "OSError: [Errno 5] Input/output error\n")
+    text = ("Traceback (most recent call last):\n"
+            '  File "/home/u/proj/plot.py", line 19, in calc_bins\n'
+            "    acc = (labels_onehot[binned == b]).sum()\n"
+            "NameError: name 'labels_onehot' is not defined\n" + ignored)
+    d = diagnose_text(text, clf).diagnosis
+    assert d.category == "semantic_error", d
+    logging_error = ("Saved evaluation predictions to: out/eval/step_13000\n" * 3
+                     + "--- Logging error ---\n"
+                     "Traceback (most recent call last):\n"
+                     '  File "/usr/lib/python3.10/logging/__init__.py", line 1084, in flush\n'
+                     "    self.stream.flush()\n"
+                     "OSError: [Errno 5] Input/output error\n"
+                     "Call stack:\n"
+                     '  File "/usr/lib/python3.10/threading.py", line 973, in _bootstrap\n'
+                     "    self._bootstrap_inner()\n"
+                     "Message: 'Parent appears to have exited, shutting down.'\n"
+                     "Arguments: ()\n")
+    d = diagnose_text(logging_error, clf).diagnosis
+    assert d.category != "storage_error", d  # the I/O error is the logger's, not the job's storage
+
+
+def test_an_exception_the_job_s_own_code_raised_is_its_own_error(clf: Classifier) -> None:
+    tb = ("step 0: building model\n"
+          "Traceback (most recent call last):\n"
+          '  File "/home/u/proj/train.py", line 12, in <module>\n'
+          "    model = build(cfg)\n"
+          '  File "{where}", line 40, in build\n'
+          "    raise {exc}\n"
+          "{exc}\n")
+    own = "/home/u/proj/models/factory.py"
+    d = diagnose_text(tb.format(where=own, exc="models.factory.ConfigError: unsupported backbone: vit_h"), clf).diagnosis
+    assert (d.category, d.origin, d.method) == ("semantic_error", "user", "rule"), d
+    assert "own code raised models.factory.ConfigError" in (d.reason or "")
+    # raised inside a library: not read as the job's own error
+    lib = "/env/lib/python3.10/site-packages/timm/models/factory.py"
+    d = diagnose_text(tb.format(where=lib, exc="timm.ConfigError: unsupported backbone: vit_h"), clf).diagnosis
+    assert "own code raised" not in (d.reason or "")
+    # an opaque RuntimeError, or one passing on another process's failure, does not tell the cause
+    for exc in ("RuntimeError: Something went wrong during step 1200", "JobError: worker failed with status 3"):
+        d = diagnose_text(tb.format(where=own, exc=exc), clf).diagnosis
+        assert "own code raised" not in (d.reason or ""), d
+
+
+def test_a_library_calling_what_its_dependency_lacks_is_an_environment_mismatch(clf: Classifier) -> None:
+    text = ("Epoch 1:   0%|          | 0/500 [00:00<?, ?it/s]\n"
+            "Traceback (most recent call last):\n"
+            '  File "/home/u/proj/train.py", line 90, in <module>\n'
+            "    for batch in loader:\n"
+            '  File "/env/lib/python3.8/site-packages/datasets/features/image.py", line 189, in decode_example\n'
+            "    if image.getexif().get(PIL.Image.ExifTags.Base.Orientation) is not None:\n"
+            '  File "/env/lib/python3.8/site-packages/PIL/Image.py", line 76, in __getattr__\n'
+            "    raise AttributeError(f\"module '{__name__}' has no attribute '{name}'\")\n"
+            "AttributeError: module 'PIL.Image' has no attribute 'ExifTags'\n")
+    d = diagnose_text(text, clf).diagnosis
+    assert (d.category, d.rule_id) == ("import_error", "library-module-attribute-skew"), d
+    # the job's own module lacking a name is its own bug
+    own = ("Traceback (most recent call last):\n"
+           '  File "/home/u/proj/train.py", line 12, in <module>\n'
+           "    loss = helpers.focal_loss(x, y)\n"
+           "AttributeError: module 'helpers' has no attribute 'focal_loss'\n")
+    assert diagnose_text(own, clf).diagnosis.category == "semantic_error"
+
+
+def test_root_cause_rank_traceback_printed_before_the_others(clf: Classifier) -> None:
+    # rank 1 (torchrun's root cause) printed its traceback first; rank 0's follows; the
+    # context must hold rank 1's own lines
+    def tb(rank: int) -> str:
+        return (f"[rank{rank}]: Traceback (most recent call last):\n"
+                f'[rank{rank}]:   File "/home/u/proj/chat_eval.py", line 59, in run_eval\n'
+                f"[rank{rank}]:     outcomes = [task.evaluate(c) for c in completions]\n"
+                f'[rank{rank}]:   File "/usr/lib/python3.10/bdb.py", line 115, in dispatch_line\n'
+                f"[rank{rank}]:     if self.quitting: raise BdbQuit\n"
+                f"[rank{rank}]: bdb.BdbQuit\n")
+    tail = (_TORCHRUN_TAIL.replace("rank      : 0 (local_rank: 0)", "rank      : 9 (local_rank: 9)")
+            .replace("rank      : 1 (local_rank: 1)", "rank      : 0 (local_rank: 0)")
+            .replace("rank      : 9 (local_rank: 9)", "rank      : 1 (local_rank: 1)"))
+    text = ("step 00813 (100.00%) | loss: 1.02\n" * 3 + tb(1) + "(Pdb) \n" + tb(0)
+            + "W0119 09:59:04.248000 492812 torch/distributed/elastic/multiprocessing/api.py:900] "
+              "Sending process 492816 closing signal SIGTERM\n" + tail)
+    w = diagnose_text(text, clf)
+    assert w.first_rank == 1
+    assert (w.diagnosis.category, w.diagnosis.rule_id) == ("semantic_error", "python-breakpoint-no-tty"), w.diagnosis
+
+
+def test_nan_loss_to_the_end_explains_a_failure_whose_own_lines_do_not(clf: Classifier) -> None:
+    epochs = "".join(f"2025-04-08 1{k}:32:34,921 [INFO] [Epoch {k}] Train Loss: {{loss}}, Val Loss: {{loss}}, LR: 0.0001\n"
+                     for k in range(1, 6))
+    end = ("2025-04-09 05:23:59,911 [INFO] Training completed. Starting evaluation...\n"
+           "2025-04-09 05:25:29,465 [ERROR] Evaluation failed: Command '['python', 'evaluate.py', '--model_path', "
+           "'out/model.pth']' returned non-zero exit status 1.\n")
+    w = diagnose_text(epochs.format(loss="nan") + end, clf)
+    assert (w.diagnosis.category, w.diagnosis.confidence) == ("model_diverged", 0.7), w.diagnosis
+    assert "Train Loss: nan" in w.diagnosis.evidence[0]
+    # finite losses: the child's failure has no cause in the log
+    assert diagnose_text(epochs.format(loss="0.4321") + end, clf).diagnosis.category == "unknown"
+
+
+def test_a_generic_rule_on_the_terminal_exception_is_surer_in_a_whole_log(clf: Classifier) -> None:
+    text = ("Traceback (most recent call last):\n"
+            '  File "/home/u/proj/train.py", line 77, in <module>\n'
+            "    cfg = configs[args.preset]\n"
+            "KeyError: 'small-v2'\n")
+    excerpt = clf.classify_text(text)
+    whole = clf.classify_text(text, keep_final=True)
+    assert excerpt.rule_id == whole.rule_id == "python-logic-exception"
+    assert excerpt.confidence == 0.75 and whole.confidence == 0.85
+
+
+def test_argparse_rejecting_the_command_line_is_a_configuration_error(clf: Classifier) -> None:
+    text = ("usage: finetune.py [-h] [--model MODEL] [--lora_rank LORA_RANK]\n"
+            "                   [--fp16 [FP16]] [--stage {sft,rm,ppo}]\n"
+            "finetune.py: error: argument --stage: invalid choice: 'dpo' (choose from 'sft', 'rm', 'ppo')\n")
+    d = diagnose_text(text, clf).diagnosis
+    assert (d.category, d.rule_id) == ("semantic_error", "argparse-usage-error"), d
+    assert "argparse-usage-error" not in {m.rule.id for m in match_rules(
+        "srun: error: argument --gres: invalid generic resource specification")}
+
+
+@pytest.mark.parametrize("exc,category", [
+    ("RuntimeError: Expected to have finished reduction in the prior iteration before starting a new one. "
+     "This error indicates that your module has parameters that were not used in producing loss.", "semantic_error"),
+    ("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+     "initializing the engine.", "gpu_oom"),
+    ("ValueError: Your setup doesn't support bf16/gpu. You need torch>=1.10, using Ampere GPU with cuda>=11.0",
+     "cuda_env_error"),
+    ("OSError: You are trying to access a gated repo.", "permission_error"),
+])
+def test_common_terminal_exceptions_of_llm_jobs(clf: Classifier, exc: str, category: str) -> None:
+    text = ("{'loss': 1.2034, 'grad_norm': 3.1, 'learning_rate': 2e-05, 'epoch': 0.01}\n"
+            "Traceback (most recent call last):\n"
+            '  File "/home/u/proj/train.py", line 200, in <module>\n    main()\n'
+            '  File "/env/lib/python3.10/site-packages/lib/engine.py", line 50, in step\n    self.run()\n'
+            f"{exc}\n")
+    d = diagnose_text(text, clf).diagnosis
+    assert (d.category, d.method) == (category, "rule"), d
+
+
+def test_the_child_s_error_beats_the_launcher_s_summary(clf: Classifier) -> None:
+    # accelerate's simple launcher ends with its own CalledProcessError traceback (a secondary
+    # summary): the child's generic error printed above it is the answer
+    text = ("Epoch 1:  10%|#         | 100/1000 [01:00<09:00, 1.6it/s, loss=0.52]\n" * 3
+            + "Traceback (most recent call last):\n"
+            '  File "/home/u/proj/train.py", line 120, in main\n    x = batch["pixel_values"]\n'
+            "KeyError: 'pixel_values'\n"
+            "Traceback (most recent call last):\n"
+            '  File "/env/bin/accelerate", line 8, in <module>\n    sys.exit(main())\n'
+            '  File "/env/lib/python3.10/site-packages/accelerate/commands/launch.py", line 1000, in simple_launcher\n'
+            "    raise subprocess.CalledProcessError(returncode=process.returncode, cmd=cmd)\n"
+            "subprocess.CalledProcessError: Command '['/env/bin/python', 'train.py']' returned non-zero exit status 1.\n")
+    d = diagnose_text(text, clf).diagnosis
+    assert (d.category, d.rule_id) == ("semantic_error", "python-logic-exception"), d
+
+
+def test_ray_worker_prefixes_are_read_through(clf: Classifier) -> None:
+    from gpulens.diagnosis.logread.decide import strip_ray_prefixes
+
+    p = "\x1b[36m(RayTrainWorker pid=4242, ip=10.0.0.5)\x1b[0m "
+    assert strip_ray_prefixes([p + '  File "/home/u/proj/train.py", line 120, in train_func',
+                               "\x1b[33m(raylet)\x1b[0m A worker died or was killed", "(Not a prefix) x"]) == \
+        ['  File "/home/u/proj/train.py", line 120, in train_func', "A worker died or was killed", "(Not a prefix) x"]
+    text = (f"{p}Epoch 1:  10%|#         | 100/1000 [01:00<09:00, 1.6it/s, loss=0.52]\n" * 3
+            + f"{p}Traceback (most recent call last):\n"
+            f'{p}  File "/home/u/proj/train.py", line 120, in train_func\n'
+            f'{p}    x = batch["pixel_values"]\n'
+            f"{p}KeyError: 'pixel_values'\n"
+            "Traceback (most recent call last):\n"
+            '  File "/home/u/proj/launch.py", line 30, in <module>\n    result = trainer.fit()\n'
+            '  File "/env/lib/python3.10/site-packages/ray/train/base_trainer.py", line 638, in fit\n'
+            "    raise TrainingFailedError\n"
+            "ray.train.base_trainer.TrainingFailedError: The Ray Train run failed. Please inspect the previous "
+            "error messages for a cause.\n")
+    d = diagnose_text(text, clf).diagnosis
+    assert d.category == "semantic_error", d
+
+
+def test_a_missing_checkpoint_after_an_earlier_crash_is_its_aftermath(clf: Classifier) -> None:
+    # the training step died of CUDA OOM, so the evaluation step of the same script finds no
+    # checkpoint: the OOM is the cause
+    oom = ("Traceback (most recent call last):\n"
+           '  File "/home/u/proj/train.py", line 120, in main\n    loss.backward()\n'
+           "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+           "79.15 GiB of which 1.20 GiB is free.\n")
+    missing = ("Running evaluation...\n"
+               "Traceback (most recent call last):\n"
+               '  File "/home/u/proj/eval.py", line 20, in <module>\n    sd = torch.load(args.ckpt)\n'
+               "FileNotFoundError: [Errno 2] No such file or directory: 'out/run1/model_final.pt'\n")
+    prog = "Epoch 1:  10%|#         | 100/1000 [01:00<09:00, 1.6it/s, loss=0.52]\n" * 3
+    d = diagnose_text(prog + oom + missing, clf).diagnosis
+    assert (d.category, d.rule_id) == ("gpu_oom", "torch-cuda-oom"), d
+    # alone, the missing checkpoint is the answer
+    assert diagnose_text(prog + missing, clf).diagnosis.category == "checkpoint_error"
+
+
+def test_a_caught_block_without_its_end_drops_no_more_than_its_traceback() -> None:
+    from gpulens.diagnosis.logread.decide import drop_caught
+
+    ctx = ["--- Logging error ---", "Traceback (most recent call last):",
+           '  File "/usr/lib/python3.10/logging/__init__.py", line 1084, in flush', "    self.stream.flush()",
+           "OSError: [Errno 5] Input/output error",
+           "Traceback (most recent call last):", '  File "/home/u/proj/train.py", line 9, in <module>',
+           "    main()", "KeyError: 'text'"]
+    assert drop_caught(ctx) == ctx[5:]
+
+
+@pytest.mark.parametrize("with_traceback", [True, False])
+def test_an_abort_after_the_exception_means_the_exception_did_not_end_it(clf: Classifier, with_traceback: bool) -> None:
+    from gpulens.diagnosis.classifier import _ended_it
+
+    head = ('Traceback (most recent call last):\n  File "/home/u/proj/train.py", line 9, in step\n'
+            "    out = model(x)\n") if with_traceback else ""
+    exc = "ValueError: You have to specify either input_ids or inputs_embeds\n"
+    abort = "Epoch 2:  89%|########9 | 1905/2142 [22:16<02:46,  1.43it/s, loss=0.487]\nAborted (core dumped)\n"
+    for text, final in ((head + exc, True), (head + exc + abort, False)):
+        view = logs.analyze(text)
+        match = next(m for m in match_rules(view.focus) if m.rule.id == "python-logic-exception")
+        assert _ended_it(view, match) is final, text
