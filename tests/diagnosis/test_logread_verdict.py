@@ -301,3 +301,29 @@ def test_a_signal_or_an_aborted_job_step_at_the_end_is_a_failure(clf: Classifier
     body = [f"epoch {e} loss 0.{90 - e}" for e in range(1, 9)]  # no totals: nothing else says it stopped
     w = diagnose_text("\n".join([*body, end]), clf)
     assert w.diagnosis.category != "none" and w.indicator_lines == [len(body) + 1]
+
+
+def _steps(n: int) -> list[str]:
+    return ["Loading dataset shards: 100%|##########| 4/4", *(f"step {i}/5000 | loss {3.1 - i / 1000:.3f} | lr 2.0e-05"
+                                                            for i in range(1, n + 1))]
+
+
+def test_slurms_oom_kill_report_at_the_end_is_a_failure_not_a_normal_end(clf: Classifier) -> None:
+    lines = [*_steps(40), "slurmstepd-gpu016: error: Detected 3 oom_kill events in StepId=2502.batch. "
+             "Some of the step tasks have been OOM Killed."]
+    w = diagnose_text("\n".join(lines), clf)
+    assert w.diagnosis.category not in ("none", "unknown") and w.diagnosis.origin != "none"
+    assert w.diagnosis.category == "cpu_oom"
+    assert len(lines) in w.indicator_lines
+
+
+def test_deepspeeds_negative_return_code_at_the_end_is_a_failure(clf: Classifier) -> None:
+    lines = [*_steps(40), "[2025-03-02 10:01:02,003] [INFO] [launch.py:351:main] Process 81234 exits with return code = -9"]
+    w = diagnose_text("\n".join(lines), clf)
+    assert w.diagnosis.category != "none" and w.diagnosis.origin != "none"
+    assert len(lines) in w.indicator_lines
+
+
+def test_deepspeeds_zero_return_code_is_no_failure(clf: Classifier) -> None:
+    lines = [*_steps(5000), "[2025-03-02 10:01:02,003] [INFO] [launch.py:351:main] Process 81234 exits with return code = 0"]
+    assert diagnose_text("\n".join(lines), clf).diagnosis.category == "none"

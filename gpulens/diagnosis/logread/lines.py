@@ -38,7 +38,7 @@ _ERRWORD = re.compile(r"[Ee]rror|ERROR|Exception|FATAL|[Ff]ailed(?: to|:| with)|
 #: Errors that do not end a run: trackers' and loggers' own troubles, warnings, cluster clean-up.
 _BENIGN = Guarded(
     r"^wandb: (?:ERROR|WARNING|Network error)|--- Logging error ---|\bWarning\b|\w+Warning:|\bWARN(?:ING)?\b|warnings\.warn"
-    r"|slurmstepd.*(?:cgroup|_oom_event|proctrack|Unable to|step_terminate_monitor)"
+    r"|slurmstepd(?!.*(?:oom[-_]kill|OOM Kill)).*(?:cgroup|_oom_event|proctrack|Unable to|step_terminate_monitor)"
     r"|destroy_process_group|NCCL WARN|\[W\d{4}|^\s*\[W |\bDeprecat|ignore_errors|\b0 errors?\b"
     r"|Set IB_HCA|Failed to load image Python extension|TORCH_CUDA_ARCH_LIST|\bFAILED\]\]\]",
     ("wandb: ", "Logging error", "Warning", "WARN", "warnings.warn", "slurmstepd", "destroy_process_group", "[W",
@@ -49,14 +49,15 @@ _BENIGN = Guarded(
 _KILL = Guarded(
     r"DUE TO (?:TIME LIMIT|PREEMPTION|NODE FAILURE)|CANCELLED AT|\bTERM_\w+|Exited with exit code [1-9]"
     r"|^\s*(?:\S+: line \d+:\s+\d+\s+)?Killed\b|Segmentation fault|core dumped|Bus error|Illegal instruction"
-    r"|oom-kill|Out of memory: Kill|OOMKilled|exitcode\s*:\s*-?[1-9]|exit(?:ed)? (?:with )?(?:code|status) [1-9]"
+    r"|oom[-_]kill|OOM Killed|Out of memory: Kill|OOMKilled|exitcode\s*:\s*-?[1-9]|exit(?:ed)? (?:with )?(?:code|status) [1-9]"
+    r"|exits with return code = -?[1-9]"
     r"|[Rr]eceived SIG\w+|[Rr]eceived \d+ death signal|terminate called|Fatal Python error|KeyboardInterrupt"
     r"|srun: error: .*(?:Exited|Terminated|Killed)"
     # bash reporting a child killed by SIGTERM/SIGHUP/SIGUSR (a scheduler's or a session's end), srun giving up
     r"|^\s*(?:\S+: line \d+:\s+\d+\s+)?(?:Terminated|Hangup|User defined signal [12])\b"
     r"|srun: Job step aborted|srun: forcing job termination",
     ("DUE TO", "CANCELLED AT", "TERM_", "xit", "Killed", "Segmentation fault", "core dumped", "Bus error",
-     "Illegal instruction", "oom-kill", "Out of memory: Kill", "eceived ", "terminate called", "Fatal Python error",
+     "Illegal instruction", "oom-kill", "oom_kill", "OOM Killed", "Out of memory: Kill", "eceived ", "terminate called", "Fatal Python error",
      "KeyboardInterrupt", "srun: error", "Terminated", "Hangup", "User defined signal", "srun: Job step aborted",
      "srun: forcing"),
 )
@@ -66,10 +67,10 @@ _KILL = Guarded(
 #: processes go on printing progress for a few lines until they are killed too).
 #: (Searched over the whole attempt before the frontier, so kept short: a signal's or srun's own
 #: report is read after the frontier, with the error keys.)
-KILL_KEYS: tuple[str, ...] = ("CANCELLED", "DUE TO", "TERM_", "Killed", "oom-kill")  # "Killed" finds "OOMKilled"
+KILL_KEYS: tuple[str, ...] = ("CANCELLED", "DUE TO", "TERM_", "Killed", "oom-kill", "oom_kill")  # "Killed" finds "OOMKilled"
 _SCHEDULER_KILL = re.compile(
     r"DUE TO (?:TIME LIMIT|PREEMPTION|NODE FAILURE)|\*\*\* (?:JOB|STEP) [\d.]+ ON \S+ CANCELLED AT|\bTERM_[A-Z]+\b"
-    r"|^\s*(?:\S+: line \d+:\s+\d+\s+)?(?:Killed|Terminated|Hangup|User defined signal [12])\b|oom-kill|OOMKilled"
+    r"|^\s*(?:\S+: line \d+:\s+\d+\s+)?(?:Killed|Terminated|Hangup|User defined signal [12])\b|oom[-_]kill|OOMKilled"
     r"|srun: Job step aborted|srun: forcing job termination"
 )
 #: A log level that says the line is an error (looked at before the prefix is stripped).
