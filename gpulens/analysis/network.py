@@ -18,7 +18,7 @@ fails while it is read is quarantined with one warning line and its day read raw
 from __future__ import annotations
 
 import math
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
@@ -85,7 +85,7 @@ def network_traffic(
 
 def _minute(t: datetime, rnd: Any) -> int:
     """Epoch minutes of a naive timestamp (the store's clock), rounded with ``rnd``."""
-    return int(rnd((t - datetime(1970, 1, 1)).total_seconds() / 60))
+    return int(rnd((t - datetime(1970, 1, 1)) / timedelta(minutes=1)))
 
 
 def _listing(con: duckdb.DuckDBPyConnection, lo: datetime,
