@@ -169,6 +169,24 @@ def test_rollups_give_the_raw_numbers_through_late_segments_and_recompaction(
     assert _used(store) == (3, nodes)
 
 
+def _damage(store: Store, path: Path) -> list[str]:
+    """Overwrite a data page of ``path`` (the footer kept); the store's warnings are collected in the list."""
+    size = path.stat().st_size
+    with open(path, "r+b") as fh:
+        fh.seek(size // 3)
+        fh.write(b"\xff" * 64)
+    lines: list[str] = []
+    store.warn = lines.append
+    return lines
+
+
+def _quarantined_once(store: Store, path: Path, lines: list[str]) -> None:
+    """One warning naming ``path``, which is now in quarantine."""
+    assert len(lines) == 1 and path.name in lines[0] and "Raw samples are read instead" in lines[0]
+    assert (store.root / "quarantine" / path.relative_to(store.root)).exists()
+    assert not path.exists()
+
+
 def test_a_file_rewritten_under_the_same_name_is_not_taken_for_the_rolled_one(
         lake: Store, tmp_path: Path) -> None:
     """A second simulation into the same directory writes files of the same names: the rollups
@@ -193,16 +211,9 @@ def test_a_damaged_or_missing_rollup_falls_back_to_raw_with_one_warning(
     compact(store, settle=3600, grace=3600, clock=lambda: NOON3)
     want = _everything(_raw_copy(store, tmp_path / "raw"))
     path = rollup_path(store.root, "gpu_hour", DAY.date())
-    size = path.stat().st_size
-    with open(path, "r+b") as fh:  # damage a data page, keep the footer
-        fh.seek(size // 3)
-        fh.write(b"\xff" * 64)
-    lines: list[str] = []
-    store.warn = lines.append
+    lines = _damage(store, path)
     _assert_same(_everything(store), want)
-    assert len(lines) == 1 and path.name in lines[0] and "Raw samples are read instead" in lines[0]
-    assert (store.root / "quarantine" / path.relative_to(store.root)).exists()
-    assert not path.exists()
+    _quarantined_once(store, path, lines)
     # a missing rollup: raw, no warning (a day not rolled yet is normal)
     rollup_path(store.root, "gpu_hour", DAY.date() + dt.timedelta(days=1)).unlink()
     lines.clear()

@@ -24,7 +24,14 @@ from gpulens.store import Store
 from gpulens.store.compact import compact
 from gpulens.store.lake import live_files, partitions
 from gpulens.store.rollups import plan, rollup_path
-from tests.analysis.test_rollups import DAY, NOON3, _assert_same, _raw_copy
+from tests.analysis.test_rollups import (
+    DAY,
+    NOON3,
+    _assert_same,
+    _damage,
+    _quarantined_once,
+    _raw_copy,
+)
 
 
 def _segmented(root: Path) -> Store:
@@ -132,13 +139,6 @@ def test_a_damaged_network_rollup_falls_back_to_raw_with_one_warning(lake: Store
     compact(store, settle=3600, grace=3600, clock=lambda: NOON3)
     want = _traffic(_raw_copy(store, tmp_path / "raw"))
     path = rollup_path(store.root, "net_minute", DAY.date())
-    size = path.stat().st_size
-    with open(path, "r+b") as fh:  # damage a data page, keep the footer
-        fh.seek(size // 3)
-        fh.write(b"\xff" * 64)
-    lines: list[str] = []
-    store.warn = lines.append
+    lines = _damage(store, path)
     _assert_same(_traffic(store), want)
-    assert len(lines) == 1 and path.name in lines[0] and "Raw samples are read instead" in lines[0]
-    assert (store.root / "quarantine" / path.relative_to(store.root)).exists()
-    assert not path.exists()
+    _quarantined_once(store, path, lines)
