@@ -81,6 +81,7 @@ def _gpu_rows(store: Store, rows: list[tuple[str, int, float, int | None]]) -> N
 DAY = 24 * 60  # minutes
 
 
+@pytest.mark.slow
 def test_one_jobs_ecc_is_read_from_its_window_with_the_whole_historys_answer(store: Store) -> None:
     # j-gap fails on e1 at T0 + 25 h; its window's hours are 24 h and 25 h after T0
     add_job(store, "j-gap", [{"status": "failed", "nodes": ["e1"], "start": DAY, "minutes": 60,
