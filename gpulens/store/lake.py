@@ -467,13 +467,12 @@ def _save(samples: Path, kind: str, stamps: tuple[tuple[str, int], ...] | None,
 
 
 def _entry_unchanged(base: str, entry: list) -> list[tuple[str, int, int]] | None:
-    """The (path, size, mtime) of an entry's live files if its folder and files are unchanged."""
+    """The (path, size, mtime) of an entry's live files if they are unchanged (the folder's own
+    mtime is compared by the caller's stamps, else by the walk's per-folder reuse)."""
     folder = base + str(entry[0])
     stat = os.stat
+    out = []
     try:
-        if stat(folder).st_mtime_ns != int(entry[2]):
-            return None
-        out = []
         for name, size, mtime in entry[3]:
             path = f"{folder}{os.sep}{name}"
             st = stat(path)
@@ -499,6 +498,7 @@ def _load_saved(samples: Path,
         stamps = tuple((base + str(rel), int(m)) for rel, m in doc["stamps"])
         folders = doc["folders"]
         whole = bool(stamps) and _unchanged(stamps)
+        stamped = dict(stamps) if whole else {}
         files: list[tuple[str, date]] = []
         days: dict[str, date] = {}
         for entry in folders:
@@ -506,6 +506,7 @@ def _load_saved(samples: Path,
             if checked is None:
                 whole = False
                 continue
+            whole = whole and stamped.get(base + str(entry[0])) == int(entry[2])
             for path, size, mtime in checked:
                 qr.mark_verified(path, size, mtime)
             _listed[base + str(entry[0])] = (int(entry[2]), tuple(n for n, *_ in entry[3]),
