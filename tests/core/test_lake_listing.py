@@ -128,6 +128,8 @@ def test_a_changed_folder_is_listed_again_the_unchanged_ones_are_reused(store: S
     # the entries whose files are unchanged are taken (n1's folder mtime is the walk's to check)
     assert set(lake._listed) == {n0, n1}
     assert [qr.verified(str(p)) is not None for p in Path(n0).glob("*.parquet")] == [True]
+    # n1's old file counts as checked (size and mtime unchanged), its new one does not yet
+    assert sorted(qr.verified(str(p)) is not None for p in Path(n1).glob("*.parquet")) == [False, True]
     lines: list[str] = []
     after = lake.list_live(store.samples, "proc", warn=lines.append)
     assert str(victim) not in after.paths and len(after.paths) == 3
