@@ -371,7 +371,8 @@ def list_live(
     if hit is not None and not qr.any_excluded() and _unchanged(hit[0]):
         return hit[1]
     whole = first is None and last is None
-    saved = _load_saved(samples, kind) if whole and not qr.any_excluded() else None
+    first_load = (str(samples), kind) not in _saved_state  # a partial load seeds once
+    saved = _load_saved(samples, kind) if whole and first_load and not qr.any_excluded() else None
     if saved is not None:
         _keep(key, saved)
         return saved[1]
@@ -417,6 +418,7 @@ def _keep(key: tuple[str, str, date | None, date | None],
 #: files out (read-only data dir).
 _SAVED_VERSION = 2
 #: (samples, kind) -> (listing signature, folders saved): what this process last saved or loaded
+#: (a kind in here is not loaded again: its unchanged folders are in the per-folder reuse)
 _saved_state: dict[tuple[str, str], tuple[str, int]] = {}
 
 
@@ -517,6 +519,7 @@ def _load_saved(samples: Path,
     except (OSError, ValueError, TypeError, KeyError, AttributeError, IndexError):
         return None  # missing, unreadable or of another format: list afresh
     if not whole:
+        _saved_state[(str(samples), kind)] = ("", 0)
         return None
     listing = _listing(files)
     _saved_state[(str(samples), kind)] = (listing.signature, len(folders))

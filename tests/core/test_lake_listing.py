@@ -29,6 +29,7 @@ def _new_process() -> None:
     lake._whole.clear()
     lake._listed.clear()
     lake._inputs_cache.clear()
+    lake._saved_state.clear()
     qr._VERIFIED.clear()
 
 
