@@ -365,24 +365,26 @@ def list_live(
 
     Reused while no folder it walked changed (files enter and leave by rename, which changes
     their folder's mtime; a new node or day folder changes its parent's). The whole listing
-    (no date bounds) is also saved for the next process (:func:`_load_saved`)."""
+    (no date bounds) is also saved for the next process, folder by folder (:func:`_load_saved`)."""
     key = (str(samples), kind, first, last)
     hit = _whole.get(key)
     if hit is not None and not qr.any_excluded() and _unchanged(hit[0]):
         return hit[1]
     whole = first is None and last is None
-    saved = _load_saved(samples, kind) if whole and not qr.any_excluded() else None
+    first_load = (str(samples), kind) not in _saved_state  # a partial load seeds once
+    saved = _load_saved(samples, kind) if whole and first_load and not qr.any_excluded() else None
     if saved is not None:
         _keep(key, saved)
         return saved[1]
     stamps = _stamps(samples, kind, first, last)
+    walked = list(_walk(samples, kind, first, last, False, warn))
     listing = _listing([(os.path.join(folder, name), day)
-                        for day, _, folder, live, _ in _walk(samples, kind, first, last, False, warn)
-                        for name in live])
-    if stamps is not None and not qr.any_excluded():
-        _keep(key, (stamps, listing))
+                        for day, _, folder, live, _ in walked for name in live])
+    if not qr.any_excluded():
+        if stamps is not None:
+            _keep(key, (stamps, listing))
         if whole:
-            _save(samples, kind, stamps, listing)
+            _save(samples, kind, stamps, walked, listing)
     return listing
 
 
@@ -402,35 +404,57 @@ def _keep(key: tuple[str, str, date | None, date | None],
 
 # ------------------------------------------------------------ the listing saved for the next process
 #: A fresh process's first listing walks every partition (9,750 folders a kind on a month of 2,000
-#: GPUs) and checks every file's magic bytes: about 0.4 s a kind. The whole listing of a kind is
-#: therefore saved (JSON, ``tmp/listing-<kind>.json``, written atomically) with what it was derived
-#: from: the mtimes of every folder walked (as for the in-process reuse above) and the size and
-#: mtime of every live file when it passed the magic check. Another process uses it only when every
-#: one of those is unchanged, so it is the listing a walk would give: a file entering or leaving a
-#: folder (rename, quarantine, deletion) changes the folder's mtime, and a file changed in place
-#: (truncated, overwritten) its own size or mtime, which is then checked again (quarantine.py keeps
-#: the same rule within a process). Nothing is saved while a folder or file changed in the last 2 s
-#: (coarse mtimes), nor by a process that left files out (read-only data dir).
-_SAVED_VERSION = 1
+#: GPUs) and checks every file's magic bytes: about 0.4 s a kind. The listing of a kind is therefore
+#: saved (JSON, ``tmp/listing-<kind>.json``, written atomically) folder by folder, each with what it
+#: was derived from: the folder's mtime and the size and mtime of every live file when it passed the
+#: magic check. Another process reuses a folder's entry only while all of those are unchanged, so it
+#: is the listing a walk would give: a file entering or leaving a folder (rename, quarantine,
+#: deletion) changes the folder's mtime, and a file changed in place (truncated, overwritten) its
+#: own size or mtime; such a folder is listed and checked again (quarantine.py keeps the same rule
+#: within a process). So on a live cluster, where the open day's folders change every minute, a
+#: restart re-lists those folders only. When every folder above the partitions (the kind's and its
+#: days') is unchanged too, the whole listing is taken as is (no walk). No folder changed in the last
+#: 2 s is saved (coarse mtimes: it is listed afresh next time), and nothing by a process that left
+#: files out (read-only data dir).
+_SAVED_VERSION = 2
+#: (samples, kind) -> (listing signature, folders saved): what this process last saved or loaded
+#: (a kind in here is not loaded again: its unchanged folders are in the per-folder reuse)
+_saved_state: dict[tuple[str, str], tuple[str, int]] = {}
 
 
 def _saved_path(samples: Path, kind: str) -> Path:
     return samples.parent / "tmp" / f"listing-{kind}.json"
 
 
-def _save(samples: Path, kind: str, stamps: tuple[tuple[str, int], ...], listing: LakeListing) -> None:
-    base = str(samples) + os.sep
+def _folder_entry(base: str, day: date, folder: str, live: tuple[str, ...],
+                  replaced: tuple[str, ...]) -> list[object] | None:
+    """One folder's saved entry, or None while it (or one of its files) is not settled."""
+    hit = _listed.get(folder)
+    if hit is None or hit[1] != live or hit[2] != replaced or not folder.startswith(base):
+        return None
+    now = time.time_ns()
     files = []
-    for path, day in listing.files:
-        seen = qr.verified(path)
-        if seen is None or not path.startswith(base) or time.time_ns() - seen[1] < _SETTLED_NS:
-            return
-        folder, name = os.path.split(path[len(base):])
-        files.append([folder, day.isoformat(), name, seen[0], seen[1]])
-    if not all(p.startswith(base) for p, _ in stamps):
-        return
+    for name in live:
+        seen = qr.verified(os.path.join(folder, name))
+        if seen is None or now - seen[1] < _SETTLED_NS:
+            return None
+        files.append([name, seen[0], seen[1]])
+    return [folder[len(base):], day.isoformat(), hit[0], files, list(replaced)]
+
+
+def _save(samples: Path, kind: str, stamps: tuple[tuple[str, int], ...] | None,
+          walked: list[Walked], listing: LakeListing) -> None:
+    base = str(samples) + os.sep
+    entries = [_folder_entry(base, day, folder, live, replaced)
+               for day, _, folder, live, replaced in walked]
+    kept = [e for e in entries if e is not None]
+    if not kept or _saved_state.get((str(samples), kind)) == (listing.signature, len(kept)):
+        return  # nothing settled, or the same as what this process last saved or loaded
+    whole = stamps is not None and len(kept) == len(entries) \
+        and all(p.startswith(base) for p, _ in stamps)
     doc = {"version": _SAVED_VERSION, "kind": kind,
-           "stamps": [[p[len(base):], m] for p, m in stamps], "files": files}
+           "stamps": [[p[len(base):], m] for p, m in stamps] if whole and stamps else [],
+           "folders": kept}
     target = _saved_path(samples, kind)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
@@ -438,36 +462,68 @@ def _save(samples: Path, kind: str, stamps: tuple[tuple[str, int], ...], listing
             return
         tmp.write_text(json.dumps(doc, separators=(",", ":")))
         os.replace(tmp, target)
+        _saved_state[(str(samples), kind)] = (listing.signature, len(kept))
     except OSError:  # a read-only data directory: every process lists for itself
         with contextlib.suppress(OSError):
             tmp.unlink()
 
 
+def _entry_unchanged(base: str, entry: list) -> list[tuple[str, int, int]] | None:
+    """The (path, size, mtime) of an entry's live files if they are unchanged (the folder's own
+    mtime is compared by the caller's stamps, else by the walk's per-folder reuse)."""
+    folder = base + str(entry[0])
+    stat = os.stat
+    out = []
+    try:
+        for name, size, mtime in entry[3]:
+            path = f"{folder}{os.sep}{name}"
+            st = stat(path)
+            if st.st_size != size or st.st_mtime_ns != mtime:
+                return None
+            out.append((path, int(size), int(mtime)))
+    except OSError:
+        return None
+    return out
+
+
 def _load_saved(samples: Path,
                 kind: str) -> tuple[tuple[tuple[str, int], ...], LakeListing] | None:
-    """The saved listing of ``kind`` if every folder and file it was derived from is unchanged."""
+    """The saved listing of ``kind`` if every folder and file it was derived from is unchanged.
+
+    Otherwise None, and the entries of the folders that are unchanged (with their files) are
+    taken into this process's per-folder reuse, so that the walk lists only the others."""
     base = str(samples) + os.sep
     try:
         doc = json.loads(_saved_path(samples, kind).read_bytes())
         if doc.get("version") != _SAVED_VERSION or doc.get("kind") != kind:
             return None
         stamps = tuple((base + str(rel), int(m)) for rel, m in doc["stamps"])
-        if not stamps or not _unchanged(stamps):
-            return None
+        folders = doc["folders"]
+        whole = bool(stamps) and _unchanged(stamps)
+        stamped = dict(stamps) if whole else {}
         files: list[tuple[str, date]] = []
         days: dict[str, date] = {}
-        stat = os.stat
-        for folder, day, name, size, mtime in doc["files"]:
-            path = f"{base}{folder}{os.sep}{name}"
-            st = stat(path)
-            if st.st_size != size or st.st_mtime_ns != mtime:
-                return None
-            files.append((path, days.get(day) or days.setdefault(day, date.fromisoformat(day))))
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        for entry in folders:
+            checked = _entry_unchanged(base, entry)
+            if checked is None:
+                whole = False
+                continue
+            whole = whole and stamped.get(base + str(entry[0])) == int(entry[2])
+            for path, size, mtime in checked:
+                qr.mark_verified(path, size, mtime)
+            _listed[base + str(entry[0])] = (int(entry[2]), tuple(n for n, *_ in entry[3]),
+                                             tuple(str(n) for n in entry[4]))
+            day = entry[1]
+            d = days.get(day) or days.setdefault(day, date.fromisoformat(day))
+            files += [(path, d) for path, *_ in checked]
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, IndexError):
         return None  # missing, unreadable or of another format: list afresh
-    for (path, _), (*_, size, mtime) in zip(files, doc["files"], strict=True):
-        qr.mark_verified(path, int(size), int(mtime))
-    return stamps, _listing(files)
+    if not whole:
+        _saved_state[(str(samples), kind)] = ("", 0)
+        return None
+    listing = _listing(files)
+    _saved_state[(str(samples), kind)] = (listing.signature, len(folders))
+    return stamps, listing
 
 
 def seed_file(samples: Path, kind: str) -> Path:

@@ -1,5 +1,6 @@
-"""The live-file listing saved for the next process (gpulens.store.lake): used only while every
-folder and file it was derived from is unchanged, so it is always the listing a walk would give."""
+"""The live-file listing saved for the next process (gpulens.store.lake): a folder's entry is used
+only while that folder and its files are unchanged (the others are listed and checked again), so it
+is always the listing a walk would give."""
 
 from __future__ import annotations
 
@@ -28,7 +29,12 @@ def _new_process() -> None:
     lake._whole.clear()
     lake._listed.clear()
     lake._inputs_cache.clear()
+    lake._saved_state.clear()
     qr._VERIFIED.clear()
+
+
+def _saved_files(saved: Path) -> int:
+    return sum(len(entry[3]) for entry in json.loads(saved.read_text())["folders"])
 
 
 def _walked(samples: Path, kind: str) -> lake.LakeListing:
@@ -51,7 +57,7 @@ def test_saved_listing_is_used_only_while_nothing_it_came_from_changed(store: St
     _settle(store.samples)
     first = lake.list_live(store.samples, "proc")
     saved = lake._saved_path(store.samples, "proc")
-    assert saved.exists() and len(json.loads(saved.read_text())["files"]) == 4
+    assert saved.exists() and _saved_files(saved) == 4
 
     _new_process()
     again = lake._load_saved(store.samples, "proc")
@@ -93,3 +99,57 @@ def test_nothing_recent_is_saved_and_a_bad_saved_file_is_ignored(store: Store) -
     saved.write_text(json.dumps({"version": 1, "kind": "proc", "stamps": [], "files": []}))
     _new_process()
     assert lake.list_live(store.samples, "proc") == listing
+    saved.write_text(json.dumps({"version": 2, "kind": "proc", "stamps": [],
+                                 "folders": [["kind=proc/x", "2026-01-01", 1, [["a", 1]], []]]}))
+    _new_process()
+    assert lake.list_live(store.samples, "proc") == listing
+
+
+def _folder(samples: Path, node: str) -> str:
+    return next(str(p) for p in samples.glob(f"kind=proc/date=*/node={node}"))
+
+
+def test_a_changed_folder_is_listed_again_the_unchanged_ones_are_reused(store: Store) -> None:
+    for node in ("n0", "n1", "n2"):
+        store.write_samples("proc", proc_rows(node, 0, 30))
+    _settle(store.samples)
+    lake.list_live(store.samples, "proc")
+    saved = lake._saved_path(store.samples, "proc")
+    assert _saved_files(saved) == 3
+    n0, n1, n2 = (_folder(store.samples, n) for n in ("n0", "n1", "n2"))
+
+    # the open day's folder of n1 gets a new segment (just now: not settled), n2's file is
+    # damaged in place (its folder's mtime unchanged): only n0's entry is reused
+    store.write_samples("proc", proc_rows("n1", 100, 10))
+    victim = next(Path(n2).glob("*.parquet"))
+    with open(victim, "r+b") as fh:
+        fh.truncate(victim.stat().st_size // 2)
+    _new_process()
+    assert lake._load_saved(store.samples, "proc") is None
+    # the entries whose files are unchanged are taken (n1's folder mtime is the walk's to check)
+    assert set(lake._listed) == {n0, n1}
+    assert [qr.verified(str(p)) is not None for p in Path(n0).glob("*.parquet")] == [True]
+    # n1's old file counts as checked (size and mtime unchanged), its new one does not yet
+    assert sorted(qr.verified(str(p)) is not None for p in Path(n1).glob("*.parquet")) == [False, True]
+    lines: list[str] = []
+    after = lake.list_live(store.samples, "proc", warn=lines.append)
+    assert str(victim) not in after.paths and len(after.paths) == 3
+    assert len(lines) == 1 and victim.name in lines[0]
+    assert sorted(after.paths) == sorted(_walked(store.samples, "proc").paths)
+
+    # what was saved: the settled folders only (n1 got a file and n2 lost one to the quarantine
+    # in the last 2 s), no whole-listing stamps; the next process reuses n0, lists the others
+    doc = json.loads(saved.read_text())
+    assert doc["stamps"] == [] and [e[0].rsplit("=", 1)[1] for e in doc["folders"]] == ["n0"]
+    _new_process()
+    assert lake._load_saved(store.samples, "proc") is None
+    assert set(lake._listed) == {n0}
+    assert lake.list_live(store.samples, "proc").paths == after.paths
+
+    # once everything is settled the whole listing is saved and taken as is again
+    _settle(store.samples)
+    _new_process()
+    lake.list_live(store.samples, "proc")
+    _new_process()
+    again = lake._load_saved(store.samples, "proc")
+    assert again is not None and again[1].paths == after.paths
