@@ -204,6 +204,7 @@ FRESH_SLICES = (
     ("c/", "index_c.csv (collected after the reader was first written)"),
     ("d/", "index_d.csv (collected 2026-11-26, labelled blind, never read by the reader's authors)"),
     ("e/", "index_e.csv (collected 2026-11-26, multi-rank failures, labelled blind, never read by the reader's authors)"),
+    ("f/", "index_f.csv (collected 2026-11-26 after round 1 of the reader's changes, labelled blind)"),
 )
 
 
