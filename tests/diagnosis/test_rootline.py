@@ -74,8 +74,9 @@ def test_the_first_rank_to_print_the_error_beats_torchruns_table(rules: Classifi
     assert (w.first_rank, w.first_node) == (5, "node-a3")  # the table's host for rank 5
     got = [lines[n - 1] for n in w.indicator_lines]
     assert got[0].startswith("[rank5]: torch.OutOfMemoryError") and not any(x.startswith("[rank2]: torch") for x in got)
-    assert any("ChildFailedError" in x for x in got) and any("Root Cause" in x for x in got)
-    assert any(x.strip().startswith("rank      : 2") for x in got)  # the table's rank row
+    assert any("ChildFailedError" in x for x in got)
+    # the root-cause table's rank row, not its header (the row says what the header announces)
+    assert any(x.strip().startswith("rank      : 2") for x in got) and not any("Root Cause" in x for x in got)
     assert not any("SIGTERM" in x or "exitcode  :" in x for x in got)
     assert w.secondary_lines >= 2
 
@@ -127,6 +128,29 @@ def test_one_ray_workers_traceback_among_several_on_a_node(rules: Classifier) ->
     assert w.indicator_lines == [5]  # the first worker's OOM; the others' are the same failure again
 
 
+def test_a_ray_driver_wrapper_is_not_the_root_the_task_s_own_exception_is(rules: Classifier) -> None:
+    # the driver re-raises a task's error as RayTaskError(X) naming the driver's actor; the
+    # nested RayTaskError names the task that failed, and its own exception follows below it
+    lines = ["(Runner pid=500) step 40 | loss 0.31", "Traceback (most recent call last):",
+             '  File "/srv/main.py", line 12, in main', "    ray.get(runner.run.remote(cfg))",
+             "ray.exceptions.RayTaskError(OSError): ray::Runner.run() (pid=500, ip=10.0.0.5, actor_id=aa01)",
+             '  File "/srv/trainer.py", line 80, in fit', "    self.workers.save_checkpoint(path)",
+             "ray.exceptions.RayTaskError(OSError): ray::Worker.save_checkpoint() (pid=612, ip=10.0.0.5, actor_id=bb02)",
+             '  File "/srv/worker.py", line 33, in save_checkpoint', "    torch.save(state, path)",
+             "OSError: [Errno 28] No space left on device"]
+    assert not is_root_error(lines[4]) and not is_root_error(lines[7])
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.first_node == "10.0.0.5" and 11 in w.indicator_lines and 5 not in w.indicator_lines
+
+
+def test_the_same_error_of_several_processes_is_shown_once(rules: Classifier) -> None:
+    # data-loader workers each fail on their own temporary file: one failure, one line
+    lines = ["epoch 3 step 120 loss 0.52"] + [
+        f"OSError: [Errno 28] No space left on device: '/tmp/pymp-{name}'" for name in ("ab12cd", "x9y8zq", "kk01mm")]
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.indicator_lines == [2]
+
+
 def test_srun_task_under_torchrun_is_not_the_rank(rules: Classifier) -> None:
     lines = _rank_traceback(1, "bdb.BdbQuit") + _rank_traceback(0, "bdb.BdbQuit") + _TORCHRUN_TAIL + [
         "srun: error: node-a3: task 0: Exited with exit code 1"]
@@ -157,7 +181,7 @@ def test_launcher_summaries() -> None:
     assert mpirun_first(["  Process name: [[77,1],3]"], [0], []) == Origin(3)
     got = [_TORCHRUN_TAIL[i] for i in verdict_lines(_TORCHRUN_TAIL, 0)]
     assert got[0].startswith("torch.distributed.elastic.multiprocessing.errors.ChildFailedError")
-    assert got[1].startswith("Root Cause") and got[2].strip().startswith("rank      : 2")
+    assert got[1].strip().startswith("rank      : 2") and not any(x.startswith("Root Cause") for x in got)
     assert origin_of("(Worker pid=77, ip=10.0.0.9) x") == Origin(None, "10.0.0.9", "77")
     assert strip_prefix("[rank3]: TypeError: boom") == "TypeError: boom"
     assert strip_prefix("[rank3]:   File \"x.py\", line 1") == "  File \"x.py\", line 1"

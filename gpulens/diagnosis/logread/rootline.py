@@ -42,10 +42,10 @@ _ECHO = Guarded(
     r"|NCCL communicator was aborted|ProcessGroupNCCL.*(?:[Tt]imeout|timed out|abort)|[Tt]o avoid data inconsistency"
     r"|closing signal SIG|[Ss]ignal \d+ \(SIGTERM\)|[Rr]eceived SIGTERM|exits? with return code|SignalException"
     r"|Caught signal 15|DistBackendError|collective operation timeout|failed \(exitcode|^\s*exitcode\s*:"
-    r"|Exited with exit code",
+    r"|Exited with exit code|RayTaskError\(",
     ("atchdog", "NCCL", "ProcessGroupNCCL", "o avoid data inconsistency", "closing signal SIG", "SIGTERM",
      "return code", "SignalException", "Caught signal 15", "DistBackendError", "collective operation timeout",
-     "failed (exitcode", "exitcode", "Exited with exit code"),
+     "failed (exitcode", "exitcode", "Exited with exit code", "RayTaskError("),
 )
 
 
@@ -198,11 +198,11 @@ def verdict_lines(lines: Sequence[str], start: int) -> list[int]:
         seen.pop("failed (exitcode", None)
     out: list[int] = []
     for key in _VERDICT_KEYS:
-        if key in seen:
-            out.append(seen[key])
         if key == "Root Cause (first observed failure)" and key in seen:
-            at = seen[key]
-            out += [k for k in range(at + 1, min(len(lines), at + 8)) if _is_rank_row(lines[k])][:1]
+            at = seen[key]  # its rank row says what the header announces
+            out += [k for k in range(at + 1, min(len(lines), at + 8)) if _is_rank_row(lines[k])][:1] or [at]
+        elif key in seen:
+            out.append(seen[key])
     return out
 
 
@@ -244,11 +244,13 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
 
 
 def _shape(text: str) -> str:
-    """A message with its numbers blanked (the same error of another GPU or process)."""
-    return _DIGITS.sub("#", text)
+    """A message with its numbers and quoted names blanked (the same error of another GPU,
+    process or temporary file)."""
+    return _DIGITS.sub("#", _QUOTED.sub("'…'", text))
 
 
 _DIGITS = re.compile(r"\d+")
+_QUOTED = re.compile(r"'[^'\s]*'")
 
 
 def _root_lines(own: Sequence[int], norm: Callable[[int], str]) -> list[int]:
