@@ -180,8 +180,9 @@ def test_launcher_summaries() -> None:
     assert mpirun_first(["  Process name: [[77,1],3]"] + bindings, [0], [1]) == Origin(3, "gpn07")
     assert mpirun_first(["  Process name: [[77,1],3]"], [0], []) == Origin(3)
     got = [_TORCHRUN_TAIL[i] for i in verdict_lines(_TORCHRUN_TAIL, 0)]
-    assert got[0].startswith("torch.distributed.elastic.multiprocessing.errors.ChildFailedError")
-    assert got[1].strip().startswith("rank      : 2") and not any(x.startswith("Root Cause") for x in got)
+    assert "] failed (exitcode: 1) local_rank: 2" in got[0]  # torchrun's first verdict line
+    assert got[1].startswith("torch.distributed.elastic.multiprocessing.errors.ChildFailedError")
+    assert got[2].strip().startswith("rank      : 2") and not any(x.startswith("Root Cause") for x in got)
     assert origin_of("(Worker pid=77, ip=10.0.0.9) x") == Origin(None, "10.0.0.9", "77")
     assert strip_prefix("[rank3]: TypeError: boom") == "TypeError: boom"
     assert strip_prefix("[rank3]:   File \"x.py\", line 1") == "  File \"x.py\", line 1"
@@ -190,8 +191,9 @@ def test_launcher_summaries() -> None:
 
 def test_secondary_lines_are_other_ranks_and_launchers_not_the_failing_process_own(rules: Classifier) -> None:
     w = diagnose_text("\n".join(_torchrun_log()), rules)
-    # rank 2's OOM, the SIGTERM, "failed (exitcode", the launcher's raise and its two exit-code rows
-    assert w.secondary_lines == 6
+    # rank 2's OOM, the SIGTERM, the launcher's raise and its two exit-code rows ("failed (exitcode"
+    # is torchrun's first verdict line: shown, not secondary)
+    assert w.secondary_lines == 5
     single = ["epoch 3 step 120 loss 0.41",
               "Traceback (most recent call last):", '  File "train.py", line 9, in load', "    return open(p)",
               "FileNotFoundError: [Errno 2] No such file or directory: 'data/val.json'",

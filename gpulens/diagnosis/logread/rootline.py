@@ -176,9 +176,9 @@ def _with_host(lines: Sequence[str], start: int, got: ranks.Origin) -> ranks.Ori
 
 #: The launcher's and the scheduler's verdict lines, most telling first (a cause the scheduler
 #: names, the launcher's summary of which rank failed, then the exit lines).
-_VERDICT_KEYS = ("oom_kill event", "TERM_", "CANCELLED AT", "SignalException", "errors.ChildFailedError", "Root Cause (first observed failure)",
-                 "detected that one or more processes exited", "Process name:", "exits with return code",
-                 "Exited with exit code", "failed (exitcode")
+_VERDICT_KEYS = ("oom_kill event", "TERM_", "CANCELLED AT", "SignalException", "failed (exitcode", "errors.ChildFailedError",
+                 "Root Cause (first observed failure)", "detected that one or more processes exited", "Process name:",
+                 "exits with return code", "Exited with exit code")
 
 
 def verdict_lines(lines: Sequence[str], start: int) -> list[int]:
@@ -194,8 +194,6 @@ def verdict_lines(lines: Sequence[str], start: int) -> list[int]:
         if key == "errors.ChildFailedError" and ln.lstrip().startswith(("raise", "File")):
             continue
         seen.setdefault(key, i)
-    if "errors.ChildFailedError" in seen:  # its summary says what the first "failed (exitcode" said
-        seen.pop("failed (exitcode", None)
     out: list[int] = []
     for key in _VERDICT_KEYS:
         if key == "Root Cause (first observed failure)" and key in seen:
