@@ -234,3 +234,25 @@ def test_the_error_context_starts_at_the_first_traceback_of_a_chain() -> None:
     assert chain_start(lines, 7, 0) == 1
     assert chain_start(lines, 7, 3) == 7  # not before the floor
     assert chain_start(lines, 1, 0) == 1  # not chained to anything above
+
+
+def test_a_rank_s_traceback_code_lines_are_not_its_progress(rules: Classifier) -> None:
+    # a script runs two torchrun stages; the first fails on rank 0 while the other ranks go on
+    # printing, then the second stage fails on every rank: rank 0's traceback code lines in the
+    # second stage ("step=step") are not training progress that would show it went on
+    def tb(rank: int, err: str) -> list[str]:
+        return [f"[rank{rank}]: Traceback (most recent call last):",
+                f'[rank{rank}]:   File "/srv/chat_sft.py", line 40, in <module>',
+                f'[rank{rank}]:     model, tok, meta = load_model(args.source, device, phase="train", step=step)',
+                f'[rank{rank}]:   File "/srv/checkpoints.py", line 77, in load_model',
+                f'[rank{rank}]:     for step in range(last_step):',
+                f'[rank{rank}]:   File "/srv/checkpoints.py", line 90, in find_last_step',
+                f'[rank{rank}]:     return max(int(f.split("_")[-1]) for f in os.listdir(d)) if step else 0',
+                f"[rank{rank}]: {err}"]
+    disk = "OSError: Not enough disk space. Needed: 153.54 MiB"
+    missing = "FileNotFoundError: [Errno 2] No such file or directory: '/root/.cache/mid_checkpoints'"
+    lines = [f"[rank{r}]: step 00400/00500 | loss: 2.1 | dt: 410ms" for r in range(4)]
+    lines += tb(0, disk) + [f"[rank{r}]: step 00{k}/00500 | loss: 2.0 | dt: 400ms" for k in (401, 402, 403) for r in (1, 2, 3)]
+    lines += [x for r in range(4) for x in tb(r, missing)]
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.first_rank == 0 and lines[w.indicator_lines[0] - 1].endswith(disk)

@@ -210,8 +210,8 @@ def _rank_failures(lines: Sequence[str], lo: int, frontier: int) -> list[int]:
     progress: dict[int, list[int]] = {}
     for i in range(lo, len(lines)):
         rank = ranks.prefix_rank(lines[i])
-        if rank is not None and is_progress(lines[i]):
-            progress.setdefault(rank, []).append(i)
+        if rank is not None and is_progress(lines[i]) and not ranks.strip_prefix(lines[i])[:1].isspace():
+            progress.setdefault(rank, []).append(i)  # a traceback's code line ("step=step") is not progress
     out = []
     for i in find_keys(lines, ERROR_KEYS, lo, frontier):
         rank = ranks.prefix_rank(lines[i])
