@@ -51,3 +51,12 @@ def test_a_tqdm_bar_counts_the_steps_done(rules: Classifier, done: int, phase: s
              "of 23.65 GiB of which 73.81 MiB is free."]
     w = diagnose_text("\n".join(lines), rules)
     assert w.diagnosis.category == "gpu_oom" and w.phase == phase
+
+
+def test_the_story_of_a_log_that_stops_mid_run_says_so(rules: Classifier) -> None:
+    lines = ["Epoch 12/30"] + [f"{k}/375 [=====>........] - ETA: 3s - loss: 0.41 - accuracy: 0.62" for k in range(10, 210, 10)]
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.diagnosis.category == "unknown" and w.indicator_lines == [len(lines)]
+    story = w.story()
+    assert story.startswith("stopped mid-run, ") and "in training" in story and "failed" not in story
+    assert f"(line {len(lines)})" in story
