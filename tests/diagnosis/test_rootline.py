@@ -256,3 +256,38 @@ def test_a_rank_s_traceback_code_lines_are_not_its_progress(rules: Classifier) -
     lines += [x for r in range(4) for x in tb(r, missing)]
     w = diagnose_text("\n".join(lines), rules)
     assert w.first_rank == 0 and lines[w.indicator_lines[0] - 1].endswith(disk)
+
+
+@pytest.mark.parametrize("line, rank, node, rest", [
+    ("9: [default3]:[rank39]: RuntimeError: boom", 39, None, "RuntimeError: boom"),  # srun --label task 9, global rank 39
+    ("192.168.5.2: [rank20]: FileNotFoundError: x", 20, "192.168.5.2", "FileNotFoundError: x"),  # pdsh host
+    ("localhost: [rank0]:   File \"a.py\", line 3", 0, None, '  File "a.py", line 3'),
+    ("gpu07: [rank12]: KeyError: 3", 12, "gpu07", "KeyError: 3"),
+    ("[rank7]:[rank7]: ValueError: doubled", 7, None, "ValueError: doubled"),  # torchtitan's doubled tag
+])
+def test_stacked_launcher_prefixes_name_the_global_rank(line: str, rank: int, node: str | None, rest: str) -> None:
+    o = origin_of(line)
+    assert (o.rank, o.node) == (rank, node)
+    assert strip_prefix(line) == rest
+
+
+def test_a_root_error_on_the_second_node_of_a_pdsh_job(rules: Classifier) -> None:
+    # DeepSpeed's pdsh launcher prefixes every line with its host; rank 9 on the second node dies
+    # while the first node goes on until its watchdog times out
+    lines: list[str] = []
+    for s in range(1, 6):
+        lines += [f"localhost: [rank0]: iteration {s}/1000 | lm loss: 7.1{s} | elapsed (ms): 812",
+                  f"192.168.5.2: [rank8]: iteration {s}/1000 | lm loss: 7.1{s}"]
+    lines += ["192.168.5.2: [rank9]: Traceback (most recent call last):",
+              '192.168.5.2: [rank9]:   File "/srv/pretrain_gpt.py", line 10, in <module>',
+              "192.168.5.2: [rank9]:     build_index(path)",
+              "192.168.5.2: [rank9]: FileNotFoundError: [Errno 2] No such file or directory: '/data/cache/doc_idx.npy'"]
+    lines += [f"localhost: [rank0]: iteration {s}/1000 | lm loss: 7.0{s} | elapsed (ms): 812" for s in range(6, 10)]
+    lines += ["localhost: [rank0]:[E1122 10:30:00.000 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective "
+              "operation timeout: WorkNCCL(SeqNum=50, OpType=ALLREDUCE) ran for 600000 milliseconds before timing out.",
+              "192.168.5.2: [2025-03-01 10:20:00,000] [ERROR] [launch.py:321:sigkill_handler] ['python', "
+              "'pretrain_gpt.py'] exits with return code = 1",
+              "pdsh@dgx1: 192.168.5.2: ssh exited with exit code 1"]
+    w = diagnose_text("\n".join(lines), rules)
+    assert (w.first_rank, w.first_node) == (9, "192.168.5.2")
+    assert lines[w.indicator_lines[0] - 1].endswith("doc_idx.npy'") and w.secondary_lines >= 1
