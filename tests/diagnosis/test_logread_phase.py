@@ -60,3 +60,17 @@ def test_the_story_of_a_log_that_stops_mid_run_says_so(rules: Classifier) -> Non
     story = w.story()
     assert story.startswith("stopped mid-run, ") and "in training" in story and "failed" not in story
     assert f"(line {len(lines)})" in story
+
+
+@pytest.mark.parametrize("eol", ["", "\r"])
+def test_an_evaluation_announced_after_the_last_step_is_the_phase(rules: Classifier, eol: str) -> None:
+    # fairseq announces its validation, the script prints its metrics, then a worker fails; a
+    # CRLF log's own "\r" does not hide what its lines show
+    lines = [f'[2022-06-06 10:06:00][train_inner][INFO] - {{"epoch": 18, "update": 17.{k}, "loss": "0.209"}}'
+             for k in range(80, 90)]
+    lines += ['[2022-06-06 10:06:13][fairseq_cli.train][INFO] - begin validation on "valid" subset',
+              "[[381 167 151  76]", " [101 217  24  49]]", "SENSE:  0.4544", "SPEC:  0.4916", "AUC:  0.51", "F1:  0.47",
+              "Traceback (most recent call last):", '  File "/usr/lib/python3.8/tempfile.py", line 497, in mkdtemp',
+              "    _os.mkdir(file, 0o700)", "OSError: [Errno 28] No space left on device: '/tmp/pymp-2ntknau9'"]
+    w = diagnose_text("\n".join(ln + eol for ln in lines), rules)
+    assert w.diagnosis.category == "storage_error" and w.phase == "evaluation"

@@ -106,7 +106,7 @@ def _step_progress(line: str) -> bool:
         line = line.lstrip()  # tqdm pads its bar on the left ("  0%|")
     if not is_progress(line) or "Warning" in line or "warn" in line:
         return False
-    shown = line[line.rfind("\r") + 1:]
+    shown = _shown(line)
     if "%|" in shown or "it/s" in shown:
         head = shown.split("%|")[0]
         if _SETUP_BAR.search(head):
@@ -115,6 +115,13 @@ def _step_progress(line: str) -> bool:
         if rate is not None and _float(rate.group(1)) > _FAST:
             return False
     return True
+
+
+def _shown(line: str) -> str:
+    """What a line shows: the last of a progress bar's ``\r`` refreshes (a CRLF line's own
+    ``\r`` ends it, it does not start an empty refresh)."""
+    line = line.rstrip("\r\n")
+    return line[line.rfind("\r") + 1:]
 
 
 def _float(text: str) -> float:
@@ -142,15 +149,23 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
         return "checkpoint_save"
     top = tb_start if tb_start is not None else failure
     # as shown (a progress bar's line holds every refresh: its last is what shows)
-    before = [ln[ln.rfind("\r") + 1:][-_SHOWN:] for ln in lines[max(floor, top - _LOOKBACK):top] if ln.strip()]
+    before = [_shown(ln)[-_SHOWN:] for ln in lines[max(floor, top - _LOOKBACK):top] if ln.strip()]
     if any(is_completion(ln) and not ln.lstrip().startswith(_AT_EXIT) for ln in before) or _teardown(region):
         return "shutdown"
     if _in_eval(frames) if tb_start is not None else _EVAL.search(text):
         return "evaluation"
     if any(_EVAL.search(ln) and not is_progress(ln) and not _RESULT_LINE.search(ln) and "rror" not in ln
-           and not ln.startswith((" ", "\t")) for ln in before[-6:]):
+           and not ln.startswith((" ", "\t")) for ln in _since_last_step(before)):
         return "evaluation"
     return _by_steps(lines, floor, top, region, frames if tb_start is not None else None, step)
+
+
+def _since_last_step(before: Sequence[str]) -> Sequence[str]:
+    """The lines after the last training progress line of ``before`` (an evaluation announced
+    there, "begin validation on "valid" subset", followed by its metric prints, is what failed);
+    the last 6 when none is near."""
+    last = next((k for k in range(len(before) - 1, -1, -1) if _step_progress(before[k])), None)
+    return before[last + 1:] if last is not None else before[-6:]
 
 
 def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str], frames: Sequence[str] | None,
@@ -179,7 +194,7 @@ def _bar_done(lines: Sequence[str], floor: int, top: int) -> int | None:
     got = last_matching(lines, _STEP_KEYS, _step_progress, floor, top)
     if not got:
         return None
-    shown = lines[got[0]][lines[got[0]].rfind("\r") + 1:]
+    shown = _shown(lines[got[0]])
     m = _BAR_DONE.search(shown[-_SHOWN:]) if "%|" in shown else None
     return int(m.group(1)) if m else None
 
