@@ -291,3 +291,17 @@ def test_a_root_error_on_the_second_node_of_a_pdsh_job(rules: Classifier) -> Non
     w = diagnose_text("\n".join(lines), rules)
     assert (w.first_rank, w.first_node) == (9, "192.168.5.2")
     assert lines[w.indicator_lines[0] - 1].endswith("doc_idx.npy'") and w.secondary_lines >= 1
+
+
+def test_the_one_host_start_up_lines_announce_is_the_node(rules: Classifier) -> None:
+    head = ["2022-06-06 09:17:48 | INFO | fairseq.distributed.utils | initialized host node-b7 as rank 0",
+            "2022-06-06 09:17:48 | INFO | fairseq.distributed.utils | initialized host node-b7 as rank 1"]
+    body = [f'[train_inner][INFO] - {{"epoch": 3, "update": 2.{k}, "loss": "0.2"}}' for k in range(10, 20)]
+    tail = ["Traceback (most recent call last):", '  File "/usr/lib/python3.8/tempfile.py", line 497, in mkdtemp',
+            "OSError: [Errno 28] No space left on device: '/tmp/pymp-2ntknau9'"]
+    w = diagnose_text("\n".join(head + body + tail), rules)
+    assert (w.first_rank, w.first_node) == (None, "node-b7")
+    two = [head[0], head[1].replace("node-b7", "node-b8")]
+    assert diagnose_text("\n".join(two + body + tail), rules).first_node is None  # two hosts: which one is not said
+    world = ["[INFO] [launch.py:146:main] WORLD INFO DICT: {'localhost': [0, 1]}"]
+    assert diagnose_text("\n".join(world + body + tail), rules).first_node is None

@@ -16,7 +16,7 @@ import dataclasses
 import re
 from collections.abc import Sequence
 
-__all__ = ["Origin", "mpirun_first", "origin_of", "prefix_rank", "root_cause_table", "strip_prefix",
+__all__ = ["HOST_KEYS", "Origin", "announced_host", "mpirun_first", "origin_of", "prefix_rank", "root_cause_table", "strip_prefix",
            "table_hosts", "timestamp_of"]
 
 
@@ -200,3 +200,24 @@ def mpirun_first(lines: Sequence[str], keys: Sequence[int], bindings: Sequence[i
         if m and int(m.group(2)) == rank:
             return Origin(rank, m.group(1))
     return Origin(rank)
+
+
+#: Start-up lines that name the host each rank runs on: fairseq's "initialized host gpu07 as rank
+#: 1", DeepSpeed's "WORLD INFO DICT: {'gpu07': [0, 1, 2, 3]}".
+HOST_KEYS = ("initialized host ", "WORLD INFO DICT:")
+_FAIRSEQ_HOST = re.compile(r"initialized host (\S+) as rank \d+")
+_WORLD_HOSTS = re.compile(r"'([\w.-]+)':\s*\[")
+
+
+def announced_host(lines: Sequence[str], keys: Sequence[int]) -> str | None:
+    """The one host the start-up lines at the indexes ``keys`` (lines holding one of
+    ``HOST_KEYS``) name for every rank; None when they name several, or only ``localhost``."""
+    hosts: set[str] = set()
+    for i in keys:
+        ln = lines[i]
+        if "initialized host " in ln:
+            hosts.update(_FAIRSEQ_HOST.findall(ln))
+        elif "WORLD INFO DICT:" in ln:
+            hosts.update(_WORLD_HOSTS.findall(ln.split("WORLD INFO DICT:", 1)[1]))
+    hosts.discard("localhost")
+    return next(iter(hosts)) if len(hosts) == 1 else None

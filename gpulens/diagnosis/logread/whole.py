@@ -399,9 +399,10 @@ def _same(line: str, first: ranks.Origin) -> bool:
 
 
 def _failing_host(lines: Sequence[str], floor: int) -> str | None:
-    """The host a scheduler line names for the failed attempt (Slurm cancel/srun error)."""
+    """The host a scheduler line names for the failed attempt (Slurm cancel/srun error), else
+    the one host its start-up lines name for every rank (a single-node job)."""
     for i in reversed(find_keys(lines, ("CANCELLED", "srun: error"), floor)):
         node = ranks.origin_of(lines[i]).node
         if node:
             return node
-    return None
+    return ranks.announced_host(lines, find_keys(lines, ranks.HOST_KEYS, floor))
