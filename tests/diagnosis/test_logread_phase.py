@@ -74,3 +74,17 @@ def test_an_evaluation_announced_after_the_last_step_is_the_phase(rules: Classif
               "    _os.mkdir(file, 0o700)", "OSError: [Errno 28] No space left on device: '/tmp/pymp-2ntknau9'"]
     w = diagnose_text("\n".join(ln + eol for ln in lines), rules)
     assert w.diagnosis.category == "storage_error" and w.phase == "evaluation"
+
+
+def test_settings_and_announcements_are_no_steps_done(rules: Classifier) -> None:
+    head = ["2026-01-21 12:38:34 - Main - INFO -   Iterations per epoch: 1108",
+            "2026-01-21 12:38:34 - Main - INFO -   Total optimization steps = 5540",
+            "Invalidate trace cache @ step 56836: expected module 842, but got module 422",
+            "2026-01-21 12:38:34 - Main - INFO - Starting iteration-wise training...", "waiting for batch..."]
+    tail = ["Traceback (most recent call last):", '  File "train.py", line 68, in training_step',
+            "    self.masking_model(patch_embeddings, images)", '  File "models/mask.py", line 105, in forward',
+            '    assert N == self.num_patches, f"Expected {self.num_patches} patches, got {N}"',
+            "AssertionError: Expected 196 patches, got 3136"]
+    w = diagnose_text("\n".join(head + tail), rules)
+    assert w.phase == "first_step" and w.step is None
+    assert last_step(["[Rank 0] step=0, skipped=0, lr=[0.0, 0.0]"], 1) == "0"

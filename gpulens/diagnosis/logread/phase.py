@@ -75,12 +75,12 @@ def _step_in(line: str) -> str | None:
     if (n := _counter(line)) is not None:
         return n
     end = line[-400:]
-    if not is_progress(end):
+    if not is_progress(end) or _SETTING.search(end) is not None:
         return None
     for rx in _STEP_RES:
         m = rx.search(end)
         if m:
-            return m.group(1)
+            return m.group(1).rstrip(",")  # "step=0, skipped=0": the list's comma is not the number's
     return None
 
 
@@ -93,6 +93,11 @@ def _progress_count(lines: Sequence[str], floor: int, before: int, enough: int) 
 _SETUP_BAR = re.compile(r"(?i)\b(?:load|fetch|download|map|filter|tokeni[sz]|generat|process|resolv|captur|extract"
                         r"|compil|build|prepar|convert|cach|shard|upload|copy|sav)\w*\b")
 _RATE = re.compile(r"([\d.]+)it/s")
+#: A line that states a setting or announces a stage rather than counting a step done (no loss
+#: printed): "Iterations per epoch: 1108", "Total optimization steps = 500", "Starting iteration-wise
+#: training", DeepSpeed ZeRO-3's "Invalidate trace cache @ step 56836: expected module ...".
+_SETTING = re.compile(r"(?i)^(?!.*loss).*(?:\bper (?:epoch|step|iter\w*|device|gpu)\b|\btotal\b|\bnumber of\b|\bnum_"
+                      r"|\bmax_|\bstarting\b|\bwarmup_|Invalidate trace cache)")
 #: A bar faster than this many iterations per second is not stepping a GPU training job.
 _FAST = 1000.0
 
@@ -106,6 +111,8 @@ def _step_progress(line: str) -> bool:
         line = line.lstrip()  # tqdm pads its bar on the left ("  0%|")
     if not is_progress(line) or "Warning" in line or "warn" in line:
         return False
+    if not any(c.isdigit() for c in line[-_SHOWN:]) or _SETTING.search(line[-_SHOWN:]) is not None:
+        return False  # "waiting for batch...", "Iterations per epoch: 1108", "Starting training": no step done
     shown = _shown(line)
     if "%|" in shown or "it/s" in shown:
         head = shown.split("%|")[0]
