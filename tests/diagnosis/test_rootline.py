@@ -305,3 +305,16 @@ def test_the_one_host_start_up_lines_announce_is_the_node(rules: Classifier) -> 
     assert diagnose_text("\n".join(two + body + tail), rules).first_node is None  # two hosts: which one is not said
     world = ["[INFO] [launch.py:146:main] WORLD INFO DICT: {'localhost': [0, 1]}"]
     assert diagnose_text("\n".join(world + body + tail), rules).first_node is None
+
+
+def test_a_timeout_printed_onto_a_progress_bar_is_the_first(rules: Classifier) -> None:
+    # rank 0 hangs building a data set; rank 2's watchdog line lands on rank 0's tqdm bar (no
+    # newline), before the other ranks' timeouts that start their own lines
+    def timeout(rank: int) -> str:
+        return (f"[rank{rank}]:[E922 03:32:06.1{rank} ProcessGroupNCCL.cpp:607] [Rank {rank}] Watchdog caught collective "
+                "operation timeout: WorkNCCL(SeqNum=875, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800079 milliseconds")
+    bar = "".join(f"\rGenerating train split: {k} examples [15:{k % 60:02d}, 17.25 examples/s]" for k in range(0, 900, 3))
+    lines = ["Generating train split: 0 examples [00:00, ? examples/s]", bar + timeout(2), timeout(3), timeout(1),
+             "W0922 03:32:08.993000 1397 torch/distributed/elastic/multiprocessing/api.py:858] Sending process 36 closing signal SIGTERM"]
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.first_rank == 2 and w.indicator_lines[0] == 2

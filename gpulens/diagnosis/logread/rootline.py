@@ -154,6 +154,8 @@ def first_origin(lines: Sequence[str], failures: Sequence[int], start: int,
     symptoms = set(region) - set(real)
     echoes = [(i, o) for i in region if i in symptoms and (o := ranks.origin_of(lines[i])) != ranks.Origin()]
     hangs = [(i, o) for i, o in echoes if not real and _TIMEOUT.search(norm(i)) is not None]
+    if hangs:
+        hangs = glued_timeouts(lines, max(0, start - 1), hangs[0][0]) + hangs
     if hangs:  # nothing failed but a collective timed out: the first rank to say so
         got = _earliest(hangs, lines)
     else:
@@ -225,6 +227,7 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     picked = _root_lines(own, norm)
     if not own:  # only symptoms: a collective timeout is the key message (the first one)
         picked = [i for i in region if _TIMEOUT.search(norm(i)) is not None][:1]
+        picked = [i for i, _ in glued_timeouts(lines, max(0, start - 1), picked[0])][:1] + picked if picked else picked
     texts = {_shape(norm(i)) for i in picked}
     for i in _quoted(lines, start, failures, evidence, norm):
         if _shape(norm(i)) not in texts and mine(i) and not (own and _cleanup(norm(i))):
@@ -304,6 +307,21 @@ def _quoted(lines: Sequence[str], start: int, failures: Sequence[int], evidence:
 _SAYS_ERROR = re.compile(r"[Ee]rror|ERROR|[Ee]xception|[Ff]ail|FAIL|[Kk]illed|not found|[Dd]enied|[Ii]nvalid|No such"
                          r"|out of memory|[Tt]imeout|timed out|[Aa]bort|[Ss]egmentation|Interrupt|[Uu]nable|[Cc]annot"
                          r"|can't|[Mm]ismatch|nan\b|NaN")
+
+
+#: A rank's line printed onto a progress bar that left no newline (tqdm): "... 17.25 examples/s][rank2]:[E922 …"
+_GLUED = re.compile(r"(?:/s\]|\||\]|\s)\[rank(\d+)\]:(?=.*(?:[Ww]atchdog caught collective|collective operation timeout))")
+
+
+def glued_timeouts(lines: Sequence[str], lo: int, hi: int) -> list[tuple[int, ranks.Origin]]:
+    """(index, origin) of the collective-timeout lines in ``lines[lo:hi]`` that a rank printed onto
+    another line (a progress bar without its newline): the first timeout can hide there."""
+    out = []
+    for i in find_keys(lines, ("atchdog caught collective", "collective operation timeout"), lo, hi):
+        m = _GLUED.search(lines[i])
+        if m is not None and m.start() > 0:
+            out.append((i, ranks.Origin(int(m.group(1)))))
+    return out
 
 
 def interleaved(lines: Sequence[str], start: int, first: ranks.Origin) -> tuple[int, int]:
