@@ -84,6 +84,8 @@ _PREFIX_PATTERN = r"""^(?:
       | \[[IWEF]\d{4}[ \t]\d\d:\d\d:\d\d\.\d+[ \t]+(?:\d+[ \t]+)?\S+:\d+\][ \t]*  # [E1206 18:44:12.715 ProcessGroupNCCL.cpp:607]
       | \[?(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL|E|W|I)\]?[ \t]*[:|-]?[ \t]+(?=\S)  # levels
       | [\w.-]+[ \t]+\d+[ \t]*\|[ \t]*                                       # host 0 |
+      | (?:\d{1,3}\.){3}\d{1,3}:[ \t]|localhost:[ \t]                         # pdsh (DeepSpeed multi-node): "10.0.0.7: "
+      | [A-Za-z][\w.-]*\d[\w.-]*:[ \t]+(?=\[(?:rank|default)\d+\])            # pdsh "gpu07: " before a rank tag
     )+"""
 # Prefixes that launchers, loggers and schedulers put before a program's own line. Only
 # blanks and tabs ([ \t], never \s), so the MULTILINE form strips every line of a text in one

@@ -61,6 +61,11 @@ def test_prefixes_are_stripped() -> None:
     assert normalize_line("2024-05-01T10:00:00.123456789Z KeyError: 'x'") == "KeyError: 'x'"
     assert normalize_line("0: ValueError: y") == "ValueError: y"
     assert normalize_line("W1122 02:19:36.353000 20776 torch/x/api.py:10] Sending") == "Sending"
+    # pdsh (DeepSpeed multi-node) host prefixes: an address or localhost always, a host name before a rank tag
+    assert normalize_line("10.0.0.7: [rank9]: OSError: disk full") == "OSError: disk full"
+    assert normalize_line("localhost: Traceback (most recent call last):") == "Traceback (most recent call last):"
+    assert normalize_line("gpu07: [rank12]: KeyError: 3") == "KeyError: 3"
+    assert normalize_line("gpu07: loading shards") == "gpu07: loading shards"  # no rank tag: may be the program's
 
 
 def test_torchrun_root_cause_rank_is_used() -> None:

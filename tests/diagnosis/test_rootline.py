@@ -74,8 +74,9 @@ def test_the_first_rank_to_print_the_error_beats_torchruns_table(rules: Classifi
     assert (w.first_rank, w.first_node) == (5, "node-a3")  # the table's host for rank 5
     got = [lines[n - 1] for n in w.indicator_lines]
     assert got[0].startswith("[rank5]: torch.OutOfMemoryError") and not any(x.startswith("[rank2]: torch") for x in got)
-    assert any("ChildFailedError" in x for x in got) and any("Root Cause" in x for x in got)
-    assert any(x.strip().startswith("rank      : 2") for x in got)  # the table's rank row
+    assert any("ChildFailedError" in x for x in got)
+    # the root-cause table's rank row, not its header (the row says what the header announces)
+    assert any(x.strip().startswith("rank      : 2") for x in got) and not any("Root Cause" in x for x in got)
     assert not any("SIGTERM" in x or "exitcode  :" in x for x in got)
     assert w.secondary_lines >= 2
 
@@ -127,6 +128,29 @@ def test_one_ray_workers_traceback_among_several_on_a_node(rules: Classifier) ->
     assert w.indicator_lines == [5]  # the first worker's OOM; the others' are the same failure again
 
 
+def test_a_ray_driver_wrapper_is_not_the_root_the_task_s_own_exception_is(rules: Classifier) -> None:
+    # the driver re-raises a task's error as RayTaskError(X) naming the driver's actor; the
+    # nested RayTaskError names the task that failed, and its own exception follows below it
+    lines = ["(Runner pid=500) step 40 | loss 0.31", "Traceback (most recent call last):",
+             '  File "/srv/main.py", line 12, in main', "    ray.get(runner.run.remote(cfg))",
+             "ray.exceptions.RayTaskError(OSError): ray::Runner.run() (pid=500, ip=10.0.0.5, actor_id=aa01)",
+             '  File "/srv/trainer.py", line 80, in fit', "    self.workers.save_checkpoint(path)",
+             "ray.exceptions.RayTaskError(OSError): ray::Worker.save_checkpoint() (pid=612, ip=10.0.0.5, actor_id=bb02)",
+             '  File "/srv/worker.py", line 33, in save_checkpoint', "    torch.save(state, path)",
+             "OSError: [Errno 28] No space left on device"]
+    assert not is_root_error(lines[4]) and not is_root_error(lines[7])
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.first_node == "10.0.0.5" and 11 in w.indicator_lines and 5 not in w.indicator_lines
+
+
+def test_the_same_error_of_several_processes_is_shown_once(rules: Classifier) -> None:
+    # data-loader workers each fail on their own temporary file: one failure, one line
+    lines = ["epoch 3 step 120 loss 0.52"] + [
+        f"OSError: [Errno 28] No space left on device: '/tmp/pymp-{name}'" for name in ("ab12cd", "x9y8zq", "kk01mm")]
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.indicator_lines == [2]
+
+
 def test_srun_task_under_torchrun_is_not_the_rank(rules: Classifier) -> None:
     lines = _rank_traceback(1, "bdb.BdbQuit") + _rank_traceback(0, "bdb.BdbQuit") + _TORCHRUN_TAIL + [
         "srun: error: node-a3: task 0: Exited with exit code 1"]
@@ -156,8 +180,9 @@ def test_launcher_summaries() -> None:
     assert mpirun_first(["  Process name: [[77,1],3]"] + bindings, [0], [1]) == Origin(3, "gpn07")
     assert mpirun_first(["  Process name: [[77,1],3]"], [0], []) == Origin(3)
     got = [_TORCHRUN_TAIL[i] for i in verdict_lines(_TORCHRUN_TAIL, 0)]
-    assert got[0].startswith("torch.distributed.elastic.multiprocessing.errors.ChildFailedError")
-    assert got[1].startswith("Root Cause") and got[2].strip().startswith("rank      : 2")
+    assert "] failed (exitcode: 1) local_rank: 2" in got[0]  # torchrun's first verdict line
+    assert got[1].startswith("torch.distributed.elastic.multiprocessing.errors.ChildFailedError")
+    assert got[2].strip().startswith("rank      : 2") and not any(x.startswith("Root Cause") for x in got)
     assert origin_of("(Worker pid=77, ip=10.0.0.9) x") == Origin(None, "10.0.0.9", "77")
     assert strip_prefix("[rank3]: TypeError: boom") == "TypeError: boom"
     assert strip_prefix("[rank3]:   File \"x.py\", line 1") == "  File \"x.py\", line 1"
@@ -166,8 +191,9 @@ def test_launcher_summaries() -> None:
 
 def test_secondary_lines_are_other_ranks_and_launchers_not_the_failing_process_own(rules: Classifier) -> None:
     w = diagnose_text("\n".join(_torchrun_log()), rules)
-    # rank 2's OOM, the SIGTERM, "failed (exitcode", the launcher's raise and its two exit-code rows
-    assert w.secondary_lines == 6
+    # rank 2's OOM, the SIGTERM, the launcher's raise and its two exit-code rows ("failed (exitcode"
+    # is torchrun's first verdict line: shown, not secondary)
+    assert w.secondary_lines == 5
     single = ["epoch 3 step 120 loss 0.41",
               "Traceback (most recent call last):", '  File "train.py", line 9, in load', "    return open(p)",
               "FileNotFoundError: [Errno 2] No such file or directory: 'data/val.json'",
@@ -208,3 +234,87 @@ def test_the_error_context_starts_at_the_first_traceback_of_a_chain() -> None:
     assert chain_start(lines, 7, 0) == 1
     assert chain_start(lines, 7, 3) == 7  # not before the floor
     assert chain_start(lines, 1, 0) == 1  # not chained to anything above
+
+
+def test_a_rank_s_traceback_code_lines_are_not_its_progress(rules: Classifier) -> None:
+    # a script runs two torchrun stages; the first fails on rank 0 while the other ranks go on
+    # printing, then the second stage fails on every rank: rank 0's traceback code lines in the
+    # second stage ("step=step") are not training progress that would show it went on
+    def tb(rank: int, err: str) -> list[str]:
+        return [f"[rank{rank}]: Traceback (most recent call last):",
+                f'[rank{rank}]:   File "/srv/chat_sft.py", line 40, in <module>',
+                f'[rank{rank}]:     model, tok, meta = load_model(args.source, device, phase="train", step=step)',
+                f'[rank{rank}]:   File "/srv/checkpoints.py", line 77, in load_model',
+                f'[rank{rank}]:     for step in range(last_step):',
+                f'[rank{rank}]:   File "/srv/checkpoints.py", line 90, in find_last_step',
+                f'[rank{rank}]:     return max(int(f.split("_")[-1]) for f in os.listdir(d)) if step else 0',
+                f"[rank{rank}]: {err}"]
+    disk = "OSError: Not enough disk space. Needed: 153.54 MiB"
+    missing = "FileNotFoundError: [Errno 2] No such file or directory: '/root/.cache/mid_checkpoints'"
+    lines = [f"[rank{r}]: step 00400/00500 | loss: 2.1 | dt: 410ms" for r in range(4)]
+    lines += tb(0, disk) + [f"[rank{r}]: step 00{k}/00500 | loss: 2.0 | dt: 400ms" for k in (401, 402, 403) for r in (1, 2, 3)]
+    lines += [x for r in range(4) for x in tb(r, missing)]
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.first_rank == 0 and lines[w.indicator_lines[0] - 1].endswith(disk)
+
+
+@pytest.mark.parametrize("line, rank, node, rest", [
+    ("9: [default3]:[rank39]: RuntimeError: boom", 39, None, "RuntimeError: boom"),  # srun --label task 9, global rank 39
+    ("192.168.5.2: [rank20]: FileNotFoundError: x", 20, "192.168.5.2", "FileNotFoundError: x"),  # pdsh host
+    ("localhost: [rank0]:   File \"a.py\", line 3", 0, None, '  File "a.py", line 3'),
+    ("gpu07: [rank12]: KeyError: 3", 12, "gpu07", "KeyError: 3"),
+    ("[rank7]:[rank7]: ValueError: doubled", 7, None, "ValueError: doubled"),  # torchtitan's doubled tag
+])
+def test_stacked_launcher_prefixes_name_the_global_rank(line: str, rank: int, node: str | None, rest: str) -> None:
+    o = origin_of(line)
+    assert (o.rank, o.node) == (rank, node)
+    assert strip_prefix(line) == rest
+
+
+def test_a_root_error_on_the_second_node_of_a_pdsh_job(rules: Classifier) -> None:
+    # DeepSpeed's pdsh launcher prefixes every line with its host; rank 9 on the second node dies
+    # while the first node goes on until its watchdog times out
+    lines: list[str] = []
+    for s in range(1, 6):
+        lines += [f"localhost: [rank0]: iteration {s}/1000 | lm loss: 7.1{s} | elapsed (ms): 812",
+                  f"192.168.5.2: [rank8]: iteration {s}/1000 | lm loss: 7.1{s}"]
+    lines += ["192.168.5.2: [rank9]: Traceback (most recent call last):",
+              '192.168.5.2: [rank9]:   File "/srv/pretrain_gpt.py", line 10, in <module>',
+              "192.168.5.2: [rank9]:     build_index(path)",
+              "192.168.5.2: [rank9]: FileNotFoundError: [Errno 2] No such file or directory: '/data/cache/doc_idx.npy'"]
+    lines += [f"localhost: [rank0]: iteration {s}/1000 | lm loss: 7.0{s} | elapsed (ms): 812" for s in range(6, 10)]
+    lines += ["localhost: [rank0]:[E1122 10:30:00.000 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective "
+              "operation timeout: WorkNCCL(SeqNum=50, OpType=ALLREDUCE) ran for 600000 milliseconds before timing out.",
+              "192.168.5.2: [2025-03-01 10:20:00,000] [ERROR] [launch.py:321:sigkill_handler] ['python', "
+              "'pretrain_gpt.py'] exits with return code = 1",
+              "pdsh@dgx1: 192.168.5.2: ssh exited with exit code 1"]
+    w = diagnose_text("\n".join(lines), rules)
+    assert (w.first_rank, w.first_node) == (9, "192.168.5.2")
+    assert lines[w.indicator_lines[0] - 1].endswith("doc_idx.npy'") and w.secondary_lines >= 1
+
+
+def test_the_one_host_start_up_lines_announce_is_the_node(rules: Classifier) -> None:
+    head = ["2022-06-06 09:17:48 | INFO | fairseq.distributed.utils | initialized host node-b7 as rank 0",
+            "2022-06-06 09:17:48 | INFO | fairseq.distributed.utils | initialized host node-b7 as rank 1"]
+    body = [f'[train_inner][INFO] - {{"epoch": 3, "update": 2.{k}, "loss": "0.2"}}' for k in range(10, 20)]
+    tail = ["Traceback (most recent call last):", '  File "/usr/lib/python3.8/tempfile.py", line 497, in mkdtemp',
+            "OSError: [Errno 28] No space left on device: '/tmp/pymp-2ntknau9'"]
+    w = diagnose_text("\n".join(head + body + tail), rules)
+    assert (w.first_rank, w.first_node) == (None, "node-b7")
+    two = [head[0], head[1].replace("node-b7", "node-b8")]
+    assert diagnose_text("\n".join(two + body + tail), rules).first_node is None  # two hosts: which one is not said
+    world = ["[INFO] [launch.py:146:main] WORLD INFO DICT: {'localhost': [0, 1]}"]
+    assert diagnose_text("\n".join(world + body + tail), rules).first_node is None
+
+
+def test_a_timeout_printed_onto_a_progress_bar_is_the_first(rules: Classifier) -> None:
+    # rank 0 hangs building a data set; rank 2's watchdog line lands on rank 0's tqdm bar (no
+    # newline), before the other ranks' timeouts that start their own lines
+    def timeout(rank: int) -> str:
+        return (f"[rank{rank}]:[E922 03:32:06.1{rank} ProcessGroupNCCL.cpp:607] [Rank {rank}] Watchdog caught collective "
+                "operation timeout: WorkNCCL(SeqNum=875, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800079 milliseconds")
+    bar = "".join(f"\rGenerating train split: {k} examples [15:{k % 60:02d}, 17.25 examples/s]" for k in range(0, 900, 3))
+    lines = ["Generating train split: 0 examples [00:00, ? examples/s]", bar + timeout(2), timeout(3), timeout(1),
+             "W0922 03:32:08.993000 1397 torch/distributed/elastic/multiprocessing/api.py:858] Sending process 36 closing signal SIGTERM"]
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.first_rank == 2 and w.indicator_lines[0] == 2

@@ -52,30 +52,52 @@ _STEP_LOOKBACK = 600
 
 def last_step(lines: Sequence[str], before: int, floor: int = 0) -> str | None:
     """The last step/iteration/epoch printed in ``lines[floor:before]`` (as printed)."""
-    found = last_matching(lines, PROGRESS_KEYS, lambda ln: _step_in(ln) is not None, max(floor, before - _STEP_LOOKBACK), before)
+    found = last_matching(lines, _STEP_KEYS, lambda ln: _step_in(ln) is not None, max(floor, before - _STEP_LOOKBACK), before)
     return _step_in(lines[found[0]]) if found else None
 
 
+#: A bare iteration counter a script prints once per step ("ite 19988", StyleGAN/EDM's
+#: "tick 928   kimg 46444.6   time 3d 07h 55m ...").
+_COUNTER = re.compile(r"(?:ite|tick)\s+(\d+)\b")
+_COUNTER_KEYS = ("ite ", "tick ")
+_STEP_KEYS = (*PROGRESS_KEYS, *_COUNTER_KEYS)
+
+
+def _counter(line: str) -> str | None:
+    """The count of a bare counter line, if it is one."""
+    if not line.startswith(_COUNTER_KEYS):
+        return None
+    m = _COUNTER.match(line)
+    return m.group(1) if m else None
+
+
 def _step_in(line: str) -> str | None:
+    if (n := _counter(line)) is not None:
+        return n
     end = line[-400:]
-    if not is_progress(end):
+    if not is_progress(end) or _SETTING.search(end) is not None:
         return None
     for rx in _STEP_RES:
         m = rx.search(end)
         if m:
-            return m.group(1)
+            return m.group(1).rstrip(",")  # "step=0, skipped=0": the list's comma is not the number's
     return None
 
 
 def _progress_count(lines: Sequence[str], floor: int, before: int, enough: int) -> int:
     """Training-step progress lines in ``lines[floor:before]``, counted backwards up to ``enough``."""
-    return len(last_matching(lines, PROGRESS_KEYS, _step_progress, floor, before, enough))
+    return len(last_matching(lines, _STEP_KEYS, _step_progress, floor, before, enough))
 
 
 #: What set-up progress bars say they do (loading, downloading, preprocessing, compiling).
 _SETUP_BAR = re.compile(r"(?i)\b(?:load|fetch|download|map|filter|tokeni[sz]|generat|process|resolv|captur|extract"
                         r"|compil|build|prepar|convert|cach|shard|upload|copy|sav)\w*\b")
 _RATE = re.compile(r"([\d.]+)it/s")
+#: A line that states a setting or announces a stage rather than counting a step done (no loss
+#: printed): "Iterations per epoch: 1108", "Total optimization steps = 500", "Starting iteration-wise
+#: training", DeepSpeed ZeRO-3's "Invalidate trace cache @ step 56836: expected module ...".
+_SETTING = re.compile(r"(?i)^(?!.*loss).*(?:\bper (?:epoch|step|iter\w*|device|gpu)\b|\btotal\b|\bnumber of\b|\bnum_"
+                      r"|\bmax_|\bstarting\b|\bwarmup_|Invalidate trace cache)")
 #: A bar faster than this many iterations per second is not stepping a GPU training job.
 _FAST = 1000.0
 
@@ -83,9 +105,15 @@ _FAST = 1000.0
 def _step_progress(line: str) -> bool:
     """A progress line of the training itself: not a warning's text, not a set-up bar (loading
     weights, mapping a data set: named so, or running thousands of iterations a second)."""
+    if _counter(line) is not None:
+        return True
+    if "%|" in line[-_SHOWN:]:
+        line = line.lstrip()  # tqdm pads its bar on the left ("  0%|")
     if not is_progress(line) or "Warning" in line or "warn" in line:
         return False
-    shown = line[line.rfind("\r") + 1:]
+    if not any(c.isdigit() for c in line[-_SHOWN:]) or _SETTING.search(line[-_SHOWN:]) is not None:
+        return False  # "waiting for batch...", "Iterations per epoch: 1108", "Starting training": no step done
+    shown = _shown(line)
     if "%|" in shown or "it/s" in shown:
         head = shown.split("%|")[0]
         if _SETUP_BAR.search(head):
@@ -94,6 +122,13 @@ def _step_progress(line: str) -> bool:
         if rate is not None and _float(rate.group(1)) > _FAST:
             return False
     return True
+
+
+def _shown(line: str) -> str:
+    """What a line shows: the last of a progress bar's ``\r`` refreshes (a CRLF line's own
+    ``\r`` ends it, it does not start an empty refresh)."""
+    line = line.rstrip("\r\n")
+    return line[line.rfind("\r") + 1:]
 
 
 def _float(text: str) -> float:
@@ -121,15 +156,23 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
         return "checkpoint_save"
     top = tb_start if tb_start is not None else failure
     # as shown (a progress bar's line holds every refresh: its last is what shows)
-    before = [ln[ln.rfind("\r") + 1:][-_SHOWN:] for ln in lines[max(floor, top - _LOOKBACK):top] if ln.strip()]
+    before = [_shown(ln)[-_SHOWN:] for ln in lines[max(floor, top - _LOOKBACK):top] if ln.strip()]
     if any(is_completion(ln) and not ln.lstrip().startswith(_AT_EXIT) for ln in before) or _teardown(region):
         return "shutdown"
     if _in_eval(frames) if tb_start is not None else _EVAL.search(text):
         return "evaluation"
     if any(_EVAL.search(ln) and not is_progress(ln) and not _RESULT_LINE.search(ln) and "rror" not in ln
-           and not ln.startswith((" ", "\t")) for ln in before[-6:]):
+           and not ln.startswith((" ", "\t")) for ln in _since_last_step(before)):
         return "evaluation"
     return _by_steps(lines, floor, top, region, frames if tb_start is not None else None, step)
+
+
+def _since_last_step(before: Sequence[str]) -> Sequence[str]:
+    """The lines after the last training progress line of ``before`` (an evaluation announced
+    there, "begin validation on "valid" subset", followed by its metric prints, is what failed);
+    the last 6 when none is near."""
+    last = next((k for k in range(len(before) - 1, -1, -1) if _step_progress(before[k])), None)
+    return before[last + 1:] if last is not None else before[-6:]
 
 
 def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str], frames: Sequence[str] | None,
@@ -145,9 +188,31 @@ def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str],
         if _first_collective(region):
             return "first_step"
         return _glued_bar(region) or ("first_step" if frames is not None and _in_step(frames) else "startup")
-    if step in ("0", "1") or (steps < 3 and not (step and step.replace(",", "").isdigit() and int(step.replace(",", "")) > 1)):
+    done = _bar_done(lines, floor, top)
+    if done is not None:  # a tqdm bar counts the steps done: the failure is in the next one
+        return "first_step" if done == 0 else "training"
+    if step in ("0", "1") or (steps < 3 and not _past_first(step)):
         return "first_step"
     return "training"
+
+
+def _bar_done(lines: Sequence[str], floor: int, top: int) -> int | None:
+    """The steps done a tqdm bar shows when it is the last training progress line before ``top``."""
+    got = last_matching(lines, _STEP_KEYS, _step_progress, floor, top)
+    if not got:
+        return None
+    shown = _shown(lines[got[0]])
+    m = _BAR_DONE.search(shown[-_SHOWN:]) if "%|" in shown else None
+    return int(m.group(1)) if m else None
+
+
+def _past_first(step: str | None) -> bool:
+    """Whether a printed step is past the first: a count above 1, or a fractional epoch above 0
+    (the Hugging Face Trainer's ``'epoch': 0.04`` is logged every ``logging_steps`` steps)."""
+    text = (step or "").replace(",", "")
+    if text.isdigit():
+        return int(text) > 1
+    return "." in text and _float(text) > 0
 
 
 #: Lines above a failure searched for the head of its traceback.
@@ -277,14 +342,21 @@ def _teardown(region: Sequence[str]) -> bool:
     return any(_TEARDOWN.search(ln) and not is_benign(ln) and not is_terminal_kill(ln) for ln in region)
 
 
+#: A tqdm bar's count of iterations done ("| 1/242731 [00:18<1251:57:42, 18.57s/it]").
+_BAR_DONE = re.compile(r"\|\s*(\d+)/\d+\s*\[")
+
+
 def _glued_bar(region: Sequence[str]) -> str | None:
     """The phase shown by a progress bar the traceback was printed onto (tqdm leaves no newline:
     ``Epoch 1/10:   0%|   | 0/375 [00:00<?, ?it/s]Traceback (most recent call last):``): the
     first step at 0% or step 0/1, else training; ``None`` when there is no such line."""
     for ln in region:
         at = ln.find(_TB)
-        if at > 0 and is_progress(ln[:at]):
-            bar = ln[:at]
+        if at > 0 and is_progress(ln[:at].lstrip()):
+            bar = ln[ln.rfind("\r", 0, at) + 1:at]
+            done = _BAR_DONE.search(bar)  # "1/242731 [00:18<...": one step done, the failure is in a later one
+            if done is not None:
+                return "first_step" if int(done.group(1)) == 0 else "training"
             return "first_step" if " 0%|" in bar or _step_in(bar) in ("0", "1") else "training"
     return None
 

@@ -16,7 +16,7 @@ import dataclasses
 import re
 from collections.abc import Sequence
 
-__all__ = ["Origin", "mpirun_first", "origin_of", "prefix_rank", "root_cause_table", "strip_prefix",
+__all__ = ["HOST_KEYS", "Origin", "announced_host", "mpirun_first", "origin_of", "prefix_rank", "root_cause_table", "strip_prefix",
            "table_hosts", "timestamp_of"]
 
 
@@ -54,11 +54,31 @@ _ALL = (*_PREFIXES, *_MESSAGES)
 _NEEDS = {_PREFIXES[3][0].pattern: "pid=", _MESSAGES[2][0].pattern: "rocess ", _MESSAGES[3][0].pattern: "global_rank"}
 
 
+#: A global ``[rankN]:`` tag behind the prefixes a launcher stacks before it: srun's ``--label``
+#: task (``9: [default3]:[rank39]:``), pdsh's host (``192.168.5.2: [rank20]:``, ``localhost:
+#: [rank0]:``), torchrun's local ``[defaultN]:`` and a doubled tag (``[rank7]:[rank7]:``).
+_STACKED = re.compile(r"^\s*(?:\d{1,4}:\s+|(?P<host>localhost|[A-Za-z][\w.-]*\d[\w.-]*|(?:\d{1,3}\.){3}\d{1,3}):\s+)?"
+                      r"(?:\[default\d+\]:\s*)?(?:\[rank(?P<rank>\d+)\]:\s?)+")
+#: Characters at the start of a line a stacked prefix takes at most.
+_STACK_SPAN = 80
+
+
+def _stacked(line: str) -> re.Match[str] | None:
+    """The match of a stacked prefix ending in a global ``[rankN]:`` tag, if the line has one."""
+    if "[rank" not in line[:_STACK_SPAN]:
+        return None
+    return _STACKED.match(line)
+
+
 def origin_of(line: str) -> Origin:
     """The rank and host a raw log line names (prefix first, then the message)."""
     rank: int | None = None
     node: str | None = None
     proc: str | None = None
+    if (m := _stacked(line)) is not None:  # the global rank, not srun's task nor the local rank
+        rank = int(m.group("rank"))
+        host = m.group("host")
+        node = host if host and host != "localhost" else None
     for rx, kind in _ALL:
         need = _NEEDS.get(rx.pattern)
         if need is not None and need not in line:
@@ -82,7 +102,10 @@ _RANK_PREFIXES = tuple(rx for rx, kind in _PREFIXES if kind == "rank")
 
 
 def prefix_rank(line: str) -> int | None:
-    """The rank a launcher's prefix names (``[rank3]:``, ``3:``, ``[1,3]<stderr>:``), if any."""
+    """The rank a launcher's prefix names (``[rank3]:``, ``3:``, ``[1,3]<stderr>:``; the global
+    ``[rankN]:`` behind srun's task or pdsh's host), if any."""
+    if (m := _stacked(line)) is not None:
+        return int(m.group("rank"))
     if not line or line[0] not in "[ 0123456789":
         return None
     for rx in _RANK_PREFIXES:
@@ -93,7 +116,10 @@ def prefix_rank(line: str) -> int | None:
 
 
 def strip_prefix(line: str) -> str:
-    """``line`` without its launcher's rank prefix (``[rank3]:``, ``3:``, ``[1,3]<stderr>:``)."""
+    """``line`` without its launcher's rank prefix (``[rank3]:``, ``3:``, ``[1,3]<stderr>:``, a
+    stacked ``9: [default3]:[rank39]:``)."""
+    if (m := _stacked(line)) is not None:
+        return line[m.end():]
     if not line or line[0] not in "[ 0123456789":
         return line
     for rx in _RANK_PREFIXES:
@@ -174,3 +200,24 @@ def mpirun_first(lines: Sequence[str], keys: Sequence[int], bindings: Sequence[i
         if m and int(m.group(2)) == rank:
             return Origin(rank, m.group(1))
     return Origin(rank)
+
+
+#: Start-up lines that name the host each rank runs on: fairseq's "initialized host gpu07 as rank
+#: 1", DeepSpeed's "WORLD INFO DICT: {'gpu07': [0, 1, 2, 3]}".
+HOST_KEYS = ("initialized host ", "WORLD INFO DICT:")
+_FAIRSEQ_HOST = re.compile(r"initialized host (\S+) as rank \d+")
+_WORLD_HOSTS = re.compile(r"'([\w.-]+)':\s*\[")
+
+
+def announced_host(lines: Sequence[str], keys: Sequence[int]) -> str | None:
+    """The one host the start-up lines at the indexes ``keys`` (lines holding one of
+    ``HOST_KEYS``) name for every rank; None when they name several, or only ``localhost``."""
+    hosts: set[str] = set()
+    for i in keys:
+        ln = lines[i]
+        if "initialized host " in ln:
+            hosts.update(_FAIRSEQ_HOST.findall(ln))
+        elif "WORLD INFO DICT:" in ln:
+            hosts.update(_WORLD_HOSTS.findall(ln.split("WORLD INFO DICT:", 1)[1]))
+    hosts.discard("localhost")
+    return next(iter(hosts)) if len(hosts) == 1 else None

@@ -42,10 +42,10 @@ _ECHO = Guarded(
     r"|NCCL communicator was aborted|ProcessGroupNCCL.*(?:[Tt]imeout|timed out|abort)|[Tt]o avoid data inconsistency"
     r"|closing signal SIG|[Ss]ignal \d+ \(SIGTERM\)|[Rr]eceived SIGTERM|exits? with return code|SignalException"
     r"|Caught signal 15|DistBackendError|collective operation timeout|failed \(exitcode|^\s*exitcode\s*:"
-    r"|Exited with exit code",
+    r"|Exited with exit code|RayTaskError\(",
     ("atchdog", "NCCL", "ProcessGroupNCCL", "o avoid data inconsistency", "closing signal SIG", "SIGTERM",
      "return code", "SignalException", "Caught signal 15", "DistBackendError", "collective operation timeout",
-     "failed (exitcode", "exitcode", "Exited with exit code"),
+     "failed (exitcode", "exitcode", "Exited with exit code", "RayTaskError("),
 )
 
 
@@ -154,6 +154,8 @@ def first_origin(lines: Sequence[str], failures: Sequence[int], start: int,
     symptoms = set(region) - set(real)
     echoes = [(i, o) for i in region if i in symptoms and (o := ranks.origin_of(lines[i])) != ranks.Origin()]
     hangs = [(i, o) for i, o in echoes if not real and _TIMEOUT.search(norm(i)) is not None]
+    if hangs:
+        hangs = glued_timeouts(lines, max(0, start - 1), hangs[0][0]) + hangs
     if hangs:  # nothing failed but a collective timed out: the first rank to say so
         got = _earliest(hangs, lines)
     else:
@@ -176,9 +178,9 @@ def _with_host(lines: Sequence[str], start: int, got: ranks.Origin) -> ranks.Ori
 
 #: The launcher's and the scheduler's verdict lines, most telling first (a cause the scheduler
 #: names, the launcher's summary of which rank failed, then the exit lines).
-_VERDICT_KEYS = ("oom_kill event", "TERM_", "CANCELLED AT", "SignalException", "errors.ChildFailedError", "Root Cause (first observed failure)",
-                 "detected that one or more processes exited", "Process name:", "exits with return code",
-                 "Exited with exit code", "failed (exitcode")
+_VERDICT_KEYS = ("oom_kill event", "TERM_", "CANCELLED AT", "SignalException", "failed (exitcode", "errors.ChildFailedError",
+                 "Root Cause (first observed failure)", "detected that one or more processes exited", "Process name:",
+                 "exits with return code", "Exited with exit code")
 
 
 def verdict_lines(lines: Sequence[str], start: int) -> list[int]:
@@ -194,15 +196,13 @@ def verdict_lines(lines: Sequence[str], start: int) -> list[int]:
         if key == "errors.ChildFailedError" and ln.lstrip().startswith(("raise", "File")):
             continue
         seen.setdefault(key, i)
-    if "errors.ChildFailedError" in seen:  # its summary says what the first "failed (exitcode" said
-        seen.pop("failed (exitcode", None)
     out: list[int] = []
     for key in _VERDICT_KEYS:
-        if key in seen:
-            out.append(seen[key])
         if key == "Root Cause (first observed failure)" and key in seen:
-            at = seen[key]
-            out += [k for k in range(at + 1, min(len(lines), at + 8)) if _is_rank_row(lines[k])][:1]
+            at = seen[key]  # its rank row says what the header announces
+            out += [k for k in range(at + 1, min(len(lines), at + 8)) if _is_rank_row(lines[k])][:1] or [at]
+        elif key in seen:
+            out.append(seen[key])
     return out
 
 
@@ -227,6 +227,7 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     picked = _root_lines(own, norm)
     if not own:  # only symptoms: a collective timeout is the key message (the first one)
         picked = [i for i in region if _TIMEOUT.search(norm(i)) is not None][:1]
+        picked = [i for i, _ in glued_timeouts(lines, max(0, start - 1), picked[0])][:1] + picked if picked else picked
     texts = {_shape(norm(i)) for i in picked}
     for i in _quoted(lines, start, failures, evidence, norm):
         if _shape(norm(i)) not in texts and mine(i) and not (own and _cleanup(norm(i))):
@@ -244,11 +245,13 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
 
 
 def _shape(text: str) -> str:
-    """A message with its numbers blanked (the same error of another GPU or process)."""
-    return _DIGITS.sub("#", text)
+    """A message with its numbers and quoted names blanked (the same error of another GPU,
+    process or temporary file)."""
+    return _DIGITS.sub("#", _QUOTED.sub("'…'", text))
 
 
 _DIGITS = re.compile(r"\d+")
+_QUOTED = re.compile(r"'[^'\s]*'")
 
 
 def _root_lines(own: Sequence[int], norm: Callable[[int], str]) -> list[int]:
@@ -304,6 +307,21 @@ def _quoted(lines: Sequence[str], start: int, failures: Sequence[int], evidence:
 _SAYS_ERROR = re.compile(r"[Ee]rror|ERROR|[Ee]xception|[Ff]ail|FAIL|[Kk]illed|not found|[Dd]enied|[Ii]nvalid|No such"
                          r"|out of memory|[Tt]imeout|timed out|[Aa]bort|[Ss]egmentation|Interrupt|[Uu]nable|[Cc]annot"
                          r"|can't|[Mm]ismatch|nan\b|NaN")
+
+
+#: A rank's line printed onto a progress bar that left no newline (tqdm): "... 17.25 examples/s][rank2]:[E922 …"
+_GLUED = re.compile(r"(?:/s\]|\||\]|\s)\[rank(\d+)\]:(?=.*(?:[Ww]atchdog caught collective|collective operation timeout))")
+
+
+def glued_timeouts(lines: Sequence[str], lo: int, hi: int) -> list[tuple[int, ranks.Origin]]:
+    """(index, origin) of the collective-timeout lines in ``lines[lo:hi]`` that a rank printed onto
+    another line (a progress bar without its newline): the first timeout can hide there."""
+    out = []
+    for i in find_keys(lines, ("atchdog caught collective", "collective operation timeout"), lo, hi):
+        m = _GLUED.search(lines[i])
+        if m is not None and m.start() > 0:
+            out.append((i, ranks.Origin(int(m.group(1)))))
+    return out
 
 
 def interleaved(lines: Sequence[str], start: int, first: ranks.Origin) -> tuple[int, int]:

@@ -36,6 +36,24 @@ def _step(step: str | None) -> str:
     return f"at step {int(step):,} " if step.isdigit() else f"at step {step} "
 
 
+def _stopped(w: WholeDiagnosis) -> bool:
+    """A log that stops mid-run with no error and no completion (decided from how it ends)."""
+    d = w.diagnosis
+    return d.method == "completion" and d.category == "unknown"
+
+
+def _stopped_story(w: WholeDiagnosis) -> str:
+    """E.g. "stopped mid-run, at step 200 in training, with no error and no completion message:
+    last line 200/375 [====...] (line 41) -> unknown (killed from outside, e.g. a time limit or a
+    preemption, or still running when copied)"."""
+    what = (w.indicators[0] if w.indicators else w.diagnosis.evidence[0])[:160]
+    where = f" (line {w.indicator_lines[0]:,})" if w.indicator_lines else ""
+    text = (f"stopped mid-run, {_step(w.step)}{_PHASE_WORDS.get(w.phase, w.phase)}, with no error and no completion "
+            f"message: last line {what}{where} -> unknown (killed from outside, e.g. a time limit or a preemption, "
+            "or still running when copied)")
+    return text + (f"; attempt {w.attempts} of {w.attempts} in this file" if w.attempts > 1 else "")
+
+
 def story(w: WholeDiagnosis) -> str:
     """E.g. "rank 3 on gpu07 failed first, at step 12,400 in training: CUDA out of memory
     (line 20,512); 7 later error lines from other ranks or launchers (secondary)"."""
@@ -46,6 +64,8 @@ def story(w: WholeDiagnosis) -> str:
         return f"ended normally{', last step ' + w.step if w.step else ''}: {what}{where}".rstrip(": ")
     if not w.indicator_lines and not d.evidence:
         return f"{d.category}: {d.reason or 'no failure line found'}"
+    if _stopped(w):
+        return _stopped_story(w)
     verb = "failed first" if w.first_rank is not None or w.first_node else "failed"
     what = (w.indicators[0] if w.indicators else d.evidence[0])[:160]
     lines = ", ".join(f"{n:,}" for n in w.indicator_lines[:3])

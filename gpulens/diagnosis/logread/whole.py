@@ -210,8 +210,8 @@ def _rank_failures(lines: Sequence[str], lo: int, frontier: int) -> list[int]:
     progress: dict[int, list[int]] = {}
     for i in range(lo, len(lines)):
         rank = ranks.prefix_rank(lines[i])
-        if rank is not None and is_progress(lines[i]):
-            progress.setdefault(rank, []).append(i)
+        if rank is not None and is_progress(lines[i]) and not ranks.strip_prefix(lines[i])[:1].isspace():
+            progress.setdefault(rank, []).append(i)  # a traceback's code line ("step=step") is not progress
     out = []
     for i in find_keys(lines, ERROR_KEYS, lo, frontier):
         rank = ranks.prefix_rank(lines[i])
@@ -399,9 +399,10 @@ def _same(line: str, first: ranks.Origin) -> bool:
 
 
 def _failing_host(lines: Sequence[str], floor: int) -> str | None:
-    """The host a scheduler line names for the failed attempt (Slurm cancel/srun error)."""
+    """The host a scheduler line names for the failed attempt (Slurm cancel/srun error), else
+    the one host its start-up lines name for every rank (a single-node job)."""
     for i in reversed(find_keys(lines, ("CANCELLED", "srun: error"), floor)):
         node = ranks.origin_of(lines[i]).node
         if node:
             return node
-    return None
+    return ranks.announced_host(lines, find_keys(lines, ranks.HOST_KEYS, floor))

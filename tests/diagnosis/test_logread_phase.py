@@ -1,0 +1,90 @@
+"""The phase a whole log failed in and the last step it printed (issue 23, item 4), on excerpts
+written by hand in the shapes trainers print: bare iteration counters, the Hugging Face Trainer's
+fractional epochs, a tqdm bar the traceback was printed onto."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpulens.diagnosis.classifier import Classifier
+from gpulens.diagnosis.logread import diagnose_text
+from gpulens.diagnosis.logread.phase import last_step
+
+_TB = ["Traceback (most recent call last):", '  File "/srv/train.py", line 80, in <module>', "    main()",
+       '  File "/srv/train.py", line 61, in main', "    scheduler.step()",
+       "TypeError: unsupported operand type(s) for -: 'int' and 'list'"]
+
+
+@pytest.fixture(scope="module")
+def rules() -> Classifier:
+    return Classifier(model=None, cache_dir=None)
+
+
+def test_bare_iteration_counters_are_steps(rules: Classifier) -> None:
+    ite = [f"ite {k}" for k in range(40)]
+    assert last_step(ite, len(ite)) == "39"
+    w = diagnose_text("\n".join(ite + _TB), rules)
+    assert (w.phase, w.step) == ("training", "39")
+    ticks = [f"tick {k}   kimg {k * 50.0:.1f}   time 1d 0{k % 10}h   sec/tick 307.0   gpumem 11.94" for k in range(20)]
+    w = diagnose_text("\n".join(ticks + ["slurmstepd: error: *** JOB 12 ON node7 CANCELLED AT 2024-12-13T22:13:44 "
+                                         "DUE TO TIME LIMIT ***"]), rules)
+    assert (w.phase, w.step) == ("training", "19")
+
+
+def test_a_fractional_hf_epoch_is_past_the_first_step(rules: Classifier) -> None:
+    # one logged loss dict means logging_steps steps were done
+    lines = ["***** Running training *****", "{'loss': 0.6931, 'grad_norm': 24.79, 'learning_rate': 5e-06, 'epoch': 0.04}",
+             *_TB]
+    assert diagnose_text("\n".join(lines), rules).phase == "training"
+    lines = ["***** Running training *****", "{'loss': 0.6931, 'grad_norm': 24.79, 'learning_rate': 5e-06, 'epoch': 0.0}",
+             *_TB]
+    assert diagnose_text("\n".join(lines), rules).phase == "first_step"
+
+
+@pytest.mark.parametrize("done, phase", [(0, "first_step"), (1, "training"), (57, "training")])
+def test_a_tqdm_bar_counts_the_steps_done(rules: Classifier, done: int, phase: str) -> None:
+    bar = f"  0%|          | {done}/242731 [00:18<1251:57:42, 18.57s/it]"
+    lines = ["loading model", f"{bar}\r{bar}Traceback (most recent call last):",
+             '  File "/srv/train.py", line 30, in train', "    trainer.train()",
+             '  File "/srv/model.py", line 99, in forward', "    return self.down_proj(self.act(self.up_proj(x)))",
+             "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 90.00 MiB. GPU 0 has a total capacity "
+             "of 23.65 GiB of which 73.81 MiB is free."]
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.diagnosis.category == "gpu_oom" and w.phase == phase
+
+
+def test_the_story_of_a_log_that_stops_mid_run_says_so(rules: Classifier) -> None:
+    lines = ["Epoch 12/30"] + [f"{k}/375 [=====>........] - ETA: 3s - loss: 0.41 - accuracy: 0.62" for k in range(10, 210, 10)]
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.diagnosis.category == "unknown" and w.indicator_lines == [len(lines)]
+    story = w.story()
+    assert story.startswith("stopped mid-run, ") and "in training" in story and "failed" not in story
+    assert f"(line {len(lines)})" in story
+
+
+@pytest.mark.parametrize("eol", ["", "\r"])
+def test_an_evaluation_announced_after_the_last_step_is_the_phase(rules: Classifier, eol: str) -> None:
+    # fairseq announces its validation, the script prints its metrics, then a worker fails; a
+    # CRLF log's own "\r" does not hide what its lines show
+    lines = [f'[2022-06-06 10:06:00][train_inner][INFO] - {{"epoch": 18, "update": 17.{k}, "loss": "0.209"}}'
+             for k in range(80, 90)]
+    lines += ['[2022-06-06 10:06:13][fairseq_cli.train][INFO] - begin validation on "valid" subset',
+              "[[381 167 151  76]", " [101 217  24  49]]", "SENSE:  0.4544", "SPEC:  0.4916", "AUC:  0.51", "F1:  0.47",
+              "Traceback (most recent call last):", '  File "/usr/lib/python3.8/tempfile.py", line 497, in mkdtemp',
+              "    _os.mkdir(file, 0o700)", "OSError: [Errno 28] No space left on device: '/tmp/pymp-2ntknau9'"]
+    w = diagnose_text("\n".join(ln + eol for ln in lines), rules)
+    assert w.diagnosis.category == "storage_error" and w.phase == "evaluation"
+
+
+def test_settings_and_announcements_are_no_steps_done(rules: Classifier) -> None:
+    head = ["2026-01-21 12:38:34 - Main - INFO -   Iterations per epoch: 1108",
+            "2026-01-21 12:38:34 - Main - INFO -   Total optimization steps = 5540",
+            "Invalidate trace cache @ step 56836: expected module 842, but got module 422",
+            "2026-01-21 12:38:34 - Main - INFO - Starting iteration-wise training...", "waiting for batch..."]
+    tail = ["Traceback (most recent call last):", '  File "train.py", line 68, in training_step',
+            "    self.masking_model(patch_embeddings, images)", '  File "models/mask.py", line 105, in forward',
+            '    assert N == self.num_patches, f"Expected {self.num_patches} patches, got {N}"',
+            "AssertionError: Expected 196 patches, got 3136"]
+    w = diagnose_text("\n".join(head + tail), rules)
+    assert w.phase == "first_step" and w.step is None
+    assert last_step(["[Rank 0] step=0, skipped=0, lr=[0.0, 0.0]"], 1) == "0"
