@@ -327,3 +327,54 @@ def test_deepspeeds_negative_return_code_at_the_end_is_a_failure(clf: Classifier
 def test_deepspeeds_zero_return_code_is_no_failure(clf: Classifier) -> None:
     lines = [*_steps(5000), "[2025-03-02 10:01:02,003] [INFO] [launch.py:351:main] Process 81234 exits with return code = 0"]
     assert diagnose_text("\n".join(lines), clf).diagnosis.category == "none"
+
+
+def _ray_workers(n: int, start: int = 0) -> list[str]:
+    return [f"\x1b[36m(train_task pid={4100 + k % 3})\x1b[0m Batch {start + k} of 400\tTrain loss: 0.{50 + k % 40}"
+            for k in range(n)]
+
+
+_DRIVER_TB = [
+    "Traceback (most recent call last):",
+    '  File "/home/u/proj/launch_ray.py", line 61, in <module>',
+    "    ray.get(handles)",
+    '  File "/opt/conda/lib/python3.10/site-packages/ray/_private/worker.py", line 2755, in get',
+    "    raise value.as_instanceof_cause()",
+    "ray.exceptions.RayTaskError(RuntimeError): ray::train_task() (pid=4101, ip=10.1.2.3)",
+    '  File "/home/u/proj/train.py", line 88, in to_device',
+    "    self.x = self.x.cuda()",
+    "RuntimeError: CUDA error: out of memory",
+    "For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
+]
+
+
+def test_a_ray_driver_that_died_is_a_failure_whatever_its_workers_print_after(clf: Classifier) -> None:
+    head = ["2025-03-01 10:00:00,000\tINFO worker.py:1841 -- Started a local Ray instance.", *_ray_workers(20)]
+    tail = _ray_workers(40, 20) + ["\x1b[36m(train_task pid=4102)\x1b[0m \tTest accuracy: 0.8123"]
+    w = diagnose_text("\n".join(head + _DRIVER_TB + tail), clf)
+    d = w.diagnosis
+    assert (d.category, d.origin) == ("gpu_oom", "user"), d
+    assert len(head) + 9 in w.indicator_lines
+    interrupted = _DRIVER_TB[:5] + ["KeyboardInterrupt"]
+    d = diagnose_text("\n".join(head + interrupted + tail), clf).diagnosis
+    assert d.category == "preempted", d
+
+
+def test_a_driver_that_printed_on_after_its_traceback_went_on(clf: Classifier) -> None:
+    # the driver caught the task's error, printed it and went on: its own lines follow the workers'
+    head = ["Started a local Ray instance.", *_ray_workers(20)]
+    after = _ray_workers(20, 20) + [f"sweep point {k}: mean reward {k * 1.5:.1f}" for k in range(25)] + [
+        "All sweep points finished. Results saved to results/sweep.csv"]
+    d = diagnose_text("\n".join(head + _DRIVER_TB + after), clf).diagnosis
+    assert d.category == "none", d
+
+
+def test_argparse_with_a_program_name_of_several_words_is_a_failure(clf: Classifier) -> None:
+    text = ("usage: accelerate <command> [<args>] launch [-h] [--config_file CONFIG_FILE]\n"
+            "                                 [--machine_rank MACHINE_RANK]\n"
+            "                                 training_script ...\n"
+            "Accelerate launch command: error: argument --machine_rank/--machine-rank: invalid int value: ''\n")
+    d = diagnose_text(text, clf).diagnosis
+    assert (d.category, d.rule_id) == ("semantic_error", "argparse-usage-error"), d
+    quiet = "Epoch 3/3 done\nThe loader reported: error: none of 0 files skipped\nResults saved to out/\n"
+    assert diagnose_text(quiet, clf).diagnosis.category == "none"

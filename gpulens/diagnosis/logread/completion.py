@@ -20,6 +20,7 @@ from gpulens.diagnosis.logread.lines import (
     is_failure,
     is_progress,
     last_matching,
+    process_key,
 )
 from gpulens.diagnosis.logs import find_keys
 
@@ -196,10 +197,15 @@ _NOT_OUTPUT = ("wandb:", "srun:", "slurmstepd", "🏃", "Sender: LSF", "Job <", 
 def went_on(lines: Sequence[str], at: int, enough: int = WENT_ON_LINES) -> bool:
     """Whether the program printed ``enough`` lines of its own ordinary output (not errors,
     warnings, traceback frames, trackers', launchers' or the scheduler's lines) after the error
-    line at ``at``: a caught exception whose report the job printed and went on from."""
+    line at ``at``: a caught exception whose report the job printed and went on from. Only the
+    lines of the process that printed the error count (the same launcher prefix, or none): other
+    processes printing on does not show that one went on."""
     count = 0
+    own = process_key(lines[at])
     for j in range(at + 1, min(len(lines), at + _WENT_ON_SCAN)):
         raw = lines[j]
+        if process_key(raw) != own:
+            continue
         s = logs.normalize_line(raw)
         t = s.strip()
         if not t or s.startswith((" ", "\t")) or t.startswith(_NOT_OUTPUT) or "Traceback" in t \

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.guarded import Guarded
+from gpulens.diagnosis.logread.ranks import prefix_rank
 from gpulens.diagnosis.logs import find_keys
 
 __all__ = [
@@ -23,6 +24,9 @@ __all__ = [
     "is_progress",
     "is_terminal_kill",
     "handled_blocks",
+    "dead_driver",
+    "driver_report",
+    "process_key",
 ]
 
 #: Literal keys of lines that may state a failure (hard, infrastructure or secondary).
@@ -77,8 +81,12 @@ _SCHEDULER_KILL = re.compile(
 _ERROR_LEVEL = re.compile(r"^\S*\s*(?:[\d:,.\- ]+\s)?\[?(?:ERROR|FATAL|CRITICAL)\]?[\s:]")
 
 
-#: A program's own one-line error (argparse: "train.py: error: argument --fp16: ...").
-_PROGRAM_ERROR = re.compile(r"^[\w./-]+: error: ")
+#: A program's own one-line error (argparse: "train.py: error: argument --fp16: ..."; a program
+#: name of several words only with one of argparse's own messages: "Accelerate launch command:
+#: error: argument --machine_rank: invalid int value").
+_PROGRAM_ERROR = re.compile(
+    r"^[\w./-]+: error: |^[\w./-]+(?: [\w./-]+){1,3}: error: (?:unrecognized arguments|the following arguments are "
+    r"required|argument [-\w/]+:|ambiguous option|one of the arguments|too few arguments)")
 
 
 def is_scheduler_kill(norm: str) -> bool:
@@ -189,3 +197,48 @@ def _report(lines: Sequence[str], i: int, hi: int) -> list[int]:
             seen_exception = True  # the report's exception line
         out.append(j)
     return out
+
+
+#: Ray's prefix of a worker process's lines: "(RayTrainWorker pid=4242, ip=10.0.0.5) ", with its colour codes.
+_RAY_LEAD = re.compile(r"^(?:\x1b\[[\d;]*m)?\((?:[\w.-]+[ \t]+)?pid=(\d+)")
+
+
+def process_key(line: str) -> str | None:
+    """The process a launcher's prefix says printed a line (Ray's ``(name pid=N)``, torchrun's
+    ``[rankN]:``, srun's ``N:``, Open MPI's ``[1,N]<stderr>:``); None without a prefix (the
+    driver's or a single process's own line)."""
+    if "pid=" in line[:120]:
+        m = _RAY_LEAD.match(line)
+        if m:
+            return "pid" + m.group(1)
+    rank = prefix_rank(line)
+    return None if rank is None else f"rank{rank}"
+
+
+_TRACEBACK = "Traceback (most recent call last)"
+
+
+def driver_report(lines: Sequence[str], lo: int) -> tuple[int, int] | None:
+    """``(head, end)`` of the last traceback report in ``lines[lo:]`` printed without a process
+    prefix (the driver's: ``ray.get`` raising a task's error, a launcher's own exception) when
+    every line after it carries another process's prefix: the driver printed nothing more, it
+    died there; what the workers print afterwards is their buffered output, not the job going
+    on. None otherwise (no such report, it ends the log, or the driver printed again after it)."""
+    tbs = [i for i in find_keys(lines, (_TRACEBACK,), lo) if process_key(lines[i]) is None]
+    if not tbs:
+        return None
+    head = tbs[-1]
+    end = head + 1
+    while end < len(lines) and (not lines[end].strip() or process_key(lines[end]) is None):
+        end += 1
+    if end >= len(lines) or any(ln.strip() and process_key(ln) is None for ln in lines[end:]):
+        return None
+    return head, end
+
+
+def dead_driver(lines: Sequence[str], lo: int) -> list[int]:
+    """The failure lines of :func:`driver_report`'s report (none without one)."""
+    got = driver_report(lines, lo)
+    if got is None:
+        return []
+    return [k for k in range(*got) if is_failure(logs.normalize_line(lines[k]), lines[k])]

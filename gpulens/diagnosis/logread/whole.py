@@ -40,6 +40,8 @@ from gpulens.diagnosis.logread.lines import (
     ERROR_KEYS,
     KILL_KEYS,
     PROGRESS_KEYS,
+    dead_driver,
+    driver_report,
     find_keys,
     handled_blocks,
     is_failure,
@@ -193,6 +195,7 @@ def _failures(lines: Sequence[str], a0: int, frontier: int) -> list[int]:
     found.update(i for i in find_keys(lines, KILL_KEYS, a0, frontier)
                  if is_scheduler_kill(logs.normalize_line(lines[i])))
     found.update(_rank_failures(lines, max(a0, len(lines) - SCAN_LINES), frontier))
+    found.update(dead_driver(lines, max(a0, len(lines) - SCAN_LINES)))
     if found:
         found -= handled_blocks(lines, max(a0, min(found) - HANDLED_LOOKBACK), len(lines))
         if found and not any(is_terminal_kill(logs.normalize_line(lines[i])) for i in found) \
@@ -328,6 +331,9 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
     start = _region_start(lines, frontier, failures)
     first = _first_origin(lines, failures, start)
     ctx = _context(lines, start, first)
+    driver = driver_report(lines, max(starts[-1], start - _AROUND)) if failures else None
+    if driver is not None and driver[0] <= failures[0] < driver[1]:  # the driver died: its report, not the workers'
+        ctx = list(lines[driver[0]:driver[1]])
     ctx = root_rank_lines(lines, start, starts[-1], first.rank, ctx) + ctx
     late = late_kills(lines, failures, start)
     ctx = drop_caught(strip_ray_prefixes([ln for ln in ctx + job_lines(lines, failures, start, ctx) if ln not in late]))
