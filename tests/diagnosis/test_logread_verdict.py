@@ -378,3 +378,34 @@ def test_argparse_with_a_program_name_of_several_words_is_a_failure(clf: Classif
     assert (d.category, d.rule_id) == ("semantic_error", "argparse-usage-error"), d
     quiet = "Epoch 3/3 done\nThe loader reported: error: none of 0 files skipped\nResults saved to out/\n"
     assert diagnose_text(quiet, clf).diagnosis.category == "none"
+
+
+_STEPS = [f"step {k} | loss {2.0 - k / 100:.3f} | lr 3.0e-04" for k in range(0, 200, 10)]
+_EXC = ["Traceback (most recent call last):", '  File "/work/u/pretrain.py", line 211, in <module>', "    main(cfg)",
+        '  File "/work/u/pretrain.py", line 180, in main', "    batch = next(loader)",
+        "KeyError: 'input_ids'"]
+
+
+@pytest.mark.parametrize("tail", [["pretrain.py failed with exit code 1", "Done."],
+                                  ["Stage pretrain failed with exit code 1", "All done."],
+                                  ["Done."]])
+def test_a_job_scripts_done_after_a_crash_is_no_normal_end(clf: Classifier, tail: list[str]) -> None:
+    d = diagnose_text("\n".join(_STEPS + _EXC + tail), clf).diagnosis
+    assert d.category not in ("none", "unknown") and d.origin != "none", d
+
+
+def test_a_completion_after_a_non_fatal_error_line_is_a_normal_end(clf: Classifier) -> None:
+    d = diagnose_text("\n".join(_STEPS + ["ERROR: could not upload checkpoint to the model hub", "Training finished."]),
+                      clf).diagnosis
+    assert d.category == "none", d
+
+
+def test_lsfs_terminated_at_timestamp_is_no_signal(clf: Classifier) -> None:
+    report = ["Sender: LSF System <lsfadmin@hpc>", "Subject: Job 4821: <python train.py> in cluster <c> Done", "",
+              "Job <python train.py> was submitted from host <login1> by user <u>.",
+              "Started at Fri Dec  1 03:10:02 2023", "Terminated at Fri Dec  1 04:27:09 2023",
+              "Results reported at Fri Dec  1 04:27:09 2023", "", "Successfully completed.", "",
+              "Resource usage summary:", "    CPU time :   4612.00 sec.", "",
+              "The output (if any) follows:", "", *_STEPS, "Epoch 10/10 finished"]
+    d = diagnose_text("\n".join(report), clf).diagnosis
+    assert d.category == "none", d

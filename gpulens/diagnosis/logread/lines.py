@@ -44,10 +44,12 @@ _BENIGN = Guarded(
     r"^wandb: (?:ERROR|WARNING|Network error)|--- Logging error ---|\bWarning\b|\w+Warning:|\bWARN(?:ING)?\b|warnings\.warn"
     r"|slurmstepd(?!.*(?:oom[-_]kill|OOM Kill)).*(?:cgroup|_oom_event|proctrack|Unable to|step_terminate_monitor)"
     r"|destroy_process_group|NCCL WARN|\[W\d{4}|^\s*\[W |\bDeprecat|ignore_errors|\b0 errors?\b"
-    r"|Set IB_HCA|Failed to load image Python extension|TORCH_CUDA_ARCH_LIST|\bFAILED\]\]\]",
+    r"|Set IB_HCA|Failed to load image Python extension|TORCH_CUDA_ARCH_LIST|\bFAILED\]\]\]"
+    # LSF's job report: "Started at Fri Dec  1 03:10:02 2023" ... "Terminated at Fri Dec  1 04:27:09 2023"
+    r"|^Terminated at (?:[A-Z][a-z]{2} ){2}",
     ("wandb: ", "Logging error", "Warning", "WARN", "warnings.warn", "slurmstepd", "destroy_process_group", "[W",
      "Deprecat", "ignore_errors", "0 error", "Set IB_HCA", "Failed to load image Python extension",
-     "TORCH_CUDA_ARCH_LIST", "FAILED]]]"),
+     "TORCH_CUDA_ARCH_LIST", "FAILED]]]", "Terminated at"),
 )
 #: A kill, a time limit, a signal or a non-zero exit: ends a run even with no traceback.
 _KILL = Guarded(

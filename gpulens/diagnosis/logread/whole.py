@@ -164,6 +164,8 @@ def diagnose_source(src: WholeText, clf: Classifier | None = None, *, file: str 
     frontier = _frontier(lines, a0)
     failures = _failures(lines, a0, frontier)
     done = _completion_after(lines, a0, failures)
+    if done is not None and failures and _ended_by(lines, frontier, failures):
+        done = None  # the process died there: what prints "done" after it is the job script, not the run
     base = WholeDiagnosis(Diagnosis("unknown", "unknown", 0.0), attempts=len(starts), n_lines=src.n_lines)
     if done is not None and not [i for i in failures if i > done[0]]:
         return _healthy(base, src, done, file)
@@ -259,7 +261,20 @@ def _completion_after(lines: Sequence[str], floor: int, failures: Sequence[int])
     done = _completion(lines, failures[-1] + 1 if failures else floor)
     while done is not None and failures and _at_exit(lines[done[0]]):
         done = _completion(lines[:done[0]], failures[-1] + 1)  # an earlier, real completion message?
+    if done is not None and failures and done[1] < WEAK_AFTER_FAILURE:
+        return None  # a bare "Done." after a failure the job did not go on from: the job script's echo
     return done
+
+
+def _ended_by(lines: Sequence[str], frontier: int, failures: Sequence[int]) -> bool:
+    """Whether a failure line is terminal: a kill, a signal, a non-zero exit, or a traceback's
+    exception that ended its process (the job did not go on from it)."""
+    return any(is_terminal_kill(logs.normalize_line(lines[i])) for i in failures) or open_traceback(lines, frontier)
+
+
+#: Completion strength below which a completion line after a failure line does not count (a
+#: bare word such as "Done." that a job script echoes whatever its program's exit status).
+WEAK_AFTER_FAILURE = 0.9
 
 
 #: Lines before the first indicator line that tell its phase (the traceback above it).
