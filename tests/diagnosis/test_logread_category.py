@@ -398,3 +398,24 @@ def test_an_abort_after_the_exception_means_the_exception_did_not_end_it(clf: Cl
         view = logs.analyze(text)
         match = next(m for m in match_rules(view.focus) if m.rule.id == "python-logic-exception")
         assert _ended_it(view, match) is final, text
+
+
+def test_a_stage_that_died_before_a_later_stage_ran_is_the_cause(clf: Classifier) -> None:
+    # a job script runs base training, then mid training, each with torchrun; the first stage
+    # fails on a full disk; the second stage (which ran and printed steps) finds no checkpoint
+    steps = [f"step {k:05d}/00500 | loss: {3.0 - k / 300:.4f} | dt: 412.3ms" for k in range(0, 300, 20)]
+    disk = ["[rank0]: Traceback (most recent call last):",
+            '[rank0]:   File "/w/scripts/mid_train.py", line 41, in <module>',
+            "[rank0]:     ds = load_dataset('cais/mmlu', 'all')",
+            "[rank0]: OSError: Not enough disk space. Needed: Unknown size (download: 45.32 MiB, generated: 153.54 MiB)",
+            "E1015 10:41:07.123000 331 torch/distributed/elastic/multiprocessing/api.py:874] failed (exitcode: 1)"]
+    later = [f"[rank0]: Step {k:05d}/00600 | Training loss: {1.5 - k / 1000:.4f}" for k in range(0, 200, 20)] + [
+        "[rank0]: Traceback (most recent call last):",
+        '[rank0]:   File "/w/scripts/chat_sft.py", line 64, in <module>',
+        "[rank0]:     model = load_model('mid', device)",
+        "[rank0]: FileNotFoundError: [Errno 2] No such file or directory: '/root/.cache/run/mid_checkpoints'",
+        "E1015 10:52:11.456000 912 torch/distributed/elastic/multiprocessing/api.py:874] failed (exitcode: 1)"]
+    d = diagnose_text("\n".join(steps + disk + later), clf).diagnosis
+    assert (d.category, d.origin) == ("storage_error", "infrastructure"), d
+    assert "earlier stage" in (d.reason or "")
+    assert diagnose_text("\n".join(steps + later), clf).diagnosis.category == "checkpoint_error"

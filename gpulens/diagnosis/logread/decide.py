@@ -8,13 +8,15 @@ import re
 from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
+from gpulens.diagnosis.classifier import AFTERMATH_RULES, ROOT_CAUSE_CATEGORIES
 from gpulens.diagnosis.hints import hint_for
 from gpulens.diagnosis.logread import ranks
-from gpulens.diagnosis.logread.lines import is_scheduler_kill
+from gpulens.diagnosis.logread.lines import ERROR_KEYS, find_keys, is_failure, is_scheduler_kill
+from gpulens.diagnosis.rules import Rule, match_rules
 from gpulens.diagnosis.types import DEFAULT_ORIGIN, Diagnosis
 
-__all__ = ["DIVERGED_CONFIDENCE", "diverged_before", "diverged_loss", "drop_caught", "job_lines", "late_kills", "root_rank_lines",
-           "strip_ray_prefixes"]
+__all__ = ["DIVERGED_CONFIDENCE", "diverged_before", "diverged_loss", "drop_caught", "earlier_root", "job_lines", "late_kills",
+           "root_rank_lines", "strip_ray_prefixes"]
 
 #: Literals of the lines a scheduler or the kernel writes about the whole job.
 _JOB_KEYS = ("slurmstepd", "srun: error", "oom-kill", "oom_kill", "OOMKilled", "Out of memory: Kill", "CANCELLED")
@@ -180,3 +182,30 @@ def strip_ray_prefixes(context: Sequence[str]) -> list[str]:
     if not any("pid=" in ln or "(raylet)" in ln for ln in context):
         return list(context)
     return [_RAY_PREFIX.sub("", ln, count=1) if "(" in ln[:40] else ln for ln in context]
+
+
+#: Lines above the failed stage's error context searched for an earlier stage's root failure.
+_EARLIER_LOOKBACK = 20000
+
+
+def earlier_root(d: Diagnosis, lines: Sequence[str], floor: int, start: int, rules: tuple[Rule, ...]) -> Diagnosis:
+    """For a checkpoint that is not there (``d`` from an aftermath rule), the root failure of an
+    earlier stage of the same job script (its error lines in ``lines[floor:start]``: a training
+    stage that died of OOM, a full disk, a crash before it wrote the checkpoint the next stage
+    loads); else ``d``."""
+    if d.rule_id not in AFTERMATH_RULES or start <= floor:
+        return d
+    lo = max(floor, start - _EARLIER_LOOKBACK)
+    errs = [ranks.strip_prefix(lines[i]) for i in find_keys(lines, ERROR_KEYS, lo, start)
+            if is_failure(logs.normalize_line(lines[i]), lines[i])]
+    root = [m for m in match_rules("\n".join(logs.normalize_line(x) for x in errs), rules)
+            if m.rule.category in ROOT_CAUSE_CATEGORIES and not m.rule.generic and not m.rule.secondary]
+    if not root:
+        return d
+    first = min(root, key=lambda m: m.position)  # the first stage that failed
+    line = first.line.strip()[:300]
+    return Diagnosis(first.rule.category, first.rule.origin, round(first.rule.confidence * 0.9, 3),
+                     [line, *d.evidence][:_MAX_EVIDENCE], method="rule", rule_id=first.rule.id, file=d.file,
+                     reason=f"an earlier stage of the job failed first ({first.rule.id}); the missing checkpoint "
+                            "a later stage then looked for is its aftermath",
+                     hint=hint_for(first.rule.category, [line]))

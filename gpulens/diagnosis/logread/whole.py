@@ -31,6 +31,7 @@ from gpulens.diagnosis.logread.completion import (
 from gpulens.diagnosis.logread.decide import (
     diverged_before,
     drop_caught,
+    earlier_root,
     job_lines,
     late_kills,
     root_rank_lines,
@@ -354,6 +355,7 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
     ctx = drop_caught(strip_ray_prefixes([ln for ln in ctx + job_lines(lines, failures, start, ctx) if ln not in late]))
     d = clf.classify_text("\n".join(ctx), file=file, keep_final=True)
     d = diverged_before(d, lines, starts[-1], start, SVM_MIN_CONFIDENCE)
+    d = earlier_root(d, lines, starts[-1], start, clf.rules)
     if not failures and d.category != "unknown":
         d.confidence = round(d.confidence * 0.8, 3)
     found = _indicators(lines, start, failures, d.evidence, first)
