@@ -15,7 +15,7 @@ from gpulens.diagnosis.logread.lines import ERROR_KEYS, find_keys, is_failure, i
 from gpulens.diagnosis.rules import Rule, match_rules
 from gpulens.diagnosis.types import DEFAULT_ORIGIN, Diagnosis
 
-__all__ = ["DIVERGED_CONFIDENCE", "diverged_before", "diverged_loss", "drop_caught", "earlier_root", "job_lines", "late_kills",
+__all__ = ["DIVERGED_CONFIDENCE", "diverged_before", "diverged_loss", "earlier_root", "job_lines", "late_kills",
            "root_rank_lines", "strip_ray_prefixes"]
 
 #: Literals of the lines a scheduler or the kernel writes about the whole job.
@@ -55,48 +55,6 @@ def late_kills(lines: Sequence[str], failures: Sequence[int], start: int) -> set
 
 
 _TRACEBACK = "Traceback (most recent call last)"
-#: Heads of the tracebacks Python prints for an exception it caught and went on from: the
-#: logging module's handler error, and an exception in __del__/atexit/a callback.
-_CAUGHT_HEADS = ("--- Logging error ---", "Exception ignored in")
-#: Lines one caught-exception block may take.
-_CAUGHT_SPAN = 80
-
-
-def drop_caught(context: Sequence[str]) -> list[str]:
-    """``context`` without the blocks of exceptions Python caught and went on from ("--- Logging
-    error ---" up to its "Arguments:" line, "Exception ignored in: ..." with its traceback): they
-    never end a process, so they must not decide its category."""
-    if not any(h in ln for ln in context for h in _CAUGHT_HEADS):
-        return list(context)
-    out: list[str] = []
-    i = 0
-    while i < len(context):
-        line = context[i]
-        if any(h in line for h in _CAUGHT_HEADS):
-            i = _caught_end(context, i)
-            continue
-        out.append(line)
-        i += 1
-    return out
-
-
-def _caught_end(context: Sequence[str], head: int) -> int:
-    """The index after the caught-exception block that starts at ``head``: its "Arguments:" line
-    (a logging error), else its exception line; only the head when neither is near."""
-    logging = "--- Logging error ---" in context[head]
-    in_tb = False
-    exc_end: int | None = None
-    for j in range(head + 1, min(len(context), head + _CAUGHT_SPAN)):
-        s = logs.normalize_line(context[j])
-        if logging and s.startswith("Arguments:"):
-            return j + 1
-        if _TRACEBACK in s:
-            in_tb = True
-        elif in_tb and exc_end is None and s and not s.startswith((" ", "\t")):
-            exc_end = j + 1  # the exception line that ends the caught traceback
-            if not logging:
-                return exc_end
-    return exc_end if exc_end is not None else head + 1
 
 
 #: Lines above the error context searched for the root-cause rank's own traceback.

@@ -30,7 +30,6 @@ from gpulens.diagnosis.logread.completion import (
 )
 from gpulens.diagnosis.logread.decide import (
     diverged_before,
-    drop_caught,
     earlier_root,
     job_lines,
     late_kills,
@@ -43,6 +42,7 @@ from gpulens.diagnosis.logread.lines import (
     PROGRESS_KEYS,
     dead_driver,
     driver_report,
+    drop_caught,
     find_keys,
     handled_blocks,
     is_failure,
@@ -165,7 +165,7 @@ def diagnose_source(src: WholeText, clf: Classifier | None = None, *, file: str 
     frontier = _frontier(lines, a0)
     failures = _failures(lines, a0, frontier)
     done = _completion_after(lines, a0, failures)
-    if done is not None and failures and _ended_by(lines, frontier, failures):
+    if done is not None and failures and _ended_by(lines, frontier, failures, done[0]):
         done = None  # the process died there: what prints "done" after it is the job script, not the run
     base = WholeDiagnosis(Diagnosis("unknown", "unknown", 0.0), attempts=len(starts), n_lines=src.n_lines)
     if done is not None and not [i for i in failures if i > done[0]]:
@@ -267,9 +267,13 @@ def _completion_after(lines: Sequence[str], floor: int, failures: Sequence[int])
     return done
 
 
-def _ended_by(lines: Sequence[str], frontier: int, failures: Sequence[int]) -> bool:
-    """Whether a failure line is terminal: a kill, a signal, a non-zero exit, or a traceback's
-    exception that ended its process (the job did not go on from it)."""
+def _ended_by(lines: Sequence[str], frontier: int, failures: Sequence[int], done: int) -> bool:
+    """Whether a failure line ended the run before the completion line at ``done``: a kill, a
+    signal, a non-zero exit, or a traceback's exception that ended its process, with no
+    progress line between the last failure line and ``done`` (training going on after it shows
+    the failure ended nothing)."""
+    if any(is_progress(ln) for ln in lines[failures[-1] + 1:done]):
+        return False
     return any(is_terminal_kill(logs.normalize_line(lines[i])) for i in failures) or open_traceback(lines, frontier)
 
 
