@@ -419,3 +419,23 @@ def test_a_stage_that_died_before_a_later_stage_ran_is_the_cause(clf: Classifier
     assert (d.category, d.origin) == ("storage_error", "infrastructure"), d
     assert "earlier stage" in (d.reason or "")
     assert diagnose_text("\n".join(steps + later), clf).diagnosis.category == "checkpoint_error"
+
+
+@pytest.mark.parametrize("exc", [
+    "RuntimeError: mat2 must be a matrix, got 1-D tensor",
+    "RuntimeError: both arguments to matmul need to be at least 1D, but they are 0D and 2D",
+    "RuntimeError: The expanded size of the tensor (12) must match the existing size (7) at non-singleton dimension 1.",
+    "RuntimeError: einsum(): operands do not broadcast with remapped shapes (original->remapped): [2, 3]->[2, 3]",
+])
+def test_more_aten_shape_checks_on_every_rank_are_the_job_s_own_error(clf: Classifier, exc: str) -> None:
+    tb = []
+    for rank in (1, 0):
+        tb += [f"[rank{rank}]: Traceback (most recent call last):",
+               f'[rank{rank}]:   File "/w/proj/model.py", line 77, in forward',
+               f"[rank{rank}]:     h = torch.mm(x, self.proj)", f"[rank{rank}]: {exc}"]
+    tail = ["E0412 09:10:11.000000 1200 torch/distributed/elastic/multiprocessing/api.py:874] failed (exitcode: 1) "
+            "local_rank: 0 (pid: 1201) of binary: /env/bin/python",
+            "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: "]
+    d = diagnose_text("\n".join(tb + tail), clf).diagnosis
+    assert (d.category, d.origin) == ("semantic_error", "user"), d
+    assert {m.rule.id for m in match_rules(exc)} == {"aten-shape-checks"}
