@@ -409,3 +409,21 @@ def test_lsfs_terminated_at_timestamp_is_no_signal(clf: Classifier) -> None:
               "The output (if any) follows:", "", *_STEPS, "Epoch 10/10 finished"]
     d = diagnose_text("\n".join(report), clf).diagnosis
     assert d.category == "none", d
+
+
+def test_a_log_with_nul_holes_and_keras_backspaces_is_still_read(tmp_path, clf: Classifier) -> None:
+    from gpulens.diagnosis.logread import diagnose_path
+
+    bar = "".join(f"{k:3d}/375 [>.............................] - ETA: 1:02 - loss: 0.91" + "\b" * 62
+                  for k in range(1, 376, 4))
+    body = ["Found 12000 images belonging to 10 classes.", *[f"Epoch {e}/3\n{bar}" for e in (1, 2, 3)],
+            "375/375 [==============================] - 41s 109ms/step - loss: 0.52 - accuracy: 0.83",
+            "Test accuracy: 0.8312", "Training finished."]
+    path = tmp_path / "slurm-77.out"
+    path.write_bytes(b"job 77 on gpu03\n" + b"\x00" * 6000 + "\n".join(body).encode() + b"\n")
+    w = diagnose_path(path, clf)
+    assert w.diagnosis.category == "none", w.diagnosis
+    assert w.completion is not None and w.completion[0] == path.read_bytes().count(b"\n")
+    weights = tmp_path / "model.pt"
+    weights.write_bytes(bytes(range(256)) * 40)
+    assert diagnose_path(weights, clf).diagnosis.reason.startswith("binary data")
