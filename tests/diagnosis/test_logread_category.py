@@ -439,3 +439,24 @@ def test_more_aten_shape_checks_on_every_rank_are_the_job_s_own_error(clf: Class
     d = diagnose_text("\n".join(tb + tail), clf).diagnosis
     assert (d.category, d.origin) == ("semantic_error", "user"), d
     assert {m.rule.id for m in match_rules(exc)} == {"aten-shape-checks"}
+
+
+def test_behind_a_launcher_s_report_the_child_s_own_error_decides(clf: Classifier) -> None:
+    # no rank prefixes: one child dies of OOM while the other prints its bar a few more times;
+    # the launcher then only reports that a child failed
+    bar = [f" {k}%|███       | {k * 10}/1000 [01:{k:02d}<09:00,  1.6it/s]" for k in range(30, 34)]
+    oom = ["Traceback (most recent call last):", '  File "/w/src/train.py", line 88, in <module>', "    main()",
+           '  File "/w/src/train.py", line 70, in main', "    loss.backward()",
+           "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB. GPU 1 has a total capacity of "
+           "23.69 GiB of which 312.00 MiB is free."]
+    more = [f"{{'loss': 0.{80 - k}, 'grad_norm': 1.2, 'learning_rate': 1e-05, 'epoch': 0.3}}" for k in range(4)]
+    more += [f" {k}%|███       | {k * 10}/1000 [01:{k:02d}<09:00,  1.6it/s]" for k in range(34, 38)]
+    launcher = ["Traceback (most recent call last):", '  File "/env/bin/accelerate", line 8, in <module>',
+                "    sys.exit(main())",
+                '  File "/env/lib/python3.10/site-packages/accelerate/commands/launch.py", line 1168, in launch_command',
+                "    simple_launcher(args)",
+                "subprocess.CalledProcessError: Command '['/env/bin/python', 'src/train.py']' returned non-zero "
+                "exit status 1."]
+    d = diagnose_text("\n".join(bar + oom + more + launcher), clf).diagnosis
+    assert d.category == "gpu_oom", d
+    assert "child's own error" in (d.reason or "")

@@ -4,18 +4,20 @@ kernel's, which speak for the whole job)."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.classifier import AFTERMATH_RULES, ROOT_CAUSE_CATEGORIES
 from gpulens.diagnosis.hints import hint_for
 from gpulens.diagnosis.logread import ranks
-from gpulens.diagnosis.logread.lines import ERROR_KEYS, find_keys, is_failure, is_scheduler_kill
+from gpulens.diagnosis.logread.lines import ERROR_KEYS, find_keys, is_failure, is_progress, is_scheduler_kill
 from gpulens.diagnosis.rules import Rule, match_rules
 from gpulens.diagnosis.types import DEFAULT_ORIGIN, Diagnosis
+from gpulens.vocab import NO_FAILURE
 
-__all__ = ["DIVERGED_CONFIDENCE", "diverged_before", "diverged_loss", "earlier_root", "job_lines", "late_kills",
+__all__ = ["DIVERGED_CONFIDENCE", "diverged_before", "diverged_loss", "behind_secondary", "earlier_root", "job_lines", "late_kills",
            "root_rank_lines", "strip_ray_prefixes"]
 
 #: Literals of the lines a scheduler or the kernel writes about the whole job.
@@ -167,3 +169,26 @@ def earlier_root(d: Diagnosis, lines: Sequence[str], floor: int, start: int, rul
                      reason=f"an earlier stage of the job failed first ({first.rule.id}); the missing checkpoint "
                             "a later stage then looked for is its aftermath",
                      hint=hint_for(first.rule.category, [line]))
+
+
+#: Lines above the error context searched for the child's own error behind a launcher's report.
+_CHILD_LOOKBACK = 3000
+
+
+def behind_secondary(d: Diagnosis, lines: Sequence[str], floor: int, start: int,
+                     classify: Callable[[str], Diagnosis]) -> Diagnosis:
+    """For an error context that holds only a launcher's or a parent's report that a child
+    failed (``subprocess.CalledProcessError``, torchrun's ChildFailedError, a Ray actor's
+    death), the child's own error: the last traceback above ``start`` (in ``lines[floor:]``),
+    classified with ``classify``, when a rule decides it; else ``d``."""
+    if d.category != "unknown" or not (d.reason or "").startswith("only secondary messages"):
+        return d
+    lo = max(floor, start - _CHILD_LOOKBACK)
+    tbs = find_keys(lines, (_TRACEBACK,), lo, start)
+    if not tbs:
+        return d
+    got = classify("\n".join(ranks.strip_prefix(ln) for ln in lines[tbs[-1]:start] if not is_progress(ln)))
+    if got.method != "rule" or got.category in ("unknown", NO_FAILURE):
+        return d
+    return dataclasses.replace(got, confidence=round(got.confidence * 0.9, 3), file=d.file,
+                               reason="the launcher's report names no cause; the child's own error above it does")

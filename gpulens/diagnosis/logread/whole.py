@@ -29,6 +29,7 @@ from gpulens.diagnosis.logread.completion import (
     went_on,
 )
 from gpulens.diagnosis.logread.decide import (
+    behind_secondary,
     diverged_before,
     earlier_root,
     job_lines,
@@ -360,6 +361,7 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
     d = clf.classify_text("\n".join(ctx), file=file, keep_final=True)
     d = diverged_before(d, lines, starts[-1], start, SVM_MIN_CONFIDENCE)
     d = earlier_root(d, lines, starts[-1], start, clf.rules)
+    d = behind_secondary(d, lines, starts[-1], start, lambda text: clf.classify_text(text, file=file, keep_final=True))
     if not failures and d.category != "unknown":
         d.confidence = round(d.confidence * 0.8, 3)
     found = _indicators(lines, start, failures, d.evidence, first)
