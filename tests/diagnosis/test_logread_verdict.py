@@ -427,3 +427,26 @@ def test_a_log_with_nul_holes_and_keras_backspaces_is_still_read(tmp_path, clf: 
     weights = tmp_path / "model.pt"
     weights.write_bytes(bytes(range(256)) * 40)
     assert diagnose_path(weights, clf).diagnosis.reason.startswith("binary data")
+
+
+@pytest.mark.parametrize("epilogue,category", [
+    (["Exit code: 1", "Done."], None),
+    (["Job ID: 5521904", "State: TIMEOUT (exit code 0)", "Nodes: 1", "CPU Utilized: 11:02:31"], "preempted"),
+    (["Job ID: 5521904", "State: OUT_OF_MEMORY (exit code 0)", "Memory Utilized: 63.8 GB"], "cpu_oom"),
+    (["JobId=5521904 JobName=train", "   JobState=FAILED Reason=NonZeroExitCode Dependency=(null)",
+      "   ExitCode=1:0"], None),
+    (["Exit_status=271", "resources_used.walltime=24:00:07"], None),
+])
+def test_a_failing_exit_in_a_job_scripts_epilogue_is_a_failure(clf: Classifier, epilogue: list[str],
+                                                                category: str | None) -> None:
+    d = diagnose_text("\n".join(_STEPS[:12] + epilogue), clf).diagnosis
+    assert d.category != "none", d
+    if category is not None:
+        assert d.category == category, d
+
+
+@pytest.mark.parametrize("epilogue", [["Exit code: 0", "Done."], ["State: COMPLETED (exit code 0)"],
+                                      ["   JobState=COMPLETED Reason=None", "   ExitCode=0:0"]])
+def test_a_zero_exit_in_a_job_scripts_epilogue_is_a_normal_end(clf: Classifier, epilogue: list[str]) -> None:
+    d = diagnose_text("\n".join(_STEPS[:12] + epilogue), clf).diagnosis
+    assert d.category == "none", d

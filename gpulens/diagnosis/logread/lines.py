@@ -36,7 +36,8 @@ ERROR_KEYS: tuple[str, ...] = (
     "rror", "ERROR", "xception", "FATAL", "atal", "ailed", "FAILED", "illed", "xhausted", "EXHAUSTED",
     "ssert", "bort", "Segmentation", "denied", "No space", "CANCELLED", "OOM", "imed out", "imeout",
     "nvalid", "xit", "Traceback", "SIG", "erminated", "Interrupt", "core dumped", "died", "Illegal",
-    "death signal", "Hangup", "defined signal", "srun: forcing",
+    "death signal", "Hangup", "defined signal", "srun: forcing", "EXIT", "State:", "JobState=", "TIMEOUT",
+    "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED",
 )
 
 _PROGRESS = re.compile(r"\b(?:step|epoch|iter(?:ation)?|loss|batch|Epoch|Step|Iter)\b|it/s|s/it|\d+/\d+ \[")
@@ -59,6 +60,11 @@ _KILL = Guarded(
     r"|^\s*(?:\S+: line \d+:\s+\d+\s+)?Killed\b|Segmentation fault|core dumped|Bus error|Illegal instruction"
     r"|oom[-_]kill|OOM Killed|Out of memory: Kill|OOMKilled|exitcode\s*:\s*-?[1-9]|exit(?:ed)? (?:with )?(?:code|status) [1-9]"
     r"|exits with return code = -?[1-9]"
+    # a job script's or a scheduler epilogue's report (the zero forms are completions): "Exit code: 1",
+    # PBS "Exit_status=271", sacct/scontrol "ExitCode=1:0", seff "State: FAILED (exit code 1)", GNU time
+    r"|(?i:exit(?:ed)?(?: with)? (?:code|status))\s*[:=]?\s*-?[1-9]|\bExit_status=-?[1-9]|\bExitCode[=: ]+(?:[1-9]\d*:\d+|0:[1-9])"
+    r"|\b(?:State:\s*|JobState=)(?:FAILED|TIMEOUT|OUT_OF_MEMORY|NODE_FAIL|PREEMPTED|CANCELLED)\b"
+    r"|exited with non-zero status [1-9]"
     r"|[Rr]eceived SIG\w+|[Rr]eceived \d+ death signal|terminate called|Fatal Python error|KeyboardInterrupt"
     r"|srun: error: .*(?:Exited|Terminated|Killed)"
     # bash reporting a child killed by SIGTERM/SIGHUP/SIGUSR (a scheduler's or a session's end), srun giving up
@@ -67,7 +73,7 @@ _KILL = Guarded(
     ("DUE TO", "CANCELLED AT", "TERM_", "xit", "Killed", "Segmentation fault", "core dumped", "Bus error",
      "Illegal instruction", "oom-kill", "oom_kill", "OOM Killed", "Out of memory: Kill", "eceived ", "terminate called", "Fatal Python error",
      "KeyboardInterrupt", "srun: error", "Terminated", "Hangup", "User defined signal", "srun: Job step aborted",
-     "srun: forcing"),
+     "srun: forcing", "EXIT", "State:", "JobState="),
 )
 
 
