@@ -12,7 +12,13 @@ from gpulens.diagnosis import logs
 from gpulens.diagnosis.classifier import AFTERMATH_RULES, ROOT_CAUSE_CATEGORIES
 from gpulens.diagnosis.hints import hint_for
 from gpulens.diagnosis.logread import ranks
-from gpulens.diagnosis.logread.lines import ERROR_KEYS, find_keys, is_failure, is_progress, is_scheduler_kill
+from gpulens.diagnosis.logread.lines import (
+    ERROR_KEYS,
+    find_keys,
+    is_failure,
+    is_progress,
+    is_scheduler_kill,
+)
 from gpulens.diagnosis.rules import Rule, match_rules
 from gpulens.diagnosis.types import DEFAULT_ORIGIN, Diagnosis
 from gpulens.vocab import NO_FAILURE
