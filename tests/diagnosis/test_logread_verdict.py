@@ -450,3 +450,19 @@ def test_a_failing_exit_in_a_job_scripts_epilogue_is_a_failure(clf: Classifier, 
 def test_a_zero_exit_in_a_job_scripts_epilogue_is_a_normal_end(clf: Classifier, epilogue: list[str]) -> None:
     d = diagnose_text("\n".join(_STEPS[:12] + epilogue), clf).diagnosis
     assert d.category == "none", d
+
+
+def test_a_completion_word_printed_while_training_went_on_is_no_normal_end(clf: Classifier) -> None:
+    # pytorchtools' EarlyStopping prints its counter every epoch without improvement; the run went
+    # on and the log stops mid-epoch (killed without a word)
+    lines = []
+    for e in range(1, 9):
+        lines += [f"Epoch {e}/50: 100%|██████████| 200/200 [00:31<00:00,  6.4it/s, loss=0.{70 - e}]",
+                  f"val_loss: 0.{80 - e} val_acc: 0.{40 + e}"]
+        if e > 5:
+            lines.append(f"EarlyStopping counter: {e - 5} out of 10")
+    lines += [f"Epoch 9/50:  {k}%|███       | {k * 2}/200 [00:09<00:22,  6.4it/s, loss=0.61]" for k in (20, 30, 40)]
+    d = diagnose_text("\n".join(lines), clf).diagnosis
+    assert d.category == "unknown", d
+    ended = lines[:-3] + ["Early stopping triggered after epoch 8. Best val_loss: 0.73"]
+    assert diagnose_text("\n".join(ended), clf).diagnosis.category == "none"

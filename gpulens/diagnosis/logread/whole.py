@@ -168,6 +168,8 @@ def diagnose_source(src: WholeText, clf: Classifier | None = None, *, file: str 
     done = _completion_after(lines, a0, failures)
     if done is not None and failures and _ended_by(lines, frontier, failures, done[0]):
         done = None  # the process died there: what prints "done" after it is the job script, not the run
+    if done is not None and _trained_after(lines, done[0], frontier):
+        done = None  # training went on after it: a message printed during the run ("EarlyStopping counter")
     base = WholeDiagnosis(Diagnosis("unknown", "unknown", 0.0), attempts=len(starts), n_lines=src.n_lines)
     if done is not None and not [i for i in failures if i > done[0]]:
         return _healthy(base, src, done, file)
@@ -266,6 +268,14 @@ def _completion_after(lines: Sequence[str], floor: int, failures: Sequence[int])
     if done is not None and failures and done[1] < WEAK_AFTER_FAILURE:
         return None  # a bare "Done." after a failure the job did not go on from: the job script's echo
     return done
+
+
+def _trained_after(lines: Sequence[str], at: int, frontier: int) -> bool:
+    """Whether the run printed GOING_ON or more progress lines after the completion line at
+    ``at`` (the frontier is past it): the line did not end the run."""
+    if frontier <= at + 1:
+        return False
+    return len(last_matching(lines, PROGRESS_KEYS, is_progress, at + 1, len(lines), GOING_ON)) >= GOING_ON
 
 
 def _ended_by(lines: Sequence[str], frontier: int, failures: Sequence[int], done: int) -> bool:
