@@ -466,3 +466,11 @@ def test_a_completion_word_printed_while_training_went_on_is_no_normal_end(clf: 
     assert d.category == "unknown", d
     ended = lines[:-3] + ["Early stopping triggered after epoch 8. Best val_loss: 0.73"]
     assert diagnose_text("\n".join(ended), clf).diagnosis.category == "none"
+
+
+def test_a_log_without_any_evidence_is_only_probably_healthy(clf: Classifier) -> None:
+    lines = ["Loading tokenizer from ./tok", "Building vocabulary of 32000 tokens", "Writing shards to /scratch/u/shards",
+             "shard 0 written", "shard 1 written", "shard 2 written"]
+    d = diagnose_text("\n".join(lines), clf).diagnosis
+    assert d.category == "none" and d.confidence < 0.6, d
+    assert (d.reason or "").startswith("probably ended normally") and "sacct" in (d.reason or "")

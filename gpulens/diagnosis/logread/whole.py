@@ -320,11 +320,13 @@ def _healthy(base: WholeDiagnosis, src: WholeText, done: tuple[int, float], file
              why: str | None = None) -> WholeDiagnosis:
     i, strength = done
     line = logs.normalize_line(src.lines[i]).strip()[:300]
-    why = why or ("a completion message, no failure after it" if strength >= 0.8 else
-                  "no failure line, and it ends with its results" if strength >= 0.7 else
-                  "no failure line (and no completion message either)")
-    d = Diagnosis(NO_FAILURE, NO_FAILURE, round(strength, 3), [line], method="completion", file=file,
-                  reason=f"the run ended normally: {why}")
+    if why is None and strength < 0.7:  # nothing positive: say so, and how to confirm it
+        reason = ("probably ended normally: no error, no kill and no sign it stopped mid-run, but no completion "
+                  "message or final counter either (confirm with the scheduler's exit code, e.g. sacct)")
+    else:
+        reason = "the run ended normally: " + (why or ("a completion message, no failure after it" if strength >= 0.8
+                                                       else "no failure line, and it ends with its results"))
+    d = Diagnosis(NO_FAILURE, NO_FAILURE, round(strength, 3), [line], method="completion", file=file, reason=reason)
     return dataclasses.replace(base, diagnosis=d, completion=(src.number(i), line),
                                step=last_step(src.lines, i + 1))
 
