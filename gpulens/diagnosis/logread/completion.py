@@ -63,7 +63,7 @@ _STRONG = re.compile(
     r"|[Tt]otal training time|[Tt]raining took\b|[Tt]raining time\b|'train_runtime'|\btrain_runtime\b"
     r"|Process \d+ exits successfully|Successfully completed\."
     r"|wandb: (?:Run summary|Synced \d+ W&B file)|wandb: 🚀 View run|\bResults saved to\b"
-    r"|[Ee]arly stopping(?: triggered)?|EarlyStopping|Signaling Trainer to stop|Stopping\. Best"
+    r"|[Ee]arly stopping(?: triggered)?|EarlyStopping(?! counter)|Signaling Trainer to stop|Stopping\. Best"
     r"|[Ss]aving (?:the )?final (?:model|checkpoint)|final model|[Ss]aved final"
     r"|\bcompleted successfully\b|\bAll done\b|\bJob Finished\b|\bEnd of training\b|\bRun finished\b"
     # fairseq, TF Estimator, HF Trainer's metrics block, timm, Megatron's planned exit

@@ -168,8 +168,9 @@ def diagnose_source(src: WholeText, clf: Classifier | None = None, *, file: str 
     done = _completion_after(lines, a0, failures)
     if done is not None and failures and _ended_by(lines, frontier, failures, done[0]):
         done = None  # the process died there: what prints "done" after it is the job script, not the run
+    earlier = None
     if done is not None and _trained_after(lines, done[0], frontier):
-        done = None  # training went on after it: a message printed during the run ("EarlyStopping counter")
+        earlier, done = done, None  # training went on after it: one stage of several, or printed during the run
     base = WholeDiagnosis(Diagnosis("unknown", "unknown", 0.0), attempts=len(starts), n_lines=src.n_lines)
     if done is not None and not [i for i in failures if i > done[0]]:
         return _healthy(base, src, done, file)
@@ -178,6 +179,9 @@ def diagnose_source(src: WholeText, clf: Classifier | None = None, *, file: str 
         end = end_of_attempt(lines, a0)
         if end is not None and end.stopped:
             return _stopped(base, src, end, starts, file)
+        if end is None and earlier is not None:
+            return _healthy(base, src, (earlier[0], EARLIER_COMPLETION), file,
+                            "a completion message earlier (one stage of the job), no failure after it")
         return _healthy(base, src, (end.index, end.strength) if end else (_last_line(lines), 0.55), file,
                         end.why if end else None)
     got = _failed(base, src, starts, frontier, failures, clf or default_classifier(), file)
@@ -268,6 +272,11 @@ def _completion_after(lines: Sequence[str], floor: int, failures: Sequence[int])
     if done is not None and failures and done[1] < WEAK_AFTER_FAILURE:
         return None  # a bare "Done." after a failure the job did not go on from: the job script's echo
     return done
+
+
+#: Confidence of a normal end told by a completion message after which training went on (a
+#: sweep's or a multi-stage script's earlier stage) to an end that shows nothing more.
+EARLIER_COMPLETION = 0.7
 
 
 def _trained_after(lines: Sequence[str], at: int, frontier: int) -> bool:
