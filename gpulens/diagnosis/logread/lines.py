@@ -256,12 +256,19 @@ def process_key(line: str) -> str | None:
 _TRACEBACK = "Traceback (most recent call last)"
 
 
+#: Lines at the end of a log searched for its last non-blank one.
+_LAST_LINES = 50
+
+
 def driver_report(lines: Sequence[str], lo: int) -> tuple[int, int] | None:
     """``(head, end)`` of the last traceback report in ``lines[lo:]`` printed without a process
     prefix (the driver's: ``ray.get`` raising a task's error, a launcher's own exception) when
     every line after it carries another process's prefix: the driver printed nothing more, it
     died there; what the workers print afterwards is their buffered output, not the job going
     on. None otherwise (no such report, it ends the log, or the driver printed again after it)."""
+    last = next((ln for ln in reversed(lines[-_LAST_LINES:]) if ln.strip()), "")
+    if process_key(last) is None:
+        return None  # the log ends with a line of no other process (the cheap test first)
     tbs = [i for i in find_keys(lines, (_TRACEBACK,), lo) if process_key(lines[i]) is None]
     if not tbs:
         return None
