@@ -27,6 +27,7 @@ from gpulens.diagnosis.guarded import Guarded
 
 __all__ = [
     "FatalRegion",
+    "binary_reason",
     "LogText",
     "find_keys",
     "unreadable_reason",
@@ -251,6 +252,11 @@ def _decode(data: bytes) -> str:
 
 
 _CTRL_BYTES = bytes(b for b in range(32) if b < 9 or 13 < b < 32)
+
+
+def binary_reason(sample: bytes) -> str | None:
+    """Why a sample of a file is not text (NUL or other control bytes, undecodable), or None."""
+    return _binary_reason(sample, _decode(sample))
 
 
 def _binary_reason(sample: bytes, text: str) -> str | None:

@@ -376,7 +376,7 @@ def test_a_missing_checkpoint_after_an_earlier_crash_is_its_aftermath(clf: Class
 
 
 def test_a_caught_block_without_its_end_drops_no_more_than_its_traceback() -> None:
-    from gpulens.diagnosis.logread.decide import drop_caught
+    from gpulens.diagnosis.logread.lines import drop_caught
 
     ctx = ["--- Logging error ---", "Traceback (most recent call last):",
            '  File "/usr/lib/python3.10/logging/__init__.py", line 1084, in flush', "    self.stream.flush()",
@@ -398,3 +398,65 @@ def test_an_abort_after_the_exception_means_the_exception_did_not_end_it(clf: Cl
         view = logs.analyze(text)
         match = next(m for m in match_rules(view.focus) if m.rule.id == "python-logic-exception")
         assert _ended_it(view, match) is final, text
+
+
+def test_a_stage_that_died_before_a_later_stage_ran_is_the_cause(clf: Classifier) -> None:
+    # a job script runs base training, then mid training, each with torchrun; the first stage
+    # fails on a full disk; the second stage (which ran and printed steps) finds no checkpoint
+    steps = [f"step {k:05d}/00500 | loss: {3.0 - k / 300:.4f} | dt: 412.3ms" for k in range(0, 300, 20)]
+    disk = ["[rank0]: Traceback (most recent call last):",
+            '[rank0]:   File "/w/scripts/mid_train.py", line 41, in <module>',
+            "[rank0]:     ds = load_dataset('cais/mmlu', 'all')",
+            "[rank0]: OSError: Not enough disk space. Needed: Unknown size (download: 45.32 MiB, generated: 153.54 MiB)",
+            "E1015 10:41:07.123000 331 torch/distributed/elastic/multiprocessing/api.py:874] failed (exitcode: 1)"]
+    later = [f"[rank0]: Step {k:05d}/00600 | Training loss: {1.5 - k / 1000:.4f}" for k in range(0, 200, 20)] + [
+        "[rank0]: Traceback (most recent call last):",
+        '[rank0]:   File "/w/scripts/chat_sft.py", line 64, in <module>',
+        "[rank0]:     model = load_model('mid', device)",
+        "[rank0]: FileNotFoundError: [Errno 2] No such file or directory: '/root/.cache/run/mid_checkpoints'",
+        "E1015 10:52:11.456000 912 torch/distributed/elastic/multiprocessing/api.py:874] failed (exitcode: 1)"]
+    d = diagnose_text("\n".join(steps + disk + later), clf).diagnosis
+    assert (d.category, d.origin) == ("storage_error", "infrastructure"), d
+    assert "earlier stage" in (d.reason or "")
+    assert diagnose_text("\n".join(steps + later), clf).diagnosis.category == "checkpoint_error"
+
+
+@pytest.mark.parametrize("exc", [
+    "RuntimeError: mat2 must be a matrix, got 1-D tensor",
+    "RuntimeError: both arguments to matmul need to be at least 1D, but they are 0D and 2D",
+    "RuntimeError: The expanded size of the tensor (12) must match the existing size (7) at non-singleton dimension 1.",
+    "RuntimeError: einsum(): operands do not broadcast with remapped shapes (original->remapped): [2, 3]->[2, 3]",
+])
+def test_more_aten_shape_checks_on_every_rank_are_the_job_s_own_error(clf: Classifier, exc: str) -> None:
+    tb = []
+    for rank in (1, 0):
+        tb += [f"[rank{rank}]: Traceback (most recent call last):",
+               f'[rank{rank}]:   File "/w/proj/model.py", line 77, in forward',
+               f"[rank{rank}]:     h = torch.mm(x, self.proj)", f"[rank{rank}]: {exc}"]
+    tail = ["E0412 09:10:11.000000 1200 torch/distributed/elastic/multiprocessing/api.py:874] failed (exitcode: 1) "
+            "local_rank: 0 (pid: 1201) of binary: /env/bin/python",
+            "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: "]
+    d = diagnose_text("\n".join(tb + tail), clf).diagnosis
+    assert (d.category, d.origin) == ("semantic_error", "user"), d
+    assert {m.rule.id for m in match_rules(exc)} == {"aten-shape-checks"}
+
+
+def test_behind_a_launcher_s_report_the_child_s_own_error_decides(clf: Classifier) -> None:
+    # no rank prefixes: one child dies of OOM while the other prints its bar a few more times;
+    # the launcher then only reports that a child failed
+    bar = [f" {k}%|███       | {k * 10}/1000 [01:{k:02d}<09:00,  1.6it/s]" for k in range(30, 34)]
+    oom = ["Traceback (most recent call last):", '  File "/w/src/train.py", line 88, in <module>', "    main()",
+           '  File "/w/src/train.py", line 70, in main', "    loss.backward()",
+           "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB. GPU 1 has a total capacity of "
+           "23.69 GiB of which 312.00 MiB is free."]
+    more = [f"{{'loss': 0.{80 - k}, 'grad_norm': 1.2, 'learning_rate': 1e-05, 'epoch': 0.3}}" for k in range(4)]
+    more += [f" {k}%|███       | {k * 10}/1000 [01:{k:02d}<09:00,  1.6it/s]" for k in range(34, 38)]
+    launcher = ["Traceback (most recent call last):", '  File "/env/bin/accelerate", line 8, in <module>',
+                "    sys.exit(main())",
+                '  File "/env/lib/python3.10/site-packages/accelerate/commands/launch.py", line 1168, in launch_command',
+                "    simple_launcher(args)",
+                "subprocess.CalledProcessError: Command '['/env/bin/python', 'src/train.py']' returned non-zero "
+                "exit status 1."]
+    d = diagnose_text("\n".join(bar + oom + more + launcher), clf).diagnosis
+    assert d.category == "gpu_oom", d
+    assert "child's own error" in (d.reason or "")

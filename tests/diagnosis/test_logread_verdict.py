@@ -327,3 +327,160 @@ def test_deepspeeds_negative_return_code_at_the_end_is_a_failure(clf: Classifier
 def test_deepspeeds_zero_return_code_is_no_failure(clf: Classifier) -> None:
     lines = [*_steps(5000), "[2025-03-02 10:01:02,003] [INFO] [launch.py:351:main] Process 81234 exits with return code = 0"]
     assert diagnose_text("\n".join(lines), clf).diagnosis.category == "none"
+
+
+def _ray_workers(n: int, start: int = 0) -> list[str]:
+    return [f"\x1b[36m(train_task pid={4100 + k % 3})\x1b[0m Batch {start + k} of 400\tTrain loss: 0.{50 + k % 40}"
+            for k in range(n)]
+
+
+_DRIVER_TB = [
+    "Traceback (most recent call last):",
+    '  File "/home/u/proj/launch_ray.py", line 61, in <module>',
+    "    ray.get(handles)",
+    '  File "/opt/conda/lib/python3.10/site-packages/ray/_private/worker.py", line 2755, in get',
+    "    raise value.as_instanceof_cause()",
+    "ray.exceptions.RayTaskError(RuntimeError): ray::train_task() (pid=4101, ip=10.1.2.3)",
+    '  File "/home/u/proj/train.py", line 88, in to_device',
+    "    self.x = self.x.cuda()",
+    "RuntimeError: CUDA error: out of memory",
+    "For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
+]
+
+
+def test_a_ray_driver_that_died_is_a_failure_whatever_its_workers_print_after(clf: Classifier) -> None:
+    head = ["2025-03-01 10:00:00,000\tINFO worker.py:1841 -- Started a local Ray instance.", *_ray_workers(20)]
+    tail = _ray_workers(40, 20) + ["\x1b[36m(train_task pid=4102)\x1b[0m \tTest accuracy: 0.8123"]
+    w = diagnose_text("\n".join(head + _DRIVER_TB + tail), clf)
+    d = w.diagnosis
+    assert (d.category, d.origin) == ("gpu_oom", "user"), d
+    assert len(head) + 9 in w.indicator_lines
+    interrupted = _DRIVER_TB[:5] + ["KeyboardInterrupt"]
+    d = diagnose_text("\n".join(head + interrupted + tail), clf).diagnosis
+    assert d.category == "preempted", d
+
+
+def test_a_driver_that_printed_on_after_its_traceback_went_on(clf: Classifier) -> None:
+    # the driver caught the task's error, printed it and went on: its own lines follow the workers'
+    head = ["Started a local Ray instance.", *_ray_workers(20)]
+    after = _ray_workers(20, 20) + [f"sweep point {k}: mean reward {k * 1.5:.1f}" for k in range(25)] + [
+        "All sweep points finished. Results saved to results/sweep.csv"]
+    d = diagnose_text("\n".join(head + _DRIVER_TB + after), clf).diagnosis
+    assert d.category == "none", d
+
+
+def test_argparse_with_a_program_name_of_several_words_is_a_failure(clf: Classifier) -> None:
+    text = ("usage: accelerate <command> [<args>] launch [-h] [--config_file CONFIG_FILE]\n"
+            "                                 [--machine_rank MACHINE_RANK]\n"
+            "                                 training_script ...\n"
+            "Accelerate launch command: error: argument --machine_rank/--machine-rank: invalid int value: ''\n")
+    d = diagnose_text(text, clf).diagnosis
+    assert (d.category, d.rule_id) == ("semantic_error", "argparse-usage-error"), d
+    quiet = "Epoch 3/3 done\nThe loader reported: error: none of 0 files skipped\nResults saved to out/\n"
+    assert diagnose_text(quiet, clf).diagnosis.category == "none"
+
+
+_STEPS = [f"step {k} | loss {2.0 - k / 100:.3f} | lr 3.0e-04" for k in range(0, 200, 10)]
+_EXC = ["Traceback (most recent call last):", '  File "/work/u/pretrain.py", line 211, in <module>', "    main(cfg)",
+        '  File "/work/u/pretrain.py", line 180, in main', "    batch = next(loader)",
+        "KeyError: 'input_ids'"]
+
+
+@pytest.mark.parametrize("tail", [["pretrain.py failed with exit code 1", "Done."],
+                                  ["Stage pretrain failed with exit code 1", "All done."],
+                                  ["Done."]])
+def test_a_job_scripts_done_after_a_crash_is_no_normal_end(clf: Classifier, tail: list[str]) -> None:
+    d = diagnose_text("\n".join(_STEPS + _EXC + tail), clf).diagnosis
+    assert d.category not in ("none", "unknown") and d.origin != "none", d
+
+
+def test_a_completion_after_a_non_fatal_error_line_is_a_normal_end(clf: Classifier) -> None:
+    d = diagnose_text("\n".join(_STEPS + ["ERROR: could not upload checkpoint to the model hub", "Training finished."]),
+                      clf).diagnosis
+    assert d.category == "none", d
+
+
+def test_lsfs_terminated_at_timestamp_is_no_signal(clf: Classifier) -> None:
+    report = ["Sender: LSF System <lsfadmin@hpc>", "Subject: Job 4821: <python train.py> in cluster <c> Done", "",
+              "Job <python train.py> was submitted from host <login1> by user <u>.",
+              "Started at Fri Dec  1 03:10:02 2023", "Terminated at Fri Dec  1 04:27:09 2023",
+              "Results reported at Fri Dec  1 04:27:09 2023", "", "Successfully completed.", "",
+              "Resource usage summary:", "    CPU time :   4612.00 sec.", "",
+              "The output (if any) follows:", "", *_STEPS, "Epoch 10/10 finished"]
+    d = diagnose_text("\n".join(report), clf).diagnosis
+    assert d.category == "none", d
+
+
+def test_a_log_with_nul_holes_and_keras_backspaces_is_still_read(tmp_path, clf: Classifier) -> None:
+    from gpulens.diagnosis.logread import diagnose_path
+
+    bar = "".join(f"{k:3d}/375 [>.............................] - ETA: 1:02 - loss: 0.91" + "\b" * 62
+                  for k in range(1, 376, 4))
+    body = ["Found 12000 images belonging to 10 classes.", *[f"Epoch {e}/3\n{bar}" for e in (1, 2, 3)],
+            "375/375 [==============================] - 41s 109ms/step - loss: 0.52 - accuracy: 0.83",
+            "Test accuracy: 0.8312", "Training finished."]
+    path = tmp_path / "slurm-77.out"
+    path.write_bytes(b"job 77 on gpu03\n" + b"\x00" * 6000 + "\n".join(body).encode() + b"\n")
+    w = diagnose_path(path, clf)
+    assert w.diagnosis.category == "none", w.diagnosis
+    assert w.completion is not None and w.completion[0] == path.read_bytes().count(b"\n")
+    weights = tmp_path / "model.pt"
+    weights.write_bytes(bytes(range(256)) * 40)
+    assert diagnose_path(weights, clf).diagnosis.reason.startswith("binary data")
+
+
+@pytest.mark.parametrize("epilogue,category", [
+    (["Exit code: 1", "Done."], None),
+    (["Job ID: 5521904", "State: TIMEOUT (exit code 0)", "Nodes: 1", "CPU Utilized: 11:02:31"], "preempted"),
+    (["Job ID: 5521904", "State: OUT_OF_MEMORY (exit code 0)", "Memory Utilized: 63.8 GB"], "cpu_oom"),
+    (["JobId=5521904 JobName=train", "   JobState=FAILED Reason=NonZeroExitCode Dependency=(null)",
+      "   ExitCode=1:0"], None),
+    (["Exit_status=271", "resources_used.walltime=24:00:07"], None),
+])
+def test_a_failing_exit_in_a_job_scripts_epilogue_is_a_failure(clf: Classifier, epilogue: list[str],
+                                                                category: str | None) -> None:
+    d = diagnose_text("\n".join(_STEPS[:12] + epilogue), clf).diagnosis
+    assert d.category != "none", d
+    if category is not None:
+        assert d.category == category, d
+
+
+@pytest.mark.parametrize("epilogue", [["Exit code: 0", "Done."], ["State: COMPLETED (exit code 0)"],
+                                      ["   JobState=COMPLETED Reason=None", "   ExitCode=0:0"]])
+def test_a_zero_exit_in_a_job_scripts_epilogue_is_a_normal_end(clf: Classifier, epilogue: list[str]) -> None:
+    d = diagnose_text("\n".join(_STEPS[:12] + epilogue), clf).diagnosis
+    assert d.category == "none", d
+
+
+def test_a_completion_word_printed_while_training_went_on_is_no_normal_end(clf: Classifier) -> None:
+    # pytorchtools' EarlyStopping prints its counter every epoch without improvement; the run went
+    # on and the log stops mid-epoch (killed without a word)
+    lines = []
+    for e in range(1, 9):
+        lines += [f"Epoch {e}/50: 100%|██████████| 200/200 [00:31<00:00,  6.4it/s, loss=0.{70 - e}]",
+                  f"val_loss: 0.{80 - e} val_acc: 0.{40 + e}"]
+        if e > 5:
+            lines.append(f"EarlyStopping counter: {e - 5} out of 10")
+    lines += [f"Epoch 9/50:  {k}%|███       | {k * 2}/200 [00:09<00:22,  6.4it/s, loss=0.61]" for k in (20, 30, 40)]
+    d = diagnose_text("\n".join(lines), clf).diagnosis
+    assert d.category == "unknown", d
+    ended = lines[:-3] + ["Early stopping triggered after epoch 8. Best val_loss: 0.73"]
+    assert diagnose_text("\n".join(ended), clf).diagnosis.category == "none"
+
+
+def test_a_log_without_any_evidence_is_only_probably_healthy(clf: Classifier) -> None:
+    lines = ["Loading tokenizer from ./tok", "Building vocabulary of 32000 tokens", "Writing shards to /scratch/u/shards",
+             "shard 0 written", "shard 1 written", "shard 2 written"]
+    d = diagnose_text("\n".join(lines), clf).diagnosis
+    assert d.category == "none" and d.confidence < 0.6, d
+    assert (d.reason or "").startswith("probably ended normally") and "sacct" in (d.reason or "")
+
+
+def test_an_earlier_stage_s_completion_is_a_less_sure_normal_end(clf: Classifier) -> None:
+    first = [f"step {k} | loss {2.0 - k / 100:.3f}" for k in range(0, 100, 10)] + ["Finished Training setting A"]
+    second = ["Start Training setting B"] + [f"step {k} | loss {2.5 - k / 100:.3f}" for k in range(0, 100, 10)] + [
+        "Writing summary table to results/sweep.csv"]
+    d = diagnose_text("\n".join(first + second), clf).diagnosis
+    assert d.category == "none" and d.confidence == 0.7 and "earlier" in (d.reason or ""), d
+    from gpulens.diagnosis.logread.completion import is_completion
+    assert not is_completion("EarlyStopping counter: 3 out of 10") and is_completion("EarlyStopping: stopping at epoch 41")

@@ -20,6 +20,7 @@ from gpulens.diagnosis.logread.lines import (
     is_failure,
     is_progress,
     last_matching,
+    process_key,
 )
 from gpulens.diagnosis.logs import find_keys
 
@@ -62,7 +63,7 @@ _STRONG = re.compile(
     r"|[Tt]otal training time|[Tt]raining took\b|[Tt]raining time\b|'train_runtime'|\btrain_runtime\b"
     r"|Process \d+ exits successfully|Successfully completed\."
     r"|wandb: (?:Run summary|Synced \d+ W&B file)|wandb: 🚀 View run|\bResults saved to\b"
-    r"|[Ee]arly stopping(?: triggered)?|EarlyStopping|Signaling Trainer to stop|Stopping\. Best"
+    r"|[Ee]arly stopping(?: triggered)?|EarlyStopping(?! counter)|Signaling Trainer to stop|Stopping\. Best"
     r"|[Ss]aving (?:the )?final (?:model|checkpoint)|final model|[Ss]aved final"
     r"|\bcompleted successfully\b|\bAll done\b|\bJob Finished\b|\bEnd of training\b|\bRun finished\b"
     # fairseq, TF Estimator, HF Trainer's metrics block, timm, Megatron's planned exit
@@ -196,10 +197,15 @@ _NOT_OUTPUT = ("wandb:", "srun:", "slurmstepd", "🏃", "Sender: LSF", "Job <", 
 def went_on(lines: Sequence[str], at: int, enough: int = WENT_ON_LINES) -> bool:
     """Whether the program printed ``enough`` lines of its own ordinary output (not errors,
     warnings, traceback frames, trackers', launchers' or the scheduler's lines) after the error
-    line at ``at``: a caught exception whose report the job printed and went on from."""
+    line at ``at``: a caught exception whose report the job printed and went on from. Only the
+    lines of the process that printed the error count (the same launcher prefix, or none): other
+    processes printing on does not show that one went on."""
     count = 0
+    own = process_key(lines[at])
     for j in range(at + 1, min(len(lines), at + _WENT_ON_SCAN)):
         raw = lines[j]
+        if process_key(raw) != own:
+            continue
         s = logs.normalize_line(raw)
         t = s.strip()
         if not t or s.startswith((" ", "\t")) or t.startswith(_NOT_OUTPUT) or "Traceback" in t \

@@ -4,17 +4,27 @@ kernel's, which speak for the whole job)."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from gpulens.diagnosis import logs
+from gpulens.diagnosis.classifier import AFTERMATH_RULES, ROOT_CAUSE_CATEGORIES
 from gpulens.diagnosis.hints import hint_for
 from gpulens.diagnosis.logread import ranks
-from gpulens.diagnosis.logread.lines import is_scheduler_kill
+from gpulens.diagnosis.logread.lines import (
+    ERROR_KEYS,
+    find_keys,
+    is_failure,
+    is_progress,
+    is_scheduler_kill,
+)
+from gpulens.diagnosis.rules import Rule, match_rules
 from gpulens.diagnosis.types import DEFAULT_ORIGIN, Diagnosis
+from gpulens.vocab import NO_FAILURE
 
-__all__ = ["DIVERGED_CONFIDENCE", "diverged_before", "diverged_loss", "drop_caught", "job_lines", "late_kills", "root_rank_lines",
-           "strip_ray_prefixes"]
+__all__ = ["DIVERGED_CONFIDENCE", "diverged_before", "diverged_loss", "behind_secondary", "earlier_root", "job_lines", "late_kills",
+           "root_rank_lines", "strip_ray_prefixes"]
 
 #: Literals of the lines a scheduler or the kernel writes about the whole job.
 _JOB_KEYS = ("slurmstepd", "srun: error", "oom-kill", "oom_kill", "OOMKilled", "Out of memory: Kill", "CANCELLED")
@@ -53,48 +63,6 @@ def late_kills(lines: Sequence[str], failures: Sequence[int], start: int) -> set
 
 
 _TRACEBACK = "Traceback (most recent call last)"
-#: Heads of the tracebacks Python prints for an exception it caught and went on from: the
-#: logging module's handler error, and an exception in __del__/atexit/a callback.
-_CAUGHT_HEADS = ("--- Logging error ---", "Exception ignored in")
-#: Lines one caught-exception block may take.
-_CAUGHT_SPAN = 80
-
-
-def drop_caught(context: Sequence[str]) -> list[str]:
-    """``context`` without the blocks of exceptions Python caught and went on from ("--- Logging
-    error ---" up to its "Arguments:" line, "Exception ignored in: ..." with its traceback): they
-    never end a process, so they must not decide its category."""
-    if not any(h in ln for ln in context for h in _CAUGHT_HEADS):
-        return list(context)
-    out: list[str] = []
-    i = 0
-    while i < len(context):
-        line = context[i]
-        if any(h in line for h in _CAUGHT_HEADS):
-            i = _caught_end(context, i)
-            continue
-        out.append(line)
-        i += 1
-    return out
-
-
-def _caught_end(context: Sequence[str], head: int) -> int:
-    """The index after the caught-exception block that starts at ``head``: its "Arguments:" line
-    (a logging error), else its exception line; only the head when neither is near."""
-    logging = "--- Logging error ---" in context[head]
-    in_tb = False
-    exc_end: int | None = None
-    for j in range(head + 1, min(len(context), head + _CAUGHT_SPAN)):
-        s = logs.normalize_line(context[j])
-        if logging and s.startswith("Arguments:"):
-            return j + 1
-        if _TRACEBACK in s:
-            in_tb = True
-        elif in_tb and exc_end is None and s and not s.startswith((" ", "\t")):
-            exc_end = j + 1  # the exception line that ends the caught traceback
-            if not logging:
-                return exc_end
-    return exc_end if exc_end is not None else head + 1
 
 
 #: Lines above the error context searched for the root-cause rank's own traceback.
@@ -180,3 +148,53 @@ def strip_ray_prefixes(context: Sequence[str]) -> list[str]:
     if not any("pid=" in ln or "(raylet)" in ln for ln in context):
         return list(context)
     return [_RAY_PREFIX.sub("", ln, count=1) if "(" in ln[:40] else ln for ln in context]
+
+
+#: Lines above the failed stage's error context searched for an earlier stage's root failure.
+_EARLIER_LOOKBACK = 20000
+
+
+def earlier_root(d: Diagnosis, lines: Sequence[str], floor: int, start: int, rules: tuple[Rule, ...]) -> Diagnosis:
+    """For a checkpoint that is not there (``d`` from an aftermath rule), the root failure of an
+    earlier stage of the same job script (its error lines in ``lines[floor:start]``: a training
+    stage that died of OOM, a full disk, a crash before it wrote the checkpoint the next stage
+    loads); else ``d``."""
+    if d.rule_id not in AFTERMATH_RULES or start <= floor:
+        return d
+    lo = max(floor, start - _EARLIER_LOOKBACK)
+    errs = [ranks.strip_prefix(lines[i]) for i in find_keys(lines, ERROR_KEYS, lo, start)
+            if is_failure(logs.normalize_line(lines[i]), lines[i])]
+    root = [m for m in match_rules("\n".join(logs.normalize_line(x) for x in errs), rules)
+            if m.rule.category in ROOT_CAUSE_CATEGORIES and not m.rule.generic and not m.rule.secondary]
+    if not root:
+        return d
+    first = min(root, key=lambda m: m.position)  # the first stage that failed
+    line = first.line.strip()[:300]
+    return Diagnosis(first.rule.category, first.rule.origin, round(first.rule.confidence * 0.9, 3),
+                     [line, *d.evidence][:_MAX_EVIDENCE], method="rule", rule_id=first.rule.id, file=d.file,
+                     reason=f"an earlier stage of the job failed first ({first.rule.id}); the missing checkpoint "
+                            "a later stage then looked for is its aftermath",
+                     hint=hint_for(first.rule.category, [line]))
+
+
+#: Lines above the error context searched for the child's own error behind a launcher's report.
+_CHILD_LOOKBACK = 3000
+
+
+def behind_secondary(d: Diagnosis, lines: Sequence[str], floor: int, start: int,
+                     classify: Callable[[str], Diagnosis]) -> Diagnosis:
+    """For an error context that holds only a launcher's or a parent's report that a child
+    failed (``subprocess.CalledProcessError``, torchrun's ChildFailedError, a Ray actor's
+    death), the child's own error: the last traceback above ``start`` (in ``lines[floor:]``),
+    classified with ``classify``, when a rule decides it; else ``d``."""
+    if d.category != "unknown" or not (d.reason or "").startswith("only secondary messages"):
+        return d
+    lo = max(floor, start - _CHILD_LOOKBACK)
+    tbs = find_keys(lines, (_TRACEBACK,), lo, start)
+    if not tbs:
+        return d
+    got = classify("\n".join(ranks.strip_prefix(ln) for ln in lines[tbs[-1]:start] if not is_progress(ln)))
+    if got.method != "rule" or got.category in ("unknown", NO_FAILURE):
+        return d
+    return dataclasses.replace(got, confidence=round(got.confidence * 0.9, 3), file=d.file,
+                               reason="the launcher's report names no cause; the child's own error above it does")

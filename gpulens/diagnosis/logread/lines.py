@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.guarded import Guarded
+from gpulens.diagnosis.logread.ranks import prefix_rank, strip_prefix
 from gpulens.diagnosis.logs import find_keys
 
 __all__ = [
@@ -23,6 +24,11 @@ __all__ = [
     "is_progress",
     "is_terminal_kill",
     "handled_blocks",
+    "drop_caught",
+    "prefix_free",
+    "dead_driver",
+    "driver_report",
+    "process_key",
 ]
 
 #: Literal keys of lines that may state a failure (hard, infrastructure or secondary).
@@ -30,7 +36,7 @@ ERROR_KEYS: tuple[str, ...] = (
     "rror", "ERROR", "xception", "FATAL", "atal", "ailed", "FAILED", "illed", "xhausted", "EXHAUSTED",
     "ssert", "bort", "Segmentation", "denied", "No space", "CANCELLED", "OOM", "imed out", "imeout",
     "nvalid", "xit", "Traceback", "SIG", "erminated", "Interrupt", "core dumped", "died", "Illegal",
-    "death signal", "Hangup", "defined signal", "srun: forcing",
+    "death signal", "Hangup", "defined signal", "srun: forcing", "State",
 )
 
 _PROGRESS = re.compile(r"\b(?:step|epoch|iter(?:ation)?|loss|batch|Epoch|Step|Iter)\b|it/s|s/it|\d+/\d+ \[")
@@ -40,10 +46,12 @@ _BENIGN = Guarded(
     r"^wandb: (?:ERROR|WARNING|Network error)|--- Logging error ---|\bWarning\b|\w+Warning:|\bWARN(?:ING)?\b|warnings\.warn"
     r"|slurmstepd(?!.*(?:oom[-_]kill|OOM Kill)).*(?:cgroup|_oom_event|proctrack|Unable to|step_terminate_monitor)"
     r"|destroy_process_group|NCCL WARN|\[W\d{4}|^\s*\[W |\bDeprecat|ignore_errors|\b0 errors?\b"
-    r"|Set IB_HCA|Failed to load image Python extension|TORCH_CUDA_ARCH_LIST|\bFAILED\]\]\]",
+    r"|Set IB_HCA|Failed to load image Python extension|TORCH_CUDA_ARCH_LIST|\bFAILED\]\]\]"
+    # LSF's job report: "Started at Fri Dec  1 03:10:02 2023" ... "Terminated at Fri Dec  1 04:27:09 2023"
+    r"|^Terminated at (?:[A-Z][a-z]{2} ){2}",
     ("wandb: ", "Logging error", "Warning", "WARN", "warnings.warn", "slurmstepd", "destroy_process_group", "[W",
      "Deprecat", "ignore_errors", "0 error", "Set IB_HCA", "Failed to load image Python extension",
-     "TORCH_CUDA_ARCH_LIST", "FAILED]]]"),
+     "TORCH_CUDA_ARCH_LIST", "FAILED]]]", "Terminated at"),
 )
 #: A kill, a time limit, a signal or a non-zero exit: ends a run even with no traceback.
 _KILL = Guarded(
@@ -51,6 +59,11 @@ _KILL = Guarded(
     r"|^\s*(?:\S+: line \d+:\s+\d+\s+)?Killed\b|Segmentation fault|core dumped|Bus error|Illegal instruction"
     r"|oom[-_]kill|OOM Killed|Out of memory: Kill|OOMKilled|exitcode\s*:\s*-?[1-9]|exit(?:ed)? (?:with )?(?:code|status) [1-9]"
     r"|exits with return code = -?[1-9]"
+    # a job script's or a scheduler epilogue's report (the zero forms are completions): "Exit code: 1",
+    # PBS "Exit_status=271", sacct/scontrol "ExitCode=1:0", seff "State: FAILED (exit code 1)", GNU time
+    r"|(?i:exit(?:ed)?(?: with)? (?:code|status))\s*[:=]?\s*-?[1-9]|\bExit_status=-?[1-9]|\bExitCode[=: ]+(?:[1-9]\d*:\d+|0:[1-9])"
+    r"|\b(?:State:\s*|JobState=)(?:FAILED|TIMEOUT|OUT_OF_MEMORY|NODE_FAIL|PREEMPTED|CANCELLED)\b"
+    r"|exited with non-zero status [1-9]"
     r"|[Rr]eceived SIG\w+|[Rr]eceived \d+ death signal|terminate called|Fatal Python error|KeyboardInterrupt"
     r"|srun: error: .*(?:Exited|Terminated|Killed)"
     # bash reporting a child killed by SIGTERM/SIGHUP/SIGUSR (a scheduler's or a session's end), srun giving up
@@ -59,7 +72,7 @@ _KILL = Guarded(
     ("DUE TO", "CANCELLED AT", "TERM_", "xit", "Killed", "Segmentation fault", "core dumped", "Bus error",
      "Illegal instruction", "oom-kill", "oom_kill", "OOM Killed", "Out of memory: Kill", "eceived ", "terminate called", "Fatal Python error",
      "KeyboardInterrupt", "srun: error", "Terminated", "Hangup", "User defined signal", "srun: Job step aborted",
-     "srun: forcing"),
+     "srun: forcing", "State"),
 )
 
 
@@ -77,8 +90,12 @@ _SCHEDULER_KILL = re.compile(
 _ERROR_LEVEL = re.compile(r"^\S*\s*(?:[\d:,.\- ]+\s)?\[?(?:ERROR|FATAL|CRITICAL)\]?[\s:]")
 
 
-#: A program's own one-line error (argparse: "train.py: error: argument --fp16: ...").
-_PROGRAM_ERROR = re.compile(r"^[\w./-]+: error: ")
+#: A program's own one-line error (argparse: "train.py: error: argument --fp16: ..."; a program
+#: name of several words only with one of argparse's own messages: "Accelerate launch command:
+#: error: argument --machine_rank: invalid int value").
+_PROGRAM_ERROR = re.compile(
+    r"^[\w./-]+: error: |^[\w./-]+(?: [\w./-]+){1,3}: error: (?:unrecognized arguments|the following arguments are "
+    r"required|argument [-\w/]+:|ambiguous option|one of the arguments|too few arguments)")
 
 
 def is_scheduler_kill(norm: str) -> bool:
@@ -158,34 +175,115 @@ _REPORT_PARTS = ("Traceback", "During handling", "The above exception", "Call st
 _REPORT_LINES = 200
 
 
-def handled_blocks(lines: Sequence[str], lo: int, hi: int) -> set[int]:
+def handled_blocks(lines: Sequence[str], lo: int, hi: int, *, stream_gone: bool = False) -> set[int]:
     """Indexes in ``[lo, hi)`` of the lines of error reports Python printed and went on from
     (see ``_HANDLED_HEADS``): their exception lines did not end the process. A report whose
     exception is the output stream failing (an I/O error, a broken pipe: the terminal or the
-    log file went away) is not one: what wrote the log is gone."""
+    log file went away) is one only with ``stream_gone`` (the category's reading: that error is
+    the logger's, not the job's storage); without it, it is kept (the verdict's reading: what
+    wrote the log is gone)."""
     out: set[int] = set()
     for i in find_keys(lines, _HANDLED_HEADS, lo, hi):
-        if not logs.normalize_line(lines[i]).lstrip().startswith(_HANDLED_HEADS):
+        if not _heads_report(lines[i]):
             continue
         block = _report(lines, i, hi)
-        if not any(_STREAM_GONE in lines[j] or "BrokenPipeError" in lines[j] for j in block):
+        if stream_gone or not any(_STREAM_GONE in lines[j] or "BrokenPipeError" in lines[j] for j in block):
             out.update(block)
     return out
 
 
+def drop_caught(context: Sequence[str]) -> list[str]:
+    """``context`` without the reports of exceptions Python caught and went on from (a logging
+    handler's error, an exception ignored in ``__del__`` or at exit; :func:`handled_blocks`):
+    they never end a process, so they must not decide its category."""
+    blocks = handled_blocks(context, 0, len(context), stream_gone=True)
+    return [ln for k, ln in enumerate(context) if k not in blocks] if blocks else list(context)
+
+
+def _heads_report(line: str) -> bool:
+    """Whether a line is the head of such a report (after a launcher's rank prefix, if any)."""
+    return logs.normalize_line(prefix_free(line)).lstrip().startswith(_HANDLED_HEADS)
+
+
 _STREAM_GONE = "[Errno 5] Input/output error"
+#: Lines between a report's exception line and the next traceback of the same chain.
+_CHAINED = ("During handling", "The above exception")
 
 
 def _report(lines: Sequence[str], i: int, hi: int) -> list[int]:
-    """The lines of the error report headed at ``i``: its traceback up to its exception line."""
+    """The lines of the error report headed at ``i``: its traceback up to its exception line,
+    with a logging error's "Call stack:", "Message:" and "Arguments:" lines after it; a new
+    traceback after the exception line (not one chained to it) is another report."""
     out = [i]
     seen_exception = False
+    chained = False
     for j in range(i + 1, min(hi, i + _REPORT_LINES)):
-        s = logs.normalize_line(lines[j])
+        s = logs.normalize_line(prefix_free(lines[j]))
         t = s.strip()
+        if seen_exception and t.startswith("Traceback") and not chained:
+            break
         if t and not s.startswith((" ", "\t")) and not t.startswith(_REPORT_PARTS):
             if seen_exception or t.startswith(_HANDLED_HEADS):
                 break
             seen_exception = True  # the report's exception line
+        if t:
+            chained = t.startswith(_CHAINED)
         out.append(j)
     return out
+
+
+def prefix_free(line: str) -> str:
+    """``line`` without a launcher's rank prefix (``[rank3]:``), which keeps the indentation."""
+    return strip_prefix(line) if line[:1] in "[0123456789" else line
+
+
+#: Ray's prefix of a worker process's lines: "(RayTrainWorker pid=4242, ip=10.0.0.5) ", with its colour codes.
+_RAY_LEAD = re.compile(r"^(?:\x1b\[[\d;]*m)?\((?:[\w.-]+[ \t]+)?pid=(\d+)")
+
+
+def process_key(line: str) -> str | None:
+    """The process a launcher's prefix says printed a line (Ray's ``(name pid=N)``, torchrun's
+    ``[rankN]:``, srun's ``N:``, Open MPI's ``[1,N]<stderr>:``); None without a prefix (the
+    driver's or a single process's own line)."""
+    if "pid=" in line[:120]:
+        m = _RAY_LEAD.match(line)
+        if m:
+            return "pid" + m.group(1)
+    rank = prefix_rank(line)
+    return None if rank is None else f"rank{rank}"
+
+
+_TRACEBACK = "Traceback (most recent call last)"
+
+
+#: Lines at the end of a log searched for its last non-blank one.
+_LAST_LINES = 50
+
+
+def driver_report(lines: Sequence[str], lo: int) -> tuple[int, int] | None:
+    """``(head, end)`` of the last traceback report in ``lines[lo:]`` printed without a process
+    prefix (the driver's: ``ray.get`` raising a task's error, a launcher's own exception) when
+    every line after it carries another process's prefix: the driver printed nothing more, it
+    died there; what the workers print afterwards is their buffered output, not the job going
+    on. None otherwise (no such report, it ends the log, or the driver printed again after it)."""
+    last = next((ln for ln in reversed(lines[-_LAST_LINES:]) if ln.strip()), "")
+    if process_key(last) is None:
+        return None  # the log ends with a line of no other process (the cheap test first)
+    tbs = [i for i in find_keys(lines, (_TRACEBACK,), lo) if process_key(lines[i]) is None]
+    if not tbs:
+        return None
+    head = tbs[-1]
+    end = head + 1
+    while end < len(lines) and (not lines[end].strip() or process_key(lines[end]) is None):
+        end += 1
+    if end >= len(lines) or any(ln.strip() and process_key(ln) is None for ln in lines[end:]):
+        return None
+    return head, end
+
+
+def dead_driver(lines: Sequence[str], lo: int) -> list[int]:
+    """The failure lines of :func:`driver_report`'s report (none without one)."""
+    got = driver_report(lines, lo)
+    if got is None:
+        return []
+    return [k for k in range(*got) if is_failure(logs.normalize_line(lines[k]), lines[k])]

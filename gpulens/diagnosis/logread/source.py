@@ -67,7 +67,7 @@ def read_whole(path: str | os.PathLike[str], *, keep_bytes: int = WHOLE_BYTES) -
     when it cannot be opened; other problems (empty, binary, not a regular file) come back as
     ``reason``."""
     probe = logs.read_log(path, head_bytes=4096, tail_bytes=4096, scan_bytes=0)
-    if probe.reason:
+    if probe.reason and not (probe.reason.startswith("binary data") and _text_with_noise(path, probe.size)):
         return WholeText([], 1, probe.size, reason=probe.reason)
     with Path(path).open("rb") as fh:
         size = os.fstat(fh.fileno()).st_size
@@ -87,7 +87,30 @@ def read_whole(path: str | os.PathLike[str], *, keep_bytes: int = WHOLE_BYTES) -
     return dataclasses.replace(got, first=len(head_lines) + skipped + 2, head=head_lines)
 
 
+#: Bytes a text log carries beside its text: NUL runs (a region of the file allocated but never
+#: written: the log truncated while its writer kept its offset, a node that died mid-write), the
+#: backspaces of Keras' progress bar, bells, form feeds and the escapes of colour codes.
+_NOISE = bytes([0, 7, 8, 11, 12, 27])
+_PROBE = 4096
+
+
+def _text_with_noise(path: str | os.PathLike[str], size: int) -> bool:
+    """Whether a file the binary test turned down is a text log once that noise is left out:
+    enough text lines, no other control bytes, valid UTF-8 (a model file or an image is not)."""
+    with Path(path).open("rb") as fh:
+        sample = fh.read(_PROBE)
+        if size > 2 * _PROBE:
+            fh.seek(size - _PROBE)
+        sample += fh.read(_PROBE)
+    rest = sample.translate(None, _NOISE)
+    text = rest.decode("utf-8", errors="replace")
+    return (len(rest) >= 256 and rest.count(b"\n") >= 4 and text.count("\ufffd") <= len(text) // 100
+            and logs.binary_reason(rest) is None)
+
+
 def _finish(text: str, size: int) -> WholeText:
+    if "\x00" in text:
+        text = text.replace("\x00", "")  # NUL runs hold no line (they are not text)
     lines = text.split("\n") if text else []
     if lines and lines[-1] == "":
         lines.pop()  # a final newline does not start a line

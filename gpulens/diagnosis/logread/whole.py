@@ -29,8 +29,9 @@ from gpulens.diagnosis.logread.completion import (
     went_on,
 )
 from gpulens.diagnosis.logread.decide import (
+    behind_secondary,
     diverged_before,
-    drop_caught,
+    earlier_root,
     job_lines,
     late_kills,
     root_rank_lines,
@@ -40,6 +41,9 @@ from gpulens.diagnosis.logread.lines import (
     ERROR_KEYS,
     KILL_KEYS,
     PROGRESS_KEYS,
+    dead_driver,
+    driver_report,
+    drop_caught,
     find_keys,
     handled_blocks,
     is_failure,
@@ -162,6 +166,11 @@ def diagnose_source(src: WholeText, clf: Classifier | None = None, *, file: str 
     frontier = _frontier(lines, a0)
     failures = _failures(lines, a0, frontier)
     done = _completion_after(lines, a0, failures)
+    if done is not None and failures and _ended_by(lines, frontier, failures, done[0]):
+        done = None  # the process died there: what prints "done" after it is the job script, not the run
+    earlier = None
+    if done is not None and _trained_after(lines, done[0], frontier):
+        earlier, done = done, None  # training went on after it: one stage of several, or printed during the run
     base = WholeDiagnosis(Diagnosis("unknown", "unknown", 0.0), attempts=len(starts), n_lines=src.n_lines)
     if done is not None and not [i for i in failures if i > done[0]]:
         return _healthy(base, src, done, file)
@@ -170,6 +179,9 @@ def diagnose_source(src: WholeText, clf: Classifier | None = None, *, file: str 
         end = end_of_attempt(lines, a0)
         if end is not None and end.stopped:
             return _stopped(base, src, end, starts, file)
+        if end is None and earlier is not None:
+            return _healthy(base, src, (earlier[0], EARLIER_COMPLETION), file,
+                            "a completion message earlier (one stage of the job), no failure after it")
         return _healthy(base, src, (end.index, end.strength) if end else (_last_line(lines), 0.55), file,
                         end.why if end else None)
     got = _failed(base, src, starts, frontier, failures, clf or default_classifier(), file)
@@ -193,6 +205,7 @@ def _failures(lines: Sequence[str], a0: int, frontier: int) -> list[int]:
     found.update(i for i in find_keys(lines, KILL_KEYS, a0, frontier)
                  if is_scheduler_kill(logs.normalize_line(lines[i])))
     found.update(_rank_failures(lines, max(a0, len(lines) - SCAN_LINES), frontier))
+    found.update(dead_driver(lines, max(a0, len(lines) - SCAN_LINES)))
     if found:
         found -= handled_blocks(lines, max(a0, min(found) - HANDLED_LOOKBACK), len(lines))
         if found and not any(is_terminal_kill(logs.normalize_line(lines[i])) for i in found) \
@@ -256,7 +269,37 @@ def _completion_after(lines: Sequence[str], floor: int, failures: Sequence[int])
     done = _completion(lines, failures[-1] + 1 if failures else floor)
     while done is not None and failures and _at_exit(lines[done[0]]):
         done = _completion(lines[:done[0]], failures[-1] + 1)  # an earlier, real completion message?
+    if done is not None and failures and done[1] < WEAK_AFTER_FAILURE:
+        return None  # a bare "Done." after a failure the job did not go on from: the job script's echo
     return done
+
+
+#: Confidence of a normal end told by a completion message after which training went on (a
+#: sweep's or a multi-stage script's earlier stage) to an end that shows nothing more.
+EARLIER_COMPLETION = 0.7
+
+
+def _trained_after(lines: Sequence[str], at: int, frontier: int) -> bool:
+    """Whether the run printed GOING_ON or more progress lines after the completion line at
+    ``at`` (the frontier is past it): the line did not end the run."""
+    if frontier <= at + 1:
+        return False
+    return len(last_matching(lines, PROGRESS_KEYS, is_progress, at + 1, len(lines), GOING_ON)) >= GOING_ON
+
+
+def _ended_by(lines: Sequence[str], frontier: int, failures: Sequence[int], done: int) -> bool:
+    """Whether a failure line ended the run before the completion line at ``done``: a kill, a
+    signal, a non-zero exit, or a traceback's exception that ended its process, with no
+    progress line between the last failure line and ``done`` (training going on after it shows
+    the failure ended nothing)."""
+    if any(is_progress(ln) for ln in lines[failures[-1] + 1:done]):
+        return False
+    return any(is_terminal_kill(logs.normalize_line(lines[i])) for i in failures) or open_traceback(lines, frontier)
+
+
+#: Completion strength below which a completion line after a failure line does not count (a
+#: bare word such as "Done." that a job script echoes whatever its program's exit status).
+WEAK_AFTER_FAILURE = 0.9
 
 
 #: Lines before the first indicator line that tell its phase (the traceback above it).
@@ -286,11 +329,13 @@ def _healthy(base: WholeDiagnosis, src: WholeText, done: tuple[int, float], file
              why: str | None = None) -> WholeDiagnosis:
     i, strength = done
     line = logs.normalize_line(src.lines[i]).strip()[:300]
-    why = why or ("a completion message, no failure after it" if strength >= 0.8 else
-                  "no failure line, and it ends with its results" if strength >= 0.7 else
-                  "no failure line (and no completion message either)")
-    d = Diagnosis(NO_FAILURE, NO_FAILURE, round(strength, 3), [line], method="completion", file=file,
-                  reason=f"the run ended normally: {why}")
+    if why is None and strength < 0.7:  # nothing positive: say so, and how to confirm it
+        reason = ("probably ended normally: no error, no kill and no sign it stopped mid-run, but no completion "
+                  "message or final counter either (confirm with the scheduler's exit code, e.g. sacct)")
+    else:
+        reason = "the run ended normally: " + (why or ("a completion message, no failure after it" if strength >= 0.8
+                                                       else "no failure line, and it ends with its results"))
+    d = Diagnosis(NO_FAILURE, NO_FAILURE, round(strength, 3), [line], method="completion", file=file, reason=reason)
     return dataclasses.replace(base, diagnosis=d, completion=(src.number(i), line),
                                step=last_step(src.lines, i + 1))
 
@@ -328,11 +373,16 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
     start = _region_start(lines, frontier, failures)
     first = _first_origin(lines, failures, start)
     ctx = _context(lines, start, first)
+    driver = driver_report(lines, max(starts[-1], start - _AROUND)) if failures else None
+    if driver is not None and driver[0] <= failures[0] < driver[1]:  # the driver died: its report, not the workers'
+        ctx = list(lines[driver[0]:driver[1]])
     ctx = root_rank_lines(lines, start, starts[-1], first.rank, ctx) + ctx
     late = late_kills(lines, failures, start)
     ctx = drop_caught(strip_ray_prefixes([ln for ln in ctx + job_lines(lines, failures, start, ctx) if ln not in late]))
     d = clf.classify_text("\n".join(ctx), file=file, keep_final=True)
     d = diverged_before(d, lines, starts[-1], start, SVM_MIN_CONFIDENCE)
+    d = earlier_root(d, lines, starts[-1], start, clf.rules)
+    d = behind_secondary(d, lines, starts[-1], start, lambda text: clf.classify_text(text, file=file, keep_final=True))
     if not failures and d.category != "unknown":
         d.confidence = round(d.confidence * 0.8, 3)
     found = _indicators(lines, start, failures, d.evidence, first)
