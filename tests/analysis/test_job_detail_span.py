@@ -72,6 +72,6 @@ def test_job_figures_from_the_jobs_span_on_a_rolled_up_simulated_store(tmp_path:
     compact(store, settle=3600, grace=3600, clock=lambda: NOON3)
     con = store.connect()
     jobs = [r[0] for r in con.execute(
-        "SELECT job_id FROM jobs ORDER BY hash(job_id) LIMIT 40").fetchall()]
+        "SELECT job_id FROM jobs ORDER BY hash(job_id) LIMIT 16").fetchall()]
     con.close()
-    assert _check(store, jobs) > 30
+    assert _check(store, jobs) > 12  # a fixed pseudo-random sample of the jobs (each opens a fresh connection)
