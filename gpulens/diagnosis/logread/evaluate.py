@@ -206,6 +206,8 @@ FRESH_SLICES = (
     ("d/", "index_d.csv (collected 2026-11-26, labelled blind, never read by the reader's authors)"),
     ("e/", "index_e.csv (collected 2026-11-26, multi-rank failures, labelled blind, never read by the reader's authors)"),
     ("f/", "index_f.csv (collected 2026-11-26 after round 1 of the reader's changes, labelled blind)"),
+    ("g/", "index_g.csv (collected 2026-11-26 after round 2, Slurm and launcher logs, labelled blind)"),
+    ("h/", "index_h.csv (collected 2026-11-26 after round 2, stdout/nohup/wandb captures, labelled blind)"),
 )
 
 
