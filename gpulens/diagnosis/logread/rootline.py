@@ -27,7 +27,7 @@ from gpulens.diagnosis.logread.lines import (
     is_terminal_kill,
 )
 
-__all__ = ["MAX_ROOT_LINES", "chain_start", "first_origin", "interleaved", "is_root_error", "pick_lines", "same_origin",
+__all__ = ["MAX_ROOT_LINES", "chain_start", "first_origin", "interleaved", "is_report_head", "is_root_error", "pick_lines", "same_origin",
            "secondary_lines", "verdict_lines"]
 
 #: Distinct error lines of the first failing rank kept (the exception and the ones it chains).
@@ -41,7 +41,8 @@ _ECHO = Guarded(
     r"Watchdog caught collective operation timeout|[Ww]atchdog thread terminated|NCCL operations have failed or timed out"
     r"|NCCL communicator was aborted|ProcessGroupNCCL.*(?:[Tt]imeout|timed out|abort)|[Tt]o avoid data inconsistency"
     r"|closing signal SIG|[Ss]ignal \d+ \(SIGTERM\)|[Rr]eceived SIGTERM|exits? with return code|SignalException"
-    r"|Caught signal 15|DistBackendError|collective operation timeout|failed \(exitcode|^\s*exitcode\s*:"
+    r"|Caught signal 15|DistBackendError(?!.*(?:unhandled cuda error|invalid usage))|collective operation timeout"
+    r"|failed \(exitcode|^\s*exitcode\s*:"
     r"|Exited with exit code|RayTaskError\(",
     ("atchdog", "NCCL", "ProcessGroupNCCL", "o avoid data inconsistency", "closing signal SIG", "SIGTERM",
      "return code", "SignalException", "Caught signal 15", "DistBackendError", "collective operation timeout",
@@ -224,13 +225,17 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
         return same_origin(tags.of(i), first)
 
     own = [i for i in region if is_root_error(norm(i)) and mine(i)]
-    picked = _root_lines(own, norm)
+    picked = _root_lines(lines, own, norm)
+    if own:
+        picked += [k for k in (_report_head(lines, own[0], start), _nccl_detail(lines, own[0]))
+                   if k is not None and k not in picked]
     if not own:  # only symptoms: a collective timeout is the key message (the first one)
         picked = [i for i in region if _TIMEOUT.search(norm(i)) is not None][:1]
         picked = [i for i, _ in glued_timeouts(lines, max(0, start - 1), picked[0])][:1] + picked if picked else picked
     texts = {_shape(norm(i)) for i in picked}
     for i in _quoted(lines, start, failures, evidence, norm):
-        if _shape(norm(i)) not in texts and mine(i) and not (own and _cleanup(norm(i))):
+        if _shape(norm(i)) not in texts and mine(i) and not (own and _cleanup(norm(i))) \
+                and not _middle_link(lines, i):
             picked.append(i)
             texts.add(_shape(norm(i)))
     kills = [i for i in region if is_terminal_kill(norm(i)) and not lines[i][:1].isspace()
@@ -254,10 +259,13 @@ _DIGITS = re.compile(r"\d+")
 _QUOTED = re.compile(r"'[^'\s]*'")
 
 
-def _root_lines(own: Sequence[int], norm: Callable[[int], str]) -> list[int]:
+def _root_lines(lines: Sequence[str], own: Sequence[int], norm: Callable[[int], str]) -> list[int]:
     """The first root error line, the distinct exception lines after it (the ones it chains),
     and the last one when the message is printed again at the end (the exception that ended
-    the process; a message printed more often is that of several processes)."""
+    the process; a message printed more often is that of several processes). In a chain of
+    tracebacks an exception that only wraps the one above it (``raise X from Y``: "The above
+    exception was the direct cause ...") and is wrapped again is skipped: the first says the
+    cause, the last what ended the process."""
     if not own:
         return []
     picked = [own[0]]
@@ -266,7 +274,7 @@ def _root_lines(own: Sequence[int], norm: Callable[[int], str]) -> list[int]:
         text = _shape(norm(i))
         if len(picked) >= MAX_ROOT_LINES:
             break
-        if text not in texts and _EXCEPTION.match(text):
+        if text not in texts and _EXCEPTION.match(text) and not _middle_link(lines, i):
             picked.append(i)
             texts.add(text)
     last = own[-1]
@@ -274,6 +282,102 @@ def _root_lines(own: Sequence[int], norm: Callable[[int], str]) -> list[int]:
     if last not in picked and _EXCEPTION.match(norm(last)) and again <= 2:
         picked.append(last)
     return picked
+
+
+def _body(line: str) -> str:
+    """A line without its launcher's prefix (a rank's, Ray's), its indentation kept."""
+    line = ranks.strip_prefix(line)
+    if line.startswith(("(", "\x1b[")) and "pid=" in line[:120]:
+        m = _RAY_LEAD.match(line)
+        if m is not None:
+            line = line[m.end():]
+    return line
+
+
+#: Ray's prefix of a worker's line: "(RayTrainWorker pid=4242, ip=10.0.0.5) ", with its colour codes.
+_RAY_LEAD = re.compile(r"^(?:\x1b\[[\d;]*m)?\([^()]*pid=\d+[^()]*\)(?:\x1b\[[\d;]*m)?\s?")
+
+
+def _traceback_head(lines: Sequence[str], i: int, reach: int = 400) -> int | None:
+    """The index of the first line above the exception line ``i`` that is not part of its
+    traceback's frames (indented lines, blank lines): its ``Traceback (most recent call
+    last):`` head, or whatever heads a report printed without one (Ray's task header)."""
+    for k in range(i - 1, max(-1, i - reach), -1):
+        body = _body(lines[k])
+        if body.strip() and not body.startswith((" ", "\t")):
+            return k
+    return None
+
+
+def _marker_near(lines: Sequence[str], i: int, step: int, span: int = 3) -> str:
+    """The chain marker ("direct cause", "During handling") among the non-blank lines next to
+    ``i`` (``step`` -1: above, 1: below, past an exception message's own continuation lines
+    below), "" when there is none."""
+    seen = 0
+    k = i + step
+    while 0 <= k < len(lines) and seen < span + (3 if step > 0 else 0):
+        t = _body(lines[k]).strip()
+        k += step
+        if not t:
+            continue
+        seen += 1
+        if t.startswith(_CHAINED[0]):
+            return "cause"
+        if t.startswith(_CHAINED[1]):
+            return "during"
+        if step < 0 or t.startswith((_TRACEBACK, "File \"")):
+            return ""
+    return ""
+
+
+def _middle_link(lines: Sequence[str], i: int) -> bool:
+    """Whether the exception line ``i`` only wraps the exception above it ("The above
+    exception was the direct cause of the following exception" heads its traceback) and is
+    itself followed by another exception of the chain."""
+    head = _traceback_head(lines, i)
+    if head is None or _TRACEBACK not in lines[head]:
+        return False
+    return _marker_near(lines, head, -1) == "cause" and _marker_near(lines, i, 1) != ""
+
+
+def _report_head(lines: Sequence[str], i: int, floor: int) -> int | None:
+    """The line heading the traceback report of the exception line ``i`` when it names where
+    the error was raised: Ray's ``RayTaskError(...): ray::Actor.method() (pid=…, ip=…)`` and
+    ``Unhandled error (…): ray::…`` (the task, its process and node: Ray prints the remote
+    traceback under it without a ``Traceback`` line), Python's ``Exception in thread NAME:``
+    above a ``Traceback`` (the thread that died)."""
+    head = _traceback_head(lines, i)
+    if head is None or head < floor - AROUND:
+        return None
+    if is_report_head(lines[head]):
+        return head
+    if _TRACEBACK in lines[head]:
+        above = next((k for k in range(head - 1, max(-1, head - 3), -1) if lines[k].strip()), None)
+        if above is not None and is_report_head(lines[above]):
+            return above
+    return None
+
+
+def is_report_head(line: str) -> bool:
+    """Whether a line heads an error report by naming where it was raised (Ray's task header,
+    Python's "Exception in thread NAME:"): it is not the error itself, nor where it happened."""
+    if "ray::" in line and ("RayTaskError" in line or "Unhandled error" in line):
+        return True
+    return "Exception in thread " in line and _body(line).lstrip().startswith("Exception in thread ")
+
+
+def _nccl_detail(lines: Sequence[str], i: int) -> int | None:
+    """The line after NCCL's "Last error:" that follows the error line ``i`` (NCCL prints its
+    error, its result code, then "Last error:" and the call that failed: "Cuda failure 2 'out
+    of memory'"), if any within a few lines, from the same rank."""
+    rank = ranks.prefix_rank(lines[i])
+    for k in range(i + 1, min(len(lines) - 1, i + 4)):
+        if "Last error:" in lines[k] and ranks.prefix_rank(lines[k]) == rank:
+            nxt = k + 1
+            if lines[nxt].strip() and ranks.prefix_rank(lines[nxt]) == rank and _body(lines[nxt]).strip():
+                return nxt
+            return None
+    return None
 
 
 #: An exception's final line ("torch.OutOfMemoryError: …", "KeyboardInterrupt").
