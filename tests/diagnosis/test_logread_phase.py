@@ -88,3 +88,19 @@ def test_settings_and_announcements_are_no_steps_done(rules: Classifier) -> None
     w = diagnose_text("\n".join(head + tail), rules)
     assert w.phase == "first_step" and w.step is None
     assert last_step(["[Rank 0] step=0, skipped=0, lr=[0.0, 0.0]"], 1) == "0"
+
+
+@pytest.mark.parametrize("bar, phase", [
+    ("Evaluation  [ 570/1872]  eta: 3:12:57    time: 9.6318  data: 0.1369  max mem: 17330", "evaluation"),
+    ("Validation DataLoader 0:  45%|####5     | 9/20 [00:01<00:01,  8.10it/s]", "evaluation"),
+    ("Test:  [ 10/313]  eta: 0:01:00  loss: 0.41  acc1: 88.2", "evaluation"),
+    # a finished evaluation says nothing about what ran after it
+    ("Evaluating: 100%|##########| 20/20 [00:04<00:00,  4.90it/s]", "training"),
+])
+def test_an_unfinished_evaluation_bar_before_the_failure_is_the_phase(rules: Classifier, bar: str, phase: str) -> None:
+    steps = [f"Epoch: [3]  [{k:4d}/1251]  eta: 0:10:00  lr: 0.0004  loss: 1.2{k % 10}  time: 0.51" for k in range(0, 1250, 50)]
+    oom = ["Traceback (most recent call last):", '  File "/srv/main.py", line 90, in <module>', "    run(args)",
+           '  File "/srv/engine.py", line 31, in run', "    out = model(samples)",
+           "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."]
+    w = diagnose_text("\n".join(steps + [bar] + oom), rules)
+    assert w.diagnosis.category == "gpu_oom" and w.phase == phase

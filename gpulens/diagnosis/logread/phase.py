@@ -164,7 +164,39 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     if any(_EVAL.search(ln) and not is_progress(ln) and not _RESULT_LINE.search(ln) and "rror" not in ln
            and not ln.startswith((" ", "\t")) for ln in _since_last_step(before)):
         return "evaluation"
+    if _evaluating(lines, floor, top):
+        return "evaluation"
     return _by_steps(lines, floor, top, region, frames if tb_start is not None else None, step)
+
+
+#: An evaluation's own progress line, by the name trainers give it: a tqdm bar ("Validation
+#: DataLoader 0:  45%|####5     | 9/20", "Evaluating:  30%|", "Testing: ..."), a MetricLogger line
+#: (LAVIS/BLIP "Evaluation  [ 570/1872]  eta: 3:12:57", DeiT/timm "Test:  [ 10/313]  eta: ...").
+_EVAL_BAR = re.compile(r"^\W{0,3}(?:[Ee]val(?:uat\w*)?|EVAL\w*|[Vv]alid(?:at\w*)?|[Tt]est(?:ing)?|[Pp]redict\w*"
+                       r"|[Ii]nference|[Ss]ampling)\b[^|\[\n]{0,40}?(?:\[\s*(\d+)\s*/\s*(\d+)\s*\]"
+                       r"|\d+%\|[^|]*\|\s*(\d+)/(\d+))")
+#: Lines above a failure searched for the evaluation's progress line.
+_EVAL_LOOKBACK = 40
+
+
+def _evaluating(lines: Sequence[str], floor: int, top: int) -> bool:
+    """Whether the last progress line before ``top`` is an unfinished evaluation's (its own
+    counter short of its total): the failure happened while evaluating. A finished one
+    (``20/20``) says nothing about what ran after it; a training step after it wins."""
+    for k in range(top - 1, max(floor, top - _EVAL_LOOKBACK) - 1, -1):
+        shown = _shown(lines[k]).lstrip()
+        if not shown[:1].isalpha() and not shown.startswith(("[", "|")):
+            continue
+        m = _EVAL_BAR.match(shown) if shown[:1] in _EVAL_HEADS else None
+        if m is not None:
+            done, total = (m.group(1), m.group(2)) if m.group(1) is not None else (m.group(3), m.group(4))
+            return int(done) < int(total)
+        if _step_progress(lines[k]):
+            return False
+    return False
+
+
+_EVAL_HEADS = "EeVvTtPpIiSs[|"
 
 
 def _since_last_step(before: Sequence[str]) -> Sequence[str]:
