@@ -398,3 +398,28 @@ def test_the_middle_links_of_a_raise_from_chain_are_not_shown(rules: Classifier)
     w = diagnose_text("\n".join(lines), rules)
     got = [lines[n - 1].split(":")[0] for n in w.indicator_lines]
     assert got == ["FileNotFoundError", "OSError", "requests.exceptions.ConnectionError"]
+
+
+def test_open_mpi_and_mpich_name_the_process_they_saw_end(rules: Classifier) -> None:
+    # a rank killed without a word of its own (the kernel's OOM killer, a segfault): the MPI
+    # launcher's report names its rank and node, and is the line to show
+    steps = [f"[1,{r}]<stdout>:Epoch 2 batch {b} loss 0.{b}" for b in range(10, 14) for r in range(4)]
+    ompi = ["--------------------------------------------------------------------------",
+            "Primary job  terminated normally, but 1 process returned",
+            "a non-zero exit code. Per user-direction, the job has been aborted.",
+            "--------------------------------------------------------------------------",
+            "--------------------------------------------------------------------------",
+            "mpirun noticed that process rank 3 with PID 41234 on node gpu07 exited on signal 9 (Killed).",
+            "--------------------------------------------------------------------------"]
+    lines = steps + ompi
+    w = diagnose_text("\n".join(lines), rules)
+    assert (w.first_rank, w.first_node) == (3, "gpu07")
+    assert any(lines[n - 1].startswith("mpirun noticed") for n in w.indicator_lines)
+    mpich = ["===================================================================================",
+             "=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES",
+             "=   RANK 5 PID 1234 RUNNING AT gpu-b12",
+             "=   KILLED BY SIGNAL: 11 (Segmentation fault)",
+             "==================================================================================="]
+    w = diagnose_text("\n".join(steps + mpich), rules)
+    assert (w.first_rank, w.first_node) == (5, "gpu-b12")
+    assert origin_of("srun: error: gpu07: tasks 0-3: Exited with exit code 1") == Origin(None, "gpu07")  # every task

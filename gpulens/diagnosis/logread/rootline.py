@@ -43,10 +43,10 @@ _ECHO = Guarded(
     r"|closing signal SIG|[Ss]ignal \d+ \(SIGTERM\)|[Rr]eceived SIGTERM|exits? with return code|SignalException"
     r"|Caught signal 15|DistBackendError(?!.*(?:unhandled cuda error|invalid usage))|collective operation timeout"
     r"|failed \(exitcode|^\s*exitcode\s*:"
-    r"|Exited with exit code|RayTaskError\(",
+    r"|Exited with exit code|RayTaskError\(|process rank \d+ with PID|BAD TERMINATION OF ONE",
     ("atchdog", "NCCL", "ProcessGroupNCCL", "o avoid data inconsistency", "closing signal SIG", "SIGTERM",
      "return code", "SignalException", "Caught signal 15", "DistBackendError", "collective operation timeout",
-     "failed (exitcode", "exitcode", "Exited with exit code", "RayTaskError("),
+     "failed (exitcode", "exitcode", "Exited with exit code", "RayTaskError(", "process rank ", "BAD TERMINATION OF ONE"),
 )
 
 
@@ -137,6 +137,12 @@ def _launcher_origin(lines: Sequence[str], start: int) -> ranks.Origin | None:
     names = [i for i in found if "Process name:" in lines[i]]
     if names:
         return ranks.mpirun_first(lines, names, find_keys(lines, ("MCW rank",), 0))
+    # Open MPI's "mpirun noticed that process rank 3 with PID … on node gpu07 exited on signal 9",
+    # MPICH's "RANK 3 PID … RUNNING AT gpu07": the process the launcher saw end first
+    for i in find_keys(lines, ("process rank ", "RUNNING AT"), start):
+        got = ranks.origin_of(lines[i])
+        if got.rank is not None:
+            return got
     return None
 
 
@@ -181,7 +187,8 @@ def _with_host(lines: Sequence[str], start: int, got: ranks.Origin) -> ranks.Ori
 #: names, the launcher's summary of which rank failed, then the exit lines).
 _VERDICT_KEYS = ("oom_kill event", "TERM_", "CANCELLED AT", "SignalException", "failed (exitcode", "errors.ChildFailedError",
                  "Root Cause (first observed failure)", "detected that one or more processes exited", "Process name:",
-                 "exits with return code", "Exited with exit code")
+                 "mpirun noticed that process rank", "BAD TERMINATION OF ONE", "exits with return code",
+                 "Exited with exit code")
 
 
 def verdict_lines(lines: Sequence[str], start: int) -> list[int]:
