@@ -196,7 +196,8 @@ def verdict_lines(lines: Sequence[str], start: int) -> list[int]:
     first of each kind (Slurm's OOM-kill count and cancel, LSF's ``TERM_`` line; torchrun's
     ``ChildFailedError``, its root-cause table and that table's rank row, its first "failed
     (exitcode …)"; Open MPI's "detected that one or more processes exited" and the process it
-    names; DeepSpeed's "exits with return code"; srun's/LSF's "Exited with exit code")."""
+    names, or its "mpirun noticed that process rank N"; MPICH's "BAD TERMINATION" box; DeepSpeed's
+    "exits with return code"; srun's/LSF's "Exited with exit code")."""
     seen: dict[str, int] = {}
     for i in find_keys(lines, _VERDICT_KEYS, start):
         ln = lines[i]
