@@ -423,3 +423,15 @@ def test_open_mpi_and_mpich_name_the_process_they_saw_end(rules: Classifier) -> 
     w = diagnose_text("\n".join(steps + mpich), rules)
     assert (w.first_rank, w.first_node) == (5, "gpu-b12")
     assert origin_of("srun: error: gpu07: tasks 0-3: Exited with exit code 1") == Origin(None, "gpu07")  # every task
+
+
+def test_srun_s_task_line_names_the_host_of_a_labelled_task(rules: Classifier) -> None:
+    # srun --label: "2: " is task 2; srun's exit line for task 2 names its host, not the last
+    # srun line (another task's, on another node)
+    lines = [f"{t}: Epoch 1 step {k} loss 0.5" for k in range(5) for t in range(4)]
+    lines += ["2: Traceback (most recent call last):", '2:   File "/srv/train.py", line 80, in <module>',
+              "2:     x = batch.cuda()", "2: RuntimeError: CUDA error: an illegal memory access was encountered",
+              "0: [E ProcessGroupNCCL.cpp:1537] [PG 0 Rank 0] Process group watchdog thread terminated with exception",
+              "srun: error: gpu12: task 2: Exited with exit code 1", "srun: error: gpu11: task 0: Aborted (core dumped)"]
+    w = diagnose_text("\n".join(lines), rules)
+    assert (w.first_rank, w.first_node) == (2, "gpu12")

@@ -180,7 +180,22 @@ def _with_host(lines: Sequence[str], start: int, got: ranks.Origin) -> ranks.Ori
     tables = find_keys(lines, ("Failures:", "Root Cause (first observed failure)"), start)
     hosts = ranks.table_hosts([ln for k in tables for ln in lines[k + 1:k + _TABLE_ROWS]])
     host = hosts.get(got.rank) or (next(iter(set(hosts.values()))) if len(set(hosts.values())) == 1 else None)
+    host = host or _srun_task_host(lines, start, got.rank)
     return ranks.Origin(got.rank, host, got.proc) if host else got
+
+
+def _srun_task_host(lines: Sequence[str], start: int, rank: int) -> str | None:
+    """The host srun names for task ``rank`` ("srun: error: gpu12: task 2: Exited with exit code
+    1") when the log's ranks are srun's tasks (``--label``'s "2: " prefixes; with torchrun's
+    ``[rankN]`` tags srun's task is a node's launcher, not the rank)."""
+    found = find_keys(lines, ("srun: error:", "[rank"), start)
+    if any("[rank" in lines[i] for i in found):
+        return None
+    for i in found:
+        o = ranks.origin_of(lines[i])
+        if o.rank == rank and o.node:
+            return o.node
+    return None
 
 
 #: The launcher's and the scheduler's verdict lines, most telling first (a cause the scheduler
