@@ -104,3 +104,13 @@ def test_an_unfinished_evaluation_bar_before_the_failure_is_the_phase(rules: Cla
            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."]
     w = diagnose_text("\n".join(steps + [bar] + oom), rules)
     assert w.diagnosis.category == "gpu_oom" and w.phase == phase
+
+
+def test_a_failure_fetching_the_first_batch_is_in_the_first_step(rules: Classifier) -> None:
+    lines = ["Training for 200000 kimg...", "Traceback (most recent call last):",
+             '  File "/srv/train.py", line 120, in <module>', "    batch = next(loader_iter)",
+             '  File "/opt/torch/utils/data/dataloader.py", line 630, in __next__', "    data = self._next_data()",
+             '  File "/opt/torch/utils/data/dataloader.py", line 1344, in _next_data', "    return self._process_data(data)",
+             '  File "/opt/torch/_utils.py", line 706, in reraise', "    raise exception",
+             "KeyError: Caught KeyError in DataLoader worker process 0."]
+    assert diagnose_text("\n".join(lines), rules).phase == "first_step"

@@ -278,7 +278,9 @@ _EVAL_FUNC = re.compile(r"(?i)eval|valid|test|metric|psnr|ssim|accuracy|score|bl
 #: Functions whose frames say the failure happened inside a training step (forward, backward,
 #: the optimizer's step).
 _STEP_FUNC = re.compile(r"^(?:forward|_forward|backward|training_step|train_step|train_batch|step|optimizer_step"
-                        r"|_call_impl|_wrapped_call_impl|compute_loss|update_actor|update_policy|fwd_bwd\w*|\w*_step)$")
+                        r"|_call_impl|_wrapped_call_impl|compute_loss|update_actor|update_policy|fwd_bwd\w*|\w*_step"
+                        # fetching a batch from the data loader (the first batch is the first step's)
+                        r"|_next_data|_get_next_batch|_process_data)$")
 _SYNTAX = ("SyntaxError", "IndentationError", "TabError")
 #: Functions that save or load a checkpoint or pretrained weights (by name).
 _SAVE_FUNC = re.compile(r"(?i)save_?(?:checkpoint|model|pretrained|state|weights|fsdp)|_save_(?:\w+_)?checkpoint"
