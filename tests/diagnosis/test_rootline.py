@@ -435,3 +435,15 @@ def test_srun_s_task_line_names_the_host_of_a_labelled_task(rules: Classifier) -
               "srun: error: gpu12: task 2: Exited with exit code 1", "srun: error: gpu11: task 0: Aborted (core dumped)"]
     w = diagnose_text("\n".join(lines), rules)
     assert (w.first_rank, w.first_node) == (2, "gpu12")
+
+
+def test_what_fails_after_the_launcher_s_verdict_is_another_command(rules: Classifier) -> None:
+    # a job script runs two torchrun stages: the first fails on rank 0 and torchrun reports it;
+    # the next stage then fails because the first left nothing behind: a consequence, not shown
+    disk = "OSError: Not enough disk space. Needed: 153.54 MiB"
+    missing = "FileNotFoundError: [Errno 2] No such file or directory: '/root/.cache/mid_checkpoints'"
+    lines = [f"step {k:05d}/21400 | loss: 2.1 | dt: 410ms" for k in range(21390, 21400)]
+    lines += _rank_traceback(0, disk) + _TORCHRUN_TAIL + ["Loading the mid-trained model"] + _rank_traceback(0, missing)
+    w = diagnose_text("\n".join(lines), rules)
+    got = [lines[n - 1] for n in w.indicator_lines]
+    assert got[0].endswith(disk) and not any(x.endswith(missing) for x in got)

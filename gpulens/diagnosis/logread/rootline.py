@@ -248,7 +248,9 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
         return same_origin(tags.of(i), first)
 
     own = [i for i in region if is_root_error(norm(i)) and mine(i)]
-    picked = _root_lines(lines, own, norm)
+    verdict_at = verdict_lines(lines, start)
+    run_end = _run_end(own, verdict_at)
+    picked = _root_lines(lines, [i for i in own if i < run_end], norm)
     if own:
         picked += [k for k in (_report_head(lines, own[0], start), _nccl_detail(lines, own[0]))
                    if k is not None and k not in picked]
@@ -257,19 +259,27 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
         picked = [i for i, _ in glued_timeouts(lines, max(0, start - 1), picked[0])][:1] + picked if picked else picked
     texts = {_shape(norm(i)) for i in picked}
     for i in _quoted(lines, start, failures, evidence, norm):
-        if _shape(norm(i)) not in texts and mine(i) and not (own and _cleanup(norm(i))) \
+        if _shape(norm(i)) not in texts and mine(i) and not (own and _cleanup(norm(i))) and i < run_end \
                 and not _middle_link(lines, i):
             picked.append(i)
             texts.add(_shape(norm(i)))
     kills = [i for i in region if is_terminal_kill(norm(i)) and not lines[i][:1].isspace()
              and not logs.is_secondary(norm(i)) and not is_benign(norm(i)) and not (own and _cleanup(norm(i)))]
     picked += [i for i in kills if i not in picked and (not own or i > own[0])][:2]
-    verdict = [i for i in verdict_lines(lines, start) if not (own and _cleanup(norm(i))) and i not in picked]
+    verdict = [i for i in verdict_at if not (own and _cleanup(norm(i))) and i not in picked]
     found = picked[:limit]
     found += verdict[:max(limit - len(found), 0)]
     if not found:
         found = [i for i in region if not logs.is_secondary(norm(i))][:limit] or list(region[:limit])
     return sorted(set(found))
+
+
+def _run_end(own: Sequence[int], verdicts: Sequence[int]) -> int:
+    """The first launcher's or scheduler's verdict line after the first root error line in
+    ``own`` (a large number when there is none): once the launcher said the run failed
+    (torchrun's "failed (exitcode", a cancel, srun's exit line), what fails after it is another
+    command of the job script."""
+    return min((v for v in verdicts if own and v > own[0]), default=1 << 62)
 
 
 def _shape(text: str) -> str:
