@@ -114,3 +114,20 @@ def test_a_failure_fetching_the_first_batch_is_in_the_first_step(rules: Classifi
              '  File "/opt/torch/_utils.py", line 706, in reraise', "    raise exception",
              "KeyError: Caught KeyError in DataLoader worker process 0."]
     assert diagnose_text("\n".join(lines), rules).phase == "first_step"
+
+
+def test_steps_of_an_earlier_program_of_the_job_script_do_not_count(rules: Classifier) -> None:
+    # a speedrun script: pre-training steps, then a new program starts (wandb.init again), loads
+    # the checkpoint "with step 21400", prints its batch settings, and fails before any step
+    base = [f"step {k:05d}/21400 | loss: 2.{k % 10} | dt: 410ms" for k in range(21390, 21400)]
+    mid = ["wandb: Tracking run with wandb version 0.21.3", "wandb: Run data is saved locally in /srv/wandb/run-2",
+           "2025-10-15 05:55:56,329 - checkpoint_manager - INFO - Loading model from /ckpt/d20 with step 21400",
+           "Tokens / micro-batch / rank: 32 x 2048 = 65,536", "Tokens / micro-batch: 524,288",
+           "Traceback (most recent call last):", '  File "/srv/mid_train.py", line 93, in <module>',
+           '    MMLU(subset="auxiliary_train", split="train")', '  File "/srv/tasks/mmlu.py", line 22, in __init__',
+           "    self.ds = load_dataset(path, subset)",
+           "OSError: Not enough disk space. Needed: Unknown size (download: 45.32 MiB, generated: 153.54 MiB)"]
+    w = diagnose_text("\n".join(base + mid), rules)
+    assert w.phase == "startup" and w.step is None
+    w = diagnose_text("\n".join(base + mid[2:]), rules)  # no new program start: the steps are this run's
+    assert w.phase == "training" and w.step == "21399"

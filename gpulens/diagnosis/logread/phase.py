@@ -21,7 +21,7 @@ from gpulens.diagnosis.logread.lines import (
     last_matching,
 )
 
-__all__ = ["PHASES", "last_step", "phase_of"]
+__all__ = ["PHASES", "last_step", "phase_of", "run_start"]
 
 PHASES = ("startup", "first_step", "training", "evaluation", "checkpoint_save", "checkpoint_load", "shutdown")
 
@@ -51,9 +51,24 @@ _STEP_LOOKBACK = 600
 
 
 def last_step(lines: Sequence[str], before: int, floor: int = 0) -> str | None:
-    """The last step/iteration/epoch printed in ``lines[floor:before]`` (as printed)."""
+    """The last step/iteration/epoch printed in ``lines[floor:before]`` (as printed) by the run
+    that was going on at ``before`` (not by an earlier program of the same job script)."""
+    floor = run_start(lines, floor, before)
     found = last_matching(lines, _STEP_KEYS, lambda ln: _step_in(ln) is not None, max(floor, before - _STEP_LOOKBACK), before)
     return _step_in(lines[found[0]]) if found else None
+
+
+#: Lines a program prints once when it starts, before any step of its own: torchrun's (and
+#: ``torch.distributed.launch``'s) banner, ``wandb.init``'s. A job script that runs several
+#: programs (pre-training, then fine-tuning, then evaluation) prints them again for each.
+_RUN_START_KEYS = ("Tracking run with wandb version",)
+
+
+def run_start(lines: Sequence[str], floor: int, before: int) -> int:
+    """The index of the last program start (``_RUN_START_KEYS``) in ``lines[floor:before]``, else
+    ``floor``: the steps printed before it are another program's."""
+    got = last_matching(lines, _RUN_START_KEYS, lambda ln: True, floor, before)
+    return got[0] if got else floor
 
 
 #: A bare iteration counter a script prints once per step ("ite 19988", StyleGAN/EDM's
@@ -97,7 +112,10 @@ _RATE = re.compile(r"([\d.]+)it/s")
 #: printed): "Iterations per epoch: 1108", "Total optimization steps = 500", "Starting iteration-wise
 #: training", DeepSpeed ZeRO-3's "Invalidate trace cache @ step 56836: expected module ...".
 _SETTING = re.compile(r"(?i)^(?!.*loss).*(?:\bper (?:epoch|step|iter\w*|device|gpu)\b|\btotal\b|\bnumber of\b|\bnum_"
-                      r"|\bmax_|\bstarting\b|\bwarmup_|Invalidate trace cache)")
+                      r"|\bmax_|\bstarting\b|\bwarmup_|Invalidate trace cache"
+                      # a batch's size ("Tokens / micro-batch / rank: 32 x 2048", "batch size: 64"), a checkpoint
+                      # loaded or resumed at a step ("Loading model from ckpt/d20 with step 21400")
+                      r"|\bbatch[ _-]?size\b|\bmicro[-_ ]?batch\b|\b(?:load|resum|restor)\w*\b.*\bstep\b)")
 #: A bar faster than this many iterations per second is not stepping a GPU training job.
 _FAST = 1000.0
 
@@ -155,6 +173,7 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     if _SAVE.search(text):
         return "checkpoint_save"
     top = tb_start if tb_start is not None else failure
+    floor = run_start(lines, floor, top)  # the failing program's own lines
     # as shown (a progress bar's line holds every refresh: its last is what shows)
     before = [_shown(ln)[-_SHOWN:] for ln in lines[max(floor, top - _LOOKBACK):top] if ln.strip()]
     if any(is_completion(ln) and not ln.lstrip().startswith(_AT_EXIT) for ln in before) or _teardown(region):
