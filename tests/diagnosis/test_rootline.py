@@ -376,6 +376,7 @@ def test_the_thread_that_died_is_shown_with_its_error(rules: Classifier) -> None
              "AttributeError: 'Tokenizer' object has no attribute 'image_token'"]
     w = diagnose_text("\n".join(lines), rules)
     assert w.indicator_lines == [2, 8]
+    assert ": AttributeError: 'Tokenizer' object" in w.story()  # the story states the error, not the header
 
 
 def test_the_middle_links_of_a_raise_from_chain_are_not_shown(rules: Classifier) -> None:
