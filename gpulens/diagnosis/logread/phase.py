@@ -53,7 +53,7 @@ _STEP_LOOKBACK = 600
 def last_step(lines: Sequence[str], before: int, floor: int = 0) -> str | None:
     """The last step/iteration/epoch printed in ``lines[floor:before]`` (as printed) by the run
     that was going on at ``before`` (not by an earlier program of the same job script)."""
-    floor = run_start(lines, floor, before)
+    floor = run_start(lines, floor, before, _STEP_LOOKBACK)
     found = last_matching(lines, _STEP_KEYS, lambda ln: _step_in(ln) is not None, max(floor, before - _STEP_LOOKBACK), before)
     return _step_in(lines[found[0]]) if found else None
 
@@ -64,10 +64,15 @@ def last_step(lines: Sequence[str], before: int, floor: int = 0) -> str | None:
 _RUN_START_KEYS = ("Tracking run with wandb version",)
 
 
-def run_start(lines: Sequence[str], floor: int, before: int) -> int:
-    """The index of the last program start (``_RUN_START_KEYS``) in ``lines[floor:before]``, else
-    ``floor``: the steps printed before it are another program's."""
-    got = last_matching(lines, _RUN_START_KEYS, lambda ln: True, floor, before)
+#: Lines above a failure searched for the start of its program.
+_RUN_LOOKBACK = 5000
+
+
+def run_start(lines: Sequence[str], floor: int, before: int, reach: int) -> int:
+    """The index of the last program start (``_RUN_START_KEYS``) in the ``reach`` lines before
+    ``before`` (not before ``floor``), else ``floor``: the steps printed before it are another
+    program's."""
+    got = last_matching(lines, _RUN_START_KEYS, lambda ln: True, max(floor, before - reach), before)
     return got[0] if got else floor
 
 
@@ -173,7 +178,7 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     if _SAVE.search(text):
         return "checkpoint_save"
     top = tb_start if tb_start is not None else failure
-    floor = run_start(lines, floor, top)  # the failing program's own lines
+    floor = run_start(lines, floor, top, _RUN_LOOKBACK)  # the failing program's own lines
     # as shown (a progress bar's line holds every refresh: its last is what shows)
     before = [_shown(ln)[-_SHOWN:] for ln in lines[max(floor, top - _LOOKBACK):top] if ln.strip()]
     if any(is_completion(ln) and not ln.lstrip().startswith(_AT_EXIT) for ln in before) or _teardown(region):
