@@ -88,3 +88,46 @@ def test_settings_and_announcements_are_no_steps_done(rules: Classifier) -> None
     w = diagnose_text("\n".join(head + tail), rules)
     assert w.phase == "first_step" and w.step is None
     assert last_step(["[Rank 0] step=0, skipped=0, lr=[0.0, 0.0]"], 1) == "0"
+
+
+@pytest.mark.parametrize("bar, phase", [
+    ("Evaluation  [ 570/1872]  eta: 3:12:57    time: 9.6318  data: 0.1369  max mem: 17330", "evaluation"),
+    ("Validation DataLoader 0:  45%|####5     | 9/20 [00:01<00:01,  8.10it/s]", "evaluation"),
+    ("Test:  [ 10/313]  eta: 0:01:00  loss: 0.41  acc1: 88.2", "evaluation"),
+    # a finished evaluation says nothing about what ran after it
+    ("Evaluating: 100%|##########| 20/20 [00:04<00:00,  4.90it/s]", "training"),
+])
+def test_an_unfinished_evaluation_bar_before_the_failure_is_the_phase(rules: Classifier, bar: str, phase: str) -> None:
+    steps = [f"Epoch: [3]  [{k:4d}/1251]  eta: 0:10:00  lr: 0.0004  loss: 1.2{k % 10}  time: 0.51" for k in range(0, 1250, 50)]
+    oom = ["Traceback (most recent call last):", '  File "/srv/main.py", line 90, in <module>', "    run(args)",
+           '  File "/srv/engine.py", line 31, in run', "    out = model(samples)",
+           "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."]
+    w = diagnose_text("\n".join(steps + [bar] + oom), rules)
+    assert w.diagnosis.category == "gpu_oom" and w.phase == phase
+
+
+def test_a_failure_fetching_the_first_batch_is_in_the_first_step(rules: Classifier) -> None:
+    lines = ["Training for 200000 kimg...", "Traceback (most recent call last):",
+             '  File "/srv/train.py", line 120, in <module>', "    batch = next(loader_iter)",
+             '  File "/opt/torch/utils/data/dataloader.py", line 630, in __next__', "    data = self._next_data()",
+             '  File "/opt/torch/utils/data/dataloader.py", line 1344, in _next_data', "    return self._process_data(data)",
+             '  File "/opt/torch/_utils.py", line 706, in reraise', "    raise exception",
+             "KeyError: Caught KeyError in DataLoader worker process 0."]
+    assert diagnose_text("\n".join(lines), rules).phase == "first_step"
+
+
+def test_steps_of_an_earlier_program_of_the_job_script_do_not_count(rules: Classifier) -> None:
+    # a speedrun script: pre-training steps, then a new program starts (wandb.init again), loads
+    # the checkpoint "with step 21400", prints its batch settings, and fails before any step
+    base = [f"step {k:05d}/21400 | loss: 2.{k % 10} | dt: 410ms" for k in range(21390, 21400)]
+    mid = ["wandb: Tracking run with wandb version 0.21.3", "wandb: Run data is saved locally in /srv/wandb/run-2",
+           "2025-10-15 05:55:56,329 - checkpoint_manager - INFO - Loading model from /ckpt/d20 with step 21400",
+           "Tokens / micro-batch / rank: 32 x 2048 = 65,536", "Tokens / micro-batch: 524,288",
+           "Traceback (most recent call last):", '  File "/srv/mid_train.py", line 93, in <module>',
+           '    MMLU(subset="auxiliary_train", split="train")', '  File "/srv/tasks/mmlu.py", line 22, in __init__',
+           "    self.ds = load_dataset(path, subset)",
+           "OSError: Not enough disk space. Needed: Unknown size (download: 45.32 MiB, generated: 153.54 MiB)"]
+    w = diagnose_text("\n".join(base + mid), rules)
+    assert w.phase == "startup" and w.step is None
+    w = diagnose_text("\n".join(base + mid[2:]), rules)  # no new program start: the steps are this run's
+    assert w.phase == "training" and w.step == "21399"

@@ -125,7 +125,9 @@ def test_one_ray_workers_traceback_among_several_on_a_node(rules: Classifier) ->
     lines = ["step 0 started"] + worker(7001) + worker(7002) + worker(7003)
     w = diagnose_text("\n".join(lines), rules)
     assert w.diagnosis.category == "gpu_oom" and w.first_node == "10.1.2.3"
-    assert w.indicator_lines == [5]  # the first worker's OOM; the others' are the same failure again
+    # the first worker's OOM under its Ray header (which task, process and node); the others' are the
+    # same failure again
+    assert w.indicator_lines == [2, 5]
 
 
 def test_a_ray_driver_wrapper_is_not_the_root_the_task_s_own_exception_is(rules: Classifier) -> None:
@@ -318,3 +320,131 @@ def test_a_timeout_printed_onto_a_progress_bar_is_the_first(rules: Classifier) -
              "W0922 03:32:08.993000 1397 torch/distributed/elastic/multiprocessing/api.py:858] Sending process 36 closing signal SIGTERM"]
     w = diagnose_text("\n".join(lines), rules)
     assert w.first_rank == 2 and w.indicator_lines[0] == 2
+
+
+def test_nccl_s_own_cuda_failure_on_a_rank_is_the_root_and_its_last_error_is_shown(rules: Classifier) -> None:
+    # a barrier fails on every rank with NCCL's "unhandled cuda error": a CUDA call of that rank
+    # failed (not a peer gone); the first rank to print it failed first, and the line after NCCL's
+    # "Last error:" says which call
+    def rank(r: int) -> list[str]:
+        return [f"[rank{r}]: Traceback (most recent call last):",
+                f'[rank{r}]:   File "/srv/sft.py", line 30, in <module>',
+                f"[rank{r}]:     with accelerator.main_process_first():",
+                f'[rank{r}]:   File "/opt/torch/distributed/distributed_c10d.py", line 4635, in barrier',
+                f"[rank{r}]:     work = group.barrier(opts=opts)",
+                f"[rank{r}]: torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:3356, unhandled "
+                "cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.26.2",
+                f"[rank{r}]: ncclUnhandledCudaError: Call to CUDA function failed.",
+                f"[rank{r}]: Last error:",
+                f"[rank{r}]: Cuda failure 2 'out of memory'"]
+    lines = ["Preparing the dataset on the main process first"] + rank(3) + rank(0) + rank(1) + _TORCHRUN_TAIL
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.first_rank == 3  # not torchrun's table (rank 2: the first to exit)
+    got = [lines[n - 1] for n in w.indicator_lines]
+    assert "DistBackendError" in got[0] and got[0].startswith("[rank3]")
+    assert "[rank3]: Cuda failure 2 'out of memory'" in got
+    assert is_root_error("torch.distributed.DistBackendError: NCCL error in: x.cpp:3356, unhandled cuda error (run with")
+    # a peer that went away is a symptom of an error elsewhere
+    assert not is_root_error("torch.distributed.DistBackendError: NCCL error in: x.cpp:1970, remote process exited or "
+                             "there was a network error, NCCL version 2.21.5")
+
+
+def test_the_ray_header_of_the_failed_task_is_shown_with_its_error(rules: Classifier) -> None:
+    # Ray prints a task's error under a header naming the task, its process and node, without a
+    # "Traceback" line; the header is shown, the phase is that of the error below it
+    lines = ["(TaskRunner pid=81) step:699 - actor/loss:0.12 - critic/score:0.88",
+             "(TaskRunner pid=81) step:700 - actor/loss:0.11 - critic/score:0.87",
+             "(TaskRunner pid=81) step:701 - actor/loss:0.10 - critic/score:0.89",
+             "Traceback (most recent call last):",
+             '  File "/srv/main_ppo.py", line 40, in main',
+             "    ray.get(runner.run.remote(config))",
+             "ray.exceptions.RayTaskError(RuntimeError): ray::WorkerDict.save_checkpoint() (pid=412, ip=10.0.3.7, "
+             "actor_id=8a01, repr=<WorkerDict object>)",
+             '  File "/srv/fsdp_workers.py", line 900, in save_checkpoint',
+             "    torch.save(state, path)",
+             "RuntimeError: [enforce fail at inline_container.cc:815] . PytorchStreamWriter failed writing file data/7: "
+             "file write failed"]
+    w = diagnose_text("\n".join(lines), rules)
+    assert 7 in w.indicator_lines and 10 in w.indicator_lines
+    assert w.first_node == "10.0.3.7" and w.phase == "checkpoint_save"
+
+
+def test_the_thread_that_died_is_shown_with_its_error(rules: Classifier) -> None:
+    lines = ["Using device: cuda", "Exception in thread Thread-3 (_producer):", "Traceback (most recent call last):",
+             '  File "/usr/lib/python3.12/threading.py", line 1075, in _bootstrap_inner',
+             "    self.run()", '  File "/srv/data.py", line 51, in _producer', "    batch = build(item)",
+             "AttributeError: 'Tokenizer' object has no attribute 'image_token'"]
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.indicator_lines == [2, 8]
+    assert ": AttributeError: 'Tokenizer' object" in w.story()  # the story states the error, not the header
+
+
+def test_the_middle_links_of_a_raise_from_chain_are_not_shown(rules: Classifier) -> None:
+    # FileNotFoundError, then while handling it a network error wrapped twice ("raise X from Y")
+    # and finally requests' ConnectionError: the first error, the network error that was its
+    # handler's cause, and the last one that ended the process; not the two wrappers between
+    def tb(frame: str, exc: str) -> list[str]:
+        return ["Traceback (most recent call last):", f'  File "{frame}", line 10, in f', "    g()", exc]
+    lines = (["init data pool"] + tb("/srv/pool.py", "FileNotFoundError: [Errno 2] No such file or directory: 'meta/info.json'")
+             + ["", "During handling of the above exception, another exception occurred:", ""]
+             + tb("/opt/urllib3/connection.py", "OSError: [Errno 101] Network is unreachable")
+             + ["", "The above exception was the direct cause of the following exception:", ""]
+             + tb("/opt/urllib3/connection.py", "urllib3.exceptions.NewConnectionError: Failed to establish a new connection")
+             + ["", "The above exception was the direct cause of the following exception:", ""]
+             + tb("/opt/urllib3/retry.py", "urllib3.exceptions.MaxRetryError: HTTPSConnectionPool(host='huggingface.co', "
+                  "port=443): Max retries exceeded")
+             + ["", "During handling of the above exception, another exception occurred:", ""]
+             + tb("/opt/requests/adapters.py", "requests.exceptions.ConnectionError: (MaxRetryError(\"HTTPSConnectionPool("
+                  "host='huggingface.co', port=443): Max retries exceeded\"))"))
+    w = diagnose_text("\n".join(lines), rules)
+    got = [lines[n - 1].split(":")[0] for n in w.indicator_lines]
+    assert got == ["FileNotFoundError", "OSError", "requests.exceptions.ConnectionError"]
+
+
+def test_open_mpi_and_mpich_name_the_process_they_saw_end(rules: Classifier) -> None:
+    # a rank killed without a word of its own (the kernel's OOM killer, a segfault): the MPI
+    # launcher's report names its rank and node, and is the line to show
+    steps = [f"[1,{r}]<stdout>:Epoch 2 batch {b} loss 0.{b}" for b in range(10, 14) for r in range(4)]
+    ompi = ["--------------------------------------------------------------------------",
+            "Primary job  terminated normally, but 1 process returned",
+            "a non-zero exit code. Per user-direction, the job has been aborted.",
+            "--------------------------------------------------------------------------",
+            "--------------------------------------------------------------------------",
+            "mpirun noticed that process rank 3 with PID 41234 on node gpu07 exited on signal 9 (Killed).",
+            "--------------------------------------------------------------------------"]
+    lines = steps + ompi
+    w = diagnose_text("\n".join(lines), rules)
+    assert (w.first_rank, w.first_node) == (3, "gpu07")
+    assert any(lines[n - 1].startswith("mpirun noticed") for n in w.indicator_lines)
+    mpich = ["===================================================================================",
+             "=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES",
+             "=   RANK 5 PID 1234 RUNNING AT gpu-b12",
+             "=   KILLED BY SIGNAL: 11 (Segmentation fault)",
+             "==================================================================================="]
+    w = diagnose_text("\n".join(steps + mpich), rules)
+    assert (w.first_rank, w.first_node) == (5, "gpu-b12")
+    assert origin_of("srun: error: gpu07: tasks 0-3: Exited with exit code 1") == Origin(None, "gpu07")  # every task
+
+
+def test_srun_s_task_line_names_the_host_of_a_labelled_task(rules: Classifier) -> None:
+    # srun --label: "2: " is task 2; srun's exit line for task 2 names its host, not the last
+    # srun line (another task's, on another node)
+    lines = [f"{t}: Epoch 1 step {k} loss 0.5" for k in range(5) for t in range(4)]
+    lines += ["2: Traceback (most recent call last):", '2:   File "/srv/train.py", line 80, in <module>',
+              "2:     x = batch.cuda()", "2: RuntimeError: CUDA error: an illegal memory access was encountered",
+              "0: [E ProcessGroupNCCL.cpp:1537] [PG 0 Rank 0] Process group watchdog thread terminated with exception",
+              "srun: error: gpu12: task 2: Exited with exit code 1", "srun: error: gpu11: task 0: Aborted (core dumped)"]
+    w = diagnose_text("\n".join(lines), rules)
+    assert (w.first_rank, w.first_node) == (2, "gpu12")
+
+
+def test_what_fails_after_the_launcher_s_verdict_is_another_command(rules: Classifier) -> None:
+    # a job script runs two torchrun stages: the first fails on rank 0 and torchrun reports it;
+    # the next stage then fails because the first left nothing behind: a consequence, not shown
+    disk = "OSError: Not enough disk space. Needed: 153.54 MiB"
+    missing = "FileNotFoundError: [Errno 2] No such file or directory: '/root/.cache/mid_checkpoints'"
+    lines = [f"step {k:05d}/21400 | loss: 2.1 | dt: 410ms" for k in range(21390, 21400)]
+    lines += _rank_traceback(0, disk) + _TORCHRUN_TAIL + ["Loading the mid-trained model"] + _rank_traceback(0, missing)
+    w = diagnose_text("\n".join(lines), rules)
+    got = [lines[n - 1] for n in w.indicator_lines]
+    assert got[0].endswith(disk) and not any(x.endswith(missing) for x in got)

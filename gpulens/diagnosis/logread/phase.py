@@ -21,7 +21,7 @@ from gpulens.diagnosis.logread.lines import (
     last_matching,
 )
 
-__all__ = ["PHASES", "last_step", "phase_of"]
+__all__ = ["PHASES", "last_step", "phase_of", "run_start"]
 
 PHASES = ("startup", "first_step", "training", "evaluation", "checkpoint_save", "checkpoint_load", "shutdown")
 
@@ -51,9 +51,29 @@ _STEP_LOOKBACK = 600
 
 
 def last_step(lines: Sequence[str], before: int, floor: int = 0) -> str | None:
-    """The last step/iteration/epoch printed in ``lines[floor:before]`` (as printed)."""
+    """The last step/iteration/epoch printed in ``lines[floor:before]`` (as printed) by the run
+    that was going on at ``before`` (not by an earlier program of the same job script)."""
+    floor = run_start(lines, floor, before, _STEP_LOOKBACK)
     found = last_matching(lines, _STEP_KEYS, lambda ln: _step_in(ln) is not None, max(floor, before - _STEP_LOOKBACK), before)
     return _step_in(lines[found[0]]) if found else None
+
+
+#: Lines a program prints once when it starts, before any step of its own: torchrun's (and
+#: ``torch.distributed.launch``'s) banner, ``wandb.init``'s. A job script that runs several
+#: programs (pre-training, then fine-tuning, then evaluation) prints them again for each.
+_RUN_START_KEYS = ("Tracking run with wandb version",)
+
+
+#: Lines above a failure searched for the start of its program.
+_RUN_LOOKBACK = 5000
+
+
+def run_start(lines: Sequence[str], floor: int, before: int, reach: int) -> int:
+    """The index of the last program start (``_RUN_START_KEYS``) in the ``reach`` lines before
+    ``before`` (not before ``floor``), else ``floor``: the steps printed before it are another
+    program's."""
+    got = last_matching(lines, _RUN_START_KEYS, lambda ln: True, max(floor, before - reach), before)
+    return got[0] if got else floor
 
 
 #: A bare iteration counter a script prints once per step ("ite 19988", StyleGAN/EDM's
@@ -97,7 +117,10 @@ _RATE = re.compile(r"([\d.]+)it/s")
 #: printed): "Iterations per epoch: 1108", "Total optimization steps = 500", "Starting iteration-wise
 #: training", DeepSpeed ZeRO-3's "Invalidate trace cache @ step 56836: expected module ...".
 _SETTING = re.compile(r"(?i)^(?!.*loss).*(?:\bper (?:epoch|step|iter\w*|device|gpu)\b|\btotal\b|\bnumber of\b|\bnum_"
-                      r"|\bmax_|\bstarting\b|\bwarmup_|Invalidate trace cache)")
+                      r"|\bmax_|\bstarting\b|\bwarmup_|Invalidate trace cache"
+                      # a batch's size ("Tokens / micro-batch / rank: 32 x 2048", "batch size: 64"), a checkpoint
+                      # loaded or resumed at a step ("Loading model from ckpt/d20 with step 21400")
+                      r"|\bbatch[ _-]?size\b|\bmicro[-_ ]?batch\b|\b(?:load|resum|restor)\w*\b.*\bstep\b)")
 #: A bar faster than this many iterations per second is not stepping a GPU training job.
 _FAST = 1000.0
 
@@ -155,6 +178,7 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     if _SAVE.search(text):
         return "checkpoint_save"
     top = tb_start if tb_start is not None else failure
+    floor = run_start(lines, floor, top, _RUN_LOOKBACK)  # the failing program's own lines
     # as shown (a progress bar's line holds every refresh: its last is what shows)
     before = [_shown(ln)[-_SHOWN:] for ln in lines[max(floor, top - _LOOKBACK):top] if ln.strip()]
     if any(is_completion(ln) and not ln.lstrip().startswith(_AT_EXIT) for ln in before) or _teardown(region):
@@ -164,7 +188,39 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     if any(_EVAL.search(ln) and not is_progress(ln) and not _RESULT_LINE.search(ln) and "rror" not in ln
            and not ln.startswith((" ", "\t")) for ln in _since_last_step(before)):
         return "evaluation"
+    if _evaluating(lines, floor, top):
+        return "evaluation"
     return _by_steps(lines, floor, top, region, frames if tb_start is not None else None, step)
+
+
+#: An evaluation's own progress line, by the name trainers give it: a tqdm bar ("Validation
+#: DataLoader 0:  45%|####5     | 9/20", "Evaluating:  30%|", "Testing: ..."), a MetricLogger line
+#: (LAVIS/BLIP "Evaluation  [ 570/1872]  eta: 3:12:57", DeiT/timm "Test:  [ 10/313]  eta: ...").
+_EVAL_BAR = re.compile(r"^\W{0,3}(?:[Ee]val(?:uat\w*)?|EVAL\w*|[Vv]alid(?:at\w*)?|[Tt]est(?:ing)?|[Pp]redict\w*"
+                       r"|[Ii]nference|[Ss]ampling)\b[^|\[\n]{0,40}?(?:\[\s*(\d+)\s*/\s*(\d+)\s*\]"
+                       r"|\d+%\|[^|]*\|\s*(\d+)/(\d+))")
+#: Lines above a failure searched for the evaluation's progress line.
+_EVAL_LOOKBACK = 40
+
+
+def _evaluating(lines: Sequence[str], floor: int, top: int) -> bool:
+    """Whether the last progress line before ``top`` is an unfinished evaluation's (its own
+    counter short of its total): the failure happened while evaluating. A finished one
+    (``20/20``) says nothing about what ran after it; a training step after it wins."""
+    for k in range(top - 1, max(floor, top - _EVAL_LOOKBACK) - 1, -1):
+        shown = _shown(lines[k]).lstrip()
+        if not shown[:1].isalpha() and not shown.startswith(("[", "|")):
+            continue
+        m = _EVAL_BAR.match(shown) if shown[:1] in _EVAL_HEADS else None
+        if m is not None:
+            done, total = (m.group(1), m.group(2)) if m.group(1) is not None else (m.group(3), m.group(4))
+            return int(done) < int(total)
+        if _step_progress(lines[k]):
+            return False
+    return False
+
+
+_EVAL_HEADS = "EeVvTtPpIiSs[|"
 
 
 def _since_last_step(before: Sequence[str]) -> Sequence[str]:
@@ -246,7 +302,9 @@ _EVAL_FUNC = re.compile(r"(?i)eval|valid|test|metric|psnr|ssim|accuracy|score|bl
 #: Functions whose frames say the failure happened inside a training step (forward, backward,
 #: the optimizer's step).
 _STEP_FUNC = re.compile(r"^(?:forward|_forward|backward|training_step|train_step|train_batch|step|optimizer_step"
-                        r"|_call_impl|_wrapped_call_impl|compute_loss|update_actor|update_policy|fwd_bwd\w*|\w*_step)$")
+                        r"|_call_impl|_wrapped_call_impl|compute_loss|update_actor|update_policy|fwd_bwd\w*|\w*_step"
+                        # fetching a batch from the data loader (the first batch is the first step's)
+                        r"|_next_data|_get_next_batch|_process_data)$")
 _SYNTAX = ("SyntaxError", "IndentationError", "TabError")
 #: Functions that save or load a checkpoint or pretrained weights (by name).
 _SAVE_FUNC = re.compile(r"(?i)save_?(?:checkpoint|model|pretrained|state|weights|fsdp)|_save_(?:\w+_)?checkpoint"

@@ -4,8 +4,9 @@ Prefixes: ``[rank3]:`` / ``[default3]:`` (torchrun), ``3:`` (srun ``--label``),
 ``[1,3]<stderr>:`` (Open MPI ``--tag-output``), ``gpu07: `` (deepspeed/pdsh),
 ``(pid=123, ip=10.0.0.7)`` / ``(RayTrainWorker pid=1, ip=…)`` (Ray). Messages: NCCL's
 ``[Rank 3]``, Lightning's ``[rank: 3]``, ``Process 3 terminated``, torchrun's root-cause table
-(``rank : 3``, ``host : gpu07``), ``srun: error: gpu07: task 3: …`` and Slurm's
-``*** JOB 12 ON gpu07 CANCELLED``. Launcher summaries: torchrun's ``Root Cause (first observed
+(``rank : 3``, ``host : gpu07``), ``srun: error: gpu07: task 3: …``, Slurm's
+``*** JOB 12 ON gpu07 CANCELLED``, Open MPI's "mpirun noticed that process rank 3 with PID … on
+node gpu07 exited on signal 9" and MPICH's "RANK 3 PID … RUNNING AT gpu07". Launcher summaries: torchrun's ``Root Cause (first observed
 failure)`` table, Open MPI's "The first process to do so was: Process name: [[4370,1],11]" with
 its ``--report-bindings`` lines (``[host:pid] MCW rank 11 bound to …``) for the host.
 """
@@ -43,7 +44,12 @@ _MESSAGES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\[rank:?\s*(\d+)\]"), "rank"),
     (re.compile(r"\b[Pp]rocess (\d+) terminated with"), "rank"),
     (re.compile(r"\bglobal_rank[=:\s]+(\d+)"), "rank"),
-    (re.compile(r"srun: error: ([\w.-]+): tasks? (\d+)"), "node+rank"),
+    (re.compile(r"srun: error: ([\w.-]+): tasks? (\d+(?:[-,]\d+)*)"), "node+rank"),
+    # Open MPI: "mpirun noticed that process rank 3 with PID 41234 on node gpu07 exited on signal 9
+    # (Killed)." / "mpirun has exited due to process rank 3 with PID 0 on node gpu07 exiting improperly";
+    # MPICH / Intel MPI's "BAD TERMINATION" box: "=   RANK 3 PID 1234 RUNNING AT gpu07"
+    (re.compile(r"process rank (\d+) with PID \d+ on node ([\w.-]+)"), "rank+node"),
+    (re.compile(r"\bRANK (\d+) PID \d+ RUNNING AT ([\w.-]+)"), "rank+node"),
     (re.compile(r"\*\*\* (?:JOB|STEP) [\d.]+ ON ([\w.-]+) CANCELLED"), "node"),
 )
 _TIMESTAMP = re.compile(r"(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?|\b\d\d:\d\d:\d\d\.\d{3,})")
@@ -51,7 +57,8 @@ _TIMESTAMP = re.compile(r"(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?|\b\d\d:
 
 _ALL = (*_PREFIXES, *_MESSAGES)
 #: A literal every match of these (unanchored, slow to search) patterns holds.
-_NEEDS = {_PREFIXES[3][0].pattern: "pid=", _MESSAGES[2][0].pattern: "rocess ", _MESSAGES[3][0].pattern: "global_rank"}
+_NEEDS = {_PREFIXES[3][0].pattern: "pid=", _MESSAGES[2][0].pattern: "rocess ", _MESSAGES[3][0].pattern: "global_rank",
+          _MESSAGES[5][0].pattern: "process rank ", _MESSAGES[6][0].pattern: "RUNNING AT"}
 
 
 #: A global ``[rankN]:`` tag behind the prefixes a launcher stacks before it: srun's ``--label``
@@ -90,9 +97,12 @@ def origin_of(line: str) -> Origin:
             rank = int(m.group(1))
         elif kind == "node" and node is None and not _is_level(m.group(1)):
             node = m.group(1)
-        elif kind == "node+rank":
+        elif kind == "node+rank":  # srun's task, not a range of them ("tasks 0-3": every one failed)
             node = node or m.group(1)
-            rank = rank if rank is not None else int(m.group(2))
+            rank = rank if rank is not None or not m.group(2).isdigit() else int(m.group(2))
+        elif kind == "rank+node":
+            rank = rank if rank is not None else int(m.group(1))
+            node = node or m.group(2)
         elif kind == "proc+node" and node is None:
             proc, node = m.group(1), m.group(2)
     return Origin(rank, node, proc)

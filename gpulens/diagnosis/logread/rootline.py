@@ -27,7 +27,7 @@ from gpulens.diagnosis.logread.lines import (
     is_terminal_kill,
 )
 
-__all__ = ["MAX_ROOT_LINES", "chain_start", "first_origin", "interleaved", "is_root_error", "pick_lines", "same_origin",
+__all__ = ["MAX_ROOT_LINES", "chain_start", "first_origin", "interleaved", "is_report_head", "is_root_error", "pick_lines", "same_origin",
            "secondary_lines", "verdict_lines"]
 
 #: Distinct error lines of the first failing rank kept (the exception and the ones it chains).
@@ -41,11 +41,12 @@ _ECHO = Guarded(
     r"Watchdog caught collective operation timeout|[Ww]atchdog thread terminated|NCCL operations have failed or timed out"
     r"|NCCL communicator was aborted|ProcessGroupNCCL.*(?:[Tt]imeout|timed out|abort)|[Tt]o avoid data inconsistency"
     r"|closing signal SIG|[Ss]ignal \d+ \(SIGTERM\)|[Rr]eceived SIGTERM|exits? with return code|SignalException"
-    r"|Caught signal 15|DistBackendError|collective operation timeout|failed \(exitcode|^\s*exitcode\s*:"
-    r"|Exited with exit code|RayTaskError\(",
+    r"|Caught signal 15|DistBackendError(?!.*(?:unhandled cuda error|invalid usage))|collective operation timeout"
+    r"|failed \(exitcode|^\s*exitcode\s*:"
+    r"|Exited with exit code|RayTaskError\(|process rank \d+ with PID|BAD TERMINATION OF ONE",
     ("atchdog", "NCCL", "ProcessGroupNCCL", "o avoid data inconsistency", "closing signal SIG", "SIGTERM",
      "return code", "SignalException", "Caught signal 15", "DistBackendError", "collective operation timeout",
-     "failed (exitcode", "exitcode", "Exited with exit code", "RayTaskError("),
+     "failed (exitcode", "exitcode", "Exited with exit code", "RayTaskError(", "process rank ", "BAD TERMINATION OF ONE"),
 )
 
 
@@ -136,6 +137,12 @@ def _launcher_origin(lines: Sequence[str], start: int) -> ranks.Origin | None:
     names = [i for i in found if "Process name:" in lines[i]]
     if names:
         return ranks.mpirun_first(lines, names, find_keys(lines, ("MCW rank",), 0))
+    # Open MPI's "mpirun noticed that process rank 3 with PID … on node gpu07 exited on signal 9",
+    # MPICH's "RANK 3 PID … RUNNING AT gpu07": the process the launcher saw end first
+    for i in find_keys(lines, ("process rank ", "RUNNING AT"), start):
+        got = ranks.origin_of(lines[i])
+        if got.rank is not None:
+            return got
     return None
 
 
@@ -173,14 +180,30 @@ def _with_host(lines: Sequence[str], start: int, got: ranks.Origin) -> ranks.Ori
     tables = find_keys(lines, ("Failures:", "Root Cause (first observed failure)"), start)
     hosts = ranks.table_hosts([ln for k in tables for ln in lines[k + 1:k + _TABLE_ROWS]])
     host = hosts.get(got.rank) or (next(iter(set(hosts.values()))) if len(set(hosts.values())) == 1 else None)
+    host = host or _srun_task_host(lines, start, got.rank)
     return ranks.Origin(got.rank, host, got.proc) if host else got
+
+
+def _srun_task_host(lines: Sequence[str], start: int, rank: int) -> str | None:
+    """The host srun names for task ``rank`` ("srun: error: gpu12: task 2: Exited with exit code
+    1") when the log's ranks are srun's tasks (``--label``'s "2: " prefixes; with torchrun's
+    ``[rankN]`` tags srun's task is a node's launcher, not the rank)."""
+    found = find_keys(lines, ("srun: error:", "[rank"), start)
+    if any("[rank" in lines[i] for i in found):
+        return None
+    for i in found:
+        o = ranks.origin_of(lines[i])
+        if o.rank == rank and o.node:
+            return o.node
+    return None
 
 
 #: The launcher's and the scheduler's verdict lines, most telling first (a cause the scheduler
 #: names, the launcher's summary of which rank failed, then the exit lines).
 _VERDICT_KEYS = ("oom_kill event", "TERM_", "CANCELLED AT", "SignalException", "failed (exitcode", "errors.ChildFailedError",
                  "Root Cause (first observed failure)", "detected that one or more processes exited", "Process name:",
-                 "exits with return code", "Exited with exit code")
+                 "mpirun noticed that process rank", "BAD TERMINATION OF ONE", "exits with return code",
+                 "Exited with exit code")
 
 
 def verdict_lines(lines: Sequence[str], start: int) -> list[int]:
@@ -188,7 +211,8 @@ def verdict_lines(lines: Sequence[str], start: int) -> list[int]:
     first of each kind (Slurm's OOM-kill count and cancel, LSF's ``TERM_`` line; torchrun's
     ``ChildFailedError``, its root-cause table and that table's rank row, its first "failed
     (exitcode …)"; Open MPI's "detected that one or more processes exited" and the process it
-    names; DeepSpeed's "exits with return code"; srun's/LSF's "Exited with exit code")."""
+    names, or its "mpirun noticed that process rank N"; MPICH's "BAD TERMINATION" box; DeepSpeed's
+    "exits with return code"; srun's/LSF's "Exited with exit code")."""
     seen: dict[str, int] = {}
     for i in find_keys(lines, _VERDICT_KEYS, start):
         ln = lines[i]
@@ -224,24 +248,38 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
         return same_origin(tags.of(i), first)
 
     own = [i for i in region if is_root_error(norm(i)) and mine(i)]
-    picked = _root_lines(own, norm)
+    verdict_at = verdict_lines(lines, start)
+    run_end = _run_end(own, verdict_at)
+    picked = _root_lines(lines, [i for i in own if i < run_end], norm)
+    if own:
+        picked += [k for k in (_report_head(lines, own[0], start), _nccl_detail(lines, own[0]))
+                   if k is not None and k not in picked]
     if not own:  # only symptoms: a collective timeout is the key message (the first one)
         picked = [i for i in region if _TIMEOUT.search(norm(i)) is not None][:1]
         picked = [i for i, _ in glued_timeouts(lines, max(0, start - 1), picked[0])][:1] + picked if picked else picked
     texts = {_shape(norm(i)) for i in picked}
     for i in _quoted(lines, start, failures, evidence, norm):
-        if _shape(norm(i)) not in texts and mine(i) and not (own and _cleanup(norm(i))):
+        if _shape(norm(i)) not in texts and mine(i) and not (own and _cleanup(norm(i))) and i < run_end \
+                and not _middle_link(lines, i):
             picked.append(i)
             texts.add(_shape(norm(i)))
     kills = [i for i in region if is_terminal_kill(norm(i)) and not lines[i][:1].isspace()
              and not logs.is_secondary(norm(i)) and not is_benign(norm(i)) and not (own and _cleanup(norm(i)))]
     picked += [i for i in kills if i not in picked and (not own or i > own[0])][:2]
-    verdict = [i for i in verdict_lines(lines, start) if not (own and _cleanup(norm(i))) and i not in picked]
+    verdict = [i for i in verdict_at if not (own and _cleanup(norm(i))) and i not in picked]
     found = picked[:limit]
     found += verdict[:max(limit - len(found), 0)]
     if not found:
         found = [i for i in region if not logs.is_secondary(norm(i))][:limit] or list(region[:limit])
     return sorted(set(found))
+
+
+def _run_end(own: Sequence[int], verdicts: Sequence[int]) -> int:
+    """The first launcher's or scheduler's verdict line after the first root error line in
+    ``own`` (a large number when there is none): once the launcher said the run failed
+    (torchrun's "failed (exitcode", a cancel, srun's exit line), what fails after it is another
+    command of the job script."""
+    return min((v for v in verdicts if own and v > own[0]), default=1 << 62)
 
 
 def _shape(text: str) -> str:
@@ -254,10 +292,13 @@ _DIGITS = re.compile(r"\d+")
 _QUOTED = re.compile(r"'[^'\s]*'")
 
 
-def _root_lines(own: Sequence[int], norm: Callable[[int], str]) -> list[int]:
+def _root_lines(lines: Sequence[str], own: Sequence[int], norm: Callable[[int], str]) -> list[int]:
     """The first root error line, the distinct exception lines after it (the ones it chains),
     and the last one when the message is printed again at the end (the exception that ended
-    the process; a message printed more often is that of several processes)."""
+    the process; a message printed more often is that of several processes). In a chain of
+    tracebacks an exception that only wraps the one above it (``raise X from Y``: "The above
+    exception was the direct cause ...") and is wrapped again is skipped: the first says the
+    cause, the last what ended the process."""
     if not own:
         return []
     picked = [own[0]]
@@ -266,7 +307,7 @@ def _root_lines(own: Sequence[int], norm: Callable[[int], str]) -> list[int]:
         text = _shape(norm(i))
         if len(picked) >= MAX_ROOT_LINES:
             break
-        if text not in texts and _EXCEPTION.match(text):
+        if text not in texts and _EXCEPTION.match(text) and not _middle_link(lines, i):
             picked.append(i)
             texts.add(text)
     last = own[-1]
@@ -274,6 +315,102 @@ def _root_lines(own: Sequence[int], norm: Callable[[int], str]) -> list[int]:
     if last not in picked and _EXCEPTION.match(norm(last)) and again <= 2:
         picked.append(last)
     return picked
+
+
+def _body(line: str) -> str:
+    """A line without its launcher's prefix (a rank's, Ray's), its indentation kept."""
+    line = ranks.strip_prefix(line)
+    if line.startswith(("(", "\x1b[")) and "pid=" in line[:120]:
+        m = _RAY_LEAD.match(line)
+        if m is not None:
+            line = line[m.end():]
+    return line
+
+
+#: Ray's prefix of a worker's line: "(RayTrainWorker pid=4242, ip=10.0.0.5) ", with its colour codes.
+_RAY_LEAD = re.compile(r"^(?:\x1b\[[\d;]*m)?\([^()]*pid=\d+[^()]*\)(?:\x1b\[[\d;]*m)?\s?")
+
+
+def _traceback_head(lines: Sequence[str], i: int, reach: int = 400) -> int | None:
+    """The index of the first line above the exception line ``i`` that is not part of its
+    traceback's frames (indented lines, blank lines): its ``Traceback (most recent call
+    last):`` head, or whatever heads a report printed without one (Ray's task header)."""
+    for k in range(i - 1, max(-1, i - reach), -1):
+        body = _body(lines[k])
+        if body.strip() and not body.startswith((" ", "\t")):
+            return k
+    return None
+
+
+def _marker_near(lines: Sequence[str], i: int, step: int, span: int = 3) -> str:
+    """The chain marker ("direct cause", "During handling") among the non-blank lines next to
+    ``i`` (``step`` -1: above, 1: below, past an exception message's own continuation lines
+    below), "" when there is none."""
+    seen = 0
+    k = i + step
+    while 0 <= k < len(lines) and seen < span + (3 if step > 0 else 0):
+        t = _body(lines[k]).strip()
+        k += step
+        if not t:
+            continue
+        seen += 1
+        if t.startswith(_CHAINED[0]):
+            return "cause"
+        if t.startswith(_CHAINED[1]):
+            return "during"
+        if step < 0 or t.startswith((_TRACEBACK, "File \"")):
+            return ""
+    return ""
+
+
+def _middle_link(lines: Sequence[str], i: int) -> bool:
+    """Whether the exception line ``i`` only wraps the exception above it ("The above
+    exception was the direct cause of the following exception" heads its traceback) and is
+    itself followed by another exception of the chain."""
+    head = _traceback_head(lines, i)
+    if head is None or _TRACEBACK not in lines[head]:
+        return False
+    return _marker_near(lines, head, -1) == "cause" and _marker_near(lines, i, 1) != ""
+
+
+def _report_head(lines: Sequence[str], i: int, floor: int) -> int | None:
+    """The line heading the traceback report of the exception line ``i`` when it names where
+    the error was raised: Ray's ``RayTaskError(...): ray::Actor.method() (pid=…, ip=…)`` and
+    ``Unhandled error (…): ray::…`` (the task, its process and node: Ray prints the remote
+    traceback under it without a ``Traceback`` line), Python's ``Exception in thread NAME:``
+    above a ``Traceback`` (the thread that died)."""
+    head = _traceback_head(lines, i)
+    if head is None or head < floor - AROUND:
+        return None
+    if is_report_head(lines[head]):
+        return head
+    if _TRACEBACK in lines[head]:
+        above = next((k for k in range(head - 1, max(-1, head - 3), -1) if lines[k].strip()), None)
+        if above is not None and is_report_head(lines[above]):
+            return above
+    return None
+
+
+def is_report_head(line: str) -> bool:
+    """Whether a line heads an error report by naming where it was raised (Ray's task header,
+    Python's "Exception in thread NAME:"): it is not the error itself, nor where it happened."""
+    if "ray::" in line and ("RayTaskError" in line or "Unhandled error" in line):
+        return True
+    return "Exception in thread " in line and _body(line).lstrip().startswith("Exception in thread ")
+
+
+def _nccl_detail(lines: Sequence[str], i: int) -> int | None:
+    """The line after NCCL's "Last error:" that follows the error line ``i`` (NCCL prints its
+    error, its result code, then "Last error:" and the call that failed: "Cuda failure 2 'out
+    of memory'"), if any within a few lines, from the same rank."""
+    rank = ranks.prefix_rank(lines[i])
+    for k in range(i + 1, min(len(lines) - 1, i + 4)):
+        if "Last error:" in lines[k] and ranks.prefix_rank(lines[k]) == rank:
+            nxt = k + 1
+            if lines[nxt].strip() and ranks.prefix_rank(lines[nxt]) == rank and _body(lines[nxt]).strip():
+                return nxt
+            return None
+    return None
 
 
 #: An exception's final line ("torch.OutOfMemoryError: …", "KeyboardInterrupt").

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from gpulens.diagnosis.logread.rootline import is_report_head
 from gpulens.vocab import NO_FAILURE
 
 if TYPE_CHECKING:
@@ -54,6 +55,12 @@ def _stopped_story(w: WholeDiagnosis) -> str:
     return text + (f"; attempt {w.attempts} of {w.attempts} in this file" if w.attempts > 1 else "")
 
 
+def _error_of(indicators: list[str]) -> str:
+    """The first indicator line that states the error (not a report's header above it: Ray's
+    "RayTaskError(…): ray::Task() (pid=…, ip=…)", "Exception in thread …:")."""
+    return next((x for x in indicators if not is_report_head(x)), indicators[0])
+
+
 def story(w: WholeDiagnosis) -> str:
     """E.g. "rank 3 on gpu07 failed first, at step 12,400 in training: CUDA out of memory
     (line 20,512); 7 later error lines from other ranks or launchers (secondary)"."""
@@ -67,7 +74,7 @@ def story(w: WholeDiagnosis) -> str:
     if _stopped(w):
         return _stopped_story(w)
     verb = "failed first" if w.first_rank is not None or w.first_node else "failed"
-    what = (w.indicators[0] if w.indicators else d.evidence[0])[:160]
+    what = (_error_of(w.indicators) if w.indicators else d.evidence[0])[:160]
     lines = ", ".join(f"{n:,}" for n in w.indicator_lines[:3])
     text = f"{_who(w)} {verb}, {_step(w.step)}{_PHASE_WORDS.get(w.phase, w.phase)}: {what}"
     text += f" (line{'s' if len(w.indicator_lines) > 1 else ''} {lines})" if lines else ""

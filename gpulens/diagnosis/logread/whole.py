@@ -389,7 +389,8 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
     first = _first_origin(lines, found, start) if first == ranks.Origin() else first
     primary = [i for i in found if _same(lines[i], first)] or found
     secondary = rootline.secondary_lines(lines, failures, primary, first, _NormCache(lines, start).get)
-    at = primary[0] if primary else len(lines) - 1
+    # where it failed: the first error line, not a report's header above it
+    at = next((i for i in primary if not rootline.is_report_head(lines[i])), primary[0]) if primary else len(lines) - 1
     region = [logs.normalize_line(x) for x in lines[max(start, at - _AROUND):at + 3]]
     step = last_step(lines, at, starts[-1])
     good = starts[-2] if len(starts) > 1 else None
