@@ -484,3 +484,22 @@ def test_an_earlier_stage_s_completion_is_a_less_sure_normal_end(clf: Classifier
     assert d.category == "none" and d.confidence == 0.7 and "earlier" in (d.reason or ""), d
     from gpulens.diagnosis.logread.completion import is_completion
     assert not is_completion("EarlyStopping counter: 3 out of 10") and is_completion("EarlyStopping: stopping at epoch 41")
+
+
+def _pbs_job(job: int, body: list[str], status: str) -> list[str]:
+    ruler = "-" * 39
+    return [ruler, f"Begin PBS Prologue Tue Mar  4 10:0{job}:00 EST 2025", f"Job ID:     {job}.sched-torque.example.edu",
+            "Job name:   segment", "End PBS Prologue", ruler, *body, status, ruler,
+            f"Begin PBS Epilogue Tue Mar  4 18:0{job}:00 EST 2025", f"Job ID:     {job}.sched-torque.example.edu",
+            "Rsrc Used:  cput=30:11:02,walltime=07:58:10,mem=3190444kb", "End PBS Epilogue", ruler]
+
+
+def test_torque_prologues_split_jobs_appended_to_one_output_file(clf: Classifier) -> None:
+    crash = ["Traceback (most recent call last):", '  File "train.py", line 41, in <module>',
+             "    trainer.fit(model)", "ValueError: monitor key 'val_loss' not found in the logged metrics"]
+    fixed = ["GPU available: True, used: True", *[f"Epoch {e}: 100%|##########| 120/120 loss={1 / e:.3f}"
+                                                    for e in range(1, 31)], "`Trainer.fit` stopped: `max_epochs=30` reached."]
+    w = diagnose_text("\n".join(_pbs_job(1, crash, "Done") + _pbs_job(2, fixed, "Done")), clf)
+    assert w.attempts == 2 and w.diagnosis.category == "none"
+    w = diagnose_text("\n".join(_pbs_job(1, fixed, "Done") + _pbs_job(2, crash, "Done")), clf)
+    assert w.attempts == 2 and w.diagnosis.category not in ("none",)

@@ -21,17 +21,19 @@ _ENV_LINES = 300
 
 
 def attempt_starts(lines: Sequence[str]) -> list[int]:
-    """Indexes where attempts start (always ``[0, ...]``): an LSF report header, or a repeat
-    of the file's first line (a job script's banner printed again)."""
+    """Indexes where attempts start (always ``[0, ...]``): an LSF report header, a PBS/Torque
+    prologue banner, or a repeat of the file's first line (a job script's banner printed again)."""
     starts = [0]
     first = next((ln for ln in lines[:5] if len(ln.strip()) >= 8), None)
     if first is not None and not _banner(first):
         first = None
-    keys = [_LSF] + ([first] if first is not None else [])
+    keys = [_LSF, _PBS] + ([first] if first is not None else [])
     for i in find_keys(lines, [*keys, _SLURM_KILL], 1):
         ln = lines[i]
         if _LSF in ln:
             i = _after_lsf_report(lines, i)
+        elif _PBS in ln:
+            i = _before_ruler(lines, i)
         elif _SLURM_KILL in ln and _KILLED_JOB.search(ln):
             nxt = _after_kill(lines, i)
             if nxt is None:
@@ -45,6 +47,15 @@ def attempt_starts(lines: Sequence[str]) -> list[int]:
 
 
 _SLURM_KILL = "CANCELLED AT"
+#: Torque/PBS sites print a prologue banner at each job's start ("Begin PBS Prologue <date>"),
+#: framed by a ruler of dashes; jobs appended to one output file are separated by it.
+_PBS = "Begin PBS Prologue"
+
+
+def _before_ruler(lines: Sequence[str], at: int) -> int:
+    """The prologue banner's first line: the ruler just above ``at`` when there is one."""
+    return at - 1 if at > 0 and lines[at - 1].strip().startswith("---") else at
+
 _KILLED_JOB = re.compile(r"\*\*\* JOB \d+ ON \S+ CANCELLED AT")
 
 
