@@ -66,7 +66,7 @@ __all__ = [
     "set_cache_key",
 ]
 
-PL = "__gl_pl"  # placements: pid, aid, job_id, attempt, node, gpu_index, s, e, ce, alloc_min
+PL = "__gl_pl"  # placements: aid, job_id, attempt, node, gpu_index, s, e, ce, alloc_min
 AH = "__gl_ah"  # per attempt and clock hour: job_id, attempt, h, alloc_min, n, su, k, busy_min
 ATT = "__gl_att"  # per attempt: job_id, attempt, gpus, servers, first_minute, alloc_min, busy_min, k, n, su,
 #                   st (status), lost (accounting.lost_sql)
@@ -240,34 +240,35 @@ def ensure_base(con: duckdb.DuckDBPyConnection, filters: Filters | None) -> str:
     with _pinned_join_sides(con):
         used = _build_ah_rolled(con, sf, files, first, last)
     con.execute(f"DROP TABLE {_HOURS}")
-    con.execute(f"DROP TABLE {_AIDS}")
     if loaded:
         con.register("__gl_saved", pa.concat_tables(loaded.values()))
         con.execute(f"INSERT INTO {AH} SELECT * FROM __gl_saved")  # noqa: S608
         con.unregister("__gl_saved")
     saved.save(con, AH, keyed, fresh, used)
     con.execute(f"CREATE OR REPLACE TEMP TABLE {ATT} AS {_ATTEMPTS}")
+    con.execute(f"DROP TABLE {_AIDS}")
     set_cache_key(con, AH, key)
     return key
 
 
-#: placements clipped to the window; ``pid`` numbers them, ``aid`` numbers their attempts
+#: placements clipped to the window; ``aid`` numbers their attempts (one per (job_id, attempt),
+#: the attempts table's key; no sort)
 _PL_SQL = f"""
     CREATE OR REPLACE TEMP TABLE {PL} AS
     WITH p AS (
-        SELECT p.job_id, p.attempt, p.node, CAST(p.gpu_index AS SMALLINT) AS gpu_index,
+        SELECT a.aid, p.job_id, p.attempt, p.node, CAST(p.gpu_index AS SMALLINT) AS gpu_index,
                greatest(date_trunc('minute', coalesce(p.start_time, a.start_time)), $lo) AS s,
                least(coalesce(p.end_time, a.end_time, $open_end), $hi) AS e
-        FROM placements p JOIN attempts a USING (job_id, attempt)
+        FROM placements p
+        JOIN (SELECT *, CAST(row_number() OVER () AS INTEGER) AS aid FROM attempts) a
+          USING (job_id, attempt)
         WHERE coalesce(p.start_time, a.start_time) IS NOT NULL
     ), c AS (
         SELECT *, CASE WHEN e = date_trunc('minute', e) THEN e
                        ELSE date_trunc('minute', e) + INTERVAL 1 MINUTE END AS ce
         FROM p
     )
-    SELECT CAST(row_number() OVER (ORDER BY job_id, attempt, node, gpu_index, s) AS INTEGER) AS pid,
-           CAST(dense_rank() OVER (ORDER BY job_id, attempt) AS INTEGER) AS aid,
-           job_id, attempt, node, gpu_index, s, e, ce,
+    SELECT aid, job_id, attempt, node, gpu_index, s, e, ce,
            {acc.alloc_minutes_sql("s", "ce")} AS alloc_min
     FROM c WHERE ce > s
 """  # noqa: S608 - identifiers are module constants
@@ -472,14 +473,16 @@ STATUS_CTES = f"""x AS (
 
 _ATTEMPTS = f"""
     WITH agg AS (
-        SELECT p.job_id, p.attempt, p.gpus, p.servers, p.first_minute,
+        SELECT a.job_id, a.attempt, p.gpus, p.servers, p.first_minute,
                ah.alloc_min, ah.busy_min, ah.k, ah.n, ah.su
-        FROM (SELECT job_id, attempt, count(DISTINCT (node, gpu_index)) AS gpus,
+        FROM (SELECT aid, count(DISTINCT (node, gpu_index)) AS gpus,
                      count(DISTINCT node) AS servers, min(s) AS first_minute
-              FROM {PL} GROUP BY job_id, attempt) p
+              FROM {PL} GROUP BY aid) p
+        JOIN {_AIDS} a USING (aid)
         JOIN (SELECT job_id, attempt, sum(alloc_min) AS alloc_min, sum(busy_min) AS busy_min,
                      sum(k) AS k, sum(n) AS n, sum(su) AS su
-              FROM {AH} GROUP BY job_id, attempt) ah USING (job_id, attempt)
+              FROM {AH} GROUP BY job_id, attempt) ah
+          ON ah.job_id = a.job_id AND ah.attempt = a.attempt
     ),
     {STATUS_CTES}
     SELECT * EXCLUDE (failure_key), {acc.lost_sql("st", "failure_key")} AS lost FROM s
