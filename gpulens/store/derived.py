@@ -40,7 +40,10 @@ __all__ = [
     "base_dir",
     "base_path",
     "clear_debris",
+    "convergence_path",
+    "load",
     "load_base",
+    "save",
     "save_base",
     "saved_bases",
 ]
@@ -69,11 +72,21 @@ def _stamp(path: Path) -> tuple[str, int, int] | None:
     return str(path), st.st_size, st.st_mtime_ns
 
 
+def convergence_path(root: Path, name: str) -> Path:
+    """The saved convergence table ``name`` (a hex digest of the metric and tolerance)."""
+    return root / "derived" / "convergence" / f"cv-{name}.parquet"
+
+
 def load_base(root: Path, day: date, key: str, schema: pa.Schema,
               warn: Callable[[str], None]) -> pa.Table | None:
     """The saved rows of ``day`` if the file's key is ``key`` (None: absent, of another key, or
     damaged; a damaged one gets one warning line per process)."""
-    path = base_path(root, day)
+    return load(base_path(root, day), key, schema, warn)
+
+
+def load(path: Path, key: str, schema: pa.Schema,
+         warn: Callable[[str], None]) -> pa.Table | None:
+    """The saved table at ``path`` if its key is ``key`` (else None; one warning if damaged)."""
     try:
         meta = pq.read_metadata(path)
     except FileNotFoundError:
@@ -105,14 +118,19 @@ def _damaged(path: Path, why: str, warn: Callable[[str], None]) -> None:
         return
     if stamp is not None:
         _warned.add(stamp)
-    warn(f"saved base {path} is damaged ({why}); its day is rebuilt from the rollups and samples.")
+    warn(f"saved table {path} is damaged ({why}); it is rebuilt (the same numbers, slower).")
 
 
 def save_base(root: Path, day: date, table: pa.Table, key: str) -> int | None:
     """Save the rows of ``day`` under ``key`` (atomically); the bytes written, None when the
     data directory cannot be written (nothing is saved, nothing fails)."""
-    folder = base_dir(root)
-    path = base_path(root, day)
+    return save(base_path(root, day), table, key)
+
+
+def save(path: Path, table: pa.Table, key: str) -> int | None:
+    """Save ``table`` at ``path`` under ``key`` (atomically); the bytes written, None when the
+    folder cannot be written."""
+    folder = path.parent
     tmp = folder / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
     try:
         folder.mkdir(parents=True, exist_ok=True)
