@@ -34,6 +34,7 @@ several analyses on one connection scans the samples once.
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -58,6 +59,7 @@ __all__ = [
     "PL",
     "attempts_sql",
     "base_built",
+    "base_days",
     "cache_key",
     "ensure_base",
     "SampleFiles",
@@ -74,6 +76,7 @@ _KEYS = "__gl_keys"  # cached TEMP table name -> the key it was built for
 _HOURS = "__gl_hours"
 _DAYS = "__gl_days"
 _AIDS = "__gl_aids"  # aid -> job_id, attempt
+_BUILD = "__gl_build"  # the _KEYS entry of the last build's days (base_days)
 #: optimizers off for the placement-hour statement: the join sides are pinned (see ensure_base),
 #: and statistics propagation is off because DuckDB 2.0.1 takes a Parquet column's min/max (which
 #: leave NaN out, as the format says) as proof that it holds no NaN and folds the NaN test away
@@ -204,6 +207,13 @@ def base_built(con: duckdb.DuckDBPyConnection, filters: Filters | None) -> bool:
     return cache_key(con, AH) == _base_key(filters or Filters(), sample_files(con))
 
 
+def base_days(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+    """How this connection's last base build got its days: ``loaded`` (read from the saved
+    base), ``built`` (from rollups and samples) and ``saved`` (how many it saved); {} if none."""
+    text = cache_key(con, _BUILD)
+    return json.loads(text) if text else {}
+
+
 def ensure_base(con: duckdb.DuckDBPyConnection, filters: Filters | None) -> str:
     """Build (or reuse) the TEMP tables PL, AH and ATT for this connection and window.
 
@@ -244,7 +254,9 @@ def ensure_base(con: duckdb.DuckDBPyConnection, filters: Filters | None) -> str:
         con.register("__gl_saved", pa.concat_tables(loaded.values()))
         con.execute(f"INSERT INTO {AH} SELECT * FROM __gl_saved")  # noqa: S608
         con.unregister("__gl_saved")
-    saved.save(con, AH, keyed, fresh, used)
+    stored = saved.save(con, AH, keyed, fresh, used)
+    set_cache_key(con, _BUILD, json.dumps({"loaded": sorted(map(str, loaded)),
+                                           "built": sorted(map(str, fresh)), "saved": stored}))
     con.execute(f"CREATE OR REPLACE TEMP TABLE {ATT} AS {_ATTEMPTS}")
     con.execute(f"DROP TABLE {_AIDS}")
     set_cache_key(con, AH, key)
