@@ -41,6 +41,7 @@ __all__ = [
     "base_path",
     "clear_debris",
     "convergence_path",
+    "describe",
     "load",
     "load_base",
     "save",
@@ -192,3 +193,18 @@ def saved_bases(root: Path) -> list[SavedFile]:
             continue
         out.append(SavedFile(day, e.path, size))
     return sorted(out, key=lambda f: f.day)
+
+
+def describe(root: Path) -> dict[str, object]:
+    """What ``gpulens store info`` shows of the saved tables: the per-day bases (files, bytes,
+    first and last day) and the convergence tables (files, bytes)."""
+    bases = saved_bases(root)
+    conv = []
+    with contextlib.suppress(OSError):
+        conv = [e.stat().st_size for e in os.scandir(root / "derived" / "convergence")
+                if e.name.startswith("cv-") and e.name.endswith(".parquet")]
+    return {
+        "base_files": len(bases), "base_bytes": sum(f.bytes for f in bases),
+        "base_days": [str(bases[0].day), str(bases[-1].day)] if bases else [],
+        "convergence_files": len(conv), "convergence_bytes": sum(conv),
+    }

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import json
 import os
 import shutil
 import time
@@ -28,6 +29,7 @@ from gpulens.store import Store
 from gpulens.store.compact import compact
 from gpulens.store.derived import KEY, base_dir, base_path, saved_bases
 from tests.analysis.test_rollups import DAY, NOON3, _assert_same, _late, _segmented
+from tests.core.test_quarantine import run
 
 D0, D1, D2 = (DAY.date() + dt.timedelta(days=i) for i in range(3))
 WINDOW = Filters(start=DAY + dt.timedelta(hours=20, minutes=17), end=DAY + dt.timedelta(hours=61))
@@ -194,6 +196,12 @@ def test_saving_is_atomic_and_a_read_only_store_saves_nothing(lake: Store, tmp_p
     fresh.write_bytes(b"PAR1 half")
     want, days = _overview(store)
     assert days["saved"] == 2
+    r = run("--data-dir", str(store.root), "store", "info", "--json")
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout)["saved"]
+    assert info["base_files"] == 2 and info["base_days"] == [str(D0), str(D1)]
+    assert info["base_bytes"] == sum(f.bytes for f in saved_bases(store.root)) > 0
+    assert info["convergence_files"] == 1
     assert sorted(p.name for p in folder.iterdir()) == [fresh.name, "base-2026-01-01.parquet",
                                                         "base-2026-01-02.parquet"]
     # a data directory where nothing can be saved (``derived`` is a file here: no folder can be
