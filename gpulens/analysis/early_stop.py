@@ -143,19 +143,37 @@ CV_SCHEMA = pa.schema([("job_id", pa.string()), ("epochs", pa.int64()), ("best_e
 _CV_FORMAT = 1  # bump when _curves changes what it computes
 
 
+#: the columns of CURVE, as saved
+CURVE_SCHEMA = pa.schema([("job_id", pa.string()), ("step", pa.int32()), ("rn", pa.int64()),
+                          ("v", pa.float64()), ("epochs", pa.int64()), ("best", pa.float64()),
+                          ("prev_best", pa.float64())])
+
+
 def _ensure_curves(con: duckdb.DuckDBPyConnection, metric: str) -> None:
-    if cache_key(con, CURVE) != metric:
-        # the Arrow table itself is the connection's CURVE (read in place: copying it into a
-        # TEMP table cost 0.17 s of CPU on 2 M points and made no later query faster)
-        con.register(CURVE, _curves(con, metric, -1.0 if lower_is_better(metric) else 1.0))
-        set_cache_key(con, CURVE, metric)
+    """Register the metric's curves as CURVE (read from the saved table when the metric's
+    points are unchanged, else built and saved)."""
+    if cache_key(con, CURVE) == metric:
+        return
+    where = _saved_at(con, "curve", metric, None)
+    table = None
+    if where is not None:
+        table = derived.load(where[0], where[1], CURVE_SCHEMA, qr.warner(where[0].parents[2]))
+    if table is None:
+        table = _curves(con, metric, -1.0 if lower_is_better(metric) else 1.0).cast(CURVE_SCHEMA)
+        if where is not None:
+            derived.save(where[0], table, where[1])
+    # the Arrow table itself is the connection's CURVE (read in place: copying it into a
+    # TEMP table cost 0.17 s of CPU on 2 M points and made no later query faster)
+    con.register(CURVE, table)
+    set_cache_key(con, CURVE, metric)
 
 
-def _saved_cv(con: duckdb.DuckDBPyConnection, metric: str,
-              tolerance: float) -> tuple[Path, str] | None:
-    """Where the convergence table of ``metric`` and ``tolerance`` is saved for the next process,
-    and the key of the metric's points now (a count and an order-free sum of 64-bit hashes of
-    every (job, step, value) of the metric); None for a connection not opened on a store."""
+def _saved_at(con: duckdb.DuckDBPyConnection, what: str, metric: str,
+           tolerance: float | None) -> tuple[Path, str] | None:
+    """Where the ``what`` table ("cv": convergence, "curve": curves) of ``metric`` (and
+    ``tolerance``) is saved for the next process, and the key of the metric's points now (a
+    count and an order-free sum of 64-bit hashes of every (job, step, value) of the metric);
+    None for a connection not opened on a store."""
     try:
         rows = con.execute(f"SELECT getvariable('{ROOT_VARIABLE}')").fetchall()
     except duckdb.Error:
@@ -164,11 +182,13 @@ def _saved_cv(con: duckdb.DuckDBPyConnection, metric: str,
         return None
     got = con.execute("SELECT count(*), CAST(sum(hash(job_id, step, value)) AS VARCHAR)"
                       " FROM job_metrics WHERE metric = $metric", {"metric": metric}).fetchall()
-    name = hashlib.blake2b(f"{metric}\0{float(tolerance)!r}".encode(), digest_size=10).hexdigest()
+    tol = None if tolerance is None else float(tolerance)
+    name = hashlib.blake2b(f"{metric}\0{tol!r}".encode(), digest_size=10).hexdigest()
     text = json.dumps([_CV_FORMAT, duckdb.__version__, _CV_SQL, _curves.__code__.co_code.hex(),
-                       str(CV_SCHEMA), metric, float(tolerance), list(got[0])], default=str)
+                       str(CV_SCHEMA), str(CURVE_SCHEMA), what, metric, tol, list(got[0])],
+                      default=str)
     key = hashlib.blake2b(text.encode(), digest_size=20).hexdigest()
-    return derived.convergence_path(Path(str(rows[0][0])).parent, name), key
+    return derived.convergence_path(Path(str(rows[0][0])).parent, what, name), key
 
 
 def ensure_convergence(con: duckdb.DuckDBPyConnection, metric: str, tolerance: float, *,
@@ -177,17 +197,17 @@ def ensure_convergence(con: duckdb.DuckDBPyConnection, metric: str, tolerance: f
     ``curves``, of its curves).
 
     The state tables are a fixed snapshot per connection, so they key only on
-    the metric (curves) and the metric and tolerance (convergence). The convergence
-    table is also saved for the next process (gpulens.store.derived), keyed by the
-    metric's points: a fresh process reads it while they are unchanged (a damaged file is
-    rebuilt with one warning).
+    the metric (curves) and the metric and tolerance (convergence). Both are also saved
+    for the next process (gpulens.store.derived), keyed by the metric's points: a fresh
+    process reads them while they are unchanged (a damaged file is rebuilt with one
+    warning).
     """
     if curves:
         _ensure_curves(con, metric)
     cv_key = f"{metric}|{float(tolerance)!r}"
     if cache_key(con, CV) == cv_key:
         return
-    where = _saved_cv(con, metric, tolerance)
+    where = _saved_at(con, "cv", metric, tolerance)
     if where is not None:
         table = derived.load(where[0], where[1], CV_SCHEMA, qr.warner(where[0].parents[2]))
         if table is not None:

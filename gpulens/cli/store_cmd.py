@@ -186,7 +186,8 @@ def _echo_saved(saved: dict[str, Any]) -> None:
     days = " to ".join(saved["base_days"]) or "none"
     click.echo(f"saved tables:    {saved['base_files']:,} closed days of the analyses' base "
                f"({saved['base_bytes']:,} bytes; {days}), {saved['convergence_files']:,} "
-               f"convergence table(s) ({saved['convergence_bytes']:,} bytes); rebuilt when stale")
+               f"metric curve/convergence table(s) ({saved['convergence_bytes']:,} bytes); "
+               "rebuilt when stale")
 
 
 def _file_stats(st: Store) -> dict[str, dict[str, int]]:

@@ -73,9 +73,10 @@ def _stamp(path: Path) -> tuple[str, int, int] | None:
     return str(path), st.st_size, st.st_mtime_ns
 
 
-def convergence_path(root: Path, name: str) -> Path:
-    """The saved convergence table ``name`` (a hex digest of the metric and tolerance)."""
-    return root / "derived" / "convergence" / f"cv-{name}.parquet"
+def convergence_path(root: Path, what: str, name: str) -> Path:
+    """The saved table ``what`` ("cv": convergence, "curve": curves) of ``name`` (a hex digest
+    of the metric and tolerance)."""
+    return root / "derived" / "convergence" / f"{what}-{name}.parquet"
 
 
 def load_base(root: Path, day: date, key: str, schema: pa.Schema,
@@ -197,12 +198,12 @@ def saved_bases(root: Path) -> list[SavedFile]:
 
 def describe(root: Path) -> dict[str, object]:
     """What ``gpulens store info`` shows of the saved tables: the per-day bases (files, bytes,
-    first and last day) and the convergence tables (files, bytes)."""
+    first and last day) and the metric curves and convergence tables (files, bytes)."""
     bases = saved_bases(root)
     conv = []
     with contextlib.suppress(OSError):
         conv = [e.stat().st_size for e in os.scandir(root / "derived" / "convergence")
-                if e.name.startswith("cv-") and e.name.endswith(".parquet")]
+                if e.name.endswith(".parquet")]
     return {
         "base_files": len(bases), "base_bytes": sum(f.bytes for f in bases),
         "base_days": [str(bases[0].day), str(bases[-1].day)] if bases else [],

@@ -176,12 +176,18 @@ def test_a_damaged_or_foreign_saved_file_is_rebuilt_with_one_warning(
     assert pq.read_metadata(path).metadata[KEY] != pq.read_metadata(base_path(store.root, D1)).metadata[KEY]
     _assert_same(got, want)
 
-    # the saved convergence table damaged: rebuilt with one warning
+    # the saved convergence and curve tables damaged: rebuilt with one warning each
     (cv,) = (store.root / "derived" / "convergence").glob("cv-*.parquet")
+    (curve,) = (store.root / "derived" / "convergence").glob("curve-*.parquet")
     cv.write_bytes(b"PAR1" + b"\0" * 100)
+    with open(curve, "r+b") as fh:
+        fh.seek(curve.stat().st_size // 3)
+        fh.write(b"\xff" * 64)
     got, _ = _overview(store)
-    assert len(lines) == 3 and str(cv) in lines[2]
+    assert len(lines) == 4 and {str(cv), str(curve)} == {ln.split()[2] for ln in lines[2:]}, lines
     _assert_same(got, want)
+    got, _ = _overview(store)
+    assert len(lines) == 4, "saved again, whole"
 
 
 def test_saving_is_atomic_and_a_read_only_store_saves_nothing(lake: Store, tmp_path: Path) -> None:
@@ -201,7 +207,7 @@ def test_saving_is_atomic_and_a_read_only_store_saves_nothing(lake: Store, tmp_p
     info = json.loads(r.stdout)["saved"]
     assert info["base_files"] == 2 and info["base_days"] == [str(D0), str(D1)]
     assert info["base_bytes"] == sum(f.bytes for f in saved_bases(store.root)) > 0
-    assert info["convergence_files"] == 1
+    assert info["convergence_files"] == 2, "the metric's curves and its convergence"
     assert sorted(p.name for p in folder.iterdir()) == [fresh.name, "base-2026-01-01.parquet",
                                                         "base-2026-01-02.parquet"]
     # a data directory where nothing can be saved (``derived`` is a file here: no folder can be
