@@ -26,9 +26,12 @@ The live GPU sample files are listed once per call through the store
 compaction; the listing is the cache fingerprint) and read as an explicit list: only ``ts``,
 ``gpu_index``, ``util_gpu`` and the hive ``node``, only the date partitions
 between the placements' first and last minute (and the filter window), no seed
-file, and no ``union_by_name`` schema merge over every file. The results are
-cached in TEMP tables on the caller's connection (``cache_key``), so running
-several analyses on one connection scans the samples once.
+file, and no ``union_by_name`` schema merge over every file. The placement-hours'
+figures are summed per attempt and hour (``AH``: the analyses need no placement's own
+hours). The results are cached in TEMP tables on the caller's connection (``cache_key``),
+so running several analyses on one connection scans the samples once; the rows of whole
+closed days are also saved for the next process and read back while the placements and
+sample files they came from are unchanged (saved.py).
 """
 
 from __future__ import annotations
