@@ -26,13 +26,18 @@ The live GPU sample files are listed once per call through the store
 compaction; the listing is the cache fingerprint) and read as an explicit list: only ``ts``,
 ``gpu_index``, ``util_gpu`` and the hive ``node``, only the date partitions
 between the placements' first and last minute (and the filter window), no seed
-file, and no ``union_by_name`` schema merge over every file. The results are
-cached in TEMP tables on the caller's connection (``cache_key``), so running
-several analyses on one connection scans the samples once.
+file, and no ``union_by_name`` schema merge over every file. The placement-hours'
+figures are summed per attempt and hour (``AH``: the analyses need no placement's own
+hours). The results are cached in TEMP tables on the caller's connection (``cache_key``),
+so running several analyses on one connection scans the samples once; the rows of whole
+closed days are also saved for the next process and read back while the placements and
+sample files they came from are unchanged (saved.py).
 """
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -41,9 +46,11 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 
 from gpulens.analysis import accounting as acc
-from gpulens.analysis.filters import FAR_FUTURE, FAR_PAST, Filters
+from gpulens.analysis import saved
+from gpulens.analysis.filters import FAR_PAST, Filters
 from gpulens.store import quarantine as qr
 from gpulens.store import rollups
 from gpulens.store.lake import ROOT_VARIABLE, live_files
@@ -51,10 +58,11 @@ from gpulens.store.lake import ROOT_VARIABLE, live_files
 __all__ = [
     "ATT",
     "STATUS_CTES",
-    "PH",
+    "AH",
     "PL",
     "attempts_sql",
     "base_built",
+    "base_days",
     "cache_key",
     "ensure_base",
     "SampleFiles",
@@ -63,12 +71,15 @@ __all__ = [
     "set_cache_key",
 ]
 
-PL = "__gl_pl"  # placements: pid, job_id, attempt, node, gpu_index, s, e, ce, alloc_min
-PH = "__gl_ph"  # per placement and hour: pid, h, alloc_min, n, su, k, busy_min
+PL = "__gl_pl"  # placements: aid, job_id, attempt, node, gpu_index, s, e, ce, alloc_min
+AH = "__gl_ah"  # per attempt and clock hour: job_id, attempt, h, alloc_min, n, su, k, busy_min
 ATT = "__gl_att"  # per attempt: job_id, attempt, gpus, servers, first_minute, alloc_min, busy_min, k, n, su,
 #                   st (status), lost (accounting.lost_sql)
 _KEYS = "__gl_keys"  # cached TEMP table name -> the key it was built for
 _HOURS = "__gl_hours"
+_DAYS = "__gl_days"
+_AIDS = "__gl_aids"  # aid -> job_id, attempt
+_BUILD = "__gl_build"  # the _KEYS entry of the last build's days (base_days)
 #: optimizers off for the placement-hour statement: the join sides are pinned (see ensure_base),
 #: and statistics propagation is off because DuckDB 2.0.1 takes a Parquet column's min/max (which
 #: leave NaN out, as the format says) as proof that it holds no NaN and folds the NaN test away
@@ -196,82 +207,118 @@ def _base_key(f: Filters, sf: SampleFiles) -> str:
 def base_built(con: duckdb.DuckDBPyConnection, filters: Filters | None) -> bool:
     """Whether this connection holds the base of ``filters`` for the current sample files (then
     :func:`ensure_base` builds nothing)."""
-    return cache_key(con, PH) == _base_key(filters or Filters(), sample_files(con))
+    return cache_key(con, AH) == _base_key(filters or Filters(), sample_files(con))
+
+
+def base_days(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+    """How this connection's last base build got its days: ``loaded`` (read from the saved
+    base), ``built`` (from rollups and samples) and ``saved`` (how many it saved); {} if none."""
+    text = cache_key(con, _BUILD)
+    return json.loads(text) if text else {}
 
 
 def ensure_base(con: duckdb.DuckDBPyConnection, filters: Filters | None) -> str:
-    """Build (or reuse) the TEMP tables PL, PH and ATT for this connection and window.
+    """Build (or reuse) the TEMP tables PL, AH and ATT for this connection and window.
 
     Returns the key they were built for (tables derived from them key on it).
     State tables are a fixed snapshot per connection; the samples are not, so
-    the key includes a fingerprint of the sample files.
+    the key includes a fingerprint of the sample files. The rows of whole closed days
+    are read from the saved base when it was built from the same placements and
+    sample files (saved.py), and saved when built.
     """
     f = filters or Filters()
     lo, hi = f.window()
     sf = sample_files(con)
     key = _base_key(f, sf)
-    if cache_key(con, PH) == key:
+    if cache_key(con, AH) == key:
         return key
     open_end = _open_end(con, f, sf)
-    params: dict[str, Any] = {"lo": lo, "hi": hi, "open_end": open_end}
-    con.execute(
-        f"""
-        CREATE OR REPLACE TEMP TABLE {PL} AS
-        WITH p AS (
-            SELECT p.job_id, p.attempt, p.node, CAST(p.gpu_index AS SMALLINT) AS gpu_index,
-                   greatest(date_trunc('minute', coalesce(p.start_time, a.start_time)), $lo) AS s,
-                   least(coalesce(p.end_time, a.end_time, $open_end), $hi) AS e
-            FROM placements p JOIN attempts a USING (job_id, attempt)
-            WHERE coalesce(p.start_time, a.start_time) IS NOT NULL
-        ), c AS (
-            SELECT *, CASE WHEN e = date_trunc('minute', e) THEN e
-                           ELSE date_trunc('minute', e) + INTERVAL 1 MINUTE END AS ce
-            FROM p
-        )
-        SELECT CAST(row_number() OVER (ORDER BY job_id, attempt, node, gpu_index, s) AS INTEGER) AS pid,
-               job_id, attempt, node, gpu_index, s, e, ce,
-               {acc.alloc_minutes_sql("s", "ce")} AS alloc_min
-        FROM c WHERE ce > s
-        """,  # noqa: S608 - identifiers are module constants
-        params,
-    )
-    # Placement-hours: the minutes [lo_m, hi_m) (epoch minutes) each placement
-    # covers in each clock hour it touches, keyed by integers (GPU hash, epoch hour).
-    con.execute(
-        f"""
-        CREATE OR REPLACE TEMP TABLE {_HOURS} AS
-        SELECT CAST(row_number() OVER () AS INTEGER) AS hid, pid,
-               hash(node, gpu_index, epoch_us(h) // 3600000000) AS gh, h,
-               epoch_us(h) // 3600000000 AS hk,
-               CAST(epoch_us(greatest(s, h)) // 60000000 AS INTEGER) AS lo_m,
-               CAST(epoch_us(least(ce, h + INTERVAL 1 HOUR)) // 60000000 AS INTEGER) AS hi_m
-        FROM (SELECT pid, node, gpu_index, s, ce,
-                     unnest(generate_series(date_trunc('hour', s), ce - INTERVAL 1 MINUTE,
-                                            INTERVAL 1 HOUR)) AS h
-              FROM {PL})
-        """  # noqa: S608 - identifiers are module constants
-    )
-    span = con.execute(f"SELECT min(s), max(ce) FROM {PL}").fetchone()  # noqa: S608
-    if span and span[0] is not None:
-        # only the date partitions the placements touch (samples are in UTC days)
-        first, last = span[0].date(), span[1].date()
-    else:
-        first = last = FAR_PAST.date()
-    if lo > FAR_PAST:
-        first = max(first, lo.date())
-    if hi < FAR_FUTURE:
-        last = min(last, hi.date())
+    con.execute(_PL_SQL, {"lo": lo, "hi": hi, "open_end": open_end})
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {_AIDS} AS"  # noqa: S608
+                f" SELECT DISTINCT aid, job_id, attempt FROM {PL}")
+    con.execute(_DAYS_SQL)
+    days = {d: saved.DayStats(*rest) for d, *rest in con.execute(_DAY_STATS).fetchall()}
+    keyed = saved.keys(sf, days, lo, hi, _code())
+    loaded = saved.load(keyed)
+    con.execute(_HOURS_SQL, {"skip": sorted(loaded)})
+    con.execute(f"DROP TABLE {_DAYS}")
+    fresh = set(days) - set(loaded)
+    files = [(p, d) for p, d in sf.files if d is None or d in fresh]
+    first, last = (min(fresh), max(fresh)) if fresh else (FAR_PAST.date(), FAR_PAST.date())
     # One scan of the samples, hash-joined to the placement-hours of the same GPU
     # and hour, with the minute range as a residual condition. The hash table
     # must be built on the placement-hours (the right side as written): DuckDB
     # estimates a direct Parquet scan from its first file (the store's one-row
     # seed file), so the join sides are pinned for this one statement.
     with _pinned_join_sides(con):
-        _build_ph_rolled(con, sf, first, last)
+        used = _build_ah_rolled(con, sf, files, first, last)
     con.execute(f"DROP TABLE {_HOURS}")
+    if loaded:
+        con.register("__gl_saved", pa.concat_tables(loaded.values()))
+        con.execute(f"INSERT INTO {AH} SELECT * FROM __gl_saved")  # noqa: S608
+        con.unregister("__gl_saved")
+    stored = saved.save(con, AH, keyed, fresh, used)
+    set_cache_key(con, _BUILD, json.dumps({"loaded": sorted(map(str, loaded)),
+                                           "built": sorted(map(str, fresh)), "saved": stored}))
     con.execute(f"CREATE OR REPLACE TEMP TABLE {ATT} AS {_ATTEMPTS}")
-    set_cache_key(con, PH, key)
+    con.execute(f"DROP TABLE {_AIDS}")
+    set_cache_key(con, AH, key)
     return key
+
+
+#: placements clipped to the window; ``aid`` numbers their attempts (one per (job_id, attempt),
+#: the attempts table's key; no sort)
+_PL_SQL = f"""
+    CREATE OR REPLACE TEMP TABLE {PL} AS
+    WITH p AS (
+        SELECT a.aid, p.job_id, p.attempt, p.node, CAST(p.gpu_index AS SMALLINT) AS gpu_index,
+               greatest(date_trunc('minute', coalesce(p.start_time, a.start_time)), $lo) AS s,
+               least(coalesce(p.end_time, a.end_time, $open_end), $hi) AS e
+        FROM placements p
+        JOIN (SELECT *, CAST(row_number() OVER () AS INTEGER) AS aid FROM attempts) a
+          USING (job_id, attempt)
+        WHERE coalesce(p.start_time, a.start_time) IS NOT NULL
+    ), c AS (
+        SELECT *, CASE WHEN e = date_trunc('minute', e) THEN e
+                       ELSE date_trunc('minute', e) + INTERVAL 1 MINUTE END AS ce
+        FROM p
+    )
+    SELECT aid, job_id, attempt, node, gpu_index, s, e, ce,
+           {acc.alloc_minutes_sql("s", "ce")} AS alloc_min
+    FROM c WHERE ce > s
+"""  # noqa: S608 - identifiers are module constants
+
+#: per placement and UTC day it touches: the minutes [lo, hi) it covers in that day, and a
+#: 64-bit hash of what the day's rows depend on (its attempt, GPU and those minutes)
+_DAYS_SQL = f"""
+    CREATE OR REPLACE TEMP TABLE {_DAYS} AS
+    SELECT aid, node, gpu_index, CAST(d AS DATE) AS d, greatest(s, d) AS lo,
+           least(ce, d + INTERVAL 1 DAY) AS hi,
+           hash(job_id, attempt, node, gpu_index, greatest(s, d), least(ce, d + INTERVAL 1 DAY)) AS ck
+    FROM (SELECT aid, job_id, attempt, node, gpu_index, s, ce,
+                 unnest(generate_series(date_trunc('day', s), ce - INTERVAL 1 MINUTE,
+                                        INTERVAL 1 DAY)) AS d
+          FROM {PL})
+"""  # noqa: S608 - identifiers are module constants
+
+#: per day: placements and an order-free checksum of them (a sum of 64-bit hashes)
+_DAY_STATS = f"SELECT d, count(*), CAST(sum(ck) AS VARCHAR) FROM {_DAYS} GROUP BY d"  # noqa: S608
+
+# Placement-hours: the minutes [lo_m, hi_m) (epoch minutes) each placement covers in each
+# clock hour it touches, keyed by integers (GPU hash, epoch hour); none of the days in $skip
+# (their rows were saved).
+_HOURS_SQL = f"""
+    CREATE OR REPLACE TEMP TABLE {_HOURS} AS
+    SELECT CAST(row_number() OVER () AS INTEGER) AS hid, aid,
+           hash(node, gpu_index, epoch_us(h) // 3600000000) AS gh, h,
+           epoch_us(h) // 3600000000 AS hk,
+           CAST(epoch_us(greatest(lo, h)) // 60000000 AS INTEGER) AS lo_m,
+           CAST(epoch_us(least(hi, h + INTERVAL 1 HOUR)) // 60000000 AS INTEGER) AS hi_m
+    FROM (SELECT aid, node, gpu_index, lo, hi,
+                 unnest(generate_series(date_trunc('hour', lo), hi - INTERVAL 1 MINUTE,
+                                        INTERVAL 1 HOUR)) AS h
+          FROM {_DAYS} WHERE NOT list_contains(CAST($skip AS DATE[]), d))
+"""  # noqa: S608 - identifiers are module constants
 
 
 @contextmanager
@@ -289,22 +336,22 @@ def _pinned_join_sides(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
         con.execute(f"SET disabled_optimizers = {_literal(before)}")
 
 
-def _build_ph_rolled(con: duckdb.DuckDBPyConnection, sf: SampleFiles,
-                     first: date | None, last: date | None) -> None:
-    """PH from the gpu_hour rollups of the rolled files and raw samples of the rest; a rollup
-    that fails while it is read is quarantined (one warning) and its day read raw."""
+def _build_ah_rolled(con: duckdb.DuckDBPyConnection, sf: SampleFiles,
+                     files: list[tuple[str, date | None]], first: date | None,
+                     last: date | None) -> rollups.RollupPlan | None:
+    """AH from the gpu_hour rollups of the rolled ``files`` and raw samples of the rest; a rollup
+    that fails while it is read is quarantined (one warning) and its day read raw. Returns the
+    plan that was read (None: the connection's own gpu_samples view, days ``first`` to ``last``)."""
     if sf.view or sf.root is None:
-        _build_ph(con, *_source(sf, first, last), None)
-        return
+        _build_ah(con, *_source(sf, first, last), None)
+        return None
     root = Path(sf.root)
-    files = [(p, d) for p, d in sf.files if d is None
-             or ((first is None or d >= first) and (last is None or d <= last))]
     while True:
         plan = rollups.plan(root, "gpu_hour", files, qr.warner(root))
         try:
             raw = [p for p, _ in plan.raw]
-            _build_ph(con, *_files_source(raw), _rollup_sources(plan), raw=bool(raw))
-            return
+            _build_ah(con, *_files_source(raw), _rollup_sources(plan), raw=bool(raw))
+            return plan
         except duckdb.Error as exc:
             bad = _damaged_rollups(plan, exc)
             if not bad:
@@ -377,10 +424,11 @@ _ROLL_USED = """
 """
 
 
-def _build_ph(con: duckdb.DuckDBPyConnection, src: str, params: dict[str, Any],
+def _build_ah(con: duckdb.DuckDBPyConnection, src: str, params: dict[str, Any],
               roll: tuple[str, str, dict[str, Any]] | None, *, raw: bool = True) -> None:
-    """PH: the raw samples of ``src`` and the rollup rows of ``roll`` (flat, lists, params)
-    joined to the placement-hours; counts, sums and minute masks add up across the two.
+    """AH: the raw samples of ``src`` and the rollup rows of ``roll`` (flat, lists, params)
+    joined to the placement-hours; counts, sums and minute masks add up across the two, and
+    the placement-hours' figures add up to their attempt's hour.
 
     ``raw=False`` (``src`` holds no file): a placement-hour gets at most one rollup row (one
     per GPU and hour), taken as it is instead of grouped (0.2 s of CPU on 1.4 M rows)."""
@@ -396,17 +444,29 @@ def _build_ph(con: duckdb.DuckDBPyConnection, src: str, params: dict[str, Any],
         used = f"""SELECT hid, CAST(sum(n) AS BIGINT) AS n, CAST(sum(su) AS DOUBLE) AS su,
                    bit_count(bit_or(mask)) AS k
             FROM ({" UNION ALL ".join(parts)}) GROUP BY hid"""  # noqa: S608
-    con.execute(
-        f"""
-        CREATE OR REPLACE TEMP TABLE {PH} AS
-        WITH used AS ({used})
-        SELECT x.pid, x.h, CAST(x.hi_m - x.lo_m AS BIGINT) AS alloc_min,
-               coalesce(used.n, 0) AS n, coalesce(used.su, 0.0) AS su, coalesce(used.k, 0) AS k,
+    con.execute(_AH_SQL.format(used=used), params)
+
+
+#: per placement-hour (``ph``): allocated minutes, samples, their sum, sampled minutes and busy
+#: minutes; summed per attempt and hour (the analyses never need a placement's own hours)
+_AH_SQL = f"""
+    CREATE OR REPLACE TEMP TABLE {AH} AS
+    WITH used AS ({{used}}),
+    ph AS (
+        SELECT x.aid, x.h, x.hi_m - x.lo_m AS alloc_min, coalesce(used.n, 0) AS n,
+               coalesce(used.su, 0.0) AS su, coalesce(used.k, 0) AS k,
                {acc.busy_minutes_sql("used.n", "used.su", "used.k")} AS busy_min
         FROM {_HOURS} x LEFT JOIN used USING (hid)
-        """,  # noqa: S608 - identifiers are module constants; paths are parameters
-        params,
+    ),
+    g AS (
+        SELECT aid, h, CAST(sum(alloc_min) AS BIGINT) AS alloc_min, CAST(sum(n) AS BIGINT) AS n,
+               CAST(sum(su) AS DOUBLE) AS su, CAST(sum(k) AS BIGINT) AS k,
+               CAST(sum(busy_min) AS DOUBLE) AS busy_min
+        FROM ph GROUP BY aid, h
     )
+    SELECT a.job_id, a.attempt, g.h, g.alloc_min, g.n, g.su, g.k, g.busy_min
+    FROM g JOIN {_AIDS} a USING (aid)
+"""  # noqa: S608 - identifiers are module constants; paths are parameters
 
 
 #: CTEs ``x`` and ``s`` over a CTE ``agg`` of per-attempt sums: each attempt's status
@@ -428,24 +488,28 @@ STATUS_CTES = f"""x AS (
 
 _ATTEMPTS = f"""
     WITH agg AS (
-        SELECT pl.job_id, pl.attempt,
-               count(DISTINCT (pl.node, pl.gpu_index)) AS gpus,
-               count(DISTINCT pl.node) AS servers,
-               min(pl.s) AS first_minute,
-               sum(ph.alloc_min) AS alloc_min, sum(ph.busy_min) AS busy_min,
-               sum(ph.k) AS k, sum(ph.n) AS n, sum(ph.su) AS su
-        FROM {PL} pl JOIN (
-            SELECT pid, sum(alloc_min) AS alloc_min, sum(busy_min) AS busy_min,
-                   sum(k) AS k, sum(n) AS n, sum(su) AS su
-            FROM {PH} GROUP BY pid
-        ) ph USING (pid)
-        GROUP BY pl.job_id, pl.attempt
+        SELECT a.job_id, a.attempt, p.gpus, p.servers, p.first_minute,
+               ah.alloc_min, ah.busy_min, ah.k, ah.n, ah.su
+        FROM (SELECT aid, count(DISTINCT (node, gpu_index)) AS gpus,
+                     count(DISTINCT node) AS servers, min(s) AS first_minute
+              FROM {PL} GROUP BY aid) p
+        JOIN {_AIDS} a USING (aid)
+        JOIN (SELECT job_id, attempt, sum(alloc_min) AS alloc_min, sum(busy_min) AS busy_min,
+                     sum(k) AS k, sum(n) AS n, sum(su) AS su
+              FROM {AH} GROUP BY job_id, attempt) ah
+          ON ah.job_id = a.job_id AND ah.attempt = a.attempt
     ),
     {STATUS_CTES}
     SELECT * EXCLUDE (failure_key), {acc.lost_sql("st", "failure_key")} AS lost FROM s
 """  # noqa: S608 - identifiers are module constants
 
 
+@functools.cache
+def _code() -> str:
+    """The code's part of the saved days' keys (saved.py): every statement that makes AH."""
+    return saved.code_digest(_PL_SQL, _DAYS_SQL, _HOURS_SQL, _RAW_USED, _ROLL_USED, _AH_SQL)
+
+
 def attempts_sql() -> str:
-    """Per-attempt aggregate over PL/PH (a SQL subquery; no parameters; after ensure_base)."""
+    """Per-attempt aggregate over PL/AH (a SQL subquery; no parameters; after ensure_base)."""
     return f"SELECT * FROM {ATT}"  # noqa: S608 - a module constant

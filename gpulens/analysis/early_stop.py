@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -17,6 +20,9 @@ from gpulens.analysis import accounting as acc
 from gpulens.analysis.base import cache_key, set_cache_key
 from gpulens.analysis.filters import Filters
 from gpulens.analysis.utilization import _job_params, ensure_jobs, jobs_sql
+from gpulens.store import derived
+from gpulens.store import quarantine as qr
+from gpulens.store.lake import ROOT_VARIABLE
 
 __all__ = [
     "EarlyStopSummary",
@@ -122,35 +128,102 @@ CURVE = "__gl_curve"  # job_id, step, rn, v, epochs, best, prev_best for one met
 CV = "__gl_cv"  # convergence per job for one metric and tolerance
 
 
-def ensure_convergence(con: duckdb.DuckDBPyConnection, metric: str, tolerance: float) -> None:
-    """Build (or reuse) the TEMP tables of the metric's curves and their convergence.
+_CV_SQL = f"""
+    CREATE OR REPLACE TEMP TABLE {CV} AS
+    SELECT job_id, any_value(epochs) AS epochs,
+           min(step) FILTER (WHERE v = best) AS best_epoch,
+           arg_min(step, rn) FILTER (WHERE v >= best - $tol * abs(best)) AS converged_epoch,
+           min(rn) FILTER (WHERE v >= best - $tol * abs(best)) / any_value(epochs)
+               AS fraction_epochs
+    FROM {CURVE} GROUP BY job_id
+"""  # noqa: S608 - identifiers are module constants
+#: the columns of CV, as saved
+CV_SCHEMA = pa.schema([("job_id", pa.string()), ("epochs", pa.int64()), ("best_epoch", pa.int32()),
+                       ("converged_epoch", pa.int32()), ("fraction_epochs", pa.float64())])
+_CV_FORMAT = 1  # bump when _curves changes what it computes
+
+
+#: the columns of CURVE, as saved
+CURVE_SCHEMA = pa.schema([("job_id", pa.string()), ("step", pa.int32()), ("rn", pa.int64()),
+                          ("v", pa.float64()), ("epochs", pa.int64()), ("best", pa.float64()),
+                          ("prev_best", pa.float64())])
+
+
+def _ensure_curves(con: duckdb.DuckDBPyConnection, metric: str) -> None:
+    """Register the metric's curves as CURVE (read from the saved table when the metric's
+    points are unchanged, else built and saved)."""
+    if cache_key(con, CURVE) == metric:
+        return
+    where = _saved_at(con, "curve", metric, None)
+    table = None
+    if where is not None:
+        table = derived.load(where[0], where[1], CURVE_SCHEMA, qr.warner(where[0].parents[2]))
+    if table is None:
+        table = _curves(con, metric, -1.0 if lower_is_better(metric) else 1.0).cast(CURVE_SCHEMA)
+        if where is not None:
+            derived.save(where[0], table, where[1])
+    # the Arrow table itself is the connection's CURVE (read in place: copying it into a
+    # TEMP table cost 0.17 s of CPU on 2 M points and made no later query faster)
+    con.register(CURVE, table)
+    set_cache_key(con, CURVE, metric)
+
+
+def _saved_at(con: duckdb.DuckDBPyConnection, what: str, metric: str,
+           tolerance: float | None) -> tuple[Path, str] | None:
+    """Where the ``what`` table ("cv": convergence, "curve": curves) of ``metric`` (and
+    ``tolerance``) is saved for the next process, and the key of the metric's points now (a
+    count and an order-free sum of 64-bit hashes of every (job, step, value) of the metric);
+    None for a connection not opened on a store."""
+    try:
+        rows = con.execute(f"SELECT getvariable('{ROOT_VARIABLE}')").fetchall()
+    except duckdb.Error:
+        return None
+    if not rows or rows[0][0] is None:
+        return None
+    got = con.execute("SELECT count(*), CAST(sum(hash(job_id, step, value)) AS VARCHAR)"
+                      " FROM job_metrics WHERE metric = $metric", {"metric": metric}).fetchall()
+    tol = None if tolerance is None else float(tolerance)
+    name = hashlib.blake2b(f"{metric}\0{tol!r}".encode(), digest_size=10).hexdigest()
+    text = json.dumps([_CV_FORMAT, duckdb.__version__, _CV_SQL, _curves.__code__.co_code.hex(),
+                       str(CV_SCHEMA), str(CURVE_SCHEMA), what, metric, tol, list(got[0])],
+                      default=str)
+    key = hashlib.blake2b(text.encode(), digest_size=20).hexdigest()
+    return derived.convergence_path(Path(str(rows[0][0])).parent, what, name), key
+
+
+def ensure_convergence(con: duckdb.DuckDBPyConnection, metric: str, tolerance: float, *,
+                       curves: bool = False) -> None:
+    """Build (or reuse) the TEMP table of the metric's convergence per job (and, with
+    ``curves``, of its curves).
 
     The state tables are a fixed snapshot per connection, so they key only on
-    the metric (curves) and the metric and tolerance (convergence).
+    the metric (curves) and the metric and tolerance (convergence). Both are also saved
+    for the next process (gpulens.store.derived), keyed by the metric's points: a fresh
+    process reads them while they are unchanged (a damaged file is rebuilt with one
+    warning).
     """
-    params = {"metric": metric, "sign": -1.0 if lower_is_better(metric) else 1.0,
-              "tol": float(tolerance)}
-    if cache_key(con, CURVE) != metric:
-        # the Arrow table itself is the connection's CURVE (read in place: copying it into a
-        # TEMP table cost 0.17 s of CPU on 2 M points and made no later query faster)
-        con.register(CURVE, _curves(con, metric, -1.0 if lower_is_better(metric) else 1.0))
-        set_cache_key(con, CURVE, metric)
-        set_cache_key(con, CV, "")
+    if curves:
+        _ensure_curves(con, metric)
     cv_key = f"{metric}|{float(tolerance)!r}"
-    if cache_key(con, CV) != cv_key:
-        con.execute(
-            f"""
-            CREATE OR REPLACE TEMP TABLE {CV} AS
-            SELECT job_id, any_value(epochs) AS epochs,
-                   min(step) FILTER (WHERE v = best) AS best_epoch,
-                   arg_min(step, rn) FILTER (WHERE v >= best - $tol * abs(best)) AS converged_epoch,
-                   min(rn) FILTER (WHERE v >= best - $tol * abs(best)) / any_value(epochs)
-                       AS fraction_epochs
-            FROM {CURVE} GROUP BY job_id
-            """,  # noqa: S608 - identifiers are module constants
-            {"tol": params["tol"]},
-        )
-        set_cache_key(con, CV, cv_key)
+    if cache_key(con, CV) == cv_key:
+        return
+    where = _saved_at(con, "cv", metric, tolerance)
+    if where is not None:
+        table = derived.load(where[0], where[1], CV_SCHEMA, qr.warner(where[0].parents[2]))
+        if table is not None:
+            con.register("__gl_cv_saved", table)
+            con.execute(f"CREATE OR REPLACE TEMP TABLE {CV} AS SELECT * FROM __gl_cv_saved")  # noqa: S608
+            con.unregister("__gl_cv_saved")
+            set_cache_key(con, CV, cv_key)
+            return
+    _ensure_curves(con, metric)
+    con.execute(_CV_SQL, {"tol": float(tolerance)})
+    set_cache_key(con, CV, cv_key)
+    if where is not None:
+        with warnings.catch_warnings():  # DuckDB 2 warns of one copy (it is small)
+            warnings.filterwarnings("ignore", "Arrow output on a DB-API result", UserWarning)
+            got: pa.Table = con.execute(f"SELECT * FROM {CV} ORDER BY job_id").to_arrow_table()  # noqa: S608
+        derived.save(where[0], got.cast(CV_SCHEMA), where[1])
 
 
 def early_stop(
@@ -261,7 +334,7 @@ def online_stop(
         raise ValueError("patience must be >= 1")
     params = _params(filters, metric, tolerance)
     ensure_jobs(con, filters)
-    ensure_convergence(con, metric, tolerance)
+    ensure_convergence(con, metric, tolerance, curves=True)
     for unused in ("metric", "sign", "tol"):
         params.pop(unused)
     params.update({"patience": int(patience), "min_delta": float(min_delta)})

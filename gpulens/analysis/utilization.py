@@ -8,7 +8,7 @@ import duckdb
 import pandas as pd
 
 from gpulens.analysis import accounting as acc
-from gpulens.analysis.base import PH, PL, attempts_sql, cache_key, ensure_base, set_cache_key
+from gpulens.analysis.base import AH, attempts_sql, cache_key, ensure_base, set_cache_key
 from gpulens.analysis.filters import Filters, job_filter_params, job_filter_sql
 
 __all__ = ["ensure_jobs", "job_utilization", "jobs_sql", "utilization", "utilization_timeseries"]
@@ -133,8 +133,8 @@ def utilization(
                {acc.sum_hours_sql("ph.alloc_min")} AS allocated_gpu_hours,
                {acc.sum_hours_sql("ph.busy_min")} AS busy_gpu_hours,
                {acc.util_pct_sql("sum(ph.busy_min)", "sum(ph.k)")} AS mean_util,
-               count(DISTINCT pl.job_id) AS jobs
-        FROM {PH} ph JOIN {PL} pl USING (pid) JOIN jobs j ON j.job_id = pl.job_id
+               count(DISTINCT ph.job_id) AS jobs
+        FROM {AH} ph JOIN jobs j ON j.job_id = ph.job_id
         WHERE {job_filter_sql("j")}
         {group_clause}
     """  # noqa: S608 - fragments are module constants chosen by `by`
@@ -160,7 +160,7 @@ def utilization_timeseries(
                CAST($total AS BIGINT) AS total_gpus,
                {acc.mean_gpus_sql("sum(ph.alloc_min)", freq)} AS allocated_gpus,
                {acc.mean_gpus_sql("sum(ph.busy_min)", freq)} AS busy_gpus
-        FROM {PH} ph JOIN {PL} pl USING (pid) JOIN jobs j ON j.job_id = pl.job_id
+        FROM {AH} ph JOIN jobs j ON j.job_id = ph.job_id
         WHERE {job_filter_sql("j")}
         GROUP BY 1 ORDER BY 1
     """  # noqa: S608 - freq is validated against a fixed set

@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from gpulens.cliapp import App, emit, json_option, pass_app
-from gpulens.store import SAMPLE_KINDS, VIEW_NAMES, Store, latest_version
+from gpulens.store import SAMPLE_KINDS, VIEW_NAMES, Store, derived, latest_version
 from gpulens.store import quarantine as qr
 from gpulens.store.integrity import read_marker
 from gpulens.store.lake import partitions
@@ -48,6 +48,7 @@ def info(app: App, as_json: bool) -> None:
             "compacted_files": int(con.execute(  # type: ignore[index]
                 "SELECT count(*) FROM lake_compactions").fetchone()[0]),
             "rollups": _rollup_stats(st),
+            "saved": derived.describe(st.root),
         }
     finally:
         con.close()
@@ -64,6 +65,7 @@ def info(app: App, as_json: bool) -> None:
                        f"  / {f['replaced_files']:>8,} ({f['replaced_bytes']:>13,})")
         click.echo(f"compacted files recorded: {data['compacted_files']:,}")
         _echo_rollups(data["rollups"])
+        _echo_saved(data["saved"])
         _echo_quarantined(quarantined)
 
     emit(data, as_json, human)
@@ -178,6 +180,14 @@ def _echo_rollups(rollups: dict[str, dict[str, Any]]) -> None:
     if any(r["stale"] or r["unusable"] or r["days_not_rolled"] for r in rollups.values()):
         click.echo("  (`gpulens store compact` rewrites stale and unusable rollups; until then those "
                    "days are read from raw samples: the same numbers, slower)")
+
+
+def _echo_saved(saved: dict[str, Any]) -> None:
+    days = " to ".join(saved["base_days"]) or "none"
+    click.echo(f"saved tables:    {saved['base_files']:,} closed days of the analyses' base "
+               f"({saved['base_bytes']:,} bytes; {days}), {saved['convergence_files']:,} "
+               f"metric curve/convergence table(s) ({saved['convergence_bytes']:,} bytes); "
+               "rebuilt when stale")
 
 
 def _file_stats(st: Store) -> dict[str, dict[str, int]]:

@@ -233,7 +233,8 @@ def call(
     (``job_detail``, ``blacklist.list_entries``...).
     """
     s = store()
-    fkey = filters.key() if filters is not None else None
+    # no filter at all is the unfiltered call's cache entry (the sidebar's bounds made it)
+    fkey = filters.key() if filters is not None and filters != FilterState() else None
     return _cached_call(
         data_dir(), _generation(s), _key(fn), fn, fkey, use_filters, args,
         tuple(sorted(kwargs.items())),
