@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 from gpulens.diagnosis import logs
+from gpulens.diagnosis.keyscan import KeyedLines
 
 __all__ = ["WHOLE_BYTES", "WholeText", "read_whole", "text_source"]
 
@@ -114,4 +115,4 @@ def _finish(text: str, size: int) -> WholeText:
     lines = text.split("\n") if text else []
     if lines and lines[-1] == "":
         lines.pop()  # a final newline does not start a line
-    return WholeText(lines, 1, size)
+    return WholeText(KeyedLines(lines), 1, size)  # scanned for keys many times: keeps its bytes
