@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import itertools
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, SupportsIndex
 
@@ -148,20 +149,20 @@ def scan_lines(lines: Sequence[str], keys: Sequence[str], start: int, stop: int)
 class _ByteIndex:
     """The lines joined as UTF-8 bytes and the offsets of their newlines."""
 
-    __slots__ = ("data", "lines", "nl", "nl_list", "padded")
+    __slots__ = ("data", "lines", "nl", "nl_list", "padded", "size")
 
     def __init__(self, lines: Sequence[str]) -> None:
         import numpy as np
 
         self.lines = lines
         # surrogatepass: a lone surrogate (text given by a caller) becomes non-ASCII bytes,
-        # which no key matches, instead of an error
-        self.data = "\n".join(lines).encode("utf-8", "surrogatepass")
-        self.nl = np.flatnonzero(np.frombuffer(self.data, np.uint8) == 10)
+        # which no key matches, instead of an error. Four bytes no key holds ("\n" and NULs)
+        # follow the lines, so that four bytes can be read at any position.
+        self.data = "\n".join(itertools.chain(lines, ("\x00\x00\x00",))).encode("utf-8", "surrogatepass")
+        self.size = len(self.data) - 4
+        self.padded = np.frombuffer(self.data, np.uint8)
+        self.nl = np.flatnonzero(self.padded == 10)[:-1]
         self.nl_list: list[int] = self.nl.tolist()
-        # the bytes again with four NULs after them, to read four bytes at any position (no
-        # key holds a NUL)
-        self.padded = np.frombuffer(self.data + bytes(4), np.uint8)
 
     def _begin(self, i: int) -> int:
         """Byte offset of line ``i``."""
@@ -169,7 +170,7 @@ class _ByteIndex:
 
     def _end(self, i: int) -> int:
         """Byte offset just after line ``i`` (its newline, or the end of the data)."""
-        return self.nl_list[i] if i < len(self.nl_list) else len(self.data)
+        return self.nl_list[i] if i < len(self.nl_list) else self.size
 
     def find(self, keys: Sequence[str], start: int, stop: int) -> list[int]:
         fast, slow = _split(keys)
@@ -230,9 +231,9 @@ class _ByteIndex:
             got = u8[at].astype(np.uint32)
             for b in range(1, width):
                 got |= u8[at + b].astype(np.uint32) << (8 * b)
-            passed[np.isin(got, values)] |= 1 << g
+            passed[_member(got, values)] |= 1 << g
             if exact.size:
-                whole |= np.isin(got, exact)
+                whole |= _member(got, exact)
         lines = np.searchsorted(self.nl, q)
         found = set(np.unique(lines[whole]).tolist())
         rest = np.flatnonzero((passed != 0) & ~whole)
@@ -270,6 +271,17 @@ def _split(keys: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
         _SPLITS.clear()
     _SPLITS[keys] = (fast, slow)
     return fast, slow
+
+
+def _member(got: np.ndarray[Any, Any], values: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """``np.isin(got, values)`` for a short sorted ``values`` (without isin's fixed cost)."""
+    import numpy as np
+
+    if values.size == 1:
+        return got == values[0]
+    at = np.searchsorted(values, got)
+    np.minimum(at, values.size - 1, out=at)
+    return values[at] == got
 
 
 @functools.lru_cache(maxsize=1024)
