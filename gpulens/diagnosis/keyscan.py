@@ -34,9 +34,9 @@ if TYPE_CHECKING:
 
 __all__ = ["KeyedLines", "find_keys", "scan_lines"]
 
-#: A range shorter than this (bytes) is scanned per key even for many keys (numpy's fixed
-#: cost per call is larger than the scan).
-_TABLE_MIN_BYTES = 16 * 1024
+#: Bytes times keys below which a range is scanned per key even for many keys (numpy's fixed
+#: cost per call is larger than such a scan).
+_TABLE_MIN_WORK = 128 * 1024
 #: Fewest keys for which the one-pass table scan is used.
 _TABLE_MIN_KEYS = 4
 #: Key families whose tables are kept (the reader asks for a few dozen constant ones).
@@ -45,68 +45,75 @@ _TABLE_CACHE = 64
 
 class KeyedLines(list[str]):
     """A list of log lines whose byte index (see the module doc) is built the first time
-    :func:`find_keys` scans it and dropped by any change to the list."""
+    :func:`find_keys` scans it and dropped by any change to the list. ``joined``, when given,
+    is ``"\\n".join(lines).encode()`` (the file's bytes a reader decoded without loss): the
+    index then starts from it instead of joining and encoding the lines again."""
 
-    __slots__ = ("_index",)
+    __slots__ = ("_index", "_joined")
 
-    def __init__(self, lines: Iterable[str] = ()) -> None:
+    def __init__(self, lines: Iterable[str] = (), joined: bytes | None = None) -> None:
         super().__init__(lines)
         self._index: _ByteIndex | None = None
+        self._joined = joined
 
     def byte_index(self) -> _ByteIndex:
         if self._index is None:
-            self._index = _ByteIndex(self)
+            self._index = _ByteIndex(self, self._joined)
         return self._index
+
+    def _drop(self) -> None:
+        self._index = None
+        self._joined = None
 
     # every change drops the index
     def __setitem__(self, i: Any, v: Any) -> None:
-        self._index = None
+        self._drop()
         super().__setitem__(i, v)
 
     def __delitem__(self, i: SupportsIndex | slice) -> None:
-        self._index = None
+        self._drop()
         super().__delitem__(i)
 
     def __iadd__(self, other: Iterable[str]) -> KeyedLines:  # type: ignore[override,misc]
-        self._index = None
+        self._drop()
         super().__iadd__(other)
         return self
 
     def __imul__(self, n: SupportsIndex) -> KeyedLines:  # type: ignore[override,misc]
-        self._index = None
+        self._drop()
         super().__imul__(n)
         return self
 
     def append(self, v: str) -> None:
-        self._index = None
+        self._drop()
         super().append(v)
 
     def extend(self, v: Iterable[str]) -> None:
-        self._index = None
+        self._drop()
         super().extend(v)
 
     def insert(self, i: SupportsIndex, v: str) -> None:
-        self._index = None
+        self._drop()
         super().insert(i, v)
 
     def pop(self, i: SupportsIndex = -1) -> str:
-        self._index = None
+        self._drop()
         return super().pop(i)
 
     def remove(self, v: str) -> None:
-        self._index = None
+        self._drop()
         super().remove(v)
 
     def clear(self) -> None:
-        self._index = None
+        self._drop()
         super().clear()
 
     def sort(self, *args: Any, **kwargs: Any) -> None:
-        self._index = None
+        self._drop()
         super().sort(*args, **kwargs)
 
     def reverse(self) -> None:
-        self._index = None
+        self._drop()
         super().reverse()
 
 
@@ -151,14 +158,17 @@ class _ByteIndex:
 
     __slots__ = ("data", "lines", "nl", "nl_list", "padded", "size")
 
-    def __init__(self, lines: Sequence[str]) -> None:
+    def __init__(self, lines: Sequence[str], joined: bytes | None = None) -> None:
         import numpy as np
 
         self.lines = lines
-        # surrogatepass: a lone surrogate (text given by a caller) becomes non-ASCII bytes,
-        # which no key matches, instead of an error. Four bytes no key holds ("\n" and NULs)
-        # follow the lines, so that four bytes can be read at any position.
-        self.data = "\n".join(itertools.chain(lines, ("\x00\x00\x00",))).encode("utf-8", "surrogatepass")
+        # Four bytes no key holds ("\n" and NULs) follow the lines, so that four bytes can be
+        # read at any position. surrogatepass: a lone surrogate (text given by a caller)
+        # becomes non-ASCII bytes, which no key matches, instead of an error.
+        if joined is not None:
+            self.data = joined + b"\n\x00\x00\x00"
+        else:
+            self.data = "\n".join(itertools.chain(lines, ("\x00\x00\x00",))).encode("utf-8", "surrogatepass")
         self.size = len(self.data) - 4
         self.padded = np.frombuffer(self.data, np.uint8)
         self.nl = np.flatnonzero(self.padded == 10)[:-1]
@@ -176,7 +186,7 @@ class _ByteIndex:
         fast, slow = _split(keys)
         b0, b1 = self._begin(start), self._end(stop - 1)
         found: set[int] = set()
-        if len(fast) >= _TABLE_MIN_KEYS and b1 - b0 >= _TABLE_MIN_BYTES:
+        if len(fast) >= _TABLE_MIN_KEYS and (b1 - b0) * len(fast) >= _TABLE_MIN_WORK:
             found.update(self._table_scan(fast, b0, b1))
         else:
             for key in fast:

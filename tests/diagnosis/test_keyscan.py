@@ -126,3 +126,28 @@ def test_whole_log_source_lines_are_keyed() -> None:
     assert isinstance(src.lines, KeyedLines)
     assert find_keys(src.lines, ("Error",)) == [1]
     assert find_keys(list(src.lines), ("Error",)) == [1]  # a plain list: the plain scan
+
+
+def test_file_bytes_kept_only_when_they_are_the_lines_bytes(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from gpulens.diagnosis.logread.source import read_whole
+
+    body = "start\nr\u00e9sum\u00e9 Error here\n\nKilled\n"
+    cases = {
+        "final_newline.log": body.encode(),
+        "no_final_newline.log": body.rstrip("\n").encode(),
+        "two_final_newlines.log": (body + "\n").encode(),
+        "invalid_utf8.log": b"start\n\xff\xfe Error\nKilled\n",
+        "nul_run.log": b"start\n\x00\x00\x00 Error\nKilled\n" + b"ok line\n" * 40,
+        "crlf.log": body.replace("\n", "\r\n").encode(),
+    }
+    keys = (*ERROR_KEYS, "r\u00e9sum\u00e9", "\ufffd", "\r")
+    for name, data in cases.items():
+        path = tmp_path / name
+        path.write_bytes(data)
+        src = read_whole(path)
+        lines = list(src.lines)
+        want = ("\n".join(lines) + "\n\x00\x00\x00").encode("utf-8", "surrogatepass")
+        assert isinstance(src.lines, KeyedLines)
+        assert src.lines.byte_index().data == want, name
+        for start in range(len(lines)):
+            assert find_keys(src.lines, keys, start) == scan_lines(lines, keys, start, len(lines)), name
