@@ -79,7 +79,7 @@ class KeyedLines(list[str]):
         super().__iadd__(other)
         return self
 
-    def __imul__(self, n: SupportsIndex) -> KeyedLines:  # type: ignore[override,misc]
+    def __imul__(self, n: SupportsIndex) -> KeyedLines:
         self._drop()
         super().__imul__(n)
         return self
@@ -254,7 +254,7 @@ class _ByteIndex:
         found = set(np.unique(lines[whole]).tolist())
         rest = np.flatnonzero((passed != 0) & ~whole)
         if rest.size:
-            for pos, line, bits in zip(q[rest].tolist(), lines[rest].tolist(), passed[rest].tolist()):
+            for pos, line, bits in zip(q[rest].tolist(), lines[rest].tolist(), passed[rest].tolist(), strict=True):
                 if line not in found and self._holds(tab, pos, bits):
                     found.add(line)
         return sorted(found)

@@ -4,6 +4,8 @@ per-key str.find scan finds."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from gpulens.diagnosis import keyscan, logs
 from gpulens.diagnosis.keyscan import KeyedLines, find_keys, scan_lines
 from gpulens.diagnosis.logread.lines import ERROR_KEYS, KILL_KEYS, PROGRESS_KEYS
@@ -128,7 +130,7 @@ def test_whole_log_source_lines_are_keyed() -> None:
     assert find_keys(list(src.lines), ("Error",)) == [1]  # a plain list: the plain scan
 
 
-def test_file_bytes_kept_only_when_they_are_the_lines_bytes(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_file_bytes_kept_only_when_they_are_the_lines_bytes(tmp_path: Path) -> None:
     from gpulens.diagnosis.logread.source import read_whole
 
     body = "start\nr\u00e9sum\u00e9 Error here\n\nKilled\n"
