@@ -156,7 +156,7 @@ def scan_lines(lines: Sequence[str], keys: Sequence[str], start: int, stop: int)
 class _ByteIndex:
     """The lines joined as UTF-8 bytes and the offsets of their newlines."""
 
-    __slots__ = ("data", "lines", "nl", "nl_list", "padded", "size")
+    __slots__ = ("data", "lines", "nl", "nl_list", "padded", "quads", "size")
 
     def __init__(self, lines: Sequence[str], joined: bytes | None = None) -> None:
         import numpy as np
@@ -172,6 +172,10 @@ class _ByteIndex:
         self.size = len(self.data) - 4
         self.padded = np.frombuffer(self.data, np.uint8)
         self.nl = np.flatnonzero(self.padded == 10)[:-1]
+        # the four bytes from each position as one little-endian number (a view, no copy)
+        rows = np.lib.stride_tricks.as_strided(self.padded, shape=(len(self.data) - 3, 4), strides=(1, 1),
+                                               writeable=False)
+        self.quads = rows.view("<u4")[:, 0]
         self.nl_list: list[int] = self.nl.tolist()
 
     def _begin(self, i: int) -> int:
@@ -233,18 +237,14 @@ class _ByteIndex:
         that, the answer), then each other survivor's key compared in full."""
         import numpy as np
 
-        u8 = self.padded
         passed = np.zeros(q.size, dtype=np.int64)  # bit g: the bytes of group g are some key's
         whole = np.zeros(q.size, dtype=bool)  # ... and those bytes are a whole key
         four: dict[int, np.ndarray[Any, Any]] = {}  # shift: the four bytes from q - shift
         for g, (shift, width, values, exact) in enumerate(tab.groups):
             got = four.get(shift)
             if got is None:
-                at = q - shift  # >= -2: a negative position reads the padding (no key's bytes)
-                got = u8[at].astype(np.uint32)
-                for b in (1, 2, 3):
-                    got |= u8[at + b].astype(np.uint32) << (8 * b)
-                four[shift] = got
+                # q - shift >= -2: a negative position reads the padding (no key's bytes)
+                got = four[shift] = self.quads[q - shift]
             if width < 4:
                 got = got & ((1 << (8 * width)) - 1)
             passed[_member(got, values)] |= 1 << g
