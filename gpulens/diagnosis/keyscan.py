@@ -59,6 +59,7 @@ class KeyedLines(list[str]):
     def byte_index(self) -> _ByteIndex:
         if self._index is None:
             self._index = _ByteIndex(self, self._joined)
+            self._joined = None  # the index holds its own copy
         return self._index
 
     def _drop(self) -> None:
