@@ -23,10 +23,12 @@ import string
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:  # pandas is imported where a table is shown or learned (reading one never needs it)
+    import pandas as pd
 
 from gpulens.errors import InputError
 from gpulens.extras import require
@@ -81,6 +83,8 @@ class BayesNet:
 
     def cpd(self, var: str) -> pd.DataFrame:
         """The table of ``var`` as a DataFrame: rows = states, columns = parent states."""
+        import pandas as pd
+
         table = self.cpts[var]
         rows = self.states[var]
         ps = self.parents[var]
@@ -261,6 +265,8 @@ def fit_bdeu(
     counts of the tables that need the variable. Values outside the declared
     states are rejected.
     """
+    import pandas as pd
+
     dbn, estimator_cls, _ = _pgmpy()
     state_names = {v: [str(s) for s in ss] for v, ss in states.items()}
     missing = [v for v in state_names if v not in data.columns]

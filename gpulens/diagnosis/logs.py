@@ -23,6 +23,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import overload
 
+from gpulens.diagnosis import keyscan
 from gpulens.diagnosis.guarded import Guarded
 
 __all__ = [
@@ -708,29 +709,9 @@ def _error_hits(lines: list[str], first: int) -> list[int]:
 
 def find_keys(lines: Sequence[str], keys: Sequence[str], start: int = 0, stop: int | None = None) -> list[int]:
     """Indexes ``i`` in ``[start, stop)`` of the lines holding one of ``keys`` (sorted): each key
-    found with str.find on the joined block (much faster than a regex per line), line numbers
-    counted incrementally (linear in the block)."""
-    stop = len(lines) if stop is None else stop
-    if stop <= start:
-        return []
-    block = "\n".join(lines[start:stop])
-    starts: set[int] = set()
-    for key in keys:
-        pos = block.find(key)
-        while pos >= 0:
-            starts.add(block.rfind("\n", 0, pos) + 1)
-            nxt = block.find("\n", pos)
-            if nxt < 0:
-                break
-            pos = block.find(key, nxt + 1)
-    out: list[int] = []
-    line = 0
-    prev = 0
-    for ls in sorted(starts):
-        line += block.count("\n", prev, ls)
-        prev = ls
-        out.append(start + line)
-    return out
+    found with a byte search, never a regex per line (:mod:`gpulens.diagnosis.keyscan`; a
+    :class:`~gpulens.diagnosis.keyscan.KeyedLines` keeps its bytes between calls)."""
+    return keyscan.find_keys(lines, keys, start, stop)
 
 
 #: A glog/TensorFlow source prefix without a date (" W tensorflow/core/x.cc:1753] ", or without its level).

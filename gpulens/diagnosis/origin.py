@@ -63,10 +63,12 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:  # pandas is imported where a history is drawn (a classifying process never needs it)
+    import pandas as pd
 
 from gpulens.diagnosis.bn_adapter import BayesNet, fit_bdeu
 from gpulens.diagnosis.frames import FRAME_STATES
@@ -487,6 +489,8 @@ def _draw(rng: np.random.Generator, probs: np.ndarray, states: tuple[str, ...]) 
 
 @functools.lru_cache(maxsize=8)
 def _history_cached(n: int, seed: int) -> pd.DataFrame:
+    import pandas as pd
+
     rng = np.random.default_rng(seed)
     prior = _norm(np.array([_ORIGIN_PRIOR[o] for o in ORIGINS], dtype=float))
     o_idx = rng.choice(len(ORIGINS), size=n, p=prior)

@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 from gpulens.diagnosis import logs
+from gpulens.diagnosis.keyscan import KeyedLines
 
 __all__ = ["WHOLE_BYTES", "WholeText", "read_whole", "text_source"]
 
@@ -73,17 +74,18 @@ def read_whole(path: str | os.PathLike[str], *, keep_bytes: int = WHOLE_BYTES) -
         size = os.fstat(fh.fileno()).st_size
         if size <= keep_bytes + _HEAD_BYTES:
             data = fh.read()
-            return _finish(data.decode("utf-8", errors="replace"), size)
+            return _finish(data.decode("utf-8", errors="replace"), size, data)
         head = fh.read(_HEAD_BYTES).rsplit(b"\n", 1)[0]
         start = size - keep_bytes
         skipped = _count_newlines(fh, len(head) + 1, start)
         fh.seek(start)
         tail = fh.read()
     nl = tail.find(b"\n")
-    body = tail[nl + 1:].decode("utf-8", errors="replace")
+    raw = tail[nl + 1:]
+    body = raw.decode("utf-8", errors="replace")
     head_lines = head.decode("utf-8", errors="replace").split("\n")
     # newlines before the body: the head's, the one after it, the middle's, the one ending the cut line
-    got = _finish(body, size)
+    got = _finish(body, size, raw)
     return dataclasses.replace(got, first=len(head_lines) + skipped + 2, head=head_lines)
 
 
@@ -108,10 +110,16 @@ def _text_with_noise(path: str | os.PathLike[str], size: int) -> bool:
             and logs.binary_reason(rest) is None)
 
 
-def _finish(text: str, size: int) -> WholeText:
+def _finish(text: str, size: int, raw: bytes | None = None) -> WholeText:
+    """The lines of ``text``, decoded from ``raw`` when given (kept as the lines' bytes when
+    the decoding lost nothing: the key scans then need not encode the lines again)."""
     if "\x00" in text:
         text = text.replace("\x00", "")  # NUL runs hold no line (they are not text)
+        raw = None
+    if raw is not None and "\ufffd" in text:
+        raw = None  # bytes that are not UTF-8 (or a replacement character): not the lines' bytes
     lines = text.split("\n") if text else []
     if lines and lines[-1] == "":
         lines.pop()  # a final newline does not start a line
-    return WholeText(lines, 1, size)
+        raw = raw[:-1] if raw is not None else None
+    return WholeText(KeyedLines(lines, raw), 1, size)  # scanned for keys many times: keeps its bytes

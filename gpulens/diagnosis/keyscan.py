@@ -1,0 +1,374 @@
+"""Which lines of a log hold one of a set of literal keys, fast, on one core.
+
+``logs.find_keys`` asks this for every key family the whole-log reader looks for (the error
+keys, the kill keys, the progress keys, ...), each over a range of the log's lines. Scanning
+a range once per key with ``str.find`` costs the range's length times the number of keys
+(a family of 33 keys reads a 1 MB range 33 times); that was half the reader's CPU.
+
+:class:`KeyedLines` is a list of lines that keeps, the first time it is scanned, its lines
+joined as UTF-8 bytes and the offset of each newline (built once per log, not once per
+call). A range is then scanned
+
+* for a few keys, with ``bytes.find`` per key, each hit mapped to its line by bisection and
+  the search resumed at the next line;
+* for many keys, in one pass: every two-byte window of the range is looked up in a 64 K
+  table that marks one two-byte piece of each key (numpy), and only the lines holding a
+  marked window are tested with ``key in line``.
+
+Both give exactly the lines holding a key (the table marks a piece of every key, so every
+line holding a key has a marked window; each candidate line is then tested for the keys
+themselves). Keys that are not ASCII, hold a newline or are shorter than two characters are
+searched line by line, as before.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import itertools
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, SupportsIndex
+
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = ["KeyedLines", "find_keys", "scan_lines"]
+
+#: Bytes times keys below which a range is scanned per key even for many keys (numpy's fixed
+#: cost per call is larger than such a scan).
+_TABLE_MIN_WORK = 128 * 1024
+#: Fewest keys for which the one-pass table scan is used.
+_TABLE_MIN_KEYS = 4
+#: Key families whose tables are kept (the reader asks for a few dozen constant ones).
+_TABLE_CACHE = 64
+
+
+class KeyedLines(list[str]):
+    """A list of log lines whose byte index (see the module doc) is built the first time
+    :func:`find_keys` scans it and dropped by any change to the list. ``joined``, when given,
+    is ``"\\n".join(lines).encode()`` (the file's bytes a reader decoded without loss): the
+    index then starts from it instead of joining and encoding the lines again."""
+
+    __slots__ = ("_index", "_joined")
+
+    def __init__(self, lines: Iterable[str] = (), joined: bytes | None = None) -> None:
+        super().__init__(lines)
+        self._index: _ByteIndex | None = None
+        self._joined = joined
+
+    def byte_index(self) -> _ByteIndex:
+        if self._index is None:
+            self._index = _ByteIndex(self, self._joined)
+            self._joined = None  # the index holds its own copy
+        return self._index
+
+    def _drop(self) -> None:
+        self._index = None
+        self._joined = None
+
+    # every change drops the index
+    def __setitem__(self, i: Any, v: Any) -> None:
+        self._drop()
+        super().__setitem__(i, v)
+
+    def __delitem__(self, i: SupportsIndex | slice) -> None:
+        self._drop()
+        super().__delitem__(i)
+
+    def __iadd__(self, other: Iterable[str]) -> KeyedLines:  # type: ignore[override,misc]
+        self._drop()
+        super().__iadd__(other)
+        return self
+
+    def __imul__(self, n: SupportsIndex) -> KeyedLines:
+        self._drop()
+        super().__imul__(n)
+        return self
+
+    def append(self, v: str) -> None:
+        self._drop()
+        super().append(v)
+
+    def extend(self, v: Iterable[str]) -> None:
+        self._drop()
+        super().extend(v)
+
+    def insert(self, i: SupportsIndex, v: str) -> None:
+        self._drop()
+        super().insert(i, v)
+
+    def pop(self, i: SupportsIndex = -1) -> str:
+        self._drop()
+        return super().pop(i)
+
+    def remove(self, v: str) -> None:
+        self._drop()
+        super().remove(v)
+
+    def clear(self) -> None:
+        self._drop()
+        super().clear()
+
+    def sort(self, *args: Any, **kwargs: Any) -> None:
+        self._drop()
+        super().sort(*args, **kwargs)
+
+    def reverse(self) -> None:
+        self._drop()
+        super().reverse()
+
+
+def find_keys(lines: Sequence[str], keys: Sequence[str], start: int = 0, stop: int | None = None) -> list[int]:
+    """Indexes ``i`` in ``[start, stop)`` of the lines holding one of ``keys``, sorted (a range
+    past the end is cut to it)."""
+    stop = len(lines) if stop is None else stop
+    if stop <= start:
+        return []
+    if isinstance(lines, KeyedLines) and 0 <= start < len(lines) and keys:
+        return lines.byte_index().find(keys, start, min(stop, len(lines)))
+    return scan_lines(lines, keys, start, stop)
+
+
+def scan_lines(lines: Sequence[str], keys: Sequence[str], start: int, stop: int) -> list[int]:
+    """:func:`find_keys` without an index: each key found with ``str.find`` on the joined
+    range, line numbers counted incrementally."""
+    if stop <= start:
+        return []
+    block = "\n".join(lines[start:stop])
+    starts: set[int] = set()
+    for key in keys:
+        pos = block.find(key)
+        while pos >= 0:
+            starts.add(block.rfind("\n", 0, pos) + 1)
+            nxt = block.find("\n", pos)
+            if nxt < 0:
+                break
+            pos = block.find(key, nxt + 1)
+    out: list[int] = []
+    line = 0
+    prev = 0
+    for ls in sorted(starts):
+        line += block.count("\n", prev, ls)
+        prev = ls
+        out.append(start + line)
+    return out
+
+
+class _ByteIndex:
+    """The lines joined as UTF-8 bytes and the offsets of their newlines."""
+
+    __slots__ = ("data", "lines", "nl", "nl_list", "padded", "quads", "size")
+
+    def __init__(self, lines: Sequence[str], joined: bytes | None = None) -> None:
+        import numpy as np
+
+        self.lines = lines
+        # Four bytes no key holds ("\n" and NULs) follow the lines, so that four bytes can be
+        # read at any position. surrogatepass: a lone surrogate (text given by a caller)
+        # becomes non-ASCII bytes, which no key matches, instead of an error.
+        if joined is not None:
+            self.data = joined + b"\n\x00\x00\x00"
+        else:
+            self.data = "\n".join(itertools.chain(lines, ("\x00\x00\x00",))).encode("utf-8", "surrogatepass")
+        self.size = len(self.data) - 4
+        self.padded = np.frombuffer(self.data, np.uint8)
+        self.nl = np.flatnonzero(self.padded == 10)[:-1]
+        # the four bytes from each position as one little-endian number (a view, no copy)
+        rows = np.lib.stride_tricks.as_strided(self.padded, shape=(len(self.data) - 3, 4), strides=(1, 1),
+                                               writeable=False)
+        self.quads = rows.view("<u4")[:, 0]
+        self.nl_list: list[int] = self.nl.tolist()
+
+    def _begin(self, i: int) -> int:
+        """Byte offset of line ``i``."""
+        return 0 if i == 0 else self.nl_list[i - 1] + 1
+
+    def _end(self, i: int) -> int:
+        """Byte offset just after line ``i`` (its newline, or the end of the data)."""
+        return self.nl_list[i] if i < len(self.nl_list) else self.size
+
+    def find(self, keys: Sequence[str], start: int, stop: int) -> list[int]:
+        fast, slow = _split(keys)
+        b0, b1 = self._begin(start), self._end(stop - 1)
+        found: set[int] = set()
+        if len(fast) >= _TABLE_MIN_KEYS and (b1 - b0) * len(fast) >= _TABLE_MIN_WORK:
+            found.update(self._table_scan(fast, b0, b1))
+        else:
+            for key in fast:
+                self._key_scan(_ascii(key), b0, b1, found)
+        if slow:
+            found.update(scan_lines(self.lines, slow, start, stop))
+        return sorted(found)
+
+    def _key_scan(self, key: bytes, b0: int, b1: int, found: set[int]) -> None:
+        data, nl = self.data, self.nl_list
+        pos = data.find(key, b0, b1)
+        while pos >= 0:
+            line = bisect.bisect_left(nl, pos)
+            found.add(line)
+            if line >= len(nl):
+                break
+            pos = data.find(key, nl[line] + 1, b1)
+
+    def _table_scan(self, keys: tuple[str, ...], b0: int, b1: int) -> list[int]:
+        """Lines in the byte range ``[b0, b1)`` holding one of ``keys`` (see the module doc)."""
+        import numpy as np
+
+        tab = _table(keys)
+        data = self.data
+        hits = []
+        # two-byte windows starting at q in [b0, b1 - 2]: even q from one view, odd from the other
+        for odd in (0, 1):
+            j0 = (b0 + 1 - odd) // 2
+            j1 = (b1 - odd) // 2
+            if j1 <= j0:
+                continue
+            view = np.frombuffer(data, "<u2", count=(len(data) - odd) // 2, offset=odd)
+            got = np.flatnonzero(np.take(tab.pairs, view[j0:j1], mode="wrap"))
+            if got.size:
+                hits.append(2 * (got + j0) + odd)
+        if not hits:
+            return []
+        q = np.sort(np.concatenate(hits)) if len(hits) > 1 else hits[0]
+        return self._confirm(tab, q)
+
+    def _confirm(self, tab: _Table, q: np.ndarray[Any, Any]) -> list[int]:
+        """Lines holding a key among the candidate pair positions ``q`` (sorted): the two to
+        four bytes around each pair compared with the keys' (numpy; for a key no longer than
+        that, the answer), then each other survivor's key compared in full."""
+        import numpy as np
+
+        passed = np.zeros(q.size, dtype=np.int64)  # bit g: the bytes of group g are some key's
+        whole = np.zeros(q.size, dtype=bool)  # ... and those bytes are a whole key
+        four: dict[int, np.ndarray[Any, Any]] = {}  # shift: the four bytes from q - shift
+        for g, (shift, width, values, exact) in enumerate(tab.groups):
+            got = four.get(shift)
+            if got is None:
+                # q - shift >= -2: a negative position reads the padding (no key's bytes)
+                got = four[shift] = self.quads[q - shift]
+            if width < 4:
+                got = got & ((1 << (8 * width)) - 1)
+            passed[_member(got, values)] |= 1 << g
+            if exact.size:
+                whole |= _member(got, exact)
+        lines = np.searchsorted(self.nl, q)
+        found = set(np.unique(lines[whole]).tolist())
+        rest = np.flatnonzero((passed != 0) & ~whole)
+        if rest.size:
+            for pos, line, bits in zip(q[rest].tolist(), lines[rest].tolist(), passed[rest].tolist(), strict=True):
+                if line not in found and self._holds(tab, pos, bits):
+                    found.add(line)
+        return sorted(found)
+
+    def _holds(self, tab: _Table, pos: int, bits: int) -> bool:
+        """Whether a key of a group in ``bits`` holds its piece at ``pos``."""
+        data = self.data
+        for g, (shift, width, _, _) in enumerate(tab.groups):
+            if bits >> g & 1:
+                head = pos - shift
+                for key, off in tab.keys.get((g, int.from_bytes(data[head:head + width], "little")), ()):
+                    if head >= off and data.startswith(key, head - off):
+                        return True
+        return False
+
+
+_SPLITS: dict[tuple[str, ...], tuple[tuple[str, ...], tuple[str, ...]]] = {}
+
+
+def _split(keys: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(keys the byte scans handle, keys searched line by line), kept for the families asked
+    for again."""
+    keys = tuple(keys)
+    got = _SPLITS.get(keys)
+    if got is not None:
+        return got
+    fast = tuple(dict.fromkeys(k for k in keys if _fast(k)))
+    slow = tuple(k for k in keys if not _fast(k))
+    if len(_SPLITS) >= _TABLE_CACHE:
+        _SPLITS.clear()
+    _SPLITS[keys] = (fast, slow)
+    return fast, slow
+
+
+def _member(got: np.ndarray[Any, Any], values: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """``np.isin(got, values)`` for a short sorted ``values`` (without isin's fixed cost)."""
+    import numpy as np
+
+    if values.size == 1:
+        return got == values[0]
+    at = np.searchsorted(values, got)
+    np.minimum(at, values.size - 1, out=at)
+    return values[at] == got
+
+
+@functools.lru_cache(maxsize=1024)
+def _ascii(key: str) -> bytes:
+    return key.encode("ascii")
+
+
+def _fast(key: str) -> bool:
+    return len(key) >= 2 and key.isascii() and "\n" not in key and "\x00" not in key
+
+
+_TABLES: dict[tuple[str, ...], _Table] = {}
+
+#: ASCII characters from the most to the least frequent in logs (roughly: blanks, digits and
+#: common lower-case letters, punctuation of numbers and paths, then the rest) and the most
+#: frequent English letter pairs, used to pick the rarest two-byte piece of each key (fewer
+#: candidate lines; any piece gives the same answer).
+_COMMON = " eta0o1i2n3s4r5h6l7d8c9u.m:-/_=,fpgwybv[]()'\"kTSEAIRCNOLPDMxBFUHGqzjWVKYXJQZ"
+_RANK = {c: i for i, c in enumerate(_COMMON)}
+_COMMON_PAIRS = frozenset(
+    "th he in er an re on at en nd ti es or te of ed is it al ar st to nt ng se ha as ou io le ve co me de hi ri ro"
+    " ic ne ea ra ce li ch ll be ma si om ur".split())
+
+
+def _piece(key: str) -> int:
+    """Offset of the rarest two-character piece of ``key`` (one whose four bytes from it are
+    in the key when as rare: fewer reads to compare them)."""
+    def cost(o: int) -> tuple[int, int]:
+        pair = key[o:o + 2]
+        common = _RANK.get(pair[0], len(_COMMON)) + _RANK.get(pair[1], len(_COMMON))
+        return (-common + (100 if pair.lower() in _COMMON_PAIRS else 0), 0 if o + 4 <= len(key) else 1)
+    return min(range(len(key) - 1), key=cost)
+
+
+class _Table:
+    """What the one-pass scan looks for: ``pairs``, a 64 K table of booleans marking the
+    little-endian value of each key's rarest two-byte piece; ``groups``, (shift, width,
+    sorted values) of the three or four bytes of a key starting ``shift`` bytes before its
+    piece; ``keys``, for (group, value), the keys (bytes) and the offset of those bytes in
+    each."""
+
+    __slots__ = ("groups", "keys", "pairs")
+
+    def __init__(self, keys: tuple[str, ...]) -> None:
+        import numpy as np
+
+        self.pairs = np.zeros(1 << 16, dtype=bool)
+        found: dict[tuple[int, int], dict[int, list[tuple[bytes, int]]]] = {}
+        for key in keys:
+            o = _piece(key)
+            self.pairs[ord(key[o]) | ord(key[o + 1]) << 8] = True
+            width = min(4, len(key))
+            off = min(o, len(key) - width)  # where the compared bytes start in the key
+            raw = key.encode("ascii")
+            value = int.from_bytes(raw[off:off + width], "little")
+            found.setdefault((o - off, width), {}).setdefault(value, []).append((raw, off))
+        self.groups: list[tuple[int, int, np.ndarray[Any, Any], np.ndarray[Any, Any]]] = []
+        self.keys: dict[tuple[int, int], list[tuple[bytes, int]]] = {}
+        for g, ((shift, width), by_value) in enumerate(sorted(found.items())):
+            exact = sorted(v for v, ks in by_value.items() if any(len(k) == width for k, _ in ks))
+            self.groups.append((shift, width, np.array(sorted(by_value), dtype=np.uint32),
+                                np.array(exact, dtype=np.uint32)))
+            for value, ks in by_value.items():
+                self.keys[(g, value)] = ks
+
+
+def _table(keys: tuple[str, ...]) -> _Table:
+    got = _TABLES.get(keys)
+    if got is None:
+        if len(_TABLES) >= _TABLE_CACHE:
+            _TABLES.clear()
+        got = _TABLES[keys] = _Table(keys)
+    return got

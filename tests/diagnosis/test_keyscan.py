@@ -1,0 +1,155 @@
+"""find_keys on a log's KeyedLines (the byte index: per-key bytes.find, and the one-pass
+two-byte table for many keys over a long range) finds exactly the lines the plain
+per-key str.find scan finds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gpulens.diagnosis import keyscan, logs
+from gpulens.diagnosis.keyscan import KeyedLines, find_keys, scan_lines
+from gpulens.diagnosis.logread.lines import ERROR_KEYS, KILL_KEYS, PROGRESS_KEYS
+from gpulens.diagnosis.logread.source import text_source
+
+# Written for these tests: keys at a line's start and end, overlapping keys ("rror" in
+# "ERROR"? no: in "error"; "ailed" and "FAILED"), case, a key split across two lines, non-ASCII
+# text before a key (bytes and characters differ), a tqdm line with many updates.
+_LOG = """\
+Error at start
+ends with rror
+  File "train.py", line 12, in <module>
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+Step 10/100 loss=2.31 it/s
+Epoch 1: 100%|\u2588\u2588\u2588\u2588| 921/921 [00:10<00:00, 3.1it/s]\r 5/9 [00:01<00:01, 3.2it/s]
+r\u00e9sum\u00e9 \u2014 caf\u00e9 FAILED (exit code 1)
+warning: ERRO
+R split over two lines
+\U0001F600 emoji then Killed
+slurmstepd: error: *** JOB 1234 ON gpu07 CANCELLED AT 2024-01-01T00:00:00 DUE TO TIME LIMIT ***
+TERM_RUNLIMIT: job killed after reaching LSF run time limit.
+oom-kill and oom_kill
+nothing here at all
+xitxitxit
+assertion ssert
+SIG
+SIGTERM received
+iterations iter Iter
+/it it/ it/s s/it
+death signalled, defined signal
+srun: forcing job termination
+State: FAILED
+ERROR
+cut short: Segmentatio Tracebac CANCELLE xceptio erminate Interrup core dumpe death signa srun: forcin
+more: egmentation raceback ANCELLED ception rminated nterrupt ore dumped eath signal run: forcing
+"""
+
+_FAMILIES = [
+    ERROR_KEYS, KILL_KEYS, PROGRESS_KEYS, ("rror",), ("ERROR", "rror"), ("xit",), ("CANCELLED AT", "Sender: LSF System"),
+    ("caf\u00e9 FAILED",),  # not ASCII: searched line by line
+    ("ERRO\nR split",),  # holds a newline: matches across lines, as the joined scan does
+    ("R",), ("",),  # one character, empty
+    ("it/", "/it", "s/it", "it/s", "oom", "OOM", "ill", "led"),
+]
+
+
+def _reference(lines: list[str], keys: tuple[str, ...], start: int, stop: int) -> list[int]:
+    return scan_lines(lines, keys, start, stop)
+
+
+def _check(lines: list[str]) -> None:
+    keyed = KeyedLines(lines)
+    n = len(lines)
+    ranges = [(0, n), (1, n), (0, n - 1), (n // 3, 2 * n // 3), (5, 6), (0, 1), (n - 1, n), (n - 7, n + 10)]
+    for keys in _FAMILIES:
+        for start, stop in ranges:
+            want = _reference(lines, tuple(keys), start, stop)
+            assert find_keys(keyed, keys, start, stop) == want, (keys[:3], start, stop)
+            assert logs.find_keys(keyed, list(keys), start, stop) == want
+
+
+def test_short_log_same_lines_as_the_plain_scan() -> None:
+    _check(_LOG.split("\n"))
+
+
+def test_long_log_one_pass_table_same_lines_as_the_plain_scan() -> None:
+    # about 60 KB: ranges over many keys take the one-pass table, the others bytes.find
+    lines = []
+    for i in range(120):
+        for ln in _LOG.split("\n"):
+            lines.append(ln if i % 3 else ln.lower())  # case differs from copy to copy
+        lines.append(f"step {i} " + "x" * (i % 7))
+    assert len("\n".join(lines)) > 50_000
+    keyscan._TABLES.clear()
+    _check(lines)
+    assert tuple(ERROR_KEYS) in keyscan._TABLES  # the one-pass table was used
+
+
+def test_hand_written_answers() -> None:
+    lines = _LOG.split("\n")
+    keyed = KeyedLines(lines)
+    # "rror" at a line's end, inside "error"; not in "Error"? yes: "Error" holds "rror"
+    assert find_keys(keyed, ("rror",)) == [0, 1, 3, 10]
+    assert find_keys(keyed, ("ERROR",)) == [23]
+    assert find_keys(keyed, ("xit",)) == [6, 14]  # "(exit code 1)", overlapping "xitxitxit" once
+    assert find_keys(keyed, ("Killed", "CANCELLED")) == [9, 10]  # after an emoji (4 bytes in UTF-8)
+    assert find_keys(keyed, ("ERRO\nR split",)) == [7]  # across two lines, like the joined scan
+    assert find_keys(keyed, ("caf\u00e9",)) == [6]
+    assert find_keys(keyed, ("SIG",), 0, 16) == []  # the stop is exclusive
+    assert find_keys(keyed, ("SIG",), 16) == [16, 17]
+    assert find_keys(keyed, ERROR_KEYS) == scan_lines(lines, ERROR_KEYS, 0, len(lines))
+
+
+def test_a_change_to_the_lines_is_seen() -> None:
+    keyed = KeyedLines(["a", "b Traceback", "c"])
+    assert find_keys(keyed, ("Traceback",)) == [1]
+    keyed.append("d Traceback")
+    assert find_keys(keyed, ("Traceback",)) == [1, 3]
+    keyed[0] = "Traceback"
+    assert find_keys(keyed, ("Traceback",)) == [0, 1, 3]
+    del keyed[1]
+    assert find_keys(keyed, ("Traceback",)) == [0, 2]
+    keyed += ["Traceback again"]
+    keyed.insert(0, "x")
+    keyed.pop()
+    assert find_keys(keyed, ("Traceback",)) == [1, 3]
+    keyed.sort()
+    assert find_keys(keyed, ("Traceback",)) == scan_lines(list(keyed), ("Traceback",), 0, len(keyed))
+
+
+def test_lone_surrogate_and_nul_free_lines() -> None:
+    lines = ["ok", "bad \ud800 Error", "Error"]
+    keyed = KeyedLines(lines)
+    assert find_keys(keyed, ("Error",)) == [1, 2]
+    assert find_keys(keyed, ERROR_KEYS) == scan_lines(lines, ERROR_KEYS, 0, 3)
+
+
+def test_whole_log_source_lines_are_keyed() -> None:
+    src = text_source("one\ntwo Error\nthree\n")
+    assert isinstance(src.lines, KeyedLines)
+    assert find_keys(src.lines, ("Error",)) == [1]
+    assert find_keys(list(src.lines), ("Error",)) == [1]  # a plain list: the plain scan
+
+
+def test_file_bytes_kept_only_when_they_are_the_lines_bytes(tmp_path: Path) -> None:
+    from gpulens.diagnosis.logread.source import read_whole
+
+    body = "start\nr\u00e9sum\u00e9 Error here\n\nKilled\n"
+    cases = {
+        "final_newline.log": body.encode(),
+        "no_final_newline.log": body.rstrip("\n").encode(),
+        "two_final_newlines.log": (body + "\n").encode(),
+        "invalid_utf8.log": b"start\n\xff\xfe Error\nKilled\n",
+        "nul_run.log": b"start\n\x00\x00\x00 Error\nKilled\n" + b"ok line\n" * 40,
+        "crlf.log": body.replace("\n", "\r\n").encode(),
+    }
+    keys = (*ERROR_KEYS, "r\u00e9sum\u00e9", "\ufffd", "\r")
+    for name, data in cases.items():
+        path = tmp_path / name
+        path.write_bytes(data)
+        src = read_whole(path)
+        lines = list(src.lines)
+        want = ("\n".join(lines) + "\n\x00\x00\x00").encode("utf-8", "surrogatepass")
+        assert isinstance(src.lines, KeyedLines)
+        assert src.lines.byte_index().data == want, name
+        for start in range(len(lines)):
+            assert find_keys(src.lines, keys, start) == scan_lines(lines, keys, start, len(lines)), name
