@@ -9,6 +9,7 @@ import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -82,12 +83,42 @@ XDIST_GROUPS = {"tests/slurm/": "slurm", "tests/analysis/test_spark.py": "spark"
                 "tests/dashboard/test_browser.py": "browser"}
 
 
+def xdist_group_of(nodeid: str) -> str | None:
+    """The XDIST_GROUPS group of a test (node ids are relative to the repository root)."""
+    for prefix, group in XDIST_GROUPS.items():
+        if nodeid.startswith(prefix):
+            return group
+    return None
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup`` with the groups read from the node id's path.
+
+    pytest-xdist 3.8 groups by an "@group" suffix its workers write into ``item._nodeid``;
+    pytest 9.2 builds node ids elsewhere, so the suffix never reaches the scheduler and every
+    group was spread over all workers (three Slurm clusters, three Spark JVMs and lakes;
+    pytest-dev/pytest-xdist#1386). The scheduler sees node ids, so the group is taken from
+    those. Groups are handed out first, largest first (xdist's --loadscope-reorder default),
+    so the long serial ones start at once.
+    """
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class PathGroupScheduling(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_group_of(nodeid) or super()._split_scope(nodeid)
+
+    return PathGroupScheduling(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     root = Path(str(config.rootpath))
     for item in items:
         rel = Path(str(item.path)).relative_to(root).as_posix()
-        for prefix, group in XDIST_GROUPS.items():
-            if rel.startswith(prefix):
-                item.add_marker(pytest.mark.xdist_group(group))
+        group = xdist_group_of(rel)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
         if rel.startswith("tests/slurm/"):
             item.add_marker(pytest.mark.slurm)

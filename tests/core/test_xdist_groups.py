@@ -1,0 +1,66 @@
+"""`make test` keeps each XDIST_GROUPS group (one Slurm cluster, one Spark JVM, one Chromium) on
+one pytest-xdist worker, with the pytest and pytest-xdist installed (pytest 9.2 made xdist's own
+"@group" node-id suffix a no-op: pytest-dev/pytest-xdist#1386)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+CONFTEST = f"""
+import importlib.util
+
+spec = importlib.util.spec_from_file_location("gpulens_tests_conftest", {str(ROOT / "tests" / "conftest.py")!r})
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+pytest_xdist_make_scheduler = module.pytest_xdist_make_scheduler
+"""
+
+TESTS = """
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+
+@pytest.mark.parametrize("i", range(8))
+def test_one(i):
+    time.sleep(0.3)
+    out = Path(os.environ["GROUPS_OUT"]) / "{name}"
+    out.mkdir(exist_ok=True)
+    (out / f"{{i}}-{{os.environ['PYTEST_XDIST_WORKER']}}").touch()
+"""
+
+
+def _workers(out: Path, name: str) -> set[str]:
+    files = [p.name for p in (out / name).iterdir()]
+    assert len(files) == 8, files
+    return {f.split("-", 1)[1] for f in files}
+
+
+@pytest.mark.slow
+def test_a_group_runs_on_one_worker_and_the_rest_spreads(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    for rel, name in (("tests/slurm/test_cluster.py", "slurm"),
+                      ("tests/analysis/test_spark.py", "spark"), ("tests/test_free.py", "free")):
+        (project / rel).parent.mkdir(parents=True, exist_ok=True)
+        (project / rel).write_text(textwrap.dedent(TESTS.format(name=name)))
+    (project / "pytest.ini").write_text("[pytest]\n")
+    (project / "conftest.py").write_text(CONFTEST)
+    out = tmp_path / "out"
+    out.mkdir()
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "GROUPS_OUT": str(out)}
+    r = subprocess.run([sys.executable, "-m", "pytest", "-n", "3", "--dist", "loadgroup",
+                        "-p", "no:cacheprovider", "-q", "tests"], cwd=project, env=env,
+                       capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert len(_workers(out, "slurm")) == 1
+    assert len(_workers(out, "spark")) == 1
+    assert len(_workers(out, "free")) > 1, "ungrouped tests are spread over the workers"
