@@ -39,7 +39,8 @@ typecheck: venv
 	$(BIN)/mypy gpulens
 
 # Independent tests run in parallel (pytest-xdist); tests sharing one real server (the Slurm
-# cluster, the Spark JVM, Chromium) stay on one worker (tests/conftest.py: XDIST_GROUPS).
+# cluster, the Spark JVM, Chromium) or one costly module fixture stay on one worker, and those
+# groups start first (tests/conftest.py: XDIST_GROUPS, pytest_xdist_make_scheduler).
 # Waiting on servers and subprocesses dominates, so 3 workers pay off even on 2 cores.
 PYTEST_WORKERS ?= 3
 FAST := not slow and not server and not browser and not torch and not slurm

@@ -77,10 +77,23 @@ def store(tmp_path: Path) -> Iterator[Store]:
 
 
 # Tests that share one real server run on one pytest-xdist worker (`make test` runs `-n`
-# workers with `--dist loadgroup`): the session's single Slurm cluster, the JVM of the local
-# Spark session, and the Streamlit server + Chromium of the browser test.
-XDIST_GROUPS = {"tests/slurm/": "slurm", "tests/analysis/test_spark.py": "spark",
-                "tests/dashboard/test_browser.py": "browser"}
+# workers with `--dist loadgroup`): the session's single Slurm cluster (the modules that take
+# the slurm_cluster fixture; the rest of tests/slurm/ runs epilogs without Slurm), the JVM of
+# the local Spark session, and the Streamlit server + Chromium of the browser test.
+# A module whose module-scoped fixture takes seconds to build (a trained model, a simulated
+# lake, a backfilled Prometheus) is kept on one worker too: spread over three, each worker
+# built it again (measured: 5-22 s a build, about 150 s in all).
+XDIST_GROUPS = {
+    "tests/slurm/test_slurm_cluster.py": "slurm", "tests/slurm/test_submit.py": "slurm",
+    "tests/analysis/test_spark.py": "spark", "tests/dashboard/test_browser.py": "browser",
+    "tests/diagnosis/test_modelstore.py": "modelstore", "tests/analysis/test_accounting.py": "accounting",
+    "tests/analysis/test_rollups.py": "rollups", "tests/analysis/test_rollups_network.py": "rollups_net",
+    "tests/prometheus/test_import_history.py": "import_history",
+    "tests/simulate/test_simulate.py": "simulate",
+    "tests/analysis/test_simulated_effects.py": "simulated_effects",
+}
+#: fixtures that stand for one shared server: a test taking one must be in its group
+SERVER_FIXTURES = {"slurm_cluster": "slurm"}
 
 
 def xdist_group_of(nodeid: str) -> str | None:
@@ -120,5 +133,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         group = xdist_group_of(rel)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+        for fixture, server in SERVER_FIXTURES.items():
+            if fixture in getattr(item, "fixturenames", ()) and group != server:
+                raise pytest.UsageError(f"{item.nodeid} uses {fixture}: add {rel} to the"
+                                        f" {server!r} group in tests/conftest.py XDIST_GROUPS")
         if rel.startswith("tests/slurm/"):
             item.add_marker(pytest.mark.slurm)

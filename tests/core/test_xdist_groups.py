@@ -30,28 +30,30 @@ from pathlib import Path
 import pytest
 
 
-@pytest.mark.parametrize("i", range(8))
+@pytest.mark.parametrize("i", range({n}))
 def test_one(i):
-    time.sleep(0.3)
+    time.sleep({sleep})
     out = Path(os.environ["GROUPS_OUT"]) / "{name}"
     out.mkdir(exist_ok=True)
     (out / f"{{i}}-{{os.environ['PYTEST_XDIST_WORKER']}}").touch()
 """
 
 
-def _workers(out: Path, name: str) -> set[str]:
+def _workers(out: Path, name: str, n: int) -> set[str]:
     files = [p.name for p in (out / name).iterdir()]
-    assert len(files) == 8, files
+    assert len(files) == n, files
     return {f.split("-", 1)[1] for f in files}
 
 
 @pytest.mark.slow
 def test_a_group_runs_on_one_worker_and_the_rest_spreads(tmp_path: Path) -> None:
     project = tmp_path / "project"
-    for rel, name in (("tests/slurm/test_cluster.py", "slurm"),
-                      ("tests/analysis/test_spark.py", "spark"), ("tests/test_free.py", "free")):
+    # the grouped tests are short, the others long: the workers done with a group take part
+    for rel, name, n, sleep in (("tests/slurm/test_slurm_cluster.py", "slurm", 4, 0.05),
+                                ("tests/analysis/test_spark.py", "spark", 4, 0.05),
+                                ("tests/slurm/test_epilog.py", "free", 16, 0.4)):
         (project / rel).parent.mkdir(parents=True, exist_ok=True)
-        (project / rel).write_text(textwrap.dedent(TESTS.format(name=name)))
+        (project / rel).write_text(textwrap.dedent(TESTS.format(name=name, n=n, sleep=sleep)))
     (project / "pytest.ini").write_text("[pytest]\n")
     (project / "conftest.py").write_text(CONFTEST)
     out = tmp_path / "out"
@@ -61,6 +63,6 @@ def test_a_group_runs_on_one_worker_and_the_rest_spreads(tmp_path: Path) -> None
                         "-p", "no:cacheprovider", "-q", "tests"], cwd=project, env=env,
                        capture_output=True, text=True, timeout=240)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert len(_workers(out, "slurm")) == 1
-    assert len(_workers(out, "spark")) == 1
-    assert len(_workers(out, "free")) > 1, "ungrouped tests are spread over the workers"
+    assert len(_workers(out, "slurm", 4)) == 1
+    assert len(_workers(out, "spark", 4)) == 1
+    assert len(_workers(out, "free", 16)) > 1, "ungrouped tests (epilogs without Slurm) spread"
