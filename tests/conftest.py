@@ -83,14 +83,17 @@ def store(tmp_path: Path) -> Iterator[Store]:
 # A module whose module-scoped fixture takes seconds to build (a trained model, a simulated
 # lake, a backfilled Prometheus) is kept on one worker too: spread over three, each worker
 # built it again (measured: 5-22 s a build, about 150 s in all).
+# The groups start first, in this order (longest first, as measured), before any other test.
 XDIST_GROUPS = {
+    "tests/analysis/test_spark.py": "spark",
     "tests/slurm/test_slurm_cluster.py": "slurm", "tests/slurm/test_submit.py": "slurm",
-    "tests/analysis/test_spark.py": "spark", "tests/dashboard/test_browser.py": "browser",
-    "tests/diagnosis/test_modelstore.py": "modelstore", "tests/analysis/test_accounting.py": "accounting",
-    "tests/analysis/test_rollups.py": "rollups", "tests/analysis/test_rollups_network.py": "rollups_net",
+    "tests/diagnosis/test_modelstore.py": "modelstore",
     "tests/prometheus/test_import_history.py": "import_history",
+    "tests/analysis/test_rollups.py": "rollups", "tests/analysis/test_accounting.py": "accounting",
     "tests/simulate/test_simulate.py": "simulate",
     "tests/analysis/test_simulated_effects.py": "simulated_effects",
+    "tests/dashboard/test_browser.py": "browser",
+    "tests/analysis/test_rollups_network.py": "rollups_net",
 }
 #: fixtures that stand for one shared server: a test taking one must be in its group
 SERVER_FIXTURES = {"slurm_cluster": "slurm"}
@@ -112,16 +115,25 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     pytest 9.2 builds node ids elsewhere, so the suffix never reaches the scheduler and every
     group was spread over all workers (three Slurm clusters, three Spark JVMs and lakes;
     pytest-dev/pytest-xdist#1386). The scheduler sees node ids, so the group is taken from
-    those. Groups are handed out first, largest first (xdist's --loadscope-reorder default),
-    so the long serial ones start at once.
+    those. The groups are handed out first in XDIST_GROUPS' order (xdist's own order is by
+    number of tests, which put the longest group, Spark's five tests, behind the others).
     """
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadGroupScheduling
 
+    order = list(dict.fromkeys(XDIST_GROUPS.values()))
+
     class PathGroupScheduling(LoadGroupScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return xdist_group_of(nodeid) or super()._split_scope(nodeid)
+
+        def _assign_work_unit(self, node: Any) -> None:
+            if not getattr(self, "_groups_first", False):
+                self._groups_first = True
+                for group in reversed([g for g in order if g in self.workqueue]):
+                    self.workqueue.move_to_end(group, last=False)
+            super()._assign_work_unit(node)
 
     return PathGroupScheduling(config, log)
 
