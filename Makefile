@@ -39,7 +39,8 @@ typecheck: venv
 	$(BIN)/mypy gpulens
 
 # Independent tests run in parallel (pytest-xdist); tests sharing one real server (the Slurm
-# cluster, the Spark JVM, Chromium) stay on one worker (tests/conftest.py: XDIST_GROUPS).
+# cluster, the Spark JVM, Chromium) or one costly module fixture stay on one worker, and those
+# groups start first (tests/conftest.py: XDIST_GROUPS, pytest_xdist_make_scheduler).
 # Waiting on servers and subprocesses dominates, so 3 workers pay off even on 2 cores.
 PYTEST_WORKERS ?= 3
 FAST := not slow and not server and not browser and not torch and not slurm
@@ -51,7 +52,14 @@ pytest: venv
 test-fast: venv
 	$(BIN)/pytest -m "$(FAST)" -q
 
-test: venv system-deps lint typecheck pytest
+# mypy (about 40 s from a clean clone) runs beside pytest, which leaves part of the two cores
+# idle while its tests wait on servers and subprocesses; its report prints when pytest ends,
+# and `make test` fails when either fails.
+test: venv system-deps lint
+	@log=$$(mktemp); ($(BIN)/mypy gpulens > $$log 2>&1) & mypy=$$!; \
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup; tests=$$?; \
+	wait $$mypy; typecheck=$$?; echo "==> $(BIN)/mypy gpulens (ran beside pytest)"; \
+	cat $$log; rm -f $$log; [ $$tests -eq 0 ] || exit $$tests; exit $$typecheck
 
 bench: venv
 	$(BIN)/python -m benchmarks.run $(BENCH)

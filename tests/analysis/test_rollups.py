@@ -28,11 +28,10 @@ import pytest
 
 from gpulens import analysis
 from gpulens.analysis import Filters
-from gpulens.analysis.base import sample_files
 from gpulens.ingest.simulate import simulate
 from gpulens.store import Store
 from gpulens.store.compact import compact
-from gpulens.store.lake import partitions
+from gpulens.store.lake import live_files, partitions
 from gpulens.store.rollups import SOURCES_KEY, plan, rollup_path
 from tests.core.test_store import _py, _wait_for_line
 
@@ -121,10 +120,16 @@ def _assert_same(rolled: dict[str, Any], raw: dict[str, Any]) -> None:
     assert len(first) > 0, "the store must have rows to compare"
 
 
-def _used(store: Store) -> tuple[int, int]:
-    """(rollup files, raw files) the analyses read for the whole store."""
-    sf = sample_files(store.connect())
-    p = plan(store.root, "gpu_hour", sf.files, store.warn)
+#: the rollup the analyses of each sample kind read
+ROLLUP = {"gpu": "gpu_hour", "net": "net_minute"}
+
+
+def _used(store: Store, kind: str = "gpu") -> tuple[int, int]:
+    """(rollup files, raw files) the analyses of ``kind`` samples read for the whole store
+    (tests/analysis/test_rollups_network.py uses it for "net")."""
+    listing = live_files(store.connect(), kind)
+    assert listing is not None
+    p = plan(store.root, ROLLUP[kind], listing.files, store.warn)
     return len(p.rollups), len(p.raw)
 
 

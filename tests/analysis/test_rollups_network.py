@@ -31,6 +31,7 @@ from tests.analysis.test_rollups import (
     _damage,
     _quarantined_once,
     _raw_copy,
+    _used,
 )
 
 
@@ -75,15 +76,6 @@ def _traffic(store: Store) -> dict[str, pd.DataFrame]:
     return out
 
 
-def _used(store: Store) -> tuple[int, int]:
-    """(rollup files, raw files) network traffic reads for the whole store."""
-    con = store.connect()
-    listing = live_files(con, "net")
-    assert listing is not None
-    p = plan(store.root, "net_minute", listing.files, store.warn)
-    return len(p.rollups), len(p.raw)
-
-
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory: pytest.TempPathFactory) -> Store:
     return _segmented(tmp_path_factory.mktemp("net") / "d")
@@ -94,7 +86,7 @@ def test_network_traffic_gives_the_raw_numbers_from_rollups(lake: Store, tmp_pat
     store = Store(tmp_path / "d1")
     shutil.copytree(lake.root, store.root)
     compact(store, settle=3600, grace=3600, clock=lambda: NOON3)
-    assert _used(store) == (3, 0), "closed days and the open day's tier are all rolled"
+    assert _used(store, "net") == (3, 0), "closed days and the open day's tier are all rolled"
     rolled = _traffic(store)
     _assert_same(rolled, _traffic(_raw_copy(store, tmp_path / "raw1")))
     first = rolled["all hour None"]
@@ -104,7 +96,7 @@ def test_network_traffic_gives_the_raw_numbers_from_rollups(lake: Store, tmp_pat
     nodes = len({p.node for p in partitions(store.samples, "net", DAY.date(), DAY.date())})
     _late(store, 0, 10)  # a closed day: the same minutes get a second sample
     _late(store, 2, 20)  # the open day: newer segments beside its tier
-    assert _used(store) == (3, 2 * nodes), "only the late segments are read raw"
+    assert _used(store, "net") == (3, 2 * nodes), "only the late segments are read raw"
     _assert_same(_traffic(store), _traffic(_raw_copy(store, tmp_path / "raw2")))
 
     old = rollup_path(store.root, "net_minute", DAY.date()).read_bytes()
@@ -113,7 +105,7 @@ def test_network_traffic_gives_the_raw_numbers_from_rollups(lake: Store, tmp_pat
 
     # a rollup out of step with its day (its files were re-compacted since): its nodes read raw
     rollup_path(store.root, "net_minute", DAY.date()).write_bytes(old)
-    assert _used(store)[0] == 2
+    assert _used(store, "net")[0] == 2
     _assert_same(_traffic(store), _traffic(_raw_copy(store, tmp_path / "raw4")))
 
     # one node's files of day 2 re-compacted since its rollup: that node raw, the others rolled
