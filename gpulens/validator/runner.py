@@ -86,8 +86,13 @@ def _preexec(limits: RunLimits) -> Callable[[], None]:
     return apply
 
 
-def run_processes(pid: int, tag: str, known: set[int] | None = None) -> list[psutil.Process]:
-    """Every live process of a run: its group/session, known descendants, the tagged ones."""
+def run_processes(pid: int, tag: str, known: set[int] | None = None,
+                  since: float | None = None) -> list[psutil.Process]:
+    """Every live process of a run: its group/session, known descendants, the tagged ones.
+
+    With ``since`` (the run's start, epoch seconds), processes created before it are not
+    asked for their environment: they cannot be the run's, and reading another process's
+    environment waits on its memory map (a large JVM tearing down can hold it for seconds)."""
     found: dict[int, psutil.Process] = {}
     me = os.getpid()
     for p in psutil.process_iter():
@@ -99,6 +104,8 @@ def run_processes(pid: int, tag: str, known: set[int] | None = None) -> list[psu
                 continue
             if known and p.pid in known:
                 found[p.pid] = p
+                continue
+            if since is not None and p.create_time() < since:
                 continue
             if p.environ().get(RUN_TAG_ENV) == tag:
                 found[p.pid] = p
@@ -124,14 +131,14 @@ def _wait_gone(procs: list[psutil.Process], deadline: float) -> list[psutil.Proc
 
 
 def kill_run(
-    proc: subprocess.Popen[bytes], tag: str, known: set[int], grace: float
+    proc: subprocess.Popen[bytes], tag: str, known: set[int], grace: float, since: float | None = None
 ) -> tuple[int, list[int]]:
     """SIGTERM every process of the run, SIGKILL what is left after ``grace`` s; reap the child.
 
     The direct child is waited for with ``Popen.wait`` (never through psutil, which
     would reap it and lose its exit status).
     """
-    victims = [p for p in run_processes(proc.pid, tag, known) if p.pid != proc.pid]
+    victims = [p for p in run_processes(proc.pid, tag, known, since) if p.pid != proc.pid]
     child_alive = proc.poll() is None
     if child_alive:
         try:
@@ -153,7 +160,7 @@ def kill_run(
     alive = _wait_gone(victims, deadline)
     # a process may have forked while we were signalling: look once more
     alive_ids = {p.pid for p in alive}
-    alive += [p for p in run_processes(proc.pid, tag, known) if p.pid not in alive_ids and p.pid != proc.pid]
+    alive += [p for p in run_processes(proc.pid, tag, known, since) if p.pid not in alive_ids and p.pid != proc.pid]
     for p in alive:
         try:
             p.kill()
@@ -165,7 +172,7 @@ def kill_run(
         pass
     _wait_gone(alive, time.monotonic() + max(grace, 1.0))
     proc.wait()
-    leftover = [p.pid for p in run_processes(proc.pid, tag, known) if p.pid != proc.pid]
+    leftover = [p.pid for p in run_processes(proc.pid, tag, known, since) if p.pid != proc.pid]
     return len(victims) + int(child_alive), leftover
 
 
@@ -256,12 +263,21 @@ def _spawn(command: list[str], cwd: Path, env: dict[str, str], limits: RunLimits
     return proc, read_fd
 
 
+def _created(pid: int) -> float | None:
+    try:
+        return psutil.Process(pid).create_time() - 0.05
+    except psutil.Error:
+        return None
+
+
 class _TreeWatch:
     """CPU time, RSS and I/O of the run's process tree; when it last made progress."""
 
     def __init__(self, pid: int, started: float) -> None:
         self.pid = pid
         self.known: set[int] = {pid}
+        #: the run's start in epoch seconds (its child's creation, a clock tick early)
+        self.since = _created(pid)
         self.tracked: dict[int, psutil.Process] = {}
         self.cpu_done = 0.0  # CPU time of tracked processes that have exited
         self.last_cpu: dict[int, float] = {}
@@ -380,7 +396,7 @@ def _finish(
     outcome: RunOutcome,
 ) -> None:
     """Kill what is left of the run, collect the output and the last markers."""
-    outcome.killed, outcome.leftover = kill_run(proc, tag, tree.known, limits.kill_grace)
+    outcome.killed, outcome.leftover = kill_run(proc, tag, tree.known, limits.kill_grace, tree.since)
     if outcome.returncode is None:
         outcome.returncode = proc.returncode
     tail.thread.join(timeout=2.0)

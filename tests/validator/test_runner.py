@@ -112,3 +112,24 @@ def test_ctrl_c_kills_the_whole_group(tmp_path: Path) -> None:
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
     assert _alive(pids) == []
+
+
+def test_processes_older_than_the_run_are_not_asked_for_their_environment(tmp_path: Path) -> None:
+    """A tagged process started before the run is not the run's (its environment is not read:
+    that read can wait on another process's memory map); one started after it is."""
+    from gpulens.validator.runner import RUN_TAG_ENV, run_processes
+
+    env = dict(os.environ, **{RUN_TAG_ENV: "run-xyz"})
+    sleep = [sys.executable, "-c", "import time; time.sleep(60)"]
+    old = subprocess.Popen(sleep, env=env)
+    time.sleep(0.3)
+    new = subprocess.Popen(sleep, env=env)
+    since = psutil.Process(new.pid).create_time() - 0.05  # as the runner takes it: the same clock
+    try:
+        assert {p.pid for p in run_processes(-1, "run-xyz")} >= {old.pid, new.pid}
+        found = {p.pid for p in run_processes(-1, "run-xyz", since=since)}
+        assert new.pid in found and old.pid not in found
+    finally:
+        for p in (old, new):
+            p.kill()
+            p.wait()
