@@ -208,6 +208,7 @@ FRESH_SLICES = (
     ("f/", "index_f.csv (collected 2026-11-26 after round 1 of the reader's changes, labelled blind)"),
     ("g/", "index_g.csv (collected 2026-11-26 after round 2, Slurm and launcher logs, labelled blind)"),
     ("h/", "index_h.csv (collected 2026-11-26 after round 2, stdout/nohup/wandb captures, labelled blind)"),
+    ("i/", "index_i.csv (collected 2026-11-26 after round 3, labelled blind)"),
 )
 
 
