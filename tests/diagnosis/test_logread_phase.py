@@ -131,3 +131,43 @@ def test_steps_of_an_earlier_program_of_the_job_script_do_not_count(rules: Class
     assert w.phase == "startup" and w.step is None
     w = diagnose_text("\n".join(base + mid[2:]), rules)  # no new program start: the steps are this run's
     assert w.phase == "training" and w.step == "21399"
+
+
+def test_building_a_pretrained_model_is_startup_reading_its_weights_is_a_load(rules: Classifier) -> None:
+    # from_pretrained fails while constructing the model (flash-attn missing): nothing was loaded yet
+    built = ["Loading config.json", "Traceback (most recent call last):",
+             '  File "/srv/knockout.py", line 210, in main', "    model = AutoModelForCausalLM.from_pretrained(name)",
+             '  File "/venv/transformers/modeling_utils.py", line 4094, in from_pretrained',
+             "    model = cls(config, *model_args, **model_kwargs)",
+             '  File "/venv/transformers/modeling_utils.py", line 1587, in _flash_attn_2_can_dispatch',
+             "    raise ImportError(msg)",
+             "ImportError: FlashAttention2 has been toggled on, but the package flash_attn seems to be not installed."]
+    assert diagnose_text("\n".join(built), rules).phase == "startup"
+    read = [*built[:5], "    state_dict = load_state_dict(shard_file)",
+            '  File "/venv/transformers/modeling_utils.py", line 512, in load_state_dict',
+            "    with safe_open(checkpoint_file, framework='pt') as f:",
+            "safetensors_rust.SafetensorError: Error while deserializing header: HeaderTooLarge"]
+    assert diagnose_text("\n".join(read), rules).phase == "checkpoint_load"
+
+
+def test_results_that_are_not_json_serializable_are_not_a_checkpoint_save(rules: Classifier) -> None:
+    lines = [*(f"{{'loss': 0.0{k}, 'grad_norm': 0.17, 'learning_rate': 5e-06, 'epoch': 0.{k}}}" for k in range(1, 9)),
+             "{'train_runtime': '6452', 'train_samples_per_second': '0.124', 'train_loss': '-0.01', 'epoch': '0.9'}",
+             "Traceback (most recent call last):", '  File "/srv/run.py", line 279, in run_single_training',
+             "    json.dump(summary, f)", '  File "/usr/lib/python3.10/json/encoder.py", line 179, in default',
+             "    raise TypeError(f'Object of type {o.__class__.__name__} '",
+             "TypeError: Object of type bool_ is not JSON serializable"]
+    assert diagnose_text("\n".join(lines), rules).phase == "shutdown"
+
+
+def test_a_full_disk_while_writing_a_checkpoint_is_a_save(rules: Classifier) -> None:
+    lines = [*(f"step {k}00 | loss 0.{k}1 | lr 1e-4" for k in range(1, 9)),
+             "Traceback (most recent call last):", '  File "/srv/train.py", line 400, in main',
+             "    artifact.add_dir(str(checkpoint_dir))",
+             '  File "/usr/lib/python3.12/shutil.py", line 150, in _fastcopy_sendfile',
+             "    sent = os.sendfile(outfd, infd, offset, blocksize)",
+             "OSError: [Errno 28] No space left on device: '/runs/a/checkpoints/040000/model.safetensors' -> '/tmp/x'"]
+    assert diagnose_text("\n".join(lines), rules).phase == "checkpoint_save"
+    # the same error on a scratch file is not about a checkpoint
+    other = [*lines[:-1], "OSError: [Errno 28] No space left on device: '/tmp/pymp-2ntknau9/cache.lock'"]
+    assert diagnose_text("\n".join(other), rules).phase == "training"

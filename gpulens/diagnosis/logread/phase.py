@@ -32,10 +32,16 @@ _STEP_RES = (
     re.compile(r"'epoch':\s*(\d+(?:\.\d+)?)"),
     re.compile(r"\s(\d+)/\d+\s+\["),
 )
+#: Read in the traceback's unindented lines (its head and its exception message). "serializ" only
+#: as torch's (``torch/serialization``, "failed to serialize"): Python's "Object of type X is not
+#: JSON serializable" is about writing results, not a checkpoint. A disk-full or write error on a
+#: checkpoint's path (``.../checkpoints/040000/model.safetensors``, ``ckpt``, ``.pt``) is a save.
 _SAVE = Guarded(r"save_checkpoint|_save_checkpoint|torch\.save|save_pretrained|save_model|[Ss]aving (?:model|checkpoint)"
-                r"|PytorchStreamWriter|SafetensorError|serializ|merge_and_unload|push_to_hub|_save\(",
+                r"|PytorchStreamWriter|SafetensorError|(?<!JSON )\bserializ(?!able)|merge_and_unload|push_to_hub|_save\("
+                r"|(?:No space left on device|Disk quota exceeded|Read-only file system)\b.*"
+                r"(?:checkpoint|ckpt|\.safetensors|\.pth?\b|\.bin\b)",
                 ("save", "aving", "PytorchStreamWriter", "SafetensorError", "serializ", "merge_and_unload",
-                 "push_to_hub"))
+                 "push_to_hub", "No space left", "quota exceeded", "Read-only file"))
 _LOAD = Guarded(r"load_checkpoint|load_state_dict|_load_best_model|resume_from|[Ll]oading checkpoint|torch\.load\("
                 r"|_IncompatibleKeys|Error\(s\) in loading state_dict",
                 ("load", "oading", "resume_from", "_IncompatibleKeys"))
@@ -309,7 +315,10 @@ _SYNTAX = ("SyntaxError", "IndentationError", "TabError")
 #: Functions that save or load a checkpoint or pretrained weights (by name).
 _SAVE_FUNC = re.compile(r"(?i)save_?(?:checkpoint|model|pretrained|state|weights|fsdp)|_save_(?:\w+_)?checkpoint"
                         r"|checkpoint_save|save_to_disk")
-_LOAD_FUNC = re.compile(r"(?i)load_(?:checkpoint|state|model|pretrained|weights|sharded|best)|from_pretrained|resume_from"
+#: Not ``from_pretrained`` itself: it also downloads the config (a gated repository's 401) and builds
+#: the model (``__init__`` checking flash-attn), which is start-up; it reads the weights in the
+#: ``_load_pretrained_model``/``load_state_dict`` frames it calls, which match.
+_LOAD_FUNC = re.compile(r"(?i)load_(?:checkpoint|state|model|pretrained|weights|sharded|best)|resume_from"
                         r"|_load_from|checkpoint_files")
 
 
