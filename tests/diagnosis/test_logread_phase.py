@@ -171,3 +171,29 @@ def test_a_full_disk_while_writing_a_checkpoint_is_a_save(rules: Classifier) -> 
     # the same error on a scratch file is not about a checkpoint
     other = [*lines[:-1], "OSError: [Errno 28] No space left on device: '/tmp/pymp-2ntknau9/cache.lock'"]
     assert diagnose_text("\n".join(other), rules).phase == "training"
+
+
+_NCCL = ["[rank0]:[E405 03:51:41.28 ProcessGroupNCCL.cpp:688] [Rank 0] Watchdog caught collective operation timeout: "
+         "WorkNCCL(SeqNum=404, OpType=_ALLGATHER_BASE, NumelIn=1140480, NumelOut=2280960, Timeout(ms)=600000) ran for "
+         "600011 milliseconds before timing out.",
+         "terminate called after throwing an instance of 'c10::DistBackendError'"]
+
+
+def test_an_eval_setting_in_a_config_dump_is_not_an_evaluation(rules: Classifier) -> None:
+    bar = [f"{k * 5}%|#         | {k}/200 [00:0{k}<12:08,  3.66s/it]" for k in range(1, 8)]
+    dump = ["ERROR 04-05 03:52:41 [dump_input.py:72] Dumping input data for the engine with config: "
+            "{'cudagraph_capture_size': 32, 'dynamic_shapes_config': {'evaluate_guards': False}, 'eval_steps': 50}"]
+    assert diagnose_text("\n".join(bar + _NCCL + dump), rules).phase == "training"
+    # the word used for what the run is doing still counts
+    doing = ["Evaluating on the validation set ..."]
+    assert diagnose_text("\n".join(bar + doing + _NCCL), rules).phase == "evaluation"
+
+
+def test_the_pytorch_tutorial_batch_loss_lines_are_steps(rules: Classifier) -> None:
+    # print('EPOCH {}:'.format(n)); print('  batch {} loss: {}'.format(i + 1, last_loss)); a header naming epoch 0
+    lines = ["EPOCH 1:", *(f"  batch {k} loss: 0.02{k}" for k in range(1, 40, 10)),
+             "*****matrice de confusion*****train*****epoch  0", *_TB]
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.phase == "training"
+    assert last_step(["EPOCH 1:", "  batch 7 loss: 0.5"], 2) == "7"
+    assert last_step(["    batch = next(loader)"], 1) is None  # a traceback's code line is no step

@@ -89,12 +89,21 @@ _COUNTER_KEYS = ("ite ", "tick ")
 _STEP_KEYS = (*PROGRESS_KEYS, *_COUNTER_KEYS)
 
 
+#: The loss line of the loop in PyTorch's "Training with PyTorch" tutorial, copied into many
+#: scripts: ``print('  batch {} loss: {}'.format(i + 1, last_loss))`` (indented, so not a progress
+#: line for the verdict, which skips indented lines as traceback code).
+_BATCH_LOSS = re.compile(r"\s*[Bb]atch\s+(\d+)\s+loss\s*:\s*[-+\d.]")
+
+
 def _counter(line: str) -> str | None:
     """The count of a bare counter line, if it is one."""
-    if not line.startswith(_COUNTER_KEYS):
-        return None
-    m = _COUNTER.match(line)
-    return m.group(1) if m else None
+    if line.startswith(_COUNTER_KEYS):
+        m = _COUNTER.match(line)
+        return m.group(1) if m else None
+    if line[:1] in " \t" and line.lstrip(" \t").startswith(("batch ", "Batch ")):
+        m = _BATCH_LOSS.match(line)
+        return m.group(1) if m else None
+    return None
 
 
 def _step_in(line: str) -> str | None:
@@ -189,14 +198,36 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     before = [_shown(ln)[-_SHOWN:] for ln in lines[max(floor, top - _LOOKBACK):top] if ln.strip()]
     if any(is_completion(ln) and not ln.lstrip().startswith(_AT_EXIT) for ln in before) or _teardown(region):
         return "shutdown"
-    if _in_eval(frames) if tb_start is not None else _EVAL.search(text):
+    if _in_eval(frames) if tb_start is not None else _names_eval(text):
         return "evaluation"
-    if any(_EVAL.search(ln) and not is_progress(ln) and not _RESULT_LINE.search(ln) and "rror" not in ln
+    if any(_names_eval(ln) and not is_progress(ln) and not _RESULT_LINE.search(ln) and "rror" not in ln
            and not ln.startswith((" ", "\t")) for ln in _since_last_step(before)):
         return "evaluation"
     if _evaluating(lines, floor, top):
         return "evaluation"
     return _by_steps(lines, floor, top, region, frames if tb_start is not None else None, step)
+
+
+#: What follows a setting's name in a config dump or an argument list (``'evaluate_guards': False``,
+#: ``eval_steps=500``, ``do_eval: true``).
+_VALUE = re.compile(r"['\"]?\s*[:=]")
+
+
+def _names_eval(text: str) -> bool:
+    """Whether ``text`` speaks of an evaluation (:data:`_EVAL`) other than as the name of a
+    setting given a value: a snake_case name holding the word followed by ``:``/``=`` is a
+    configuration key (a trainer's argument dump, a vLLM engine's config), not evaluation going on."""
+    m = _EVAL.search(text)
+    while m is not None:
+        s, e = m.start(), m.end()
+        while s > 0 and (text[s - 1].isalnum() or text[s - 1] == "_"):
+            s -= 1
+        while e < len(text) and (text[e].isalnum() or text[e] == "_"):
+            e += 1
+        if "_" not in text[s:e] or _VALUE.match(text, e) is None:
+            return True
+        m = _EVAL.regex.search(text, e)
+    return False
 
 
 #: An evaluation's own progress line, by the name trainers give it: a tqdm bar ("Validation
@@ -253,9 +284,17 @@ def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str],
     done = _bar_done(lines, floor, top)
     if done is not None:  # a tqdm bar counts the steps done: the failure is in the next one
         return "first_step" if done == 0 else "training"
-    if step in ("0", "1") or (steps < 3 and not _past_first(step)):
+    if (step in ("0", "1") or (steps < 3 and not _past_first(step))) and not _counts_advance(lines, floor, top):
         return "first_step"
     return "training"
+
+
+def _counts_advance(lines: Sequence[str], floor: int, top: int) -> bool:
+    """Whether the last training progress lines before ``top`` count three different steps
+    ("batch 16 ... batch 26 ... batch 36"): steps were done, even where the last number printed
+    is an epoch's ("epoch 0") rather than a step's."""
+    got = last_matching(lines, _STEP_KEYS, _step_progress, floor, top, 4)
+    return len({n for i in got if (n := _step_in(lines[i])) is not None}) >= 3
 
 
 def _bar_done(lines: Sequence[str], floor: int, top: int) -> int | None:
