@@ -197,3 +197,20 @@ def test_the_pytorch_tutorial_batch_loss_lines_are_steps(rules: Classifier) -> N
     assert w.phase == "training"
     assert last_step(["EPOCH 1:", "  batch 7 loss: 0.5"], 2) == "7"
     assert last_step(["    batch = next(loader)"], 1) is None  # a traceback's code line is no step
+
+
+_NEW_PROGRAM = ["Traceback (most recent call last):", '  File "/srv/train.py", line 985, in <module>', "    main()",
+                '  File "/srv/train.py", line 525, in train', "    out = make_run_dir(cfg.output_dir)",
+                "FileExistsError: Run directory already exists: runs/baseline"]
+
+
+def test_a_failure_after_a_finished_program_and_a_next_stage_is_that_stages(rules: Classifier) -> None:
+    steps = [f"ep=00  step={k}  loss=2.{k % 10}  lr=1e-4" for k in range(14000, 14800, 50)]
+    done = ["Training complete in 47.1 min  (14786 steps, 1 epochs)"]
+    # the job script starts its next program, which fails before its first step
+    w = diagnose_text("\n".join(steps + done + ["[04:58:12] === Stage 2: 100-step benchmark runs ===",
+                                               "[04:58:12]   Running: baseline", *_NEW_PROGRAM]), rules)
+    assert (w.phase, w.step) == ("startup", None)
+    # the finished program itself fails after its end: its shutdown
+    w = diagnose_text("\n".join(steps + done + _NEW_PROGRAM), rules)
+    assert w.phase == "shutdown"

@@ -21,7 +21,7 @@ from gpulens.diagnosis.logread.lines import (
     last_matching,
 )
 
-__all__ = ["PHASES", "last_step", "phase_of", "run_start"]
+__all__ = ["PHASES", "last_step", "own_step", "phase_of", "run_start"]
 
 PHASES = ("startup", "first_step", "training", "evaluation", "checkpoint_save", "checkpoint_load", "shutdown")
 
@@ -62,6 +62,12 @@ def last_step(lines: Sequence[str], before: int, floor: int = 0) -> str | None:
     floor = run_start(lines, floor, before, _STEP_LOOKBACK)
     found = last_matching(lines, _STEP_KEYS, lambda ln: _step_in(ln) is not None, max(floor, before - _STEP_LOOKBACK), before)
     return _step_in(lines[found[0]]) if found else None
+
+
+def own_step(phase: str, step: str | None) -> str | None:
+    """The step to report for a failure in ``phase``: none for a start-up failure (the program
+    failed before its first step; a step printed above it is an earlier program's or attempt's)."""
+    return None if phase == "startup" else step
 
 
 #: Lines a program prints once when it starts, before any step of its own: torchrun's (and
@@ -196,8 +202,13 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     floor = run_start(lines, floor, top, _RUN_LOOKBACK)  # the failing program's own lines
     # as shown (a progress bar's line holds every refresh: its last is what shows)
     before = [_shown(ln)[-_SHOWN:] for ln in lines[max(floor, top - _LOOKBACK):top] if ln.strip()]
-    if any(is_completion(ln) and not ln.lstrip().startswith(_AT_EXIT) for ln in before) or _teardown(region):
+    done = _completion_above(lines, max(floor, top - _LOOKBACK), top)
+    stage = _next_stage(lines, done, top) if done is not None else None
+    if (done is not None and stage is None) or _teardown(region):
         return "shutdown"
+    if stage is not None:  # a finished program, then the job's next one: the failure is that one's
+        floor = stage + 1  # the announcement itself ("=== 100-step runs ===") counts no step
+        before = [_shown(ln)[-_SHOWN:] for ln in lines[floor:top] if ln.strip()]
     if _in_eval(frames) if tb_start is not None else _names_eval(text):
         return "evaluation"
     if any(_names_eval(ln) and not is_progress(ln) and not _RESULT_LINE.search(ln) and "rror" not in ln
@@ -228,6 +239,29 @@ def _names_eval(text: str) -> bool:
             return True
         m = _EVAL.regex.search(text, e)
     return False
+
+
+#: A job script's or a pipeline's announcement that its next stage starts (``echo "Running: eval"``,
+#: ``=== Stage 2: fine-tuning ===``, "Starting evaluation", "***** Running Evaluation *****"),
+#: after its timestamp or log-level prefixes.
+_NEXT_STAGE = re.compile(r"(?i)^[\W\d]*(?:\[[^\]]{0,40}\]\s*)*(?:\W*(?:running|starting|launching|beginning|begin)\b|={3,})")
+
+
+def _completion_above(lines: Sequence[str], start: int, top: int) -> int | None:
+    """The index of the last completion line in ``lines[start:top]`` (not a tracker's at-exit line)."""
+    for k in range(top - 1, start - 1, -1):
+        shown = _shown(lines[k])[-_SHOWN:]
+        if shown.strip() and is_completion(shown) and not shown.lstrip().startswith(_AT_EXIT):
+            return k
+    return None
+
+
+def _next_stage(lines: Sequence[str], done: int, top: int) -> int | None:
+    """The index of the first announcement of a next stage (:data:`_NEXT_STAGE`) between a
+    completion line at ``done`` and a failure at ``top``: a job script that goes on to its next
+    program after one finished fails in that program's own phase, not in the finished one's
+    shutdown."""
+    return next((k for k in range(done + 1, top) if _NEXT_STAGE.match(_shown(lines[k]))), None)
 
 
 #: An evaluation's own progress line, by the name trainers give it: a tqdm bar ("Validation
