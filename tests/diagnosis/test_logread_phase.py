@@ -214,3 +214,19 @@ def test_a_failure_after_a_finished_program_and_a_next_stage_is_that_stages(rule
     # the finished program itself fails after its end: its shutdown
     w = diagnose_text("\n".join(steps + done + _NEW_PROGRAM), rules)
     assert w.phase == "shutdown"
+
+
+def test_a_time_limit_with_no_step_shown_is_not_startup(rules: Classifier) -> None:
+    # the steps went to another file (or a format not read): the job ran for its whole allocation
+    quiet = ["Using device cuda:0", "Building model PaiNN (5.2M parameters)",
+             "[2023-11-29 11:05:15] torch._dynamo.convert_frame: [WARNING] WON'T CONVERT update model.py",
+             "User defined signal 2", "", "-" * 60, "Sender: LSF System <lsfadmin@cluster>",
+             "Subject: Job 19591965: <run_0> in cluster <dcc> Exited", "",
+             "TERM_RUNLIMIT: job killed after reaching LSF run time limit.", "Exited with exit code 140."]
+    assert diagnose_text("\n".join(quiet), rules).phase == "training"
+    slurm = ["Loading model weights", "slurmstepd: error: *** JOB 5 ON gpu03 CANCELLED AT 2024-03-01T10:00:00 "
+             "DUE TO TIME LIMIT ***"]
+    assert diagnose_text("\n".join(slurm), rules).phase == "training"
+    # a cancellation without the time limit (scancel at start-up) stays start-up
+    cancelled = ["Loading model weights", "slurmstepd: error: *** JOB 5 ON gpu03 CANCELLED AT 2024-03-01T10:00:00 ***"]
+    assert diagnose_text("\n".join(cancelled), rules).phase == "startup"

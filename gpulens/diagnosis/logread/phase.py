@@ -314,6 +314,8 @@ def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str],
             return "startup"
         if _first_collective(region):
             return "first_step"
+        if any(_OUT_OF_TIME.search(ln) for ln in (*region, *lines[top:top + _KILL_AFTER])):
+            return "training"  # it ran for its whole allocation: the steps went where this log does not show
         return _glued_bar(region) or ("first_step" if frames is not None and _in_step(frames) else "startup")
     done = _bar_done(lines, floor, top)
     if done is not None:  # a tqdm bar counts the steps done: the failure is in the next one
@@ -329,6 +331,15 @@ def _counts_advance(lines: Sequence[str], floor: int, top: int) -> bool:
     is an epoch's ("epoch 0") rather than a step's."""
     got = last_matching(lines, _STEP_KEYS, _step_progress, floor, top, 4)
     return len({n for i in got if (n := _step_in(lines[i])) is not None}) >= 3
+
+
+#: A scheduler's kill for the job's wall-time limit (Slurm, LSF, PBS/Torque, SGE): the job ran for its
+#: whole allocation (hours), which a program still starting up does not.
+_OUT_OF_TIME = Guarded(r"DUE TO TIME LIMIT|TERM_RUNLIMIT|walltime \S+ exceeded limit|h_rt limit|[Tt]ime limit (?:was )?exceeded",
+                       ("TIME LIMIT", "RUNLIMIT", "walltime", "h_rt", "ime limit"))
+#: Lines after a failure read for the scheduler's verdict (an LSF report follows the program's last
+#: words by about 40 lines).
+_KILL_AFTER = 60
 
 
 def _bar_done(lines: Sequence[str], floor: int, top: int) -> int | None:
