@@ -230,3 +230,19 @@ def test_a_time_limit_with_no_step_shown_is_not_startup(rules: Classifier) -> No
     # a cancellation without the time limit (scancel at start-up) stays start-up
     cancelled = ["Loading model weights", "slurmstepd: error: *** JOB 5 ON gpu03 CANCELLED AT 2024-03-01T10:00:00 ***"]
     assert diagnose_text("\n".join(cancelled), rules).phase == "startup"
+
+
+def test_a_wandb_run_history_after_the_failure_shows_steps_were_done(rules: Classifier) -> None:
+    # the script logs to wandb only: no step in the log, but the history at exit has 30 points
+    head = ["wandb: Tracking run with wandb version 0.12.11", "wandb: Syncing run feasible-morning-10",
+            "Traceback (most recent call last):", '  File "/srv/train_encoder.py", line 197, in <module>',
+            "    scaler.step(optimizer)", '  File "/venv/torch/cuda/amp/grad_scaler.py", line 338, in step',
+            "    retval = self._maybe_opt_step(optimizer, optimizer_state)", "KeyboardInterrupt", "",
+            "wandb: Waiting for W&B process to finish... (failed 255).", "wandb: Run history:"]
+    spark = "\u2584\u2585\u2587\u2584\u2584\u2588\u2586\u2581\u2584\u2587" * 3
+    w = diagnose_text("\n".join([*head, f"wandb:      loss {spark}", "wandb: Run summary:", "wandb:      loss 0.00934"]),
+                      rules)
+    assert w.phase == "training"
+    # one logged point says nothing about how far it got
+    w = diagnose_text("\n".join([*head, "wandb:      loss \u2581", "wandb: Run summary:", "wandb:      loss 0.9"]), rules)
+    assert w.phase == "first_step"

@@ -316,6 +316,8 @@ def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str],
             return "first_step"
         if any(_OUT_OF_TIME.search(ln) for ln in (*region, *lines[top:top + _KILL_AFTER])):
             return "training"  # it ran for its whole allocation: the steps went where this log does not show
+        if _logged_history(lines[top:top + _KILL_AFTER]):
+            return "training"  # the run logged its metrics many times (to wandb, not to this log)
         return _glued_bar(region) or ("first_step" if frames is not None and _in_step(frames) else "startup")
     done = _bar_done(lines, floor, top)
     if done is not None:  # a tqdm bar counts the steps done: the failure is in the next one
@@ -340,6 +342,16 @@ _OUT_OF_TIME = Guarded(r"DUE TO TIME LIMIT|TERM_RUNLIMIT|walltime \S+ exceeded l
 #: Lines after a failure read for the scheduler's verdict (an LSF report follows the program's last
 #: words by about 40 lines).
 _KILL_AFTER = 60
+
+
+#: A wandb run history's sparkline (``wandb:      loss ▄▅▇▄▄█▆▁▄▇``): one block per logged point.
+_SPARKLINE = re.compile("[\u2581-\u2588]{3,}")
+
+
+def _logged_history(after: Sequence[str]) -> bool:
+    """Whether wandb's "Run history:" printed at the process's exit (after the failure) holds a
+    metric logged three times or more: the run had done training steps although it printed none."""
+    return any(ln.startswith("wandb:") and ("\u2581" in ln or "\u2588" in ln) and _SPARKLINE.search(ln) for ln in after)
 
 
 def _bar_done(lines: Sequence[str], floor: int, top: int) -> int | None:
