@@ -246,3 +246,18 @@ def test_a_wandb_run_history_after_the_failure_shows_steps_were_done(rules: Clas
     # one logged point says nothing about how far it got
     w = diagnose_text("\n".join([*head, "wandb:      loss \u2581", "wandb: Run summary:", "wandb:      loss 0.9"]), rules)
     assert w.phase == "first_step"
+
+
+def test_fetching_items_while_iterating_a_data_set_is_the_first_step(rules: Classifier) -> None:
+    head = ["Training summary: 423791 samples, 211895 batches/epoch, batch size 64", "Using device: cuda",
+            "Exception in thread Thread-3 (_producer):", "Traceback (most recent call last):",
+            '  File "/srv/data/prefetch.py", line 110, in _producer', "    sample = next(iterator)"]
+    tail = ['  File "/srv/data/datasets.py", line 93, in __getitem__', "    messages = self._messages(item)",
+            "AttributeError: GemmaTokenizerFast has no attribute r1c5"]
+    it = ['  File "/srv/data/prefetch.py", line 79, in sharded_item_iterator', "    yield self.dataset[idx]"]
+    assert diagnose_text("\n".join(head + it + tail), rules).phase == "first_step"
+    # a data set indexed while setting up (a split looked up by name) is start-up
+    setup = ["Loading dataset", "Traceback (most recent call last):", '  File "/srv/train.py", line 40, in main',
+             '    eval_ds = raw["validation"]', '  File "/venv/datasets/dataset_dict.py", line 70, in __getitem__',
+             "    return super().__getitem__(k)", "KeyError: 'validation'"]
+    assert diagnose_text("\n".join(setup), rules).phase == "startup"

@@ -444,9 +444,22 @@ def _in_eval(frames: Sequence[str]) -> bool:
     return any(_EVAL_FUNC.search(f) for f in _funcs(frames) if f != "<module>")
 
 
+#: A data set's item fetch, and what iterates over a data set (a loader's ``__next__``, a custom
+#: prefetching thread's ``item_iterator``).
+_FETCH_FUNC = re.compile(r"^__getitems?__$")
+_ITER_FUNC = re.compile(r"(?i)__next__|iter")
+
+
 def _in_step(frames: Sequence[str]) -> bool:
-    """Whether the traceback runs inside a training step (a forward, a backward, an optimizer step)."""
-    return any(_STEP_FUNC.match(f) for f in _funcs(frames))
+    """Whether the traceback runs inside a training step (a forward, a backward, an optimizer step),
+    or fetches a batch's items while iterating over a data set (a custom loader's thread, without
+    torch's ``_next_data``); a ``__getitem__`` not reached by iterating (``datasets["validation"]``
+    while setting up) is not a step."""
+    funcs = _funcs(frames)
+    if any(_STEP_FUNC.match(f) for f in funcs):
+        return True
+    fetch = next((k for k, f in enumerate(funcs) if _FETCH_FUNC.match(f)), None)
+    return fetch is not None and any(_ITER_FUNC.search(f) for f in funcs[:fetch])
 
 
 #: NCCL's watchdog naming the collective it timed out on, with its sequence number.
