@@ -261,3 +261,9 @@ def test_fetching_items_while_iterating_a_data_set_is_the_first_step(rules: Clas
              '    eval_ds = raw["validation"]', '  File "/venv/datasets/dataset_dict.py", line 70, in __getitem__',
              "    return super().__getitem__(k)", "KeyError: 'validation'"]
     assert diagnose_text("\n".join(setup), rules).phase == "startup"
+
+
+def test_a_ruler_after_the_completion_is_no_next_stage(rules: Classifier) -> None:
+    steps = [f"ep=00  step={k}  loss=2.{k % 10}  lr=1e-4" for k in range(14000, 14800, 50)]
+    table = ["Training complete in 47.1 min  (14786 steps, 1 epochs)", "=" * 40, "final loss   2.81", "=" * 40]
+    assert diagnose_text("\n".join(steps + table + _NEW_PROGRAM), rules).phase == "shutdown"

@@ -243,8 +243,8 @@ def _names_eval(text: str) -> bool:
 
 #: A job script's or a pipeline's announcement that its next stage starts (``echo "Running: eval"``,
 #: ``=== Stage 2: fine-tuning ===``, "Starting evaluation", "***** Running Evaluation *****"),
-#: after its timestamp or log-level prefixes.
-_NEXT_STAGE = re.compile(r"(?i)^[\W\d]*(?:\[[^\]]{0,40}\]\s*)*(?:\W*(?:running|starting|launching|beginning|begin)\b|={3,})")
+#: after its timestamp or log-level prefixes; a bare ``=====`` ruler (a summary table's) is none.
+_NEXT_STAGE = re.compile(r"(?i)^[\W\d]*(?:\[[^\]]{0,40}\]\s*)*(?:\W*(?:running|starting|launching|beginning|begin)\b|={3,} *\w)")
 
 
 def _completion_above(lines: Sequence[str], start: int, top: int) -> int | None:
