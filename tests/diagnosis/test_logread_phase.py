@@ -131,3 +131,139 @@ def test_steps_of_an_earlier_program_of_the_job_script_do_not_count(rules: Class
     assert w.phase == "startup" and w.step is None
     w = diagnose_text("\n".join(base + mid[2:]), rules)  # no new program start: the steps are this run's
     assert w.phase == "training" and w.step == "21399"
+
+
+def test_building_a_pretrained_model_is_startup_reading_its_weights_is_a_load(rules: Classifier) -> None:
+    # from_pretrained fails while constructing the model (flash-attn missing): nothing was loaded yet
+    built = ["Loading config.json", "Traceback (most recent call last):",
+             '  File "/srv/knockout.py", line 210, in main', "    model = AutoModelForCausalLM.from_pretrained(name)",
+             '  File "/venv/transformers/modeling_utils.py", line 4094, in from_pretrained',
+             "    model = cls(config, *model_args, **model_kwargs)",
+             '  File "/venv/transformers/modeling_utils.py", line 1587, in _flash_attn_2_can_dispatch',
+             "    raise ImportError(msg)",
+             "ImportError: FlashAttention2 has been toggled on, but the package flash_attn seems to be not installed."]
+    assert diagnose_text("\n".join(built), rules).phase == "startup"
+    read = [*built[:5], "    state_dict = load_state_dict(shard_file)",
+            '  File "/venv/transformers/modeling_utils.py", line 512, in load_state_dict',
+            "    with safe_open(checkpoint_file, framework='pt') as f:",
+            "safetensors_rust.SafetensorError: Error while deserializing header: HeaderTooLarge"]
+    assert diagnose_text("\n".join(read), rules).phase == "checkpoint_load"
+
+
+def test_results_that_are_not_json_serializable_are_not_a_checkpoint_save(rules: Classifier) -> None:
+    lines = [*(f"{{'loss': 0.0{k}, 'grad_norm': 0.17, 'learning_rate': 5e-06, 'epoch': 0.{k}}}" for k in range(1, 9)),
+             "{'train_runtime': '6452', 'train_samples_per_second': '0.124', 'train_loss': '-0.01', 'epoch': '0.9'}",
+             "Traceback (most recent call last):", '  File "/srv/run.py", line 279, in run_single_training',
+             "    json.dump(summary, f)", '  File "/usr/lib/python3.10/json/encoder.py", line 179, in default',
+             "    raise TypeError(f'Object of type {o.__class__.__name__} '",
+             "TypeError: Object of type bool_ is not JSON serializable"]
+    assert diagnose_text("\n".join(lines), rules).phase == "shutdown"
+
+
+def test_a_full_disk_while_writing_a_checkpoint_is_a_save(rules: Classifier) -> None:
+    lines = [*(f"step {k}00 | loss 0.{k}1 | lr 1e-4" for k in range(1, 9)),
+             "Traceback (most recent call last):", '  File "/srv/train.py", line 400, in main',
+             "    artifact.add_dir(str(checkpoint_dir))",
+             '  File "/usr/lib/python3.12/shutil.py", line 150, in _fastcopy_sendfile',
+             "    sent = os.sendfile(outfd, infd, offset, blocksize)",
+             "OSError: [Errno 28] No space left on device: '/runs/a/checkpoints/040000/model.safetensors' -> '/tmp/x'"]
+    assert diagnose_text("\n".join(lines), rules).phase == "checkpoint_save"
+    # the same error on a scratch file is not about a checkpoint
+    other = [*lines[:-1], "OSError: [Errno 28] No space left on device: '/tmp/pymp-2ntknau9/cache.lock'"]
+    assert diagnose_text("\n".join(other), rules).phase == "training"
+
+
+_NCCL = ["[rank0]:[E405 03:51:41.28 ProcessGroupNCCL.cpp:688] [Rank 0] Watchdog caught collective operation timeout: "
+         "WorkNCCL(SeqNum=404, OpType=_ALLGATHER_BASE, NumelIn=1140480, NumelOut=2280960, Timeout(ms)=600000) ran for "
+         "600011 milliseconds before timing out.",
+         "terminate called after throwing an instance of 'c10::DistBackendError'"]
+
+
+def test_an_eval_setting_in_a_config_dump_is_not_an_evaluation(rules: Classifier) -> None:
+    bar = [f"{k * 5}%|#         | {k}/200 [00:0{k}<12:08,  3.66s/it]" for k in range(1, 8)]
+    dump = ["ERROR 04-05 03:52:41 [dump_input.py:72] Dumping input data for the engine with config: "
+            "{'cudagraph_capture_size': 32, 'dynamic_shapes_config': {'evaluate_guards': False}, 'eval_steps': 50}"]
+    assert diagnose_text("\n".join(bar + _NCCL + dump), rules).phase == "training"
+    # the word used for what the run is doing still counts
+    doing = ["Evaluating on the validation set ..."]
+    assert diagnose_text("\n".join(bar + doing + _NCCL), rules).phase == "evaluation"
+
+
+def test_the_pytorch_tutorial_batch_loss_lines_are_steps(rules: Classifier) -> None:
+    # print('EPOCH {}:'.format(n)); print('  batch {} loss: {}'.format(i + 1, last_loss)); a header naming epoch 0
+    lines = ["EPOCH 1:", *(f"  batch {k} loss: 0.02{k}" for k in range(1, 40, 10)),
+             "*****matrice de confusion*****train*****epoch  0", *_TB]
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.phase == "training"
+    assert last_step(["EPOCH 1:", "  batch 7 loss: 0.5"], 2) == "7"
+    assert last_step(["    batch = next(loader)"], 1) is None  # a traceback's code line is no step
+
+
+_NEW_PROGRAM = ["Traceback (most recent call last):", '  File "/srv/train.py", line 985, in <module>', "    main()",
+                '  File "/srv/train.py", line 525, in train', "    out = make_run_dir(cfg.output_dir)",
+                "FileExistsError: Run directory already exists: runs/baseline"]
+
+
+def test_a_failure_after_a_finished_program_and_a_next_stage_is_that_stages(rules: Classifier) -> None:
+    steps = [f"ep=00  step={k}  loss=2.{k % 10}  lr=1e-4" for k in range(14000, 14800, 50)]
+    done = ["Training complete in 47.1 min  (14786 steps, 1 epochs)"]
+    # the job script starts its next program, which fails before its first step
+    w = diagnose_text("\n".join(steps + done + ["[04:58:12] === Stage 2: 100-step benchmark runs ===",
+                                               "[04:58:12]   Running: baseline", *_NEW_PROGRAM]), rules)
+    assert (w.phase, w.step) == ("startup", None)
+    # the finished program itself fails after its end: its shutdown
+    w = diagnose_text("\n".join(steps + done + _NEW_PROGRAM), rules)
+    assert w.phase == "shutdown"
+
+
+def test_a_time_limit_with_no_step_shown_is_not_startup(rules: Classifier) -> None:
+    # the steps went to another file (or a format not read): the job ran for its whole allocation
+    quiet = ["Using device cuda:0", "Building model PaiNN (5.2M parameters)",
+             "[2023-11-29 11:05:15] torch._dynamo.convert_frame: [WARNING] WON'T CONVERT update model.py",
+             "User defined signal 2", "", "-" * 60, "Sender: LSF System <lsfadmin@cluster>",
+             "Subject: Job 19591965: <run_0> in cluster <dcc> Exited", "",
+             "TERM_RUNLIMIT: job killed after reaching LSF run time limit.", "Exited with exit code 140."]
+    assert diagnose_text("\n".join(quiet), rules).phase == "training"
+    slurm = ["Loading model weights", "slurmstepd: error: *** JOB 5 ON gpu03 CANCELLED AT 2024-03-01T10:00:00 "
+             "DUE TO TIME LIMIT ***"]
+    assert diagnose_text("\n".join(slurm), rules).phase == "training"
+    # a cancellation without the time limit (scancel at start-up) stays start-up
+    cancelled = ["Loading model weights", "slurmstepd: error: *** JOB 5 ON gpu03 CANCELLED AT 2024-03-01T10:00:00 ***"]
+    assert diagnose_text("\n".join(cancelled), rules).phase == "startup"
+
+
+def test_a_wandb_run_history_after_the_failure_shows_steps_were_done(rules: Classifier) -> None:
+    # the script logs to wandb only: no step in the log, but the history at exit has 30 points
+    head = ["wandb: Tracking run with wandb version 0.12.11", "wandb: Syncing run feasible-morning-10",
+            "Traceback (most recent call last):", '  File "/srv/train_encoder.py", line 197, in <module>',
+            "    scaler.step(optimizer)", '  File "/venv/torch/cuda/amp/grad_scaler.py", line 338, in step',
+            "    retval = self._maybe_opt_step(optimizer, optimizer_state)", "KeyboardInterrupt", "",
+            "wandb: Waiting for W&B process to finish... (failed 255).", "wandb: Run history:"]
+    spark = "\u2584\u2585\u2587\u2584\u2584\u2588\u2586\u2581\u2584\u2587" * 3
+    w = diagnose_text("\n".join([*head, f"wandb:      loss {spark}", "wandb: Run summary:", "wandb:      loss 0.00934"]),
+                      rules)
+    assert w.phase == "training"
+    # one logged point says nothing about how far it got
+    w = diagnose_text("\n".join([*head, "wandb:      loss \u2581", "wandb: Run summary:", "wandb:      loss 0.9"]), rules)
+    assert w.phase == "first_step"
+
+
+def test_fetching_items_while_iterating_a_data_set_is_the_first_step(rules: Classifier) -> None:
+    head = ["Training summary: 423791 samples, 211895 batches/epoch, batch size 64", "Using device: cuda",
+            "Exception in thread Thread-3 (_producer):", "Traceback (most recent call last):",
+            '  File "/srv/data/prefetch.py", line 110, in _producer', "    sample = next(iterator)"]
+    tail = ['  File "/srv/data/datasets.py", line 93, in __getitem__', "    messages = self._messages(item)",
+            "AttributeError: GemmaTokenizerFast has no attribute r1c5"]
+    it = ['  File "/srv/data/prefetch.py", line 79, in sharded_item_iterator', "    yield self.dataset[idx]"]
+    assert diagnose_text("\n".join(head + it + tail), rules).phase == "first_step"
+    # a data set indexed while setting up (a split looked up by name) is start-up
+    setup = ["Loading dataset", "Traceback (most recent call last):", '  File "/srv/train.py", line 40, in main',
+             '    eval_ds = raw["validation"]', '  File "/venv/datasets/dataset_dict.py", line 70, in __getitem__',
+             "    return super().__getitem__(k)", "KeyError: 'validation'"]
+    assert diagnose_text("\n".join(setup), rules).phase == "startup"
+
+
+def test_a_ruler_after_the_completion_is_no_next_stage(rules: Classifier) -> None:
+    steps = [f"ep=00  step={k}  loss=2.{k % 10}  lr=1e-4" for k in range(14000, 14800, 50)]
+    table = ["Training complete in 47.1 min  (14786 steps, 1 epochs)", "=" * 40, "final loss   2.81", "=" * 40]
+    assert diagnose_text("\n".join(steps + table + _NEW_PROGRAM), rules).phase == "shutdown"

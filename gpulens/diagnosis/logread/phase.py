@@ -21,7 +21,7 @@ from gpulens.diagnosis.logread.lines import (
     last_matching,
 )
 
-__all__ = ["PHASES", "last_step", "phase_of", "run_start"]
+__all__ = ["PHASES", "last_step", "own_step", "phase_of", "run_start"]
 
 PHASES = ("startup", "first_step", "training", "evaluation", "checkpoint_save", "checkpoint_load", "shutdown")
 
@@ -32,10 +32,16 @@ _STEP_RES = (
     re.compile(r"'epoch':\s*(\d+(?:\.\d+)?)"),
     re.compile(r"\s(\d+)/\d+\s+\["),
 )
+#: Read in the traceback's unindented lines (its head and its exception message). "serializ" only
+#: as torch's (``torch/serialization``, "failed to serialize"): Python's "Object of type X is not
+#: JSON serializable" is about writing results, not a checkpoint. A disk-full or write error on a
+#: checkpoint's path (``.../checkpoints/040000/model.safetensors``, ``ckpt``, ``.pt``) is a save.
 _SAVE = Guarded(r"save_checkpoint|_save_checkpoint|torch\.save|save_pretrained|save_model|[Ss]aving (?:model|checkpoint)"
-                r"|PytorchStreamWriter|SafetensorError|serializ|merge_and_unload|push_to_hub|_save\(",
+                r"|PytorchStreamWriter|SafetensorError|(?<!JSON )\bserializ(?!able)|merge_and_unload|push_to_hub|_save\("
+                r"|(?:No space left on device|Disk quota exceeded|Read-only file system)\b.*"
+                r"(?:checkpoint|ckpt|\.safetensors|\.pth?\b|\.bin\b)",
                 ("save", "aving", "PytorchStreamWriter", "SafetensorError", "serializ", "merge_and_unload",
-                 "push_to_hub"))
+                 "push_to_hub", "No space left", "quota exceeded", "Read-only file"))
 _LOAD = Guarded(r"load_checkpoint|load_state_dict|_load_best_model|resume_from|[Ll]oading checkpoint|torch\.load\("
                 r"|_IncompatibleKeys|Error\(s\) in loading state_dict",
                 ("load", "oading", "resume_from", "_IncompatibleKeys"))
@@ -56,6 +62,12 @@ def last_step(lines: Sequence[str], before: int, floor: int = 0) -> str | None:
     floor = run_start(lines, floor, before, _STEP_LOOKBACK)
     found = last_matching(lines, _STEP_KEYS, lambda ln: _step_in(ln) is not None, max(floor, before - _STEP_LOOKBACK), before)
     return _step_in(lines[found[0]]) if found else None
+
+
+def own_step(phase: str, step: str | None) -> str | None:
+    """The step to report for a failure in ``phase``: none for a start-up failure (the program
+    failed before its first step; a step printed above it is an earlier program's or attempt's)."""
+    return None if phase == "startup" else step
 
 
 #: Lines a program prints once when it starts, before any step of its own: torchrun's (and
@@ -83,12 +95,21 @@ _COUNTER_KEYS = ("ite ", "tick ")
 _STEP_KEYS = (*PROGRESS_KEYS, *_COUNTER_KEYS)
 
 
+#: The loss line of the loop in PyTorch's "Training with PyTorch" tutorial, copied into many
+#: scripts: ``print('  batch {} loss: {}'.format(i + 1, last_loss))`` (indented, so not a progress
+#: line for the verdict, which skips indented lines as traceback code).
+_BATCH_LOSS = re.compile(r"\s*[Bb]atch\s+(\d+)\s+loss\s*:\s*[-+\d.]")
+
+
 def _counter(line: str) -> str | None:
     """The count of a bare counter line, if it is one."""
-    if not line.startswith(_COUNTER_KEYS):
-        return None
-    m = _COUNTER.match(line)
-    return m.group(1) if m else None
+    if line.startswith(_COUNTER_KEYS):
+        m = _COUNTER.match(line)
+        return m.group(1) if m else None
+    if line[:1] in " \t" and line.lstrip(" \t").startswith(("batch ", "Batch ")):
+        m = _BATCH_LOSS.match(line)
+        return m.group(1) if m else None
+    return None
 
 
 def _step_in(line: str) -> str | None:
@@ -181,16 +202,66 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     floor = run_start(lines, floor, top, _RUN_LOOKBACK)  # the failing program's own lines
     # as shown (a progress bar's line holds every refresh: its last is what shows)
     before = [_shown(ln)[-_SHOWN:] for ln in lines[max(floor, top - _LOOKBACK):top] if ln.strip()]
-    if any(is_completion(ln) and not ln.lstrip().startswith(_AT_EXIT) for ln in before) or _teardown(region):
+    done = _completion_above(lines, max(floor, top - _LOOKBACK), top)
+    stage = _next_stage(lines, done, top) if done is not None else None
+    if (done is not None and stage is None) or _teardown(region):
         return "shutdown"
-    if _in_eval(frames) if tb_start is not None else _EVAL.search(text):
+    if stage is not None:  # a finished program, then the job's next one: the failure is that one's
+        floor = stage + 1  # the announcement itself ("=== 100-step runs ===") counts no step
+        before = [_shown(ln)[-_SHOWN:] for ln in lines[floor:top] if ln.strip()]
+    if _in_eval(frames) if tb_start is not None else _names_eval(text):
         return "evaluation"
-    if any(_EVAL.search(ln) and not is_progress(ln) and not _RESULT_LINE.search(ln) and "rror" not in ln
+    if any(_names_eval(ln) and not is_progress(ln) and not _RESULT_LINE.search(ln) and "rror" not in ln
            and not ln.startswith((" ", "\t")) for ln in _since_last_step(before)):
         return "evaluation"
     if _evaluating(lines, floor, top):
         return "evaluation"
     return _by_steps(lines, floor, top, region, frames if tb_start is not None else None, step)
+
+
+#: What follows a setting's name in a config dump or an argument list (``'evaluate_guards': False``,
+#: ``eval_steps=500``, ``do_eval: true``).
+_VALUE = re.compile(r"['\"]?\s*[:=]")
+
+
+def _names_eval(text: str) -> bool:
+    """Whether ``text`` speaks of an evaluation (:data:`_EVAL`) other than as the name of a
+    setting given a value: a snake_case name holding the word followed by ``:``/``=`` is a
+    configuration key (a trainer's argument dump, a vLLM engine's config), not evaluation going on."""
+    m = _EVAL.search(text)
+    while m is not None:
+        s, e = m.start(), m.end()
+        while s > 0 and (text[s - 1].isalnum() or text[s - 1] == "_"):
+            s -= 1
+        while e < len(text) and (text[e].isalnum() or text[e] == "_"):
+            e += 1
+        if "_" not in text[s:e] or _VALUE.match(text, e) is None:
+            return True
+        m = _EVAL.regex.search(text, e)
+    return False
+
+
+#: A job script's or a pipeline's announcement that its next stage starts (``echo "Running: eval"``,
+#: ``=== Stage 2: fine-tuning ===``, "Starting evaluation", "***** Running Evaluation *****"),
+#: after its timestamp or log-level prefixes; a bare ``=====`` ruler (a summary table's) is none.
+_NEXT_STAGE = re.compile(r"(?i)^[\W\d]*(?:\[[^\]]{0,40}\]\s*)*(?:\W*(?:running|starting|launching|beginning|begin)\b|={3,} *\w)")
+
+
+def _completion_above(lines: Sequence[str], start: int, top: int) -> int | None:
+    """The index of the last completion line in ``lines[start:top]`` (not a tracker's at-exit line)."""
+    for k in range(top - 1, start - 1, -1):
+        shown = _shown(lines[k])[-_SHOWN:]
+        if shown.strip() and is_completion(shown) and not shown.lstrip().startswith(_AT_EXIT):
+            return k
+    return None
+
+
+def _next_stage(lines: Sequence[str], done: int, top: int) -> int | None:
+    """The index of the first announcement of a next stage (:data:`_NEXT_STAGE`) between a
+    completion line at ``done`` and a failure at ``top``: a job script that goes on to its next
+    program after one finished fails in that program's own phase, not in the finished one's
+    shutdown."""
+    return next((k for k in range(done + 1, top) if _NEXT_STAGE.match(_shown(lines[k]))), None)
 
 
 #: An evaluation's own progress line, by the name trainers give it: a tqdm bar ("Validation
@@ -243,13 +314,44 @@ def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str],
             return "startup"
         if _first_collective(region):
             return "first_step"
+        if any(_OUT_OF_TIME.search(ln) for ln in (*region, *lines[top:top + _KILL_AFTER])):
+            return "training"  # it ran for its whole allocation: the steps went where this log does not show
+        if _logged_history(lines[top:top + _KILL_AFTER]):
+            return "training"  # the run logged its metrics many times (to wandb, not to this log)
         return _glued_bar(region) or ("first_step" if frames is not None and _in_step(frames) else "startup")
     done = _bar_done(lines, floor, top)
     if done is not None:  # a tqdm bar counts the steps done: the failure is in the next one
         return "first_step" if done == 0 else "training"
-    if step in ("0", "1") or (steps < 3 and not _past_first(step)):
+    if (step in ("0", "1") or (steps < 3 and not _past_first(step))) and not _counts_advance(lines, floor, top):
         return "first_step"
     return "training"
+
+
+def _counts_advance(lines: Sequence[str], floor: int, top: int) -> bool:
+    """Whether the last training progress lines before ``top`` count three different steps
+    ("batch 16 ... batch 26 ... batch 36"): steps were done, even where the last number printed
+    is an epoch's ("epoch 0") rather than a step's."""
+    got = last_matching(lines, _STEP_KEYS, _step_progress, floor, top, 4)
+    return len({n for i in got if (n := _step_in(lines[i])) is not None}) >= 3
+
+
+#: A scheduler's kill for the job's wall-time limit (Slurm, LSF, PBS/Torque, SGE): the job ran for its
+#: whole allocation (hours), which a program still starting up does not.
+_OUT_OF_TIME = Guarded(r"DUE TO TIME LIMIT|TERM_RUNLIMIT|walltime \S+ exceeded limit|h_rt limit|[Tt]ime limit (?:was )?exceeded",
+                       ("TIME LIMIT", "RUNLIMIT", "walltime", "h_rt", "ime limit"))
+#: Lines after a failure read for the scheduler's verdict (an LSF report follows the program's last
+#: words by about 40 lines).
+_KILL_AFTER = 60
+
+
+#: A wandb run history's sparkline (``wandb:      loss ▄▅▇▄▄█▆▁▄▇``): one block per logged point.
+_SPARKLINE = re.compile("[\u2581-\u2588]{3,}")
+
+
+def _logged_history(after: Sequence[str]) -> bool:
+    """Whether wandb's "Run history:" printed at the process's exit (after the failure) holds a
+    metric logged three times or more: the run had done training steps although it printed none."""
+    return any(ln.startswith("wandb:") and ("\u2581" in ln or "\u2588" in ln) and _SPARKLINE.search(ln) for ln in after)
 
 
 def _bar_done(lines: Sequence[str], floor: int, top: int) -> int | None:
@@ -309,7 +411,10 @@ _SYNTAX = ("SyntaxError", "IndentationError", "TabError")
 #: Functions that save or load a checkpoint or pretrained weights (by name).
 _SAVE_FUNC = re.compile(r"(?i)save_?(?:checkpoint|model|pretrained|state|weights|fsdp)|_save_(?:\w+_)?checkpoint"
                         r"|checkpoint_save|save_to_disk")
-_LOAD_FUNC = re.compile(r"(?i)load_(?:checkpoint|state|model|pretrained|weights|sharded|best)|from_pretrained|resume_from"
+#: Not ``from_pretrained`` itself: it also downloads the config (a gated repository's 401) and builds
+#: the model (``__init__`` checking flash-attn), which is start-up; it reads the weights in the
+#: ``_load_pretrained_model``/``load_state_dict`` frames it calls, which match.
+_LOAD_FUNC = re.compile(r"(?i)load_(?:checkpoint|state|model|pretrained|weights|sharded|best)|resume_from"
                         r"|_load_from|checkpoint_files")
 
 
@@ -339,9 +444,22 @@ def _in_eval(frames: Sequence[str]) -> bool:
     return any(_EVAL_FUNC.search(f) for f in _funcs(frames) if f != "<module>")
 
 
+#: A data set's item fetch, and what iterates over a data set (a loader's ``__next__``, a custom
+#: prefetching thread's ``item_iterator``).
+_FETCH_FUNC = re.compile(r"^__getitems?__$")
+_ITER_FUNC = re.compile(r"(?i)__next__|iter")
+
+
 def _in_step(frames: Sequence[str]) -> bool:
-    """Whether the traceback runs inside a training step (a forward, a backward, an optimizer step)."""
-    return any(_STEP_FUNC.match(f) for f in _funcs(frames))
+    """Whether the traceback runs inside a training step (a forward, a backward, an optimizer step),
+    or fetches a batch's items while iterating over a data set (a custom loader's thread, without
+    torch's ``_next_data``); a ``__getitem__`` not reached by iterating (``datasets["validation"]``
+    while setting up) is not a step."""
+    funcs = _funcs(frames)
+    if any(_STEP_FUNC.match(f) for f in funcs):
+        return True
+    fetch = next((k for k, f in enumerate(funcs) if _FETCH_FUNC.match(f)), None)
+    return fetch is not None and any(_ITER_FUNC.search(f) for f in funcs[:fetch])
 
 
 #: NCCL's watchdog naming the collective it timed out on, with its sequence number.

@@ -52,7 +52,7 @@ from gpulens.diagnosis.logread.lines import (
     is_terminal_kill,
     last_matching,
 )
-from gpulens.diagnosis.logread.phase import last_step, phase_of
+from gpulens.diagnosis.logread.phase import last_step, own_step, phase_of
 from gpulens.diagnosis.logread.source import WholeText, read_whole, text_source
 from gpulens.diagnosis.types import Diagnosis
 from gpulens.vocab import NO_FAILURE
@@ -321,8 +321,9 @@ def _stopped(base: WholeDiagnosis, src: WholeText, end: End, starts: Sequence[in
     step = last_step(lines, end.index + 1, starts[-1])
     d = Diagnosis("unknown", "unknown", 0.0, [line], method="completion", reason=why, file=file)
     region = [logs.normalize_line(x) for x in lines[max(starts[-1], end.index - _AROUND):end.index + 1]]
+    phase = phase_of(lines, end.index + 1, region, starts[-1], step)
     return dataclasses.replace(base, diagnosis=d, indicator_lines=[src.number(end.index)], indicators=[line],
-                               phase=phase_of(lines, end.index + 1, region, starts[-1], step), step=step)
+                               phase=phase, step=own_step(phase, step))
 
 
 def _healthy(base: WholeDiagnosis, src: WholeText, done: tuple[int, float], file: str | None,
@@ -398,7 +399,7 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
         base, diagnosis=d, indicator_lines=[src.number(i) for i in primary],
         indicators=[logs.normalize_line(lines[i]).strip()[:300] for i in primary],
         first_rank=first.rank, first_node=first.node or _failing_host(lines, starts[-1]),
-        phase=phase_of(lines, at, region, starts[-1], step), step=step,
+        phase=(phase := phase_of(lines, at, region, starts[-1], step)), step=own_step(phase, step),
         secondary_lines=len(secondary), new_in_attempt=new_in_last(lines, starts, good))
 
 
