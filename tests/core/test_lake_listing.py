@@ -153,3 +153,38 @@ def test_a_changed_folder_is_listed_again_the_unchanged_ones_are_reused(store: S
     _new_process()
     again = lake._load_saved(store.samples, "proc")
     assert again is not None and again[1].paths == after.paths
+
+
+def test_a_pinned_listing_is_reused_until_the_block_ends_or_a_file_is_quarantined(
+        store: Store) -> None:
+    import threading
+
+    for node in ("n0", "n1"):
+        store.write_samples("proc", proc_rows(node, 0, 20))
+    _settle(store.samples)
+    before = lake.list_live(store.samples, "proc")
+    with lake.listings_pinned():
+        pinned = lake.list_live(store.samples, "proc")
+        assert pinned == before
+        # a segment arriving during the block is not seen inside it (one listing per page run) ...
+        store.write_samples("proc", proc_rows("n0", 100, 5))
+        assert lake.list_live(store.samples, "proc") is pinned
+        with lake.listings_pinned():  # a nested block shares the outer one
+            assert lake.list_live(store.samples, "proc") is pinned
+        # ... another thread, outside any block, lists afresh ...
+        seen: list[lake.LakeListing] = []
+        other = threading.Thread(target=lambda: seen.append(lake.list_live(store.samples, "proc")))
+        other.start()
+        other.join()
+        assert len(seen[0].paths) == 3
+        # ... and a file this process quarantines ends the reuse: the next call lists again,
+        # without it and with the new segment
+        victim = Path(before.paths[1])
+        assert qr.quarantine(store.root, victim, "test: damaged") is not None
+        again = lake.list_live(store.samples, "proc")
+        assert str(victim) not in again.paths and len(again.paths) == 2
+        assert sorted(again.paths) == sorted(set(seen[0].paths) - {str(victim)})
+        assert lake.list_live(store.samples, "proc") is again
+    # after the block every call checks the folders again
+    store.write_samples("proc", proc_rows("n1", 300, 5))
+    assert len(lake.list_live(store.samples, "proc").paths) == 3
