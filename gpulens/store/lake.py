@@ -465,6 +465,9 @@ _SAVED_VERSION = 2
 #: (samples, kind) -> (listing signature, folders saved): what this process last saved or loaded
 #: (a kind in here is not loaded again: its unchanged folders are in the per-folder reuse)
 _saved_state: dict[tuple[str, str], tuple[str, int]] = {}
+#: (samples, kind) -> the entries (by folder) this process took from a saved listing that was not
+#: whole: a save that would hold these and nothing else is skipped (:func:`_save`)
+_taken: dict[tuple[str, str], dict[str, list]] = {}
 
 
 def _saved_path(samples: Path, kind: str) -> Path:
@@ -497,6 +500,11 @@ def _save(samples: Path, kind: str, stamps: tuple[tuple[str, int], ...] | None,
         return  # nothing settled, or the same as what this process last saved or loaded
     whole = stamps is not None and len(kept) == len(entries) \
         and all(p.startswith(base) for p, _ in stamps)
+    taken = _taken.pop((str(samples), kind), None)
+    if taken is not None and not whole and all(taken.get(str(e[0])) == e for e in kept):
+        # every settled folder's entry is in the saved file as it is (the others changed in the
+        # last 2 s): the next process takes the same entries from it and lists the same others
+        return
     doc = {"version": _SAVED_VERSION, "kind": kind,
            "stamps": [[p[len(base):], m] for p, m in stamps] if whole and stamps else [],
            "folders": kept}
@@ -548,6 +556,7 @@ def _load_saved(samples: Path,
         stamped = dict(stamps) if whole else {}
         files: list[tuple[str, date]] = []
         days: dict[str, date] = {}
+        taken: dict[str, list] = {}
         for entry in folders:
             checked = _entry_unchanged(base, entry)
             if checked is None:
@@ -556,6 +565,7 @@ def _load_saved(samples: Path,
             whole = whole and stamped.get(base + str(entry[0])) == int(entry[2])
             for path, size, mtime in checked:
                 qr.mark_verified(path, size, mtime)
+            taken[str(entry[0])] = entry
             _listed[base + str(entry[0])] = (int(entry[2]), tuple(n for n, *_ in entry[3]),
                                              tuple(str(n) for n in entry[4]))
             day = entry[1]
@@ -565,6 +575,7 @@ def _load_saved(samples: Path,
         return None  # missing, unreadable or of another format: list afresh
     if not whole:
         _saved_state[(str(samples), kind)] = ("", 0)
+        _taken[(str(samples), kind)] = taken
         return None
     listing = _listing(files)
     _saved_state[(str(samples), kind)] = (listing.signature, len(folders))
