@@ -14,6 +14,7 @@ from pathlib import Path
 import streamlit as st
 
 from gpulens.dashboard import data
+from gpulens.store.lake import listings_pinned
 
 __all__ = ["PAGES_DIR", "main"]
 
@@ -88,8 +89,11 @@ def main() -> None:
         ],
     }
     page = st.navigation(pages)
-    st.session_state["gl_filters"] = _sidebar()
-    page.run()
+    # one listing of the sample files for the whole run: every call of the page sees the same
+    # files, and the folders are checked once, not at every call (gpulens.store.lake)
+    with listings_pinned():
+        st.session_state["gl_filters"] = _sidebar()
+        page.run()
 
 
 main()

@@ -33,6 +33,7 @@ __all__ = [
     "QuarantineRecord",
     "check_segment",
     "count_quarantined",
+    "events",
     "excluded",
     "is_excluded",
     "list_quarantined",
@@ -62,6 +63,8 @@ _DUCK_READ_ERRORS = frozenset({"Error", "IOException", "InvalidInputException", 
                                "SerializationException"})
 #: files that passed the magic check: (size, mtime_ns), segments are immutable
 _VERIFIED: dict[str, tuple[int, int]] = {}
+#: how many files this process quarantined or left out (see :func:`events`)
+_EVENTS = [0]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,6 +156,7 @@ def quarantine(root: Path, path: Path, reason: str) -> QuarantineRecord | None:
     except OSError:
         moved_to = None
     _VERIFIED.pop(str(path), None)
+    _EVENTS[0] += 1
     record = QuarantineRecord(str(rel), moved_to, reason, rows, at)
     if moved_to is None:
         _EXCLUDED.add(str(path))
@@ -164,6 +168,12 @@ def quarantine(root: Path, path: Path, reason: str) -> QuarantineRecord | None:
     except OSError:
         pass  # the moved file is the evidence; the record is a convenience
     return record
+
+
+def events() -> int:
+    """How many files this process has quarantined or left out so far: a listing made while it
+    was another number may still hold one of them (gpulens.store.lake's pinned listings)."""
+    return _EVENTS[0]
 
 
 def excluded() -> set[str]:

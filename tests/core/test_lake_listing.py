@@ -30,6 +30,7 @@ def _new_process() -> None:
     lake._listed.clear()
     lake._inputs_cache.clear()
     lake._saved_state.clear()
+    lake._taken.clear()
     qr._VERIFIED.clear()
 
 
@@ -117,6 +118,7 @@ def test_a_changed_folder_is_listed_again_the_unchanged_ones_are_reused(store: S
     saved = lake._saved_path(store.samples, "proc")
     assert _saved_files(saved) == 3
     n0, n1, n2 = (_folder(store.samples, n) for n in ("n0", "n1", "n2"))
+    before = saved.read_text()
 
     # the open day's folder of n1 gets a new segment (just now: not settled), n2's file is
     # damaged in place (its folder's mtime unchanged): only n0's entry is reused
@@ -137,13 +139,14 @@ def test_a_changed_folder_is_listed_again_the_unchanged_ones_are_reused(store: S
     assert len(lines) == 1 and victim.name in lines[0]
     assert sorted(after.paths) == sorted(_walked(store.samples, "proc").paths)
 
-    # what was saved: the settled folders only (n1 got a file and n2 lost one to the quarantine
-    # in the last 2 s), no whole-listing stamps; the next process reuses n0, lists the others
-    doc = json.loads(saved.read_text())
-    assert doc["stamps"] == [] and [e[0].rsplit("=", 1)[1] for e in doc["folders"]] == ["n0"]
+    # nothing new was saved: the settled folders are n0 only (n1 got a file and n2 lost one to
+    # the quarantine in the last 2 s), whose entry the saved file holds as it is; the next
+    # process reuses n0 and lists the others again (n1's unchanged entry is taken, for the walk
+    # to use if the folder's mtime matches; n2's lost its file)
+    assert saved.read_text() == before
     _new_process()
     assert lake._load_saved(store.samples, "proc") is None
-    assert set(lake._listed) == {n0}
+    assert set(lake._listed) == {n0, n1}
     assert lake.list_live(store.samples, "proc").paths == after.paths
 
     # once everything is settled the whole listing is saved and taken as is again
@@ -153,3 +156,69 @@ def test_a_changed_folder_is_listed_again_the_unchanged_ones_are_reused(store: S
     _new_process()
     again = lake._load_saved(store.samples, "proc")
     assert again is not None and again[1].paths == after.paths
+
+
+def test_a_pinned_listing_is_reused_until_the_block_ends_or_a_file_is_quarantined(
+        store: Store) -> None:
+    import threading
+
+    for node in ("n0", "n1"):
+        store.write_samples("proc", proc_rows(node, 0, 20))
+    _settle(store.samples)
+    before = lake.list_live(store.samples, "proc")
+    with lake.listings_pinned():
+        pinned = lake.list_live(store.samples, "proc")
+        assert pinned == before
+        # a segment arriving during the block is not seen inside it (one listing per page run) ...
+        store.write_samples("proc", proc_rows("n0", 100, 5))
+        assert lake.list_live(store.samples, "proc") is pinned
+        with lake.listings_pinned():  # a nested block shares the outer one
+            assert lake.list_live(store.samples, "proc") is pinned
+        # ... another thread, outside any block, lists afresh ...
+        seen: list[lake.LakeListing] = []
+        other = threading.Thread(target=lambda: seen.append(lake.list_live(store.samples, "proc")))
+        other.start()
+        other.join()
+        assert len(seen[0].paths) == 3
+        # ... and a file this process quarantines ends the reuse: the next call lists again,
+        # without it and with the new segment
+        victim = Path(before.paths[1])
+        assert qr.quarantine(store.root, victim, "test: damaged") is not None
+        again = lake.list_live(store.samples, "proc")
+        assert str(victim) not in again.paths and len(again.paths) == 2
+        assert sorted(again.paths) == sorted(set(seen[0].paths) - {str(victim)})
+        assert lake.list_live(store.samples, "proc") is again
+    # after the block every call checks the folders again
+    store.write_samples("proc", proc_rows("n1", 300, 5))
+    assert len(lake.list_live(store.samples, "proc").paths) == 3
+
+
+def test_a_saved_listing_is_not_rewritten_when_only_unsettled_folders_changed(
+        store: Store) -> None:
+    for node in ("n0", "n1", "n2"):
+        store.write_samples("proc", proc_rows(node, 0, 30))
+    _settle(store.samples)
+    lake.list_live(store.samples, "proc")
+    saved = lake._saved_path(store.samples, "proc")
+    text = saved.read_text()
+    assert json.loads(text)["stamps"]  # whole
+
+    # a new segment of the open day (just now: not settled): the next process lists that folder
+    # again and takes the others from the saved file, which holds nothing older than that: it is
+    # left as it is (the process after that does the same)
+    store.write_samples("proc", proc_rows("n1", 100, 10))
+    for _ in range(2):
+        _new_process()
+        listing = lake.list_live(store.samples, "proc")
+        assert listing == _walked(store.samples, "proc") and len(listing.paths) == 4
+        assert saved.read_text() == text
+
+    # once that folder settled, its new entry is saved (and the listing whole again)
+    _settle(store.samples)
+    _new_process()
+    assert lake.list_live(store.samples, "proc") == listing
+    doc = json.loads(saved.read_text())
+    assert saved.read_text() != text and doc["stamps"] and _saved_files(saved) == 4
+    _new_process()
+    again = lake._load_saved(store.samples, "proc")
+    assert again is not None and again[1] == listing
