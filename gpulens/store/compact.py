@@ -83,6 +83,7 @@ from gpulens.store.lake import (
 )
 from gpulens.store.samples import SAMPLE_KINDS
 from gpulens.store.segments import _fsync_dir as fsync_dir
+from gpulens.store.segments import commit_parquet
 from gpulens.store.store import Store
 from gpulens.store.tables import replace_batch
 
@@ -171,12 +172,8 @@ def _write_compacted(store: Store, kind: str, part: Partition, now: datetime) ->
     meta = dict(table.schema.metadata or {})
     meta.update({INPUTS_KEY: json.dumps(list(part.live)).encode(),
                  _BYTES_IN_KEY: str(size_in).encode(), _CREATED_KEY: now.isoformat().encode()})
-    pq.write_table(table.replace_schema_metadata(meta), staged, compression="zstd",
-                   compression_level=3, row_group_size=ROW_GROUP_ROWS)
-    with open(staged, "rb+") as fh:
-        os.fsync(fh.fileno())
-    size_out = staged.stat().st_size
-    os.replace(staged, part.path / name)  # the commit
+    size_out = commit_parquet(table.replace_schema_metadata(meta), staged, part.path / name,
+                              compression="zstd", compression_level=3, row_group_size=ROW_GROUP_ROWS)
     fsync_dir(part.path)
     shutil.rmtree(staging, ignore_errors=True)
     return {"kind": kind, "day": part.day, "node": part.node, "output": name,

@@ -34,6 +34,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from gpulens.store.segments import commit_parquet
+
 __all__ = [
     "KEY",
     "SavedFile",
@@ -136,13 +138,9 @@ def save(path: Path, table: pa.Table, key: str) -> int | None:
     tmp = folder / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        pq.write_table(table.replace_schema_metadata({KEY: key.encode()}), tmp,
-                       compression="zstd", compression_level=3, write_page_checksum=True,
-                       row_group_size=1 << 20)
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
-        size = tmp.stat().st_size
-        os.replace(tmp, path)  # the commit
+        size = commit_parquet(table.replace_schema_metadata({KEY: key.encode()}), tmp, path,
+                              compression="zstd", compression_level=3, write_page_checksum=True,
+                              row_group_size=1 << 20)
     except OSError:
         with contextlib.suppress(OSError):
             tmp.unlink()

@@ -54,6 +54,7 @@ import pyarrow.parquet as pq
 from gpulens.store import quarantine as qr
 from gpulens.store.lake import COMPACT_PREFIX, partitions
 from gpulens.store.samples import SAMPLE_KINDS
+from gpulens.store.segments import commit_parquet
 
 __all__ = [
     "ROLLUP_KINDS",
@@ -301,13 +302,9 @@ def _old_rows(path: Path, nodes: list[str]) -> pa.Table:
 def _write(tmp: Path, path: Path, table: pa.Table, fsync_dir: Callable[[Path], None]) -> int:
     staging = tmp / f"rollup-{uuid.uuid4().hex[:12]}"
     staging.mkdir(parents=True)
-    staged = staging / path.name
-    pq.write_table(table, staged, compression="zstd", compression_level=3, row_group_size=262_144)
-    with open(staged, "rb+") as fh:
-        os.fsync(fh.fileno())
-    size = staged.stat().st_size
     path.parent.mkdir(parents=True, exist_ok=True)
-    os.replace(staged, path)  # the commit
+    size = commit_parquet(table, staging / path.name, path,
+                          compression="zstd", compression_level=3, row_group_size=262_144)
     fsync_dir(path.parent)
     shutil.rmtree(staging, ignore_errors=True)
     _sources_cache.pop(str(path), None)

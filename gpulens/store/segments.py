@@ -34,12 +34,13 @@ from typing import Any, TypeAlias
 
 import pyarrow as pa
 import pyarrow.ipc as ipc
+import pyarrow.parquet as pq
 
 from gpulens.errors import InputError, StoreError, StoreLockedError
 from gpulens.store.samples import SAMPLE_KINDS, arrow_schema
 from gpulens.store.store import Store
 
-__all__ = ["SegmentWriter"]
+__all__ = ["SegmentWriter", "commit_parquet"]
 
 _AGENT = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 _BATCH = re.compile(r"^(?P<kind>[a-z]+)-(?P<seq>\d{20})\.arrow$")
@@ -63,6 +64,18 @@ def _write_atomic(path: Path, write: Callable[[Any], None]) -> None:
         os.fsync(fh.fileno())
     os.replace(tmp, path)
     _fsync_dir(path.parent)
+
+
+def commit_parquet(table: pa.Table, staged: Path, path: Path, **options: Any) -> int:
+    """Write ``table`` as Parquet at ``staged``, fsync it and rename it over ``path`` (the
+    commit: readers see the old file or the new one, never a part); the bytes written.
+    ``options`` go to ``pyarrow.parquet.write_table``; the caller fsyncs the folder if it must."""
+    pq.write_table(table, staged, **options)
+    with open(staged, "rb+") as fh:
+        os.fsync(fh.fileno())
+    size = staged.stat().st_size
+    os.replace(staged, path)
+    return size
 
 
 class SegmentWriter:
