@@ -92,13 +92,27 @@ def test_file_size_limit_and_private_tmpdir(tmp_path: Path) -> None:
     assert (tmp_path / "big.bin").stat().st_size <= 1024 * 1024
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def _signal_masks(pid: int) -> str:
+    """The process's ignored/blocked/caught signal masks (/proc), for a failure message."""
+    status = Path(f"/proc/{pid}/status").read_text().splitlines()
+    return ", ".join(ln.replace("\t", " ") for ln in status if ln.startswith(("SigIgn", "SigBlk", "SigCgt")))
+
+
 @pytest.mark.slow
 def test_ctrl_c_kills_the_whole_group(tmp_path: Path) -> None:
     """SIGINT to `gpulens validate` (as Ctrl-C does) ends the dry run and its children."""
     env = dict(os.environ, GPULENS_DATA_DIR=str(tmp_path / "data"), GPULENS_VALIDATE_BACKEND="none")
     cmd = [sys.executable, "-m", "gpulens", "validate", "--no-record", "--hide-output", "--",
            sys.executable, str(JOBS / "spawn_hang.py"), "--pids", str(tmp_path / "pids.txt")]
-    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # as from a terminal: SIGINT neither ignored nor blocked in the command, whatever earlier
+    # tests left in this worker's process (both survive fork and exec)
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=_default_sigint)
     deadline = time.monotonic() + 60
     pids: list[int] = []
     while time.monotonic() < deadline:
@@ -108,8 +122,14 @@ def test_ctrl_c_kills_the_whole_group(tmp_path: Path) -> None:
                 break
         time.sleep(0.1)
     assert len(pids) == 5, proc.communicate(timeout=30)
+    masks = _signal_masks(proc.pid)
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=30)
+    try:
+        out, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        pytest.fail(f"gpulens validate did not end within 30 s of SIGINT ({masks}); stderr: {err[-2000:]!r}")
     assert proc.returncode == 130, err
     assert _alive(pids) == []
 
