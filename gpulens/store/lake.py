@@ -23,9 +23,10 @@ file is never listed (nor merged by a compaction). A damaged compacted file hide
 nothing: once it is quarantined, the inputs it replaced (while still on disk) are live
 again. Files this process could not move (a read-only data directory) are left out.
 
-:func:`list_live` walks the tree; :class:`Store` puts its result into each reader
-connection (``SET VARIABLE``) and the sample views read that list. :func:`live_files`
-re-lists for an open connection and updates its views.
+:func:`list_live` walks the tree. A reader connection's sample views read their files from a
+function of the connection (:func:`attach_views`), which lists a kind when a query first reads
+it and keeps that listing; :func:`live_files` re-lists for an open connection and re-points its
+views.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ import json
 import os
 import threading
 import time
+import uuid
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -53,16 +56,16 @@ from gpulens.store.samples import arrow_schema
 
 __all__ = [
     "COMPACT_PREFIX",
+    "FILES_FUNCTION",
     "INPUTS_KEY",
     "LakeListing",
     "Partition",
     "ROOT_VARIABLE",
     "SEED_NODE",
+    "attach_views",
     "compact_inputs",
     "conform",
-    "files_variable",
     "marked_name",
-    "mixed_variable",
     "schema_mark",
     "list_live",
     "listings_pinned",
@@ -70,7 +73,6 @@ __all__ = [
     "partitions",
     "plain_schema",
     "seed_file",
-    "set_files",
 ]
 
 COMPACT_PREFIX = "compact-"
@@ -79,16 +81,6 @@ SEED_NODE = "__seed__"
 ROOT_VARIABLE = "gpulens_samples_dir"
 _CACHE_MAX = 65_536
 _inputs_cache: OrderedDict[str, frozenset[str]] = OrderedDict()
-
-
-def files_variable(kind: str) -> str:
-    """Name of the connection variable holding the live file list of ``kind``."""
-    return f"gpulens_files_{kind}"
-
-
-def mixed_variable(kind: str) -> str:
-    """Name of the connection variable holding the files of ``kind`` not in the current schema."""
-    return f"gpulens_mixed_{kind}"
 
 
 @functools.cache
@@ -521,22 +513,24 @@ def _save(samples: Path, kind: str, stamps: tuple[tuple[str, int], ...] | None,
             tmp.unlink()
 
 
-def _entry_unchanged(base: str, entry: list) -> list[tuple[str, int, int]] | None:
-    """The (path, size, mtime) of an entry's live files if they are unchanged (the folder's own
-    mtime is compared by the caller's stamps, else by the walk's per-folder reuse)."""
-    folder = base + str(entry[0])
+def _entry_files(prefix: str, files: list) -> tuple[list[str], list[str]] | None:
+    """The names and paths of a saved entry's live files (``prefix``: its folder and a
+    separator) if every one still has the saved size and mtime (the folder's own mtime is
+    compared by the caller's stamps, else by the walk's per-folder reuse); None otherwise."""
     stat = os.stat
-    out = []
+    names: list[str] = []
+    paths: list[str] = []
     try:
-        for name, size, mtime in entry[3]:
-            path = f"{folder}{os.sep}{name}"
+        for name, size, mtime in files:
+            path = prefix + name
             st = stat(path)
             if st.st_size != size or st.st_mtime_ns != mtime:
                 return None
-            out.append((path, int(size), int(mtime)))
+            names.append(name)
+            paths.append(path)
     except OSError:
         return None
-    return out
+    return names, paths
 
 
 def _load_saved(samples: Path,
@@ -558,19 +552,20 @@ def _load_saved(samples: Path,
         days: dict[str, date] = {}
         taken: dict[str, list] = {}
         for entry in folders:
-            checked = _entry_unchanged(base, entry)
-            if checked is None:
+            rel, day, mtime, saved, replaced = entry
+            folder = base + rel
+            checked = _entry_files(folder + os.sep, saved)
+            if checked is None or type(mtime) is not int:
                 whole = False
                 continue
-            whole = whole and stamped.get(base + str(entry[0])) == int(entry[2])
-            for path, size, mtime in checked:
-                qr.mark_verified(path, size, mtime)
-            taken[str(entry[0])] = entry
-            _listed[base + str(entry[0])] = (int(entry[2]), tuple(n for n, *_ in entry[3]),
-                                             tuple(str(n) for n in entry[4]))
-            day = entry[1]
+            names, paths = checked
+            whole = whole and stamped.get(folder) == mtime
+            for path, (_, size, file_mtime) in zip(paths, saved, strict=True):
+                qr.mark_verified(path, size, file_mtime)
+            taken[rel] = entry
+            _listed[folder] = (mtime, tuple(names), tuple(map(str, replaced)))
             d = days.get(day) or days.setdefault(day, date.fromisoformat(day))
-            files += [(path, d) for path, *_ in checked]
+            files += [(path, d) for path in paths]
     except (OSError, ValueError, TypeError, KeyError, AttributeError, IndexError):
         return None  # missing, unreadable or of another format: list afresh
     if not whole:
@@ -586,47 +581,92 @@ def seed_file(samples: Path, kind: str) -> Path:
     return samples / f"kind={kind}" / "date=1970-01-01" / f"node={SEED_NODE}" / "seed.parquet"
 
 
-def _signature_variable(kind: str) -> str:
-    return f"gpulens_listing_{kind}"
+#: the SQL function a store connection's sample views read their files from:
+#: ``gpulens_files(kind, mixed)`` (:func:`attach_views`)
+FILES_FUNCTION = "gpulens_files"
+_LISTS_VARIABLE = "gpulens_view_lists"
+#: token (the connection variable) -> the file lists of that connection's views
+_view_lists: dict[str, _ViewLists] = {}
 
 
-def set_files(con: duckdb.DuckDBPyConnection, samples: Path, kind: str,
-              listing: LakeListing, *, bind: Callable[[], object] | None = None) -> None:
-    """Point the connection's views of ``kind`` at ``listing``: the files in the current schema
-    and the others (:func:`schema_mark`), each list led by the seed file (current, no rows).
+class _ViewLists:
+    """The files behind one connection's sample views, each kind listed when a view of it is
+    first read (a page that reads only GPU samples never lists the others: 0.15-0.2 s a kind in a
+    fresh process on a month of 2,000 GPUs) and re-pointed by :func:`live_files`."""
 
-    ``bind`` (creating the views) runs while the current-schema list holds the seed file alone:
-    DuckDB stats every file of a list it binds (0.14 s of CPU on 9,750 files), and those files
-    have the seed's columns, so the view's columns are the same; queries read the whole list."""
-    seed = str(seed_file(samples, kind))
-    current: list[str] = [seed]
-    mixed: list[str] = [seed]
-    for path in listing.paths:
-        (current if _current(kind, path) else mixed).append(path)
-    if bind is not None:
-        con.execute(f"SET VARIABLE {files_variable(kind)} = $files", {"files": [seed]})
-        con.execute(f"SET VARIABLE {mixed_variable(kind)} = $files", {"files": mixed})
-        bind()
-    con.execute(f"SET VARIABLE {files_variable(kind)} = $files", {"files": current})
-    con.execute(f"SET VARIABLE {mixed_variable(kind)} = $files", {"files": mixed})
-    con.execute(f"SET VARIABLE {_signature_variable(kind)} = $s", {"s": listing.signature})
+    def __init__(self, samples: Path, warn: Callable[[str], None] | None) -> None:
+        self.samples = samples
+        self.warn = warn
+        self.binding = False
+        #: kind -> (listing signature, files in the current schema, the others), seed first
+        self.lists: dict[str, tuple[str, list[str], list[str]]] = {}
+
+    def files(self, kind: str, mixed: bool) -> list[str]:
+        seed = str(seed_file(self.samples, kind))
+        if self.binding:
+            return [seed]
+        lists = self.lists.get(kind)
+        if lists is None:
+            lists = self.point(kind, list_live(self.samples, kind, warn=self.warn))
+        return lists[2] if mixed else lists[1]
+
+    def point(self, kind: str, listing: LakeListing) -> tuple[str, list[str], list[str]]:
+        """Point the views of ``kind`` at ``listing`` (the files in the current schema and the
+        others, :func:`schema_mark`, each list led by the seed file: current, no rows)."""
+        lists = self.lists.get(kind)
+        if lists is not None and lists[0] == listing.signature:
+            return lists
+        seed = str(seed_file(self.samples, kind))
+        current: list[str] = [seed]
+        mixed: list[str] = [seed]
+        for path in listing.paths:
+            (current if _current(kind, path) else mixed).append(path)
+        self.lists[kind] = lists = (listing.signature, current, mixed)
+        return lists
+
+
+def attach_views(con: duckdb.DuckDBPyConnection, samples: Path,
+                 warn: Callable[[str], None] | None, create: Callable[[], object]) -> None:
+    """Give ``con`` the function its sample views read their files from, ``FILES_FUNCTION(kind,
+    mixed)`` (the live files of ``kind`` in the current schema, or the others), and run ``create``
+    (the views' ``CREATE VIEW`` statements).
+
+    A view is bound again at every query that reads it, and so calls the function: a kind is
+    listed (:func:`list_live`, ``warn`` for its quarantine lines) at the first query of this
+    connection that reads it, and that listing is kept until :func:`live_files` re-lists. While
+    ``create`` runs every list is the seed file alone (it has the kind's columns): DuckDB stats
+    every file of a list it binds (0.14 s of CPU on 9,750 files), and no kind is listed."""
+    lists = _ViewLists(samples, warn)
+    token = uuid.uuid4().hex
+    _view_lists[token] = lists
+    weakref.finalize(con, _view_lists.pop, token, None)
+    varchar = duckdb.sqltype("VARCHAR")
+    con.create_function(FILES_FUNCTION, lists.files, [varchar, duckdb.sqltype("BOOLEAN")],
+                        duckdb.list_type(varchar))
+    con.execute(f"SET VARIABLE {_LISTS_VARIABLE} = $t", {"t": token})
+    lists.binding = True
+    try:
+        create()
+    finally:
+        lists.binding = False
+
+
+def _lists_of(con: duckdb.DuckDBPyConnection) -> _ViewLists | None:
+    try:
+        row = con.execute(f"SELECT getvariable('{_LISTS_VARIABLE}')").fetchone()
+    except duckdb.Error:
+        return None
+    return _view_lists.get(str(row[0])) if row and row[0] is not None else None
 
 
 def live_files(con: duckdb.DuckDBPyConnection, kind: str) -> LakeListing | None:
-    """Re-list ``kind`` for a reader connection of a store, and update its view to match
-    (when the listing changed since the view was last pointed).
+    """Re-list ``kind`` for a reader connection of a store, and point its views at the listing.
 
     None when ``con`` was not opened by :meth:`Store.connect` (its views are not the lake's).
     """
-    try:
-        row = con.execute(f"SELECT getvariable('{ROOT_VARIABLE}'),"
-                          f" getvariable('{_signature_variable(kind)}')").fetchone()
-    except duckdb.Error:
+    lists = _lists_of(con)
+    if lists is None:
         return None
-    if not row or row[0] is None:
-        return None
-    samples = Path(str(row[0]))
-    listing = list_live(samples, kind)
-    if row[1] != listing.signature:
-        set_files(con, samples, kind, listing)
+    listing = list_live(lists.samples, kind)
+    lists.point(kind, listing)
     return listing
