@@ -206,19 +206,6 @@ _listed: dict[str, tuple[int, tuple[str, ...], tuple[str, ...]]] = {}
 _SETTLED_NS = 2_000_000_000  # a folder changed this recently is listed again (coarse mtimes)
 
 
-def _reuse(folder: str) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
-    """The earlier listing of ``folder`` if it did not change since."""
-    hit = _listed.get(folder)
-    if hit is None or qr.any_excluded():
-        return None
-    try:
-        if os.stat(folder).st_mtime_ns != hit[0]:
-            return None
-    except OSError:
-        return None
-    return hit[1], hit[2]
-
-
 def _remember(folder: str, mtime: int, split: tuple[tuple[str, ...], tuple[str, ...]]) -> None:
     if time.time_ns() - mtime < _SETTLED_NS:
         return
@@ -227,17 +214,26 @@ def _remember(folder: str, mtime: int, split: tuple[tuple[str, ...], tuple[str, 
         _listed.pop(next(iter(_listed)))
 
 
+Split = tuple[tuple[str, ...], tuple[str, ...]]
+
+
 def _list_partition(root: Path, key: str,
-                    warn: Callable[[str], None]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    reused = _reuse(key)
-    if reused is not None:
-        return reused
+                    warn: Callable[[str], None]) -> tuple[int | None, Split]:
+    """The folder's mtime from before it was listed (None: it is gone) and its (live, replaced)
+    names: the earlier listing while that mtime is the one it was made at."""
+    hit = _listed.get(key)
+    if hit is not None and not qr.any_excluded():
+        try:
+            if os.stat(key).st_mtime_ns == hit[0]:
+                return hit[0], (hit[1], hit[2])
+        except OSError:
+            pass
     changed = 0
     while changed < 5:
         try:
             mtime = os.stat(key).st_mtime_ns
         except FileNotFoundError:
-            return (), ()
+            return None, ((), ())
         names = _parquet_names(key)
         if qr.any_excluded():
             names = [n for n in names if not qr.is_excluded(Path(key, n))]
@@ -246,7 +242,7 @@ def _list_partition(root: Path, key: str,
             changed += 1
         elif not _quarantine_damaged(root, key, split[0], warn):
             _remember(key, mtime, split)
-            return split
+            return mtime, split
         # else: a damaged file left the folder (or this process's reads): list again
     raise StoreError(f"Sample partition {key} kept changing while it was listed.",
                      "Retry; if it persists, check that one `gpulens store compact` runs at a time.")
@@ -273,23 +269,45 @@ Walked = tuple[date, str, str, tuple[str, ...], tuple[str, ...]]
 
 
 def _walk(samples: Path, kind: str, first: date | None, last: date | None, seed: bool,
-          warn: Callable[[str], None] | None) -> Iterable[Walked]:
-    """(day, node, folder, live, replaced) of every partition of ``kind`` in ``[first, last]``."""
+          warn: Callable[[str], None] | None,
+          stamps: list[tuple[str, int | None]] | None = None) -> Iterable[Walked]:
+    """(day, node, folder, live, replaced) of every partition of ``kind`` in ``[first, last]``.
+
+    ``stamps`` gets (folder, mtime) of the kind folder, its day folders in range and their node
+    folders, each stated before it was read (None: it vanished)."""
     root = samples.parent
     warn = warn or qr.warner(root)
-    for day_text, day_dir in sorted(_dirs(os.path.join(samples, f"kind={kind}"), "date=")):
+    top = os.path.join(samples, f"kind={kind}")
+    if stamps is not None:
+        stamps.append((top, _mtime(top)))
+    for day_text, day_dir in sorted(_dirs(top, "date=")):
         try:
             day = date.fromisoformat(day_text)
         except ValueError:
+            if stamps is not None:
+                stamps.append((day_dir, _mtime(day_dir)))
             continue
         if (first is not None and day < first) or (last is not None and day > last):
             continue
+        if stamps is not None:
+            stamps.append((day_dir, _mtime(day_dir)))
         for node, node_dir in sorted(_dirs(day_dir, "node=")):
             if node == SEED_NODE and not seed:
+                if stamps is not None:
+                    stamps.append((node_dir, _mtime(node_dir)))
                 continue
-            live, replaced = _list_partition(root, node_dir, warn)
+            mtime, (live, replaced) = _list_partition(root, node_dir, warn)
+            if stamps is not None:
+                stamps.append((node_dir, mtime))
             if live or replaced:
                 yield day, node, node_dir, live, replaced
+
+
+def _mtime(path: str) -> int | None:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return None
 
 
 def partitions(
@@ -323,25 +341,14 @@ _whole: dict[tuple[str, str, date | None, date | None],
              tuple[tuple[tuple[str, int], ...], LakeListing]] = {}
 
 
-def _stamps(samples: Path, kind: str, first: date | None,
-            last: date | None) -> tuple[tuple[str, int], ...] | None:
-    """(folder, mtime) of the kind folder, its day folders in range and their node folders;
-    None when one changed in the last 2 s (mtimes are coarse: list again next time)."""
-    top = os.path.join(samples, f"kind={kind}")
-    out: list[tuple[str, int]] = []
-    try:
-        out.append((top, os.stat(top).st_mtime_ns))
-        for day_text, day_dir in _dirs(top, "date="):
-            with contextlib.suppress(ValueError):
-                day = date.fromisoformat(day_text)
-                if (first is not None and day < first) or (last is not None and day > last):
-                    continue
-            out.append((day_dir, os.stat(day_dir).st_mtime_ns))
-            out += [(d, os.stat(d).st_mtime_ns) for _, d in _dirs(day_dir, "node=")]
-    except OSError:
+def _settled(stamps: list[tuple[str, int | None]]) -> tuple[tuple[str, int], ...] | None:
+    """The walk's stamps, or None when a folder vanished or one changed in the last 2 s (mtimes
+    are coarse: list again next time)."""
+    out = tuple((path, m) for path, m in stamps if m is not None)
+    if len(out) < len(stamps) or not out:
         return None
     newest = max(m for _, m in out)
-    return None if time.time_ns() - newest < _SETTLED_NS else tuple(out)
+    return None if time.time_ns() - newest < _SETTLED_NS else out
 
 
 def _unchanged(stamps: tuple[tuple[str, int], ...]) -> bool:
@@ -413,8 +420,9 @@ def _list_live(samples: Path, kind: str, first: date | None, last: date | None,
     if saved is not None:
         _keep(key, saved)
         return saved[1]
-    stamps = _stamps(samples, kind, first, last)
-    walked = list(_walk(samples, kind, first, last, False, warn))
+    seen: list[tuple[str, int | None]] = []
+    walked = list(_walk(samples, kind, first, last, False, warn, seen))
+    stamps = _settled(seen)
     listing = _listing([(os.path.join(folder, name), day)
                         for day, _, folder, live, _ in walked for name in live])
     if not qr.any_excluded():
@@ -485,15 +493,24 @@ def _folder_entry(base: str, day: date, folder: str, live: tuple[str, ...],
 def _save(samples: Path, kind: str, stamps: tuple[tuple[str, int], ...] | None,
           walked: list[Walked], listing: LakeListing) -> None:
     base = str(samples) + os.sep
-    entries = [_folder_entry(base, day, folder, live, replaced)
-               for day, _, folder, live, replaced in walked]
+    taken = _taken.get((str(samples), kind)) or {}
+    entries: list[list[object] | None] = []
+    fresh = 0  # settled entries that are not one taken from the saved file as it was
+    for day, _, folder, live, replaced in walked:
+        old = taken.get(folder[len(base):]) if folder.startswith(base) else None
+        hit = _listed.get(folder)
+        if old is not None and hit == (old[2], live, replaced):
+            entries.append(old)  # reused as loaded: its files were checked against it
+            continue
+        entry = _folder_entry(base, day, folder, live, replaced)
+        entries.append(entry)
+        fresh += entry is not None
     kept = [e for e in entries if e is not None]
     if not kept or _saved_state.get((str(samples), kind)) == (listing.signature, len(kept)):
         return  # nothing settled, or the same as what this process last saved or loaded
     whole = stamps is not None and len(kept) == len(entries) \
         and all(p.startswith(base) for p, _ in stamps)
-    taken = _taken.pop((str(samples), kind), None)
-    if taken is not None and not whole and all(taken.get(str(e[0])) == e for e in kept):
+    if _taken.pop((str(samples), kind), None) is not None and not whole and not fresh:
         # every settled folder's entry is in the saved file as it is (the others changed in the
         # last 2 s): the next process takes the same entries from it and lists the same others
         return

@@ -159,6 +159,33 @@ def test_a_changed_folder_is_listed_again_the_unchanged_ones_are_reused(store: S
     assert again is not None and again[1].paths == after.paths
 
 
+def test_a_whole_listing_is_reused_in_process_until_a_file_a_node_or_a_day_is_added(
+        store: Store) -> None:
+    """The stamps a walk takes (each folder stated before it is read) keep the whole listing
+    while nothing changed, and any new file, node folder or day folder ends the reuse."""
+    import datetime as dt
+
+    from tests.core.lake_builders import DAY
+
+    store.write_samples("proc", proc_rows("n0", 0, 20))
+    _settle(store.samples)
+    _new_process()
+    first = lake.list_live(store.samples, "proc")
+    key = (str(store.samples), "proc", None, None)
+    assert key in lake._whole, "settled: kept with its stamps"
+    assert lake.list_live(store.samples, "proc") is first
+    for node, day, n in (("n0", DAY, 2), ("n9", DAY, 3),
+                         ("n0", DAY + dt.timedelta(days=1), 4)):
+        store.write_samples("proc", proc_rows(node, 100 * n, 5, day))
+        _settle(store.samples)
+        got = lake.list_live(store.samples, "proc")
+        on_disk = sorted(str(f) for f in store.samples.glob("kind=proc/date=*/node=*/*.parquet")
+                         if lake.SEED_NODE not in str(f))
+        assert len(got.paths) == n and sorted(got.paths) == on_disk
+        assert lake.list_live(store.samples, "proc") is got
+    assert got == _walked(store.samples, "proc")
+
+
 def test_a_pinned_listing_is_reused_until_the_block_ends_or_a_file_is_quarantined(
         store: Store) -> None:
     import threading
