@@ -71,6 +71,7 @@ __all__ = [
     "listings_pinned",
     "live_files",
     "partitions",
+    "pinned_stat",
     "plain_schema",
     "seed_file",
 ]
@@ -378,10 +379,21 @@ def listings_pinned() -> Iterator[None]:
         yield
         return
     _pinned.listings = {}
+    _pinned.stats = {}
     try:
         yield
     finally:
         _pinned.listings = None
+        _pinned.stats = None
+
+
+def pinned_stat(path: str) -> tuple[int, int] | None:
+    """(size, mtime_ns) of a live file as this thread's pinned block checked it while it listed
+    (a saved listing's file is stated when the listing is taken), else None: inside a page run,
+    a reader comparing the listed files with what a rollup summarised may take the listing's
+    stat instead of stating every file again (the run reads the files as listed)."""
+    stats: dict[str, tuple[int, int]] | None = getattr(_pinned, "stats", None)
+    return None if stats is None else stats.get(path)
 
 
 def list_live(
@@ -568,6 +580,7 @@ def _load_saved(samples: Path,
         files: list[tuple[str, date]] = []
         days: dict[str, date] = {}
         taken: dict[str, list] = {}
+        stats: dict[str, tuple[int, int]] | None = getattr(_pinned, "stats", None)
         for entry in folders:
             rel, day, mtime, saved, replaced = entry
             folder = base + rel
@@ -579,6 +592,8 @@ def _load_saved(samples: Path,
             whole = whole and stamped.get(folder) == mtime
             for path, (_, size, file_mtime) in zip(paths, saved, strict=True):
                 qr.mark_verified(path, size, file_mtime)
+                if stats is not None:
+                    stats[path] = (size, file_mtime)
             taken[rel] = entry
             _listed[folder] = (mtime, tuple(names), tuple(map(str, replaced)))
             d = days.get(day) or days.setdefault(day, date.fromisoformat(day))

@@ -52,7 +52,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from gpulens.store import quarantine as qr
-from gpulens.store.lake import COMPACT_PREFIX, partitions
+from gpulens.store.lake import COMPACT_PREFIX, partitions, pinned_stat
 from gpulens.store.samples import SAMPLE_KINDS
 from gpulens.store.segments import commit_parquet
 
@@ -322,15 +322,19 @@ class RollupPlan:
 
 
 def _same_files(names: dict[str, str], src: tuple[Source, ...]) -> bool:
-    """Whether every source file is among ``names`` (name -> path) with its size and mtime."""
+    """Whether every source file is among ``names`` (name -> path) with its size and mtime (as the
+    page run's listing stated it, :func:`gpulens.store.lake.pinned_stat`, else stated now)."""
     stat = os.stat
     try:
         for n, z, m in src:
             path = names.get(n)
             if path is None:
                 return False
-            st = stat(path)
-            if st.st_size != z or st.st_mtime_ns != m:
+            seen = pinned_stat(path)
+            if seen is None:
+                st = stat(path)
+                seen = (st.st_size, st.st_mtime_ns)
+            if seen != (z, m):
                 return False
     except OSError:
         return False
