@@ -1,10 +1,16 @@
-"""Altair chart builders shared by the pages (readable at a glance: few series, labelled axes)."""
+"""Chart helpers shared by the pages (readable at a glance: few series, labelled axes).
+
+The Overview's two charts are plain Vega-Lite specs (:class:`Spec`, drawn with
+``st.vega_lite_chart``): the first page an operator opens does not import Altair (0.2-0.3 s in a
+fresh process, and its schema validation at every draw). The other pages build Altair charts
+and size them with :func:`rows_height` and :func:`fit_width`. This module does not import Altair.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
-import altair as alt
 import pandas as pd
 
 from gpulens.analysis import accounting as acc
@@ -12,6 +18,7 @@ from gpulens.analysis import accounting as acc
 __all__ = [
     "ROW_PX",
     "STAGE_LABELS",
+    "Spec",
     "fit_width",
     "goodput_waterfall",
     "rows_height",
@@ -38,8 +45,7 @@ def fit_width(chart: C) -> C:
     height, so a chart sized per category loses rows and labels; with "fit-x" the
     height is the plot's and the decorations come on top.
     """
-    sized = cast(Any, chart).properties(
-        autosize=alt.AutoSizeParams(type="fit-x", contains="padding"))
+    sized = cast(Any, chart).properties(autosize={"type": "fit-x", "contains": "padding"})
     return cast(C, sized)
 
 
@@ -65,31 +71,43 @@ STAGE_LABELS = {
 _SERIES = {"total_gpus": "GPUs in cluster", "allocated_gpus": "Allocated", "busy_gpus": "Busy"}
 
 
-def utilization_over_time(ts: pd.DataFrame) -> alt.Chart:
+@dataclass(frozen=True)
+class Spec:
+    """A Vega-Lite chart: its data (one table, the spec's top-level data) and the spec itself
+    (``st.vega_lite_chart(chart.data, chart.spec)``)."""
+
+    data: pd.DataFrame
+    spec: dict[str, Any]
+
+
+def _field(name: str, kind: str, **extra: Any) -> dict[str, Any]:
+    return {"field": name, "type": kind, **extra}
+
+
+def utilization_over_time(ts: pd.DataFrame) -> Spec:
     """Total vs allocated vs busy GPUs over time (one line each)."""
     cols = [c for c in _SERIES if c in ts.columns]
     long = ts.melt(id_vars=["ts"], value_vars=cols, var_name="series", value_name="gpus")
     long["series"] = long["series"].map(_SERIES)
     order = [_SERIES[c] for c in cols]
-    return (
-        alt.Chart(long)
-        .mark_line(interpolate="step-after")
-        .encode(
-            x=alt.X("ts:T", title=None),
-            y=alt.Y("gpus:Q", title="GPUs"),
-            color=alt.Color(
-                "series:N",
-                sort=order,
-                scale=alt.Scale(domain=order, range=["#9e9e9e", "#4c78a8", "#54a24b"][: len(order)]),
-                legend=alt.Legend(title=None, orient="top"),
+    return Spec(long, {
+        "mark": {"type": "line", "interpolate": "step-after"},
+        "encoding": {
+            "x": _field("ts", "temporal", title=None),
+            "y": _field("gpus", "quantitative", title="GPUs"),
+            "color": _field(
+                "series", "nominal", sort=order,
+                scale={"domain": order, "range": ["#9e9e9e", "#4c78a8", "#54a24b"][: len(order)]},
+                legend={"title": None, "orient": "top"},
             ),
-            tooltip=[alt.Tooltip("ts:T", title="time"), "series:N", alt.Tooltip("gpus:Q", format=".1f")],
-        )
-        .properties(height=280)
-    )
+            "tooltip": [_field("ts", "temporal", title="time"), _field("series", "nominal"),
+                        _field("gpus", "quantitative", format=".1f")],
+        },
+        "height": 280,
+    })
 
 
-def goodput_waterfall(goodput: pd.DataFrame) -> alt.LayerChart | None:
+def goodput_waterfall(goodput: pd.DataFrame) -> Spec | None:
     """"Where did the GPU-hours go?": allocated, minus each loss, leaves the effective part."""
     hours = {str(s): float(h) for s, h in zip(goodput["stage"], goodput["gpu_hours"], strict=False)}
     if "allocated" not in hours:
@@ -111,23 +129,28 @@ def goodput_waterfall(goodput: pd.DataFrame) -> alt.LayerChart | None:
     df["share"] = acc.share(df["gpu_hours"], total)
     df["label"] = df.apply(lambda r: f"{r.gpu_hours:,.0f} h\n{r.share:.0%}", axis=1)
     order = list(df["stage"])
-    base = alt.Chart(df).encode(x=alt.X(
-        "stage:N", sort=order, title=None,
-        axis=alt.Axis(labelAngle=0, labelLimit=200, labelOverlap=False,
-                      labelExpr=wrap_label_expr(order), labelFontSize=12),
-    ))
-    bars = base.mark_bar(width={"band": 0.7}).encode(
-        y=alt.Y("lo:Q", title="Allocated GPU-hours, by what they did", axis=alt.Axis(format=",d")),
-        y2="hi:Q",
-        color=alt.Color(
-            "kind:N",
-            scale=alt.Scale(domain=["total", "lost", "effective"],
-                            range=["#4c78a8", "#e45756", "#54a24b"]),
-            legend=None,
-        ),
-        tooltip=["stage:N", alt.Tooltip("gpu_hours:Q", format=",.1f"),
-                 alt.Tooltip("share:Q", format=".1%")],
-    )
-    text = base.mark_text(dy=-18, baseline="bottom", lineBreak="\n", fontSize=11).encode(
-        y="hi:Q", text="label:N")
-    return (bars + text).properties(height=320)
+    x = _field("stage", "nominal", sort=order, title=None, axis={
+        "labelAngle": 0, "labelLimit": 200, "labelOverlap": False,
+        "labelExpr": wrap_label_expr(order), "labelFontSize": 12})
+    bars = {
+        "mark": {"type": "bar", "width": {"band": 0.7}},
+        "encoding": {
+            "x": x,
+            "y": _field("lo", "quantitative", title="Allocated GPU-hours, by what they did",
+                        axis={"format": ",d"}),
+            "y2": {"field": "hi"},
+            "color": _field("kind", "nominal", legend=None, scale={
+                "domain": ["total", "lost", "effective"],
+                "range": ["#4c78a8", "#e45756", "#54a24b"]}),
+            "tooltip": [_field("stage", "nominal"),
+                        _field("gpu_hours", "quantitative", format=",.1f"),
+                        _field("share", "quantitative", format=".1%")],
+        },
+    }
+    text = {
+        "mark": {"type": "text", "dy": -18, "baseline": "bottom", "lineBreak": "\n",
+                 "fontSize": 11},
+        "encoding": {"x": x, "y": _field("hi", "quantitative"),
+                     "text": _field("label", "nominal")},
+    }
+    return Spec(df, {"layer": [bars, text], "height": 320})

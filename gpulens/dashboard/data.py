@@ -31,7 +31,6 @@ import streamlit as st
 from gpulens import analysis
 from gpulens.analysis import Filters
 from gpulens.config import Config, load_config
-from gpulens.diagnosis import logs as diag_logs
 from gpulens.errors import GpulensError, StoreError
 from gpulens.store import Store
 
@@ -381,6 +380,10 @@ def read_log(log_path: str | None) -> tuple[str | None, str | None, bool]:
     Uses ``gpulens.diagnosis.logs.read_log`` (head + tail + a window around the last
     traceback).
     """
+    # imported here: only the Failures page reads logs (its regexes are 0.03 s of a fresh
+    # process's first page, the Overview)
+    from gpulens.diagnosis import logs as diag_logs
+
     path = log_file(log_path)
     if path is None:
         return None, "this attempt has no log path", False

@@ -33,6 +33,7 @@ Design:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
 import sys
@@ -224,7 +225,6 @@ class ClusterCollector(Collector):
             generation = store.generation()
             store.warn = log.warning
             con = store.connect()
-            quarantined = count_quarantined(store.root)
         except (GpulensError, duckdb.Error, OSError) as exc:
             store_ok = False
             log.warning("cluster exporter cannot read the store: %s", exc)
@@ -247,6 +247,10 @@ class ClusterCollector(Collector):
                     self._slow_taken_at = self._monotonic()
             finally:
                 con.close()
+            # after the sections: a kind is listed (and its damaged files quarantined) when a
+            # section first reads it (gpulens.store.lake.attach_views)
+            with contextlib.suppress(OSError):
+                quarantined = count_quarantined(store.root)
         up = store_ok and all(section_ok.get(s, False) for s in SECTIONS)
         if not up:
             self.refresh_errors += 1

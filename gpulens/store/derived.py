@@ -90,21 +90,25 @@ def load_base(root: Path, day: date, key: str, schema: pa.Schema,
 
 def load(path: Path, key: str, schema: pa.Schema,
          warn: Callable[[str], None]) -> pa.Table | None:
-    """The saved table at ``path`` if its key is ``key`` (else None; one warning if damaged)."""
+    """The saved table at ``path`` if its key is ``key`` (else None; one warning if damaged).
+
+    The key and the rows are read through one open file (a file renamed over it meanwhile is
+    read by the next call)."""
     try:
-        meta = pq.read_metadata(path)
+        pf = pq.ParquetFile(path, page_checksum_verification=True)
     except FileNotFoundError:
         return None
     except (OSError, pa.ArrowException) as exc:
         _damaged(path, f"unreadable footer ({_first_line(exc)})", warn)
         return None
-    if (meta.metadata or {}).get(KEY) != key.encode():
-        return None  # built from other placements or samples: rebuilt, no warning
-    try:
-        table = pq.read_table(path, partitioning=None, page_checksum_verification=True)
-    except (OSError, pa.ArrowException) as exc:
-        _damaged(path, _first_line(exc), warn)
-        return None
+    with pf:
+        if (pf.metadata.metadata or {}).get(KEY) != key.encode():
+            return None  # built from other placements or samples: rebuilt, no warning
+        try:
+            table = pf.read()
+        except (OSError, pa.ArrowException) as exc:
+            _damaged(path, _first_line(exc), warn)
+            return None
     table = table.replace_schema_metadata(None)
     if not table.schema.equals(schema):
         _damaged(path, f"columns {table.schema.names}, expected {schema.names}", warn)

@@ -52,7 +52,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from gpulens.store import quarantine as qr
-from gpulens.store.lake import COMPACT_PREFIX, partitions
+from gpulens.store.lake import COMPACT_PREFIX, partitions, pinned_stat
 from gpulens.store.samples import SAMPLE_KINDS
 from gpulens.store.segments import commit_parquet
 
@@ -244,7 +244,7 @@ def _parse_sources(text: bytes | None) -> Sources:
     """The sources of a rollup's metadata; {} when missing or of another format."""
     try:
         raw = json.loads(text or b"{}")
-        return {str(k): tuple((str(n), int(z), int(m)) for n, z, m in v) for k, v in raw.items()}
+        return {str(k): tuple([(str(n), int(z), int(m)) for n, z, m in v]) for k, v in raw.items()}
     except (ValueError, TypeError, AttributeError):
         return {}
 
@@ -321,39 +321,52 @@ class RollupPlan:
     raw: tuple[tuple[str, date | None], ...]
 
 
-def _same_file(path: str, size: int, mtime_ns: int) -> bool:
+def _same_files(names: dict[str, str], src: tuple[Source, ...]) -> bool:
+    """Whether every source file is among ``names`` (name -> path) with its size and mtime (as the
+    page run's listing stated it, :func:`gpulens.store.lake.pinned_stat`, else stated now)."""
+    stat = os.stat
     try:
-        st = os.stat(path)
+        for n, z, m in src:
+            path = names.get(n)
+            if path is None:
+                return False
+            seen = pinned_stat(path)
+            if seen is None:
+                st = stat(path)
+                seen = (st.st_size, st.st_mtime_ns)
+            if seen != (z, m):
+                return False
     except OSError:
         return False
-    return (st.st_size, st.st_mtime_ns) == (size, mtime_ns)
+    return True
 
 
 def plan(root: Path, name: str, files: Iterable[tuple[str, date | None]],
          warn: Callable[[str], None]) -> RollupPlan:
     """Split the live sample ``files`` (path, date) into rollup rows and raw files."""
-    by_day: dict[date, dict[str, list[str]]] = {}
+    by_day: dict[date, dict[str, dict[str, str]]] = {}
     raw: list[tuple[str, date | None]] = []
+    sep = os.sep
     for path, day in files:
         if day is None:
             raw.append((path, day))
             continue
-        node = os.path.basename(os.path.dirname(path)).removeprefix("node=")
-        by_day.setdefault(day, {}).setdefault(node, []).append(path)
+        folder, _, base = path.rpartition(sep)
+        node = folder.rpartition(sep)[2].removeprefix("node=")
+        by_day.setdefault(day, {}).setdefault(node, {})[base] = path
     rollups: list[tuple[str, tuple[str, ...] | None]] = []
     for day, nodes in sorted(by_day.items()):
         rpath = rollup_path(root, name, day)
         sources = read_sources(rpath, root, warn) or {}
         used = []
-        for node, paths in sorted(nodes.items()):
+        for node, names in sorted(nodes.items()):
             src = sources.get(node, ())
-            names = {os.path.basename(p): p for p in paths}
-            if src and all(n in names and _same_file(names[n], z, m) for n, z, m in src):
+            if src and _same_files(names, src):
                 used.append(node)
                 rolled = {n for n, _, _ in src}
-                raw += [(p, day) for p in paths if os.path.basename(p) not in rolled]
+                raw += [(p, day) for n, p in sorted(names.items()) if n not in rolled]
             else:
-                raw += [(p, day) for p in paths]
+                raw += [(p, day) for _, p in sorted(names.items())]
         if used:
             rollups.append((str(rpath), None if set(used) == set(sources) else tuple(used)))
     return RollupPlan(tuple(rollups), tuple(raw))

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import functools
 import os
 import re
 import shutil
@@ -47,15 +46,14 @@ from gpulens.errors import InputError, StoreCorruptError, StoreError, StoreLocke
 from gpulens.store import integrity
 from gpulens.store import quarantine as qr
 from gpulens.store.lake import (
+    FILES_FUNCTION,
     ROOT_VARIABLE,
     SEED_NODE,
     LakeListing,
-    files_variable,
+    attach_views,
     list_live,
     marked_name,
-    mixed_variable,
     seed_file,
-    set_files,
 )
 from gpulens.store.samples import SAMPLE_KINDS, VIEW_NAMES, arrow_schema
 from gpulens.store.schema import apply_migrations, missing_versions
@@ -458,13 +456,14 @@ class Store:
         """A new read-only view of the whole store (state snapshot + Parquet samples).
 
         The connection is in-memory; state tables are views over the newest
-        snapshot. Sample views read the live files listed when the connection was
-        opened (:mod:`gpulens.store.lake`); ``lake.live_files(con, kind)`` re-lists
+        snapshot. A sample view reads the live files of its kind listed when the first
+        query of this connection read that kind (:func:`gpulens.store.lake.attach_views`:
+        kinds nobody reads are never listed); ``lake.live_files(con, kind)`` re-lists
         (the analyses do at every call). Open a new one to see state written after
         this call. ``samples=False`` creates no sample views (readers of state tables
         never touch a segment). The listing quarantines segments that fail the
-        magic/footer check; one that fails while the views are created is quarantined
-        from DuckDB's error and the files are listed again (see quarantine.py).
+        magic/footer check; a read that fails on a damaged one can be run again with
+        :meth:`read_retrying` (see quarantine.py).
         """
         con = duckdb.connect(":memory:")
         try:
@@ -472,6 +471,11 @@ class Store:
             # Parquet footers so repeated queries on this connection do not re-read them
             # (about 30% off a repeated scan of a 10 M-sample store).
             con.execute("SET parquet_metadata_cache = true")
+            # The analyses keep their tables on the connection (TEMP): past DuckDB's default
+            # 16 MB of changes the next commit checkpoints (compresses) the whole in-memory
+            # database, 0.1-0.2 s in the middle of a cold dashboard page, to save memory that a
+            # reader connection holds only while it lives.
+            con.execute("SET checkpoint_threshold = '1GB'")
             self._attach_snapshot(con)
             tables = con.execute(
                 "SELECT table_name FROM duckdb_tables() WHERE database_name = 'state'"
@@ -482,7 +486,7 @@ class Store:
             if samples:
                 qr.register_root(self.root, lambda line: self.warn(line))
                 con.execute(f"SET VARIABLE {ROOT_VARIABLE} = $root", {"root": str(self.samples)})
-                self.read_retrying(lambda: self._sample_views(con))
+                self._sample_views(con)
         except BaseException:
             con.close()
             raise
@@ -490,15 +494,18 @@ class Store:
 
     def _sample_views(self, con: duckdb.DuckDBPyConnection) -> None:
         hive = "hive_partitioning = true, hive_types = {'kind': VARCHAR, 'date': DATE, 'node': VARCHAR}"
-        for kind, view in VIEW_NAMES.items():
-            sql = (
-                f"CREATE OR REPLACE VIEW {view} AS SELECT * EXCLUDE (kind) FROM ("  # noqa: S608
-                f"SELECT * FROM read_parquet(getvariable('{files_variable(kind)}'), {hive})"
-                " UNION ALL BY NAME SELECT * FROM read_parquet("
-                f"getvariable('{mixed_variable(kind)}'), {hive}, union_by_name = true)"
-                f") WHERE node <> '{_SEED_NODE}'"
-            )
-            set_files(con, self.samples, kind, self.sample_files(kind), bind=functools.partial(con.execute, sql))
+
+        def create() -> None:
+            for kind, view in VIEW_NAMES.items():
+                con.execute(
+                    f"CREATE OR REPLACE VIEW {view} AS SELECT * EXCLUDE (kind) FROM ("  # noqa: S608
+                    f"SELECT * FROM read_parquet({FILES_FUNCTION}('{kind}', false), {hive})"
+                    " UNION ALL BY NAME SELECT * FROM read_parquet("
+                    f"{FILES_FUNCTION}('{kind}', true), {hive}, union_by_name = true)"
+                    f") WHERE node <> '{_SEED_NODE}'"
+                )
+
+        attach_views(con, self.samples, lambda line: self.warn(line), create)
 
     # ------------------------------------------------------- bulk sample write
     def write_samples(self, kind: str, table: pa.Table, *, tag: str | None = None) -> list[Path]:

@@ -209,6 +209,42 @@ def test_a_file_rewritten_under_the_same_name_is_not_taken_for_the_rolled_one(
     _assert_same(_core(store), _core(_raw_copy(store, tmp_path / "raw")))
 
 
+def test_a_page_run_takes_the_listing_stat_and_the_next_run_sees_a_file_rewritten_in_place(
+        lake: Store, tmp_path: Path) -> None:
+    """Inside one pinned page run a saved listing's file stats stand for the files (the run reads
+    the files as listed; the plan is the one stating them gives); the next run states them again
+    and reads a node-day raw once its file was rewritten under the same name."""
+    from gpulens.store import lake as lk
+    from tests.core.test_lake_listing import _new_process
+
+    store = Store(tmp_path / "d7")
+    shutil.copytree(lake.root, store.root)
+    compact(store, settle=3600, grace=3600, clock=lambda: NOON3)
+    time.sleep(2.1)  # nothing changed in the last 2 s is saved (mtimes are coarse)
+    lk.list_live(store.samples, "gpu")  # saved for the next process
+    _new_process()
+    with lk.listings_pinned():
+        listing = lk.list_live(store.samples, "gpu")
+        assert all(lk.pinned_stat(p) is not None for p in listing.paths)
+        pinned = plan(store.root, "gpu_hour", listing.files, store.warn)
+    assert lk.pinned_stat(listing.paths[0]) is None, "only inside the block"
+    assert pinned == plan(store.root, "gpu_hour", listing.files, store.warn)
+    assert pinned.rollups and not any(day == DAY.date() for _, day in pinned.raw)
+
+    (part,) = [p for p in partitions(store.samples, "gpu", DAY.date(), DAY.date())][:1]
+    path = part.path / part.live[0]
+    table = pq.read_table(path, partitioning=None)
+    util = pc.multiply(table["util_gpu"], pa.scalar(0.5, pa.float32()))
+    pq.write_table(table.set_column(table.schema.get_field_index("util_gpu"), "util_gpu", util),
+                   path)  # same name, other rows: its folder's mtime is unchanged
+    with lk.listings_pinned():
+        again = lk.list_live(store.samples, "gpu")
+        assert lk.pinned_stat(str(path)) is None, "a listing reused in process states nothing"
+        raw = plan(store.root, "gpu_hour", again.files, store.warn).raw
+    assert [p for p, _ in raw if p == str(path)], "that node-day is read raw"
+    _assert_same(_core(store), _core(_raw_copy(store, tmp_path / "raw")))
+
+
 def test_a_damaged_or_missing_rollup_falls_back_to_raw_with_one_warning(
         lake: Store, tmp_path: Path) -> None:
     store = Store(tmp_path / "d2")

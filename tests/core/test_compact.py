@@ -29,9 +29,8 @@ from gpulens.store import SegmentWriter, Store, arrow_schema
 from gpulens.store.compact import OPEN_MAX_TIERS, _run_lock, compact
 from gpulens.store.lake import (
     COMPACT_PREFIX,
+    FILES_FUNCTION,
     conform,
-    files_variable,
-    mixed_variable,
     partitions,
     schema_mark,
 )
@@ -277,8 +276,8 @@ def test_files_in_the_current_schema_are_marked_and_read_without_the_schema_merg
     assert f"-{mark}-" in cur.name and mark not in old.name and mark not in new.name
     assert f"-{mark}-" in enc.name
     con = store.connect()
-    fast = con.execute(f"SELECT getvariable('{files_variable('proc')}')").fetchone()[0]
-    mixed = con.execute(f"SELECT getvariable('{mixed_variable('proc')}')").fetchone()[0]
+    fast = con.execute(f"SELECT {FILES_FUNCTION}('proc', false)").fetchone()[0]
+    mixed = con.execute(f"SELECT {FILES_FUNCTION}('proc', true)").fetchone()[0]
     assert sorted(Path(p).name for p in fast[1:]) == sorted([cur.name, enc.name])
     assert sorted(Path(p).name for p in mixed[1:]) == sorted([old.name, new.name])
     got = con.execute("SELECT count(*), count(DISTINCT pid), count(future_col), count(used_memory_bytes) "

@@ -8,6 +8,7 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 from gpulens.store import Store, lake
 from gpulens.store import quarantine as qr
@@ -158,6 +159,33 @@ def test_a_changed_folder_is_listed_again_the_unchanged_ones_are_reused(store: S
     assert again is not None and again[1].paths == after.paths
 
 
+def test_a_whole_listing_is_reused_in_process_until_a_file_a_node_or_a_day_is_added(
+        store: Store) -> None:
+    """The stamps a walk takes (each folder stated before it is read) keep the whole listing
+    while nothing changed, and any new file, node folder or day folder ends the reuse."""
+    import datetime as dt
+
+    from tests.core.lake_builders import DAY
+
+    store.write_samples("proc", proc_rows("n0", 0, 20))
+    _settle(store.samples)
+    _new_process()
+    first = lake.list_live(store.samples, "proc")
+    key = (str(store.samples), "proc", None, None)
+    assert key in lake._whole, "settled: kept with its stamps"
+    assert lake.list_live(store.samples, "proc") is first
+    for node, day, n in (("n0", DAY, 2), ("n9", DAY, 3),
+                         ("n0", DAY + dt.timedelta(days=1), 4)):
+        store.write_samples("proc", proc_rows(node, 100 * n, 5, day))
+        _settle(store.samples)
+        got = lake.list_live(store.samples, "proc")
+        on_disk = sorted(str(f) for f in store.samples.glob("kind=proc/date=*/node=*/*.parquet")
+                         if lake.SEED_NODE not in str(f))
+        assert len(got.paths) == n and sorted(got.paths) == on_disk
+        assert lake.list_live(store.samples, "proc") is got
+    assert got == _walked(store.samples, "proc")
+
+
 def test_a_pinned_listing_is_reused_until_the_block_ends_or_a_file_is_quarantined(
         store: Store) -> None:
     import threading
@@ -222,3 +250,84 @@ def test_a_saved_listing_is_not_rewritten_when_only_unsettled_folders_changed(
     _new_process()
     again = lake._load_saved(store.samples, "proc")
     assert again is not None and again[1] == listing
+
+
+# ------------------------------------------------------------ views listed at their first read
+def _readers(con: Any) -> dict[str, Any]:
+    """What every direct reader of the sample views gives on ``con``."""
+    from gpulens.analysis import detail, network
+    from gpulens.config import DiagnoseConfig
+    from gpulens.diagnosis import badnodes, live, nodes
+    from gpulens.store.samples import VIEW_NAMES
+    from gpulens.store.scan import node_source
+
+    out: dict[str, Any] = {}
+    for kind, view in VIEW_NAMES.items():
+        sql = f"SELECT count(*), count(DISTINCT node), min(ts), max(ts) FROM {view}"  # noqa: S608
+        out[view] = con.execute(sql).fetchone()
+        src, params = node_source(con, kind, ["node-a"], None, None)
+        out[f"{kind} node_source"] = con.execute(f"SELECT count(*) FROM {src}",  # noqa: S608
+                                                 params).fetchone()
+    out["node_timeline"] = detail.node_timeline(con, "node-a")
+    out["hourly_features"] = nodes.hourly_features(con)
+    out["latest_sample"] = live.latest_sample(con)
+    out["network"] = network.network_traffic(con)
+    ev = badnodes.read_evidence(con, DiagnoseConfig())
+    out["evidence"] = repr((ev.signals, ev.failures, sorted(ev.node_hours.items())))
+    return out
+
+
+def test_each_kind_is_listed_at_its_first_read_and_reads_what_an_eager_listing_gives(
+        tmp_path: Path) -> None:
+    """A store connection lists a sample kind when a query first reads it (the Overview never
+    lists the net kind); every direct reader of the views gives what it gives when every kind
+    was listed before it ran."""
+    import pandas as pd
+
+    from tests.dashboard.smallstore import build_small_store
+
+    store = Store.open(tmp_path / "d")
+    build_small_store(store)
+    con = store.connect()
+    lists = lake._lists_of(con)
+    assert lists is not None and lists.lists == {}, "nothing listed at connect"
+    assert con.execute("SELECT count(*) FROM gpu_samples").fetchone()[0] > 0
+    assert set(lists.lists) == {"gpu"}, "only the kind that was read"
+    lazy = _readers(con)
+    assert set(lists.lists) == {"gpu", "net", "proc", "xid"}
+    con.close()
+
+    eager = store.connect()
+    for kind in ("gpu", "net", "proc", "xid"):
+        assert lake.live_files(eager, kind) is not None
+    want = _readers(eager)
+    eager.close()
+    assert lazy.keys() == want.keys()
+    for name, got in lazy.items():
+        if isinstance(got, pd.DataFrame):
+            pd.testing.assert_frame_equal(got, want[name], obj=name)
+        else:
+            assert got == want[name], name
+    assert lazy["gpu_samples"][0] > 0 and lazy["net_samples"][0] > 0 and lazy["xid_events"][0] > 0
+    assert len(lazy["node_timeline"]) > 0 and len(lazy["hourly_features"]) > 0
+
+
+def test_a_view_reads_its_first_listing_until_live_files_lists_again(store: Store) -> None:
+    """Files that arrive after a kind's first read show up once ``live_files`` re-lists (the
+    analyses do at every call); a file read by the view is never stale after that."""
+    store.write_samples("proc", proc_rows("n0", 0, 50))
+    con = store.connect()
+    assert con.execute("SELECT count(*) FROM gpu_process_samples").fetchone() == (50,)
+    store.write_samples("proc", proc_rows("n1", 100, 30))
+    assert con.execute("SELECT count(*) FROM gpu_process_samples").fetchone() == (50,)
+    listing = lake.live_files(con, "proc")
+    assert listing is not None and len(listing.files) == 2
+    assert con.execute("SELECT count(*) FROM gpu_process_samples").fetchone() == (80,)
+    fresh = store.connect()
+    assert fresh.execute("SELECT count(*) FROM gpu_process_samples").fetchone() == (80,)
+    con.close()
+    fresh.close()
+    # a connection that is not a store's has no lake listing
+    import duckdb
+
+    assert lake.live_files(duckdb.connect(), "proc") is None

@@ -107,7 +107,8 @@ def render() -> None:
             if ts.empty:
                 ui.no_match("No GPU sample")
             else:
-                st.altair_chart(charts.utilization_over_time(ts), width="stretch")
+                over_time = charts.utilization_over_time(ts)
+                st.vega_lite_chart(over_time.data, over_time.spec, width="stretch")
                 with st.expander("Table"):
                     ui.table(ts, "utilization over time")
     with right:
@@ -118,7 +119,7 @@ def render() -> None:
             if chart is None:
                 ui.no_match("No allocated GPU-hour")
             else:
-                st.altair_chart(chart, width="stretch")
+                st.vega_lite_chart(chart.data, chart.spec, width="stretch")
                 st.caption("Every bar is a part of the allocated GPU-hours. Idle: allocated but "
                            "the GPU was not busy. Failed or killed: busy GPU-hours of runs that "
                            "failed or were killed (the Failures page's busy figure). After "
