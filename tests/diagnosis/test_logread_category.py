@@ -460,3 +460,23 @@ def test_behind_a_launcher_s_report_the_child_s_own_error_decides(clf: Classifie
     d = diagnose_text("\n".join(bar + oom + more + launcher), clf).diagnosis
     assert d.category == "gpu_oom", d
     assert "child's own error" in (d.reason or "")
+
+
+@pytest.mark.parametrize(("exc", "category", "origin"), [
+    ("OSError: [Errno 24] Too many open files", "storage_error", "infrastructure"),
+    ("OSError: [Errno 23] Too many open files in system", "storage_error", "infrastructure"),
+    ("huggingface_hub.errors.LocalEntryNotFoundError: Cannot find the requested files in the disk cache and "
+     "outgoing traffic has been disabled. To enable hf.co look-ups and downloads online, set 'local_files_only' "
+     "to False.", "incorrect_input", "user"),
+])
+def test_errno_and_hub_messages_behind_a_torchrun_report_decide(clf: Classifier, exc: str, category: str,
+                                                               origin: str) -> None:
+    # the child's own exception, then torchrun's report (a secondary-only "unknown" before these rules)
+    log = "\n".join([
+        "[rank0]: Traceback (most recent call last):",
+        '[rank0]:   File "/work/eval.py", line 212, in <module>',
+        "[rank0]:     feats = extract(loader)",
+        f"[rank0]: {exc}",
+    ]) + "\n" + _TORCHRUN_TAIL
+    d = diagnose_text(log, clf).diagnosis
+    assert (d.category, d.origin, d.method) == (category, origin, "rule")
