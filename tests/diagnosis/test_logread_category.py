@@ -480,3 +480,21 @@ def test_errno_and_hub_messages_behind_a_torchrun_report_decide(clf: Classifier,
     ]) + "\n" + _TORCHRUN_TAIL
     d = diagnose_text(log, clf).diagnosis
     assert (d.category, d.origin, d.method) == (category, origin, "rule")
+
+
+@pytest.mark.parametrize(("exc", "category"), [
+    ("OSError: Can't load tokenizer for 'org/model-7b'. If you were trying to load it from "
+     "'https://huggingface.co/models', make sure you don't have a local directory with the same name.",
+     "checkpoint_error"),
+    ("OSError: Can't load the configuration of '/scratch/run4/final'. If you were trying to load it from "
+     "'https://huggingface.co/models', make sure you don't have a local directory with the same name.",
+     "checkpoint_error"),
+    ("RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, you must "
+     "use the 'spawn' start method", "semantic_error"),
+])
+def test_library_messages_that_name_their_cause_are_not_left_to_the_model(clf: Classifier, exc: str,
+                                                                         category: str) -> None:
+    log = "\n".join(["Loading config from configs/sft.yaml", "Traceback (most recent call last):",
+                     '  File "/work/sft.py", line 40, in <module>', "    main()", exc])
+    d = diagnose_text(log, clf).diagnosis
+    assert (d.category, d.origin, d.method) == (category, "user", "rule")
