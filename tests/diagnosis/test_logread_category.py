@@ -498,3 +498,18 @@ def test_library_messages_that_name_their_cause_are_not_left_to_the_model(clf: C
                      '  File "/work/sft.py", line 40, in <module>', "    main()", exc])
     d = diagnose_text(log, clf).diagnosis
     assert (d.category, d.origin, d.method) == (category, "user", "rule")
+
+
+@pytest.mark.parametrize("term", [
+    "TERM_OWNER: job killed by owner.",
+    "TERM_ADMIN: job killed by root or LSF administrator.",
+    "TERM_CPULIMIT: job killed after reaching LSF CPU usage limit.",
+    "TERM_WINDOW: job killed after queue run window closed.",
+])
+def test_lsf_exit_reasons_of_a_job_killed_from_outside(clf: Classifier, term: str) -> None:
+    # LSF's job report: the TERM_ reason, then the exit code the signal left
+    log = "\n".join([*(f"Epoch 4 [{k}/500] loss: 0.{k:03d}" for k in range(100, 130)), "",
+                     "------------------------------------------------------------", "", term,
+                     "Exited with exit code 140.", "", "Resource usage summary:", "", "    CPU time :   3000.00 sec."])
+    d = diagnose_text(log, clf).diagnosis
+    assert (d.category, d.origin, d.method) == ("preempted", "infrastructure", "rule")
