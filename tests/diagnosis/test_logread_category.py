@@ -513,3 +513,10 @@ def test_lsf_exit_reasons_of_a_job_killed_from_outside(clf: Classifier, term: st
                      "Exited with exit code 140.", "", "Resource usage summary:", "", "    CPU time :   3000.00 sec."])
     d = diagnose_text(log, clf).diagnosis
     assert (d.category, d.origin, d.method) == ("preempted", "infrastructure", "rule")
+
+
+def test_srun_s_node_failure_is_the_scheduler_s_end_not_a_gpu_fault(clf: Classifier) -> None:
+    log = "\n".join([*(f"[rank0] step {k} loss 2.{k:03d}" for k in range(200, 230)),
+                     "srun: error: Node failure on gpu-a17", "srun: Job step aborted: Waiting up to 32 seconds for job step to finish."])
+    d = diagnose_text(log, clf).diagnosis
+    assert (d.category, d.origin, d.method) == ("preempted", "infrastructure", "rule")

@@ -517,6 +517,8 @@ _SETUP = ["Loading config from configs/finetune.yaml", "Using 2 GPU(s): NVIDIA A
     ("=>> PBS: job killed: mem 33554432kb exceeded limit 16777216kb", "cpu_oom"),
     ("=>> PBS: job killed: vmem 70368744kb exceeded limit 67108864kb", "cpu_oom"),
     ("=>> PBS: job killed: cput 86412 exceeded limit 86400", "preempted"),
+    ("=>> PBS: job killed: node 1 (cn112) requested job terminate, 'EOF' (code 1099) - received SISTER_EOF "
+     "attempting to communicate with sister MOM's", "preempted"),
     ("terminate called after throwing an instance of 'std::bad_alloc'", "cpu_oom"),
     ("/bin/sh: 1: accelerate: not found", "import_error"),
     ("zsh: command not found: python", "import_error"),

@@ -373,7 +373,7 @@ def _went_on_to_an_end(lines: Sequence[str], at: int) -> bool:
 #: cannot find the command or the script (bash "line 12: torchrun: command not found", "bash:
 #: ./run.sh: No such file or directory", CPython "python: can't open file 'x.py': [Errno 2] ..."),
 #: the PBS/Torque MOM kills it for a resource limit ("=>> PBS: job killed: mem 33554432kb exceeded
-#: limit 16777216kb"; also vmem, cput, walltime), or the C++ runtime aborts on an uncaught
+#: limit 16777216kb"; also vmem, cput, walltime, a sister node lost), or the C++ runtime aborts on an uncaught
 #: exception ("terminate called after throwing an instance of 'std::bad_alloc'"); dash ("/bin/sh: 1:
 #: python: not found"), zsh and env say a command is missing their own way; a Rust or Go program
 #: panics ("thread 'main' panicked at src/main.rs:10:5:", "panic: runtime error: ..."); GNU make
@@ -382,7 +382,7 @@ _LAST_WORDS = Guarded(
     r"^(?:\S+: )?(?:line \d+: )?[^\s:]+: command not found$"
     r"|can't open file '[^']+': \[Errno \d+\]"
     r"|^(?:-?(?:ba|z|k|c|tc)?sh|/\S+|\S+: line \d+)(?:: line \d+)?: [^\s:]+: No such file or directory$"
-    r"|PBS: job killed: \w+ \S+ exceeded limit"
+    r"|PBS: job killed: "
     r"|^terminate called (?:after throwing|without an active exception)"
     r"|^(?:/bin/)?(?:da)?sh: \d+: [^\s:]+: not found$|^zsh: command not found: \S+$|^env: '?[^\s:']+'?: No such file or directory$"
     r"|^thread '[^']*' panicked at |^panic: |^make(?:\[\d+\])?: \*\*\* \[[^\]]*\] Error \d+",
