@@ -460,3 +460,63 @@ def test_behind_a_launcher_s_report_the_child_s_own_error_decides(clf: Classifie
     d = diagnose_text("\n".join(bar + oom + more + launcher), clf).diagnosis
     assert d.category == "gpu_oom", d
     assert "child's own error" in (d.reason or "")
+
+
+@pytest.mark.parametrize(("exc", "category", "origin"), [
+    ("OSError: [Errno 24] Too many open files", "storage_error", "infrastructure"),
+    ("OSError: [Errno 23] Too many open files in system", "storage_error", "infrastructure"),
+    ("huggingface_hub.errors.LocalEntryNotFoundError: Cannot find the requested files in the disk cache and "
+     "outgoing traffic has been disabled. To enable hf.co look-ups and downloads online, set 'local_files_only' "
+     "to False.", "incorrect_input", "user"),
+])
+def test_errno_and_hub_messages_behind_a_torchrun_report_decide(clf: Classifier, exc: str, category: str,
+                                                               origin: str) -> None:
+    # the child's own exception, then torchrun's report (a secondary-only "unknown" before these rules)
+    log = "\n".join([
+        "[rank0]: Traceback (most recent call last):",
+        '[rank0]:   File "/work/eval.py", line 212, in <module>',
+        "[rank0]:     feats = extract(loader)",
+        f"[rank0]: {exc}",
+    ]) + "\n" + _TORCHRUN_TAIL
+    d = diagnose_text(log, clf).diagnosis
+    assert (d.category, d.origin, d.method) == (category, origin, "rule")
+
+
+@pytest.mark.parametrize(("exc", "category"), [
+    ("OSError: Can't load tokenizer for 'org/model-7b'. If you were trying to load it from "
+     "'https://huggingface.co/models', make sure you don't have a local directory with the same name.",
+     "checkpoint_error"),
+    ("OSError: Can't load the configuration of '/scratch/run4/final'. If you were trying to load it from "
+     "'https://huggingface.co/models', make sure you don't have a local directory with the same name.",
+     "checkpoint_error"),
+    ("RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, you must "
+     "use the 'spawn' start method", "semantic_error"),
+])
+def test_library_messages_that_name_their_cause_are_not_left_to_the_model(clf: Classifier, exc: str,
+                                                                         category: str) -> None:
+    log = "\n".join(["Loading config from configs/sft.yaml", "Traceback (most recent call last):",
+                     '  File "/work/sft.py", line 40, in <module>', "    main()", exc])
+    d = diagnose_text(log, clf).diagnosis
+    assert (d.category, d.origin, d.method) == (category, "user", "rule")
+
+
+@pytest.mark.parametrize("term", [
+    "TERM_OWNER: job killed by owner.",
+    "TERM_ADMIN: job killed by root or LSF administrator.",
+    "TERM_CPULIMIT: job killed after reaching LSF CPU usage limit.",
+    "TERM_WINDOW: job killed after queue run window closed.",
+])
+def test_lsf_exit_reasons_of_a_job_killed_from_outside(clf: Classifier, term: str) -> None:
+    # LSF's job report: the TERM_ reason, then the exit code the signal left
+    log = "\n".join([*(f"Epoch 4 [{k}/500] loss: 0.{k:03d}" for k in range(100, 130)), "",
+                     "------------------------------------------------------------", "", term,
+                     "Exited with exit code 140.", "", "Resource usage summary:", "", "    CPU time :   3000.00 sec."])
+    d = diagnose_text(log, clf).diagnosis
+    assert (d.category, d.origin, d.method) == ("preempted", "infrastructure", "rule")
+
+
+def test_srun_s_node_failure_is_the_scheduler_s_end_not_a_gpu_fault(clf: Classifier) -> None:
+    log = "\n".join([*(f"[rank0] step {k} loss 2.{k:03d}" for k in range(200, 230)),
+                     "srun: error: Node failure on gpu-a17", "srun: Job step aborted: Waiting up to 32 seconds for job step to finish."])
+    d = diagnose_text(log, clf).diagnosis
+    assert (d.category, d.origin, d.method) == ("preempted", "infrastructure", "rule")

@@ -503,3 +503,46 @@ def test_torque_prologues_split_jobs_appended_to_one_output_file(clf: Classifier
     assert w.attempts == 2 and w.diagnosis.category == "none"
     w = diagnose_text("\n".join(_pbs_job(1, fixed, "Done") + _pbs_job(2, crash, "Done")), clf)
     assert w.attempts == 2 and w.diagnosis.category not in ("none",)
+
+
+_SETUP = ["Loading config from configs/finetune.yaml", "Using 2 GPU(s): NVIDIA A100-SXM4-40GB",
+          "Seed set to 1234", "Tokenizing 48,000 examples"]
+
+
+@pytest.mark.parametrize(("last", "category"), [
+    ("/var/spool/slurmd/job4411/slurm_script: line 14: torchrun: command not found", "import_error"),
+    ("run_all.sh: line 9: deepspeed: command not found", "import_error"),
+    ("bash: ./scripts/train_ddp.sh: No such file or directory", "semantic_error"),
+    ("python3: can't open file '/home/ana/proj/trian.py': [Errno 2] No such file or directory", "semantic_error"),
+    ("=>> PBS: job killed: mem 33554432kb exceeded limit 16777216kb", "cpu_oom"),
+    ("=>> PBS: job killed: vmem 70368744kb exceeded limit 67108864kb", "cpu_oom"),
+    ("=>> PBS: job killed: cput 86412 exceeded limit 86400", "preempted"),
+    ("=>> PBS: job killed: node 1 (cn112) requested job terminate, 'EOF' (code 1099) - received SISTER_EOF "
+     "attempting to communicate with sister MOM's", "preempted"),
+    ("terminate called after throwing an instance of 'std::bad_alloc'", "cpu_oom"),
+    ("/bin/sh: 1: accelerate: not found", "import_error"),
+    ("zsh: command not found: python", "import_error"),
+    ("env: 'python3': No such file or directory", "import_error"),
+    ("thread '<unnamed>' panicked at src/tokenizer/mod.rs:412:29:", None),
+    ("make: *** [Makefile:31: train] Error 1", None),
+])
+def test_a_job_ended_by_a_line_without_an_error_word_is_no_normal_end(clf: Classifier, last: str,
+                                                                       category: str | None) -> None:
+    # the shell, the PBS MOM, the C++ and Rust runtimes and make say so without "error", "killed
+    # by" or a traceback (None: failed, whatever the category)
+    lines = [*_SETUP, last]
+    w = diagnose_text("\n".join(lines), clf)
+    assert w.diagnosis.category != "none" and w.indicator_lines == [len(lines)]
+    after_steps = [*_SETUP, *(f"step {k} loss 1.{k:02d}" for k in range(40, 60)), last, ""]
+    got = diagnose_text("\n".join(after_steps), clf).diagnosis.category
+    assert got != "none"
+    if category is not None:
+        assert (w.diagnosis.category, got) == (category, category)
+
+
+def test_a_missing_command_the_job_script_went_on_from_is_not_its_end(clf: Classifier) -> None:
+    # "module: command not found" before the program starts: the program then ran to its end
+    lines = ["/var/spool/slurmd/job52/slurm_script: line 3: module: command not found", *_SETUP,
+             *(f"Epoch {e}/5: 100%|██████████| 40/40 [00:09<00:00, loss=0.{50 - e}]" for e in range(1, 6)),
+             "val_acc: 0.91", "Test accuracy: 0.905", "Saved model to out/model.pt", "Elapsed 00:01:02"]
+    assert diagnose_text("\n".join(lines), clf).diagnosis.category == "none"

@@ -13,6 +13,7 @@ import re
 from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
+from gpulens.diagnosis.guarded import Guarded
 from gpulens.diagnosis.logread.lines import (
     PROGRESS_KEYS,
     handled_blocks,
@@ -25,7 +26,7 @@ from gpulens.diagnosis.logread.lines import (
 from gpulens.diagnosis.logs import find_keys
 
 __all__ = ["AT_EXIT", "COMPLETION_COVER", "COMPLETION_KEYS", "End", "HANDLED_LOOKBACK", "completion_strength", "end_evidence", "end_of_attempt", "is_completion",
-           "is_progress_bar", "open_traceback", "printed_before", "went_on"]
+           "is_progress_bar", "last_words", "open_traceback", "printed_before", "went_on"]
 
 #: Literal keys (``str.find`` prefilter) of the completion messages below: every message the
 #: patterns accept holds one of them (tests/diagnosis/test_logread.py checks the examples).
@@ -366,3 +367,46 @@ def _went_on_to_an_end(lines: Sequence[str], at: int) -> bool:
         return False
     end = end_of_attempt(lines, at)
     return end is not None and not end.stopped
+
+
+#: How a job ends when the failure-line keys see no error word in its last lines: the shell
+#: cannot find the command or the script (bash "line 12: torchrun: command not found", "bash:
+#: ./run.sh: No such file or directory", CPython "python: can't open file 'x.py': [Errno 2] ..."),
+#: the PBS/Torque MOM kills it for a resource limit ("=>> PBS: job killed: mem 33554432kb exceeded
+#: limit 16777216kb"; also vmem, cput, walltime, a sister node lost), or the C++ runtime aborts on an uncaught
+#: exception ("terminate called after throwing an instance of 'std::bad_alloc'"); dash ("/bin/sh: 1:
+#: python: not found"), zsh and env say a command is missing their own way; a Rust or Go program
+#: panics ("thread 'main' panicked at src/main.rs:10:5:", "panic: runtime error: ..."); GNU make
+#: reports a failed recipe ("make: *** [Makefile:12: train] Error 1").
+_LAST_WORDS = Guarded(
+    r"^(?:\S+: )?(?:line \d+: )?[^\s:]+: command not found$"
+    r"|can't open file '[^']+': \[Errno \d+\]"
+    r"|^(?:-?(?:ba|z|k|c|tc)?sh|/\S+|\S+: line \d+)(?:: line \d+)?: [^\s:]+: No such file or directory$"
+    r"|PBS: job killed: "
+    r"|^terminate called (?:after throwing|without an active exception)"
+    r"|^(?:/bin/)?(?:da)?sh: \d+: [^\s:]+: not found$|^zsh: command not found: \S+$|^env: '?[^\s:']+'?: No such file or directory$"
+    r"|^thread '[^']*' panicked at |^panic: |^make(?:\[\d+\])?: \*\*\* \[[^\]]*\] Error \d+",
+    ("command not found", "can't open file", "No such file or directory", "PBS: job killed", "terminate called",
+     ": not found", "panicked at ", "panic: ", "*** ["),
+)
+#: Non-blank lines at the end of an attempt read for them: such a line ends the job only when
+#: it is (nearly) the last thing the job printed; a script that goes on after a missing command
+#: (a "module: command not found" before the training starts) was not ended by it.
+LAST_WORDS_TAIL = 4
+
+
+def last_words(lines: Sequence[str], floor: int) -> list[int]:
+    """Indexes of the lines among the last ``LAST_WORDS_TAIL`` non-blank lines of
+    ``lines[floor:]`` that say the job ended without an error word (see ``_LAST_WORDS``)."""
+    out: list[int] = []
+    seen = 0
+    for i in range(len(lines) - 1, floor - 1, -1):
+        s = logs.normalize_line(lines[i]).strip()
+        if not s:
+            continue
+        if _LAST_WORDS.search(s):
+            out.append(i)
+        seen += 1
+        if seen >= LAST_WORDS_TAIL:
+            break
+    return sorted(out)

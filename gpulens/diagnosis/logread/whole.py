@@ -25,6 +25,7 @@ from gpulens.diagnosis.logread.completion import (
     End,
     completion_strength,
     end_of_attempt,
+    last_words,
     open_traceback,
     went_on,
 )
@@ -206,6 +207,7 @@ def _failures(lines: Sequence[str], a0: int, frontier: int) -> list[int]:
                  if is_scheduler_kill(logs.normalize_line(lines[i])))
     found.update(_rank_failures(lines, max(a0, len(lines) - SCAN_LINES), frontier))
     found.update(dead_driver(lines, max(a0, len(lines) - SCAN_LINES)))
+    found.update(last_words(lines, a0))
     if found:
         found -= handled_blocks(lines, max(a0, min(found) - HANDLED_LOOKBACK), len(lines))
         if found and not any(is_terminal_kill(logs.normalize_line(lines[i])) for i in found) \
