@@ -239,8 +239,10 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
                first: ranks.Origin, norm: Callable[[int], str], limit: int) -> list[int]:
     """Indexes of the lines an operator needs to see the root failure: the first failing
     rank's distinct real error lines (the exception and those it chains, each message once),
-    the lines the classifier's evidence quotes, the kills that ended the run, and the
-    launcher's/scheduler's verdict lines; at most ``limit``."""
+    the lines the classifier's evidence quotes and the kills that ended the run; at most
+    ``limit``. A launcher's/scheduler's verdict (torchrun's "failed (exitcode", ChildFailedError
+    and its table, srun's and mpirun's exit lines) only when the failing process printed no
+    error, and then its first line (README rule R8)."""
     region = [i for i in failures if i >= start]
     tags = _Tags(lines, start)
 
@@ -268,7 +270,8 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     picked += [i for i in kills if i not in picked and (not own or i > own[0])][:2]
     verdict = [i for i in verdict_at if not (own and _cleanup(norm(i))) and i not in picked]
     found = picked[:limit]
-    found += verdict[:max(limit - len(found), 0)]
+    if not found:  # a launcher's verdict only when the failing process showed no error: its first line
+        found = verdict[:1]
     if not found:
         found = [i for i in region if not logs.is_secondary(norm(i))][:limit] or list(region[:limit])
     return sorted(set(found))
@@ -294,8 +297,9 @@ _QUOTED = re.compile(r"'[^'\s]*'")
 
 def _root_lines(lines: Sequence[str], own: Sequence[int], norm: Callable[[int], str]) -> list[int]:
     """The first root error line, the distinct exception lines after it (the ones it chains),
-    and the last one when the message is printed again at the end (the exception that ended
-    the process; a message printed more often is that of several processes). In a chain of
+    and the last one when it is a different message (the exception that ended the process; the
+    same message printed again, as Python does after a failed ``sys.excepthook``, or by other
+    processes, is not another line: README rule R4). In a chain of
     tracebacks an exception that only wraps the one above it (``raise X from Y``: "The above
     exception was the direct cause ...") and is wrapped again is skipped: the first says the
     cause, the last what ended the process."""
@@ -312,7 +316,7 @@ def _root_lines(lines: Sequence[str], own: Sequence[int], norm: Callable[[int], 
             texts.add(text)
     last = own[-1]
     again = sum(1 for i in own if _shape(norm(i)) == _shape(norm(last)))
-    if last not in picked and _EXCEPTION.match(norm(last)) and again <= 2:
+    if last not in picked and _EXCEPTION.match(norm(last)) and again <= 2 and _shape(norm(last)) not in texts:
         picked.append(last)
     return picked
 
