@@ -478,3 +478,34 @@ def test_an_exception_reprinted_after_the_excepthook_failed_is_labelled_once(rul
     ]
     w = diagnose_text("\n".join(lines), rules)
     assert w.indicator_lines == [5]
+
+
+def test_other_ranks_copies_and_sruns_exit_lines_are_not_indicator_lines(rules: Classifier) -> None:
+    # R5: the root error once, on the first rank to print it; R8/R6: srun's exit and step-abort
+    # lines are not labelled when the failing process printed its error
+    lines = [
+        "0: step 30 loss 2.1", "1: step 30 loss 2.2",
+        "1: Traceback (most recent call last):", '1:   File "train.py", line 40, in <module>', "1:     out = model(x)",
+        "1: RuntimeError: Input type (torch.cuda.FloatTensor) and weight type (torch.FloatTensor) should be the same",
+        "0: Traceback (most recent call last):", '0:   File "train.py", line 40, in <module>', "0:     out = model(x)",
+        "0: RuntimeError: Input type (torch.cuda.FloatTensor) and weight type (torch.FloatTensor) should be the same",
+        "srun: error: gpu-04: tasks 0-1: Exited with exit code 1",
+        "srun: Job step aborted: Waiting up to 32 seconds for job step to finish.",
+    ]
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.indicator_lines == [6]
+
+
+def test_a_silent_kill_gets_torchruns_first_verdict_line_not_its_table(rules: Classifier) -> None:
+    # R8: nothing of the child's own; torchrun's "failed (exitcode" names it first (the table's
+    # "traceback : Signal 9" row says the same later)
+    lines = [
+        "Inference with localizer ...",
+        "[2024-02-02 16:56:08,758] torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -9) "
+        "local_rank: 0 (pid: 76739) of binary: /usr/bin/python3",
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+        "Root Cause (first observed failure):", "[0]:", "  host      : gpu", "  rank      : 0 (local_rank: 0)",
+        "  exitcode  : -9 (pid: 76739)", "  error_file: <N/A>", "  traceback : Signal 9 (SIGKILL) received by PID 76739",
+    ]
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.indicator_lines == [2]

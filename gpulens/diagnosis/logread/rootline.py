@@ -269,12 +269,55 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
              and not logs.is_secondary(norm(i)) and not is_benign(norm(i)) and not (own and _cleanup(norm(i)))]
     picked += [i for i in kills if i not in picked and (not own or i > own[0])][:2]
     verdict = [i for i in verdict_at if not (own and _cleanup(norm(i))) and i not in picked]
-    found = picked[:limit]
-    if not found:  # a launcher's verdict only when the failing process showed no error: its first line
-        found = verdict[:1]
+    found = _once(picked, norm)[:limit]
+    if not found:  # a launcher's verdict only when the failing process showed no error: one line
+        found = _first_verdict(verdict, norm)
     if not found:
         found = [i for i in region if not logs.is_secondary(norm(i))][:limit] or list(region[:limit])
     return sorted(set(found))
+
+
+#: Lines a launcher or scheduler prints about a child that already failed (README rules R6, R8):
+#: torchrun's, Open MPI's, MPICH's, DeepSpeed's, srun's and LSF's exit verdicts and torchrun's
+#: Root Cause table rows, srun's step abort.
+_LAUNCHER_SAYS = ("failed (exitcode", "errors.ChildFailedError", "Root Cause (first observed failure)",
+                  "detected that one or more processes exited", "Process name:", "mpirun noticed that process rank",
+                  "BAD TERMINATION OF ONE", "exits with return code", "Exited with exit code", "srun: Job step aborted",
+                  "forcing job termination", "Killing subprocess")
+_TABLE_ROW = re.compile(r"^\s*(?:rank|host|exitcode|local_rank|error_file|time|traceback)\s+:")
+
+
+def is_launcher_verdict(line: str) -> bool:
+    """Whether a line is a launcher's or scheduler's report on a child that already ended (its
+    exit code, the Root Cause table), not the child's own error nor the scheduler's cause line."""
+    return any(k in line for k in _LAUNCHER_SAYS) or _TABLE_ROW.match(line) is not None
+
+
+def _once(picked: Sequence[int], norm: Callable[[int], str]) -> list[int]:
+    """``picked`` without the launcher's verdicts when a line of the failing process itself shows
+    the error (rule R8), and without the copies of a message already picked, whatever rank
+    prefix or numbers they carry (R5: the earliest copy)."""
+    words = [i for i in picked if not is_launcher_verdict(norm(i))]
+    if not words:
+        return _first_verdict(picked, norm)
+    keep = words
+    out: list[int] = []
+    seen: set[str] = set()
+    for i in sorted(keep):
+        text = _shape(ranks.strip_prefix(norm(i)).strip())
+        if text in seen:
+            continue
+        seen.add(text)
+        out.append(i)
+    return out
+
+
+def _first_verdict(verdicts: Sequence[int], norm: Callable[[int], str]) -> list[int]:
+    """One line of ``verdicts``: a scheduler's cause line (a cancel, an OOM kill; rule R6) when
+    there is one, else the earliest launcher verdict (the first that names the failed process:
+    torchrun's "failed (exitcode", before its ChildFailedError and Root Cause table; rule R8)."""
+    causes = [i for i in verdicts if not is_launcher_verdict(norm(i))]
+    return causes[:1] or sorted(verdicts)[:1]
 
 
 def _run_end(own: Sequence[int], verdicts: Sequence[int]) -> int:
