@@ -353,7 +353,8 @@ def test_nccl_s_own_cuda_failure_on_a_rank_is_the_root_and_its_last_error_is_sho
 
 def test_the_ray_header_of_the_failed_task_is_shown_with_its_error(rules: Classifier) -> None:
     # Ray prints a task's error under a header naming the task, its process and node, without a
-    # "Traceback" line; the header is shown, the phase is that of the error below it
+    # "Traceback" line; the embedded original error is the indicator line, not the wrapper header
+    # (rule R4); the node and the phase are still read from the header and the error below it
     lines = ["(TaskRunner pid=81) step:699 - actor/loss:0.12 - critic/score:0.88",
              "(TaskRunner pid=81) step:700 - actor/loss:0.11 - critic/score:0.87",
              "(TaskRunner pid=81) step:701 - actor/loss:0.10 - critic/score:0.89",
@@ -367,7 +368,7 @@ def test_the_ray_header_of_the_failed_task_is_shown_with_its_error(rules: Classi
              "RuntimeError: [enforce fail at inline_container.cc:815] . PytorchStreamWriter failed writing file data/7: "
              "file write failed"]
     w = diagnose_text("\n".join(lines), rules)
-    assert 7 in w.indicator_lines and 10 in w.indicator_lines
+    assert w.indicator_lines == [10]
     assert w.first_node == "10.0.3.7" and w.phase == "checkpoint_save"
 
 
@@ -377,7 +378,7 @@ def test_the_thread_that_died_is_shown_with_its_error(rules: Classifier) -> None
              "    self.run()", '  File "/srv/data.py", line 51, in _producer', "    batch = build(item)",
              "AttributeError: 'Tokenizer' object has no attribute 'image_token'"]
     w = diagnose_text("\n".join(lines), rules)
-    assert w.indicator_lines == [2, 8]
+    assert w.indicator_lines == [8]  # rule R2: the "Exception in thread" header is not labelled
     assert ": AttributeError: 'Tokenizer' object" in w.story()  # the story states the error, not the header
 
 
@@ -509,3 +510,16 @@ def test_a_silent_kill_gets_torchruns_first_verdict_line_not_its_table(rules: Cl
     ]
     w = diagnose_text("\n".join(lines), rules)
     assert w.indicator_lines == [2]
+
+
+def test_a_dataloader_workers_re_raise_counts_by_its_original_error(rules: Classifier) -> None:
+    # R4: "Caught X in DataLoader worker process N." wraps the worker's traceback; the original
+    # exception line (with the bare assert's source line above it, R3) is what is labelled
+    lines = [
+        "epoch 0 step 12 loss 0.9", "Traceback (most recent call last):", '  File "train.py", line 30, in <module>',
+        "    for batch in loader:", "AssertionError: Caught AssertionError in DataLoader worker process 0.",
+        "Original Traceback (most recent call last):", '  File "/srv/data.py", line 77, in __getitem__',
+        "    assert x.shape == (3, 64)", "AssertionError",
+    ]
+    w = diagnose_text("\n".join(lines), rules)
+    assert 5 not in w.indicator_lines and 9 in w.indicator_lines

@@ -283,7 +283,13 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
 _LAUNCHER_SAYS = ("failed (exitcode", "errors.ChildFailedError", "Root Cause (first observed failure)",
                   "detected that one or more processes exited", "Process name:", "mpirun noticed that process rank",
                   "BAD TERMINATION OF ONE", "exits with return code", "Exited with exit code", "srun: Job step aborted",
-                  "forcing job termination", "Killing subprocess")
+                  "forcing job termination", "Killing subprocess", "sigkill_handler")
+#: Lines that only wrap or announce an exception printed in full elsewhere (rules R2, R4): Ray's
+#: ``RayTaskError(X): ray::Actor.method()`` header, PyTorch's "Caught X in DataLoader worker
+#: process N." / "in replica N on device N." re-raise, a thread's traceback header, the
+#: ``sys.excepthook`` failure header.
+_WRAPPER = re.compile(r"^(?:\S*RayTaskError\(\w+\): |(?:\S+\.)?\w+: Caught \w+ in (?:DataLoader worker process|replica) "
+                      r"|Exception in thread \S.*:$|Error in sys\.excepthook:$)")
 _TABLE_ROW = re.compile(r"^\s*(?:rank|host|exitcode|local_rank|error_file|time|traceback)\s+:")
 
 
@@ -300,11 +306,11 @@ def _once(picked: Sequence[int], norm: Callable[[int], str]) -> list[int]:
     words = [i for i in picked if not is_launcher_verdict(norm(i))]
     if not words:
         return _first_verdict(picked, norm)
-    keep = words
+    keep = [i for i in words if _WRAPPER.match(ranks.strip_prefix(norm(i)).strip()) is None] or words
     out: list[int] = []
     seen: set[str] = set()
     for i in sorted(keep):
-        text = _shape(ranks.strip_prefix(norm(i)).strip())
+        text = _shape(ranks.strip_prefix(norm(i)).strip().rstrip(":").rstrip())
         if text in seen:
             continue
         seen.add(text)
