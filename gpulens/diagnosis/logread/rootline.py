@@ -254,7 +254,7 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     run_end = _run_end(own, verdict_at)
     picked = _root_lines(lines, [i for i in own if i < run_end], norm)
     if own:
-        picked += [k for k in (_report_head(lines, own[0], start), _nccl_detail(lines, own[0]))
+        picked += [k for k in (_report_head(lines, own[0], start),)
                    if k is not None and k not in picked]
     if not own:  # only symptoms: a collective timeout is the key message (the first one)
         picked = [i for i in region if _TIMEOUT.search(norm(i)) is not None][:1]
@@ -450,20 +450,6 @@ def is_report_head(line: str) -> bool:
     if "ray::" in line and ("RayTaskError" in line or "Unhandled error" in line):
         return True
     return "Exception in thread " in line and _body(line).lstrip().startswith("Exception in thread ")
-
-
-def _nccl_detail(lines: Sequence[str], i: int) -> int | None:
-    """The line after NCCL's "Last error:" that follows the error line ``i`` (NCCL prints its
-    error, its result code, then "Last error:" and the call that failed: "Cuda failure 2 'out
-    of memory'"), if any within a few lines, from the same rank."""
-    rank = ranks.prefix_rank(lines[i])
-    for k in range(i + 1, min(len(lines) - 1, i + 4)):
-        if "Last error:" in lines[k] and ranks.prefix_rank(lines[k]) == rank:
-            nxt = k + 1
-            if lines[nxt].strip() and ranks.prefix_rank(lines[nxt]) == rank and _body(lines[nxt]).strip():
-                return nxt
-            return None
-    return None
 
 
 #: An exception's final line ("torch.OutOfMemoryError: …", "KeyboardInterrupt").
