@@ -523,3 +523,20 @@ def test_a_dataloader_workers_re_raise_counts_by_its_original_error(rules: Class
     ]
     w = diagnose_text("\n".join(lines), rules)
     assert 5 not in w.indicator_lines and 9 in w.indicator_lines
+
+
+def test_never_more_than_three_lines_the_root_first_and_the_last_error(rules: Classifier) -> None:
+    # R9: a long chain of distinct exceptions keeps its first (the root) and its last (what ended
+    # the process) within three lines
+    def tb(exc: str) -> list[str]:
+        return ["Traceback (most recent call last):", '  File "/srv/job.py", line 10, in f', "    g()", exc]
+    during = ["", "During handling of the above exception, another exception occurred:", ""]
+    lines = (["start"] + tb("FileNotFoundError: [Errno 2] No such file or directory: 'meta/info.json'") + during
+             + tb("OSError: [Errno 101] Network is unreachable") + during
+             + tb("TimeoutError: timed out") + during
+             + tb("ValueError: could not build the dataset index") + during
+             + tb("RuntimeError: dataset setup failed after 3 tries"))
+    w = diagnose_text("\n".join(lines), rules)
+    got = [lines[n - 1] for n in w.indicator_lines]
+    assert len(got) <= 3
+    assert got[0].startswith("FileNotFoundError") and got[-1].startswith("RuntimeError: dataset setup failed")

@@ -269,7 +269,7 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
              and not logs.is_secondary(norm(i)) and not is_benign(norm(i)) and not (own and _cleanup(norm(i)))]
     picked += [i for i in kills if i not in picked and (not own or i > own[0])][:2]
     verdict = [i for i in verdict_at if not (own and _cleanup(norm(i))) and i not in picked]
-    found = _once(picked, norm)[:limit]
+    found = _at_most(_once(picked, norm), min(limit, RULE_MAX_LINES))
     if not found:  # a launcher's verdict only when the failing process showed no error: one line
         found = _first_verdict(verdict, norm)
     if not found:
@@ -316,6 +316,16 @@ def _once(picked: Sequence[int], norm: Callable[[int], str]) -> list[int]:
         seen.add(text)
         out.append(i)
     return out
+
+
+#: README rule R9: never more than three indicator lines.
+RULE_MAX_LINES = 3
+
+
+def _at_most(found: list[int], n: int) -> list[int]:
+    """At most ``n`` lines: the first ones (the root) and the last (the error that ended the
+    process), rule R9."""
+    return found if len(found) <= n else found[:n - 1] + found[-1:]
 
 
 def _first_verdict(verdicts: Sequence[int], norm: Callable[[int], str]) -> list[int]:
