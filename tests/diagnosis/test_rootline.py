@@ -540,3 +540,17 @@ def test_never_more_than_three_lines_the_root_first_and_the_last_error(rules: Cl
     got = [lines[n - 1] for n in w.indicator_lines]
     assert len(got) <= 3
     assert got[0].startswith("FileNotFoundError") and got[-1].startswith("RuntimeError: dataset setup failed")
+
+
+def test_a_silent_child_under_srun_gets_the_earliest_verdict_not_sruns_later_exit_line(rules: Classifier) -> None:
+    # R8: the first verdict line that names the failed process; srun's exit line comes later
+    lines = [
+        "step 200 loss 1.1",
+        "E0119 09:59:04.513000 492812 api.py:874] failed (exitcode: 1) local_rank: 1 (pid: 492817) of binary: /usr/bin/python",
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+        "Root Cause (first observed failure):", "[0]:", "  host      : h01", "  rank      : 1 (local_rank: 1)",
+        "  exitcode  : 1 (pid: 492817)",
+        "srun: error: h01: task 0: Exited with exit code 1",
+    ]
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.indicator_lines == [2]

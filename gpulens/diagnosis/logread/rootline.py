@@ -271,7 +271,7 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     verdict = [i for i in verdict_at if not (own and _cleanup(norm(i))) and i not in picked]
     found = _at_most(_once(picked, norm), min(limit, RULE_MAX_LINES))
     if not found:  # a launcher's verdict only when the failing process showed no error: one line
-        found = _first_verdict(verdict, norm)
+        found = _first_verdict(sorted(set(picked) | set(verdict)), norm)
     if not found:
         found = [i for i in region if not logs.is_secondary(norm(i))][:limit] or list(region[:limit])
     return sorted(set(found))
@@ -305,7 +305,7 @@ def _once(picked: Sequence[int], norm: Callable[[int], str]) -> list[int]:
     prefix or numbers they carry (R5: the earliest copy)."""
     words = [i for i in picked if not is_launcher_verdict(norm(i))]
     if not words:
-        return _first_verdict(picked, norm)
+        return []
     keep = [i for i in words if _WRAPPER.match(ranks.strip_prefix(norm(i)).strip()) is None] or words
     out: list[int] = []
     seen: set[str] = set()
