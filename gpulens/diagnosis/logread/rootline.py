@@ -239,8 +239,10 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
                first: ranks.Origin, norm: Callable[[int], str], limit: int) -> list[int]:
     """Indexes of the lines an operator needs to see the root failure: the first failing
     rank's distinct real error lines (the exception and those it chains, each message once),
-    the lines the classifier's evidence quotes, the kills that ended the run, and the
-    launcher's/scheduler's verdict lines; at most ``limit``."""
+    the lines the classifier's evidence quotes and the kills that ended the run; at most
+    ``limit``. A launcher's/scheduler's verdict (torchrun's "failed (exitcode", ChildFailedError
+    and its table, srun's and mpirun's exit lines) only when the failing process printed no
+    error, and then its first line (README rule R8)."""
     region = [i for i in failures if i >= start]
     tags = _Tags(lines, start)
 
@@ -252,7 +254,7 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     run_end = _run_end(own, verdict_at)
     picked = _root_lines(lines, [i for i in own if i < run_end], norm)
     if own:
-        picked += [k for k in (_report_head(lines, own[0], start), _nccl_detail(lines, own[0]))
+        picked += [k for k in (_report_head(lines, own[0], start),)
                    if k is not None and k not in picked]
     if not own:  # only symptoms: a collective timeout is the key message (the first one)
         picked = [i for i in region if _TIMEOUT.search(norm(i)) is not None][:1]
@@ -267,11 +269,71 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
              and not logs.is_secondary(norm(i)) and not is_benign(norm(i)) and not (own and _cleanup(norm(i)))]
     picked += [i for i in kills if i not in picked and (not own or i > own[0])][:2]
     verdict = [i for i in verdict_at if not (own and _cleanup(norm(i))) and i not in picked]
-    found = picked[:limit]
-    found += verdict[:max(limit - len(found), 0)]
+    found = _at_most(_once(picked, norm), min(limit, RULE_MAX_LINES))
+    if not found:  # a launcher's verdict only when the failing process showed no error: one line
+        found = _first_verdict(sorted(set(picked) | set(verdict)), norm)
     if not found:
         found = [i for i in region if not logs.is_secondary(norm(i))][:limit] or list(region[:limit])
     return sorted(set(found))
+
+
+#: Lines a launcher or scheduler prints about a child that already failed (README rules R6, R8):
+#: torchrun's, Open MPI's, MPICH's, DeepSpeed's, srun's and LSF's exit verdicts and torchrun's
+#: Root Cause table rows, srun's step abort.
+_LAUNCHER_SAYS = ("failed (exitcode", "errors.ChildFailedError", "Root Cause (first observed failure)",
+                  "detected that one or more processes exited", "Process name:", "mpirun noticed that process rank",
+                  "BAD TERMINATION OF ONE", "exits with return code", "Exited with exit code", "srun: Job step aborted",
+                  "forcing job termination", "Killing subprocess", "sigkill_handler")
+#: Lines that only wrap or announce an exception printed in full elsewhere (rules R2, R4): Ray's
+#: ``RayTaskError(X): ray::Actor.method()`` header, PyTorch's "Caught X in DataLoader worker
+#: process N." / "in replica N on device N." re-raise, a thread's traceback header, the
+#: ``sys.excepthook`` failure header.
+_WRAPPER = re.compile(r"^(?:\S*RayTaskError\(\w+\): |(?:\S+\.)?\w+: Caught \w+ in (?:DataLoader worker process|replica) "
+                      r"|Exception in thread \S.*:$|Error in sys\.excepthook:$)")
+_TABLE_ROW = re.compile(r"^\s*(?:rank|host|exitcode|local_rank|error_file|time|traceback)\s+:")
+
+
+def is_launcher_verdict(line: str) -> bool:
+    """Whether a line is a launcher's or scheduler's report on a child that already ended (its
+    exit code, the Root Cause table), not the child's own error nor the scheduler's cause line."""
+    return any(k in line for k in _LAUNCHER_SAYS) or _TABLE_ROW.match(line) is not None
+
+
+def _once(picked: Sequence[int], norm: Callable[[int], str]) -> list[int]:
+    """``picked`` without the launcher's verdicts when a line of the failing process itself shows
+    the error (rule R8), and without the copies of a message already picked, whatever rank
+    prefix or numbers they carry (R5: the earliest copy)."""
+    words = [i for i in picked if not is_launcher_verdict(norm(i))]
+    if not words:
+        return []
+    keep = [i for i in words if _WRAPPER.match(ranks.strip_prefix(norm(i)).strip()) is None] or words
+    out: list[int] = []
+    seen: set[str] = set()
+    for i in sorted(keep):
+        text = _shape(ranks.strip_prefix(norm(i)).strip().rstrip(":").rstrip())
+        if text in seen:
+            continue
+        seen.add(text)
+        out.append(i)
+    return out
+
+
+#: README rule R9: never more than three indicator lines.
+RULE_MAX_LINES = 3
+
+
+def _at_most(found: list[int], n: int) -> list[int]:
+    """At most ``n`` lines: the first ones (the root) and the last (the error that ended the
+    process), rule R9."""
+    return found if len(found) <= n else found[:n - 1] + found[-1:]
+
+
+def _first_verdict(verdicts: Sequence[int], norm: Callable[[int], str]) -> list[int]:
+    """One line of ``verdicts``: a scheduler's cause line (a cancel, an OOM kill; rule R6) when
+    there is one, else the earliest launcher verdict (the first that names the failed process:
+    torchrun's "failed (exitcode", before its ChildFailedError and Root Cause table; rule R8)."""
+    causes = [i for i in verdicts if not is_launcher_verdict(norm(i))]
+    return causes[:1] or sorted(verdicts)[:1]
 
 
 def _run_end(own: Sequence[int], verdicts: Sequence[int]) -> int:
@@ -294,8 +356,9 @@ _QUOTED = re.compile(r"'[^'\s]*'")
 
 def _root_lines(lines: Sequence[str], own: Sequence[int], norm: Callable[[int], str]) -> list[int]:
     """The first root error line, the distinct exception lines after it (the ones it chains),
-    and the last one when the message is printed again at the end (the exception that ended
-    the process; a message printed more often is that of several processes). In a chain of
+    and the last one when it is a different message (the exception that ended the process; the
+    same message printed again, as Python does after a failed ``sys.excepthook``, or by other
+    processes, is not another line: README rule R4). In a chain of
     tracebacks an exception that only wraps the one above it (``raise X from Y``: "The above
     exception was the direct cause ...") and is wrapped again is skipped: the first says the
     cause, the last what ended the process."""
@@ -312,7 +375,7 @@ def _root_lines(lines: Sequence[str], own: Sequence[int], norm: Callable[[int], 
             texts.add(text)
     last = own[-1]
     again = sum(1 for i in own if _shape(norm(i)) == _shape(norm(last)))
-    if last not in picked and _EXCEPTION.match(norm(last)) and again <= 2:
+    if last not in picked and _EXCEPTION.match(norm(last)) and again <= 2 and _shape(norm(last)) not in texts:
         picked.append(last)
     return picked
 
@@ -397,20 +460,6 @@ def is_report_head(line: str) -> bool:
     if "ray::" in line and ("RayTaskError" in line or "Unhandled error" in line):
         return True
     return "Exception in thread " in line and _body(line).lstrip().startswith("Exception in thread ")
-
-
-def _nccl_detail(lines: Sequence[str], i: int) -> int | None:
-    """The line after NCCL's "Last error:" that follows the error line ``i`` (NCCL prints its
-    error, its result code, then "Last error:" and the call that failed: "Cuda failure 2 'out
-    of memory'"), if any within a few lines, from the same rank."""
-    rank = ranks.prefix_rank(lines[i])
-    for k in range(i + 1, min(len(lines) - 1, i + 4)):
-        if "Last error:" in lines[k] and ranks.prefix_rank(lines[k]) == rank:
-            nxt = k + 1
-            if lines[nxt].strip() and ranks.prefix_rank(lines[nxt]) == rank and _body(lines[nxt]).strip():
-                return nxt
-            return None
-    return None
 
 
 #: An exception's final line ("torch.OutOfMemoryError: …", "KeyboardInterrupt").
