@@ -267,3 +267,34 @@ def test_a_ruler_after_the_completion_is_no_next_stage(rules: Classifier) -> Non
     steps = [f"ep=00  step={k}  loss=2.{k % 10}  lr=1e-4" for k in range(14000, 14800, 50)]
     table = ["Training complete in 47.1 min  (14786 steps, 1 epochs)", "=" * 40, "final loss   2.81", "=" * 40]
     assert diagnose_text("\n".join(steps + table + _NEW_PROGRAM), rules).phase == "shutdown"
+
+
+def _prefixed(prefix: str, block: list[str]) -> list[str]:
+    return [prefix + ln for ln in block]
+
+
+def test_a_traceback_behind_a_pdsh_or_ray_prefix_is_read_by_its_frames(rules: Classifier) -> None:
+    # DeepSpeed's multi-node runner (pdsh) puts "host: " before every line, Ray "(Actor pid=N, ip=...)":
+    # the frames behind them say where it failed; a frame's code naming a loss is not a progress line,
+    # and a resume argument in an outer frame's code is not a checkpoint being loaded
+    steps = [f"gpu0{r}: {{'loss': 1.9{k}, 'learning_rate': 2e-05, 'epoch': 0.3{k}}}" for k in range(4) for r in (1, 2)]
+    frames = ["Traceback (most recent call last):", '  File "/home/u/train.py", line 210, in <module>',
+              "    trainer.train(resume_from_checkpoint=args.resume)",
+              '  File "/venv/transformers/trainer.py", line 1860, in _inner_training_loop',
+              "    tr_loss_step = self.training_step(model, inputs)",
+              '  File "/venv/transformers/trainer.py", line 2725, in training_step',
+              "    loss = self.compute_loss(model, inputs)",
+              "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"]
+    w = diagnose_text("\n".join(steps + _prefixed("gpu02: ", frames)), rules)
+    assert w.phase == "training"
+    first = ["gpu01: [INFO] [launch.py:145:main] WORLD INFO DICT: {'gpu01': [0, 1], 'gpu02': [0, 1]}",
+             *_prefixed("gpu02: ", ["Traceback (most recent call last):", '  File "/home/u/train.py", line 180, in main',
+                                    "    loss = engine(batch)", '  File "/home/u/model.py", line 95, in forward',
+                                    "    h = self.attn(x)", "torch.cuda.OutOfMemoryError: CUDA out of memory."])]
+    assert diagnose_text("\n".join(first), rules).phase == "first_step"
+    ray = "\x1b[36m(TaskRunner pid=4242)\x1b[0m "
+    ev = [*(f"{ray}step:{k} - actor/loss:0.1" for k in range(3, 9)),
+          *_prefixed(ray, ["Traceback (most recent call last):", '  File "/app/ppo.py", line 900, in fit',
+                           "    val_metrics = self._validate()", '  File "/app/ppo.py", line 610, in _validate',
+                           "    loss = self.critic(batch)", "ValueError: too many values to unpack (expected 2)"])]
+    assert diagnose_text("\n".join(ev), rules).phase == "evaluation"

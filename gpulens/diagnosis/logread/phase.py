@@ -385,8 +385,8 @@ def _traceback_of(lines: Sequence[str], failure: int, floor: int) -> tuple[int |
     for k in range(failure, max(floor, failure - _TB_LOOKBACK) - 1, -1):
         ln = lines[k]
         if _TB in ln:
-            return k, [logs.normalize_line(x) for x in lines[k:failure + 1]]
-        if k < failure and is_progress(ln):
+            return k, _unprefixed(lines[k:failure + 1], ln[:ln.find(_TB)])
+        if k < failure and is_progress(ln) and not _prefixed_code(ln):
             break
     # frames without their head (printed glued to a progress bar, or cut): the indented block above
     top = failure
@@ -396,6 +396,31 @@ def _traceback_of(lines: Sequence[str], failure: int, floor: int) -> tuple[int |
     if head is not None:
         return head, [logs.normalize_line(x) for x in lines[head:failure + 1]]
     return None, []
+
+
+#: A launcher's prefix before a line's text: pdsh's ``gpu07:``, srun's ``3:``, ``[rank3]:``, Open MPI's
+#: ``[1,3]<stderr>:``, Ray's ``(RayTrainWorker pid=123, ip=10.0.0.7)`` (in colour or not).
+_LAUNCHER_PREFIX = re.compile(r"^(?:\x1b\[[\d;]*m)?(?:\([^()]{0,80}pid=\d+[^()]{0,40}\)|[\w.\-\[\],<>]{1,80}:)(?:\x1b\[[\d;]*m)? ")
+
+
+def _prefixed_code(line: str) -> bool:
+    """Whether ``line`` is a traceback's indented line behind a launcher's prefix (``gpu07:     loss =
+    model(batch)``: code that names a loss, not a progress line)."""
+    m = _LAUNCHER_PREFIX.match(line)
+    return m is not None and line[m.end():m.end() + 1] in (" ", "\t")
+
+
+def _unprefixed(block: Sequence[str], prefix: str) -> list[str]:
+    """A traceback's lines, normalized, without the prefix a launcher printed before its
+    ``Traceback`` head and repeats on each of its lines: pdsh's ``gpu07: `` (DeepSpeed's
+    multi-node runner), Ray's ``(RayTrainWorker pid=123, ip=10.0.0.7)`` (these are not removed
+    by :func:`logs.normalize_line`); a prefix that is not repeated (a logger's timestamp, a
+    progress bar the head was glued to) is left alone."""
+    tag = prefix.rstrip()
+    if len(tag) < 2:
+        return [logs.normalize_line(x) for x in block]
+    return [logs.normalize_line(x[len(prefix):] if x.startswith(prefix) else x[len(tag):] if x.startswith(tag) else x)
+            for x in block]
 
 
 _FRAME = re.compile(r'^\s*File "[^"]*", line \d+(?:, in (\S+))?')
