@@ -1,0 +1,52 @@
+"""Which rank and host failed first in a whole log (issue 23, item 4), on excerpts written by hand in
+the shapes launchers print."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpulens.diagnosis.classifier import Classifier
+from gpulens.diagnosis.logread import diagnose_text
+from gpulens.diagnosis.logread.ranks import Origin, origin_of
+
+
+@pytest.fixture(scope="module")
+def rules() -> Classifier:
+    return Classifier(model=None, cache_dir=None)
+
+
+def test_a_launchers_report_of_the_local_rank_that_failed() -> None:
+    ds = ("[2024-03-01 10:01:03,120] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python3', '-u', 'train.py', "
+          "'--local_rank=2', '--deepspeed', 'ds_config.json'] exits with return code = 1")
+    assert origin_of(ds) == Origin(2)
+    # behind pdsh's host prefix (a multi-node run) the local rank is not the global one
+    assert origin_of("gpu02: " + ds) == Origin(None, "gpu02")
+    # a command line echoed at start-up names no failure
+    assert origin_of("cmd = python -u train.py '--local_rank=2' --deepspeed ds_config.json") == Origin()
+
+
+def test_a_single_node_deepspeed_run_without_prefixes_names_the_failed_local_rank(rules: Classifier) -> None:
+    log = ["[2024-03-01 10:00:03,000] [INFO] [launch.py:145:main] WORLD INFO DICT: {'localhost': [0, 1, 2, 3]}",
+           *(f"step {k} loss 2.{k}" for k in range(5)),
+           "Traceback (most recent call last):", '  File "train.py", line 88, in <module>', "    loss = engine(batch)",
+           "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 2 has a total capacity of 79.15 GiB",
+           "[2024-03-01 10:01:03,000] [INFO] [launch.py:315:sigkill_handler] Killing subprocess 4567",
+           "[2024-03-01 10:01:03,000] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python', '-u', 'train.py', "
+           "'--local_rank=2'] exits with return code = 1"]
+    w = diagnose_text("\n".join(log), rules)
+    assert (w.first_rank, w.phase) == (2, "training")
+
+
+_LSF = ["Sender: LSF System <lsfadmin@gpu-n12>", "Subject: Job 123456: <train> in cluster <c1> Exited", "",
+        "Job <train> was submitted from host <login1> by user <u> in cluster <c1> at Thu Nov 26 10:00:00 2026",
+        "Job was executed on host(s) <4*gpu-n12>, in queue <gpu>, as user <u> in cluster <c1> at Thu Nov 26 10:00:01 2026",
+        "</home/u> was used as the home directory.", "Started at Thu Nov 26 10:00:01 2026", "",
+        "Exited with exit code 1.", "", "The output (if any) follows:", "", "epoch 3 step 400 loss 0.1",
+        "Traceback (most recent call last):", '  File "train.py", line 10, in <module>', "ValueError: bad shape"]
+
+
+def test_lsf_names_the_host_a_one_host_job_ran_on(rules: Classifier) -> None:
+    assert diagnose_text("\n".join(_LSF), rules).first_node == "gpu-n12"
+    # two hosts (the second on the next line): which one failed is not said
+    two = [*_LSF[:5], "                            <4*gpu-n13>", *_LSF[5:]]
+    assert diagnose_text("\n".join(two), rules).first_node is None
