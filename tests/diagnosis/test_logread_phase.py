@@ -298,3 +298,23 @@ def test_a_traceback_behind_a_pdsh_or_ray_prefix_is_read_by_its_frames(rules: Cl
                            "    val_metrics = self._validate()", '  File "/app/ppo.py", line 610, in _validate',
                            "    loss = self.critic(batch)", "ValueError: too many values to unpack (expected 2)"])]
     assert diagnose_text("\n".join(ev), rules).phase == "evaluation"
+
+
+def test_the_innermost_evaluation_or_training_frame_decides(rules: Classifier) -> None:
+    steps = [f"epoch 2 step {k} loss 0.{k}" for k in range(300, 340, 10)]
+
+    def tb(*funcs: str) -> list[str]:
+        out = ["Traceback (most recent call last):"]
+        for k, f in enumerate(funcs):
+            out += [f'  File "/srv/run.py", line {10 + k}, in {f}', "    x = step(x)"]
+        return [*out, "RuntimeError: CUDA error: an illegal memory access was encountered"]
+
+    # an outer driver named for both (TF-style train_and_evaluate) failing inside its training epoch
+    assert diagnose_text("\n".join(steps + tb("<module>", "train_and_evaluate", "train_one_epoch", "forward")),
+                         rules).phase == "training"
+    # an evaluation called from the training loop (the Hugging Face Trainer's) is an evaluation
+    assert diagnose_text("\n".join(steps + tb("<module>", "train", "_inner_training_loop", "_maybe_log_save_evaluate",
+                                              "evaluate", "prediction_step", "forward")), rules).phase == "evaluation"
+    # checking arguments and inferring a shape are no evaluation
+    assert diagnose_text("\n".join(steps + tb("<module>", "main", "train_step", "forward", "_validate_args",
+                                              "_infer_size")), rules).phase == "training"

@@ -464,9 +464,30 @@ def _funcs(frames: Sequence[str]) -> list[str]:
     return out
 
 
+#: Functions whose names hold an evaluation word but check or size something (argument and config
+#: validation, shape inference, the latest checkpoint's lookup), in any phase.
+_NOT_EVAL_FUNC = re.compile(r"(?i)validat\w*_(?:arg|argument|kwarg|\w+_kwarg|config|input|shape|sample|dtype|path|param"
+                            r"|parameter|option|schema|device|type|value|field|env|setting)s?$|valid_(?:shape|input|arg)"
+                            r"|infer_(?:size|shape|dtype|schema|device|auto_device_map|framework|type|batch_size)|latest|attest")
+#: Functions of a training loop's step or epoch: the innermost of these and of the evaluation's
+#: decides (``train_and_evaluate`` -> ``train_one_epoch`` -> ``forward`` fails in training; the Hugging
+#: Face Trainer's ``_inner_training_loop`` -> ``evaluate`` -> ``prediction_step`` in evaluation).
+_TRAIN_FUNC = re.compile(r"(?i)^_*(?:train(?:ing)?_(?:step|epoch|one_epoch|batch|loop|iter\w*)|inner_training_loop"
+                         r"|train_one_epoch|backward|optimizer_step|fit_epoch)$")
+
+
 def _in_eval(frames: Sequence[str]) -> bool:
-    """Whether a function of the traceback evaluates (validation, test, metrics)."""
-    return any(_EVAL_FUNC.search(f) for f in _funcs(frames) if f != "<module>")
+    """Whether the traceback fails while evaluating (validation, test, metrics): the innermost
+    function that names an evaluation or a training step is an evaluation's (a function that names
+    both, ``train_and_evaluate``, or checks its arguments, ``_validate_args``, says neither)."""
+    for f in reversed(_funcs(frames)):
+        if f == "<module>" or _NOT_EVAL_FUNC.search(f):
+            continue
+        if _TRAIN_FUNC.match(f):
+            return False
+        if _EVAL_FUNC.search(f) and "train" not in f.lower():
+            return True
+    return False
 
 
 #: A data set's item fetch, and what iterates over a data set (a loader's ``__next__``, a custom
