@@ -8,7 +8,7 @@ import pytest
 
 from gpulens.diagnosis.classifier import Classifier
 from gpulens.diagnosis.logread import diagnose_text
-from gpulens.diagnosis.logread.phase import last_step
+from gpulens.diagnosis.logread.phase import last_step, phase_of
 
 _TB = ["Traceback (most recent call last):", '  File "/srv/train.py", line 80, in <module>', "    main()",
        '  File "/srv/train.py", line 61, in main', "    scheduler.step()",
@@ -318,3 +318,34 @@ def test_the_innermost_evaluation_or_training_frame_decides(rules: Classifier) -
     # checking arguments and inferring a shape are no evaluation
     assert diagnose_text("\n".join(steps + tb("<module>", "main", "train_step", "forward", "_validate_args",
                                               "_infer_size")), rules).phase == "training"
+
+
+def test_a_failure_printed_onto_a_progress_bar_is_read_from_that_bar() -> None:
+    # tqdm ends no line: a scheduler's cancellation or the kernel's "Killed" lands on the bar's own line
+    train = "\r".join(f"Epoch 0:   0%|          | {k}/163672 [04:5{k % 10}<20:00:29,  2.26it/s, Loss: 0.07{k}]"
+                      for k in range(600, 620))
+    lines = ["Loading model", "Starting training",
+             train + "slurmstepd: error: *** JOB 5215 ON gpu-3 CANCELLED AT 2019-10-21T18:48:28 ***"]
+    assert phase_of(lines, 2, [lines[2]]) == "training"
+    assert last_step(lines, 2) == "619"
+    val = "\r".join(f"Validation DataLoader 0:  {k * 5}%|#     | {k}/20 [00:0{k}<00:05,  3.1it/s]" for k in range(9))
+    lines = ["Epoch 3: 100%|##########| 500/500 [02:00<00:00, 4.1it/s, loss=0.31]", val + "Killed"]
+    assert phase_of(lines, 1, [lines[1]]) == "evaluation"
+    # a new epoch's bar at 0 after finished epochs: the steps above say training, not the first step
+    lines = ["Epoch 3: 100%|##########| 500/500 [02:00<00:00, 4.1it/s, loss=0.31]",
+             "Epoch 4:   0%|          | 0/500 [00:00<?, ?it/s]Killed"]
+    assert phase_of(lines, 1, [lines[1]]) == "training"
+
+
+def test_a_loss_printed_alone_each_step_shows_steps_were_done(rules: Classifier) -> None:
+    # print(loss.item()) / print(loss) once a step, then the launcher is told to stop
+    stop = ["WARNING:torch.distributed.elastic.agent.server.api:Received 1 death signal, shutting down workers",
+            "WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 4242 closing signal SIGHUP",
+            "torch.distributed.elastic.multiprocessing.api.SignalException: Process 4240 got signal: 1"]
+    floats = [f"0.0{6 + k % 3}{k}1{k}" for k in range(30)]
+    assert diagnose_text("\n".join(["Loaded 9000 spectra", *floats, *stop]), rules).phase == "training"
+    tensors = [f"tensor(0.{k}31, device='cuda:0', grad_fn=<NllLossBackward0>)" for k in range(8)]
+    assert diagnose_text("\n".join(["Loaded 9000 spectra", *tensors, *stop]), rules).phase == "training"
+    # a few numbers printed while setting up are no steps
+    setup = ["Loaded 9000 spectra", "mean", "0.485", "std", "0.229", "Building model"]
+    assert diagnose_text("\n".join([*setup, *stop]), rules).phase == "startup"

@@ -58,7 +58,11 @@ _STEP_LOOKBACK = 600
 
 def last_step(lines: Sequence[str], before: int, floor: int = 0) -> str | None:
     """The last step/iteration/epoch printed in ``lines[floor:before]`` (as printed) by the run
-    that was going on at ``before`` (not by an earlier program of the same job script)."""
+    that was going on at ``before`` (not by an earlier program of the same job script), or by a
+    progress bar the line at ``before`` was printed onto."""
+    if before < len(lines) and (bar := _BAR_TAIL.search(_shown(lines[before])[-_SHOWN:])) is not None \
+            and _glued_text(lines[before], bar) and bar.group(1) != "0":
+        return bar.group(1)
     floor = run_start(lines, floor, before, _STEP_LOOKBACK)
     found = last_matching(lines, _STEP_KEYS, lambda ln: _step_in(ln) is not None, max(floor, before - _STEP_LOOKBACK), before)
     return _step_in(lines[found[0]]) if found else None
@@ -209,6 +213,9 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     if stage is not None:  # a finished program, then the job's next one: the failure is that one's
         floor = stage + 1  # the announcement itself ("=== 100-step runs ===") counts no step
         before = [_shown(ln)[-_SHOWN:] for ln in lines[floor:top] if ln.strip()]
+    glued = _bar_glued(lines[failure]) if tb_start is None and failure < len(lines) else None
+    if glued is not None:  # the failure printed onto a progress bar: that bar is where it stopped
+        return glued
     if _in_eval(frames) if tb_start is not None else _names_eval(text):
         return "evaluation"
     if any(_names_eval(ln) and not is_progress(ln) and not _RESULT_LINE.search(ln) and "rror" not in ln
@@ -318,6 +325,8 @@ def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str],
             return "training"  # it ran for its whole allocation: the steps went where this log does not show
         if _logged_history(lines[top:top + _KILL_AFTER]):
             return "training"  # the run logged its metrics many times (to wandb, not to this log)
+        if _printed_losses(lines, floor, top):
+            return "training"  # print(loss.item()) once a step
         return _glued_bar(region) or ("first_step" if frames is not None and _in_step(frames) else "startup")
     done = _bar_done(lines, floor, top)
     if done is not None:  # a tqdm bar counts the steps done: the failure is in the next one
@@ -352,6 +361,19 @@ def _logged_history(after: Sequence[str]) -> bool:
     """Whether wandb's "Run history:" printed at the process's exit (after the failure) holds a
     metric logged three times or more: the run had done training steps although it printed none."""
     return any(ln.startswith("wandb:") and ("\u2581" in ln or "\u2588" in ln) and _SPARKLINE.search(ln) for ln in after)
+
+
+#: A value printed alone on its line, as ``print(loss.item())`` or ``print(loss)`` does once a step
+#: ("0.0632455", "tensor(0.0632, device='cuda:0', grad_fn=<NllLossBackward0>)").
+_BARE_VALUE = re.compile(r"^\s*(?:tensor\(\s*)?[-+]?\d*\.\d+(?:[eE][-+]?\d+)?(?:\s*$|,\s*device=|,\s*grad_fn=|\))")
+#: Bare values among the last lines before a failure that show a loop printing its loss.
+_BARE_LINES, _BARE_ENOUGH = 12, 6
+
+
+def _printed_losses(lines: Sequence[str], floor: int, top: int) -> bool:
+    """Whether the last lines before ``top`` are mostly values printed alone (a loss a step)."""
+    recent = [ln for ln in lines[max(floor, top - 3 * _BARE_LINES):top] if ln.strip()][-_BARE_LINES:]
+    return sum(1 for ln in recent if _BARE_VALUE.match(ln)) >= _BARE_ENOUGH
 
 
 def _bar_done(lines: Sequence[str], floor: int, top: int) -> int | None:
@@ -566,6 +588,36 @@ def _teardown(region: Sequence[str]) -> bool:
 
 #: A tqdm bar's count of iterations done ("| 1/242731 [00:18<1251:57:42, 18.57s/it]").
 _BAR_DONE = re.compile(r"\|\s*(\d+)/\d+\s*\[")
+
+
+#: The end of a tqdm bar: its count, its total, and its bracket of times and postfix
+#: ("| 619/163672 [04:53<20:22:49,  2.22it/s, Loss: 0.07412]").
+_BAR_TAIL = re.compile(r"\|\s*(\d+)/(\d+)\s*\[[^\]\n]{0,200}\]")
+
+
+def _glued_text(line: str, bar: re.Match[str]) -> bool:
+    """Whether a message follows the bar ``bar`` on ``line`` (tqdm ends no line: what the job printed
+    next, a scheduler's cancellation, "Killed", lands on the bar's)."""
+    rest = _shown(line)[-_SHOWN:][bar.end():].strip()
+    return bool(rest) and (rest[:1].isalpha() or rest.startswith(("*", "[", "/")))
+
+
+def _bar_glued(line: str) -> str | None:
+    """The phase a progress bar shows when the failure line is that bar with the failure's message
+    printed onto it (``Epoch 0:   0%|  | 619/163672 [04:53<20:22:49, ...]slurmstepd: error: *** JOB 52
+    ON gpu-3 CANCELLED ...``): an evaluation's bar short of its total is evaluation, a training bar
+    past 0 training; None when the line is no such bar, or a bar at 0 (a new epoch's, or the
+    first step's: the lines above tell which)."""
+    shown = _shown(line)[-_SHOWN:]
+    bar = _BAR_TAIL.search(shown) if "|" in shown else None
+    if bar is None or not _glued_text(line, bar):
+        return None
+    head = shown[:bar.start()].lstrip()
+    if _EVAL_BAR.match(head + shown[bar.start():bar.end()]) is not None and int(bar.group(1)) < int(bar.group(2)):
+        return "evaluation"
+    if _SETUP_BAR.search(head.split("%|")[0]):
+        return None  # a set-up bar (loading, downloading): no step was done
+    return None if bar.group(1) == "0" else "training"
 
 
 def _glued_bar(region: Sequence[str]) -> str | None:
