@@ -50,3 +50,14 @@ def test_lsf_names_the_host_a_one_host_job_ran_on(rules: Classifier) -> None:
     # two hosts (the second on the next line): which one failed is not said
     two = [*_LSF[:5], "                            <4*gpu-n13>", *_LSF[5:]]
     assert diagnose_text("\n".join(two), rules).first_node is None
+
+
+def test_nccl_and_slurm_lines_that_name_a_node() -> None:
+    # NCCL prints "host:pid:tid [device] NCCL ..." on its own lines
+    warn = "gpu07:41234:41290 [3] NCCL WARN NET/IB : Got completion from peer 10.0.0.8<44101> with error 12, opcode 0"
+    assert origin_of(warn) == Origin(None, "gpu07")
+    assert origin_of("srun: error: Node failure on gpu12") == Origin(None, "gpu12")
+    assert origin_of("srun: error: Task launch for StepId=12.0 failed on node gpu13: Communication connection failure") \
+        == Origin(None, "gpu13")
+    # a metric or a time with colons is not NCCL's prefix
+    assert origin_of("step:41234:41290 [3] loss 0.1") == Origin()

@@ -56,6 +56,11 @@ _MESSAGES: tuple[tuple[re.Pattern[str], str], ...] = (
     # ['/usr/bin/python', '-u', 'train.py', '--local_rank=2', ...] exits with return code = 1" (the global
     # rank on one node; torch elastic's "failed (exitcode: 1) local_rank: 0" is left to its Root Cause table)
     (re.compile(r"'--local_rank=(\d+)'[^\]]*\] exits with return code"), "local"),
+    # NCCL's own lines: "gpu07:41234:41290 [3] NCCL WARN NET/IB : Got completion ..." (host:pid:tid [device])
+    (re.compile(r"^\s*([A-Za-z][\w.-]*):\d+:\d+ \[\d+\] NCCL "), "node"),
+    # Slurm naming a failed node: "srun: error: Node failure on gpu07", "Task launch for StepId=12.0
+    # failed on node gpu07: ..."
+    (re.compile(r"(?:Node failure on|failed on node) ([\w.-]+)"), "node"),
 )
 _TIMESTAMP = re.compile(r"(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?|\b\d\d:\d\d:\d\d\.\d{3,})")
 
@@ -64,7 +69,8 @@ _ALL = (*_PREFIXES, *_MESSAGES)
 #: A literal every match of these (unanchored, slow to search) patterns holds.
 _NEEDS = {_PREFIXES[3][0].pattern: "pid=", _MESSAGES[2][0].pattern: "rocess ", _MESSAGES[3][0].pattern: "global_rank",
           _MESSAGES[5][0].pattern: "process rank ", _MESSAGES[6][0].pattern: "RUNNING AT",
-          _MESSAGES[8][0].pattern: "exits with return code"}
+          _MESSAGES[8][0].pattern: "exits with return code", _MESSAGES[9][0].pattern: " NCCL ",
+          _MESSAGES[10][0].pattern: "ode "}
 
 
 #: A global ``[rankN]:`` tag behind the prefixes a launcher stacks before it: srun's ``--label``
