@@ -61,3 +61,15 @@ def test_nccl_and_slurm_lines_that_name_a_node() -> None:
         == Origin(None, "gpu13")
     # a metric or a time with colons is not NCCL's prefix
     assert origin_of("step:41234:41290 [3] loss 0.1") == Origin()
+
+
+def test_horovodrun_gloo_prefixes_name_the_rank(rules: Classifier) -> None:
+    # horovodrun's Gloo launcher tags each line "[rank]<stdout>:", Open MPI's "[job,rank]<stdout>:"
+    assert origin_of("[3]<stderr>:Traceback (most recent call last):") == Origin(3)
+    assert origin_of("[1,3]<stderr>:Traceback (most recent call last):") == Origin(3)
+    log = [*(f"[{r}]<stdout>:Epoch 1 step {k} loss 0.{k}" for k in range(5) for r in (0, 1)),
+           "[1]<stderr>:Traceback (most recent call last):", '[1]<stderr>:  File "train.py", line 40, in <module>',
+           "[1]<stderr>:    loss = model(x)", "[1]<stderr>:ValueError: Expected input batch_size (31) to match target batch_size (32).",
+           "[0]<stderr>:horovod.common.exceptions.HorovodInternalError: Broadcast is not supported with Join at this time."]
+    w = diagnose_text("\n".join(log), rules)
+    assert (w.first_rank, w.phase) == (1, "training")

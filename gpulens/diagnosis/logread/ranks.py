@@ -1,7 +1,7 @@
 """Which rank and which host printed a line: launcher prefixes and the messages that name them.
 
 Prefixes: ``[rank3]:`` / ``[default3]:`` (torchrun), ``3:`` (srun ``--label``),
-``[1,3]<stderr>:`` (Open MPI ``--tag-output``), ``gpu07: `` (deepspeed/pdsh),
+``[1,3]<stderr>:`` (Open MPI ``--tag-output``; ``[3]<stderr>:`` horovodrun's Gloo launcher), ``gpu07: `` (deepspeed/pdsh),
 ``(pid=123, ip=10.0.0.7)`` / ``(RayTrainWorker pid=1, ip=…)`` (Ray). Messages: NCCL's
 ``[Rank 3]``, Lightning's ``[rank: 3]``, ``Process 3 terminated``, torchrun's root-cause table
 (``rank : 3``, ``host : gpu07``), ``srun: error: gpu07: task 3: …``, DeepSpeed's report of the local rank that failed
@@ -34,7 +34,7 @@ class Origin:
 
 _PREFIXES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"^\s*\[(?:rank|default)(\d+)\]\s*:"), "rank"),
-    (re.compile(r"^\s*\[\d+,(\d+)\]<std(?:out|err)>:"), "rank"),
+    (re.compile(r"^\s*\[(?:\d+,)?(\d+)\]<std(?:out|err)>:"), "rank"),
     (re.compile(r"^\s*(\d{1,4}):\s"), "rank"),
     (re.compile(r"\((?:[\w.]+\s+)?pid=(\d+),\s*ip=([\d.]+)[,)]"), "proc+node"),
     (re.compile(r"^slurmstepd-([\w.-]+): "), "node"),
