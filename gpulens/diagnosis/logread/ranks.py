@@ -60,7 +60,8 @@ _MESSAGES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"^\s*([A-Za-z][\w.-]*):\d+:\d+ \[\d+\] NCCL "), "node"),
     # Slurm naming a failed node: "srun: error: Node failure on gpu07", "Task launch for StepId=12.0
     # failed on node gpu07: ..."
-    (re.compile(r"(?:Node failure on|failed on node) ([\w.-]+)"), "node"),
+    (re.compile(r"Node failure on ([\w.-]+)"), "node"),
+    (re.compile(r"failed on node ([\w.-]+)"), "node"),
 )
 _TIMESTAMP = re.compile(r"(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?|\b\d\d:\d\d:\d\d\.\d{3,})")
 
@@ -70,7 +71,8 @@ _ALL = (*_PREFIXES, *_MESSAGES)
 _NEEDS = {_PREFIXES[3][0].pattern: "pid=", _MESSAGES[2][0].pattern: "rocess ", _MESSAGES[3][0].pattern: "global_rank",
           _MESSAGES[5][0].pattern: "process rank ", _MESSAGES[6][0].pattern: "RUNNING AT",
           _MESSAGES[8][0].pattern: "exits with return code", _MESSAGES[9][0].pattern: " NCCL ",
-          _MESSAGES[10][0].pattern: "ode "}
+          _MESSAGES[10][0].pattern: "Node failure on ",
+          _MESSAGES[11][0].pattern: "failed on node "}
 
 
 #: A global ``[rankN]:`` tag behind the prefixes a launcher stacks before it: srun's ``--label``
