@@ -76,7 +76,8 @@ _MARKERS = (
 
 # Prefixes that launchers, loggers and schedulers put before a program's own line.
 _PREFIX_PATTERN = r"""^(?:
-        [ \t]*\[(?:rank|default|local_rank)?[ \t]*\d+\][ \t]*:?[ \t]?     # [rank1]: [default0]: [1]: (indent kept)
+        [ \t]*\[\d+\]<std(?:out|err)>:                                     # horovodrun (Gloo) "[3]<stderr>:"
+      | [ \t]*\[(?:rank|default|local_rank)?[ \t]*\d+\][ \t]*:?[ \t]?     # [rank1]: [default0]: [1]: (indent kept)
       | [ \t]*(?:rank|RANK)[ \t]*\d+[ \t]*[:|][ \t]*                      # rank 1: / RANK 1 |
       | \d{1,4}:[ \t]                                                     # srun -l "0: "
       | \[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?[ \t]*  # timestamps

@@ -8,7 +8,7 @@ import pytest
 
 from gpulens.diagnosis.classifier import Classifier
 from gpulens.diagnosis.logread import diagnose_text
-from gpulens.diagnosis.logread.phase import last_step
+from gpulens.diagnosis.logread.phase import last_step, phase_of
 
 _TB = ["Traceback (most recent call last):", '  File "/srv/train.py", line 80, in <module>', "    main()",
        '  File "/srv/train.py", line 61, in main', "    scheduler.step()",
@@ -267,3 +267,85 @@ def test_a_ruler_after_the_completion_is_no_next_stage(rules: Classifier) -> Non
     steps = [f"ep=00  step={k}  loss=2.{k % 10}  lr=1e-4" for k in range(14000, 14800, 50)]
     table = ["Training complete in 47.1 min  (14786 steps, 1 epochs)", "=" * 40, "final loss   2.81", "=" * 40]
     assert diagnose_text("\n".join(steps + table + _NEW_PROGRAM), rules).phase == "shutdown"
+
+
+def _prefixed(prefix: str, block: list[str]) -> list[str]:
+    return [prefix + ln for ln in block]
+
+
+def test_a_traceback_behind_a_pdsh_or_ray_prefix_is_read_by_its_frames(rules: Classifier) -> None:
+    # DeepSpeed's multi-node runner (pdsh) puts "host: " before every line, Ray "(Actor pid=N, ip=...)":
+    # the frames behind them say where it failed; a frame's code naming a loss is not a progress line,
+    # and a resume argument in an outer frame's code is not a checkpoint being loaded
+    steps = [f"gpu0{r}: {{'loss': 1.9{k}, 'learning_rate': 2e-05, 'epoch': 0.3{k}}}" for k in range(4) for r in (1, 2)]
+    frames = ["Traceback (most recent call last):", '  File "/home/u/train.py", line 210, in <module>',
+              "    trainer.train(resume_from_checkpoint=args.resume)",
+              '  File "/venv/transformers/trainer.py", line 1860, in _inner_training_loop',
+              "    tr_loss_step = self.training_step(model, inputs)",
+              '  File "/venv/transformers/trainer.py", line 2725, in training_step',
+              "    loss = self.compute_loss(model, inputs)",
+              "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"]
+    w = diagnose_text("\n".join(steps + _prefixed("gpu02: ", frames)), rules)
+    assert w.phase == "training"
+    first = ["gpu01: [INFO] [launch.py:145:main] WORLD INFO DICT: {'gpu01': [0, 1], 'gpu02': [0, 1]}",
+             *_prefixed("gpu02: ", ["Traceback (most recent call last):", '  File "/home/u/train.py", line 180, in main',
+                                    "    loss = engine(batch)", '  File "/home/u/model.py", line 95, in forward',
+                                    "    h = self.attn(x)", "torch.cuda.OutOfMemoryError: CUDA out of memory."])]
+    assert diagnose_text("\n".join(first), rules).phase == "first_step"
+    ray = "\x1b[36m(TaskRunner pid=4242)\x1b[0m "
+    ev = [*(f"{ray}step:{k} - actor/loss:0.1" for k in range(3, 9)),
+          *_prefixed(ray, ["Traceback (most recent call last):", '  File "/app/ppo.py", line 900, in fit',
+                           "    val_metrics = self._validate()", '  File "/app/ppo.py", line 610, in _validate',
+                           "    loss = self.critic(batch)", "ValueError: too many values to unpack (expected 2)"])]
+    assert diagnose_text("\n".join(ev), rules).phase == "evaluation"
+
+
+def test_the_innermost_evaluation_or_training_frame_decides(rules: Classifier) -> None:
+    steps = [f"epoch 2 step {k} loss 0.{k}" for k in range(300, 340, 10)]
+
+    def tb(*funcs: str) -> list[str]:
+        out = ["Traceback (most recent call last):"]
+        for k, f in enumerate(funcs):
+            out += [f'  File "/srv/run.py", line {10 + k}, in {f}', "    x = step(x)"]
+        return [*out, "RuntimeError: CUDA error: an illegal memory access was encountered"]
+
+    # an outer driver named for both (TF-style train_and_evaluate) failing inside its training epoch
+    assert diagnose_text("\n".join(steps + tb("<module>", "train_and_evaluate", "train_one_epoch", "forward")),
+                         rules).phase == "training"
+    # an evaluation called from the training loop (the Hugging Face Trainer's) is an evaluation
+    assert diagnose_text("\n".join(steps + tb("<module>", "train", "_inner_training_loop", "_maybe_log_save_evaluate",
+                                              "evaluate", "prediction_step", "forward")), rules).phase == "evaluation"
+    # checking arguments and inferring a shape are no evaluation
+    assert diagnose_text("\n".join(steps + tb("<module>", "main", "train_step", "forward", "_validate_args",
+                                              "_infer_size")), rules).phase == "training"
+
+
+def test_a_failure_printed_onto_a_progress_bar_is_read_from_that_bar() -> None:
+    # tqdm ends no line: a scheduler's cancellation or the kernel's "Killed" lands on the bar's own line
+    train = "\r".join(f"Epoch 0:   0%|          | {k}/163672 [04:5{k % 10}<20:00:29,  2.26it/s, Loss: 0.07{k}]"
+                      for k in range(600, 620))
+    lines = ["Loading model", "Starting training",
+             train + "slurmstepd: error: *** JOB 5215 ON gpu-3 CANCELLED AT 2019-10-21T18:48:28 ***"]
+    assert phase_of(lines, 2, [lines[2]]) == "training"
+    assert last_step(lines, 2) == "619"
+    val = "\r".join(f"Validation DataLoader 0:  {k * 5}%|#     | {k}/20 [00:0{k}<00:05,  3.1it/s]" for k in range(9))
+    lines = ["Epoch 3: 100%|##########| 500/500 [02:00<00:00, 4.1it/s, loss=0.31]", val + "Killed"]
+    assert phase_of(lines, 1, [lines[1]]) == "evaluation"
+    # a new epoch's bar at 0 after finished epochs: the steps above say training, not the first step
+    lines = ["Epoch 3: 100%|##########| 500/500 [02:00<00:00, 4.1it/s, loss=0.31]",
+             "Epoch 4:   0%|          | 0/500 [00:00<?, ?it/s]Killed"]
+    assert phase_of(lines, 1, [lines[1]]) == "training"
+
+
+def test_a_loss_printed_alone_each_step_shows_steps_were_done(rules: Classifier) -> None:
+    # print(loss.item()) / print(loss) once a step, then the launcher is told to stop
+    stop = ["WARNING:torch.distributed.elastic.agent.server.api:Received 1 death signal, shutting down workers",
+            "WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 4242 closing signal SIGHUP",
+            "torch.distributed.elastic.multiprocessing.api.SignalException: Process 4240 got signal: 1"]
+    floats = [f"0.0{6 + k % 3}{k}1{k}" for k in range(30)]
+    assert diagnose_text("\n".join(["Loaded 9000 spectra", *floats, *stop]), rules).phase == "training"
+    tensors = [f"tensor(0.{k}31, device='cuda:0', grad_fn=<NllLossBackward0>)" for k in range(8)]
+    assert diagnose_text("\n".join(["Loaded 9000 spectra", *tensors, *stop]), rules).phase == "training"
+    # a few numbers printed while setting up are no steps
+    setup = ["Loaded 9000 spectra", "mean", "0.485", "std", "0.229", "Building model"]
+    assert diagnose_text("\n".join([*setup, *stop]), rules).phase == "startup"

@@ -58,7 +58,11 @@ _STEP_LOOKBACK = 600
 
 def last_step(lines: Sequence[str], before: int, floor: int = 0) -> str | None:
     """The last step/iteration/epoch printed in ``lines[floor:before]`` (as printed) by the run
-    that was going on at ``before`` (not by an earlier program of the same job script)."""
+    that was going on at ``before`` (not by an earlier program of the same job script), or by a
+    progress bar the line at ``before`` was printed onto."""
+    if before < len(lines) and (bar := _BAR_TAIL.search(_shown(lines[before])[-_SHOWN:])) is not None \
+            and _glued_text(lines[before], bar) and bar.group(1) != "0":
+        return bar.group(1)
     floor = run_start(lines, floor, before, _STEP_LOOKBACK)
     found = last_matching(lines, _STEP_KEYS, lambda ln: _step_in(ln) is not None, max(floor, before - _STEP_LOOKBACK), before)
     return _step_in(lines[found[0]]) if found else None
@@ -209,6 +213,9 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     if stage is not None:  # a finished program, then the job's next one: the failure is that one's
         floor = stage + 1  # the announcement itself ("=== 100-step runs ===") counts no step
         before = [_shown(ln)[-_SHOWN:] for ln in lines[floor:top] if ln.strip()]
+    glued = _bar_glued(lines[failure]) if tb_start is None and failure < len(lines) else None
+    if glued is not None:  # the failure printed onto a progress bar: that bar is where it stopped
+        return glued
     if _in_eval(frames) if tb_start is not None else _names_eval(text):
         return "evaluation"
     if any(_names_eval(ln) and not is_progress(ln) and not _RESULT_LINE.search(ln) and "rror" not in ln
@@ -318,6 +325,8 @@ def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str],
             return "training"  # it ran for its whole allocation: the steps went where this log does not show
         if _logged_history(lines[top:top + _KILL_AFTER]):
             return "training"  # the run logged its metrics many times (to wandb, not to this log)
+        if _printed_losses(lines, floor, top):
+            return "training"  # print(loss.item()) once a step
         return _glued_bar(region) or ("first_step" if frames is not None and _in_step(frames) else "startup")
     done = _bar_done(lines, floor, top)
     if done is not None:  # a tqdm bar counts the steps done: the failure is in the next one
@@ -354,6 +363,19 @@ def _logged_history(after: Sequence[str]) -> bool:
     return any(ln.startswith("wandb:") and ("\u2581" in ln or "\u2588" in ln) and _SPARKLINE.search(ln) for ln in after)
 
 
+#: A value printed alone on its line, as ``print(loss.item())`` or ``print(loss)`` does once a step
+#: ("0.0632455", "tensor(0.0632, device='cuda:0', grad_fn=<NllLossBackward0>)").
+_BARE_VALUE = re.compile(r"^\s*(?:tensor\(\s*)?[-+]?\d*\.\d+(?:[eE][-+]?\d+)?(?:\s*$|,\s*device=|,\s*grad_fn=|\))")
+#: Bare values among the last lines before a failure that show a loop printing its loss.
+_BARE_LINES, _BARE_ENOUGH = 12, 6
+
+
+def _printed_losses(lines: Sequence[str], floor: int, top: int) -> bool:
+    """Whether the last lines before ``top`` are mostly values printed alone (a loss a step)."""
+    recent = [ln for ln in lines[max(floor, top - 3 * _BARE_LINES):top] if ln.strip()][-_BARE_LINES:]
+    return sum(1 for ln in recent if _BARE_VALUE.match(ln)) >= _BARE_ENOUGH
+
+
 def _bar_done(lines: Sequence[str], floor: int, top: int) -> int | None:
     """The steps done a tqdm bar shows when it is the last training progress line before ``top``."""
     got = last_matching(lines, _STEP_KEYS, _step_progress, floor, top)
@@ -385,8 +407,8 @@ def _traceback_of(lines: Sequence[str], failure: int, floor: int) -> tuple[int |
     for k in range(failure, max(floor, failure - _TB_LOOKBACK) - 1, -1):
         ln = lines[k]
         if _TB in ln:
-            return k, [logs.normalize_line(x) for x in lines[k:failure + 1]]
-        if k < failure and is_progress(ln):
+            return k, _unprefixed(lines[k:failure + 1], ln[:ln.find(_TB)])
+        if k < failure and is_progress(ln) and not _prefixed_code(ln):
             break
     # frames without their head (printed glued to a progress bar, or cut): the indented block above
     top = failure
@@ -396,6 +418,31 @@ def _traceback_of(lines: Sequence[str], failure: int, floor: int) -> tuple[int |
     if head is not None:
         return head, [logs.normalize_line(x) for x in lines[head:failure + 1]]
     return None, []
+
+
+#: A launcher's prefix before a line's text: pdsh's ``gpu07:``, srun's ``3:``, ``[rank3]:``, Open MPI's
+#: ``[1,3]<stderr>:``, Ray's ``(RayTrainWorker pid=123, ip=10.0.0.7)`` (in colour or not).
+_LAUNCHER_PREFIX = re.compile(r"^(?:\x1b\[[\d;]*m)?(?:\([^()]{0,80}pid=\d+[^()]{0,40}\)|[\w.\-\[\],<>]{1,80}:)(?:\x1b\[[\d;]*m)? ")
+
+
+def _prefixed_code(line: str) -> bool:
+    """Whether ``line`` is a traceback's indented line behind a launcher's prefix (``gpu07:     loss =
+    model(batch)``: code that names a loss, not a progress line)."""
+    m = _LAUNCHER_PREFIX.match(line)
+    return m is not None and line[m.end():m.end() + 1] in (" ", "\t")
+
+
+def _unprefixed(block: Sequence[str], prefix: str) -> list[str]:
+    """A traceback's lines, normalized, without the prefix a launcher printed before its
+    ``Traceback`` head and repeats on each of its lines: pdsh's ``gpu07: `` (DeepSpeed's
+    multi-node runner), Ray's ``(RayTrainWorker pid=123, ip=10.0.0.7)`` (these are not removed
+    by :func:`logs.normalize_line`); a prefix that is not repeated (a logger's timestamp, a
+    progress bar the head was glued to) is left alone."""
+    tag = prefix.rstrip()
+    if len(tag) < 2:
+        return [logs.normalize_line(x) for x in block]
+    return [logs.normalize_line(x[len(prefix):] if x.startswith(prefix) else x[len(tag):] if x.startswith(tag) else x)
+            for x in block]
 
 
 _FRAME = re.compile(r'^\s*File "[^"]*", line \d+(?:, in (\S+))?')
@@ -439,9 +486,30 @@ def _funcs(frames: Sequence[str]) -> list[str]:
     return out
 
 
+#: Functions whose names hold an evaluation word but check or size something (argument and config
+#: validation, shape inference, the latest checkpoint's lookup), in any phase.
+_NOT_EVAL_FUNC = re.compile(r"(?i)validat\w*_(?:arg|argument|kwarg|\w+_kwarg|config|input|shape|sample|dtype|path|param"
+                            r"|parameter|option|schema|device|type|value|field|env|setting)s?$|valid_(?:shape|input|arg)"
+                            r"|infer_(?:size|shape|dtype|schema|device|auto_device_map|framework|type|batch_size)|latest|attest")
+#: Functions of a training loop's step or epoch: the innermost of these and of the evaluation's
+#: decides (``train_and_evaluate`` -> ``train_one_epoch`` -> ``forward`` fails in training; the Hugging
+#: Face Trainer's ``_inner_training_loop`` -> ``evaluate`` -> ``prediction_step`` in evaluation).
+_TRAIN_FUNC = re.compile(r"(?i)^_*(?:train(?:ing)?_(?:step|epoch|one_epoch|batch|loop|iter\w*)|inner_training_loop"
+                         r"|train_one_epoch|backward|optimizer_step|fit_epoch)$")
+
+
 def _in_eval(frames: Sequence[str]) -> bool:
-    """Whether a function of the traceback evaluates (validation, test, metrics)."""
-    return any(_EVAL_FUNC.search(f) for f in _funcs(frames) if f != "<module>")
+    """Whether the traceback fails while evaluating (validation, test, metrics): the innermost
+    function that names an evaluation or a training step is an evaluation's (a function that names
+    both, ``train_and_evaluate``, or checks its arguments, ``_validate_args``, says neither)."""
+    for f in reversed(_funcs(frames)):
+        if f == "<module>" or _NOT_EVAL_FUNC.search(f):
+            continue
+        if _TRAIN_FUNC.match(f):
+            return False
+        if _EVAL_FUNC.search(f) and "train" not in f.lower():
+            return True
+    return False
 
 
 #: A data set's item fetch, and what iterates over a data set (a loader's ``__next__``, a custom
@@ -520,6 +588,36 @@ def _teardown(region: Sequence[str]) -> bool:
 
 #: A tqdm bar's count of iterations done ("| 1/242731 [00:18<1251:57:42, 18.57s/it]").
 _BAR_DONE = re.compile(r"\|\s*(\d+)/\d+\s*\[")
+
+
+#: The end of a tqdm bar: its count, its total, and its bracket of times and postfix
+#: ("| 619/163672 [04:53<20:22:49,  2.22it/s, Loss: 0.07412]").
+_BAR_TAIL = re.compile(r"\|\s*(\d+)/(\d+)\s*\[[^\]\n]{0,200}\]")
+
+
+def _glued_text(line: str, bar: re.Match[str]) -> bool:
+    """Whether a message follows the bar ``bar`` on ``line`` (tqdm ends no line: what the job printed
+    next, a scheduler's cancellation, "Killed", lands on the bar's)."""
+    rest = _shown(line)[-_SHOWN:][bar.end():].strip()
+    return bool(rest) and (rest[:1].isalpha() or rest.startswith(("*", "[", "/")))
+
+
+def _bar_glued(line: str) -> str | None:
+    """The phase a progress bar shows when the failure line is that bar with the failure's message
+    printed onto it (``Epoch 0:   0%|  | 619/163672 [04:53<20:22:49, ...]slurmstepd: error: *** JOB 52
+    ON gpu-3 CANCELLED ...``): an evaluation's bar short of its total is evaluation, a training bar
+    past 0 training; None when the line is no such bar, or a bar at 0 (a new epoch's, or the
+    first step's: the lines above tell which)."""
+    shown = _shown(line)[-_SHOWN:]
+    bar = _BAR_TAIL.search(shown) if "|" in shown else None
+    if bar is None or not _glued_text(line, bar):
+        return None
+    head = shown[:bar.start()].lstrip()
+    if _EVAL_BAR.match(head + shown[bar.start():bar.end()]) is not None and int(bar.group(1)) < int(bar.group(2)):
+        return "evaluation"
+    if _SETUP_BAR.search(head.split("%|")[0]):
+        return None  # a set-up bar (loading, downloading): no step was done
+    return None if bar.group(1) == "0" else "training"
 
 
 def _glued_bar(region: Sequence[str]) -> str | None:

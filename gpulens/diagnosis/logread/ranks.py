@@ -1,10 +1,11 @@
 """Which rank and which host printed a line: launcher prefixes and the messages that name them.
 
 Prefixes: ``[rank3]:`` / ``[default3]:`` (torchrun), ``3:`` (srun ``--label``),
-``[1,3]<stderr>:`` (Open MPI ``--tag-output``), ``gpu07: `` (deepspeed/pdsh),
+``[1,3]<stderr>:`` (Open MPI ``--tag-output``; ``[3]<stderr>:`` horovodrun's Gloo launcher), ``gpu07: `` (deepspeed/pdsh),
 ``(pid=123, ip=10.0.0.7)`` / ``(RayTrainWorker pid=1, ip=…)`` (Ray). Messages: NCCL's
 ``[Rank 3]``, Lightning's ``[rank: 3]``, ``Process 3 terminated``, torchrun's root-cause table
-(``rank : 3``, ``host : gpu07``), ``srun: error: gpu07: task 3: …``, Slurm's
+(``rank : 3``, ``host : gpu07``), ``srun: error: gpu07: task 3: …``, DeepSpeed's report of the local rank that failed
+(``'--local_rank=3'] exits with return code``), Slurm's
 ``*** JOB 12 ON gpu07 CANCELLED``, Open MPI's "mpirun noticed that process rank 3 with PID … on
 node gpu07 exited on signal 9" and MPICH's "RANK 3 PID … RUNNING AT gpu07". Launcher summaries: torchrun's ``Root Cause (first observed
 failure)`` table, Open MPI's "The first process to do so was: Process name: [[4370,1],11]" with
@@ -33,7 +34,7 @@ class Origin:
 
 _PREFIXES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"^\s*\[(?:rank|default)(\d+)\]\s*:"), "rank"),
-    (re.compile(r"^\s*\[\d+,(\d+)\]<std(?:out|err)>:"), "rank"),
+    (re.compile(r"^\s*\[(?:\d+,)?(\d+)\]<std(?:out|err)>:"), "rank"),
     (re.compile(r"^\s*(\d{1,4}):\s"), "rank"),
     (re.compile(r"\((?:[\w.]+\s+)?pid=(\d+),\s*ip=([\d.]+)[,)]"), "proc+node"),
     (re.compile(r"^slurmstepd-([\w.-]+): "), "node"),
@@ -51,6 +52,16 @@ _MESSAGES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"process rank (\d+) with PID \d+ on node ([\w.-]+)"), "rank+node"),
     (re.compile(r"\bRANK (\d+) PID \d+ RUNNING AT ([\w.-]+)"), "rank+node"),
     (re.compile(r"\*\*\* (?:JOB|STEP) [\d.]+ ON ([\w.-]+) CANCELLED"), "node"),
+    # a node's launcher naming the local process it saw fail: DeepSpeed's "[launch.py:321:sigkill_handler]
+    # ['/usr/bin/python', '-u', 'train.py', '--local_rank=2', ...] exits with return code = 1" (the global
+    # rank on one node; torch elastic's "failed (exitcode: 1) local_rank: 0" is left to its Root Cause table)
+    (re.compile(r"'--local_rank=(\d+)'[^\]]*\] exits with return code"), "local"),
+    # NCCL's own lines: "gpu07:41234:41290 [3] NCCL WARN NET/IB : Got completion ..." (host:pid:tid [device])
+    (re.compile(r"^\s*([A-Za-z][\w.-]*):\d+:\d+ \[\d+\] NCCL "), "node"),
+    # Slurm naming a failed node: "srun: error: Node failure on gpu07", "Task launch for StepId=12.0
+    # failed on node gpu07: ..."
+    (re.compile(r"Node failure on ([\w.-]+)"), "node"),
+    (re.compile(r"failed on node ([\w.-]+)"), "node"),
 )
 _TIMESTAMP = re.compile(r"(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?|\b\d\d:\d\d:\d\d\.\d{3,})")
 
@@ -58,7 +69,10 @@ _TIMESTAMP = re.compile(r"(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?|\b\d\d:
 _ALL = (*_PREFIXES, *_MESSAGES)
 #: A literal every match of these (unanchored, slow to search) patterns holds.
 _NEEDS = {_PREFIXES[3][0].pattern: "pid=", _MESSAGES[2][0].pattern: "rocess ", _MESSAGES[3][0].pattern: "global_rank",
-          _MESSAGES[5][0].pattern: "process rank ", _MESSAGES[6][0].pattern: "RUNNING AT"}
+          _MESSAGES[5][0].pattern: "process rank ", _MESSAGES[6][0].pattern: "RUNNING AT",
+          _MESSAGES[8][0].pattern: "exits with return code", _MESSAGES[9][0].pattern: " NCCL ",
+          _MESSAGES[10][0].pattern: "Node failure on ",
+          _MESSAGES[11][0].pattern: "failed on node "}
 
 
 #: A global ``[rankN]:`` tag behind the prefixes a launcher stacks before it: srun's ``--label``
@@ -82,6 +96,7 @@ def origin_of(line: str) -> Origin:
     rank: int | None = None
     node: str | None = None
     proc: str | None = None
+    local: int | None = None
     if (m := _stacked(line)) is not None:  # the global rank, not srun's task nor the local rank
         rank = int(m.group("rank"))
         host = m.group("host")
@@ -105,6 +120,10 @@ def origin_of(line: str) -> Origin:
             node = node or m.group(2)
         elif kind == "proc+node" and node is None:
             proc, node = m.group(1), m.group(2)
+        elif kind == "local":
+            local = int(m.group(1))
+    if local is not None and rank is None and node is None:  # one node: its local rank is the global one
+        rank = local
     return Origin(rank, node, proc)
 
 
@@ -213,9 +232,13 @@ def mpirun_first(lines: Sequence[str], keys: Sequence[int], bindings: Sequence[i
 
 
 #: Start-up lines that name the host each rank runs on: fairseq's "initialized host gpu07 as rank
-#: 1", DeepSpeed's "WORLD INFO DICT: {'gpu07': [0, 1, 2, 3]}".
-HOST_KEYS = ("initialized host ", "WORLD INFO DICT:")
+#: 1", DeepSpeed's "WORLD INFO DICT: {'gpu07': [0, 1, 2, 3]}", LSF's report "Job was executed on host(s)
+#: <4*gpu07>".
+HOST_KEYS = ("initialized host ", "WORLD INFO DICT:", "Job was executed on host(s) ")
 _FAIRSEQ_HOST = re.compile(r"initialized host (\S+) as rank \d+")
+#: LSF's job report: "Job was executed on host(s) <4*gpu-n12>, in queue <gpu>, ..." (one ``<slots*host>``
+#: per host; further hosts on the lines below, each ``<8*gpu-n13>``).
+_LSF_HOST = re.compile(r"<(?:\d+\*)?([\w.-]+)>")
 _WORLD_HOSTS = re.compile(r"'([\w.-]+)':\s*\[")
 
 
@@ -229,5 +252,9 @@ def announced_host(lines: Sequence[str], keys: Sequence[int]) -> str | None:
             hosts.update(_FAIRSEQ_HOST.findall(ln))
         elif "WORLD INFO DICT:" in ln:
             hosts.update(_WORLD_HOSTS.findall(ln.split("WORLD INFO DICT:", 1)[1]))
+        elif "Job was executed on host(s) " in ln:
+            hosts.update(_LSF_HOST.findall(ln.split("Job was executed on host(s) ", 1)[1].split(", in queue", 1)[0]))
+            more = lines[i + 1].strip() if i + 1 < len(lines) else ""
+            hosts.update(_LSF_HOST.findall(more) if more.startswith("<") else ())
     hosts.discard("localhost")
     return next(iter(hosts)) if len(hosts) == 1 else None

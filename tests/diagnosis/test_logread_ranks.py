@@ -1,0 +1,75 @@
+"""Which rank and host failed first in a whole log (issue 23, item 4), on excerpts written by hand in
+the shapes launchers print."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpulens.diagnosis.classifier import Classifier
+from gpulens.diagnosis.logread import diagnose_text
+from gpulens.diagnosis.logread.ranks import Origin, origin_of
+
+
+@pytest.fixture(scope="module")
+def rules() -> Classifier:
+    return Classifier(model=None, cache_dir=None)
+
+
+def test_a_launchers_report_of_the_local_rank_that_failed() -> None:
+    ds = ("[2024-03-01 10:01:03,120] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python3', '-u', 'train.py', "
+          "'--local_rank=2', '--deepspeed', 'ds_config.json'] exits with return code = 1")
+    assert origin_of(ds) == Origin(2)
+    # behind pdsh's host prefix (a multi-node run) the local rank is not the global one
+    assert origin_of("gpu02: " + ds) == Origin(None, "gpu02")
+    # a command line echoed at start-up names no failure
+    assert origin_of("cmd = python -u train.py '--local_rank=2' --deepspeed ds_config.json") == Origin()
+
+
+def test_a_single_node_deepspeed_run_without_prefixes_names_the_failed_local_rank(rules: Classifier) -> None:
+    log = ["[2024-03-01 10:00:03,000] [INFO] [launch.py:145:main] WORLD INFO DICT: {'localhost': [0, 1, 2, 3]}",
+           *(f"step {k} loss 2.{k}" for k in range(5)),
+           "Traceback (most recent call last):", '  File "train.py", line 88, in <module>', "    loss = engine(batch)",
+           "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 2 has a total capacity of 79.15 GiB",
+           "[2024-03-01 10:01:03,000] [INFO] [launch.py:315:sigkill_handler] Killing subprocess 4567",
+           "[2024-03-01 10:01:03,000] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python', '-u', 'train.py', "
+           "'--local_rank=2'] exits with return code = 1"]
+    w = diagnose_text("\n".join(log), rules)
+    assert (w.first_rank, w.phase) == (2, "training")
+
+
+_LSF = ["Sender: LSF System <lsfadmin@gpu-n12>", "Subject: Job 123456: <train> in cluster <c1> Exited", "",
+        "Job <train> was submitted from host <login1> by user <u> in cluster <c1> at Thu Nov 26 10:00:00 2026",
+        "Job was executed on host(s) <4*gpu-n12>, in queue <gpu>, as user <u> in cluster <c1> at Thu Nov 26 10:00:01 2026",
+        "</home/u> was used as the home directory.", "Started at Thu Nov 26 10:00:01 2026", "",
+        "Exited with exit code 1.", "", "The output (if any) follows:", "", "epoch 3 step 400 loss 0.1",
+        "Traceback (most recent call last):", '  File "train.py", line 10, in <module>', "ValueError: bad shape"]
+
+
+def test_lsf_names_the_host_a_one_host_job_ran_on(rules: Classifier) -> None:
+    assert diagnose_text("\n".join(_LSF), rules).first_node == "gpu-n12"
+    # two hosts (the second on the next line): which one failed is not said
+    two = [*_LSF[:5], "                            <4*gpu-n13>", *_LSF[5:]]
+    assert diagnose_text("\n".join(two), rules).first_node is None
+
+
+def test_nccl_and_slurm_lines_that_name_a_node() -> None:
+    # NCCL prints "host:pid:tid [device] NCCL ..." on its own lines
+    warn = "gpu07:41234:41290 [3] NCCL WARN NET/IB : Got completion from peer 10.0.0.8<44101> with error 12, opcode 0"
+    assert origin_of(warn) == Origin(None, "gpu07")
+    assert origin_of("srun: error: Node failure on gpu12") == Origin(None, "gpu12")
+    assert origin_of("srun: error: Task launch for StepId=12.0 failed on node gpu13: Communication connection failure") \
+        == Origin(None, "gpu13")
+    # a metric or a time with colons is not NCCL's prefix
+    assert origin_of("step:41234:41290 [3] loss 0.1") == Origin()
+
+
+def test_horovodrun_gloo_prefixes_name_the_rank(rules: Classifier) -> None:
+    # horovodrun's Gloo launcher tags each line "[rank]<stdout>:", Open MPI's "[job,rank]<stdout>:"
+    assert origin_of("[3]<stderr>:Traceback (most recent call last):") == Origin(3)
+    assert origin_of("[1,3]<stderr>:Traceback (most recent call last):") == Origin(3)
+    log = [*(f"[{r}]<stdout>:Epoch 1 step {k} loss 0.{k}" for k in range(5) for r in (0, 1)),
+           "[1]<stderr>:Traceback (most recent call last):", '[1]<stderr>:  File "train.py", line 40, in <module>',
+           "[1]<stderr>:    loss = model(x)", "[1]<stderr>:ValueError: Expected input batch_size (31) to match target batch_size (32).",
+           "[0]<stderr>:horovod.common.exceptions.HorovodInternalError: Broadcast is not supported with Join at this time."]
+    w = diagnose_text("\n".join(log), rules)
+    assert (w.first_rank, w.phase) == (1, "training")
