@@ -15,6 +15,7 @@ its ``--report-bindings`` lines (``[host:pid] MCW rank 11 bound to …``) for th
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections.abc import Sequence
 
@@ -91,8 +92,11 @@ def _stacked(line: str) -> re.Match[str] | None:
     return _STACKED.match(line)
 
 
+@functools.lru_cache(maxsize=8192)
 def origin_of(line: str) -> Origin:
-    """The rank and host a raw log line names (prefix first, then the message)."""
+    """The rank and host a raw log line names (prefix first, then the message). Cached: the
+    reader asks again for the same lines (each candidate against the first failing rank), and the
+    answer is an immutable :class:`Origin` that depends on the line alone."""
     rank: int | None = None
     node: str | None = None
     proc: str | None = None
