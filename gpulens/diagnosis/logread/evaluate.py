@@ -210,6 +210,7 @@ FRESH_SLICES = (
     ("h/", "index_h.csv (collected 2026-11-26 after round 2, stdout/nohup/wandb captures, labelled blind)"),
     ("i/", "index_i.csv (collected 2026-11-26 after round 3, labelled blind)"),
     ("j/", "index_j.csv (collected 2026-11-26 after round 4, labelled blind)"),
+    ("k/", "index_k.csv (collected 2026-11-26 during round 5, labelled blind)"),
 )
 
 
