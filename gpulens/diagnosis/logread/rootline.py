@@ -198,12 +198,13 @@ def _srun_task_host(lines: Sequence[str], start: int, rank: int) -> str | None:
     return None
 
 
+#: A launcher's report on a child that already failed: which rank, then the exit lines.
+_LAUNCHER_KEYS = ("failed (exitcode", "errors.ChildFailedError", "Root Cause (first observed failure)",
+                  "detected that one or more processes exited", "Process name:", "mpirun noticed that process rank",
+                  "BAD TERMINATION OF ONE", "exits with return code", "Exited with exit code")
 #: The launcher's and the scheduler's verdict lines, most telling first (a cause the scheduler
 #: names, the launcher's summary of which rank failed, then the exit lines).
-_VERDICT_KEYS = ("oom_kill event", "TERM_", "CANCELLED AT", "SignalException", "failed (exitcode", "errors.ChildFailedError",
-                 "Root Cause (first observed failure)", "detected that one or more processes exited", "Process name:",
-                 "mpirun noticed that process rank", "BAD TERMINATION OF ONE", "exits with return code",
-                 "Exited with exit code")
+_VERDICT_KEYS = ("oom_kill event", "TERM_", "CANCELLED AT", "SignalException", *_LAUNCHER_KEYS)
 
 
 def verdict_lines(lines: Sequence[str], start: int) -> list[int]:
@@ -280,10 +281,8 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
 #: Lines a launcher or scheduler prints about a child that already failed (README rules R6, R8):
 #: torchrun's, Open MPI's, MPICH's, DeepSpeed's, srun's and LSF's exit verdicts and torchrun's
 #: Root Cause table rows, srun's step abort.
-_LAUNCHER_SAYS = ("failed (exitcode", "errors.ChildFailedError", "Root Cause (first observed failure)",
-                  "detected that one or more processes exited", "Process name:", "mpirun noticed that process rank",
-                  "BAD TERMINATION OF ONE", "exits with return code", "Exited with exit code", "srun: Job step aborted",
-                  "forcing job termination", "Killing subprocess", "sigkill_handler")
+_LAUNCHER_SAYS = (*_LAUNCHER_KEYS, "srun: Job step aborted", "forcing job termination", "Killing subprocess",
+                  "sigkill_handler")
 #: Lines that only wrap or announce an exception printed in full elsewhere (rules R2, R4): Ray's
 #: ``RayTaskError(X): ray::Actor.method()`` header, PyTorch's "Caught X in DataLoader worker
 #: process N." / "in replica N on device N." re-raise, a thread's traceback header, the
