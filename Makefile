@@ -10,16 +10,19 @@ TORCH := torch==2.13.0
 .PHONY: venv system-deps demo test test-fast lint typecheck pytest bench clean
 
 # pip is not quiet: the first install downloads about 1 GB and takes minutes, and what it is
-# doing shows (one line per package, progress bars on a terminal).
+# doing shows (one line per package, progress bars on a terminal). --no-compile: pip would
+# byte-compile every installed module (torch, pyspark, scipy...: 45 CPU-s, a minute on 2 cores);
+# Python compiles the modules actually imported, once, when they are first imported.
+PIP := $(BIN)/python -m pip install --progress-bar on --no-compile
 $(STAMP): pyproject.toml
 	@echo "==> [1/4] creating $(VENV) with $(PYTHON)"
 	$(PYTHON) -m venv $(VENV)
 	@echo "==> [2/4] upgrading pip"
-	$(BIN)/python -m pip install --progress-bar on --upgrade pip
+	$(PIP) --upgrade pip
 	@echo "==> [3/4] installing PyTorch ($(TORCH), CPU build: a few hundred MB)"
-	$(BIN)/python -m pip install --progress-bar on $(TORCH)
+	$(PIP) $(TORCH)
 	@echo "==> [4/4] installing gpulens and its dependencies ('.[all,dev]')"
-	$(BIN)/python -m pip install --progress-bar on -e '.[all,dev]'
+	$(PIP) -e '.[all,dev]'
 	touch $(STAMP)
 	@echo "==> $(VENV) is ready"
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,24 @@ def read_only_view(src: Path, mnt: Path) -> contextlib.AbstractContextManager[Pa
     """``src`` seen through a read-only bind mount at ``mnt`` (a real EROFS, even for root)."""
     return _mounted(mnt, [["mount", "--bind", str(src), str(mnt)],
                           ["mount", "-o", "remount,ro,bind", str(mnt)]], "make a read-only bind mount")
+
+
+def built_once(factory: pytest.TempPathFactory, name: str, build: Callable[[Path], None]) -> Path:
+    """A folder that ``build(folder)`` fills once for the whole run, shared by the pytest-xdist
+    workers: the first to ask builds it (under a lock, in the run's temporary directory that
+    every worker's lies in) and the others wait for it and reuse it. Callers copy what they will
+    change (a store's readers write too: listings, saved days)."""
+    base = factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    folder, done = shared / f"built-{name}", shared / f"built-{name}.done"
+    with open(shared / f"built-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            build(folder)
+            done.touch()
+    return folder
 
 
 @pytest.fixture

@@ -21,7 +21,6 @@ import re
 import shlex
 import shutil
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ import pytest
 
 from gpulens.cli.main import main
 from gpulens.store import Store
+from tests.conftest import built_once
 
 pytestmark = pytest.mark.slow
 
@@ -176,10 +176,9 @@ FINE = "import sys\nprint('step 1 loss 0.5', flush=True)\nsys.exit(0)\n"
 CURVES = "job,step,metric,value\n{job},1,accuracy,0.5\n{job},2,accuracy,0.6\n"
 
 
-@pytest.fixture(scope="module")
-def demo_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """The demo's data, small: what `gpulens demo --no-serve` builds with 32 GPUs over 2 days."""
-    data = tmp_path_factory.mktemp("readme") / "data"
+def _build_demo(folder: Path) -> None:
+    """What `gpulens demo --no-serve` builds with 32 GPUs over 2 days."""
+    data = folder / "data"
     mp = pytest.MonkeyPatch()
     mp.setenv("GPULENS_DATA_DIR", str(data))
     try:
@@ -187,9 +186,17 @@ def demo_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
             main(["-q", "--data-dir", str(data), "demo", "--gpus", "32", "--days", "2", "--seed", "0",
                   "--no-serve"])
         assert done.value.code in (0, None)
-        yield data
     finally:
         mp.undo()
+
+
+@pytest.fixture(scope="module")
+def demo_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo's data, small, built once for the run (every worker gets its own copy)."""
+    built = built_once(tmp_path_factory, "readme-demo", _build_demo) / "data"
+    data = tmp_path_factory.mktemp("readme") / "data"
+    shutil.copytree(built, data, ignore=shutil.ignore_patterns("*.lock"))
+    return data
 
 
 def _values(store: Path, tmp: Path) -> dict[str, str]:
