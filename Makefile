@@ -10,10 +10,10 @@ TORCH := torch==2.13.0
 .PHONY: venv system-deps demo test test-fast lint typecheck pytest bench clean
 
 # pip is not quiet: the first install downloads about 1 GB and takes minutes, and what it is
-# doing shows (one line per package, progress bars on a terminal). --no-compile: pip would
-# byte-compile every installed module (torch, pyspark, scipy...: 45 CPU-s, a minute on 2 cores);
-# Python compiles the modules actually imported, once, when they are first imported.
-PIP := $(BIN)/python -m pip install --progress-bar on --no-compile
+# doing shows (one line per package, progress bars on a terminal). pip byte-compiles what it
+# installs (45 CPU-s for torch, pyspark, scipy...): keep it, since with PYTHONDONTWRITEBYTECODE
+# set (as on CI machines) Python would otherwise compile every module again in every process.
+PIP := $(BIN)/python -m pip install --progress-bar on
 $(STAMP): pyproject.toml
 	@echo "==> [1/4] creating $(VENV) with $(PYTHON)"
 	$(PYTHON) -m venv $(VENV)

@@ -146,6 +146,13 @@ def test_processes_older_than_the_run_are_not_asked_for_their_environment(tmp_pa
     new = subprocess.Popen(sleep, env=env)
     since = psutil.Process(new.pid).create_time() - 0.05  # as the runner takes it: the same clock
     try:
+        # Popen returns once the exec began; the kernel fills in the new environment a moment
+        # later (an empty /proc/PID/environ meanwhile, seen on a loaded machine): the runner
+        # polls, so a process is found at its next look, not necessarily at the first one
+        for p in (old, new):
+            deadline = time.monotonic() + 10
+            while not psutil.Process(p.pid).environ() and time.monotonic() < deadline:
+                time.sleep(0.01)
         assert {p.pid for p in run_processes(-1, "run-xyz")} >= {old.pid, new.pid}
         found = {p.pid for p in run_processes(-1, "run-xyz", since=since)}
         assert new.pid in found and old.pid not in found

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from pathlib import Path
 
 import psutil
 import pytest
@@ -76,13 +77,23 @@ def test_memory_hog_fails_as_cpu_oom_under_the_limit(make_job: Callable[..., Job
     assert result.peak_rss_bytes is not None and result.peak_rss_bytes < config.memory_limit_bytes
 
 
+def _in(folder: Path, p: psutil.Process) -> bool:
+    try:
+        return p.cwd() == str(folder)
+    except psutil.Error:
+        return False
+
+
 def test_hang_before_first_step_is_reported_and_killed(make_job: Callable[..., JobSpec], config: ValidateConfig) -> None:
-    result = validate(make_job("hang"), config, None)
+    job = make_job("hang")
+    result = validate(job, config, None)
     assert result.verdict == "fail" and result.hung
     assert result.category == "unknown"
     assert result.reason is not None and "hang before the first training step" in result.reason
     assert result.steps_completed == 0
     assert not result.timed_out  # detected by inactivity, not by the deadline
     me = os.getpid()
-    strays = [p for p in psutil.process_iter(["cmdline"]) if p.pid != me and "train.py" in " ".join(p.info["cmdline"] or []) and str(result.command) in " ".join(p.info["cmdline"] or [])]
+    # the job's own processes (other tests on other workers run a train.py with the same command)
+    strays = [p for p in psutil.process_iter(["cmdline"]) if p.pid != me and "train.py" in " ".join(p.info["cmdline"] or [])
+              and _in(job.run_dir, p)]
     assert not strays
