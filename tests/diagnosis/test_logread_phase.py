@@ -349,3 +349,18 @@ def test_a_loss_printed_alone_each_step_shows_steps_were_done(rules: Classifier)
     # a few numbers printed while setting up are no steps
     setup = ["Loaded 9000 spectra", "mean", "0.485", "std", "0.229", "Building model"]
     assert diagnose_text("\n".join([*setup, *stop]), rules).phase == "startup"
+
+
+@pytest.mark.parametrize("logged", [
+    "2023-06-02 11:40:12,301 - mmdet - INFO - Epoch [1][50/7330]\tlr: 1.998e-03, eta: 20:11:03, time: 0.512, loss: 1.2041",
+    "06/02 11:40:12 - mmengine - INFO - Epoch(train)  [1][  50/7330]  lr: 2.0e-03  eta: 20:11:03  time: 0.51  loss: 1.20",
+    "Epoch: [0]  [  50/5005]  eta: 1:02:03  lr: 0.000001  loss: 6.9001 (6.9050)  time: 0.7412  data: 0.0003  max mem: 9120",
+])
+def test_an_epoch_loggers_iteration_counter_says_how_far_the_epoch_got(logged: str) -> None:
+    # mmcv/mmengine and timm's MetricLogger print the epoch, then the iteration within it: 50 steps
+    # were done in the first epoch, so a kill after it is in training, not in the first step
+    lines = ["loading annotations into memory...", "index created!", logged, "Killed"]
+    assert phase_of(lines, 3, lines[1:], 0, last_step(lines, 3)) == "training"
+    first = logged.replace("50/", " 1/").replace("[   1/", "[  1/")
+    lines = ["loading annotations into memory...", "index created!", first, "Killed"]
+    assert phase_of(lines, 3, lines[1:], 0, last_step(lines, 3)) == "first_step"

@@ -7,7 +7,7 @@ import pytest
 
 from gpulens.diagnosis.classifier import Classifier
 from gpulens.diagnosis.logread import diagnose_text
-from gpulens.diagnosis.logread.ranks import Origin, origin_of
+from gpulens.diagnosis.logread.ranks import Origin, origin_of, root_cause_table
 
 
 @pytest.fixture(scope="module")
@@ -73,3 +73,31 @@ def test_horovodrun_gloo_prefixes_name_the_rank(rules: Classifier) -> None:
            "[0]<stderr>:horovod.common.exceptions.HorovodInternalError: Broadcast is not supported with Join at this time."]
     w = diagnose_text("\n".join(log), rules)
     assert (w.first_rank, w.phase) == (1, "training")
+
+
+_FAILURES = ["Failures:", "[1]:", "  time      : 2025-07-01_10:12:44", "  host      : gpu-b12",
+             "  rank      : 6 (local_rank: 2)", "  exitcode  : 1 (pid: 70431)", "  error_file: <N/A>",
+             "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html",
+             "[2]:", "  time      : 2025-07-01_10:12:44", "  host      : gpu-b12", "  rank      : 7 (local_rank: 3)",
+             "  exitcode  : -15 (pid: 70432)", "  error_file: <N/A>",
+             "  traceback : Signal 15 (SIGTERM) received by PID 70432",
+             "------------------------------------------------------------"]
+_ROOT = ["Root Cause (first observed failure):", "[0]:", "  time      : 2025-07-01_10:12:43", "  host      : gpu-b11",
+         "  rank      : {rank} (local_rank: 1)", "  exitcode  : {code} (pid: 70122)", "  error_file: <N/A>",
+         "  traceback : {why}", "============================================================"]
+
+
+def test_a_root_cause_the_agent_stopped_gives_way_to_a_worker_that_failed() -> None:
+    # torchrun's agent SIGTERMs the others once one fails; when the table's "first observed"
+    # entry is such a stopped worker (exitcode -15), the worker of "Failures:" that exited by
+    # itself is the one that failed
+    stopped = [ln.format(rank=5, code=-15, why="Signal 15 (SIGTERM) received by PID 70122") for ln in _ROOT]
+    assert root_cause_table(stopped, _FAILURES) == Origin(6, "gpu-b12")
+    assert root_cause_table(stopped) == Origin(5, "gpu-b11")  # no other failure shown: the table's word
+    # a root cause that failed by itself (an exit code, the OOM killer's -9) stays the root cause
+    for code in (1, -9):
+        failed = [ln.format(rank=5, code=code, why="<N/A>") for ln in _ROOT]
+        assert root_cause_table(failed, _FAILURES) == Origin(5, "gpu-b11")
+    # behind srun's --label prefix
+    labelled = [f"1: {ln}" for ln in stopped]
+    assert root_cause_table(labelled, [f"1: {ln}" for ln in _FAILURES]) == Origin(6, "gpu-b12")

@@ -329,6 +329,8 @@ def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str],
             return "training"  # print(loss.item()) once a step
         return _glued_bar(region) or ("first_step" if frames is not None and _in_step(frames) else "startup")
     done = _bar_done(lines, floor, top)
+    if done is None and (inner := _iter_in_epoch(lines, floor, top)) is not None and inner > 1:
+        return "training"  # an epoch's own iteration counter says several steps were done
     if done is not None:  # a tqdm bar counts the steps done: the failure is in the next one
         return "first_step" if done == 0 else "training"
     if (step in ("0", "1") or (steps < 3 and not _past_first(step))) and not _counts_advance(lines, floor, top):
@@ -383,6 +385,22 @@ def _bar_done(lines: Sequence[str], floor: int, top: int) -> int | None:
         return None
     shown = _shown(lines[got[0]])
     m = _BAR_DONE.search(shown[-_SHOWN:]) if "%|" in shown else None
+    return int(m.group(1)) if m else None
+
+
+#: A logger's line that counts the iterations of an epoch after the epoch's number: mmcv/mmdet's
+#: ``Epoch [1][50/9870]\tlr: ...``, mmengine's ``Epoch(train)  [1][  50/9870]  lr: ...``, the DeiT/timm
+#: ``MetricLogger``'s ``Epoch: [0]  [  50/5005]  eta: ...`` (the epoch alone is not how far it got).
+_EPOCH_ITER = re.compile(r"\b[Ee]poch(?:\(\w+\))?:?\s*\[\s*\d+\s*(?:/\s*\d+\s*)?\]\s*\[\s*(\d+)\s*/\s*\d+\s*\]")
+
+
+def _iter_in_epoch(lines: Sequence[str], floor: int, top: int) -> int | None:
+    """The iteration within its epoch that the last training progress line before ``top`` counts,
+    when that line is an epoch-and-iteration logger line (:data:`_EPOCH_ITER`)."""
+    got = last_matching(lines, _STEP_KEYS, _step_progress, floor, top)
+    if not got or "poch" not in lines[got[0]]:
+        return None
+    m = _EPOCH_ITER.search(_shown(lines[got[0]])[-_SHOWN:])
     return int(m.group(1)) if m else None
 
 
