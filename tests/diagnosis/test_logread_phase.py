@@ -364,3 +364,30 @@ def test_an_epoch_loggers_iteration_counter_says_how_far_the_epoch_got(logged: s
     first = logged.replace("50/", " 1/").replace("[   1/", "[  1/")
     lines = ["loading annotations into memory...", "index created!", first, "Killed"]
     assert phase_of(lines, 3, lines[1:], 0, last_step(lines, 3)) == "first_step"
+
+
+def test_a_traceback_through_torch_serialization_is_a_checkpoint_save_or_load() -> None:
+    # the user's `torch.save(...)` is an indented code line; torch's own frames say what it did
+    steps = ["Epoch 12/300, Iter 0/90, train loss = 1.012", "Epoch 12/300, Iter 89/90, train loss = 0.591"]
+    save = ["Traceback (most recent call last):", '  File "train.py", line 301, in <module>', "    main()",
+            '  File "train.py", line 188, in main', '    torch.save(state, f"{out}/ckpt_{epoch:04d}.pt")',
+            '  File "/opt/conda/lib/python3.10/site-packages/torch/serialization.py", line 628, in save',
+            "    _save(obj, opened_zipfile, pickle_module, pickle_protocol, _disable_byteorder_record)",
+            '  File "/opt/conda/lib/python3.10/site-packages/torch/serialization.py", line 862, in _save',
+            "    zip_file.write_record(name, storage, num_bytes)",
+            "OSError: [Errno 5] Input/output error"]
+    lines = steps + save
+    assert phase_of(lines, len(lines) - 1, lines[-3:]) == "checkpoint_save"
+    load = ["Traceback (most recent call last):", '  File "eval.py", line 40, in <module>',
+            "    state = torch.load(args.ckpt, map_location='cpu')",
+            '  File "/opt/conda/lib/python3.10/site-packages/torch/serialization.py", line 1025, in load',
+            "    raise pickle.UnpicklingError(_get_wo_message(str(e))) from None",
+            "_pickle.UnpicklingError: Weights only load failed."]
+    assert phase_of(load, len(load) - 1, load[-2:]) == "checkpoint_load"
+    # safetensors' own writer
+    st = ["Traceback (most recent call last):", '  File "export.py", line 12, in <module>', "    save_file(sd, out)",
+          '  File "/usr/lib/python3/site-packages/safetensors/torch.py", line 286, in save_file',
+          "    serialize_file(_flatten(tensors), filename, metadata=metadata)",
+          "RuntimeError: Some tensors share memory, this will lead to duplicate memory on disk and potential "
+          "differences when loading them again"]
+    assert phase_of(st, len(st) - 1, st[-2:]) == "checkpoint_save"

@@ -195,7 +195,7 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     text = "\n".join(ln for ln in frames if not ln.startswith((" ", "\t"))) if tb_start is not None else "\n".join(region)
     if _syntax(frames or [logs.normalize_line(lines[min(failure, len(lines) - 1)])]):
         return "startup"  # the program could not even be compiled: whatever ran before was another run
-    by_name = _checkpoint_func(_funcs(frames))
+    by_name = _serializing(frames) or _checkpoint_func(_funcs(frames))
     if by_name is not None:
         return by_name
     if _LOAD.search(text):
@@ -491,6 +491,24 @@ def _checkpoint_func(funcs: Sequence[str]) -> str | None:
             return "checkpoint_save"
         if _LOAD_FUNC.search(f):
             return "checkpoint_load"
+    return None
+
+
+#: The frames of ``torch.save``/``torch.load`` (``torch/serialization.py``, in ``save``, ``_save``,
+#: ``load``, ``_load``, whatever called them) and safetensors' (``safetensors/torch.py``, in
+#: ``save_file``/``load_file``): the innermost one says a checkpoint was being written or read.
+_SERIAL_FRAME = re.compile(r'File "[^"]*(?:torch[/\\]serialization\.py|safetensors[/\\]torch\.py)", line \d+, in _?(save|load)')
+
+
+def _serializing(frames: Sequence[str]) -> str | None:
+    """``checkpoint_save``/``checkpoint_load`` when the traceback runs through torch's or
+    safetensors' own save or load (a user's ``torch.save(state, path)`` is an indented code line,
+    which the phase's text does not read)."""
+    for ln in reversed(frames):
+        if "serialization" in ln or "safetensors" in ln:
+            m = _SERIAL_FRAME.search(ln)
+            if m is not None:
+                return "checkpoint_save" if m.group(1) == "save" else "checkpoint_load"
     return None
 
 
