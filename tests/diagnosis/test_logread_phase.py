@@ -391,3 +391,15 @@ def test_a_traceback_through_torch_serialization_is_a_checkpoint_save_or_load() 
           "RuntimeError: Some tensors share memory, this will lead to duplicate memory on disk and potential "
           "differences when loading them again"]
     assert phase_of(st, len(st) - 1, st[-2:]) == "checkpoint_save"
+
+
+def test_an_unfinished_mmcv_task_bar_is_an_evaluation() -> None:
+    # OpenMMLab's single_gpu_test prints mmcv's ProgressBar while it runs the model over the test set
+    train = "2023-06-02 18:02:11,004 - mmseg - INFO - Iter [16000/16000]\tlr: 1.0e-04, eta: 0:00:00, time: 0.41, loss: 0.21"
+    bar = "\r".join(f"[{'>' * k}{' ' * (30 - k)}] {k * 10}/500, 9.{k} task/s, elapsed: {k}s, ETA:    {50 - k}s"
+                    for k in range(1, 16))
+    lines = [train, bar, "Killed"]
+    assert phase_of(lines, 2, lines[1:], 0, last_step(lines, 2)) == "evaluation"
+    done = "[" + ">" * 30 + "] 500/500, 9.8 task/s, elapsed: 51s, ETA:     0s"
+    lines = [train, done, "Killed"]  # a finished test pass says nothing about what came after it
+    assert phase_of(lines, 2, lines[1:], 0, last_step(lines, 2)) != "evaluation"

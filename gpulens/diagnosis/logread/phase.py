@@ -277,6 +277,9 @@ def _next_stage(lines: Sequence[str], done: int, top: int) -> int | None:
 _EVAL_BAR = re.compile(r"^\W{0,3}(?:[Ee]val(?:uat\w*)?|EVAL\w*|[Vv]alid(?:at\w*)?|[Tt]est(?:ing)?|[Pp]redict\w*"
                        r"|[Ii]nference|[Ss]ampling)\b[^|\[\n]{0,40}?(?:\[\s*(\d+)\s*/\s*(\d+)\s*\]"
                        r"|\d+%\|[^|]*\|\s*(\d+)/(\d+))")
+#: mmcv's ``ProgressBar`` (``[>>>>>>     ] 150/500, 12.3 task/s, elapsed: 12s, ETA:    28s``), which
+#: OpenMMLab's ``single_gpu_test``/``multi_gpu_test`` print while running a model over a test set.
+_TASK_BAR = re.compile(r"\[[> ]*\]\s*(\d+)/(\d+), [\d.]+ task/s, elapsed:")
 #: Lines above a failure searched for the evaluation's progress line.
 _EVAL_LOOKBACK = 40
 
@@ -290,6 +293,8 @@ def _evaluating(lines: Sequence[str], floor: int, top: int) -> bool:
         if not shown[:1].isalpha() and not shown.startswith(("[", "|")):
             continue
         m = _EVAL_BAR.match(shown) if shown[:1] in _EVAL_HEADS else None
+        if m is None and shown.startswith(("[>", "[ ")):
+            m = _TASK_BAR.match(shown)
         if m is not None:
             done, total = (m.group(1), m.group(2)) if m.group(1) is not None else (m.group(3), m.group(4))
             return int(done) < int(total)
