@@ -92,6 +92,13 @@ def _stacked(line: str) -> re.Match[str] | None:
     return _STACKED.match(line)
 
 
+_RANK_PREFIXES = tuple(rx for rx, kind in _PREFIXES if kind == "rank")
+#: srun's ``--label`` task before torchrun's ``[defaultN]:`` (``9: [default3]: ...``): srun started one
+#: torchrun agent per node (task 9 is a node), whose tail prefix names the worker's local rank
+#: (``[{role}{local_rank}]:``); the global rank is not on the line.
+_AGENT_TASK = re.compile(r"^\s*\d{1,4}:\s*\[default\d+\]:")
+
+
 @functools.lru_cache(maxsize=8192)
 def origin_of(line: str) -> Origin:
     """The rank and host a raw log line names (prefix first, then the message). Cached: the
@@ -101,11 +108,16 @@ def origin_of(line: str) -> Origin:
     node: str | None = None
     proc: str | None = None
     local: int | None = None
+    agent = False
     if (m := _stacked(line)) is not None:  # the global rank, not srun's task nor the local rank
         rank = int(m.group("rank"))
         host = m.group("host")
         node = host if host and host != "localhost" else None
+    elif line[:1] in " 0123456789" and "[default" in line[:_STACK_SPAN]:
+        agent = _AGENT_TASK.match(line) is not None
     for rx, kind in _ALL:
+        if agent and rx in _RANK_PREFIXES:
+            continue  # srun's task is a node's torchrun agent, [defaultN] its local rank: no global rank
         need = _NEEDS.get(rx.pattern)
         if need is not None and need not in line:
             continue  # a literal every match holds is absent: the search cannot match
@@ -131,7 +143,6 @@ def origin_of(line: str) -> Origin:
     return Origin(rank, node, proc)
 
 
-_RANK_PREFIXES = tuple(rx for rx, kind in _PREFIXES if kind == "rank")
 
 
 def prefix_rank(line: str) -> int | None:
