@@ -403,3 +403,29 @@ def test_an_unfinished_mmcv_task_bar_is_an_evaluation() -> None:
     done = "[" + ">" * 30 + "] 500/500, 9.8 task/s, elapsed: 51s, ETA:     0s"
     lines = [train, done, "Killed"]  # a finished test pass says nothing about what came after it
     assert phase_of(lines, 2, lines[1:], 0, last_step(lines, 2)) != "evaluation"
+
+
+def test_lightning_sanity_check_bar_is_an_evaluation() -> None:
+    # Lightning runs num_sanity_val_steps of validation before the first training step
+    bar = "\r".join(f"Sanity Checking DataLoader 0:  {k * 50}%|#####     | {k}/2 [00:0{k}<00:01,  1.2it/s]"
+                    for k in range(2))
+    lines = ["LOCAL_RANK: 0 - CUDA_VISIBLE_DEVICES: [0]", "  | Name  | Type | Params", bar, "Killed"]
+    assert phase_of(lines, 3, lines[2:], 0, last_step(lines, 3)) == "evaluation"
+
+
+def test_a_traceback_through_distributed_checkpoint_is_a_checkpoint_save_or_load() -> None:
+    # torch.distributed.checkpoint (FSDP/torchtitan) writes and reads sharded checkpoints
+    save = ["[rank3]: Traceback (most recent call last):", '[rank3]:   File "/w/train.py", line 510, in <module>',
+            "[rank3]:     trainer.train()", '[rank3]:   File "/w/train.py", line 455, in train',
+            "[rank3]:     dcp.save(state, checkpoint_id=path)",
+            '[rank3]:   File "/usr/lib/python3/site-packages/torch/distributed/checkpoint/state_dict_saver.py", '
+            "line 139, in save",
+            "[rank3]:     return _save_state_dict(",
+            '[rank3]:   File "/usr/lib/python3/site-packages/torch/distributed/checkpoint/state_dict_saver.py", '
+            "line 298, in _save_state_dict",
+            "[rank3]:     return distW.all_reduce(\"write\", write_data, finish_checkpoint)",
+            "[rank3]: torch.distributed.checkpoint.api.CheckpointException: CheckpointException ranks:dict_keys([3])"]
+    assert phase_of(save, len(save) - 1, save[-2:]) == "checkpoint_save"
+    load = [ln.replace("saver", "loader").replace("_save_state_dict", "_load_state_dict").replace("dcp.save", "dcp.load")
+            .replace(", in save", ", in load") for ln in save]
+    assert phase_of(load, len(load) - 1, load[-2:]) == "checkpoint_load"

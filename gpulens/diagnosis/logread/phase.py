@@ -273,9 +273,10 @@ def _next_stage(lines: Sequence[str], done: int, top: int) -> int | None:
 
 #: An evaluation's own progress line, by the name trainers give it: a tqdm bar ("Validation
 #: DataLoader 0:  45%|####5     | 9/20", "Evaluating:  30%|", "Testing: ..."), a MetricLogger line
-#: (LAVIS/BLIP "Evaluation  [ 570/1872]  eta: 3:12:57", DeiT/timm "Test:  [ 10/313]  eta: ...").
+#: (LAVIS/BLIP "Evaluation  [ 570/1872]  eta: 3:12:57", DeiT/timm "Test:  [ 10/313]  eta: ..."), Lightning's
+#: validation pass before fitting ("Sanity Checking DataLoader 0:  50%|#####     | 1/2").
 _EVAL_BAR = re.compile(r"^\W{0,3}(?:[Ee]val(?:uat\w*)?|EVAL\w*|[Vv]alid(?:at\w*)?|[Tt]est(?:ing)?|[Pp]redict\w*"
-                       r"|[Ii]nference|[Ss]ampling)\b[^|\[\n]{0,40}?(?:\[\s*(\d+)\s*/\s*(\d+)\s*\]"
+                       r"|[Ii]nference|[Ss]ampling|Sanity Checking)\b[^|\[\n]{0,40}?(?:\[\s*(\d+)\s*/\s*(\d+)\s*\]"
                        r"|\d+%\|[^|]*\|\s*(\d+)/(\d+))")
 #: mmcv's ``ProgressBar`` (``[>>>>>>     ] 150/500, 12.3 task/s, elapsed: 12s, ETA:    28s``), which
 #: OpenMMLab's ``single_gpu_test``/``multi_gpu_test`` print while running a model over a test set.
@@ -501,7 +502,8 @@ def _checkpoint_func(funcs: Sequence[str]) -> str | None:
 
 #: The frames of ``torch.save``/``torch.load`` (``torch/serialization.py``, in ``save``, ``_save``,
 #: ``load``, ``_load``, whatever called them) and safetensors' (``safetensors/torch.py``, in
-#: ``save_file``/``load_file``): the innermost one says a checkpoint was being written or read.
+#: ``save_file``/``load_file``): the innermost one says a checkpoint was being written or read
+#: (torch.distributed.checkpoint's ``_save_state_dict``/``_load_state_dict`` match by name).
 _SERIAL_FRAME = re.compile(r'File "[^"]*(?:torch[/\\]serialization\.py|safetensors[/\\]torch\.py)", line \d+, in _?(save|load)')
 
 
