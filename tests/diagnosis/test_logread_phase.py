@@ -429,3 +429,15 @@ def test_a_traceback_through_distributed_checkpoint_is_a_checkpoint_save_or_load
     load = [ln.replace("saver", "loader").replace("_save_state_dict", "_load_state_dict").replace("dcp.save", "dcp.load")
             .replace(", in save", ", in load") for ln in save]
     assert phase_of(load, len(load) - 1, load[-2:]) == "checkpoint_load"
+
+
+def test_a_bash_job_report_glued_to_a_nested_bar_is_read_from_the_bar() -> None:
+    # tqdm's inner bar (position=1) ends each refresh with a cursor-up escape; bash then reports the
+    # killed job with its whole command line, which names evaluation flags but is no evaluation
+    cmd = ("CUDA_VISIBLE_DEVICES=${DEVICE} python3 run.py --do_train --do_eval --per_gpu_eval_batch_size 32 "
+           "--evaluate_metrics bleu --validate_steps 700 " + "--opt x " * 40)
+    bar = "\r".join(f"Iteration:  18%|#8        | {k}/1529 [07:3{k % 10}<26:08,  1.25s/it]\x1b[A" for k in range(270, 284))
+    lines = ["Epoch:   0%|          | 0/3 [00:00<?, ?it/s]", "[INFO] Step: 280 | Loss: 3.87",
+             bar + f"./train.sh: line 33: 136834 Killed                  {cmd}"]
+    assert phase_of(lines, 2, lines[1:]) == "training"
+    assert last_step(lines, 2) == "283"

@@ -60,7 +60,7 @@ def last_step(lines: Sequence[str], before: int, floor: int = 0) -> str | None:
     """The last step/iteration/epoch printed in ``lines[floor:before]`` (as printed) by the run
     that was going on at ``before`` (not by an earlier program of the same job script), or by a
     progress bar the line at ``before`` was printed onto."""
-    if before < len(lines) and (bar := _BAR_TAIL.search(_shown(lines[before])[-_SHOWN:])) is not None \
+    if before < len(lines) and (bar := _BAR_TAIL.search(_bar_text(lines[before]))) is not None \
             and _glued_text(lines[before], bar) and bar.group(1) != "0":
         return bar.group(1)
     floor = run_start(lines, floor, before, _STEP_LOOKBACK)
@@ -192,7 +192,8 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     traceback that holds it is read from ``lines`` when there is one); ``floor``: the index where
     the failed attempt starts; ``step``: the last step before it."""
     tb_start, frames = _traceback_of(lines, failure, floor)
-    text = "\n".join(ln for ln in frames if not ln.startswith((" ", "\t"))) if tb_start is not None else "\n".join(region)
+    text = "\n".join(ln for ln in frames if not ln.startswith((" ", "\t"))) if tb_start is not None \
+        else "\n".join(_job_report_cut(ln) for ln in region)
     if _syntax(frames or [logs.normalize_line(lines[min(failure, len(lines) - 1)])]):
         return "startup"  # the program could not even be compiled: whatever ran before was another run
     by_name = _serializing(frames) or _checkpoint_func(_funcs(frames))
@@ -641,8 +642,30 @@ _BAR_TAIL = re.compile(r"\|\s*(\d+)/(\d+)\s*\[[^\]\n]{0,200}\]")
 def _glued_text(line: str, bar: re.Match[str]) -> bool:
     """Whether a message follows the bar ``bar`` on ``line`` (tqdm ends no line: what the job printed
     next, a scheduler's cancellation, "Killed", lands on the bar's)."""
-    rest = _shown(line)[-_SHOWN:][bar.end():].strip()
-    return bool(rest) and (rest[:1].isalpha() or rest.startswith(("*", "[", "/")))
+    rest = _CURSOR.sub("", _bar_text(line)[bar.end():]).strip()
+    return bool(rest) and (rest[:1].isalpha() or rest.startswith(("*", "[", "/", ".")))
+
+
+#: The cursor moves tqdm writes after a nested bar's refresh (``position=1``: ``\x1b[A``).
+_CURSOR = re.compile(r"\x1b\[\d*[A-D]")
+#: bash's report of a job a signal ended, ``./train.sh: line 33: 136834 Killed    python3 main.py
+#: --do_eval ...`` (``Terminated``, ``Aborted``, ``Segmentation fault (core dumped)``, ...): what
+#: follows the signal's name is the job's command line, which says nothing of where it stopped.
+_JOB_REPORT = re.compile(r": line \d+: +\d+ (?:Killed|Terminated|Aborted|Hangup|Interrupt|Bus error|Segmentation fault"
+                         r"|Floating point exception|Illegal instruction)(?: +\(core dumped\))?")
+
+
+def _bar_text(line: str) -> str:
+    """The end of what a line shows, where a bar a failure was printed onto is looked for."""
+    return _job_report_cut(_shown(line))[-_SHOWN:]
+
+
+def _job_report_cut(text: str) -> str:
+    """``text`` up to the signal's name of a bash job report on it (its command line dropped)."""
+    if ": line " not in text:
+        return text
+    m = _JOB_REPORT.search(text)
+    return text[:m.end()] if m else text
 
 
 def _bar_glued(line: str) -> str | None:
@@ -651,7 +674,7 @@ def _bar_glued(line: str) -> str | None:
     ON gpu-3 CANCELLED ...``): an evaluation's bar short of its total is evaluation, a training bar
     past 0 training; None when the line is no such bar, or a bar at 0 (a new epoch's, or the
     first step's: the lines above tell which)."""
-    shown = _shown(line)[-_SHOWN:]
+    shown = _bar_text(line)
     bar = _BAR_TAIL.search(shown) if "|" in shown else None
     if bar is None or not _glued_text(line, bar):
         return None
