@@ -441,3 +441,14 @@ def test_a_bash_job_report_glued_to_a_nested_bar_is_read_from_the_bar() -> None:
              bar + f"./train.sh: line 33: 136834 Killed                  {cmd}"]
     assert phase_of(lines, 2, lines[1:]) == "training"
     assert last_step(lines, 2) == "283"
+
+
+def test_an_accuracy_function_by_its_short_name_is_an_evaluation() -> None:
+    tb = ["Traceback (most recent call last):", '  File "adapt.py", line 601, in <module>', "    train_target(args)",
+          '  File "adapt.py", line 378, in train_target', "    acc, _ = cal_acc(loaders['test'], net, True)",
+          '  File "adapt.py", line 162, in cal_acc', "    pred[i] = label_map[int(pred[i])]", "KeyError: 14"]
+    lines = ["Task: AC, Iter:150/1500; Accuracy = 74.62%", *tb]
+    assert phase_of(lines, len(lines) - 1, lines[-2:]) == "evaluation"
+    acc = [ln.replace("cal_acc", "acc_grad") for ln in tb]  # accumulating gradients is a training step
+    lines = ["Task: AC, Iter:150/1500; loss = 1.2", *acc]
+    assert phase_of(lines, len(lines) - 1, lines[-2:]) != "evaluation"
