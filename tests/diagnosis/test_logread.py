@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from gpulens.cli.main import cli
 from gpulens.diagnosis.classifier import Classifier, default_classifier
 from gpulens.diagnosis.logread import diagnose_path, diagnose_text
+from gpulens.diagnosis.logread.attempts import attempt_starts
 from gpulens.diagnosis.logread.evaluate import evaluate_whole, render_section, write_section
 from gpulens.diagnosis.logread.ranks import origin_of, root_cause_table
 from gpulens.diagnosis.logread.source import read_whole
@@ -302,6 +303,23 @@ def test_a_log_that_starts_with_a_traceback_is_one_attempt(clf: Classifier) -> N
     w = diagnose_text(text, clf)
     assert w.attempts == 1 and w.diagnosis.category == "semantic_error"
     assert w.indicator_lines == [4, 11]  # the first exception and the one that ended the process
+
+
+def test_each_nohup_launch_appended_to_a_log_is_an_attempt(clf: Classifier) -> None:
+    # `nohup python train.py >> train.log 2>&1 &` twice: nohup's stderr line opens each launch; the
+    # first launch was killed before its first step, the second after 40 iterations
+    first = ["2024-03-02 09:14:07,120 - mmdet - INFO - Environment info:", "sys.platform: linux",
+             "2024-03-02 09:14:09,002 - mmdet - INFO - workflow: [('train', 1)], max: 12 epochs",
+             "loading annotations into memory...", "index created!", "Killed"]
+    again = [ln.replace("09:14", "09:19") for ln in first[:5]]  # its own timestamps: no line repeats
+    second = ["nohup: ignoring input", *again,
+              *[f"2024-03-02 09:2{k}:01,311 - mmdet - INFO - Epoch [1][{k * 10}/7330]\tlr: 1.0e-03, "
+                f"eta: 20:11:03, time: 0.51, loss: 1.{k}041" for k in range(1, 5)], "Killed"]
+    w = diagnose_text("\n".join(first + second), clf)
+    assert w.attempts == 2
+    assert w.indicator_lines == [len(first) + len(second)]  # the last launch's kill, not the first's
+    assert w.phase == "training"
+    assert attempt_starts(["nohup: ignoring input", *first]) == [0]  # a file's own first line opens nothing new
 
 
 def _guards() -> list[tuple[str, object]]:

@@ -349,3 +349,106 @@ def test_a_loss_printed_alone_each_step_shows_steps_were_done(rules: Classifier)
     # a few numbers printed while setting up are no steps
     setup = ["Loaded 9000 spectra", "mean", "0.485", "std", "0.229", "Building model"]
     assert diagnose_text("\n".join([*setup, *stop]), rules).phase == "startup"
+
+
+@pytest.mark.parametrize("logged", [
+    "2023-06-02 11:40:12,301 - mmdet - INFO - Epoch [1][50/7330]\tlr: 1.998e-03, eta: 20:11:03, time: 0.512, loss: 1.2041",
+    "06/02 11:40:12 - mmengine - INFO - Epoch(train)  [1][  50/7330]  lr: 2.0e-03  eta: 20:11:03  time: 0.51  loss: 1.20",
+    "Epoch: [0]  [  50/5005]  eta: 1:02:03  lr: 0.000001  loss: 6.9001 (6.9050)  time: 0.7412  data: 0.0003  max mem: 9120",
+])
+def test_an_epoch_loggers_iteration_counter_says_how_far_the_epoch_got(logged: str) -> None:
+    # mmcv/mmengine and timm's MetricLogger print the epoch, then the iteration within it: 50 steps
+    # were done in the first epoch, so a kill after it is in training, not in the first step
+    lines = ["loading annotations into memory...", "index created!", logged, "Killed"]
+    assert phase_of(lines, 3, lines[1:], 0, last_step(lines, 3)) == "training"
+    first = logged.replace("50/", " 1/").replace("[   1/", "[  1/")
+    lines = ["loading annotations into memory...", "index created!", first, "Killed"]
+    assert phase_of(lines, 3, lines[1:], 0, last_step(lines, 3)) == "first_step"
+
+
+def test_a_traceback_through_torch_serialization_is_a_checkpoint_save_or_load() -> None:
+    # the user's `torch.save(...)` is an indented code line; torch's own frames say what it did
+    steps = ["Epoch 12/300, Iter 0/90, train loss = 1.012", "Epoch 12/300, Iter 89/90, train loss = 0.591"]
+    save = ["Traceback (most recent call last):", '  File "train.py", line 301, in <module>', "    main()",
+            '  File "train.py", line 188, in main', '    torch.save(state, f"{out}/ckpt_{epoch:04d}.pt")',
+            '  File "/opt/conda/lib/python3.10/site-packages/torch/serialization.py", line 628, in save',
+            "    _save(obj, opened_zipfile, pickle_module, pickle_protocol, _disable_byteorder_record)",
+            '  File "/opt/conda/lib/python3.10/site-packages/torch/serialization.py", line 862, in _save',
+            "    zip_file.write_record(name, storage, num_bytes)",
+            "OSError: [Errno 5] Input/output error"]
+    lines = steps + save
+    assert phase_of(lines, len(lines) - 1, lines[-3:]) == "checkpoint_save"
+    load = ["Traceback (most recent call last):", '  File "eval.py", line 40, in <module>',
+            "    state = torch.load(args.ckpt, map_location='cpu')",
+            '  File "/opt/conda/lib/python3.10/site-packages/torch/serialization.py", line 1025, in load',
+            "    raise pickle.UnpicklingError(_get_wo_message(str(e))) from None",
+            "_pickle.UnpicklingError: Weights only load failed."]
+    assert phase_of(load, len(load) - 1, load[-2:]) == "checkpoint_load"
+    # safetensors' own writer
+    st = ["Traceback (most recent call last):", '  File "export.py", line 12, in <module>', "    save_file(sd, out)",
+          '  File "/usr/lib/python3/site-packages/safetensors/torch.py", line 286, in save_file',
+          "    serialize_file(_flatten(tensors), filename, metadata=metadata)",
+          "RuntimeError: Some tensors share memory, this will lead to duplicate memory on disk and potential "
+          "differences when loading them again"]
+    assert phase_of(st, len(st) - 1, st[-2:]) == "checkpoint_save"
+
+
+def test_an_unfinished_mmcv_task_bar_is_an_evaluation() -> None:
+    # OpenMMLab's single_gpu_test prints mmcv's ProgressBar while it runs the model over the test set
+    train = "2023-06-02 18:02:11,004 - mmseg - INFO - Iter [16000/16000]\tlr: 1.0e-04, eta: 0:00:00, time: 0.41, loss: 0.21"
+    bar = "\r".join(f"[{'>' * k}{' ' * (30 - k)}] {k * 10}/500, 9.{k} task/s, elapsed: {k}s, ETA:    {50 - k}s"
+                    for k in range(1, 16))
+    lines = [train, bar, "Killed"]
+    assert phase_of(lines, 2, lines[1:], 0, last_step(lines, 2)) == "evaluation"
+    done = "[" + ">" * 30 + "] 500/500, 9.8 task/s, elapsed: 51s, ETA:     0s"
+    lines = [train, done, "Killed"]  # a finished test pass says nothing about what came after it
+    assert phase_of(lines, 2, lines[1:], 0, last_step(lines, 2)) != "evaluation"
+
+
+def test_lightning_sanity_check_bar_is_an_evaluation() -> None:
+    # Lightning runs num_sanity_val_steps of validation before the first training step
+    bar = "\r".join(f"Sanity Checking DataLoader 0:  {k * 50}%|#####     | {k}/2 [00:0{k}<00:01,  1.2it/s]"
+                    for k in range(2))
+    lines = ["LOCAL_RANK: 0 - CUDA_VISIBLE_DEVICES: [0]", "  | Name  | Type | Params", bar, "Killed"]
+    assert phase_of(lines, 3, lines[2:], 0, last_step(lines, 3)) == "evaluation"
+
+
+def test_a_traceback_through_distributed_checkpoint_is_a_checkpoint_save_or_load() -> None:
+    # torch.distributed.checkpoint (FSDP/torchtitan) writes and reads sharded checkpoints
+    save = ["[rank3]: Traceback (most recent call last):", '[rank3]:   File "/w/train.py", line 510, in <module>',
+            "[rank3]:     trainer.train()", '[rank3]:   File "/w/train.py", line 455, in train',
+            "[rank3]:     dcp.save(state, checkpoint_id=path)",
+            '[rank3]:   File "/usr/lib/python3/site-packages/torch/distributed/checkpoint/state_dict_saver.py", '
+            "line 139, in save",
+            "[rank3]:     return _save_state_dict(",
+            '[rank3]:   File "/usr/lib/python3/site-packages/torch/distributed/checkpoint/state_dict_saver.py", '
+            "line 298, in _save_state_dict",
+            "[rank3]:     return distW.all_reduce(\"write\", write_data, finish_checkpoint)",
+            "[rank3]: torch.distributed.checkpoint.api.CheckpointException: CheckpointException ranks:dict_keys([3])"]
+    assert phase_of(save, len(save) - 1, save[-2:]) == "checkpoint_save"
+    load = [ln.replace("saver", "loader").replace("_save_state_dict", "_load_state_dict").replace("dcp.save", "dcp.load")
+            .replace(", in save", ", in load") for ln in save]
+    assert phase_of(load, len(load) - 1, load[-2:]) == "checkpoint_load"
+
+
+def test_a_bash_job_report_glued_to_a_nested_bar_is_read_from_the_bar() -> None:
+    # tqdm's inner bar (position=1) ends each refresh with a cursor-up escape; bash then reports the
+    # killed job with its whole command line, which names evaluation flags but is no evaluation
+    cmd = ("CUDA_VISIBLE_DEVICES=${DEVICE} python3 run.py --do_train --do_eval --per_gpu_eval_batch_size 32 "
+           "--evaluate_metrics bleu --validate_steps 700 " + "--opt x " * 40)
+    bar = "\r".join(f"Iteration:  18%|#8        | {k}/1529 [07:3{k % 10}<26:08,  1.25s/it]\x1b[A" for k in range(270, 284))
+    lines = ["Epoch:   0%|          | 0/3 [00:00<?, ?it/s]", "[INFO] Step: 280 | Loss: 3.87",
+             bar + f"./train.sh: line 33: 136834 Killed                  {cmd}"]
+    assert phase_of(lines, 2, lines[1:]) == "training"
+    assert last_step(lines, 2) == "283"
+
+
+def test_an_accuracy_function_by_its_short_name_is_an_evaluation() -> None:
+    tb = ["Traceback (most recent call last):", '  File "adapt.py", line 601, in <module>', "    train_target(args)",
+          '  File "adapt.py", line 378, in train_target', "    acc, _ = cal_acc(loaders['test'], net, True)",
+          '  File "adapt.py", line 162, in cal_acc', "    pred[i] = label_map[int(pred[i])]", "KeyError: 14"]
+    lines = ["Task: AC, Iter:150/1500; Accuracy = 74.62%", *tb]
+    assert phase_of(lines, len(lines) - 1, lines[-2:]) == "evaluation"
+    acc = [ln.replace("cal_acc", "acc_grad") for ln in tb]  # accumulating gradients is a training step
+    lines = ["Task: AC, Iter:150/1500; loss = 1.2", *acc]
+    assert phase_of(lines, len(lines) - 1, lines[-2:]) != "evaluation"

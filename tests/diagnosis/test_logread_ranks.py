@@ -7,7 +7,7 @@ import pytest
 
 from gpulens.diagnosis.classifier import Classifier
 from gpulens.diagnosis.logread import diagnose_text
-from gpulens.diagnosis.logread.ranks import Origin, origin_of
+from gpulens.diagnosis.logread.ranks import Origin, origin_of, root_cause_table
 
 
 @pytest.fixture(scope="module")
@@ -73,3 +73,53 @@ def test_horovodrun_gloo_prefixes_name_the_rank(rules: Classifier) -> None:
            "[0]<stderr>:horovod.common.exceptions.HorovodInternalError: Broadcast is not supported with Join at this time."]
     w = diagnose_text("\n".join(log), rules)
     assert (w.first_rank, w.phase) == (1, "training")
+
+
+_FAILURES = ["Failures:", "[1]:", "  time      : 2025-07-01_10:12:44", "  host      : gpu-b12",
+             "  rank      : 6 (local_rank: 2)", "  exitcode  : 1 (pid: 70431)", "  error_file: <N/A>",
+             "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html",
+             "[2]:", "  time      : 2025-07-01_10:12:44", "  host      : gpu-b12", "  rank      : 7 (local_rank: 3)",
+             "  exitcode  : -15 (pid: 70432)", "  error_file: <N/A>",
+             "  traceback : Signal 15 (SIGTERM) received by PID 70432",
+             "------------------------------------------------------------"]
+_ROOT = ["Root Cause (first observed failure):", "[0]:", "  time      : 2025-07-01_10:12:43", "  host      : gpu-b11",
+         "  rank      : {rank} (local_rank: 1)", "  exitcode  : {code} (pid: 70122)", "  error_file: <N/A>",
+         "  traceback : {why}", "============================================================"]
+
+
+def test_a_root_cause_the_agent_stopped_gives_way_to_a_worker_that_failed() -> None:
+    # torchrun's agent SIGTERMs the others once one fails; when the table's "first observed"
+    # entry is such a stopped worker (exitcode -15), the worker of "Failures:" that exited by
+    # itself is the one that failed
+    stopped = [ln.format(rank=5, code=-15, why="Signal 15 (SIGTERM) received by PID 70122") for ln in _ROOT]
+    assert root_cause_table(stopped, _FAILURES) == Origin(6, "gpu-b12")
+    assert root_cause_table(stopped) == Origin(5, "gpu-b11")  # no other failure shown: the table's word
+    # a root cause that failed by itself (an exit code, the OOM killer's -9) stays the root cause
+    for code in (1, -9):
+        failed = [ln.format(rank=5, code=code, why="<N/A>") for ln in _ROOT]
+        assert root_cause_table(failed, _FAILURES) == Origin(5, "gpu-b11")
+    # behind srun's --label prefix
+    labelled = [f"1: {ln}" for ln in stopped]
+    assert root_cause_table(labelled, [f"1: {ln}" for ln in _FAILURES]) == Origin(6, "gpu-b12")
+
+
+def test_srun_task_before_torchrun_local_prefix_is_no_global_rank(rules: Classifier) -> None:
+    # `srun --label torchrun --nproc_per_node=4 ...`: srun's task is a node's agent, [defaultN] the
+    # local rank; the rank comes from torchrun's table, not from "1:" or "[default2]"
+    assert origin_of("1: [default2]: Traceback (most recent call last):") == Origin()
+    assert origin_of("1: [default2]:[rank6]: ValueError: bad") == Origin(6)
+    assert origin_of("[default2]: ValueError: bad") == Origin(2)  # one torchrun alone: local is global
+    steps = [f"{t}: [default{r}]: step 40 loss 2.{t}{r}" for t in (0, 1) for r in range(4)]
+    err = ["1: [default2]: Traceback (most recent call last):",
+           '1: [default2]:   File "/work/train.py", line 77, in <module>',
+           "1: [default2]:     batch = next(it)",
+           "1: [default2]: ValueError: cannot reshape array of size 3071 into shape (32,32,3)",
+           "1: E0701 10:12:43.900000 7712 torch/distributed/elastic/multiprocessing/api.py:869] failed "
+           "(exitcode: 1) local_rank: 2 (pid: 70431) of binary: /usr/bin/python3",
+           "1: torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+           "1: Failures:", "1:   <NO_OTHER_FAILURES>",
+           "1: Root Cause (first observed failure):", "1: [0]:", "1:   time      : 2025-07-01_10:12:43",
+           "1:   host      : gpu-b12", "1:   rank      : 6 (local_rank: 2)", "1:   exitcode  : 1 (pid: 70431)",
+           "srun: error: gpu-b12: task 1: Exited with exit code 1"]
+    w = diagnose_text("\n".join(steps + err), rules)
+    assert (w.first_rank, w.first_node) == (6, "gpu-b12")

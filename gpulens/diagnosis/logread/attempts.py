@@ -22,15 +22,18 @@ _ENV_LINES = 300
 
 def attempt_starts(lines: Sequence[str]) -> list[int]:
     """Indexes where attempts start (always ``[0, ...]``): an LSF report header, a PBS/Torque
-    prologue banner, or a repeat of the file's first line (a job script's banner printed again)."""
+    prologue banner, nohup's "ignoring input" line, or a repeat of the file's first line (a job
+    script's banner printed again)."""
     starts = [0]
     first = next((ln for ln in lines[:5] if len(ln.strip()) >= 8), None)
     if first is not None and not _banner(first):
         first = None
-    keys = [_LSF, _PBS] + ([first] if first is not None else [])
+    keys = [_LSF, _PBS, _NOHUP] + ([first] if first is not None else [])
     for i in find_keys(lines, [*keys, _SLURM_KILL], 1):
         ln = lines[i]
-        if _LSF in ln:
+        if ln.startswith(_NOHUP):
+            pass  # nohup's own first words: a new launch appended to the same file
+        elif _LSF in ln:
             i = _after_lsf_report(lines, i)
         elif _PBS in ln:
             i = _before_ruler(lines, i)
@@ -47,6 +50,10 @@ def attempt_starts(lines: Sequence[str]) -> list[int]:
 
 
 _SLURM_KILL = "CANCELLED AT"
+#: GNU nohup says so on stderr once, when it starts a command whose input is a terminal ("nohup:
+#: ignoring input", "nohup: ignoring input and appending output to 'nohup.out'"): with ``nohup cmd
+#: >> log 2>&1 &`` each launch appended to the log begins with it.
+_NOHUP = "nohup: ignoring input"
 #: Torque/PBS sites print a prologue banner at each job's start ("Begin PBS Prologue <date>"),
 #: framed by a ruler of dashes; jobs appended to one output file are separated by it.
 _PBS = "Begin PBS Prologue"

@@ -60,7 +60,7 @@ def last_step(lines: Sequence[str], before: int, floor: int = 0) -> str | None:
     """The last step/iteration/epoch printed in ``lines[floor:before]`` (as printed) by the run
     that was going on at ``before`` (not by an earlier program of the same job script), or by a
     progress bar the line at ``before`` was printed onto."""
-    if before < len(lines) and (bar := _BAR_TAIL.search(_shown(lines[before])[-_SHOWN:])) is not None \
+    if before < len(lines) and (bar := _BAR_TAIL.search(_bar_text(lines[before]))) is not None \
             and _glued_text(lines[before], bar) and bar.group(1) != "0":
         return bar.group(1)
     floor = run_start(lines, floor, before, _STEP_LOOKBACK)
@@ -192,10 +192,11 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     traceback that holds it is read from ``lines`` when there is one); ``floor``: the index where
     the failed attempt starts; ``step``: the last step before it."""
     tb_start, frames = _traceback_of(lines, failure, floor)
-    text = "\n".join(ln for ln in frames if not ln.startswith((" ", "\t"))) if tb_start is not None else "\n".join(region)
+    text = "\n".join(ln for ln in frames if not ln.startswith((" ", "\t"))) if tb_start is not None \
+        else "\n".join(_job_report_cut(ln) for ln in region)
     if _syntax(frames or [logs.normalize_line(lines[min(failure, len(lines) - 1)])]):
         return "startup"  # the program could not even be compiled: whatever ran before was another run
-    by_name = _checkpoint_func(_funcs(frames))
+    by_name = _serializing(frames) or _checkpoint_func(_funcs(frames))
     if by_name is not None:
         return by_name
     if _LOAD.search(text):
@@ -273,10 +274,14 @@ def _next_stage(lines: Sequence[str], done: int, top: int) -> int | None:
 
 #: An evaluation's own progress line, by the name trainers give it: a tqdm bar ("Validation
 #: DataLoader 0:  45%|####5     | 9/20", "Evaluating:  30%|", "Testing: ..."), a MetricLogger line
-#: (LAVIS/BLIP "Evaluation  [ 570/1872]  eta: 3:12:57", DeiT/timm "Test:  [ 10/313]  eta: ...").
+#: (LAVIS/BLIP "Evaluation  [ 570/1872]  eta: 3:12:57", DeiT/timm "Test:  [ 10/313]  eta: ..."), Lightning's
+#: validation pass before fitting ("Sanity Checking DataLoader 0:  50%|#####     | 1/2").
 _EVAL_BAR = re.compile(r"^\W{0,3}(?:[Ee]val(?:uat\w*)?|EVAL\w*|[Vv]alid(?:at\w*)?|[Tt]est(?:ing)?|[Pp]redict\w*"
-                       r"|[Ii]nference|[Ss]ampling)\b[^|\[\n]{0,40}?(?:\[\s*(\d+)\s*/\s*(\d+)\s*\]"
+                       r"|[Ii]nference|[Ss]ampling|Sanity Checking)\b[^|\[\n]{0,40}?(?:\[\s*(\d+)\s*/\s*(\d+)\s*\]"
                        r"|\d+%\|[^|]*\|\s*(\d+)/(\d+))")
+#: mmcv's ``ProgressBar`` (``[>>>>>>     ] 150/500, 12.3 task/s, elapsed: 12s, ETA:    28s``), which
+#: OpenMMLab's ``single_gpu_test``/``multi_gpu_test`` print while running a model over a test set.
+_TASK_BAR = re.compile(r"\[[> ]*\]\s*(\d+)/(\d+), [\d.]+ task/s, elapsed:")
 #: Lines above a failure searched for the evaluation's progress line.
 _EVAL_LOOKBACK = 40
 
@@ -290,6 +295,8 @@ def _evaluating(lines: Sequence[str], floor: int, top: int) -> bool:
         if not shown[:1].isalpha() and not shown.startswith(("[", "|")):
             continue
         m = _EVAL_BAR.match(shown) if shown[:1] in _EVAL_HEADS else None
+        if m is None and shown.startswith(("[>", "[ ")):
+            m = _TASK_BAR.match(shown)
         if m is not None:
             done, total = (m.group(1), m.group(2)) if m.group(1) is not None else (m.group(3), m.group(4))
             return int(done) < int(total)
@@ -329,6 +336,8 @@ def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str],
             return "training"  # print(loss.item()) once a step
         return _glued_bar(region) or ("first_step" if frames is not None and _in_step(frames) else "startup")
     done = _bar_done(lines, floor, top)
+    if done is None and (inner := _iter_in_epoch(lines, floor, top)) is not None and inner > 1:
+        return "training"  # an epoch's own iteration counter says several steps were done
     if done is not None:  # a tqdm bar counts the steps done: the failure is in the next one
         return "first_step" if done == 0 else "training"
     if (step in ("0", "1") or (steps < 3 and not _past_first(step))) and not _counts_advance(lines, floor, top):
@@ -383,6 +392,22 @@ def _bar_done(lines: Sequence[str], floor: int, top: int) -> int | None:
         return None
     shown = _shown(lines[got[0]])
     m = _BAR_DONE.search(shown[-_SHOWN:]) if "%|" in shown else None
+    return int(m.group(1)) if m else None
+
+
+#: A logger's line that counts the iterations of an epoch after the epoch's number: mmcv/mmdet's
+#: ``Epoch [1][50/9870]\tlr: ...``, mmengine's ``Epoch(train)  [1][  50/9870]  lr: ...``, the DeiT/timm
+#: ``MetricLogger``'s ``Epoch: [0]  [  50/5005]  eta: ...`` (the epoch alone is not how far it got).
+_EPOCH_ITER = re.compile(r"\b[Ee]poch(?:\(\w+\))?:?\s*\[\s*\d+\s*(?:/\s*\d+\s*)?\]\s*\[\s*(\d+)\s*/\s*\d+\s*\]")
+
+
+def _iter_in_epoch(lines: Sequence[str], floor: int, top: int) -> int | None:
+    """The iteration within its epoch that the last training progress line before ``top`` counts,
+    when that line is an epoch-and-iteration logger line (:data:`_EPOCH_ITER`)."""
+    got = last_matching(lines, _STEP_KEYS, _step_progress, floor, top)
+    if not got or "poch" not in lines[got[0]]:
+        return None
+    m = _EPOCH_ITER.search(_shown(lines[got[0]])[-_SHOWN:])
     return int(m.group(1)) if m else None
 
 
@@ -447,7 +472,10 @@ def _unprefixed(block: Sequence[str], prefix: str) -> list[str]:
 
 _FRAME = re.compile(r'^\s*File "[^"]*", line \d+(?:, in (\S+))?')
 #: Functions whose frames say the failure happened while evaluating (metrics, validation, test).
-_EVAL_FUNC = re.compile(r"(?i)eval|valid|test|metric|psnr|ssim|accuracy|score|bleu|rouge|predict|infer")
+_EVAL_FUNC = re.compile(r"(?i)eval|valid|test|metric|psnr|ssim|accuracy|score|bleu|rouge|predict|infer"
+                        # an accuracy by its short name as the last word (SHOT's ``cal_acc``, ``compute_acc``,
+                        # ``top1_acc``), not gradient accumulation (``acc_grad``, ``accumulate``)
+                        r"|(?:^|_)acc$")
 #: Functions whose frames say the failure happened inside a training step (forward, backward,
 #: the optimizer's step).
 _STEP_FUNC = re.compile(r"^(?:forward|_forward|backward|training_step|train_step|train_batch|step|optimizer_step"
@@ -473,6 +501,25 @@ def _checkpoint_func(funcs: Sequence[str]) -> str | None:
             return "checkpoint_save"
         if _LOAD_FUNC.search(f):
             return "checkpoint_load"
+    return None
+
+
+#: The frames of ``torch.save``/``torch.load`` (``torch/serialization.py``, in ``save``, ``_save``,
+#: ``load``, ``_load``, whatever called them) and safetensors' (``safetensors/torch.py``, in
+#: ``save_file``/``load_file``): the innermost one says a checkpoint was being written or read
+#: (torch.distributed.checkpoint's ``_save_state_dict``/``_load_state_dict`` match by name).
+_SERIAL_FRAME = re.compile(r'File "[^"]*(?:torch[/\\]serialization\.py|safetensors[/\\]torch\.py)", line \d+, in _?(save|load)')
+
+
+def _serializing(frames: Sequence[str]) -> str | None:
+    """``checkpoint_save``/``checkpoint_load`` when the traceback runs through torch's or
+    safetensors' own save or load (a user's ``torch.save(state, path)`` is an indented code line,
+    which the phase's text does not read)."""
+    for ln in reversed(frames):
+        if "serialization" in ln or "safetensors" in ln:
+            m = _SERIAL_FRAME.search(ln)
+            if m is not None:
+                return "checkpoint_save" if m.group(1) == "save" else "checkpoint_load"
     return None
 
 
@@ -598,8 +645,30 @@ _BAR_TAIL = re.compile(r"\|\s*(\d+)/(\d+)\s*\[[^\]\n]{0,200}\]")
 def _glued_text(line: str, bar: re.Match[str]) -> bool:
     """Whether a message follows the bar ``bar`` on ``line`` (tqdm ends no line: what the job printed
     next, a scheduler's cancellation, "Killed", lands on the bar's)."""
-    rest = _shown(line)[-_SHOWN:][bar.end():].strip()
-    return bool(rest) and (rest[:1].isalpha() or rest.startswith(("*", "[", "/")))
+    rest = _CURSOR.sub("", _bar_text(line)[bar.end():]).strip()
+    return bool(rest) and (rest[:1].isalpha() or rest.startswith(("*", "[", "/", ".")))
+
+
+#: The cursor moves tqdm writes after a nested bar's refresh (``position=1``: ``\x1b[A``).
+_CURSOR = re.compile(r"\x1b\[\d*[A-D]")
+#: bash's report of a job a signal ended, ``./train.sh: line 33: 136834 Killed    python3 main.py
+#: --do_eval ...`` (``Terminated``, ``Aborted``, ``Segmentation fault (core dumped)``, ...): what
+#: follows the signal's name is the job's command line, which says nothing of where it stopped.
+_JOB_REPORT = re.compile(r": line \d+: +\d+ (?:Killed|Terminated|Aborted|Hangup|Interrupt|Bus error|Segmentation fault"
+                         r"|Floating point exception|Illegal instruction)(?: +\(core dumped\))?")
+
+
+def _bar_text(line: str) -> str:
+    """The end of what a line shows, where a bar a failure was printed onto is looked for."""
+    return _job_report_cut(_shown(line))[-_SHOWN:]
+
+
+def _job_report_cut(text: str) -> str:
+    """``text`` up to the signal's name of a bash job report on it (its command line dropped)."""
+    if ": line " not in text:
+        return text
+    m = _JOB_REPORT.search(text)
+    return text[:m.end()] if m else text
 
 
 def _bar_glued(line: str) -> str | None:
@@ -608,7 +677,7 @@ def _bar_glued(line: str) -> str | None:
     ON gpu-3 CANCELLED ...``): an evaluation's bar short of its total is evaluation, a training bar
     past 0 training; None when the line is no such bar, or a bar at 0 (a new epoch's, or the
     first step's: the lines above tell which)."""
-    shown = _shown(line)[-_SHOWN:]
+    shown = _bar_text(line)
     bar = _BAR_TAIL.search(shown) if "|" in shown else None
     if bar is None or not _glued_text(line, bar):
         return None

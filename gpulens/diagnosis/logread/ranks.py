@@ -92,6 +92,13 @@ def _stacked(line: str) -> re.Match[str] | None:
     return _STACKED.match(line)
 
 
+_RANK_PREFIXES = tuple(rx for rx, kind in _PREFIXES if kind == "rank")
+#: srun's ``--label`` task before torchrun's ``[defaultN]:`` (``9: [default3]: ...``): srun started one
+#: torchrun agent per node (task 9 is a node), whose tail prefix names the worker's local rank
+#: (``[{role}{local_rank}]:``); the global rank is not on the line.
+_AGENT_TASK = re.compile(r"^\s*\d{1,4}:\s*\[default\d+\]:")
+
+
 @functools.lru_cache(maxsize=8192)
 def origin_of(line: str) -> Origin:
     """The rank and host a raw log line names (prefix first, then the message). Cached: the
@@ -101,11 +108,16 @@ def origin_of(line: str) -> Origin:
     node: str | None = None
     proc: str | None = None
     local: int | None = None
+    agent = False
     if (m := _stacked(line)) is not None:  # the global rank, not srun's task nor the local rank
         rank = int(m.group("rank"))
         host = m.group("host")
         node = host if host and host != "localhost" else None
+    elif line[:1] in " 0123456789" and "[default" in line[:_STACK_SPAN]:
+        agent = _AGENT_TASK.match(line) is not None
     for rx, kind in _ALL:
+        if agent and rx in _RANK_PREFIXES:
+            continue  # srun's task is a node's torchrun agent, [defaultN] its local rank: no global rank
         need = _NEEDS.get(rx.pattern)
         if need is not None and need not in line:
             continue  # a literal every match holds is absent: the search cannot match
@@ -131,7 +143,6 @@ def origin_of(line: str) -> Origin:
     return Origin(rank, node, proc)
 
 
-_RANK_PREFIXES = tuple(rx for rx, kind in _PREFIXES if kind == "rank")
 
 
 def prefix_rank(line: str) -> int | None:
@@ -176,21 +187,73 @@ def timestamp_of(line: str) -> str | None:
 
 _TABLE_RANK = re.compile(r"^\W*rank\s*:\s*(\d+)")
 _TABLE_HOST = re.compile(r"^\W*host\s*:\s*([\w.-]+)")
+_TABLE_EXIT = re.compile(r"^\W*exitcode\s*:\s*(-?\d+)")
+#: The signal torchrun's agent sends the other workers once one has failed (``exitcode : -15``,
+#: "Signal 15 (SIGTERM) received by PID ..."): a worker that ended by it was stopped, it did not fail.
+_STOPPED_BY_AGENT = -15
 
 
-def root_cause_table(lines: Sequence[str]) -> Origin | None:
-    """The rank and host of torchrun's ``Root Cause (first observed failure)`` table, if any."""
+def _table_entries(lines: Sequence[str]) -> list[tuple[int | None, str | None, int | None]]:
+    """(rank, host, exitcode) of each ``[N]:`` entry of a torchrun failure table section."""
+    out: list[tuple[int | None, str | None, int | None]] = []
+    for ln in lines:
+        if _ENTRY_HEAD.search(ln):
+            out.append((None, None, None))
+            continue
+        body = _TABLE_LEAD_ANY.sub("", ln)
+        rank, host, code = out[-1] if out else (None, None, None)
+        if (m := _TABLE_RANK.match(body)) is not None:
+            if rank is not None:  # no "[N]:" head between two entries
+                out.append((None, None, None))
+                host = code = None
+            rank = int(m.group(1))
+        elif host is None and (m := _TABLE_HOST.match(body)):
+            host = m.group(1)
+        elif code is None and (m := _TABLE_EXIT.match(body)):
+            code = int(m.group(1))
+        else:
+            continue
+        if not out:
+            out.append((None, None, None))
+        out[-1] = (rank, host, code)
+    return out
+
+
+#: An entry's head, ``[0]:``, alone on its line (behind a launcher's prefix, ``3: [0]:``).
+_ENTRY_HEAD = re.compile(r"(?:^|[\s:])\[\d+\]:\s*$")
+#: Whatever a launcher printed before a table field (``[default0]:``, srun's ``1: ``, pdsh's ``gpu07: ``).
+_TABLE_LEAD_ANY = re.compile(r"^.*?(?<!\w)(?=(?:rank|host|exitcode)\s*:)")
+
+
+def root_cause_table(lines: Sequence[str], others: Sequence[str] = ()) -> Origin | None:
+    """The rank and host of torchrun's ``Root Cause (first observed failure)`` table, if any.
+    torchrun's table::
+
+        Failures:                                  (the other failed workers, or <NO_OTHER_FAILURES>)
+        [1]:
+          time      : 2025-03-12_08:00:09
+          host      : node-a3
+          rank      : 5 (local_rank: 5)
+          exitcode  : 1 (pid: 906)
+        Root Cause (first observed failure):
+        [0]:
+          ...
+          exitcode  : -15 (pid: 903)
+          traceback : Signal 15 (SIGTERM) received by PID 903
+
+    The root cause is the failure torch observed first; when it is a worker the agent stopped
+    (``exitcode : -15``) and ``others`` (the ``Failures:`` section's lines) hold one that ended by
+    itself (an exit code, or another signal such as the OOM killer's -9), that one failed."""
     at = next((i for i in range(len(lines) - 1, -1, -1) if "Root Cause (first observed failure)" in lines[i]), None)
     if at is None:
         return None
-    rank: int | None = None
-    node: str | None = None
-    for ln in lines[at + 1: at + 12]:
-        body = re.sub(r"^.*?\]\s*:?\s*(?=\W*(?:rank|host)\s*:)", "", ln)
-        if rank is None and (m := _TABLE_RANK.match(body)):
-            rank = int(m.group(1))
-        if node is None and (m := _TABLE_HOST.match(body)):
-            node = m.group(1)
+    entries = _table_entries(lines[at + 1: at + 12])
+    rank, node, code = entries[0] if entries else (None, None, None)
+    if code == _STOPPED_BY_AGENT:
+        failed = [(r, h) for r, h, c in _table_entries(others) if c is not None and c != _STOPPED_BY_AGENT
+                  and r is not None]
+        if failed:
+            rank, node = failed[0]
     return Origin(rank, node) if rank is not None or node is not None else None
 
 

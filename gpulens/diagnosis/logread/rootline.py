@@ -131,7 +131,9 @@ def _launcher_origin(lines: Sequence[str], start: int) -> ranks.Origin | None:
     found = find_keys(lines, ("Root Cause (first observed failure)", "Process name:"), start)
     tables = [i for i in found if "Root Cause" in lines[i]]
     if tables:
-        table = ranks.root_cause_table(lines[tables[-1]:tables[-1] + 12])
+        at = tables[-1]  # torchrun prints its other failures ("Failures:") just above the root cause
+        head = next((k for k in range(at - 1, max(start, at - _TABLE_ROWS) - 1, -1) if "Failures:" in lines[k]), at)
+        table = ranks.root_cause_table(lines[at:at + 12], lines[head + 1:at])
         if table is not None:
             return table
     names = [i for i in found if "Process name:" in lines[i]]
