@@ -59,7 +59,12 @@ def is_root_error(norm: str) -> bool:
     elsewhere, not a traceback frame or code line, not benign noise."""
     if not norm or norm[0] in " \t" or norm.startswith(("File \"", "raise ", "^")):
         return False
-    return not (logs.is_weak(norm) or _ECHO.search(norm) is not None or is_benign(norm))
+    return not (logs.is_weak(norm) or _ECHO.search(norm) is not None or is_benign(norm) or _RETRYING in norm)
+
+
+#: urllib3's warning before it tries a request again ("Retrying (Retry(total=4, connect=4, ...)) after
+#: connection broken by 'ConnectTimeoutError(...)'"): the error, if any, is raised when it gives up.
+_RETRYING = "Retrying (Retry("
 
 
 class _Tags:
@@ -250,20 +255,18 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     def mine(i: int) -> bool:
         return same_origin(tags.of(i), first)
 
-    own = [i for i in region if is_root_error(norm(i)) and mine(i)]
+    own = _not_heads(lines, [i for i in region if is_root_error(norm(i)) and mine(i)])
     verdict_at = verdict_lines(lines, start)
     run_end = _run_end(own, verdict_at)
     picked = _root_lines(lines, [i for i in own if i < run_end], norm)
-    if own:
-        picked += [k for k in (_report_head(lines, own[0], start),)
-                   if k is not None and k not in picked]
     if not own:  # only symptoms: a collective timeout is the key message (the first one)
         picked = [i for i in region if _TIMEOUT.search(norm(i)) is not None][:1]
         picked = [i for i, _ in glued_timeouts(lines, max(0, start - 1), picked[0])][:1] + picked if picked else picked
     texts = {_shape(norm(i)) for i in picked}
+    own_set = set(own)
     for i in _quoted(lines, start, failures, evidence, norm):
         if _shape(norm(i)) not in texts and mine(i) and not (own and _cleanup(norm(i))) and i < run_end \
-                and not _middle_link(lines, i):
+                and i not in own_set:  # the process's own error lines: _root_lines chose among them (R4)
             picked.append(i)
             texts.add(_shape(norm(i)))
     kills = [i for i in region if is_terminal_kill(norm(i)) and not lines[i][:1].isspace()
@@ -296,6 +299,23 @@ def is_launcher_verdict(line: str) -> bool:
     """Whether a line is a launcher's or scheduler's report on a child that already ended (its
     exit code, the Root Cause table), not the child's own error nor the scheduler's cause line."""
     return any(k in line for k in _LAUNCHER_SAYS) or _TABLE_ROW.match(line) is not None
+
+
+def _not_heads(lines: Sequence[str], own: list[int]) -> list[int]:
+    """``own`` without the lines that head a traceback printed below them (a logger's
+    ``logger.exception("training failed")`` message, a program's ``Error: Traceback (most recent
+    call last):``) when a later line of ``own`` states the error: the exception line is the
+    error (README rules R2, R3)."""
+    return [i for k, i in enumerate(own) if k + 1 == len(own) or not _heads_traceback(lines, i)]
+
+
+def _heads_traceback(lines: Sequence[str], i: int) -> bool:
+    if _TRACEBACK in lines[i]:
+        return True
+    if _EXCEPTION.match(logs.normalize_line(_body(lines[i])).strip()):
+        return False  # an exception line (the next traceback is another printing)
+    below = next((k for k in range(i + 1, min(len(lines), i + 3)) if lines[k].strip()), None)
+    return below is not None and _body(lines[below]).lstrip().startswith(_TRACEBACK)
 
 
 def _once(picked: Sequence[int], norm: Callable[[int], str]) -> list[int]:
@@ -354,29 +374,50 @@ _QUOTED = re.compile(r"'[^'\s]*'")
 
 
 def _root_lines(lines: Sequence[str], own: Sequence[int], norm: Callable[[int], str]) -> list[int]:
-    """The first root error line, the distinct exception lines after it (the ones it chains),
-    and the last one when it is a different message (the exception that ended the process; the
-    same message printed again, as Python does after a failed ``sys.excepthook``, or by other
-    processes, is not another line: README rule R4). In a chain of
-    tracebacks an exception that only wraps the one above it (``raise X from Y``: "The above
-    exception was the direct cause ...") and is wrapped again is skipped: the first says the
-    cause, the last what ended the process."""
+    """The first root error line and the exception that ended the process when it is another
+    message (README rule R4: the first exception line of a chain and its last, nothing in
+    between; R7: a root error and the terminal one). A chain printed again (a logger's copy
+    before the interpreter's, Python's reprint after a failed ``sys.excepthook``) counts at its
+    first printing."""
+    own = [i for i in own if not _embeds(lines, i, norm)] or list(own)
     if not own:
         return []
-    picked = [own[0]]
-    texts = {_shape(norm(own[0]))}
-    for i in own[1:]:
-        text = _shape(norm(i))
-        if len(picked) >= MAX_ROOT_LINES:
-            break
-        if text not in texts and _EXCEPTION.match(text) and not _middle_link(lines, i):
-            picked.append(i)
-            texts.add(text)
     last = own[-1]
-    again = sum(1 for i in own if _shape(norm(i)) == _shape(norm(last)))
-    if last not in picked and _EXCEPTION.match(norm(last)) and again <= 2 and _shape(norm(last)) not in texts:
-        picked.append(last)
-    return picked
+    if not _EXCEPTION.match(norm(last)):
+        return [own[0]]
+    printings: dict[int, list[int]] = {}
+    for i in own:
+        if _EXCEPTION.match(norm(i)):
+            printings.setdefault(_printing(lines, i, own[0]), []).append(i)
+    final = printings[_printing(lines, last, own[0])]
+    shapes = [_shape(norm(i)) for i in final]
+    again = next((p for p in printings.values() if p[-1] < final[0] and [_shape(norm(i)) for i in p] == shapes), None)
+    terminal = again[-1] if again is not None else last
+    return [own[0]] if _shape(norm(terminal)) == _shape(norm(own[0])) else [own[0], terminal]
+
+
+def _embeds(lines: Sequence[str], i: int, norm: Callable[[int], str]) -> bool:
+    """Whether the exception line ``i`` wraps another process's traceback printed as its message
+    (README rule R4: the embedded original counts): multiprocessing's ``RemoteTraceback:`` and
+    its triple-quoted traceback, Ray's "The actor with name X failed to import on the worker.
+    ...:" (a message ending with a colon, the other traceback below it), PyTorch's "Original
+    Traceback"."""
+    if not norm(i).endswith(":") or not _EXCEPTION.match(norm(i)):
+        return False
+    below = next((k for k in range(i + 1, min(len(lines), i + 3)) if lines[k].strip()), None)
+    return below is not None and _body(lines[below]).strip().startswith((_TRACEBACK, _QUOTES, "Original Traceback"))
+
+
+_QUOTES = '"' * 3
+
+
+def _printing(lines: Sequence[str], i: int, floor: int) -> int:
+    """Where the printing of the exception line ``i`` starts: the first traceback of the chain
+    it ends (``i`` itself without a ``Traceback`` line above it)."""
+    head = _traceback_head(lines, i)
+    if head is None or _TRACEBACK not in lines[head]:
+        return i
+    return chain_start(lines, head, max(0, floor - AROUND))
 
 
 def _body(line: str) -> str:
@@ -433,24 +474,6 @@ def _middle_link(lines: Sequence[str], i: int) -> bool:
     if head is None or _TRACEBACK not in lines[head]:
         return False
     return _marker_near(lines, head, -1) == "cause" and _marker_near(lines, i, 1) != ""
-
-
-def _report_head(lines: Sequence[str], i: int, floor: int) -> int | None:
-    """The line heading the traceback report of the exception line ``i`` when it names where
-    the error was raised: Ray's ``RayTaskError(...): ray::Actor.method() (pid=…, ip=…)`` and
-    ``Unhandled error (…): ray::…`` (the task, its process and node: Ray prints the remote
-    traceback under it without a ``Traceback`` line), Python's ``Exception in thread NAME:``
-    above a ``Traceback`` (the thread that died)."""
-    head = _traceback_head(lines, i)
-    if head is None or head < floor - AROUND:
-        return None
-    if is_report_head(lines[head]):
-        return head
-    if _TRACEBACK in lines[head]:
-        above = next((k for k in range(head - 1, max(-1, head - 3), -1) if lines[k].strip()), None)
-        if above is not None and is_report_head(lines[above]):
-            return above
-    return None
 
 
 def is_report_head(line: str) -> bool:
