@@ -120,3 +120,144 @@ def test_urllib3_retry_warnings_are_not_the_error(rules: Classifier) -> None:
              + _CAUSE + _tb("requests.exceptions.ConnectTimeout: HTTPSConnectionPool(host='api.example.org', port=443): "
                             "Max retries exceeded with url: /v1/auth", "/srv/tracker.py"))
     assert diagnose_text("\n".join(lines), rules).indicator_lines == [8, len(lines)]
+
+
+def test_cpp_terminate_with_what_is_one_line_not_the_abort_after_it(rules: Classifier) -> None:
+    # the C++ runtime: "terminate called after throwing an instance of ..." and its what(); bash's
+    # "Aborted (core dumped)" is the consequence (R3, R6)
+    lines = _STEPS + [
+        "terminate called after throwing an instance of 'c10::Error'",
+        "  what():  CUDA error: an illegal memory access was encountered",
+        "Exception raised from c10_cuda_check_implementation at ../c10/cuda/CUDAException.cpp:43 (most recent call first):",
+        "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x57 (0x7f3a in /opt/torch/lib/libc10.so)",
+        "frame #1: c10::detail::torchCheckFail(char const*, char const*, unsigned int, std::string const&) + 0x64",
+        "frame #2: c10::cuda::c10_cuda_check_implementation(int, char const*, char const*, int, bool) + 0x118",
+        "frame #3: <unknown function> + 0x1d9a0 (0x7f3b in /opt/torch/lib/libc10_cuda.so)",
+        "frame #4: <unknown function> + 0x2a5b (0x7f3c in /opt/torch/lib/libtorch_cuda.so)",
+        "",
+        "/var/spool/slurm/d/job123/slurm_script: line 12: 40211 Aborted                 (core dumped) python train.py",
+    ]
+    got = diagnose_text("\n".join(lines), rules).indicator_lines
+    assert len(got) == 1 and got[0] in (7, 8)
+
+
+def test_cuda_device_asserts_then_the_runtime_error(rules: Classifier) -> None:
+    # device code's assert (printed once per thread) and the RuntimeError that reports it: the
+    # first assert line and the exception line (R7: the root and the terminal error)
+    assert_line = ("/opt/pytorch/aten/src/ATen/native/cuda/IndexKernel.cu:92: operator(): block: [{b},0,0], thread: "
+                   "[{t},0,0] Assertion `-sizes[i] <= index && index < sizes[i] && \"index out of bounds\"` failed.")
+    lines = (_STEPS + [assert_line.format(b=b, t=t) for b in range(3) for t in range(32, 36)]
+             + _tb("RuntimeError: CUDA error: device-side assert triggered")
+             + ["CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below "
+                "might be incorrect.", "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions."])
+    got = diagnose_text("\n".join(lines), rules).indicator_lines
+    assert got == [len(_STEPS) + 1, len(_STEPS) + 12 + 4]
+
+
+def test_nccl_warn_lines_are_not_labelled_the_python_error_is(rules: Classifier) -> None:
+    # NCCL's own WARN lines come before the DistBackendError that reports them (R3: an NCCL error
+    # raised as a Python exception is an exception line)
+    lines = _STEPS + [
+        "gpu07:3311:3390 [0] include/socket.h:409 NCCL WARN Net : Connect to 10.0.0.8<52321> failed : Connection refused",
+        "gpu07:3311:3390 [0] NCCL INFO transport/net_socket.cc:337 -> 2",
+        "gpu07:3311:3390 [0] misc/socket.cc:564 NCCL WARN socketProgress: Connection closed by remote peer",
+    ] + _tb("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, "
+            "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5") + [
+        "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error.",
+        "Last error:", "socketProgress: Connection closed by remote peer"]
+    got = diagnose_text("\n".join(lines), rules).indicator_lines
+    # the exception line or its message's next line (the scorer's slack: the same place)
+    assert len(got) == 1 and got[0] - (len(_STEPS) + 3 + 4) in (0, 1)
+
+
+def test_a_slurm_time_limit_is_labelled_once_not_its_step_line_nor_srun(rules: Classifier) -> None:
+    lines = _STEPS * 3 + [
+        "slurmstepd: error: *** JOB 8812 ON gpu21 CANCELLED AT 2025-05-01T10:00:12 DUE TO TIME LIMIT ***",
+        "slurmstepd: error: *** STEP 8812.0 ON gpu21 CANCELLED AT 2025-05-01T10:00:12 DUE TO TIME LIMIT ***",
+        "srun: Job step aborted: Waiting up to 32 seconds for job step to finish.",
+        "srun: got SIGCONT", "srun: forcing job termination"]
+    assert diagnose_text("\n".join(lines), rules).indicator_lines == [19]
+
+
+def test_killed_and_the_oom_kill_event_are_both_labelled(rules: Classifier) -> None:
+    # R6: one line says the process was killed, the other why
+    lines = _STEPS + [
+        "/var/spool/slurmd/job551/slurm_script: line 9: 77120 Killed                  python train.py --bs 64",
+        "slurmstepd: error: Detected 1 oom-kill event(s) in StepId=551.batch. Some of your processes may have been "
+        "killed by the cgroup out-of-memory handler."]
+    assert diagnose_text("\n".join(lines), rules).indicator_lines == [7, 8]
+
+
+def test_a_bare_killed_line(rules: Classifier) -> None:
+    lines = ["building the test set", "100%|##########| 9000/9000 [01:12<00:00, 124.1it/s]", "Killed"]
+    assert diagnose_text("\n".join(lines), rules).indicator_lines == [3]
+
+
+def test_a_logger_error_without_a_traceback(rules: Classifier) -> None:
+    # a program that logs its own error and exits: the first line stating the error (R3)
+    lines = ["2025-02-11 09:00:01,112 - INFO - main - loading config configs/run.yaml",
+             "2025-02-11 09:00:01,540 - INFO - main - found 0 training files under /data/shards",
+             "2025-02-11 09:00:01,541 - ERROR - main - no training data found in /data/shards: nothing to train on",
+             "2025-02-11 09:00:01,541 - INFO - main - exiting with status 1"]
+    assert diagnose_text("\n".join(lines), rules).indicator_lines == [3]
+
+
+def test_hydra_s_error_executing_job_line_is_a_launcher_verdict(rules: Classifier) -> None:
+    # Hydra prints "Error executing job with overrides" before the user's traceback and a hint
+    # after it: the exception line only (R8)
+    lines = (["[2025-03-01 12:00:00,000][__main__][INFO] - model: resnet50",
+              "Error executing job with overrides: ['trainer.devices=2', 'data.batch_size=512']"]
+             + _tb("omegaconf.errors.ConfigAttributeError: Key 'num_classes' is not in struct")
+             + ["    full_key: model.num_classes", "    object_type=dict", "",
+                "Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace."])
+    assert diagnose_text("\n".join(lines), rules).indicator_lines == [6]
+
+
+def test_accelerate_s_called_process_error_is_a_launcher_verdict(rules: Classifier) -> None:
+    # accelerate launch re-raises its child's exit as CalledProcessError (R8): the child's error
+    lines = (_STEPS + _tb("ValueError: Expected input batch_size (16) to match target batch_size (8).")
+             + _tb("subprocess.CalledProcessError: Command '['/usr/bin/python', 'train.py', '--bf16']' returned "
+                   "non-zero exit status 1.", "/opt/accelerate/commands/launch.py"))
+    assert diagnose_text("\n".join(lines), rules).indicator_lines == [len(_STEPS) + 4]
+
+
+def test_deepspeed_launcher_lines_after_the_rank_error(rules: Classifier) -> None:
+    lines = (_STEPS + _tb("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB.", prefix="[rank1]: ")
+             + ["[2025-04-02 10:11:12,131] [INFO] [launch.py:319:sigkill_handler] Killing subprocess 5511",
+                "[2025-04-02 10:11:12,132] [INFO] [launch.py:319:sigkill_handler] Killing subprocess 5512",
+                "[2025-04-02 10:11:13,001] [ERROR] [launch.py:325:sigkill_handler] ['/usr/bin/python', '-u', 'train.py', "
+                "'--local_rank=1'] exits with return code = 1"])
+    assert diagnose_text("\n".join(lines), rules).indicator_lines == [len(_STEPS) + 4]
+
+
+def test_a_time_limit_after_errors_the_program_caught_and_went_on_from(rules: Classifier) -> None:
+    # a search loop prints each candidate's traceback and goes on; the time limit ends it (R1, R6)
+    def caught(exc: str) -> list[str]:
+        return ["Error: Traceback (most recent call last):", '  File "/srv/evaluator.py", line 106, in run_agent',
+                "    action = agent(observation)", exc, ""]
+    lines = ["loading checkpoint shards: 100%"] + caught("TypeError: agent_v6() missing 1 required positional argument")
+    lines += [f"candidate {k}: score {k * 0.1:.1f}" for k in range(12)]
+    lines += caught("IndexError: index 10 is out of bounds for axis 0 with size 4")
+    lines += [f"candidate {k}: score {k * 0.1:.1f}" for k in range(12, 40)]
+    lines += ["slurmstepd: error: *** JOB 5939 ON ga024 CANCELLED AT 2025-04-18T07:04:39 DUE TO TIME LIMIT ***"]
+    assert diagnose_text("\n".join(lines), rules).indicator_lines == [len(lines)]
+
+
+def test_lsf_s_warning_signal_and_its_run_limit_are_both_labelled(rules: Classifier) -> None:
+    # R6: bash says the job was killed by LSF's warning signal, LSF's report says why
+    lines = _STEPS + ["User defined signal 2", "", "------------------------------------------------------------",
+                      "Sender: LSF System <lsfadmin@hpc-node12>", "Subject: Job 4410: <train> in cluster <c1> Exited", "",
+                      "Started at Wed Nov 29 11:02:54 2023", "Terminated at Thu Nov 30 11:03:35 2023", "",
+                      "TERM_RUNLIMIT: job killed after reaching LSF run time limit.", "Exited with exit code 140.", "",
+                      "Resource usage summary:", "", "    CPU time :      87241.00 sec.", "",
+                      "The output (if any) is above this job summary."]
+    assert diagnose_text("\n".join(lines), rules).indicator_lines == [7, 16]
+
+
+def test_a_time_limit_after_the_process_died_of_its_own_exception_is_not_labelled(rules: Classifier) -> None:
+    # R6: the scheduler's line comes after the process had already died: not the cause
+    lines = (_STEPS + _tb("ValueError: Target size (torch.Size([8])) must be the same as input size", prefix="[rank0]: ")
+             + ["[rank1]:[E0301 10:00:00.1 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation "
+                "timeout: WorkNCCL(SeqNum=88, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600031 milliseconds",
+                "slurmstepd: error: *** JOB 9001 ON gpu03 CANCELLED AT 2025-03-01T22:00:00 DUE TO TIME LIMIT ***"])
+    assert diagnose_text("\n".join(lines), rules).indicator_lines == [len(_STEPS) + 4]

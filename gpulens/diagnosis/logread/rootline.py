@@ -24,6 +24,7 @@ from gpulens.diagnosis.logread.lines import (
     is_benign,
     is_failure,
     is_progress,
+    is_scheduler_kill,
     is_terminal_kill,
 )
 
@@ -256,6 +257,9 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
         return same_origin(tags.of(i), first)
 
     own = _not_heads(lines, [i for i in region if is_root_error(norm(i)) and mine(i)])
+    errors = [i for i in own if not is_scheduler_kill(norm(i))]
+    caught = set(errors) if errors and _went_on(lines, errors[-1], region, norm, _ownline(tags, first)) else set()
+    own = [i for i in own if i not in caught]
     verdict_at = verdict_lines(lines, start)
     run_end = _run_end(own, verdict_at)
     picked = _root_lines(lines, [i for i in own if i < run_end], norm)
@@ -265,13 +269,14 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     texts = {_shape(norm(i)) for i in picked}
     own_set = set(own)
     for i in _quoted(lines, start, failures, evidence, norm):
-        if _shape(norm(i)) not in texts and mine(i) and not (own and _cleanup(norm(i))) and i < run_end \
-                and i not in own_set:  # the process's own error lines: _root_lines chose among them (R4)
+        if not any(abs(i - k) <= _NEXT_TO for k in picked) and _shape(norm(i)) not in texts and mine(i) \
+                and not (own and _cleanup(norm(i))) and i < run_end \
+                and i not in own_set and i not in caught:  # _root_lines chose among its own lines (R4)
             picked.append(i)
             texts.add(_shape(norm(i)))
     kills = [i for i in region if is_terminal_kill(norm(i)) and not lines[i][:1].isspace()
              and not logs.is_secondary(norm(i)) and not is_benign(norm(i)) and not (own and _cleanup(norm(i)))]
-    picked += [i for i in kills if i not in picked and (not own or i > own[0])][:2]
+    picked += [i for i in kills if i not in picked and (not own or (i > own[0] and _why_killed(norm(i), own, norm)))][:2]
     verdict = [i for i in verdict_at if not (own and _cleanup(norm(i))) and i not in picked]
     found = _at_most(_once(picked, norm), min(limit, RULE_MAX_LINES))
     if not found:  # a launcher's verdict only when the failing process showed no error: one line
@@ -299,6 +304,41 @@ def is_launcher_verdict(line: str) -> bool:
     """Whether a line is a launcher's or scheduler's report on a child that already ended (its
     exit code, the Root Cause table), not the child's own error nor the scheduler's cause line."""
     return any(k in line for k in _LAUNCHER_SAYS) or _TABLE_ROW.match(line) is not None
+
+
+#: Lines of the failing process's own ordinary output between its last error line and a kill
+#: that show it went on after the error (it caught it): the kill ended the run (rules R1, R6).
+WENT_ON = 10
+
+
+#: A scheduler's end of a job from outside: its time limit, a preemption, a node failure, a cancel.
+_ENDED_FROM_OUTSIDE = re.compile(r"DUE TO (?:TIME LIMIT|PREEMPTION|NODE FAILURE)|CANCELLED AT|\bTERM_[A-Z]+\b")
+
+
+def _ownline(tags: _Tags, first: ranks.Origin) -> Callable[[int], bool]:
+    """Whether a line is the failing process's own for certain: its rank's prefix when it has
+    one (an untagged line of a multi-rank log may be any rank's), else any line."""
+    if first.rank is None:
+        return lambda i: same_origin(tags.of(i), first)
+    return lambda i: tags.of(i).rank == first.rank
+
+
+def _went_on(lines: Sequence[str], last: int, region: Sequence[int], norm: Callable[[int], str],
+             mine: Callable[[int], bool]) -> bool:
+    """Whether a scheduler's or the kernel's kill (a time limit, a cancel, ``Killed``) ends the
+    attempt after the process printed WENT_ON lines of ordinary output since its last error line
+    ``last``: the errors were caught and printed (a search loop's failed candidates), the kill
+    is what ended the run."""
+    kill = next((i for i in region if i > last and _ENDED_FROM_OUTSIDE.search(norm(i))), None)
+    if kill is None:
+        return False
+    seen = 0
+    for k in range(last + 1, kill):
+        if lines[k].strip() and not lines[k][:1].isspace() and mine(k) and not is_failure(norm(k), lines[k]):
+            seen += 1
+            if seen >= WENT_ON:
+                return True
+    return False
 
 
 def _not_heads(lines: Sequence[str], own: list[int]) -> list[int]:
@@ -366,11 +406,32 @@ def _run_end(own: Sequence[int], verdicts: Sequence[int]) -> int:
 def _shape(text: str) -> str:
     """A message with its numbers and quoted names blanked (the same error of another GPU,
     process or temporary file)."""
+    if "*** " in text:  # Slurm's cancel of the job and of its step: one message
+        text = _SLURM_STEP.sub("*** JOB #", text)
     return _DIGITS.sub("#", _QUOTED.sub("'…'", text))
 
 
+_SLURM_STEP = re.compile(r"\*\*\* (?:JOB|STEP) [\d.]+")
 _DIGITS = re.compile(r"\d+")
 _QUOTED = re.compile(r"'[^'\s]*'")
+
+
+#: The kernel's or the cgroup's OOM kill: says why a process that printed its error was killed (R6).
+_OOM_KILL = re.compile(r"oom[-_]kill|Out of memory: Kill|OOMKilled|OOM Killed")
+#: A quoted line this close to a picked one says the same (a C++ ``what():`` under its
+#: ``terminate called``; the scorer's slack).
+_NEXT_TO = 2
+
+
+def _why_killed(line: str, own: Sequence[int], norm: Callable[[int], str]) -> bool:
+    """Whether a kill line after the failing process's own lines says why it ended (rule R6: both
+    the line that says it was killed and the one that says why): the kernel's or the cgroup's OOM
+    kill after any error; a scheduler's time limit or run limit only after a signal or kill line
+    of the process (LSF's "User defined signal 2" before its ``TERM_RUNLIMIT``), not after an
+    exception that ended the process itself."""
+    if _OOM_KILL.search(line):
+        return True
+    return _ENDED_FROM_OUTSIDE.search(line) is not None and all(is_terminal_kill(norm(i)) for i in own)
 
 
 def _root_lines(lines: Sequence[str], own: Sequence[int], norm: Callable[[int], str]) -> list[int]:
@@ -380,11 +441,9 @@ def _root_lines(lines: Sequence[str], own: Sequence[int], norm: Callable[[int], 
     before the interpreter's, Python's reprint after a failed ``sys.excepthook``) counts at its
     first printing."""
     own = [i for i in own if not _embeds(lines, i, norm)] or list(own)
-    if not own:
-        return []
-    last = own[-1]
-    if not _EXCEPTION.match(norm(last)):
-        return [own[0]]
+    last = next((i for i in reversed(own) if _EXCEPTION.match(norm(i))), None)
+    if last is None:  # no exception line (a program's own error message): its first line
+        return list(own[:1])
     printings: dict[int, list[int]] = {}
     for i in own:
         if _EXCEPTION.match(norm(i)):
@@ -392,8 +451,12 @@ def _root_lines(lines: Sequence[str], own: Sequence[int], norm: Callable[[int], 
     final = printings[_printing(lines, last, own[0])]
     shapes = [_shape(norm(i)) for i in final]
     again = next((p for p in printings.values() if p[-1] < final[0] and [_shape(norm(i)) for i in p] == shapes), None)
-    terminal = again[-1] if again is not None else last
-    return [own[0]] if _shape(norm(terminal)) == _shape(norm(own[0])) else [own[0], terminal]
+    chain = again if again is not None else final
+    out = [own[0]]
+    for i in (chain[0], chain[-1]):  # the chain's first (when the first line is not in it) and its last
+        if all(_shape(norm(i)) != _shape(norm(k)) for k in out):
+            out.append(i)
+    return out
 
 
 def _embeds(lines: Sequence[str], i: int, norm: Callable[[int], str]) -> bool:
