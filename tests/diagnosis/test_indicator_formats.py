@@ -261,3 +261,21 @@ def test_a_time_limit_after_the_process_died_of_its_own_exception_is_not_labelle
                 "timeout: WorkNCCL(SeqNum=88, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600031 milliseconds",
                 "slurmstepd: error: *** JOB 9001 ON gpu03 CANCELLED AT 2025-03-01T22:00:00 DUE TO TIME LIMIT ***"])
     assert diagnose_text("\n".join(lines), rules).indicator_lines == [len(_STEPS) + 4]
+
+
+def test_a_traceback_a_logger_prints_line_by_line_is_read_past_its_headers(rules: Classifier) -> None:
+    # vLLM's engine process logs each traceback line under its header: the frames and code lines
+    # are not errors (R2), the exception line is (R3)
+    head = "(EngineCore_0 pid=5120) ERROR 08-25 18:56:06 [core.py:700] "
+    lines = ["INFO 08-25 18:55:50 [__init__.py:241] Automatically detected platform cuda.",
+             head + "EngineCore failed to start.", head + "Traceback (most recent call last):",
+             head + '  File "/opt/vllm/v1/engine/core.py", line 691, in run_engine_core',
+             head + "    txt = subprocess.check_output([nvcc, '--version'], text=True, timeout=timeout)",
+             head + "          ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+             head + "FileNotFoundError: [Errno 2] No such file or directory: '/usr/local/cuda-12.6/bin/nvcc'",
+             # Python's multiprocessing prints the same traceback again under Ray's process prefix only
+             "(EngineCore_0 pid=5120) Process EngineCore_0:", "(EngineCore_0 pid=5120) Traceback (most recent call last):",
+             '(EngineCore_0 pid=5120)   File "/usr/lib/python3.11/subprocess.py", line 466, in check_output',
+             "(EngineCore_0 pid=5120)     return run(*popenargs, stdout=PIPE, timeout=timeout, check=True,",
+             "(EngineCore_0 pid=5120) FileNotFoundError: [Errno 2] No such file or directory: '/usr/local/cuda-12.6/bin/nvcc'"]
+    assert diagnose_text("\n".join(lines), rules).indicator_lines == [7]

@@ -256,7 +256,7 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     def mine(i: int) -> bool:
         return same_origin(tags.of(i), first)
 
-    own = _not_heads(lines, [i for i in region if is_root_error(norm(i)) and mine(i)])
+    own = _not_heads(lines, [i for i in region if is_root_error(norm(i)) and mine(i) and not _logged_frame(lines[i])])
     errors = [i for i in own if not is_scheduler_kill(norm(i))]
     caught = set(errors) if errors and _went_on(lines, errors[-1], region, norm, _ownline(tags, first)) else set()
     own = [i for i in own if i not in caught]
@@ -339,6 +339,25 @@ def _went_on(lines: Sequence[str], last: int, region: Sequence[int], norm: Calla
             if seen >= WENT_ON:
                 return True
     return False
+
+
+#: A logger's header on every line of a traceback it prints: vLLM's "ERROR 08-25 18:56:06
+#: [core.py:700] ", glog's (torchrun's) "E0119 09:59:04.513000 4928 api.py:874] ".
+_LOGGER_HEAD = re.compile(r"^(?:(?:ERROR|WARNING|CRITICAL|INFO) [\d-]+ [\d:.,]+ \[[\w./-]+:\d+\]"
+                          r"|[EWFI]\d{4} [\d:.]+ +\d+ [\w./-]+:\d+\]) ")
+
+
+def _logged_frame(raw: str) -> bool:
+    """Whether a line is a frame, a code line or a caret line of a traceback that a launcher or a
+    logger prints with its prefix on every line (README rule R2): indented after the prefix (a
+    rank's ``[rank3]:``, Ray's ``(Worker pid=7)``, vLLM's ``ERROR 08-25 18:56:06 [core.py:700]``)."""
+    body = _body(raw)
+    if len(body) != len(raw) and body[:1] in (" ", "\t", "^") and body.strip():
+        return True
+    if "] " not in body:
+        return False
+    m = _LOGGER_HEAD.match(body)
+    return m is not None and body[m.end():m.end() + 1] in (" ", "\t", "^")
 
 
 def _not_heads(lines: Sequence[str], own: list[int]) -> list[int]:
@@ -568,8 +587,8 @@ def _quoted(lines: Sequence[str], start: int, failures: Sequence[int], evidence:
         hit = next((i for i in failures if i >= start and key in norm(i)), None)  # most often one of them
         if hit is None:
             hit = next((i for i in find_keys(lines, (key[:40],), start) if key in norm(i)), None)
-        if hit is not None and is_root_error(norm(hit)) and (is_failure(norm(hit), lines[hit])
-                                                             or _SAYS_ERROR.search(norm(hit)) is not None):
+        if hit is not None and is_root_error(norm(hit)) and not _logged_frame(lines[hit]) \
+                and (is_failure(norm(hit), lines[hit]) or _SAYS_ERROR.search(norm(hit)) is not None):
             out.append(hit)
     return out
 
