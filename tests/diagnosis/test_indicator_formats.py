@@ -279,3 +279,27 @@ def test_a_traceback_a_logger_prints_line_by_line_is_read_past_its_headers(rules
              "(EngineCore_0 pid=5120)     return run(*popenargs, stdout=PIPE, timeout=timeout, check=True,",
              "(EngineCore_0 pid=5120) FileNotFoundError: [Errno 2] No such file or directory: '/usr/local/cuda-12.6/bin/nvcc'"]
     assert diagnose_text("\n".join(lines), rules).indicator_lines == [7]
+
+
+def test_a_failed_excepthook_s_own_error_is_not_labelled_the_original_exception_is(rules: Classifier) -> None:
+    # a tracker's excepthook is interrupted; Python prints the hook's error, then "Original
+    # exception was:" and the process's own exception (R4)
+    lines = [f"  batch {k} loss: 0.02{k}" for k in range(120, 126)] + [
+        "Error in sys.excepthook:", "Traceback (most recent call last):",
+        '  File "/opt/conda/lib/python3.10/site-packages/wandb/sdk/lib/exit_hooks.py", line 41, in exc_handler',
+        "    def exc_handler(", "KeyboardInterrupt", "", "Original exception was:", "Traceback (most recent call last):",
+        '  File "/srv/train.py", line 380, in train_one_epoch', "    for batch in loader:",
+        '  File "/usr/lib/python3.10/threading.py", line 324, in wait', "    gotit = waiter.acquire(True, timeout)",
+        "KeyboardInterrupt"]
+    assert diagnose_text("\n".join(lines), rules).indicator_lines == [len(lines)]
+
+
+def test_an_exception_restated_under_a_wrapper_type_is_one_error(rules: Classifier) -> None:
+    # JAX prints the traced stack as "JaxStackTraceBeforeTransformation: ValueError: ..." and then
+    # the ValueError itself: one message, its first printing (R4)
+    msg = "ValueError: zero-size array to reduction operation max which has no identity"
+    lines = (_STEPS + _tb("jax._src.source_info_util.JaxStackTraceBeforeTransformation: " + msg)
+             + ["", "The preceding stack trace is the source of the JAX operation that, once transformed by JAX, "
+                "triggered the following exception.", "", "--------------------"] + _CAUSE
+             + _tb(msg, "/opt/jax/_src/numpy/reductions.py"))
+    assert diagnose_text("\n".join(lines), rules).indicator_lines == [len(_STEPS) + 4]

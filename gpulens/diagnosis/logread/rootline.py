@@ -256,7 +256,9 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     def mine(i: int) -> bool:
         return same_origin(tags.of(i), first)
 
-    own = _not_heads(lines, [i for i in region if is_root_error(norm(i)) and mine(i) and not _logged_frame(lines[i])])
+    hook = _hook_errors(lines, start)
+    own = _not_heads(lines, [i for i in region if is_root_error(norm(i)) and mine(i) and not _logged_frame(lines[i])
+                             and i not in hook])
     errors = [i for i in own if not is_scheduler_kill(norm(i))]
     caught = set(errors) if errors and _went_on(lines, errors[-1], region, norm, _ownline(tags, first)) else set()
     own = [i for i in own if i not in caught]
@@ -271,7 +273,7 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     for i in _quoted(lines, start, failures, evidence, norm):
         if not any(abs(i - k) <= _NEXT_TO for k in picked) and _shape(norm(i)) not in texts and mine(i) \
                 and not (own and _cleanup(norm(i))) and i < run_end \
-                and i not in own_set and i not in caught:  # _root_lines chose among its own lines (R4)
+                and i not in own_set and i not in caught and i not in hook:  # _root_lines chose among its own lines (R4)
             picked.append(i)
             texts.add(_shape(norm(i)))
     kills = [i for i in region if is_terminal_kill(norm(i)) and not lines[i][:1].isspace()
@@ -360,6 +362,24 @@ def _logged_frame(raw: str) -> bool:
     return m is not None and body[m.end():m.end() + 1] in (" ", "\t", "^")
 
 
+#: Lines after "Error in sys.excepthook:" searched for Python's "Original exception was:".
+_HOOK_REPORT = 200
+
+
+def _hook_errors(lines: Sequence[str], start: int) -> set[int]:
+    """The lines of ``sys.excepthook``'s own error (between "Error in sys.excepthook:" and
+    "Original exception was:", which Python prints when the hook fails; a tracker's hook
+    interrupted at exit): not the process's error, which follows them (README rule R4)."""
+    out: set[int] = set()
+    found = find_keys(lines, ("Error in sys.excepthook", "Original exception was"), max(0, start - AROUND))
+    for k, i in enumerate(found):
+        if "Error in sys.excepthook" in lines[i]:
+            end = next((j for j in found[k + 1:] if "Original exception was" in lines[j] and j - i < _HOOK_REPORT), None)
+            if end is not None:
+                out.update(range(i, end + 1))
+    return out
+
+
 def _not_heads(lines: Sequence[str], own: list[int]) -> list[int]:
     """``own`` without the lines that head a traceback printed below them (a logger's
     ``logger.exception("training failed")`` message, a program's ``Error: Traceback (most recent
@@ -386,12 +406,12 @@ def _once(picked: Sequence[int], norm: Callable[[int], str]) -> list[int]:
         return []
     keep = [i for i in words if _WRAPPER.match(ranks.strip_prefix(norm(i)).strip()) is None] or words
     out: list[int] = []
-    seen: set[str] = set()
+    seen: list[str] = []
     for i in sorted(keep):
         text = _shape(ranks.strip_prefix(norm(i)).strip().rstrip(":").rstrip())
-        if text in seen:
+        if any(_restates(text, x) for x in seen):
             continue
-        seen.add(text)
+        seen.append(text)
         out.append(i)
     return out
 
@@ -473,9 +493,16 @@ def _root_lines(lines: Sequence[str], own: Sequence[int], norm: Callable[[int], 
     chain = again if again is not None else final
     out = [own[0]]
     for i in (chain[0], chain[-1]):  # the chain's first (when the first line is not in it) and its last
-        if all(_shape(norm(i)) != _shape(norm(k)) for k in out):
+        if not any(_restates(_shape(norm(i)), _shape(norm(k))) for k in out):
             out.append(i)
     return out
+
+
+def _restates(a: str, b: str) -> bool:
+    """Whether two exception lines state one error: the same message, or one is the other
+    under a wrapper's type (JAX's "JaxStackTraceBeforeTransformation: ValueError: x" and the
+    "ValueError: x" it re-raises)."""
+    return a == b or a.endswith(": " + b) or b.endswith(": " + a)
 
 
 def _embeds(lines: Sequence[str], i: int, norm: Callable[[int], str]) -> bool:
