@@ -303,3 +303,28 @@ def test_an_exception_restated_under_a_wrapper_type_is_one_error(rules: Classifi
                 "triggered the following exception.", "", "--------------------"] + _CAUSE
              + _tb(msg, "/opt/jax/_src/numpy/reductions.py"))
     assert diagnose_text("\n".join(lines), rules).indicator_lines == [len(_STEPS) + 4]
+
+
+def test_a_distributed_checkpoint_exception_counts_by_the_rank_s_embedded_error(rules: Classifier) -> None:
+    # torch.distributed.checkpoint gathers each rank's traceback into its CheckpointException (R4)
+    lines = (["05:41:44 INFO [RANK 0] Saving FSDP model"]
+             + _tb("torch.distributed.checkpoint.api.CheckpointException: CheckpointException ranks:dict_keys([0])")
+             + ["Traceback (most recent call last): (RANK 0)",
+                '  File "/opt/torch/distributed/checkpoint/filesystem.py", line 513, in create_stream',
+                "    with path.open('wb') as stream:", "OSError: [Errno 122] Disk quota exceeded"])
+    assert diagnose_text("\n".join(lines), rules).indicator_lines == [len(lines)]
+
+
+def test_a_ray_actor_lost_shows_the_error_not_the_task_wrapper(rules: Classifier) -> None:
+    # the driver's ray.get raises the task's error under its RayTaskError header; the raylet says
+    # the worker died: symptoms only, shown without the wrapper header (R4)
+    lines = ["(TaskRunner pid=6255) step:40 - actor/loss:0.1", "Traceback (most recent call last):",
+             '  File "/srv/main_ppo.py", line 100, in run_ppo', "    ray.get(runner.run.remote(config))",
+             "ray.exceptions.RayTaskError(ActorUnavailableError): ray::TaskRunner.run() (pid=6255, ip=10.0.0.17)",
+             '  File "/srv/ray/base.py", line 55, in __call__', "    output = ray.get(output)",
+             "ray.exceptions.ActorUnavailableError: The actor d5a1 is unavailable: RpcError: RPC error: Socket closed "
+             "rpc_code: 14.", "",
+             "(raylet) A worker died or was killed while executing a task by an unexpected system error. To "
+             "troubleshoot the problem, check the logs for the dead worker."]
+    got = diagnose_text("\n".join(lines), rules).indicator_lines
+    assert 5 not in got and 8 in got

@@ -283,8 +283,9 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     found = _at_most(_once(picked, norm), min(limit, RULE_MAX_LINES))
     if not found:  # a launcher's verdict only when the failing process showed no error: one line
         found = _first_verdict(sorted(set(picked) | set(verdict)), norm)
-    if not found:
-        found = [i for i in region if not logs.is_secondary(norm(i))][:limit] or list(region[:limit])
+    if not found:  # only symptoms: the first ones, without wrappers and copies (R4, R5, R9)
+        rest = [i for i in region if not logs.is_secondary(norm(i))] or list(region)
+        found = _at_most(_once(rest, norm) or rest, min(limit, RULE_MAX_LINES))
     return sorted(set(found))
 
 
@@ -510,11 +511,17 @@ def _embeds(lines: Sequence[str], i: int, norm: Callable[[int], str]) -> bool:
     (README rule R4: the embedded original counts): multiprocessing's ``RemoteTraceback:`` and
     its triple-quoted traceback, Ray's "The actor with name X failed to import on the worker.
     ...:" (a message ending with a colon, the other traceback below it), PyTorch's "Original
-    Traceback"."""
-    if not norm(i).endswith(":") or not _EXCEPTION.match(norm(i)):
+    Traceback", torch.distributed.checkpoint's ``CheckpointException ranks:dict_keys([0])`` with
+    each rank's "Traceback (most recent call last): (RANK 0)" below it."""
+    if not _EXCEPTION.match(norm(i)):
         return False
     below = next((k for k in range(i + 1, min(len(lines), i + 3)) if lines[k].strip()), None)
-    return below is not None and _body(lines[below]).strip().startswith((_TRACEBACK, _QUOTES, "Original Traceback"))
+    if below is None:
+        return False
+    text = _body(lines[below]).strip()
+    if text.startswith(_TRACEBACK + ":") and len(text) > len(_TRACEBACK) + 1:
+        return True  # torch.distributed.checkpoint's "Traceback (most recent call last): (RANK 0)"
+    return norm(i).endswith(":") and text.startswith((_TRACEBACK, _QUOTES, "Original Traceback"))
 
 
 _QUOTES = '"' * 3
