@@ -328,3 +328,17 @@ def test_a_ray_actor_lost_shows_the_error_not_the_task_wrapper(rules: Classifier
              "troubleshoot the problem, check the logs for the dead worker."]
     got = diagnose_text("\n".join(lines), rules).indicator_lines
     assert 5 not in got and 8 in got
+
+
+def test_torchrun_s_own_death_signal_is_the_cause_not_its_signal_exception(rules: Classifier) -> None:
+    # the launcher got SIGHUP (the session ended): its "Received 1 death signal" line says so; the
+    # SIGHUPs it sends, its error-file dump and its SignalException traceback follow (R6)
+    lines = (["0.0693", "0.0632", "0.0696",
+              "WARNING:torch.distributed.elastic.agent.server.api:Received 1 death signal, shutting down workers",
+              "WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 4401 closing signal SIGHUP",
+              "WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 4402 closing signal SIGHUP",
+              "ERROR:torch.distributed.elastic.multiprocessing.errors.error_handler:{",
+              '  "message": {', '    "message": "SignalException: Process 4390 got signal: 1",', "  }", "}"]
+             + _tb("torch.distributed.elastic.multiprocessing.api.SignalException: Process 4390 got signal: 1",
+                   "/opt/torch/distributed/elastic/multiprocessing/api.py"))
+    assert diagnose_text("\n".join(lines), rules).indicator_lines == [4]

@@ -258,7 +258,7 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
 
     hook = _hook_errors(lines, start)
     own = _not_heads(lines, [i for i in region if is_root_error(norm(i)) and mine(i) and not _logged_frame(lines[i])
-                             and i not in hook])
+                             and i not in hook and not is_launcher_verdict(norm(i))])
     errors = [i for i in own if not is_scheduler_kill(norm(i))]
     caught = set(errors) if errors and _went_on(lines, errors[-1], region, norm, _ownline(tags, first)) else set()
     own = [i for i in own if i not in caught]
@@ -281,6 +281,8 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     picked += [i for i in kills if i not in picked and (not own or (i > own[0] and _why_killed(norm(i), own, norm)))][:2]
     verdict = [i for i in verdict_at if not (own and _cleanup(norm(i))) and i not in picked]
     found = _at_most(_once(picked, norm), min(limit, RULE_MAX_LINES))
+    if not own and not any(_TIMEOUT.search(norm(i)) for i in found):  # the launcher itself got a signal (R6)
+        found = _death_signal(lines, start) or found
     if not found:  # a launcher's verdict only when the failing process showed no error: one line
         found = _first_verdict(sorted(set(picked) | set(verdict)), norm)
     if not found:  # only symptoms: the first ones, without wrappers and copies (R4, R5, R9)
@@ -291,9 +293,9 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
 
 #: Lines a launcher or scheduler prints about a child that already failed (README rules R6, R8):
 #: torchrun's, Open MPI's, MPICH's, DeepSpeed's, srun's and LSF's exit verdicts and torchrun's
-#: Root Cause table rows, srun's step abort.
+#: Root Cause table rows and its error-file dump, srun's step abort.
 _LAUNCHER_SAYS = (*_LAUNCHER_KEYS, "srun: Job step aborted", "forcing job termination", "Killing subprocess",
-                  "sigkill_handler")
+                  "sigkill_handler", "multiprocessing.errors.error_handler", "error_handler.py:")
 #: Lines that only wrap or announce an exception printed in full elsewhere (rules R2, R4): Ray's
 #: ``RayTaskError(X): ray::Actor.method()`` header, PyTorch's "Caught X in DataLoader worker
 #: process N." / "in replica N on device N." re-raise, a thread's traceback header, the
@@ -425,6 +427,21 @@ def _at_most(found: list[int], n: int) -> list[int]:
     """At most ``n`` lines: the first ones (the root) and the last (the error that ended the
     process), rule R9."""
     return found if len(found) <= n else found[:n - 1] + found[-1:]
+
+
+#: torchrun's agent reporting the signal it got ("Received 1 death signal, shutting down
+#: workers", "Received Signals.SIGTERM death signal, shutting down workers").
+_DEATH_SIGNAL = re.compile(r"Received (?:\d+|Signals\.SIG[A-Z]+) death signal")
+
+
+def _death_signal(lines: Sequence[str], start: int) -> list[int]:
+    """The first line of the attempt's end where torchrun says it got a signal (README rule R6:
+    the first line that says a signal ended the run; the SIGTERMs it sends its workers, its
+    error-file dump and its ``SignalException`` traceback follow from it)."""
+    for i in find_keys(lines, ("death signal",), max(0, start - AROUND)):
+        if _DEATH_SIGNAL.search(lines[i]):
+            return [i]
+    return []
 
 
 def _first_verdict(verdicts: Sequence[int], norm: Callable[[int], str]) -> list[int]:
