@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from gpulens.diagnosis.classifier import Classifier
-from gpulens.diagnosis.logread import diagnose_text
+from gpulens.diagnosis.logread import diagnose_text, rootline
 
 
 @pytest.fixture(scope="module")
@@ -292,6 +292,7 @@ def test_a_failed_excepthook_s_own_error_is_not_labelled_the_original_exception_
         '  File "/usr/lib/python3.10/threading.py", line 324, in wait', "    gotit = waiter.acquire(True, timeout)",
         "KeyboardInterrupt"]
     assert diagnose_text("\n".join(lines), rules).indicator_lines == [len(lines)]
+    assert rootline.failure_point(lines, len(lines) - 1) == 10  # the hook's error: where the process was
 
 
 def test_an_exception_restated_under_a_wrapper_type_is_one_error(rules: Classifier) -> None:
@@ -312,7 +313,9 @@ def test_a_distributed_checkpoint_exception_counts_by_the_rank_s_embedded_error(
              + ["Traceback (most recent call last): (RANK 0)",
                 '  File "/opt/torch/distributed/checkpoint/filesystem.py", line 513, in create_stream',
                 "    with path.open('wb') as stream:", "OSError: [Errno 122] Disk quota exceeded"])
-    assert diagnose_text("\n".join(lines), rules).indicator_lines == [len(lines)]
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.indicator_lines == [len(lines)]
+    assert rootline.failure_point(lines, len(lines) - 1) == 4  # where the process was: the wrapper's line
 
 
 def test_a_ray_actor_lost_shows_the_error_not_the_task_wrapper(rules: Classifier) -> None:

@@ -28,11 +28,9 @@ from gpulens.diagnosis.logread.lines import (
     is_terminal_kill,
 )
 
-__all__ = ["MAX_ROOT_LINES", "chain_start", "first_origin", "interleaved", "is_report_head", "is_root_error", "pick_lines", "same_origin",
+__all__ = ["chain_start", "failure_point", "first_origin", "interleaved", "is_report_head", "is_root_error", "pick_lines", "same_origin",
            "secondary_lines", "verdict_lines"]
 
-#: Distinct error lines of the first failing rank kept (the exception and the ones it chains).
-MAX_ROOT_LINES = 3
 #: Lines above an untagged line searched for the head of its error block (Ray's "(pid=…, ip=…)").
 AROUND = 80
 
@@ -578,35 +576,21 @@ def _traceback_head(lines: Sequence[str], i: int, reach: int = 400) -> int | Non
     return None
 
 
-def _marker_near(lines: Sequence[str], i: int, step: int, span: int = 3) -> str:
-    """The chain marker ("direct cause", "During handling") among the non-blank lines next to
-    ``i`` (``step`` -1: above, 1: below, past an exception message's own continuation lines
-    below), "" when there is none."""
-    seen = 0
-    k = i + step
-    while 0 <= k < len(lines) and seen < span + (3 if step > 0 else 0):
-        t = _body(lines[k]).strip()
-        k += step
-        if not t:
-            continue
-        seen += 1
-        if t.startswith(_CHAINED[0]):
-            return "cause"
-        if t.startswith(_CHAINED[1]):
-            return "during"
-        if step < 0 or t.startswith((_TRACEBACK, "File \"")):
-            return ""
-    return ""
-
-
-def _middle_link(lines: Sequence[str], i: int) -> bool:
-    """Whether the exception line ``i`` only wraps the exception above it ("The above
-    exception was the direct cause of the following exception" heads its traceback) and is
-    itself followed by another exception of the chain."""
+def failure_point(lines: Sequence[str], i: int) -> int:
+    """Where the failure whose first indicator line is ``i`` was reported, for reading its phase:
+    ``i`` itself, or the exception that printed ``i``'s traceback inside its own report (a
+    wrapper embedding another process's traceback, ``sys.excepthook``'s own error before
+    "Original exception was:"), which is where the process was when it failed."""
     head = _traceback_head(lines, i)
     if head is None or _TRACEBACK not in lines[head]:
-        return False
-    return _marker_near(lines, head, -1) == "cause" and _marker_near(lines, i, 1) != ""
+        return i
+    above = next((k for k in range(head - 1, max(-1, head - 3), -1) if lines[k].strip()), None)
+    if above is not None and "Original exception was" in lines[above]:
+        above = next((k for k in range(above - 1, max(-1, above - 3), -1) if lines[k].strip()), None)
+    if above is None or is_report_head(lines[above]) \
+            or not _EXCEPTION.match(logs.normalize_line(_body(lines[above])).strip()):
+        return i  # not an exception's line ("Exception in thread X:" heads this traceback)
+    return above if not any(c in lines[above] for c in _CHAINED) else i
 
 
 def is_report_head(line: str) -> bool:
