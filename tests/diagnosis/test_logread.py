@@ -221,7 +221,7 @@ def test_evaluation_scores_the_fixtures_and_keeps_the_rest_of_the_report(tmp_pat
     assert everything.n == len(_labels())
     assert everything.normal_called_failed == (0, 2)
     assert everything.healthy_accuracy == (6, 6)
-    assert everything.line_recall == (5, 5) and everything.line_precision == (5, 5)
+    assert everything.line_recall == (4, 4) and everything.line_precision == (4, 4)
     assert everything.first_rank_node == (3, 3)  # torchrun (rank), Slurm (node), srun (rank)
     report = tmp_path / "eval.md"
     report.write_text("# Excerpts\n\nkept\n", encoding="utf-8")
@@ -250,7 +250,7 @@ def test_job_mode_charges_the_node_that_failed_first_and_keeps_a_passed_log_unkn
             con.execute("UPDATE attempts SET log_path = ? WHERE job_id = ?", [f"logs/{job}-0.log", job])
     seg = diagnose_job(store, "j-seg").attempts[0]
     assert seg.category == "crash" and seg.diagnosis.first_node == "gpu12"
-    assert seg.to_dict()["indicator_lines"] == [9, 12]
+    assert seg.to_dict()["indicator_lines"] == [9]
     timed_out = diagnose_job(store, "j-time").attempts[0]
     assert timed_out.category == "preempted" and timed_out.origin.origin == "infrastructure"
     done = diagnose_job(store, "j-done").attempts[0]
@@ -259,7 +259,7 @@ def test_job_mode_charges_the_node_that_failed_first_and_keeps_a_passed_log_unkn
     try:
         row = con.execute("SELECT first_node, first_rank, indicator_lines, phase, story FROM failures "
                           "WHERE job_id = 'j-seg'").fetchone()
-        assert row is not None and row[0] == "gpu12" and row[1] == 1 and list(row[2]) == [9, 12]
+        assert row is not None and row[0] == "gpu12" and row[1] == 1 and list(row[2]) == [9]
         assert row[3] == "training" and row[4].startswith("rank 1 on gpu12 failed first")
         charged = {f.job_id: f.nodes for f in _infra_failures(con)}
     finally:

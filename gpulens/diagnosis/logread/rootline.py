@@ -24,14 +24,13 @@ from gpulens.diagnosis.logread.lines import (
     is_benign,
     is_failure,
     is_progress,
+    is_scheduler_kill,
     is_terminal_kill,
 )
 
-__all__ = ["MAX_ROOT_LINES", "chain_start", "first_origin", "interleaved", "is_report_head", "is_root_error", "pick_lines", "same_origin",
+__all__ = ["chain_start", "failure_point", "first_origin", "interleaved", "is_report_head", "is_root_error", "pick_lines", "same_origin",
            "secondary_lines", "verdict_lines"]
 
-#: Distinct error lines of the first failing rank kept (the exception and the ones it chains).
-MAX_ROOT_LINES = 3
 #: Lines above an untagged line searched for the head of its error block (Ray's "(pid=…, ip=…)").
 AROUND = 80
 
@@ -59,7 +58,12 @@ def is_root_error(norm: str) -> bool:
     elsewhere, not a traceback frame or code line, not benign noise."""
     if not norm or norm[0] in " \t" or norm.startswith(("File \"", "raise ", "^")):
         return False
-    return not (logs.is_weak(norm) or _ECHO.search(norm) is not None or is_benign(norm))
+    return not (logs.is_weak(norm) or _ECHO.search(norm) is not None or is_benign(norm) or _RETRYING in norm)
+
+
+#: urllib3's warning before it tries a request again ("Retrying (Retry(total=4, connect=4, ...)) after
+#: connection broken by 'ConnectTimeoutError(...)'"): the error, if any, is raised when it gives up.
+_RETRYING = "Retrying (Retry("
 
 
 class _Tags:
@@ -252,39 +256,46 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     def mine(i: int) -> bool:
         return same_origin(tags.of(i), first)
 
-    own = [i for i in region if is_root_error(norm(i)) and mine(i)]
+    hook = _hook_errors(lines, start)
+    own = _not_heads(lines, [i for i in region if is_root_error(norm(i)) and mine(i) and not _logged_frame(lines[i])
+                             and i not in hook and not is_launcher_verdict(norm(i))])
+    errors = [i for i in own if not is_scheduler_kill(norm(i))]
+    caught = set(errors) if errors and _went_on(lines, errors[-1], region, norm, _ownline(tags, first)) else set()
+    own = [i for i in own if i not in caught]
     verdict_at = verdict_lines(lines, start)
     run_end = _run_end(own, verdict_at)
     picked = _root_lines(lines, [i for i in own if i < run_end], norm)
-    if own:
-        picked += [k for k in (_report_head(lines, own[0], start),)
-                   if k is not None and k not in picked]
     if not own:  # only symptoms: a collective timeout is the key message (the first one)
         picked = [i for i in region if _TIMEOUT.search(norm(i)) is not None][:1]
         picked = [i for i, _ in glued_timeouts(lines, max(0, start - 1), picked[0])][:1] + picked if picked else picked
     texts = {_shape(norm(i)) for i in picked}
+    own_set = set(own)
     for i in _quoted(lines, start, failures, evidence, norm):
-        if _shape(norm(i)) not in texts and mine(i) and not (own and _cleanup(norm(i))) and i < run_end \
-                and not _middle_link(lines, i):
+        if not any(abs(i - k) <= _NEXT_TO for k in picked) and _shape(norm(i)) not in texts and mine(i) \
+                and not (own and _cleanup(norm(i))) and i < run_end \
+                and i not in own_set and i not in caught and i not in hook:  # _root_lines chose among its own lines (R4)
             picked.append(i)
             texts.add(_shape(norm(i)))
     kills = [i for i in region if is_terminal_kill(norm(i)) and not lines[i][:1].isspace()
              and not logs.is_secondary(norm(i)) and not is_benign(norm(i)) and not (own and _cleanup(norm(i)))]
-    picked += [i for i in kills if i not in picked and (not own or i > own[0])][:2]
+    picked += [i for i in kills if i not in picked and (not own or (i > own[0] and _why_killed(norm(i), own, norm)))][:2]
     verdict = [i for i in verdict_at if not (own and _cleanup(norm(i))) and i not in picked]
     found = _at_most(_once(picked, norm), min(limit, RULE_MAX_LINES))
+    if not own and not any(_TIMEOUT.search(norm(i)) for i in found):  # the launcher itself got a signal (R6)
+        found = _death_signal(lines, start) or found
     if not found:  # a launcher's verdict only when the failing process showed no error: one line
         found = _first_verdict(sorted(set(picked) | set(verdict)), norm)
-    if not found:
-        found = [i for i in region if not logs.is_secondary(norm(i))][:limit] or list(region[:limit])
+    if not found:  # only symptoms: the first ones, without wrappers and copies (R4, R5, R9)
+        rest = [i for i in region if not logs.is_secondary(norm(i))] or list(region)
+        found = _at_most(_once(rest, norm) or rest, min(limit, RULE_MAX_LINES))
     return sorted(set(found))
 
 
 #: Lines a launcher or scheduler prints about a child that already failed (README rules R6, R8):
 #: torchrun's, Open MPI's, MPICH's, DeepSpeed's, srun's and LSF's exit verdicts and torchrun's
-#: Root Cause table rows, srun's step abort.
+#: Root Cause table rows and its error-file dump, srun's step abort.
 _LAUNCHER_SAYS = (*_LAUNCHER_KEYS, "srun: Job step aborted", "forcing job termination", "Killing subprocess",
-                  "sigkill_handler")
+                  "sigkill_handler", "multiprocessing.errors.error_handler", "error_handler.py:")
 #: Lines that only wrap or announce an exception printed in full elsewhere (rules R2, R4): Ray's
 #: ``RayTaskError(X): ray::Actor.method()`` header, PyTorch's "Caught X in DataLoader worker
 #: process N." / "in replica N on device N." re-raise, a thread's traceback header, the
@@ -300,6 +311,95 @@ def is_launcher_verdict(line: str) -> bool:
     return any(k in line for k in _LAUNCHER_SAYS) or _TABLE_ROW.match(line) is not None
 
 
+#: Lines of the failing process's own ordinary output between its last error line and a kill
+#: that show it went on after the error (it caught it): the kill ended the run (rules R1, R6).
+WENT_ON = 10
+
+
+#: A scheduler's end of a job from outside: its time limit, a preemption, a node failure, a cancel.
+_ENDED_FROM_OUTSIDE = re.compile(r"DUE TO (?:TIME LIMIT|PREEMPTION|NODE FAILURE)|CANCELLED AT|\bTERM_[A-Z]+\b")
+
+
+def _ownline(tags: _Tags, first: ranks.Origin) -> Callable[[int], bool]:
+    """Whether a line is the failing process's own for certain: its rank's prefix when it has
+    one (an untagged line of a multi-rank log may be any rank's), else any line."""
+    if first.rank is None:
+        return lambda i: same_origin(tags.of(i), first)
+    return lambda i: tags.of(i).rank == first.rank
+
+
+def _went_on(lines: Sequence[str], last: int, region: Sequence[int], norm: Callable[[int], str],
+             mine: Callable[[int], bool]) -> bool:
+    """Whether a scheduler's or the kernel's kill (a time limit, a cancel, ``Killed``) ends the
+    attempt after the process printed WENT_ON lines of ordinary output since its last error line
+    ``last``: the errors were caught and printed (a search loop's failed candidates), the kill
+    is what ended the run."""
+    kill = next((i for i in region if i > last and _ENDED_FROM_OUTSIDE.search(norm(i))), None)
+    if kill is None:
+        return False
+    seen = 0
+    for k in range(last + 1, kill):
+        if lines[k].strip() and not lines[k][:1].isspace() and mine(k) and not is_failure(norm(k), lines[k]):
+            seen += 1
+            if seen >= WENT_ON:
+                return True
+    return False
+
+
+#: A logger's header on every line of a traceback it prints: vLLM's "ERROR 08-25 18:56:06
+#: [core.py:700] ", glog's (torchrun's) "E0119 09:59:04.513000 4928 api.py:874] ".
+_LOGGER_HEAD = re.compile(r"^(?:(?:ERROR|WARNING|CRITICAL|INFO) [\d-]+ [\d:.,]+ \[[\w./-]+:\d+\]"
+                          r"|[EWFI]\d{4} [\d:.]+ +\d+ [\w./-]+:\d+\]) ")
+
+
+def _logged_frame(raw: str) -> bool:
+    """Whether a line is a frame, a code line or a caret line of a traceback that a launcher or a
+    logger prints with its prefix on every line (README rule R2): indented after the prefix (a
+    rank's ``[rank3]:``, Ray's ``(Worker pid=7)``, vLLM's ``ERROR 08-25 18:56:06 [core.py:700]``)."""
+    body = _body(raw)
+    if len(body) != len(raw) and body[:1] in (" ", "\t", "^") and body.strip():
+        return True
+    if "] " not in body:
+        return False
+    m = _LOGGER_HEAD.match(body)
+    return m is not None and body[m.end():m.end() + 1] in (" ", "\t", "^")
+
+
+#: Lines after "Error in sys.excepthook:" searched for Python's "Original exception was:".
+_HOOK_REPORT = 200
+
+
+def _hook_errors(lines: Sequence[str], start: int) -> set[int]:
+    """The lines of ``sys.excepthook``'s own error (between "Error in sys.excepthook:" and
+    "Original exception was:", which Python prints when the hook fails; a tracker's hook
+    interrupted at exit): not the process's error, which follows them (README rule R4)."""
+    out: set[int] = set()
+    found = find_keys(lines, ("Error in sys.excepthook", "Original exception was"), max(0, start - AROUND))
+    for k, i in enumerate(found):
+        if "Error in sys.excepthook" in lines[i]:
+            end = next((j for j in found[k + 1:] if "Original exception was" in lines[j] and j - i < _HOOK_REPORT), None)
+            if end is not None:
+                out.update(range(i, end + 1))
+    return out
+
+
+def _not_heads(lines: Sequence[str], own: list[int]) -> list[int]:
+    """``own`` without the lines that head a traceback printed below them (a logger's
+    ``logger.exception("training failed")`` message, a program's ``Error: Traceback (most recent
+    call last):``) when a later line of ``own`` states the error: the exception line is the
+    error (README rules R2, R3)."""
+    return [i for k, i in enumerate(own) if k + 1 == len(own) or not _heads_traceback(lines, i)]
+
+
+def _heads_traceback(lines: Sequence[str], i: int) -> bool:
+    if _TRACEBACK in lines[i]:
+        return True
+    if _EXCEPTION.match(logs.normalize_line(_body(lines[i])).strip()):
+        return False  # an exception line (the next traceback is another printing)
+    below = next((k for k in range(i + 1, min(len(lines), i + 3)) if lines[k].strip()), None)
+    return below is not None and _body(lines[below]).lstrip().startswith(_TRACEBACK)
+
+
 def _once(picked: Sequence[int], norm: Callable[[int], str]) -> list[int]:
     """``picked`` without the launcher's verdicts when a line of the failing process itself shows
     the error (rule R8), and without the copies of a message already picked, whatever rank
@@ -309,12 +409,12 @@ def _once(picked: Sequence[int], norm: Callable[[int], str]) -> list[int]:
         return []
     keep = [i for i in words if _WRAPPER.match(ranks.strip_prefix(norm(i)).strip()) is None] or words
     out: list[int] = []
-    seen: set[str] = set()
+    seen: list[str] = []
     for i in sorted(keep):
         text = _shape(ranks.strip_prefix(norm(i)).strip().rstrip(":").rstrip())
-        if text in seen:
+        if any(_restates(text, x) for x in seen):
             continue
-        seen.add(text)
+        seen.append(text)
         out.append(i)
     return out
 
@@ -327,6 +427,21 @@ def _at_most(found: list[int], n: int) -> list[int]:
     """At most ``n`` lines: the first ones (the root) and the last (the error that ended the
     process), rule R9."""
     return found if len(found) <= n else found[:n - 1] + found[-1:]
+
+
+#: torchrun's agent reporting the signal it got ("Received 1 death signal, shutting down
+#: workers", "Received Signals.SIGTERM death signal, shutting down workers").
+_DEATH_SIGNAL = re.compile(r"Received (?:\d+|Signals\.SIG[A-Z]+) death signal")
+
+
+def _death_signal(lines: Sequence[str], start: int) -> list[int]:
+    """The first line of the attempt's end where torchrun says it got a signal (README rule R6:
+    the first line that says a signal ended the run; the SIGTERMs it sends its workers, its
+    error-file dump and its ``SignalException`` traceback follow from it)."""
+    for i in find_keys(lines, ("death signal",), max(0, start - AROUND)):
+        if _DEATH_SIGNAL.search(lines[i]):
+            return [i]
+    return []
 
 
 def _first_verdict(verdicts: Sequence[int], norm: Callable[[int], str]) -> list[int]:
@@ -348,37 +463,94 @@ def _run_end(own: Sequence[int], verdicts: Sequence[int]) -> int:
 def _shape(text: str) -> str:
     """A message with its numbers and quoted names blanked (the same error of another GPU,
     process or temporary file)."""
+    if "*** " in text:  # Slurm's cancel of the job and of its step: one message
+        text = _SLURM_STEP.sub("*** JOB #", text)
     return _DIGITS.sub("#", _QUOTED.sub("'…'", text))
 
 
+_SLURM_STEP = re.compile(r"\*\*\* (?:JOB|STEP) [\d.]+")
 _DIGITS = re.compile(r"\d+")
 _QUOTED = re.compile(r"'[^'\s]*'")
 
 
+#: The kernel's or the cgroup's OOM kill: says why a process that printed its error was killed (R6).
+_OOM_KILL = re.compile(r"oom[-_]kill|Out of memory: Kill|OOMKilled|OOM Killed")
+#: A quoted line this close to a picked one says the same (a C++ ``what():`` under its
+#: ``terminate called``; the scorer's slack).
+_NEXT_TO = 2
+
+
+def _why_killed(line: str, own: Sequence[int], norm: Callable[[int], str]) -> bool:
+    """Whether a kill line after the failing process's own lines says why it ended (rule R6: both
+    the line that says it was killed and the one that says why): the kernel's or the cgroup's OOM
+    kill after any error; a scheduler's time limit or run limit only after a signal or kill line
+    of the process (LSF's "User defined signal 2" before its ``TERM_RUNLIMIT``), not after an
+    exception that ended the process itself."""
+    if _OOM_KILL.search(line):
+        return True
+    return _ENDED_FROM_OUTSIDE.search(line) is not None and all(is_terminal_kill(norm(i)) for i in own)
+
+
 def _root_lines(lines: Sequence[str], own: Sequence[int], norm: Callable[[int], str]) -> list[int]:
-    """The first root error line, the distinct exception lines after it (the ones it chains),
-    and the last one when it is a different message (the exception that ended the process; the
-    same message printed again, as Python does after a failed ``sys.excepthook``, or by other
-    processes, is not another line: README rule R4). In a chain of
-    tracebacks an exception that only wraps the one above it (``raise X from Y``: "The above
-    exception was the direct cause ...") and is wrapped again is skipped: the first says the
-    cause, the last what ended the process."""
-    if not own:
-        return []
-    picked = [own[0]]
-    texts = {_shape(norm(own[0]))}
-    for i in own[1:]:
-        text = _shape(norm(i))
-        if len(picked) >= MAX_ROOT_LINES:
-            break
-        if text not in texts and _EXCEPTION.match(text) and not _middle_link(lines, i):
-            picked.append(i)
-            texts.add(text)
-    last = own[-1]
-    again = sum(1 for i in own if _shape(norm(i)) == _shape(norm(last)))
-    if last not in picked and _EXCEPTION.match(norm(last)) and again <= 2 and _shape(norm(last)) not in texts:
-        picked.append(last)
-    return picked
+    """The first root error line and the exception that ended the process when it is another
+    message (README rule R4: the first exception line of a chain and its last, nothing in
+    between; R7: a root error and the terminal one). A chain printed again (a logger's copy
+    before the interpreter's, Python's reprint after a failed ``sys.excepthook``) counts at its
+    first printing."""
+    own = [i for i in own if not _embeds(lines, i, norm)] or list(own)
+    last = next((i for i in reversed(own) if _EXCEPTION.match(norm(i))), None)
+    if last is None:  # no exception line (a program's own error message): its first line
+        return list(own[:1])
+    printings: dict[int, list[int]] = {}
+    for i in own:
+        if _EXCEPTION.match(norm(i)):
+            printings.setdefault(_printing(lines, i, own[0]), []).append(i)
+    final = printings[_printing(lines, last, own[0])]
+    shapes = [_shape(norm(i)) for i in final]
+    again = next((p for p in printings.values() if p[-1] < final[0] and [_shape(norm(i)) for i in p] == shapes), None)
+    chain = again if again is not None else final
+    out = [own[0]]
+    for i in (chain[0], chain[-1]):  # the chain's first (when the first line is not in it) and its last
+        if not any(_restates(_shape(norm(i)), _shape(norm(k))) for k in out):
+            out.append(i)
+    return out
+
+
+def _restates(a: str, b: str) -> bool:
+    """Whether two exception lines state one error: the same message, or one is the other
+    under a wrapper's type (JAX's "JaxStackTraceBeforeTransformation: ValueError: x" and the
+    "ValueError: x" it re-raises)."""
+    return a == b or a.endswith(": " + b) or b.endswith(": " + a)
+
+
+def _embeds(lines: Sequence[str], i: int, norm: Callable[[int], str]) -> bool:
+    """Whether the exception line ``i`` wraps another process's traceback printed as its message
+    (README rule R4: the embedded original counts): multiprocessing's ``RemoteTraceback:`` and
+    its triple-quoted traceback, Ray's "The actor with name X failed to import on the worker.
+    ...:" (a message ending with a colon, the other traceback below it), PyTorch's "Original
+    Traceback", torch.distributed.checkpoint's ``CheckpointException ranks:dict_keys([0])`` with
+    each rank's "Traceback (most recent call last): (RANK 0)" below it."""
+    if not _EXCEPTION.match(norm(i)):
+        return False
+    below = next((k for k in range(i + 1, min(len(lines), i + 3)) if lines[k].strip()), None)
+    if below is None:
+        return False
+    text = _body(lines[below]).strip()
+    if text.startswith(_TRACEBACK + ":") and len(text) > len(_TRACEBACK) + 1:
+        return True  # torch.distributed.checkpoint's "Traceback (most recent call last): (RANK 0)"
+    return norm(i).endswith(":") and text.startswith((_TRACEBACK, _QUOTES, "Original Traceback"))
+
+
+_QUOTES = '"' * 3
+
+
+def _printing(lines: Sequence[str], i: int, floor: int) -> int:
+    """Where the printing of the exception line ``i`` starts: the first traceback of the chain
+    it ends (``i`` itself without a ``Traceback`` line above it)."""
+    head = _traceback_head(lines, i)
+    if head is None or _TRACEBACK not in lines[head]:
+        return i
+    return chain_start(lines, head, max(0, floor - AROUND))
 
 
 def _body(line: str) -> str:
@@ -406,53 +578,21 @@ def _traceback_head(lines: Sequence[str], i: int, reach: int = 400) -> int | Non
     return None
 
 
-def _marker_near(lines: Sequence[str], i: int, step: int, span: int = 3) -> str:
-    """The chain marker ("direct cause", "During handling") among the non-blank lines next to
-    ``i`` (``step`` -1: above, 1: below, past an exception message's own continuation lines
-    below), "" when there is none."""
-    seen = 0
-    k = i + step
-    while 0 <= k < len(lines) and seen < span + (3 if step > 0 else 0):
-        t = _body(lines[k]).strip()
-        k += step
-        if not t:
-            continue
-        seen += 1
-        if t.startswith(_CHAINED[0]):
-            return "cause"
-        if t.startswith(_CHAINED[1]):
-            return "during"
-        if step < 0 or t.startswith((_TRACEBACK, "File \"")):
-            return ""
-    return ""
-
-
-def _middle_link(lines: Sequence[str], i: int) -> bool:
-    """Whether the exception line ``i`` only wraps the exception above it ("The above
-    exception was the direct cause of the following exception" heads its traceback) and is
-    itself followed by another exception of the chain."""
+def failure_point(lines: Sequence[str], i: int) -> int:
+    """Where the failure whose first indicator line is ``i`` was reported, for reading its phase:
+    ``i`` itself, or the exception that printed ``i``'s traceback inside its own report (a
+    wrapper embedding another process's traceback, ``sys.excepthook``'s own error before
+    "Original exception was:"), which is where the process was when it failed."""
     head = _traceback_head(lines, i)
     if head is None or _TRACEBACK not in lines[head]:
-        return False
-    return _marker_near(lines, head, -1) == "cause" and _marker_near(lines, i, 1) != ""
-
-
-def _report_head(lines: Sequence[str], i: int, floor: int) -> int | None:
-    """The line heading the traceback report of the exception line ``i`` when it names where
-    the error was raised: Ray's ``RayTaskError(...): ray::Actor.method() (pid=…, ip=…)`` and
-    ``Unhandled error (…): ray::…`` (the task, its process and node: Ray prints the remote
-    traceback under it without a ``Traceback`` line), Python's ``Exception in thread NAME:``
-    above a ``Traceback`` (the thread that died)."""
-    head = _traceback_head(lines, i)
-    if head is None or head < floor - AROUND:
-        return None
-    if is_report_head(lines[head]):
-        return head
-    if _TRACEBACK in lines[head]:
-        above = next((k for k in range(head - 1, max(-1, head - 3), -1) if lines[k].strip()), None)
-        if above is not None and is_report_head(lines[above]):
-            return above
-    return None
+        return i
+    above = next((k for k in range(head - 1, max(-1, head - 3), -1) if lines[k].strip()), None)
+    if above is not None and "Original exception was" in lines[above]:
+        above = next((k for k in range(above - 1, max(-1, above - 3), -1) if lines[k].strip()), None)
+    if above is None or is_report_head(lines[above]) \
+            or not _EXCEPTION.match(logs.normalize_line(_body(lines[above])).strip()):
+        return i  # not an exception's line ("Exception in thread X:" heads this traceback)
+    return above if not any(c in lines[above] for c in _CHAINED) else i
 
 
 def is_report_head(line: str) -> bool:
@@ -484,8 +624,8 @@ def _quoted(lines: Sequence[str], start: int, failures: Sequence[int], evidence:
         hit = next((i for i in failures if i >= start and key in norm(i)), None)  # most often one of them
         if hit is None:
             hit = next((i for i in find_keys(lines, (key[:40],), start) if key in norm(i)), None)
-        if hit is not None and is_root_error(norm(hit)) and (is_failure(norm(hit), lines[hit])
-                                                             or _SAYS_ERROR.search(norm(hit)) is not None):
+        if hit is not None and is_root_error(norm(hit)) and not _logged_frame(lines[hit]) \
+                and (is_failure(norm(hit), lines[hit]) or _SAYS_ERROR.search(norm(hit)) is not None):
             out.append(hit)
     return out
 

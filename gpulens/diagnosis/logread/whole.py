@@ -394,6 +394,7 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
     secondary = rootline.secondary_lines(lines, failures, primary, first, _NormCache(lines, start).get)
     # where it failed: the first error line, not a report's header above it
     at = next((i for i in primary if not rootline.is_report_head(lines[i])), primary[0]) if primary else len(lines) - 1
+    at = rootline.failure_point(lines, at) if primary else at
     region = [logs.normalize_line(x) for x in lines[max(start, at - _AROUND):at + 3]]
     step = last_step(lines, at, starts[-1])
     good = starts[-2] if len(starts) > 1 else None
