@@ -1,0 +1,102 @@
+"""How a whole log ends when the failure is printed where line-start tests miss it, and the
+category of a process ended by a signal (issue 23, round 6): a scheduler's or the shell's kill
+written after a progress bar's last "\\r" update, a fatal-signal handler's report (abseil,
+glog), a launcher's report that its first worker was SIGKILLed. Each excerpt is small,
+realistic and written for the test."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpulens.diagnosis.classifier import Classifier, default_classifier
+from gpulens.diagnosis.logread import diagnose_text
+
+
+@pytest.fixture(scope="module")
+def clf() -> Classifier:
+    return default_classifier()
+
+
+def _epochs(n: int) -> list[str]:
+    return [f"epoch {e} train_loss 0.{70 - e} val_f1 0.{30 + e}" for e in range(1, n + 1)]
+
+
+def _bar(epoch: int, upto: int, total: int = 2219) -> str:
+    """tqdm's updates of one epoch in a file: one line, "\\r" between updates, no newline."""
+    return "".join(f"\rEpoch {epoch}:  {k * 100 // total}%|####      | {k}/{total} [00:{k % 60:02d}<12:49,  1.64it/s]"
+                   for k in range(upto - 30, upto + 1))
+
+
+def test_a_slurm_cancel_written_after_a_progress_bar_is_the_end(clf: Classifier) -> None:
+    lines = [*_epochs(5), _bar(6, 954) + "slurmstepd-node33: error: *** JOB 360869 ON node33 CANCELLED AT "
+             "2025-04-30T13:16:47 ***"]
+    w = diagnose_text("\n".join(lines), clf)
+    assert w.diagnosis.category == "preempted", w.diagnosis
+    assert w.indicator_lines == [len(lines)]
+    # the same bar without the scheduler's words is a stop mid-run, not a normal end either
+    cut = diagnose_text("\n".join(lines[:-1] + [_bar(6, 954)]), clf)
+    assert cut.diagnosis.category != "none"
+
+
+def test_the_shell_s_killed_after_a_progress_bar_is_a_failure(clf: Classifier) -> None:
+    killed = "/var/spool/slurmd/job4242/slurm_script: line 12: 88123 Killed                  python train.py --bs 64"
+    w = diagnose_text("\n".join([*_epochs(3), _bar(4, 700) + killed]), clf)
+    assert w.diagnosis.category == "cpu_oom", w.diagnosis
+    # a bar followed by a word that is not a kill is no failure
+    ok = diagnose_text("\n".join([*_epochs(3), _bar(4, 2219) + "saved model to out/final.pt",
+                                  "Training finished: best val_f1 0.36"]), clf)
+    assert ok.diagnosis.category == "none"
+
+
+@pytest.mark.parametrize("report", [
+    ["*** SIGTERM received at time=1756174802 on cpu 91 ***",
+     "PC: @     0x7a4e04451117  (unknown)  (unknown)",
+     "    @     0x7a4e04402520  (unknown)  (unknown)",
+     "[2025-08-26 02:20:02,845 E 1079271 1079271] logging.cc:501: *** SIGTERM received at time=1756174802 on cpu 91 ***"],
+    ["*** SIGTERM (@0x3e8) received by PID 5120 (TID 0x7f33aa1b4740) from PID 1000; stack trace: ***",
+     "    @     0x7f33a9e3c420 (unknown)"],
+])
+def test_a_fatal_signal_handler_s_sigterm_report_ends_the_run(clf: Classifier, report: list[str]) -> None:
+    lines = ["(TaskRunner pid=1092302) step:19 - actor/loss:0.31 - critic/score/mean:0.42",
+             "(TaskRunner pid=1092302) Training Progress:   1%|          | 19/2226 [14:07<28:41:23, 46.80s/it]",
+             "(TaskRunner pid=1092302) step:20 - actor/loss:0.29 - critic/score/mean:0.44",
+             *report]
+    w = diagnose_text("\n".join(lines), clf)
+    d = w.diagnosis
+    assert (d.category, d.origin) == ("preempted", "unknown"), d
+    assert w.indicator_lines and w.indicator_lines[0] == 4
+
+
+def test_a_fatal_signal_handler_s_segfault_report_stays_a_crash(clf: Classifier) -> None:
+    lines = [*_epochs(2), "*** SIGSEGV (@0x0) received by PID 4242 (TID 0x7f00aa) from PID 0; stack trace: ***",
+             "    @     0x7f00a9e3c420 (unknown)", "    @     0x7f00a1234567 paddle::framework::Executor::Run()"]
+    d = diagnose_text("\n".join(lines), clf).diagnosis
+    assert d.category == "crash", d
+
+
+@pytest.mark.parametrize("verdict", [
+    "E0101 12:00:00.000000 140 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -9) "
+    "local_rank: 1 (pid: 4411) of binary: /usr/bin/python3",
+    "[2024-05-01 10:00:00,000] [ERROR] [launch.py:325:sigkill_handler] ['/usr/bin/python3', '-u', 'train.py', "
+    "'--local_rank=0'] exits with return code = -9",
+])
+def test_a_launcher_s_worker_sigkilled_without_an_error_is_host_memory(clf: Classifier, verdict: str) -> None:
+    lines = [*_epochs(4), "[2024-05-01 10:00:00,000] [INFO] [launch.py:319:sigkill_handler] Killing subprocess 4411",
+             verdict]
+    d = diagnose_text("\n".join(lines), clf).diagnosis
+    assert (d.category, d.origin) == ("cpu_oom", "user"), d
+
+
+def test_a_worker_s_own_error_beats_its_launcher_s_sigkill_report(clf: Classifier) -> None:
+    lines = [*_epochs(2), "Traceback (most recent call last):", '  File "train.py", line 9, in <module>',
+             "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity "
+             "of 79.15 GiB of which 1.20 GiB is free.",
+             "[2024-05-01 10:00:00,000] [ERROR] [launch.py:325:sigkill_handler] ['/usr/bin/python3', '-u', "
+             "'train.py'] exits with return code = -9"]
+    assert diagnose_text("\n".join(lines), clf).diagnosis.category == "gpu_oom"
+
+
+def test_cudnn_s_not_enough_memory_is_gpu_memory(clf: Classifier) -> None:
+    lines = [*_epochs(2), "Traceback (most recent call last):", '  File "train.py", line 9, in <module>',
+             "RuntimeError: cuDNN error: CUDNN_STATUS_NOT_ENOUGH_MEMORY"]
+    assert diagnose_text("\n".join(lines), clf).diagnosis.category == "gpu_oom"
