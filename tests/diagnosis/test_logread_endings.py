@@ -100,3 +100,26 @@ def test_cudnn_s_not_enough_memory_is_gpu_memory(clf: Classifier) -> None:
     lines = [*_epochs(2), "Traceback (most recent call last):", '  File "train.py", line 9, in <module>',
              "RuntimeError: cuDNN error: CUDNN_STATUS_NOT_ENOUGH_MEMORY"]
     assert diagnose_text("\n".join(lines), clf).diagnosis.category == "gpu_oom"
+
+
+def _keras_epoch(upto: int) -> list[str]:
+    return ["Epoch 1/20", *(f"{k}/500 [====>.........................] - ETA: 1:02 - loss: 0.{90 - k:02d}"
+                            for k in range(1, upto + 1))]
+
+
+def test_keras_s_stop_on_a_nan_loss_ends_a_diverged_run(clf: Classifier) -> None:
+    lines = [*_keras_epoch(30), "Batch 31: Invalid loss, terminating training",
+             "31/500 [>.............................] - ETA: 1:01 - loss: nan"]
+    w = diagnose_text("\n".join(lines), clf)
+    assert w.diagnosis.category == "model_diverged", w.diagnosis
+    assert w.indicator_lines == [len(lines) - 1]
+    # fit() returns after the stop: what the script prints next does not make it a normal end
+    after = diagnose_text("\n".join([*lines, "Test accuracy: 0.1000", "Saved model to out/model.h5"]), clf)
+    assert after.diagnosis.category == "model_diverged"
+
+
+def test_a_dataset_missing_from_the_hub_is_the_input_s_fault(clf: Classifier) -> None:
+    lines = ["Loading dataset...", "Traceback (most recent call last):", '  File "train.py", line 20, in <module>',
+             "datasets.exceptions.DatasetNotFoundError: Dataset 'someone/sft-mix-v2' doesn't exist on the Hub or "
+             "cannot be accessed."]
+    assert diagnose_text("\n".join(lines), clf).diagnosis.category == "incorrect_input"

@@ -422,16 +422,20 @@ _SIGNAL_REPORT = Guarded(
     r"|logging\.cc:\d+:\s*\*\*\* SIG[A-Z]+ received at time=\d+",
     ("received at time=", "received by PID"),
 )
+#: Keras's TerminateOnNaN callback stops ``fit`` when the loss is NaN/inf ("Batch 31: Invalid
+#: loss, terminating training"); the run ends there, diverged, whatever the script prints after.
+_DIVERGED_STOP = Guarded(r"^Batch \d+: Invalid loss, terminating training", ("Invalid loss",))
 #: Lines at the end of an attempt searched for such a report (its stack dump follows it).
 SIGNAL_TAIL = 60
 
 
 def signal_reports(lines: Sequence[str], floor: int) -> list[int]:
-    """Indexes of fatal-signal handler reports (see ``_SIGNAL_REPORT``) among the last
-    ``SIGNAL_TAIL`` lines of ``lines[floor:]``: the process was ended by that signal."""
+    """Indexes of fatal-signal handler reports (see ``_SIGNAL_REPORT``) and of Keras's stop on a
+    NaN loss (``_DIVERGED_STOP``) among the last ``SIGNAL_TAIL`` lines of ``lines[floor:]``:
+    the run was ended there."""
     lo = max(floor, len(lines) - SIGNAL_TAIL)
-    return [i for i in find_keys(lines, ("received at time=", "received by PID"), lo)
-            if _SIGNAL_REPORT.search(logs.normalize_line(lines[i]).strip())]
+    return [i for i in find_keys(lines, ("received at time=", "received by PID", "Invalid loss"), lo)
+            if _SIGNAL_REPORT.search(s := logs.normalize_line(lines[i]).strip()) or _DIVERGED_STOP.search(s)]
 
 
 #: A progress bar's last update (tqdm: "| 954/2219 [09:43<12:49,  1.64it/s]") and what was

@@ -388,7 +388,9 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
         ctx = list(lines[driver[0]:driver[1]])
     ctx = root_rank_lines(lines, start, starts[-1], first.rank, ctx) + ctx
     late = late_kills(lines, failures, start)
-    ctx = drop_caught(strip_ray_prefixes([ln for ln in ctx + job_lines(lines, failures, start, ctx) if ln not in late]))
+    ends = [lines[i] for i in signal_reports(lines, start) if lines[i] not in ctx]  # a stop that reads like progress
+    ctx = drop_caught(strip_ray_prefixes([ln for ln in ctx + job_lines(lines, failures, start, ctx) + ends
+                                          if ln not in late]))
     d = clf.classify_text("\n".join(ctx), file=file, keep_final=True)
     d = diverged_before(d, lines, starts[-1], start, SVM_MIN_CONFIDENCE)
     d = earlier_root(d, lines, starts[-1], start, clf.rules)
