@@ -123,3 +123,28 @@ def test_a_dataset_missing_from_the_hub_is_the_input_s_fault(clf: Classifier) ->
              "datasets.exceptions.DatasetNotFoundError: Dataset 'someone/sft-mix-v2' doesn't exist on the Hub or "
              "cannot be accessed."]
     assert diagnose_text("\n".join(lines), clf).diagnosis.category == "incorrect_input"
+
+
+@pytest.mark.parametrize("exc", ["FileExistsError: Experiment directory already exists: checkpoints/run_a",
+                                 "FileExistsError: [Errno 17] File exists: 'outputs/sft-7b'"])
+def test_refusing_to_overwrite_an_existing_output_is_the_job_s_configuration(clf: Classifier, exc: str) -> None:
+    lines = [*_epochs(3), "Starting experiment run_a", "Traceback (most recent call last):",
+             '  File "run_all.py", line 61, in <module>', "    os.makedirs(out_dir)", exc]
+    d = diagnose_text("\n".join(lines), clf).diagnosis
+    assert (d.category, d.origin, d.rule_id) == ("semantic_error", "user", "output-exists-refused"), d
+    assert "checkpoints/run_a" in (d.hint or "") or "outputs/sft-7b" in (d.hint or "")
+
+
+def test_a_missing_cuda_toolkit_binary_is_the_environment_not_the_data(clf: Classifier) -> None:
+    lines = ["INFO 09-01 10:00:00 [core.py:70] Initializing a V1 LLM engine with config: model='phi-4'",
+             "(EngineCore_0 pid=2211) Traceback (most recent call last):",
+             '(EngineCore_0 pid=2211)   File "/opt/venv/lib/python3.11/site-packages/torch/utils/cpp_extension.py", '
+             "line 2300, in _get_cuda_arch_flags",
+             "(EngineCore_0 pid=2211) FileNotFoundError: [Errno 2] No such file or directory: "
+             "'/usr/local/cuda-12.4/bin/nvcc'",
+             "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"]
+    d = diagnose_text("\n".join(lines), clf).diagnosis
+    assert (d.category, d.rule_id) == ("cuda_env_error", "cuda-toolkit-file-missing"), d
+    data = diagnose_text("\n".join([*lines[:3], "FileNotFoundError: [Errno 2] No such file or directory: "
+                                    "'/data/cuda_images/train.json'"]), clf).diagnosis
+    assert data.category == "incorrect_input", data
