@@ -148,3 +148,23 @@ def test_a_missing_cuda_toolkit_binary_is_the_environment_not_the_data(clf: Clas
     data = diagnose_text("\n".join([*lines[:3], "FileNotFoundError: [Errno 2] No such file or directory: "
                                     "'/data/cuda_images/train.json'"]), clf).diagnosis
     assert data.category == "incorrect_input", data
+
+
+@pytest.mark.parametrize(("report", "origin"), [
+    (["[2024-03-02 11:00:00,000] torch.distributed.elastic.agent.server.api: [WARNING] Received 1 death signal, "
+      "shutting down workers",
+      "torch.distributed.elastic.multiprocessing.api.SignalException: Process 1871231 got signal: 1"], "user"),
+    (["W0302 11:00:00.000000 140 torch/distributed/elastic/agent/server/api.py:704] Received Signals.SIGINT "
+      "death signal, shutting down workers",
+      "torch.distributed.elastic.multiprocessing.api.SignalException: Process 1871231 got signal: 2"], "user"),
+    (["W0302 11:00:00.000000 140 torch/distributed/elastic/agent/server/api.py:704] Received Signals.SIGTERM "
+      "death signal, shutting down workers",
+      "torch.distributed.elastic.multiprocessing.api.SignalException: Process 1871231 got signal: 15"],
+     "infrastructure"),
+])
+def test_the_signal_that_stopped_torchrun_tells_who_stopped_it(clf: Classifier, report: list[str], origin: str) -> None:
+    """SIGHUP: the terminal that started it closed; SIGINT: Ctrl-C; SIGTERM: the scheduler."""
+    lines = [*(f"{0.9 - k / 100:.4f}" for k in range(40)), "Traceback (most recent call last):",
+             '  File "/usr/bin/torchrun", line 8, in <module>', *report]
+    d = diagnose_text("\n".join(lines), clf).diagnosis
+    assert (d.category, d.origin) == ("preempted", origin), d
