@@ -168,3 +168,26 @@ def test_the_signal_that_stopped_torchrun_tells_who_stopped_it(clf: Classifier, 
              '  File "/usr/bin/torchrun", line 8, in <module>', *report]
     d = diagnose_text("\n".join(lines), clf).diagnosis
     assert (d.category, d.origin) == ("preempted", origin), d
+
+
+_LIMIT = "slurmstepd: error: *** JOB 812 ON gpu07 CANCELLED AT 2024-06-02T09:00:00 DUE TO TIME LIMIT ***"
+
+
+def test_a_time_limit_after_a_rank_died_of_its_own_error_is_not_the_cause(clf: Classifier) -> None:
+    lines = [*_epochs(4), "[rank1]: Traceback (most recent call last):",
+             '[rank1]:   File "train.py", line 140, in <module>',
+             "[rank1]: TypeError: unsupported operand type(s) for +: 'int' and 'NoneType'", _LIMIT]
+    d = diagnose_text("\n".join(lines), clf).diagnosis
+    assert d.category == "semantic_error", d
+
+
+@pytest.mark.parametrize("between", [
+    _epochs(5),  # training went on after the error: the time limit ended the run
+    [],
+])
+def test_a_time_limit_stays_the_cause_after_an_error_the_run_went_on_from_or_one_the_kill_made(
+        clf: Classifier, between: list[str]) -> None:
+    exc = "TypeError: 'NoneType' object is not callable" if between else "KeyboardInterrupt"
+    lines = [*_epochs(3), "Traceback (most recent call last):", '  File "train.py", line 9, in <module>', exc,
+             *between, _LIMIT]
+    assert diagnose_text("\n".join(lines), clf).diagnosis.category == "preempted"
