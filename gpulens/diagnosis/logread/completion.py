@@ -417,14 +417,15 @@ def last_words(lines: Sequence[str], floor: int) -> list[int]:
 #: then the handler re-raises it. abseil: "*** SIGTERM received at time=1756174802 on cpu 91 ***"
 #: (Ray's logging.cc repeats it with its own prefix); glog: "*** SIGSEGV (@0x0) received by PID
 #: 4242 (TID 0x7f...) from PID 0; stack trace: ***".
-_SIGNAL_REPORT = Guarded(
+_SIGNAL_REPORT = re.compile(
     r"^\*\*\* SIG[A-Z]+ received at time=\d+|^\*\*\* SIG[A-Z]+ \(@0x[0-9a-f]+\) received by PID \d+"
-    r"|logging\.cc:\d+:\s*\*\*\* SIG[A-Z]+ received at time=\d+",
-    ("received at time=", "received by PID"),
-)
+    r"|logging\.cc:\d+:\s*\*\*\* SIG[A-Z]+ received at time=\d+")
 #: Keras's TerminateOnNaN callback stops ``fit`` when the loss is NaN/inf ("Batch 31: Invalid
-#: loss, terminating training"); the run ends there, diverged, whatever the script prints after.
-_DIVERGED_STOP = Guarded(r"^Batch \d+: Invalid loss, terminating training", ("Invalid loss",))
+#: loss, terminating training", often right after the progress bar's last update, on its line);
+#: the run ends there, diverged, whatever the script prints after.
+_DIVERGED_STOP = re.compile(r"Batch \d+: Invalid loss, terminating training")
+#: Literals of those lines (the regexes above run only on lines holding one: ``find_keys``).
+_END_KEYS = ("received at time=", "received by PID", "Invalid loss")
 #: Lines at the end of an attempt searched for such a report (its stack dump follows it).
 SIGNAL_TAIL = 60
 
@@ -434,8 +435,8 @@ def signal_reports(lines: Sequence[str], floor: int) -> list[int]:
     NaN loss (``_DIVERGED_STOP``) among the last ``SIGNAL_TAIL`` lines of ``lines[floor:]``:
     the run was ended there."""
     lo = max(floor, len(lines) - SIGNAL_TAIL)
-    return [i for i in find_keys(lines, ("received at time=", "received by PID", "Invalid loss"), lo)
-            if _SIGNAL_REPORT.search(s := logs.normalize_line(lines[i]).strip()) or _DIVERGED_STOP.search(s)]
+    return [i for i in find_keys(lines, _END_KEYS, lo)
+            if _SIGNAL_REPORT.search(s := logs.normalize_line(lines[i]).strip()) or _DIVERGED_STOP.search(s[-400:])]
 
 
 #: A progress bar's last update (tqdm: "| 954/2219 [09:43<12:49,  1.64it/s]") and what was
