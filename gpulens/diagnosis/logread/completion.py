@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.guarded import Guarded
@@ -26,7 +26,7 @@ from gpulens.diagnosis.logread.lines import (
 from gpulens.diagnosis.logs import find_keys
 
 __all__ = ["AT_EXIT", "COMPLETION_COVER", "COMPLETION_KEYS", "End", "HANDLED_LOOKBACK", "completion_strength", "end_evidence", "end_of_attempt", "is_completion",
-           "is_progress_bar", "last_words", "open_traceback", "printed_before", "went_on"]
+           "is_progress_bar", "last_words", "open_traceback", "printed_before", "signal_reports", "went_on", "written_after_bar"]
 
 #: Literal keys (``str.find`` prefilter) of the completion messages below: every message the
 #: patterns accept holds one of them (tests/diagnosis/test_logread.py checks the examples).
@@ -410,3 +410,52 @@ def last_words(lines: Sequence[str], floor: int) -> list[int]:
         if seen >= LAST_WORDS_TAIL:
             break
     return sorted(out)
+
+
+#: The report of a fatal-signal handler that abseil (Ray, TensorFlow, JAX/XLA, sglang) and glog
+#: (Paddle, older TensorFlow) install: printed only when the process got a signal that ends it,
+#: then the handler re-raises it. abseil: "*** SIGTERM received at time=1756174802 on cpu 91 ***"
+#: (Ray's logging.cc repeats it with its own prefix); glog: "*** SIGSEGV (@0x0) received by PID
+#: 4242 (TID 0x7f...) from PID 0; stack trace: ***".
+_SIGNAL_REPORT = re.compile(
+    r"^\*\*\* SIG[A-Z]+ received at time=\d+|^\*\*\* SIG[A-Z]+ \(@0x[0-9a-f]+\) received by PID \d+"
+    r"|logging\.cc:\d+:\s*\*\*\* SIG[A-Z]+ received at time=\d+")
+#: Keras's TerminateOnNaN callback stops ``fit`` when the loss is NaN/inf ("Batch 31: Invalid
+#: loss, terminating training", often right after the progress bar's last update, on its line);
+#: the run ends there, diverged, whatever the script prints after.
+_DIVERGED_STOP = re.compile(r"Batch \d+: Invalid loss, terminating training")
+#: Literals of those lines (the regexes above run only on lines holding one: ``find_keys``).
+_END_KEYS = ("received at time=", "received by PID", "Invalid loss")
+#: Lines at the end of an attempt searched for such a report (its stack dump follows it).
+SIGNAL_TAIL = 60
+
+
+def signal_reports(lines: Sequence[str], floor: int) -> list[int]:
+    """Indexes of fatal-signal handler reports (see ``_SIGNAL_REPORT``) and of Keras's stop on a
+    NaN loss (``_DIVERGED_STOP``) among the last ``SIGNAL_TAIL`` lines of ``lines[floor:]``:
+    the run was ended there."""
+    lo = max(floor, len(lines) - SIGNAL_TAIL)
+    return [i for i in find_keys(lines, _END_KEYS, lo)
+            if _SIGNAL_REPORT.search(s := logs.normalize_line(lines[i]).strip()) or _DIVERGED_STOP.search(s[-400:])]
+
+
+#: A progress bar's last update (tqdm: "| 954/2219 [09:43<12:49,  1.64it/s]") and what was
+#: written right after it on the same line: tqdm ends its updates with "\r", no newline, so the
+#: next writer to the same file (bash's job-control "line 12: 4242 Killed  python train.py",
+#: slurmstepd's cancel line) starts there.
+_AFTER_BAR = re.compile(r"\d+/\d+ \[[^\]\r\n]{0,80}\](?P<after>[^\r]+)$")
+#: Lines at the end of an attempt searched for such a line.
+BAR_TAIL = 10
+
+
+def written_after_bar(lines: Sequence[str], floor: int, keys: Sequence[str],
+                      test: Callable[[str], bool]) -> list[int]:
+    """Indexes among the last ``BAR_TAIL`` lines of ``lines[floor:]`` whose text after a
+    progress bar's last update (``_AFTER_BAR``) holds one of ``keys`` and passes ``test``
+    (e.g. a kill line that the line-start tests miss there)."""
+    out = []
+    for i in find_keys(lines, tuple(keys), max(floor, len(lines) - BAR_TAIL)):
+        m = _AFTER_BAR.search(lines[i][-2000:])
+        if m is not None and test(m.group("after").strip()):
+            out.append(i)
+    return out

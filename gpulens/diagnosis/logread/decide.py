@@ -55,11 +55,45 @@ def late_kills(lines: Sequence[str], failures: Sequence[int], start: int) -> set
     was killed after the failure (a job script that sleeps or waits on), so the kill is not the
     cause."""
     kills = [i for i in failures if "srun: error" not in lines[i] and is_scheduler_kill(logs.normalize_line(lines[i]))]
+    if not kills:
+        return set()
     exited = next((i for i in failures if i >= start and "Exited with exit code" in lines[i]
                    and _TASKS_EXITED.search(lines[i])), None)
-    if exited is None or not kills or kills[0] < exited:
-        return set()
-    return {lines[i] for i in kills}
+    if exited is not None and kills[0] > exited:
+        return {lines[i] for i in kills}
+    # a time limit or a cancel (not an OOM kill: that one names a cause) after a process died of
+    # its own error
+    limits = [i for i in kills if "oom" not in lines[i].lower()]
+    if limits and _died_before(lines, failures, limits[0]) is not None:
+        return {lines[i] for i in limits}
+    return set()
+
+
+#: A Python exception line that a stop signal or a dying peer causes (the kill's own aftermath,
+#: not an error of the process before it).
+_SIGNAL_MADE = ("KeyboardInterrupt", "SignalException", "SIGTERM", "SIGINT", "DistBackendError", "DistNetworkError",
+                "NCCL", "Connection", "Broken pipe", "BrokenPipe", "EOFError", "Terminated", "timed out", "Timeout")
+_EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception)\b")
+#: Lines above an exception line searched for its traceback's header.
+_TRACEBACK_SPAN = 300
+
+
+def _died_before(lines: Sequence[str], failures: Sequence[int], kill: int) -> int | None:
+    """The index of the exception line of a traceback that ended before the scheduler's kill line
+    at ``kill``, with no progress line after it (the process had died of its own error; a
+    time limit hours later, while the job script or the other ranks hung on, is not the cause),
+    when that exception is not one a stop signal or a lost peer makes; else None."""
+    for i in reversed([k for k in failures if k < kill]):
+        norm = ranks.strip_prefix(logs.normalize_line(lines[i])).strip()
+        if not _EXCEPTION_LINE.match(norm) or logs.is_weak(norm) or any(k in norm for k in _SIGNAL_MADE):
+            continue
+        heads = find_keys(lines, (_TRACEBACK,), max(0, i - _TRACEBACK_SPAN), i)
+        if not heads or not ranks.strip_prefix(logs.normalize_line(lines[heads[-1]])).startswith(_TRACEBACK):
+            continue  # no traceback, or one the program printed itself ("Error: Traceback ...": it caught it)
+        if any(is_progress(ln) for ln in lines[i + 1:kill]):
+            return None
+        return i
+    return None
 
 
 _TRACEBACK = "Traceback (most recent call last)"

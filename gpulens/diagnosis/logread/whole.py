@@ -27,7 +27,9 @@ from gpulens.diagnosis.logread.completion import (
     end_of_attempt,
     last_words,
     open_traceback,
+    signal_reports,
     went_on,
+    written_after_bar,
 )
 from gpulens.diagnosis.logread.decide import (
     behind_secondary,
@@ -203,11 +205,16 @@ def _failures(lines: Sequence[str], a0: int, frontier: int) -> list[int]:
     """Indexes of the attempt's terminal failure lines: failure lines after the frontier, and
     the scheduler's kill lines anywhere in the attempt."""
     found = {i for i in find_keys(lines, ERROR_KEYS, frontier) if is_failure(logs.normalize_line(lines[i]), lines[i])}
-    found.update(i for i in find_keys(lines, KILL_KEYS, a0, frontier)
+    # the scheduler's kill lines anywhere in the attempt, after the frontier too: Slurm appends
+    # its line to a progress bar's unterminated "\r" line (tqdm writes no newline), where the
+    # failure test, which reads a line's start, does not see it
+    found.update(i for i in find_keys(lines, KILL_KEYS, a0)
                  if is_scheduler_kill(logs.normalize_line(lines[i])))
     found.update(_rank_failures(lines, max(a0, len(lines) - SCAN_LINES), frontier))
     found.update(dead_driver(lines, max(a0, len(lines) - SCAN_LINES)))
     found.update(last_words(lines, a0))
+    found.update(signal_reports(lines, a0))
+    found.update(written_after_bar(lines, a0, KILL_KEYS, is_scheduler_kill))
     if found:
         found -= handled_blocks(lines, max(a0, min(found) - HANDLED_LOOKBACK), len(lines))
         if found and not any(is_terminal_kill(logs.normalize_line(lines[i])) for i in found) \
@@ -381,7 +388,9 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
         ctx = list(lines[driver[0]:driver[1]])
     ctx = root_rank_lines(lines, start, starts[-1], first.rank, ctx) + ctx
     late = late_kills(lines, failures, start)
-    ctx = drop_caught(strip_ray_prefixes([ln for ln in ctx + job_lines(lines, failures, start, ctx) if ln not in late]))
+    ends = [lines[i] for i in signal_reports(lines, start) if lines[i] not in ctx]  # a stop that reads like progress
+    ctx = drop_caught(strip_ray_prefixes([ln for ln in ctx + job_lines(lines, failures, start, ctx) + ends
+                                          if ln not in late]))
     d = clf.classify_text("\n".join(ctx), file=file, keep_final=True)
     d = diverged_before(d, lines, starts[-1], start, SVM_MIN_CONFIDENCE)
     d = earlier_root(d, lines, starts[-1], start, clf.rules)
