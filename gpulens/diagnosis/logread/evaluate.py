@@ -211,6 +211,8 @@ FRESH_SLICES = (
     ("i/", "index_i.csv (collected 2026-11-26 after round 3, labelled blind)"),
     ("j/", "index_j.csv (collected 2026-11-26 after round 4, labelled blind)"),
     ("k/", "index_k.csv (collected 2026-11-26 during round 5, labelled blind)"),
+    ("l/", "index_l.csv (collected 2026-11-27 during round l, multi-rank focus, labelled blind)"),
+    ("m/", "index_m.csv (collected 2026-11-27 during the reader round of that night, labelled blind)"),
 )
 
 
