@@ -153,3 +153,15 @@ def test_file_bytes_kept_only_when_they_are_the_lines_bytes(tmp_path: Path) -> N
         assert src.lines.byte_index().data == want, name
         for start in range(len(lines)):
             assert find_keys(src.lines, keys, start) == scan_lines(lines, keys, start, len(lines)), name
+
+
+def test_progress_key_test_is_any_of_the_keys() -> None:
+    # lines._has_progress_key spells out PROGRESS_KEYS (speed): the same answer on each key
+    # alone, each key inside a line, near misses, and the lines of the excerpt above
+    from gpulens.diagnosis.logread.lines import _has_progress_key
+
+    near = ["ste", "STEP", "epo", "ITER", "LOSS", "BATCH", "it", "/i t", "", "train 5/9 [00:01"]
+    texts = [*PROGRESS_KEYS, *(f"x {k} y" for k in PROGRESS_KEYS), *near, *_LOG.splitlines()]
+    for t in texts:
+        assert _has_progress_key(t) == any(k in t for k in PROGRESS_KEYS), t
+    assert all(_has_progress_key(k) for k in PROGRESS_KEYS) and not any(_has_progress_key(t) for t in near)
