@@ -165,3 +165,24 @@ def test_progress_key_test_is_any_of_the_keys() -> None:
     for t in texts:
         assert _has_progress_key(t) == any(k in t for k in PROGRESS_KEYS), t
     assert all(_has_progress_key(k) for k in PROGRESS_KEYS) and not any(_has_progress_key(t) for t in near)
+
+
+def test_shared_pass_over_the_log_same_lines_as_the_plain_scan() -> None:
+    # the first whole-range table scan of a log finds the candidates of every family known then
+    # (one pass); each family keeps its own among them, per range. A first log knows only some
+    # families (the others scan their ranges themselves), a second one all of them.
+    lines = []
+    for i in range(150):
+        for ln in _LOG.split("\n"):
+            lines.append(ln.upper() if i % 4 == 1 else ln)
+        lines.append(f"Iter {i} loss " + "y" * (i % 5))
+    keyscan._TABLES.clear()
+    _check(lines)
+    _check(list(lines))
+    keyed = KeyedLines(lines)
+    find_keys(keyed, ERROR_KEYS)
+    cand = keyed.byte_index().cand
+    assert cand is not None and keyscan._table(tuple(KILL_KEYS)) in cand[0]
+    n = len(lines)
+    for start, stop in [(0, n), (3, 40), (n // 2, n), (n - 2, n)]:
+        assert find_keys(keyed, KILL_KEYS, start, stop) == _reference(lines, tuple(KILL_KEYS), start, stop)
