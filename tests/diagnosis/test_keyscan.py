@@ -186,3 +186,21 @@ def test_shared_pass_over_the_log_same_lines_as_the_plain_scan() -> None:
     n = len(lines)
     for start, stop in [(0, n), (3, 40), (n // 2, n), (n - 2, n)]:
         assert find_keys(keyed, KILL_KEYS, start, stop) == _reference(lines, tuple(KILL_KEYS), start, stop)
+
+
+def test_contains_any_is_any_in() -> None:
+    # guarded.contains_any compiles the literals into one `or` chain: the answer of any(k in t)
+    # on every line of the excerpt, on each literal alone, with quotes, backslashes and non-ASCII
+    # literals, and for no literal at all
+    from gpulens.diagnosis.guarded import Guarded, contains_any
+
+    families = [*_FAMILIES, ("it's", 'say "hi"', "a\\b", "caf\u00e9", "\u2588\u2588"), ("Killed",)]
+    texts = [*_LOG.splitlines(), "it's", 'say "hi" now', "a\\b", "CAF\u00c9 caf\u00e9", "", "\\"]
+    for keys in families:
+        has = contains_any(keys)
+        for t in [*texts, *keys]:
+            assert has(t) is any(k in t for k in keys), (keys[:3], t)
+    assert contains_any(())("anything") is False
+    guard = Guarded(r"FAILED \(exit code (\d+)\)", ("FAILED",))
+    got = guard.search("r\u00e9sum\u00e9 FAILED (exit code 1)")
+    assert got is not None and got.group(1) == "1" and guard.search("failed (exit code 1)") is None

@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from gpulens.diagnosis import logs
-from gpulens.diagnosis.guarded import Guarded
+from gpulens.diagnosis.guarded import Guarded, contains_any
 from gpulens.diagnosis.logread.ranks import prefix_rank, strip_prefix
 from gpulens.diagnosis.logs import find_keys
 
@@ -142,13 +142,8 @@ def is_progress(raw: str) -> bool:
 _SHOWN = 400
 #: Literals one of which every progress line holds (a cheap test before the regex).
 PROGRESS_KEYS = ("step", "Step", "poch", "iter", "Iter", "loss", "Loss", "batch", "Batch", "it/", "/it")
-
-
-def _has_progress_key(end: str) -> bool:
-    """``any(k in end for k in PROGRESS_KEYS)``, spelled out: no generator on every line read
-    (half the cost on a line that holds none)."""
-    return ("step" in end or "Step" in end or "poch" in end or "iter" in end or "Iter" in end or "loss" in end
-            or "Loss" in end or "batch" in end or "Batch" in end or "it/" in end or "/it" in end)
+#: ``any(k in text for k in PROGRESS_KEYS)`` without a generator (it runs on most lines read)
+_has_progress_key = contains_any(PROGRESS_KEYS)
 
 
 def is_benign(norm: str) -> bool:
