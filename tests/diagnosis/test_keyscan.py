@@ -204,3 +204,13 @@ def test_contains_any_is_any_in() -> None:
     guard = Guarded(r"FAILED \(exit code (\d+)\)", ("FAILED",))
     got = guard.search("r\u00e9sum\u00e9 FAILED (exit code 1)")
     assert got is not None and got.group(1) == "1" and guard.search("failed (exit code 1)") is None
+
+
+def test_completion_key_test_is_any_of_the_keys() -> None:
+    from gpulens.diagnosis.logread.completion import COMPLETION_KEYS, _has_completion_key, completion_strength
+
+    lines = [*_LOG.splitlines(), "Training completed. Do not forget to share your model", "done.", "Finishe"]
+    for t in [*lines, *COMPLETION_KEYS]:
+        assert _has_completion_key(t) == any(k in t for k in COMPLETION_KEYS), t
+    assert completion_strength("Training completed. Do not forget to share your model") == 0.95
+    assert completion_strength("done.") == 0.8 and completion_strength("Finishe") == 0.0
