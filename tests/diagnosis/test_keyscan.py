@@ -207,10 +207,25 @@ def test_contains_any_is_any_in() -> None:
 
 
 def test_completion_key_test_is_any_of_the_keys() -> None:
-    from gpulens.diagnosis.logread.completion import COMPLETION_KEYS, _has_completion_key, completion_strength
+    from gpulens.diagnosis.logread.completion import (
+        COMPLETION_KEYS,
+        _has_completion_key,
+        completion_strength,
+    )
 
     lines = [*_LOG.splitlines(), "Training completed. Do not forget to share your model", "done.", "Finishe"]
     for t in [*lines, *COMPLETION_KEYS]:
         assert _has_completion_key(t) == any(k in t for k in COMPLETION_KEYS), t
     assert completion_strength("Training completed. Do not forget to share your model") == 0.95
     assert completion_strength("done.") == 0.8 and completion_strength("Finishe") == 0.0
+
+
+def test_progress_line_with_an_error_word_is_not_progress() -> None:
+    # is_progress's error-word test is a Guarded now (literal prefilter): the same answers
+    from gpulens.diagnosis.logread.lines import is_progress
+
+    assert is_progress("Epoch 3: 45%| 450/1000 [00:10<00:12, 44.2it/s, loss=0.123]")
+    assert is_progress("step 120 loss 2.31 (2 batches failed validation)")  # "failed" alone is no error word
+    for word in ("Error", "error", "ERROR", "Exception", "FATAL", "failed to", "Failed:", "failed with", "FAILED",
+                 "Killed", "Traceback", "CANCELLED"):
+        assert not is_progress(f"step 120 loss 2.31 {word} x"), word

@@ -40,7 +40,8 @@ ERROR_KEYS: tuple[str, ...] = (
 )
 
 _PROGRESS = re.compile(r"\b(?:step|epoch|iter(?:ation)?|loss|batch|Epoch|Step|Iter)\b|it/s|s/it|\d+/\d+ \[")
-_ERRWORD = re.compile(r"[Ee]rror|ERROR|Exception|FATAL|[Ff]ailed(?: to|:| with)|FAILED|Killed|Traceback|CANCELLED")
+_ERRWORD = Guarded(r"[Ee]rror|ERROR|Exception|FATAL|[Ff]ailed(?: to|:| with)|FAILED|Killed|Traceback|CANCELLED",
+                   ("rror", "ERROR", "Exception", "FATAL", "ailed", "FAILED", "Killed", "Traceback", "CANCELLED"))
 #: Errors that do not end a run: trackers' and loggers' own troubles, warnings, cluster clean-up.
 _BENIGN = Guarded(
     r"^wandb: (?:ERROR|WARNING|Network error)|--- Logging error ---|\bWarning\b|\w+Warning:|\bWARN(?:ING)?\b|warnings\.warn"
