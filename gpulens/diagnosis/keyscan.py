@@ -294,13 +294,15 @@ class _ByteIndex:
 
     def _holds(self, tab: _Table, pos: int, bits: int) -> bool:
         """Whether a key of a group in ``bits`` holds its piece at ``pos``."""
-        data = self.data
-        for g, (shift, width, _, _) in enumerate(tab.groups):
-            if bits >> g & 1:
-                head = pos - shift
-                for key, off in tab.keys.get((g, int.from_bytes(data[head:head + width], "little")), ()):
-                    if head >= off and data.startswith(key, head - off):
-                        return True
+        data, groups, keys = self.data, tab.groups, tab.keys
+        while bits:  # the set bits only, lowest first
+            low = bits & -bits
+            bits ^= low
+            g = low.bit_length() - 1
+            head = pos - groups[g][0]
+            for key, off in keys.get((g, int.from_bytes(data[head:head + groups[g][1]], "little")), ()):
+                if head >= off and data.startswith(key, head - off):
+                    return True
         return False
 
 
