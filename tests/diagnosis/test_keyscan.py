@@ -229,3 +229,22 @@ def test_progress_line_with_an_error_word_is_not_progress() -> None:
     for word in ("Error", "error", "ERROR", "Exception", "FATAL", "failed to", "Failed:", "failed with", "FAILED",
                  "Killed", "Traceback", "CANCELLED"):
         assert not is_progress(f"step 120 loss 2.31 {word} x"), word
+
+
+def test_progress_marks_tested_one_by_one_answer_as_the_alternation() -> None:
+    # is_progress tests the words, the rates and the bar count one by one: the answer of the
+    # single alternation they were, on every line of the sample logs and on hand-written lines
+    import re
+
+    from gpulens.diagnosis.logread import lines as lm
+
+    whole = re.compile(r"\b(?:step|epoch|iter(?:ation)?|loss|batch|Epoch|Step|Iter)\b|it/s|s/it|\d+/\d+ \[")
+    root = Path(__file__).resolve().parents[2] / "sample_logs"
+    texts = [ln[-400:] for p in sorted(root.rglob("*.log"))[::4] for ln in p.read_text(errors="replace").splitlines()]
+    texts += ["5/9 [00:01", "5/9[", "a/9 [", "substep 3", "Iteration 4", "iters 5", "9.1s/it", "3 it/s", "loss:"]
+    for t in texts:
+        split = ("it/s" in t or "s/it" in t or lm._PROGRESS_WORD.search(t) is not None
+                 or (" [" in t and lm._PROGRESS_BAR.search(t) is not None))
+        assert split == (whole.search(t) is not None), t
+    assert lm.is_progress("Batch 5/9 [00:01<00:01]") and not lm.is_progress("Batch 5/9 done")  # the bar's count
+    assert not lm.is_progress("substep 3 of the recipe")
