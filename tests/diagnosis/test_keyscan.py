@@ -248,3 +248,18 @@ def test_progress_marks_tested_one_by_one_answer_as_the_alternation() -> None:
         assert split == (whole.search(t) is not None), t
     assert lm.is_progress("Batch 5/9 [00:01<00:01]") and not lm.is_progress("Batch 5/9 done")  # the bar's count
     assert not lm.is_progress("substep 3 of the recipe")
+
+
+def test_setting_line_prefilter_answers_as_the_pattern() -> None:
+    # phase._is_setting rules ASCII lines out by _SETTING's literals (case-folded) before the search
+    from gpulens.diagnosis.logread import phase
+
+    root = Path(__file__).resolve().parents[2] / "sample_logs"
+    texts = [ln[-400:] for p in sorted(root.rglob("*.log"))[::4] for ln in p.read_text(errors="replace").splitlines()]
+    texts += ["Iterations PER EPOCH: 1108", "Total optimization steps = 500", "Starting iteration-wise training",
+              "Invalidate trace cache @ step 56836", "Tokens / micro-batch / rank: 32 x 2048", "BATCH-SIZE 64",
+              "Loading model from ckpt/d20 with step 21400", "Resumed at STEP 9", "step 9 loss 2.1 batch size 4",
+              "\u00e9tape 9 total", "step 9 of 100"]
+    for t in texts:
+        assert phase._is_setting(t) == (phase._SETTING.search(t) is not None), t
+    assert phase._is_setting("Total optimization steps = 500") and not phase._is_setting("step 9 of 100")
