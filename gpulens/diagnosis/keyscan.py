@@ -243,26 +243,19 @@ class _ByteIndex:
         two bytes (little-endian)."""
         import numpy as np
 
-        data = self.data
-        hits, values = [], []
-        # two-byte windows starting at q in [b0, b1 - 2]: even q from one view, odd from the other
+        marked = np.zeros(max(b1 - b0, 0), dtype=bool)  # marked[i]: the window at b0 + i
+        # two-byte windows starting at q in [b0, b1 - 2]: even q from one view, odd from the other,
+        # each view's answers laid into every other place of ``marked`` (positions come out sorted)
         for odd in (0, 1):
             j0 = (b0 + 1 - odd) // 2
             j1 = (b1 - odd) // 2
             if j1 <= j0:
                 continue
-            view = np.frombuffer(data, "<u2", count=(len(data) - odd) // 2, offset=odd)[j0:j1]
-            got = np.flatnonzero(np.take(pairs, view, mode="wrap"))
-            if got.size:
-                hits.append(2 * (got + j0) + odd)
-                values.append(view[got])
-        if not hits:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint16)
-        if len(hits) == 1:
-            return hits[0], values[0]
-        q = np.concatenate(hits)
-        order = np.argsort(q, kind="stable")
-        return q[order], np.concatenate(values)[order]
+            view = np.frombuffer(self.data, "<u2", count=(len(self.data) - odd) // 2, offset=odd)[j0:j1]
+            first = 2 * j0 + odd - b0
+            marked[first:first + 2 * (j1 - j0):2] = np.take(pairs, view, mode="wrap")
+        q = np.flatnonzero(marked) + b0
+        return q, self.padded[q].astype(np.uint16) | self.padded[q + 1].astype(np.uint16) << 8
 
     def _confirm(self, tab: _Table, q: np.ndarray[Any, Any]) -> list[int]:
         """Lines holding a key among the candidate pair positions ``q`` (sorted): the two to
