@@ -15,6 +15,12 @@ call). A range is then scanned
   table that marks one two-byte piece of each key (numpy), and only the lines holding a
   marked window are tested with ``key in line``.
 
+The first one-pass scan of a log over at least half of it finds the marked windows of every
+key family known then (the union of their tables), once; each family's scan of any range of
+that log then keeps, among those, the windows in its range that its own table marks (a family
+first seen later scans its ranges itself). The reader asks for about ten families, each over a
+range near the whole log: one pass instead of ten.
+
 Both give exactly the lines holding a key (the table marks a piece of every key, so every
 line holding a key has a marked window; each candidate line is then tested for the keys
 themselves). Keys that are not ASCII, hold a newline or are shorter than two characters are
@@ -157,7 +163,7 @@ def scan_lines(lines: Sequence[str], keys: Sequence[str], start: int, stop: int)
 class _ByteIndex:
     """The lines joined as UTF-8 bytes and the offsets of their newlines."""
 
-    __slots__ = ("data", "lines", "nl", "nl_list", "padded", "quads", "size")
+    __slots__ = ("cand", "data", "lines", "nl", "nl_list", "padded", "quads", "size")
 
     def __init__(self, lines: Sequence[str], joined: bytes | None = None) -> None:
         import numpy as np
@@ -178,6 +184,9 @@ class _ByteIndex:
                                                writeable=False)
         self.quads = rows.view("<u4")[:, 0]
         self.nl_list: list[int] = self.nl.tolist()
+        #: (tables, q, v): every position q of the whole data whose two bytes (v) some key of
+        #: the tables marks (see :meth:`_candidates`), once per log
+        self.cand: tuple[frozenset[_Table], np.ndarray[Any, Any], np.ndarray[Any, Any]] | None = None
 
     def _begin(self, i: int) -> int:
         """Byte offset of line ``i``."""
@@ -215,22 +224,38 @@ class _ByteIndex:
         import numpy as np
 
         tab = _table(keys)
-        data = self.data
-        hits = []
-        # two-byte windows starting at q in [b0, b1 - 2]: even q from one view, odd from the other
+        if self.cand is None and 2 * (b1 - b0) >= self.size:
+            tables = frozenset(_TABLES.values())
+            q, v = self._pairs_at(_union(tables), 0, self.size)
+            self.cand = (tables, q, v)
+        if self.cand is not None and tab in self.cand[0]:
+            # the positions of [b0, b1 - 2] among the shared ones, kept where this table marks them
+            _, q, v = self.cand
+            i0, i1 = np.searchsorted(q, (b0, b1 - 1)).tolist()
+            q = q[i0:i1][tab.pairs[v[i0:i1]]]
+        else:
+            q = self._pairs_at(tab.pairs, b0, b1)[0]
+        return self._confirm(tab, q) if q.size else []
+
+    def _pairs_at(self, pairs: np.ndarray[Any, Any], b0: int, b1: int
+                  ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+        """The positions q in ``[b0, b1 - 2]`` whose two bytes ``pairs`` marks, sorted, and those
+        two bytes (little-endian)."""
+        import numpy as np
+
+        marked = np.zeros(max(b1 - b0, 0), dtype=bool)  # marked[i]: the window at b0 + i
+        # two-byte windows starting at q in [b0, b1 - 2]: even q from one view, odd from the other,
+        # each view's answers laid into every other place of ``marked`` (positions come out sorted)
         for odd in (0, 1):
             j0 = (b0 + 1 - odd) // 2
             j1 = (b1 - odd) // 2
             if j1 <= j0:
                 continue
-            view = np.frombuffer(data, "<u2", count=(len(data) - odd) // 2, offset=odd)
-            got = np.flatnonzero(np.take(tab.pairs, view[j0:j1], mode="wrap"))
-            if got.size:
-                hits.append(2 * (got + j0) + odd)
-        if not hits:
-            return []
-        q = np.sort(np.concatenate(hits)) if len(hits) > 1 else hits[0]
-        return self._confirm(tab, q)
+            view = np.frombuffer(self.data, "<u2", count=(len(self.data) - odd) // 2, offset=odd)[j0:j1]
+            first = 2 * j0 + odd - b0
+            marked[first:first + 2 * (j1 - j0):2] = np.take(pairs, view, mode="wrap")
+        q = np.flatnonzero(marked) + b0
+        return q, self.padded[q].astype(np.uint16) | self.padded[q + 1].astype(np.uint16) << 8
 
     def _confirm(self, tab: _Table, q: np.ndarray[Any, Any]) -> list[int]:
         """Lines holding a key among the candidate pair positions ``q`` (sorted): the two to
@@ -262,13 +287,15 @@ class _ByteIndex:
 
     def _holds(self, tab: _Table, pos: int, bits: int) -> bool:
         """Whether a key of a group in ``bits`` holds its piece at ``pos``."""
-        data = self.data
-        for g, (shift, width, _, _) in enumerate(tab.groups):
-            if bits >> g & 1:
-                head = pos - shift
-                for key, off in tab.keys.get((g, int.from_bytes(data[head:head + width], "little")), ()):
-                    if head >= off and data.startswith(key, head - off):
-                        return True
+        data, groups, keys = self.data, tab.groups, tab.keys
+        while bits:  # the set bits only, lowest first
+            low = bits & -bits
+            bits ^= low
+            g = low.bit_length() - 1
+            head = pos - groups[g][0]
+            for key, off in keys.get((g, int.from_bytes(data[head:head + groups[g][1]], "little")), ()):
+                if head >= off and data.startswith(key, head - off):
+                    return True
         return False
 
 
@@ -363,6 +390,18 @@ class _Table:
                                 np.array(exact, dtype=np.uint32)))
             for value, ks in by_value.items():
                 self.keys[(g, value)] = ks
+
+
+@functools.lru_cache(maxsize=8)
+def _union(tables: frozenset[_Table]) -> np.ndarray[Any, Any]:
+    """The pairs any of ``tables`` marks: one pass over a log finds the candidates of every key
+    family the reader scans it for (each family then keeps its own among them)."""
+    import numpy as np
+
+    out = np.zeros(1 << 16, dtype=bool)
+    for tab in tables:
+        out |= tab.pairs
+    return out
 
 
 def _table(keys: tuple[str, ...]) -> _Table:

@@ -153,3 +153,113 @@ def test_file_bytes_kept_only_when_they_are_the_lines_bytes(tmp_path: Path) -> N
         assert src.lines.byte_index().data == want, name
         for start in range(len(lines)):
             assert find_keys(src.lines, keys, start) == scan_lines(lines, keys, start, len(lines)), name
+
+
+def test_progress_key_test_is_any_of_the_keys() -> None:
+    # lines._has_progress_key spells out PROGRESS_KEYS (speed): the same answer on each key
+    # alone, each key inside a line, near misses, and the lines of the excerpt above
+    from gpulens.diagnosis.logread.lines import _has_progress_key
+
+    near = ["ste", "STEP", "epo", "ITER", "LOSS", "BATCH", "it", "/i t", "", "train 5/9 [00:01"]
+    texts = [*PROGRESS_KEYS, *(f"x {k} y" for k in PROGRESS_KEYS), *near, *_LOG.splitlines()]
+    for t in texts:
+        assert _has_progress_key(t) == any(k in t for k in PROGRESS_KEYS), t
+    assert all(_has_progress_key(k) for k in PROGRESS_KEYS) and not any(_has_progress_key(t) for t in near)
+
+
+def test_shared_pass_over_the_log_same_lines_as_the_plain_scan() -> None:
+    # the first whole-range table scan of a log finds the candidates of every family known then
+    # (one pass); each family keeps its own among them, per range. A first log knows only some
+    # families (the others scan their ranges themselves), a second one all of them.
+    lines = []
+    for i in range(150):
+        for ln in _LOG.split("\n"):
+            lines.append(ln.upper() if i % 4 == 1 else ln)
+        lines.append(f"Iter {i} loss " + "y" * (i % 5))
+    keyscan._TABLES.clear()
+    _check(lines)
+    _check(list(lines))
+    keyed = KeyedLines(lines)
+    find_keys(keyed, ERROR_KEYS)
+    cand = keyed.byte_index().cand
+    assert cand is not None and keyscan._table(tuple(KILL_KEYS)) in cand[0]
+    n = len(lines)
+    for start, stop in [(0, n), (3, 40), (n // 2, n), (n - 2, n)]:
+        assert find_keys(keyed, KILL_KEYS, start, stop) == _reference(lines, tuple(KILL_KEYS), start, stop)
+
+
+def test_contains_any_is_any_in() -> None:
+    # guarded.contains_any compiles the literals into one `or` chain: the answer of any(k in t)
+    # on every line of the excerpt, on each literal alone, with quotes, backslashes and non-ASCII
+    # literals, and for no literal at all
+    from gpulens.diagnosis.guarded import Guarded, contains_any
+
+    families = [*_FAMILIES, ("it's", 'say "hi"', "a\\b", "caf\u00e9", "\u2588\u2588"), ("Killed",)]
+    texts = [*_LOG.splitlines(), "it's", 'say "hi" now', "a\\b", "CAF\u00c9 caf\u00e9", "", "\\"]
+    for keys in families:
+        has = contains_any(keys)
+        for t in [*texts, *keys]:
+            assert has(t) is any(k in t for k in keys), (keys[:3], t)
+    assert contains_any(())("anything") is False
+    guard = Guarded(r"FAILED \(exit code (\d+)\)", ("FAILED",))
+    got = guard.search("r\u00e9sum\u00e9 FAILED (exit code 1)")
+    assert got is not None and got.group(1) == "1" and guard.search("failed (exit code 1)") is None
+
+
+def test_completion_key_test_is_any_of_the_keys() -> None:
+    from gpulens.diagnosis.logread.completion import (
+        COMPLETION_KEYS,
+        _has_completion_key,
+        completion_strength,
+    )
+
+    lines = [*_LOG.splitlines(), "Training completed. Do not forget to share your model", "done.", "Finishe"]
+    for t in [*lines, *COMPLETION_KEYS]:
+        assert _has_completion_key(t) == any(k in t for k in COMPLETION_KEYS), t
+    assert completion_strength("Training completed. Do not forget to share your model") == 0.95
+    assert completion_strength("done.") == 0.8 and completion_strength("Finishe") == 0.0
+
+
+def test_progress_line_with_an_error_word_is_not_progress() -> None:
+    # is_progress's error-word test is a Guarded now (literal prefilter): the same answers
+    from gpulens.diagnosis.logread.lines import is_progress
+
+    assert is_progress("Epoch 3: 45%| 450/1000 [00:10<00:12, 44.2it/s, loss=0.123]")
+    assert is_progress("step 120 loss 2.31 (2 batches failed validation)")  # "failed" alone is no error word
+    for word in ("Error", "error", "ERROR", "Exception", "FATAL", "failed to", "Failed:", "failed with", "FAILED",
+                 "Killed", "Traceback", "CANCELLED"):
+        assert not is_progress(f"step 120 loss 2.31 {word} x"), word
+
+
+def test_progress_marks_tested_one_by_one_answer_as_the_alternation() -> None:
+    # is_progress tests the words, the rates and the bar count one by one: the answer of the
+    # single alternation they were, on every line of the sample logs and on hand-written lines
+    import re
+
+    from gpulens.diagnosis.logread import lines as lm
+
+    whole = re.compile(r"\b(?:step|epoch|iter(?:ation)?|loss|batch|Epoch|Step|Iter)\b|it/s|s/it|\d+/\d+ \[")
+    root = Path(__file__).resolve().parents[2] / "sample_logs"
+    texts = [ln[-400:] for p in sorted(root.rglob("*.log"))[::4] for ln in p.read_text(errors="replace").splitlines()]
+    texts += ["5/9 [00:01", "5/9[", "a/9 [", "substep 3", "Iteration 4", "iters 5", "9.1s/it", "3 it/s", "loss:"]
+    for t in texts:
+        split = ("it/s" in t or "s/it" in t or lm._PROGRESS_WORD.search(t) is not None
+                 or (" [" in t and lm._PROGRESS_BAR.search(t) is not None))
+        assert split == (whole.search(t) is not None), t
+    assert lm.is_progress("Batch 5/9 [00:01<00:01]") and not lm.is_progress("Batch 5/9 done")  # the bar's count
+    assert not lm.is_progress("substep 3 of the recipe")
+
+
+def test_setting_line_prefilter_answers_as_the_pattern() -> None:
+    # phase._is_setting rules ASCII lines out by _SETTING's literals (case-folded) before the search
+    from gpulens.diagnosis.logread import phase
+
+    root = Path(__file__).resolve().parents[2] / "sample_logs"
+    texts = [ln[-400:] for p in sorted(root.rglob("*.log"))[::4] for ln in p.read_text(errors="replace").splitlines()]
+    texts += ["Iterations PER EPOCH: 1108", "Total optimization steps = 500", "Starting iteration-wise training",
+              "Invalidate trace cache @ step 56836", "Tokens / micro-batch / rank: 32 x 2048", "BATCH-SIZE 64",
+              "Loading model from ckpt/d20 with step 21400", "Resumed at STEP 9", "step 9 loss 2.1 batch size 4",
+              "\u00e9tape 9 total", "step 9 of 100"]
+    for t in texts:
+        assert phase._is_setting(t) == (phase._SETTING.search(t) is not None), t
+    assert phase._is_setting("Total optimization steps = 500") and not phase._is_setting("step 9 of 100")

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from gpulens.diagnosis import logs
-from gpulens.diagnosis.guarded import Guarded
+from gpulens.diagnosis.guarded import Guarded, contains_any
 from gpulens.diagnosis.logread.lines import (
     PROGRESS_KEYS,
     handled_blocks,
@@ -43,6 +43,8 @@ COMPLETION_KEYS: tuple[str, ...] = (
     "xit code", "xit status", "xited with code", "xited with status", "xit Code", "xit Status", "Exit_status",
     "ExitCode", "COMPLETED", "succeeded",
 )
+#: ``any(k in line for k in COMPLETION_KEYS)``, one ``or`` chain (speed: asked of many lines)
+_has_completion_key = contains_any(COMPLETION_KEYS)
 
 #: Fewer, shorter literals one of which every key above holds: scanning a block for these finds
 #: every line holding a key (and a few more, which ``completion_strength`` then turns down)
@@ -83,7 +85,7 @@ _WEAK = re.compile(
 def completion_strength(line: str) -> float:
     """How surely a line says the run ended normally: 0 (not a completion line), 0.8 (a weak
     word such as a bare ``done.``), 0.95 (a trainer/launcher/scheduler completion message)."""
-    if not any(k in line for k in COMPLETION_KEYS):
+    if not _has_completion_key(line):
         return 0.0
     if _STRONG.search(line):
         return 0.95

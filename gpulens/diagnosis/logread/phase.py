@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
-from gpulens.diagnosis.guarded import Guarded
+from gpulens.diagnosis.guarded import Guarded, contains_any
 from gpulens.diagnosis.logread.completion import AT_EXIT, is_completion, printed_before
 from gpulens.diagnosis.logread.lines import (
     PROGRESS_KEYS,
@@ -120,7 +120,7 @@ def _step_in(line: str) -> str | None:
     if (n := _counter(line)) is not None:
         return n
     end = line[-400:]
-    if not is_progress(end) or _SETTING.search(end) is not None:
+    if not is_progress(end) or _is_setting(end):
         return None
     for rx in _STEP_RES:
         m = rx.search(end)
@@ -146,6 +146,19 @@ _SETTING = re.compile(r"(?i)^(?!.*loss).*(?:\bper (?:epoch|step|iter\w*|device|g
                       # a batch's size ("Tokens / micro-batch / rank: 32 x 2048", "batch size: 64"), a checkpoint
                       # loaded or resumed at a step ("Loading model from ckpt/d20 with step 21400")
                       r"|\bbatch[ _-]?size\b|\bmicro[-_ ]?batch\b|\b(?:load|resum|restor)\w*\b.*\bstep\b)")
+#: Lower-case literals one of which every match of _SETTING holds (its alternatives' own words).
+_SETTING_KEYS = contains_any(("per ", "total", "number of", "num_", "max_", "starting", "warmup_",
+                              "invalidate trace cache", "size", "micro", "load", "resum", "restor"))
+
+
+def _is_setting(end: str) -> bool:
+    """``_SETTING.search(end) is not None``; an ASCII line holding none of its literals
+    (case-folded) is ruled out without the search (its ``^.*`` tries every position)."""
+    if end.isascii() and not _SETTING_KEYS(end.lower()):
+        return False
+    return _SETTING.search(end) is not None
+
+
 #: A bar faster than this many iterations per second is not stepping a GPU training job.
 _FAST = 1000.0
 
