@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.classifier import AFTERMATH_RULES, ROOT_CAUSE_CATEGORIES
+from gpulens.diagnosis.guarded import contains_any
 from gpulens.diagnosis.hints import hint_for
 from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.lines import (
@@ -73,6 +74,7 @@ def late_kills(lines: Sequence[str], failures: Sequence[int], start: int) -> set
 #: not an error of the process before it).
 _SIGNAL_MADE = ("KeyboardInterrupt", "SignalException", "SIGTERM", "SIGINT", "DistBackendError", "DistNetworkError",
                 "NCCL", "Connection", "Broken pipe", "BrokenPipe", "EOFError", "Terminated", "timed out", "Timeout")
+_signal_made = contains_any(_SIGNAL_MADE)
 _EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception)\b")
 #: Lines above an exception line searched for its traceback's header.
 _TRACEBACK_SPAN = 300
@@ -85,7 +87,7 @@ def _died_before(lines: Sequence[str], failures: Sequence[int], kill: int) -> in
     when that exception is not one a stop signal or a lost peer makes; else None."""
     for i in reversed([k for k in failures if k < kill]):
         norm = ranks.strip_prefix(logs.normalize_line(lines[i])).strip()
-        if not _EXCEPTION_LINE.match(norm) or logs.is_weak(norm) or any(k in norm for k in _SIGNAL_MADE):
+        if not _EXCEPTION_LINE.match(norm) or logs.is_weak(norm) or _signal_made(norm):
             continue
         heads = find_keys(lines, (_TRACEBACK,), max(0, i - _TRACEBACK_SPAN), i)
         if not heads or not ranks.strip_prefix(logs.normalize_line(lines[heads[-1]])).startswith(_TRACEBACK):
