@@ -310,8 +310,8 @@ def _wrap_backward(original: Any, watch: _Autograd, local: threading.local, meth
 
 def _on_torch(torch: ModuleType, state: _State) -> None:
     """Install the step hooks and the loss watch once torch has been imported."""
-    import torch.autograd
     import torch.optim.optimizer as optimizer_mod
+    from torch import autograd
 
     state.torch_at = time.time()
     watch = _Autograd(torch, state)
@@ -342,7 +342,7 @@ def _on_torch(torch: ModuleType, state: _State) -> None:
     optimizer_mod.register_optimizer_step_post_hook(step_hook)
     local = threading.local()
     torch.Tensor.backward = _wrap_backward(torch.Tensor.backward, watch, local, True)
-    torch.autograd.backward = _wrap_backward(torch.autograd.backward, watch, local, False)
+    autograd.backward = _wrap_backward(autograd.backward, watch, local, False)
     state.write()
 
 
