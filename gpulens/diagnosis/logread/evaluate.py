@@ -213,6 +213,7 @@ FRESH_SLICES = (
     ("k/", "index_k.csv (collected 2026-11-26 during round 5, labelled blind)"),
     ("l/", "index_l.csv (collected 2026-11-27 during round l, multi-rank focus, labelled blind)"),
     ("m/", "index_m.csv (collected 2026-11-27 during the reader round of that night, labelled blind)"),
+    ("o/", "index_o.csv (collected 2026-11-27 during reader round 7, rare failure categories, labelled blind)"),
 )
 
 
