@@ -214,6 +214,7 @@ FRESH_SLICES = (
     ("l/", "index_l.csv (collected 2026-11-27 during round l, multi-rank focus, labelled blind)"),
     ("m/", "index_m.csv (collected 2026-11-27 during the reader round of that night, labelled blind)"),
     ("n/", "index_n.csv (collected 2026-11-27 during reader round 7, multi-rank failures, labelled blind)"),
+    ("o/", "index_o.csv (collected 2026-11-27 during reader round 7, rare failure categories, labelled blind)"),
 )
 
 
