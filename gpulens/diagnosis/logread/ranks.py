@@ -18,6 +18,7 @@ import dataclasses
 import functools
 import re
 from collections.abc import Sequence
+from typing import NamedTuple
 
 __all__ = ["HOST_KEYS", "Origin", "announced_host", "mpirun_first", "origin_of", "prefix_rank", "root_cause_table", "strip_prefix",
            "table_hosts", "timestamp_of"]
@@ -33,47 +34,50 @@ class Origin:
     proc: str | None = None
 
 
-_PREFIXES: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"^\s*\[(?:rank|default)(\d+)\]\s*:"), "rank"),
-    (re.compile(r"^\s*\[(?:\d+,)?(\d+)\]<std(?:out|err)>:"), "rank"),
-    (re.compile(r"^\s*(\d{1,4}):\s"), "rank"),
-    (re.compile(r"\((?:[\w.]+\s+)?pid=(\d+),\s*ip=([\d.]+)[,)]"), "proc+node"),
-    (re.compile(r"^slurmstepd-([\w.-]+): "), "node"),
-    (re.compile(r"^(?!slurmstepd-)([A-Za-z][\w-]*\d[\w-]*|(?:\d{1,3}\.){3}\d{1,3}):\s"), "node"),
+class _Rule(NamedTuple):
+    """A pattern naming a rank, a node or both (``kind``), and a literal every match of it holds
+    (``need``: checked before the search of an unanchored, slow pattern; None for an anchored one)."""
+
+    rx: re.Pattern[str]
+    kind: str
+    need: str | None = None
+
+
+_PREFIXES: tuple[_Rule, ...] = (
+    _Rule(re.compile(r"^\s*\[(?:rank|default)(\d+)\]\s*:"), "rank"),
+    _Rule(re.compile(r"^\s*\[(?:\d+,)?(\d+)\]<std(?:out|err)>:"), "rank"),
+    _Rule(re.compile(r"^\s*(\d{1,4}):\s"), "rank"),
+    _Rule(re.compile(r"\((?:[\w.]+\s+)?pid=(\d+),\s*ip=([\d.]+)[,)]"), "proc+node", "pid="),
+    _Rule(re.compile(r"^slurmstepd-([\w.-]+): "), "node"),
+    _Rule(re.compile(r"^(?!slurmstepd-)([A-Za-z][\w-]*\d[\w-]*|(?:\d{1,3}\.){3}\d{1,3}):\s"), "node"),
 )
-_MESSAGES: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"\[Rank (\d+)\]"), "rank"),
-    (re.compile(r"\[rank:?\s*(\d+)\]"), "rank"),
-    (re.compile(r"\b[Pp]rocess (\d+) terminated with"), "rank"),
-    (re.compile(r"\bglobal_rank[=:\s]+(\d+)"), "rank"),
-    (re.compile(r"srun: error: ([\w.-]+): tasks? (\d+(?:[-,]\d+)*)"), "node+rank"),
+_MESSAGES: tuple[_Rule, ...] = (
+    _Rule(re.compile(r"\[Rank (\d+)\]"), "rank"),
+    _Rule(re.compile(r"\[rank:?\s*(\d+)\]"), "rank"),
+    _Rule(re.compile(r"\b[Pp]rocess (\d+) terminated with"), "rank", "rocess "),
+    _Rule(re.compile(r"\bglobal_rank[=:\s]+(\d+)"), "rank", "global_rank"),
+    _Rule(re.compile(r"srun: error: ([\w.-]+): tasks? (\d+(?:[-,]\d+)*)"), "node+rank"),
     # Open MPI: "mpirun noticed that process rank 3 with PID 41234 on node gpu07 exited on signal 9
     # (Killed)." / "mpirun has exited due to process rank 3 with PID 0 on node gpu07 exiting improperly";
     # MPICH / Intel MPI's "BAD TERMINATION" box: "=   RANK 3 PID 1234 RUNNING AT gpu07"
-    (re.compile(r"process rank (\d+) with PID \d+ on node ([\w.-]+)"), "rank+node"),
-    (re.compile(r"\bRANK (\d+) PID \d+ RUNNING AT ([\w.-]+)"), "rank+node"),
-    (re.compile(r"\*\*\* (?:JOB|STEP) [\d.]+ ON ([\w.-]+) CANCELLED"), "node"),
+    _Rule(re.compile(r"process rank (\d+) with PID \d+ on node ([\w.-]+)"), "rank+node", "process rank "),
+    _Rule(re.compile(r"\bRANK (\d+) PID \d+ RUNNING AT ([\w.-]+)"), "rank+node", "RUNNING AT"),
+    _Rule(re.compile(r"\*\*\* (?:JOB|STEP) [\d.]+ ON ([\w.-]+) CANCELLED"), "node"),
     # a node's launcher naming the local process it saw fail: DeepSpeed's "[launch.py:321:sigkill_handler]
     # ['/usr/bin/python', '-u', 'train.py', '--local_rank=2', ...] exits with return code = 1" (the global
     # rank on one node; torch elastic's "failed (exitcode: 1) local_rank: 0" is left to its Root Cause table)
-    (re.compile(r"'--local_rank=(\d+)'[^\]]*\] exits with return code"), "local"),
+    _Rule(re.compile(r"'--local_rank=(\d+)'[^\]]*\] exits with return code"), "local", "exits with return code"),
     # NCCL's own lines: "gpu07:41234:41290 [3] NCCL WARN NET/IB : Got completion ..." (host:pid:tid [device])
-    (re.compile(r"^\s*([A-Za-z][\w.-]*):\d+:\d+ \[\d+\] NCCL "), "node"),
+    _Rule(re.compile(r"^\s*([A-Za-z][\w.-]*):\d+:\d+ \[\d+\] NCCL "), "node", " NCCL "),
     # Slurm naming a failed node: "srun: error: Node failure on gpu07", "Task launch for StepId=12.0
     # failed on node gpu07: ..."
-    (re.compile(r"Node failure on ([\w.-]+)"), "node"),
-    (re.compile(r"failed on node ([\w.-]+)"), "node"),
+    _Rule(re.compile(r"Node failure on ([\w.-]+)"), "node", "Node failure on "),
+    _Rule(re.compile(r"failed on node ([\w.-]+)"), "node", "failed on node "),
 )
 _TIMESTAMP = re.compile(r"(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?|\b\d\d:\d\d:\d\d\.\d{3,})")
 
 
 _ALL = (*_PREFIXES, *_MESSAGES)
-#: A literal every match of these (unanchored, slow to search) patterns holds.
-_NEEDS = {_PREFIXES[3][0].pattern: "pid=", _MESSAGES[2][0].pattern: "rocess ", _MESSAGES[3][0].pattern: "global_rank",
-          _MESSAGES[5][0].pattern: "process rank ", _MESSAGES[6][0].pattern: "RUNNING AT",
-          _MESSAGES[8][0].pattern: "exits with return code", _MESSAGES[9][0].pattern: " NCCL ",
-          _MESSAGES[10][0].pattern: "Node failure on ",
-          _MESSAGES[11][0].pattern: "failed on node "}
 
 
 #: A global ``[rankN]:`` tag behind the prefixes a launcher stacks before it: srun's ``--label``
@@ -92,7 +96,7 @@ def _stacked(line: str) -> re.Match[str] | None:
     return _STACKED.match(line)
 
 
-_RANK_PREFIXES = tuple(rx for rx, kind in _PREFIXES if kind == "rank")
+_RANK_PREFIXES = tuple(rule.rx for rule in _PREFIXES if rule.kind == "rank")
 #: srun's ``--label`` task before torchrun's ``[defaultN]:`` (``9: [default3]: ...``): srun started one
 #: torchrun agent per node (task 9 is a node), whose tail prefix names the worker's local rank
 #: (``[{role}{local_rank}]:``); the global rank is not on the line.
@@ -115,10 +119,9 @@ def origin_of(line: str) -> Origin:
         node = host if host and host != "localhost" else None
     elif line[:1] in " 0123456789" and "[default" in line[:_STACK_SPAN]:
         agent = _AGENT_TASK.match(line) is not None
-    for rx, kind in _ALL:
+    for rx, kind, need in _ALL:
         if agent and rx in _RANK_PREFIXES:
             continue  # srun's task is a node's torchrun agent, [defaultN] its local rank: no global rank
-        need = _NEEDS.get(rx.pattern)
         if need is not None and need not in line:
             continue  # a literal every match holds is absent: the search cannot match
         m = rx.search(line)
