@@ -123,3 +123,25 @@ def test_srun_task_before_torchrun_local_prefix_is_no_global_rank(rules: Classif
            "srun: error: gpu-b12: task 1: Exited with exit code 1"]
     w = diagnose_text("\n".join(steps + err), rules)
     assert (w.first_rank, w.first_node) == (6, "gpu-b12")
+
+
+def test_launcher_text_drops_every_launchers_prefix_and_nothing_else() -> None:
+    from gpulens.diagnosis.logread.ranks import launcher_text
+
+    code = "    loss = model(batch)"
+    for prefix in ("gpu07: ", "10.0.0.7: ", "localhost: ", "[rank3]: ", "3: ", "[1,3]<stderr>: ", "[3]<stderr>: ",
+                   "9: [default3]:[rank39]: ", "(RayTrainWorker pid=123, ip=10.0.0.7) ",
+                   "\x1b[36m(TaskRunner pid=625502)\x1b[0m "):
+        assert launcher_text(prefix + code) == code, prefix
+    # a tqdm bar's description, a logger's level or a metric name is no launcher's prefix
+    for line in ("Training:   3%|3         | 5/147 [00:02<01:03,  2.24it/s]", "INFO:  step 3", "loss:   0.25"):
+        assert launcher_text(line) == line
+
+
+def test_a_prefixed_code_line_is_no_progress_line_but_a_bar_is() -> None:
+    from gpulens.diagnosis.logread.phase import _prefixed_code
+
+    assert _prefixed_code("gpu07:     loss = model(batch)")
+    assert _prefixed_code("[rank1]:     step_loss = criterion(out, y)")
+    assert not _prefixed_code("[rank1]: step 10 loss 0.3")
+    assert not _prefixed_code("Training:   3%|3         | 5/147 [00:02<01:03,  2.24it/s]")

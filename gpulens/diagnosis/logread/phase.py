@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.guarded import Guarded, contains_any
+from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.completion import AT_EXIT, is_completion, printed_before
 from gpulens.diagnosis.logread.lines import (
     PROGRESS_KEYS,
@@ -458,16 +459,12 @@ def _traceback_of(lines: Sequence[str], failure: int, floor: int) -> tuple[int |
     return None, []
 
 
-#: A launcher's prefix before a line's text: pdsh's ``gpu07:``, srun's ``3:``, ``[rank3]:``, Open MPI's
-#: ``[1,3]<stderr>:``, Ray's ``(RayTrainWorker pid=123, ip=10.0.0.7)`` (in colour or not).
-_LAUNCHER_PREFIX = re.compile(r"^(?:\x1b\[[\d;]*m)?(?:\([^()]{0,80}pid=\d+[^()]{0,40}\)|[\w.\-\[\],<>]{1,80}:)(?:\x1b\[[\d;]*m)? ")
-
-
 def _prefixed_code(line: str) -> bool:
     """Whether ``line`` is a traceback's indented line behind a launcher's prefix (``gpu07:     loss =
-    model(batch)``: code that names a loss, not a progress line)."""
-    m = _LAUNCHER_PREFIX.match(line)
-    return m is not None and line[m.end():m.end() + 1] in (" ", "\t")
+    model(batch)``: code that names a loss, not a progress line); the prefixes are
+    :func:`ranks.launcher_text`'s."""
+    text = ranks.launcher_text(line)
+    return len(text) < len(line) and text[:1] in (" ", "\t")
 
 
 def _unprefixed(block: Sequence[str], prefix: str) -> list[str]:

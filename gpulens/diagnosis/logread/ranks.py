@@ -20,7 +20,7 @@ import re
 from collections.abc import Sequence
 from typing import NamedTuple
 
-__all__ = ["HOST_KEYS", "Origin", "announced_host", "mpirun_first", "origin_of", "prefix_rank", "root_cause_table", "strip_prefix",
+__all__ = ["HOST_KEYS", "Origin", "announced_host", "launcher_text", "mpirun_first", "origin_of", "prefix_rank", "root_cause_table", "strip_prefix",
            "table_hosts", "timestamp_of"]
 
 
@@ -175,6 +175,25 @@ def strip_prefix(line: str) -> str:
             rest = line[m.end():]
             return rest[1:] if rest.startswith(" ") and not m.group(0)[-1].isspace() else rest
     return line
+
+
+#: Ray's tag of a worker's line, in colour or not: ``(RayTrainWorker pid=123, ip=10.0.0.7) ``,
+#: ``(pid=123) `` (the driver's own node), ``\x1b[36m(TaskRunner pid=625502)\x1b[0m ``.
+_RAY_TAG = re.compile(r"(?:\x1b\[[\d;]*m)?\([^()]{0,80}pid=\d+[^()]{0,40}\)(?:\x1b\[[\d;]*m)? ")
+#: pdsh's host before a line (DeepSpeed's multi-node runner): ``gpu07: ``, ``10.0.0.7: ``, ``localhost: ``.
+_HOST_TAG = re.compile(r"(?:localhost|[A-Za-z][\w.-]*\d[\w.-]*|(?:\d{1,3}\.){3}\d{1,3}): ")
+
+
+def launcher_text(line: str) -> str:
+    """``line`` without every prefix a launcher put before the process's own text: Ray's worker
+    tag, pdsh's host, then the rank prefixes :func:`strip_prefix` removes (``gpu07:     loss =
+    model(x)`` -> ``    loss = model(x)``)."""
+    if "pid=" in line[:_STACK_SPAN + 60] and (m := _RAY_TAG.match(line)) is not None:
+        line = line[m.end():]
+    rest = strip_prefix(line)
+    if rest is line and line[:1].isalnum() and (m := _HOST_TAG.match(line)) is not None:
+        rest = line[m.end():]
+    return rest
 
 
 def _is_level(word: str) -> bool:
