@@ -145,3 +145,28 @@ def test_a_prefixed_code_line_is_no_progress_line_but_a_bar_is() -> None:
     assert _prefixed_code("[rank1]:     step_loss = criterion(out, y)")
     assert not _prefixed_code("[rank1]: step 10 loss 0.3")
     assert not _prefixed_code("Training:   3%|3         | 5/147 [00:02<01:03,  2.24it/s]")
+
+
+def test_process_group_nccl_log_prefix_names_the_global_rank_of_the_default_group(rules: Classifier) -> None:
+    # ProcessGroupNCCL's logPrefix(): torch 2.3 "[PG 0 Rank 3] ", 2.4 "[PG 0 (default_pg) Rank 3] ",
+    # 2.5+ "[PG ID 0 PG GUID 0(default_pg) Rank 3] ", on glog lines without torch's [rankN]: prefix
+    # and in the what() of the exception that ends the process
+    assert origin_of("I0527 15:16:51.665375 58626 ProcessGroupNCCL.cpp:869] [PG 0 Rank 2] ProcessGroupNCCL "
+                     "initialization options: size: 8, global rank: 2") == Origin(2)
+    assert origin_of("[PG 0 (default_pg) Rank 5] Process group watchdog thread terminated with exception") == Origin(5)
+    assert origin_of("  what():  [PG ID 0 PG GUID 0(default_pg) Rank 1] Process group watchdog thread terminated with "
+                     "exception: [Rank 1] Watchdog caught collective operation timeout") == Origin(1)
+    # a subgroup's rank (tensor-parallel group 2) is no global rank, nor its message's "[Rank 1]"
+    assert origin_of("[PG ID 2 PG GUID 5(tp) Rank 1] Watchdog caught collective operation timeout: "
+                     "[Rank 1] Timeout at NCCL work: 7") == Origin()
+    assert origin_of("[rank6]:[E1101 10:00:00.1 ProcessGroupNCCL.cpp:632] [PG 3 Rank 1] timeout") == Origin(6)
+    log = ["step 100 loss 1.20", "step 110 loss 1.18",
+           "[E1120 01:13:20.892421310 ProcessGroupNCCL.cpp:632] [PG ID 0 PG GUID 0(default_pg) Rank 3] Watchdog caught "
+           "collective operation timeout: WorkNCCL(SeqNum=40, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+           "Timeout(ms)=600000) ran for 600004 milliseconds before timing out.",
+           "[E1120 01:13:20.993421310 ProcessGroupNCCL.cpp:632] [PG ID 0 PG GUID 0(default_pg) Rank 1] Watchdog caught "
+           "collective operation timeout: WorkNCCL(SeqNum=40, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+           "Timeout(ms)=600000) ran for 600005 milliseconds before timing out.",
+           "terminate called after throwing an instance of 'c10::DistBackendError'",
+           "  what():  [PG ID 0 PG GUID 0(default_pg) Rank 3] Process group watchdog thread terminated with exception"]
+    assert diagnose_text("\n".join(log), rules).first_rank == 3  # the first rank to report the hang

@@ -52,7 +52,13 @@ _PREFIXES: tuple[_Rule, ...] = (
     _Rule(re.compile(r"^(?!slurmstepd-)([A-Za-z][\w-]*\d[\w-]*|(?:\d{1,3}\.){3}\d{1,3}):\s"), "node"),
 )
 _MESSAGES: tuple[_Rule, ...] = (
-    _Rule(re.compile(r"\[Rank (\d+)\]"), "rank"),
+    # ProcessGroupNCCL's log prefix (torch 2.3: "[PG 0 Rank 3] ", 2.4: "[PG 0 (default_pg) Rank 3] ", 2.5+:
+    # "[PG ID 0 PG GUID 0(default_pg) Rank 3] "): the rank within that process group, the global rank
+    # in the default group (PG 0); a subgroup's line ("[PG ID 2 PG GUID 5(tp) Rank 1]") names no
+    # global rank, nor does the "[Rank 1]" of its messages
+    _Rule(re.compile(r"\[PG (?:ID 0 PG GUID 0|0)(?: ?\(default_pg\))? Rank (\d+)\]"), "rank", "[PG "),
+    _Rule(re.compile(r"\[PG [^\]]{1,80} Rank \d+\]"), "group", "[PG "),
+    _Rule(re.compile(r"\[Rank (\d+)\]"), "group_rank"),
     _Rule(re.compile(r"\[rank:?\s*(\d+)\]"), "rank"),
     _Rule(re.compile(r"\b[Pp]rocess (\d+) terminated with"), "rank", "rocess "),
     _Rule(re.compile(r"\bglobal_rank[=:\s]+(\d+)"), "rank", "global_rank"),
@@ -113,6 +119,7 @@ def origin_of(line: str) -> Origin:
     proc: str | None = None
     local: int | None = None
     agent = False
+    group = False
     if (m := _stacked(line)) is not None:  # the global rank, not srun's task nor the local rank
         rank = int(m.group("rank"))
         host = m.group("host")
@@ -128,6 +135,10 @@ def origin_of(line: str) -> Origin:
         if m is None:
             continue
         if kind == "rank" and rank is None:
+            rank = int(m.group(1))
+        elif kind == "group":
+            group = rank is None  # a subgroup's ProcessGroupNCCL line
+        elif kind == "group_rank" and rank is None and not group:
             rank = int(m.group(1))
         elif kind == "node" and node is None and not _is_level(m.group(1)):
             node = m.group(1)
