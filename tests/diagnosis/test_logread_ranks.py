@@ -170,3 +170,18 @@ def test_process_group_nccl_log_prefix_names_the_global_rank_of_the_default_grou
            "terminate called after throwing an instance of 'c10::DistBackendError'",
            "  what():  [PG ID 0 PG GUID 0(default_pg) Rank 3] Process group watchdog thread terminated with exception"]
     assert diagnose_text("\n".join(log), rules).first_rank == 3  # the first rank to report the hang
+
+
+def test_open_mpi_5_names_the_first_failed_process_in_prrte_form(rules: Classifier) -> None:
+    # PRRTE (Open MPI 5) names a process "[nspace@job,rank]", the nspace holding mpirun's own host
+    from gpulens.diagnosis.logread.ranks import mpirun_first
+
+    assert mpirun_first(["   Process name: [prterun-gpu07-12345@1,3]"], [0], []) == Origin(3)
+    log = ["epoch 1 step 5 loss 0.30", "epoch 1 step 6 loss 0.29",
+           "--------------------------------------------------------------------------",
+           "prterun detected that one or more processes exited with non-zero status,",
+           "thus causing the job to be terminated. The first process to do so was:", "",
+           "   Process name: [prterun-gpu07-12345@1,3]", "   Exit code:    1",
+           "--------------------------------------------------------------------------"]
+    w = diagnose_text("\n".join(log), rules)
+    assert (w.first_rank, w.first_node) == (3, None)  # the nspace's host is mpirun's, not rank 3's

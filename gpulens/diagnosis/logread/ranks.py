@@ -313,12 +313,16 @@ def table_hosts(lines: Sequence[str]) -> dict[int, str]:
 
 
 _TABLE_LEAD = re.compile(r"^.*?\]\s*:?\s*(?=\W*(?:rank|host)\s*:)")
-_MPI_FIRST = re.compile(r"Process name:\s*\[\[\d+,\d+\],(\d+)\]")
+#: Open MPI's name of a process: ``[[4370,1],11]`` (ORTE, Open MPI <= 4: ``[[jobid,vpid],rank]``) or
+#: ``[prterun-gpu07-12345@1,11]`` (PRRTE, Open MPI 5: ``[nspace@job,rank]``, the nspace naming the launching
+#: host, not the process's).
+_MPI_FIRST = re.compile(r"Process name:\s*\[(?:\[\d+,\d+\],|[\w.$-]+@\d+,)(\d+)\]")
 _MPI_BINDING = re.compile(r"\[([\w.-]+):\d+\] MCW rank (\d+) ")
 
 
 def mpirun_first(lines: Sequence[str], keys: Sequence[int], bindings: Sequence[int]) -> Origin | None:
-    """The rank Open MPI names as "the first process to do so" (``Process name: [[4370,1],11]``)
+    """The rank Open MPI names as "the first process to do so" (``Process name: [[4370,1],11]``,
+    Open MPI 5's ``[prterun-gpu07-12345@1,11]``)
     at one of the indexes ``keys`` (lines holding "Process name:"), and its host from the
     ``--report-bindings`` lines at ``bindings`` ("MCW rank"), if any."""
     rank = next((int(m.group(1)) for i in keys if (m := _MPI_FIRST.search(lines[i]))), None)
