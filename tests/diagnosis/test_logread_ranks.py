@@ -185,3 +185,22 @@ def test_open_mpi_5_names_the_first_failed_process_in_prrte_form(rules: Classifi
            "--------------------------------------------------------------------------"]
     w = diagnose_text("\n".join(log), rules)
     assert (w.first_rank, w.first_node) == (3, None)  # the nspace's host is mpirun's, not rank 3's
+
+
+def test_torch_1_9_child_failed_table_names_the_root_cause_rank(rules: Classifier) -> None:
+    # torch 1.9's ChildFailedError: "Root Cause:" then "Other Failures:", fields "rank: 2 (local_rank: 2)",
+    # no host (torch >= 1.10 prints "Root Cause (first observed failure):" with a host field)
+    log = ["epoch 0 step 10 loss 2.31", "epoch 0 step 20 loss 2.11",
+           "Traceback (most recent call last):", '  File "train.py", line 60, in main', "    loss = model(batch)",
+           "RuntimeError: CUDA error: device-side assert triggered",
+           "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 2 (pid: 4412) of "
+           "binary: /usr/bin/python3",
+           "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+           "***************************************", "            train.py FAILED            ",
+           "=======================================", "Root Cause:", "[0]:", "  time: 2021-08-01_10:00:09",
+           "  rank: 2 (local_rank: 2)", "  exitcode: 1 (pid: 4412)", "  error_file: <N/A>",
+           '  msg: "Process failed with exitcode 1"', "=======================================",
+           "Other Failures:", "  <NO_OTHER_FAILURES>", "***************************************"]
+    assert root_cause_table(log[11:20]) == Origin(2)
+    w = diagnose_text("\n".join(log), rules)
+    assert (w.first_rank, w.first_node) == (2, None)

@@ -20,7 +20,7 @@ import re
 from collections.abc import Sequence
 from typing import NamedTuple
 
-__all__ = ["HOST_KEYS", "Origin", "announced_host", "launcher_text", "mpirun_first", "origin_of", "prefix_rank", "root_cause_table", "strip_prefix",
+__all__ = ["HOST_KEYS", "ROOT_CAUSE_HEADS", "Origin", "announced_host", "launcher_text", "mpirun_first", "origin_of", "prefix_rank", "root_cause_table", "strip_prefix",
            "table_hosts", "timestamp_of"]
 
 
@@ -258,6 +258,11 @@ _ENTRY_HEAD = re.compile(r"(?:^|[\s:])\[\d+\]:\s*$")
 _TABLE_LEAD_ANY = re.compile(r"^.*?(?<!\w)(?=(?:rank|host|exitcode)\s*:)")
 
 
+#: The head of torchrun's root-cause entry: "Root Cause (first observed failure):" (torch >= 1.10, its
+#: entries name the host), "Root Cause:" (torch 1.9, followed by "Other Failures:", no host field).
+ROOT_CAUSE_HEADS = ("Root Cause (first observed failure)", "Root Cause:")
+
+
 def root_cause_table(lines: Sequence[str], others: Sequence[str] = ()) -> Origin | None:
     """The rank and host of torchrun's ``Root Cause (first observed failure)`` table, if any.
     torchrun's table::
@@ -276,8 +281,9 @@ def root_cause_table(lines: Sequence[str], others: Sequence[str] = ()) -> Origin
 
     The root cause is the failure torch observed first; when it is a worker the agent stopped
     (``exitcode : -15``) and ``others`` (the ``Failures:`` section's lines) hold one that ended by
-    itself (an exit code, or another signal such as the OOM killer's -9), that one failed."""
-    at = next((i for i in range(len(lines) - 1, -1, -1) if "Root Cause (first observed failure)" in lines[i]), None)
+    itself (an exit code, or another signal such as the OOM killer's -9), that one failed. torch 1.9
+    prints "Root Cause:" with ``rank: 5 (local_rank: 5)`` fields and no host."""
+    at = next((i for i in range(len(lines) - 1, -1, -1) if any(h in lines[i] for h in ROOT_CAUSE_HEADS)), None)
     if at is None:
         return None
     entries = _table_entries(lines[at + 1: at + 12])
