@@ -204,3 +204,24 @@ def test_torch_1_9_child_failed_table_names_the_root_cause_rank(rules: Classifie
     assert root_cause_table(log[11:20]) == Origin(2)
     w = diagnose_text("\n".join(log), rules)
     assert (w.first_rank, w.first_node) == (2, None)
+
+
+def test_nccl_mpi_and_slurm_lines_name_the_one_host_of_a_single_node_job(rules: Classifier) -> None:
+    from gpulens.diagnosis.logread.ranks import announced_host
+
+    def host(text: list[str]) -> str | None:
+        return announced_host(text, list(range(len(text))))
+
+    nccl = ["gpu07:41234:41234 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.7<0>",
+            "[rank1]:gpu07:41235:41235 [1] NCCL INFO cudaDriverVersion 12040"]
+    assert host(nccl) == "gpu07"
+    assert host([*nccl, "gpu08:51234:51234 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.8<0>"]) is None  # two nodes
+    assert host(["[gpu09:1234] MCW rank 0 bound to socket 0[core 0[hwt 0]]: [B/././.]"]) == "gpu09"
+    assert host(["SLURMD_NODENAME=node33"]) == "node33"
+    assert host(["SLURM_JOB_NODELIST: gpu07"]) == "gpu07"
+    assert host(["SLURM_JOB_NODELIST=gpu[07-08]"]) is None and host(["SLURM_NODELIST=gpu07,gpu08"]) is None
+    log = ["SLURM_JOB_NODELIST=gpu-a12", *nccl[:1], "step 10 loss 2.1", "step 20 loss 2.0",
+           "Traceback (most recent call last):", '  File "train.py", line 10, in <module>', "ValueError: bad shape"]
+    assert diagnose_text("\n".join(log), rules).first_node is None  # two hosts named: gpu-a12 and gpu07
+    log[1] = "gpu-a12:41234:41234 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.7<0>"
+    assert diagnose_text("\n".join(log), rules).first_node == "gpu-a12"

@@ -343,18 +343,24 @@ def mpirun_first(lines: Sequence[str], keys: Sequence[int], bindings: Sequence[i
 
 #: Start-up lines that name the host each rank runs on: fairseq's "initialized host gpu07 as rank
 #: 1", DeepSpeed's "WORLD INFO DICT: {'gpu07': [0, 1, 2, 3]}", LSF's report "Job was executed on host(s)
-#: <4*gpu07>".
-HOST_KEYS = ("initialized host ", "WORLD INFO DICT:", "Job was executed on host(s) ")
+#: <4*gpu07>"; and lines every process prints with its host: NCCL's ``NCCL_DEBUG`` lines
+#: ("gpu07:41234:41290 [3] NCCL INFO ..."), Open MPI's ``--report-bindings`` ("[gpu07:41234] MCW rank
+#: 3 bound to ..."), Slurm's own variables printed by a job script ("SLURMD_NODENAME=gpu07",
+#: "SLURM_JOB_NODELIST=gpu07"; a list such as "gpu[07-08]" names several).
+HOST_KEYS = ("initialized host ", "WORLD INFO DICT:", "Job was executed on host(s) ", " NCCL INFO ", " NCCL WARN ",
+             "] MCW rank ", "SLURMD_NODENAME", "SLURM_JOB_NODELIST", "SLURM_NODELIST")
 _FAIRSEQ_HOST = re.compile(r"initialized host (\S+) as rank \d+")
 #: LSF's job report: "Job was executed on host(s) <4*gpu-n12>, in queue <gpu>, ..." (one ``<slots*host>``
 #: per host; further hosts on the lines below, each ``<8*gpu-n13>``).
 _LSF_HOST = re.compile(r"<(?:\d+\*)?([\w.-]+)>")
 _WORLD_HOSTS = re.compile(r"'([\w.-]+)':\s*\[")
+_NCCL_HOST = re.compile(r"^\s*([A-Za-z][\w.-]*):\d+:\d+ \[\d+\] NCCL (?:INFO|WARN) ")
+_SLURM_HOST = re.compile(r"\bSLURM(?:D_NODENAME|_JOB_NODELIST|_NODELIST)\s*[=:]\s*([A-Za-z][\w.-]*)\s*$")
 
 
 def announced_host(lines: Sequence[str], keys: Sequence[int]) -> str | None:
-    """The one host the start-up lines at the indexes ``keys`` (lines holding one of
-    ``HOST_KEYS``) name for every rank; None when they name several, or only ``localhost``."""
+    """The one host the lines at the indexes ``keys`` (lines holding one of ``HOST_KEYS``) name
+    for every rank; None when they name several, or only ``localhost``."""
     hosts: set[str] = set()
     for i in keys:
         ln = lines[i]
@@ -366,5 +372,23 @@ def announced_host(lines: Sequence[str], keys: Sequence[int]) -> str | None:
             hosts.update(_LSF_HOST.findall(ln.split("Job was executed on host(s) ", 1)[1].split(", in queue", 1)[0]))
             more = lines[i + 1].strip() if i + 1 < len(lines) else ""
             hosts.update(_LSF_HOST.findall(more) if more.startswith("<") else ())
+        else:
+            hosts.update(_other_host(ln))
+        if len(hosts - {"localhost"}) > 1:
+            return None
     hosts.discard("localhost")
     return next(iter(hosts)) if len(hosts) == 1 else None
+
+
+def _other_host(line: str) -> tuple[str, ...]:
+    """The host an NCCL, Open MPI binding or Slurm variable line names (behind a launcher's prefix)."""
+    text = launcher_text(line)
+    if " NCCL " in text:
+        m = _NCCL_HOST.match(text)
+    elif "MCW rank " in text:
+        m = _MPI_BINDING.search(text)
+    elif "SLURM" in text:
+        m = _SLURM_HOST.search(text.rstrip("\r"))  # not a list ("gpu[07-08]", "gpu07,gpu08")
+    else:
+        m = None
+    return (m.group(1),) if m is not None else ()
