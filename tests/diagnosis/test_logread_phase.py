@@ -452,3 +452,20 @@ def test_an_accuracy_function_by_its_short_name_is_an_evaluation() -> None:
     acc = [ln.replace("cal_acc", "acc_grad") for ln in tb]  # accumulating gradients is a training step
     lines = ["Task: AC, Iter:150/1500; loss = 1.2", *acc]
     assert phase_of(lines, len(lines) - 1, lines[-2:]) != "evaluation"
+
+
+def test_a_metric_logger_line_counts_its_iteration_however_many_meters_follow(rules: Classifier) -> None:
+    # torchvision's reference MetricLogger (DETR, DeiT, MAE, ...): "{header}  [{i}/{n}]  eta: ..." with
+    # meters that run past the end a progress test reads
+    meters = "  ".join(f"loss_bbox_{k}: 0.8{k}12 (0.8{k}43)" for k in range(40))
+    steps = [f"Epoch: [1]  [{i:4d}/7393]  eta: 0:21:{i % 60:02d}  lr: 0.000100  class_error: 82.12  {meters}  "
+             f"time: 0.3597  data: 0.0150  max mem: 5818" for i in range(3800, 3900, 10)]
+    kill = ["WARNING:torch.distributed.elastic.agent.server.api:Received 15 death signal, shutting down workers",
+            "WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 2596718 closing signal SIGTERM",
+            "torch.distributed.elastic.multiprocessing.api.SignalException: Process 2596692 got signal: 15"]
+    w = diagnose_text("\n".join(steps + kill), rules)
+    assert (w.phase, w.step) == ("training", "3890")
+    # an evaluation's MetricLogger ("Test:") is no training step: it is where the run stopped
+    tests = [f"Test:  [{i:3d}/313]  eta: 0:00:{i % 60:02d}  {meters}  time: 0.1  data: 0.01  max mem: 5818"
+             for i in range(10, 60, 10)]
+    assert diagnose_text("\n".join(steps + tests + kill), rules).phase == "evaluation"

@@ -97,7 +97,7 @@ def run_start(lines: Sequence[str], floor: int, before: int, reach: int) -> int:
 #: "tick 928   kimg 46444.6   time 3d 07h 55m ...").
 _COUNTER = re.compile(r"(?:ite|tick)\s+(\d+)\b")
 _COUNTER_KEYS = ("ite ", "tick ")
-_STEP_KEYS = (*PROGRESS_KEYS, *_COUNTER_KEYS)
+_STEP_KEYS = (*PROGRESS_KEYS, *_COUNTER_KEYS, "eta: ")
 
 
 #: The loss line of the loop in PyTorch's "Training with PyTorch" tutorial, copied into many
@@ -106,8 +106,30 @@ _STEP_KEYS = (*PROGRESS_KEYS, *_COUNTER_KEYS)
 _BATCH_LOSS = re.compile(r"\s*[Bb]atch\s+(\d+)\s+loss\s*:\s*[-+\d.]")
 
 
+#: torchvision's reference ``MetricLogger.log_every`` line, copied by DETR, DeiT, MAE, BLIP, DINO and
+#: many more: ``{header}  [{i}/{n}]  eta: {eta}  {meters}  time: ...  data: ...  max mem: ...``
+#: (``Epoch: [1]  [3890/7393]  eta: 0:21:23  lr: 0.0001  loss: 20.17 (21.32) ...``; delimiter two
+#: spaces or a tab). Its meters can run to thousands of characters, so its head says what it counts.
+_METRIC_LOGGER = re.compile(r"^(.{0,120}?)\s\[\s*(\d+)\s*/\s*\d+\s*\]\s+eta: ")
+#: Characters at the start of a line where a MetricLogger's head and counter are looked for.
+_HEAD = 200
+
+
+def _metric_logger(line: str) -> str | None:
+    """The iteration a training MetricLogger line counts (not an evaluation's ``Test:  [ 10/313]``)."""
+    head = line[:_HEAD]
+    if "eta: " not in head:
+        return None
+    m = _METRIC_LOGGER.match(head)
+    if m is None or _EVAL_BAR.match(head.lstrip()) is not None:
+        return None
+    return m.group(2)
+
+
 def _counter(line: str) -> str | None:
-    """The count of a bare counter line, if it is one."""
+    """The count of a bare counter line (or of a training MetricLogger line), if it is one."""
+    if (n := _metric_logger(line)) is not None:
+        return n
     if line.startswith(_COUNTER_KEYS):
         m = _COUNTER.match(line)
         return m.group(1) if m else None
@@ -421,7 +443,8 @@ def _iter_in_epoch(lines: Sequence[str], floor: int, top: int) -> int | None:
     got = last_matching(lines, _STEP_KEYS, _step_progress, floor, top)
     if not got or "poch" not in lines[got[0]]:
         return None
-    m = _EPOCH_ITER.search(_shown(lines[got[0]])[-_SHOWN:])
+    shown = _shown(lines[got[0]])
+    m = _EPOCH_ITER.search(shown[:_HEAD]) or _EPOCH_ITER.search(shown[-_SHOWN:])  # a MetricLogger's head
     return int(m.group(1)) if m else None
 
 
