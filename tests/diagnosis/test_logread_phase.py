@@ -469,3 +469,21 @@ def test_a_metric_logger_line_counts_its_iteration_however_many_meters_follow(ru
     tests = [f"Test:  [{i:3d}/313]  eta: 0:00:{i % 60:02d}  {meters}  time: 0.1  data: 0.01  max mem: 5818"
              for i in range(10, 60, 10)]
     assert diagnose_text("\n".join(steps + tests + kill), rules).phase == "evaluation"
+
+
+def test_a_tqdm_bar_without_a_total_counts_its_iterations(rules: Classifier) -> None:
+    # tqdm over an iterable with no len: "{desc}: {n}{unit} [{elapsed}, {rate}]", any unit
+    from gpulens.diagnosis.logread.phase import _step_in, _step_progress
+
+    assert _step_in("Training: 1187it [05:12,  3.80it/s, loss=0.31]") == "1187"
+    assert _step_in("Total iterations: 8973: 316 it [16:02,  3.05s/ it]") == "316"
+    assert not _step_progress("Map: 12000 examples [00:03, 3500.12 examples/s]")  # a data set's set-up
+    setup = ["Map (num_proc=96):  36%|###6      | 4088/11490 [00:00<00:01, 5139.66 examples/s]"]
+    bar = "\r".join(f"Total iterations: 8973: {n} it [{n // 20:02d}:{n % 60:02d},  2.91s/ it]" for n in range(317))
+    oom = ["Traceback (most recent call last):", '  File "/srv/finetune.py", line 190, in train',
+           "    outputs = model(**batch)",
+           "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 6.13 GiB. GPU 0 has a total capacity of 79.19 GiB"]
+    w = diagnose_text("\n".join([*setup, bar, *oom]), rules)  # "Map (...):" is no mAP result either
+    assert (w.phase, w.step) == ("training", "316")
+    first = "\r".join(["total iter: 479: 0 iter [00:00, ? iter/s]"] * 2)
+    assert diagnose_text("\n".join([*setup, first, *oom]), rules).phase == "first_step"

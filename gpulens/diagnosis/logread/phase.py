@@ -126,9 +126,34 @@ def _metric_logger(line: str) -> str | None:
     return m.group(2)
 
 
+#: tqdm's bar without a total (``tqdm(loader)`` over an iterable with no ``len``): ``{desc}: {n}{unit}
+#: [{elapsed}, {rate}{postfix}]``, the rate ``{x}{unit}/s``, ``{x}s/{unit}`` or ``?{unit}/s``
+#: (``Total iterations: 8973: 316 it [16:02,  3.05s/ it]``, ``1187it [05:12,  3.80it/s, loss=0.31]``).
+_NO_TOTAL_BAR = re.compile(r"(?:^|: )(\d+)( ?[A-Za-z]\w{0,15}) \[(?:\d+:)?\d\d:\d\d, +(?:[\d.]+|\?)(?:\2/s|s/\2)[,\]]")
+
+
+def _no_total_bar(line: str) -> re.Match[str] | None:
+    """The last ``\r`` refresh of a tqdm bar without a total, if the line is one."""
+    shown = _shown(line)[-_SHOWN:]
+    if "[" not in shown or "/" not in shown:
+        return None
+    return _NO_TOTAL_BAR.search(shown)
+
+
+def _no_total_steps(line: str) -> str | None:
+    """The count of a tqdm bar without a total that steps a training loop (not a set-up bar: a data
+    set's "Map: 12000 examples [00:03, 3500.12 examples/s]", thousands of iterations a second)."""
+    m = _no_total_bar(line)
+    if m is None or _SETUP_BAR.search(m.string[:m.start()]) is not None:
+        return None
+    rate = _RATE_ANY.search(m.string, m.end(2))
+    return None if rate is not None and _float(rate.group(1)) > _FAST else m.group(1)
+
+
 def _counter(line: str) -> str | None:
-    """The count of a bare counter line (or of a training MetricLogger line), if it is one."""
-    if (n := _metric_logger(line)) is not None:
+    """The count of a bare counter line (a training MetricLogger line, a tqdm bar without a total),
+    if it is one."""
+    if (n := _metric_logger(line)) is not None or (n := _no_total_steps(line)) is not None:
         return n
     if line.startswith(_COUNTER_KEYS):
         m = _COUNTER.match(line)
@@ -161,6 +186,8 @@ def _progress_count(lines: Sequence[str], floor: int, before: int, enough: int) 
 _SETUP_BAR = re.compile(r"(?i)\b(?:load|fetch|download|map|filter|tokeni[sz]|generat|process|resolv|captur|extract"
                         r"|compil|build|prepar|convert|cach|shard|upload|copy|sav)\w*\b")
 _RATE = re.compile(r"([\d.]+)it/s")
+#: A bar's rate in its own unit per second ("3500.12 examples/s", "5.0it/s").
+_RATE_ANY = re.compile(r"([\d.]+) ?[A-Za-z]\w*/s\b")
 #: A line that states a setting or announces a stage rather than counting a step done (no loss
 #: printed): "Iterations per epoch: 1108", "Total optimization steps = 500", "Starting iteration-wise
 #: training", DeepSpeed ZeRO-3's "Invalidate trace cache @ step 56836: expected module ...".
@@ -650,9 +677,16 @@ _RESULTS_AT_END = 8
 def _results_after_progress(lines: Sequence[str], floor: int, top: int) -> bool:
     """Whether the lines between the last progress line and the traceback at ``top`` hold the
     run's results (test accuracy, a metric table): the run got to its end and failed after it."""
-    got = last_matching(lines, PROGRESS_KEYS, is_progress, max(floor, top - _RESULTS_BEFORE), top)
+    got = last_matching(lines, _STEP_KEYS, _step_progress, max(floor, top - _RESULTS_BEFORE), top)
     start = got[0] + 1 if got else max(floor, top - _RESULTS_AT_END)
-    return any(_RESULT_LINE.search(ln) and not printed_before(lines, floor, start, ln.strip()) for ln in lines[start:top])
+    return any(_RESULT_LINE.search(ln) and not _is_bar(ln) and not printed_before(lines, floor, start, ln.strip())
+               for ln in lines[start:top])
+
+
+def _is_bar(line: str) -> bool:
+    """A tqdm bar's line (a data set's "Map (num_proc=8):  7%|" is no mAP result)."""
+    shown = _shown(line)[-_SHOWN:]
+    return "%|" in shown or _BAR_TAIL.search(shown) is not None or _no_total_bar(line) is not None
 
 
 _TB = "Traceback (most recent call last)"
