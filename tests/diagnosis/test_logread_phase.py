@@ -487,3 +487,19 @@ def test_a_tqdm_bar_without_a_total_counts_its_iterations(rules: Classifier) -> 
     assert (w.phase, w.step) == ("training", "316")
     first = "\r".join(["total iter: 479: 0 iter [00:00, ? iter/s]"] * 2)
     assert diagnose_text("\n".join([*setup, first, *oom]), rules).phase == "first_step"
+
+
+def test_the_batches_of_an_evaluation_script_are_evaluation(rules: Classifier) -> None:
+    # the entry script's name says what its loop does: an evaluation script failing in its first batch
+    # fails in evaluation; a training script (its first stage word) in its first step
+    def run(script: str) -> str:
+        log = ["Map (num_proc=8): 100%|##########| 11490/11490 [00:01<00:00, 8692.93 examples/s]",
+               "total iter: 479: 0 iter [00:00, ? iter/s]", "Traceback (most recent call last):",
+               f'  File "/home/u/summ/{script}", line 189, in <module>', "    generated_ids = model.generate(",
+               "AttributeError: 'DataParallel' object has no attribute 'generate'"]
+        return diagnose_text("\n".join(log), rules).phase
+
+    assert run("evaluate_bart_large_finetuned.py") == "evaluation"
+    assert run("test_full_pipeline.py") == "evaluation"
+    assert run("train_and_eval.py") == "first_step"
+    assert run("main.py") == "first_step"

@@ -287,7 +287,33 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
         return "evaluation"
     if _evaluating(lines, floor, top):
         return "evaluation"
-    return _by_steps(lines, floor, top, region, frames if tb_start is not None else None, step)
+    phase = _by_steps(lines, floor, top, region, frames if tb_start is not None else None, step)
+    if phase in ("first_step", "training") and tb_start is not None and _eval_program(frames):
+        return "evaluation"  # the steps an evaluation script counts are its batches
+    return phase
+
+
+#: An evaluation program's entry script, by the first word of its file name that names a stage
+#: (``evaluate_bart_large_finetuned.py``, ``test_full_pipeline.py``, ``run_eval.py``, ``inference.py``,
+#: ``sample.py``); one whose first such word names training (``train_and_eval.py``, ``finetune_test.py``)
+#: trains.
+_EVAL_WORD = re.compile(r"(?:eval\w*|test(?:ing)?|infer(?:ence)?|predict(?:ion)?|sampl(?:e|ing)|generat(?:e|ion))")
+_TRAIN_WORD = re.compile(r"\w*(?:train|tune|fit)\w*")
+_ENTRY = re.compile(r'File "(?:[^"]*[/\\])?([^"/\\]+)\.py", line \d+, in <module>')
+
+
+def _eval_program(frames: Sequence[str]) -> bool:
+    """Whether the traceback's entry script (its outermost ``<module>`` frame) is an evaluation
+    program by its file name."""
+    m = next((m for ln in frames if "<module>" in ln and (m := _ENTRY.search(ln)) is not None), None)
+    if m is None:
+        return False
+    for word in re.split(r"[_\W]+", m.group(1).lower()):
+        if _TRAIN_WORD.fullmatch(word):
+            return False
+        if _EVAL_WORD.fullmatch(word):
+            return True
+    return False
 
 
 #: What follows a setting's name in a config dump or an argument list (``'evaluate_guards': False``,
