@@ -503,3 +503,22 @@ def test_the_batches_of_an_evaluation_script_are_evaluation(rules: Classifier) -
     assert run("test_full_pipeline.py") == "evaluation"
     assert run("train_and_eval.py") == "first_step"
     assert run("main.py") == "first_step"
+
+
+def test_mmengine_val_and_test_loops_are_evaluation(rules: Classifier) -> None:
+    # mmengine's LogProcessor: "Epoch(train)  [5][ 50/625]", "Epoch(val) [5][ 50/625]", "Iter(test) [ 50/2000]",
+    # after its logger's prefix
+    pre = "2024/05/01 10:00:{:02d} - mmengine - INFO - "
+    train = [pre.format(k) + f"Epoch(train)  [5][{k * 10:3d}/625]  lr: 2.0000e-02  eta: 0:10:00  time: 0.3  "
+             f"data_time: 0.01  memory: 5818  loss: 0.{k}1" for k in range(1, 6)]
+    val = [pre.format(10 + k) + f"Epoch(val) [5][{k * 10:3d}/625]    eta: 0:01:00  time: 0.1  data_time: 0.01  "
+           "memory: 5818" for k in range(1, 4)]
+    oom = ["Traceback (most recent call last):", '  File "tools/train.py", line 121, in <module>', "    main()",
+           "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"]
+    assert diagnose_text("\n".join(train + val + oom), rules).phase == "evaluation"
+    assert diagnose_text("\n".join(train + oom), rules).phase == "training"
+    # a finished validation ("[625/625]") and training after it: training
+    done = [pre.format(20) + "Epoch(val) [5][625/625]    coco/bbox_mAP: 0.3120  data_time: 0.01  time: 0.1"]
+    assert diagnose_text("\n".join(train + done + train + oom), rules).phase == "training"
+    test = [pre.format(30) + "Iter(test) [ 50/2000]    eta: 0:03:00  time: 0.1  data_time: 0.01  memory: 811"]
+    assert diagnose_text("\n".join(test + oom), rules).phase == "evaluation"

@@ -381,6 +381,8 @@ def _evaluating(lines: Sequence[str], floor: int, top: int) -> bool:
     (``20/20``) says nothing about what ran after it; a training step after it wins."""
     for k in range(top - 1, max(floor, top - _EVAL_LOOKBACK) - 1, -1):
         shown = _shown(lines[k]).lstrip()
+        if ")" in shown[:_HEAD] and (mm := _MM_LOOP.search(shown[:_HEAD])) is not None:
+            return mm.group(1) != "train" and int(mm.group(2)) < int(mm.group(3))
         if not shown[:1].isalpha() and not shown.startswith(("[", "|")):
             continue
         m = _EVAL_BAR.match(shown) if shown[:1] in _EVAL_HEADS else None
@@ -395,6 +397,10 @@ def _evaluating(lines: Sequence[str], floor: int, top: int) -> bool:
 
 
 _EVAL_HEADS = "EeVvTtPpIiSs[|"
+#: mmengine's (OpenMMLab 2.x) LogProcessor line, after its logger's prefix ("2024/05/01 10:00:00 -
+#: mmengine - INFO - "): ``Epoch(train)  [5][ 50/625]``, ``Epoch(val) [5][ 50/625]``, ``Epoch(test)
+#: [ 50/625]``, ``Iter(train) [ 50/10000]``, ``Iter(val) [ 50/2000]``: the loop and its counter.
+_MM_LOOP = re.compile(r"\b(?:Epoch|Iter)\((train|val|test)\)\s*(?:\[\s*\d+\s*\])?\s*\[\s*(\d+)\s*/\s*(\d+)\s*\]")
 
 
 def _since_last_step(before: Sequence[str]) -> Sequence[str]:
