@@ -522,3 +522,13 @@ def test_mmengine_val_and_test_loops_are_evaluation(rules: Classifier) -> None:
     assert diagnose_text("\n".join(train + done + train + oom), rules).phase == "training"
     test = [pre.format(30) + "Iter(test) [ 50/2000]    eta: 0:03:00  time: 0.1  data_time: 0.01  memory: 811"]
     assert diagnose_text("\n".join(test + oom), rules).phase == "evaluation"
+
+
+def test_an_evaluation_bar_behind_a_launchers_prefix_is_evaluation(rules: Classifier) -> None:
+    steps = [f"[default0]:step {k} loss 0.{k}" for k in range(1, 6)]
+    bar = ["[default0]:Evaluating:  45%|####5     | 9/20 [00:01<00:01,  5.02it/s]"]
+    err = ["[default0]:Traceback (most recent call last):", '[default0]:  File "/srv/run.py", line 40, in <module>',
+           "[default0]:    main()", "[default0]:KeyError: 'labels'"]
+    assert diagnose_text("\n".join(steps + bar + err), rules).phase == "evaluation"
+    ray = ["(RayTrainWorker pid=2211, ip=10.0.0.7) " + ln[len("[default0]:"):] for ln in steps + bar + err]
+    assert diagnose_text("\n".join(ray), rules).phase == "evaluation"

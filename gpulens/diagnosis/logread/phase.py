@@ -380,7 +380,7 @@ def _evaluating(lines: Sequence[str], floor: int, top: int) -> bool:
     counter short of its total): the failure happened while evaluating. A finished one
     (``20/20``) says nothing about what ran after it; a training step after it wins."""
     for k in range(top - 1, max(floor, top - _EVAL_LOOKBACK) - 1, -1):
-        shown = _shown(lines[k]).lstrip()
+        shown = ranks.launcher_text(_shown(lines[k])).lstrip()  # a rank's bar: "[default0]:Evaluating: 45%|"
         if ")" in shown[:_HEAD] and (mm := _MM_LOOP.search(shown[:_HEAD])) is not None:
             return mm.group(1) != "train" and int(mm.group(2)) < int(mm.group(3))
         if not shown[:1].isalpha() and not shown.startswith(("[", "|")):
