@@ -532,3 +532,12 @@ def test_an_evaluation_bar_behind_a_launchers_prefix_is_evaluation(rules: Classi
     assert diagnose_text("\n".join(steps + bar + err), rules).phase == "evaluation"
     ray = ["(RayTrainWorker pid=2211, ip=10.0.0.7) " + ln[len("[default0]:"):] for ln in steps + bar + err]
     assert diagnose_text("\n".join(ray), rules).phase == "evaluation"
+
+
+def test_a_failure_after_the_trainers_loop_banner_with_no_step_is_in_the_first_step(rules: Classifier) -> None:
+    setup = ["Map: 100%|##########| 52002/52002 [00:09<00:00, 5311.40 examples/s]"]
+    banner = ["***** Running training *****", "  Num examples = 52,002", "  Num Epochs = 3",
+              "  Total optimization steps = 4,875", "  Number of trainable parameters = 4,194,304"]
+    kill = ["./run.sh: line 12: 81234 Killed                  python train.py --bf16"]
+    assert diagnose_text("\n".join(setup + banner + kill), rules).phase == "first_step"
+    assert diagnose_text("\n".join(setup + kill), rules).phase == "startup"

@@ -429,7 +429,8 @@ def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str],
             return "training"  # the run logged its metrics many times (to wandb, not to this log)
         if _printed_losses(lines, floor, top):
             return "training"  # print(loss.item()) once a step
-        return _glued_bar(region) or ("first_step" if frames is not None and _in_step(frames) else "startup")
+        in_step = (frames is not None and _in_step(frames)) or _loop_started(lines, floor, top)
+        return _glued_bar(region) or ("first_step" if in_step else "startup")
     done = _bar_done(lines, floor, top)
     if done is None and (inner := _iter_in_epoch(lines, floor, top)) is not None and inner > 1:
         return "training"  # an epoch's own iteration counter says several steps were done
@@ -438,6 +439,18 @@ def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str],
     if (step in ("0", "1") or (steps < 3 and not _past_first(step))) and not _counts_advance(lines, floor, top):
         return "first_step"
     return "training"
+
+
+#: A trainer's announcement that its training loop starts, printed once everything is set up (model
+#: wrapped, optimizer built), just before the first batch: the Hugging Face Trainer's (and TRL's,
+#: DeepSpeed-Chat's) "***** Running training *****", fairseq's "begin training epoch 1".
+_LOOP_START = ("***** Running training *****", "begin training epoch ")
+
+
+def _loop_started(lines: Sequence[str], floor: int, top: int) -> bool:
+    """Whether the failing program announced its training loop before ``top`` (no step printed
+    since: the failure is in the first step, not in its set-up)."""
+    return bool(last_matching(lines, _LOOP_START, lambda ln: True, floor, top))
 
 
 def _counts_advance(lines: Sequence[str], floor: int, top: int) -> bool:
