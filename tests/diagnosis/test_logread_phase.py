@@ -541,3 +541,21 @@ def test_a_failure_after_the_trainers_loop_banner_with_no_step_is_in_the_first_s
     kill = ["./run.sh: line 12: 81234 Killed                  python train.py --bf16"]
     assert diagnose_text("\n".join(setup + banner + kill), rules).phase == "first_step"
     assert diagnose_text("\n".join(setup + kill), rules).phase == "startup"
+
+
+def test_a_rich_tracebacks_frames_are_read_like_pythons(rules: Classifier) -> None:
+    top = "╭───────────────────── Traceback (most recent call last) ─────────────────────╮"
+    bottom = "╰──────────────────────────────────────────────────────────────────────────────╯"
+
+    def rich(*frames: str) -> list[str]:
+        body = []
+        for f in frames:
+            body += [f"│ {f:<76} │", "│                                                                              │"]
+        return [top, *body, bottom, "RuntimeError: expected scalar type Half but found Float"]
+
+    started = ["Sanity check passed", "Building optimizer..."]
+    w = diagnose_text("\n".join(started + rich("/srv/app/train.py:120 in main", "/srv/app/engine.py:88 in train_step",
+                                                "/srv/app/model.py:41 in forward")), rules)
+    assert w.phase == "first_step"  # a training step's frames, no step printed yet
+    w = diagnose_text("\n".join(started + rich("/srv/app/train.py:3 in <module>")), rules)
+    assert w.phase == "startup"

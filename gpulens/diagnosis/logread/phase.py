@@ -628,13 +628,23 @@ def _serializing(frames: Sequence[str]) -> str | None:
     return None
 
 
+#: A frame of a Rich traceback (``rich.traceback.install()``, Typer's and many CLIs' pretty errors):
+#: ``│ /srv/app/train.py:101 in train_one_epoch          │`` inside a box whose top border holds
+#: "Traceback (most recent call last)".
+_RICH_FRAME = re.compile(r"^\s*[│|] (\S+?\.py):\d+ in (\S+)")
+
+
 def _funcs(frames: Sequence[str]) -> list[str]:
+    """The functions of a traceback's frames, outermost first (Python's ``File "…", line N, in f``
+    or Rich's ``│ path.py:N in f``)."""
     out = []
     for ln in frames:
         if 'File "' in ln:
             m = _FRAME.match(ln)
             if m and m.group(1):
                 out.append(m.group(1))
+        elif ".py:" in ln and (r := _RICH_FRAME.match(ln)) is not None:
+            out.append(r.group(2))
     return out
 
 
