@@ -452,3 +452,110 @@ def test_an_accuracy_function_by_its_short_name_is_an_evaluation() -> None:
     acc = [ln.replace("cal_acc", "acc_grad") for ln in tb]  # accumulating gradients is a training step
     lines = ["Task: AC, Iter:150/1500; loss = 1.2", *acc]
     assert phase_of(lines, len(lines) - 1, lines[-2:]) != "evaluation"
+
+
+def test_a_metric_logger_line_counts_its_iteration_however_many_meters_follow(rules: Classifier) -> None:
+    # torchvision's reference MetricLogger (DETR, DeiT, MAE, ...): "{header}  [{i}/{n}]  eta: ..." with
+    # meters that run past the end a progress test reads
+    meters = "  ".join(f"loss_bbox_{k}: 0.8{k}12 (0.8{k}43)" for k in range(40))
+    steps = [f"Epoch: [1]  [{i:4d}/7393]  eta: 0:21:{i % 60:02d}  lr: 0.000100  class_error: 82.12  {meters}  "
+             f"time: 0.3597  data: 0.0150  max mem: 5818" for i in range(3800, 3900, 10)]
+    kill = ["WARNING:torch.distributed.elastic.agent.server.api:Received 15 death signal, shutting down workers",
+            "WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 2596718 closing signal SIGTERM",
+            "torch.distributed.elastic.multiprocessing.api.SignalException: Process 2596692 got signal: 15"]
+    w = diagnose_text("\n".join(steps + kill), rules)
+    assert (w.phase, w.step) == ("training", "3890")
+    # an evaluation's MetricLogger ("Test:") is no training step: it is where the run stopped
+    tests = [f"Test:  [{i:3d}/313]  eta: 0:00:{i % 60:02d}  {meters}  time: 0.1  data: 0.01  max mem: 5818"
+             for i in range(10, 60, 10)]
+    assert diagnose_text("\n".join(steps + tests + kill), rules).phase == "evaluation"
+
+
+def test_a_tqdm_bar_without_a_total_counts_its_iterations(rules: Classifier) -> None:
+    # tqdm over an iterable with no len: "{desc}: {n}{unit} [{elapsed}, {rate}]", any unit
+    from gpulens.diagnosis.logread.phase import _step_in, _step_progress
+
+    assert _step_in("Training: 1187it [05:12,  3.80it/s, loss=0.31]") == "1187"
+    assert _step_in("Total iterations: 8973: 316 it [16:02,  3.05s/ it]") == "316"
+    assert not _step_progress("Map: 12000 examples [00:03, 3500.12 examples/s]")  # a data set's set-up
+    setup = ["Map (num_proc=96):  36%|###6      | 4088/11490 [00:00<00:01, 5139.66 examples/s]"]
+    bar = "\r".join(f"Total iterations: 8973: {n} it [{n // 20:02d}:{n % 60:02d},  2.91s/ it]" for n in range(317))
+    oom = ["Traceback (most recent call last):", '  File "/srv/finetune.py", line 190, in train',
+           "    outputs = model(**batch)",
+           "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 6.13 GiB. GPU 0 has a total capacity of 79.19 GiB"]
+    w = diagnose_text("\n".join([*setup, bar, *oom]), rules)  # "Map (...):" is no mAP result either
+    assert (w.phase, w.step) == ("training", "316")
+    first = "\r".join(["total iter: 479: 0 iter [00:00, ? iter/s]"] * 2)
+    assert diagnose_text("\n".join([*setup, first, *oom]), rules).phase == "first_step"
+
+
+def test_the_batches_of_an_evaluation_script_are_evaluation(rules: Classifier) -> None:
+    # the entry script's name says what its loop does: an evaluation script failing in its first batch
+    # fails in evaluation; a training script (its first stage word) in its first step
+    def run(script: str) -> str:
+        log = ["Map (num_proc=8): 100%|##########| 11490/11490 [00:01<00:00, 8692.93 examples/s]",
+               "total iter: 479: 0 iter [00:00, ? iter/s]", "Traceback (most recent call last):",
+               f'  File "/home/u/summ/{script}", line 189, in <module>', "    generated_ids = model.generate(",
+               "AttributeError: 'DataParallel' object has no attribute 'generate'"]
+        return diagnose_text("\n".join(log), rules).phase
+
+    assert run("evaluate_bart_large_finetuned.py") == "evaluation"
+    assert run("test_full_pipeline.py") == "evaluation"
+    assert run("train_and_eval.py") == "first_step"
+    assert run("main.py") == "first_step"
+
+
+def test_mmengine_val_and_test_loops_are_evaluation(rules: Classifier) -> None:
+    # mmengine's LogProcessor: "Epoch(train)  [5][ 50/625]", "Epoch(val) [5][ 50/625]", "Iter(test) [ 50/2000]",
+    # after its logger's prefix
+    pre = "2024/05/01 10:00:{:02d} - mmengine - INFO - "
+    train = [pre.format(k) + f"Epoch(train)  [5][{k * 10:3d}/625]  lr: 2.0000e-02  eta: 0:10:00  time: 0.3  "
+             f"data_time: 0.01  memory: 5818  loss: 0.{k}1" for k in range(1, 6)]
+    val = [pre.format(10 + k) + f"Epoch(val) [5][{k * 10:3d}/625]    eta: 0:01:00  time: 0.1  data_time: 0.01  "
+           "memory: 5818" for k in range(1, 4)]
+    oom = ["Traceback (most recent call last):", '  File "tools/train.py", line 121, in <module>', "    main()",
+           "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"]
+    assert diagnose_text("\n".join(train + val + oom), rules).phase == "evaluation"
+    assert diagnose_text("\n".join(train + oom), rules).phase == "training"
+    # a finished validation ("[625/625]") and training after it: training
+    done = [pre.format(20) + "Epoch(val) [5][625/625]    coco/bbox_mAP: 0.3120  data_time: 0.01  time: 0.1"]
+    assert diagnose_text("\n".join(train + done + train + oom), rules).phase == "training"
+    test = [pre.format(30) + "Iter(test) [ 50/2000]    eta: 0:03:00  time: 0.1  data_time: 0.01  memory: 811"]
+    assert diagnose_text("\n".join(test + oom), rules).phase == "evaluation"
+
+
+def test_an_evaluation_bar_behind_a_launchers_prefix_is_evaluation(rules: Classifier) -> None:
+    steps = [f"[default0]:step {k} loss 0.{k}" for k in range(1, 6)]
+    bar = ["[default0]:Evaluating:  45%|####5     | 9/20 [00:01<00:01,  5.02it/s]"]
+    err = ["[default0]:Traceback (most recent call last):", '[default0]:  File "/srv/run.py", line 40, in <module>',
+           "[default0]:    main()", "[default0]:KeyError: 'labels'"]
+    assert diagnose_text("\n".join(steps + bar + err), rules).phase == "evaluation"
+    ray = ["(RayTrainWorker pid=2211, ip=10.0.0.7) " + ln[len("[default0]:"):] for ln in steps + bar + err]
+    assert diagnose_text("\n".join(ray), rules).phase == "evaluation"
+
+
+def test_a_failure_after_the_trainers_loop_banner_with_no_step_is_in_the_first_step(rules: Classifier) -> None:
+    setup = ["Map: 100%|##########| 52002/52002 [00:09<00:00, 5311.40 examples/s]"]
+    banner = ["***** Running training *****", "  Num examples = 52,002", "  Num Epochs = 3",
+              "  Total optimization steps = 4,875", "  Number of trainable parameters = 4,194,304"]
+    kill = ["./run.sh: line 12: 81234 Killed                  python train.py --bf16"]
+    assert diagnose_text("\n".join(setup + banner + kill), rules).phase == "first_step"
+    assert diagnose_text("\n".join(setup + kill), rules).phase == "startup"
+
+
+def test_a_rich_tracebacks_frames_are_read_like_pythons(rules: Classifier) -> None:
+    top = "╭───────────────────── Traceback (most recent call last) ─────────────────────╮"
+    bottom = "╰──────────────────────────────────────────────────────────────────────────────╯"
+
+    def rich(*frames: str) -> list[str]:
+        body = []
+        for f in frames:
+            body += [f"│ {f:<76} │", "│                                                                              │"]
+        return [top, *body, bottom, "RuntimeError: expected scalar type Half but found Float"]
+
+    started = ["Sanity check passed", "Building optimizer..."]
+    w = diagnose_text("\n".join(started + rich("/srv/app/train.py:120 in main", "/srv/app/engine.py:88 in train_step",
+                                                "/srv/app/model.py:41 in forward")), rules)
+    assert w.phase == "first_step"  # a training step's frames, no step printed yet
+    w = diagnose_text("\n".join(started + rich("/srv/app/train.py:3 in <module>")), rules)
+    assert w.phase == "startup"

@@ -123,3 +123,105 @@ def test_srun_task_before_torchrun_local_prefix_is_no_global_rank(rules: Classif
            "srun: error: gpu-b12: task 1: Exited with exit code 1"]
     w = diagnose_text("\n".join(steps + err), rules)
     assert (w.first_rank, w.first_node) == (6, "gpu-b12")
+
+
+def test_launcher_text_drops_every_launchers_prefix_and_nothing_else() -> None:
+    from gpulens.diagnosis.logread.ranks import launcher_text
+
+    code = "    loss = model(batch)"
+    for prefix in ("gpu07: ", "10.0.0.7: ", "localhost: ", "[rank3]: ", "3: ", "[1,3]<stderr>: ", "[3]<stderr>: ",
+                   "9: [default3]:[rank39]: ", "(RayTrainWorker pid=123, ip=10.0.0.7) ",
+                   "\x1b[36m(TaskRunner pid=625502)\x1b[0m "):
+        assert launcher_text(prefix + code) == code, prefix
+    # a tqdm bar's description, a logger's level or a metric name is no launcher's prefix
+    for line in ("Training:   3%|3         | 5/147 [00:02<01:03,  2.24it/s]", "INFO:  step 3", "loss:   0.25"):
+        assert launcher_text(line) == line
+
+
+def test_a_prefixed_code_line_is_no_progress_line_but_a_bar_is() -> None:
+    from gpulens.diagnosis.logread.phase import _prefixed_code
+
+    assert _prefixed_code("gpu07:     loss = model(batch)")
+    assert _prefixed_code("[rank1]:     step_loss = criterion(out, y)")
+    assert not _prefixed_code("[rank1]: step 10 loss 0.3")
+    assert not _prefixed_code("Training:   3%|3         | 5/147 [00:02<01:03,  2.24it/s]")
+
+
+def test_process_group_nccl_log_prefix_names_the_global_rank_of_the_default_group(rules: Classifier) -> None:
+    # ProcessGroupNCCL's logPrefix(): torch 2.3 "[PG 0 Rank 3] ", 2.4 "[PG 0 (default_pg) Rank 3] ",
+    # 2.5+ "[PG ID 0 PG GUID 0(default_pg) Rank 3] ", on glog lines without torch's [rankN]: prefix
+    # and in the what() of the exception that ends the process
+    assert origin_of("I0527 15:16:51.665375 58626 ProcessGroupNCCL.cpp:869] [PG 0 Rank 2] ProcessGroupNCCL "
+                     "initialization options: size: 8, global rank: 2") == Origin(2)
+    assert origin_of("[PG 0 (default_pg) Rank 5] Process group watchdog thread terminated with exception") == Origin(5)
+    assert origin_of("  what():  [PG ID 0 PG GUID 0(default_pg) Rank 1] Process group watchdog thread terminated with "
+                     "exception: [Rank 1] Watchdog caught collective operation timeout") == Origin(1)
+    # a subgroup's rank (tensor-parallel group 2) is no global rank, nor its message's "[Rank 1]"
+    assert origin_of("[PG ID 2 PG GUID 5(tp) Rank 1] Watchdog caught collective operation timeout: "
+                     "[Rank 1] Timeout at NCCL work: 7") == Origin()
+    assert origin_of("[rank6]:[E1101 10:00:00.1 ProcessGroupNCCL.cpp:632] [PG 3 Rank 1] timeout") == Origin(6)
+    log = ["step 100 loss 1.20", "step 110 loss 1.18",
+           "[E1120 01:13:20.892421310 ProcessGroupNCCL.cpp:632] [PG ID 0 PG GUID 0(default_pg) Rank 3] Watchdog caught "
+           "collective operation timeout: WorkNCCL(SeqNum=40, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+           "Timeout(ms)=600000) ran for 600004 milliseconds before timing out.",
+           "[E1120 01:13:20.993421310 ProcessGroupNCCL.cpp:632] [PG ID 0 PG GUID 0(default_pg) Rank 1] Watchdog caught "
+           "collective operation timeout: WorkNCCL(SeqNum=40, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+           "Timeout(ms)=600000) ran for 600005 milliseconds before timing out.",
+           "terminate called after throwing an instance of 'c10::DistBackendError'",
+           "  what():  [PG ID 0 PG GUID 0(default_pg) Rank 3] Process group watchdog thread terminated with exception"]
+    assert diagnose_text("\n".join(log), rules).first_rank == 3  # the first rank to report the hang
+
+
+def test_open_mpi_5_names_the_first_failed_process_in_prrte_form(rules: Classifier) -> None:
+    # PRRTE (Open MPI 5) names a process "[nspace@job,rank]", the nspace holding mpirun's own host
+    from gpulens.diagnosis.logread.ranks import mpirun_first
+
+    assert mpirun_first(["   Process name: [prterun-gpu07-12345@1,3]"], [0], []) == Origin(3)
+    log = ["epoch 1 step 5 loss 0.30", "epoch 1 step 6 loss 0.29",
+           "--------------------------------------------------------------------------",
+           "prterun detected that one or more processes exited with non-zero status,",
+           "thus causing the job to be terminated. The first process to do so was:", "",
+           "   Process name: [prterun-gpu07-12345@1,3]", "   Exit code:    1",
+           "--------------------------------------------------------------------------"]
+    w = diagnose_text("\n".join(log), rules)
+    assert (w.first_rank, w.first_node) == (3, None)  # the nspace's host is mpirun's, not rank 3's
+
+
+def test_torch_1_9_child_failed_table_names_the_root_cause_rank(rules: Classifier) -> None:
+    # torch 1.9's ChildFailedError: "Root Cause:" then "Other Failures:", fields "rank: 2 (local_rank: 2)",
+    # no host (torch >= 1.10 prints "Root Cause (first observed failure):" with a host field)
+    log = ["epoch 0 step 10 loss 2.31", "epoch 0 step 20 loss 2.11",
+           "Traceback (most recent call last):", '  File "train.py", line 60, in main', "    loss = model(batch)",
+           "RuntimeError: CUDA error: device-side assert triggered",
+           "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 2 (pid: 4412) of "
+           "binary: /usr/bin/python3",
+           "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+           "***************************************", "            train.py FAILED            ",
+           "=======================================", "Root Cause:", "[0]:", "  time: 2021-08-01_10:00:09",
+           "  rank: 2 (local_rank: 2)", "  exitcode: 1 (pid: 4412)", "  error_file: <N/A>",
+           '  msg: "Process failed with exitcode 1"', "=======================================",
+           "Other Failures:", "  <NO_OTHER_FAILURES>", "***************************************"]
+    assert root_cause_table(log[11:20]) == Origin(2)
+    w = diagnose_text("\n".join(log), rules)
+    assert (w.first_rank, w.first_node) == (2, None)
+
+
+def test_nccl_mpi_and_slurm_lines_name_the_one_host_of_a_single_node_job(rules: Classifier) -> None:
+    from gpulens.diagnosis.logread.ranks import announced_host
+
+    def host(text: list[str]) -> str | None:
+        return announced_host(text, list(range(len(text))))
+
+    nccl = ["gpu07:41234:41234 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.7<0>",
+            "[rank1]:gpu07:41235:41235 [1] NCCL INFO cudaDriverVersion 12040"]
+    assert host(nccl) == "gpu07"
+    assert host([*nccl, "gpu08:51234:51234 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.8<0>"]) is None  # two nodes
+    assert host(["[gpu09:1234] MCW rank 0 bound to socket 0[core 0[hwt 0]]: [B/././.]"]) == "gpu09"
+    assert host(["SLURMD_NODENAME=node33"]) == "node33"
+    assert host(["SLURM_JOB_NODELIST: gpu07"]) == "gpu07"
+    assert host(["SLURM_JOB_NODELIST=gpu[07-08]"]) is None and host(["SLURM_NODELIST=gpu07,gpu08"]) is None
+    log = ["SLURM_JOB_NODELIST=gpu-a12", *nccl[:1], "step 10 loss 2.1", "step 20 loss 2.0",
+           "Traceback (most recent call last):", '  File "train.py", line 10, in <module>', "ValueError: bad shape"]
+    assert diagnose_text("\n".join(log), rules).first_node is None  # two hosts named: gpu-a12 and gpu07
+    log[1] = "gpu-a12:41234:41234 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.7<0>"
+    assert diagnose_text("\n".join(log), rules).first_node == "gpu-a12"

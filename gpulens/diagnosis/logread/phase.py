@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.guarded import Guarded, contains_any
+from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.completion import AT_EXIT, is_completion, printed_before
 from gpulens.diagnosis.logread.lines import (
     PROGRESS_KEYS,
@@ -96,7 +97,7 @@ def run_start(lines: Sequence[str], floor: int, before: int, reach: int) -> int:
 #: "tick 928   kimg 46444.6   time 3d 07h 55m ...").
 _COUNTER = re.compile(r"(?:ite|tick)\s+(\d+)\b")
 _COUNTER_KEYS = ("ite ", "tick ")
-_STEP_KEYS = (*PROGRESS_KEYS, *_COUNTER_KEYS)
+_STEP_KEYS = (*PROGRESS_KEYS, *_COUNTER_KEYS, "eta: ")
 
 
 #: The loss line of the loop in PyTorch's "Training with PyTorch" tutorial, copied into many
@@ -105,8 +106,55 @@ _STEP_KEYS = (*PROGRESS_KEYS, *_COUNTER_KEYS)
 _BATCH_LOSS = re.compile(r"\s*[Bb]atch\s+(\d+)\s+loss\s*:\s*[-+\d.]")
 
 
+#: torchvision's reference ``MetricLogger.log_every`` line, copied by DETR, DeiT, MAE, BLIP, DINO and
+#: many more: ``{header}  [{i}/{n}]  eta: {eta}  {meters}  time: ...  data: ...  max mem: ...``
+#: (``Epoch: [1]  [3890/7393]  eta: 0:21:23  lr: 0.0001  loss: 20.17 (21.32) ...``; delimiter two
+#: spaces or a tab). Its meters can run to thousands of characters, so its head says what it counts.
+_METRIC_LOGGER = re.compile(r"^(.{0,120}?)\s\[\s*(\d+)\s*/\s*\d+\s*\]\s+eta: ")
+#: Characters at the start of a line where a MetricLogger's head and counter are looked for.
+_HEAD = 200
+
+
+def _metric_logger(line: str) -> str | None:
+    """The iteration a training MetricLogger line counts (not an evaluation's ``Test:  [ 10/313]``)."""
+    head = line[:_HEAD]
+    if "eta: " not in head:
+        return None
+    m = _METRIC_LOGGER.match(head)
+    if m is None or _EVAL_BAR.match(head.lstrip()) is not None:
+        return None
+    return m.group(2)
+
+
+#: tqdm's bar without a total (``tqdm(loader)`` over an iterable with no ``len``): ``{desc}: {n}{unit}
+#: [{elapsed}, {rate}{postfix}]``, the rate ``{x}{unit}/s``, ``{x}s/{unit}`` or ``?{unit}/s``
+#: (``Total iterations: 8973: 316 it [16:02,  3.05s/ it]``, ``1187it [05:12,  3.80it/s, loss=0.31]``).
+_NO_TOTAL_BAR = re.compile(r"(?:^|: )(\d+)( ?[A-Za-z]\w{0,15}) \[(?:\d+:)?\d\d:\d\d, +(?:[\d.]+|\?)(?:\2/s|s/\2)[,\]]")
+
+
+def _no_total_bar(line: str) -> re.Match[str] | None:
+    """The last ``\r`` refresh of a tqdm bar without a total, if the line is one."""
+    shown = _shown(line)[-_SHOWN:]
+    if "[" not in shown or "/" not in shown:
+        return None
+    return _NO_TOTAL_BAR.search(shown)
+
+
+def _no_total_steps(line: str) -> str | None:
+    """The count of a tqdm bar without a total that steps a training loop (not a set-up bar: a data
+    set's "Map: 12000 examples [00:03, 3500.12 examples/s]", thousands of iterations a second)."""
+    m = _no_total_bar(line)
+    if m is None or _SETUP_BAR.search(m.string[:m.start()]) is not None:
+        return None
+    rate = _RATE_ANY.search(m.string, m.end(2))
+    return None if rate is not None and _float(rate.group(1)) > _FAST else m.group(1)
+
+
 def _counter(line: str) -> str | None:
-    """The count of a bare counter line, if it is one."""
+    """The count of a bare counter line (a training MetricLogger line, a tqdm bar without a total),
+    if it is one."""
+    if (n := _metric_logger(line)) is not None or (n := _no_total_steps(line)) is not None:
+        return n
     if line.startswith(_COUNTER_KEYS):
         m = _COUNTER.match(line)
         return m.group(1) if m else None
@@ -138,6 +186,8 @@ def _progress_count(lines: Sequence[str], floor: int, before: int, enough: int) 
 _SETUP_BAR = re.compile(r"(?i)\b(?:load|fetch|download|map|filter|tokeni[sz]|generat|process|resolv|captur|extract"
                         r"|compil|build|prepar|convert|cach|shard|upload|copy|sav)\w*\b")
 _RATE = re.compile(r"([\d.]+)it/s")
+#: A bar's rate in its own unit per second ("3500.12 examples/s", "5.0it/s").
+_RATE_ANY = re.compile(r"([\d.]+) ?[A-Za-z]\w*/s\b")
 #: A line that states a setting or announces a stage rather than counting a step done (no loss
 #: printed): "Iterations per epoch: 1108", "Total optimization steps = 500", "Starting iteration-wise
 #: training", DeepSpeed ZeRO-3's "Invalidate trace cache @ step 56836: expected module ...".
@@ -237,7 +287,33 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
         return "evaluation"
     if _evaluating(lines, floor, top):
         return "evaluation"
-    return _by_steps(lines, floor, top, region, frames if tb_start is not None else None, step)
+    phase = _by_steps(lines, floor, top, region, frames if tb_start is not None else None, step)
+    if phase in ("first_step", "training") and tb_start is not None and _eval_program(frames):
+        return "evaluation"  # the steps an evaluation script counts are its batches
+    return phase
+
+
+#: An evaluation program's entry script, by the first word of its file name that names a stage
+#: (``evaluate_bart_large_finetuned.py``, ``test_full_pipeline.py``, ``run_eval.py``, ``inference.py``,
+#: ``sample.py``); one whose first such word names training (``train_and_eval.py``, ``finetune_test.py``)
+#: trains.
+_EVAL_WORD = re.compile(r"(?:eval\w*|test(?:ing)?|infer(?:ence)?|predict(?:ion)?|sampl(?:e|ing)|generat(?:e|ion))")
+_TRAIN_WORD = re.compile(r"\w*(?:train|tune|fit)\w*")
+_ENTRY = re.compile(r'File "(?:[^"]*[/\\])?([^"/\\]+)\.py", line \d+, in <module>')
+
+
+def _eval_program(frames: Sequence[str]) -> bool:
+    """Whether the traceback's entry script (its outermost ``<module>`` frame) is an evaluation
+    program by its file name."""
+    m = next((m for ln in frames if "<module>" in ln and (m := _ENTRY.search(ln)) is not None), None)
+    if m is None:
+        return False
+    for word in re.split(r"[_\W]+", m.group(1).lower()):
+        if _TRAIN_WORD.fullmatch(word):
+            return False
+        if _EVAL_WORD.fullmatch(word):
+            return True
+    return False
 
 
 #: What follows a setting's name in a config dump or an argument list (``'evaluate_guards': False``,
@@ -304,7 +380,9 @@ def _evaluating(lines: Sequence[str], floor: int, top: int) -> bool:
     counter short of its total): the failure happened while evaluating. A finished one
     (``20/20``) says nothing about what ran after it; a training step after it wins."""
     for k in range(top - 1, max(floor, top - _EVAL_LOOKBACK) - 1, -1):
-        shown = _shown(lines[k]).lstrip()
+        shown = ranks.launcher_text(_shown(lines[k])).lstrip()  # a rank's bar: "[default0]:Evaluating: 45%|"
+        if ")" in shown[:_HEAD] and (mm := _MM_LOOP.search(shown[:_HEAD])) is not None:
+            return mm.group(1) != "train" and int(mm.group(2)) < int(mm.group(3))
         if not shown[:1].isalpha() and not shown.startswith(("[", "|")):
             continue
         m = _EVAL_BAR.match(shown) if shown[:1] in _EVAL_HEADS else None
@@ -319,6 +397,10 @@ def _evaluating(lines: Sequence[str], floor: int, top: int) -> bool:
 
 
 _EVAL_HEADS = "EeVvTtPpIiSs[|"
+#: mmengine's (OpenMMLab 2.x) LogProcessor line, after its logger's prefix ("2024/05/01 10:00:00 -
+#: mmengine - INFO - "): ``Epoch(train)  [5][ 50/625]``, ``Epoch(val) [5][ 50/625]``, ``Epoch(test)
+#: [ 50/625]``, ``Iter(train) [ 50/10000]``, ``Iter(val) [ 50/2000]``: the loop and its counter.
+_MM_LOOP = re.compile(r"\b(?:Epoch|Iter)\((train|val|test)\)\s*(?:\[\s*\d+\s*\])?\s*\[\s*(\d+)\s*/\s*(\d+)\s*\]")
 
 
 def _since_last_step(before: Sequence[str]) -> Sequence[str]:
@@ -347,7 +429,8 @@ def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str],
             return "training"  # the run logged its metrics many times (to wandb, not to this log)
         if _printed_losses(lines, floor, top):
             return "training"  # print(loss.item()) once a step
-        return _glued_bar(region) or ("first_step" if frames is not None and _in_step(frames) else "startup")
+        in_step = (frames is not None and _in_step(frames)) or _loop_started(lines, floor, top)
+        return _glued_bar(region) or ("first_step" if in_step else "startup")
     done = _bar_done(lines, floor, top)
     if done is None and (inner := _iter_in_epoch(lines, floor, top)) is not None and inner > 1:
         return "training"  # an epoch's own iteration counter says several steps were done
@@ -356,6 +439,18 @@ def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str],
     if (step in ("0", "1") or (steps < 3 and not _past_first(step))) and not _counts_advance(lines, floor, top):
         return "first_step"
     return "training"
+
+
+#: A trainer's announcement that its training loop starts, printed once everything is set up (model
+#: wrapped, optimizer built), just before the first batch: the Hugging Face Trainer's (and TRL's,
+#: DeepSpeed-Chat's) "***** Running training *****", fairseq's "begin training epoch 1".
+_LOOP_START = ("***** Running training *****", "begin training epoch ")
+
+
+def _loop_started(lines: Sequence[str], floor: int, top: int) -> bool:
+    """Whether the failing program announced its training loop before ``top`` (no step printed
+    since: the failure is in the first step, not in its set-up)."""
+    return bool(last_matching(lines, _LOOP_START, lambda ln: True, floor, top))
 
 
 def _counts_advance(lines: Sequence[str], floor: int, top: int) -> bool:
@@ -420,7 +515,8 @@ def _iter_in_epoch(lines: Sequence[str], floor: int, top: int) -> int | None:
     got = last_matching(lines, _STEP_KEYS, _step_progress, floor, top)
     if not got or "poch" not in lines[got[0]]:
         return None
-    m = _EPOCH_ITER.search(_shown(lines[got[0]])[-_SHOWN:])
+    shown = _shown(lines[got[0]])
+    m = _EPOCH_ITER.search(shown[:_HEAD]) or _EPOCH_ITER.search(shown[-_SHOWN:])  # a MetricLogger's head
     return int(m.group(1)) if m else None
 
 
@@ -458,16 +554,12 @@ def _traceback_of(lines: Sequence[str], failure: int, floor: int) -> tuple[int |
     return None, []
 
 
-#: A launcher's prefix before a line's text: pdsh's ``gpu07:``, srun's ``3:``, ``[rank3]:``, Open MPI's
-#: ``[1,3]<stderr>:``, Ray's ``(RayTrainWorker pid=123, ip=10.0.0.7)`` (in colour or not).
-_LAUNCHER_PREFIX = re.compile(r"^(?:\x1b\[[\d;]*m)?(?:\([^()]{0,80}pid=\d+[^()]{0,40}\)|[\w.\-\[\],<>]{1,80}:)(?:\x1b\[[\d;]*m)? ")
-
-
 def _prefixed_code(line: str) -> bool:
     """Whether ``line`` is a traceback's indented line behind a launcher's prefix (``gpu07:     loss =
-    model(batch)``: code that names a loss, not a progress line)."""
-    m = _LAUNCHER_PREFIX.match(line)
-    return m is not None and line[m.end():m.end() + 1] in (" ", "\t")
+    model(batch)``: code that names a loss, not a progress line); the prefixes are
+    :func:`ranks.launcher_text`'s."""
+    text = ranks.launcher_text(line)
+    return len(text) < len(line) and text[:1] in (" ", "\t")
 
 
 def _unprefixed(block: Sequence[str], prefix: str) -> list[str]:
@@ -536,13 +628,23 @@ def _serializing(frames: Sequence[str]) -> str | None:
     return None
 
 
+#: A frame of a Rich traceback (``rich.traceback.install()``, Typer's and many CLIs' pretty errors):
+#: ``│ /srv/app/train.py:101 in train_one_epoch          │`` inside a box whose top border holds
+#: "Traceback (most recent call last)".
+_RICH_FRAME = re.compile(r"^\s*[│|] (\S+?\.py):\d+ in (\S+)")
+
+
 def _funcs(frames: Sequence[str]) -> list[str]:
+    """The functions of a traceback's frames, outermost first (Python's ``File "…", line N, in f``
+    or Rich's ``│ path.py:N in f``)."""
     out = []
     for ln in frames:
         if 'File "' in ln:
             m = _FRAME.match(ln)
             if m and m.group(1):
                 out.append(m.group(1))
+        elif ".py:" in ln and (r := _RICH_FRAME.match(ln)) is not None:
+            out.append(r.group(2))
     return out
 
 
@@ -630,9 +732,16 @@ _RESULTS_AT_END = 8
 def _results_after_progress(lines: Sequence[str], floor: int, top: int) -> bool:
     """Whether the lines between the last progress line and the traceback at ``top`` hold the
     run's results (test accuracy, a metric table): the run got to its end and failed after it."""
-    got = last_matching(lines, PROGRESS_KEYS, is_progress, max(floor, top - _RESULTS_BEFORE), top)
+    got = last_matching(lines, _STEP_KEYS, _step_progress, max(floor, top - _RESULTS_BEFORE), top)
     start = got[0] + 1 if got else max(floor, top - _RESULTS_AT_END)
-    return any(_RESULT_LINE.search(ln) and not printed_before(lines, floor, start, ln.strip()) for ln in lines[start:top])
+    return any(_RESULT_LINE.search(ln) and not _is_bar(ln) and not printed_before(lines, floor, start, ln.strip())
+               for ln in lines[start:top])
+
+
+def _is_bar(line: str) -> bool:
+    """A tqdm bar's line (a data set's "Map (num_proc=8):  7%|" is no mAP result)."""
+    shown = _shown(line)[-_SHOWN:]
+    return "%|" in shown or _BAR_TAIL.search(shown) is not None or _no_total_bar(line) is not None
 
 
 _TB = "Traceback (most recent call last)"

@@ -18,8 +18,9 @@ import dataclasses
 import functools
 import re
 from collections.abc import Sequence
+from typing import NamedTuple
 
-__all__ = ["HOST_KEYS", "Origin", "announced_host", "mpirun_first", "origin_of", "prefix_rank", "root_cause_table", "strip_prefix",
+__all__ = ["HOST_KEYS", "ROOT_CAUSE_HEADS", "Origin", "announced_host", "launcher_text", "mpirun_first", "origin_of", "prefix_rank", "root_cause_table", "strip_prefix",
            "table_hosts", "timestamp_of"]
 
 
@@ -33,47 +34,56 @@ class Origin:
     proc: str | None = None
 
 
-_PREFIXES: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"^\s*\[(?:rank|default)(\d+)\]\s*:"), "rank"),
-    (re.compile(r"^\s*\[(?:\d+,)?(\d+)\]<std(?:out|err)>:"), "rank"),
-    (re.compile(r"^\s*(\d{1,4}):\s"), "rank"),
-    (re.compile(r"\((?:[\w.]+\s+)?pid=(\d+),\s*ip=([\d.]+)[,)]"), "proc+node"),
-    (re.compile(r"^slurmstepd-([\w.-]+): "), "node"),
-    (re.compile(r"^(?!slurmstepd-)([A-Za-z][\w-]*\d[\w-]*|(?:\d{1,3}\.){3}\d{1,3}):\s"), "node"),
+class _Rule(NamedTuple):
+    """A pattern naming a rank, a node or both (``kind``), and a literal every match of it holds
+    (``need``: checked before the search of an unanchored, slow pattern; None for an anchored one)."""
+
+    rx: re.Pattern[str]
+    kind: str
+    need: str | None = None
+
+
+_PREFIXES: tuple[_Rule, ...] = (
+    _Rule(re.compile(r"^\s*\[(?:rank|default)(\d+)\]\s*:"), "rank"),
+    _Rule(re.compile(r"^\s*\[(?:\d+,)?(\d+)\]<std(?:out|err)>:"), "rank"),
+    _Rule(re.compile(r"^\s*(\d{1,4}):\s"), "rank"),
+    _Rule(re.compile(r"\((?:[\w.]+\s+)?pid=(\d+),\s*ip=([\d.]+)[,)]"), "proc+node", "pid="),
+    _Rule(re.compile(r"^slurmstepd-([\w.-]+): "), "node"),
+    _Rule(re.compile(r"^(?!slurmstepd-)([A-Za-z][\w-]*\d[\w-]*|(?:\d{1,3}\.){3}\d{1,3}):\s"), "node"),
 )
-_MESSAGES: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"\[Rank (\d+)\]"), "rank"),
-    (re.compile(r"\[rank:?\s*(\d+)\]"), "rank"),
-    (re.compile(r"\b[Pp]rocess (\d+) terminated with"), "rank"),
-    (re.compile(r"\bglobal_rank[=:\s]+(\d+)"), "rank"),
-    (re.compile(r"srun: error: ([\w.-]+): tasks? (\d+(?:[-,]\d+)*)"), "node+rank"),
+_MESSAGES: tuple[_Rule, ...] = (
+    # ProcessGroupNCCL's log prefix (torch 2.3: "[PG 0 Rank 3] ", 2.4: "[PG 0 (default_pg) Rank 3] ", 2.5+:
+    # "[PG ID 0 PG GUID 0(default_pg) Rank 3] "): the rank within that process group, the global rank
+    # in the default group (PG 0); a subgroup's line ("[PG ID 2 PG GUID 5(tp) Rank 1]") names no
+    # global rank, nor does the "[Rank 1]" of its messages
+    _Rule(re.compile(r"\[PG (?:ID 0 PG GUID 0|0)(?: ?\(default_pg\))? Rank (\d+)\]"), "rank", "[PG "),
+    _Rule(re.compile(r"\[PG [^\]]{1,80} Rank \d+\]"), "group", "[PG "),
+    _Rule(re.compile(r"\[Rank (\d+)\]"), "group_rank"),
+    _Rule(re.compile(r"\[rank:?\s*(\d+)\]"), "rank"),
+    _Rule(re.compile(r"\b[Pp]rocess (\d+) terminated with"), "rank", "rocess "),
+    _Rule(re.compile(r"\bglobal_rank[=:\s]+(\d+)"), "rank", "global_rank"),
+    _Rule(re.compile(r"srun: error: ([\w.-]+): tasks? (\d+(?:[-,]\d+)*)"), "node+rank"),
     # Open MPI: "mpirun noticed that process rank 3 with PID 41234 on node gpu07 exited on signal 9
     # (Killed)." / "mpirun has exited due to process rank 3 with PID 0 on node gpu07 exiting improperly";
     # MPICH / Intel MPI's "BAD TERMINATION" box: "=   RANK 3 PID 1234 RUNNING AT gpu07"
-    (re.compile(r"process rank (\d+) with PID \d+ on node ([\w.-]+)"), "rank+node"),
-    (re.compile(r"\bRANK (\d+) PID \d+ RUNNING AT ([\w.-]+)"), "rank+node"),
-    (re.compile(r"\*\*\* (?:JOB|STEP) [\d.]+ ON ([\w.-]+) CANCELLED"), "node"),
+    _Rule(re.compile(r"process rank (\d+) with PID \d+ on node ([\w.-]+)"), "rank+node", "process rank "),
+    _Rule(re.compile(r"\bRANK (\d+) PID \d+ RUNNING AT ([\w.-]+)"), "rank+node", "RUNNING AT"),
+    _Rule(re.compile(r"\*\*\* (?:JOB|STEP) [\d.]+ ON ([\w.-]+) CANCELLED"), "node"),
     # a node's launcher naming the local process it saw fail: DeepSpeed's "[launch.py:321:sigkill_handler]
     # ['/usr/bin/python', '-u', 'train.py', '--local_rank=2', ...] exits with return code = 1" (the global
     # rank on one node; torch elastic's "failed (exitcode: 1) local_rank: 0" is left to its Root Cause table)
-    (re.compile(r"'--local_rank=(\d+)'[^\]]*\] exits with return code"), "local"),
+    _Rule(re.compile(r"'--local_rank=(\d+)'[^\]]*\] exits with return code"), "local", "exits with return code"),
     # NCCL's own lines: "gpu07:41234:41290 [3] NCCL WARN NET/IB : Got completion ..." (host:pid:tid [device])
-    (re.compile(r"^\s*([A-Za-z][\w.-]*):\d+:\d+ \[\d+\] NCCL "), "node"),
+    _Rule(re.compile(r"^\s*([A-Za-z][\w.-]*):\d+:\d+ \[\d+\] NCCL "), "node", " NCCL "),
     # Slurm naming a failed node: "srun: error: Node failure on gpu07", "Task launch for StepId=12.0
     # failed on node gpu07: ..."
-    (re.compile(r"Node failure on ([\w.-]+)"), "node"),
-    (re.compile(r"failed on node ([\w.-]+)"), "node"),
+    _Rule(re.compile(r"Node failure on ([\w.-]+)"), "node", "Node failure on "),
+    _Rule(re.compile(r"failed on node ([\w.-]+)"), "node", "failed on node "),
 )
 _TIMESTAMP = re.compile(r"(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?|\b\d\d:\d\d:\d\d\.\d{3,})")
 
 
 _ALL = (*_PREFIXES, *_MESSAGES)
-#: A literal every match of these (unanchored, slow to search) patterns holds.
-_NEEDS = {_PREFIXES[3][0].pattern: "pid=", _MESSAGES[2][0].pattern: "rocess ", _MESSAGES[3][0].pattern: "global_rank",
-          _MESSAGES[5][0].pattern: "process rank ", _MESSAGES[6][0].pattern: "RUNNING AT",
-          _MESSAGES[8][0].pattern: "exits with return code", _MESSAGES[9][0].pattern: " NCCL ",
-          _MESSAGES[10][0].pattern: "Node failure on ",
-          _MESSAGES[11][0].pattern: "failed on node "}
 
 
 #: A global ``[rankN]:`` tag behind the prefixes a launcher stacks before it: srun's ``--label``
@@ -92,7 +102,7 @@ def _stacked(line: str) -> re.Match[str] | None:
     return _STACKED.match(line)
 
 
-_RANK_PREFIXES = tuple(rx for rx, kind in _PREFIXES if kind == "rank")
+_RANK_PREFIXES = tuple(rule.rx for rule in _PREFIXES if rule.kind == "rank")
 #: srun's ``--label`` task before torchrun's ``[defaultN]:`` (``9: [default3]: ...``): srun started one
 #: torchrun agent per node (task 9 is a node), whose tail prefix names the worker's local rank
 #: (``[{role}{local_rank}]:``); the global rank is not on the line.
@@ -109,22 +119,26 @@ def origin_of(line: str) -> Origin:
     proc: str | None = None
     local: int | None = None
     agent = False
+    group = False
     if (m := _stacked(line)) is not None:  # the global rank, not srun's task nor the local rank
         rank = int(m.group("rank"))
         host = m.group("host")
         node = host if host and host != "localhost" else None
     elif line[:1] in " 0123456789" and "[default" in line[:_STACK_SPAN]:
         agent = _AGENT_TASK.match(line) is not None
-    for rx, kind in _ALL:
+    for rx, kind, need in _ALL:
         if agent and rx in _RANK_PREFIXES:
             continue  # srun's task is a node's torchrun agent, [defaultN] its local rank: no global rank
-        need = _NEEDS.get(rx.pattern)
         if need is not None and need not in line:
             continue  # a literal every match holds is absent: the search cannot match
         m = rx.search(line)
         if m is None:
             continue
         if kind == "rank" and rank is None:
+            rank = int(m.group(1))
+        elif kind == "group":
+            group = rank is None  # a subgroup's ProcessGroupNCCL line
+        elif kind == "group_rank" and rank is None and not group:
             rank = int(m.group(1))
         elif kind == "node" and node is None and not _is_level(m.group(1)):
             node = m.group(1)
@@ -172,6 +186,25 @@ def strip_prefix(line: str) -> str:
             rest = line[m.end():]
             return rest[1:] if rest.startswith(" ") and not m.group(0)[-1].isspace() else rest
     return line
+
+
+#: Ray's tag of a worker's line, in colour or not: ``(RayTrainWorker pid=123, ip=10.0.0.7) ``,
+#: ``(pid=123) `` (the driver's own node), ``\x1b[36m(TaskRunner pid=625502)\x1b[0m ``.
+_RAY_TAG = re.compile(r"(?:\x1b\[[\d;]*m)?\([^()]{0,80}pid=\d+[^()]{0,40}\)(?:\x1b\[[\d;]*m)? ")
+#: pdsh's host before a line (DeepSpeed's multi-node runner): ``gpu07: ``, ``10.0.0.7: ``, ``localhost: ``.
+_HOST_TAG = re.compile(r"(?:localhost|[A-Za-z][\w.-]*\d[\w.-]*|(?:\d{1,3}\.){3}\d{1,3}): ")
+
+
+def launcher_text(line: str) -> str:
+    """``line`` without every prefix a launcher put before the process's own text: Ray's worker
+    tag, pdsh's host, then the rank prefixes :func:`strip_prefix` removes (``gpu07:     loss =
+    model(x)`` -> ``    loss = model(x)``)."""
+    if "pid=" in line[:_STACK_SPAN + 60] and (m := _RAY_TAG.match(line)) is not None:
+        line = line[m.end():]
+    rest = strip_prefix(line)
+    if rest is line and line[:1].isalnum() and (m := _HOST_TAG.match(line)) is not None:
+        rest = line[m.end():]
+    return rest
 
 
 def _is_level(word: str) -> bool:
@@ -225,6 +258,11 @@ _ENTRY_HEAD = re.compile(r"(?:^|[\s:])\[\d+\]:\s*$")
 _TABLE_LEAD_ANY = re.compile(r"^.*?(?<!\w)(?=(?:rank|host|exitcode)\s*:)")
 
 
+#: The head of torchrun's root-cause entry: "Root Cause (first observed failure):" (torch >= 1.10, its
+#: entries name the host), "Root Cause:" (torch 1.9, followed by "Other Failures:", no host field).
+ROOT_CAUSE_HEADS = ("Root Cause (first observed failure)", "Root Cause:")
+
+
 def root_cause_table(lines: Sequence[str], others: Sequence[str] = ()) -> Origin | None:
     """The rank and host of torchrun's ``Root Cause (first observed failure)`` table, if any.
     torchrun's table::
@@ -243,8 +281,9 @@ def root_cause_table(lines: Sequence[str], others: Sequence[str] = ()) -> Origin
 
     The root cause is the failure torch observed first; when it is a worker the agent stopped
     (``exitcode : -15``) and ``others`` (the ``Failures:`` section's lines) hold one that ended by
-    itself (an exit code, or another signal such as the OOM killer's -9), that one failed."""
-    at = next((i for i in range(len(lines) - 1, -1, -1) if "Root Cause (first observed failure)" in lines[i]), None)
+    itself (an exit code, or another signal such as the OOM killer's -9), that one failed. torch 1.9
+    prints "Root Cause:" with ``rank: 5 (local_rank: 5)`` fields and no host."""
+    at = next((i for i in range(len(lines) - 1, -1, -1) if any(h in lines[i] for h in ROOT_CAUSE_HEADS)), None)
     if at is None:
         return None
     entries = _table_entries(lines[at + 1: at + 12])
@@ -280,12 +319,16 @@ def table_hosts(lines: Sequence[str]) -> dict[int, str]:
 
 
 _TABLE_LEAD = re.compile(r"^.*?\]\s*:?\s*(?=\W*(?:rank|host)\s*:)")
-_MPI_FIRST = re.compile(r"Process name:\s*\[\[\d+,\d+\],(\d+)\]")
+#: Open MPI's name of a process: ``[[4370,1],11]`` (ORTE, Open MPI <= 4: ``[[jobid,vpid],rank]``) or
+#: ``[prterun-gpu07-12345@1,11]`` (PRRTE, Open MPI 5: ``[nspace@job,rank]``, the nspace naming the launching
+#: host, not the process's).
+_MPI_FIRST = re.compile(r"Process name:\s*\[(?:\[\d+,\d+\],|[\w.$-]+@\d+,)(\d+)\]")
 _MPI_BINDING = re.compile(r"\[([\w.-]+):\d+\] MCW rank (\d+) ")
 
 
 def mpirun_first(lines: Sequence[str], keys: Sequence[int], bindings: Sequence[int]) -> Origin | None:
-    """The rank Open MPI names as "the first process to do so" (``Process name: [[4370,1],11]``)
+    """The rank Open MPI names as "the first process to do so" (``Process name: [[4370,1],11]``,
+    Open MPI 5's ``[prterun-gpu07-12345@1,11]``)
     at one of the indexes ``keys`` (lines holding "Process name:"), and its host from the
     ``--report-bindings`` lines at ``bindings`` ("MCW rank"), if any."""
     rank = next((int(m.group(1)) for i in keys if (m := _MPI_FIRST.search(lines[i]))), None)
@@ -300,18 +343,24 @@ def mpirun_first(lines: Sequence[str], keys: Sequence[int], bindings: Sequence[i
 
 #: Start-up lines that name the host each rank runs on: fairseq's "initialized host gpu07 as rank
 #: 1", DeepSpeed's "WORLD INFO DICT: {'gpu07': [0, 1, 2, 3]}", LSF's report "Job was executed on host(s)
-#: <4*gpu07>".
-HOST_KEYS = ("initialized host ", "WORLD INFO DICT:", "Job was executed on host(s) ")
+#: <4*gpu07>"; and lines every process prints with its host: NCCL's ``NCCL_DEBUG`` lines
+#: ("gpu07:41234:41290 [3] NCCL INFO ..."), Open MPI's ``--report-bindings`` ("[gpu07:41234] MCW rank
+#: 3 bound to ..."), Slurm's own variables printed by a job script ("SLURMD_NODENAME=gpu07",
+#: "SLURM_JOB_NODELIST=gpu07"; a list such as "gpu[07-08]" names several).
+HOST_KEYS = ("initialized host ", "WORLD INFO DICT:", "Job was executed on host(s) ", " NCCL INFO ", " NCCL WARN ",
+             "] MCW rank ", "SLURMD_NODENAME", "SLURM_JOB_NODELIST", "SLURM_NODELIST")
 _FAIRSEQ_HOST = re.compile(r"initialized host (\S+) as rank \d+")
 #: LSF's job report: "Job was executed on host(s) <4*gpu-n12>, in queue <gpu>, ..." (one ``<slots*host>``
 #: per host; further hosts on the lines below, each ``<8*gpu-n13>``).
 _LSF_HOST = re.compile(r"<(?:\d+\*)?([\w.-]+)>")
 _WORLD_HOSTS = re.compile(r"'([\w.-]+)':\s*\[")
+_NCCL_HOST = re.compile(r"^\s*([A-Za-z][\w.-]*):\d+:\d+ \[\d+\] NCCL (?:INFO|WARN) ")
+_SLURM_HOST = re.compile(r"\bSLURM(?:D_NODENAME|_JOB_NODELIST|_NODELIST)\s*[=:]\s*([A-Za-z][\w.-]*)\s*$")
 
 
 def announced_host(lines: Sequence[str], keys: Sequence[int]) -> str | None:
-    """The one host the start-up lines at the indexes ``keys`` (lines holding one of
-    ``HOST_KEYS``) name for every rank; None when they name several, or only ``localhost``."""
+    """The one host the lines at the indexes ``keys`` (lines holding one of ``HOST_KEYS``) name
+    for every rank; None when they name several, or only ``localhost``."""
     hosts: set[str] = set()
     for i in keys:
         ln = lines[i]
@@ -323,5 +372,23 @@ def announced_host(lines: Sequence[str], keys: Sequence[int]) -> str | None:
             hosts.update(_LSF_HOST.findall(ln.split("Job was executed on host(s) ", 1)[1].split(", in queue", 1)[0]))
             more = lines[i + 1].strip() if i + 1 < len(lines) else ""
             hosts.update(_LSF_HOST.findall(more) if more.startswith("<") else ())
+        else:
+            hosts.update(_other_host(ln))
+        if len(hosts - {"localhost"}) > 1:
+            return None
     hosts.discard("localhost")
     return next(iter(hosts)) if len(hosts) == 1 else None
+
+
+def _other_host(line: str) -> tuple[str, ...]:
+    """The host an NCCL, Open MPI binding or Slurm variable line names (behind a launcher's prefix)."""
+    text = launcher_text(line)
+    if " NCCL " in text:
+        m = _NCCL_HOST.match(text)
+    elif "MCW rank " in text:
+        m = _MPI_BINDING.search(text)
+    elif "SLURM" in text:
+        m = _SLURM_HOST.search(text.rstrip("\r"))  # not a list ("gpu[07-08]", "gpu07,gpu08")
+    else:
+        m = None
+    return (m.group(1),) if m is not None else ()

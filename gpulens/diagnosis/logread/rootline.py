@@ -132,7 +132,7 @@ def _earliest(tagged: list[tuple[int, ranks.Origin]], lines: Sequence[str]) -> r
 
 def _launcher_origin(lines: Sequence[str], start: int) -> ranks.Origin | None:
     """The rank (and host) a launcher's summary names as the first to fail."""
-    found = find_keys(lines, ("Root Cause (first observed failure)", "Process name:"), start)
+    found = find_keys(lines, (*ranks.ROOT_CAUSE_HEADS, "Process name:"), start)
     tables = [i for i in found if "Root Cause" in lines[i]]
     if tables:
         at = tables[-1]  # torchrun prints its other failures ("Failures:") just above the root cause
