@@ -1,6 +1,7 @@
 """``gpulens dashboard``: start the Streamlit operator dashboard.
 
-The command replaces itself (exec) with ``streamlit run gpulens/dashboard/app.py``, bound to
+The command replaces itself (exec) with ``streamlit run gpulens/dashboard/app.py`` (through
+:mod:`gpulens.dashboard.server`, which imports what the pages need first), bound to
 127.0.0.1 by default, headless, with the data directory (and config file)
 passed through the environment (``GPULENS_DATA_DIR``, ``GPULENS_CONFIG``).
 ``launch()`` and ``wait_ready()`` are what ``gpulens demo`` and the browser
@@ -36,7 +37,7 @@ def streamlit_command(
     host = host or config.dashboard.host
     port = config.dashboard.port if port is None else port
     argv = [
-        sys.executable, "-m", "streamlit", "run", str(APP_PATH),
+        sys.executable, "-m", "gpulens.dashboard.server", "run", str(APP_PATH),
         "--server.address", host,
         "--server.port", str(port),
         "--server.headless", "true",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ def test_streamlit_command_binds_localhost_headless(tmp_path: Path) -> None:
     config.dashboard.prometheus_url = "http://127.0.0.1:9090"
     argv, env = streamlit_command(config, port=8765)
     assert argv[argv.index("run") + 1] == str(APP_PATH) and APP_PATH.is_file()
+    assert argv[1:3] == ["-m", "gpulens.dashboard.server"]
     assert argv[argv.index("--server.address") + 1] == "127.0.0.1"
     assert argv[argv.index("--server.port") + 1] == "8765"
     assert argv[argv.index("--server.headless") + 1] == "true"
@@ -67,3 +70,13 @@ def test_sigterm_stops_the_dashboard_and_leaves_no_process(tmp_path: Path) -> No
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_server_imports_what_pages_need_but_no_page_module() -> None:
+    """The server process imports pandas and the analyses before it listens, and none of the
+    dashboard's own modules: their st.cache_data functions must be made where the runtime is."""
+    code = ("import sys, gpulens.dashboard.server; "
+            "print(sorted(m for m in ('pandas', 'duckdb', 'altair', 'gpulens.analysis', "
+            "'gpulens.dashboard.data', 'gpulens.dashboard.ui') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split("\n")[0] == str(["altair", "duckdb", "gpulens.analysis", "pandas"])
