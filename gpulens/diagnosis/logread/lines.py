@@ -3,6 +3,7 @@ say what kind of line each is: a failure, a secondary symptom, progress, benign 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Sequence
 
@@ -29,6 +30,8 @@ __all__ = [
     "dead_driver",
     "driver_report",
     "process_key",
+    "BarText",
+    "text_on_bar",
 ]
 
 #: Literal keys of lines that may state a failure (hard, infrastructure or secondary).
@@ -295,3 +298,47 @@ def dead_driver(lines: Sequence[str], lo: int) -> list[int]:
     if got is None:
         return []
     return [k for k in range(*got) if is_failure(logs.normalize_line(lines[k]), lines[k])]
+
+
+#: A progress bar's update (tqdm: "| 954/2219 [09:43<12:49,  1.64it/s, loss=0.31]"): its count,
+#: its total and its bracket of times and postfix.
+_BAR_UPDATE = re.compile(r"(\d+)/(\d+)\s*\[[^\]\r\n]{0,200}\]")
+#: The cursor moves tqdm writes after a nested bar's refresh (``position=1``: ``\x1b[A``).
+_CURSOR = re.compile(r"\x1b\[\d*[A-D]")
+#: Characters at the end of a bar's last refresh looked at for it.
+_BAR_SHOWN = 2000
+
+
+@dataclasses.dataclass(frozen=True)
+class BarText:
+    """A message printed onto a progress bar's line (:func:`text_on_bar`)."""
+
+    #: what the bar shows before its count ("Epoch 0:  12%|█▏        | ")
+    head: str
+    #: the bar's count and total
+    done: int
+    total: int
+    #: the message printed after the bar's last update
+    text: str
+
+
+def text_on_bar(line: str) -> BarText | None:
+    """The message printed onto a progress bar's line, with that bar: tqdm ends its updates with
+    ``\r``, no newline, so whatever writes to the same file next (a traceback, bash's "line 12:
+    4242 Killed  python train.py", slurmstepd's cancel line) starts right after the bar's last
+    update (``Epoch 1:  40%|####  | 40/100 [00:09<00:13, 4.4it/s]slurmstepd: error: *** JOB 52
+    ..."``). None when the line's last refresh is no bar, or nothing that reads as a message (a
+    word, a bracketed tag, a path, a Slurm ``***``) follows its last update."""
+    if "/" not in line or "[" not in line:
+        return None
+    shown = line.rstrip("\r\n")
+    shown = shown[shown.rfind("\r") + 1:][-_BAR_SHOWN:]  # the last refresh: what the terminal shows
+    last = None
+    for last in _BAR_UPDATE.finditer(shown):
+        pass
+    if last is None:
+        return None
+    text = _CURSOR.sub("", shown[last.end():]).strip()
+    if not text or not (text[:1].isalpha() or text.startswith(("*", "[", "/", "."))):
+        return None
+    return BarText(shown[:last.start()], int(last.group(1)), int(last.group(2)), text)
