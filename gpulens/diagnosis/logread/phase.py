@@ -691,15 +691,13 @@ def _bar_glued(line: str) -> str | None:
 
 def _glued_bar(region: Sequence[str]) -> str | None:
     """The phase shown by a progress bar the traceback was printed onto (tqdm leaves no newline:
-    ``Epoch 1/10:   0%|   | 0/375 [00:00<?, ?it/s]Traceback (most recent call last):``): the
-    first step at 0% or step 0/1, else training; ``None`` when there is no such line."""
+    ``Epoch 1/10:   0%|   | 0/375 [00:00<?, ?it/s]Traceback (most recent call last):``;
+    :func:`lines.text_on_bar`): the first step at 0/N, else training; ``None`` when there is no
+    such line."""
     for ln in region:
-        at = ln.find(_TB)
-        if at > 0 and is_progress(ln[:at].lstrip()):
-            bar = ln[ln.rfind("\r", 0, at) + 1:at]
-            done = _BAR_DONE.search(bar)  # "1/242731 [00:18<...": one step done, the failure is in a later one
-            if done is not None:
-                return "first_step" if int(done.group(1)) == 0 else "training"
-            return "first_step" if " 0%|" in bar or _step_in(bar) in ("0", "1") else "training"
+        if _TB not in ln:
+            continue
+        glued = text_on_bar(ln)
+        if glued is not None and glued.text.startswith(_TB):
+            return "first_step" if glued.done == 0 else "training"  # "1/242731 [...": one step done
     return None
-
