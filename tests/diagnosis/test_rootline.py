@@ -554,3 +554,50 @@ def test_a_silent_child_under_srun_gets_the_earliest_verdict_not_sruns_later_exi
     ]
     w = diagnose_text("\n".join(lines), rules)
     assert w.indicator_lines == [2]
+
+
+def _chained(prefix: str, first: str, last: str) -> list[str]:
+    return [f"{prefix}Traceback (most recent call last):",
+            f'{prefix}  File "/srv/lib/torch/serialization.py", line 944, in save',
+            f"{prefix}    _save(",
+            f"{prefix}{first}",
+            "",
+            f"{prefix}During handling of the above exception, another exception occurred:",
+            "",
+            f"{prefix}Traceback (most recent call last):",
+            f'{prefix}  File "/srv/job/train.py", line 212, in <module>',
+            f"{prefix}    trainer.train()",
+            f"{prefix}{last}"]
+
+
+def test_a_chain_printed_onto_a_bar_above_the_other_ranks_progress_counts_from_its_first_exception(
+        rules: Classifier) -> None:
+    # rank 0's checkpoint save fails and prints the chain unprefixed onto tqdm's bar; rank 2
+    # prints the same chain with its prefix; the other ranks' bars go on a little before they die
+    write = "RuntimeError: [enforce fail at inline_container.cc:815] . PytorchStreamWriter failed writing file data/2: file write failed"
+    pos = "RuntimeError: [enforce fail at inline_container.cc:626] . unexpected pos 170401152 vs 170401040"
+    lines = [f" 41%|####      | {k}/1200 [1:53:{k % 60:02d}<2:35:46, 13.30s/it]" for k in range(480, 500)]
+    lines[-1] += "Traceback (most recent call last):"
+    lines += _chained("", write, pos)[1:]
+    lines += _chained("[rank2]: ", write.replace("data/2", "data/1"), pos.replace("152 vs", "153 vs"))
+    lines += [f" 42%|####      | 500/1200 [1:53:{k:02d}<2:34:15, 13.22s/it]" for k in range(10, 20)]
+    lines += ["[2024-05-02 10:11:12,345] [INFO] [launch.py:319:sigkill_handler] Killing subprocess 7601"]
+    w = diagnose_text("\n".join(lines), rules)
+    got = [lines[n - 1] for n in w.indicator_lines]
+    assert got == [write, pos]  # the chain's first and last (R4), the first printing's (R5)
+
+
+def test_a_rank_s_traceback_printed_unprefixed_then_with_its_prefix_counts_at_its_first_printing(
+        rules: Classifier) -> None:
+    # Python prints the rank's traceback, then torch.distributed's error handler prints it again
+    # with "[rank0]: "; the other ranks' lines follow
+    disk = "OSError: Not enough disk space. Needed: Unknown size (download: 45.32 MiB, generated: 153.54 MiB)"
+    lines = [f"step {k:05d}/21400 | loss: 2.1 | dt: 410ms" for k in range(21390, 21400)]
+    lines += ["Traceback (most recent call last):", '  File "/srv/job/mid_train.py", line 93, in <module>',
+              '    ds = load_dataset("cais/mmlu", subset, split=split)', disk]
+    lines += _rank_traceback(0, disk) + _rank_traceback(3, disk) + _rank_traceback(5, disk)
+    lines += [f"step {k:05d}/21400 | loss: 2.1 | dt: 410ms" for k in range(21400, 21403)]
+    lines += _TORCHRUN_TAIL
+    w = diagnose_text("\n".join(lines), rules)
+    assert [lines[n - 1] for n in w.indicator_lines] == [disk]
+    assert w.indicator_lines[0] == 14

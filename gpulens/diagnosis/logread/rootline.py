@@ -252,6 +252,7 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     error, and then its first line (README rule R8)."""
     region = [i for i in failures if i >= start]
     tags = _Tags(lines, start)
+    norm = _everywhere(lines, start, norm)
 
     def mine(i: int) -> bool:
         return same_origin(tags.of(i), first)
@@ -262,6 +263,8 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     errors = [i for i in own if not is_scheduler_kill(norm(i))]
     caught = set(errors) if errors and _went_on(lines, errors[-1], region, norm, _ownline(tags, first)) else set()
     own = [i for i in own if i not in caught]
+    if own:
+        own = sorted(set(own) | set(_printed_with(lines, own[0], mine)))
     verdict_at = verdict_lines(lines, start)
     run_end = _run_end(own, verdict_at)
     picked = _root_lines(lines, [i for i in own if i < run_end], norm)
@@ -506,14 +509,74 @@ def _root_lines(lines: Sequence[str], own: Sequence[int], norm: Callable[[int], 
         if _EXCEPTION.match(norm(i)):
             printings.setdefault(_printing(lines, i, own[0]), []).append(i)
     final = printings[_printing(lines, last, own[0])]
-    shapes = [_shape(norm(i)) for i in final]
-    again = next((p for p in printings.values() if p[-1] < final[0] and [_shape(norm(i)) for i in p] == shapes), None)
+    shapes = [_bare_shape(norm(i)) for i in final]
+    again = next((p for p in printings.values() if p[-1] < final[0] and [_bare_shape(norm(i)) for i in p] == shapes), None)
     chain = again if again is not None else final
     out = [own[0]]
+    root = printings.get(_printing(lines, own[0], own[0]), [])
+    if root and all(any(_restates(_shape(norm(i)), _shape(norm(k))) for k in root) for i in chain):
+        chain = root  # the final chain printed again (another process's copy): the root's printing says it first
+    said = out + (root if chain is not root else [])  # another printing of the root's chain: its messages are said
     for i in (chain[0], chain[-1]):  # the chain's first (when the first line is not in it) and its last
-        if not any(_restates(_shape(norm(i)), _shape(norm(k))) for k in out):
+        if not any(_restates(_shape(norm(i)), _shape(norm(k))) for k in said):
             out.append(i)
+            said.append(i)
     return out
+
+
+def _everywhere(lines: Sequence[str], start: int, norm: Callable[[int], str]) -> Callable[[int], str]:
+    """``norm`` (the normalized lines from ``start`` on), for the lines above ``start`` too."""
+    def get(i: int) -> str:
+        return norm(i) if i >= start else logs.normalize_line(lines[i]).strip()
+    return get
+
+
+def _printed_with(lines: Sequence[str], i: int, mine: Callable[[int], bool]) -> list[int]:
+    """The exception lines printed with the root error line ``i`` that the failure scan did not
+    reach (above the last progress line of the other ranks, which moves its frontier past them):
+    the earlier exceptions of the chain ``i`` ends (README rule R4: the chain's first exception
+    line), and an identical copy of the chain printed right before it (rule R5, the earliest
+    copy: a rank's traceback printed unprefixed by Python, then again with its ``[rankN]:``
+    prefix by torch.distributed's error handler)."""
+    body = _norm_body(lines[i])
+    if not _EXCEPTION.match(body):
+        return []
+    head = _traceback_head(lines, i)
+    if head is None or _TRACEBACK not in lines[head]:
+        return []
+    first = chain_start(lines, head, max(0, head - AROUND * 5))
+    out = [k for k in _chain_exceptions(lines, first, head) if mine(k)]
+    above = next((k for k in range(first - 1, max(-1, first - 4), -1) if lines[k].strip()), None)
+    if above is not None and mine(above) and _shape(_norm_body(lines[above])) == _shape(body):
+        out.append(above)
+        prev = _traceback_head(lines, above)
+        if prev is not None and _TRACEBACK in lines[prev]:
+            start = chain_start(lines, prev, max(0, prev - AROUND * 5))
+            out += [k for k in _chain_exceptions(lines, start, prev) if mine(k)]
+    return out
+
+
+def _chain_exceptions(lines: Sequence[str], first: int, last_head: int) -> list[int]:
+    """The exception lines of the chained tracebacks from ``first`` (a traceback's head) to the
+    one headed at ``last_head``: the last non-blank line above each "During handling of the above
+    exception" / "The above exception was the direct cause" between them."""
+    out = []
+    for k in range(first + 1, last_head):
+        if any(c in lines[k] for c in _CHAINED):
+            exc = next((j for j in range(k - 1, max(first, k - 4), -1) if lines[j].strip()), None)
+            if exc is not None and _EXCEPTION.match(_norm_body(lines[exc])) and is_root_error(_norm_body(lines[exc])):
+                out.append(exc)
+    return out
+
+
+def _norm_body(line: str) -> str:
+    """A line normalized, without its launcher's prefix."""
+    return logs.normalize_line(_body(line)).strip()
+
+
+def _bare_shape(norm: str) -> str:
+    """The shape of a message without its launcher's prefix (a rank's copy of a chain is the same chain)."""
+    return _shape(ranks.strip_prefix(norm).strip())
 
 
 def _restates(a: str, b: str) -> bool:
@@ -573,7 +636,7 @@ def _traceback_head(lines: Sequence[str], i: int, reach: int = 400) -> int | Non
     last):`` head, or whatever heads a report printed without one (Ray's task header)."""
     for k in range(i - 1, max(-1, i - reach), -1):
         body = _body(lines[k])
-        if body.strip() and not body.startswith((" ", "\t")):
+        if body.strip() and (not body.startswith((" ", "\t")) or _TRACEBACK in body):  # a head printed onto a bar
             return k
     return None
 
