@@ -601,3 +601,54 @@ def test_a_rank_s_traceback_printed_unprefixed_then_with_its_prefix_counts_at_it
     w = diagnose_text("\n".join(lines), rules)
     assert [lines[n - 1] for n in w.indicator_lines] == [disk]
     assert w.indicator_lines[0] == 14
+
+
+def test_vllm_s_state_dump_at_error_level_is_not_the_error_and_the_abort_after_a_timeout_adds_nothing(
+        rules: Classifier) -> None:
+    # two ranks hang in a collective; rank 0's watchdog takes the process down, C++ aborts,
+    # and the colocated vLLM engine dumps its config at ERROR level on the way out
+    lines = [f"  0%|          | {k}/200 [00:0{k}<12:08,  3.66s/it]" for k in range(0, 2)]
+    lines[-1] += ("[rank0]:[E405 03:51:41.285624929 ProcessGroupNCCL.cpp:688] [Rank 0] Watchdog caught collective "
+                  "operation timeout: WorkNCCL(SeqNum=404, OpType=_ALLGATHER_BASE, NumelIn=1140480, NumelOut=2280960, "
+                  "Timeout(ms)=600000) ran for 600053 milliseconds before timing out.")
+    lines += ["[rank1]:[E405 03:51:41.321650177 ProcessGroupNCCL.cpp:688] [Rank 1] Watchdog caught collective "
+              "operation timeout: WorkNCCL(SeqNum=405, OpType=_ALLGATHER_BASE, NumelIn=1216512, NumelOut=2433024, "
+              "Timeout(ms)=600000) ran for 600061 milliseconds before timing out.",
+              "[rank0]:[E405 03:52:41.816364512 ProcessGroupNCCL.cpp:763] [Rank 0] To avoid data inconsistency, we are "
+              "taking the entire process down.",
+              "terminate called after throwing an instance of 'c10::DistBackendError'",
+              "ERROR 04-05 03:52:41 [dump_input.py:72] Dumping input data for V1 LLM engine (v0.19.0) with config: "
+              "model='Qwen/Qwen2.5-7B-Instruct', speculative_config=None, tokenizer='Qwen/Qwen2.5-7B-Instruct'",
+              "ERROR 04-05 03:52:41 [dump_input.py:79] Dumping scheduler output for model execution: "
+              "SchedulerOutput(scheduled_new_reqs=[], num_scheduled_tokens={})",
+              "  what():  [PG ID 3 PG GUID 4 Rank 0] Process group watchdog thread terminated with exception: [Rank 0] "
+              "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=404, OpType=_ALLGATHER_BASE)"]
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.indicator_lines == [2]  # the first rank's timeout, printed onto the bar (R6, R2)
+
+
+def test_an_exception_between_the_first_and_last_of_a_chain_is_not_labelled(rules: Classifier) -> None:
+    # the launcher gets SIGHUP; its logging call fails while the signal's exception is handled,
+    # and the same signal exception ends the chain (R4: the first line, nothing in between)
+    signal = "torch.distributed.elastic.multiprocessing.api.SignalException: Process 47068 got signal: 1"
+    lines = ["[2025-02-18 15:50:58,686] torch.distributed.elastic.multiprocessing.api: [WARNING] Sending process "
+             f"{p} closing signal SIGTERM" for p in (47144, 47145)]
+    lines += ["Traceback (most recent call last):",
+              '  File "/usr/lib/python3/dist-packages/torch/distributed/elastic/agent/server/api.py", line 877, in _invoke_run',
+              "    time.sleep(monitor_interval)",
+              '  File "/usr/lib/python3/dist-packages/torch/distributed/elastic/multiprocessing/api.py", line 62, in _terminate_process_handler',
+              '    raise SignalException(f"Process {os.getpid()} got signal: {sigval}", sigval=sigval)',
+              signal, "", "During handling of the above exception, another exception occurred:", "",
+              "Traceback (most recent call last):",
+              '  File "/usr/lib/python3.8/logging/__init__.py", line 1697, in isEnabledFor',
+              "    return self._cache[level]",
+              "KeyError: 30", "", "During handling of the above exception, another exception occurred:", "",
+              "Traceback (most recent call last):",
+              '  File "/usr/lib/python3/dist-packages/torch/distributed/run.py", line 797, in run',
+              "    elastic_launch(",
+              '  File "/usr/lib/python3/dist-packages/torch/distributed/elastic/multiprocessing/api.py", line 62, in _terminate_process_handler',
+              '    raise SignalException(f"Process {os.getpid()} got signal: {sigval}", sigval=sigval)',
+              signal]
+    w = diagnose_text("\n".join(lines), rules)
+    assert [lines[n - 1] for n in w.indicator_lines] == [signal]
+    assert w.indicator_lines == [8]

@@ -58,7 +58,16 @@ def is_root_error(norm: str) -> bool:
     elsewhere, not a traceback frame or code line, not benign noise."""
     if not norm or norm[0] in " \t" or norm.startswith(("File \"", "raise ", "^")):
         return False
-    return not (logs.is_weak(norm) or _ECHO.search(norm) is not None or is_benign(norm) or _RETRYING in norm)
+    return not (logs.is_weak(norm) or _ECHO.search(norm) is not None or is_benign(norm) or _RETRYING in norm
+                or (_DUMPING in norm and _STATE_DUMP.search(norm) is not None))
+
+
+_DUMPING = "Dumping "
+#: vLLM's dump of the engine's state when its core crashes, logged at ERROR level ("ERROR 04-05
+#: 03:52:41 [dump_input.py:72] Dumping input data for V1 LLM engine (v0.10.1) with config: ...",
+#: "Dumping scheduler output for model execution: ...", "Dumping scheduler stats: ..."): a
+#: config dump, not the error (README rule R2).
+_STATE_DUMP = re.compile(r"Dumping (?:input data for V\d+ LLM engine|scheduler (?:output|stats))")
 
 
 #: urllib3's warning before it tries a request again ("Retrying (Retry(total=4, connect=4, ...)) after
@@ -224,8 +233,8 @@ def verdict_lines(lines: Sequence[str], start: int) -> list[int]:
     for i in find_keys(lines, _VERDICT_KEYS, start):
         ln = lines[i]
         key = next(k for k in _VERDICT_KEYS if k in ln)
-        if key == "errors.ChildFailedError" and ln.lstrip().startswith(("raise", "File")):
-            continue
+        if ln.lstrip().startswith(("raise", "File")):
+            continue  # a traceback's frame or code line ("raise SignalException(...)", "raise ChildFailedError(")
         seen.setdefault(key, i)
     out: list[int] = []
     for key in _VERDICT_KEYS:
@@ -265,6 +274,8 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     own = [i for i in own if i not in caught]
     if own:
         own = sorted(set(own) | set(_printed_with(lines, own[0], mine)))
+    middles = {i for i in own if _inside_chain(lines, i)}
+    own = [i for i in own if i not in middles]
     verdict_at = verdict_lines(lines, start)
     run_end = _run_end(own, verdict_at)
     picked = _root_lines(lines, [i for i in own if i < run_end], norm)
@@ -272,7 +283,7 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
         picked = [i for i in region if _TIMEOUT.search(norm(i)) is not None][:1]
         picked = [i for i, _ in glued_timeouts(lines, max(0, start - 1), picked[0])][:1] + picked if picked else picked
     texts = {_shape(norm(i)) for i in picked}
-    own_set = set(own)
+    own_set = set(own) | middles
     for i in _quoted(lines, start, failures, evidence, norm):
         if not any(abs(i - k) <= _NEXT_TO for k in picked) and _shape(norm(i)) not in texts and mine(i) \
                 and not (own and _cleanup(norm(i))) and i < run_end \
@@ -281,7 +292,8 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
             texts.add(_shape(norm(i)))
     kills = [i for i in region if is_terminal_kill(norm(i)) and not lines[i][:1].isspace()
              and not logs.is_secondary(norm(i)) and not is_benign(norm(i)) and not (own and _cleanup(norm(i)))]
-    picked += [i for i in kills if i not in picked and (not own or (i > own[0] and _why_killed(norm(i), own, norm)))][:2]
+    picked += [i for i in kills if i not in picked and (not own or (i > own[0] and _why_killed(norm(i), own, norm)))
+               and not (picked and _ABORTED in norm(i))][:2]  # C++'s abort on an error a line above named (R6)
     verdict = [i for i in verdict_at if not (own and _cleanup(norm(i))) and i not in picked]
     found = _at_most(_once(picked, norm), min(limit, RULE_MAX_LINES))
     if not own and not any(_TIMEOUT.search(norm(i)) for i in found):  # the launcher itself got a signal (R6)
@@ -422,6 +434,9 @@ def _once(picked: Sequence[int], norm: Callable[[int], str]) -> list[int]:
     return out
 
 
+#: The C++ runtime's report of an uncaught exception ("terminate called after throwing an instance of
+#: 'c10::DistBackendError'"): the cause line only when nothing before it names the error (rule R6).
+_ABORTED = "terminate called"
 #: README rule R9: never more than three indicator lines.
 RULE_MAX_LINES = 3
 
@@ -554,6 +569,21 @@ def _printed_with(lines: Sequence[str], i: int, mine: Callable[[int], bool]) -> 
             start = chain_start(lines, prev, max(0, prev - AROUND * 5))
             out += [k for k in _chain_exceptions(lines, start, prev) if mine(k)]
     return out
+
+
+def _inside_chain(lines: Sequence[str], i: int) -> bool:
+    """Whether the exception line ``i`` is neither the first nor the last of the chain it is in
+    (Python printed "During handling of the above exception" / "The above exception was the
+    direct cause" both above its traceback and right below it): README rule R4 labels nothing in
+    between (a logging call failing while a signal's exception is handled)."""
+    below = next((k for k in range(i + 1, min(len(lines), i + 4)) if lines[k].strip()), None)
+    if below is None or not any(c in lines[below] for c in _CHAINED):
+        return False
+    head = _traceback_head(lines, i)
+    if head is None or _TRACEBACK not in lines[head]:
+        return False
+    above = next((k for k in range(head - 1, max(-1, head - 4), -1) if lines[k].strip()), None)
+    return above is not None and any(c in lines[above] for c in _CHAINED)
 
 
 def _chain_exceptions(lines: Sequence[str], first: int, last_head: int) -> list[int]:
