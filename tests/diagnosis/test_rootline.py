@@ -156,7 +156,7 @@ def test_the_same_error_of_several_processes_is_shown_once(rules: Classifier) ->
 
 
 def test_srun_task_under_torchrun_is_not_the_rank(rules: Classifier) -> None:
-    lines = _rank_traceback(1, "bdb.BdbQuit") + _rank_traceback(0, "bdb.BdbQuit") + _TORCHRUN_TAIL + [
+    lines = _rank_traceback(1, "my_tool.Stop") + _rank_traceback(0, "my_tool.Stop") + _TORCHRUN_TAIL + [
         "srun: error: node-a3: task 0: Exited with exit code 1"]
     w = diagnose_text("\n".join(lines), rules)
     assert w.first_rank == 2  # no rank printed an error line the reader knows: torchrun's table
@@ -652,3 +652,19 @@ def test_an_exception_between_the_first_and_last_of_a_chain_is_not_labelled(rule
     w = diagnose_text("\n".join(lines), rules)
     assert [lines[n - 1] for n in w.indicator_lines] == [signal]
     assert w.indicator_lines == [8]
+
+
+def test_a_leftover_breakpoint_in_a_batch_job_is_the_root_and_bdbquit_the_end(rules: Classifier) -> None:
+    # pdb stops each rank at a breakpoint; srun gives it no input, so every rank quits the debugger
+    # (README rule R7: the first prompt and the quit, not the launcher's verdict)
+    lines = [f"step {k:05d}/00813 ({k * 100 / 813:.2f}%) | loss: 1.2 | dt: 410ms" for k in range(805, 814)]
+    lines += ["> /srv/nanochat/scripts/chat_eval.py(59)run_generative_eval()",
+              "-> outcomes = [task.evaluate(conversation, c) for c in completions]", "(Pdb) "]
+    lines += _rank_traceback(1, "bdb.BdbQuit")
+    lines += ["> /srv/nanochat/scripts/chat_eval.py(59)run_generative_eval()",
+              "-> outcomes = [task.evaluate(conversation, c) for c in completions]", "(Pdb) "]
+    lines += _rank_traceback(0, "bdb.BdbQuit") + _TORCHRUN_TAIL
+    lines += ["srun: error: h01: task 0: Exited with exit code 1"]
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.diagnosis.category != "none"
+    assert [lines[n - 1] for n in w.indicator_lines] == ["(Pdb) ", "[rank1]: bdb.BdbQuit"]

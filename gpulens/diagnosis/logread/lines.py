@@ -32,6 +32,9 @@ __all__ = [
     "process_key",
     "BarText",
     "text_on_bar",
+    "DEBUGGER_PROMPTS",
+    "DEBUGGER_QUIT",
+    "is_debugger_quit",
 ]
 
 #: Literal keys of lines that may state a failure (hard, infrastructure or secondary).
@@ -39,7 +42,7 @@ ERROR_KEYS: tuple[str, ...] = (
     "rror", "ERROR", "xception", "FATAL", "atal", "ailed", "FAILED", "illed", "xhausted", "EXHAUSTED",
     "ssert", "bort", "Segmentation", "denied", "No space", "CANCELLED", "OOM", "imed out", "imeout",
     "nvalid", "xit", "Traceback", "SIG", "erminated", "Interrupt", "core dumped", "died", "Illegal",
-    "death signal", "Hangup", "defined signal", "srun: forcing", "State",
+    "death signal", "Hangup", "defined signal", "srun: forcing", "State", "BdbQuit",
 )
 
 #: A progress line's marks: a step/epoch/loss word, a bar's rate ("it/s", "s/it") or count ("5/9 [").
@@ -174,7 +177,20 @@ def is_failure(norm: str, raw: str = "") -> bool:
         return False
     return (logs.is_hard_error(norm) or is_terminal_kill(norm) or logs.is_secondary(norm)
             or _PROGRAM_ERROR.match(norm) is not None
-            or (bool(raw) and has_error_level(raw)))
+            or (bool(raw) and has_error_level(raw)) or is_debugger_quit(norm))
+
+
+#: pdb's exception when a debugger session ends by quitting ("bdb.BdbQuit"): a breakpoint left in a
+#: batch job, whose prompt got end-of-input; the process ends with it (README rule R7).
+DEBUGGER_QUIT = "BdbQuit"
+#: The prompts of pdb and ipdb, printed when a breakpoint stops the program.
+DEBUGGER_PROMPTS = ("(Pdb)", "ipdb>")
+
+
+def is_debugger_quit(norm: str) -> bool:
+    """Whether a (normalized) line is the exception line of a quit debugger session (``bdb.BdbQuit``,
+    after a launcher's rank prefix)."""
+    return DEBUGGER_QUIT in norm and strip_prefix(norm).strip().endswith(("bdb.BdbQuit", "BdbQuit"))
 
 
 #: Heads of an error report that Python prints and goes on from (the exit status is not

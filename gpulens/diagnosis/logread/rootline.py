@@ -20,7 +20,9 @@ from gpulens.diagnosis import logs
 from gpulens.diagnosis.guarded import Guarded
 from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.lines import (
+    DEBUGGER_PROMPTS,
     find_keys,
+    is_debugger_quit,
     is_benign,
     is_failure,
     is_progress,
@@ -279,6 +281,8 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     verdict_at = verdict_lines(lines, start)
     run_end = _run_end(own, verdict_at)
     picked = _root_lines(lines, [i for i in own if i < run_end], norm)
+    if picked and is_debugger_quit(norm(picked[-1])):
+        picked = _breakpoint(lines, picked[-1]) + picked
     if not own:  # only symptoms: a collective timeout is the key message (the first one)
         picked = [i for i in region if _TIMEOUT.search(norm(i)) is not None][:1]
         picked = [i for i, _ in glued_timeouts(lines, max(0, start - 1), picked[0])][:1] + picked if picked else picked
@@ -537,6 +541,18 @@ def _root_lines(lines: Sequence[str], own: Sequence[int], norm: Callable[[int], 
             out.append(i)
             said.append(i)
     return out
+
+
+def _breakpoint(lines: Sequence[str], quit_at: int) -> list[int]:
+    """The debugger prompt (``(Pdb)``, ``ipdb>``) printed last before the ``bdb.BdbQuit`` at
+    ``quit_at``: the program stopped at a leftover breakpoint, and quit when the batch job's
+    input ended (README rule R7: the prompt is the root, the quit the terminal error)."""
+    found = find_keys(lines, DEBUGGER_PROMPTS, max(0, quit_at - _PROMPT_REACH), quit_at)
+    return [i for i in found if _body(lines[i]).lstrip().startswith(DEBUGGER_PROMPTS)][-1:]
+
+
+#: Lines above a ``bdb.BdbQuit`` searched for the debugger's prompt.
+_PROMPT_REACH = 200
 
 
 def _everywhere(lines: Sequence[str], start: int, norm: Callable[[int], str]) -> Callable[[int], str]:
