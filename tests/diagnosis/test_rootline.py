@@ -668,3 +668,23 @@ def test_a_leftover_breakpoint_in_a_batch_job_is_the_root_and_bdbquit_the_end(ru
     w = diagnose_text("\n".join(lines), rules)
     assert w.diagnosis.category != "none"
     assert [lines[n - 1] for n in w.indicator_lines] == ["(Pdb) ", "[rank1]: bdb.BdbQuit"]
+    assert "bdb.BdbQuit (lines" in w.story()  # the story names the error, not the prompt
+
+
+def test_a_run_that_diverged_long_before_its_error_shows_where_the_loss_went_nan(rules: Classifier) -> None:
+    # the loss is NaN from epoch 3 on; early stopping ends training and the evaluation step then
+    # fails; the first NaN reading is the root, the evaluation's error the terminal line (R7)
+    lines = ["2025-04-08 17:20:21,877 [INFO] Using CosineAnnealingLR scheduler"]
+    for e in range(1, 11):
+        loss = "0.93" if e < 3 else "nan"
+        lines += [f"2025-04-08 1{e % 10}:20:21,877 [INFO] Started epoch {e}",
+                  f"2025-04-08 1{e % 10}:32:34,921 [INFO] [Epoch {e}] Train Loss: {loss}, Val Loss: {loss}, LR: 0.0001"]
+    lines += ["2025-04-09 05:23:59,909 [INFO] Early stopping triggered after 10 epochs",
+              "2025-04-09 05:23:59,911 [INFO] Training completed. Starting evaluation...",
+              "2025-04-09 05:25:29,465 [ERROR] Evaluation failed: Command '['python', 'evaluate.py', '--model_path', "
+              "'out/trained_model.pth']' returned non-zero exit status 1."]
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.diagnosis.category == "model_diverged"
+    assert w.indicator_lines == [7, len(lines)] and lines[6].endswith("Train Loss: nan, Val Loss: nan, LR: 0.0001")
+    assert w.step == "10"  # read where the run failed, not at the root
+    assert "Evaluation failed" in w.story()

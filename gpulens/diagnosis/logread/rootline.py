@@ -307,6 +307,9 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     if not found:  # only symptoms: the first ones, without wrappers and copies (R4, R5, R9)
         rest = [i for i in region if not logs.is_secondary(norm(i))] or list(region)
         found = _at_most(_once(rest, norm) or rest, min(limit, RULE_MAX_LINES))
+    if found:  # where the run diverged, before what failed because of it (R7)
+        found = _at_most([i for i in _diverged_root(lines, start, evidence) if i not in found] + found,
+                         min(limit, RULE_MAX_LINES))
     return sorted(set(found))
 
 
@@ -543,6 +546,45 @@ def _root_lines(lines: Sequence[str], own: Sequence[int], norm: Callable[[int], 
     return out
 
 
+#: A loss reading in a metric line ("Train Loss: nan", "loss=0.412", "'loss': inf").
+_LOSS_READING = re.compile(r"(?i)\bloss\b['\"]?\s*[:=]\s*(-?nan|-?inf|[-+]?\d[\d.eE+-]*)")
+#: Lines above the error region searched for the metric line the evidence quotes.
+_METRIC_REACH = 400
+
+
+def _diverged_root(lines: Sequence[str], start: int, evidence: Sequence[str]) -> list[int]:
+    """When the decisive evidence is a metric line whose loss reads NaN/inf (the run diverged, and
+    what failed after it is a consequence), the first line of that streak of NaN/inf readings:
+    where the run diverged (README rule R7: the root, before the terminal error)."""
+    key = evidence[0].strip()[:120] if evidence else ""
+    if not key or not _nan_loss(key):
+        return []
+    at = next((i for i in reversed(find_keys(lines, (key[:40],), max(0, start - _METRIC_REACH), start + 1))
+               if key in lines[i]), None)
+    if at is None:
+        return []
+    first = at
+    for k in range(at - 1, max(-1, at - _STREAK_REACH), -1):
+        if "oss" not in lines[k]:
+            continue
+        m = _LOSS_READING.search(lines[k])
+        if m is None:
+            continue
+        if not _nan_loss(lines[k]):
+            break
+        first = k
+    return [first]
+
+
+#: Lines above the quoted NaN reading searched for the first of the streak.
+_STREAK_REACH = 5000
+
+
+def _nan_loss(line: str) -> bool:
+    m = _LOSS_READING.search(line)
+    return m is not None and m.group(1).lower().lstrip("-") in ("nan", "inf")
+
+
 def _breakpoint(lines: Sequence[str], quit_at: int) -> list[int]:
     """The debugger prompt (``(Pdb)``, ``ipdb>``) printed last before the ``bdb.BdbQuit`` at
     ``quit_at``: the program stopped at a leftover breakpoint, and quit when the batch job's
@@ -706,8 +748,12 @@ def failure_point(lines: Sequence[str], i: int) -> int:
 
 def is_report_head(line: str) -> bool:
     """Whether a line heads an error report by naming where it was raised (Ray's task header,
-    Python's "Exception in thread NAME:"): it is not the error itself, nor where it happened."""
+    Python's "Exception in thread NAME:"), or marks where a failure began without stating it (a
+    debugger's prompt, a metric line whose loss went NaN: README rule R7's roots): it is not the
+    error itself, nor where the run failed."""
     if "ray::" in line and ("RayTaskError" in line or "Unhandled error" in line):
+        return True
+    if _body(line).lstrip().startswith(DEBUGGER_PROMPTS) or ("oss" in line and _nan_loss(line)):
         return True
     return "Exception in thread " in line and _body(line).lstrip().startswith("Exception in thread ")
 
@@ -782,7 +828,7 @@ def secondary_lines(lines: Sequence[str], failures: Sequence[int], primary: Sequ
     summaries); the first failing process's own later lines are not."""
     if not primary:
         return []
-    at = primary[0]
+    at = next((i for i in primary if not is_report_head(lines[i])), primary[0])  # a root marker is no error line
     tags = _Tags(lines, at)
     return [i for i in failures if i > at and i not in primary
             and (not is_root_error(norm(i)) or not same_origin(tags.of(i), first))]
