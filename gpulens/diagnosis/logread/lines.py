@@ -349,9 +349,7 @@ def text_on_bar(line: str) -> BarText | None:
         return None
     shown = line.rstrip("\r\n")
     shown = shown[shown.rfind("\r") + 1:][-_BAR_SHOWN:]  # the last refresh: what the terminal shows
-    last = None
-    for last in _BAR_UPDATE.finditer(shown):
-        pass
+    last = next(reversed(list(_BAR_UPDATE.finditer(shown))), None)  # the last update on it
     if last is None:
         return None
     text = _CURSOR.sub("", shown[last.end():]).strip()

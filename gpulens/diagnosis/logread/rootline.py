@@ -22,8 +22,8 @@ from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.lines import (
     DEBUGGER_PROMPTS,
     find_keys,
-    is_debugger_quit,
     is_benign,
+    is_debugger_quit,
     is_failure,
     is_progress,
     is_scheduler_kill,
