@@ -688,3 +688,17 @@ def test_a_run_that_diverged_long_before_its_error_shows_where_the_loss_went_nan
     assert w.indicator_lines == [7, len(lines)] and lines[6].endswith("Train Loss: nan, Val Loss: nan, LR: 0.0001")
     assert w.step == "10"  # read where the run failed, not at the root
     assert "Evaluation failed" in w.story()
+
+
+def test_a_launcher_s_verdict_on_a_silent_child_is_one_line_without_its_code_line(rules: Classifier) -> None:
+    # accelerate's child was SIGKILLed without a word: its CalledProcessError is the only error
+    # line (R8: one verdict line), never the "raise" code line above it (R2)
+    lines = ["  5%|5         | 50/1000 [01:40<31:40,  2.00s/it]",
+             "Traceback (most recent call last):",
+             '  File "/opt/conda/bin/accelerate", line 8, in <module>',
+             "    sys.exit(main())",
+             '  File "/opt/conda/lib/python3.10/site-packages/accelerate/commands/launch.py", line 703, in simple_launcher',
+             "    raise subprocess.CalledProcessError(returncode=process.returncode, cmd=cmd)",
+             "subprocess.CalledProcessError: Command '['/opt/conda/bin/python', 'train.py']' died with <Signals.SIGKILL: 9>."]
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.indicator_lines == [7]

@@ -305,7 +305,8 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     if not found:  # a launcher's verdict only when the failing process showed no error: one line
         found = _first_verdict(sorted(set(picked) | set(verdict)), norm)
     if not found:  # only symptoms: the first ones, without wrappers and copies (R4, R5, R9)
-        rest = [i for i in region if not logs.is_secondary(norm(i))] or list(region)
+        rest = [i for i in region if not _code_line(lines[i])]  # never a traceback's frame or code line (R2)
+        rest = [i for i in rest if not logs.is_secondary(norm(i))] or rest or list(region)
         found = _at_most(_once(rest, norm) or rest, min(limit, RULE_MAX_LINES))
     if found:  # where the run diverged, before what failed because of it (R7)
         found = _at_most([i for i in _diverged_root(lines, start, evidence) if i not in found] + found,
@@ -420,6 +421,12 @@ def _heads_traceback(lines: Sequence[str], i: int) -> bool:
         return False  # an exception line (the next traceback is another printing)
     below = next((k for k in range(i + 1, min(len(lines), i + 3)) if lines[k].strip()), None)
     return below is not None and _body(lines[below]).lstrip().startswith(_TRACEBACK)
+
+
+def _code_line(raw: str) -> bool:
+    """Whether a line is a traceback's frame or code line: indented, or indented after a launcher's
+    prefix (``[rank3]:     raise X(``)."""
+    return raw[:1].isspace() or _logged_frame(raw)
 
 
 def _once(picked: Sequence[int], norm: Callable[[int], str]) -> list[int]:
