@@ -156,7 +156,7 @@ def test_the_same_error_of_several_processes_is_shown_once(rules: Classifier) ->
 
 
 def test_srun_task_under_torchrun_is_not_the_rank(rules: Classifier) -> None:
-    lines = _rank_traceback(1, "bdb.BdbQuit") + _rank_traceback(0, "bdb.BdbQuit") + _TORCHRUN_TAIL + [
+    lines = _rank_traceback(1, "my_tool.Stop") + _rank_traceback(0, "my_tool.Stop") + _TORCHRUN_TAIL + [
         "srun: error: node-a3: task 0: Exited with exit code 1"]
     w = diagnose_text("\n".join(lines), rules)
     assert w.first_rank == 2  # no rank printed an error line the reader knows: torchrun's table
@@ -554,3 +554,151 @@ def test_a_silent_child_under_srun_gets_the_earliest_verdict_not_sruns_later_exi
     ]
     w = diagnose_text("\n".join(lines), rules)
     assert w.indicator_lines == [2]
+
+
+def _chained(prefix: str, first: str, last: str) -> list[str]:
+    return [f"{prefix}Traceback (most recent call last):",
+            f'{prefix}  File "/srv/lib/torch/serialization.py", line 944, in save',
+            f"{prefix}    _save(",
+            f"{prefix}{first}",
+            "",
+            f"{prefix}During handling of the above exception, another exception occurred:",
+            "",
+            f"{prefix}Traceback (most recent call last):",
+            f'{prefix}  File "/srv/job/train.py", line 212, in <module>',
+            f"{prefix}    trainer.train()",
+            f"{prefix}{last}"]
+
+
+def test_a_chain_printed_onto_a_bar_above_the_other_ranks_progress_counts_from_its_first_exception(
+        rules: Classifier) -> None:
+    # rank 0's checkpoint save fails and prints the chain unprefixed onto tqdm's bar; rank 2
+    # prints the same chain with its prefix; the other ranks' bars go on a little before they die
+    write = "RuntimeError: [enforce fail at inline_container.cc:815] . PytorchStreamWriter failed writing file data/2: file write failed"
+    pos = "RuntimeError: [enforce fail at inline_container.cc:626] . unexpected pos 170401152 vs 170401040"
+    lines = [f" 41%|####      | {k}/1200 [1:53:{k % 60:02d}<2:35:46, 13.30s/it]" for k in range(480, 500)]
+    lines[-1] += "Traceback (most recent call last):"
+    lines += _chained("", write, pos)[1:]
+    lines += _chained("[rank2]: ", write.replace("data/2", "data/1"), pos.replace("152 vs", "153 vs"))
+    lines += [f" 42%|####      | 500/1200 [1:53:{k:02d}<2:34:15, 13.22s/it]" for k in range(10, 20)]
+    lines += ["[2024-05-02 10:11:12,345] [INFO] [launch.py:319:sigkill_handler] Killing subprocess 7601"]
+    w = diagnose_text("\n".join(lines), rules)
+    got = [lines[n - 1] for n in w.indicator_lines]
+    assert got == [write, pos]  # the chain's first and last (R4), the first printing's (R5)
+
+
+def test_a_rank_s_traceback_printed_unprefixed_then_with_its_prefix_counts_at_its_first_printing(
+        rules: Classifier) -> None:
+    # Python prints the rank's traceback, then torch.distributed's error handler prints it again
+    # with "[rank0]: "; the other ranks' lines follow
+    disk = "OSError: Not enough disk space. Needed: Unknown size (download: 45.32 MiB, generated: 153.54 MiB)"
+    lines = [f"step {k:05d}/21400 | loss: 2.1 | dt: 410ms" for k in range(21390, 21400)]
+    lines += ["Traceback (most recent call last):", '  File "/srv/job/mid_train.py", line 93, in <module>',
+              '    ds = load_dataset("cais/mmlu", subset, split=split)', disk]
+    lines += _rank_traceback(0, disk) + _rank_traceback(3, disk) + _rank_traceback(5, disk)
+    lines += [f"step {k:05d}/21400 | loss: 2.1 | dt: 410ms" for k in range(21400, 21403)]
+    lines += _TORCHRUN_TAIL
+    w = diagnose_text("\n".join(lines), rules)
+    assert [lines[n - 1] for n in w.indicator_lines] == [disk]
+    assert w.indicator_lines[0] == 14
+
+
+def test_vllm_s_state_dump_at_error_level_is_not_the_error_and_the_abort_after_a_timeout_adds_nothing(
+        rules: Classifier) -> None:
+    # two ranks hang in a collective; rank 0's watchdog takes the process down, C++ aborts,
+    # and the colocated vLLM engine dumps its config at ERROR level on the way out
+    lines = [f"  0%|          | {k}/200 [00:0{k}<12:08,  3.66s/it]" for k in range(0, 2)]
+    lines[-1] += ("[rank0]:[E405 03:51:41.285624929 ProcessGroupNCCL.cpp:688] [Rank 0] Watchdog caught collective "
+                  "operation timeout: WorkNCCL(SeqNum=404, OpType=_ALLGATHER_BASE, NumelIn=1140480, NumelOut=2280960, "
+                  "Timeout(ms)=600000) ran for 600053 milliseconds before timing out.")
+    lines += ["[rank1]:[E405 03:51:41.321650177 ProcessGroupNCCL.cpp:688] [Rank 1] Watchdog caught collective "
+              "operation timeout: WorkNCCL(SeqNum=405, OpType=_ALLGATHER_BASE, NumelIn=1216512, NumelOut=2433024, "
+              "Timeout(ms)=600000) ran for 600061 milliseconds before timing out.",
+              "[rank0]:[E405 03:52:41.816364512 ProcessGroupNCCL.cpp:763] [Rank 0] To avoid data inconsistency, we are "
+              "taking the entire process down.",
+              "terminate called after throwing an instance of 'c10::DistBackendError'",
+              "ERROR 04-05 03:52:41 [dump_input.py:72] Dumping input data for V1 LLM engine (v0.19.0) with config: "
+              "model='Qwen/Qwen2.5-7B-Instruct', speculative_config=None, tokenizer='Qwen/Qwen2.5-7B-Instruct'",
+              "ERROR 04-05 03:52:41 [dump_input.py:79] Dumping scheduler output for model execution: "
+              "SchedulerOutput(scheduled_new_reqs=[], num_scheduled_tokens={})",
+              "  what():  [PG ID 3 PG GUID 4 Rank 0] Process group watchdog thread terminated with exception: [Rank 0] "
+              "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=404, OpType=_ALLGATHER_BASE)"]
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.indicator_lines == [2]  # the first rank's timeout, printed onto the bar (R6, R2)
+
+
+def test_an_exception_between_the_first_and_last_of_a_chain_is_not_labelled(rules: Classifier) -> None:
+    # the launcher gets SIGHUP; its logging call fails while the signal's exception is handled,
+    # and the same signal exception ends the chain (R4: the first line, nothing in between)
+    signal = "torch.distributed.elastic.multiprocessing.api.SignalException: Process 47068 got signal: 1"
+    lines = ["[2025-02-18 15:50:58,686] torch.distributed.elastic.multiprocessing.api: [WARNING] Sending process "
+             f"{p} closing signal SIGTERM" for p in (47144, 47145)]
+    lines += ["Traceback (most recent call last):",
+              '  File "/usr/lib/python3/dist-packages/torch/distributed/elastic/agent/server/api.py", line 877, in _invoke_run',
+              "    time.sleep(monitor_interval)",
+              '  File "/usr/lib/python3/dist-packages/torch/distributed/elastic/multiprocessing/api.py", line 62, in _terminate_process_handler',
+              '    raise SignalException(f"Process {os.getpid()} got signal: {sigval}", sigval=sigval)',
+              signal, "", "During handling of the above exception, another exception occurred:", "",
+              "Traceback (most recent call last):",
+              '  File "/usr/lib/python3.8/logging/__init__.py", line 1697, in isEnabledFor',
+              "    return self._cache[level]",
+              "KeyError: 30", "", "During handling of the above exception, another exception occurred:", "",
+              "Traceback (most recent call last):",
+              '  File "/usr/lib/python3/dist-packages/torch/distributed/run.py", line 797, in run',
+              "    elastic_launch(",
+              '  File "/usr/lib/python3/dist-packages/torch/distributed/elastic/multiprocessing/api.py", line 62, in _terminate_process_handler',
+              '    raise SignalException(f"Process {os.getpid()} got signal: {sigval}", sigval=sigval)',
+              signal]
+    w = diagnose_text("\n".join(lines), rules)
+    assert [lines[n - 1] for n in w.indicator_lines] == [signal]
+    assert w.indicator_lines == [8]
+
+
+def test_a_leftover_breakpoint_in_a_batch_job_is_the_root_and_bdbquit_the_end(rules: Classifier) -> None:
+    # pdb stops each rank at a breakpoint; srun gives it no input, so every rank quits the debugger
+    # (README rule R7: the first prompt and the quit, not the launcher's verdict)
+    lines = [f"step {k:05d}/00813 ({k * 100 / 813:.2f}%) | loss: 1.2 | dt: 410ms" for k in range(805, 814)]
+    lines += ["> /srv/nanochat/scripts/chat_eval.py(59)run_generative_eval()",
+              "-> outcomes = [task.evaluate(conversation, c) for c in completions]", "(Pdb) "]
+    lines += _rank_traceback(1, "bdb.BdbQuit")
+    lines += ["> /srv/nanochat/scripts/chat_eval.py(59)run_generative_eval()",
+              "-> outcomes = [task.evaluate(conversation, c) for c in completions]", "(Pdb) "]
+    lines += _rank_traceback(0, "bdb.BdbQuit") + _TORCHRUN_TAIL
+    lines += ["srun: error: h01: task 0: Exited with exit code 1"]
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.diagnosis.category != "none"
+    assert [lines[n - 1] for n in w.indicator_lines] == ["(Pdb) ", "[rank1]: bdb.BdbQuit"]
+    assert "bdb.BdbQuit (lines" in w.story()  # the story names the error, not the prompt
+
+
+def test_a_run_that_diverged_long_before_its_error_shows_where_the_loss_went_nan(rules: Classifier) -> None:
+    # the loss is NaN from epoch 3 on; early stopping ends training and the evaluation step then
+    # fails; the first NaN reading is the root, the evaluation's error the terminal line (R7)
+    lines = ["2025-04-08 17:20:21,877 [INFO] Using CosineAnnealingLR scheduler"]
+    for e in range(1, 11):
+        loss = "0.93" if e < 3 else "nan"
+        lines += [f"2025-04-08 1{e % 10}:20:21,877 [INFO] Started epoch {e}",
+                  f"2025-04-08 1{e % 10}:32:34,921 [INFO] [Epoch {e}] Train Loss: {loss}, Val Loss: {loss}, LR: 0.0001"]
+    lines += ["2025-04-09 05:23:59,909 [INFO] Early stopping triggered after 10 epochs",
+              "2025-04-09 05:23:59,911 [INFO] Training completed. Starting evaluation...",
+              "2025-04-09 05:25:29,465 [ERROR] Evaluation failed: Command '['python', 'evaluate.py', '--model_path', "
+              "'out/trained_model.pth']' returned non-zero exit status 1."]
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.diagnosis.category == "model_diverged"
+    assert w.indicator_lines == [7, len(lines)] and lines[6].endswith("Train Loss: nan, Val Loss: nan, LR: 0.0001")
+    assert w.step == "10"  # read where the run failed, not at the root
+    assert "Evaluation failed" in w.story()
+
+
+def test_a_launcher_s_verdict_on_a_silent_child_is_one_line_without_its_code_line(rules: Classifier) -> None:
+    # accelerate's child was SIGKILLed without a word: its CalledProcessError is the only error
+    # line (R8: one verdict line), never the "raise" code line above it (R2)
+    lines = ["  5%|5         | 50/1000 [01:40<31:40,  2.00s/it]",
+             "Traceback (most recent call last):",
+             '  File "/opt/conda/bin/accelerate", line 8, in <module>',
+             "    sys.exit(main())",
+             '  File "/opt/conda/lib/python3.10/site-packages/accelerate/commands/launch.py", line 703, in simple_launcher',
+             "    raise subprocess.CalledProcessError(returncode=process.returncode, cmd=cmd)",
+             "subprocess.CalledProcessError: Command '['/opt/conda/bin/python', 'train.py']' died with <Signals.SIGKILL: 9>."]
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.indicator_lines == [7]

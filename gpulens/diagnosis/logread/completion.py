@@ -22,6 +22,7 @@ from gpulens.diagnosis.logread.lines import (
     is_progress,
     last_matching,
     process_key,
+    text_on_bar,
 )
 from gpulens.diagnosis.logs import find_keys
 
@@ -441,23 +442,19 @@ def signal_reports(lines: Sequence[str], floor: int) -> list[int]:
             if _SIGNAL_REPORT.search(s := logs.normalize_line(lines[i]).strip()) or _DIVERGED_STOP.search(s[-400:])]
 
 
-#: A progress bar's last update (tqdm: "| 954/2219 [09:43<12:49,  1.64it/s]") and what was
-#: written right after it on the same line: tqdm ends its updates with "\r", no newline, so the
-#: next writer to the same file (bash's job-control "line 12: 4242 Killed  python train.py",
-#: slurmstepd's cancel line) starts there.
-_AFTER_BAR = re.compile(r"\d+/\d+ \[[^\]\r\n]{0,80}\](?P<after>[^\r]+)$")
-#: Lines at the end of an attempt searched for such a line.
+#: Lines at the end of an attempt searched for a kill printed onto a progress bar.
 BAR_TAIL = 10
 
 
 def written_after_bar(lines: Sequence[str], floor: int, keys: Sequence[str],
                       test: Callable[[str], bool]) -> list[int]:
-    """Indexes among the last ``BAR_TAIL`` lines of ``lines[floor:]`` whose text after a
-    progress bar's last update (``_AFTER_BAR``) holds one of ``keys`` and passes ``test``
-    (e.g. a kill line that the line-start tests miss there)."""
+    """Indexes among the last ``BAR_TAIL`` lines of ``lines[floor:]`` whose message printed onto a
+    progress bar (:func:`lines.text_on_bar`: bash's "line 12: 4242 Killed  python train.py",
+    slurmstepd's cancel line after tqdm's last update) holds one of ``keys`` and passes ``test``
+    (a kill line that the line-start tests miss there)."""
     out = []
     for i in find_keys(lines, tuple(keys), max(floor, len(lines) - BAR_TAIL)):
-        m = _AFTER_BAR.search(lines[i][-2000:])
-        if m is not None and test(m.group("after").strip()):
+        glued = text_on_bar(lines[i])
+        if glued is not None and test(glued.text):
             out.append(i)
     return out

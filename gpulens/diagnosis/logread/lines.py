@@ -3,6 +3,7 @@ say what kind of line each is: a failure, a secondary symptom, progress, benign 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Sequence
 
@@ -29,6 +30,11 @@ __all__ = [
     "dead_driver",
     "driver_report",
     "process_key",
+    "BarText",
+    "text_on_bar",
+    "DEBUGGER_PROMPTS",
+    "DEBUGGER_QUIT",
+    "is_debugger_quit",
 ]
 
 #: Literal keys of lines that may state a failure (hard, infrastructure or secondary).
@@ -36,7 +42,7 @@ ERROR_KEYS: tuple[str, ...] = (
     "rror", "ERROR", "xception", "FATAL", "atal", "ailed", "FAILED", "illed", "xhausted", "EXHAUSTED",
     "ssert", "bort", "Segmentation", "denied", "No space", "CANCELLED", "OOM", "imed out", "imeout",
     "nvalid", "xit", "Traceback", "SIG", "erminated", "Interrupt", "core dumped", "died", "Illegal",
-    "death signal", "Hangup", "defined signal", "srun: forcing", "State",
+    "death signal", "Hangup", "defined signal", "srun: forcing", "State", "BdbQuit",
 )
 
 #: A progress line's marks: a step/epoch/loss word, a bar's rate ("it/s", "s/it") or count ("5/9 [").
@@ -171,7 +177,20 @@ def is_failure(norm: str, raw: str = "") -> bool:
         return False
     return (logs.is_hard_error(norm) or is_terminal_kill(norm) or logs.is_secondary(norm)
             or _PROGRAM_ERROR.match(norm) is not None
-            or (bool(raw) and has_error_level(raw)))
+            or (bool(raw) and has_error_level(raw)) or is_debugger_quit(norm))
+
+
+#: pdb's exception when a debugger session ends by quitting ("bdb.BdbQuit"): a breakpoint left in a
+#: batch job, whose prompt got end-of-input; the process ends with it (README rule R7).
+DEBUGGER_QUIT = "BdbQuit"
+#: The prompts of pdb and ipdb, printed when a breakpoint stops the program.
+DEBUGGER_PROMPTS = ("(Pdb)", "ipdb>")
+
+
+def is_debugger_quit(norm: str) -> bool:
+    """Whether a (normalized) line is the exception line of a quit debugger session (``bdb.BdbQuit``,
+    after a launcher's rank prefix)."""
+    return DEBUGGER_QUIT in norm and strip_prefix(norm).strip().endswith(("bdb.BdbQuit", "BdbQuit"))
 
 
 #: Heads of an error report that Python prints and goes on from (the exit status is not
@@ -295,3 +314,45 @@ def dead_driver(lines: Sequence[str], lo: int) -> list[int]:
     if got is None:
         return []
     return [k for k in range(*got) if is_failure(logs.normalize_line(lines[k]), lines[k])]
+
+
+#: A progress bar's update (tqdm: "| 954/2219 [09:43<12:49,  1.64it/s, loss=0.31]"): its count,
+#: its total and its bracket of times and postfix.
+_BAR_UPDATE = re.compile(r"(\d+)/(\d+)\s*\[[^\]\r\n]{0,200}\]")
+#: The cursor moves tqdm writes after a nested bar's refresh (``position=1``: ``\x1b[A``).
+_CURSOR = re.compile(r"\x1b\[\d*[A-D]")
+#: Characters at the end of a bar's last refresh looked at for it.
+_BAR_SHOWN = 2000
+
+
+@dataclasses.dataclass(frozen=True)
+class BarText:
+    """A message printed onto a progress bar's line (:func:`text_on_bar`)."""
+
+    #: what the bar shows before its count ("Epoch 0:  12%|█▏        | ")
+    head: str
+    #: the bar's count and total
+    done: int
+    total: int
+    #: the message printed after the bar's last update
+    text: str
+
+
+def text_on_bar(line: str) -> BarText | None:
+    """The message printed onto a progress bar's line, with that bar: tqdm ends its updates with
+    ``\r``, no newline, so whatever writes to the same file next (a traceback, bash's "line 12:
+    4242 Killed  python train.py", slurmstepd's cancel line) starts right after the bar's last
+    update (``Epoch 1:  40%|####  | 40/100 [00:09<00:13, 4.4it/s]slurmstepd: error: *** JOB 52
+    ..."``). None when the line's last refresh is no bar, or nothing that reads as a message (a
+    word, a bracketed tag, a path, a Slurm ``***``) follows its last update."""
+    if "/" not in line or "[" not in line:
+        return None
+    shown = line.rstrip("\r\n")
+    shown = shown[shown.rfind("\r") + 1:][-_BAR_SHOWN:]  # the last refresh: what the terminal shows
+    last = next(reversed(list(_BAR_UPDATE.finditer(shown))), None)  # the last update on it
+    if last is None:
+        return None
+    text = _CURSOR.sub("", shown[last.end():]).strip()
+    if not text or not (text[:1].isalpha() or text.startswith(("*", "[", "/", "."))):
+        return None
+    return BarText(shown[:last.start()], int(last.group(1)), int(last.group(2)), text)

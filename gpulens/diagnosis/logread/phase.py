@@ -16,10 +16,12 @@ from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.completion import AT_EXIT, is_completion, printed_before
 from gpulens.diagnosis.logread.lines import (
     PROGRESS_KEYS,
+    BarText,
     is_benign,
     is_progress,
     is_terminal_kill,
     last_matching,
+    text_on_bar,
 )
 
 __all__ = ["PHASES", "last_step", "own_step", "phase_of", "run_start"]
@@ -61,9 +63,8 @@ def last_step(lines: Sequence[str], before: int, floor: int = 0) -> str | None:
     """The last step/iteration/epoch printed in ``lines[floor:before]`` (as printed) by the run
     that was going on at ``before`` (not by an earlier program of the same job script), or by a
     progress bar the line at ``before`` was printed onto."""
-    if before < len(lines) and (bar := _BAR_TAIL.search(_bar_text(lines[before]))) is not None \
-            and _glued_text(lines[before], bar) and bar.group(1) != "0":
-        return bar.group(1)
+    if before < len(lines) and (glued := _on_bar(lines[before])) is not None and glued.done != 0:
+        return str(glued.done)
     floor = run_start(lines, floor, before, _STEP_LOOKBACK)
     found = last_matching(lines, _STEP_KEYS, lambda ln: _step_in(ln) is not None, max(floor, before - _STEP_LOOKBACK), before)
     return _step_in(lines[found[0]]) if found else None
@@ -759,20 +760,6 @@ def _teardown(region: Sequence[str]) -> bool:
 _BAR_DONE = re.compile(r"\|\s*(\d+)/\d+\s*\[")
 
 
-#: The end of a tqdm bar: its count, its total, and its bracket of times and postfix
-#: ("| 619/163672 [04:53<20:22:49,  2.22it/s, Loss: 0.07412]").
-_BAR_TAIL = re.compile(r"\|\s*(\d+)/(\d+)\s*\[[^\]\n]{0,200}\]")
-
-
-def _glued_text(line: str, bar: re.Match[str]) -> bool:
-    """Whether a message follows the bar ``bar`` on ``line`` (tqdm ends no line: what the job printed
-    next, a scheduler's cancellation, "Killed", lands on the bar's)."""
-    rest = _CURSOR.sub("", _bar_text(line)[bar.end():]).strip()
-    return bool(rest) and (rest[:1].isalpha() or rest.startswith(("*", "[", "/", ".")))
-
-
-#: The cursor moves tqdm writes after a nested bar's refresh (``position=1``: ``\x1b[A``).
-_CURSOR = re.compile(r"\x1b\[\d*[A-D]")
 #: bash's report of a job a signal ended, ``./train.sh: line 33: 136834 Killed    python3 main.py
 #: --do_eval ...`` (``Terminated``, ``Aborted``, ``Segmentation fault (core dumped)``, ...): what
 #: follows the signal's name is the job's command line, which says nothing of where it stopped.
@@ -780,9 +767,10 @@ _JOB_REPORT = re.compile(r": line \d+: +\d+ (?:Killed|Terminated|Aborted|Hangup|
                          r"|Floating point exception|Illegal instruction)(?: +\(core dumped\))?")
 
 
-def _bar_text(line: str) -> str:
-    """The end of what a line shows, where a bar a failure was printed onto is looked for."""
-    return _job_report_cut(_shown(line))[-_SHOWN:]
+def _on_bar(line: str) -> BarText | None:
+    """The message printed onto a progress bar's line (:func:`lines.text_on_bar`), a bash job
+    report's command line left out (it says nothing of where the job stopped)."""
+    return text_on_bar(_job_report_cut(_shown(line)))
 
 
 def _job_report_cut(text: str) -> str:
@@ -799,29 +787,26 @@ def _bar_glued(line: str) -> str | None:
     ON gpu-3 CANCELLED ...``): an evaluation's bar short of its total is evaluation, a training bar
     past 0 training; None when the line is no such bar, or a bar at 0 (a new epoch's, or the
     first step's: the lines above tell which)."""
-    shown = _bar_text(line)
-    bar = _BAR_TAIL.search(shown) if "|" in shown else None
-    if bar is None or not _glued_text(line, bar):
+    glued = _on_bar(line)
+    if glued is None:
         return None
-    head = shown[:bar.start()].lstrip()
-    if _EVAL_BAR.match(head + shown[bar.start():bar.end()]) is not None and int(bar.group(1)) < int(bar.group(2)):
+    head = glued.head.lstrip()
+    if _EVAL_BAR.match(f"{head}{glued.done}/{glued.total}") is not None and glued.done < glued.total:
         return "evaluation"
     if _SETUP_BAR.search(head.split("%|")[0]):
         return None  # a set-up bar (loading, downloading): no step was done
-    return None if bar.group(1) == "0" else "training"
+    return None if glued.done == 0 else "training"
 
 
 def _glued_bar(region: Sequence[str]) -> str | None:
     """The phase shown by a progress bar the traceback was printed onto (tqdm leaves no newline:
-    ``Epoch 1/10:   0%|   | 0/375 [00:00<?, ?it/s]Traceback (most recent call last):``): the
-    first step at 0% or step 0/1, else training; ``None`` when there is no such line."""
+    ``Epoch 1/10:   0%|   | 0/375 [00:00<?, ?it/s]Traceback (most recent call last):``;
+    :func:`lines.text_on_bar`): the first step at 0/N, else training; ``None`` when there is no
+    such line."""
     for ln in region:
-        at = ln.find(_TB)
-        if at > 0 and is_progress(ln[:at].lstrip()):
-            bar = ln[ln.rfind("\r", 0, at) + 1:at]
-            done = _BAR_DONE.search(bar)  # "1/242731 [00:18<...": one step done, the failure is in a later one
-            if done is not None:
-                return "first_step" if int(done.group(1)) == 0 else "training"
-            return "first_step" if " 0%|" in bar or _step_in(bar) in ("0", "1") else "training"
+        if _TB not in ln:
+            continue
+        glued = text_on_bar(ln)
+        if glued is not None and glued.text.startswith(_TB):
+            return "first_step" if glued.done == 0 else "training"  # "1/242731 [...": one step done
     return None
-

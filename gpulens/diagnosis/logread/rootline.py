@@ -20,8 +20,10 @@ from gpulens.diagnosis import logs
 from gpulens.diagnosis.guarded import Guarded
 from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.lines import (
+    DEBUGGER_PROMPTS,
     find_keys,
     is_benign,
+    is_debugger_quit,
     is_failure,
     is_progress,
     is_scheduler_kill,
@@ -58,7 +60,16 @@ def is_root_error(norm: str) -> bool:
     elsewhere, not a traceback frame or code line, not benign noise."""
     if not norm or norm[0] in " \t" or norm.startswith(("File \"", "raise ", "^")):
         return False
-    return not (logs.is_weak(norm) or _ECHO.search(norm) is not None or is_benign(norm) or _RETRYING in norm)
+    return not (logs.is_weak(norm) or _ECHO.search(norm) is not None or is_benign(norm) or _RETRYING in norm
+                or (_DUMPING in norm and _STATE_DUMP.search(norm) is not None))
+
+
+_DUMPING = "Dumping "
+#: vLLM's dump of the engine's state when its core crashes, logged at ERROR level ("ERROR 04-05
+#: 03:52:41 [dump_input.py:72] Dumping input data for V1 LLM engine (v0.10.1) with config: ...",
+#: "Dumping scheduler output for model execution: ...", "Dumping scheduler stats: ..."): a
+#: config dump, not the error (README rule R2).
+_STATE_DUMP = re.compile(r"Dumping (?:input data for V\d+ LLM engine|scheduler (?:output|stats))")
 
 
 #: urllib3's warning before it tries a request again ("Retrying (Retry(total=4, connect=4, ...)) after
@@ -224,8 +235,8 @@ def verdict_lines(lines: Sequence[str], start: int) -> list[int]:
     for i in find_keys(lines, _VERDICT_KEYS, start):
         ln = lines[i]
         key = next(k for k in _VERDICT_KEYS if k in ln)
-        if key == "errors.ChildFailedError" and ln.lstrip().startswith(("raise", "File")):
-            continue
+        if ln.lstrip().startswith(("raise", "File")):
+            continue  # a traceback's frame or code line ("raise SignalException(...)", "raise ChildFailedError(")
         seen.setdefault(key, i)
     out: list[int] = []
     for key in _VERDICT_KEYS:
@@ -252,6 +263,7 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     error, and then its first line (README rule R8)."""
     region = [i for i in failures if i >= start]
     tags = _Tags(lines, start)
+    norm = _everywhere(lines, start, norm)
 
     def mine(i: int) -> bool:
         return same_origin(tags.of(i), first)
@@ -262,14 +274,20 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     errors = [i for i in own if not is_scheduler_kill(norm(i))]
     caught = set(errors) if errors and _went_on(lines, errors[-1], region, norm, _ownline(tags, first)) else set()
     own = [i for i in own if i not in caught]
+    if own:
+        own = sorted(set(own) | set(_printed_with(lines, own[0], mine)))
+    middles = {i for i in own if _inside_chain(lines, i)}
+    own = [i for i in own if i not in middles]
     verdict_at = verdict_lines(lines, start)
     run_end = _run_end(own, verdict_at)
     picked = _root_lines(lines, [i for i in own if i < run_end], norm)
+    if picked and is_debugger_quit(norm(picked[-1])):
+        picked = _breakpoint(lines, picked[-1]) + picked
     if not own:  # only symptoms: a collective timeout is the key message (the first one)
         picked = [i for i in region if _TIMEOUT.search(norm(i)) is not None][:1]
         picked = [i for i, _ in glued_timeouts(lines, max(0, start - 1), picked[0])][:1] + picked if picked else picked
     texts = {_shape(norm(i)) for i in picked}
-    own_set = set(own)
+    own_set = set(own) | middles
     for i in _quoted(lines, start, failures, evidence, norm):
         if not any(abs(i - k) <= _NEXT_TO for k in picked) and _shape(norm(i)) not in texts and mine(i) \
                 and not (own and _cleanup(norm(i))) and i < run_end \
@@ -278,7 +296,8 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
             texts.add(_shape(norm(i)))
     kills = [i for i in region if is_terminal_kill(norm(i)) and not lines[i][:1].isspace()
              and not logs.is_secondary(norm(i)) and not is_benign(norm(i)) and not (own and _cleanup(norm(i)))]
-    picked += [i for i in kills if i not in picked and (not own or (i > own[0] and _why_killed(norm(i), own, norm)))][:2]
+    picked += [i for i in kills if i not in picked and (not own or (i > own[0] and _why_killed(norm(i), own, norm)))
+               and not (picked and _ABORTED in norm(i))][:2]  # C++'s abort on an error a line above named (R6)
     verdict = [i for i in verdict_at if not (own and _cleanup(norm(i))) and i not in picked]
     found = _at_most(_once(picked, norm), min(limit, RULE_MAX_LINES))
     if not own and not any(_TIMEOUT.search(norm(i)) for i in found):  # the launcher itself got a signal (R6)
@@ -286,8 +305,12 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     if not found:  # a launcher's verdict only when the failing process showed no error: one line
         found = _first_verdict(sorted(set(picked) | set(verdict)), norm)
     if not found:  # only symptoms: the first ones, without wrappers and copies (R4, R5, R9)
-        rest = [i for i in region if not logs.is_secondary(norm(i))] or list(region)
+        rest = [i for i in region if not _code_line(lines[i])]  # never a traceback's frame or code line (R2)
+        rest = [i for i in rest if not logs.is_secondary(norm(i))] or rest or list(region)
         found = _at_most(_once(rest, norm) or rest, min(limit, RULE_MAX_LINES))
+    if found:  # where the run diverged, before what failed because of it (R7)
+        found = _at_most([i for i in _diverged_root(lines, start, evidence) if i not in found] + found,
+                         min(limit, RULE_MAX_LINES))
     return sorted(set(found))
 
 
@@ -400,6 +423,12 @@ def _heads_traceback(lines: Sequence[str], i: int) -> bool:
     return below is not None and _body(lines[below]).lstrip().startswith(_TRACEBACK)
 
 
+def _code_line(raw: str) -> bool:
+    """Whether a line is a traceback's frame or code line: indented, or indented after a launcher's
+    prefix (``[rank3]:     raise X(``)."""
+    return raw[:1].isspace() or _logged_frame(raw)
+
+
 def _once(picked: Sequence[int], norm: Callable[[int], str]) -> list[int]:
     """``picked`` without the launcher's verdicts when a line of the failing process itself shows
     the error (rule R8), and without the copies of a message already picked, whatever rank
@@ -419,6 +448,9 @@ def _once(picked: Sequence[int], norm: Callable[[int], str]) -> list[int]:
     return out
 
 
+#: The C++ runtime's report of an uncaught exception ("terminate called after throwing an instance of
+#: 'c10::DistBackendError'"): the cause line only when nothing before it names the error (rule R6).
+_ABORTED = "terminate called"
 #: README rule R9: never more than three indicator lines.
 RULE_MAX_LINES = 3
 
@@ -506,14 +538,140 @@ def _root_lines(lines: Sequence[str], own: Sequence[int], norm: Callable[[int], 
         if _EXCEPTION.match(norm(i)):
             printings.setdefault(_printing(lines, i, own[0]), []).append(i)
     final = printings[_printing(lines, last, own[0])]
-    shapes = [_shape(norm(i)) for i in final]
-    again = next((p for p in printings.values() if p[-1] < final[0] and [_shape(norm(i)) for i in p] == shapes), None)
+    shapes = [_bare_shape(norm(i)) for i in final]
+    again = next((p for p in printings.values() if p[-1] < final[0] and [_bare_shape(norm(i)) for i in p] == shapes), None)
     chain = again if again is not None else final
     out = [own[0]]
+    root = printings.get(_printing(lines, own[0], own[0]), [])
+    if root and all(any(_restates(_shape(norm(i)), _shape(norm(k))) for k in root) for i in chain):
+        chain = root  # the final chain printed again (another process's copy): the root's printing says it first
+    said = out + (root if chain is not root else [])  # another printing of the root's chain: its messages are said
     for i in (chain[0], chain[-1]):  # the chain's first (when the first line is not in it) and its last
-        if not any(_restates(_shape(norm(i)), _shape(norm(k))) for k in out):
+        if not any(_restates(_shape(norm(i)), _shape(norm(k))) for k in said):
             out.append(i)
+            said.append(i)
     return out
+
+
+#: A loss reading in a metric line ("Train Loss: nan", "loss=0.412", "'loss': inf").
+_LOSS_READING = re.compile(r"(?i)\bloss\b['\"]?\s*[:=]\s*(-?nan|-?inf|[-+]?\d[\d.eE+-]*)")
+#: Lines above the error region searched for the metric line the evidence quotes.
+_METRIC_REACH = 400
+
+
+def _diverged_root(lines: Sequence[str], start: int, evidence: Sequence[str]) -> list[int]:
+    """When the decisive evidence is a metric line whose loss reads NaN/inf (the run diverged, and
+    what failed after it is a consequence), the first line of that streak of NaN/inf readings:
+    where the run diverged (README rule R7: the root, before the terminal error)."""
+    key = evidence[0].strip()[:120] if evidence else ""
+    if not key or not _nan_loss(key):
+        return []
+    at = next((i for i in reversed(find_keys(lines, (key[:40],), max(0, start - _METRIC_REACH), start + 1))
+               if key in lines[i]), None)
+    if at is None:
+        return []
+    first = at
+    for k in range(at - 1, max(-1, at - _STREAK_REACH), -1):
+        if "oss" not in lines[k]:
+            continue
+        m = _LOSS_READING.search(lines[k])
+        if m is None:
+            continue
+        if not _nan_loss(lines[k]):
+            break
+        first = k
+    return [first]
+
+
+#: Lines above the quoted NaN reading searched for the first of the streak.
+_STREAK_REACH = 5000
+
+
+def _nan_loss(line: str) -> bool:
+    m = _LOSS_READING.search(line)
+    return m is not None and m.group(1).lower().lstrip("-") in ("nan", "inf")
+
+
+def _breakpoint(lines: Sequence[str], quit_at: int) -> list[int]:
+    """The debugger prompt (``(Pdb)``, ``ipdb>``) printed last before the ``bdb.BdbQuit`` at
+    ``quit_at``: the program stopped at a leftover breakpoint, and quit when the batch job's
+    input ended (README rule R7: the prompt is the root, the quit the terminal error)."""
+    found = find_keys(lines, DEBUGGER_PROMPTS, max(0, quit_at - _PROMPT_REACH), quit_at)
+    return [i for i in found if _body(lines[i]).lstrip().startswith(DEBUGGER_PROMPTS)][-1:]
+
+
+#: Lines above a ``bdb.BdbQuit`` searched for the debugger's prompt.
+_PROMPT_REACH = 200
+
+
+def _everywhere(lines: Sequence[str], start: int, norm: Callable[[int], str]) -> Callable[[int], str]:
+    """``norm`` (the normalized lines from ``start`` on), for the lines above ``start`` too."""
+    def get(i: int) -> str:
+        return norm(i) if i >= start else logs.normalize_line(lines[i]).strip()
+    return get
+
+
+def _printed_with(lines: Sequence[str], i: int, mine: Callable[[int], bool]) -> list[int]:
+    """The exception lines printed with the root error line ``i`` that the failure scan did not
+    reach (above the last progress line of the other ranks, which moves its frontier past them):
+    the earlier exceptions of the chain ``i`` ends (README rule R4: the chain's first exception
+    line), and an identical copy of the chain printed right before it (rule R5, the earliest
+    copy: a rank's traceback printed unprefixed by Python, then again with its ``[rankN]:``
+    prefix by torch.distributed's error handler)."""
+    body = _norm_body(lines[i])
+    if not _EXCEPTION.match(body):
+        return []
+    head = _traceback_head(lines, i)
+    if head is None or _TRACEBACK not in lines[head]:
+        return []
+    first = chain_start(lines, head, max(0, head - AROUND * 5))
+    out = [k for k in _chain_exceptions(lines, first, head) if mine(k)]
+    above = next((k for k in range(first - 1, max(-1, first - 4), -1) if lines[k].strip()), None)
+    if above is not None and mine(above) and _shape(_norm_body(lines[above])) == _shape(body):
+        out.append(above)
+        prev = _traceback_head(lines, above)
+        if prev is not None and _TRACEBACK in lines[prev]:
+            start = chain_start(lines, prev, max(0, prev - AROUND * 5))
+            out += [k for k in _chain_exceptions(lines, start, prev) if mine(k)]
+    return out
+
+
+def _inside_chain(lines: Sequence[str], i: int) -> bool:
+    """Whether the exception line ``i`` is neither the first nor the last of the chain it is in
+    (Python printed "During handling of the above exception" / "The above exception was the
+    direct cause" both above its traceback and right below it): README rule R4 labels nothing in
+    between (a logging call failing while a signal's exception is handled)."""
+    below = next((k for k in range(i + 1, min(len(lines), i + 4)) if lines[k].strip()), None)
+    if below is None or not any(c in lines[below] for c in _CHAINED):
+        return False
+    head = _traceback_head(lines, i)
+    if head is None or _TRACEBACK not in lines[head]:
+        return False
+    above = next((k for k in range(head - 1, max(-1, head - 4), -1) if lines[k].strip()), None)
+    return above is not None and any(c in lines[above] for c in _CHAINED)
+
+
+def _chain_exceptions(lines: Sequence[str], first: int, last_head: int) -> list[int]:
+    """The exception lines of the chained tracebacks from ``first`` (a traceback's head) to the
+    one headed at ``last_head``: the last non-blank line above each "During handling of the above
+    exception" / "The above exception was the direct cause" between them."""
+    out = []
+    for k in range(first + 1, last_head):
+        if any(c in lines[k] for c in _CHAINED):
+            exc = next((j for j in range(k - 1, max(first, k - 4), -1) if lines[j].strip()), None)
+            if exc is not None and _EXCEPTION.match(_norm_body(lines[exc])) and is_root_error(_norm_body(lines[exc])):
+                out.append(exc)
+    return out
+
+
+def _norm_body(line: str) -> str:
+    """A line normalized, without its launcher's prefix."""
+    return logs.normalize_line(_body(line)).strip()
+
+
+def _bare_shape(norm: str) -> str:
+    """The shape of a message without its launcher's prefix (a rank's copy of a chain is the same chain)."""
+    return _shape(ranks.strip_prefix(norm).strip())
 
 
 def _restates(a: str, b: str) -> bool:
@@ -573,7 +731,7 @@ def _traceback_head(lines: Sequence[str], i: int, reach: int = 400) -> int | Non
     last):`` head, or whatever heads a report printed without one (Ray's task header)."""
     for k in range(i - 1, max(-1, i - reach), -1):
         body = _body(lines[k])
-        if body.strip() and not body.startswith((" ", "\t")):
+        if body.strip() and (not body.startswith((" ", "\t")) or _TRACEBACK in body):  # a head printed onto a bar
             return k
     return None
 
@@ -597,8 +755,12 @@ def failure_point(lines: Sequence[str], i: int) -> int:
 
 def is_report_head(line: str) -> bool:
     """Whether a line heads an error report by naming where it was raised (Ray's task header,
-    Python's "Exception in thread NAME:"): it is not the error itself, nor where it happened."""
+    Python's "Exception in thread NAME:"), or marks where a failure began without stating it (a
+    debugger's prompt, a metric line whose loss went NaN: README rule R7's roots): it is not the
+    error itself, nor where the run failed."""
     if "ray::" in line and ("RayTaskError" in line or "Unhandled error" in line):
+        return True
+    if _body(line).lstrip().startswith(DEBUGGER_PROMPTS) or ("oss" in line and _nan_loss(line)):
         return True
     return "Exception in thread " in line and _body(line).lstrip().startswith("Exception in thread ")
 
@@ -673,7 +835,7 @@ def secondary_lines(lines: Sequence[str], failures: Sequence[int], primary: Sequ
     summaries); the first failing process's own later lines are not."""
     if not primary:
         return []
-    at = primary[0]
+    at = next((i for i in primary if not is_report_head(lines[i])), primary[0])  # a root marker is no error line
     tags = _Tags(lines, at)
     return [i for i in failures if i > at and i not in primary
             and (not is_root_error(norm(i)) or not same_origin(tags.of(i), first))]
