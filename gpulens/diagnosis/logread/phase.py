@@ -742,7 +742,11 @@ def _results_after_progress(lines: Sequence[str], floor: int, top: int) -> bool:
 def _is_bar(line: str) -> bool:
     """A tqdm bar's line (a data set's "Map (num_proc=8):  7%|" is no mAP result)."""
     shown = _shown(line)[-_SHOWN:]
-    return "%|" in shown or _BAR_TAIL.search(shown) is not None or _no_total_bar(line) is not None
+    return "%|" in shown or _BAR_COUNT.search(shown) is not None or _no_total_bar(line) is not None
+
+
+#: A tqdm bar's count and timing ("| 40/100 [00:09<00:13, 4.4it/s]").
+_BAR_COUNT = re.compile(r"\|\s*(\d+)/(\d+)\s*\[[^\]\n]{0,200}\]")
 
 
 _TB = "Traceback (most recent call last)"
