@@ -520,3 +520,40 @@ def test_srun_s_node_failure_is_the_scheduler_s_end_not_a_gpu_fault(clf: Classif
                      "srun: error: Node failure on gpu-a17", "srun: Job step aborted: Waiting up to 32 seconds for job step to finish."])
     d = diagnose_text(log, clf).diagnosis
     assert (d.category, d.origin, d.method) == ("preempted", "infrastructure", "rule")
+
+
+@pytest.mark.parametrize(("exc", "category", "origin"), [
+    # c10's CUDA_CHECK prints "CUDA error: <cudaGetErrorString>", its driver check "CUDA driver error:",
+    # Triton "Triton Error [CUDA]:": any CUDA error string no more specific rule names is a CUDA error
+    ("RuntimeError: Triton Error [CUDA]: invalid argument", "cuda_error", "framework"),
+    ("RuntimeError: CUDA driver error: an illegal memory access was encountered", "cuda_error", "framework"),
+    ("torch.AcceleratorError: CUDA error: operation not permitted when stream is capturing", "cuda_error", "framework"),
+    ("RuntimeError: CUDA error: out of memory", "gpu_oom", "user"),
+    # cudaErrorInvalidDeviceFunction: "not compiled for the proper device architecture", as no kernel image
+    ("RuntimeError: CUDA error: invalid device function", "cuda_env_error", "user"),
+    ("RuntimeError: CUDA error: initialization error", "cuda_env_error", "infrastructure"),
+    ("torch.cuda.DeferredCudaCallError: CUDA call failed lazily at initialization with error: device >= 0 && "
+     "device < num_gpus INTERNAL ASSERT FAILED at \"../aten/src/ATen/cuda/CUDAContext.cpp\":50, please report a "
+     "bug to PyTorch. device=1, num_gpus=1", "cuda_env_error", "infrastructure"),
+    ("pynvml.NVMLError_GpuIsLost: GPU is lost", "gpu_hardware", "infrastructure"),
+    ("ValueError: The loss returned in `training_step` is nan or inf.", "model_diverged", "user"),
+    ("ValueError: Detected nan and/or inf values in `encoder.layers.3.attn.q_proj.weight`. Check your forward "
+     "pass for numerically unstable operations.", "model_diverged", "user"),
+    ("deepspeed.runtime.zero.utils.ZeRORuntimeException: The checkpoint being loaded used a DP world size of 8 "
+     "but the current world size is 4. Automatic adjustment of ZeRO's optimizer state partitioning with a new "
+     "world size is not currently supported.", "checkpoint_error", "user"),
+    ("ValueError: Expected a string path to an existing deepspeed config, or a dictionary, or a base64 encoded "
+     "string. Received: configs/zero3.json", "incorrect_input", "user"),
+])
+def test_framework_messages_of_rare_categories_decide(clf: Classifier, exc: str, category: str, origin: str) -> None:
+    log = "\n".join([*(f"step {k} loss 1.{k:03d}" for k in range(10, 40)), "Traceback (most recent call last):",
+                     '  File "/work/train.py", line 88, in <module>', "    trainer.train()", exc])
+    d = diagnose_text(log, clf).diagnosis
+    assert (d.category, d.origin, d.method) == (category, origin, "rule"), d
+
+
+def test_slurmstepd_that_cannot_execute_the_script_is_a_permission_error(clf: Classifier) -> None:
+    log = "\n".join(["Loading modules cuda/12.1", "slurmstepd: error: execve(): run_train.sh: Permission denied",
+                     "srun: error: gpu-b07: task 0: Exited with exit code 13"])
+    d = diagnose_text(log, clf).diagnosis
+    assert (d.category, d.method) == ("permission_error", "rule"), d
