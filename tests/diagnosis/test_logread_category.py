@@ -557,3 +557,35 @@ def test_slurmstepd_that_cannot_execute_the_script_is_a_permission_error(clf: Cl
                      "srun: error: gpu-b07: task 0: Exited with exit code 13"])
     d = diagnose_text(log, clf).diagnosis
     assert (d.category, d.method) == ("permission_error", "rule"), d
+
+
+def test_an_exception_while_a_library_is_imported_is_an_environment_mismatch(clf: Classifier) -> None:
+    env = "/opt/envs/seg/lib/python3.8/site-packages"
+    chain = ["Traceback (most recent call last):",
+             '  File "/home/u/seg/train.py", line 6, in <module>',
+             "    import albumentations as A",
+             f'  File "{env}/albumentations/__init__.py", line 4, in <module>',
+             "    from .augmentations import *",
+             '  File "<frozen importlib._bootstrap>", line 219, in _call_with_frames_removed',
+             f'  File "{env}/distributed/__init__.py", line 3, in <module>',
+             "    from . import config",
+             f'  File "{env}/distributed/config.py", line 20, in <module>',
+             "    defaults = yaml.load(f)",
+             "TypeError: load() missing 1 required positional argument: 'Loader'"]
+    d = diagnose_text("\n".join(["Loading config configs/seg.yaml", *chain]), clf).diagnosis
+    assert (d.category, d.origin) == ("import_error", "user"), d
+    assert "imported distributed" in (d.reason or "")
+    # the job's own module-level code calling a library is no import: the job's own error
+    own = ["Traceback (most recent call last):",
+           '  File "/home/u/seg/train.py", line 30, in <module>',
+           "    cfg = yaml.load(open(args.config))",
+           "TypeError: load() missing 1 required positional argument: 'Loader'"]
+    assert diagnose_text("\n".join(own), clf).diagnosis.category == "semantic_error"
+    # a library's module-level code reached from the job's own call (not an import) is no import-time error
+    called = ["Traceback (most recent call last):",
+              '  File "/home/u/seg/train.py", line 30, in <module>',
+              "    model = build(cfg)",
+              f'  File "{env}/segmodels/factory.py", line 12, in build',
+              "    return REGISTRY[cfg.name](cfg)",
+              "KeyError: 'unet++'"]
+    assert "imported" not in (diagnose_text("\n".join(called), clf).diagnosis.reason or "")
