@@ -537,6 +537,10 @@ def test_srun_s_node_failure_is_the_scheduler_s_end_not_a_gpu_fault(clf: Classif
      "bug to PyTorch. device=1, num_gpus=1", "cuda_env_error", "infrastructure"),
     ("pynvml.NVMLError_GpuIsLost: GPU is lost", "gpu_hardware", "infrastructure"),
     ("ValueError: The loss returned in `training_step` is nan or inf.", "model_diverged", "user"),
+    # torch.distributions prints the constraint's repr, nested for an independent one
+    ("ValueError: Expected parameter logits (Tensor of shape (8, 512)) of distribution Categorical(logits: "
+     "torch.Size([8, 512])) to satisfy the constraint IndependentConstraint(Real(), 1), but found invalid values:\n"
+     "tensor([[nan, nan, nan,  ..., nan, nan, nan]], device='cuda:0')", "model_diverged", "user"),
     ("ValueError: Detected nan and/or inf values in `encoder.layers.3.attn.q_proj.weight`. Check your forward "
      "pass for numerically unstable operations.", "model_diverged", "user"),
     ("deepspeed.runtime.zero.utils.ZeRORuntimeException: The checkpoint being loaded used a DP world size of 8 "
