@@ -593,3 +593,30 @@ def test_an_exception_while_a_library_is_imported_is_an_environment_mismatch(clf
               "    return REGISTRY[cfg.name](cfg)",
               "KeyError: 'unet++'"]
     assert "imported" not in (diagnose_text("\n".join(called), clf).diagnosis.reason or "")
+
+
+@pytest.mark.parametrize("exc", [
+    "RuntimeError: view size is not compatible with input tensor's size and stride (at least one dimension spans "
+    "across two contiguous subspaces). Use .reshape(...) instead.",
+    "RuntimeError: 0D or 1D target tensor expected, multi-target not supported",
+    "RuntimeError: a leaf Variable that requires grad is being used in an in-place operation.",
+    "RuntimeError: grad can be implicitly created only for scalar outputs",
+    "RuntimeError: Boolean value of Tensor with more than one value is ambiguous",
+    "RuntimeError: indices should be either on cpu or on the same device as the indexed tensor (cpu)",
+    "RuntimeError: Input and hidden tensors are not at the same device, found input tensor at cuda:0 and hidden "
+    "tensor at cpu",
+    "RuntimeError: module must have its parameters and buffers on device cuda:0 (device_ids[0]) but found one of "
+    "them on device: cpu",
+    "RuntimeError: \"addmm_impl_cpu_\" not implemented for 'Half'",
+    "RuntimeError: It looks like your LightningModule has parameters that were not used in producing the loss "
+    "returned by training_step. If this is intentional, you must enable the detection of unused parameters in DDP.",
+    "lightning.fabric.utilities.exceptions.MisconfigurationException: `configure_optimizers` must include a monitor "
+    "when a `ReduceLROnPlateau` scheduler is used.",
+])
+def test_torch_and_lightning_checks_of_the_job_s_own_code_are_rules(clf: Classifier, exc: str) -> None:
+    # PyTorch's TORCH_CHECK messages and Lightning's configuration checks name a bug in the job's
+    # code: a rule decides them, not the model's guess (which abstained on most of them)
+    log = "\n".join([*(f"Epoch 2: step {k}/5000 loss 1.{k:03d}" for k in range(100, 140)), "Traceback (most recent call last):",
+                     '  File "/home/u/proj/train.py", line 210, in <module>', "    main()", exc])
+    d = diagnose_text(log, clf).diagnosis
+    assert (d.category, d.origin, d.method) == ("semantic_error", "user", "rule"), d
