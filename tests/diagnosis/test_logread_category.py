@@ -620,3 +620,31 @@ def test_torch_and_lightning_checks_of_the_job_s_own_code_are_rules(clf: Classif
                      '  File "/home/u/proj/train.py", line 210, in <module>', "    main()", exc])
     d = diagnose_text(log, clf).diagnosis
     assert (d.category, d.origin, d.method) == ("semantic_error", "user", "rule"), d
+
+
+@pytest.mark.parametrize(("frames", "exc", "category"), [
+    ((), "ValueError: The checkpoint you are trying to load has model type `qwen2_vl` but Transformers does not "
+         "recognize this architecture. This could be because of an issue with the checkpoint, or because your "
+         "version of Transformers is out of date.", "import_error"),
+    ((), "ValueError: Tokenizer class LlamaTokenizer does not exist or is not currently imported.", "import_error"),
+    # an older transformers: CONFIG_MAPPING has no such model type
+    (('  File "/env/lib/python3.9/site-packages/transformers/models/auto/configuration_auto.py", line 710, in __getitem__',
+      "    raise KeyError(key)"), "KeyError: 'qwen2'", "import_error"),
+    ((), "ValueError: Can't find a valid checkpoint at /scratch/run3/checkpoint-2000", "checkpoint_error"),
+    ((), "ValueError: Can't find a checkpoint index (pytorch_model.bin.index.json) in /scratch/run3/final.",
+     "checkpoint_error"),
+    ((), "ValueError: Unrecognized model in /scratch/run3/final. Should have a `model_type` key in its config.json, "
+         "or contain one of the following strings in its name: albert, bart, bert", "checkpoint_error"),
+    ((), "RuntimeError: Parent directory checkpoints/run7 does not exist.", "semantic_error"),
+])
+def test_hugging_face_and_torch_save_messages_decide(clf: Classifier, frames: tuple[str, ...], exc: str,
+                                                     category: str) -> None:
+    log = "\n".join(["Loading config configs/sft.yaml", "Traceback (most recent call last):",
+                     '  File "/work/sft.py", line 40, in <module>', "    main()", *frames, exc])
+    d = diagnose_text(log, clf).diagnosis
+    assert (d.category, d.origin, d.method) == (category, "user", "rule"), d
+    # the same KeyError raised by the job's own dict is its own bug
+    if frames:
+        own = "\n".join(["Traceback (most recent call last):", '  File "/work/sft.py", line 40, in <module>',
+                         "    lr = cfg['qwen2']", exc])
+        assert diagnose_text(own, clf).diagnosis.category == "semantic_error"
