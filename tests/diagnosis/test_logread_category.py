@@ -648,3 +648,28 @@ def test_hugging_face_and_torch_save_messages_decide(clf: Classifier, frames: tu
         own = "\n".join(["Traceback (most recent call last):", '  File "/work/sft.py", line 40, in <module>',
                          "    lr = cfg['qwen2']", exc])
         assert diagnose_text(own, clf).diagnosis.category == "semantic_error"
+
+
+@pytest.mark.parametrize("prefix", [
+    lambda i: f"2024-05-01 10:00:{i % 60:02d},123 - root - ERROR - ",  # a logger's fields on every line
+    lambda i: "node-a17: ",  # pdsh/DeepSpeed's host prefix
+    lambda i: "trainer-1  | ",  # docker compose
+    lambda i: f"May 01 10:00:{i % 60:02d} gpu-07 python[4242]: ",  # journald
+    lambda i: f"2024-05-01T10:00:{i % 60:02d}.123456789Z stderr F ",  # a container runtime's log file
+    lambda i: "\x1b[31m",  # a colour code
+])
+def test_a_tool_s_prefix_on_every_traceback_line_is_read_through(clf: Classifier, prefix) -> None:  # type: ignore[no-untyped-def]
+    lines = [*(f"step {k} loss 1.{k:03d}" for k in range(30)), "Traceback (most recent call last):",
+             '  File "/home/u/proj/train.py", line 150, in main', "    loss = model(batch['labels'])", "KeyError: 'labels'"]
+    d = diagnose_text("\n".join(prefix(i) + ln for i, ln in enumerate(lines)), clf).diagnosis
+    assert (d.category, d.method) == ("semantic_error", "rule"), d
+
+
+def test_strip_line_prefixes_keeps_other_lines() -> None:
+    from gpulens.diagnosis.logread.decide import strip_line_prefixes
+    ctx = ["w-1 | step 3", "w-1 | Traceback (most recent call last):", 'w-1 |   File "t.py", line 2, in <module>',
+           "db | step 4", "w-1 | KeyError: 'x'"]
+    assert strip_line_prefixes(ctx) == ["w-1 | step 3", "Traceback (most recent call last):",
+                                        '  File "t.py", line 2, in <module>', "db | step 4", "KeyError: 'x'"]
+    assert strip_line_prefixes(["    Traceback (most recent call last):", "    x"]) == [
+        "    Traceback (most recent call last):", "    x"]  # indentation is no prefix

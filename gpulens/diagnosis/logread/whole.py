@@ -38,6 +38,7 @@ from gpulens.diagnosis.logread.decide import (
     job_lines,
     late_kills,
     root_rank_lines,
+    strip_line_prefixes,
     strip_ray_prefixes,
 )
 from gpulens.diagnosis.logread.lines import (
@@ -392,8 +393,8 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
     late = late_kills(lines, failures, start)
     # a stop that reads like progress (the attempt's signal reports at or after the context's start)
     ends = [lines[i] for i in signals if i >= start and lines[i] not in ctx]
-    ctx = drop_caught(strip_ray_prefixes([ln for ln in ctx + job_lines(lines, failures, start, ctx) + ends
-                                          if ln not in late]))
+    ctx = drop_caught(strip_line_prefixes(strip_ray_prefixes([ln for ln in ctx + job_lines(lines, failures, start, ctx)
+                                                              + ends if ln not in late])))
     d = clf.classify_text("\n".join(ctx), file=file, keep_final=True)
     d = diverged_before(d, lines, starts[-1], start, SVM_MIN_CONFIDENCE)
     d = earlier_root(d, lines, starts[-1], start, clf.rules)
