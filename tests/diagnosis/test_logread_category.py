@@ -548,6 +548,10 @@ def test_srun_s_node_failure_is_the_scheduler_s_end_not_a_gpu_fault(clf: Classif
      "world size is not currently supported.", "checkpoint_error", "user"),
     ("ValueError: Expected a string path to an existing deepspeed config, or a dictionary, or a base64 encoded "
      "string. Received: configs/zero3.json", "incorrect_input", "user"),
+    # TensorFlow's label check, the counterpart of ATen's n_classes device assert
+    ("tensorflow.python.framework.errors_impl.InvalidArgumentError: Graph execution error:\n\nNode: "
+     "'sparse_categorical_crossentropy/SparseSoftmaxCrossEntropyWithLogits'\nReceived a label value of 10 which is "
+     "outside the valid range of [0, 10).  Label values: 3 10 2", "incorrect_input", "data"),
 ])
 def test_framework_messages_of_rare_categories_decide(clf: Classifier, exc: str, category: str, origin: str) -> None:
     log = "\n".join([*(f"step {k} loss 1.{k:03d}" for k in range(10, 40)), "Traceback (most recent call last):",
