@@ -677,3 +677,17 @@ def test_strip_line_prefixes_keeps_other_lines() -> None:
                                         '  File "t.py", line 2, in <module>', "db | step 4", "KeyError: 'x'"]
     assert strip_line_prefixes(["    Traceback (most recent call last):", "    x"]) == [
         "    Traceback (most recent call last):", "    x"]  # indentation is no prefix
+
+
+@pytest.mark.parametrize(("code", "exc", "category"), [
+    ("    assert not torch.isnan(loss).any()", "AssertionError", "model_diverged"),
+    ("    assert torch.isfinite(grad_norm), grad_norm", "AssertionError: tensor(inf, device='cuda:0')", "model_diverged"),
+    ("    raise ValueError('Found NaN in gradients')", "ValueError: Found NaN in gradients", "model_diverged"),
+    ("    raise FloatingPointError('gradients are Nan/Inf')", "FloatingPointError: gradients are Nan/Inf", "model_diverged"),
+    # a NaN check on the inputs is no divergence
+    ("    assert not np.isnan(features).any()", "AssertionError", "semantic_error"),
+])
+def test_a_training_loop_s_own_nan_guard_is_divergence(clf: Classifier, code: str, exc: str, category: str) -> None:
+    log = "\n".join([*(f"step {k} loss 1.{k:03d}" for k in range(40)), "Traceback (most recent call last):",
+                     '  File "/home/u/proj/train.py", line 88, in <module>', code, exc])
+    assert diagnose_text(log, clf).diagnosis.category == category
