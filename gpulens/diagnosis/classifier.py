@@ -648,6 +648,11 @@ class Classifier:
                          f"happened elsewhere): {lines}", file, evidence_base, view.inputs)
             d.confidence = 0.5
             return d
+        if (best is None or best.rule.generic) and not pick.from_context and (lib := _import_time(view)):
+            return Diagnosis("import_error", DEFAULT_ORIGIN["import_error"], IMPORT_TIME_CONFIDENCE, evidence_base,
+                             method="rule", inputs=view.inputs, file=file,
+                             reason=f"raised while Python imported {lib} (a library's own module-level code, "
+                                    "reached by import statements only): the installed packages do not fit together")
         if best is not None:
             rule = best.rule
             final = keep_final and _ended_it(view, best)
@@ -846,6 +851,37 @@ def _user_raised(view: logs.LogView) -> str:
             or _LIB_FRAME.search(view.frames[-1][0]) or _OPAQUE.search(last)):
         return ""
     return m.group(1)
+
+
+#: Confidence of "raised while a library was being imported" (``_import_time``).
+IMPORT_TIME_CONFIDENCE = 0.7
+#: A traceback frame's code line that imports ("import dask", "from .ops import *").
+_IMPORT_CODE = re.compile(r"^(?:import\s+[\w.]|from\s+[\w.]+\s+import\b)")
+#: The installed package a library file belongs to (".../site-packages/dask/config.py": dask).
+_PACKAGE = re.compile(r"(?:site|dist)-packages/([\w.-]+)")
+#: The frames CPython's import machinery adds between an import statement and the module it runs.
+_IMPORTLIB = re.compile(r"^<frozen importlib\.|importlib[/\\]__init__\.py$")
+
+
+def _import_time(view: logs.LogView) -> str:
+    """The library whose module-level code was running when the exception that ended the
+    process was raised, when the traceback shows nothing but imports above it: every frame
+    above the innermost ``<module>`` frame is a ``<module>`` frame whose code line is an import
+    statement (or the import machinery's), that frame is a library's (site-packages) and it is
+    not the first frame. A Python exception there (a TypeError, an AttributeError) is installed
+    packages that do not fit together (``yaml.load()`` without ``Loader`` in an old dask under
+    PyYAML 6), not the job's code: its own code has not run yet. "" otherwise."""
+    if not view.has_traceback or view.truncated or not view.exception_lines or len(view.frames) < 2:
+        return ""
+    frames = [f for f in view.frames if not _IMPORTLIB.search(f[0])]
+    mods = [k for k, (_, func, _) in enumerate(frames) if func == "<module>"]
+    if not mods or mods[-1] == 0:
+        return ""
+    inner = mods[-1]
+    if any(frames[k][1] != "<module>" or not _IMPORT_CODE.match(frames[k][2].strip()) for k in range(inner)):
+        return ""
+    lib = _PACKAGE.search(frames[inner][0].replace("\\", "/"))
+    return lib.group(1).removesuffix(".py") if lib else ""
 
 
 def _ended_it(view: logs.LogView, match: RuleMatch) -> bool:

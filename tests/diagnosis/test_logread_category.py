@@ -520,3 +520,174 @@ def test_srun_s_node_failure_is_the_scheduler_s_end_not_a_gpu_fault(clf: Classif
                      "srun: error: Node failure on gpu-a17", "srun: Job step aborted: Waiting up to 32 seconds for job step to finish."])
     d = diagnose_text(log, clf).diagnosis
     assert (d.category, d.origin, d.method) == ("preempted", "infrastructure", "rule")
+
+
+@pytest.mark.parametrize(("exc", "category", "origin"), [
+    # c10's CUDA_CHECK prints "CUDA error: <cudaGetErrorString>", its driver check "CUDA driver error:",
+    # Triton "Triton Error [CUDA]:": any CUDA error string no more specific rule names is a CUDA error
+    ("RuntimeError: Triton Error [CUDA]: invalid argument", "cuda_error", "framework"),
+    ("RuntimeError: CUDA driver error: an illegal memory access was encountered", "cuda_error", "framework"),
+    ("torch.AcceleratorError: CUDA error: operation not permitted when stream is capturing", "cuda_error", "framework"),
+    ("RuntimeError: CUDA error: out of memory", "gpu_oom", "user"),
+    # cudaErrorInvalidDeviceFunction: "not compiled for the proper device architecture", as no kernel image
+    ("RuntimeError: CUDA error: invalid device function", "cuda_env_error", "user"),
+    ("RuntimeError: CUDA error: initialization error", "cuda_env_error", "infrastructure"),
+    ("torch.cuda.DeferredCudaCallError: CUDA call failed lazily at initialization with error: device >= 0 && "
+     "device < num_gpus INTERNAL ASSERT FAILED at \"../aten/src/ATen/cuda/CUDAContext.cpp\":50, please report a "
+     "bug to PyTorch. device=1, num_gpus=1", "cuda_env_error", "infrastructure"),
+    ("pynvml.NVMLError_GpuIsLost: GPU is lost", "gpu_hardware", "infrastructure"),
+    ("ValueError: The loss returned in `training_step` is nan or inf.", "model_diverged", "user"),
+    # torch.distributions prints the constraint's repr, nested for an independent one
+    ("ValueError: Expected parameter logits (Tensor of shape (8, 512)) of distribution Categorical(logits: "
+     "torch.Size([8, 512])) to satisfy the constraint IndependentConstraint(Real(), 1), but found invalid values:\n"
+     "tensor([[nan, nan, nan,  ..., nan, nan, nan]], device='cuda:0')", "model_diverged", "user"),
+    ("ValueError: Detected nan and/or inf values in `encoder.layers.3.attn.q_proj.weight`. Check your forward "
+     "pass for numerically unstable operations.", "model_diverged", "user"),
+    ("deepspeed.runtime.zero.utils.ZeRORuntimeException: The checkpoint being loaded used a DP world size of 8 "
+     "but the current world size is 4. Automatic adjustment of ZeRO's optimizer state partitioning with a new "
+     "world size is not currently supported.", "checkpoint_error", "user"),
+    ("ValueError: Expected a string path to an existing deepspeed config, or a dictionary, or a base64 encoded "
+     "string. Received: configs/zero3.json", "incorrect_input", "user"),
+    # TensorFlow's label check, the counterpart of ATen's n_classes device assert
+    ("tensorflow.python.framework.errors_impl.InvalidArgumentError: Graph execution error:\n\nNode: "
+     "'sparse_categorical_crossentropy/SparseSoftmaxCrossEntropyWithLogits'\nReceived a label value of 10 which is "
+     "outside the valid range of [0, 10).  Label values: 3 10 2", "incorrect_input", "data"),
+])
+def test_framework_messages_of_rare_categories_decide(clf: Classifier, exc: str, category: str, origin: str) -> None:
+    log = "\n".join([*(f"step {k} loss 1.{k:03d}" for k in range(10, 40)), "Traceback (most recent call last):",
+                     '  File "/work/train.py", line 88, in <module>', "    trainer.train()", exc])
+    d = diagnose_text(log, clf).diagnosis
+    assert (d.category, d.origin, d.method) == (category, origin, "rule"), d
+
+
+def test_slurmstepd_that_cannot_execute_the_script_is_a_permission_error(clf: Classifier) -> None:
+    log = "\n".join(["Loading modules cuda/12.1", "slurmstepd: error: execve(): run_train.sh: Permission denied",
+                     "srun: error: gpu-b07: task 0: Exited with exit code 13"])
+    d = diagnose_text(log, clf).diagnosis
+    assert (d.category, d.method) == ("permission_error", "rule"), d
+
+
+def test_an_exception_while_a_library_is_imported_is_an_environment_mismatch(clf: Classifier) -> None:
+    env = "/opt/envs/seg/lib/python3.8/site-packages"
+    chain = ["Traceback (most recent call last):",
+             '  File "/home/u/seg/train.py", line 6, in <module>',
+             "    import albumentations as A",
+             f'  File "{env}/albumentations/__init__.py", line 4, in <module>',
+             "    from .augmentations import *",
+             '  File "<frozen importlib._bootstrap>", line 219, in _call_with_frames_removed',
+             f'  File "{env}/distributed/__init__.py", line 3, in <module>',
+             "    from . import config",
+             f'  File "{env}/distributed/config.py", line 20, in <module>',
+             "    defaults = yaml.load(f)",
+             "TypeError: load() missing 1 required positional argument: 'Loader'"]
+    d = diagnose_text("\n".join(["Loading config configs/seg.yaml", *chain]), clf).diagnosis
+    assert (d.category, d.origin) == ("import_error", "user"), d
+    assert "imported distributed" in (d.reason or "")
+    # the job's own module-level code calling a library is no import: the job's own error
+    own = ["Traceback (most recent call last):",
+           '  File "/home/u/seg/train.py", line 30, in <module>',
+           "    cfg = yaml.load(open(args.config))",
+           "TypeError: load() missing 1 required positional argument: 'Loader'"]
+    assert diagnose_text("\n".join(own), clf).diagnosis.category == "semantic_error"
+    # a library's module-level code reached from the job's own call (not an import) is no import-time error
+    called = ["Traceback (most recent call last):",
+              '  File "/home/u/seg/train.py", line 30, in <module>',
+              "    model = build(cfg)",
+              f'  File "{env}/segmodels/factory.py", line 12, in build',
+              "    return REGISTRY[cfg.name](cfg)",
+              "KeyError: 'unet++'"]
+    assert "imported" not in (diagnose_text("\n".join(called), clf).diagnosis.reason or "")
+
+
+@pytest.mark.parametrize("exc", [
+    "RuntimeError: view size is not compatible with input tensor's size and stride (at least one dimension spans "
+    "across two contiguous subspaces). Use .reshape(...) instead.",
+    "RuntimeError: 0D or 1D target tensor expected, multi-target not supported",
+    "RuntimeError: a leaf Variable that requires grad is being used in an in-place operation.",
+    "RuntimeError: grad can be implicitly created only for scalar outputs",
+    "RuntimeError: Boolean value of Tensor with more than one value is ambiguous",
+    "RuntimeError: indices should be either on cpu or on the same device as the indexed tensor (cpu)",
+    "RuntimeError: Input and hidden tensors are not at the same device, found input tensor at cuda:0 and hidden "
+    "tensor at cpu",
+    "RuntimeError: module must have its parameters and buffers on device cuda:0 (device_ids[0]) but found one of "
+    "them on device: cpu",
+    "RuntimeError: \"addmm_impl_cpu_\" not implemented for 'Half'",
+    "RuntimeError: It looks like your LightningModule has parameters that were not used in producing the loss "
+    "returned by training_step. If this is intentional, you must enable the detection of unused parameters in DDP.",
+    "lightning.fabric.utilities.exceptions.MisconfigurationException: `configure_optimizers` must include a monitor "
+    "when a `ReduceLROnPlateau` scheduler is used.",
+])
+def test_torch_and_lightning_checks_of_the_job_s_own_code_are_rules(clf: Classifier, exc: str) -> None:
+    # PyTorch's TORCH_CHECK messages and Lightning's configuration checks name a bug in the job's
+    # code: a rule decides them, not the model's guess (which abstained on most of them)
+    log = "\n".join([*(f"Epoch 2: step {k}/5000 loss 1.{k:03d}" for k in range(100, 140)), "Traceback (most recent call last):",
+                     '  File "/home/u/proj/train.py", line 210, in <module>', "    main()", exc])
+    d = diagnose_text(log, clf).diagnosis
+    assert (d.category, d.origin, d.method) == ("semantic_error", "user", "rule"), d
+
+
+@pytest.mark.parametrize(("frames", "exc", "category"), [
+    ((), "ValueError: The checkpoint you are trying to load has model type `qwen2_vl` but Transformers does not "
+         "recognize this architecture. This could be because of an issue with the checkpoint, or because your "
+         "version of Transformers is out of date.", "import_error"),
+    ((), "ValueError: Tokenizer class LlamaTokenizer does not exist or is not currently imported.", "import_error"),
+    # an older transformers: CONFIG_MAPPING has no such model type
+    (('  File "/env/lib/python3.9/site-packages/transformers/models/auto/configuration_auto.py", line 710, in __getitem__',
+      "    raise KeyError(key)"), "KeyError: 'qwen2'", "import_error"),
+    ((), "ValueError: Can't find a valid checkpoint at /scratch/run3/checkpoint-2000", "checkpoint_error"),
+    ((), "ValueError: Can't find a checkpoint index (pytorch_model.bin.index.json) in /scratch/run3/final.",
+     "checkpoint_error"),
+    ((), "ValueError: Unrecognized model in /scratch/run3/final. Should have a `model_type` key in its config.json, "
+         "or contain one of the following strings in its name: albert, bart, bert", "checkpoint_error"),
+    ((), "RuntimeError: Parent directory checkpoints/run7 does not exist.", "semantic_error"),
+])
+def test_hugging_face_and_torch_save_messages_decide(clf: Classifier, frames: tuple[str, ...], exc: str,
+                                                     category: str) -> None:
+    log = "\n".join(["Loading config configs/sft.yaml", "Traceback (most recent call last):",
+                     '  File "/work/sft.py", line 40, in <module>', "    main()", *frames, exc])
+    d = diagnose_text(log, clf).diagnosis
+    assert (d.category, d.origin, d.method) == (category, "user", "rule"), d
+    # the same KeyError raised by the job's own dict is its own bug
+    if frames:
+        own = "\n".join(["Traceback (most recent call last):", '  File "/work/sft.py", line 40, in <module>',
+                         "    lr = cfg['qwen2']", exc])
+        assert diagnose_text(own, clf).diagnosis.category == "semantic_error"
+
+
+@pytest.mark.parametrize("prefix", [
+    lambda i: f"2024-05-01 10:00:{i % 60:02d},123 - root - ERROR - ",  # a logger's fields on every line
+    lambda i: "node-a17: ",  # pdsh/DeepSpeed's host prefix
+    lambda i: "trainer-1  | ",  # docker compose
+    lambda i: f"May 01 10:00:{i % 60:02d} gpu-07 python[4242]: ",  # journald
+    lambda i: f"2024-05-01T10:00:{i % 60:02d}.123456789Z stderr F ",  # a container runtime's log file
+    lambda i: "\x1b[31m",  # a colour code
+])
+def test_a_tool_s_prefix_on_every_traceback_line_is_read_through(clf: Classifier, prefix) -> None:  # type: ignore[no-untyped-def]
+    lines = [*(f"step {k} loss 1.{k:03d}" for k in range(30)), "Traceback (most recent call last):",
+             '  File "/home/u/proj/train.py", line 150, in main', "    loss = model(batch['labels'])", "KeyError: 'labels'"]
+    d = diagnose_text("\n".join(prefix(i) + ln for i, ln in enumerate(lines)), clf).diagnosis
+    assert (d.category, d.method) == ("semantic_error", "rule"), d
+
+
+def test_strip_line_prefixes_keeps_other_lines() -> None:
+    from gpulens.diagnosis.logread.decide import strip_line_prefixes
+    ctx = ["w-1 | step 3", "w-1 | Traceback (most recent call last):", 'w-1 |   File "t.py", line 2, in <module>',
+           "db | step 4", "w-1 | KeyError: 'x'"]
+    assert strip_line_prefixes(ctx) == ["w-1 | step 3", "Traceback (most recent call last):",
+                                        '  File "t.py", line 2, in <module>', "db | step 4", "KeyError: 'x'"]
+    assert strip_line_prefixes(["    Traceback (most recent call last):", "    x"]) == [
+        "    Traceback (most recent call last):", "    x"]  # indentation is no prefix
+
+
+@pytest.mark.parametrize(("code", "exc", "category"), [
+    ("    assert not torch.isnan(loss).any()", "AssertionError", "model_diverged"),
+    ("    assert torch.isfinite(grad_norm), grad_norm", "AssertionError: tensor(inf, device='cuda:0')", "model_diverged"),
+    ("    raise ValueError('Found NaN in gradients')", "ValueError: Found NaN in gradients", "model_diverged"),
+    ("    raise FloatingPointError('gradients are Nan/Inf')", "FloatingPointError: gradients are Nan/Inf", "model_diverged"),
+    # a NaN check on the inputs is no divergence
+    ("    assert not np.isnan(features).any()", "AssertionError", "semantic_error"),
+])
+def test_a_training_loop_s_own_nan_guard_is_divergence(clf: Classifier, code: str, exc: str, category: str) -> None:
+    log = "\n".join([*(f"step {k} loss 1.{k:03d}" for k in range(40)), "Traceback (most recent call last):",
+                     '  File "/home/u/proj/train.py", line 88, in <module>', code, exc])
+    assert diagnose_text(log, clf).diagnosis.category == category

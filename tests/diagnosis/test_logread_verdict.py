@@ -525,6 +525,9 @@ _SETUP = ["Loading config from configs/finetune.yaml", "Using 2 GPU(s): NVIDIA A
     ("env: 'python3': No such file or directory", "import_error"),
     ("thread '<unnamed>' panicked at src/tokenizer/mod.rs:412:29:", None),
     ("make: *** [Makefile:31: train] Error 1", None),
+    ("/var/spool/slurmd/job4411/slurm_script: line 21: syntax error near unexpected token `fi'", "syntax_error"),
+    ("run_sweep.sh: line 40: syntax error: unexpected end of file", "syntax_error"),
+    ("./launch.sh: 7: Syntax error: \"(\" unexpected", "syntax_error"),
 ])
 def test_a_job_ended_by_a_line_without_an_error_word_is_no_normal_end(clf: Classifier, last: str,
                                                                        category: str | None) -> None:
@@ -546,3 +549,36 @@ def test_a_missing_command_the_job_script_went_on_from_is_not_its_end(clf: Class
              *(f"Epoch {e}/5: 100%|██████████| 40/40 [00:09<00:00, loss=0.{50 - e}]" for e in range(1, 6)),
              "val_acc: 0.91", "Test accuracy: 0.905", "Saved model to out/model.pt", "Elapsed 00:01:02"]
     assert diagnose_text("\n".join(lines), clf).diagnosis.category == "none"
+
+
+_FIT_DONE = ["GPU available: True (cuda), used: True", *(f"Epoch {e}: 100%|##########| 50/50 [00:04<00:00, val_loss={1 / e:.3f}]"
+                                                         for e in range(1, 21)),
+             "`Trainer.fit` stopped: `max_epochs=20` reached.", "wandb: Synced 6 W&B file(s), 0 media file(s)"]
+
+
+def test_hydra_s_compact_report_after_a_finished_stage_is_a_failure(clf: Classifier) -> None:
+    # the next stage's instantiate error: Hydra prints the wrapped exception's repr, no traceback
+    lines = [*_FIT_DONE, "[rank: 0] Global seed set to 42", "Error executing job with overrides: ['mode=sample']",
+             "Error in call to target 'proj.cli.build_sampler':",
+             "TypeError(\"build_sampler() got an unexpected keyword argument 'steps'\")", "full_key: sampler", "",
+             "Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace."]
+    w = diagnose_text("\n".join(lines), clf)
+    assert (w.diagnosis.category, w.diagnosis.origin) == ("semantic_error", "user")
+    assert w.indicator_lines == [1 + next(k for k, ln in enumerate(lines) if ln.startswith("TypeError("))]
+
+
+def test_hydra_s_config_error_without_a_traceback_is_a_failure(clf: Classifier) -> None:
+    lines = [*_SETUP, "Could not override 'trainer.max_step'.", "To append to your config use +trainer.max_step=100",
+             "Key 'max_step' is not in struct", "    full_key: trainer.max_step", "    object_type=dict", "",
+             "Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace."]
+    assert diagnose_text("\n".join(lines), clf).diagnosis.category != "none"
+
+
+def test_hydra_s_last_line_after_a_traceback_adds_no_indicator_line(clf: Classifier) -> None:
+    lines = [*_SETUP, "Error executing job with overrides: []", "Traceback (most recent call last):",
+             '  File "/work/proj/train.py", line 60, in main', "    out = model(batch)",
+             "RuntimeError: batch1 must be a 3D tensor", "",
+             "Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace."]
+    w = diagnose_text("\n".join(lines), clf)
+    assert w.diagnosis.category == "semantic_error"
+    assert w.indicator_lines == [1 + lines.index("RuntimeError: batch1 must be a 3D tensor")]

@@ -380,7 +380,12 @@ def _went_on_to_an_end(lines: Sequence[str], at: int) -> bool:
 #: exception ("terminate called after throwing an instance of 'std::bad_alloc'"); dash ("/bin/sh: 1:
 #: python: not found"), zsh and env say a command is missing their own way; a Rust or Go program
 #: panics ("thread 'main' panicked at src/main.rs:10:5:", "panic: runtime error: ..."); GNU make
-#: reports a failed recipe ("make: *** [Makefile:12: train] Error 1").
+#: reports a failed recipe ("make: *** [Makefile:12: train] Error 1"); bash and dash stop a
+#: script that does not parse ("job.sh: line 21: syntax error near unexpected token `fi'", "line 9:
+#: syntax error: unexpected end of file", "sh: 3: Syntax error: "(" unexpected"); Hydra's ``run_and_report``
+#: ends its short report of the exception the job raised with "Set the environment variable
+#: HYDRA_FULL_ERROR=1 for a complete stack trace." and then exits 1 (an instantiate error prints
+#: no traceback and no "XError:" line: "Error in call to target 'x.f':" / "TypeError(...)").
 _LAST_WORDS = Guarded(
     r"^(?:\S+: )?(?:line \d+: )?[^\s:]+: command not found$"
     r"|can't open file '[^']+': \[Errno \d+\]"
@@ -388,9 +393,13 @@ _LAST_WORDS = Guarded(
     r"|PBS: job killed: "
     r"|^terminate called (?:after throwing|without an active exception)"
     r"|^(?:/bin/)?(?:da)?sh: \d+: [^\s:]+: not found$|^zsh: command not found: \S+$|^env: '?[^\s:']+'?: No such file or directory$"
-    r"|^thread '[^']*' panicked at |^panic: |^make(?:\[\d+\])?: \*\*\* \[[^\]]*\] Error \d+",
+    r"|^thread '[^']*' panicked at |^panic: |^make(?:\[\d+\])?: \*\*\* \[[^\]]*\] Error \d+"
+    r"|^(?:\S+: )?line \d+: (?:syntax error near unexpected token |syntax error: unexpected end of file"
+    r"|unexpected EOF while looking for matching )|^(?:\S+: )?\d+: (?:\S+: )?Syntax error: "
+    r"|^Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace\.$",
     ("command not found", "can't open file", "No such file or directory", "PBS: job killed", "terminate called",
-     ": not found", "panicked at ", "panic: ", "*** ["),
+     ": not found", "panicked at ", "panic: ", "*** [", "syntax error", "unexpected EOF while", "Syntax error: ",
+     "HYDRA_FULL_ERROR=1"),
 )
 #: Non-blank lines at the end of an attempt read for them: such a line ends the job only when
 #: it is (nearly) the last thing the job printed; a script that goes on after a missing command
@@ -400,7 +409,8 @@ LAST_WORDS_TAIL = 4
 
 def last_words(lines: Sequence[str], floor: int) -> list[int]:
     """Indexes of the lines among the last ``LAST_WORDS_TAIL`` non-blank lines of
-    ``lines[floor:]`` that say the job ended without an error word (see ``_LAST_WORDS``)."""
+    ``lines[floor:]`` that say the job ended without an error word (see ``_LAST_WORDS``; for
+    Hydra's last line, ``hydra_report``)."""
     out: list[int] = []
     seen = 0
     for i in range(len(lines) - 1, floor - 1, -1):
@@ -408,11 +418,43 @@ def last_words(lines: Sequence[str], floor: int) -> list[int]:
         if not s:
             continue
         if _LAST_WORDS.search(s):
-            out.append(i)
+            out.extend(hydra_report(lines, floor, i) if _HYDRA_END in s else [i])
         seen += 1
         if seen >= LAST_WORDS_TAIL:
             break
-    return sorted(out)
+    return sorted(set(out))
+
+
+_HYDRA_END = "HYDRA_FULL_ERROR=1"
+#: Lines above Hydra's last line searched for the exception line of its compact report, and
+#: for the traceback of its long one.
+_HYDRA_REPORT = 40
+_HYDRA_TRACEBACK = 400
+
+
+def hydra_report(lines: Sequence[str], floor: int, at: int) -> list[int]:
+    """What Hydra's last line at ``at`` adds to the job's failure lines: the exception its
+    compact report names (``hydra_exception``), else the line itself when no traceback comes
+    before it (a config error Hydra reports in a few lines of its own); nothing when a
+    traceback does (its exception line already says the job failed)."""
+    got = hydra_exception(lines, max(floor, at - _HYDRA_REPORT), at)
+    if got:
+        return got
+    return [] if find_keys(lines, (_TRACEBACK,), max(floor, at - _HYDRA_TRACEBACK), at) else [at]
+#: The exception an instantiate error wraps, as ``repr`` prints it on the line after Hydra's
+#: "Error in call to target 'pkg.fn':" (``TypeError("fn() got an unexpected keyword ...")``).
+_EXC_REPR = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit)\(.*\)$")
+
+
+def hydra_exception(lines: Sequence[str], lo: int, hi: int) -> list[int]:
+    """The index (one or none) of the exception line of Hydra's compact report in
+    ``lines[lo:hi]``: the wrapped exception's ``repr`` right after "Error in call to target"
+    (an instantiate error: Hydra prints no traceback and no "XError:" line for it)."""
+    for i in range(hi - 1, lo, -1):
+        if logs.normalize_line(lines[i - 1]).strip().startswith("Error in call to target "):
+            s = logs.normalize_line(lines[i]).strip()
+            return [i] if _EXC_REPR.match(s) else []
+    return []
 
 
 #: The report of a fatal-signal handler that abseil (Ray, TensorFlow, JAX/XLA, sglang) and glog

@@ -38,6 +38,7 @@ from gpulens.diagnosis.logread.decide import (
     job_lines,
     late_kills,
     root_rank_lines,
+    strip_line_prefixes,
     strip_ray_prefixes,
 )
 from gpulens.diagnosis.logread.lines import (
@@ -167,7 +168,8 @@ def diagnose_source(src: WholeText, clf: Classifier | None = None, *, file: str 
     starts = attempt_starts(lines)
     a0 = starts[-1]
     frontier = _frontier(lines, a0)
-    failures = _failures(lines, a0, frontier)
+    signals = signal_reports(lines, a0)
+    failures = _failures(lines, a0, frontier, signals)
     done = _completion_after(lines, a0, failures)
     if done is not None and failures and _ended_by(lines, frontier, failures, done[0]):
         done = None  # the process died there: what prints "done" after it is the job script, not the run
@@ -187,7 +189,7 @@ def diagnose_source(src: WholeText, clf: Classifier | None = None, *, file: str 
                             "a completion message earlier (one stage of the job), no failure after it")
         return _healthy(base, src, (end.index, end.strength) if end else (_last_line(lines), 0.55), file,
                         end.why if end else None)
-    got = _failed(base, src, starts, frontier, failures, clf or default_classifier(), file)
+    got = _failed(base, src, starts, frontier, failures, signals, clf or default_classifier(), file)
     return _abstain(got, min_confidence)
 
 
@@ -201,9 +203,10 @@ def _abstain(w: WholeDiagnosis, min_confidence: float) -> WholeDiagnosis:
                                                       method="svm", reason=why, file=d.file))
 
 
-def _failures(lines: Sequence[str], a0: int, frontier: int) -> list[int]:
+def _failures(lines: Sequence[str], a0: int, frontier: int, signals: Sequence[int]) -> list[int]:
     """Indexes of the attempt's terminal failure lines: failure lines after the frontier, and
-    the scheduler's kill lines anywhere in the attempt."""
+    the scheduler's kill lines anywhere in the attempt (``signals``: the attempt's
+    :func:`signal_reports`)."""
     found = {i for i in find_keys(lines, ERROR_KEYS, frontier) if is_failure(logs.normalize_line(lines[i]), lines[i])}
     # the scheduler's kill lines anywhere in the attempt, after the frontier too: Slurm appends
     # its line to a progress bar's unterminated "\r" line (tqdm writes no newline), where the
@@ -213,7 +216,7 @@ def _failures(lines: Sequence[str], a0: int, frontier: int) -> list[int]:
     found.update(_rank_failures(lines, max(a0, len(lines) - SCAN_LINES), frontier))
     found.update(dead_driver(lines, max(a0, len(lines) - SCAN_LINES)))
     found.update(last_words(lines, a0))
-    found.update(signal_reports(lines, a0))
+    found.update(signals)
     found.update(written_after_bar(lines, a0, KILL_KEYS, is_scheduler_kill))
     if found:
         found -= handled_blocks(lines, max(a0, min(found) - HANDLED_LOOKBACK), len(lines))
@@ -378,7 +381,7 @@ def _region_start(lines: Sequence[str], frontier: int, failures: Sequence[int]) 
 
 
 def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontier: int,
-            failures: list[int], clf: Classifier, file: str | None) -> WholeDiagnosis:
+            failures: list[int], signals: Sequence[int], clf: Classifier, file: str | None) -> WholeDiagnosis:
     lines = src.lines
     start = _region_start(lines, frontier, failures)
     first = _first_origin(lines, failures, start)
@@ -388,9 +391,10 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
         ctx = list(lines[driver[0]:driver[1]])
     ctx = root_rank_lines(lines, start, starts[-1], first.rank, ctx) + ctx
     late = late_kills(lines, failures, start)
-    ends = [lines[i] for i in signal_reports(lines, start) if lines[i] not in ctx]  # a stop that reads like progress
-    ctx = drop_caught(strip_ray_prefixes([ln for ln in ctx + job_lines(lines, failures, start, ctx) + ends
-                                          if ln not in late]))
+    # a stop that reads like progress (the attempt's signal reports at or after the context's start)
+    ends = [lines[i] for i in signals if i >= start and lines[i] not in ctx]
+    ctx = drop_caught(strip_line_prefixes(strip_ray_prefixes([ln for ln in ctx + job_lines(lines, failures, start, ctx)
+                                                              + ends if ln not in late])))
     d = clf.classify_text("\n".join(ctx), file=file, keep_final=True)
     d = diverged_before(d, lines, starts[-1], start, SVM_MIN_CONFIDENCE)
     d = earlier_root(d, lines, starts[-1], start, clf.rules)
