@@ -6,6 +6,12 @@ of the literals every match needs, which ``in`` rules out in a few hundred nanos
 answers are the pattern's own: ``literals`` must be such that every match of the pattern
 contains one of them (tests/diagnosis/test_logread.py checks each guard against its
 pattern on every line of the sample logs).
+
+A long text (a tqdm line holding every update of its bar, 100 K characters) that holds a
+literal is searched alternative by alternative first (:class:`Branches`): each alternative
+of the pattern's top level alone, and only where the text holds one of that alternative's
+own literals; the whole pattern then runs from the first place any of them matches (the
+same match as from the start, since none matches before it), or not at all.
 """
 
 from __future__ import annotations
@@ -15,7 +21,10 @@ import re
 import types
 from collections.abc import Callable, Iterable
 
-__all__ = ["Guarded", "contains_any"]
+__all__ = ["Branches", "Guarded", "LONG_TEXT", "contains_any", "top_branches"]
+
+#: Texts longer than this are searched alternative by alternative first (see the module doc).
+LONG_TEXT = 2000
 
 
 def contains_any(literals: Iterable[str]) -> Callable[[str], bool]:
@@ -36,20 +45,110 @@ def contains_any(literals: Iterable[str]) -> Callable[[str], bool]:
     return types.FunctionType(inner, {}, "contains_any")
 
 
+def top_branches(pattern: str) -> list[str] | None:
+    """The alternatives of ``pattern``'s top level (``a|b(c|d)|e`` -> ``a``, ``b(c|d)``, ``e``), or
+    None where they cannot be searched one by one for the same answer: a back-reference or a
+    conditional group (an alternative would refer to a group of another), inline flags that apply
+    to the whole pattern, or a pattern that is not an alternation."""
+    if "(?P=" in pattern or "(?(" in pattern or re.search(r"\\[1-9]", pattern):
+        return None
+    out: list[str] = []
+    depth, start, i, n = 0, 0, 0, len(pattern)
+    while i < n:
+        ch = pattern[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if ch == "[":  # a class: up to its unescaped "]" ("]" first, or after "^", is a member)
+            i += 1
+            i += pattern[i:i + 1] == "^"
+            i += pattern[i:i + 1] == "]"
+            while i < n and pattern[i] != "]":
+                i += 2 if pattern[i] == "\\" else 1
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "|" and depth == 0:
+            out.append(pattern[start:i])
+            start = i + 1
+        i += 1
+    out.append(pattern[start:])
+    if len(out) < 2:
+        return None
+    try:
+        whole = re.compile(pattern).flags
+        if any(re.compile(b).flags != whole for b in out):
+            return None  # a leading "(?i)" applies to every alternative, not to the first only
+    except re.error:
+        return None
+    return out
+
+
+class Branches:
+    """Where the first match of ``regex`` starts in a long text, found alternative by
+    alternative (see the module doc), each skipped when the lower-cased text holds none of the
+    literals every match of it holds (:func:`gpulens.diagnosis.rules.required_literals`)."""
+
+    __slots__ = ("alts", "regex")
+
+    def __init__(self, regex: re.Pattern[str]) -> None:
+        from gpulens.diagnosis.rules import required_literals
+
+        self.regex = regex
+        parts = top_branches(regex.pattern)
+        self.alts: list[tuple[re.Pattern[str], Callable[[str], bool] | None]] | None = None
+        if parts is not None:
+            alts: list[tuple[re.Pattern[str], Callable[[str], bool] | None]] = []
+            for part in parts:
+                needles = required_literals(part, regex.flags)
+                alts.append((re.compile(part, regex.flags), contains_any(needles) if needles else None))
+            self.alts = alts
+
+    def first_start(self, text: str) -> int:
+        """Where the leftmost match of the pattern in ``text`` starts, -1 for none."""
+        if self.alts is None:
+            m = self.regex.search(text)
+            return -1 if m is None else m.start()
+        low = text.lower()
+        best = -1
+        for alt, holds in self.alts:
+            if holds is not None and not holds(low):
+                continue
+            m = alt.search(text)
+            if m is not None and (best < 0 or m.start() < best):
+                best = m.start()
+                if best == 0:
+                    break
+        return best
+
+    def search(self, text: str) -> re.Match[str] | None:
+        """``regex.search(text)`` (the same span and groups)."""
+        at = self.first_start(text)
+        return None if at < 0 else self.regex.search(text, at)
+
+
 class Guarded:
     """``pattern`` behind a literal prefilter: ``search`` is ``pattern.search`` on strings
     holding one of ``literals`` and ``None`` on the others."""
 
-    __slots__ = ("_holds", "literals", "regex")
+    __slots__ = ("_branches", "_holds", "literals", "regex")
 
     def __init__(self, pattern: str, literals: tuple[str, ...]) -> None:
         self.regex = re.compile(pattern)
         self.literals = literals
         self._holds = contains_any(literals)
+        self._branches: Branches | None = None  # built for the first long text
 
     @property
     def pattern(self) -> str:
         return self.regex.pattern
 
     def search(self, text: str) -> re.Match[str] | None:
-        return self.regex.search(text) if self._holds(text) else None
+        if not self._holds(text):
+            return None
+        if len(text) <= LONG_TEXT:
+            return self.regex.search(text)
+        if self._branches is None:
+            self._branches = Branches(self.regex)
+        return self._branches.search(text)
