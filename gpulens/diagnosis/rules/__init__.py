@@ -231,7 +231,7 @@ def best_match(matches: list[RuleMatch]) -> RuleMatch | None:
 MIN_NEEDLE = 3
 
 
-def required_literals(pattern: str, flags: int = 0) -> tuple[str, ...] | None:
+def required_literals(pattern: str, flags: int = 0, *, fold: bool = True) -> tuple[str, ...] | None:
     """Lower-cased literals of which at least one occurs in every match of ``pattern``.
 
     Walks the parsed pattern: a sequence needs one of its elements (a run of literal
@@ -240,6 +240,10 @@ def required_literals(pattern: str, flags: int = 0) -> tuple[str, ...] | None:
     needles)`` before running the regex is then a pure speed-up: it never hides a match
     (comparisons are case-folded, so it holds for ``flags: i`` rules too). Returns None
     when no such set exists (the rule is then always searched).
+
+    ``fold=False``: the literals as the pattern writes them, for ``literal in text`` on the
+    text itself (no lower-casing); a case-insensitive pattern, or part of one (``(?i:...)``),
+    then gives none.
     """
     try:
         parser: Any = importlib.import_module("re._parser")
@@ -247,7 +251,9 @@ def required_literals(pattern: str, flags: int = 0) -> tuple[str, ...] | None:
         tree = parser.parse(pattern, flags)
     except Exception:  # another Python's internals: no prefilter, same results
         return None
-    found = _seq_literals(list(tree), consts)
+    if not fold and (flags | tree.state.flags) & re.IGNORECASE:
+        return None
+    found = _seq_literals(list(tree), consts, fold)
     return tuple(dict.fromkeys(found)) if found else None
 
 
@@ -258,30 +264,32 @@ def _caseless(code: int) -> bool:
     return ch.lower() == ch == ch.upper() and ch.casefold() == ch
 
 
-def _seq_literals(items: list[tuple[Any, Any]], c: Any) -> list[str] | None:
+def _seq_literals(items: list[tuple[Any, Any]], c: Any, fold: bool = True) -> list[str] | None:
     candidates: list[list[str]] = []
     run: list[str] = []
 
     def flush() -> None:
         if run:
-            candidates.append(["".join(run).lower()])
+            joined = "".join(run)
+            candidates.append([joined.lower() if fold else joined])
             run.clear()
 
     for op, av in items:
-        if op is c.LITERAL and (av < 128 or _caseless(av)):
+        if op is c.LITERAL and (not fold or av < 128 or _caseless(av)):
             run.append(chr(av))
             continue
         flush()
         sub: list[str] | None = None
         if op is c.SUBPATTERN:
-            sub = _seq_literals(list(av[-1]), c)
+            if fold or not av[1] & re.IGNORECASE:  # (?i:...) has no literal of its own case
+                sub = _seq_literals(list(av[-1]), c, fold)
         elif op is c.ATOMIC_GROUP:
-            sub = _seq_literals(list(av), c)
+            sub = _seq_literals(list(av), c, fold)
         elif op is c.BRANCH:
-            alts = [_seq_literals(list(b), c) for b in av[1]]
+            alts = [_seq_literals(list(b), c, fold) for b in av[1]]
             sub = None if any(a is None for a in alts) else [x for a in alts if a for x in a]
         elif op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT) and av[0] >= 1:
-            sub = _seq_literals(list(av[2]), c)
+            sub = _seq_literals(list(av[2]), c, fold)
         if sub:
             candidates.append(sub)
     flush()
