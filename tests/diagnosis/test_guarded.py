@@ -70,8 +70,9 @@ def _prefiltered() -> list[tuple[str, Prefiltered]]:
     from gpulens.diagnosis import logs, origin
     from gpulens.diagnosis.logread import attempts, completion, lines, phase, ranks, rootline
 
-    return [(f"{m.__name__}.{k}", v) for m in (logs, lines, phase, attempts, completion, rootline, ranks, origin)
-            for k, v in vars(m).items() if isinstance(v, Prefiltered)]
+    return [*((f"{m.__name__}.{k}", v) for m in (logs, lines, phase, attempts, completion, rootline, ranks, origin)
+              for k, v in vars(m).items() if isinstance(v, Prefiltered)),
+            *((f"origin clue {name}", p) for name, p in origin._CLUE_FAST)]
 
 
 def test_required_literals_as_written() -> None:
