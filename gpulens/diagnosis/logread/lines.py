@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from gpulens.diagnosis import logs
-from gpulens.diagnosis.guarded import Guarded, contains_any
+from gpulens.diagnosis.guarded import Guarded, Prefiltered, contains_any
 from gpulens.diagnosis.logread.ranks import prefix_rank, strip_prefix
 from gpulens.diagnosis.logs import find_keys
 
@@ -103,14 +103,19 @@ _PROGRAM_ERROR = re.compile(
     r"required|argument [-\w/]+:|ambiguous option|one of the arguments|too few arguments)")
 
 
+#: _SCHEDULER_KILL and _ERROR_LEVEL searched only where a literal their patterns require is (the same answers)
+_SCHEDULER_KILL_FAST = Prefiltered(_SCHEDULER_KILL)
+_ERROR_LEVEL_FAST = Prefiltered(_ERROR_LEVEL)
+
+
 def is_scheduler_kill(norm: str) -> bool:
     """A scheduler's or the kernel's kill line (time limit, cancel, preemption, OOM kill)."""
-    return _SCHEDULER_KILL.search(norm) is not None
+    return _SCHEDULER_KILL_FAST.search(norm) is not None
 
 
 def has_error_level(raw: str) -> bool:
     """Whether a raw line carries an ERROR/FATAL/CRITICAL log level (a logger's error)."""
-    return _ERROR_LEVEL.search(raw[:80]) is not None
+    return _ERROR_LEVEL_FAST.search(raw[:80]) is not None
 
 
 def last_matching(lines: Sequence[str], keys: Sequence[str], pred: Callable[[str], bool], lo: int, hi: int,
