@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, SupportsIndex
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["KeyedLines", "find_keys", "scan_lines"]
+__all__ = ["KeyedLines", "find_keys", "rare_piece", "scan_lines"]
 
 #: Bytes times keys below which a range is scanned per key even for many keys (numpy's fixed
 #: cost per call is larger than such a scan).
@@ -348,6 +348,11 @@ _RANK = {c: i for i, c in enumerate(_COMMON)}
 _COMMON_PAIRS = frozenset(
     "th he in er an re on at en nd ti es or te of ed is it al ar st to nt ng se ha as ou io le ve co me de hi ri ro"
     " ic ne ea ra ce li ch ll be ma si om ur".split())
+
+
+def rare_piece(key: str) -> int:
+    """Offset in ``key`` (two or more characters) of a two-character piece that is rare in logs."""
+    return _piece(key)
 
 
 def _piece(key: str) -> int:

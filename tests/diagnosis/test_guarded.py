@@ -6,8 +6,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import gpulens.diagnosis.rules as rules_module
 from gpulens.diagnosis.guarded import LONG_TEXT, Branches, Guarded, Prefiltered, top_branches
-from gpulens.diagnosis.rules import required_literals
+from gpulens.diagnosis.rules import Rule, load_rules, match_rules, required_literals
 
 from .test_logread import _guards
 
@@ -117,3 +118,40 @@ def test_each_prefiltered_pattern_answers_as_itself_on_sample_lines() -> None:
                 assert (want.span(), want.groups()) == (got.span(), got.groups()), (name, text[:200])
                 matched[name] += 1
     assert all(matched.values()), matched
+
+
+def _reference_matches(text: str, rules: tuple[Rule, ...]) -> list[tuple[str, str, int, dict[str, str]]]:
+    """match_rules without any prefilter: every rule's whole pattern over the whole text."""
+    out = []
+    for rule in rules:
+        last = None
+        for last in rule.pattern.finditer(text):  # noqa: B007 - the last match
+            pass
+        ctx = rule.context.search(text) if rule.context is not None else None
+        if last is None or (rule.context is not None and ctx is None):
+            continue
+        groups = {k: v for k, v in (ctx.groupdict() if ctx else {}).items() if v is not None}
+        groups.update({k: v for k, v in last.groupdict().items() if v is not None})
+        ls, le = text.rfind("\n", 0, last.start()) + 1, text.find("\n", last.end())
+        out.append((rule.id, text[ls: le if le >= 0 else len(text)].strip(), last.start(), groups))
+    return out
+
+
+def test_match_rules_finds_what_the_whole_patterns_find() -> None:
+    # the literal plan (rare byte pairs, then `in`) and the alternations cut to the alternatives
+    # whose literals a text holds change no match: every seventh sample excerpt, each rule's
+    # own example, and the excerpts with their case changed
+    rules = load_rules()
+    root = Path(__file__).resolve().parents[2] / "sample_logs"
+    texts = [p.read_text(errors="replace") for p in sorted(root.rglob("*"))[::7]
+             if p.is_file() and p.suffix != ".csv" and "whole" not in p.parts]
+    texts += [r.example for r in rules] + [t.upper() for t in texts[::10]] + ["", "x", "caf\u00e9 \u2588 \U0001F600"]
+    cut = 0
+    for text in texts:
+        got = [(m.rule.id, m.line, m.position, m.groups) for m in match_rules(text, rules)]
+        assert got == _reference_matches(text, rules), text[:200]
+        plan = rules_module._plan_for(rules)
+        present = rules_module._present_needles(text.lower(), plan)
+        assert present == {n for ns in plan.by_pair.values() for n in ns if n in text.lower()}
+        cut += sum(rules_module._pattern_for(r, plan, present) not in (None, r.pattern) for r in rules)
+    assert cut > 30  # some alternations were cut: the check is not vacuous

@@ -320,53 +320,114 @@ def _all_needles(rules: tuple[Rule, ...]) -> frozenset[str]:
     return frozenset(n for r in rules for n in (r.needles or ()))
 
 
-@functools.lru_cache(maxsize=16)
-def _needle_plan(rules: tuple[Rule, ...]) -> tuple[tuple[str, str | None], ...]:
-    """Every distinct literal, shortest first, with the longest other literal it contains (its
-    "parent"): when the parent is absent from a text the literal cannot be there either, so
-    it need not be looked for. About half the literals have a parent, which halves the scan."""
-    ordered = sorted(_all_needles(rules), key=lambda n: (len(n), n))
-    plan: list[tuple[str, str | None]] = []
-    for i, needle in enumerate(ordered):
-        inside = [m for m in ordered[:i] if m in needle]
-        plan.append((needle, max(inside, key=len) if inside else None))
-    return tuple(plan)
+def _alternatives(rule: Rule) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]] | None:
+    """The top-level alternatives of the rule's pattern and each one's required literals, when
+    every alternative has some (else None: the pattern is always searched whole)."""
+    from gpulens.diagnosis.guarded import top_branches
+
+    parts = top_branches(rule.pattern.pattern)
+    if parts is None:
+        return None
+    needles = [required_literals(part, rule.pattern.flags) for part in parts]
+    if any(not n for n in needles):
+        return None
+    return tuple(parts), tuple(n for n in needles if n)
 
 
-#: ``_needle_plan`` by the identity of the rules tuple (hashing a tuple of rules, as the
-#: lru_cache does on every call, costs more than the scan it saves on a short text).
-_PLANS: dict[int, tuple[tuple[Rule, ...], tuple[tuple[str, str | None], ...]]] = {}
+class _Plan:
+    """How :func:`match_rules` reads a text for one tuple of rules.
+
+    ``by_pair``: every literal of the rules (and of their alternatives) under the two bytes of it
+    that are rarest in logs (UTF-8, little-endian), ``used`` marking those pairs: the pairs a text
+    holds (numpy, one pass) name the few literals worth an ``in`` test; a literal whose pair the
+    text lacks cannot be in it. ``alts``: per rule id, :func:`_alternatives`.
+    """
+
+    __slots__ = ("alts", "by_pair", "rules", "used")
+
+    def __init__(self, rules: tuple[Rule, ...]) -> None:
+        import numpy as np
+
+        from gpulens.diagnosis.keyscan import rare_piece
+
+        self.rules = rules  # kept: its id is not reused while the plan is cached
+        self.alts = {r.id: alt for r in rules if (alt := _alternatives(r)) is not None}
+        needles = set(_all_needles(rules)) | {n for _, alts in self.alts.values() for ns in alts for n in ns}
+        self.by_pair: dict[int, list[str]] = {}
+        for needle in sorted(needles):
+            raw = needle.encode("utf-8", "surrogatepass")
+            o = rare_piece(raw.decode("latin-1"))
+            self.by_pair.setdefault(raw[o] | raw[o + 1] << 8, []).append(needle)
+        self.used = np.zeros(1 << 16, dtype=bool)
+        self.used[list(self.by_pair)] = True
 
 
-def _plan_for(rules: tuple[Rule, ...]) -> tuple[tuple[str, str | None], ...]:
+#: ``_Plan`` by the identity of the rules tuple (hashing a tuple of rules, as an lru_cache does
+#: on every call, costs more than the scan it saves on a short text).
+_PLANS: dict[int, _Plan] = {}
+
+
+def _plan_for(rules: tuple[Rule, ...]) -> _Plan:
     got = _PLANS.get(id(rules))
-    if got is None or got[0] is not rules:
+    if got is None or got.rules is not rules:
         if len(_PLANS) >= 16:
             _PLANS.clear()
-        got = (rules, _needle_plan(rules))  # the tuple is kept: its id is not reused while cached
-        _PLANS[id(rules)] = got
-    return got[1]
+        got = _PLANS[id(rules)] = _Plan(rules)
+    return got
 
 
-def _present_needles(low: str, rules: tuple[Rule, ...]) -> set[str]:
-    present: set[str] = set()
-    for needle, parent in _plan_for(rules):
-        if (parent is None or parent in present) and needle in low:
-            present.add(needle)
-    return present
+def _present_needles(low: str, plan: _Plan) -> set[str]:
+    """The literals of the plan that ``low`` holds (only those whose rare pair it holds tested)."""
+    import numpy as np
+
+    data = np.frombuffer(low.encode("utf-8", "surrogatepass"), dtype=np.uint8)
+    if data.size < 2:
+        return set()
+    pairs = data[:-1].astype(np.uint16) | data[1:].astype(np.uint16) << 8
+    pairs = pairs[plan.used[pairs]]
+    by_pair = plan.by_pair
+    return {n for p in np.unique(pairs).tolist() for n in by_pair[p] if n in low}
+
+
+#: Patterns made of some of a rule's alternatives, by (pattern, the alternatives' positions).
+_SUBPATTERNS: dict[tuple[re.Pattern[str], tuple[int, ...]], re.Pattern[str]] = {}
+
+
+def _pattern_for(rule: Rule, plan: _Plan, present: set[str]) -> re.Pattern[str] | None:
+    """The rule's pattern, or the alternation of only those alternatives whose literals the text
+    holds (the others match nowhere in it, so every match, its span and groups are the same), or
+    None when none can match."""
+    alt = plan.alts.get(rule.id)
+    if alt is None:
+        return rule.pattern
+    on = tuple(i for i, needles in enumerate(alt[1]) if not present.isdisjoint(needles))
+    if len(on) == len(alt[1]):
+        return rule.pattern
+    if not on:
+        return None
+    key = (rule.pattern, on)
+    got = _SUBPATTERNS.get(key)
+    if got is None:
+        if len(_SUBPATTERNS) >= 4096:
+            _SUBPATTERNS.clear()
+        got = _SUBPATTERNS[key] = re.compile("|".join(alt[0][i] for i in on), rule.pattern.flags)
+    return got
 
 
 def match_rules(text: str, rules: tuple[Rule, ...] | None = None) -> list[RuleMatch]:
     """Every rule that matches ``text`` (its last match), highest priority first."""
     out: list[RuleMatch] = []
     rules = rules if rules is not None else load_rules()
-    low = text.lower()
-    present = _present_needles(low, rules)  # each distinct literal checked at most once
+    plan = _plan_for(rules)
+    present = _present_needles(text.lower(), plan)  # each distinct literal checked at most once
     for rule in rules:
         if rule.needles is not None and present.isdisjoint(rule.needles):
             continue
+        pattern = _pattern_for(rule, plan, present)
+        if pattern is None:
+            continue
         last = None
-        for last in rule.pattern.finditer(text):  # noqa: B007 - we want the last match
+        for last in pattern.finditer(text):  # noqa: B007 - we want the last match
             pass
         if last is None:
             continue
