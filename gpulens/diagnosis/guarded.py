@@ -137,14 +137,17 @@ class Branches:
 
 class Guarded:
     """``pattern`` behind a literal prefilter: ``search`` is ``pattern.search`` on strings
-    holding one of ``literals`` and ``None`` on the others."""
+    holding one of ``literals`` and ``None`` on the others. ``split``: every such string is
+    searched alternative by alternative first, as a long text is (for a long alternation that
+    the lines it is asked about seldom match)."""
 
-    __slots__ = ("_branches", "_holds", "literals", "regex")
+    __slots__ = ("_branches", "_holds", "_split", "literals", "regex")
 
-    def __init__(self, pattern: str, literals: tuple[str, ...]) -> None:
+    def __init__(self, pattern: str, literals: tuple[str, ...], *, split: bool = False) -> None:
         self.regex = re.compile(pattern)
         self.literals = literals
         self._holds = contains_any(literals)
+        self._split = split
         self._branches: Branches | None = None  # built for the first long text
 
     @property
@@ -154,7 +157,7 @@ class Guarded:
     def search(self, text: str) -> re.Match[str] | None:
         if not self._holds(text):
             return None
-        if len(text) <= LONG_TEXT:
+        if len(text) <= LONG_TEXT and not self._split:
             return self.regex.search(text)
         if self._branches is None:
             self._branches = Branches(self.regex)

@@ -155,3 +155,22 @@ def test_match_rules_finds_what_the_whole_patterns_find() -> None:
         assert present == {n for ns in plan.by_pair.values() for n in ns if n in text.lower()}
         cut += sum(rules_module._pattern_for(r, plan, present) not in (None, r.pattern) for r in rules)
     assert cut > 30  # some alternations were cut: the check is not vacuous
+
+
+def test_split_guards_find_the_same_match_on_every_sample_line() -> None:
+    # Guarded(..., split=True) searches short lines alternative by alternative too
+    split = [(name, g) for name, g in _guards() if isinstance(g, Guarded) and g._split]
+    assert len(split) >= 3
+    root = Path(__file__).resolve().parents[2] / "sample_logs"
+    lines = [ln for p in sorted(root.rglob("*")) if p.is_file() and p.suffix != ".csv" and "whole" not in p.parts
+             for ln in p.read_text(errors="replace").split("\n")]
+    for name, g in split:
+        bare = re.compile(g.pattern)
+        hits = 0
+        for line in [*lines, "x Warning: y", "  File \"a.py\", line 3", "Killed", "3 errors"]:
+            want, got = bare.search(line), g.search(line)
+            assert (want is None) == (got is None), (name, line[:200])
+            if want is not None and got is not None:
+                assert (want.span(), want.groups()) == (got.span(), got.groups()), (name, line[:200])
+                hits += 1
+        assert hits, name
