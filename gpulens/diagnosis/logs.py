@@ -639,7 +639,7 @@ _NOISE_ERR = Guarded(
     r"Warning\b|warnings\.warn|\bwarn(?:ing)?\s*:|UserWarning|FutureWarning|DeprecationWarning|^\s*File \""
     r"|\b0 errors?\b|errors?\s*[:=]\s*0\b|error_file: <N/A>|\bif .*error|\berror_?handl|ignore_errors"
     r"|on_error|errors='|--\w*error|raise \w|except \w",
-    ("Warning", "warn", 'File "', "error", "raise ", "except "),
+    ("Warning", "warn", 'File "', "error", "raise ", "except "), split=True,
 )
 
 
