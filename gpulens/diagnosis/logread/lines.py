@@ -56,7 +56,7 @@ _BENIGN = Guarded(
     r"|^Terminated at (?:[A-Z][a-z]{2} ){2}",
     ("wandb: ", "Logging error", "Warning", "WARN", "warnings.warn", "slurmstepd", "destroy_process_group", "[W",
      "Deprecat", "ignore_errors", "0 error", "Set IB_HCA", "Failed to load image Python extension",
-     "TORCH_CUDA_ARCH_LIST", "FAILED]]]", "Terminated at"),
+     "TORCH_CUDA_ARCH_LIST", "FAILED]]]", "Terminated at"), split=True,
 )
 #: A kill, a time limit, a signal or a non-zero exit: ends a run even with no traceback.
 _KILL = Guarded(
@@ -77,7 +77,7 @@ _KILL = Guarded(
     ("DUE TO", "CANCELLED AT", "TERM_", "xit", "Killed", "Segmentation fault", "core dumped", "Bus error",
      "Illegal instruction", "oom-kill", "oom_kill", "OOM Killed", "Out of memory: Kill", "eceived ", "terminate called", "Fatal Python error",
      "KeyboardInterrupt", "srun: error", "Terminated", "Hangup", "User defined signal", "srun: Job step aborted",
-     "srun: forcing", "State"),
+     "srun: forcing", "State"), split=True,
 )
 
 
