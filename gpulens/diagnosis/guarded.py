@@ -173,14 +173,20 @@ class Prefiltered:
     holds (:class:`Branches`), and the pattern from the first place one matches. A pattern
     with an alternative that is neither is searched as it is."""
 
-    __slots__ = ("_branches", "_fold", "_head", "_holds", "regex")
+    __slots__ = ("_branches", "_fold", "_head", "_holds", "_ready", "regex")
 
     def __init__(self, pattern: str | re.Pattern[str], flags: int = 0) -> None:
+        self.regex = re.compile(pattern, flags) if isinstance(pattern, str) else pattern
+        self._fold = bool(self.regex.flags & re.IGNORECASE)
+        self._holds: Callable[[str], bool] | None = None
+        self._head: re.Pattern[str] | None = None
+        self._branches: Branches | None = None
+        self._ready = False  # the prefilter is read from the pattern at the first search (not at import)
+
+    def _build(self) -> None:
         from gpulens.diagnosis.rules import required_literals
 
-        self.regex = re.compile(pattern, flags) if isinstance(pattern, str) else pattern
         flags = self.regex.flags
-        self._fold = bool(flags & re.IGNORECASE)
         needles: list[str] = []
         heads: list[str] = []
         holds: Callable[[str], bool] | None = None
@@ -197,12 +203,15 @@ class Prefiltered:
         self._holds = holds
         self._head = re.compile("|".join(heads), flags) if holds is not None and heads else None
         self._branches = Branches(self.regex, fold=self._fold) if holds is not None else None
+        self._ready = True
 
     @property
     def pattern(self) -> str:
         return self.regex.pattern
 
     def search(self, text: str) -> re.Match[str] | None:
+        if not self._ready:
+            self._build()
         if self._holds is None or self._branches is None:
             return self.regex.search(text)
         if not self._holds(text.lower() if self._fold else text) \

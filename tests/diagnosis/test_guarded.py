@@ -90,13 +90,15 @@ def test_prefiltered_on_hand_written_lines() -> None:
     # case-insensitive pattern (the literals lower-cased), a pattern with a literal-free
     # alternative that can match anywhere (no prefilter: searched as it is)
     p = Prefiltered(r"^(?:F\d{4}\s|Check failed)|Segmentation fault|\bKilled\b")
-    assert p._head is not None and p._holds is not None
+    assert p._holds is None and not p._ready  # read from the pattern at the first search, not at import
+    assert p.search("") is None and p._head is not None and p._holds is not None
     for line in ("F0412 12:00:01 x.cc:3] oops", "Check failed: a == b", "x Check failed", "Segmentation fault (core)",
                  "job Killed", "OOMKilled", ""):
         assert (p.search(line) is None) == (p.regex.search(line) is None), line
     q = Prefiltered(r"\b(?:step|epoch)\b|it/s", re.IGNORECASE)
     assert q.search("EPOCH 3") is not None and q.search("epochs 3") is None and q.search("12 IT/S") is not None
-    assert Prefiltered(r"\d+ errors|x").search("y") is None and Prefiltered(r"\d+|x")._holds is None
+    bare = Prefiltered(r"\d+|x")
+    assert Prefiltered(r"\d+ errors|x").search("y") is None and bare.search("7") is not None and bare._holds is None
 
 
 def test_each_prefiltered_pattern_answers_as_itself_on_sample_lines() -> None:

@@ -322,25 +322,30 @@ def _all_needles(rules: tuple[Rule, ...]) -> frozenset[str]:
 
 def _alternatives(rule: Rule) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]] | None:
     """The top-level alternatives of the rule's pattern and each one's required literals, when
-    every alternative has some (else None: the pattern is always searched whole)."""
+    every alternative has some, all among the rule's own (else None: the pattern is always
+    searched whole)."""
     from gpulens.diagnosis.guarded import top_branches
 
+    if not rule.needles or len(rule.needles) < 2:
+        return None
     parts = top_branches(rule.pattern.pattern)
     if parts is None:
         return None
     needles = [required_literals(part, rule.pattern.flags) for part in parts]
-    if any(not n for n in needles):
-        return None
+    if any(not n or not set(n) <= set(rule.needles) for n in needles):
+        return None  # (the plan looks for the rules' own literals only)
     return tuple(parts), tuple(n for n in needles if n)
 
 
 class _Plan:
     """How :func:`match_rules` reads a text for one tuple of rules.
 
-    ``by_pair``: every literal of the rules (and of their alternatives) under the two bytes of it
-    that are rarest in logs (UTF-8, little-endian), ``used`` marking those pairs: the pairs a text
-    holds (numpy, one pass) name the few literals worth an ``in`` test; a literal whose pair the
-    text lacks cannot be in it. ``alts``: per rule id, :func:`_alternatives`.
+    ``by_pair``: every literal of the rules under the two bytes of it that are rarest in logs
+    (UTF-8, little-endian), ``used`` marking those pairs: the pairs a text holds (numpy, one
+    pass) name the few literals worth an ``in`` test; a literal whose pair the text lacks cannot
+    be in it. ``alts``: per rule id, :func:`_alternatives`, read the first time the rule's
+    literals are in a text (parsing every pattern up front would cost a short run more than it
+    saves).
     """
 
     __slots__ = ("alts", "by_pair", "rules", "used")
@@ -351,10 +356,9 @@ class _Plan:
         from gpulens.diagnosis.keyscan import rare_piece
 
         self.rules = rules  # kept: its id is not reused while the plan is cached
-        self.alts = {r.id: alt for r in rules if (alt := _alternatives(r)) is not None}
-        needles = set(_all_needles(rules)) | {n for _, alts in self.alts.values() for ns in alts for n in ns}
+        self.alts: dict[str, tuple[tuple[str, ...], tuple[tuple[str, ...], ...]] | None] = {}
         self.by_pair: dict[int, list[str]] = {}
-        for needle in sorted(needles):
+        for needle in sorted(_all_needles(rules)):
             raw = needle.encode("utf-8", "surrogatepass")
             o = rare_piece(raw.decode("latin-1"))
             self.by_pair.setdefault(raw[o] | raw[o + 1] << 8, []).append(needle)
@@ -397,7 +401,10 @@ def _pattern_for(rule: Rule, plan: _Plan, present: set[str]) -> re.Pattern[str] 
     """The rule's pattern, or the alternation of only those alternatives whose literals the text
     holds (the others match nowhere in it, so every match, its span and groups are the same), or
     None when none can match."""
-    alt = plan.alts.get(rule.id)
+    try:
+        alt = plan.alts[rule.id]
+    except KeyError:
+        alt = plan.alts[rule.id] = _alternatives(rule)
     if alt is None:
         return rule.pattern
     on = tuple(i for i, needles in enumerate(alt[1]) if not present.isdisjoint(needles))
