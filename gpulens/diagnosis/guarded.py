@@ -79,15 +79,13 @@ def top_branches(pattern: str) -> list[str] | None:
             start = i + 1
         i += 1
     out.append(pattern[start:])
-    if len(out) < 2:
-        return None
-    try:
-        whole = re.compile(pattern).flags
-        if any(re.compile(b).flags != whole for b in out):
-            return None  # a leading "(?i)" applies to every alternative, not to the first only
-    except re.error:
-        return None
+    if len(out) < 2 or depth != 0 or _GLOBAL_FLAGS.match(pattern):
+        return None  # a leading "(?i)" applies to every alternative, not to the first only
     return out
+
+
+#: Inline flags that apply to a whole pattern (only allowed at its start).
+_GLOBAL_FLAGS = re.compile(r"\(\?[aiLmsux]+\)")
 
 
 class Branches:
@@ -104,13 +102,11 @@ class Branches:
         self.regex = regex
         self.fold = fold = fold or bool(regex.flags & re.IGNORECASE)
         parts = top_branches(regex.pattern)
-        self.alts: list[tuple[re.Pattern[str], Callable[[str], bool] | None]] | None = None
+        #: (alternative, the test of its literals or None): each compiled when first searched
+        self.alts: list[tuple[str | re.Pattern[str], Callable[[str], bool] | None]] | None = None
         if parts is not None:
-            alts: list[tuple[re.Pattern[str], Callable[[str], bool] | None]] = []
-            for part in parts:
-                needles = required_literals(part, regex.flags, fold=fold)
-                alts.append((re.compile(part, regex.flags), contains_any(needles) if needles else None))
-            self.alts = alts
+            self.alts = [(part, contains_any(needles) if (needles := required_literals(part, regex.flags, fold=fold))
+                          else None) for part in parts]
 
     def first_start(self, text: str) -> int:
         """Where the leftmost match of the pattern in ``text`` starts, -1 for none."""
@@ -119,9 +115,16 @@ class Branches:
             return -1 if m is None else m.start()
         low = text.lower() if self.fold else text
         best = -1
-        for alt, holds in self.alts:
+        for k, (alt, holds) in enumerate(self.alts):
             if holds is not None and not holds(low):
                 continue
+            if isinstance(alt, str):
+                try:
+                    alt = re.compile(alt, self.regex.flags)
+                except re.error:  # a part that is no pattern alone (a comment holding "|"): the whole one
+                    self.alts = None
+                    return self.first_start(text)
+                self.alts[k] = (alt, holds)
             m = alt.search(text)
             if m is not None and (best < 0 or m.start() < best):
                 best = m.start()
