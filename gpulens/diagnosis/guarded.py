@@ -6,6 +6,17 @@ of the literals every match needs, which ``in`` rules out in a few hundred nanos
 answers are the pattern's own: ``literals`` must be such that every match of the pattern
 contains one of them (tests/diagnosis/test_logread.py checks each guard against its
 pattern on every line of the sample logs).
+
+A long text (a tqdm line holding every update of its bar, 100 K characters) that holds a
+literal is searched alternative by alternative first (:class:`Branches`): each alternative
+of the pattern's top level alone, and only where the text holds one of that alternative's
+own literals; the whole pattern then runs from the first place any of them matches (the
+same match as from the start, since none matches before it), or not at all.
+
+:class:`Prefiltered` is a guard whose literals are read from the pattern itself (each
+alternative's required literals, :func:`gpulens.diagnosis.rules.required_literals`), for a
+pattern that was a bare regular expression searched on every line: the same answers, no
+literal list to keep in step with the pattern by hand.
 """
 
 from __future__ import annotations
@@ -15,7 +26,10 @@ import re
 import types
 from collections.abc import Callable, Iterable
 
-__all__ = ["Guarded", "contains_any"]
+__all__ = ["Branches", "Guarded", "LONG_TEXT", "Prefiltered", "contains_any", "top_branches"]
+
+#: Texts longer than this are searched alternative by alternative first (see the module doc).
+LONG_TEXT = 2000
 
 
 def contains_any(literals: Iterable[str]) -> Callable[[str], bool]:
@@ -36,20 +50,174 @@ def contains_any(literals: Iterable[str]) -> Callable[[str], bool]:
     return types.FunctionType(inner, {}, "contains_any")
 
 
+def top_branches(pattern: str) -> list[str] | None:
+    """The alternatives of ``pattern``'s top level (``a|b(c|d)|e`` -> ``a``, ``b(c|d)``, ``e``), or
+    None where they cannot be searched one by one for the same answer: a back-reference or a
+    conditional group (an alternative would refer to a group of another), inline flags that apply
+    to the whole pattern, or a pattern that is not an alternation."""
+    if "(?P=" in pattern or "(?(" in pattern or re.search(r"\\[1-9]", pattern):
+        return None
+    out: list[str] = []
+    depth, start, i, n = 0, 0, 0, len(pattern)
+    while i < n:
+        ch = pattern[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if ch == "[":  # a class: up to its unescaped "]" ("]" first, or after "^", is a member)
+            i += 1
+            i += pattern[i:i + 1] == "^"
+            i += pattern[i:i + 1] == "]"
+            while i < n and pattern[i] != "]":
+                i += 2 if pattern[i] == "\\" else 1
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "|" and depth == 0:
+            out.append(pattern[start:i])
+            start = i + 1
+        i += 1
+    out.append(pattern[start:])
+    if len(out) < 2 or depth != 0 or _GLOBAL_FLAGS.match(pattern):
+        return None  # a leading "(?i)" applies to every alternative, not to the first only
+    return out
+
+
+#: Inline flags that apply to a whole pattern (only allowed at its start).
+_GLOBAL_FLAGS = re.compile(r"\(\?[aiLmsux]+\)")
+
+
+class Branches:
+    """Where the first match of ``regex`` starts, found alternative by alternative (see the
+    module doc), each skipped when the text holds none of the literals every match of it holds
+    (:func:`gpulens.diagnosis.rules.required_literals`; lower-cased, and the text with them,
+    when ``fold``, else as written)."""
+
+    __slots__ = ("alts", "fold", "regex")
+
+    def __init__(self, regex: re.Pattern[str], *, fold: bool = True) -> None:
+        from gpulens.diagnosis.rules import required_literals
+
+        self.regex = regex
+        self.fold = fold = fold or bool(regex.flags & re.IGNORECASE)
+        parts = top_branches(regex.pattern)
+        #: (alternative, the test of its literals or None): each compiled when first searched
+        self.alts: list[tuple[str | re.Pattern[str], Callable[[str], bool] | None]] | None = None
+        if parts is not None:
+            self.alts = [(part, contains_any(needles) if (needles := required_literals(part, regex.flags, fold=fold))
+                          else None) for part in parts]
+
+    def first_start(self, text: str) -> int:
+        """Where the leftmost match of the pattern in ``text`` starts, -1 for none."""
+        if self.alts is None:
+            m = self.regex.search(text)
+            return -1 if m is None else m.start()
+        low = text.lower() if self.fold else text
+        best = -1
+        for k, (alt, holds) in enumerate(self.alts):
+            if holds is not None and not holds(low):
+                continue
+            if isinstance(alt, str):
+                try:
+                    alt = re.compile(alt, self.regex.flags)
+                except re.error:  # a part that is no pattern alone (a comment holding "|"): the whole one
+                    self.alts = None
+                    return self.first_start(text)
+                self.alts[k] = (alt, holds)
+            m = alt.search(text)
+            if m is not None and (best < 0 or m.start() < best):
+                best = m.start()
+                if best == 0:
+                    break
+        return best
+
+    def search(self, text: str) -> re.Match[str] | None:
+        """``regex.search(text)`` (the same span and groups)."""
+        at = self.first_start(text)
+        return None if at < 0 else self.regex.search(text, at)
+
+
 class Guarded:
     """``pattern`` behind a literal prefilter: ``search`` is ``pattern.search`` on strings
-    holding one of ``literals`` and ``None`` on the others."""
+    holding one of ``literals`` and ``None`` on the others. ``split``: every such string is
+    searched alternative by alternative first, as a long text is (for a long alternation that
+    the lines it is asked about seldom match)."""
 
-    __slots__ = ("_holds", "literals", "regex")
+    __slots__ = ("_branches", "_holds", "_split", "literals", "regex")
 
-    def __init__(self, pattern: str, literals: tuple[str, ...]) -> None:
+    def __init__(self, pattern: str, literals: tuple[str, ...], *, split: bool = False) -> None:
         self.regex = re.compile(pattern)
         self.literals = literals
         self._holds = contains_any(literals)
+        self._split = split
+        self._branches: Branches | None = None  # built for the first long text
 
     @property
     def pattern(self) -> str:
         return self.regex.pattern
 
     def search(self, text: str) -> re.Match[str] | None:
-        return self.regex.search(text) if self._holds(text) else None
+        if not self._holds(text):
+            return None
+        if len(text) <= LONG_TEXT and not self._split:
+            return self.regex.search(text)
+        if self._branches is None:
+            self._branches = Branches(self.regex)
+        return self._branches.search(text)
+
+
+class Prefiltered:
+    """``regex.search`` behind the literal prefilter its own pattern implies: on a text that
+    holds none of the literals that every match of some alternative holds (as written, or
+    lower-cased for a case-insensitive pattern), and that no alternative anchored at the start
+    (``^...`` with no literal of its own) matches, ``None`` (the pattern cannot match);
+    otherwise the alternatives are searched one by one, only those whose own literals the text
+    holds (:class:`Branches`), and the pattern from the first place one matches. A pattern
+    with an alternative that is neither is searched as it is."""
+
+    __slots__ = ("_branches", "_fold", "_head", "_holds", "_ready", "regex")
+
+    def __init__(self, pattern: str | re.Pattern[str], flags: int = 0) -> None:
+        self.regex = re.compile(pattern, flags) if isinstance(pattern, str) else pattern
+        self._fold = bool(self.regex.flags & re.IGNORECASE)
+        self._holds: Callable[[str], bool] | None = None
+        self._head: re.Pattern[str] | None = None
+        self._branches: Branches | None = None
+        self._ready = False  # the prefilter is read from the pattern at the first search (not at import)
+
+    def _build(self) -> None:
+        from gpulens.diagnosis.rules import required_literals
+
+        flags = self.regex.flags
+        needles: list[str] = []
+        heads: list[str] = []
+        holds: Callable[[str], bool] | None = None
+        for part in top_branches(self.regex.pattern) or [self.regex.pattern]:
+            got = required_literals(part, flags, fold=self._fold)
+            if got:
+                needles.extend(got)
+            elif part.startswith("^") and not flags & re.MULTILINE:
+                heads.append(part)
+            else:
+                break  # an alternative that can match anywhere without a literal: no prefilter
+        else:
+            holds = contains_any(dict.fromkeys(needles))
+        self._holds = holds
+        self._head = re.compile("|".join(heads), flags) if holds is not None and heads else None
+        self._branches = Branches(self.regex, fold=self._fold) if holds is not None else None
+        self._ready = True
+
+    @property
+    def pattern(self) -> str:
+        return self.regex.pattern
+
+    def search(self, text: str) -> re.Match[str] | None:
+        if not self._ready:
+            self._build()
+        if self._holds is None or self._branches is None:
+            return self.regex.search(text)
+        if not self._holds(text.lower() if self._fold else text) \
+                and (self._head is None or self._head.match(text) is None):
+            return None
+        return self._branches.search(text)

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, SupportsIndex
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["KeyedLines", "find_keys", "scan_lines"]
+__all__ = ["KeyedLines", "find_keys", "rare_piece", "scan_lines"]
 
 #: Bytes times keys below which a range is scanned per key even for many keys (numpy's fixed
 #: cost per call is larger than such a scan).
@@ -224,9 +224,17 @@ class _ByteIndex:
         import numpy as np
 
         tab = _table(keys)
+        if tab.last != id(self):
+            tab.last = id(self)
+            tab.logs += 1
         if self.cand is None and 2 * (b1 - b0) >= self.size:
-            tables = frozenset(_TABLES.values())
-            q, v = self._pairs_at(_union(tables), 0, self.size)
+            # the families asked for in an earlier log too (a one-off family, such as one keyed by
+            # this file's first line, would change the union, and its cache key, at every log)
+            stable = frozenset(t for t in _TABLES.values() if t.logs >= 2)
+            pairs, tables = _union(stable), stable
+            if tab not in stable:
+                pairs, tables = pairs | tab.pairs, stable | {tab}
+            q, v = self._pairs_at(pairs, 0, self.size)
             self.cand = (tables, q, v)
         if self.cand is not None and tab in self.cand[0]:
             # the positions of [b0, b1 - 2] among the shared ones, kept where this table marks them
@@ -350,6 +358,11 @@ _COMMON_PAIRS = frozenset(
     " ic ne ea ra ce li ch ll be ma si om ur".split())
 
 
+def rare_piece(key: str) -> int:
+    """Offset in ``key`` (two or more characters) of a two-character piece that is rare in logs."""
+    return _piece(key)
+
+
 def _piece(key: str) -> int:
     """Offset of the rarest two-character piece of ``key`` (one whose four bytes from it are
     in the key when as rare: fewer reads to compare them)."""
@@ -367,10 +380,14 @@ class _Table:
     piece; ``keys``, for (group, value), the keys (bytes) and the offset of those bytes in
     each."""
 
-    __slots__ = ("groups", "keys", "pairs")
+    __slots__ = ("groups", "keys", "last", "logs", "pairs")
 
     def __init__(self, keys: tuple[str, ...]) -> None:
         import numpy as np
+
+        #: the id of the index (a log's) that last scanned for these keys, and how many indexes have
+        self.last = 0
+        self.logs = 0
 
         self.pairs = np.zeros(1 << 16, dtype=bool)
         found: dict[tuple[int, int], dict[int, list[tuple[bytes, int]]]] = {}
@@ -408,6 +425,10 @@ def _table(keys: tuple[str, ...]) -> _Table:
     got = _TABLES.get(keys)
     if got is None:
         if len(_TABLES) >= _TABLE_CACHE:
-            _TABLES.clear()
+            # the families of one log only go first: the reader's constant ones are kept
+            for k in [k for k, t in _TABLES.items() if t.logs < 2]:
+                del _TABLES[k]
+            if len(_TABLES) >= _TABLE_CACHE:
+                _TABLES.clear()
         got = _TABLES[keys] = _Table(keys)
     return got

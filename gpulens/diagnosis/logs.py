@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import overload
 
 from gpulens.diagnosis import keyscan
-from gpulens.diagnosis.guarded import Guarded
+from gpulens.diagnosis.guarded import Guarded, Prefiltered
 
 __all__ = [
     "FatalRegion",
@@ -639,7 +639,7 @@ _NOISE_ERR = Guarded(
     r"Warning\b|warnings\.warn|\bwarn(?:ing)?\s*:|UserWarning|FutureWarning|DeprecationWarning|^\s*File \""
     r"|\b0 errors?\b|errors?\s*[:=]\s*0\b|error_file: <N/A>|\bif .*error|\berror_?handl|ignore_errors"
     r"|on_error|errors='|--\w*error|raise \w|except \w",
-    ("Warning", "warn", 'File "', "error", "raise ", "except "),
+    ("Warning", "warn", 'File "', "error", "raise ", "except "), split=True,
 )
 
 
@@ -655,6 +655,14 @@ _ANY_KEY = re.compile(_ERR_KEY.pattern + r"|exit|Connection|Broken pipe|actor|[W
                       r"|Failures|terminated|shut ?down|Killing|Terminating|SIG|Bus error|Illegal")
 
 
+#: _HARD_RE, _PROGRESS, _ERR_KEY and _PEER_RE searched only on lines holding a literal their
+#: patterns require (read from the patterns: the same answers, see guarded.Prefiltered).
+_HARD_FAST = Prefiltered(_HARD_RE)
+_PROGRESS_FAST = Prefiltered(_PROGRESS)
+_ERR_KEY_FAST = Prefiltered(_ERR_KEY)
+_PEER_FAST = Prefiltered(_PEER_RE)
+
+
 def is_secondary(line: str) -> bool:
     """Whether a (normalized) line is only a secondary symptom of an error elsewhere."""
     return _SECONDARY_RE.search(line) is not None
@@ -667,7 +675,7 @@ def is_infra(raw: str) -> bool:
 
 def is_weak(line: str) -> bool:
     """Secondary, or a connection-level symptom (a hard error elsewhere is preferred)."""
-    return _SECONDARY_RE.search(line) is not None or _PEER_RE.search(line) is not None
+    return _SECONDARY_RE.search(line) is not None or _PEER_FAST.search(line) is not None
 
 
 def is_hard_error(line: str) -> bool:
@@ -675,7 +683,7 @@ def is_hard_error(line: str) -> bool:
     s = line.strip()
     if not s or line.startswith((" ", "\t")) or _NOISE_ERR.search(s):
         return False
-    return _HARD_RE.search(s) is not None
+    return _HARD_FAST.search(s) is not None
 
 
 def _going_on_before(norm: Sequence[str], floor: int, stop: int, enough: int = 3) -> int:
@@ -688,7 +696,7 @@ def _going_on_before(norm: Sequence[str], floor: int, stop: int, enough: int = 3
         ln = norm[i]
         if ln.startswith((" ", "\t")) or "Traceback" in ln:
             continue
-        if _PROGRESS.search(ln) and not _ERR_KEY.search(ln):
+        if _PROGRESS_FAST.search(ln) and not _ERR_KEY_FAST.search(ln):
             count += 1
             if count >= enough:
                 return i

@@ -72,6 +72,7 @@ if TYPE_CHECKING:  # pandas is imported where a history is drawn (a classifying 
 
 from gpulens.diagnosis.bn_adapter import BayesNet, fit_bdeu
 from gpulens.diagnosis.frames import FRAME_STATES
+from gpulens.diagnosis.guarded import Prefiltered
 from gpulens.diagnosis.types import CATEGORIES, ORIGINS
 from gpulens.errors import InputError
 
@@ -594,6 +595,10 @@ _USER_EXC: Final = re.compile(
 _LIB_FILE: Final = re.compile(r"site-packages|dist-packages|/lib/python\d|^<frozen|^<string>|\\Lib\\")
 
 
+#: _CLUE_PATTERNS searched only where a literal their patterns require is in the text (the same answers).
+_CLUE_FAST: Final = tuple((name, Prefiltered(pattern)) for name, pattern in _CLUE_PATTERNS)
+
+
 def clue_from_lines(lines: Sequence[str], *, frames: Sequence[tuple[str, str, str]] = (),
                     exception_lines: Sequence[str] = (), secondary_only: bool = False) -> str:
     """The :data:`CLUES` state the log's lines support (first matching kind wins, in the order of
@@ -601,7 +606,7 @@ def clue_from_lines(lines: Sequence[str], *, frames: Sequence[tuple[str, str, st
     if secondary_only:
         return "secondary_only"
     text = "\n".join(lines)
-    for name, pattern in _CLUE_PATTERNS:
+    for name, pattern in _CLUE_FAST:
         if pattern.search(text):
             return name
     last = exception_lines[-1].strip() if exception_lines else ""

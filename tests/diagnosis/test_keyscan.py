@@ -263,3 +263,22 @@ def test_setting_line_prefilter_answers_as_the_pattern() -> None:
     for t in texts:
         assert phase._is_setting(t) == (phase._SETTING.search(t) is not None), t
     assert phase._is_setting("Total optimization steps = 500") and not phase._is_setting("step 9 of 100")
+
+
+def test_a_one_off_family_neither_enters_the_shared_pass_of_later_logs_nor_evicts_the_constant_ones() -> None:
+    # a family keyed by one file's first line is scanned in one log only: the shared first pass
+    # of later logs leaves it out (its union, and the cache of it, stay the same), and a full
+    # table cache drops such families before the reader's constant ones; answers unchanged
+    lines = _LOG.splitlines() * 40
+    for k in range(3):
+        keyed = KeyedLines(lines)
+        one_off = (*KILL_KEYS, f"banner of file {k}")
+        assert find_keys(keyed, one_off, 0) == _reference(lines, one_off, 0, len(lines))
+        assert find_keys(keyed, ERROR_KEYS, 0) == _reference(lines, tuple(ERROR_KEYS), 0, len(lines))
+    shared = keyscan._table(tuple(ERROR_KEYS))
+    assert shared.logs >= 3 and keyscan._table(one_off).logs == 1
+    cand = keyed.byte_index().cand
+    assert cand is not None and shared in cand[0]
+    for k in range(keyscan._TABLE_CACHE):
+        keyscan._table((f"family {k}", "xy"))
+    assert keyscan._TABLES.get(tuple(ERROR_KEYS)) is shared  # kept; the one-off families went

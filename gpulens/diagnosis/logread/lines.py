@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from gpulens.diagnosis import logs
-from gpulens.diagnosis.guarded import Guarded, contains_any
+from gpulens.diagnosis.guarded import Guarded, Prefiltered, contains_any
 from gpulens.diagnosis.logread.ranks import prefix_rank, strip_prefix
 from gpulens.diagnosis.logs import find_keys
 
@@ -62,7 +62,7 @@ _BENIGN = Guarded(
     r"|^Terminated at (?:[A-Z][a-z]{2} ){2}",
     ("wandb: ", "Logging error", "Warning", "WARN", "warnings.warn", "slurmstepd", "destroy_process_group", "[W",
      "Deprecat", "ignore_errors", "0 error", "Set IB_HCA", "Failed to load image Python extension",
-     "TORCH_CUDA_ARCH_LIST", "FAILED]]]", "Terminated at"),
+     "TORCH_CUDA_ARCH_LIST", "FAILED]]]", "Terminated at"), split=True,
 )
 #: A kill, a time limit, a signal or a non-zero exit: ends a run even with no traceback.
 _KILL = Guarded(
@@ -83,7 +83,7 @@ _KILL = Guarded(
     ("DUE TO", "CANCELLED AT", "TERM_", "xit", "Killed", "Segmentation fault", "core dumped", "Bus error",
      "Illegal instruction", "oom-kill", "oom_kill", "OOM Killed", "Out of memory: Kill", "eceived ", "terminate called", "Fatal Python error",
      "KeyboardInterrupt", "srun: error", "Terminated", "Hangup", "User defined signal", "srun: Job step aborted",
-     "srun: forcing", "State"),
+     "srun: forcing", "State"), split=True,
 )
 
 
@@ -109,14 +109,19 @@ _PROGRAM_ERROR = re.compile(
     r"required|argument [-\w/]+:|ambiguous option|one of the arguments|too few arguments)")
 
 
+#: _SCHEDULER_KILL and _ERROR_LEVEL searched only where a literal their patterns require is (the same answers)
+_SCHEDULER_KILL_FAST = Prefiltered(_SCHEDULER_KILL)
+_ERROR_LEVEL_FAST = Prefiltered(_ERROR_LEVEL)
+
+
 def is_scheduler_kill(norm: str) -> bool:
     """A scheduler's or the kernel's kill line (time limit, cancel, preemption, OOM kill)."""
-    return _SCHEDULER_KILL.search(norm) is not None
+    return _SCHEDULER_KILL_FAST.search(norm) is not None
 
 
 def has_error_level(raw: str) -> bool:
     """Whether a raw line carries an ERROR/FATAL/CRITICAL log level (a logger's error)."""
-    return _ERROR_LEVEL.search(raw[:80]) is not None
+    return _ERROR_LEVEL_FAST.search(raw[:80]) is not None
 
 
 def last_matching(lines: Sequence[str], keys: Sequence[str], pred: Callable[[str], bool], lo: int, hi: int,

@@ -223,7 +223,7 @@ def _step_progress(line: str) -> bool:
         line = line.lstrip()  # tqdm pads its bar on the left ("  0%|")
     if not is_progress(line) or "Warning" in line or "warn" in line:
         return False
-    if not any(c.isdigit() for c in line[-_SHOWN:]) or _SETTING.search(line[-_SHOWN:]) is not None:
+    if not any(c.isdigit() for c in line[-_SHOWN:]) or _is_setting(line[-_SHOWN:]):
         return False  # "waiting for batch...", "Iterations per epoch: 1108", "Starting training": no step done
     shown = _shown(line)
     if "%|" in shown or "it/s" in shown:

@@ -231,7 +231,7 @@ def best_match(matches: list[RuleMatch]) -> RuleMatch | None:
 MIN_NEEDLE = 3
 
 
-def required_literals(pattern: str, flags: int = 0) -> tuple[str, ...] | None:
+def required_literals(pattern: str, flags: int = 0, *, fold: bool = True) -> tuple[str, ...] | None:
     """Lower-cased literals of which at least one occurs in every match of ``pattern``.
 
     Walks the parsed pattern: a sequence needs one of its elements (a run of literal
@@ -240,6 +240,10 @@ def required_literals(pattern: str, flags: int = 0) -> tuple[str, ...] | None:
     needles)`` before running the regex is then a pure speed-up: it never hides a match
     (comparisons are case-folded, so it holds for ``flags: i`` rules too). Returns None
     when no such set exists (the rule is then always searched).
+
+    ``fold=False``: the literals as the pattern writes them, for ``literal in text`` on the
+    text itself (no lower-casing); a case-insensitive pattern, or part of one (``(?i:...)``),
+    then gives none.
     """
     try:
         parser: Any = importlib.import_module("re._parser")
@@ -247,7 +251,9 @@ def required_literals(pattern: str, flags: int = 0) -> tuple[str, ...] | None:
         tree = parser.parse(pattern, flags)
     except Exception:  # another Python's internals: no prefilter, same results
         return None
-    found = _seq_literals(list(tree), consts)
+    if not fold and (flags | tree.state.flags) & re.IGNORECASE:
+        return None
+    found = _seq_literals(list(tree), consts, fold)
     return tuple(dict.fromkeys(found)) if found else None
 
 
@@ -258,30 +264,32 @@ def _caseless(code: int) -> bool:
     return ch.lower() == ch == ch.upper() and ch.casefold() == ch
 
 
-def _seq_literals(items: list[tuple[Any, Any]], c: Any) -> list[str] | None:
+def _seq_literals(items: list[tuple[Any, Any]], c: Any, fold: bool = True) -> list[str] | None:
     candidates: list[list[str]] = []
     run: list[str] = []
 
     def flush() -> None:
         if run:
-            candidates.append(["".join(run).lower()])
+            joined = "".join(run)
+            candidates.append([joined.lower() if fold else joined])
             run.clear()
 
     for op, av in items:
-        if op is c.LITERAL and (av < 128 or _caseless(av)):
+        if op is c.LITERAL and (not fold or av < 128 or _caseless(av)):
             run.append(chr(av))
             continue
         flush()
         sub: list[str] | None = None
         if op is c.SUBPATTERN:
-            sub = _seq_literals(list(av[-1]), c)
+            if fold or not av[1] & re.IGNORECASE:  # (?i:...) has no literal of its own case
+                sub = _seq_literals(list(av[-1]), c, fold)
         elif op is c.ATOMIC_GROUP:
-            sub = _seq_literals(list(av), c)
+            sub = _seq_literals(list(av), c, fold)
         elif op is c.BRANCH:
-            alts = [_seq_literals(list(b), c) for b in av[1]]
+            alts = [_seq_literals(list(b), c, fold) for b in av[1]]
             sub = None if any(a is None for a in alts) else [x for a in alts if a for x in a]
         elif op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT) and av[0] >= 1:
-            sub = _seq_literals(list(av[2]), c)
+            sub = _seq_literals(list(av[2]), c, fold)
         if sub:
             candidates.append(sub)
     flush()
@@ -312,53 +320,121 @@ def _all_needles(rules: tuple[Rule, ...]) -> frozenset[str]:
     return frozenset(n for r in rules for n in (r.needles or ()))
 
 
-@functools.lru_cache(maxsize=16)
-def _needle_plan(rules: tuple[Rule, ...]) -> tuple[tuple[str, str | None], ...]:
-    """Every distinct literal, shortest first, with the longest other literal it contains (its
-    "parent"): when the parent is absent from a text the literal cannot be there either, so
-    it need not be looked for. About half the literals have a parent, which halves the scan."""
-    ordered = sorted(_all_needles(rules), key=lambda n: (len(n), n))
-    plan: list[tuple[str, str | None]] = []
-    for i, needle in enumerate(ordered):
-        inside = [m for m in ordered[:i] if m in needle]
-        plan.append((needle, max(inside, key=len) if inside else None))
-    return tuple(plan)
+def _alternatives(rule: Rule) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]] | None:
+    """The top-level alternatives of the rule's pattern and each one's required literals, when
+    every alternative has some, all among the rule's own (else None: the pattern is always
+    searched whole)."""
+    from gpulens.diagnosis.guarded import top_branches
+
+    if not rule.needles or len(rule.needles) < 2:
+        return None
+    parts = top_branches(rule.pattern.pattern)
+    if parts is None:
+        return None
+    needles = [required_literals(part, rule.pattern.flags) for part in parts]
+    if any(not n or not set(n) <= set(rule.needles) for n in needles):
+        return None  # (the plan looks for the rules' own literals only)
+    return tuple(parts), tuple(n for n in needles if n)
 
 
-#: ``_needle_plan`` by the identity of the rules tuple (hashing a tuple of rules, as the
-#: lru_cache does on every call, costs more than the scan it saves on a short text).
-_PLANS: dict[int, tuple[tuple[Rule, ...], tuple[tuple[str, str | None], ...]]] = {}
+class _Plan:
+    """How :func:`match_rules` reads a text for one tuple of rules.
+
+    ``by_pair``: every literal of the rules under the two bytes of it that are rarest in logs
+    (UTF-8, little-endian), ``used`` marking those pairs: the pairs a text holds (numpy, one
+    pass) name the few literals worth an ``in`` test; a literal whose pair the text lacks cannot
+    be in it. ``alts``: per rule id, :func:`_alternatives`, read the first time the rule's
+    literals are in a text (parsing every pattern up front would cost a short run more than it
+    saves).
+    """
+
+    __slots__ = ("alts", "by_pair", "rules", "used")
+
+    def __init__(self, rules: tuple[Rule, ...]) -> None:
+        import numpy as np
+
+        from gpulens.diagnosis.keyscan import rare_piece
+
+        self.rules = rules  # kept: its id is not reused while the plan is cached
+        self.alts: dict[str, tuple[tuple[str, ...], tuple[tuple[str, ...], ...]] | None] = {}
+        self.by_pair: dict[int, list[str]] = {}
+        for needle in sorted(_all_needles(rules)):
+            raw = needle.encode("utf-8", "surrogatepass")
+            o = rare_piece(raw.decode("latin-1"))
+            self.by_pair.setdefault(raw[o] | raw[o + 1] << 8, []).append(needle)
+        self.used = np.zeros(1 << 16, dtype=bool)
+        self.used[list(self.by_pair)] = True
 
 
-def _plan_for(rules: tuple[Rule, ...]) -> tuple[tuple[str, str | None], ...]:
+#: ``_Plan`` by the identity of the rules tuple (hashing a tuple of rules, as an lru_cache does
+#: on every call, costs more than the scan it saves on a short text).
+_PLANS: dict[int, _Plan] = {}
+
+
+def _plan_for(rules: tuple[Rule, ...]) -> _Plan:
     got = _PLANS.get(id(rules))
-    if got is None or got[0] is not rules:
+    if got is None or got.rules is not rules:
         if len(_PLANS) >= 16:
             _PLANS.clear()
-        got = (rules, _needle_plan(rules))  # the tuple is kept: its id is not reused while cached
-        _PLANS[id(rules)] = got
-    return got[1]
+        got = _PLANS[id(rules)] = _Plan(rules)
+    return got
 
 
-def _present_needles(low: str, rules: tuple[Rule, ...]) -> set[str]:
-    present: set[str] = set()
-    for needle, parent in _plan_for(rules):
-        if (parent is None or parent in present) and needle in low:
-            present.add(needle)
-    return present
+def _present_needles(low: str, plan: _Plan) -> set[str]:
+    """The literals of the plan that ``low`` holds (only those whose rare pair it holds tested)."""
+    import numpy as np
+
+    data = np.frombuffer(low.encode("utf-8", "surrogatepass"), dtype=np.uint8)
+    if data.size < 2:
+        return set()
+    pairs = data[:-1].astype(np.uint16) | data[1:].astype(np.uint16) << 8
+    pairs = pairs[plan.used[pairs]]
+    by_pair = plan.by_pair
+    return {n for p in np.unique(pairs).tolist() for n in by_pair[p] if n in low}
+
+
+#: Patterns made of some of a rule's alternatives, by (pattern, the alternatives' positions).
+_SUBPATTERNS: dict[tuple[re.Pattern[str], tuple[int, ...]], re.Pattern[str]] = {}
+
+
+def _pattern_for(rule: Rule, plan: _Plan, present: set[str]) -> re.Pattern[str] | None:
+    """The rule's pattern, or the alternation of only those alternatives whose literals the text
+    holds (the others match nowhere in it, so every match, its span and groups are the same), or
+    None when none can match."""
+    try:
+        alt = plan.alts[rule.id]
+    except KeyError:
+        alt = plan.alts[rule.id] = _alternatives(rule)
+    if alt is None:
+        return rule.pattern
+    on = tuple(i for i, needles in enumerate(alt[1]) if not present.isdisjoint(needles))
+    if len(on) == len(alt[1]):
+        return rule.pattern
+    if not on:
+        return None
+    key = (rule.pattern, on)
+    got = _SUBPATTERNS.get(key)
+    if got is None:
+        if len(_SUBPATTERNS) >= 4096:
+            _SUBPATTERNS.clear()
+        got = _SUBPATTERNS[key] = re.compile("|".join(alt[0][i] for i in on), rule.pattern.flags)
+    return got
 
 
 def match_rules(text: str, rules: tuple[Rule, ...] | None = None) -> list[RuleMatch]:
     """Every rule that matches ``text`` (its last match), highest priority first."""
     out: list[RuleMatch] = []
     rules = rules if rules is not None else load_rules()
-    low = text.lower()
-    present = _present_needles(low, rules)  # each distinct literal checked at most once
+    plan = _plan_for(rules)
+    present = _present_needles(text.lower(), plan)  # each distinct literal checked at most once
     for rule in rules:
         if rule.needles is not None and present.isdisjoint(rule.needles):
             continue
+        pattern = _pattern_for(rule, plan, present)
+        if pattern is None:
+            continue
         last = None
-        for last in rule.pattern.finditer(text):  # noqa: B007 - we want the last match
+        for last in pattern.finditer(text):  # noqa: B007 - we want the last match
             pass
         if last is None:
             continue
