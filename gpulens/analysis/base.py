@@ -251,13 +251,13 @@ def ensure_base(con: duckdb.DuckDBPyConnection, filters: Filters | None) -> str:
     # estimates a direct Parquet scan from its first file (the store's one-row
     # seed file), so the join sides are pinned for this one statement.
     with _pinned_join_sides(con):
-        used = _build_ah_rolled(con, sf, files, first, last)
+        _build_ah_rolled(con, sf, files, first, last)
     con.execute(f"DROP TABLE {_HOURS}")
     if loaded:
         con.register("__gl_saved", pa.concat_tables(loaded.values()))
         con.execute(f"INSERT INTO {AH} SELECT * FROM __gl_saved")  # noqa: S608
         con.unregister("__gl_saved")
-    stored = saved.save(con, AH, keyed, fresh, used)
+    stored = saved.save(con, AH, keyed, fresh)
     set_cache_key(con, _BUILD, json.dumps({"loaded": sorted(map(str, loaded)),
                                            "built": sorted(map(str, fresh)), "saved": stored}))
     con.execute(f"CREATE OR REPLACE TEMP TABLE {ATT} AS {_ATTEMPTS}")
@@ -338,20 +338,20 @@ def _pinned_join_sides(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
 
 def _build_ah_rolled(con: duckdb.DuckDBPyConnection, sf: SampleFiles,
                      files: list[tuple[str, date | None]], first: date | None,
-                     last: date | None) -> rollups.RollupPlan | None:
-    """AH from the gpu_hour rollups of the rolled ``files`` and raw samples of the rest; a rollup
-    that fails while it is read is quarantined (one warning) and its day read raw. Returns the
-    plan that was read (None: the connection's own gpu_samples view, days ``first`` to ``last``)."""
+                     last: date | None) -> None:
+    """AH from the gpu_hour rollups of the rolled ``files`` and raw samples of the rest (the
+    connection's own gpu_samples view: days ``first`` to ``last``); a rollup that fails while it
+    is read is quarantined (one warning) and its day read raw."""
     if sf.view or sf.root is None:
         _build_ah(con, *_source(sf, first, last), None)
-        return None
+        return
     root = Path(sf.root)
     while True:
         plan = rollups.plan(root, "gpu_hour", files, qr.warner(root))
         try:
             raw = [p for p, _ in plan.raw]
             _build_ah(con, *_files_source(raw), _rollup_sources(plan), raw=bool(raw))
-            return plan
+            return
         except duckdb.Error as exc:
             bad = _damaged_rollups(plan, exc)
             if not bad:

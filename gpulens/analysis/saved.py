@@ -5,9 +5,11 @@ the allocated GPU-minutes and what the samples say of them. A day's rows are a f
 
 * the placements overlapping the day: each one's attempt and GPU and the minutes ``[lo, hi)``
   it covers in the day, and
-* the GPU samples of the day's date partition, as read: the ``gpu_hour`` rollup file (path,
-  size, mtime and the nodes whose rows are used) and the raw sample files (path, size, mtime)
-  of the day's rollup plan (gpulens.store.rollups.plan),
+* the GPU samples of the day's date partition: its live sample files (path, size, mtime). The
+  rows are built from the day's ``gpu_hour`` rollup where it summarises those files and from
+  the raw files otherwise; both give the same numbers (tests/analysis/test_rollups.py), so
+  which of the two a build read is not part of the key, and keying a day costs no rollup
+  reads (a fresh dashboard process keys ~30 days of 9,750 files from its listing's stats),
 * and the code (the SQL of the build, the DuckDB version, a format number).
 
 The *key* of a day hashes all of these (the placements as a count and an order-free sum of
@@ -15,9 +17,9 @@ The *key* of a day hashes all of these (the placements as a count and an order-f
 (gpulens.store.derived: one Parquet file per day, atomic, page checksums) once built, and a
 later build, in this process or another, reads them instead of building the day when the
 key it computes is the same. So a placement or attempt that changes in a day (its minutes
-there, a new or removed one), a late segment, a re-compaction, a rollup rewritten or
-quarantined: each changes exactly the keys of the days it touches, and only those days are
-built again. A damaged file is ignored with one warning and rebuilt.
+there, a new or removed one), a late segment, a re-compaction: each changes exactly the keys
+of the days it touches, and only those days are built again (a rollup rewritten from the same
+files, or quarantined, changes no number, and no key). A damaged file is ignored with one warning and rebuilt.
 
 Which days: only those inside the analysis window as whole days (a window's edge days are
 clipped: built each time) and before the newest sample partition (the open day, whose rows
@@ -40,8 +42,9 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from gpulens.store import derived, rollups
+from gpulens.store import derived
 from gpulens.store import quarantine as qr
+from gpulens.store.lake import pinned_stat
 
 if TYPE_CHECKING:
     from gpulens.analysis.base import SampleFiles
@@ -54,7 +57,7 @@ AH_SCHEMA = pa.schema([
     ("alloc_min", pa.int64()), ("n", pa.int64()), ("su", pa.float64()), ("k", pa.int64()),
     ("busy_min", pa.float64()),
 ])
-_FORMAT = 1
+_FORMAT = 2  # 2: a day keyed by its live sample files, not by the rollup plan read
 
 
 @dataclass(frozen=True)
@@ -69,38 +72,36 @@ class DayStats:
 @dataclass(frozen=True)
 class DayKeys:
     """The key of each day that may be saved or loaded (``keys``), the data directory, the
-    code's own digest and the days' placement stats."""
+    code's own digest."""
 
     keys: dict[date, str]
     root: Path | None
     code: str
-    stats: tuple[tuple[date, DayStats], ...] = ()
 
 
 def _rel(root: str, path: str) -> str:
     return path[len(root) + 1:] if path.startswith(root + os.sep) else path
 
 
-def _samples_parts(root: Path, plan: rollups.RollupPlan) -> dict[date, list[list[object]]] | None:
-    """Per day, what the plan reads of it: rollups (path, size, mtime, nodes) and raw files
-    (path, size, mtime). None when a file vanished while stated (nothing is keyed)."""
+def _day_files(root: Path, files: list[tuple[str, date]]) -> dict[date, list[list[object]]] | None:
+    """Per day, its live sample files (path, size, mtime; the size and mtime as the page run's
+    listing stated them, :func:`gpulens.store.lake.pinned_stat`, else stated now), sorted. None
+    when a file vanished while stated (nothing is keyed)."""
     base = str(root)
     out: dict[date, list[list[object]]] = {}
+    stat = os.stat
     try:
-        for path, nodes in plan.rollups:
-            day = date.fromisoformat(os.path.basename(os.path.dirname(path)).removeprefix("date="))
-            st = os.stat(path)
-            out.setdefault(day, []).append(["r", _rel(base, path), st.st_size, st.st_mtime_ns,
-                                            None if nodes is None else sorted(nodes)])
-        for path, day_or_none in plan.raw:
-            if day_or_none is None:
-                return None
-            st = os.stat(path)
-            out.setdefault(day_or_none, []).append(["f", _rel(base, path), st.st_size,
-                                                    st.st_mtime_ns])
-    except (OSError, ValueError):
+        for path, day in files:
+            seen = pinned_stat(path)
+            if seen is None:
+                st = stat(path)
+                seen = (st.st_size, st.st_mtime_ns)
+            out.setdefault(day, []).append([_rel(base, path), seen[0], seen[1]])
+    except OSError:
         return None
-    return {d: sorted(parts, key=lambda p: (str(p[0]), str(p[1]))) for d, parts in out.items()}
+    for parts in out.values():
+        parts.sort(key=lambda p: str(p[0]))
+    return out
 
 
 def _key(code: str, day: date, stats: DayStats, parts: list[list[object]]) -> str:
@@ -133,12 +134,11 @@ def keys(sf: SampleFiles, days: dict[date, DayStats], lo: datetime, hi: datetime
     if not wanted:
         return DayKeys({}, None, code)
     root = Path(sf.root)
-    files = [(p, d) for p, d in sf.files if d in wanted]
-    parts = _samples_parts(root, rollups.plan(root, "gpu_hour", files, qr.warner(root)))
+    files = [(p, d) for p, d in sf.files if d is not None and d in wanted]
+    parts = _day_files(root, files)
     if parts is None:
         return DayKeys({}, None, code)
-    return DayKeys({d: _key(code, d, days[d], parts.get(d, [])) for d in sorted(wanted)}, root, code,
-                   tuple((d, days[d]) for d in sorted(wanted)))
+    return DayKeys({d: _key(code, d, days[d], parts.get(d, [])) for d in sorted(wanted)}, root, code)
 
 
 def load(keyed: DayKeys) -> dict[date, pa.Table]:
@@ -154,17 +154,11 @@ def load(keyed: DayKeys) -> dict[date, pa.Table]:
     return out
 
 
-def save(con: duckdb.DuckDBPyConnection, ah: str, keyed: DayKeys, fresh: set[date],
-         used: rollups.RollupPlan | None) -> int:
-    """Save the rows of ``ah`` of every keyed day built just now (``fresh``), keyed by the plan
-    that was read (``used``: a rollup quarantined during the build changed it); how many."""
+def save(con: duckdb.DuckDBPyConnection, ah: str, keyed: DayKeys, fresh: set[date]) -> int:
+    """Save the rows of ``ah`` of every keyed day built just now (``fresh``); how many."""
     todo = sorted(d for d in keyed.keys if d in fresh)
-    if keyed.root is None or used is None or not todo:
+    if keyed.root is None or not todo:
         return 0
-    parts = _samples_parts(keyed.root, used)
-    if parts is None:
-        return 0
-    stats = dict(keyed.stats)
     with warnings.catch_warnings():  # DuckDB 2 warns of one copy (it is small)
         warnings.filterwarnings("ignore", "Arrow output on a DB-API result", UserWarning)
         got: pa.Table = con.execute(
@@ -177,8 +171,7 @@ def save(con: duckdb.DuckDBPyConnection, ah: str, keyed: DayKeys, fresh: set[dat
     done = 0
     for i, day in enumerate(todo):
         rows = table.slice(int(edges[i]), int(edges[i + 1] - edges[i]))
-        key = _key(keyed.code, day, stats[day], parts.get(day, []))
-        if derived.save_base(keyed.root, day, rows, key) is None:
+        if derived.save_base(keyed.root, day, rows, keyed.keys[day]) is None:
             break  # the data directory cannot be written
         done += 1
     if done:

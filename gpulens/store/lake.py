@@ -433,7 +433,11 @@ def _list_live(samples: Path, kind: str, first: date | None, last: date | None,
         _keep(key, saved)
         return saved[1]
     seen: list[tuple[str, int | None]] = []
-    walked = list(_walk(samples, kind, first, last, False, warn, seen))
+    patched = _patch_saved(samples, kind, warn, seen) if whole else None
+    if patched is None:
+        seen.clear()
+    walked = patched if patched is not None else \
+        list(_walk(samples, kind, first, last, False, warn, seen))
     stamps = _settled(seen)
     listing = _listing([(os.path.join(folder, name), day)
                         for day, _, folder, live, _ in walked for name in live])
@@ -575,7 +579,9 @@ def _load_saved(samples: Path,
             return None
         stamps = tuple((base + str(rel), int(m)) for rel, m in doc["stamps"])
         folders = doc["folders"]
-        whole = bool(stamps) and _unchanged(stamps)
+        changed = _changed(stamps) if stamps else None
+        whole = changed == []
+        entries_ok = True
         stamped = dict(stamps) if whole else {}
         files: list[tuple[str, date]] = []
         days: dict[str, date] = {}
@@ -586,7 +592,7 @@ def _load_saved(samples: Path,
             folder = base + rel
             checked = _entry_files(folder + os.sep, saved)
             if checked is None or type(mtime) is not int:
-                whole = False
+                whole = entries_ok = False
                 continue
             names, paths = checked
             whole = whole and stamped.get(folder) == mtime
@@ -603,10 +609,74 @@ def _load_saved(samples: Path,
     if not whole:
         _saved_state[(str(samples), kind)] = ("", 0)
         _taken[(str(samples), kind)] = taken
+        if changed and entries_ok and all(map(_is_partition, changed)):
+            _patchable[(str(samples), kind)] = (stamps, frozenset(changed))
         return None
     listing = _listing(files)
     _saved_state[(str(samples), kind)] = (listing.signature, len(folders))
     return stamps, listing
+
+
+#: (samples, kind) -> (the saved stamps, the partition folders among them that changed): set by
+#: :func:`_load_saved` when only partition folders changed (no day or node folder came or went)
+#: and every saved entry's files are unchanged; taken by :func:`_patch_saved`
+_patchable: dict[tuple[str, str], tuple[tuple[tuple[str, int], ...], frozenset[str]]] = {}
+
+
+def _changed(stamps: tuple[tuple[str, int], ...]) -> list[str] | None:
+    """The stamped folders whose mtime is not the stamped one; None when one vanished."""
+    stat = os.stat
+    out: list[str] = []
+    try:
+        for path, mtime in stamps:
+            if stat(path).st_mtime_ns != mtime:
+                out.append(path)
+    except OSError:
+        return None
+    return out
+
+
+def _is_partition(folder: str) -> bool:
+    """Whether ``folder`` is a node partition folder (``.../date=D/node=N``), not the seed's."""
+    parent, _, name = folder.rpartition(os.sep)
+    return name.startswith("node=") and name != f"node={SEED_NODE}" \
+        and parent.rpartition(os.sep)[2].startswith("date=")
+
+
+def _patch_saved(samples: Path, kind: str, warn: Callable[[str], None] | None,
+                 seen: list[tuple[str, int | None]]) -> list[Walked] | None:
+    """What a walk of ``kind`` gives (and its stamps into ``seen``) when the saved listing just
+    loaded differs only in some partition folders (:data:`_patchable`): those folders are listed
+    and checked again, every other one is taken from its saved entry (its mtime was compared by
+    :func:`_load_saved`; a folder without one, e.g. empty, is listed), in the walk's order (the
+    stamps are in it). This spares a restart on a
+    live cluster, where the open day's folders change every minute, the walk of every folder
+    (9,750 a kind on a month of 2,000 GPUs). None: not loaded that way (walk)."""
+    got = _patchable.pop((str(samples), kind), None)
+    if got is None:
+        return None
+    stamps, changed = got
+    root = samples.parent
+    warn = warn or qr.warner(root)
+    walked: list[Walked] = []
+    try:
+        for folder, mtime in stamps:
+            if not _is_partition(folder):
+                seen.append((folder, mtime))
+                continue
+            hit = _listed.get(folder)
+            if folder in changed or hit is None or hit[0] != mtime:
+                now, (live, replaced) = _list_partition(root, folder, warn)
+            else:
+                now, live, replaced = hit
+            seen.append((folder, now))
+            if live or replaced:
+                parent, _, name = folder.rpartition(os.sep)
+                day = date.fromisoformat(parent.rpartition(os.sep)[2].removeprefix("date="))
+                walked.append((day, name.removeprefix("node="), folder, live, replaced))
+    except ValueError:
+        return None
+    return walked
 
 
 def seed_file(samples: Path, kind: str) -> Path:

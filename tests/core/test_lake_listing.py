@@ -32,6 +32,7 @@ def _new_process() -> None:
     lake._inputs_cache.clear()
     lake._saved_state.clear()
     lake._taken.clear()
+    lake._patchable.clear()
     qr._VERIFIED.clear()
 
 
@@ -250,6 +251,58 @@ def test_a_saved_listing_is_not_rewritten_when_only_unsettled_folders_changed(
     _new_process()
     again = lake._load_saved(store.samples, "proc")
     assert again is not None and again[1] == listing
+
+
+def test_when_only_partition_folders_changed_those_are_listed_and_the_rest_taken_as_saved(
+        store: Store) -> None:
+    """A restart on a live cluster: the open day's partition folders changed since the listing
+    was saved. Only those are listed again (no walk of the others), and the listing is the
+    walk's; a new node or day folder, or a file changed in place, makes it walk."""
+    import datetime as dt
+
+    from tests.core.lake_builders import DAY
+
+    for node in ("n0", "n1", "n2"):
+        store.write_samples("proc", proc_rows(node, 0, 30))
+    _settle(store.samples)
+    lake.list_live(store.samples, "proc")
+    n0, n1, n2 = (_folder(store.samples, n) for n in ("n0", "n1", "n2"))
+
+    store.write_samples("proc", proc_rows("n1", 100, 10))  # a new segment in n1's folder
+    os.utime(n2)  # n2's folder touched, nothing in it changed
+    _new_process()
+    assert lake._load_saved(store.samples, "proc") is None
+    stamps, changed = lake._patchable[(str(store.samples), "proc")]
+    assert changed == {n1, n2} and {n0, n1, n2} <= {p for p, _ in stamps}
+    got = lake.list_live(store.samples, "proc")
+    assert not lake._patchable, "taken"
+    assert len(got.paths) == 4 and got == _walked(store.samples, "proc")
+
+    # settled and saved again; then a new node folder, and a new day folder: a walk each
+    for node, day, n in (("n9", DAY, 5), ("n0", DAY + dt.timedelta(days=1), 6)):
+        _settle(store.samples)
+        _new_process()
+        lake.list_live(store.samples, "proc")
+        store.write_samples("proc", proc_rows(node, 300, 5, day))
+        _new_process()
+        assert lake._load_saved(store.samples, "proc") is None
+        assert not lake._patchable, "a folder above the partitions changed"
+        got = lake.list_live(store.samples, "proc")
+        assert len(got.paths) == n and got == _walked(store.samples, "proc")
+
+    # a file changed in place in one folder, another folder touched: a walk (it finds the damage)
+    _settle(store.samples)
+    _new_process()
+    lake.list_live(store.samples, "proc")
+    victim = next(Path(n0).glob("*.parquet"))
+    with open(victim, "r+b") as fh:
+        fh.truncate(victim.stat().st_size // 2)
+    os.utime(n2)
+    _new_process()
+    assert lake._load_saved(store.samples, "proc") is None and not lake._patchable
+    lines: list[str] = []
+    got = lake.list_live(store.samples, "proc", warn=lines.append)
+    assert str(victim) not in got.paths and len(lines) == 1
 
 
 # ------------------------------------------------------------ views listed at their first read
