@@ -21,7 +21,8 @@ Stores are shared with bench_analysis under $GPULENS_BENCH_DIR (default
 
 After the pages, the Overview is run cold once more in a fresh process each (what an operator
 gets after a restart; not counted: the imports the server makes before it listens
-(gpulens.dashboard.server: pandas, Altair, DuckDB, the analyses), nor Streamlit's scan of the installed packages for
+(gpulens.dashboard.server: pandas, Altair, DuckDB, the analyses; then ``server.settle``
+freezes the objects they made out of the garbage collector's way), nor Streamlit's scan of the installed packages for
 components, which a real server does once at start, before it serves a page (``Runtime``
 init), but AppTest does inside the first ``run``: it is done before the clock starts and its
 time printed beside): with the saved lake listing unchanged, and after one
@@ -175,7 +176,9 @@ def _cold_overview_child(root: Path, touch: bool) -> None:
     os.environ["GPULENS_DATA_DIR"] = str(root)
     from streamlit.testing.v1 import AppTest
 
-    from gpulens.dashboard import server  # noqa: F401  (what the server imports before it serves)
+    from gpulens.dashboard import server  # what the server imports and does before it serves
+
+    server.settle()
 
     at = AppTest.from_file(APP, default_timeout=1800)
     at.switch_page("views/overview.py")
