@@ -142,6 +142,9 @@ def main(argv: list[str]) -> None:
         con.close()
     os.environ["GPULENS_DATA_DIR"] = str(root)
     job_id = _costliest_failed_job(root)
+    from gpulens.dashboard import server
+
+    server.settle()  # as the server process does before it serves (gpulens.dashboard.server)
     print(f"store {root}: {n_samples:,} GPU samples, {n_jobs:,} jobs; job page: {job_id}",
           flush=True)
     print(f"{'page':<14} {'cold s':>8} {'warm s (median of 3)':>22} {'charts':>7}  target")
