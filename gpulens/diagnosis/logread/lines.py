@@ -31,6 +31,7 @@ __all__ = [
     "driver_report",
     "process_key",
     "BarText",
+    "bar_update",
     "text_on_bar",
     "DEBUGGER_PROMPTS",
     "DEBUGGER_QUIT",
@@ -323,7 +324,20 @@ def dead_driver(lines: Sequence[str], lo: int) -> list[int]:
 
 #: A progress bar's update (tqdm: "| 954/2219 [09:43<12:49,  1.64it/s, loss=0.31]"): its count,
 #: its total and its bracket of times and postfix.
-_BAR_UPDATE = re.compile(r"(\d+)/(\d+)\s*\[[^\]\r\n]{0,200}\]")
+_BAR_COUNT = r"(\d+)/(\d+)\s*\[[^\]\r\n]{0,200}\]"
+_BAR_UPDATE = re.compile(_BAR_COUNT)
+#: The same update right after the bar's blocks ("40%|####      | 40/100 [00:09<00:13, 4.4it/s]"):
+#: how tqdm prints a bar whose total it knows.
+_BAR_AFTER_BLOCKS = re.compile(r"\|\s*" + _BAR_COUNT)
+
+
+def bar_update(shown: str, *, after_blocks: bool = False) -> re.Match[str] | None:
+    """The first progress bar update in ``shown`` (what a line shows: its last ``\\r`` refresh):
+    tqdm's count, total and bracket of times and postfix ("954/2219 [09:43<12:49, 1.64it/s]";
+    groups 1 and 2 are the count and the total); with ``after_blocks``, only one printed right
+    after the bar's blocks and their closing ``|`` (a bar with a known total). The one test of
+    "is this a bar's update" for the reader (:func:`text_on_bar`, the phase's bar lines)."""
+    return (_BAR_AFTER_BLOCKS if after_blocks else _BAR_UPDATE).search(shown)
 #: The cursor moves tqdm writes after a nested bar's refresh (``position=1``: ``\x1b[A``).
 _CURSOR = re.compile(r"\x1b\[\d*[A-D]")
 #: Characters at the end of a bar's last refresh looked at for it.
