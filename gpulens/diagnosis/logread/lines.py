@@ -18,6 +18,11 @@ __all__ = [
     "find_keys",
     "last_matching",
     "KILL_KEYS",
+    "KERNEL_OOM",
+    "LSF_TERM",
+    "OOM_KILLED",
+    "SLURM_JOB",
+    "SLURM_REASON",
     "has_error_level",
     "is_benign",
     "is_scheduler_kill",
@@ -93,10 +98,24 @@ _KILL = Guarded(
 #: (Searched over the whole attempt before the frontier, so kept short: a signal's or srun's own
 #: report is read after the frontier, with the error keys.)
 KILL_KEYS: tuple[str, ...] = ("CANCELLED", "DUE TO", "TERM_", "Killed", "oom-kill", "oom_kill")  # "Killed" finds "OOMKilled"
+#: Named parts (regex source) of the kill lines, shared by :data:`_SCHEDULER_KILL` and the
+#: indicator-line picker's patterns (rootline): Slurm's reason for ending a job from outside
+#: ("*** JOB 81 ON g3 CANCELLED AT 2024-05-01T10:00:00 DUE TO TIME LIMIT ***").
+SLURM_REASON = r"DUE TO (?:TIME LIMIT|PREEMPTION|NODE FAILURE)"
+#: Slurm's "*** JOB 81" / "*** STEP 81.0" at the head of its cancel lines (the job's and its step's say one thing).
+SLURM_JOB = r"\*\*\* (?:JOB|STEP) [\d.]+"
+#: LSF's termination reason ("TERM_RUNLIMIT: job killed after reaching LSF run time limit.").
+LSF_TERM = r"\bTERM_[A-Z]+\b"
+#: A cgroup's or Kubernetes' OOM kill ("slurmstepd: error: Detected 1 oom-kill event(s) in StepId=55.0",
+#: "Reason: OOMKilled").
+OOM_KILLED = r"oom[-_]kill|OOMKilled"
+#: The kernel OOM killer's own line and tools' words for it ("Out of memory: Killed process 4242
+#: (python)", "OOM Killed"): they say why a process died, but are not searched as the scheduler's kill.
+KERNEL_OOM = r"Out of memory: Kill|OOM Killed"
 _SCHEDULER_KILL = re.compile(
-    r"DUE TO (?:TIME LIMIT|PREEMPTION|NODE FAILURE)|\*\*\* (?:JOB|STEP) [\d.]+ ON \S+ CANCELLED AT|\bTERM_[A-Z]+\b"
-    r"|^\s*(?:\S+: line \d+:\s+\d+\s+)?(?:Killed|Terminated|Hangup|User defined signal [12])\b|oom[-_]kill|OOMKilled"
-    r"|srun: Job step aborted|srun: forcing job termination"
+    rf"{SLURM_REASON}|{SLURM_JOB} ON \S+ CANCELLED AT|{LSF_TERM}"
+    r"|^\s*(?:\S+: line \d+:\s+\d+\s+)?(?:Killed|Terminated|Hangup|User defined signal [12])\b|" + OOM_KILLED
+    + r"|srun: Job step aborted|srun: forcing job termination"
 )
 #: A log level that says the line is an error (looked at before the prefix is stripped).
 _ERROR_LEVEL = re.compile(r"^\S*\s*(?:[\d:,.\- ]+\s)?\[?(?:ERROR|FATAL|CRITICAL)\]?[\s:]")

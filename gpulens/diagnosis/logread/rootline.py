@@ -21,6 +21,11 @@ from gpulens.diagnosis.guarded import Guarded
 from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.lines import (
     DEBUGGER_PROMPTS,
+    KERNEL_OOM,
+    LSF_TERM,
+    OOM_KILLED,
+    SLURM_JOB,
+    SLURM_REASON,
     find_keys,
     is_benign,
     is_debugger_quit,
@@ -340,7 +345,7 @@ WENT_ON = 10
 
 
 #: A scheduler's end of a job from outside: its time limit, a preemption, a node failure, a cancel.
-_ENDED_FROM_OUTSIDE = re.compile(r"DUE TO (?:TIME LIMIT|PREEMPTION|NODE FAILURE)|CANCELLED AT|\bTERM_[A-Z]+\b")
+_ENDED_FROM_OUTSIDE = re.compile(rf"{SLURM_REASON}|CANCELLED AT|{LSF_TERM}")
 
 
 def _ownline(tags: _Tags, first: ranks.Origin) -> Callable[[int], bool]:
@@ -500,13 +505,13 @@ def _shape(text: str) -> str:
     return _DIGITS.sub("#", _QUOTED.sub("'…'", text))
 
 
-_SLURM_STEP = re.compile(r"\*\*\* (?:JOB|STEP) [\d.]+")
+_SLURM_STEP = re.compile(SLURM_JOB)
 _DIGITS = re.compile(r"\d+")
 _QUOTED = re.compile(r"'[^'\s]*'")
 
 
 #: The kernel's or the cgroup's OOM kill: says why a process that printed its error was killed (R6).
-_OOM_KILL = re.compile(r"oom[-_]kill|Out of memory: Kill|OOMKilled|OOM Killed")
+_OOM_KILL = re.compile(rf"{OOM_KILLED}|{KERNEL_OOM}")
 #: A quoted line this close to a picked one says the same (a C++ ``what():`` under its
 #: ``terminate called``; the scorer's slack).
 _NEXT_TO = 2
