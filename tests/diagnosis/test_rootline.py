@@ -172,6 +172,12 @@ def test_srun_task_under_torchrun_is_not_the_rank(rules: Classifier) -> None:
     ("srun: error: node-a3: task 0: Exited with exit code 1", False),
     ("ConnectionResetError: [Errno 104] Connection reset by peer", False),
     ('  File "/srv/job/train.py", line 41, in <module>', False),
+    # NCCL's own failures in this process (ncclSystemError: a socket, malloc or shm call failed;
+    # ncclUnhandledCudaError) are its errors; a remote error or a watchdog's copy is another's
+    ("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1691, "
+     "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.19.3", True),
+    ("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, remote "
+     "process exited or there was a network error, NCCL version 2.21.5", False),
 ])
 def test_symptoms_are_never_the_root(line: str, root: bool) -> None:
     assert is_root_error(line) is root
@@ -702,3 +708,44 @@ def test_a_launcher_s_verdict_on_a_silent_child_is_one_line_without_its_code_lin
              "subprocess.CalledProcessError: Command '['/opt/conda/bin/python', 'train.py']' died with <Signals.SIGKILL: 9>."]
     w = diagnose_text("\n".join(lines), rules)
     assert w.indicator_lines == [7]
+
+
+_NCCL_OOM = ["torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:3356,"
+             " unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.26.2",
+             "ncclUnhandledCudaError: Call to CUDA function failed.", "Last error:", "Cuda failure 2 'out of memory'"]
+
+
+def _nccl_oom_log() -> list[str]:
+    # torch.distributed prefixes each line of a rank's message; NCCL's detail lines ("Last error:",
+    # what failed) follow its error line; other ranks print in between
+    lines = [f"[rank{r}]: Preparing the dataset on the main process first" for r in range(3)]
+    lines += _rank_traceback(2, _NCCL_OOM[0])[:-1]
+    lines += [f"[rank2]: {_NCCL_OOM[0]}", f"[rank0]: Preparing the dataset: 1 examples"]
+    lines += [f"[rank2]: {x}" for x in _NCCL_OOM[1:]]
+    lines += [f"[rank0]: Preparing the dataset: {k} examples" for k in range(2, 4)]
+    lines += _rank_traceback(0, _NCCL_OOM[0])[:-1] + [f"[rank0]: {x}" for x in _NCCL_OOM]
+    return lines + _TORCHRUN_TAIL
+
+
+def test_a_message_over_several_lines_is_shown_by_its_first(rules: Classifier) -> None:
+    # README rule R3: a message spanning several lines, its first line (here the detail line is
+    # also what the classifier quotes)
+    lines = _nccl_oom_log()[:-len(_TORCHRUN_TAIL)]
+    lines = [x for x in lines if not x.startswith("[rank0]: Preparing")]
+    w = diagnose_text("\n".join(lines), rules)
+    assert [lines[n - 1] for n in w.indicator_lines] == ["[rank2]: " + _NCCL_OOM[0]]
+
+
+def test_a_logger_s_message_over_several_lines_heads_the_traceback_below_it(rules: Classifier) -> None:
+    # logger.exception / logger.error(..., exc_info=True): the message (NCCL's, with its detail
+    # lines), then the traceback; then the uncaught re-raise: the exception line is the error (R3)
+    err = ["torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.hpp:268, "
+           "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5",
+           "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error. ",
+           "Last error:", "socketStartConnect: Connect to 10.0.3.7<41233> failed : Connection refused"]
+    lines = ["2025-01-08 21:47:34,304 - worker-1 - INFO - loading the model", "2025-01-08 21:47:34,315 - worker-1 - INFO - chunk 1/1",
+             "2025-01-08 21:47:34,398 - worker-1 - ERROR - inference failed: " + err[0].split(": ", 1)[1], *err[1:],
+             "Traceback (most recent call last):", '  File "/srv/infer.py", line 340, in recv', "    dist.recv(shape, src=0)",
+             *err, "Traceback (most recent call last):", '  File "/srv/infer.py", line 446, in <module>', "    main()", *err]
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.indicator_lines == [lines.index(err[0]) + 1]

@@ -47,7 +47,7 @@ _ECHO = Guarded(
     r"Watchdog caught collective operation timeout|[Ww]atchdog thread terminated|NCCL operations have failed or timed out"
     r"|NCCL communicator was aborted|ProcessGroupNCCL.*(?:[Tt]imeout|timed out|abort)|[Tt]o avoid data inconsistency"
     r"|closing signal SIG|[Ss]ignal \d+ \(SIGTERM\)|[Rr]eceived SIGTERM|exits? with return code|SignalException"
-    r"|Caught signal 15|DistBackendError(?!.*(?:unhandled cuda error|invalid usage))|collective operation timeout"
+    r"|Caught signal 15|DistBackendError(?!.*(?:unhandled (?:cuda|system) error|invalid usage))|collective operation timeout"
     r"|failed \(exitcode|^\s*exitcode\s*:"
     r"|Exited with exit code|RayTaskError\(|process rank \d+ with PID|BAD TERMINATION OF ONE",
     ("atchdog", "NCCL", "ProcessGroupNCCL", "o avoid data inconsistency", "closing signal SIG", "SIGTERM",
@@ -294,7 +294,8 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     texts = {_shape(norm(i)) for i in picked}
     own_set = set(own) | middles
     for i in _quoted(lines, start, failures, evidence, norm):
-        if not any(abs(i - k) <= _NEXT_TO for k in picked) and _shape(norm(i)) not in texts and mine(i) \
+        if not any(abs(i - k) <= _NEXT_TO for k in picked) and not _later_line(lines, i, picked, region) \
+                and _shape(norm(i)) not in texts and mine(i) \
                 and not (own and _cleanup(norm(i))) and i < run_end \
                 and i not in own_set and i not in caught and i not in hook:  # _root_lines chose among its own lines (R4)
             picked.append(i)
@@ -424,8 +425,45 @@ def _heads_traceback(lines: Sequence[str], i: int) -> bool:
         return True
     if _EXCEPTION.match(logs.normalize_line(_body(lines[i])).strip()):
         return False  # an exception line (the next traceback is another printing)
-    below = next((k for k in range(i + 1, min(len(lines), i + 3)) if lines[k].strip()), None)
+    end = i  # the message's last line: a logger prints all of it, then the traceback (exc_info)
+    while end + 1 < len(lines) and _continues(lines, i, end + 1):
+        end += 1
+    below = next((k for k in range(end + 1, min(len(lines), end + 3)) if lines[k].strip()), None)
     return below is not None and _body(lines[below]).lstrip().startswith(_TRACEBACK)
+
+
+#: Lines a message printed over several lines is looked for in below its first.
+_MESSAGE_LINES = 4
+#: NCCL's detail lines under its error ("NCCL error in: ...ProcessGroupNCCL.cpp:3356, unhandled cuda
+#: error ..., NCCL version 2.26.2" / "ncclUnhandledCudaError: Call to CUDA function failed." / "Last
+#: error:" / "Cuda failure 2 'out of memory'"): torch's getNcclErrorDetailStr appends them to the message.
+_NCCL_DETAIL = "Last error:"
+
+
+def _later_line(lines: Sequence[str], i: int, picked: Sequence[int], failures: Sequence[int]) -> bool:
+    """Whether line ``i`` is a later line of a message printed over several lines whose first
+    line is a picked line or a failure line (README rule R3: the message is shown by its first
+    line, or by the exception line of the traceback a logger's message heads)."""
+    near = set(picked) | {k for k in failures if i - _MESSAGE_LINES <= k < i}
+    return any(_continues(lines, k, i) for k in near)
+
+
+def _continues(lines: Sequence[str], i: int, k: int) -> bool:
+    """Whether line ``k`` is a later line of the message whose first line is ``i`` (README rule
+    R3: a message spanning several lines is shown by its first): at most _MESSAGE_LINES below it,
+    every line between them written by the same rank (torch.distributed prefixes each line of a
+    message with its ``[rankN]:``) or, unprefixed, NCCL's detail lines below its error; none of
+    them blank, a traceback's head, frame or chain marker."""
+    if not i < k <= i + _MESSAGE_LINES:
+        return False
+    rank = ranks.prefix_rank(lines[i])
+    between = lines[i + 1:k + 1]
+    for ln in between:
+        body = _body(ln)
+        if not body.strip() or body[:1].isspace() or ranks.prefix_rank(ln) != rank \
+                or _TRACEBACK in body or any(c in body for c in _CHAINED):
+            return False
+    return rank is not None or any(_body(ln).strip() == _NCCL_DETAIL for ln in lines[i + 1:i + _MESSAGE_LINES])
 
 
 def _code_line(raw: str) -> bool:
