@@ -727,6 +727,13 @@ def _nccl_oom_log() -> list[str]:
     return lines + _TORCHRUN_TAIL
 
 
+def test_the_classifier_reads_the_first_rank_s_own_lines_printed_among_other_ranks(rules: Classifier) -> None:
+    # the first failing rank's prefixed lines after other ranks' lines are its own: its
+    # message's detail says the cause (a CUDA allocation), not the NCCL wrapper
+    w = diagnose_text("\n".join(_nccl_oom_log()), rules)
+    assert w.first_rank == 2 and w.diagnosis.category == "gpu_oom"
+
+
 def test_a_message_over_several_lines_is_shown_by_its_first(rules: Classifier) -> None:
     # README rule R3: a message spanning several lines, its first line (here the detail line is
     # also what the classifier quotes)
