@@ -449,14 +449,33 @@ def test_srun_s_task_line_names_the_host_of_a_labelled_task(rules: Classifier) -
 
 def test_what_fails_after_the_launcher_s_verdict_is_another_command(rules: Classifier) -> None:
     # a job script runs two torchrun stages: the first fails on rank 0 and torchrun reports it;
-    # the next stage then fails because the first left nothing behind: a consequence, not shown
+    # the next stage then fails because the first left nothing behind: README rule R7, the root
+    # and the terminal error (the log shows the link: the missing checkpoint)
     disk = "OSError: Not enough disk space. Needed: 153.54 MiB"
     missing = "FileNotFoundError: [Errno 2] No such file or directory: '/root/.cache/mid_checkpoints'"
     lines = [f"step {k:05d}/21400 | loss: 2.1 | dt: 410ms" for k in range(21390, 21400)]
     lines += _rank_traceback(0, disk) + _TORCHRUN_TAIL + ["Loading the mid-trained model"] + _rank_traceback(0, missing)
     w = diagnose_text("\n".join(lines), rules)
     got = [lines[n - 1] for n in w.indicator_lines]
-    assert got[0].endswith(disk) and not any(x.endswith(missing) for x in got)
+    assert len(got) == 2 and got[0].endswith(disk) and got[1].endswith(missing)
+    # an unrelated error of the next command (no link shown) does not replace the run's root
+    other = "ValueError: unknown plot style 'seaborn-v0_8'"
+    lines = lines[:-4] + _rank_traceback(0, other)
+    got = [lines[n - 1] for n in diagnose_text("\n".join(lines), rules).indicator_lines]
+    assert got == [f"[rank0]: {disk}"]
+
+
+def test_a_job_script_that_runs_its_launch_again_is_labelled_at_its_last_run(rules: Classifier) -> None:
+    # a loop in the job script relaunches torchrun and each launch fails the same way: README
+    # rule R1 (only the last attempt), not R5's earliest copy (the copies are not ranks of one run)
+    err = "FileNotFoundError: [Errno 2] No such file or directory: '/data/qqp/test.jsonl'"
+    lines = ["Sampling with checkpoint ema_0.9999_050000.pt"]
+    for _ in range(3):
+        lines += _rank_traceback(0, err)[1:] + _TORCHRUN_TAIL
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.indicator_lines == [len(lines) - len(_TORCHRUN_TAIL)]
+
+
 
 
 def test_a_launcher_verdict_only_when_the_child_printed_no_error_and_then_its_first_line(rules: Classifier) -> None:

@@ -285,7 +285,13 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     own = [i for i in own if i not in middles]
     verdict_at = verdict_lines(lines, start)
     run_end = _run_end(own, verdict_at)
-    picked = _root_lines(lines, [i for i in own if i < run_end], norm)
+    runs = _runs(lines, own, start)
+    again = _again(lines, runs, norm)
+    if again is None:
+        picked = _root_lines(lines, [i for i in own if i < run_end], norm)
+    else:  # a later run of the job script failed again (R1) or on what the first left missing (R7)
+        picked = _earliest_copies(_root_lines(lines, runs[-1], norm), [i for i in region if i > runs[-2][-1]], norm)
+        picked = _root_lines(lines, [i for i in own if i < run_end], norm)[:1] + picked if again else picked
     if picked and is_debugger_quit(norm(picked[-1])):
         picked = _breakpoint(lines, picked[-1]) + picked
     if not own:  # only symptoms: a collective timeout is the key message (the first one)
@@ -296,7 +302,7 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     for i in _quoted(lines, start, failures, evidence, norm):
         if not any(abs(i - k) <= _NEXT_TO for k in picked) and not _later_line(lines, i, picked, region) \
                 and _shape(norm(i)) not in texts and mine(i) \
-                and not (own and _cleanup(norm(i))) and i < run_end \
+                and not (own and _cleanup(norm(i))) and (i < run_end if again is None else i >= runs[-1][0]) \
                 and i not in own_set and i not in caught and i not in hook:  # _root_lines chose among its own lines (R4)
             picked.append(i)
             texts.add(_shape(norm(i)))
@@ -525,6 +531,52 @@ def _first_verdict(verdicts: Sequence[int], norm: Callable[[int], str]) -> list[
     torchrun's "failed (exitcode", before its ChildFailedError and Root Cause table; rule R8)."""
     causes = [i for i in verdicts if not is_launcher_verdict(norm(i))]
     return causes[:1] or sorted(verdicts)[:1]
+
+
+#: A later run's error that names what an earlier run failed to leave behind (README rule R7's
+#: link: the output file, the checkpoint, the process group).
+_LEFT_MISSING = re.compile(r"No such file or directory|does not exist|not found|has not been initialized|Is a directory")
+
+
+def _runs(lines: Sequence[str], own: Sequence[int], start: int) -> list[list[int]]:
+    """``own`` (the failing process's root error lines) split into the runs of the job script that
+    printed them: a new run starts after a launcher's verdict on the previous one (torchrun's
+    "failed (exitcode", srun's exit line: that process ended). Ordinary output after a traceback
+    does not tell a new process from the same one going on, or from another untagged process."""
+    if len(own) < 2:
+        return [list(own)]
+    ends = [i for i in find_keys(lines, _LAUNCHER_KEYS, start) if not lines[i].lstrip().startswith(("raise", "File"))]
+    runs = [[own[0]]]
+    for prev, nxt in zip(own, own[1:]):
+        if any(prev < v < nxt for v in ends):
+            runs.append([])
+        runs[-1].append(nxt)
+    return runs
+
+
+def _earliest_copies(picked: Sequence[int], run: Sequence[int], norm: Callable[[int], str]) -> list[int]:
+    """Each of ``picked`` as the earliest line of ``run`` (the last run's failure lines, any rank's)
+    that says the same (README rule R5: the root error once, in the first rank to print it; the
+    first failing rank of the whole log need not be the first of a later run)."""
+    out = []
+    for i in picked:
+        text = _bare_shape(norm(i))
+        out.append(next((k for k in run if k <= i and is_root_error(norm(k)) and _bare_shape(norm(k)) == text), i))
+    return out
+
+
+def _again(lines: Sequence[str], runs: Sequence[Sequence[int]], norm: Callable[[int], str]) -> bool | None:
+    """How the last of several runs relates to the first: ``False`` when it failed with the first
+    run's root error again (a loop or a retry: README rule R1, only the last attempt is labelled),
+    ``True`` when its error names what the first run left missing (rule R7: the root and the
+    terminal error), ``None`` when neither (or one run): the first run's root error."""
+    if len(runs) < 2:
+        return None
+    root, last = _bare_shape(norm(runs[0][0])), [_bare_shape(norm(i)) for i in runs[-1]]
+    if any(_restates(root, x) for x in last):
+        return False
+    final = next((i for i in reversed(runs[-1]) if _EXCEPTION.match(norm(i))), runs[-1][-1])
+    return True if _LEFT_MISSING.search(norm(final)) else None
 
 
 def _run_end(own: Sequence[int], verdicts: Sequence[int]) -> int:
