@@ -775,3 +775,19 @@ def test_a_logger_s_message_over_several_lines_heads_the_traceback_below_it(rule
              *err, "Traceback (most recent call last):", '  File "/srv/infer.py", line 446, in <module>', "    main()", *err]
     w = diagnose_text("\n".join(lines), rules)
     assert w.indicator_lines == [lines.index(err[0]) + 1]
+
+
+def test_an_error_on_nan_values_after_a_run_that_went_on_diverged_shows_where_it_diverged(rules: Classifier) -> None:
+    # the loss goes nan at epoch 6 and the run goes on to its end; the final t-SNE of the
+    # embeddings then fails on their NaNs: README rule R7, the first NaN reading and the error
+    lines = [f"Train Epoch: {e} [{b}/9500]\tLoss: {3500 - e:.4f}\tGenLoss: {3400 - e:.4f}" for e in (4, 5) for b in (0, 1280)]
+    lines += [f"Train Epoch: {e} [{b}/9500]\tLoss: nan\tGenLoss: nan" for e in (6, 7, 8) for b in (0, 1280)]
+    lines += ["====> Epoch: 8 Average loss: nan", "====> Test set loss: nan", "--- 2965.7 seconds ---",
+              "Traceback (most recent call last):", '  File "vae.py", line 339, in test',
+              "    Z_embedded = TSNE(n_components=2).fit_transform(z)",
+              "ValueError: Input contains NaN, infinity or a value too large for dtype('float32')."]
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.indicator_lines == [5, len(lines)]
+    # one NaN reading right before the error is the failing step itself, not an earlier divergence
+    one = lines[:4] + ["step 7 loss: nan"] + lines[-4:]
+    assert diagnose_text("\n".join(one), rules).indicator_lines == [len(one)]

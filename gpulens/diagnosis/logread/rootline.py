@@ -321,7 +321,8 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
         rest = [i for i in rest if not logs.is_secondary(norm(i))] or rest or list(region)
         found = _at_most(_once(rest, norm) or rest, min(limit, RULE_MAX_LINES))
     if found:  # where the run diverged, before what failed because of it (R7)
-        found = _at_most([i for i in _diverged_root(lines, start, evidence) if i not in found] + found,
+        roots = _diverged_root(lines, start, evidence) or _nan_reported(lines, start, found, norm)
+        found = _at_most([i for i in roots if i not in found] + found,
                          min(limit, RULE_MAX_LINES))
     return sorted(set(found))
 
@@ -663,8 +664,38 @@ def _diverged_root(lines: Sequence[str], start: int, evidence: Sequence[str]) ->
         return []
     at = next((i for i in reversed(find_keys(lines, (key[:40],), max(0, start - _METRIC_REACH), start + 1))
                if key in lines[i]), None)
-    if at is None:
+    return [] if at is None else [_streak_start(lines, at)]
+
+
+def _nan_reported(lines: Sequence[str], start: int, found: Sequence[int], norm: Callable[[int], str]) -> list[int]:
+    """When the error that ended the run says its input held NaN/inf (scikit-learn's "Input
+    contains NaN, infinity or a value too large", "ValueError: array must not contain infs or
+    NaNs") and the last loss reading printed before the error region reads NaN/inf, the first
+    line of that streak when it holds _WENT_ON_NAN readings: the run diverged and went on, and
+    what failed on its output names it (README rule R7: the log shows the link)."""
+    if not found or _NAN_WORD.search(norm(found[-1])) is None:
         return []
+    for k in range(start - 1, max(-1, start - _METRIC_REACH), -1):
+        if "oss" in lines[k] and _LOSS_READING.search(lines[k]) is not None:
+            if not _nan_loss(lines[k]):
+                return []
+            first = _streak_start(lines, k)
+            went_on = sum(1 for j in range(first, k + 1) if "oss" in lines[j] and _nan_loss(lines[j]))
+            return [first] if went_on >= _WENT_ON_NAN else []
+    return []
+
+
+#: NaN/inf loss readings that show a run went on after it diverged (one reading right before the
+#: error is the same step failing, not a link to an earlier divergence).
+_WENT_ON_NAN = 3
+
+
+#: An error message that names NaN or infinite values.
+_NAN_WORD = re.compile(r"\b(?:NaN|NaNs|nan|NAN)\b|\b[Ii]nfinity\b|\binfs\b")
+
+
+def _streak_start(lines: Sequence[str], at: int) -> int:
+    """The first line of the streak of NaN/inf loss readings that the reading at ``at`` ends."""
     first = at
     for k in range(at - 1, max(-1, at - _STREAK_REACH), -1):
         if "oss" not in lines[k]:
@@ -675,7 +706,7 @@ def _diverged_root(lines: Sequence[str], start: int, evidence: Sequence[str]) ->
         if not _nan_loss(lines[k]):
             break
         first = k
-    return [first]
+    return first
 
 
 #: Lines above the quoted NaN reading searched for the first of the streak.
