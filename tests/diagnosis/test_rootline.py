@@ -791,3 +791,24 @@ def test_an_error_on_nan_values_after_a_run_that_went_on_diverged_shows_where_it
     # one NaN reading right before the error is the failing step itself, not an earlier divergence
     one = lines[:4] + ["step 7 loss: nan"] + lines[-4:]
     assert diagnose_text("\n".join(one), rules).indicator_lines == [len(one)]
+
+
+def test_an_exception_that_points_at_the_root_cause_above_is_not_shown(rules: Classifier) -> None:
+    # vLLM's engine core process logs its own error, then the front end raises "Engine core
+    # initialization failed. See root cause above.": a wrapper of the error above (README R4)
+    core = "(EngineCore_0 pid=4411) ERROR 08-25 18:56:06 [core.py:700] "
+    nvcc = "FileNotFoundError: [Errno 2] No such file or directory: '/usr/local/cuda-12.6/bin/nvcc'"
+    lines = ["INFO 08-25 18:55:40 [__init__.py:241] Automatically detected platform cuda.",
+             core + "EngineCore failed to start.", core + "Traceback (most recent call last):",
+             core + '  File "/opt/vllm/v1/engine/core.py", line 691, in run_engine_core',
+             core + "    engine_core = EngineCoreProc(*args, **kwargs)", core + nvcc,
+             "(EngineCore_0 pid=4411) Process EngineCore_0:", "(EngineCore_0 pid=4411) Traceback (most recent call last):",
+             '(EngineCore_0 pid=4411)   File "/usr/lib/python3.11/multiprocessing/process.py", line 314, in _bootstrap',
+             "(EngineCore_0 pid=4411)     self.run()", "(EngineCore_0 pid=4411) " + nvcc,
+             "Traceback (most recent call last):", '  File "/srv/extract.py", line 88, in <module>',
+             "    llm = LLM(model=args.model)", '  File "/opt/vllm/v1/engine/utils.py", line 691, in wait_for_engine_startup',
+             "    raise RuntimeError(\"Engine core initialization failed. \"",
+             "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"]
+    w = diagnose_text("\n".join(lines), rules)
+    got = [lines[n - 1] for n in w.indicator_lines]
+    assert len(got) == 1 and got[0].endswith(nvcc)

@@ -335,9 +335,11 @@ _LAUNCHER_SAYS = (*_LAUNCHER_KEYS, "srun: Job step aborted", "forcing job termin
 #: Lines that only wrap or announce an exception printed in full elsewhere (rules R2, R4): Ray's
 #: ``RayTaskError(X): ray::Actor.method()`` header, PyTorch's "Caught X in DataLoader worker
 #: process N." / "in replica N on device N." re-raise, a thread's traceback header, the
-#: ``sys.excepthook`` failure header.
+#: ``sys.excepthook`` failure header, an exception that points at the error printed above it (vLLM's
+#: "RuntimeError: Engine core initialization failed. See root cause above.").
 _WRAPPER = re.compile(r"^(?:\S*RayTaskError\(\w+\): |(?:\S+\.)?\w+: Caught \w+ in (?:DataLoader worker process|replica) "
-                      r"|Exception in thread \S.*:$|Error in sys\.excepthook:$)")
+                      r"|Exception in thread \S.*:$|Error in sys\.excepthook:$"
+                      r"|(?:\S+\.)?\w+: .*\b[Ss]ee (?:the )?(?:root cause|errors?|traceback|logs?) above)")
 _TABLE_ROW = re.compile(r"^\s*(?:rank|host|exitcode|local_rank|error_file|time|traceback)\s+:")
 
 
