@@ -18,6 +18,7 @@ from gpulens.diagnosis.logread.ranks import (
     strip_prefix,
     table_hosts,
 )
+from gpulens.diagnosis.logread.lines import ends_own_process
 from gpulens.diagnosis.logread.rootline import is_root_error, verdict_lines
 
 
@@ -812,3 +813,29 @@ def test_an_exception_that_points_at_the_root_cause_above_is_not_shown(rules: Cl
     w = diagnose_text("\n".join(lines), rules)
     got = [lines[n - 1] for n in w.indicator_lines]
     assert len(got) == 1 and got[0].endswith(nvcc)
+
+
+_USAGE = ["usage: zero_shot.py [-h] [--base_model BASE_MODEL] [--tasks TASKS [TASKS ...]]",
+          "                    [--output_path OUTPUT_PATH] [--limit LIMIT]"]
+
+
+def test_an_argparse_error_ends_its_process_and_what_fails_later_is_another(rules: Classifier) -> None:
+    # nohup appends two launches: the first stops at argparse (it exits with status 2), the
+    # second fails on its own: no link shown, the terminal error only (README R1, R7)
+    argparse = "zero_shot.py: error: unrecognized arguments: --quantized_weight_yaml run_38/checkpoints.yaml"
+    task = "KeyError: 'winograde'"
+    lines = ["pid 119224", *_USAGE, argparse, "pid 119522", "Model loaded.", "Building the task dict",
+             "Traceback (most recent call last):", '  File "/srv/zero_shot.py", line 96, in <module>',
+             "    tasks = get_task_dict(args.tasks)", task]
+    assert diagnose_text("\n".join(lines), rules).indicator_lines == [len(lines)]
+    # the README's R7 example: the later stage names what the first left missing: both
+    missing = "FileNotFoundError: [Errno 2] No such file or directory: 'results/y_pred.npy'"
+    lines = lines[:-1] + [missing]
+    assert diagnose_text("\n".join(lines), rules).indicator_lines == [4, len(lines)]
+
+
+def test_only_argparse_s_usage_error_and_python_s_missing_script_end_their_process() -> None:
+    assert ends_own_process(_USAGE + ["zero_shot.py: error: argument --limit: invalid int value: 'x'"], 2)
+    assert ends_own_process(["python: can't open file '/srv/trian.py': [Errno 2] No such file or directory"], 0)
+    assert not ends_own_process(_USAGE + ["srun: error: gpu12: task 0: Exited with exit code 2"], 2)
+    assert not ends_own_process(["zero_shot.py: error: unrecognized arguments: --x"], 0)  # no usage block above

@@ -31,6 +31,7 @@ __all__ = [
     "is_terminal_kill",
     "handled_blocks",
     "drop_caught",
+    "ends_own_process",
     "prefix_free",
     "dead_driver",
     "driver_report",
@@ -127,6 +128,25 @@ _ERROR_LEVEL = re.compile(r"^\S*\s*(?:[\d:,.\- ]+\s)?\[?(?:ERROR|FATAL|CRITICAL)
 _PROGRAM_ERROR = re.compile(
     r"^[\w./-]+: error: |^[\w./-]+(?: [\w./-]+){1,3}: error: (?:unrecognized arguments|the following arguments are "
     r"required|argument [-\w/]+:|ambiguous option|one of the arguments|too few arguments)")
+
+
+#: Lines above argparse's "prog: error: ..." searched for its "usage: prog [-h] ..." block.
+_USAGE_REACH = 40
+
+
+def ends_own_process(lines: Sequence[str], i: int) -> bool:
+    """Whether line ``i`` is an error after which its process exits by itself, whatever follows in
+    the file: argparse's "prog: error: ..." under its "usage: prog [-h] ..." block naming the same
+    program (parser.error
+    exits with status 2), the interpreter's "python: can't open file 'x.py'". What fails after
+    it is another process of the job script."""
+    line = prefix_free(lines[i]).strip()
+    if "can't open file" in line and line.startswith(("python", "/")):
+        return True
+    if ": error: " not in line or _PROGRAM_ERROR.match(line) is None:
+        return False
+    usage = "usage: " + line.split(": error: ", 1)[0] + " "  # argparse names the same program in both
+    return any(prefix_free(lines[k]).lstrip().startswith(usage) for k in range(max(0, i - _USAGE_REACH), i))
 
 
 #: _SCHEDULER_KILL and _ERROR_LEVEL searched only where a literal their patterns require is (the same answers)

@@ -26,6 +26,7 @@ from gpulens.diagnosis.logread.lines import (
     OOM_KILLED,
     SLURM_JOB,
     SLURM_REASON,
+    ends_own_process,
     find_keys,
     is_benign,
     is_debugger_quit,
@@ -544,14 +545,16 @@ _LEFT_MISSING = re.compile(r"No such file or directory|does not exist|not found|
 def _runs(lines: Sequence[str], own: Sequence[int], start: int) -> list[list[int]]:
     """``own`` (the failing process's root error lines) split into the runs of the job script that
     printed them: a new run starts after a launcher's verdict on the previous one (torchrun's
-    "failed (exitcode", srun's exit line: that process ended). Ordinary output after a traceback
-    does not tell a new process from the same one going on, or from another untagged process."""
+    "failed (exitcode", srun's exit line: that process ended) or after an error that ends its own
+    process (argparse's usage error: :func:`lines.ends_own_process`). Ordinary output after a
+    traceback does not tell a new process from the same one going on, or from another untagged
+    process."""
     if len(own) < 2:
         return [list(own)]
     ends = [i for i in find_keys(lines, _LAUNCHER_KEYS, start) if not lines[i].lstrip().startswith(("raise", "File"))]
     runs = [[own[0]]]
     for prev, nxt in zip(own, own[1:]):
-        if any(prev < v < nxt for v in ends):
+        if any(prev < v < nxt for v in ends) or ends_own_process(lines, prev):
             runs.append([])
         runs[-1].append(nxt)
     return runs
@@ -572,14 +575,19 @@ def _again(lines: Sequence[str], runs: Sequence[Sequence[int]], norm: Callable[[
     """How the last of several runs relates to the first: ``False`` when it failed with the first
     run's root error again (a loop or a retry: README rule R1, only the last attempt is labelled),
     ``True`` when its error names what the first run left missing (rule R7: the root and the
-    terminal error), ``None`` when neither (or one run): the first run's root error."""
+    terminal error); when neither, ``False`` too if the first run's process ended by its own
+    error (argparse's: what fails later is another process, and the log shows no link: rule R7's
+    terminal error only), else ``None`` (or one run): the first run's root error (a launcher's own
+    wrapper exceptions may follow its verdict)."""
     if len(runs) < 2:
         return None
     root, last = _bare_shape(norm(runs[0][0])), [_bare_shape(norm(i)) for i in runs[-1]]
     if any(_restates(root, x) for x in last):
         return False
     final = next((i for i in reversed(runs[-1]) if _EXCEPTION.match(norm(i))), runs[-1][-1])
-    return True if _LEFT_MISSING.search(norm(final)) else None
+    if _LEFT_MISSING.search(norm(final)):
+        return True
+    return False if ends_own_process(lines, runs[0][-1]) else None
 
 
 def _run_end(own: Sequence[int], verdicts: Sequence[int]) -> int:
