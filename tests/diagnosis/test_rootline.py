@@ -839,3 +839,24 @@ def test_only_argparse_s_usage_error_and_python_s_missing_script_end_their_proce
     assert ends_own_process(["python: can't open file '/srv/trian.py': [Errno 2] No such file or directory"], 0)
     assert not ends_own_process(_USAGE + ["srun: error: gpu12: task 0: Exited with exit code 2"], 2)
     assert not ends_own_process(["zero_shot.py: error: unrecognized arguments: --x"], 0)  # no usage block above
+
+
+def test_a_dataloader_worker_s_error_is_shown_by_its_original_exception(rules: Classifier) -> None:
+    # "Caught X in DataLoader worker process N." re-raises the worker's error, whose original
+    # traceback follows (README R4); srun's "0: " labels; the second printing, split by
+    # another process's output ("AssertionError" / ": SharedMemory ..."), is the same error
+    def frames(lines: list[str]) -> list[str]:
+        return [f"0: {x}" for x in lines]
+    original = "AssertionError: SharedMemory objects are None."
+    lines = frames(["Start epoch 1", "Traceback (most recent call last):", '  File "/srv/train.py", line 88, in train_one_epoch',
+                    "    for i, batch in enumerate(dataloader):", '  File "/opt/torch/_utils.py", line 719, in reraise',
+                    "    raise exception", "AssertionError: Caught AssertionError in DataLoader worker process 0.",
+                    "Original Traceback (most recent call last):", '  File "/srv/mixtera/dataset.py", line 140, in __iter__',
+                    "    assert self._shm is not None, \"SharedMemory objects are None.\"", original, "",
+                    "Traceback (most recent call last):", '  File "/srv/train.py", line 88, in train_one_epoch',
+                    "    raise exception", "AssertionError: Caught AssertionError in DataLoader worker process 0.",
+                    "Original Traceback (most recent call last):", '  File "/srv/mixtera/dataset.py", line 140, in __iter__',
+                    "    assert self._shm is not None", "AssertionError", ": SharedMemory objects are None."])
+    lines.append("srun: error: nid005059: task 0: Exited with exit code 1")
+    w = diagnose_text("\n".join(lines), rules)
+    assert [lines[n - 1] for n in w.indicator_lines] == ["0: " + original]

@@ -635,7 +635,10 @@ def _root_lines(lines: Sequence[str], own: Sequence[int], norm: Callable[[int], 
     between; R7: a root error and the terminal one). A chain printed again (a logger's copy
     before the interpreter's, Python's reprint after a failed ``sys.excepthook``) counts at its
     first printing."""
+    norm = _joined(lines, norm)
     own = [i for i in own if not _embeds(lines, i, norm)] or list(own)
+    # a wrapper counts by the original it re-raises (R4: "Caught X in DataLoader worker process N.")
+    own = [i for i in own if _WRAPPER.match(ranks.strip_prefix(norm(i)).strip()) is None] or own
     last = next((i for i in reversed(own) if _EXCEPTION.match(norm(i))), None)
     if last is None:  # no exception line (a program's own error message): its first line
         return list(own[:1])
@@ -657,6 +660,20 @@ def _root_lines(lines: Sequence[str], own: Sequence[int], norm: Callable[[int], 
             out.append(i)
             said.append(i)
     return out
+
+
+def _joined(lines: Sequence[str], norm: Callable[[int], str]) -> Callable[[int], str]:
+    """``norm``, with an exception's type alone on its line joined to the message that another
+    process's output split off onto the next line ("0: AssertionError" / "0: : SharedMemory
+    objects are None."): one exception line, the same as its unsplit copy."""
+    def get(i: int) -> str:
+        text = norm(i)
+        if i + 1 < len(lines) and _EXCEPTION.fullmatch(ranks.strip_prefix(text).strip()):
+            below = _body(lines[i + 1]).strip()
+            if below.startswith(": "):
+                return text + below
+        return text
+    return get
 
 
 #: A loss reading in a metric line ("Train Loss: nan", "loss=0.412", "'loss': inf").
