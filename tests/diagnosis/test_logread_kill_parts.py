@@ -7,7 +7,14 @@ from __future__ import annotations
 import re
 
 from gpulens.diagnosis.logread import diagnose_text
-from gpulens.diagnosis.logread.lines import KERNEL_OOM, LSF_TERM, OOM_KILLED, SLURM_JOB, SLURM_REASON, is_scheduler_kill
+from gpulens.diagnosis.logread.lines import (
+    KERNEL_OOM,
+    LSF_TERM,
+    OOM_KILLED,
+    SLURM_JOB,
+    SLURM_REASON,
+    is_scheduler_kill,
+)
 
 _LIMIT = "slurmstepd: error: *** JOB 81 ON g3 CANCELLED AT 2024-05-01T10:00:00 DUE TO TIME LIMIT ***"
 _STEP = "slurmstepd: error: *** STEP 81.0 ON g3 CANCELLED AT 2024-05-01T10:00:00 DUE TO TIME LIMIT ***"

@@ -11,6 +11,7 @@ import pytest
 
 from gpulens.diagnosis.classifier import Classifier
 from gpulens.diagnosis.logread import diagnose_text
+from gpulens.diagnosis.logread.lines import ends_own_process
 from gpulens.diagnosis.logread.ranks import (
     Origin,
     mpirun_first,
@@ -18,7 +19,6 @@ from gpulens.diagnosis.logread.ranks import (
     strip_prefix,
     table_hosts,
 )
-from gpulens.diagnosis.logread.lines import ends_own_process
 from gpulens.diagnosis.logread.rootline import is_root_error, verdict_lines
 
 
@@ -740,7 +740,7 @@ def _nccl_oom_log() -> list[str]:
     # what failed) follow its error line; other ranks print in between
     lines = [f"[rank{r}]: Preparing the dataset on the main process first" for r in range(3)]
     lines += _rank_traceback(2, _NCCL_OOM[0])[:-1]
-    lines += [f"[rank2]: {_NCCL_OOM[0]}", f"[rank0]: Preparing the dataset: 1 examples"]
+    lines += [f"[rank2]: {_NCCL_OOM[0]}", "[rank0]: Preparing the dataset: 1 examples"]
     lines += [f"[rank2]: {x}" for x in _NCCL_OOM[1:]]
     lines += [f"[rank0]: Preparing the dataset: {k} examples" for k in range(2, 4)]
     lines += _rank_traceback(0, _NCCL_OOM[0])[:-1] + [f"[rank0]: {x}" for x in _NCCL_OOM]

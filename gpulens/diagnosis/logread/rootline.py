@@ -553,7 +553,7 @@ def _runs(lines: Sequence[str], own: Sequence[int], start: int) -> list[list[int
         return [list(own)]
     ends = [i for i in find_keys(lines, _LAUNCHER_KEYS, start) if not lines[i].lstrip().startswith(("raise", "File"))]
     runs = [[own[0]]]
-    for prev, nxt in zip(own, own[1:]):
+    for prev, nxt in zip(own, own[1:], strict=False):
         if any(prev < v < nxt for v in ends) or ends_own_process(lines, prev):
             runs.append([])
         runs[-1].append(nxt)
