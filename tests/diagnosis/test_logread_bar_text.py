@@ -4,7 +4,7 @@ Each excerpt is small, realistic and written for the test."""
 
 from __future__ import annotations
 
-from gpulens.diagnosis.logread.lines import text_on_bar
+from gpulens.diagnosis.logread.lines import bar_update, text_on_bar
 
 
 def _bar(upto: int, total: int = 2219, desc: str = "Epoch 3") -> str:
@@ -41,3 +41,15 @@ def test_only_the_last_refresh_counts() -> None:
     assert text_on_bar(line) is None
     got = text_on_bar(line + "\x1b[A[rank1]: RuntimeError: CUDA error: an illegal memory access was encountered")
     assert got is not None and got.done == 6 and got.text.startswith("[rank1]: RuntimeError")
+
+
+def test_bar_update_is_the_one_reading_of_a_bar_s_count() -> None:
+    # tqdm with a known total prints its count after the blocks' closing "|"; without a width
+    # (or with ncols=0) it prints the count alone; a ratio in prose has no bracket of times
+    shown = "Epoch 3:  40%|████      | 40/100 [00:09<00:13, 4.4it/s, loss=0.31]"
+    m = bar_update(shown, after_blocks=True)
+    assert m is not None and (int(m.group(1)), int(m.group(2))) == (40, 100)
+    bare = "954/2219 [09:43<12:49,  1.64it/s]"
+    assert bar_update(bare) is not None and bar_update(bare, after_blocks=True) is None
+    assert bar_update("accuracy 40/100 on the held-out set") is None
+    assert bar_update("step 3/10 [unclosed bracket") is None

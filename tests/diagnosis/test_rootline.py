@@ -11,6 +11,7 @@ import pytest
 
 from gpulens.diagnosis.classifier import Classifier
 from gpulens.diagnosis.logread import diagnose_text
+from gpulens.diagnosis.logread.lines import ends_own_process
 from gpulens.diagnosis.logread.ranks import (
     Origin,
     mpirun_first,
@@ -172,6 +173,12 @@ def test_srun_task_under_torchrun_is_not_the_rank(rules: Classifier) -> None:
     ("srun: error: node-a3: task 0: Exited with exit code 1", False),
     ("ConnectionResetError: [Errno 104] Connection reset by peer", False),
     ('  File "/srv/job/train.py", line 41, in <module>', False),
+    # NCCL's own failures in this process (ncclSystemError: a socket, malloc or shm call failed;
+    # ncclUnhandledCudaError) are its errors; a remote error or a watchdog's copy is another's
+    ("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1691, "
+     "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.19.3", True),
+    ("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, remote "
+     "process exited or there was a network error, NCCL version 2.21.5", False),
 ])
 def test_symptoms_are_never_the_root(line: str, root: bool) -> None:
     assert is_root_error(line) is root
@@ -443,14 +450,33 @@ def test_srun_s_task_line_names_the_host_of_a_labelled_task(rules: Classifier) -
 
 def test_what_fails_after_the_launcher_s_verdict_is_another_command(rules: Classifier) -> None:
     # a job script runs two torchrun stages: the first fails on rank 0 and torchrun reports it;
-    # the next stage then fails because the first left nothing behind: a consequence, not shown
+    # the next stage then fails because the first left nothing behind: README rule R7, the root
+    # and the terminal error (the log shows the link: the missing checkpoint)
     disk = "OSError: Not enough disk space. Needed: 153.54 MiB"
     missing = "FileNotFoundError: [Errno 2] No such file or directory: '/root/.cache/mid_checkpoints'"
     lines = [f"step {k:05d}/21400 | loss: 2.1 | dt: 410ms" for k in range(21390, 21400)]
     lines += _rank_traceback(0, disk) + _TORCHRUN_TAIL + ["Loading the mid-trained model"] + _rank_traceback(0, missing)
     w = diagnose_text("\n".join(lines), rules)
     got = [lines[n - 1] for n in w.indicator_lines]
-    assert got[0].endswith(disk) and not any(x.endswith(missing) for x in got)
+    assert len(got) == 2 and got[0].endswith(disk) and got[1].endswith(missing)
+    # an unrelated error of the next command (no link shown) does not replace the run's root
+    other = "ValueError: unknown plot style 'seaborn-v0_8'"
+    lines = lines[:-4] + _rank_traceback(0, other)
+    got = [lines[n - 1] for n in diagnose_text("\n".join(lines), rules).indicator_lines]
+    assert got == [f"[rank0]: {disk}"]
+
+
+def test_a_job_script_that_runs_its_launch_again_is_labelled_at_its_last_run(rules: Classifier) -> None:
+    # a loop in the job script relaunches torchrun and each launch fails the same way: README
+    # rule R1 (only the last attempt), not R5's earliest copy (the copies are not ranks of one run)
+    err = "FileNotFoundError: [Errno 2] No such file or directory: '/data/qqp/test.jsonl'"
+    lines = ["Sampling with checkpoint ema_0.9999_050000.pt"]
+    for _ in range(3):
+        lines += _rank_traceback(0, err)[1:] + _TORCHRUN_TAIL
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.indicator_lines == [len(lines) - len(_TORCHRUN_TAIL)]
+
+
 
 
 def test_a_launcher_verdict_only_when_the_child_printed_no_error_and_then_its_first_line(rules: Classifier) -> None:
@@ -702,3 +728,135 @@ def test_a_launcher_s_verdict_on_a_silent_child_is_one_line_without_its_code_lin
              "subprocess.CalledProcessError: Command '['/opt/conda/bin/python', 'train.py']' died with <Signals.SIGKILL: 9>."]
     w = diagnose_text("\n".join(lines), rules)
     assert w.indicator_lines == [7]
+
+
+_NCCL_OOM = ["torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:3356,"
+             " unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.26.2",
+             "ncclUnhandledCudaError: Call to CUDA function failed.", "Last error:", "Cuda failure 2 'out of memory'"]
+
+
+def _nccl_oom_log() -> list[str]:
+    # torch.distributed prefixes each line of a rank's message; NCCL's detail lines ("Last error:",
+    # what failed) follow its error line; other ranks print in between
+    lines = [f"[rank{r}]: Preparing the dataset on the main process first" for r in range(3)]
+    lines += _rank_traceback(2, _NCCL_OOM[0])[:-1]
+    lines += [f"[rank2]: {_NCCL_OOM[0]}", "[rank0]: Preparing the dataset: 1 examples"]
+    lines += [f"[rank2]: {x}" for x in _NCCL_OOM[1:]]
+    lines += [f"[rank0]: Preparing the dataset: {k} examples" for k in range(2, 4)]
+    lines += _rank_traceback(0, _NCCL_OOM[0])[:-1] + [f"[rank0]: {x}" for x in _NCCL_OOM]
+    return lines + _TORCHRUN_TAIL
+
+
+def test_the_classifier_reads_the_first_rank_s_own_lines_printed_among_other_ranks(rules: Classifier) -> None:
+    # the first failing rank's prefixed lines after other ranks' lines are its own: its
+    # message's detail says the cause (a CUDA allocation), not the NCCL wrapper
+    w = diagnose_text("\n".join(_nccl_oom_log()), rules)
+    assert w.first_rank == 2 and w.diagnosis.category == "gpu_oom"
+
+
+def test_a_message_over_several_lines_is_shown_by_its_first(rules: Classifier) -> None:
+    # README rule R3: a message spanning several lines, its first line (here the detail line is
+    # also what the classifier quotes)
+    lines = _nccl_oom_log()[:-len(_TORCHRUN_TAIL)]
+    lines = [x for x in lines if not x.startswith("[rank0]: Preparing")]
+    w = diagnose_text("\n".join(lines), rules)
+    assert [lines[n - 1] for n in w.indicator_lines] == ["[rank2]: " + _NCCL_OOM[0]]
+
+
+def test_a_logger_s_message_over_several_lines_heads_the_traceback_below_it(rules: Classifier) -> None:
+    # logger.exception / logger.error(..., exc_info=True): the message (NCCL's, with its detail
+    # lines), then the traceback; then the uncaught re-raise: the exception line is the error (R3)
+    err = ["torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.hpp:268, "
+           "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5",
+           "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error. ",
+           "Last error:", "socketStartConnect: Connect to 10.0.3.7<41233> failed : Connection refused"]
+    lines = ["2025-01-08 21:47:34,304 - worker-1 - INFO - loading the model", "2025-01-08 21:47:34,315 - worker-1 - INFO - chunk 1/1",
+             "2025-01-08 21:47:34,398 - worker-1 - ERROR - inference failed: " + err[0].split(": ", 1)[1], *err[1:],
+             "Traceback (most recent call last):", '  File "/srv/infer.py", line 340, in recv', "    dist.recv(shape, src=0)",
+             *err, "Traceback (most recent call last):", '  File "/srv/infer.py", line 446, in <module>', "    main()", *err]
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.indicator_lines == [lines.index(err[0]) + 1]
+
+
+def test_an_error_on_nan_values_after_a_run_that_went_on_diverged_shows_where_it_diverged(rules: Classifier) -> None:
+    # the loss goes nan at epoch 6 and the run goes on to its end; the final t-SNE of the
+    # embeddings then fails on their NaNs: README rule R7, the first NaN reading and the error
+    lines = [f"Train Epoch: {e} [{b}/9500]\tLoss: {3500 - e:.4f}\tGenLoss: {3400 - e:.4f}" for e in (4, 5) for b in (0, 1280)]
+    lines += [f"Train Epoch: {e} [{b}/9500]\tLoss: nan\tGenLoss: nan" for e in (6, 7, 8) for b in (0, 1280)]
+    lines += ["====> Epoch: 8 Average loss: nan", "====> Test set loss: nan", "--- 2965.7 seconds ---",
+              "Traceback (most recent call last):", '  File "vae.py", line 339, in test',
+              "    Z_embedded = TSNE(n_components=2).fit_transform(z)",
+              "ValueError: Input contains NaN, infinity or a value too large for dtype('float32')."]
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.indicator_lines == [5, len(lines)]
+    # one NaN reading right before the error is the failing step itself, not an earlier divergence
+    one = lines[:4] + ["step 7 loss: nan"] + lines[-4:]
+    assert diagnose_text("\n".join(one), rules).indicator_lines == [len(one)]
+
+
+def test_an_exception_that_points_at_the_root_cause_above_is_not_shown(rules: Classifier) -> None:
+    # vLLM's engine core process logs its own error, then the front end raises "Engine core
+    # initialization failed. See root cause above.": a wrapper of the error above (README R4)
+    core = "(EngineCore_0 pid=4411) ERROR 08-25 18:56:06 [core.py:700] "
+    nvcc = "FileNotFoundError: [Errno 2] No such file or directory: '/usr/local/cuda-12.6/bin/nvcc'"
+    lines = ["INFO 08-25 18:55:40 [__init__.py:241] Automatically detected platform cuda.",
+             core + "EngineCore failed to start.", core + "Traceback (most recent call last):",
+             core + '  File "/opt/vllm/v1/engine/core.py", line 691, in run_engine_core',
+             core + "    engine_core = EngineCoreProc(*args, **kwargs)", core + nvcc,
+             "(EngineCore_0 pid=4411) Process EngineCore_0:", "(EngineCore_0 pid=4411) Traceback (most recent call last):",
+             '(EngineCore_0 pid=4411)   File "/usr/lib/python3.11/multiprocessing/process.py", line 314, in _bootstrap',
+             "(EngineCore_0 pid=4411)     self.run()", "(EngineCore_0 pid=4411) " + nvcc,
+             "Traceback (most recent call last):", '  File "/srv/extract.py", line 88, in <module>',
+             "    llm = LLM(model=args.model)", '  File "/opt/vllm/v1/engine/utils.py", line 691, in wait_for_engine_startup',
+             "    raise RuntimeError(\"Engine core initialization failed. \"",
+             "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"]
+    w = diagnose_text("\n".join(lines), rules)
+    got = [lines[n - 1] for n in w.indicator_lines]
+    assert len(got) == 1 and got[0].endswith(nvcc)
+
+
+_USAGE = ["usage: zero_shot.py [-h] [--base_model BASE_MODEL] [--tasks TASKS [TASKS ...]]",
+          "                    [--output_path OUTPUT_PATH] [--limit LIMIT]"]
+
+
+def test_an_argparse_error_ends_its_process_and_what_fails_later_is_another(rules: Classifier) -> None:
+    # nohup appends two launches: the first stops at argparse (it exits with status 2), the
+    # second fails on its own: no link shown, the terminal error only (README R1, R7)
+    argparse = "zero_shot.py: error: unrecognized arguments: --quantized_weight_yaml run_38/checkpoints.yaml"
+    task = "KeyError: 'winograde'"
+    lines = ["pid 119224", *_USAGE, argparse, "pid 119522", "Model loaded.", "Building the task dict",
+             "Traceback (most recent call last):", '  File "/srv/zero_shot.py", line 96, in <module>',
+             "    tasks = get_task_dict(args.tasks)", task]
+    assert diagnose_text("\n".join(lines), rules).indicator_lines == [len(lines)]
+    # the README's R7 example: the later stage names what the first left missing: both
+    missing = "FileNotFoundError: [Errno 2] No such file or directory: 'results/y_pred.npy'"
+    lines = lines[:-1] + [missing]
+    assert diagnose_text("\n".join(lines), rules).indicator_lines == [4, len(lines)]
+
+
+def test_only_argparse_s_usage_error_and_python_s_missing_script_end_their_process() -> None:
+    assert ends_own_process(_USAGE + ["zero_shot.py: error: argument --limit: invalid int value: 'x'"], 2)
+    assert ends_own_process(["python: can't open file '/srv/trian.py': [Errno 2] No such file or directory"], 0)
+    assert not ends_own_process(_USAGE + ["srun: error: gpu12: task 0: Exited with exit code 2"], 2)
+    assert not ends_own_process(["zero_shot.py: error: unrecognized arguments: --x"], 0)  # no usage block above
+
+
+def test_a_dataloader_worker_s_error_is_shown_by_its_original_exception(rules: Classifier) -> None:
+    # "Caught X in DataLoader worker process N." re-raises the worker's error, whose original
+    # traceback follows (README R4); srun's "0: " labels; the second printing, split by
+    # another process's output ("AssertionError" / ": SharedMemory ..."), is the same error
+    def frames(lines: list[str]) -> list[str]:
+        return [f"0: {x}" for x in lines]
+    original = "AssertionError: SharedMemory objects are None."
+    lines = frames(["Start epoch 1", "Traceback (most recent call last):", '  File "/srv/train.py", line 88, in train_one_epoch',
+                    "    for i, batch in enumerate(dataloader):", '  File "/opt/torch/_utils.py", line 719, in reraise',
+                    "    raise exception", "AssertionError: Caught AssertionError in DataLoader worker process 0.",
+                    "Original Traceback (most recent call last):", '  File "/srv/mixtera/dataset.py", line 140, in __iter__',
+                    "    assert self._shm is not None, \"SharedMemory objects are None.\"", original, "",
+                    "Traceback (most recent call last):", '  File "/srv/train.py", line 88, in train_one_epoch',
+                    "    raise exception", "AssertionError: Caught AssertionError in DataLoader worker process 0.",
+                    "Original Traceback (most recent call last):", '  File "/srv/mixtera/dataset.py", line 140, in __iter__',
+                    "    assert self._shm is not None", "AssertionError", ": SharedMemory objects are None."])
+    lines.append("srun: error: nid005059: task 0: Exited with exit code 1")
+    w = diagnose_text("\n".join(lines), rules)
+    assert [lines[n - 1] for n in w.indicator_lines] == ["0: " + original]

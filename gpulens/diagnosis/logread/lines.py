@@ -18,6 +18,11 @@ __all__ = [
     "find_keys",
     "last_matching",
     "KILL_KEYS",
+    "KERNEL_OOM",
+    "LSF_TERM",
+    "OOM_KILLED",
+    "SLURM_JOB",
+    "SLURM_REASON",
     "has_error_level",
     "is_benign",
     "is_scheduler_kill",
@@ -26,11 +31,13 @@ __all__ = [
     "is_terminal_kill",
     "handled_blocks",
     "drop_caught",
+    "ends_own_process",
     "prefix_free",
     "dead_driver",
     "driver_report",
     "process_key",
     "BarText",
+    "bar_update",
     "text_on_bar",
     "DEBUGGER_PROMPTS",
     "DEBUGGER_QUIT",
@@ -92,10 +99,24 @@ _KILL = Guarded(
 #: (Searched over the whole attempt before the frontier, so kept short: a signal's or srun's own
 #: report is read after the frontier, with the error keys.)
 KILL_KEYS: tuple[str, ...] = ("CANCELLED", "DUE TO", "TERM_", "Killed", "oom-kill", "oom_kill")  # "Killed" finds "OOMKilled"
+#: Named parts (regex source) of the kill lines, shared by :data:`_SCHEDULER_KILL` and the
+#: indicator-line picker's patterns (rootline): Slurm's reason for ending a job from outside
+#: ("*** JOB 81 ON g3 CANCELLED AT 2024-05-01T10:00:00 DUE TO TIME LIMIT ***").
+SLURM_REASON = r"DUE TO (?:TIME LIMIT|PREEMPTION|NODE FAILURE)"
+#: Slurm's "*** JOB 81" / "*** STEP 81.0" at the head of its cancel lines (the job's and its step's say one thing).
+SLURM_JOB = r"\*\*\* (?:JOB|STEP) [\d.]+"
+#: LSF's termination reason ("TERM_RUNLIMIT: job killed after reaching LSF run time limit.").
+LSF_TERM = r"\bTERM_[A-Z]+\b"
+#: A cgroup's or Kubernetes' OOM kill ("slurmstepd: error: Detected 1 oom-kill event(s) in StepId=55.0",
+#: "Reason: OOMKilled").
+OOM_KILLED = r"oom[-_]kill|OOMKilled"
+#: The kernel OOM killer's own line and tools' words for it ("Out of memory: Killed process 4242
+#: (python)", "OOM Killed"): they say why a process died, but are not searched as the scheduler's kill.
+KERNEL_OOM = r"Out of memory: Kill|OOM Killed"
 _SCHEDULER_KILL = re.compile(
-    r"DUE TO (?:TIME LIMIT|PREEMPTION|NODE FAILURE)|\*\*\* (?:JOB|STEP) [\d.]+ ON \S+ CANCELLED AT|\bTERM_[A-Z]+\b"
-    r"|^\s*(?:\S+: line \d+:\s+\d+\s+)?(?:Killed|Terminated|Hangup|User defined signal [12])\b|oom[-_]kill|OOMKilled"
-    r"|srun: Job step aborted|srun: forcing job termination"
+    rf"{SLURM_REASON}|{SLURM_JOB} ON \S+ CANCELLED AT|{LSF_TERM}"
+    r"|^\s*(?:\S+: line \d+:\s+\d+\s+)?(?:Killed|Terminated|Hangup|User defined signal [12])\b|" + OOM_KILLED
+    + r"|srun: Job step aborted|srun: forcing job termination"
 )
 #: A log level that says the line is an error (looked at before the prefix is stripped).
 _ERROR_LEVEL = re.compile(r"^\S*\s*(?:[\d:,.\- ]+\s)?\[?(?:ERROR|FATAL|CRITICAL)\]?[\s:]")
@@ -107,6 +128,25 @@ _ERROR_LEVEL = re.compile(r"^\S*\s*(?:[\d:,.\- ]+\s)?\[?(?:ERROR|FATAL|CRITICAL)
 _PROGRAM_ERROR = re.compile(
     r"^[\w./-]+: error: |^[\w./-]+(?: [\w./-]+){1,3}: error: (?:unrecognized arguments|the following arguments are "
     r"required|argument [-\w/]+:|ambiguous option|one of the arguments|too few arguments)")
+
+
+#: Lines above argparse's "prog: error: ..." searched for its "usage: prog [-h] ..." block.
+_USAGE_REACH = 40
+
+
+def ends_own_process(lines: Sequence[str], i: int) -> bool:
+    """Whether line ``i`` is an error after which its process exits by itself, whatever follows in
+    the file: argparse's "prog: error: ..." under its "usage: prog [-h] ..." block naming the same
+    program (parser.error
+    exits with status 2), the interpreter's "python: can't open file 'x.py'". What fails after
+    it is another process of the job script."""
+    line = prefix_free(lines[i]).strip()
+    if "can't open file" in line and line.startswith(("python", "/")):
+        return True
+    if ": error: " not in line or _PROGRAM_ERROR.match(line) is None:
+        return False
+    usage = "usage: " + line.split(": error: ", 1)[0] + " "  # argparse names the same program in both
+    return any(prefix_free(lines[k]).lstrip().startswith(usage) for k in range(max(0, i - _USAGE_REACH), i))
 
 
 #: _SCHEDULER_KILL and _ERROR_LEVEL searched only where a literal their patterns require is (the same answers)
@@ -323,7 +363,20 @@ def dead_driver(lines: Sequence[str], lo: int) -> list[int]:
 
 #: A progress bar's update (tqdm: "| 954/2219 [09:43<12:49,  1.64it/s, loss=0.31]"): its count,
 #: its total and its bracket of times and postfix.
-_BAR_UPDATE = re.compile(r"(\d+)/(\d+)\s*\[[^\]\r\n]{0,200}\]")
+_BAR_COUNT = r"(\d+)/(\d+)\s*\[[^\]\r\n]{0,200}\]"
+_BAR_UPDATE = re.compile(_BAR_COUNT)
+#: The same update right after the bar's blocks ("40%|####      | 40/100 [00:09<00:13, 4.4it/s]"):
+#: how tqdm prints a bar whose total it knows.
+_BAR_AFTER_BLOCKS = re.compile(r"\|\s*" + _BAR_COUNT)
+
+
+def bar_update(shown: str, *, after_blocks: bool = False) -> re.Match[str] | None:
+    """The first progress bar update in ``shown`` (what a line shows: its last ``\\r`` refresh):
+    tqdm's count, total and bracket of times and postfix ("954/2219 [09:43<12:49, 1.64it/s]";
+    groups 1 and 2 are the count and the total); with ``after_blocks``, only one printed right
+    after the bar's blocks and their closing ``|`` (a bar with a known total). The one test of
+    "is this a bar's update" for the reader (:func:`text_on_bar`, the phase's bar lines)."""
+    return (_BAR_AFTER_BLOCKS if after_blocks else _BAR_UPDATE).search(shown)
 #: The cursor moves tqdm writes after a nested bar's refresh (``position=1``: ``\x1b[A``).
 _CURSOR = re.compile(r"\x1b\[\d*[A-D]")
 #: Characters at the end of a bar's last refresh looked at for it.

@@ -17,6 +17,7 @@ from gpulens.diagnosis.logread.completion import AT_EXIT, is_completion, printed
 from gpulens.diagnosis.logread.lines import (
     PROGRESS_KEYS,
     BarText,
+    bar_update,
     is_benign,
     is_progress,
     is_terminal_kill,
@@ -500,7 +501,7 @@ def _bar_done(lines: Sequence[str], floor: int, top: int) -> int | None:
     if not got:
         return None
     shown = _shown(lines[got[0]])
-    m = _BAR_DONE.search(shown[-_SHOWN:]) if "%|" in shown else None
+    m = bar_update(shown[-_SHOWN:], after_blocks=True) if "%|" in shown else None
     return int(m.group(1)) if m else None
 
 
@@ -742,11 +743,7 @@ def _results_after_progress(lines: Sequence[str], floor: int, top: int) -> bool:
 def _is_bar(line: str) -> bool:
     """A tqdm bar's line (a data set's "Map (num_proc=8):  7%|" is no mAP result)."""
     shown = _shown(line)[-_SHOWN:]
-    return "%|" in shown or _BAR_COUNT.search(shown) is not None or _no_total_bar(line) is not None
-
-
-#: A tqdm bar's count and timing ("| 40/100 [00:09<00:13, 4.4it/s]").
-_BAR_COUNT = re.compile(r"\|\s*(\d+)/(\d+)\s*\[[^\]\n]{0,200}\]")
+    return "%|" in shown or bar_update(shown, after_blocks=True) is not None or _no_total_bar(line) is not None
 
 
 _TB = "Traceback (most recent call last)"
@@ -758,10 +755,6 @@ def _teardown(region: Sequence[str]) -> bool:
     """Whether the failure's lines show the job shutting down; warnings printed at any exit
     ("destroy_process_group() was not called") and a kill's own "shutting down workers" do not."""
     return any(_TEARDOWN.search(ln) and not is_benign(ln) and not is_terminal_kill(ln) for ln in region)
-
-
-#: A tqdm bar's count of iterations done ("| 1/242731 [00:18<1251:57:42, 18.57s/it]").
-_BAR_DONE = re.compile(r"\|\s*(\d+)/\d+\s*\[")
 
 
 #: bash's report of a job a signal ended, ``./train.sh: line 33: 136834 Killed    python3 main.py

@@ -21,6 +21,12 @@ from gpulens.diagnosis.guarded import Guarded
 from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.lines import (
     DEBUGGER_PROMPTS,
+    KERNEL_OOM,
+    LSF_TERM,
+    OOM_KILLED,
+    SLURM_JOB,
+    SLURM_REASON,
+    ends_own_process,
     find_keys,
     is_benign,
     is_debugger_quit,
@@ -42,7 +48,7 @@ _ECHO = Guarded(
     r"Watchdog caught collective operation timeout|[Ww]atchdog thread terminated|NCCL operations have failed or timed out"
     r"|NCCL communicator was aborted|ProcessGroupNCCL.*(?:[Tt]imeout|timed out|abort)|[Tt]o avoid data inconsistency"
     r"|closing signal SIG|[Ss]ignal \d+ \(SIGTERM\)|[Rr]eceived SIGTERM|exits? with return code|SignalException"
-    r"|Caught signal 15|DistBackendError(?!.*(?:unhandled cuda error|invalid usage))|collective operation timeout"
+    r"|Caught signal 15|DistBackendError(?!.*(?:unhandled (?:cuda|system) error|invalid usage))|collective operation timeout"
     r"|failed \(exitcode|^\s*exitcode\s*:"
     r"|Exited with exit code|RayTaskError\(|process rank \d+ with PID|BAD TERMINATION OF ONE",
     ("atchdog", "NCCL", "ProcessGroupNCCL", "o avoid data inconsistency", "closing signal SIG", "SIGTERM",
@@ -280,7 +286,13 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     own = [i for i in own if i not in middles]
     verdict_at = verdict_lines(lines, start)
     run_end = _run_end(own, verdict_at)
-    picked = _root_lines(lines, [i for i in own if i < run_end], norm)
+    runs = _runs(lines, own, start)
+    again = _again(lines, runs, norm)
+    if again is None:
+        picked = _root_lines(lines, [i for i in own if i < run_end], norm)
+    else:  # a later run of the job script failed again (R1) or on what the first left missing (R7)
+        picked = _earliest_copies(_root_lines(lines, runs[-1], norm), [i for i in region if i > runs[-2][-1]], norm)
+        picked = _root_lines(lines, [i for i in own if i < run_end], norm)[:1] + picked if again else picked
     if picked and is_debugger_quit(norm(picked[-1])):
         picked = _breakpoint(lines, picked[-1]) + picked
     if not own:  # only symptoms: a collective timeout is the key message (the first one)
@@ -289,8 +301,9 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     texts = {_shape(norm(i)) for i in picked}
     own_set = set(own) | middles
     for i in _quoted(lines, start, failures, evidence, norm):
-        if not any(abs(i - k) <= _NEXT_TO for k in picked) and _shape(norm(i)) not in texts and mine(i) \
-                and not (own and _cleanup(norm(i))) and i < run_end \
+        if not any(abs(i - k) <= _NEXT_TO for k in picked) and not _later_line(lines, i, picked, region) \
+                and _shape(norm(i)) not in texts and mine(i) \
+                and not (own and _cleanup(norm(i))) and (i < run_end if again is None else i >= runs[-1][0]) \
                 and i not in own_set and i not in caught and i not in hook:  # _root_lines chose among its own lines (R4)
             picked.append(i)
             texts.add(_shape(norm(i)))
@@ -309,7 +322,8 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
         rest = [i for i in rest if not logs.is_secondary(norm(i))] or rest or list(region)
         found = _at_most(_once(rest, norm) or rest, min(limit, RULE_MAX_LINES))
     if found:  # where the run diverged, before what failed because of it (R7)
-        found = _at_most([i for i in _diverged_root(lines, start, evidence) if i not in found] + found,
+        roots = _diverged_root(lines, start, evidence) or _nan_reported(lines, start, found, norm)
+        found = _at_most([i for i in roots if i not in found] + found,
                          min(limit, RULE_MAX_LINES))
     return sorted(set(found))
 
@@ -322,9 +336,11 @@ _LAUNCHER_SAYS = (*_LAUNCHER_KEYS, "srun: Job step aborted", "forcing job termin
 #: Lines that only wrap or announce an exception printed in full elsewhere (rules R2, R4): Ray's
 #: ``RayTaskError(X): ray::Actor.method()`` header, PyTorch's "Caught X in DataLoader worker
 #: process N." / "in replica N on device N." re-raise, a thread's traceback header, the
-#: ``sys.excepthook`` failure header.
+#: ``sys.excepthook`` failure header, an exception that points at the error printed above it (vLLM's
+#: "RuntimeError: Engine core initialization failed. See root cause above.").
 _WRAPPER = re.compile(r"^(?:\S*RayTaskError\(\w+\): |(?:\S+\.)?\w+: Caught \w+ in (?:DataLoader worker process|replica) "
-                      r"|Exception in thread \S.*:$|Error in sys\.excepthook:$)")
+                      r"|Exception in thread \S.*:$|Error in sys\.excepthook:$"
+                      r"|(?:\S+\.)?\w+: .*\b[Ss]ee (?:the )?(?:root cause|errors?|traceback|logs?) above)")
 _TABLE_ROW = re.compile(r"^\s*(?:rank|host|exitcode|local_rank|error_file|time|traceback)\s+:")
 
 
@@ -340,7 +356,7 @@ WENT_ON = 10
 
 
 #: A scheduler's end of a job from outside: its time limit, a preemption, a node failure, a cancel.
-_ENDED_FROM_OUTSIDE = re.compile(r"DUE TO (?:TIME LIMIT|PREEMPTION|NODE FAILURE)|CANCELLED AT|\bTERM_[A-Z]+\b")
+_ENDED_FROM_OUTSIDE = re.compile(rf"{SLURM_REASON}|CANCELLED AT|{LSF_TERM}")
 
 
 def _ownline(tags: _Tags, first: ranks.Origin) -> Callable[[int], bool]:
@@ -419,8 +435,45 @@ def _heads_traceback(lines: Sequence[str], i: int) -> bool:
         return True
     if _EXCEPTION.match(logs.normalize_line(_body(lines[i])).strip()):
         return False  # an exception line (the next traceback is another printing)
-    below = next((k for k in range(i + 1, min(len(lines), i + 3)) if lines[k].strip()), None)
+    end = i  # the message's last line: a logger prints all of it, then the traceback (exc_info)
+    while end + 1 < len(lines) and _continues(lines, i, end + 1):
+        end += 1
+    below = next((k for k in range(end + 1, min(len(lines), end + 3)) if lines[k].strip()), None)
     return below is not None and _body(lines[below]).lstrip().startswith(_TRACEBACK)
+
+
+#: Lines a message printed over several lines is looked for in below its first.
+_MESSAGE_LINES = 4
+#: NCCL's detail lines under its error ("NCCL error in: ...ProcessGroupNCCL.cpp:3356, unhandled cuda
+#: error ..., NCCL version 2.26.2" / "ncclUnhandledCudaError: Call to CUDA function failed." / "Last
+#: error:" / "Cuda failure 2 'out of memory'"): torch's getNcclErrorDetailStr appends them to the message.
+_NCCL_DETAIL = "Last error:"
+
+
+def _later_line(lines: Sequence[str], i: int, picked: Sequence[int], failures: Sequence[int]) -> bool:
+    """Whether line ``i`` is a later line of a message printed over several lines whose first
+    line is a picked line or a failure line (README rule R3: the message is shown by its first
+    line, or by the exception line of the traceback a logger's message heads)."""
+    near = set(picked) | {k for k in failures if i - _MESSAGE_LINES <= k < i}
+    return any(_continues(lines, k, i) for k in near)
+
+
+def _continues(lines: Sequence[str], i: int, k: int) -> bool:
+    """Whether line ``k`` is a later line of the message whose first line is ``i`` (README rule
+    R3: a message spanning several lines is shown by its first): at most _MESSAGE_LINES below it,
+    every line between them written by the same rank (torch.distributed prefixes each line of a
+    message with its ``[rankN]:``) or, unprefixed, NCCL's detail lines below its error; none of
+    them blank, a traceback's head, frame or chain marker."""
+    if not i < k <= i + _MESSAGE_LINES:
+        return False
+    rank = ranks.prefix_rank(lines[i])
+    between = lines[i + 1:k + 1]
+    for ln in between:
+        body = _body(ln)
+        if not body.strip() or body[:1].isspace() or ranks.prefix_rank(ln) != rank \
+                or _TRACEBACK in body or any(c in body for c in _CHAINED):
+            return False
+    return rank is not None or any(_body(ln).strip() == _NCCL_DETAIL for ln in lines[i + 1:i + _MESSAGE_LINES])
 
 
 def _code_line(raw: str) -> bool:
@@ -484,6 +537,59 @@ def _first_verdict(verdicts: Sequence[int], norm: Callable[[int], str]) -> list[
     return causes[:1] or sorted(verdicts)[:1]
 
 
+#: A later run's error that names what an earlier run failed to leave behind (README rule R7's
+#: link: the output file, the checkpoint, the process group).
+_LEFT_MISSING = re.compile(r"No such file or directory|does not exist|not found|has not been initialized|Is a directory")
+
+
+def _runs(lines: Sequence[str], own: Sequence[int], start: int) -> list[list[int]]:
+    """``own`` (the failing process's root error lines) split into the runs of the job script that
+    printed them: a new run starts after a launcher's verdict on the previous one (torchrun's
+    "failed (exitcode", srun's exit line: that process ended) or after an error that ends its own
+    process (argparse's usage error: :func:`lines.ends_own_process`). Ordinary output after a
+    traceback does not tell a new process from the same one going on, or from another untagged
+    process."""
+    if len(own) < 2:
+        return [list(own)]
+    ends = [i for i in find_keys(lines, _LAUNCHER_KEYS, start) if not lines[i].lstrip().startswith(("raise", "File"))]
+    runs = [[own[0]]]
+    for prev, nxt in zip(own, own[1:], strict=False):
+        if any(prev < v < nxt for v in ends) or ends_own_process(lines, prev):
+            runs.append([])
+        runs[-1].append(nxt)
+    return runs
+
+
+def _earliest_copies(picked: Sequence[int], run: Sequence[int], norm: Callable[[int], str]) -> list[int]:
+    """Each of ``picked`` as the earliest line of ``run`` (the last run's failure lines, any rank's)
+    that says the same (README rule R5: the root error once, in the first rank to print it; the
+    first failing rank of the whole log need not be the first of a later run)."""
+    out = []
+    for i in picked:
+        text = _bare_shape(norm(i))
+        out.append(next((k for k in run if k <= i and is_root_error(norm(k)) and _bare_shape(norm(k)) == text), i))
+    return out
+
+
+def _again(lines: Sequence[str], runs: Sequence[Sequence[int]], norm: Callable[[int], str]) -> bool | None:
+    """How the last of several runs relates to the first: ``False`` when it failed with the first
+    run's root error again (a loop or a retry: README rule R1, only the last attempt is labelled),
+    ``True`` when its error names what the first run left missing (rule R7: the root and the
+    terminal error); when neither, ``False`` too if the first run's process ended by its own
+    error (argparse's: what fails later is another process, and the log shows no link: rule R7's
+    terminal error only), else ``None`` (or one run): the first run's root error (a launcher's own
+    wrapper exceptions may follow its verdict)."""
+    if len(runs) < 2:
+        return None
+    root, last = _bare_shape(norm(runs[0][0])), [_bare_shape(norm(i)) for i in runs[-1]]
+    if any(_restates(root, x) for x in last):
+        return False
+    final = next((i for i in reversed(runs[-1]) if _EXCEPTION.match(norm(i))), runs[-1][-1])
+    if _LEFT_MISSING.search(norm(final)):
+        return True
+    return False if ends_own_process(lines, runs[0][-1]) else None
+
+
 def _run_end(own: Sequence[int], verdicts: Sequence[int]) -> int:
     """The first launcher's or scheduler's verdict line after the first root error line in
     ``own`` (a large number when there is none): once the launcher said the run failed
@@ -500,13 +606,13 @@ def _shape(text: str) -> str:
     return _DIGITS.sub("#", _QUOTED.sub("'…'", text))
 
 
-_SLURM_STEP = re.compile(r"\*\*\* (?:JOB|STEP) [\d.]+")
+_SLURM_STEP = re.compile(SLURM_JOB)
 _DIGITS = re.compile(r"\d+")
 _QUOTED = re.compile(r"'[^'\s]*'")
 
 
 #: The kernel's or the cgroup's OOM kill: says why a process that printed its error was killed (R6).
-_OOM_KILL = re.compile(r"oom[-_]kill|Out of memory: Kill|OOMKilled|OOM Killed")
+_OOM_KILL = re.compile(rf"{OOM_KILLED}|{KERNEL_OOM}")
 #: A quoted line this close to a picked one says the same (a C++ ``what():`` under its
 #: ``terminate called``; the scorer's slack).
 _NEXT_TO = 2
@@ -529,7 +635,10 @@ def _root_lines(lines: Sequence[str], own: Sequence[int], norm: Callable[[int], 
     between; R7: a root error and the terminal one). A chain printed again (a logger's copy
     before the interpreter's, Python's reprint after a failed ``sys.excepthook``) counts at its
     first printing."""
+    norm = _joined(lines, norm)
     own = [i for i in own if not _embeds(lines, i, norm)] or list(own)
+    # a wrapper counts by the original it re-raises (R4: "Caught X in DataLoader worker process N.")
+    own = [i for i in own if _WRAPPER.match(ranks.strip_prefix(norm(i)).strip()) is None] or own
     last = next((i for i in reversed(own) if _EXCEPTION.match(norm(i))), None)
     if last is None:  # no exception line (a program's own error message): its first line
         return list(own[:1])
@@ -553,6 +662,20 @@ def _root_lines(lines: Sequence[str], own: Sequence[int], norm: Callable[[int], 
     return out
 
 
+def _joined(lines: Sequence[str], norm: Callable[[int], str]) -> Callable[[int], str]:
+    """``norm``, with an exception's type alone on its line joined to the message that another
+    process's output split off onto the next line ("0: AssertionError" / "0: : SharedMemory
+    objects are None."): one exception line, the same as its unsplit copy."""
+    def get(i: int) -> str:
+        text = norm(i)
+        if i + 1 < len(lines) and _EXCEPTION.fullmatch(ranks.strip_prefix(text).strip()):
+            below = _body(lines[i + 1]).strip()
+            if below.startswith(": "):
+                return text + below
+        return text
+    return get
+
+
 #: A loss reading in a metric line ("Train Loss: nan", "loss=0.412", "'loss': inf").
 _LOSS_READING = re.compile(r"(?i)\bloss\b['\"]?\s*[:=]\s*(-?nan|-?inf|[-+]?\d[\d.eE+-]*)")
 #: Lines above the error region searched for the metric line the evidence quotes.
@@ -568,8 +691,38 @@ def _diverged_root(lines: Sequence[str], start: int, evidence: Sequence[str]) ->
         return []
     at = next((i for i in reversed(find_keys(lines, (key[:40],), max(0, start - _METRIC_REACH), start + 1))
                if key in lines[i]), None)
-    if at is None:
+    return [] if at is None else [_streak_start(lines, at)]
+
+
+def _nan_reported(lines: Sequence[str], start: int, found: Sequence[int], norm: Callable[[int], str]) -> list[int]:
+    """When the error that ended the run says its input held NaN/inf (scikit-learn's "Input
+    contains NaN, infinity or a value too large", "ValueError: array must not contain infs or
+    NaNs") and the last loss reading printed before the error region reads NaN/inf, the first
+    line of that streak when it holds _WENT_ON_NAN readings: the run diverged and went on, and
+    what failed on its output names it (README rule R7: the log shows the link)."""
+    if not found or _NAN_WORD.search(norm(found[-1])) is None:
         return []
+    for k in range(start - 1, max(-1, start - _METRIC_REACH), -1):
+        if "oss" in lines[k] and _LOSS_READING.search(lines[k]) is not None:
+            if not _nan_loss(lines[k]):
+                return []
+            first = _streak_start(lines, k)
+            went_on = sum(1 for j in range(first, k + 1) if "oss" in lines[j] and _nan_loss(lines[j]))
+            return [first] if went_on >= _WENT_ON_NAN else []
+    return []
+
+
+#: NaN/inf loss readings that show a run went on after it diverged (one reading right before the
+#: error is the same step failing, not a link to an earlier divergence).
+_WENT_ON_NAN = 3
+
+
+#: An error message that names NaN or infinite values.
+_NAN_WORD = re.compile(r"\b(?:NaN|NaNs|nan|NAN)\b|\b[Ii]nfinity\b|\binfs\b")
+
+
+def _streak_start(lines: Sequence[str], at: int) -> int:
+    """The first line of the streak of NaN/inf loss readings that the reading at ``at`` ends."""
     first = at
     for k in range(at - 1, max(-1, at - _STREAK_REACH), -1):
         if "oss" not in lines[k]:
@@ -580,7 +733,7 @@ def _diverged_root(lines: Sequence[str], start: int, evidence: Sequence[str]) ->
         if not _nan_loss(lines[k]):
             break
         first = k
-    return [first]
+    return first
 
 
 #: Lines above the quoted NaN reading searched for the first of the streak.

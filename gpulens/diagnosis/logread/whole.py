@@ -356,11 +356,13 @@ def _healthy(base: WholeDiagnosis, src: WholeText, done: tuple[int, float], file
 def _context(lines: Sequence[str], start: int, first: ranks.Origin) -> list[str]:
     """The error context the classifier sees: ``lines[start:]`` without progress lines and
     without the lines of ranks other than the first failing one (their errors are secondary),
-    nor the untagged lines printed among the other ranks' after the first one's last line (a
-    logger without a prefix), bounded."""
+    nor the untagged lines printed among the other ranks' lines after the first one's first
+    prefixed error line (:func:`rootline.interleaved`: a logger without a prefix may be any
+    rank's), bounded. The first rank's own prefixed lines are kept wherever they are: the rest
+    of its traceback and its final exception line often come after other ranks' lines."""
     skip = rootline.interleaved(lines, start, first)
     ctx = [ln for k, ln in enumerate(lines[start:], start) if not is_progress(ln) and _same(ln, first)
-           and not skip[0] < k <= skip[1]]
+           and not (skip[0] < k <= skip[1] and ranks.origin_of(ln) == ranks.Origin())]
     if first.rank is not None:  # one process's output now: its prefix names no other rank
         ctx = [ranks.strip_prefix(ln) for ln in ctx]
     if len(ctx) > MAX_CONTEXT_LINES:
