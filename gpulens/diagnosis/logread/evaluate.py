@@ -215,6 +215,7 @@ FRESH_SLICES = (
     ("m/", "index_m.csv (collected 2026-11-27 during the reader round of that night, labelled blind)"),
     ("n/", "index_n.csv (collected 2026-11-27 during reader round 7, multi-rank failures, labelled blind)"),
     ("o/", "index_o.csv (collected 2026-11-27 during reader round 7, rare failure categories, labelled blind)"),
+    ("q/", "index_q.csv (collected 2026-11-27 during reader round 8, multi-rank failures, labelled blind)"),
 )
 
 
