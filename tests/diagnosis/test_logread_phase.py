@@ -559,3 +559,66 @@ def test_a_rich_tracebacks_frames_are_read_like_pythons(rules: Classifier) -> No
     assert w.phase == "first_step"  # a training step's frames, no step printed yet
     w = diagnose_text("\n".join(started + rich("/srv/app/train.py:3 in <module>")), rules)
     assert w.phase == "startup"
+
+
+def _tb(*frames: tuple[str, str, str], error: str) -> list[str]:
+    out = ["Traceback (most recent call last):"]
+    for path, func, code in frames:
+        out += [f'  File "{path}", line 10, in {func}', f"    {code}"]
+    return out + [error]
+
+
+@pytest.mark.parametrize("note, phase", [
+    ("[INFO|trainer.py:2934] 2025-10-22 11:18:58,450 >> Loading model from /srv/saves/sft/run3.", "checkpoint_load"),
+    ("Restoring states from the checkpoint path at /srv/ckpt/epoch=3.ckpt", "checkpoint_load"),
+    (" loading checkpoint from /srv/ckpt at iteration 4000", "checkpoint_load"),
+    ("[INFO|trainer.py:3901] 2025-03-01 10:00:00,000 >> Saving model checkpoint to out/checkpoint-500", "checkpoint_save"),
+    ("2024-05-01 12:00:00.123 - Saving unsharded checkpoint...", "checkpoint_save"),
+])
+def test_a_checkpoint_announced_just_before_the_traceback_is_what_failed(rules: Classifier, note: str, phase: str) -> None:
+    # the traceback's own frames name no checkpoint function (a JSON state file, an os call)
+    lines = ["[INFO|trainer.py:749] >> Using auto half precision backend", note,
+             "/env/lib/python3.12/site-packages/torch/utils/checkpoint.py:90: UserWarning: None of the inputs require grad",
+             *_tb(("/srv/run.py", "<module>", "run_exp()"), ("/srv/run.py", "run_exp", "trainer.train(resume_from_checkpoint=ckpt)"),
+                  ("/env/transformers/trainer.py", "train", "state = TrainerState.load_from_json(path)"),
+                  ("/env/transformers/trainer_callback.py", "load_from_json", "with open(json_path) as f:"),
+                  error="FileNotFoundError: [Errno 2] No such file or directory: '/srv/saves/sft/run3/trainer_state.json'")]
+    assert diagnose_text("\n".join(lines), rules).phase == phase
+
+
+def test_a_checkpoint_announcement_followed_by_steps_or_a_shard_bar_is_not_the_phase(rules: Classifier) -> None:
+    tb = _tb(("/srv/train.py", "<module>", "main()"), ("/srv/train.py", "main", "loss = model(batch)"),
+             ("/srv/model.py", "forward", "h = self.mlp(x)"),
+             error="torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.")
+    resumed = ["Loading model from /srv/ckpt/step_1000.", *[f"step {k} loss 1.{k:02d}" for k in range(1001, 1030)], *tb]
+    assert diagnose_text("\n".join(resumed), rules).phase == "training"
+    shards = ["Loading checkpoint shards: 100%|##########| 4/4 [00:05<00:00,  1.33s/it]", *tb]
+    assert diagnose_text("\n".join(shards), rules).phase != "checkpoint_load"
+
+
+def test_a_traceback_through_the_trainers_constructor_is_startup(rules: Classifier) -> None:
+    # DeepSpeed's engine broadcasting the model while TrainLoop(...) is being built: no step yet
+    lines = ["[2025-02-16 08:39:10,001] [INFO] [launch.py:256:main] process 1978690 spawned with command: [...]",
+             "Downloading: \"https://download.pytorch.org/models/vgg16-397923af.pth\"",
+             *_tb(("/srv/upsample_train.py", "<module>", "main()"), ("/srv/upsample_train.py", "main", "TrainLoop("),
+                  ("/srv/train_util.py", "__init__", "self.engine, self.opt, _, _ = deepspeed.initialize(args=args,"),
+                  ("/env/deepspeed/__init__.py", "initialize", "engine = DeepSpeedEngine(args=args,"),
+                  ("/env/deepspeed/runtime/engine.py", "__init__", "self._configure_distributed_model(model)"),
+                  ("/env/deepspeed/runtime/engine.py", "_broadcast_model", "dist.broadcast(p.data, src)"),
+                  error="RuntimeError: CUDA error: out of memory")]
+    assert diagnose_text("\n".join(lines), rules).phase == "startup"
+
+
+def test_a_constructor_called_inside_the_loop_is_not_startup(rules: Classifier) -> None:
+    # a distribution built in the policy's forward, and a worker thread's traceback: no set-up
+    steps = [f"Epoch: {k}, global_step={k * 102400}" for k in range(430, 440)]
+    policy = _tb(("/srv/ppo.py", "<module>", "action, logp, _, value = agent.get_action_and_value(obs)"),
+                 ("/srv/ppo.py", "get_action_and_value", "probs = Normal(mean, std)"),
+                 ("/env/torch/distributions/normal.py", "__init__", "super().__init__(batch_shape, validate_args)"),
+                 error="ValueError: Expected parameter loc (Tensor of shape (3200, 7)) of distribution Normal to "
+                       "satisfy the constraint Real(), but found invalid values:")
+    assert diagnose_text("\n".join(steps + policy), rules).phase == "training"
+    worker = _tb(("/usr/lib/python3.8/multiprocessing/queues.py", "_feed", "obj = _ForkingPickler.dumps(obj)"),
+                 ("/usr/lib/python3.8/multiprocessing/connection.py", "__init__", "address = arbitrary_address(family)"),
+                 error="OSError: [Errno 28] No space left on device: '/tmp/pymp-2ntknau9'")
+    assert diagnose_text("\n".join(steps + worker), rules).phase == "training"

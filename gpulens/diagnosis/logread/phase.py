@@ -268,6 +268,10 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     if _SAVE.search(text):
         return "checkpoint_save"
     top = tb_start if tb_start is not None else failure
+    if (announced := _announced_checkpoint(lines, floor, top)) is not None:
+        return announced
+    if tb_start is not None and _setting_up(frames) and _progress_count(lines, floor, top, 1) == 0:
+        return "startup"  # (with steps above, an earlier program's or this one's next stage: the frames do not tell)
     floor = run_start(lines, floor, top, _RUN_LOOKBACK)  # the failing program's own lines
     # as shown (a progress bar's line holds every refresh: its last is what shows)
     before = [_shown(ln)[-_SHOWN:] for ln in lines[max(floor, top - _LOOKBACK):top] if ln.strip()]
@@ -292,6 +296,76 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     if phase in ("first_step", "training") and tb_start is not None and _eval_program(frames):
         return "evaluation"  # the steps an evaluation script counts are its batches
     return phase
+
+
+#: What trainers log just before they read or write a checkpoint: the Hugging Face Trainer's "Loading
+#: model from {resume_from_checkpoint}." (``_load_from_checkpoint``), "Loading best model from {path}
+#: (score: ...)" and "Saving model checkpoint to {output_dir}" (``_save``); Lightning's "Restoring
+#: states from the checkpoint path at {ckpt_path}"; Megatron's "loading checkpoint from {dir} at
+#: iteration N" and "saving checkpoint at iteration N to {dir}"; DeepSpeed's "Saving model checkpoint:
+#: {path}"; OLMo's "Saving unsharded checkpoint...". A progress bar ("Loading checkpoint shards: 50%|")
+#: is a pretrained model's set-up, not this.
+_LOAD_NOTE = Guarded(r"Loading (?:the )?(?:best )?model from\b|[Ll]oading (?:\w+ )?checkpoint\b(?! shards)"
+                     r"|Restoring states from the checkpoint|[Rr]esuming (?:training )?from (?:the )?(?:checkpoint|ckpt|\S*/)",
+                     ("oading", "Restoring states", "esuming"))
+_SAVE_NOTE = Guarded(r"[Ss]aving (?:\w+ )?(?:model )?checkpoint\b|Saving model (?:weights )?to\b",
+                     ("aving",))
+#: Non-blank lines above a traceback read for such an announcement (a warning or two between).
+_NOTE_LINES = 3
+
+
+def _announced_checkpoint(lines: Sequence[str], floor: int, top: int) -> str | None:
+    """``checkpoint_load``/``checkpoint_save`` when one of the last few lines the program printed
+    before the failure at ``top`` (not counting warnings) announces a checkpoint being read or
+    written (:data:`_LOAD_NOTE`, :data:`_SAVE_NOTE`): nothing was printed since, so that is what failed."""
+    seen = 0
+    for k in range(top - 1, max(floor, top - 4 * _NOTE_LINES) - 1, -1):
+        shown = ranks.launcher_text(_shown(lines[k])).strip()
+        if not shown or "Warning" in shown or "warn" in shown or shown.startswith(("warnings.warn", "  ")):
+            continue
+        if "%|" in shown:
+            return None  # a bar after it (or the announcement is a bar's: "Loading checkpoint shards: 50%|")
+        if _LOAD_NOTE.search(shown):
+            return "checkpoint_load"
+        if _SAVE_NOTE.search(shown):
+            return "checkpoint_save"
+        if is_progress(shown):
+            return None  # steps after it: the announced read or write was done
+        seen += 1
+        if seen >= _NOTE_LINES:
+            return None
+    return None
+
+
+#: Functions that set a program up: a constructor (a trainer's, an engine's, a model's), DeepSpeed's
+#: ``initialize``, accelerate's ``prepare``, ``init_process_group``, ``setup``/``build_*`` helpers.
+_SETUP_FUNC = re.compile(r"^(?:__init__|__post_init__|initialize|_?init_(?:process_group|distributed\w*|model\w*|weights)"
+                         r"|_?setup(?:_\w+)?|prepare(?:_model)?|_prepare_\w+|build_(?:model|optimizer|trainer|engine|dataset)\w*"
+                         r"|create_(?:model|optimizer|trainer)\w*|_configure_\w+)$")
+#: Functions of a running loop (any word of training, stepping, iterating, evaluating, generating):
+#: a constructor called from one is not set-up.
+_LOOP_WORDS = re.compile(r"(?i)train|fit|loop|epoch|step|iter|__next__|forward|backward|eval|valid|test|predict|infer"
+                         r"|generat|sampl|rollout|update|run_batch|process_batch")
+
+
+#: A program's entry function (``main()``, ``run()``, ``cli()``), which calls its set-up and its loop.
+_ENTRY_FUNC = re.compile(r"(?i)^_?(?:main|run|cli|app|launch|start)\w*$")
+
+
+def _setting_up(frames: Sequence[str]) -> bool:
+    """Whether the traceback fails while the program sets itself up: the script's module level (or
+    its entry function, ``main``) calls a set-up function (:data:`_SETUP_FUNC`: building the trainer,
+    the engine, the model), and no frame is of a loop that trains, iterates or evaluates (whatever
+    steps are printed above belong to an earlier program). A worker thread's traceback (no
+    ``<module>`` frame) and a constructor called deeper (a distribution built in a forward) are not."""
+    funcs = _funcs(frames)
+    if not funcs or funcs[0] != "<module>" or any(_LOOP_WORDS.search(f) for f in funcs):
+        return False
+    calls = [f for f in funcs[1:] if f != "<module>"]
+    k = 0
+    while k < len(calls) - 1 and _ENTRY_FUNC.match(calls[k]) and not _SETUP_FUNC.match(calls[k]):
+        k += 1
+    return k < len(calls) and _SETUP_FUNC.match(calls[k]) is not None
 
 
 #: An evaluation program's entry script, by the first word of its file name that names a stage
