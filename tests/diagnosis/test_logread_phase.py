@@ -622,3 +622,27 @@ def test_a_constructor_called_inside_the_loop_is_not_startup(rules: Classifier) 
                  ("/usr/lib/python3.8/multiprocessing/connection.py", "__init__", "address = arbitrary_address(family)"),
                  error="OSError: [Errno 28] No space left on device: '/tmp/pymp-2ntknau9'")
     assert diagnose_text("\n".join(steps + worker), rules).phase == "training"
+
+
+def test_a_warning_only_a_training_step_prints_means_the_first_step_was_reached(rules: Classifier) -> None:
+    tb = _tb(("/srv/train_psnr.py", "<module>", "main()"), ("/srv/train_psnr.py", "main", "print(current_epoch)"),
+             error="NameError: name 'current_epoch' is not defined")
+    setup = ["model built: 11.9M parameters", " |  0.000 | -0.068 |  0.070 | torch.Size([180, 180, 3, 3]) || conv.weight"]
+    assert diagnose_text("\n".join(setup + tb), rules).phase == "startup"
+    warned = setup + ["/env/torch/optim/lr_scheduler.py:224: UserWarning: Detected call of `lr_scheduler.step()` before "
+                      "`optimizer.step()`. In PyTorch 1.1.0 and later, you should call them in the opposite order.",
+                      "  warnings.warn("]
+    assert diagnose_text("\n".join(warned + tb), rules).phase == "first_step"
+    ddp = setup + ["[W reducer.cpp:1300] Warning: find_unused_parameters=True was specified in DDP constructor, but did "
+                   "not find any unused parameters in the forward pass. (function operator())"]
+    assert diagnose_text("\n".join(ddp + tb), rules).phase == "first_step"
+
+
+def test_only_a_line_that_starts_an_evaluation_puts_the_failure_in_it(rules: Classifier) -> None:
+    steps = [f"2024-01-01 10:{k:02d}:00 | epoch 3 | step {k * 100} | loss 0.{k:02d}" for k in range(10, 30)]
+    tb = _tb(("/srv/main.py", "<module>", "main()"), ("/srv/main.py", "main", "trainer.run()"),
+             ("/srv/trainer.py", "run", "self._log(result)"), error="AttributeError: 'Trainer' object has no attribute '_log'")
+    started = steps + ['2024-01-01 10:31:00 | INFO | fairseq_cli.train | begin validation on "valid" subset']
+    assert diagnose_text("\n".join(started + tb), rules).phase == "evaluation"
+    reported = steps + ["2024-01-01 10:31:00 - INFO - Validation performance didn't improve for 3 epochs."]
+    assert diagnose_text("\n".join(reported + tb), rules).phase != "evaluation"

@@ -287,8 +287,8 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
         return glued
     if _in_eval(frames) if tb_start is not None else _names_eval(text):
         return "evaluation"
-    if any(_names_eval(ln) and not is_progress(ln) and not _RESULT_LINE.search(ln) and "rror" not in ln
-           and not ln.startswith((" ", "\t")) for ln in _since_last_step(before)):
+    if any(_names_eval(ln) and _EVAL_STARTS.search(ln) and not is_progress(ln) and not _RESULT_LINE.search(ln)
+           and "rror" not in ln and not ln.startswith((" ", "\t")) for ln in _since_last_step(before)):
         return "evaluation"
     if _evaluating(lines, floor, top):
         return "evaluation"
@@ -366,6 +366,14 @@ def _setting_up(frames: Sequence[str]) -> bool:
     while k < len(calls) - 1 and _ENTRY_FUNC.match(calls[k]) and not _SETUP_FUNC.match(calls[k]):
         k += 1
     return k < len(calls) and _SETUP_FUNC.match(calls[k]) is not None
+
+
+#: A line that announces an evaluation going on (fairseq's 'begin validation on "valid" subset',
+#: "***** Running Evaluation *****", "Start evaluating ...", sentence-transformers' "Evaluating the model
+#: on sts-dev dataset:", "Validating...", "Testing epoch 3"), not one that reports a finished one
+#: ("Saved evaluation predictions to ...", "Validation performance didn't improve for 35 epochs").
+_EVAL_STARTS = re.compile(r"(?i)\b(?:begin|beginning|start\w*|running|run|launching|doing|perform\w*)\b\W+(?:\w+\W+){0,3}?"
+                          r"(?:eval|valid|test)|\b(?:evaluating|validating|testing)\b")
 
 
 #: An evaluation program's entry script, by the first word of its file name that names a stage
@@ -504,7 +512,8 @@ def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str],
             return "training"  # the run logged its metrics many times (to wandb, not to this log)
         if _printed_losses(lines, floor, top):
             return "training"  # print(loss.item()) once a step
-        in_step = (frames is not None and _in_step(frames)) or _loop_started(lines, floor, top)
+        in_step = (frames is not None and _in_step(frames)) or _loop_started(lines, floor, top) \
+            or _stepped(lines, floor, top)
         return _glued_bar(region) or ("first_step" if in_step else "startup")
     done = _bar_done(lines, floor, top)
     if done is None and (inner := _iter_in_epoch(lines, floor, top)) is not None and inner > 1:
@@ -520,6 +529,25 @@ def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str],
 #: wrapped, optimizer built), just before the first batch: the Hugging Face Trainer's (and TRL's,
 #: DeepSpeed-Chat's) "***** Running training *****", fairseq's "begin training epoch 1".
 _LOOP_START = ("***** Running training *****", "begin training epoch ")
+
+
+#: Warnings PyTorch prints only once a training step has run (each once per process): the scheduler
+#: stepped before the optimizer (``torch/optim/lr_scheduler.py``), DDP's reducer after the first
+#: backward ("Reducer buckets have been rebuilt in this iteration", "Grad strides do not match bucket
+#: view strides", "find_unused_parameters=True was specified in DDP constructor, but did not find any
+#: unused parameters in the forward pass"), a loss's shape warning in its forward (``torch/nn/modules/
+#: loss.py``: "Using a target size (...) that is different to the input size"), anomaly mode's "Error
+#: detected in XBackward0", activation checkpointing's forward ("None of the inputs have
+#: requires_grad=True").
+_STEP_WARNINGS = ("before `optimizer.step()`", "Reducer buckets have been rebuilt", "rad strides do not match bucket",
+                  "but did not find any unused parameters", "Using a target size", "Error detected in ",
+                  "None of the inputs have requires_grad")
+
+
+def _stepped(lines: Sequence[str], floor: int, top: int) -> bool:
+    """Whether the failing program printed a warning that only a training step prints
+    (:data:`_STEP_WARNINGS`) before ``top``: it got as far as its first step."""
+    return bool(last_matching(lines, _STEP_WARNINGS, lambda ln: True, floor, top))
 
 
 def _loop_started(lines: Sequence[str], floor: int, top: int) -> bool:
