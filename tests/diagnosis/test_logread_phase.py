@@ -646,3 +646,17 @@ def test_only_a_line_that_starts_an_evaluation_puts_the_failure_in_it(rules: Cla
     assert diagnose_text("\n".join(started + tb), rules).phase == "evaluation"
     reported = steps + ["2024-01-01 10:31:00 - INFO - Validation performance didn't improve for 3 epochs."]
     assert diagnose_text("\n".join(reported + tb), rules).phase != "evaluation"
+
+
+def test_a_metric_tables_step_column_counts_the_steps(rules: Classifier) -> None:
+    # DomainBed's print_row: a header of column names padded to 12, then one row per checkpoint
+    head = "env0_in_acc   env0_out_acc  epoch         loss          step          step_time    "
+    rows = [f"0.{90 + k % 9:02d}00000000  0.7600000000  {k * 0.025:.10f}  1.{k:02d}00000000  {k * 1000:<12}  1.0700000000 "
+            for k in range(0, 40)]
+    lines = ["device: cuda", "  0%|          | 0/1 [00:00<?, ?it/s]", head, *rows, "Killed"]
+    w = diagnose_text("\n".join(lines), rules)
+    assert (w.phase, w.step) == ("training", "39000")
+    assert last_step(lines, 4) == "0"  # the first row (step 0) only
+    # a row whose header has no step column, or another number of columns, says nothing
+    other = ["name   value   count", "1.0 2.0 3.0 4.0", "Killed"]
+    assert last_step(other, 2) is None

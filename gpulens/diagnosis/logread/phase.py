@@ -67,7 +67,52 @@ def last_step(lines: Sequence[str], before: int, floor: int = 0) -> str | None:
         return str(glued.done)
     floor = run_start(lines, floor, before, _STEP_LOOKBACK)
     found = last_matching(lines, _STEP_KEYS, lambda ln: _step_in(ln) is not None, max(floor, before - _STEP_LOOKBACK), before)
+    table = _table_step(lines, floor, before)
+    if table is not None and (not found or table[0] > found[0]):
+        return table[1]
     return _step_in(lines[found[0]]) if found else None
+
+
+#: A row of a whitespace-aligned metric table: numbers only, three or more columns (DomainBed's
+#: ``misc.print_row``, copied by SWAD, MIRO and other domain-generalization code, and many scripts'
+#: own ``print(f"{epoch:<10}{loss:<12.4f}...")`` tables).
+_NUM_ROW = re.compile(r"\s*(?:[-+]?\d[\d.eE+-]*\s+){2,}[-+]?\d[\d.eE+-]*\s*")
+#: The column names that count steps, in the order preferred.
+_STEP_COLUMNS = ("step", "steps", "iter", "iteration", "global_step", "epoch")
+#: Non-blank lines above a failure where the table's last row may be; rows searched up for the header.
+_ROW_NEAR = 4
+_TABLE_ROWS = 2000
+
+
+def _table_step(lines: Sequence[str], floor: int, before: int) -> tuple[int, str] | None:
+    """(index, value) of the step column of the last row of a metric table printed just before
+    ``before`` (among its last few non-blank lines): the row's header, the first line above the
+    rows that is not one, names a step/iteration/epoch column and has as many columns."""
+    row = None
+    seen = 0
+    for k in range(before - 1, max(floor, before - 4 * _ROW_NEAR) - 1, -1):
+        text = _shown(lines[k])
+        if not text.strip():
+            continue
+        if len(text) < 400 and _NUM_ROW.fullmatch(text):
+            row = k
+            break
+        seen += 1
+        if seen >= _ROW_NEAR:
+            return None
+    if row is None:
+        return None
+    values = lines[row].split()
+    for k in range(row - 1, max(floor, row - _TABLE_ROWS) - 1, -1):
+        text = _shown(lines[k])
+        if not text.strip() or (len(text) < 400 and _NUM_ROW.fullmatch(text)):
+            continue
+        names = text.split()
+        if len(names) != len(values):
+            return None
+        col = next((names.index(c) for c in _STEP_COLUMNS if c in names), None)
+        return (row, values[col]) if col is not None else None
+    return None
 
 
 def own_step(phase: str, step: str | None) -> str | None:
@@ -498,6 +543,8 @@ def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str],
               step: str | None) -> str:
     """The phase from the training steps printed before ``top`` (the failure or its traceback's
     head; ``frames``: that traceback, None when there is none)."""
+    if (table := _table_step(lines, floor, top)) is not None:  # a metric table's last row names its step
+        return "first_step" if _float(table[1]) == 0 else "training"
     steps = _progress_count(lines, floor, top, 4)
     if frames is not None and steps > 0 and _results_after_progress(lines, floor, top):
         return "shutdown"  # the run printed its final results, then failed
