@@ -243,6 +243,7 @@ def test_nccl_mpi_and_slurm_lines_name_the_one_host_of_a_single_node_job(rules: 
     (["[06/01 10:00:00 detectron2]: Rank of current process: 0. World size: 8"], None),
     (["[06/01 10:00:00 detectron2]: Rank of current process: 6. World size: 8"], 6),
     (["Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/1"], 0),
+    (["Distributed environment: MULTI_GPU  Backend: nccl", "Num processes: 4", "Process index: 0"], None),
 ])
 def test_the_one_rank_a_logs_start_up_names_is_its_failing_rank(rules: Classifier, start: list[str], rank: int | None) -> None:
     log = [*start, *(f"step {k} loss 2.{k}" for k in range(5)), "Traceback (most recent call last):",

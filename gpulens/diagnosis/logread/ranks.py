@@ -401,15 +401,16 @@ def _other_host(line: str) -> tuple[str, ...]:
 #: ``init_distributed_mode`` "| distributed init (rank 3): env://" (DeiT, MAE, BLIP, DINO ... print it
 #: before silencing the other ranks), fairseq's "distributed init (rank 3): tcp://...", timm's
 #: "Training in distributed mode with multiple processes, 1 device per process.Process 3, total 8,
-#: device cuda:3.", accelerate's state ("Process index: 3"). Printed to the console by rank 0 only
-#: in a shared log (so one named rank 0 says nothing, a non-zero one is a per-rank file):
-#: Lightning's "Initializing distributed: GLOBAL_RANK: 3, MEMBER: 4/8", detectron2's "Rank of
-#: current process: 3. World size: 8".
+#: device cuda:3.". Printed to the console by rank 0 only in a shared log (so one named rank 0 of
+#: several says nothing, a non-zero one is a per-rank file): Lightning's "Initializing distributed:
+#: GLOBAL_RANK: 3, MEMBER: 4/8", detectron2's "Rank of current process: 3. World size: 8",
+#: accelerate's state ("Process index: 3"; ``logger.info(accelerator.state)`` is main-process only
+#: unless ``main_process_only=False``).
 RANK_KEYS = ("Process rank: ", "distributed init (rank ", "Process index: ", "device per process", "GLOBAL_RANK: ",
              "Rank of current process: ")
-_EVERY_RANK = re.compile(r"Process rank: (\d+)\b|[Dd]istributed init \(rank (\d+)\)|^\s*Process index: (\d+)\s*$"
-                         r"|device per process\.\s*Process (\d+), total \d+")
-_RANK_ZERO_CONSOLE = re.compile(r"GLOBAL_RANK: (\d+), MEMBER: \d+/(\d+)|Rank of current process: (\d+)\. World size: (\d+)")
+_EVERY_RANK = re.compile(r"Process rank: (\d+)\b|[Dd]istributed init \(rank (\d+)\)|device per process\.\s*Process (\d+), total \d+")
+_RANK_ZERO_CONSOLE = re.compile(r"GLOBAL_RANK: (\d+), MEMBER: \d+/(\d+)|Rank of current process: (\d+)\. World size: (\d+)"
+                                r"|^\s*Process index: (\d+)\s*$")
 
 
 def announced_rank(lines: Sequence[str], keys: Sequence[int]) -> int | None:
@@ -423,7 +424,8 @@ def announced_rank(lines: Sequence[str], keys: Sequence[int]) -> int | None:
         if (m := _EVERY_RANK.search(text)) is not None:
             every.add(int(next(g for g in m.groups() if g is not None)))
         elif (m := _RANK_ZERO_CONSOLE.search(text)) is not None:
-            rank, size = (m.group(1), m.group(2)) if m.group(1) is not None else (m.group(3), m.group(4))
+            rank, size = (m.group(1), m.group(2)) if m.group(1) is not None else (m.group(3), m.group(4)) \
+                if m.group(3) is not None else (m.group(5), "2")  # accelerate's state: the size is on another line
             zero_console.add((int(rank), int(size)))
     named = every | {r for r, _ in zero_console}
     if len(named) != 1:
