@@ -660,3 +660,22 @@ def test_a_metric_tables_step_column_counts_the_steps(rules: Classifier) -> None
     # a row whose header has no step column, or another number of columns, says nothing
     other = ["name   value   count", "1.0 2.0 3.0 4.0", "Killed"]
     assert last_step(other, 2) is None
+
+
+def test_a_failure_in_the_first_cuda_call_is_startup_whatever_an_earlier_launch_printed(rules: Classifier) -> None:
+    earlier = [f"iteration {k} loss 0.{k:02d}" for k in range(10, 40)]
+    tb = _tb(("main_pipeline.py", "<module>", "torch.cuda.set_device(cuda_id)"),
+             ("/env/torch/cuda/__init__.py", "set_device", "torch._C._cuda_setDevice(device)"),
+             ("/env/torch/cuda/__init__.py", "_lazy_init", "torch._C._cuda_init()"),
+             error="RuntimeError: The NVIDIA driver on your system is too old (found version 11060).")
+    assert diagnose_text("\n".join(earlier + ["=== seed 65 ===", "load model_architect: CLS"] + tb), rules).phase == "startup"
+
+
+def test_a_traceback_inside_an_epoch_loop_is_past_startup(rules: Classifier) -> None:
+    # a TF1 session stopped by hand inside train_one_epoch, which prints no step counter
+    lines = ["  fc2/bn/cond_1/Switch_2 (Switch) /device:GPU:0", "",
+             *_tb(("train.py", "<module>", "train()"), ("train.py", "train", "train_one_epoch(sess, ops, writer)"),
+                  ("train.py", "train_one_epoch", "summary, step, _, loss_val = sess.run([...], feed_dict=feed)"),
+                  ("/env/tensorflow_core/python/client/session.py", "run", "run_metadata_ptr)"),
+                  error="KeyboardInterrupt")]
+    assert diagnose_text("\n".join(lines), rules).phase == "first_step"

@@ -317,6 +317,8 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
         return announced
     if tb_start is not None and _setting_up(frames) and _progress_count(lines, floor, top, 1) == 0:
         return "startup"  # (with steps above, an earlier program's or this one's next stage: the frames do not tell)
+    if tb_start is not None and _first_cuda_call(frames):
+        return "startup"
     floor = run_start(lines, floor, top, _RUN_LOOKBACK)  # the failing program's own lines
     # as shown (a progress bar's line holds every refresh: its last is what shows)
     before = [_shown(ln)[-_SHOWN:] for ln in lines[max(floor, top - _LOOKBACK):top] if ln.strip()]
@@ -419,6 +421,20 @@ def _setting_up(frames: Sequence[str]) -> bool:
 #: ("Saved evaluation predictions to ...", "Validation performance didn't improve for 35 epochs").
 _EVAL_STARTS = re.compile(r"(?i)\b(?:begin|beginning|start\w*|running|run|launching|doing|perform\w*)\b\W+(?:\w+\W+){0,3}?"
                           r"(?:eval|valid|test)|\b(?:evaluating|validating|testing)\b")
+
+
+#: torch.cuda's lazy initialisation (``torch/cuda/__init__.py``, ``_lazy_init`` -> ``torch._C._cuda_init()``):
+#: it runs once per process, at its first CUDA call.
+_CUDA_INIT_FRAME = re.compile(r'File "[^"]*torch[/\\]cuda[/\\]__init__\.py", line \d+, in _lazy_init')
+
+
+def _first_cuda_call(frames: Sequence[str]) -> bool:
+    """Whether the traceback fails in the process's first CUDA call (torch.cuda's lazy
+    initialisation: a driver too old, no device, a bad ``CUDA_VISIBLE_DEVICES``), outside any loop
+    (a DataLoader worker's "Cannot re-initialize CUDA in forked subprocess" runs in the worker's loop)."""
+    if not any("_lazy_init" in ln and _CUDA_INIT_FRAME.search(ln) for ln in frames):
+        return False
+    return not any(_LOOP_WORDS.search(f) for f in _funcs(frames))
 
 
 #: An evaluation program's entry script, by the first word of its file name that names a stage
@@ -830,13 +846,18 @@ _FETCH_FUNC = re.compile(r"^__getitems?__$")
 _ITER_FUNC = re.compile(r"(?i)__next__|iter")
 
 
+#: A function that runs one epoch of the training loop (timm/torchvision references' and DeiT's
+#: ``train_one_epoch``, ``train_epoch``, ``run_epoch``): the loop had started (its set-up is done by then).
+_EPOCH_FUNC = re.compile(r"(?i)^_*(?:train(?:ing)?_(?:one_)?epoch|run_(?:train_)?epoch|fit_epoch|train_one_iter\w*)$")
+
+
 def _in_step(frames: Sequence[str]) -> bool:
-    """Whether the traceback runs inside a training step (a forward, a backward, an optimizer step),
-    or fetches a batch's items while iterating over a data set (a custom loader's thread, without
+    """Whether the traceback runs inside a training step (a forward, a backward, an optimizer step,
+    an epoch's loop), or fetches a batch's items while iterating over a data set (a custom loader's thread, without
     torch's ``_next_data``); a ``__getitem__`` not reached by iterating (``datasets["validation"]``
     while setting up) is not a step."""
     funcs = _funcs(frames)
-    if any(_STEP_FUNC.match(f) for f in funcs):
+    if any(_STEP_FUNC.match(f) or _EPOCH_FUNC.match(f) for f in funcs):
         return True
     fetch = next((k for k, f in enumerate(funcs) if _FETCH_FUNC.match(f)), None)
     return fetch is not None and any(_ITER_FUNC.search(f) for f in funcs[:fetch])
