@@ -129,8 +129,10 @@ def test_steps_of_an_earlier_program_of_the_job_script_do_not_count(rules: Class
            "OSError: Not enough disk space. Needed: Unknown size (download: 45.32 MiB, generated: 153.54 MiB)"]
     w = diagnose_text("\n".join(base + mid), rules)
     assert w.phase == "startup" and w.step is None
-    w = diagnose_text("\n".join(base + mid[2:]), rules)  # no new program start: the steps are this run's
-    assert w.phase == "training" and w.step == "21399"
+    # no new program start: the steps may be this run's, but its module level is building a data set
+    # (set-up frames): the two contradict each other, no phase rather than a guess; the step stands
+    w = diagnose_text("\n".join(base + mid[2:]), rules)
+    assert w.phase == "unknown" and w.step == "21399"
 
 
 def test_building_a_pretrained_model_is_startup_reading_its_weights_is_a_load(rules: Classifier) -> None:
@@ -679,3 +681,14 @@ def test_a_traceback_inside_an_epoch_loop_is_past_startup(rules: Classifier) -> 
                   ("/env/tensorflow_core/python/client/session.py", "run", "run_metadata_ptr)"),
                   error="KeyboardInterrupt")]
     assert diagnose_text("\n".join(lines), rules).phase == "first_step"
+
+
+def test_set_up_frames_after_steps_contradict_each_other_and_get_no_phase(rules: Classifier) -> None:
+    # an evaluation program's steps, then a trainer built at module level fails: the steps may be an
+    # earlier program's (then startup) or this one's (then a later stage): no answer
+    steps = [f"loss=0.0{k} (0.0{k}): : {k * 20}% {k}/5 [00:{k:02d}<00:16,  4.00s/it]" for k in range(1, 6)]
+    tb = _tb(("/srv/upsample_train.py", "<module>", "main()"), ("/srv/upsample_train.py", "main", "TrainLoop("),
+             ("/srv/train_util.py", "__init__", "self.engine = deepspeed.initialize(args=args)"),
+             error="RuntimeError: CUDA error: out of memory")
+    w = diagnose_text("\n".join([*steps, "Average PSNR: 19.145", *tb]), rules)
+    assert w.phase == "unknown" and "in a phase the log does not settle" in w.story()

@@ -24,9 +24,11 @@ from gpulens.diagnosis.logread.lines import (
     text_on_bar,
 )
 
-__all__ = ["PHASES", "last_step", "own_step", "phase_of", "run_start"]
+__all__ = ["PHASES", "UNKNOWN", "last_step", "own_step", "phase_of", "run_start"]
 
 PHASES = ("startup", "first_step", "training", "evaluation", "checkpoint_save", "checkpoint_load", "shutdown")
+#: The answer when the log's evidence for the phase contradicts itself.
+UNKNOWN = "unknown"
 
 _STEP_RES = (
     re.compile(r"\b(?:global_step|step|Step|STEP|iter(?:ation)?|Iter(?:ation)?|it)\s*[=:\[#]?\s*(\d[\d,]*)(?:\s*/\s*\d+)?"),
@@ -315,8 +317,11 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     top = tb_start if tb_start is not None else failure
     if (announced := _announced_checkpoint(lines, floor, top)) is not None:
         return announced
-    if tb_start is not None and _setting_up(frames) and _progress_count(lines, floor, top, 1) == 0:
-        return "startup"  # (with steps above, an earlier program's or this one's next stage: the frames do not tell)
+    if tb_start is not None and _setting_up(frames):
+        # with steps above: an earlier program's (then startup) or this one's next stage (then not):
+        # the evidence contradicts itself, no answer rather than a guess
+        own = run_start(lines, floor, top, _RUN_LOOKBACK)  # the failing program's own lines
+        return "startup" if _progress_count(lines, own, top, 1) == 0 else UNKNOWN
     if tb_start is not None and _first_cuda_call(frames):
         return "startup"
     floor = run_start(lines, floor, top, _RUN_LOOKBACK)  # the failing program's own lines
