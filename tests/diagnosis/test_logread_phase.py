@@ -692,3 +692,17 @@ def test_set_up_frames_after_steps_contradict_each_other_and_get_no_phase(rules:
              error="RuntimeError: CUDA error: out of memory")
     w = diagnose_text("\n".join([*steps, "Average PSNR: 19.145", *tb]), rules)
     assert w.phase == "unknown" and "in a phase the log does not settle" in w.story()
+
+
+@pytest.mark.parametrize("start", [
+    "[06/01 10:00:05 d2.engine.train_loop]: Starting training from iteration 0",
+    "Starting training for 100 epochs...",
+    "2024-06-01 10:00:05,123 - mmdet - INFO - workflow: [('train', 1)], max: 12 epochs",
+])
+def test_a_trainers_loop_start_announcement_puts_a_failure_after_it_in_the_first_step(rules: Classifier, start: str) -> None:
+    tb = _tb(("tools/train.py", "<module>", "main()"), ("tools/train.py", "main", "trainer.train()"),
+             ("/env/lib/custom_ops.py", "apply", "return ext.sigmoid_focal_loss(input, target)"),
+             error="RuntimeError: CUDA error: an illegal memory access was encountered")
+    before = ["Model built: 36.1M parameters", "Loading dataset: 118287 images"]
+    assert diagnose_text("\n".join(before + tb), rules).phase == "startup"
+    assert diagnose_text("\n".join([*before, start, *tb]), rules).phase == "first_step"

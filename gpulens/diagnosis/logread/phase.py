@@ -595,8 +595,13 @@ def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str],
 
 #: A trainer's announcement that its training loop starts, printed once everything is set up (model
 #: wrapped, optimizer built), just before the first batch: the Hugging Face Trainer's (and TRL's,
-#: DeepSpeed-Chat's) "***** Running training *****", fairseq's "begin training epoch 1".
-_LOOP_START = ("***** Running training *****", "begin training epoch ")
+#: DeepSpeed-Chat's) "***** Running training *****", fairseq's "begin training epoch 1", detectron2's
+#: "Starting training from iteration 0" (``SimpleTrainer``/``TrainerBase.train``), Ultralytics YOLO's
+#: "Starting training for 100 epochs..." (after "Logging results to ..."), mmcv 1.x runners'
+#: "workflow: [('train', 1)], max: 12 epochs" (``EpochBasedRunner.run``; ``max: 90000 iters`` for
+#: ``IterBasedRunner``).
+_LOOP_START = ("***** Running training *****", "begin training epoch ", "Starting training from iteration ",
+               "Starting training for ", "workflow: [(")
 
 
 #: Warnings PyTorch prints only once a training step has run (each once per process): the scheduler
