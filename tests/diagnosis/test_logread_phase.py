@@ -596,6 +596,9 @@ def test_a_checkpoint_announcement_followed_by_steps_or_a_shard_bar_is_not_the_p
     assert diagnose_text("\n".join(resumed), rules).phase == "training"
     shards = ["Loading checkpoint shards: 100%|##########| 4/4 [00:05<00:00,  1.33s/it]", *tb]
     assert diagnose_text("\n".join(shards), rules).phase != "checkpoint_load"
+    # a script's own announcement of the pretrained model it builds (no Trainer's closing period)
+    pretrained = ["Loading model from meta-llama/Llama-2-7b-hf", *tb]
+    assert diagnose_text("\n".join(pretrained), rules).phase != "checkpoint_load"
 
 
 def test_a_traceback_through_the_trainers_constructor_is_startup(rules: Classifier) -> None:

@@ -351,13 +351,14 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
 
 
 #: What trainers log just before they read or write a checkpoint: the Hugging Face Trainer's "Loading
-#: model from {resume_from_checkpoint}." (``_load_from_checkpoint``), "Loading best model from {path}
+#: model from {resume_from_checkpoint}." (``_load_from_checkpoint``; a script's own "Loading model from
+#: {name}" without the period is usually a pretrained model's set-up), "Loading best model from {path}
 #: (score: ...)" and "Saving model checkpoint to {output_dir}" (``_save``); Lightning's "Restoring
 #: states from the checkpoint path at {ckpt_path}"; Megatron's "loading checkpoint from {dir} at
 #: iteration N" and "saving checkpoint at iteration N to {dir}"; DeepSpeed's "Saving model checkpoint:
 #: {path}"; OLMo's "Saving unsharded checkpoint...". A progress bar ("Loading checkpoint shards: 50%|")
 #: is a pretrained model's set-up, not this.
-_LOAD_NOTE = Guarded(r"Loading (?:the )?(?:best )?model from\b|[Ll]oading (?:\w+ )?checkpoint\b(?! shards)"
+_LOAD_NOTE = Guarded(r"Loading model from \S+\.\s*$|Loading (?:the )?best model from\b|[Ll]oading (?:\w+ )?checkpoint\b(?! shards)"
                      r"|Restoring states from the checkpoint|[Rr]esuming (?:training )?from (?:the )?(?:checkpoint|ckpt|\S*/)",
                      ("oading", "Restoring states", "esuming"))
 _SAVE_NOTE = Guarded(r"[Ss]aving (?:\w+ )?(?:model )?checkpoint\b|Saving model (?:weights )?to\b",
