@@ -709,3 +709,15 @@ def test_a_trainers_loop_start_announcement_puts_a_failure_after_it_in_the_first
     before = ["Model built: 36.1M parameters", "Loading dataset: 118287 images"]
     assert diagnose_text("\n".join(before + tb), rules).phase == "startup"
     assert diagnose_text("\n".join([*before, start, *tb]), rules).phase == "first_step"
+
+
+def test_an_evaluation_program_after_a_finished_training_fails_in_evaluation(rules: Classifier) -> None:
+    done = [f"step {k:05d}/00813 ({k / 8.13:.2f}%) | loss: 1.{k % 10}" for k in range(800, 814)] + ["Training done."]
+    tb = _tb(("/srv/scripts/chat_eval.py", "<module>", "results = run_chat_eval(task, model)"),
+             ("/srv/scripts/chat_eval.py", "run_chat_eval", "answer = generate(batch)"),
+             error="bdb.BdbQuit")
+    assert diagnose_text("\n".join(done + tb), rules).phase == "evaluation"
+    teardown = _tb(("/srv/scripts/mid_train.py", "<module>", "wandb_run.finish()"),
+                   ("/env/wandb/sdk/wandb_run.py", "finish", "self._atexit_cleanup()"),
+                   error="BrokenPipeError: [Errno 32] Broken pipe")
+    assert diagnose_text("\n".join(done + teardown), rules).phase == "shutdown"

@@ -329,6 +329,8 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     before = [_shown(ln)[-_SHOWN:] for ln in lines[max(floor, top - _LOOKBACK):top] if ln.strip()]
     done = _completion_above(lines, max(floor, top - _LOOKBACK), top)
     stage = _next_stage(lines, done, top) if done is not None else None
+    if done is not None and stage is None and tb_start is not None and _eval_program(frames):
+        return "evaluation"  # the job's next program after the finished one evaluates (chat_eval.py, test.py)
     if (done is not None and stage is None) or _teardown(region):
         return "shutdown"
     if stage is not None:  # a finished program, then the job's next one: the failure is that one's
