@@ -721,3 +721,14 @@ def test_an_evaluation_program_after_a_finished_training_fails_in_evaluation(rul
                    ("/env/wandb/sdk/wandb_run.py", "finish", "self._atexit_cleanup()"),
                    error="BrokenPipeError: [Errno 32] Broken pipe")
     assert diagnose_text("\n".join(done + teardown), rules).phase == "shutdown"
+
+
+def test_an_evaluation_word_inside_another_word_names_no_evaluation(rules: Classifier) -> None:
+    steps = [f"step {k} loss 0.{k:02d}" for k in range(10, 30)]
+    sampler = _tb(("/srv/rl.py", "<module>", "main()"), ("/srv/rl.py", "main", "rollout = policy.act(obs)"),
+                  ("/env/vllm/sample/ops/topk_topp_sampler.py", "flashinfer_sample", "return sample_from_logits(logits)"),
+                  error="FileNotFoundError: [Errno 2] No such file or directory: '/usr/local/cuda-12.6/bin/nvcc'")
+    assert diagnose_text("\n".join(steps + sampler), rules).phase != "evaluation"
+    inference = _tb(("/srv/rl.py", "<module>", "main()"), ("/srv/rl.py", "run_inference", "out = model(x)"),
+                    error="RuntimeError: CUDA error: device-side assert triggered")
+    assert diagnose_text("\n".join(steps + inference), rules).phase == "evaluation"

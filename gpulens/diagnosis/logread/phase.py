@@ -756,10 +756,13 @@ def _unprefixed(block: Sequence[str], prefix: str) -> list[str]:
 
 _FRAME = re.compile(r'^\s*File "[^"]*", line \d+(?:, in (\S+))?')
 #: Functions whose frames say the failure happened while evaluating (metrics, validation, test).
-_EVAL_FUNC = re.compile(r"(?i)eval|valid|test|metric|psnr|ssim|accuracy|score|bleu|rouge|predict|infer"
+#: Each word starts a word of the name (``run_inference``, ``validation_step``, ``_evaluate``, ``calc_psnr``;
+#: camelCase ``doEval``), not the inside of another (``flashinfer_sample``, ``latest_ckpt``, ``invalid_mask``).
+_EVAL_FUNC = re.compile(r"(?:^|_|(?<=[a-z0-9])(?=[A-Z])|\d)(?i:eval|valid|test|metric|psnr|ssim|accuracy|score|bleu|rouge"
+                        r"|predict|infer)"
                         # an accuracy by its short name as the last word (SHOT's ``cal_acc``, ``compute_acc``,
                         # ``top1_acc``), not gradient accumulation (``acc_grad``, ``accumulate``)
-                        r"|(?:^|_)acc$")
+                        r"|(?i:(?:^|_)acc$)")
 #: Functions whose frames say the failure happened inside a training step (forward, backward,
 #: the optimizer's step).
 _STEP_FUNC = re.compile(r"^(?:forward|_forward|backward|training_step|train_step|train_batch|step|optimizer_step"
