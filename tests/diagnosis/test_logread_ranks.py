@@ -257,3 +257,12 @@ def test_a_rank_named_by_the_failing_line_wins_over_the_announced_one(rules: Cla
            '[rank3]:   File "/srv/train.py", line 40, in <module>', "[rank3]:     loss.backward()",
            "[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."]
     assert diagnose_text("\n".join(log), rules).first_rank == 3
+
+
+def test_a_per_rank_slurm_file_with_a_node_still_names_its_rank(rules: Classifier) -> None:
+    # srun --output=slurm-%j-%t.out: task 3's own file, ended by Slurm's time limit on its node
+    log = ["06/01/2024 10:00:00 - WARNING - __main__ - Process rank: 3, device: cuda:3, n_gpu: 1, distributed training: "
+           "True, 16-bits training: True", *(f"{{'loss': 0.{k}, 'epoch': 0.{k}}}" for k in range(1, 9)),
+           "slurmstepd: error: *** STEP 4242.0 ON gpu07 CANCELLED AT 2024-06-01T22:00:00 DUE TO TIME LIMIT ***"]
+    w = diagnose_text("\n".join(log), rules)
+    assert (w.first_rank, w.first_node) == (3, "gpu07")

@@ -467,9 +467,9 @@ def _same(line: str, first: ranks.Origin) -> bool:
 
 
 def _failing_rank(lines: Sequence[str], floor: int, first: ranks.Origin) -> int | None:
-    """The rank that failed first; when no line names one (nor a node), the one rank the failed
-    attempt's start-up lines name for the log's process (a per-rank log, a one-process job)."""
-    if first.rank is not None or first.node is not None:
+    """The rank that failed first; when no line names one, the one rank the failed attempt's
+    start-up lines name for the log's process (a per-rank log, a one-process job)."""
+    if first.rank is not None:
         return first.rank
     return ranks.announced_rank(lines, find_keys(lines, ranks.RANK_KEYS, floor))
 
