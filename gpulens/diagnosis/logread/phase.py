@@ -375,9 +375,11 @@ def _announced_checkpoint(lines: Sequence[str], floor: int, top: int) -> str | N
     written (:data:`_LOAD_NOTE`, :data:`_SAVE_NOTE`): nothing was printed since, so that is what failed."""
     seen = 0
     for k in range(top - 1, max(floor, top - 4 * _NOTE_LINES) - 1, -1):
-        shown = ranks.launcher_text(_shown(lines[k])).strip()
-        if not shown or "Warning" in shown or "warn" in shown or shown.startswith(("warnings.warn", "  ")):
-            continue
+        raw = ranks.launcher_text(_shown(lines[k]))
+        shown = raw.strip()
+        if not shown or raw.startswith(("  ", "\t")) or "Warning" in shown or "warn" in shown:
+            continue  # a warning and its source line (indented): not what the program announced (Megatron's
+            # print_rank_0 lines start with one space: " loading checkpoint from ...")
         if "%|" in shown:
             return None  # a bar after it (or the announcement is a bar's: "Loading checkpoint shards: 50%|")
         if _LOAD_NOTE.search(shown):
