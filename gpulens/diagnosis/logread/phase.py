@@ -625,7 +625,8 @@ _STEP_WARNINGS = ("before `optimizer.step()`", "Reducer buckets have been rebuil
 def _stepped(lines: Sequence[str], floor: int, top: int) -> bool:
     """Whether the failing program printed a warning that only a training step prints
     (:data:`_STEP_WARNINGS`) before ``top``: it got as far as its first step."""
-    return bool(last_matching(lines, _STEP_WARNINGS, lambda ln: True, floor, top))
+    return bool(last_matching(lines, _STEP_WARNINGS, lambda ln: "Error detected in " not in ln or "Backward" in ln,
+                              floor, top))
 
 
 def _loop_started(lines: Sequence[str], floor: int, top: int) -> bool:
