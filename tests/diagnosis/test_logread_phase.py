@@ -634,9 +634,9 @@ def test_a_warning_only_a_training_step_prints_means_the_first_step_was_reached(
              error="NameError: name 'current_epoch' is not defined")
     setup = ["model built: 11.9M parameters", " |  0.000 | -0.068 |  0.070 | torch.Size([180, 180, 3, 3]) || conv.weight"]
     assert diagnose_text("\n".join(setup + tb), rules).phase == "startup"
-    warned = setup + ["/env/torch/optim/lr_scheduler.py:224: UserWarning: Detected call of `lr_scheduler.step()` before "
-                      "`optimizer.step()`. In PyTorch 1.1.0 and later, you should call them in the opposite order.",
-                      "  warnings.warn("]
+    warned = setup + ["/env/torch/nn/modules/loss.py:128: UserWarning: Using a target size (torch.Size([200, 1, 96, 96]))"
+                      " that is different to the input size (torch.Size([200, 3, 96, 96])).",
+                      "  return F.l1_loss(input, target, reduction=self.reduction)"]
     assert diagnose_text("\n".join(warned + tb), rules).phase == "first_step"
     ddp = setup + ["[W reducer.cpp:1300] Warning: find_unused_parameters=True was specified in DDP constructor, but did "
                    "not find any unused parameters in the forward pass. (function operator())"]

@@ -609,15 +609,15 @@ _LOOP_START = ("***** Running training *****", "begin training epoch ", "Startin
                "Starting training for ", "workflow: [(")
 
 
-#: Warnings PyTorch prints only once a training step has run (each once per process): the scheduler
-#: stepped before the optimizer (``torch/optim/lr_scheduler.py``), DDP's reducer after the first
-#: backward ("Reducer buckets have been rebuilt in this iteration", "Grad strides do not match bucket
+#: Warnings PyTorch prints only once a training step has run (each once per process): DDP's reducer
+#: after the first backward ("Reducer buckets have been rebuilt in this iteration", "Grad strides do not match bucket
 #: view strides", "find_unused_parameters=True was specified in DDP constructor, but did not find any
 #: unused parameters in the forward pass"), a loss's shape warning in its forward (``torch/nn/modules/
 #: loss.py``: "Using a target size (...) that is different to the input size"), anomaly mode's "Error
 #: detected in XBackward0", activation checkpointing's forward ("None of the inputs have
-#: requires_grad=True").
-_STEP_WARNINGS = ("before `optimizer.step()`", "Reducer buckets have been rebuilt", "rad strides do not match bucket",
+#: requires_grad=True"). Not the scheduler's "Detected call of `lr_scheduler.step()` before
+#: `optimizer.step()`": a resumed run that fast-forwards its scheduler prints it while setting up.
+_STEP_WARNINGS = ("Reducer buckets have been rebuilt", "rad strides do not match bucket",
                   "but did not find any unused parameters", "Using a target size", "Error detected in ",
                   "None of the inputs have requires_grad")
 
