@@ -732,3 +732,16 @@ def test_an_evaluation_word_inside_another_word_names_no_evaluation(rules: Class
     inference = _tb(("/srv/rl.py", "<module>", "main()"), ("/srv/rl.py", "run_inference", "out = model(x)"),
                     error="RuntimeError: CUDA error: device-side assert triggered")
     assert diagnose_text("\n".join(steps + inference), rules).phase == "evaluation"
+
+
+@pytest.mark.parametrize("head, phase, step", [
+    ("INFO :      [ROUND 1]", "first_step", "1"),
+    ("INFO :      [ROUND 7]", "training", "7"),
+    ("[Round 2/100] training...  client 1/10...  client 2/10...", "training", "2"),
+])
+def test_a_federated_round_counter_is_a_step(rules: Classifier, head: str, phase: str, step: str) -> None:
+    lines = ["INFO :      Starting Flower simulation, config: num_rounds=100", "", head,
+             *_tb(("server.py", "<module>", "server.train()"), ("server.py", "train", "self.aggregate(updates)"),
+                  error="KeyboardInterrupt")]
+    w = diagnose_text("\n".join(lines), rules)
+    assert (w.phase, w.step) == (phase, step)

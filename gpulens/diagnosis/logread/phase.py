@@ -145,7 +145,12 @@ def run_start(lines: Sequence[str], floor: int, before: int, reach: int) -> int:
 #: "tick 928   kimg 46444.6   time 3d 07h 55m ...").
 _COUNTER = re.compile(r"(?:ite|tick)\s+(\d+)\b")
 _COUNTER_KEYS = ("ite ", "tick ")
-_STEP_KEYS = (*PROGRESS_KEYS, *_COUNTER_KEYS, "eta: ")
+#: A federated-learning round, printed when the round starts: Flower's server ``log(INFO, "[ROUND %s]",
+#: current_round)`` ("INFO :      [ROUND 2]"), and the ``[Round 2/100]`` of scripts that count their
+#: communication rounds so; round 1 is the first step, a later one is training.
+_ROUND = re.compile(r"(?:^|[\s:])\[(?:ROUND|Round) (\d+)(?:\s*/\s*\d+)?\]")
+_ROUND_KEYS = ("[ROUND ", "[Round ")
+_STEP_KEYS = (*PROGRESS_KEYS, *_COUNTER_KEYS, *_ROUND_KEYS, "eta: ")
 
 
 #: The loss line of the loop in PyTorch's "Training with PyTorch" tutorial, copied into many
@@ -206,6 +211,8 @@ def _counter(line: str) -> str | None:
     if line.startswith(_COUNTER_KEYS):
         m = _COUNTER.match(line)
         return m.group(1) if m else None
+    if ("[ROUND " in line[:_HEAD] or "[Round " in line[:_HEAD]) and (r := _ROUND.search(line[:_HEAD])) is not None:
+        return r.group(1)
     if line[:1] in " \t" and line.lstrip(" \t").startswith(("batch ", "Batch ")):
         m = _BATCH_LOSS.match(line)
         return m.group(1) if m else None
