@@ -225,3 +225,44 @@ def test_nccl_mpi_and_slurm_lines_name_the_one_host_of_a_single_node_job(rules: 
     assert diagnose_text("\n".join(log), rules).first_node is None  # two hosts named: gpu-a12 and gpu07
     log[1] = "gpu-a12:41234:41234 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.7<0>"
     assert diagnose_text("\n".join(log), rules).first_node == "gpu-a12"
+
+
+@pytest.mark.parametrize("start, rank", [
+    # printed by every rank: one rank named means the log holds that process's output only
+    (["06/01/2024 10:00:00 - WARNING - __main__ - Process rank: 3, device: cuda:3, n_gpu: 1, distributed training: True,"
+      " 16-bits training: False"], 3),
+    (["| distributed init (rank 5): env://, gpu 5"], 5),
+    (["Training in distributed mode with multiple processes, 1 device per process.Process 2, total 8, device cuda:2."], 2),
+    (["Distributed environment: MULTI_GPU  Backend: nccl", "Num processes: 4", "Process index: 1",
+      "Local process index: 1", "Device: cuda:1"], 1),
+    # several ranks in one log, or a non-distributed run: none
+    (["| distributed init (rank 0): env://", "| distributed init (rank 1): env://"], None),
+    (["Process rank: -1, device: cuda:0, n_gpu: 1, distributed training: False, 16-bits training: True"], None),
+    # rank 0's console line of an 8-process Lightning or detectron2 job: the others print theirs elsewhere
+    (["Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/8"], None),
+    (["[06/01 10:00:00 detectron2]: Rank of current process: 0. World size: 8"], None),
+    (["[06/01 10:00:00 detectron2]: Rank of current process: 6. World size: 8"], 6),
+    (["Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/1"], 0),
+    (["Distributed environment: MULTI_GPU  Backend: nccl", "Num processes: 4", "Process index: 0"], None),
+])
+def test_the_one_rank_a_logs_start_up_names_is_its_failing_rank(rules: Classifier, start: list[str], rank: int | None) -> None:
+    log = [*start, *(f"step {k} loss 2.{k}" for k in range(5)), "Traceback (most recent call last):",
+           '  File "/srv/train.py", line 40, in <module>', "    loss.backward()",
+           "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."]
+    assert diagnose_text("\n".join(log), rules).first_rank == rank
+
+
+def test_a_rank_named_by_the_failing_line_wins_over_the_announced_one(rules: Classifier) -> None:
+    log = ["| distributed init (rank 0): env://", "step 1 loss 2.0", "[rank3]: Traceback (most recent call last):",
+           '[rank3]:   File "/srv/train.py", line 40, in <module>', "[rank3]:     loss.backward()",
+           "[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."]
+    assert diagnose_text("\n".join(log), rules).first_rank == 3
+
+
+def test_a_per_rank_slurm_file_with_a_node_still_names_its_rank(rules: Classifier) -> None:
+    # srun --output=slurm-%j-%t.out: task 3's own file, ended by Slurm's time limit on its node
+    log = ["06/01/2024 10:00:00 - WARNING - __main__ - Process rank: 3, device: cuda:3, n_gpu: 1, distributed training: "
+           "True, 16-bits training: True", *(f"{{'loss': 0.{k}, 'epoch': 0.{k}}}" for k in range(1, 9)),
+           "slurmstepd: error: *** STEP 4242.0 ON gpu07 CANCELLED AT 2024-06-01T22:00:00 DUE TO TIME LIMIT ***"]
+    w = diagnose_text("\n".join(log), rules)
+    assert (w.first_rank, w.first_node) == (3, "gpu07")

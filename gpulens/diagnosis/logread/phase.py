@@ -25,9 +25,11 @@ from gpulens.diagnosis.logread.lines import (
     text_on_bar,
 )
 
-__all__ = ["PHASES", "last_step", "own_step", "phase_of", "run_start"]
+__all__ = ["PHASES", "UNKNOWN", "last_step", "own_step", "phase_of", "run_start"]
 
 PHASES = ("startup", "first_step", "training", "evaluation", "checkpoint_save", "checkpoint_load", "shutdown")
+#: The answer when the log's evidence for the phase contradicts itself.
+UNKNOWN = "unknown"
 
 _STEP_RES = (
     re.compile(r"\b(?:global_step|step|Step|STEP|iter(?:ation)?|Iter(?:ation)?|it)\s*[=:\[#]?\s*(\d[\d,]*)(?:\s*/\s*\d+)?"),
@@ -68,7 +70,52 @@ def last_step(lines: Sequence[str], before: int, floor: int = 0) -> str | None:
         return str(glued.done)
     floor = run_start(lines, floor, before, _STEP_LOOKBACK)
     found = last_matching(lines, _STEP_KEYS, lambda ln: _step_in(ln) is not None, max(floor, before - _STEP_LOOKBACK), before)
+    table = _table_step(lines, floor, before)
+    if table is not None and (not found or table[0] > found[0]):
+        return table[1]
     return _step_in(lines[found[0]]) if found else None
+
+
+#: A row of a whitespace-aligned metric table: numbers only, three or more columns (DomainBed's
+#: ``misc.print_row``, copied by SWAD, MIRO and other domain-generalization code, and many scripts'
+#: own ``print(f"{epoch:<10}{loss:<12.4f}...")`` tables).
+_NUM_ROW = re.compile(r"\s*(?:[-+]?\d[\d.eE+-]*\s+){2,}[-+]?\d[\d.eE+-]*\s*")
+#: The column names that count steps, in the order preferred.
+_STEP_COLUMNS = ("step", "steps", "iter", "iteration", "global_step", "epoch")
+#: Non-blank lines above a failure where the table's last row may be; rows searched up for the header.
+_ROW_NEAR = 4
+_TABLE_ROWS = 2000
+
+
+def _table_step(lines: Sequence[str], floor: int, before: int) -> tuple[int, str] | None:
+    """(index, value) of the step column of the last row of a metric table printed just before
+    ``before`` (among its last few non-blank lines): the row's header, the first line above the
+    rows that is not one, names a step/iteration/epoch column and has as many columns."""
+    row = None
+    seen = 0
+    for k in range(before - 1, max(floor, before - 4 * _ROW_NEAR) - 1, -1):
+        text = _shown(lines[k])
+        if not text.strip():
+            continue
+        if len(text) < 400 and _NUM_ROW.fullmatch(text):
+            row = k
+            break
+        seen += 1
+        if seen >= _ROW_NEAR:
+            return None
+    if row is None:
+        return None
+    values = lines[row].split()
+    for k in range(row - 1, max(floor, row - _TABLE_ROWS) - 1, -1):
+        text = _shown(lines[k])
+        if not text.strip() or (len(text) < 400 and _NUM_ROW.fullmatch(text)):
+            continue
+        names = text.split()
+        if len(names) != len(values):
+            return None
+        col = next((names.index(c) for c in _STEP_COLUMNS if c in names), None)
+        return (row, values[col]) if col is not None else None
+    return None
 
 
 def own_step(phase: str, step: str | None) -> str | None:
@@ -99,7 +146,12 @@ def run_start(lines: Sequence[str], floor: int, before: int, reach: int) -> int:
 #: "tick 928   kimg 46444.6   time 3d 07h 55m ...").
 _COUNTER = re.compile(r"(?:ite|tick)\s+(\d+)\b")
 _COUNTER_KEYS = ("ite ", "tick ")
-_STEP_KEYS = (*PROGRESS_KEYS, *_COUNTER_KEYS, "eta: ")
+#: A federated-learning round, printed when the round starts: Flower's server ``log(INFO, "[ROUND %s]",
+#: current_round)`` ("INFO :      [ROUND 2]"), and the ``[Round 2/100]`` of scripts that count their
+#: communication rounds so; round 1 is the first step, a later one is training.
+_ROUND = re.compile(r"(?:^|[\s:])\[(?:ROUND|Round) (\d+)(?:\s*/\s*\d+)?\]")
+_ROUND_KEYS = ("[ROUND ", "[Round ")
+_STEP_KEYS = (*PROGRESS_KEYS, *_COUNTER_KEYS, *_ROUND_KEYS, "eta: ")
 
 
 #: The loss line of the loop in PyTorch's "Training with PyTorch" tutorial, copied into many
@@ -160,6 +212,8 @@ def _counter(line: str) -> str | None:
     if line.startswith(_COUNTER_KEYS):
         m = _COUNTER.match(line)
         return m.group(1) if m else None
+    if ("[ROUND " in line[:_HEAD] or "[Round " in line[:_HEAD]) and (r := _ROUND.search(line[:_HEAD])) is not None:
+        return r.group(1)
     if line[:1] in " \t" and line.lstrip(" \t").startswith(("batch ", "Batch ")):
         m = _BATCH_LOSS.match(line)
         return m.group(1) if m else None
@@ -269,11 +323,22 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     if _SAVE.search(text):
         return "checkpoint_save"
     top = tb_start if tb_start is not None else failure
+    if (announced := _announced_checkpoint(lines, floor, top)) is not None:
+        return announced
+    if tb_start is not None and _setting_up(frames):
+        # with steps above: an earlier program's (then startup) or this one's next stage (then not):
+        # the evidence contradicts itself, no answer rather than a guess
+        own = run_start(lines, floor, top, _RUN_LOOKBACK)  # the failing program's own lines
+        return "startup" if _progress_count(lines, own, top, 1) == 0 else UNKNOWN
+    if tb_start is not None and _first_cuda_call(frames):
+        return "startup"
     floor = run_start(lines, floor, top, _RUN_LOOKBACK)  # the failing program's own lines
     # as shown (a progress bar's line holds every refresh: its last is what shows)
     before = [_shown(ln)[-_SHOWN:] for ln in lines[max(floor, top - _LOOKBACK):top] if ln.strip()]
     done = _completion_above(lines, max(floor, top - _LOOKBACK), top)
     stage = _next_stage(lines, done, top) if done is not None else None
+    if done is not None and stage is None and tb_start is not None and _eval_program(frames):
+        return "evaluation"  # the job's next program after the finished one evaluates (chat_eval.py, test.py)
     if (done is not None and stage is None) or _teardown(region):
         return "shutdown"
     if stage is not None:  # a finished program, then the job's next one: the failure is that one's
@@ -284,8 +349,8 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
         return glued
     if _in_eval(frames) if tb_start is not None else _names_eval(text):
         return "evaluation"
-    if any(_names_eval(ln) and not is_progress(ln) and not _RESULT_LINE.search(ln) and "rror" not in ln
-           and not ln.startswith((" ", "\t")) for ln in _since_last_step(before)):
+    if any(_names_eval(ln) and _EVAL_STARTS.search(ln) and not is_progress(ln) and not _RESULT_LINE.search(ln)
+           and "rror" not in ln and not ln.startswith((" ", "\t")) for ln in _since_last_step(before)):
         return "evaluation"
     if _evaluating(lines, floor, top):
         return "evaluation"
@@ -293,6 +358,101 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     if phase in ("first_step", "training") and tb_start is not None and _eval_program(frames):
         return "evaluation"  # the steps an evaluation script counts are its batches
     return phase
+
+
+#: What trainers log just before they read or write a checkpoint: the Hugging Face Trainer's "Loading
+#: model from {resume_from_checkpoint}." (``_load_from_checkpoint``; a script's own "Loading model from
+#: {name}" without the period is usually a pretrained model's set-up), "Loading best model from {path}
+#: (score: ...)" and "Saving model checkpoint to {output_dir}" (``_save``); Lightning's "Restoring
+#: states from the checkpoint path at {ckpt_path}"; Megatron's "loading checkpoint from {dir} at
+#: iteration N" and "saving checkpoint at iteration N to {dir}"; DeepSpeed's "Saving model checkpoint:
+#: {path}"; OLMo's "Saving unsharded checkpoint...". A progress bar ("Loading checkpoint shards: 50%|")
+#: is a pretrained model's set-up, not this.
+_LOAD_NOTE = Guarded(r"Loading model from \S+\.\s*$|Loading (?:the )?best model from\b|[Ll]oading (?:\w+ )?checkpoint\b(?! shards)"
+                     r"|Restoring states from the checkpoint|[Rr]esuming (?:training )?from (?:the )?(?:checkpoint|ckpt|\S*/)",
+                     ("oading", "Restoring states", "esuming"))
+_SAVE_NOTE = Guarded(r"[Ss]aving (?:\w+ )?(?:model )?checkpoint\b|Saving model (?:weights )?to\b",
+                     ("aving",))
+#: Non-blank lines above a traceback read for such an announcement (a warning or two between).
+_NOTE_LINES = 3
+
+
+def _announced_checkpoint(lines: Sequence[str], floor: int, top: int) -> str | None:
+    """``checkpoint_load``/``checkpoint_save`` when one of the last few lines the program printed
+    before the failure at ``top`` (not counting warnings) announces a checkpoint being read or
+    written (:data:`_LOAD_NOTE`, :data:`_SAVE_NOTE`): nothing was printed since, so that is what failed."""
+    seen = 0
+    for k in range(top - 1, max(floor, top - 4 * _NOTE_LINES) - 1, -1):
+        raw = ranks.launcher_text(_shown(lines[k]))
+        shown = raw.strip()
+        if not shown or raw.startswith(("  ", "\t")) or "Warning" in shown or "warn" in shown:
+            continue  # a warning and its source line (indented): not what the program announced (Megatron's
+            # print_rank_0 lines start with one space: " loading checkpoint from ...")
+        if "%|" in shown:
+            return None  # a bar after it (or the announcement is a bar's: "Loading checkpoint shards: 50%|")
+        if _LOAD_NOTE.search(shown):
+            return "checkpoint_load"
+        if _SAVE_NOTE.search(shown):
+            return "checkpoint_save"
+        if is_progress(shown):
+            return None  # steps after it: the announced read or write was done
+        seen += 1
+        if seen >= _NOTE_LINES:
+            return None
+    return None
+
+
+#: Functions that set a program up: a constructor (a trainer's, an engine's, a model's), DeepSpeed's
+#: ``initialize``, accelerate's ``prepare``, ``init_process_group``, ``setup``/``build_*`` helpers.
+_SETUP_FUNC = re.compile(r"^(?:__init__|__post_init__|initialize|_?init_(?:process_group|distributed\w*|model\w*|weights)"
+                         r"|_?setup(?:_\w+)?|prepare(?:_model)?|_prepare_\w+|build_(?:model|optimizer|trainer|engine|dataset)\w*"
+                         r"|create_(?:model|optimizer|trainer)\w*|_configure_\w+)$")
+#: Functions of a running loop (any word of training, stepping, iterating, evaluating, generating):
+#: a constructor called from one is not set-up.
+_LOOP_WORDS = re.compile(r"(?i)train|fit|loop|epoch|step|iter|__next__|forward|backward|eval|valid|test|predict|infer"
+                         r"|generat|sampl|rollout|update|run_batch|process_batch")
+
+
+#: A program's entry function (``main()``, ``run()``, ``cli()``), which calls its set-up and its loop.
+_ENTRY_FUNC = re.compile(r"(?i)^_?(?:main|run|cli|app|launch|start)\w*$")
+
+
+def _setting_up(frames: Sequence[str]) -> bool:
+    """Whether the traceback fails while the program sets itself up: the script's module level (or
+    its entry function, ``main``) calls a set-up function (:data:`_SETUP_FUNC`: building the trainer,
+    the engine, the model), and no frame is of a loop that trains, iterates or evaluates (whatever
+    steps are printed above belong to an earlier program). A worker thread's traceback (no
+    ``<module>`` frame) and a constructor called deeper (a distribution built in a forward) are not."""
+    funcs = _funcs(frames)
+    if not funcs or funcs[0] != "<module>" or any(_LOOP_WORDS.search(f) for f in funcs):
+        return False
+    calls = [f for f in funcs[1:] if f != "<module>"]
+    k = 0
+    while k < len(calls) - 1 and _ENTRY_FUNC.match(calls[k]) and not _SETUP_FUNC.match(calls[k]):
+        k += 1
+    return k < len(calls) and _SETUP_FUNC.match(calls[k]) is not None
+
+
+#: A line that announces an evaluation going on (fairseq's 'begin validation on "valid" subset',
+#: "***** Running Evaluation *****", "Start evaluating ...", sentence-transformers' "Evaluating the model
+#: on sts-dev dataset:", "Validating...", "Testing epoch 3"), not one that reports a finished one
+#: ("Saved evaluation predictions to ...", "Validation performance didn't improve for 35 epochs").
+_EVAL_STARTS = re.compile(r"(?i)\b(?:begin|beginning|start\w*|running|run|launching|doing|perform\w*)\b\W+(?:\w+\W+){0,3}?"
+                          r"(?:eval|valid|test)|\b(?:evaluating|validating|testing)\b")
+
+
+#: torch.cuda's lazy initialisation (``torch/cuda/__init__.py``, ``_lazy_init`` -> ``torch._C._cuda_init()``):
+#: it runs once per process, at its first CUDA call.
+_CUDA_INIT_FRAME = re.compile(r'File "[^"]*torch[/\\]cuda[/\\]__init__\.py", line \d+, in _lazy_init')
+
+
+def _first_cuda_call(frames: Sequence[str]) -> bool:
+    """Whether the traceback fails in the process's first CUDA call (torch.cuda's lazy
+    initialisation: a driver too old, no device, a bad ``CUDA_VISIBLE_DEVICES``), outside any loop
+    (a DataLoader worker's "Cannot re-initialize CUDA in forked subprocess" runs in the worker's loop)."""
+    if not any("_lazy_init" in ln and _CUDA_INIT_FRAME.search(ln) for ln in frames):
+        return False
+    return not any(_LOOP_WORDS.search(f) for f in _funcs(frames))
 
 
 #: An evaluation program's entry script, by the first word of its file name that names a stage
@@ -417,6 +577,8 @@ def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str],
               step: str | None) -> str:
     """The phase from the training steps printed before ``top`` (the failure or its traceback's
     head; ``frames``: that traceback, None when there is none)."""
+    if (table := _table_step(lines, floor, top)) is not None:  # a metric table's last row names its step
+        return "first_step" if _float(table[1]) == 0 else "training"
     steps = _progress_count(lines, floor, top, 4)
     if frames is not None and steps > 0 and _results_after_progress(lines, floor, top):
         return "shutdown"  # the run printed its final results, then failed
@@ -431,7 +593,8 @@ def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str],
             return "training"  # the run logged its metrics many times (to wandb, not to this log)
         if _printed_losses(lines, floor, top):
             return "training"  # print(loss.item()) once a step
-        in_step = (frames is not None and _in_step(frames)) or _loop_started(lines, floor, top)
+        in_step = (frames is not None and _in_step(frames)) or _loop_started(lines, floor, top) \
+            or _stepped(lines, floor, top)
         return _glued_bar(region) or ("first_step" if in_step else "startup")
     done = _bar_done(lines, floor, top)
     if done is None and (inner := _iter_in_epoch(lines, floor, top)) is not None and inner > 1:
@@ -445,8 +608,33 @@ def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str],
 
 #: A trainer's announcement that its training loop starts, printed once everything is set up (model
 #: wrapped, optimizer built), just before the first batch: the Hugging Face Trainer's (and TRL's,
-#: DeepSpeed-Chat's) "***** Running training *****", fairseq's "begin training epoch 1".
-_LOOP_START = ("***** Running training *****", "begin training epoch ")
+#: DeepSpeed-Chat's) "***** Running training *****", fairseq's "begin training epoch 1", detectron2's
+#: "Starting training from iteration 0" (``SimpleTrainer``/``TrainerBase.train``), Ultralytics YOLO's
+#: "Starting training for 100 epochs..." (after "Logging results to ..."), mmcv 1.x runners'
+#: "workflow: [('train', 1)], max: 12 epochs" (``EpochBasedRunner.run``; ``max: 90000 iters`` for
+#: ``IterBasedRunner``).
+_LOOP_START = ("***** Running training *****", "begin training epoch ", "Starting training from iteration ",
+               "Starting training for ", "workflow: [(")
+
+
+#: Warnings PyTorch prints only once a training step has run (each once per process): DDP's reducer
+#: after the first backward ("Reducer buckets have been rebuilt in this iteration", "Grad strides do not match bucket
+#: view strides", "find_unused_parameters=True was specified in DDP constructor, but did not find any
+#: unused parameters in the forward pass"), a loss's shape warning in its forward (``torch/nn/modules/
+#: loss.py``: "Using a target size (...) that is different to the input size"), anomaly mode's "Error
+#: detected in XBackward0", activation checkpointing's forward ("None of the inputs have
+#: requires_grad=True"). Not the scheduler's "Detected call of `lr_scheduler.step()` before
+#: `optimizer.step()`": a resumed run that fast-forwards its scheduler prints it while setting up.
+_STEP_WARNINGS = ("Reducer buckets have been rebuilt", "rad strides do not match bucket",
+                  "but did not find any unused parameters", "Using a target size", "Error detected in ",
+                  "None of the inputs have requires_grad")
+
+
+def _stepped(lines: Sequence[str], floor: int, top: int) -> bool:
+    """Whether the failing program printed a warning that only a training step prints
+    (:data:`_STEP_WARNINGS`) before ``top``: it got as far as its first step."""
+    return bool(last_matching(lines, _STEP_WARNINGS, lambda ln: "Error detected in " not in ln or "Backward" in ln,
+                              floor, top))
 
 
 def _loop_started(lines: Sequence[str], floor: int, top: int) -> bool:
@@ -579,10 +767,13 @@ def _unprefixed(block: Sequence[str], prefix: str) -> list[str]:
 
 _FRAME = re.compile(r'^\s*File "[^"]*", line \d+(?:, in (\S+))?')
 #: Functions whose frames say the failure happened while evaluating (metrics, validation, test).
-_EVAL_FUNC = re.compile(r"(?i)eval|valid|test|metric|psnr|ssim|accuracy|score|bleu|rouge|predict|infer"
+#: Each word starts a word of the name (``run_inference``, ``validation_step``, ``_evaluate``, ``calc_psnr``;
+#: camelCase ``doEval``), not the inside of another (``flashinfer_sample``, ``latest_ckpt``, ``invalid_mask``).
+_EVAL_FUNC = re.compile(r"(?:^|_|(?<=[a-z0-9])(?=[A-Z])|\d)(?i:eval|valid|test|metric|psnr|ssim|accuracy|score|bleu|rouge"
+                        r"|predict|infer)"
                         # an accuracy by its short name as the last word (SHOT's ``cal_acc``, ``compute_acc``,
                         # ``top1_acc``), not gradient accumulation (``acc_grad``, ``accumulate``)
-                        r"|(?:^|_)acc$")
+                        r"|(?i:(?:^|_)acc$)")
 #: Functions whose frames say the failure happened inside a training step (forward, backward,
 #: the optimizer's step).
 _STEP_FUNC = re.compile(r"^(?:forward|_forward|backward|training_step|train_step|train_batch|step|optimizer_step"
@@ -682,13 +873,18 @@ _FETCH_FUNC = re.compile(r"^__getitems?__$")
 _ITER_FUNC = re.compile(r"(?i)__next__|iter")
 
 
+#: A function that runs one epoch of the training loop (timm/torchvision references' and DeiT's
+#: ``train_one_epoch``, ``train_epoch``, ``run_epoch``): the loop had started (its set-up is done by then).
+_EPOCH_FUNC = re.compile(r"(?i)^_*(?:train(?:ing)?_(?:one_)?epoch|run_(?:train_)?epoch|fit_epoch|train_one_iter\w*)$")
+
+
 def _in_step(frames: Sequence[str]) -> bool:
-    """Whether the traceback runs inside a training step (a forward, a backward, an optimizer step),
-    or fetches a batch's items while iterating over a data set (a custom loader's thread, without
+    """Whether the traceback runs inside a training step (a forward, a backward, an optimizer step,
+    an epoch's loop), or fetches a batch's items while iterating over a data set (a custom loader's thread, without
     torch's ``_next_data``); a ``__getitem__`` not reached by iterating (``datasets["validation"]``
     while setting up) is not a step."""
     funcs = _funcs(frames)
-    if any(_STEP_FUNC.match(f) for f in funcs):
+    if any(_STEP_FUNC.match(f) or _EPOCH_FUNC.match(f) for f in funcs):
         return True
     fetch = next((k for k, f in enumerate(funcs) if _FETCH_FUNC.match(f)), None)
     return fetch is not None and any(_ITER_FUNC.search(f) for f in funcs[:fetch])

@@ -20,7 +20,7 @@ import re
 from collections.abc import Sequence
 from typing import NamedTuple
 
-__all__ = ["HOST_KEYS", "ROOT_CAUSE_HEADS", "Origin", "announced_host", "launcher_text", "mpirun_first", "origin_of", "prefix_rank", "root_cause_table", "strip_prefix",
+__all__ = ["HOST_KEYS", "RANK_KEYS", "ROOT_CAUSE_HEADS", "Origin", "announced_host", "announced_rank", "launcher_text", "mpirun_first", "origin_of", "prefix_rank", "root_cause_table", "strip_prefix",
            "table_hosts", "timestamp_of"]
 
 
@@ -392,3 +392,45 @@ def _other_host(line: str) -> tuple[str, ...]:
     else:
         m = None
     return (m.group(1),) if m is not None else ()
+
+
+#: Start-up lines that name the process's own rank. Printed by every rank (one rank named in the
+#: whole log: the log holds one process's output, a per-rank file or the only process): the Hugging
+#: Face example scripts' "Process rank: 3, device: cuda:3, n_gpu: 1, distributed training: True"
+#: (``logger.warning`` on each process; the local rank, -1 when not distributed), DETR's
+#: ``init_distributed_mode`` "| distributed init (rank 3): env://" (DeiT, MAE, BLIP, DINO ... print it
+#: before silencing the other ranks), fairseq's "distributed init (rank 3): tcp://...", timm's
+#: "Training in distributed mode with multiple processes, 1 device per process.Process 3, total 8,
+#: device cuda:3.". Printed to the console by rank 0 only in a shared log (so one named rank 0 of
+#: several says nothing, a non-zero one is a per-rank file): Lightning's "Initializing distributed:
+#: GLOBAL_RANK: 3, MEMBER: 4/8", detectron2's "Rank of current process: 3. World size: 8",
+#: accelerate's state ("Process index: 3"; ``logger.info(accelerator.state)`` is main-process only
+#: unless ``main_process_only=False``).
+RANK_KEYS = ("Process rank: ", "distributed init (rank ", "Process index: ", "device per process", "GLOBAL_RANK: ",
+             "Rank of current process: ")
+_EVERY_RANK = re.compile(r"Process rank: (\d+)\b|[Dd]istributed init \(rank (\d+)\)|device per process\.\s*Process (\d+), total \d+")
+_RANK_ZERO_CONSOLE = re.compile(r"GLOBAL_RANK: (\d+), MEMBER: \d+/(\d+)|Rank of current process: (\d+)\. World size: (\d+)"
+                                r"|^\s*Process index: (\d+)\s*$")
+
+
+def announced_rank(lines: Sequence[str], keys: Sequence[int]) -> int | None:
+    """The one rank the start-up lines at the indexes ``keys`` (lines holding one of ``RANK_KEYS``)
+    name for the log's process (:data:`RANK_KEYS`); None when they name several or none, or only a
+    rank 0 of several by a format that only rank 0 prints to a shared console."""
+    every: set[int] = set()
+    zero_console: set[tuple[int, int]] = set()
+    for i in keys:
+        text = launcher_text(lines[i]).rstrip("\r")
+        if (m := _EVERY_RANK.search(text)) is not None:
+            every.add(int(next(g for g in m.groups() if g is not None)))
+        elif (m := _RANK_ZERO_CONSOLE.search(text)) is not None:
+            rank, size = (m.group(1), m.group(2)) if m.group(1) is not None else (m.group(3), m.group(4)) \
+                if m.group(3) is not None else (m.group(5), "2")  # accelerate's state: the size is on another line
+            zero_console.add((int(rank), int(size)))
+    named = every | {r for r, _ in zero_console}
+    if len(named) != 1:
+        return None
+    rank = next(iter(named))
+    if not every and rank == 0 and any(size > 1 for _, size in zero_console):
+        return None  # rank 0's console line of a larger job: the other ranks print no such line there
+    return rank

@@ -20,6 +20,7 @@ _PHASE_WORDS = {
     "checkpoint_save": "while saving a checkpoint",
     "checkpoint_load": "while loading a checkpoint",
     "shutdown": "at shutdown (after the run's own end)",
+    "unknown": "in a phase the log does not settle",
 }
 
 

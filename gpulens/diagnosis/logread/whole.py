@@ -416,7 +416,7 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
     return dataclasses.replace(
         base, diagnosis=d, indicator_lines=[src.number(i) for i in primary],
         indicators=[logs.normalize_line(lines[i]).strip()[:300] for i in primary],
-        first_rank=first.rank, first_node=first.node or _failing_host(lines, starts[-1]),
+        first_rank=_failing_rank(lines, starts[-1], first), first_node=first.node or _failing_host(lines, starts[-1]),
         phase=(phase := phase_of(lines, at, region, starts[-1], step)), step=own_step(phase, step),
         secondary_lines=len(secondary), new_in_attempt=new_in_last(lines, starts, good))
 
@@ -466,6 +466,14 @@ def _same(line: str, first: ranks.Origin) -> bool:
     if first.rank is None and first.node is None:
         return True
     return rootline.same_origin(ranks.origin_of(line), first)
+
+
+def _failing_rank(lines: Sequence[str], floor: int, first: ranks.Origin) -> int | None:
+    """The rank that failed first; when no line names one, the one rank the failed attempt's
+    start-up lines name for the log's process (a per-rank log, a one-process job)."""
+    if first.rank is not None:
+        return first.rank
+    return ranks.announced_rank(lines, find_keys(lines, ranks.RANK_KEYS, floor))
 
 
 def _failing_host(lines: Sequence[str], floor: int) -> str | None:
