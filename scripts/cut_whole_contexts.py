@@ -38,9 +38,9 @@ REAL_INDEX = ROOT / "sample_logs" / "real" / "index.csv"
 OUT = ROOT / "sample_logs" / "contexts"
 #: Lines kept above the first indicator line, and below the last one.
 BEFORE = 40
-AFTER = 8
+AFTER = 40
 #: Bound of one context (UTF-8 bytes), and of one line (characters).
-MAX_BYTES = 3072
+MAX_BYTES = 4096
 MAX_LINE = 400
 FIELDS = ["file", "category", "origin", "project", "split", "repo", "path", "commit", "source_file",
           "source_sha256", "line_from", "line_to", "indicator_lines", "ambiguous", "description"]
@@ -74,14 +74,15 @@ def _shown(raw: str) -> str:
     return parts[-1] if parts else ""
 
 
-def cut(lines: Sequence[str], indicators: Sequence[int]) -> tuple[int, int, list[str]]:
+def cut(lines: Sequence[str], indicators: Sequence[int], before: int = BEFORE, after: int = AFTER,
+        max_bytes: int = MAX_BYTES) -> tuple[int, int, list[str]]:
     """(first line, last line, kept text) of the context around ``indicators`` (1-based): up to
     BEFORE lines above the first and AFTER below the last, progress lines dropped (never an
     indicator line), lines cut at MAX_LINE, then lines dropped from the top (above the first
     indicator), from the bottom (below the last) and finally between the indicator lines until
     the text fits MAX_BYTES."""
-    lo = max(1, min(indicators) - BEFORE)
-    hi = min(len(lines), max(indicators) + AFTER)
+    lo = max(1, min(indicators) - before)
+    hi = min(len(lines), max(indicators) + after)
     keep = [(n, _shown(lines[n - 1])[:MAX_LINE]) for n in range(lo, hi + 1)]
     keep = [(n, t) for n, t in keep if n in indicators or (t.strip() and not is_progress(t))]
     first, last = min(indicators), max(indicators)
@@ -89,13 +90,13 @@ def cut(lines: Sequence[str], indicators: Sequence[int]) -> tuple[int, int, list
     def size() -> int:
         return sum(len(t.encode("utf-8")) + 1 for _, t in keep)
 
-    while size() > MAX_BYTES and keep[0][0] < first:
+    while size() > max_bytes and keep[0][0] < first:
         keep.pop(0)
-    while size() > MAX_BYTES and keep[-1][0] > last:
+    while size() > max_bytes and keep[-1][0] > last:
         keep.pop()
-    while size() > MAX_BYTES and (drop := [k for k, (n, _) in enumerate(keep) if n not in indicators]):
+    while size() > max_bytes and (drop := [k for k, (n, _) in enumerate(keep) if n not in indicators]):
         keep.pop(drop[len(drop) // 2])
-    while size() > MAX_BYTES:  # only indicator lines are left: shorten the longest
+    while size() > max_bytes:  # only indicator lines are left: shorten the longest
         k = max(range(len(keep)), key=lambda j: len(keep[j][1]))
         keep[k] = (keep[k][0], keep[k][1][: len(keep[k][1]) // 2])
     return keep[0][0], keep[-1][0], [redact(t) for _, t in keep]
@@ -115,7 +116,8 @@ def _name(file: str) -> str:
     return f"{slice_}__{stem}" + ("" if stem.endswith(".log") else ".log")
 
 
-def build(corpus: Path, out: Path, index_dir: Path = WHOLE_INDEX, real_index: Path = REAL_INDEX) -> int:
+def build(corpus: Path, out: Path, index_dir: Path = WHOLE_INDEX, real_index: Path = REAL_INDEX, *,
+          before: int = BEFORE, after: int = AFTER, max_bytes: int = MAX_BYTES) -> int:
     """Write the contexts and their index; the number written."""
     whole = _rows(index_dir)
     with real_index.open(encoding="utf-8", newline="") as fh:
@@ -133,7 +135,7 @@ def build(corpus: Path, out: Path, index_dir: Path = WHOLE_INDEX, real_index: Pa
             raise ValueError(f"{corpus / r['file']}: sha256 differs from its index row")
         lines = data.decode("utf-8", errors="replace").split("\n")
         marks = [int(x) for x in r["indicator_lines"].split()]
-        lo, hi, text = cut(lines, marks)
+        lo, hi, text = cut(lines, marks, before, after, max_bytes)
         name = f"{r['category']}/{_name(r['file'])}"
         (out / r["category"]).mkdir(exist_ok=True)
         (out / name).write_text("\n".join(text) + "\n", encoding="utf-8")
@@ -152,6 +154,9 @@ def build(corpus: Path, out: Path, index_dir: Path = WHOLE_INDEX, real_index: Pa
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(OUT), help="output folder (default sample_logs/contexts)")
+    ap.add_argument("--before", type=int, default=BEFORE, help=f"lines above the first indicator (default {BEFORE})")
+    ap.add_argument("--after", type=int, default=AFTER, help=f"lines below the last indicator (default {AFTER})")
+    ap.add_argument("--max-bytes", type=int, default=MAX_BYTES, help=f"bound of one context (default {MAX_BYTES})")
     args = ap.parse_args(argv)
     corpus = os.environ.get("GPULENS_WHOLE_LOGS", "")
     if not corpus or not Path(corpus).is_dir():
@@ -159,7 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               "sample_logs/whole/README.md says and point the variable at it", file=sys.stderr)
         return 2
     try:
-        n = build(Path(corpus), Path(args.out))
+        n = build(Path(corpus), Path(args.out), before=args.before, after=args.after, max_bytes=args.max_bytes)
     except (OSError, ValueError) as exc:
         print(f"error: {exc}; rebuild that log from its index row (sample_logs/whole/README.md)", file=sys.stderr)
         return 2
