@@ -61,6 +61,7 @@ __all__ = [
     "load_real_corpus",
     "model_without",
     "train_model",
+    "whole_classifier",
 ]
 
 MODEL_VERSION = 5
@@ -544,7 +545,7 @@ class Classifier:
 
     def __init__(self, *, rules: tuple[Rule, ...] | None = None, model: SvmModel | str | None = "auto",
                  corpus_dir: str | Path | None = None, cache_dir: str | Path | None = "default",
-                 model_store: ModelStore | None = None) -> None:
+                 model_store: ModelStore | None = None, contexts: bool = False) -> None:
         self.rules = rules if rules is not None else load_rules()
         self._model: SvmModel | None = model if isinstance(model, SvmModel) else None
         self._auto = model == "auto"
@@ -552,6 +553,8 @@ class Classifier:
         self.model_store = model_store if model_store is not None else _default_model_store(cache_dir)
         self._lock = threading.Lock()
         self.model_error: str | None = None
+        #: the model also learns from the whole logs' error contexts (the whole-log reader's classifier)
+        self.contexts = contexts
 
     # -- model ---------------------------------------------------------------------------
 
@@ -573,7 +576,7 @@ class Classifier:
         real_index = self.corpus_dir / REAL_SUBDIR / "index.csv"
         if real_index.is_file():  # train_model also learns from the real-world corpus
             h.update(real_index.read_bytes())
-        for ctx in load_context_corpus(self.corpus_dir):  # and from the whole logs' error contexts
+        for ctx in load_context_corpus(self.corpus_dir) if self.contexts else []:  # and the error contexts
             h.update(f"{ctx.file}:{ctx.category}:".encode())
             h.update((self.corpus_dir / ctx.file).read_bytes())
         for e in entries:
@@ -599,7 +602,7 @@ class Classifier:
                 return svmcodec.decode(blob, blocks, SvmModel, _LinearCalibrated)
             except (KeyError, ValueError, TypeError, IndexError, AttributeError) as exc:
                 store.reject(name, f"stored model {name} does not fit this version ({exc})")
-        model = train_model(entries, self.corpus_dir)
+        model = train_model(entries, self.corpus_dir, with_contexts=self.contexts)
         if store is not None:
             try:
                 store.save(name, svmcodec.encode(model, blocks))
@@ -979,7 +982,7 @@ def _unknown(reason: str, file: str | None, evidence: list[str] | None = None,
 
 
 def train_model(entries: Sequence[CorpusEntry], corpus_dir: str | Path, *, with_real: bool = True,
-                with_contexts: bool = True, skip_projects: Iterable[str] = ()) -> SvmModel:
+                with_contexts: bool = False, skip_projects: Iterable[str] = ()) -> SvmModel:
     """Fit the SVM on corpus entries plus, with ``with_real``, the real-world logs of
     ``<corpus_dir>/real/`` and, with ``with_contexts``, the whole logs' error contexts of
     ``<corpus_dir>/contexts/`` (bounded reading, like classify_file), leaving out the real logs and
@@ -1010,7 +1013,7 @@ def model_without(clf: Classifier, skip_projects: Iterable[str]) -> SvmModel:
             return svmcodec.decode(blob, blocks, SvmModel, _LinearCalibrated)
         except (KeyError, ValueError, TypeError, IndexError, AttributeError) as exc:
             store.reject(name, f"stored model {name} does not fit this version ({exc})")
-    model = train_model(entries, clf.corpus_dir, skip_projects=skip)
+    model = train_model(entries, clf.corpus_dir, with_contexts=clf.contexts, skip_projects=skip)
     if store is not None:
         try:
             store.save(name, svmcodec.encode(model, blocks))
@@ -1029,6 +1032,21 @@ def default_classifier() -> Classifier:
         if _DEFAULT is None:
             _DEFAULT = Classifier()
         return _DEFAULT
+
+
+_WHOLE: Classifier | None = None
+
+
+def whole_classifier() -> Classifier:
+    """The whole-log reader's classifier: the same rules, a model that also learns from the error
+    contexts of dev-split whole logs (``sample_logs/contexts/``). The excerpt classifier
+    (:func:`default_classifier`) keeps to the excerpts: on the excerpt corpus's holdout split the
+    contexts cost its SVM 0.9 points of macro-F1 (docs/diagnosis-evaluation.md)."""
+    global _WHOLE
+    with _DEFAULT_LOCK:
+        if _WHOLE is None:
+            _WHOLE = Classifier(contexts=True)
+        return _WHOLE
 
 
 def classify_text(text: str, *, file: str | None = None) -> Diagnosis:

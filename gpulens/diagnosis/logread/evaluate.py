@@ -20,7 +20,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from gpulens.diagnosis.classifier import Classifier, default_classifier, load_context_corpus, model_without
+from gpulens.diagnosis.classifier import Classifier, load_context_corpus, model_without, whole_classifier
 from gpulens.diagnosis.logread.whole import WholeDiagnosis, diagnose_path
 from gpulens.errors import InputError
 from gpulens.vocab import NO_FAILURE
@@ -244,7 +244,7 @@ class WholeEval:
 def _fold_classifiers(clf: Classifier, projects: Iterable[str]) -> dict[int, Classifier]:
     """Per fold whose projects gave error contexts to ``clf``'s model: a classifier with the same
     rules and a model trained without those projects' material."""
-    if clf.model is None:
+    if not clf.contexts or clf.model is None:
         return {}
     given = {e.project.lower() for e in load_context_corpus(clf.corpus_dir)}
     out: dict[int, Classifier] = {}
@@ -269,7 +269,7 @@ def evaluate_whole(root: str | os.PathLike[str], clf: Classifier | None = None, 
         raise InputError(f"whole-log corpus directory {base} does not exist.",
                          "Point --whole-logs (or GPULENS_WHOLE_LOGS) at the rebuilt corpus (sample_logs/whole/README.md).")
     cross_fit = clf is None if cross_fit is None else cross_fit
-    clf = clf or default_classifier()
+    clf = clf or whole_classifier()
     rows = load_index(index_dir)
     present = [r for r in rows if (base / r["file"]).is_file()]
     if not present:
