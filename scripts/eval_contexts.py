@@ -19,6 +19,7 @@ from gpulens.diagnosis import logs
 from gpulens.diagnosis.classifier import (
     CORPUS_DIR,
     Classifier,
+    CorpusEntry,
     SvmModel,
     _bound_text,
     load_context_corpus,
@@ -49,7 +50,7 @@ def main() -> int:
     y = [e.category for e in ctx]
     rules = Classifier(model=None, cache_dir=None).rules
 
-    def fit(entries: list) -> SvmModel:  # type: ignore[type-arg]
+    def fit(entries: list[CorpusEntry]) -> SvmModel:
         return SvmModel().fit([read[e.file] for e in entries], [e.category for e in entries],
                               groups=[e.family for e in entries])
 
