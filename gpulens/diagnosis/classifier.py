@@ -56,15 +56,21 @@ __all__ = [
     "classify_text",
     "default_classifier",
     "family_of",
+    "load_context_corpus",
     "load_corpus",
     "load_real_corpus",
+    "model_without",
     "train_model",
+    "whole_classifier",
 ]
 
 MODEL_VERSION = 5
 CORPUS_DIR = Path(__file__).resolve().parents[2] / "sample_logs"
 #: The real-world corpus inside the corpus directory (trained on together with the generated logs).
 REAL_SUBDIR = "real"
+#: Error contexts cut from the dev-split whole logs (``scripts/cut_whole_contexts.py``), trained on
+#: together with the excerpts: what the whole-log reader hands the model at diagnosis time.
+CONTEXTS_SUBDIR = "contexts"
 #: Below this SVM probability the answer is "unknown". 0: the model's top class is answered,
 #: flagged "low confidence" below LOW_CONFIDENCE; the model abstains through its own ``unknown``
 #: class (trained on real secondary-only logs). Chosen on the dev split of the real corpus
@@ -132,6 +138,22 @@ def load_real_corpus(corpus_dir: str | Path | None = None) -> list[CorpusEntry]:
             CorpusEntry(f"{REAL_SUBDIR}/{r['file']}", r["category"], r["origin"], r["provenance"],
                         r["description"], project=r["project"], split=r["split"],
                         ambiguous=r.get("ambiguous") == "yes")
+            for r in csv.DictReader(fh)
+        ]
+
+
+def load_context_corpus(corpus_dir: str | Path | None = None) -> list[CorpusEntry]:
+    """Entries of ``sample_logs/contexts/index.csv`` (error contexts cut from dev-split whole
+    logs), with ``file`` relative to ``corpus_dir``; empty when absent."""
+    root = Path(corpus_dir) if corpus_dir else CORPUS_DIR
+    index = root / CONTEXTS_SUBDIR / "index.csv"
+    if not index.is_file():
+        return []
+    with index.open(newline="", encoding="utf-8") as fh:
+        return [
+            CorpusEntry(f"{CONTEXTS_SUBDIR}/{r['file']}", r["category"], r["origin"],
+                        f"https://github.com/{r['repo']}/blob/{r['commit']}/{r['path']}#L{r['line_from']}-L{r['line_to']}",
+                        r["description"], project=r["project"], split=r["split"], ambiguous=r.get("ambiguous") == "yes")
             for r in csv.DictReader(fh)
         ]
 
@@ -523,7 +545,7 @@ class Classifier:
 
     def __init__(self, *, rules: tuple[Rule, ...] | None = None, model: SvmModel | str | None = "auto",
                  corpus_dir: str | Path | None = None, cache_dir: str | Path | None = "default",
-                 model_store: ModelStore | None = None) -> None:
+                 model_store: ModelStore | None = None, contexts: bool = False) -> None:
         self.rules = rules if rules is not None else load_rules()
         self._model: SvmModel | None = model if isinstance(model, SvmModel) else None
         self._auto = model == "auto"
@@ -531,6 +553,8 @@ class Classifier:
         self.model_store = model_store if model_store is not None else _default_model_store(cache_dir)
         self._lock = threading.Lock()
         self.model_error: str | None = None
+        #: the model also learns from the whole logs' error contexts (the whole-log reader's classifier)
+        self.contexts = contexts
 
     # -- model ---------------------------------------------------------------------------
 
@@ -552,6 +576,9 @@ class Classifier:
         real_index = self.corpus_dir / REAL_SUBDIR / "index.csv"
         if real_index.is_file():  # train_model also learns from the real-world corpus
             h.update(real_index.read_bytes())
+        for ctx in load_context_corpus(self.corpus_dir) if self.contexts else []:  # and the error contexts
+            h.update(f"{ctx.file}:{ctx.category}:".encode())
+            h.update((self.corpus_dir / ctx.file).read_bytes())
         for e in entries:
             try:
                 h.update(f"{e.file}:{(self.corpus_dir / e.file).stat().st_size}".encode())
@@ -575,7 +602,7 @@ class Classifier:
                 return svmcodec.decode(blob, blocks, SvmModel, _LinearCalibrated)
             except (KeyError, ValueError, TypeError, IndexError, AttributeError) as exc:
                 store.reject(name, f"stored model {name} does not fit this version ({exc})")
-        model = train_model(entries, self.corpus_dir)
+        model = train_model(entries, self.corpus_dir, with_contexts=self.contexts)
         if store is not None:
             try:
                 store.save(name, svmcodec.encode(model, blocks))
@@ -954,16 +981,45 @@ def _unknown(reason: str, file: str | None, evidence: list[str] | None = None,
                      inputs=inputs or [], file=file)
 
 
-def train_model(entries: Sequence[CorpusEntry], corpus_dir: str | Path, *, with_real: bool = True) -> SvmModel:
+def train_model(entries: Sequence[CorpusEntry], corpus_dir: str | Path, *, with_real: bool = True,
+                with_contexts: bool = False, skip_projects: Iterable[str] = ()) -> SvmModel:
     """Fit the SVM on corpus entries plus, with ``with_real``, the real-world logs of
-    ``<corpus_dir>/real/`` (bounded reading, like classify_file)."""
+    ``<corpus_dir>/real/`` and, with ``with_contexts``, the whole logs' error contexts of
+    ``<corpus_dir>/contexts/`` (bounded reading, like classify_file), leaving out the real logs and
+    contexts of ``skip_projects`` (lower-cased names; out-of-sample evaluation)."""
     root = Path(corpus_dir)
     entries = list(entries)
-    if with_real:
-        have = {e.file for e in entries}
-        entries += [e for e in load_real_corpus(root) if e.file not in have]
+    have = {e.file for e in entries}
+    skip = {p.lower() for p in skip_projects}
+    extra = (load_real_corpus(root) if with_real else []) + (load_context_corpus(root) if with_contexts else [])
+    entries += [e for e in extra if e.file not in have and e.project.lower() not in skip]
     views = [logs.analyze(_bound_text(logs.read_log(root / e.file).text)) for e in entries]
     return SvmModel().fit(views, [e.category for e in entries], groups=[e.family for e in entries])
+
+
+def model_without(clf: Classifier, skip_projects: Iterable[str]) -> SvmModel:
+    """The model ``clf`` trains from its corpus, without the real logs and error contexts of
+    ``skip_projects`` (out-of-sample evaluation of logs of those projects), cached in ``clf``'s
+    model store under its own key."""
+    skip = sorted({p.lower() for p in skip_projects})
+    entries = load_corpus(clf.corpus_dir)
+    tag = hashlib.sha256("\n".join(skip).encode()).hexdigest()[:12]
+    name = f"diagnosis-svm-{clf._corpus_key(entries)}-without-{tag}"
+    blocks = list(BLOCK_WEIGHTS)
+    store = clf.model_store
+    blob = store.load(name) if store is not None else None
+    if store is not None and blob is not None:
+        try:
+            return svmcodec.decode(blob, blocks, SvmModel, _LinearCalibrated)
+        except (KeyError, ValueError, TypeError, IndexError, AttributeError) as exc:
+            store.reject(name, f"stored model {name} does not fit this version ({exc})")
+    model = train_model(entries, clf.corpus_dir, with_contexts=clf.contexts, skip_projects=skip)
+    if store is not None:
+        try:
+            store.save(name, svmcodec.encode(model, blocks))
+        except (OSError, ValueError):
+            pass
+    return model
 
 
 _DEFAULT: Classifier | None = None
@@ -976,6 +1032,21 @@ def default_classifier() -> Classifier:
         if _DEFAULT is None:
             _DEFAULT = Classifier()
         return _DEFAULT
+
+
+_WHOLE: Classifier | None = None
+
+
+def whole_classifier() -> Classifier:
+    """The whole-log reader's classifier: the same rules, a model that also learns from the error
+    contexts of dev-split whole logs (``sample_logs/contexts/``). The excerpt classifier
+    (:func:`default_classifier`) keeps to the excerpts: on the excerpt corpus's holdout split the
+    contexts cost its SVM 0.9 points of macro-F1 (docs/diagnosis-evaluation.md)."""
+    global _WHOLE
+    with _DEFAULT_LOCK:
+        if _WHOLE is None:
+            _WHOLE = Classifier(contexts=True)
+        return _WHOLE
 
 
 def classify_text(text: str, *, file: str | None = None) -> Diagnosis:

@@ -121,10 +121,10 @@ def _label(app: App, label: str, origin: str | None, category: str | None, as_js
 
 
 def _files(app: App, files: tuple[Path, ...], as_json: bool) -> None:
-    from gpulens.diagnosis.classifier import default_classifier
+    from gpulens.diagnosis.classifier import whole_classifier
     from gpulens.diagnosis.logread import diagnose_path
 
-    clf = default_classifier()
+    clf = whole_classifier()
     unreadable = 0
     records = []
     if as_json:  # one JSON array, streamed one element (one line) per file

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpulens.diagnosis import logs
-from gpulens.diagnosis.classifier import Classifier, default_classifier
+from gpulens.diagnosis.classifier import Classifier, whole_classifier
 from gpulens.diagnosis.logread import ranks, rootline
 from gpulens.diagnosis.logread.attempts import attempt_starts, new_in_last
 from gpulens.diagnosis.logread.completion import (
@@ -189,7 +189,7 @@ def diagnose_source(src: WholeText, clf: Classifier | None = None, *, file: str 
                             "a completion message earlier (one stage of the job), no failure after it")
         return _healthy(base, src, (end.index, end.strength) if end else (_last_line(lines), 0.55), file,
                         end.why if end else None)
-    got = _failed(base, src, starts, frontier, failures, signals, clf or default_classifier(), file)
+    got = _failed(base, src, starts, frontier, failures, signals, clf or whole_classifier(), file)
     return _abstain(got, min_confidence)
 
 
