@@ -42,7 +42,7 @@ COMPLETION_KEYS: tuple[str, ...] = (
     "Job Finished", "End of training", "Run finished",
     "done training", "Loss for final step", "train metrics", "Best metric", "exiting program at iteration",
     "xit code", "xit status", "xited with code", "xited with status", "xit Code", "xit Status", "Exit_status",
-    "ExitCode", "COMPLETED", "succeeded",
+    "ExitCode", "COMPLETED", "succeeded", "inal validation metrics", "inal Validation Metrics",
 )
 #: ``any(k in line for k in COMPLETION_KEYS)``, one ``or`` chain (speed: asked of many lines)
 _has_completion_key = contains_any(COMPLETION_KEYS)
@@ -53,7 +53,8 @@ _has_completion_key = contains_any(COMPLETION_KEYS)
 COMPLETION_COVER: tuple[str, ...] = (
     "raining", "inish", "FINISHED", "done", "Done", "DONE", "xit", "complet", "reached", "train_runtime",
     "Run summary", "Synced ", "View run", "Results saved to", "arly", "Signaling Trainer to stop", "Stopping. Best",
-    "final", "Best acc", "Enjoy", "train metrics", "Best metric", "COMPLETED", "succeeded",
+    "final", "Best acc", "Enjoy", "train metrics", "Best metric", "COMPLETED", "succeeded", "inal validation metrics",
+    "inal Validation Metrics",
 )
 
 #: Lines trackers print at process exit whatever the outcome (wandb's summary and sync, MLflow's
@@ -77,6 +78,9 @@ _STRONG = re.compile(
     r"|[Ee]xit(?:ed)?(?: with)? (?:[Cc]ode|[Ss]tatus)\s*[:=]?\s*0(?![\d.:])|\bExit_status=0\b|\bExitCode[=: ]+0:0\b"
     r"|\bState:\s*COMPLETED\b|\bJobState=COMPLETED\b|\bJob '[^']+' succeeded\b"
     r"|🏃 View run"
+    # verl's RayPPOTrainer.fit at its last step ("Final validation metrics: {...}", pprint may
+    # wrap it in parentheses), and the same header other training scripts print after their last epoch
+    r"|\bFinal [Vv]alidation [Mm]etrics:"
 )
 _WEAK = re.compile(
     r"^\W*(?:done|Done|DONE|finished|Finished|FINISHED|Enjoy)[.!]?\W*$|\bBest acc\b|^\s*Finished\b"
@@ -500,3 +504,91 @@ def written_after_bar(lines: Sequence[str], floor: int, keys: Sequence[str],
         if glued is not None and test(glued.text):
             out.append(i)
     return out
+
+
+# ----------------------------------------------------------------- errors of a shutdown after the work
+
+#: Errors a job's processes print while they are torn down after the work ended, when one
+#: process exits before the others: torch's DataLoader reporting a worker the shutdown killed
+#: (csrc/DataLoader.cpp "DataLoader worker (pid 4242) is killed by signal: Killed.",
+#: utils/data/dataloader.py "DataLoader worker (pid(s) 4242, 4243) exited unexpectedly"), the
+#: c10d store and the NCCL process group losing a peer that already exited (TCPStore's
+#: "recvValue failed" / "Connection reset by peer" / "Broken pipe", the ProcessGroupNCCL heartbeat
+#: monitor's 'Failed to check the "should dump" flag on TCPStore', DistNetworkError and
+#: DistStoreError, NCCL's ncclRemoteError "remote process exited or there was a network error"
+#: and ncclSystemError).
+_TEARDOWN = Guarded(
+    r"DataLoader worker \(pid(?:\(s\))? [\d, ]+\) (?:is killed by signal|exited unexpectedly)"
+    r"|Connection reset by peer|Broken pipe|BrokenPipeError|ConnectionResetError|TCPStore|recvValue failed"
+    r"|should dump\W+flag|DistNetworkError|DistStoreError|ncclRemoteError|ncclSystemError"
+    r"|remote process exited or there was a network error",
+    ("DataLoader worker", "Connection reset", "Broken pipe", "BrokenPipe", "ConnectionReset", "TCPStore", "recvValue",
+     "should dump", "DistNetworkError", "DistStoreError", "ncclRemoteError", "ncclSystemError", "remote process exited"),
+)
+#: A process ended by a signal sent from outside it (not a scheduler's limit, not a crash of its
+#: own): bash's "Killed" / "Terminated" report, abseil's "*** SIGTERM received at time=..." (Ray
+#: stops its actors so), torchrun's "Received Signals.SIGTERM death signal", its "exitcode : -9"
+#: and "Signal 15 (SIGTERM) received by PID 4242".
+_SENT_SIGNAL = Guarded(
+    r"^(?:\S+: line \d+:\s+\d+\s+)?(?:Killed|Terminated)\b|\*\*\* SIG(?:TERM|KILL|INT|HUP) received at time="
+    r"|[Rr]eceived (?:Signals\.)?SIG(?:TERM|KILL|INT|HUP)\b|[Rr]eceived \d+ death signal"
+    r"|exitcode\s*:\s*-(?:1|2|9|15)\b|Signal (?:1|2|9|15) \(SIG(?:HUP|INT|KILL|TERM)\) received by PID",
+    ("Killed", "Terminated", "received at time=", "eceived ", "exitcode", "received by PID"),
+)
+#: A launcher's or a scheduler's report that a process exited non-zero (what it reports is the
+#: shutdown error's consequence when nothing else failed): srun's "Exited with exit code",
+#: DeepSpeed's "exits with return code", torchrun's failure report lines.
+_EXIT_REPORT = Guarded(
+    r"srun: error: .*Exited with exit code|exits with return code|exit(?:ed)? (?:with )?(?:code|status)\s*[:=]?\s*-?\d"
+    r"|exitcode\s*:\s*-?\d|^(?:traceback|rank|host|local_rank|time|error_file)\s*:",
+    ("xit", "traceback", "rank", "host", "time", "error_file"),
+)
+#: Lines before the first failure line searched for the completion message it came after.
+TEARDOWN_LOOKBACK = 300
+
+
+def shutdown_error(norm: str) -> str | None:
+    """What a (normalized, prefix-free) failure line is when it may come from a shutdown after the
+    work: ``"teardown"`` (an error of the shutdown itself, ``_TEARDOWN``), ``"signal"`` (a process
+    ended by a signal sent from outside, ``_SENT_SIGNAL``), ``"report"`` (a launcher's report of
+    a non-zero exit), or None (an error of the work: it did not end normally)."""
+    if _TEARDOWN.search(norm):
+        return "teardown"
+    if _SENT_SIGNAL.search(norm):
+        return "signal"
+    if logs.is_secondary(norm) or _EXIT_REPORT.search(norm):
+        return "report"
+    return None
+
+
+def finished_before(lines: Sequence[str], floor: int, failures: Sequence[int],
+                    plain: Callable[[str], str]) -> tuple[int, float] | None:
+    """(index, strength) of a completion message printed before every failure line of the
+    attempt (``failures``, sorted) when those lines are only what a shutdown prints after the
+    work (:func:`shutdown_error`: a DataLoader worker or a process killed, a process group
+    losing its peers, the launcher's report of the exit), at least one of them not a bare
+    report, and the job printed no progress between the message and them (a progress bar's
+    last refresh at its end aside): the work finished, its teardown failed. ``plain``: a
+    line without its normalization's leftovers (a Ray prefix). None otherwise: an error of the
+    work itself (a traceback in the final save), a report of a process that failed before the
+    message, or more work after it."""
+    if not failures:
+        return None
+    first = failures[0]
+    kinds = [shutdown_error(plain(logs.normalize_line(lines[i])).strip()) for i in failures]
+    if None in kinds or set(kinds) == {"report"}:
+        return None
+    lo = max(floor, first - TEARDOWN_LOOKBACK)
+    done = next((i for i in reversed(find_keys(lines, COMPLETION_COVER, lo, first))
+                 if not any(k in lines[i] for k in AT_EXIT)
+                 and completion_strength(logs.normalize_line(lines[i])) >= _STRONG_END), None)
+    if done is None:
+        return None
+    if any(is_progress(lines[k]) and _counters_end(_shown(lines[k])) is not True for k in range(done + 1, first)):
+        return None  # more work after the message: it ended one stage
+    return done, completion_strength(logs.normalize_line(lines[done]))
+
+
+#: Completion strength a message needs to outrank a shutdown's errors after it (a trainer's or
+#: a launcher's own words, not a bare "done").
+_STRONG_END = 0.95
