@@ -630,7 +630,7 @@ class Classifier:
         if weak and view.context_lines:
             # a generic match elsewhere counts only when the region itself matched nothing but a
             # secondary message (a launcher summary)
-            ctx = [m for m in match_rules("\n".join(view.context_lines), self.rules)
+            ctx = [m for m in match_rules("\n".join(view.context_lines), self.rules) + _framed(view, self.rules, keep_final)
                    if (best is None or best.rule.secondary or not m.rule.generic) and not logs.is_weak(m.line)
                    and not m.rule.secondary]
             if ctx:
@@ -751,6 +751,18 @@ def _blame(d: Diagnosis, view: logs.LogView, matches: list[RuleMatch]) -> Diagno
     return d
 
 
+def _framed(view: logs.LogView, rules: tuple[Rule, ...], keep_final: bool) -> list[RuleMatch]:
+    """In a whole log (``keep_final``), the matches of rules that read a traceback's frames
+    beside its exception line (a ``context`` pattern: "the frames call torch.load") on an error
+    line outside the fatal region, searched in the text above that region: the context lines
+    alone hold no frames (a rank's traceback above the launcher's own, which is the fatal region)."""
+    if not keep_final or view.fatal.start_line <= 0:
+        return []
+    have = {ln.strip() for ln in view.context_lines}
+    above = "\n".join(logs.normalize_line(ln) for ln in view.lines[:view.fatal.start_line])
+    return [m for m in match_rules(above, rules) if m.rule.context is not None and m.line in have]
+
+
 @dataclasses.dataclass
 class _Pick:
     best: RuleMatch | None
@@ -812,7 +824,7 @@ def _needs_model(view: logs.LogView, pick: _Pick, keep_final: bool) -> bool:
 
 #: Rules whose failure is usually the aftermath of an earlier one in the same job: a checkpoint
 #: that is not there when a later step (evaluation, the next stage of a script) loads it.
-AFTERMATH_RULES = frozenset({"checkpoint-file-missing", "hf-no-weights-file"})
+AFTERMATH_RULES = frozenset({"checkpoint-file-missing", "checkpoint-load-path", "hf-no-weights-file"})
 #: Categories of an earlier failure that explain such an aftermath (the step that was to write
 #: the checkpoint died of it).
 ROOT_CAUSE_CATEGORIES = frozenset({"gpu_oom", "cpu_oom", "gpu_hardware", "cuda_error", "comm_error", "storage_error",

@@ -389,7 +389,14 @@ def _went_on_to_an_end(lines: Sequence[str], at: int) -> bool:
 #: syntax error: unexpected end of file", "sh: 3: Syntax error: "(" unexpected"); Hydra's ``run_and_report``
 #: ends its short report of the exception the job raised with "Set the environment variable
 #: HYDRA_FULL_ERROR=1 for a complete stack trace." and then exits 1 (an instantiate error prints
-#: no traceback and no "XError:" line: "Error in call to target 'x.f':" / "TypeError(...)").
+#: no traceback and no "XError:" line: "Error in call to target 'x.f':" / "TypeError(...)");
+#: a training loop's NaN guard stops it ("Loss is nan, stopping training" of DETR, DeiT, MAE,
+#: DINO and the code built on them, which then print the loss dict and sys.exit(1); "Loss is NAN:
+#: Mini-Batch Index: 7269"), printing no error word. Bash says its two in the user's language
+#: too (its po translations: zh_CN "job.sh: 行 28: 未预期的符号 `done' 附近有语法错误" and "行 9: foo:
+#: 未找到命令", ja "行 1: 予期しないトークン `(' 周辺に構文エラーがあります", de "Zeile 68: Syntaxfehler
+#: beim unerwarteten Symbol »]«" and "Kommando nicht gefunden.", fr "erreur de syntaxe près du
+#: symbole inattendu", ru "синтаксическая ошибка рядом с неожиданным маркером" and "команда не найдена").
 _LAST_WORDS = Guarded(
     r"^(?:\S+: )?(?:line \d+: )?[^\s:]+: command not found$"
     r"|can't open file '[^']+': \[Errno \d+\]"
@@ -400,10 +407,17 @@ _LAST_WORDS = Guarded(
     r"|^thread '[^']*' panicked at |^panic: |^make(?:\[\d+\])?: \*\*\* \[[^\]]*\] Error \d+"
     r"|^(?:\S+: )?line \d+: (?:syntax error near unexpected token |syntax error: unexpected end of file"
     r"|unexpected EOF while looking for matching )|^(?:\S+: )?\d+: (?:\S+: )?Syntax error: "
-    r"|^Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace\.$",
+    r"|^Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace\.$"
+    r"|^(?:[Ll]oss|LOSS) is (?:nan|NaN|NAN|-?inf|-?Inf|INF)\b"
+    r"|^(?:\S+: ?)?(?:(?:行|Zeile|ligne|строка) ?\d+ ?: )?[^\s:]+? ?(?:: |：)(?:未找到命令|コマンドが見つかりません"
+    r"|Kommando nicht gefunden\.?|Befehl nicht gefunden|commande introuvable|команда не найдена)$"
+    r"|^(?:\S+: ?)?(?:行|Zeile|ligne|строка) ?\d+ ?: (?:未预期的符号|予期しないトークン|Syntaxfehler beim unerwarteten"
+    r"|erreur de syntaxe près du symbole inattendu|синтаксическая ошибка рядом с неожиданным маркером)",
     ("command not found", "can't open file", "No such file or directory", "PBS: job killed", "terminate called",
      ": not found", "panicked at ", "panic: ", "*** [", "syntax error", "unexpected EOF while", "Syntax error: ",
-     "HYDRA_FULL_ERROR=1"),
+     "HYDRA_FULL_ERROR=1", "oss is ", "OSS is ", "未找到命令", "コマンドが見つかりません", "nicht gefunden",
+     "commande introuvable", "команда не найдена", "未预期的符号", "予期しないトークン", "Syntaxfehler beim",
+     "erreur de syntaxe", "синтаксическая ошибка"),
 )
 #: Non-blank lines at the end of an attempt read for them: such a line ends the job only when
 #: it is (nearly) the last thing the job printed; a script that goes on after a missing command

@@ -1,0 +1,110 @@
+"""How libraries and tools name a failure, read from whole logs: a training loop's NaN guard,
+bash's translated messages, an error about NaN values after the loss went NaN, PyTorch's
+argument checks, and a missing or wrong path in a checkpoint load under a launcher. Each excerpt
+is small, realistic and written for the test."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpulens.diagnosis.classifier import Classifier, default_classifier
+from gpulens.diagnosis.logread import diagnose_text
+
+
+@pytest.fixture(scope="module")
+def clf() -> Classifier:
+    return default_classifier()
+
+
+def _epochs(n: int) -> list[str]:
+    out = []
+    for e in range(1, n + 1):
+        out += [f"Epoch: {e}", f"  TRAIN  100/900  200/900  300/900  loss 1.{90 - e}", f"  DEV acc: 4{e}.1%  TEST acc: 4{e}.0%"]
+    return out
+
+
+@pytest.mark.parametrize("guard", ["Loss is NAN: Mini-Batch Index: 7269", "Loss is nan, stopping training"])
+def test_a_nan_guard_that_stops_training_is_a_diverged_failure(clf: Classifier, guard: str) -> None:
+    lines = [*_epochs(6), "Epoch: 7", "  TRAIN  100/900  200/900", "", guard]
+    w = diagnose_text("\n".join(lines), clf)
+    assert w.diagnosis.category == "model_diverged" and w.indicator_lines == [len(lines)]
+
+
+@pytest.mark.parametrize(("end", "category"), [
+    (["run_all.sh: 行 27: 数器：未找到命令", "run_all.sh: 行 28: 未预期的符号“done”附近有语法错误", "run_all.sh: 行 28: `done'"],
+     "syntax_error"),
+    (["job.sh: 行 1: 予期しないトークン `(' 周辺に構文エラーがあります", "job.sh: 行 1: `python train.py ("], "syntax_error"),
+    (["job.sh: Zeile 68: Syntaxfehler beim unerwarteten Symbol »fi«"], "syntax_error"),
+    (["job.sh: 行 14: torchrun: 未找到命令"], "import_error"),
+    (["job.sh: ligne 14 : torchrun : commande introuvable"], "import_error"),
+])
+def test_bashs_translated_messages_end_a_job_script(clf: Classifier, end: list[str], category: str) -> None:
+    lines = ["Processing subject 3", *[f"epoch {e} loss 0.{60 - e}" for e in range(1, 9)], "Successfully processed 3",
+             *end]
+    w = diagnose_text("\n".join(lines), clf)
+    assert w.diagnosis.category == category
+
+
+def test_an_error_about_nan_values_after_the_loss_went_nan_is_divergence(clf: Classifier) -> None:
+    lines = [*[f"Train Epoch: {e} [1280/9500 (13%)]\tLoss: {3800 - e}.1" for e in range(1, 5)],
+             *[f"Train Epoch: {e} [1280/9500 (13%)]\tLoss: nan" for e in range(5, 12)],
+             "====> Test set loss: nan", "Traceback (most recent call last):", '  File "vae.py", line 339, in test',
+             "    emb = TSNE(n_components=2).fit_transform(z)",
+             '  File "/opt/py/site-packages/sklearn/utils/validation.py", line 56, in _assert_all_finite',
+             "    raise ValueError(msg_err.format(type_err, X.dtype))",
+             "ValueError: Input contains NaN, infinity or a value too large for dtype('float32')."]
+    w = diagnose_text("\n".join(lines), clf)
+    assert w.diagnosis.category == "model_diverged"
+    # without the NaN loss before it, the same error is the code's or the data's, not divergence
+    finite = [ln.replace("Loss: nan", "Loss: 3.2") for ln in lines]
+    assert diagnose_text("\n".join(finite), clf).diagnosis.category != "model_diverged"
+
+
+def _torchrun_failure(rank_lines: list[str]) -> list[str]:
+    out = ["[rank0]: step 0 loading model"]
+    out += [f"[rank1]: {ln}" for ln in rank_lines]
+    out += ["E0101 10:00:00.000000 4100 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) "
+            "local_rank: 1 (pid: 4103) of binary: /usr/bin/python3",
+            "Traceback (most recent call last):", '  File "/usr/bin/torchrun", line 8, in <module>',
+            "    sys.exit(main())",
+            "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+            "============================================================", "train.py FAILED",
+            "------------------------------------------------------------", "Root Cause (first observed failure):",
+            "[0]:", "  rank      : 1 (local_rank: 1)", "  exitcode  : 1 (pid: 4103)", "  error_file: <N/A>",
+            "============================================================"]
+    return out
+
+
+def test_a_dtensor_mixed_with_a_plain_tensor_is_a_code_error(clf: Classifier) -> None:
+    lines = _torchrun_failure(["Traceback (most recent call last):", '  File "train.py", line 88, in <module>',
+                               "    loss = loss * scale",
+                               '  File "/opt/py/site-packages/torch/distributed/tensor/_dispatch.py", line 421, in '
+                               "_try_replicate_spec_for_scalar_tensor",
+                               "    raise RuntimeError(",
+                               "RuntimeError: aten.mul.Tensor: got mixed torch.Tensor and DTensor, need to convert all "
+                               "torch.Tensor to DTensor before calling distributed operators!"])
+    w = diagnose_text("\n".join(lines), clf)
+    assert (w.diagnosis.category, w.diagnosis.origin) == ("semantic_error", "user")
+
+
+def test_a_resume_from_a_folder_without_the_trainer_state_is_a_checkpoint_error(clf: Classifier) -> None:
+    lines = _torchrun_failure(
+        ["Traceback (most recent call last):", '  File "sft.py", line 138, in run_sft',
+         "    result = trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)",
+         '  File "/opt/py/site-packages/transformers/trainer.py", line 2299, in train',
+         "    state = TrainerState.load_from_json(os.path.join(resume_from_checkpoint, TRAINER_STATE_NAME))",
+         '  File "/opt/py/site-packages/transformers/trainer_callback.py", line 153, in load_from_json',
+         '    with open(json_path, encoding="utf-8") as f:',
+         "FileNotFoundError: [Errno 2] No such file or directory: '/work/saves/lora/sft/run3/trainer_state.json'"])
+    w = diagnose_text("\n".join(lines), clf)
+    assert (w.diagnosis.category, w.diagnosis.origin) == ("checkpoint_error", "user")
+
+
+def test_a_missing_data_file_read_outside_a_checkpoint_load_stays_an_input_error(clf: Classifier) -> None:
+    lines = _torchrun_failure(
+        ["Traceback (most recent call last):", '  File "train.py", line 40, in <module>',
+         "    ds = load_jsonl(args.train_file)", '  File "data.py", line 12, in load_jsonl',
+         "    with open(path) as f:",
+         "FileNotFoundError: [Errno 2] No such file or directory: '/data/qqp/train.jsonl'"])
+    w = diagnose_text("\n".join(lines), clf)
+    assert w.diagnosis.category == "incorrect_input"
