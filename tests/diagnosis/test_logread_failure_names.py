@@ -108,3 +108,31 @@ def test_a_missing_data_file_read_outside_a_checkpoint_load_stays_an_input_error
          "FileNotFoundError: [Errno 2] No such file or directory: '/data/qqp/train.jsonl'"])
     w = diagnose_text("\n".join(lines), clf)
     assert w.diagnosis.category == "incorrect_input"
+
+
+@pytest.mark.parametrize(("line", "category"), [
+    # OpenSSH exits with the remote command's status (255: its own error): pdsh passes it on
+    ("pdsh@node-a: node-b: ssh exited with exit code 1", "unknown"),
+    ("pdsh@node-a: node-b: ssh exited with exit code 255", "comm_error"),
+    # a launcher's report of a child that a fatal signal ended says how it died
+    ("mpirun noticed that process rank 0 with PID 4242 on node gpu01 exited on signal 9 (Killed).", "cpu_oom"),
+    ("mpirun noticed that process rank 0 with PID 4242 on node gpu01 exited on signal 11 (Segmentation fault).",
+     "crash"),
+    ("torch.multiprocessing.spawn.ProcessExitedException: process 1 terminated with signal SIGSEGV", "crash"),
+    ("torch.multiprocessing.spawn.ProcessExitedException: process 1 terminated with signal SIGKILL", "cpu_oom"),
+    ("torch.multiprocessing.spawn.ProcessExitedException: process 1 terminated with exit code 1", "unknown"),
+    ("srun: error: gpu01: task 0: Segmentation fault (core dumped)", "crash"),
+    ("srun: error: gpu01: task 0: Killed", "cpu_oom"),
+])
+def test_what_a_launcher_says_of_a_child_that_died(clf: Classifier, line: str, category: str) -> None:
+    lines = [f"step {i} loss 0.{50 - i}" for i in range(1, 6)] + [line]
+    assert diagnose_text("\n".join(lines), clf).diagnosis.category == category
+
+
+def test_a_pdsh_exit_after_a_nodes_own_error_leaves_the_error_the_answer(clf: Classifier) -> None:
+    lines = ["[INFO] [runner.py:568:main] cmd = pdsh -S -f 1024 -w node-a,node-b export NCCL_DEBUG=INFO; cd /w; "
+             "python -u pretrain.py", "node-b: Traceback (most recent call last):",
+             'node-b:   File "pretrain.py", line 40, in <module>', "node-b:     assert gbs % (mbs * dp) == 0, msg",
+             "node-b: AssertionError: global batch size (16) is not divisible by micro batch size (8) times data "
+             "parallel size (4)", "pdsh@node-a: node-b: ssh exited with exit code 1"]
+    assert diagnose_text("\n".join(lines), clf).diagnosis.category == "semantic_error"
