@@ -136,3 +136,14 @@ def test_a_pdsh_exit_after_a_nodes_own_error_leaves_the_error_the_answer(clf: Cl
              "node-b: AssertionError: global batch size (16) is not divisible by micro batch size (8) times data "
              "parallel size (4)", "pdsh@node-a: node-b: ssh exited with exit code 1"]
     assert diagnose_text("\n".join(lines), clf).diagnosis.category == "semantic_error"
+
+
+@pytest.mark.parametrize(("xid", "category"), [(31, "cuda_error"), (13, "cuda_error"), (79, "gpu_hardware"),
+                                               (48, "gpu_hardware"), (119, "gpu_hardware")])
+def test_an_xid_is_read_as_the_nvidia_catalog_reads_it(clf: Classifier, xid: int, category: str) -> None:
+    # 13, 31 and 43 are first of all the application's own fault; most other codes are the GPU's
+    lines = [f"step {i} loss 0.{50 - i}" for i in range(1, 6)] + [
+        "Traceback (most recent call last):", '  File "train.py", line 90, in <module>', "    loss.backward()",
+        "RuntimeError: CUDA error: unspecified launch failure",
+        f"[Mon Jan  6 10:00:00 2025] NVRM: Xid (PCI:0000:3b:00): {xid}, pid=4242, name=python, Ch 00000008"]
+    assert diagnose_text("\n".join(lines), clf).diagnosis.category == category
