@@ -626,7 +626,8 @@ class Classifier:
                     and not m.rule.secondary and not logs.is_weak(m.line)]
             if root:
                 return _Pick(_best(root), matches, from_context=True)
-        weak = best is None or best.rule.generic or best.rule.secondary or logs.is_weak(best.line)
+        weak = (best is None or best.rule.generic or best.rule.secondary or logs.is_weak(best.line)
+                or _parsed_string(view, best))
         if weak and view.context_lines:
             # a generic match elsewhere counts only when the region itself matched nothing but a
             # secondary message (a launcher summary)
@@ -749,6 +750,20 @@ def _blame(d: Diagnosis, view: logs.LogView, matches: list[RuleMatch]) -> Diagno
     d.inputs = logs.extract_inputs(context)
     d.input_records = logs.blamed_records(context)
     return d
+
+
+#: The pseudo-frame CPython prints above a SyntaxError in text parsed at run time, not in a
+#: source file: ``ast.parse``/``ast.literal_eval`` name it "<unknown>", ``eval``/``exec``/``compile``
+#: "<string>".
+_PARSED_STRING = re.compile(r'^\s*File "<(?:unknown|string)>", line \d+\s*\n(?:[^\n]*\n){0,3}?\s*(?:\w+\.)*SyntaxError: ',
+                            re.MULTILINE)
+
+
+def _parsed_string(view: logs.LogView, best: RuleMatch) -> bool:
+    """Whether the syntax error a rule found is that of a string the program parsed at run time
+    (``ast.literal_eval`` of a server's message, ``eval`` of a config value): not the job's source
+    code, so an error elsewhere in the log (the one whose message was being parsed) may say more."""
+    return best.rule.category == "syntax_error" and _PARSED_STRING.search(view.focus) is not None
 
 
 def _framed(view: logs.LogView, rules: tuple[Rule, ...], keep_final: bool) -> list[RuleMatch]:

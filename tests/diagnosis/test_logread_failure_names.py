@@ -147,3 +147,24 @@ def test_an_xid_is_read_as_the_nvidia_catalog_reads_it(clf: Classifier, xid: int
         "RuntimeError: CUDA error: unspecified launch failure",
         f"[Mon Jan  6 10:00:00 2025] NVRM: Xid (PCI:0000:3b:00): {xid}, pid=4242, name=python, Ch 00000008"]
     assert diagnose_text("\n".join(lines), clf).diagnosis.category == category
+
+
+def test_a_syntax_error_in_a_string_parsed_at_run_time_is_not_the_jobs_source(clf: Classifier) -> None:
+    # wandb's agent parses the server's refusal with ast.literal_eval, which fails on it
+    lines = ["wandb: Starting wandb agent 🕵️", "Traceback (most recent call last):",
+             '  File "/opt/py/site-packages/wandb/util.py", line 996, in no_retry_auth',
+             '    raise CommError("Permission denied, ask the project owner to grant you access")',
+             "wandb.errors.CommError: Permission denied, ask the project owner to grant you access", "",
+             "During handling of the above exception, another exception occurred:", "",
+             "Traceback (most recent call last):",
+             '  File "/opt/py/site-packages/wandb/sdk/internal/internal_api.py", line 2059, in agent_heartbeat',
+             '    message = ast.literal_eval(e.args[0])["message"]',
+             '  File "/usr/lib/python3.9/ast.py", line 62, in literal_eval',
+             "    node_or_string = parse(node_or_string, mode='eval')",
+             '  File "<unknown>", line 1', "    Permission denied, ask the project owner to grant you access",
+             "               ^", "SyntaxError: invalid syntax"]
+    w = diagnose_text("\n".join(lines), clf)
+    assert w.diagnosis.category == "permission_error"
+    own = ['  File "train.py", line 12', "    print 'epoch', e", "                ^", "SyntaxError: invalid syntax"]
+    assert diagnose_text("\n".join(["Traceback (most recent call last):", *own]), clf).diagnosis.category == \
+        "syntax_error"
