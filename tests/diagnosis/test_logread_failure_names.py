@@ -122,7 +122,7 @@ def test_a_missing_data_file_read_outside_a_checkpoint_load_stays_an_input_error
     ("torch.multiprocessing.spawn.ProcessExitedException: process 1 terminated with signal SIGKILL", "cpu_oom"),
     ("torch.multiprocessing.spawn.ProcessExitedException: process 1 terminated with exit code 1", "unknown"),
     ("srun: error: gpu01: task 0: Segmentation fault (core dumped)", "crash"),
-    ("srun: error: gpu01: task 0: Killed", "cpu_oom"),
+    ("srun: error: gpu01: task 1: Killed", "unknown"),  # srun kills the other tasks when one fails
 ])
 def test_what_a_launcher_says_of_a_child_that_died(clf: Classifier, line: str, category: str) -> None:
     lines = [f"step {i} loss 0.{50 - i}" for i in range(1, 6)] + [line]
