@@ -93,3 +93,12 @@ def test_a_launchers_report_alone_after_the_message_is_a_failure(clf: Classifier
 ])
 def test_shutdown_error_kinds(line: str, kind: str | None) -> None:
     assert shutdown_error(line) == kind
+
+
+def test_a_bare_kill_right_after_the_message_is_the_shutdown_but_not_after_more_output(clf: Classifier) -> None:
+    head = [*[f"epoch {e} loss 0.{60 - e}" for e in range(1, 6)], "Training completed in 0:41:02"]
+    w = diagnose_text("\n".join([*head, "Saved model to out/final", "Killed"]), clf)
+    assert w.diagnosis.category == "none"
+    more = [f"test sample {k}: pred=cat label=cat" for k in range(8)]
+    w = diagnose_text("\n".join([*head, "Running the test set", *more, "Killed"]), clf)
+    assert w.diagnosis.category != "none"  # the kill may have ended the test after training

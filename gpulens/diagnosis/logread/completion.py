@@ -600,9 +600,14 @@ def finished_before(lines: Sequence[str], floor: int, failures: Sequence[int],
         return None
     if any(is_progress(lines[k]) and _counters_end(_shown(lines[k])) is not True for k in range(done + 1, first)):
         return None  # more work after the message: it ended one stage
+    if "teardown" not in kinds and sum(1 for k in range(done + 1, first) if lines[k].strip()) > _KILL_GAP:
+        return None  # a bare kill some output after the message: maybe of work after it (a final test)
     return done, completion_strength(logs.normalize_line(lines[done]))
 
 
+#: Non-blank lines between the completion message and a bare kill (no shutdown error of its own
+#: beside it) beyond which the kill may have ended more work than the shutdown.
+_KILL_GAP = 5
 #: Completion strength a message needs to outrank a shutdown's errors after it (a trainer's or
 #: a launcher's own words, not a bare "done").
 _STRONG_END = 0.95
