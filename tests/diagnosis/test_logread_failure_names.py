@@ -168,3 +168,29 @@ def test_a_syntax_error_in_a_string_parsed_at_run_time_is_not_the_jobs_source(cl
     own = ['  File "train.py", line 12', "    print 'epoch', e", "                ^", "SyntaxError: invalid syntax"]
     assert diagnose_text("\n".join(["Traceback (most recent call last):", *own]), clf).diagnosis.category == \
         "syntax_error"
+
+
+@pytest.mark.parametrize(("last", "category"), [
+    ("Cuda failure 'out of memory'", "gpu_oom"),
+    ("Cuda failure 'an illegal memory access was encountered'", "cuda_error"),
+    ("Cuda failure 'invalid device ordinal'", "cuda_env_error"),
+    ("Cuda failure 'uncorrectable ECC error encountered'", "gpu_hardware"),
+])
+def test_nccls_last_error_names_the_cuda_failure_behind_it(clf: Classifier, last: str, category: str) -> None:
+    lines = [f"step {i} loss 0.{50 - i}" for i in range(1, 6)] + [
+        "Traceback (most recent call last):", '  File "train.py", line 30, in <module>', "    dist.all_reduce(t)",
+        "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, "
+        "unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5",
+        "ncclUnhandledCudaError: Call to CUDA function failed.", "Last error:", last]
+    assert diagnose_text("\n".join(lines), clf).diagnosis.category == category
+
+
+def test_two_ranks_on_one_gpu_is_the_launch_configuration(clf: Classifier) -> None:
+    lines = ["Traceback (most recent call last):", '  File "train.py", line 12, in <module>',
+             "    dist.barrier()",
+             "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:317, "
+             "invalid usage (run with NCCL_DEBUG=WARN for details), NCCL version 2.20.5",
+             "ncclInvalidUsage: This usually reflects invalid usage of NCCL library.", "Last error:",
+             "Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1a000"]
+    d = diagnose_text("\n".join(lines), clf).diagnosis
+    assert (d.category, d.origin) == ("comm_error", "user")
