@@ -123,6 +123,8 @@ def test_a_missing_data_file_read_outside_a_checkpoint_load_stays_an_input_error
     ("torch.multiprocessing.spawn.ProcessExitedException: process 1 terminated with exit code 1", "unknown"),
     ("srun: error: gpu01: task 0: Segmentation fault (core dumped)", "crash"),
     ("srun: error: gpu01: task 1: Killed", "unknown"),  # srun kills the other tasks when one fails
+    # slurmstepd cannot start srun's command: the shell's "command not found"
+    ("slurmstepd: error: execve(): torchrun: No such file or directory", "import_error"),
 ])
 def test_what_a_launcher_says_of_a_child_that_died(clf: Classifier, line: str, category: str) -> None:
     lines = [f"step {i} loss 0.{50 - i}" for i in range(1, 6)] + [line]
