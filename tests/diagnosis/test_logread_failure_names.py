@@ -196,3 +196,22 @@ def test_two_ranks_on_one_gpu_is_the_launch_configuration(clf: Classifier) -> No
              "Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1a000"]
     d = diagnose_text("\n".join(lines), clf).diagnosis
     assert (d.category, d.origin) == ("comm_error", "user")
+
+
+@pytest.mark.parametrize(("line", "category"), [
+    ("RuntimeError: Early stopping conditioned on metric `val_loss` which is not available. Pass in or modify your "
+     "`EarlyStopping` callback to use any of the following: `train_loss`", "semantic_error"),
+    ("OSError: org/model-7b is not a local folder and is not a valid model identifier listed on "
+     "'https://huggingface.co/models'", "checkpoint_error"),
+    ("tensorflow.python.framework.errors_impl.InternalError: Failed copying input tensor from "
+     "/job:localhost/replica:0/task:0/device:CPU:0 to /job:localhost/replica:0/task:0/device:GPU:0 in order to run "
+     "_EagerConst: Dst tensor is not initialized.", "gpu_oom"),
+    ("RuntimeError: CUDA Setup failed despite GPU being available. Please run the following command to get more "
+     "information: python -m bitsandbytes", "cuda_env_error"),
+    ("torch._dynamo.exc.Unsupported: call_function BuiltinVariable(setattr) [TensorVariable(), ConstantVariable(str)]",
+     "semantic_error"),
+])
+def test_framework_messages_that_name_their_cause(clf: Classifier, line: str, category: str) -> None:
+    lines = [f"step {i} loss 0.{50 - i}" for i in range(1, 6)] + [
+        "Traceback (most recent call last):", '  File "train.py", line 30, in <module>', "    main()", line]
+    assert diagnose_text("\n".join(lines), clf).diagnosis.category == category
