@@ -40,7 +40,7 @@ COMPLETION_KEYS: tuple[str, ...] = (
     "Stopping. Best", "aving final", "aving the final", "aved final", "final model", "done", "Done", "DONE",
     "All done", "completed successfully", "Finished", "finished", "FINISHED", "Best acc", "Enjoy",
     "Job Finished", "End of training", "Run finished",
-    "done training", "Loss for final step", "train metrics", "Best metric", "exiting program at iteration",
+    "done training", "Done training", "Loss for final step", "train metrics", "Best metric", "exiting program at iteration",
     "xit code", "xit status", "xited with code", "xited with status", "xit Code", "xit Status", "Exit_status",
     "ExitCode", "COMPLETED", "succeeded", "inal validation metrics", "inal Validation Metrics",
 )
@@ -72,7 +72,7 @@ _STRONG = re.compile(
     r"|[Ss]aving (?:the )?final (?:model|checkpoint)|final model|[Ss]aved final"
     r"|\bcompleted successfully\b|\bAll done\b|\bJob Finished\b|\bEnd of training\b|\bRun finished\b"
     # fairseq, TF Estimator, HF Trainer's metrics block, timm, Megatron's planned exit
-    r"|\bdone training in\b|\bLoss for final step\b|\*{3,} train metrics \*{3,}|\*\*\* Best metric:"
+    r"|\b[Dd]one training\b|\bLoss for final step\b|\*{3,} train metrics \*{3,}|\*\*\* Best metric:"
     r"|\bexiting program at iteration\b"
     # a zero exit reported by a launcher, an IDE, a scheduler's epilogue (Slurm, PBS), Ray's job client
     r"|[Ee]xit(?:ed)?(?: with)? (?:[Cc]ode|[Ss]tatus)\s*[:=]?\s*0(?![\d.:])|\bExit_status=0\b|\bExitCode[=: ]+0:0\b"
