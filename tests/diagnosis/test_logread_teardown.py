@@ -102,3 +102,17 @@ def test_a_bare_kill_right_after_the_message_is_the_shutdown_but_not_after_more_
     more = [f"test sample {k}: pred=cat label=cat" for k in range(8)]
     w = diagnose_text("\n".join([*head, "Running the test set", *more, "Killed"]), clf)
     assert w.diagnosis.category != "none"  # the kill may have ended the test after training
+
+
+def test_a_cuda_call_at_interpreter_exit_after_the_work_is_the_shutdown(clf: Classifier) -> None:
+    lines = [*[f"epoch {e} loss 0.{60 - e}" for e in range(1, 6)], "Training finished. Best val acc: 0.912",
+             "terminate called after throwing an instance of 'c10::Error'",
+             "  what():  CUDA error: driver shutting down",
+             "Exception raised from c10_cuda_check_implementation at ../c10/cuda/CUDAException.cpp:44 (most recent "
+             "call first):", "Aborted (core dumped)"]
+    w = diagnose_text("\n".join(lines), clf)
+    assert w.diagnosis.category == "none"
+    # the same abort with no shutdown error of its own is a crash of the work
+    crash = [ln for ln in lines if "driver shutting down" not in ln]
+    crash[-3:-3] = ["  what():  CUDA error: an illegal memory access was encountered"]
+    assert diagnose_text("\n".join(crash), clf).diagnosis.category != "none"

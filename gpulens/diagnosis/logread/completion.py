@@ -530,15 +530,23 @@ def written_after_bar(lines: Sequence[str], floor: int, keys: Sequence[str],
 #: "recvValue failed" / "Connection reset by peer" / "Broken pipe", the ProcessGroupNCCL heartbeat
 #: monitor's 'Failed to check the "should dump" flag on TCPStore', DistNetworkError and
 #: DistStoreError, NCCL's ncclRemoteError "remote process exited or there was a network error"
-#: and ncclSystemError).
+#: and ncclSystemError), and CUDA's cudaErrorCudartUnloading ("CUDA error: driver shutting down":
+#: a CUDA call from a destructor at interpreter exit).
 _TEARDOWN = Guarded(
     r"DataLoader worker \(pid(?:\(s\))? [\d, ]+\) (?:is killed by signal|exited unexpectedly)"
     r"|Connection reset by peer|Broken pipe|BrokenPipeError|ConnectionResetError|TCPStore|recvValue failed"
     r"|should dump\W+flag|DistNetworkError|DistStoreError|ncclRemoteError|ncclSystemError"
-    r"|remote process exited or there was a network error",
+    r"|remote process exited or there was a network error|driver shutting down|cudaErrorCudartUnloading",
     ("DataLoader worker", "Connection reset", "Broken pipe", "BrokenPipe", "ConnectionReset", "TCPStore", "recvValue",
-     "should dump", "DistNetworkError", "DistStoreError", "ncclRemoteError", "ncclSystemError", "remote process exited"),
+     "should dump", "DistNetworkError", "DistStoreError", "ncclRemoteError", "ncclSystemError", "remote process exited",
+     "driver shutting down", "cudaErrorCudartUnloading"),
 )
+#: How a process that a shutdown error above ends dies: the C++ runtime's abort on the uncaught
+#: exception ("terminate called after throwing an instance of 'c10::Error'"), the shell's and
+#: faulthandler's report of that abort.
+_ABORTED = Guarded(r"^terminate called after throwing an instance of|^Aborted(?: \(core dumped\))?$|\bAborted \(core dumped\)"
+                   r"|^Fatal Python error: Aborted",
+                   ("terminate called", "Aborted"))
 #: A process ended by a signal sent from outside it (not a scheduler's limit, not a crash of its
 #: own): bash's "Killed" / "Terminated" report, abseil's "*** SIGTERM received at time=..." (Ray
 #: stops its actors so), torchrun's "Received Signals.SIGTERM death signal", its "exitcode : -9"
@@ -589,7 +597,10 @@ def finished_before(lines: Sequence[str], floor: int, failures: Sequence[int],
     if not failures:
         return None
     first = failures[0]
-    kinds = [shutdown_error(plain(logs.normalize_line(lines[i])).strip()) for i in failures]
+    texts = [plain(logs.normalize_line(lines[i])).strip() for i in failures]
+    kinds = [shutdown_error(_what(lines, i, plain) or t) for i, t in zip(failures, texts, strict=True)]
+    if "teardown" in kinds:  # the abort such an error ends its process with reports it, no more
+        kinds = ["report" if k is None and _ABORTED.search(t) else k for k, t in zip(kinds, texts, strict=True)]
     if None in kinds or set(kinds) == {"report"}:
         return None
     lo = max(floor, first - TEARDOWN_LOOKBACK)
@@ -608,6 +619,15 @@ def finished_before(lines: Sequence[str], floor: int, failures: Sequence[int],
 #: Non-blank lines between the completion message and a bare kill (no shutdown error of its own
 #: beside it) beyond which the kill may have ended more work than the shutdown.
 _KILL_GAP = 5
+def _what(lines: Sequence[str], i: int, plain: Callable[[str], str]) -> str | None:
+    """The message of the C++ exception that the runtime's "terminate called after throwing an
+    instance of ..." line at ``i`` reports (its next line, "  what():  CUDA error: ..."), or None."""
+    if "terminate called after throwing" not in lines[i] or i + 1 >= len(lines):
+        return None
+    nxt = plain(logs.normalize_line(lines[i + 1])).strip()
+    return nxt if nxt.startswith("what():") else None
+
+
 #: Completion strength a message needs to outrank a shutdown's errors after it (a trainer's or
 #: a launcher's own words, not a bare "done").
 _STRONG_END = 0.95
