@@ -87,6 +87,7 @@ def test_a_launchers_report_alone_after_the_message_is_a_failure(clf: Classifier
     ("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer", None),
     ("Killed", "signal"),
     ("*** SIGTERM received at time=1756174802 on cpu 91 ***", "signal"),
+    ("torch.distributed.elastic.multiprocessing.api.SignalException: Process 4100 got signal: 15", "signal"),
     ("torch.distributed.elastic.multiprocessing.errors.ChildFailedError:", "report"),
     ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", None),
     ("slurmstepd: error: *** JOB 81 ON g3 CANCELLED AT 2025-01-02T03:04:05 DUE TO TIME LIMIT ***", None),

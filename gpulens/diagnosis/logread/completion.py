@@ -549,13 +549,15 @@ _ABORTED = Guarded(r"^terminate called after throwing an instance of|^Aborted(?:
                    ("terminate called", "Aborted"))
 #: A process ended by a signal sent from outside it (not a scheduler's limit, not a crash of its
 #: own): bash's "Killed" / "Terminated" report, abseil's "*** SIGTERM received at time=..." (Ray
-#: stops its actors so), torchrun's "Received Signals.SIGTERM death signal", its "exitcode : -9"
-#: and "Signal 15 (SIGTERM) received by PID 4242".
+#: stops its actors so), torchrun's "Received Signals.SIGTERM death signal", its "exitcode : -9",
+#: "Signal 15 (SIGTERM) received by PID 4242" and its agent's "SignalException: Process 4100 got
+#: signal: 15".
 _SENT_SIGNAL = Guarded(
     r"^(?:\S+: line \d+:\s+\d+\s+)?(?:Killed|Terminated)\b|\*\*\* SIG(?:TERM|KILL|INT|HUP) received at time="
     r"|[Rr]eceived (?:Signals\.)?SIG(?:TERM|KILL|INT|HUP)\b|[Rr]eceived \d+ death signal"
-    r"|exitcode\s*:\s*-(?:1|2|9|15)\b|Signal (?:1|2|9|15) \(SIG(?:HUP|INT|KILL|TERM)\) received by PID",
-    ("Killed", "Terminated", "received at time=", "eceived ", "exitcode", "received by PID"),
+    r"|exitcode\s*:\s*-(?:1|2|9|15)\b|Signal (?:1|2|9|15) \(SIG(?:HUP|INT|KILL|TERM)\) received by PID"
+    r"|SignalException: Process \d+ got signal: (?:1|2|9|15)\b",
+    ("Killed", "Terminated", "received at time=", "eceived ", "exitcode", "received by PID", "SignalException"),
 )
 #: A launcher's or a scheduler's report that a process exited non-zero (what it reports is the
 #: shutdown error's consequence when nothing else failed): srun's "Exited with exit code",
