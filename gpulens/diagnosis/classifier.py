@@ -653,11 +653,12 @@ class Classifier:
                     and not m.rule.secondary and not logs.is_weak(m.line)]
             if root:
                 return _Pick(_best(root), matches, from_context=True)
-        weak = best is None or best.rule.generic or best.rule.secondary or logs.is_weak(best.line)
+        weak = (best is None or best.rule.generic or best.rule.secondary or logs.is_weak(best.line)
+                or _parsed_string(view, best))
         if weak and view.context_lines:
             # a generic match elsewhere counts only when the region itself matched nothing but a
             # secondary message (a launcher summary)
-            ctx = [m for m in match_rules("\n".join(view.context_lines), self.rules)
+            ctx = [m for m in match_rules("\n".join(view.context_lines), self.rules) + _framed(view, self.rules, keep_final)
                    if (best is None or best.rule.secondary or not m.rule.generic) and not logs.is_weak(m.line)
                    and not m.rule.secondary]
             if ctx:
@@ -778,6 +779,32 @@ def _blame(d: Diagnosis, view: logs.LogView, matches: list[RuleMatch]) -> Diagno
     return d
 
 
+#: The pseudo-frame CPython prints above a SyntaxError in text parsed at run time, not in a
+#: source file: ``ast.parse``/``ast.literal_eval`` name it "<unknown>", ``eval``/``exec``/``compile``
+#: "<string>".
+_PARSED_STRING = re.compile(r'^\s*File "<(?:unknown|string)>", line \d+\s*\n(?:[^\n]*\n){0,3}?\s*(?:\w+\.)*SyntaxError: ',
+                            re.MULTILINE)
+
+
+def _parsed_string(view: logs.LogView, best: RuleMatch) -> bool:
+    """Whether the syntax error a rule found is that of a string the program parsed at run time
+    (``ast.literal_eval`` of a server's message, ``eval`` of a config value): not the job's source
+    code, so an error elsewhere in the log (the one whose message was being parsed) may say more."""
+    return best.rule.category == "syntax_error" and _PARSED_STRING.search(view.focus) is not None
+
+
+def _framed(view: logs.LogView, rules: tuple[Rule, ...], keep_final: bool) -> list[RuleMatch]:
+    """In a whole log (``keep_final``), the matches of rules that read a traceback's frames
+    beside its exception line (a ``context`` pattern: "the frames call torch.load") on an error
+    line outside the fatal region, searched in the text above that region: the context lines
+    alone hold no frames (a rank's traceback above the launcher's own, which is the fatal region)."""
+    if not keep_final or view.fatal.start_line <= 0:
+        return []
+    have = {ln.strip() for ln in view.context_lines}
+    above = "\n".join(logs.normalize_line(ln) for ln in view.lines[:view.fatal.start_line])
+    return [m for m in match_rules(above, rules) if m.rule.context is not None and m.line in have]
+
+
 @dataclasses.dataclass
 class _Pick:
     best: RuleMatch | None
@@ -839,7 +866,7 @@ def _needs_model(view: logs.LogView, pick: _Pick, keep_final: bool) -> bool:
 
 #: Rules whose failure is usually the aftermath of an earlier one in the same job: a checkpoint
 #: that is not there when a later step (evaluation, the next stage of a script) loads it.
-AFTERMATH_RULES = frozenset({"checkpoint-file-missing", "hf-no-weights-file"})
+AFTERMATH_RULES = frozenset({"checkpoint-file-missing", "checkpoint-load-path", "hf-no-weights-file"})
 #: Categories of an earlier failure that explain such an aftermath (the step that was to write
 #: the checkpoint died of it).
 ROOT_CAUSE_CATEGORIES = frozenset({"gpu_oom", "cpu_oom", "gpu_hardware", "cuda_error", "comm_error", "storage_error",

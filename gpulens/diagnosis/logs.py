@@ -616,10 +616,13 @@ _HARD_RE = re.compile(
     r"DUE TO TIME LIMIT|CANCELLED AT|walltime|timed out|[Tt]imeout)"
 )
 #: Secondary symptoms: true, but caused by an error that happened elsewhere (another rank,
-#: a child process, a dead actor). A log holding only these does not say why it failed.
+#: a child process, a dead actor). A log holding only these does not say why it failed. A child
+#: that a fatal signal ended (torch.multiprocessing.spawn's "process 1 terminated with signal
+#: SIGSEGV", SIGKILL) is told how it died; one the parent stopped (SIGTERM, SIGINT) is not.
 _SECONDARY_RE = Guarded(
-    r"ChildFailedError|CalledProcessError|ProcessExitedException|ProcessRaisedException(?!.*\w+Error:)"
-    r"|process \d+ terminated with (?:exit code|signal)|returned non-zero exit status|exitcode\s*:\s*1\b"
+    r"ChildFailedError|CalledProcessError|ProcessExitedException(?!: process \d+ terminated with signal SIG(?:SEGV|ABRT|BUS|ILL|FPE|KILL)\b)"
+    r"|ProcessRaisedException(?!.*\w+Error:)"
+    r"|process \d+ terminated with (?:exit code|signal SIG(?:TERM|INT|HUP)\b)|returned non-zero exit status|exitcode\s*:\s*1\b"
     r"|exits? with return code\s*=\s*1\b|exited with (?:code|status) 1\b|non-zero exit (?:code|status)"
     r"|EOF (?:from|on) (?:the )?(?:peer|socket)"
     r"|RayActorError|ActorDiedError|ActorUnavailableError|[Tt]he actor (?:died|is dead)|[Ww]orker (?:process )?(?:has )?died|RaySystemError"
@@ -764,7 +767,8 @@ def _secondary_only(exc_lines: list[str], infra_norm: list[str], context: list[s
 
 #: Lines that only restate that a child exited (no cause of their own).
 _GENERIC_EXIT = re.compile(
-    r"^(?:subprocess\.)?CalledProcessError|^(?:torch\.\S+\.)?ChildFailedError|^(?:\w+\.)*ProcessExitedException"
+    r"^(?:subprocess\.)?CalledProcessError|^(?:torch\.\S+\.)?ChildFailedError"
+    r"|^(?:\w+\.)*ProcessExitedException(?!: process \d+ terminated with signal SIG(?:SEGV|ABRT|BUS|ILL|FPE|KILL)\b)"
     r"|^(?:ERROR|error)\b.*\b(?:exit(?:ed)?|return) (?:code|status)\b|exitcode\s*:\s*1\b|^\s*$"
 )
 

@@ -101,7 +101,7 @@ def test_section_rulers_do_not_split_a_log_into_attempts(clf: Classifier) -> Non
 
 
 @pytest.mark.parametrize("line", [
-    "| epoch 010 | done training in 5723.4 seconds", "INFO:tensorflow:Loss for final step: 0.0132.",
+    "| epoch 010 | done training in 5723.4 seconds", "Done training.", "INFO:tensorflow:Loss for final step: 0.0132.",
     "***** train metrics *****", "*** Best metric: 80.512 (epoch 287)", "exiting program at iteration 20000",
     "Process finished with exit code 0", "Exit Status: 0", "Exit_status=0", "State: COMPLETED (exit code 0)",
     "JobId=81723 JobState=COMPLETED Reason=None ExitCode=0:0", "Job 'raysubmit_tN2YkqeM' succeeded",

@@ -40,9 +40,9 @@ COMPLETION_KEYS: tuple[str, ...] = (
     "Stopping. Best", "aving final", "aving the final", "aved final", "final model", "done", "Done", "DONE",
     "All done", "completed successfully", "Finished", "finished", "FINISHED", "Best acc", "Enjoy",
     "Job Finished", "End of training", "Run finished",
-    "done training", "Loss for final step", "train metrics", "Best metric", "exiting program at iteration",
+    "done training", "Done training", "Loss for final step", "train metrics", "Best metric", "exiting program at iteration",
     "xit code", "xit status", "xited with code", "xited with status", "xit Code", "xit Status", "Exit_status",
-    "ExitCode", "COMPLETED", "succeeded",
+    "ExitCode", "COMPLETED", "succeeded", "inal validation metrics", "inal Validation Metrics",
 )
 #: ``any(k in line for k in COMPLETION_KEYS)``, one ``or`` chain (speed: asked of many lines)
 _has_completion_key = contains_any(COMPLETION_KEYS)
@@ -53,7 +53,8 @@ _has_completion_key = contains_any(COMPLETION_KEYS)
 COMPLETION_COVER: tuple[str, ...] = (
     "raining", "inish", "FINISHED", "done", "Done", "DONE", "xit", "complet", "reached", "train_runtime",
     "Run summary", "Synced ", "View run", "Results saved to", "arly", "Signaling Trainer to stop", "Stopping. Best",
-    "final", "Best acc", "Enjoy", "train metrics", "Best metric", "COMPLETED", "succeeded",
+    "final", "Best acc", "Enjoy", "train metrics", "Best metric", "COMPLETED", "succeeded", "inal validation metrics",
+    "inal Validation Metrics",
 )
 
 #: Lines trackers print at process exit whatever the outcome (wandb's summary and sync, MLflow's
@@ -71,12 +72,15 @@ _STRONG = re.compile(
     r"|[Ss]aving (?:the )?final (?:model|checkpoint)|final model|[Ss]aved final"
     r"|\bcompleted successfully\b|\bAll done\b|\bJob Finished\b|\bEnd of training\b|\bRun finished\b"
     # fairseq, TF Estimator, HF Trainer's metrics block, timm, Megatron's planned exit
-    r"|\bdone training in\b|\bLoss for final step\b|\*{3,} train metrics \*{3,}|\*\*\* Best metric:"
+    r"|\b[Dd]one training\b|\bLoss for final step\b|\*{3,} train metrics \*{3,}|\*\*\* Best metric:"
     r"|\bexiting program at iteration\b"
     # a zero exit reported by a launcher, an IDE, a scheduler's epilogue (Slurm, PBS), Ray's job client
     r"|[Ee]xit(?:ed)?(?: with)? (?:[Cc]ode|[Ss]tatus)\s*[:=]?\s*0(?![\d.:])|\bExit_status=0\b|\bExitCode[=: ]+0:0\b"
     r"|\bState:\s*COMPLETED\b|\bJobState=COMPLETED\b|\bJob '[^']+' succeeded\b"
     r"|🏃 View run"
+    # verl's RayPPOTrainer.fit at its last step ("Final validation metrics: {...}", pprint may
+    # wrap it in parentheses), and the same header other training scripts print after their last epoch
+    r"|\bFinal [Vv]alidation [Mm]etrics:"
 )
 _WEAK = re.compile(
     r"^\W*(?:done|Done|DONE|finished|Finished|FINISHED|Enjoy)[.!]?\W*$|\bBest acc\b|^\s*Finished\b"
@@ -385,7 +389,14 @@ def _went_on_to_an_end(lines: Sequence[str], at: int) -> bool:
 #: syntax error: unexpected end of file", "sh: 3: Syntax error: "(" unexpected"); Hydra's ``run_and_report``
 #: ends its short report of the exception the job raised with "Set the environment variable
 #: HYDRA_FULL_ERROR=1 for a complete stack trace." and then exits 1 (an instantiate error prints
-#: no traceback and no "XError:" line: "Error in call to target 'x.f':" / "TypeError(...)").
+#: no traceback and no "XError:" line: "Error in call to target 'x.f':" / "TypeError(...)");
+#: a training loop's NaN guard stops it ("Loss is nan, stopping training" of DETR, DeiT, MAE,
+#: DINO and the code built on them, which then print the loss dict and sys.exit(1); "Loss is NAN:
+#: Mini-Batch Index: 7269"), printing no error word. Bash says its two in the user's language
+#: too (its po translations: zh_CN "job.sh: 行 28: 未预期的符号 `done' 附近有语法错误" and "行 9: foo:
+#: 未找到命令", ja "行 1: 予期しないトークン `(' 周辺に構文エラーがあります", de "Zeile 68: Syntaxfehler
+#: beim unerwarteten Symbol »]«" and "Kommando nicht gefunden.", fr "erreur de syntaxe près du
+#: symbole inattendu", ru "синтаксическая ошибка рядом с неожиданным маркером" and "команда не найдена").
 _LAST_WORDS = Guarded(
     r"^(?:\S+: )?(?:line \d+: )?[^\s:]+: command not found$"
     r"|can't open file '[^']+': \[Errno \d+\]"
@@ -396,10 +407,17 @@ _LAST_WORDS = Guarded(
     r"|^thread '[^']*' panicked at |^panic: |^make(?:\[\d+\])?: \*\*\* \[[^\]]*\] Error \d+"
     r"|^(?:\S+: )?line \d+: (?:syntax error near unexpected token |syntax error: unexpected end of file"
     r"|unexpected EOF while looking for matching )|^(?:\S+: )?\d+: (?:\S+: )?Syntax error: "
-    r"|^Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace\.$",
+    r"|^Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace\.$"
+    r"|^(?:[Ll]oss|LOSS) is (?:nan|NaN|NAN|-?inf|-?Inf|INF)\b"
+    r"|^(?:\S+: ?)?(?:(?:行|Zeile|ligne|строка) ?\d+ ?: )?[^\s:]+? ?(?:: |：)(?:未找到命令|コマンドが見つかりません"
+    r"|Kommando nicht gefunden\.?|Befehl nicht gefunden|commande introuvable|команда не найдена)$"
+    r"|^(?:\S+: ?)?(?:行|Zeile|ligne|строка) ?\d+ ?: (?:未预期的符号|予期しないトークン|Syntaxfehler beim unerwarteten"
+    r"|erreur de syntaxe près du symbole inattendu|синтаксическая ошибка рядом с неожиданным маркером)",
     ("command not found", "can't open file", "No such file or directory", "PBS: job killed", "terminate called",
      ": not found", "panicked at ", "panic: ", "*** [", "syntax error", "unexpected EOF while", "Syntax error: ",
-     "HYDRA_FULL_ERROR=1"),
+     "HYDRA_FULL_ERROR=1", "oss is ", "OSS is ", "未找到命令", "コマンドが見つかりません", "nicht gefunden",
+     "commande introuvable", "команда не найдена", "未预期的符号", "予期しないトークン", "Syntaxfehler beim",
+     "erreur de syntaxe", "синтаксическая ошибка"),
 )
 #: Non-blank lines at the end of an attempt read for them: such a line ends the job only when
 #: it is (nearly) the last thing the job printed; a script that goes on after a missing command
@@ -500,3 +518,118 @@ def written_after_bar(lines: Sequence[str], floor: int, keys: Sequence[str],
         if glued is not None and test(glued.text):
             out.append(i)
     return out
+
+
+# ----------------------------------------------------------------- errors of a shutdown after the work
+
+#: Errors a job's processes print while they are torn down after the work ended, when one
+#: process exits before the others: torch's DataLoader reporting a worker the shutdown killed
+#: (csrc/DataLoader.cpp "DataLoader worker (pid 4242) is killed by signal: Killed.",
+#: utils/data/dataloader.py "DataLoader worker (pid(s) 4242, 4243) exited unexpectedly"), the
+#: c10d store and the NCCL process group losing a peer that already exited (TCPStore's
+#: "recvValue failed" / "Connection reset by peer" / "Broken pipe", the ProcessGroupNCCL heartbeat
+#: monitor's 'Failed to check the "should dump" flag on TCPStore', DistNetworkError and
+#: DistStoreError, NCCL's ncclRemoteError "remote process exited or there was a network error"
+#: and ncclSystemError), and CUDA's cudaErrorCudartUnloading ("CUDA error: driver shutting down":
+#: a CUDA call from a destructor at interpreter exit).
+_TEARDOWN = Guarded(
+    r"DataLoader worker \(pid(?:\(s\))? [\d, ]+\) (?:is killed by signal|exited unexpectedly)"
+    r"|Connection reset by peer|Broken pipe|BrokenPipeError|ConnectionResetError|TCPStore|recvValue failed"
+    r"|should dump\W+flag|DistNetworkError|DistStoreError|ncclRemoteError|ncclSystemError"
+    r"|remote process exited or there was a network error|driver shutting down|cudaErrorCudartUnloading",
+    ("DataLoader worker", "Connection reset", "Broken pipe", "BrokenPipe", "ConnectionReset", "TCPStore", "recvValue",
+     "should dump", "DistNetworkError", "DistStoreError", "ncclRemoteError", "ncclSystemError", "remote process exited",
+     "driver shutting down", "cudaErrorCudartUnloading"),
+)
+#: How a process that a shutdown error above ends dies: the C++ runtime's abort on the uncaught
+#: exception ("terminate called after throwing an instance of 'c10::Error'"), the shell's and
+#: faulthandler's report of that abort.
+_ABORTED = Guarded(r"^terminate called after throwing an instance of|^Aborted(?: \(core dumped\))?$|\bAborted \(core dumped\)"
+                   r"|^Fatal Python error: Aborted",
+                   ("terminate called", "Aborted"))
+#: A process ended by a signal sent from outside it (not a scheduler's limit, not a crash of its
+#: own): bash's "Killed" / "Terminated" report, abseil's "*** SIGTERM received at time=..." (Ray
+#: stops its actors so), torchrun's "Received Signals.SIGTERM death signal", its "exitcode : -9",
+#: "Signal 15 (SIGTERM) received by PID 4242" and its agent's "SignalException: Process 4100 got
+#: signal: 15".
+_SENT_SIGNAL = Guarded(
+    r"^(?:\S+: line \d+:\s+\d+\s+)?(?:Killed|Terminated)\b|\*\*\* SIG(?:TERM|KILL|INT|HUP) received at time="
+    r"|[Rr]eceived (?:Signals\.)?SIG(?:TERM|KILL|INT|HUP)\b|[Rr]eceived \d+ death signal"
+    r"|exitcode\s*:\s*-(?:1|2|9|15)\b|Signal (?:1|2|9|15) \(SIG(?:HUP|INT|KILL|TERM)\) received by PID"
+    r"|SignalException: Process \d+ got signal: (?:1|2|9|15)\b",
+    ("Killed", "Terminated", "received at time=", "eceived ", "exitcode", "received by PID", "SignalException"),
+)
+#: A launcher's or a scheduler's report that a process exited non-zero (what it reports is the
+#: shutdown error's consequence when nothing else failed): srun's "Exited with exit code",
+#: DeepSpeed's "exits with return code", torchrun's failure report lines.
+_EXIT_REPORT = Guarded(
+    r"srun: error: .*Exited with exit code|exits with return code|exit(?:ed)? (?:with )?(?:code|status)\s*[:=]?\s*-?\d"
+    r"|exitcode\s*:\s*-?\d|^(?:traceback|rank|host|local_rank|time|error_file)\s*:",
+    ("xit", "traceback", "rank", "host", "time", "error_file"),
+)
+#: Lines before the first failure line searched for the completion message it came after.
+TEARDOWN_LOOKBACK = 300
+
+
+def shutdown_error(norm: str) -> str | None:
+    """What a (normalized, prefix-free) failure line is when it may come from a shutdown after the
+    work: ``"teardown"`` (an error of the shutdown itself, ``_TEARDOWN``), ``"signal"`` (a process
+    ended by a signal sent from outside, ``_SENT_SIGNAL``), ``"report"`` (a launcher's report of
+    a non-zero exit), or None (an error of the work: it did not end normally)."""
+    if _TEARDOWN.search(norm):
+        return "teardown"
+    if _SENT_SIGNAL.search(norm):
+        return "signal"
+    if logs.is_secondary(norm) or _EXIT_REPORT.search(norm):
+        return "report"
+    return None
+
+
+def finished_before(lines: Sequence[str], floor: int, failures: Sequence[int],
+                    plain: Callable[[str], str]) -> tuple[int, float] | None:
+    """(index, strength) of a completion message printed before every failure line of the
+    attempt (``failures``, sorted) when those lines are only what a shutdown prints after the
+    work (:func:`shutdown_error`: a DataLoader worker or a process killed, a process group
+    losing its peers, the launcher's report of the exit), at least one of them not a bare
+    report, and the job printed no progress between the message and them (a progress bar's
+    last refresh at its end aside): the work finished, its teardown failed. ``plain``: a
+    line without its normalization's leftovers (a Ray prefix). None otherwise: an error of the
+    work itself (a traceback in the final save), a report of a process that failed before the
+    message, or more work after it."""
+    if not failures:
+        return None
+    first = failures[0]
+    texts = [plain(logs.normalize_line(lines[i])).strip() for i in failures]
+    kinds = [shutdown_error(_what(lines, i, plain) or t) for i, t in zip(failures, texts, strict=True)]
+    if "teardown" in kinds:  # the abort such an error ends its process with reports it, no more
+        kinds = ["report" if k is None and _ABORTED.search(t) else k for k, t in zip(kinds, texts, strict=True)]
+    if None in kinds or set(kinds) == {"report"}:
+        return None
+    lo = max(floor, first - TEARDOWN_LOOKBACK)
+    done = next((i for i in reversed(find_keys(lines, COMPLETION_COVER, lo, first))
+                 if not any(k in lines[i] for k in AT_EXIT)
+                 and completion_strength(logs.normalize_line(lines[i])) >= _STRONG_END), None)
+    if done is None:
+        return None
+    if any(is_progress(lines[k]) and _counters_end(_shown(lines[k])) is not True for k in range(done + 1, first)):
+        return None  # more work after the message: it ended one stage
+    if "teardown" not in kinds and sum(1 for k in range(done + 1, first) if lines[k].strip()) > _KILL_GAP:
+        return None  # a bare kill some output after the message: maybe of work after it (a final test)
+    return done, completion_strength(logs.normalize_line(lines[done]))
+
+
+#: Non-blank lines between the completion message and a bare kill (no shutdown error of its own
+#: beside it) beyond which the kill may have ended more work than the shutdown.
+_KILL_GAP = 5
+def _what(lines: Sequence[str], i: int, plain: Callable[[str], str]) -> str | None:
+    """The message of the C++ exception that the runtime's "terminate called after throwing an
+    instance of ..." line at ``i`` reports (its next line, "  what():  CUDA error: ..."), or None."""
+    if "terminate called after throwing" not in lines[i] or i + 1 >= len(lines):
+        return None
+    nxt = plain(logs.normalize_line(lines[i + 1])).strip()
+    return nxt if nxt.startswith("what():") else None
+
+
+#: Completion strength a message needs to outrank a shutdown's errors after it (a trainer's or
+#: a launcher's own words, not a bare "done").
+_STRONG_END = 0.95

@@ -129,15 +129,23 @@ _LOSS_LOOKBACK = 2000
 _LOSS = re.compile(r"(?i)\bloss\w{0,12}\s*[:=]\s*(-?inf|nan|[-+]?\d[\d.]*(?:e[-+]?\d+)?)\b")
 
 
+#: An exception about non-finite values: "ValueError: Input contains NaN, infinity or a value too
+#: large for dtype('float32').", "... but found invalid values: tensor([[nan, ...", "RuntimeError:
+#: probability tensor contains either `inf`, `nan` or element < 0", "... contains NaN".
+_NON_FINITE = re.compile(
+    r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception)\b.*(?:\b(?:NaN|nan|NAN|[Ii]nfinity|inf)\b|non-finite|not finite)")
 #: Evidence lines kept on a model_diverged answer.
 _MAX_EVIDENCE = 6
 
 
 def diverged_before(d: Diagnosis, lines: Sequence[str], floor: int, start: int, min_confidence: float) -> Diagnosis:
     """``model_diverged`` when the error context names no cause (``unknown``, or a model guess
-    below ``min_confidence``) and the metric lines before it (from ``floor`` to ``start``) show
-    the loss NaN/inf to the end; else ``d``."""
-    if not (d.category == "unknown" or (d.method == "svm" and d.confidence < min_confidence)):
+    below ``min_confidence``) or its error is about non-finite values (scikit-learn's "Input
+    contains NaN, infinity or a value too large", a NaN in a distribution's parameters: what a
+    diverged model's outputs raise downstream), and the metric lines before it (from ``floor`` to
+    ``start``) show the loss NaN/inf to the end; else ``d``."""
+    if not (d.category == "unknown" or (d.method == "svm" and d.confidence < min_confidence)
+            or (d.category != "model_diverged" and any(_NON_FINITE.search(e) for e in d.evidence[:2]))):
         return d
     at = diverged_loss(lines, floor, start)
     if at is None:
@@ -145,7 +153,8 @@ def diverged_before(d: Diagnosis, lines: Sequence[str], floor: int, start: int, 
     line = logs.normalize_line(lines[at]).strip()[:300]
     return Diagnosis("model_diverged", DEFAULT_ORIGIN["model_diverged"], DIVERGED_CONFIDENCE,
                      [line, *d.evidence][:_MAX_EVIDENCE], method="rule", file=d.file,
-                     reason="the loss was NaN/inf in the last metric lines before the failure, whose own lines name no cause",
+                     reason="the loss was NaN/inf in the last metric lines before the failure, whose own lines name no "
+                            "other cause",
                      hint=hint_for("model_diverged", [line]))
 
 

@@ -25,6 +25,7 @@ from gpulens.diagnosis.logread.completion import (
     End,
     completion_strength,
     end_of_attempt,
+    finished_before,
     last_words,
     open_traceback,
     signal_reports,
@@ -189,8 +190,21 @@ def diagnose_source(src: WholeText, clf: Classifier | None = None, *, file: str 
                             "a completion message earlier (one stage of the job), no failure after it")
         return _healthy(base, src, (end.index, end.strength) if end else (_last_line(lines), 0.55), file,
                         end.why if end else None)
+    finished = finished_before(lines, a0, failures, _ray_free) if done is None else None
+    if finished is not None:
+        return _healthy(base, src, finished, file, _SHUTDOWN_ONLY)
     got = _failed(base, src, starts, frontier, failures, signals, clf or whole_classifier(), file)
     return _abstain(got, min_confidence)
+
+
+#: Why a run whose only errors came after its completion message is healthy.
+_SHUTDOWN_ONLY = ("a completion message, and what failed after it is only the shutdown's (a worker or process "
+                  "killed, a process group losing its peers, the launcher's report of that exit)")
+
+
+def _ray_free(line: str) -> str:
+    """A line without Ray's process prefix."""
+    return strip_ray_prefixes([line])[0]
 
 
 def _abstain(w: WholeDiagnosis, min_confidence: float) -> WholeDiagnosis:
