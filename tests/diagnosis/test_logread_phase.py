@@ -717,10 +717,14 @@ def test_an_evaluation_program_after_a_finished_training_fails_in_evaluation(rul
              ("/srv/scripts/chat_eval.py", "run_chat_eval", "answer = generate(batch)"),
              error="bdb.BdbQuit")
     assert diagnose_text("\n".join(done + tb), rules).phase == "evaluation"
-    teardown = _tb(("/srv/scripts/mid_train.py", "<module>", "wandb_run.finish()"),
-                   ("/env/wandb/sdk/wandb_run.py", "finish", "self._atexit_cleanup()"),
-                   error="BrokenPipeError: [Errno 32] Broken pipe")
+    frames = (("/srv/scripts/mid_train.py", "<module>", "wandb_run.finish()"),
+              ("/env/wandb/sdk/wandb_run.py", "finish", "self._atexit_cleanup()"))
+    teardown = _tb(*frames, error="AttributeError: 'NoneType' object has no attribute 'close'")
     assert diagnose_text("\n".join(done + teardown), rules).phase == "shutdown"
+    # a lost peer while finishing after "Training done." is the teardown's: a normal end
+    # (completion.finished_before), so no phase
+    lost = _tb(*frames, error="BrokenPipeError: [Errno 32] Broken pipe")
+    assert diagnose_text("\n".join(done + lost), rules).phase == "none"
 
 
 def test_an_evaluation_word_inside_another_word_names_no_evaluation(rules: Classifier) -> None:
