@@ -16,6 +16,7 @@ byte budget) for the last traceback; it never loads a whole large file.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import re
 import stat
@@ -201,10 +202,23 @@ class LogView:
 
 def normalize_line(line: str) -> str:
     """Strip rank prefixes, timestamps and log levels that launchers put before a line."""
+    # the whole-log reader asks again for the same lines (each stage normalizes what it reads):
+    # a line's answer is remembered (a long progress-bar line is not kept)
+    return _normalized(line) if len(line) <= _NORM_SEEN_CHARS else _normalize(line)
+
+
+def _normalize(line: str) -> str:
+    """:func:`normalize_line`, computed."""
     m = _PREFIX_RE.match(line)
     if m and m.end() > 0:
         line = line[m.end():]
     return line.rstrip()
+
+
+#: Longest line whose :func:`normalize_line` answer is remembered (bounds what the cache holds).
+_NORM_SEEN_CHARS = 1024
+#: :func:`_normalize` remembered for the last lines asked about
+_normalized = functools.lru_cache(maxsize=1 << 14)(_normalize)
 
 
 class _LazyNorm(Sequence[str]):
