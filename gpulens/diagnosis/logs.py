@@ -117,19 +117,9 @@ _INFRA_KEYS = (
 
 
 def _infra_candidates(lines: list[str], first: int) -> list[int]:
-    """Indexes (>= first) of lines holding an infra keyword, found with str.find on one block."""
-    block = "\n".join(lines[first:])
-    found: set[int] = set()
-    for key in _INFRA_KEYS:
-        pos = block.find(key)
-        while pos >= 0:
-            idx = block.count("\n", 0, pos)
-            found.add(first + idx)
-            nxt = block.find("\n", pos)
-            if nxt < 0:
-                break
-            pos = block.find(key, nxt + 1)
-    return sorted(found)
+    """Indexes (>= first) of lines holding an infra keyword (:func:`find_keys`: str.find on one
+    block, line numbers counted once)."""
+    return find_keys(lines, _INFRA_KEYS, first)
 
 
 _TRACEBACK = "Traceback (most recent call last)"
