@@ -354,6 +354,10 @@ def rare_piece(key: str) -> int:
     return _piece(key)
 
 
+#: Characters at the start of a key its piece is chosen among.
+_PIECE_SPAN = 64
+
+
 def _piece(key: str) -> int:
     """Offset of the rarest two-character piece of ``key`` (one whose four bytes from it are
     in the key when as rare: fewer reads to compare them)."""
@@ -385,7 +389,7 @@ class _Table:
         # pair -> (shift, width, value) -> [whole key?, longer keys (bytes, piece offset)]
         found: dict[int, dict[tuple[int, int, int], list[Any]]] = {}
         for key in keys:
-            o = _piece(key)
+            o = _piece(key[:_PIECE_SPAN])  # (a long key, such as a file's first line: its start will do)
             raw = key.encode("ascii")
             pair = raw[o] | raw[o + 1] << 8
             self.pairs[pair] = True
