@@ -137,6 +137,26 @@ class Branches:
         at = self.first_start(text)
         return None if at < 0 else self.regex.search(text, at)
 
+    def matches(self, text: str) -> bool:
+        """``regex.search(text) is not None``: some alternative matches somewhere (the first
+        one found will do; no leftmost match, no groups)."""
+        if self.alts is None:
+            return self.regex.search(text) is not None
+        low = text.lower() if self.fold else text
+        for k, (alt, holds) in enumerate(self.alts):
+            if holds is not None and not holds(low):
+                continue
+            if isinstance(alt, str):
+                try:
+                    alt = re.compile(alt, self.regex.flags)
+                except re.error:  # a part that is no pattern alone (a comment holding "|"): the whole one
+                    self.alts = None
+                    return self.matches(text)
+                self.alts[k] = (alt, holds)
+            if alt.search(text) is not None:
+                return True
+        return False
+
 
 class Guarded:
     """``pattern`` behind a literal prefilter: ``search`` is ``pattern.search`` on strings
@@ -165,6 +185,16 @@ class Guarded:
         if self._branches is None:
             self._branches = Branches(self.regex)
         return self._branches.search(text)
+
+    def matches(self, text: str) -> bool:
+        """``search(text) is not None``, without finding the leftmost match of a split pattern."""
+        if not self._holds(text):
+            return False
+        if len(text) <= LONG_TEXT and not self._split:
+            return self.regex.search(text) is not None
+        if self._branches is None:
+            self._branches = Branches(self.regex)
+        return self._branches.matches(text)
 
 
 class Prefiltered:
@@ -221,3 +251,14 @@ class Prefiltered:
                 and (self._head is None or self._head.match(text) is None):
             return None
         return self._branches.search(text)
+
+    def matches(self, text: str) -> bool:
+        """``search(text) is not None``, without finding the leftmost match."""
+        if not self._ready:
+            self._build()
+        if self._holds is None or self._branches is None:
+            return self.regex.search(text) is not None
+        if not self._holds(text.lower() if self._fold else text) \
+                and (self._head is None or self._head.match(text) is None):
+            return False
+        return self._branches.matches(text)

@@ -32,6 +32,8 @@ def test_leftmost_start_is_the_patterns() -> None:
     assert b.search(text).span() == re.search(b.regex.pattern, text).span()  # type: ignore[union-attr]
     assert b.first_start("Killedx exit code 0") == -1
     assert b.first_start("  [W warn") == 0
+    # matches: whether any alternative matches (the first found; not the leftmost)
+    assert b.matches(text) and not b.matches("Killedx exit code 0") and b.matches("  [W warn")
 
 
 def _long_texts() -> list[str]:
@@ -58,7 +60,7 @@ def test_each_guard_finds_the_same_match_on_long_texts() -> None:
         bare = re.compile(g.pattern)
         for text in texts:
             want, got = bare.search(text), g.search(text)
-            assert (want is None) == (got is None), (name, text[:200])
+            assert (want is None) == (got is None) == (not g.matches(text)), (name, text[:200])
             if want is not None and got is not None:
                 assert (want.span(), want.groups()) == (got.span(), got.groups()), (name, text[:200])
                 matched[name] += 1
@@ -94,7 +96,7 @@ def test_prefiltered_on_hand_written_lines() -> None:
     assert p.search("") is None and p._head is not None and p._holds is not None
     for line in ("F0412 12:00:01 x.cc:3] oops", "Check failed: a == b", "x Check failed", "Segmentation fault (core)",
                  "job Killed", "OOMKilled", ""):
-        assert (p.search(line) is None) == (p.regex.search(line) is None), line
+        assert (p.search(line) is None) == (p.regex.search(line) is None) == (not p.matches(line)), line
     q = Prefiltered(r"\b(?:step|epoch)\b|it/s", re.IGNORECASE)
     assert q.search("EPOCH 3") is not None and q.search("epochs 3") is None and q.search("12 IT/S") is not None
     bare = Prefiltered(r"\d+|x")
@@ -115,7 +117,7 @@ def test_each_prefiltered_pattern_answers_as_itself_on_sample_lines() -> None:
         bare = re_.compile(p.pattern, p.regex.flags)
         for text in texts:
             want, got = bare.search(text), p.search(text)
-            assert (want is None) == (got is None), (name, text[:200])
+            assert (want is None) == (got is None) == (not p.matches(text)), (name, text[:200])
             if want is not None and got is not None:
                 assert (want.span(), want.groups()) == (got.span(), got.groups()), (name, text[:200])
                 matched[name] += 1
@@ -171,7 +173,7 @@ def test_split_guards_find_the_same_match_on_every_sample_line() -> None:
         hits = 0
         for line in [*lines, "x Warning: y", "  File \"a.py\", line 3", "Killed", "3 errors"]:
             want, got = bare.search(line), g.search(line)
-            assert (want is None) == (got is None), (name, line[:200])
+            assert (want is None) == (got is None) == (not g.matches(line)), (name, line[:200])
             if want is not None and got is not None:
                 assert (want.span(), want.groups()) == (got.span(), got.groups()), (name, line[:200])
                 hits += 1
