@@ -679,7 +679,7 @@ def is_infra(raw: str) -> bool:
 
 def is_weak(line: str) -> bool:
     """Secondary, or a connection-level symptom (a hard error elsewhere is preferred)."""
-    return _SECONDARY_RE.search(line) is not None or _PEER_FAST.search(line) is not None
+    return _SECONDARY_RE.search(line) is not None or _PEER_FAST.matches(line)
 
 
 def is_hard_error(line: str) -> bool:
@@ -687,7 +687,7 @@ def is_hard_error(line: str) -> bool:
     s = line.strip()
     if not s or line.startswith((" ", "\t")) or _NOISE_ERR.search(s):
         return False
-    return _HARD_FAST.search(s) is not None
+    return _HARD_FAST.matches(s)
 
 
 def _going_on_before(norm: Sequence[str], floor: int, stop: int, enough: int = 3) -> int:
@@ -700,7 +700,7 @@ def _going_on_before(norm: Sequence[str], floor: int, stop: int, enough: int = 3
         ln = norm[i]
         if ln.startswith((" ", "\t")) or "Traceback" in ln:
             continue
-        if _PROGRESS_FAST.search(ln) and not _ERR_KEY_FAST.search(ln):
+        if _PROGRESS_FAST.matches(ln) and not _ERR_KEY_FAST.matches(ln):
             count += 1
             if count >= enough:
                 return i
