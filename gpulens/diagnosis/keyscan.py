@@ -358,6 +358,7 @@ def rare_piece(key: str) -> int:
 _PIECE_SPAN = 64
 
 
+@functools.lru_cache(maxsize=1024)
 def _piece(key: str) -> int:
     """Offset of the rarest two-character piece of ``key`` (one whose four bytes from it are
     in the key when as rare: fewer reads to compare them)."""
