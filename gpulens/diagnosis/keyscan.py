@@ -200,7 +200,7 @@ class _ByteIndex:
         fast, slow = _split(keys)
         b0, b1 = self._begin(start), self._end(stop - 1)
         found: set[int] = set()
-        if len(fast) >= _TABLE_MIN_KEYS and (b1 - b0) * len(fast) >= _TABLE_MIN_WORK:
+        if len(fast) >= _TABLE_MIN_KEYS and ((b1 - b0) * len(fast) >= _TABLE_MIN_WORK or self._shared(fast)):
             found.update(self._table_scan(fast, b0, b1))
         else:
             for key in fast:
@@ -208,6 +208,15 @@ class _ByteIndex:
         if slow:
             found.update(scan_lines(self.lines, slow, start, stop))
         return sorted(found)
+
+    def _shared(self, keys: tuple[str, ...]) -> bool:
+        """Whether the shared pass over this log found the candidates of ``keys`` (a short range
+        then costs a look-up among them, not a search per key: a window of progress lines holds
+        a key on every line)."""
+        if self.cand is None:
+            return False
+        tab = _TABLES.get(keys)
+        return tab is not None and tab in self.cand[0]
 
     def _key_scan(self, key: bytes, b0: int, b1: int, found: set[int]) -> None:
         data, nl = self.data, self.nl_list
