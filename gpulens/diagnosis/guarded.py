@@ -17,16 +17,45 @@ same match as from the start, since none matches before it), or not at all.
 alternative's required literals, :func:`gpulens.diagnosis.rules.required_literals`), for a
 pattern that was a bare regular expression searched on every line: the same answers, no
 literal list to keep in step with the pattern by hand.
+
+:func:`remembered` keeps the answers of a pure function of one log line (or a few) for the last
+lines asked about: the whole-log reader's stages ask again about the same lines.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import types
 from collections.abc import Callable, Iterable
+from typing import ParamSpec, TypeVar, cast
 
-__all__ = ["Branches", "Guarded", "LONG_TEXT", "Prefiltered", "contains_any", "top_branches"]
+__all__ = ["Branches", "Guarded", "LONG_TEXT", "Prefiltered", "contains_any", "remembered", "top_branches"]
+
+_T = TypeVar("_T")
+_P = ParamSpec("_P")
+#: Answers :func:`remembered` keeps per function, and the longest line kept (a tqdm line of every
+#: update of its bar is not: it bounds what the caches hold).
+REMEMBERED = 1 << 14
+REMEMBERED_CHARS = 1024
+
+
+def remembered(func: Callable[_P, _T]) -> Callable[_P, _T]:
+    """``func``, a pure function of one or a few strings (a log line), with its answers for the
+    last :data:`REMEMBERED` arguments of up to :data:`REMEMBERED_CHARS` characters kept (the
+    same answers; the reader asks again about the same lines in several stages)."""
+    plain = cast("Callable[..., _T]", func)
+    cached = functools.lru_cache(maxsize=REMEMBERED)(plain)
+
+    @functools.wraps(func)
+    def one(line: str, *rest: str) -> _T:
+        if len(line) > REMEMBERED_CHARS or (rest and any(len(x) > REMEMBERED_CHARS for x in rest)):
+            return plain(line, *rest)
+        return cached(line, *rest)
+
+    return cast("Callable[_P, _T]", one)
+
 
 #: Texts longer than this are searched alternative by alternative first (see the module doc).
 LONG_TEXT = 2000

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import gpulens.diagnosis.rules as rules_module
 from gpulens.diagnosis.guarded import LONG_TEXT, Branches, Guarded, Prefiltered, top_branches
@@ -178,3 +179,38 @@ def test_split_guards_find_the_same_match_on_every_sample_line() -> None:
                 assert (want.span(), want.groups()) == (got.span(), got.groups()), (name, line[:200])
                 hits += 1
         assert hits, name
+
+
+def test_remembered_answers_as_the_function_and_keeps_short_lines_only() -> None:
+    # the answers for short lines are kept (computed once), a long line's are computed each time,
+    # a second string argument is part of the key; the reader's remembered helpers answer as
+    # their own bodies on every sample line, asked twice
+    from gpulens.diagnosis import logs
+    from gpulens.diagnosis.guarded import REMEMBERED_CHARS, remembered
+    from gpulens.diagnosis.logread import lines as lines_mod
+    from gpulens.diagnosis.logread import ranks
+
+    calls: list[tuple[str, str]] = []
+
+    def shout(line: str, raw: str = "") -> str:
+        calls.append((line, raw))
+        return line.upper() + raw
+
+    g = remembered(shout)
+    assert g("abc") == "ABC" and g("abc") == "ABC" and calls == [("abc", "")]
+    assert g("abc", "x") == "ABCx" and g("abc", "x") == "ABCx" and len(calls) == 2
+    long = "y" * (REMEMBERED_CHARS + 1)
+    assert g(long) == long.upper() and g(long) == long.upper() and len(calls) == 4
+    assert g("abc", long) == "ABC" + long and g("abc", long) == "ABC" + long and len(calls) == 6
+    root = Path(__file__).resolve().parents[2] / "sample_logs"
+    sample = [ln for p in sorted(root.rglob("*")) if p.is_file() and p.suffix != ".csv" and "whole" not in p.parts
+              for ln in p.read_text(errors="replace").split("\n")][:20000]
+    helpers: list[Any] = [lines_mod.is_progress, logs.normalize_line, logs.is_hard_error, ranks.strip_prefix]
+    for f in helpers:
+        body = f.__wrapped__
+        for _ in range(2):
+            assert [f(ln) for ln in sample] == [body(ln) for ln in sample], f.__name__
+    failure: Any = lines_mod.is_failure
+    for _ in range(2):
+        assert [failure(logs.normalize_line(ln), ln) for ln in sample] == \
+            [failure.__wrapped__(logs.normalize_line(ln), ln) for ln in sample]
