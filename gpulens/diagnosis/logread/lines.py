@@ -4,12 +4,11 @@ say what kind of line each is: a failure, a secondary symptom, progress, benign 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import re
 from collections.abc import Callable, Sequence
 
 from gpulens.diagnosis import logs
-from gpulens.diagnosis.guarded import Guarded, Prefiltered, contains_any
+from gpulens.diagnosis.guarded import Guarded, Prefiltered, contains_any, remembered
 from gpulens.diagnosis.logread.ranks import prefix_rank, strip_prefix
 from gpulens.diagnosis.logs import find_keys
 
@@ -143,19 +142,9 @@ def last_matching(lines: Sequence[str], keys: Sequence[str], pred: Callable[[str
     return out
 
 
+@remembered  # the reader asks again about the same lines (frontier, rank failures, context, phase)
 def is_progress(raw: str) -> bool:
     """A line showing the job going on (a step, epoch, loss or progress bar; not an error)."""
-    # the reader asks again for the same lines (the frontier, the rank failures, the context,
-    # the phase): a line's answer is remembered (a long tqdm line is not kept)
-    return _progress_seen(raw) if len(raw) <= _SEEN_CHARS else _is_progress(raw)
-
-
-#: Longest line whose :func:`is_progress` answer is remembered (bounds what the cache holds).
-_SEEN_CHARS = 1024
-
-
-def _is_progress(raw: str) -> bool:
-    """:func:`is_progress`, computed."""
     if raw.startswith((" ", "\t")) and not raw.lstrip().startswith(("Epoch", "epoch", "Step", "step")):
         return False
     if raw.startswith(("wandb:", "srun:", "slurmstepd")):  # a tracker's summary at exit, the scheduler's lines
@@ -169,8 +158,6 @@ def _is_progress(raw: str) -> bool:
 
 #: Characters at the end of a line looked at (a tqdm line can hold thousands of updates).
 _SHOWN = 400
-#: :func:`_is_progress` remembered for the last lines asked about
-_progress_seen = functools.lru_cache(maxsize=1 << 14)(_is_progress)
 #: Literals one of which every progress line holds (a cheap test before the regex).
 PROGRESS_KEYS = ("step", "Step", "poch", "iter", "Iter", "loss", "Loss", "batch", "Batch", "it/", "/it")
 #: ``any(k in text for k in PROGRESS_KEYS)`` without a generator (it runs on most lines read)
@@ -187,6 +174,7 @@ def is_terminal_kill(norm: str) -> bool:
     return _KILL.matches(norm)
 
 
+@remembered  # asked again about the same lines by several stages
 def is_failure(norm: str, raw: str = "") -> bool:
     """A (normalized) line that states a failure or a secondary symptom of one (``raw``: the
     line as printed, for its log level)."""
