@@ -16,7 +16,6 @@ byte budget) for the last traceback; it never loads a whole large file.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 import re
 import stat
@@ -25,7 +24,7 @@ from pathlib import Path
 from typing import overload
 
 from gpulens.diagnosis import keyscan
-from gpulens.diagnosis.guarded import Guarded, Prefiltered
+from gpulens.diagnosis.guarded import Guarded, Prefiltered, remembered
 
 __all__ = [
     "FatalRegion",
@@ -190,25 +189,13 @@ class LogView:
     secondary_lines: list[str] = dataclasses.field(default_factory=list)
 
 
+@remembered  # the whole-log reader's stages normalize the same lines again
 def normalize_line(line: str) -> str:
     """Strip rank prefixes, timestamps and log levels that launchers put before a line."""
-    # the whole-log reader asks again for the same lines (each stage normalizes what it reads):
-    # a line's answer is remembered (a long progress-bar line is not kept)
-    return _normalized(line) if len(line) <= _NORM_SEEN_CHARS else _normalize(line)
-
-
-def _normalize(line: str) -> str:
-    """:func:`normalize_line`, computed."""
     m = _PREFIX_RE.match(line)
     if m and m.end() > 0:
         line = line[m.end():]
     return line.rstrip()
-
-
-#: Longest line whose :func:`normalize_line` answer is remembered (bounds what the cache holds).
-_NORM_SEEN_CHARS = 1024
-#: :func:`_normalize` remembered for the last lines asked about
-_normalized = functools.lru_cache(maxsize=1 << 14)(_normalize)
 
 
 class _LazyNorm(Sequence[str]):
@@ -682,6 +669,7 @@ def is_weak(line: str) -> bool:
     return _SECONDARY_RE.search(line) is not None or _PEER_FAST.matches(line)
 
 
+@remembered  # asked again about the same lines by several stages
 def is_hard_error(line: str) -> bool:
     """Whether a (normalized) line states a failure (not a warning, not a code line)."""
     s = line.strip()
