@@ -192,14 +192,11 @@ _RATE_ANY = re.compile(r"([\d.]+) ?[A-Za-z]\w*/s\b")
 #: A line that states a setting or announces a stage rather than counting a step done (no loss
 #: printed): "Iterations per epoch: 1108", "Total optimization steps = 500", "Starting iteration-wise
 #: training", DeepSpeed ZeRO-3's "Invalidate trace cache @ step 56836: expected module ...".
-_SETTING_WORDS = (r"\bper (?:epoch|step|iter\w*|device|gpu)\b|\btotal\b|\bnumber of\b|\bnum_"
-                  r"|\bmax_|\bstarting\b|\bwarmup_|Invalidate trace cache"
-                  # a batch's size ("Tokens / micro-batch / rank: 32 x 2048", "batch size: 64"), a checkpoint
-                  # loaded or resumed at a step ("Loading model from ckpt/d20 with step 21400")
-                  r"|\bbatch[ _-]?size\b|\bmicro[-_ ]?batch\b|\b(?:load|resum|restor)\w*\b.*\bstep\b")
-_SETTING = re.compile(r"(?i)^(?!.*loss).*(?:" + _SETTING_WORDS + ")")
-#: _SETTING on one line (no newline): its words anywhere, "loss" nowhere (no ``^.*`` tried at every position)
-_SETTING_ANY = re.compile(r"(?i)" + _SETTING_WORDS)
+_SETTING = re.compile(r"(?i)^(?!.*loss).*(?:\bper (?:epoch|step|iter\w*|device|gpu)\b|\btotal\b|\bnumber of\b|\bnum_"
+                      r"|\bmax_|\bstarting\b|\bwarmup_|Invalidate trace cache"
+                      # a batch's size ("Tokens / micro-batch / rank: 32 x 2048", "batch size: 64"), a checkpoint
+                      # loaded or resumed at a step ("Loading model from ckpt/d20 with step 21400")
+                      r"|\bbatch[ _-]?size\b|\bmicro[-_ ]?batch\b|\b(?:load|resum|restor)\w*\b.*\bstep\b)")
 #: Lower-case literals one of which every match of _SETTING holds (its alternatives' own words).
 _SETTING_KEYS = contains_any(("per ", "total", "number of", "num_", "max_", "starting", "warmup_",
                               "invalidate trace cache", "size", "micro", "load", "resum", "restor"))
@@ -208,12 +205,8 @@ _SETTING_KEYS = contains_any(("per ", "total", "number of", "num_", "max_", "sta
 def _is_setting(end: str) -> bool:
     """``_SETTING.search(end) is not None``; an ASCII line holding none of its literals
     (case-folded) is ruled out without the search (its ``^.*`` tries every position)."""
-    if end.isascii():
-        low = end.lower()
-        if not _SETTING_KEYS(low):
-            return False
-        if "\n" not in end:  # ASCII: lower() is the pattern's case folding
-            return "loss" not in low and _SETTING_ANY.search(end) is not None
+    if end.isascii() and not _SETTING_KEYS(end.lower()):
+        return False
     return _SETTING.search(end) is not None
 
 
