@@ -31,7 +31,8 @@ import types
 from collections.abc import Callable, Iterable
 from typing import ParamSpec, TypeVar, cast
 
-__all__ = ["Branches", "Guarded", "LONG_TEXT", "Prefiltered", "contains_any", "remembered", "top_branches"]
+__all__ = ["Branches", "Guarded", "LONG_TEXT", "Prefiltered", "contains_any", "remembered", "remembered_text",
+           "top_branches"]
 
 _T = TypeVar("_T")
 _P = ParamSpec("_P")
@@ -55,6 +56,22 @@ def remembered(func: Callable[_P, _T]) -> Callable[_P, _T]:
         return cached(line, *rest)
 
     return cast("Callable[_P, _T]", one)
+
+
+def remembered_text(func: Callable[[str], str]) -> Callable[[str], str]:
+    """:func:`remembered` for a function that gives a line's text (a prefix stripped): a line it
+    leaves as it was comes back as the object given (as the function's own slicing and
+    ``rstrip`` give it; a caller may test ``rest is line``), not the equal one seen first."""
+    cached = functools.lru_cache(maxsize=REMEMBERED)(func)
+
+    @functools.wraps(func)
+    def text(line: str) -> str:
+        if len(line) > REMEMBERED_CHARS:
+            return func(line)
+        got = cached(line)
+        return line if got == line else got
+
+    return text
 
 
 #: Texts longer than this are searched alternative by alternative first (see the module doc).

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import overload
 
 from gpulens.diagnosis import keyscan
-from gpulens.diagnosis.guarded import Guarded, Prefiltered, remembered
+from gpulens.diagnosis.guarded import Guarded, Prefiltered, remembered, remembered_text
 
 __all__ = [
     "FatalRegion",
@@ -189,7 +189,7 @@ class LogView:
     secondary_lines: list[str] = dataclasses.field(default_factory=list)
 
 
-@remembered  # the whole-log reader's stages normalize the same lines again
+@remembered_text  # the whole-log reader's stages normalize the same lines again
 def normalize_line(line: str) -> str:
     """Strip rank prefixes, timestamps and log levels that launchers put before a line."""
     m = _PREFIX_RE.match(line)

@@ -210,6 +210,11 @@ def test_remembered_answers_as_the_function_and_keeps_short_lines_only() -> None
         body = f.__wrapped__
         for _ in range(2):
             assert [f(ln) for ln in sample] == [body(ln) for ln in sample], f.__name__
+    # a line a text helper leaves as it was comes back as the object given (callers test "rest is line")
+    for f in (logs.normalize_line, ranks.strip_prefix):
+        first, again = "".join(["plain ", "line"]), "".join(["plain ", "line"])
+        assert first is not again and f(first) is first and f(again) is again, f.__name__
+    assert ranks.launcher_text("".join(["gpu07:", "     loss = model(batch)"])) == "    loss = model(batch)"
     failure: Any = lines_mod.is_failure
     for _ in range(2):
         assert [failure(logs.normalize_line(ln), ln) for ln in sample] == \
