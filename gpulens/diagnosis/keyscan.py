@@ -12,17 +12,20 @@ call). A range is then scanned
 * for a few keys, with ``bytes.find`` per key, each hit mapped to its line by bisection and
   the search resumed at the next line;
 * for many keys, in one pass: every two-byte window of the range is looked up in a 64 K
-  table that marks one two-byte piece of each key (numpy), and only the lines holding a
-  marked window are tested with ``key in line``.
+  table that marks one two-byte piece of each key (numpy); the eight bytes around each marked
+  window are compared, under a mask, with those of the keys of that piece (numpy, one key per
+  piece at a time: a key of up to eight bytes is found so), and a longer key is compared in
+  full where they are equal.
 
 The first one-pass scan of a log over at least half of it finds the marked windows of every
 key family known then (the union of their tables), once; each family's scan of any range of
 that log then keeps, among those, the windows in its range that its own table marks (a family
 first seen later scans its ranges itself). The reader asks for about ten families, each over a
-range near the whole log: one pass instead of ten.
+range near the whole log: one pass instead of ten. A family the shared pass covers reads any
+range from it, however short (a window of progress lines holds a key on every line).
 
 Both give exactly the lines holding a key (the table marks a piece of every key, so every
-line holding a key has a marked window; each candidate line is then tested for the keys
+line holding a key has a marked window; each candidate is then compared with the keys
 themselves). Keys that are not ASCII, hold a newline or are shorter than two characters are
 searched line by line, as before.
 """
