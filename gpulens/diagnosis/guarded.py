@@ -38,8 +38,8 @@ _T = TypeVar("_T")
 _P = ParamSpec("_P")
 #: Answers :func:`remembered` keeps per function, and the longest line kept (a tqdm line of every
 #: update of its bar is not: it bounds what the caches hold).
-REMEMBERED = 1 << 14
-REMEMBERED_CHARS = 1024
+REMEMBERED = 1 << 13
+REMEMBERED_CHARS = 512
 
 
 def remembered(func: Callable[_P, _T]) -> Callable[_P, _T]:
