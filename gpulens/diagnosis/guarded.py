@@ -17,16 +17,62 @@ same match as from the start, since none matches before it), or not at all.
 alternative's required literals, :func:`gpulens.diagnosis.rules.required_literals`), for a
 pattern that was a bare regular expression searched on every line: the same answers, no
 literal list to keep in step with the pattern by hand.
+
+:func:`remembered` keeps the answers of a pure function of one log line (or a few) for the last
+lines asked about: the whole-log reader's stages ask again about the same lines.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import types
 from collections.abc import Callable, Iterable
+from typing import ParamSpec, TypeVar, cast
 
-__all__ = ["Branches", "Guarded", "LONG_TEXT", "Prefiltered", "contains_any", "top_branches"]
+__all__ = ["Branches", "Guarded", "LONG_TEXT", "Prefiltered", "contains_any", "remembered", "remembered_text",
+           "top_branches"]
+
+_T = TypeVar("_T")
+_P = ParamSpec("_P")
+#: Answers :func:`remembered` keeps per function, and the longest line kept (a tqdm line of every
+#: update of its bar is not: it bounds what the caches hold).
+REMEMBERED = 1 << 13
+REMEMBERED_CHARS = 512
+
+
+def remembered(func: Callable[_P, _T]) -> Callable[_P, _T]:
+    """``func``, a pure function of one or a few strings (a log line), with its answers for the
+    last :data:`REMEMBERED` arguments of up to :data:`REMEMBERED_CHARS` characters kept (the
+    same answers; the reader asks again about the same lines in several stages)."""
+    plain = cast("Callable[..., _T]", func)
+    cached = functools.lru_cache(maxsize=REMEMBERED)(plain)
+
+    @functools.wraps(func)
+    def one(line: str, *rest: str) -> _T:
+        if len(line) > REMEMBERED_CHARS or (rest and any(len(x) > REMEMBERED_CHARS for x in rest)):
+            return plain(line, *rest)
+        return cached(line, *rest)
+
+    return cast("Callable[_P, _T]", one)
+
+
+def remembered_text(func: Callable[[str], str]) -> Callable[[str], str]:
+    """:func:`remembered` for a function that gives a line's text (a prefix stripped): a line it
+    leaves as it was comes back as the object given (as the function's own slicing and
+    ``rstrip`` give it; a caller may test ``rest is line``), not the equal one seen first."""
+    cached = functools.lru_cache(maxsize=REMEMBERED)(func)
+
+    @functools.wraps(func)
+    def text(line: str) -> str:
+        if len(line) > REMEMBERED_CHARS:
+            return func(line)
+        got = cached(line)
+        return line if got == line else got
+
+    return text
+
 
 #: Texts longer than this are searched alternative by alternative first (see the module doc).
 LONG_TEXT = 2000
@@ -137,6 +183,26 @@ class Branches:
         at = self.first_start(text)
         return None if at < 0 else self.regex.search(text, at)
 
+    def matches(self, text: str) -> bool:
+        """``regex.search(text) is not None``: some alternative matches somewhere (the first
+        one found will do; no leftmost match, no groups)."""
+        if self.alts is None:
+            return self.regex.search(text) is not None
+        low = text.lower() if self.fold else text
+        for k, (alt, holds) in enumerate(self.alts):
+            if holds is not None and not holds(low):
+                continue
+            if isinstance(alt, str):
+                try:
+                    alt = re.compile(alt, self.regex.flags)
+                except re.error:  # a part that is no pattern alone (a comment holding "|"): the whole one
+                    self.alts = None
+                    return self.matches(text)
+                self.alts[k] = (alt, holds)
+            if alt.search(text) is not None:
+                return True
+        return False
+
 
 class Guarded:
     """``pattern`` behind a literal prefilter: ``search`` is ``pattern.search`` on strings
@@ -165,6 +231,16 @@ class Guarded:
         if self._branches is None:
             self._branches = Branches(self.regex)
         return self._branches.search(text)
+
+    def matches(self, text: str) -> bool:
+        """``search(text) is not None``, without finding the leftmost match of a split pattern."""
+        if not self._holds(text):
+            return False
+        if len(text) <= LONG_TEXT and not self._split:
+            return self.regex.search(text) is not None
+        if self._branches is None:
+            self._branches = Branches(self.regex)
+        return self._branches.matches(text)
 
 
 class Prefiltered:
@@ -221,3 +297,14 @@ class Prefiltered:
                 and (self._head is None or self._head.match(text) is None):
             return None
         return self._branches.search(text)
+
+    def matches(self, text: str) -> bool:
+        """``search(text) is not None``, without finding the leftmost match."""
+        if not self._ready:
+            self._build()
+        if self._holds is None or self._branches is None:
+            return self.regex.search(text) is not None
+        if not self._holds(text.lower() if self._fold else text) \
+                and (self._head is None or self._head.match(text) is None):
+            return False
+        return self._branches.matches(text)

@@ -12,17 +12,20 @@ call). A range is then scanned
 * for a few keys, with ``bytes.find`` per key, each hit mapped to its line by bisection and
   the search resumed at the next line;
 * for many keys, in one pass: every two-byte window of the range is looked up in a 64 K
-  table that marks one two-byte piece of each key (numpy), and only the lines holding a
-  marked window are tested with ``key in line``.
+  table that marks one two-byte piece of each key (numpy); the eight bytes around each marked
+  window are compared, under a mask, with those of the keys of that piece (numpy, one key per
+  piece at a time: a key of up to eight bytes is found so), and a longer key is compared in
+  full where they are equal.
 
 The first one-pass scan of a log over at least half of it finds the marked windows of every
 key family known then (the union of their tables), once; each family's scan of any range of
 that log then keeps, among those, the windows in its range that its own table marks (a family
 first seen later scans its ranges itself). The reader asks for about ten families, each over a
-range near the whole log: one pass instead of ten.
+range near the whole log: one pass instead of ten. A family the shared pass covers reads any
+range from it, however short (a window of progress lines holds a key on every line).
 
 Both give exactly the lines holding a key (the table marks a piece of every key, so every
-line holding a key has a marked window; each candidate line is then tested for the keys
+line holding a key has a marked window; each candidate is then compared with the keys
 themselves). Keys that are not ASCII, hold a newline or are shorter than two characters are
 searched line by line, as before.
 """
@@ -163,26 +166,26 @@ def scan_lines(lines: Sequence[str], keys: Sequence[str], start: int, stop: int)
 class _ByteIndex:
     """The lines joined as UTF-8 bytes and the offsets of their newlines."""
 
-    __slots__ = ("cand", "data", "lines", "nl", "nl_list", "padded", "quads", "size")
+    __slots__ = ("cand", "data", "eights", "lines", "nl", "nl_list", "padded", "size")
 
     def __init__(self, lines: Sequence[str], joined: bytes | None = None) -> None:
         import numpy as np
 
         self.lines = lines
-        # Four bytes no key holds ("\n" and NULs) follow the lines, so that four bytes can be
+        # Eight bytes no key holds ("\n" and NULs) follow the lines, so that eight bytes can be
         # read at any position. surrogatepass: a lone surrogate (text given by a caller)
         # becomes non-ASCII bytes, which no key matches, instead of an error.
         if joined is not None:
-            self.data = joined + b"\n\x00\x00\x00"
+            self.data = joined + _PAD
         else:
-            self.data = "\n".join(itertools.chain(lines, ("\x00\x00\x00",))).encode("utf-8", "surrogatepass")
-        self.size = len(self.data) - 4
+            self.data = "\n".join(itertools.chain(lines, (_PAD[1:].decode(),))).encode("utf-8", "surrogatepass")
+        self.size = len(self.data) - len(_PAD)
         self.padded = np.frombuffer(self.data, np.uint8)
         self.nl = np.flatnonzero(self.padded == 10)[:-1]
-        # the four bytes from each position as one little-endian number (a view, no copy)
-        rows = np.lib.stride_tricks.as_strided(self.padded, shape=(len(self.data) - 3, 4), strides=(1, 1),
+        # the eight bytes from each position as one little-endian number (a view, no copy)
+        rows = np.lib.stride_tricks.as_strided(self.padded, shape=(len(self.data) - 7, 8), strides=(1, 1),
                                                writeable=False)
-        self.quads = rows.view("<u4")[:, 0]
+        self.eights = rows.view("<u8")[:, 0]
         self.nl_list: list[int] = self.nl.tolist()
         #: (tables, q, v): every position q of the whole data whose two bytes (v) some key of
         #: the tables marks (see :meth:`_candidates`), once per log
@@ -200,7 +203,7 @@ class _ByteIndex:
         fast, slow = _split(keys)
         b0, b1 = self._begin(start), self._end(stop - 1)
         found: set[int] = set()
-        if len(fast) >= _TABLE_MIN_KEYS and (b1 - b0) * len(fast) >= _TABLE_MIN_WORK:
+        if len(fast) >= _TABLE_MIN_KEYS and ((b1 - b0) * len(fast) >= _TABLE_MIN_WORK or self._shared(fast)):
             found.update(self._table_scan(fast, b0, b1))
         else:
             for key in fast:
@@ -208,6 +211,15 @@ class _ByteIndex:
         if slow:
             found.update(scan_lines(self.lines, slow, start, stop))
         return sorted(found)
+
+    def _shared(self, keys: tuple[str, ...]) -> bool:
+        """Whether the shared pass over this log found the candidates of ``keys`` (a short range
+        then costs a look-up among them, not a search per key: a window of progress lines holds
+        a key on every line)."""
+        if self.cand is None:
+            return False
+        tab = _TABLES.get(keys)
+        return tab is not None and tab in self.cand[0]
 
     def _key_scan(self, key: bytes, b0: int, b1: int, found: set[int]) -> None:
         data, nl = self.data, self.nl_list
@@ -240,10 +252,12 @@ class _ByteIndex:
             # the positions of [b0, b1 - 2] among the shared ones, kept where this table marks them
             _, q, v = self.cand
             i0, i1 = np.searchsorted(q, (b0, b1 - 1)).tolist()
-            q = q[i0:i1][tab.pairs[v[i0:i1]]]
+            q, v = q[i0:i1], v[i0:i1]
+            mine = tab.pairs[v]
+            q, v = q[mine], v[mine]
         else:
-            q = self._pairs_at(tab.pairs, b0, b1)[0]
-        return self._confirm(tab, q) if q.size else []
+            q, v = self._pairs_at(tab.pairs, b0, b1)
+        return self._confirm(tab, q, v) if q.size else []
 
     def _pairs_at(self, pairs: np.ndarray[Any, Any], b0: int, b1: int
                   ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
@@ -265,47 +279,47 @@ class _ByteIndex:
         q = np.flatnonzero(marked) + b0
         return q, self.padded[q].astype(np.uint16) | self.padded[q + 1].astype(np.uint16) << 8
 
-    def _confirm(self, tab: _Table, q: np.ndarray[Any, Any]) -> list[int]:
-        """Lines holding a key among the candidate pair positions ``q`` (sorted): the two to
-        four bytes around each pair compared with the keys' (numpy; for a key no longer than
-        that, the answer), then each other survivor's key compared in full."""
+    def _confirm(self, tab: _Table, q: np.ndarray[Any, Any], v: np.ndarray[Any, Any]) -> list[int]:
+        """Lines holding a key among the candidate pair positions ``q`` (sorted; ``v``: their two
+        bytes, a pair the table marks): the eight bytes around each compared, under a mask, with
+        those of the keys of its pair, one key per pair at a time (numpy; for a key of up to
+        eight bytes, the answer), then each other survivor's key compared in full."""
         import numpy as np
 
-        passed = np.zeros(q.size, dtype=np.int64)  # bit g: the bytes of group g are some key's
-        whole = np.zeros(q.size, dtype=bool)  # ... and those bytes are a whole key
-        four: dict[int, np.ndarray[Any, Any]] = {}  # shift: the four bytes from q - shift
-        for g, (shift, width, values, exact) in enumerate(tab.groups):
-            got = four.get(shift)
-            if got is None:
-                # q - shift >= -2: a negative position reads the padding (no key's bytes)
-                got = four[shift] = self.quads[q - shift]
-            if width < 4:
-                got = got & ((1 << (8 * width)) - 1)
-            passed[_member(got, values)] |= 1 << g
-            if exact.size:
-                whole |= _member(got, exact)
-        lines = np.searchsorted(self.nl, q)
-        found = set(np.unique(lines[whole]).tolist())
-        rest = np.flatnonzero((passed != 0) & ~whole)
-        if rest.size:
-            for pos, line, bits in zip(q[rest].tolist(), lines[rest].tolist(), passed[rest].tolist(), strict=True):
-                if line not in found and self._holds(tab, pos, bits):
+        slots = tab.slot[v]
+        exact: list[np.ndarray[Any, Any]] = []  # positions where a whole key is
+        checks: list[tuple[int, np.ndarray[Any, Any], np.ndarray[Any, Any]]] = []  # (layer, positions, slots)
+        for j, (shift, mask, value, kind) in enumerate(tab.layers):
+            if j:  # the pairs with a j-th key only
+                on = kind[slots] != 0
+                q, slots = q[on], slots[on]
+                if not q.size:
+                    break
+            at = q - shift[slots]
+            if q[0] < _PAD_READ:  # a key starting before the data: read the padding instead (no key's bytes)
+                at[at < 0] = self.size
+            ok = (self.eights[at] & mask[slots]) == value[slots]
+            k = kind[slots]
+            exact.append(q[ok & (k == 1)])
+            long = np.flatnonzero(ok & (k == 2))
+            if long.size:
+                checks.append((j, q[long], slots[long]))
+        hits = np.concatenate(exact) if len(exact) > 1 else exact[0]
+        found = set(np.searchsorted(self.nl, hits).tolist())
+        data = self.data
+        for j, pos, sl in checks:
+            for at_, line, slot in zip(pos.tolist(), np.searchsorted(self.nl, pos).tolist(), sl.tolist(), strict=True):
+                if line in found:
+                    continue
+                if any(at_ >= o and data.startswith(key, at_ - o) for key, o in tab.long[(j, slot)]):
                     found.add(line)
         return sorted(found)
 
-    def _holds(self, tab: _Table, pos: int, bits: int) -> bool:
-        """Whether a key of a group in ``bits`` holds its piece at ``pos``."""
-        data, groups, keys = self.data, tab.groups, tab.keys
-        while bits:  # the set bits only, lowest first
-            low = bits & -bits
-            bits ^= low
-            g = low.bit_length() - 1
-            head = pos - groups[g][0]
-            for key, off in keys.get((g, int.from_bytes(data[head:head + groups[g][1]], "little")), ()):
-                if head >= off and data.startswith(key, head - off):
-                    return True
-        return False
 
+#: What follows a log's bytes in its index: bytes no key holds, enough to read eight from any position.
+_PAD = b"\n\x00\x00\x00\x00\x00\x00\x00"
+#: Positions below which the compared bytes of a key may start before the data.
+_PAD_READ = 8
 
 _SPLITS: dict[tuple[str, ...], tuple[tuple[str, ...], tuple[str, ...]]] = {}
 
@@ -323,17 +337,6 @@ def _split(keys: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
         _SPLITS.clear()
     _SPLITS[keys] = (fast, slow)
     return fast, slow
-
-
-def _member(got: np.ndarray[Any, Any], values: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    """``np.isin(got, values)`` for a short sorted ``values`` (without isin's fixed cost)."""
-    import numpy as np
-
-    if values.size == 1:
-        return got == values[0]
-    at = np.searchsorted(values, got)
-    np.minimum(at, values.size - 1, out=at)
-    return values[at] == got
 
 
 @functools.lru_cache(maxsize=1024)
@@ -363,6 +366,11 @@ def rare_piece(key: str) -> int:
     return _piece(key)
 
 
+#: Characters at the start of a key its piece is chosen among.
+_PIECE_SPAN = 64
+
+
+@functools.lru_cache(maxsize=1024)
 def _piece(key: str) -> int:
     """Offset of the rarest two-character piece of ``key`` (one whose four bytes from it are
     in the key when as rare: fewer reads to compare them)."""
@@ -375,12 +383,13 @@ def _piece(key: str) -> int:
 
 class _Table:
     """What the one-pass scan looks for: ``pairs``, a 64 K table of booleans marking the
-    little-endian value of each key's rarest two-byte piece; ``groups``, (shift, width,
-    sorted values) of the three or four bytes of a key starting ``shift`` bytes before its
-    piece; ``keys``, for (group, value), the keys (bytes) and the offset of those bytes in
-    each."""
+    little-endian value of each key's rarest two-byte piece, and ``slot``, each marked pair's
+    number; ``layers``, the j-th key of each pair (by slot): ``shift`` (where the eight compared
+    bytes start before the piece), ``mask`` and ``value`` of those bytes (the key's, up to eight),
+    ``kind`` (0: no j-th key, 1: the bytes are the whole key, 2: a longer key, compared in full);
+    ``long``, for (layer, slot), the longer keys (bytes) with their piece's offset in each."""
 
-    __slots__ = ("groups", "keys", "last", "logs", "pairs")
+    __slots__ = ("last", "layers", "logs", "long", "pairs", "slot")
 
     def __init__(self, keys: tuple[str, ...]) -> None:
         import numpy as np
@@ -390,23 +399,40 @@ class _Table:
         self.logs = 0
 
         self.pairs = np.zeros(1 << 16, dtype=bool)
-        found: dict[tuple[int, int], dict[int, list[tuple[bytes, int]]]] = {}
+        # pair -> (shift, width, value) -> [whole key?, longer keys (bytes, piece offset)]
+        found: dict[int, dict[tuple[int, int, int], list[Any]]] = {}
         for key in keys:
-            o = _piece(key)
-            self.pairs[ord(key[o]) | ord(key[o + 1]) << 8] = True
-            width = min(4, len(key))
-            off = min(o, len(key) - width)  # where the compared bytes start in the key
+            o = _piece(key[:_PIECE_SPAN])  # (a long key, such as a file's first line: its start will do)
             raw = key.encode("ascii")
-            value = int.from_bytes(raw[off:off + width], "little")
-            found.setdefault((o - off, width), {}).setdefault(value, []).append((raw, off))
-        self.groups: list[tuple[int, int, np.ndarray[Any, Any], np.ndarray[Any, Any]]] = []
-        self.keys: dict[tuple[int, int], list[tuple[bytes, int]]] = {}
-        for g, ((shift, width), by_value) in enumerate(sorted(found.items())):
-            exact = sorted(v for v, ks in by_value.items() if any(len(k) == width for k, _ in ks))
-            self.groups.append((shift, width, np.array(sorted(by_value), dtype=np.uint32),
-                                np.array(exact, dtype=np.uint32)))
-            for value, ks in by_value.items():
-                self.keys[(g, value)] = ks
+            pair = raw[o] | raw[o + 1] << 8
+            self.pairs[pair] = True
+            width = min(8, len(raw))
+            off = min(o, len(raw) - width)  # where the compared bytes start in the key
+            entry = found.setdefault(pair, {}).setdefault(
+                (o - off, width, int.from_bytes(raw[off:off + width], "little")), [False, []])
+            if len(raw) == width:
+                entry[0] = True
+            else:
+                entry[1].append((raw, o))
+        self.slot = np.full(1 << 16, -1, dtype=np.int32)
+        self.slot[list(found)] = np.arange(len(found))
+        depth = max((len(e) for e in found.values()), default=0)
+        self.layers: list[tuple[np.ndarray[Any, Any], ...]] = []
+        self.long: dict[tuple[int, int], list[tuple[bytes, int]]] = {}
+        for j in range(depth):
+            shift = np.zeros(len(found), dtype=np.int64)
+            mask = np.zeros(len(found), dtype=np.uint64)
+            value = np.zeros(len(found), dtype=np.uint64)
+            kind = np.zeros(len(found), dtype=np.uint8)
+            for slot, entries in enumerate(found.values()):
+                if j >= len(entries):
+                    continue
+                (sh, width, val), (whole, longer) = list(entries.items())[j]
+                shift[slot], mask[slot], value[slot] = sh, (1 << (8 * width)) - 1, val
+                kind[slot] = 1 if whole else 2
+                if not whole:
+                    self.long[(j, slot)] = longer
+            self.layers.append((shift, mask, value, kind))
 
 
 @functools.lru_cache(maxsize=8)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import overload
 
 from gpulens.diagnosis import keyscan
-from gpulens.diagnosis.guarded import Guarded, Prefiltered
+from gpulens.diagnosis.guarded import Guarded, Prefiltered, remembered, remembered_text
 
 __all__ = [
     "FatalRegion",
@@ -116,19 +116,9 @@ _INFRA_KEYS = (
 
 
 def _infra_candidates(lines: list[str], first: int) -> list[int]:
-    """Indexes (>= first) of lines holding an infra keyword, found with str.find on one block."""
-    block = "\n".join(lines[first:])
-    found: set[int] = set()
-    for key in _INFRA_KEYS:
-        pos = block.find(key)
-        while pos >= 0:
-            idx = block.count("\n", 0, pos)
-            found.add(first + idx)
-            nxt = block.find("\n", pos)
-            if nxt < 0:
-                break
-            pos = block.find(key, nxt + 1)
-    return sorted(found)
+    """Indexes (>= first) of lines holding an infra keyword (:func:`find_keys`: str.find on one
+    block, line numbers counted once)."""
+    return find_keys(lines, _INFRA_KEYS, first)
 
 
 _TRACEBACK = "Traceback (most recent call last)"
@@ -199,6 +189,7 @@ class LogView:
     secondary_lines: list[str] = dataclasses.field(default_factory=list)
 
 
+@remembered_text  # the whole-log reader's stages normalize the same lines again
 def normalize_line(line: str) -> str:
     """Strip rank prefixes, timestamps and log levels that launchers put before a line."""
     m = _PREFIX_RE.match(line)
@@ -678,15 +669,16 @@ def is_infra(raw: str) -> bool:
 
 def is_weak(line: str) -> bool:
     """Secondary, or a connection-level symptom (a hard error elsewhere is preferred)."""
-    return _SECONDARY_RE.search(line) is not None or _PEER_FAST.search(line) is not None
+    return _SECONDARY_RE.search(line) is not None or _PEER_FAST.matches(line)
 
 
+@remembered  # asked again about the same lines by several stages
 def is_hard_error(line: str) -> bool:
     """Whether a (normalized) line states a failure (not a warning, not a code line)."""
     s = line.strip()
     if not s or line.startswith((" ", "\t")) or _NOISE_ERR.search(s):
         return False
-    return _HARD_FAST.search(s) is not None
+    return _HARD_FAST.matches(s)
 
 
 def _going_on_before(norm: Sequence[str], floor: int, stop: int, enough: int = 3) -> int:
@@ -699,7 +691,7 @@ def _going_on_before(norm: Sequence[str], floor: int, stop: int, enough: int = 3
         ln = norm[i]
         if ln.startswith((" ", "\t")) or "Traceback" in ln:
             continue
-        if _PROGRESS_FAST.search(ln) and not _ERR_KEY_FAST.search(ln):
+        if _PROGRESS_FAST.matches(ln) and not _ERR_KEY_FAST.matches(ln):
             count += 1
             if count >= enough:
                 return i

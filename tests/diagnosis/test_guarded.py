@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import gpulens.diagnosis.rules as rules_module
 from gpulens.diagnosis.guarded import LONG_TEXT, Branches, Guarded, Prefiltered, top_branches
@@ -32,6 +33,8 @@ def test_leftmost_start_is_the_patterns() -> None:
     assert b.search(text).span() == re.search(b.regex.pattern, text).span()  # type: ignore[union-attr]
     assert b.first_start("Killedx exit code 0") == -1
     assert b.first_start("  [W warn") == 0
+    # matches: whether any alternative matches (the first found; not the leftmost)
+    assert b.matches(text) and not b.matches("Killedx exit code 0") and b.matches("  [W warn")
 
 
 def _long_texts() -> list[str]:
@@ -58,7 +61,7 @@ def test_each_guard_finds_the_same_match_on_long_texts() -> None:
         bare = re.compile(g.pattern)
         for text in texts:
             want, got = bare.search(text), g.search(text)
-            assert (want is None) == (got is None), (name, text[:200])
+            assert (want is None) == (got is None) == (not g.matches(text)), (name, text[:200])
             if want is not None and got is not None:
                 assert (want.span(), want.groups()) == (got.span(), got.groups()), (name, text[:200])
                 matched[name] += 1
@@ -94,7 +97,7 @@ def test_prefiltered_on_hand_written_lines() -> None:
     assert p.search("") is None and p._head is not None and p._holds is not None
     for line in ("F0412 12:00:01 x.cc:3] oops", "Check failed: a == b", "x Check failed", "Segmentation fault (core)",
                  "job Killed", "OOMKilled", ""):
-        assert (p.search(line) is None) == (p.regex.search(line) is None), line
+        assert (p.search(line) is None) == (p.regex.search(line) is None) == (not p.matches(line)), line
     q = Prefiltered(r"\b(?:step|epoch)\b|it/s", re.IGNORECASE)
     assert q.search("EPOCH 3") is not None and q.search("epochs 3") is None and q.search("12 IT/S") is not None
     bare = Prefiltered(r"\d+|x")
@@ -115,7 +118,7 @@ def test_each_prefiltered_pattern_answers_as_itself_on_sample_lines() -> None:
         bare = re_.compile(p.pattern, p.regex.flags)
         for text in texts:
             want, got = bare.search(text), p.search(text)
-            assert (want is None) == (got is None), (name, text[:200])
+            assert (want is None) == (got is None) == (not p.matches(text)), (name, text[:200])
             if want is not None and got is not None:
                 assert (want.span(), want.groups()) == (got.span(), got.groups()), (name, text[:200])
                 matched[name] += 1
@@ -171,8 +174,48 @@ def test_split_guards_find_the_same_match_on_every_sample_line() -> None:
         hits = 0
         for line in [*lines, "x Warning: y", "  File \"a.py\", line 3", "Killed", "3 errors"]:
             want, got = bare.search(line), g.search(line)
-            assert (want is None) == (got is None), (name, line[:200])
+            assert (want is None) == (got is None) == (not g.matches(line)), (name, line[:200])
             if want is not None and got is not None:
                 assert (want.span(), want.groups()) == (got.span(), got.groups()), (name, line[:200])
                 hits += 1
         assert hits, name
+
+
+def test_remembered_answers_as_the_function_and_keeps_short_lines_only() -> None:
+    # the answers for short lines are kept (computed once), a long line's are computed each time,
+    # a second string argument is part of the key; the reader's remembered helpers answer as
+    # their own bodies on every sample line, asked twice
+    from gpulens.diagnosis import logs
+    from gpulens.diagnosis.guarded import REMEMBERED_CHARS, remembered
+    from gpulens.diagnosis.logread import lines as lines_mod
+    from gpulens.diagnosis.logread import ranks
+
+    calls: list[tuple[str, str]] = []
+
+    def shout(line: str, raw: str = "") -> str:
+        calls.append((line, raw))
+        return line.upper() + raw
+
+    g = remembered(shout)
+    assert g("abc") == "ABC" and g("abc") == "ABC" and calls == [("abc", "")]
+    assert g("abc", "x") == "ABCx" and g("abc", "x") == "ABCx" and len(calls) == 2
+    long = "y" * (REMEMBERED_CHARS + 1)
+    assert g(long) == long.upper() and g(long) == long.upper() and len(calls) == 4
+    assert g("abc", long) == "ABC" + long and g("abc", long) == "ABC" + long and len(calls) == 6
+    root = Path(__file__).resolve().parents[2] / "sample_logs"
+    sample = [ln for p in sorted(root.rglob("*")) if p.is_file() and p.suffix != ".csv" and "whole" not in p.parts
+              for ln in p.read_text(errors="replace").split("\n")][:20000]
+    helpers: list[Any] = [lines_mod.is_progress, logs.normalize_line, logs.is_hard_error, ranks.strip_prefix]
+    for f in helpers:
+        body = f.__wrapped__
+        for _ in range(2):
+            assert [f(ln) for ln in sample] == [body(ln) for ln in sample], f.__name__
+    # a line a text helper leaves as it was comes back as the object given (callers test "rest is line")
+    for f in (logs.normalize_line, ranks.strip_prefix):
+        first, again = "".join(["plain ", "line"]), "".join(["plain ", "line"])
+        assert first is not again and f(first) is first and f(again) is again, f.__name__
+    assert ranks.launcher_text("".join(["gpu07:", "     loss = model(batch)"])) == "    loss = model(batch)"
+    failure: Any = lines_mod.is_failure
+    for _ in range(2):
+        assert [failure(logs.normalize_line(ln), ln) for ln in sample] == \
+            [failure.__wrapped__(logs.normalize_line(ln), ln) for ln in sample]

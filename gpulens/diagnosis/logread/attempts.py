@@ -28,8 +28,10 @@ def attempt_starts(lines: Sequence[str]) -> list[int]:
     first = next((ln for ln in lines[:5] if len(ln.strip()) >= 8), None)
     if first is not None and not _banner(first):
         first = None
-    keys = [_LSF, _PBS, _NOHUP] + ([first] if first is not None else [])
-    for i in find_keys(lines, [*keys, _SLURM_KILL], 1):
+    found = find_keys(lines, _STARTS, 1)
+    if first is not None:  # searched alone: a family keyed by one file's line is scanned in one log only
+        found = sorted({*found, *find_keys(lines, [first], 1)})
+    for i in found:
         ln = lines[i]
         if ln.startswith(_NOHUP):
             pass  # nohup's own first words: a new launch appended to the same file
@@ -57,6 +59,8 @@ _NOHUP = "nohup: ignoring input"
 #: Torque/PBS sites print a prologue banner at each job's start ("Begin PBS Prologue <date>"),
 #: framed by a ruler of dashes; jobs appended to one output file are separated by it.
 _PBS = "Begin PBS Prologue"
+#: The keys of lines that may start an attempt (beside a repeat of the file's first line).
+_STARTS = (_LSF, _PBS, _NOHUP, _SLURM_KILL)
 
 
 def _before_ruler(lines: Sequence[str], at: int) -> int:

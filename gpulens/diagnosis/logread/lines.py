@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from gpulens.diagnosis import logs
-from gpulens.diagnosis.guarded import Guarded, Prefiltered, contains_any
+from gpulens.diagnosis.guarded import Guarded, Prefiltered, contains_any, remembered
 from gpulens.diagnosis.logread.ranks import prefix_rank, strip_prefix
 from gpulens.diagnosis.logs import find_keys
 
@@ -156,12 +156,12 @@ _ERROR_LEVEL_FAST = Prefiltered(_ERROR_LEVEL)
 
 def is_scheduler_kill(norm: str) -> bool:
     """A scheduler's or the kernel's kill line (time limit, cancel, preemption, OOM kill)."""
-    return _SCHEDULER_KILL_FAST.search(norm) is not None
+    return _SCHEDULER_KILL_FAST.matches(norm)
 
 
 def has_error_level(raw: str) -> bool:
     """Whether a raw line carries an ERROR/FATAL/CRITICAL log level (a logger's error)."""
-    return _ERROR_LEVEL_FAST.search(raw[:80]) is not None
+    return _ERROR_LEVEL_FAST.matches(raw[:80])
 
 
 def last_matching(lines: Sequence[str], keys: Sequence[str], pred: Callable[[str], bool], lo: int, hi: int,
@@ -182,6 +182,7 @@ def last_matching(lines: Sequence[str], keys: Sequence[str], pred: Callable[[str
     return out
 
 
+@remembered  # the reader asks again about the same lines (frontier, rank failures, context, phase)
 def is_progress(raw: str) -> bool:
     """A line showing the job going on (a step, epoch, loss or progress bar; not an error)."""
     if raw.startswith((" ", "\t")) and not raw.lstrip().startswith(("Epoch", "epoch", "Step", "step")):
@@ -191,7 +192,7 @@ def is_progress(raw: str) -> bool:
     end = raw[-_SHOWN:]  # a progress bar's line holds every update ("\r"): the last is what shows
     if not _has_progress_key(end):
         return False
-    return _ERRWORD.search(end) is None and ("it/s" in end or "s/it" in end or _PROGRESS_WORD.search(end) is not None
+    return not _ERRWORD.matches(end) and ("it/s" in end or "s/it" in end or _PROGRESS_WORD.search(end) is not None
                                              or (" [" in end and _PROGRESS_BAR.search(end) is not None))
 
 
@@ -205,14 +206,15 @@ _has_progress_key = contains_any(PROGRESS_KEYS)
 
 def is_benign(norm: str) -> bool:
     """An error-looking line that does not end a run (a tracker's, a logger's, a warning)."""
-    return _BENIGN.search(norm) is not None
+    return _BENIGN.matches(norm)
 
 
 def is_terminal_kill(norm: str) -> bool:
     """A kill, a time limit, a signal or a non-zero exit (ends a run without a traceback)."""
-    return _KILL.search(norm) is not None
+    return _KILL.matches(norm)
 
 
+@remembered  # asked again about the same lines by several stages
 def is_failure(norm: str, raw: str = "") -> bool:
     """A (normalized) line that states a failure or a secondary symptom of one (``raw``: the
     line as printed, for its log level)."""

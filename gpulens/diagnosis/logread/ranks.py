@@ -20,6 +20,8 @@ import re
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from gpulens.diagnosis.guarded import remembered_text
+
 __all__ = ["HOST_KEYS", "RANK_KEYS", "ROOT_CAUSE_HEADS", "Origin", "announced_host", "announced_rank", "launcher_text", "mpirun_first", "origin_of", "prefix_rank", "root_cause_table", "strip_prefix",
            "table_hosts", "timestamp_of"]
 
@@ -173,6 +175,7 @@ def prefix_rank(line: str) -> int | None:
     return None
 
 
+@remembered_text  # asked again about the same lines by several stages
 def strip_prefix(line: str) -> str:
     """``line`` without its launcher's rank prefix (``[rank3]:``, ``3:``, ``[1,3]<stderr>:``, a
     stacked ``9: [default3]:[rank39]:``)."""

@@ -247,7 +247,7 @@ def _rank_failures(lines: Sequence[str], lo: int, frontier: int) -> list[int]:
     if frontier <= lo or len({ranks.prefix_rank(ln) for ln in lines[-_RANK_SAMPLE:]} - {None}) < 2:
         return []  # not a multi-rank log with launcher prefixes
     progress: dict[int, list[int]] = {}
-    for i in range(lo, len(lines)):
+    for i in find_keys(lines, PROGRESS_KEYS, lo):  # a progress line holds one of them
         rank = ranks.prefix_rank(lines[i])
         if rank is not None and is_progress(lines[i]) and not ranks.strip_prefix(lines[i])[:1].isspace():
             progress.setdefault(rank, []).append(i)  # a traceback's code line ("step=step") is not progress

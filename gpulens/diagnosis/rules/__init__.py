@@ -345,10 +345,11 @@ class _Plan:
     pass) name the few literals worth an ``in`` test; a literal whose pair the text lacks cannot
     be in it. ``alts``: per rule id, :func:`_alternatives`, read the first time the rule's
     literals are in a text (parsing every pattern up front would cost a short run more than it
-    saves).
+    saves). ``by_needle``: the positions of the rules that need each literal; ``always``: those of
+    the rules with no literal (searched in every text).
     """
 
-    __slots__ = ("alts", "by_pair", "rules", "used")
+    __slots__ = ("alts", "always", "by_needle", "by_pair", "rules", "used")
 
     def __init__(self, rules: tuple[Rule, ...]) -> None:
         import numpy as np
@@ -364,6 +365,11 @@ class _Plan:
             self.by_pair.setdefault(raw[o] | raw[o + 1] << 8, []).append(needle)
         self.used = np.zeros(1 << 16, dtype=bool)
         self.used[list(self.by_pair)] = True
+        self.by_needle: dict[str, list[int]] = {}
+        self.always: frozenset[int] = frozenset(k for k, rule in enumerate(rules) if rule.needles is None)
+        for k, rule in enumerate(rules):
+            for needle in rule.needles or ():
+                self.by_needle.setdefault(needle, []).append(k)
 
 
 #: ``_Plan`` by the identity of the rules tuple (hashing a tuple of rules, as an lru_cache does
@@ -427,9 +433,9 @@ def match_rules(text: str, rules: tuple[Rule, ...] | None = None) -> list[RuleMa
     rules = rules if rules is not None else load_rules()
     plan = _plan_for(rules)
     present = _present_needles(text.lower(), plan)  # each distinct literal checked at most once
-    for rule in rules:
-        if rule.needles is not None and present.isdisjoint(rule.needles):
-            continue
+    # the rules with no literal, and those with one the text holds, in their order
+    for k in sorted(plan.always.union(*(plan.by_needle[n] for n in present))):
+        rule = rules[k]
         pattern = _pattern_for(rule, plan, present)
         if pattern is None:
             continue
