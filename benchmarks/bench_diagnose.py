@@ -167,10 +167,10 @@ def _whole_inputs(tmp: Path) -> tuple[list[Path], str]:
 
 def _whole_logs(reps: int) -> None:
     """MB of whole logs per CPU-second, ``diagnose_path`` one file at a time."""
-    from gpulens.diagnosis.classifier import default_classifier
+    from gpulens.diagnosis.classifier import whole_classifier
     from gpulens.diagnosis.logread import diagnose_path
 
-    clf = default_classifier()
+    clf = whole_classifier()
     assert clf.model is not None, clf.model_error
     with tempfile.TemporaryDirectory() as tmp:
         paths, what = _whole_inputs(Path(tmp))
