@@ -102,9 +102,16 @@ def cut(lines: Sequence[str], indicators: Sequence[int], before: int = BEFORE, a
     return keep[0][0], keep[-1][0], [redact(t) for _, t in keep]
 
 
-def _rows(index_dir: Path) -> list[dict[str, str]]:
+#: the slices the shipped folder was cut from (index_p/q: a re-cut with them measured worse,
+#: sample_logs/contexts/README.md)
+SLICES = "abcdefghijklmno"
+
+
+def _rows(index_dir: Path, slices: str | None = None) -> list[dict[str, str]]:
     rows: list[dict[str, str]] = []
     for path in sorted(index_dir.glob("index_*.csv")):
+        if slices is not None and path.stem.removeprefix("index_") not in slices:
+            continue
         with path.open(encoding="utf-8", newline="") as fh:
             rows += list(csv.DictReader(fh))
     return rows
@@ -117,12 +124,15 @@ def _name(file: str) -> str:
 
 
 def build(corpus: Path, out: Path, index_dir: Path = WHOLE_INDEX, real_index: Path = REAL_INDEX, *,
-          before: int = BEFORE, after: int = AFTER, max_bytes: int = MAX_BYTES) -> int:
-    """Write the contexts and their index; the number written."""
-    whole = _rows(index_dir)
+          before: int = BEFORE, after: int = AFTER, max_bytes: int = MAX_BYTES,
+          slices: str | None = None) -> int:
+    """Write the contexts of the dev rows of the index files of ``slices`` (letters; None: all)
+    and their index; the number written. Holdout projects are excluded over every index."""
+    whole = _rows(index_dir, slices)
+    banned_rows = _rows(index_dir)
     with real_index.open(encoding="utf-8", newline="") as fh:
         real = list(csv.DictReader(fh))
-    banned = excluded_projects(whole, real)
+    banned = excluded_projects(banned_rows, real)
     todo = [r for r in whole if r["split"] == "dev" and r["ended_normally"] == "no"
             and r["project"].lower() not in banned and r["indicator_lines"].strip()]
     out.mkdir(parents=True, exist_ok=True)
@@ -157,6 +167,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--before", type=int, default=BEFORE, help=f"lines above the first indicator (default {BEFORE})")
     ap.add_argument("--after", type=int, default=AFTER, help=f"lines below the last indicator (default {AFTER})")
     ap.add_argument("--max-bytes", type=int, default=MAX_BYTES, help=f"bound of one context (default {MAX_BYTES})")
+    ap.add_argument("--slices", default=SLICES,
+                    help=f"letters of the index files to cut from (default {SLICES}; 'all' for every one)")
     args = ap.parse_args(argv)
     corpus = os.environ.get("GPULENS_WHOLE_LOGS", "")
     if not corpus or not Path(corpus).is_dir():
@@ -164,7 +176,8 @@ def main(argv: Sequence[str] | None = None) -> int:
               "sample_logs/whole/README.md says and point the variable at it", file=sys.stderr)
         return 2
     try:
-        n = build(Path(corpus), Path(args.out), before=args.before, after=args.after, max_bytes=args.max_bytes)
+        n = build(Path(corpus), Path(args.out), before=args.before, after=args.after, max_bytes=args.max_bytes,
+                  slices=None if args.slices == "all" else args.slices)
     except (OSError, ValueError) as exc:
         print(f"error: {exc}; rebuild that log from its index row (sample_logs/whole/README.md)", file=sys.stderr)
         return 2
