@@ -108,7 +108,7 @@ class SampleFiles:
     view: bool = False
     root: str | None = None
 
-    @property
+    @functools.cached_property
     def newest(self) -> date | None:
         return max((d for _, d in self.files if d is not None), default=None)
 
@@ -129,7 +129,7 @@ def sample_files(con: duckdb.DuckDBPyConnection) -> SampleFiles:
         return SampleFiles("view", view=True)
     row = con.execute(f"SELECT getvariable('{ROOT_VARIABLE}')").fetchone()
     root = str(Path(str(row[0])).parent) if row and row[0] else None
-    return SampleFiles(listing.signature, tuple((p, d) for p, d in listing.files), root=root)
+    return SampleFiles(listing.signature, listing.files, root=root)
 
 
 def gpu_sample_signature(con: duckdb.DuckDBPyConnection) -> str:
