@@ -34,7 +34,7 @@ import sys
 import threading
 import warnings
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -594,21 +594,8 @@ class Classifier:
             self.model_error = f"no corpus at {self.corpus_dir}"
             return None
         name = f"diagnosis-svm-{self._corpus_key(entries)}"
-        blocks = list(BLOCK_WEIGHTS)
-        store = self.model_store
-        blob = store.load(name) if store is not None else None
-        if store is not None and blob is not None:
-            try:
-                return svmcodec.decode(blob, blocks, SvmModel, _LinearCalibrated)
-            except (KeyError, ValueError, TypeError, IndexError, AttributeError) as exc:
-                store.reject(name, f"stored model {name} does not fit this version ({exc})")
-        model = train_model(entries, self.corpus_dir, with_contexts=self.contexts)
-        if store is not None:
-            try:
-                store.save(name, svmcodec.encode(model, blocks))
-            except (OSError, ValueError):
-                pass  # no writable cache, or a model the codec cannot store: keep it in memory
-        return model
+        return _stored_or_trained(self.model_store, name,
+                                  lambda: train_model(entries, self.corpus_dir, with_contexts=self.contexts))
 
     # -- classification ------------------------------------------------------------------
 
@@ -1032,20 +1019,26 @@ def model_without(clf: Classifier, skip_projects: Iterable[str]) -> SvmModel:
     entries = load_corpus(clf.corpus_dir)
     tag = hashlib.sha256("\n".join(skip).encode()).hexdigest()[:12]
     name = f"diagnosis-svm-{clf._corpus_key(entries)}-without-{tag}"
+    return _stored_or_trained(clf.model_store, name, lambda: train_model(
+        entries, clf.corpus_dir, with_contexts=clf.contexts, skip_projects=skip))
+
+
+def _stored_or_trained(store: ModelStore | None, name: str, train: Callable[[], SvmModel]) -> SvmModel:
+    """The model ``name`` from ``store`` if it decodes in this version (else rejected there), or
+    ``train()``'s, then stored under ``name`` (kept in memory only when the store cannot take it)."""
     blocks = list(BLOCK_WEIGHTS)
-    store = clf.model_store
     blob = store.load(name) if store is not None else None
     if store is not None and blob is not None:
         try:
             return svmcodec.decode(blob, blocks, SvmModel, _LinearCalibrated)
         except (KeyError, ValueError, TypeError, IndexError, AttributeError) as exc:
             store.reject(name, f"stored model {name} does not fit this version ({exc})")
-    model = train_model(entries, clf.corpus_dir, with_contexts=clf.contexts, skip_projects=skip)
+    model = train()
     if store is not None:
         try:
             store.save(name, svmcodec.encode(model, blocks))
         except (OSError, ValueError):
-            pass
+            pass  # no writable cache, or a model the codec cannot store: keep it in memory
     return model
 
 
