@@ -28,7 +28,7 @@ import ast
 import functools
 import re
 import types
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import ParamSpec, TypeVar, cast
 
 __all__ = ["Branches", "Guarded", "LONG_TEXT", "Prefiltered", "contains_any", "remembered", "remembered_text",
@@ -159,23 +159,16 @@ class Branches:
         if self.alts is None:
             m = self.regex.search(text)
             return -1 if m is None else m.start()
-        low = text.lower() if self.fold else text
         best = -1
-        for k, (alt, holds) in enumerate(self.alts):
-            if holds is not None and not holds(low):
-                continue
-            if isinstance(alt, str):
-                try:
-                    alt = re.compile(alt, self.regex.flags)
-                except re.error:  # a part that is no pattern alone (a comment holding "|"): the whole one
-                    self.alts = None
-                    return self.first_start(text)
-                self.alts[k] = (alt, holds)
-            m = alt.search(text)
-            if m is not None and (best < 0 or m.start() < best):
-                best = m.start()
-                if best == 0:
-                    break
+        try:
+            for alt in self._candidates(text):
+                m = alt.search(text)
+                if m is not None and (best < 0 or m.start() < best):
+                    best = m.start()
+                    if best == 0:
+                        break
+        except re.error:  # a part that is no pattern alone (a comment holding "|"): the whole one
+            return self.first_start(text)
         return best
 
     def search(self, text: str) -> re.Match[str] | None:
@@ -188,6 +181,16 @@ class Branches:
         one found will do; no leftmost match, no groups)."""
         if self.alts is None:
             return self.regex.search(text) is not None
+        try:
+            return any(alt.search(text) is not None for alt in self._candidates(text))
+        except re.error:  # a part that is no pattern alone (a comment holding "|"): the whole one
+            return self.matches(text)
+
+    def _candidates(self, text: str) -> Iterator[re.Pattern[str]]:
+        """The alternatives whose literals ``text`` holds, in order, each compiled the first time it
+        is wanted; a part that does not compile alone drops the split (``alts`` None) and raises
+        ``re.error`` for the caller to search the whole pattern."""
+        assert self.alts is not None
         low = text.lower() if self.fold else text
         for k, (alt, holds) in enumerate(self.alts):
             if holds is not None and not holds(low):
@@ -195,13 +198,11 @@ class Branches:
             if isinstance(alt, str):
                 try:
                     alt = re.compile(alt, self.regex.flags)
-                except re.error:  # a part that is no pattern alone (a comment holding "|"): the whole one
+                except re.error:
                     self.alts = None
-                    return self.matches(text)
+                    raise
                 self.alts[k] = (alt, holds)
-            if alt.search(text) is not None:
-                return True
-        return False
+            yield alt
 
 
 class Guarded:
