@@ -44,7 +44,7 @@ import pyarrow as pa
 
 from gpulens.store import derived
 from gpulens.store import quarantine as qr
-from gpulens.store.lake import pinned_stat
+from gpulens.store.lake import listed_stat
 
 if TYPE_CHECKING:
     from gpulens.analysis.base import SampleFiles
@@ -85,17 +85,13 @@ def _rel(root: str, path: str) -> str:
 
 def _day_files(root: Path, files: list[tuple[str, date]]) -> dict[date, list[list[object]]] | None:
     """Per day, its live sample files (path, size, mtime; the size and mtime as the page run's
-    listing stated them, :func:`gpulens.store.lake.pinned_stat`, else stated now), sorted. None
+    listing stated them, :func:`gpulens.store.lake.listed_stat`), sorted. None
     when a file vanished while stated (nothing is keyed)."""
     base = str(root)
     out: dict[date, list[list[object]]] = {}
-    stat = os.stat
     try:
         for path, day in files:
-            seen = pinned_stat(path)
-            if seen is None:
-                st = stat(path)
-                seen = (st.st_size, st.st_mtime_ns)
+            seen = listed_stat(path)
             out.setdefault(day, []).append([_rel(base, path), seen[0], seen[1]])
     except OSError:
         return None

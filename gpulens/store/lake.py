@@ -72,6 +72,7 @@ __all__ = [
     "live_files",
     "partitions",
     "pinned_stat",
+    "listed_stat",
     "plain_schema",
     "seed_file",
 ]
@@ -394,6 +395,16 @@ def pinned_stat(path: str) -> tuple[int, int] | None:
     stat instead of stating every file again (the run reads the files as listed)."""
     stats: dict[str, tuple[int, int]] | None = getattr(_pinned, "stats", None)
     return None if stats is None else stats.get(path)
+
+
+def listed_stat(path: str) -> tuple[int, int]:
+    """(size, mtime_ns) of a live file as the pinned listing stated it (:func:`pinned_stat`), else
+    stated now; OSError when the file is gone."""
+    seen = pinned_stat(path)
+    if seen is None:
+        st = os.stat(path)
+        seen = (st.st_size, st.st_mtime_ns)
+    return seen
 
 
 def list_live(

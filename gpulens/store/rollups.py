@@ -52,7 +52,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from gpulens.store import quarantine as qr
-from gpulens.store.lake import COMPACT_PREFIX, partitions, pinned_stat
+from gpulens.store.lake import COMPACT_PREFIX, listed_stat, partitions
 from gpulens.store.samples import SAMPLE_KINDS
 from gpulens.store.segments import commit_parquet
 
@@ -323,18 +323,13 @@ class RollupPlan:
 
 def _same_files(names: dict[str, str], src: tuple[Source, ...]) -> bool:
     """Whether every source file is among ``names`` (name -> path) with its size and mtime (as the
-    page run's listing stated it, :func:`gpulens.store.lake.pinned_stat`, else stated now)."""
-    stat = os.stat
+    page run's listing stated it, :func:`gpulens.store.lake.listed_stat`)."""
     try:
         for n, z, m in src:
             path = names.get(n)
             if path is None:
                 return False
-            seen = pinned_stat(path)
-            if seen is None:
-                st = stat(path)
-                seen = (st.st_size, st.st_mtime_ns)
-            if seen != (z, m):
+            if listed_stat(path) != (z, m):
                 return False
     except OSError:
         return False
