@@ -174,6 +174,38 @@ def test_time_limit_after_the_tasks_exited_is_not_the_cause(clf: Classifier) -> 
     assert diagnose_text(limit, clf).diagnosis.category == "preempted"
 
 
+def _thread_traceback(name: str) -> str:
+    return (f"Exception in thread {name}:\n"
+            "Traceback (most recent call last):\n"
+            '  File "/opt/env/lib/python3.9/threading.py", line 980, in _bootstrap_inner\n'
+            "    self.run()\n"
+            '  File "/home/u/sim/envs/worker.py", line 52, in run\n'
+            "    self.detector = load_detector(self.weights)\n"
+            "RuntimeError: PytorchStreamReader failed reading zip archive: failed finding central directory\n")
+
+
+@pytest.mark.parametrize("why", ["DUE TO PREEMPTION", "DUE TO TIME LIMIT"])
+def test_a_thread_s_exception_days_before_the_kill_did_not_end_the_process(clf: Classifier, why: str) -> None:
+    # Python's threading.excepthook prints "Exception in thread NAME:" above the traceback of an
+    # exception that ended a thread other than the main one: that thread ended, the process went
+    # on (here for two days without printing) until the scheduler ended the job
+    kill = (f"slurmstepd: error: *** STEP 4242.0 ON gpu07 CANCELLED AT 2024-03-24T19:23:21 ***\n"
+            f"slurmstepd: error: *** JOB 4242 ON gpu07 CANCELLED AT 2024-03-24T19:28:37 {why} ***\n")
+    # two threads dying at once interleave their headers
+    both = ("Exception in thread Exception in thread Thread-2Thread-4:\n:\n"
+            "Traceback (most recent call last):\n"
+            '  File "/opt/env/lib/python3.9/threading.py", line 980, in _bootstrap_inner\n'
+            + _thread_traceback("Thread-5").split("\n", 1)[1])
+    for threads in (_thread_traceback("Thread-3"), both):
+        d = diagnose_text("[Sim] loading scene 12\n" + threads + "UserWarning: box bound precision lowered\n" + kill,
+                          clf).diagnosis
+        assert (d.category, d.origin) == ("preempted", "infrastructure"), d
+    # the same exception in the main thread ended the process: the kill afterwards is not the cause
+    main = _thread_traceback("Thread-3").split("\n", 1)[1]
+    d = diagnose_text("[Sim] loading scene 12\n" + main + kill, clf).diagnosis
+    assert d.category == "checkpoint_error", d
+
+
 def test_exceptions_python_caught_do_not_decide(clf: Classifier) -> None:
     # the logging module's own error (stdout gone) and an exception ignored in __del__ are
     # printed with a traceback, but the process went on: the real error is the one above

@@ -92,6 +92,8 @@ def _died_before(lines: Sequence[str], failures: Sequence[int], kill: int) -> in
         heads = find_keys(lines, (_TRACEBACK,), max(0, i - _TRACEBACK_SPAN), i)
         if not heads or not ranks.strip_prefix(logs.normalize_line(lines[heads[-1]])).startswith(_TRACEBACK):
             continue  # no traceback, or one the program printed itself ("Error: Traceback ...": it caught it)
+        if _in_thread(lines, heads[-1]):
+            continue  # a thread's exception: that thread ended, the process went on
         if any(is_progress(ln) for ln in lines[i + 1:kill]):
             return None
         return i
@@ -99,6 +101,28 @@ def _died_before(lines: Sequence[str], failures: Sequence[int], kill: int) -> in
 
 
 _TRACEBACK = "Traceback (most recent call last)"
+#: What Python's threading.excepthook prints above the traceback of an exception that ended a
+#: thread other than the main one ("Exception in thread Thread-3:", CPython
+#: Modules/_threadmodule.c thread_excepthook_file): the thread ends, the process goes on.
+_THREAD_HEAD = "Exception in thread "
+
+
+def _in_thread(lines: Sequence[str], head: int) -> bool:
+    """Whether the traceback whose header is ``lines[head]`` is a non-main thread's: headed by
+    "Exception in thread NAME:" a few lines above, with nothing between but blank lines and the
+    pieces two threads dying at once interleave there (another traceback's header and first
+    frame, a lone ":")."""
+    for k in range(head - 1, max(-1, head - _THREAD_SPAN), -1):
+        text = ranks.strip_prefix(logs.normalize_line(lines[k])).strip()
+        if text.startswith(_THREAD_HEAD):
+            return text.endswith(":")
+        if text not in ("", ":") and not text.startswith((_TRACEBACK, 'File "')):
+            return False
+    return False
+
+
+#: Lines above a traceback header searched for a thread's header.
+_THREAD_SPAN = 5
 
 
 #: Lines above the error context searched for the root-cause rank's own traceback.
