@@ -643,6 +643,9 @@ def test_an_exception_while_a_library_is_imported_is_an_environment_mismatch(clf
     "tensor at cpu",
     "RuntimeError: module must have its parameters and buffers on device cuda:0 (device_ids[0]) but found one of "
     "them on device: cpu",
+    # DataParallel's replicate/broadcast (torch/csrc/cuda/comm.cpp; torch/cuda/comm.py before it)
+    "RuntimeError: All tensors must be on devices[0]: 0",
+    "RuntimeError: all tensors must be on devices[0]",
     "RuntimeError: \"addmm_impl_cpu_\" not implemented for 'Half'",
     "RuntimeError: It looks like your LightningModule has parameters that were not used in producing the loss "
     "returned by training_step. If this is intentional, you must enable the detection of unused parameters in DDP.",
