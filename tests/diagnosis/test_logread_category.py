@@ -592,6 +592,22 @@ def test_framework_messages_of_rare_categories_decide(clf: Classifier, exc: str,
     assert (d.category, d.origin, d.method) == (category, origin, "rule"), d
 
 
+@pytest.mark.parametrize("why", ["Invalid generic resource (gres) specification",
+                                 "More processors requested than permitted",
+                                 "Memory required by task is not available"])
+def test_srun_refusing_the_job_script_s_request_is_its_configuration_error(clf: Classifier, why: str) -> None:
+    # srun's "Unable to create step for job N: %m" with a slurm_errno text about the request: the
+    # step never started, whatever pip printed while the script set up its environment
+    log = "\n".join(["Collecting vllm==0.7.2", "ERROR: pip's dependency resolver does not currently take into account "
+                     "all the packages that are installed.", "Successfully installed vllm-0.7.2",
+                     "Setup complete. Ready to run.", f"srun: error: Unable to create step for job 5150: {why}"])
+    d = diagnose_text(log, clf).diagnosis
+    assert (d.category, d.origin, d.method) == ("semantic_error", "user", "rule"), d
+    # a step refused because the job is already ending is the cancel's aftermath, not the script's request
+    late = log.replace(why, "Job/step already completing or completed")
+    assert diagnose_text(late, clf).diagnosis.rule_id != "srun-request-refused"
+
+
 def test_slurmstepd_that_cannot_execute_the_script_is_a_permission_error(clf: Classifier) -> None:
     log = "\n".join(["Loading modules cuda/12.1", "slurmstepd: error: execve(): run_train.sh: Permission denied",
                      "srun: error: gpu-b07: task 0: Exited with exit code 13"])
