@@ -206,6 +206,28 @@ def test_a_thread_s_exception_days_before_the_kill_did_not_end_the_process(clf: 
     assert d.category == "checkpoint_error", d
 
 
+@pytest.mark.parametrize("signal,category", [("Segmentation fault", "crash"), ("Aborted", "crash"),
+                                              ("Exited with exit code 1", "semantic_error")])
+def test_what_srun_ends_after_a_task_failed_is_not_the_cause(clf: Classifier, signal: str, category: str) -> None:
+    # srun reports the task that died first (strsignal() of its signal, or its exit code), then
+    # kills the rest of the step ("srun: Terminating job step"): slurmstepd's cancel line and the
+    # other tasks' "Terminated" are srun's own doing
+    own = {"crash": "0: Fatal Python error: Segmentation fault\n" if signal != "Aborted" else
+           "0: terminate called after throwing an instance of 'std::runtime_error'\n",
+           "semantic_error": "0: Traceback (most recent call last):\n"
+                             '0:   File "/home/u/mpi_test.py", line 31, in <module>\n'
+                             "0:     dist.broadcast(t, 0)\n"
+                             "0: TypeError: broadcast() missing 1 required positional argument: 'src'\n"}[category]
+    log = ("0: rank 0 on cuda:0 local result 3.0\n1: rank 1 on cuda:1 local result 3.0\n" + own
+           + f"srun: error: nid0042: task 0: {signal}\n"
+           + "srun: Terminating job step 77001.0\n"
+           + "0: slurmstepd: error: *** STEP 77001.0 ON nid0042 CANCELLED AT 2020-01-31T09:07:17 ***\n"
+           + "srun: error: nid0042: task 1: Terminated\n"
+           + "srun: Force Terminated job step 77001.0\n")
+    d = diagnose_text(log, clf).diagnosis
+    assert d.category == category, d
+
+
 def test_exceptions_python_caught_do_not_decide(clf: Classifier) -> None:
     # the logging module's own error (stdout gone) and an exception ignored in __del__ are
     # printed with a traceback, but the process went on: the real error is the one above

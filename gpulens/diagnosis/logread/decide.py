@@ -46,28 +46,54 @@ def job_lines(lines: Sequence[str], failures: Sequence[int], start: int, context
     return out
 
 
-#: srun's line for tasks that ended on their own with a non-zero code (1-127: not by a signal).
-_TASKS_EXITED = re.compile(r"srun: error: .*Exited with exit code (?:[1-9]|[1-9]\d|1[01]\d|12[0-7])\b")
+#: srun's line for tasks that ended on their own: a non-zero code (1-127: not by a signal), or
+#: the strsignal() name of a signal a task's own fault raises (SIGSEGV, SIGABRT, SIGBUS, SIGILL,
+#: SIGFPE), which srun prints in place of the code (SchedMD/slurm src/srun launch _task_finish).
+_TASKS_EXITED = re.compile(r"srun: error: .*(?:Exited with exit code (?:[1-9]|[1-9]\d|1[01]\d|12[0-7])\b"
+                           r"|: tasks? [\d,-]+: (?:Segmentation fault|Aborted|Bus error|Illegal instruction"
+                           r"|Floating point exception)\b)")
+#: What srun prints when it kills the rest of a step after a task failed ("Terminating job step
+#: 421.0", "Terminating StepId=421.0"), and its lines for the tasks that kill ended.
+_SRUN_TERMINATING = "srun: Terminating "
+_STOPPED_TASKS = re.compile(r"srun: error: \S+: tasks? [\d,-]+: (?:Terminated|Killed)\s*$")
 
 
 def late_kills(lines: Sequence[str], failures: Sequence[int], start: int) -> set[str]:
     """The scheduler's kill lines (time limit, cancel) printed after srun said the job's tasks
-    had already exited with a non-zero code of their own, no kill line before it: the allocation
-    was killed after the failure (a job script that sleeps or waits on), so the kill is not the
-    cause."""
+    had already exited with a non-zero code or a crash signal of their own, no kill line before
+    it: the allocation was killed after the failure (a job script that sleeps or waits on, or
+    srun itself ending the step's other tasks), so the kill is not the cause; with them, srun's
+    lines for the tasks it ended after "srun: Terminating ..."."""
+    exited = next((i for i in failures if i >= start and "srun: error" in lines[i]
+                   and _TASKS_EXITED.search(lines[i])), None)
+    stopped = _stopped_by_srun(lines, exited) if exited is not None else set()
     kills = [i for i in failures if "srun: error" not in lines[i] and is_scheduler_kill(logs.normalize_line(lines[i]))]
     if not kills:
-        return set()
-    exited = next((i for i in failures if i >= start and "Exited with exit code" in lines[i]
-                   and _TASKS_EXITED.search(lines[i])), None)
+        return stopped
     if exited is not None and kills[0] > exited:
-        return {lines[i] for i in kills}
+        return {lines[i] for i in kills} | stopped
     # a time limit or a cancel (not an OOM kill: that one names a cause) after a process died of
     # its own error
     limits = [i for i in kills if "oom" not in lines[i].lower()]
     if limits and _died_before(lines, failures, limits[0]) is not None:
-        return {lines[i] for i in limits}
-    return set()
+        return {lines[i] for i in limits} | stopped
+    return stopped
+
+
+def _stopped_by_srun(lines: Sequence[str], exited: int) -> set[str]:
+    """srun's lines for the tasks it ended ("task 1: Terminated", "Force Terminated job step") and
+    slurmstepd's for the step it cancelled ("*** STEP 421.0 ON n7 CANCELLED AT ... ***", no
+    reason) after its "srun: Terminating" line that follows the task failure at ``exited``."""
+    term = next((k for k in range(exited + 1, min(len(lines), exited + _TERMINATE_SPAN))
+                 if lines[k].startswith(_SRUN_TERMINATING)), None)
+    if term is None:
+        return set()
+    return {ln for ln in lines[term + 1:] if ("srun: error" in ln and _STOPPED_TASKS.search(ln))
+            or ln.startswith("srun: Force Terminated") or ("CANCELLED AT" in ln and "DUE TO" not in ln)}
+
+
+#: Lines after a task's failure searched for srun's "Terminating" line.
+_TERMINATE_SPAN = 20
 
 
 #: A Python exception line that a stop signal or a dying peer causes (the kill's own aftermath,

@@ -407,6 +407,7 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
         ctx = list(lines[driver[0]:driver[1]])
     ctx = root_rank_lines(lines, start, starts[-1], first.rank, ctx) + ctx
     late = late_kills(lines, failures, start)
+    late |= {ranks.strip_prefix(ln) for ln in late}  # as the context holds them once one rank's
     # a stop that reads like progress (the attempt's signal reports at or after the context's start)
     ends = [lines[i] for i in signals if i >= start and lines[i] not in ctx]
     ctx = drop_caught(strip_line_prefixes(strip_ray_prefixes([ln for ln in ctx + job_lines(lines, failures, start, ctx)
