@@ -228,6 +228,19 @@ def test_what_srun_ends_after_a_task_failed_is_not_the_cause(clf: Classifier, si
     assert d.category == category, d
 
 
+def test_a_sigterm_nothing_in_the_log_attributes_has_no_known_sender(clf: Classifier) -> None:
+    steps = [f"Epoch: [1]  [{k:4d}/7393]  eta: 2:10:03  lr: 0.000100  loss: 1.{k % 97:03d}" for k in range(3000, 3900, 10)]
+    stop = ["WARNING:torch.distributed.elastic.agent.server.api:Received 15 death signal, shutting down workers",
+            "WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 4121 closing signal SIGTERM",
+            "torch.distributed.elastic.multiprocessing.api.SignalException: Process 4100 got signal: 15"]
+    d = diagnose_text("\n".join(steps + stop), clf).diagnosis
+    assert (d.category, d.origin) == ("preempted", "unknown"), d
+    # a Slurm job (its environment echoed by the job script): the scheduler is the likely sender
+    slurm = ["SLURM_JOB_ID=881234 SLURM_NODELIST=gpu[07-08]"]
+    d = diagnose_text("\n".join(slurm + steps + stop), clf).diagnosis
+    assert (d.category, d.origin) == ("preempted", "infrastructure"), d
+
+
 def test_exceptions_python_caught_do_not_decide(clf: Classifier) -> None:
     # the logging module's own error (stdout gone) and an exception ignored in __del__ are
     # printed with a traceback, but the process went on: the real error is the one above

@@ -25,7 +25,7 @@ from gpulens.diagnosis.types import DEFAULT_ORIGIN, Diagnosis
 from gpulens.vocab import NO_FAILURE
 
 __all__ = ["DIVERGED_CONFIDENCE", "diverged_before", "diverged_loss", "behind_secondary", "earlier_root", "job_lines", "late_kills",
-           "root_rank_lines", "strip_line_prefixes", "strip_ray_prefixes"]
+           "root_rank_lines", "strip_line_prefixes", "strip_ray_prefixes", "unnamed_stop"]
 
 #: Literals of the lines a scheduler or the kernel writes about the whole job.
 _JOB_KEYS = ("slurmstepd", "srun: error", "oom-kill", "oom_kill", "OOMKilled", "Out of memory: Kill", "CANCELLED")
@@ -334,3 +334,25 @@ def behind_secondary(d: Diagnosis, lines: Sequence[str], floor: int, start: int,
         return d
     return dataclasses.replace(got, confidence=round(got.confidence * 0.9, 3), file=d.file,
                                reason="the launcher's report names no cause; the child's own error above it does")
+
+
+#: Rules whose evidence is a stop signal the process received (SIGTERM) without naming its sender.
+_UNNAMED_STOP_RULES = frozenset({"sigterm-handler"})
+#: Literals of a scheduler's or a cloud's own lines that stop a job (Slurm, PBS/Torque, LSF,
+#: Kubernetes, spot/preemptible instances): with one in the log, the SIGTERM is its doing.
+_SENDERS = ("slurmstepd", "srun: ", "SLURM_", "PBS: ", "PBS_JOBID", "TERM_", "LSF", "preempt", "Preempt", "PREEMPT",
+            "Evicted", "OOMKilled", "spot", "Spot")
+_names_a_sender = contains_any(_SENDERS)
+
+
+def unnamed_stop(d: Diagnosis, lines: Sequence[str]) -> Diagnosis:
+    """Origin ``unknown`` for a run stopped by a SIGTERM that nothing in the log attributes (no
+    scheduler, preemption or eviction line anywhere): a person, a watchdog script or the
+    scheduler may have sent it (the corpus convention: "a SIGTERM from outside a nohup/bash run
+    ... is preempted with origin unknown")."""
+    if d.category != "preempted" or d.rule_id not in _UNNAMED_STOP_RULES or d.origin == "unknown":
+        return d
+    if any(_names_a_sender(ln) for ln in lines):
+        return d
+    why = "no scheduler, preemption or eviction line says who sent the stop signal"
+    return dataclasses.replace(d, origin="unknown", reason=f"{d.reason}; {why}" if d.reason else why)
