@@ -241,6 +241,26 @@ def test_a_sigterm_nothing_in_the_log_attributes_has_no_known_sender(clf: Classi
     assert (d.category, d.origin) == ("preempted", "infrastructure"), d
 
 
+@pytest.mark.parametrize("timeout", [
+    "[rank1]:[E405 03:51:41.285624929 ProcessGroupNCCL.cpp:688] [Rank 1] Watchdog caught collective operation "
+    "timeout: WorkNCCL(SeqNum=404, OpType=_ALLGATHER_BASE, NumelIn=1140480, NumelOut=2280960, Timeout(ms)=600000) "
+    "ran for 600053 milliseconds before timing out.",
+    "torch.distributed.DistStoreError: Socket Timeout",
+    "RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 1800000ms for "
+    "recv operation to complete",
+])
+def test_a_timeout_waiting_for_a_peer_alone_names_no_origin(clf: Classifier, timeout: str) -> None:
+    # a collective or a rendezvous that timed out says a peer did not arrive, not why
+    steps = [f"{{'loss': 0.{90 - k}, 'grad_norm': 1.1, 'epoch': 0.01}}" for k in range(30)]
+    d = diagnose_text("\n".join([*steps, timeout]), clf).diagnosis
+    assert (d.category, d.origin) == ("comm_error", "unknown"), d
+    # a communication failure that names its cause keeps its origin
+    d = diagnose_text("\n".join([*steps, "torch.distributed.DistBackendError: NCCL error in: "
+                                 "../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, unhandled system error "
+                                 "(run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5"]), clf).diagnosis
+    assert (d.category, d.origin) == ("comm_error", "infrastructure"), d
+
+
 def test_exceptions_python_caught_do_not_decide(clf: Classifier) -> None:
     # the logging module's own error (stdout gone) and an exception ignored in __del__ are
     # printed with a traceback, but the process went on: the real error is the one above

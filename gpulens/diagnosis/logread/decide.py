@@ -25,7 +25,7 @@ from gpulens.diagnosis.types import DEFAULT_ORIGIN, Diagnosis
 from gpulens.vocab import NO_FAILURE
 
 __all__ = ["DIVERGED_CONFIDENCE", "diverged_before", "diverged_loss", "behind_secondary", "earlier_root", "job_lines", "late_kills",
-           "root_rank_lines", "strip_line_prefixes", "strip_ray_prefixes", "unnamed_stop"]
+           "root_rank_lines", "strip_line_prefixes", "strip_ray_prefixes", "unattributed_timeout", "unnamed_stop"]
 
 #: Literals of the lines a scheduler or the kernel writes about the whole job.
 _JOB_KEYS = ("slurmstepd", "srun: error", "oom-kill", "oom_kill", "OOMKilled", "Out of memory: Kill", "CANCELLED")
@@ -343,6 +343,27 @@ _UNNAMED_STOP_RULES = frozenset({"sigterm-handler"})
 _SENDERS = ("slurmstepd", "srun: ", "SLURM_", "PBS: ", "PBS_JOBID", "TERM_", "LSF", "preempt", "Preempt", "PREEMPT",
             "Evicted", "OOMKilled", "spot", "Spot")
 _names_a_sender = contains_any(_SENDERS)
+
+
+#: Rules whose evidence is a wait that timed out: a peer did not arrive at a collective or at the
+#: rendezvous in time (NCCL's watchdog, Gloo, c10d's store, JAX's barrier).
+_TIMEOUT_RULES = frozenset({"nccl-watchdog-timeout", "collective-timeout", "gloo-recv-timeout", "jax-barrier-timeout"})
+#: The rendezvous rule's timeout messages (c10d TCPStore/elastic: "Socket Timeout", "Timed out after
+#: 900 seconds waiting for clients", "The client socket has timed out", RendezvousTimeoutError).
+_TIMED_OUT = re.compile(r"Socket Timeout|Timed out after|has timed out|RendezvousTimeoutError")
+
+
+def unattributed_timeout(d: Diagnosis) -> Diagnosis:
+    """Origin ``unknown`` for a communication failure that is only a timeout (no other cause was
+    found in the log): a peer that did not arrive in time says nothing of why (a rank still busy
+    with its own work, a hang, a misconfigured launch, the network)."""
+    if d.category != "comm_error" or d.origin == "unknown":
+        return d
+    if d.rule_id not in _TIMEOUT_RULES and not (d.rule_id == "rendezvous" and d.evidence
+                                                 and _TIMED_OUT.search(d.evidence[0])):
+        return d
+    why = "a timeout waiting for a peer names no cause"
+    return dataclasses.replace(d, origin="unknown", reason=f"{d.reason}; {why}" if d.reason else why)
 
 
 def unnamed_stop(d: Diagnosis, lines: Sequence[str]) -> Diagnosis:

@@ -41,6 +41,7 @@ from gpulens.diagnosis.logread.decide import (
     root_rank_lines,
     strip_line_prefixes,
     strip_ray_prefixes,
+    unattributed_timeout,
     unnamed_stop,
 )
 from gpulens.diagnosis.logread.lines import (
@@ -417,7 +418,7 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
     d = diverged_before(d, lines, starts[-1], start, SVM_MIN_CONFIDENCE)
     d = earlier_root(d, lines, starts[-1], start, clf.rules)
     d = behind_secondary(d, lines, starts[-1], start, lambda text: clf.classify_text(text, file=file, keep_final=True))
-    d = unnamed_stop(d, lines)
+    d = unattributed_timeout(unnamed_stop(d, lines))
     if not failures and d.category != "unknown":
         d.confidence = round(d.confidence * 0.8, 3)
     found = _indicators(lines, start, failures, d.evidence, first)
