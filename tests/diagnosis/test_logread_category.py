@@ -261,6 +261,20 @@ def test_a_timeout_waiting_for_a_peer_alone_names_no_origin(clf: Classifier, tim
     assert (d.category, d.origin) == ("comm_error", "infrastructure"), d
 
 
+@pytest.mark.parametrize(("program", "origin"), [("./simplex", "user"), ("../build/solver --n 64", "user"),
+                                               ("python3 train.py --epochs 10", "framework")])
+def test_a_native_crash_of_the_job_s_own_program_is_the_user_s(clf: Classifier, program: str, origin: str) -> None:
+    # glibc's heap check names the process by its argv[0]; bash's job-control line names the command
+    argv0 = program.split()[0] if program.startswith(".") else "python3"
+    log = "\n".join(["nvcc warning : The 'compute_35' architectures are deprecated", "iteration 120 objective 4.51",
+                     f"*** Error in `{argv0}': corrupted size vs. prev_size: 0x00000000006ba7b0 ***",
+                     "======= Backtrace: =========", "/lib64/libc.so.6(+0x7f474)[0x2aaaab0f2474]",
+                     f"/var/spool/torque/mom_priv/jobs/1108.sched.SC: line 26: 158958 Aborted                 "
+                     f"(core dumped) {program} > myoutput.log"])
+    d = diagnose_text(log, clf).diagnosis
+    assert (d.category, d.origin) == ("crash", origin), d
+
+
 def test_exceptions_python_caught_do_not_decide(clf: Classifier) -> None:
     # the logging module's own error (stdout gone) and an exception ignored in __del__ are
     # printed with a traceback, but the process went on: the real error is the one above

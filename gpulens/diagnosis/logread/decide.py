@@ -25,7 +25,7 @@ from gpulens.diagnosis.types import DEFAULT_ORIGIN, Diagnosis
 from gpulens.vocab import NO_FAILURE
 
 __all__ = ["DIVERGED_CONFIDENCE", "diverged_before", "diverged_loss", "behind_secondary", "earlier_root", "job_lines", "late_kills",
-           "root_rank_lines", "strip_line_prefixes", "strip_ray_prefixes", "unattributed_timeout", "unnamed_stop"]
+           "own_program_crash", "root_rank_lines", "strip_line_prefixes", "strip_ray_prefixes", "unattributed_timeout", "unnamed_stop"]
 
 #: Literals of the lines a scheduler or the kernel writes about the whole job.
 _JOB_KEYS = ("slurmstepd", "srun: error", "oom-kill", "oom_kill", "OOMKilled", "Out of memory: Kill", "CANCELLED")
@@ -377,3 +377,34 @@ def unnamed_stop(d: Diagnosis, lines: Sequence[str]) -> Diagnosis:
         return d
     why = "no scheduler, preemption or eviction line says who sent the stop signal"
     return dataclasses.replace(d, origin="unknown", reason=f"{d.reason}; {why}" if d.reason else why)
+
+
+#: The program a crash report names: bash's job-control line for a command a signal ended
+#: ("script.sh: line 26: 158958 Aborted   (core dumped) ./simplex > out.log") and glibc's heap
+#: check, which names the process by its argv[0] ("*** Error in `./simplex': corrupted size vs.
+#: prev_size: 0x...", glibc 2.25 and older: malloc/malloc.c malloc_printerr).
+_CRASHED = re.compile(r"line \d+: +\d+ (?:Aborted|Segmentation fault|Bus error|Illegal instruction"
+                      r"|Floating point exception)(?: +\(core dumped\))? +(?P<cmd>\S.*)$|\*\*\* Error in `(?P<prog>[^'`]+)': ")
+_CRASH_LOOKBACK = 400
+
+
+def own_program_crash(d: Diagnosis, lines: Sequence[str]) -> Diagnosis:
+    """Origin ``user`` for a native crash of the job's own compiled program: the crash report
+    names a program run from the working directory (``./simplex``, ``../bin/solver``), not an
+    interpreter or a launcher whose crash is inside a framework (docs/diagnosis.md, "One origin
+    convention": a crash's origin is where the failing code is)."""
+    if d.category != "crash" or d.origin == "user":
+        return d
+    for line in [*d.evidence, *lines[-_CRASH_LOOKBACK:]]:
+        if "line " not in line and "*** Error in" not in line:
+            continue
+        m = _CRASHED.search(logs.normalize_line(line).strip())
+        if m is None:
+            continue
+        words = [w for w in (m.group("prog") or m.group("cmd")).split() if "=" not in w]
+        prog = words[0] if words else ""
+        if prog.startswith(("./", "../")) and not prog.endswith((".py", ".sh")):
+            why = f"the crashed program {prog} is the job's own build"
+            return dataclasses.replace(d, origin="user", reason=f"{d.reason}; {why}" if d.reason else why)
+        return d
+    return d

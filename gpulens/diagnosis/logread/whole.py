@@ -38,6 +38,7 @@ from gpulens.diagnosis.logread.decide import (
     earlier_root,
     job_lines,
     late_kills,
+    own_program_crash,
     root_rank_lines,
     strip_line_prefixes,
     strip_ray_prefixes,
@@ -418,7 +419,7 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
     d = diverged_before(d, lines, starts[-1], start, SVM_MIN_CONFIDENCE)
     d = earlier_root(d, lines, starts[-1], start, clf.rules)
     d = behind_secondary(d, lines, starts[-1], start, lambda text: clf.classify_text(text, file=file, keep_final=True))
-    d = unattributed_timeout(unnamed_stop(d, lines))
+    d = own_program_crash(unattributed_timeout(unnamed_stop(d, lines)), lines)
     if not failures and d.category != "unknown":
         d.confidence = round(d.confidence * 0.8, 3)
     found = _indicators(lines, start, failures, d.evidence, first)
