@@ -275,6 +275,23 @@ def test_a_native_crash_of_the_job_s_own_program_is_the_user_s(clf: Classifier, 
     assert (d.category, d.origin) == ("crash", origin), d
 
 
+@pytest.mark.parametrize(("exc", "origin"), [
+    ("RuntimeError: PytorchStreamReader failed reading zip archive: failed finding central directory", "unknown"),
+    ("_pickle.UnpicklingError: invalid load key, '\\x00'.", "unknown"),
+    # a checkpoint of another architecture is the job's own mix-up
+    ("RuntimeError: Error(s) in loading state_dict for ViltForQuestionAnswering:\n\tMissing key(s) in state_dict: "
+     "\"classifier.0.weight\".", "user"),
+])
+def test_a_damaged_checkpoint_does_not_say_who_damaged_it(clf: Classifier, exc: str, origin: str) -> None:
+    log = "\n".join(["======= inference start =======", "inference done", "======= inference start =======",
+                     "Traceback (most recent call last):", '  File "/home/u/vqa/predict.py", line 41, in <module>',
+                     "    model.load_state_dict(torch.load(path, map_location=device))",
+                     '  File "/opt/env/lib/python3.10/site-packages/torch/serialization.py", line 1004, in load',
+                     "    with _open_zipfile_reader(opened_file) as opened_zipfile:", exc])
+    d = diagnose_text(log, clf).diagnosis
+    assert (d.category, d.origin) == ("checkpoint_error", origin), d
+
+
 def test_exceptions_python_caught_do_not_decide(clf: Classifier) -> None:
     # the logging module's own error (stdout gone) and an exception ignored in __del__ are
     # printed with a traceback, but the process went on: the real error is the one above

@@ -24,7 +24,7 @@ from gpulens.diagnosis.rules import Rule, match_rules
 from gpulens.diagnosis.types import DEFAULT_ORIGIN, Diagnosis
 from gpulens.vocab import NO_FAILURE
 
-__all__ = ["DIVERGED_CONFIDENCE", "diverged_before", "diverged_loss", "behind_secondary", "earlier_root", "job_lines", "late_kills",
+__all__ = ["DIVERGED_CONFIDENCE", "damaged_file", "diverged_before", "diverged_loss", "behind_secondary", "earlier_root", "job_lines", "late_kills",
            "own_program_crash", "root_rank_lines", "strip_line_prefixes", "strip_ray_prefixes", "unattributed_timeout", "unnamed_stop"]
 
 #: Literals of the lines a scheduler or the kernel writes about the whole job.
@@ -363,6 +363,23 @@ def unattributed_timeout(d: Diagnosis) -> Diagnosis:
                                                  and _TIMED_OUT.search(d.evidence[0])):
         return d
     why = "a timeout waiting for a peer names no cause"
+    return dataclasses.replace(d, origin="unknown", reason=f"{d.reason}; {why}" if d.reason else why)
+
+
+#: What PyTorch, pickle, safetensors and HDF5 say of a checkpoint file that is cut short or
+#: damaged (a save interrupted by a full disk or a kill, an incomplete download or copy).
+_DAMAGED = re.compile(r"failed finding central directory|file appears to be truncated|unpickling stack underflow"
+                      r"|EOFError: Ran out of input|invalid load key|Error while deserializing header"
+                      r"|\(truncated file")
+
+
+def damaged_file(d: Diagnosis) -> Diagnosis:
+    """Origin ``unknown`` for a checkpoint that cannot be read because the file is cut short or
+    damaged: what damaged it (a full disk or a kill during the save, an interrupted copy or
+    download) happened outside the process that reads it, and its log does not say."""
+    if d.category != "checkpoint_error" or d.origin == "unknown" or not any(_DAMAGED.search(e) for e in d.evidence[:1]):
+        return d
+    why = "a damaged or truncated file does not say what damaged it"
     return dataclasses.replace(d, origin="unknown", reason=f"{d.reason}; {why}" if d.reason else why)
 
 

@@ -34,6 +34,7 @@ from gpulens.diagnosis.logread.completion import (
 )
 from gpulens.diagnosis.logread.decide import (
     behind_secondary,
+    damaged_file,
     diverged_before,
     earlier_root,
     job_lines,
@@ -419,7 +420,7 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
     d = diverged_before(d, lines, starts[-1], start, SVM_MIN_CONFIDENCE)
     d = earlier_root(d, lines, starts[-1], start, clf.rules)
     d = behind_secondary(d, lines, starts[-1], start, lambda text: clf.classify_text(text, file=file, keep_final=True))
-    d = own_program_crash(unattributed_timeout(unnamed_stop(d, lines)), lines)
+    d = damaged_file(own_program_crash(unattributed_timeout(unnamed_stop(d, lines)), lines))
     if not failures and d.category != "unknown":
         d.confidence = round(d.confidence * 0.8, 3)
     found = _indicators(lines, start, failures, d.evidence, first)
