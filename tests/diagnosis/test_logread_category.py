@@ -174,6 +174,124 @@ def test_time_limit_after_the_tasks_exited_is_not_the_cause(clf: Classifier) -> 
     assert diagnose_text(limit, clf).diagnosis.category == "preempted"
 
 
+def _thread_traceback(name: str) -> str:
+    return (f"Exception in thread {name}:\n"
+            "Traceback (most recent call last):\n"
+            '  File "/opt/env/lib/python3.9/threading.py", line 980, in _bootstrap_inner\n'
+            "    self.run()\n"
+            '  File "/home/u/sim/envs/worker.py", line 52, in run\n'
+            "    self.detector = load_detector(self.weights)\n"
+            "RuntimeError: PytorchStreamReader failed reading zip archive: failed finding central directory\n")
+
+
+@pytest.mark.parametrize("why", ["DUE TO PREEMPTION", "DUE TO TIME LIMIT"])
+def test_a_thread_s_exception_days_before_the_kill_did_not_end_the_process(clf: Classifier, why: str) -> None:
+    # Python's threading.excepthook prints "Exception in thread NAME:" above the traceback of an
+    # exception that ended a thread other than the main one: that thread ended, the process went
+    # on (here for two days without printing) until the scheduler ended the job
+    kill = (f"slurmstepd: error: *** STEP 4242.0 ON gpu07 CANCELLED AT 2024-03-24T19:23:21 ***\n"
+            f"slurmstepd: error: *** JOB 4242 ON gpu07 CANCELLED AT 2024-03-24T19:28:37 {why} ***\n")
+    # two threads dying at once interleave their headers
+    both = ("Exception in thread Exception in thread Thread-2Thread-4:\n:\n"
+            "Traceback (most recent call last):\n"
+            '  File "/opt/env/lib/python3.9/threading.py", line 980, in _bootstrap_inner\n'
+            + _thread_traceback("Thread-5").split("\n", 1)[1])
+    for threads in (_thread_traceback("Thread-3"), both):
+        d = diagnose_text("[Sim] loading scene 12\n" + threads + "UserWarning: box bound precision lowered\n" + kill,
+                          clf).diagnosis
+        assert (d.category, d.origin) == ("preempted", "infrastructure"), d
+    # the same exception in the main thread ended the process: the kill afterwards is not the cause
+    main = _thread_traceback("Thread-3").split("\n", 1)[1]
+    d = diagnose_text("[Sim] loading scene 12\n" + main + kill, clf).diagnosis
+    assert d.category == "checkpoint_error", d
+
+
+@pytest.mark.parametrize("signal,category", [("Segmentation fault", "crash"), ("Aborted", "crash"),
+                                              ("Exited with exit code 1", "semantic_error")])
+def test_what_srun_ends_after_a_task_failed_is_not_the_cause(clf: Classifier, signal: str, category: str) -> None:
+    # srun reports the task that died first (strsignal() of its signal, or its exit code), then
+    # kills the rest of the step ("srun: Terminating job step"): slurmstepd's cancel line and the
+    # other tasks' "Terminated" are srun's own doing
+    own = {"crash": "0: Fatal Python error: Segmentation fault\n" if signal != "Aborted" else
+           "0: terminate called after throwing an instance of 'std::runtime_error'\n",
+           "semantic_error": "0: Traceback (most recent call last):\n"
+                             '0:   File "/home/u/mpi_test.py", line 31, in <module>\n'
+                             "0:     dist.broadcast(t, 0)\n"
+                             "0: TypeError: broadcast() missing 1 required positional argument: 'src'\n"}[category]
+    log = ("0: rank 0 on cuda:0 local result 3.0\n1: rank 1 on cuda:1 local result 3.0\n" + own
+           + f"srun: error: nid0042: task 0: {signal}\n"
+           + "srun: Terminating job step 77001.0\n"
+           + "0: slurmstepd: error: *** STEP 77001.0 ON nid0042 CANCELLED AT 2020-01-31T09:07:17 ***\n"
+           + "srun: error: nid0042: task 1: Terminated\n"
+           + "srun: Force Terminated job step 77001.0\n")
+    d = diagnose_text(log, clf).diagnosis
+    assert d.category == category, d
+
+
+def test_a_sigterm_nothing_in_the_log_attributes_has_no_known_sender(clf: Classifier) -> None:
+    steps = [f"Epoch: [1]  [{k:4d}/7393]  eta: 2:10:03  lr: 0.000100  loss: 1.{k % 97:03d}" for k in range(3000, 3900, 10)]
+    stop = ["WARNING:torch.distributed.elastic.agent.server.api:Received 15 death signal, shutting down workers",
+            "WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 4121 closing signal SIGTERM",
+            "torch.distributed.elastic.multiprocessing.api.SignalException: Process 4100 got signal: 15"]
+    d = diagnose_text("\n".join(steps + stop), clf).diagnosis
+    assert (d.category, d.origin) == ("preempted", "unknown"), d
+    # a Slurm job (its environment echoed by the job script): the scheduler is the likely sender
+    slurm = ["SLURM_JOB_ID=881234 SLURM_NODELIST=gpu[07-08]"]
+    d = diagnose_text("\n".join(slurm + steps + stop), clf).diagnosis
+    assert (d.category, d.origin) == ("preempted", "infrastructure"), d
+
+
+@pytest.mark.parametrize("timeout", [
+    "[rank1]:[E405 03:51:41.285624929 ProcessGroupNCCL.cpp:688] [Rank 1] Watchdog caught collective operation "
+    "timeout: WorkNCCL(SeqNum=404, OpType=_ALLGATHER_BASE, NumelIn=1140480, NumelOut=2280960, Timeout(ms)=600000) "
+    "ran for 600053 milliseconds before timing out.",
+    "torch.distributed.DistStoreError: Socket Timeout",
+    "RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 1800000ms for "
+    "recv operation to complete",
+])
+def test_a_timeout_waiting_for_a_peer_alone_names_no_origin(clf: Classifier, timeout: str) -> None:
+    # a collective or a rendezvous that timed out says a peer did not arrive, not why
+    steps = [f"{{'loss': 0.{90 - k}, 'grad_norm': 1.1, 'epoch': 0.01}}" for k in range(30)]
+    d = diagnose_text("\n".join([*steps, timeout]), clf).diagnosis
+    assert (d.category, d.origin) == ("comm_error", "unknown"), d
+    # a communication failure that names its cause keeps its origin
+    d = diagnose_text("\n".join([*steps, "torch.distributed.DistBackendError: NCCL error in: "
+                                 "../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, unhandled system error "
+                                 "(run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5"]), clf).diagnosis
+    assert (d.category, d.origin) == ("comm_error", "infrastructure"), d
+
+
+@pytest.mark.parametrize(("program", "origin"), [("./simplex", "user"), ("../build/solver --n 64", "user"),
+                                               ("python3 train.py --epochs 10", "framework")])
+def test_a_native_crash_of_the_job_s_own_program_is_the_user_s(clf: Classifier, program: str, origin: str) -> None:
+    # glibc's heap check names the process by its argv[0]; bash's job-control line names the command
+    argv0 = program.split()[0] if program.startswith(".") else "python3"
+    log = "\n".join(["nvcc warning : The 'compute_35' architectures are deprecated", "iteration 120 objective 4.51",
+                     f"*** Error in `{argv0}': corrupted size vs. prev_size: 0x00000000006ba7b0 ***",
+                     "======= Backtrace: =========", "/lib64/libc.so.6(+0x7f474)[0x2aaaab0f2474]",
+                     f"/var/spool/torque/mom_priv/jobs/1108.sched.SC: line 26: 158958 Aborted                 "
+                     f"(core dumped) {program} > myoutput.log"])
+    d = diagnose_text(log, clf).diagnosis
+    assert (d.category, d.origin) == ("crash", origin), d
+
+
+@pytest.mark.parametrize(("exc", "origin"), [
+    ("RuntimeError: PytorchStreamReader failed reading zip archive: failed finding central directory", "unknown"),
+    ("_pickle.UnpicklingError: invalid load key, '\\x00'.", "unknown"),
+    # a checkpoint of another architecture is the job's own mix-up
+    ("RuntimeError: Error(s) in loading state_dict for ViltForQuestionAnswering:\n\tMissing key(s) in state_dict: "
+     "\"classifier.0.weight\".", "user"),
+])
+def test_a_damaged_checkpoint_does_not_say_who_damaged_it(clf: Classifier, exc: str, origin: str) -> None:
+    log = "\n".join(["======= inference start =======", "inference done", "======= inference start =======",
+                     "Traceback (most recent call last):", '  File "/home/u/vqa/predict.py", line 41, in <module>',
+                     "    model.load_state_dict(torch.load(path, map_location=device))",
+                     '  File "/opt/env/lib/python3.10/site-packages/torch/serialization.py", line 1004, in load',
+                     "    with _open_zipfile_reader(opened_file) as opened_zipfile:", exc])
+    d = diagnose_text(log, clf).diagnosis
+    assert (d.category, d.origin) == ("checkpoint_error", origin), d
+
+
 def test_exceptions_python_caught_do_not_decide(clf: Classifier) -> None:
     # the logging module's own error (stdout gone) and an exception ignored in __del__ are
     # printed with a traceback, but the process went on: the real error is the one above
@@ -560,6 +678,22 @@ def test_framework_messages_of_rare_categories_decide(clf: Classifier, exc: str,
     assert (d.category, d.origin, d.method) == (category, origin, "rule"), d
 
 
+@pytest.mark.parametrize("why", ["Invalid generic resource (gres) specification",
+                                 "More processors requested than permitted",
+                                 "Memory required by task is not available"])
+def test_srun_refusing_the_job_script_s_request_is_its_configuration_error(clf: Classifier, why: str) -> None:
+    # srun's "Unable to create step for job N: %m" with a slurm_errno text about the request: the
+    # step never started, whatever pip printed while the script set up its environment
+    log = "\n".join(["Collecting vllm==0.7.2", "ERROR: pip's dependency resolver does not currently take into account "
+                     "all the packages that are installed.", "Successfully installed vllm-0.7.2",
+                     "Setup complete. Ready to run.", f"srun: error: Unable to create step for job 5150: {why}"])
+    d = diagnose_text(log, clf).diagnosis
+    assert (d.category, d.origin, d.method) == ("semantic_error", "user", "rule"), d
+    # a step refused because the job is already ending is the cancel's aftermath, not the script's request
+    late = log.replace(why, "Job/step already completing or completed")
+    assert diagnose_text(late, clf).diagnosis.rule_id != "srun-request-refused"
+
+
 def test_slurmstepd_that_cannot_execute_the_script_is_a_permission_error(clf: Classifier) -> None:
     log = "\n".join(["Loading modules cuda/12.1", "slurmstepd: error: execve(): run_train.sh: Permission denied",
                      "srun: error: gpu-b07: task 0: Exited with exit code 13"])
@@ -611,6 +745,9 @@ def test_an_exception_while_a_library_is_imported_is_an_environment_mismatch(clf
     "tensor at cpu",
     "RuntimeError: module must have its parameters and buffers on device cuda:0 (device_ids[0]) but found one of "
     "them on device: cpu",
+    # DataParallel's replicate/broadcast (torch/csrc/cuda/comm.cpp; torch/cuda/comm.py before it)
+    "RuntimeError: All tensors must be on devices[0]: 0",
+    "RuntimeError: all tensors must be on devices[0]",
     "RuntimeError: \"addmm_impl_cpu_\" not implemented for 'Half'",
     "RuntimeError: It looks like your LightningModule has parameters that were not used in producing the loss "
     "returned by training_step. If this is intentional, you must enable the detection of unused parameters in DDP.",

@@ -164,14 +164,18 @@ def test_a_missing_cuda_toolkit_binary_is_the_environment_not_the_data(clf: Clas
     (["W0302 11:00:00.000000 140 torch/distributed/elastic/agent/server/api.py:704] Received Signals.SIGTERM "
       "death signal, shutting down workers",
       "torch.distributed.elastic.multiprocessing.api.SignalException: Process 1871231 got signal: 15"],
-     "infrastructure"),
+     "unknown"),
 ])
 def test_the_signal_that_stopped_torchrun_tells_who_stopped_it(clf: Classifier, report: list[str], origin: str) -> None:
-    """SIGHUP: the terminal that started it closed; SIGINT: Ctrl-C; SIGTERM: the scheduler."""
+    """SIGHUP: the terminal that started it closed; SIGINT: Ctrl-C; SIGTERM: anyone (a person, a
+    script, the scheduler) unless the log shows a scheduler: then the scheduler."""
     lines = [*(f"{0.9 - k / 100:.4f}" for k in range(40)), "Traceback (most recent call last):",
              '  File "/usr/bin/torchrun", line 8, in <module>', *report]
     d = diagnose_text("\n".join(lines), clf).diagnosis
     assert (d.category, d.origin) == ("preempted", origin), d
+    if origin == "unknown":
+        d = diagnose_text("\n".join(["srun: job 5512 queued and waiting for resources", *lines]), clf).diagnosis
+        assert (d.category, d.origin) == ("preempted", "infrastructure"), d
 
 
 _LIMIT = "slurmstepd: error: *** JOB 812 ON gpu07 CANCELLED AT 2024-06-02T09:00:00 DUE TO TIME LIMIT ***"

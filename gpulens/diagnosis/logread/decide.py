@@ -24,8 +24,8 @@ from gpulens.diagnosis.rules import Rule, match_rules
 from gpulens.diagnosis.types import DEFAULT_ORIGIN, Diagnosis
 from gpulens.vocab import NO_FAILURE
 
-__all__ = ["DIVERGED_CONFIDENCE", "diverged_before", "diverged_loss", "behind_secondary", "earlier_root", "job_lines", "late_kills",
-           "root_rank_lines", "strip_line_prefixes", "strip_ray_prefixes"]
+__all__ = ["DIVERGED_CONFIDENCE", "damaged_file", "diverged_before", "diverged_loss", "behind_secondary", "earlier_root", "job_lines", "late_kills",
+           "own_program_crash", "root_rank_lines", "strip_line_prefixes", "strip_ray_prefixes", "unattributed_timeout", "unnamed_stop"]
 
 #: Literals of the lines a scheduler or the kernel writes about the whole job.
 _JOB_KEYS = ("slurmstepd", "srun: error", "oom-kill", "oom_kill", "OOMKilled", "Out of memory: Kill", "CANCELLED")
@@ -46,28 +46,54 @@ def job_lines(lines: Sequence[str], failures: Sequence[int], start: int, context
     return out
 
 
-#: srun's line for tasks that ended on their own with a non-zero code (1-127: not by a signal).
-_TASKS_EXITED = re.compile(r"srun: error: .*Exited with exit code (?:[1-9]|[1-9]\d|1[01]\d|12[0-7])\b")
+#: srun's line for tasks that ended on their own: a non-zero code (1-127: not by a signal), or
+#: the strsignal() name of a signal a task's own fault raises (SIGSEGV, SIGABRT, SIGBUS, SIGILL,
+#: SIGFPE), which srun prints in place of the code (SchedMD/slurm src/srun launch _task_finish).
+_TASKS_EXITED = re.compile(r"srun: error: .*(?:Exited with exit code (?:[1-9]|[1-9]\d|1[01]\d|12[0-7])\b"
+                           r"|: tasks? [\d,-]+: (?:Segmentation fault|Aborted|Bus error|Illegal instruction"
+                           r"|Floating point exception)\b)")
+#: What srun prints when it kills the rest of a step after a task failed ("Terminating job step
+#: 421.0", "Terminating StepId=421.0"), and its lines for the tasks that kill ended.
+_SRUN_TERMINATING = "srun: Terminating "
+_STOPPED_TASKS = re.compile(r"srun: error: \S+: tasks? [\d,-]+: (?:Terminated|Killed)\s*$")
 
 
 def late_kills(lines: Sequence[str], failures: Sequence[int], start: int) -> set[str]:
     """The scheduler's kill lines (time limit, cancel) printed after srun said the job's tasks
-    had already exited with a non-zero code of their own, no kill line before it: the allocation
-    was killed after the failure (a job script that sleeps or waits on), so the kill is not the
-    cause."""
+    had already exited with a non-zero code or a crash signal of their own, no kill line before
+    it: the allocation was killed after the failure (a job script that sleeps or waits on, or
+    srun itself ending the step's other tasks), so the kill is not the cause; with them, srun's
+    lines for the tasks it ended after "srun: Terminating ..."."""
+    exited = next((i for i in failures if i >= start and "srun: error" in lines[i]
+                   and _TASKS_EXITED.search(lines[i])), None)
+    stopped = _stopped_by_srun(lines, exited) if exited is not None else set()
     kills = [i for i in failures if "srun: error" not in lines[i] and is_scheduler_kill(logs.normalize_line(lines[i]))]
     if not kills:
-        return set()
-    exited = next((i for i in failures if i >= start and "Exited with exit code" in lines[i]
-                   and _TASKS_EXITED.search(lines[i])), None)
+        return stopped
     if exited is not None and kills[0] > exited:
-        return {lines[i] for i in kills}
+        return {lines[i] for i in kills} | stopped
     # a time limit or a cancel (not an OOM kill: that one names a cause) after a process died of
     # its own error
     limits = [i for i in kills if "oom" not in lines[i].lower()]
     if limits and _died_before(lines, failures, limits[0]) is not None:
-        return {lines[i] for i in limits}
-    return set()
+        return {lines[i] for i in limits} | stopped
+    return stopped
+
+
+def _stopped_by_srun(lines: Sequence[str], exited: int) -> set[str]:
+    """srun's lines for the tasks it ended ("task 1: Terminated", "Force Terminated job step") and
+    slurmstepd's for the step it cancelled ("*** STEP 421.0 ON n7 CANCELLED AT ... ***", no
+    reason) after its "srun: Terminating" line that follows the task failure at ``exited``."""
+    term = next((k for k in range(exited + 1, min(len(lines), exited + _TERMINATE_SPAN))
+                 if lines[k].startswith(_SRUN_TERMINATING)), None)
+    if term is None:
+        return set()
+    return {ln for ln in lines[term + 1:] if ("srun: error" in ln and _STOPPED_TASKS.search(ln))
+            or ln.startswith("srun: Force Terminated") or ("CANCELLED AT" in ln and "DUE TO" not in ln)}
+
+
+#: Lines after a task's failure searched for srun's "Terminating" line.
+_TERMINATE_SPAN = 20
 
 
 #: A Python exception line that a stop signal or a dying peer causes (the kill's own aftermath,
@@ -92,6 +118,8 @@ def _died_before(lines: Sequence[str], failures: Sequence[int], kill: int) -> in
         heads = find_keys(lines, (_TRACEBACK,), max(0, i - _TRACEBACK_SPAN), i)
         if not heads or not ranks.strip_prefix(logs.normalize_line(lines[heads[-1]])).startswith(_TRACEBACK):
             continue  # no traceback, or one the program printed itself ("Error: Traceback ...": it caught it)
+        if _in_thread(lines, heads[-1]):
+            continue  # a thread's exception: that thread ended, the process went on
         if any(is_progress(ln) for ln in lines[i + 1:kill]):
             return None
         return i
@@ -99,6 +127,28 @@ def _died_before(lines: Sequence[str], failures: Sequence[int], kill: int) -> in
 
 
 _TRACEBACK = "Traceback (most recent call last)"
+#: What Python's threading.excepthook prints above the traceback of an exception that ended a
+#: thread other than the main one ("Exception in thread Thread-3:", CPython
+#: Modules/_threadmodule.c thread_excepthook_file): the thread ends, the process goes on.
+_THREAD_HEAD = "Exception in thread "
+
+
+def _in_thread(lines: Sequence[str], head: int) -> bool:
+    """Whether the traceback whose header is ``lines[head]`` is a non-main thread's: headed by
+    "Exception in thread NAME:" a few lines above, with nothing between but blank lines and the
+    pieces two threads dying at once interleave there (another traceback's header and first
+    frame, a lone ":")."""
+    for k in range(head - 1, max(-1, head - _THREAD_SPAN), -1):
+        text = ranks.strip_prefix(logs.normalize_line(lines[k])).strip()
+        if text.startswith(_THREAD_HEAD):
+            return text.endswith(":")
+        if text not in ("", ":") and not text.startswith((_TRACEBACK, 'File "')):
+            return False
+    return False
+
+
+#: Lines above a traceback header searched for a thread's header.
+_THREAD_SPAN = 5
 
 
 #: Lines above the error context searched for the root-cause rank's own traceback.
@@ -284,3 +334,94 @@ def behind_secondary(d: Diagnosis, lines: Sequence[str], floor: int, start: int,
         return d
     return dataclasses.replace(got, confidence=round(got.confidence * 0.9, 3), file=d.file,
                                reason="the launcher's report names no cause; the child's own error above it does")
+
+
+#: Rules whose evidence is a stop signal the process received (SIGTERM) without naming its sender.
+_UNNAMED_STOP_RULES = frozenset({"sigterm-handler"})
+#: Literals of a scheduler's or a cloud's own lines that stop a job (Slurm, PBS/Torque, LSF,
+#: Kubernetes, spot/preemptible instances): with one in the log, the SIGTERM is its doing.
+_SENDERS = ("slurmstepd", "srun: ", "SLURM_", "PBS: ", "PBS_JOBID", "TERM_", "LSF", "preempt", "Preempt", "PREEMPT",
+            "Evicted", "OOMKilled", "spot", "Spot")
+_names_a_sender = contains_any(_SENDERS)
+
+
+#: Rules whose evidence is a wait that timed out: a peer did not arrive at a collective or at the
+#: rendezvous in time (NCCL's watchdog, Gloo, c10d's store, JAX's barrier).
+_TIMEOUT_RULES = frozenset({"nccl-watchdog-timeout", "collective-timeout", "gloo-recv-timeout", "jax-barrier-timeout"})
+#: The rendezvous rule's timeout messages (c10d TCPStore/elastic: "Socket Timeout", "Timed out after
+#: 900 seconds waiting for clients", "The client socket has timed out", RendezvousTimeoutError).
+_TIMED_OUT = re.compile(r"Socket Timeout|Timed out after|has timed out|RendezvousTimeoutError")
+
+
+def unattributed_timeout(d: Diagnosis) -> Diagnosis:
+    """Origin ``unknown`` for a communication failure that is only a timeout (no other cause was
+    found in the log): a peer that did not arrive in time says nothing of why (a rank still busy
+    with its own work, a hang, a misconfigured launch, the network)."""
+    if d.category != "comm_error" or d.origin == "unknown":
+        return d
+    if d.rule_id not in _TIMEOUT_RULES and not (d.rule_id == "rendezvous" and d.evidence
+                                                 and _TIMED_OUT.search(d.evidence[0])):
+        return d
+    why = "a timeout waiting for a peer names no cause"
+    return dataclasses.replace(d, origin="unknown", reason=f"{d.reason}; {why}" if d.reason else why)
+
+
+#: What PyTorch, pickle, safetensors and HDF5 say of a checkpoint file that is cut short or
+#: damaged (a save interrupted by a full disk or a kill, an incomplete download or copy).
+_DAMAGED = re.compile(r"failed finding central directory|file appears to be truncated|unpickling stack underflow"
+                      r"|EOFError: Ran out of input|invalid load key|Error while deserializing header"
+                      r"|\(truncated file")
+
+
+def damaged_file(d: Diagnosis) -> Diagnosis:
+    """Origin ``unknown`` for a checkpoint that cannot be read because the file is cut short or
+    damaged: what damaged it (a full disk or a kill during the save, an interrupted copy or
+    download) happened outside the process that reads it, and its log does not say."""
+    if d.category != "checkpoint_error" or d.origin == "unknown" or not any(_DAMAGED.search(e) for e in d.evidence[:1]):
+        return d
+    why = "a damaged or truncated file does not say what damaged it"
+    return dataclasses.replace(d, origin="unknown", reason=f"{d.reason}; {why}" if d.reason else why)
+
+
+def unnamed_stop(d: Diagnosis, lines: Sequence[str]) -> Diagnosis:
+    """Origin ``unknown`` for a run stopped by a SIGTERM that nothing in the log attributes (no
+    scheduler, preemption or eviction line anywhere): a person, a watchdog script or the
+    scheduler may have sent it (the corpus convention: "a SIGTERM from outside a nohup/bash run
+    ... is preempted with origin unknown")."""
+    if d.category != "preempted" or d.rule_id not in _UNNAMED_STOP_RULES or d.origin == "unknown":
+        return d
+    if any(_names_a_sender(ln) for ln in lines):
+        return d
+    why = "no scheduler, preemption or eviction line says who sent the stop signal"
+    return dataclasses.replace(d, origin="unknown", reason=f"{d.reason}; {why}" if d.reason else why)
+
+
+#: The program a crash report names: bash's job-control line for a command a signal ended
+#: ("script.sh: line 26: 158958 Aborted   (core dumped) ./simplex > out.log") and glibc's heap
+#: check, which names the process by its argv[0] ("*** Error in `./simplex': corrupted size vs.
+#: prev_size: 0x...", glibc 2.25 and older: malloc/malloc.c malloc_printerr).
+_CRASHED = re.compile(r"line \d+: +\d+ (?:Aborted|Segmentation fault|Bus error|Illegal instruction"
+                      r"|Floating point exception)(?: +\(core dumped\))? +(?P<cmd>\S.*)$|\*\*\* Error in `(?P<prog>[^'`]+)': ")
+_CRASH_LOOKBACK = 400
+
+
+def own_program_crash(d: Diagnosis, lines: Sequence[str]) -> Diagnosis:
+    """Origin ``user`` for a native crash of the job's own compiled program: the crash report
+    names a program run from the working directory (``./simplex``, ``../bin/solver``), not an
+    interpreter or a launcher whose crash is inside a framework (docs/diagnosis.md, "One origin
+    convention": a crash's origin is where the failing code is)."""
+    if d.category != "crash" or d.origin == "user":
+        return d
+    for line in [*d.evidence, *lines[-_CRASH_LOOKBACK:]]:
+        if "line " not in line and "*** Error in" not in line:
+            continue
+        m = _CRASHED.search(logs.normalize_line(line).strip())
+        if m is None:
+            continue
+        words = [w for w in (m.group("prog") or m.group("cmd")).split() if "=" not in w]
+        prog = words[0] if words else ""
+        if prog.startswith(("./", "../")) and not prog.endswith((".py", ".sh")):
+            why = f"the crashed program {prog} is the job's own build"
+            return dataclasses.replace(d, origin="user", reason=f"{d.reason}; {why}" if d.reason else why)
+        return d
+    return d

@@ -34,13 +34,17 @@ from gpulens.diagnosis.logread.completion import (
 )
 from gpulens.diagnosis.logread.decide import (
     behind_secondary,
+    damaged_file,
     diverged_before,
     earlier_root,
     job_lines,
     late_kills,
+    own_program_crash,
     root_rank_lines,
     strip_line_prefixes,
     strip_ray_prefixes,
+    unattributed_timeout,
+    unnamed_stop,
 )
 from gpulens.diagnosis.logread.lines import (
     ERROR_KEYS,
@@ -407,6 +411,7 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
         ctx = list(lines[driver[0]:driver[1]])
     ctx = root_rank_lines(lines, start, starts[-1], first.rank, ctx) + ctx
     late = late_kills(lines, failures, start)
+    late |= {ranks.strip_prefix(ln) for ln in late}  # as the context holds them once one rank's
     # a stop that reads like progress (the attempt's signal reports at or after the context's start)
     ends = [lines[i] for i in signals if i >= start and lines[i] not in ctx]
     ctx = drop_caught(strip_line_prefixes(strip_ray_prefixes([ln for ln in ctx + job_lines(lines, failures, start, ctx)
@@ -415,6 +420,7 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
     d = diverged_before(d, lines, starts[-1], start, SVM_MIN_CONFIDENCE)
     d = earlier_root(d, lines, starts[-1], start, clf.rules)
     d = behind_secondary(d, lines, starts[-1], start, lambda text: clf.classify_text(text, file=file, keep_final=True))
+    d = damaged_file(own_program_crash(unattributed_timeout(unnamed_stop(d, lines)), lines))
     if not failures and d.category != "unknown":
         d.confidence = round(d.confidence * 0.8, 3)
     found = _indicators(lines, start, failures, d.evidence, first)
