@@ -18,7 +18,7 @@ from gpulens.store import Store
 from gpulens.store.compact import compact
 from tests.analysis.builders import insert_rows, write_gpu_samples
 from tests.analysis.test_handbuilt import hand, t  # noqa: F401 - hand: the fixture
-from tests.analysis.test_rollups import NOON3, _segmented
+from tests.analysis.test_rollups import NOON3, segmented_copy
 
 FIGURES = ("allocated_gpu_hours", "busy_gpu_hours", "mean_util", "gpus", "servers")
 
@@ -67,8 +67,9 @@ def test_job_figures_from_the_jobs_span_are_the_whole_stores(hand: Store) -> Non
 
 
 @pytest.mark.slow
-def test_job_figures_from_the_jobs_span_on_a_rolled_up_simulated_store(tmp_path: Path) -> None:
-    store = _segmented(tmp_path / "d")
+def test_job_figures_from_the_jobs_span_on_a_rolled_up_simulated_store(
+        tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    store = segmented_copy(tmp_path_factory, tmp_path / "d")
     compact(store, settle=3600, grace=3600, clock=lambda: NOON3)
     con = store.connect()
     jobs = [r[0] for r in con.execute(

@@ -33,6 +33,7 @@ from gpulens.store import Store
 from gpulens.store.compact import compact
 from gpulens.store.lake import live_files, partitions
 from gpulens.store.rollups import SOURCES_KEY, plan, rollup_path
+from tests.conftest import built_once
 from tests.core.test_store import _py, _wait_for_line
 
 DAY = dt.datetime(2026, 1, 1)
@@ -55,6 +56,16 @@ def _segmented(root: Path) -> Store:
     for value in pc.unique(slot).to_pylist():
         store.write_samples("gpu", table.filter(pc.equal(slot, value)))
     return store
+
+
+def segmented_copy(factory: pytest.TempPathFactory, dest: Path) -> Store:
+    """A copy at ``dest`` of :func:`_segmented`'s store, built once for the whole run (six
+    modules and tests use it: each build took about 5 CPU-s)."""
+    def build(folder: Path) -> None:
+        _segmented(folder / "d")
+
+    shutil.copytree(built_once(factory, "segmented", build) / "d", dest)
+    return Store.open(dest)
 
 
 def _late(store: Store, day: int, seconds: int) -> None:
@@ -135,7 +146,7 @@ def _used(store: Store, kind: str = "gpu") -> tuple[int, int]:
 
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory: pytest.TempPathFactory) -> Store:
-    return _segmented(tmp_path_factory.mktemp("rollups") / "d")
+    return segmented_copy(tmp_path_factory, tmp_path_factory.mktemp("rollups") / "d")
 
 
 @pytest.mark.slow

@@ -28,7 +28,7 @@ from gpulens.analysis.base import base_days
 from gpulens.store import Store
 from gpulens.store.compact import compact
 from gpulens.store.derived import KEY, base_dir, base_path, saved_bases
-from tests.analysis.test_rollups import DAY, NOON3, _assert_same, _late, _segmented
+from tests.analysis.test_rollups import DAY, NOON3, _assert_same, _late, segmented_copy
 from tests.core.test_quarantine import run
 
 D0, D1, D2 = (DAY.date() + dt.timedelta(days=i) for i in range(3))
@@ -68,7 +68,7 @@ def _fresh(store: Store, dest: Path) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory: pytest.TempPathFactory) -> Store:
-    store = _segmented(tmp_path_factory.mktemp("saved") / "d")
+    store = segmented_copy(tmp_path_factory, tmp_path_factory.mktemp("saved") / "d")
     compact(store, settle=3600, grace=3600, clock=lambda: NOON3)
     return store
 

@@ -16,13 +16,13 @@ from gpulens.store import Store
 from gpulens.store.compact import compact
 from gpulens.store.lake import partitions
 from gpulens.store.rollups import rollup_path
-from tests.analysis.test_rollups import DAY, NOON3, _late, _segmented
+from tests.analysis.test_rollups import DAY, NOON3, _late, segmented_copy
 from tests.core.test_cli import run
 
 
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory: pytest.TempPathFactory) -> Store:
-    return _segmented(tmp_path_factory.mktemp("info") / "d")
+    return segmented_copy(tmp_path_factory, tmp_path_factory.mktemp("info") / "d")
 
 
 def _info(store: Store) -> dict[str, Any]:
