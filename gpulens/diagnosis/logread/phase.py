@@ -130,6 +130,11 @@ def own_step(phase: str, step: str | None) -> str | None:
 _RUN_START_KEYS = ("Tracking run with wandb version",)
 
 
+#: Training progress lines after a completion line that show the run went on past it (one line may be
+#: the summary printed with it: "Early stopping ..." then "Best Iter=[1] ...").
+_WENT_ON = 2
+
+
 #: Lines above a failure searched for the start of its program.
 _RUN_LOOKBACK = 5000
 
@@ -224,7 +229,9 @@ def _step_in(line: str) -> str | None:
     if (n := _counter(line)) is not None:
         return n
     end = line[-400:]
-    if not is_progress(end) or _is_setting(end):
+    if not is_progress(end) and (end := _hidden_progress(line)) is None:  # type: ignore[assignment]
+        return None
+    if _is_setting(end):
         return None
     for rx in _STEP_RES:
         m = rx.search(end)
@@ -276,9 +283,12 @@ def _step_progress(line: str) -> bool:
         return True
     if "%|" in line[-_SHOWN:]:
         line = line.lstrip()  # tqdm pads its bar on the left ("  0%|")
-    if not is_progress(line) or "Warning" in line or "warn" in line:
+    end = line[-_SHOWN:]
+    if not is_progress(line) and (end := _hidden_progress(line)) is None:  # type: ignore[assignment]
         return False
-    if not any(c.isdigit() for c in line[-_SHOWN:]) or _is_setting(line[-_SHOWN:]):
+    if "Warning" in line or "warn" in line:
+        return False
+    if not any(c.isdigit() for c in end) or _is_setting(end):
         return False  # "waiting for batch...", "Iterations per epoch: 1108", "Starting training": no step done
     shown = _shown(line)
     if "%|" in shown or "it/s" in shown:
@@ -289,6 +299,48 @@ def _step_progress(line: str) -> bool:
         if rate is not None and _float(rate.group(1)) > _FAST:
             return False
     return True
+
+
+#: A metric named after an error rate, with its value: DETR's ``MetricLogger`` meter ``class_error: 0.0000``
+#: (``engine.py`` of facebookresearch/detr, copied by Deformable-DETR, DINO, MOTIP and their kin, printed on
+#: every training line), ``top1_error = 12.5``, ``train_error: 0.03``.
+_ERROR_METRIC = re.compile(r"\w*[Ee]rror\w*\s*[:=]\s*[-+]?\d")
+
+
+def _hidden_progress(line: str) -> str | None:
+    """The text that shows a training step in a logger line the progress test (which reads a line's
+    last characters) does not take: its last characters without the names of error-rate metrics
+    (:data:`_ERROR_METRIC`; their values kept), or, for a line longer than those that holds no error
+    word, its head, where loggers put the counter before dozens of meters (``INFO: Iters: 800/20000 ||
+    Lr: 0.0193 || Task Loss: 1.0468 || ...``, ``[Epoch: 10] [40/49] [eta: 0:0:22] loss = 7.1177 ...``);
+    the head only with a counter and a loss's value in it; not a progress bar's line (its head is an old refresh), not
+    a traceback's code line."""
+    if line[:1] in (" ", "\t") or "\r" in line.rstrip("\r\n"):
+        return None
+    tail = _no_error_metrics(line[-_SHOWN:])
+    if tail is not line[-_SHOWN:] and is_progress(tail):
+        return tail
+    if len(line) <= _SHOWN or _has_error_word(tail):
+        return None
+    head = _no_error_metrics(line[:_HEAD])
+    return head if _LOSS_VALUE.search(head) is not None and _COUNTED.search(head) is not None else None
+
+
+#: A loss with its value, as a training step's line prints it ("Task Loss: 1.0468", "loss = 7.1177"),
+#: which a configuration dump (``batch=16, epochs=100, loss_weight=1.0``) does not.
+_LOSS_VALUE = re.compile(r"(?i)\bloss\b\s*[:=]\s*[-+]?\d")
+#: A step, iteration or epoch counter ("Iters: 800/20000", "[Epoch: 10] [40/49]", "step 120").
+_COUNTED = re.compile(r"(?i)\b(?:epoch|iter\w*|step)\b\W{0,3}\d")
+
+
+def _no_error_metrics(text: str) -> str:
+    """``text`` without the names of its error-rate metrics (``class_error: 0.0`` -> ``0.0``), or
+    ``text`` itself when it names none."""
+    return _ERROR_METRIC.sub(lambda m: m.group(0)[-1], text) if "rror" in text else text
+
+
+#: The words that make a line an error's rather than progress (``lines.is_progress``'s).
+_has_error_word = contains_any(("rror", "ERROR", "Exception", "FATAL", "ailed", "Killed", "Traceback", "CANCELLED"))
 
 
 def _shown(line: str) -> str:
@@ -337,6 +389,8 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     before = [_shown(ln)[-_SHOWN:] for ln in lines[max(floor, top - _LOOKBACK):top] if ln.strip()]
     done = _completion_above(lines, max(floor, top - _LOOKBACK), top)
     stage = _next_stage(lines, done, top) if done is not None else None
+    if done is not None and stage is None and _progress_count(lines, done + 1, top, _WENT_ON) >= _WENT_ON:
+        done = None  # steps after it ("Finish training epoch 9.", then epoch 10's): one epoch's or stage's end
     if done is not None and stage is None and tb_start is not None and _eval_program(frames):
         return "evaluation"  # the job's next program after the finished one evaluates (chat_eval.py, test.py)
     if (done is not None and stage is None) or _teardown(region):

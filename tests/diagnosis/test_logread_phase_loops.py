@@ -1,0 +1,69 @@
+"""Phase rules of round 9 (issue 23, item 4), on excerpts written by hand in the shapes trainers
+and loggers print: a completion line that one epoch prints with more steps after it, logger lines
+whose counter sits at their head before dozens of meters, error-rate metrics on training lines."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpulens.diagnosis.classifier import Classifier
+from gpulens.diagnosis.logread import diagnose_text
+
+_OOM = ["Traceback (most recent call last):", '  File "/srv/main.py", line 210, in <module>', "    train_engine(cfg)",
+        '  File "/srv/engine.py", line 88, in train_one_epoch', "    outputs = model(frames)",
+        '  File "/srv/models/detr.py", line 140, in forward', "    hs = self.transformer(src)",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.20 GiB. GPU 0 has a total capacity of "
+        "23.65 GiB of which 600.00 MiB is free."]
+
+
+@pytest.fixture(scope="module")
+def rules() -> Classifier:
+    return Classifier(model=None, cache_dir=None)
+
+
+def _meters(k: int) -> str:
+    """A DETR-style training line: the counter first, then every auxiliary loss and ``class_error``."""
+    aux = "; ".join(f"loss_ce_{j} = 0.03{j} (0.03{j}); class_error_{j} = 0.0000 (0.0000); loss_bbox_{j} = 0.003 (0.003)"
+                    for j in range(6))
+    return f"[Metrics] [Epoch: 4] [{k}/80] [eta: 0:01:10] loss = 7.{k} (7.{k}); {aux}; lr = 0.0001 (0.0001);"
+
+
+def test_steps_after_an_epochs_completion_line_are_not_a_shutdown(rules: Classifier) -> None:
+    lines = [_meters(k) for k in (0, 20, 40, 60)] + ["[SUCCESS] Finish training epoch 3.", "[INFO] Start training epoch 4."]
+    lines += [_meters(k) for k in (0, 20, 40)] + _OOM
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.diagnosis.category == "gpu_oom" and w.phase == "training"
+    # the same completion line with nothing after it but one summary line: the run had ended
+    end = [_meters(k) for k in (0, 20, 40, 60)] + ["Training finished.", "Best epoch: 3, loss = 7.2",
+                                                   "Traceback (most recent call last):",
+                                                   '  File "/srv/main.py", line 230, in <module>',
+                                                   "    report(best)", "KeyError: 'val_acc'"]
+    assert diagnose_text("\n".join(end), rules).phase == "shutdown"
+
+
+def test_an_evaluation_after_steps_past_a_done_line_is_evaluation(rules: Classifier) -> None:
+    # "Done." of a set-up stage, then an epoch of steps, then the first evaluation batch
+    lines = ["Reinitializing last layer ...", "Done.",
+             *[f"Epoch: [1][{k}/110] Elapsed 1m 7s (remain 9m 14s) Loss: 0.{k + 1} Grad: 2.1  LR: 0.000002"
+               for k in (0, 50, 100, 109)],
+             "EVAL: [0/7] Elapsed 0m 7s (remain 0m 47s) Loss: 0.1289(0.1289)", *_OOM]
+    assert diagnose_text("\n".join(lines), rules).phase == "evaluation"
+
+
+def test_a_long_logger_line_is_read_by_its_head(rules: Classifier) -> None:
+    meters = " || ".join(f"meter_{j}: {j}.{j}e-01/{j}.5e-02" for j in range(30))
+    lines = [f"2026-06-29 20:12:{k:02d},520 seg INFO: Iters: {k * 20}/20000 || Lr: 0.0193 || Task Loss: 1.04{k} || {meters}"
+             for k in range(1, 8)]
+    lines += ["W0629 20:13:05.746000 2979 torch/distributed/elastic/agent/server/api.py:723] Received 15 death signal, "
+              "shutting down workers", "Terminated"]
+    assert diagnose_text("\n".join(lines), rules).phase == "training"
+
+
+def test_a_long_configuration_dump_is_no_step(rules: Classifier) -> None:
+    dump = ("task=detect, mode=train, model=yolov8n.yaml, epochs=100, patience=50, batch=16, imgsz=640, "
+            + ", ".join(f"opt_{j}={j}.5" for j in range(60)))
+    lines = ["Ultralytics YOLOv8.0.6 Python-3.9.13 torch-2.0.0 CUDA:0", dump, "Traceback (most recent call last):",
+             '  File "/srv/yolo/engine/model.py", line 189, in train', "    self.trainer = self.TrainerClass(overrides=overrides)",
+             '  File "/srv/yolo/engine/trainer.py", line 126, in __init__', "    self.data = check_dataset_yaml(self.data)",
+             "AssertionError: File not found: data/signs.yaml"]
+    assert diagnose_text("\n".join(lines), rules).phase == "startup"
