@@ -67,3 +67,19 @@ def test_a_long_configuration_dump_is_no_step(rules: Classifier) -> None:
              '  File "/srv/yolo/engine/trainer.py", line 126, in __init__', "    self.data = check_dataset_yaml(self.data)",
              "AssertionError: File not found: data/signs.yaml"]
     assert diagnose_text("\n".join(lines), rules).phase == "startup"
+
+
+def test_an_import_failure_at_module_level_is_startup_whatever_ran_before(rules: Classifier) -> None:
+    # another run's bars in the same nohup file, then a script whose imports fail
+    bars = [f"Round {k}: {p}%|#####     | {p * 4}/400 [00:{p:02d}<00:10, 3.1it/s, loss=0.5{k}]" for k, p in enumerate((20, 60, 100))]
+    tb = ["Traceback (most recent call last):", '  File "/srv/exp/run_mnist.py", line 7, in <module>',
+          "    from utils.plots import draw", '  File "<frozen importlib._bootstrap>", line 1176, in _find_and_load',
+          '  File "/srv/exp/utils/plots.py", line 3, in <module>', "    import seaborn as sns",
+          "ModuleNotFoundError: No module named 'seaborn'"]
+    w = diagnose_text("\n".join(bars + tb), rules)
+    assert w.diagnosis.category == "import_error" and (w.phase, w.step) == ("startup", None)
+    # an import done inside the training loop is not the program's start-up
+    late = ["Traceback (most recent call last):", '  File "/srv/exp/run_mnist.py", line 70, in <module>', "    main()",
+            '  File "/srv/exp/run_mnist.py", line 51, in main', "    from utils.plots import draw",
+            "ModuleNotFoundError: No module named 'seaborn'"]
+    assert diagnose_text("\n".join(bars + late), rules).phase != "startup"

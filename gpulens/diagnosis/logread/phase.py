@@ -367,6 +367,8 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
         else "\n".join(_job_report_cut(ln) for ln in region)
     if _syntax(frames or [logs.normalize_line(lines[min(failure, len(lines) - 1)])]):
         return "startup"  # the program could not even be compiled: whatever ran before was another run
+    if tb_start is not None and _import_failed(frames):
+        return "startup"  # its imports failed: it never started; the steps above are another program's
     by_name = _serializing(frames) or _checkpoint_func(_funcs(frames))
     if by_name is not None:
         return by_name
@@ -964,6 +966,23 @@ def _syntax(frames: Sequence[str]) -> bool:
     """Whether the traceback ends in a syntax error (the program was never run)."""
     last = frames[-1].strip() if frames else ""
     return last.startswith(_SYNTAX) or any(k + ":" in last for k in _SYNTAX)
+
+
+#: Python's exceptions for an import that cannot be done (a module not installed, a name it lacks,
+#: a compiled extension that does not load).
+_IMPORT_ERRORS = ("ModuleNotFoundError", "ImportError")
+
+
+def _import_failed(frames: Sequence[str]) -> bool:
+    """Whether the traceback is an import failing while the program's modules load: an
+    ``ImportError``/``ModuleNotFoundError`` through module-level frames only (the script's ``import``
+    and the modules it imports; Python's own ``<frozen importlib._bootstrap>`` frames are not the
+    program's), before the
+    program called anything: it has run none of its own steps."""
+    last = frames[-1].strip() if frames else ""
+    if not last.startswith(_IMPORT_ERRORS) and not any(f"{k}:" in last for k in _IMPORT_ERRORS):
+        return False
+    return _at_import([ln for ln in frames if '"<frozen importlib' not in ln])
 
 
 def _at_import(frames: Sequence[str]) -> bool:
