@@ -83,3 +83,22 @@ def test_an_import_failure_at_module_level_is_startup_whatever_ran_before(rules:
             '  File "/srv/exp/run_mnist.py", line 51, in main', "    from utils.plots import draw",
             "ModuleNotFoundError: No module named 'seaborn'"]
     assert diagnose_text("\n".join(bars + late), rules).phase != "startup"
+
+
+_DP = ["Traceback (most recent call last):", '  File "/srv/train.py", line 301, in <module>', "    train(args)",
+       '  File "/srv/train.py", line 240, in train', "    out = model(clips, captions)",
+       '  File "/srv/lib/torch/nn/parallel/data_parallel.py", line 152, in forward',
+       "    replicas = self.replicate(self.module, self.device_ids[:len(inputs)])",
+       "RuntimeError: all tensors must be on devices[0]"]
+
+
+def test_a_new_training_stage_announced_after_the_last_step_is_its_first_step(rules: Classifier) -> None:
+    pre = [f"iter {k:06d}/000283 | nll loss: 9.{k % 97:02d} | 0.27s per loop" for k in range(10, 290, 10)]
+    lines = pre + ["epoch 0010/0010 done (pretrain), loss: 9.173986", "saved pretrained decoder to models/ep0010.ckpt",
+                   "start training", *_DP]
+    assert diagnose_text("\n".join(lines), rules).phase == "first_step"
+    banner = pre + ["=== Beginning sequential adaptation ... ===", "    Number of training epochs: 1500", *_DP]
+    assert diagnose_text("\n".join(banner), rules).phase == "first_step"
+    # an epoch of the same loop announced is no new stage
+    epoch = pre + ["[INFO] Start training epoch 10.", *_DP]
+    assert diagnose_text("\n".join(epoch), rules).phase == "training"

@@ -410,7 +410,11 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
         return "evaluation"
     if _evaluating(lines, floor, top):
         return "evaluation"
+    if (loop := _new_loop(lines, floor, top)) is not None:  # a new training stage started: its steps count
+        floor = loop + 1
     phase = _by_steps(lines, floor, top, region, frames if tb_start is not None else None, step)
+    if loop is not None and phase == "startup":
+        phase = "first_step"  # after the loop's announcement: its set-up is done
     if phase in ("first_step", "training") and tb_start is not None and _eval_program(frames):
         return "evaluation"  # the steps an evaluation script counts are its batches
     return phase
@@ -691,6 +695,36 @@ def _stepped(lines: Sequence[str], floor: int, top: int) -> bool:
     (:data:`_STEP_WARNINGS`) before ``top``: it got as far as its first step."""
     return bool(last_matching(lines, _STEP_WARNINGS, lambda ln: "Error detected in " not in ln or "Backward" in ln,
                               floor, top))
+
+
+#: A training loop or stage announced in words, after a logger's prefix ("start training", "Starting
+#: fine-tuning ...", "=== Beginning sequential adaptation ... ==="), the way scripts print it once per
+#: stage (pre-training, then training; training, then adaptation).
+_LOOP_WORDS_START = re.compile(r"(?i)(?:^|[\s:\]=-])(?:start(?:ing|s)?|begin(?:ning|s)?)\s+(?:the\s+)?(?:\w+\s+){0,2}?"
+                               r"(?:train(?:ing)?|fine-?tun\w*|adapt(?:ation|ing)?)\b")
+#: An epoch's or iteration's number in an announcement ("Start training epoch 10"): one epoch of a loop
+#: going on, not a new stage (epoch 0 or 1 starts one).
+_ANNOUNCED_COUNT = re.compile(r"(?i)\b(?:epoch|iter\w*|step)\s*[:#\[]?\s*(\d+)")
+_LOOP_WORD_KEYS = ("tart", "egin", "TART", "EGIN")
+
+
+def _new_loop(lines: Sequence[str], floor: int, top: int) -> int | None:
+    """The index of a training loop's or stage's announcement (:data:`_LOOP_START`, :data:`_LOOP_WORDS_START`)
+    printed after the last training step before ``top`` (steps printed before it): the steps above are
+    an earlier stage's (pre-training, the previous program), and the failure is in this loop's first
+    step. An announcement that names an epoch past the first is one epoch of the same loop."""
+    last = last_matching(lines, _STEP_KEYS, _step_progress, floor, top)
+    if not last:
+        return None
+    for k in range(top - 1, last[0], -1):
+        text = ranks.launcher_text(_shown(lines[k]))[:_HEAD]
+        if text[:1] in (" ", "\t") or not any(w in text for w in _LOOP_WORD_KEYS) and not text.startswith("*****"):
+            continue
+        if any(t in text for t in _LOOP_START) or _LOOP_WORDS_START.search(text):
+            count = _ANNOUNCED_COUNT.search(text)
+            if count is None or int(count.group(1)) <= 1:
+                return k
+    return None
 
 
 def _loop_started(lines: Sequence[str], floor: int, top: int) -> bool:
