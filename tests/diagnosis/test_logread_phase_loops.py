@@ -102,3 +102,21 @@ def test_a_new_training_stage_announced_after_the_last_step_is_its_first_step(ru
     # an epoch of the same loop announced is no new stage
     epoch = pre + ["[INFO] Start training epoch 10.", *_DP]
     assert diagnose_text("\n".join(epoch), rules).phase == "training"
+
+
+def _tb(funcs: list[str]) -> list[str]:
+    out = ["Traceback (most recent call last):"]
+    for f in funcs:
+        out += [f'  File "/srv/lib/train/trainer.py", line 82, in {f}', "    output = self.network(batch)"]
+    return out + ["RuntimeError: Given groups=1, weight of size [64, 128, 3], expected input[0, 2, 2] to have 128 "
+                  "channels, but got 2 channels instead"]
+
+
+def test_a_trainers_val_function_is_evaluation(rules: Classifier) -> None:
+    steps = [f"eta: 0:0{9 - k}:00  epoch: 9  step: {73000 + 30 * k}  loss: 6.4{k}  lr: 0.000100  max_mem: 16175"
+             for k in range(10)]
+    bar = "  0%|          | 0/500 [00:00<?, ?it/s]  1%|          | 3/500 [00:02<04:39,  1.78it/s]"
+    w = diagnose_text("\n".join(steps + [bar] + _tb(["<module>", "main", "train", "val", "forward"])), rules)
+    assert w.phase == "evaluation"
+    w = diagnose_text("\n".join(steps + _tb(["<module>", "main", "train", "clamp_max_val", "forward"])), rules)
+    assert w.phase == "training"

@@ -863,7 +863,11 @@ _EVAL_FUNC = re.compile(r"(?:^|_|(?<=[a-z0-9])(?=[A-Z])|\d)(?i:eval|valid|test|m
                         r"|predict|infer)"
                         # an accuracy by its short name as the last word (SHOT's ``cal_acc``, ``compute_acc``,
                         # ``top1_acc``), not gradient accumulation (``acc_grad``, ``accumulate``)
-                        r"|(?i:(?:^|_)acc$)")
+                        r"|(?i:(?:^|_)acc$)"
+                        # validation by its short name as the function's first word (DeepSnake/E2EC/CenterNet
+                        # trainers' ``val(epoch, data_loader, evaluator)``, ``val_step``, ``val_one_epoch``),
+                        # not a value (``max_val``, ``get_val``)
+                        r"|^_*val(?:_|$)")
 #: Functions whose frames say the failure happened inside a training step (forward, backward,
 #: the optimizer's step).
 _STEP_FUNC = re.compile(r"^(?:forward|_forward|backward|training_step|train_step|train_batch|step|optimizer_step"
