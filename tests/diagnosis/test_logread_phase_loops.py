@@ -120,3 +120,16 @@ def test_a_trainers_val_function_is_evaluation(rules: Classifier) -> None:
     assert w.phase == "evaluation"
     w = diagnose_text("\n".join(steps + _tb(["<module>", "main", "train", "clamp_max_val", "forward"])), rules)
     assert w.phase == "training"
+
+
+def test_a_models_numbered_reasoning_is_no_training_step(rules: Classifier) -> None:
+    ray = "\x1b[36m(main_task pid=2818891)\x1b[0m "
+    lines = [f"{ray}epoch 0, step 1", f"{ray}Question: when did the war end?",
+             f"{ray}Answer: let's think through it step by step.",
+             *[f"{ray}**Step {k}:** {w} the search results" for k, w in enumerate(("Reading", "Ranking", "Using"), 1)],
+             f"{ray}<answer> 1918 </answer>", "Traceback (most recent call last):",
+             '  File "/srv/verl/workers/fsdp_workers.py", line 410, in update_actor', "    metrics = self.actor.update_policy(data)",
+             '  File "/srv/verl/workers/actor/dp_actor.py", line 280, in update_policy', "    loss.backward()",
+             "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.07 GiB. GPU 0 has a total capacity of 79.1 GiB"]
+    w = diagnose_text("\n".join(lines), rules)
+    assert (w.phase, w.step) == ("first_step", "1")

@@ -231,7 +231,7 @@ def _step_in(line: str) -> str | None:
     end = line[-400:]
     if not is_progress(end) and (end := _hidden_progress(line)) is None:  # type: ignore[assignment]
         return None
-    if _is_setting(end):
+    if _is_setting(end) or _prose(line, end):
         return None
     for rx in _STEP_RES:
         m = rx.search(end)
@@ -272,6 +272,22 @@ def _is_setting(end: str) -> bool:
     return _SETTING.search(end) is not None
 
 
+def _prose(line: str, end: str) -> bool:
+    """Whether a line that reads as progress (``end``: the part read) is prose that names a step:
+    a numbered instruction (:data:`_NUMBERED_STEP`), "step by step", or digits only in a launcher's
+    prefix (a Ray worker's pid, a rank)."""
+    if len(line) < _SHOWN and (own := ranks.launcher_text(line)) is not line and not any(c.isdigit() for c in own):
+        return True  # the number was the launcher's: "(main_task pid=28) Answer: ... step by step"
+    if ("Step " in end or "step " in end) and _NUMBERED_STEP.search(end):
+        return True  # "**Step 4: Analyze the search results**": a numbered instruction (a model's answer)
+    return "by" in end and _BY_STEP.search(end) is not None and not is_progress(_BY_STEP.sub(" ", end))
+
+
+#: An instruction numbered as a step, words only after it ("Step 4: Analyze search results", "**Step 2:** Compute
+#: the sum"): the reasoning a language model prints, which RL and evaluation logs (verl, TRL) show as samples.
+_NUMBERED_STEP = re.compile(r"(?i)\bstep\s+\d+\s*[:.)]\**\s*[a-z][a-z ,'-]*\W*$")
+#: The phrase "step by step" (prose, a prompt or a model's answer), which holds the word "step".
+_BY_STEP = re.compile(r"(?i)\bstep[- ]by[- ]step\b")
 #: A bar faster than this many iterations per second is not stepping a GPU training job.
 _FAST = 1000.0
 
@@ -290,6 +306,8 @@ def _step_progress(line: str) -> bool:
         return False
     if not any(c.isdigit() for c in end) or _is_setting(end):
         return False  # "waiting for batch...", "Iterations per epoch: 1108", "Starting training": no step done
+    if _prose(line, end):
+        return False
     shown = _shown(line)
     if "%|" in shown or "it/s" in shown:
         head = shown.split("%|")[0]
