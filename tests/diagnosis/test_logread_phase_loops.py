@@ -133,3 +133,15 @@ def test_a_models_numbered_reasoning_is_no_training_step(rules: Classifier) -> N
              "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.07 GiB. GPU 0 has a total capacity of 79.1 GiB"]
     w = diagnose_text("\n".join(lines), rules)
     assert (w.phase, w.step) == ("first_step", "1")
+
+
+def test_a_diffusion_models_sampling_loop_is_evaluation(rules: Classifier) -> None:
+    start = ["Loading model from: weights/v0.1/alex.pth", "2024-12-14-06:50:20-root-INFO: Start sampling",
+             "  0%|          | 0/249 [00:02<?, ?it/s]"]
+    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 31.7 GiB"
+    w = diagnose_text("\n".join(start + _tb(["<module>", "main", "p_sample_loop", "p_sample", "forward"])[:-1] + [oom]), rules)
+    assert w.phase == "evaluation"
+    # the training loss of the same model is a step of training
+    w = diagnose_text("\n".join(start[:1] + _tb(["<module>", "main", "run_loop", "run_step", "p_losses", "forward"])[:-1]
+                                + [oom]), rules)
+    assert w.phase == "first_step"

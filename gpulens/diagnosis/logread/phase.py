@@ -885,7 +885,11 @@ _EVAL_FUNC = re.compile(r"(?:^|_|(?<=[a-z0-9])(?=[A-Z])|\d)(?i:eval|valid|test|m
                         # validation by its short name as the function's first word (DeepSnake/E2EC/CenterNet
                         # trainers' ``val(epoch, data_loader, evaluator)``, ``val_step``, ``val_one_epoch``),
                         # not a value (``max_val``, ``get_val``)
-                        r"|^_*val(?:_|$)")
+                        r"|^_*val(?:_|$)"
+                        # a diffusion model's reverse process, run to make samples: openai/guided-diffusion's
+                        # ``p_sample_loop``/``ddim_sample_loop_progressive``/``p_sample``, CompVis/latent-diffusion's
+                        # ``ddim_sampling``/``p_sample_ddim``/``plms_sampling`` (not a training loss's ``p_losses``)
+                        r"|(?i:sample_loop)|^(?:p|ddim|ddpm|plms)_sample(?:_\w+)?$|^(?:ddim|plms|dpm)_sampling$")
 #: Functions whose frames say the failure happened inside a training step (forward, backward,
 #: the optimizer's step).
 _STEP_FUNC = re.compile(r"^(?:forward|_forward|backward|training_step|train_step|train_batch|step|optimizer_step"
