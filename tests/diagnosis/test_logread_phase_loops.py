@@ -145,3 +145,13 @@ def test_a_diffusion_models_sampling_loop_is_evaluation(rules: Classifier) -> No
     w = diagnose_text("\n".join(start[:1] + _tb(["<module>", "main", "run_loop", "run_step", "p_losses", "forward"])[:-1]
                                 + [oom]), rules)
     assert w.phase == "first_step"
+
+
+def test_an_evaluation_that_reported_its_results_is_over(rules: Classifier) -> None:
+    start = ["Training sentences: 11692", "Performance before training",
+             "2023-08-04 16:33:11 - EmbeddingSimilarityEvaluator: Evaluating the model on sts-dev dataset:"]
+    results = ["2023-08-04 16:33:13 - Cosine-Similarity :\tPearson: 0.3830\tSpearman: 0.4117",
+               "2023-08-04 16:33:13 - Manhattan-Distance:\tPearson: 0.4093\tSpearman: 0.4134"]
+    tb = _tb(["<module>", "train", "fit", "word_repetition"])[:-1] + ["ValueError: Sample larger than population or is negative"]
+    assert diagnose_text("\n".join(start + results + tb), rules).phase != "evaluation"
+    assert diagnose_text("\n".join(start + tb), rules).phase == "evaluation"  # announced, no result yet

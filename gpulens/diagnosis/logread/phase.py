@@ -423,8 +423,7 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
         return glued
     if _in_eval(frames) if tb_start is not None else _names_eval(text):
         return "evaluation"
-    if any(_names_eval(ln) and _EVAL_STARTS.search(ln) and not is_progress(ln) and not _RESULT_LINE.search(ln)
-           and "rror" not in ln and not ln.startswith((" ", "\t")) for ln in _since_last_step(before)):
+    if _evaluation_announced(_since_last_step(before)):
         return "evaluation"
     if _evaluating(lines, floor, top):
         return "evaluation"
@@ -641,6 +640,30 @@ _EVAL_HEADS = "EeVvTtPpIiSs[|"
 #: mmengine - INFO - "): ``Epoch(train)  [5][ 50/625]``, ``Epoch(val) [5][ 50/625]``, ``Epoch(test)
 #: [ 50/625]``, ``Iter(train) [ 50/10000]``, ``Iter(val) [ 50/2000]``: the loop and its counter.
 _MM_LOOP = re.compile(r"\b(?:Epoch|Iter)\((train|val|test)\)\s*(?:\[\s*\d+\s*\])?\s*\[\s*(\d+)\s*/\s*(\d+)\s*\]")
+
+
+def _evaluation_announced(since: Sequence[str]) -> bool:
+    """Whether one of the lines printed since the last step (``since``) announces an evaluation
+    going on (:data:`_EVAL_STARTS`) and no report of its results follows it (sentence-transformers'
+    "Evaluating the model on sts-dev dataset:" then its "Pearson: 0.3830  Spearman: 0.4117" lines: that
+    evaluation ended, what failed after it is not it)."""
+    for k, ln in enumerate(since):
+        if _names_eval(ln) and _EVAL_STARTS.search(ln) and not is_progress(ln) and not _RESULT_LINE.search(ln) \
+                and "rror" not in ln and not ln.startswith((" ", "\t")):
+            if not any(_reports_results(x) for x in since[k + 1:]):
+                return True
+    return False
+
+
+#: A metric's name and its decimal value ("Pearson: 0.3830", "acc=0.912", "mIoU: 22.479").
+_METRIC_PAIR = re.compile(r"[A-Za-z][\w-]*\s*[:=]\s*[-+]?\d*\.\d+")
+
+
+def _reports_results(line: str) -> bool:
+    """A line that reports an evaluation's results, as evaluators print their summary: two or more
+    metrics with decimal values on one line, not a progress bar's (a script printing one metric a
+    line, "AUC:  0.51", may still be inside the evaluation that computes the next)."""
+    return len(_METRIC_PAIR.findall(line[-_SHOWN:])) >= 2 and not _is_bar(line)
 
 
 def _since_last_step(before: Sequence[str]) -> Sequence[str]:
