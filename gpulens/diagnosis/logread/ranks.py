@@ -22,8 +22,8 @@ from typing import NamedTuple
 
 from gpulens.diagnosis.guarded import remembered_text
 
-__all__ = ["HOST_KEYS", "RANK_KEYS", "ROOT_CAUSE_HEADS", "Origin", "announced_host", "announced_rank", "launcher_text", "mpirun_first", "origin_of", "prefix_rank", "root_cause_table", "strip_prefix",
-           "table_hosts", "timestamp_of"]
+__all__ = ["HOST_KEYS", "RANK_KEYS", "ROOT_CAUSE_HEADS", "Origin", "announced_host", "announced_rank", "launcher_text", "mpirun_first", "origin_of", "prefix_rank", "root_cause_table", "srun_task",
+           "strip_prefix", "table_hosts", "task_host", "timestamp_of"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -159,6 +159,27 @@ def origin_of(line: str) -> Origin:
     return Origin(rank, node, proc)
 
 
+
+
+#: srun's ``--label`` task prefix (``1: ``, ``12: [rank7]: ...``) and its exit line for one task,
+#: ``srun: error: gpu07: task 1: Exited with exit code 1`` (not a range, ``tasks 0-3``).
+_SRUN_TASK = re.compile(r"^\s*(\d{1,4}):\s")
+_TASK_EXIT = re.compile(r"srun: error: ([\w.-]+): task (\d+):")
+
+
+def srun_task(line: str) -> int | None:
+    """The srun ``--label`` task a line is prefixed with, if any."""
+    m = _SRUN_TASK.match(line) if line[:1] in " 0123456789" else None
+    return int(m.group(1)) if m else None
+
+
+def task_host(lines: Sequence[str], keys: Sequence[int], task: int) -> str | None:
+    """The host srun's exit line for ``task`` names among the lines at ``keys``."""
+    for i in keys:
+        m = _TASK_EXIT.search(lines[i]) if "srun: error" in lines[i] else None
+        if m is not None and int(m.group(2)) == task:
+            return m.group(1)
+    return None
 
 
 def prefix_rank(line: str) -> int | None:

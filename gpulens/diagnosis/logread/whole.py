@@ -490,10 +490,15 @@ def _failing_rank(lines: Sequence[str], floor: int, first: ranks.Origin) -> int 
     return ranks.announced_rank(lines, find_keys(lines, ranks.RANK_KEYS, floor))
 
 
-def _failing_host(lines: Sequence[str], floor: int) -> str | None:
-    """The host a scheduler line names for the failed attempt (Slurm cancel/srun error), else
+def _failing_host(lines: Sequence[str], floor: int, failing: str | None = None) -> str | None:
+    """The host a scheduler line names for the failed attempt (Slurm cancel/srun error; for a
+    ``failing`` line behind srun's ``--label`` task prefix, the exit line of that task), else
     the one host its start-up lines name for every rank (a single-node job)."""
-    for i in reversed(find_keys(lines, ("CANCELLED", "srun: error"), floor)):
+    task = ranks.srun_task(failing) if failing is not None else None
+    found = find_keys(lines, ("CANCELLED", "srun: error"), floor)
+    if task is not None and (host := ranks.task_host(lines, found, task)) is not None:
+        return host
+    for i in reversed(found):
         node = ranks.origin_of(lines[i]).node
         if node:
             return node
