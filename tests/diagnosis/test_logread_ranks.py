@@ -282,3 +282,17 @@ def test_a_per_rank_slurm_file_with_a_node_still_names_its_rank(rules: Classifie
            "slurmstepd: error: *** STEP 4242.0 ON gpu07 CANCELLED AT 2024-06-01T22:00:00 DUE TO TIME LIMIT ***"]
     w = diagnose_text("\n".join(log), rules)
     assert (w.first_rank, w.first_node) == (3, "gpu07")
+
+
+def test_the_host_of_an_srun_task_is_its_own_exit_lines(rules: Classifier) -> None:
+    # two nodes, one torchrun agent each (srun --label): task 1's rank 7 fails first; task 0 exits last
+    log = ["0: step 1 loss 2.31", "1: step 1 loss 2.30",
+           "1: [rank7]: Traceback (most recent call last):", '1: [rank7]:   File "/srv/train.py", line 240, in main',
+           "1: [rank7]:     out = model(batch)",
+           "1: [rank7]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 822.00 MiB. GPU 3 has a total "
+           "capacity of 39.38 GiB of which 774.12 MiB is free.",
+           "srun: error: gpu-b12: task 1: Exited with exit code 1",
+           "0: [rank2]: RuntimeError: NCCL communicator was aborted on rank 2.",
+           "srun: error: gpu-a07: task 0: Exited with exit code 1"]
+    w = diagnose_text("\n".join(log), rules)
+    assert (w.first_rank, w.first_node) == (7, "gpu-b12")
