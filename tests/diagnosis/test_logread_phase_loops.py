@@ -155,3 +155,20 @@ def test_an_evaluation_that_reported_its_results_is_over(rules: Classifier) -> N
     tb = _tb(["<module>", "train", "fit", "word_repetition"])[:-1] + ["ValueError: Sample larger than population or is negative"]
     assert diagnose_text("\n".join(start + results + tb), rules).phase != "evaluation"
     assert diagnose_text("\n".join(start + tb), rules).phase == "evaluation"  # announced, no result yet
+
+
+def test_a_vllm_engines_loading_bar_and_profiling_forward_are_startup(rules: Classifier) -> None:
+    bars = [f"Loading safetensors checkpoint shards: {p:3d}% Completed | {k}/3 [00:1{k}<00:06,  6.28s/it]"
+            for k, p in ((1, 33), (2, 67), (3, 100))]
+    tb = ["Traceback (most recent call last):", '  File "/srv/vllm/v1/engine/core.py", line 690, in run_engine_core',
+          "    engine_core = EngineCoreProc(*args, **kwargs)", '  File "/srv/vllm/v1/engine/core.py", line 80, in __init__',
+          "    self._initialize_kv_caches(vllm_config)", '  File "/srv/vllm/v1/worker/gpu_model_runner.py", line 2300, in profile_run',
+          "    self._dummy_sampler_run(hidden_states)", '  File "/srv/torch/nn/modules/module.py", line 1773, in _call_impl',
+          "    return forward_call(*args, **kwargs)", '  File "/srv/vllm/v1/sample/sampler.py", line 50, in forward',
+          "    sampled = self.sample(logits, sampling_metadata)",
+          "FileNotFoundError: [Errno 2] No such file or directory: '/usr/local/cuda-12.6/bin/nvcc'"]
+    w = diagnose_text("\n".join(bars + tb), rules)
+    assert (w.phase, w.step) == ("startup", None)
+    # the same forward in the training loop is its first step
+    loop = [ln.replace("__init__", "train_step").replace("profile_run", "run_batch") for ln in tb]
+    assert diagnose_text("\n".join(bars + loop), rules).phase == "first_step"

@@ -288,6 +288,10 @@ def _prose(line: str, end: str) -> bool:
 _NUMBERED_STEP = re.compile(r"(?i)\bstep\s+\d+\s*[:.)]\**\s*[a-z][a-z ,'-]*\W*$")
 #: The phrase "step by step" (prose, a prompt or a model's answer), which holds the word "step".
 _BY_STEP = re.compile(r"(?i)\bstep[- ]by[- ]step\b")
+#: vLLM's tqdm bar format (``vllm/model_executor/model_loader/weight_utils.py``, ``_BAR_FORMAT = "{desc}:
+#: {percentage:3.0f}% Completed | {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}]\n"``): "Loading
+#: safetensors checkpoint shards:  67% Completed | 2/3 [00:13<00:06,  6.28s/it]".
+_VLLM_BAR = "% Completed | "
 #: A bar faster than this many iterations per second is not stepping a GPU training job.
 _FAST = 1000.0
 
@@ -309,8 +313,8 @@ def _step_progress(line: str) -> bool:
     if _prose(line, end):
         return False
     shown = _shown(line)
-    if "%|" in shown or "it/s" in shown:
-        head = shown.split("%|")[0]
+    if "%|" in shown or "it/s" in shown or "s/it" in shown or _VLLM_BAR in shown:
+        head = shown.split("%|")[0].split(_VLLM_BAR)[0]  # a slow bar shows "6.28s/it"
         if _SETUP_BAR.search(head):
             return False
         rate = _RATE.search(shown)
@@ -1019,12 +1023,14 @@ _EPOCH_FUNC = re.compile(r"(?i)^_*(?:train(?:ing)?_(?:one_)?epoch|run_(?:train_)
 
 def _in_step(frames: Sequence[str]) -> bool:
     """Whether the traceback runs inside a training step (a forward, a backward, an optimizer step,
-    an epoch's loop), or fetches a batch's items while iterating over a data set (a custom loader's thread, without
-    torch's ``_next_data``); a ``__getitem__`` not reached by iterating (``datasets["validation"]``
+    an epoch's loop) not called by a set-up function (:data:`_SETUP_FUNC`: a constructor's warm-up or
+    profiling forward, vLLM's ``__init__`` -> ``_initialize_kv_caches`` -> ``profile_run``), or fetches a batch's items while iterating over
+    a data set (a custom loader's thread, without torch's ``_next_data``); a ``__getitem__`` not reached by iterating (``datasets["validation"]``
     while setting up) is not a step."""
     funcs = _funcs(frames)
-    if any(_STEP_FUNC.match(f) or _EPOCH_FUNC.match(f) for f in funcs):
-        return True
+    built = next((k for k, f in enumerate(funcs) if _SETUP_FUNC.match(f)), len(funcs))
+    if any(_STEP_FUNC.match(f) or _EPOCH_FUNC.match(f) for f in funcs[:built]):
+        return True  # (a forward below a constructor, vLLM's profile_run, is its set-up's)
     fetch = next((k for k, f in enumerate(funcs) if _FETCH_FUNC.match(f)), None)
     return fetch is not None and any(_ITER_FUNC.search(f) for f in funcs[:fetch])
 
