@@ -172,3 +172,15 @@ def test_a_vllm_engines_loading_bar_and_profiling_forward_are_startup(rules: Cla
     # the same forward in the training loop is its first step
     loop = [ln.replace("__init__", "train_step").replace("profile_run", "run_batch") for ln in tb]
     assert diagnose_text("\n".join(bars + loop), rules).phase == "first_step"
+
+
+def test_a_wandb_footer_just_above_the_traceback_shows_the_steps_logged(rules: Classifier) -> None:
+    footer = ["wandb: Waiting for W&B process to finish... (failed 1).", "wandb: Run history:",
+              "wandb:   fitness \u2581\u2581\u2582\u2583\u2584\u2585\u2586\u2587\u2588", "wandb:     _step \u2581\u2582\u2583\u2584\u2585\u2586\u2588",
+              "wandb:", "wandb: Synced deep-wood-1813: https://wandb.ai/me/ga/runs/2gnq1epq"]
+    tb = ["Traceback (most recent call last):", '  File "/srv/ga/core_ga.py", line 268, in <module>', "    main()",
+          '  File "/srv/ga/core_ga.py", line 201, in initiate_ga', "    wandb.log_artifact(table)",
+          "requests.exceptions.HTTPError: 429 Client Error: Too Many Requests for url: https://api.wandb.ai/graphql"]
+    start = ["wandb: Tracking run with wandb version 0.10.12", "Population initialized."]
+    assert diagnose_text("\n".join(start + footer + tb), rules).phase == "training"
+    assert diagnose_text("\n".join(start + tb), rules).phase != "training"

@@ -694,7 +694,7 @@ def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str],
             return "first_step"
         if any(_OUT_OF_TIME.search(ln) for ln in (*region, *lines[top:top + _KILL_AFTER])):
             return "training"  # it ran for its whole allocation: the steps went where this log does not show
-        if _logged_history(lines[top:top + _KILL_AFTER]):
+        if _logged_history(lines[top:top + _KILL_AFTER]) or _logged_history(_footer_above(lines, floor, top)):
             return "training"  # the run logged its metrics many times (to wandb, not to this log)
         if _printed_losses(lines, floor, top):
             return "training"  # print(loss.item()) once a step
@@ -803,6 +803,16 @@ def _logged_history(after: Sequence[str]) -> bool:
     """Whether wandb's "Run history:" printed at the process's exit (after the failure) holds a
     metric logged three times or more: the run had done training steps although it printed none."""
     return any(ln.startswith("wandb:") and ("\u2581" in ln or "\u2588" in ln) and _SPARKLINE.search(ln) for ln in after)
+
+
+def _footer_above(lines: Sequence[str], floor: int, top: int) -> Sequence[str]:
+    """The block of wandb's exit lines (``wandb: ...``, blank lines between) printed just above ``top``:
+    its footer (``wandb/sdk/wandb_run.py``'s run history and summary) written at the same exit as the
+    traceback below it, on stdout while the traceback went to stderr, one stream flushed before the other."""
+    k = top
+    while k > floor and (not lines[k - 1].strip() or lines[k - 1].startswith("wandb:")):
+        k -= 1
+    return lines[k:top]
 
 
 #: A value printed alone on its line, as ``print(loss.item())`` or ``print(loss)`` does once a step
