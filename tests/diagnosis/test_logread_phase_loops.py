@@ -184,3 +184,15 @@ def test_a_wandb_footer_just_above_the_traceback_shows_the_steps_logged(rules: C
     start = ["wandb: Tracking run with wandb version 0.10.12", "Population initialized."]
     assert diagnose_text("\n".join(start + footer + tb), rules).phase == "training"
     assert diagnose_text("\n".join(start + tb), rules).phase != "training"
+
+
+def test_a_failure_after_lightnings_model_summary_is_in_the_first_step(rules: Classifier) -> None:
+    summary = ["  | Name  | Type | Params | Mode", "0 | model | GRU  | 846 K  | train", "846 K     Trainable params",
+               "0         Non-trainable params", "846 K     Total params", "3.387     Total estimated model params size (MB)",
+               "SLURM auto-requeueing enabled. Setting signal handlers."]
+    tb = ["Traceback (most recent call last):", '  File "/srv/torchmetrics/metric.py", line 483, in wrapped_func',
+          "    update(*args, **kwargs)", '  File "/srv/torchmetrics/classification/stat_scores.py", line 77, in _update_state',
+          "    self.tp += tp", "RuntimeError: Expected all tensors to be on the same device, but found at least two devices, "
+          "cuda:0 and cpu!"]
+    assert diagnose_text("\n".join(summary + tb), rules).phase == "first_step"
+    assert diagnose_text("\n".join(summary[-1:] + tb), rules).phase == "startup"

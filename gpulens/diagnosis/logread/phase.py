@@ -717,9 +717,11 @@ def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str],
 #: "Starting training from iteration 0" (``SimpleTrainer``/``TrainerBase.train``), Ultralytics YOLO's
 #: "Starting training for 100 epochs..." (after "Logging results to ..."), mmcv 1.x runners'
 #: "workflow: [('train', 1)], max: 12 epochs" (``EpochBasedRunner.run``; ``max: 90000 iters`` for
-#: ``IterBasedRunner``).
+#: ``IterBasedRunner``), Lightning's model summary ending "Total estimated model params size (MB)" (the
+#: ``ModelSummary`` callback's ``on_fit_start``, after the model and optimizers are set up, before the
+#: sanity check and the first batch).
 _LOOP_START = ("***** Running training *****", "begin training epoch ", "Starting training from iteration ",
-               "Starting training for ", "workflow: [(")
+               "Starting training for ", "workflow: [(", "Total estimated model params size (MB)")
 
 
 #: Warnings PyTorch prints only once a training step has run (each once per process): DDP's reducer
@@ -763,9 +765,8 @@ def _new_loop(lines: Sequence[str], floor: int, top: int) -> int | None:
         return None
     for k in range(top - 1, last[0], -1):
         text = ranks.launcher_text(_shown(lines[k]))[:_HEAD]
-        if text[:1] in (" ", "\t") or not any(w in text for w in _LOOP_WORD_KEYS) and not text.startswith("*****"):
-            continue
-        if any(t in text for t in _LOOP_START) or _LOOP_WORDS_START.search(text):
+        if any(t in text for t in _LOOP_START) or (text[:1] not in (" ", "\t") and any(w in text for w in _LOOP_WORD_KEYS)
+                                                   and _LOOP_WORDS_START.search(text)):
             count = _ANNOUNCED_COUNT.search(text)
             if count is None or int(count.group(1)) <= 1:
                 return k
