@@ -228,8 +228,10 @@ def _counter(line: str) -> str | None:
 def _step_in(line: str) -> str | None:
     if (n := _counter(line)) is not None:
         return n
-    end = line[-400:]
-    if not is_progress(end) and (end := _hidden_progress(line)) is None:  # type: ignore[assignment]
+    end: str | None = line[-400:]
+    if not is_progress(line[-400:]):
+        end = _hidden_progress(line)
+    if end is None:
         return None
     if _is_setting(end) or _prose(line, end):
         return None
@@ -303,8 +305,10 @@ def _step_progress(line: str) -> bool:
         return True
     if "%|" in line[-_SHOWN:]:
         line = line.lstrip()  # tqdm pads its bar on the left ("  0%|")
-    end = line[-_SHOWN:]
-    if not is_progress(line) and (end := _hidden_progress(line)) is None:  # type: ignore[assignment]
+    end: str | None = line[-_SHOWN:]
+    if not is_progress(line):
+        end = _hidden_progress(line)
+    if end is None:
         return False
     if "Warning" in line or "warn" in line:
         return False
