@@ -278,7 +278,8 @@ def _prose(line: str, end: str) -> bool:
     """Whether a line that reads as progress (``end``: the part read) is prose that names a step:
     a numbered instruction (:data:`_NUMBERED_STEP`), "step by step", or digits only in a launcher's
     prefix (a Ray worker's pid, a rank)."""
-    if len(line) < _SHOWN and (own := ranks.launcher_text(line)) is not line and not any(c.isdigit() for c in own):
+    if len(line) < _SHOWN and (line[:1] in "[( 0123456789\x1b" or "pid=" in line[:_HEAD]) \
+            and (own := ranks.launcher_text(line)) is not line and not any(c.isdigit() for c in own):
         return True  # the number was the launcher's: "(main_task pid=28) Answer: ... step by step"
     if ("Step " in end or "step " in end) and _NUMBERED_STEP.search(end):
         return True  # "**Step 4: Analyze the search results**": a numbered instruction (a model's answer)
@@ -341,10 +342,11 @@ def _hidden_progress(line: str) -> str | None:
     Lr: 0.0193 || Task Loss: 1.0468 || ...``, ``[Epoch: 10] [40/49] [eta: 0:0:22] loss = 7.1177 ...``);
     the head only with a counter and a loss's value in it; not a progress bar's line (its head is an old refresh), not
     a traceback's code line."""
-    if line[:1] in (" ", "\t") or "\r" in line.rstrip("\r\n"):
+    end = line[-_SHOWN:]
+    if ("rror" not in end and len(line) <= _SHOWN) or line[:1] in (" ", "\t") or 0 <= line.find("\r") < len(line) - 1:
         return None
-    tail = _no_error_metrics(line[-_SHOWN:])
-    if tail is not line[-_SHOWN:] and is_progress(tail):
+    tail = _no_error_metrics(end)
+    if tail is not end and is_progress(tail):
         return tail
     if len(line) <= _SHOWN or _has_error_word(tail):
         return None
@@ -761,12 +763,27 @@ _LOOP_WORD_KEYS = ("tart", "egin", "TART", "EGIN")
 
 def _new_loop(lines: Sequence[str], floor: int, top: int) -> int | None:
     """The index of a training loop's or stage's announcement (:data:`_LOOP_START`, :data:`_LOOP_WORDS_START`)
-    printed after the last training step before ``top`` (steps printed before it): the steps above are
-    an earlier stage's (pre-training, the previous program), and the failure is in this loop's first
-    step. An announcement that names an epoch past the first is one epoch of the same loop."""
-    last = last_matching(lines, _STEP_KEYS, _step_progress, floor, top)
-    if not last:
+    among the last lines before ``top``, with training steps printed before it and none after it: the
+    steps above are an earlier stage's (pre-training, the previous program), and the failure is in this
+    loop's first step. An announcement that names an epoch past the first is one epoch of the same loop."""
+    lo = max(floor, top - _ANNOUNCE_LINES)
+    found = last_matching(lines, (*_LOOP_START, *_LOOP_WORD_KEYS), _announces_loop, lo, top)
+    if not found or _progress_count(lines, found[0] + 1, top, 1) or not _progress_count(lines, floor, found[0], 1):
         return None
+    return found[0]
+
+
+#: Lines above a failure searched for a new loop's announcement.
+_ANNOUNCE_LINES = 200
+
+
+def _announces_loop(line: str) -> bool:
+    """Whether a line announces a training loop or stage starting (not one epoch of it)."""
+    text = ranks.launcher_text(_shown(line))[:_HEAD]
+    if not any(t in text for t in _LOOP_START) and (text[:1] in (" ", "\t") or _LOOP_WORDS_START.search(text) is None):
+        return False
+    count = _ANNOUNCED_COUNT.search(text)
+    return count is None or int(count.group(1)) <= 1
     for k in range(top - 1, last[0], -1):
         text = ranks.launcher_text(_shown(lines[k]))[:_HEAD]
         if any(t in text for t in _LOOP_START) or (text[:1] not in (" ", "\t") and any(w in text for w in _LOOP_WORD_KEYS)
