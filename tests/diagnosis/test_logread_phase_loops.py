@@ -196,3 +196,16 @@ def test_a_failure_after_lightnings_model_summary_is_in_the_first_step(rules: Cl
           "cuda:0 and cpu!"]
     assert diagnose_text("\n".join(summary + tb), rules).phase == "first_step"
     assert diagnose_text("\n".join(summary[-1:] + tb), rules).phase == "startup"
+
+
+def test_a_metric_computed_under_a_constructor_is_evaluation(rules: Classifier) -> None:
+    tb = ["Traceback (most recent call last):", '  File "/srv/ko/get_roc_curves_files.py", line 90, in <module>',
+          "    obj = RocCurves(scores, labels)", '  File "/srv/ko/roc.py", line 20, in __init__', "    self.get_roc()",
+          '  File "/srv/ko/roc.py", line 41, in get_aucROC', "    fpr, tpr, _ = roc_curve(labels, scores)",
+          '  File "/srv/sklearn/metrics/_ranking.py", line 992, in roc_curve', "    fps, tps, thresholds = _binary_clf_curve(",
+          "ValueError: Input contains NaN."]
+    assert diagnose_text("\n".join(["is gpu 1True", *tb]), rules).phase == "evaluation"
+    # a constructor building the model is start-up
+    build = [ln.replace("get_aucROC", "build_layers").replace("roc_curve(labels, scores)", "nn.Linear(d, k)")
+             .replace("in roc_curve", "in __init__") for ln in tb]
+    assert diagnose_text("\n".join(["is gpu 1True", *build]), rules).phase == "startup"

@@ -508,10 +508,11 @@ def _setting_up(frames: Sequence[str]) -> bool:
     """Whether the traceback fails while the program sets itself up: the script's module level (or
     its entry function, ``main``) calls a set-up function (:data:`_SETUP_FUNC`: building the trainer,
     the engine, the model), and no frame is of a loop that trains, iterates or evaluates (whatever
-    steps are printed above belong to an earlier program). A worker thread's traceback (no
+    steps are printed above belong to an earlier program); not when a frame computes an evaluation's
+    metrics (:func:`_in_eval`: scikit-learn's ``roc_curve`` under a constructor). A worker thread's traceback (no
     ``<module>`` frame) and a constructor called deeper (a distribution built in a forward) are not."""
     funcs = _funcs(frames)
-    if not funcs or funcs[0] != "<module>" or any(_LOOP_WORDS.search(f) for f in funcs):
+    if not funcs or funcs[0] != "<module>" or any(_LOOP_WORDS.search(f) for f in funcs) or _in_eval(frames):
         return False
     calls = [f for f in funcs[1:] if f != "<module>"]
     k = 0
@@ -937,7 +938,7 @@ _FRAME = re.compile(r'^\s*File "[^"]*", line \d+(?:, in (\S+))?')
 #: Each word starts a word of the name (``run_inference``, ``validation_step``, ``_evaluate``, ``calc_psnr``;
 #: camelCase ``doEval``), not the inside of another (``flashinfer_sample``, ``latest_ckpt``, ``invalid_mask``).
 _EVAL_FUNC = re.compile(r"(?:^|_|(?<=[a-z0-9])(?=[A-Z])|\d)(?i:eval|valid|test|metric|psnr|ssim|accuracy|score|bleu|rouge"
-                        r"|predict|infer)"
+                        r"|predict|infer|roc|auc)"
                         # an accuracy by its short name as the last word (SHOT's ``cal_acc``, ``compute_acc``,
                         # ``top1_acc``), not gradient accumulation (``acc_grad``, ``accumulate``)
                         r"|(?i:(?:^|_)acc$)"
