@@ -785,14 +785,6 @@ def _announces_loop(line: str) -> bool:
         return False
     count = _ANNOUNCED_COUNT.search(text)
     return count is None or int(count.group(1)) <= 1
-    for k in range(top - 1, last[0], -1):
-        text = ranks.launcher_text(_shown(lines[k]))[:_HEAD]
-        if any(t in text for t in _LOOP_START) or (text[:1] not in (" ", "\t") and any(w in text for w in _LOOP_WORD_KEYS)
-                                                   and _LOOP_WORDS_START.search(text)):
-            count = _ANNOUNCED_COUNT.search(text)
-            if count is None or int(count.group(1)) <= 1:
-                return k
-    return None
 
 
 def _loop_started(lines: Sequence[str], floor: int, top: int) -> bool:
