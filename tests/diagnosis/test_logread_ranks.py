@@ -227,6 +227,22 @@ def test_nccl_mpi_and_slurm_lines_name_the_one_host_of_a_single_node_job(rules: 
     assert diagnose_text("\n".join(log), rules).first_node == "gpu-a12"
 
 
+def test_a_pbs_exec_vnode_names_the_one_host_of_a_job(rules: Classifier) -> None:
+    from gpulens.diagnosis.logread.ranks import announced_host
+
+    def host(text: list[str]) -> str | None:
+        return announced_host(text, list(range(len(text))))
+
+    assert host(["exec_vnode = (c3n7:ngpus=2:ncpus=32:mem=230686720kb)"]) == "c3n7"
+    assert host(["\tExecution Nodes Used: (gpu-12:ncpus=16:ngpus=4)"]) == "gpu-12"
+    assert host(["exec_vnode = (c3n7:ncpus=32:ngpus=4)+(c3n8:ncpus=32:ngpus=4)"]) is None  # two hosts
+    assert host(["#PBS -l select=1:ncpus=32:ngpus=2:mem=220gb"]) is None  # a request names no host
+    oom = ["Traceback (most recent call last):", '  File "/srv/train.py", line 30, in <module>', "    trainer.train()",
+           "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.73 GiB. GPU 1 has a total capacity of 39.39 GiB",
+           "======== job epilogue ========", "\tExit Status: 1", "\tExecution Nodes Used: (x1000c3s5b0n0:ngpus=2:ncpus=32:mem=2gb)"]
+    assert diagnose_text("\n".join(oom), rules).first_node == "x1000c3s5b0n0"
+
+
 @pytest.mark.parametrize("start, rank", [
     # printed by every rank: one rank named means the log holds that process's output only
     (["06/01/2024 10:00:00 - WARNING - __main__ - Process rank: 3, device: cuda:3, n_gpu: 1, distributed training: True,"
@@ -266,3 +282,17 @@ def test_a_per_rank_slurm_file_with_a_node_still_names_its_rank(rules: Classifie
            "slurmstepd: error: *** STEP 4242.0 ON gpu07 CANCELLED AT 2024-06-01T22:00:00 DUE TO TIME LIMIT ***"]
     w = diagnose_text("\n".join(log), rules)
     assert (w.first_rank, w.first_node) == (3, "gpu07")
+
+
+def test_the_host_of_an_srun_task_is_its_own_exit_lines(rules: Classifier) -> None:
+    # two nodes, one torchrun agent each (srun --label): task 1's rank 7 fails first; task 0 exits last
+    log = ["0: step 1 loss 2.31", "1: step 1 loss 2.30",
+           "1: [rank7]: Traceback (most recent call last):", '1: [rank7]:   File "/srv/train.py", line 240, in main',
+           "1: [rank7]:     out = model(batch)",
+           "1: [rank7]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 822.00 MiB. GPU 3 has a total "
+           "capacity of 39.38 GiB of which 774.12 MiB is free.",
+           "srun: error: gpu-b12: task 1: Exited with exit code 1",
+           "0: [rank2]: RuntimeError: NCCL communicator was aborted on rank 2.",
+           "srun: error: gpu-a07: task 0: Exited with exit code 1"]
+    w = diagnose_text("\n".join(log), rules)
+    assert (w.first_rank, w.first_node) == (7, "gpu-b12")

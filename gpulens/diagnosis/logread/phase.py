@@ -130,6 +130,11 @@ def own_step(phase: str, step: str | None) -> str | None:
 _RUN_START_KEYS = ("Tracking run with wandb version",)
 
 
+#: Training progress lines after a completion line that show the run went on past it (one line may be
+#: the summary printed with it: "Early stopping ..." then "Best Iter=[1] ...").
+_WENT_ON = 2
+
+
 #: Lines above a failure searched for the start of its program.
 _RUN_LOOKBACK = 5000
 
@@ -223,8 +228,12 @@ def _counter(line: str) -> str | None:
 def _step_in(line: str) -> str | None:
     if (n := _counter(line)) is not None:
         return n
-    end = line[-400:]
-    if not is_progress(end) or _is_setting(end):
+    end: str | None = line[-400:]
+    if not is_progress(line[-400:]):
+        end = _hidden_progress(line)
+    if end is None:
+        return None
+    if _is_setting(end) or _prose(line, end):
         return None
     for rx in _STEP_RES:
         m = rx.search(end)
@@ -265,6 +274,27 @@ def _is_setting(end: str) -> bool:
     return _SETTING.search(end) is not None
 
 
+def _prose(line: str, end: str) -> bool:
+    """Whether a line that reads as progress (``end``: the part read) is prose that names a step:
+    a numbered instruction (:data:`_NUMBERED_STEP`), "step by step", or digits only in a launcher's
+    prefix (a Ray worker's pid, a rank)."""
+    if len(line) < _SHOWN and (line[:1] in "[( 0123456789\x1b" or "pid=" in line[:_HEAD]) \
+            and (own := ranks.launcher_text(line)) is not line and not any(c.isdigit() for c in own):
+        return True  # the number was the launcher's: "(main_task pid=28) Answer: ... step by step"
+    if ("Step " in end or "step " in end) and _NUMBERED_STEP.search(end):
+        return True  # "**Step 4: Analyze the search results**": a numbered instruction (a model's answer)
+    return "by" in end and _BY_STEP.search(end) is not None and not is_progress(_BY_STEP.sub(" ", end))
+
+
+#: An instruction numbered as a step, words only after it ("Step 4: Analyze search results", "**Step 2:** Compute
+#: the sum"): the reasoning a language model prints, which RL and evaluation logs (verl, TRL) show as samples.
+_NUMBERED_STEP = re.compile(r"(?i)\bstep\s+\d+\s*[:.)]\**\s*[a-z][a-z ,'-]*\W*$")
+#: The phrase "step by step" (prose, a prompt or a model's answer), which holds the word "step".
+_BY_STEP = re.compile(r"(?i)\bstep[- ]by[- ]step\b")
+#: vLLM's tqdm bar format (``vllm/model_executor/model_loader/weight_utils.py``, ``_BAR_FORMAT = "{desc}:
+#: {percentage:3.0f}% Completed | {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}]\n"``): "Loading
+#: safetensors checkpoint shards:  67% Completed | 2/3 [00:13<00:06,  6.28s/it]".
+_VLLM_BAR = "% Completed | "
 #: A bar faster than this many iterations per second is not stepping a GPU training job.
 _FAST = 1000.0
 
@@ -276,19 +306,69 @@ def _step_progress(line: str) -> bool:
         return True
     if "%|" in line[-_SHOWN:]:
         line = line.lstrip()  # tqdm pads its bar on the left ("  0%|")
-    if not is_progress(line) or "Warning" in line or "warn" in line:
+    end: str | None = line[-_SHOWN:]
+    if not is_progress(line):
+        end = _hidden_progress(line)
+    if end is None:
         return False
-    if not any(c.isdigit() for c in line[-_SHOWN:]) or _is_setting(line[-_SHOWN:]):
+    if "Warning" in line or "warn" in line:
+        return False
+    if not any(c.isdigit() for c in end) or _is_setting(end):
         return False  # "waiting for batch...", "Iterations per epoch: 1108", "Starting training": no step done
+    if _prose(line, end):
+        return False
     shown = _shown(line)
-    if "%|" in shown or "it/s" in shown:
-        head = shown.split("%|")[0]
+    if "%|" in shown or "it/s" in shown or "s/it" in shown or _VLLM_BAR in shown:
+        head = shown.split("%|")[0].split(_VLLM_BAR)[0]  # a slow bar shows "6.28s/it"
         if _SETUP_BAR.search(head):
             return False
         rate = _RATE.search(shown)
         if rate is not None and _float(rate.group(1)) > _FAST:
             return False
     return True
+
+
+#: A metric named after an error rate, with its value: DETR's ``MetricLogger`` meter ``class_error: 0.0000``
+#: (``engine.py`` of facebookresearch/detr, copied by Deformable-DETR, DINO, MOTIP and their kin, printed on
+#: every training line), ``top1_error = 12.5``, ``train_error: 0.03``.
+_ERROR_METRIC = re.compile(r"\w*[Ee]rror\w*\s*[:=]\s*[-+]?\d")
+
+
+def _hidden_progress(line: str) -> str | None:
+    """The text that shows a training step in a logger line the progress test (which reads a line's
+    last characters) does not take: its last characters without the names of error-rate metrics
+    (:data:`_ERROR_METRIC`; their values kept), or, for a line longer than those that holds no error
+    word, its head, where loggers put the counter before dozens of meters (``INFO: Iters: 800/20000 ||
+    Lr: 0.0193 || Task Loss: 1.0468 || ...``, ``[Epoch: 10] [40/49] [eta: 0:0:22] loss = 7.1177 ...``);
+    the head only with a counter and a loss's value in it; not a progress bar's line (its head is an old refresh), not
+    a traceback's code line."""
+    end = line[-_SHOWN:]
+    if ("rror" not in end and len(line) <= _SHOWN) or line[:1] in (" ", "\t") or 0 <= line.find("\r") < len(line) - 1:
+        return None
+    tail = _no_error_metrics(end)
+    if tail is not end and is_progress(tail):
+        return tail
+    if len(line) <= _SHOWN or _has_error_word(tail):
+        return None
+    head = _no_error_metrics(line[:_HEAD])
+    return head if _LOSS_VALUE.search(head) is not None and _COUNTED.search(head) is not None else None
+
+
+#: A loss with its value, as a training step's line prints it ("Task Loss: 1.0468", "loss = 7.1177"),
+#: which a configuration dump (``batch=16, epochs=100, loss_weight=1.0``) does not.
+_LOSS_VALUE = re.compile(r"(?i)\bloss\b\s*[:=]\s*[-+]?\d")
+#: A step, iteration or epoch counter ("Iters: 800/20000", "[Epoch: 10] [40/49]", "step 120").
+_COUNTED = re.compile(r"(?i)\b(?:epoch|iter\w*|step)\b\W{0,3}\d")
+
+
+def _no_error_metrics(text: str) -> str:
+    """``text`` without the names of its error-rate metrics (``class_error: 0.0`` -> ``0.0``), or
+    ``text`` itself when it names none."""
+    return _ERROR_METRIC.sub(lambda m: m.group(0)[-1], text) if "rror" in text else text
+
+
+#: The words that make a line an error's rather than progress (``lines.is_progress``'s).
+_has_error_word = contains_any(("rror", "ERROR", "Exception", "FATAL", "ailed", "Killed", "Traceback", "CANCELLED"))
 
 
 def _shown(line: str) -> str:
@@ -315,6 +395,8 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
         else "\n".join(_job_report_cut(ln) for ln in region)
     if _syntax(frames or [logs.normalize_line(lines[min(failure, len(lines) - 1)])]):
         return "startup"  # the program could not even be compiled: whatever ran before was another run
+    if tb_start is not None and _import_failed(frames):
+        return "startup"  # its imports failed: it never started; the steps above are another program's
     by_name = _serializing(frames) or _checkpoint_func(_funcs(frames))
     if by_name is not None:
         return by_name
@@ -337,6 +419,8 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     before = [_shown(ln)[-_SHOWN:] for ln in lines[max(floor, top - _LOOKBACK):top] if ln.strip()]
     done = _completion_above(lines, max(floor, top - _LOOKBACK), top)
     stage = _next_stage(lines, done, top) if done is not None else None
+    if done is not None and stage is None and _progress_count(lines, done + 1, top, _WENT_ON) >= _WENT_ON:
+        done = None  # steps after it ("Finish training epoch 9.", then epoch 10's): one epoch's or stage's end
     if done is not None and stage is None and tb_start is not None and _eval_program(frames):
         return "evaluation"  # the job's next program after the finished one evaluates (chat_eval.py, test.py)
     if (done is not None and stage is None) or _teardown(region):
@@ -349,12 +433,15 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
         return glued
     if _in_eval(frames) if tb_start is not None else _names_eval(text):
         return "evaluation"
-    if any(_names_eval(ln) and _EVAL_STARTS.search(ln) and not is_progress(ln) and not _RESULT_LINE.search(ln)
-           and "rror" not in ln and not ln.startswith((" ", "\t")) for ln in _since_last_step(before)):
+    if _evaluation_announced(_since_last_step(before)):
         return "evaluation"
     if _evaluating(lines, floor, top):
         return "evaluation"
+    if (loop := _new_loop(lines, floor, top)) is not None:  # a new training stage started: its steps count
+        floor = loop + 1
     phase = _by_steps(lines, floor, top, region, frames if tb_start is not None else None, step)
+    if loop is not None and phase == "startup":
+        phase = "first_step"  # after the loop's announcement: its set-up is done
     if phase in ("first_step", "training") and tb_start is not None and _eval_program(frames):
         return "evaluation"  # the steps an evaluation script counts are its batches
     return phase
@@ -421,10 +508,11 @@ def _setting_up(frames: Sequence[str]) -> bool:
     """Whether the traceback fails while the program sets itself up: the script's module level (or
     its entry function, ``main``) calls a set-up function (:data:`_SETUP_FUNC`: building the trainer,
     the engine, the model), and no frame is of a loop that trains, iterates or evaluates (whatever
-    steps are printed above belong to an earlier program). A worker thread's traceback (no
+    steps are printed above belong to an earlier program); not when a frame computes an evaluation's
+    metrics (:func:`_in_eval`: scikit-learn's ``roc_curve`` under a constructor). A worker thread's traceback (no
     ``<module>`` frame) and a constructor called deeper (a distribution built in a forward) are not."""
     funcs = _funcs(frames)
-    if not funcs or funcs[0] != "<module>" or any(_LOOP_WORDS.search(f) for f in funcs):
+    if not funcs or funcs[0] != "<module>" or any(_LOOP_WORDS.search(f) for f in funcs) or _in_eval(frames):
         return False
     calls = [f for f in funcs[1:] if f != "<module>"]
     k = 0
@@ -565,6 +653,30 @@ _EVAL_HEADS = "EeVvTtPpIiSs[|"
 _MM_LOOP = re.compile(r"\b(?:Epoch|Iter)\((train|val|test)\)\s*(?:\[\s*\d+\s*\])?\s*\[\s*(\d+)\s*/\s*(\d+)\s*\]")
 
 
+def _evaluation_announced(since: Sequence[str]) -> bool:
+    """Whether one of the lines printed since the last step (``since``) announces an evaluation
+    going on (:data:`_EVAL_STARTS`) and no report of its results follows it (sentence-transformers'
+    "Evaluating the model on sts-dev dataset:" then its "Pearson: 0.3830  Spearman: 0.4117" lines: that
+    evaluation ended, what failed after it is not it)."""
+    for k, ln in enumerate(since):
+        if _names_eval(ln) and _EVAL_STARTS.search(ln) and not is_progress(ln) and not _RESULT_LINE.search(ln) \
+                and "rror" not in ln and not ln.startswith((" ", "\t")):
+            if not any(_reports_results(x) for x in since[k + 1:]):
+                return True
+    return False
+
+
+#: A metric's name and its decimal value ("Pearson: 0.3830", "acc=0.912", "mIoU: 22.479").
+_METRIC_PAIR = re.compile(r"[A-Za-z][\w-]*\s*[:=]\s*[-+]?\d*\.\d+")
+
+
+def _reports_results(line: str) -> bool:
+    """A line that reports an evaluation's results, as evaluators print their summary: two or more
+    metrics with decimal values on one line, not a progress bar's (a script printing one metric a
+    line, "AUC:  0.51", may still be inside the evaluation that computes the next)."""
+    return len(_METRIC_PAIR.findall(line[-_SHOWN:])) >= 2 and not _is_bar(line)
+
+
 def _since_last_step(before: Sequence[str]) -> Sequence[str]:
     """The lines after the last training progress line of ``before`` (an evaluation announced
     there, "begin validation on "valid" subset", followed by its metric prints, is what failed);
@@ -589,7 +701,7 @@ def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str],
             return "first_step"
         if any(_OUT_OF_TIME.search(ln) for ln in (*region, *lines[top:top + _KILL_AFTER])):
             return "training"  # it ran for its whole allocation: the steps went where this log does not show
-        if _logged_history(lines[top:top + _KILL_AFTER]):
+        if _logged_history(lines[top:top + _KILL_AFTER]) or _logged_history(_footer_above(lines, floor, top)):
             return "training"  # the run logged its metrics many times (to wandb, not to this log)
         if _printed_losses(lines, floor, top):
             return "training"  # print(loss.item()) once a step
@@ -612,9 +724,11 @@ def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str],
 #: "Starting training from iteration 0" (``SimpleTrainer``/``TrainerBase.train``), Ultralytics YOLO's
 #: "Starting training for 100 epochs..." (after "Logging results to ..."), mmcv 1.x runners'
 #: "workflow: [('train', 1)], max: 12 epochs" (``EpochBasedRunner.run``; ``max: 90000 iters`` for
-#: ``IterBasedRunner``).
+#: ``IterBasedRunner``), Lightning's model summary ending "Total estimated model params size (MB)" (the
+#: ``ModelSummary`` callback's ``on_fit_start``, after the model and optimizers are set up, before the
+#: sanity check and the first batch).
 _LOOP_START = ("***** Running training *****", "begin training epoch ", "Starting training from iteration ",
-               "Starting training for ", "workflow: [(")
+               "Starting training for ", "workflow: [(", "Total estimated model params size (MB)")
 
 
 #: Warnings PyTorch prints only once a training step has run (each once per process): DDP's reducer
@@ -635,6 +749,42 @@ def _stepped(lines: Sequence[str], floor: int, top: int) -> bool:
     (:data:`_STEP_WARNINGS`) before ``top``: it got as far as its first step."""
     return bool(last_matching(lines, _STEP_WARNINGS, lambda ln: "Error detected in " not in ln or "Backward" in ln,
                               floor, top))
+
+
+#: A training loop or stage announced in words, after a logger's prefix ("start training", "Starting
+#: fine-tuning ...", "=== Beginning sequential adaptation ... ==="), the way scripts print it once per
+#: stage (pre-training, then training; training, then adaptation).
+_LOOP_WORDS_START = re.compile(r"(?i)(?:^|[\s:\]=-])(?:start(?:ing|s)?|begin(?:ning|s)?)\s+(?:the\s+)?(?:\w+\s+){0,2}?"
+                               r"(?:train(?:ing)?|fine-?tun\w*|adapt(?:ation|ing)?)\b")
+#: An epoch's or iteration's number in an announcement ("Start training epoch 10"): one epoch of a loop
+#: going on, not a new stage (epoch 0 or 1 starts one).
+_ANNOUNCED_COUNT = re.compile(r"(?i)\b(?:epoch|iter\w*|step)\s*[:#\[]?\s*(\d+)")
+_LOOP_WORD_KEYS = ("tart", "egin", "TART", "EGIN")
+
+
+def _new_loop(lines: Sequence[str], floor: int, top: int) -> int | None:
+    """The index of a training loop's or stage's announcement (:data:`_LOOP_START`, :data:`_LOOP_WORDS_START`)
+    among the last lines before ``top``, with training steps printed before it and none after it: the
+    steps above are an earlier stage's (pre-training, the previous program), and the failure is in this
+    loop's first step. An announcement that names an epoch past the first is one epoch of the same loop."""
+    lo = max(floor, top - _ANNOUNCE_LINES)
+    found = last_matching(lines, (*_LOOP_START, *_LOOP_WORD_KEYS), _announces_loop, lo, top)
+    if not found or _progress_count(lines, found[0] + 1, top, 1) or not _progress_count(lines, floor, found[0], 1):
+        return None
+    return found[0]
+
+
+#: Lines above a failure searched for a new loop's announcement.
+_ANNOUNCE_LINES = 200
+
+
+def _announces_loop(line: str) -> bool:
+    """Whether a line announces a training loop or stage starting (not one epoch of it)."""
+    text = ranks.launcher_text(_shown(line))[:_HEAD]
+    if not any(t in text for t in _LOOP_START) and (text[:1] in (" ", "\t") or _LOOP_WORDS_START.search(text) is None):
+        return False
+    count = _ANNOUNCED_COUNT.search(text)
+    return count is None or int(count.group(1)) <= 1
 
 
 def _loop_started(lines: Sequence[str], floor: int, top: int) -> bool:
@@ -668,6 +818,16 @@ def _logged_history(after: Sequence[str]) -> bool:
     """Whether wandb's "Run history:" printed at the process's exit (after the failure) holds a
     metric logged three times or more: the run had done training steps although it printed none."""
     return any(ln.startswith("wandb:") and ("\u2581" in ln or "\u2588" in ln) and _SPARKLINE.search(ln) for ln in after)
+
+
+def _footer_above(lines: Sequence[str], floor: int, top: int) -> Sequence[str]:
+    """The block of wandb's exit lines (``wandb: ...``, blank lines between) printed just above ``top``:
+    its footer (``wandb/sdk/wandb_run.py``'s run history and summary) written at the same exit as the
+    traceback below it, on stdout while the traceback went to stderr, one stream flushed before the other."""
+    k = top
+    while k > floor and (not lines[k - 1].strip() or lines[k - 1].startswith("wandb:")):
+        k -= 1
+    return lines[k:top]
 
 
 #: A value printed alone on its line, as ``print(loss.item())`` or ``print(loss)`` does once a step
@@ -770,10 +930,18 @@ _FRAME = re.compile(r'^\s*File "[^"]*", line \d+(?:, in (\S+))?')
 #: Each word starts a word of the name (``run_inference``, ``validation_step``, ``_evaluate``, ``calc_psnr``;
 #: camelCase ``doEval``), not the inside of another (``flashinfer_sample``, ``latest_ckpt``, ``invalid_mask``).
 _EVAL_FUNC = re.compile(r"(?:^|_|(?<=[a-z0-9])(?=[A-Z])|\d)(?i:eval|valid|test|metric|psnr|ssim|accuracy|score|bleu|rouge"
-                        r"|predict|infer)"
+                        r"|predict|infer|roc|auc)"
                         # an accuracy by its short name as the last word (SHOT's ``cal_acc``, ``compute_acc``,
                         # ``top1_acc``), not gradient accumulation (``acc_grad``, ``accumulate``)
-                        r"|(?i:(?:^|_)acc$)")
+                        r"|(?i:(?:^|_)acc$)"
+                        # validation by its short name as the function's first word (DeepSnake/E2EC/CenterNet
+                        # trainers' ``val(epoch, data_loader, evaluator)``, ``val_step``, ``val_one_epoch``),
+                        # not a value (``max_val``, ``get_val``)
+                        r"|^_*val(?:_|$)"
+                        # a diffusion model's reverse process, run to make samples: openai/guided-diffusion's
+                        # ``p_sample_loop``/``ddim_sample_loop_progressive``/``p_sample``, CompVis/latent-diffusion's
+                        # ``ddim_sampling``/``p_sample_ddim``/``plms_sampling`` (not a training loss's ``p_losses``)
+                        r"|(?i:sample_loop)|^(?:p|ddim|ddpm|plms)_sample(?:_\w+)?$|^(?:ddim|plms|dpm)_sampling$")
 #: Functions whose frames say the failure happened inside a training step (forward, backward,
 #: the optimizer's step).
 _STEP_FUNC = re.compile(r"^(?:forward|_forward|backward|training_step|train_step|train_batch|step|optimizer_step"
@@ -880,12 +1048,14 @@ _EPOCH_FUNC = re.compile(r"(?i)^_*(?:train(?:ing)?_(?:one_)?epoch|run_(?:train_)
 
 def _in_step(frames: Sequence[str]) -> bool:
     """Whether the traceback runs inside a training step (a forward, a backward, an optimizer step,
-    an epoch's loop), or fetches a batch's items while iterating over a data set (a custom loader's thread, without
-    torch's ``_next_data``); a ``__getitem__`` not reached by iterating (``datasets["validation"]``
+    an epoch's loop) not called by a set-up function (:data:`_SETUP_FUNC`: a constructor's warm-up or
+    profiling forward, vLLM's ``__init__`` -> ``_initialize_kv_caches`` -> ``profile_run``), or fetches a batch's items while iterating over
+    a data set (a custom loader's thread, without torch's ``_next_data``); a ``__getitem__`` not reached by iterating (``datasets["validation"]``
     while setting up) is not a step."""
     funcs = _funcs(frames)
-    if any(_STEP_FUNC.match(f) or _EPOCH_FUNC.match(f) for f in funcs):
-        return True
+    built = next((k for k, f in enumerate(funcs) if _SETUP_FUNC.match(f)), len(funcs))
+    if any(_STEP_FUNC.match(f) or _EPOCH_FUNC.match(f) for f in funcs[:built]):
+        return True  # (a forward below a constructor, vLLM's profile_run, is its set-up's)
     fetch = next((k for k, f in enumerate(funcs) if _FETCH_FUNC.match(f)), None)
     return fetch is not None and any(_ITER_FUNC.search(f) for f in funcs[:fetch])
 
@@ -910,6 +1080,23 @@ def _syntax(frames: Sequence[str]) -> bool:
     """Whether the traceback ends in a syntax error (the program was never run)."""
     last = frames[-1].strip() if frames else ""
     return last.startswith(_SYNTAX) or any(k + ":" in last for k in _SYNTAX)
+
+
+#: Python's exceptions for an import that cannot be done (a module not installed, a name it lacks,
+#: a compiled extension that does not load).
+_IMPORT_ERRORS = ("ModuleNotFoundError", "ImportError")
+
+
+def _import_failed(frames: Sequence[str]) -> bool:
+    """Whether the traceback is an import failing while the program's modules load: an
+    ``ImportError``/``ModuleNotFoundError`` through module-level frames only (the script's ``import``
+    and the modules it imports; Python's own ``<frozen importlib._bootstrap>`` frames are not the
+    program's), before the
+    program called anything: it has run none of its own steps."""
+    last = frames[-1].strip() if frames else ""
+    if not last.startswith(_IMPORT_ERRORS) and not any(f"{k}:" in last for k in _IMPORT_ERRORS):
+        return False
+    return _at_import([ln for ln in frames if '"<frozen importlib' not in ln])
 
 
 def _at_import(frames: Sequence[str]) -> bool:

@@ -22,8 +22,8 @@ from typing import NamedTuple
 
 from gpulens.diagnosis.guarded import remembered_text
 
-__all__ = ["HOST_KEYS", "RANK_KEYS", "ROOT_CAUSE_HEADS", "Origin", "announced_host", "announced_rank", "launcher_text", "mpirun_first", "origin_of", "prefix_rank", "root_cause_table", "strip_prefix",
-           "table_hosts", "timestamp_of"]
+__all__ = ["HOST_KEYS", "RANK_KEYS", "ROOT_CAUSE_HEADS", "Origin", "announced_host", "announced_rank", "launcher_text", "mpirun_first", "origin_of", "prefix_rank", "root_cause_table", "srun_task",
+           "strip_prefix", "table_hosts", "task_host", "timestamp_of"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -159,6 +159,27 @@ def origin_of(line: str) -> Origin:
     return Origin(rank, node, proc)
 
 
+
+
+#: srun's ``--label`` task prefix (``1: ``, ``12: [rank7]: ...``) and its exit line for one task,
+#: ``srun: error: gpu07: task 1: Exited with exit code 1`` (not a range, ``tasks 0-3``).
+_SRUN_TASK = re.compile(r"^\s*(\d{1,4}):\s")
+_TASK_EXIT = re.compile(r"srun: error: ([\w.-]+): task (\d+):")
+
+
+def srun_task(line: str) -> int | None:
+    """The srun ``--label`` task a line is prefixed with, if any."""
+    m = _SRUN_TASK.match(line) if line[:1] in " 0123456789" else None
+    return int(m.group(1)) if m else None
+
+
+def task_host(lines: Sequence[str], keys: Sequence[int], task: int) -> str | None:
+    """The host srun's exit line for ``task`` names among the lines at ``keys``."""
+    for i in keys:
+        m = _TASK_EXIT.search(lines[i]) if "srun: error" in lines[i] else None
+        if m is not None and int(m.group(2)) == task:
+            return m.group(1)
+    return None
 
 
 def prefix_rank(line: str) -> int | None:
@@ -351,7 +372,11 @@ def mpirun_first(lines: Sequence[str], keys: Sequence[int], bindings: Sequence[i
 #: 3 bound to ..."), Slurm's own variables printed by a job script ("SLURMD_NODENAME=gpu07",
 #: "SLURM_JOB_NODELIST=gpu07"; a list such as "gpu[07-08]" names several).
 HOST_KEYS = ("initialized host ", "WORLD INFO DICT:", "Job was executed on host(s) ", " NCCL INFO ", " NCCL WARN ",
-             "] MCW rank ", "SLURMD_NODENAME", "SLURM_JOB_NODELIST", "SLURM_NODELIST")
+             "] MCW rank ", "SLURMD_NODENAME", "SLURM_JOB_NODELIST", "SLURM_NODELIST", ":ncpus=")
+#: PBS Pro's ``exec_vnode`` chunks, as ``qstat -f`` and job epilogues print them: ``(x1000c3s5b0n0:ngpus=2:
+#: ncpus=32:mem=230686720kb)+(x1000c3s6b0n0:ncpus=32)`` (one parenthesised ``vnode:resource=value...``
+#: chunk per host; a ``#PBS -l select=1:ncpus=32`` request names none).
+_PBS_VNODE = re.compile(r"\(([A-Za-z][\w.-]*)(?::\w+=[^:)\s]+)*:ncpus=")
 _FAIRSEQ_HOST = re.compile(r"initialized host (\S+) as rank \d+")
 #: LSF's job report: "Job was executed on host(s) <4*gpu-n12>, in queue <gpu>, ..." (one ``<slots*host>``
 #: per host; further hosts on the lines below, each ``<8*gpu-n13>``).
@@ -384,7 +409,8 @@ def announced_host(lines: Sequence[str], keys: Sequence[int]) -> str | None:
 
 
 def _other_host(line: str) -> tuple[str, ...]:
-    """The host an NCCL, Open MPI binding or Slurm variable line names (behind a launcher's prefix)."""
+    """The host(s) an NCCL, Open MPI binding, Slurm variable or PBS ``exec_vnode`` line names (behind a
+    launcher's prefix)."""
     text = launcher_text(line)
     if " NCCL " in text:
         m = _NCCL_HOST.match(text)
@@ -392,6 +418,8 @@ def _other_host(line: str) -> tuple[str, ...]:
         m = _MPI_BINDING.search(text)
     elif "SLURM" in text:
         m = _SLURM_HOST.search(text.rstrip("\r"))  # not a list ("gpu[07-08]", "gpu07,gpu08")
+    elif ":ncpus=" in text:
+        return tuple(_PBS_VNODE.findall(text))
     else:
         m = None
     return (m.group(1),) if m is not None else ()

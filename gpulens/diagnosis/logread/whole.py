@@ -436,7 +436,7 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
     return dataclasses.replace(
         base, diagnosis=d, indicator_lines=[src.number(i) for i in primary],
         indicators=[logs.normalize_line(lines[i]).strip()[:300] for i in primary],
-        first_rank=_failing_rank(lines, starts[-1], first), first_node=first.node or _failing_host(lines, starts[-1]),
+        first_rank=_failing_rank(lines, starts[-1], first), first_node=first.node or _failing_host(lines, starts[-1], lines[primary[0]] if primary else None),
         phase=(phase := phase_of(lines, at, region, starts[-1], step)), step=own_step(phase, step),
         secondary_lines=len(secondary), new_in_attempt=new_in_last(lines, starts, good))
 
@@ -496,10 +496,15 @@ def _failing_rank(lines: Sequence[str], floor: int, first: ranks.Origin) -> int 
     return ranks.announced_rank(lines, find_keys(lines, ranks.RANK_KEYS, floor))
 
 
-def _failing_host(lines: Sequence[str], floor: int) -> str | None:
-    """The host a scheduler line names for the failed attempt (Slurm cancel/srun error), else
+def _failing_host(lines: Sequence[str], floor: int, failing: str | None = None) -> str | None:
+    """The host a scheduler line names for the failed attempt (Slurm cancel/srun error; for a
+    ``failing`` line behind srun's ``--label`` task prefix, the exit line of that task), else
     the one host its start-up lines name for every rank (a single-node job)."""
-    for i in reversed(find_keys(lines, ("CANCELLED", "srun: error"), floor)):
+    task = ranks.srun_task(failing) if failing is not None else None
+    found = find_keys(lines, ("CANCELLED", "srun: error"), floor)
+    if task is not None and (host := ranks.task_host(lines, found, task)) is not None:
+        return host
+    for i in reversed(found):
         node = ranks.origin_of(lines[i]).node
         if node:
             return node
