@@ -476,7 +476,9 @@ class SvmModel:
         x = sp.hstack([blocks[k] * BLOCK_WEIGHTS[k] for k in BLOCK_WEIGHTS]).tocsr()
         y = np.asarray(labels)
         _, counts = np.unique(y, return_counts=True)
-        svm = LinearSVC(class_weight="balanced", C=SVM_C, max_iter=10000)
+        # random_state: liblinear's dual solver visits examples in a random order; unseeded, two
+        # trainings on the same corpus gave different weights (and answers near a threshold)
+        svm = LinearSVC(class_weight="balanced", C=SVM_C, max_iter=10000, random_state=0)
         folds = int(min(3, counts.min()))
         if folds >= 2:
             cv: Any = StratifiedKFold(folds, shuffle=True, random_state=0)
