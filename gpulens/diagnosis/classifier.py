@@ -418,16 +418,20 @@ class SvmModel:
             rows.append((np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])))
         return rows
 
-    def _docs(self, views: Sequence[logs.LogView]) -> dict[str, list[str]]:
+    def _docs(self, views: Sequence[logs.LogView],
+              template_lines: Sequence[list[str]] | None = None) -> dict[str, list[str]]:
+        """Each block's document per view (``template_lines``: the views' template lines when
+        already computed, as ``fit`` has them)."""
         assert self.templates is not None
         fatal = [_fatal_text(v) for v in views]
+        tpl = template_lines if template_lines is not None else [_template_lines(v) for v in views]
         return {
             "focus": [_focus_text(v) for v in views],
             "fatal": fatal,
             "chars": fatal,
             "struct": [_struct_tokens(v) for v in views],
             "lex": [_lex_tokens(v) for v in views],
-            "tpl": [self.templates.tokens(_template_lines(v)) for v in views],
+            "tpl": [self.templates.tokens(lines) for lines in tpl],
         }
 
     def _features(self, views: Sequence[logs.LogView]) -> Any:
@@ -449,7 +453,8 @@ class SvmModel:
         from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
         from sklearn.svm import LinearSVC
 
-        self.templates = TemplateSet().fit(ln for v in views for ln in _template_lines(v))
+        tpl_lines = [_template_lines(v) for v in views]  # masked once: mining and the tpl block
+        self.templates = TemplateSet().fit(ln for lines in tpl_lines for ln in lines)
         words: dict[str, Any] = dict(token_pattern=r"<?[a-z_][a-z0-9_]+>?", ngram_range=(1, 2), sublinear_tf=True)
         self.vec = {
             "focus": TfidfVectorizer(**words, min_df=2, max_features=20000),
@@ -460,15 +465,20 @@ class SvmModel:
             "lex": TfidfVectorizer(token_pattern=r"\S+", lowercase=False, use_idf=False),
             "tpl": TfidfVectorizer(token_pattern=r"t\d+", lowercase=False, sublinear_tf=True),
         }
-        docs = self._docs(views)
+        docs = self._docs(views, tpl_lines)
+        blocks = {}
         for k, vec in self.vec.items():
-            vec.fit(docs[k] + (["t0"] if k == "tpl" else []))
+            # fit_transform: the documents are analyzed once (fit, then transform, read them twice);
+            # "t0" (an empty tpl vocabulary would fail) is a row of its own, dropped
+            blocks[k] = vec.fit_transform(docs[k] + (["t0"] if k == "tpl" else []))[: len(views)]
             if hasattr(vec, "stop_words_"):
                 del vec.stop_words_  # only needed for introspection; large in a pickle
-        x = sp.hstack([self.vec[k].transform(docs[k]) * BLOCK_WEIGHTS[k] for k in BLOCK_WEIGHTS]).tocsr()
+        x = sp.hstack([blocks[k] * BLOCK_WEIGHTS[k] for k in BLOCK_WEIGHTS]).tocsr()
         y = np.asarray(labels)
         _, counts = np.unique(y, return_counts=True)
-        svm = LinearSVC(class_weight="balanced", C=SVM_C, max_iter=10000)
+        # random_state: liblinear's dual solver visits examples in a random order; unseeded, two
+        # trainings on the same corpus gave different weights (and answers near a threshold)
+        svm = LinearSVC(class_weight="balanced", C=SVM_C, max_iter=10000, random_state=0)
         folds = int(min(3, counts.min()))
         if folds >= 2:
             cv: Any = StratifiedKFold(folds, shuffle=True, random_state=0)

@@ -128,6 +128,18 @@ def test_fast_predictor_equals_scikit_learn(model: SvmModel) -> None:
     assert np.abs(model.clf.predict_proba(x) - model.fast.predict_rows(rows)).max() < 1e-9
 
 
+def test_training_twice_gives_the_same_model(model: SvmModel) -> None:
+    import numpy as np
+
+    entries = load_corpus(CORPUS)
+    views = _views([CORPUS / e.file for e in entries])
+    again = SvmModel().fit(views, [e.category for e in entries], groups=[e.family for e in entries])
+    assert model.fast is not None and again.fast is not None
+    for one, other in zip(model.fast.parts, again.fast.parts, strict=True):
+        assert all(np.array_equal(x, y) for x, y in zip(one, other, strict=True))  # weights, intercepts, columns, Platt a/b
+    assert all(model.vec[k].vocabulary_ == again.vec[k].vocabulary_ for k in model.vec)
+
+
 def test_classify_files_batch_equals_one_by_one(model: SvmModel, tmp_path: Path) -> None:
     clf = Classifier(model=model, cache_dir=None)
     paths = [CORPUS / e.file for e in load_corpus(CORPUS)[::7]] + [tmp_path / "missing.log"]

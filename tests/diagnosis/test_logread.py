@@ -18,9 +18,19 @@ from gpulens.cli.main import cli
 from gpulens.diagnosis.classifier import Classifier, default_classifier
 from gpulens.diagnosis.logread import diagnose_path, diagnose_text
 from gpulens.diagnosis.logread.attempts import attempt_starts
-from gpulens.diagnosis.logread.evaluate import evaluate_whole, render_section, write_section
+from gpulens.diagnosis.logread.evaluate import (
+    SOURCES,
+    Case,
+    evaluate_whole,
+    render_section,
+    source_of,
+    sources,
+    write_section,
+)
 from gpulens.diagnosis.logread.ranks import origin_of, root_cause_table
 from gpulens.diagnosis.logread.source import read_whole
+from gpulens.diagnosis.logread.whole import WholeDiagnosis
+from gpulens.diagnosis.types import Diagnosis
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "whole_generated"
 
@@ -229,7 +239,26 @@ def test_evaluation_scores_the_fixtures_and_keeps_the_rest_of_the_report(tmp_pat
     write_section(report, render_section(ev, date="2026-11-27", command="test"))
     text = report.read_text(encoding="utf-8")
     assert text.startswith("# Excerpts\n\nkept\n") and text.count("## Whole job logs") == 1
+    dev = [c for c in ev.cases if c.row["split"] == "dev"]
+    got = {name: (n, cat) for name, n, cat, _ in sources(dev, ev.thresholds)}
+    assert list(got) == list(SOURCES) and sum(n for n, _ in got.values()) == len(dev)
+    assert got["normal end"][0] == sum(1 for c in dev if c.row["ended_normally"] == "yes")
+    assert "| decided by | logs | category right | origin right |" in text
     assert "2026-11-27" in text and "2026-11-26" not in text
+
+
+def test_an_answer_is_the_models_only_at_or_above_the_threshold() -> None:
+    row = {"project": "p", "category": "gpu_oom", "origin": "user"}
+
+    def case(category: str, method: str, confidence: float) -> Case:
+        origin = {"none": "none", "unknown": "unknown"}.get(category, "user")
+        return Case(row, WholeDiagnosis(Diagnosis(category, origin, confidence, method=method)))
+
+    assert source_of(case("gpu_oom", "svm", 0.7), 0.6) == "model"
+    assert source_of(case("gpu_oom", "svm", 0.5), 0.6) == "unknown"  # a guess below the threshold names no cause
+    assert source_of(case("gpu_oom", "rule", 0.5), 0.6) == "rules"  # rules are never thresholded
+    assert source_of(case("unknown", "none", 0.0), 0.6) == "unknown"
+    assert source_of(case("none", "rule", 0.9), 0.6) == "normal end"
 
 
 @pytest.mark.slow

@@ -30,8 +30,8 @@ from gpulens.diagnosis.logread.whole import WholeDiagnosis, diagnose_path
 from gpulens.errors import InputError
 from gpulens.vocab import NO_FAILURE
 
-__all__ = ["INDEX_DIR", "THRESHOLDS", "Case", "Figures", "WholeEval", "evaluate_whole", "load_index",
-           "render_section", "write_section"]
+__all__ = ["INDEX_DIR", "SOURCES", "THRESHOLDS", "Case", "Figures", "WholeEval", "evaluate_whole", "load_index",
+           "render_section", "source_of", "sources", "write_section"]
 
 INDEX_DIR = Path(__file__).resolve().parents[3] / "sample_logs" / "whole"
 #: Candidate confidence thresholds for model-decided answers (below: ``unknown``).
@@ -208,6 +208,33 @@ def reliability(cases: Sequence[Case], thresholds: dict[str, float], bins: int =
     return rows, ece
 
 
+#: Who decided an answer (:func:`sources`), in report order.
+SOURCES = ("normal end", "rules", "model", "unknown")
+
+
+def source_of(case: Case, threshold: float) -> str:
+    """Who decided ``case``'s answer: ``normal end`` (the reader's completion evidence), ``model``
+    (the SVM answered, or overruled a generic rule, at or above ``threshold``), ``unknown`` (no
+    cause named: nothing matched, only secondary messages, or a model guess below the
+    threshold), else ``rules`` (a signature rule or the reader's own decision)."""
+    d = case.got.diagnosis
+    if d.category == NO_FAILURE:
+        return "normal end"
+    if case.category(threshold) == "unknown":
+        return "unknown"
+    return "model" if d.method == "svm" else "rules"
+
+
+def sources(cases: Sequence[Case], thresholds: dict[str, float]) -> list[tuple[str, int, int, int]]:
+    """Per source of the answer (:data:`SOURCES`): (source, logs, category right, origin right)."""
+    out = []
+    for name in SOURCES:
+        mine = [c for c in cases if source_of(c, thresholds[c.project]) == name]
+        out.append((name, len(mine), sum(1 for c in mine if c.category(thresholds[c.project]) == c.row["category"]),
+                    sum(1 for c in mine if c.origin(thresholds[c.project]) == c.row["origin"])))
+    return out
+
+
 # Slices collected after the reader's rules were written: their rows are the cleanest out-of-sample check.
 FRESH_SLICES = (
     ("c/", "index_c.csv (collected after the reader was first written)"),
@@ -333,6 +360,12 @@ def render_section(ev: WholeEval, *, date: str, command: str) -> str:
             "| confidence | logs | mean confidence | accuracy |", "| --- | ---: | ---: | ---: |"]
     out += [f"| {b} | {n} | {m:.3f} | {a:.3f} |" for b, n, m, a in rows]
     out += ["", f"Expected calibration error (10 bins): {ece:.3f}.", ""]
+    out += ["Who decided the answers (dev split, each log with its fold's model and threshold; `unknown`: "
+            "no cause named, a model guess below the threshold included):", "",
+            "| decided by | logs | category right | origin right |", "| --- | ---: | ---: | ---: |"]
+    dev = [c for c in ev.cases if c.row["split"] == "dev"]
+    out += [f"| {name} | {n} | {_pct((cat, n))} | {_pct((org, n))} |" for name, n, cat, org in sources(dev, ev.thresholds)]
+    out += [""]
     out += _misses(ev)
     return "\n".join(out) + "\n"
 
