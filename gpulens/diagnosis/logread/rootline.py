@@ -288,11 +288,12 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     run_end = _run_end(own, verdict_at)
     runs = _runs(lines, own, start)
     again = _again(lines, runs, norm)
+    later: list[int] = []  # the last run's lines, whichever rank printed them first (R5)
     if again is None:
         picked = _root_lines(lines, [i for i in own if i < run_end], norm)
     else:  # a later run of the job script failed again (R1) or on what the first left missing (R7)
-        picked = _earliest_copies(_root_lines(lines, runs[-1], norm), [i for i in region if i > runs[-2][-1]], norm)
-        picked = _root_lines(lines, [i for i in own if i < run_end], norm)[:1] + picked if again else picked
+        later = _earliest_copies(_root_lines(lines, runs[-1], norm), [i for i in region if i > runs[-2][-1]], norm)
+        picked = _root_lines(lines, [i for i in own if i < run_end], norm)[:1] + later if again else list(later)
     if picked and is_debugger_quit(norm(picked[-1])):
         picked = _breakpoint(lines, picked[-1]) + picked
     if not own:  # only symptoms: a collective timeout is the key message (the first one)
@@ -325,7 +326,15 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
         roots = _diverged_root(lines, start, evidence) or _nan_reported(lines, start, found, norm)
         found = _at_most([i for i in roots if i not in found] + found,
                          min(limit, RULE_MAX_LINES))
-    return sorted(set(found))
+    return _first_ranks(lines, sorted(set(found)), first, later)
+
+
+def _first_ranks(lines: Sequence[str], found: list[int], first: ranks.Origin, later: Sequence[int]) -> list[int]:
+    """``found`` without the lines whose own prefix names another rank/node than the first failing
+    one (their copies and symptoms: README rule R5), except ``later``, a later run's error lines at
+    their earliest printing (another process group: its first rank to print need not be the
+    first run's); all of ``found`` when none is left."""
+    return [i for i in found if i in later or same_origin(ranks.origin_of(lines[i]), first)] or found
 
 
 #: Lines a launcher or scheduler prints about a child that already failed (README rules R6, R8):

@@ -443,7 +443,11 @@ def _indicators(lines: Sequence[str], start: int, failures: Sequence[int], evide
     norm = _NormCache(lines, start)
     if first is None:
         first = rootline.first_origin(lines, failures, start, norm.get)
-    return rootline.pick_lines(lines, start, failures, evidence, first, norm.get, MAX_INDICATORS)
+    found = rootline.pick_lines(lines, start, failures, evidence, first, norm.get, MAX_INDICATORS)
+    if first == ranks.Origin():  # no failing rank known: the lines of the one they show first
+        own = _first_origin(lines, found, start)
+        found = [i for i in found if _same(lines[i], own)] or found
+    return found
 
 
 
