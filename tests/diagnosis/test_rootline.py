@@ -466,6 +466,19 @@ def test_what_fails_after_the_launcher_s_verdict_is_another_command(rules: Class
     assert got == [f"[rank0]: {disk}"]
 
 
+def test_the_terminal_error_of_a_later_stage_is_its_first_printing_whichever_rank(rules: Classifier) -> None:
+    # the first stage fails on rank 0; the next torchrun stage fails on what it left missing and
+    # rank 3 prints that first: README rules R7 (root and terminal error) and R5 (the terminal
+    # error once, on the earliest line that shows it, whichever rank printed it)
+    disk = "OSError: Not enough disk space. Needed: 153.54 MiB"
+    missing = "FileNotFoundError: [Errno 2] No such file or directory: '/root/.cache/mid_checkpoints'"
+    lines = [f"step {k:05d}/21400 | loss: 2.1 | dt: 410ms" for k in range(21390, 21400)]
+    lines += _rank_traceback(0, disk) + _TORCHRUN_TAIL + ["Loading the mid-trained model"]
+    lines += _rank_traceback(3, missing) + _rank_traceback(0, missing) + _TORCHRUN_TAIL
+    got = [lines[n - 1] for n in diagnose_text("\n".join(lines), rules).indicator_lines]
+    assert got == [f"[rank0]: {disk}", f"[rank3]: {missing}"]
+
+
 def test_a_job_script_that_runs_its_launch_again_is_labelled_at_its_last_run(rules: Classifier) -> None:
     # a loop in the job script relaunches torchrun and each launch fails the same way: README
     # rule R1 (only the last attempt), not R5's earliest copy (the copies are not ranks of one run)

@@ -417,9 +417,8 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
     d = behind_secondary(d, lines, starts[-1], start, lambda text: clf.classify_text(text, file=file, keep_final=True))
     if not failures and d.category != "unknown":
         d.confidence = round(d.confidence * 0.8, 3)
-    found = _indicators(lines, start, failures, d.evidence, first)
-    first = _first_origin(lines, found, start) if first == ranks.Origin() else first
-    primary = [i for i in found if _same(lines[i], first)] or found
+    primary = _indicators(lines, start, failures, d.evidence, first)
+    first = _first_origin(lines, primary, start) if first == ranks.Origin() else first
     secondary = rootline.secondary_lines(lines, failures, primary, first, _NormCache(lines, start).get)
     # where it failed: the first error line, not a report's header above it
     at = next((i for i in primary if not rootline.is_report_head(lines[i])), primary[0]) if primary else len(lines) - 1
