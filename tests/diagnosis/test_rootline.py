@@ -492,6 +492,77 @@ def test_a_job_script_that_runs_its_launch_again_is_labelled_at_its_last_run(rul
 
 
 
+def _launch(error: str, *, module: bool = False) -> list[str]:
+    """One start of a training script that dies at its first batch with ``error``."""
+    frames = (['  File "/usr/lib/python3.10/runpy.py", line 196, in _run_module_as_main',
+               '    return _run_code(code, main_globals, None,'] if module else [])
+    return ["/opt/env/lib/python3.10/site-packages/torchvision/models/_utils.py:208: UserWarning: The parameter "
+            "'pretrained' is deprecated since 0.13",
+            "  warnings.warn(",
+            "Using device: cuda",
+            "loading train data.......",
+            "Epoch 1/15:   0%|          | 0/136 [00:00<?, ?batch/s]",
+            "Traceback (most recent call last):", *frames,
+            '  File "/home/u/distill/train.py", line 180, in <module>',
+            "    t_feats = teacher(images)",
+            '  File "/home/u/distill/models/clip.py", line 42, in forward',
+            "    out = self.clip_model(x)",
+            error]
+
+
+_OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 16.00 MiB. GPU 0 has a total capacity "
+        "of 23.69 GiB of which 19.12 MiB is free.")
+
+
+@pytest.mark.parametrize("module", [False, True])
+def test_a_script_started_again_after_its_uncaught_exception_is_labelled_at_its_last_start(
+        rules: Classifier, module: bool) -> None:
+    # the exception reached the main module (``in <module>``, or runpy's frame under ``python -m``):
+    # Python printed it and the process exited; the start-up printed again is a new start of the
+    # program (a job script's loop), and README rule R1 labels the last one
+    lines = _launch(_OOM, module=module) + _launch(_OOM, module=module)
+    assert diagnose_text("\n".join(lines), rules).indicator_lines == [len(lines)]
+    # a later start that failed otherwise: its error only (R1), not the first start's
+    lines = _launch(_OOM, module=module) + _launch("ModuleNotFoundError: No module named 'src'", module=module)
+    assert diagnose_text("\n".join(lines), rules).indicator_lines == [len(lines)]
+
+
+def test_copies_of_an_uncaught_exception_without_a_new_start_between_are_labelled_at_the_first(
+        rules: Classifier) -> None:
+    # two processes of one run print the same exception back to back (R5: the earliest copy): no
+    # start-up printed between them
+    one = _launch(_OOM)
+    lines = one + one[5:]
+    assert diagnose_text("\n".join(lines), rules).indicator_lines == [len(one)]
+    # an exception caught inside the program (its traceback does not reach the main module) and
+    # printed: the same start-up lines after it are not a new start of the program
+    caught = [ln for ln in _launch(_OOM) if "in <module>" not in ln and "t_feats" not in ln]
+    lines = caught + caught
+    assert diagnose_text("\n".join(lines), rules).indicator_lines == [len(caught)]
+
+
+def test_hydra_s_report_of_the_job_s_exception_ends_its_process(rules: Classifier) -> None:
+    # Hydra prints the job's exception without the frames above the task function, then
+    # "Set the environment variable HYDRA_FULL_ERROR=1 ..." and exits (run_and_report: sys.exit(1));
+    # the sweep's agent then starts the next run, which fails otherwise: R1, the last run's error
+    hydra = ["wandb: Agent Starting Run: 3fjq2 with config:", "wandb: \tlr0: 0.01",
+             "Ultralytics YOLOv8.0.6 Python-3.9.13 torch-2.0.0 CUDA:0 (NVIDIA GeForce RTX 2080, 7982MiB)",
+             "Error executing job with overrides: ['cfg=/tmp/train_2023.yaml']",
+             "Traceback (most recent call last):",
+             '  File "/opt/env/lib/python3.9/site-packages/ultralytics/yolo/cli.py", line 56, in cli',
+             "    func(cfg)",
+             "AssertionError: File not found: yolov8/tt100k.yaml", "",
+             "Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace."]
+    other = ["wandb: Agent Starting Run: 9kx1a with config:", "wandb: \tlr0: 0.02",
+             "Ultralytics YOLOv8.0.6 Python-3.9.13 torch-2.0.0 CUDA:0 (NVIDIA GeForce RTX 2080, 7982MiB)",
+             "Traceback (most recent call last):",
+             '  File "/opt/env/bin/yolo", line 8, in <module>',
+             "    sys.exit(entrypoint())",
+             "KeyError: 'lr0'"]
+    lines = hydra + other
+    assert diagnose_text("\n".join(lines), rules).indicator_lines == [len(lines)]
+
+
 def test_a_launcher_verdict_only_when_the_child_printed_no_error_and_then_its_first_line(rules: Classifier) -> None:
     # R8: the child died without a word (SIGKILL): torchrun's first verdict line, one line only
     lines = [

@@ -286,8 +286,8 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     own = [i for i in own if i not in middles]
     verdict_at = verdict_lines(lines, start)
     run_end = _run_end(own, verdict_at)
-    runs = _runs(lines, own, start)
-    again = _again(lines, runs, norm)
+    runs = _runs(lines, own, start, anew := first.rank is None and first.proc is None)
+    again = _again(lines, runs, norm, anew)
     later: list[int] = []  # the last run's lines, whichever rank printed them first (R5)
     if again is None:
         picked = _root_lines(lines, [i for i in own if i < run_end], norm)
@@ -551,22 +551,96 @@ def _first_verdict(verdicts: Sequence[int], norm: Callable[[int], str]) -> list[
 _LEFT_MISSING = re.compile(r"No such file or directory|does not exist|not found|has not been initialized|Is a directory")
 
 
-def _runs(lines: Sequence[str], own: Sequence[int], start: int) -> list[list[int]]:
+def _runs(lines: Sequence[str], own: Sequence[int], start: int, anew: bool = False) -> list[list[int]]:
     """``own`` (the failing process's root error lines) split into the runs of the job script that
     printed them: a new run starts after a launcher's verdict on the previous one (torchrun's
-    "failed (exitcode", srun's exit line: that process ended) or after an error that ends its own
-    process (argparse's usage error: :func:`lines.ends_own_process`). Ordinary output after a
-    traceback does not tell a new process from the same one going on, or from another untagged
-    process."""
+    "failed (exitcode", srun's exit line: that process ended), after an error that ends its own
+    process (argparse's usage error: :func:`lines.ends_own_process`), or, with ``anew`` (no
+    failing rank or process known), when the program started again after an exception that ended
+    its process (:func:`_started_again`; where ranks print, the untagged lines between may be any
+    rank's). Other ordinary output after a traceback does not tell a new
+    process from the same one going on, or from another untagged process."""
     if len(own) < 2:
         return [list(own)]
     ends = [i for i in find_keys(lines, _LAUNCHER_KEYS, start) if not lines[i].lstrip().startswith(("raise", "File"))]
     runs = [[own[0]]]
     for prev, nxt in zip(own, own[1:], strict=False):
-        if any(prev < v < nxt for v in ends) or ends_own_process(lines, prev):
+        if any(prev < v < nxt for v in ends) or ends_own_process(lines, prev) \
+                or (anew and _started_again(lines, runs[-1], nxt)):
             runs.append([])
         runs[-1].append(nxt)
     return runs
+
+
+#: The outermost frame of a traceback that reached the interpreter's top level: the main
+#: script's module code, or runpy's for ``python -m``.
+_TOP_FRAMES = (", in <module>", ", in _run_module_as_main")
+#: What Hydra writes below the job's exception before its ``sys.exit(1)``
+#: (hydra/_internal/utils.py run_and_report, facebookresearch/hydra 00480e9).
+_HYDRA_EXIT = "Set the environment variable HYDRA_FULL_ERROR=1"
+#: Lines below an exception line searched for a chain marker or Hydra's exit line.
+_BELOW = 8
+
+
+def _ended_uncaught(lines: Sequence[str], i: int) -> bool:
+    """Whether the exception line ``i`` ended its process: the last exception of its chain with a
+    traceback whose outermost frame is the main module's (``in <module>``, or runpy's
+    ``_run_module_as_main``: no code caught it, Python printed it and exits), or the job's
+    exception as Hydra reports it before exiting."""
+    below = lines[i + 1:i + 1 + _BELOW]
+    if any(_HYDRA_EXIT in ln for ln in below):
+        return True
+    if any(c in ln for ln in below for c in _CHAINED):
+        return False
+    head = _traceback_head(lines, i)
+    if head is None or _TRACEBACK not in lines[head]:
+        return False
+    frame = next((ln for ln in lines[head + 1:i] if _body(ln).lstrip().startswith('File "')), "")
+    return any(f in frame for f in _TOP_FRAMES)
+
+
+#: Lines of the program's start-up looked for above a run's first error.
+_STARTUP_REACH = 2000
+#: Lines between two runs' errors read for the start-up printed again.
+_BETWEEN_REACH = 2000
+#: Start-up lines printed again that show the program started anew.
+_AGAIN = 2
+
+
+def _started_again(lines: Sequence[str], run: Sequence[int], nxt: int) -> bool:
+    """Whether the error line ``nxt`` comes from a new start of the program whose run ``run``
+    (its error lines so far) ended at its last exception: that exception ended its process
+    (:func:`_ended_uncaught`) and, between it and ``nxt``'s traceback, _AGAIN or more lines of
+    ordinary output say what the program printed before ``run``'s first error (its start-up
+    printed again: a job script's loop or a sweep ran it anew; README rule R1). Another process
+    printing its copy of the same error at the same time (rule R5) prints no start-up between."""
+    prev = run[-1]
+    if not _ended_uncaught(lines, prev):
+        return False
+    top = _printing(lines, run[0], run[0])
+    hi = min(_printing(lines, nxt, prev), prev + 1 + _BETWEEN_REACH)
+    between = {_shape(_norm_body(lines[k])) for k in range(prev + 1, hi) if _ordinary(lines[k])}
+    if len(between) < _AGAIN:
+        return False
+    seen = 0
+    for k in range(max(0, top - _STARTUP_REACH), top):
+        if _ordinary(lines[k]) and _shape(_norm_body(lines[k])) in between:
+            between.discard(_shape(_norm_body(lines[k])))
+            seen += 1
+            if seen >= _AGAIN:
+                return True
+    return False
+
+
+def _ordinary(raw: str) -> bool:
+    """A line of a program's ordinary output: not blank, not a traceback's or a message's indented
+    line, not an error, not a progress line (a loop's, not the start-up's), not tagged with a rank,
+    host or process (another one's)."""
+    body = _body(raw)
+    if len(body) != len(raw) or not body.strip() or body[:1].isspace() or _TRACEBACK in body or any(c in body for c in _CHAINED) \
+            or is_progress(raw):
+        return False
+    return not is_failure(logs.normalize_line(body), raw)
 
 
 def _earliest_copies(picked: Sequence[int], run: Sequence[int], norm: Callable[[int], str]) -> list[int]:
@@ -580,7 +654,8 @@ def _earliest_copies(picked: Sequence[int], run: Sequence[int], norm: Callable[[
     return out
 
 
-def _again(lines: Sequence[str], runs: Sequence[Sequence[int]], norm: Callable[[int], str]) -> bool | None:
+def _again(lines: Sequence[str], runs: Sequence[Sequence[int]], norm: Callable[[int], str],
+           anew: bool = False) -> bool | None:
     """How the last of several runs relates to the first: ``False`` when it failed with the first
     run's root error again (a loop or a retry: README rule R1, only the last attempt is labelled),
     ``True`` when its error names what the first run left missing (rule R7: the root and the
@@ -596,7 +671,9 @@ def _again(lines: Sequence[str], runs: Sequence[Sequence[int]], norm: Callable[[
     final = next((i for i in reversed(runs[-1]) if _EXCEPTION.match(norm(i))), runs[-1][-1])
     if _LEFT_MISSING.search(norm(final)):
         return True
-    return False if ends_own_process(lines, runs[0][-1]) else None
+    if ends_own_process(lines, runs[0][-1]) or (anew and _started_again(lines, runs[-2], runs[-1][0])):
+        return False
+    return None
 
 
 def _run_end(own: Sequence[int], verdicts: Sequence[int]) -> int:
