@@ -541,6 +541,25 @@ def test_copies_of_an_uncaught_exception_without_a_new_start_between_are_labelle
     assert diagnose_text("\n".join(lines), rules).indicator_lines == [len(caught)]
 
 
+def test_a_second_agent_that_dies_like_the_first_is_labelled_at_its_own_error(rules: Classifier) -> None:
+    # a sweep agent's run fails (caught, the agent goes on), then the agent itself dies on an
+    # uncaught exception; a second agent started later prints the same lines and dies the same
+    # way: README rule R1, the last agent's error, not the first's nor its run's
+    run = ["Traceback (most recent call last):",
+           '  File "/opt/env/lib/python3.9/site-packages/ultralytics/yolo/cli.py", line 56, in cli',
+           "    func(cfg)",
+           "AssertionError: File not found: yolov8/tt100k.yaml"]
+    agent = ["wandb: Synced 6 W&B file(s), 0 media file(s), 0 artifact file(s) and 0 other file(s)",
+             "wandb: ERROR Error while calling W&B API: could not find agent m7p23g9l during agentHeartbeat",
+             "wandb: Terminating and syncing runs. Press ctrl-c to kill.",
+             "Traceback (most recent call last):",
+             '  File "/opt/env/bin/wandb", line 8, in <module>',
+             "    sys.exit(cli())",
+             "wandb.errors.CommError: Permission denied, ask the project owner to grant you access"]
+    lines = run + ["Choosing the GPU device with the most free memory..."] + agent + agent
+    assert diagnose_text("\n".join(lines), rules).indicator_lines == [len(lines)]
+
+
 def test_hydra_s_report_of_the_job_s_exception_ends_its_process(rules: Classifier) -> None:
     # Hydra prints the job's exception without the frames above the task function, then
     # "Set the environment variable HYDRA_FULL_ERROR=1 ..." and exits (run_and_report: sys.exit(1));

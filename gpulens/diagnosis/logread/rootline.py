@@ -611,13 +611,18 @@ def _started_again(lines: Sequence[str], run: Sequence[int], nxt: int) -> bool:
     """Whether the error line ``nxt`` comes from a new start of the program whose run ``run``
     (its error lines so far) ended at its last exception: that exception ended its process
     (:func:`_ended_uncaught`) and, between it and ``nxt``'s traceback, _AGAIN or more lines of
-    ordinary output say what the program printed before ``run``'s first error (its start-up
-    printed again: a job script's loop or a sweep ran it anew; README rule R1). Another process
-    printing its copy of the same error at the same time (rule R5) prints no start-up between."""
+    ordinary output say what the program printed before ``run``'s first error, or before the
+    run's first traceback of ``nxt``'s exception (its start-up, or what led to that error, printed
+    again: a job script's loop or a sweep ran it anew; README rule R1). Another process printing
+    its copy of the same error at the same time (rule R5) prints no such lines between."""
     prev = run[-1]
     if not _ended_uncaught(lines, prev):
         return False
     top = _printing(lines, run[0], run[0])
+    if _printing(lines, nxt, prev) < nxt:  # an exception's traceback: where the run first printed it
+        text = _bare_shape(logs.normalize_line(lines[nxt]).strip())
+        same = next((i for i in run if _bare_shape(logs.normalize_line(lines[i]).strip()) == text), run[0])
+        top = max(top, _printing(lines, same, same))
     hi = min(_printing(lines, nxt, prev), prev + 1 + _BETWEEN_REACH)
     between = {_shape(_norm_body(lines[k])) for k in range(prev + 1, hi) if _ordinary(lines[k])}
     if len(between) < _AGAIN:
