@@ -179,9 +179,38 @@ def test_srun_task_under_torchrun_is_not_the_rank(rules: Classifier) -> None:
      "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.19.3", True),
     ("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, remote "
      "process exited or there was a network error, NCCL version 2.21.5", False),
+    # the watchdog's report of what it caught: a CUDA error on this rank is the root; a timeout is a
+    # symptom (the collective's other ranks); torch's advice lines under a CUDA error are not errors
+    ("[E ProcessGroupNCCL.cpp:916] [Rank 0] NCCL watchdog thread terminated with exception: CUDA error: unknown "
+     "error", True),
+    ("[PG ID 0 PG GUID 0 Rank 1] Process group watchdog thread terminated with exception: [Rank 1] Watchdog caught "
+     "collective operation timeout: WorkNCCL(SeqNum=9)", False),
+    ("CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be "
+     "incorrect.", False),
+    ("For debugging consider passing CUDA_LAUNCH_BLOCKING=1.", False),
+    ("Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.", False),
 ])
 def test_symptoms_are_never_the_root(line: str, root: bool) -> None:
     assert is_root_error(line) is root
+
+
+def test_a_cuda_error_the_nccl_watchdog_caught_is_shown_by_its_first_line_once(rules: Classifier) -> None:
+    # the watchdog logs the CUDA fault it caught (onto the bar tqdm left without a newline), torch's
+    # advice lines follow, then C++ aborts with the same message under "what():": README rules R3
+    # (the message's first line), R6 (terminate called adds nothing when the error is named)
+    bar = "\r{:3d}%|█████████▊| {}/2631 [5:02:33<05:08,  6.70s/it]"
+    lines = [bar.format(98, k) for k in range(2580, 2585)]
+    lines[-1] += "[E ProcessGroupNCCL.cpp:916] [Rank 0] NCCL watchdog thread terminated with exception: CUDA error: unknown error"
+    advice = ["CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below "
+              "might be incorrect.", "For debugging consider passing CUDA_LAUNCH_BLOCKING=1.",
+              "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.", "",
+              "Exception raised from c10_cuda_check_implementation at ../c10/cuda/CUDAException.cpp:44 (most recent "
+              "call first):",
+              "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x57 (0x14b6c1c31617 in libc10.so)", ""]
+    lines += advice + ["terminate called after throwing an instance of 'std::runtime_error'",
+                       "  what():  [Rank 0] NCCL watchdog thread terminated with exception: CUDA error: unknown error"]
+    lines += advice
+    assert diagnose_text("\n".join(lines), rules).indicator_lines == [5]
 
 
 def test_launcher_summaries() -> None:

@@ -45,7 +45,8 @@ AROUND = 80
 #: Symptoms of an error elsewhere beyond ``logs.is_weak``: collective timeouts and aborts, the
 #: launcher's signals to the other ranks, its exit-code rows and lines, srun's/LSF's exit lines.
 _ECHO = Guarded(
-    r"Watchdog caught collective operation timeout|[Ww]atchdog thread terminated|NCCL operations have failed or timed out"
+    r"Watchdog caught collective operation timeout|[Ww]atchdog thread terminated(?! with exception: CUDA error)"
+    r"|NCCL operations have failed or timed out"
     r"|NCCL communicator was aborted|ProcessGroupNCCL.*(?:[Tt]imeout|timed out|abort)|[Tt]o avoid data inconsistency"
     r"|closing signal SIG|[Ss]ignal \d+ \(SIGTERM\)|[Rr]eceived SIGTERM|exits? with return code|SignalException"
     r"|Caught signal 15|DistBackendError(?!.*(?:unhandled (?:cuda|system) error|invalid usage))|collective operation timeout"
@@ -63,11 +64,20 @@ _TIMEOUT = re.compile(r"Watchdog caught collective operation timeout|collective 
 
 def is_root_error(norm: str) -> bool:
     """A (normalized) failure line that can be the root error: not a symptom of an error
-    elsewhere, not a traceback frame or code line, not benign noise."""
-    if not norm or norm[0] in " \t" or norm.startswith(("File \"", "raise ", "^")):
+    elsewhere, not a traceback frame or code line, not a later line of a CUDA error's message,
+    not benign noise."""
+    if not norm or norm[0] in " \t" or norm.startswith(("File \"", "raise ", "^")) \
+            or any(k in norm for k in _CUDA_ADVICE):
         return False
     return not (logs.is_weak(norm) or _ECHO.search(norm) is not None or is_benign(norm) or _RETRYING in norm
                 or (_DUMPING in norm and _STATE_DUMP.search(norm) is not None))
+
+
+#: The lines torch appends to every CUDA error's message (c10/cuda/CUDAException.cpp,
+#: c10_cuda_check_implementation: the asynchronous-report suffix and the device-side assertion
+#: note; pytorch/pytorch 0e4c6cd): the error is the message's first line (README rule R3).
+_CUDA_ADVICE = ("CUDA kernel errors might be asynchronously reported", "consider passing CUDA_LAUNCH_BLOCKING=1",
+                "Compile with `TORCH_USE_CUDA_DSA`", "Device-side assertions were explicitly omitted")
 
 
 _DUMPING = "Dumping "
@@ -303,7 +313,7 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     own_set = set(own) | middles
     for i in _quoted(lines, start, failures, evidence, norm):
         if not any(abs(i - k) <= _NEXT_TO for k in picked) and not _later_line(lines, i, picked, region) \
-                and _shape(norm(i)) not in texts and mine(i) \
+                and _shape(norm(i)) not in texts and mine(i) and not _what_said(norm(i), texts) \
                 and not (own and _cleanup(norm(i))) and (i < run_end if again is None else i >= runs[-1][0]) \
                 and i not in own_set and i not in caught and i not in hook:  # _root_lines chose among its own lines (R4)
             picked.append(i)
@@ -489,6 +499,20 @@ def _code_line(raw: str) -> bool:
     """Whether a line is a traceback's frame or code line: indented, or indented after a launcher's
     prefix (``[rank3]:     raise X(``)."""
     return raw[:1].isspace() or _logged_frame(raw)
+
+
+def _what_said(text: str, said: set[str]) -> bool:
+    """Whether ``text`` is the C++ runtime's ``what():`` line under "terminate called after
+    throwing an instance of ..." restating a message already picked (the watchdog's "[Rank 0] NCCL
+    watchdog thread terminated with exception: ..." logged, then thrown): README rule R6, the
+    error is named once."""
+    if _WHAT not in text[:40]:
+        return False
+    body = _shape(text.split(_WHAT, 1)[1].strip())
+    return len(body) > 20 and any(t.endswith(body) for t in said)
+
+
+_WHAT = "what():"
 
 
 def _once(picked: Sequence[int], norm: Callable[[int], str]) -> list[int]:
