@@ -213,6 +213,23 @@ def test_a_cuda_error_the_nccl_watchdog_caught_is_shown_by_its_first_line_once(r
     assert diagnose_text("\n".join(lines), rules).indicator_lines == [5]
 
 
+def test_an_error_torch_logs_in_c_plus_plus_before_throwing_it_is_shown_at_its_log_line(rules: Classifier) -> None:
+    # ProcessGroupGloo logs the failed barrier (LOG(ERROR), glog header) and throws the same
+    # message, which Python prints under the rank's traceback: README rule R9, the earliest copy
+    msg = ("Rank 8 successfully reached monitoredBarrier, but received errors while waiting for send/recv from "
+           "rank 0. Please check rank 0 logs for faulty rank.")
+    lines = ["[rank8]: step 40 loss 1.92", "[rank15]: step 40 loss 1.95",
+             f"[rank8]:[E813 07:25:21.532210515 ProcessGroupGloo.cpp:143] {msg}",
+             f"[rank15]:[E813 07:25:21.532252353 ProcessGroupGloo.cpp:143] {msg.replace('Rank 8', 'Rank 15')}",
+             *_rank_traceback(8, f"RuntimeError: {msg}"),
+             "[rank8]: Original exception:",
+             "[rank8]: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [10.0.0.54]:61356"]
+    assert diagnose_text("\n".join(lines), rules).indicator_lines == [3]
+    # a C++ log line that says something else is not the exception's copy
+    lines[2] = "[rank8]:[E813 07:25:21.532210515 ProcessGroupGloo.cpp:143] Connection to rank 0 was lost"
+    assert diagnose_text("\n".join(lines), rules).indicator_lines == [8]
+
+
 def test_launcher_summaries() -> None:
     assert table_hosts(_TORCHRUN_TAIL) == {5: "node-a3", 2: "node-a3"}
     bindings = ["[gpn07:11] MCW rank 3 bound to socket 0[core 3[hwt 0]]: [./././B]"]

@@ -304,6 +304,7 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     else:  # a later run of the job script failed again (R1) or on what the first left missing (R7)
         later = _earliest_copies(_root_lines(lines, runs[-1], norm), [i for i in region if i > runs[-2][-1]], norm)
         picked = _root_lines(lines, [i for i in own if i < run_end], norm)[:1] + later if again else list(later)
+    picked = [_logged_first(lines, i, norm) for i in picked]
     if picked and is_debugger_quit(norm(picked[-1])):
         picked = _breakpoint(lines, picked[-1]) + picked
     if not own:  # only symptoms: a collective timeout is the key message (the first one)
@@ -499,6 +500,35 @@ def _code_line(raw: str) -> bool:
     """Whether a line is a traceback's frame or code line: indented, or indented after a launcher's
     prefix (``[rank3]:     raise X(``)."""
     return raw[:1].isspace() or _logged_frame(raw)
+
+
+#: The header of a line logged by torch's C++ code (c10's glog-style LOG(ERROR)/LOG(FATAL):
+#: "[E813 07:25:21.532210515 ProcessGroupGloo.cpp:143] ", "[E ProcessGroupNCCL.cpp:916] ",
+#: "E0813 07:25:21.532210 4242 ProcessGroupNCCL.cpp:1595] ").
+_CPP_LOGGED = re.compile(r"^\[?[EF](?:\d{3,4} [\d:.]+(?: +\d+)?)? ?[\w./-]+\.(?:cpp|cc|hpp|h):\d+\] ")
+#: Lines above a traceback searched for the C++ log line of its exception's message.
+_LOGGED_REACH = 40
+
+
+def _logged_first(lines: Sequence[str], i: int, norm: Callable[[int], str]) -> int:
+    """The line that said the exception line ``i``'s message first: torch's C++ code logs an error
+    (LOG(ERROR), with its "[E813 07:25:21 ProcessGroupGloo.cpp:143]" header) and then throws it
+    with the same message, which Python prints at the end of its traceback; the same process's
+    log line above the traceback is the earliest copy (README rule R9), else ``i``."""
+    m = _EXCEPTION.match(_norm_body(lines[i]))
+    if m is None or not _norm_body(lines[i])[m.end():].startswith(": "):
+        return i
+    message = _shape(_norm_body(lines[i])[m.end() + 2:].strip())
+    head = _traceback_head(lines, i)
+    if len(message) < 30 or head is None or _TRACEBACK not in lines[head]:
+        return i
+    rank = ranks.prefix_rank(lines[i])
+    for k in range(head - 1, max(-1, head - _LOGGED_REACH), -1):
+        body = _body(lines[k]).strip()
+        got = _CPP_LOGGED.match(body) if body[:1] in "[EF" else None
+        if got is not None and ranks.prefix_rank(lines[k]) == rank and _shape(body[got.end():].strip()) == message:
+            return k
+    return i
 
 
 def _what_said(text: str, said: set[str]) -> bool:
