@@ -189,6 +189,12 @@ def test_srun_task_under_torchrun_is_not_the_rank(rules: Classifier) -> None:
      "incorrect.", False),
     ("For debugging consider passing CUDA_LAUNCH_BLOCKING=1.", False),
     ("Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.", False),
+    # a line logged at a DEBUG/TRACE level is a trace, whatever words it holds (UCX's, Python's)
+    ("0: [1580511823.093576] [cgpu17:53890:1]         rcache.c:545  UCX  DEBUG failed to register region "
+     "0x2aad4c00f130: Input/output error", False),
+    ("DEBUG:urllib3.connectionpool:Failed to establish a new connection: [Errno 111] Connection refused", False),
+    ("0: [1580511823.093583] [cgpu17:53890:1]        ucp_mm.c:110  UCX  ERROR failed to register address "
+     "0x2aab4bc00000 length 131072 on md[6]=ib/mlx5_0: Input/output error", True),
 ])
 def test_symptoms_are_never_the_root(line: str, root: bool) -> None:
     assert is_root_error(line) is root
@@ -228,6 +234,23 @@ def test_an_error_torch_logs_in_c_plus_plus_before_throwing_it_is_shown_at_its_l
     # a C++ log line that says something else is not the exception's copy
     lines[2] = "[rank8]:[E813 07:25:21.532210515 ProcessGroupGloo.cpp:143] Connection to rank 0 was lost"
     assert diagnose_text("\n".join(lines), rules).indicator_lines == [8]
+
+
+def test_a_transport_s_debug_trace_is_not_the_error_its_error_line_is(rules: Classifier) -> None:
+    # srun -l, two MPI ranks; UCX traces at DEBUG level a failure its caller then reports at ERROR
+    # level: README rule R2, the trace is not an error line
+    ucx = "0: [1580511823.0935{}] [cgpu17:53890:1] {:>16}  UCX  {} {}"
+    lines = ["0: MPI rank 0 size 2 device cuda:0", "1: MPI rank 1 size 2 device cuda:1",
+             "0: local result: tensor(114.2847, device='cuda:0')", "1: local result: tensor(308.4093, device='cuda:1')",
+             ucx.format(76, "rcache.c:545", "DEBUG", "failed to register region 0x2aad4c00f130: Input/output error"),
+             ucx.format(83, "ucp_mm.c:110", "ERROR", "failed to register address 0x2aab4bc00000 length 131072 on "
+                        "md[6]=ib/mlx5_0: Input/output error"),
+             "0: [cgpu17:53890] pml_ucx.c:775  Error: ucx send failed: Input/output error",
+             "0: [cgpu17:53890] *** An error occurred in MPI_Bcast",
+             "0: [cgpu17:53890] *** MPI_ERRORS_ARE_FATAL (processes in this communicator will now abort,",
+             "srun: error: cgpu17: task 0: Exited with exit code 16"]
+    got = diagnose_text("\n".join(lines), rules).indicator_lines
+    assert got and got[0] == 6 and 5 not in got
 
 
 def test_launcher_summaries() -> None:

@@ -67,10 +67,25 @@ def is_root_error(norm: str) -> bool:
     elsewhere, not a traceback frame or code line, not a later line of a CUDA error's message,
     not benign noise."""
     if not norm or norm[0] in " \t" or norm.startswith(("File \"", "raise ", "^")) \
-            or any(k in norm for k in _CUDA_ADVICE):
+            or any(k in norm for k in _CUDA_ADVICE) or _quiet(norm):
         return False
     return not (logs.is_weak(norm) or _ECHO.search(norm) is not None or is_benign(norm) or _RETRYING in norm
                 or (_DUMPING in norm and _STATE_DUMP.search(norm) is not None))
+
+
+#: A log line's level that says it is a trace, not an error (README rule R2), in its header:
+#: UCX's "[1580511823.09] [host:53890:1] rcache.c:545  UCX  DEBUG failed to register region ..."
+#: (openucx/ucx src/ucs/debug/log.c, ucs_log_default_handler), Python logging's "DEBUG:root:...",
+#: loguru's "| DEBUG |", "[TRACE]".
+_QUIET_LEVEL = re.compile(r"(?:^|[\s\[|(])(?:DEBUG|TRACE)(?:[\s\]|):])")
+#: The characters of a line's start where a level is read (its header, not its message).
+_LEVEL_SPAN = 120
+
+
+def _quiet(norm: str) -> bool:
+    """Whether a line is logged at a DEBUG or TRACE level (its header says so)."""
+    head = norm[:_LEVEL_SPAN]
+    return ("DEBUG" in head or "TRACE" in head) and _QUIET_LEVEL.search(head) is not None
 
 
 #: The lines torch appends to every CUDA error's message (c10/cuda/CUDAException.cpp,
