@@ -253,6 +253,23 @@ def test_a_transport_s_debug_trace_is_not_the_error_its_error_line_is(rules: Cla
     assert got and got[0] == 6 and 5 not in got
 
 
+def test_a_shell_s_abort_report_comes_with_glibc_s_reason_above_it(rules: Classifier) -> None:
+    # a C program corrupts its heap; glibc reports it with a backtrace and the memory map, then
+    # aborts, and the job script's shell says so: README rule R6, the kill line and the one that
+    # says why (not the backtrace or the map between them)
+    lines = ['main.cu(193): warning: variable "k_d" was declared but never referenced', "",
+             "*** Error in `./simplex': corrupted size vs. prev_size: 0x00000000006ba7b0 ***",
+             "======= Backtrace: =========", "/lib64/libc.so.6(+0x80c37)[0x2aaab0d63c37]",
+             "./simplex[0x4030f1]", "======= Memory map: ========",
+             *[f"2aaad{k}000000-2aaad{k}021000 rw-p 00000000 00:00 0 " for k in range(4)],
+             "/var/spool/torque/mom_priv/jobs/11086.sched.SC: line 26: 158958 Aborted                 (core dumped) "
+             "./simplex > myoutput.log"]
+    assert diagnose_text("\n".join(lines), rules).indicator_lines == [3, len(lines)]
+    # newer glibc prints the message alone
+    lines[2] = "free(): invalid pointer"
+    assert diagnose_text("\n".join(lines), rules).indicator_lines == [3, len(lines)]
+
+
 def test_launcher_summaries() -> None:
     assert table_hosts(_TORCHRUN_TAIL) == {5: "node-a3", 2: "node-a3"}
     bindings = ["[gpn07:11] MCW rank 3 bound to socket 0[core 3[hwt 0]]: [./././B]"]

@@ -348,8 +348,9 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
         rest = [i for i in region if not _code_line(lines[i])]  # never a traceback's frame or code line (R2)
         rest = [i for i in rest if not logs.is_secondary(norm(i))] or rest or list(region)
         found = _at_most(_once(rest, norm) or rest, min(limit, RULE_MAX_LINES))
-    if found:  # where the run diverged, before what failed because of it (R7)
-        roots = _diverged_root(lines, start, evidence) or _nan_reported(lines, start, found, norm)
+    if found:  # where the run diverged, before what failed because of it (R7); why it aborted (R6)
+        roots = _diverged_root(lines, start, evidence) or _nan_reported(lines, start, found, norm) \
+            or _abort_reason(lines, found)
         found = _at_most([i for i in roots if i not in found] + found,
                          min(limit, RULE_MAX_LINES))
     return _first_ranks(lines, sorted(set(found)), first, later)
@@ -544,6 +545,38 @@ def _logged_first(lines: Sequence[str], i: int, norm: Callable[[int], str]) -> i
         if got is not None and ranks.prefix_rank(lines[k]) == rank and _shape(body[got.end():].strip()) == message:
             return k
     return i
+
+
+#: glibc's report of the heap corruption it found before it calls abort(): "*** Error in
+#: `./simplex': corrupted size vs. prev_size: 0x00000000006ba7b0 ***" (glibc < 2.26), or the
+#: message alone ("free(): invalid pointer", "malloc(): corrupted top size"; malloc/malloc.c
+#: malloc_printerr), and its stack protector's "*** stack smashing detected ***: terminated".
+_GLIBC_ABORT = Guarded(
+    r"^\*\*\* Error in `[^`]+': |^\*\*\* (?:stack smashing|buffer overflow) detected \*\*\*"
+    r"|^(?:double free or corruption|(?:free|malloc|realloc|munmap_chunk|malloc_consolidate)\(\): "
+    r"(?:invalid|corrupted|memory corruption|unaligned)|corrupted (?:size vs\. prev_size|double-linked list))",
+    ("*** Error in `", "detected ***", "double free", "(): ", "corrupted "),
+)
+#: A process's abort as its shell reports it ("line 26: 158958 Aborted (core dumped) ./simplex").
+_ABORTED_SHELL = re.compile(r"\bAborted\b(?: \(core dumped\))?|已放弃")
+#: Lines above an abort searched for glibc's reason.
+_ABORT_REACH = 400
+
+
+def _abort_reason(lines: Sequence[str], found: Sequence[int]) -> list[int]:
+    """When the last line of ``found`` says the process aborted (the shell's "Aborted (core
+    dumped)"), glibc's report of why, printed above it by the same process (no other abort between
+    them): README rule R6, the line that says it was killed and the one that says why."""
+    last = found[-1]
+    if not _ABORTED_SHELL.search(lines[last]):
+        return []
+    for k in range(last - 1, max(-1, last - _ABORT_REACH), -1):
+        body = _body(lines[k]).strip()
+        if _ABORTED_SHELL.search(body):
+            return []
+        if body[:1] in "*dfmrc" and _GLIBC_ABORT.search(body) is not None:
+            return [k] if k not in found else []
+    return []
 
 
 def _what_said(text: str, said: set[str]) -> bool:
