@@ -193,6 +193,9 @@ def test_srun_task_under_torchrun_is_not_the_rank(rules: Classifier) -> None:
     ("0: [1580511823.093576] [cgpu17:53890:1]         rcache.c:545  UCX  DEBUG failed to register region "
      "0x2aad4c00f130: Input/output error", False),
     ("DEBUG:urllib3.connectionpool:Failed to establish a new connection: [Errno 111] Connection refused", False),
+    # pip's notice of conflicts among what it installed (it then says "Successfully installed")
+    ("ERROR: pip's dependency resolver does not currently take into account all the packages that are installed. "
+     "This behaviour is the source of the following dependency conflicts.", False),
     ("0: [1580511823.093583] [cgpu17:53890:1]        ucp_mm.c:110  UCX  ERROR failed to register address "
      "0x2aab4bc00000 length 131072 on md[6]=ib/mlx5_0: Input/output error", True),
 ])
@@ -268,6 +271,20 @@ def test_a_shell_s_abort_report_comes_with_glibc_s_reason_above_it(rules: Classi
     # newer glibc prints the message alone
     lines[2] = "free(): invalid pointer"
     assert diagnose_text("\n".join(lines), rules).indicator_lines == [3, len(lines)]
+
+
+def test_pip_s_conflict_notice_is_not_the_error_that_ended_the_job(rules: Classifier) -> None:
+    # the job script installs packages (pip reports conflicts, then "Successfully installed") and
+    # then srun fails to start the training step: README rule R3, the error that ended it
+    lines = ["Installing collected packages: xmltodict, typer-slim, huggingface-hub", "",
+             "ERROR: pip's dependency resolver does not currently take into account all the packages that are "
+             "installed. This behaviour is the source of the following dependency conflicts.",
+             "transformers 4.52.3 requires huggingface-hub<1.0,>=0.30.0, but you have huggingface-hub 1.1.1 which is "
+             "incompatible.",
+             "Successfully installed huggingface-hub-1.1.1 typer-slim-0.20.0 xmltodict-1.0.2",
+             "Setup complete. Ready to run GRPO.", "CUDA_VISIBLE_DEVICES: 0,1,2,3,4,5,6,7 (using 7 for training)",
+             "srun: error: Unable to create step for job 25649503: Invalid generic resource (gres) specification"]
+    assert diagnose_text("\n".join(lines), rules).indicator_lines == [len(lines)]
 
 
 def test_launcher_summaries() -> None:

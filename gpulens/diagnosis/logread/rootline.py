@@ -67,7 +67,7 @@ def is_root_error(norm: str) -> bool:
     elsewhere, not a traceback frame or code line, not a later line of a CUDA error's message,
     not benign noise."""
     if not norm or norm[0] in " \t" or norm.startswith(("File \"", "raise ", "^")) \
-            or any(k in norm for k in _CUDA_ADVICE) or _quiet(norm):
+            or any(k in norm for k in _NOT_THE_ERROR) or _quiet(norm):
         return False
     return not (logs.is_weak(norm) or _ECHO.search(norm) is not None or is_benign(norm) or _RETRYING in norm
                 or (_DUMPING in norm and _STATE_DUMP.search(norm) is not None))
@@ -93,6 +93,13 @@ def _quiet(norm: str) -> bool:
 #: note; pytorch/pytorch 0e4c6cd): the error is the message's first line (README rule R3).
 _CUDA_ADVICE = ("CUDA kernel errors might be asynchronously reported", "consider passing CUDA_LAUNCH_BLOCKING=1",
                 "Compile with `TORCH_USE_CUDA_DSA`", "Device-side assertions were explicitly omitted")
+#: pip's notice, logged at CRITICAL level ("ERROR: pip's dependency resolver does not currently take
+#: into account all the packages that are installed. ..."), of conflicts among the packages it has
+#: just installed; it then prints "Successfully installed ..." and exits 0 (pypa/pip 00226a8,
+#: src/pip/_internal/commands/install.py, _warn_about_conflicts): not an error that ends a run.
+_PIP_NOTICE = ("pip's dependency resolver does not currently take into account",
+               "pip's legacy dependency resolver does not consider dependency conflicts")
+_NOT_THE_ERROR = _CUDA_ADVICE + _PIP_NOTICE
 
 
 _DUMPING = "Dumping "
