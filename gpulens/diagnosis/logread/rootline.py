@@ -531,6 +531,10 @@ def _code_line(raw: str) -> bool:
 _CPP_LOGGED = re.compile(r"^\[?[EF](?:\d{3,4} [\d:.]+(?: +\d+)?)? ?[\w./-]+\.(?:cpp|cc|hpp|h):\d+\] ")
 #: Lines above a traceback searched for the C++ log line of its exception's message.
 _LOGGED_REACH = 40
+#: What a C++ log line's header names (its source file), looked for before reading lines closely.
+_CPP_FILES = (".cpp:", ".cc:", ".hpp:", ".h:")
+#: The lines of a traceback above its exception line within which its C++ log line is looked for.
+_FRAMES_REACH = 160
 
 
 def _logged_first(lines: Sequence[str], i: int, norm: Callable[[int], str]) -> int:
@@ -538,12 +542,16 @@ def _logged_first(lines: Sequence[str], i: int, norm: Callable[[int], str]) -> i
     (LOG(ERROR), with its "[E813 07:25:21 ProcessGroupGloo.cpp:143]" header) and then throws it
     with the same message, which Python prints at the end of its traceback; the same process's
     log line above the traceback is the earliest copy (README rule R9), else ``i``."""
-    m = _EXCEPTION.match(_norm_body(lines[i]))
-    if m is None or not _norm_body(lines[i])[m.end():].startswith(": "):
+    body = _norm_body(lines[i])
+    m = _EXCEPTION.match(body)
+    if m is None or not body[m.end():].startswith(": "):
         return i
-    message = _shape(_norm_body(lines[i])[m.end() + 2:].strip())
-    head = _traceback_head(lines, i)
-    if len(message) < 30 or head is None or _TRACEBACK not in lines[head]:
+    above = "\n".join(lines[max(0, i - _LOGGED_REACH - _FRAMES_REACH):i])
+    if not any(k in above for k in _CPP_FILES):
+        return i  # no C++ log line above
+    message = _shape(body[m.end() + 2:].strip())
+    head = _traceback_head(lines, i) if len(message) >= 30 else None
+    if head is None or _TRACEBACK not in lines[head]:
         return i
     rank = ranks.prefix_rank(lines[i])
     for k in range(head - 1, max(-1, head - _LOGGED_REACH), -1):
@@ -673,9 +681,10 @@ def _runs(lines: Sequence[str], own: Sequence[int], start: int, anew: bool = Fal
         return [list(own)]
     ends = [i for i in find_keys(lines, _LAUNCHER_KEYS, start) if not lines[i].lstrip().startswith(("raise", "File"))]
     runs = [[own[0]]]
+    memo: dict[int, str] = {}
     for prev, nxt in zip(own, own[1:], strict=False):
         if any(prev < v < nxt for v in ends) or ends_own_process(lines, prev) \
-                or (anew and _started_again(lines, runs[-1], nxt)):
+                or (anew and _started_again(lines, runs[-1], nxt, memo)):
             runs.append([])
         runs[-1].append(nxt)
     return runs
@@ -708,53 +717,63 @@ def _ended_uncaught(lines: Sequence[str], i: int) -> bool:
     return any(f in frame for f in _TOP_FRAMES)
 
 
-#: Lines of the program's start-up looked for above a run's first error.
-_STARTUP_REACH = 2000
-#: Lines between two runs' errors read for the start-up printed again.
-_BETWEEN_REACH = 2000
+#: Lines of the program's start-up looked for above a run's first error (a short run's: a long
+#: one's start-up is far above its error, and its new start is told by its attempt's marks).
+_STARTUP_REACH = 300
+#: Lines between two runs' errors read for the start-up printed again (a start prints it first).
+_BETWEEN_REACH = 300
 #: Start-up lines printed again that show the program started anew.
 _AGAIN = 2
 
 
-def _started_again(lines: Sequence[str], run: Sequence[int], nxt: int) -> bool:
+def _started_again(lines: Sequence[str], run: Sequence[int], nxt: int, memo: dict[int, str] | None = None) -> bool:
     """Whether the error line ``nxt`` comes from a new start of the program whose run ``run``
     (its error lines so far) ended at its last exception: that exception ended its process
     (:func:`_ended_uncaught`) and, between it and ``nxt``'s traceback, _AGAIN or more lines of
     ordinary output say what the program printed before ``run``'s first error, or before the
     run's first traceback of ``nxt``'s exception (its start-up, or what led to that error, printed
     again: a job script's loop or a sweep ran it anew; README rule R1). Another process printing
-    its copy of the same error at the same time (rule R5) prints no such lines between."""
+    its copy of the same error at the same time (rule R5) prints no such lines between. ``memo``:
+    the lines' :func:`_ordinary_shape`, kept across the calls of one reading."""
     prev = run[-1]
-    if not _ended_uncaught(lines, prev):
-        return False
+    after = next((ln for ln in lines[prev + 1:nxt] if ln.strip()), _TRACEBACK)
+    if _TRACEBACK in after or not _ended_uncaught(lines, prev):
+        return False  # another traceback follows at once: nothing printed between them
+    memo = {} if memo is None else memo
     top = _printing(lines, run[0], run[0])
-    if _printing(lines, nxt, prev) < nxt:  # an exception's traceback: where the run first printed it
+    printed = _printing(lines, nxt, prev)
+    if printed < nxt:  # an exception's traceback: where the run first printed it
         text = _bare_shape(logs.normalize_line(lines[nxt]).strip())
         same = next((i for i in run if _bare_shape(logs.normalize_line(lines[i]).strip()) == text), run[0])
         top = max(top, _printing(lines, same, same))
-    hi = min(_printing(lines, nxt, prev), prev + 1 + _BETWEEN_REACH)
-    between = {_shape(_norm_body(lines[k])) for k in range(prev + 1, hi) if _ordinary(lines[k])}
+    between = {_ordinary_shape(lines, k, memo) for k in range(prev + 1, min(printed, prev + 1 + _BETWEEN_REACH))}
+    between.discard("")
     if len(between) < _AGAIN:
         return False
     seen = 0
     for k in range(max(0, top - _STARTUP_REACH), top):
-        if _ordinary(lines[k]) and _shape(_norm_body(lines[k])) in between:
-            between.discard(_shape(_norm_body(lines[k])))
+        shape = _ordinary_shape(lines, k, memo)
+        if shape in between:
+            between.discard(shape)
             seen += 1
             if seen >= _AGAIN:
                 return True
     return False
 
 
-def _ordinary(raw: str) -> bool:
-    """A line of a program's ordinary output: not blank, not a traceback's or a message's indented
-    line, not an error, not a progress line (a loop's, not the start-up's), not tagged with a rank,
-    host or process (another one's)."""
-    body = _body(raw)
-    if len(body) != len(raw) or not body.strip() or body[:1].isspace() or _TRACEBACK in body or any(c in body for c in _CHAINED) \
-            or is_progress(raw):
-        return False
-    return not is_failure(logs.normalize_line(body), raw)
+def _ordinary_shape(lines: Sequence[str], k: int, memo: dict[int, str]) -> str:
+    """The :func:`_shape` of line ``k`` when it is a line of a program's ordinary output (not
+    blank, not a traceback's or a message's indented line, not an error, not a progress line: a
+    loop's, not the start-up's; not tagged with a rank, host or process: another one's), else ""."""
+    got = memo.get(k)
+    if got is None:
+        raw = lines[k]
+        body = _body(raw)
+        plain = not (len(body) != len(raw) or not body.strip() or body[:1].isspace() or _TRACEBACK in body
+                     or any(c in body for c in _CHAINED) or is_progress(raw))
+        norm = logs.normalize_line(body) if plain else ""
+        got = memo[k] = _shape(norm.strip()) if plain and not is_failure(norm, raw) else ""
+    return got
 
 
 def _earliest_copies(picked: Sequence[int], run: Sequence[int], norm: Callable[[int], str]) -> list[int]:
