@@ -738,7 +738,7 @@ def _started_again(lines: Sequence[str], run: Sequence[int], nxt: int, memo: dic
     prev = run[-1]
     after = next((ln for ln in lines[prev + 1:nxt] if ln.strip()), _TRACEBACK)
     if _TRACEBACK in after or not _ended_uncaught(lines, prev):
-        return False  # another traceback follows at once: nothing printed between them
+        return False  # another traceback right after it (nothing printed between), or its process went on
     memo = {} if memo is None else memo
     top = _printing(lines, run[0], run[0])
     printed = _printing(lines, nxt, prev)
