@@ -179,9 +179,112 @@ def test_srun_task_under_torchrun_is_not_the_rank(rules: Classifier) -> None:
      "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.19.3", True),
     ("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, remote "
      "process exited or there was a network error, NCCL version 2.21.5", False),
+    # the watchdog's report of what it caught: a CUDA error on this rank is the root; a timeout is a
+    # symptom (the collective's other ranks); torch's advice lines under a CUDA error are not errors
+    ("[E ProcessGroupNCCL.cpp:916] [Rank 0] NCCL watchdog thread terminated with exception: CUDA error: unknown "
+     "error", True),
+    ("[PG ID 0 PG GUID 0 Rank 1] Process group watchdog thread terminated with exception: [Rank 1] Watchdog caught "
+     "collective operation timeout: WorkNCCL(SeqNum=9)", False),
+    ("CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be "
+     "incorrect.", False),
+    ("For debugging consider passing CUDA_LAUNCH_BLOCKING=1.", False),
+    ("Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.", False),
+    # a line logged at a DEBUG/TRACE level is a trace, whatever words it holds (UCX's, Python's)
+    ("0: [1580511823.093576] [cgpu17:53890:1]         rcache.c:545  UCX  DEBUG failed to register region "
+     "0x2aad4c00f130: Input/output error", False),
+    ("DEBUG:urllib3.connectionpool:Failed to establish a new connection: [Errno 111] Connection refused", False),
+    # pip's notice of conflicts among what it installed (it then says "Successfully installed")
+    ("ERROR: pip's dependency resolver does not currently take into account all the packages that are installed. "
+     "This behaviour is the source of the following dependency conflicts.", False),
+    ("0: [1580511823.093583] [cgpu17:53890:1]        ucp_mm.c:110  UCX  ERROR failed to register address "
+     "0x2aab4bc00000 length 131072 on md[6]=ib/mlx5_0: Input/output error", True),
 ])
 def test_symptoms_are_never_the_root(line: str, root: bool) -> None:
     assert is_root_error(line) is root
+
+
+def test_a_cuda_error_the_nccl_watchdog_caught_is_shown_by_its_first_line_once(rules: Classifier) -> None:
+    # the watchdog logs the CUDA fault it caught (onto the bar tqdm left without a newline), torch's
+    # advice lines follow, then C++ aborts with the same message under "what():": README rules R3
+    # (the message's first line), R6 (terminate called adds nothing when the error is named)
+    bar = "\r{:3d}%|█████████▊| {}/2631 [5:02:33<05:08,  6.70s/it]"
+    lines = [bar.format(98, k) for k in range(2580, 2585)]
+    lines[-1] += "[E ProcessGroupNCCL.cpp:916] [Rank 0] NCCL watchdog thread terminated with exception: CUDA error: unknown error"
+    advice = ["CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below "
+              "might be incorrect.", "For debugging consider passing CUDA_LAUNCH_BLOCKING=1.",
+              "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.", "",
+              "Exception raised from c10_cuda_check_implementation at ../c10/cuda/CUDAException.cpp:44 (most recent "
+              "call first):",
+              "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x57 (0x14b6c1c31617 in libc10.so)", ""]
+    lines += advice + ["terminate called after throwing an instance of 'std::runtime_error'",
+                       "  what():  [Rank 0] NCCL watchdog thread terminated with exception: CUDA error: unknown error"]
+    lines += advice
+    assert diagnose_text("\n".join(lines), rules).indicator_lines == [5]
+
+
+def test_an_error_torch_logs_in_c_plus_plus_before_throwing_it_is_shown_at_its_log_line(rules: Classifier) -> None:
+    # ProcessGroupGloo logs the failed barrier (LOG(ERROR), glog header) and throws the same
+    # message, which Python prints under the rank's traceback: README rule R9, the earliest copy
+    msg = ("Rank 8 successfully reached monitoredBarrier, but received errors while waiting for send/recv from "
+           "rank 0. Please check rank 0 logs for faulty rank.")
+    lines = ["[rank8]: step 40 loss 1.92", "[rank15]: step 40 loss 1.95",
+             f"[rank8]:[E813 07:25:21.532210515 ProcessGroupGloo.cpp:143] {msg}",
+             f"[rank15]:[E813 07:25:21.532252353 ProcessGroupGloo.cpp:143] {msg.replace('Rank 8', 'Rank 15')}",
+             *_rank_traceback(8, f"RuntimeError: {msg}"),
+             "[rank8]: Original exception:",
+             "[rank8]: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [10.0.0.54]:61356"]
+    assert diagnose_text("\n".join(lines), rules).indicator_lines == [3]
+    # a C++ log line that says something else is not the exception's copy
+    lines[2] = "[rank8]:[E813 07:25:21.532210515 ProcessGroupGloo.cpp:143] Connection to rank 0 was lost"
+    assert diagnose_text("\n".join(lines), rules).indicator_lines == [8]
+
+
+def test_a_transport_s_debug_trace_is_not_the_error_its_error_line_is(rules: Classifier) -> None:
+    # srun -l, two MPI ranks; UCX traces at DEBUG level a failure its caller then reports at ERROR
+    # level: README rule R2, the trace is not an error line
+    ucx = "0: [1580511823.0935{}] [cgpu17:53890:1] {:>16}  UCX  {} {}"
+    lines = ["0: MPI rank 0 size 2 device cuda:0", "1: MPI rank 1 size 2 device cuda:1",
+             "0: local result: tensor(114.2847, device='cuda:0')", "1: local result: tensor(308.4093, device='cuda:1')",
+             ucx.format(76, "rcache.c:545", "DEBUG", "failed to register region 0x2aad4c00f130: Input/output error"),
+             ucx.format(83, "ucp_mm.c:110", "ERROR", "failed to register address 0x2aab4bc00000 length 131072 on "
+                        "md[6]=ib/mlx5_0: Input/output error"),
+             "0: [cgpu17:53890] pml_ucx.c:775  Error: ucx send failed: Input/output error",
+             "0: [cgpu17:53890] *** An error occurred in MPI_Bcast",
+             "0: [cgpu17:53890] *** MPI_ERRORS_ARE_FATAL (processes in this communicator will now abort,",
+             "srun: error: cgpu17: task 0: Exited with exit code 16"]
+    got = diagnose_text("\n".join(lines), rules).indicator_lines
+    assert got and got[0] == 6 and 5 not in got
+
+
+def test_a_shell_s_abort_report_comes_with_glibc_s_reason_above_it(rules: Classifier) -> None:
+    # a C program corrupts its heap; glibc reports it with a backtrace and the memory map, then
+    # aborts, and the job script's shell says so: README rule R6, the kill line and the one that
+    # says why (not the backtrace or the map between them)
+    lines = ['main.cu(193): warning: variable "k_d" was declared but never referenced', "",
+             "*** Error in `./simplex': corrupted size vs. prev_size: 0x00000000006ba7b0 ***",
+             "======= Backtrace: =========", "/lib64/libc.so.6(+0x80c37)[0x2aaab0d63c37]",
+             "./simplex[0x4030f1]", "======= Memory map: ========",
+             *[f"2aaad{k}000000-2aaad{k}021000 rw-p 00000000 00:00 0 " for k in range(4)],
+             "/var/spool/torque/mom_priv/jobs/11086.sched.SC: line 26: 158958 Aborted                 (core dumped) "
+             "./simplex > myoutput.log"]
+    assert diagnose_text("\n".join(lines), rules).indicator_lines == [3, len(lines)]
+    # newer glibc prints the message alone
+    lines[2] = "free(): invalid pointer"
+    assert diagnose_text("\n".join(lines), rules).indicator_lines == [3, len(lines)]
+
+
+def test_pip_s_conflict_notice_is_not_the_error_that_ended_the_job(rules: Classifier) -> None:
+    # the job script installs packages (pip reports conflicts, then "Successfully installed") and
+    # then srun fails to start the training step: README rule R3, the error that ended it
+    lines = ["Installing collected packages: xmltodict, typer-slim, huggingface-hub", "",
+             "ERROR: pip's dependency resolver does not currently take into account all the packages that are "
+             "installed. This behaviour is the source of the following dependency conflicts.",
+             "transformers 4.52.3 requires huggingface-hub<1.0,>=0.30.0, but you have huggingface-hub 1.1.1 which is "
+             "incompatible.",
+             "Successfully installed huggingface-hub-1.1.1 typer-slim-0.20.0 xmltodict-1.0.2",
+             "Setup complete. Ready to run GRPO.", "CUDA_VISIBLE_DEVICES: 0,1,2,3,4,5,6,7 (using 7 for training)",
+             "srun: error: Unable to create step for job 25649503: Invalid generic resource (gres) specification"]
+    assert diagnose_text("\n".join(lines), rules).indicator_lines == [len(lines)]
 
 
 def test_launcher_summaries() -> None:
@@ -466,6 +569,19 @@ def test_what_fails_after_the_launcher_s_verdict_is_another_command(rules: Class
     assert got == [f"[rank0]: {disk}"]
 
 
+def test_the_terminal_error_of_a_later_stage_is_its_first_printing_whichever_rank(rules: Classifier) -> None:
+    # the first stage fails on rank 0; the next torchrun stage fails on what it left missing and
+    # rank 3 prints that first: README rules R7 (root and terminal error) and R5 (the terminal
+    # error once, on the earliest line that shows it, whichever rank printed it)
+    disk = "OSError: Not enough disk space. Needed: 153.54 MiB"
+    missing = "FileNotFoundError: [Errno 2] No such file or directory: '/root/.cache/mid_checkpoints'"
+    lines = [f"step {k:05d}/21400 | loss: 2.1 | dt: 410ms" for k in range(21390, 21400)]
+    lines += _rank_traceback(0, disk) + _TORCHRUN_TAIL + ["Loading the mid-trained model"]
+    lines += _rank_traceback(3, missing) + _rank_traceback(0, missing) + _TORCHRUN_TAIL
+    got = [lines[n - 1] for n in diagnose_text("\n".join(lines), rules).indicator_lines]
+    assert got == [f"[rank0]: {disk}", f"[rank3]: {missing}"]
+
+
 def test_a_job_script_that_runs_its_launch_again_is_labelled_at_its_last_run(rules: Classifier) -> None:
     # a loop in the job script relaunches torchrun and each launch fails the same way: README
     # rule R1 (only the last attempt), not R5's earliest copy (the copies are not ranks of one run)
@@ -477,6 +593,96 @@ def test_a_job_script_that_runs_its_launch_again_is_labelled_at_its_last_run(rul
     assert w.indicator_lines == [len(lines) - len(_TORCHRUN_TAIL)]
 
 
+
+
+def _launch(error: str, *, module: bool = False) -> list[str]:
+    """One start of a training script that dies at its first batch with ``error``."""
+    frames = (['  File "/usr/lib/python3.10/runpy.py", line 196, in _run_module_as_main',
+               '    return _run_code(code, main_globals, None,'] if module else [])
+    return ["/opt/env/lib/python3.10/site-packages/torchvision/models/_utils.py:208: UserWarning: The parameter "
+            "'pretrained' is deprecated since 0.13",
+            "  warnings.warn(",
+            "Using device: cuda",
+            "loading train data.......",
+            "Epoch 1/15:   0%|          | 0/136 [00:00<?, ?batch/s]",
+            "Traceback (most recent call last):", *frames,
+            '  File "/home/u/distill/train.py", line 180, in <module>',
+            "    t_feats = teacher(images)",
+            '  File "/home/u/distill/models/clip.py", line 42, in forward',
+            "    out = self.clip_model(x)",
+            error]
+
+
+_OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 16.00 MiB. GPU 0 has a total capacity "
+        "of 23.69 GiB of which 19.12 MiB is free.")
+
+
+@pytest.mark.parametrize("module", [False, True])
+def test_a_script_started_again_after_its_uncaught_exception_is_labelled_at_its_last_start(
+        rules: Classifier, module: bool) -> None:
+    # the exception reached the main module (``in <module>``, or runpy's frame under ``python -m``):
+    # Python printed it and the process exited; the start-up printed again is a new start of the
+    # program (a job script's loop), and README rule R1 labels the last one
+    lines = _launch(_OOM, module=module) + _launch(_OOM, module=module)
+    assert diagnose_text("\n".join(lines), rules).indicator_lines == [len(lines)]
+    # a later start that failed otherwise: its error only (R1), not the first start's
+    lines = _launch(_OOM, module=module) + _launch("ModuleNotFoundError: No module named 'src'", module=module)
+    assert diagnose_text("\n".join(lines), rules).indicator_lines == [len(lines)]
+
+
+def test_copies_of_an_uncaught_exception_without_a_new_start_between_are_labelled_at_the_first(
+        rules: Classifier) -> None:
+    # two processes of one run print the same exception back to back (R5: the earliest copy): no
+    # start-up printed between them
+    one = _launch(_OOM)
+    lines = one + one[5:]
+    assert diagnose_text("\n".join(lines), rules).indicator_lines == [len(one)]
+    # an exception caught inside the program (its traceback does not reach the main module) and
+    # printed: the same start-up lines after it are not a new start of the program
+    caught = [ln for ln in _launch(_OOM) if "in <module>" not in ln and "t_feats" not in ln]
+    lines = caught + caught
+    assert diagnose_text("\n".join(lines), rules).indicator_lines == [len(caught)]
+
+
+def test_a_second_agent_that_dies_like_the_first_is_labelled_at_its_own_error(rules: Classifier) -> None:
+    # a sweep agent's run fails (caught, the agent goes on), then the agent itself dies on an
+    # uncaught exception; a second agent started later prints the same lines and dies the same
+    # way: README rule R1, the last agent's error, not the first's nor its run's
+    run = ["Traceback (most recent call last):",
+           '  File "/opt/env/lib/python3.9/site-packages/ultralytics/yolo/cli.py", line 56, in cli',
+           "    func(cfg)",
+           "AssertionError: File not found: yolov8/tt100k.yaml"]
+    agent = ["wandb: Synced 6 W&B file(s), 0 media file(s), 0 artifact file(s) and 0 other file(s)",
+             "wandb: ERROR Error while calling W&B API: could not find agent m7p23g9l during agentHeartbeat",
+             "wandb: Terminating and syncing runs. Press ctrl-c to kill.",
+             "Traceback (most recent call last):",
+             '  File "/opt/env/bin/wandb", line 8, in <module>',
+             "    sys.exit(cli())",
+             "wandb.errors.CommError: Permission denied, ask the project owner to grant you access"]
+    lines = run + ["Choosing the GPU device with the most free memory..."] + agent + agent
+    assert diagnose_text("\n".join(lines), rules).indicator_lines == [len(lines)]
+
+
+def test_hydra_s_report_of_the_job_s_exception_ends_its_process(rules: Classifier) -> None:
+    # Hydra prints the job's exception without the frames above the task function, then
+    # "Set the environment variable HYDRA_FULL_ERROR=1 ..." and exits (run_and_report: sys.exit(1));
+    # the sweep's agent then starts the next run, which fails otherwise: R1, the last run's error
+    hydra = ["wandb: Agent Starting Run: 3fjq2 with config:", "wandb: \tlr0: 0.01",
+             "Ultralytics YOLOv8.0.6 Python-3.9.13 torch-2.0.0 CUDA:0 (NVIDIA GeForce RTX 2080, 7982MiB)",
+             "Error executing job with overrides: ['cfg=/tmp/train_2023.yaml']",
+             "Traceback (most recent call last):",
+             '  File "/opt/env/lib/python3.9/site-packages/ultralytics/yolo/cli.py", line 56, in cli',
+             "    func(cfg)",
+             "AssertionError: File not found: yolov8/tt100k.yaml", "",
+             "Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace."]
+    other = ["wandb: Agent Starting Run: 9kx1a with config:", "wandb: \tlr0: 0.02",
+             "Ultralytics YOLOv8.0.6 Python-3.9.13 torch-2.0.0 CUDA:0 (NVIDIA GeForce RTX 2080, 7982MiB)",
+             "Traceback (most recent call last):",
+             '  File "/opt/env/bin/yolo", line 8, in <module>',
+             "    sys.exit(entrypoint())",
+             "KeyError: 'lr0'"]
+    lines = hydra + other
+    assert diagnose_text("\n".join(lines), rules).indicator_lines == [len(lines)]
 
 
 def test_a_launcher_verdict_only_when_the_child_printed_no_error_and_then_its_first_line(rules: Classifier) -> None:

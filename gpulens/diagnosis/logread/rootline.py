@@ -45,7 +45,8 @@ AROUND = 80
 #: Symptoms of an error elsewhere beyond ``logs.is_weak``: collective timeouts and aborts, the
 #: launcher's signals to the other ranks, its exit-code rows and lines, srun's/LSF's exit lines.
 _ECHO = Guarded(
-    r"Watchdog caught collective operation timeout|[Ww]atchdog thread terminated|NCCL operations have failed or timed out"
+    r"Watchdog caught collective operation timeout|[Ww]atchdog thread terminated(?! with exception: CUDA error)"
+    r"|NCCL operations have failed or timed out"
     r"|NCCL communicator was aborted|ProcessGroupNCCL.*(?:[Tt]imeout|timed out|abort)|[Tt]o avoid data inconsistency"
     r"|closing signal SIG|[Ss]ignal \d+ \(SIGTERM\)|[Rr]eceived SIGTERM|exits? with return code|SignalException"
     r"|Caught signal 15|DistBackendError(?!.*(?:unhandled (?:cuda|system) error|invalid usage))|collective operation timeout"
@@ -63,11 +64,42 @@ _TIMEOUT = re.compile(r"Watchdog caught collective operation timeout|collective 
 
 def is_root_error(norm: str) -> bool:
     """A (normalized) failure line that can be the root error: not a symptom of an error
-    elsewhere, not a traceback frame or code line, not benign noise."""
-    if not norm or norm[0] in " \t" or norm.startswith(("File \"", "raise ", "^")):
+    elsewhere, not a traceback frame or code line, not a later line of a CUDA error's message,
+    not benign noise."""
+    if not norm or norm[0] in " \t" or norm.startswith(("File \"", "raise ", "^")) \
+            or any(k in norm for k in _NOT_THE_ERROR) or _quiet(norm):
         return False
     return not (logs.is_weak(norm) or _ECHO.search(norm) is not None or is_benign(norm) or _RETRYING in norm
                 or (_DUMPING in norm and _STATE_DUMP.search(norm) is not None))
+
+
+#: A log line's level that says it is a trace, not an error (README rule R2), in its header:
+#: UCX's "[1580511823.09] [host:53890:1] rcache.c:545  UCX  DEBUG failed to register region ..."
+#: (openucx/ucx src/ucs/debug/log.c, ucs_log_default_handler), Python logging's "DEBUG:root:...",
+#: loguru's "| DEBUG |", "[TRACE]".
+_QUIET_LEVEL = re.compile(r"(?:^|[\s\[|(])(?:DEBUG|TRACE)(?:[\s\]|):])")
+#: The characters of a line's start where a level is read (its header, not its message).
+_LEVEL_SPAN = 120
+
+
+def _quiet(norm: str) -> bool:
+    """Whether a line is logged at a DEBUG or TRACE level (its header says so)."""
+    head = norm[:_LEVEL_SPAN]
+    return ("DEBUG" in head or "TRACE" in head) and _QUIET_LEVEL.search(head) is not None
+
+
+#: The lines torch appends to every CUDA error's message (c10/cuda/CUDAException.cpp,
+#: c10_cuda_check_implementation: the asynchronous-report suffix and the device-side assertion
+#: note; pytorch/pytorch 0e4c6cd): the error is the message's first line (README rule R3).
+_CUDA_ADVICE = ("CUDA kernel errors might be asynchronously reported", "consider passing CUDA_LAUNCH_BLOCKING=1",
+                "Compile with `TORCH_USE_CUDA_DSA`", "Device-side assertions were explicitly omitted")
+#: pip's notice, logged at CRITICAL level ("ERROR: pip's dependency resolver does not currently take
+#: into account all the packages that are installed. ..."), of conflicts among the packages it has
+#: just installed; it then prints "Successfully installed ..." and exits 0 (pypa/pip 00226a8,
+#: src/pip/_internal/commands/install.py, _warn_about_conflicts): not an error that ends a run.
+_PIP_NOTICE = ("pip's dependency resolver does not currently take into account",
+               "pip's legacy dependency resolver does not consider dependency conflicts")
+_NOT_THE_ERROR = _CUDA_ADVICE + _PIP_NOTICE
 
 
 _DUMPING = "Dumping "
@@ -286,13 +318,15 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     own = [i for i in own if i not in middles]
     verdict_at = verdict_lines(lines, start)
     run_end = _run_end(own, verdict_at)
-    runs = _runs(lines, own, start)
-    again = _again(lines, runs, norm)
+    runs = _runs(lines, own, start, anew := first.rank is None and first.proc is None)
+    again = _again(lines, runs, norm, anew)
+    later: list[int] = []  # the last run's lines, whichever rank printed them first (R5)
     if again is None:
         picked = _root_lines(lines, [i for i in own if i < run_end], norm)
     else:  # a later run of the job script failed again (R1) or on what the first left missing (R7)
-        picked = _earliest_copies(_root_lines(lines, runs[-1], norm), [i for i in region if i > runs[-2][-1]], norm)
-        picked = _root_lines(lines, [i for i in own if i < run_end], norm)[:1] + picked if again else picked
+        later = _earliest_copies(_root_lines(lines, runs[-1], norm), [i for i in region if i > runs[-2][-1]], norm)
+        picked = _root_lines(lines, [i for i in own if i < run_end], norm)[:1] + later if again else list(later)
+    picked = [_logged_first(lines, i, norm) for i in picked]
     if picked and is_debugger_quit(norm(picked[-1])):
         picked = _breakpoint(lines, picked[-1]) + picked
     if not own:  # only symptoms: a collective timeout is the key message (the first one)
@@ -302,7 +336,7 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     own_set = set(own) | middles
     for i in _quoted(lines, start, failures, evidence, norm):
         if not any(abs(i - k) <= _NEXT_TO for k in picked) and not _later_line(lines, i, picked, region) \
-                and _shape(norm(i)) not in texts and mine(i) \
+                and _shape(norm(i)) not in texts and mine(i) and not _what_said(norm(i), texts) \
                 and not (own and _cleanup(norm(i))) and (i < run_end if again is None else i >= runs[-1][0]) \
                 and i not in own_set and i not in caught and i not in hook:  # _root_lines chose among its own lines (R4)
             picked.append(i)
@@ -321,11 +355,20 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
         rest = [i for i in region if not _code_line(lines[i])]  # never a traceback's frame or code line (R2)
         rest = [i for i in rest if not logs.is_secondary(norm(i))] or rest or list(region)
         found = _at_most(_once(rest, norm) or rest, min(limit, RULE_MAX_LINES))
-    if found:  # where the run diverged, before what failed because of it (R7)
-        roots = _diverged_root(lines, start, evidence) or _nan_reported(lines, start, found, norm)
+    if found:  # where the run diverged, before what failed because of it (R7); why it aborted (R6)
+        roots = _diverged_root(lines, start, evidence) or _nan_reported(lines, start, found, norm) \
+            or _abort_reason(lines, found)
         found = _at_most([i for i in roots if i not in found] + found,
                          min(limit, RULE_MAX_LINES))
-    return sorted(set(found))
+    return _first_ranks(lines, sorted(set(found)), first, later)
+
+
+def _first_ranks(lines: Sequence[str], found: list[int], first: ranks.Origin, later: Sequence[int]) -> list[int]:
+    """``found`` without the lines whose own prefix names another rank/node than the first failing
+    one (their copies and symptoms: README rule R5), except ``later``, a later run's error lines at
+    their earliest printing (another process group: its first rank to print need not be the
+    first run's); all of ``found`` when none is left."""
+    return [i for i in found if i in later or same_origin(ranks.origin_of(lines[i]), first)] or found
 
 
 #: Lines a launcher or scheduler prints about a child that already failed (README rules R6, R8):
@@ -482,6 +525,89 @@ def _code_line(raw: str) -> bool:
     return raw[:1].isspace() or _logged_frame(raw)
 
 
+#: The header of a line logged by torch's C++ code (c10's glog-style LOG(ERROR)/LOG(FATAL):
+#: "[E813 07:25:21.532210515 ProcessGroupGloo.cpp:143] ", "[E ProcessGroupNCCL.cpp:916] ",
+#: "E0813 07:25:21.532210 4242 ProcessGroupNCCL.cpp:1595] ").
+_CPP_LOGGED = re.compile(r"^\[?[EF](?:\d{3,4} [\d:.]+(?: +\d+)?)? ?[\w./-]+\.(?:cpp|cc|hpp|h):\d+\] ")
+#: Lines above a traceback searched for the C++ log line of its exception's message.
+_LOGGED_REACH = 40
+#: What a C++ log line's header names (its source file), looked for before reading lines closely.
+_CPP_FILES = (".cpp:", ".cc:", ".hpp:", ".h:")
+#: The lines of a traceback above its exception line within which its C++ log line is looked for.
+_FRAMES_REACH = 160
+
+
+def _logged_first(lines: Sequence[str], i: int, norm: Callable[[int], str]) -> int:
+    """The line that said the exception line ``i``'s message first: torch's C++ code logs an error
+    (LOG(ERROR), with its "[E813 07:25:21 ProcessGroupGloo.cpp:143]" header) and then throws it
+    with the same message, which Python prints at the end of its traceback; the same process's
+    log line above the traceback is the earliest copy (README rule R9), else ``i``."""
+    body = _norm_body(lines[i])
+    m = _EXCEPTION.match(body)
+    if m is None or not body[m.end():].startswith(": "):
+        return i
+    above = "\n".join(lines[max(0, i - _LOGGED_REACH - _FRAMES_REACH):i])
+    if not any(k in above for k in _CPP_FILES):
+        return i  # no C++ log line above
+    message = _shape(body[m.end() + 2:].strip())
+    head = _traceback_head(lines, i) if len(message) >= 30 else None
+    if head is None or _TRACEBACK not in lines[head]:
+        return i
+    rank = ranks.prefix_rank(lines[i])
+    for k in range(head - 1, max(-1, head - _LOGGED_REACH), -1):
+        body = _body(lines[k]).strip()
+        got = _CPP_LOGGED.match(body) if body[:1] in "[EF" else None
+        if got is not None and ranks.prefix_rank(lines[k]) == rank and _shape(body[got.end():].strip()) == message:
+            return k
+    return i
+
+
+#: glibc's report of the heap corruption it found before it calls abort(): "*** Error in
+#: `./simplex': corrupted size vs. prev_size: 0x00000000006ba7b0 ***" (glibc < 2.26), or the
+#: message alone ("free(): invalid pointer", "malloc(): corrupted top size"; malloc/malloc.c
+#: malloc_printerr), and its stack protector's "*** stack smashing detected ***: terminated".
+_GLIBC_ABORT = Guarded(
+    r"^\*\*\* Error in `[^`]+': |^\*\*\* (?:stack smashing|buffer overflow) detected \*\*\*"
+    r"|^(?:double free or corruption|(?:free|malloc|realloc|munmap_chunk|malloc_consolidate)\(\): "
+    r"(?:invalid|corrupted|memory corruption|unaligned)|corrupted (?:size vs\. prev_size|double-linked list))",
+    ("*** Error in `", "detected ***", "double free", "(): ", "corrupted "),
+)
+#: A process's abort as its shell reports it ("line 26: 158958 Aborted (core dumped) ./simplex").
+_ABORTED_SHELL = re.compile(r"\bAborted\b(?: \(core dumped\))?|已放弃")
+#: Lines above an abort searched for glibc's reason.
+_ABORT_REACH = 400
+
+
+def _abort_reason(lines: Sequence[str], found: Sequence[int]) -> list[int]:
+    """When the last line of ``found`` says the process aborted (the shell's "Aborted (core
+    dumped)"), glibc's report of why, printed above it by the same process (no other abort between
+    them): README rule R6, the line that says it was killed and the one that says why."""
+    last = found[-1]
+    if not _ABORTED_SHELL.search(lines[last]):
+        return []
+    for k in range(last - 1, max(-1, last - _ABORT_REACH), -1):
+        body = _body(lines[k]).strip()
+        if _ABORTED_SHELL.search(body):
+            return []
+        if body[:1] in "*dfmrc" and _GLIBC_ABORT.search(body) is not None:
+            return [k] if k not in found else []
+    return []
+
+
+def _what_said(text: str, said: set[str]) -> bool:
+    """Whether ``text`` is the C++ runtime's ``what():`` line under "terminate called after
+    throwing an instance of ..." restating a message already picked (the watchdog's "[Rank 0] NCCL
+    watchdog thread terminated with exception: ..." logged, then thrown): README rule R6, the
+    error is named once."""
+    if _WHAT not in text[:40]:
+        return False
+    body = _shape(text.split(_WHAT, 1)[1].strip())
+    return len(body) > 20 and any(t.endswith(body) for t in said)
+
+
+_WHAT = "what():"
+
+
 def _once(picked: Sequence[int], norm: Callable[[int], str]) -> list[int]:
     """``picked`` without the launcher's verdicts when a line of the failing process itself shows
     the error (rule R8), and without the copies of a message already picked, whatever rank
@@ -542,22 +668,112 @@ def _first_verdict(verdicts: Sequence[int], norm: Callable[[int], str]) -> list[
 _LEFT_MISSING = re.compile(r"No such file or directory|does not exist|not found|has not been initialized|Is a directory")
 
 
-def _runs(lines: Sequence[str], own: Sequence[int], start: int) -> list[list[int]]:
+def _runs(lines: Sequence[str], own: Sequence[int], start: int, anew: bool = False) -> list[list[int]]:
     """``own`` (the failing process's root error lines) split into the runs of the job script that
     printed them: a new run starts after a launcher's verdict on the previous one (torchrun's
-    "failed (exitcode", srun's exit line: that process ended) or after an error that ends its own
-    process (argparse's usage error: :func:`lines.ends_own_process`). Ordinary output after a
-    traceback does not tell a new process from the same one going on, or from another untagged
-    process."""
+    "failed (exitcode", srun's exit line: that process ended), after an error that ends its own
+    process (argparse's usage error: :func:`lines.ends_own_process`), or, with ``anew`` (no
+    failing rank or process known), when the program started again after an exception that ended
+    its process (:func:`_started_again`; where ranks print, the untagged lines between may be any
+    rank's). Other ordinary output after a traceback does not tell a new
+    process from the same one going on, or from another untagged process."""
     if len(own) < 2:
         return [list(own)]
     ends = [i for i in find_keys(lines, _LAUNCHER_KEYS, start) if not lines[i].lstrip().startswith(("raise", "File"))]
     runs = [[own[0]]]
+    memo: dict[int, str] = {}
     for prev, nxt in zip(own, own[1:], strict=False):
-        if any(prev < v < nxt for v in ends) or ends_own_process(lines, prev):
+        if any(prev < v < nxt for v in ends) or ends_own_process(lines, prev) \
+                or (anew and _started_again(lines, runs[-1], nxt, memo)):
             runs.append([])
         runs[-1].append(nxt)
     return runs
+
+
+#: The outermost frame of a traceback that reached the interpreter's top level: the main
+#: script's module code, or runpy's for ``python -m``.
+_TOP_FRAMES = (", in <module>", ", in _run_module_as_main")
+#: What Hydra writes below the job's exception before its ``sys.exit(1)``
+#: (hydra/_internal/utils.py run_and_report, facebookresearch/hydra 00480e9).
+_HYDRA_EXIT = "Set the environment variable HYDRA_FULL_ERROR=1"
+#: Lines below an exception line searched for a chain marker or Hydra's exit line.
+_BELOW = 8
+
+
+def _ended_uncaught(lines: Sequence[str], i: int) -> bool:
+    """Whether the exception line ``i`` ended its process: the last exception of its chain with a
+    traceback whose outermost frame is the main module's (``in <module>``, or runpy's
+    ``_run_module_as_main``: no code caught it, Python printed it and exits), or the job's
+    exception as Hydra reports it before exiting."""
+    below = lines[i + 1:i + 1 + _BELOW]
+    if any(_HYDRA_EXIT in ln for ln in below):
+        return True
+    if any(c in ln for ln in below for c in _CHAINED):
+        return False
+    head = _traceback_head(lines, i)
+    if head is None or _TRACEBACK not in lines[head]:
+        return False
+    frame = next((ln for ln in lines[head + 1:i] if _body(ln).lstrip().startswith('File "')), "")
+    return any(f in frame for f in _TOP_FRAMES)
+
+
+#: Lines of the program's start-up looked for above a run's first error (a short run's: a long
+#: one's start-up is far above its error, and its new start is told by its attempt's marks).
+_STARTUP_REACH = 300
+#: Lines between two runs' errors read for the start-up printed again (a start prints it first).
+_BETWEEN_REACH = 300
+#: Start-up lines printed again that show the program started anew.
+_AGAIN = 2
+
+
+def _started_again(lines: Sequence[str], run: Sequence[int], nxt: int, memo: dict[int, str] | None = None) -> bool:
+    """Whether the error line ``nxt`` comes from a new start of the program whose run ``run``
+    (its error lines so far) ended at its last exception: that exception ended its process
+    (:func:`_ended_uncaught`) and, between it and ``nxt``'s traceback, _AGAIN or more lines of
+    ordinary output say what the program printed before ``run``'s first error, or before the
+    run's first traceback of ``nxt``'s exception (its start-up, or what led to that error, printed
+    again: a job script's loop or a sweep ran it anew; README rule R1). Another process printing
+    its copy of the same error at the same time (rule R5) prints no such lines between. ``memo``:
+    the lines' :func:`_ordinary_shape`, kept across the calls of one reading."""
+    prev = run[-1]
+    after = next((ln for ln in lines[prev + 1:nxt] if ln.strip()), _TRACEBACK)
+    if _TRACEBACK in after or not _ended_uncaught(lines, prev):
+        return False  # another traceback right after it (nothing printed between), or its process went on
+    memo = {} if memo is None else memo
+    top = _printing(lines, run[0], run[0])
+    printed = _printing(lines, nxt, prev)
+    if printed < nxt:  # an exception's traceback: where the run first printed it
+        text = _bare_shape(logs.normalize_line(lines[nxt]).strip())
+        same = next((i for i in run if _bare_shape(logs.normalize_line(lines[i]).strip()) == text), run[0])
+        top = max(top, _printing(lines, same, same))
+    between = {_ordinary_shape(lines, k, memo) for k in range(prev + 1, min(printed, prev + 1 + _BETWEEN_REACH))}
+    between.discard("")
+    if len(between) < _AGAIN:
+        return False
+    seen = 0
+    for k in range(max(0, top - _STARTUP_REACH), top):
+        shape = _ordinary_shape(lines, k, memo)
+        if shape in between:
+            between.discard(shape)
+            seen += 1
+            if seen >= _AGAIN:
+                return True
+    return False
+
+
+def _ordinary_shape(lines: Sequence[str], k: int, memo: dict[int, str]) -> str:
+    """The :func:`_shape` of line ``k`` when it is a line of a program's ordinary output (not
+    blank, not a traceback's or a message's indented line, not an error, not a progress line: a
+    loop's, not the start-up's; not tagged with a rank, host or process: another one's), else ""."""
+    got = memo.get(k)
+    if got is None:
+        raw = lines[k]
+        body = _body(raw)
+        plain = not (len(body) != len(raw) or not body.strip() or body[:1].isspace() or _TRACEBACK in body
+                     or any(c in body for c in _CHAINED) or is_progress(raw))
+        norm = logs.normalize_line(body) if plain else ""
+        got = memo[k] = _shape(norm.strip()) if plain and not is_failure(norm, raw) else ""
+    return got
 
 
 def _earliest_copies(picked: Sequence[int], run: Sequence[int], norm: Callable[[int], str]) -> list[int]:
@@ -571,7 +787,8 @@ def _earliest_copies(picked: Sequence[int], run: Sequence[int], norm: Callable[[
     return out
 
 
-def _again(lines: Sequence[str], runs: Sequence[Sequence[int]], norm: Callable[[int], str]) -> bool | None:
+def _again(lines: Sequence[str], runs: Sequence[Sequence[int]], norm: Callable[[int], str],
+           anew: bool = False) -> bool | None:
     """How the last of several runs relates to the first: ``False`` when it failed with the first
     run's root error again (a loop or a retry: README rule R1, only the last attempt is labelled),
     ``True`` when its error names what the first run left missing (rule R7: the root and the
@@ -587,7 +804,9 @@ def _again(lines: Sequence[str], runs: Sequence[Sequence[int]], norm: Callable[[
     final = next((i for i in reversed(runs[-1]) if _EXCEPTION.match(norm(i))), runs[-1][-1])
     if _LEFT_MISSING.search(norm(final)):
         return True
-    return False if ends_own_process(lines, runs[0][-1]) else None
+    if ends_own_process(lines, runs[0][-1]) or (anew and _started_again(lines, runs[-2], runs[-1][0])):
+        return False
+    return None
 
 
 def _run_end(own: Sequence[int], verdicts: Sequence[int]) -> int:
