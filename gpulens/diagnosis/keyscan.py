@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, SupportsIndex
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["KeyedLines", "find_keys", "rare_piece", "scan_lines"]
+__all__ = ["KeyedLines", "find_keys", "rare_piece", "rare_window", "scan_lines"]
 
 #: Bytes times keys below which a range is scanned per key even for many keys (numpy's fixed
 #: cost per call is larger than such a scan).
@@ -364,6 +364,14 @@ _COMMON_PAIRS = frozenset(
 def rare_piece(key: str) -> int:
     """Offset in ``key`` (two or more characters) of a two-character piece that is rare in logs."""
     return _piece(key)
+
+
+def rare_window(key: str, width: int) -> int:
+    """Offset in ``key`` (``width`` or more characters) of a ``width``-character piece whose
+    characters are rare in logs (the rarest by the sum of their frequency ranks, the first of
+    equals)."""
+    ranks = [_RANK.get(c, len(_COMMON)) for c in key]
+    return max(range(len(key) - width + 1), key=lambda o: (sum(ranks[o:o + width]), -o))
 
 
 #: Characters at the start of a key its piece is chosen among.
