@@ -42,3 +42,26 @@ def test_a_long_error_context_keeps_its_first_third_and_last_two_thirds() -> Non
     assert len(every) == 3000
     assert got == every[:400] + every[-800:]
     assert got[0] == "ValueError: bad value 0" and got[-1] == "ValueError: bad value 2999"
+
+
+def test_a_read_log_keeps_its_bytes_for_the_key_scans_only_when_they_are_its_lines(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # NUL runs are dropped, undecodable bytes become U+FFFD: the key scans then read the lines
+    # (not the file's bytes), and find every key on the line that holds it either way
+    from gpulens.diagnosis.keyscan import find_keys, scan_lines
+    from gpulens.diagnosis.logread.source import read_whole
+
+    body = "".join(f"step {i} loss 2.0 lr 0.001 grad_norm 1.5\n" for i in range(20)) + "RuntimeError: boom\n"
+    cases = {"ascii.log": body.encode(), "wide.log": ("\u2588" * 3 + " " + body).encode(),
+             "nul.log": b"\x00" * 40 + body.encode() + b"\x00" * 9 + b"Killed\n",
+             "bad.log": b"\xff\xfe x\n" + body.encode() + b"Killed\n",
+             "fffd.log": "\ufffd ok\n".encode() + body.encode() + b"Killed\n"}
+    keys = ("RuntimeError", "Killed", "loss", "ok", "boom", "Error", "step")
+    for name, data in cases.items():
+        path = tmp_path / name
+        path.write_bytes(data)
+        src = read_whole(path)
+        assert src.reason is None, name
+        lines = src.lines
+        assert not any("\x00" in ln for ln in lines)
+        assert find_keys(lines, keys) == scan_lines(list(lines), keys, 0, len(lines)), name
+        assert lines[find_keys(lines, ("RuntimeError",))[0]] == "RuntimeError: boom", name
