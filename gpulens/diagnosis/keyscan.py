@@ -283,9 +283,12 @@ class _ByteIndex:
         """Lines holding a key among the candidate pair positions ``q`` (sorted; ``v``: their two
         bytes, a pair the table marks): the eight bytes around each compared, under a mask, with
         those of the keys of its pair, one key per pair at a time (numpy; for a key of up to
-        eight bytes, the answer), then each other survivor's key compared in full."""
+        eight bytes, the answer), then each other survivor's key compared in full. Fewer than
+        :data:`_FEW` candidates: :meth:`_confirm_few`."""
         import numpy as np
 
+        if q.size < _FEW:
+            return self._confirm_few(tab, q.tolist(), v.tolist())
         slots = tab.slot[v]
         exact: list[np.ndarray[Any, Any]] = []  # positions where a whole key is
         checks: list[tuple[int, np.ndarray[Any, Any], np.ndarray[Any, Any]]] = []  # (layer, positions, slots)
@@ -315,6 +318,29 @@ class _ByteIndex:
                     found.add(line)
         return sorted(found)
 
+
+    def _confirm_few(self, tab: _Table, q: list[int], v: list[int]) -> list[int]:
+        """:meth:`_confirm` for a few candidates: each key of a candidate's pair compared in full
+        where its piece is (``bytes.startswith``), the candidates on a line already found
+        skipped (``q`` is sorted: the lines come out sorted)."""
+        data, nl, keys_at = self.data, self.nl_list, tab.keys_at
+        found: list[int] = []
+        end = -1  # the newline ending the last line found
+        for at, pair in zip(q, v, strict=True):
+            if at < end:
+                continue
+            for key, o in keys_at[pair]:
+                if at >= o and data.startswith(key, at - o):
+                    line = bisect.bisect_left(nl, at)
+                    found.append(line)
+                    end = nl[line] if line < len(nl) else self.size
+                    break
+        return found
+
+
+#: Candidates below which :meth:`_ByteIndex._confirm` compares each in Python (numpy's fixed
+#: cost per call is larger).
+_FEW = 160
 
 #: What follows a log's bytes in its index: bytes no key holds, enough to read eight from any position.
 _PAD = b"\n\x00\x00\x00\x00\x00\x00\x00"
@@ -397,7 +423,7 @@ class _Table:
     ``kind`` (0: no j-th key, 1: the bytes are the whole key, 2: a longer key, compared in full);
     ``long``, for (layer, slot), the longer keys (bytes) with their piece's offset in each."""
 
-    __slots__ = ("last", "layers", "logs", "long", "pairs", "slot")
+    __slots__ = ("keys_at", "last", "layers", "logs", "long", "pairs", "slot")
 
     def __init__(self, keys: tuple[str, ...]) -> None:
         import numpy as np
@@ -409,11 +435,14 @@ class _Table:
         self.pairs = np.zeros(1 << 16, dtype=bool)
         # pair -> (shift, width, value) -> [whole key?, longer keys (bytes, piece offset)]
         found: dict[int, dict[tuple[int, int, int], list[Any]]] = {}
+        #: pair -> the keys (bytes) marked by it, with the pair's offset in each
+        self.keys_at: dict[int, list[tuple[bytes, int]]] = {}
         for key in keys:
             o = _piece(key[:_PIECE_SPAN])  # (a long key, such as a file's first line: its start will do)
             raw = key.encode("ascii")
             pair = raw[o] | raw[o + 1] << 8
             self.pairs[pair] = True
+            self.keys_at.setdefault(pair, []).append((raw, o))
             width = min(8, len(raw))
             off = min(o, len(raw) - width)  # where the compared bytes start in the key
             entry = found.setdefault(pair, {}).setdefault(

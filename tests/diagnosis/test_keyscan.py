@@ -5,6 +5,7 @@ per-key str.find scan finds."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from gpulens.diagnosis import keyscan, logs
 from gpulens.diagnosis.keyscan import KeyedLines, find_keys, scan_lines
@@ -282,3 +283,35 @@ def test_a_one_off_family_neither_enters_the_shared_pass_of_later_logs_nor_evict
     for k in range(keyscan._TABLE_CACHE):
         keyscan._table((f"family {k}", "xy"))
     assert keyscan._TABLES.get(tuple(ERROR_KEYS)) is shared  # kept; the one-off families went
+
+
+def test_few_candidates_compared_in_python_answer_as_numpy() -> None:
+    # _confirm hands fewer than _FEW candidates to _confirm_few (bytes.startswith per key): the
+    # same lines as the numpy comparison, on every family and range of the long excerpt
+    import numpy as np
+
+    lines = [ln if i % 2 else ln.upper() for i in range(30) for ln in _LOG.split("\n")]
+    index = KeyedLines(lines).byte_index()
+    most = 0
+    for keys in [ERROR_KEYS, KILL_KEYS, PROGRESS_KEYS, ("it/", "/it", "s/it", "it/s", "oom", "OOM", "ill", "led"),
+                 ("Segmentation fault", "srun: forcing job termination", "xit")]:
+        tab = keyscan._table(keyscan._split(keys)[0])
+        for b0, b1 in [(0, index.size), (0, 300), (200, 1500), (index.size - 400, index.size)]:
+            q, v = index._pairs_at(tab.pairs, b0, b1)
+            for cut in (q.size, 7, 1):
+                qq, vv = q[:cut], v[:cut]
+                if not qq.size:
+                    continue  # (the callers confirm candidates only)
+                assert index._confirm_few(tab, qq.tolist(), vv.tolist()) == _numpy_confirm(index, tab, qq, vv)
+            most = max(most, q.size)
+            assert np.all(tab.pairs[v])
+    assert most > keyscan._FEW  # the whole candidates of some: more than _confirm_few takes
+
+
+def _numpy_confirm(index: Any, tab: Any, q: Any, v: Any) -> list[int]:
+    few, keyscan._FEW = keyscan._FEW, 0
+    try:
+        return index._confirm(tab, q, v)
+    finally:
+        keyscan._FEW = few
+
