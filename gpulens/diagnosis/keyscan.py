@@ -166,7 +166,7 @@ def scan_lines(lines: Sequence[str], keys: Sequence[str], start: int, stop: int)
 class _ByteIndex:
     """The lines joined as UTF-8 bytes and the offsets of their newlines."""
 
-    __slots__ = ("cand", "data", "eights", "lines", "nl", "nl_list", "padded", "size")
+    __slots__ = ("cand", "data", "eights", "lines", "memo", "nl", "nl_list", "padded", "size")
 
     def __init__(self, lines: Sequence[str], joined: bytes | None = None) -> None:
         import numpy as np
@@ -190,6 +190,8 @@ class _ByteIndex:
         #: (tables, q, v): every position q of the whole data whose two bytes (v) some key of
         #: the tables marks (see :meth:`_candidates`), once per log
         self.cand: tuple[frozenset[_Table], np.ndarray[Any, Any], np.ndarray[Any, Any]] | None = None
+        #: the answers of :meth:`find` by (keys, slow keys, start, stop)
+        self.memo: dict[tuple[tuple[str, ...], tuple[str, ...], int, int], list[int]] = {}
 
     def _begin(self, i: int) -> int:
         """Byte offset of line ``i``."""
@@ -201,6 +203,10 @@ class _ByteIndex:
 
     def find(self, keys: Sequence[str], start: int, stop: int) -> list[int]:
         fast, slow = _split(keys)
+        asked = (fast, slow, start, stop)
+        got = self.memo.get(asked)
+        if got is not None:  # the reader asks some questions again
+            return list(got)
         b0, b1 = self._begin(start), self._end(stop - 1)
         found: set[int] = set()
         if len(fast) >= _TABLE_MIN_KEYS and ((b1 - b0) * len(fast) >= _TABLE_MIN_WORK or self._shared(fast)):
@@ -210,7 +216,11 @@ class _ByteIndex:
                 self._key_scan(_ascii(key), b0, b1, found)
         if slow:
             found.update(scan_lines(self.lines, slow, start, stop))
-        return sorted(found)
+        out = sorted(found)
+        if len(self.memo) >= _MEMO:
+            self.memo.clear()
+        self.memo[asked] = out
+        return list(out)
 
     def _shared(self, keys: tuple[str, ...]) -> bool:
         """Whether the shared pass over this log found the candidates of ``keys`` (a short range
@@ -337,6 +347,9 @@ class _ByteIndex:
                     break
         return found
 
+
+#: Answers :meth:`_ByteIndex.find` keeps per log.
+_MEMO = 256
 
 #: Candidates below which :meth:`_ByteIndex._confirm` compares each in Python (numpy's fixed
 #: cost per call is larger).

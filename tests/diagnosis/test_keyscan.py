@@ -315,3 +315,18 @@ def _numpy_confirm(index: Any, tab: Any, q: Any, v: Any) -> list[int]:
     finally:
         keyscan._FEW = few
 
+
+
+def test_a_question_asked_again_is_answered_from_the_logs_memo() -> None:
+    # the same lines, as a copy: changing an answer changes nothing; a change to the lines drops it
+    lines = _LOG.splitlines() * 20
+    keyed = KeyedLines(lines)
+    for keys in (ERROR_KEYS, ("Killed",), ("caf\u00e9 FAILED", "xit")):
+        want = _reference(lines, tuple(keys), 3, len(lines) - 2)
+        got = find_keys(keyed, keys, 3, len(lines) - 2)
+        assert got == want
+        got.append(-1)
+        assert find_keys(keyed, keys, 3, len(lines) - 2) == want
+    assert len(keyed.byte_index().memo) == 3
+    keyed[0] = "Killed"
+    assert find_keys(keyed, ("Killed",), 0, 1) == [0]
