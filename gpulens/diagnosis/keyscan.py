@@ -22,7 +22,11 @@ key family known then (the union of their tables), once; each family's scan of a
 that log then keeps, among those, the windows in its range that its own table marks (a family
 first seen later scans its ranges itself). The reader asks for about ten families, each over a
 range near the whole log: one pass instead of ten. A family the shared pass covers reads any
-range from it, however short (a window of progress lines holds a key on every line).
+range from it, however short (a window of progress lines holds a key on every line). A family
+of fewer keys, searched with ``bytes.find`` at first, gets a table once a second log asks for
+it: the shared pass of the logs after covers it too (the reader asks for a few such keys, over
+the whole log, several times a log). Few candidates are compared in Python (numpy's fixed cost
+per call is larger), and a log keeps its answers (the reader asks some questions again).
 
 Both give exactly the lines holding a key (the table marks a piece of every key, so every
 line holding a key has a marked window; each candidate is then compared with the keys
@@ -209,9 +213,11 @@ class _ByteIndex:
             return list(got)
         b0, b1 = self._begin(start), self._end(stop - 1)
         found: set[int] = set()
-        if len(fast) >= _TABLE_MIN_KEYS and ((b1 - b0) * len(fast) >= _TABLE_MIN_WORK or self._shared(fast)):
+        if fast and (self._shared(fast) or (len(fast) >= _TABLE_MIN_KEYS and (b1 - b0) * len(fast) >= _TABLE_MIN_WORK)):
             found.update(self._table_scan(fast, b0, b1))
         else:
+            if fast and len(fast) < _TABLE_MIN_KEYS:
+                _asked_few(fast, self)
             for key in fast:
                 self._key_scan(_ascii(key), b0, b1, found)
         if slow:
@@ -483,6 +489,26 @@ class _Table:
                 if not whole:
                     self.long[(j, slot)] = longer
             self.layers.append((shift, mask, value, kind))
+
+
+#: Families of fewer than _TABLE_MIN_KEYS keys: [the id of the index (a log's) that last asked
+#: for one, how many indexes have]. A family asked for in a second log gets a table: the shared
+#: pass of the next logs finds its candidates too (a look-up then, not a search per key).
+_FEW_KEYS: dict[tuple[str, ...], list[int]] = {}
+
+
+def _asked_few(keys: tuple[str, ...], index: _ByteIndex) -> None:
+    got = _FEW_KEYS.get(keys)
+    if got is None:
+        if len(_FEW_KEYS) >= 4 * _TABLE_CACHE:
+            _FEW_KEYS.clear()
+        got = _FEW_KEYS[keys] = [0, 0]
+    if got[0] != id(index):
+        got[0] = id(index)
+        got[1] += 1
+        if got[1] >= 2 and keys not in _TABLES:
+            tab = _table(keys)
+            tab.last, tab.logs = id(index), got[1]
 
 
 @functools.lru_cache(maxsize=8)

@@ -330,3 +330,22 @@ def test_a_question_asked_again_is_answered_from_the_logs_memo() -> None:
     assert len(keyed.byte_index().memo) == 3
     keyed[0] = "Killed"
     assert find_keys(keyed, ("Killed",), 0, 1) == [0]
+
+
+def test_a_family_of_few_keys_asked_in_two_logs_joins_the_shared_pass() -> None:
+    # one or two keys were searched per key (bytes.find) over their range; a family asked for in
+    # a second log gets a table, which the shared pass of later logs covers: same lines
+    lines = _LOG.splitlines() * 60
+    few = ("Tracking run with wandb version", "srun: forcing")
+    keyscan._TABLES.clear()
+    keyscan._FEW_KEYS.clear()
+    want = _reference(lines, few, 0, len(lines))
+    for k in range(4):
+        keyed = KeyedLines([f"log {k}", *lines])
+        assert find_keys(keyed, ERROR_KEYS, 0) == _reference(list(keyed), tuple(ERROR_KEYS), 0, len(keyed))
+        assert find_keys(keyed, few, 1) == [i + 1 for i in want]
+        for start, stop in [(0, 5), (len(keyed) // 2, len(keyed)), (30, 31)]:
+            assert find_keys(keyed, few, start, stop) == _reference(list(keyed), few, start, stop)
+    tab = keyscan._TABLES.get(few)
+    cand = keyed.byte_index().cand
+    assert tab is not None and cand is not None and tab in cand[0]
