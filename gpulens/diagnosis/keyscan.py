@@ -170,7 +170,7 @@ def scan_lines(lines: Sequence[str], keys: Sequence[str], start: int, stop: int)
 class _ByteIndex:
     """The lines joined as UTF-8 bytes and the offsets of their newlines."""
 
-    __slots__ = ("cand", "data", "eights", "lines", "memo", "mine", "nl", "nl_list", "padded", "size")
+    __slots__ = ("cand", "data", "eights", "lines", "memo", "nl", "nl_list", "padded", "size")
 
     def __init__(self, lines: Sequence[str], joined: bytes | None = None) -> None:
         import numpy as np
@@ -194,8 +194,6 @@ class _ByteIndex:
         #: (tables, q, v): every position q of the whole data whose two bytes (v) some key of
         #: the tables marks (see :meth:`_candidates`), once per log
         self.cand: tuple[frozenset[_Table], np.ndarray[Any, Any], np.ndarray[Any, Any]] | None = None
-        #: per table in the shared pass, :meth:`_mine`
-        self.mine: dict[_Table, tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], list[int] | None]] = {}
         #: the answers of :meth:`find` by (keys, slow keys, start, stop)
         self.memo: dict[tuple[tuple[str, ...], tuple[str, ...], int, int], list[int]] = {}
 
@@ -267,32 +265,15 @@ class _ByteIndex:
             q, v = self._pairs_at(pairs, 0, self.size)
             self.cand = (tables, q, v)
         if self.cand is not None and tab in self.cand[0]:
-            # the shared positions this table marks (once a log), then those of [b0, b1 - 2]
-            got = self.mine.get(tab)
-            if got is None:
-                got = self.mine[tab] = self._mine(tab)
-            q, v, lines = got
-            if lines is not None:  # every line of the log holding a key, found once
-                return lines[bisect.bisect_left(lines, self._line_at(b0)):bisect.bisect_right(lines, self._line_at(b1))]
+            # the positions of [b0, b1 - 2] among the shared ones, kept where this table marks them
+            _, q, v = self.cand
             i0, i1 = np.searchsorted(q, (b0, b1 - 1)).tolist()
             q, v = q[i0:i1], v[i0:i1]
+            mine = tab.pairs[v]
+            q, v = q[mine], v[mine]
         else:
             q, v = self._pairs_at(tab.pairs, b0, b1)
         return self._confirm(tab, q, v) if q.size else []
-
-    def _mine(self, tab: _Table) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], list[int] | None]:
-        """The shared candidates ``tab`` marks, and when they are few, every line of the log
-        holding one of its keys (each range then a look-up)."""
-        assert self.cand is not None
-        _, q, v = self.cand
-        on = tab.pairs[v]
-        q, v = q[on], v[on]
-        return q, v, self._confirm_few(tab, q.tolist(), v.tolist()) if q.size < _FEW else None
-
-    def _line_at(self, b: int) -> int:
-        """The line that holds byte offset ``b`` (a line's newline is its own: ``b1`` of a range
-        is in its last line)."""
-        return bisect.bisect_left(self.nl_list, b)
 
     def _pairs_at(self, pairs: np.ndarray[Any, Any], b0: int, b1: int
                   ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
