@@ -22,7 +22,11 @@ key family known then (the union of their tables), once; each family's scan of a
 that log then keeps, among those, the windows in its range that its own table marks (a family
 first seen later scans its ranges itself). The reader asks for about ten families, each over a
 range near the whole log: one pass instead of ten. A family the shared pass covers reads any
-range from it, however short (a window of progress lines holds a key on every line).
+range from it, however short (a window of progress lines holds a key on every line). A family
+of fewer keys, searched with ``bytes.find`` at first, gets a table once a second log asks for
+it: the shared pass of the logs after covers it too (the reader asks for a few such keys, over
+the whole log, several times a log). Few candidates are compared in Python (numpy's fixed cost
+per call is larger), and a log keeps its answers (the reader asks some questions again).
 
 Both give exactly the lines holding a key (the table marks a piece of every key, so every
 line holding a key has a marked window; each candidate is then compared with the keys
@@ -41,7 +45,7 @@ from typing import TYPE_CHECKING, Any, SupportsIndex
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["KeyedLines", "find_keys", "rare_piece", "scan_lines"]
+__all__ = ["KeyedLines", "find_keys", "rare_piece", "rare_window", "scan_lines"]
 
 #: Bytes times keys below which a range is scanned per key even for many keys (numpy's fixed
 #: cost per call is larger than such a scan).
@@ -166,7 +170,7 @@ def scan_lines(lines: Sequence[str], keys: Sequence[str], start: int, stop: int)
 class _ByteIndex:
     """The lines joined as UTF-8 bytes and the offsets of their newlines."""
 
-    __slots__ = ("cand", "data", "eights", "lines", "nl", "nl_list", "padded", "size")
+    __slots__ = ("cand", "data", "eights", "lines", "memo", "nl", "nl_list", "padded", "size")
 
     def __init__(self, lines: Sequence[str], joined: bytes | None = None) -> None:
         import numpy as np
@@ -190,6 +194,8 @@ class _ByteIndex:
         #: (tables, q, v): every position q of the whole data whose two bytes (v) some key of
         #: the tables marks (see :meth:`_candidates`), once per log
         self.cand: tuple[frozenset[_Table], np.ndarray[Any, Any], np.ndarray[Any, Any]] | None = None
+        #: the answers of :meth:`find` by (keys, slow keys, start, stop)
+        self.memo: dict[tuple[tuple[str, ...], tuple[str, ...], int, int], list[int]] = {}
 
     def _begin(self, i: int) -> int:
         """Byte offset of line ``i``."""
@@ -201,16 +207,26 @@ class _ByteIndex:
 
     def find(self, keys: Sequence[str], start: int, stop: int) -> list[int]:
         fast, slow = _split(keys)
+        asked = (fast, slow, start, stop)
+        got = self.memo.get(asked)
+        if got is not None:  # the reader asks some questions again
+            return list(got)
         b0, b1 = self._begin(start), self._end(stop - 1)
         found: set[int] = set()
-        if len(fast) >= _TABLE_MIN_KEYS and ((b1 - b0) * len(fast) >= _TABLE_MIN_WORK or self._shared(fast)):
+        if fast and (self._shared(fast) or (len(fast) >= _TABLE_MIN_KEYS and (b1 - b0) * len(fast) >= _TABLE_MIN_WORK)):
             found.update(self._table_scan(fast, b0, b1))
         else:
+            if fast and len(fast) < _TABLE_MIN_KEYS:
+                _asked_few(fast, self)
             for key in fast:
                 self._key_scan(_ascii(key), b0, b1, found)
         if slow:
             found.update(scan_lines(self.lines, slow, start, stop))
-        return sorted(found)
+        out = sorted(found)
+        if len(self.memo) >= _MEMO:
+            self.memo.clear()
+        self.memo[asked] = out
+        return list(out)
 
     def _shared(self, keys: tuple[str, ...]) -> bool:
         """Whether the shared pass over this log found the candidates of ``keys`` (a short range
@@ -283,9 +299,12 @@ class _ByteIndex:
         """Lines holding a key among the candidate pair positions ``q`` (sorted; ``v``: their two
         bytes, a pair the table marks): the eight bytes around each compared, under a mask, with
         those of the keys of its pair, one key per pair at a time (numpy; for a key of up to
-        eight bytes, the answer), then each other survivor's key compared in full."""
+        eight bytes, the answer), then each other survivor's key compared in full. Fewer than
+        :data:`_FEW` candidates: :meth:`_confirm_few`."""
         import numpy as np
 
+        if q.size < _FEW:
+            return self._confirm_few(tab, q.tolist(), v.tolist())
         slots = tab.slot[v]
         exact: list[np.ndarray[Any, Any]] = []  # positions where a whole key is
         checks: list[tuple[int, np.ndarray[Any, Any], np.ndarray[Any, Any]]] = []  # (layer, positions, slots)
@@ -315,6 +334,32 @@ class _ByteIndex:
                     found.add(line)
         return sorted(found)
 
+
+    def _confirm_few(self, tab: _Table, q: list[int], v: list[int]) -> list[int]:
+        """:meth:`_confirm` for a few candidates: each key of a candidate's pair compared in full
+        where its piece is (``bytes.startswith``), the candidates on a line already found
+        skipped (``q`` is sorted: the lines come out sorted)."""
+        data, nl, keys_at = self.data, self.nl_list, tab.keys_at
+        found: list[int] = []
+        end = -1  # the newline ending the last line found
+        for at, pair in zip(q, v, strict=True):
+            if at < end:
+                continue
+            for key, o in keys_at[pair]:
+                if at >= o and data.startswith(key, at - o):
+                    line = bisect.bisect_left(nl, at)
+                    found.append(line)
+                    end = nl[line] if line < len(nl) else self.size
+                    break
+        return found
+
+
+#: Answers :meth:`_ByteIndex.find` keeps per log.
+_MEMO = 256
+
+#: Candidates below which :meth:`_ByteIndex._confirm` compares each in Python (numpy's fixed
+#: cost per call is larger).
+_FEW = 160
 
 #: What follows a log's bytes in its index: bytes no key holds, enough to read eight from any position.
 _PAD = b"\n\x00\x00\x00\x00\x00\x00\x00"
@@ -366,6 +411,14 @@ def rare_piece(key: str) -> int:
     return _piece(key)
 
 
+def rare_window(key: str, width: int) -> int:
+    """Offset in ``key`` (``width`` or more characters) of a ``width``-character piece whose
+    characters are rare in logs (the rarest by the sum of their frequency ranks, the first of
+    equals)."""
+    ranks = [_RANK.get(c, len(_COMMON)) for c in key]
+    return max(range(len(key) - width + 1), key=lambda o: (sum(ranks[o:o + width]), -o))
+
+
 #: Characters at the start of a key its piece is chosen among.
 _PIECE_SPAN = 64
 
@@ -389,7 +442,7 @@ class _Table:
     ``kind`` (0: no j-th key, 1: the bytes are the whole key, 2: a longer key, compared in full);
     ``long``, for (layer, slot), the longer keys (bytes) with their piece's offset in each."""
 
-    __slots__ = ("last", "layers", "logs", "long", "pairs", "slot")
+    __slots__ = ("keys_at", "last", "layers", "logs", "long", "pairs", "slot")
 
     def __init__(self, keys: tuple[str, ...]) -> None:
         import numpy as np
@@ -401,11 +454,14 @@ class _Table:
         self.pairs = np.zeros(1 << 16, dtype=bool)
         # pair -> (shift, width, value) -> [whole key?, longer keys (bytes, piece offset)]
         found: dict[int, dict[tuple[int, int, int], list[Any]]] = {}
+        #: pair -> the keys (bytes) marked by it, with the pair's offset in each
+        self.keys_at: dict[int, list[tuple[bytes, int]]] = {}
         for key in keys:
             o = _piece(key[:_PIECE_SPAN])  # (a long key, such as a file's first line: its start will do)
             raw = key.encode("ascii")
             pair = raw[o] | raw[o + 1] << 8
             self.pairs[pair] = True
+            self.keys_at.setdefault(pair, []).append((raw, o))
             width = min(8, len(raw))
             off = min(o, len(raw) - width)  # where the compared bytes start in the key
             entry = found.setdefault(pair, {}).setdefault(
@@ -433,6 +489,26 @@ class _Table:
                 if not whole:
                     self.long[(j, slot)] = longer
             self.layers.append((shift, mask, value, kind))
+
+
+#: Families of fewer than _TABLE_MIN_KEYS keys: [the id of the index (a log's) that last asked
+#: for one, how many indexes have]. A family asked for in a second log gets a table: the shared
+#: pass of the next logs finds its candidates too (a look-up then, not a search per key).
+_FEW_KEYS: dict[tuple[str, ...], list[int]] = {}
+
+
+def _asked_few(keys: tuple[str, ...], index: _ByteIndex) -> None:
+    got = _FEW_KEYS.get(keys)
+    if got is None:
+        if len(_FEW_KEYS) >= 4 * _TABLE_CACHE:
+            _FEW_KEYS.clear()
+        got = _FEW_KEYS[keys] = [0, 0]
+    if got[0] != id(index):
+        got[0] = id(index)
+        got[1] += 1
+        if got[1] >= 2 and keys not in _TABLES:
+            tab = _table(keys)
+            tab.last, tab.logs = id(index), got[1]
 
 
 @functools.lru_cache(maxsize=8)

@@ -143,7 +143,7 @@ def _reference_matches(text: str, rules: tuple[Rule, ...]) -> list[tuple[str, st
 
 
 def test_match_rules_finds_what_the_whole_patterns_find() -> None:
-    # the literal plan (rare byte pairs, then `in`) and the alternations cut to the alternatives
+    # the literal plan (rare byte pieces, then `in`) and the alternations cut to the alternatives
     # whose literals a text holds change no match: every seventh sample excerpt, each rule's
     # own example, and the excerpts with their case changed
     rules = load_rules()
@@ -157,9 +157,21 @@ def test_match_rules_finds_what_the_whole_patterns_find() -> None:
         assert got == _reference_matches(text, rules), text[:200]
         plan = rules_module._plan_for(rules)
         present = rules_module._present_needles(text.lower(), plan)
-        assert present == {n for ns in plan.by_pair.values() for n in ns if n in text.lower()}
+        assert present == {n for n in plan.needles if n in text.lower()}
         cut += sum(rules_module._pattern_for(r, plan, present) not in (None, r.pattern) for r in rules)
     assert cut > 30  # some alternations were cut: the check is not vacuous
+
+
+def test_present_needles_finds_each_literal_alone_at_the_ends_and_after_wide_characters() -> None:
+    # a literal is compared where its rare bytes are: one that fills the whole text, starts it,
+    # ends it or follows multi-byte characters is found; one cut by a byte is not
+    plan = rules_module._plan_for(load_rules())
+    needles = sorted(plan.needles)
+    assert any(len(n.encode()) < 4 for n in needles) and any(not n.isascii() for n in needles)
+    for n in needles:
+        for text in (n, n + " tail", "head " + n, "\u00e9\u4e2d\U0001F600" + n + "\u00e9"):
+            assert n in rules_module._present_needles(text, plan), (n, text)
+        assert n not in rules_module._present_needles(n[:-1] + "\n" + n[-1], plan)
 
 
 def test_split_guards_find_the_same_match_on_every_sample_line() -> None:

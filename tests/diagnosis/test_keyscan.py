@@ -5,6 +5,7 @@ per-key str.find scan finds."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from gpulens.diagnosis import keyscan, logs
 from gpulens.diagnosis.keyscan import KeyedLines, find_keys, scan_lines
@@ -282,3 +283,69 @@ def test_a_one_off_family_neither_enters_the_shared_pass_of_later_logs_nor_evict
     for k in range(keyscan._TABLE_CACHE):
         keyscan._table((f"family {k}", "xy"))
     assert keyscan._TABLES.get(tuple(ERROR_KEYS)) is shared  # kept; the one-off families went
+
+
+def test_few_candidates_compared_in_python_answer_as_numpy() -> None:
+    # _confirm hands fewer than _FEW candidates to _confirm_few (bytes.startswith per key): the
+    # same lines as the numpy comparison, on every family and range of the long excerpt
+    import numpy as np
+
+    lines = [ln if i % 2 else ln.upper() for i in range(30) for ln in _LOG.split("\n")]
+    index = KeyedLines(lines).byte_index()
+    most = 0
+    for keys in [ERROR_KEYS, KILL_KEYS, PROGRESS_KEYS, ("it/", "/it", "s/it", "it/s", "oom", "OOM", "ill", "led"),
+                 ("Segmentation fault", "srun: forcing job termination", "xit")]:
+        tab = keyscan._table(keyscan._split(keys)[0])
+        for b0, b1 in [(0, index.size), (0, 300), (200, 1500), (index.size - 400, index.size)]:
+            q, v = index._pairs_at(tab.pairs, b0, b1)
+            for cut in (q.size, 7, 1):
+                qq, vv = q[:cut], v[:cut]
+                if not qq.size:
+                    continue  # (the callers confirm candidates only)
+                assert index._confirm_few(tab, qq.tolist(), vv.tolist()) == _numpy_confirm(index, tab, qq, vv)
+            most = max(most, q.size)
+            assert np.all(tab.pairs[v])
+    assert most > keyscan._FEW  # the whole candidates of some: more than _confirm_few takes
+
+
+def _numpy_confirm(index: Any, tab: Any, q: Any, v: Any) -> list[int]:
+    few, keyscan._FEW = keyscan._FEW, 0
+    try:
+        return index._confirm(tab, q, v)
+    finally:
+        keyscan._FEW = few
+
+
+
+def test_a_question_asked_again_is_answered_from_the_logs_memo() -> None:
+    # the same lines, as a copy: changing an answer changes nothing; a change to the lines drops it
+    lines = _LOG.splitlines() * 20
+    keyed = KeyedLines(lines)
+    for keys in (ERROR_KEYS, ("Killed",), ("caf\u00e9 FAILED", "xit")):
+        want = _reference(lines, tuple(keys), 3, len(lines) - 2)
+        got = find_keys(keyed, keys, 3, len(lines) - 2)
+        assert got == want
+        got.append(-1)
+        assert find_keys(keyed, keys, 3, len(lines) - 2) == want
+    assert len(keyed.byte_index().memo) == 3
+    keyed[0] = "Killed"
+    assert find_keys(keyed, ("Killed",), 0, 1) == [0]
+
+
+def test_a_family_of_few_keys_asked_in_two_logs_joins_the_shared_pass() -> None:
+    # one or two keys were searched per key (bytes.find) over their range; a family asked for in
+    # a second log gets a table, which the shared pass of later logs covers: same lines
+    lines = _LOG.splitlines() * 60
+    few = ("Tracking run with wandb version", "srun: forcing")
+    keyscan._TABLES.clear()
+    keyscan._FEW_KEYS.clear()
+    want = _reference(lines, few, 0, len(lines))
+    for k in range(4):
+        keyed = KeyedLines([f"log {k}", *lines])
+        assert find_keys(keyed, ERROR_KEYS, 0) == _reference(list(keyed), tuple(ERROR_KEYS), 0, len(keyed))
+        assert find_keys(keyed, few, 1) == [i + 1 for i in want]
+        for start, stop in [(0, 5), (len(keyed) // 2, len(keyed)), (30, 31)]:
+            assert find_keys(keyed, few, start, stop) == _reference(list(keyed), few, start, stop)
+    tab = keyscan._TABLES.get(few)
+    cand = keyed.byte_index().cand
+    assert tab is not None and cand is not None and tab in cand[0]

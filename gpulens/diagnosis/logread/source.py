@@ -113,10 +113,10 @@ def _text_with_noise(path: str | os.PathLike[str], size: int) -> bool:
 def _finish(text: str, size: int, raw: bytes | None = None) -> WholeText:
     """The lines of ``text``, decoded from ``raw`` when given (kept as the lines' bytes when
     the decoding lost nothing: the key scans then need not encode the lines again)."""
-    if "\x00" in text:
+    if (b"\x00" in raw) if raw is not None else ("\x00" in text):  # (a NUL byte decodes to NUL only)
         text = text.replace("\x00", "")  # NUL runs hold no line (they are not text)
         raw = None
-    if raw is not None and "\ufffd" in text:
+    if raw is not None and not text.isascii() and "\ufffd" in text:
         raw = None  # bytes that are not UTF-8 (or a replacement character): not the lines' bytes
     lines = text.split("\n") if text else []
     if lines and lines[-1] == "":

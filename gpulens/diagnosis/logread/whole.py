@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from gpulens.diagnosis import logs
@@ -379,13 +379,37 @@ def _context(lines: Sequence[str], start: int, first: ranks.Origin) -> list[str]
     rank's), bounded. The first rank's own prefixed lines are kept wherever they are: the rest
     of its traceback and its final exception line often come after other ranks' lines."""
     skip = rootline.interleaved(lines, start, first)
-    ctx = [ln for k, ln in enumerate(lines[start:], start) if not is_progress(ln) and _same(ln, first)
-           and not (skip[0] < k <= skip[1] and ranks.origin_of(ln) == ranks.Origin())]
+
+    def kept(k: int) -> bool:
+        ln = lines[k]
+        return not is_progress(ln) and _same(ln, first) and not (skip[0] < k <= skip[1]
+                                                                  and ranks.origin_of(ln) == ranks.Origin())
+
+    ctx = [lines[k] for k in _ends(kept, start, len(lines), MAX_CONTEXT_LINES // 3, 2 * MAX_CONTEXT_LINES // 3)]
     if first.rank is not None:  # one process's output now: its prefix names no other rank
         ctx = [ranks.strip_prefix(ln) for ln in ctx]
-    if len(ctx) > MAX_CONTEXT_LINES:
-        ctx = ctx[: MAX_CONTEXT_LINES // 3] + ctx[-2 * MAX_CONTEXT_LINES // 3:]
     return ctx
+
+
+def _ends(kept: Callable[[int], bool], start: int, stop: int, head: int, tail: int) -> list[int]:
+    """The indexes ``k`` in ``[start, stop)`` for which ``kept(k)``: all of them when at most
+    ``head + tail`` are, else the first ``head`` and the last ``tail`` (the lines between are
+    never tested)."""
+    first: list[int] = []
+    for k in range(start, stop):
+        if kept(k):
+            first.append(k)
+            if len(first) > head + tail:
+                break
+    else:
+        return first
+    last: list[int] = []
+    for k in range(stop - 1, first[head - 1], -1):
+        if kept(k):
+            last.append(k)
+            if len(last) == tail:
+                break
+    return first[:head] + last[::-1]
 
 
 def _region_start(lines: Sequence[str], frontier: int, failures: Sequence[int]) -> int:

@@ -340,31 +340,41 @@ def _alternatives(rule: Rule) -> tuple[tuple[str, ...], tuple[tuple[str, ...], .
 class _Plan:
     """How :func:`match_rules` reads a text for one tuple of rules.
 
-    ``by_pair``: every literal of the rules under the two bytes of it that are rarest in logs
-    (UTF-8, little-endian), ``used`` marking those pairs: the pairs a text holds (numpy, one
-    pass) name the few literals worth an ``in`` test; a literal whose pair the text lacks cannot
-    be in it. ``alts``: per rule id, :func:`_alternatives`, read the first time the rule's
-    literals are in a text (parsing every pattern up front would cost a short run more than it
-    saves). ``by_needle``: the positions of the rules that need each literal; ``always``: those of
-    the rules with no literal (searched in every text).
+    ``by_quad``: every literal of four or more bytes (UTF-8) under the four bytes of it that are
+    rarest in logs (little-endian), with those bytes' offset in it; ``by_pair``: a shorter one
+    under its rarest two bytes; ``used`` marks the first two bytes of each piece, ``used2`` the
+    last two of each four: the windows of a text holding marked bytes (numpy, one pass) are the
+    few places where a literal may be, each compared there (a literal whose piece the text lacks
+    cannot be in it). ``needles``: every literal. ``alts``: per rule id, :func:`_alternatives`,
+    read the first time the rule's literals are in a text (parsing every pattern up front would
+    cost a short run more than it saves). ``by_needle``: the positions of the rules that need
+    each literal; ``always``: those of the rules with no literal (searched in every text).
     """
 
-    __slots__ = ("alts", "always", "by_needle", "by_pair", "rules", "used")
+    __slots__ = ("alts", "always", "by_needle", "by_pair", "by_quad", "needles", "rules", "used", "used2")
 
     def __init__(self, rules: tuple[Rule, ...]) -> None:
         import numpy as np
 
-        from gpulens.diagnosis.keyscan import rare_piece
+        from gpulens.diagnosis.keyscan import rare_piece, rare_window
 
         self.rules = rules  # kept: its id is not reused while the plan is cached
         self.alts: dict[str, tuple[tuple[str, ...], tuple[tuple[str, ...], ...]] | None] = {}
+        self.needles = _all_needles(rules)
         self.by_pair: dict[int, list[str]] = {}
-        for needle in sorted(_all_needles(rules)):
+        self.by_quad: dict[int, list[tuple[str, bytes, int]]] = {}
+        for needle in sorted(self.needles):
             raw = needle.encode("utf-8", "surrogatepass")
-            o = rare_piece(raw.decode("latin-1"))
-            self.by_pair.setdefault(raw[o] | raw[o + 1] << 8, []).append(needle)
+            if len(raw) >= 4:
+                o = rare_window(raw.decode("latin-1"), 4)
+                self.by_quad.setdefault(int.from_bytes(raw[o:o + 4], "little"), []).append((needle, raw, o))
+            else:
+                o = rare_piece(raw.decode("latin-1"))
+                self.by_pair.setdefault(raw[o] | raw[o + 1] << 8, []).append(needle)
         self.used = np.zeros(1 << 16, dtype=bool)
-        self.used[list(self.by_pair)] = True
+        self.used[[q & 0xFFFF for q in self.by_quad] + list(self.by_pair)] = True
+        self.used2 = np.zeros(1 << 16, dtype=bool)
+        self.used2[[q >> 16 for q in self.by_quad]] = True
         self.by_needle: dict[str, list[int]] = {}
         self.always: frozenset[int] = frozenset(k for k, rule in enumerate(rules) if rule.needles is None)
         for k, rule in enumerate(rules):
@@ -387,16 +397,28 @@ def _plan_for(rules: tuple[Rule, ...]) -> _Plan:
 
 
 def _present_needles(low: str, plan: _Plan) -> set[str]:
-    """The literals of the plan that ``low`` holds (only those whose rare pair it holds tested)."""
+    """The literals of the plan that ``low`` holds (only those whose rare piece it holds tested)."""
     import numpy as np
 
-    data = np.frombuffer(low.encode("utf-8", "surrogatepass"), dtype=np.uint8)
+    raw = low.encode("utf-8", "surrogatepass")
+    data = np.frombuffer(raw, dtype=np.uint8)
     if data.size < 2:
         return set()
-    pairs = data[:-1].astype(np.uint16) | data[1:].astype(np.uint16) << 8
-    pairs = pairs[plan.used[pairs]]
-    by_pair = plan.by_pair
-    return {n for p in np.unique(pairs).tolist() for n in by_pair[p] if n in low}
+    pairs = data[:-1].astype(np.uint32) | data[1:].astype(np.uint32) << 8
+    at = np.flatnonzero(plan.used[pairs])
+    found: set[str] = set()
+    if plan.by_pair:
+        short = plan.by_pair
+        found.update(n for p in np.unique(pairs[at]).tolist() for n in short.get(p, ()) if n in low)
+    at = at[at < pairs.size - 2]  # four bytes from each
+    at = at[plan.used2[pairs[at + 2]]]
+    by_quad = plan.by_quad
+    # a literal's bytes are in the text's bytes exactly where the literal is in the text
+    for p, q in zip(at.tolist(), (pairs[at] | pairs[at + 2] << 16).tolist(), strict=True):
+        for needle, key, o in by_quad.get(q, ()):
+            if p >= o and needle not in found and raw.startswith(key, p - o):
+                found.add(needle)
+    return found
 
 
 #: Patterns made of some of a rule's alternatives, by (pattern, the alternatives' positions).
