@@ -225,6 +225,7 @@ FRESH_SLICES = (
     ("o/", "index_o.csv (collected 2026-11-27 during reader round 7, rare failure categories, labelled blind)"),
     ("p/", "index_p.csv (collected 2026-11-27 during reader round 8, Slurm/nohup/pod logs, noisy normal ends, labelled blind)"),
     ("q/", "index_q.csv (collected 2026-11-27 during reader round 8, multi-rank failures, labelled blind)"),
+    ("s/", "index_s.csv (collected 2026-11-27 during reader round 9, multi-rank failures, labelled blind)"),
 )
 
 
