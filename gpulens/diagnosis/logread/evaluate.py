@@ -253,6 +253,7 @@ FRESH_SLICES = (
     ("p/", "index_p.csv (collected 2026-11-27 during reader round 8, Slurm/nohup/pod logs, noisy normal ends, labelled blind)"),
     ("q/", "index_q.csv (collected 2026-11-27 during reader round 8, multi-rank failures, labelled blind)"),
     ("r/", "index_r.csv (collected 2026-11-27 during reader round 9, PBS/LSF/Slurm captures, TF/YOLO/other frameworks, labelled blind)"),
+    ("s/", "index_s.csv (collected 2026-11-27 during reader round 9, multi-rank failures, labelled blind)"),
 )
 
 
