@@ -336,6 +336,11 @@ def behind_secondary(d: Diagnosis, lines: Sequence[str], floor: int, start: int,
                                reason="the launcher's report names no cause; the child's own error above it does")
 
 
+def _reorigin(d: Diagnosis, origin: str, why: str) -> Diagnosis:
+    """``d`` with ``origin``, ``why`` added to its reason."""
+    return dataclasses.replace(d, origin=origin, reason=f"{d.reason}; {why}" if d.reason else why)
+
+
 #: Rules whose evidence is a stop signal the process received (SIGTERM) without naming its sender.
 _UNNAMED_STOP_RULES = frozenset({"sigterm-handler"})
 #: Literals of a scheduler's or a cloud's own lines that stop a job (Slurm, PBS/Torque, LSF,
@@ -363,7 +368,7 @@ def unattributed_timeout(d: Diagnosis) -> Diagnosis:
                                                  and _TIMED_OUT.search(d.evidence[0])):
         return d
     why = "a timeout waiting for a peer names no cause"
-    return dataclasses.replace(d, origin="unknown", reason=f"{d.reason}; {why}" if d.reason else why)
+    return _reorigin(d, "unknown", why)
 
 
 #: What PyTorch, pickle, safetensors and HDF5 say of a checkpoint file that is cut short or
@@ -380,7 +385,7 @@ def damaged_file(d: Diagnosis) -> Diagnosis:
     if d.category != "checkpoint_error" or d.origin == "unknown" or not any(_DAMAGED.search(e) for e in d.evidence[:1]):
         return d
     why = "a damaged or truncated file does not say what damaged it"
-    return dataclasses.replace(d, origin="unknown", reason=f"{d.reason}; {why}" if d.reason else why)
+    return _reorigin(d, "unknown", why)
 
 
 def unnamed_stop(d: Diagnosis, lines: Sequence[str]) -> Diagnosis:
@@ -393,7 +398,7 @@ def unnamed_stop(d: Diagnosis, lines: Sequence[str]) -> Diagnosis:
     if any(_names_a_sender(ln) for ln in lines):
         return d
     why = "no scheduler, preemption or eviction line says who sent the stop signal"
-    return dataclasses.replace(d, origin="unknown", reason=f"{d.reason}; {why}" if d.reason else why)
+    return _reorigin(d, "unknown", why)
 
 
 #: The program a crash report names: bash's job-control line for a command a signal ended
@@ -422,6 +427,6 @@ def own_program_crash(d: Diagnosis, lines: Sequence[str]) -> Diagnosis:
         prog = words[0] if words else ""
         if prog.startswith(("./", "../")) and not prog.endswith((".py", ".sh")):
             why = f"the crashed program {prog} is the job's own build"
-            return dataclasses.replace(d, origin="user", reason=f"{d.reason}; {why}" if d.reason else why)
+            return _reorigin(d, "user", why)
         return d
     return d
