@@ -102,11 +102,6 @@ def cut(lines: Sequence[str], indicators: Sequence[int], before: int = BEFORE, a
     return keep[0][0], keep[-1][0], [redact(t) for _, t in keep]
 
 
-#: The slices to cut from: every ``index_*.csv`` present (``None``), by a fixed rule: each slice
-#: scored blind gives its dev rows to the contexts once its holdout rows have been scored.
-SLICES: str | None = None
-
-
 def _rows(index_dir: Path, slices: str | None = None) -> list[dict[str, str]]:
     rows: list[dict[str, str]] = []
     for path in sorted(index_dir.glob("index_*.csv")):
@@ -167,6 +162,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--before", type=int, default=BEFORE, help=f"lines above the first indicator (default {BEFORE})")
     ap.add_argument("--after", type=int, default=AFTER, help=f"lines below the last indicator (default {AFTER})")
     ap.add_argument("--max-bytes", type=int, default=MAX_BYTES, help=f"bound of one context (default {MAX_BYTES})")
+    # by default every index_*.csv present, by a fixed rule: each slice scored blind gives its dev
+    # rows to the contexts once its holdout rows have been scored
     ap.add_argument("--slices", default="all",
                     help="letters of the index files to cut from (default 'all': every index_*.csv present)")
     args = ap.parse_args(argv)
