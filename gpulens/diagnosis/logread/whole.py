@@ -447,8 +447,7 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
     d = damaged_file(own_program_crash(unattributed_timeout(unnamed_stop(d, lines)), lines))
     if not failures and d.category != "unknown":
         d.confidence = round(d.confidence * 0.8, 3)
-    primary = _indicators(lines, start, failures, d.evidence, first)
-    first = _first_origin(lines, primary, start) if first == ranks.Origin() else first
+    primary, first = _indicators(lines, start, failures, d.evidence, first)
     secondary = rootline.secondary_lines(lines, failures, primary, first, _NormCache(lines, start).get)
     # where it failed: the first error line, not a report's header above it
     at = next((i for i in primary if not rootline.is_report_head(lines[i])), primary[0]) if primary else len(lines) - 1
@@ -465,20 +464,16 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
 
 
 def _indicators(lines: Sequence[str], start: int, failures: Sequence[int], evidence: Sequence[str],
-                first: ranks.Origin | None = None) -> list[int]:
+                first: ranks.Origin) -> tuple[list[int], ranks.Origin]:
     """Indexes of the lines that show the root failure (:func:`rootline.pick_lines`): the first
-    failing rank's (``first``, found when not given) error lines, the evidence's, the kills and
-    the launcher's verdict lines."""
+    failing rank's (``first``) error lines, the evidence's, the kills and the launcher's verdict
+    lines; and that rank/node (when ``first`` names none: the one those lines show first)."""
     norm = _NormCache(lines, start)
-    if first is None:
-        first = rootline.first_origin(lines, failures, start, norm.get)
     found = rootline.pick_lines(lines, start, failures, evidence, first, norm.get, MAX_INDICATORS)
     if first == ranks.Origin():  # no failing rank known: the lines of the one they show first
-        own = _first_origin(lines, found, start)
-        found = [i for i in found if _same(lines[i], own)] or found
-    return found
-
-
+        first = _first_origin(lines, found, start)
+        found = [i for i in found if _same(lines[i], first)] or found
+    return found, first
 
 
 class _NormCache(dict[int, str]):
