@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from rich.console import Console, RenderableType
@@ -25,7 +25,9 @@ from rich.progress import (
 )
 
 from gpulens.config import Config
-from gpulens.store import Store
+
+if TYPE_CHECKING:  # the store (duckdb, pyarrow, numpy: 0.4 CPU-s) is imported by the commands that open it
+    from gpulens.store import Store
 
 __all__ = ["App", "StageReport", "emit", "fmt_time", "json_option", "out_console", "pass_app",
            "print_table", "progress", "stage_progress", "to_jsonable"]
@@ -46,6 +48,8 @@ class App:
     def store(self) -> Store:
         """Open (create or migrate) the store in the configured data directory."""
         if self._store is None:
+            from gpulens.store import Store
+
             self._store = Store.open(self.config.data_dir)
         return self._store
 

@@ -11,7 +11,6 @@ from typing import Any
 import click
 
 from gpulens.cliapp import App, emit, json_option, pass_app, progress, stage_progress
-from gpulens.diagnosis import jobs
 from gpulens.errors import GpulensError, InputError
 
 __all__ = ["diagnose"]
@@ -79,17 +78,31 @@ def diagnose(app: App, files: tuple[Path, ...], job_id: str | None, all_: bool, 
     elif evaluate:
         _evaluate(app, report, as_json)
     elif job_id is not None:
-        _drain_epilog_queue(app)
-        with app.console.status(f"diagnosing job {job_id}"):
-            result = jobs.diagnose_job(app.store(), job_id)
-        emit(result.to_dict(), as_json, lambda: click.echo("\n".join(jobs.format_job(result))))
+        _job(app, job_id, as_json)
     elif all_:
-        _drain_epilog_queue(app)
-        with stage_progress(app.console) as tick:
-            n = jobs.diagnose_all(app.store(), progress=tick)
-        emit({"diagnosed": n}, as_json, lambda: click.echo(f"diagnosed {n} failed attempts"))
+        _all(app, as_json)
     else:
         _files(app, files, as_json)
+
+
+# The store modes import gpulens.diagnosis.jobs (pandas, the store: about 1 CPU-s) when they run;
+# diagnosing files needs neither.
+def _job(app: App, job_id: str, as_json: bool) -> None:
+    from gpulens.diagnosis import jobs
+
+    _drain_epilog_queue(app)
+    with app.console.status(f"diagnosing job {job_id}"):
+        result = jobs.diagnose_job(app.store(), job_id)
+    emit(result.to_dict(), as_json, lambda: click.echo("\n".join(jobs.format_job(result))))
+
+
+def _all(app: App, as_json: bool) -> None:
+    from gpulens.diagnosis import jobs
+
+    _drain_epilog_queue(app)
+    with stage_progress(app.console) as tick:
+        n = jobs.diagnose_all(app.store(), progress=tick)
+    emit({"diagnosed": n}, as_json, lambda: click.echo(f"diagnosed {n} failed attempts"))
 
 
 BATCH = 256
@@ -110,6 +123,8 @@ def _drain_epilog_queue(app: App) -> None:
 
 
 def _label(app: App, label: str, origin: str | None, category: str | None, as_json: bool) -> None:
+    from gpulens.diagnosis import jobs
+
     if origin is None:
         raise InputError("--label needs --origin.", "Example: gpulens diagnose --label job-42 --origin data")
     job_id, _, att = label.rpartition(":") if ":" in label else (label, "", "")
