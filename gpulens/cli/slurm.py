@@ -29,7 +29,6 @@ import click
 from gpulens.cliapp import App, pass_app
 from gpulens.config import Config
 from gpulens.errors import InputError
-from gpulens.validator.sbatch import REJECTED, bounded, check_batch_script
 
 __all__ = ["sbatch_script", "slurm", "submit"]
 
@@ -200,8 +199,13 @@ def _note(text: str) -> None:
 
 def _check(config: Config, script: Path | None, args: Sequence[str], workdir: Path, wrap: str | None,
            dry_run: bool) -> str | None:
-    return bounded(config.slurm.filter_timeout, lambda: check_batch_script(
+    """The rejection line for a script that would fail, else None. The validator is imported
+    here, not at the top: every epilog imports this module (the validator costs 0.3 CPU-s)."""
+    from gpulens.validator.sbatch import REJECTED, bounded, check_batch_script
+
+    found = bounded(config.slurm.filter_timeout, lambda: check_batch_script(
         config.data_dir, config.validate, script, args, workdir=workdir, wrap=wrap, dry_run=dry_run), _note)
+    return None if found is None else REJECTED + found
 
 
 @slurm.command("check", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -225,7 +229,7 @@ def check(app: App, workdir: Path | None, wrap: str | None, dry_run: bool,
     script = Path(script_and_args[0]) if wrap is None else None
     found = _check(app.config, script, script_and_args[1:], (workdir or Path.cwd()).resolve(), wrap, dry_run)
     if found is not None:
-        click.echo(REJECTED + found)
+        click.echo(found)
         sys.exit(1)
     sys.exit(0)
 
@@ -305,7 +309,7 @@ def submit(app: App, dry_run: bool, command: tuple[str, ...]) -> NoReturn:
         if script is not None or wrap is not None:
             found = _check(app.config, script, args, workdir, wrap, dry_run)
             if found is not None:
-                click.echo(REJECTED + found, err=True)
+                click.echo(found, err=True)
                 click.echo("gpulens: the job was not submitted (GPULENS_SKIP_VALIDATE=1 submits it "
                            "unchecked)", err=True)
                 sys.exit(1)

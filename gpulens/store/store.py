@@ -39,7 +39,6 @@ from typing import TypeVar
 
 import duckdb
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from gpulens.errors import InputError, StoreCorruptError, StoreError, StoreLockedError
@@ -533,6 +532,8 @@ class Store:
         partitioned COPY, measured in benchmarks/bench_collect.py); ``date`` and ``node``
         live in the path only, as the hive layout wants.
         """
+        import pyarrow.compute as pc  # here: opening a store needs no compute kernels (0.1 CPU-s)
+
         node = table.column("node").combine_chunks()
         if node.null_count:
             raise InputError("Samples without a node name cannot be stored.",

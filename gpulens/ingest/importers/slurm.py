@@ -42,7 +42,6 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from gpulens.errors import InputError
 from gpulens.ingest.importers.common import (
@@ -452,6 +451,8 @@ def import_slurm(store: Store, path: Path) -> ImportResult:
         raise InputError(f"{path} does not exist.", "Pass a file written by sacct.")
     with open(path, encoding="utf-8", errors="replace") as fh:
         head = fh.read(64).lstrip()
+    import pyarrow.compute as pc  # here, not at import: every Slurm epilog imports this module
+
     b = _Builder()
     is_json = head.startswith("{")
     with parsing(path, "Pass the output of `sacct --parsable2` or `sacct --json` unchanged."):
