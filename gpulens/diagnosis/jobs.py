@@ -881,7 +881,7 @@ def model_for_store(store: Store, config: DiagnoseConfig | None = None) -> Origi
     history = labeled_history(store) if _has_labels(store) else pd.DataFrame()
     if history.empty:
         return cached_model(folder, "" if ess == 10.0 else f"ess{ess:g}",
-                            lambda: default_model(equivalent_sample_size=ess))
+                            lambda: default_model(equivalent_sample_size=ess), shared=True)
     key = hashlib.sha256(f"{ess!r} {cfg.bn_prior_rows!r}\n".encode() + history.to_csv().encode())
 
     def learn() -> OriginModel:

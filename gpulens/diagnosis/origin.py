@@ -639,37 +639,55 @@ def _code_hash() -> str:
 _MODELS: dict[Path, OriginModel] = {}
 
 
-def cached_model(folder: Path | None, name: str, learn: Callable[[], OriginModel]) -> OriginModel:
+def cached_model(folder: Path | None, name: str, learn: Callable[[], OriginModel], *,
+                 shared: bool = False) -> OriginModel:
     """The network kept as JSON tables in ``folder/origin-bn-<code hash>[-name].json``: read when
     present (no pgmpy import, no refit), else ``learn()``-ed and written (atomically; a read-only
     folder keeps it in memory). JSON cannot run code when read, and the file name carries the
-    hash of the code that defines the network, so a changed network is learned again."""
+    hash of the code that defines the network, so a changed network is learned again.
+
+    ``shared``: a network learned from the code alone (no store's labels) is also kept in, and
+    read from, the per-user cache (``$XDG_CACHE_HOME/gpulens/models``), so that a new data
+    directory does not learn it again (4-6 CPU-s: pgmpy and what it imports, then the fit)."""
+    from gpulens.config import user_cache_dir
+
+    stem = f"origin-bn-{_code_hash()}" + (f"-{name}" if name else "")
+    paths = [d / f"{stem}.json" for d in (folder, user_cache_dir() / "models" if shared else None)
+             if d is not None]
+    for path in paths:
+        model = _MODELS.get(path) or _read_model(path, "synthetic" if not name else f"cached {name}")
+        if model is not None:
+            _MODELS[path] = model
+            return model
+    model = learn()
+    for path in paths:
+        _write_model(path, model)
+        _MODELS[path] = model
+    return model
+
+
+def _read_model(path: Path, source: str) -> OriginModel | None:
+    """The network stored at ``path``, or None when there is none or it does not read (learn again)."""
+    import json
+
+    try:
+        return OriginModel(BayesNet.from_dict(json.loads(path.read_text(encoding="utf-8"))), source=source)
+    except (OSError, ValueError, KeyError, TypeError, InputError):
+        return None
+
+
+def _write_model(path: Path, model: OriginModel) -> None:
+    """Write the network's tables atomically; a read-only folder keeps it in memory only."""
     import json
     import os
 
-    stem = f"origin-bn-{_code_hash()}" + (f"-{name}" if name else "")
-    path = folder / f"{stem}.json" if folder is not None else None
-    if path is not None and path in _MODELS:
-        return _MODELS[path]
-    if path is not None and path.is_file():
-        try:
-            model = OriginModel(BayesNet.from_dict(json.loads(path.read_text(encoding="utf-8"))),
-                                source="synthetic" if not name else f"cached {name}")
-            _MODELS[path] = model
-            return model
-        except (OSError, ValueError, KeyError, TypeError, InputError):
-            pass  # unreadable cache: learn again
-    model = learn()
-    if path is not None:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".tmp{os.getpid()}")
-            tmp.write_text(json.dumps(model.net.to_dict()), encoding="utf-8")
-            os.replace(tmp, path)
-        except OSError:
-            pass  # read-only data dir: keep it in memory
-        _MODELS[path] = model
-    return model
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(model.net.to_dict()), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        pass
 
 
 @functools.lru_cache(maxsize=1)
@@ -677,7 +695,7 @@ def evidence_model() -> OriginModel:
     """:func:`default_model`, kept as JSON tables under ``<data dir>/models/`` (keyed by the code
     that defines it) so a process that only classifies logs does not import pgmpy and refit the
     network: the first use learns and writes it, later processes read the tables."""
-    return cached_model(_cache_dir(), "", default_model)
+    return cached_model(_cache_dir(), "", default_model, shared=True)
 
 
 @functools.lru_cache(maxsize=512)
