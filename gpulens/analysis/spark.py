@@ -21,6 +21,7 @@ on the executors. See docs/spark.md.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from pathlib import Path
@@ -45,9 +46,11 @@ _STATE = ("jobs", "attempts", "placements", "failures", "job_metrics", "gpus", "
 _TS = "yyyy-MM-dd HH:mm:ss.SSSSSS"
 
 
-def spark_session(master: str | None = None, app: str = "gpulens") -> Any:
+def spark_session(master: str | None = None, app: str = "gpulens", *,
+                  conf: Mapping[str, str] | None = None) -> Any:
     """A SparkSession (the running one under spark-submit) set up for the lake: UTC, string
-    partition values, timestamps without time zone read as the store wrote them."""
+    partition values, timestamps without time zone read as the store wrote them. ``conf``: more
+    settings for a session this call starts (a running one keeps its own)."""
     sql = require("pyspark.sql", "spark")
     builder = sql.SparkSession.builder.appName(app)
     if master:
@@ -58,6 +61,7 @@ def spark_session(master: str | None = None, app: str = "gpulens") -> Any:
         "spark.sql.parquet.inferTimestampNTZ.enabled": "false",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.ui.showConsoleProgress": "false",
+        **(conf or {}),
     }.items():
         builder = builder.config(key, value)
     if master and master.startswith("local"):  # one machine: a few shuffle partitions
