@@ -20,7 +20,12 @@ from gpulens.diagnosis import logs
 from gpulens.diagnosis.guarded import Guarded
 from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.lines import (
+    ABORTED,
+    ABORTED_ZH,
+    CORE_DUMPED,
     DEBUGGER_PROMPTS,
+    GLIBC_ERROR_IN,
+    GLIBC_REASON,
     KERNEL_OOM,
     LSF_TERM,
     OOM_KILLED,
@@ -566,14 +571,10 @@ def _logged_first(lines: Sequence[str], i: int, norm: Callable[[int], str]) -> i
 #: `./simplex': corrupted size vs. prev_size: 0x00000000006ba7b0 ***" (glibc < 2.26), or the
 #: message alone ("free(): invalid pointer", "malloc(): corrupted top size"; malloc/malloc.c
 #: malloc_printerr), and its stack protector's "*** stack smashing detected ***: terminated".
-_GLIBC_ABORT = Guarded(
-    r"^\*\*\* Error in `[^`]+': |^\*\*\* (?:stack smashing|buffer overflow) detected \*\*\*"
-    r"|^(?:double free or corruption|(?:free|malloc|realloc|munmap_chunk|malloc_consolidate)\(\): "
-    r"(?:invalid|corrupted|memory corruption|unaligned)|corrupted (?:size vs\. prev_size|double-linked list))",
-    ("*** Error in `", "detected ***", "double free", "(): ", "corrupted "),
-)
+_GLIBC_ABORT = Guarded(rf"^{GLIBC_ERROR_IN}|^(?:{GLIBC_REASON})",
+                       ("*** Error in `", "detected ***", "double free", "(): ", "corrupted "))
 #: A process's abort as its shell reports it ("line 26: 158958 Aborted (core dumped) ./simplex").
-_ABORTED_SHELL = re.compile(r"\bAborted\b(?: \(core dumped\))?|已放弃")
+_ABORTED_SHELL = re.compile(rf"{ABORTED}(?: {CORE_DUMPED})?|{ABORTED_ZH}")
 #: Lines above an abort searched for glibc's reason.
 _ABORT_REACH = 400
 
