@@ -105,3 +105,25 @@ def test_tensorflow_s_warning_before_the_failure_is_not_the_error(rules: Classif
 def test_tensorflow_s_numbered_errors_are_lines_of_its_summary_message(rules: Classifier) -> None:
     # R3: "N root error(s) found." heads one message; its "(k) ..." errors are later lines of it
     assert _picked(_tf_oom(), rules) == [_TF_OOM]
+
+
+_LOGGED = "2024-05-01 10:00:01,123 - __main__ - ERROR - Checkpoint directory /ckpt/run7 is not writable, aborting"
+_LOGURU = ("2024-05-01 10:00:01.123 | ERROR    | __main__:main:88 - Dataset /data/train.jsonl is empty, nothing "
+           "to train on")
+
+
+@pytest.mark.parametrize("error", [_LOGGED, _LOGURU])
+def test_an_error_a_logger_printed_without_a_traceback_beats_srun_s_verdict(error: str, rules: Classifier) -> None:
+    # R3 (no traceback: the first line that states the error), R8 (srun's exit line only when the
+    # process showed no error): logging's cookbook format and loguru's default put the level
+    # between the timestamp and the message
+    lines = [f"2024-05-01 09:{k:02d}:00,000 - __main__ - INFO - epoch 1 step {k} loss 0.{k}" for k in range(10, 30)]
+    lines += [error, "srun: error: gpu07: task 0: Exited with exit code 1"]
+    assert _picked(lines, rules) == [error]
+
+
+def test_an_info_line_of_the_same_format_is_not_an_error() -> None:
+    from gpulens.diagnosis.logread.lines import has_error_level
+    assert has_error_level(_LOGGED) and has_error_level(_LOGURU)
+    assert not has_error_level("2024-05-01 10:00:01,123 - __main__ - INFO - ERROR rate 0.1 on the eval set")
+    assert not has_error_level("2024-05-01 10:00:01.123 | INFO     | eval:run:12 - 0 ERROR | 12 ok")

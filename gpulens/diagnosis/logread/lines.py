@@ -145,8 +145,13 @@ _SCHEDULER_KILL = re.compile(
     r"|^\s*(?:\S+: line \d+:\s+\d+\s+)?(?:Killed|Terminated|Hangup|User defined signal [12])\b|" + OOM_KILLED
     + r"|srun: Job step aborted|srun: forcing job termination"
 )
-#: A log level that says the line is an error (looked at before the prefix is stripped).
-_ERROR_LEVEL = re.compile(r"^\S*\s*(?:[\d:,.\- ]+\s)?\[?(?:ERROR|FATAL|CRITICAL)\]?[\s:]")
+#: A log level that says the line is an error (looked at before the prefix is stripped): "ERROR:name:",
+#: "[ERROR]", "2024-05-01 10:00:01 ERROR ...", and the level between a timestamp and the message of the two
+#: commonest formats: logging's "%(asctime)s - %(name)s - %(levelname)s - %(message)s" (the logging
+#: cookbook's, CPython Doc/howto/logging-cookbook.rst) and loguru's default "{time} | {level: <8} |
+#: {name}:{function}:{line} - {message}" (loguru/_defaults.py LOGURU_FORMAT).
+_ERROR_LEVEL = re.compile(r"^\S*\s*(?:[\d:,.\- ]+\s)?\[?(?:ERROR|FATAL|CRITICAL)\]?[\s:]"
+                          r"|^\d[\d\-/T:,. ]{7,30}(?: - [\w.<>-]+)? [-|] (?:ERROR|CRITICAL|FATAL) *[-|] ")
 
 
 #: A program's own one-line error (argparse: "train.py: error: argument --fp16: ..."; a program
