@@ -127,3 +127,14 @@ def test_an_info_line_of_the_same_format_is_not_an_error() -> None:
     assert has_error_level(_LOGGED) and has_error_level(_LOGURU)
     assert not has_error_level("2024-05-01 10:00:01,123 - __main__ - INFO - ERROR rate 0.1 on the eval set")
     assert not has_error_level("2024-05-01 10:00:01.123 | INFO     | eval:run:12 - 0 ERROR | 12 ok")
+
+
+@pytest.mark.parametrize("report", ["Exit code: 1", "Error executing the epilogue: exit 1"])
+def test_a_job_script_s_exit_report_is_not_an_exception_line(report: str, rules: Classifier) -> None:
+    # R8: the job script's report of the exit status after the traceback is not labelled; an
+    # exception line is "Type: message" or the type alone (traceback.format_exception_only), not
+    # a sentence starting with "Exit" or "Error"
+    lines = [f"epoch 1 step {k} loss 0.{k}" for k in range(40, 52)]
+    lines += ["Traceback (most recent call last):", '  File "/srv/train.py", line 10, in <module>', "    main()",
+              "ValueError: could not broadcast input array from shape (3,224,224) into shape (3,256,256)", report]
+    assert _picked(lines, rules) == [lines[-2]]

@@ -1202,8 +1202,11 @@ def is_report_head(line: str) -> bool:
     return "Exception in thread " in line and _body(line).lstrip().startswith("Exception in thread ")
 
 
-#: An exception's final line ("torch.OutOfMemoryError: …", "KeyboardInterrupt").
-_EXCEPTION = re.compile(r"(?:[\w.]+\.)?(?:[A-Z]\w*)?(?:Error|Exception|Interrupt|Quit|Exit|Failure)\b")
+#: An exception's final line ("torch.OutOfMemoryError: …", "KeyboardInterrupt", Ray's
+#: "RayTaskError(ValueError): …"): the type, then its message after ": " or nothing (CPython's
+#: traceback.format_exception_only), not a sentence that starts with the word ("Exit code: 1", a job
+#: script's report; "Error executing job with overrides: …", Hydra's; "Exception in thread …").
+_EXCEPTION = re.compile(r"(?:[\w.]+\.)?(?:[A-Z]\w*)?(?:Error|Exception|Interrupt|Quit|Exit|Failure)\b(?=[:(]|\s*$)")
 
 
 def _cleanup(norm: str) -> bool:
