@@ -138,3 +138,15 @@ def test_a_job_script_s_exit_report_is_not_an_exception_line(report: str, rules:
     lines += ["Traceback (most recent call last):", '  File "/srv/train.py", line 10, in <module>', "    main()",
               "ValueError: could not broadcast input array from shape (3,224,224) into shape (3,256,256)", report]
     assert _picked(lines, rules) == [lines[-2]]
+
+
+def test_sacred_s_failure_message_heads_its_filtered_traceback(rules: Classifier) -> None:
+    # Sacred logs "Failed after ...!" at ERROR level, then prints the traceback under its own head
+    # ("Traceback (most recent calls WITHOUT Sacred internals):"): R2/R3, the exception line is the
+    # error, the logger's message that heads it is not
+    lines = [f"INFO:train:epoch {k} val_acc 0.{k}" for k in range(10, 30)]
+    lines += ["ERROR:train:Failed after 0:04:12!", "Traceback (most recent calls WITHOUT Sacred internals):",
+              '  File "train.py", line 67, in run', "    results = experiment.run()",
+              '  File "/srv/gpn/data/split.py", line 24, in split', "    n = dataset.data.y.size(0)",
+              "AttributeError: 'NoneType' object has no attribute 'size'", ""]
+    assert _picked(lines, rules) == [lines[-2]]

@@ -504,7 +504,15 @@ def _heads_traceback(lines: Sequence[str], i: int) -> bool:
     while end + 1 < len(lines) and _continues(lines, i, end + 1):
         end += 1
     below = next((k for k in range(end + 1, min(len(lines), end + 3)) if lines[k].strip()), None)
-    return below is not None and _body(lines[below]).lstrip().startswith(_TRACEBACK)
+    return below is not None and _body(lines[below]).lstrip().startswith(_TRACEBACK_HEADS)
+
+
+#: The heads of a Python traceback: the interpreter's, and Sacred's, which logs "Failed after
+#: 0:01:32!" at ERROR level and then prints the traceback without its own frames under "Traceback
+#: (most recent calls WITHOUT Sacred internals):" ("Traceback (most recent calls):" when the error
+#: is in Sacred itself; IDSIA/sacred sacred/utils.py, FilteredTracebackException.format and
+#: print_filtered_stacktrace).
+_TRACEBACK_HEADS = ("Traceback (most recent call last)", "Traceback (most recent calls")
 
 
 #: TensorFlow's summary of several errors in one exception's message (tensorflow/core/platform/
