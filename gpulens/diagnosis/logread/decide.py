@@ -14,7 +14,11 @@ from gpulens.diagnosis.guarded import contains_any
 from gpulens.diagnosis.hints import hint_for
 from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.lines import (
+    CORE_DUMPED,
+    CRASH_SIGNALS,
     ERROR_KEYS,
+    GLIBC_ERROR_IN,
+    SHELL_JOB,
     find_keys,
     is_failure,
     is_progress,
@@ -405,8 +409,7 @@ def unnamed_stop(d: Diagnosis, lines: Sequence[str]) -> Diagnosis:
 #: ("script.sh: line 26: 158958 Aborted   (core dumped) ./simplex > out.log") and glibc's heap
 #: check, which names the process by its argv[0] ("*** Error in `./simplex': corrupted size vs.
 #: prev_size: 0x...", glibc 2.25 and older: malloc/malloc.c malloc_printerr).
-_CRASHED = re.compile(r"line \d+: +\d+ (?:Aborted|Segmentation fault|Bus error|Illegal instruction"
-                      r"|Floating point exception)(?: +\(core dumped\))? +(?P<cmd>\S.*)$|\*\*\* Error in `(?P<prog>[^'`]+)': ")
+_CRASHED = re.compile(rf"{SHELL_JOB}(?:{CRASH_SIGNALS})(?: +{CORE_DUMPED})? +(?P<cmd>\S.*)$|{GLIBC_ERROR_IN}")
 _CRASH_LOOKBACK = 400
 
 
