@@ -209,10 +209,28 @@ def _no_total_steps(line: str) -> str | None:
     return None if rate is not None and _float(rate.group(1)) > _FAST else m.group(1)
 
 
+#: Megatron-LM's ``training_log`` line (``megatron/training/training.py``: ``log_string = f" [{datetime.now()
+#: .strftime('%Y-%m-%d %H:%M:%S')}]"`` then ``' iteration {:8d}/{:8d} |'.format(iteration, args.train_iters)``;
+#: Megatron-DeepSpeed's and older Megatron's start at ``' iteration'``), printed by ``print_rank_last`` every
+#: ``log_interval`` iterations: `` [2025-01-08 07:37:43] iteration      310/  937500 | consumed samples: ...``.
+#: Its leading space makes it read as a traceback's code line elsewhere.
+_MEGATRON_ITER = re.compile(r"(?:^|[\s\]])iteration +(\d+)/ *\d+ \|")
+
+
+def _megatron_iteration(line: str) -> str | None:
+    """The iteration of a Megatron ``training_log`` line, if the line is one."""
+    head = line[:_HEAD]
+    if "iteration " not in head or "/" not in head:
+        return None
+    m = _MEGATRON_ITER.search(head)
+    return m.group(1) if m else None
+
+
 def _counter(line: str) -> str | None:
-    """The count of a bare counter line (a training MetricLogger line, a tqdm bar without a total),
-    if it is one."""
-    if (n := _metric_logger(line)) is not None or (n := _no_total_steps(line)) is not None:
+    """The count of a bare counter line (a training MetricLogger line, a tqdm bar without a total,
+    Megatron's iteration line), if it is one."""
+    if (n := _metric_logger(line)) is not None or (n := _no_total_steps(line)) is not None \
+            or (n := _megatron_iteration(line)) is not None:
         return n
     if line.startswith(_COUNTER_KEYS):
         m = _COUNTER.match(line)
