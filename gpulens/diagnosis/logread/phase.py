@@ -51,7 +51,7 @@ _SAVE = Guarded(r"save_checkpoint|_save_checkpoint|torch\.save|save_pretrained|s
 _LOAD = Guarded(r"load_checkpoint|load_state_dict|_load_best_model|resume_from|[Ll]oading checkpoint|torch\.load\("
                 r"|_IncompatibleKeys|Error\(s\) in loading state_dict",
                 ("load", "oading", "resume_from", "_IncompatibleKeys"))
-_EVAL = Guarded(r"[Ee]valuat|[Vv]alidat|\beval\b|evaluate\(|compute_metrics|[Tt]esting\b|\bval_",
+_EVAL = Guarded(r"[Ee]valuat|(?<![Ii]n)[Vv]alidat|\beval\b|evaluate\(|compute_metrics|[Tt]esting\b|\bval_",
                 ("valuat", "alidat", "eval", "compute_metrics", "esting", "val_"))
 _TEARDOWN = Guarded(r"destroy_process_group|atexit|__del__|finalize|[Ss]hutting down",
                     ("destroy_process_group", "atexit", "__del__", "finalize", "hutting down"))
@@ -449,7 +449,7 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     glued = _bar_glued(lines[failure]) if tb_start is None and failure < len(lines) else None
     if glued is not None:  # the failure printed onto a progress bar: that bar is where it stopped
         return glued
-    if _in_eval(frames) if tb_start is not None else _names_eval(text):
+    if _in_eval(frames) if tb_start is not None else _names_eval(_failure_text(lines, failure)):
         return "evaluation"
     if _evaluation_announced(_since_last_step(before)):
         return "evaluation"
@@ -463,6 +463,19 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     if phase in ("first_step", "training") and tb_start is not None and _eval_program(frames):
         return "evaluation"  # the steps an evaluation script counts are its batches
     return phase
+
+
+#: Lines from a failure without a traceback on that are read for what it names (a kill's, a launcher's
+#: report and the lines it continues on).
+_FAILURE_LINES = 3
+
+
+def _failure_text(lines: Sequence[str], failure: int) -> str:
+    """The failure line without a traceback and the few lines after it, as shown (a job report's
+    command line cut): what the failure itself names. Not the lines above it, where a config dump
+    (``'val_batch_size': None``), a tracker's run summary (``wandb: val_accuracy 0.49``) or any
+    earlier stage's output may name an evaluation that was not going on."""
+    return "\n".join(_job_report_cut(logs.normalize_line(_shown(ln))) for ln in lines[failure:failure + _FAILURE_LINES])
 
 
 #: What trainers log just before they read or write a checkpoint: the Hugging Face Trainer's "Loading
@@ -653,6 +666,8 @@ def _evaluating(lines: Sequence[str], floor: int, top: int) -> bool:
             return mm.group(1) != "train" and int(mm.group(2)) < int(mm.group(3))
         if not shown[:1].isalpha() and not shown.startswith(("[", "|")):
             continue
+        if shown.startswith(_MEGATRON_EVAL):
+            return not shown.startswith(_MEGATRON_VALIDATED)  # "Evaluating iter": before that iteration runs
         m = _EVAL_BAR.match(shown) if shown[:1] in _EVAL_HEADS else None
         if m is None and shown.startswith(("[>", "[ ")):
             m = _TASK_BAR.match(shown)
@@ -662,6 +677,15 @@ def _evaluating(lines: Sequence[str], floor: int, top: int) -> bool:
         if _step_progress(lines[k]):
             return False
     return False
+
+
+#: Megatron-LM's ``evaluate`` (``megatron/training/training.py``): ``print_rank_0(f'Evaluating on {n}
+#: samples')``, then in its loop ``iteration += 1; print_rank_0(f'Evaluating iter {iteration}/{args.eval_iters}')``
+#: BEFORE that iteration's forward, so even "Evaluating iter 10/10" is an evaluation going on until
+#: ``evaluate_and_print_results`` reports "validation loss at iteration N | lm loss value: ... | lm loss PPL: ...".
+_MEGATRON_EVAL = ("Evaluating iter ", "Evaluating on ", "validation loss at ")
+#: Megatron's report of a finished evaluation (``evaluate_and_print_results``).
+_MEGATRON_VALIDATED = "validation loss at "
 
 
 _EVAL_HEADS = "EeVvTtPpIiSs[|"
@@ -676,12 +700,23 @@ def _evaluation_announced(since: Sequence[str]) -> bool:
     going on (:data:`_EVAL_STARTS`) and no report of its results follows it (sentence-transformers'
     "Evaluating the model on sts-dev dataset:" then its "Pearson: 0.3830  Spearman: 0.4117" lines: that
     evaluation ended, what failed after it is not it)."""
+    since = [_plain(ln) for ln in since]
     for k, ln in enumerate(since):
         if _names_eval(ln) and _EVAL_STARTS.search(ln) and not is_progress(ln) and not _RESULT_LINE.search(ln) \
                 and "rror" not in ln and not ln.startswith((" ", "\t")):
             if not any(_reports_results(x) for x in since[k + 1:]):
                 return True
     return False
+
+
+#: A terminal colour code (SGR: ``\x1b[32m``, ``\x1b[0m``), which colouring loggers (loguru, termcolor, rich)
+#: write into a file too: glued to the message ("\x1b[0mStart evaluation") it hides the message's first word.
+_SGR = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _plain(line: str) -> str:
+    """``line`` without terminal colour codes."""
+    return _SGR.sub("", line) if "\x1b[" in line else line
 
 
 #: A metric's name and its decimal value ("Pearson: 0.3830", "acc=0.912", "mIoU: 22.479").
@@ -1154,8 +1189,11 @@ _AT_EXIT = AT_EXIT  # printed at any exit
 
 def _teardown(region: Sequence[str]) -> bool:
     """Whether the failure's lines show the job shutting down; warnings printed at any exit
-    ("destroy_process_group() was not called") and a kill's own "shutting down workers" do not."""
-    return any(_TEARDOWN.search(ln) and not is_benign(ln) and not is_terminal_kill(ln) for ln in region)
+    ("destroy_process_group() was not called") and a kill's own "shutting down workers" do not (torchrun's
+    agent, ``torch/distributed/elastic/agent/server/api.py``: ``logger.warning("Received %s death signal, shutting
+    down workers", e.sigval)``, the signal as ``15`` or, before Python 3.11, ``Signals.SIGTERM``)."""
+    return any(_TEARDOWN.search(ln) and not is_benign(ln) and not is_terminal_kill(ln) and "death signal" not in ln
+               for ln in region)
 
 
 #: bash's report of a job a signal ended, ``./train.sh: line 33: 136834 Killed    python3 main.py
