@@ -91,3 +91,48 @@ def test_megatron_evaluate_prints_each_iteration_before_running_it(rules: Classi
                                                           last, "terminate called after throwing an instance of 'c10::Error'",
                                                           "  what():  CUDA driver error: unknown error"]
     assert diagnose_text("\n".join(lines), rules).phase == phase
+
+
+def test_what_a_training_step_calls_is_part_of_the_step(rules: Classifier) -> None:
+    # TRL's GRPO trainer scores its completions inside training_step: rewards, not an evaluation
+    lines = ["***** Running training *****", "  0%|          | 0/375 [00:00<?, ?it/s]",
+             "Traceback (most recent call last):",
+             '  File "/srv/x_r1/grpo.py", line 300, in <module>', "    main(args)",
+             '  File "/opt/py/transformers/trainer.py", line 2560, in _inner_training_loop',
+             "    tr_loss_step = self.training_step(model, inputs, num_items_in_batch)",
+             '  File "/opt/py/transformers/trainer.py", line 3730, in training_step', "    inputs = self._prepare_inputs(inputs)",
+             '  File "/opt/py/trl/trainer/grpo_trainer.py", line 990, in _generate_and_score_completions',
+             "    self._move_model_to_vllm()",
+             '  File "/opt/py/vllm/distributed/utils.py", line 197, in broadcast_obj',
+             "    recv_obj = pickle.loads(self.store.get(key))",
+             "torch.distributed.DistStoreError: wait timeout after 300000ms, keys: /broadcast_from/0/3"]
+    assert diagnose_text("\n".join(lines), rules).phase == "first_step"
+    # the Trainer's evaluation between steps is still one
+    lines[5:9] = ['  File "/opt/py/transformers/trainer.py", line 2630, in _maybe_log_save_evaluate',
+                  "    metrics = self.evaluate(ignore_keys=ignore_keys_for_eval)",
+                  '  File "/opt/py/transformers/trainer.py", line 4100, in evaluate', "    output = eval_loop(...)"]
+    assert diagnose_text("\n".join(lines), rules).phase == "evaluation"
+
+
+def test_a_script_named_test_that_announces_training_trains(rules: Classifier) -> None:
+    lines = ["[end] Initialized Actor Model [end] (duration: 4.43s)", "***** Running training (total_iters=123960) *****",
+             "Traceback (most recent call last):",
+             '  File "/srv/DeepSpeed-Chat/training/time/main_gen_test.py", line 580, in <module>', "    main()",
+             '  File "/srv/DeepSpeed-Chat/training/time/main_gen_test.py", line 564, in main',
+             "    out = trainer.generate_experience(batch['prompt'], batch['prompt_att_mask'], step)",
+             '  File "/opt/py/deepspeed/model_implementations/transformers/ds_transformer.py", line 141, in forward',
+             "    self.allocate_workspace(self.config.hidden_size, self.config.heads,",
+             "RuntimeError: Workspace can't be allocated, not enough memory"]
+    assert diagnose_text("\n".join(lines), rules).phase == "first_step"
+    assert diagnose_text("\n".join(lines[:1] + lines[2:]), rules).phase == "evaluation"  # no announcement: by its name
+
+
+def test_hugging_face_hub_repo_id_validation_is_no_evaluation(rules: Classifier) -> None:
+    lines = ["loading model from /root/ckpt/checkpoint-260000/", "Traceback (most recent call last):",
+             '  File "/srv/run_pre_training.py", line 101, in main', "    model = Model.from_pretrained(model_args.path)",
+             '  File "/opt/py/transformers/utils/hub.py", line 389, in cached_file', "    resolved = hf_hub_download(",
+             '  File "/opt/py/huggingface_hub/utils/_validators.py", line 158, in validate_repo_id',
+             "    raise HFValidationError(",
+             "huggingface_hub.utils._validators.HFValidationError: Repo id must be in the form 'repo_name' or "
+             "'namespace/repo_name': '/root/ckpt/checkpoint-260000/'. Use `repo_type` argument if needed."]
+    assert diagnose_text("\n".join(lines), rules).phase != "evaluation"

@@ -460,8 +460,9 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     phase = _by_steps(lines, floor, top, region, frames if tb_start is not None else None, step)
     if loop is not None and phase == "startup":
         phase = "first_step"  # after the loop's announcement: its set-up is done
-    if phase in ("first_step", "training") and tb_start is not None and _eval_program(frames):
-        return "evaluation"  # the steps an evaluation script counts are its batches
+    if phase in ("first_step", "training") and tb_start is not None and _eval_program(frames) \
+            and loop is None and not _loop_started(lines, floor, top):
+        return "evaluation"  # the steps an evaluation script counts are its batches (unless it announced training)
     return phase
 
 
@@ -773,14 +774,15 @@ def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str],
 
 #: A trainer's announcement that its training loop starts, printed once everything is set up (model
 #: wrapped, optimizer built), just before the first batch: the Hugging Face Trainer's (and TRL's,
-#: DeepSpeed-Chat's) "***** Running training *****", fairseq's "begin training epoch 1", detectron2's
+#: DeepSpeed-Chat's) "***** Running training *****" (DeepSpeed-Chat's step 3, ``step3_rlhf_finetuning/main.py``:
+#: "***** Running training (total_iters=N) *****"), fairseq's "begin training epoch 1", detectron2's
 #: "Starting training from iteration 0" (``SimpleTrainer``/``TrainerBase.train``), Ultralytics YOLO's
 #: "Starting training for 100 epochs..." (after "Logging results to ..."), mmcv 1.x runners'
 #: "workflow: [('train', 1)], max: 12 epochs" (``EpochBasedRunner.run``; ``max: 90000 iters`` for
 #: ``IterBasedRunner``), Lightning's model summary ending "Total estimated model params size (MB)" (the
 #: ``ModelSummary`` callback's ``on_fit_start``, after the model and optimizers are set up, before the
 #: sanity check and the first batch).
-_LOOP_START = ("***** Running training *****", "begin training epoch ", "Starting training from iteration ",
+_LOOP_START = ("***** Running training", "begin training epoch ", "Starting training from iteration ",
                "Starting training for ", "workflow: [(", "Total estimated model params size (MB)")
 
 
@@ -1065,7 +1067,9 @@ def _funcs(frames: Sequence[str]) -> list[str]:
 #: Functions whose names hold an evaluation word but check or size something (argument and config
 #: validation, shape inference, the latest checkpoint's lookup), in any phase.
 _NOT_EVAL_FUNC = re.compile(r"(?i)validat\w*_(?:arg|argument|kwarg|\w+_kwarg|config|input|shape|sample|dtype|path|param"
-                            r"|parameter|option|schema|device|type|value|field|env|setting)s?$|valid_(?:shape|input|arg)"
+                            # huggingface_hub's ``validate_repo_id`` (``utils/_validators.py``, under every
+                            # ``from_pretrained`` of a path that is no repository id)
+                            r"|parameter|option|schema|device|type|value|field|env|setting|repo_id|token|url)s?$|valid_(?:shape|input|arg)"
                             r"|infer_(?:size|shape|dtype|schema|device|auto_device_map|framework|type|batch_size)|latest|attest")
 #: Functions of a training loop's step or epoch: the innermost of these and of the evaluation's
 #: decides (``train_and_evaluate`` -> ``train_one_epoch`` -> ``forward`` fails in training; the Hugging
@@ -1074,11 +1078,21 @@ _TRAIN_FUNC = re.compile(r"(?i)^_*(?:train(?:ing)?_(?:step|epoch|one_epoch|batch
                          r"|train_one_epoch|backward|optimizer_step|fit_epoch)$")
 
 
+#: A training step's own function (the Hugging Face Trainer's ``training_step``, Lightning's, Keras' ``train_step``,
+#: ``optimizer_step``, ``backward``): what it calls is part of the step (TRL's GRPO ``training_step`` ->
+#: ``_prepare_inputs`` -> ``_generate_and_score_completions`` scores rewards, it does not evaluate); an
+#: evaluation runs between steps, from the loop or the epoch, never inside one.
+_TRAIN_STEP_FUNC = re.compile(r"(?i)^_*(?:train(?:ing)?_(?:step|batch|one_step)|optimizer_step|backward)$")
+
+
 def _in_eval(frames: Sequence[str]) -> bool:
     """Whether the traceback fails while evaluating (validation, test, metrics): the innermost
     function that names an evaluation or a training step is an evaluation's (a function that names
-    both, ``train_and_evaluate``, or checks its arguments, ``_validate_args``, says neither)."""
-    for f in reversed(_funcs(frames)):
+    both, ``train_and_evaluate``, or checks its arguments, ``_validate_args``, says neither), and no
+    training step's own function (:data:`_TRAIN_STEP_FUNC`) calls it."""
+    funcs = _funcs(frames)
+    step = next((k for k, f in enumerate(funcs) if _TRAIN_STEP_FUNC.match(f)), None)
+    for f in reversed(funcs if step is None else funcs[:step]):
         if f == "<module>" or _NOT_EVAL_FUNC.search(f):
             continue
         if _TRAIN_FUNC.match(f):
