@@ -136,3 +136,16 @@ def test_hugging_face_hub_repo_id_validation_is_no_evaluation(rules: Classifier)
              "huggingface_hub.utils._validators.HFValidationError: Repo id must be in the form 'repo_name' or "
              "'namespace/repo_name': '/root/ckpt/checkpoint-260000/'. Use `repo_type` argument if needed."]
     assert diagnose_text("\n".join(lines), rules).phase != "evaluation"
+
+
+@pytest.mark.parametrize("tag", ["(main_task pid=7460) ", "\x1b[36m(main_task pid=7460)\x1b[0m "])
+def test_a_ray_workers_wandb_exit_lines_are_no_completion(rules: Classifier, tag: str) -> None:
+    # wandb prints its sync lines at any exit; behind Ray's prefix they are still no normal end
+    lines = [f"{tag}Training from scratch", f"{tag}[Validation] Starting generation for 1000 samples...",
+             "Validation LLM turns:   0%|          | 0/100 [00:10<?, ?it/s, active=1000/1000]",
+             f"{tag}wandb: 🚀 View run ppo_test at: https://wandb.ai/u/p/runs/3u4f",
+             f"{tag}wandb: Synced 5 W&B file(s), 0 media file(s), 0 artifact file(s) and 0 other file(s)",
+             "Error executing job with overrides: []", "Traceback (most recent call last):",
+             '  File "/srv/verl/trainer/main_ppo.py", line 33, in run_ppo', "    ray.get(main_task.remote(config))",
+             "ray.exceptions.RaySystemError: System error: Failed to unpickle serialized exception"]
+    assert diagnose_text("\n".join(lines), rules).phase == "evaluation"

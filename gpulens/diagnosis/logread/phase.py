@@ -627,10 +627,11 @@ _NEXT_STAGE = re.compile(r"(?i)^[\W\d]*(?:\[[^\]]{0,40}\]\s*)*(?:\W*(?:running|s
 
 
 def _completion_above(lines: Sequence[str], start: int, top: int) -> int | None:
-    """The index of the last completion line in ``lines[start:top]`` (not a tracker's at-exit line)."""
+    """The index of the last completion line in ``lines[start:top]`` (not a tracker's at-exit line, also
+    behind a launcher's prefix: Ray's ``(main_task pid=7) wandb: Synced 5 W&B file(s)``, printed at any exit)."""
     for k in range(top - 1, start - 1, -1):
         shown = _shown(lines[k])[-_SHOWN:]
-        if shown.strip() and is_completion(shown) and not shown.lstrip().startswith(_AT_EXIT):
+        if shown.strip() and is_completion(shown) and not ranks.launcher_text(shown).lstrip().startswith(_AT_EXIT):
             return k
     return None
 
