@@ -149,3 +149,20 @@ def test_a_ray_workers_wandb_exit_lines_are_no_completion(rules: Classifier, tag
              '  File "/srv/verl/trainer/main_ppo.py", line 33, in run_ppo', "    ray.get(main_task.remote(config))",
              "ray.exceptions.RaySystemError: System error: Failed to unpickle serialized exception"]
     assert diagnose_text("\n".join(lines), rules).phase == "evaluation"
+
+
+def test_a_reported_traceback_and_a_set_up_steps_done_are_read(rules: Classifier) -> None:
+    # PyG prints "Processing..." / "Done!" for a data set; Sacred reports "Failed after", then its filtered traceback
+    lines = ["WARNING:train:No observers have been added to this run",
+             "Downloaded 0.40 GB: 100%|##########| 413/413 [01:07<00:00,  6.13it/s]", "Processing...", "Done!",
+             "ERROR:train:Failed after 0:01:32!", "Traceback (most recent calls WITHOUT Sacred internals):",
+             '  File "train.py", line 67, in run_experiment', "    results = experiment.run()",
+             '  File "/srv/gpn/data/split.py", line 24, in get_idx_split', "    num_nodes = dataset.data.y.size(0)",
+             "AttributeError: 'NoneType' object has no attribute 'size'"]
+    assert diagnose_text("\n".join(lines), rules).phase == "startup"
+    # logging's logger.exception(msg): the message, then the traceback of a failure in the first step
+    logged = ["***** Running training *****", "ERROR:root:training failed", "Traceback (most recent call last):",
+              '  File "/srv/train.py", line 40, in train_step', "    loss = model(**batch).loss",
+              '  File "/srv/model.py", line 12, in forward', "    h = self.proj(x)",
+              "RuntimeError: mat1 and mat2 shapes cannot be multiplied (8x512 and 768x768)"]
+    assert diagnose_text("\n".join(logged), rules).phase == "first_step"

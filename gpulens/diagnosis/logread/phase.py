@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.guarded import Guarded, contains_any
 from gpulens.diagnosis.logread import ranks
-from gpulens.diagnosis.logread.completion import AT_EXIT, is_completion, printed_before
+from gpulens.diagnosis.logread.completion import AT_EXIT, completion_strength, is_completion, printed_before
 from gpulens.diagnosis.logread.lines import (
     PROGRESS_KEYS,
     BarText,
@@ -40,10 +40,11 @@ _STEP_RES = (
 )
 #: Read in the traceback's unindented lines (its head and its exception message). "serializ" only
 #: as torch's (``torch/serialization``, "failed to serialize"): Python's "Object of type X is not
-#: JSON serializable" is about writing results, not a checkpoint. A disk-full or write error on a
+#: JSON serializable" is about writing results, nor Ray's "Failed to unpickle serialized exception" (a
+#: remote task's error it cannot rebuild), not a checkpoint. A disk-full or write error on a
 #: checkpoint's path (``.../checkpoints/040000/model.safetensors``, ``ckpt``, ``.pt``) is a save.
 _SAVE = Guarded(r"save_checkpoint|_save_checkpoint|torch\.save|save_pretrained|save_model|[Ss]aving (?:model|checkpoint)"
-                r"|PytorchStreamWriter|SafetensorError|(?<!JSON )\bserializ(?!able)|merge_and_unload|push_to_hub|_save\("
+                r"|PytorchStreamWriter|SafetensorError|(?<!JSON )\bserializ(?!able|ed exception)|merge_and_unload|push_to_hub|_save\("
                 r"|(?:No space left on device|Disk quota exceeded|Read-only file system)\b.*"
                 r"(?:checkpoint|ckpt|\.safetensors|\.pth?\b|\.bin\b)",
                 ("save", "aving", "PytorchStreamWriter", "SafetensorError", "serializ", "merge_and_unload",
@@ -409,6 +410,9 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     traceback that holds it is read from ``lines`` when there is one); ``floor``: the index where
     the failed attempt starts; ``step``: the last step before it."""
     tb_start, frames = _traceback_of(lines, failure, floor)
+    if tb_start is None and (reported := _reported_exception(lines, failure)) is not None:
+        failure = reported  # a report's line, then the traceback of what it reports: read that
+        tb_start, frames = _traceback_of(lines, failure, floor)
     text = "\n".join(ln for ln in frames if not ln.startswith((" ", "\t"))) if tb_start is not None \
         else "\n".join(_job_report_cut(ln) for ln in region)
     if _syntax(frames or [logs.normalize_line(lines[min(failure, len(lines) - 1)])]):
@@ -626,12 +630,19 @@ def _names_eval(text: str) -> bool:
 _NEXT_STAGE = re.compile(r"(?i)^[\W\d]*(?:\[[^\]]{0,40}\]\s*)*(?:\W*(?:running|starting|launching|beginning|begin)\b|={3,} *\w)")
 
 
+#: Completion strength below which a completion line does not end the run (a bare "Done!" that a set-up
+#: step prints: PyG's dataset processing "Processing..." then "Done!"; a job script's echo): the verdict's
+#: own bar for a completion line after a failure (``whole.WEAK_AFTER_FAILURE``).
+_STRONG_END = 0.9
+
+
 def _completion_above(lines: Sequence[str], start: int, top: int) -> int | None:
     """The index of the last completion line in ``lines[start:top]`` (not a tracker's at-exit line, also
     behind a launcher's prefix: Ray's ``(main_task pid=7) wandb: Synced 5 W&B file(s)``, printed at any exit)."""
     for k in range(top - 1, start - 1, -1):
         shown = _shown(lines[k])[-_SHOWN:]
-        if shown.strip() and is_completion(shown) and not ranks.launcher_text(shown).lstrip().startswith(_AT_EXIT):
+        if shown.strip() and is_completion(shown) and not ranks.launcher_text(shown).lstrip().startswith(_AT_EXIT) \
+                and completion_strength(logs.normalize_line(shown)) >= _STRONG_END:
             return k
     return None
 
@@ -939,6 +950,24 @@ def _past_first(step: str | None) -> bool:
 _TB_LOOKBACK = 400
 
 
+def _reported_exception(lines: Sequence[str], failure: int) -> int | None:
+    """The index of the exception line of a traceback printed just after the failure line, which
+    reports it: logging's ``logger.exception(msg)`` (or ``exc_info=True``) prints its message and then the
+    traceback, Hydra's ``run_and_report`` "Error executing job with overrides: [...]", Sacred's "Failed
+    after 0:01:32!"; not a launcher's verdict ("failed (exitcode: 1)", ``ChildFailedError``) followed by
+    the launcher's own traceback."""
+    if "exitcode" in lines[failure] or "ChildFailedError" in lines[failure]:
+        return None
+    head = next((k for k in range(failure + 1, min(len(lines), failure + 3)) if lines[k].strip()), None)
+    if head is None or _TB not in lines[head]:
+        return None
+    for k in range(head + 1, min(len(lines), head + _TB_LOOKBACK)):
+        text = logs.normalize_line(lines[k])
+        if text.strip() and not text.startswith((" ", "\t")):
+            return k
+    return None
+
+
 def _traceback_of(lines: Sequence[str], failure: int, floor: int) -> tuple[int | None, list[str]]:
     """(index of the ``Traceback`` head, its lines up to the failure line, normalized) of the
     traceback that holds line ``failure``; (None, []) when the failure has none above it (a kill,
@@ -1197,7 +1226,9 @@ def _is_bar(line: str) -> bool:
     return "%|" in shown or bar_update(shown, after_blocks=True) is not None or _no_total_bar(line) is not None
 
 
-_TB = "Traceback (most recent call last)"
+#: Python's traceback head; Sacred's filtered one reads "Traceback (most recent calls WITHOUT Sacred internals):"
+#: (``sacred/utils.py``, ``format_filtered_stacktrace``).
+_TB = "Traceback (most recent call"
 #: A tracker's lines printed at process exit whatever the outcome (not the job's own shutdown).
 _AT_EXIT = AT_EXIT  # printed at any exit
 
