@@ -956,7 +956,7 @@ def _reported_exception(lines: Sequence[str], failure: int) -> int | None:
     traceback, Hydra's ``run_and_report`` "Error executing job with overrides: [...]", Sacred's "Failed
     after 0:01:32!"; not a launcher's verdict ("failed (exitcode: 1)", ``ChildFailedError``) followed by
     the launcher's own traceback."""
-    if "exitcode" in lines[failure] or "ChildFailedError" in lines[failure]:
+    if failure >= len(lines) or "exitcode" in lines[failure] or "ChildFailedError" in lines[failure]:
         return None
     head = next((k for k in range(failure + 1, min(len(lines), failure + 3)) if lines[k].strip()), None)
     if head is None or _TB not in lines[head]:
