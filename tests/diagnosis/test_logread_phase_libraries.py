@@ -166,3 +166,16 @@ def test_a_reported_traceback_and_a_set_up_steps_done_are_read(rules: Classifier
               '  File "/srv/model.py", line 12, in forward', "    h = self.proj(x)",
               "RuntimeError: mat1 and mat2 shapes cannot be multiplied (8x512 and 768x768)"]
     assert diagnose_text("\n".join(logged), rules).phase == "first_step"
+
+
+def test_a_wandb_sweep_agents_next_run_starts_afresh(rules: Classifier) -> None:
+    # the bar is the previous run's; the agent then starts a new run, cancelled before its first step
+    lines = ["  6%|▌         | 3/50 [02:08<33:12, 42.39s/it]2025-02-18 02:58:32,924 - wandb.wandb_agent - INFO - "
+             "Running runs: []",
+             "2025-02-18 02:58:33,376 - wandb.wandb_agent - INFO - Agent received command: run",
+             "2025-02-18 02:58:33,376 - wandb.wandb_agent - INFO - Agent starting run with config:", "\thidden_dim: 32",
+             "2025-02-18 02:58:33,388 - wandb.wandb_agent - INFO - About to run command: /usr/bin/env python exp.py "
+             "--hidden_dim=32", "2025-02-18 02:58:38,425 - wandb.wandb_agent - INFO - Running runs: ['3xxczrri']",
+             "slurmstepd: error: *** JOB 14931661 ON gpu129 CANCELLED AT 2025-02-18T02:58:41 ***"]
+    w = diagnose_text("\n".join(lines), rules)
+    assert (w.phase, w.step) == ("startup", None)

@@ -127,8 +127,9 @@ def own_step(phase: str, step: str | None) -> str | None:
 
 #: Lines a program prints once when it starts, before any step of its own: torchrun's (and
 #: ``torch.distributed.launch``'s) banner, ``wandb.init``'s. A job script that runs several
-#: programs (pre-training, then fine-tuning, then evaluation) prints them again for each.
-_RUN_START_KEYS = ("Tracking run with wandb version",)
+#: programs (pre-training, then fine-tuning, then evaluation) prints them again for each; a wandb
+#: sweep agent (``wandb/wandb_agent.py``) logs "Agent starting run with config:" before each run it starts.
+_RUN_START_KEYS = ("Tracking run with wandb version", "Agent starting run with config")
 
 
 #: Training progress lines after a completion line that show the run went on past it (one line may be
