@@ -179,3 +179,17 @@ def test_a_wandb_sweep_agents_next_run_starts_afresh(rules: Classifier) -> None:
              "slurmstepd: error: *** JOB 14931661 ON gpu129 CANCELLED AT 2025-02-18T02:58:41 ***"]
     w = diagnose_text("\n".join(lines), rules)
     assert (w.phase, w.step) == ("startup", None)
+
+
+def test_a_loading_bar_cut_short_by_another_rank_is_still_set_up(rules: Classifier) -> None:
+    bar = "\rLoading checkpoint shards:  {p}%|##        | {n}/8 [00:0{n}<00:05,  1.71s/it]"
+    cut = "".join(bar.format(p=25 * n // 2, n=n) for n in range(5, 9)) + "\rLoading checkpoint shards:"
+    lines = [f"0: {cut}", f"1: {cut}", f"0: {cut}",
+             "Packing into seq_length=15000: 100%|##########| 39531/39531 [00:01<00:00, 20211.01 examples/s]",
+             "1: [rank7]: Traceback (most recent call last):",
+             '1: [rank7]:   File "/srv/train.py", line 180, in train', "1: [rank7]:     loss = model(**batch).loss",
+             '1: [rank7]:   File "/opt/py/transformers/models/llama/modeling_llama.py", line 600, in forward',
+             "1: [rank7]:     attn = self.self_attn(hidden)",
+             "1: [rank7]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 25.00 GiB. GPU 3 has a total "
+             "capacity of 79.10 GiB of which 10.20 GiB is free."]
+    assert diagnose_text("\n".join(lines), rules).phase == "first_step"

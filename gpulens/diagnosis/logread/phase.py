@@ -338,6 +338,8 @@ def _step_progress(line: str) -> bool:
     if _prose(line, end):
         return False
     shown = _shown(line)
+    if "%|" not in shown and "\r" in line and "%|" in end:
+        shown = _last_refresh(line)  # its last refresh cut short (ranks writing at once): the one before
     if "%|" in shown or "it/s" in shown or "s/it" in shown or _VLLM_BAR in shown:
         head = shown.split("%|")[0].split(_VLLM_BAR)[0]  # a slow bar shows "6.28s/it"
         if _SETUP_BAR.search(head):
@@ -389,6 +391,15 @@ def _no_error_metrics(text: str) -> str:
 
 #: The words that make a line an error's rather than progress (``lines.is_progress``'s).
 _has_error_word = contains_any(("rror", "ERROR", "Exception", "FATAL", "ailed", "Killed", "Traceback", "CANCELLED"))
+
+
+def _last_refresh(line: str) -> str:
+    """The last ``\r`` refresh of a bar's line that shows a bar (``%|``): several processes writing one
+    bar each to a shared console cut each other's refreshes ("\rLoading checkpoint shards:" and the rest
+    of it on the next line)."""
+    line = line.rstrip("\r\n")
+    end = line.rfind("%|")
+    return line[line.rfind("\r", 0, end) + 1:] if end >= 0 else _shown(line)
 
 
 def _shown(line: str) -> str:
