@@ -193,3 +193,28 @@ def test_a_loading_bar_cut_short_by_another_rank_is_still_set_up(rules: Classifi
              "1: [rank7]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 25.00 GiB. GPU 3 has a total "
              "capacity of 79.10 GiB of which 10.20 GiB is free."]
     assert diagnose_text("\n".join(lines), rules).phase == "first_step"
+
+
+_KILLED = ["Traceback (most recent call last):", '  File "/srv/train.py", line 300, in <module>', "    main()",
+           '  File "/opt/py/torch/_utils.py", line 88, in _rebuild', "    storage = fetch(key)",
+           "OSError: [Errno 5] Input/output error"]
+
+
+@pytest.mark.parametrize("note, phase", [
+    ("2024-05-02 10:00:01 | INFO | fairseq.trainer | Preparing to load checkpoint checkpoints/checkpoint_last.pt",
+     "checkpoint_load"),
+    ("2024-05-02 10:00:01 | INFO | fairseq.checkpoint_utils | Preparing to save checkpoint for epoch 3 @ 1500 updates",
+     "checkpoint_save"),
+    ("[2024-05-02 10:00:01,000] [INFO] [torch_checkpoint_engine.py:21:save] [Torch] Saving /ckpt/global_step500/"
+     "mp_rank_00_model_states.pt...", "checkpoint_save"),
+    ("[2024-05-02 10:00:01,000] [INFO] [torch_checkpoint_engine.py:15:create] [Torch] Checkpoint global_step500 is "
+     "about to be saved!", "checkpoint_save"),
+    ("[2024-05-02 10:00:01,000] [INFO] [torch_checkpoint_engine.py:27:load] [Torch] Loading checkpoint from "
+     "/ckpt/global_step500/mp_rank_00_model_states.pt...", "checkpoint_load"),
+    ("05/02 10:00:01 - mmengine - INFO - Loads checkpoint by local backend from path: work_dirs/epoch_12.pth",
+     "checkpoint_load"),
+    ("2024-05-02 10:00:01,000 - mmdet - INFO - load checkpoint from local path: work_dirs/latest.pth", "checkpoint_load"),
+])
+def test_a_checkpoint_read_or_write_announced_just_before_the_failure(rules: Classifier, note: str, phase: str) -> None:
+    steps = [f"step {k} | loss 2.{k}1 | lr 3e-4" for k in range(10, 60, 10)]
+    assert diagnose_text("\n".join([*steps, note, *_KILLED]), rules).phase == phase

@@ -502,12 +502,21 @@ def _failure_text(lines: Sequence[str], failure: int) -> str:
 #: states from the checkpoint path at {ckpt_path}"; Megatron's "loading checkpoint from {dir} at
 #: iteration N" and "saving checkpoint at iteration N to {dir}"; DeepSpeed's "Saving model checkpoint:
 #: {path}"; OLMo's "Saving unsharded checkpoint...". A progress bar ("Loading checkpoint shards: 50%|")
-#: is a pretrained model's set-up, not this.
+#: is a pretrained model's set-up, not this. fairseq's ``checkpoint_utils`` "Preparing to load checkpoint {f}" and
+#: "Preparing to save checkpoint for epoch {e} @ {u} updates"; DeepSpeed's ``torch_checkpoint_engine``
+#: "[Torch] Checkpoint {tag} is about to be saved!" (or "is begin to save!"), "[Torch] Saving {path}...",
+#: "[Torch] Loading checkpoint from {path}..." (newer "[Torch] Begin Load checkpoint from"); mmengine's
+#: ``CheckpointLoader`` "Loads checkpoint by local backend from path: {f}" and mmcv 1.x's "load checkpoint from
+#: local path: {f}", printed before reading it (not mmengine's runner "Load checkpoint from {f}", printed after).
 _LOAD_NOTE = Guarded(r"Loading model from \S+\.\s*$|Loading (?:the )?best model from\b|[Ll]oading (?:\w+ )?checkpoint\b(?! shards)"
-                     r"|Restoring states from the checkpoint|[Rr]esuming (?:training )?from (?:the )?(?:checkpoint|ckpt|\S*/)",
-                     ("oading", "Restoring states", "esuming"))
-_SAVE_NOTE = Guarded(r"[Ss]aving (?:\w+ )?(?:model )?checkpoint\b|Saving model (?:weights )?to\b",
-                     ("aving",))
+                     r"|Restoring states from the checkpoint|[Rr]esuming (?:training )?from (?:the )?(?:checkpoint|ckpt|\S*/)"
+                     r"|[Pp]reparing to load checkpoint|Loads checkpoint by \w+ backend from path|load checkpoint from \w+ path:"
+                     r"|Begin Load checkpoint",
+                     ("oading", "Restoring states", "esuming", "to load checkpoint", "Loads checkpoint", "load checkpoint",
+                      "Load checkpoint"))
+_SAVE_NOTE = Guarded(r"[Ss]aving (?:\w+ )?(?:model )?checkpoint\b|Saving model (?:weights )?to\b|[Pp]reparing to save checkpoint"
+                     r"|\[Torch\] (?:Checkpoint \S+ is (?:about to be saved|begin to save)|Saving )",
+                     ("aving", "to save checkpoint", "[Torch] Checkpoint"))
 #: Non-blank lines above a traceback read for such an announcement (a warning or two between).
 _NOTE_LINES = 3
 
