@@ -218,3 +218,21 @@ _KILLED = ["Traceback (most recent call last):", '  File "/srv/train.py", line 3
 def test_a_checkpoint_read_or_write_announced_just_before_the_failure(rules: Classifier, note: str, phase: str) -> None:
     steps = [f"step {k} | loss 2.{k}1 | lr 3e-4" for k in range(10, 60, 10)]
     assert diagnose_text("\n".join([*steps, note, *_KILLED]), rules).phase == phase
+
+
+def test_an_ultralytics_validation_bar_is_an_evaluation(rules: Classifier) -> None:
+    train = "      3/100      4.21G      1.234      2.345      1.111         32        640: 100%|##########| 938/938 [03:01<00:00,  5.17it/s]"
+    val = "                 Class     Images  Instances      Box(P          R      mAP50  mAP50-95):  45%|####5     | 71/157 [00:10<00:12,  6.9it/s]"
+    tail = ["Traceback (most recent call last):", '  File "/srv/train.py", line 20, in <module>', "    model.train(data='d.yaml')",
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 23.65 GiB "
+            "of which 1.10 GiB is free."]
+    assert diagnose_text("\n".join([train, val, *tail]), rules).phase == "evaluation"
+    done = val.replace("45%|####5     | 71/157", "100%|##########| 157/157")
+    assert diagnose_text("\n".join([train, done, "                   all       5000      36335      0.612      0.501      0.55      0.38",
+                                    *tail]), rules).phase == "training"
+
+
+def test_fairseq_counts_its_updates_after_the_epoch() -> None:
+    line = ("2024-05-02 10:00:00 | INFO | train_inner | epoch 001:    200 / 1000 loss=9.123, nll_loss=9.0, ppl=512, "
+            "wps=1000, ups=1, wpb=1000, bsz=8, num_updates=200, lr=1e-4, gnorm=1.2, train_wall=10, wall=20")
+    assert last_step([line], 1) == "200"

@@ -32,7 +32,10 @@ PHASES = ("startup", "first_step", "training", "evaluation", "checkpoint_save", 
 UNKNOWN = "unknown"
 
 _STEP_RES = (
-    re.compile(r"\b(?:global_step|step|Step|STEP|iter(?:ation)?|Iter(?:ation)?|it)\s*[=:\[#]?\s*(\d[\d,]*)(?:\s*/\s*\d+)?"),
+    # fairseq's progress line counts ``num_updates=N`` after its epoch ("epoch 001:  100 / 1000 loss=9.1, ...,
+    # num_updates=100, ..."; fairseq_cli/train.py's ``train_inner`` stats)
+    re.compile(r"\b(?:global_step|num_updates|step|Step|STEP|iter(?:ation)?|Iter(?:ation)?|it)\s*[=:\[#]?\s*(\d[\d,]*)"
+               r"(?:\s*/\s*\d+)?"),
     re.compile(r"\[step=(\d+)"),
     re.compile(r"\b[Ee]poch\s*[\[:=#]?\s*(\d+(?:\.\d+)?)(?:\s*/\s*\d+)?"),
     re.compile(r"'epoch':\s*(\d+(?:\.\d+)?)"),
@@ -702,6 +705,8 @@ def _evaluating(lines: Sequence[str], floor: int, top: int) -> bool:
             continue
         if shown.startswith(_MEGATRON_EVAL):
             return not shown.startswith(_MEGATRON_VALIDATED)  # "Evaluating iter": before that iteration runs
+        if shown.startswith("Class") and (yolo := _YOLO_VAL.match(shown)) is not None:
+            return int(yolo.group(1)) < int(yolo.group(2))
         m = _EVAL_BAR.match(shown) if shown[:1] in _EVAL_HEADS else None
         if m is None and shown.startswith(("[>", "[ ")):
             m = _TASK_BAR.match(shown)
@@ -711,6 +716,12 @@ def _evaluating(lines: Sequence[str], floor: int, top: int) -> bool:
         if _step_progress(lines[k]):
             return False
     return False
+
+
+#: The bar of an Ultralytics/YOLOv5 validator, run after each training epoch and by ``val.py``: its description is
+#: the results table's header (``ultralytics/models/yolo/detect/val.py`` ``get_desc``: ``("%22s" + "%11s" * 6) %
+#: ("Class", "Images", "Instances", "Box(P", "R", "mAP50", "mAP50-95)")``; YOLOv5's ``val.py`` the same with "P").
+_YOLO_VAL = re.compile(r"Class\s+Images\s+\S.{0,160}?:\s*\d+%\|[^|]*\|\s*(\d+)/(\d+)")
 
 
 #: Megatron-LM's ``evaluate`` (``megatron/training/training.py``): ``print_rank_0(f'Evaluating on {n}
