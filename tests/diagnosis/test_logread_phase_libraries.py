@@ -236,3 +236,15 @@ def test_fairseq_counts_its_updates_after_the_epoch() -> None:
     line = ("2024-05-02 10:00:00 | INFO | train_inner | epoch 001:    200 / 1000 loss=9.123, nll_loss=9.0, ppl=512, "
             "wps=1000, ups=1, wpb=1000, bsz=8, num_updates=200, lr=1e-4, gnorm=1.2, train_wall=10, wall=20")
     assert last_step([line], 1) == "200"
+
+
+def test_the_node_ray_marked_dead_is_the_failing_node(rules: Classifier) -> None:
+    lines = ["(main_task pid=7001) [validate_config] All configuration checks passed successfully!",
+             "Traceback (most recent call last):", '  File "/srv/verl/trainer/main_ppo.py", line 33, in run_ppo',
+             "    ray.get(main_task.remote(config))",
+             "ray.exceptions.LocalRayletDiedError: The task's local raylet died. Check raylet.out for more information.",
+             "(raylet) The node with node id: b630aa and address: 10.1.2.7 and node name: gpu-node-7 has been marked dead "
+             "because the detector has missed too many heartbeats from it. This can happen when a \t(1) raylet crashes "
+             "unexpectedly (OOM, etc.) "]
+    w = diagnose_text("\n".join(lines), rules)
+    assert (w.first_rank, w.first_node) == (None, "gpu-node-7")
