@@ -248,3 +248,12 @@ def test_the_node_ray_marked_dead_is_the_failing_node(rules: Classifier) -> None
              "unexpectedly (OOM, etc.) "]
     w = diagnose_text("\n".join(lines), rules)
     assert (w.first_rank, w.first_node) == (None, "gpu-node-7")
+
+
+def test_a_batch_shape_printed_while_setting_up_is_no_step(rules: Classifier) -> None:
+    lines = ["Compiling function \"train_step\" for context ...", "Shapes of elements in a batch: (1, 1, 20, 128) (20,)",
+             "batch shape: torch.Size([8, 3, 224, 224])", "Traceback (most recent call last):",
+             '  File "/srv/main.py", line 301, in <module>', "    trainer.train(nb_steps=1500)",
+             '  File "/srv/trainer.py", line 88, in train', "    state = build_state(cfg)",
+             "ValueError: zero-size array to reduction operation max which has no identity"]
+    assert diagnose_text("\n".join(lines), rules).phase == "startup"

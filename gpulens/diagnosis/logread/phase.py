@@ -283,10 +283,13 @@ _SETTING = re.compile(r"(?i)^(?!.*loss).*(?:\bper (?:epoch|step|iter\w*|device|g
                       r"|\bmax_|\bstarting\b|\bwarmup_|Invalidate trace cache"
                       # a batch's size ("Tokens / micro-batch / rank: 32 x 2048", "batch size: 64"), a checkpoint
                       # loaded or resumed at a step ("Loading model from ckpt/d20 with step 21400")
-                      r"|\bbatch[ _-]?size\b|\bmicro[-_ ]?batch\b|\b(?:load|resum|restor)\w*\b.*\bstep\b)")
+                      r"|\bbatch[ _-]?size\b|\bmicro[-_ ]?batch\b|\b(?:load|resum|restor)\w*\b.*\bstep\b"
+                      # a tensor's or a batch's shape printed while setting up ("Shapes of elements in a batch: (1, 20,
+                      # 128)", "batch shape: torch.Size([8, 3, 224, 224])")
+                      r"|\bshapes?\b)")
 #: Lower-case literals one of which every match of _SETTING holds (its alternatives' own words).
 _SETTING_KEYS = contains_any(("per ", "total", "number of", "num_", "max_", "starting", "warmup_",
-                              "invalidate trace cache", "size", "micro", "load", "resum", "restor"))
+                              "invalidate trace cache", "size", "micro", "load", "resum", "restor", "shape"))
 
 
 def _is_setting(end: str) -> bool:
