@@ -13,7 +13,12 @@ from collections.abc import Sequence
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.guarded import Guarded, contains_any
 from gpulens.diagnosis.logread import ranks
-from gpulens.diagnosis.logread.completion import AT_EXIT, completion_strength, is_completion, printed_before
+from gpulens.diagnosis.logread.completion import (
+    AT_EXIT,
+    completion_strength,
+    is_completion,
+    printed_before,
+)
 from gpulens.diagnosis.logread.lines import (
     PROGRESS_KEYS,
     BarText,
