@@ -520,8 +520,8 @@ def _failing_rank(lines: Sequence[str], floor: int, first: ranks.Origin) -> int 
 
 def _failing_host(lines: Sequence[str], floor: int, failing: str | None = None) -> str | None:
     """The host a scheduler line names for the failed attempt (Slurm cancel/srun error; for a
-    ``failing`` line behind srun's ``--label`` task prefix, the exit line of that task), else
-    the one host its start-up lines name for every rank (a single-node job)."""
+    ``failing`` line behind srun's ``--label`` task prefix, the exit line of that task), else the
+    node Ray marked dead, else the one host its start-up lines name for every rank (a single-node job)."""
     task = ranks.srun_task(failing) if failing is not None else None
     found = find_keys(lines, ("CANCELLED", "srun: error"), floor)
     if task is not None and (host := ranks.task_host(lines, found, task)) is not None:
@@ -530,4 +530,6 @@ def _failing_host(lines: Sequence[str], floor: int, failing: str | None = None) 
         node = ranks.origin_of(lines[i]).node
         if node:
             return node
+    if (dead := ranks.dead_ray_node(lines, find_keys(lines, (ranks.DEAD_RAY_NODE_KEY,), floor))) is not None:
+        return dead  # Ray gave that node up (its raylet died or stopped answering)
     return ranks.announced_host(lines, find_keys(lines, ranks.HOST_KEYS, floor))
