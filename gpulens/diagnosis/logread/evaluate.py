@@ -177,12 +177,14 @@ def _folds(projects: Iterable[str], k: int = FOLDS) -> dict[str, int]:
 
 
 def choose_thresholds(cases: Sequence[Case]) -> dict[str, float]:
-    """Per project, the threshold chosen on the other folds (category macro-F1; on a tie the highest,
-    the most cautious: an ``unknown`` is better than a guess that did not help)."""
+    """Per project, the threshold chosen on the dev rows of the other folds (category macro-F1; on a
+    tie the highest, the most cautious: an ``unknown`` is better than a guess that did not help).
+    Holdout rows get their fold's threshold but never choose one."""
     fold = _folds(c.project for c in cases)
+    dev = [c for c in cases if c.row["split"] == "dev"]
     out: dict[str, float] = {}
     for f in range(FOLDS):
-        train = [c for c in cases if fold[c.project] != f]
+        train = [c for c in dev if fold[c.project] != f]
         best = max(THRESHOLDS, key=lambda t: (_macro_f1([(c.row["category"], c.category(t)) for c in train]), t))
         out.update({p: best for p, g in fold.items() if g == f})
     return out

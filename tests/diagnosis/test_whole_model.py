@@ -1,0 +1,26 @@
+"""The whole-log reader's model: how its confidence threshold is chosen and what it learns from."""
+
+from __future__ import annotations
+
+from gpulens.diagnosis.logread.evaluate import Case, choose_thresholds
+from gpulens.diagnosis.logread.whole import WholeDiagnosis
+from gpulens.diagnosis.types import Diagnosis
+
+
+def _case(project: str, split: str, true: str, said: str, confidence: float) -> Case:
+    row = {"project": project, "split": split, "category": true, "origin": "user"}
+    return Case(row, WholeDiagnosis(Diagnosis(said, "user", confidence, method="svm")))
+
+
+def test_holdout_rows_never_choose_the_threshold() -> None:
+    # p9 (fold 1) is the project scored; p5 (fold 3) a dev project of another fold, whose model
+    # guesses at p=0.65 and p=0.55 are right: a threshold of 0.55 keeps both and is the most cautious
+    dev = [_case("p9", "dev", "gpu_oom", "gpu_oom", 0.9), _case("p5", "dev", "gpu_oom", "gpu_oom", 0.65),
+           _case("p5", "dev", "gpu_oom", "gpu_oom", 0.55)]
+    # p7 (fold 2): wrong guesses at p=0.55 that a threshold of 0.6 would turn into `unknown`
+    wrong = [_case("p7", "holdout", "unknown", "cpu_oom", 0.55) for _ in range(2)]
+    assert choose_thresholds(dev)["p9"] == 0.55
+    assert choose_thresholds(dev + wrong)["p9"] == 0.55  # the holdout rows are not looked at
+    as_dev = [_case("p7", "dev", "unknown", "cpu_oom", 0.55) for _ in range(2)]
+    assert choose_thresholds(dev + as_dev)["p9"] == 0.6  # the same rows as dev rows would choose 0.6
+    assert choose_thresholds(dev + wrong)["p7"] == 0.55  # a holdout row gets its fold's threshold
