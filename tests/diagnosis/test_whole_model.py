@@ -24,3 +24,15 @@ def test_holdout_rows_never_choose_the_threshold() -> None:
     as_dev = [_case("p7", "dev", "unknown", "cpu_oom", 0.55) for _ in range(2)]
     assert choose_thresholds(dev + as_dev)["p9"] == 0.6  # the same rows as dev rows would choose 0.6
     assert choose_thresholds(dev + wrong)["p7"] == 0.55  # a holdout row gets its fold's threshold
+
+
+def test_a_wrong_guess_never_beats_an_unknown_in_the_threshold_choice() -> None:
+    # fold 3's dev rows: right gpu_oom answers, a run labelled `unknown` that the rules left
+    # unknown, and a model guess at p=0.25 that is wrong. Answering the guess or not leaves the
+    # right answers as they are, so the most cautious threshold wins (macro-F1 chose 0.0: the
+    # `unknown` answer counted as a false `unknown`, the wrong guess only as one missed gpu_oom).
+    rows = [_case("p5", "dev", "gpu_oom", "gpu_oom", 0.9) for _ in range(3)]
+    rows.append(Case({"project": "p6", "split": "dev", "category": "unknown", "origin": "unknown"},
+                     WholeDiagnosis(Diagnosis("unknown", "unknown", 0.0, method="none"))))
+    rows.append(_case("p11", "dev", "gpu_oom", "cpu_oom", 0.25))
+    assert choose_thresholds([_case("p9", "dev", "gpu_oom", "gpu_oom", 0.9), *rows])["p9"] == 0.6
