@@ -36,3 +36,28 @@ def test_a_wrong_guess_never_beats_an_unknown_in_the_threshold_choice() -> None:
                      WholeDiagnosis(Diagnosis("unknown", "unknown", 0.0, method="none"))))
     rows.append(_case("p11", "dev", "gpu_oom", "cpu_oom", 0.25))
     assert choose_thresholds([_case("p9", "dev", "gpu_oom", "gpu_oom", 0.9), *rows])["p9"] == 0.6
+
+
+def test_a_heavier_example_pulls_the_model_its_way() -> None:
+    from gpulens.diagnosis import logs
+    from gpulens.diagnosis.classifier import SvmModel
+
+    texts = {
+        "gpu_oom": [f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {k} GiB" for k in (2, 4, 8)],
+        "storage_error": [f"OSError: [Errno 28] No space left on device: '/ckpt/step_{k}'" for k in (1, 2, 3)],
+        "comm_error": [f"torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:{k}"
+                       for k in (11, 12, 13)],
+    }
+    # the same message once as a storage failure, once as a memory one (two labellings of one text)
+    both = "RuntimeError: failed writing shard 7 to /scratch: quota exceeded while allocating buffer"
+    docs = [t for ts in texts.values() for t in ts] + [both, both]
+    labels = [c for c, ts in texts.items() for _ in ts] + ["storage_error", "gpu_oom"]
+    views = [logs.analyze(t) for t in docs]
+
+    def top(weights: list[float]) -> str:
+        p = SvmModel().fit(views, labels, weights=weights).predict_proba([logs.analyze(both)])[0]
+        return max(p, key=lambda c: p[c])
+
+    plain = [1.0] * 9
+    assert top(plain + [5.0, 1.0]) == "storage_error"
+    assert top(plain + [1.0, 5.0]) == "gpu_oom"
