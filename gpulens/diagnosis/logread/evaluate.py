@@ -345,7 +345,8 @@ def render_section(ev: WholeEval, *, date: str, command: str) -> str:
         "directory). The classifier learns from the excerpt corpus and from error contexts cut from the dev-split "
         "logs (`sample_logs/contexts/`); each dev log is diagnosed with a model trained without its fold's "
         "projects and no holdout project gave a context, so every figure is out of sample; the confidence threshold below which a model-decided answer becomes "
-        "`unknown` is chosen per fold on the other folds (5 folds grouped by project). The reader's rules "
+        "`unknown` is chosen per fold on the other folds' dev rows (5 folds grouped by project; the most right "
+        "categories, the highest threshold on a tie). The reader's rules "
         "(completion messages, failure lines, prefixes, attempts) were written from the dev-split logs only; "
         "the holdout row is the check (see the notes below the section for what was seen of it).", "",
         "| subset | logs | normal end called a failure | healthy vs failed | category macro-F1 | category accuracy "
