@@ -828,3 +828,123 @@ def test_a_training_loop_s_own_nan_guard_is_divergence(clf: Classifier, code: st
     log = "\n".join([*(f"step {k} loss 1.{k:03d}" for k in range(40)), "Traceback (most recent call last):",
                      '  File "/home/u/proj/train.py", line 88, in <module>', code, exc])
     assert diagnose_text(log, clf).diagnosis.category == category
+
+
+@pytest.mark.parametrize(("exc", "category", "origin"), [
+    # DeepSpeed's inference kernels (hybrid engine generation) cannot fit their workspace
+    ("RuntimeError: Workspace can't be allocated, not enough memory", "gpu_oom", "user"),
+    # activation checkpointing's recomputation differs from the forward (torch.utils.checkpoint)
+    ("torch.utils.checkpoint.CheckpointError: torch.utils.checkpoint: Recomputed values for the following tensors "
+     "have different metadata than during the forward pass.\ntensor at position 3:\n"
+     "saved metadata: {'shape': torch.Size([1024]), 'dtype': torch.float16, 'device': device(type='cuda', index=1)}\n"
+     "recomputed metadata: {'shape': torch.Size([0]), 'dtype': torch.float16, 'device': device(type='cuda', index=1)}",
+     "semantic_error", "framework"),
+    # the parser's own exception: the INI file lacks the option, raised while handling a KeyError
+    ("KeyError: 'warmup_ratio'\n\nDuring handling of the above exception, another exception occurred:\n\n"
+     "Traceback (most recent call last):\n  File \"/work/train.py\", line 31, in <module>\n"
+     "    warm = cfg.getfloat('sched', 'warmup_ratio')\n"
+     "configparser.NoOptionError: No option 'warmup_ratio' in section: 'sched'", "incorrect_input", "user"),
+])
+def test_library_messages_read_from_their_source_decide(clf: Classifier, exc: str, category: str,
+                                                        origin: str) -> None:
+    log = "\n".join([*(f"step {k} loss 1.{k:03d}" for k in range(10, 40)), "Traceback (most recent call last):",
+                     '  File "/work/train.py", line 88, in <module>', "    trainer.train()", exc])
+    d = diagnose_text(log, clf).diagnosis
+    assert (d.category, d.origin, d.method) == (category, origin, "rule"), d
+
+
+@pytest.mark.parametrize("errno", ["[Errno 101] Network is unreachable", "[Errno -3] Temporary failure in name resolution"])
+def test_a_hub_download_without_network_is_a_connection_failure(clf: Classifier, errno: str) -> None:
+    # requests/urllib3's chain as a rank prints it when the node cannot reach the Hub
+    log = "\n".join([
+        "[rank3]: Traceback (most recent call last):",
+        '[rank3]:   File "/env/lib/python3.11/site-packages/urllib3/connection.py", line 198, in _new_conn',
+        "[rank3]:     sock = connection.create_connection(",
+        f"[rank3]: OSError: {errno}",
+        "[rank3]: ",
+        "[rank3]: The above exception was the direct cause of the following exception:",
+        "[rank3]: ",
+        "[rank3]: Traceback (most recent call last):",
+        '[rank3]:   File "/work/sft.py", line 40, in <module>',
+        "[rank3]:     tok = AutoTokenizer.from_pretrained(args.model)",
+        "[rank3]: requests.exceptions.ConnectionError: (MaxRetryError(\"HTTPSConnectionPool(host='huggingface.co', "
+        "port=443): Max retries exceeded with url: /api/models/org/m-1b/tree/main (Caused by NewConnectionError("
+        f"'<urllib3.connection.HTTPSConnection object at 0x7f00>: Failed to establish a new connection: {errno}'))\"))",
+    ])
+    d = diagnose_text(log + "\n" + _TORCHRUN_TAIL, clf).diagnosis
+    assert (d.category, d.origin, d.method) == ("comm_error", "infrastructure", "rule"), d
+
+
+def test_a_rank_s_traceback_code_line_behind_its_prefix_is_no_progress(clf: Classifier) -> None:
+    # a tracker's copy of stdout ends with rank 0's traceback, whose code lines name the loss, and
+    # the exception's own continuation lines: the run failed, it did not go on
+    frames = [f'[rank0]:   File "/env/lib/python3.10/site-packages/deepspeed/runtime/engine.py", line {2100 + k}, in backward\n'
+              f"[rank0]:     self._do_optimizer_backward(loss, retain_graph{k})" for k in range(6)]
+    meta = [f"[rank0]: tensor at position {k}:\n"
+            "[rank0]: saved metadata: {'shape': torch.Size([896]), 'dtype': torch.bfloat16}\n"
+            "[rank0]: recomputed metadata: {'shape': torch.Size([0]), 'dtype': torch.bfloat16}" for k in range(12)]
+    log = "\n".join([*(f"{k}%|          | {k}/375 [00:{k:02d}<10:00, 1.2s/it]" for k in range(5)),
+                     "[rank0]: Traceback (most recent call last):", *frames,
+                     "[rank0]: torch.utils.checkpoint.CheckpointError: torch.utils.checkpoint: Recomputed values for "
+                     "the following tensors have different metadata than during the forward pass.", *meta])
+    w = diagnose_text(log, clf)
+    assert (w.diagnosis.category, w.diagnosis.origin) == ("semantic_error", "framework"), w.diagnosis
+    assert w.indicator_lines == [7 + 2 * len(frames)]
+
+
+def _watchdog(r: int) -> str:
+    """NCCL's watchdog timeout on rank ``r`` and the C++ abort it ends in (ProcessGroupNCCL)."""
+    what = (f"[PG ID 6 PG GUID 51 Rank {r}] Process group watchdog thread terminated with exception: [Rank {r}] "
+            "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=40827, OpType=ALLREDUCE, NumelIn=4096, "
+            f"NumelOut=4096, Timeout(ms)=600000) ran for 6000{r} milliseconds before timing out.")
+    return "\n".join([f"[rank{r}]:[E107 08:49:59.1{r:02d}] ProcessGroupNCCL.cpp:1595] {what}",
+                      "terminate called after throwing an instance of 'c10::DistBackendError'", f"  what():  {what}",
+                      "Exception raised from checkTimeout at ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:618 "
+                      "(most recent call first):",
+                      *(f"frame #{k}: c10d::ProcessGroupNCCL::watchdogHandler() + 0x{k}33 (0x7f90 in "
+                        "/env/lib/python3.11/site-packages/torch/lib/libtorch_cuda.so)" for k in range(24))])
+
+
+#: Every other rank's watchdog timeout (hundreds of lines of C++ frames), then srun's line for
+#: each task the abort ended.
+_NCCL_TIMEOUTS = "\n".join([*(_watchdog(r) for r in range(16) if r != 12),
+                            *(f"srun: error: gpu-b0{1 + t // 8}: task {t}: Aborted (core dumped)"
+                              for t in range(16) if t != 12)])
+
+
+@pytest.mark.parametrize(("died", "category"), [
+    ("slurmstepd-gpu-b02: error: Detected 1 oom-kill event(s) in StepId=77.0. Some of your processes may have been "
+     "killed by the cgroup out-of-memory handler.\nsrun: error: gpu-b02: task 12: Out Of Memory", "cpu_oom"),
+    ("[rank12]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 4 has a total capacity "
+     "of 79.15 GiB of which 1.02 GiB is free.", "gpu_oom"),
+])
+def test_a_process_that_died_before_its_peers_timed_out_is_the_cause(clf: Classifier, died: str, category: str) -> None:
+    steps = "\n".join(f"[rank{r}]: iteration {k}/10000 | lm loss: 2.{k:03d}" for k in range(100, 130) for r in (0, 12))
+    d = diagnose_text("\n".join([steps, died, _NCCL_TIMEOUTS]), clf).diagnosis
+    assert (d.category, d.origin, d.method) == (category, "user", "rule"), d
+    # the timeouts alone name no cause (origin unknown, as before)
+    bare = diagnose_text("\n".join([steps, _NCCL_TIMEOUTS]), clf).diagnosis
+    assert (bare.category, bare.origin) == ("comm_error", "unknown"), bare
+
+
+def test_died_before_timeout_reads_the_failure_lines_before_the_first_timeout(clf: Classifier) -> None:
+    from gpulens.diagnosis.logread.decide import died_before_timeout
+    from gpulens.diagnosis.types import Diagnosis
+
+    lines = ["[rank0]: iteration 120/10000 | lm loss: 2.120",
+             "slurmstepd-gpu-b02: error: Detected 1 oom-kill event(s) in StepId=77.0. Some of your processes may "
+             "have been killed by the cgroup out-of-memory handler.",
+             *_watchdog(3).split("\n")[:3],
+             "[rank7]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 7 has a total "
+             "capacity of 79.15 GiB of which 1.02 GiB is free."]
+    timeout = Diagnosis("comm_error", "unknown", 0.95, [lines[4]], rule_id="nccl-watchdog-timeout")
+    got = died_before_timeout(timeout, lines, 0, [1, 2, 3, 4, 5], clf.rules)
+    assert (got.category, got.origin, got.rule_id) == ("cpu_oom", "user", "slurm-cgroup-oom")
+    assert "aftermath" in (got.reason or "") and got.evidence[0].startswith("slurmstepd")
+    # a death printed only after the first timeout line (the abort's own aftermath) is not read
+    assert died_before_timeout(timeout, lines, 0, [2, 3, 4, 5], clf.rules) is timeout
+    # the attempt starts after the kill: an earlier attempt's kill is not this one's cause
+    assert died_before_timeout(timeout, lines, 2, [1, 2, 3, 4, 5], clf.rules) is timeout
+    # only a timeout is somebody else's aftermath
+    other = Diagnosis("comm_error", "infrastructure", 0.95, ["x"], rule_id="nccl-error-in")
+    assert died_before_timeout(other, lines, 0, [1, 2, 3, 4, 5], clf.rules) is other

@@ -24,7 +24,8 @@ from gpulens.diagnosis.rules import Rule, match_rules
 from gpulens.diagnosis.types import DEFAULT_ORIGIN, Diagnosis
 from gpulens.vocab import NO_FAILURE
 
-__all__ = ["DIVERGED_CONFIDENCE", "damaged_file", "diverged_before", "diverged_loss", "behind_secondary", "earlier_root", "job_lines", "late_kills",
+__all__ = ["DIVERGED_CONFIDENCE", "damaged_file", "died_before_timeout", "diverged_before", "diverged_loss", "behind_secondary",
+           "earlier_root", "job_lines", "late_kills",
            "own_program_crash", "root_rank_lines", "strip_line_prefixes", "strip_ray_prefixes", "unattributed_timeout", "unnamed_stop"]
 
 #: Literals of the lines a scheduler or the kernel writes about the whole job.
@@ -356,6 +357,39 @@ _TIMEOUT_RULES = frozenset({"nccl-watchdog-timeout", "collective-timeout", "gloo
 #: The rendezvous rule's timeout messages (c10d TCPStore/elastic: "Socket Timeout", "Timed out after
 #: 900 seconds waiting for clients", "The client socket has timed out", RendezvousTimeoutError).
 _TIMED_OUT = re.compile(r"Socket Timeout|Timed out after|has timed out|RendezvousTimeoutError")
+
+
+#: Categories of a process's death that leave its peers waiting at their next collective until
+#: it times out: the timeout is that death's aftermath.
+_DIES_OF = frozenset({"cpu_oom", "gpu_oom", "gpu_hardware", "cuda_error", "storage_error", "crash"})
+
+
+def died_before_timeout(d: Diagnosis, lines: Sequence[str], floor: int, failures: Sequence[int],
+                        rules: tuple[Rule, ...]) -> Diagnosis:
+    """For a collective timeout (``d`` from a rule of :data:`_TIMEOUT_RULES`), the failure that
+    ended a process before the first timeout line, among the attempt's terminal failure lines
+    (``failures``, from ``floor``): the kernel's or the scheduler's OOM kill of one task, a rank's
+    CUDA out-of-memory or a crash. The ranks that time out waited for that process at their next
+    collective (NCCL's watchdog fires minutes after its peer died), so the timeout says nothing
+    of its own; else ``d``."""
+    rule = next((r for r in rules if r.id == d.rule_id), None) if d.rule_id in _TIMEOUT_RULES else None
+    if rule is None:
+        return d
+    first = next((i for i in failures if i >= floor and rule.pattern.search(logs.normalize_line(lines[i]))), None)
+    if first is None:
+        return d
+    before = [ranks.strip_prefix(logs.normalize_line(lines[i])) for i in failures if floor <= i < first]
+    root = [m for m in match_rules("\n".join(before), rules)
+            if m.rule.category in _DIES_OF and not m.rule.generic and not logs.is_weak(m.line)]
+    if not root:
+        return d
+    cause = min(root, key=lambda m: m.position)
+    line = cause.line.strip()[:300]
+    return Diagnosis(cause.rule.category, cause.rule.origin, round(cause.rule.confidence * 0.9, 3),
+                     [line, *d.evidence][:_MAX_EVIDENCE], method="rule", rule_id=cause.rule.id, file=d.file,
+                     reason=f"a process died first ({cause.rule.id}); the collective timeout of the ranks that "
+                            "waited for it is its aftermath",
+                     hint=hint_for(cause.rule.category, [line]))
 
 
 def unattributed_timeout(d: Diagnosis) -> Diagnosis:
