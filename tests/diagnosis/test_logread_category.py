@@ -844,6 +844,11 @@ def test_a_training_loop_s_own_nan_guard_is_divergence(clf: Classifier, code: st
      "Traceback (most recent call last):\n  File \"/work/train.py\", line 31, in <module>\n"
      "    warm = cfg.getfloat('sched', 'warmup_ratio')\n"
      "configparser.NoOptionError: No option 'warmup_ratio' in section: 'sched'", "incorrect_input", "user"),
+    # requests' raise_for_status: a tracker's server rate-limits or fails (not a 404 of the job's own URL)
+    ("requests.exceptions.HTTPError: 429 Client Error: Too Many Requests for url: https://api.wandb.ai/graphql",
+     "comm_error", "infrastructure"),
+    ("huggingface_hub.utils._errors.HfHubHTTPError: 502 Server Error: Bad Gateway for url: "
+     "https://huggingface.co/api/models/org/m-7b", "comm_error", "infrastructure"),
 ])
 def test_library_messages_read_from_their_source_decide(clf: Classifier, exc: str, category: str,
                                                         origin: str) -> None:
@@ -948,3 +953,9 @@ def test_died_before_timeout_reads_the_failure_lines_before_the_first_timeout(cl
     # only a timeout is somebody else's aftermath
     other = Diagnosis("comm_error", "infrastructure", 0.95, ["x"], rule_id="nccl-error-in")
     assert died_before_timeout(other, lines, 0, [1, 2, 3, 4, 5], clf.rules) is other
+
+
+def test_a_client_error_of_the_job_s_own_request_is_not_the_service_s() -> None:
+    ids = {m.rule.id for m in match_rules("requests.exceptions.HTTPError: 404 Client Error: Not Found for url: "
+                                          "https://example.org/data/v2/train.csv")}
+    assert "http-service-refused" not in ids
