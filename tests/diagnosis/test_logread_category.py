@@ -849,6 +849,10 @@ def test_a_training_loop_s_own_nan_guard_is_divergence(clf: Classifier, code: st
      "comm_error", "infrastructure"),
     ("huggingface_hub.utils._errors.HfHubHTTPError: 502 Server Error: Bad Gateway for url: "
      "https://huggingface.co/api/models/org/m-7b", "comm_error", "infrastructure"),
+    # torchvision's import-time check of its wheel against torch's CUDA build
+    ("RuntimeError: Detected that PyTorch and torchvision were compiled with different CUDA major versions. "
+     "PyTorch has CUDA Version=12.1 and torchvision has CUDA Version=11.8. Please reinstall the torchvision that "
+     "matches your PyTorch install.", "cuda_env_error", "user"),
 ])
 def test_library_messages_read_from_their_source_decide(clf: Classifier, exc: str, category: str,
                                                         origin: str) -> None:
