@@ -235,9 +235,14 @@ def test_a_sigterm_nothing_in_the_log_attributes_has_no_known_sender(clf: Classi
             "torch.distributed.elastic.multiprocessing.api.SignalException: Process 4100 got signal: 15"]
     d = diagnose_text("\n".join(steps + stop), clf).diagnosis
     assert (d.category, d.origin) == ("preempted", "unknown"), d
-    # a Slurm job (its environment echoed by the job script): the scheduler is the likely sender
+    # a Slurm job (its environment echoed by the job script) is no sender: scancel names no one
+    # (README "Origin: rules", O3)
     slurm = ["SLURM_JOB_ID=881234 SLURM_NODELIST=gpu[07-08]"]
     d = diagnose_text("\n".join(slurm + steps + stop), clf).diagnosis
+    assert (d.category, d.origin) == ("preempted", "unknown"), d
+    # a line that names the platform's decision (a preemption) does
+    evicted = ["Warning  Preempting  pod/train-0  Preempted by default/priority-job on node gpu-07"]
+    d = diagnose_text("\n".join(steps + evicted + stop), clf).diagnosis
     assert (d.category, d.origin) == ("preempted", "infrastructure"), d
 
 
@@ -618,19 +623,19 @@ def test_library_messages_that_name_their_cause_are_not_left_to_the_model(clf: C
     assert (d.category, d.origin, d.method) == (category, "user", "rule")
 
 
-@pytest.mark.parametrize("term", [
-    "TERM_OWNER: job killed by owner.",
-    "TERM_ADMIN: job killed by root or LSF administrator.",
-    "TERM_CPULIMIT: job killed after reaching LSF CPU usage limit.",
-    "TERM_WINDOW: job killed after queue run window closed.",
+@pytest.mark.parametrize(("term", "origin"), [
+    ("TERM_OWNER: job killed by owner.", "user"),  # LSF names the owner (README "Origin: rules", O3)
+    ("TERM_ADMIN: job killed by root or LSF administrator.", "unknown"),  # an administrator, no reason
+    ("TERM_CPULIMIT: job killed after reaching LSF CPU usage limit.", "infrastructure"),
+    ("TERM_WINDOW: job killed after queue run window closed.", "infrastructure"),
 ])
-def test_lsf_exit_reasons_of_a_job_killed_from_outside(clf: Classifier, term: str) -> None:
+def test_lsf_exit_reasons_of_a_job_killed_from_outside(clf: Classifier, term: str, origin: str) -> None:
     # LSF's job report: the TERM_ reason, then the exit code the signal left
     log = "\n".join([*(f"Epoch 4 [{k}/500] loss: 0.{k:03d}" for k in range(100, 130)), "",
                      "------------------------------------------------------------", "", term,
                      "Exited with exit code 140.", "", "Resource usage summary:", "", "    CPU time :   3000.00 sec."])
     d = diagnose_text(log, clf).diagnosis
-    assert (d.category, d.origin, d.method) == ("preempted", "infrastructure", "rule")
+    assert (d.category, d.origin, d.method) == ("preempted", origin, "rule")
 
 
 def test_srun_s_node_failure_is_the_scheduler_s_end_not_a_gpu_fault(clf: Classifier) -> None:
@@ -963,3 +968,43 @@ def test_a_client_error_of_the_job_s_own_request_is_not_the_service_s() -> None:
     ids = {m.rule.id for m in match_rules("requests.exceptions.HTTPError: 404 Client Error: Not Found for url: "
                                           "https://example.org/data/v2/train.csv")}
     assert "http-service-refused" not in ids
+
+
+
+_EPOCHS = [f"Epoch 3 [{k}/900] loss: 0.{k:03d} lr: 1e-4" for k in range(100, 130)]
+
+
+@pytest.mark.parametrize(("end", "category", "origin"), [
+    # O3: slurmstepd names a reason only for the scheduler's own decisions; a bare cancel is scancel's
+    (["slurmstepd: error: *** JOB 4242 ON gpu07 CANCELLED AT 2024-03-01T10:00:00 ***"], "preempted", "unknown"),
+    (["slurmstepd: error: *** JOB 4242 ON gpu07 CANCELLED AT 2024-03-01T10:00:00 DUE TO TIME LIMIT ***"],
+     "preempted", "infrastructure"),
+    # O3: a SIGTERM under Slurm names no sender unless a line names the decision
+    (["srun: Job step aborted: Waiting up to 32 seconds for job step to finish.",
+      "torch.distributed.elastic.multiprocessing.api.SignalException: Process 4242 got signal: 15"],
+     "preempted", "unknown"),
+    # O3: a SIGHUP is a session that ended (the user, a dropped ssh connection, kill -HUP)
+    (["torch.distributed.elastic.multiprocessing.api.SignalException: Process 4242 got signal: 1"], "preempted", "unknown"),
+    # O7: a bare SIGKILL: the OOM killer is likeliest, the log does not say
+    (["./train.sh: line 33: 136834 Killed                  python train.py --bs 64"], "cpu_oom", "unknown"),
+    (["RuntimeError: DataLoader worker (pid 20661) is killed by signal: Killed."], "cpu_oom", "unknown"),
+    # O2: TCPStore::wait's own timeout, nothing else: a peer did not come, the log does not say why
+    (["torch.distributed.DistStoreError: wait timeout after 300000ms, keys: /broadcast_from/0/3"], "comm_error", "unknown"),
+])
+def test_origin_is_the_party_the_log_shows(clf: Classifier, end: list[str], category: str, origin: str) -> None:
+    d = diagnose_text("\n".join([*_EPOCHS, *end]), clf).diagnosis
+    assert (d.category, d.origin) == (category, origin), d
+
+
+def test_a_sigkill_with_the_kernel_s_memory_line_is_the_job_s_memory(clf: Classifier) -> None:
+    from gpulens.diagnosis.logread.decide import unattributed_kill
+    from gpulens.diagnosis.types import Diagnosis
+
+    killed = Diagnosis("cpu_oom", "user", 0.75, ["./train.sh: line 33: 136834 Killed   python train.py"],
+                       rule_id="slurm-script-killed")
+    bare = [*_EPOCHS, killed.evidence[0]]
+    assert unattributed_kill(killed, bare, 0).origin == "unknown"
+    dmesg = [*_EPOCHS, "[88123.4] Out of memory: Killed process 136834 (python) total-vm:92844412kB", killed.evidence[0]]
+    assert unattributed_kill(killed, dmesg, 0) is killed
+    # an earlier attempt's memory line does not explain this attempt's kill
+    assert unattributed_kill(killed, dmesg, 31).origin == "unknown"

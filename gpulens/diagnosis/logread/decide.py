@@ -26,7 +26,8 @@ from gpulens.vocab import NO_FAILURE
 
 __all__ = ["DIVERGED_CONFIDENCE", "damaged_file", "died_before_timeout", "diverged_before", "diverged_loss", "behind_secondary",
            "earlier_root", "job_lines", "late_kills",
-           "own_program_crash", "root_rank_lines", "strip_line_prefixes", "strip_ray_prefixes", "unattributed_timeout", "unnamed_stop"]
+           "own_program_crash", "root_rank_lines", "strip_line_prefixes", "strip_ray_prefixes", "unattributed_kill",
+           "unattributed_timeout", "unnamed_stop"]
 
 #: Literals of the lines a scheduler or the kernel writes about the whole job.
 _JOB_KEYS = ("slurmstepd", "srun: error", "oom-kill", "oom_kill", "OOMKilled", "Out of memory: Kill", "CANCELLED")
@@ -342,13 +343,20 @@ def _reorigin(d: Diagnosis, origin: str, why: str) -> Diagnosis:
     return dataclasses.replace(d, origin=origin, reason=f"{d.reason}; {why}" if d.reason else why)
 
 
-#: Rules whose evidence is a stop signal the process received (SIGTERM) without naming its sender.
-_UNNAMED_STOP_RULES = frozenset({"sigterm-handler"})
-#: Literals of a scheduler's or a cloud's own lines that stop a job (Slurm, PBS/Torque, LSF,
-#: Kubernetes, spot/preemptible instances): with one in the log, the SIGTERM is its doing.
-_SENDERS = ("slurmstepd", "srun: ", "SLURM_", "PBS: ", "PBS_JOBID", "TERM_", "LSF", "preempt", "Preempt", "PREEMPT",
-            "Evicted", "OOMKilled", "spot", "Spot")
-_names_a_sender = contains_any(_SENDERS)
+#: Rules whose evidence is a stop from outside that names no sender (README "Origin: rules", O3):
+#: a SIGTERM the process received, slurmstepd's cancel without a "DUE TO" reason (scancel by the
+#: owner, an administrator or a tool), a SIGHUP (a terminal or ssh session that ended).
+_UNNAMED_STOP_RULES = frozenset({"sigterm-handler", "slurm-cancelled", "signal-hangup"})
+#: Literals of the lines that name a scheduler's or a cloud's own decision to stop a job: Slurm's
+#: reasons, LSF's and PBS's limits, preemption, eviction, a spot instance's reclaim. With one in
+#: the log the stop is the infrastructure's (a Slurm run is not enough: scancel names no one).
+_DECISIONS = ("DUE TO TIME LIMIT", "DUE TO PREEMPTION", "DUE TO NODE FAILURE", "DUE TO JOB REQUEUE", "TERM_RUNLIMIT",
+              "TERM_CPULIMIT", "TERM_WINDOW", "TERM_PREEMPT", "exceeded limit", "wallclock", "preempt", "Preempt",
+              "PREEMPT", "Evicted", "OOMKilled", "spot instance", "Spot instance", "SpotInterruption")
+_names_a_decision = contains_any(_DECISIONS)
+#: LSF's exit reasons for a job killed by a person: by its owner (the user's own hand) or by an
+#: administrator (no reason given).
+_LSF_BY_OWNER = re.compile(r"TERM_(?:REQUEUE_|FORCE_)?OWNER\b")
 
 
 #: Rules whose evidence is a wait that timed out: a peer did not arrive at a collective or at the
@@ -356,7 +364,9 @@ _names_a_sender = contains_any(_SENDERS)
 _TIMEOUT_RULES = frozenset({"nccl-watchdog-timeout", "collective-timeout", "gloo-recv-timeout", "jax-barrier-timeout"})
 #: The rendezvous rule's timeout messages (c10d TCPStore/elastic: "Socket Timeout", "Timed out after
 #: 900 seconds waiting for clients", "The client socket has timed out", RendezvousTimeoutError).
-_TIMED_OUT = re.compile(r"Socket Timeout|Timed out after|has timed out|RendezvousTimeoutError")
+#: Also TCPStore::wait's "wait timeout after 300000ms, keys: /broadcast_from/0/3" (pytorch/pytorch
+#: torch/csrc/distributed/c10d/TCPStore.cpp at b874478480be06eab07db7ecd307883fb286fb8a).
+_TIMED_OUT = re.compile(r"Socket Timeout|Timed out after|has timed out|RendezvousTimeoutError|wait timeout after \d+ ?ms")
 
 
 #: Categories of a process's death that leave its peers waiting at their next collective until
@@ -423,15 +433,50 @@ def damaged_file(d: Diagnosis) -> Diagnosis:
 
 
 def unnamed_stop(d: Diagnosis, lines: Sequence[str]) -> Diagnosis:
-    """Origin ``unknown`` for a run stopped by a SIGTERM that nothing in the log attributes (no
-    scheduler, preemption or eviction line anywhere): a person, a watchdog script or the
-    scheduler may have sent it (the corpus convention: "a SIGTERM from outside a nohup/bash run
-    ... is preempted with origin unknown")."""
-    if d.category != "preempted" or d.rule_id not in _UNNAMED_STOP_RULES or d.origin == "unknown":
+    """The origin of a run stopped from outside by what the log shows of the sender (README "Origin:
+    rules", O3): ``unknown`` for a SIGTERM, a Slurm cancel without a reason or a SIGHUP when no
+    line names a scheduler's or a cloud's decision (a person, a watchdog script or the scheduler
+    may have sent it); for LSF's "job killed by owner" ``user``, by an administrator ``unknown``."""
+    if d.category != "preempted":
         return d
-    if any(_names_a_sender(ln) for ln in lines):
+    if d.rule_id == "lsf-killed-by-user":
+        mine = any(_LSF_BY_OWNER.search(e) for e in d.evidence[:1])
+        origin = "user" if mine else "unknown"
+        if d.origin == origin:
+            return d
+        return _reorigin(d, origin, "LSF names the job's owner as the one who killed it" if mine
+                         else "LSF names an administrator, not why")
+    if d.rule_id not in _UNNAMED_STOP_RULES or d.origin == "unknown":
         return d
-    why = "no scheduler, preemption or eviction line says who sent the stop signal"
+    if any(_names_a_decision(ln) for ln in lines):
+        return d
+    why = "no line names a scheduler's limit, a preemption or an eviction: who sent the stop is not in the log"
+    return _reorigin(d, "unknown", why)
+
+
+#: Rules whose evidence is a SIGKILL that names no sender (README "Origin: rules", O7): the shell's
+#: "Killed", a launcher's exit code -9, a DataLoader worker "killed by signal: Killed".
+_BARE_KILL_RULES = frozenset({"sigkill-exitcode", "slurm-script-killed", "launcher-child-sigkill",
+                              "dataloader-worker-killed"})
+#: Literals of the lines in which the kernel or a scheduler says it killed for memory (the kernel's
+#: OOM killer, Slurm's cgroup, PBS's and LSF's memory limits, Kubernetes, Ray's memory monitor).
+_MEMORY_KILLS = ("oom-kill", "oom_kill", "oom-killer", "OOMKilled", "Out of memory: Kill", "Memory cgroup out of memory",
+                 "exceeded memory limit", "Exceeded job memory limit", "Exceeded step memory limit", "OUT_OF_MEMORY",
+                 "job killed: mem", "job killed: vmem", "job killed: pmem", "TERM_MEMLIMIT", "memory pressure",
+                 "Out Of Memory")
+_names_a_memory_kill = contains_any(_MEMORY_KILLS)
+
+
+def unattributed_kill(d: Diagnosis, lines: Sequence[str], floor: int) -> Diagnosis:
+    """Origin ``unknown`` for a bare SIGKILL (``cpu_oom`` from the shell's "Killed", exit code -9)
+    when no line of the attempt (``lines[floor:]``) says the kernel or the scheduler killed it for
+    memory: the OOM killer is the likeliest sender, but an administrator, a watchdog or the user
+    send SIGKILL too (README "Origin: rules", O7). With such a line the memory was the job's."""
+    if d.category != "cpu_oom" or d.rule_id not in _BARE_KILL_RULES or d.origin == "unknown":
+        return d
+    if any(_names_a_memory_kill(ln) for ln in lines[floor:]):
+        return d
+    why = "no oom-kill or memory-limit line says who sent the SIGKILL"
     return _reorigin(d, "unknown", why)
 
 

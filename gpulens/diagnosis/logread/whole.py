@@ -44,6 +44,7 @@ from gpulens.diagnosis.logread.decide import (
     root_rank_lines,
     strip_line_prefixes,
     strip_ray_prefixes,
+    unattributed_kill,
     unattributed_timeout,
     unnamed_stop,
 )
@@ -456,7 +457,8 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
     d = died_before_timeout(d, lines, starts[-1], failures, clf.rules)
     d = earlier_root(d, lines, starts[-1], start, clf.rules)
     d = behind_secondary(d, lines, starts[-1], start, lambda text: clf.classify_text(text, file=file, keep_final=True))
-    d = damaged_file(own_program_crash(unattributed_timeout(unnamed_stop(d, lines)), lines))
+    d = unattributed_kill(unnamed_stop(d, lines), lines, starts[-1])
+    d = damaged_file(own_program_crash(unattributed_timeout(d), lines))
     if not failures and d.category != "unknown":
         d.confidence = round(d.confidence * 0.8, 3)
     primary, first = _indicators(lines, start, failures, d.evidence, first)
