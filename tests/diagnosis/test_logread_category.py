@@ -1008,3 +1008,20 @@ def test_a_sigkill_with_the_kernel_s_memory_line_is_the_job_s_memory(clf: Classi
     assert unattributed_kill(killed, dmesg, 0) is killed
     # an earlier attempt's memory line does not explain this attempt's kill
     assert unattributed_kill(killed, dmesg, 31).origin == "unknown"
+
+
+@pytest.mark.parametrize(("end", "origin"), [
+    # O6: the shell's line and nothing of the crashed code: who crashed is not in the log
+    (["run.sh: line 9:  4412 Segmentation fault      (core dumped) python train.py --cfg a.yaml"], "unknown"),
+    (["E0101 12:00:00.000000 140 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -11) "
+      "local_rank: 0 (pid: 4411) of binary: /usr/bin/python3"], "unknown"),
+    # the job's own build, named by the shell's line
+    (["run.sh: line 9:  4412 Segmentation fault      (core dumped) ./solver --grid 512"], "user"),
+    # a library's stack dump names the crashed code
+    (["Fatal Python error: Segmentation fault", "", "Current thread 0x00007f3a (most recent call first):",
+      '  File "/env/lib/python3.10/site-packages/torch/nn/functional.py", line 2264 in embedding',
+      "run.sh: line 9:  4412 Segmentation fault      (core dumped) python train.py"], "framework"),
+])
+def test_a_native_crash_s_origin_is_the_code_the_log_shows_crashing(clf: Classifier, end: list[str], origin: str) -> None:
+    d = diagnose_text("\n".join([*_EPOCHS, *end]), clf).diagnosis
+    assert (d.category, d.origin) == ("crash", origin), d

@@ -24,7 +24,7 @@ from gpulens.diagnosis.rules import Rule, match_rules
 from gpulens.diagnosis.types import DEFAULT_ORIGIN, Diagnosis
 from gpulens.vocab import NO_FAILURE
 
-__all__ = ["DIVERGED_CONFIDENCE", "damaged_file", "died_before_timeout", "diverged_before", "diverged_loss", "behind_secondary",
+__all__ = ["DIVERGED_CONFIDENCE", "bare_crash", "damaged_file", "died_before_timeout", "diverged_before", "diverged_loss", "behind_secondary",
            "earlier_root", "job_lines", "late_kills",
            "own_program_crash", "root_rank_lines", "strip_line_prefixes", "strip_ray_prefixes", "unattributed_kill",
            "unattributed_timeout", "unnamed_stop"]
@@ -477,6 +477,34 @@ def unattributed_kill(d: Diagnosis, lines: Sequence[str], floor: int) -> Diagnos
     if any(_names_a_memory_kill(ln) for ln in lines[floor:]):
         return d
     why = "no oom-kill or memory-limit line says who sent the SIGKILL"
+    return _reorigin(d, "unknown", why)
+
+
+#: Rules whose evidence is only the signal or the exit status a native crash left: the shell's
+#: "Segmentation fault (core dumped)", a launcher's "exitcode: -11", srun's "task 0: Segmentation
+#: fault", mpirun's "exited on signal 11".
+_BARE_CRASH_RULES = frozenset({"segfault", "abort-core-dump", "torchrun-child-signal", "mpirun-rank-signal"})
+#: Literals of the lines in which the crashed code says what failed: libstdc++'s report of an
+#: uncaught exception and its what() (an uncaught c10::Error), PyTorch's internal assert, glog's
+#: check, glibc's heap checks, a fault handler's stack dump (CPython faulthandler, abseil, glog,
+#: UCX's "Caught signal").
+_CRASH_SAYS = ("terminate called", "what():", "INTERNAL ASSERT", "Check failed", "Fatal Python error", "*** Error in",
+               "free(): ", "double free", "corrupted size", "Stack (most recent call first)", "Caught signal",
+               "received by PID", "*** Aborted at", "Backtrace", "backtrace")
+_crash_says = contains_any(_CRASH_SAYS)
+
+
+def bare_crash(d: Diagnosis, lines: Sequence[str], floor: int) -> Diagnosis:
+    """Origin ``unknown`` for a native crash the log shows only as a signal or an exit status (no
+    library message, no stack dump, no frame in the last lines of the attempt, ``lines[floor:]``):
+    who crashed, the job's own build, a library or a failing node, is not in the log (README
+    "Origin: rules", O6). :func:`own_program_crash` then names the job's own program when the
+    shell's line shows one."""
+    if d.category != "crash" or d.rule_id not in _BARE_CRASH_RULES or d.origin == "unknown":
+        return d
+    if any(_crash_says(ln) for ln in [*d.evidence, *lines[max(floor, len(lines) - _CRASH_LOOKBACK):]]):
+        return d
+    why = "only a signal or an exit status: no message or stack of the code that crashed"
     return _reorigin(d, "unknown", why)
 
 

@@ -33,6 +33,7 @@ from gpulens.diagnosis.logread.completion import (
     written_after_bar,
 )
 from gpulens.diagnosis.logread.decide import (
+    bare_crash,
     behind_secondary,
     damaged_file,
     died_before_timeout,
@@ -458,7 +459,7 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
     d = earlier_root(d, lines, starts[-1], start, clf.rules)
     d = behind_secondary(d, lines, starts[-1], start, lambda text: clf.classify_text(text, file=file, keep_final=True))
     d = unattributed_kill(unnamed_stop(d, lines), lines, starts[-1])
-    d = damaged_file(own_program_crash(unattributed_timeout(d), lines))
+    d = damaged_file(own_program_crash(bare_crash(unattributed_timeout(d), lines, starts[-1]), lines))
     if not failures and d.category != "unknown":
         d.confidence = round(d.confidence * 0.8, 3)
     primary, first = _indicators(lines, start, failures, d.evidence, first)
