@@ -1025,3 +1025,30 @@ def test_a_sigkill_with_the_kernel_s_memory_line_is_the_job_s_memory(clf: Classi
 def test_a_native_crash_s_origin_is_the_code_the_log_shows_crashing(clf: Classifier, end: list[str], origin: str) -> None:
     d = diagnose_text("\n".join([*_EPOCHS, *end]), clf).diagnosis
     assert (d.category, d.origin) == ("crash", origin), d
+
+
+def test_peers_that_timed_out_while_one_process_prepared_the_data_waited_for_the_job_s_own_work(clf: Classifier) -> None:
+    # O2: rank 0 generates the packed split (datasets' " examples" bar) while the others sit in the
+    # first all-reduce until NCCL's watchdog fires: the job's own work made them wait
+    bar = ("Generating train split: 0 examples [00:00, ? examples/s]\rGenerating train split: 1 examples "
+           "[15:03, 903.64s/ examples]\rGenerating train split: 9 examples [15:04, 61.20s/ examples]")
+    head = ["2024-09-22 03:02:08 - INFO - datasets.builder - Generating train split"]
+    d = diagnose_text("\n".join([*_EPOCHS[:3], *head, bar, _watchdog(2)]), clf).diagnosis
+    assert (d.category, d.origin) == ("comm_error", "user"), d
+    # the same timeout after training output names no party
+    bare = diagnose_text("\n".join([*_EPOCHS, _watchdog(2)]), clf).diagnosis
+    assert (bare.category, bare.origin) == ("comm_error", "unknown"), bare
+    # nor after a split that had finished generating (the data was ready: the wait was for something else)
+    done = "[rank0]:Generating test split: 100%|██████████| 1319/1319 [00:00<00:00, 25927.53 examples/s]"
+    ready = diagnose_text("\n".join([*_EPOCHS[:3], *head, done, _watchdog(0)]), clf).diagnosis
+    assert (ready.category, ready.origin) == ("comm_error", "unknown"), ready
+
+
+def test_the_driver_s_unknown_error_ending_a_working_run_is_the_gpu_s(clf: Classifier) -> None:
+    # O6: c10's driver-API check ("CUDA driver error: unknown error") after hours of training
+    lines = [*_EPOCHS, "terminate called after throwing an instance of 'c10::Error'",
+             "  what():  CUDA driver error: unknown error",
+             "Exception raised from _hasPrimaryContext at ../aten/src/ATen/cuda/detail/CUDAHooks.cpp:67 "
+             "(most recent call first):"]
+    d = diagnose_text("\n".join(lines), clf).diagnosis
+    assert (d.category, d.origin) == ("gpu_hardware", "infrastructure"), d

@@ -26,7 +26,7 @@ from gpulens.vocab import NO_FAILURE
 
 __all__ = ["DIVERGED_CONFIDENCE", "bare_crash", "damaged_file", "died_before_timeout", "diverged_before", "diverged_loss", "behind_secondary",
            "earlier_root", "job_lines", "late_kills",
-           "own_program_crash", "root_rank_lines", "strip_line_prefixes", "strip_ray_prefixes", "unattributed_kill",
+           "own_program_crash", "preparing_data", "root_rank_lines", "strip_line_prefixes", "strip_ray_prefixes", "unattributed_kill",
            "unattributed_timeout", "unnamed_stop"]
 
 #: Literals of the lines a scheduler or the kernel writes about the whole job.
@@ -413,6 +413,58 @@ def unattributed_timeout(d: Diagnosis) -> Diagnosis:
         return d
     why = "a timeout waiting for a peer names no cause"
     return _reorigin(d, "unknown", why)
+
+
+#: A Hugging Face datasets progress bar (its tqdm unit is " examples": "Generating train split: 7
+#: examples [15:03, 79.25s/ examples]", "Map (num_proc=8):  45%|... [00:31<00:40, 310.2 examples/s]";
+#: huggingface/datasets src/datasets/builder.py at 28b5e24344d99599b4bb4ef6ec5551d3a8ba9998 and
+#: arrow_dataset.py's map/filter).
+_PREPARING = re.compile(r"\d examples \[|examples/s\]|s/ examples\]")
+#: Non-blank lines above the first timeout line read for it.
+_PREPARING_SPAN = 4
+
+
+def preparing_data(d: Diagnosis, lines: Sequence[str], floor: int, failures: Sequence[int],
+                   rules: tuple[Rule, ...]) -> Diagnosis:
+    """Origin ``user`` for a collective timeout whose origin no failure explains (``d`` made
+    ``unknown`` by :func:`unattributed_timeout`) when the last output before the first timeout line
+    is a data set being prepared (a datasets progress bar): one process was still tokenizing or
+    generating its split while its peers waited at the collective until the timeout; the job's
+    own work made them wait (README "Origin: rules", O2)."""
+    rule = next((r for r in rules if r.id == d.rule_id), None)
+    if d.category != "comm_error" or d.origin != "unknown" or rule is None:
+        return d
+    first = next((i for i in failures if i >= floor and rule.pattern.search(logs.normalize_line(lines[i]))), None)
+    if first is None:
+        return d
+    seen = 0
+    for k in range(first - 1, max(floor, first - _CRASH_LOOKBACK) - 1, -1):
+        text = lines[k].strip()
+        if not text:
+            continue
+        if _PREPARING.search(text[-_PREPARING_TAIL:]):
+            if _bar_done(text):
+                return d  # its bar had ended: the data was ready, the wait was for something else
+            return _reorigin(d, "user", "a process was still preparing the data set while its peers waited")
+        seen += 1
+        if seen >= _PREPARING_SPAN:
+            break
+    return d
+
+
+#: Characters at the end of a line read for a progress bar (a tqdm line holds every update).
+_PREPARING_TAIL = 400
+_BAR_COUNT = re.compile(r"(\d+)/(\d+) \[")
+
+
+def _bar_done(line: str) -> bool:
+    """Whether the last state of a progress bar's line (after its last ``\\r``) shows it at its end
+    (100 %, or a count at its total)."""
+    shown = line[line.rfind("\r") + 1:] if "\r" in line else line
+    if "100%|" in shown:
+        return True
+    counts = _BAR_COUNT.findall(shown)
+    return bool(counts) and int(counts[-1][0]) >= int(counts[-1][1])
 
 
 #: What PyTorch, pickle, safetensors and HDF5 say of a checkpoint file that is cut short or

@@ -42,6 +42,7 @@ from gpulens.diagnosis.logread.decide import (
     job_lines,
     late_kills,
     own_program_crash,
+    preparing_data,
     root_rank_lines,
     strip_line_prefixes,
     strip_ray_prefixes,
@@ -459,7 +460,8 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
     d = earlier_root(d, lines, starts[-1], start, clf.rules)
     d = behind_secondary(d, lines, starts[-1], start, lambda text: clf.classify_text(text, file=file, keep_final=True))
     d = unattributed_kill(unnamed_stop(d, lines), lines, starts[-1])
-    d = damaged_file(own_program_crash(bare_crash(unattributed_timeout(d), lines, starts[-1]), lines))
+    d = preparing_data(unattributed_timeout(d), lines, starts[-1], failures, clf.rules)
+    d = damaged_file(own_program_crash(bare_crash(d, lines, starts[-1]), lines))
     if not failures and d.category != "unknown":
         d.confidence = round(d.confidence * 0.8, 3)
     primary, first = _indicators(lines, start, failures, d.evidence, first)
