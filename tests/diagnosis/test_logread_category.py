@@ -988,6 +988,11 @@ _EPOCHS = [f"Epoch 3 [{k}/900] loss: 0.{k:03d} lr: 1e-4" for k in range(100, 130
     # O7: a bare SIGKILL: the OOM killer is likeliest, the log does not say
     (["./train.sh: line 33: 136834 Killed                  python train.py --bs 64"], "cpu_oom", "unknown"),
     (["RuntimeError: DataLoader worker (pid 20661) is killed by signal: Killed."], "cpu_oom", "unknown"),
+    # O3: torchrun's first failed worker ended by a SIGTERM it did not raise, no error of its own
+    (["W0330 17:38:01.940000 110 torch/distributed/elastic/multiprocessing/api.py:897] Sending process 1102494 "
+      "closing signal SIGTERM",
+      "E0330 17:38:08.283000 110 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -15) "
+      "local_rank: 3 (pid: 1102497) of binary: /env/bin/python"], "preempted", "unknown"),
     # O2: TCPStore::wait's own timeout, nothing else: a peer did not come, the log does not say why
     (["torch.distributed.DistStoreError: wait timeout after 300000ms, keys: /broadcast_from/0/3"], "comm_error", "unknown"),
 ])
