@@ -204,11 +204,13 @@ PROGRESS_KEYS = ("step", "Step", "poch", "iter", "Iter", "loss", "Loss", "batch"
 _has_progress_key = contains_any(PROGRESS_KEYS)
 
 
+@remembered  # a pure test of one line, asked again about the same lines by several stages
 def is_benign(norm: str) -> bool:
     """An error-looking line that does not end a run (a tracker's, a logger's, a warning)."""
     return _BENIGN.matches(norm)
 
 
+@remembered  # a pure test of one line, asked again about the same lines by several stages
 def is_terminal_kill(norm: str) -> bool:
     """A kill, a time limit, a signal or a non-zero exit (ends a run without a traceback)."""
     return _KILL.matches(norm)
