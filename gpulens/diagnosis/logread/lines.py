@@ -63,6 +63,30 @@ ERROR_KEYS: tuple[str, ...] = (
 #: Tested one by one (is_progress): one search of the whole alternation tries each alternative at
 #: every position (9 us on a 180-character line; the word alone 4 us, ``in`` well under 1).
 _PROGRESS_WORD = re.compile(r"\b(?:step|epoch|iter(?:ation)?|loss|batch|Epoch|Step|Iter)\b")
+#: _PROGRESS_WORD's words ("iter" also starts "iteration"), for :func:`_progress_word`.
+_PROGRESS_WORDS = ("step", "epoch", "iter", "loss", "batch", "Epoch", "Step", "Iter")
+
+
+def _progress_word(text: str) -> bool:
+    """``_PROGRESS_WORD.search(text) is not None`` without the regex (it tries every word at every
+    position): each word found with ``str.find``, kept where no word character (``\\w``:
+    ``isalnum()`` or "_") touches it; "iter" also as the start of the word "iteration". (None of
+    the words overlaps itself, and a match inside another word's letters is not one.)"""
+    n = len(text)
+    for w in _PROGRESS_WORDS:
+        i = text.find(w)
+        while i >= 0:
+            j = i + len(w)
+            if i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_"):
+                if j == n or not (text[j].isalnum() or text[j] == "_"):
+                    return True
+                if w == "iter" and text.startswith("ation", j) and (j + 5 == n or not (text[j + 5].isalnum()
+                                                                                      or text[j + 5] == "_")):
+                    return True
+            i = text.find(w, j)
+    return False
+
+
 _PROGRESS_BAR = re.compile(r"\d+/\d+ \[")
 _ERRWORD = Guarded(r"[Ee]rror|ERROR|Exception|FATAL|[Ff]ailed(?: to|:| with)|FAILED|Killed|Traceback|CANCELLED",
                    ("rror", "ERROR", "Exception", "FATAL", "ailed", "FAILED", "Killed", "Traceback", "CANCELLED"))
@@ -224,7 +248,7 @@ def is_progress(raw: str) -> bool:
     end = raw[-_SHOWN:]  # a progress bar's line holds every update ("\r"): the last is what shows
     if not _has_progress_key(end):
         return False
-    return not _ERRWORD.matches(end) and ("it/s" in end or "s/it" in end or _PROGRESS_WORD.search(end) is not None
+    return not _ERRWORD.matches(end) and ("it/s" in end or "s/it" in end or _progress_word(end)
                                              or (" [" in end and _PROGRESS_BAR.search(end) is not None))
 
 
@@ -236,11 +260,13 @@ PROGRESS_KEYS = ("step", "Step", "poch", "iter", "Iter", "loss", "Loss", "batch"
 _has_progress_key = contains_any(PROGRESS_KEYS)
 
 
+@remembered  # a pure test of one line, asked again about the same lines by several stages
 def is_benign(norm: str) -> bool:
     """An error-looking line that does not end a run (a tracker's, a logger's, a warning)."""
     return _BENIGN.matches(norm)
 
 
+@remembered  # a pure test of one line, asked again about the same lines by several stages
 def is_terminal_kill(norm: str) -> bool:
     """A kill, a time limit, a signal or a non-zero exit (ends a run without a traceback)."""
     return _KILL.matches(norm)

@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
-from gpulens.diagnosis.guarded import Guarded, contains_any
+from gpulens.diagnosis.guarded import Branches, Guarded, contains_any
 from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.completion import (
     AT_EXIT,
@@ -284,25 +284,40 @@ _RATE_ANY = re.compile(r"([\d.]+) ?[A-Za-z]\w*/s\b")
 #: A line that states a setting or announces a stage rather than counting a step done (no loss
 #: printed): "Iterations per epoch: 1108", "Total optimization steps = 500", "Starting iteration-wise
 #: training", DeepSpeed ZeRO-3's "Invalidate trace cache @ step 56836: expected module ...".
-_SETTING = re.compile(r"(?i)^(?!.*loss).*(?:\bper (?:epoch|step|iter\w*|device|gpu)\b|\btotal\b|\bnumber of\b|\bnum_"
-                      r"|\bmax_|\bstarting\b|\bwarmup_|Invalidate trace cache"
-                      # a batch's size ("Tokens / micro-batch / rank: 32 x 2048", "batch size: 64"), a checkpoint
-                      # loaded or resumed at a step ("Loading model from ckpt/d20 with step 21400")
-                      r"|\bbatch[ _-]?size\b|\bmicro[-_ ]?batch\b|\b(?:load|resum|restor)\w*\b.*\bstep\b"
-                      # a tensor's or a batch's shape printed while setting up ("Shapes of elements in a batch: (1, 20,
-                      # 128)", "batch shape: torch.Size([8, 3, 224, 224])")
-                      r"|\bshapes?\b)")
+_SETTING_WORDS = (r"\bper (?:epoch|step|iter\w*|device|gpu)\b|\btotal\b|\bnumber of\b|\bnum_"
+                  r"|\bmax_|\bstarting\b|\bwarmup_|Invalidate trace cache"
+                  # a batch's size ("Tokens / micro-batch / rank: 32 x 2048", "batch size: 64"), a checkpoint
+                  # loaded or resumed at a step ("Loading model from ckpt/d20 with step 21400")
+                  r"|\bbatch[ _-]?size\b|\bmicro[-_ ]?batch\b|\b(?:load|resum|restor)\w*\b.*\bstep\b"
+                  # a tensor's or a batch's shape printed while setting up ("Shapes of elements in a batch: (1, 20,
+                  # 128)", "batch shape: torch.Size([8, 3, 224, 224])")
+                  r"|\bshapes?\b")
+_SETTING = re.compile(r"(?i)^(?!.*loss).*(?:" + _SETTING_WORDS + ")")
+#: _SETTING's words alone, each searched only in a line holding its own literals: on an ASCII
+#: line without "loss" or a newline, the same answer (``^(?!.*loss).*`` then tries every place).
+_SETTING_SPLIT = Branches(re.compile(_SETTING_WORDS, re.IGNORECASE))
 #: Lower-case literals one of which every match of _SETTING holds (its alternatives' own words).
 _SETTING_KEYS = contains_any(("per ", "total", "number of", "num_", "max_", "starting", "warmup_",
                               "invalidate trace cache", "size", "micro", "load", "resum", "restor", "shape"))
 
 
 def _is_setting(end: str) -> bool:
-    """``_SETTING.search(end) is not None``; an ASCII line holding none of its literals
-    (case-folded) is ruled out without the search (its ``^.*`` tries every position)."""
-    if end.isascii() and not _SETTING_KEYS(end.lower()):
-        return False
+    """``_SETTING.search(end) is not None``; a line holding none of its literals (case-folded)
+    is ruled out without the search (its ``^.*`` tries every position), and one without a
+    newline is searched word by word (:data:`_SETTING_SPLIT`). Both where ``lower()`` folds
+    the line as the pattern's ``(?i)`` does: it holds none of :data:`_ODD_FOLDS`."""
+    if end.isascii() or not _ODD_FOLDS(end):
+        low = end.lower()
+        if not _SETTING_KEYS(low):
+            return False
+        if "\n" not in end:
+            return "loss" not in low and _SETTING_SPLIT.matches(end)
     return _SETTING.search(end) is not None
+
+
+#: The characters that ``re``'s case-insensitive matching takes for an ASCII letter and
+#: ``str.lower()`` does not fold to it (dotted and dotless i, the long s, the Kelvin sign).
+_ODD_FOLDS = contains_any(("\u0130", "\u0131", "\u017f", "\u212a"))
 
 
 def _prose(line: str, end: str) -> bool:

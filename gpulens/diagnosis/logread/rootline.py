@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from gpulens.diagnosis import logs
-from gpulens.diagnosis.guarded import Guarded
+from gpulens.diagnosis.guarded import Guarded, remembered
 from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.lines import (
     ABORTED,
@@ -67,6 +67,7 @@ _ECHO = Guarded(
 _TIMEOUT = re.compile(r"Watchdog caught collective operation timeout|collective operation timeout|NCCL.*timed out")
 
 
+@remembered  # a pure test of one line, asked again about the same lines by several stages
 def is_root_error(norm: str) -> bool:
     """A (normalized) failure line that can be the root error: not a symptom of an error
     elsewhere, not a traceback frame or code line, not a later line of a CUDA error's message,
