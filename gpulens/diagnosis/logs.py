@@ -657,6 +657,7 @@ _ERR_KEY_FAST = Prefiltered(_ERR_KEY)
 _PEER_FAST = Prefiltered(_PEER_RE)
 
 
+@remembered  # a pure test of one line, asked again about the same lines by several stages
 def is_secondary(line: str) -> bool:
     """Whether a (normalized) line is only a secondary symptom of an error elsewhere."""
     return _SECONDARY_RE.search(line) is not None
@@ -667,6 +668,7 @@ def is_infra(raw: str) -> bool:
     return _INFRA_RE.search(raw) is not None and not _is_noise(normalize_line(raw))
 
 
+@remembered  # a pure test of one line, asked again about the same lines by several stages
 def is_weak(line: str) -> bool:
     """Secondary, or a connection-level symptom (a hard error elsewhere is preferred)."""
     return _SECONDARY_RE.search(line) is not None or _PEER_FAST.matches(line)

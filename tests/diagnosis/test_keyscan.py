@@ -251,8 +251,26 @@ def test_progress_marks_tested_one_by_one_answer_as_the_alternation() -> None:
     assert not lm.is_progress("substep 3 of the recipe")
 
 
+def test_progress_word_found_without_the_regex_answers_as_the_pattern() -> None:
+    # lines._progress_word finds _PROGRESS_WORD's words with str.find and tests the word boundaries
+    # itself (\\w: isalnum() or "_", non-ASCII letters and digits too): the same answers
+    from gpulens.diagnosis.logread import lines as lm
+
+    root = Path(__file__).resolve().parents[2] / "sample_logs"
+    texts = [ln[-400:] for p in sorted(root.rglob("*.log"))[::4] for ln in p.read_text(errors="replace").splitlines()]
+    texts += ["step", "steps", "global_step 4", "step_4", "4step", "[step 4]", "Step", "STEP 4", "epoch:3", "Epochs 3",
+              "iteration 9", "iterations 9", "iter", "Iteration 9", "Iter 9", "iter_9", "iterationx", "iteration_",
+              "\u00e9step", "step\u00e9", "step\u0663", "\u2167step", "loss=2.1", "lossy", "batch", "batches 4",
+              "minibatch 4", "x stepstep step", "stepiteration iteration", "iterstep", "", "s", "\u2588\u2588 Step 4/9"]
+    for t in texts:
+        assert lm._progress_word(t) == (lm._PROGRESS_WORD.search(t) is not None), t
+    assert lm._progress_word("Epoch 3/10") and not lm._progress_word("substeps 3")
+
+
 def test_setting_line_prefilter_answers_as_the_pattern() -> None:
-    # phase._is_setting rules ASCII lines out by _SETTING's literals (case-folded) before the search
+    # phase._is_setting rules lines out by _SETTING's literals (case-folded) before the search, and
+    # searches a line without a newline word by word: the same answers, non-ASCII lines and the
+    # characters that re's (?i) takes for an ASCII letter (the long s of "lo\u017fs", the Kelvin sign) too
     from gpulens.diagnosis.logread import phase
 
     root = Path(__file__).resolve().parents[2] / "sample_logs"
@@ -260,7 +278,10 @@ def test_setting_line_prefilter_answers_as_the_pattern() -> None:
     texts += ["Iterations PER EPOCH: 1108", "Total optimization steps = 500", "Starting iteration-wise training",
               "Invalidate trace cache @ step 56836", "Tokens / micro-batch / rank: 32 x 2048", "BATCH-SIZE 64",
               "Loading model from ckpt/d20 with step 21400", "Resumed at STEP 9", "step 9 loss 2.1 batch size 4",
-              "\u00e9tape 9 total", "step 9 of 100"]
+              "\u00e9tape 9 total", "step 9 of 100", "\u2588\u2588 12/50 [00:03<00:09] total 4", "lo\u017fs 2.1 total 4",
+              "\u2588 lo\u017fs 2.1 total 4", "\u2588 Total 4", "\u2588 loss 2.1 total 4", "\u2588 batch\u212aSIZE 4",
+              "\u2588 max_len 9 \u0130", "total\nloss", "loss\ntotal", "\u2588 total\nloss", "per\ngpu 4",
+              "\u00e9total 4", "\u00e9 total 4", "loading shards \u2588\u2588 step 4", "restored ckpt at step\u00e9 4"]
     for t in texts:
         assert phase._is_setting(t) == (phase._SETTING.search(t) is not None), t
     assert phase._is_setting("Total optimization steps = 500") and not phase._is_setting("step 9 of 100")

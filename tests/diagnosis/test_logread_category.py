@@ -235,9 +235,14 @@ def test_a_sigterm_nothing_in_the_log_attributes_has_no_known_sender(clf: Classi
             "torch.distributed.elastic.multiprocessing.api.SignalException: Process 4100 got signal: 15"]
     d = diagnose_text("\n".join(steps + stop), clf).diagnosis
     assert (d.category, d.origin) == ("preempted", "unknown"), d
-    # a Slurm job (its environment echoed by the job script): the scheduler is the likely sender
+    # a Slurm job (its environment echoed by the job script) is no sender: scancel names no one
+    # (README "Origin: rules", O3)
     slurm = ["SLURM_JOB_ID=881234 SLURM_NODELIST=gpu[07-08]"]
     d = diagnose_text("\n".join(slurm + steps + stop), clf).diagnosis
+    assert (d.category, d.origin) == ("preempted", "unknown"), d
+    # a line that names the platform's decision (a preemption) does
+    evicted = ["Warning  Preempting  pod/train-0  Preempted by default/priority-job on node gpu-07"]
+    d = diagnose_text("\n".join(steps + evicted + stop), clf).diagnosis
     assert (d.category, d.origin) == ("preempted", "infrastructure"), d
 
 
@@ -618,19 +623,19 @@ def test_library_messages_that_name_their_cause_are_not_left_to_the_model(clf: C
     assert (d.category, d.origin, d.method) == (category, "user", "rule")
 
 
-@pytest.mark.parametrize("term", [
-    "TERM_OWNER: job killed by owner.",
-    "TERM_ADMIN: job killed by root or LSF administrator.",
-    "TERM_CPULIMIT: job killed after reaching LSF CPU usage limit.",
-    "TERM_WINDOW: job killed after queue run window closed.",
+@pytest.mark.parametrize(("term", "origin"), [
+    ("TERM_OWNER: job killed by owner.", "user"),  # LSF names the owner (README "Origin: rules", O3)
+    ("TERM_ADMIN: job killed by root or LSF administrator.", "unknown"),  # an administrator, no reason
+    ("TERM_CPULIMIT: job killed after reaching LSF CPU usage limit.", "infrastructure"),
+    ("TERM_WINDOW: job killed after queue run window closed.", "infrastructure"),
 ])
-def test_lsf_exit_reasons_of_a_job_killed_from_outside(clf: Classifier, term: str) -> None:
+def test_lsf_exit_reasons_of_a_job_killed_from_outside(clf: Classifier, term: str, origin: str) -> None:
     # LSF's job report: the TERM_ reason, then the exit code the signal left
     log = "\n".join([*(f"Epoch 4 [{k}/500] loss: 0.{k:03d}" for k in range(100, 130)), "",
                      "------------------------------------------------------------", "", term,
                      "Exited with exit code 140.", "", "Resource usage summary:", "", "    CPU time :   3000.00 sec."])
     d = diagnose_text(log, clf).diagnosis
-    assert (d.category, d.origin, d.method) == ("preempted", "infrastructure", "rule")
+    assert (d.category, d.origin, d.method) == ("preempted", origin, "rule")
 
 
 def test_srun_s_node_failure_is_the_scheduler_s_end_not_a_gpu_fault(clf: Classifier) -> None:
@@ -828,3 +833,227 @@ def test_a_training_loop_s_own_nan_guard_is_divergence(clf: Classifier, code: st
     log = "\n".join([*(f"step {k} loss 1.{k:03d}" for k in range(40)), "Traceback (most recent call last):",
                      '  File "/home/u/proj/train.py", line 88, in <module>', code, exc])
     assert diagnose_text(log, clf).diagnosis.category == category
+
+
+@pytest.mark.parametrize(("exc", "category", "origin"), [
+    # DeepSpeed's inference kernels (hybrid engine generation) cannot fit their workspace
+    ("RuntimeError: Workspace can't be allocated, not enough memory", "gpu_oom", "user"),
+    # activation checkpointing's recomputation differs from the forward (torch.utils.checkpoint)
+    ("torch.utils.checkpoint.CheckpointError: torch.utils.checkpoint: Recomputed values for the following tensors "
+     "have different metadata than during the forward pass.\ntensor at position 3:\n"
+     "saved metadata: {'shape': torch.Size([1024]), 'dtype': torch.float16, 'device': device(type='cuda', index=1)}\n"
+     "recomputed metadata: {'shape': torch.Size([0]), 'dtype': torch.float16, 'device': device(type='cuda', index=1)}",
+     "semantic_error", "framework"),
+    # the parser's own exception: the INI file lacks the option, raised while handling a KeyError
+    ("KeyError: 'warmup_ratio'\n\nDuring handling of the above exception, another exception occurred:\n\n"
+     "Traceback (most recent call last):\n  File \"/work/train.py\", line 31, in <module>\n"
+     "    warm = cfg.getfloat('sched', 'warmup_ratio')\n"
+     "configparser.NoOptionError: No option 'warmup_ratio' in section: 'sched'", "incorrect_input", "user"),
+    # requests' raise_for_status: a tracker's server rate-limits or fails (not a 404 of the job's own URL)
+    ("requests.exceptions.HTTPError: 429 Client Error: Too Many Requests for url: https://api.wandb.ai/graphql",
+     "comm_error", "infrastructure"),
+    ("huggingface_hub.utils._errors.HfHubHTTPError: 502 Server Error: Bad Gateway for url: "
+     "https://huggingface.co/api/models/org/m-7b", "comm_error", "infrastructure"),
+    # torchvision's import-time check of its wheel against torch's CUDA build
+    ("RuntimeError: Detected that PyTorch and torchvision were compiled with different CUDA major versions. "
+     "PyTorch has CUDA Version=12.1 and torchvision has CUDA Version=11.8. Please reinstall the torchvision that "
+     "matches your PyTorch install.", "cuda_env_error", "user"),
+])
+def test_library_messages_read_from_their_source_decide(clf: Classifier, exc: str, category: str,
+                                                        origin: str) -> None:
+    log = "\n".join([*(f"step {k} loss 1.{k:03d}" for k in range(10, 40)), "Traceback (most recent call last):",
+                     '  File "/work/train.py", line 88, in <module>', "    trainer.train()", exc])
+    d = diagnose_text(log, clf).diagnosis
+    assert (d.category, d.origin, d.method) == (category, origin, "rule"), d
+
+
+@pytest.mark.parametrize("errno", ["[Errno 101] Network is unreachable", "[Errno -3] Temporary failure in name resolution"])
+def test_a_hub_download_without_network_is_a_connection_failure(clf: Classifier, errno: str) -> None:
+    # requests/urllib3's chain as a rank prints it when the node cannot reach the Hub
+    log = "\n".join([
+        "[rank3]: Traceback (most recent call last):",
+        '[rank3]:   File "/env/lib/python3.11/site-packages/urllib3/connection.py", line 198, in _new_conn',
+        "[rank3]:     sock = connection.create_connection(",
+        f"[rank3]: OSError: {errno}",
+        "[rank3]: ",
+        "[rank3]: The above exception was the direct cause of the following exception:",
+        "[rank3]: ",
+        "[rank3]: Traceback (most recent call last):",
+        '[rank3]:   File "/work/sft.py", line 40, in <module>',
+        "[rank3]:     tok = AutoTokenizer.from_pretrained(args.model)",
+        "[rank3]: requests.exceptions.ConnectionError: (MaxRetryError(\"HTTPSConnectionPool(host='huggingface.co', "
+        "port=443): Max retries exceeded with url: /api/models/org/m-1b/tree/main (Caused by NewConnectionError("
+        f"'<urllib3.connection.HTTPSConnection object at 0x7f00>: Failed to establish a new connection: {errno}'))\"))",
+    ])
+    d = diagnose_text(log + "\n" + _TORCHRUN_TAIL, clf).diagnosis
+    assert (d.category, d.origin, d.method) == ("comm_error", "infrastructure", "rule"), d
+
+
+def test_a_rank_s_traceback_code_line_behind_its_prefix_is_no_progress(clf: Classifier) -> None:
+    # a tracker's copy of stdout ends with rank 0's traceback, whose code lines name the loss, and
+    # the exception's own continuation lines: the run failed, it did not go on
+    frames = [f'[rank0]:   File "/env/lib/python3.10/site-packages/deepspeed/runtime/engine.py", line {2100 + k}, in backward\n'
+              f"[rank0]:     self._do_optimizer_backward(loss, retain_graph{k})" for k in range(6)]
+    meta = [f"[rank0]: tensor at position {k}:\n"
+            "[rank0]: saved metadata: {'shape': torch.Size([896]), 'dtype': torch.bfloat16}\n"
+            "[rank0]: recomputed metadata: {'shape': torch.Size([0]), 'dtype': torch.bfloat16}" for k in range(12)]
+    log = "\n".join([*(f"{k}%|          | {k}/375 [00:{k:02d}<10:00, 1.2s/it]" for k in range(5)),
+                     "[rank0]: Traceback (most recent call last):", *frames,
+                     "[rank0]: torch.utils.checkpoint.CheckpointError: torch.utils.checkpoint: Recomputed values for "
+                     "the following tensors have different metadata than during the forward pass.", *meta])
+    w = diagnose_text(log, clf)
+    assert (w.diagnosis.category, w.diagnosis.origin) == ("semantic_error", "framework"), w.diagnosis
+    assert w.indicator_lines == [7 + 2 * len(frames)]
+
+
+def _watchdog(r: int) -> str:
+    """NCCL's watchdog timeout on rank ``r`` and the C++ abort it ends in (ProcessGroupNCCL)."""
+    what = (f"[PG ID 6 PG GUID 51 Rank {r}] Process group watchdog thread terminated with exception: [Rank {r}] "
+            "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=40827, OpType=ALLREDUCE, NumelIn=4096, "
+            f"NumelOut=4096, Timeout(ms)=600000) ran for 6000{r} milliseconds before timing out.")
+    return "\n".join([f"[rank{r}]:[E107 08:49:59.1{r:02d}] ProcessGroupNCCL.cpp:1595] {what}",
+                      "terminate called after throwing an instance of 'c10::DistBackendError'", f"  what():  {what}",
+                      "Exception raised from checkTimeout at ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:618 "
+                      "(most recent call first):",
+                      *(f"frame #{k}: c10d::ProcessGroupNCCL::watchdogHandler() + 0x{k}33 (0x7f90 in "
+                        "/env/lib/python3.11/site-packages/torch/lib/libtorch_cuda.so)" for k in range(24))])
+
+
+#: Every other rank's watchdog timeout (hundreds of lines of C++ frames), then srun's line for
+#: each task the abort ended.
+_NCCL_TIMEOUTS = "\n".join([*(_watchdog(r) for r in range(16) if r != 12),
+                            *(f"srun: error: gpu-b0{1 + t // 8}: task {t}: Aborted (core dumped)"
+                              for t in range(16) if t != 12)])
+
+
+@pytest.mark.parametrize(("died", "category"), [
+    ("slurmstepd-gpu-b02: error: Detected 1 oom-kill event(s) in StepId=77.0. Some of your processes may have been "
+     "killed by the cgroup out-of-memory handler.\nsrun: error: gpu-b02: task 12: Out Of Memory", "cpu_oom"),
+    ("[rank12]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 4 has a total capacity "
+     "of 79.15 GiB of which 1.02 GiB is free.", "gpu_oom"),
+])
+def test_a_process_that_died_before_its_peers_timed_out_is_the_cause(clf: Classifier, died: str, category: str) -> None:
+    steps = "\n".join(f"[rank{r}]: iteration {k}/10000 | lm loss: 2.{k:03d}" for k in range(100, 130) for r in (0, 12))
+    d = diagnose_text("\n".join([steps, died, _NCCL_TIMEOUTS]), clf).diagnosis
+    assert (d.category, d.origin, d.method) == (category, "user", "rule"), d
+    # the timeouts alone name no cause (origin unknown, as before)
+    bare = diagnose_text("\n".join([steps, _NCCL_TIMEOUTS]), clf).diagnosis
+    assert (bare.category, bare.origin) == ("comm_error", "unknown"), bare
+
+
+def test_died_before_timeout_reads_the_failure_lines_before_the_first_timeout(clf: Classifier) -> None:
+    from gpulens.diagnosis.logread.decide import died_before_timeout
+    from gpulens.diagnosis.types import Diagnosis
+
+    lines = ["[rank0]: iteration 120/10000 | lm loss: 2.120",
+             "slurmstepd-gpu-b02: error: Detected 1 oom-kill event(s) in StepId=77.0. Some of your processes may "
+             "have been killed by the cgroup out-of-memory handler.",
+             *_watchdog(3).split("\n")[:3],
+             "[rank7]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 7 has a total "
+             "capacity of 79.15 GiB of which 1.02 GiB is free."]
+    timeout = Diagnosis("comm_error", "unknown", 0.95, [lines[4]], rule_id="nccl-watchdog-timeout")
+    got = died_before_timeout(timeout, lines, 0, [1, 2, 3, 4, 5], clf.rules)
+    assert (got.category, got.origin, got.rule_id) == ("cpu_oom", "user", "slurm-cgroup-oom")
+    assert "aftermath" in (got.reason or "") and got.evidence[0].startswith("slurmstepd")
+    # a death printed only after the first timeout line (the abort's own aftermath) is not read
+    assert died_before_timeout(timeout, lines, 0, [2, 3, 4, 5], clf.rules) is timeout
+    # the attempt starts after the kill: an earlier attempt's kill is not this one's cause
+    assert died_before_timeout(timeout, lines, 2, [1, 2, 3, 4, 5], clf.rules) is timeout
+    # only a timeout is somebody else's aftermath
+    other = Diagnosis("comm_error", "infrastructure", 0.95, ["x"], rule_id="nccl-error-in")
+    assert died_before_timeout(other, lines, 0, [1, 2, 3, 4, 5], clf.rules) is other
+
+
+def test_a_client_error_of_the_job_s_own_request_is_not_the_service_s() -> None:
+    ids = {m.rule.id for m in match_rules("requests.exceptions.HTTPError: 404 Client Error: Not Found for url: "
+                                          "https://example.org/data/v2/train.csv")}
+    assert "http-service-refused" not in ids
+
+
+
+_EPOCHS = [f"Epoch 3 [{k}/900] loss: 0.{k:03d} lr: 1e-4" for k in range(100, 130)]
+
+
+@pytest.mark.parametrize(("end", "category", "origin"), [
+    # O3: slurmstepd names a reason only for the scheduler's own decisions; a bare cancel is scancel's
+    (["slurmstepd: error: *** JOB 4242 ON gpu07 CANCELLED AT 2024-03-01T10:00:00 ***"], "preempted", "unknown"),
+    (["slurmstepd: error: *** JOB 4242 ON gpu07 CANCELLED AT 2024-03-01T10:00:00 DUE TO TIME LIMIT ***"],
+     "preempted", "infrastructure"),
+    # O3: a SIGTERM under Slurm names no sender unless a line names the decision
+    (["srun: Job step aborted: Waiting up to 32 seconds for job step to finish.",
+      "torch.distributed.elastic.multiprocessing.api.SignalException: Process 4242 got signal: 15"],
+     "preempted", "unknown"),
+    # O3: a SIGHUP is a session that ended (the user, a dropped ssh connection, kill -HUP)
+    (["torch.distributed.elastic.multiprocessing.api.SignalException: Process 4242 got signal: 1"], "preempted", "unknown"),
+    # O7: a bare SIGKILL: the OOM killer is likeliest, the log does not say
+    (["./train.sh: line 33: 136834 Killed                  python train.py --bs 64"], "cpu_oom", "unknown"),
+    (["RuntimeError: DataLoader worker (pid 20661) is killed by signal: Killed."], "cpu_oom", "unknown"),
+    # O3: torchrun's first failed worker ended by a SIGTERM it did not raise, no error of its own
+    (["W0330 17:38:01.940000 110 torch/distributed/elastic/multiprocessing/api.py:897] Sending process 1102494 "
+      "closing signal SIGTERM",
+      "E0330 17:38:08.283000 110 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -15) "
+      "local_rank: 3 (pid: 1102497) of binary: /env/bin/python"], "preempted", "unknown"),
+    # O2: TCPStore::wait's own timeout, nothing else: a peer did not come, the log does not say why
+    (["torch.distributed.DistStoreError: wait timeout after 300000ms, keys: /broadcast_from/0/3"], "comm_error", "unknown"),
+])
+def test_origin_is_the_party_the_log_shows(clf: Classifier, end: list[str], category: str, origin: str) -> None:
+    d = diagnose_text("\n".join([*_EPOCHS, *end]), clf).diagnosis
+    assert (d.category, d.origin) == (category, origin), d
+
+
+def test_a_sigkill_with_the_kernel_s_memory_line_is_the_job_s_memory(clf: Classifier) -> None:
+    from gpulens.diagnosis.logread.decide import unattributed_kill
+    from gpulens.diagnosis.types import Diagnosis
+
+    killed = Diagnosis("cpu_oom", "user", 0.75, ["./train.sh: line 33: 136834 Killed   python train.py"],
+                       rule_id="slurm-script-killed")
+    bare = [*_EPOCHS, killed.evidence[0]]
+    assert unattributed_kill(killed, bare, 0).origin == "unknown"
+    dmesg = [*_EPOCHS, "[88123.4] Out of memory: Killed process 136834 (python) total-vm:92844412kB", killed.evidence[0]]
+    assert unattributed_kill(killed, dmesg, 0) is killed
+    # an earlier attempt's memory line does not explain this attempt's kill
+    assert unattributed_kill(killed, dmesg, 31).origin == "unknown"
+
+
+@pytest.mark.parametrize(("end", "origin"), [
+    # O6: the shell's line and nothing of the crashed code: who crashed is not in the log
+    (["run.sh: line 9:  4412 Segmentation fault      (core dumped) python train.py --cfg a.yaml"], "unknown"),
+    (["E0101 12:00:00.000000 140 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -11) "
+      "local_rank: 0 (pid: 4411) of binary: /usr/bin/python3"], "unknown"),
+    # the job's own build, named by the shell's line
+    (["run.sh: line 9:  4412 Segmentation fault      (core dumped) ./solver --grid 512"], "user"),
+    # a library's stack dump names the crashed code
+    (["Fatal Python error: Segmentation fault", "", "Current thread 0x00007f3a (most recent call first):",
+      '  File "/env/lib/python3.10/site-packages/torch/nn/functional.py", line 2264 in embedding',
+      "run.sh: line 9:  4412 Segmentation fault      (core dumped) python train.py"], "framework"),
+])
+def test_a_native_crash_s_origin_is_the_code_the_log_shows_crashing(clf: Classifier, end: list[str], origin: str) -> None:
+    d = diagnose_text("\n".join([*_EPOCHS, *end]), clf).diagnosis
+    assert (d.category, d.origin) == ("crash", origin), d
+
+
+def test_peers_that_timed_out_while_one_process_prepared_the_data_waited_for_the_job_s_own_work(clf: Classifier) -> None:
+    # O2: rank 0 generates the packed split (datasets' " examples" bar) while the others sit in the
+    # first all-reduce until NCCL's watchdog fires: the job's own work made them wait
+    bar = ("Generating train split: 0 examples [00:00, ? examples/s]\rGenerating train split: 1 examples "
+           "[15:03, 903.64s/ examples]\rGenerating train split: 9 examples [15:04, 61.20s/ examples]")
+    head = ["2024-09-22 03:02:08 - INFO - datasets.builder - Generating train split"]
+    d = diagnose_text("\n".join([*_EPOCHS[:3], *head, bar, _watchdog(2)]), clf).diagnosis
+    assert (d.category, d.origin) == ("comm_error", "user"), d
+    # the same timeout after training output names no party
+    bare = diagnose_text("\n".join([*_EPOCHS, _watchdog(2)]), clf).diagnosis
+    assert (bare.category, bare.origin) == ("comm_error", "unknown"), bare
+    # nor after a split that had finished generating (the data was ready: the wait was for something else)
+    done = "[rank0]:Generating test split: 100%|██████████| 1319/1319 [00:00<00:00, 25927.53 examples/s]"
+    ready = diagnose_text("\n".join([*_EPOCHS[:3], *head, done, _watchdog(0)]), clf).diagnosis
+    assert (ready.category, ready.origin) == ("comm_error", "unknown"), ready
+
+
+def test_the_driver_s_unknown_error_ending_a_working_run_is_the_gpu_s(clf: Classifier) -> None:
+    # O6: c10's driver-API check ("CUDA driver error: unknown error") after hours of training
+    lines = [*_EPOCHS, "terminate called after throwing an instance of 'c10::Error'",
+             "  what():  CUDA driver error: unknown error",
+             "Exception raised from _hasPrimaryContext at ../aten/src/ATen/cuda/detail/CUDAHooks.cpp:67 "
+             "(most recent call first):"]
+    d = diagnose_text("\n".join(lines), clf).diagnosis
+    assert (d.category, d.origin) == ("gpu_hardware", "infrastructure"), d

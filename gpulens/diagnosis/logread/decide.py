@@ -14,7 +14,11 @@ from gpulens.diagnosis.guarded import contains_any
 from gpulens.diagnosis.hints import hint_for
 from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.lines import (
+    CORE_DUMPED,
+    CRASH_SIGNALS,
     ERROR_KEYS,
+    GLIBC_ERROR_IN,
+    SHELL_JOB,
     find_keys,
     is_failure,
     is_progress,
@@ -24,8 +28,10 @@ from gpulens.diagnosis.rules import Rule, match_rules
 from gpulens.diagnosis.types import DEFAULT_ORIGIN, Diagnosis
 from gpulens.vocab import NO_FAILURE
 
-__all__ = ["DIVERGED_CONFIDENCE", "damaged_file", "diverged_before", "diverged_loss", "behind_secondary", "earlier_root", "job_lines", "late_kills",
-           "own_program_crash", "root_rank_lines", "strip_line_prefixes", "strip_ray_prefixes", "unattributed_timeout", "unnamed_stop"]
+__all__ = ["DIVERGED_CONFIDENCE", "bare_crash", "damaged_file", "died_before_timeout", "diverged_before", "diverged_loss", "behind_secondary",
+           "earlier_root", "job_lines", "late_kills",
+           "own_program_crash", "preparing_data", "root_rank_lines", "strip_line_prefixes", "strip_ray_prefixes", "unattributed_kill",
+           "unattributed_timeout", "unnamed_stop"]
 
 #: Literals of the lines a scheduler or the kernel writes about the whole job.
 _JOB_KEYS = ("slurmstepd", "srun: error", "oom-kill", "oom_kill", "OOMKilled", "Out of memory: Kill", "CANCELLED")
@@ -341,13 +347,20 @@ def _reorigin(d: Diagnosis, origin: str, why: str) -> Diagnosis:
     return dataclasses.replace(d, origin=origin, reason=f"{d.reason}; {why}" if d.reason else why)
 
 
-#: Rules whose evidence is a stop signal the process received (SIGTERM) without naming its sender.
-_UNNAMED_STOP_RULES = frozenset({"sigterm-handler"})
-#: Literals of a scheduler's or a cloud's own lines that stop a job (Slurm, PBS/Torque, LSF,
-#: Kubernetes, spot/preemptible instances): with one in the log, the SIGTERM is its doing.
-_SENDERS = ("slurmstepd", "srun: ", "SLURM_", "PBS: ", "PBS_JOBID", "TERM_", "LSF", "preempt", "Preempt", "PREEMPT",
-            "Evicted", "OOMKilled", "spot", "Spot")
-_names_a_sender = contains_any(_SENDERS)
+#: Rules whose evidence is a stop from outside that names no sender (README "Origin: rules", O3):
+#: a SIGTERM the process received, slurmstepd's cancel without a "DUE TO" reason (scancel by the
+#: owner, an administrator or a tool), a SIGHUP (a terminal or ssh session that ended).
+_UNNAMED_STOP_RULES = frozenset({"sigterm-handler", "launcher-child-sigterm", "slurm-cancelled", "signal-hangup"})
+#: Literals of the lines that name a scheduler's or a cloud's own decision to stop a job: Slurm's
+#: reasons, LSF's and PBS's limits, preemption, eviction, a spot instance's reclaim. With one in
+#: the log the stop is the infrastructure's (a Slurm run is not enough: scancel names no one).
+_DECISIONS = ("DUE TO TIME LIMIT", "DUE TO PREEMPTION", "DUE TO NODE FAILURE", "DUE TO JOB REQUEUE", "TERM_RUNLIMIT",
+              "TERM_CPULIMIT", "TERM_WINDOW", "TERM_PREEMPT", "exceeded limit", "wallclock", "preempt", "Preempt",
+              "PREEMPT", "Evicted", "OOMKilled", "spot instance", "Spot instance", "SpotInterruption")
+_names_a_decision = contains_any(_DECISIONS)
+#: LSF's exit reasons for a job killed by a person: by its owner (the user's own hand) or by an
+#: administrator (no reason given).
+_LSF_BY_OWNER = re.compile(r"TERM_(?:REQUEUE_|FORCE_)?OWNER\b")
 
 
 #: Rules whose evidence is a wait that timed out: a peer did not arrive at a collective or at the
@@ -355,7 +368,42 @@ _names_a_sender = contains_any(_SENDERS)
 _TIMEOUT_RULES = frozenset({"nccl-watchdog-timeout", "collective-timeout", "gloo-recv-timeout", "jax-barrier-timeout"})
 #: The rendezvous rule's timeout messages (c10d TCPStore/elastic: "Socket Timeout", "Timed out after
 #: 900 seconds waiting for clients", "The client socket has timed out", RendezvousTimeoutError).
-_TIMED_OUT = re.compile(r"Socket Timeout|Timed out after|has timed out|RendezvousTimeoutError")
+#: Also TCPStore::wait's "wait timeout after 300000ms, keys: /broadcast_from/0/3" (pytorch/pytorch
+#: torch/csrc/distributed/c10d/TCPStore.cpp at b874478480be06eab07db7ecd307883fb286fb8a).
+_TIMED_OUT = re.compile(r"Socket Timeout|Timed out after|has timed out|RendezvousTimeoutError|wait timeout after \d+ ?ms")
+
+
+#: Categories of a process's death that leave its peers waiting at their next collective until
+#: it times out: the timeout is that death's aftermath.
+_DIES_OF = frozenset({"cpu_oom", "gpu_oom", "gpu_hardware", "cuda_error", "storage_error", "crash"})
+
+
+def died_before_timeout(d: Diagnosis, lines: Sequence[str], floor: int, failures: Sequence[int],
+                        rules: tuple[Rule, ...]) -> Diagnosis:
+    """For a collective timeout (``d`` from a rule of :data:`_TIMEOUT_RULES`), the failure that
+    ended a process before the first timeout line, among the attempt's terminal failure lines
+    (``failures``, from ``floor``): the kernel's or the scheduler's OOM kill of one task, a rank's
+    CUDA out-of-memory or a crash. The ranks that time out waited for that process at their next
+    collective (NCCL's watchdog fires minutes after its peer died), so the timeout says nothing
+    of its own; else ``d``."""
+    rule = next((r for r in rules if r.id == d.rule_id), None) if d.rule_id in _TIMEOUT_RULES else None
+    if rule is None:
+        return d
+    first = next((i for i in failures if i >= floor and rule.pattern.search(logs.normalize_line(lines[i]))), None)
+    if first is None:
+        return d
+    before = [ranks.strip_prefix(logs.normalize_line(lines[i])) for i in failures if floor <= i < first]
+    root = [m for m in match_rules("\n".join(before), rules)
+            if m.rule.category in _DIES_OF and not m.rule.generic and not logs.is_weak(m.line)]
+    if not root:
+        return d
+    cause = min(root, key=lambda m: m.position)
+    line = cause.line.strip()[:300]
+    return Diagnosis(cause.rule.category, cause.rule.origin, round(cause.rule.confidence * 0.9, 3),
+                     [line, *d.evidence][:_MAX_EVIDENCE], method="rule", rule_id=cause.rule.id, file=d.file,
+                     reason=f"a process died first ({cause.rule.id}); the collective timeout of the ranks that "
+                            "waited for it is its aftermath",
+                     hint=hint_for(cause.rule.category, [line]))
 
 
 def unattributed_timeout(d: Diagnosis) -> Diagnosis:
@@ -369,6 +417,58 @@ def unattributed_timeout(d: Diagnosis) -> Diagnosis:
         return d
     why = "a timeout waiting for a peer names no cause"
     return _reorigin(d, "unknown", why)
+
+
+#: A Hugging Face datasets progress bar (its tqdm unit is " examples": "Generating train split: 7
+#: examples [15:03, 79.25s/ examples]", "Map (num_proc=8):  45%|... [00:31<00:40, 310.2 examples/s]";
+#: huggingface/datasets src/datasets/builder.py at 28b5e24344d99599b4bb4ef6ec5551d3a8ba9998 and
+#: arrow_dataset.py's map/filter).
+_PREPARING = re.compile(r"\d examples \[|examples/s\]|s/ examples\]")
+#: Non-blank lines above the first timeout line read for it.
+_PREPARING_SPAN = 4
+
+
+def preparing_data(d: Diagnosis, lines: Sequence[str], floor: int, failures: Sequence[int],
+                   rules: tuple[Rule, ...]) -> Diagnosis:
+    """Origin ``user`` for a collective timeout whose origin no failure explains (``d`` made
+    ``unknown`` by :func:`unattributed_timeout`) when the last output before the first timeout line
+    is a data set being prepared (a datasets progress bar): one process was still tokenizing or
+    generating its split while its peers waited at the collective until the timeout; the job's
+    own work made them wait (README "Origin: rules", O2)."""
+    rule = next((r for r in rules if r.id == d.rule_id), None)
+    if d.category != "comm_error" or d.origin != "unknown" or rule is None:
+        return d
+    first = next((i for i in failures if i >= floor and rule.pattern.search(logs.normalize_line(lines[i]))), None)
+    if first is None:
+        return d
+    seen = 0
+    for k in range(first - 1, max(floor, first - _CRASH_LOOKBACK) - 1, -1):
+        text = lines[k].strip()
+        if not text:
+            continue
+        if _PREPARING.search(text[-_PREPARING_TAIL:]):
+            if _bar_done(text):
+                return d  # its bar had ended: the data was ready, the wait was for something else
+            return _reorigin(d, "user", "a process was still preparing the data set while its peers waited")
+        seen += 1
+        if seen >= _PREPARING_SPAN:
+            break
+    return d
+
+
+#: Characters at the end of a line read for a progress bar (a tqdm line holds every update).
+_PREPARING_TAIL = 400
+_BAR_COUNT = re.compile(r"(\d+)/(\d+) \[")
+
+
+def _bar_done(line: str) -> bool:
+    """Whether the last state of a progress bar's line (after its last ``\\r``) shows it at its end
+    (100 %, or a count at its total)."""
+    shown = line[line.rfind("\r") + 1:] if "\r" in line else line
+    if "100%|" in shown:
+        return True
+    counts = _BAR_COUNT.findall(shown)
+    return bool(counts) and int(counts[-1][0]) >= int(counts[-1][1])
 
 
 #: What PyTorch, pickle, safetensors and HDF5 say of a checkpoint file that is cut short or
@@ -389,15 +489,78 @@ def damaged_file(d: Diagnosis) -> Diagnosis:
 
 
 def unnamed_stop(d: Diagnosis, lines: Sequence[str]) -> Diagnosis:
-    """Origin ``unknown`` for a run stopped by a SIGTERM that nothing in the log attributes (no
-    scheduler, preemption or eviction line anywhere): a person, a watchdog script or the
-    scheduler may have sent it (the corpus convention: "a SIGTERM from outside a nohup/bash run
-    ... is preempted with origin unknown")."""
-    if d.category != "preempted" or d.rule_id not in _UNNAMED_STOP_RULES or d.origin == "unknown":
+    """The origin of a run stopped from outside by what the log shows of the sender (README "Origin:
+    rules", O3): ``unknown`` for a SIGTERM, a Slurm cancel without a reason or a SIGHUP when no
+    line names a scheduler's or a cloud's decision (a person, a watchdog script or the scheduler
+    may have sent it); for LSF's "job killed by owner" ``user``, by an administrator ``unknown``."""
+    if d.category != "preempted":
         return d
-    if any(_names_a_sender(ln) for ln in lines):
+    if d.rule_id == "lsf-killed-by-user":
+        mine = any(_LSF_BY_OWNER.search(e) for e in d.evidence[:1])
+        origin = "user" if mine else "unknown"
+        if d.origin == origin:
+            return d
+        return _reorigin(d, origin, "LSF names the job's owner as the one who killed it" if mine
+                         else "LSF names an administrator, not why")
+    if d.rule_id not in _UNNAMED_STOP_RULES or d.origin == "unknown":
         return d
-    why = "no scheduler, preemption or eviction line says who sent the stop signal"
+    if any(_names_a_decision(ln) for ln in lines):
+        return d
+    why = "no line names a scheduler's limit, a preemption or an eviction: who sent the stop is not in the log"
+    return _reorigin(d, "unknown", why)
+
+
+#: Rules whose evidence is a SIGKILL that names no sender (README "Origin: rules", O7): the shell's
+#: "Killed", a launcher's exit code -9, a DataLoader worker "killed by signal: Killed".
+_BARE_KILL_RULES = frozenset({"sigkill-exitcode", "slurm-script-killed", "launcher-child-sigkill",
+                              "dataloader-worker-killed"})
+#: Literals of the lines in which the kernel or a scheduler says it killed for memory (the kernel's
+#: OOM killer, Slurm's cgroup, PBS's and LSF's memory limits, Kubernetes, Ray's memory monitor).
+_MEMORY_KILLS = ("oom-kill", "oom_kill", "oom-killer", "OOMKilled", "Out of memory: Kill", "Memory cgroup out of memory",
+                 "exceeded memory limit", "Exceeded job memory limit", "Exceeded step memory limit", "OUT_OF_MEMORY",
+                 "job killed: mem", "job killed: vmem", "job killed: pmem", "TERM_MEMLIMIT", "memory pressure",
+                 "Out Of Memory")
+_names_a_memory_kill = contains_any(_MEMORY_KILLS)
+
+
+def unattributed_kill(d: Diagnosis, lines: Sequence[str], floor: int) -> Diagnosis:
+    """Origin ``unknown`` for a bare SIGKILL (``cpu_oom`` from the shell's "Killed", exit code -9)
+    when no line of the attempt (``lines[floor:]``) says the kernel or the scheduler killed it for
+    memory: the OOM killer is the likeliest sender, but an administrator, a watchdog or the user
+    send SIGKILL too (README "Origin: rules", O7). With such a line the memory was the job's."""
+    if d.category != "cpu_oom" or d.rule_id not in _BARE_KILL_RULES or d.origin == "unknown":
+        return d
+    if any(_names_a_memory_kill(ln) for ln in lines[floor:]):
+        return d
+    why = "no oom-kill or memory-limit line says who sent the SIGKILL"
+    return _reorigin(d, "unknown", why)
+
+
+#: Rules whose evidence is only the signal or the exit status a native crash left: the shell's
+#: "Segmentation fault (core dumped)", a launcher's "exitcode: -11", srun's "task 0: Segmentation
+#: fault", mpirun's "exited on signal 11".
+_BARE_CRASH_RULES = frozenset({"segfault", "abort-core-dump", "torchrun-child-signal", "mpirun-rank-signal"})
+#: Literals of the lines in which the crashed code says what failed: libstdc++'s report of an
+#: uncaught exception and its what() (an uncaught c10::Error), PyTorch's internal assert, glog's
+#: check, glibc's heap checks, a fault handler's stack dump (CPython faulthandler, abseil, glog,
+#: UCX's "Caught signal").
+_CRASH_SAYS = ("terminate called", "what():", "INTERNAL ASSERT", "Check failed", "Fatal Python error", "*** Error in",
+               "free(): ", "double free", "corrupted size", "Stack (most recent call first)", "Caught signal",
+               "received by PID", "*** Aborted at", "Backtrace", "backtrace")
+_crash_says = contains_any(_CRASH_SAYS)
+
+
+def bare_crash(d: Diagnosis, lines: Sequence[str], floor: int) -> Diagnosis:
+    """Origin ``unknown`` for a native crash the log shows only as a signal or an exit status (no
+    library message, no stack dump, no frame in the last lines of the attempt, ``lines[floor:]``):
+    who crashed, the job's own build, a library or a failing node, is not in the log (README
+    "Origin: rules", O6). :func:`own_program_crash` then names the job's own program when the
+    shell's line shows one."""
+    if d.category != "crash" or d.rule_id not in _BARE_CRASH_RULES or d.origin == "unknown":
+        return d
+    if any(_crash_says(ln) for ln in [*d.evidence, *lines[max(floor, len(lines) - _CRASH_LOOKBACK):]]):
+        return d
+    why = "only a signal or an exit status: no message or stack of the code that crashed"
     return _reorigin(d, "unknown", why)
 
 
@@ -405,8 +568,7 @@ def unnamed_stop(d: Diagnosis, lines: Sequence[str]) -> Diagnosis:
 #: ("script.sh: line 26: 158958 Aborted   (core dumped) ./simplex > out.log") and glibc's heap
 #: check, which names the process by its argv[0] ("*** Error in `./simplex': corrupted size vs.
 #: prev_size: 0x...", glibc 2.25 and older: malloc/malloc.c malloc_printerr).
-_CRASHED = re.compile(r"line \d+: +\d+ (?:Aborted|Segmentation fault|Bus error|Illegal instruction"
-                      r"|Floating point exception)(?: +\(core dumped\))? +(?P<cmd>\S.*)$|\*\*\* Error in `(?P<prog>[^'`]+)': ")
+_CRASHED = re.compile(rf"{SHELL_JOB}(?:{CRASH_SIGNALS})(?: +{CORE_DUMPED})? +(?P<cmd>\S.*)$|{GLIBC_ERROR_IN}")
 _CRASH_LOOKBACK = 400
 
 

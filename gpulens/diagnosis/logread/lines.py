@@ -19,6 +19,13 @@ __all__ = [
     "last_matching",
     "KILL_KEYS",
     "KERNEL_OOM",
+    "ABORTED",
+    "ABORTED_ZH",
+    "CORE_DUMPED",
+    "CRASH_SIGNALS",
+    "GLIBC_ERROR_IN",
+    "GLIBC_REASON",
+    "SHELL_JOB",
     "LSF_TERM",
     "OOM_KILLED",
     "SLURM_JOB",
@@ -56,6 +63,30 @@ ERROR_KEYS: tuple[str, ...] = (
 #: Tested one by one (is_progress): one search of the whole alternation tries each alternative at
 #: every position (9 us on a 180-character line; the word alone 4 us, ``in`` well under 1).
 _PROGRESS_WORD = re.compile(r"\b(?:step|epoch|iter(?:ation)?|loss|batch|Epoch|Step|Iter)\b")
+#: _PROGRESS_WORD's words ("iter" also starts "iteration"), for :func:`_progress_word`.
+_PROGRESS_WORDS = ("step", "epoch", "iter", "loss", "batch", "Epoch", "Step", "Iter")
+
+
+def _progress_word(text: str) -> bool:
+    """``_PROGRESS_WORD.search(text) is not None`` without the regex (it tries every word at every
+    position): each word found with ``str.find``, kept where no word character (``\\w``:
+    ``isalnum()`` or "_") touches it; "iter" also as the start of the word "iteration". (None of
+    the words overlaps itself, and a match inside another word's letters is not one.)"""
+    n = len(text)
+    for w in _PROGRESS_WORDS:
+        i = text.find(w)
+        while i >= 0:
+            j = i + len(w)
+            if i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_"):
+                if j == n or not (text[j].isalnum() or text[j] == "_"):
+                    return True
+                if w == "iter" and text.startswith("ation", j) and (j + 5 == n or not (text[j + 5].isalnum()
+                                                                                      or text[j + 5] == "_")):
+                    return True
+            i = text.find(w, j)
+    return False
+
+
 _PROGRESS_BAR = re.compile(r"\d+/\d+ \[")
 _ERRWORD = Guarded(r"[Ee]rror|ERROR|Exception|FATAL|[Ff]ailed(?: to|:| with)|FAILED|Killed|Traceback|CANCELLED",
                    ("rror", "ERROR", "Exception", "FATAL", "ailed", "FAILED", "Killed", "Traceback", "CANCELLED"))
@@ -113,13 +144,38 @@ OOM_KILLED = r"oom[-_]kill|OOMKilled"
 #: The kernel OOM killer's own line and tools' words for it ("Out of memory: Killed process 4242
 #: (python)", "OOM Killed"): they say why a process died, but are not searched as the scheduler's kill.
 KERNEL_OOM = r"Out of memory: Kill|OOM Killed"
+#: Named parts of a native crash's report, shared by the indicator-line picker (rootline: the
+#: shell's abort and glibc's reason for it) and the origin decision (decide: the crashed program).
+#: bash's report of a job a signal killed (jobs.c, notify_of_job_status): "script.sh: line 26:
+#: 158958 Aborted (core dumped) ./simplex": the script's line and the process id before the
+#: signal's description (strsignal), then "(core dumped)" and the command.
+SHELL_JOB = r"line \d+: +\d+ "
+#: SIGABRT's description as strsignal words it ("Aborted"; "已放弃" in a zh_CN locale).
+ABORTED = r"\bAborted\b"
+ABORTED_ZH = "已放弃"
+#: The descriptions of the signals a crashing program gets (SIGABRT, SIGSEGV, SIGBUS, SIGILL, SIGFPE).
+CRASH_SIGNALS = r"Aborted|Segmentation fault|Bus error|Illegal instruction|Floating point exception"
+CORE_DUMPED = r"\(core dumped\)"
+#: glibc's heap check (2.25 and older; malloc/malloc.c malloc_printerr) naming the program by its
+#: argv[0]: "*** Error in `./simplex': corrupted size vs. prev_size: 0x00000000006ba7b0 ***".
+GLIBC_ERROR_IN = r"\*\*\* Error in `(?P<prog>[^'`]+)': "
+#: What glibc says before it calls abort() (the message alone since 2.26: "free(): invalid pointer",
+#: "malloc(): corrupted top size"), and its stack protector's "*** stack smashing detected ***".
+GLIBC_REASON = (r"\*\*\* (?:stack smashing|buffer overflow) detected \*\*\*"
+                r"|(?:double free or corruption|(?:free|malloc|realloc|munmap_chunk|malloc_consolidate)\(\): "
+                r"(?:invalid|corrupted|memory corruption|unaligned)|corrupted (?:size vs\. prev_size|double-linked list))")
 _SCHEDULER_KILL = re.compile(
     rf"{SLURM_REASON}|{SLURM_JOB} ON \S+ CANCELLED AT|{LSF_TERM}"
     r"|^\s*(?:\S+: line \d+:\s+\d+\s+)?(?:Killed|Terminated|Hangup|User defined signal [12])\b|" + OOM_KILLED
     + r"|srun: Job step aborted|srun: forcing job termination"
 )
-#: A log level that says the line is an error (looked at before the prefix is stripped).
-_ERROR_LEVEL = re.compile(r"^\S*\s*(?:[\d:,.\- ]+\s)?\[?(?:ERROR|FATAL|CRITICAL)\]?[\s:]")
+#: A log level that says the line is an error (looked at before the prefix is stripped): "ERROR:name:",
+#: "[ERROR]", "2024-05-01 10:00:01 ERROR ...", and the level between a timestamp and the message of the two
+#: commonest formats: logging's "%(asctime)s - %(name)s - %(levelname)s - %(message)s" (the logging
+#: cookbook's, CPython Doc/howto/logging-cookbook.rst) and loguru's default "{time} | {level: <8} |
+#: {name}:{function}:{line} - {message}" (loguru/_defaults.py LOGURU_FORMAT).
+_ERROR_LEVEL = re.compile(r"^\S*\s*(?:[\d:,.\- ]+\s)?\[?(?:ERROR|FATAL|CRITICAL)\]?[\s:]"
+                          r"|^\d[\d\-/T:,. ]{7,30}(?: - [\w.<>-]+)? [-|] (?:ERROR|CRITICAL|FATAL) *[-|] ")
 
 
 #: A program's own one-line error (argparse: "train.py: error: argument --fp16: ..."; a program
@@ -192,7 +248,7 @@ def is_progress(raw: str) -> bool:
     end = raw[-_SHOWN:]  # a progress bar's line holds every update ("\r"): the last is what shows
     if not _has_progress_key(end):
         return False
-    return not _ERRWORD.matches(end) and ("it/s" in end or "s/it" in end or _PROGRESS_WORD.search(end) is not None
+    return not _ERRWORD.matches(end) and ("it/s" in end or "s/it" in end or _progress_word(end)
                                              or (" [" in end and _PROGRESS_BAR.search(end) is not None))
 
 
@@ -204,11 +260,13 @@ PROGRESS_KEYS = ("step", "Step", "poch", "iter", "Iter", "loss", "Loss", "batch"
 _has_progress_key = contains_any(PROGRESS_KEYS)
 
 
+@remembered  # a pure test of one line, asked again about the same lines by several stages
 def is_benign(norm: str) -> bool:
     """An error-looking line that does not end a run (a tracker's, a logger's, a warning)."""
     return _BENIGN.matches(norm)
 
 
+@remembered  # a pure test of one line, asked again about the same lines by several stages
 def is_terminal_kill(norm: str) -> bool:
     """A kill, a time limit, a signal or a non-zero exit (ends a run without a traceback)."""
     return _KILL.matches(norm)

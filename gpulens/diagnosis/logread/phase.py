@@ -11,9 +11,14 @@ import re
 from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
-from gpulens.diagnosis.guarded import Guarded, contains_any
+from gpulens.diagnosis.guarded import Branches, Guarded, contains_any
 from gpulens.diagnosis.logread import ranks
-from gpulens.diagnosis.logread.completion import AT_EXIT, is_completion, printed_before
+from gpulens.diagnosis.logread.completion import (
+    AT_EXIT,
+    completion_strength,
+    is_completion,
+    printed_before,
+)
 from gpulens.diagnosis.logread.lines import (
     PROGRESS_KEYS,
     BarText,
@@ -32,7 +37,10 @@ PHASES = ("startup", "first_step", "training", "evaluation", "checkpoint_save", 
 UNKNOWN = "unknown"
 
 _STEP_RES = (
-    re.compile(r"\b(?:global_step|step|Step|STEP|iter(?:ation)?|Iter(?:ation)?|it)\s*[=:\[#]?\s*(\d[\d,]*)(?:\s*/\s*\d+)?"),
+    # fairseq's progress line counts ``num_updates=N`` after its epoch ("epoch 001:  100 / 1000 loss=9.1, ...,
+    # num_updates=100, ..."; fairseq_cli/train.py's ``train_inner`` stats)
+    re.compile(r"\b(?:global_step|num_updates|step|Step|STEP|iter(?:ation)?|Iter(?:ation)?|it)\s*[=:\[#]?\s*(\d[\d,]*)"
+               r"(?:\s*/\s*\d+)?"),
     re.compile(r"\[step=(\d+)"),
     re.compile(r"\b[Ee]poch\s*[\[:=#]?\s*(\d+(?:\.\d+)?)(?:\s*/\s*\d+)?"),
     re.compile(r"'epoch':\s*(\d+(?:\.\d+)?)"),
@@ -40,10 +48,11 @@ _STEP_RES = (
 )
 #: Read in the traceback's unindented lines (its head and its exception message). "serializ" only
 #: as torch's (``torch/serialization``, "failed to serialize"): Python's "Object of type X is not
-#: JSON serializable" is about writing results, not a checkpoint. A disk-full or write error on a
+#: JSON serializable" is about writing results, nor Ray's "Failed to unpickle serialized exception" (a
+#: remote task's error it cannot rebuild), not a checkpoint. A disk-full or write error on a
 #: checkpoint's path (``.../checkpoints/040000/model.safetensors``, ``ckpt``, ``.pt``) is a save.
 _SAVE = Guarded(r"save_checkpoint|_save_checkpoint|torch\.save|save_pretrained|save_model|[Ss]aving (?:model|checkpoint)"
-                r"|PytorchStreamWriter|SafetensorError|(?<!JSON )\bserializ(?!able)|merge_and_unload|push_to_hub|_save\("
+                r"|PytorchStreamWriter|SafetensorError|(?<!JSON )\bserializ(?!able|ed exception)|merge_and_unload|push_to_hub|_save\("
                 r"|(?:No space left on device|Disk quota exceeded|Read-only file system)\b.*"
                 r"(?:checkpoint|ckpt|\.safetensors|\.pth?\b|\.bin\b)",
                 ("save", "aving", "PytorchStreamWriter", "SafetensorError", "serializ", "merge_and_unload",
@@ -51,7 +60,7 @@ _SAVE = Guarded(r"save_checkpoint|_save_checkpoint|torch\.save|save_pretrained|s
 _LOAD = Guarded(r"load_checkpoint|load_state_dict|_load_best_model|resume_from|[Ll]oading checkpoint|torch\.load\("
                 r"|_IncompatibleKeys|Error\(s\) in loading state_dict",
                 ("load", "oading", "resume_from", "_IncompatibleKeys"))
-_EVAL = Guarded(r"[Ee]valuat|[Vv]alidat|\beval\b|evaluate\(|compute_metrics|[Tt]esting\b|\bval_",
+_EVAL = Guarded(r"[Ee]valuat|(?<![Ii]n)[Vv]alidat|\beval\b|evaluate\(|compute_metrics|[Tt]esting\b|\bval_",
                 ("valuat", "alidat", "eval", "compute_metrics", "esting", "val_"))
 _TEARDOWN = Guarded(r"destroy_process_group|atexit|__del__|finalize|[Ss]hutting down",
                     ("destroy_process_group", "atexit", "__del__", "finalize", "hutting down"))
@@ -126,8 +135,9 @@ def own_step(phase: str, step: str | None) -> str | None:
 
 #: Lines a program prints once when it starts, before any step of its own: torchrun's (and
 #: ``torch.distributed.launch``'s) banner, ``wandb.init``'s. A job script that runs several
-#: programs (pre-training, then fine-tuning, then evaluation) prints them again for each.
-_RUN_START_KEYS = ("Tracking run with wandb version",)
+#: programs (pre-training, then fine-tuning, then evaluation) prints them again for each; a wandb
+#: sweep agent (``wandb/wandb_agent.py``) logs "Agent starting run with config:" before each run it starts.
+_RUN_START_KEYS = ("Tracking run with wandb version", "Agent starting run with config")
 
 
 #: Training progress lines after a completion line that show the run went on past it (one line may be
@@ -209,10 +219,28 @@ def _no_total_steps(line: str) -> str | None:
     return None if rate is not None and _float(rate.group(1)) > _FAST else m.group(1)
 
 
+#: Megatron-LM's ``training_log`` line (``megatron/training/training.py``: ``log_string = f" [{datetime.now()
+#: .strftime('%Y-%m-%d %H:%M:%S')}]"`` then ``' iteration {:8d}/{:8d} |'.format(iteration, args.train_iters)``;
+#: Megatron-DeepSpeed's and older Megatron's start at ``' iteration'``), printed by ``print_rank_last`` every
+#: ``log_interval`` iterations: `` [2025-01-08 07:37:43] iteration      310/  937500 | consumed samples: ...``.
+#: Its leading space makes it read as a traceback's code line elsewhere.
+_MEGATRON_ITER = re.compile(r"(?:^|[\s\]])iteration +(\d+)/ *\d+ \|")
+
+
+def _megatron_iteration(line: str) -> str | None:
+    """The iteration of a Megatron ``training_log`` line, if the line is one."""
+    head = line[:_HEAD]
+    if "iteration " not in head or "/" not in head:
+        return None
+    m = _MEGATRON_ITER.search(head)
+    return m.group(1) if m else None
+
+
 def _counter(line: str) -> str | None:
-    """The count of a bare counter line (a training MetricLogger line, a tqdm bar without a total),
-    if it is one."""
-    if (n := _metric_logger(line)) is not None or (n := _no_total_steps(line)) is not None:
+    """The count of a bare counter line (a training MetricLogger line, a tqdm bar without a total,
+    Megatron's iteration line), if it is one."""
+    if (n := _metric_logger(line)) is not None or (n := _no_total_steps(line)) is not None \
+            or (n := _megatron_iteration(line)) is not None:
         return n
     if line.startswith(_COUNTER_KEYS):
         m = _COUNTER.match(line)
@@ -256,22 +284,40 @@ _RATE_ANY = re.compile(r"([\d.]+) ?[A-Za-z]\w*/s\b")
 #: A line that states a setting or announces a stage rather than counting a step done (no loss
 #: printed): "Iterations per epoch: 1108", "Total optimization steps = 500", "Starting iteration-wise
 #: training", DeepSpeed ZeRO-3's "Invalidate trace cache @ step 56836: expected module ...".
-_SETTING = re.compile(r"(?i)^(?!.*loss).*(?:\bper (?:epoch|step|iter\w*|device|gpu)\b|\btotal\b|\bnumber of\b|\bnum_"
-                      r"|\bmax_|\bstarting\b|\bwarmup_|Invalidate trace cache"
-                      # a batch's size ("Tokens / micro-batch / rank: 32 x 2048", "batch size: 64"), a checkpoint
-                      # loaded or resumed at a step ("Loading model from ckpt/d20 with step 21400")
-                      r"|\bbatch[ _-]?size\b|\bmicro[-_ ]?batch\b|\b(?:load|resum|restor)\w*\b.*\bstep\b)")
+_SETTING_WORDS = (r"\bper (?:epoch|step|iter\w*|device|gpu)\b|\btotal\b|\bnumber of\b|\bnum_"
+                  r"|\bmax_|\bstarting\b|\bwarmup_|Invalidate trace cache"
+                  # a batch's size ("Tokens / micro-batch / rank: 32 x 2048", "batch size: 64"), a checkpoint
+                  # loaded or resumed at a step ("Loading model from ckpt/d20 with step 21400")
+                  r"|\bbatch[ _-]?size\b|\bmicro[-_ ]?batch\b|\b(?:load|resum|restor)\w*\b.*\bstep\b"
+                  # a tensor's or a batch's shape printed while setting up ("Shapes of elements in a batch: (1, 20,
+                  # 128)", "batch shape: torch.Size([8, 3, 224, 224])")
+                  r"|\bshapes?\b")
+_SETTING = re.compile(r"(?i)^(?!.*loss).*(?:" + _SETTING_WORDS + ")")
+#: _SETTING's words alone, each searched only in a line holding its own literals: on an ASCII
+#: line without "loss" or a newline, the same answer (``^(?!.*loss).*`` then tries every place).
+_SETTING_SPLIT = Branches(re.compile(_SETTING_WORDS, re.IGNORECASE))
 #: Lower-case literals one of which every match of _SETTING holds (its alternatives' own words).
 _SETTING_KEYS = contains_any(("per ", "total", "number of", "num_", "max_", "starting", "warmup_",
-                              "invalidate trace cache", "size", "micro", "load", "resum", "restor"))
+                              "invalidate trace cache", "size", "micro", "load", "resum", "restor", "shape"))
 
 
 def _is_setting(end: str) -> bool:
-    """``_SETTING.search(end) is not None``; an ASCII line holding none of its literals
-    (case-folded) is ruled out without the search (its ``^.*`` tries every position)."""
-    if end.isascii() and not _SETTING_KEYS(end.lower()):
-        return False
+    """``_SETTING.search(end) is not None``; a line holding none of its literals (case-folded)
+    is ruled out without the search (its ``^.*`` tries every position), and one without a
+    newline is searched word by word (:data:`_SETTING_SPLIT`). Both where ``lower()`` folds
+    the line as the pattern's ``(?i)`` does: it holds none of :data:`_ODD_FOLDS`."""
+    if end.isascii() or not _ODD_FOLDS(end):
+        low = end.lower()
+        if not _SETTING_KEYS(low):
+            return False
+        if "\n" not in end:
+            return "loss" not in low and _SETTING_SPLIT.matches(end)
     return _SETTING.search(end) is not None
+
+
+#: The characters that ``re``'s case-insensitive matching takes for an ASCII letter and
+#: ``str.lower()`` does not fold to it (dotted and dotless i, the long s, the Kelvin sign).
+_ODD_FOLDS = contains_any(("\u0130", "\u0131", "\u017f", "\u212a"))
 
 
 def _prose(line: str, end: str) -> bool:
@@ -318,6 +364,8 @@ def _step_progress(line: str) -> bool:
     if _prose(line, end):
         return False
     shown = _shown(line)
+    if "%|" not in shown and "\r" in line and "%|" in end:
+        shown = _last_refresh(line)  # its last refresh cut short (ranks writing at once): the one before
     if "%|" in shown or "it/s" in shown or "s/it" in shown or _VLLM_BAR in shown:
         head = shown.split("%|")[0].split(_VLLM_BAR)[0]  # a slow bar shows "6.28s/it"
         if _SETUP_BAR.search(head):
@@ -371,6 +419,15 @@ def _no_error_metrics(text: str) -> str:
 _has_error_word = contains_any(("rror", "ERROR", "Exception", "FATAL", "ailed", "Killed", "Traceback", "CANCELLED"))
 
 
+def _last_refresh(line: str) -> str:
+    """The last ``\r`` refresh of a bar's line that shows a bar (``%|``): several processes writing one
+    bar each to a shared console cut each other's refreshes ("\rLoading checkpoint shards:" and the rest
+    of it on the next line)."""
+    line = line.rstrip("\r\n")
+    end = line.rfind("%|")
+    return line[line.rfind("\r", 0, end) + 1:] if end >= 0 else _shown(line)
+
+
 def _shown(line: str) -> str:
     """What a line shows: the last of a progress bar's ``\r`` refreshes (a CRLF line's own
     ``\r`` ends it, it does not start an empty refresh)."""
@@ -391,6 +448,9 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     traceback that holds it is read from ``lines`` when there is one); ``floor``: the index where
     the failed attempt starts; ``step``: the last step before it."""
     tb_start, frames = _traceback_of(lines, failure, floor)
+    if tb_start is None and (reported := _reported_exception(lines, failure)) is not None:
+        failure = reported  # a report's line, then the traceback of what it reports: read that
+        tb_start, frames = _traceback_of(lines, failure, floor)
     text = "\n".join(ln for ln in frames if not ln.startswith((" ", "\t"))) if tb_start is not None \
         else "\n".join(_job_report_cut(ln) for ln in region)
     if _syntax(frames or [logs.normalize_line(lines[min(failure, len(lines) - 1)])]):
@@ -431,7 +491,7 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     glued = _bar_glued(lines[failure]) if tb_start is None and failure < len(lines) else None
     if glued is not None:  # the failure printed onto a progress bar: that bar is where it stopped
         return glued
-    if _in_eval(frames) if tb_start is not None else _names_eval(text):
+    if _in_eval(frames) if tb_start is not None else _names_eval(_failure_text(lines, failure)):
         return "evaluation"
     if _evaluation_announced(_since_last_step(before)):
         return "evaluation"
@@ -442,9 +502,23 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     phase = _by_steps(lines, floor, top, region, frames if tb_start is not None else None, step)
     if loop is not None and phase == "startup":
         phase = "first_step"  # after the loop's announcement: its set-up is done
-    if phase in ("first_step", "training") and tb_start is not None and _eval_program(frames):
-        return "evaluation"  # the steps an evaluation script counts are its batches
+    if phase in ("first_step", "training") and tb_start is not None and _eval_program(frames) \
+            and loop is None and not _loop_started(lines, floor, top):
+        return "evaluation"  # the steps an evaluation script counts are its batches (unless it announced training)
     return phase
+
+
+#: Lines from a failure without a traceback on that are read for what it names (a kill's, a launcher's
+#: report and the lines it continues on).
+_FAILURE_LINES = 3
+
+
+def _failure_text(lines: Sequence[str], failure: int) -> str:
+    """The failure line without a traceback and the few lines after it, as shown (a job report's
+    command line cut): what the failure itself names. Not the lines above it, where a config dump
+    (``'val_batch_size': None``), a tracker's run summary (``wandb: val_accuracy 0.49``) or any
+    earlier stage's output may name an evaluation that was not going on."""
+    return "\n".join(_job_report_cut(logs.normalize_line(_shown(ln))) for ln in lines[failure:failure + _FAILURE_LINES])
 
 
 #: What trainers log just before they read or write a checkpoint: the Hugging Face Trainer's "Loading
@@ -454,12 +528,21 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
 #: states from the checkpoint path at {ckpt_path}"; Megatron's "loading checkpoint from {dir} at
 #: iteration N" and "saving checkpoint at iteration N to {dir}"; DeepSpeed's "Saving model checkpoint:
 #: {path}"; OLMo's "Saving unsharded checkpoint...". A progress bar ("Loading checkpoint shards: 50%|")
-#: is a pretrained model's set-up, not this.
+#: is a pretrained model's set-up, not this. fairseq's ``checkpoint_utils`` "Preparing to load checkpoint {f}" and
+#: "Preparing to save checkpoint for epoch {e} @ {u} updates"; DeepSpeed's ``torch_checkpoint_engine``
+#: "[Torch] Checkpoint {tag} is about to be saved!" (or "is begin to save!"), "[Torch] Saving {path}...",
+#: "[Torch] Loading checkpoint from {path}..." (newer "[Torch] Begin Load checkpoint from"); mmengine's
+#: ``CheckpointLoader`` "Loads checkpoint by local backend from path: {f}" and mmcv 1.x's "load checkpoint from
+#: local path: {f}", printed before reading it (not mmengine's runner "Load checkpoint from {f}", printed after).
 _LOAD_NOTE = Guarded(r"Loading model from \S+\.\s*$|Loading (?:the )?best model from\b|[Ll]oading (?:\w+ )?checkpoint\b(?! shards)"
-                     r"|Restoring states from the checkpoint|[Rr]esuming (?:training )?from (?:the )?(?:checkpoint|ckpt|\S*/)",
-                     ("oading", "Restoring states", "esuming"))
-_SAVE_NOTE = Guarded(r"[Ss]aving (?:\w+ )?(?:model )?checkpoint\b|Saving model (?:weights )?to\b",
-                     ("aving",))
+                     r"|Restoring states from the checkpoint|[Rr]esuming (?:training )?from (?:the )?(?:checkpoint|ckpt|\S*/)"
+                     r"|[Pp]reparing to load checkpoint|Loads checkpoint by \w+ backend from path|load checkpoint from \w+ path:"
+                     r"|Begin Load checkpoint",
+                     ("oading", "Restoring states", "esuming", "to load checkpoint", "Loads checkpoint", "load checkpoint",
+                      "Load checkpoint"))
+_SAVE_NOTE = Guarded(r"[Ss]aving (?:\w+ )?(?:model )?checkpoint\b|Saving model (?:weights )?to\b|[Pp]reparing to save checkpoint"
+                     r"|\[Torch\] (?:Checkpoint \S+ is (?:about to be saved|begin to save)|Saving )",
+                     ("aving", "to save checkpoint", "[Torch] Checkpoint"))
 #: Non-blank lines above a traceback read for such an announcement (a warning or two between).
 _NOTE_LINES = 3
 
@@ -594,11 +677,19 @@ def _names_eval(text: str) -> bool:
 _NEXT_STAGE = re.compile(r"(?i)^[\W\d]*(?:\[[^\]]{0,40}\]\s*)*(?:\W*(?:running|starting|launching|beginning|begin)\b|={3,} *\w)")
 
 
+#: Completion strength below which a completion line does not end the run (a bare "Done!" that a set-up
+#: step prints: PyG's dataset processing "Processing..." then "Done!"; a job script's echo): the verdict's
+#: own bar for a completion line after a failure (``whole.WEAK_AFTER_FAILURE``).
+_STRONG_END = 0.9
+
+
 def _completion_above(lines: Sequence[str], start: int, top: int) -> int | None:
-    """The index of the last completion line in ``lines[start:top]`` (not a tracker's at-exit line)."""
+    """The index of the last completion line in ``lines[start:top]`` (not a tracker's at-exit line, also
+    behind a launcher's prefix: Ray's ``(main_task pid=7) wandb: Synced 5 W&B file(s)``, printed at any exit)."""
     for k in range(top - 1, start - 1, -1):
         shown = _shown(lines[k])[-_SHOWN:]
-        if shown.strip() and is_completion(shown) and not shown.lstrip().startswith(_AT_EXIT):
+        if shown.strip() and is_completion(shown) and not ranks.launcher_text(shown).lstrip().startswith(_AT_EXIT) \
+                and completion_strength(logs.normalize_line(shown)) >= _STRONG_END:
             return k
     return None
 
@@ -635,6 +726,10 @@ def _evaluating(lines: Sequence[str], floor: int, top: int) -> bool:
             return mm.group(1) != "train" and int(mm.group(2)) < int(mm.group(3))
         if not shown[:1].isalpha() and not shown.startswith(("[", "|")):
             continue
+        if shown.startswith(_MEGATRON_EVAL):
+            return not shown.startswith(_MEGATRON_VALIDATED)  # "Evaluating iter": before that iteration runs
+        if shown.startswith("Class") and (yolo := _YOLO_VAL.match(shown)) is not None:
+            return int(yolo.group(1)) < int(yolo.group(2))
         m = _EVAL_BAR.match(shown) if shown[:1] in _EVAL_HEADS else None
         if m is None and shown.startswith(("[>", "[ ")):
             m = _TASK_BAR.match(shown)
@@ -644,6 +739,21 @@ def _evaluating(lines: Sequence[str], floor: int, top: int) -> bool:
         if _step_progress(lines[k]):
             return False
     return False
+
+
+#: The bar of an Ultralytics/YOLOv5 validator, run after each training epoch and by ``val.py``: its description is
+#: the results table's header (``ultralytics/models/yolo/detect/val.py`` ``get_desc``: ``("%22s" + "%11s" * 6) %
+#: ("Class", "Images", "Instances", "Box(P", "R", "mAP50", "mAP50-95)")``; YOLOv5's ``val.py`` the same with "P").
+_YOLO_VAL = re.compile(r"Class\s+Images\s+\S.{0,160}?:\s*\d+%\|[^|]*\|\s*(\d+)/(\d+)")
+
+
+#: Megatron-LM's ``evaluate`` (``megatron/training/training.py``): ``print_rank_0(f'Evaluating on {n}
+#: samples')``, then in its loop ``iteration += 1; print_rank_0(f'Evaluating iter {iteration}/{args.eval_iters}')``
+#: BEFORE that iteration's forward, so even "Evaluating iter 10/10" is an evaluation going on until
+#: ``evaluate_and_print_results`` reports "validation loss at iteration N | lm loss value: ... | lm loss PPL: ...".
+_MEGATRON_EVAL = ("Evaluating iter ", "Evaluating on ", "validation loss at ")
+#: Megatron's report of a finished evaluation (``evaluate_and_print_results``).
+_MEGATRON_VALIDATED = "validation loss at "
 
 
 _EVAL_HEADS = "EeVvTtPpIiSs[|"
@@ -658,12 +768,23 @@ def _evaluation_announced(since: Sequence[str]) -> bool:
     going on (:data:`_EVAL_STARTS`) and no report of its results follows it (sentence-transformers'
     "Evaluating the model on sts-dev dataset:" then its "Pearson: 0.3830  Spearman: 0.4117" lines: that
     evaluation ended, what failed after it is not it)."""
+    since = [_plain(ln) for ln in since]
     for k, ln in enumerate(since):
         if _names_eval(ln) and _EVAL_STARTS.search(ln) and not is_progress(ln) and not _RESULT_LINE.search(ln) \
                 and "rror" not in ln and not ln.startswith((" ", "\t")):
             if not any(_reports_results(x) for x in since[k + 1:]):
                 return True
     return False
+
+
+#: A terminal colour code (SGR: ``\x1b[32m``, ``\x1b[0m``), which colouring loggers (loguru, termcolor, rich)
+#: write into a file too: glued to the message ("\x1b[0mStart evaluation") it hides the message's first word.
+_SGR = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _plain(line: str) -> str:
+    """``line`` without terminal colour codes."""
+    return _SGR.sub("", line) if "\x1b[" in line else line
 
 
 #: A metric's name and its decimal value ("Pearson: 0.3830", "acc=0.912", "mIoU: 22.479").
@@ -720,14 +841,15 @@ def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str],
 
 #: A trainer's announcement that its training loop starts, printed once everything is set up (model
 #: wrapped, optimizer built), just before the first batch: the Hugging Face Trainer's (and TRL's,
-#: DeepSpeed-Chat's) "***** Running training *****", fairseq's "begin training epoch 1", detectron2's
+#: DeepSpeed-Chat's) "***** Running training *****" (DeepSpeed-Chat's step 3, ``step3_rlhf_finetuning/main.py``:
+#: "***** Running training (total_iters=N) *****"), fairseq's "begin training epoch 1", detectron2's
 #: "Starting training from iteration 0" (``SimpleTrainer``/``TrainerBase.train``), Ultralytics YOLO's
 #: "Starting training for 100 epochs..." (after "Logging results to ..."), mmcv 1.x runners'
 #: "workflow: [('train', 1)], max: 12 epochs" (``EpochBasedRunner.run``; ``max: 90000 iters`` for
 #: ``IterBasedRunner``), Lightning's model summary ending "Total estimated model params size (MB)" (the
 #: ``ModelSummary`` callback's ``on_fit_start``, after the model and optimizers are set up, before the
 #: sanity check and the first batch).
-_LOOP_START = ("***** Running training *****", "begin training epoch ", "Starting training from iteration ",
+_LOOP_START = ("***** Running training", "begin training epoch ", "Starting training from iteration ",
                "Starting training for ", "workflow: [(", "Total estimated model params size (MB)")
 
 
@@ -883,6 +1005,24 @@ def _past_first(step: str | None) -> bool:
 _TB_LOOKBACK = 400
 
 
+def _reported_exception(lines: Sequence[str], failure: int) -> int | None:
+    """The index of the exception line of a traceback printed just after the failure line, which
+    reports it: logging's ``logger.exception(msg)`` (or ``exc_info=True``) prints its message and then the
+    traceback, Hydra's ``run_and_report`` "Error executing job with overrides: [...]", Sacred's "Failed
+    after 0:01:32!"; not a launcher's verdict ("failed (exitcode: 1)", ``ChildFailedError``) followed by
+    the launcher's own traceback."""
+    if failure >= len(lines) or "exitcode" in lines[failure] or "ChildFailedError" in lines[failure]:
+        return None
+    head = next((k for k in range(failure + 1, min(len(lines), failure + 3)) if lines[k].strip()), None)
+    if head is None or _TB not in lines[head]:
+        return None
+    for k in range(head + 1, min(len(lines), head + _TB_LOOKBACK)):
+        text = logs.normalize_line(lines[k])
+        if text.strip() and not text.startswith((" ", "\t")):
+            return k
+    return None
+
+
 def _traceback_of(lines: Sequence[str], failure: int, floor: int) -> tuple[int | None, list[str]]:
     """(index of the ``Traceback`` head, its lines up to the failure line, normalized) of the
     traceback that holds line ``failure``; (None, []) when the failure has none above it (a kill,
@@ -1012,7 +1152,9 @@ def _funcs(frames: Sequence[str]) -> list[str]:
 #: Functions whose names hold an evaluation word but check or size something (argument and config
 #: validation, shape inference, the latest checkpoint's lookup), in any phase.
 _NOT_EVAL_FUNC = re.compile(r"(?i)validat\w*_(?:arg|argument|kwarg|\w+_kwarg|config|input|shape|sample|dtype|path|param"
-                            r"|parameter|option|schema|device|type|value|field|env|setting)s?$|valid_(?:shape|input|arg)"
+                            # huggingface_hub's ``validate_repo_id`` (``utils/_validators.py``, under every
+                            # ``from_pretrained`` of a path that is no repository id)
+                            r"|parameter|option|schema|device|type|value|field|env|setting|repo_id|token|url)s?$|valid_(?:shape|input|arg)"
                             r"|infer_(?:size|shape|dtype|schema|device|auto_device_map|framework|type|batch_size)|latest|attest")
 #: Functions of a training loop's step or epoch: the innermost of these and of the evaluation's
 #: decides (``train_and_evaluate`` -> ``train_one_epoch`` -> ``forward`` fails in training; the Hugging
@@ -1021,11 +1163,21 @@ _TRAIN_FUNC = re.compile(r"(?i)^_*(?:train(?:ing)?_(?:step|epoch|one_epoch|batch
                          r"|train_one_epoch|backward|optimizer_step|fit_epoch)$")
 
 
+#: A training step's own function (the Hugging Face Trainer's ``training_step``, Lightning's, Keras' ``train_step``,
+#: ``optimizer_step``, ``backward``): what it calls is part of the step (TRL's GRPO ``training_step`` ->
+#: ``_prepare_inputs`` -> ``_generate_and_score_completions`` scores rewards, it does not evaluate); an
+#: evaluation runs between steps, from the loop or the epoch, never inside one.
+_TRAIN_STEP_FUNC = re.compile(r"(?i)^_*(?:train(?:ing)?_(?:step|batch|one_step)|optimizer_step|backward)$")
+
+
 def _in_eval(frames: Sequence[str]) -> bool:
     """Whether the traceback fails while evaluating (validation, test, metrics): the innermost
     function that names an evaluation or a training step is an evaluation's (a function that names
-    both, ``train_and_evaluate``, or checks its arguments, ``_validate_args``, says neither)."""
-    for f in reversed(_funcs(frames)):
+    both, ``train_and_evaluate``, or checks its arguments, ``_validate_args``, says neither), and no
+    training step's own function (:data:`_TRAIN_STEP_FUNC`) calls it."""
+    funcs = _funcs(frames)
+    step = next((k for k, f in enumerate(funcs) if _TRAIN_STEP_FUNC.match(f)), None)
+    for f in reversed(funcs if step is None else funcs[:step]):
         if f == "<module>" or _NOT_EVAL_FUNC.search(f):
             continue
         if _TRAIN_FUNC.match(f):
@@ -1129,15 +1281,20 @@ def _is_bar(line: str) -> bool:
     return "%|" in shown or bar_update(shown, after_blocks=True) is not None or _no_total_bar(line) is not None
 
 
-_TB = "Traceback (most recent call last)"
+#: Python's traceback head; Sacred's filtered one reads "Traceback (most recent calls WITHOUT Sacred internals):"
+#: (``sacred/utils.py``, ``format_filtered_stacktrace``).
+_TB = "Traceback (most recent call"
 #: A tracker's lines printed at process exit whatever the outcome (not the job's own shutdown).
 _AT_EXIT = AT_EXIT  # printed at any exit
 
 
 def _teardown(region: Sequence[str]) -> bool:
     """Whether the failure's lines show the job shutting down; warnings printed at any exit
-    ("destroy_process_group() was not called") and a kill's own "shutting down workers" do not."""
-    return any(_TEARDOWN.search(ln) and not is_benign(ln) and not is_terminal_kill(ln) for ln in region)
+    ("destroy_process_group() was not called") and a kill's own "shutting down workers" do not (torchrun's
+    agent, ``torch/distributed/elastic/agent/server/api.py``: ``logger.warning("Received %s death signal, shutting
+    down workers", e.sigval)``, the signal as ``15`` or, before Python 3.11, ``Signals.SIGTERM``)."""
+    return any(_TEARDOWN.search(ln) and not is_benign(ln) and not is_terminal_kill(ln) and "death signal" not in ln
+               for ln in region)
 
 
 #: bash's report of a job a signal ended, ``./train.sh: line 33: 136834 Killed    python3 main.py

@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 from gpulens.diagnosis.guarded import remembered_text
 
-__all__ = ["HOST_KEYS", "RANK_KEYS", "ROOT_CAUSE_HEADS", "Origin", "announced_host", "announced_rank", "launcher_text", "mpirun_first", "origin_of", "prefix_rank", "root_cause_table", "srun_task",
+__all__ = ["DEAD_RAY_NODE_KEY", "HOST_KEYS", "RANK_KEYS", "ROOT_CAUSE_HEADS", "Origin", "announced_host", "announced_rank", "dead_ray_node", "launcher_text", "mpirun_first", "origin_of", "prefix_rank", "root_cause_table", "srun_task",
            "strip_prefix", "table_hosts", "task_host", "timestamp_of"]
 
 
@@ -178,6 +178,21 @@ def task_host(lines: Sequence[str], keys: Sequence[int], task: int) -> str | Non
     for i in keys:
         m = _TASK_EXIT.search(lines[i]) if "srun: error" in lines[i] else None
         if m is not None and int(m.group(2)) == task:
+            return m.group(1)
+    return None
+
+
+#: Ray's GCS when it gives a node up (``gcs_node_manager.cc``): "The node with node id: {id} and address: {ip} and
+#: node name: {name} has been marked dead because the detector has missed too many heartbeats from it."
+DEAD_RAY_NODE_KEY = "has been marked dead"
+_DEAD_RAY_NODE = re.compile(r"node name: (\S+) has been marked dead")
+
+
+def dead_ray_node(lines: Sequence[str], keys: Sequence[int]) -> str | None:
+    """The node the first of Ray's node-death lines at ``keys`` (lines holding :data:`DEAD_RAY_NODE_KEY`) names."""
+    for i in keys:
+        m = _DEAD_RAY_NODE.search(lines[i])
+        if m is not None:
             return m.group(1)
     return None
 

@@ -17,10 +17,15 @@ import re
 from collections.abc import Callable, Sequence
 
 from gpulens.diagnosis import logs
-from gpulens.diagnosis.guarded import Guarded
+from gpulens.diagnosis.guarded import Guarded, remembered
 from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.lines import (
+    ABORTED,
+    ABORTED_ZH,
+    CORE_DUMPED,
     DEBUGGER_PROMPTS,
+    GLIBC_ERROR_IN,
+    GLIBC_REASON,
     KERNEL_OOM,
     LSF_TERM,
     OOM_KILLED,
@@ -62,6 +67,7 @@ _ECHO = Guarded(
 _TIMEOUT = re.compile(r"Watchdog caught collective operation timeout|collective operation timeout|NCCL.*timed out")
 
 
+@remembered  # a pure test of one line, asked again about the same lines by several stages
 def is_root_error(norm: str) -> bool:
     """A (normalized) failure line that can be the root error: not a symptom of an error
     elsewhere, not a traceback frame or code line, not a later line of a CUDA error's message,
@@ -82,9 +88,20 @@ _QUIET_LEVEL = re.compile(r"(?:^|[\s\[|(])(?:DEBUG|TRACE)(?:[\s\]|):])")
 _LEVEL_SPAN = 120
 
 
+#: TensorFlow's own log line at INFO or WARNING severity, as normalized (its date and time gone):
+#: "2023-07-03 10:14:18.124573: W tensorflow/core/framework/op_kernel.cc:1763] OP_REQUIRES failed at
+#: ..." (tensorflow/core/platform/default/logging.cc, LogMessage::GenerateLogMessage: "%s.%06d: %c
+#: %s:%d] %s" with the severity's letter of "IWEF"): a warning printed before the failure (rule R2),
+#: whose error, if any, Python raises below it.
+_TF_NOTICE = re.compile(r"^:?[ \t]*[IW] [\w./-]+:\d+\] ")
+
+
 def _quiet(norm: str) -> bool:
-    """Whether a line is logged at a DEBUG or TRACE level (its header says so)."""
+    """Whether a line is logged at a DEBUG or TRACE level (its header says so), or by TensorFlow's
+    logging at INFO or WARNING severity."""
     head = norm[:_LEVEL_SPAN]
+    if norm[:4].lstrip(": \t")[:2] in ("W ", "I ") and _TF_NOTICE.match(norm) is not None:
+        return True
     return ("DEBUG" in head or "TRACE" in head) and _QUIET_LEVEL.search(head) is not None
 
 
@@ -96,9 +113,13 @@ _CUDA_ADVICE = ("CUDA kernel errors might be asynchronously reported", "consider
 #: pip's notice, logged at CRITICAL level ("ERROR: pip's dependency resolver does not currently take
 #: into account all the packages that are installed. ..."), of conflicts among the packages it has
 #: just installed; it then prints "Successfully installed ..." and exits 0 (pypa/pip 00226a8,
-#: src/pip/_internal/commands/install.py, _warn_about_conflicts): not an error that ends a run.
+#: src/pip/_internal/commands/install.py, _warn_about_conflicts): not an error that ends a run. pip
+#: 20.2's legacy resolver words the same notice "ERROR: After October 2020 you may experience errors
+#: when installing or updating packages. This is because pip will change the way that it resolves
+#: dependency conflicts." (the same function at tag 20.2).
 _PIP_NOTICE = ("pip's dependency resolver does not currently take into account",
-               "pip's legacy dependency resolver does not consider dependency conflicts")
+               "pip's legacy dependency resolver does not consider dependency conflicts",
+               "After October 2020 you may experience errors when installing or updating packages")
 _NOT_THE_ERROR = _CUDA_ADVICE + _PIP_NOTICE
 
 
@@ -308,10 +329,12 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
 
     hook = _hook_errors(lines, start)
     own = _not_heads(lines, [i for i in region if is_root_error(norm(i)) and mine(i) and not _logged_frame(lines[i])
-                             and i not in hook and not is_launcher_verdict(norm(i))])
+                             and i not in hook and not is_launcher_verdict(norm(i)) and not _summary_part(lines, i)])
     errors = [i for i in own if not is_scheduler_kill(norm(i))]
     caught = set(errors) if errors and _went_on(lines, errors[-1], region, norm, _ownline(tags, first)) else set()
     own = [i for i in own if i not in caught]
+    if own and _aborted_on_timeout(own, region, norm, mine):
+        caught, own = caught | set(own), []  # the watchdog took the process down: its timeout is the cause (R6)
     if own:
         own = sorted(set(own) | set(_printed_with(lines, own[0], mine)))
     middles = {i for i in own if _inside_chain(lines, i)}
@@ -344,7 +367,7 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     kills = [i for i in region if is_terminal_kill(norm(i)) and not lines[i][:1].isspace()
              and not logs.is_secondary(norm(i)) and not is_benign(norm(i)) and not (own and _cleanup(norm(i)))]
     picked += [i for i in kills if i not in picked and (not own or (i > own[0] and _why_killed(norm(i), own, norm)))
-               and not (picked and _ABORTED in norm(i))][:2]  # C++'s abort on an error a line above named (R6)
+               and not (picked and _abort_report(norm(i)))][:2]  # an abort on an error a line above named (R6)
     verdict = [i for i in verdict_at if not (own and _cleanup(norm(i))) and i not in picked]
     found = _at_most(_once(picked, norm), min(limit, RULE_MAX_LINES))
     if not own and not any(_TIMEOUT.search(norm(i)) for i in found):  # the launcher itself got a signal (R6)
@@ -482,7 +505,40 @@ def _heads_traceback(lines: Sequence[str], i: int) -> bool:
     while end + 1 < len(lines) and _continues(lines, i, end + 1):
         end += 1
     below = next((k for k in range(end + 1, min(len(lines), end + 3)) if lines[k].strip()), None)
-    return below is not None and _body(lines[below]).lstrip().startswith(_TRACEBACK)
+    return below is not None and _body(lines[below]).lstrip().startswith(_TRACEBACK_HEADS)
+
+
+#: The heads of a Python traceback: the interpreter's, and Sacred's, which logs "Failed after
+#: 0:01:32!" at ERROR level and then prints the traceback without its own frames under "Traceback
+#: (most recent calls WITHOUT Sacred internals):" ("Traceback (most recent calls):" when the error
+#: is in Sacred itself; IDSIA/sacred sacred/utils.py, FilteredTracebackException.format and
+#: print_filtered_stacktrace).
+_TRACEBACK_HEADS = ("Traceback (most recent call last)", "Traceback (most recent calls")
+
+
+#: TensorFlow's summary of several errors in one exception's message (tensorflow/core/platform/
+#: status.cc, StatusGroup::as_summary_status): "2 root error(s) found.", then each error on a line
+#: "  (0) Resource exhausted: OOM when allocating ...", then "0 successful operations." and "0 derived
+#: errors ignored.". The numbered lines are later lines of the message (README rule R3).
+_SUMMARY_HEAD = "root error(s) found."
+_SUMMARY_END = "successful operations."
+_SUMMARY_ITEM = re.compile(r"^\s+\(\d+\) \S")
+#: Lines above a numbered line searched for its summary's head (each error may bring its node lines).
+_SUMMARY_REACH = 60
+
+
+def _summary_part(lines: Sequence[str], i: int) -> bool:
+    """Whether line ``i`` is one of the numbered errors of TensorFlow's "N root error(s) found."
+    summary printed above it (not a root error line of its own: the exception line shows it)."""
+    body = _body(lines[i])
+    if body[:1] not in (" ", "\t") or _SUMMARY_ITEM.match(body) is None:
+        return False
+    for k in range(i - 1, max(-1, i - _SUMMARY_REACH), -1):
+        if _SUMMARY_END in lines[k]:
+            return False
+        if _SUMMARY_HEAD in lines[k]:
+            return True
+    return False
 
 
 #: Lines a message printed over several lines is looked for in below its first.
@@ -566,14 +622,10 @@ def _logged_first(lines: Sequence[str], i: int, norm: Callable[[int], str]) -> i
 #: `./simplex': corrupted size vs. prev_size: 0x00000000006ba7b0 ***" (glibc < 2.26), or the
 #: message alone ("free(): invalid pointer", "malloc(): corrupted top size"; malloc/malloc.c
 #: malloc_printerr), and its stack protector's "*** stack smashing detected ***: terminated".
-_GLIBC_ABORT = Guarded(
-    r"^\*\*\* Error in `[^`]+': |^\*\*\* (?:stack smashing|buffer overflow) detected \*\*\*"
-    r"|^(?:double free or corruption|(?:free|malloc|realloc|munmap_chunk|malloc_consolidate)\(\): "
-    r"(?:invalid|corrupted|memory corruption|unaligned)|corrupted (?:size vs\. prev_size|double-linked list))",
-    ("*** Error in `", "detected ***", "double free", "(): ", "corrupted "),
-)
+_GLIBC_ABORT = Guarded(rf"^{GLIBC_ERROR_IN}|^(?:{GLIBC_REASON})",
+                       ("*** Error in `", "detected ***", "double free", "(): ", "corrupted "))
 #: A process's abort as its shell reports it ("line 26: 158958 Aborted (core dumped) ./simplex").
-_ABORTED_SHELL = re.compile(r"\bAborted\b(?: \(core dumped\))?|已放弃")
+_ABORTED_SHELL = re.compile(rf"{ABORTED}(?: {CORE_DUMPED})?|{ABORTED_ZH}")
 #: Lines above an abort searched for glibc's reason.
 _ABORT_REACH = 400
 
@@ -630,6 +682,28 @@ def _once(picked: Sequence[int], norm: Callable[[int], str]) -> list[int]:
 #: The C++ runtime's report of an uncaught exception ("terminate called after throwing an instance of
 #: 'c10::DistBackendError'"): the cause line only when nothing before it names the error (rule R6).
 _ABORTED = "terminate called"
+#: Python's faulthandler on the SIGABRT that follows it (Python/pylifecycle.c, faulthandler's
+#: "Fatal Python error: Aborted"; the shell's "Aborted (core dumped)" after it).
+_FAULT_ABORT = "Fatal Python error: Aborted"
+
+
+def _abort_report(norm: str) -> bool:
+    """Whether a line reports the process's abort (C++'s "terminate called ...", faulthandler's
+    "Fatal Python error: Aborted", the shell's "Aborted (core dumped)"): it names no error itself."""
+    return _ABORTED in norm or _FAULT_ABORT in norm or _ABORTED_SHELL.search(norm) is not None
+
+
+def _aborted_on_timeout(own: Sequence[int], region: Sequence[int], norm: Callable[[int], str],
+                        mine: Callable[[int], bool]) -> bool:
+    """Whether the failing process's own lines only report its abort and the same process's NCCL
+    watchdog said before them that a collective timed out: the watchdog takes the process down on a
+    timeout (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp: "To avoid data inconsistency, we are
+    taking the entire process down.", then it throws from its thread: std::terminate, SIGABRT).
+    README rule R6: the first rank's "Watchdog caught collective operation timeout" is the cause
+    line, not the abort it causes."""
+    if not all(_abort_report(norm(i)) for i in own):
+        return False
+    return any(_TIMEOUT.search(norm(i)) is not None and mine(i) for i in region if i < own[0])
 #: README rule R9: never more than three indicator lines.
 RULE_MAX_LINES = 3
 
@@ -1137,8 +1211,11 @@ def is_report_head(line: str) -> bool:
     return "Exception in thread " in line and _body(line).lstrip().startswith("Exception in thread ")
 
 
-#: An exception's final line ("torch.OutOfMemoryError: …", "KeyboardInterrupt").
-_EXCEPTION = re.compile(r"(?:[\w.]+\.)?(?:[A-Z]\w*)?(?:Error|Exception|Interrupt|Quit|Exit|Failure)\b")
+#: An exception's final line ("torch.OutOfMemoryError: …", "KeyboardInterrupt", Ray's
+#: "RayTaskError(ValueError): …"): the type, then its message after ": " or nothing (CPython's
+#: traceback.format_exception_only), not a sentence that starts with the word ("Exit code: 1", a job
+#: script's report; "Error executing job with overrides: …", Hydra's; "Exception in thread …").
+_EXCEPTION = re.compile(r"(?:[\w.]+\.)?(?:[A-Z]\w*)?(?:Error|Exception|Interrupt|Quit|Exit|Failure)\b(?=[:(]|\s*$)")
 
 
 def _cleanup(norm: str) -> bool:
@@ -1158,7 +1235,7 @@ def _quoted(lines: Sequence[str], start: int, failures: Sequence[int], evidence:
         hit = next((i for i in failures if i >= start and key in norm(i)), None)  # most often one of them
         if hit is None:
             hit = next((i for i in find_keys(lines, (key[:40],), start) if key in norm(i)), None)
-        if hit is not None and is_root_error(norm(hit)) and not _logged_frame(lines[hit]) \
+        if hit is not None and is_root_error(norm(hit)) and not _logged_frame(lines[hit]) and not _summary_part(lines, hit) \
                 and (is_failure(norm(hit), lines[hit]) or _SAYS_ERROR.search(norm(hit)) is not None):
             out.append(hit)
     return out

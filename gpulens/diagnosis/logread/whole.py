@@ -33,16 +33,20 @@ from gpulens.diagnosis.logread.completion import (
     written_after_bar,
 )
 from gpulens.diagnosis.logread.decide import (
+    bare_crash,
     behind_secondary,
     damaged_file,
+    died_before_timeout,
     diverged_before,
     earlier_root,
     job_lines,
     late_kills,
     own_program_crash,
+    preparing_data,
     root_rank_lines,
     strip_line_prefixes,
     strip_ray_prefixes,
+    unattributed_kill,
     unattributed_timeout,
     unnamed_stop,
 )
@@ -282,8 +286,18 @@ def _frontier(lines: Sequence[str], floor: int) -> int:
     """The index after which fewer than GOING_ON progress lines follow (errors before it did
     not end the job: it went on)."""
     floor = max(floor, len(lines) - SCAN_LINES)
-    got = last_matching(lines, PROGRESS_KEYS, is_progress, floor, len(lines), GOING_ON)
+    got = last_matching(lines, PROGRESS_KEYS, _progress, floor, len(lines), GOING_ON)
     return got[-1] + 1 if len(got) >= GOING_ON else floor
+
+
+def _progress(line: str) -> bool:
+    """A progress line, also without its launcher's rank prefix: behind the prefix a rank's
+    traceback code line ("[rank0]:     self.engine.backward(loss, **kwargs)") does not start with
+    the indentation that tells it from progress when no prefix is there."""
+    if not is_progress(line):
+        return False
+    rest = ranks.strip_prefix(line)
+    return rest is line or is_progress(rest)
 
 
 def _completion(lines: Sequence[str], floor: int) -> tuple[int, float] | None:
@@ -442,9 +456,12 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
                                                               + ends if ln not in late])))
     d = clf.classify_text("\n".join(ctx), file=file, keep_final=True)
     d = diverged_before(d, lines, starts[-1], start, SVM_MIN_CONFIDENCE)
+    d = died_before_timeout(d, lines, starts[-1], failures, clf.rules)
     d = earlier_root(d, lines, starts[-1], start, clf.rules)
     d = behind_secondary(d, lines, starts[-1], start, lambda text: clf.classify_text(text, file=file, keep_final=True))
-    d = damaged_file(own_program_crash(unattributed_timeout(unnamed_stop(d, lines)), lines))
+    d = unattributed_kill(unnamed_stop(d, lines), lines, starts[-1])
+    d = preparing_data(unattributed_timeout(d), lines, starts[-1], failures, clf.rules)
+    d = damaged_file(own_program_crash(bare_crash(d, lines, starts[-1]), lines))
     if not failures and d.category != "unknown":
         d.confidence = round(d.confidence * 0.8, 3)
     primary, first = _indicators(lines, start, failures, d.evidence, first)
@@ -520,8 +537,8 @@ def _failing_rank(lines: Sequence[str], floor: int, first: ranks.Origin) -> int 
 
 def _failing_host(lines: Sequence[str], floor: int, failing: str | None = None) -> str | None:
     """The host a scheduler line names for the failed attempt (Slurm cancel/srun error; for a
-    ``failing`` line behind srun's ``--label`` task prefix, the exit line of that task), else
-    the one host its start-up lines name for every rank (a single-node job)."""
+    ``failing`` line behind srun's ``--label`` task prefix, the exit line of that task), else the
+    node Ray marked dead, else the one host its start-up lines name for every rank (a single-node job)."""
     task = ranks.srun_task(failing) if failing is not None else None
     found = find_keys(lines, ("CANCELLED", "srun: error"), floor)
     if task is not None and (host := ranks.task_host(lines, found, task)) is not None:
@@ -530,4 +547,6 @@ def _failing_host(lines: Sequence[str], floor: int, failing: str | None = None) 
         node = ranks.origin_of(lines[i]).node
         if node:
             return node
+    if (dead := ranks.dead_ray_node(lines, find_keys(lines, (ranks.DEAD_RAY_NODE_KEY,), floor))) is not None:
+        return dead  # Ray gave that node up (its raylet died or stopped answering)
     return ranks.announced_host(lines, find_keys(lines, ranks.HOST_KEYS, floor))
