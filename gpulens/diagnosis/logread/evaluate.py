@@ -254,6 +254,7 @@ FRESH_SLICES = (
     ("q/", "index_q.csv (collected 2026-11-27 during reader round 8, multi-rank failures, labelled blind)"),
     ("r/", "index_r.csv (collected 2026-11-27 during reader round 9, PBS/LSF/Slurm captures, TF/YOLO/other frameworks, labelled blind)"),
     ("s/", "index_s.csv (collected 2026-11-27 during reader round 9, multi-rank failures, labelled blind)"),
+    ("v/", "index_v.csv (collected 2026-11-27 during reader round 10, new owners, failures outside steady training, labelled blind)"),
 )
 
 
