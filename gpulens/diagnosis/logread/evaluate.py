@@ -259,6 +259,7 @@ FRESH_SLICES = (
     ("r/", "index_r.csv (collected 2026-11-27 during reader round 9, PBS/LSF/Slurm captures, TF/YOLO/other frameworks, labelled blind)"),
     ("s/", "index_s.csv (collected 2026-11-27 during reader round 9, multi-rank failures, labelled blind)"),
     ("u/", "index_u.csv (collected 2026-11-27 during reader round 10, multi-rank failures, other phases, noisy normal ends, labelled blind)"),
+    ("v/", "index_v.csv (collected 2026-11-27 during reader round 10, new owners, failures outside steady training, labelled blind)"),
 )
 
 
