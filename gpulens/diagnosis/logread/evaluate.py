@@ -258,6 +258,7 @@ FRESH_SLICES = (
     ("q/", "index_q.csv (collected 2026-11-27 during reader round 8, multi-rank failures, labelled blind)"),
     ("r/", "index_r.csv (collected 2026-11-27 during reader round 9, PBS/LSF/Slurm captures, TF/YOLO/other frameworks, labelled blind)"),
     ("s/", "index_s.csv (collected 2026-11-27 during reader round 9, multi-rank failures, labelled blind)"),
+    ("t/", "index_t.csv (collected 2026-11-27 after reader round 9, failures of rare categories and phases, labelled blind)"),
     ("u/", "index_u.csv (collected 2026-11-27 during reader round 10, multi-rank failures, other phases, noisy normal ends, labelled blind)"),
     ("v/", "index_v.csv (collected 2026-11-27 during reader round 10, new owners, failures outside steady training, labelled blind)"),
 )
