@@ -24,7 +24,7 @@ from gpulens.diagnosis.logread.lines import (
     is_progress,
     is_scheduler_kill,
 )
-from gpulens.diagnosis.rules import Rule, match_rules
+from gpulens.diagnosis.rules import Rule, RuleMatch, match_rules
 from gpulens.diagnosis.types import DEFAULT_ORIGIN, Diagnosis
 from gpulens.vocab import NO_FAILURE
 
@@ -311,12 +311,17 @@ def earlier_root(d: Diagnosis, lines: Sequence[str], floor: int, start: int, rul
     if not root:
         return d
     first = min(root, key=lambda m: m.position)  # the first stage that failed
-    line = first.line.strip()[:300]
-    return Diagnosis(first.rule.category, first.rule.origin, round(first.rule.confidence * 0.9, 3),
-                     [line, *d.evidence][:_MAX_EVIDENCE], method="rule", rule_id=first.rule.id, file=d.file,
-                     reason=f"an earlier stage of the job failed first ({first.rule.id}); the missing checkpoint "
-                            "a later stage then looked for is its aftermath",
-                     hint=hint_for(first.rule.category, [line]))
+    return _cause_of(d, first, f"an earlier stage of the job failed first ({first.rule.id}); the missing "
+                               "checkpoint a later stage then looked for is its aftermath")
+
+
+def _cause_of(d: Diagnosis, cause: RuleMatch, reason: str) -> Diagnosis:
+    """The answer of ``cause``, a rule match printed before what ``d`` read (its aftermath): the
+    rule's category and origin at 0.9 of its confidence, the cause's line first in the evidence."""
+    line = cause.line.strip()[:300]
+    return Diagnosis(cause.rule.category, cause.rule.origin, round(cause.rule.confidence * 0.9, 3),
+                     [line, *d.evidence][:_MAX_EVIDENCE], method="rule", rule_id=cause.rule.id, file=d.file,
+                     reason=reason, hint=hint_for(cause.rule.category, [line]))
 
 
 #: Lines above the error context searched for the child's own error behind a launcher's report.
@@ -398,12 +403,8 @@ def died_before_timeout(d: Diagnosis, lines: Sequence[str], floor: int, failures
     if not root:
         return d
     cause = min(root, key=lambda m: m.position)
-    line = cause.line.strip()[:300]
-    return Diagnosis(cause.rule.category, cause.rule.origin, round(cause.rule.confidence * 0.9, 3),
-                     [line, *d.evidence][:_MAX_EVIDENCE], method="rule", rule_id=cause.rule.id, file=d.file,
-                     reason=f"a process died first ({cause.rule.id}); the collective timeout of the ranks that "
-                            "waited for it is its aftermath",
-                     hint=hint_for(cause.rule.category, [line]))
+    return _cause_of(d, cause, f"a process died first ({cause.rule.id}); the collective timeout of the ranks "
+                               "that waited for it is its aftermath")
 
 
 def unattributed_timeout(d: Diagnosis) -> Diagnosis:
