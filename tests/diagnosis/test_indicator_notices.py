@@ -9,18 +9,13 @@ from __future__ import annotations
 import pytest
 
 from gpulens.diagnosis.classifier import Classifier
-from gpulens.diagnosis.logread import diagnose_text
 from gpulens.diagnosis.logread.rootline import is_root_error
+from tests.diagnosis.test_indicator_formats import _picked
 
 
 @pytest.fixture(scope="module")
 def rules() -> Classifier:
     return Classifier(model=None, cache_dir=None)
-
-
-def _picked(lines: list[str], rules: Classifier) -> list[str]:
-    w = diagnose_text("\n".join(lines), rules)
-    return [lines[n - 1] for n in w.indicator_lines]
 
 
 _TIMEOUT = ("[rank1]:[E1127 04:10:51.425 ProcessGroupNCCL.cpp:688] [Rank 1] Watchdog caught collective operation "
