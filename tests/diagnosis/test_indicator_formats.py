@@ -6,15 +6,8 @@ launchers, Python's ``logging``)."""
 
 from __future__ import annotations
 
-import pytest
-
 from gpulens.diagnosis.classifier import Classifier
 from gpulens.diagnosis.logread import diagnose_text, rootline
-
-
-@pytest.fixture(scope="module")
-def rules() -> Classifier:
-    return Classifier(model=None, cache_dir=None)
 
 
 def _picked(lines: list[str], rules: Classifier) -> list[str]:

@@ -12,12 +12,6 @@ from gpulens.diagnosis.classifier import Classifier
 from gpulens.diagnosis.logread.rootline import is_root_error
 from tests.diagnosis.test_indicator_formats import _picked
 
-
-@pytest.fixture(scope="module")
-def rules() -> Classifier:
-    return Classifier(model=None, cache_dir=None)
-
-
 _TIMEOUT = ("[rank1]:[E1127 04:10:51.425 ProcessGroupNCCL.cpp:688] [Rank 1] Watchdog caught collective operation "
             "timeout: WorkNCCL(SeqNum=812, OpType=ALLGATHER, NumelIn=64, NumelOut=128, Timeout(ms)=600000) ran for "
             "600013 milliseconds before timing out.")

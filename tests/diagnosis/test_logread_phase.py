@@ -15,11 +15,6 @@ _TB = ["Traceback (most recent call last):", '  File "/srv/train.py", line 80, i
        "TypeError: unsupported operand type(s) for -: 'int' and 'list'"]
 
 
-@pytest.fixture(scope="module")
-def rules() -> Classifier:
-    return Classifier(model=None, cache_dir=None)
-
-
 def test_bare_iteration_counters_are_steps(rules: Classifier) -> None:
     ite = [f"ite {k}" for k in range(40)]
     assert last_step(ite, len(ite)) == "39"

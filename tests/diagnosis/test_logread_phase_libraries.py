@@ -11,11 +11,6 @@ from gpulens.diagnosis.logread import diagnose_text
 from gpulens.diagnosis.logread.phase import last_step
 
 
-@pytest.fixture(scope="module")
-def rules() -> Classifier:
-    return Classifier(model=None, cache_dir=None)
-
-
 def _megatron(k: int, stamp: bool = True) -> str:
     head = f" [2025-03-02 10:{k % 60:02d}:11]" if stamp else ""
     return (f"{head} iteration {k:8d}/{500000:8d} | consumed samples: {k * 512:12d} | elapsed time per iteration (ms): "

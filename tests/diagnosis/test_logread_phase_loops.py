@@ -4,8 +4,6 @@ whose counter sits at their head before dozens of meters, error-rate metrics on 
 
 from __future__ import annotations
 
-import pytest
-
 from gpulens.diagnosis.classifier import Classifier
 from gpulens.diagnosis.logread import diagnose_text
 
@@ -14,11 +12,6 @@ _OOM = ["Traceback (most recent call last):", '  File "/srv/main.py", line 210, 
         '  File "/srv/models/detr.py", line 140, in forward', "    hs = self.transformer(src)",
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.20 GiB. GPU 0 has a total capacity of "
         "23.65 GiB of which 600.00 MiB is free."]
-
-
-@pytest.fixture(scope="module")
-def rules() -> Classifier:
-    return Classifier(model=None, cache_dir=None)
 
 
 def _meters(k: int) -> str:

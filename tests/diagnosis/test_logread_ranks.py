@@ -10,11 +10,6 @@ from gpulens.diagnosis.logread import diagnose_text
 from gpulens.diagnosis.logread.ranks import Origin, origin_of, root_cause_table
 
 
-@pytest.fixture(scope="module")
-def rules() -> Classifier:
-    return Classifier(model=None, cache_dir=None)
-
-
 def test_a_launchers_report_of_the_local_rank_that_failed() -> None:
     ds = ("[2024-03-01 10:01:03,120] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python3', '-u', 'train.py', "
           "'--local_rank=2', '--deepspeed', 'ds_config.json'] exits with return code = 1")

@@ -22,11 +22,6 @@ from gpulens.diagnosis.logread.ranks import (
 from gpulens.diagnosis.logread.rootline import is_root_error, verdict_lines
 
 
-@pytest.fixture(scope="module")
-def rules() -> Classifier:
-    return Classifier(model=None, cache_dir=None)
-
-
 def _rank_traceback(rank: int, error: str) -> list[str]:
     return [f"[rank{rank}]: Traceback (most recent call last):",
             f'[rank{rank}]:   File "/srv/job/train.py", line 41, in <module>',

@@ -20,11 +20,6 @@ from gpulens.diagnosis.types import Diagnosis
 REAL = Path(__file__).resolve().parents[2] / "sample_logs" / "real"
 
 
-@pytest.fixture(scope="module")
-def rules() -> Classifier:
-    return Classifier(model=None, cache_dir=None)
-
-
 def _split(file: str) -> str:
     with (REAL / "index.csv").open(encoding="utf-8", newline="") as fh:
         return next(r["split"] for r in csv.DictReader(fh) if r["file"] == file)
