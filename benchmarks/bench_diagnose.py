@@ -68,13 +68,9 @@ def main(argv: list[str]) -> None:
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})  # one core
     from gpulens.diagnosis import logs
-    from gpulens.diagnosis.classifier import (
-        CORPUS_DIR,
-        Classifier,
-        _bound_text,
-        load_corpus,
-        load_real_corpus,
-    )
+    from gpulens.diagnosis.classifier import Classifier
+    from gpulens.diagnosis.corpus import CORPUS_DIR, load_corpus, load_real_corpus
+    from gpulens.diagnosis.svm import bound_text
 
     big = "--no-big" not in argv
     whole_only = "--whole-only" in argv
@@ -107,7 +103,7 @@ def main(argv: list[str]) -> None:
         load1 = os.getloadavg()[0]
         print(f"{len(paths)} logs, {lines:.0f} lines on average; SVM trained in {train_cpu:.2f} s CPU "
               f"({train_wall:.2f} s wall); load average {load1:.1f}; {reps} reps")
-        views = [logs.analyze(_bound_text(p.read_text())) for p in paths]
+        views = [logs.analyze(bound_text(p.read_text())) for p in paths]
         model.predict_proba(views[:5])  # warm caches
 
         def per_file(clf: Classifier) -> Callable[[], int]:
@@ -121,7 +117,7 @@ def main(argv: list[str]) -> None:
             return lambda: len(clf.classify_files(paths))
 
         def svm_every_log() -> int:
-            return len(model.predict_proba([logs.analyze(_bound_text(p.read_text())) for p in paths]))
+            return len(model.predict_proba([logs.analyze(bound_text(p.read_text())) for p in paths]))
 
         results: dict[str, float] = {}
         methods: dict[str, int] = {}
@@ -148,7 +144,7 @@ def main(argv: list[str]) -> None:
 
 def _whole_inputs(tmp: Path) -> tuple[list[Path], str]:
     """The whole-log corpus (GPULENS_WHOLE_LOGS) or generated stand-ins, and which it is."""
-    from gpulens.diagnosis.classifier import CORPUS_DIR, load_real_corpus
+    from gpulens.diagnosis.corpus import CORPUS_DIR, load_real_corpus
     from gpulens.diagnosis.logread.evaluate import load_index
 
     root = os.environ.get("GPULENS_WHOLE_LOGS")

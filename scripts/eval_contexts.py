@@ -16,17 +16,16 @@ import warnings
 from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
-from gpulens.diagnosis.classifier import (
+from gpulens.diagnosis.classifier import Classifier
+from gpulens.diagnosis.corpus import (
     CORPUS_DIR,
-    Classifier,
     CorpusEntry,
-    SvmModel,
-    _bound_text,
     load_context_corpus,
     load_corpus,
     load_real_corpus,
 )
 from gpulens.diagnosis.logread.evaluate import _macro_f1
+from gpulens.diagnosis.svm import SvmModel, bound_text
 
 __all__ = ["main"]
 
@@ -45,7 +44,7 @@ def main() -> int:
 
     ctx = load_context_corpus(CORPUS_DIR)
     base = load_corpus(CORPUS_DIR) + load_real_corpus(CORPUS_DIR)
-    read = {e.file: logs.analyze(_bound_text(logs.read_log(CORPUS_DIR / e.file).text)) for e in base + ctx}
+    read = {e.file: logs.analyze(bound_text(logs.read_log(CORPUS_DIR / e.file).text)) for e in base + ctx}
     texts = [(CORPUS_DIR / e.file).read_text(encoding="utf-8") for e in ctx]
     y = [e.category for e in ctx]
     rules = Classifier(model=None, cache_dir=None).rules

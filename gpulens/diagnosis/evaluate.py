@@ -28,17 +28,9 @@ from datetime import date
 from pathlib import Path
 
 from gpulens.diagnosis import logs
-from gpulens.diagnosis.classifier import (
-    CORPUS_DIR,
-    Classifier,
-    CorpusEntry,
-    SvmModel,
-    _bound_text,
-    _finish,
-    _Pick,
-    load_corpus,
-    load_real_corpus,
-)
+from gpulens.diagnosis.classifier import Classifier, _finish, _Pick
+from gpulens.diagnosis.corpus import CORPUS_DIR, CorpusEntry, load_corpus, load_real_corpus
+from gpulens.diagnosis.svm import SvmModel, bound_text
 from gpulens.diagnosis.types import CATEGORIES, DEFAULT_ORIGIN, ORIGINS, Diagnosis
 from gpulens.errors import InputError
 
@@ -102,7 +94,7 @@ class EvalResult:
 
 
 def _views(paths: list[Path]) -> list[logs.LogView]:
-    return [logs.analyze(_bound_text(logs.read_log(p).text)) for p in paths]
+    return [logs.analyze(bound_text(logs.read_log(p).text)) for p in paths]
 
 
 def _svm_only(view: logs.LogView, proba: dict[str, float]) -> Diagnosis:

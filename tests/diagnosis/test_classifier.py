@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from gpulens.diagnosis.classifier import Classifier, SvmModel, family_of, load_corpus
+from gpulens.diagnosis.classifier import Classifier
+from gpulens.diagnosis.corpus import family_of, load_corpus
 from gpulens.diagnosis.evaluate import HOLDOUT_DIR, _views
+from gpulens.diagnosis.svm import SvmModel
 from gpulens.diagnosis.types import CATEGORIES
 
 ROOT = Path(__file__).resolve().parents[2]

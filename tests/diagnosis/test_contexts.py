@@ -12,14 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from gpulens.diagnosis.classifier import (
-    CORPUS_DIR,
-    Classifier,
-    load_context_corpus,
-    load_corpus,
-    load_real_corpus,
-    whole_classifier,
-)
+from gpulens.diagnosis.classifier import Classifier, whole_classifier
+from gpulens.diagnosis.corpus import CORPUS_DIR, load_context_corpus, load_corpus, load_real_corpus
 from gpulens.diagnosis.logread.evaluate import _fold_classifiers
 from scripts import cut_whole_contexts as cwc
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gpulens.diagnosis.classifier import load_real_corpus
+from gpulens.diagnosis.corpus import load_real_corpus
 from gpulens.diagnosis.evaluate import _splits, evaluate, render_markdown
 
 ROOT = Path(__file__).resolve().parents[2] / "sample_logs"

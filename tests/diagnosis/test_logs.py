@@ -109,7 +109,7 @@ def test_read_log_small_file_whole(tmp_path: Path) -> None:
 
 
 def _corpus_texts() -> list[str]:
-    from gpulens.diagnosis.classifier import load_corpus
+    from gpulens.diagnosis.corpus import load_corpus
 
     return [(CORPUS / e.file).read_text(errors="replace") for e in load_corpus(CORPUS)]
 

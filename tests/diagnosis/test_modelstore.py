@@ -13,16 +13,10 @@ import numpy as np
 import pytest
 
 from gpulens.diagnosis import logs, svmcodec
-from gpulens.diagnosis.classifier import (
-    BLOCK_WEIGHTS,
-    CORPUS_DIR,
-    Classifier,
-    SvmModel,
-    _bound_text,
-    _LinearCalibrated,
-    load_corpus,
-)
+from gpulens.diagnosis.classifier import Classifier
+from gpulens.diagnosis.corpus import CORPUS_DIR, load_corpus
 from gpulens.diagnosis.modelstore import FileModelStore, MemoryModelStore, ModelBlob
+from gpulens.diagnosis.svm import BLOCK_WEIGHTS, LinearCalibrated, SvmModel, bound_text
 
 
 class _Evil:
@@ -43,7 +37,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, list[l
     assert clf.model is not None, clf.model_error
     name = next(root.glob("*.npz")).name[: -len(".npz")]
     entries = load_corpus(CORPUS_DIR)
-    views = [logs.analyze(_bound_text(logs.read_log(CORPUS_DIR / e.file).text)) for e in entries]
+    views = [logs.analyze(bound_text(logs.read_log(CORPUS_DIR / e.file).text)) for e in entries]
     return root, name, views
 
 
@@ -96,10 +90,10 @@ def test_loaded_model_predicts_exactly_as_trained(trained: tuple[Path, str, list
     assert blob is not None
     assert all(not a.dtype.hasobject for a in blob.arrays.values())
     first = Classifier(cache_dir=_copy(root, tmp_path / "a"))
-    fresh = svmcodec.decode(blob, list(BLOCK_WEIGHTS), SvmModel, _LinearCalibrated)
+    fresh = svmcodec.decode(blob, list(BLOCK_WEIGHTS), SvmModel, LinearCalibrated)
     # the same weights written and read back: bit-identical probabilities and diagnoses
     again = svmcodec.decode(svmcodec.encode(fresh, list(BLOCK_WEIGHTS)), list(BLOCK_WEIGHTS),
-                            SvmModel, _LinearCalibrated)
+                            SvmModel, LinearCalibrated)
     assert fresh.predict_proba(views) == again.predict_proba(views)
     assert first.model is not None
     assert first.model.predict_proba(views) == fresh.predict_proba(views)
@@ -113,7 +107,7 @@ def test_codec_matches_sklearn_transform(trained: tuple[Path, str, list[logs.Log
     root, name, views = trained
     sk = SvmModel().fit(views[:60], [v for v in ["a", "b", "c"] * 20])
     stored = svmcodec.decode(svmcodec.encode(sk, list(BLOCK_WEIGHTS)), list(BLOCK_WEIGHTS),
-                             SvmModel, _LinearCalibrated)
+                             SvmModel, LinearCalibrated)
     docs = sk._docs(views)
     for k in BLOCK_WEIGHTS:
         ours = stored.vec[k].build_analyzer()

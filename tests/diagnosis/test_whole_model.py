@@ -40,7 +40,7 @@ def test_a_wrong_guess_never_beats_an_unknown_in_the_threshold_choice() -> None:
 
 def test_a_heavier_example_pulls_the_model_its_way() -> None:
     from gpulens.diagnosis import logs
-    from gpulens.diagnosis.classifier import SvmModel
+    from gpulens.diagnosis.svm import SvmModel
 
     texts = {
         "gpu_oom": [f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {k} GiB" for k in (2, 4, 8)],

@@ -20,12 +20,8 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from gpulens.diagnosis.classifier import (
-    Classifier,
-    load_context_corpus,
-    model_without,
-    whole_classifier,
-)
+from gpulens.diagnosis.classifier import Classifier, model_without, whole_classifier
+from gpulens.diagnosis.corpus import load_context_corpus
 from gpulens.diagnosis.logread.whole import WholeDiagnosis, diagnose_path
 from gpulens.errors import InputError
 from gpulens.vocab import NO_FAILURE
