@@ -1,0 +1,128 @@
+"""Round 11 (category and origin): library message formats that the generic Python-exception
+rule answered as a bug in the job's code (semantic_error), or that no rule named. Each log is a
+short excerpt written by hand in the library's format."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpulens.diagnosis.classifier import Classifier, default_classifier
+from gpulens.diagnosis.logread import diagnose_text
+
+
+@pytest.fixture(scope="module")
+def clf() -> Classifier:
+    return default_classifier()
+
+
+def _traceback(frames: list[tuple[str, int, str, str]], exc: str, before: str = "") -> str:
+    out = [before.rstrip("\n")] if before else []
+    out.append("Traceback (most recent call last):")
+    for path, line, fn, code in frames:
+        out += [f'  File "{path}", line {line}, in {fn}', f"    {code}"]
+    out.append(exc)
+    return "\n".join(out) + "\n"
+
+
+_SITE = "/opt/conda/lib/python3.10/site-packages"
+
+
+def _diag(clf: Classifier, text: str) -> tuple[str, str, str | None]:
+    d = diagnose_text(text, clf).diagnosis
+    return d.category, d.origin, d.rule_id
+
+
+def test_sklearn_input_with_nan_is_incorrect_input(clf: Classifier) -> None:
+    text = _traceback([("/home/ana/tf/roc.py", 41, "<module>", "fpr, tpr, _ = roc_curve(labels, scores)"),
+                       (f"{_SITE}/sklearn/utils/validation.py", 146, "_assert_all_finite",
+                        "raise ValueError(msg_err)")],
+                      "ValueError: Input contains NaN.", before="scores computed for 5120 samples\n")
+    assert _diag(clf, text) == ("incorrect_input", "data", "sklearn-input-not-finite")
+
+
+def test_image_metric_shape_check_is_incorrect_input_data(clf: Classifier) -> None:
+    text = _traceback([("/home/ana/sr/main_train.py", 220, "main", "psnr = util.calculate_psnr(E_img, H_img)"),
+                       ("/home/ana/sr/utils/utils_image.py", 610, "calculate_psnr",
+                        "raise ValueError('Input images must have the same dimensions.')")],
+                      "ValueError: Input images must have the same dimensions.",
+                      before="<epoch:  3, iter:   5,000, lr:2.000e-04> G_loss: 1.2e-02\n")
+    assert _diag(clf, text) == ("incorrect_input", "data", "image-shape-mismatch")
+
+
+def test_deepspeed_batch_assertion_is_a_configuration_error(clf: Classifier) -> None:
+    text = _traceback([("/home/bo/moe/train.py", 88, "<module>", "engine, opt, _, _ = deepspeed.initialize(args=args, model=net)"),
+                       (f"{_SITE}/deepspeed/runtime/config.py", 930, "_batch_assertion", "assert train_batch == micro_batch * grad_acc * self.world_size, (")],
+                      "AssertionError: Check batch related parameters. train_batch_size is not equal to "
+                      "micro_batch_per_gpu * gradient_acc_step * world_size 32 != 4 * 2 * 3")
+    assert _diag(clf, text) == ("incorrect_input", "user", "deepspeed-batch-size-mismatch")
+
+
+def test_deepspeed_auto_value_left_unfilled_is_a_configuration_error(clf: Classifier) -> None:
+    text = _traceback([("/home/bo/llm/train.py", 120, "main", "trainer.train()"),
+                       (f"{_SITE}/accelerate/utils/dataclasses.py", 1050, "fill_match", "raise ValueError(")],
+                      "ValueError: `zero_optimization.reduce_bucket_size` not found in kwargs. Please specify "
+                      "`zero_optimization.reduce_bucket_size` without `auto` (set to correct value) in the DeepSpeed "
+                      "config file or pass it in kwargs.", before="Start training...\n")
+    assert _diag(clf, text) == ("incorrect_input", "user", "deepspeed-config-auto-value")
+
+
+def test_verl_prompt_longer_than_the_maximum_is_incorrect_input(clf: Classifier) -> None:
+    text = _traceback([(f"{_SITE}/verl/utils/dataset/rl_dataset.py", 170, "__getitem__",
+                        "input_ids, attention_mask = verl_F.tokenize_and_postprocess_data(prompt=prompt_with_chat_template,"),
+                       (f"{_SITE}/verl/utils/torch_functional.py", 330, "postprocess_data",
+                        "raise NotImplementedError(f'{sequence_length=} is larger than {max_length=}')")],
+                      "NotImplementedError: sequence_length=1024 is larger than max_length=512")
+    assert _diag(clf, text) == ("incorrect_input", "data", "verl-sequence-too-long")
+
+
+@pytest.mark.parametrize("exc", ["KeyError: 'Missing task hellaswagg'",
+                                 "ValueError: Tasks not found: hellaswagg. Try `lm-eval --tasks list` for list of available tasks"])
+def test_lm_eval_unknown_task_is_incorrect_input(clf: Classifier, exc: str) -> None:
+    text = _traceback([("/home/cy/eval/zero_shot.py", 60, "<module>", "task_dict = lm_eval.tasks.get_task_dict(tasks)"),
+                       (f"{_SITE}/lm_eval/tasks/__init__.py", 340, "get_task", "raise KeyError(f\"Missing task {task_name}\")")],
+                      exc)
+    assert _diag(clf, text) == ("incorrect_input", "user", "lm-eval-task-not-found")
+
+
+def test_torch_save_that_cannot_create_its_file_is_checkpoint_error(clf: Classifier) -> None:
+    text = _traceback([("/home/dk/gpt/train.py", 290, "<module>", "torch.save(checkpoint, os.path.join(out_dir, 'ckpt.pt'))"),
+                       (f"{_SITE}/torch/serialization.py", 651, "__init__", "super().__init__(torch._C.PyTorchFileWriter(self.name))")],
+                      "RuntimeError: File out/ckpt.pt cannot be opened.",
+                      before="step 2000: train loss 3.41, val loss 3.45\nsaving checkpoint to out\n")
+    assert _diag(clf, text) == ("checkpoint_error", "unknown", "torch-save-cannot-open")
+
+
+def test_windows_symlink_privilege_is_permission_error(clf: Classifier) -> None:
+    text = _traceback([("C:\\proj\\train.py", 77, "<module>", "wandb.save(path)"),
+                       ("C:\\Python310\\lib\\os.py", 1, "symlink", "os.symlink(src, dst)")],
+                      "OSError: [WinError 1314] A required privilege is not held by the client: "
+                      "'C:\\runs\\model.zip' -> 'C:\\runs\\wandb\\files\\model.zip'")
+    assert _diag(clf, text) == ("permission_error", "user", "windows-privilege-not-held")
+
+
+def test_hub_download_cut_short_is_comm_error(clf: Classifier) -> None:
+    text = _traceback([("/home/wl/rag/engine.py", 40, "load", "self.reranker = FlagReranker(name, use_fp16=True)"),
+                       (f"{_SITE}/huggingface_hub/file_download.py", 460, "http_get", "raise EnvironmentError(")],
+                      "OSError: Consistency check failed: file should be of size 4938985248 but has size 1073741824 "
+                      "(model.safetensors).\nThis is usually due to network issues while downloading the file. "
+                      "Please retry with `force_download=True`.")
+    assert _diag(clf, text) == ("comm_error", "infrastructure", "hf-hub-download-consistency")
+
+
+def test_library_segment_that_cannot_be_mapped_is_host_memory(clf: Classifier) -> None:
+    text = _traceback([("/home/cl/vo/train.py", 300, "<module>", "loss.backward()")],
+                      "RuntimeError: can't alloc",
+                      before="epoch 4/9, iteration 4100/11194, loss 0.031\n")
+    text += ("Error in sys.excepthook:\nTraceback (most recent call last):\n"
+             '  File "/usr/lib/python3/dist-packages/apport_python_hook.py", line 63, in apport_excepthook\n'
+             "    from apport.fileutils import likely_packaged, get_recent_crashes\n"
+             "ImportError: /usr/lib/python3/dist-packages/apt_pkg.cpython-35m-x86_64-linux-gnu.so: "
+             "failed to map segment from shared object\n")
+    assert _diag(clf, text)[:2] == ("cpu_oom", "user")
+
+
+def test_noexec_mount_is_not_host_memory(clf: Classifier) -> None:
+    text = _traceback([("/home/cl/k/train.py", 12, "<module>", "import fused_ops")],
+                      "ImportError: /tmp/torch_extensions/fused_ops/fused_ops.so: failed to map segment from shared "
+                      "object: Operation not permitted")
+    assert _diag(clf, text)[0] != "cpu_oom"
