@@ -126,3 +126,14 @@ def test_noexec_mount_is_not_host_memory(clf: Classifier) -> None:
                       "ImportError: /tmp/torch_extensions/fused_ops/fused_ops.so: failed to map segment from shared "
                       "object: Operation not permitted")
     assert _diag(clf, text)[0] != "cpu_oom"
+
+
+@pytest.mark.parametrize("text", [
+    "RuntimeError: cuda runtime error (2) : out of memory at /pytorch/aten/src/THC/THCCachingAllocator.cpp:510\n",
+    "iter 240, loss = 0.98\nTHCudaCheck FAIL file=/opt/torch/extra/cutorch/lib/THC/generic/THCStorage.cu line=40 error=2 : out of memory\n"
+    "/opt/torch/install/bin/luajit: /opt/torch/install/share/lua/5.1/nn/Module.lua:271: cuda runtime error (2) : out of "
+    "memory at /opt/torch/extra/cutorch/lib/THC/generic/THCStorage.cu:40\nstack traceback:\n\t[C]: in function 'Tensor'\n"
+    "\ttrain.lua:236: in main chunk\n\t[C]: at 0x00406670\n",
+])
+def test_thc_cuda_runtime_error_2_is_gpu_oom(clf: Classifier, text: str) -> None:
+    assert _diag(clf, text)[:2] == ("gpu_oom", "user")
