@@ -137,3 +137,33 @@ def test_noexec_mount_is_not_host_memory(clf: Classifier) -> None:
 ])
 def test_thc_cuda_runtime_error_2_is_gpu_oom(clf: Classifier, text: str) -> None:
     assert _diag(clf, text)[:2] == ("gpu_oom", "user")
+
+
+def test_flash_attention_without_a_cuda_device_is_an_environment_error(clf: Classifier) -> None:
+    text = _traceback([("/home/zt/eval/pred.py", 25, "get_pred", "model = AutoModelForCausalLM.from_pretrained(path, attn_implementation='flash_attention_2')"),
+                       (f"{_SITE}/transformers/modeling_utils.py", 1500, "_check_and_enable_flash_attn_2", "raise ValueError(")],
+                      "ValueError: FlashAttention2 has been toggled on, but it cannot be used due to the following error: "
+                      "Flash Attention 2 is not available on CPU. Please make sure torch can access a CUDA device.")
+    assert _diag(clf, text) == ("cuda_env_error", "user", "hf-flash-attention-no-cuda-device")
+
+
+def test_legacy_torch_save_write_failure_is_storage_error(clf: Classifier) -> None:
+    text = _traceback([("/home/gw/main.py", 158, "train", "torch.save(state, '{}/checkpoint_{:0>6}.ckpt'.format(logdir, epoch))"),
+                       ("/opt/conda/lib/python3.6/site-packages/torch/serialization.py", 288, "_save",
+                        "serialized_storages[key]._write_file(f, _should_read_directly(f))")],
+                      "RuntimeError: Unknown error -1", before="Epoch 61/1000, train loss = 0.52\n")
+    assert _diag(clf, text) == ("storage_error", "infrastructure", "torch-legacy-storage-write-failed")
+
+
+def test_unknown_error_outside_a_save_is_not_storage_error(clf: Classifier) -> None:
+    text = _traceback([("/home/gw/main.py", 80, "train", "out = ext.forward(x)")], "RuntimeError: Unknown error -1")
+    assert _diag(clf, text)[0] != "storage_error"
+
+
+def test_unsloth_gguf_export_without_llama_cpp_is_import_error(clf: Classifier) -> None:
+    text = _traceback([("/home/mu/train.py", 90, "<module>", "model.save_pretrained_gguf('model', tokenizer, quantization_method='q4_k_m')"),
+                       (f"{_SITE}/unsloth/save.py", 1100, "unsloth_save_pretrained_gguf", "raise RuntimeError(")],
+                      "RuntimeError: Unsloth: The file 'llama.cpp/llama-quantize' or `llama.cpp/quantize` does not exist.\n"
+                      "But we expect this file to exist! Check if the file exists under llama.cpp.",
+                      before="Unsloth: Installing llama.cpp. This might take 3 minutes...\n")
+    assert _diag(clf, text) == ("import_error", "user", "unsloth-llama-cpp-missing")
