@@ -167,3 +167,37 @@ def test_unsloth_gguf_export_without_llama_cpp_is_import_error(clf: Classifier) 
                       "But we expect this file to exist! Check if the file exists under llama.cpp.",
                       before="Unsloth: Installing llama.cpp. This might take 3 minutes...\n")
     assert _diag(clf, text) == ("import_error", "user", "unsloth-llama-cpp-missing")
+
+
+_SPAWN_JOIN = """\
+W0622 04:47:57.494000 1399 torch/multiprocessing/spawn.py:145] Terminating process 6266 via signal SIGTERM
+Traceback (most recent call last):
+  File "/home/nj/gnn/run_dist.py", line 24, in <module>
+    mp.spawn(run, args=(params,), nprocs=4)
+  File "/opt/env/lib/python3.10/site-packages/torch/multiprocessing/spawn.py", line 281, in spawn
+    return start_processes(fn, args, nprocs, join, daemon, start_method="spawn")
+  File "/opt/env/lib/python3.10/site-packages/torch/multiprocessing/spawn.py", line 185, in join
+    original_trace = pickle.load(fh)
+EOFError: Ran out of input
+"""
+
+
+def test_spawn_eof_after_a_watchdog_timeout_is_the_timeout(clf: Classifier) -> None:
+    text = ("epoch 95 loss 0.41\nepoch 96 loss 0.40\n"
+            "[rank1]:[E ProcessGroupNCCL.cpp:563] [Rank 1] Watchdog caught collective operation timeout: "
+            "WorkNCCL(SeqNum=3281, OpType=ALLGATHER, NumelIn=1, NumelOut=4, Timeout(ms)=600000) ran for 600043 "
+            "milliseconds before timing out.\n"
+            "terminate called after throwing an instance of 'c10::DistBackendError'\n" + _SPAWN_JOIN)
+    assert _diag(clf, text)[:2] == ("comm_error", "unknown")
+
+
+def test_spawn_eof_with_no_failure_of_the_child_is_not_a_damaged_file(clf: Classifier) -> None:
+    text = "epoch 95 loss 0.41\nepoch 96 loss 0.40\n" + _SPAWN_JOIN
+    assert _diag(clf, text)[:2] == ("unknown", "unknown")
+
+
+def test_eof_loading_a_checkpoint_stays_a_damaged_checkpoint(clf: Classifier) -> None:
+    text = _traceback([("/home/nj/train.py", 40, "main", "state = torch.load('ckpt/last.pt')"),
+                       (f"{_SITE}/torch/serialization.py", 1040, "_legacy_load", "magic_number = pickle_module.load(f, **pickle_load_args)")],
+                      "EOFError: Ran out of input")
+    assert _diag(clf, text)[0] == "checkpoint_error"

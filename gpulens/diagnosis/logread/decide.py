@@ -300,8 +300,14 @@ def earlier_root(d: Diagnosis, lines: Sequence[str], floor: int, start: int, rul
     """For a checkpoint that is not there (``d`` from an aftermath rule), the root failure of an
     earlier stage of the same job script (its error lines in ``lines[floor:start]``: a training
     stage that died of OOM, a full disk, a crash before it wrote the checkpoint the next stage
-    loads); else ``d``."""
-    if d.rule_id not in AFTERMATH_RULES or start <= floor:
+    loads); for mp.spawn's EOFError on a child's empty error file, the child's own failure above
+    it; else ``d``."""
+    lost = _spawn_lost_child(d, lines, start)
+    if lost is not None:
+        start = lost
+    elif d.rule_id not in AFTERMATH_RULES:
+        return d
+    if start <= floor:
         return d
     lo = max(floor, start - _EARLIER_LOOKBACK)
     errs = [ranks.strip_prefix(lines[i]) for i in find_keys(lines, ERROR_KEYS, lo, start)
@@ -309,10 +315,46 @@ def earlier_root(d: Diagnosis, lines: Sequence[str], floor: int, start: int, rul
     root = [m for m in match_rules("\n".join(logs.normalize_line(x) for x in errs), rules)
             if m.rule.category in ROOT_CAUSE_CATEGORIES and not m.rule.generic and not m.rule.secondary]
     if not root:
-        return d
+        return _lost_child(d) if lost is not None else d
     first = min(root, key=lambda m: m.position)  # the first stage that failed
+    if lost is not None:
+        return _cause_of(d, first, f"a spawned process failed first ({first.rule.id}) and died without writing its "
+                                   "traceback; mp.spawn's EOFError reading it is its aftermath, not a damaged file")
     return _cause_of(d, first, f"an earlier stage of the job failed first ({first.rule.id}); the missing "
                                "checkpoint a later stage then looked for is its aftermath")
+
+
+#: What torch.multiprocessing.spawn's ProcessContext.join runs to read a failed child's pickled
+#: traceback from its error file (pytorch torch/multiprocessing/spawn.py: "original_trace =
+#: pickle.load(fh)"): an EOFError ("Ran out of input") there says the child died without writing
+#: one (aborted in C++, as the NCCL watchdog does, or killed), not that a file of the job is damaged.
+_SPAWN_READ = "original_trace = pickle.load("
+_SPAWN_EOF = "EOFError: Ran out of input"
+#: Lines after the error context's start searched for that traceback.
+_SPAWN_SPAN = 400
+
+
+def _spawn_lost_child(d: Diagnosis, lines: Sequence[str], start: int) -> int | None:
+    """The index of mp.spawn's "EOFError: Ran out of input" under its join frame when ``d`` read
+    that line as a damaged file; else None."""
+    if d.category != "checkpoint_error" or not d.evidence or not d.evidence[0].startswith(_SPAWN_EOF):
+        return None
+    for i in find_keys(lines, (_SPAWN_EOF,), start, start + _SPAWN_SPAN):
+        if i > 0 and _SPAWN_READ in lines[i - 1]:
+            return i
+    return None
+
+
+def _lost_child(d: Diagnosis) -> Diagnosis:
+    """``unknown`` for mp.spawn's EOFError with no failure of the child in the log (it was killed
+    or aborted without a word: the log does not say why)."""
+    return Diagnosis("unknown", "unknown", _LOST_CHILD_CONFIDENCE, list(d.evidence), method="rule", file=d.file,
+                     reason="a spawned process died without writing its traceback (mp.spawn's EOFError reading it) "
+                            "and the log shows no error of its own")
+
+
+#: Confidence of that ``unknown``.
+_LOST_CHILD_CONFIDENCE = 0.5
 
 
 def _cause_of(d: Diagnosis, cause: RuleMatch, reason: str) -> Diagnosis:
