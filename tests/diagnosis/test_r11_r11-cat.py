@@ -201,3 +201,24 @@ def test_eof_loading_a_checkpoint_stays_a_damaged_checkpoint(clf: Classifier) ->
                        (f"{_SITE}/torch/serialization.py", 1040, "_legacy_load", "magic_number = pickle_module.load(f, **pickle_load_args)")],
                       "EOFError: Ran out of input")
     assert _diag(clf, text)[0] == "checkpoint_error"
+
+
+_AGENT_KILL = """\
+W1013 16:02:19.112000 641967 torch/distributed/elastic/multiprocessing/api.py:900] Sending process 642033 closing signal SIGTERM
+E1013 16:02:21.119000 641967 torch/distributed/elastic/multiprocessing/api.py:874] failed (exitcode: -9) local_rank: 3 (pid: 642036) of binary: /opt/env/bin/python3.10
+"""
+
+
+def test_launcher_sigkill_after_a_rank_own_traceback_is_that_error(clf: Classifier) -> None:
+    text = ("[rank0]: Traceback (most recent call last):\n"
+            '[rank0]:   File "/home/sz/src/dpo.py", line 313, in run_training\n'
+            "[rank0]:     wandb_enabled = setup_wandb(config)\n"
+            '[rank0]:   File "/home/sz/src/dpo.py", line 190, in setup_wandb\n'
+            '[rank0]:     logger.warning("wandb init failed: %s", exc)\n'
+            "[rank0]: NameError: name 'logger' is not defined\n" + _AGENT_KILL)
+    assert _diag(clf, text)[:2] == ("semantic_error", "user")
+
+
+def test_bare_launcher_sigkill_stays_an_unattributed_kill(clf: Classifier) -> None:
+    text = "step 4400 loss 1.92\nstep 4410 loss 1.90\n" + _AGENT_KILL
+    assert _diag(clf, text)[:2] == ("cpu_oom", "unknown")

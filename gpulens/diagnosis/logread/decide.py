@@ -570,13 +570,52 @@ def unattributed_kill(d: Diagnosis, lines: Sequence[str], floor: int) -> Diagnos
     """Origin ``unknown`` for a bare SIGKILL (``cpu_oom`` from the shell's "Killed", exit code -9)
     when no line of the attempt (``lines[floor:]``) says the kernel or the scheduler killed it for
     memory: the OOM killer is the likeliest sender, but an administrator, a watchdog or the user
-    send SIGKILL too (README "Origin: rules", O7). With such a line the memory was the job's."""
-    if d.category != "cpu_oom" or d.rule_id not in _BARE_KILL_RULES or d.origin == "unknown":
+    send SIGKILL too (README "Origin: rules", O7). With such a line the memory was the job's.
+    Without one, a process's own traceback that ended it before the kill line (a launcher then
+    killing the ranks that waited for it) is the cause (README R5)."""
+    if d.category != "cpu_oom" or d.rule_id not in _BARE_KILL_RULES:
         return d
     if any(_names_a_memory_kill(ln) for ln in lines[floor:]):
         return d
+    own = _own_error_before_kill(d, lines, floor)
+    if own is not None:
+        return own
+    if d.origin == "unknown":
+        return d
     why = "no oom-kill or memory-limit line says who sent the SIGKILL"
     return _reorigin(d, "unknown", why)
+
+
+#: Categories of a match in a traceback before a bare kill that are the kill itself or another
+#: stop, not an error of the process's own.
+_NOT_OWN_ERROR = frozenset({"cpu_oom", "preempted", "unknown"})
+
+
+def _own_error_before_kill(d: Diagnosis, lines: Sequence[str], floor: int) -> Diagnosis | None:
+    """The answer of a process's own traceback (not one a signal or a lost peer makes) that ended
+    before the bare kill line ``d`` read, with no progress after it; None when there is none."""
+    key = d.evidence[0].strip()[-_KEY_CHARS:] if d.evidence else ""
+    kills = find_keys(lines, (key,), floor) if key else []
+    if not kills:
+        return None
+    kill = kills[0]
+    errs = [i for i in find_keys(lines, ERROR_KEYS, max(floor, kill - _ROOT_LOOKBACK), kill)
+            if is_failure(logs.normalize_line(lines[i]), lines[i])]
+    at = _died_before(lines, errs, kill)
+    if at is None:
+        return None
+    head = find_keys(lines, (_TRACEBACK,), max(0, at - _TRACEBACK_SPAN), at)[-1]  # _died_before found one
+    text = "\n".join(ranks.strip_prefix(logs.normalize_line(ln)) for ln in lines[head:at + 1])
+    found = [m for m in match_rules(text) if not m.rule.secondary and m.rule.category not in _NOT_OWN_ERROR]
+    if not found:
+        return None
+    cause = max(found, key=lambda m: (m.rule.priority, m.position))
+    return _cause_of(d, cause, f"a process ended on its own error first ({cause.rule.id}); the SIGKILL the "
+                               "launcher or the job then sent the others is its aftermath")
+
+
+#: Characters of the kill's evidence line searched for in the log.
+_KEY_CHARS = 40
 
 
 #: Rules whose evidence is only the signal or the exit status a native crash left: the shell's
