@@ -222,3 +222,14 @@ def test_launcher_sigkill_after_a_rank_own_traceback_is_that_error(clf: Classifi
 def test_bare_launcher_sigkill_stays_an_unattributed_kill(clf: Classifier) -> None:
     text = "step 4400 loss 1.92\nstep 4410 loss 1.90\n" + _AGENT_KILL
     assert _diag(clf, text)[:2] == ("cpu_oom", "unknown")
+
+
+def test_ray_node_marked_dead_names_no_party(clf: Classifier) -> None:
+    text = ("(main_task pid=2231) [validate_config] All configuration checks passed successfully!\n"
+            "Error executing job with overrides: ['trainer.n_gpus_per_node=4']\n"
+            "ray.exceptions.LocalRayletDiedError: The task's local raylet died. Check raylet.out for more information.\n"
+            "[2025-06-01 10:00:00,000 E 2231 2231] gcs_server: The node with node id: 3f4c9a and address: 10.0.0.12 and "
+            "node name: 10.0.0.12 has been marked dead because the detector has missed too many heartbeats from it. "
+            "This can happen when a \t(1) raylet crashes unexpectedly (OOM, etc.) \n"
+            "\t(2) raylet has lagging heartbeats due to slow network or busy workload.\n")
+    assert _diag(clf, text)[1] == "unknown"
