@@ -233,3 +233,19 @@ def test_ray_node_marked_dead_names_no_party(clf: Classifier) -> None:
             "This can happen when a \t(1) raylet crashes unexpectedly (OOM, etc.) \n"
             "\t(2) raylet has lagging heartbeats due to slow network or busy workload.\n")
     assert _diag(clf, text)[1] == "unknown"
+
+
+def test_ray_unpickling_an_api_connection_error_is_comm_error(clf: Classifier) -> None:
+    text = ("[Validation] Starting generation for 1000 samples...\n"
+            "2026-04-14 15:18:12,772\tERROR serialization.py:460 -- Failed to unpickle serialized exception\n"
+            "Traceback (most recent call last):\n"
+            f'  File "{_SITE}/ray/exceptions.py", line 51, in from_ray_exception\n'
+            "    return pickle.loads(ray_exception.serialized_exception)\n"
+            "TypeError: APIConnectionError.__init__() takes 1 positional argument but 2 were given\n"
+            "\nThe above exception was the direct cause of the following exception:\n\n"
+            "Traceback (most recent call last):\n"
+            f'  File "{_SITE}/ray/_private/serialization.py", line 458, in deserialize_objects\n'
+            "    obj = self._deserialize_object(data, metadata, object_ref)\n"
+            "RuntimeError: Failed to unpickle serialized exception\n"
+            "ray.exceptions.RaySystemError: System error: Failed to unpickle serialized exception\n")
+    assert _diag(clf, text) == ("comm_error", "unknown", "ray-unpickled-connection-error")
