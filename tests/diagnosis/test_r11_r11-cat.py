@@ -249,3 +249,15 @@ def test_ray_unpickling_an_api_connection_error_is_comm_error(clf: Classifier) -
             "RuntimeError: Failed to unpickle serialized exception\n"
             "ray.exceptions.RaySystemError: System error: Failed to unpickle serialized exception\n")
     assert _diag(clf, text) == ("comm_error", "unknown", "ray-unpickled-connection-error")
+
+
+@pytest.mark.parametrize("exc", ["RuntimeError: CUDA error: an illegal memory access was encountered",
+                                 "RuntimeError: CUDA error: unspecified launch failure",
+                                 "torch.AcceleratorError: CUDA error: an illegal instruction was encountered",
+                                 "RuntimeError: cuDNN error: CUDNN_STATUS_EXECUTION_FAILED"])
+def test_asynchronous_kernel_fault_names_no_party(clf: Classifier, exc: str) -> None:
+    text = _traceback([(f"{_SITE}/torch/autograd/graph.py", 768, "_engine_run_backward",
+                        "return Variable._execution_engine.run_backward(")],
+                      exc + "\nCUDA kernel errors might be asynchronously reported at some other API call, so the "
+                      "stacktrace below might be incorrect.", before="step 7400 loss 1.21\n")
+    assert _diag(clf, text)[:2] == ("cuda_error", "unknown")
