@@ -261,3 +261,19 @@ def test_asynchronous_kernel_fault_names_no_party(clf: Classifier, exc: str) -> 
                       exc + "\nCUDA kernel errors might be asynchronously reported at some other API call, so the "
                       "stacktrace below might be incorrect.", before="step 7400 loss 1.21\n")
     assert _diag(clf, text)[:2] == ("cuda_error", "unknown")
+
+
+def test_dataloader_worker_segfault_alone_names_no_party(clf: Classifier) -> None:
+    text = _traceback([(f"{_SITE}/torch/utils/data/_utils/signal_handling.py", 73, "handler",
+                        "_error_if_any_worker_fails()")],
+                      "RuntimeError: DataLoader worker (pid 71096) is killed by signal: Segmentation fault.",
+                      before="Validation DataLoader 0:  40%|####      | 8/20 [00:03<00:05,  2.31it/s]\n")
+    assert _diag(clf, text)[:2] == ("crash", "unknown")
+
+
+def test_dataloader_worker_segfault_with_a_fault_dump_keeps_its_origin(clf: Classifier) -> None:
+    text = ("Fatal Python error: Segmentation fault\n\nCurrent thread 0x00007f (most recent call first):\n"
+            f'  File "{_SITE}/cv2/__init__.py", line 10 in imdecode\n' +
+            _traceback([(f"{_SITE}/torch/utils/data/_utils/signal_handling.py", 73, "handler", "_error_if_any_worker_fails()")],
+                       "RuntimeError: DataLoader worker (pid 71096) is killed by signal: Segmentation fault."))
+    assert _diag(clf, text)[:2] == ("crash", "framework")

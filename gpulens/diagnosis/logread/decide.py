@@ -620,8 +620,11 @@ _KEY_CHARS = 40
 
 #: Rules whose evidence is only the signal or the exit status a native crash left: the shell's
 #: "Segmentation fault (core dumped)", a launcher's "exitcode: -11", srun's "task 0: Segmentation
-#: fault", mpirun's "exited on signal 11".
-_BARE_CRASH_RULES = frozenset({"segfault", "abort-core-dump", "torchrun-child-signal", "mpirun-rank-signal"})
+#: fault", mpirun's "exited on signal 11", torch's "DataLoader worker (pid N) is killed by signal:
+#: Segmentation fault." (torch/utils/data/dataloader.py _MultiProcessingDataLoaderIter, from the
+#: worker's exit signal only).
+_BARE_CRASH_RULES = frozenset({"segfault", "abort-core-dump", "torchrun-child-signal", "mpirun-rank-signal",
+                               "dataloader-worker-segfault"})
 #: Literals of the lines in which the crashed code says what failed: libstdc++'s report of an
 #: uncaught exception and its what() (an uncaught c10::Error), PyTorch's internal assert, glog's
 #: check, glibc's heap checks, a fault handler's stack dump (CPython faulthandler, abseil, glog,
