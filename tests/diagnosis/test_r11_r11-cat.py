@@ -277,3 +277,11 @@ def test_dataloader_worker_segfault_with_a_fault_dump_keeps_its_origin(clf: Clas
             _traceback([(f"{_SITE}/torch/utils/data/_utils/signal_handling.py", 73, "handler", "_error_if_any_worker_fails()")],
                        "RuntimeError: DataLoader worker (pid 71096) is killed by signal: Segmentation fault."))
     assert _diag(clf, text)[:2] == ("crash", "framework")
+
+
+def test_slurm_cancel_due_to_signal_names_no_sender(clf: Classifier) -> None:
+    text = ("[rank0]: using GPU 0 as device\n"
+            "Running tokenizer on dataset (num_proc=16):  23%|##        | 20000/87535 [02:38<04:17, 262.08 examples/s]"
+            "[2025-12-08T12:44:04.417] error: *** JOB 1469427 ON node17 CANCELLED AT 2025-12-08T12:44:04 DUE to SIGNAL "
+            "Terminated ***\n")
+    assert _diag(clf, text) == ("preempted", "unknown", "slurm-cancelled")
