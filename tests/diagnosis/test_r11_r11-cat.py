@@ -285,3 +285,13 @@ def test_slurm_cancel_due_to_signal_names_no_sender(clf: Classifier) -> None:
             "[2025-12-08T12:44:04.417] error: *** JOB 1469427 ON node17 CANCELLED AT 2025-12-08T12:44:04 DUE to SIGNAL "
             "Terminated ***\n")
     assert _diag(clf, text) == ("preempted", "unknown", "slurm-cancelled")
+
+
+@pytest.mark.parametrize(("name", "origin"), [("model.safetensors-00003-of-00004.safetensors", "unknown"),
+                                              ("pytorch_model.bin", "user")])
+def test_missing_shard_of_an_index_names_no_party(clf: Classifier, name: str, origin: str) -> None:
+    text = _traceback([("/home/su/train.py", 50, "main", "model = AutoModelForCausalLM.from_pretrained(args.model)"),
+                       (f"{_SITE}/transformers/utils/hub.py", 470, "cached_files", "raise EnvironmentError(")],
+                      f"OSError: Qwen/Qwen3-8B does not appear to have a file named {name}. Checkout "
+                      "'https://huggingface.co/Qwen/Qwen3-8B/tree/main' for available files.")
+    assert _diag(clf, text)[:2] == ("checkpoint_error", origin)

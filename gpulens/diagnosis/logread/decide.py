@@ -515,10 +515,13 @@ def _bar_done(line: str) -> bool:
 
 
 #: What PyTorch, pickle, safetensors and HDF5 say of a checkpoint file that is cut short or
-#: damaged (a save interrupted by a full disk or a kill, an incomplete download or copy).
+#: damaged (a save interrupted by a full disk or a kill, an incomplete download or copy); and
+#: transformers' cached_file when a shard that the checkpoint's own index lists is not there
+#: ("... does not appear to have a file named model-00003-of-00004.safetensors": the shard
+#: names come from model.safetensors.index.json, so the copy or download is incomplete).
 _DAMAGED = re.compile(r"failed finding central directory|file appears to be truncated|unpickling stack underflow"
                       r"|EOFError: Ran out of input|invalid load key|Error while deserializing header"
-                      r"|\(truncated file")
+                      r"|\(truncated file|does not appear to have a file named [\w.-]*-\d{5}-of-\d{5}\.")
 
 
 def damaged_file(d: Diagnosis) -> Diagnosis:
