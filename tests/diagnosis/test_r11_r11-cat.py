@@ -295,3 +295,18 @@ def test_missing_shard_of_an_index_names_no_party(clf: Classifier, name: str, or
                       f"OSError: Qwen/Qwen3-8B does not appear to have a file named {name}. Checkout "
                       "'https://huggingface.co/Qwen/Qwen3-8B/tree/main' for available files.")
     assert _diag(clf, text)[:2] == ("checkpoint_error", origin)
+
+
+_STORE_TIMEOUT = _traceback(
+    [(f"{_SITE}/torch/distributed/elastic/agent/server/api.py", 683, "_assign_worker_ranks",
+      "role_infos_bytes = store.multi_get(")],
+    "torch.distributed.DistStoreError: Socket Timeout")
+
+
+@pytest.mark.parametrize(("rank", "origin"), [("0", "user"), ("$SLURM_NODEID", "unknown")])
+def test_store_timeout_after_a_launch_with_one_node_rank_for_all_nodes(clf: Classifier, rank: str, origin: str) -> None:
+    text = ("+ echo 'MASTER_ADDR=gpu54 MASTER_PORT=17075 NNODES=3'\n"
+            "+ srun --ntasks=3 --ntasks-per-node=1 torchrun --nnodes=3 --nproc_per_node=8 "
+            f"--node_rank={rank} --master_addr=gpu54 --master_port=17075 train.py --plugin moe\n"
+            + _STORE_TIMEOUT + "srun: error: gpu54: task 0: Exited with exit code 1\n")
+    assert _diag(clf, text)[:2] == ("comm_error", origin)

@@ -477,13 +477,17 @@ def preparing_data(d: Diagnosis, lines: Sequence[str], floor: int, failures: Seq
     ``unknown`` by :func:`unattributed_timeout`) when the last output before the first timeout line
     is a data set being prepared (a datasets progress bar): one process was still tokenizing or
     generating its split while its peers waited at the collective until the timeout; the job's
-    own work made them wait (README "Origin: rules", O2)."""
+    own work made them wait (README "Origin: rules", O2). Likewise when the job script started
+    every node's launcher as node 0 (:func:`_fixed_node_rank`)."""
     rule = next((r for r in rules if r.id == d.rule_id), None)
     if d.category != "comm_error" or d.origin != "unknown" or rule is None:
         return d
     first = next((i for i in failures if i >= floor and rule.pattern.search(logs.normalize_line(lines[i]))), None)
     if first is None:
         return d
+    if _fixed_node_rank(lines, floor, first):
+        return _reorigin(d, "user", "the job script starts every node's launcher with the same node rank 0, so "
+                                    "the nodes never form one group")
     seen = 0
     for k in range(first - 1, max(floor, first - _CRASH_LOOKBACK) - 1, -1):
         text = lines[k].strip()
@@ -497,6 +501,31 @@ def preparing_data(d: Diagnosis, lines: Sequence[str], floor: int, failures: Seq
         if seen >= _PREPARING_SPAN:
             break
     return d
+
+
+#: A Slurm srun line (as a job script's "set -x" trace or echo prints it) that starts a
+#: multi-node launcher on several tasks or nodes: torchrun / torch.distributed.run|launch
+#: ("--nnodes N --node_rank R"), accelerate launch ("--num_machines N --machine_rank R"),
+#: deepspeed ("--num_nodes N --node_rank R"). With R written as the literal 0 every task starts
+#: as node 0 and the rendezvous or store waits for the others until it times out.
+_SRUN_LAUNCH = re.compile(r"\bsrun\b.*\b(?:torchrun|torch\.distributed\.(?:run|launch)|accelerate launch|deepspeed)\b")
+_SRUN_TASKS = re.compile(r"\bsrun\b.*?(?:--ntasks[= ]|--nodes[= ]|\s-n\s?|\s-N\s?)(\d+)\b")
+_NNODES = re.compile(r"--(?:nnodes|num_machines|num_nodes)[= ](\d+)\b")
+_RANK_ZERO = re.compile(r"--(?:node_rank|machine_rank)[= ]0(?:\s|$)")
+
+
+def _fixed_node_rank(lines: Sequence[str], floor: int, stop: int) -> bool:
+    """Whether an srun line in ``lines[floor:stop]`` starts a launcher for several nodes on several
+    tasks with its node rank written as 0 (README "Origin: rules", O2: a launch the job script got
+    wrong)."""
+    for i in find_keys(lines, ("srun ",), floor, stop):
+        line = lines[i]
+        if not _SRUN_LAUNCH.search(line) or not _RANK_ZERO.search(line):
+            continue
+        nodes, tasks = _NNODES.search(line), _SRUN_TASKS.search(line)
+        if nodes and tasks and int(nodes.group(1)) > 1 and int(tasks.group(1)) > 1:
+            return True
+    return False
 
 
 #: Characters at the end of a line read for a progress bar (a tqdm line holds every update).
