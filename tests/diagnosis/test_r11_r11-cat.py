@@ -310,3 +310,25 @@ def test_store_timeout_after_a_launch_with_one_node_rank_for_all_nodes(clf: Clas
             f"--node_rank={rank} --master_addr=gpu54 --master_port=17075 train.py --plugin moe\n"
             + _STORE_TIMEOUT + "srun: error: gpu54: task 0: Exited with exit code 1\n")
     assert _diag(clf, text)[:2] == ("comm_error", origin)
+
+
+_PIPELINE = """\
+Epoch 27/50:  64%|######4   | 310/482 [01:02<00:34,  4.96it/s]
+=== Stage 2: predict ===
+usage: predict.py [-h] [--ckpt CKPT] [--out OUT]
+predict.py: error: unrecognized arguments: --use_lazy_dataset
+=== Stage 3: evaluate ===
+"""
+
+
+def test_missing_output_of_a_stage_that_failed_just_before_is_that_failure(clf: Classifier) -> None:
+    text = _PIPELINE + _traceback([("/root/wp/src/evaluate.py", 20, "<module>", "y_true = np.load(os.path.join(out, 'y_true.npy'))")],
+                                  "FileNotFoundError: [Errno 2] No such file or directory: '/root/wp/results/y_true.npy'")
+    assert _diag(clf, text)[:2] == ("semantic_error", "user")
+
+
+def test_missing_data_file_with_no_failed_stage_before_stays_incorrect_input(clf: Classifier) -> None:
+    text = "=== Stage 3: evaluate ===\nloading predictions\n" + _traceback(
+        [("/root/wp/src/evaluate.py", 20, "<module>", "y_true = np.load(os.path.join(out, 'y_true.npy'))")],
+        "FileNotFoundError: [Errno 2] No such file or directory: '/root/wp/results/y_true.npy'")
+    assert _diag(clf, text)[0] == "incorrect_input"

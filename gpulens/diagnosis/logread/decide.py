@@ -305,6 +305,8 @@ def earlier_root(d: Diagnosis, lines: Sequence[str], floor: int, start: int, rul
     lost = _spawn_lost_child(d, lines, start)
     if lost is not None:
         start = lost
+    elif d.rule_id in _MISSING_FILE_RULES:
+        return _stage_output_missing(d, lines, floor, start, rules)
     elif d.rule_id not in AFTERMATH_RULES:
         return d
     if start <= floor:
@@ -322,6 +324,37 @@ def earlier_root(d: Diagnosis, lines: Sequence[str], floor: int, start: int, rul
                                    "traceback; mp.spawn's EOFError reading it is its aftermath, not a damaged file")
     return _cause_of(d, first, f"an earlier stage of the job failed first ({first.rule.id}); the missing "
                                "checkpoint a later stage then looked for is its aftermath")
+
+
+#: Rules of a missing input file, and the lines above it searched for the earlier stage of the
+#: same script that was to write it and failed (a pipeline script: train, predict, evaluate).
+_MISSING_FILE_RULES = frozenset({"data-file-missing", "data-file-not-found"})
+_STAGE_SPAN = 30
+#: Categories of a failure that ends the program that prints it (the earlier stage then wrote
+#: nothing): argparse's usage error (exit status 2), a Python that cannot import or parse the
+#: script, and the root causes a checkpoint's aftermath is traced to.
+_STAGE_ENDS = ROOT_CAUSE_CATEGORIES | {"import_error", "syntax_error"}
+_STAGE_RULES = frozenset({"argparse-usage-error"})
+
+
+def _stage_output_missing(d: Diagnosis, lines: Sequence[str], floor: int, start: int,
+                          rules: tuple[Rule, ...]) -> Diagnosis:
+    """For a missing file (``d``), the failure of an earlier stage of the same script printed just
+    above its line (at most ``_STAGE_SPAN`` lines) that ended that stage before it wrote its
+    output: the missing file is its aftermath (README R5); else ``d``."""
+    at = _line_of(d, lines, max(floor, start - _STAGE_SPAN))
+    if at is None:
+        return d
+    errs = [ranks.strip_prefix(lines[i]) for i in find_keys(lines, ERROR_KEYS, max(floor, at - _STAGE_SPAN), at)
+            if is_failure(logs.normalize_line(lines[i]), lines[i])]
+    root = [m for m in match_rules("\n".join(logs.normalize_line(x) for x in errs), rules)
+            if (m.rule.category in _STAGE_ENDS or m.rule.id in _STAGE_RULES) and not m.rule.generic
+            and not m.rule.secondary]
+    if not root:
+        return d
+    first = min(root, key=lambda m: m.position)
+    return _cause_of(d, first, f"the stage before failed first ({first.rule.id}); the file a later stage then "
+                               "looked for is its missing output")
 
 
 #: What torch.multiprocessing.spawn's ProcessContext.join runs to read a failed child's pickled
@@ -623,14 +656,19 @@ def unattributed_kill(d: Diagnosis, lines: Sequence[str], floor: int) -> Diagnos
 _NOT_OWN_ERROR = frozenset({"cpu_oom", "preempted", "unknown"})
 
 
+def _line_of(d: Diagnosis, lines: Sequence[str], floor: int) -> int | None:
+    """The index of the first line from ``floor`` that holds the end of ``d``'s first evidence line."""
+    key = d.evidence[0].strip()[-_KEY_CHARS:] if d.evidence else ""
+    found = find_keys(lines, (key,), floor) if key else []
+    return found[0] if found else None
+
+
 def _own_error_before_kill(d: Diagnosis, lines: Sequence[str], floor: int) -> Diagnosis | None:
     """The answer of a process's own traceback (not one a signal or a lost peer makes) that ended
     before the bare kill line ``d`` read, with no progress after it; None when there is none."""
-    key = d.evidence[0].strip()[-_KEY_CHARS:] if d.evidence else ""
-    kills = find_keys(lines, (key,), floor) if key else []
-    if not kills:
+    kill = _line_of(d, lines, floor)
+    if kill is None:
         return None
-    kill = kills[0]
     errs = [i for i in find_keys(lines, ERROR_KEYS, max(floor, kill - _ROOT_LOOKBACK), kill)
             if is_failure(logs.normalize_line(lines[i]), lines[i])]
     at = _died_before(lines, errs, kill)
