@@ -332,3 +332,18 @@ def test_missing_data_file_with_no_failed_stage_before_stays_incorrect_input(clf
         [("/root/wp/src/evaluate.py", 20, "<module>", "y_true = np.load(os.path.join(out, 'y_true.npy'))")],
         "FileNotFoundError: [Errno 2] No such file or directory: '/root/wp/results/y_true.npy'")
     assert _diag(clf, text)[0] == "incorrect_input"
+
+
+def test_pbs_walltime_kill_after_the_ranks_died_is_not_the_cause(clf: Classifier) -> None:
+    text = _traceback([(f"{_SITE}/hydra/core/utils.py", 75, "_save_config", "file.write(OmegaConf.to_yaml(cfg))")],
+                      "OSError: [Errno 122] Disk quota exceeded")
+    text += ("\nSet the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.\n"
+             "=>> PBS: job killed: walltime 21672 exceeded limit 21600\n"
+             "x3007c0s19b0n0.hsn.cm.polaris.alcf.anl.gov: rank 57 died from signal 15\n")
+    assert _diag(clf, text)[0] == "storage_error"
+
+
+def test_pbs_walltime_kill_during_training_is_preempted(clf: Classifier) -> None:
+    text = ("epoch 30 step 1200 loss 0.31\nepoch 30 step 1210 loss 0.30\n"
+            "=>> PBS: job killed: walltime 21672 exceeded limit 21600\n")
+    assert _diag(clf, text)[0] == "preempted"

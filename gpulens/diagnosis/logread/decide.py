@@ -73,7 +73,7 @@ def late_kills(lines: Sequence[str], failures: Sequence[int], start: int) -> set
     exited = next((i for i in failures if i >= start and "srun: error" in lines[i]
                    and _TASKS_EXITED.search(lines[i])), None)
     stopped = _stopped_by_srun(lines, exited) if exited is not None else set()
-    kills = [i for i in failures if "srun: error" not in lines[i] and is_scheduler_kill(logs.normalize_line(lines[i]))]
+    kills = [i for i in failures if "srun: error" not in lines[i] and _kill_line(lines[i])]
     if not kills:
         return stopped
     if exited is not None and kills[0] > exited:
@@ -84,6 +84,16 @@ def late_kills(lines: Sequence[str], failures: Sequence[int], start: int) -> set
     if limits and _died_before(lines, failures, limits[0]) is not None:
         return {lines[i] for i in limits} | stopped
     return stopped
+
+
+#: PBS's MoM line for a job it killed at a limit ("=>> PBS: job killed: walltime 21672 exceeded
+#: limit 21600", also mem/vmem/ncpus limits), which lines.is_scheduler_kill does not read.
+_PBS_KILLED = "PBS: job killed: "
+
+
+def _kill_line(line: str) -> bool:
+    """Whether ``line`` is a scheduler's kill of the job (Slurm's, LSF's, PBS's)."""
+    return _PBS_KILLED in line or is_scheduler_kill(logs.normalize_line(line))
 
 
 def _stopped_by_srun(lines: Sequence[str], exited: int) -> set[str]:
