@@ -347,3 +347,30 @@ def test_pbs_walltime_kill_during_training_is_preempted(clf: Classifier) -> None
     text = ("epoch 30 step 1200 loss 0.31\nepoch 30 step 1210 loss 0.30\n"
             "=>> PBS: job killed: walltime 21672 exceeded limit 21600\n")
     assert _diag(clf, text)[0] == "preempted"
+
+
+def _sharer_traceback(exc: str) -> str:
+    return _traceback([(f"{_SITE}/torch/utils/data/dataloader.py", 1132, "_try_get_data", "data = self._data_queue.get(timeout=timeout)"),
+                       (f"{_SITE}/torch/multiprocessing/reductions.py", 355, "rebuild_storage_fd", "fd = df.detach()"),
+                       ("/opt/conda/lib/python3.9/multiprocessing/resource_sharer.py", 86, "get_connection",
+                        "c = Client(address, authkey=process.current_process().authkey)"),
+                       ("/opt/conda/lib/python3.9/multiprocessing/connection.py", 630, "SocketClient", "s.connect(address)")],
+                      exc)
+
+
+def test_resource_sharer_error_after_an_interrupt_is_the_interrupt(clf: Classifier) -> None:
+    text = ("Epoch 2: 100%|##########| 43/43 [00:21<00:00,  2.01it/s]\n"
+            "Exception ignored in: <function _MultiProcessingDataLoaderIter.__del__ at 0x70fd>\n"
+            "Traceback (most recent call last):\n"
+            '  File "/opt/conda/lib/python3.9/selectors.py", line 416, in select\n'
+            "    fd_event_list = self._selector.poll(timeout)\nKeyboardInterrupt: \n"
+            "Validation: |          | 0/? [00:00<?, ?it/s]\n"
+            + _sharer_traceback("FileNotFoundError: [Errno 2] No such file or directory"))
+    assert _diag(clf, text)[:2] == ("preempted", "user")
+
+
+@pytest.mark.parametrize("exc", ["FileNotFoundError: [Errno 2] No such file or directory",
+                                 "ConnectionResetError: [Errno 104] Connection reset by peer"])
+def test_resource_sharer_error_alone_names_no_cause(clf: Classifier, exc: str) -> None:
+    text = "Epoch 2:  40%|####      | 17/43 [00:08<00:12,  2.01it/s]\n" + _sharer_traceback(exc)
+    assert _diag(clf, text)[:2] == ("unknown", "unknown")

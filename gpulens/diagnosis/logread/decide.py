@@ -315,8 +315,11 @@ def earlier_root(d: Diagnosis, lines: Sequence[str], floor: int, start: int, rul
     lost = _spawn_lost_child(d, lines, start)
     if lost is not None:
         start = lost
-    elif d.rule_id in _MISSING_FILE_RULES:
-        return _stage_output_missing(d, lines, floor, start, rules)
+    elif d.rule_id in _MISSING_FILE_RULES or d.rule_id in _SENDER_RULES:
+        gone = _sender_gone(d, lines, floor, start, rules)
+        if d.rule_id in _SENDER_RULES:
+            return gone if gone is not None else d
+        return gone if gone is not None else _stage_output_missing(d, lines, floor, start, rules)
     elif d.rule_id not in AFTERMATH_RULES:
         return d
     if start <= floor:
@@ -365,6 +368,45 @@ def _stage_output_missing(d: Diagnosis, lines: Sequence[str], floor: int, start:
     first = min(root, key=lambda m: m.position)
     return _cause_of(d, first, f"the stage before failed first ({first.rule.id}); the file a later stage then "
                                "looked for is its missing output")
+
+
+#: The frame in which multiprocessing connects to the process that shared a tensor's file
+#: descriptor (torch.multiprocessing reductions.rebuild_storage_fd -> resource_sharer.DupFd.detach
+#: -> get_connection -> connection.Client): its "FileNotFoundError: [Errno 2] No such file or
+#: directory" (no path: the sender's socket) or ConnectionRefusedError says that process (a
+#: DataLoader worker) is gone, not that an input file is missing.
+_SHARER_FRAME = "multiprocessing/resource_sharer.py"
+_SENDER_LINE = re.compile(r"(?:FileNotFoundError: \[Errno 2\] No such file or directory|ConnectionRefusedError: "
+                          r"\[Errno 111\] Connection refused|ConnectionResetError: \[Errno 104\] Connection reset by peer)\s*$")
+#: Rules, beside the missing-file ones, that read those lines.
+_SENDER_RULES = frozenset({"socket-connection-errors"})
+_SHARER_SPAN = 12
+#: Lines above it searched for what ended that process (an interrupt, a kill, an OOM, a crash).
+_SENDER_LOOKBACK = 400
+_SENDER_ENDS = ROOT_CAUSE_CATEGORIES | {"preempted"}
+
+
+def _sender_gone(d: Diagnosis, lines: Sequence[str], floor: int, start: int,
+                 rules: tuple[Rule, ...]) -> Diagnosis | None:
+    """For a bare "No such file or directory" (or a refused or reset connection) raised in
+    multiprocessing's resource sharer, what ended the process that had shared the tensor (printed above it), else ``unknown``; None when
+    ``d`` is not that error."""
+    at = _line_of(d, lines, max(floor, start - _SENDER_LOOKBACK))
+    if at is None or not _SENDER_LINE.search(lines[at]):
+        return None
+    if not any(_SHARER_FRAME in ln.replace("\\", "/") for ln in lines[max(floor, at - _SHARER_SPAN):at]):
+        return None
+    errs = [ranks.strip_prefix(lines[i]) for i in find_keys(lines, ERROR_KEYS, max(floor, at - _SENDER_LOOKBACK), at)
+            if is_failure(logs.normalize_line(lines[i]), lines[i])]
+    root = [m for m in match_rules("\n".join(logs.normalize_line(x) for x in errs), rules)
+            if m.rule.category in _SENDER_ENDS and not m.rule.generic and not m.rule.secondary]
+    if not root:
+        return Diagnosis("unknown", "unknown", _LOST_CHILD_CONFIDENCE, list(d.evidence), method="rule", file=d.file,
+                         reason="a DataLoader worker that had shared a tensor was gone when it was read, and the log "
+                                "does not say why")
+    first = min(root, key=lambda m: m.position)
+    return _cause_of(d, first, f"a DataLoader worker was ended first ({first.rule.id}); reading the tensor it had "
+                               "shared then failed in multiprocessing's resource sharer")
 
 
 #: What torch.multiprocessing.spawn's ProcessContext.join runs to read a failed child's pickled
