@@ -311,24 +311,16 @@ def earlier_root(d: Diagnosis, lines: Sequence[str], floor: int, start: int, rul
     earlier stage of the same job script (its error lines in ``lines[floor:start]``: a training
     stage that died of OOM, a full disk, a crash before it wrote the checkpoint the next stage
     loads); for mp.spawn's EOFError on a child's empty error file, the child's own failure above
-    it; else ``d``."""
+    it; for a missing file or a lost connection, :func:`_missing_input`; else ``d``."""
+    if d.rule_id in _MISSING_FILE_RULES or d.rule_id in _SENDER_RULES:
+        return _missing_input(d, lines, floor, start, rules)
     lost = _spawn_lost_child(d, lines, start)
-    if lost is not None:
-        start = lost
-    elif d.rule_id in _MISSING_FILE_RULES or d.rule_id in _SENDER_RULES:
-        gone = _sender_gone(d, lines, floor, start, rules)
-        if d.rule_id in _SENDER_RULES:
-            return gone if gone is not None else d
-        return gone if gone is not None else _stage_output_missing(d, lines, floor, start, rules)
-    elif d.rule_id not in AFTERMATH_RULES:
+    if lost is None and d.rule_id not in AFTERMATH_RULES:
         return d
-    if start <= floor:
+    stop = start if lost is None else lost
+    if stop <= floor:
         return d
-    lo = max(floor, start - _EARLIER_LOOKBACK)
-    errs = [ranks.strip_prefix(lines[i]) for i in find_keys(lines, ERROR_KEYS, lo, start)
-            if is_failure(logs.normalize_line(lines[i]), lines[i])]
-    root = [m for m in match_rules("\n".join(logs.normalize_line(x) for x in errs), rules)
-            if m.rule.category in ROOT_CAUSE_CATEGORIES and not m.rule.generic and not m.rule.secondary]
+    root = _roots(lines, max(floor, stop - _EARLIER_LOOKBACK), stop, rules, ROOT_CAUSE_CATEGORIES)
     if not root:
         return _lost_child(d) if lost is not None else d
     first = min(root, key=lambda m: m.position)  # the first stage that failed
@@ -337,6 +329,26 @@ def earlier_root(d: Diagnosis, lines: Sequence[str], floor: int, start: int, rul
                                    "traceback; mp.spawn's EOFError reading it is its aftermath, not a damaged file")
     return _cause_of(d, first, f"an earlier stage of the job failed first ({first.rule.id}); the missing "
                                "checkpoint a later stage then looked for is its aftermath")
+
+
+def _missing_input(d: Diagnosis, lines: Sequence[str], floor: int, start: int, rules: tuple[Rule, ...]) -> Diagnosis:
+    """For a missing file or a lost connection (``d``): the process gone behind multiprocessing's
+    resource sharer (:func:`_sender_gone`), or, for a missing file, the earlier stage that was to
+    write it (:func:`_stage_output_missing`); else ``d``."""
+    gone = _sender_gone(d, lines, floor, start, rules)
+    if gone is not None:
+        return gone
+    return _stage_output_missing(d, lines, floor, start, rules) if d.rule_id in _MISSING_FILE_RULES else d
+
+
+def _roots(lines: Sequence[str], lo: int, hi: int, rules: tuple[Rule, ...], categories: frozenset[str],
+           ids: frozenset[str] = frozenset()) -> list[RuleMatch]:
+    """The specific (not generic, not secondary) rule matches of ``categories`` (or ``ids``) in the
+    failure lines of ``lines[lo:hi]``."""
+    errs = [ranks.strip_prefix(lines[i]) for i in find_keys(lines, ERROR_KEYS, lo, hi)
+            if is_failure(logs.normalize_line(lines[i]), lines[i])]
+    return [m for m in match_rules("\n".join(logs.normalize_line(x) for x in errs), rules)
+            if (m.rule.category in categories or m.rule.id in ids) and not m.rule.generic and not m.rule.secondary]
 
 
 #: Rules of a missing input file, and the lines above it searched for the earlier stage of the
@@ -358,11 +370,7 @@ def _stage_output_missing(d: Diagnosis, lines: Sequence[str], floor: int, start:
     at = _line_of(d, lines, max(floor, start - _STAGE_SPAN))
     if at is None:
         return d
-    errs = [ranks.strip_prefix(lines[i]) for i in find_keys(lines, ERROR_KEYS, max(floor, at - _STAGE_SPAN), at)
-            if is_failure(logs.normalize_line(lines[i]), lines[i])]
-    root = [m for m in match_rules("\n".join(logs.normalize_line(x) for x in errs), rules)
-            if (m.rule.category in _STAGE_ENDS or m.rule.id in _STAGE_RULES) and not m.rule.generic
-            and not m.rule.secondary]
+    root = _roots(lines, max(floor, at - _STAGE_SPAN), at, rules, _STAGE_ENDS, _STAGE_RULES)
     if not root:
         return d
     first = min(root, key=lambda m: m.position)
@@ -396,10 +404,7 @@ def _sender_gone(d: Diagnosis, lines: Sequence[str], floor: int, start: int,
         return None
     if not any(_SHARER_FRAME in ln.replace("\\", "/") for ln in lines[max(floor, at - _SHARER_SPAN):at]):
         return None
-    errs = [ranks.strip_prefix(lines[i]) for i in find_keys(lines, ERROR_KEYS, max(floor, at - _SENDER_LOOKBACK), at)
-            if is_failure(logs.normalize_line(lines[i]), lines[i])]
-    root = [m for m in match_rules("\n".join(logs.normalize_line(x) for x in errs), rules)
-            if m.rule.category in _SENDER_ENDS and not m.rule.generic and not m.rule.secondary]
+    root = _roots(lines, max(floor, at - _SENDER_LOOKBACK), at, rules, _SENDER_ENDS)
     if not root:
         return Diagnosis("unknown", "unknown", _LOST_CHILD_CONFIDENCE, list(d.evidence), method="rule", file=d.file,
                          reason="a DataLoader worker that had shared a tensor was gone when it was read, and the log "
