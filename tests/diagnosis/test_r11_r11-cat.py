@@ -374,3 +374,12 @@ def test_resource_sharer_error_after_an_interrupt_is_the_interrupt(clf: Classifi
 def test_resource_sharer_error_alone_names_no_cause(clf: Classifier, exc: str) -> None:
     text = "Epoch 2:  40%|####      | 17/43 [00:08<00:12,  2.01it/s]\n" + _sharer_traceback(exc)
     assert _diag(clf, text)[:2] == ("unknown", "unknown")
+
+
+@pytest.mark.parametrize(("path", "origin"), [("/scratch/al/data/tfrecords256/", "user"),
+                                              ("/project/al/ScanNet/scans/scene0307_00/color", "user"),
+                                              ("/data/al/wavs/6192449487.wav", "data")])
+def test_missing_folder_is_the_settings_and_missing_record_the_data(clf: Classifier, path: str, origin: str) -> None:
+    text = _traceback([("/home/al/train.py", 40, "load", "items = os.listdir(root)")],
+                      f"FileNotFoundError: [Errno 2] No such file or directory: '{path}'", before="TensorFlow is using GPU\n")
+    assert _diag(clf, text)[:2] == ("incorrect_input", origin)

@@ -353,7 +353,7 @@ def _roots(lines: Sequence[str], lo: int, hi: int, rules: tuple[Rule, ...], cate
 
 #: Rules of a missing input file, and the lines above it searched for the earlier stage of the
 #: same script that was to write it and failed (a pipeline script: train, predict, evaluate).
-_MISSING_FILE_RULES = frozenset({"data-file-missing", "data-file-not-found"})
+_MISSING_FILE_RULES = frozenset({"data-file-missing", "data-file-not-found", "data-folder-missing"})
 _STAGE_SPAN = 30
 #: Categories of a failure that ends the program that prints it (the earlier stage then wrote
 #: nothing): argparse's usage error (exit status 2), a Python that cannot import or parse the
