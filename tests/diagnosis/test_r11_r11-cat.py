@@ -383,3 +383,12 @@ def test_missing_folder_is_the_settings_and_missing_record_the_data(clf: Classif
     text = _traceback([("/home/al/train.py", 40, "load", "items = os.listdir(root)")],
                       f"FileNotFoundError: [Errno 2] No such file or directory: '{path}'", before="TensorFlow is using GPU\n")
     assert _diag(clf, text)[:2] == ("incorrect_input", origin)
+
+
+@pytest.mark.parametrize(("before", "origin"), [("waiting for batch...\n", "unknown"), ("step 41 loss 0.88\n", "user")])
+def test_interrupt_after_the_run_said_it_was_waiting_names_no_party(clf: Classifier, before: str, origin: str) -> None:
+    text = ("INFO 12-10 11:57:44 [llm.py:343] Supported tasks: ['generate']\n" + before +
+            "[2025-12-10 12:07:08,014] [INFO] [launch.py:344:sigkill_handler] Main process received SIGINT, exiting\n"
+            + _traceback([("/opt/conda/lib/python3.13/subprocess.py", 1280, "wait", "return self._wait(timeout=timeout)")],
+                         "KeyboardInterrupt"))
+    assert _diag(clf, text)[:2] == ("preempted", origin)

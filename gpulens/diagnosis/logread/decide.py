@@ -657,9 +657,14 @@ def unnamed_stop(d: Diagnosis, lines: Sequence[str]) -> Diagnosis:
     """The origin of a run stopped from outside by what the log shows of the sender (README "Origin:
     rules", O3): ``unknown`` for a SIGTERM, a Slurm cancel without a reason or a SIGHUP when no
     line names a scheduler's or a cloud's decision (a person, a watchdog script or the scheduler
-    may have sent it); for LSF's "job killed by owner" ``user``, by an administrator ``unknown``."""
+    may have sent it); for LSF's "job killed by owner" ``user``, by an administrator ``unknown``;
+    for an interrupt typed while the run said it was waiting (:func:`_stalled_before`, O4 (b))
+    ``unknown``."""
     if d.category != "preempted":
         return d
+    if d.rule_id == "user-interrupt" and d.origin != "unknown" and _stalled_before(d, lines):
+        return _reorigin(d, "unknown", "the run was waiting on something when it was interrupted: the stall, whose "
+                                       "cause the log does not show, is the failure")
     if d.rule_id == "lsf-killed-by-user":
         mine = any(_LSF_BY_OWNER.search(e) for e in d.evidence[:1])
         origin = "user" if mine else "unknown"
@@ -673,6 +678,20 @@ def unnamed_stop(d: Diagnosis, lines: Sequence[str]) -> Diagnosis:
         return d
     why = "no line names a scheduler's limit, a preemption or an eviction: who sent the stop is not in the log"
     return _reorigin(d, "unknown", why)
+
+
+#: A line in which the program says it is waiting on something ("waiting for batch...", "still
+#: waiting for rank 0", "Waiting for the other processes"): an interrupt after it stopped a stall
+#: (README "Origin: rules", O4 (b)).
+_WAITING = re.compile(r"(?i)\b(?:still waiting|waiting for|waiting on)\b")
+_STALL_SPAN = 20
+
+
+def _stalled_before(d: Diagnosis, lines: Sequence[str]) -> bool:
+    """Whether one of the ``_STALL_SPAN`` lines before the interrupt ``d`` read says the run was
+    waiting."""
+    at = _line_of(d, lines, 0)
+    return at is not None and any(_WAITING.search(ln) for ln in lines[max(0, at - _STALL_SPAN):at])
 
 
 #: Rules whose evidence is a SIGKILL that names no sender (README "Origin: rules", O7): the shell's
