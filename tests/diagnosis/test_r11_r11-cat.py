@@ -392,3 +392,24 @@ def test_interrupt_after_the_run_said_it_was_waiting_names_no_party(clf: Classif
             + _traceback([("/opt/conda/lib/python3.13/subprocess.py", 1280, "wait", "return self._wait(timeout=timeout)")],
                          "KeyboardInterrupt"))
     assert _diag(clf, text)[:2] == ("preempted", origin)
+
+
+def _worker_failure(exc: str, steps: int) -> str:
+    progress = "".join(f"10/14/2023 09:59:{s:02d} - INFO -   Epoch: 3/5, Step: {s}/143, Loss: 0.2{s % 10}\n"
+                       for s in range(1, steps + 1))
+    return progress + _traceback([("/home/bz/main_xclip.py", 400, "train_epoch", "for step, batch in enumerate(loader):"),
+                                  (f"{_SITE}/torch/_utils.py", 694, "reraise", "raise exception")],
+                                 f"{exc.split(':')[0]}: Caught {exc.split(':')[0]} in DataLoader worker process 2.\n"
+                                 "Original Traceback (most recent call last):\n"
+                                 '  File "/home/bz/dataloaders/rawvideo_util.py", line 80, in video_to_tensor\n'
+                                 "    interval = total_frames // sample_fp\n" + exc)
+
+
+@pytest.mark.parametrize(("exc", "steps", "category"), [
+    ("ZeroDivisionError: integer division or modulo by zero", 40, "incorrect_input"),
+    ("ValueError: Sample larger than population or is negative", 40, "incorrect_input"),
+    ("ZeroDivisionError: integer division or modulo by zero", 0, "semantic_error"),
+])
+def test_worker_error_after_the_loader_fed_the_run_is_one_bad_record(clf: Classifier, exc: str, steps: int,
+                                                                     category: str) -> None:
+    assert _diag(clf, _worker_failure(exc, steps))[0] == category

@@ -311,9 +311,12 @@ def earlier_root(d: Diagnosis, lines: Sequence[str], floor: int, start: int, rul
     earlier stage of the same job script (its error lines in ``lines[floor:start]``: a training
     stage that died of OOM, a full disk, a crash before it wrote the checkpoint the next stage
     loads); for mp.spawn's EOFError on a child's empty error file, the child's own failure above
-    it; for a missing file or a lost connection, :func:`_missing_input`; else ``d``."""
+    it; for a missing file or a lost connection, :func:`_missing_input`; for a record a DataLoader
+    worker could not read mid-run, :func:`_bad_record`; else ``d``."""
     if d.rule_id in _MISSING_FILE_RULES or d.rule_id in _SENDER_RULES:
         return _missing_input(d, lines, floor, start, rules)
+    if d.rule_id == _GENERIC_EXCEPTION:
+        return _bad_record(d, lines, floor, start)
     lost = _spawn_lost_child(d, lines, start)
     if lost is None and d.rule_id not in AFTERMATH_RULES:
         return d
@@ -349,6 +352,33 @@ def _roots(lines: Sequence[str], lo: int, hi: int, rules: tuple[Rule, ...], cate
             if is_failure(logs.normalize_line(lines[i]), lines[i])]
     return [m for m in match_rules("\n".join(logs.normalize_line(x) for x in errs), rules)
             if (m.rule.category in categories or m.rule.id in ids) and not m.rule.generic and not m.rule.secondary]
+
+
+#: The generic rule of a plain Python exception, and torch's re-raise of one that a DataLoader
+#: worker caught while it fetched a sample (torch/_utils.py ExceptionWrapper.reraise: "<Type>:
+#: Caught <Type> in DataLoader worker process N."). A ValueError or ZeroDivisionError there, after
+#: the loader had already fed training steps, is one record the code path cannot take (a video
+#: with no frames, a document with too few passages): the same code read the others.
+_GENERIC_EXCEPTION = "python-logic-exception"
+_WORKER_CAUGHT = re.compile(r"(?:ValueError|ZeroDivisionError): Caught (?:ValueError|ZeroDivisionError) in DataLoader "
+                            r"worker process \d+")
+_WORKER_SPAN = 400
+#: Progress lines before the failure that show the loader had fed the run.
+_FED_STEPS = 3
+_BAD_RECORD_CONFIDENCE = 0.6
+
+
+def _bad_record(d: Diagnosis, lines: Sequence[str], floor: int, start: int) -> Diagnosis:
+    """``incorrect_input`` (data) for a ValueError or ZeroDivisionError a DataLoader worker caught
+    after at least ``_FED_STEPS`` progress lines of the attempt; else ``d``."""
+    hits = find_keys(lines, ("in DataLoader worker process",), max(floor, start - _WORKER_SPAN), start + _WORKER_SPAN)
+    at = next((i for i in hits if _WORKER_CAUGHT.search(lines[i])), None)
+    if at is None or sum(1 for ln in lines[max(floor, at - _WORKER_SPAN):at] if is_progress(ln)) < _FED_STEPS:
+        return d
+    return dataclasses.replace(d, category="incorrect_input", origin="data", confidence=_BAD_RECORD_CONFIDENCE,
+                               rule_id=None, hint=hint_for("incorrect_input", d.evidence),
+                               reason="a DataLoader worker failed on one sample after the loader had fed the run: "
+                                      "a record the code cannot take")
 
 
 #: Rules of a missing input file, and the lines above it searched for the earlier stage of the
