@@ -413,3 +413,10 @@ def _worker_failure(exc: str, steps: int) -> str:
 def test_worker_error_after_the_loader_fed_the_run_is_one_bad_record(clf: Classifier, exc: str, steps: int,
                                                                      category: str) -> None:
     assert _diag(clf, _worker_failure(exc, steps))[0] == category
+
+
+def test_pin_memory_thread_reset_after_a_bad_record_is_the_record(clf: Classifier) -> None:
+    text = (_worker_failure("ValueError: Sample larger than population or is negative", 40)
+            + "Exception in thread Thread-4:\n"
+            + _sharer_traceback("ConnectionResetError: [Errno 104] Connection reset by peer"))
+    assert _diag(clf, text)[:2] == ("incorrect_input", "data")

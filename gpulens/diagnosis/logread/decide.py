@@ -375,8 +375,10 @@ def _bad_record(d: Diagnosis, lines: Sequence[str], floor: int, start: int) -> D
     at = next((i for i in hits if _WORKER_CAUGHT.search(lines[i])), None)
     if at is None or sum(1 for ln in lines[max(floor, at - _WORKER_SPAN):at] if is_progress(ln)) < _FED_STEPS:
         return d
+    line = logs.normalize_line(lines[at]).strip()[:300]
+    evidence = [line, *(e for e in d.evidence if e != line)][:_MAX_EVIDENCE]
     return dataclasses.replace(d, category="incorrect_input", origin="data", confidence=_BAD_RECORD_CONFIDENCE,
-                               rule_id=None, hint=hint_for("incorrect_input", d.evidence),
+                               evidence=evidence, rule_id=None, hint=hint_for("incorrect_input", evidence),
                                reason="a DataLoader worker failed on one sample after the loader had fed the run: "
                                       "a record the code cannot take")
 
@@ -435,6 +437,8 @@ def _sender_gone(d: Diagnosis, lines: Sequence[str], floor: int, start: int,
     if not any(_SHARER_FRAME in ln.replace("\\", "/") for ln in lines[max(floor, at - _SHARER_SPAN):at]):
         return None
     root = _roots(lines, max(floor, at - _SENDER_LOOKBACK), at, rules, _SENDER_ENDS)
+    if not root and (record := _bad_record(d, lines, floor, at)) is not d:
+        return record
     if not root:
         return Diagnosis("unknown", "unknown", _LOST_CHILD_CONFIDENCE, list(d.evidence), method="rule", file=d.file,
                          reason="a DataLoader worker that had shared a tensor was gone when it was read, and the log "
