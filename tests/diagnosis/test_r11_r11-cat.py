@@ -420,3 +420,14 @@ def test_pin_memory_thread_reset_after_a_bad_record_is_the_record(clf: Classifie
             + "Exception in thread Thread-4:\n"
             + _sharer_traceback("ConnectionResetError: [Errno 104] Connection reset by peer"))
     assert _diag(clf, text)[:2] == ("incorrect_input", "data")
+
+
+def test_ucx_caught_signal_is_a_crash_in_the_communication_stack(clf: Classifier) -> None:
+    text = ("0: rank 0 local result tensor([1., 1.], device='cuda:0')\n"
+            "0: [cgpu03:58050:2]       ucp_rkey.c:250  UCX  ERROR Failed to unpack remote key from remote md[4]: "
+            "Input/output error\n"
+            "0: [cgpu03:58050:2:58126] Caught signal 11 (Segmentation fault: address not mapped to object at address 0x20)\n"
+            "0: ==== backtrace (tid:  58126) ====\n"
+            "0:  0 0x000000000004d2c0 ucs_debug_print_backtrace()  /opt/ucx/src/ucs/debug/debug.c:656\n"
+            "srun: error: cgpu03: task 0: Segmentation fault\n")
+    assert _diag(clf, text)[:2] == ("crash", "framework")
