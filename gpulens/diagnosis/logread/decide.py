@@ -73,7 +73,7 @@ def late_kills(lines: Sequence[str], failures: Sequence[int], start: int) -> set
     exited = next((i for i in failures if i >= start and "srun: error" in lines[i]
                    and _TASKS_EXITED.search(lines[i])), None)
     stopped = _stopped_by_srun(lines, exited) if exited is not None else set()
-    kills = [i for i in failures if "srun: error" not in lines[i] and is_scheduler_kill(logs.normalize_line(lines[i]))]
+    kills = [i for i in failures if "srun: error" not in lines[i] and _kill_line(lines[i])]
     if not kills:
         return stopped
     if exited is not None and kills[0] > exited:
@@ -84,6 +84,16 @@ def late_kills(lines: Sequence[str], failures: Sequence[int], start: int) -> set
     if limits and _died_before(lines, failures, limits[0]) is not None:
         return {lines[i] for i in limits} | stopped
     return stopped
+
+
+#: PBS's MoM line for a job it killed at a limit ("=>> PBS: job killed: walltime 21672 exceeded
+#: limit 21600", also mem/vmem/ncpus limits), which lines.is_scheduler_kill does not read.
+_PBS_KILLED = "PBS: job killed: "
+
+
+def _kill_line(line: str) -> bool:
+    """Whether ``line`` is a scheduler's kill of the job (Slurm's, LSF's, PBS's)."""
+    return _PBS_KILLED in line or is_scheduler_kill(logs.normalize_line(line))
 
 
 def _stopped_by_srun(lines: Sequence[str], exited: int) -> set[str]:
@@ -300,19 +310,175 @@ def earlier_root(d: Diagnosis, lines: Sequence[str], floor: int, start: int, rul
     """For a checkpoint that is not there (``d`` from an aftermath rule), the root failure of an
     earlier stage of the same job script (its error lines in ``lines[floor:start]``: a training
     stage that died of OOM, a full disk, a crash before it wrote the checkpoint the next stage
-    loads); else ``d``."""
-    if d.rule_id not in AFTERMATH_RULES or start <= floor:
+    loads); for mp.spawn's EOFError on a child's empty error file, the child's own failure above
+    it; for a missing file or a lost connection, :func:`_missing_input`; for a record a DataLoader
+    worker could not read mid-run, :func:`_bad_record`; else ``d``."""
+    if d.rule_id in _MISSING_FILE_RULES or d.rule_id in _SENDER_RULES:
+        return _missing_input(d, lines, floor, start, rules)
+    if d.rule_id == _GENERIC_EXCEPTION:
+        return _bad_record(d, lines, floor, start)
+    lost = _spawn_lost_child(d, lines, start)
+    if lost is None and d.rule_id not in AFTERMATH_RULES:
         return d
-    lo = max(floor, start - _EARLIER_LOOKBACK)
-    errs = [ranks.strip_prefix(lines[i]) for i in find_keys(lines, ERROR_KEYS, lo, start)
-            if is_failure(logs.normalize_line(lines[i]), lines[i])]
-    root = [m for m in match_rules("\n".join(logs.normalize_line(x) for x in errs), rules)
-            if m.rule.category in ROOT_CAUSE_CATEGORIES and not m.rule.generic and not m.rule.secondary]
+    stop = start if lost is None else lost
+    if stop <= floor:
+        return d
+    root = _roots(lines, max(floor, stop - _EARLIER_LOOKBACK), stop, rules, ROOT_CAUSE_CATEGORIES)
     if not root:
-        return d
+        return _lost_child(d) if lost is not None else d
     first = min(root, key=lambda m: m.position)  # the first stage that failed
+    if lost is not None:
+        return _cause_of(d, first, f"a spawned process failed first ({first.rule.id}) and died without writing its "
+                                   "traceback; mp.spawn's EOFError reading it is its aftermath, not a damaged file")
     return _cause_of(d, first, f"an earlier stage of the job failed first ({first.rule.id}); the missing "
                                "checkpoint a later stage then looked for is its aftermath")
+
+
+def _missing_input(d: Diagnosis, lines: Sequence[str], floor: int, start: int, rules: tuple[Rule, ...]) -> Diagnosis:
+    """For a missing file or a lost connection (``d``): the process gone behind multiprocessing's
+    resource sharer (:func:`_sender_gone`), or, for a missing file, the earlier stage that was to
+    write it (:func:`_stage_output_missing`); else ``d``."""
+    gone = _sender_gone(d, lines, floor, start, rules)
+    if gone is not None:
+        return gone
+    return _stage_output_missing(d, lines, floor, start, rules) if d.rule_id in _MISSING_FILE_RULES else d
+
+
+def _roots(lines: Sequence[str], lo: int, hi: int, rules: tuple[Rule, ...], categories: frozenset[str],
+           ids: frozenset[str] = frozenset()) -> list[RuleMatch]:
+    """The specific (not generic, not secondary) rule matches of ``categories`` (or ``ids``) in the
+    failure lines of ``lines[lo:hi]``."""
+    errs = [ranks.strip_prefix(lines[i]) for i in find_keys(lines, ERROR_KEYS, lo, hi)
+            if is_failure(logs.normalize_line(lines[i]), lines[i])]
+    return [m for m in match_rules("\n".join(logs.normalize_line(x) for x in errs), rules)
+            if (m.rule.category in categories or m.rule.id in ids) and not m.rule.generic and not m.rule.secondary]
+
+
+#: The generic rule of a plain Python exception, and torch's re-raise of one that a DataLoader
+#: worker caught while it fetched a sample (torch/_utils.py ExceptionWrapper.reraise: "<Type>:
+#: Caught <Type> in DataLoader worker process N."). A ValueError or ZeroDivisionError there, after
+#: the loader had already fed training steps, is one record the code path cannot take (a video
+#: with no frames, a document with too few passages): the same code read the others.
+_GENERIC_EXCEPTION = "python-logic-exception"
+_WORKER_CAUGHT = re.compile(r"(?:ValueError|ZeroDivisionError): Caught (?:ValueError|ZeroDivisionError) in DataLoader "
+                            r"worker process \d+")
+_WORKER_SPAN = 400
+#: Progress lines before the failure that show the loader had fed the run.
+_FED_STEPS = 3
+_BAD_RECORD_CONFIDENCE = 0.6
+
+
+def _bad_record(d: Diagnosis, lines: Sequence[str], floor: int, start: int) -> Diagnosis:
+    """``incorrect_input`` (data) for a ValueError or ZeroDivisionError a DataLoader worker caught
+    after at least ``_FED_STEPS`` progress lines of the attempt; else ``d``."""
+    hits = find_keys(lines, ("in DataLoader worker process",), max(floor, start - _WORKER_SPAN), start + _WORKER_SPAN)
+    at = next((i for i in hits if _WORKER_CAUGHT.search(lines[i])), None)
+    if at is None or sum(1 for ln in lines[max(floor, at - _WORKER_SPAN):at] if is_progress(ln)) < _FED_STEPS:
+        return d
+    line = logs.normalize_line(lines[at]).strip()[:300]
+    evidence = [line, *(e for e in d.evidence if e != line)][:_MAX_EVIDENCE]
+    return dataclasses.replace(d, category="incorrect_input", origin="data", confidence=_BAD_RECORD_CONFIDENCE,
+                               evidence=evidence, rule_id=None, hint=hint_for("incorrect_input", evidence),
+                               reason="a DataLoader worker failed on one sample after the loader had fed the run: "
+                                      "a record the code cannot take")
+
+
+#: Rules of a missing input file, and the lines above it searched for the earlier stage of the
+#: same script that was to write it and failed (a pipeline script: train, predict, evaluate).
+_MISSING_FILE_RULES = frozenset({"data-file-missing", "data-file-not-found", "data-folder-missing"})
+_STAGE_SPAN = 30
+#: Categories of a failure that ends the program that prints it (the earlier stage then wrote
+#: nothing): argparse's usage error (exit status 2), a Python that cannot import or parse the
+#: script, and the root causes a checkpoint's aftermath is traced to.
+_STAGE_ENDS = ROOT_CAUSE_CATEGORIES | {"import_error", "syntax_error"}
+_STAGE_RULES = frozenset({"argparse-usage-error"})
+
+
+def _stage_output_missing(d: Diagnosis, lines: Sequence[str], floor: int, start: int,
+                          rules: tuple[Rule, ...]) -> Diagnosis:
+    """For a missing file (``d``), the failure of an earlier stage of the same script printed just
+    above its line (at most ``_STAGE_SPAN`` lines) that ended that stage before it wrote its
+    output: the missing file is its aftermath (README R5); else ``d``."""
+    at = _line_of(d, lines, max(floor, start - _STAGE_SPAN))
+    if at is None:
+        return d
+    root = _roots(lines, max(floor, at - _STAGE_SPAN), at, rules, _STAGE_ENDS, _STAGE_RULES)
+    if not root:
+        return d
+    first = min(root, key=lambda m: m.position)
+    return _cause_of(d, first, f"the stage before failed first ({first.rule.id}); the file a later stage then "
+                               "looked for is its missing output")
+
+
+#: The frame in which multiprocessing connects to the process that shared a tensor's file
+#: descriptor (torch.multiprocessing reductions.rebuild_storage_fd -> resource_sharer.DupFd.detach
+#: -> get_connection -> connection.Client): its "FileNotFoundError: [Errno 2] No such file or
+#: directory" (no path: the sender's socket) or ConnectionRefusedError says that process (a
+#: DataLoader worker) is gone, not that an input file is missing.
+_SHARER_FRAME = "multiprocessing/resource_sharer.py"
+_SENDER_LINE = re.compile(r"(?:FileNotFoundError: \[Errno 2\] No such file or directory|ConnectionRefusedError: "
+                          r"\[Errno 111\] Connection refused|ConnectionResetError: \[Errno 104\] Connection reset by peer)\s*$")
+#: Rules, beside the missing-file ones, that read those lines.
+_SENDER_RULES = frozenset({"socket-connection-errors"})
+_SHARER_SPAN = 12
+#: Lines above it searched for what ended that process (an interrupt, a kill, an OOM, a crash).
+_SENDER_LOOKBACK = 400
+_SENDER_ENDS = ROOT_CAUSE_CATEGORIES | {"preempted"}
+
+
+def _sender_gone(d: Diagnosis, lines: Sequence[str], floor: int, start: int,
+                 rules: tuple[Rule, ...]) -> Diagnosis | None:
+    """For a bare "No such file or directory" (or a refused or reset connection) raised in
+    multiprocessing's resource sharer, what ended the process that had shared the tensor (printed above it), else ``unknown``; None when
+    ``d`` is not that error."""
+    at = _line_of(d, lines, max(floor, start - _SENDER_LOOKBACK))
+    if at is None or not _SENDER_LINE.search(lines[at]):
+        return None
+    if not any(_SHARER_FRAME in ln.replace("\\", "/") for ln in lines[max(floor, at - _SHARER_SPAN):at]):
+        return None
+    root = _roots(lines, max(floor, at - _SENDER_LOOKBACK), at, rules, _SENDER_ENDS)
+    if not root and (record := _bad_record(d, lines, floor, at)) is not d:
+        return record
+    if not root:
+        return Diagnosis("unknown", "unknown", _LOST_CHILD_CONFIDENCE, list(d.evidence), method="rule", file=d.file,
+                         reason="a DataLoader worker that had shared a tensor was gone when it was read, and the log "
+                                "does not say why")
+    first = min(root, key=lambda m: m.position)
+    return _cause_of(d, first, f"a DataLoader worker was ended first ({first.rule.id}); reading the tensor it had "
+                               "shared then failed in multiprocessing's resource sharer")
+
+
+#: What torch.multiprocessing.spawn's ProcessContext.join runs to read a failed child's pickled
+#: traceback from its error file (pytorch torch/multiprocessing/spawn.py: "original_trace =
+#: pickle.load(fh)"): an EOFError ("Ran out of input") there says the child died without writing
+#: one (aborted in C++, as the NCCL watchdog does, or killed), not that a file of the job is damaged.
+_SPAWN_READ = "original_trace = pickle.load("
+_SPAWN_EOF = "EOFError: Ran out of input"
+#: Lines after the error context's start searched for that traceback.
+_SPAWN_SPAN = 400
+
+
+def _spawn_lost_child(d: Diagnosis, lines: Sequence[str], start: int) -> int | None:
+    """The index of mp.spawn's "EOFError: Ran out of input" under its join frame when ``d`` read
+    that line as a damaged file; else None."""
+    if d.category != "checkpoint_error" or not d.evidence or not d.evidence[0].startswith(_SPAWN_EOF):
+        return None
+    for i in find_keys(lines, (_SPAWN_EOF,), start, start + _SPAWN_SPAN):
+        if i > 0 and _SPAWN_READ in lines[i - 1]:
+            return i
+    return None
+
+
+def _lost_child(d: Diagnosis) -> Diagnosis:
+    """``unknown`` for mp.spawn's EOFError with no failure of the child in the log (it was killed
+    or aborted without a word: the log does not say why)."""
+    return Diagnosis("unknown", "unknown", _LOST_CHILD_CONFIDENCE, list(d.evidence), method="rule", file=d.file,
+                     reason="a spawned process died without writing its traceback (mp.spawn's EOFError reading it) "
+                            "and the log shows no error of its own")
+
+
+#: Confidence of that ``unknown``.
+_LOST_CHILD_CONFIDENCE = 0.5
 
 
 def _cause_of(d: Diagnosis, cause: RuleMatch, reason: str) -> Diagnosis:
@@ -435,13 +601,17 @@ def preparing_data(d: Diagnosis, lines: Sequence[str], floor: int, failures: Seq
     ``unknown`` by :func:`unattributed_timeout`) when the last output before the first timeout line
     is a data set being prepared (a datasets progress bar): one process was still tokenizing or
     generating its split while its peers waited at the collective until the timeout; the job's
-    own work made them wait (README "Origin: rules", O2)."""
+    own work made them wait (README "Origin: rules", O2). Likewise when the job script started
+    every node's launcher as node 0 (:func:`_fixed_node_rank`)."""
     rule = next((r for r in rules if r.id == d.rule_id), None)
     if d.category != "comm_error" or d.origin != "unknown" or rule is None:
         return d
     first = next((i for i in failures if i >= floor and rule.pattern.search(logs.normalize_line(lines[i]))), None)
     if first is None:
         return d
+    if _fixed_node_rank(lines, floor, first):
+        return _reorigin(d, "user", "the job script starts every node's launcher with the same node rank 0, so "
+                                    "the nodes never form one group")
     seen = 0
     for k in range(first - 1, max(floor, first - _CRASH_LOOKBACK) - 1, -1):
         text = lines[k].strip()
@@ -455,6 +625,31 @@ def preparing_data(d: Diagnosis, lines: Sequence[str], floor: int, failures: Seq
         if seen >= _PREPARING_SPAN:
             break
     return d
+
+
+#: A Slurm srun line (as a job script's "set -x" trace or echo prints it) that starts a
+#: multi-node launcher on several tasks or nodes: torchrun / torch.distributed.run|launch
+#: ("--nnodes N --node_rank R"), accelerate launch ("--num_machines N --machine_rank R"),
+#: deepspeed ("--num_nodes N --node_rank R"). With R written as the literal 0 every task starts
+#: as node 0 and the rendezvous or store waits for the others until it times out.
+_SRUN_LAUNCH = re.compile(r"\bsrun\b.*\b(?:torchrun|torch\.distributed\.(?:run|launch)|accelerate launch|deepspeed)\b")
+_SRUN_TASKS = re.compile(r"\bsrun\b.*?(?:--ntasks[= ]|--nodes[= ]|\s-n\s?|\s-N\s?)(\d+)\b")
+_NNODES = re.compile(r"--(?:nnodes|num_machines|num_nodes)[= ](\d+)\b")
+_RANK_ZERO = re.compile(r"--(?:node_rank|machine_rank)[= ]0(?:\s|$)")
+
+
+def _fixed_node_rank(lines: Sequence[str], floor: int, stop: int) -> bool:
+    """Whether an srun line in ``lines[floor:stop]`` starts a launcher for several nodes on several
+    tasks with its node rank written as 0 (README "Origin: rules", O2: a launch the job script got
+    wrong)."""
+    for i in find_keys(lines, ("srun ",), floor, stop):
+        line = lines[i]
+        if not _SRUN_LAUNCH.search(line) or not _RANK_ZERO.search(line):
+            continue
+        nodes, tasks = _NNODES.search(line), _SRUN_TASKS.search(line)
+        if nodes and tasks and int(nodes.group(1)) > 1 and int(tasks.group(1)) > 1:
+            return True
+    return False
 
 
 #: Characters at the end of a line read for a progress bar (a tqdm line holds every update).
@@ -473,10 +668,13 @@ def _bar_done(line: str) -> bool:
 
 
 #: What PyTorch, pickle, safetensors and HDF5 say of a checkpoint file that is cut short or
-#: damaged (a save interrupted by a full disk or a kill, an incomplete download or copy).
+#: damaged (a save interrupted by a full disk or a kill, an incomplete download or copy); and
+#: transformers' cached_file when a shard that the checkpoint's own index lists is not there
+#: ("... does not appear to have a file named model-00003-of-00004.safetensors": the shard
+#: names come from model.safetensors.index.json, so the copy or download is incomplete).
 _DAMAGED = re.compile(r"failed finding central directory|file appears to be truncated|unpickling stack underflow"
                       r"|EOFError: Ran out of input|invalid load key|Error while deserializing header"
-                      r"|\(truncated file")
+                      r"|\(truncated file|does not appear to have a file named [\w.-]*-\d{5}-of-\d{5}\.")
 
 
 def damaged_file(d: Diagnosis) -> Diagnosis:
@@ -493,9 +691,14 @@ def unnamed_stop(d: Diagnosis, lines: Sequence[str]) -> Diagnosis:
     """The origin of a run stopped from outside by what the log shows of the sender (README "Origin:
     rules", O3): ``unknown`` for a SIGTERM, a Slurm cancel without a reason or a SIGHUP when no
     line names a scheduler's or a cloud's decision (a person, a watchdog script or the scheduler
-    may have sent it); for LSF's "job killed by owner" ``user``, by an administrator ``unknown``."""
+    may have sent it); for LSF's "job killed by owner" ``user``, by an administrator ``unknown``;
+    for an interrupt typed while the run said it was waiting (:func:`_stalled_before`, O4 (b))
+    ``unknown``."""
     if d.category != "preempted":
         return d
+    if d.rule_id == "user-interrupt" and d.origin != "unknown" and _stalled_before(d, lines):
+        return _reorigin(d, "unknown", "the run was waiting on something when it was interrupted: the stall, whose "
+                                       "cause the log does not show, is the failure")
     if d.rule_id == "lsf-killed-by-user":
         mine = any(_LSF_BY_OWNER.search(e) for e in d.evidence[:1])
         origin = "user" if mine else "unknown"
@@ -509,6 +712,20 @@ def unnamed_stop(d: Diagnosis, lines: Sequence[str]) -> Diagnosis:
         return d
     why = "no line names a scheduler's limit, a preemption or an eviction: who sent the stop is not in the log"
     return _reorigin(d, "unknown", why)
+
+
+#: A line in which the program says it is waiting on something ("waiting for batch...", "still
+#: waiting for rank 0", "Waiting for the other processes"): an interrupt after it stopped a stall
+#: (README "Origin: rules", O4 (b)).
+_WAITING = re.compile(r"(?i)\b(?:still waiting|waiting for|waiting on)\b")
+_STALL_SPAN = 20
+
+
+def _stalled_before(d: Diagnosis, lines: Sequence[str]) -> bool:
+    """Whether one of the ``_STALL_SPAN`` lines before the interrupt ``d`` read says the run was
+    waiting."""
+    at = _line_of(d, lines, 0)
+    return at is not None and any(_WAITING.search(ln) for ln in lines[max(0, at - _STALL_SPAN):at])
 
 
 #: Rules whose evidence is a SIGKILL that names no sender (README "Origin: rules", O7): the shell's
@@ -528,19 +745,66 @@ def unattributed_kill(d: Diagnosis, lines: Sequence[str], floor: int) -> Diagnos
     """Origin ``unknown`` for a bare SIGKILL (``cpu_oom`` from the shell's "Killed", exit code -9)
     when no line of the attempt (``lines[floor:]``) says the kernel or the scheduler killed it for
     memory: the OOM killer is the likeliest sender, but an administrator, a watchdog or the user
-    send SIGKILL too (README "Origin: rules", O7). With such a line the memory was the job's."""
-    if d.category != "cpu_oom" or d.rule_id not in _BARE_KILL_RULES or d.origin == "unknown":
+    send SIGKILL too (README "Origin: rules", O7). With such a line the memory was the job's.
+    Without one, a process's own traceback that ended it before the kill line (a launcher then
+    killing the ranks that waited for it) is the cause (README R5)."""
+    if d.category != "cpu_oom" or d.rule_id not in _BARE_KILL_RULES:
         return d
     if any(_names_a_memory_kill(ln) for ln in lines[floor:]):
+        return d
+    own = _own_error_before_kill(d, lines, floor)
+    if own is not None:
+        return own
+    if d.origin == "unknown":
         return d
     why = "no oom-kill or memory-limit line says who sent the SIGKILL"
     return _reorigin(d, "unknown", why)
 
 
+#: Categories of a match in a traceback before a bare kill that are the kill itself or another
+#: stop, not an error of the process's own.
+_NOT_OWN_ERROR = frozenset({"cpu_oom", "preempted", "unknown"})
+
+
+def _line_of(d: Diagnosis, lines: Sequence[str], floor: int) -> int | None:
+    """The index of the first line from ``floor`` that holds the end of ``d``'s first evidence line."""
+    key = d.evidence[0].strip()[-_KEY_CHARS:] if d.evidence else ""
+    found = find_keys(lines, (key,), floor) if key else []
+    return found[0] if found else None
+
+
+def _own_error_before_kill(d: Diagnosis, lines: Sequence[str], floor: int) -> Diagnosis | None:
+    """The answer of a process's own traceback (not one a signal or a lost peer makes) that ended
+    before the bare kill line ``d`` read, with no progress after it; None when there is none."""
+    kill = _line_of(d, lines, floor)
+    if kill is None:
+        return None
+    errs = [i for i in find_keys(lines, ERROR_KEYS, max(floor, kill - _ROOT_LOOKBACK), kill)
+            if is_failure(logs.normalize_line(lines[i]), lines[i])]
+    at = _died_before(lines, errs, kill)
+    if at is None:
+        return None
+    head = find_keys(lines, (_TRACEBACK,), max(0, at - _TRACEBACK_SPAN), at)[-1]  # _died_before found one
+    text = "\n".join(ranks.strip_prefix(logs.normalize_line(ln)) for ln in lines[head:at + 1])
+    found = [m for m in match_rules(text) if not m.rule.secondary and m.rule.category not in _NOT_OWN_ERROR]
+    if not found:
+        return None
+    cause = max(found, key=lambda m: (m.rule.priority, m.position))
+    return _cause_of(d, cause, f"a process ended on its own error first ({cause.rule.id}); the SIGKILL the "
+                               "launcher or the job then sent the others is its aftermath")
+
+
+#: Characters of the kill's evidence line searched for in the log.
+_KEY_CHARS = 40
+
+
 #: Rules whose evidence is only the signal or the exit status a native crash left: the shell's
 #: "Segmentation fault (core dumped)", a launcher's "exitcode: -11", srun's "task 0: Segmentation
-#: fault", mpirun's "exited on signal 11".
-_BARE_CRASH_RULES = frozenset({"segfault", "abort-core-dump", "torchrun-child-signal", "mpirun-rank-signal"})
+#: fault", mpirun's "exited on signal 11", torch's "DataLoader worker (pid N) is killed by signal:
+#: Segmentation fault." (torch/utils/data/dataloader.py _MultiProcessingDataLoaderIter, from the
+#: worker's exit signal only).
+_BARE_CRASH_RULES = frozenset({"segfault", "abort-core-dump", "torchrun-child-signal", "mpirun-rank-signal",
+                               "dataloader-worker-segfault"})
 #: Literals of the lines in which the crashed code says what failed: libstdc++'s report of an
 #: uncaught exception and its what() (an uncaught c10::Error), PyTorch's internal assert, glog's
 #: check, glibc's heap checks, a fault handler's stack dump (CPython faulthandler, abseil, glog,
