@@ -1,0 +1,229 @@
+"""Round 11 (r11-lib): fatal library messages read from the libraries' own raise sites.
+
+Each case is a short excerpt written by hand in the library's message format (not copied from a
+log): a training script's traceback that ends in the library's frame and its message. Before the
+round-11 rules these were read as the generic Python exception (`semantic_error`) or left to the
+model (often `unknown`); each now has the category its cause calls for.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from gpulens.diagnosis.classifier import Classifier, default_classifier
+from gpulens.diagnosis.logread import diagnose_text
+from gpulens.diagnosis.rules import best_match, load_rules, match_rules
+
+RULES = load_rules()
+SIGNATURES = Path(__file__).resolve().parents[2] / "gpulens" / "diagnosis" / "rules" / "signatures.yaml"
+
+_HEAD = """\
+step 40/2000 | loss 3.112 | lr 2.0e-05 | 1.9 s/it
+Traceback (most recent call last):
+  File "/work/u/project/run_train.py", line 141, in <module>
+    main(args)
+  File "/work/u/project/run_train.py", line 97, in main
+    trainer = build(cfg)
+  File "/opt/venv/lib/python3.11/site-packages/{frame}", line 412, in {func}
+    raise exc
+"""
+
+#: (rule id, category, the library frame, its function, the message lines)
+CASES: list[tuple[str, str, str, str, str]] = [
+    ("hf-hub-repo-not-found", "checkpoint_error", "huggingface_hub/utils/_http.py", "hf_raise_for_status",
+     "huggingface_hub.errors.RepositoryNotFoundError: 404 Client Error. (Request ID: Root=1-7a)\n\n"
+     "Repository Not Found for url: https://huggingface.co/team-x/encoder-v3/resolve/main/config.json.\n"
+     "Please make sure you specified the correct `repo_id` and `repo_type`."),
+    ("hf-hub-repo-not-found", "checkpoint_error", "huggingface_hub/utils/_http.py", "hf_raise_for_status",
+     "huggingface_hub.errors.EntryNotFoundError: 404 Client Error. (Request ID: Root=1-7b)\n\n"
+     "Entry Not Found for url: https://huggingface.co/team-x/encoder-v3/resolve/main/model.safetensors."),
+    ("hf-hub-dataset-not-found", "incorrect_input", "huggingface_hub/utils/_http.py", "hf_raise_for_status",
+     "huggingface_hub.errors.RepositoryNotFoundError: 404 Client Error. (Request ID: Root=1-7c)\n\n"
+     "Repository Not Found for url: https://huggingface.co/api/datasets/team-x/dialogs/revision/main.\n"
+     "Please make sure you specified the correct `repo_id` and `repo_type`."),
+    ("hf-hub-repo-id-invalid", "checkpoint_error", "huggingface_hub/utils/_validators.py", "validate_repo_id",
+     "huggingface_hub.errors.HFValidationError: Repo id must be in the form 'repo_name' or "
+     "'namespace/repo_name': '/mnt/ckpt/run7/final'. Use `repo_type` argument if needed."),
+    ("hf-couldnt-connect-to-hub", "incorrect_input", "transformers/utils/hub.py", "cached_file",
+     "OSError: We couldn't connect to 'https://huggingface.co' to load this file, couldn't find it in the "
+     "cached files and it looks like roberta-large is not the path to a directory containing a file named "
+     "tokenizer_config.json."),
+    ("fsspec-datasets-glob-skew", "import_error", "fsspec/utils.py", "glob_translate",
+     "ValueError: Invalid pattern: '**' can only be an entire path component"),
+    ("fsspec-datasets-glob-skew", "import_error", "datasets/builder.py", "as_dataset",
+     "NotImplementedError: Loading a dataset cached in a LocalFileSystem is not supported."),
+    ("datasets-column-missing", "incorrect_input", "datasets/arrow_dataset.py", "remove_columns",
+     "ValueError: Column name ['content'] not in the dataset. Current columns in the dataset: "
+     "['question', 'answer']"),
+    ("datasets-cast-error", "incorrect_input", "datasets/table.py", "cast_table_to_schema",
+     "datasets.table.CastError: Couldn't cast\nquestion: string\nanswer: int64\nto\n"
+     "{'question': Value(dtype='string'), 'context': Value(dtype='string')}\nbecause column names don't match"),
+    ("datasets-verification-mismatch", "incorrect_input", "datasets/utils/info_utils.py", "verify_splits",
+     "datasets.utils.info_utils.NonMatchingSplitsSizesError: [{'expected': SplitInfo(name='validation', "
+     "num_bytes=52, num_examples=3), 'recorded': SplitInfo(name='validation', num_bytes=0, num_examples=0)}]"),
+    ("datasets-scripts-removed", "import_error", "datasets/load.py", "dataset_module_factory",
+     "RuntimeError: Dataset scripts are no longer supported, but found wikitext.py"),
+    ("gloo-interface-not-found", "comm_error", "torch/distributed/distributed_c10d.py", "_new_process_group_helper",
+     "RuntimeError: [enforce fail at /pytorch/third_party/gloo/gloo/transport/tcp/device.cc:84] ifa != nullptr. "
+     "Unable to find address for: ib0"),
+    ("triton-gpu-too-old", "cuda_env_error", "torch/_inductor/scheduler.py", "create_backend",
+     "torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised:\n"
+     "RuntimeError: Found Quadro P6000 which is too old to be supported by the triton GPU compiler, which is "
+     "used as the backend. Triton only supports devices of CUDA Capability >= 7.0, but your device is of CUDA "
+     "capability 6.1"),
+    ("xformers-not-built", "cuda_env_error", "xformers/ops/fmha/dispatch.py", "_run_priority_list",
+     "NotImplementedError: No operator found for `memory_efficient_attention_backward` with inputs:\n"
+     "     query       : shape=(2, 1024, 16, 64) (torch.bfloat16)\n"
+     "`cutlassB` is not supported because:\n    operator wasn't built - see `python -m xformers.info` for more info"),
+    ("cudnn-version-incompatibility", "cuda_env_error", "torch/backends/cudnn/__init__.py", "_init",
+     "RuntimeError: cuDNN version incompatibility: PyTorch was compiled  against (9, 1, 0) but found runtime "
+     "version (8, 9, 7). PyTorch already comes bundled with cuDNN."),
+    ("deepspeed-cuda-home-missing", "cuda_env_error", "deepspeed/ops/op_builder/builder.py", "is_compatible",
+     "deepspeed.ops.op_builder.builder.MissingCUDAException: CUDA_HOME does not exist, unable to compile CUDA op(s)"),
+    ("torch-extension-build-failed", "cuda_env_error", "torch/utils/cpp_extension.py", "_run_ninja_build",
+     "RuntimeError: Error building extension 'cpu_adam'"),
+    ("deepspeed-no-gpu-resources", "cuda_env_error", "deepspeed/launcher/runner.py", "main",
+     "RuntimeError: Unable to proceed, no GPU resources available"),
+    ("requested-gpu-not-available", "cuda_env_error", "ultralytics/utils/torch_utils.py", "select_device",
+     "ValueError: Invalid CUDA 'device=0,1' requested. Use 'device=cpu' or pass valid CUDA device(s) if "
+     "available, i.e. 'device=0' or 'device=0,1,2,3' for Multi-GPU.\n\ntorch.cuda.is_available(): False"),
+    ("requested-gpu-not-available", "cuda_env_error", "lightning_fabric/utilities/device_parser.py", "_sanitize",
+     "lightning_fabric.utilities.exceptions.MisconfigurationException: You requested gpu: [0, 1, 2, 3]\n"
+     " But your machine only has: [0]"),
+    ("requested-gpu-not-available", "cuda_env_error", "pytorch_lightning/trainer/connectors/accelerator_connector.py",
+     "_check_config", "pytorch_lightning.utilities.exceptions.MisconfigurationException: `CUDAAccelerator` can "
+     "not run on your system since the accelerator is not available. The following accelerator(s) is "
+     "available and can be passed into `accelerator` argument of `Trainer`: ['cpu']."),
+    ("ultralytics-no-labels", "incorrect_input", "ultralytics/data/dataset.py", "get_labels",
+     "AssertionError: val: No labels found in /data/parts/labels/val.cache, can not start training. "
+     "See https://docs.ultralytics.com/datasets for dataset formatting guidance."),
+    ("omegaconf-config-error", "semantic_error", "omegaconf/base.py", "_format_and_raise",
+     "omegaconf.errors.ConfigKeyError: Key 'warmup' not in 'OptimConfig'\n    full_key: optim.warmup\n"
+     "    object_type=OptimConfig"),
+    ("hydra-locate-target", "import_error", "hydra/_internal/instantiate/_instantiate2.py", "_resolve_target",
+     "hydra.errors.InstantiationException: Error locating target 'project.nets.UNet3D', set env var "
+     "HYDRA_FULL_ERROR=1 to see chained exception.\nfull_key: model"),
+    ("wandb-init-timeout", "comm_error", "wandb/sdk/wandb_init.py", "init",
+     "wandb.errors.errors.CommError: Run initialization has timed out after 90.0 sec. Please try increasing "
+     "the timeout with the `init_timeout` setting: `wandb.init(settings=wandb.Settings(init_timeout=120))`."),
+    ("ray-no-running-instance", "comm_error", "ray/_private/services.py", "canonicalize_bootstrap_address_or_die",
+     "ConnectionError: Could not find any running Ray instance. Please specify the one to connect to by "
+     "setting `--address` flag or `RAY_ADDRESS` environment variable."),
+    ("ray-memory-monitor-oom", "cpu_oom", "ray/worker.py", "get",
+     "ray.memory_monitor.RayOutOfMemoryError: More than 95% of the memory on node node-12 is used "
+     "(122.4 / 125.8 GB). The top 10 memory consumers are:"),
+    ("vllm-free-memory-at-startup", "gpu_oom", "vllm/v1/worker/gpu_worker.py", "init_device",
+     "ValueError: Free memory on device (12.4/39.4 GiB) on startup is less than desired GPU memory "
+     "utilization (0.85, 33.5 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes."),
+    ("transformers-flash-attn2-unusable", "cuda_env_error", "transformers/modeling_utils.py",
+     "_check_and_enable_flash_attn_2",
+     "ValueError: FlashAttention2 has been toggled on, but it cannot be used due to the following error: "
+     "Flash Attention 2 is not available on CPU. Please make sure torch can access a CUDA device."),
+    ("accelerate-precision-needs-gpu", "cuda_env_error", "accelerate/accelerator.py", "__init__",
+     "ValueError: fp16 mixed precision requires a GPU (not 'cpu')."),
+    ("bnb-quantization-needs-gpu", "cuda_env_error", "transformers/quantizers/quantizer_bnb_8bit.py",
+     "validate_environment", "RuntimeError: No GPU found. A GPU is needed for quantization."),
+    ("jax-cuda-components", "cuda_env_error", "jax/_src/xla_bridge.py", "_check_cuda_versions",
+     "RuntimeError: Unable to use CUDA because of the following issues with CUDA components:\n"
+     "Outdated cuSPARSE installation found.\nVersion JAX was built against: 12200\nInstalled version: 12002"),
+    ("keras-custom-object-unknown", "checkpoint_error", "keras/src/saving/serialization_lib.py",
+     "deserialize_keras_object",
+     "TypeError: Could not locate class 'GatedBlock'. Make sure custom classes are decorated with "
+     "`@keras.saving.register_keras_serializable()`. Full object config: {'class_name': 'GatedBlock'}"),
+    ("keras-custom-object-unknown", "checkpoint_error", "keras/utils/generic_utils.py",
+     "class_and_config_for_serialized_keras_object",
+     "ValueError: Unknown layer: GatedBlock. Please ensure this object is passed to the `custom_objects` "
+     "argument. See https://www.tensorflow.org/guide/keras/save_and_serialize for details."),
+    ("transformers-torch-load-version", "import_error", "transformers/utils/import_utils.py",
+     "check_torch_load_is_safe",
+     "ValueError: Due to a serious vulnerability issue in `torch.load`, even with `weights_only=True`, we now "
+     "require users to upgrade torch to at least v2.6 in order to use the function."),
+    ("torch-compile-python-unsupported", "import_error", "torch/_dynamo/eval_frame.py", "check_if_dynamo_supported",
+     "RuntimeError: Python 3.12+ not yet supported for torch.compile"),
+    ("tokenizer-needs-sentencepiece-or-newer-tokenizers", "import_error", "transformers/tokenization_utils_fast.py",
+     "__init__", "Exception: data did not match any variant of untagged enum PyPreTokenizerTypeWrapper at line 60 column 3"),
+    ("tokenizer-needs-sentencepiece-or-newer-tokenizers", "import_error", "transformers/tokenization_utils_fast.py",
+     "__init__", "ValueError: Cannot instantiate this tokenizer from a slow version. If it's based on "
+     "sentencepiece, make sure you have sentencepiece installed."),
+    ("peft-adapter-config-missing", "checkpoint_error", "peft/config.py", "from_pretrained",
+     "ValueError: Can't find 'adapter_config.json' at 'out/lora-r16/checkpoint-1200'"),
+    ("lightning-cuda-initialized-before-fork", "semantic_error",
+     "lightning_fabric/strategies/launchers/multiprocessing.py", "_check_bad_cuda_fork",
+     "RuntimeError: Lightning can't create new processes if CUDA is already initialized. Did you manually call "
+     "`torch.cuda.*` functions, have moved the model to the device, or allocated memory on the GPU any other way?"),
+    ("multiprocessing-bootstrap-phase", "semantic_error", "multiprocessing/spawn.py", "_check_not_importing_main",
+     "RuntimeError: \n        An attempt has been made to start a new process before the\n"
+     "        current process has finished its bootstrapping phase."),
+    ("extension-cuda-version-mismatch-any", "cuda_env_error", "torch_scatter/__init__.py", "<module>",
+     "RuntimeError: Detected that PyTorch and torch_scatter were compiled with different CUDA versions. "
+     "PyTorch has CUDA version 12.1 and torch_scatter has CUDA version 11.8. Please reinstall the "
+     "torch_scatter that matches your PyTorch install."),
+    ("torchvision-ops-missing", "import_error", "torch/_ops.py", "__getattr__",
+     "RuntimeError: operator torchvision::roi_align does not exist"),
+    ("torchvision-ops-missing", "import_error", "torchvision/extension.py", "_assert_has_ops",
+     "RuntimeError: Couldn't load custom C++ ops. This can happen if your PyTorch and torchvision versions "
+     "are incompatible, or if you had errors while compiling torchvision from source."),
+    ("numpy2-removed-alias", "import_error", "imgaug/imgaug.py", "<module>",
+     "AttributeError: `np.sctypes` was removed in the NumPy 2.0 release. Access dtypes explicitly instead."),
+    ("numpy2-removed-alias", "import_error", "torch/utils/data/_utils/collate.py", "collate",
+     "RuntimeError: Numpy is not available"),
+    ("protobuf-descriptors-skew", "import_error", "tensorboard/compat/proto/tensor_pb2.py", "<module>",
+     "TypeError: Descriptors cannot be created directly.\nIf this call came from a _pb2.py file, your "
+     "generated code is out of date and must be regenerated with protoc >= 3.19.0."),
+    ("tf-cuda-implicit-init-failed", "cuda_env_error", "tensorflow/python/eager/context.py", "ensure_initialized",
+     "tensorflow.python.framework.errors_impl.InternalError: CUDA runtime implicit initialization on GPU:1 "
+     "failed. Status: out of memory"),
+]
+
+
+@pytest.fixture(scope="module")
+def clf() -> Classifier:
+    return default_classifier()
+
+
+def _log(frame: str, func: str, message: str) -> str:
+    return _HEAD.format(frame=frame, func=func) + message + "\n"
+
+
+@pytest.mark.parametrize(("rule_id", "category", "frame", "func", "message"), CASES,
+                         ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
+def test_library_message_gets_its_category(clf: Classifier, rule_id: str, category: str, frame: str,
+                                           func: str, message: str) -> None:
+    d = diagnose_text(_log(frame, func, message), clf).diagnosis
+    assert (d.category, d.rule_id) == (category, rule_id), d.reason
+
+
+def test_every_round_11_rule_has_a_case() -> None:
+    block = SIGNATURES.read_text(encoding="utf-8").partition("# ---- round 11: library messages")[2]
+    ours = set(re.findall(r"^- id: ([\w-]+)$", block, re.MULTILINE))
+    assert len(ours) >= 25
+    assert ours - {"hydra-missing-config"} <= {c[0] for c in CASES}
+
+
+@pytest.mark.parametrize(("text", "rule_id"), [
+    # Hydra prints a composition error's message alone, without its class, then its exit line
+    ("In 'train': Could not find 'optimizer/adamw8'\n\nAvailable options in 'optimizer':\n\tadam\n\tsgd\n"
+     "Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.", "hydra-missing-config"),
+    ("Could not override 'data.num_workerz'.\nTo append to your config use +data.num_workerz=8\n"
+     "Key 'num_workerz' is not in struct\n    full_key: data.num_workerz\n"
+     "Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.", "omegaconf-config-error"),
+])
+def test_hydra_messages_without_a_class_match_at_rule_level(text: str, rule_id: str) -> None:
+    best = best_match(match_rules(text, RULES))
+    assert best is not None and best.rule.id == rule_id
+
+
+def test_xformers_shape_limits_are_not_an_environment_fault() -> None:
+    # every operator refusing the inputs' shape is the caller's choice, not a missing build
+    text = ("NotImplementedError: No operator found for `memory_efficient_attention_forward` with inputs:\n"
+            "`cutlassF` is not supported because:\n    attn_bias.stride(-2) % 8 != 0\n")
+    assert "xformers-not-built" not in {m.rule.id for m in match_rules(text, RULES)}
+
+
+def test_a_dataset_url_is_the_dataset_rule_not_the_model_rule() -> None:
+    text = "Repository Not Found for url: https://huggingface.co/datasets/team-x/dialogs/resolve/main/a.json."
+    ids = {m.rule.id for m in match_rules(text, RULES)}
+    assert "hf-hub-dataset-not-found" in ids and "hf-hub-repo-not-found" not in ids
