@@ -176,6 +176,52 @@ CASES: list[tuple[str, str, str, str, str]] = [
     ("tf-cuda-implicit-init-failed", "cuda_env_error", "tensorflow/python/eager/context.py", "ensure_initialized",
      "tensorflow.python.framework.errors_impl.InternalError: CUDA runtime implicit initialization on GPU:1 "
      "failed. Status: out of memory"),
+    ("hf-training-args-needs-gpu", "cuda_env_error", "transformers/training_args.py", "__post_init__",
+     "ValueError: FP16 Mixed precision training with AMP or APEX (`--fp16`) and FP16 half precision evaluation "
+     "(`--fp16_full_eval`) can only be used on CUDA or MLU devices or NPU devices."),
+    ("torch-extension-needs-ninja", "import_error", "torch/utils/cpp_extension.py", "verify_ninja_availability",
+     "RuntimeError: Ninja is required to load C++ extensions"),
+    ("flash-attn-head-dim-gpu", "cuda_env_error", "flash_attn/flash_attn_interface.py", "_flash_attn_backward",
+     "RuntimeError: FlashAttention backward for head dim > 192 requires A100/A800 or H100/H800"),
+    ("bnb-compiled-without-gpu", "cuda_env_error", "bitsandbytes/functional.py", "optimizer_update_32bit",
+     "AttributeError: 'NoneType' object has no attribute 'cadam32bit_grad_bf16'"),
+    ("vllm-architecture-unsupported", "import_error", "vllm/model_executor/models/registry.py", "resolve_model_cls",
+     "ValueError: Model architectures ['Gemma3ForConditionalGeneration'] are not supported for now. "
+     "Supported architectures: dict_keys(['LlamaForCausalLM', 'MistralForCausalLM'])"),
+    ("vllm-prompt-too-long", "incorrect_input", "vllm/v1/engine/processor.py", "_validate_model_input",
+     "ValueError: The decoder prompt (length 33001) is longer than the maximum model length of 32768. "
+     "Make sure that `max_model_len` is no smaller than the number of text tokens."),
+    ("vllm-device-type-unknown", "cuda_env_error", "vllm/config.py", "__init__",
+     "RuntimeError: Failed to infer device type"),
+    ("nccl-error-short-form", "comm_error", "torch/distributed/distributed_c10d.py", "broadcast",
+     "RuntimeError: NCCL error: invalid usage (run with NCCL_DEBUG=WARN for details)"),
+    ("nccl-shm-too-small", "cpu_oom", "torch/distributed/distributed_c10d.py", "all_reduce",
+     "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1275, "
+     "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.14.3\n"
+     "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error.\n"
+     "Last error:\nError: failed to extend /dev/shm/nccl-Qx81aP to 9637892 bytes"),
+    ("jaxlib-newer-than-jax", "import_error", "jax/version.py", "_check_jaxlib_version",
+     "RuntimeError: jaxlib version 0.4.31 is newer than and incompatible with jax version 0.4.20. "
+     "Please update your jax and/or jaxlib packages."),
+    ("wandb-authentication", "permission_error", "wandb/sdk/wandb_login.py", "_verify_login",
+     "wandb.errors.AuthenticationError: API key must be 40 characters long, yours was 7"),
+    ("hf-token-missing", "permission_error", "huggingface_hub/utils/_headers.py", "get_token_to_send",
+     "huggingface_hub.errors.LocalTokenNotFoundError: Token is required (`token=True`), but no token found. "
+     "You need to provide a token or be logged in to Hugging Face with `huggingface-cli login`."),
+    ("dns-name-not-known", "comm_error", "urllib/request.py", "do_open",
+     "urllib.error.URLError: <urlopen error [Errno -2] Name or service not known>"),
+    ("openmmlab-version-incompatible", "import_error", "mmseg/__init__.py", "<module>",
+     "AssertionError: MMCV==2.2.0 is used but incompatible. Please install mmcv>=2.0.0rc4, <2.2.0."),
+    ("fvcore-checkpoint-not-found", "checkpoint_error", "fvcore/common/checkpoint.py", "_load_file",
+     "AssertionError: Checkpoint runs/r50/model_0009999.pth not found!"),
+    ("hip-environment-error", "cuda_env_error", "torch/nn/functional.py", "linear",
+     "RuntimeError: HIP error: invalid device function\nHIP kernel errors might be asynchronously reported at "
+     "some other API call, so the stacktrace below might be incorrect."),
+    ("cuda-library-undefined-symbol", "cuda_env_error", "torch/__init__.py", "_load_global_deps",
+     "OSError: /opt/venv/lib/python3.11/site-packages/nvidia/cusparse/lib/libcusparse.so.12: undefined symbol: "
+     "__nvJitLinkAddData_12_1, version libnvJitLink.so.12"),
+    ("tf-file-not-found", "incorrect_input", "tensorflow/python/lib/io/file_io.py", "read",
+     "tensorflow.python.framework.errors_impl.NotFoundError: /data/vocab/words.txt; No such file or directory"),
 ]
 
 
