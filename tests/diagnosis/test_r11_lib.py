@@ -222,6 +222,36 @@ CASES: list[tuple[str, str, str, str, str]] = [
      "__nvJitLinkAddData_12_1, version libnvJitLink.so.12"),
     ("tf-file-not-found", "incorrect_input", "tensorflow/python/lib/io/file_io.py", "read",
      "tensorflow.python.framework.errors_impl.NotFoundError: /data/vocab/words.txt; No such file or directory"),
+    ("deepspeed-zero-offload-client-optimizer", "semantic_error", "deepspeed/runtime/engine.py",
+     "_configure_optimizer", "deepspeed.runtime.zero.utils.ZeRORuntimeException: You are using ZeRO-Offload with a "
+     "client provided optimizer (<class 'torch.optim.sgd.SGD'>) which in most cases will yield poor performance."),
+    ("megatron-cuda-device-max-connections", "semantic_error", "megatron/core/tensor_parallel/layers.py", "forward",
+     "RuntimeError: Using async gradient all reduce requires setting the environment variable "
+     "CUDA_DEVICE_MAX_CONNECTIONS to 1"),
+    ("transformer-engine-fp8-capability", "cuda_env_error", "transformer_engine/pytorch/fp8.py", "fp8_autocast",
+     "AssertionError: Device compute capability 8.9 or higher required for FP8 execution."),
+    ("triton-not-installed", "import_error", "torch/_inductor/scheduler.py", "create_backend",
+     "torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised:\nRuntimeError: Cannot find a working "
+     "triton installation. Either the package is not installed or it is too old."),
+    ("vllm-quantization-capability", "cuda_env_error", "vllm/config.py", "_verify_quantization",
+     "ValueError: The quantization method awq_marlin is not supported for the current GPU. Minimum capability: 80. "
+     "Current capability: 70."),
+    ("datasets-no-data-files", "incorrect_input", "datasets/data_files.py", "get_data_patterns",
+     "datasets.exceptions.DataFilesNotFoundError: No (supported) data files found in ./corpus/pretrain"),
+    ("audio-backend-missing", "import_error", "torchaudio/_backend/utils.py", "get_load_func",
+     "RuntimeError: Couldn't find appropriate backend to handle uri clips/0001.wav and format None."),
+    ("audio-backend-missing", "import_error", "soundfile.py", "<module>",
+     "OSError: sndfile library not found using ctypes.util.find_library"),
+    ("external-executable-missing", "import_error", "subprocess.py", "_execute_child",
+     "FileNotFoundError: [Errno 2] No such file or directory: 'ffprobe'"),
+    ("sentencepiece-model-unreadable", "checkpoint_error", "sentencepiece/__init__.py", "LoadFromFile",
+     "OSError: Not found: \"weights/llama2-7b/tokenizer.model\": No such file or directory Error #2"),
+    ("hf-config-not-json", "checkpoint_error", "transformers/configuration_utils.py", "_get_config_dict",
+     "OSError: It looks like the config file at 'weights/mistral/config.json' is not a valid JSON file."),
+    ("tensorboard-duplicate-plugins", "import_error", "tensorboard/plugins/base_plugin.py", "load",
+     "ValueError: Duplicate plugins for name projector"),
+    ("pydantic-v2-migration", "import_error", "pydantic/_migration.py", "wrapper",
+     "pydantic.errors.PydanticImportError: `BaseSettings` has been moved to the `pydantic-settings` package."),
 ]
 
 
