@@ -183,6 +183,9 @@ CASES: list[tuple[str, str, str, str, str]] = [
      "RuntimeError: Ninja is required to load C++ extensions"),
     ("flash-attn-head-dim-gpu", "cuda_env_error", "flash_attn/flash_attn_interface.py", "_flash_attn_backward",
      "RuntimeError: FlashAttention backward for head dim > 192 requires A100/A800 or H100/H800"),
+    ("flash-attn-head-dim-gpu", "cuda_env_error", "flash_attn/flash_attn_interface.py", "_flash_attn_backward",
+     "RuntimeError: FlashAttention backward for head dim 256 with dropout, or head dim 224 with/without dropout "
+     "requires A100/A800 or H100/H800"),
     ("bnb-compiled-without-gpu", "cuda_env_error", "bitsandbytes/functional.py", "optimizer_update_32bit",
      "AttributeError: 'NoneType' object has no attribute 'cadam32bit_grad_bf16'"),
     ("vllm-architecture-unsupported", "import_error", "vllm/model_executor/models/registry.py", "resolve_model_cls",
