@@ -255,6 +255,17 @@ CASES: list[tuple[str, str, str, str, str]] = [
      "ValueError: Duplicate plugins for name projector"),
     ("pydantic-v2-migration", "import_error", "pydantic/_migration.py", "wrapper",
      "pydantic.errors.PydanticImportError: `BaseSettings` has been moved to the `pydantic-settings` package."),
+    ("vllm-kv-cache-too-small-for-max-len", "gpu_oom", "vllm/v1/core/kv_cache_utils.py",
+     "check_enough_kv_cache_memory", "ValueError: To serve at least one request with the models's max seq len "
+     "(131072), (16.00 GiB KV cache is needed, which is larger than the available KV cache memory (9.84 GiB). "
+     "Based on the available memory, the estimated maximum model length is 80576."),
+    ("deepspeed-op-builder-cuda-mismatch", "cuda_env_error", "deepspeed/ops/op_builder/builder.py",
+     "assert_no_cuda_mismatch", "deepspeed.ops.op_builder.builder.CUDAMismatchException: >- DeepSpeed Op Builder: "
+     "Installed CUDA version 12.4 does not match the version torch was compiled with 11.8, unable to compile "
+     "cuda/cpp extensions without a matching cuda version."),
+    ("cpp-extension-compiler-version", "cuda_env_error", "torch/utils/cpp_extension.py", "_check_cuda_version",
+     "RuntimeError: The current installed version of g++ (13.2.0) is greater than the maximum required version by "
+     "CUDA 12.1. Please make sure to use an adequate version of g++ (>=6.0.0, <13.0)."),
 ]
 
 
@@ -306,3 +317,10 @@ def test_a_dataset_url_is_the_dataset_rule_not_the_model_rule() -> None:
     text = "Repository Not Found for url: https://huggingface.co/datasets/team-x/dialogs/resolve/main/a.json."
     ids = {m.rule.id for m in match_rules(text, RULES)}
     assert "hf-hub-dataset-not-found" in ids and "hf-hub-repo-not-found" not in ids
+
+
+def test_deepspeed_compatible_cuda_minor_mismatch_is_no_error() -> None:
+    # DeepSpeed logs this and goes on: only the "unable to compile" form is fatal
+    text = ("Installed CUDA version 12.6 does not match the version torch was compiled with 12.4 but since the APIs "
+            "are compatible, accepting this combination")
+    assert "deepspeed-op-builder-cuda-mismatch" not in {m.rule.id for m in match_rules(text, RULES)}
