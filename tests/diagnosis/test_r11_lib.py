@@ -324,3 +324,8 @@ def test_deepspeed_compatible_cuda_minor_mismatch_is_no_error() -> None:
     text = ("Installed CUDA version 12.6 does not match the version torch was compiled with 12.4 but since the APIs "
             "are compatible, accepting this combination")
     assert "deepspeed-op-builder-cuda-mismatch" not in {m.rule.id for m in match_rules(text, RULES)}
+
+
+def test_a_bare_could_not_find_line_is_not_hydra() -> None:
+    text = "Could not find 'libnvinfer.so.8'\nTraceback (most recent call last):\nValueError: bad shape\n"
+    assert "hydra-missing-config" not in {m.rule.id for m in match_rules(text, RULES)}
