@@ -452,7 +452,7 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
         failure = reported  # a report's line, then the traceback of what it reports: read that
         tb_start, frames = _traceback_of(lines, failure, floor)
     text = "\n".join(ln for ln in frames if not ln.startswith((" ", "\t"))) if tb_start is not None \
-        else "\n".join(_job_report_cut(ln) for ln in region)
+        else "\n".join(_job_report_cut(ln) for ln in _since_steps(lines, failure, floor, region))
     if _syntax(frames or [logs.normalize_line(lines[min(failure, len(lines) - 1)])]):
         return "startup"  # the program could not even be compiled: whatever ran before was another run
     if tb_start is not None and _import_failed(frames):
@@ -506,6 +506,19 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
             and loop is None and not _loop_started(lines, floor, top):
         return "evaluation"  # the steps an evaluation script counts are its batches (unless it announced training)
     return phase
+
+
+def _since_steps(lines: Sequence[str], failure: int, floor: int, region: Sequence[str]) -> Sequence[str]:
+    """The lines of ``region`` (the normalized lines around a failure without a traceback) after the
+    last training step printed before ``failure``: a checkpoint save or load announced above steps that
+    followed it was done (nanoGPT's ``train.py`` prints "saving checkpoint to {out_dir}" every
+    ``eval_interval`` iterations, then goes on with "iter N: loss ..."), it is not what failed."""
+    got = last_matching(lines, _STEP_KEYS, _step_progress, max(floor, failure - len(region)), failure)
+    if not got:
+        return region
+    last = logs.normalize_line(lines[got[0]])
+    at = next((k for k in range(len(region) - 1, -1, -1) if region[k] == last), None)
+    return region if at is None else region[at + 1:]
 
 
 #: Lines from a failure without a traceback on that are read for what it names (a kill's, a launcher's
