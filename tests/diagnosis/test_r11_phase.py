@@ -38,3 +38,50 @@ def test_save_announced_just_before_a_kill_is_checkpoint_save(rules: Classifier)
              "slurmstepd: error: *** JOB 5512 ON gpu07 CANCELLED AT 2026-03-30T06:18:42 ***"]
     w = diagnose_text("\n".join(lines), rules)
     assert w.phase == "checkpoint_save"
+
+
+def _attribute_error(entry: str, func: str) -> list[str]:
+    return ["Traceback (most recent call last):",
+            f'  File "{entry}", line 271, in <module>',
+            "    trainer.train()",
+            f'  File "{entry}", line 134, in {func}',
+            "    reward = self.best * self.scale",
+            "AttributeError: 'Agent' object has no attribute 'scale'"]
+
+
+@pytest.mark.parametrize("banner", ["INFO::----step{k}----", "===== Epoch {k}/40 =====",
+                                    "[2025-02-01 10:00:00] ********** ITERATION {k} **********"])
+def test_step_banners_count_steps(rules: Classifier, banner: str) -> None:
+    """A custom loop's banner per step or epoch (a number between rules) counts as its progress."""
+    lines = ["Using device: cuda"]
+    for k in range(3, 8):
+        lines += [banner.format(k=k), f"reward: 0.{k}1", f"entropy: 2.{k}"]
+    lines += ["load 2000 samples.", *_attribute_error("run.py", "train")]
+    w = diagnose_text("\n".join(lines), rules)
+    assert (w.phase, w.step) == ("training", "7")
+
+
+def test_a_numbered_instruction_between_rules_is_not_a_banner(rules: Classifier) -> None:
+    lines = ["Using device: cuda", "--- step 4: compute the loss ---", *_attribute_error("run.py", "train")]
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.step is None
+
+
+@pytest.mark.parametrize("saved", ["\x1b[34m\x1b[1mwandb\x1b[0m: Adding directory to artifact (./out/checkpoints/checkpoint-{k})"
+                                   "... Done. 0.1s",
+                                   "[INFO|trainer.py:3478] 2025-01-05 10:00:00,001 >> Saving model checkpoint to "
+                                   "out/checkpoint-{k}"])
+def test_trainer_checkpoint_folders_name_the_step(rules: Classifier, saved: str) -> None:
+    """Trainer checkpoints written (or uploaded to wandb) during training name their global step."""
+    lines = ["Using device: cuda"]
+    for k in range(500, 3000, 500):
+        lines += [f"Saved evaluation predictions to: out/pred_{k}", saved.format(k=k),
+                  f"Configuration saved in out/checkpoint-{k}/config.json",
+                  f"Model weights saved in out/checkpoint-{k}/model.safetensors",
+                  f"tokenizer config file saved in out/checkpoint-{k}/tokenizer_config.json"]
+    lines += ["Traceback (most recent call last):",
+              '  File "/usr/lib/python3.10/logging/__init__.py", line 1104, in emit',
+              "    self.flush()",
+              "OSError: [Errno 5] Input/output error"]
+    w = diagnose_text("\n".join(lines), rules)
+    assert (w.phase, w.step) == ("training", "2500")

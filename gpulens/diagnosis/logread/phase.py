@@ -166,7 +166,7 @@ _COUNTER_KEYS = ("ite ", "tick ")
 #: communication rounds so; round 1 is the first step, a later one is training.
 _ROUND = re.compile(r"(?:^|[\s:])\[(?:ROUND|Round) (\d+)(?:\s*/\s*\d+)?\]")
 _ROUND_KEYS = ("[ROUND ", "[Round ")
-_STEP_KEYS = (*PROGRESS_KEYS, *_COUNTER_KEYS, *_ROUND_KEYS, "eta: ")
+_STEP_KEYS = (*PROGRESS_KEYS, *_COUNTER_KEYS, *_ROUND_KEYS, "eta: ", "STEP", "EPOCH", "ITER", "checkpoint-")
 
 
 #: The loss line of the loop in PyTorch's "Training with PyTorch" tutorial, copied into many
@@ -236,6 +236,41 @@ def _megatron_iteration(line: str) -> str | None:
     return m.group(1) if m else None
 
 
+#: A step, iteration or epoch number alone between rules of dashes, equals signs or stars, the banner
+#: custom loops print when each starts or is logged (``print(f"{'=' * 20} Epoch {epoch}/{epochs} {'=' * 20}")``,
+#: ``logging.info(f"----step{step}----")``: "===== Epoch 3/100 =====", "INFO::----step124000----"),
+#: after a logger's prefix; the whole line is the banner, so a sentence naming a step is not one.
+_BANNER = re.compile(r"(?:^|[:\]]\s?)[-=*#~]{2,}\s*(?:[Ss]tep|STEP|[Ee]poch|EPOCH|[Ii]ter(?:ation)?|ITER(?:ATION)?)"
+                     r"\s*[:#]?\s*(\d+)(?:\s*/\s*\d+)?\s*[-=*#~]{2,}\s*$")
+_BANNER_RULES = ("--", "==", "**", "##", "~~")
+
+
+def _banner_count(line: str) -> str | None:
+    """The number of a step/epoch banner (:data:`_BANNER`), if the line is one."""
+    if len(line) > _HEAD or not any(r in line for r in _BANNER_RULES):
+        return None
+    m = _BANNER.search(line.rstrip("\r\n"))
+    return m.group(1) if m else None
+
+
+#: A Hugging Face Trainer checkpoint folder being written, which names the global step it was saved at
+#: (``trainer.py``'s ``_save_checkpoint``: ``f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"``, "checkpoint-500"):
+#: the Trainer's own ``_save`` log "Saving model checkpoint to {output_dir}", and wandb's ``Artifact.add_dir``
+#: notice "Adding directory to artifact (./out/checkpoint-500)... Done. 0.1s", printed when the ``WandbCallback``
+#: (``integrations/integration_utils.py``, ``on_save`` with ``WANDB_LOG_MODEL=checkpoint``) uploads each checkpoint.
+_SAVED_AT = re.compile(r"(?:Saving model checkpoint to |Adding directory to artifact \()\S*?\bcheckpoint-(\d+)\b")
+_SAVED_AT_KEYS = ("Saving model checkpoint to ", "Adding directory to artifact (")
+
+
+def _saved_at_step(line: str) -> str | None:
+    """The global step of a Trainer checkpoint saved or uploaded during training (:data:`_SAVED_AT`)."""
+    head = line[:_SHOWN]
+    if "checkpoint-" not in head or not any(k in head for k in _SAVED_AT_KEYS):
+        return None
+    m = _SAVED_AT.search(head)
+    return m.group(1) if m else None
+
+
 def _counter(line: str) -> str | None:
     """The count of a bare counter line (a training MetricLogger line, a tqdm bar without a total,
     Megatron's iteration line), if it is one."""
@@ -247,6 +282,8 @@ def _counter(line: str) -> str | None:
         return m.group(1) if m else None
     if ("[ROUND " in line[:_HEAD] or "[Round " in line[:_HEAD]) and (r := _ROUND.search(line[:_HEAD])) is not None:
         return r.group(1)
+    if (b := _banner_count(line)) is not None or (b := _saved_at_step(line)) is not None:
+        return b
     if line[:1] in " \t" and line.lstrip(" \t").startswith(("batch ", "Batch ")):
         m = _BATCH_LOSS.match(line)
         return m.group(1) if m else None
