@@ -85,3 +85,45 @@ def test_trainer_checkpoint_folders_name_the_step(rules: Classifier, saved: str)
               "OSError: [Errno 5] Input/output error"]
     w = diagnose_text("\n".join(lines), rules)
     assert (w.phase, w.step) == ("training", "2500")
+
+
+_HUB = "/opt/env/lib/python3.11/site-packages/transformers"
+
+
+@pytest.mark.parametrize("message", [
+    "OSError: Incorrect path_or_model_id: '/scratch/run7/checkpoint-12000/'. Please provide either the path to a "
+    "local folder or the repo_id of a model on the Hub.",
+    "OSError: /scratch/run7/reward_model does not appear to have a file named config.json. Checkout "
+    "'https://huggingface.co//scratch/run7/reward_model/tree/None' for available files.",
+    "OSError: Can't load tokenizer for '/scratch/run7/sft_out'. If you were trying to load it from "
+    "'https://huggingface.co/models', make sure you don't have a local directory with the same name.",
+    "huggingface_hub.errors.HFValidationError: Repo id must be in the form 'repo_name' or 'namespace/repo_name': "
+    "'/scratch/run7/enc/config.json'. Use `repo_type` argument if needed.",
+])
+def test_from_pretrained_files_not_found_is_checkpoint_load(rules: Classifier, message: str) -> None:
+    """``from_pretrained`` that cannot find a model folder's files: reading a checkpoint, not set-up."""
+    lines = ["[INFO] [comm.py:668:init_distributed] Initializing TorchBackend in DeepSpeed with backend nccl",
+             "Traceback (most recent call last):",
+             '  File "/home/u/proj/train_rm.py", line 192, in <module>',
+             "    train(args)",
+             '  File "/home/u/proj/train_rm.py", line 29, in train',
+             "    model = build_model(args.model_path)",
+             f'  File "{_HUB}/models/auto/configuration_auto.py", line 934, in from_pretrained',
+             "    config_dict, unused_kwargs = PretrainedConfig.get_config_dict(pretrained_model_name_or_path, **kwargs)",
+             f'  File "{_HUB}/utils/hub.py", line 370, in cached_file',
+             "    raise EnvironmentError(",
+             message]
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.phase == "checkpoint_load"
+
+
+def test_a_repo_id_that_is_not_a_path_is_not_a_checkpoint(rules: Classifier) -> None:
+    lines = ["Traceback (most recent call last):",
+             '  File "/home/u/proj/train.py", line 12, in <module>',
+             "    tok = AutoTokenizer.from_pretrained(name)",
+             f'  File "{_HUB}/utils/hub.py", line 370, in cached_file',
+             "    validate_repo_id(arg_value)",
+             "huggingface_hub.errors.HFValidationError: Repo id must be in the form 'repo_name' or "
+             "'namespace/repo_name': 'org/my/model'. Use `repo_type` argument if needed."]
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.phase == "startup"

@@ -57,9 +57,19 @@ _SAVE = Guarded(r"save_checkpoint|_save_checkpoint|torch\.save|save_pretrained|s
                 r"(?:checkpoint|ckpt|\.safetensors|\.pth?\b|\.bin\b)",
                 ("save", "aving", "PytorchStreamWriter", "SafetensorError", "serializ", "merge_and_unload",
                  "push_to_hub", "No space left", "quota exceeded", "Read-only file"))
+#: Also the errors of ``from_pretrained`` when the weights, config or tokenizer files of a model folder or
+#: repository cannot be found (``transformers/utils/hub.py``'s ``cached_file(s)``: "{path} does not appear to
+#: have a file named {file}", "Incorrect path_or_model_id: '{path}'"; ``tokenization_utils_base``'s "Can't load
+#: tokenizer for '{path}'", ``configuration_utils``'s "Can't load the configuration of '{path}'", ``modeling_utils``'s
+#: "Can't load the model for '{path}'"; ``huggingface_hub``'s ``validate_repo_id`` "Repo id must be in the form
+#: 'repo_name' or 'namespace/repo_name': '{repo_id}'" for a local path that is not there): a checkpoint being read.
 _LOAD = Guarded(r"load_checkpoint|load_state_dict|_load_best_model|resume_from|[Ll]oading checkpoint|torch\.load\("
-                r"|_IncompatibleKeys|Error\(s\) in loading state_dict",
-                ("load", "oading", "resume_from", "_IncompatibleKeys"))
+                r"|_IncompatibleKeys|Error\(s\) in loading state_dict"
+                r"|does not appear to have a file named |Incorrect path_or_model_id: "
+                r"|Can't load (?:tokenizer for|the configuration of|the model for) '"
+                r"|Repo id must be in the form 'repo_name' or 'namespace/repo_name': '(?:/|\.{1,2}/|~/)",
+                ("load", "oading", "resume_from", "_IncompatibleKeys", "does not appear to have a file named",
+                 "path_or_model_id", "Repo id must be"))
 _EVAL = Guarded(r"[Ee]valuat|(?<![Ii]n)[Vv]alidat|\beval\b|evaluate\(|compute_metrics|[Tt]esting\b|\bval_",
                 ("valuat", "alidat", "eval", "compute_metrics", "esting", "val_"))
 _TEARDOWN = Guarded(r"destroy_process_group|atexit|__del__|finalize|[Ss]hutting down",
