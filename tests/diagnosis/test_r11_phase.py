@@ -127,3 +127,21 @@ def test_a_repo_id_that_is_not_a_path_is_not_a_checkpoint(rules: Classifier) -> 
              "'namespace/repo_name': 'org/my/model'. Use `repo_type` argument if needed."]
     w = diagnose_text("\n".join(lines), rules)
     assert w.phase == "startup"
+
+
+def test_pytorch_template_early_stop_then_a_failure_is_shutdown(rules: Classifier) -> None:
+    """pytorch-template's trainer stops early; what fails after its loop is the run's shutdown."""
+    lines = []
+    for e in range(30, 38):
+        lines += [f"    epoch          : {e}", f"    loss           : 0.28{e}", f"    val_BLEU_4     : 0.09{e}"]
+    lines += ["Validation performance didn't improve for 35 epochs. Training stops.",
+              "Traceback (most recent call last):",
+              '  File "main_train.py", line 135, in <module>',
+              "    main()",
+              '  File "main_train.py", line 131, in main',
+              "    trainer.train()",
+              '  File "/home/u/proj/modules/trainer.py", line 99, in train',
+              "    self._print_best_to_file()",
+              "AttributeError: 'Trainer' object has no attribute '_print_best_to_file'"]
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.phase == "shutdown"

@@ -748,10 +748,17 @@ def _completion_above(lines: Sequence[str], start: int, top: int) -> int | None:
     behind a launcher's prefix: Ray's ``(main_task pid=7) wandb: Synced 5 W&B file(s)``, printed at any exit)."""
     for k in range(top - 1, start - 1, -1):
         shown = _shown(lines[k])[-_SHOWN:]
+        if _TEMPLATE_STOP in shown:
+            return k
         if shown.strip() and is_completion(shown) and not ranks.launcher_text(shown).lstrip().startswith(_AT_EXIT) \
                 and completion_strength(logs.normalize_line(shown)) >= _STRONG_END:
             return k
     return None
+
+
+#: The early stop of victoresque's pytorch-template ``base/base_trainer.py`` (``train``: "Validation performance
+#: didn't improve for {} epochs. Training stops."), copied by R2Gen and many trainers built on it: its loop is over.
+_TEMPLATE_STOP = " epochs. Training stops."
 
 
 def _next_stage(lines: Sequence[str], done: int, top: int) -> int | None:
