@@ -145,3 +145,17 @@ def test_pytorch_template_early_stop_then_a_failure_is_shutdown(rules: Classifie
               "AttributeError: 'Trainer' object has no attribute '_print_best_to_file'"]
     w = diagnose_text("\n".join(lines), rules)
     assert w.phase == "shutdown"
+
+
+def test_deepspeed_step_timers_count_steps(rules: Classifier) -> None:
+    """DeepSpeed's wall-clock breakdown after each step: steps were done, the failure is not in start-up."""
+    timer = ("[2025-02-18 07:59:22,045] [INFO] [logging.py:96:log_dist] [Rank 0] rank=0 time (ms) | forward: 12.{k}4 | "
+             "backward: 23.69 | backward_inner: 23.65 | backward_allreduce: 0.00 | optimizer_step: 11.68")
+    lines = ["[2025-02-18 07:50:01,000] [INFO] [engine.py:1000:_configure_optimizer] Using DeepSpeed Optimizer param name adam",
+             "model built"]
+    for k in range(4):
+        lines += [timer.format(k=k), f"SCHEDULE NO ERROR {k}"]
+    lines += ["terminate called after throwing an instance of 'c10::Error'",
+              "  what():  CUDA error: an illegal memory access was encountered"]
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.phase == "training"

@@ -176,7 +176,8 @@ _COUNTER_KEYS = ("ite ", "tick ")
 #: communication rounds so; round 1 is the first step, a later one is training.
 _ROUND = re.compile(r"(?:^|[\s:])\[(?:ROUND|Round) (\d+)(?:\s*/\s*\d+)?\]")
 _ROUND_KEYS = ("[ROUND ", "[Round ")
-_STEP_KEYS = (*PROGRESS_KEYS, *_COUNTER_KEYS, *_ROUND_KEYS, "eta: ", "STEP", "EPOCH", "ITER", "checkpoint-")
+_STEP_KEYS = (*PROGRESS_KEYS, *_COUNTER_KEYS, *_ROUND_KEYS, "eta: ", "STEP", "EPOCH", "ITER", "checkpoint-",
+              " time (ms) | ")
 
 
 #: The loss line of the loop in PyTorch's "Training with PyTorch" tutorial, copied into many
@@ -392,10 +393,23 @@ _VLLM_BAR = "% Completed | "
 _FAST = 1000.0
 
 
+#: DeepSpeed's step timers (``deepspeed/utils/timer.py``, ``SynchronizedWallClockTimer.log``: ``f"rank={rank} time
+#: (ms)"`` then ``" | {name}: {elapsed:.2f}"`` per timer, through ``log_dist``), printed with ``wall_clock_breakdown``
+#: after each step's forward, backward and optimizer step: "[Rank 0] rank=0 time (ms) | forward: 12.04 | backward:
+#: 23.69 | backward_inner: 23.65 | backward_allreduce: 0.00 | optimizer_step: 11.68". They count a step done.
+_DS_TIMER = re.compile(r"\brank=\d+ time \(ms\)(?: \| \w+: [\d.]+)*? \| (?:forward|backward|optimizer_step|step)"
+                       r"(?:_microstep)?: [\d.]+")
+
+
+def _ds_step_timer(line: str) -> bool:
+    """Whether a line is DeepSpeed's timer report of a training step (:data:`_DS_TIMER`)."""
+    return " time (ms) | " in line[:_SHOWN] and _DS_TIMER.search(line[:_SHOWN]) is not None
+
+
 def _step_progress(line: str) -> bool:
     """A progress line of the training itself: not a warning's text, not a set-up bar (loading
     weights, mapping a data set: named so, or running thousands of iterations a second)."""
-    if _counter(line) is not None:
+    if _counter(line) is not None or _ds_step_timer(line):
         return True
     if "%|" in line[-_SHOWN:]:
         line = line.lstrip()  # tqdm pads its bar on the left ("  0%|")
