@@ -159,3 +159,51 @@ def test_deepspeed_step_timers_count_steps(rules: Classifier) -> None:
               "  what():  CUDA error: an illegal memory access was encountered"]
     w = diagnose_text("\n".join(lines), rules)
     assert w.phase == "training"
+
+
+_TORCH = "/opt/env/lib/python3.11/site-packages/torch"
+
+
+def _sample_load_failure(prefix: str = "") -> list[str]:
+    """A training step's DataLoader reading a sample's features with ``torch.load`` and failing."""
+    return [f"{prefix}Traceback (most recent call last):",
+            f'{prefix}  File "/home/u/proj/train.py", line 1075, in <module>',
+            f'{prefix}  File "/home/u/proj/train.py", line 634, in train_one_epoch',
+            f'{prefix}  File "{_TORCH}/utils/data/dataloader.py", line 630, in __next__',
+            f'{prefix}  File "{_TORCH}/utils/data/_utils/fetch.py", line 52, in fetch',
+            f'{prefix}  File "/home/u/proj/dataset.py", line 599, in __getitem__',
+            f'{prefix}  File "/home/u/proj/dataset.py", line 392, in read_embedding',
+            f'{prefix}  File "{_TORCH}/serialization.py", line 1065, in load',
+            f'{prefix}  File "{_TORCH}/serialization.py", line 449, in __init__',
+            f"{prefix}OSError: [Errno 23] Too many open files in system: '/data/train/emb/spk_0193.pt'"]
+
+
+def _train_lines() -> list[str]:
+    return [f"INFO: [Train] - Epoch 5, batch_idx_train: {k}, num_updates: {k}, {{'loss': 0.10{k}}}, batch size: 64"
+            for k in range(17000, 17500, 100)]
+
+
+def test_torch_load_of_a_sample_is_not_a_checkpoint_load(rules: Classifier) -> None:
+    w = diagnose_text("\n".join([*_train_lines(), *_sample_load_failure("[rank0]: ")]), rules)
+    assert w.phase == "training"
+
+
+def test_torch_load_outside_a_data_set_is_a_checkpoint_load(rules: Classifier) -> None:
+    lines = [*_train_lines(), "Traceback (most recent call last):",
+             '  File "/home/u/proj/train.py", line 80, in <module>',
+             '  File "/home/u/proj/train.py", line 41, in resume',
+             f'  File "{_TORCH}/serialization.py", line 1065, in load',
+             "_pickle.UnpicklingError: invalid load key, 'v'."]
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.phase == "checkpoint_load"
+
+
+def test_an_atexit_callback_failing_after_the_failure_is_not_a_shutdown(rules: Classifier) -> None:
+    """Python's "Exception ignored in atexit callback" as the process exits after the failure: its aftermath."""
+    lines = [*_train_lines(), *_sample_load_failure(),
+             "Exception ignored in atexit callback: <function dump_compile_times at 0x155443ce3420>",
+             "Traceback (most recent call last):",
+             f'  File "{_TORCH}/_dynamo/utils.py", line 335, in dump_compile_times',
+             "OSError: [Errno 23] Too many open files in system: '/opt/env/lib/python3.11/site-packages/tabulate/__init__.py'"]
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.phase == "training"

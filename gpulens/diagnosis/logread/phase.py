@@ -544,7 +544,7 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
         done = None  # steps after it ("Finish training epoch 9.", then epoch 10's): one epoch's or stage's end
     if done is not None and stage is None and tb_start is not None and _eval_program(frames):
         return "evaluation"  # the job's next program after the finished one evaluates (chat_eval.py, test.py)
-    if (done is not None and stage is None) or _teardown(region):
+    if (done is not None and stage is None) or _teardown(_without_unraisable_after(region, lines, failure)):
         return "shutdown"
     if stage is not None:  # a finished program, then the job's next one: the failure is that one's
         floor = stage + 1  # the announcement itself ("=== 100-step runs ===") counts no step
@@ -1201,13 +1201,22 @@ _SERIAL_FRAME = re.compile(r'File "[^"]*(?:torch[/\\]serialization\.py|safetenso
 def _serializing(frames: Sequence[str]) -> str | None:
     """``checkpoint_save``/``checkpoint_load`` when the traceback runs through torch's or
     safetensors' own save or load (a user's ``torch.save(state, path)`` is an indented code line,
-    which the phase's text does not read)."""
-    for ln in reversed(frames):
+    which the phase's text does not read). Not a load below a data set's ``__getitem__`` (or torch's
+    ``DataLoader`` fetch): a sample or its features stored as a ``.pt`` file, read while training."""
+    for k in range(len(frames) - 1, -1, -1):
+        ln = frames[k]
         if "serialization" in ln or "safetensors" in ln:
             m = _SERIAL_FRAME.search(ln)
             if m is not None:
+                if m.group(1) == "load" and any(_SAMPLE_FRAME.search(f) for f in frames[:k]):
+                    return None
                 return "checkpoint_save" if m.group(1) == "save" else "checkpoint_load"
     return None
+
+
+#: A frame that fetches a data sample: a data set's ``__getitem__``/``__getitems__``, or torch's
+#: ``torch/utils/data/_utils/fetch.py`` (``_MapDatasetFetcher.fetch``, which calls it).
+_SAMPLE_FRAME = re.compile(r'(?:, in __getitems?__|[/\\]utils[/\\]data[/\\]_utils[/\\]fetch\.py", line \d+, in \S+)\s*$')
 
 
 #: A frame of a Rich traceback (``rich.traceback.install()``, Typer's and many CLIs' pretty errors):
@@ -1367,6 +1376,23 @@ def _is_bar(line: str) -> bool:
 _TB = "Traceback (most recent call"
 #: A tracker's lines printed at process exit whatever the outcome (not the job's own shutdown).
 _AT_EXIT = AT_EXIT  # printed at any exit
+
+
+#: Python's report of an exception it cannot raise (``PyErr_WriteUnraisable``: "Exception ignored in atexit
+#: callback: <function ...>", "Exception ignored in: <function X.__del__ ...>"), printed as the interpreter exits.
+_UNRAISABLE = "Exception ignored in"
+
+
+def _without_unraisable_after(region: Sequence[str], lines: Sequence[str], failure: int) -> Sequence[str]:
+    """``region`` without Python's unraisable-exception reports printed after the failure line (an atexit
+    callback failing while the interpreter exits because of that failure: its aftermath, not a shutdown)."""
+    if failure >= len(lines) or not any(_UNRAISABLE in ln for ln in region):
+        return region
+    own = logs.normalize_line(lines[failure])
+    at = next((k for k in range(len(region)) if region[k] == own), None)
+    if at is None:
+        return region
+    return [*region[:at + 1], *(ln for ln in region[at + 1:] if _UNRAISABLE not in ln)]
 
 
 def _teardown(region: Sequence[str]) -> bool:
