@@ -207,3 +207,26 @@ def test_an_atexit_callback_failing_after_the_failure_is_not_a_shutdown(rules: C
              "OSError: [Errno 23] Too many open files in system: '/opt/env/lib/python3.11/site-packages/tabulate/__init__.py'"]
     w = diagnose_text("\n".join(lines), rules)
     assert w.phase == "training"
+
+
+def _hf_steps() -> list[str]:
+    return [f"{{'loss': 0.{k}1, 'grad_norm': 1.2, 'learning_rate': 1e-05, 'epoch': 0.{k}}}" for k in range(1, 6)]
+
+
+_CRASH = ["Traceback (most recent call last):", '  File "/home/u/run.py", line 10, in <module>', "    main()",
+          '  File "/home/u/run.py", line 8, in main', "    go()",
+          "RuntimeError: CUDA error: an illegal memory access was encountered"]
+
+
+@pytest.mark.parametrize(("note", "phase"), [
+    ("INFO:accelerate.accelerator:Saving current state to out/checkpoint_3", "checkpoint_save"),
+    ("INFO:accelerate.accelerator:Loading states from out/checkpoint_3", "checkpoint_load"),
+    ("Epoch 0, global step 100: 'val_loss' reached 0.51234 (best 0.51234), saving model to "
+     "'/x/epoch=0-step=100.ckpt' as top 1", "checkpoint_save"),
+    ("(TaskRunner pid=8812) validation generation end", "evaluation"),
+    ("(TaskRunner pid=8812) test_gen_batch meta info: {'eos_token_id': 2, 'validate': True}", "evaluation"),
+])
+def test_library_announcements_name_the_phase(rules: Classifier, note: str, phase: str) -> None:
+    """accelerate's save_state/load_state, Lightning's ModelCheckpoint and verl's validation, announced just before."""
+    w = diagnose_text("\n".join([*_hf_steps(), note, *_CRASH]), rules)
+    assert w.phase == phase

@@ -608,13 +608,18 @@ def _failure_text(lines: Sequence[str], failure: int) -> str:
 #: "[Torch] Loading checkpoint from {path}..." (newer "[Torch] Begin Load checkpoint from"); mmengine's
 #: ``CheckpointLoader`` "Loads checkpoint by local backend from path: {f}" and mmcv 1.x's "load checkpoint from
 #: local path: {f}", printed before reading it (not mmengine's runner "Load checkpoint from {f}", printed after).
+#: accelerate's ``Accelerator.save_state`` "Saving current state to {output_dir}" and ``load_state`` "Loading states
+#: from {input_dir}"; Lightning's ``ModelCheckpoint._update_best_and_save`` "Epoch 3, global step 400: 'val_loss'
+#: reached 0.51234 (best 0.51234), saving model to '{filepath}' as top 1", just before ``_save_checkpoint``.
 _LOAD_NOTE = Guarded(r"Loading model from \S+\.\s*$|Loading (?:the )?best model from\b|[Ll]oading (?:\w+ )?checkpoint\b(?! shards)"
+                     r"|Loading states from "
                      r"|Restoring states from the checkpoint|[Rr]esuming (?:training )?from (?:the )?(?:checkpoint|ckpt|\S*/)"
                      r"|[Pp]reparing to load checkpoint|Loads checkpoint by \w+ backend from path|load checkpoint from \w+ path:"
                      r"|Begin Load checkpoint",
                      ("oading", "Restoring states", "esuming", "to load checkpoint", "Loads checkpoint", "load checkpoint",
                       "Load checkpoint"))
 _SAVE_NOTE = Guarded(r"[Ss]aving (?:\w+ )?(?:model )?checkpoint\b|Saving model (?:weights )?to\b|[Pp]reparing to save checkpoint"
+                     r"|Saving current state to |\), saving model to '"
                      r"|\[Torch\] (?:Checkpoint \S+ is (?:about to be saved|begin to save)|Saving )",
                      ("aving", "to save checkpoint", "[Torch] Checkpoint"))
 #: Non-blank lines above a traceback read for such an announcement (a warning or two between).
@@ -682,8 +687,11 @@ def _setting_up(frames: Sequence[str]) -> bool:
 #: "***** Running Evaluation *****", "Start evaluating ...", sentence-transformers' "Evaluating the model
 #: on sts-dev dataset:", "Validating...", "Testing epoch 3"), not one that reports a finished one
 #: ("Saved evaluation predictions to ...", "Validation performance didn't improve for 35 epochs").
+#: verl's ``RayPPOTrainer._validate`` (``verl/trainer/ppo/ray_trainer.py``) prints "test_gen_batch meta info: {...}"
+#: before generating on the validation set and "validation generation end" after it, then scores it.
 _EVAL_STARTS = re.compile(r"(?i)\b(?:begin|beginning|start\w*|running|run|launching|doing|perform\w*)\b\W+(?:\w+\W+){0,3}?"
-                          r"(?:eval|valid|test)|\b(?:evaluating|validating|testing)\b")
+                          r"(?:eval|valid|test)|\b(?:evaluating|validating|testing)\b"
+                          r"|\bvalidation generation end\b|\btest_gen_batch meta info\b")
 
 
 #: torch.cuda's lazy initialisation (``torch/cuda/__init__.py``, ``_lazy_init`` -> ``torch._C._cuda_init()``):
