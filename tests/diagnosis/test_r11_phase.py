@@ -230,3 +230,15 @@ def test_library_announcements_name_the_phase(rules: Classifier, note: str, phas
     """accelerate's save_state/load_state, Lightning's ModelCheckpoint and verl's validation, announced just before."""
     w = diagnose_text("\n".join([*_hf_steps(), note, *_CRASH]), rules)
     assert w.phase == phase
+
+
+def _timm_train(epoch: int, idx: int) -> str:
+    """timm ``train.py``'s training log line."""
+    return (f"Train: {epoch} [{idx:>4d}/1251 ({100 * idx // 1250:>3d}%)]  Loss: 6.9{idx % 10} (6.93)  "
+            "Time: 0.512s,  500.00/s  (0.512s,  500.00/s)  LR: 1.000e-04  Data: 0.010 (0.010)")
+
+
+def test_timm_train_lines_are_steps(rules: Classifier) -> None:
+    lines = ["Model resnet50 created, param count:25557032", *[_timm_train(3, k) for k in range(1000, 1300, 50)], *_CRASH]
+    w = diagnose_text("\n".join(lines), rules)
+    assert (w.phase, w.step) == ("training", "1250")

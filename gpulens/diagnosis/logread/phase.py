@@ -177,7 +177,7 @@ _COUNTER_KEYS = ("ite ", "tick ")
 _ROUND = re.compile(r"(?:^|[\s:])\[(?:ROUND|Round) (\d+)(?:\s*/\s*\d+)?\]")
 _ROUND_KEYS = ("[ROUND ", "[Round ")
 _STEP_KEYS = (*PROGRESS_KEYS, *_COUNTER_KEYS, *_ROUND_KEYS, "eta: ", "STEP", "EPOCH", "ITER", "checkpoint-",
-              " time (ms) | ")
+              " time (ms) | ", "Train: ")
 
 
 #: The loss line of the loop in PyTorch's "Training with PyTorch" tutorial, copied into many
@@ -282,6 +282,21 @@ def _saved_at_step(line: str) -> str | None:
     return m.group(1) if m else None
 
 
+#: timm's ``train.py`` training log (``train_one_epoch``: ``f'Train: {epoch} [{update_idx:>4d}/{updates_per_epoch}
+#: ({100. * update_idx / (updates_per_epoch - 1):>3.0f}%)]  Loss: {loss:#.3g} ({avg:#.3g})  Time: ...  LR: ...'``):
+#: "Train: 0 [ 100/1251 (  8%)]  Loss: 6.91 (6.93)  Time: 0.512s, ...". Its counter is the update in the epoch.
+_TIMM_TRAIN = re.compile(r"(?:^|\s)Train: \d+ \[\s*(\d+)/\d+ \(\s*\d+%\)\]")
+
+
+def _timm_update(line: str) -> str | None:
+    """The update index of a timm ``Train:`` line, if the line is one."""
+    head = line[:_HEAD]
+    if "Train: " not in head:
+        return None
+    m = _TIMM_TRAIN.search(head)
+    return m.group(1) if m else None
+
+
 def _counter(line: str) -> str | None:
     """The count of a bare counter line (a training MetricLogger line, a tqdm bar without a total,
     Megatron's iteration line), if it is one."""
@@ -293,7 +308,8 @@ def _counter(line: str) -> str | None:
         return m.group(1) if m else None
     if ("[ROUND " in line[:_HEAD] or "[Round " in line[:_HEAD]) and (r := _ROUND.search(line[:_HEAD])) is not None:
         return r.group(1)
-    if (b := _banner_count(line)) is not None or (b := _saved_at_step(line)) is not None:
+    if (b := _banner_count(line)) is not None or (b := _saved_at_step(line)) is not None \
+            or (b := _timm_update(line)) is not None:
         return b
     if line[:1] in " \t" and line.lstrip(" \t").startswith(("batch ", "Batch ")):
         m = _BATCH_LOSS.match(line)
