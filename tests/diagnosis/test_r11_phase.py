@@ -242,3 +242,13 @@ def test_timm_train_lines_are_steps(rules: Classifier) -> None:
     lines = ["Model resnet50 created, param count:25557032", *[_timm_train(3, k) for k in range(1000, 1300, 50)], *_CRASH]
     w = diagnose_text("\n".join(lines), rules)
     assert (w.phase, w.step) == ("training", "1250")
+
+
+def test_mmengine_before_train_hook_starts_the_loop(rules: Classifier) -> None:
+    """mmengine's CheckpointHook announces its folder as the loop starts: a failure after it is in the first step."""
+    lines = ["01/01 10:00:00 - mmengine - INFO - Distributed training is not used, all SyncBatchNorm (SyncBN) layers "
+             "in the model will be automatically reverted to BatchNormXd layers if they are used.",
+             "01/01 10:00:00 - mmengine - INFO - Hooks will be executed in the following order:",
+             "01/01 10:00:01 - mmengine - INFO - Checkpoints will be saved to /work/out/run1.", *_CRASH]
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.phase == "first_step"

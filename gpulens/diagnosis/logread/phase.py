@@ -953,9 +953,12 @@ def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str],
 #: "workflow: [('train', 1)], max: 12 epochs" (``EpochBasedRunner.run``; ``max: 90000 iters`` for
 #: ``IterBasedRunner``), Lightning's model summary ending "Total estimated model params size (MB)" (the
 #: ``ModelSummary`` callback's ``on_fit_start``, after the model and optimizers are set up, before the
-#: sanity check and the first batch).
+#: sanity check and the first batch), mmengine's ``CheckpointHook.before_train`` "Checkpoints will be saved to
+#: {out_dir}." (``Runner.train`` calls the ``before_train`` hooks once the model, optimizer and loops are built,
+#: then runs the loop).
 _LOOP_START = ("***** Running training", "begin training epoch ", "Starting training from iteration ",
-               "Starting training for ", "workflow: [(", "Total estimated model params size (MB)")
+               "Starting training for ", "workflow: [(", "Total estimated model params size (MB)",
+               "Checkpoints will be saved to ")
 
 
 #: Warnings PyTorch prints only once a training step has run (each once per process): DDP's reducer
