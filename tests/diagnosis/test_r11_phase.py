@@ -252,3 +252,22 @@ def test_mmengine_before_train_hook_starts_the_loop(rules: Classifier) -> None:
              "01/01 10:00:01 - mmengine - INFO - Checkpoints will be saved to /work/out/run1.", *_CRASH]
     w = diagnose_text("\n".join(lines), rules)
     assert w.phase == "first_step"
+
+
+@pytest.mark.parametrize("shown", [
+    ["2024-01-01:10:00:00,000 INFO     [evaluator.py:400] Running loglikelihood requests",
+     "Running loglikelihood requests:  10%|█         | 100/1000 [00:10<01:30,  9.90it/s]"],
+    ["Running generate_until requests:  10%|█         | 10/100 [00:10<01:30,  1.00it/s]"],
+    ["Processed prompts:  50%|█████     | 50/100 [00:10<00:10,  5.00it/s, est. speed input: 500.00 toks/s, "
+     "output: 100.00 toks/s]"],
+    ["[01/01 10:00:00 d2.evaluation.evaluator]: Start inference on 500 batches",
+     "[01/01 10:00:10 d2.evaluation.evaluator]: Inference done 11/500. Dataloading: 0.0010 s/iter. Inference: "
+     "0.0500 s/iter. Eval: 0.0001 s/iter. Total: 0.0510 s/iter. ETA=0:00:25"],
+    ["***** Running Prediction *****", "  Num examples = 500", "  Batch size = 8"],
+])
+@pytest.mark.parametrize("trained", [False, True])
+def test_benchmark_and_inference_runs_are_evaluation(rules: Classifier, shown: list[str], trained: bool) -> None:
+    """lm-evaluation-harness, vLLM's generate, detectron2's inference_on_dataset, the Trainer's predict."""
+    lines = ["Loading model", *(_hf_steps() if trained else []), *shown, *_CRASH]
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.phase == "evaluation"

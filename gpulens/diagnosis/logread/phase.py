@@ -810,9 +810,13 @@ def _next_stage(lines: Sequence[str], done: int, top: int) -> int | None:
 #: An evaluation's own progress line, by the name trainers give it: a tqdm bar ("Validation
 #: DataLoader 0:  45%|####5     | 9/20", "Evaluating:  30%|", "Testing: ..."), a MetricLogger line
 #: (LAVIS/BLIP "Evaluation  [ 570/1872]  eta: 3:12:57", DeiT/timm "Test:  [ 10/313]  eta: ..."), Lightning's
-#: validation pass before fitting ("Sanity Checking DataLoader 0:  50%|#####     | 1/2").
+#: validation pass before fitting ("Sanity Checking DataLoader 0:  50%|#####     | 1/2"); lm-evaluation-harness'
+#: request bars (``lm_eval/models/huggingface.py``: ``tqdm(desc="Running loglikelihood requests")``, "Running
+#: generate_until requests"), vLLM's ``LLM.generate`` bar (``vllm/entrypoints/llm.py`` ``_run_engine``: ``desc=
+#: "Processed prompts"``): a model run over a benchmark's or a data set's prompts.
 _EVAL_BAR = re.compile(r"^\W{0,3}(?:[Ee]val(?:uat\w*)?|EVAL\w*|[Vv]alid(?:at\w*)?|[Tt]est(?:ing)?|[Pp]redict\w*"
-                       r"|[Ii]nference|[Ss]ampling|Sanity Checking)\b[^|\[\n]{0,40}?(?:\[\s*(\d+)\s*/\s*(\d+)\s*\]"
+                       r"|[Ii]nference|[Ss]ampling|Sanity Checking"
+                       r"|Running (?:loglikelihood(?:_rolling)?|generate_until|multiple_choice)\w* requests|Processed prompts)\b[^|\[\n]{0,40}?(?:\[\s*(\d+)\s*/\s*(\d+)\s*\]"
                        r"|\d+%\|[^|]*\|\s*(\d+)/(\d+))")
 #: mmcv's ``ProgressBar`` (``[>>>>>>     ] 150/500, 12.3 task/s, elapsed: 12s, ETA:    28s``), which
 #: OpenMMLab's ``single_gpu_test``/``multi_gpu_test`` print while running a model over a test set.
@@ -835,6 +839,8 @@ def _evaluating(lines: Sequence[str], floor: int, top: int) -> bool:
             return not shown.startswith(_MEGATRON_VALIDATED)  # "Evaluating iter": before that iteration runs
         if shown.startswith("Class") and (yolo := _YOLO_VAL.match(shown)) is not None:
             return int(yolo.group(1)) < int(yolo.group(2))
+        if "Inference done " in shown[:_HEAD] and (d2 := _D2_INFER.search(shown[:_HEAD])) is not None:
+            return int(d2.group(1)) < int(d2.group(2))
         m = _EVAL_BAR.match(shown) if shown[:1] in _EVAL_HEADS else None
         if m is None and shown.startswith(("[>", "[ ")):
             m = _TASK_BAR.match(shown)
@@ -861,11 +867,20 @@ _MEGATRON_EVAL = ("Evaluating iter ", "Evaluating on ", "validation loss at ")
 _MEGATRON_VALIDATED = "validation loss at "
 
 
-_EVAL_HEADS = "EeVvTtPpIiSs[|"
+_EVAL_HEADS = "EeVvTtPpIiSsR[|"
 #: mmengine's (OpenMMLab 2.x) LogProcessor line, after its logger's prefix ("2024/05/01 10:00:00 -
 #: mmengine - INFO - "): ``Epoch(train)  [5][ 50/625]``, ``Epoch(val) [5][ 50/625]``, ``Epoch(test)
 #: [ 50/625]``, ``Iter(train) [ 50/10000]``, ``Iter(val) [ 50/2000]``: the loop and its counter.
 _MM_LOOP = re.compile(r"\b(?:Epoch|Iter)\((train|val|test)\)\s*(?:\[\s*\d+\s*\])?\s*\[\s*(\d+)\s*/\s*(\d+)\s*\]")
+
+
+#: Announcements of a run over an evaluation or test set that name no evaluation word: the Hugging Face Trainer's
+#: ``predict`` (``evaluation_loop(description="Prediction")``: "***** Running Prediction *****"), detectron2's
+#: ``inference_on_dataset`` (``detectron2/evaluation/evaluator.py``: "Start inference on {N} batches", then
+#: "Inference done {i}/{N}. Dataloading: ..." every few seconds).
+_EVAL_NOTES = ("***** Running Prediction *****", "Start inference on ")
+#: detectron2's progress line of ``inference_on_dataset`` (after its logger's prefix).
+_D2_INFER = re.compile(r"(?:^|\s)Inference done (\d+)/(\d+)\. ")
 
 
 def _evaluation_announced(since: Sequence[str]) -> bool:
@@ -875,8 +890,8 @@ def _evaluation_announced(since: Sequence[str]) -> bool:
     evaluation ended, what failed after it is not it)."""
     since = [_plain(ln) for ln in since]
     for k, ln in enumerate(since):
-        if _names_eval(ln) and _EVAL_STARTS.search(ln) and not is_progress(ln) and not _RESULT_LINE.search(ln) \
-                and "rror" not in ln and not ln.startswith((" ", "\t")):
+        if ((_names_eval(ln) and _EVAL_STARTS.search(ln)) or any(n in ln for n in _EVAL_NOTES)) and not is_progress(ln) \
+                and not _RESULT_LINE.search(ln) and "rror" not in ln and not ln.startswith((" ", "\t")):
             if not any(_reports_results(x) for x in since[k + 1:]):
                 return True
     return False
