@@ -271,3 +271,10 @@ def test_benchmark_and_inference_runs_are_evaluation(rules: Classifier, shown: l
     lines = ["Loading model", *(_hf_steps() if trained else []), *shown, *_CRASH]
     w = diagnose_text("\n".join(lines), rules)
     assert w.phase == "evaluation"
+
+
+def test_timm_resume_is_checkpoint_load(rules: Classifier) -> None:
+    lines = ["Model resnet50 created, param count:25557032", "Restoring model state from checkpoint...",
+             "Restoring optimizer state from checkpoint...", *_CRASH]
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.phase == "checkpoint_load"

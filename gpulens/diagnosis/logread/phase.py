@@ -626,14 +626,15 @@ def _failure_text(lines: Sequence[str], failure: int) -> str:
 #: local path: {f}", printed before reading it (not mmengine's runner "Load checkpoint from {f}", printed after).
 #: accelerate's ``Accelerator.save_state`` "Saving current state to {output_dir}" and ``load_state`` "Loading states
 #: from {input_dir}"; Lightning's ``ModelCheckpoint._update_best_and_save`` "Epoch 3, global step 400: 'val_loss'
-#: reached 0.51234 (best 0.51234), saving model to '{filepath}' as top 1", just before ``_save_checkpoint``.
+#: reached 0.51234 (best 0.51234), saving model to '{filepath}' as top 1", just before ``_save_checkpoint``; timm's
+#: ``resume_checkpoint`` "Restoring model state from checkpoint..." (then "Restoring optimizer state ...").
 _LOAD_NOTE = Guarded(r"Loading model from \S+\.\s*$|Loading (?:the )?best model from\b|[Ll]oading (?:\w+ )?checkpoint\b(?! shards)"
-                     r"|Loading states from "
+                     r"|Loading states from |Restoring (?:model|optimizer|amp loss scaler) state from checkpoint"
                      r"|Restoring states from the checkpoint|[Rr]esuming (?:training )?from (?:the )?(?:checkpoint|ckpt|\S*/)"
                      r"|[Pp]reparing to load checkpoint|Loads checkpoint by \w+ backend from path|load checkpoint from \w+ path:"
                      r"|Begin Load checkpoint",
                      ("oading", "Restoring states", "esuming", "to load checkpoint", "Loads checkpoint", "load checkpoint",
-                      "Load checkpoint"))
+                      "Load checkpoint", "state from checkpoint"))
 _SAVE_NOTE = Guarded(r"[Ss]aving (?:\w+ )?(?:model )?checkpoint\b|Saving model (?:weights )?to\b|[Pp]reparing to save checkpoint"
                      r"|Saving current state to |\), saving model to '"
                      r"|\[Torch\] (?:Checkpoint \S+ is (?:about to be saved|begin to save)|Saving )",
