@@ -278,3 +278,15 @@ def test_timm_resume_is_checkpoint_load(rules: Classifier) -> None:
              "Restoring optimizer state from checkpoint...", *_CRASH]
     w = diagnose_text("\n".join(lines), rules)
     assert w.phase == "checkpoint_load"
+
+
+@pytest.mark.parametrize("note", [
+    "Epoch 3: val_loss improved from 0.41234 to 0.39012, saving model to ckpt/model.keras",
+    "Epoch 00003: saving model to ckpt/weights.03.h5",
+    "INFO:tensorflow:Saving checkpoints for 1000 into /tmp/model/model.ckpt.",
+])
+def test_keras_and_tensorflow_saves_are_checkpoint_save(rules: Classifier, note: str) -> None:
+    lines = [*[f"{k}00/1000 [==>....] - ETA: 1:00 - loss: 0.3{k} - accuracy: 0.9" for k in range(1, 6)], note,
+             "slurmstepd: error: *** JOB 5512 ON gpu07 CANCELLED AT 2026-03-30T06:18:42 ***"]
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.phase == "checkpoint_save"

@@ -627,7 +627,9 @@ def _failure_text(lines: Sequence[str], failure: int) -> str:
 #: accelerate's ``Accelerator.save_state`` "Saving current state to {output_dir}" and ``load_state`` "Loading states
 #: from {input_dir}"; Lightning's ``ModelCheckpoint._update_best_and_save`` "Epoch 3, global step 400: 'val_loss'
 #: reached 0.51234 (best 0.51234), saving model to '{filepath}' as top 1", just before ``_save_checkpoint``; timm's
-#: ``resume_checkpoint`` "Restoring model state from checkpoint..." (then "Restoring optimizer state ...").
+#: ``resume_checkpoint`` "Restoring model state from checkpoint..." (then "Restoring optimizer state ..."); Keras'
+#: ``ModelCheckpoint`` "Epoch 3: val_loss improved from 0.41 to 0.39, saving model to {filepath}" ("Epoch 3: saving
+#: model to ..."); TensorFlow's ``CheckpointSaverHook`` "Saving checkpoints for 1000 into /tmp/model.ckpt.".
 _LOAD_NOTE = Guarded(r"Loading model from \S+\.\s*$|Loading (?:the )?best model from\b|[Ll]oading (?:\w+ )?checkpoint\b(?! shards)"
                      r"|Loading states from |Restoring (?:model|optimizer|amp loss scaler) state from checkpoint"
                      r"|Restoring states from the checkpoint|[Rr]esuming (?:training )?from (?:the )?(?:checkpoint|ckpt|\S*/)"
@@ -636,7 +638,7 @@ _LOAD_NOTE = Guarded(r"Loading model from \S+\.\s*$|Loading (?:the )?best model 
                      ("oading", "Restoring states", "esuming", "to load checkpoint", "Loads checkpoint", "load checkpoint",
                       "Load checkpoint", "state from checkpoint"))
 _SAVE_NOTE = Guarded(r"[Ss]aving (?:\w+ )?(?:model )?checkpoint\b|Saving model (?:weights )?to\b|[Pp]reparing to save checkpoint"
-                     r"|Saving current state to |\), saving model to '"
+                     r"|Saving current state to |[,:] saving model to |Saving checkpoints for \d+ into "
                      r"|\[Torch\] (?:Checkpoint \S+ is (?:about to be saved|begin to save)|Saving )",
                      ("aving", "to save checkpoint", "[Torch] Checkpoint"))
 #: Non-blank lines above a traceback read for such an announcement (a warning or two between).
