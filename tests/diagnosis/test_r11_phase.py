@@ -290,3 +290,41 @@ def test_keras_and_tensorflow_saves_are_checkpoint_save(rules: Classifier, note:
              "slurmstepd: error: *** JOB 5512 ON gpu07 CANCELLED AT 2026-03-30T06:18:42 ***"]
     w = diagnose_text("\n".join(lines), rules)
     assert w.phase == "checkpoint_save"
+
+
+def test_a_warm_up_backward_from_set_up_is_the_first_step(rules: Classifier) -> None:
+    """A warm-up training step run from the set-up (MLPerf-style ``setup`` -> ``warmup`` -> ``backward``)."""
+    lines = ["Error executing job with overrides: ['+mpi.local_size=4']",
+             "Traceback (most recent call last):",
+             '  File "./main.py", line 185, in main',
+             "    return App(cfg).exec()",
+             '  File "/srv/app/utils/app.py", line 36, in exec',
+             "    self.setup()",
+             '  File "./main.py", line 132, in setup',
+             "    self._trainer.warmup(capture_stream=capture_stream)",
+             '  File "/srv/app/trainer.py", line 271, in warmup',
+             "    self.scaler_.scale(loss).backward()",
+             f'  File "{_TORCH}/_tensor.py", line 396, in backward',
+             "    torch.autograd.backward(self, gradient, retain_graph, create_graph, inputs=inputs)",
+             f'  File "{_TORCH}/autograd/__init__.py", line 173, in backward',
+             "    Variable._execution_engine.run_backward(  # Calls into the C++ engine to run the backward pass",
+             "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:46, unhandled cuda error, NCCL version 2.10.3"]
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.phase == "first_step"
+
+
+def test_a_profiling_forward_from_set_up_is_still_startup(rules: Classifier) -> None:
+    lines = ["Traceback (most recent call last):",
+             '  File "/srv/serve.py", line 20, in <module>',
+             "    llm = Engine(args)",
+             '  File "/srv/engine.py", line 40, in __init__',
+             "    self.profile_run()",
+             '  File "/srv/engine.py", line 88, in profile_run',
+             "    self.model(dummy)",
+             f'  File "{_TORCH}/nn/modules/module.py", line 1736, in _call_impl',
+             "    return forward_call(*args, **kwargs)",
+             '  File "/srv/model.py", line 12, in forward',
+             "    return self.net(x)",
+             "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."]
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.phase == "startup"

@@ -1333,6 +1333,12 @@ _ITER_FUNC = re.compile(r"(?i)__next__|iter")
 _EPOCH_FUNC = re.compile(r"(?i)^_*(?:train(?:ing)?_(?:one_)?epoch|run_(?:train_)?epoch|fit_epoch|train_one_iter\w*)$")
 
 
+#: torch's autograd entry points (``torch/_tensor.py`` ``Tensor.backward``, ``torch/autograd/__init__.py`` ``backward``,
+#: ``torch/autograd/graph.py`` ``_engine_run_backward``): gradients being computed, which set-up never does
+#: (a constructor's warm-up or profiling pass runs forward only).
+_BACKWARD_FUNCS = frozenset(("backward", "_engine_run_backward"))
+
+
 def _in_step(frames: Sequence[str]) -> bool:
     """Whether the traceback runs inside a training step (a forward, a backward, an optimizer step,
     an epoch's loop) not called by a set-up function (:data:`_SETUP_FUNC`: a constructor's warm-up or
@@ -1343,6 +1349,8 @@ def _in_step(frames: Sequence[str]) -> bool:
     built = next((k for k, f in enumerate(funcs) if _SETUP_FUNC.match(f)), len(funcs))
     if any(_STEP_FUNC.match(f) or _EPOCH_FUNC.match(f) for f in funcs[:built]):
         return True  # (a forward below a constructor, vLLM's profile_run, is its set-up's)
+    if any(f in _BACKWARD_FUNCS for f in funcs[built:]):
+        return True  # a backward pass is a training step's, even a warm-up one run from a set-up function
     fetch = next((k for k, f in enumerate(funcs) if _FETCH_FUNC.match(f)), None)
     return fetch is not None and any(_ITER_FUNC.search(f) for f in funcs[:fetch])
 
