@@ -57,9 +57,19 @@ _SAVE = Guarded(r"save_checkpoint|_save_checkpoint|torch\.save|save_pretrained|s
                 r"(?:checkpoint|ckpt|\.safetensors|\.pth?\b|\.bin\b)",
                 ("save", "aving", "PytorchStreamWriter", "SafetensorError", "serializ", "merge_and_unload",
                  "push_to_hub", "No space left", "quota exceeded", "Read-only file"))
+#: Also the errors of ``from_pretrained`` when the weights, config or tokenizer files of a model folder or
+#: repository cannot be found (``transformers/utils/hub.py``'s ``cached_file(s)``: "{path} does not appear to
+#: have a file named {file}", "Incorrect path_or_model_id: '{path}'"; ``tokenization_utils_base``'s "Can't load
+#: tokenizer for '{path}'", ``configuration_utils``'s "Can't load the configuration of '{path}'", ``modeling_utils``'s
+#: "Can't load the model for '{path}'"; ``huggingface_hub``'s ``validate_repo_id`` "Repo id must be in the form
+#: 'repo_name' or 'namespace/repo_name': '{repo_id}'" for a local path that is not there): a checkpoint being read.
 _LOAD = Guarded(r"load_checkpoint|load_state_dict|_load_best_model|resume_from|[Ll]oading checkpoint|torch\.load\("
-                r"|_IncompatibleKeys|Error\(s\) in loading state_dict",
-                ("load", "oading", "resume_from", "_IncompatibleKeys"))
+                r"|_IncompatibleKeys|Error\(s\) in loading state_dict"
+                r"|does not appear to have a file named |Incorrect path_or_model_id: "
+                r"|Can't load (?:tokenizer for|the configuration of|the model for) '"
+                r"|Repo id must be in the form 'repo_name' or 'namespace/repo_name': '(?:/|\.{1,2}/|~/)",
+                ("load", "oading", "resume_from", "_IncompatibleKeys", "does not appear to have a file named",
+                 "path_or_model_id", "Repo id must be"))
 _EVAL = Guarded(r"[Ee]valuat|(?<![Ii]n)[Vv]alidat|\beval\b|evaluate\(|compute_metrics|[Tt]esting\b|\bval_",
                 ("valuat", "alidat", "eval", "compute_metrics", "esting", "val_"))
 _TEARDOWN = Guarded(r"destroy_process_group|atexit|__del__|finalize|[Ss]hutting down",
@@ -166,7 +176,8 @@ _COUNTER_KEYS = ("ite ", "tick ")
 #: communication rounds so; round 1 is the first step, a later one is training.
 _ROUND = re.compile(r"(?:^|[\s:])\[(?:ROUND|Round) (\d+)(?:\s*/\s*\d+)?\]")
 _ROUND_KEYS = ("[ROUND ", "[Round ")
-_STEP_KEYS = (*PROGRESS_KEYS, *_COUNTER_KEYS, *_ROUND_KEYS, "eta: ")
+_STEP_KEYS = (*PROGRESS_KEYS, *_COUNTER_KEYS, *_ROUND_KEYS, "eta: ", "STEP", "EPOCH", "ITER", "checkpoint-",
+              " time (ms) | ", "Train: ")
 
 
 #: The loss line of the loop in PyTorch's "Training with PyTorch" tutorial, copied into many
@@ -236,6 +247,56 @@ def _megatron_iteration(line: str) -> str | None:
     return m.group(1) if m else None
 
 
+#: A step, iteration or epoch number alone between rules of dashes, equals signs or stars, the banner
+#: custom loops print when each starts or is logged (``print(f"{'=' * 20} Epoch {epoch}/{epochs} {'=' * 20}")``,
+#: ``logging.info(f"----step{step}----")``: "===== Epoch 3/100 =====", "INFO::----step124000----"),
+#: after a logger's prefix; the whole line is the banner, so a sentence naming a step is not one.
+_BANNER = re.compile(r"(?:^|[:\]]\s?)[-=*#~]{2,}\s*(?:[Ss]tep|STEP|[Ee]poch|EPOCH|[Ii]ter(?:ation)?|ITER(?:ATION)?)"
+                     r"\s*[:#]?\s*(\d+)(?:\s*/\s*\d+)?\s*[-=*#~]{2,}\s*$")
+_BANNER_RULES = ("--", "==", "**", "##", "~~")
+
+
+def _banner_count(line: str) -> str | None:
+    """The number of a step/epoch banner (:data:`_BANNER`), if the line is one."""
+    if len(line) > _HEAD or not any(r in line for r in _BANNER_RULES):
+        return None
+    m = _BANNER.search(line.rstrip("\r\n"))
+    return m.group(1) if m else None
+
+
+#: A Hugging Face Trainer checkpoint folder being written, which names the global step it was saved at
+#: (``trainer.py``'s ``_save_checkpoint``: ``f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"``, "checkpoint-500"):
+#: the Trainer's own ``_save`` log "Saving model checkpoint to {output_dir}", and wandb's ``Artifact.add_dir``
+#: notice "Adding directory to artifact (./out/checkpoint-500)... Done. 0.1s", printed when the ``WandbCallback``
+#: (``integrations/integration_utils.py``, ``on_save`` with ``WANDB_LOG_MODEL=checkpoint``) uploads each checkpoint.
+_SAVED_AT = re.compile(r"(?:Saving model checkpoint to |Adding directory to artifact \()\S*?\bcheckpoint-(\d+)\b")
+_SAVED_AT_KEYS = ("Saving model checkpoint to ", "Adding directory to artifact (")
+
+
+def _saved_at_step(line: str) -> str | None:
+    """The global step of a Trainer checkpoint saved or uploaded during training (:data:`_SAVED_AT`)."""
+    head = line[:_SHOWN]
+    if "checkpoint-" not in head or not any(k in head for k in _SAVED_AT_KEYS):
+        return None
+    m = _SAVED_AT.search(head)
+    return m.group(1) if m else None
+
+
+#: timm's ``train.py`` training log (``train_one_epoch``: ``f'Train: {epoch} [{update_idx:>4d}/{updates_per_epoch}
+#: ({100. * update_idx / (updates_per_epoch - 1):>3.0f}%)]  Loss: {loss:#.3g} ({avg:#.3g})  Time: ...  LR: ...'``):
+#: "Train: 0 [ 100/1251 (  8%)]  Loss: 6.91 (6.93)  Time: 0.512s, ...". Its counter is the update in the epoch.
+_TIMM_TRAIN = re.compile(r"(?:^|\s)Train: \d+ \[\s*(\d+)/\d+ \(\s*\d+%\)\]")
+
+
+def _timm_update(line: str) -> str | None:
+    """The update index of a timm ``Train:`` line, if the line is one."""
+    head = line[:_HEAD]
+    if "Train: " not in head:
+        return None
+    m = _TIMM_TRAIN.search(head)
+    return m.group(1) if m else None
+
+
 def _counter(line: str) -> str | None:
     """The count of a bare counter line (a training MetricLogger line, a tqdm bar without a total,
     Megatron's iteration line), if it is one."""
@@ -247,6 +308,9 @@ def _counter(line: str) -> str | None:
         return m.group(1) if m else None
     if ("[ROUND " in line[:_HEAD] or "[Round " in line[:_HEAD]) and (r := _ROUND.search(line[:_HEAD])) is not None:
         return r.group(1)
+    if (b := _banner_count(line)) is not None or (b := _saved_at_step(line)) is not None \
+            or (b := _timm_update(line)) is not None:
+        return b
     if line[:1] in " \t" and line.lstrip(" \t").startswith(("batch ", "Batch ")):
         m = _BATCH_LOSS.match(line)
         return m.group(1) if m else None
@@ -345,10 +409,23 @@ _VLLM_BAR = "% Completed | "
 _FAST = 1000.0
 
 
+#: DeepSpeed's step timers (``deepspeed/utils/timer.py``, ``SynchronizedWallClockTimer.log``: ``f"rank={rank} time
+#: (ms)"`` then ``" | {name}: {elapsed:.2f}"`` per timer, through ``log_dist``), printed with ``wall_clock_breakdown``
+#: after each step's forward, backward and optimizer step: "[Rank 0] rank=0 time (ms) | forward: 12.04 | backward:
+#: 23.69 | backward_inner: 23.65 | backward_allreduce: 0.00 | optimizer_step: 11.68". They count a step done.
+_DS_TIMER = re.compile(r"\brank=\d+ time \(ms\)(?: \| \w+: [\d.]+)*? \| (?:forward|backward|optimizer_step|step)"
+                       r"(?:_microstep)?: [\d.]+")
+
+
+def _ds_step_timer(line: str) -> bool:
+    """Whether a line is DeepSpeed's timer report of a training step (:data:`_DS_TIMER`)."""
+    return " time (ms) | " in line[:_SHOWN] and _DS_TIMER.search(line[:_SHOWN]) is not None
+
+
 def _step_progress(line: str) -> bool:
     """A progress line of the training itself: not a warning's text, not a set-up bar (loading
     weights, mapping a data set: named so, or running thousands of iterations a second)."""
-    if _counter(line) is not None:
+    if _counter(line) is not None or _ds_step_timer(line):
         return True
     if "%|" in line[-_SHOWN:]:
         line = line.lstrip()  # tqdm pads its bar on the left ("  0%|")
@@ -452,7 +529,7 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
         failure = reported  # a report's line, then the traceback of what it reports: read that
         tb_start, frames = _traceback_of(lines, failure, floor)
     text = "\n".join(ln for ln in frames if not ln.startswith((" ", "\t"))) if tb_start is not None \
-        else "\n".join(_job_report_cut(ln) for ln in region)
+        else "\n".join(_job_report_cut(ln) for ln in _since_steps(lines, failure, floor, region))
     if _syntax(frames or [logs.normalize_line(lines[min(failure, len(lines) - 1)])]):
         return "startup"  # the program could not even be compiled: whatever ran before was another run
     if tb_start is not None and _import_failed(frames):
@@ -483,7 +560,7 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
         done = None  # steps after it ("Finish training epoch 9.", then epoch 10's): one epoch's or stage's end
     if done is not None and stage is None and tb_start is not None and _eval_program(frames):
         return "evaluation"  # the job's next program after the finished one evaluates (chat_eval.py, test.py)
-    if (done is not None and stage is None) or _teardown(region):
+    if (done is not None and stage is None) or _teardown(_without_unraisable_after(region, lines, failure)):
         return "shutdown"
     if stage is not None:  # a finished program, then the job's next one: the failure is that one's
         floor = stage + 1  # the announcement itself ("=== 100-step runs ===") counts no step
@@ -506,6 +583,19 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
             and loop is None and not _loop_started(lines, floor, top):
         return "evaluation"  # the steps an evaluation script counts are its batches (unless it announced training)
     return phase
+
+
+def _since_steps(lines: Sequence[str], failure: int, floor: int, region: Sequence[str]) -> Sequence[str]:
+    """The lines of ``region`` (the normalized lines around a failure without a traceback) after the
+    last training step printed before ``failure``: a checkpoint save or load announced above steps that
+    followed it was done (nanoGPT's ``train.py`` prints "saving checkpoint to {out_dir}" every
+    ``eval_interval`` iterations, then goes on with "iter N: loss ..."), it is not what failed."""
+    got = last_matching(lines, _STEP_KEYS, _step_progress, max(floor, failure - len(region)), failure)
+    if not got:
+        return region
+    last = logs.normalize_line(lines[got[0]])
+    at = next((k for k in range(len(region) - 1, -1, -1) if region[k] == last), None)
+    return region if at is None else region[at + 1:]
 
 
 #: Lines from a failure without a traceback on that are read for what it names (a kill's, a launcher's
@@ -534,13 +624,21 @@ def _failure_text(lines: Sequence[str], failure: int) -> str:
 #: "[Torch] Loading checkpoint from {path}..." (newer "[Torch] Begin Load checkpoint from"); mmengine's
 #: ``CheckpointLoader`` "Loads checkpoint by local backend from path: {f}" and mmcv 1.x's "load checkpoint from
 #: local path: {f}", printed before reading it (not mmengine's runner "Load checkpoint from {f}", printed after).
+#: accelerate's ``Accelerator.save_state`` "Saving current state to {output_dir}" and ``load_state`` "Loading states
+#: from {input_dir}"; Lightning's ``ModelCheckpoint._update_best_and_save`` "Epoch 3, global step 400: 'val_loss'
+#: reached 0.51234 (best 0.51234), saving model to '{filepath}' as top 1", just before ``_save_checkpoint``; timm's
+#: ``resume_checkpoint`` "Restoring model state from checkpoint..." (then "Restoring optimizer state ..."); Keras'
+#: ``ModelCheckpoint`` "Epoch 3: val_loss improved from 0.41 to 0.39, saving model to {filepath}" ("Epoch 3: saving
+#: model to ..."); TensorFlow's ``CheckpointSaverHook`` "Saving checkpoints for 1000 into /tmp/model.ckpt.".
 _LOAD_NOTE = Guarded(r"Loading model from \S+\.\s*$|Loading (?:the )?best model from\b|[Ll]oading (?:\w+ )?checkpoint\b(?! shards)"
+                     r"|Loading states from |Restoring (?:model|optimizer|amp loss scaler) state from checkpoint"
                      r"|Restoring states from the checkpoint|[Rr]esuming (?:training )?from (?:the )?(?:checkpoint|ckpt|\S*/)"
                      r"|[Pp]reparing to load checkpoint|Loads checkpoint by \w+ backend from path|load checkpoint from \w+ path:"
                      r"|Begin Load checkpoint",
                      ("oading", "Restoring states", "esuming", "to load checkpoint", "Loads checkpoint", "load checkpoint",
-                      "Load checkpoint"))
+                      "Load checkpoint", "state from checkpoint"))
 _SAVE_NOTE = Guarded(r"[Ss]aving (?:\w+ )?(?:model )?checkpoint\b|Saving model (?:weights )?to\b|[Pp]reparing to save checkpoint"
+                     r"|Saving current state to |[,:] saving model to |Saving checkpoints for \d+ into "
                      r"|\[Torch\] (?:Checkpoint \S+ is (?:about to be saved|begin to save)|Saving )",
                      ("aving", "to save checkpoint", "[Torch] Checkpoint"))
 #: Non-blank lines above a traceback read for such an announcement (a warning or two between).
@@ -608,8 +706,11 @@ def _setting_up(frames: Sequence[str]) -> bool:
 #: "***** Running Evaluation *****", "Start evaluating ...", sentence-transformers' "Evaluating the model
 #: on sts-dev dataset:", "Validating...", "Testing epoch 3"), not one that reports a finished one
 #: ("Saved evaluation predictions to ...", "Validation performance didn't improve for 35 epochs").
+#: verl's ``RayPPOTrainer._validate`` (``verl/trainer/ppo/ray_trainer.py``) prints "test_gen_batch meta info: {...}"
+#: before generating on the validation set and "validation generation end" after it, then scores it.
 _EVAL_STARTS = re.compile(r"(?i)\b(?:begin|beginning|start\w*|running|run|launching|doing|perform\w*)\b\W+(?:\w+\W+){0,3}?"
-                          r"(?:eval|valid|test)|\b(?:evaluating|validating|testing)\b")
+                          r"(?:eval|valid|test)|\b(?:evaluating|validating|testing)\b"
+                          r"|\bvalidation generation end\b|\btest_gen_batch meta info\b")
 
 
 #: torch.cuda's lazy initialisation (``torch/cuda/__init__.py``, ``_lazy_init`` -> ``torch._C._cuda_init()``):
@@ -688,10 +789,17 @@ def _completion_above(lines: Sequence[str], start: int, top: int) -> int | None:
     behind a launcher's prefix: Ray's ``(main_task pid=7) wandb: Synced 5 W&B file(s)``, printed at any exit)."""
     for k in range(top - 1, start - 1, -1):
         shown = _shown(lines[k])[-_SHOWN:]
+        if _TEMPLATE_STOP in shown:
+            return k
         if shown.strip() and is_completion(shown) and not ranks.launcher_text(shown).lstrip().startswith(_AT_EXIT) \
                 and completion_strength(logs.normalize_line(shown)) >= _STRONG_END:
             return k
     return None
+
+
+#: The early stop of victoresque's pytorch-template ``base/base_trainer.py`` (``train``: "Validation performance
+#: didn't improve for {} epochs. Training stops."), copied by R2Gen and many trainers built on it: its loop is over.
+_TEMPLATE_STOP = " epochs. Training stops."
 
 
 def _next_stage(lines: Sequence[str], done: int, top: int) -> int | None:
@@ -705,9 +813,13 @@ def _next_stage(lines: Sequence[str], done: int, top: int) -> int | None:
 #: An evaluation's own progress line, by the name trainers give it: a tqdm bar ("Validation
 #: DataLoader 0:  45%|####5     | 9/20", "Evaluating:  30%|", "Testing: ..."), a MetricLogger line
 #: (LAVIS/BLIP "Evaluation  [ 570/1872]  eta: 3:12:57", DeiT/timm "Test:  [ 10/313]  eta: ..."), Lightning's
-#: validation pass before fitting ("Sanity Checking DataLoader 0:  50%|#####     | 1/2").
+#: validation pass before fitting ("Sanity Checking DataLoader 0:  50%|#####     | 1/2"); lm-evaluation-harness'
+#: request bars (``lm_eval/models/huggingface.py``: ``tqdm(desc="Running loglikelihood requests")``, "Running
+#: generate_until requests"), vLLM's ``LLM.generate`` bar (``vllm/entrypoints/llm.py`` ``_run_engine``: ``desc=
+#: "Processed prompts"``): a model run over a benchmark's or a data set's prompts.
 _EVAL_BAR = re.compile(r"^\W{0,3}(?:[Ee]val(?:uat\w*)?|EVAL\w*|[Vv]alid(?:at\w*)?|[Tt]est(?:ing)?|[Pp]redict\w*"
-                       r"|[Ii]nference|[Ss]ampling|Sanity Checking)\b[^|\[\n]{0,40}?(?:\[\s*(\d+)\s*/\s*(\d+)\s*\]"
+                       r"|[Ii]nference|[Ss]ampling|Sanity Checking"
+                       r"|Running (?:loglikelihood(?:_rolling)?|generate_until|multiple_choice)\w* requests|Processed prompts)\b[^|\[\n]{0,40}?(?:\[\s*(\d+)\s*/\s*(\d+)\s*\]"
                        r"|\d+%\|[^|]*\|\s*(\d+)/(\d+))")
 #: mmcv's ``ProgressBar`` (``[>>>>>>     ] 150/500, 12.3 task/s, elapsed: 12s, ETA:    28s``), which
 #: OpenMMLab's ``single_gpu_test``/``multi_gpu_test`` print while running a model over a test set.
@@ -730,6 +842,8 @@ def _evaluating(lines: Sequence[str], floor: int, top: int) -> bool:
             return not shown.startswith(_MEGATRON_VALIDATED)  # "Evaluating iter": before that iteration runs
         if shown.startswith("Class") and (yolo := _YOLO_VAL.match(shown)) is not None:
             return int(yolo.group(1)) < int(yolo.group(2))
+        if "Inference done " in shown[:_HEAD] and (d2 := _D2_INFER.search(shown[:_HEAD])) is not None:
+            return int(d2.group(1)) < int(d2.group(2))
         m = _EVAL_BAR.match(shown) if shown[:1] in _EVAL_HEADS else None
         if m is None and shown.startswith(("[>", "[ ")):
             m = _TASK_BAR.match(shown)
@@ -756,11 +870,20 @@ _MEGATRON_EVAL = ("Evaluating iter ", "Evaluating on ", "validation loss at ")
 _MEGATRON_VALIDATED = "validation loss at "
 
 
-_EVAL_HEADS = "EeVvTtPpIiSs[|"
+_EVAL_HEADS = "EeVvTtPpIiSsR[|"
 #: mmengine's (OpenMMLab 2.x) LogProcessor line, after its logger's prefix ("2024/05/01 10:00:00 -
 #: mmengine - INFO - "): ``Epoch(train)  [5][ 50/625]``, ``Epoch(val) [5][ 50/625]``, ``Epoch(test)
 #: [ 50/625]``, ``Iter(train) [ 50/10000]``, ``Iter(val) [ 50/2000]``: the loop and its counter.
 _MM_LOOP = re.compile(r"\b(?:Epoch|Iter)\((train|val|test)\)\s*(?:\[\s*\d+\s*\])?\s*\[\s*(\d+)\s*/\s*(\d+)\s*\]")
+
+
+#: Announcements of a run over an evaluation or test set that name no evaluation word: the Hugging Face Trainer's
+#: ``predict`` (``evaluation_loop(description="Prediction")``: "***** Running Prediction *****"), detectron2's
+#: ``inference_on_dataset`` (``detectron2/evaluation/evaluator.py``: "Start inference on {N} batches", then
+#: "Inference done {i}/{N}. Dataloading: ..." every few seconds).
+_EVAL_NOTES = ("***** Running Prediction *****", "Start inference on ")
+#: detectron2's progress line of ``inference_on_dataset`` (after its logger's prefix).
+_D2_INFER = re.compile(r"(?:^|\s)Inference done (\d+)/(\d+)\. ")
 
 
 def _evaluation_announced(since: Sequence[str]) -> bool:
@@ -770,8 +893,8 @@ def _evaluation_announced(since: Sequence[str]) -> bool:
     evaluation ended, what failed after it is not it)."""
     since = [_plain(ln) for ln in since]
     for k, ln in enumerate(since):
-        if _names_eval(ln) and _EVAL_STARTS.search(ln) and not is_progress(ln) and not _RESULT_LINE.search(ln) \
-                and "rror" not in ln and not ln.startswith((" ", "\t")):
+        if ((_names_eval(ln) and _EVAL_STARTS.search(ln)) or any(n in ln for n in _EVAL_NOTES)) and not is_progress(ln) \
+                and not _RESULT_LINE.search(ln) and "rror" not in ln and not ln.startswith((" ", "\t")):
             if not any(_reports_results(x) for x in since[k + 1:]):
                 return True
     return False
@@ -848,9 +971,12 @@ def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str],
 #: "workflow: [('train', 1)], max: 12 epochs" (``EpochBasedRunner.run``; ``max: 90000 iters`` for
 #: ``IterBasedRunner``), Lightning's model summary ending "Total estimated model params size (MB)" (the
 #: ``ModelSummary`` callback's ``on_fit_start``, after the model and optimizers are set up, before the
-#: sanity check and the first batch).
+#: sanity check and the first batch), mmengine's ``CheckpointHook.before_train`` "Checkpoints will be saved to
+#: {out_dir}." (``Runner.train`` calls the ``before_train`` hooks once the model, optimizer and loops are built,
+#: then runs the loop).
 _LOOP_START = ("***** Running training", "begin training epoch ", "Starting training from iteration ",
-               "Starting training for ", "workflow: [(", "Total estimated model params size (MB)")
+               "Starting training for ", "workflow: [(", "Total estimated model params size (MB)",
+               "Checkpoints will be saved to ")
 
 
 #: Warnings PyTorch prints only once a training step has run (each once per process): DDP's reducer
@@ -1120,13 +1246,22 @@ _SERIAL_FRAME = re.compile(r'File "[^"]*(?:torch[/\\]serialization\.py|safetenso
 def _serializing(frames: Sequence[str]) -> str | None:
     """``checkpoint_save``/``checkpoint_load`` when the traceback runs through torch's or
     safetensors' own save or load (a user's ``torch.save(state, path)`` is an indented code line,
-    which the phase's text does not read)."""
-    for ln in reversed(frames):
+    which the phase's text does not read). Not a load below a data set's ``__getitem__`` (or torch's
+    ``DataLoader`` fetch): a sample or its features stored as a ``.pt`` file, read while training."""
+    for k in range(len(frames) - 1, -1, -1):
+        ln = frames[k]
         if "serialization" in ln or "safetensors" in ln:
             m = _SERIAL_FRAME.search(ln)
             if m is not None:
+                if m.group(1) == "load" and any(_SAMPLE_FRAME.search(f) for f in frames[:k]):
+                    return None
                 return "checkpoint_save" if m.group(1) == "save" else "checkpoint_load"
     return None
+
+
+#: A frame that fetches a data sample: a data set's ``__getitem__``/``__getitems__``, or torch's
+#: ``torch/utils/data/_utils/fetch.py`` (``_MapDatasetFetcher.fetch``, which calls it).
+_SAMPLE_FRAME = re.compile(r'(?:, in __getitems?__|[/\\]utils[/\\]data[/\\]_utils[/\\]fetch\.py", line \d+, in \S+)\s*$')
 
 
 #: A frame of a Rich traceback (``rich.traceback.install()``, Typer's and many CLIs' pretty errors):
@@ -1198,6 +1333,12 @@ _ITER_FUNC = re.compile(r"(?i)__next__|iter")
 _EPOCH_FUNC = re.compile(r"(?i)^_*(?:train(?:ing)?_(?:one_)?epoch|run_(?:train_)?epoch|fit_epoch|train_one_iter\w*)$")
 
 
+#: torch's autograd entry points (``torch/_tensor.py`` ``Tensor.backward``, ``torch/autograd/__init__.py`` ``backward``,
+#: ``torch/autograd/graph.py`` ``_engine_run_backward``): gradients being computed, which set-up never does
+#: (a constructor's warm-up or profiling pass runs forward only).
+_BACKWARD_FUNCS = frozenset(("backward", "_engine_run_backward"))
+
+
 def _in_step(frames: Sequence[str]) -> bool:
     """Whether the traceback runs inside a training step (a forward, a backward, an optimizer step,
     an epoch's loop) not called by a set-up function (:data:`_SETUP_FUNC`: a constructor's warm-up or
@@ -1208,6 +1349,8 @@ def _in_step(frames: Sequence[str]) -> bool:
     built = next((k for k, f in enumerate(funcs) if _SETUP_FUNC.match(f)), len(funcs))
     if any(_STEP_FUNC.match(f) or _EPOCH_FUNC.match(f) for f in funcs[:built]):
         return True  # (a forward below a constructor, vLLM's profile_run, is its set-up's)
+    if any(f in _BACKWARD_FUNCS for f in funcs[built:]):
+        return True  # a backward pass is a training step's, even a warm-up one run from a set-up function
     fetch = next((k for k, f in enumerate(funcs) if _FETCH_FUNC.match(f)), None)
     return fetch is not None and any(_ITER_FUNC.search(f) for f in funcs[:fetch])
 
@@ -1286,6 +1429,23 @@ def _is_bar(line: str) -> bool:
 _TB = "Traceback (most recent call"
 #: A tracker's lines printed at process exit whatever the outcome (not the job's own shutdown).
 _AT_EXIT = AT_EXIT  # printed at any exit
+
+
+#: Python's report of an exception it cannot raise (``PyErr_WriteUnraisable``: "Exception ignored in atexit
+#: callback: <function ...>", "Exception ignored in: <function X.__del__ ...>"), printed as the interpreter exits.
+_UNRAISABLE = "Exception ignored in"
+
+
+def _without_unraisable_after(region: Sequence[str], lines: Sequence[str], failure: int) -> Sequence[str]:
+    """``region`` without Python's unraisable-exception reports printed after the failure line (an atexit
+    callback failing while the interpreter exits because of that failure: its aftermath, not a shutdown)."""
+    if failure >= len(lines) or not any(_UNRAISABLE in ln for ln in region):
+        return region
+    own = logs.normalize_line(lines[failure])
+    at = next((k for k in range(len(region)) if region[k] == own), None)
+    if at is None:
+        return region
+    return [*region[:at + 1], *(ln for ln in region[at + 1:] if _UNRAISABLE not in ln)]
 
 
 def _teardown(region: Sequence[str]) -> bool:
