@@ -53,6 +53,10 @@ _PREFIXES: tuple[_Rule, ...] = (
     _Rule(re.compile(r"^slurmstepd-([\w.-]+): "), "node"),
     _Rule(re.compile(r"^(?!slurmstepd-)([A-Za-z][\w-]*\d[\w-]*|(?:\d{1,3}\.){3}\d{1,3}):\s"), "node"),
 )
+#: HPE Cray PALS ``mpiexec`` (Cray MPICH on Polaris/Aurora) on a rank that ended badly: "x3102c0s25b0n0.hsn.cm.
+#: polaris.alcf.anl.gov: rank 277 died from signal 6 and dumped core", "x3106c0s25b1n0: rank 3 exited with code
+#: 255" (pmodels/mpich issues #7569, #7605); the first such line names the rank that ended first.
+_PALS_END = re.compile(r"^\s*([A-Za-z][\w-]*\d[\w.-]*): rank (\d+) (?:died from signal \d+(?: and dumped core)?|exited with code \d+)\s*$")
 _MESSAGES: tuple[_Rule, ...] = (
     # ProcessGroupNCCL's log prefix (torch 2.3: "[PG 0 Rank 3] ", 2.4: "[PG 0 (default_pg) Rank 3] ", 2.5+:
     # "[PG ID 0 PG GUID 0(default_pg) Rank 3] "): the rank within that process group, the global rank
@@ -71,6 +75,7 @@ _MESSAGES: tuple[_Rule, ...] = (
     _Rule(re.compile(r"process rank (\d+) with PID \d+ on node ([\w.-]+)"), "rank+node", "process rank "),
     _Rule(re.compile(r"\bRANK (\d+) PID \d+ RUNNING AT ([\w.-]+)"), "rank+node", "RUNNING AT"),
     _Rule(re.compile(r"\*\*\* (?:JOB|STEP) [\d.]+ ON ([\w.-]+) CANCELLED"), "node"),
+    _Rule(_PALS_END, "node+rank", ": rank "),
     # a node's launcher naming the local process it saw fail: DeepSpeed's "[launch.py:321:sigkill_handler]
     # ['/usr/bin/python', '-u', 'train.py', '--local_rank=2', ...] exits with return code = 1" (the global
     # rank on one node; torch elastic's "failed (exitcode: 1) local_rank: 0" is left to its Root Cause table)
@@ -380,14 +385,18 @@ def mpirun_first(lines: Sequence[str], keys: Sequence[int], bindings: Sequence[i
     return Origin(rank)
 
 
+#: PALS ``mpiexec``'s words for a rank that ended badly (:data:`_PALS_END`).
+PALS_DIED = " died from signal "
+PALS_EXITED = " exited with code "
 #: Start-up lines that name the host each rank runs on: fairseq's "initialized host gpu07 as rank
 #: 1", DeepSpeed's "WORLD INFO DICT: {'gpu07': [0, 1, 2, 3]}", LSF's report "Job was executed on host(s)
 #: <4*gpu07>"; and lines every process prints with its host: NCCL's ``NCCL_DEBUG`` lines
 #: ("gpu07:41234:41290 [3] NCCL INFO ..."), Open MPI's ``--report-bindings`` ("[gpu07:41234] MCW rank
 #: 3 bound to ..."), Slurm's own variables printed by a job script ("SLURMD_NODENAME=gpu07",
-#: "SLURM_JOB_NODELIST=gpu07"; a list such as "gpu[07-08]" names several).
+#: "SLURM_JOB_NODELIST=gpu07"; a list such as "gpu[07-08]" names several); and PALS ``mpiexec``'s report of the
+#: ranks that ended badly ("x3102c0s25b0n0: rank 277 died from signal 6"), the host of the failed ones.
 HOST_KEYS = ("initialized host ", "WORLD INFO DICT:", "Job was executed on host(s) ", " NCCL INFO ", " NCCL WARN ",
-             "] MCW rank ", "SLURMD_NODENAME", "SLURM_JOB_NODELIST", "SLURM_NODELIST", ":ncpus=")
+             "] MCW rank ", "SLURMD_NODENAME", "SLURM_JOB_NODELIST", "SLURM_NODELIST", ":ncpus=", PALS_DIED, PALS_EXITED)
 #: PBS Pro's ``exec_vnode`` chunks, as ``qstat -f`` and job epilogues print them: ``(x1000c3s5b0n0:ngpus=2:
 #: ncpus=32:mem=230686720kb)+(x1000c3s6b0n0:ncpus=32)`` (one parenthesised ``vnode:resource=value...``
 #: chunk per host; a ``#PBS -l select=1:ncpus=32`` request names none).
@@ -425,7 +434,9 @@ def announced_host(lines: Sequence[str], keys: Sequence[int]) -> str | None:
 
 def _other_host(line: str) -> tuple[str, ...]:
     """The host(s) an NCCL, Open MPI binding, Slurm variable or PBS ``exec_vnode`` line names (behind a
-    launcher's prefix)."""
+    launcher's prefix) or a PALS report of a rank's end names (its host is that prefix)."""
+    if (pals := _PALS_END.match(line)) is not None:
+        return (pals.group(1),)
     text = launcher_text(line)
     if " NCCL " in text:
         m = _NCCL_HOST.match(text)
@@ -451,9 +462,15 @@ def _other_host(line: str) -> tuple[str, ...]:
 #: several says nothing, a non-zero one is a per-rank file): Lightning's "Initializing distributed:
 #: GLOBAL_RANK: 3, MEMBER: 4/8", detectron2's "Rank of current process: 3. World size: 8",
 #: accelerate's state ("Process index: 3"; ``logger.info(accelerator.state)`` is main-process only
-#: unless ``main_process_only=False``).
+#: unless ``main_process_only=False``). And torch elastic's agent naming the workers it runs, in its
+#: "[default] Rendezvous complete for workers. Result:" block (``SimpleElasticAgent._rendezvous`` in
+#: ``torch/distributed/elastic/agent/server/api.py``): "  global_ranks=[3]" is an agent of one worker, rank 3;
+#: "  global_ranks=[0, 1, 2, 3]" names several.
 RANK_KEYS = ("Process rank: ", "distributed init (rank ", "Process index: ", "device per process", "GLOBAL_RANK: ",
-             "Rank of current process: ")
+             "Rank of current process: ", "global_ranks=[")
+#: (each line of the block behind torch's glog-style prefix where torch logs so: "I0408 09:37:01.747000 1634029
+#: .../elastic/agent/server/api.py:525]   global_ranks=[0, 1]").
+_AGENT_RANKS = re.compile(r"(?:^\s*|\.py:\d+\]\s+)global_ranks=\[([\d, ]*)\]\s*$")
 _EVERY_RANK = re.compile(r"Process rank: (\d+)\b|[Dd]istributed init \(rank (\d+)\)|device per process\.\s*Process (\d+), total \d+")
 _RANK_ZERO_CONSOLE = re.compile(r"GLOBAL_RANK: (\d+), MEMBER: \d+/(\d+)|Rank of current process: (\d+)\. World size: (\d+)"
                                 r"|^\s*Process index: (\d+)\s*$")
@@ -467,7 +484,9 @@ def announced_rank(lines: Sequence[str], keys: Sequence[int]) -> int | None:
     zero_console: set[tuple[int, int]] = set()
     for i in keys:
         text = launcher_text(lines[i]).rstrip("\r")
-        if (m := _EVERY_RANK.search(text)) is not None:
+        if (m := _AGENT_RANKS.search(text)) is not None:
+            every.update(int(r) for r in m.group(1).split(",") if r.strip())
+        elif (m := _EVERY_RANK.search(text)) is not None:
             every.add(int(next(g for g in m.groups() if g is not None)))
         elif (m := _RANK_ZERO_CONSOLE.search(text)) is not None:
             rank, size = (m.group(1), m.group(2)) if m.group(1) is not None else (m.group(3), m.group(4)) \

@@ -1,0 +1,68 @@
+"""Round 11, first failing rank and node: launcher formats read from their sources, on excerpts written
+by hand in those formats (HPE Cray PALS ``mpiexec``'s report of a rank's end, torch elastic's rendezvous
+result naming the workers an agent runs)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpulens.diagnosis.classifier import Classifier
+from gpulens.diagnosis.logread import diagnose_text
+from gpulens.diagnosis.logread.ranks import Origin, announced_host, announced_rank, origin_of
+
+
+@pytest.fixture(scope="module")
+def rules() -> Classifier:
+    return Classifier(model=None, cache_dir=None)
+
+
+def test_pals_mpiexec_names_the_rank_and_host_that_ended() -> None:
+    fqdn = "x1201c3s4b1n0.hsn.cm.example-hpc.org"
+    assert origin_of(f"{fqdn}: rank 41 died from signal 11 and dumped core") == Origin(41, fqdn)
+    assert origin_of("x1201c3s4b1n0: rank 7 exited with code 255") == Origin(7, "x1201c3s4b1n0")
+    # a program's own words about a rank are not PALS's report
+    assert origin_of("worker: rank 3 is ready") == Origin()
+    assert origin_of("note: rank 2 exited with code 1 at step 40") == Origin()
+
+
+def test_pals_report_is_the_failed_host_of_a_job_that_names_no_other(rules: Classifier) -> None:
+    log = ["Global seed set to 17", *(f"epoch 0 step {k} loss 1.{k}" for k in range(4)),
+           "Traceback (most recent call last):", '  File "train.py", line 51, in <module>', "    out = net(x)",
+           "RuntimeError: CUDA error: uncorrectable ECC error encountered",
+           "x1201c3s4b1n0.hsn.cm.example-hpc.org: rank 12 died from signal 6 and dumped core"]
+    keys = [len(log) - 1]
+    assert announced_host(log, keys) == "x1201c3s4b1n0.hsn.cm.example-hpc.org"
+    w = diagnose_text("\n".join(log), rules)
+    assert w.first_node == "x1201c3s4b1n0.hsn.cm.example-hpc.org"
+
+
+def test_pals_reports_on_two_hosts_name_no_single_host() -> None:
+    log = ["x1201c3s4b1n0: rank 3 exited with code 1", "x1201c3s5b0n0: rank 9 died from signal 15"]
+    assert announced_host(log, [0, 1]) is None
+
+
+_RDZV = ["INFO:torch.distributed.elastic.agent.server.api:[default] Rendezvous complete for workers. Result:",
+         "  restart_count=0", "  master_addr=10.1.2.3", "  master_port=29500", "  group_rank={g}",
+         "  group_world_size=4", "  local_ranks=[0]", "  role_ranks=[{g}]", "  global_ranks=[{g}]",
+         "  role_world_sizes=[4]", "  global_world_sizes=[4]", ""]
+
+
+def test_an_elastic_agent_of_one_worker_names_that_workers_rank() -> None:
+    block = [ln.format(g=2) for ln in _RDZV]
+    at = next(i for i, ln in enumerate(block) if "global_ranks=[" in ln)
+    assert announced_rank(block, [at]) == 2
+    # torch's glog-style prefix on each line of the block
+    glog = "I0301 10:00:01.500000 4242 torch/distributed/elastic/agent/server/api.py:525]   global_ranks=[5]"
+    assert announced_rank([glog], [0]) == 5
+    # an agent of several workers names no one rank
+    assert announced_rank(["  global_ranks=[0, 1, 2, 3]"], [0]) is None
+    # two agents' blocks in one log (one worker each) name two ranks
+    assert announced_rank(["  global_ranks=[0]", "  global_ranks=[1]"], [0, 1]) is None
+
+
+def test_a_per_agent_log_of_one_worker_names_its_rank(rules: Classifier) -> None:
+    log = [*(ln.format(g=3) for ln in _RDZV), *(f"iteration {k} loss 3.{k}" for k in range(4)),
+           "Traceback (most recent call last):", '  File "train.py", line 77, in <module>', "    batch = next(it)",
+           "RuntimeError: DataLoader worker (pid 5151) is killed by signal: Killed."]
+    w = diagnose_text("\n".join(log), rules)
+    assert w.first_rank == 3
