@@ -8,7 +8,13 @@ import pytest
 
 from gpulens.diagnosis.classifier import Classifier
 from gpulens.diagnosis.logread import diagnose_text
-from gpulens.diagnosis.logread.ranks import Origin, announced_host, announced_rank, origin_of
+from gpulens.diagnosis.logread.ranks import (
+    Origin,
+    announced_host,
+    announced_rank,
+    mpirun_first,
+    origin_of,
+)
 
 
 @pytest.fixture(scope="module")
@@ -66,3 +72,29 @@ def test_a_per_agent_log_of_one_worker_names_its_rank(rules: Classifier) -> None
            "RuntimeError: DataLoader worker (pid 5151) is killed by signal: Killed."]
     w = diagnose_text("\n".join(log), rules)
     assert w.first_rank == 3
+
+
+def test_mpi_abort_on_the_world_communicator_names_the_rank() -> None:
+    assert origin_of("MPI_ABORT was invoked on rank 6 in communicator MPI_COMM_WORLD") == Origin(6)
+    assert origin_of("application called MPI_Abort(MPI_COMM_WORLD, 255) - process 14") == Origin(14)
+    # a rank within another communicator is not the global rank
+    assert origin_of("MPI_ABORT was invoked on rank 1 in communicator row_comm") == Origin()
+    assert origin_of("application called MPI_Abort(comm=0x84000002, 1) - process 1") == Origin()
+
+
+def test_horovodrun_gloo_names_the_rank_that_failed() -> None:
+    assert origin_of("Process 5 exit with status code 1.") == Origin(5)
+    lines = ["RuntimeError: Horovod detected that one or more processes exited with non-zero status, thus causing "
+             "the job to be terminated. The first process to do so was:", "Process name: 5", "Exit code: 1"]
+    assert mpirun_first(lines, [1], []) == Origin(5)
+    # Open MPI's process name still reads as before
+    assert mpirun_first(["  Process name: [[4370,1],11]"], [0], []) == Origin(11)
+
+
+def test_a_horovodrun_log_names_the_first_rank_to_exit(rules: Classifier) -> None:
+    log = ["epoch 1 step 1 loss 2.0", "Traceback (most recent call last):", '  File "train.py", line 10, in <module>',
+           "    y = model(x)", "RuntimeError: CUDA error: an illegal memory access was encountered",
+           "Process 2 exit with status code 1.",
+           "RuntimeError: Horovod detected that one or more processes exited with non-zero status, thus causing "
+           "the job to be terminated. The first process to do so was:", "Process name: 2", "Exit code: 1"]
+    assert diagnose_text("\n".join(log), rules).first_rank == 2

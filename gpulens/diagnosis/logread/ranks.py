@@ -74,6 +74,14 @@ _MESSAGES: tuple[_Rule, ...] = (
     # MPICH / Intel MPI's "BAD TERMINATION" box: "=   RANK 3 PID 1234 RUNNING AT gpu07"
     _Rule(re.compile(r"process rank (\d+) with PID \d+ on node ([\w.-]+)"), "rank+node", "process rank "),
     _Rule(re.compile(r"\bRANK (\d+) PID \d+ RUNNING AT ([\w.-]+)"), "rank+node", "RUNNING AT"),
+    # the process that called MPI_Abort on the world communicator: Open MPI's help text "MPI_ABORT was invoked on
+    # rank 3 in communicator MPI_COMM_WORLD" (help-mpi-api.txt, [mpi-abort]), MPICH's "application called
+    # MPI_Abort(MPI_COMM_WORLD, 1) - process 3" (src/mpi/init/abort.c; another communicator's rank is not global)
+    _Rule(re.compile(r"MPI_ABORT was invoked on rank (\d+) in communicator MPI_COMM_WORLD"), "rank", "MPI_ABORT was invoked"),
+    _Rule(re.compile(r"called MPI_Abort\(MPI_COMM_WORLD, -?\d+\) - process (\d+)"), "rank", "MPI_Abort("),
+    # horovodrun's Gloo launcher on a rank that failed (horovod/runner/gloo_run.py ``_exec_command``): "Process 3
+    # exit with status code 1."
+    _Rule(re.compile(r"^\s*Process (\d+) exit with status code -?\d+\.?\s*$"), "rank", "exit with status code"),
     _Rule(re.compile(r"\*\*\* (?:JOB|STEP) [\d.]+ ON ([\w.-]+) CANCELLED"), "node"),
     _Rule(_PALS_END, "node+rank", ": rank "),
     # a node's launcher naming the local process it saw fail: DeepSpeed's "[launch.py:321:sigkill_handler]
@@ -366,16 +374,18 @@ _TABLE_LEAD = re.compile(r"^.*?\]\s*:?\s*(?=\W*(?:rank|host)\s*:)")
 #: Open MPI's name of a process: ``[[4370,1],11]`` (ORTE, Open MPI <= 4: ``[[jobid,vpid],rank]``) or
 #: ``[prterun-gpu07-12345@1,11]`` (PRRTE, Open MPI 5: ``[nspace@job,rank]``, the nspace naming the launching
 #: host, not the process's).
-_MPI_FIRST = re.compile(r"Process name:\s*\[(?:\[\d+,\d+\],|[\w.$-]+@\d+,)(\d+)\]")
+#: horovodrun's Gloo launcher names the rank bare, "The first process to do so was:\nProcess name: 3\nExit code: 1"
+#: (horovod/runner/gloo_run.py ``launch_gloo``).
+_MPI_FIRST = re.compile(r"Process name:\s*(?:\[(?:\[\d+,\d+\],|[\w.$-]+@\d+,)(\d+)\]|(\d+)\s*$)")
 _MPI_BINDING = re.compile(r"\[([\w.-]+):\d+\] MCW rank (\d+) ")
 
 
 def mpirun_first(lines: Sequence[str], keys: Sequence[int], bindings: Sequence[int]) -> Origin | None:
     """The rank Open MPI names as "the first process to do so" (``Process name: [[4370,1],11]``,
-    Open MPI 5's ``[prterun-gpu07-12345@1,11]``)
+    Open MPI 5's ``[prterun-gpu07-12345@1,11]``, horovodrun's ``Process name: 11``)
     at one of the indexes ``keys`` (lines holding "Process name:"), and its host from the
     ``--report-bindings`` lines at ``bindings`` ("MCW rank"), if any."""
-    rank = next((int(m.group(1)) for i in keys if (m := _MPI_FIRST.search(lines[i]))), None)
+    rank = next((int(m.group(1) or m.group(2)) for i in keys if (m := _MPI_FIRST.search(lines[i].rstrip("\r")))), None)
     if rank is None:
         return None
     for i in bindings:
