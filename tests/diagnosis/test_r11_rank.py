@@ -98,3 +98,15 @@ def test_a_horovodrun_log_names_the_first_rank_to_exit(rules: Classifier) -> Non
            "RuntimeError: Horovod detected that one or more processes exited with non-zero status, thus causing "
            "the job to be terminated. The first process to do so was:", "Process name: 2", "Exit code: 1"]
     assert diagnose_text("\n".join(log), rules).first_rank == 2
+
+
+def test_rays_report_of_a_lost_worker_names_its_node() -> None:
+    oom = ("ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory. Memory on the node "
+           "(IP: 10.3.4.5, ID: 5e63aa) where the task (task ID: 1f2e, name=rollout, pid=4242, memory used=8.1GB) was "
+           "running was 61.0GB / 64.0GB (0.953), which exceeds the memory usage threshold of 0.95.")
+    assert origin_of(oom) == Origin(None, "10.3.4.5")
+    assert origin_of("Memory on the node (IP: 10.3.4.6) was 110.41GB / 121.63GB (0.907749)") == Origin(None, "10.3.4.6")
+    died = ("(raylet) A worker died or was killed while executing a task by an unexpected system error. Worker ID: "
+            "ab12, Node ID: cd34, Worker IP address: 10.3.4.7, Worker port: 10011, Worker PID: 777, Worker exit type: "
+            "SYSTEM_ERROR")
+    assert origin_of(died) == Origin(None, "10.3.4.7")

@@ -93,6 +93,12 @@ _MESSAGES: tuple[_Rule, ...] = (
     # Slurm naming a failed node: "srun: error: Node failure on gpu07", "Task launch for StepId=12.0
     # failed on node gpu07: ..."
     _Rule(re.compile(r"Node failure on ([\w.-]+)"), "node", "Node failure on "),
+    # Ray's raylet on a worker it lost: its memory monitor's "Memory on the node (IP: 10.0.0.7, ID: 90ef...) where
+    # the task (...) was running was 32.62GB / 33.28GB" (ray.exceptions.OutOfMemoryError), and "A worker died or
+    # was killed while executing a task by an unexpected system error. ... Worker IP address: 10.0.0.7, Worker
+    # port: ..." (both from src/ray/raylet/node_manager.cc)
+    _Rule(re.compile(r"Memory on the node \(IP: ([\w.:-]+)[,)]"), "node", "Memory on the node (IP: "),
+    _Rule(re.compile(r"Worker IP address: ([\w.:-]+?),"), "node", "Worker IP address: "),
     _Rule(re.compile(r"failed on node ([\w.-]+)"), "node", "failed on node "),
 )
 _TIMESTAMP = re.compile(r"(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?|\b\d\d:\d\d:\d\d\.\d{3,})")
