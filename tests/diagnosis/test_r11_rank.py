@@ -110,3 +110,10 @@ def test_rays_report_of_a_lost_worker_names_its_node() -> None:
             "ab12, Node ID: cd34, Worker IP address: 10.3.4.7, Worker port: 10011, Worker PID: 777, Worker exit type: "
             "SYSTEM_ERROR")
     assert origin_of(died) == Origin(None, "10.3.4.7")
+
+
+def test_a_parallel_shell_names_the_host_whose_command_failed() -> None:
+    assert origin_of("pdsh@node-a01: node-a07: ssh exited with exit code 1") == Origin(None, "node-a07")
+    assert origin_of("clush: node-a07: exited with exit code 137") == Origin(None, "node-a07")
+    # the launching host (pdsh@...) is not the failed one
+    assert origin_of("pdsh@node-a01: node-a01: ssh exited with exit code 255").node == "node-a01"

@@ -93,6 +93,11 @@ _MESSAGES: tuple[_Rule, ...] = (
     # Slurm naming a failed node: "srun: error: Node failure on gpu07", "Task launch for StepId=12.0
     # failed on node gpu07: ..."
     _Rule(re.compile(r"Node failure on ([\w.-]+)"), "node", "Node failure on "),
+    # a parallel shell on a host whose command failed: pdsh (DeepSpeed's multi-node runner) "pdsh@gpu01: gpu07: ssh
+    # exited with exit code 1" (its "%p: %S: %s exited with exit code %d" error, %p its own "pdsh@host", %S the
+    # target), ClusterShell's "clush: gpu07: exited with exit code 1" (ClusterShell CLI, tests/CLIClushTest.py)
+    _Rule(re.compile(r"^\s*(?:pdsh@[\w.-]+: ([\w.-]+): \w+|clush: ([\w.-]+):) exited with exit code -?\d+"), "shell_node",
+          "exited with exit code"),
     # Ray's raylet on a worker it lost: its memory monitor's "Memory on the node (IP: 10.0.0.7, ID: 90ef...) where
     # the task (...) was running was 32.62GB / 33.28GB" (ray.exceptions.OutOfMemoryError), and "A worker died or
     # was killed while executing a task by an unexpected system error. ... Worker IP address: 10.0.0.7, Worker
@@ -163,6 +168,8 @@ def origin_of(line: str) -> Origin:
             rank = int(m.group(1))
         elif kind == "node" and node is None and not _is_level(m.group(1)):
             node = m.group(1)
+        elif kind == "shell_node" and node is None:
+            node = m.group(1) or m.group(2)
         elif kind == "node+rank":  # srun's task, not a range of them ("tasks 0-3": every one failed)
             node = node or m.group(1)
             rank = rank if rank is not None or not m.group(2).isdigit() else int(m.group(2))
