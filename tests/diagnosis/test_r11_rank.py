@@ -26,6 +26,8 @@ def test_pals_mpiexec_names_the_rank_and_host_that_ended() -> None:
     fqdn = "x1201c3s4b1n0.hsn.cm.example-hpc.org"
     assert origin_of(f"{fqdn}: rank 41 died from signal 11 and dumped core") == Origin(41, fqdn)
     assert origin_of("x1201c3s4b1n0: rank 7 exited with code 255") == Origin(7, "x1201c3s4b1n0")
+    # a rank PALS (or the scheduler) stopped with SIGTERM did not fail
+    assert origin_of(f"{fqdn}: rank 0 died from signal 15") == Origin()
     # a program's own words about a rank are not PALS's report
     assert origin_of("worker: rank 3 is ready") == Origin()
     assert origin_of("note: rank 2 exited with code 1 at step 40") == Origin()

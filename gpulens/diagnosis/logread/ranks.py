@@ -57,6 +57,9 @@ _PREFIXES: tuple[_Rule, ...] = (
 #: polaris.alcf.anl.gov: rank 277 died from signal 6 and dumped core", "x3106c0s25b1n0: rank 3 exited with code
 #: 255" (pmodels/mpich issues #7569, #7605); the first such line names the rank that ended first.
 _PALS_END = re.compile(r"^\s*([A-Za-z][\w-]*\d[\w.-]*): rank (\d+) (?:died from signal \d+(?: and dumped core)?|exited with code \d+)\s*$")
+#: ... of a rank that failed: not one stopped by SIGTERM ("rank 0 died from signal 15": PALS stopping the others
+#: once one rank ended, or the scheduler ending the job).
+_PALS_FAILED = re.compile(_PALS_END.pattern.replace(r"died from signal \d+", r"died from signal (?!15\b)\d+"))
 _MESSAGES: tuple[_Rule, ...] = (
     # ProcessGroupNCCL's log prefix (torch 2.3: "[PG 0 Rank 3] ", 2.4: "[PG 0 (default_pg) Rank 3] ", 2.5+:
     # "[PG ID 0 PG GUID 0(default_pg) Rank 3] "): the rank within that process group, the global rank
@@ -83,7 +86,7 @@ _MESSAGES: tuple[_Rule, ...] = (
     # exit with status code 1."
     _Rule(re.compile(r"^\s*Process (\d+) exit with status code -?\d+\.?\s*$"), "rank", "exit with status code"),
     _Rule(re.compile(r"\*\*\* (?:JOB|STEP) [\d.]+ ON ([\w.-]+) CANCELLED"), "node"),
-    _Rule(_PALS_END, "node+rank", ": rank "),
+    _Rule(_PALS_FAILED, "node+rank", ": rank "),
     # a node's launcher naming the local process it saw fail: DeepSpeed's "[launch.py:321:sigkill_handler]
     # ['/usr/bin/python', '-u', 'train.py', '--local_rank=2', ...] exits with return code = 1" (the global
     # rank on one node; torch elastic's "failed (exitcode: 1) local_rank: 0" is left to its Root Cause table)
