@@ -119,3 +119,14 @@ def test_a_parallel_shell_names_the_host_whose_command_failed() -> None:
     assert origin_of("clush: node-a07: exited with exit code 137") == Origin(None, "node-a07")
     # the launching host (pdsh@...) is not the failed one
     assert origin_of("pdsh@node-a01: node-a01: ssh exited with exit code 255").node == "node-a01"
+
+
+def test_open_mpis_reports_from_inside_a_process_name_its_host() -> None:
+    assert origin_of("[node-b12:40021] *** Process received signal ***") == Origin(None, "node-b12")
+    assert origin_of("[node-b12:40021] Signal: Segmentation fault (11)") == Origin(None, "node-b12")
+    assert origin_of("[node-b12:40021] *** An error occurred in MPI_Allreduce") == Origin(None, "node-b12")
+    # behind srun's --label task and Open MPI's --tag-output rank
+    assert origin_of("2: [node-b12:40021] *** Process received signal ***") == Origin(2, "node-b12")
+    assert origin_of("[1,5]<stderr>:[node-b12:40021] Signal: Aborted (6)") == Origin(5, "node-b12")
+    # a logger's level is no host
+    assert origin_of("[WARNING:77] *** retrying") == Origin()

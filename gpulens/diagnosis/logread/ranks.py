@@ -101,6 +101,11 @@ _MESSAGES: tuple[_Rule, ...] = (
     # target), ClusterShell's "clush: gpu07: exited with exit code 1" (ClusterShell CLI, tests/CLIClushTest.py)
     _Rule(re.compile(r"^\s*(?:pdsh@[\w.-]+: ([\w.-]+): \w+|clush: ([\w.-]+):) exited with exit code -?\d+"), "shell_node",
           "exited with exit code"),
+    # Open MPI's reports from inside a process, each line behind "[host:pid] " (HOSTFORMAT): its signal handler's
+    # "[gpu07:41234] *** Process received signal ***", "[gpu07:41234] Signal: Segmentation fault (11)"
+    # (opal/util/stacktrace.c), its fatal error handler's "[gpu07:41234] *** An error occurred in MPI_Bcast"
+    _Rule(re.compile(r"\[([A-Za-z][\w.-]*):\d+\] \*\*\* "), "node", "] *** "),
+    _Rule(re.compile(r"\[([A-Za-z][\w.-]*):\d+\] Signal(?: code)?: "), "node", "] Signal"),
     # Ray's raylet on a worker it lost: its memory monitor's "Memory on the node (IP: 10.0.0.7, ID: 90ef...) where
     # the task (...) was running was 32.62GB / 33.28GB" (ray.exceptions.OutOfMemoryError), and "A worker died or
     # was killed while executing a task by an unexpected system error. ... Worker IP address: 10.0.0.7, Worker
