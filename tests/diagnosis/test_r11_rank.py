@@ -130,3 +130,13 @@ def test_open_mpis_reports_from_inside_a_process_name_its_host() -> None:
     assert origin_of("[1,5]<stderr>:[node-b12:40021] Signal: Aborted (6)") == Origin(5, "node-b12")
     # a logger's level is no host
     assert origin_of("[WARNING:77] *** retrying") == Origin()
+
+
+def test_mpich_aborts_name_the_world_rank_and_host() -> None:
+    assert origin_of("Abort(1094543) on node 6 (rank 0 in comm 496): Fatal error in PMPI_Comm_split") == Origin(6)
+    cray = ("MPICH ERROR [Rank 9] [job id 4411.0] [Tue Mar  4 10:20:30 2025] [nid001234] - Abort(590863) "
+            "(rank 9 in comm 0): Fatal error in PMPI_Init: Other MPI error")
+    assert origin_of(cray) == Origin(9, "nid001234")
+    unnamed = ("MPICH ERROR [Rank 2] [job id unknown] [Tue Mar  4 10:20:30 2025] [unknown] - Abort(1) "
+               "(rank 2 in comm 0): Fatal error")
+    assert origin_of(unnamed) == Origin(2)

@@ -82,6 +82,12 @@ _MESSAGES: tuple[_Rule, ...] = (
     # MPI_Abort(MPI_COMM_WORLD, 1) - process 3" (src/mpi/init/abort.c; another communicator's rank is not global)
     _Rule(re.compile(r"MPI_ABORT was invoked on rank (\d+) in communicator MPI_COMM_WORLD"), "rank", "MPI_ABORT was invoked"),
     _Rule(re.compile(r"called MPI_Abort\(MPI_COMM_WORLD, -?\d+\) - process (\d+)"), "rank", "MPI_Abort("),
+    # MPICH / Intel MPI's abort of a process, "Abort(1094543) on node 3 (rank 3 in comm 0): Fatal error in PMPI_Init"
+    # (its world rank after "on node"); Cray MPICH's "MPICH ERROR [Rank 3] [job id 12.0] [Fri Feb  9 07:12:51 2024]
+    # [nid000009] - Abort(590863) (rank 3 in comm 0): ..." (the host in the last bracket)
+    _Rule(re.compile(r"\bAbort\(-?\d+\) on node (\d+) \(rank \d+ in comm \d+\)"), "rank", ") on node "),
+    _Rule(re.compile(r"MPICH ERROR \[Rank (\d+)\] \[job id [^\]]*\] \[[^\]]*\] (?:\[[^\]]*\] )?\[(?!unknown\])([\w.-]+)\] - "),
+          "rank+node", "MPICH ERROR [Rank "),
     # horovodrun's Gloo launcher on a rank that failed (horovod/runner/gloo_run.py ``_exec_command``): "Process 3
     # exit with status code 1."
     _Rule(re.compile(r"^\s*Process (\d+) exit with status code -?\d+\.?\s*$"), "rank", "exit with status code"),
