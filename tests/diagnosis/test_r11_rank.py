@@ -140,3 +140,9 @@ def test_mpich_aborts_name_the_world_rank_and_host() -> None:
     unnamed = ("MPICH ERROR [Rank 2] [job id unknown] [Tue Mar  4 10:20:30 2025] [unknown] - Abort(1) "
                "(rank 2 in comm 0): Fatal error")
     assert origin_of(unnamed) == Origin(2)
+
+
+def test_an_nccl_line_behind_a_launchers_prefix_names_its_host() -> None:
+    assert origin_of("[rank5]:node-c03:5511:5600 [5] NCCL WARN NET/IB : Got completion with error 12") == Origin(5, "node-c03")
+    assert origin_of("[1,5]<stderr>:node-c03:5511:5600 [1] NCCL WARN Cuda failure 'out of memory'") == Origin(5, "node-c03")
+    assert origin_of("[default1]:[rank9]:node-c03:5511:5600 [1] NCCL WARN x") == Origin(9, "node-c03")

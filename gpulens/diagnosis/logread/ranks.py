@@ -97,8 +97,10 @@ _MESSAGES: tuple[_Rule, ...] = (
     # ['/usr/bin/python', '-u', 'train.py', '--local_rank=2', ...] exits with return code = 1" (the global
     # rank on one node; torch elastic's "failed (exitcode: 1) local_rank: 0" is left to its Root Cause table)
     _Rule(re.compile(r"'--local_rank=(\d+)'[^\]]*\] exits with return code"), "local", "exits with return code"),
-    # NCCL's own lines: "gpu07:41234:41290 [3] NCCL WARN NET/IB : Got completion ..." (host:pid:tid [device])
-    _Rule(re.compile(r"^\s*([A-Za-z][\w.-]*):\d+:\d+ \[\d+\] NCCL "), "node", " NCCL "),
+    # NCCL's own lines: "gpu07:41234:41290 [3] NCCL WARN NET/IB : Got completion ..." (host:pid:tid [device];
+    # src/debug.cc), also behind a launcher's prefix ("[rank3]:gpu07:...", srun's "3: gpu07:...")
+    _Rule(re.compile(r"^(?:\s*\d{1,4}:\s*|\s*(?:\[[\w,]+\](?:<std(?:out|err)>)?:\s?)+)?\s*([A-Za-z][\w.-]*):\d+:\d+ \[\d+\] NCCL "),
+          "node", " NCCL "),
     # Slurm naming a failed node: "srun: error: Node failure on gpu07", "Task launch for StepId=12.0
     # failed on node gpu07: ..."
     _Rule(re.compile(r"Node failure on ([\w.-]+)"), "node", "Node failure on "),
