@@ -60,6 +60,7 @@ _PALS_END = re.compile(r"^\s*([A-Za-z][\w-]*\d[\w.-]*): rank (\d+) (?:died from 
 #: ... of a rank that failed: not one stopped by SIGTERM ("rank 0 died from signal 15": PALS stopping the others
 #: once one rank ended, or the scheduler ending the job).
 _PALS_FAILED = re.compile(_PALS_END.pattern.replace(r"died from signal \d+", r"died from signal (?!15\b)\d+"))
+#: The launcher and MPI reports below without a ``need`` are anchored, or open with a literal (``re`` scans for it).
 _MESSAGES: tuple[_Rule, ...] = (
     # ProcessGroupNCCL's log prefix (torch 2.3: "[PG 0 Rank 3] ", 2.4: "[PG 0 (default_pg) Rank 3] ", 2.5+:
     # "[PG ID 0 PG GUID 0(default_pg) Rank 3] "): the rank within that process group, the global rank
@@ -80,19 +81,19 @@ _MESSAGES: tuple[_Rule, ...] = (
     # the process that called MPI_Abort on the world communicator: Open MPI's help text "MPI_ABORT was invoked on
     # rank 3 in communicator MPI_COMM_WORLD" (help-mpi-api.txt, [mpi-abort]), MPICH's "application called
     # MPI_Abort(MPI_COMM_WORLD, 1) - process 3" (src/mpi/init/abort.c; another communicator's rank is not global)
-    _Rule(re.compile(r"MPI_ABORT was invoked on rank (\d+) in communicator MPI_COMM_WORLD"), "rank", "MPI_ABORT was invoked"),
-    _Rule(re.compile(r"called MPI_Abort\(MPI_COMM_WORLD, -?\d+\) - process (\d+)"), "rank", "MPI_Abort("),
+    _Rule(re.compile(r"MPI_ABORT was invoked on rank (\d+) in communicator MPI_COMM_WORLD"), "rank"),
+    _Rule(re.compile(r"called MPI_Abort\(MPI_COMM_WORLD, -?\d+\) - process (\d+)"), "rank"),
     # MPICH / Intel MPI's abort of a process, "Abort(1094543) on node 3 (rank 3 in comm 0): Fatal error in PMPI_Init"
     # (its world rank after "on node"); Cray MPICH's "MPICH ERROR [Rank 3] [job id 12.0] [Fri Feb  9 07:12:51 2024]
     # [nid000009] - Abort(590863) (rank 3 in comm 0): ..." (the host in the last bracket)
-    _Rule(re.compile(r"\bAbort\(-?\d+\) on node (\d+) \(rank \d+ in comm \d+\)"), "rank", ") on node "),
+    _Rule(re.compile(r"\bAbort\(-?\d+\) on node (\d+) \(rank \d+ in comm \d+\)"), "rank"),
     _Rule(re.compile(r"MPICH ERROR \[Rank (\d+)\] \[job id [^\]]*\] \[[^\]]*\] (?:\[[^\]]*\] )?\[(?!unknown\])([\w.-]+)\] - "),
-          "rank+node", "MPICH ERROR [Rank "),
+          "rank+node"),
     # horovodrun's Gloo launcher on a rank that failed (horovod/runner/gloo_run.py ``_exec_command``): "Process 3
     # exit with status code 1."
-    _Rule(re.compile(r"^\s*Process (\d+) exit with status code -?\d+\.?\s*$"), "rank", "exit with status code"),
+    _Rule(re.compile(r"^\s*Process (\d+) exit with status code -?\d+\.?\s*$"), "rank"),
     _Rule(re.compile(r"\*\*\* (?:JOB|STEP) [\d.]+ ON ([\w.-]+) CANCELLED"), "node"),
-    _Rule(_PALS_FAILED, "node+rank", ": rank "),
+    _Rule(_PALS_FAILED, "node+rank"),
     # a node's launcher naming the local process it saw fail: DeepSpeed's "[launch.py:321:sigkill_handler]
     # ['/usr/bin/python', '-u', 'train.py', '--local_rank=2', ...] exits with return code = 1" (the global
     # rank on one node; torch elastic's "failed (exitcode: 1) local_rank: 0" is left to its Root Cause table)
@@ -107,19 +108,18 @@ _MESSAGES: tuple[_Rule, ...] = (
     # a parallel shell on a host whose command failed: pdsh (DeepSpeed's multi-node runner) "pdsh@gpu01: gpu07: ssh
     # exited with exit code 1" (its "%p: %S: %s exited with exit code %d" error, %p its own "pdsh@host", %S the
     # target), ClusterShell's "clush: gpu07: exited with exit code 1" (ClusterShell CLI, tests/CLIClushTest.py)
-    _Rule(re.compile(r"^\s*(?:pdsh@[\w.-]+: ([\w.-]+): \w+|clush: ([\w.-]+):) exited with exit code -?\d+"), "shell_node",
-          "exited with exit code"),
+    _Rule(re.compile(r"^\s*(?:pdsh@[\w.-]+: ([\w.-]+): \w+|clush: ([\w.-]+):) exited with exit code -?\d+"), "shell_node"),
     # Open MPI's reports from inside a process, each line behind "[host:pid] " (HOSTFORMAT): its signal handler's
     # "[gpu07:41234] *** Process received signal ***", "[gpu07:41234] Signal: Segmentation fault (11)"
     # (opal/util/stacktrace.c), its fatal error handler's "[gpu07:41234] *** An error occurred in MPI_Bcast"
-    _Rule(re.compile(r"\[([A-Za-z][\w.-]*):\d+\] \*\*\* "), "node", "] *** "),
-    _Rule(re.compile(r"\[([A-Za-z][\w.-]*):\d+\] Signal(?: code)?: "), "node", "] Signal"),
+    _Rule(re.compile(r"\[([A-Za-z][\w.-]*):\d+\] \*\*\* "), "node"),
+    _Rule(re.compile(r"\[([A-Za-z][\w.-]*):\d+\] Signal(?: code)?: "), "node"),
     # Ray's raylet on a worker it lost: its memory monitor's "Memory on the node (IP: 10.0.0.7, ID: 90ef...) where
     # the task (...) was running was 32.62GB / 33.28GB" (ray.exceptions.OutOfMemoryError), and "A worker died or
     # was killed while executing a task by an unexpected system error. ... Worker IP address: 10.0.0.7, Worker
     # port: ..." (both from src/ray/raylet/node_manager.cc)
-    _Rule(re.compile(r"Memory on the node \(IP: ([\w.:-]+)[,)]"), "node", "Memory on the node (IP: "),
-    _Rule(re.compile(r"Worker IP address: ([\w.:-]+?),"), "node", "Worker IP address: "),
+    _Rule(re.compile(r"Memory on the node \(IP: ([\w.:-]+)[,)]"), "node"),
+    _Rule(re.compile(r"Worker IP address: ([\w.:-]+?),"), "node"),
     _Rule(re.compile(r"failed on node ([\w.-]+)"), "node", "failed on node "),
 )
 _TIMESTAMP = re.compile(r"(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?|\b\d\d:\d\d:\d\d\.\d{3,})")
