@@ -53,6 +53,14 @@ _PREFIXES: tuple[_Rule, ...] = (
     _Rule(re.compile(r"^slurmstepd-([\w.-]+): "), "node"),
     _Rule(re.compile(r"^(?!slurmstepd-)([A-Za-z][\w-]*\d[\w-]*|(?:\d{1,3}\.){3}\d{1,3}):\s"), "node"),
 )
+#: HPE Cray PALS ``mpiexec`` (Cray MPICH on Polaris/Aurora) on a rank that ended badly: "x3102c0s25b0n0.hsn.cm.
+#: polaris.alcf.anl.gov: rank 277 died from signal 6 and dumped core", "x3106c0s25b1n0: rank 3 exited with code
+#: 255" (pmodels/mpich issues #7569, #7605); the first such line names the rank that ended first.
+_PALS_END = re.compile(r"^\s*([A-Za-z][\w-]*\d[\w.-]*): rank (\d+) (?:died from signal \d+(?: and dumped core)?|exited with code \d+)\s*$")
+#: ... of a rank that failed: not one stopped by SIGTERM ("rank 0 died from signal 15": PALS stopping the others
+#: once one rank ended, or the scheduler ending the job).
+_PALS_FAILED = re.compile(_PALS_END.pattern.replace(r"died from signal \d+", r"died from signal (?!15\b)\d+"))
+#: The launcher and MPI reports below without a ``need`` are anchored, or open with a literal (``re`` scans for it).
 _MESSAGES: tuple[_Rule, ...] = (
     # ProcessGroupNCCL's log prefix (torch 2.3: "[PG 0 Rank 3] ", 2.4: "[PG 0 (default_pg) Rank 3] ", 2.5+:
     # "[PG ID 0 PG GUID 0(default_pg) Rank 3] "): the rank within that process group, the global rank
@@ -70,16 +78,48 @@ _MESSAGES: tuple[_Rule, ...] = (
     # MPICH / Intel MPI's "BAD TERMINATION" box: "=   RANK 3 PID 1234 RUNNING AT gpu07"
     _Rule(re.compile(r"process rank (\d+) with PID \d+ on node ([\w.-]+)"), "rank+node", "process rank "),
     _Rule(re.compile(r"\bRANK (\d+) PID \d+ RUNNING AT ([\w.-]+)"), "rank+node", "RUNNING AT"),
+    # the process that called MPI_Abort on the world communicator: Open MPI's help text "MPI_ABORT was invoked on
+    # rank 3 in communicator MPI_COMM_WORLD" (help-mpi-api.txt, [mpi-abort]), MPICH's "application called
+    # MPI_Abort(MPI_COMM_WORLD, 1) - process 3" (src/mpi/init/abort.c; another communicator's rank is not global)
+    _Rule(re.compile(r"MPI_ABORT was invoked on rank (\d+) in communicator MPI_COMM_WORLD"), "rank"),
+    _Rule(re.compile(r"called MPI_Abort\(MPI_COMM_WORLD, -?\d+\) - process (\d+)"), "rank"),
+    # MPICH / Intel MPI's abort of a process, "Abort(1094543) on node 3 (rank 3 in comm 0): Fatal error in PMPI_Init"
+    # (its world rank after "on node"); Cray MPICH's "MPICH ERROR [Rank 3] [job id 12.0] [Fri Feb  9 07:12:51 2024]
+    # [nid000009] - Abort(590863) (rank 3 in comm 0): ..." (the host in the last bracket)
+    _Rule(re.compile(r"\bAbort\(-?\d+\) on node (\d+) \(rank \d+ in comm \d+\)"), "rank"),
+    _Rule(re.compile(r"MPICH ERROR \[Rank (\d+)\] \[job id [^\]]*\] \[[^\]]*\] (?:\[[^\]]*\] )?\[(?!unknown\])([\w.-]+)\] - "),
+          "rank+node"),
+    # horovodrun's Gloo launcher on a rank that failed (horovod/runner/gloo_run.py ``_exec_command``): "Process 3
+    # exit with status code 1."
+    _Rule(re.compile(r"^\s*Process (\d+) exit with status code -?\d+\.?\s*$"), "rank"),
     _Rule(re.compile(r"\*\*\* (?:JOB|STEP) [\d.]+ ON ([\w.-]+) CANCELLED"), "node"),
+    _Rule(_PALS_FAILED, "node+rank"),
     # a node's launcher naming the local process it saw fail: DeepSpeed's "[launch.py:321:sigkill_handler]
     # ['/usr/bin/python', '-u', 'train.py', '--local_rank=2', ...] exits with return code = 1" (the global
     # rank on one node; torch elastic's "failed (exitcode: 1) local_rank: 0" is left to its Root Cause table)
     _Rule(re.compile(r"'--local_rank=(\d+)'[^\]]*\] exits with return code"), "local", "exits with return code"),
-    # NCCL's own lines: "gpu07:41234:41290 [3] NCCL WARN NET/IB : Got completion ..." (host:pid:tid [device])
-    _Rule(re.compile(r"^\s*([A-Za-z][\w.-]*):\d+:\d+ \[\d+\] NCCL "), "node", " NCCL "),
+    # NCCL's own lines: "gpu07:41234:41290 [3] NCCL WARN NET/IB : Got completion ..." (host:pid:tid [device];
+    # src/debug.cc), also behind a launcher's prefix ("[rank3]:gpu07:...", srun's "3: gpu07:...")
+    _Rule(re.compile(r"^(?:\s*\d{1,4}:\s*|\s*(?:\[[\w,]+\](?:<std(?:out|err)>)?:\s?)+)?\s*([A-Za-z][\w.-]*):\d+:\d+ \[\d+\] NCCL "),
+          "node", " NCCL "),
     # Slurm naming a failed node: "srun: error: Node failure on gpu07", "Task launch for StepId=12.0
     # failed on node gpu07: ..."
     _Rule(re.compile(r"Node failure on ([\w.-]+)"), "node", "Node failure on "),
+    # a parallel shell on a host whose command failed: pdsh (DeepSpeed's multi-node runner) "pdsh@gpu01: gpu07: ssh
+    # exited with exit code 1" (its "%p: %S: %s exited with exit code %d" error, %p its own "pdsh@host", %S the
+    # target), ClusterShell's "clush: gpu07: exited with exit code 1" (ClusterShell CLI, tests/CLIClushTest.py)
+    _Rule(re.compile(r"^\s*(?:pdsh@[\w.-]+: ([\w.-]+): \w+|clush: ([\w.-]+):) exited with exit code -?\d+"), "shell_node"),
+    # Open MPI's reports from inside a process, each line behind "[host:pid] " (HOSTFORMAT): its signal handler's
+    # "[gpu07:41234] *** Process received signal ***", "[gpu07:41234] Signal: Segmentation fault (11)"
+    # (opal/util/stacktrace.c), its fatal error handler's "[gpu07:41234] *** An error occurred in MPI_Bcast"
+    _Rule(re.compile(r"\[([A-Za-z][\w.-]*):\d+\] \*\*\* "), "node"),
+    _Rule(re.compile(r"\[([A-Za-z][\w.-]*):\d+\] Signal(?: code)?: "), "node"),
+    # Ray's raylet on a worker it lost: its memory monitor's "Memory on the node (IP: 10.0.0.7, ID: 90ef...) where
+    # the task (...) was running was 32.62GB / 33.28GB" (ray.exceptions.OutOfMemoryError), and "A worker died or
+    # was killed while executing a task by an unexpected system error. ... Worker IP address: 10.0.0.7, Worker
+    # port: ..." (both from src/ray/raylet/node_manager.cc)
+    _Rule(re.compile(r"Memory on the node \(IP: ([\w.:-]+)[,)]"), "node"),
+    _Rule(re.compile(r"Worker IP address: ([\w.:-]+?),"), "node"),
     _Rule(re.compile(r"failed on node ([\w.-]+)"), "node", "failed on node "),
 )
 _TIMESTAMP = re.compile(r"(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?|\b\d\d:\d\d:\d\d\.\d{3,})")
@@ -144,6 +184,8 @@ def origin_of(line: str) -> Origin:
             rank = int(m.group(1))
         elif kind == "node" and node is None and not _is_level(m.group(1)):
             node = m.group(1)
+        elif kind == "shell_node" and node is None:
+            node = m.group(1) or m.group(2)
         elif kind == "node+rank":  # srun's task, not a range of them ("tasks 0-3": every one failed)
             node = node or m.group(1)
             rank = rank if rank is not None or not m.group(2).isdigit() else int(m.group(2))
@@ -361,16 +403,18 @@ _TABLE_LEAD = re.compile(r"^.*?\]\s*:?\s*(?=\W*(?:rank|host)\s*:)")
 #: Open MPI's name of a process: ``[[4370,1],11]`` (ORTE, Open MPI <= 4: ``[[jobid,vpid],rank]``) or
 #: ``[prterun-gpu07-12345@1,11]`` (PRRTE, Open MPI 5: ``[nspace@job,rank]``, the nspace naming the launching
 #: host, not the process's).
-_MPI_FIRST = re.compile(r"Process name:\s*\[(?:\[\d+,\d+\],|[\w.$-]+@\d+,)(\d+)\]")
+#: horovodrun's Gloo launcher names the rank bare, "The first process to do so was:\nProcess name: 3\nExit code: 1"
+#: (horovod/runner/gloo_run.py ``launch_gloo``).
+_MPI_FIRST = re.compile(r"Process name:\s*(?:\[(?:\[\d+,\d+\],|[\w.$-]+@\d+,)(\d+)\]|(\d+)\s*$)")
 _MPI_BINDING = re.compile(r"\[([\w.-]+):\d+\] MCW rank (\d+) ")
 
 
 def mpirun_first(lines: Sequence[str], keys: Sequence[int], bindings: Sequence[int]) -> Origin | None:
     """The rank Open MPI names as "the first process to do so" (``Process name: [[4370,1],11]``,
-    Open MPI 5's ``[prterun-gpu07-12345@1,11]``)
+    Open MPI 5's ``[prterun-gpu07-12345@1,11]``, horovodrun's ``Process name: 11``)
     at one of the indexes ``keys`` (lines holding "Process name:"), and its host from the
     ``--report-bindings`` lines at ``bindings`` ("MCW rank"), if any."""
-    rank = next((int(m.group(1)) for i in keys if (m := _MPI_FIRST.search(lines[i]))), None)
+    rank = next((int(m.group(1) or m.group(2)) for i in keys if (m := _MPI_FIRST.search(lines[i].rstrip("\r")))), None)
     if rank is None:
         return None
     for i in bindings:
@@ -380,14 +424,18 @@ def mpirun_first(lines: Sequence[str], keys: Sequence[int], bindings: Sequence[i
     return Origin(rank)
 
 
+#: PALS ``mpiexec``'s words for a rank that ended badly (:data:`_PALS_END`).
+PALS_DIED = " died from signal "
+PALS_EXITED = " exited with code "
 #: Start-up lines that name the host each rank runs on: fairseq's "initialized host gpu07 as rank
 #: 1", DeepSpeed's "WORLD INFO DICT: {'gpu07': [0, 1, 2, 3]}", LSF's report "Job was executed on host(s)
 #: <4*gpu07>"; and lines every process prints with its host: NCCL's ``NCCL_DEBUG`` lines
 #: ("gpu07:41234:41290 [3] NCCL INFO ..."), Open MPI's ``--report-bindings`` ("[gpu07:41234] MCW rank
 #: 3 bound to ..."), Slurm's own variables printed by a job script ("SLURMD_NODENAME=gpu07",
-#: "SLURM_JOB_NODELIST=gpu07"; a list such as "gpu[07-08]" names several).
+#: "SLURM_JOB_NODELIST=gpu07"; a list such as "gpu[07-08]" names several); and PALS ``mpiexec``'s report of the
+#: ranks that ended badly ("x3102c0s25b0n0: rank 277 died from signal 6"), the host of the failed ones.
 HOST_KEYS = ("initialized host ", "WORLD INFO DICT:", "Job was executed on host(s) ", " NCCL INFO ", " NCCL WARN ",
-             "] MCW rank ", "SLURMD_NODENAME", "SLURM_JOB_NODELIST", "SLURM_NODELIST", ":ncpus=")
+             "] MCW rank ", "SLURMD_NODENAME", "SLURM_JOB_NODELIST", "SLURM_NODELIST", ":ncpus=", PALS_DIED, PALS_EXITED)
 #: PBS Pro's ``exec_vnode`` chunks, as ``qstat -f`` and job epilogues print them: ``(x1000c3s5b0n0:ngpus=2:
 #: ncpus=32:mem=230686720kb)+(x1000c3s6b0n0:ncpus=32)`` (one parenthesised ``vnode:resource=value...``
 #: chunk per host; a ``#PBS -l select=1:ncpus=32`` request names none).
@@ -425,7 +473,9 @@ def announced_host(lines: Sequence[str], keys: Sequence[int]) -> str | None:
 
 def _other_host(line: str) -> tuple[str, ...]:
     """The host(s) an NCCL, Open MPI binding, Slurm variable or PBS ``exec_vnode`` line names (behind a
-    launcher's prefix)."""
+    launcher's prefix) or a PALS report of a rank's end names (its host is that prefix)."""
+    if (pals := _PALS_END.match(line)) is not None:
+        return (pals.group(1),)
     text = launcher_text(line)
     if " NCCL " in text:
         m = _NCCL_HOST.match(text)
@@ -451,9 +501,15 @@ def _other_host(line: str) -> tuple[str, ...]:
 #: several says nothing, a non-zero one is a per-rank file): Lightning's "Initializing distributed:
 #: GLOBAL_RANK: 3, MEMBER: 4/8", detectron2's "Rank of current process: 3. World size: 8",
 #: accelerate's state ("Process index: 3"; ``logger.info(accelerator.state)`` is main-process only
-#: unless ``main_process_only=False``).
+#: unless ``main_process_only=False``). And torch elastic's agent naming the workers it runs, in its
+#: "[default] Rendezvous complete for workers. Result:" block (``SimpleElasticAgent._rendezvous`` in
+#: ``torch/distributed/elastic/agent/server/api.py``): "  global_ranks=[3]" is an agent of one worker, rank 3;
+#: "  global_ranks=[0, 1, 2, 3]" names several.
 RANK_KEYS = ("Process rank: ", "distributed init (rank ", "Process index: ", "device per process", "GLOBAL_RANK: ",
-             "Rank of current process: ")
+             "Rank of current process: ", "global_ranks=[")
+#: (each line of the block behind torch's glog-style prefix where torch logs so: "I0408 09:37:01.747000 1634029
+#: .../elastic/agent/server/api.py:525]   global_ranks=[0, 1]").
+_AGENT_RANKS = re.compile(r"(?:^\s*|\.py:\d+\]\s+)global_ranks=\[([\d, ]*)\]\s*$")
 _EVERY_RANK = re.compile(r"Process rank: (\d+)\b|[Dd]istributed init \(rank (\d+)\)|device per process\.\s*Process (\d+), total \d+")
 _RANK_ZERO_CONSOLE = re.compile(r"GLOBAL_RANK: (\d+), MEMBER: \d+/(\d+)|Rank of current process: (\d+)\. World size: (\d+)"
                                 r"|^\s*Process index: (\d+)\s*$")
@@ -467,7 +523,9 @@ def announced_rank(lines: Sequence[str], keys: Sequence[int]) -> int | None:
     zero_console: set[tuple[int, int]] = set()
     for i in keys:
         text = launcher_text(lines[i]).rstrip("\r")
-        if (m := _EVERY_RANK.search(text)) is not None:
+        if (m := _AGENT_RANKS.search(text)) is not None:
+            every.update(int(r) for r in m.group(1).split(",") if r.strip())
+        elif (m := _EVERY_RANK.search(text)) is not None:
             every.add(int(next(g for g in m.groups() if g is not None)))
         elif (m := _RANK_ZERO_CONSOLE.search(text)) is not None:
             rank, size = (m.group(1), m.group(2)) if m.group(1) is not None else (m.group(3), m.group(4)) \
