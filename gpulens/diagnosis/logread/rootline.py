@@ -73,7 +73,8 @@ def is_root_error(norm: str) -> bool:
     elsewhere, not a traceback frame or code line, not a later line of a CUDA error's message,
     not benign noise."""
     if not norm or norm[0] in " \t" or norm.startswith(("File \"", "raise ", "^")) \
-            or any(k in norm for k in _NOT_THE_ERROR) or _quiet(norm):
+            or (any(k in norm for k in _NOT_THE_ERROR) and _CUDA_ERROR not in norm) or _quiet(norm) \
+            or ("==" in norm and _PINNED.match(norm) is not None):
         return False
     return not (logs.is_weak(norm) or _ECHO.search(norm) is not None or is_benign(norm) or _RETRYING in norm
                 or (_DUMPING in norm and _STATE_DUMP.search(norm) is not None))
@@ -94,6 +95,12 @@ _LEVEL_SPAN = 120
 #: %s:%d] %s" with the severity's letter of "IWEF"): a warning printed before the failure (rule R2),
 #: whose error, if any, Python raises below it.
 _TF_NOTICE = re.compile(r"^:?[ \t]*[IW] [\w./-]+:\d+\] ")
+
+
+#: A line of ``pip freeze`` (an experiment's dump of its environment): "async-timeout==4.0.3", one
+#: requirement pinned to its version (pypa/pip src/pip/_internal/operations/freeze.py,
+#: FrozenRequirement.__str__: "name==version"). A package's name, not an error (README rule R2).
+_PINNED = re.compile(r"^[A-Za-z0-9][\w.-]*(?:\[[\w,.-]+\])?==[\w.!+-]+$")
 
 
 def _quiet(norm: str) -> bool:
@@ -120,7 +127,23 @@ _CUDA_ADVICE = ("CUDA kernel errors might be asynchronously reported", "consider
 _PIP_NOTICE = ("pip's dependency resolver does not currently take into account",
                "pip's legacy dependency resolver does not consider dependency conflicts",
                "After October 2020 you may experience errors when installing or updating packages")
-_NOT_THE_ERROR = _CUDA_ADVICE + _PIP_NOTICE
+#: huggingface_hub's warning before it retries a request (huggingface_hub/utils/_http.py,
+#: http_backoff: logger.warning(f"'{err}' thrown while requesting {method} {url}")): the error,
+#: if any, is raised when it gives up (README rule R2: a warning printed before the failure).
+_HUB_RETRY = ("' thrown while requesting ",)
+#: DeepSpeed ZeRO-3's warning of memory pressure (deepspeed/runtime/zero/stage3.py,
+#: DeepSpeedZeroOptimizer_Stage3.step: "N pytorch allocator cache flushes since last step. this
+#: happens when there is high memory pressure and is detrimental to performance. ... consider
+#: adding get_accelerator().empty_cache() calls in your training loop ..."): a warning, whichever
+#: part of the line a progress bar's refresh left (README rule R2).
+_ZERO3_FLUSHES = ("pytorch allocator cache flushes since last step", "empty_cache() calls in your training loop")
+_NOT_THE_ERROR = _CUDA_ADVICE + _PIP_NOTICE + _HUB_RETRY + _ZERO3_FLUSHES
+#: The error a CUDA error's message states. torch 1.8-1.10 put the advice first, on the same line
+#: ("RuntimeError: CUDA kernel errors might be asynchronously reported at some other API call,so the
+#: stacktrace below might be incorrect. For debugging consider passing CUDA_LAUNCH_BLOCKING=1. CUDA
+#: error: an illegal memory access was encountered": c10/cuda/CUDAException.h C10_CUDA_CHECK with
+#: c10::cuda::get_cuda_check_prefix(), pytorch v1.8.0): that line is the error (README rule R3).
+_CUDA_ERROR = "CUDA error: "
 
 
 _DUMPING = "Dumping "
@@ -467,7 +490,10 @@ def _logged_frame(raw: str) -> bool:
     if "] " not in body:
         return False
     m = _LOGGER_HEAD.match(body)
-    return m is not None and body[m.end():m.end() + 1] in (" ", "\t", "^")
+    if m is None:
+        return False
+    rest = body[m.end():]
+    return rest[:1] in (" ", "\t", "^") or not rest.strip() or rest.startswith((_TRACEBACK, *_CHAINED))
 
 
 #: Lines after "Error in sys.excepthook:" searched for Python's "Original exception was:".
@@ -505,7 +531,15 @@ def _heads_traceback(lines: Sequence[str], i: int) -> bool:
     while end + 1 < len(lines) and _continues(lines, i, end + 1):
         end += 1
     below = next((k for k in range(end + 1, min(len(lines), end + 3)) if lines[k].strip()), None)
-    return below is not None and _body(lines[below]).lstrip().startswith(_TRACEBACK_HEADS)
+    return below is not None and _unlogged(_body(lines[below])).lstrip().startswith(_TRACEBACK_HEADS)
+
+
+def _unlogged(body: str) -> str:
+    """``body`` without the header a logger prints on every line of a traceback it logs (vLLM's
+    "ERROR 08-10 20:45:59 [registry.py:355] ", glog's "E0119 09:59:04.513000 4928 api.py:874] ";
+    :data:`_LOGGER_HEAD`)."""
+    m = _LOGGER_HEAD.match(body) if "] " in body[:120] else None
+    return body if m is None else body[m.end():]
 
 
 #: The heads of a Python traceback: the interpreter's, and Sacred's, which logs "Failed after
@@ -930,6 +964,8 @@ def _root_lines(lines: Sequence[str], own: Sequence[int], norm: Callable[[int], 
     first printing."""
     norm = _joined(lines, norm)
     own = [i for i in own if not _embeds(lines, i, norm)] or list(own)
+    # a child's exit as its parent raises it counts only when the child showed no error (R8)
+    own = [i for i in own if _CHILD_EXIT.match(ranks.strip_prefix(norm(i)).strip()) is None] or own
     # a wrapper counts by the original it re-raises (R4: "Caught X in DataLoader worker process N.")
     own = [i for i in own if _WRAPPER.match(ranks.strip_prefix(norm(i)).strip()) is None] or own
     last = next((i for i in reversed(own) if _EXCEPTION.match(norm(i))), None)
@@ -953,6 +989,13 @@ def _root_lines(lines: Sequence[str], own: Sequence[int], norm: Callable[[int], 
             out.append(i)
             said.append(i)
     return out
+
+
+#: The exception a parent raises when its child process exited non-zero (subprocess.run's
+#: check / check_returncode: "subprocess.CalledProcessError: Command '[...]' returned non-zero exit
+#: status 1.", CPython Lib/subprocess.py; torchrun's "torch.distributed.elastic.multiprocessing.
+#: errors.ChildFailedError:"): a launcher's verdict (README rule R8), not the child's error.
+_CHILD_EXIT = re.compile(r"(?:[\w.]+\.)?(?:CalledProcessError|ChildFailedError)\b")
 
 
 def _joined(lines: Sequence[str], norm: Callable[[int], str]) -> Callable[[int], str]:
@@ -1043,7 +1086,25 @@ def _breakpoint(lines: Sequence[str], quit_at: int) -> list[int]:
     ``quit_at``: the program stopped at a leftover breakpoint, and quit when the batch job's
     input ended (README rule R7: the prompt is the root, the quit the terminal error)."""
     found = find_keys(lines, DEBUGGER_PROMPTS, max(0, quit_at - _PROMPT_REACH), quit_at)
-    return [i for i in found if _body(lines[i]).lstrip().startswith(DEBUGGER_PROMPTS)][-1:]
+    prompts = [i for i in found if _body(lines[i]).lstrip().startswith(DEBUGGER_PROMPTS)][-1:]
+    if prompts:
+        return prompts
+    found = find_keys(lines, ("> ",), max(0, quit_at - _PROMPT_REACH), quit_at)  # the prompt not captured
+    return [i for i in found if _pdb_location(lines, i)][-1:]
+
+
+#: Where pdb stopped, printed above its prompt (CPython Lib/pdb.py, Pdb.print_stack_entry: "> " and
+#: format_stack_entry's "filename(lineno)funcname()", then "-> " and the source line): "> /app/
+#: train.py(67)reward()" / "-> reward = 0.0". A captured stdout holds it even when the "(Pdb) "
+#: prompt (no newline, on the terminal's input) is not there.
+_PDB_WHERE = re.compile(r"^> \S.*\(\d+\)(?:\w+|<\w+>)\(\)$")
+
+
+def _pdb_location(lines: Sequence[str], i: int) -> bool:
+    """Whether line ``i`` is pdb's "> file(N)function()" with its "-> source" line below it."""
+    if _PDB_WHERE.match(_body(lines[i]).strip()) is None:
+        return False
+    return i + 1 < len(lines) and _body(lines[i + 1]).startswith("-> ")
 
 
 #: Lines above a ``bdb.BdbQuit`` searched for the debugger's prompt.
@@ -1134,15 +1195,18 @@ def _embeds(lines: Sequence[str], i: int, norm: Callable[[int], str]) -> bool:
     ...:" (a message ending with a colon, the other traceback below it), PyTorch's "Original
     Traceback", torch.distributed.checkpoint's ``CheckpointException ranks:dict_keys([0])`` with
     each rank's "Traceback (most recent call last): (RANK 0)" below it."""
-    if not _EXCEPTION.match(norm(i)):
+    said = norm(i) if _EXCEPTION.match(norm(i)) else logs.normalize_line(_unlogged(_body(lines[i]))).strip()
+    if not _EXCEPTION.match(said):
         return False
-    below = next((k for k in range(i + 1, min(len(lines), i + 3)) if lines[k].strip()), None)
-    if below is None:
+    below = [t for k in range(i + 1, min(len(lines), i + 5)) if (t := _unlogged(_body(lines[k])).strip())][:2]
+    if not below:
         return False
-    text = _body(lines[below]).strip()
+    text = below[0]
     if text.startswith(_TRACEBACK + ":") and len(text) > len(_TRACEBACK) + 1:
         return True  # torch.distributed.checkpoint's "Traceback (most recent call last): (RANK 0)"
-    return norm(i).endswith(":") and text.startswith((_TRACEBACK, _QUOTES, "Original Traceback"))
+    if len(below) > 1 and is_benign(logs.normalize_line(text)):
+        text = below[1]  # the other process's warning printed before its traceback (vLLM's "Error raised in subprocess:")
+    return said.endswith(":") and text.startswith((_TRACEBACK, _QUOTES, "Original Traceback"))
 
 
 _QUOTES = '"' * 3
@@ -1206,7 +1270,8 @@ def is_report_head(line: str) -> bool:
     error itself, nor where the run failed."""
     if "ray::" in line and ("RayTaskError" in line or "Unhandled error" in line):
         return True
-    if _body(line).lstrip().startswith(DEBUGGER_PROMPTS) or ("oss" in line and _nan_loss(line)):
+    if _body(line).lstrip().startswith(DEBUGGER_PROMPTS) or ("oss" in line and _nan_loss(line)) \
+            or (line[:1] in "[(>" and _PDB_WHERE.match(_body(line).strip()) is not None):
         return True
     return "Exception in thread " in line and _body(line).lstrip().startswith("Exception in thread ")
 

@@ -1,0 +1,111 @@
+"""Round 11 (r11-lines): indicator lines of library formats the reader misread, each excerpt
+written by hand in the format the library prints (README "Indicator lines: rules" R1-R9)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpulens.diagnosis.classifier import Classifier
+from gpulens.diagnosis.logread import diagnose_text, rootline
+
+
+@pytest.fixture(scope="module")
+def rules() -> Classifier:
+    return Classifier(model=None, cache_dir=None)
+
+
+def _picked(lines: list[str], rules: Classifier) -> list[str]:
+    w = diagnose_text("\n".join(lines), rules)
+    return [lines[n - 1] for n in w.indicator_lines]
+
+
+def _tb(exc: str, frame: str = "/srv/train.py", prefix: str = "") -> list[str]:
+    return [f"{prefix}Traceback (most recent call last):", f'{prefix}  File "{frame}", line 10, in run',
+            f"{prefix}    out = step(batch)", f"{prefix}{exc}"]
+
+
+_STEPS = [f"epoch 1 step {k} loss 0.{k}" for k in range(40, 46)]
+_CAUSE = ["", "The above exception was the direct cause of the following exception:", ""]
+_DURING = ["", "During handling of the above exception, another exception occurred:", ""]
+#: vLLM's logger header, on every line of a traceback it logs (vllm/logger.py's format)
+_V = "ERROR 03-04 11:22:33 [registry.py:355] "
+
+
+def test_a_logged_traceback_counts_by_the_subprocess_error_it_embeds(rules: Classifier) -> None:
+    # vLLM logs "Error in inspecting model architecture" and the chain: CalledProcessError (the
+    # child's exit, R8) -> "RuntimeError: Error raised in subprocess:" embedding the child's own
+    # traceback (R4: the embedded original counts); the process then raises its ValueError
+    logged = ([_V + "Error in inspecting model architecture 'OPTForCausalLM'"]
+              + [_V + ln for ln in _tb("subprocess.CalledProcessError: Command '['python', '-m', "
+                                       "'vllm.model_executor.models.registry']' returned non-zero exit status 1.")]
+              + [_V + ln.strip() for ln in _CAUSE]
+              + [_V + ln for ln in _tb("RuntimeError: Error raised in subprocess:")]
+              + [_V + "<frozen runpy>:128: RuntimeWarning: 'vllm.x' found in sys.modules after import of package 'vllm'"]
+              + [_V + ln for ln in _tb("ImportError: cannot import name 'AttrsDescriptor' from 'triton.backends.compiler'",
+                                       "/env/torch/_inductor/runtime/hints.py")]
+              + [_V])
+    lines = (["INFO 03-04 11:22:30 [__init__.py:239] Automatically detected platform cuda."] + logged
+             + _tb("ValueError: Model architectures ['OPTForCausalLM'] failed to be inspected. "
+                   "Please check the logs for more details.", "/env/vllm/model_executor/models/registry.py"))
+    assert _picked(lines, rules) == [
+        _V + "ImportError: cannot import name 'AttrsDescriptor' from 'triton.backends.compiler'",
+        "ValueError: Model architectures ['OPTForCausalLM'] failed to be inspected. Please check the logs for more details."]
+
+
+def test_an_old_torch_cuda_error_with_its_advice_first_is_the_error(rules: Classifier) -> None:
+    # torch 1.8-1.10 put the asynchronous-report advice before "CUDA error: ..." on one line
+    err = ("RuntimeError: CUDA kernel errors might be asynchronously reported at some other API call,so the "
+           "stacktrace below might be incorrect. For debugging consider passing CUDA_LAUNCH_BLOCKING=1. "
+           "CUDA error: an illegal memory access was encountered")
+    lines = (_STEPS + _tb(err) + ["terminate called after throwing an instance of 'c10::CUDAError'",
+                                  "  what():  " + err.split(": ", 1)[1],
+                                  "Exception raised from create_event_internal at ../c10/cuda/CUDACachingAllocator.cpp:1055"])
+    assert _picked(lines, rules) == [err]
+
+
+def test_pdb_location_is_the_root_of_a_quit_debugger_without_its_prompt(rules: Classifier) -> None:
+    # a captured stdout holds pdb's "> file(N)func()" / "-> source" but not its "(Pdb) " prompt (R7)
+    lines = (["Invalidate trace cache @ step 0", "> /srv/reward.py(67)accuracy_reward()", "-> reward = 0.0",
+              "['<answer>33</answer>']", "[]"]
+             + _tb("bdb.BdbQuit", "/usr/lib/python3.10/bdb.py"))
+    picked = _picked(lines, rules)
+    assert picked[0] == "> /srv/reward.py(67)accuracy_reward()"
+    assert picked[-1] == "bdb.BdbQuit"
+
+
+def test_a_pip_freeze_line_is_no_error(rules: Classifier) -> None:
+    # an experiment dumps `pip freeze` (name==version) before it runs; "async-timeout" is a package
+    lines = (["Beginning experiment!", "aiohttp==3.9.1", "async-timeout==4.0.3", "attrs==23.1.0", "torch==2.1.0",
+              "speechbrain.core - ERROR - Exception:"]
+             + _tb('AssertionError: metadata.csv does not exist', "/srv/ljspeech_prepare.py"))
+    w = diagnose_text("\n".join(lines), rules)
+    assert [lines[n - 1] for n in w.indicator_lines] == ["AssertionError: metadata.csv does not exist"]
+
+
+def test_huggingface_hub_retry_warning_is_not_the_error(rules: Classifier) -> None:
+    # huggingface_hub's http_backoff warns "'<err>' thrown while requesting HEAD <url>" and retries
+    warn = ("'(MaxRetryError(\"HTTPSConnectionPool(host='huggingface.co', port=443): Max retries exceeded with url: "
+            "/timm/resnet18/resolve/main/model.safetensors (Caused by ConnectTimeoutError(<urllib3.connection."
+            "HTTPSConnection object at 0x7f>, 'Connection to huggingface.co timed out. (connect timeout=10)'))\"), "
+            "'(Request ID: 6c09)')' thrown while requesting HEAD https://huggingface.co/timm/resnet18/resolve/main/"
+            "model.safetensors")
+    lines = (["nohup: ignoring input", warn, "Building the data loaders ..."]
+             + _tb("socket.timeout: timed out", "/env/urllib3/util/connection.py") + _CAUSE
+             + _tb("huggingface_hub.utils._errors.LocalEntryNotFoundError: An error happened while trying to locate "
+                   "the file on the Hub and we cannot find the requested files in the local cache.",
+                   "/env/huggingface_hub/file_download.py"))
+    picked = _picked(lines, rules)
+    assert warn not in picked
+    assert picked == ["socket.timeout: timed out", lines[-1]]
+
+
+def test_deepspeed_zero3_cache_flush_warning_is_not_the_error(rules: Classifier) -> None:
+    # ZeRO-3's memory-pressure warning, its head lost to a progress bar's refresh
+    warn = ("ental to performance. if this is happening frequently consider adjusting settings to reduce memory "
+            "consumption. If you are unable to make the cache flushes go away consider adding "
+            "get_accelerator().empty_cache() calls in your training loop to ensure that all ranks flush their "
+            "caches at the same time")
+    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.91 GiB. GPU 0 has a total capacity of 44.35 GiB"
+    lines = ["  0%|          | 1/18010 [01:43<5159:20:52, 103.13s/it]", warn] + _tb(oom)
+    assert not rootline.is_root_error(warn)  # a classifier quoting it must not bring it in
+    assert _picked(lines, rules) == [oom]
