@@ -109,3 +109,11 @@ def test_deepspeed_zero3_cache_flush_warning_is_not_the_error(rules: Classifier)
     lines = ["  0%|          | 1/18010 [01:43<5159:20:52, 103.13s/it]", warn] + _tb(oom)
     assert not rootline.is_root_error(warn)  # a classifier quoting it must not bring it in
     assert _picked(lines, rules) == [oom]
+
+
+def test_a_chain_whose_messages_quote_other_names_is_two_messages(rules: Classifier) -> None:
+    # R4: the first and the last exception of a chain when their messages differ, even where only
+    # the quoted name differs (another process's copy is told by its numbers, not by its names)
+    first, last = "NameError: name 'accelerator' is not defined", "NameError: name 'logger' is not defined"
+    lines = _STEPS + _tb(first) + _DURING + _tb(last)
+    assert _picked(lines, rules) == [first, last]

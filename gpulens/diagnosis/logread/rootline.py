@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.guarded import Guarded, remembered
@@ -373,6 +373,7 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
         later = _earliest_copies(_root_lines(lines, runs[-1], norm), [i for i in region if i > runs[-2][-1]], norm)
         picked = _root_lines(lines, [i for i in own if i < run_end], norm)[:1] + later if again else list(later)
     picked = [_logged_first(lines, i, norm) for i in picked]
+    chained = set(picked)  # each says its own message (R4), though their quoted names are blanked alike
     if picked and is_debugger_quit(norm(picked[-1])):
         picked = _breakpoint(lines, picked[-1]) + picked
     if not own:  # only symptoms: a collective timeout is the key message (the first one)
@@ -392,7 +393,7 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     picked += [i for i in kills if i not in picked and (not own or (i > own[0] and _why_killed(norm(i), own, norm)))
                and not (picked and _abort_report(norm(i)))][:2]  # an abort on an error a line above named (R6)
     verdict = [i for i in verdict_at if not (own and _cleanup(norm(i))) and i not in picked]
-    found = _at_most(_once(picked, norm), min(limit, RULE_MAX_LINES))
+    found = _at_most(_once(picked, norm, chained), min(limit, RULE_MAX_LINES))
     if not own and not any(_TIMEOUT.search(norm(i)) for i in found):  # the launcher itself got a signal (R6)
         found = _death_signal(lines, start) or found
     if not found:  # a launcher's verdict only when the failing process showed no error: one line
@@ -694,23 +695,35 @@ def _what_said(text: str, said: set[str]) -> bool:
 _WHAT = "what():"
 
 
-def _once(picked: Sequence[int], norm: Callable[[int], str]) -> list[int]:
+def _once(picked: Sequence[int], norm: Callable[[int], str], chained: Collection[int] = ()) -> list[int]:
     """``picked`` without the launcher's verdicts when a line of the failing process itself shows
     the error (rule R8), and without the copies of a message already picked, whatever rank
-    prefix or numbers they carry (R5: the earliest copy)."""
+    prefix or numbers they carry (R5: the earliest copy); of ``chained`` (the lines
+    :func:`_root_lines` chose, each its own message), only those that quote the same names."""
     words = [i for i in picked if not is_launcher_verdict(norm(i))]
     if not words:
         return []
     keep = [i for i in words if _WRAPPER.match(ranks.strip_prefix(norm(i)).strip()) is None] or words
     out: list[int] = []
-    seen: list[str] = []
+    seen: list[tuple[int, str]] = []
     for i in sorted(keep):
-        text = _shape(ranks.strip_prefix(norm(i)).strip().rstrip(":").rstrip())
-        if any(_restates(text, x) for x in seen):
-            continue
-        seen.append(text)
-        out.append(i)
+        text = ranks.strip_prefix(norm(i)).strip().rstrip(":").rstrip()
+        if not _copy_of(i, text, seen, chained):
+            seen.append((i, text))
+            out.append(i)
     return out
+
+
+def _copy_of(i: int, text: str, seen: Sequence[tuple[int, str]], chained: Collection[int]) -> bool:
+    """Whether line ``i`` (its message ``text``) restates one of ``seen`` (index, message): by
+    :func:`_shape`, except two lines of ``chained`` that quote other names."""
+    for k, said in seen:
+        if not _restates(_shape(text), _shape(said)):
+            continue
+        if i in chained and k in chained and not _restates(_DIGITS.sub("#", text), _DIGITS.sub("#", said)):
+            continue  # two messages of one chain
+        return True
+    return False
 
 
 #: The C++ runtime's report of an uncaught exception ("terminate called after throwing an instance of
@@ -985,10 +998,19 @@ def _root_lines(lines: Sequence[str], own: Sequence[int], norm: Callable[[int], 
         chain = root  # the final chain printed again (another process's copy): the root's printing says it first
     said = out + (root if chain is not root else [])  # another printing of the root's chain: its messages are said
     for i in (chain[0], chain[-1]):  # the chain's first (when the first line is not in it) and its last
-        if not any(_restates(_shape(norm(i)), _shape(norm(k))) for k in said):
+        if _new_message(i, said, chain, norm):
             out.append(i)
             said.append(i)
     return out
+
+
+def _new_message(i: int, said: Sequence[int], chain: Sequence[int], norm: Callable[[int], str]) -> bool:
+    """Whether the exception line ``i`` says what none of ``said`` says: by :func:`_shape` (another
+    process's copy names its own GPU, file or port), but by the names it quotes against a line of
+    its own ``chain`` (R4: "NameError: name 'accelerator' is not defined" handled, then "NameError:
+    name 'logger' is not defined" are two messages of one process)."""
+    return all(k in chain and not _restates(_DIGITS.sub("#", norm(i)), _DIGITS.sub("#", norm(k)))
+               for k in said if _restates(_shape(norm(i)), _shape(norm(k))))
 
 
 #: The exception a parent raises when its child process exited non-zero (subprocess.run's
