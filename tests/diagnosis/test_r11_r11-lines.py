@@ -117,3 +117,16 @@ def test_a_chain_whose_messages_quote_other_names_is_two_messages(rules: Classif
     first, last = "NameError: name 'accelerator' is not defined", "NameError: name 'logger' is not defined"
     lines = _STEPS + _tb(first) + _DURING + _tb(last)
     assert _picked(lines, rules) == [first, last]
+
+
+def test_an_error_logged_with_its_message_then_its_traceback_is_labelled_once(rules: Classifier) -> None:
+    # logger.error(f"engine init failed: {e}") then logger.error(traceback.format_exc()): R5, the
+    # error once at its earliest printing (the logged line), not again at the traceback's end
+    msg = "Consistency check failed: file should be of size 2271071852 but has size 834837087 (model.safetensors)."
+    logged = f"2025-12-19 02:56:32 - [ERROR] - engine init failed: {msg}"
+    lines = (["2025-12-19 02:40:44 - [INFO] - loading 7405 samples", logged,
+              "This is usually due to network issues while downloading the file.",
+              "2025-12-19 02:56:32 - [ERROR] - Traceback (most recent call last):",
+              '  File "/srv/evaluate.py", line 139, in <module>', "    engine = Engine()",
+              f"OSError: {msg}", "This is usually due to network issues while downloading the file."])
+    assert _picked(lines, rules) == [logged]

@@ -714,11 +714,28 @@ def _once(picked: Sequence[int], norm: Callable[[int], str], chained: Collection
     return out
 
 
+#: The shortest exception message whose copy in a logged line is looked for (a word or two is no copy).
+_COPY_MIN = 30
+
+
+def _logged_message(exc: str, line: str) -> bool:
+    """Whether ``line`` ends with the message of the exception line ``exc``: a program logged the
+    error it caught (``logger.error(f"engine init failed: {e}")``), then its traceback (README rule
+    R5: the error once, at its earliest printing)."""
+    m = _EXCEPTION.match(exc)
+    if m is None or not exc.startswith(": ", m.end()) or _EXCEPTION.match(line) is not None:
+        return False
+    message = _shape(exc[m.end() + 2:].strip())
+    return len(message) >= _COPY_MIN and _shape(line).endswith(": " + message)
+
+
 def _copy_of(i: int, text: str, seen: Sequence[tuple[int, str]], chained: Collection[int]) -> bool:
     """Whether line ``i`` (its message ``text``) restates one of ``seen`` (index, message): by
     :func:`_shape`, except two lines of ``chained`` that quote other names."""
     for k, said in seen:
         if not _restates(_shape(text), _shape(said)):
+            if _logged_message(text, said) or _logged_message(said, text):
+                return True
             continue
         if i in chained and k in chained and not _restates(_DIGITS.sub("#", text), _DIGITS.sub("#", said)):
             continue  # two messages of one chain
