@@ -7,6 +7,7 @@ import pytest
 
 from gpulens.diagnosis.classifier import Classifier
 from gpulens.diagnosis.logread import diagnose_text, rootline
+from gpulens.diagnosis.logread import lines as lines_mod
 
 
 @pytest.fixture(scope="module")
@@ -130,3 +131,27 @@ def test_an_error_logged_with_its_message_then_its_traceback_is_labelled_once(ru
               '  File "/srv/evaluate.py", line 139, in <module>', "    engine = Engine()",
               f"OSError: {msg}", "This is usually due to network issues while downloading the file."])
     assert _picked(lines, rules) == [logged]
+
+
+_PBS_WALLTIME = "=>> PBS: job killed: walltime 21672 exceeded limit 21600"
+
+
+@pytest.mark.parametrize("line", [_PBS_WALLTIME, "=>> PBS: job killed: mem 2097152kb exceeded limit 1048576kb",
+                                  "=>> PBS: job killed: cput job total 7300 secs exceeded limit 7200"])
+def test_pbs_kill_over_a_limit_is_a_scheduler_kill(line: str) -> None:
+    assert lines_mod.is_scheduler_kill(line) and lines_mod.is_terminal_kill(line)
+
+
+def test_pbs_walltime_kill_ends_a_training(rules: Classifier) -> None:
+    lines = _STEPS * 3 + [_PBS_WALLTIME]
+    assert _picked(lines, rules) == [_PBS_WALLTIME]
+
+
+def test_a_time_limit_that_kills_a_rank_still_running_is_labelled_with_the_error(rules: Classifier) -> None:
+    # R6: some ranks failed (their error is the root), the others ran on until PBS's walltime
+    # kill, whose SIGTERM the launcher reports ending a rank: the limit ended the job too
+    err = "OSError: [Errno 122] Disk quota exceeded"
+    lines = (["Due to MODULEPATH changes, the following have been reloaded:"] + _tb(err)
+             + ["", "Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.", _PBS_WALLTIME,
+                "x3007c0s19b0n0.hsn.cm.polaris.alcf.anl.gov: rank 57 died from signal 15"])
+    assert _picked(lines, rules) == [err, _PBS_WALLTIME]

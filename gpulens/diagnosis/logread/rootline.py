@@ -29,6 +29,7 @@ from gpulens.diagnosis.logread.lines import (
     KERNEL_OOM,
     LSF_TERM,
     OOM_KILLED,
+    PBS_KILL,
     SLURM_JOB,
     SLURM_REASON,
     ends_own_process,
@@ -390,7 +391,7 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
             texts.add(_shape(norm(i)))
     kills = [i for i in region if is_terminal_kill(norm(i)) and not lines[i][:1].isspace()
              and not logs.is_secondary(norm(i)) and not is_benign(norm(i)) and not (own and _cleanup(norm(i)))]
-    picked += [i for i in kills if i not in picked and (not own or (i > own[0] and _why_killed(norm(i), own, norm)))
+    picked += [i for i in kills if i not in picked and (not own or (i > own[0] and _why_killed(norm(i), own, norm, lines[i + 1:i + 1 + _AFTER_KILL])))
                and not (picked and _abort_report(norm(i)))][:2]  # an abort on an error a line above named (R6)
     verdict = [i for i in verdict_at if not (own and _cleanup(norm(i))) and i not in picked]
     found = _at_most(_once(picked, norm, chained), min(limit, RULE_MAX_LINES))
@@ -446,7 +447,7 @@ WENT_ON = 10
 
 
 #: A scheduler's end of a job from outside: its time limit, a preemption, a node failure, a cancel.
-_ENDED_FROM_OUTSIDE = re.compile(rf"{SLURM_REASON}|CANCELLED AT|{LSF_TERM}")
+_ENDED_FROM_OUTSIDE = re.compile(rf"{SLURM_REASON}|CANCELLED AT|{LSF_TERM}|{PBS_KILL}")
 
 
 def _ownline(tags: _Tags, first: ranks.Origin) -> Callable[[int], bool]:
@@ -975,15 +976,26 @@ _OOM_KILL = re.compile(rf"{OOM_KILLED}|{KERNEL_OOM}")
 _NEXT_TO = 2
 
 
-def _why_killed(line: str, own: Sequence[int], norm: Callable[[int], str]) -> bool:
+def _why_killed(line: str, own: Sequence[int], norm: Callable[[int], str], after: Sequence[str] = ()) -> bool:
     """Whether a kill line after the failing process's own lines says why it ended (rule R6: both
     the line that says it was killed and the one that says why): the kernel's or the cgroup's OOM
     kill after any error; a scheduler's time limit or run limit only after a signal or kill line
     of the process (LSF's "User defined signal 2" before its ``TERM_RUNLIMIT``), not after an
-    exception that ended the process itself."""
+    exception that ended the process itself, unless the launcher reports in the lines ``after`` it
+    that the kill's signal ended a rank (one was still running: the limit ended the job)."""
     if _OOM_KILL.search(line):
         return True
-    return _ENDED_FROM_OUTSIDE.search(line) is not None and all(is_terminal_kill(norm(i)) for i in own)
+    if _ENDED_FROM_OUTSIDE.search(line) is None:
+        return False
+    return all(is_terminal_kill(norm(i)) for i in own) or any(_KILLED_BY_IT.search(x) for x in after)
+
+
+#: Lines after a scheduler's kill read for a launcher's report of a rank its signal ended.
+_AFTER_KILL = 4
+#: A launcher's report of a rank a scheduler's SIGTERM or SIGKILL ended: Cray PALS mpiexec's
+#: "x3007c0s19b0n0: rank 57 died from signal 15", Open MPI's "mpirun noticed that process rank 0
+#: with PID 4242 on node gpu07 exited on signal 15 (Terminated)."
+_KILLED_BY_IT = re.compile(r"\brank \d+ died from signal (?:9|15)\b|\bexited on signal (?:9|15)\b")
 
 
 def _root_lines(lines: Sequence[str], own: Sequence[int], norm: Callable[[int], str]) -> list[int]:
