@@ -155,3 +155,16 @@ def test_a_time_limit_that_kills_a_rank_still_running_is_labelled_with_the_error
              + ["", "Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.", _PBS_WALLTIME,
                 "x3007c0s19b0n0.hsn.cm.polaris.alcf.anl.gov: rank 57 died from signal 15"])
     assert _picked(lines, rules) == [err, _PBS_WALLTIME]
+
+
+_TIME_LIMIT = "slurmstepd: error: *** JOB 81 ON g3 CANCELLED AT 2024-05-01T10:00:00 DUE TO TIME LIMIT ***"
+
+
+@pytest.mark.parametrize("aftermath", [
+    _tb("KeyboardInterrupt"),
+    _tb("torch.distributed.elastic.multiprocessing.api.SignalException: Process 4242 got signal: 15", "/env/bin/torchrun"),
+    _tb("lightning.pytorch.utilities.exceptions.SIGTERMException", "/env/lightning/pytorch/trainer/trainer.py")])
+def test_the_exception_a_scheduler_kill_raises_is_not_labelled(rules: Classifier, aftermath: list[str]) -> None:
+    # R6: the time limit's line; not the traceback its signal then causes
+    lines = _STEPS + [_TIME_LIMIT] + aftermath
+    assert _picked(lines, rules) == [_TIME_LIMIT]

@@ -359,6 +359,8 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     own = [i for i in own if i not in caught]
     if own and _aborted_on_timeout(own, region, norm, mine):
         caught, own = caught | set(own), []  # the watchdog took the process down: its timeout is the cause (R6)
+    kept = _without_aftermath(own, region, norm)
+    caught, own = caught | (set(own) - set(kept)), kept
     if own:
         own = sorted(set(own) | set(_printed_with(lines, own[0], mine)))
     middles = {i for i in own if _inside_chain(lines, i)}
@@ -389,7 +391,7 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
                 and i not in own_set and i not in caught and i not in hook:  # _root_lines chose among its own lines (R4)
             picked.append(i)
             texts.add(_shape(norm(i)))
-    kills = [i for i in region if is_terminal_kill(norm(i)) and not lines[i][:1].isspace()
+    kills = [i for i in region if is_terminal_kill(norm(i)) and not lines[i][:1].isspace() and i not in caught
              and not logs.is_secondary(norm(i)) and not is_benign(norm(i)) and not (own and _cleanup(norm(i)))]
     picked += [i for i in kills if i not in picked and (not own or (i > own[0] and _why_killed(norm(i), own, norm, lines[i + 1:i + 1 + _AFTER_KILL])))
                and not (picked and _abort_report(norm(i)))][:2]  # an abort on an error a line above named (R6)
@@ -409,6 +411,22 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
         found = _at_most([i for i in roots if i not in found] + found,
                          min(limit, RULE_MAX_LINES))
     return _first_ranks(lines, sorted(set(found)), first, later)
+
+
+#: The exceptions a signal raises in the process it reaches (README rule R6: not labelled after the
+#: line that says a scheduler ended the job): Python's KeyboardInterrupt (SIGINT), torchrun's
+#: ``SignalException: Process N got signal: 15`` (torch/distributed/elastic/multiprocessing/api.py),
+#: Lightning's ``SIGTERMException`` (lightning/pytorch/utilities/exceptions.py).
+_AFTERMATH = re.compile(r"(?:[\w.]+\.)?(?:KeyboardInterrupt|SignalException|SIGTERMException)\b")
+
+
+def _without_aftermath(own: list[int], region: Sequence[int], norm: Callable[[int], str]) -> list[int]:
+    """``own`` without the exceptions the signal of a scheduler's end of the job (its time limit,
+    preemption or cancel line in ``region``) raised after that line (README rule R6)."""
+    kill = next((i for i in region if _ENDED_FROM_OUTSIDE.search(norm(i)) is not None), None)
+    if kill is None:
+        return own
+    return [i for i in own if i <= kill or _AFTERMATH.match(ranks.strip_prefix(norm(i)).strip()) is None]
 
 
 def _first_ranks(lines: Sequence[str], found: list[int], first: ranks.Origin, later: Sequence[int]) -> list[int]:
