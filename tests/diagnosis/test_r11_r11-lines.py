@@ -168,3 +168,13 @@ def test_the_exception_a_scheduler_kill_raises_is_not_labelled(rules: Classifier
     # R6: the time limit's line; not the traceback its signal then causes
     lines = _STEPS + [_TIME_LIMIT] + aftermath
     assert _picked(lines, rules) == [_TIME_LIMIT]
+
+
+def test_ray_unhandled_error_head_is_not_the_error(rules: Classifier) -> None:
+    # Ray logs a task error nobody retrieved as "Unhandled error (...): ray::Actor.method() (pid=...)"
+    # followed by the task's frames and its exception line: the exception line is the error (R2, R4)
+    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
+    lines = _STEPS + ["2024-05-01 10:00:00,000\tERROR worker.py:406 -- Unhandled error (suppress with "
+                      "'RAY_IGNORE_UNHANDLED_ERRORS=1'): ray::Trainer.train() (pid=4242, ip=10.0.0.5, actor_id=abc)",
+                      '  File "/srv/trainer.py", line 50, in train', "    loss = self.step()", oom]
+    assert _picked(lines, rules) == [oom]
