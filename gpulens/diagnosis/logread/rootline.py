@@ -1270,14 +1270,14 @@ def _embeds(lines: Sequence[str], i: int, norm: Callable[[int], str]) -> bool:
     said = norm(i) if _EXCEPTION.match(norm(i)) else logs.normalize_line(_unlogged(_body(lines[i]))).strip()
     if not _EXCEPTION.match(said):
         return False
-    below = [t for k in range(i + 1, min(len(lines), i + 5)) if (t := _unlogged(_body(lines[k])).strip())][:2]
-    if not below:
+    below = [(k, t) for k in range(i + 1, min(len(lines), i + 5)) if (t := _unlogged(_body(lines[k])).strip())][:2]
+    if not below or below[0][0] >= i + 3:
         return False
-    text = below[0]
+    text = below[0][1]
     if text.startswith(_TRACEBACK + ":") and len(text) > len(_TRACEBACK) + 1:
         return True  # torch.distributed.checkpoint's "Traceback (most recent call last): (RANK 0)"
     if len(below) > 1 and is_benign(logs.normalize_line(text)):
-        text = below[1]  # the other process's warning printed before its traceback (vLLM's "Error raised in subprocess:")
+        text = below[1][1]  # the other process's warning printed before its traceback (vLLM's "Error raised in subprocess:")
     return said.endswith(":") and text.startswith((_TRACEBACK, _QUOTES, "Original Traceback"))
 
 
