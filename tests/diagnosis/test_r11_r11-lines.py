@@ -178,3 +178,12 @@ def test_ray_unhandled_error_head_is_not_the_error(rules: Classifier) -> None:
                       "'RAY_IGNORE_UNHANDLED_ERRORS=1'): ray::Trainer.train() (pid=4242, ip=10.0.0.5, actor_id=abc)",
                       '  File "/srv/trainer.py", line 50, in train', "    loss = self.step()", oom]
     assert _picked(lines, rules) == [oom]
+
+
+def test_glog_fatal_line_says_why_the_process_aborted(rules: Classifier) -> None:
+    # R6: the abort and the line that says why: glog/absl's FATAL line above "Check failure stack trace"
+    fatal = "F0617 14:30:47.707742 1097242 device_event_mgr.cc:226] Unexpected Event status: 1"
+    lines = _STEPS + [fatal, "*** Check failure stack trace: ***",
+                      "    @     0x7efd8799b194  absl::log_internal::LogMessage::SendToLog()",
+                      "    @     0x7efd87759d93  tensorflow::EventMgr::PollEvents()", "Aborted (core dumped)"]
+    assert _picked(lines, rules) == [fatal, "Aborted (core dumped)"]

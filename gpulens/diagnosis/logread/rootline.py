@@ -689,8 +689,9 @@ _ABORT_REACH = 400
 
 def _abort_reason(lines: Sequence[str], found: Sequence[int]) -> list[int]:
     """When the last line of ``found`` says the process aborted (the shell's "Aborted (core
-    dumped)"), glibc's report of why, printed above it by the same process (no other abort between
-    them): README rule R6, the line that says it was killed and the one that says why."""
+    dumped)"), glibc's report of why or glog's FATAL line, printed above it by the same process (no
+    other abort between them): README rule R6, the line that says it was killed and the one that
+    says why."""
     last = found[-1]
     if not _ABORTED_SHELL.search(lines[last]):
         return []
@@ -698,9 +699,17 @@ def _abort_reason(lines: Sequence[str], found: Sequence[int]) -> list[int]:
         body = _body(lines[k]).strip()
         if _ABORTED_SHELL.search(body):
             return []
-        if body[:1] in "*dfmrc" and _GLIBC_ABORT.search(body) is not None:
+        if (body[:1] in "*dfmrc" and _GLIBC_ABORT.search(body) is not None) \
+                or (body[:1] == "F" and _GLOG_FATAL.match(body) is not None):
             return [k] if k not in found else []
     return []
+
+
+#: glog's and absl's FATAL line, after which the program calls abort() ("F0617 14:30:47.707742
+#: 1097242 device_event_mgr.cc:226] Unexpected Event status: 1", then "*** Check failure stack
+#: trace: ***"): the severity's letter, month and day, time, thread id, file:line (google/glog
+#: src/logging.cc LogMessage::Init; abseil absl/log/internal/log_format.cc). The abort's reason (R6).
+_GLOG_FATAL = re.compile(r"F\d{4} \d\d:\d\d:[\d.]+ +\d+ [\w./-]+:\d+\] \S")
 
 
 def _what_said(text: str, said: set[str]) -> bool:
