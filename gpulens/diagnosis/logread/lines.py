@@ -27,6 +27,7 @@ __all__ = [
     "GLIBC_REASON",
     "SHELL_JOB",
     "LSF_TERM",
+    "PBS_KILL",
     "OOM_KILLED",
     "SLURM_JOB",
     "SLURM_REASON",
@@ -102,6 +103,11 @@ _BENIGN = Guarded(
      "Deprecat", "ignore_errors", "0 error", "Set IB_HCA", "Failed to load image Python extension",
      "TORCH_CUDA_ARCH_LIST", "FAILED]]]", "Terminated at"), split=True,
 )
+#: PBS's (PBS Pro's, Torque's) kill of a job over a resource limit, which its MOM writes into the
+#: job's stderr: "=>> PBS: job killed: walltime 21672 exceeded limit 21600", "=>> PBS: job killed:
+#: mem 2097152kb exceeded limit 1048576kb", "=>> PBS: job killed: cput job total 7300 secs exceeded
+#: limit 7200" (the resource, its use, the limit).
+PBS_KILL = r"=>> PBS: job killed: \w+ [^\n]{0,60}?exceeded limit"
 #: A kill, a time limit, a signal or a non-zero exit: ends a run even with no traceback.
 _KILL = Guarded(
     r"DUE TO (?:TIME LIMIT|PREEMPTION|NODE FAILURE)|CANCELLED AT|\bTERM_\w+|Exited with exit code [1-9]"
@@ -117,8 +123,8 @@ _KILL = Guarded(
     r"|srun: error: .*(?:Exited|Terminated|Killed)"
     # bash reporting a child killed by SIGTERM/SIGHUP/SIGUSR (a scheduler's or a session's end), srun giving up
     r"|^\s*(?:\S+: line \d+:\s+\d+\s+)?(?:Terminated|Hangup|User defined signal [12])\b"
-    r"|srun: Job step aborted|srun: forcing job termination",
-    ("DUE TO", "CANCELLED AT", "TERM_", "xit", "Killed", "Segmentation fault", "core dumped", "Bus error",
+    r"|srun: Job step aborted|srun: forcing job termination|" + PBS_KILL,
+    ("PBS: job killed", "DUE TO", "CANCELLED AT", "TERM_", "xit", "Killed", "Segmentation fault", "core dumped", "Bus error",
      "Illegal instruction", "oom-kill", "oom_kill", "OOM Killed", "Out of memory: Kill", "eceived ", "terminate called", "Fatal Python error",
      "KeyboardInterrupt", "srun: error", "Terminated", "Hangup", "User defined signal", "srun: Job step aborted",
      "srun: forcing", "State"), split=True,
@@ -129,7 +135,8 @@ _KILL = Guarded(
 #: processes go on printing progress for a few lines until they are killed too).
 #: (Searched over the whole attempt before the frontier, so kept short: a signal's or srun's own
 #: report is read after the frontier, with the error keys.)
-KILL_KEYS: tuple[str, ...] = ("CANCELLED", "DUE TO", "TERM_", "Killed", "oom-kill", "oom_kill")  # "Killed" finds "OOMKilled"
+KILL_KEYS: tuple[str, ...] = ("CANCELLED", "DUE TO", "TERM_", "Killed", "oom-kill", "oom_kill",  # "Killed" finds "OOMKilled"
+                               "PBS: job killed")
 #: Named parts (regex source) of the kill lines, shared by :data:`_SCHEDULER_KILL` and the
 #: indicator-line picker's patterns (rootline): Slurm's reason for ending a job from outside
 #: ("*** JOB 81 ON g3 CANCELLED AT 2024-05-01T10:00:00 DUE TO TIME LIMIT ***").
@@ -165,7 +172,7 @@ GLIBC_REASON = (r"\*\*\* (?:stack smashing|buffer overflow) detected \*\*\*"
                 r"|(?:double free or corruption|(?:free|malloc|realloc|munmap_chunk|malloc_consolidate)\(\): "
                 r"(?:invalid|corrupted|memory corruption|unaligned)|corrupted (?:size vs\. prev_size|double-linked list))")
 _SCHEDULER_KILL = re.compile(
-    rf"{SLURM_REASON}|{SLURM_JOB} ON \S+ CANCELLED AT|{LSF_TERM}"
+    rf"{SLURM_REASON}|{SLURM_JOB} ON \S+ CANCELLED AT|{LSF_TERM}|{PBS_KILL}"
     r"|^\s*(?:\S+: line \d+:\s+\d+\s+)?(?:Killed|Terminated|Hangup|User defined signal [12])\b|" + OOM_KILLED
     + r"|srun: Job step aborted|srun: forcing job termination"
 )

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.guarded import Guarded, remembered
@@ -29,6 +29,7 @@ from gpulens.diagnosis.logread.lines import (
     KERNEL_OOM,
     LSF_TERM,
     OOM_KILLED,
+    PBS_KILL,
     SLURM_JOB,
     SLURM_REASON,
     ends_own_process,
@@ -73,7 +74,8 @@ def is_root_error(norm: str) -> bool:
     elsewhere, not a traceback frame or code line, not a later line of a CUDA error's message,
     not benign noise."""
     if not norm or norm[0] in " \t" or norm.startswith(("File \"", "raise ", "^")) \
-            or any(k in norm for k in _NOT_THE_ERROR) or _quiet(norm):
+            or (any(k in norm for k in _NOT_THE_ERROR) and _CUDA_ERROR not in norm) or _quiet(norm) \
+            or ("==" in norm and _PINNED.match(norm) is not None):
         return False
     return not (logs.is_weak(norm) or _ECHO.search(norm) is not None or is_benign(norm) or _RETRYING in norm
                 or (_DUMPING in norm and _STATE_DUMP.search(norm) is not None))
@@ -94,6 +96,12 @@ _LEVEL_SPAN = 120
 #: %s:%d] %s" with the severity's letter of "IWEF"): a warning printed before the failure (rule R2),
 #: whose error, if any, Python raises below it.
 _TF_NOTICE = re.compile(r"^:?[ \t]*[IW] [\w./-]+:\d+\] ")
+
+
+#: A line of ``pip freeze`` (an experiment's dump of its environment): "async-timeout==4.0.3", one
+#: requirement pinned to its version (pypa/pip src/pip/_internal/operations/freeze.py,
+#: FrozenRequirement.__str__: "name==version"). A package's name, not an error (README rule R2).
+_PINNED = re.compile(r"^[A-Za-z0-9][\w.-]*(?:\[[\w,.-]+\])?==[\w.!+-]+$")
 
 
 def _quiet(norm: str) -> bool:
@@ -120,7 +128,23 @@ _CUDA_ADVICE = ("CUDA kernel errors might be asynchronously reported", "consider
 _PIP_NOTICE = ("pip's dependency resolver does not currently take into account",
                "pip's legacy dependency resolver does not consider dependency conflicts",
                "After October 2020 you may experience errors when installing or updating packages")
-_NOT_THE_ERROR = _CUDA_ADVICE + _PIP_NOTICE
+#: huggingface_hub's warning before it retries a request (huggingface_hub/utils/_http.py,
+#: http_backoff: logger.warning(f"'{err}' thrown while requesting {method} {url}")): the error,
+#: if any, is raised when it gives up (README rule R2: a warning printed before the failure).
+_HUB_RETRY = ("' thrown while requesting ",)
+#: DeepSpeed ZeRO-3's warning of memory pressure (deepspeed/runtime/zero/stage3.py,
+#: DeepSpeedZeroOptimizer_Stage3.step: "N pytorch allocator cache flushes since last step. this
+#: happens when there is high memory pressure and is detrimental to performance. ... consider
+#: adding get_accelerator().empty_cache() calls in your training loop ..."): a warning, whichever
+#: part of the line a progress bar's refresh left (README rule R2).
+_ZERO3_FLUSHES = ("pytorch allocator cache flushes since last step", "empty_cache() calls in your training loop")
+_NOT_THE_ERROR = _CUDA_ADVICE + _PIP_NOTICE + _HUB_RETRY + _ZERO3_FLUSHES
+#: The error a CUDA error's message states. torch 1.8-1.10 put the advice first, on the same line
+#: ("RuntimeError: CUDA kernel errors might be asynchronously reported at some other API call,so the
+#: stacktrace below might be incorrect. For debugging consider passing CUDA_LAUNCH_BLOCKING=1. CUDA
+#: error: an illegal memory access was encountered": c10/cuda/CUDAException.h C10_CUDA_CHECK with
+#: c10::cuda::get_cuda_check_prefix(), pytorch v1.8.0): that line is the error (README rule R3).
+_CUDA_ERROR = "CUDA error: "
 
 
 _DUMPING = "Dumping "
@@ -335,6 +359,8 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     own = [i for i in own if i not in caught]
     if own and _aborted_on_timeout(own, region, norm, mine):
         caught, own = caught | set(own), []  # the watchdog took the process down: its timeout is the cause (R6)
+    kept = _without_aftermath(own, region, norm)
+    caught, own = caught | (set(own) - set(kept)), kept
     if own:
         own = sorted(set(own) | set(_printed_with(lines, own[0], mine)))
     middles = {i for i in own if _inside_chain(lines, i)}
@@ -350,6 +376,7 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
         later = _earliest_copies(_root_lines(lines, runs[-1], norm), [i for i in region if i > runs[-2][-1]], norm)
         picked = _root_lines(lines, [i for i in own if i < run_end], norm)[:1] + later if again else list(later)
     picked = [_logged_first(lines, i, norm) for i in picked]
+    chained = set(picked)  # each says its own message (R4), though their quoted names are blanked alike
     if picked and is_debugger_quit(norm(picked[-1])):
         picked = _breakpoint(lines, picked[-1]) + picked
     if not own:  # only symptoms: a collective timeout is the key message (the first one)
@@ -364,12 +391,12 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
                 and i not in own_set and i not in caught and i not in hook:  # _root_lines chose among its own lines (R4)
             picked.append(i)
             texts.add(_shape(norm(i)))
-    kills = [i for i in region if is_terminal_kill(norm(i)) and not lines[i][:1].isspace()
+    kills = [i for i in region if is_terminal_kill(norm(i)) and not lines[i][:1].isspace() and i not in caught
              and not logs.is_secondary(norm(i)) and not is_benign(norm(i)) and not (own and _cleanup(norm(i)))]
-    picked += [i for i in kills if i not in picked and (not own or (i > own[0] and _why_killed(norm(i), own, norm)))
+    picked += [i for i in kills if i not in picked and (not own or (i > own[0] and _why_killed(norm(i), own, norm, lines[i + 1:i + 1 + _AFTER_KILL])))
                and not (picked and _abort_report(norm(i)))][:2]  # an abort on an error a line above named (R6)
     verdict = [i for i in verdict_at if not (own and _cleanup(norm(i))) and i not in picked]
-    found = _at_most(_once(picked, norm), min(limit, RULE_MAX_LINES))
+    found = _at_most(_once(picked, norm, chained), min(limit, RULE_MAX_LINES))
     if not own and not any(_TIMEOUT.search(norm(i)) for i in found):  # the launcher itself got a signal (R6)
         found = _death_signal(lines, start) or found
     if not found:  # a launcher's verdict only when the failing process showed no error: one line
@@ -384,6 +411,22 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
         found = _at_most([i for i in roots if i not in found] + found,
                          min(limit, RULE_MAX_LINES))
     return _first_ranks(lines, sorted(set(found)), first, later)
+
+
+#: The exceptions a signal raises in the process it reaches (README rule R6: not labelled after the
+#: line that says a scheduler ended the job): Python's KeyboardInterrupt (SIGINT), torchrun's
+#: ``SignalException: Process N got signal: 15`` (torch/distributed/elastic/multiprocessing/api.py),
+#: Lightning's ``SIGTERMException`` (lightning/pytorch/utilities/exceptions.py).
+_AFTERMATH = re.compile(r"(?:[\w.]+\.)?(?:KeyboardInterrupt|SignalException|SIGTERMException)\b")
+
+
+def _without_aftermath(own: list[int], region: Sequence[int], norm: Callable[[int], str]) -> list[int]:
+    """``own`` without the exceptions the signal of a scheduler's end of the job (its time limit,
+    preemption or cancel line in ``region``) raised after that line (README rule R6)."""
+    kill = next((i for i in region if _ENDED_FROM_OUTSIDE.search(norm(i)) is not None), None)
+    if kill is None:
+        return own
+    return [i for i in own if i <= kill or _AFTERMATH.match(ranks.strip_prefix(norm(i)).strip()) is None]
 
 
 def _first_ranks(lines: Sequence[str], found: list[int], first: ranks.Origin, later: Sequence[int]) -> list[int]:
@@ -403,8 +446,11 @@ _LAUNCHER_SAYS = (*_LAUNCHER_KEYS, "srun: Job step aborted", "forcing job termin
 #: ``RayTaskError(X): ray::Actor.method()`` header, PyTorch's "Caught X in DataLoader worker
 #: process N." / "in replica N on device N." re-raise, a thread's traceback header, the
 #: ``sys.excepthook`` failure header, an exception that points at the error printed above it (vLLM's
-#: "RuntimeError: Engine core initialization failed. See root cause above.").
-_WRAPPER = re.compile(r"^(?:\S*RayTaskError\(\w+\): |(?:\S+\.)?\w+: Caught \w+ in (?:DataLoader worker process|replica) "
+#: "RuntimeError: Engine core initialization failed. See root cause above."), Ray's log of a task's
+#: error nobody retrieved, whose message is the task's traceback ("Unhandled error (suppress with
+#: 'RAY_IGNORE_UNHANDLED_ERRORS=1'): ray::Trainer.train() (pid=4242, ip=10.0.0.5)", then its frames
+#: and its exception line: ray/_private/worker.py, _unhandled_error_handler).
+_WRAPPER = re.compile(r"^(?:\S*RayTaskError\(\w+\): |(?:.*[\s\]])?Unhandled error \(suppress with |(?:\S+\.)?\w+: Caught \w+ in (?:DataLoader worker process|replica) "
                       r"|Exception in thread \S.*:$|Error in sys\.excepthook:$"
                       r"|(?:\S+\.)?\w+: .*\b[Ss]ee (?:the )?(?:root cause|errors?|traceback|logs?) above)")
 _TABLE_ROW = re.compile(r"^\s*(?:rank|host|exitcode|local_rank|error_file|time|traceback)\s+:")
@@ -422,7 +468,7 @@ WENT_ON = 10
 
 
 #: A scheduler's end of a job from outside: its time limit, a preemption, a node failure, a cancel.
-_ENDED_FROM_OUTSIDE = re.compile(rf"{SLURM_REASON}|CANCELLED AT|{LSF_TERM}")
+_ENDED_FROM_OUTSIDE = re.compile(rf"{SLURM_REASON}|CANCELLED AT|{LSF_TERM}|{PBS_KILL}")
 
 
 def _ownline(tags: _Tags, first: ranks.Origin) -> Callable[[int], bool]:
@@ -467,7 +513,10 @@ def _logged_frame(raw: str) -> bool:
     if "] " not in body:
         return False
     m = _LOGGER_HEAD.match(body)
-    return m is not None and body[m.end():m.end() + 1] in (" ", "\t", "^")
+    if m is None:
+        return False
+    rest = body[m.end():]
+    return rest[:1] in (" ", "\t", "^") or not rest.strip() or rest.startswith((_TRACEBACK, *_CHAINED))
 
 
 #: Lines after "Error in sys.excepthook:" searched for Python's "Original exception was:".
@@ -505,7 +554,15 @@ def _heads_traceback(lines: Sequence[str], i: int) -> bool:
     while end + 1 < len(lines) and _continues(lines, i, end + 1):
         end += 1
     below = next((k for k in range(end + 1, min(len(lines), end + 3)) if lines[k].strip()), None)
-    return below is not None and _body(lines[below]).lstrip().startswith(_TRACEBACK_HEADS)
+    return below is not None and _unlogged(_body(lines[below])).lstrip().startswith(_TRACEBACK_HEADS)
+
+
+def _unlogged(body: str) -> str:
+    """``body`` without the header a logger prints on every line of a traceback it logs (vLLM's
+    "ERROR 08-10 20:45:59 [registry.py:355] ", glog's "E0119 09:59:04.513000 4928 api.py:874] ";
+    :data:`_LOGGER_HEAD`)."""
+    m = _LOGGER_HEAD.match(body) if "] " in body[:120] else None
+    return body if m is None else body[m.end():]
 
 
 #: The heads of a Python traceback: the interpreter's, and Sacred's, which logs "Failed after
@@ -632,8 +689,9 @@ _ABORT_REACH = 400
 
 def _abort_reason(lines: Sequence[str], found: Sequence[int]) -> list[int]:
     """When the last line of ``found`` says the process aborted (the shell's "Aborted (core
-    dumped)"), glibc's report of why, printed above it by the same process (no other abort between
-    them): README rule R6, the line that says it was killed and the one that says why."""
+    dumped)"), glibc's report of why or glog's FATAL line, printed above it by the same process (no
+    other abort between them): README rule R6, the line that says it was killed and the one that
+    says why."""
     last = found[-1]
     if not _ABORTED_SHELL.search(lines[last]):
         return []
@@ -641,9 +699,17 @@ def _abort_reason(lines: Sequence[str], found: Sequence[int]) -> list[int]:
         body = _body(lines[k]).strip()
         if _ABORTED_SHELL.search(body):
             return []
-        if body[:1] in "*dfmrc" and _GLIBC_ABORT.search(body) is not None:
+        if (body[:1] in "*dfmrc" and _GLIBC_ABORT.search(body) is not None) \
+                or (body[:1] == "F" and _GLOG_FATAL.match(body) is not None):
             return [k] if k not in found else []
     return []
+
+
+#: glog's and absl's FATAL line, after which the program calls abort() ("F0617 14:30:47.707742
+#: 1097242 device_event_mgr.cc:226] Unexpected Event status: 1", then "*** Check failure stack
+#: trace: ***"): the severity's letter, month and day, time, thread id, file:line (google/glog
+#: src/logging.cc LogMessage::Init; abseil absl/log/internal/log_format.cc). The abort's reason (R6).
+_GLOG_FATAL = re.compile(r"F\d{4} \d\d:\d\d:[\d.]+ +\d+ [\w./-]+:\d+\] \S")
 
 
 def _what_said(text: str, said: set[str]) -> bool:
@@ -660,23 +726,52 @@ def _what_said(text: str, said: set[str]) -> bool:
 _WHAT = "what():"
 
 
-def _once(picked: Sequence[int], norm: Callable[[int], str]) -> list[int]:
+def _once(picked: Sequence[int], norm: Callable[[int], str], chained: Collection[int] = ()) -> list[int]:
     """``picked`` without the launcher's verdicts when a line of the failing process itself shows
     the error (rule R8), and without the copies of a message already picked, whatever rank
-    prefix or numbers they carry (R5: the earliest copy)."""
+    prefix or numbers they carry (R5: the earliest copy); of ``chained`` (the lines
+    :func:`_root_lines` chose, each its own message), only those that quote the same names."""
     words = [i for i in picked if not is_launcher_verdict(norm(i))]
     if not words:
         return []
     keep = [i for i in words if _WRAPPER.match(ranks.strip_prefix(norm(i)).strip()) is None] or words
     out: list[int] = []
-    seen: list[str] = []
+    seen: list[tuple[int, str]] = []
     for i in sorted(keep):
-        text = _shape(ranks.strip_prefix(norm(i)).strip().rstrip(":").rstrip())
-        if any(_restates(text, x) for x in seen):
-            continue
-        seen.append(text)
-        out.append(i)
+        text = ranks.strip_prefix(norm(i)).strip().rstrip(":").rstrip()
+        if not _copy_of(i, text, seen, chained):
+            seen.append((i, text))
+            out.append(i)
     return out
+
+
+#: The shortest exception message whose copy in a logged line is looked for (a word or two is no copy).
+_COPY_MIN = 30
+
+
+def _logged_message(exc: str, line: str) -> bool:
+    """Whether ``line`` ends with the message of the exception line ``exc``: a program logged the
+    error it caught (``logger.error(f"engine init failed: {e}")``), then its traceback (README rule
+    R5: the error once, at its earliest printing)."""
+    m = _EXCEPTION.match(exc)
+    if m is None or not exc.startswith(": ", m.end()) or _EXCEPTION.match(line) is not None:
+        return False
+    message = _shape(exc[m.end() + 2:].strip())
+    return len(message) >= _COPY_MIN and _shape(line).endswith(": " + message)
+
+
+def _copy_of(i: int, text: str, seen: Sequence[tuple[int, str]], chained: Collection[int]) -> bool:
+    """Whether line ``i`` (its message ``text``) restates one of ``seen`` (index, message): by
+    :func:`_shape`, except two lines of ``chained`` that quote other names."""
+    for k, said in seen:
+        if not _restates(_shape(text), _shape(said)):
+            if _logged_message(text, said) or _logged_message(said, text):
+                return True
+            continue
+        if i in chained and k in chained and not _restates(_DIGITS.sub("#", text), _DIGITS.sub("#", said)):
+            continue  # two messages of one chain
+        return True
+    return False
 
 
 #: The C++ runtime's report of an uncaught exception ("terminate called after throwing an instance of
@@ -911,15 +1006,26 @@ _OOM_KILL = re.compile(rf"{OOM_KILLED}|{KERNEL_OOM}")
 _NEXT_TO = 2
 
 
-def _why_killed(line: str, own: Sequence[int], norm: Callable[[int], str]) -> bool:
+def _why_killed(line: str, own: Sequence[int], norm: Callable[[int], str], after: Sequence[str] = ()) -> bool:
     """Whether a kill line after the failing process's own lines says why it ended (rule R6: both
     the line that says it was killed and the one that says why): the kernel's or the cgroup's OOM
     kill after any error; a scheduler's time limit or run limit only after a signal or kill line
     of the process (LSF's "User defined signal 2" before its ``TERM_RUNLIMIT``), not after an
-    exception that ended the process itself."""
+    exception that ended the process itself, unless the launcher reports in the lines ``after`` it
+    that the kill's signal ended a rank (one was still running: the limit ended the job)."""
     if _OOM_KILL.search(line):
         return True
-    return _ENDED_FROM_OUTSIDE.search(line) is not None and all(is_terminal_kill(norm(i)) for i in own)
+    if _ENDED_FROM_OUTSIDE.search(line) is None:
+        return False
+    return all(is_terminal_kill(norm(i)) for i in own) or any(_KILLED_BY_IT.search(x) for x in after)
+
+
+#: Lines after a scheduler's kill read for a launcher's report of a rank its signal ended.
+_AFTER_KILL = 4
+#: A launcher's report of a rank a scheduler's SIGTERM or SIGKILL ended: Cray PALS mpiexec's
+#: "x3007c0s19b0n0: rank 57 died from signal 15", Open MPI's "mpirun noticed that process rank 0
+#: with PID 4242 on node gpu07 exited on signal 15 (Terminated)."
+_KILLED_BY_IT = re.compile(r"\brank \d+ died from signal (?:9|15)\b|\bexited on signal (?:9|15)\b")
 
 
 def _root_lines(lines: Sequence[str], own: Sequence[int], norm: Callable[[int], str]) -> list[int]:
@@ -930,6 +1036,8 @@ def _root_lines(lines: Sequence[str], own: Sequence[int], norm: Callable[[int], 
     first printing."""
     norm = _joined(lines, norm)
     own = [i for i in own if not _embeds(lines, i, norm)] or list(own)
+    # a child's exit as its parent raises it counts only when the child showed no error (R8)
+    own = [i for i in own if _CHILD_EXIT.match(ranks.strip_prefix(norm(i)).strip()) is None] or own
     # a wrapper counts by the original it re-raises (R4: "Caught X in DataLoader worker process N.")
     own = [i for i in own if _WRAPPER.match(ranks.strip_prefix(norm(i)).strip()) is None] or own
     last = next((i for i in reversed(own) if _EXCEPTION.match(norm(i))), None)
@@ -949,10 +1057,26 @@ def _root_lines(lines: Sequence[str], own: Sequence[int], norm: Callable[[int], 
         chain = root  # the final chain printed again (another process's copy): the root's printing says it first
     said = out + (root if chain is not root else [])  # another printing of the root's chain: its messages are said
     for i in (chain[0], chain[-1]):  # the chain's first (when the first line is not in it) and its last
-        if not any(_restates(_shape(norm(i)), _shape(norm(k))) for k in said):
+        if _new_message(i, said, chain, norm):
             out.append(i)
             said.append(i)
     return out
+
+
+def _new_message(i: int, said: Sequence[int], chain: Sequence[int], norm: Callable[[int], str]) -> bool:
+    """Whether the exception line ``i`` says what none of ``said`` says: by :func:`_shape` (another
+    process's copy names its own GPU, file or port), but by the names it quotes against a line of
+    its own ``chain`` (R4: "NameError: name 'accelerator' is not defined" handled, then "NameError:
+    name 'logger' is not defined" are two messages of one process)."""
+    return all(k in chain and not _restates(_DIGITS.sub("#", norm(i)), _DIGITS.sub("#", norm(k)))
+               for k in said if _restates(_shape(norm(i)), _shape(norm(k))))
+
+
+#: The exception a parent raises when its child process exited non-zero (subprocess.run's
+#: check / check_returncode: "subprocess.CalledProcessError: Command '[...]' returned non-zero exit
+#: status 1.", CPython Lib/subprocess.py; torchrun's "torch.distributed.elastic.multiprocessing.
+#: errors.ChildFailedError:"): a launcher's verdict (README rule R8), not the child's error.
+_CHILD_EXIT = re.compile(r"(?:[\w.]+\.)?(?:CalledProcessError|ChildFailedError)\b")
 
 
 def _joined(lines: Sequence[str], norm: Callable[[int], str]) -> Callable[[int], str]:
@@ -1043,7 +1167,25 @@ def _breakpoint(lines: Sequence[str], quit_at: int) -> list[int]:
     ``quit_at``: the program stopped at a leftover breakpoint, and quit when the batch job's
     input ended (README rule R7: the prompt is the root, the quit the terminal error)."""
     found = find_keys(lines, DEBUGGER_PROMPTS, max(0, quit_at - _PROMPT_REACH), quit_at)
-    return [i for i in found if _body(lines[i]).lstrip().startswith(DEBUGGER_PROMPTS)][-1:]
+    prompts = [i for i in found if _body(lines[i]).lstrip().startswith(DEBUGGER_PROMPTS)][-1:]
+    if prompts:
+        return prompts
+    found = find_keys(lines, ("> ",), max(0, quit_at - _PROMPT_REACH), quit_at)  # the prompt not captured
+    return [i for i in found if _pdb_location(lines, i)][-1:]
+
+
+#: Where pdb stopped, printed above its prompt (CPython Lib/pdb.py, Pdb.print_stack_entry: "> " and
+#: format_stack_entry's "filename(lineno)funcname()", then "-> " and the source line): "> /app/
+#: train.py(67)reward()" / "-> reward = 0.0". A captured stdout holds it even when the "(Pdb) "
+#: prompt (no newline, on the terminal's input) is not there.
+_PDB_WHERE = re.compile(r"^> \S.*\(\d+\)(?:\w+|<\w+>)\(\)$")
+
+
+def _pdb_location(lines: Sequence[str], i: int) -> bool:
+    """Whether line ``i`` is pdb's "> file(N)function()" with its "-> source" line below it."""
+    if _PDB_WHERE.match(_body(lines[i]).strip()) is None:
+        return False
+    return i + 1 < len(lines) and _body(lines[i + 1]).startswith("-> ")
 
 
 #: Lines above a ``bdb.BdbQuit`` searched for the debugger's prompt.
@@ -1134,15 +1276,18 @@ def _embeds(lines: Sequence[str], i: int, norm: Callable[[int], str]) -> bool:
     ...:" (a message ending with a colon, the other traceback below it), PyTorch's "Original
     Traceback", torch.distributed.checkpoint's ``CheckpointException ranks:dict_keys([0])`` with
     each rank's "Traceback (most recent call last): (RANK 0)" below it."""
-    if not _EXCEPTION.match(norm(i)):
+    said = norm(i) if _EXCEPTION.match(norm(i)) else logs.normalize_line(_unlogged(_body(lines[i]))).strip()
+    if not _EXCEPTION.match(said):
         return False
-    below = next((k for k in range(i + 1, min(len(lines), i + 3)) if lines[k].strip()), None)
-    if below is None:
+    below = [(k, t) for k in range(i + 1, min(len(lines), i + 5)) if (t := _unlogged(_body(lines[k])).strip())][:2]
+    if not below or below[0][0] >= i + 3:
         return False
-    text = _body(lines[below]).strip()
+    text = below[0][1]
     if text.startswith(_TRACEBACK + ":") and len(text) > len(_TRACEBACK) + 1:
         return True  # torch.distributed.checkpoint's "Traceback (most recent call last): (RANK 0)"
-    return norm(i).endswith(":") and text.startswith((_TRACEBACK, _QUOTES, "Original Traceback"))
+    if len(below) > 1 and is_benign(logs.normalize_line(text)):
+        text = below[1][1]  # the other process's warning printed before its traceback (vLLM's "Error raised in subprocess:")
+    return said.endswith(":") and text.startswith((_TRACEBACK, _QUOTES, "Original Traceback"))
 
 
 _QUOTES = '"' * 3
@@ -1206,7 +1351,8 @@ def is_report_head(line: str) -> bool:
     error itself, nor where the run failed."""
     if "ray::" in line and ("RayTaskError" in line or "Unhandled error" in line):
         return True
-    if _body(line).lstrip().startswith(DEBUGGER_PROMPTS) or ("oss" in line and _nan_loss(line)):
+    if _body(line).lstrip().startswith(DEBUGGER_PROMPTS) or ("oss" in line and _nan_loss(line)) \
+            or (line[:1] in "[(>" and _PDB_WHERE.match(_body(line).strip()) is not None):
         return True
     return "Exception in thread " in line and _body(line).lstrip().startswith("Exception in thread ")
 
