@@ -107,3 +107,30 @@ def test_wandbs_header_at_init_is_no_completion(clf: Classifier) -> None:
     assert completion_strength("wandb: 🚀 View run brisk-sun-7 at: https://wandb.ai/team/proj/runs/gfjb12") > 0
     w = diagnose_text("\n".join(lines), clf)
     assert w.diagnosis.category != "none"
+
+
+@pytest.mark.parametrize("line", [
+    "I0412 10:11:12.345000 4100 torch/distributed/elastic/agent/server/api.py:879] [default] worker group successfully "
+    "finished. Waiting 300 seconds for other agents to finish.",
+    "INFO:torch.distributed.elastic.agent.server.api:Local worker group finished (SUCCEEDED). Waiting 300 seconds for "
+    "other agents to finish",
+    "✓ Job finished (status: SUCCEEDED).",
+    "Job finished (status: ManagedJobStatus.SUCCEEDED).",
+])
+def test_a_launchers_report_of_a_zero_exit_is_a_completion(line: str) -> None:
+    assert completion_strength(line) >= 0.95
+
+
+@pytest.mark.parametrize("line", [
+    "[default] worker group failed. Waiting 300 seconds for other agents",
+    "Job finished (status: FAILED).",
+])
+def test_a_launchers_report_of_a_failed_exit_is_no_completion(line: str) -> None:
+    assert completion_strength(line) < 0.95
+
+
+def test_torchruns_success_line_after_the_last_step_is_a_normal_end(clf: Classifier) -> None:
+    lines = [*_steps(12), "I0412 10:11:12.345000 4100 torch/distributed/elastic/agent/server/api.py:879] [default] worker group "
+             "successfully finished. Waiting 300 seconds for other agents to finish."]
+    w = diagnose_text("\n".join(lines), clf)
+    assert w.diagnosis.category == "none" and w.diagnosis.confidence >= 0.9

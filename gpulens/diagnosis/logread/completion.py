@@ -80,6 +80,12 @@ _STRONG = re.compile(
     # a zero exit reported by a launcher, an IDE, a scheduler's epilogue (Slurm, PBS), Ray's job client
     r"|[Ee]xit(?:ed)?(?: with)? (?:[Cc]ode|[Ss]tatus)\s*[:=]?\s*0(?![\d.:])|\bExit_status=0\b|\bExitCode[=: ]+0:0\b"
     r"|\bState:\s*COMPLETED\b|\bJobState=COMPLETED\b|\bJob '[^']+' succeeded\b"
+    # torchrun's elastic agent when every worker exited 0 (torch/distributed/elastic/agent/server/
+    # api.py ``_invoke_run``: "[default] worker group successfully finished. Waiting 300 seconds for
+    # other agents to finish."; torch 1.9's "Local worker group finished (SUCCEEDED)"), and SkyPilot's
+    # footer of a job that exited 0 (sky/jobs, ux_utils.finishing_message: "Job finished (status: SUCCEEDED).")
+    r"|\bworker group successfully finished\b|\bLocal worker group finished \((?:WorkerState\.)?SUCCEEDED\)"
+    r"|\bJob finished \(status: (?:ManagedJobStatus\.)?SUCCEEDED\)"
     r"|🏃 View run"
     # verl's RayPPOTrainer.fit at its last step ("Final validation metrics: {...}", pprint may
     # wrap it in parentheses), and the same header other training scripts print after their last epoch
