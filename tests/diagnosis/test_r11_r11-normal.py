@@ -134,3 +134,15 @@ def test_torchruns_success_line_after_the_last_step_is_a_normal_end(clf: Classif
              "successfully finished. Waiting 300 seconds for other agents to finish."]
     w = diagnose_text("\n".join(lines), clf)
     assert w.diagnosis.category == "none" and w.diagnosis.confidence >= 0.9
+
+
+@pytest.mark.parametrize("last", [
+    ["Test Mean Absolute Error: 0.1234", "Test Root Mean Squared Error: 0.2345"],
+    ["Final Error Rate: 3.2%"],
+    ["Top-1 test error: 4.12%"],
+])
+def test_a_metric_named_for_an_error_is_a_result_not_an_error_message(clf: Classifier, last: list[str]) -> None:
+    lines = [*[f"epoch {e}: train_loss=0.{50 - e} val_acc=0.{80 + e}" for e in range(10)], *last]
+    end = end_of_attempt(lines, 0)
+    assert end is not None and not end.stopped
+    assert diagnose_text("\n".join(lines), clf).diagnosis.category == "none"

@@ -143,12 +143,15 @@ _RESULT = re.compile(
     r"|precision|recall|loss|error rate|reward|return|average|mean|total|best|final|test|eval\w*|valid\w*|results?)"
     r"(?![a-z])[^\n]{0,80}?[:=|]?\s*[-+]?\d*\.?\d")
 _DIGITS = re.compile(r"\d+")
-#: Words of an error message, which a result line does not hold: a script that catches an
+#: An error message's shape, which a result line does not have: a script that catches an
 #: exception and logs it ("conversion failed: Error(s) in loading state_dict for ResNet:", then
 #: torch's tab-indented "Missing key(s) in state_dict: ..." lists, module.py ``load_state_dict``)
-#: prints numbers too.
-_ERROR_TEXT = re.compile(r"[Ee]rror|ERROR|[Ee]xception|Traceback|[Ff]ailed\b|FAILED|[Mm]issing key|[Uu]nexpected key"
-                         r"|失败|错误")
+#: prints numbers too. A metric named for an error ("Mean Absolute Error: 0.12", "MeanSquaredError:
+#: 0.01", "ERROR: 3.2%", "Error Rate") is a result, not this.
+_ERROR_TEXT = re.compile(
+    r"\b[A-Z]\w*(?:Error|Exception)(?:\(s\))?:\s*(?![-+]?[\d.])\S|\b[Ee]rror\(s\) in\b"
+    r"|\b[Ee]rror (?:while|when|during|occurred)\b|Traceback \(most recent call last\)|[Ff]ailed(?: to\b|:)"
+    r"|\bFAILED\b|[Mm]issing key\(s\)|[Uu]nexpected key\(s\)|失败[:：]|\bERROR\b(?:\]|:)?(?!\s*:?\s*[-+]?[\d.])")
 #: A shell ``time`` wrapper's report (``real 1m2.3s``), or a job script's epilogue: the date or
 #: an end banner printed after the program returned (a killed job prints neither).
 _EPILOGUE = re.compile(
