@@ -215,10 +215,6 @@ def _after_progress(lines: Sequence[str], floor: int, progress: Sequence[int], t
     results = _new_results(lines, floor, last, tail)
     if results is not None:
         return End(results, 0.7, "results printed after the last step")
-    errors = [i for i in tail if i > last and _ERROR_TEXT.search(_shown(lines[i]))]
-    if reached is False and errors:
-        return End(errors[0], 0.0, "an error message after the last step, short of the end its progress counter "
-                                   "or its configuration names, and nothing after it that shows an end,")
     if reached is False and len([i for i in tail if i > last]) <= _AFTER_PROGRESS:
         return End(last, 0.0, "the log stops in the middle of the run, short of the end its progress counter "
                               "or its configuration names,")
