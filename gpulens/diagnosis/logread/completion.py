@@ -21,6 +21,7 @@ from gpulens.diagnosis.logread.lines import (
     is_failure,
     is_progress,
     last_matching,
+    prefix_free,
     process_key,
     text_on_bar,
 )
@@ -67,7 +68,9 @@ _STRONG = re.compile(
     r"|[Ff]inished after \d+ (?:iterations|steps|epochs)|\bepochs completed in\b"
     r"|[Tt]otal training time|[Tt]raining took\b|[Tt]raining time\b|'train_runtime'|\btrain_runtime\b"
     r"|Process \d+ exits successfully|Successfully completed\."
-    r"|wandb: (?:Run summary|Synced \d+ W&B file)|wandb: 🚀 View run|\bResults saved to\b"
+    # wandb's footer (wandb_run.py ``_footer_sync_info``: "🚀 View run NAME at: URL"), not its
+    # header at ``wandb.init`` ("🚀 View run at URL", ``_header_run_info``)
+    r"|wandb: (?:Run summary|Synced \d+ W&B file)|wandb: 🚀 View run (?!at )|\bResults saved to\b"
     r"|[Ee]arly stopping(?: triggered)?|EarlyStopping(?! counter)|Signaling Trainer to stop|Stopping\. Best"
     r"|[Ss]aving (?:the )?final (?:model|checkpoint)|final model|[Ss]aved final"
     r"|\bcompleted successfully\b|\bAll done\b|\bJob Finished\b|\bEnd of training\b|\bRun finished\b"
@@ -77,6 +80,12 @@ _STRONG = re.compile(
     # a zero exit reported by a launcher, an IDE, a scheduler's epilogue (Slurm, PBS), Ray's job client
     r"|[Ee]xit(?:ed)?(?: with)? (?:[Cc]ode|[Ss]tatus)\s*[:=]?\s*0(?![\d.:])|\bExit_status=0\b|\bExitCode[=: ]+0:0\b"
     r"|\bState:\s*COMPLETED\b|\bJobState=COMPLETED\b|\bJob '[^']+' succeeded\b"
+    # torchrun's elastic agent when every worker exited 0 (torch/distributed/elastic/agent/server/
+    # api.py ``_invoke_run``: "[default] worker group successfully finished. Waiting 300 seconds for
+    # other agents to finish."; torch 1.9's "Local worker group finished (SUCCEEDED)"), and SkyPilot's
+    # footer of a job that exited 0 (sky/jobs, ux_utils.finishing_message: "Job finished (status: SUCCEEDED).")
+    r"|\bworker group successfully finished\b|\bLocal worker group finished \((?:WorkerState\.)?SUCCEEDED\)"
+    r"|\bJob finished \(status: (?:ManagedJobStatus\.)?SUCCEEDED\)"
     r"|🏃 View run"
     # verl's RayPPOTrainer.fit at its last step ("Final validation metrics: {...}", pprint may
     # wrap it in parentheses), and the same header other training scripts print after their last epoch
@@ -134,6 +143,15 @@ _RESULT = re.compile(
     r"|precision|recall|loss|error rate|reward|return|average|mean|total|best|final|test|eval\w*|valid\w*|results?)"
     r"(?![a-z])[^\n]{0,80}?[:=|]?\s*[-+]?\d*\.?\d")
 _DIGITS = re.compile(r"\d+")
+#: An error message's shape, which a result line does not have: a script that catches an
+#: exception and logs it ("conversion failed: Error(s) in loading state_dict for ResNet:", then
+#: torch's tab-indented "Missing key(s) in state_dict: ..." lists, module.py ``load_state_dict``)
+#: prints numbers too. A metric named for an error ("Mean Absolute Error: 0.12", "MeanSquaredError:
+#: 0.01", "ERROR: 3.2%", "Error Rate") is a result, not this.
+_ERROR_TEXT = re.compile(
+    r"\b[A-Z]\w*(?:Error|Exception)(?:\(s\))?:\s*(?![-+]?[\d.])\S|\b[Ee]rror\(s\) in\b"
+    r"|\b[Ee]rror (?:while|when|during|occurred)\b|Traceback \(most recent call last\)|[Ff]ailed(?: to\b|:)"
+    r"|\bFAILED\b|[Mm]issing key\(s\)|[Uu]nexpected key\(s\)|失败[:：]|\bERROR\b(?:\]|:)?(?!\s*:?\s*[-+]?[\d.])")
 #: A shell ``time`` wrapper's report (``real 1m2.3s``), or a job script's epilogue: the date or
 #: an end banner printed after the program returned (a killed job prints neither).
 _EPILOGUE = re.compile(
@@ -160,9 +178,24 @@ def end_evidence(lines: Sequence[str], floor: int, progress: Sequence[int]) -> E
     if epi is not None:
         return End(epi, 0.8, "the job script went on after the program ended (its epilogue printed)")
     if last_progress is not None and last_progress >= floor:
-        return _after_progress(lines, floor, progress, tail)
-    got = [i for i in tail[-6:] if _RESULT.search(_shown(lines[i]))]
-    return End(got[-1], 0.7, "it ends with its results") if got else None
+        return _after_progress(lines, floor, progress, tail) or _ends_in_error(lines, tail)
+    got = [i for i in tail[-6:] if _RESULT.search(_shown(lines[i])) and not _ERROR_TEXT.search(_shown(lines[i]))]
+    return End(got[-1], 0.7, "it ends with its results") if got else _ends_in_error(lines, tail)
+
+
+def _ends_in_error(lines: Sequence[str], tail: Sequence[int]) -> End | None:
+    """A stop (strength 0) at the first of the error messages the attempt ends with (``tail``: its
+    last non-blank lines): a script that caught an exception, logged it in words the failure
+    lines do not read ("INT8 conversion failed: Error(s) in loading state_dict for Net:" and
+    torch's key lists) and printed nothing more did not end normally; None when its last line is
+    no error message (not a warning, not a tracker's line)."""
+    run = []
+    for i in reversed(tail):
+        shown = _shown(lines[i]).strip()
+        if not _ERROR_TEXT.search(shown) or "arning" in shown or shown.startswith(_NOT_OUTPUT):
+            break
+        run.append(i)
+    return End(run[-1], 0.0, "the log ends with an error message the job printed itself (no exception line),") if run else None
 
 
 def _after_progress(lines: Sequence[str], floor: int, progress: Sequence[int], tail: Sequence[int]) -> End | None:
@@ -319,7 +352,7 @@ def _new_results(lines: Sequence[str], floor: int, last_progress: int, tail: Seq
     before (a per-epoch validation line repeats; a final test block is new)."""
     for i in reversed([i for i in tail if i > last_progress]):
         shown = _shown(lines[i]).strip()
-        if shown.startswith("wandb:") or not _RESULT.search(shown):
+        if shown.startswith("wandb:") or not _RESULT.search(shown) or _ERROR_TEXT.search(shown):
             continue
         if not printed_before(lines, floor, last_progress, shown):
             return i
@@ -493,15 +526,47 @@ _DIVERGED_STOP = re.compile(r"Batch \d+: Invalid loss, terminating training")
 _END_KEYS = ("received at time=", "received by PID", "Invalid loss")
 #: Lines at the end of an attempt searched for such a report (its stack dump follows it).
 SIGNAL_TAIL = 60
+#: What glog (src/logging.cc ``LogMessage::Fail``) and abseil (absl/log/internal/log_message.cc,
+#: ``LogMessageFatal``; TensorFlow, XLA, Ray, Caffe, wav2letter) print when a ``LOG(FATAL)`` or a
+#: failed ``CHECK`` ends the process: the fatal message ("F0617 14:30:47.707742 1097242
+#: device_event_mgr.cc:226] Unexpected Event status: 1"; abseil before logging is initialised
+#: prints "F0000 00:00:1750170647.707742 ..."), then "*** Check failure stack trace: ***", the
+#: "@ 0x7f... symbol" frames, and abort(). The message need name no error word.
+_CHECK_FAILURE = "*** Check failure stack trace: ***"
+_FATAL_MESSAGE = re.compile(r"^F\d{4} \d\d:\d\d:\d+\.\d+\s+\d+ \S+:\d+\] ")
+#: Lines above the stack-trace header searched for its fatal message (a long message wraps).
+_FATAL_ABOVE = 5
+#: Lines at the end of an attempt searched for that header (the frames follow it, often 30 or more).
+CHECK_TAIL = 200
 
 
 def signal_reports(lines: Sequence[str], floor: int) -> list[int]:
-    """Indexes of fatal-signal handler reports (see ``_SIGNAL_REPORT``) and of Keras's stop on a
-    NaN loss (``_DIVERGED_STOP``) among the last ``SIGNAL_TAIL`` lines of ``lines[floor:]``:
+    """Indexes of fatal-signal handler reports (see ``_SIGNAL_REPORT``), of Keras's stop on a
+    NaN loss (``_DIVERGED_STOP``) among the last ``SIGNAL_TAIL`` lines of ``lines[floor:]``,
+    and of glog's or abseil's fatal messages (``_CHECK_FAILURE``) among its last ``CHECK_TAIL``:
     the run was ended there."""
     lo = max(floor, len(lines) - SIGNAL_TAIL)
-    return [i for i in find_keys(lines, _END_KEYS, lo)
-            if _SIGNAL_REPORT.search(s := logs.normalize_line(lines[i]).strip()) or _DIVERGED_STOP.search(s[-400:])]
+    got = [i for i in find_keys(lines, _END_KEYS, lo)
+           if _SIGNAL_REPORT.search(s := logs.normalize_line(lines[i]).strip()) or _DIVERGED_STOP.search(s[-400:])]
+    return sorted({*got, *check_failures(lines, floor)})
+
+
+def check_failures(lines: Sequence[str], floor: int) -> list[int]:
+    """Indexes of the fatal messages that glog's or abseil's "*** Check failure stack trace: ***"
+    follows among the last ``CHECK_TAIL`` lines of ``lines[floor:]`` (the header itself when no
+    "F..." line is just above it)."""
+    out = []
+    for i in find_keys(lines, (_CHECK_FAILURE,), max(floor, len(lines) - CHECK_TAIL)):
+        if not ranks_free(lines[i]).startswith(_CHECK_FAILURE):
+            continue
+        above = range(i - 1, max(floor, i - _FATAL_ABOVE) - 1, -1)
+        out.append(next((k for k in above if _FATAL_MESSAGE.match(ranks_free(lines[k]))), i))
+    return out
+
+
+def ranks_free(line: str) -> str:
+    """A line without its launcher's rank prefix and its leading blanks."""
+    return prefix_free(line).strip()
 
 
 #: Lines at the end of an attempt searched for a kill printed onto a progress bar.
@@ -608,8 +673,9 @@ def finished_before(lines: Sequence[str], floor: int, failures: Sequence[int],
     if None in kinds or set(kinds) == {"report"}:
         return None
     lo = max(floor, first - TEARDOWN_LOOKBACK)
+    at_exit_too = set(kinds) == {"teardown"}  # errors of the teardown alone: a tracker's exit lines came first
     done = next((i for i in reversed(find_keys(lines, COMPLETION_COVER, lo, first))
-                 if not any(k in lines[i] for k in AT_EXIT)
+                 if (at_exit_too or not any(k in lines[i] for k in AT_EXIT))
                  and completion_strength(logs.normalize_line(lines[i])) >= _STRONG_END), None)
     if done is None:
         return None
