@@ -408,7 +408,7 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     if found:  # where the run diverged, before what failed because of it (R7); why it aborted (R6)
         roots = _diverged_root(lines, start, evidence) or _nan_reported(lines, start, found, norm) \
             or _abort_reason(lines, found)
-        found = _at_most([i for i in roots if i not in found] + found,
+        found = _at_most([i for i in roots if i not in found] + found + _fatal_abort(lines, found),
                          min(limit, RULE_MAX_LINES))
     return _first_ranks(lines, sorted(set(found)), first, later)
 
@@ -702,6 +702,21 @@ def _abort_reason(lines: Sequence[str], found: Sequence[int]) -> list[int]:
         if (body[:1] in "*dfmrc" and _GLIBC_ABORT.search(body) is not None) \
                 or (body[:1] == "F" and _GLOG_FATAL.match(body) is not None):
             return [k] if k not in found else []
+    return []
+
+
+def _fatal_abort(lines: Sequence[str], found: Sequence[int]) -> list[int]:
+    """The shell's "Aborted (core dumped)" after the last found line when that line is glog's or
+    absl's FATAL line (the abort it calls, within its stack dump's reach): README rule R6, the line
+    that says the process was killed and the one that says why."""
+    last = found[-1]
+    if _GLOG_FATAL.match(_body(lines[last]).strip()) is None:
+        return []
+    for k in range(last + 1, min(len(lines), last + _ABORT_REACH)):
+        if _ABORTED_SHELL.search(_body(lines[k])):
+            return [k]
+        if _GLOG_FATAL.match(_body(lines[k]).strip()) is not None:
+            return []  # another fatal message: the abort is not this one's alone
     return []
 
 

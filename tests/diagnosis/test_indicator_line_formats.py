@@ -10,11 +10,6 @@ from gpulens.diagnosis.logread import diagnose_text, rootline
 from gpulens.diagnosis.logread import lines as lines_mod
 
 
-@pytest.fixture(scope="module")
-def rules() -> Classifier:
-    return Classifier(model=None, cache_dir=None)
-
-
 def _picked(lines: list[str], rules: Classifier) -> list[str]:
     w = diagnose_text("\n".join(lines), rules)
     return [lines[n - 1] for n in w.indicator_lines]

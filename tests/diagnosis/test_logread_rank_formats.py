@@ -4,8 +4,6 @@ result naming the workers an agent runs)."""
 
 from __future__ import annotations
 
-import pytest
-
 from gpulens.diagnosis.classifier import Classifier
 from gpulens.diagnosis.logread import diagnose_text
 from gpulens.diagnosis.logread.ranks import (
@@ -15,11 +13,6 @@ from gpulens.diagnosis.logread.ranks import (
     mpirun_first,
     origin_of,
 )
-
-
-@pytest.fixture(scope="module")
-def rules() -> Classifier:
-    return Classifier(model=None, cache_dir=None)
 
 
 def test_pals_mpiexec_names_the_rank_and_host_that_ended() -> None:

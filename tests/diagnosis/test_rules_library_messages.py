@@ -121,7 +121,7 @@ CASES: list[tuple[str, str, str, str, str]] = [
     ("transformers-flash-attn2-unusable", "cuda_env_error", "transformers/modeling_utils.py",
      "_check_and_enable_flash_attn_2",
      "ValueError: FlashAttention2 has been toggled on, but it cannot be used due to the following error: "
-     "Flash Attention 2 is not available on CPU. Please make sure torch can access a CUDA device."),
+     "Flash Attention 2 is not available on this GPU."),
     ("accelerate-precision-needs-gpu", "cuda_env_error", "accelerate/accelerator.py", "__init__",
      "ValueError: fp16 mixed precision requires a GPU (not 'cpu')."),
     ("bnb-quantization-needs-gpu", "cuda_env_error", "transformers/quantizers/quantizer_bnb_8bit.py",

@@ -8,11 +8,6 @@ from gpulens.diagnosis.classifier import Classifier
 from gpulens.diagnosis.logread import diagnose_text
 
 
-@pytest.fixture(scope="module")
-def rules() -> Classifier:
-    return Classifier(model=None, cache_dir=None)
-
-
 def _nanogpt_iter(k: int) -> str:
     """nanoGPT ``train.py``'s per-iteration line."""
     return f"iter {k}: loss 3.{k % 97:02d}1, time 412.50ms, mfu 31.20%"
