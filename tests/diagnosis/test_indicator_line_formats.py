@@ -1,4 +1,4 @@
-"""Round 11 (r11-lines): indicator lines of library formats the reader misread, each excerpt
+"""Indicator lines of library formats the reader misread, each excerpt
 written by hand in the format the library prints (README "Indicator lines: rules" R1-R9)."""
 
 from __future__ import annotations
@@ -8,21 +8,8 @@ import pytest
 from gpulens.diagnosis.classifier import Classifier
 from gpulens.diagnosis.logread import diagnose_text, rootline
 from gpulens.diagnosis.logread import lines as lines_mod
+from tests.diagnosis.test_indicator_formats import _CAUSE, _DURING, _STEPS, _picked, _tb
 
-
-def _picked(lines: list[str], rules: Classifier) -> list[str]:
-    w = diagnose_text("\n".join(lines), rules)
-    return [lines[n - 1] for n in w.indicator_lines]
-
-
-def _tb(exc: str, frame: str = "/srv/train.py", prefix: str = "") -> list[str]:
-    return [f"{prefix}Traceback (most recent call last):", f'{prefix}  File "{frame}", line 10, in run',
-            f"{prefix}    out = step(batch)", f"{prefix}{exc}"]
-
-
-_STEPS = [f"epoch 1 step {k} loss 0.{k}" for k in range(40, 46)]
-_CAUSE = ["", "The above exception was the direct cause of the following exception:", ""]
-_DURING = ["", "During handling of the above exception, another exception occurred:", ""]
 #: vLLM's logger header, on every line of a traceback it logs (vllm/logger.py's format)
 _V = "ERROR 03-04 11:22:33 [registry.py:355] "
 
