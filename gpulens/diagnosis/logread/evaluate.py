@@ -257,6 +257,7 @@ FRESH_SLICES = (
     ("t/", "index_t.csv (collected 2026-11-27 after reader round 9, failures of rare categories and phases, labelled blind)"),
     ("u/", "index_u.csv (collected 2026-11-27 during reader round 10, multi-rank failures, other phases, noisy normal ends, labelled blind)"),
     ("v/", "index_v.csv (collected 2026-11-27 during reader round 10, new owners, failures outside steady training, labelled blind)"),
+    ("w/", "index_w.csv (collected 2026-11-27 after reader round 10, new owners, labelled blind)"),
 )
 
 
