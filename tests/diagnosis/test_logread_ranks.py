@@ -10,26 +10,34 @@ from gpulens.diagnosis.logread import diagnose_text
 from gpulens.diagnosis.logread.ranks import Origin, origin_of, root_cause_table
 
 
-def test_a_launchers_report_of_the_local_rank_that_failed() -> None:
+def test_deepspeeds_exit_report_names_a_rank_only_for_a_one_process_node() -> None:
+    # deepspeed/launcher/launch.py logs the command of the LAST process it started, whichever failed
     ds = ("[2024-03-01 10:01:03,120] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python3', '-u', 'train.py', "
-          "'--local_rank=2', '--deepspeed', 'ds_config.json'] exits with return code = 1")
-    assert origin_of(ds) == Origin(2)
+          "'--local_rank={n}', '--deepspeed', 'ds_config.json'] exits with return code = 1")
+    assert origin_of(ds.format(n=0)) == Origin(0)
+    assert origin_of(ds.format(n=3)) == Origin()  # four processes: local_rank=3 whichever of them failed
     # behind pdsh's host prefix (a multi-node run) the local rank is not the global one
-    assert origin_of("gpu02: " + ds) == Origin(None, "gpu02")
+    assert origin_of("gpu02: " + ds.format(n=0)) == Origin(None, "gpu02")
     # a command line echoed at start-up names no failure
-    assert origin_of("cmd = python -u train.py '--local_rank=2' --deepspeed ds_config.json") == Origin()
+    assert origin_of("cmd = python -u train.py '--local_rank=0' --deepspeed ds_config.json") == Origin()
 
 
-def test_a_single_node_deepspeed_run_without_prefixes_names_the_failed_local_rank(rules: Classifier) -> None:
-    log = ["[2024-03-01 10:00:03,000] [INFO] [launch.py:145:main] WORLD INFO DICT: {'localhost': [0, 1, 2, 3]}",
-           *(f"step {k} loss 2.{k}" for k in range(5)),
-           "Traceback (most recent call last):", '  File "train.py", line 88, in <module>', "    loss = engine(batch)",
-           "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 2 has a total capacity of 79.15 GiB",
-           "[2024-03-01 10:01:03,000] [INFO] [launch.py:315:sigkill_handler] Killing subprocess 4567",
-           "[2024-03-01 10:01:03,000] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python', '-u', 'train.py', "
-           "'--local_rank=2'] exits with return code = 1"]
-    w = diagnose_text("\n".join(log), rules)
-    assert (w.first_rank, w.phase) == (2, "training")
+def _deepspeed_run(procs: int) -> list[str]:
+    ranks = ", ".join(str(k) for k in range(procs))
+    return [f"[2024-03-01 10:00:03,000] [INFO] [launch.py:145:main] WORLD INFO DICT: {{'localhost': [{ranks}]}}",
+            *(f"step {k} loss 2.{k}" for k in range(5)),
+            "Traceback (most recent call last):", '  File "train.py", line 88, in <module>', "    loss = engine(batch)",
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.15 GiB",
+            "[2024-03-01 10:01:03,000] [INFO] [launch.py:315:sigkill_handler] Killing subprocess 4567",
+            "[2024-03-01 10:01:03,000] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python', '-u', 'train.py', "
+            f"'--local_rank={procs - 1}'] exits with return code = 1"]
+
+
+def test_a_single_node_deepspeed_run_names_the_rank_only_when_it_had_one_process(rules: Classifier) -> None:
+    one = diagnose_text("\n".join(_deepspeed_run(1)), rules)
+    assert (one.first_rank, one.phase) == (0, "training")
+    four = diagnose_text("\n".join(_deepspeed_run(4)), rules)
+    assert (four.first_rank, four.phase) == (None, "training")  # the report names the last process started
 
 
 _LSF = ["Sender: LSF System <lsfadmin@gpu-n12>", "Subject: Job 123456: <train> in cluster <c1> Exited", "",

@@ -94,10 +94,13 @@ _MESSAGES: tuple[_Rule, ...] = (
     _Rule(re.compile(r"^\s*Process (\d+) exit with status code -?\d+\.?\s*$"), "rank"),
     _Rule(re.compile(r"\*\*\* (?:JOB|STEP) [\d.]+ ON ([\w.-]+) CANCELLED"), "node"),
     _Rule(_PALS_FAILED, "node+rank"),
-    # a node's launcher naming the local process it saw fail: DeepSpeed's "[launch.py:321:sigkill_handler]
-    # ['/usr/bin/python', '-u', 'train.py', '--local_rank=2', ...] exits with return code = 1" (the global
-    # rank on one node; torch elastic's "failed (exitcode: 1) local_rank: 0" is left to its Root Cause table)
-    _Rule(re.compile(r"'--local_rank=(\d+)'[^\]]*\] exits with return code"), "local", "exits with return code"),
+    # DeepSpeed's launcher when a process failed: "[launch.py:321:sigkill_handler] ['/usr/bin/python',
+    # '-u', 'train.py', '--local_rank=N', ...] exits with return code = 1". The list is ``cmd``, the
+    # variable its spawn loop left behind (deepspeed/launcher/launch.py ``sigkill_handler`` logs
+    # f"{cmd} exits with return code = {last_return_code}"): the LAST process started, whichever
+    # failed. It names the failed rank only when the node ran one process (local_rank 0); torch
+    # elastic's "failed (exitcode: 1) local_rank: 0" is left to its Root Cause table
+    _Rule(re.compile(r"'--local_rank=(0)'[^\]]*\] exits with return code"), "local", "exits with return code"),
     # NCCL's own lines: "gpu07:41234:41290 [3] NCCL WARN NET/IB : Got completion ..." (host:pid:tid [device];
     # src/debug.cc), also behind a launcher's prefix ("[rank3]:gpu07:...", srun's "3: gpu07:...")
     _Rule(re.compile(r"^(?:\s*\d{1,4}:\s*|\s*(?:\[[\w,]+\](?:<std(?:out|err)>)?:\s?)+)?\s*([A-Za-z][\w.-]*):\d+:\d+ \[\d+\] NCCL "),
