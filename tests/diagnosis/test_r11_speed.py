@@ -79,3 +79,24 @@ def test_a_family_counts_the_logs_by_index_serial() -> None:
     assert again.byte_index().serial > keyed.byte_index().serial
     find_keys(again, keys, 0)
     assert keyscan._TABLES[keys].logs == 2
+
+
+def test_marked_pairs_of_any_range_are_every_window_the_table_marks_in_order() -> None:
+    # _pairs_at merges the marked windows at even and at odd positions: every position q in
+    # [b0, b1 - 2] whose two bytes the table marks, sorted, with those bytes; ranges of odd and
+    # even ends, empty and one-window ranges included
+    import numpy as np
+
+    text = "\n".join(_LINES[:40]) + "\nab\nba abab"
+    keyed = KeyedLines(text.split("\n"))
+    index = keyed.byte_index()
+    raw = text.encode()
+    pairs = np.zeros(1 << 16, dtype=bool)
+    for piece in (b"ab", b"ba", b"rr", b"\nt", b"07"):
+        pairs[piece[0] | piece[1] << 8] = True
+    n = len(raw)
+    for b0, b1 in [(0, n), (1, n), (0, n - 1), (3, 4), (3, 5), (4, 6), (7, 7), (n - 2, n), (n // 3, 2 * n // 3 + 1)]:
+        want = [q for q in range(b0, b1 - 1) if pairs[raw[q] | raw[q + 1] << 8]]
+        q, v = index._pairs_at(pairs, b0, b1)
+        assert q.tolist() == want, (b0, b1)
+        assert v.tolist() == [raw[i] | raw[i + 1] << 8 for i in want]
