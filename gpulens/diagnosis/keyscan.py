@@ -52,10 +52,8 @@ __all__ = ["KeyedLines", "find_keys", "rare_piece", "rare_window", "scan_lines"]
 _TABLE_MIN_WORK = 128 * 1024
 #: Fewest keys for which the one-pass table scan is used.
 _TABLE_MIN_KEYS = 4
-#: Key families whose tables are kept. The reader asks for about sixty constant ones, more as
-#: rules are added: a cache near that size, cleared whenever full, built them all again every
-#: few logs (and the union of the shared pass with them), a tenth of a short log's time.
-_TABLE_CACHE = 256
+#: Key families whose tables are kept (the reader asks for a few dozen constant ones).
+_TABLE_CACHE = 64
 
 
 class KeyedLines(list[str]):
@@ -172,14 +170,12 @@ def scan_lines(lines: Sequence[str], keys: Sequence[str], start: int, stop: int)
 class _ByteIndex:
     """The lines joined as UTF-8 bytes and the offsets of their newlines."""
 
-    __slots__ = ("cand", "data", "eights", "lines", "memo", "nl", "nl_list", "padded", "serial", "size")
+    __slots__ = ("cand", "data", "eights", "lines", "memo", "nl", "nl_list", "padded", "size")
 
     def __init__(self, lines: Sequence[str], joined: bytes | None = None) -> None:
         import numpy as np
 
         self.lines = lines
-        #: this index's number (ids of freed objects are reused: a later log's index could carry one)
-        self.serial = next(_SERIALS)
         # Eight bytes no key holds ("\n" and NULs) follow the lines, so that eight bytes can be
         # read at any position. surrogatepass: a lone surrogate (text given by a caller)
         # becomes non-ASCII bytes, which no key matches, instead of an error.
@@ -256,8 +252,8 @@ class _ByteIndex:
         import numpy as np
 
         tab = _table(keys)
-        if tab.last != self.serial:
-            tab.last = self.serial
+        if tab.last != id(self):
+            tab.last = id(self)
             tab.logs += 1
         if self.cand is None and 2 * (b1 - b0) >= self.size:
             # the families asked for in an earlier log too (a one-off family, such as one keyed by
@@ -407,9 +403,6 @@ def _fast(key: str) -> bool:
 
 _TABLES: dict[tuple[str, ...], _Table] = {}
 
-#: Numbers of the byte indexes (one a log), in the order they are built.
-_SERIALS = itertools.count()
-
 #: ASCII characters from the most to the least frequent in logs (roughly: blanks, digits and
 #: common lower-case letters, punctuation of numbers and paths, then the rest) and the most
 #: frequent English letter pairs, used to pick the rarest two-byte piece of each key (fewer
@@ -462,8 +455,8 @@ class _Table:
     def __init__(self, keys: tuple[str, ...]) -> None:
         import numpy as np
 
-        #: the serial of the index (a log's) that last scanned for these keys, and how many indexes have
-        self.last = -1
+        #: the id of the index (a log's) that last scanned for these keys, and how many indexes have
+        self.last = 0
         self.logs = 0
 
         self.pairs = np.zeros(1 << 16, dtype=bool)
@@ -506,7 +499,7 @@ class _Table:
             self.layers.append((shift, mask, value, kind))
 
 
-#: Families of fewer than _TABLE_MIN_KEYS keys: [the serial of the index (a log's) that last asked
+#: Families of fewer than _TABLE_MIN_KEYS keys: [the id of the index (a log's) that last asked
 #: for one, how many indexes have]. A family asked for in a second log gets a table: the shared
 #: pass of the next logs finds its candidates too (a look-up then, not a search per key).
 _FEW_KEYS: dict[tuple[str, ...], list[int]] = {}
@@ -517,13 +510,13 @@ def _asked_few(keys: tuple[str, ...], index: _ByteIndex) -> None:
     if got is None:
         if len(_FEW_KEYS) >= 4 * _TABLE_CACHE:
             _FEW_KEYS.clear()
-        got = _FEW_KEYS[keys] = [-1, 0]
-    if got[0] != index.serial:
-        got[0] = index.serial
+        got = _FEW_KEYS[keys] = [0, 0]
+    if got[0] != id(index):
+        got[0] = id(index)
         got[1] += 1
         if got[1] >= 2 and keys not in _TABLES:
             tab = _table(keys)
-            tab.last, tab.logs = index.serial, got[1]
+            tab.last, tab.logs = id(index), got[1]
 
 
 @functools.lru_cache(maxsize=8)
@@ -546,8 +539,6 @@ def _table(keys: tuple[str, ...]) -> _Table:
             for k in [k for k, t in _TABLES.items() if t.logs < 2]:
                 del _TABLES[k]
             if len(_TABLES) >= _TABLE_CACHE:
-                # still full: the half last used longest ago goes (never all: each would be built again)
-                for k in sorted(_TABLES, key=lambda k: _TABLES[k].last)[:_TABLE_CACHE // 2]:
-                    del _TABLES[k]
+                _TABLES.clear()
         got = _TABLES[keys] = _Table(keys)
     return got
