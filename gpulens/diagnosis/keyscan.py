@@ -212,17 +212,19 @@ class _ByteIndex:
         if got is not None:  # the reader asks some questions again
             return list(got)
         b0, b1 = self._begin(start), self._end(stop - 1)
-        found: set[int] = set()
         if fast and (self._shared(fast) or (len(fast) >= _TABLE_MIN_KEYS and (b1 - b0) * len(fast) >= _TABLE_MIN_WORK)):
-            found.update(self._table_scan(fast, b0, b1))
+            out = self._table_scan(fast, b0, b1)  # sorted, each line once: no set to sort
+            if slow:
+                out = sorted({*out, *scan_lines(self.lines, slow, start, stop)})
         else:
+            found: set[int] = set()
             if fast and len(fast) < _TABLE_MIN_KEYS:
                 _asked_few(fast, self)
             for key in fast:
                 self._key_scan(_ascii(key), b0, b1, found)
-        if slow:
-            found.update(scan_lines(self.lines, slow, start, stop))
-        out = sorted(found)
+            if slow:
+                found.update(scan_lines(self.lines, slow, start, stop))
+            out = sorted(found)
         if len(self.memo) >= _MEMO:
             self.memo.clear()
         self.memo[asked] = out

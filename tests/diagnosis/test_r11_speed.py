@@ -37,3 +37,17 @@ def test_marked_pairs_of_any_range_are_every_window_the_table_marks_in_order() -
         q, v = index._pairs_at(pairs, b0, b1)
         assert q.tolist() == want, (b0, b1)
         assert v.tolist() == [raw[i] | raw[i + 1] << 8 for i in want]
+
+
+def test_a_family_of_table_and_line_by_line_keys_finds_each_line_once_in_order() -> None:
+    # find: the table scan's lines (sorted, each once) are the answer as they are; with keys
+    # searched line by line too (not ASCII, a newline), both merged, sorted, each line once
+    from gpulens.diagnosis.keyscan import find_keys, scan_lines
+
+    lines = [*_LINES, "caf\u00e9 RuntimeError", "warning: ERRO", "R split"] * 3
+    keys = ("RuntimeError", "CANCELLED AT", "srun: error", "illegal memory", "caf\u00e9", "ERRO\nR split")
+    keyed = KeyedLines(lines)
+    n = len(lines)
+    for start, stop in [(0, n), (5, n - 3), (n - 4, n), (1400, 1410)]:
+        for family in (keys, keys[:4]):
+            assert find_keys(keyed, family, start, stop) == scan_lines(lines, family, start, stop)
