@@ -212,17 +212,19 @@ class _ByteIndex:
         if got is not None:  # the reader asks some questions again
             return list(got)
         b0, b1 = self._begin(start), self._end(stop - 1)
-        found: set[int] = set()
         if fast and (self._shared(fast) or (len(fast) >= _TABLE_MIN_KEYS and (b1 - b0) * len(fast) >= _TABLE_MIN_WORK)):
-            found.update(self._table_scan(fast, b0, b1))
+            out = self._table_scan(fast, b0, b1)  # sorted, each line once: no set to sort
+            if slow:
+                out = sorted({*out, *scan_lines(self.lines, slow, start, stop)})
         else:
+            found: set[int] = set()
             if fast and len(fast) < _TABLE_MIN_KEYS:
                 _asked_few(fast, self)
             for key in fast:
                 self._key_scan(_ascii(key), b0, b1, found)
-        if slow:
-            found.update(scan_lines(self.lines, slow, start, stop))
-        out = sorted(found)
+            if slow:
+                found.update(scan_lines(self.lines, slow, start, stop))
+            out = sorted(found)
         if len(self.memo) >= _MEMO:
             self.memo.clear()
         self.memo[asked] = out
@@ -281,18 +283,26 @@ class _ByteIndex:
         two bytes (little-endian)."""
         import numpy as np
 
-        marked = np.zeros(max(b1 - b0, 0), dtype=bool)  # marked[i]: the window at b0 + i
-        # two-byte windows starting at q in [b0, b1 - 2]: even q from one view, odd from the other,
-        # each view's answers laid into every other place of ``marked`` (positions come out sorted)
+        # two-byte windows starting at q in [b0, b1 - 2]: even q from one view, odd from the other;
+        # the marked ones of each, already sorted, merged (a stable sort of two runs merges them:
+        # cheaper than laying both into every other place of a mask of the range and reading it)
+        parts = []
         for odd in (0, 1):
             j0 = (b0 + 1 - odd) // 2
             j1 = (b1 - odd) // 2
             if j1 <= j0:
                 continue
             view = np.frombuffer(self.data, "<u2", count=(len(self.data) - odd) // 2, offset=odd)[j0:j1]
-            first = 2 * j0 + odd - b0
-            marked[first:first + 2 * (j1 - j0):2] = np.take(pairs, view, mode="wrap")
-        q = np.flatnonzero(marked) + b0
+            at = np.flatnonzero(np.take(pairs, view, mode="wrap"))
+            at += j0
+            at *= 2
+            at += odd  # the window at 2 * (j0 + i) + odd
+            parts.append(at)
+        if len(parts) == 2:
+            q = np.concatenate(parts)
+            q.sort(kind="stable")
+        else:
+            q = parts[0] if parts else np.zeros(0, dtype=np.intp)
         return q, self.padded[q].astype(np.uint16) | self.padded[q + 1].astype(np.uint16) << 8
 
     def _confirm(self, tab: _Table, q: np.ndarray[Any, Any], v: np.ndarray[Any, Any]) -> list[int]:
