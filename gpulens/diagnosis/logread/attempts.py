@@ -44,13 +44,17 @@ def attempt_starts(lines: Sequence[str]) -> list[int]:
             if nxt is None:
                 continue
             i = nxt
-        elif first is None or ln != first:
-            continue
-        if i - starts[-1] > 3 and i < len(lines):
+        elif first is None or ln != first or len(lines) - i <= _MIN_ATTEMPT:
+            continue  # not the first line again, or it is with (nearly) nothing after it: buffered
+            # output of the same launch flushed at its end (srun's UCX DEBUG lines), no new run
+        if i - starts[-1] > _MIN_ATTEMPT and i < len(lines):
             starts.append(i)
     return starts
 
 
+#: An attempt is longer than this many lines (the gap between two starts, and what a repeat of
+#: the file's first line has after it).
+_MIN_ATTEMPT = 3
 _SLURM_KILL = "CANCELLED AT"
 #: GNU nohup says so on stderr once, when it starts a command whose input is a terminal ("nohup:
 #: ignoring input", "nohup: ignoring input and appending output to 'nohup.out'"): with ``nohup cmd

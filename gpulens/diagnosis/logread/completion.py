@@ -40,7 +40,7 @@ COMPLETION_KEYS: tuple[str, ...] = (
     "Results saved to", "epochs completed in", "arly stopping", "arlyStopping", "Signaling Trainer to stop",
     "Stopping. Best", "aving final", "aving the final", "aved final", "final model", "done", "Done", "DONE",
     "All done", "completed successfully", "Finished", "finished", "FINISHED", "Best acc", "Enjoy",
-    "Job Finished", "End of training", "Run finished",
+    "Job Finished", "End of training", "Run finished", "Training stops.",
     "done training", "Done training", "Loss for final step", "train metrics", "Best metric", "exiting program at iteration",
     "xit code", "xit status", "xited with code", "xited with status", "xit Code", "xit Status", "Exit_status",
     "ExitCode", "COMPLETED", "succeeded", "inal validation metrics", "inal Validation Metrics",
@@ -72,6 +72,9 @@ _STRONG = re.compile(
     # header at ``wandb.init`` ("🚀 View run at URL", ``_header_run_info``)
     r"|wandb: (?:Run summary|Synced \d+ W&B file)|wandb: 🚀 View run (?!at )|\bResults saved to\b"
     r"|[Ee]arly stopping(?: triggered)?|EarlyStopping(?! counter)|Signaling Trainer to stop|Stopping\. Best"
+    # victoresque pytorch-template base/base_trainer.py ``train``, its early stop (and R2Gen's, and
+    # the trainers built on it): "Validation performance didn't improve for 10 epochs. Training stops."
+    r"|\bdidn't improve for \d+ epochs\. Training stops\."
     r"|[Ss]aving (?:the )?final (?:model|checkpoint)|final model|[Ss]aved final"
     r"|\bcompleted successfully\b|\bAll done\b|\bJob Finished\b|\bEnd of training\b|\bRun finished\b"
     # fairseq, TF Estimator, HF Trainer's metrics block, timm, Megatron's planned exit
@@ -417,7 +420,8 @@ def _went_on_to_an_end(lines: Sequence[str], at: int) -> bool:
 #: the PBS/Torque MOM kills it for a resource limit ("=>> PBS: job killed: mem 33554432kb exceeded
 #: limit 16777216kb"; also vmem, cput, walltime, a sister node lost), or the C++ runtime aborts on an uncaught
 #: exception ("terminate called after throwing an instance of 'std::bad_alloc'"); dash ("/bin/sh: 1:
-#: python: not found"), zsh and env say a command is missing their own way; a Rust or Go program
+#: python: not found", and for a script it runs, its name: "run.sh: 7: torchrun: not found", dash
+#: src/error.c exvwarning2's "%s: %d: " prefix with arg0, then exec.c's "%s: not found"), zsh and env say a command is missing their own way; a Rust or Go program
 #: panics ("thread 'main' panicked at src/main.rs:10:5:", "panic: runtime error: ..."); GNU make
 #: reports a failed recipe ("make: *** [Makefile:12: train] Error 1"); bash and dash stop a
 #: script that does not parse ("job.sh: line 21: syntax error near unexpected token `fi'", "line 9:
@@ -438,7 +442,7 @@ _LAST_WORDS = Guarded(
     r"|^(?:-?(?:ba|z|k|c|tc)?sh|/\S+|\S+: line \d+)(?:: line \d+)?: [^\s:]+: No such file or directory$"
     r"|PBS: job killed: "
     r"|^terminate called (?:after throwing|without an active exception)"
-    r"|^(?:/bin/)?(?:da)?sh: \d+: [^\s:]+: not found$|^zsh: command not found: \S+$|^env: '?[^\s:']+'?: No such file or directory$"
+    r"|^(?:/bin/)?(?:da)?sh: \d+: [^\s:]+: not found$|^\S+: \d+: [^\s:]+: not found$|^zsh: command not found: \S+$|^env: '?[^\s:']+'?: No such file or directory$"
     r"|^thread '[^']*' panicked at |^panic: |^make(?:\[\d+\])?: \*\*\* \[[^\]]*\] Error \d+"
     r"|^(?:\S+: )?line \d+: (?:syntax error near unexpected token |syntax error: unexpected end of file"
     r"|unexpected EOF while looking for matching )|^(?:\S+: )?\d+: (?:\S+: )?Syntax error: "
@@ -493,7 +497,37 @@ def hydra_report(lines: Sequence[str], floor: int, at: int) -> list[int]:
     got = hydra_exception(lines, max(floor, at - _HYDRA_REPORT), at)
     if got:
         return got
-    return [] if find_keys(lines, (_TRACEBACK,), max(floor, at - _HYDRA_TRACEBACK), at) else [at]
+    if find_keys(lines, (_TRACEBACK,), max(floor, at - _HYDRA_TRACEBACK), at):
+        return []
+    return [*hydra_compact(lines, max(floor, at - _HYDRA_REPORT), at), at]
+
+
+#: The first line of the message of a ``CompactHydraException`` (a config composition error),
+#: which ``run_and_report`` writes alone, with no traceback and no exception class, above its
+#: last line: hydra _internal/config_loader_impl.py ("Could not override 'k'.", "Could not
+#: append to config. ...", "Could not delete from config. ...", "Error merging override k=v",
+#: "Override k=v looks like a config group override, but config group 'k' does not exist.",
+#: "Ambiguous value for argument 'k=a,b'", "Sweep parameters 'k=a,b' requires --multirun",
+#: "Primary config directory not found."), _internal/defaults_list.py and config_repository.py
+#: ("In 'config': Could not find 'model/x'", "Could not load 'x'", "Cannot find primary config
+#: 'c'", "Multiple values for x. ..."), core/override_parser ("Error parsing override 'k'").
+_HYDRA_COMPACT = re.compile(
+    r"^(?:In '[^'\n]+': )?(?:Could not (?:override|find|load) '|Could not (?:append to|delete from) config\."
+    r"|Cannot find primary config '|Primary config (?:directory|module)\b|Error (?:merging|parsing) override "
+    r"|Override \S+ looks like a config group override|Ambiguous value for argument '|Sweep parameters '"
+    r"|Multiple values for |Additional config directory ')")
+
+
+def hydra_compact(lines: Sequence[str], lo: int, hi: int) -> list[int]:
+    """The index (one or none) of the first line of the compact message Hydra wrote last in
+    ``lines[lo:hi]`` (``_HYDRA_COMPACT``): the config error it reports without a traceback."""
+    for i in range(hi - 1, lo - 1, -1):
+        s = logs.normalize_line(lines[i]).strip()
+        if _HYDRA_END in s:
+            return []  # an earlier report's end: this one has no message of its own above
+        if _HYDRA_COMPACT.match(s):
+            return [i]
+    return []
 #: The exception an instantiate error wraps, as ``repr`` prints it on the line after Hydra's
 #: "Error in call to target 'pkg.fn':" (``TypeError("fn() got an unexpected keyword ...")``).
 _EXC_REPR = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit)\(.*\)$")

@@ -317,6 +317,8 @@ def earlier_root(d: Diagnosis, lines: Sequence[str], floor: int, start: int, rul
         return _missing_input(d, lines, floor, start, rules)
     if d.rule_id == _GENERIC_EXCEPTION:
         return _bad_record(d, lines, floor, start)
+    if d.rule_id in _NCCL_SYSTEM_RULES:
+        return _nccl_warned(d, lines, floor, start, rules)
     lost = _spawn_lost_child(d, lines, start)
     if lost is None and d.rule_id not in AFTERMATH_RULES:
         return d
@@ -332,6 +334,33 @@ def earlier_root(d: Diagnosis, lines: Sequence[str], floor: int, start: int, rul
                                    "traceback; mp.spawn's EOFError reading it is its aftermath, not a damaged file")
     return _cause_of(d, first, f"an earlier stage of the job failed first ({first.rule.id}); the missing "
                                "checkpoint a later stage then looked for is its aftermath")
+
+
+#: The rules of NCCL's bare "unhandled system error" (ncclSystemError), which the exception
+#: torch raises says without its cause: NCCL prints the cause before it, as a "NCCL WARN" line
+#: of the failing call (nccl src/misc/shmutils.cc ncclShmOpen: "Error: failed to extend
+#: /dev/shm/nccl-X to N bytes" when /dev/shm is too small), and torch's message may then end in
+#: an empty "Last error:".
+_NCCL_SYSTEM_RULES = frozenset({"nccl-unhandled-system-error", "nccl-error-in", "nccl-error-short-form"})
+#: NCCL WARN causes looked for above the exception (rule ids), and the literals of their lines
+#: (an NCCL WARN line is no failure line by itself: NCCL warns of much it recovers from).
+_NCCL_CAUSES = frozenset({"nccl-shm-too-small"})
+_NCCL_CAUSE_KEYS = ("failed to extend /dev/shm/", "creating shared memory segment")
+#: Lines above the error context searched for them (NCCL's INFO lines of the unwinding call and
+#: the other ranks' lines come between).
+_NCCL_LOOKBACK = 400
+
+
+def _nccl_warned(d: Diagnosis, lines: Sequence[str], floor: int, start: int, rules: tuple[Rule, ...]) -> Diagnosis:
+    """For NCCL's bare system error (``d``), the cause an NCCL WARN line printed above it
+    (``_NCCL_CAUSES``), else ``d``."""
+    found = find_keys(lines, _NCCL_CAUSE_KEYS, max(floor, start - _NCCL_LOOKBACK), start)
+    text = "\n".join(logs.normalize_line(ranks.strip_prefix(lines[i])) for i in found)
+    root = [m for m in match_rules(text, rules) if m.rule.id in _NCCL_CAUSES] if found else []
+    if not root:
+        return d
+    first = min(root, key=lambda m: m.position)
+    return _cause_of(d, first, f"NCCL printed the cause of its system error before the exception ({first.rule.id})")
 
 
 def _missing_input(d: Diagnosis, lines: Sequence[str], floor: int, start: int, rules: tuple[Rule, ...]) -> Diagnosis:

@@ -89,6 +89,10 @@ def _progress_word(text: str) -> bool:
 
 
 _PROGRESS_BAR = re.compile(r"\d+/\d+ \[")
+#: timm's train.py ``train_one_epoch`` log line (``f'Train: {epoch} [{update_idx:>4d}/{updates_per_epoch}
+#: ({100. * (update_idx + 1) / updates_per_epoch:>3.0f}%)]  Loss: ...'``): "Train: 3 [ 100/1251 (  8%)]  Loss: 6.91
+#: (6.93)  Time: ...", whose words ("Train", "Loss") are capitalised and whose count is bracketed.
+_TIMM_TRAIN = re.compile(r"(?:^|\s)Train: \d+ \[\s*\d+/\d+ \(\s*\d+%\)\]")
 _ERRWORD = Guarded(r"[Ee]rror|ERROR|Exception|FATAL|[Ff]ailed(?: to|:| with)|FAILED|Killed|Traceback|CANCELLED",
                    ("rror", "ERROR", "Exception", "FATAL", "ailed", "FAILED", "Killed", "Traceback", "CANCELLED"))
 #: Errors that do not end a run: trackers' and loggers' own troubles, warnings, cluster clean-up.
@@ -256,7 +260,8 @@ def is_progress(raw: str) -> bool:
     if not _has_progress_key(end):
         return False
     return not _ERRWORD.matches(end) and ("it/s" in end or "s/it" in end or _progress_word(end)
-                                             or (" [" in end and _PROGRESS_BAR.search(end) is not None))
+                                             or (" [" in end and _PROGRESS_BAR.search(end) is not None)
+                                             or ("Train: " in end and _TIMM_TRAIN.search(end) is not None))
 
 
 #: Characters at the end of a line looked at (a tqdm line can hold thousands of updates).

@@ -534,6 +534,8 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
         return "startup"  # the program could not even be compiled: whatever ran before was another run
     if tb_start is not None and _import_failed(frames):
         return "startup"  # its imports failed: it never started; the steps above are another program's
+    if tb_start is not None and _remote_code_import(frames):
+        return "startup"  # the model's own code (trust_remote_code) could not be imported: no weights were read
     by_name = _serializing(frames) or _checkpoint_func(_funcs(frames))
     if by_name is not None:
         return by_name
@@ -1388,10 +1390,27 @@ def _import_failed(frames: Sequence[str]) -> bool:
     and the modules it imports; Python's own ``<frozen importlib._bootstrap>`` frames are not the
     program's), before the
     program called anything: it has run none of its own steps."""
+    return _ends_in_import_error(frames) and _at_import([ln for ln in frames if '"<frozen importlib' not in ln])
+
+
+#: The module of transformers that imports a model's own code for ``from_pretrained(...,
+#: trust_remote_code=True)`` (transformers/dynamic_module_utils.py: ``check_imports`` raises
+#: ImportError "This modeling file requires the following packages that were not found in your
+#: environment: ..."; ``get_class_in_module`` imports the module, whose own imports may fail): the
+#: model class is being built, before any weights are read.
+_REMOTE_CODE_FRAME = re.compile(r'File "[^"]*transformers[/\\]dynamic_module_utils\.py", line \d+, in ')
+
+
+def _remote_code_import(frames: Sequence[str]) -> bool:
+    """Whether the traceback is an import failing in the remote code of a ``from_pretrained``:
+    an ``ImportError``/``ModuleNotFoundError`` below a frame of ``_REMOTE_CODE_FRAME``."""
+    return _ends_in_import_error(frames) and any("dynamic_module_utils" in ln and _REMOTE_CODE_FRAME.search(ln) for ln in frames)
+
+
+def _ends_in_import_error(frames: Sequence[str]) -> bool:
+    """Whether the traceback's last line is an ``ImportError``/``ModuleNotFoundError``."""
     last = frames[-1].strip() if frames else ""
-    if not last.startswith(_IMPORT_ERRORS) and not any(f"{k}:" in last for k in _IMPORT_ERRORS):
-        return False
-    return _at_import([ln for ln in frames if '"<frozen importlib' not in ln])
+    return last.startswith(_IMPORT_ERRORS) or any(f"{k}:" in last for k in _IMPORT_ERRORS)
 
 
 def _at_import(frames: Sequence[str]) -> bool:
