@@ -391,7 +391,8 @@ def test_the_rank_patterns_literals_are_in_every_line_they_match() -> None:
     needs = {rule.rx.pattern: rule.need for rule in ranks._ALL if rule.need is not None}
     assert set(needs.values()) == {"pid=", "rocess ", "global_rank", "process rank ", "RUNNING AT",
                                    "exits with return code", " NCCL ", "Node failure on ",
-                                   "failed on node ", "[PG "}
+                                   "failed on node ", "[PG ", "Abort(", "] *** ", "] Signal", "Memory on the node",
+                                   "Worker IP address"}
     root = Path(__file__).resolve().parents[2] / "sample_logs"
     matched = 0
     for p in sorted(root.rglob("*")):

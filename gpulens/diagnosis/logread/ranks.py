@@ -86,7 +86,7 @@ _MESSAGES: tuple[_Rule, ...] = (
     # MPICH / Intel MPI's abort of a process, "Abort(1094543) on node 3 (rank 3 in comm 0): Fatal error in PMPI_Init"
     # (its world rank after "on node"); Cray MPICH's "MPICH ERROR [Rank 3] [job id 12.0] [Fri Feb  9 07:12:51 2024]
     # [nid000009] - Abort(590863) (rank 3 in comm 0): ..." (the host in the last bracket)
-    _Rule(re.compile(r"\bAbort\(-?\d+\) on node (\d+) \(rank \d+ in comm \d+\)"), "rank"),
+    _Rule(re.compile(r"\bAbort\(-?\d+\) on node (\d+) \(rank \d+ in comm \d+\)"), "rank", "Abort("),
     _Rule(re.compile(r"MPICH ERROR \[Rank (\d+)\] \[job id [^\]]*\] \[[^\]]*\] (?:\[[^\]]*\] )?\[(?!unknown\])([\w.-]+)\] - "),
           "rank+node"),
     # horovodrun's Gloo launcher on a rank that failed (horovod/runner/gloo_run.py ``_exec_command``): "Process 3
@@ -115,14 +115,14 @@ _MESSAGES: tuple[_Rule, ...] = (
     # Open MPI's reports from inside a process, each line behind "[host:pid] " (HOSTFORMAT): its signal handler's
     # "[gpu07:41234] *** Process received signal ***", "[gpu07:41234] Signal: Segmentation fault (11)"
     # (opal/util/stacktrace.c), its fatal error handler's "[gpu07:41234] *** An error occurred in MPI_Bcast"
-    _Rule(re.compile(r"\[([A-Za-z][\w.-]*):\d+\] \*\*\* "), "node"),
-    _Rule(re.compile(r"\[([A-Za-z][\w.-]*):\d+\] Signal(?: code)?: "), "node"),
+    _Rule(re.compile(r"\[([A-Za-z][\w.-]*):\d+\] \*\*\* "), "node", "] *** "),
+    _Rule(re.compile(r"\[([A-Za-z][\w.-]*):\d+\] Signal(?: code)?: "), "node", "] Signal"),
     # Ray's raylet on a worker it lost: its memory monitor's "Memory on the node (IP: 10.0.0.7, ID: 90ef...) where
     # the task (...) was running was 32.62GB / 33.28GB" (ray.exceptions.OutOfMemoryError), and "A worker died or
     # was killed while executing a task by an unexpected system error. ... Worker IP address: 10.0.0.7, Worker
     # port: ..." (both from src/ray/raylet/node_manager.cc)
-    _Rule(re.compile(r"Memory on the node \(IP: ([\w.:-]+)[,)]"), "node"),
-    _Rule(re.compile(r"Worker IP address: ([\w.:-]+?),"), "node"),
+    _Rule(re.compile(r"Memory on the node \(IP: ([\w.:-]+)[,)]"), "node", "Memory on the node"),
+    _Rule(re.compile(r"Worker IP address: ([\w.:-]+?),"), "node", "Worker IP address"),
     _Rule(re.compile(r"failed on node ([\w.-]+)"), "node", "failed on node "),
 )
 _TIMESTAMP = re.compile(r"(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?|\b\d\d:\d\d:\d\d\.\d{3,})")
