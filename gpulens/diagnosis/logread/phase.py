@@ -536,6 +536,8 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
         return "startup"  # its imports failed: it never started; the steps above are another program's
     if tb_start is not None and _remote_code_import(frames):
         return "startup"  # the model's own code (trust_remote_code) could not be imported: no weights were read
+    if tb_start is not None and _hub_base_weights(frames):
+        return "startup"  # P7: base weights of a Hub repository, read while building the model
     by_name = _serializing(frames) or _checkpoint_func(_funcs(frames))
     if by_name is not None:
         return by_name
@@ -570,7 +572,8 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     glued = _bar_glued(lines[failure]) if tb_start is None and failure < len(lines) else None
     if glued is not None:  # the failure printed onto a progress bar: that bar is where it stopped
         return glued
-    if _in_eval(frames) if tb_start is not None else _names_eval(_failure_text(lines, failure)):
+    if _in_eval([*_chained_outer(lines, failure), *frames]) if tb_start is not None \
+            else _names_eval(_failure_text(lines, failure)):
         return "evaluation"
     if _evaluation_announced(_since_last_step(before)):
         return "evaluation"
@@ -585,6 +588,54 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
             and loop is None and not _loop_started(lines, floor, top):
         return "evaluation"  # the steps an evaluation script counts are its batches (unless it announced training)
     return phase
+
+
+#: Python's lines between the tracebacks of a chained exception (``traceback.TracebackException.format``).
+#: Only the explicit ``raise ... from`` one: its later traceback re-raises the same failure from the caller, while
+#: "During handling of the above exception" may be any other error of an ``except`` block (a retry, a report).
+_CHAIN_NOTES = ("The above exception was the direct cause of the following exception",)
+#: Lines after a traceback's exception line looked at for a chained traceback below it.
+_CHAIN_GAP = 4
+
+
+def _chained_outer(lines: Sequence[str], failure: int) -> list[str]:
+    """The frames of the tracebacks chained below the one that ends at ``failure`` (Python prints the
+    cause first, then "The above exception was the direct cause of the following exception:" and the
+    traceback of the exception raised from it): the first traceback holds only the frames
+    below the ``try``, the later ones the outer frames that called it (P1: the frames of the failing
+    traceback name the activity: a metric's error re-raised in Lightning's ``_run_sanity_check`` ->
+    ``on_validation_epoch_end``). Only the last chained traceback's: the ones between run in library
+    handlers (urllib3's retries, ``_validate_conn``) that name no activity of the job."""
+    out: list[str] = []
+    k = failure + 1
+    while True:
+        note = next((j for j in range(k, min(len(lines), k + _CHAIN_GAP)) if lines[j].strip()), None)
+        if note is None or not lines[note].strip().startswith(_CHAIN_NOTES):
+            return out
+        head = next((j for j in range(note + 1, min(len(lines), note + _CHAIN_GAP)) if _TB in lines[j]), None)
+        if head is None:
+            return out
+        end = next((j for j in range(head + 1, min(len(lines), head + _TB_LOOKBACK))
+                    if lines[j].strip() and not lines[j].startswith((" ", "\t"))), None)
+        if end is None:
+            return out
+        out = [logs.normalize_line(x) for x in lines[head:end]]  # the last one holds the outermost frames
+        k = end + 1
+
+
+#: transformers' ``utils/hub.py`` messages for a file a ``from_pretrained`` cannot find, naming the model by a Hub
+#: repository id (``{namespace}/{name}``: "Qwen/Qwen2-7B does not appear to have a file named
+#: model-00003-of-00004.safetensors. Checkout 'https://huggingface.co/Qwen/Qwen2-7B/tree/main' for available files."),
+#: not by a local folder (which may be this job's own output).
+_HUB_MISSING = re.compile(r"^\w*(?:Error|Exception)\b[^:]*: (?:[\w-]+/[\w.-]+) does not appear to have a file named ")
+
+
+def _hub_base_weights(frames: Sequence[str]) -> bool:
+    """Whether the traceback is a ``from_pretrained`` failing to find a file of a Hub repository (P7: base
+    weights loaded while the model is built are ``startup``; the job's own checkpoints are local folders)."""
+    last = frames[-1].strip() if frames else ""
+    return "does not appear to have a file named " in last and _HUB_MISSING.match(last) is not None \
+        and any("from_pretrained" in f for f in _funcs(frames))
 
 
 def _since_steps(lines: Sequence[str], failure: int, floor: int, region: Sequence[str]) -> Sequence[str]:

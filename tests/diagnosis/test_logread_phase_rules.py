@@ -1,0 +1,62 @@
+"""The phase under the written phase rules P1-P11 (sample_logs/whole/README.md, "Phase: rules"), on
+excerpts written by hand in the formats the libraries print."""
+
+from __future__ import annotations
+
+from gpulens.diagnosis.classifier import Classifier
+from gpulens.diagnosis.logread import diagnose_text
+
+_LIB = "/opt/env/lib/python3.10/site-packages"
+
+
+def _frame(path: str, line: int, func: str, code: str) -> list[str]:
+    return [f'  File "{path}", line {line}, in {func}', f"    {code}"]
+
+
+def test_a_metric_error_chained_below_lightnings_sanity_check_is_evaluation(rules: Classifier) -> None:
+    """P1 + P4: the cause's traceback holds only torchmetrics' frames; the chained one below it holds
+    Lightning's ``_run_sanity_check`` -> ``on_validation_epoch_end``: the sanity check is an evaluation pass."""
+    cause = ["Traceback (most recent call last):",
+             *_frame(f"{_LIB}/torchmetrics/metric.py", 483, "wrapped_func", "update(*args, **kwargs)"),
+             *_frame(f"{_LIB}/torchmetrics/classification/stat_scores.py", 77, "_update_state", "self.tp += tp"),
+             "RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!"]
+    outer = ["Traceback (most recent call last):",
+             *_frame("fit_gru.py", 300, "<module>", "trainer.fit(model, train_loader, val_loader)"),
+             *_frame(f"{_LIB}/pytorch_lightning/trainer/trainer.py", 1023, "_run_stage", "self._run_sanity_check()"),
+             *_frame(f"{_LIB}/pytorch_lightning/trainer/trainer.py", 1052, "_run_sanity_check", "val_loop.run()"),
+             *_frame("fit_gru.py", 50, "on_validation_epoch_end", "f1 = self.f1(preds, target).item()"),
+             *_frame(f"{_LIB}/torch/nn/modules/module.py", 1562, "_call_impl", "return forward_call(*args, **kwargs)"),
+             *_frame(f"{_LIB}/torchmetrics/metric.py", 312, "forward", "self._forward_cache = self._update(*args)"),
+             *_frame(f"{_LIB}/torchmetrics/metric.py", 486, "wrapped_func", "raise RuntimeError("),
+             "RuntimeError: Encountered different devices in metric calculation (see stacktrace for details)."]
+    text = "\n".join(["GPU available: True (cuda), used: True", *cause, "",
+                      "The above exception was the direct cause of the following exception:", "", *outer])
+    assert diagnose_text(text, rules).phase == "evaluation"
+
+
+def test_a_missing_shard_of_a_hub_model_is_startup(rules: Classifier) -> None:
+    """P7: ``from_pretrained('org/model')`` failing to find a file of the Hub repository is base weights
+    read while the model is built (``startup``), not the job's own checkpoint."""
+    tb = ["Traceback (most recent call last):",
+          *_frame("/home/u/proj/train.py", 900, "<module>", "train(parse_args())"),
+          *_frame("/home/u/proj/train.py", 700, "train", "model = AutoModelForCausalLM.from_pretrained("),
+          *_frame(f"{_LIB}/transformers/modeling_utils.py", 4052, "from_pretrained",
+                  "checkpoint_files, sharded_metadata = _get_resolved_checkpoint_files("),
+          *_frame(f"{_LIB}/transformers/utils/hub.py", 879, "get_checkpoint_shard_files", "cached_filenames = cached_files("),
+          *_frame(f"{_LIB}/transformers/utils/hub.py", 528, "cached_files", "raise OSError("),
+          "OSError: acme/llm-7b does not appear to have a file named model-00002-of-00003.safetensors. "
+          "Checkout 'https://huggingface.co/acme/llm-7b/tree/main' for available files."]
+    text = "\n".join(["INFO Loading model: acme/llm-7b", *tb])
+    assert diagnose_text(text, rules).phase == "startup"
+
+
+def test_a_missing_file_in_a_local_model_folder_is_still_a_load(rules: Classifier) -> None:
+    """P7: a local folder (here a step-numbered checkpoint the job wrote) is not a Hub repository id."""
+    tb = ["Traceback (most recent call last):",
+          *_frame("/home/u/proj/train.py", 700, "<module>", "model = AutoModel.from_pretrained(args.ckpt)"),
+          *_frame(f"{_LIB}/transformers/modeling_utils.py", 4052, "from_pretrained",
+                  "checkpoint_files, sharded_metadata = _get_resolved_checkpoint_files("),
+          *_frame(f"{_LIB}/transformers/utils/hub.py", 528, "cached_files", "raise OSError("),
+          "OSError: /scratch/u/out/checkpoint-500 does not appear to have a file named config.json. "
+          "Checkout 'https://huggingface.co//scratch/u/out/checkpoint-500/tree/main' for available files."]
+    assert diagnose_text("\n".join(tb), rules).phase == "checkpoint_load"
