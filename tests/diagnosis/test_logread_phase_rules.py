@@ -60,3 +60,25 @@ def test_a_missing_file_in_a_local_model_folder_is_still_a_load(rules: Classifie
           "OSError: /scratch/u/out/checkpoint-500 does not appear to have a file named config.json. "
           "Checkout 'https://huggingface.co//scratch/u/out/checkpoint-500/tree/main' for available files."]
     assert diagnose_text("\n".join(tb), rules).phase == "checkpoint_load"
+
+
+def test_a_dataloader_worker_dying_in_lightnings_validation_loop_is_evaluation(rules: Classifier) -> None:
+    """P4 + P8: Lightning's validation pass inside ``fit`` (frames in ``loops/evaluation_loop.py``, whose functions
+    are named ``run``/``__next__``) fetching a batch whose worker died: the pass's phase, evaluation."""
+    cause = ["Traceback (most recent call last):",
+             *_frame(f"{_LIB}/torch/utils/data/dataloader.py", 1251, "_try_get_data",
+                     "data = self._data_queue.get(timeout=timeout)"),
+             *_frame(f"{_LIB}/torch/utils/data/_utils/signal_handling.py", 73, "handler", "_error_if_any_worker_fails()"),
+             "RuntimeError: DataLoader worker (pid 4242) is killed by signal: Segmentation fault. "]
+    outer = ["Traceback (most recent call last):",
+             *_frame("/srv/ocr/runners/train.py", 126, "train", "trainer.fit("),
+             *_frame(f"{_LIB}/lightning/pytorch/loops/fit_loop.py", 458, "advance", "self.epoch_loop.run(self._data_fetcher)"),
+             *_frame(f"{_LIB}/lightning/pytorch/loops/training_epoch_loop.py", 398, "on_advance_end", "self.val_loop.run()"),
+             *_frame(f"{_LIB}/lightning/pytorch/loops/evaluation_loop.py", 138, "run",
+                     "batch, batch_idx, dataloader_idx = next(data_fetcher)"),
+             *_frame(f"{_LIB}/lightning/pytorch/loops/fetchers.py", 61, "__next__", "batch = next(self.iterator)"),
+             *_frame(f"{_LIB}/torch/utils/data/dataloader.py", 1264, "_try_get_data", "raise RuntimeError("),
+             "RuntimeError: DataLoader worker (pid(s) 4242) exited unexpectedly"]
+    text = "\n".join(["Epoch 0: 100%|##########| 50/50 [00:09<00:00,  5.10it/s, v_num=3]", *cause, "",
+                      "The above exception was the direct cause of the following exception:", "", *outer])
+    assert diagnose_text(text, rules).phase == "evaluation"

@@ -1326,15 +1326,27 @@ _RICH_FRAME = re.compile(r"^\s*[│|] (\S+?\.py):\d+ in (\S+)")
 def _funcs(frames: Sequence[str]) -> list[str]:
     """The functions of a traceback's frames, outermost first (Python's ``File "…", line N, in f``
     or Rich's ``│ path.py:N in f``)."""
+    return [f for _, f in _frame_funcs(frames)]
+
+
+def _frame_funcs(frames: Sequence[str]) -> list[tuple[str, str]]:
+    """(frame line, function) of a traceback's frames, outermost first (:func:`_funcs`)."""
     out = []
     for ln in frames:
         if 'File "' in ln:
             m = _FRAME.match(ln)
             if m and m.group(1):
-                out.append(m.group(1))
+                out.append((ln, m.group(1)))
         elif ".py:" in ln and (r := _RICH_FRAME.match(ln)) is not None:
-            out.append(r.group(2))
+            out.append((ln, r.group(2)))
     return out
+
+
+#: The modules of Lightning's evaluation loops (2.x ``lightning/pytorch/loops/evaluation_loop.py``, ``_EvaluationLoop.run``,
+#: which runs the sanity check, each validation pass and ``trainer.validate/test``, and ``prediction_loop.py``; 1.x
+#: ``pytorch_lightning/loops/dataloader/evaluation_loop.py`` and ``loops/epoch/evaluation_epoch_loop.py``): their
+#: functions are named ``run``, ``advance``, ``_evaluation_step`` (P4: a validation pass inside ``fit`` is evaluation).
+_PL_EVAL_LOOP = re.compile(r'lightning[/\\](?:pytorch[/\\])?loops[/\\](?:\w+[/\\])?(?:evaluation(?:_epoch)?|prediction(?:_epoch)?)_loop\.py"')
 
 
 #: Functions whose names hold an evaluation word but check or size something (argument and config
@@ -1362,8 +1374,9 @@ def _in_eval(frames: Sequence[str]) -> bool:
     """Whether the traceback fails while evaluating (validation, test, metrics): the innermost
     function that names an evaluation or a training step is an evaluation's (a function that names
     both, ``train_and_evaluate``, or checks its arguments, ``_validate_args``, says neither), and no
-    training step's own function (:data:`_TRAIN_STEP_FUNC`) calls it."""
-    funcs = _funcs(frames)
+    training step's own function (:data:`_TRAIN_STEP_FUNC`) calls it. A frame of Lightning's evaluation
+    loop's module counts as an evaluation's function whatever its name (:data:`_PL_EVAL_LOOP`)."""
+    funcs = [f if not _PL_EVAL_LOOP.search(ln) else "evaluation_loop" for ln, f in _frame_funcs(frames)]
     step = next((k for k, f in enumerate(funcs) if _TRAIN_STEP_FUNC.match(f)), None)
     for f in reversed(funcs if step is None else funcs[:step]):
         if f == "<module>" or _NOT_EVAL_FUNC.search(f):
