@@ -82,3 +82,20 @@ def test_a_dataloader_worker_dying_in_lightnings_validation_loop_is_evaluation(r
     text = "\n".join(["Epoch 0: 100%|##########| 50/50 [00:09<00:00,  5.10it/s, v_num=3]", *cause, "",
                       "The above exception was the direct cause of the following exception:", "", *outer])
     assert diagnose_text(text, rules).phase == "evaluation"
+
+
+def test_an_openclip_epoch_logged_then_a_worker_error_in_the_next_epoch_is_training(rules: Classifier) -> None:
+    """P2 (b) + P8: OpenCLIP's ``Train Epoch: E [samples/N (p%)]`` line is logged after steps; a DataLoader worker's
+    error on the next epoch's first batch comes after completed steps: training."""
+    logged = [f"2025-01-02,10:0{k}:00 | INFO | Train Epoch: 0 [{n:>6}/65536 ({n * 100 // 65536}%)] Data (t): 0.2 "
+              f"Batch (t): 0.3, 2900.1/s, 2900.1/s/gpu LR: 0.000010 Logit Scale: 14.28 Loss: 5.41 (5.47)"
+              for k, n in enumerate((128, 32896, 65536))]
+    tb = ["Traceback (most recent call last):",
+          *_frame("/srv/open_clip/src/open_clip_train/main.py", 484, "main",
+                  "train_one_epoch(model, data, loss, epoch, optimizer, scaler, scheduler, dist_model, args)"),
+          *_frame("/srv/open_clip/src/open_clip_train/train.py", 85, "train_one_epoch", "for i, batch in enumerate(dataloader):"),
+          *_frame(f"{_LIB}/torch/utils/data/dataloader.py", 1480, "_process_data", "data.reraise()"),
+          "AssertionError: Caught AssertionError in DataLoader worker process 0."]
+    text = "\n".join(["2025-01-02,10:00:00 | INFO | Start epoch 0", *logged,
+                      "2025-01-02,10:03:00 | INFO | Start epoch 1", *tb])
+    assert diagnose_text(text, rules).phase == "training"

@@ -285,13 +285,17 @@ def _saved_at_step(line: str) -> str | None:
 #: timm's ``train.py`` training log (``train_one_epoch``: ``f'Train: {epoch} [{update_idx:>4d}/{updates_per_epoch}
 #: ({100. * update_idx / (updates_per_epoch - 1):>3.0f}%)]  Loss: {loss:#.3g} ({avg:#.3g})  Time: ...  LR: ...'``):
 #: "Train: 0 [ 100/1251 (  8%)]  Loss: 6.91 (6.93)  Time: 0.512s, ...". Its counter is the update in the epoch.
-_TIMM_TRAIN = re.compile(r"(?:^|\s)Train: \d+ \[\s*(\d+)/\d+ \(\s*\d+%\)\]")
+#: OpenCLIP's (``open_clip_train/train.py``, ``train_one_epoch``: ``f"Train Epoch: {epoch} [{num_samples:>{sample_digits}}/
+#: {samples_per_epoch} ({percent_complete:.0f}%)] "`` then its meters, logged after a step every ``log_every_n_steps``
+#: batches) counts the samples done in the epoch, the batch size or more after its first step: "Train Epoch: 0 [   256/100352
+#: (0%)] Data (t): 3.204 Batch (t): 5.169, ... Loss: 5.5930 (5.5930)" (P2 (b): a line the loop prints only after a step).
+_TIMM_TRAIN = re.compile(r"(?:^|\s)Train(?: Epoch)?: \d+ \[\s*(\d+)/\d+ \(\s*\d+%\)\]")
 
 
 def _timm_update(line: str) -> str | None:
-    """The update index of a timm ``Train:`` line, if the line is one."""
+    """The update index of a timm ``Train:`` line, or the samples done of an OpenCLIP ``Train Epoch:`` line."""
     head = line[:_HEAD]
-    if "Train: " not in head:
+    if "Train: " not in head and "Train Epoch: " not in head:
         return None
     m = _TIMM_TRAIN.search(head)
     return m.group(1) if m else None
