@@ -99,3 +99,30 @@ def test_an_openclip_epoch_logged_then_a_worker_error_in_the_next_epoch_is_train
     text = "\n".join(["2025-01-02,10:00:00 | INFO | Start epoch 0", *logged,
                       "2025-01-02,10:03:00 | INFO | Start epoch 1", *tb])
     assert diagnose_text(text, rules).phase == "training"
+
+
+def test_an_early_stopping_setting_in_a_config_dump_is_no_end_of_training(rules: Classifier) -> None:
+    """P10 + P3: "Early stopping patience: 20" printed with the config is a setting, not the loop's end; the failure in
+    the first batch of ``_train_epoch`` after "Training..." is the first step, not a shutdown."""
+    cfg = [f"2025-01-02 10:00:00,100 - pipeline - INFO -   {k}: {v}"
+           for k, v in (("Epochs", 100), ("Batch size", 256), ("Early stopping patience", 20))]
+    tb = ["Traceback (most recent call last):",
+          *_frame("/srv/pipe/cli.py", 40, "<module>", "main()"),
+          *_frame("/srv/pipe/train.py", 120, "run", "loss = self._train_epoch(loader)"),
+          *_frame("/srv/pipe/train.py", 80, "_train_epoch", "B, T, C = logits.shape"),
+          "ValueError: not enough values to unpack (expected 3, got 2)"]
+    text = "\n".join([*cfg, "[1/3] Loading sequences...", "[2/3] Initializing model...", "[3/3] Training...", *tb])
+    assert diagnose_text(text, rules).phase == "first_step"
+
+
+def test_an_interrupt_landing_in_a_destructor_mid_training_takes_the_trainings_phase(rules: Classifier) -> None:
+    """P9: Ctrl-C raises ``KeyboardInterrupt`` in whatever runs, here a destructor the garbage collector called
+    ("Exception ignored in: <function X.__del__>") while Lightning trained: the phase is training, not shutdown."""
+    bars = [f"Epoch 2: {p:>3}%|#####     | {k}/40 [00:05<00:05,  4.01it/s, v_num=1, train/loss=3.1]"
+            for p, k in ((25, 10), (50, 20))]
+    tb = ["Exception ignored in: <function BaseGeometry.__del__ at 0x7f00deadbeef>",
+          "Traceback (most recent call last):",
+          *_frame(f"{_LIB}/shapely/geometry/base.py", 209, "__del__", "self._empty(val=None)"),
+          *_frame(f"{_LIB}/shapely/geometry/base.py", 250, "__setattr__", "super().__setattr__(name, value)"),
+          "KeyboardInterrupt: "]
+    assert diagnose_text("\n".join([*bars, *tb]), rules).phase == "training"

@@ -568,7 +568,7 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
         done = None  # steps after it ("Finish training epoch 9.", then epoch 10's): one epoch's or stage's end
     if done is not None and stage is None and tb_start is not None and _eval_program(frames):
         return "evaluation"  # the job's next program after the finished one evaluates (chat_eval.py, test.py)
-    if (done is not None and stage is None) or _teardown(_without_unraisable_after(region, lines, failure)):
+    if (done is not None and stage is None) or _teardown(_signal_aside(frames, _without_unraisable_after(region, lines, failure))):
         return "shutdown"
     if stage is not None:  # a finished program, then the job's next one: the failure is that one's
         floor = stage + 1  # the announcement itself ("=== 100-step runs ===") counts no step
@@ -849,9 +849,16 @@ def _completion_above(lines: Sequence[str], start: int, top: int) -> int | None:
         if _TEMPLATE_STOP in shown:
             return k
         if shown.strip() and is_completion(shown) and not ranks.launcher_text(shown).lstrip().startswith(_AT_EXIT) \
-                and completion_strength(logs.normalize_line(shown)) >= _STRONG_END:
+                and completion_strength(logs.normalize_line(shown)) >= _STRONG_END and not _STOP_SETTING.search(shown):
             return k
     return None
+
+
+#: A configuration line that names the early-stopping setting with its value, as scripts print their config
+#: before training ("Early stopping patience: 20", "early stopping min_delta = 0.001"; Keras' ``EarlyStopping(patience,
+#: min_delta, monitor, mode)``, HF's ``EarlyStoppingCallback(early_stopping_patience, early_stopping_threshold)``):
+#: no stop happened (P10: the end of training is the loop's end or an early-stopping message, not its setting).
+_STOP_SETTING = re.compile(r"(?i)\bearly[ _-]?stopping[ _](?:patience|min_delta|delta|threshold|monitor|mode|rounds|metric)\s*[:=]")
 
 
 #: The early stop of victoresque's pytorch-template ``base/base_trainer.py`` (``train``: "Validation performance
@@ -1533,6 +1540,16 @@ def _without_unraisable_after(region: Sequence[str], lines: Sequence[str], failu
     if at is None:
         return region
     return [*region[:at + 1], *(ln for ln in region[at + 1:] if _UNRAISABLE not in ln)]
+
+
+def _signal_aside(frames: Sequence[str], region: Sequence[str]) -> Sequence[str]:
+    """``region`` without the destructor lines (``__del__``, Python's "Exception ignored in" report) when the failure is
+    a ``KeyboardInterrupt`` (SIGINT): the signal lands in whatever code runs, a destructor the garbage collector called
+    in the middle of training too; it takes the phase of the job's activity (P9), not a shutdown's."""
+    last = frames[-1].strip() if frames else ""
+    if not last.startswith("KeyboardInterrupt"):
+        return region
+    return [ln for ln in region if "__del__" not in ln and _UNRAISABLE not in ln]
 
 
 def _teardown(region: Sequence[str]) -> bool:
