@@ -128,3 +128,14 @@ def test_an_interrupt_landing_in_a_destructor_mid_training_takes_the_trainings_p
           "KeyboardInterrupt: "]
     lines = [*bars, *tb]
     assert phase_of(lines, len(lines) - 1, lines[-8:]) == "training"
+
+
+def test_a_final_evaluation_announced_after_training_completed_is_evaluation(rules: Classifier) -> None:
+    """P10: after the loop's end ("Early stopping triggered", "Training completed.") the final evaluation the same
+    job announces ("Starting evaluation...") is ``evaluation``, not a shutdown."""
+    epochs = [f"2025-04-09 0{k}:00:00,100 [INFO] [Epoch {k}] Train Loss: 0.{9 - k}1, Val Loss: 0.{9 - k}3" for k in range(1, 4)]
+    text = "\n".join([*epochs, "2025-04-09 04:00:00,100 [INFO] Early stopping triggered after 3 epochs",
+                      "2025-04-09 04:00:00,200 [INFO] Training completed. Starting evaluation...",
+                      "2025-04-09 04:01:30,000 [ERROR] Evaluation failed: Command '['python', 'eval_open_set.py', "
+                      "'--model_path', 'out/best.pt']' returned non-zero exit status 1."])
+    assert diagnose_text(text, rules).phase == "evaluation"

@@ -568,6 +568,8 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
         done = None  # steps after it ("Finish training epoch 9.", then epoch 10's): one epoch's or stage's end
     if done is not None and stage is None and tb_start is not None and _eval_program(frames):
         return "evaluation"  # the job's next program after the finished one evaluates (chat_eval.py, test.py)
+    if done is not None and stage is None and _evaluation_announced([_shown(ln)[-_SHOWN:] for ln in lines[done:top]]):
+        return "evaluation"  # P10: "Training completed. Starting evaluation...": the final evaluation after the loop's end
     if (done is not None and stage is None) or _teardown(_signal_aside(frames, _without_unraisable_after(region, lines, failure))):
         return "shutdown"
     if stage is not None:  # a finished program, then the job's next one: the failure is that one's
