@@ -139,3 +139,16 @@ def test_a_final_evaluation_announced_after_training_completed_is_evaluation(rul
                       "2025-04-09 04:01:30,000 [ERROR] Evaluation failed: Command '['python', 'eval_open_set.py', "
                       "'--model_path', 'out/best.pt']' returned non-zero exit status 1."])
     assert diagnose_text(text, rules).phase == "evaluation"
+
+
+def test_a_failure_in_a_jax_train_step_of_one_part_before_any_step_is_first_step(rules: Classifier) -> None:
+    """P3: frames in the step (``train_step_node``, the jitted step of one part of an Equinox model) with no step
+    logged yet: the loop has begun, the first step."""
+    tb = ["Traceback (most recent call last):",
+          *_frame("/srv/ncf/main.py", 301, "<module>", "trainer.train_proximal(nb_outer_steps_max=100)"),
+          *_frame("/srv/ncf/trainer.py", 297, "train_proximal", "node, opt_state = train_step_node(node, batch, opt_state)"),
+          *_frame("/srv/ncf/trainer.py", 227, "train_step_node", "(loss, aux), grads = eqx.filter_value_and_grad(f)(node)"),
+          *_frame(f"{_LIB}/diffrax/_integrate.py", 1423, "diffeqsolve", "sol = result.error_if(sol, bad)"),
+          "ValueError: zero-size array to reduction operation max which has no identity"]
+    text = "\n".join(["Compiling function \"train_step\" for the model ...", *tb])
+    assert diagnose_text(text, rules).phase == "first_step"

@@ -1275,8 +1275,9 @@ _EVAL_FUNC = re.compile(r"(?:^|_|(?<=[a-z0-9])(?=[A-Z])|\d)(?i:eval|valid|test|m
                         # ``ddim_sampling``/``p_sample_ddim``/``plms_sampling`` (not a training loss's ``p_losses``)
                         r"|(?i:sample_loop)|^(?:p|ddim|ddpm|plms)_sample(?:_\w+)?$|^(?:ddim|plms|dpm)_sampling$")
 #: Functions whose frames say the failure happened inside a training step (forward, backward,
-#: the optimizer's step).
-_STEP_FUNC = re.compile(r"^(?:forward|_forward|backward|training_step|train_step|train_batch|step|optimizer_step"
+#: the optimizer's step; ``train_step_<part>``, the step of one part of a model, as JAX/Equinox scripts name their
+#: jitted steps: ``train_step_node``, ``train_step_ctx``).
+_STEP_FUNC = re.compile(r"^(?:forward|_forward|backward|training_step|train_step(?:_\w+)?|train_batch|step|optimizer_step"
                         r"|_call_impl|_wrapped_call_impl|compute_loss|update_actor|update_policy|fwd_bwd\w*|\w*_step"
                         # fetching a batch from the data loader (the first batch is the first step's)
                         r"|_next_data|_get_next_batch|_process_data)$")
