@@ -152,3 +152,17 @@ def test_a_failure_in_a_jax_train_step_of_one_part_before_any_step_is_first_step
           "ValueError: zero-size array to reduction operation max which has no identity"]
     text = "\n".join(["Compiling function \"train_step\" for the model ...", *tb])
     assert diagnose_text(text, rules).phase == "first_step"
+
+
+def test_a_model_summarys_dummy_forward_is_startup(rules: Classifier) -> None:
+    """P3: torchsummary's ``summary(model, input_size)`` runs the model on random input while the runner builds
+    it; an error in that forward is start-up, not the first step."""
+    tb = ["Traceback (most recent call last):",
+          *_frame("/srv/vis/main_train.py", 9, "<module>", "main()"),
+          *_frame("/srv/vis/runners/runner.py", 360, "main", "summary(model, input_size=(3, 224, 224))"),
+          *_frame(f"{_LIB}/torchsummary/torchsummary.py", 72, "summary", "model(*x)"),
+          *_frame(f"{_LIB}/torch/nn/modules/module.py", 1747, "_call_impl", "return forward_call(*args, **kwargs)"),
+          *_frame("/srv/vis/models/vislstm.py", 210, "forward", "x = self.patch_embed(x)"),
+          *_frame(f"{_LIB}/torch/nn/modules/conv.py", 549, "_conv_forward", "return F.conv2d(input, weight, bias)"),
+          "RuntimeError: Input type (torch.cuda.FloatTensor) and weight type (torch.FloatTensor) should be the same"]
+    assert diagnose_text("\n".join(["initialized model", *tb]), rules).phase == "startup"

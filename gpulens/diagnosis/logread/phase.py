@@ -557,7 +557,7 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
         # the evidence contradicts itself, no answer rather than a guess
         own = run_start(lines, floor, top, _RUN_LOOKBACK)  # the failing program's own lines
         return "startup" if _progress_count(lines, own, top, 1) == 0 else UNKNOWN
-    if tb_start is not None and _first_cuda_call(frames):
+    if tb_start is not None and (_first_cuda_call(frames) or _model_summary(frames)):
         return "startup"
     floor = run_start(lines, floor, top, _RUN_LOOKBACK)  # the failing program's own lines
     # as shown (a progress bar's line holds every refresh: its last is what shows)
@@ -784,6 +784,21 @@ def _first_cuda_call(frames: Sequence[str]) -> bool:
     if not any("_lazy_init" in ln and _CUDA_INIT_FRAME.search(ln) for ln in frames):
         return False
     return not any(_LOOP_WORDS.search(f) for f in _funcs(frames))
+
+
+#: A model summary's dummy forward: torchsummary's ``summary(model, input_size)`` (``torchsummary/torchsummary.py``: it
+#: registers hooks and runs ``model(*x)`` on random input) and torchinfo's ``summary`` (``torchinfo/torchinfo.py``,
+#: ``forward_pass``), called while the model is built to print its layers (P3: building the model is start-up).
+_SUMMARY_FRAME = re.compile(r'File "[^"]*(?:torchsummary[/\\]torchsummary|torchinfo[/\\]torchinfo)\.py", line \d+, in (?:summary|forward_pass)\b')
+
+
+def _model_summary(frames: Sequence[str]) -> bool:
+    """Whether the traceback runs through a model summary's dummy forward (:data:`_SUMMARY_FRAME`) called outside any
+    epoch or step function (not a summary a training loop prints)."""
+    at = next((k for k, ln in enumerate(frames) if "summary" in ln and _SUMMARY_FRAME.search(ln)), None)
+    if at is None:
+        return False
+    return not any(_TRAIN_FUNC.match(f) or _EPOCH_FUNC.match(f) or _TRAIN_STEP_FUNC.match(f) for f in _funcs(frames[:at]))
 
 
 #: An evaluation program's entry script, by the first word of its file name that names a stage
