@@ -166,3 +166,20 @@ def test_a_model_summarys_dummy_forward_is_startup(rules: Classifier) -> None:
           *_frame(f"{_LIB}/torch/nn/modules/conv.py", 549, "_conv_forward", "return F.conv2d(input, weight, bias)"),
           "RuntimeError: Input type (torch.cuda.FloatTensor) and weight type (torch.FloatTensor) should be the same"]
     assert diagnose_text("\n".join(["initialized model", *tb]), rules).phase == "startup"
+
+
+def test_a_c10d_error_logged_by_each_rank_then_raised_in_a_save_is_checkpoint_save(rules: Classifier) -> None:
+    """P1 + P6: c10d logs the monitored barrier's error on each rank, then each rank raises it; the traceback below the
+    ranks' copies runs through ``booster.save_model`` -> ``save_sharded_model``: a save."""
+    msg = "Rank {r} successfully reached monitoredBarrier, but received errors while waiting for send/recv from rank 0."
+    logged = [f"[rank{r}]:[E813 07:25:21.5322{r}] ProcessGroupGloo.cpp:143] " + msg.format(r=r) for r in (8, 15)]
+    tb = ["[rank8]: Traceback (most recent call last):",
+          *(f"[rank8]: {x}" for x in (
+              *_frame("/srv/chat/lora_finetune.py", 744, "<module>", "train(args)"),
+              *_frame("/srv/chat/lora_finetune.py", 519, "train", 'booster.save_model(model, save_dir, shard=True)'),
+              *_frame("/srv/colossalai/booster/booster.py", 341, "save_model", "self.checkpoint_io.save_model("),
+              *_frame("/srv/colossalai/checkpoint_io/moe_checkpoint.py", 225, "save_sharded_model", "dist.barrier()"),
+              *_frame(f"{_LIB}/torch/distributed/distributed_c10d.py", 3936, "barrier", "work = default_pg.barrier(opts=opts)"))),
+          "[rank8]: RuntimeError: " + msg.format(r=8)]
+    lines = ["Loading checkpoint shards: 100%|##########| 4/4 [00:10<00:00,  2.50s/it]", *logged, *tb]
+    assert phase_of(lines, 1, lines[1:]) == "checkpoint_save"

@@ -1217,10 +1217,14 @@ def _reported_exception(lines: Sequence[str], failure: int) -> int | None:
     reports it: logging's ``logger.exception(msg)`` (or ``exc_info=True``) prints its message and then the
     traceback, Hydra's ``run_and_report`` "Error executing job with overrides: [...]", Sacred's "Failed
     after 0:01:32!"; not a launcher's verdict ("failed (exitcode: 1)", ``ChildFailedError``) followed by
-    the launcher's own traceback."""
+    the launcher's own traceback. Other ranks' copies of the failure line between are passed over (c10d logs
+    "[rank8]:[E...] ProcessGroupGloo.cpp:143] Rank 8 successfully reached monitoredBarrier, but received errors ..."
+    for each rank, then each raises it: "[rank8]: Traceback ...")."""
     if failure >= len(lines) or "exitcode" in lines[failure] or "ChildFailedError" in lines[failure]:
         return None
-    head = next((k for k in range(failure + 1, min(len(lines), failure + 3)) if lines[k].strip()), None)
+    own = _rank_copy_key(lines[failure])
+    head = next((k for k in range(failure + 1, min(len(lines), failure + 3 + _RANK_COPIES))
+                 if lines[k].strip() and _rank_copy_key(lines[k]) != own), None)
     if head is None or _TB not in lines[head]:
         return None
     for k in range(head + 1, min(len(lines), head + _TB_LOOKBACK)):
@@ -1228,6 +1232,15 @@ def _reported_exception(lines: Sequence[str], failure: int) -> int | None:
         if text.strip() and not text.startswith((" ", "\t")):
             return k
     return None
+
+
+#: Other ranks' copies of a failure line passed over between it and the traceback that raises it.
+_RANK_COPIES = 8
+
+
+def _rank_copy_key(line: str) -> str:
+    """A line without its digits (rank numbers, timestamps, pids), to tell another rank's copy of the same message."""
+    return "".join(c for c in line.strip() if not c.isdigit())
 
 
 def _traceback_of(lines: Sequence[str], failure: int, floor: int) -> tuple[int | None, list[str]]:
