@@ -183,3 +183,17 @@ def test_a_c10d_error_logged_by_each_rank_then_raised_in_a_save_is_checkpoint_sa
           "[rank8]: RuntimeError: " + msg.format(r=8)]
     lines = ["Loading checkpoint shards: 100%|##########| 4/4 [00:10<00:00,  2.50s/it]", *logged, *tb]
     assert phase_of(lines, 1, logged) == "checkpoint_save"
+
+
+def test_a_periodic_evaluations_results_with_the_bar_short_of_its_total_are_no_end(rules: Classifier) -> None:
+    """P10 + P9: results printed while the training bar stands at 9000/30000 are a periodic evaluation's (3D Gaussian
+    Splatting's "[ITER 7000] Evaluating train: L1 ... PSNR ..."); Ctrl-C in ``training`` after them is training."""
+    bar = "".join(f"\rTraining progress:  {k * 100 // 30000}%|##        | {k}/30000 [03:20<10:50, 32.30it/s, Loss=0.05]"
+                  for k in (8990, 9000))
+    tb = ["Traceback (most recent call last):",
+          *_frame("/srv/gs/train.py", 246, "<module>", "training(lp.extract(args), op.extract(args), pp.extract(args))"),
+          *_frame("/srv/gs/train.py", 114, "training", "ema_loss_for_log = 0.4 * loss.item() + 0.6 * ema_loss_for_log"),
+          "KeyboardInterrupt"]
+    text = "\n".join([bar, "", "[ITER 7000] Evaluating train: L1 0.0340 PSNR 24.61 [20/01 12:36:39]", "",
+                      "[ITER 7000] Saving Gaussians [20/01 12:36:39]", *tb])
+    assert diagnose_text(text, rules).phase == "training"

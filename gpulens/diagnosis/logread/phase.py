@@ -1017,7 +1017,7 @@ def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str],
     if (table := _table_step(lines, floor, top)) is not None:  # a metric table's last row names its step
         return "first_step" if _float(table[1]) == 0 else "training"
     steps = _progress_count(lines, floor, top, 4)
-    if frames is not None and steps > 0 and _results_after_progress(lines, floor, top):
+    if frames is not None and steps > 0 and _results_after_progress(lines, floor, top) and not _bar_short(lines, floor, top):
         return "shutdown"  # the run printed its final results, then failed
     if steps == 0:
         if frames is not None and _at_import(frames):
@@ -1170,6 +1170,18 @@ def _printed_losses(lines: Sequence[str], floor: int, top: int) -> bool:
     """Whether the last lines before ``top`` are mostly values printed alone (a loss a step)."""
     recent = [ln for ln in lines[max(floor, top - 3 * _BARE_LINES):top] if ln.strip()][-_BARE_LINES:]
     return sum(1 for ln in recent if _BARE_VALUE.match(ln)) >= _BARE_ENOUGH
+
+
+def _bar_short(lines: Sequence[str], floor: int, top: int) -> bool:
+    """Whether the last training progress line before ``top`` is a tqdm bar short of its total ("9000/30000"): the loop
+    had not reached its configured end (P10), so results printed after it are a periodic evaluation's, not the run's
+    final ones (3D Gaussian Splatting's ``training_report`` "[ITER 7000] Evaluating train: L1 ... PSNR ...")."""
+    got = last_matching(lines, _STEP_KEYS, _step_progress, floor, top)
+    if not got:
+        return False
+    shown = _shown(lines[got[0]])
+    m = bar_update(shown[-_SHOWN:], after_blocks=True) if "%|" in shown else None
+    return m is not None and int(m.group(1)) < int(m.group(2))
 
 
 def _bar_done(lines: Sequence[str], floor: int, top: int) -> int | None:
