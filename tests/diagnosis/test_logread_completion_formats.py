@@ -146,3 +146,28 @@ def test_a_metric_named_for_an_error_is_a_result_not_an_error_message(clf: Class
     end = end_of_attempt(lines, 0)
     assert end is not None and not end.stopped
     assert diagnose_text("\n".join(lines), clf).diagnosis.category == "none"
+
+
+@pytest.mark.parametrize("line", [
+    "Early stopping patience: 20",
+    "early_stopping_patience = 5",
+    "  early stopping min_delta: 0.001",
+    "EarlyStopping monitor: val_loss",
+])
+def test_an_early_stopping_setting_printed_with_the_config_is_no_completion(line: str) -> None:
+    # the setting (Keras EarlyStopping(patience, min_delta, monitor), HF EarlyStoppingCallback(early_stopping_patience))
+    # is printed before training; only the stop itself ends the run
+    assert completion_strength(line) == 0.0
+
+
+def test_an_early_stop_itself_is_still_a_completion() -> None:
+    assert completion_strength("Early stopping triggered at epoch 14") > 0
+    assert completion_strength("Epoch 00014: early stopping") > 0
+
+
+def test_a_run_cut_off_after_printing_its_early_stopping_setting_is_not_healthy(rules: Classifier) -> None:
+    log = ["Config:", "  lr: 0.001", "  Early stopping patience: 20", "  epochs: 100",
+           *(f"Epoch {k}/100 - loss: 0.{90 - k} - val_loss: 0.{95 - k}" for k in range(1, 12)),
+           "Epoch 12/100 - loss: 0.78", "Early stopping patience: 20"]
+    w = diagnose_text("\n".join(log), rules)
+    assert w.diagnosis.category != "none"

@@ -101,10 +101,18 @@ _WEAK = re.compile(
 )
 
 
+#: A configuration line that names the early-stopping setting with its value, as scripts print their config
+#: before training ("Early stopping patience: 20", "early stopping min_delta = 0.001"; Keras' ``EarlyStopping(patience,
+#: min_delta, monitor, mode)``, HF's ``EarlyStoppingCallback(early_stopping_patience, early_stopping_threshold)``):
+#: no stop happened (phase rule P10: the end of training is the loop's end or an early-stopping message, not its setting).
+_STOP_SETTING = re.compile(r"(?i)\bearly[ _-]?stopping[ _](?:patience|min_delta|delta|threshold|monitor|mode|rounds|metric)\s*[:=]")
+
+
 def completion_strength(line: str) -> float:
-    """How surely a line says the run ended normally: 0 (not a completion line), 0.8 (a weak
-    word such as a bare ``done.``), 0.95 (a trainer/launcher/scheduler completion message)."""
-    if not _has_completion_key(line):
+    """How surely a line says the run ended normally: 0 (not a completion line, or an early-stopping
+    setting printed with the config: :data:`_STOP_SETTING`), 0.8 (a weak word such as a bare ``done.``),
+    0.95 (a trainer/launcher/scheduler completion message)."""
+    if not _has_completion_key(line) or _STOP_SETTING.search(line):
         return 0.0
     if _STRONG_FAST.matches(line):
         return 0.95

@@ -866,16 +866,9 @@ def _completion_above(lines: Sequence[str], start: int, top: int) -> int | None:
         if _TEMPLATE_STOP in shown:
             return k
         if shown.strip() and is_completion(shown) and not ranks.launcher_text(shown).lstrip().startswith(_AT_EXIT) \
-                and completion_strength(logs.normalize_line(shown)) >= _STRONG_END and not _STOP_SETTING.search(shown):
+                and completion_strength(logs.normalize_line(shown)) >= _STRONG_END:
             return k
     return None
-
-
-#: A configuration line that names the early-stopping setting with its value, as scripts print their config
-#: before training ("Early stopping patience: 20", "early stopping min_delta = 0.001"; Keras' ``EarlyStopping(patience,
-#: min_delta, monitor, mode)``, HF's ``EarlyStoppingCallback(early_stopping_patience, early_stopping_threshold)``):
-#: no stop happened (P10: the end of training is the loop's end or an early-stopping message, not its setting).
-_STOP_SETTING = re.compile(r"(?i)\bearly[ _-]?stopping[ _](?:patience|min_delta|delta|threshold|monitor|mode|rounds|metric)\s*[:=]")
 
 
 #: The early stop of victoresque's pytorch-template ``base/base_trainer.py`` (``train``: "Validation performance
