@@ -593,13 +593,16 @@ _ERR_KEY = re.compile(
     r"|[Aa]ssert|[Aa]bort|Segmentation|denied|No space|CANCELLED|OOM|[Tt]imed out|[Tt]imeout|[Ii]nvalid"
 )
 #: Shapes of lines that state a failure (checked on normalized lines).
+#: A metric's value and nothing else after the colon ("MeanSquaredError: 0.0123", "Error: 3.2%", "error - 1e-4"): a
+#: result line named for an error, not an error. A whole number alone is not one ("KeyError: 3" is a dict's missing key).
+_METRIC = r"\s*[-+]?(?:\d*\.\d+(?:[eE][-+]?\d+)?\s*%?|\d+(?:[eE][-+]?\d+\s*%?|\s*%))\s*$"
 _HARD_RE = re.compile(
-    r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Failure|Exit)(?:\([\w.]*\))?\s*(?::|$)"  # Python
+    r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Failure|Exit)(?:\([\w.]*\))?\s*(?::(?!" + _METRIC + r")|$)"  # Python
     r"|^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception)\b.*\bsee above\b"                 # TF summary
     r"|^(?:F\d{4}\s|Check failed|\S+\s+Check failed|\*\*\* Check failure)"                  # glog fatal
     r"|^terminate called|Segmentation fault|\bBus error|Illegal instruction|Fatal Python error"
     r"|SIGKILL|SIGSEGV|SIGABRT|SIGBUS|Signals\.SIG|exitcode\s*:\s*-\d+|signal \d+ \(SIG"
-    r"|^(?:ERROR|FATAL|Error|error|CRITICAL)\b\s*[:|\]-]"                                   # level words
+    r"|^(?:ERROR|FATAL|Error|error|CRITICAL)\b\s*[:|\]-](?!" + _METRIC + r")"                        # level words
     r"|\b(?:CUDA error|CUDA_ERROR_\w+|cudaError\w+|NCCL error|RESOURCE_EXHAUSTED|INTERNAL:|"
     r"Resource exhausted|OOM when allocating|out of memory|No space left on device|Permission denied|"
     r"Read-only file system|Input/output error|Stale file handle|INTERNAL ASSERT FAILED|Assertion .* failed|"

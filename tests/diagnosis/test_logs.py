@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from gpulens.diagnosis import classify_text
-from gpulens.diagnosis.logs import analyze, fatal_region, normalize_line, read_log
+from gpulens.diagnosis.logs import analyze, fatal_region, is_hard_error, normalize_line, read_log
 
 CORPUS = Path(__file__).resolve().parents[2] / "sample_logs"
 
@@ -134,3 +136,16 @@ def test_last_frames() -> None:
     view = analyze(CHAINED)
     assert [f[1] for f in view.frames] == ["<module>"]
     assert view.frames[0][2] == "ds = Dataset(path)"
+
+
+@pytest.mark.parametrize("line, hard", [
+    ("MeanSquaredError: 0.0123", False),  # a metric named for an error (Keras/torchmetrics class names)
+    ("Error: 3.2%", False),
+    ("ERROR: 0.0312", False),
+    ("error - 1e-4", False),
+    ("KeyError: 3", True),  # a dict's missing whole-number key is an error
+    ("ValueError: 12 is not a valid Mode", True),
+    ("Error: file not found", True),
+])
+def test_a_metric_named_for_an_error_is_not_a_failure_line(line: str, hard: bool) -> None:
+    assert is_hard_error(line) is hard
