@@ -327,7 +327,9 @@ def earlier_root(d: Diagnosis, lines: Sequence[str], floor: int, start: int, rul
         return d
     root = _roots(lines, max(floor, stop - _EARLIER_LOOKBACK), stop, rules, ROOT_CAUSE_CATEGORIES)
     if not root:
-        return _lost_child(d) if lost is not None else d
+        return d if lost is None else _unknown_because(
+            d, "a spawned process died without writing its traceback (mp.spawn's EOFError reading it) and the log "
+               "shows no error of its own")
     first = min(root, key=lambda m: m.position)  # the first stage that failed
     if lost is not None:
         return _cause_of(d, first, f"a spawned process failed first ({first.rule.id}) and died without writing its "
@@ -469,9 +471,8 @@ def _sender_gone(d: Diagnosis, lines: Sequence[str], floor: int, start: int,
     if not root and (record := _bad_record(d, lines, floor, at)) is not d:
         return record
     if not root:
-        return Diagnosis("unknown", "unknown", _LOST_CHILD_CONFIDENCE, list(d.evidence), method="rule", file=d.file,
-                         reason="a DataLoader worker that had shared a tensor was gone when it was read, and the log "
-                                "does not say why")
+        return _unknown_because(d, "a DataLoader worker that had shared a tensor was gone when it was read, and the "
+                                   "log does not say why")
     first = min(root, key=lambda m: m.position)
     return _cause_of(d, first, f"a DataLoader worker was ended first ({first.rule.id}); reading the tensor it had "
                                "shared then failed in multiprocessing's resource sharer")
@@ -498,16 +499,15 @@ def _spawn_lost_child(d: Diagnosis, lines: Sequence[str], start: int) -> int | N
     return None
 
 
-def _lost_child(d: Diagnosis) -> Diagnosis:
-    """``unknown`` for mp.spawn's EOFError with no failure of the child in the log (it was killed
-    or aborted without a word: the log does not say why)."""
-    return Diagnosis("unknown", "unknown", _LOST_CHILD_CONFIDENCE, list(d.evidence), method="rule", file=d.file,
-                     reason="a spawned process died without writing its traceback (mp.spawn's EOFError reading it) "
-                            "and the log shows no error of its own")
+def _unknown_because(d: Diagnosis, reason: str) -> Diagnosis:
+    """``unknown`` (origin too) for ``d``'s evidence when the process whose failure it shows died without
+    a word of its own in the log: ``reason`` says which."""
+    return Diagnosis("unknown", "unknown", _UNSAID_CONFIDENCE, list(d.evidence), method="rule", file=d.file,
+                     reason=reason)
 
 
 #: Confidence of that ``unknown``.
-_LOST_CHILD_CONFIDENCE = 0.5
+_UNSAID_CONFIDENCE = 0.5
 
 
 def _cause_of(d: Diagnosis, cause: RuleMatch, reason: str) -> Diagnosis:
