@@ -119,9 +119,16 @@ _PBS_WALLTIME = "=>> PBS: job killed: walltime 21672 exceeded limit 21600"
 
 
 @pytest.mark.parametrize("line", [_PBS_WALLTIME, "=>> PBS: job killed: mem 2097152kb exceeded limit 1048576kb",
-                                  "=>> PBS: job killed: cput job total 7300 secs exceeded limit 7200"])
-def test_pbs_kill_over_a_limit_is_a_scheduler_kill(line: str) -> None:
+                                  "=>> PBS: job killed: cput job total 7300 secs exceeded limit 7200",
+                                  "=>> PBS: job killed: node 1 (cn112) requested job terminate, 'EOJ' (code 1099) - "
+                                  "received SISTER_EOJ attempting to communicate with sister MOM's"])
+def test_pbs_kill_is_a_scheduler_kill(line: str) -> None:
     assert lines_mod.is_scheduler_kill(line) and lines_mod.is_terminal_kill(line)
+
+
+@pytest.mark.parametrize("line", ["PBS: job killed", "echo 'PBS: job killed:'", "#PBS -l walltime=24:00:00"])
+def test_pbs_mention_without_a_kill_is_none(line: str) -> None:
+    assert not lines_mod.is_scheduler_kill(line)
 
 
 def test_pbs_walltime_kill_ends_a_training(rules: Classifier) -> None:
@@ -169,3 +176,22 @@ def test_glog_fatal_line_says_why_the_process_aborted(rules: Classifier) -> None
                       "    @     0x7efd8799b194  absl::log_internal::LogMessage::SendToLog()",
                       "    @     0x7efd87759d93  tensorflow::EventMgr::PollEvents()", "Aborted (core dumped)"]
     assert _picked(lines, rules) == [fatal, "Aborted (core dumped)"]
+
+
+@pytest.mark.parametrize("line", [
+    "F0617 14:30:47.707742 1097242 device_event_mgr.cc:226] Unexpected Event status: 1",  # glog, thread id > 5 digits
+    "F0301 10:00:01.500000    77 common.cpp:66] Check failed: error == cudaSuccess (2 vs. 0)  out of memory",  # padded id
+    "F0000 00:00:1750170647.707742 4242 cuda_executor.cc:1228] Check failed: false",  # abseil before log init
+    "F0301 10:00:01 4242 solver.cpp:12] Check failed: x",  # no fraction of a second
+])
+def test_one_pattern_reads_glog_and_abseil_fatal_lines(line: str) -> None:
+    assert lines_mod.GLOG_FATAL.match(line)
+
+
+@pytest.mark.parametrize("line", [
+    "I0301 10:00:01.500000 4242 api.py:525] global_ranks=[5]",  # info, not fatal
+    "E0301 10:00:01.500000 4242 api.py:525] failed (exitcode: 1)",  # error level: not the abort's reason
+    "F0301 is the form number",
+])
+def test_glog_pattern_needs_the_fatal_header(line: str) -> None:
+    assert not lines_mod.GLOG_FATAL.match(line)

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.guarded import Guarded, Prefiltered, contains_any
 from gpulens.diagnosis.logread.lines import (
+    GLOG_FATAL,
     PROGRESS_KEYS,
     handled_blocks,
     is_benign,
@@ -575,7 +576,6 @@ SIGNAL_TAIL = 60
 #: prints "F0000 00:00:1750170647.707742 ..."), then "*** Check failure stack trace: ***", the
 #: "@ 0x7f... symbol" frames, and abort(). The message need name no error word.
 _CHECK_FAILURE = "*** Check failure stack trace: ***"
-_FATAL_MESSAGE = re.compile(r"^F\d{4} \d\d:\d\d:\d+\.\d+\s+\d+ \S+:\d+\] ")
 #: Lines above the stack-trace header searched for its fatal message (a long message wraps).
 _FATAL_ABOVE = 5
 #: Lines at the end of an attempt searched for that header (the frames follow it, often 30 or more).
@@ -602,7 +602,7 @@ def check_failures(lines: Sequence[str], floor: int) -> list[int]:
         if not ranks_free(lines[i]).startswith(_CHECK_FAILURE):
             continue
         above = range(i - 1, max(floor, i - _FATAL_ABOVE) - 1, -1)
-        out.append(next((k for k in above if _FATAL_MESSAGE.match(ranks_free(lines[k]))), i))
+        out.append(next((k for k in above if GLOG_FATAL.match(ranks_free(lines[k]))), i))
     return out
 
 

@@ -29,7 +29,7 @@ from gpulens.diagnosis.types import DEFAULT_ORIGIN, Diagnosis
 from gpulens.vocab import NO_FAILURE
 
 __all__ = ["DIVERGED_CONFIDENCE", "bare_crash", "damaged_file", "died_before_timeout", "diverged_before", "diverged_loss", "behind_secondary",
-           "earlier_root", "job_lines", "late_kills",
+           "bad_record", "earlier_root", "job_lines", "late_kills",
            "own_program_crash", "preparing_data", "root_rank_lines", "strip_line_prefixes", "strip_ray_prefixes", "unattributed_kill",
            "unattributed_timeout", "unnamed_stop"]
 
@@ -86,14 +86,9 @@ def late_kills(lines: Sequence[str], failures: Sequence[int], start: int) -> set
     return stopped
 
 
-#: PBS's MoM line for a job it killed at a limit ("=>> PBS: job killed: walltime 21672 exceeded
-#: limit 21600", also mem/vmem/ncpus limits), which lines.is_scheduler_kill does not read.
-_PBS_KILLED = "PBS: job killed: "
-
-
 def _kill_line(line: str) -> bool:
     """Whether ``line`` is a scheduler's kill of the job (Slurm's, LSF's, PBS's)."""
-    return _PBS_KILLED in line or is_scheduler_kill(logs.normalize_line(line))
+    return is_scheduler_kill(logs.normalize_line(line))
 
 
 def _stopped_by_srun(lines: Sequence[str], exited: int) -> set[str]:
@@ -311,12 +306,9 @@ def earlier_root(d: Diagnosis, lines: Sequence[str], floor: int, start: int, rul
     earlier stage of the same job script (its error lines in ``lines[floor:start]``: a training
     stage that died of OOM, a full disk, a crash before it wrote the checkpoint the next stage
     loads); for mp.spawn's EOFError on a child's empty error file, the child's own failure above
-    it; for a missing file or a lost connection, :func:`_missing_input`; for a record a DataLoader
-    worker could not read mid-run, :func:`_bad_record`; else ``d``."""
+    it; for a missing file or a lost connection, :func:`_missing_input`; else ``d``."""
     if d.rule_id in _MISSING_FILE_RULES or d.rule_id in _SENDER_RULES:
         return _missing_input(d, lines, floor, start, rules)
-    if d.rule_id == _GENERIC_EXCEPTION:
-        return _bad_record(d, lines, floor, start)
     if d.rule_id in _NCCL_SYSTEM_RULES:
         return _nccl_warned(d, lines, floor, start, rules)
     lost = _spawn_lost_child(d, lines, start)
@@ -397,6 +389,11 @@ _WORKER_SPAN = 400
 #: Progress lines before the failure that show the loader had fed the run.
 _FED_STEPS = 3
 _BAD_RECORD_CONFIDENCE = 0.6
+
+
+def bad_record(d: Diagnosis, lines: Sequence[str], floor: int, start: int) -> Diagnosis:
+    """For a plain Python exception (``d`` from the generic rule), :func:`_bad_record`; else ``d``."""
+    return _bad_record(d, lines, floor, start) if d.rule_id == _GENERIC_EXCEPTION else d
 
 
 def _bad_record(d: Diagnosis, lines: Sequence[str], floor: int, start: int) -> Diagnosis:

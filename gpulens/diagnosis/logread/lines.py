@@ -24,6 +24,7 @@ __all__ = [
     "CORE_DUMPED",
     "CRASH_SIGNALS",
     "GLIBC_ERROR_IN",
+    "GLOG_FATAL",
     "GLIBC_REASON",
     "SHELL_JOB",
     "LSF_TERM",
@@ -110,8 +111,10 @@ _BENIGN = Guarded(
 #: PBS's (PBS Pro's, Torque's) kill of a job over a resource limit, which its MOM writes into the
 #: job's stderr: "=>> PBS: job killed: walltime 21672 exceeded limit 21600", "=>> PBS: job killed:
 #: mem 2097152kb exceeded limit 1048576kb", "=>> PBS: job killed: cput job total 7300 secs exceeded
-#: limit 7200" (the resource, its use, the limit).
-PBS_KILL = r"=>> PBS: job killed: \w+ [^\n]{0,60}?exceeded limit"
+#: limit 7200" (the resource, its use, the limit), and of a job one of whose nodes went away: "=>> PBS:
+#: job killed: node 1 (n042) requested job terminate, 'EOJ' (code 1099) - received SISTER_EOJ ...". Every
+#: form is a kill (Torque's and PBS Pro's MOM write no other "job killed" line).
+PBS_KILL = r"PBS: job killed: \w+ "
 #: A kill, a time limit, a signal or a non-zero exit: ends a run even with no traceback.
 _KILL = Guarded(
     r"DUE TO (?:TIME LIMIT|PREEMPTION|NODE FAILURE)|CANCELLED AT|\bTERM_\w+|Exited with exit code [1-9]"
@@ -167,6 +170,13 @@ ABORTED_ZH = "已放弃"
 #: The descriptions of the signals a crashing program gets (SIGABRT, SIGSEGV, SIGBUS, SIGILL, SIGFPE).
 CRASH_SIGNALS = r"Aborted|Segmentation fault|Bus error|Illegal instruction|Floating point exception"
 CORE_DUMPED = r"\(core dumped\)"
+#: glog's and abseil's FATAL line, after which the program calls abort(): the severity's letter, month
+#: and day, time (abseil before logging is initialised prints "F0000 00:00:1750170647.707742"), the
+#: thread id padded to 5, file:line and "] " (google/glog src/logging.cc LogMessage::Init; abseil
+#: absl/log/internal/log_format.cc FormatBoundedFields): "F0617 14:30:47.707742 1097242
+#: device_event_mgr.cc:226] Unexpected Event status: 1", then "*** Check failure stack trace: ***".
+#: Matched at the start of a line without its rank prefix and leading blanks.
+GLOG_FATAL = re.compile(r"F\d{4} \d\d:\d\d:\d+(?:\.\d+)?\s+\d+ \S+:\d+\] \S")
 #: glibc's heap check (2.25 and older; malloc/malloc.c malloc_printerr) naming the program by its
 #: argv[0]: "*** Error in `./simplex': corrupted size vs. prev_size: 0x00000000006ba7b0 ***".
 GLIBC_ERROR_IN = r"\*\*\* Error in `(?P<prog>[^'`]+)': "

@@ -26,6 +26,7 @@ from gpulens.diagnosis.logread.lines import (
     DEBUGGER_PROMPTS,
     GLIBC_ERROR_IN,
     GLIBC_REASON,
+    GLOG_FATAL,
     KERNEL_OOM,
     LSF_TERM,
     OOM_KILLED,
@@ -700,7 +701,7 @@ def _abort_reason(lines: Sequence[str], found: Sequence[int]) -> list[int]:
         if _ABORTED_SHELL.search(body):
             return []
         if (body[:1] in "*dfmrc" and _GLIBC_ABORT.search(body) is not None) \
-                or (body[:1] == "F" and _GLOG_FATAL.match(body) is not None):
+                or (body[:1] == "F" and GLOG_FATAL.match(body) is not None):
             return [k] if k not in found else []
     return []
 
@@ -710,21 +711,16 @@ def _fatal_abort(lines: Sequence[str], found: Sequence[int]) -> list[int]:
     absl's FATAL line (the abort it calls, within its stack dump's reach): README rule R6, the line
     that says the process was killed and the one that says why."""
     last = found[-1]
-    if _GLOG_FATAL.match(_body(lines[last]).strip()) is None:
+    if GLOG_FATAL.match(_body(lines[last]).strip()) is None:
         return []
     for k in range(last + 1, min(len(lines), last + _ABORT_REACH)):
         if _ABORTED_SHELL.search(_body(lines[k])):
             return [k]
-        if _GLOG_FATAL.match(_body(lines[k]).strip()) is not None:
+        if GLOG_FATAL.match(_body(lines[k]).strip()) is not None:
             return []  # another fatal message: the abort is not this one's alone
     return []
 
 
-#: glog's and absl's FATAL line, after which the program calls abort() ("F0617 14:30:47.707742
-#: 1097242 device_event_mgr.cc:226] Unexpected Event status: 1", then "*** Check failure stack
-#: trace: ***"): the severity's letter, month and day, time, thread id, file:line (google/glog
-#: src/logging.cc LogMessage::Init; abseil absl/log/internal/log_format.cc). The abort's reason (R6).
-_GLOG_FATAL = re.compile(r"F\d{4} \d\d:\d\d:[\d.]+ +\d+ [\w./-]+:\d+\] \S")
 
 
 def _what_said(text: str, said: set[str]) -> bool:
