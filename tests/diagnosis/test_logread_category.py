@@ -395,7 +395,7 @@ def test_nan_loss_to_the_end_explains_a_failure_whose_own_lines_do_not(clf: Clas
     end = ("2025-04-09 05:23:59,911 [INFO] Training completed. Starting evaluation...\n"
            "2025-04-09 05:25:29,465 [ERROR] Evaluation failed: Command '['python', 'evaluate.py', '--model_path', "
            "'out/model.pth']' returned non-zero exit status 1.\n")
-    w = diagnose_text(epochs.format(loss="nan") + end, clf)
+    w = diagnose_text(epochs.format(loss="nan") + end, clf, calibrated=False)  # the confidence the reader states
     assert (w.diagnosis.category, w.diagnosis.confidence) == ("model_diverged", 0.7), w.diagnosis
     assert "Train Loss: nan" in w.diagnosis.evidence[0]
     # finite losses: the child's failure has no cause in the log

@@ -471,7 +471,7 @@ def test_a_completion_word_printed_while_training_went_on_is_no_normal_end(clf: 
 def test_a_log_without_any_evidence_is_only_probably_healthy(clf: Classifier) -> None:
     lines = ["Loading tokenizer from ./tok", "Building vocabulary of 32000 tokens", "Writing shards to /scratch/u/shards",
              "shard 0 written", "shard 1 written", "shard 2 written"]
-    d = diagnose_text("\n".join(lines), clf).diagnosis
+    d = diagnose_text("\n".join(lines), clf, calibrated=False).diagnosis  # the confidence the reader states
     assert d.category == "none" and d.confidence < 0.6, d
     assert (d.reason or "").startswith("probably ended normally") and "sacct" in (d.reason or "")
 
@@ -480,7 +480,7 @@ def test_an_earlier_stage_s_completion_is_a_less_sure_normal_end(clf: Classifier
     first = [f"step {k} | loss {2.0 - k / 100:.3f}" for k in range(0, 100, 10)] + ["Finished Training setting A"]
     second = ["Start Training setting B"] + [f"step {k} | loss {2.5 - k / 100:.3f}" for k in range(0, 100, 10)] + [
         "Writing summary table to results/sweep.csv"]
-    d = diagnose_text("\n".join(first + second), clf).diagnosis
+    d = diagnose_text("\n".join(first + second), clf, calibrated=False).diagnosis  # the confidence the reader states
     assert d.category == "none" and d.confidence == 0.7 and "earlier" in (d.reason or ""), d
     from gpulens.diagnosis.logread.completion import is_completion
     assert not is_completion("EarlyStopping counter: 3 out of 10") and is_completion("EarlyStopping: stopping at epoch 41")

@@ -22,12 +22,13 @@ from pathlib import Path
 
 from gpulens.diagnosis.classifier import Classifier, model_without, whole_classifier
 from gpulens.diagnosis.corpus import load_context_corpus
+from gpulens.diagnosis.logread.calibration import Calibration, fit
 from gpulens.diagnosis.logread.whole import WholeDiagnosis, diagnose_path
 from gpulens.errors import InputError
 from gpulens.vocab import NO_FAILURE
 
 __all__ = ["INDEX_DIR", "SOURCES", "THRESHOLDS", "Case", "Figures", "WholeEval", "evaluate_whole", "load_index",
-           "render_section", "source_of", "sources", "write_section"]
+           "calibrated", "calibration_table", "render_section", "source_of", "sources", "write_section"]
 
 INDEX_DIR = Path(__file__).resolve().parents[3] / "sample_logs" / "whole"
 #: Candidate confidence thresholds for model-decided answers (below: ``unknown``).
@@ -188,13 +189,40 @@ def choose_thresholds(cases: Sequence[Case]) -> dict[str, float]:
     return out
 
 
-def reliability(cases: Sequence[Case], thresholds: dict[str, float], bins: int = 10) -> tuple[list[tuple[str, int, float, float]], float]:
+def _answer(c: Case, threshold: float) -> tuple[str, float, bool]:
+    """(method, stated confidence, category right) of ``c``'s answer."""
+    d = c.got.diagnosis
+    return d.method, float(d.confidence), c.category(threshold) == c.row["category"]
+
+
+def calibration_table(cases: Sequence[Case], thresholds: dict[str, float], *, skip_fold: int | None = None) -> Calibration:
+    """The calibration table (:mod:`calibration`) fitted on the holdout logs' named answers
+    (``unknown`` answers are not calibrated), without the projects of ``skip_fold``."""
+    fold = _folds(c.project for c in cases)
+    mine = [c for c in cases if c.row["split"] == "holdout" and fold[c.project] != skip_fold
+            and c.category(thresholds[c.project]) != "unknown"]
+    return fit([_answer(c, thresholds[c.project]) for c in mine],
+               fitted_on=f"the named answers on {len(mine)} holdout whole logs of {len({c.project for c in mine})} projects")
+
+
+def calibrated(cases: Sequence[Case], thresholds: dict[str, float]) -> dict[str, float]:
+    """Per log (``file``), its answer's confidence calibrated out of sample: by a table fitted on
+    the holdout logs of the other folds (a holdout log's own fold left out; dev logs, in-sample for
+    the rules, by the table of their fold's complement too)."""
+    fold = _folds(c.project for c in cases)
+    tables = {f: calibration_table(cases, thresholds, skip_fold=f) for f in range(FOLDS)}
+    return {c.row["file"]: tables[fold[c.project]].confidence(*_answer(c, thresholds[c.project])[:2]) for c in cases}
+
+
+def reliability(cases: Sequence[Case], thresholds: dict[str, float], bins: int = 10,
+                confidences: dict[str, float] | None = None) -> tuple[list[tuple[str, int, float, float]], float]:
     """(rows of (bin, logs, mean confidence, accuracy), expected calibration error) of the
-    category answers (healthy included)."""
+    category answers (healthy included); ``confidences``: per log, in place of the stated one."""
     groups: dict[int, list[tuple[float, bool]]] = defaultdict(list)
     for c in cases:
         pred = c.category(thresholds[c.project])
-        conf = float(c.got.diagnosis.confidence) if pred != "unknown" else 0.0
+        stated = float(c.got.diagnosis.confidence) if confidences is None else confidences[c.row["file"]]
+        conf = stated if pred != "unknown" else 0.0
         groups[min(bins - 1, int(conf * bins))].append((conf, pred == c.row["category"]))
     rows = []
     ece = 0.0
@@ -323,7 +351,7 @@ def evaluate_whole(root: str | os.PathLike[str], clf: Classifier | None = None, 
     for k, r in enumerate(present):
         size += (base / r["file"]).stat().st_size
         own = by_fold.get(fold[r["project"]], clf) if r["split"] == "dev" else clf
-        cases.append(Case(r, diagnose_path(base / r["file"], own, min_confidence=0.0)))
+        cases.append(Case(r, diagnose_path(base / r["file"], own, min_confidence=0.0, calibrated=False)))
         if progress is not None:
             progress(k + 1, len(present))
     seconds = time.perf_counter() - start
@@ -362,11 +390,7 @@ def render_section(ev: WholeEval, *, date: str, command: str) -> str:
     chosen = Counter(ev.thresholds.values())
     out += ["", "Thresholds chosen per fold (projects per value): "
             + ", ".join(f"{t:.2f} ({n})" for t, n in sorted(chosen.items())) + ".", ""]
-    rows, ece = reliability(ev.cases, ev.thresholds)
-    out += ["Reliability of the category answers (all logs; confidence as reported, `unknown` counted as 0):", "",
-            "| confidence | logs | mean confidence | accuracy |", "| --- | ---: | ---: | ---: |"]
-    out += [f"| {b} | {n} | {m:.3f} | {a:.3f} |" for b, n, m, a in rows]
-    out += ["", f"Expected calibration error (10 bins): {ece:.3f}.", ""]
+    out += _reliability_lines(ev)
     out += ["Who decided the answers (dev split, each log with its fold's model and threshold; `unknown`: "
             "no cause named, a model guess below the threshold included):", "",
             "| decided by | logs | category right | origin right |", "| --- | ---: | ---: | ---: |"]
@@ -375,6 +399,24 @@ def render_section(ev: WholeEval, *, date: str, command: str) -> str:
     out += [""]
     out += _misses(ev)
     return "\n".join(out) + "\n"
+
+
+def _reliability_lines(ev: WholeEval) -> list[str]:
+    """The reliability table of the calibrated confidences and the calibration errors before and after."""
+    cal = calibrated(ev.cases, ev.thresholds)
+    rows, _ = reliability(ev.cases, ev.thresholds, confidences=cal)
+    out = ["Reliability of the category answers (all logs; confidence calibrated out of sample: by a table fitted "
+           "on the holdout logs of the other folds, see `calibration.py`; `unknown` counted as 0):", "",
+           "| confidence | logs | mean confidence | accuracy |", "| --- | ---: | ---: | ---: |"]
+    out += [f"| {b} | {n} | {m:.3f} | {a:.3f} |" for b, n, m, a in rows]
+    out += ["", "Expected calibration error (10 bins), confidence as the reader states it -> calibrated:", "",
+            "| logs | stated | calibrated |", "| --- | ---: | ---: |"]
+    for name in ("all", "holdout", "dev"):
+        mine = [c for c in ev.cases if name == "all" or c.row["split"] == name]
+        if mine:
+            out.append(f"| {name} ({len(mine)}) | {reliability(mine, ev.thresholds)[1]:.3f} "
+                       f"| {reliability(mine, ev.thresholds, confidences=cal)[1]:.3f} |")
+    return out + [""]
 
 
 def _misses(ev: WholeEval) -> list[str]:

@@ -16,7 +16,7 @@ from typing import Any
 
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.classifier import Classifier, whole_classifier
-from gpulens.diagnosis.logread import ranks, rootline
+from gpulens.diagnosis.logread import calibration, ranks, rootline
 from gpulens.diagnosis.logread.attempts import attempt_starts, new_in_last
 from gpulens.diagnosis.logread.completion import (
     AT_EXIT,
@@ -137,8 +137,9 @@ class WholeDiagnosis:
 
 
 def diagnose_path(path: str | os.PathLike[str], clf: Classifier | None = None, *,
-                  min_confidence: float = SVM_MIN_CONFIDENCE) -> WholeDiagnosis:
-    """Diagnose one log file (``unknown`` with a reason when it cannot be used)."""
+                  min_confidence: float = SVM_MIN_CONFIDENCE, calibrated: bool = True) -> WholeDiagnosis:
+    """Diagnose one log file (``unknown`` with a reason when it cannot be used); ``calibrated``:
+    the confidence from the shipped calibration table, else as the reader states it."""
     name = str(path)
     try:
         src = read_whole(path)
@@ -146,7 +147,7 @@ def diagnose_path(path: str | os.PathLike[str], clf: Classifier | None = None, *
         return _unusable(logs.unreadable_reason(exc), name)
     if src.reason:
         return _unusable(src.reason, name)
-    return diagnose_source(src, clf, file=name, min_confidence=min_confidence)
+    return diagnose_source(src, clf, file=name, min_confidence=min_confidence, calibrated=calibrated)
 
 
 def diagnose_file(path: str | os.PathLike[str]) -> Diagnosis:
@@ -156,11 +157,11 @@ def diagnose_file(path: str | os.PathLike[str]) -> Diagnosis:
 
 
 def diagnose_text(text: str, clf: Classifier | None = None, *, file: str | None = None,
-                  min_confidence: float = SVM_MIN_CONFIDENCE) -> WholeDiagnosis:
-    """Diagnose one log given as text."""
+                  min_confidence: float = SVM_MIN_CONFIDENCE, calibrated: bool = True) -> WholeDiagnosis:
+    """Diagnose one log given as text (``calibrated`` as :func:`diagnose_path`)."""
     if not text.strip():
         return _unusable("empty log", file)
-    return diagnose_source(text_source(text), clf, file=file, min_confidence=min_confidence)
+    return diagnose_source(text_source(text), clf, file=file, min_confidence=min_confidence, calibrated=calibrated)
 
 
 def _unusable(reason: str, file: str | None) -> WholeDiagnosis:
@@ -169,9 +170,23 @@ def _unusable(reason: str, file: str | None) -> WholeDiagnosis:
 
 
 def diagnose_source(src: WholeText, clf: Classifier | None = None, *, file: str | None = None,
-                    min_confidence: float = SVM_MIN_CONFIDENCE) -> WholeDiagnosis:
+                    min_confidence: float = SVM_MIN_CONFIDENCE, calibrated: bool = True) -> WholeDiagnosis:
     """Diagnose the lines ``src`` holds (line numbers from ``src.first``); a model-decided
-    answer below ``min_confidence`` is ``unknown``."""
+    answer below ``min_confidence`` (as stated) is ``unknown``; ``calibrated``: the answer's
+    confidence from the shipped calibration table (:mod:`calibration`)."""
+    got = _diagnose(src, clf, file, min_confidence)
+    return _calibrate(got, calibration.shipped()) if calibrated else got
+
+
+def _calibrate(w: WholeDiagnosis, table: calibration.Calibration) -> WholeDiagnosis:
+    """``w`` with its confidence calibrated by ``table`` (an ``unknown`` keeps its own)."""
+    d = w.diagnosis
+    if d.category == "unknown":
+        return w
+    return dataclasses.replace(w, diagnosis=dataclasses.replace(d, confidence=table.confidence(d.method, d.confidence)))
+
+
+def _diagnose(src: WholeText, clf: Classifier | None, file: str | None, min_confidence: float) -> WholeDiagnosis:
     lines = src.lines
     if not any(ln.strip() for ln in lines):
         return _unusable("empty log", file)
