@@ -286,6 +286,7 @@ FRESH_SLICES = (
     ("u/", "index_u.csv (collected 2026-11-27 during reader round 10, multi-rank failures, other phases, noisy normal ends, labelled blind)"),
     ("v/", "index_v.csv (collected 2026-11-27 during reader round 10, new owners, failures outside steady training, labelled blind)"),
     ("w/", "index_w.csv (collected 2026-11-27 after reader round 10, new owners, labelled blind)"),
+    ("x/", "index_x.csv (collected 2026-11-27 after reader round 13, new owners, labelled blind)"),
 )
 
 
