@@ -35,6 +35,7 @@ from gpulens.diagnosis.logread.lines import (
     SLURM_REASON,
     ends_own_process,
     find_keys,
+    has_error_level,
     is_benign,
     is_debugger_quit,
     is_failure,
@@ -355,6 +356,7 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     hook = _hook_errors(lines, start)
     own = _not_heads(lines, [i for i in region if is_root_error(norm(i)) and mine(i) and not _logged_frame(lines[i])
                              and i not in hook and not is_launcher_verdict(norm(i)) and not _summary_part(lines, i)])
+    own = [i for i in own if not _logged_warning(lines[i])] or own
     errors = [i for i in own if not is_scheduler_kill(norm(i))]
     caught = set(errors) if errors and _went_on(lines, errors[-1], region, norm, _ownline(tags, first)) else set()
     own = [i for i in own if i not in caught]
@@ -502,6 +504,22 @@ def _went_on(lines: Sequence[str], last: int, region: Sequence[int], norm: Calla
 #: [core.py:700] ", glog's (torchrun's) "E0119 09:59:04.513000 4928 api.py:874] ".
 _LOGGER_HEAD = re.compile(r"^(?:(?:ERROR|WARNING|CRITICAL|INFO) [\d-]+ [\d:.,]+ \[[\w./-]+:\d+\]"
                           r"|[EWFI]\d{4} [\d:.]+ +\d+ [\w./-]+:\d+\]) ")
+
+
+#: A logger's header at warning level: glog's (torch's C++ and torch._logging's Python records, whose
+#: first letter is the level: "W0113 22:44:54.202000 3923616 torch/_dynamo/convert_frame.py:1125] ";
+#: torch/_logging/_internal.py TorchLogsFormatter) and vLLM's "WARNING 08-25 18:56:06 [core.py:700] "
+#: (vllm/logger.py _FORMAT "%(levelname)s %(asctime)s [%(filename)s:%(lineno)d] %(message)s").
+_WARNING_HEAD = re.compile(r"^(?:WARNING [\d-]+ [\d:.,]+ \[[\w./-]+:\d+\]|W\d{4} [\d:.]+ +\d+ [\w./-]+:\d+\]) ")
+
+
+def _logged_warning(raw: str) -> bool:
+    """Whether a line is printed under a logger's warning-level header (README rule R2: a warning
+    is not the failure): torch._dynamo logs the exception of a graph it failed to compile with its
+    traceback at warning level and runs the code uncompiled (``suppress_errors``), so the exception
+    line that ends that record did not end the process."""
+    body = _body(raw)
+    return body[:1] == "W" and _WARNING_HEAD.match(body) is not None
 
 
 def _logged_frame(raw: str) -> bool:
@@ -897,6 +915,18 @@ def _ended_uncaught(lines: Sequence[str], i: int) -> bool:
     return any(f in frame for f in _TOP_FRAMES)
 
 
+def _logged_exit(lines: Sequence[str], i: int) -> bool:
+    """Whether line ``i`` is a program's own error record with no traceback (a logger's ERROR line,
+    logging's "%(asctime)s - %(levelname)s - %(message)s": "2025-07-18 18:10:53,684 - ERROR - An
+    error occurred during execution: [Errno 2] ..."), which a script's top-level handler logs before
+    it exits; whether it did is told by the start-up printed again below it (:func:`_started_again`)."""
+    raw = lines[i]
+    if raw[:1].isspace() or not has_error_level(raw):
+        return False
+    head = _traceback_head(lines, i)
+    return head is None or _TRACEBACK not in lines[head]
+
+
 #: Lines of the program's start-up looked for above a run's first error (a short run's: a long
 #: one's start-up is far above its error, and its new start is told by its attempt's marks).
 _STARTUP_REACH = 300
@@ -917,7 +947,7 @@ def _started_again(lines: Sequence[str], run: Sequence[int], nxt: int, memo: dic
     the lines' :func:`_ordinary_shape`, kept across the calls of one reading."""
     prev = run[-1]
     after = next((ln for ln in lines[prev + 1:nxt] if ln.strip()), _TRACEBACK)
-    if _TRACEBACK in after or not _ended_uncaught(lines, prev):
+    if _TRACEBACK in after or not (_ended_uncaught(lines, prev) or _logged_exit(lines, prev)):
         return False  # another traceback right after it (nothing printed between), or its process went on
     memo = {} if memo is None else memo
     top = _printing(lines, run[0], run[0])

@@ -1,0 +1,40 @@
+"""Indicator lines (README "Indicator lines: rules" R1-R9) of formats the reader misread in round
+14, each excerpt written by hand in the format the library or logger prints."""
+
+from __future__ import annotations
+
+from gpulens.diagnosis.classifier import Classifier
+from tests.diagnosis.test_indicator_formats import _picked, _tb
+
+#: torch._logging's glog-style header (level letter, date, time, pid, file:line) under torchrun's rank prefix
+_W = "[rank0]:W0301 10:11:12.345000 4242 site-packages/torch/_dynamo/convert_frame.py:1125] "
+
+
+def test_a_traceback_logged_at_warning_level_is_not_the_root(rules: Classifier) -> None:
+    # torch._dynamo logs a graph it failed to compile, with its traceback, at warning level and runs
+    # the code uncompiled; the step then runs out of memory (R2: a warning is not the failure)
+    warned = ([_W + "WON'T CONVERT forward /srv/model.py line 88", _W + "due to:", _W + "Traceback (most recent call last):",
+               _W + '  File "/env/torch/_dynamo/output_graph.py", line 1465, in _call_user_compiler',
+               _W + "    raise BackendCompilerFailed(self.compiler_fn, e) from e",
+               _W + "torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised:",
+               _W + "AssertionError: increase TRITON_MAX_BLOCK['X'] to 4096", _W])
+    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 40.00 GiB. GPU 0 has a total capacity of 79.14 GiB"
+    lines = ["[rank0]: step 0 starting"] + warned + _tb(oom, prefix="[rank0]: ")
+    assert _picked(lines, rules) == ["[rank0]: " + oom]
+
+
+def _launch(t: str) -> list[str]:
+    return [f"2025-01-02 10:{t},100 - INFO - Configuration setup complete",
+            f"2025-01-02 10:{t},101 - INFO - Starting training with n_images=4",
+            f"2025-01-02 10:{t},102 - INFO - Loading data from data/train.npz",
+            f"2025-01-02 10:{t},103 - ERROR - An error occurred during execution: [Errno 2] No such file or "
+            "directory: 'data/train.npz'"]
+
+
+def test_a_logged_error_of_a_relaunched_script_counts_in_the_last_launch(rules: Classifier) -> None:
+    # a script's top-level handler logs its error (logging's "%(asctime)s - %(levelname)s - %(message)s")
+    # and exits; the job runs it three times into one file: only the last attempt is labelled (R1)
+    lines = ["2025-01-02 10:00:00,000 - DEBUG - matplotlib data path: /env/mpl-data"] + _launch("00:01")
+    lines += ["2025-01-02 10:01:00,000 - DEBUG - matplotlib data path: /env/mpl-data"] + _launch("01:01")
+    lines += ["2025-01-02 10:02:00,000 - DEBUG - matplotlib data path: /env/mpl-data"] + _launch("02:01")
+    assert _picked(lines, rules) == [lines[-1]]
