@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from gpulens.diagnosis.classifier import Classifier
+from gpulens.diagnosis.logread import diagnose_text
 from tests.diagnosis.test_indicator_formats import _picked, _tb
 
 #: torch._logging's glog-style header (level letter, date, time, pid, file:line) under torchrun's rank prefix
@@ -38,3 +39,27 @@ def test_a_logged_error_of_a_relaunched_script_counts_in_the_last_launch(rules: 
     lines += ["2025-01-02 10:01:00,000 - DEBUG - matplotlib data path: /env/mpl-data"] + _launch("01:01")
     lines += ["2025-01-02 10:02:00,000 - DEBUG - matplotlib data path: /env/mpl-data"] + _launch("02:01")
     assert _picked(lines, rules) == [lines[-1]]
+
+
+def test_a_caught_exception_a_logger_printed_is_not_the_root(rules: Classifier) -> None:
+    # bitsandbytes logs a failed library load with logger.error(..., exc_info=True) (axolotl's record
+    # format "[asctime] [LEVEL] [name.func:line] [PID:n] message") and goes on; the config check then
+    # raises its own uncaught error, the one that ended the process (R1, R3)
+    record = ("[2025-01-02 10:00:01,342] [ERROR] [bitsandbytes.cextension.<module>:88] [PID:41] Could not load "
+              "bitsandbytes native library: libbitsandbytes_cpu.so: cannot open shared object file")
+    err = "pydantic_core._pydantic_core.ValidationError: 2 validation errors for AxolotlConfig"
+    lines = (["Loading config configs/config.yml", record]
+             + _tb("OSError: libbitsandbytes_cpu.so: cannot open shared object file: No such file or directory",
+                   "/env/bitsandbytes/cextension.py")
+             + _tb(err, "/env/axolotl/cli/config.py") + ["chat_template", "  Input should be 'alpaca' or 'chatml'"])
+    assert _picked(lines, rules) == [err]
+
+
+def test_a_logged_exception_raised_again_counts_at_its_first_printing(rules: Classifier) -> None:
+    # logger.exception("training failed") then `raise`: the interpreter prints the same exception
+    # again at exit; the logger's printing is the first (R9), it is kept
+    err = "RuntimeError: shapes (4, 8) and (6, 8) do not match"
+    lines = (["epoch 1 step 10 loss 0.5", "ERROR:train:training failed"] + _tb(err)
+             + _tb(err, "/srv/main.py"))
+    assert _picked(lines, rules) == [err]
+    assert diagnose_text("\n".join(lines), rules).indicator_lines == [6]

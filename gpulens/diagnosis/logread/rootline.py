@@ -356,7 +356,7 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     hook = _hook_errors(lines, start)
     own = _not_heads(lines, [i for i in region if is_root_error(norm(i)) and mine(i) and not _logged_frame(lines[i])
                              and i not in hook and not is_launcher_verdict(norm(i)) and not _summary_part(lines, i)])
-    own = [i for i in own if not _logged_warning(lines[i])] or own
+    own = [i for i in own if not _logged_warning(lines[i]) and not _logged_and_went_on(lines, i, own, norm)] or own
     errors = [i for i in own if not is_scheduler_kill(norm(i))]
     caught = set(errors) if errors and _went_on(lines, errors[-1], region, norm, _ownline(tags, first)) else set()
     own = [i for i in own if i not in caught]
@@ -514,12 +514,40 @@ _WARNING_HEAD = re.compile(r"^(?:WARNING [\d-]+ [\d:.,]+ \[[\w./-]+:\d+\]|W\d{4}
 
 
 def _logged_warning(raw: str) -> bool:
-    """Whether a line is printed under a logger's warning-level header (README rule R2: a warning
-    is not the failure): torch._dynamo logs the exception of a graph it failed to compile with its
+    """Whether an exception line is printed under a logger's warning-level header (README rule R2:
+    a warning is not the failure): torch._dynamo logs the exception of a graph it failed to compile with its
     traceback at warning level and runs the code uncompiled (``suppress_errors``), so the exception
     line that ends that record did not end the process."""
     body = _body(raw)
-    return body[:1] == "W" and _WARNING_HEAD.match(body) is not None
+    m = _WARNING_HEAD.match(body) if body[:1] == "W" else None
+    return m is not None and _EXCEPTION.match(logs.normalize_line(body[m.end():]).strip()) is not None
+
+
+#: A logging record's level as the commonest formats print it, at the start of the line: logging's
+#: "%(levelname)s:%(name)s:%(message)s" (basicConfig's default) and "... - %(levelname)s - ...",
+#: a bracketed "[ERROR]" (axolotl's "[%(asctime)s] [%(levelname)s] [%(name)s...] ", transformers'
+#: "[WARNING|trainer.py:123]"), loguru's "| ERROR    |" (CPython Lib/logging/__init__.py, loguru/_defaults.py).
+_RECORD_LEVEL = re.compile(r"^.{0,60}?(?:\[|\| |- |^)(?:ERROR|WARNING|CRITICAL)(?:\]|\||:[\w.]*:| +[-|] )")
+
+
+def _logged_and_went_on(lines: Sequence[str], i: int, own: Sequence[int], norm: Callable[[int], str]) -> bool:
+    """Whether the exception line ``i`` ends a traceback a logger printed under its ERROR or WARNING
+    record (``logger.error(msg, exc_info=True)``, ``logger.exception(msg)``: the record's line right
+    above "Traceback (most recent call last):") after which the same process raised another error
+    in a traceback of its own, not chained to it, that does not restate it: the logged exception
+    was caught and the program went on (README rule R1), the later one ended it."""
+    if not _EXCEPTION.match(_norm_body(lines[i])):
+        return False
+    head = _traceback_head(lines, i)
+    if head is None or _TRACEBACK not in lines[head] or _body(lines[head]).strip() != _TRACEBACK + ":":
+        return False
+    record = next((k for k in range(head - 1, max(-1, head - 3), -1) if lines[k].strip()), None)
+    if record is None or _RECORD_LEVEL.match(_body(lines[record])) is None:
+        return False
+    said = _bare_shape(norm(i))
+    later = [j for j in own if j > i and _EXCEPTION.match(_norm_body(lines[j]))]
+    return bool(later) and _printing(lines, later[0], i) > i \
+        and not any(_restates(said, _bare_shape(norm(j))) for j in later)
 
 
 def _logged_frame(raw: str) -> bool:
