@@ -63,3 +63,23 @@ def test_a_logged_exception_raised_again_counts_at_its_first_printing(rules: Cla
              + _tb(err, "/srv/main.py"))
     assert _picked(lines, rules) == [err]
     assert diagnose_text("\n".join(lines), rules).indicator_lines == [6]
+
+
+def _top(exc: str) -> list[str]:
+    return ["Traceback (most recent call last):", '  File "cifar10_deepspeed.py", line 251, in <module>',
+            "    model_engine, optimizer, _, _ = deepspeed.initialize(", exc]
+
+
+def test_copies_of_deepspeed_local_processes_count_at_the_first(rules: Classifier) -> None:
+    # DeepSpeed's launcher starts three local processes (launch.py "num_local_procs=3"); each prints
+    # its start-up and then the same config assertion: R5, the earliest copy, not a re-run (R1)
+    err = ("AssertionError: Check batch related parameters. train_batch_size is not equal to "
+           "micro_batch_per_gpu * gradient_acc_step * world_size 16 != 5 * 1 * 3")
+    start = ["Files already downloaded and verified",
+             "[2022-09-10 22:16:15,701] [WARNING] [config_utils.py:64:_process_deprecated_field] Config parameter "
+             "cpu_offload is deprecated use offload_optimizer instead"]
+    lines = (["[2022-09-10 22:16:06,086] [INFO] [launch.py:143:main] nnodes=1, num_local_procs=3, node_rank=0",
+              "[2022-09-10 22:16:06,086] [INFO] [launch.py:156:main] dist_world_size=3"]
+             + start + _top(err) + start + _top(err) + _top(err)
+             + ["[2022-09-10 22:16:19,011] [INFO] [launch.py:286:sigkill_handler] Killing subprocess 4242"])
+    assert diagnose_text("\n".join(lines), rules).indicator_lines == [8]

@@ -979,6 +979,8 @@ def _started_again(lines: Sequence[str], run: Sequence[int], nxt: int, memo: dic
         return False  # another traceback right after it (nothing printed between), or its process went on
     memo = {} if memo is None else memo
     top = _printing(lines, run[0], run[0])
+    if _several_running(lines, top, prev, nxt):
+        return False  # the other processes' start-up, printed while the first one failed (rule R5)
     printed = _printing(lines, nxt, prev)
     if printed < nxt:  # an exception's traceback: where the run first printed it
         text = _bare_shape(logs.normalize_line(lines[nxt]).strip())
@@ -997,6 +999,24 @@ def _started_again(lines: Sequence[str], run: Sequence[int], nxt: int, memo: dic
             if seen >= _AGAIN:
                 return True
     return False
+
+
+#: What a launcher prints once when it starts its local processes: DeepSpeed's launcher
+#: (deepspeed/launcher/launch.py main: logger.info(f"nnodes={...}, num_local_procs={...}, node_rank=
+#: {...}")) and torchrun's warning when it starts more than one (torch/distributed/run.py,
+#: "Setting OMP_NUM_THREADS environment variable for each process to be 1 in default, ...").
+_LAUNCH_KEYS = ("num_local_procs=", "Setting OMP_NUM_THREADS environment variable for each process")
+_LAUNCHED_MANY = re.compile(r"num_local_procs=(?!1\b)\d+|Setting OMP_NUM_THREADS environment variable for each process")
+
+
+def _several_running(lines: Sequence[str], top: int, prev: int, nxt: int) -> bool:
+    """Whether a launcher started several local processes before ``top`` (the first run's error)
+    and did not start again between the error lines ``prev`` and ``nxt``: the untagged start-up
+    lines between them are the other processes' (they start together), not a new launch (R1)."""
+    above = find_keys(lines, _LAUNCH_KEYS, 0, top)
+    if not above or _LAUNCHED_MANY.search(lines[above[-1]]) is None:
+        return False
+    return not find_keys(lines, _LAUNCH_KEYS, prev + 1, nxt)
 
 
 def _ordinary_shape(lines: Sequence[str], k: int, memo: dict[int, str]) -> str:
