@@ -83,3 +83,24 @@ def test_copies_of_deepspeed_local_processes_count_at_the_first(rules: Classifie
              + start + _top(err) + start + _top(err) + _top(err)
              + ["[2022-09-10 22:16:19,011] [INFO] [launch.py:286:sigkill_handler] Killing subprocess 4242"])
     assert diagnose_text("\n".join(lines), rules).indicator_lines == [8]
+
+
+def test_mp_spawn_failing_to_read_a_child_error_file_is_no_root(rules: Classifier) -> None:
+    # torch.multiprocessing.spawn's join reads the failed child's pickled traceback
+    # (spawn.py: original_trace = pickle.load(fh)); the child's file is empty, so the parent raises
+    # EOFError: the launcher's report (R8); the first rank's watchdog timeout, printed onto a
+    # progress line, is the key message (R6)
+    timeout = ("[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=3281, OpType=ALLGATHER, "
+               "NumelIn=1, NumelOut=4, Timeout(ms)=600000) ran for 600040 milliseconds before timing out.")
+    lines = ([f"Epoch {k} Epoch time:  2.5 current loss tensor(-13.9, device='cuda:1')" for k in range(90, 96)]
+             + ["Epoch 96 Epoch time:  2.5 current loss [rank1]:[E ProcessGroupNCCL.cpp:563] " + timeout,
+                "[rank2]:[E ProcessGroupNCCL.cpp:563] " + timeout.replace("Rank 1", "Rank 2"),
+                "[rank1]:[E ProcessGroupNCCL.cpp:583] [Rank 1] To avoid data inconsistency, we are taking the "
+                "entire process down.",
+                "Traceback (most recent call last):", '  File "/srv/run.py", line 40, in <module>',
+                '    mp.spawn(run, args=(params,), nprocs=4)',
+                '  File "/env/torch/multiprocessing/spawn.py", line 185, in join',
+                "    original_trace = pickle.load(fh)", "EOFError: Ran out of input"])
+    got = diagnose_text("\n".join(lines), rules)
+    assert got.indicator_lines == [7]
+    assert got.first_rank == 1

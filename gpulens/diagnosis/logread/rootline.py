@@ -255,7 +255,7 @@ def first_origin(lines: Sequence[str], failures: Sequence[int], start: int,
     launcher's summary; else the earliest tagged symptom; the host filled in from torchrun's
     table where it names that rank, or where every failed rank ran on one host."""
     region = [i for i in failures if i >= start]
-    real = [i for i in region if is_root_error(norm(i))]
+    real = [i for i in region if is_root_error(norm(i)) and not _spawn_lost(lines, i)]
     tags = _Tags(lines, start)
     tagged = [(i, o) for i in real if (o := tags.of(i)) != ranks.Origin()]
     if tagged:
@@ -355,7 +355,8 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
 
     hook = _hook_errors(lines, start)
     own = _not_heads(lines, [i for i in region if is_root_error(norm(i)) and mine(i) and not _logged_frame(lines[i])
-                             and i not in hook and not is_launcher_verdict(norm(i)) and not _summary_part(lines, i)])
+                             and i not in hook and not is_launcher_verdict(norm(i)) and not _summary_part(lines, i)
+                             and not _spawn_lost(lines, i)])
     own = [i for i in own if not _logged_warning(lines[i]) and not _logged_and_went_on(lines, i, own, norm)] or own
     errors = [i for i in own if not is_scheduler_kill(norm(i))]
     caught = set(errors) if errors and _went_on(lines, errors[-1], region, norm, _ownline(tags, first)) else set()
@@ -391,7 +392,7 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
         if not any(abs(i - k) <= _NEXT_TO for k in picked) and not _later_line(lines, i, picked, region) \
                 and _shape(norm(i)) not in texts and mine(i) and not _what_said(norm(i), texts) \
                 and not (own and _cleanup(norm(i))) and (i < run_end if again is None else i >= runs[-1][0]) \
-                and i not in own_set and i not in caught and i not in hook:  # _root_lines chose among its own lines (R4)
+                and i not in own_set and i not in caught and i not in hook and not _spawn_lost(lines, i):  # (R4, R8)
             picked.append(i)
             texts.add(_shape(norm(i)))
     kills = [i for i in region if is_terminal_kill(norm(i)) and not lines[i][:1].isspace() and i not in caught
@@ -548,6 +549,20 @@ def _logged_and_went_on(lines: Sequence[str], i: int, own: Sequence[int], norm: 
     later = [j for j in own if j > i and _EXCEPTION.match(_norm_body(lines[j]))]
     return bool(later) and _printing(lines, later[0], i) > i \
         and not any(_restates(said, _bare_shape(norm(j))) for j in later)
+
+
+#: torch.multiprocessing's ``ProcessContext.join`` reading the traceback a failed child left in its error
+#: file (torch/multiprocessing/spawn.py: ``original_trace = pickle.load(fh)``); an empty file (the
+#: child ended before it wrote one) raises EOFError there, in the parent.
+_SPAWN_READ = "original_trace = pickle.load("
+
+
+def _spawn_lost(lines: Sequence[str], i: int) -> bool:
+    """Whether the exception line ``i`` is ``mp.spawn``'s parent failing to read a child's error file
+    (README rule R8: the launcher's report on a child that already failed, not the child's error)."""
+    if i < 2 or _SPAWN_READ not in lines[i - 1]:
+        return False
+    return "spawn.py" in lines[i - 2] and _EXCEPTION.match(_norm_body(lines[i])) is not None
 
 
 def _logged_frame(raw: str) -> bool:
