@@ -104,3 +104,19 @@ def test_mp_spawn_failing_to_read_a_child_error_file_is_no_root(rules: Classifie
     got = diagnose_text("\n".join(lines), rules)
     assert got.indicator_lines == [7]
     assert got.first_rank == 1
+
+
+def test_an_exception_ignored_in_del_is_not_quoted_beside_the_interrupt(rules: Classifier) -> None:
+    # Ctrl-C: a DataLoader iterator's __del__ reports its worker's death ("Exception ignored in:",
+    # Python goes on), then the main traceback ends KeyboardInterrupt, the line that ended it (R1, R3)
+    lines = ([f"Step:{k} Reward:1.05" for k in range(10, 15)]
+             + ["Exception ignored in: <function _MultiProcessingDataLoaderIter.__del__ at 0x7faf60142f70>",
+                "Traceback (most recent call last):",
+                '  File "/env/torch/utils/data/dataloader.py", line 1327, in __del__', "    def __del__(self):",
+                '  File "/env/torch/utils/data/_utils/signal_handling.py", line 66, in handler',
+                "    _error_if_any_worker_fails()",
+                "RuntimeError: DataLoader worker (pid 5883) is killed by signal: Interrupt: 2."]
+             + ["Traceback (most recent call last):", '  File "/srv/train.py", line 458, in <module>',
+                "    main(args)", '  File "/env/torch/autograd/__init__.py", line 154, in backward',
+                "    Variable._execution_engine.run_backward(", "KeyboardInterrupt"])
+    assert _picked(lines, rules) == ["KeyboardInterrupt"]

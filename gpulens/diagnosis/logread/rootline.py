@@ -35,6 +35,7 @@ from gpulens.diagnosis.logread.lines import (
     SLURM_REASON,
     ends_own_process,
     find_keys,
+    handled_blocks,
     has_error_level,
     is_benign,
     is_debugger_quit,
@@ -387,7 +388,7 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
         picked = [i for i in region if _TIMEOUT.search(norm(i)) is not None][:1]
         picked = [i for i, _ in glued_timeouts(lines, max(0, start - 1), picked[0])][:1] + picked if picked else picked
     texts = {_shape(norm(i)) for i in picked}
-    own_set = set(own) | middles
+    own_set = set(own) | middles | handled_blocks(lines, max(0, start - AROUND), len(lines))  # reports Python went on from (R1)
     for i in _quoted(lines, start, failures, evidence, norm):
         if not any(abs(i - k) <= _NEXT_TO for k in picked) and not _later_line(lines, i, picked, region) \
                 and _shape(norm(i)) not in texts and mine(i) and not _what_said(norm(i), texts) \
