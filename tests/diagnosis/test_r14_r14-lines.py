@@ -120,3 +120,21 @@ def test_an_exception_ignored_in_del_is_not_quoted_beside_the_interrupt(rules: C
                 "    main(args)", '  File "/env/torch/autograd/__init__.py", line 154, in backward',
                 "    Variable._execution_engine.run_backward(", "KeyboardInterrupt"])
     assert _picked(lines, rules) == ["KeyboardInterrupt"]
+
+
+def test_open_mpi_signal_report_after_a_fatal_error_is_not_added(rules: Classifier) -> None:
+    # UCX's fatal error names the failure; Open MPI's signal handler then reports the abort it causes
+    # (opal/util/stacktrace.c: "*** Process received signal ***", "Signal: Aborted (6)"): R6, the abort
+    # on an error a line above named is not labelled
+    fatal = ("0: [gpu09:43722:2:43760]        rndv.c:943  Fatal: failed to unpack rendezvous remote key "
+             "received from <no debug data>: Input/output error")
+    lines = (["0: rank 0 local result ok", "1: rank 1 local result ok",
+              "0: [1580334918.341467] [gpu09:43722:2]       ucp_rkey.c:266  UCX  ERROR failed to unpack remote key "
+              "from remote md[5]: Input/output error", fatal, "0: ==== backtrace ===="]
+             + [f"0:    {k}  /lib64/libucs.so.0(ucs_fatal_error_message+0xd0) [0x2aaaac0fc34d]" for k in range(12)]
+             + ["0: ===================", "0: [gpu09:43722] *** Process received signal ***",
+                "0: [gpu09:43722] Signal: Aborted (6)", "0: [gpu09:43722] Signal code:  (-6)"]
+             + [f"0: [gpu09:43722] [{k}] /lib64/libpthread.so.0(+0x12360)[0x2aaaaaf95360]" for k in range(12)]
+             + ["0: [gpu09:43722] *** End of error message ***", "srun: error: gpu09: task 0: Aborted",
+                "srun: error: gpu09: task 1: Terminated"])
+    assert diagnose_text("\n".join(lines), rules).indicator_lines == [3]  # the first error line (R9: within 2 of 4)

@@ -393,7 +393,8 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
         if not any(abs(i - k) <= _NEXT_TO for k in picked) and not _later_line(lines, i, picked, region) \
                 and _shape(norm(i)) not in texts and mine(i) and not _what_said(norm(i), texts) \
                 and not (own and _cleanup(norm(i))) and (i < run_end if again is None else i >= runs[-1][0]) \
-                and i not in own_set and i not in caught and i not in hook and not _spawn_lost(lines, i):  # (R4, R8)
+                and i not in own_set and i not in caught and i not in hook and not _spawn_lost(lines, i) \
+                and not (picked and _abort_report(norm(i))):  # (R4, R8; R6: an abort on an error already picked)
             picked.append(i)
             texts.add(_shape(norm(i)))
     kills = [i for i in region if is_terminal_kill(norm(i)) and not lines[i][:1].isspace() and i not in caught
