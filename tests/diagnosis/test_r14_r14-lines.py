@@ -138,3 +138,13 @@ def test_open_mpi_signal_report_after_a_fatal_error_is_not_added(rules: Classifi
              + ["0: [gpu09:43722] *** End of error message ***", "srun: error: gpu09: task 0: Aborted",
                 "srun: error: gpu09: task 1: Terminated"])
     assert diagnose_text("\n".join(lines), rules).indicator_lines == [3]  # the first error line (R9: within 2 of 4)
+
+
+def test_a_logged_exception_before_the_launchers_child_exit_stays_the_root(rules: Classifier) -> None:
+    # (a guard) the child logs its error (logger.exception) and exits 1; accelerate's launcher then raises
+    # CalledProcessError (R8: the launcher's verdict): the logged exception ended the child, it is the root
+    err = "KeyError: 'input_ids'"
+    lines = (["epoch 1 step 10 loss 0.5", "ERROR:__main__:training failed"] + _tb(err)
+             + _tb("subprocess.CalledProcessError: Command '['/usr/bin/python', 'train.py']' returned non-zero "
+                   "exit status 1.", "/env/accelerate/commands/launch.py"))
+    assert _picked(lines, rules) == [err]
