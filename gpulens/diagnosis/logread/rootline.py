@@ -35,6 +35,8 @@ from gpulens.diagnosis.logread.lines import (
     SLURM_REASON,
     ends_own_process,
     find_keys,
+    handled_blocks,
+    has_error_level,
     is_benign,
     is_debugger_quit,
     is_failure,
@@ -254,7 +256,7 @@ def first_origin(lines: Sequence[str], failures: Sequence[int], start: int,
     launcher's summary; else the earliest tagged symptom; the host filled in from torchrun's
     table where it names that rank, or where every failed rank ran on one host."""
     region = [i for i in failures if i >= start]
-    real = [i for i in region if is_root_error(norm(i))]
+    real = [i for i in region if is_root_error(norm(i)) and not _spawn_lost(lines, i)]
     tags = _Tags(lines, start)
     tagged = [(i, o) for i in real if (o := tags.of(i)) != ranks.Origin()]
     if tagged:
@@ -354,7 +356,9 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
 
     hook = _hook_errors(lines, start)
     own = _not_heads(lines, [i for i in region if is_root_error(norm(i)) and mine(i) and not _logged_frame(lines[i])
-                             and i not in hook and not is_launcher_verdict(norm(i)) and not _summary_part(lines, i)])
+                             and i not in hook and not is_launcher_verdict(norm(i)) and not _summary_part(lines, i)
+                             and not _spawn_lost(lines, i)])
+    own = [i for i in own if not _logged_warning(lines[i]) and not _logged_and_went_on(lines, i, own, norm)] or own
     errors = [i for i in own if not is_scheduler_kill(norm(i))]
     caught = set(errors) if errors and _went_on(lines, errors[-1], region, norm, _ownline(tags, first)) else set()
     own = [i for i in own if i not in caught]
@@ -384,12 +388,13 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
         picked = [i for i in region if _TIMEOUT.search(norm(i)) is not None][:1]
         picked = [i for i, _ in glued_timeouts(lines, max(0, start - 1), picked[0])][:1] + picked if picked else picked
     texts = {_shape(norm(i)) for i in picked}
-    own_set = set(own) | middles
+    own_set = set(own) | middles | handled_blocks(lines, max(0, start - AROUND), len(lines))  # reports Python went on from (R1)
     for i in _quoted(lines, start, failures, evidence, norm):
         if not any(abs(i - k) <= _NEXT_TO for k in picked) and not _later_line(lines, i, picked, region) \
                 and _shape(norm(i)) not in texts and mine(i) and not _what_said(norm(i), texts) \
                 and not (own and _cleanup(norm(i))) and (i < run_end if again is None else i >= runs[-1][0]) \
-                and i not in own_set and i not in caught and i not in hook:  # _root_lines chose among its own lines (R4)
+                and i not in own_set and i not in caught and i not in hook and not _spawn_lost(lines, i) \
+                and not (picked and _abort_report(norm(i))):  # (R4, R8; R6: an abort on an error already picked)
             picked.append(i)
             texts.add(_shape(norm(i)))
     kills = [i for i in region if is_terminal_kill(norm(i)) and not lines[i][:1].isspace() and i not in caught
@@ -502,6 +507,64 @@ def _went_on(lines: Sequence[str], last: int, region: Sequence[int], norm: Calla
 #: [core.py:700] ", glog's (torchrun's) "E0119 09:59:04.513000 4928 api.py:874] ".
 _LOGGER_HEAD = re.compile(r"^(?:(?:ERROR|WARNING|CRITICAL|INFO) [\d-]+ [\d:.,]+ \[[\w./-]+:\d+\]"
                           r"|[EWFI]\d{4} [\d:.]+ +\d+ [\w./-]+:\d+\]) ")
+
+
+#: A logger's header at warning level: glog's (torch's C++ and torch._logging's Python records, whose
+#: first letter is the level: "W0113 22:44:54.202000 3923616 torch/_dynamo/convert_frame.py:1125] ";
+#: torch/_logging/_internal.py TorchLogsFormatter) and vLLM's "WARNING 08-25 18:56:06 [core.py:700] "
+#: (vllm/logger.py _FORMAT "%(levelname)s %(asctime)s [%(filename)s:%(lineno)d] %(message)s").
+_WARNING_HEAD = re.compile(r"^(?:WARNING [\d-]+ [\d:.,]+ \[[\w./-]+:\d+\]|W\d{4} [\d:.]+ +\d+ [\w./-]+:\d+\]) ")
+
+
+def _logged_warning(raw: str) -> bool:
+    """Whether an exception line is printed under a logger's warning-level header (README rule R2:
+    a warning is not the failure): torch._dynamo logs the exception of a graph it failed to compile with its
+    traceback at warning level and runs the code uncompiled (``suppress_errors``), so the exception
+    line that ends that record did not end the process."""
+    body = _body(raw)
+    m = _WARNING_HEAD.match(body) if body[:1] == "W" else None
+    return m is not None and _EXCEPTION.match(logs.normalize_line(body[m.end():]).strip()) is not None
+
+
+#: A logging record's level as the commonest formats print it, at the start of the line: logging's
+#: "%(levelname)s:%(name)s:%(message)s" (basicConfig's default) and "... - %(levelname)s - ...",
+#: a bracketed "[ERROR]" (axolotl's "[%(asctime)s] [%(levelname)s] [%(name)s...] ", transformers'
+#: "[WARNING|trainer.py:123]"), loguru's "| ERROR    |" (CPython Lib/logging/__init__.py, loguru/_defaults.py).
+_RECORD_LEVEL = re.compile(r"^.{0,60}?(?:\[|\| |- |^)(?:ERROR|WARNING|CRITICAL)(?:\]|\||:[\w.]*:| +[-|] )")
+
+
+def _logged_and_went_on(lines: Sequence[str], i: int, own: Sequence[int], norm: Callable[[int], str]) -> bool:
+    """Whether the exception line ``i`` ends a traceback a logger printed under its ERROR or WARNING
+    record (``logger.error(msg, exc_info=True)``, ``logger.exception(msg)``: the record's line right
+    above "Traceback (most recent call last):") after which the same process raised another error
+    in a traceback of its own, not chained to it, that does not restate it: the logged exception
+    was caught and the program went on (README rule R1), the later one ended it."""
+    if not _EXCEPTION.match(_norm_body(lines[i])):
+        return False
+    head = _traceback_head(lines, i)
+    if head is None or _TRACEBACK not in lines[head] or _body(lines[head]).strip() != _TRACEBACK + ":":
+        return False
+    record = next((k for k in range(head - 1, max(-1, head - 3), -1) if lines[k].strip()), None)
+    if record is None or _RECORD_LEVEL.match(_body(lines[record])) is None:
+        return False
+    said = _bare_shape(norm(i))
+    later = [j for j in own if j > i and _EXCEPTION.match(_norm_body(lines[j]))]
+    return bool(later) and _printing(lines, later[0], i) > i \
+        and not any(_restates(said, _bare_shape(norm(j))) for j in later)
+
+
+#: torch.multiprocessing's ``ProcessContext.join`` reading the traceback a failed child left in its error
+#: file (torch/multiprocessing/spawn.py: ``original_trace = pickle.load(fh)``); an empty file (the
+#: child ended before it wrote one) raises EOFError there, in the parent.
+_SPAWN_READ = "original_trace = pickle.load("
+
+
+def _spawn_lost(lines: Sequence[str], i: int) -> bool:
+    """Whether the exception line ``i`` is ``mp.spawn``'s parent failing to read a child's error file
+    (README rule R8: the launcher's report on a child that already failed, not the child's error)."""
+    if i < 2 or _SPAWN_READ not in lines[i - 1]:
+        return False
+    return "spawn.py" in lines[i - 2] and _EXCEPTION.match(_norm_body(lines[i])) is not None
 
 
 def _logged_frame(raw: str) -> bool:
@@ -897,6 +960,18 @@ def _ended_uncaught(lines: Sequence[str], i: int) -> bool:
     return any(f in frame for f in _TOP_FRAMES)
 
 
+def _logged_exit(lines: Sequence[str], i: int) -> bool:
+    """Whether line ``i`` is a program's own error record with no traceback (a logger's ERROR line,
+    logging's "%(asctime)s - %(levelname)s - %(message)s": "2025-07-18 18:10:53,684 - ERROR - An
+    error occurred during execution: [Errno 2] ..."), which a script's top-level handler logs before
+    it exits; whether it did is told by the start-up printed again below it (:func:`_started_again`)."""
+    raw = lines[i]
+    if raw[:1].isspace() or not has_error_level(raw):
+        return False
+    head = _traceback_head(lines, i)
+    return head is None or _TRACEBACK not in lines[head]
+
+
 #: Lines of the program's start-up looked for above a run's first error (a short run's: a long
 #: one's start-up is far above its error, and its new start is told by its attempt's marks).
 _STARTUP_REACH = 300
@@ -917,10 +992,12 @@ def _started_again(lines: Sequence[str], run: Sequence[int], nxt: int, memo: dic
     the lines' :func:`_ordinary_shape`, kept across the calls of one reading."""
     prev = run[-1]
     after = next((ln for ln in lines[prev + 1:nxt] if ln.strip()), _TRACEBACK)
-    if _TRACEBACK in after or not _ended_uncaught(lines, prev):
+    if _TRACEBACK in after or not (_ended_uncaught(lines, prev) or _logged_exit(lines, prev)):
         return False  # another traceback right after it (nothing printed between), or its process went on
     memo = {} if memo is None else memo
     top = _printing(lines, run[0], run[0])
+    if _several_running(lines, top, prev, nxt):
+        return False  # the other processes' start-up, printed while the first one failed (rule R5)
     printed = _printing(lines, nxt, prev)
     if printed < nxt:  # an exception's traceback: where the run first printed it
         text = _bare_shape(logs.normalize_line(lines[nxt]).strip())
@@ -939,6 +1016,24 @@ def _started_again(lines: Sequence[str], run: Sequence[int], nxt: int, memo: dic
             if seen >= _AGAIN:
                 return True
     return False
+
+
+#: What a launcher prints once when it starts its local processes: DeepSpeed's launcher
+#: (deepspeed/launcher/launch.py main: logger.info(f"nnodes={...}, num_local_procs={...}, node_rank=
+#: {...}")) and torchrun's warning when it starts more than one (torch/distributed/run.py,
+#: "Setting OMP_NUM_THREADS environment variable for each process to be 1 in default, ...").
+_LAUNCH_KEYS = ("num_local_procs=", "Setting OMP_NUM_THREADS environment variable for each process")
+_LAUNCHED_MANY = re.compile(r"num_local_procs=(?!1\b)\d+|Setting OMP_NUM_THREADS environment variable for each process")
+
+
+def _several_running(lines: Sequence[str], top: int, prev: int, nxt: int) -> bool:
+    """Whether a launcher started several local processes before ``top`` (the first run's error)
+    and did not start again between the error lines ``prev`` and ``nxt``: the untagged start-up
+    lines between them are the other processes' (they start together), not a new launch (R1)."""
+    above = find_keys(lines, _LAUNCH_KEYS, 0, top)
+    if not above or _LAUNCHED_MANY.search(lines[above[-1]]) is None:
+        return False
+    return not find_keys(lines, _LAUNCH_KEYS, prev + 1, nxt)
 
 
 def _ordinary_shape(lines: Sequence[str], k: int, memo: dict[int, str]) -> str:
