@@ -18,7 +18,7 @@ from gpulens.diagnosis.logread.evaluate import (
     evaluate_whole,
     reliability,
 )
-from gpulens.diagnosis.logread.whole import WholeDiagnosis
+from gpulens.diagnosis.logread.whole import WholeDiagnosis, _calibrate
 from gpulens.diagnosis.types import Diagnosis
 from gpulens.errors import InputError
 from tests.diagnosis.test_logread import FIX, _fixture_index
@@ -64,8 +64,11 @@ def test_the_reader_reports_the_calibrated_confidence_and_can_state_its_own() ->
 
 
 def test_an_unknown_keeps_its_own_confidence() -> None:
-    text = "epoch 1 | loss 2.31\nsrun: error: node7: task 0: Exited with exit code 1\n"
-    assert diagnose_text(text).diagnosis == diagnose_text(text, calibrated=False).diagnosis
+    table = fit([("svm", 0.4, False)] * 50)  # guesses at 0.4 were always wrong
+    unknown = WholeDiagnosis(Diagnosis("unknown", "unknown", 0.4, method="svm"))
+    assert _calibrate(unknown, table) == unknown
+    named = WholeDiagnosis(Diagnosis("gpu_oom", "user", 0.4, method="svm"))
+    assert _calibrate(named, table).diagnosis.confidence == table.confidence("svm", 0.4) < 0.1
 
 
 def _case(project: str, split: str, right: bool, conf: float = 0.95) -> Case:
