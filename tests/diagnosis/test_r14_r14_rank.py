@@ -63,3 +63,22 @@ def test_torchs_rank_tags_that_name_one_rank_name_the_logs_process(rules: Classi
     # Lightning's "[rank: 0]" is printed by rank 0 only (rank_zero_only): it names no log's process
     lightning = ["[rank: 0] Seed set to 42", *_excepthook_copy([])]
     assert diagnose_text("\n".join(lightning), rules).first_rank is None
+
+
+def _dcp_report(printer: int, failed: int) -> list[str]:
+    """torch.distributed.checkpoint's CheckpointException as each rank raises it, behind its ``[rankN]:`` tag."""
+    body = ["Traceback (most recent call last):", '  File "/srv/train.py", line 300, in save', "    dcp.save(state, "
+            "checkpoint_id=path)", "torch.distributed.checkpoint.api.CheckpointException: CheckpointException "
+            f"ranks:dict_keys([{failed}])", f"Traceback (most recent call last): (RANK {failed})",
+            '  File "/opt/venv/lib/python3.11/site-packages/torch/distributed/checkpoint/filesystem.py", line 120, in '
+            "write_data", "OSError: [Errno 122] Disk quota exceeded"]
+    return [f"[rank{printer}]: {ln}" for ln in body]
+
+
+def test_a_checkpoint_exception_names_the_rank_whose_save_failed(rules: Classifier) -> None:
+    # every rank raises the gathered report; rank 0's copy is printed first, rank 2's save failed
+    assert origin_of("[rank0]: torch.distributed.checkpoint.api.CheckpointException: CheckpointException "
+                     "ranks:dict_keys([2, 3])") == Origin(2)
+    assert origin_of("gpu07: [rank0]: Traceback (most recent call last): (RANK 2)") == Origin(2)
+    log = ["step 100 loss 1.93", *(ln for r in (0, 1, 2, 3) for ln in _dcp_report(r, 2))]
+    assert diagnose_text("\n".join(log), rules).first_rank == 2

@@ -3,7 +3,8 @@
 Prefixes: ``[rank3]:`` / ``[default3]:`` (torchrun), ``3:`` (srun ``--label``),
 ``[1,3]<stderr>:`` (Open MPI ``--tag-output``; ``[3]<stderr>:`` horovodrun's Gloo launcher), ``gpu07: `` (deepspeed/pdsh),
 ``(pid=123, ip=10.0.0.7)`` / ``(RayTrainWorker pid=1, ip=…)`` (Ray). Messages: NCCL's
-``[Rank 3]``, Lightning's ``[rank: 3]`` and "DeadLock detected from rank: 3", ``Process 3 terminated``, torchrun's root-cause table
+``[Rank 3]``, Lightning's ``[rank: 3]`` and "DeadLock detected from rank: 3", torch.distributed.checkpoint's
+"CheckpointException ranks:dict_keys([3])" (a failed rank another printed), ``Process 3 terminated``, torchrun's root-cause table
 (``rank : 3``, ``host : gpu07``), ``srun: error: gpu07: task 3: …``, DeepSpeed's report of the local rank that failed
 (``'--local_rank=3'] exits with return code``), Slurm's
 ``*** JOB 12 ON gpu07 CANCELLED``, Open MPI's "mpirun noticed that process rank 3 with PID … on
@@ -76,6 +77,12 @@ _MESSAGES: tuple[_Rule, ...] = (
     # lightning/pytorch/strategies/ddp.py; pytorch_lightning 1.x plugins/training_type/ddp.py): raise
     # DeadlockDetectedException(f"DeadLock detected from rank: {self.global_rank} \n {trace}"), the process that raised
     _Rule(re.compile(r"DeadLock detected from rank: (\d+)"), "rank", "DeadLock detected"),
+    # torch.distributed.checkpoint's report of the ranks whose save/load failed, printed by the rank that gathered
+    # them (torch/distributed/checkpoint/api.py ``CheckpointException.__str__``: f"CheckpointException
+    # ranks:{self._failures.keys()}", then f"Traceback (most recent call last): (RANK {rank})" above each failed
+    # rank's own traceback): the rank that failed, not the one whose prefix the line carries
+    _Rule(re.compile(r"CheckpointException ranks:dict_keys\(\[(\d+)"), "failed_rank", "CheckpointException"),
+    _Rule(re.compile(r"Traceback \(most recent call last\): \(RANK (\d+)\)"), "failed_rank", "(RANK "),
     _Rule(re.compile(r"srun: error: ([\w.-]+): tasks? (\d+(?:[-,]\d+)*)"), "node+rank"),
     # Open MPI: "mpirun noticed that process rank 3 with PID 41234 on node gpu07 exited on signal 9
     # (Killed)." / "mpirun has exited due to process rank 3 with PID 0 on node gpu07 exiting improperly";
@@ -169,6 +176,7 @@ def origin_of(line: str) -> Origin:
     local: int | None = None
     agent = False
     group = False
+    named: int | None = None
     if (m := _stacked(line)) is not None:  # the global rank, not srun's task nor the local rank
         rank = int(m.group("rank"))
         host = m.group("host")
@@ -203,8 +211,12 @@ def origin_of(line: str) -> Origin:
             proc, node = m.group(1), m.group(2)
         elif kind == "local":
             local = int(m.group(1))
+        elif kind == "failed_rank":
+            named = int(m.group(1))
     if local is not None and rank is None and node is None:  # one node: its local rank is the global one
         rank = local
+    if named is not None:  # a report of another rank's failure: that rank (its host is not the printer's)
+        return Origin(named, node if rank in (None, named) else None, proc)
     return Origin(rank, node, proc)
 
 
