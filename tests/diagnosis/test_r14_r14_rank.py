@@ -82,3 +82,16 @@ def test_a_checkpoint_exception_names_the_rank_whose_save_failed(rules: Classifi
     assert origin_of("gpu07: [rank0]: Traceback (most recent call last): (RANK 2)") == Origin(2)
     log = ["step 100 loss 1.93", *(ln for r in (0, 1, 2, 3) for ln in _dcp_report(r, 2))]
     assert diagnose_text("\n".join(log), rules).first_rank == 2
+
+
+_RAYLET_REPORT = ("[2024-05-01 10:00:00,000 E 812 812] (raylet) node_manager.cc:3084: 1 Workers (tasks / actors) killed "
+                  "due to memory pressure (OOM), 0 Workers crashed due to other reasons at node (ID: 5f0c2e9a, IP: "
+                  "10.0.0.9) over the last time period.")
+
+
+def test_rays_raylet_lines_name_the_node_it_lost_workers_on() -> None:
+    # the raylet's report of the workers it lost, as the driver prints a remote raylet's line (and its own node's)
+    assert origin_of("(raylet, ip=10.0.0.9) " + _RAYLET_REPORT) == Origin(None, "10.0.0.9")
+    assert origin_of("(raylet) " + _RAYLET_REPORT) == Origin(None, "10.0.0.9")
+    assert origin_of("(raylet, ip=10.0.0.4) [2024-05-01 10:00:00,000 I 812 812] gcs_client.cc:100: connected") \
+        == Origin(None, "10.0.0.4")

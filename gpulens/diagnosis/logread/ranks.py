@@ -134,6 +134,12 @@ _MESSAGES: tuple[_Rule, ...] = (
     # port: ..." (both from src/ray/raylet/node_manager.cc)
     _Rule(re.compile(r"Memory on the node \(IP: ([\w.:-]+)[,)]"), "node", "Memory on the node"),
     _Rule(re.compile(r"Worker IP address: ([\w.:-]+?),"), "node", "Worker IP address"),
+    # ... its periodic report of the workers it lost on a node: "1 Workers (tasks / actors) killed due to memory
+    # pressure (OOM), 0 Workers crashed due to other reasons at node (ID: 9a3f..., IP: 10.0.0.7) over the last time
+    # period." (node_manager.cc); the raylet's own lines as the driver prints them, "(raylet, ip=10.0.0.7) ..."
+    # (python/ray/_private/worker.py ``print_worker_logs``: f"({pid}, ip={ip})" with the component for the pid)
+    _Rule(re.compile(r"at node \(ID: \w+, IP: ([\w.:-]+)\)"), "node", "at node (ID: "),
+    _Rule(re.compile(r"^(?:\x1b\[[\d;]*m)?\(raylet, ip=([\d.]+)\)"), "node", "(raylet, ip="),
     _Rule(re.compile(r"failed on node ([\w.-]+)"), "node", "failed on node "),
 )
 _TIMESTAMP = re.compile(r"(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?|\b\d\d:\d\d:\d\d\.\d{3,})")
