@@ -76,13 +76,13 @@ _MESSAGES: tuple[_Rule, ...] = (
     # Lightning's DDP strategy when one process raised and the others may hang (``DDPStrategy.reconciliate_processes``,
     # lightning/pytorch/strategies/ddp.py; pytorch_lightning 1.x plugins/training_type/ddp.py): raise
     # DeadlockDetectedException(f"DeadLock detected from rank: {self.global_rank} \n {trace}"), the process that raised
-    _Rule(re.compile(r"DeadLock detected from rank: (\d+)"), "rank", "DeadLock detected"),
+    _Rule(re.compile(r"DeadLock detected from rank: (\d+)"), "rank"),
     # torch.distributed.checkpoint's report of the ranks whose save/load failed, printed by the rank that gathered
     # them (torch/distributed/checkpoint/api.py ``CheckpointException.__str__``: f"CheckpointException
     # ranks:{self._failures.keys()}", then f"Traceback (most recent call last): (RANK {rank})" above each failed
     # rank's own traceback): the rank that failed, not the one whose prefix the line carries
-    _Rule(re.compile(r"CheckpointException ranks:dict_keys\(\[(\d+)"), "failed_rank", "CheckpointException"),
-    _Rule(re.compile(r"Traceback \(most recent call last\): \(RANK (\d+)\)"), "failed_rank", "(RANK "),
+    _Rule(re.compile(r"CheckpointException ranks:dict_keys\(\[(\d+)"), "failed_rank"),
+    _Rule(re.compile(r"Traceback \(most recent call last\): \(RANK (\d+)\)"), "failed_rank"),
     _Rule(re.compile(r"srun: error: ([\w.-]+): tasks? (\d+(?:[-,]\d+)*)"), "node+rank"),
     # Open MPI: "mpirun noticed that process rank 3 with PID 41234 on node gpu07 exited on signal 9
     # (Killed)." / "mpirun has exited due to process rank 3 with PID 0 on node gpu07 exiting improperly";
@@ -138,8 +138,8 @@ _MESSAGES: tuple[_Rule, ...] = (
     # pressure (OOM), 0 Workers crashed due to other reasons at node (ID: 9a3f..., IP: 10.0.0.7) over the last time
     # period." (node_manager.cc); the raylet's own lines as the driver prints them, "(raylet, ip=10.0.0.7) ..."
     # (python/ray/_private/worker.py ``print_worker_logs``: f"({pid}, ip={ip})" with the component for the pid)
-    _Rule(re.compile(r"at node \(ID: \w+, IP: ([\w.:-]+)\)"), "node", "at node (ID: "),
-    _Rule(re.compile(r"^(?:\x1b\[[\d;]*m)?\(raylet, ip=([\d.]+)\)"), "node", "(raylet, ip="),
+    _Rule(re.compile(r"at node \(ID: \w+, IP: ([\w.:-]+)\)"), "node"),
+    _Rule(re.compile(r"^(?:\x1b\[[\d;]*m)?\(raylet, ip=([\d.]+)\)"), "node"),
     _Rule(re.compile(r"failed on node ([\w.-]+)"), "node", "failed on node "),
 )
 _TIMESTAMP = re.compile(r"(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?|\b\d\d:\d\d:\d\d\.\d{3,})")
