@@ -3,7 +3,8 @@
 Prefixes: ``[rank3]:`` / ``[default3]:`` (torchrun), ``3:`` (srun ``--label``),
 ``[1,3]<stderr>:`` (Open MPI ``--tag-output``; ``[3]<stderr>:`` horovodrun's Gloo launcher), ``gpu07: `` (deepspeed/pdsh),
 ``(pid=123, ip=10.0.0.7)`` / ``(RayTrainWorker pid=1, ip=…)`` (Ray). Messages: NCCL's
-``[Rank 3]``, Lightning's ``[rank: 3]``, ``Process 3 terminated``, torchrun's root-cause table
+``[Rank 3]``, Lightning's ``[rank: 3]`` and "DeadLock detected from rank: 3", torch.distributed.checkpoint's
+"CheckpointException ranks:dict_keys([3])" (a failed rank another printed), ``Process 3 terminated``, torchrun's root-cause table
 (``rank : 3``, ``host : gpu07``), ``srun: error: gpu07: task 3: …``, DeepSpeed's report of the local rank that failed
 (``'--local_rank=3'] exits with return code``), Slurm's
 ``*** JOB 12 ON gpu07 CANCELLED``, Open MPI's "mpirun noticed that process rank 3 with PID … on
@@ -72,6 +73,16 @@ _MESSAGES: tuple[_Rule, ...] = (
     _Rule(re.compile(r"\[rank:?\s*(\d+)\]"), "rank"),
     _Rule(re.compile(r"\b[Pp]rocess (\d+) terminated with"), "rank", "rocess "),
     _Rule(re.compile(r"\bglobal_rank[=:\s]+(\d+)"), "rank", "global_rank"),
+    # Lightning's DDP strategy when one process raised and the others may hang (``DDPStrategy.reconciliate_processes``,
+    # lightning/pytorch/strategies/ddp.py; pytorch_lightning 1.x plugins/training_type/ddp.py): raise
+    # DeadlockDetectedException(f"DeadLock detected from rank: {self.global_rank} \n {trace}"), the process that raised
+    _Rule(re.compile(r"DeadLock detected from rank: (\d+)"), "rank"),
+    # torch.distributed.checkpoint's report of the ranks whose save/load failed, printed by the rank that gathered
+    # them (torch/distributed/checkpoint/api.py ``CheckpointException.__str__``: f"CheckpointException
+    # ranks:{self._failures.keys()}", then f"Traceback (most recent call last): (RANK {rank})" above each failed
+    # rank's own traceback): the rank that failed, not the one whose prefix the line carries
+    _Rule(re.compile(r"CheckpointException ranks:dict_keys\(\[(\d+)"), "failed_rank"),
+    _Rule(re.compile(r"Traceback \(most recent call last\): \(RANK (\d+)\)"), "failed_rank"),
     _Rule(re.compile(r"srun: error: ([\w.-]+): tasks? (\d+(?:[-,]\d+)*)"), "node+rank"),
     # Open MPI: "mpirun noticed that process rank 3 with PID 41234 on node gpu07 exited on signal 9
     # (Killed)." / "mpirun has exited due to process rank 3 with PID 0 on node gpu07 exiting improperly";
@@ -123,6 +134,12 @@ _MESSAGES: tuple[_Rule, ...] = (
     # port: ..." (both from src/ray/raylet/node_manager.cc)
     _Rule(re.compile(r"Memory on the node \(IP: ([\w.:-]+)[,)]"), "node", "Memory on the node"),
     _Rule(re.compile(r"Worker IP address: ([\w.:-]+?),"), "node", "Worker IP address"),
+    # ... its periodic report of the workers it lost on a node: "1 Workers (tasks / actors) killed due to memory
+    # pressure (OOM), 0 Workers crashed due to other reasons at node (ID: 9a3f..., IP: 10.0.0.7) over the last time
+    # period." (node_manager.cc); the raylet's own lines as the driver prints them, "(raylet, ip=10.0.0.7) ..."
+    # (python/ray/_private/worker.py ``print_worker_logs``: f"({pid}, ip={ip})" with the component for the pid)
+    _Rule(re.compile(r"at node \(ID: \w+, IP: ([\w.:-]+)\)"), "node"),
+    _Rule(re.compile(r"^(?:\x1b\[[\d;]*m)?\(raylet, ip=([\d.]+)\)"), "node"),
     _Rule(re.compile(r"failed on node ([\w.-]+)"), "node", "failed on node "),
 )
 _TIMESTAMP = re.compile(r"(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?|\b\d\d:\d\d:\d\d\.\d{3,})")
@@ -165,6 +182,7 @@ def origin_of(line: str) -> Origin:
     local: int | None = None
     agent = False
     group = False
+    named: int | None = None
     if (m := _stacked(line)) is not None:  # the global rank, not srun's task nor the local rank
         rank = int(m.group("rank"))
         host = m.group("host")
@@ -199,8 +217,12 @@ def origin_of(line: str) -> Origin:
             proc, node = m.group(1), m.group(2)
         elif kind == "local":
             local = int(m.group(1))
+        elif kind == "failed_rank":
+            named = int(m.group(1))
     if local is not None and rank is None and node is None:  # one node: its local rank is the global one
         rank = local
+    if named is not None:  # a report of another rank's failure: that rank (its host is not the printer's)
+        return Origin(named, node if rank in (None, named) else None, proc)
     return Origin(rank, node, proc)
 
 
@@ -508,8 +530,14 @@ def _other_host(line: str) -> tuple[str, ...]:
 #: "[default] Rendezvous complete for workers. Result:" block (``SimpleElasticAgent._rendezvous`` in
 #: ``torch/distributed/elastic/agent/server/api.py``): "  global_ranks=[3]" is an agent of one worker, rank 3;
 #: "  global_ranks=[0, 1, 2, 3]" names several.
+#: Also torch's own ``[rankN]:`` tag before a line (the excepthook ``torch/distributed/distributed_c10d.py`` installs,
+#: ``_distributed_excepthook``: each line of an uncaught exception's report behind f"[rank{get_rank()}]: "; c10d's
+#: C++ log lines, "[rank3]:[W108 10:00:00.000 ProcessGroupNCCL.cpp:1234] ..."): every process tags its own lines so,
+#: and a log whose tags name one rank holds that rank's output only (a per-rank file, one rank's wandb output.log,
+#: torchrun's ``--local-ranks-filter``). And PALS ``mpiexec``'s report of a rank that ended badly (:data:`_PALS_END`).
 RANK_KEYS = ("Process rank: ", "distributed init (rank ", "Process index: ", "device per process", "GLOBAL_RANK: ",
-             "Rank of current process: ", "global_ranks=[")
+             "Rank of current process: ", "global_ranks=[", "[rank", PALS_DIED, PALS_EXITED)
+_STARTUP_KEYS = RANK_KEYS[:7]
 #: (each line of the block behind torch's glog-style prefix where torch logs so: "I0408 09:37:01.747000 1634029
 #: .../elastic/agent/server/api.py:525]   global_ranks=[0, 1]").
 _AGENT_RANKS = re.compile(r"(?:^\s*|\.py:\d+\]\s+)global_ranks=\[([\d, ]*)\]\s*$")
@@ -519,21 +547,24 @@ _RANK_ZERO_CONSOLE = re.compile(r"GLOBAL_RANK: (\d+), MEMBER: \d+/(\d+)|Rank of 
 
 
 def announced_rank(lines: Sequence[str], keys: Sequence[int]) -> int | None:
-    """The one rank the start-up lines at the indexes ``keys`` (lines holding one of ``RANK_KEYS``)
-    name for the log's process (:data:`RANK_KEYS`); None when they name several or none, or only a
-    rank 0 of several by a format that only rank 0 prints to a shared console."""
+    """The one rank the lines at the indexes ``keys`` (lines holding one of ``RANK_KEYS``) name for the log's
+    process (:data:`RANK_KEYS`): the first that PALS ``mpiexec`` reports failed, else the one rank the start-up
+    lines and torch's ``[rankN]:`` tags name; None when they name several or none, or only a rank 0 of several by a
+    format that only rank 0 prints to a shared console."""
+    pals = (m for i in keys if PALS_EXITED in lines[i] or PALS_DIED in lines[i]
+            if (m := _PALS_FAILED.match(lines[i].rstrip("\r"))) is not None)
+    if (failed := next(pals, None)) is not None:
+        return int(failed.group(2))
     every: set[int] = set()
     zero_console: set[tuple[int, int]] = set()
     for i in keys:
-        text = launcher_text(lines[i]).rstrip("\r")
-        if (m := _AGENT_RANKS.search(text)) is not None:
-            every.update(int(r) for r in m.group(1).split(",") if r.strip())
-        elif (m := _EVERY_RANK.search(text)) is not None:
-            every.add(int(next(g for g in m.groups() if g is not None)))
-        elif (m := _RANK_ZERO_CONSOLE.search(text)) is not None:
-            rank, size = (m.group(1), m.group(2)) if m.group(1) is not None else (m.group(3), m.group(4)) \
-                if m.group(3) is not None else (m.group(5), "2")  # accelerate's state: the size is on another line
-            zero_console.add((int(rank), int(size)))
+        if (tag := _stacked(lines[i])) is not None:
+            every.add(int(tag.group("rank")))
+        if len(every) > 1:
+            return None  # several processes' lines
+        if not any(k in lines[i] for k in _STARTUP_KEYS):
+            continue
+        _startup_rank(launcher_text(lines[i]).rstrip("\r"), every, zero_console)
     named = every | {r for r, _ in zero_console}
     if len(named) != 1:
         return None
@@ -541,3 +572,16 @@ def announced_rank(lines: Sequence[str], keys: Sequence[int]) -> int | None:
     if not every and rank == 0 and any(size > 1 for _, size in zero_console):
         return None  # rank 0's console line of a larger job: the other ranks print no such line there
     return rank
+
+
+def _startup_rank(text: str, every: set[int], zero_console: set[tuple[int, int]]) -> None:
+    """Add the rank a start-up line names: to ``every`` (a format every rank prints), or as (rank, world
+    size) to ``zero_console`` (one only rank 0 prints to a shared console)."""
+    if (m := _AGENT_RANKS.search(text)) is not None:
+        every.update(int(r) for r in m.group(1).split(",") if r.strip())
+    elif (m := _EVERY_RANK.search(text)) is not None:
+        every.add(int(next(g for g in m.groups() if g is not None)))
+    elif (m := _RANK_ZERO_CONSOLE.search(text)) is not None:
+        rank, size = (m.group(1), m.group(2)) if m.group(1) is not None else (m.group(3), m.group(4)) \
+            if m.group(3) is not None else (m.group(5), "2")  # accelerate's state: the size is on another line
+        zero_console.add((int(rank), int(size)))
