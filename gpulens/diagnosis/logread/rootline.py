@@ -260,10 +260,19 @@ def first_origin(lines: Sequence[str], failures: Sequence[int], start: int,
     tags = _Tags(lines, start)
     tagged = [(i, o) for i in real if (o := tags.of(i)) != ranks.Origin()]
     if tagged:
-        return _with_host(lines, start, _earliest(tagged, lines))
+        got = _earliest(tagged, lines)
+        plain = next((i for i in real if i < tagged[0][0] and tags.of(i) == ranks.Origin()), None)
+        if plain is not None:  # printed plain first, then a copy behind one rank's tag (torch's excepthook)
+            copies = {o.rank for i, o in tagged if ranks.strip_prefix(lines[i]).strip() == lines[plain].strip()}
+            got = ranks.Origin(copies.pop()) if len(copies) == 1 and None not in copies else got
+        if got.rank is None and got.node is not None:  # a node's kill: the rank its task report names there
+            got = next((ranks.Origin(o.rank, got.node) for _, o in tagged if o.rank is not None and o.node is not None
+                        and o.node.split(".")[0] == got.node.split(".")[0]), got)
+        return _with_host(lines, start, got)
     symptoms = set(region) - set(real)
     echoes = [(i, o) for i in region if i in symptoms and (o := ranks.origin_of(lines[i])) != ranks.Origin()]
-    hangs = [(i, o) for i, o in echoes if not real and _TIMEOUT.search(norm(i)) is not None]
+    workers = [i for i in real if not _launcher_raised(lines, i)]
+    hangs = [(i, o) for i, o in echoes if not workers and _TIMEOUT.search(norm(i)) is not None]
     if hangs:
         hangs = glued_timeouts(lines, max(0, start - 1), hangs[0][0]) + hangs
     if hangs:  # nothing failed but a collective timed out: the first rank to say so
@@ -271,6 +280,18 @@ def first_origin(lines: Sequence[str], failures: Sequence[int], start: int,
     else:
         got = _launcher_origin(lines, start) or (_earliest(echoes, lines) if echoes else ranks.Origin())
     return _with_host(lines, start, got)
+
+
+#: Where a launcher's own code raises (torch elastic's agent and launch/run scripts, mp.spawn's join): a
+#: traceback ending there is the launcher's, not a worker rank's.
+_LAUNCHER_FRAMES = ("torch/distributed/elastic/", "torch/distributed/run.py", "torch/distributed/launch.py",
+                    "torch/multiprocessing/spawn.py")
+
+
+def _launcher_raised(lines: Sequence[str], i: int) -> bool:
+    """Whether the traceback that error line ``i`` ends has its last frame in a launcher's code."""
+    frame = next((lines[k] for k in range(i - 1, max(-1, i - 12), -1) if lines[k].lstrip().startswith('File "')), "")
+    return any(f in frame for f in _LAUNCHER_FRAMES)
 
 
 #: Lines after torchrun's "Failures:" / "Root Cause" header that its entries take.
