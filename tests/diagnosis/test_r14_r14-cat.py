@@ -1,0 +1,103 @@
+"""Reader round 14 (category and origin): message formats of Caffe, pydantic, TRL and the file
+system that no rule named or that a rule named wrongly. Each log is a short excerpt written by hand
+in the library's format (README "Category: rules" C1-C10)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpulens.diagnosis.classifier import Classifier, default_classifier
+from gpulens.diagnosis.logread import diagnose_text
+
+_SITE = "/opt/conda/lib/python3.10/site-packages"
+
+
+@pytest.fixture(scope="module")
+def clf() -> Classifier:
+    return default_classifier()
+
+
+def _traceback(frames: list[tuple[str, int, str, str]], exc: str, before: str = "") -> str:
+    out = [before.rstrip("\n")] if before else []
+    out.append("Traceback (most recent call last):")
+    for path, line, fn, code in frames:
+        out += [f'  File "{path}", line {line}, in {fn}', f"    {code}"]
+    out.append(exc)
+    return "\n".join(out) + "\n"
+
+
+def _diag(clf: Classifier, text: str) -> tuple[str, str, str | None]:
+    d = diagnose_text(text, clf).diagnosis
+    return d.category, d.origin, d.rule_id
+
+
+_CAFFE_HEAD = (
+    "I0312 10:00:58.100000  4242 solver.cpp:48] Initializing solver from parameters:\n"
+    "I0312 10:01:01.900000  4242 net.cpp:283] Network initialization done.\n"
+    "I0312 10:01:02.000000  4242 solver.cpp:337] Iteration 0, Testing net (#0)\n"
+)
+
+
+def test_caffe_train_and_test_nets_that_disagree_are_a_semantic_error(clf: Classifier) -> None:
+    text = _CAFFE_HEAD + (
+        "F0312 10:01:02.123456  4242 net.cpp:703] Check failed: target_blobs[j]->shape() == source_blob->shape() "
+        "Cannot share param 0 weights from layer 'cls_score'; shape mismatch.  Source param shape is 21 2048 (43008); "
+        "target param shape is 11 2048 (22528)\n"
+        "*** Check failure stack trace: ***\n"
+        "    @     0x7f3c2a1b1daa  (unknown)\n"
+        "    @     0x7f3c2a1b1ce4  (unknown)\n"
+    )
+    assert _diag(clf, text) == ("semantic_error", "user", "caffe-share-param-shape-mismatch")
+
+
+def test_caffe_weights_that_do_not_fit_the_net_are_a_checkpoint_error(clf: Classifier) -> None:
+    text = (
+        "I0312 10:00:58.100000  4242 net.cpp:761] Ignoring source layer prob\n"
+        "F0312 10:01:02.123456  4242 net.cpp:771] Cannot copy param 0 weights from layer 'cls_score'; shape mismatch.  "
+        "Source param shape is 1000 2048 (2048000); target param shape is 11 2048 (22528). To learn this layer's "
+        "parameters from scratch rather than copying from a saved net, rename the layer.\n"
+        "*** Check failure stack trace: ***\n"
+        "    @     0x7f3c2a1b1daa  (unknown)\n"
+    )
+    assert _diag(clf, text) == ("checkpoint_error", "user", "caffe-copy-param-shape-mismatch")
+
+
+@pytest.mark.parametrize("exc", [
+    "pydantic_core._pydantic_core.ValidationError: 1 validation error for TrainerConfig",
+    "pydantic.error_wrappers.ValidationError: 2 validation errors for ModelArgs",
+])
+def test_a_pydantic_config_model_rejecting_a_setting_is_a_semantic_error(clf: Classifier, exc: str) -> None:
+    text = _traceback([("/home/cy/ft/train.py", 31, "main", "cfg = TrainerConfig(**yaml.safe_load(fh))"),
+                       (f"{_SITE}/pydantic/main.py", 212, "__init__",
+                        "validated_self = self.__pydantic_validator__.validate_python(data, self_instance=self)")],
+                      exc + "\nlr_scheduler\n  Input should be 'cosine' or 'linear' [type=literal_error, "
+                      "input_value='cosin', input_type=str]\n", before="loading config configs/ft.yml\n")
+    assert _diag(clf, text) == ("semantic_error", "user", "pydantic-validation-error")
+
+
+def test_trl_completion_collator_without_its_template_is_a_semantic_error(clf: Classifier) -> None:
+    text = _traceback([(f"{_SITE}/transformers/trainer.py", 1860, "_inner_training_loop",
+                        "for step, inputs in enumerate(epoch_iterator):"),
+                       (f"{_SITE}/trl/trainer/utils.py", 140, "torch_call",
+                        "raise RuntimeError(")],
+                      "RuntimeError: Could not find response key [835, 4007, 29901] in token IDs "
+                      "tensor([    1,   835,  2799, 29901])",
+                      before="  0%|          | 0/300 [00:00<?, ?it/s]\n")
+    assert _diag(clf, text) == ("semantic_error", "user", "trl-completion-collator-key-missing")
+
+
+def test_eintr_closing_a_checkpoint_file_is_a_storage_error(clf: Classifier) -> None:
+    text = _traceback([(f"{_SITE}/lightning_fabric/utilities/cloud_io.py", 88, "_atomic_save",
+                        "f.write(bytesbuffer.getvalue())"),
+                       (f"{_SITE}/fsspec/core.py", 142, "close", "f.close()"),
+                       (f"{_SITE}/fsspec/implementations/local.py", 358, "close", "return self.f.close()")],
+                      "InterruptedError: [Errno 4] Interrupted system call",
+                      before="Epoch 2: 100%|##########| 640/640 [12:01<00:00]\n")
+    assert _diag(clf, text) == ("storage_error", "unknown", "eintr-file-close")
+
+
+def test_eintr_outside_a_file_close_names_no_storage_failure(clf: Classifier) -> None:
+    text = _traceback([("/home/cy/srv/loop.py", 12, "main", "time.sleep(5)"),
+                       ("/home/cy/srv/loop.py", 40, "wait_for", "select.select([fd], [], [])")],
+                      "InterruptedError: [Errno 4] Interrupted system call")
+    assert _diag(clf, text)[2] != "eintr-file-close"
