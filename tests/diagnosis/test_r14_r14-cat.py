@@ -101,3 +101,11 @@ def test_eintr_outside_a_file_close_names_no_storage_failure(clf: Classifier) ->
                        ("/home/cy/srv/loop.py", 40, "wait_for", "select.select([fd], [], [])")],
                       "InterruptedError: [Errno 4] Interrupted system call")
     assert _diag(clf, text)[2] != "eintr-file-close"
+
+
+def test_a_full_disk_quota_is_the_owners_storage_error(clf: Classifier) -> None:
+    text = _traceback([("/home/cy/ft/train.py", 210, "main", "trainer.save_model(out_dir)"),
+                       (f"{_SITE}/torch/serialization.py", 652, "save", "with _open_zipfile_writer(f) as opened_zipfile:")],
+                      "OSError: [Errno 122] Disk quota exceeded",
+                      before="{'loss': 1.21, 'learning_rate': 1e-05, 'epoch': 2.0}\nSaving model checkpoint to out/checkpoint-500\n")
+    assert _diag(clf, text) == ("storage_error", "user", "disk-quota-exceeded")
