@@ -54,7 +54,7 @@ def test_deepspeed_batch_assertion_is_a_configuration_error(clf: Classifier) -> 
                        (f"{_SITE}/deepspeed/runtime/config.py", 930, "_batch_assertion", "assert train_batch == micro_batch * grad_acc * self.world_size, (")],
                       "AssertionError: Check batch related parameters. train_batch_size is not equal to "
                       "micro_batch_per_gpu * gradient_acc_step * world_size 32 != 4 * 2 * 3")
-    assert _diag(clf, text) == ("incorrect_input", "user", "deepspeed-batch-size-mismatch")
+    assert _diag(clf, text) == ("semantic_error", "user", "deepspeed-batch-size-mismatch")  # README C4
 
 
 def test_deepspeed_auto_value_left_unfilled_is_a_configuration_error(clf: Classifier) -> None:
@@ -63,7 +63,7 @@ def test_deepspeed_auto_value_left_unfilled_is_a_configuration_error(clf: Classi
                       "ValueError: `zero_optimization.reduce_bucket_size` not found in kwargs. Please specify "
                       "`zero_optimization.reduce_bucket_size` without `auto` (set to correct value) in the DeepSpeed "
                       "config file or pass it in kwargs.", before="Start training...\n")
-    assert _diag(clf, text) == ("incorrect_input", "user", "deepspeed-config-auto-value")
+    assert _diag(clf, text) == ("semantic_error", "user", "deepspeed-config-auto-value")  # README C4
 
 
 def test_verl_prompt_longer_than_the_maximum_is_incorrect_input(clf: Classifier) -> None:
@@ -147,26 +147,26 @@ def test_flash_attention_without_a_cuda_device_is_an_environment_error(clf: Clas
     assert _diag(clf, text) == ("cuda_env_error", "user", "hf-flash-attention-no-cuda-device")
 
 
-def test_legacy_torch_save_write_failure_is_storage_error(clf: Classifier) -> None:
+def test_legacy_torch_save_write_failure_is_checkpoint_error(clf: Classifier) -> None:
     text = _traceback([("/home/gw/main.py", 158, "train", "torch.save(state, '{}/checkpoint_{:0>6}.ckpt'.format(logdir, epoch))"),
                        ("/opt/conda/lib/python3.6/site-packages/torch/serialization.py", 288, "_save",
                         "serialized_storages[key]._write_file(f, _should_read_directly(f))")],
                       "RuntimeError: Unknown error -1", before="Epoch 61/1000, train loss = 0.52\n")
-    assert _diag(clf, text) == ("storage_error", "infrastructure", "torch-legacy-storage-write-failed")
+    assert _diag(clf, text) == ("checkpoint_error", "unknown", "torch-legacy-storage-write-failed")  # README C3, O1
 
 
-def test_unknown_error_outside_a_save_is_not_storage_error(clf: Classifier) -> None:
+def test_unknown_error_outside_a_save_is_not_a_save_failure(clf: Classifier) -> None:
     text = _traceback([("/home/gw/main.py", 80, "train", "out = ext.forward(x)")], "RuntimeError: Unknown error -1")
-    assert _diag(clf, text)[0] != "storage_error"
+    assert _diag(clf, text)[2] != "torch-legacy-storage-write-failed"
 
 
-def test_unsloth_gguf_export_without_llama_cpp_is_import_error(clf: Classifier) -> None:
+def test_unsloth_gguf_export_without_llama_cpp_is_checkpoint_error(clf: Classifier) -> None:
     text = _traceback([("/home/mu/train.py", 90, "<module>", "model.save_pretrained_gguf('model', tokenizer, quantization_method='q4_k_m')"),
                        (f"{_SITE}/unsloth/save.py", 1100, "unsloth_save_pretrained_gguf", "raise RuntimeError(")],
                       "RuntimeError: Unsloth: The file 'llama.cpp/llama-quantize' or `llama.cpp/quantize` does not exist.\n"
                       "But we expect this file to exist! Check if the file exists under llama.cpp.",
                       before="Unsloth: Installing llama.cpp. This might take 3 minutes...\n")
-    assert _diag(clf, text) == ("import_error", "user", "unsloth-llama-cpp-missing")
+    assert _diag(clf, text) == ("checkpoint_error", "user", "unsloth-llama-cpp-missing")  # README C3
 
 
 _SPAWN_JOIN = """\

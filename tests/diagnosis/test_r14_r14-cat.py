@@ -75,7 +75,7 @@ def test_a_pydantic_config_model_rejecting_a_setting_is_a_semantic_error(clf: Cl
     assert _diag(clf, text) == ("semantic_error", "user", "pydantic-validation-error")
 
 
-def test_trl_completion_collator_without_its_template_is_a_semantic_error(clf: Classifier) -> None:
+def test_trl_completion_collator_without_its_template_is_incorrect_input_of_the_user(clf: Classifier) -> None:
     text = _traceback([(f"{_SITE}/transformers/trainer.py", 1860, "_inner_training_loop",
                         "for step, inputs in enumerate(epoch_iterator):"),
                        (f"{_SITE}/trl/trainer/utils.py", 140, "torch_call",
@@ -83,24 +83,24 @@ def test_trl_completion_collator_without_its_template_is_a_semantic_error(clf: C
                       "RuntimeError: Could not find response key [835, 4007, 29901] in token IDs "
                       "tensor([    1,   835,  2799, 29901])",
                       before="  0%|          | 0/300 [00:00<?, ?it/s]\n")
-    assert _diag(clf, text) == ("semantic_error", "user", "trl-completion-collator-key-missing")
+    assert _diag(clf, text) == ("incorrect_input", "user", "trl-completion-collator-key-missing")  # README C4, C5
 
 
-def test_eintr_closing_a_checkpoint_file_is_a_storage_error(clf: Classifier) -> None:
+def test_eintr_saving_a_checkpoint_is_a_checkpoint_error_of_unknown_origin(clf: Classifier) -> None:
     text = _traceback([(f"{_SITE}/lightning_fabric/utilities/cloud_io.py", 88, "_atomic_save",
                         "f.write(bytesbuffer.getvalue())"),
                        (f"{_SITE}/fsspec/core.py", 142, "close", "f.close()"),
                        (f"{_SITE}/fsspec/implementations/local.py", 358, "close", "return self.f.close()")],
                       "InterruptedError: [Errno 4] Interrupted system call",
                       before="Epoch 2: 100%|##########| 640/640 [12:01<00:00]\n")
-    assert _diag(clf, text) == ("storage_error", "unknown", "eintr-file-close")
+    assert _diag(clf, text) == ("checkpoint_error", "unknown", "eintr-checkpoint-save")  # README C3, O1
 
 
-def test_eintr_outside_a_file_close_names_no_storage_failure(clf: Classifier) -> None:
+def test_eintr_outside_a_save_names_no_checkpoint_failure(clf: Classifier) -> None:
     text = _traceback([("/home/cy/srv/loop.py", 12, "main", "time.sleep(5)"),
                        ("/home/cy/srv/loop.py", 40, "wait_for", "select.select([fd], [], [])")],
                       "InterruptedError: [Errno 4] Interrupted system call")
-    assert _diag(clf, text)[2] != "eintr-file-close"
+    assert _diag(clf, text)[2] != "eintr-checkpoint-save"
 
 
 def test_a_full_disk_quota_is_the_owners_storage_error(clf: Classifier) -> None:
@@ -109,3 +109,36 @@ def test_a_full_disk_quota_is_the_owners_storage_error(clf: Classifier) -> None:
                       "OSError: [Errno 122] Disk quota exceeded",
                       before="{'loss': 1.21, 'learning_rate': 1e-05, 'epoch': 2.0}\nSaving model checkpoint to out/checkpoint-500\n")
     assert _diag(clf, text) == ("storage_error", "user", "disk-quota-exceeded")
+
+
+def test_a_torch_save_write_failure_without_an_errno_is_a_checkpoint_error(clf: Classifier) -> None:
+    text = _traceback([("/home/cy/ft/train.py", 301, "save", "torch.save(model.state_dict(), path)"),
+                       (f"{_SITE}/torch/serialization.py", 652, "save", "with _open_zipfile_writer(f) as opened_zipfile:")],
+                      "RuntimeError: [enforce fail at inline_container.cc:595] . PytorchStreamWriter failed writing "
+                      "file data/12: file write failed",
+                      before="epoch 40 | loss 0.31\nsaving checkpoint ckpt/epoch_40.pt\n")
+    assert _diag(clf, text) == ("checkpoint_error", "unknown", "torch-save-write-failed")  # README C3, O1
+
+
+def test_multiprocessing_temp_folder_without_space_is_shared_memory(clf: Classifier) -> None:
+    text = _traceback([("/usr/lib/python3.10/multiprocessing/util.py", 146, "get_temp_dir",
+                        "tempdir = tempfile.mkdtemp(prefix='pymp-')"),
+                       ("/usr/lib/python3.10/tempfile.py", 497, "mkdtemp", "_os.mkdir(file, 0o700)")],
+                      "OSError: [Errno 28] No space left on device: '/tmp/pymp-x81kq2wd'",
+                      before="| epoch 003 | valid on 'valid' subset\n")
+    assert _diag(clf, text) == ("cpu_oom", "infrastructure", "multiprocessing-tempdir-no-space")  # README C6
+
+
+def test_a_semaphore_that_cannot_be_created_is_shared_memory(clf: Classifier) -> None:
+    text = _traceback([(f"{_SITE}/torch/utils/data/dataloader.py", 1040, "__init__",
+                        "self._worker_result_queue = multiprocessing_context.Queue()"),
+                       ("/usr/lib/python3.11/multiprocessing/synchronize.py", 57, "__init__",
+                        "sl = self._semlock = _multiprocessing.SemLock(")],
+                      "OSError: [Errno 28] No space left on device", before="building dataloaders\n")
+    assert _diag(clf, text) == ("cpu_oom", "infrastructure", "multiprocessing-semlock-no-space")  # README C6
+
+
+def test_a_full_disk_outside_multiprocessing_stays_a_storage_error(clf: Classifier) -> None:
+    text = _traceback([("/home/cy/ft/train.py", 88, "dump", "fh.write(blob)")],
+                      "OSError: [Errno 28] No space left on device", before="writing predictions\n")
+    assert _diag(clf, text)[0] == "storage_error"
