@@ -32,21 +32,21 @@ def _diag(clf: Classifier, text: str) -> tuple[str, str, str | None]:
     return d.category, d.origin, d.rule_id
 
 
-def test_sklearn_input_with_nan_is_incorrect_input(clf: Classifier) -> None:
+def test_sklearn_input_with_nan_in_a_metric_is_semantic_error(clf: Classifier) -> None:
     text = _traceback([("/home/ana/tf/roc.py", 41, "<module>", "fpr, tpr, _ = roc_curve(labels, scores)"),
                        (f"{_SITE}/sklearn/utils/validation.py", 146, "_assert_all_finite",
                         "raise ValueError(msg_err)")],
                       "ValueError: Input contains NaN.", before="scores computed for 5120 samples\n")
-    assert _diag(clf, text) == ("incorrect_input", "data", "sklearn-input-not-finite")
+    assert _diag(clf, text) == ("semantic_error", "user", "sklearn-input-not-finite")  # README C4: metric code
 
 
-def test_image_metric_shape_check_is_incorrect_input_data(clf: Classifier) -> None:
+def test_image_metric_shape_check_is_semantic_error(clf: Classifier) -> None:
     text = _traceback([("/home/ana/sr/main_train.py", 220, "main", "psnr = util.calculate_psnr(E_img, H_img)"),
                        ("/home/ana/sr/utils/utils_image.py", 610, "calculate_psnr",
                         "raise ValueError('Input images must have the same dimensions.')")],
                       "ValueError: Input images must have the same dimensions.",
                       before="<epoch:  3, iter:   5,000, lr:2.000e-04> G_loss: 1.2e-02\n")
-    assert _diag(clf, text) == ("incorrect_input", "data", "image-shape-mismatch")
+    assert _diag(clf, text) == ("semantic_error", "user", "image-shape-mismatch")  # README C4: metric code
 
 
 def test_deepspeed_batch_assertion_is_a_configuration_error(clf: Classifier) -> None:

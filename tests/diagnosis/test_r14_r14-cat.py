@@ -142,3 +142,19 @@ def test_a_full_disk_outside_multiprocessing_stays_a_storage_error(clf: Classifi
     text = _traceback([("/home/cy/ft/train.py", 88, "dump", "fh.write(blob)")],
                       "OSError: [Errno 28] No space left on device", before="writing predictions\n")
     assert _diag(clf, text)[0] == "storage_error"
+
+
+@pytest.mark.parametrize(("frame", "exc", "rule"), [
+    (("/home/cy/sr/utils/utils_image.py", 610, "calculate_psnr", "raise ValueError('Input images must have the same dimensions.')"),
+     "ValueError: Input images must have the same dimensions.", "image-shape-mismatch"),
+    ((f"{_SITE}/sklearn/utils/validation.py", 161, "_assert_all_finite", "raise ValueError(msg_err)"),
+     "ValueError: Input contains NaN.", "sklearn-input-not-finite"),
+    ((f"{_SITE}/PIL/Image.py", 76, "__getattr__", "raise AttributeError(f\"module '{__name__}' has no attribute '{name}'\")"),
+     "AttributeError: module 'PIL.Image' has no attribute 'ExifTags'", "library-module-attribute-skew"),
+])
+def test_metric_checks_and_changed_library_apis_are_semantic_errors(clf: Classifier, frame: tuple[str, int, str, str],
+                                                                     exc: str, rule: str) -> None:
+    # README C4: raised in evaluation code, not data-reading code; an API changed between versions (C9: at run time)
+    text = _traceback([("/home/cy/run/main.py", 200, "main", "evaluate(model, loader)"), frame], exc,
+                      before="<epoch:  3, iter:   5,000> loss 0.012\n")
+    assert _diag(clf, text) == ("semantic_error", "user", rule)
