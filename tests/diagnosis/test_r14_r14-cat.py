@@ -158,3 +158,15 @@ def test_metric_checks_and_changed_library_apis_are_semantic_errors(clf: Classif
     text = _traceback([("/home/cy/run/main.py", 200, "main", "evaluate(model, loader)"), frame], exc,
                       before="<epoch:  3, iter:   5,000> loss 0.012\n")
     assert _diag(clf, text) == ("semantic_error", "user", rule)
+
+
+@pytest.mark.parametrize("exc", [
+    "RuntimeError: CUDA error: an illegal memory access was encountered",
+    "torch.AcceleratorError: CUDA error: an illegal instruction was encountered",
+    "RuntimeError: cuDNN error: CUDNN_STATUS_EXECUTION_FAILED",
+])
+def test_a_kernel_fault_in_library_code_is_the_framework_s(clf: Classifier, exc: str) -> None:
+    # README C7: an illegal access in a library's kernel with nothing pointing at the caller is framework
+    text = _traceback([("/home/cy/nmt/train.py", 310, "train_step", "stats.update(loss.sum().item())")], exc,
+                      before="Step 3550/15000; acc 68.0; ppl 13.4\n")
+    assert _diag(clf, text)[:2] == ("cuda_error", "framework")
