@@ -170,3 +170,29 @@ def test_a_kernel_fault_in_library_code_is_the_framework_s(clf: Classifier, exc:
     text = _traceback([("/home/cy/nmt/train.py", 310, "train_step", "stats.update(loss.sum().item())")], exc,
                       before="Step 3550/15000; acc 68.0; ppl 13.4\n")
     assert _diag(clf, text)[:2] == ("cuda_error", "framework")
+
+
+def test_a_read_only_file_system_is_a_storage_error(clf: Classifier) -> None:
+    # README C6: EROFS is the file system refusing, infrastructure (C2: "Read-only" is C6, not an access denial)
+    text = _traceback([("/home/cy/ft/train.py", 40, "main", "os.makedirs(out_dir, exist_ok=True)")],
+                      "OSError: [Errno 30] Read-only file system: '/models/run7'", before="config loaded\n")
+    assert _diag(clf, text) == ("storage_error", "infrastructure", "read-only-file-system")
+
+
+def test_a_batch_whose_samples_differ_in_size_is_incorrect_input(clf: Classifier) -> None:
+    # README C4: a record whose size differs from the others, raised in the DataLoader's collate
+    text = _traceback([(f"{_SITE}/torch/utils/data/_utils/collate.py", 141, "collate", "return torch.stack(batch, 0, out=out)")],
+                      "RuntimeError: stack expects each tensor to be equal size, but got [3, 224, 224] at entry 0 and "
+                      "[1, 224, 224] at entry 7", before="epoch 1 iter 120 loss 0.82\nepoch 1 iter 130 loss 0.80\n")
+    assert _diag(clf, text)[:2] == ("incorrect_input", "data")
+    assert _diag(clf, text)[2] == "collate-stack-unequal-size"
+
+
+def test_safetensors_refusing_shared_tensors_is_a_checkpoint_error(clf: Classifier) -> None:
+    # README C3: the shared-tensor refusal is a failed save of model state
+    text = _traceback([("/home/cy/ft/train.py", 250, "main", "save_file(model.state_dict(), 'out/model.safetensors')"),
+                       (f"{_SITE}/safetensors/torch.py", 480, "_remove_duplicate_names", "raise RuntimeError(")],
+                      "RuntimeError: \n            Some tensors share memory, this will lead to duplicate memory on disk "
+                      "and potential differences when loading them again: [{'lm_head.weight', 'embed.weight'}].",
+                      before="training done\n")
+    assert _diag(clf, text) == ("checkpoint_error", "user", "safetensors-shared-tensors")
