@@ -196,3 +196,26 @@ def test_safetensors_refusing_shared_tensors_is_a_checkpoint_error(clf: Classifi
                       "and potential differences when loading them again: [{'lm_head.weight', 'embed.weight'}].",
                       before="training done\n")
     assert _diag(clf, text) == ("checkpoint_error", "user", "safetensors-shared-tensors")
+
+
+@pytest.mark.parametrize("path", ["configs/train_large.yaml", "/home/cy/ft/ds_config_zero3.json", "exp/opts.cfg"])
+def test_a_missing_configuration_file_is_a_semantic_error(clf: Classifier, path: str) -> None:
+    # README C2: the job's own configuration that it cannot read
+    text = _traceback([("/home/cy/ft/train.py", 30, "main", "cfg = load_config(args.config)")],
+                      f"FileNotFoundError: [Errno 2] No such file or directory: '{path}'", before="starting\n")
+    assert _diag(clf, text) == ("semantic_error", "user", "config-file-missing")
+
+
+@pytest.mark.parametrize("path", ["/models/llama-7b/config.json", "/models/llama-7b/tokenizer_config.json",
+                                  "out/lora/adapter_model.bin"])
+def test_a_missing_model_file_is_a_checkpoint_error(clf: Classifier, path: str) -> None:
+    # README C2 (model state) and C5 (a missing weight or tokenizer file is the user's)
+    text = _traceback([("/home/cy/ft/infer.py", 30, "main", "model = build(args.model_dir)")],
+                      f"FileNotFoundError: [Errno 2] No such file or directory: '{path}'", before="starting\n")
+    assert _diag(clf, text)[:2] == ("checkpoint_error", "user")
+
+
+def test_a_missing_data_json_stays_incorrect_input(clf: Classifier) -> None:
+    text = _traceback([("/home/cy/ft/train.py", 30, "main", "rows = json.load(open(args.train_file))")],
+                      "FileNotFoundError: [Errno 2] No such file or directory: 'data/train.json'", before="starting\n")
+    assert _diag(clf, text)[0] == "incorrect_input"
