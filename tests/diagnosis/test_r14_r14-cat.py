@@ -219,3 +219,33 @@ def test_a_missing_data_json_stays_incorrect_input(clf: Classifier) -> None:
     text = _traceback([("/home/cy/ft/train.py", 30, "main", "rows = json.load(open(args.train_file))")],
                       "FileNotFoundError: [Errno 2] No such file or directory: 'data/train.json'", before="starting\n")
     assert _diag(clf, text)[0] == "incorrect_input"
+
+
+def _worker_failure(exc_type: str, message: str, code: str) -> str:
+    return _traceback([("/home/cy/mol/train.py", 120, "main", "for batch in loader:"),
+                       (f"{_SITE}/torch/_utils.py", 705, "reraise", "raise exception")],
+                      f"{exc_type}: Caught {exc_type} in DataLoader worker process 0.\n"
+                      "Original Traceback (most recent call last):\n"
+                      f'  File "{_SITE}/torch/utils/data/_utils/worker.py", line 308, in _worker_loop\n'
+                      "    data = fetcher.fetch(index)\n"
+                      '  File "/home/cy/mol/datasets/qm9.py", line 88, in __getitem__\n'
+                      f"    {code}\n"
+                      f"{exc_type}: {message}",
+                      before="Training for 200000 kimg...\n")
+
+
+@pytest.mark.parametrize(("exc_type", "message", "code"), [
+    ("KeyError", "'caption'", "caption = item['caption']"),
+    ("AssertionError", "", "assert atom_types.shape == (n_atoms,)"),
+    ("RuntimeError", "shape mismatch: value tensor of shape [3, 2626] cannot be broadcast to indexing result of shape [3, 2048]",
+     "pos[:, idx] = rope_index(ids)"),
+])
+def test_an_error_a_dataloader_worker_caught_reading_a_sample_is_incorrect_input(
+        clf: Classifier, exc_type: str, message: str, code: str) -> None:
+    # README C4: an error of either reading raised in data-reading code (the worker runs __getitem__)
+    assert _diag(clf, _worker_failure(exc_type, message, code))[0] == "incorrect_input"
+
+
+def test_a_plain_code_bug_in_a_dataloader_worker_stays_a_semantic_error(clf: Classifier) -> None:
+    text = _worker_failure("NameError", "name 'np' is not defined", "x = np.asarray(item['x'])")
+    assert _diag(clf, text)[0] == "semantic_error"
