@@ -249,3 +249,15 @@ def test_an_error_a_dataloader_worker_caught_reading_a_sample_is_incorrect_input
 def test_a_plain_code_bug_in_a_dataloader_worker_stays_a_semantic_error(clf: Classifier) -> None:
     text = _worker_failure("NameError", "name 'np' is not defined", "x = np.asarray(item['x'])")
     assert _diag(clf, text)[0] == "semantic_error"
+
+
+@pytest.mark.parametrize(("exc", "rule"), [
+    ("ValueError: Some specified arguments are not used by the HfArgumentParser: ['--lr_decay', '0.9']", "hf-arguments-rejected"),
+    ("ValueError: --load_best_model_at_end requires the save and eval strategy to match, but found\n- Evaluation "
+     "strategy: IntervalStrategy.EPOCH\n- Save strategy: IntervalStrategy.STEPS", "hf-arguments-rejected"),
+    ("hydra.errors.ConfigCompositionException: Could not override 'trainer.gpus'.", "omegaconf-config-error"),
+])
+def test_a_setting_rejected_by_a_library_check_is_a_semantic_error(clf: Classifier, exc: str, rule: str) -> None:
+    # README C4: a setting rejected by HfArgumentParser, Hydra or a library's argument validation
+    text = _traceback([("/home/cy/ft/train.py", 20, "main", "args = parse()")], exc, before="starting\n")
+    assert _diag(clf, text) == ("semantic_error", "user", rule)
