@@ -261,3 +261,11 @@ def test_a_setting_rejected_by_a_library_check_is_a_semantic_error(clf: Classifi
     # README C4: a setting rejected by HfArgumentParser, Hydra or a library's argument validation
     text = _traceback([("/home/cy/ft/train.py", 20, "main", "args = parse()")], exc, before="starting\n")
     assert _diag(clf, text) == ("semantic_error", "user", rule)
+
+
+def test_a_data_set_missing_from_the_cache_with_the_hub_offline_is_incorrect_input(clf: Classifier) -> None:
+    # README C8: the file's category by C2 (a data set: incorrect_input), origin user
+    text = _traceback([("/home/cy/ft/train.py", 40, "main", "ds = load_dataset('squad')"),
+                       (f"{_SITE}/datasets/load.py", 1900, "dataset_module_factory", "raise ConnectionError(")],
+                      "ConnectionError: Couldn't reach 'squad' on the Hub (OfflineModeIsEnabled)", before="starting\n")
+    assert _diag(clf, text) == ("incorrect_input", "user", "datasets-hub-offline")
