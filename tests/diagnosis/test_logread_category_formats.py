@@ -378,10 +378,11 @@ def test_resource_sharer_error_alone_names_no_cause(clf: Classifier, exc: str) -
     assert _diag(clf, text)[:2] == ("unknown", "unknown")
 
 
-@pytest.mark.parametrize(("path", "origin"), [("/scratch/al/data/tfrecords256/", "user"),
-                                              ("/project/al/ScanNet/scans/scene0307_00/color", "user"),
+# README C5 (r14): an input missing at the location the configuration names is the data's, folder or file
+@pytest.mark.parametrize(("path", "origin"), [("/scratch/al/data/tfrecords256/", "data"),
+                                              ("/project/al/ScanNet/scans/scene0307_00/color", "data"),
                                               ("/data/al/wavs/6192449487.wav", "data")])
-def test_missing_folder_is_the_settings_and_missing_record_the_data(clf: Classifier, path: str, origin: str) -> None:
+def test_missing_folder_and_missing_record_are_the_data_s(clf: Classifier, path: str, origin: str) -> None:
     text = _traceback([("/home/al/train.py", 40, "load", "items = os.listdir(root)")],
                       f"FileNotFoundError: [Errno 2] No such file or directory: '{path}'", before="TensorFlow is using GPU\n")
     assert _diag(clf, text)[:2] == ("incorrect_input", origin)

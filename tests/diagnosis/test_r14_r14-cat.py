@@ -269,3 +269,11 @@ def test_a_data_set_missing_from_the_cache_with_the_hub_offline_is_incorrect_inp
                        (f"{_SITE}/datasets/load.py", 1900, "dataset_module_factory", "raise ConnectionError(")],
                       "ConnectionError: Couldn't reach 'squad' on the Hub (OfflineModeIsEnabled)", before="starting\n")
     assert _diag(clf, text) == ("incorrect_input", "user", "datasets-hub-offline")
+
+
+def test_a_data_folder_missing_where_the_configuration_names_it_is_the_data_s(clf: Classifier) -> None:
+    # README C5: the input as delivered is missing at the location the job's configuration names
+    text = _traceback([("/home/cy/gan/train.py", 60, "main", "files = os.listdir(cfg.train_dir)")],
+                      "FileNotFoundError: [Errno 2] No such file or directory: '/scratch/cy/data/tfrecords256/'",
+                      before="TensorFlow is using GPU\n")
+    assert _diag(clf, text) == ("incorrect_input", "data", "data-folder-missing")
