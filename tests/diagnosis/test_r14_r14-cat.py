@@ -277,3 +277,11 @@ def test_a_data_folder_missing_where_the_configuration_names_it_is_the_data_s(cl
                       "FileNotFoundError: [Errno 2] No such file or directory: '/scratch/cy/data/tfrecords256/'",
                       before="TensorFlow is using GPU\n")
     assert _diag(clf, text) == ("incorrect_input", "data", "data-folder-missing")
+
+
+def test_llamafactory_data_file_missing_is_the_data_s(clf: Classifier) -> None:
+    # README C2 and C5: an input data file missing where the configuration names it
+    text = _traceback([("/srv/LLaMA-Factory/src/llamafactory/data/loader.py", 75, "_load_single_dataset",
+                        'raise ValueError(f"File {local_path} not found.")')],
+                      "ValueError: File data/safety/sft_50_500.json not found.", before="Loading dataset safety...\n")
+    assert _diag(clf, text) == ("incorrect_input", "data", "llamafactory-data-file-missing")
