@@ -285,3 +285,18 @@ def test_llamafactory_data_file_missing_is_the_data_s(clf: Classifier) -> None:
                         'raise ValueError(f"File {local_path} not found.")')],
                       "ValueError: File data/safety/sft_50_500.json not found.", before="Loading dataset safety...\n")
     assert _diag(clf, text) == ("incorrect_input", "data", "llamafactory-data-file-missing")
+
+
+def test_an_exception_raised_by_the_model_save_call_is_a_checkpoint_error(clf: Classifier) -> None:
+    # README C3: saving model state that fails is checkpoint_error whatever the cause the code shows
+    text = _traceback([("/home/cy/det/main.py", 300, "main", "train_one_epoch(model, loader, args)"),
+                       ("/home/cy/det/engine.py", 88, "train_one_epoch", "misc.save_model(args=args, model=model, is_best=True)")],
+                      "TypeError: save_model() got an unexpected keyword argument 'is_best'",
+                      before="Epoch: [0]  [ 990/1000]  loss: 0.41\nEpoch: [0] Total time: 0:10:02\n")
+    assert _diag(clf, text) == ("checkpoint_error", "user", "model-save-raised")
+
+
+def test_the_same_type_error_outside_a_save_stays_a_semantic_error(clf: Classifier) -> None:
+    text = _traceback([("/home/cy/det/engine.py", 40, "train_one_epoch", "out = model(images, mask=True)")],
+                      "TypeError: forward() got an unexpected keyword argument 'mask'", before="Epoch: [0]\n")
+    assert _diag(clf, text)[0] == "semantic_error"
