@@ -359,7 +359,8 @@ def test_a_library_calling_what_its_dependency_lacks_is_an_environment_mismatch(
             "    raise AttributeError(f\"module '{__name__}' has no attribute '{name}'\")\n"
             "AttributeError: module 'PIL.Image' has no attribute 'ExifTags'\n")
     d = diagnose_text(text, clf).diagnosis
-    assert (d.category, d.rule_id) == ("import_error", "library-module-attribute-skew"), d
+    # README C4/C9: an API that changed between versions, failing at run time (not at import): semantic_error
+    assert (d.category, d.rule_id) == ("semantic_error", "library-module-attribute-skew"), d
     # the job's own module lacking a name is its own bug
     own = ("Traceback (most recent call last):\n"
            '  File "/home/u/proj/train.py", line 12, in <module>\n'
@@ -590,7 +591,7 @@ def test_behind_a_launcher_s_report_the_child_s_own_error_decides(clf: Classifie
     ("OSError: [Errno 23] Too many open files in system", "storage_error", "infrastructure"),
     ("huggingface_hub.errors.LocalEntryNotFoundError: Cannot find the requested files in the disk cache and "
      "outgoing traffic has been disabled. To enable hf.co look-ups and downloads online, set 'local_files_only' "
-     "to False.", "incorrect_input", "user"),
+     "to False.", "checkpoint_error", "user"),  # README C8: a model's cache miss with the Hub offline
 ])
 def test_errno_and_hub_messages_behind_a_torchrun_report_decide(clf: Classifier, exc: str, category: str,
                                                                origin: str) -> None:
@@ -670,7 +671,7 @@ def test_srun_s_node_failure_is_the_scheduler_s_end_not_a_gpu_fault(clf: Classif
      "but the current world size is 4. Automatic adjustment of ZeRO's optimizer state partitioning with a new "
      "world size is not currently supported.", "checkpoint_error", "user"),
     ("ValueError: Expected a string path to an existing deepspeed config, or a dictionary, or a base64 encoded "
-     "string. Received: configs/zero3.json", "incorrect_input", "user"),
+     "string. Received: configs/zero3.json", "semantic_error", "user"),  # README C2/C4: the job's own config
     # TensorFlow's label check, the counterpart of ATen's n_classes device assert
     ("tensorflow.python.framework.errors_impl.InvalidArgumentError: Graph execution error:\n\nNode: "
      "'sparse_categorical_crossentropy/SparseSoftmaxCrossEntropyWithLogits'\nReceived a label value of 10 which is "
@@ -848,7 +849,7 @@ def test_a_training_loop_s_own_nan_guard_is_divergence(clf: Classifier, code: st
     ("KeyError: 'warmup_ratio'\n\nDuring handling of the above exception, another exception occurred:\n\n"
      "Traceback (most recent call last):\n  File \"/work/train.py\", line 31, in <module>\n"
      "    warm = cfg.getfloat('sched', 'warmup_ratio')\n"
-     "configparser.NoOptionError: No option 'warmup_ratio' in section: 'sched'", "incorrect_input", "user"),
+     "configparser.NoOptionError: No option 'warmup_ratio' in section: 'sched'", "semantic_error", "user"),  # README C4
     # requests' raise_for_status: a tracker's server rate-limits or fails (not a 404 of the job's own URL)
     ("requests.exceptions.HTTPError: 429 Client Error: Too Many Requests for url: https://api.wandb.ai/graphql",
      "comm_error", "infrastructure"),
@@ -1050,10 +1051,11 @@ def test_peers_that_timed_out_while_one_process_prepared_the_data_waited_for_the
 
 
 def test_the_driver_s_unknown_error_ending_a_working_run_is_the_gpu_s(clf: Classifier) -> None:
-    # O6: c10's driver-API check ("CUDA driver error: unknown error") after hours of training
+    # O6: c10's driver-API check ("CUDA driver error: unknown error") after hours of training; README C7:
+    # without an Xid or ECC line it is no hardware evidence, so cuda_error with the GPU's (infrastructure) origin
     lines = [*_EPOCHS, "terminate called after throwing an instance of 'c10::Error'",
              "  what():  CUDA driver error: unknown error",
              "Exception raised from _hasPrimaryContext at ../aten/src/ATen/cuda/detail/CUDAHooks.cpp:67 "
              "(most recent call first):"]
     d = diagnose_text("\n".join(lines), clf).diagnosis
-    assert (d.category, d.origin) == ("gpu_hardware", "infrastructure"), d
+    assert (d.category, d.origin) == ("cuda_error", "infrastructure"), d

@@ -32,21 +32,21 @@ def _diag(clf: Classifier, text: str) -> tuple[str, str, str | None]:
     return d.category, d.origin, d.rule_id
 
 
-def test_sklearn_input_with_nan_is_incorrect_input(clf: Classifier) -> None:
+def test_sklearn_input_with_nan_in_a_metric_is_semantic_error(clf: Classifier) -> None:
     text = _traceback([("/home/ana/tf/roc.py", 41, "<module>", "fpr, tpr, _ = roc_curve(labels, scores)"),
                        (f"{_SITE}/sklearn/utils/validation.py", 146, "_assert_all_finite",
                         "raise ValueError(msg_err)")],
                       "ValueError: Input contains NaN.", before="scores computed for 5120 samples\n")
-    assert _diag(clf, text) == ("incorrect_input", "data", "sklearn-input-not-finite")
+    assert _diag(clf, text) == ("semantic_error", "user", "sklearn-input-not-finite")  # README C4: metric code
 
 
-def test_image_metric_shape_check_is_incorrect_input_data(clf: Classifier) -> None:
+def test_image_metric_shape_check_is_semantic_error(clf: Classifier) -> None:
     text = _traceback([("/home/ana/sr/main_train.py", 220, "main", "psnr = util.calculate_psnr(E_img, H_img)"),
                        ("/home/ana/sr/utils/utils_image.py", 610, "calculate_psnr",
                         "raise ValueError('Input images must have the same dimensions.')")],
                       "ValueError: Input images must have the same dimensions.",
                       before="<epoch:  3, iter:   5,000, lr:2.000e-04> G_loss: 1.2e-02\n")
-    assert _diag(clf, text) == ("incorrect_input", "data", "image-shape-mismatch")
+    assert _diag(clf, text) == ("semantic_error", "user", "image-shape-mismatch")  # README C4: metric code
 
 
 def test_deepspeed_batch_assertion_is_a_configuration_error(clf: Classifier) -> None:
@@ -54,7 +54,7 @@ def test_deepspeed_batch_assertion_is_a_configuration_error(clf: Classifier) -> 
                        (f"{_SITE}/deepspeed/runtime/config.py", 930, "_batch_assertion", "assert train_batch == micro_batch * grad_acc * self.world_size, (")],
                       "AssertionError: Check batch related parameters. train_batch_size is not equal to "
                       "micro_batch_per_gpu * gradient_acc_step * world_size 32 != 4 * 2 * 3")
-    assert _diag(clf, text) == ("incorrect_input", "user", "deepspeed-batch-size-mismatch")
+    assert _diag(clf, text) == ("semantic_error", "user", "deepspeed-batch-size-mismatch")  # README C4
 
 
 def test_deepspeed_auto_value_left_unfilled_is_a_configuration_error(clf: Classifier) -> None:
@@ -63,7 +63,7 @@ def test_deepspeed_auto_value_left_unfilled_is_a_configuration_error(clf: Classi
                       "ValueError: `zero_optimization.reduce_bucket_size` not found in kwargs. Please specify "
                       "`zero_optimization.reduce_bucket_size` without `auto` (set to correct value) in the DeepSpeed "
                       "config file or pass it in kwargs.", before="Start training...\n")
-    assert _diag(clf, text) == ("incorrect_input", "user", "deepspeed-config-auto-value")
+    assert _diag(clf, text) == ("semantic_error", "user", "deepspeed-config-auto-value")  # README C4
 
 
 def test_verl_prompt_longer_than_the_maximum_is_incorrect_input(clf: Classifier) -> None:
@@ -147,26 +147,26 @@ def test_flash_attention_without_a_cuda_device_is_an_environment_error(clf: Clas
     assert _diag(clf, text) == ("cuda_env_error", "user", "hf-flash-attention-no-cuda-device")
 
 
-def test_legacy_torch_save_write_failure_is_storage_error(clf: Classifier) -> None:
+def test_legacy_torch_save_write_failure_is_checkpoint_error(clf: Classifier) -> None:
     text = _traceback([("/home/gw/main.py", 158, "train", "torch.save(state, '{}/checkpoint_{:0>6}.ckpt'.format(logdir, epoch))"),
                        ("/opt/conda/lib/python3.6/site-packages/torch/serialization.py", 288, "_save",
                         "serialized_storages[key]._write_file(f, _should_read_directly(f))")],
                       "RuntimeError: Unknown error -1", before="Epoch 61/1000, train loss = 0.52\n")
-    assert _diag(clf, text) == ("storage_error", "infrastructure", "torch-legacy-storage-write-failed")
+    assert _diag(clf, text) == ("checkpoint_error", "unknown", "torch-legacy-storage-write-failed")  # README C3, O1
 
 
-def test_unknown_error_outside_a_save_is_not_storage_error(clf: Classifier) -> None:
+def test_unknown_error_outside_a_save_is_not_a_save_failure(clf: Classifier) -> None:
     text = _traceback([("/home/gw/main.py", 80, "train", "out = ext.forward(x)")], "RuntimeError: Unknown error -1")
-    assert _diag(clf, text)[0] != "storage_error"
+    assert _diag(clf, text)[2] != "torch-legacy-storage-write-failed"
 
 
-def test_unsloth_gguf_export_without_llama_cpp_is_import_error(clf: Classifier) -> None:
+def test_unsloth_gguf_export_without_llama_cpp_is_checkpoint_error(clf: Classifier) -> None:
     text = _traceback([("/home/mu/train.py", 90, "<module>", "model.save_pretrained_gguf('model', tokenizer, quantization_method='q4_k_m')"),
                        (f"{_SITE}/unsloth/save.py", 1100, "unsloth_save_pretrained_gguf", "raise RuntimeError(")],
                       "RuntimeError: Unsloth: The file 'llama.cpp/llama-quantize' or `llama.cpp/quantize` does not exist.\n"
                       "But we expect this file to exist! Check if the file exists under llama.cpp.",
                       before="Unsloth: Installing llama.cpp. This might take 3 minutes...\n")
-    assert _diag(clf, text) == ("import_error", "user", "unsloth-llama-cpp-missing")
+    assert _diag(clf, text) == ("checkpoint_error", "user", "unsloth-llama-cpp-missing")  # README C3
 
 
 _SPAWN_JOIN = """\
@@ -251,16 +251,18 @@ def test_ray_unpickling_an_api_connection_error_is_comm_error(clf: Classifier) -
     assert _diag(clf, text) == ("comm_error", "unknown", "ray-unpickled-connection-error")
 
 
-@pytest.mark.parametrize("exc", ["RuntimeError: CUDA error: an illegal memory access was encountered",
-                                 "RuntimeError: CUDA error: unspecified launch failure",
-                                 "torch.AcceleratorError: CUDA error: an illegal instruction was encountered",
-                                 "RuntimeError: cuDNN error: CUDNN_STATUS_EXECUTION_FAILED"])
-def test_asynchronous_kernel_fault_names_no_party(clf: Classifier, exc: str) -> None:
+# README C7: an illegal access in a library's kernel with nothing pointing at the caller is the
+# framework's; a launch failure keeps no party (O1)
+@pytest.mark.parametrize(("exc", "origin"), [("RuntimeError: CUDA error: an illegal memory access was encountered", "framework"),
+                                             ("RuntimeError: CUDA error: unspecified launch failure", "unknown"),
+                                             ("torch.AcceleratorError: CUDA error: an illegal instruction was encountered", "framework"),
+                                             ("RuntimeError: cuDNN error: CUDNN_STATUS_EXECUTION_FAILED", "framework")])
+def test_asynchronous_kernel_fault_in_library_code(clf: Classifier, exc: str, origin: str) -> None:
     text = _traceback([(f"{_SITE}/torch/autograd/graph.py", 768, "_engine_run_backward",
                         "return Variable._execution_engine.run_backward(")],
                       exc + "\nCUDA kernel errors might be asynchronously reported at some other API call, so the "
                       "stacktrace below might be incorrect.", before="step 7400 loss 1.21\n")
-    assert _diag(clf, text)[:2] == ("cuda_error", "unknown")
+    assert _diag(clf, text)[:2] == ("cuda_error", origin)
 
 
 def test_dataloader_worker_segfault_alone_names_no_party(clf: Classifier) -> None:
@@ -376,10 +378,11 @@ def test_resource_sharer_error_alone_names_no_cause(clf: Classifier, exc: str) -
     assert _diag(clf, text)[:2] == ("unknown", "unknown")
 
 
-@pytest.mark.parametrize(("path", "origin"), [("/scratch/al/data/tfrecords256/", "user"),
-                                              ("/project/al/ScanNet/scans/scene0307_00/color", "user"),
+# README C5 (r14): an input missing at the location the configuration names is the data's, folder or file
+@pytest.mark.parametrize(("path", "origin"), [("/scratch/al/data/tfrecords256/", "data"),
+                                              ("/project/al/ScanNet/scans/scene0307_00/color", "data"),
                                               ("/data/al/wavs/6192449487.wav", "data")])
-def test_missing_folder_is_the_settings_and_missing_record_the_data(clf: Classifier, path: str, origin: str) -> None:
+def test_missing_folder_and_missing_record_are_the_data_s(clf: Classifier, path: str, origin: str) -> None:
     text = _traceback([("/home/al/train.py", 40, "load", "items = os.listdir(root)")],
                       f"FileNotFoundError: [Errno 2] No such file or directory: '{path}'", before="TensorFlow is using GPU\n")
     assert _diag(clf, text)[:2] == ("incorrect_input", origin)
@@ -408,7 +411,8 @@ def _worker_failure(exc: str, steps: int) -> str:
 @pytest.mark.parametrize(("exc", "steps", "category"), [
     ("ZeroDivisionError: integer division or modulo by zero", 40, "incorrect_input"),
     ("ValueError: Sample larger than population or is negative", 40, "incorrect_input"),
-    ("ZeroDivisionError: integer division or modulo by zero", 0, "semantic_error"),
+    # README C4: raised in data-reading code (the worker's Dataset) even on the first batch (r14)
+    ("ZeroDivisionError: integer division or modulo by zero", 0, "incorrect_input"),
 ])
 def test_worker_error_after_the_loader_fed_the_run_is_one_bad_record(clf: Classifier, exc: str, steps: int,
                                                                      category: str) -> None:

@@ -68,7 +68,8 @@ def test_an_evaluation_announced_after_the_last_step_is_the_phase(rules: Classif
               "Traceback (most recent call last):", '  File "/usr/lib/python3.8/tempfile.py", line 497, in mkdtemp',
               "    _os.mkdir(file, 0o700)", "OSError: [Errno 28] No space left on device: '/tmp/pymp-2ntknau9'"]
     w = diagnose_text("\n".join(ln + eol for ln in lines), rules)
-    assert w.diagnosis.category == "storage_error" and w.phase == "evaluation"
+    # README C6: "No space left on device" for multiprocessing's pymp-* folder is cpu_oom (r14)
+    assert w.diagnosis.category == "cpu_oom" and w.phase == "evaluation"
 
 
 def test_settings_and_announcements_are_no_steps_done(rules: Classifier) -> None:

@@ -47,7 +47,7 @@ CASES: list[tuple[str, str, str, str, str]] = [
     ("hf-hub-repo-id-invalid", "checkpoint_error", "huggingface_hub/utils/_validators.py", "validate_repo_id",
      "huggingface_hub.errors.HFValidationError: Repo id must be in the form 'repo_name' or "
      "'namespace/repo_name': '/mnt/ckpt/run7/final'. Use `repo_type` argument if needed."),
-    ("hf-couldnt-connect-to-hub", "incorrect_input", "transformers/utils/hub.py", "cached_file",
+    ("hf-couldnt-connect-to-hub", "checkpoint_error", "transformers/utils/hub.py", "cached_file",
      "OSError: We couldn't connect to 'https://huggingface.co' to load this file, couldn't find it in the "
      "cached files and it looks like roberta-large is not the path to a directory containing a file named "
      "tokenizer_config.json."),

@@ -389,11 +389,37 @@ _WORKER_SPAN = 400
 #: Progress lines before the failure that show the loader had fed the run.
 _FED_STEPS = 3
 _BAD_RECORD_CONFIDENCE = 0.6
+#: README C4: an error whose message could be the data's or the code's (a KeyError on a field, an
+#: index or shape assert, a broadcast mismatch) raised in data-reading code (a Dataset's
+#: __getitem__ or a collate_fn, which is what a DataLoader worker runs) is incorrect_input. Plain
+#: bugs of code (TypeError, AttributeError, NameError) stay semantic errors.
+_WORKER_EITHER = re.compile(r"(KeyError|IndexError|AssertionError|ValueError|RuntimeError|ZeroDivisionError): "
+                            r"Caught \1 in DataLoader worker process \d+")
+_WORKER_RULES = frozenset({_GENERIC_EXCEPTION, "dataloader-worker-reraised"})
 
 
 def bad_record(d: Diagnosis, lines: Sequence[str], floor: int, start: int) -> Diagnosis:
-    """For a plain Python exception (``d`` from the generic rule), :func:`_bad_record`; else ``d``."""
-    return _bad_record(d, lines, floor, start) if d.rule_id == _GENERIC_EXCEPTION else d
+    """For a plain Python exception (``d`` from the generic rule), :func:`_bad_record`; then, for
+    one a DataLoader worker caught, :func:`_worker_read`; else ``d``."""
+    if d.rule_id == _GENERIC_EXCEPTION:
+        d = _bad_record(d, lines, floor, start)
+    return _worker_read(d, lines, floor, start) if d.rule_id in _WORKER_RULES else d
+
+
+def _worker_read(d: Diagnosis, lines: Sequence[str], floor: int, start: int) -> Diagnosis:
+    """``incorrect_input`` for an error of either reading (:data:`_WORKER_EITHER`) that a DataLoader
+    worker caught while it read a sample (README C4); the origin stays ``d``'s: whether the data as
+    delivered or the job's own setting is at fault (C5) is not in the message."""
+    hits = find_keys(lines, ("in DataLoader worker process",), max(floor, start - _WORKER_SPAN), start + _WORKER_SPAN)
+    at = next((i for i in hits if _WORKER_EITHER.search(lines[i])), None)
+    if at is None:
+        return d
+    line = logs.normalize_line(lines[at]).strip()[:300]
+    evidence = [line, *(e for e in d.evidence if e != line)][:_MAX_EVIDENCE]
+    return dataclasses.replace(d, category="incorrect_input", evidence=evidence, rule_id=None,
+                               hint=hint_for("incorrect_input", evidence),
+                               reason="a DataLoader worker failed reading a sample (its Dataset or collate_fn): "
+                                      "data-reading code, README C4")
 
 
 def _bad_record(d: Diagnosis, lines: Sequence[str], floor: int, start: int) -> Diagnosis:
