@@ -420,7 +420,16 @@ def _went_on_to_an_end(lines: Sequence[str], at: int) -> bool:
     if not went_on(lines, at):
         return False
     end = end_of_attempt(lines, at)
-    return end is not None and not end.stopped
+    return end is not None and end.strength >= _END_PAST_TRACEBACK
+
+
+#: How sure an end after a traceback must be to set the traceback aside: a counter at its end, the
+#: configured last step, a job script's epilogue. Results alone are not enough: an uncaught exception
+#: prints its traceback to stderr at once, and Python flushes the buffered stdout (the last metrics, an
+#: evaluation's lines) only at exit, after it, so a capture of both streams shows the run's last
+#: results after the traceback that ended it (CPython Python/pylifecycle.c ``flush_std_files`` at
+#: finalisation, after ``sys.excepthook`` printed the traceback).
+_END_PAST_TRACEBACK = 0.8
 
 
 #: How a job ends when the failure-line keys see no error word in its last lines: the shell
@@ -483,12 +492,37 @@ def last_words(lines: Sequence[str], floor: int) -> list[int]:
         s = logs.normalize_line(lines[i]).strip()
         if not s:
             continue
-        if _LAST_WORDS.search(s):
+        if _LAST_WORDS.search(s) and not after_work(lines, floor, i):
             out.extend(hydra_report(lines, floor, i) if _HYDRA_END in s else [i])
         seen += 1
         if seen >= LAST_WORDS_TAIL:
             break
     return sorted(set(out))
+
+
+#: The shell's report of a job script's command it could not run (bash "slurm_script: line 31: foo:
+#: command not found", "job.sh: line 40: out/x.csv: No such file or directory", dash "job.sh: 7: foo:
+#: not found"; bash execute_cmd.c ``command_not_found`` and redir.c ``redirection_error``, dash exec.c).
+_SHELL_MISSING = re.compile(r"^\S+: (?:line )?\d+: .+: (?:command not found|No such file or directory|not found)$")
+#: Lines above a shell's report read for the program's last output (blank lines, other shell reports,
+#: trackers' lines and warnings skipped).
+_BEFORE_SHELL = 40
+
+
+def after_work(lines: Sequence[str], floor: int, at: int) -> bool:
+    """Whether the shell's report at ``at`` that the job script could not run a command
+    (``_SHELL_MISSING``) comes after the program ended normally: the program's last output line
+    above it is a trainer's or launcher's completion message or a progress line at its end (N/N).
+    The shell ran its next command, so the program had exited, and no error of its own came
+    between: the work was done, the job script's commands after it do not undo it."""
+    if not _SHELL_MISSING.match(ranks_free(logs.normalize_line(lines[at]))):
+        return False
+    for k in range(at - 1, max(floor, at - _BEFORE_SHELL) - 1, -1):
+        s = ranks_free(logs.normalize_line(lines[k]))
+        if not s or _SHELL_MISSING.match(s) or s.startswith(_NOT_OUTPUT) or "arning" in s:
+            continue  # a tracker's footer, a warning at exit: not the program's last output
+        return completion_strength(s) >= _STRONG_END or (is_progress_bar(lines[k]) and _counters_end(_shown(lines[k])) is True)
+    return False
 
 
 _HYDRA_END = "HYDRA_FULL_ERROR=1"
