@@ -476,6 +476,11 @@ _LAST_WORDS = Guarded(
      "commande introuvable", "команда не найдена", "未预期的符号", "予期しないトークン", "Syntaxfehler beim",
      "erreur de syntaxe", "синтаксическая ошибка"),
 )
+#: Bash's report of the job killed by a signal ("Terminated", "Killed") written onto a line whose log
+#: prefix the program had begun (the timestamp of nnU-Net's ``print_to_log_file`` and other loggers that
+#: print the prefix and the message in separate writes), as the prefix's normalization leaves it: the
+#: separator, then the shell's word (bash jobs.c ``j_strsignal``/``printable_job_status``).
+_BEHIND_PREFIX = re.compile(r"^[:|\-]\s*(?:Killed|Terminated)$")
 #: Non-blank lines at the end of an attempt read for them: such a line ends the job only when
 #: it is (nearly) the last thing the job printed; a script that goes on after a missing command
 #: (a "module: command not found" before the training starts) was not ended by it.
@@ -492,7 +497,7 @@ def last_words(lines: Sequence[str], floor: int) -> list[int]:
         s = logs.normalize_line(lines[i]).strip()
         if not s:
             continue
-        if _LAST_WORDS.search(s) and not after_work(lines, floor, i):
+        if (_LAST_WORDS.search(s) and not after_work(lines, floor, i)) or _BEHIND_PREFIX.match(s):
             out.extend(hydra_report(lines, floor, i) if _HYDRA_END in s else [i])
         seen += 1
         if seen >= LAST_WORDS_TAIL:

@@ -1,0 +1,74 @@
+"""Healthy or failed at a log's end (issue 23, reader round 14): what follows a program's end
+(a job script's commands, stdout flushed at exit, the shell's kill report on a half-written line).
+Each excerpt is short and written for the test in the format of the program that prints it."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpulens.diagnosis.classifier import Classifier, default_classifier
+from gpulens.diagnosis.logread import diagnose_text
+
+
+@pytest.fixture(scope="module")
+def clf() -> Classifier:
+    return default_classifier()
+
+
+def _bar(name: str, upto: int, total: int) -> list[str]:
+    return [f"{name}: {k * 100 // total:3d}%|#####     | {k}/{total} [00:{k % 60:02d}<00:10,  1.3it/s]"
+            for k in range(upto - 5, upto + 1)]
+
+
+def _text(lines: list[str]) -> str:
+    return "\n".join(lines)
+
+
+def test_a_missing_command_of_the_job_script_after_the_bar_ended_is_no_failure(clf: Classifier) -> None:
+    lines = ["Loading checkpoint from ckpt/best.pt", *_bar("Testing", 500, 500),
+             "/var/spool/slurmd/job555/slurm_script: line 18: cleanup_tmp: command not found"]
+    w = diagnose_text(_text(lines), clf)
+    assert w.diagnosis.category == "none", w.diagnosis
+    # the same shell report after a bar short of its end: the program stopped, then the script failed
+    cut = diagnose_text(_text(["Loading checkpoint from ckpt/best.pt", *_bar("Testing", 200, 500), lines[-1]]), clf)
+    assert cut.diagnosis.category != "none", cut.diagnosis
+    # and before the program ran (nothing finished above it), it is the job's failure
+    early = diagnose_text(_text(["module load cuda/12.1", "/var/spool/slurmd/job555/slurm_script: line 9: "
+                                 "torchrun: command not found"]), clf)
+    assert early.diagnosis.category != "none", early.diagnosis
+
+
+def test_a_missing_file_of_the_job_script_after_a_completion_message_is_no_failure(clf: Classifier) -> None:
+    lines = ["epoch 10/10 loss 0.21 acc 0.93", "Training finished: best acc 0.93 at epoch 9",
+             "run_all.sh: line 44: results/summary.tsv: No such file or directory"]
+    w = diagnose_text(_text(lines), clf)
+    assert w.diagnosis.category == "none", w.diagnosis
+
+
+def test_metrics_flushed_after_the_traceback_that_ended_the_process_do_not_make_it_healthy(clf: Classifier) -> None:
+    lines = [*[f">>> Epoch0 | Iter{i} | inputs: torch.Size([400, 8192])" for i in range(30)],
+             "Traceback (most recent call last):",
+             '  File "/home/u/proj/main.py", line 88, in <module>',
+             "    main()",
+             '  File "/home/u/proj/trainer.py", line 301, in log_val',
+             '    "val/loss": self.val_loss_sum / (self.val_i + 1),',
+             "AttributeError: 'Trainer' object has no attribute 'val_loss_sum'",
+             "train/loss: 5.190796865973362", *[f"train/cosine_sim_{k}: 0.00{k + 10}" for k in range(24)],
+             "Evaluating...",
+             *[f">>> Epoch0 | Eval{i} | inputs: torch.Size([200, 8192])" for i in range(4)]]
+    w = diagnose_text(_text(lines), clf)
+    assert w.diagnosis.category != "none", w.diagnosis
+
+
+@pytest.mark.parametrize("word, category", [("Terminated", "preempted"), ("Killed", "cpu_oom")])
+def test_the_shell_s_kill_report_behind_a_logger_s_timestamp_is_the_end(clf: Classifier, word: str,
+                                                                          category: str) -> None:
+    lines = []
+    for e in range(40, 46):
+        lines += ["2024-11-24 04:02:41.918562: ", f"epoch:  {e}", f"2024-11-24 04:04:02.160092: train loss : -0.8{e}",
+                  f"2024-11-24 04:04:11.126821: validation loss: -0.8{e}",
+                  "2024-11-24 04:04:16.650970: This epoch took 94.732350 s", ""]
+    lines.append(f"2024-11-24 04:13:57.870606: {word}")
+    w = diagnose_text(_text(lines), clf)
+    assert w.diagnosis.category == category, w.diagnosis
+    assert w.indicator_lines == [len(lines)]
