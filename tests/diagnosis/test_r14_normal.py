@@ -72,3 +72,15 @@ def test_the_shell_s_kill_report_behind_a_logger_s_timestamp_is_the_end(clf: Cla
     w = diagnose_text(_text(lines), clf)
     assert w.diagnosis.category == category, w.diagnosis
     assert w.indicator_lines == [len(lines)]
+
+
+@pytest.mark.parametrize("report", [
+    ["2025-08-04 23:57:15,602 - train.loop - INFO - Training interrupted by user",
+     "2025-08-04 23:57:17,181 - train.loop - INFO - Checkpoint saved: ckpt/interrupted_model.pt"],
+    ["", "Detected KeyboardInterrupt, attempting graceful shutdown ..."],
+])
+def test_a_ctrl_c_the_trainer_caught_is_no_normal_end(clf: Classifier, report: list[str]) -> None:
+    lines = [f"2025-08-04 23:5{s // 10}:{s % 10}0,100 - train.loop - INFO - Step {s * 25} - Total: 3{s}.56, Class: 0.27"
+             for s in range(40)]
+    w = diagnose_text(_text([*lines, *report]), clf)
+    assert w.diagnosis.category != "none", w.diagnosis

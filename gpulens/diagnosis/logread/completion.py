@@ -169,6 +169,12 @@ _ERROR_TEXT = re.compile(
 _EPILOGUE = re.compile(
     r"^real\s+\d+m[\d.]+s$|^(?:[A-Z][a-z]{2} ){2}[ \d]\d \d\d:\d\d:\d\d(?: [A-Z]{2,5})? \d{4}$"
     r"|^(?:Job |Run |Script )?(?:[Ee]nd(?:ed)?|[Ff]inish(?:ed)?|[Cc]omplet(?:ed)?)(?: time| at| on|:)\s*[:=]?\s*\S*\d")
+#: A trainer's report of a Ctrl-C (SIGINT) it caught to stop early and save: Lightning's
+#: ``_call_and_handle_interrupt`` (lightning/pytorch/trainer/call.py: "Detected KeyboardInterrupt,
+#: attempting graceful shutdown ..."), and the ``except KeyboardInterrupt: logger.info("Training
+#: interrupted by user")`` of training loops that then save an "interrupted" checkpoint and return:
+#: the run did not reach its end, whatever it saves after.
+_INTERRUPTED = re.compile(r"\b[Ii]nterrupted by (?:the )?user\b|\bDetected KeyboardInterrupt, attempting graceful shutdown")
 _TAIL = 12
 #: Non-blank lines after the last progress line that still count as "the log ends in progress"
 #: (a bar's last refresh is often printed twice, or followed by a blank tracker line).
@@ -186,6 +192,10 @@ def end_evidence(lines: Sequence[str], floor: int, progress: Sequence[int]) -> E
     tail = [i for i in range(max(floor, len(lines) - 4 * _TAIL), len(lines)) if lines[i].strip()][-_TAIL:]
     if not tail:
         return None
+    stop = next((i for i in reversed(tail[-6:]) if _INTERRUPTED.search(_shown(lines[i]))), None)
+    if stop is not None:
+        return End(stop, 0.0, "the run was interrupted before its end: the job caught a Ctrl-C (SIGINT), reported it "
+                              "and exited (stopped by a user or a scheduler's SIGINT).")
     epi = next((i for i in reversed(tail[-3:]) if _EPILOGUE.search(_shown(lines[i]).strip())), None)
     if epi is not None:
         return End(epi, 0.8, "the job script went on after the program ended (its epilogue printed)")

@@ -376,8 +376,9 @@ def _stopped(base: WholeDiagnosis, src: WholeText, end: End, starts: Sequence[in
     a word, or still running when it was copied."""
     lines = src.lines
     line = logs.normalize_line(lines[end.index]).strip()[:300]
-    why = (f"{end.why} with no error and no completion message: killed from outside (time limit, "
-           "preemption, node failure) or still running; cause not in the log")
+    why = end.why if end.why.endswith(".") else (
+        f"{end.why} with no error and no completion message: killed from outside (time limit, "
+        "preemption, node failure) or still running; cause not in the log")
     step = last_step(lines, end.index + 1, starts[-1])
     d = Diagnosis("unknown", "unknown", 0.0, [line], method="completion", reason=why, file=file)
     region = [logs.normalize_line(x) for x in lines[max(starts[-1], end.index - _AROUND):end.index + 1]]
