@@ -84,3 +84,32 @@ def test_a_ctrl_c_the_trainer_caught_is_no_normal_end(clf: Classifier, report: l
              for s in range(40)]
     w = diagnose_text(_text([*lines, *report]), clf)
     assert w.diagnosis.category != "none", w.diagnosis
+
+
+def _trial(n: int, value: float) -> str:
+    return (f"[I 2024-05-01 10:{n:02d}:00,123] Trial {n} finished with value: {value} and parameters: "
+            f"{{'lr': 0.00{n}, 'bs': 32}}. Best is trial 0 with value: 0.1.")
+
+
+_FAILED_TRIAL = [
+    "[W 2024-05-01 10:03:00,123] Trial 3 failed with parameters: {'lr': 0.3, 'bs': 512} because of the following "
+    "error: OutOfMemoryError('CUDA out of memory. Tried to allocate 2.00 GiB').",
+    "Traceback (most recent call last):",
+    '  File "/opt/conda/lib/python3.10/site-packages/optuna/study/_optimize.py", line 196, in _run_trial',
+    "    value_or_values = func(trial)",
+    '  File "/home/u/tune.py", line 40, in objective',
+    "    loss = model(x)",
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+    "[W 2024-05-01 10:03:00,125] Trial 3 failed with value None."]
+
+
+def test_a_failed_trial_the_sweep_went_on_from_is_no_failure(clf: Classifier) -> None:
+    head = [_trial(n, 0.1 + n) for n in range(3)]
+    w = diagnose_text(_text([*head, *_FAILED_TRIAL, _trial(4, 0.2), _trial(5, 0.3)]), clf)
+    assert w.diagnosis.category == "none", w.diagnosis
+    # Optuna without ``catch=`` re-raises the trial's exception: the study ends with it
+    last = diagnose_text(_text([*head, *_FAILED_TRIAL, *_FAILED_TRIAL[1:-1]]), clf)
+    assert last.diagnosis.category == "gpu_oom", last.diagnosis
+    # a trial finished, then the process died of its own traceback: not a normal end
+    died = diagnose_text(_text([*head, *_FAILED_TRIAL, _trial(4, 0.2), *_FAILED_TRIAL[1:-1]]), clf)
+    assert died.diagnosis.category == "gpu_oom", died.diagnosis

@@ -29,7 +29,8 @@ from gpulens.diagnosis.logread.lines import (
 from gpulens.diagnosis.logs import find_keys
 
 __all__ = ["AT_EXIT", "COMPLETION_COVER", "COMPLETION_KEYS", "End", "HANDLED_LOOKBACK", "completion_strength", "end_evidence", "end_of_attempt", "is_completion",
-           "is_progress_bar", "last_words", "open_traceback", "printed_before", "signal_reports", "went_on", "written_after_bar"]
+           "is_progress_bar", "last_words", "open_traceback", "printed_before", "signal_reports", "trial_after", "went_on",
+           "written_after_bar"]
 
 #: Literal keys (``str.find`` prefilter) of the completion messages below: every message the
 #: patterns accept holds one of them (tests/diagnosis/test_logread.py checks the examples).
@@ -282,6 +283,24 @@ def went_on(lines: Sequence[str], at: int, enough: int = WENT_ON_LINES) -> bool:
     return False
 
 
+#: A sweep runner's report that a trial finished: Optuna's ``_log_completed_trial`` (optuna/study/study.py:
+#: "[I 2024-05-01 10:04:00,123] Trial 4 finished with value: 0.2 and parameters: {...}. Best is trial 0 ...",
+#: "Trial 4 finished with values: [...]") and its pruned trial (study/_optimize.py ``_run_trial``: "Trial 4
+#: pruned."), Ray Tune's trial status line (tune/experimental/output.py: "Trial train_fn_1a2b3_00004
+#: completed after 10 iterations at 2024-05-01 10:04:00.").
+_TRIAL_DONE = Guarded(r"\bTrial \d+ (?:finished with values?:|pruned\.)|\bTrial \S+ completed after \d+ iterations? at\b",
+                      ("finished with value", "pruned.", "completed after"))
+
+
+def trial_after(lines: Sequence[str], at: int) -> bool:
+    """Whether a sweep runner reported a trial finished after the error line at ``at``, and no
+    traceback came after that report: the runner caught the failed trial's exception (Optuna's
+    ``catch=``, which logs it with its traceback as "Trial 3 failed with parameters: ... because of the
+    following error: ..."; without it Optuna re-raises and the study ends there) and went on."""
+    done = [i for i in find_keys(lines, _TRIAL_DONE.literals, at + 1) if _TRIAL_DONE.search(lines[i])]
+    return bool(done) and not find_keys(lines, (_TRACEBACK,), done[-1] + 1)
+
+
 def _shown(line: str) -> str:
     """What a terminal shows of a line (the last ``\\r`` refresh of a progress bar)."""
     return line[line.rfind("\r") + 1:] if "\r" in line else line
@@ -415,12 +434,13 @@ HANDLED_LOOKBACK = 200
 def open_traceback(lines: Sequence[str], frontier: int) -> bool:
     """Whether a traceback after ``frontier`` may have ended the job: not one Python printed
     and went on from (an exception ignored in ``__del__``, a logging error), and not one the job
-    went on printing its own output after to a positive end (a counter at its end, results)."""
+    went on printing its own output after to a positive end (a counter at its end, results), and
+    not a failed trial's that a sweep runner caught and went on from (:func:`trial_after`)."""
     tbs = find_keys(lines, (_TRACEBACK,), frontier)
     if tbs:
         handled = handled_blocks(lines, max(0, tbs[0] - HANDLED_LOOKBACK), len(lines))
         tbs = [i for i in tbs if i not in handled]
-    return bool(tbs) and not _went_on_to_an_end(lines, tbs[-1])
+    return bool(tbs) and not _went_on_to_an_end(lines, tbs[-1]) and not trial_after(lines, tbs[-1])
 
 
 def _went_on_to_an_end(lines: Sequence[str], at: int) -> bool:

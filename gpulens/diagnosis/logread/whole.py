@@ -29,6 +29,7 @@ from gpulens.diagnosis.logread.completion import (
     last_words,
     open_traceback,
     signal_reports,
+    trial_after,
     went_on,
     written_after_bar,
 )
@@ -259,7 +260,7 @@ def _failures(lines: Sequence[str], a0: int, frontier: int, signals: Sequence[in
     if found:
         found -= handled_blocks(lines, max(a0, min(found) - HANDLED_LOOKBACK), len(lines))
         if found and not any(is_terminal_kill(logs.normalize_line(lines[i])) for i in found) \
-                and went_on(lines, max(found)) and not open_traceback(lines, frontier):
+                and (trial_after(lines, max(found)) or (went_on(lines, max(found)) and not open_traceback(lines, frontier))):
             return []  # the job went on after its last error line (as after progress): none ended it
     return sorted(found)
 
