@@ -113,3 +113,12 @@ def test_a_failed_trial_the_sweep_went_on_from_is_no_failure(clf: Classifier) ->
     # a trial finished, then the process died of its own traceback: not a normal end
     died = diagnose_text(_text([*head, *_FAILED_TRIAL, _trial(4, 0.2), *_FAILED_TRIAL[1:-1]]), clf)
     assert died.diagnosis.category == "gpu_oom", died.diagnosis
+
+
+def test_a_missing_tool_after_the_completion_is_no_failure_but_a_missing_script_is(clf: Classifier) -> None:
+    done = ["epoch 10/10 loss 0.21 acc 0.93", "Training finished: best acc 0.93 at epoch 9"]
+    w = diagnose_text(_text([*done, "bash: nvidia-smi: command not found"]), clf)
+    assert w.diagnosis.category == "none", w.diagnosis
+    # Python's own report that the next script is missing is not the shell's: the job's next step failed
+    py = diagnose_text(_text([*done, "python: can't open file '/home/u/eval.py': [Errno 2] No such file or directory"]), clf)
+    assert py.diagnosis.category != "none", py.diagnosis

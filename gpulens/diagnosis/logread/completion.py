@@ -536,9 +536,10 @@ def last_words(lines: Sequence[str], floor: int) -> list[int]:
 
 
 #: The shell's report of a job script's command it could not run (bash "slurm_script: line 31: foo:
-#: command not found", "job.sh: line 40: out/x.csv: No such file or directory", dash "job.sh: 7: foo:
-#: not found"; bash execute_cmd.c ``command_not_found`` and redir.c ``redirection_error``, dash exec.c).
-_SHELL_MISSING = re.compile(r"^\S+: (?:line )?\d+: .+: (?:command not found|No such file or directory|not found)$")
+#: command not found", "bash: nvidia-smi: command not found", "job.sh: line 40: out/x.csv: No such file
+#: or directory", dash "job.sh: 7: foo: not found"; bash execute_cmd.c ``command_not_found`` and redir.c
+#: ``redirection_error``, dash exec.c), not Python's "can't open file '...': [Errno 2] ...".
+_SHELL_MISSING = re.compile(r"^(?:\S+: )?(?:line \d+: |\d+: )?[^\[\]]+: (?:command not found|No such file or directory|not found)$")
 #: Lines above a shell's report read for the program's last output (blank lines, other shell reports,
 #: trackers' lines and warnings skipped).
 _BEFORE_SHELL = 40
