@@ -122,3 +122,17 @@ def test_a_missing_tool_after_the_completion_is_no_failure_but_a_missing_script_
     # Python's own report that the next script is missing is not the shell's: the job's next step failed
     py = diagnose_text(_text([*done, "python: can't open file '/home/u/eval.py': [Errno 2] No such file or directory"]), clf)
     assert py.diagnosis.category != "none", py.diagnosis
+
+
+@pytest.mark.parametrize("tool", [
+    "find: '/tmp/systemd-private-4242': Permission denied",
+    "ERROR: ld.so: object '/usr/lib/x86_64-linux-gnu/libtcmalloc.so.4' from LD_PRELOAD cannot be preloaded "
+    "(cannot open shared object file): ignored.",
+])
+def test_a_utility_s_error_of_the_job_script_after_the_completion_is_no_failure(clf: Classifier, tool: str) -> None:
+    done = ["epoch 10/10 loss 0.21 acc 0.93", "Training finished: best acc 0.93 at epoch 9"]
+    w = diagnose_text(_text([*done, tool]), clf)
+    assert w.diagnosis.category == "none", w.diagnosis
+    # without the program's end before it, it is read as the job's error
+    cut = diagnose_text(_text([done[0], "Saving checkpoint to /scratch/ckpt/epoch10.pt", tool]), clf)
+    assert cut.diagnosis.category != "none", cut.diagnosis

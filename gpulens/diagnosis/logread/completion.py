@@ -29,7 +29,7 @@ from gpulens.diagnosis.logread.lines import (
 from gpulens.diagnosis.logs import find_keys
 
 __all__ = ["AT_EXIT", "COMPLETION_COVER", "COMPLETION_KEYS", "End", "HANDLED_LOOKBACK", "completion_strength", "end_evidence", "end_of_attempt", "is_completion",
-           "is_progress_bar", "last_words", "open_traceback", "printed_before", "signal_reports", "trial_after", "went_on",
+           "after_work", "is_progress_bar", "last_words", "open_traceback", "printed_before", "signal_reports", "trial_after", "went_on",
            "written_after_bar"]
 
 #: Literal keys (``str.find`` prefilter) of the completion messages below: every message the
@@ -540,22 +540,36 @@ def last_words(lines: Sequence[str], floor: int) -> list[int]:
 #: or directory", dash "job.sh: 7: foo: not found"; bash execute_cmd.c ``command_not_found`` and redir.c
 #: ``redirection_error``, dash exec.c), not Python's "can't open file '...': [Errno 2] ...".
 _SHELL_MISSING = re.compile(r"^(?:\S+: )?(?:line \d+: |\d+: )?[^\[\]]+: (?:command not found|No such file or directory|not found)$")
+#: A job script's file and process utilities reporting an error of their own (GNU coreutils and findutils
+#: prefix their messages with the program's name: "rm: cannot remove 'tmp.txt': No such file or directory",
+#: "find: '/tmp/x': Permission denied", "cp: cannot stat 'out/*.pt': ..."), and the dynamic loader's
+#: report of a preload it skipped, which it prints for every command the script runs (glibc elf/rtld.c:
+#: "ERROR: ld.so: object '/usr/lib/libtcmalloc.so' from LD_PRELOAD cannot be preloaded (...): ignored.").
+_SCRIPT_TOOL = re.compile(
+    r"^(?:rm|cp|mv|mkdir|rmdir|ln|ls|cat|find|chmod|chown|chgrp|touch|tar|du|scp|rsync|tee|head|tail|kill|pkill): "
+    r"|^(?:ERROR: )?ld\.so: object '[^']+' from \S+ cannot be preloaded \(.*\): ignored\.$")
 #: Lines above a shell's report read for the program's last output (blank lines, other shell reports,
 #: trackers' lines and warnings skipped).
 _BEFORE_SHELL = 40
 
 
+def _script_line(line: str) -> bool:
+    """A report of the job script's shell or of a utility it ran (``_SHELL_MISSING``, ``_SCRIPT_TOOL``)."""
+    return bool(_SHELL_MISSING.match(line) or _SCRIPT_TOOL.match(line))
+
+
 def after_work(lines: Sequence[str], floor: int, at: int) -> bool:
-    """Whether the shell's report at ``at`` that the job script could not run a command
-    (``_SHELL_MISSING``) comes after the program ended normally: the program's last output line
-    above it is a trainer's or launcher's completion message or a progress line at its end (N/N).
-    The shell ran its next command, so the program had exited, and no error of its own came
-    between: the work was done, the job script's commands after it do not undo it."""
-    if not _SHELL_MISSING.match(ranks_free(logs.normalize_line(lines[at]))):
+    """Whether the report at ``at`` of the job script's shell or of a utility it ran (a missing
+    command or file, ``rm``'s or ``find``'s error: :func:`_script_line`) comes after the program ended
+    normally: the program's last output line above it is a trainer's or launcher's completion
+    message or a progress line at its end (N/N). The shell ran its next command, so the program
+    had exited, and no error of its own came between: the work was done, the job script's
+    commands after it do not undo it."""
+    if not _script_line(ranks_free(logs.normalize_line(lines[at]))):
         return False
     for k in range(at - 1, max(floor, at - _BEFORE_SHELL) - 1, -1):
         s = ranks_free(logs.normalize_line(lines[k]))
-        if not s or _SHELL_MISSING.match(s) or s.startswith(_NOT_OUTPUT) or "arning" in s:
+        if not s or _script_line(s) or s.startswith(_NOT_OUTPUT) or "arning" in s:
             continue  # a tracker's footer, a warning at exit: not the program's last output
         return completion_strength(s) >= _STRONG_END or (is_progress_bar(lines[k]) and _counters_end(_shown(lines[k])) is True)
     return False

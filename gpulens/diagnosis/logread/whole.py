@@ -23,6 +23,7 @@ from gpulens.diagnosis.logread.completion import (
     COMPLETION_COVER,
     HANDLED_LOOKBACK,
     End,
+    after_work,
     completion_strength,
     end_of_attempt,
     finished_before,
@@ -257,6 +258,7 @@ def _failures(lines: Sequence[str], a0: int, frontier: int, signals: Sequence[in
     found.update(last_words(lines, a0))
     found.update(signals)
     found.update(written_after_bar(lines, a0, KILL_KEYS, is_scheduler_kill))
+    found = {i for i in found if not after_work(lines, a0, i)}  # the job script's commands after the work
     if found:
         found -= handled_blocks(lines, max(a0, min(found) - HANDLED_LOOKBACK), len(lines))
         if found and not any(is_terminal_kill(logs.normalize_line(lines[i])) for i in found) \
