@@ -288,8 +288,9 @@ def went_on(lines: Sequence[str], at: int, enough: int = WENT_ON_LINES) -> bool:
 #: "Trial 4 finished with values: [...]") and its pruned trial (study/_optimize.py ``_run_trial``: "Trial 4
 #: pruned."), Ray Tune's trial status line (tune/experimental/output.py: "Trial train_fn_1a2b3_00004
 #: completed after 10 iterations at 2024-05-01 10:04:00.").
-_TRIAL_DONE = Guarded(r"\bTrial \d+ (?:finished with values?:|pruned\.)|\bTrial \S+ completed after \d+ iterations? at\b",
-                      ("finished with value", "pruned.", "completed after"))
+_TRIAL_DONE = re.compile(r"\bTrial \d+ (?:finished with values?:|pruned\.)|\bTrial \S+ completed after \d+ iterations? at\b")
+#: Literals one of which every line ``_TRIAL_DONE`` matches holds (the ``find_keys`` prefilter).
+_TRIAL_KEYS = ("finished with value", "pruned.", "completed after")
 
 
 def trial_after(lines: Sequence[str], at: int) -> bool:
@@ -297,7 +298,7 @@ def trial_after(lines: Sequence[str], at: int) -> bool:
     traceback came after that report: the runner caught the failed trial's exception (Optuna's
     ``catch=``, which logs it with its traceback as "Trial 3 failed with parameters: ... because of the
     following error: ..."; without it Optuna re-raises and the study ends there) and went on."""
-    done = [i for i in find_keys(lines, _TRIAL_DONE.literals, at + 1) if _TRIAL_DONE.search(lines[i])]
+    done = [i for i in find_keys(lines, _TRIAL_KEYS, at + 1) if _TRIAL_DONE.search(lines[i])]
     return bool(done) and not find_keys(lines, (_TRACEBACK,), done[-1] + 1)
 
 
@@ -450,16 +451,30 @@ def _went_on_to_an_end(lines: Sequence[str], at: int) -> bool:
     if not went_on(lines, at):
         return False
     end = end_of_attempt(lines, at)
-    return end is not None and end.strength >= _END_PAST_TRACEBACK
+    return end is not None and not end.stopped and (end.strength >= _END_PAST_TOP or not _from_top(lines, at))
 
 
-#: How sure an end after a traceback must be to set the traceback aside: a counter at its end, the
-#: configured last step, a job script's epilogue. Results alone are not enough: an uncaught exception
-#: prints its traceback to stderr at once, and Python flushes the buffered stdout (the last metrics, an
+#: How sure an end after a traceback from the top of the program (its outermost frame the script's
+#: ``<module>``, as ``sys.excepthook`` prints an uncaught exception's) must be to set it aside: a counter at
+#: its end, the configured last step, a job script's epilogue. Results alone are not enough: the
+#: traceback goes to stderr at once, and Python flushes the buffered stdout (the last metrics, an
 #: evaluation's lines) only at exit, after it, so a capture of both streams shows the run's last
 #: results after the traceback that ended it (CPython Python/pylifecycle.c ``flush_std_files`` at
-#: finalisation, after ``sys.excepthook`` printed the traceback).
-_END_PAST_TRACEBACK = 0.8
+#: finalisation, after the hook printed the traceback). A traceback that a function caught and printed
+#: (``traceback.print_exc()``: its outermost frame is that function's) is set aside by results too.
+_END_PAST_TOP = 0.8
+#: Lines after a traceback's header read for its outermost frame.
+_FIRST_FRAME = 3
+
+
+def _from_top(lines: Sequence[str], at: int) -> bool:
+    """Whether the traceback whose header is at ``at`` starts at the script's top level (its first
+    frame line ends "in <module>")."""
+    for k in range(at + 1, min(len(lines), at + 1 + _FIRST_FRAME)):
+        s = prefix_free(logs.normalize_line(lines[k])).strip()
+        if s.startswith('File "'):
+            return s.endswith("in <module>")
+    return False
 
 
 #: How a job ends when the failure-line keys see no error word in its last lines: the shell
