@@ -29,7 +29,7 @@ from gpulens.diagnosis.logread.lines import (
 from gpulens.diagnosis.logs import find_keys
 
 __all__ = ["AT_EXIT", "COMPLETION_COVER", "COMPLETION_KEYS", "End", "HANDLED_LOOKBACK", "completion_strength", "end_evidence", "end_of_attempt", "is_completion",
-           "after_work", "caught_went_on", "is_progress_bar", "last_words", "open_traceback", "printed_before", "signal_reports", "trial_after", "went_on",
+           "after_work", "is_progress_bar", "last_words", "open_traceback", "printed_before", "signal_reports", "trial_after", "went_on",
            "written_after_bar"]
 
 #: Literal keys (``str.find`` prefilter) of the completion messages below: every message the
@@ -300,26 +300,6 @@ def trial_after(lines: Sequence[str], at: int) -> bool:
     following error: ..."; without it Optuna re-raises and the study ends there) and went on."""
     done = [i for i in find_keys(lines, _TRIAL_KEYS, at + 1) if _TRIAL_DONE.search(lines[i])]
     return bool(done) and not find_keys(lines, (_TRACEBACK,), done[-1] + 1)
-
-
-#: A script's own report of an exception it caught, ``print(f"Error loading model: {e}")``: its words
-#: (two or more, as an exception class's name has none between), a colon, the exception's message. An
-#: uncaught exception prints a traceback and its class's name before the message instead.
-_CAUGHT_REPORT = re.compile(r"^[A-Za-z][\w'-]*(?: [\w'-]+)+:\s+\S")
-#: Lines of its own output after such a report that show the program went on from it.
-_CAUGHT_ON = 3
-#: Lines above such a report searched for a traceback it would be the end of.
-_CAUGHT_ABOVE = 30
-
-
-def caught_went_on(lines: Sequence[str], at: int) -> bool:
-    """Whether the failure line at ``at`` is the script's own report of an exception it caught
-    (``_CAUGHT_REPORT``, no traceback just above it) and the program printed ``_CAUGHT_ON`` lines of
-    its own ordinary output after it (:func:`went_on`): it caught the error and went on."""
-    s = ranks_free(logs.normalize_line(lines[at]))
-    if not _CAUGHT_REPORT.match(s) or find_keys(lines, (_TRACEBACK,), max(0, at - _CAUGHT_ABOVE), at):
-        return False
-    return went_on(lines, at, _CAUGHT_ON)
 
 
 def _shown(line: str) -> str:

@@ -24,7 +24,6 @@ from gpulens.diagnosis.logread.completion import (
     HANDLED_LOOKBACK,
     End,
     after_work,
-    caught_went_on,
     completion_strength,
     end_of_attempt,
     finished_before,
@@ -263,8 +262,7 @@ def _failures(lines: Sequence[str], a0: int, frontier: int, signals: Sequence[in
     if found:
         found -= handled_blocks(lines, max(a0, min(found) - HANDLED_LOOKBACK), len(lines))
         if found and not any(is_terminal_kill(logs.normalize_line(lines[i])) for i in found) \
-                and (trial_after(lines, max(found)) or ((went_on(lines, max(found)) or caught_went_on(lines, max(found)))
-                                                        and not open_traceback(lines, frontier))):
+                and (trial_after(lines, max(found)) or (went_on(lines, max(found)) and not open_traceback(lines, frontier))):
             return []  # the job went on after its last error line (as after progress): none ended it
     return sorted(found)
 
