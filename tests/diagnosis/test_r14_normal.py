@@ -136,3 +136,13 @@ def test_a_utility_s_error_of_the_job_script_after_the_completion_is_no_failure(
     # without the program's end before it, it is read as the job's error
     cut = diagnose_text(_text([done[0], "Saving checkpoint to /scratch/ckpt/epoch10.pt", tool]), clf)
     assert cut.diagnosis.category != "none", cut.diagnosis
+
+
+@pytest.mark.parametrize("missing", [
+    "/var/spool/slurmd/job555/slurm_script: line 20: torchrun: command not found",
+    "run.sh: line 31: ./eval.sh: No such file or directory",
+])
+def test_a_missing_next_program_after_the_work_is_the_job_s_failure(clf: Classifier, missing: str) -> None:
+    done = ["epoch 10/10 loss 0.21 acc 0.93", "Training finished: best acc 0.93 at epoch 9"]
+    w = diagnose_text(_text([*done, missing]), clf)
+    assert w.diagnosis.category != "none", w.diagnosis

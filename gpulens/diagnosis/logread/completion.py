@@ -568,6 +568,12 @@ _SCRIPT_TOOL = re.compile(
 _BEFORE_SHELL = 40
 
 
+#: A missing command or file that is the job's next program, not a utility: a Python interpreter, a
+#: launcher (torchrun, deepspeed, accelerate, srun, mpirun), a script: the job's next step did not run.
+_NEXT_PROGRAM = re.compile(r": (?:python[\d.]*|torchrun|deepspeed|accelerate|srun|mpirun|mpiexec|horovodrun|\S+\.(?:py|sh)): "
+                           r"(?:command not found|No such file or directory|not found)$")
+
+
 def _script_line(line: str) -> bool:
     """A report of the job script's shell or of a utility it ran (``_SHELL_MISSING``, ``_SCRIPT_TOOL``)."""
     return bool(_SHELL_MISSING.match(line) or _SCRIPT_TOOL.match(line))
@@ -580,7 +586,8 @@ def after_work(lines: Sequence[str], floor: int, at: int) -> bool:
     message or a progress line at its end (N/N). The shell ran its next command, so the program
     had exited, and no error of its own came between: the work was done, the job script's
     commands after it do not undo it."""
-    if not _script_line(ranks_free(logs.normalize_line(lines[at]))):
+    s = ranks_free(logs.normalize_line(lines[at]))
+    if not _script_line(s) or _NEXT_PROGRAM.search(s):
         return False
     for k in range(at - 1, max(floor, at - _BEFORE_SHELL) - 1, -1):
         s = ranks_free(logs.normalize_line(lines[k]))
