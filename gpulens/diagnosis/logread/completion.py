@@ -29,7 +29,8 @@ from gpulens.diagnosis.logread.lines import (
 from gpulens.diagnosis.logs import find_keys
 
 __all__ = ["AT_EXIT", "COMPLETION_COVER", "COMPLETION_KEYS", "End", "HANDLED_LOOKBACK", "completion_strength", "end_evidence", "end_of_attempt", "is_completion",
-           "is_progress_bar", "last_words", "open_traceback", "printed_before", "signal_reports", "went_on", "written_after_bar"]
+           "after_work", "is_progress_bar", "last_words", "open_traceback", "printed_before", "signal_reports", "trial_after", "went_on",
+           "written_after_bar"]
 
 #: Literal keys (``str.find`` prefilter) of the completion messages below: every message the
 #: patterns accept holds one of them (tests/diagnosis/test_logread.py checks the examples).
@@ -169,6 +170,12 @@ _ERROR_TEXT = re.compile(
 _EPILOGUE = re.compile(
     r"^real\s+\d+m[\d.]+s$|^(?:[A-Z][a-z]{2} ){2}[ \d]\d \d\d:\d\d:\d\d(?: [A-Z]{2,5})? \d{4}$"
     r"|^(?:Job |Run |Script )?(?:[Ee]nd(?:ed)?|[Ff]inish(?:ed)?|[Cc]omplet(?:ed)?)(?: time| at| on|:)\s*[:=]?\s*\S*\d")
+#: A trainer's report of a Ctrl-C (SIGINT) it caught to stop early and save: Lightning's
+#: ``_call_and_handle_interrupt`` (lightning/pytorch/trainer/call.py: "Detected KeyboardInterrupt,
+#: attempting graceful shutdown ..."), and the ``except KeyboardInterrupt: logger.info("Training
+#: interrupted by user")`` of training loops that then save an "interrupted" checkpoint and return:
+#: the run did not reach its end, whatever it saves after.
+_INTERRUPTED = re.compile(r"\b[Ii]nterrupted by (?:the )?user\b|\bDetected KeyboardInterrupt, attempting graceful shutdown")
 _TAIL = 12
 #: Non-blank lines after the last progress line that still count as "the log ends in progress"
 #: (a bar's last refresh is often printed twice, or followed by a blank tracker line).
@@ -186,6 +193,10 @@ def end_evidence(lines: Sequence[str], floor: int, progress: Sequence[int]) -> E
     tail = [i for i in range(max(floor, len(lines) - 4 * _TAIL), len(lines)) if lines[i].strip()][-_TAIL:]
     if not tail:
         return None
+    stop = next((i for i in reversed(tail[-6:]) if _INTERRUPTED.search(_shown(lines[i]))), None)
+    if stop is not None:
+        return End(stop, 0.0, "the run was interrupted before its end: the job caught a Ctrl-C (SIGINT), reported it "
+                              "and exited (stopped by a user or a scheduler's SIGINT).")
     epi = next((i for i in reversed(tail[-3:]) if _EPILOGUE.search(_shown(lines[i]).strip())), None)
     if epi is not None:
         return End(epi, 0.8, "the job script went on after the program ended (its epilogue printed)")
@@ -270,6 +281,25 @@ def went_on(lines: Sequence[str], at: int, enough: int = WENT_ON_LINES) -> bool:
         if count >= enough:
             return True
     return False
+
+
+#: A sweep runner's report that a trial finished: Optuna's ``_log_completed_trial`` (optuna/study/study.py:
+#: "[I 2024-05-01 10:04:00,123] Trial 4 finished with value: 0.2 and parameters: {...}. Best is trial 0 ...",
+#: "Trial 4 finished with values: [...]") and its pruned trial (study/_optimize.py ``_run_trial``: "Trial 4
+#: pruned."), Ray Tune's trial status line (tune/experimental/output.py: "Trial train_fn_1a2b3_00004
+#: completed after 10 iterations at 2024-05-01 10:04:00.").
+_TRIAL_DONE = re.compile(r"\bTrial \d+ (?:finished with values?:|pruned\.)|\bTrial \S+ completed after \d+ iterations? at\b")
+#: Literals one of which every line ``_TRIAL_DONE`` matches holds (the ``find_keys`` prefilter).
+_TRIAL_KEYS = ("finished with value", "pruned.", "completed after")
+
+
+def trial_after(lines: Sequence[str], at: int) -> bool:
+    """Whether a sweep runner reported a trial finished after the error line at ``at``, and no
+    traceback came after that report: the runner caught the failed trial's exception (Optuna's
+    ``catch=``, which logs it with its traceback as "Trial 3 failed with parameters: ... because of the
+    following error: ..."; without it Optuna re-raises and the study ends there) and went on."""
+    done = [i for i in find_keys(lines, _TRIAL_KEYS, at + 1) if _TRIAL_DONE.search(lines[i])]
+    return bool(done) and not find_keys(lines, (_TRACEBACK,), done[-1] + 1)
 
 
 def _shown(line: str) -> str:
@@ -405,12 +435,13 @@ HANDLED_LOOKBACK = 200
 def open_traceback(lines: Sequence[str], frontier: int) -> bool:
     """Whether a traceback after ``frontier`` may have ended the job: not one Python printed
     and went on from (an exception ignored in ``__del__``, a logging error), and not one the job
-    went on printing its own output after to a positive end (a counter at its end, results)."""
+    went on printing its own output after to a positive end (a counter at its end, results), and
+    not a failed trial's that a sweep runner caught and went on from (:func:`trial_after`)."""
     tbs = find_keys(lines, (_TRACEBACK,), frontier)
     if tbs:
         handled = handled_blocks(lines, max(0, tbs[0] - HANDLED_LOOKBACK), len(lines))
         tbs = [i for i in tbs if i not in handled]
-    return bool(tbs) and not _went_on_to_an_end(lines, tbs[-1])
+    return bool(tbs) and not _went_on_to_an_end(lines, tbs[-1]) and not trial_after(lines, tbs[-1])
 
 
 def _went_on_to_an_end(lines: Sequence[str], at: int) -> bool:
@@ -420,7 +451,30 @@ def _went_on_to_an_end(lines: Sequence[str], at: int) -> bool:
     if not went_on(lines, at):
         return False
     end = end_of_attempt(lines, at)
-    return end is not None and not end.stopped
+    return end is not None and not end.stopped and (end.strength >= _END_PAST_TOP or not _from_top(lines, at))
+
+
+#: How sure an end after a traceback from the top of the program (its outermost frame the script's
+#: ``<module>``, as ``sys.excepthook`` prints an uncaught exception's) must be to set it aside: a counter at
+#: its end, the configured last step, a job script's epilogue. Results alone are not enough: the
+#: traceback goes to stderr at once, and Python flushes the buffered stdout (the last metrics, an
+#: evaluation's lines) only at exit, after it, so a capture of both streams shows the run's last
+#: results after the traceback that ended it (CPython Python/pylifecycle.c ``flush_std_files`` at
+#: finalisation, after the hook printed the traceback). A traceback that a function caught and printed
+#: (``traceback.print_exc()``: its outermost frame is that function's) is set aside by results too.
+_END_PAST_TOP = 0.8
+#: Lines after a traceback's header read for its outermost frame.
+_FIRST_FRAME = 3
+
+
+def _from_top(lines: Sequence[str], at: int) -> bool:
+    """Whether the traceback whose header is at ``at`` starts at the script's top level (its first
+    frame line ends "in <module>")."""
+    for k in range(at + 1, min(len(lines), at + 1 + _FIRST_FRAME)):
+        s = prefix_free(logs.normalize_line(lines[k])).strip()
+        if s.startswith('File "'):
+            return s.endswith("in <module>")
+    return False
 
 
 #: How a job ends when the failure-line keys see no error word in its last lines: the shell
@@ -467,6 +521,11 @@ _LAST_WORDS = Guarded(
      "commande introuvable", "команда не найдена", "未预期的符号", "予期しないトークン", "Syntaxfehler beim",
      "erreur de syntaxe", "синтаксическая ошибка"),
 )
+#: Bash's report of the job killed by a signal ("Terminated", "Killed") written onto a line whose log
+#: prefix the program had begun (the timestamp of nnU-Net's ``print_to_log_file`` and other loggers that
+#: print the prefix and the message in separate writes), as the prefix's normalization leaves it: the
+#: separator, then the shell's word (bash jobs.c ``j_strsignal``/``printable_job_status``).
+_BEHIND_PREFIX = re.compile(r"^[:|\-]\s*(?:Killed|Terminated)$")
 #: Non-blank lines at the end of an attempt read for them: such a line ends the job only when
 #: it is (nearly) the last thing the job printed; a script that goes on after a missing command
 #: (a "module: command not found" before the training starts) was not ended by it.
@@ -483,12 +542,59 @@ def last_words(lines: Sequence[str], floor: int) -> list[int]:
         s = logs.normalize_line(lines[i]).strip()
         if not s:
             continue
-        if _LAST_WORDS.search(s):
+        if (_LAST_WORDS.search(s) and not after_work(lines, floor, i)) or _BEHIND_PREFIX.match(s):
             out.extend(hydra_report(lines, floor, i) if _HYDRA_END in s else [i])
         seen += 1
         if seen >= LAST_WORDS_TAIL:
             break
     return sorted(set(out))
+
+
+#: The shell's report of a job script's command it could not run (bash "slurm_script: line 31: foo:
+#: command not found", "bash: nvidia-smi: command not found", "job.sh: line 40: out/x.csv: No such file
+#: or directory", dash "job.sh: 7: foo: not found"; bash execute_cmd.c ``command_not_found`` and redir.c
+#: ``redirection_error``, dash exec.c), not Python's "can't open file '...': [Errno 2] ...".
+_SHELL_MISSING = re.compile(r"^(?:\S+: )?(?:line \d+: |\d+: )?[^\[\]]+: (?:command not found|No such file or directory|not found)$")
+#: A job script's file and process utilities reporting an error of their own (GNU coreutils and findutils
+#: prefix their messages with the program's name: "rm: cannot remove 'tmp.txt': No such file or directory",
+#: "find: '/tmp/x': Permission denied", "cp: cannot stat 'out/*.pt': ..."), and the dynamic loader's
+#: report of a preload it skipped, which it prints for every command the script runs (glibc elf/rtld.c:
+#: "ERROR: ld.so: object '/usr/lib/libtcmalloc.so' from LD_PRELOAD cannot be preloaded (...): ignored.").
+_SCRIPT_TOOL = re.compile(
+    r"^(?:rm|cp|mv|mkdir|rmdir|ln|ls|cat|find|chmod|chown|chgrp|touch|tar|du|scp|rsync|tee|head|tail|kill|pkill): "
+    r"|^(?:ERROR: )?ld\.so: object '[^']+' from \S+ cannot be preloaded \(.*\): ignored\.$")
+#: Lines above a shell's report read for the program's last output (blank lines, other shell reports,
+#: trackers' lines and warnings skipped).
+_BEFORE_SHELL = 40
+
+
+#: A missing command or file that is the job's next program, not a utility: a Python interpreter, a
+#: launcher (torchrun, deepspeed, accelerate, srun, mpirun), a script: the job's next step did not run.
+_NEXT_PROGRAM = re.compile(r": (?:python[\d.]*|torchrun|deepspeed|accelerate|srun|mpirun|mpiexec|horovodrun|\S+\.(?:py|sh)): "
+                           r"(?:command not found|No such file or directory|not found)$")
+
+
+def _script_line(line: str) -> bool:
+    """A report of the job script's shell or of a utility it ran (``_SHELL_MISSING``, ``_SCRIPT_TOOL``)."""
+    return bool(_SHELL_MISSING.match(line) or _SCRIPT_TOOL.match(line))
+
+
+def after_work(lines: Sequence[str], floor: int, at: int) -> bool:
+    """Whether the report at ``at`` of the job script's shell or of a utility it ran (a missing
+    command or file, ``rm``'s or ``find``'s error: :func:`_script_line`) comes after the program ended
+    normally: the program's last output line above it is a trainer's or launcher's completion
+    message or a progress line at its end (N/N). The shell ran its next command, so the program
+    had exited, and no error of its own came between: the work was done, the job script's
+    commands after it do not undo it."""
+    s = ranks_free(logs.normalize_line(lines[at]))
+    if not _script_line(s) or _NEXT_PROGRAM.search(s):
+        return False
+    for k in range(at - 1, max(floor, at - _BEFORE_SHELL) - 1, -1):
+        s = ranks_free(logs.normalize_line(lines[k]))
+        if not s or _script_line(s) or s.startswith(_NOT_OUTPUT) or "arning" in s:
+            continue  # a tracker's footer, a warning at exit: not the program's last output
+        return completion_strength(s) >= _STRONG_END or (is_progress_bar(lines[k]) and _counters_end(_shown(lines[k])) is True)
+    return False
 
 
 _HYDRA_END = "HYDRA_FULL_ERROR=1"

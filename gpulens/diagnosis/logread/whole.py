@@ -23,12 +23,14 @@ from gpulens.diagnosis.logread.completion import (
     COMPLETION_COVER,
     HANDLED_LOOKBACK,
     End,
+    after_work,
     completion_strength,
     end_of_attempt,
     finished_before,
     last_words,
     open_traceback,
     signal_reports,
+    trial_after,
     went_on,
     written_after_bar,
 )
@@ -256,10 +258,11 @@ def _failures(lines: Sequence[str], a0: int, frontier: int, signals: Sequence[in
     found.update(last_words(lines, a0))
     found.update(signals)
     found.update(written_after_bar(lines, a0, KILL_KEYS, is_scheduler_kill))
+    found = {i for i in found if not after_work(lines, a0, i)}  # the job script's commands after the work
     if found:
         found -= handled_blocks(lines, max(a0, min(found) - HANDLED_LOOKBACK), len(lines))
         if found and not any(is_terminal_kill(logs.normalize_line(lines[i])) for i in found) \
-                and went_on(lines, max(found)) and not open_traceback(lines, frontier):
+                and (trial_after(lines, max(found)) or (went_on(lines, max(found)) and not open_traceback(lines, frontier))):
             return []  # the job went on after its last error line (as after progress): none ended it
     return sorted(found)
 
@@ -376,8 +379,9 @@ def _stopped(base: WholeDiagnosis, src: WholeText, end: End, starts: Sequence[in
     a word, or still running when it was copied."""
     lines = src.lines
     line = logs.normalize_line(lines[end.index]).strip()[:300]
-    why = (f"{end.why} with no error and no completion message: killed from outside (time limit, "
-           "preemption, node failure) or still running; cause not in the log")
+    why = end.why if end.why.endswith(".") else (
+        f"{end.why} with no error and no completion message: killed from outside (time limit, "
+        "preemption, node failure) or still running; cause not in the log")
     step = last_step(lines, end.index + 1, starts[-1])
     d = Diagnosis("unknown", "unknown", 0.0, [line], method="completion", reason=why, file=file)
     region = [logs.normalize_line(x) for x in lines[max(starts[-1], end.index - _AROUND):end.index + 1]]
