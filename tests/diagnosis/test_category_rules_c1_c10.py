@@ -86,14 +86,14 @@ def test_trl_completion_collator_without_its_template_is_incorrect_input_of_the_
     assert _diag(clf, text) == ("incorrect_input", "user", "trl-completion-collator-key-missing")  # README C4, C5
 
 
-def test_eintr_saving_a_checkpoint_is_a_checkpoint_error_of_unknown_origin(clf: Classifier) -> None:
+def test_eintr_saving_a_checkpoint_is_a_refused_write_of_unknown_origin(clf: Classifier) -> None:
     text = _traceback([(f"{_SITE}/lightning_fabric/utilities/cloud_io.py", 88, "_atomic_save",
                         "f.write(bytesbuffer.getvalue())"),
                        (f"{_SITE}/fsspec/core.py", 142, "close", "f.close()"),
                        (f"{_SITE}/fsspec/implementations/local.py", 358, "close", "return self.f.close()")],
                       "InterruptedError: [Errno 4] Interrupted system call",
                       before="Epoch 2: 100%|##########| 640/640 [12:01<00:00]\n")
-    assert _diag(clf, text) == ("checkpoint_error", "unknown", "eintr-checkpoint-save")  # README C3, O1
+    assert _diag(clf, text) == ("storage_error", "unknown", "eintr-checkpoint-save")  # README C3/C6 (amended), O1
 
 
 def test_eintr_outside_a_save_names_no_checkpoint_failure(clf: Classifier) -> None:
@@ -111,13 +111,13 @@ def test_a_full_disk_quota_is_the_owners_storage_error(clf: Classifier) -> None:
     assert _diag(clf, text) == ("storage_error", "user", "disk-quota-exceeded")
 
 
-def test_a_torch_save_write_failure_without_an_errno_is_a_checkpoint_error(clf: Classifier) -> None:
+def test_a_torch_save_write_failure_without_an_errno_is_a_refused_write(clf: Classifier) -> None:
     text = _traceback([("/home/cy/ft/train.py", 301, "save", "torch.save(model.state_dict(), path)"),
                        (f"{_SITE}/torch/serialization.py", 652, "save", "with _open_zipfile_writer(f) as opened_zipfile:")],
                       "RuntimeError: [enforce fail at inline_container.cc:595] . PytorchStreamWriter failed writing "
                       "file data/12: file write failed",
                       before="epoch 40 | loss 0.31\nsaving checkpoint ckpt/epoch_40.pt\n")
-    assert _diag(clf, text) == ("checkpoint_error", "unknown", "torch-save-write-failed")  # README C3, O1
+    assert _diag(clf, text) == ("storage_error", "unknown", "torch-save-write-failed")  # README C3/C6 (amended), O1
 
 
 def test_multiprocessing_temp_folder_without_space_is_shared_memory(clf: Classifier) -> None:
@@ -172,11 +172,11 @@ def test_a_kernel_fault_in_library_code_is_the_framework_s(clf: Classifier, exc:
     assert _diag(clf, text)[:2] == ("cuda_error", "framework")
 
 
-def test_a_read_only_file_system_is_a_storage_error(clf: Classifier) -> None:
+def test_a_read_only_file_system_is_a_permission_error(clf: Classifier) -> None:
     # README C6: EROFS is the file system refusing, infrastructure (C2: "Read-only" is C6, not an access denial)
     text = _traceback([("/home/cy/ft/train.py", 40, "main", "os.makedirs(out_dir, exist_ok=True)")],
                       "OSError: [Errno 30] Read-only file system: '/models/run7'", before="config loaded\n")
-    assert _diag(clf, text) == ("storage_error", "infrastructure", "read-only-file-system")
+    assert _diag(clf, text) == ("permission_error", "user", "read-only-file-system")  # README C2/C6 (amended)
 
 
 def test_a_batch_whose_samples_differ_in_size_is_incorrect_input(clf: Classifier) -> None:

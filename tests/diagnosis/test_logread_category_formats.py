@@ -147,12 +147,12 @@ def test_flash_attention_without_a_cuda_device_is_an_environment_error(clf: Clas
     assert _diag(clf, text) == ("cuda_env_error", "user", "hf-flash-attention-no-cuda-device")
 
 
-def test_legacy_torch_save_write_failure_is_checkpoint_error(clf: Classifier) -> None:
+def test_legacy_torch_save_write_failure_is_a_refused_write(clf: Classifier) -> None:
     text = _traceback([("/home/gw/main.py", 158, "train", "torch.save(state, '{}/checkpoint_{:0>6}.ckpt'.format(logdir, epoch))"),
                        ("/opt/conda/lib/python3.6/site-packages/torch/serialization.py", 288, "_save",
                         "serialized_storages[key]._write_file(f, _should_read_directly(f))")],
                       "RuntimeError: Unknown error -1", before="Epoch 61/1000, train loss = 0.52\n")
-    assert _diag(clf, text) == ("checkpoint_error", "unknown", "torch-legacy-storage-write-failed")  # README C3, O1
+    assert _diag(clf, text) == ("storage_error", "unknown", "torch-legacy-storage-write-failed")  # README C3/C6, O1
 
 
 def test_unknown_error_outside_a_save_is_not_a_save_failure(clf: Classifier) -> None:
