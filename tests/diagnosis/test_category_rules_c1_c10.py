@@ -300,3 +300,10 @@ def test_the_same_type_error_outside_a_save_stays_a_semantic_error(clf: Classifi
     text = _traceback([("/home/cy/det/engine.py", 40, "train_one_epoch", "out = model(images, mask=True)")],
                       "TypeError: forward() got an unexpected keyword argument 'mask'", before="Epoch: [0]\n")
     assert _diag(clf, text)[0] == "semantic_error"
+
+
+def test_a_trainer_s_own_interrupt_report_is_the_user_s_ctrl_c(clf: Classifier) -> None:
+    # README O4: "Training interrupted by user" (a script's or trainer's report of a caught KeyboardInterrupt)
+    text = "Epoch 3: 45%|####5     | 120/266 [01:02<01:15, loss=0.41]\nTraining interrupted by user"
+    d = clf.classify_text(text)  # the excerpt classifier (a whole log ending so is a stop the reader leaves unknown)
+    assert (d.category, d.origin, d.rule_id) == ("preempted", "user", "user-interrupt")
