@@ -307,3 +307,10 @@ def test_a_trainer_s_own_interrupt_report_is_the_user_s_ctrl_c(clf: Classifier) 
     text = "Epoch 3: 45%|####5     | 120/266 [01:02<01:15, loss=0.41]\nTraining interrupted by user"
     d = clf.classify_text(text)  # the excerpt classifier (a whole log ending so is a stop the reader leaves unknown)
     assert (d.category, d.origin, d.rule_id) == ("preempted", "user", "user-interrupt")
+
+
+def test_a_whole_log_stopped_by_the_user_s_caught_ctrl_c_is_preempted_by_the_user(clf: Classifier) -> None:
+    # README O4: the stop's own line names the sender; a stop that names none stays unknown (O1, O3)
+    bars = "".join(f"Epoch 3: {k}%|####      | {k * 2}/200 [00:0{k % 10}<00:22, loss=0.41]\n" for k in range(10, 50, 10))
+    assert _diag(clf, bars + "Training interrupted by user\n") == ("preempted", "user", "user-interrupt")
+    assert _diag(clf, bars)[:2] == ("unknown", "unknown")

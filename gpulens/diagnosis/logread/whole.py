@@ -70,6 +70,7 @@ from gpulens.diagnosis.logread.lines import (
 )
 from gpulens.diagnosis.logread.phase import last_step, own_step, phase_of
 from gpulens.diagnosis.logread.source import WholeText, read_whole, text_source
+from gpulens.diagnosis.rules import Rule, match_rules
 from gpulens.diagnosis.types import Diagnosis
 from gpulens.vocab import NO_FAILURE
 
@@ -210,7 +211,7 @@ def _diagnose(src: WholeText, clf: Classifier | None, file: str | None, min_conf
         # no failure line at all in the last attempt: how does it end?
         end = end_of_attempt(lines, a0)
         if end is not None and end.stopped:
-            return _stopped(base, src, end, starts, file)
+            return _stopped(base, src, end, starts, file, (clf or whole_classifier()).rules)
         if end is None and earlier is not None:
             return _healthy(base, src, (earlier[0], EARLIER_COMPLETION), file,
                             "a completion message earlier (one stage of the job), no failure after it")
@@ -373,10 +374,12 @@ def _last_line(lines: Sequence[str]) -> int:
     return next((i for i in range(len(lines) - 1, -1, -1) if lines[i].strip()), len(lines) - 1)
 
 
-def _stopped(base: WholeDiagnosis, src: WholeText, end: End, starts: Sequence[int], file: str | None) -> WholeDiagnosis:
+def _stopped(base: WholeDiagnosis, src: WholeText, end: End, starts: Sequence[int], file: str | None,
+             rules: tuple[Rule, ...]) -> WholeDiagnosis:
     """``unknown`` (failed, cause not in the log) for a log that stops mid-run with no error
     and no completion: killed from outside (a time limit, a preemption, a node failure) without
-    a word, or still running when it was copied."""
+    a word, or still running when it was copied; a stop whose own line names who stopped it (a
+    trainer's report of a caught Ctrl-C: README O4) is that rule's ``preempted``."""
     lines = src.lines
     line = logs.normalize_line(lines[end.index]).strip()[:300]
     why = end.why if end.why.endswith(".") else (
@@ -384,6 +387,11 @@ def _stopped(base: WholeDiagnosis, src: WholeText, end: End, starts: Sequence[in
         "preemption, node failure) or still running; cause not in the log")
     step = last_step(lines, end.index + 1, starts[-1])
     d = Diagnosis("unknown", "unknown", 0.0, [line], method="completion", reason=why, file=file)
+    named = next((m for m in match_rules(line, rules) if m.rule.category == "preempted"
+                  and not m.rule.generic and not m.rule.secondary), None)
+    if named is not None:
+        d = Diagnosis("preempted", named.rule.origin, named.rule.confidence, [line], rule_id=named.rule.id,
+                      hint=named.hint, file=file, reason=f"the run was stopped and its last line says by whom ({named.rule.id})")
     region = [logs.normalize_line(x) for x in lines[max(starts[-1], end.index - _AROUND):end.index + 1]]
     phase = phase_of(lines, end.index + 1, region, starts[-1], step)
     return dataclasses.replace(base, diagnosis=d, indicator_lines=[src.number(end.index)], indicators=[line],
