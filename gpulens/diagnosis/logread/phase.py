@@ -235,16 +235,18 @@ def _no_total_steps(line: str) -> str | None:
 #: Megatron-DeepSpeed's and older Megatron's start at ``' iteration'``), printed by ``print_rank_last`` every
 #: ``log_interval`` iterations: `` [2025-01-08 07:37:43] iteration      310/  937500 | consumed samples: ...``.
 #: Its leading space makes it read as a traceback's code line elsewhere.
-_MEGATRON_ITER = re.compile(r"(?:^|[\s\]])iteration +(\d+)/ *\d+ \|")
+_MEGATRON_ITER = Guarded(r"(?:^|[\s\]])iteration +(\d+)/ *\d+ \|", ("iteration ",))
+
+
+def _first_group(pattern: Guarded, text: str) -> str | None:
+    """The first group of ``pattern``'s match in ``text`` (its literals checked first), if any."""
+    m = pattern.search(text)
+    return m.group(1) if m else None
 
 
 def _megatron_iteration(line: str) -> str | None:
     """The iteration of a Megatron ``training_log`` line, if the line is one."""
-    head = line[:_HEAD]
-    if "iteration " not in head or "/" not in head:
-        return None
-    m = _MEGATRON_ITER.search(head)
-    return m.group(1) if m else None
+    return _first_group(_MEGATRON_ITER, line[:_HEAD])
 
 
 #: A step, iteration or epoch number alone between rules of dashes, equals signs or stars, the banner
@@ -269,17 +271,13 @@ def _banner_count(line: str) -> str | None:
 #: the Trainer's own ``_save`` log "Saving model checkpoint to {output_dir}", and wandb's ``Artifact.add_dir``
 #: notice "Adding directory to artifact (./out/checkpoint-500)... Done. 0.1s", printed when the ``WandbCallback``
 #: (``integrations/integration_utils.py``, ``on_save`` with ``WANDB_LOG_MODEL=checkpoint``) uploads each checkpoint.
-_SAVED_AT = re.compile(r"(?:Saving model checkpoint to |Adding directory to artifact \()\S*?\bcheckpoint-(\d+)\b")
-_SAVED_AT_KEYS = ("Saving model checkpoint to ", "Adding directory to artifact (")
+_SAVED_AT = Guarded(r"(?:Saving model checkpoint to |Adding directory to artifact \()\S*?\bcheckpoint-(\d+)\b",
+                    ("Saving model checkpoint to ", "Adding directory to artifact ("))
 
 
 def _saved_at_step(line: str) -> str | None:
     """The global step of a Trainer checkpoint saved or uploaded during training (:data:`_SAVED_AT`)."""
-    head = line[:_SHOWN]
-    if "checkpoint-" not in head or not any(k in head for k in _SAVED_AT_KEYS):
-        return None
-    m = _SAVED_AT.search(head)
-    return m.group(1) if m else None
+    return _first_group(_SAVED_AT, line[:_SHOWN])
 
 
 #: timm's ``train.py`` training log (``train_one_epoch``: ``f'Train: {epoch} [{update_idx:>4d}/{updates_per_epoch}
@@ -289,16 +287,12 @@ def _saved_at_step(line: str) -> str | None:
 #: {samples_per_epoch} ({percent_complete:.0f}%)] "`` then its meters, logged after a step every ``log_every_n_steps``
 #: batches) counts the samples done in the epoch, the batch size or more after its first step: "Train Epoch: 0 [   256/100352
 #: (0%)] Data (t): 3.204 Batch (t): 5.169, ... Loss: 5.5930 (5.5930)" (P2 (b): a line the loop prints only after a step).
-_TIMM_TRAIN = re.compile(r"(?:^|\s)Train(?: Epoch)?: \d+ \[\s*(\d+)/\d+ \(\s*\d+%\)\]")
+_TIMM_TRAIN = Guarded(r"(?:^|\s)Train(?: Epoch)?: \d+ \[\s*(\d+)/\d+ \(\s*\d+%\)\]", ("Train: ", "Train Epoch: "))
 
 
 def _timm_update(line: str) -> str | None:
     """The update index of a timm ``Train:`` line, or the samples done of an OpenCLIP ``Train Epoch:`` line."""
-    head = line[:_HEAD]
-    if "Train: " not in head and "Train Epoch: " not in head:
-        return None
-    m = _TIMM_TRAIN.search(head)
-    return m.group(1) if m else None
+    return _first_group(_TIMM_TRAIN, line[:_HEAD])
 
 
 def _counter(line: str) -> str | None:
