@@ -70,7 +70,7 @@ from gpulens.diagnosis.logread.lines import (
 )
 from gpulens.diagnosis.logread.phase import last_step, own_step, phase_of
 from gpulens.diagnosis.logread.source import WholeText, read_whole, text_source
-from gpulens.diagnosis.rules import Rule, match_rules
+from gpulens.diagnosis.rules import Rule, load_rules, match_rules
 from gpulens.diagnosis.types import Diagnosis
 from gpulens.vocab import NO_FAILURE
 
@@ -211,7 +211,7 @@ def _diagnose(src: WholeText, clf: Classifier | None, file: str | None, min_conf
         # no failure line at all in the last attempt: how does it end?
         end = end_of_attempt(lines, a0)
         if end is not None and end.stopped:
-            return _stopped(base, src, end, starts, file, (clf or whole_classifier()).rules)
+            return _stopped(base, src, end, starts, file, clf.rules if clf is not None else load_rules())
         if end is None and earlier is not None:
             return _healthy(base, src, (earlier[0], EARLIER_COMPLETION), file,
                             "a completion message earlier (one stage of the job), no failure after it")
