@@ -7,28 +7,12 @@ from __future__ import annotations
 import pytest
 
 from gpulens.diagnosis.classifier import Classifier, default_classifier
-from gpulens.diagnosis.logread import diagnose_text
-
-_SITE = "/opt/conda/lib/python3.10/site-packages"
+from tests.diagnosis.test_logread_category_formats import _SITE, _diag, _traceback
 
 
 @pytest.fixture(scope="module")
 def clf() -> Classifier:
     return default_classifier()
-
-
-def _traceback(frames: list[tuple[str, int, str, str]], exc: str, before: str = "") -> str:
-    out = [before.rstrip("\n")] if before else []
-    out.append("Traceback (most recent call last):")
-    for path, line, fn, code in frames:
-        out += [f'  File "{path}", line {line}, in {fn}', f"    {code}"]
-    out.append(exc)
-    return "\n".join(out) + "\n"
-
-
-def _diag(clf: Classifier, text: str) -> tuple[str, str, str | None]:
-    d = diagnose_text(text, clf).diagnosis
-    return d.category, d.origin, d.rule_id
 
 
 _CAFFE_HEAD = (
