@@ -161,9 +161,14 @@ def _merge(kind: str, part: Partition) -> tuple[pa.Table, int]:
     return table.sort_by(keys), size
 
 
-def _write_compacted(store: Store, kind: str, part: Partition, now: datetime) -> dict[str, Any]:
-    """Steps 1 and 2 for one partition; returns its lake_compactions row."""
+def _write_compacted(store: Store, kind: str, part: Partition, now: datetime,
+                     clock: Callable[[], float]) -> dict[str, Any]:
+    """Steps 1 and 2 for one partition; returns its lake_compactions row. The file's created
+    stamp is the clock when its write begins, not the run's start: the grace period of the
+    files it replaces counts from (just before) their replacement entered the tree, however
+    long the run had been going (a first run over a month of 2,000 GPUs takes minutes)."""
     table, size_in = _merge(kind, part)
+    created = datetime.fromtimestamp(clock(), UTC).replace(tzinfo=None)
     cid = f"{now:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:12]}"
     name = marked_name(kind, table.schema, f"{COMPACT_PREFIX}{cid}", f"r{table.num_rows}.parquet")
     staging = store.tmp / f"compact-{cid}"
@@ -171,7 +176,7 @@ def _write_compacted(store: Store, kind: str, part: Partition, now: datetime) ->
     staged = staging / name
     meta = dict(table.schema.metadata or {})
     meta.update({INPUTS_KEY: json.dumps(list(part.live)).encode(),
-                 _BYTES_IN_KEY: str(size_in).encode(), _CREATED_KEY: now.isoformat().encode()})
+                 _BYTES_IN_KEY: str(size_in).encode(), _CREATED_KEY: created.isoformat().encode()})
     size_out = commit_parquet(table.replace_schema_metadata(meta), staged, part.path / name,
                               compression="zstd", compression_level=3, row_group_size=ROW_GROUP_ROWS)
     fsync_dir(part.path)
@@ -201,13 +206,13 @@ def _selector(last: date, open_min_files: int) -> Select:
 
 
 def _compact_partition(store: Store, kind: str, part: Partition, now: datetime,
-                       select: Select) -> dict[str, Any] | None:
+                       clock: Callable[[], float], select: Select) -> dict[str, Any] | None:
     """Merge ``part``; an input that cannot be read is quarantined (one warning line) and
     the partition listed, selected and merged again without it (None: nothing left to merge)."""
     _merge_errors = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OSError)
     while True:
         try:
-            return _write_compacted(store, kind, part, now)
+            return _write_compacted(store, kind, part, now, clock)
         except _merge_errors as exc:
             found = qr.scan(store.root, [part.path / n for n in part.live], store.warn, full=True)
             if not found:
@@ -251,7 +256,8 @@ def _created(path: Path) -> float | None:
 
 
 def _delete_replaced(part: Partition, grace: float, now_s: float, report: CompactReport) -> None:
-    """Step 4: delete the replaced files whose replacement is older than ``grace`` seconds."""
+    """Step 4: delete the replaced files whose replacement is older than ``grace`` seconds
+    (``now_s``: the clock when this partition is reached, not when the run began)."""
     if not part.replaced:
         return
     ripe: set[str] = set()
@@ -307,9 +313,9 @@ def compact(
                 seen: set[date] = set()
                 for part in partitions(store.samples, kind, warn=store.warn):
                     seen.add(part.day)
-                    _delete_replaced(part, grace, now_s, report)
+                    _delete_replaced(part, grace, clock(), report)
                     chosen = select(part)
-                    row = _compact_partition(store, kind, chosen, now, select) if chosen else None
+                    row = _compact_partition(store, kind, chosen, now, clock, select) if chosen else None
                     if row is not None:
                         rows.append(row)
                         days.add(part.day.isoformat())

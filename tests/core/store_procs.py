@@ -165,14 +165,19 @@ def compact_once(root: str) -> None:
     print("done", flush=True)
 
 
-def proc_reader(root: str, stop_file: str) -> None:
-    """Count proc rows until ``stop_file`` exists: never an error, a duplicate or a drop."""
+def proc_reader(root: str, stop_file: str, grace: str) -> None:
+    """Count proc rows until ``stop_file`` exists: never an error, a duplicate or a drop.
+
+    A compaction keeps the files it replaced for ``grace`` seconds (lake.py), so only a query
+    that ran longer than that may find a file it listed gone; such a failure counts as
+    ``late``, apart from ``errors`` (a loaded 2-core runner can stall one query that long)."""
     store = Store(root)
     deadline = time.monotonic() + 600
-    queries = errors = regressions = dups = 0
+    queries = errors = late = regressions = dups = 0
     last = 0
     print("reading", flush=True)
     while time.monotonic() < deadline and not os.path.exists(stop_file):
+        began = time.monotonic()
         try:
             con = store.connect()
             n, distinct = con.execute(
@@ -183,10 +188,14 @@ def proc_reader(root: str, stop_file: str) -> None:
             last = n
             queries += 1
         except Exception as exc:
-            errors += 1
-            print(f"error {type(exc).__name__}: {exc}", flush=True)
-    print(f"queries={queries} errors={errors} regressions={regressions} dups={dups} rows={last}",
-          flush=True)
+            took = time.monotonic() - began
+            if took >= float(grace):
+                late += 1
+            else:
+                errors += 1
+            print(f"error after {took:.2f} s {type(exc).__name__}: {exc}", flush=True)
+    print(f"queries={queries} errors={errors} late={late} regressions={regressions} dups={dups}"
+          f" rows={last}", flush=True)
 
 
 if __name__ == "__main__":
@@ -208,4 +217,4 @@ if __name__ == "__main__":
     elif what == "compact_once":
         compact_once(sys.argv[2])
     elif what == "proc_reader":
-        proc_reader(sys.argv[2], sys.argv[3])
+        proc_reader(sys.argv[2], sys.argv[3], sys.argv[4])

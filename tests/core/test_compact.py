@@ -140,6 +140,28 @@ def test_late_segment_stays_live_and_is_merged_next_run(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_grace_counts_from_each_replacement_not_from_the_run_start(tmp_path: Path) -> None:
+    """A long run (here: 1,000 s pass while its first partition is merged) writes the second
+    partition's file late; a run 1,300 s after the first began may delete the first
+    partition's inputs (replaced 1,300 s ago) but not the second's (replaced 300 s ago)."""
+    store = Store.open(tmp_path / "d")
+    write_segments(store, nodes=2, files=3, rows=5, start=0)
+    now = [NOW]
+
+    def slow_progress(_: str) -> None:
+        now[0] += 1000
+
+    compact(store, settle=0, grace=600, clock=lambda: now[0], progress=slow_progress)
+    first, second = sorted(partitions(store.samples, "proc"), key=lambda p: p.node)
+    assert len(first.replaced) == len(second.replaced) == 3
+    now[0] = NOW + 1300
+    report = compact(store, settle=0, grace=600, clock=lambda: now[0])
+    assert report.deleted_files == 3 and report.pending_files == 3
+    after = {p.node: p for p in partitions(store.samples, "proc")}
+    assert after[first.node].replaced == () and after[second.node].replaced == second.replaced
+
+
+@pytest.mark.slow
 def test_second_compactor_is_refused(tmp_path: Path) -> None:
     store = Store.open(tmp_path / "d")
     with _run_lock(store), pytest.raises(StoreLockedError, match="compact"):
@@ -153,18 +175,19 @@ def test_readers_never_see_both_or_neither_while_agents_write_and_compaction_run
     tmp_path: Path,
 ) -> None:
     """A reader counts rows in a loop while an agent rolls segments into the day being
-    compacted and a compactor merges and deletes (grace 1 s) again and again."""
+    compacted and a compactor merges and deletes (grace 2 s) again and again. A query that
+    outlived the grace period may fail (the reader counts it as ``late``); none other may."""
     root = str(tmp_path / "d")
     store = Store.open(root)
     write_segments(store, nodes=3, files=20, rows=10, start=10_000_000)
     stop = tmp_path / "stop"
-    reader = _py("proc_reader", root, str(stop))
+    reader = _py("proc_reader", root, str(stop), "2.0")
     _wait_for_line(reader, "reading")
     agent = _py("spool_writer", root, "n0", "25", "0")
     _wait_for_line(agent, "flushed ")
-    comp = _py("compactor", root, "1.0", str(stop))
+    comp = _py("compactor", root, "2.0", str(stop))
     _wait_for_line(comp, "compacting")
-    time.sleep(6)
+    time.sleep(7)
     agent.send_signal(signal.SIGKILL)
     agent.communicate(timeout=30)
     stop.write_text("")
@@ -178,6 +201,9 @@ def test_readers_never_see_both_or_neither_while_agents_write_and_compaction_run
     assert int(stats["queries"]) >= 20
     assert int(c_out.strip().splitlines()[-1].split("=")[1]) >= 2, c_out
     assert "partitions=0" not in c_out.splitlines()[1], "the first run must have merged"
+    deleted = sum(int(line.rsplit("deleted=", 1)[1]) for line in c_out.splitlines()
+                  if "deleted=" in line)
+    assert deleted > 0, "replaced files must have been deleted while the reader read"
     with SegmentWriter(store, "n0"):  # recover what the killed agent flushed
         pass
     compact(store, settle=0, grace=0)
