@@ -81,12 +81,14 @@ _PREFIX_PATTERN = r"""^(?:
       | [ \t]*(?:rank|RANK)[ \t]*\d+[ \t]*[:|][ \t]*                      # rank 1: / RANK 1 |
       | \d{1,4}:[ \t]                                                     # srun -l "0: "
       | \[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?[ \t]*  # timestamps
+        (?:[|-][ \t]+)?                               # and their separator: "%(asctime)s - " / " | "
       | :?[ \t]*\[\d+,\d+\]<std(?:out|err)>:                                # mpirun --tag-output
       | \[[ \t]*\d+\.\d+\][ \t]                                            # dmesg [ 1234.567890]
       | [IWEF]\d{4}[ \t]\d\d:\d\d:\d\d\.\d+[ \t]+\d+[ \t]+\S+:\d+\][ \t]*  # glog: W1122 02:19:36.353 20776 api.py:1028]
       | \[[IWEF]\d{4}[ \t]\d\d:\d\d:\d\d\.\d+[ \t]+(?:\d+[ \t]+)?\S+:\d+\][ \t]*  # [E1206 18:44:12.715 ProcessGroupNCCL.cpp:607]
       | \[?(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL|FATAL|E|W|I)\]?[ \t]*[:|-]?[ \t]+(?=\S)  # levels
       | [\w.-]+[ \t]+\d+[ \t]*\|[ \t]*                                       # host 0 |
+      | [\w.]+[ \t]+-[ \t]+(?=(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)[ \t]+-)   # logging "%(name)s - %(levelname)s - "
       | (?:\d{1,3}\.){3}\d{1,3}:[ \t]|localhost:[ \t]                         # pdsh (DeepSpeed multi-node): "10.0.0.7: "
       | [A-Za-z][\w.-]*\d[\w.-]*:[ \t]+(?=\[(?:rank|default)\d+\])            # pdsh "gpu07: " before a rank tag
     )+"""

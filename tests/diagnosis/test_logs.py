@@ -124,6 +124,23 @@ def test_normalize_lines_equals_normalize_line() -> None:
         assert normalize_lines(lines) == [normalize_line(x) for x in lines]
 
 
+@pytest.mark.parametrize(("line", "want"), [
+    # Python logging's "%(asctime)s - %(name)s - %(levelname)s - %(message)s"
+    ("2024-05-01 10:00:01,123 - __main__ - ERROR - CUDA error: an illegal memory access",
+     "CUDA error: an illegal memory access"),
+    ("2024-05-01 10:00:01,123 - INFO - Epoch 3 done", "Epoch 3 done"),
+    # loguru's "{time} | {level} | {message}"
+    ("2024-05-01 10:00:01.123 | WARNING | low disk", "low disk"),
+    # a dash that is the program's own text stays
+    ("2024-05-01 10:00:01 -x", "-x"),
+    ("model - loss 0.3", "model - loss 0.3"),
+])
+def test_logging_timestamp_and_logger_prefixes_are_stripped(line: str, want: str) -> None:
+    from gpulens.diagnosis.logs import normalize_lines
+
+    assert normalize_line(line) == want == normalize_lines([line])[0]
+
+
 def test_lazy_normalization_finds_the_same_region() -> None:
     from gpulens.diagnosis.logs import _LazyNorm, _region, normalize_lines
 
