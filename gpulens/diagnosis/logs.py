@@ -21,7 +21,7 @@ import re
 import stat
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import overload
+from typing import BinaryIO, overload
 
 from gpulens.diagnosis import keyscan
 from gpulens.diagnosis.guarded import Guarded, Prefiltered, remembered, remembered_text
@@ -301,6 +301,12 @@ def read_log(path: str | os.PathLike[str], *, head_bytes: int = HEAD_BYTES,
         size = os.fstat(fh.fileno()).st_size
         if size == 0:
             return LogText("", 0, reason="empty log")
+        encoding = UTF16_BOMS.get(fh.read(2))
+        if encoding is not None:
+            got = _read_utf16(fh, size, encoding, 2 * head_bytes, 2 * tail_bytes)
+            if got.reason is None:
+                return got  # else: two bytes that look like a BOM before UTF-8 text, or binary
+        fh.seek(0)
         if size <= head_bytes + tail_bytes:
             data = fh.read(head_bytes + tail_bytes)
             text = _decode(data)
@@ -325,6 +331,38 @@ def read_log(path: str | os.PathLike[str], *, head_bytes: int = HEAD_BYTES,
         skipped = size - sum(len(x) for x in parts)
         text = f"\n[... gpulens: {skipped} bytes not read ...]\n".join(_decode(x) for x in parts)
         return LogText(text, size, truncated=True)
+
+
+#: The byte-order marks of UTF-16 logs (Windows PowerShell 5's `>` and Out-File write UTF-16LE
+#: with a BOM) and their codecs
+UTF16_BOMS = {b"\xff\xfe": "utf-16-le", b"\xfe\xff": "utf-16-be"}
+
+
+def _read_utf16(fh: BinaryIO, size: int, encoding: str, head: int, tail: int) -> LogText:
+    """A UTF-16 log after its BOM: whole up to ``head + tail`` bytes, else those two ends
+    (unit-aligned); text without line structure (random bytes behind a BOM) is refused."""
+    if size - 2 <= head + tail:
+        text = fh.read().decode(encoding, errors="replace")
+        truncated = False
+    else:
+        first = fh.read(head - head % 2).decode(encoding, errors="replace").rsplit("\n", 1)[0]
+        fh.seek(size - tail + (size - tail) % 2)
+        last = fh.read().decode(encoding, errors="replace").split("\n", 1)[-1]
+        text = f"{first}\n[... gpulens: {size - head - tail} bytes not read ...]\n{last}"
+        truncated = True
+    sample = text[:8192] + text[-8192:]
+    if not looks_utf16_text(sample):
+        return LogText("", size, truncated=truncated, reason="not UTF-16 text")
+    return LogText(text, size, truncated=truncated,
+                   reason=_binary_reason(sample.encode("utf-8", "replace"), sample))
+
+
+def looks_utf16_text(sample: str) -> bool:
+    """Whether text decoded as UTF-16 reads as a log: at least a fifth of its characters below
+    U+0100 (digits, blanks, newlines, punctuation: even a log in Chinese has them). Random bytes
+    behind a BOM, or UTF-8 text behind two bytes that look like one, decode to characters all over
+    the 65,536 code units: about 0.4% below U+0100."""
+    return bool(sample) and len(sample.encode("latin-1", "ignore")) >= len(sample) / 5
 
 
 def _scan_back(fh: object, end: int, budget: int, floor: int) -> bytes:

@@ -3,12 +3,19 @@
 A file up to :data:`WHOLE_BYTES` is read whole. A larger one keeps its head and its last
 :data:`WHOLE_BYTES`; the newlines of the skipped middle are counted (streamed, in chunks), so
 every kept line still has the number ``grep -n`` gives it.
+
+A file that starts with a UTF-16 byte-order mark is decoded as UTF-16: Windows PowerShell 5's
+``>``, ``Tee-Object`` and ``Out-File`` write UTF-16LE with a BOM by default, so a job run there
+and redirected to a file is one (line numbers are those of the decoded text, as ``grep -n`` on
+``iconv -f UTF-16`` output gives them).
 """
 
 from __future__ import annotations
 
+import array
 import dataclasses
 import os
+import sys
 from pathlib import Path
 
 from gpulens.diagnosis import logs
@@ -67,6 +74,11 @@ def read_whole(path: str | os.PathLike[str], *, keep_bytes: int = WHOLE_BYTES) -
     """Read ``path`` (see the module doc; ``keep_bytes`` of its end kept). Raises ``OSError``
     when it cannot be opened; other problems (empty, binary, not a regular file) come back as
     ``reason``."""
+    encoding = _utf16_encoding(path)
+    if encoding is not None:
+        got = _read_utf16(path, encoding, keep_bytes)
+        if got.reason is None:
+            return got  # else: two bytes that look like a BOM before UTF-8 text, or binary
     probe = logs.read_log(path, head_bytes=4096, tail_bytes=4096, scan_bytes=0)
     if probe.reason and not (probe.reason.startswith("binary data") and _text_with_noise(path, probe.size)):
         return WholeText([], 1, probe.size, reason=probe.reason)
@@ -87,6 +99,68 @@ def read_whole(path: str | os.PathLike[str], *, keep_bytes: int = WHOLE_BYTES) -
     # newlines before the body: the head's, the one after it, the middle's, the one ending the cut line
     got = _finish(body, size, raw)
     return dataclasses.replace(got, first=len(head_lines) + skipped + 2, head=head_lines)
+
+
+def _utf16_encoding(path: str | os.PathLike[str]) -> str | None:
+    """The UTF-16 codec a file's byte-order mark names, or None (no BOM, or not a regular file:
+    :func:`logs.read_log` reports that)."""
+    try:
+        with Path(path).open("rb") as fh:
+            if not os.path.isfile(path):
+                return None
+            return logs.UTF16_BOMS.get(fh.read(2))
+    except OSError:
+        return None
+
+
+def _newline_units(data: bytes, encoding: str) -> int:
+    """The UTF-16 code units equal to U+000A in ``data`` (even length, unit-aligned): exact,
+    unlike counting the byte pair, which can straddle two units."""
+    units = array.array("H", data[: len(data) // 2 * 2])
+    if (encoding == "utf-16-le") != (sys.byteorder == "little"):
+        units.byteswap()
+    return units.count(10)
+
+
+def _read_utf16(path: str | os.PathLike[str], encoding: str, keep_bytes: int) -> WholeText:
+    """A UTF-16 log (module doc): whole up to twice the kept sizes (two bytes a character),
+    else its head and its last ``2 * keep_bytes`` bytes with the middle's newlines counted."""
+    with Path(path).open("rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        fh.seek(2)
+        if size <= 2 * (keep_bytes + _HEAD_BYTES):
+            text = fh.read().decode(encoding, errors="replace")
+            return _checked(_finish(text, size))
+        head = fh.read(2 * _HEAD_BYTES)
+        head_text = head.decode(encoding, errors="replace").rsplit("\n", 1)[0]
+        head_end = 2 + len(head_text.encode(encoding, errors="replace")) + 2  # after its newline
+        start = size - 2 * keep_bytes
+        start += (start - head_end) % 2  # unit-aligned
+        skipped = 0
+        fh.seek(head_end)
+        pos = head_end
+        while pos < start:
+            chunk = fh.read(min(_CHUNK, start - pos))
+            if not chunk:
+                break
+            skipped += _newline_units(chunk, encoding)
+            pos += len(chunk)
+        tail = fh.read().decode(encoding, errors="replace")
+    nl = tail.find("\n")
+    got = _finish(tail[nl + 1:], size)
+    head_lines = head_text.split("\n")
+    return _checked(dataclasses.replace(got, first=len(head_lines) + skipped + 2, head=head_lines))
+
+
+def _checked(got: WholeText) -> WholeText:
+    """``got``, with the binary test's reason when its text is not a log (a UTF-16 BOM before
+    an image or a model file)."""
+    sample = "\n".join([*got.head[:50], *got.lines[:200], *got.lines[-200:]])
+    if not logs.looks_utf16_text(sample):
+        return WholeText([], 1, got.size, reason="not UTF-16 text")
+    data = sample.encode("utf-8", "replace").translate(None, _NOISE)
+    reason = logs.binary_reason(data) if got.lines or got.head else "empty log"
+    return got if reason is None else WholeText([], 1, got.size, reason=reason)
 
 
 #: Bytes a text log carries beside its text: NUL runs (a region of the file allocated but never
