@@ -572,13 +572,15 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     glued = _bar_glued(lines[failure]) if tb_start is None and failure < len(lines) else None
     if glued is not None:  # the failure printed onto a progress bar: that bar is where it stopped
         return glued
-    if _in_eval([*_chained_outer(lines, failure), *frames]) if tb_start is not None \
+    if (_in_eval([*_chained_outer(lines, failure), *frames]) or _eval_loader_frame(frames)) if tb_start is not None \
             else _names_eval(_failure_text(lines, failure)):
         return "evaluation"
     if _evaluation_announced(_since_last_step(before)):
         return "evaluation"
     if _evaluating(lines, floor, top):
         return "evaluation"
+    if tb_start is None and _killed(lines, failure) and _evaluation_reported(lines, floor, top):
+        return "evaluation"  # P4/P9: killed right after an evaluation's report, nothing printed since
     if (loop := _new_loop(lines, floor, top)) is not None:  # a new training stage started: its steps count
         floor = loop + 1
     phase = _by_steps(lines, floor, top, region, frames if tb_start is not None else None, step)
@@ -902,6 +904,8 @@ def _evaluating(lines: Sequence[str], floor: int, top: int) -> bool:
     (``20/20``) says nothing about what ran after it; a training step after it wins."""
     for k in range(top - 1, max(floor, top - _EVAL_LOOKBACK) - 1, -1):
         shown = ranks.launcher_text(_shown(lines[k])).lstrip()  # a rank's bar: "[default0]:Evaluating: 45%|"
+        if _CAFFE_TEST in shown:
+            return True  # Caffe's test pass: its "Test net output" lines, then the next "Iteration N, loss = ..."
         if ")" in shown[:_HEAD] and (mm := _MM_LOOP.search(shown[:_HEAD])) is not None:
             return mm.group(1) != "train" and int(mm.group(2)) < int(mm.group(3))
         if not shown[:1].isalpha() and not shown.startswith(("[", "|")):
@@ -938,6 +942,12 @@ _MEGATRON_EVAL = ("Evaluating iter ", "Evaluating on ", "validation loss at ")
 _MEGATRON_VALIDATED = "validation loss at "
 
 
+#: Caffe's ``Solver::TestAll`` (``caffe/src/caffe/solver.cpp``, ``Test(test_net_id)``): ``LOG(INFO) << "Iteration "
+#: << iter_ << ", Testing net (#" << test_net_id << ")"`` before it runs the test net over ``test_iter`` batches (at
+#: iteration 0 too with ``test_initialization: true``, the default); a glog line, often glued to the line before.
+_CAFFE_TEST = ", Testing net (#"
+
+
 _EVAL_HEADS = "EeVvTtPpIiSsR[|"
 #: mmengine's (OpenMMLab 2.x) LogProcessor line, after its logger's prefix ("2024/05/01 10:00:00 -
 #: mmengine - INFO - "): ``Epoch(train)  [5][ 50/625]``, ``Epoch(val) [5][ 50/625]``, ``Epoch(test)
@@ -965,6 +975,53 @@ def _evaluation_announced(since: Sequence[str]) -> bool:
                 and not _RESULT_LINE.search(ln) and "rror" not in ln and not ln.startswith((" ", "\t")):
             if not any(_reports_results(x) for x in since[k + 1:]):
                 return True
+    return False
+
+
+#: An evaluation pass's report of its results, named so: "validation loss: -0.8309" (nnU-Net v1's
+#: ``NetworkTrainer.run_training``, ``print_to_log_file("validation loss: %.4f" % ...)`` after "train loss : ..."),
+#: "Overall validation pixAcc: 79.470, mIoU: 22.479", "Eval  batches[  100]  | loss  5.55", Keras' "val_loss: 0.41":
+#: an evaluation word (not a test's: a final test's report ends the run, P10) and a decimal value after it.
+_EVAL_REPORT = re.compile(r"(?i)(?<![a-z])(?:eval\w*|valid\w*|val)(?![a-z])[^\n]{0,80}?(?<![\w.])[-+]?\d*\.\d+")
+#: A line that holds a value after a name (a report's other lines: "Average global foreground Dice: [0.97, ...]").
+_VALUE_LINE = re.compile(r"[A-Za-z)\]][^\n]{0,80}?[:=|]\s*\[?\s*[-+]?\d*\.?\d")
+#: A decimal value; one before the evaluation word is a training metric of the same line ("loss 0.3 | val_acc 0.8").
+_DECIMAL = re.compile(r"\d\.\d")
+#: Report lines read back from a kill (a report of several lines, one a metric).
+_REPORT_LINES = 6
+#: A launcher's reaction to a signal (torchrun's agent: "Received 15 death signal, shutting down workers",
+#: "Sending process N closing signal SIGTERM"): not the job's activity (P1).
+_REACTIONS = ("death signal", "closing signal")
+
+
+def _killed(lines: Sequence[str], failure: int) -> bool:
+    """Whether the failure line is a kill or a signal from outside (P9: a time limit, SIGTERM, an OOM kill)."""
+    return failure < len(lines) and is_terminal_kill(logs.normalize_line(_job_report_cut(_shown(lines[failure]))).lstrip(": \t"))
+
+
+def _evaluation_reported(lines: Sequence[str], floor: int, top: int) -> bool:
+    """Whether the last activity the program printed before a kill at ``top`` is an evaluation pass's report
+    (P4: "with nothing printed after the summary the pass is still the last activity"; P9: a kill takes the phase
+    of the last activity): read back over blank lines, warnings and a launcher's reactions, then over the report's
+    value lines, to a line that names an evaluation with a decimal value (:data:`_EVAL_REPORT`), with no training
+    word on it ("train_loss: 0.3  val_loss: 0.4" is an epoch's summary)."""
+    seen = 0
+    for k in range(top - 1, max(floor, top - _LOOKBACK) - 1, -1):
+        raw = ranks.launcher_text(_shown(lines[k]))
+        text = _plain(logs.normalize_line(raw)).strip()
+        if not text or raw.startswith(("  ", "\t")) or "Warning" in text or "warn" in text \
+                or is_terminal_kill(text) or any(r in text for r in _REACTIONS):
+            continue
+        if _is_bar(raw) or "train" in text.lower() or raw.lstrip().startswith("wandb:") or text.startswith(_MEGATRON_VALIDATED):
+            return False  # a tracker's run summary (wandb's "val_loss 1.27"), printed at the program's exit, is no pass;
+            # Megatron's report is read as its evaluation's end (:func:`_evaluating`)
+        if (m := _EVAL_REPORT.search(text)) is not None and _DECIMAL.search(text, 0, m.start()) is None:
+            return True
+        if _VALUE_LINE.search(text) is None:
+            return False
+        seen += 1
+        if seen >= _REPORT_LINES:
+            return False
     return False
 
 
@@ -1425,6 +1482,26 @@ def _in_eval(frames: Sequence[str]) -> bool:
         if _TRAIN_FUNC.match(f):
             return False
         if _EVAL_FUNC.search(f) and "train" not in f.lower():
+            return True
+    return False
+
+
+#: A ``for`` statement of the job's own code that iterates over an evaluation's data loader, as the frame's source
+#: line shows it: PyTorch's "Training with PyTorch" tutorial (``beginner_source/introyt/trainingyt.py``) validates with
+#: ``for i, vdata in enumerate(validation_loader):``, and scripts name theirs ``val_loader``, ``valid_dl``,
+#: ``test_dataloader``, ``self.eval_loader``. A frame stopped on such a line is fetching an evaluation batch
+#: (torch's ``DataLoader.__next__`` below it): the evaluation pass is what runs (P4, P8).
+_EVAL_FOR = re.compile(r"^\s*(?:async\s+)?for\b.+?\bin\b(.+):\s*$")
+_EVAL_LOADER = re.compile(r"(?i)^(?:\w+_)?(?:val|valid|validation|eval|evaluation|test|dev)_?(?:data_?)?"
+                          r"(?:loader|dataloader|dl|iter|iterator|batches|set|dataset|ds)s?$")
+
+
+def _eval_loader_frame(frames: Sequence[str]) -> bool:
+    """Whether a frame of the traceback is stopped on a ``for`` over an evaluation's data loader (:data:`_EVAL_FOR`)."""
+    for k in range(len(frames) - 1):
+        if "File " not in frames[k] or (m := _EVAL_FOR.match(frames[k + 1])) is None:
+            continue
+        if any(_EVAL_LOADER.match(w) for w in re.split(r"\W+", m.group(1)) if w):
             return True
     return False
 
