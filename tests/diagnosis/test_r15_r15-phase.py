@@ -128,3 +128,57 @@ def test_a_ctrl_c_while_fetching_a_training_batch_stays_training(rules: Classifi
           "KeyboardInterrupt"]
     text = "\n".join(["EPOCH 1:", *(f"  batch {k} loss: 0.{60 - k}" for k in range(1, 6)), *tb])
     assert diagnose_text(text, rules).phase == "training"
+
+
+def _config_from_pretrained(path: str) -> list[str]:
+    """transformers' frames of ``PretrainedConfig.from_pretrained(path)`` failing to find the folder."""
+    return [*_frame(f"{_LIB}/transformers/configuration_utils.py", 541, "from_pretrained",
+                    "config_dict, kwargs = cls.get_config_dict(pretrained_model_name_or_path, **kwargs)"),
+            *_frame(f"{_LIB}/transformers/configuration_utils.py", 629, "_get_config_dict", "resolved_config_file = cached_file("),
+            *_frame(f"{_LIB}/transformers/utils/hub.py", 469, "cached_file", "raise EnvironmentError("),
+            f"OSError: Incorrect path_or_model_id: '{path}'. Please provide either the path to a local folder or the "
+            "repo_id of a model on the Hub."]
+
+
+def test_a_pretrained_encoder_loaded_by_a_models_constructor_is_startup(rules: Classifier) -> None:
+    """P3 + P7: the model's ``__init__`` builds its speech encoder with ``Wav2Vec2BertConfig.from_pretrained`` of a
+    base model's folder: building the model, base files, ``startup`` (not the job's own checkpoint)."""
+    tb = ["Traceback (most recent call last):",
+          *_frame("/home/u/diar/infer.py", 478, "<module>", "main(args)"),
+          *_frame("/home/u/diar/infer.py", 297, "main", "model = TSVADModel(cfg=model_cfg, device=device)"),
+          *_frame("/home/u/diar/model.py", 206, "__init__", "self.speech_encoder = self.create_speech_encoder(cfg)"),
+          *_frame("/home/u/diar/model.py", 381, "create_speech_encoder",
+                  "conf = Wav2Vec2BertConfig.from_pretrained(cfg.speech_encoder_config)"),
+          *_config_from_pretrained("/data/model_hub/w2v-bert2.0/config.json")]
+    text = "\n".join(["2024-05-02 10:00:00 INFO loading data from /data/test.json", *tb])
+    assert diagnose_text(text, rules).phase == "startup"
+
+
+def test_a_constructors_from_pretrained_of_a_step_checkpoint_stays_a_load(rules: Classifier) -> None:
+    """P7: a ``from_pretrained`` of a step-numbered checkpoint folder the job wrote is ``checkpoint_load``, wherever it
+    is called from."""
+    tb = ["Traceback (most recent call last):",
+          *_frame("/home/u/proj/infer.py", 40, "<module>", "model = Wrapper(args.ckpt)"),
+          *_frame("/home/u/proj/model.py", 20, "__init__", "self.config = AutoConfig.from_pretrained(path)"),
+          *_config_from_pretrained("outputs/run3/checkpoint-500")]
+    assert diagnose_text("\n".join(tb), rules).phase == "checkpoint_load"
+
+
+def test_a_remote_code_file_missing_from_a_local_model_folder_is_startup(rules: Classifier) -> None:
+    """P3 + P7: ``AutoModel.from_pretrained(path, trust_remote_code=True)`` fetches the model's own code through
+    transformers' ``get_class_from_dynamic_module`` (``dynamic_module_utils.py``) to build the model class, before any
+    weights are read: a file of that code missing is ``startup``."""
+    tb = ["Traceback (most recent call last):",
+          *_frame("/home/u/proj/train.py", 88, "<module>", "main()"),
+          *_frame("/home/u/proj/train.py", 60, "main",
+                  "model = AutoModelForCausalLM.from_pretrained(args.model, trust_remote_code=True)"),
+          *_frame(f"{_LIB}/transformers/models/auto/auto_factory.py", 553, "from_pretrained",
+                  "model_class = get_class_from_dynamic_module("),
+          *_frame(f"{_LIB}/transformers/dynamic_module_utils.py", 501, "get_class_from_dynamic_module",
+                  "final_module = get_cached_module_file("),
+          *_frame(f"{_LIB}/transformers/dynamic_module_utils.py", 326, "get_cached_module_file",
+                  "resolved_module_file = cached_file("),
+          *_frame(f"{_LIB}/transformers/utils/hub.py", 456, "cached_file", "raise EnvironmentError("),
+          "OSError: /models/base-7b does not appear to have a file named modeling_base.py. Checkout "
+          "'https://huggingface.co//models/base-7b/tree/None' for available files."]
+    assert diagnose_text("\n".join(["Loading model /models/base-7b", *tb]), rules).phase == "startup"

@@ -536,6 +536,8 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
         return "startup"  # the model's own code (trust_remote_code) could not be imported: no weights were read
     if tb_start is not None and _hub_base_weights(frames):
         return "startup"  # P7: base weights of a Hub repository, read while building the model
+    if tb_start is not None and _built_from_pretrained([*_chained_outer(lines, failure), *frames]):
+        return "startup"  # P7: a constructor's from_pretrained or a remote-code import: the model is being built
     by_name = _serializing(frames) or _checkpoint_func(_funcs(frames))
     if by_name is not None:
         return by_name
@@ -638,6 +640,29 @@ def _hub_base_weights(frames: Sequence[str]) -> bool:
     last = frames[-1].strip() if frames else ""
     return "does not appear to have a file named " in last and _HUB_MISSING.match(last) is not None \
         and any("from_pretrained" in f for f in _funcs(frames))
+
+
+#: A name of the job's own saved state in a path or message (a step- or epoch-numbered checkpoint folder, a resume):
+#: P7 makes such a ``from_pretrained`` ``checkpoint_load`` whatever calls it.
+_OWN_STATE = re.compile(r"(?i)checkpoint-\d+|global_step_?\d+|(?<![a-z])(?:step|epoch|iter)_?\d+(?![a-z])|resum")
+#: transformers' module that fetches and imports a ``trust_remote_code`` model's own code
+#: (``dynamic_module_utils.py``: ``get_class_from_dynamic_module`` -> ``get_cached_module_file`` -> ``get_class_in_module``),
+#: which ``AutoConfig``/``AutoModel.from_pretrained`` call to build the model class before any weights are read.
+_DYNAMIC_MODULE = 'dynamic_module_utils.py", line '
+
+
+def _built_from_pretrained(frames: Sequence[str]) -> bool:
+    """Whether the traceback fails while the model is being built from pretrained files (P3, P7: base weights and
+    the model's code at start-up are ``startup``): a ``from_pretrained`` called from a constructor (``__init__``: a
+    model class that loads its pretrained encoder, a trainer that loads the model it is given by name), or
+    transformers' remote-code import (:data:`_DYNAMIC_MODULE`), with no loop or evaluation frame above it and no
+    name of the job's own saved state (:data:`_OWN_STATE`) in its message."""
+    funcs = _funcs(frames)
+    at = next((k for k, f in enumerate(funcs) if f == "from_pretrained"), None)
+    said = [ln for ln in frames if ln[:1].isalpha()]  # the exception lines (the chain's too)
+    if at is None or any(_OWN_STATE.search(ln) for ln in said) or any(_LOOP_WORDS.search(f) for f in funcs[:at]):
+        return False
+    return "__init__" in funcs[:at] or any(_DYNAMIC_MODULE in ln for ln in frames)
 
 
 def _since_steps(lines: Sequence[str], failure: int, floor: int, region: Sequence[str]) -> Sequence[str]:
