@@ -182,3 +182,40 @@ def test_a_remote_code_file_missing_from_a_local_model_folder_is_startup(rules: 
           "OSError: /models/base-7b does not appear to have a file named modeling_base.py. Checkout "
           "'https://huggingface.co//models/base-7b/tree/None' for available files."]
     assert diagnose_text("\n".join(["Loading model /models/base-7b", *tb]), rules).phase == "startup"
+
+
+def test_glibcs_exception_not_rethrown_at_exit_is_shutdown(rules: Classifier) -> None:
+    """P10: glibc's "FATAL: exception not rethrown" (``nptl/unwind.c``) is a thread's forced unwind swallowed by C++
+    code; CPython makes daemon threads call ``pthread_exit`` while the interpreter finalizes, so it comes at exit, and
+    torchrun reports the abort (exitcode -6): ``shutdown``, though training steps are the last lines above it."""
+    steps = [f"[2025-02-18 07:5{k}:22,045] [INFO] [logging.py:96:log_dist] [Rank 0] step={k * 10}, skipped=0, "
+             "lr=[0.0001], mom=[(0.9, 0.999)]" for k in range(1, 5)]
+    text = "\n".join([*steps, "FATAL: exception not rethrown",
+                      "[2025-02-18 08:00:01,000] torch.distributed.elastic.multiprocessing.api: [ERROR] failed "
+                      "(exitcode: -6) local_rank: 0 (pid: 138257) of binary: /usr/bin/python"])
+    assert diagnose_text(text, rules).phase == "shutdown"
+
+
+def _glibc_error(frames: list[str]) -> list[str]:
+    """glibc's malloc check report (``malloc_printerr``) with its backtrace, then the job script's report."""
+    return ["*** Error in `./simplex': corrupted size vs. prev_size: 0x00000000006ba7b0 ***",
+            "======= Backtrace: =========", "/lib64/libc.so.6(+0x80c37)[0x2aaab0d63c37]",
+            "/lib64/libc.so.6(__libc_calloc+0xb4)[0x2aaab0d69214]", *frames,
+            "======= Memory map: ========", "00400000-00418000 r-xp 00000000 00:2a 2138992814    /home/u/simplex",
+            "/var/spool/torque/mom_priv/jobs/11084.SC: line 26: 158179 Aborted                 (core dumped) ./simplex"]
+
+
+def test_a_native_crash_in_glibcs_exit_handlers_is_shutdown(rules: Classifier) -> None:
+    """P10: the backtrace runs through ``__cxa_finalize`` (glibc's exit path calling a library's static
+    destructors, here libcublas'): the crash is at exit."""
+    frames = ["/usr/local/cuda/lib64/libcublas.so.10(+0x5ae865)[0x2aaaab711865]",
+              "/lib64/libc.so.6(__cxa_finalize+0x9a)[0x2aaab0d1d05a]",
+              "/usr/local/cuda/lib64/libcublas.so.10(+0x28056)[0x2aaaab18b056]"]
+    assert diagnose_text("\n".join(["nvcc main.cu -o simplex", *_glibc_error(frames)]), rules).phase == "shutdown"
+
+
+def test_a_native_crash_elsewhere_is_not_shutdown(rules: Classifier) -> None:
+    """P9: the same report without exit-handler frames says nothing of an exit (no output of the program: start-up)."""
+    frames = ["/usr/local/cuda/lib64/libcublas.so.10(+0x5ae865)[0x2aaaab711865]", "./simplex[0x401a2b]",
+              "/lib64/libc.so.6(__libc_start_main+0xf5)[0x2aaab0d0a445]"]
+    assert diagnose_text("\n".join(["nvcc main.cu -o simplex", *_glibc_error(frames)]), rules).phase != "shutdown"

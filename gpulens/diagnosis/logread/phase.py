@@ -72,8 +72,12 @@ _LOAD = Guarded(r"load_checkpoint|load_state_dict|_load_best_model|resume_from|[
                  "path_or_model_id", "Repo id must be"))
 _EVAL = Guarded(r"[Ee]valuat|(?<![Ii]n)[Vv]alidat|\beval\b|evaluate\(|compute_metrics|[Tt]esting\b|\bval_",
                 ("valuat", "alidat", "eval", "compute_metrics", "esting", "val_"))
-_TEARDOWN = Guarded(r"destroy_process_group|atexit|__del__|finalize|[Ss]hutting down",
-                    ("destroy_process_group", "atexit", "__del__", "finalize", "hutting down"))
+#: What a job's teardown prints. glibc's "FATAL: exception not rethrown" (``nptl/unwind.c``, ``__libc_fatal``) is a
+#: thread's forced unwind (``pthread_exit``/``pthread_cancel``) caught by C++ code and not rethrown; CPython before
+#: 3.14 makes a daemon thread that wants the GIL after finalization began call ``pthread_exit`` (``PyThread_exit_thread``,
+#: ``Python/ceval_gil.c``), so it is printed while the interpreter exits (P10: crashes at interpreter exit).
+_TEARDOWN = Guarded(r"destroy_process_group|atexit|__del__|finalize|[Ss]hutting down|(?:^|FATAL: )exception not rethrown\s*$",
+                    ("destroy_process_group", "atexit", "__del__", "finalize", "hutting down", "exception not rethrown"))
 _LOOKBACK = 25
 #: Characters at the end of a line looked at.
 _SHOWN = 400
@@ -566,7 +570,8 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
         return "evaluation"  # the job's next program after the finished one evaluates (chat_eval.py, test.py)
     if done is not None and stage is None and _evaluation_announced([_shown(ln)[-_SHOWN:] for ln in lines[done:top]]):
         return "evaluation"  # P10: "Training completed. Starting evaluation...": the final evaluation after the loop's end
-    if (done is not None and stage is None) or _teardown(_signal_aside(frames, _without_unraisable_after(region, lines, failure))):
+    if (done is not None and stage is None) or _teardown(_signal_aside(frames, _without_unraisable_after(region, lines, failure))) \
+            or (tb_start is None and _in_exit_handlers(lines, failure)):
         return "shutdown"
     if stage is not None:  # a finished program, then the job's next one: the failure is that one's
         floor = stage + 1  # the announcement itself ("=== 100-step runs ===") counts no step
@@ -1691,6 +1696,22 @@ def _teardown(region: Sequence[str]) -> bool:
     down workers", e.sigval)``, the signal as ``15`` or, before Python 3.11, ``Signals.SIGTERM``)."""
     return any(_TEARDOWN.search(ln) and not is_benign(ln) and not is_terminal_kill(ln) and "death signal" not in ln
                for ln in region)
+
+
+#: glibc's exit path in a native backtrace: ``exit`` -> ``__run_exit_handlers`` -> ``_dl_fini`` -> each shared
+#: library's destructors through ``__cxa_finalize`` (glibc ``stdlib/exit.c``, ``elf/dl-fini.c``): a crash there (glibc's
+#: "*** Error in `prog': corrupted size vs. prev_size" then "======= Backtrace: =========", a CUDA library's static
+#: destructor) happens while the process exits (P10).
+_EXIT_FRAMES = re.compile(r"[(\s](?:__cxa_finalize|_dl_fini|__run_exit_handlers)\b")
+#: Lines after a native crash's first line read for its backtrace.
+_BACKTRACE_LINES = 40
+
+
+def _in_exit_handlers(lines: Sequence[str], failure: int) -> bool:
+    """Whether the native backtrace printed after the failure line runs through glibc's exit handlers
+    (:data:`_EXIT_FRAMES`)."""
+    return any(("finalize" in ln or "_fini" in ln or "exit_handlers" in ln) and _EXIT_FRAMES.search(ln)
+               for ln in lines[failure:failure + _BACKTRACE_LINES])
 
 
 #: bash's report of a job a signal ended, ``./train.sh: line 33: 136834 Killed    python3 main.py
