@@ -219,3 +219,33 @@ def test_a_native_crash_elsewhere_is_not_shutdown(rules: Classifier) -> None:
     frames = ["/usr/local/cuda/lib64/libcublas.so.10(+0x5ae865)[0x2aaaab711865]", "./simplex[0x401a2b]",
               "/lib64/libc.so.6(__libc_start_main+0xf5)[0x2aaab0d0a445]"]
     assert diagnose_text("\n".join(["nvcc main.cu -o simplex", *_glibc_error(frames)]), rules).phase != "shutdown"
+
+
+def _stderr_only(cancelled_at: str, backward: bool = True) -> str:
+    """A Slurm ``.err`` of a DeepSpeed/GPT-NeoX run whose loop output went to stdout: c10d's set-up warnings (c10's
+    C++ log, month unpadded), DeepSpeed's op loading, autograd warnings of the first backward, then the cancel."""
+    setup = [f"[W106 12:08:5{k}.140016912 socket.cpp:752] [c10d] The client socket cannot be initialized to connect to "
+             "[node-04]:12802 (errno: 97 - Address family not supported by protocol)." for k in range(4)]
+    ops = ["Using /home/u/.cache/torch_extensions/py311_cu118 as PyTorch extensions root...",
+           "Loading extension module fused_adam..."] * 4
+    warn = [f"{_LIB}/torch/autograd/graph.py:825: UserWarning: c10d::broadcast_: an autograd kernel was not registered "
+            "to the Autograd key(s) but we are trying to backprop through it.",
+            "  return Variable._execution_engine.run_backward(  # Calls into the C++ engine to run the backward pass"] * 2
+    end = [f"slurmstepd-node-04: error: *** JOB 3981070 ON node-04 CANCELLED AT {cancelled_at} ***"]
+    return "\n".join([*setup, *ops, *(warn if backward else []), *end])
+
+
+def test_a_cancel_hours_after_the_first_backward_in_a_stderr_only_file_is_training(rules: Classifier) -> None:
+    """P2 (c): no loop output in the file; autograd's warning from its engine's ``run_backward`` shows a backward
+    pass ran; the cancel came 3.5 h after the set-up's last timestamp: more than an hour in the loop, ``training``."""
+    assert diagnose_text(_stderr_only("2025-01-06T15:37:46"), rules).phase == "training"
+
+
+def test_a_cancel_minutes_after_the_first_backward_is_first_step(rules: Classifier) -> None:
+    """P2 (c): the same file, cancelled 10 minutes after the loop began: ``first_step``."""
+    assert diagnose_text(_stderr_only("2025-01-06T12:19:00"), rules).phase == "first_step"
+
+
+def test_a_cancel_hours_later_without_a_loop_mark_stays_startup(rules: Classifier) -> None:
+    """P2 (c) + P9: without any mark of the loop (no backward warning) the hours say nothing: ``startup``."""
+    assert diagnose_text(_stderr_only("2025-01-06T15:37:46", backward=False), rules).phase == "startup"

@@ -29,6 +29,7 @@ from gpulens.diagnosis.logread.lines import (
     last_matching,
     text_on_bar,
 )
+from gpulens.diagnosis.logs import find_keys
 
 __all__ = ["PHASES", "UNKNOWN", "last_step", "own_step", "phase_of", "run_start"]
 
@@ -1106,6 +1107,8 @@ def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str],
             return "training"  # print(loss.item()) once a step
         in_step = (frames is not None and _in_step(frames)) or _loop_started(lines, floor, top) \
             or _stepped(lines, floor, top)
+        if in_step and _an_hour_in_loop(lines, floor, top):
+            return "training"  # P2 (c): no output of the loop in this file, but it ran for over an hour
         return _glued_bar(region) or ("first_step" if in_step else "startup")
     done = _bar_done(lines, floor, top)
     if done is None and (inner := _iter_in_epoch(lines, floor, top)) is not None and inner > 1:
@@ -1144,7 +1147,11 @@ _LOOP_START = ("***** Running training", "begin training epoch ", "Starting trai
 #: `optimizer.step()`": a resumed run that fast-forwards its scheduler prints it while setting up.
 _STEP_WARNINGS = ("Reducer buckets have been rebuilt", "rad strides do not match bucket",
                   "but did not find any unused parameters", "Using a target size", "Error detected in ",
-                  "None of the inputs have requires_grad")
+                  "None of the inputs have requires_grad",
+                  # the source line Python's ``warnings`` shows for a warning raised while autograd's engine runs a
+                  # backward pass (``torch/autograd/graph.py`` ``_engine_run_backward``; ``torch/autograd/__init__.py``
+                  # before 2.3): "  return Variable._execution_engine.run_backward(  # Calls into the C++ engine ..."
+                  "Variable._execution_engine.run_backward(")
 
 
 def _stepped(lines: Sequence[str], floor: int, top: int) -> bool:
@@ -1152,6 +1159,51 @@ def _stepped(lines: Sequence[str], floor: int, top: int) -> bool:
     (:data:`_STEP_WARNINGS`) before ``top``: it got as far as its first step."""
     return bool(last_matching(lines, _STEP_WARNINGS, lambda ln: "Error detected in " not in ln or "Backward" in ln,
                               floor, top))
+
+
+#: Timestamps the loop's start and a failure are read from (P2 (c)): ISO dates (Slurm's "CANCELLED AT
+#: 2025-01-06T15:37:46", Python logging's "2025-01-06 15:37:46,120") and glog's ``[IWEF]mmdd hh:mm:ss`` (c10d's and
+#: ProcessGroupNCCL's C++ log, whose month c10's ``Logging.cpp`` does not pad: "[W106 12:08:59.140016912 socket.cpp:752]",
+#: "[rank1]:[E107 08:49:59.12 ...]").
+_ISO_TIME = re.compile(r"\b\d{4}-(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d)\b")
+_GLOG_TIME = re.compile(r"(?:^|[\[\s])[IWEF](\d{1,2})(\d\d) (\d\d):(\d\d):(\d\d)[.\s]")
+#: Lines read back from the loop's first mark (16 ranks' set-up lines between), and on from the failure, for a timestamp.
+_TIME_BACK = 120
+_TIME_REACH = 60
+#: P2 (c): more than an hour in the loop is training.
+_HOUR = 3600
+_YEAR = 365 * 86400
+
+
+def _seconds(line: str) -> int | None:
+    """Seconds since the start of a leap year of the first timestamp on ``line`` (:data:`_ISO_TIME`,
+    :data:`_GLOG_TIME`; glog prints no year)."""
+    head = line[:_HEAD]
+    if ":" not in head:
+        return None
+    m = _ISO_TIME.search(head) or _GLOG_TIME.search(head)
+    if m is None:
+        return None
+    month, day, h, mi, sec = (int(g) for g in m.groups())
+    if not (1 <= month <= 12 and 1 <= day <= 31):
+        return None
+    days = sum((31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)[:month - 1]) + day - 1
+    return ((days * 24 + h) * 60 + mi) * 60 + sec
+
+
+def _an_hour_in_loop(lines: Sequence[str], floor: int, top: int) -> bool:
+    """P2 (c): whether the log's own timestamps show the process ran for more than an hour after its loop began
+    (its first mark: :data:`_LOOP_START`, a step-only warning of :data:`_STEP_WARNINGS`) when it failed at ``top``:
+    the last timestamp at or before that mark, the first at or after the failure (a scheduler's verdict)."""
+    marks = find_keys(lines, (*_LOOP_START, *_STEP_WARNINGS), floor, top)
+    if not marks:
+        return False
+    begun = next((t for k in range(marks[0], max(floor, marks[0] - _TIME_BACK) - 1, -1)
+                  if (t := _seconds(lines[k])) is not None), None)
+    ended = next((t for k in range(top, min(len(lines), top + _TIME_REACH)) if (t := _seconds(lines[k])) is not None), None)
+    if begun is None or ended is None:
+        return False
+    return (ended - begun) % _YEAR > _HOUR  # across a new year too
 
 
 #: A training loop or stage announced in words, after a logger's prefix ("start training", "Starting
