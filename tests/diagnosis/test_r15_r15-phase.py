@@ -249,3 +249,23 @@ def test_a_cancel_minutes_after_the_first_backward_is_first_step(rules: Classifi
 def test_a_cancel_hours_later_without_a_loop_mark_stays_startup(rules: Classifier) -> None:
     """P2 (c) + P9: without any mark of the loop (no backward warning) the hours say nothing: ``startup``."""
     assert diagnose_text(_stderr_only("2025-01-06T15:37:46", backward=False), rules).phase == "startup"
+
+
+def test_a_kill_after_the_loops_announcement_is_first_step(rules: Classifier) -> None:
+    """P1 + P3 + P9: the program announced its training loop ("START TRAIN 0", then its first batch) and the kernel's
+    OOM killer ended it before any step was logged: the kill takes the last activity's phase, ``first_step``."""
+    text = "\n".join(["name: 24.b_2, param.size: torch.Size([1024])",
+                      "2025-02-27 08:53:52.016434 - START TRAIN 0",
+                      "[ 00|00 ] 2025-02-27 08:53:52.016472 - START BATCH 0",
+                      "./scripts/run.sh: line 42:  8494 Killed                  python -m pactum.run --nnodes=8"])
+    assert diagnose_text(text, rules).phase == "first_step"
+
+
+def test_an_error_line_after_the_loops_announcement_stays_startup(rules: Classifier) -> None:
+    """P3: an error printed without a traceback after "Starting training with ..." may be the loop's own set-up (its
+    data load): only a kill takes the announcement as the last activity."""
+    text = "\n".join(["2025-07-18 18:11:42,814 - INFO - Starting training with n_images=10304",
+                      "2025-07-18 18:11:42,815 - INFO - Loading data from datasets/fly001.npz",
+                      "2025-07-18 18:11:42,816 - ERROR - An error occurred during execution: [Errno 2] No such file or "
+                      "directory: 'datasets/fly001.npz'"])
+    assert diagnose_text(text, rules).phase == "startup"

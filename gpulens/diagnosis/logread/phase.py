@@ -1106,7 +1106,7 @@ def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str],
         if _printed_losses(lines, floor, top):
             return "training"  # print(loss.item()) once a step
         in_step = (frames is not None and _in_step(frames)) or _loop_started(lines, floor, top) \
-            or _stepped(lines, floor, top)
+            or _stepped(lines, floor, top) or (frames is None and _killed(lines, top) and _loop_announced(lines, floor, top))
         if in_step and _an_hour_in_loop(lines, floor, top):
             return "training"  # P2 (c): no output of the loop in this file, but it ran for over an hour
         return _glued_bar(region) or ("first_step" if in_step else "startup")
@@ -1240,6 +1240,13 @@ def _announces_loop(line: str) -> bool:
         return False
     count = _ANNOUNCED_COUNT.search(text)
     return count is None or int(count.group(1)) <= 1
+
+
+def _loop_announced(lines: Sequence[str], floor: int, top: int) -> bool:
+    """Whether the program announced in words that its training loop starts (:func:`_announces_loop`: "Start
+    training", "START TRAIN 0", "Beginning training") among the last lines before a kill (P1 + P9: a kill takes the
+    phase of the last activity printed; an error line after it may be the loop's own set-up failing)."""
+    return bool(last_matching(lines, _LOOP_WORD_KEYS, _announces_loop, max(floor, top - _ANNOUNCE_LINES), top))
 
 
 def _loop_started(lines: Sequence[str], floor: int, top: int) -> bool:
