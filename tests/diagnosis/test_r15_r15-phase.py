@@ -269,3 +269,40 @@ def test_an_error_line_after_the_loops_announcement_stays_startup(rules: Classif
                       "2025-07-18 18:11:42,816 - ERROR - An error occurred during execution: [Errno 2] No such file or "
                       "directory: 'datasets/fly001.npz'"])
     assert diagnose_text(text, rules).phase == "startup"
+
+
+_HF_TRAIN = ["***** Running training *****", "  Num examples = 1000", " 10%|█         | 50/500 [01:00<09:00,  1.2s/it]",
+             "{'loss': 2.31, 'learning_rate': 4.5e-05, 'epoch': 0.1}", " 20%|██        | 100/500 [02:00<08:00,  1.2s/it]"]
+_HF_EVAL = ["***** Running Evaluation *****", "  Num examples = 500", "  Batch size = 8",
+            "\r  0%|          | 0/63 [00:00<?, ?it/s]\r  5%|▍         | 3/63 [00:01<00:20,  2.9it/s]"]
+_TIME_LIMIT = "slurmstepd: error: *** JOB 77 ON gpu-1 CANCELLED AT 2024-05-02T10:00:00 DUE TO TIME LIMIT ***"
+
+
+def test_a_time_limit_inside_the_trainers_evaluation_loop_is_evaluation(rules: Classifier) -> None:
+    """P4 + P9: the Hugging Face Trainer's ``evaluation_loop`` logged "***** Running Evaluation *****" and its
+    prediction bar (no description, like the training bar) runs; no metrics dict yet: the pass was going on."""
+    assert diagnose_text("\n".join([*_HF_TRAIN, *_HF_EVAL, _TIME_LIMIT]), rules).phase == "evaluation"
+
+
+def test_an_nccl_timeout_inside_the_trainers_evaluation_loop_is_evaluation(rules: Classifier) -> None:
+    """P4: the same pass ended by ProcessGroupNCCL's watchdog (an all-gather of the predictions timing out)."""
+    watchdog = ("[rank0]:[E502 10:00:00.100000 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective operation "
+                "timeout: WorkNCCL(SeqNum=900, OpType=ALLGATHER, NumelIn=1, NumelOut=2, Timeout(ms)=600000) ran for "
+                "600051 milliseconds before timing out.")
+    assert diagnose_text("\n".join([*_HF_TRAIN, *_HF_EVAL, watchdog]), rules).phase == "evaluation"
+
+
+def test_a_time_limit_after_the_evaluation_and_more_training_is_training(rules: Classifier) -> None:
+    """P2 + P4: the pass logged its metrics and training went on (its next log dict and bar): training."""
+    after = ["{'eval_loss': 2.1, 'eval_runtime': 20.1, 'epoch': 0.2}", " 30%|███       | 150/500 [03:20<07:00,  1.2s/it]",
+             "{'loss': 2.01, 'learning_rate': 4e-05, 'epoch': 0.3}", " 31%|███       | 155/500 [03:26<07:00,  1.2s/it]"]
+    assert diagnose_text("\n".join([*_HF_TRAIN, *_HF_EVAL, *after, _TIME_LIMIT]), rules).phase == "training"
+
+
+def test_a_kill_in_lightnings_test_after_fit_is_evaluation(rules: Classifier) -> None:
+    """P10: "`Trainer.fit` stopped: `max_epochs=3` reached." then ``trainer.test()``'s "Testing DataLoader 0:" bar short
+    of its total when the time limit hits: the final test run by the job, ``evaluation`` (not its shutdown)."""
+    text = "\n".join(["Epoch 2: 100%|██████████| 100/100 [00:20<00:00, 5.0it/s, v_num=1]",
+                      "`Trainer.fit` stopped: `max_epochs=3` reached.",
+                      "Testing DataLoader 0:  30%|███       | 3/10 [00:01<00:02, 2.5it/s]", _TIME_LIMIT])
+    assert diagnose_text(text, rules).phase == "evaluation"

@@ -569,8 +569,10 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
         done = None  # steps after it ("Finish training epoch 9.", then epoch 10's): one epoch's or stage's end
     if done is not None and stage is None and tb_start is not None and _eval_program(frames):
         return "evaluation"  # the job's next program after the finished one evaluates (chat_eval.py, test.py)
-    if done is not None and stage is None and _evaluation_announced([_shown(ln)[-_SHOWN:] for ln in lines[done:top]]):
-        return "evaluation"  # P10: "Training completed. Starting evaluation...": the final evaluation after the loop's end
+    if done is not None and stage is None and (_evaluation_announced([_shown(ln)[-_SHOWN:] for ln in lines[done:top]])
+                                               or _evaluating(lines, done + 1, top)):
+        return "evaluation"  # P10: "Training completed. Starting evaluation..." or a test bar short of its total
+        # ("`Trainer.fit` stopped: ..." then "Testing DataLoader 0:  30%|"): the final evaluation after the loop's end
     if (done is not None and stage is None) or _teardown(_signal_aside(frames, _without_unraisable_after(region, lines, failure))) \
             or (tb_start is None and _in_exit_handlers(lines, failure)):
         return "shutdown"
@@ -587,6 +589,8 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
         return "evaluation"
     if _evaluating(lines, floor, top):
         return "evaluation"
+    if (tb_start is None or not _in_step(frames)) and _trainer_evaluating(lines, floor, top):
+        return "evaluation"  # the Trainer's evaluation loop announced, its results not logged yet
     if tb_start is None and _killed(lines, failure) and _evaluation_reported(lines, floor, top):
         return "evaluation"  # P4/P9: killed right after an evaluation's report, nothing printed since
     if (loop := _new_loop(lines, floor, top)) is not None:  # a new training stage started: its steps count
@@ -1054,6 +1058,27 @@ def _evaluation_reported(lines: Sequence[str], floor: int, top: int) -> bool:
         if seen >= _REPORT_LINES:
             return False
     return False
+
+
+#: The Hugging Face Trainer's ``evaluation_loop`` (``transformers/trainer.py``): ``logger.info(f"***** Running
+#: {description} *****")`` ("Evaluation", "Prediction"), "  Num examples = N", "  Batch size = N", then the
+#: ``ProgressCallback``'s prediction bar, a tqdm bar with no description like the training one; the pass ends with
+#: ``on_log`` printing its metrics dict ("{'eval_loss': 0.41, 'eval_runtime': ...}"), as training logs print theirs.
+_TRAINER_EVAL = ("***** Running Evaluation *****", "***** Running Prediction *****")
+
+
+def _trainer_evaluating(lines: Sequence[str], floor: int, top: int) -> bool:
+    """Whether the Trainer announced an evaluation pass (:data:`_TRAINER_EVAL`) among the last lines before ``top``
+    and logged no metrics dict (nor any other line than its settings, bars and warnings) since: it was still running."""
+    got = last_matching(lines, _TRAINER_EVAL, lambda ln: True, max(floor, top - _EVAL_LOOKBACK), top)
+    if not got:
+        return False
+    for ln in lines[got[0] + 1:top]:
+        text = ranks.launcher_text(_shown(ln)).strip()
+        if text and not text.startswith(("Num examples", "Batch size")) and not _is_bar(text) \
+                and "Warning" not in text and "warn" not in text:
+            return False
+    return True
 
 
 #: A terminal colour code (SGR: ``\x1b[32m``, ``\x1b[0m``), which colouring loggers (loguru, termcolor, rich)
