@@ -306,3 +306,11 @@ def test_a_kill_in_lightnings_test_after_fit_is_evaluation(rules: Classifier) ->
                       "`Trainer.fit` stopped: `max_epochs=3` reached.",
                       "Testing DataLoader 0:  30%|███       | 3/10 [00:01<00:02, 2.5it/s]", _TIME_LIMIT])
     assert diagnose_text(text, rules).phase == "evaluation"
+
+
+def test_a_kill_after_a_validation_setting_at_setup_stays_startup(rules: Classifier) -> None:
+    """P3 + P9: "Validation split ratio: 0.1" printed while the data are prepared names no pass: with no training
+    progress above, a kill after it is still ``startup``."""
+    text = "\n".join(["Loading dataset from /data/train.csv", "Validation split ratio: 0.1",
+                      "slurmstepd: error: *** JOB 77 ON gpu-1 CANCELLED AT 2024-05-02T10:00:00 ***"])
+    assert diagnose_text(text, rules).phase == "startup"

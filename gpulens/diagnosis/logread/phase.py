@@ -591,7 +591,8 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
         return "evaluation"
     if (tb_start is None or not _in_step(frames)) and _trainer_evaluating(lines, floor, top):
         return "evaluation"  # the Trainer's evaluation loop announced, its results not logged yet
-    if tb_start is None and _killed(lines, failure) and _evaluation_reported(lines, floor, top):
+    if tb_start is None and _killed(lines, failure) and _evaluation_reported(lines, floor, top) \
+            and _progress_count(lines, floor, top, 1) > 0:  # (a training loop's pass: not a set-up line's "val_split: 0.1")
         return "evaluation"  # P4/P9: killed right after an evaluation's report, nothing printed since
     if (loop := _new_loop(lines, floor, top)) is not None:  # a new training stage started: its steps count
         floor = loop + 1
