@@ -314,3 +314,37 @@ def test_a_kill_after_a_validation_setting_at_setup_stays_startup(rules: Classif
     text = "\n".join(["Loading dataset from /data/train.csv", "Validation split ratio: 0.1",
                       "slurmstepd: error: *** JOB 77 ON gpu-1 CANCELLED AT 2024-05-02T10:00:00 ***"])
     assert diagnose_text(text, rules).phase == "startup"
+
+
+def _torch_load_fails() -> list[str]:
+    return [*_frame(f"{_LIB}/torch/serialization.py", 1004, "load", "with _open_zipfile_reader(opened_file) as opened_zipfile:"),
+            *_frame(f"{_LIB}/torch/serialization.py", 456, "__init__", "super().__init__(torch._C.PyTorchFileReader(name_or_buffer))"),
+            "RuntimeError: PytorchStreamReader failed reading zip archive: failed finding central directory"]
+
+
+def test_a_corrupt_download_of_timm_pretrained_weights_is_startup(rules: Classifier) -> None:
+    """P7: ``timm.create_model(..., pretrained=True)`` fetches the published weights (timm ``_builder.load_pretrained``
+    -> ``torch.hub.load_state_dict_from_url``); a corrupt cached download is base weights while building the model."""
+    tb = ["Traceback (most recent call last):",
+          *_frame("/home/u/proj/train.py", 120, "<module>", "main()"),
+          *_frame("/home/u/proj/train.py", 60, "main", "model = timm.create_model(args.model, pretrained=True)"),
+          *_frame(f"{_LIB}/timm/models/_factory.py", 114, "create_model", "model = create_fn(pretrained=pretrained, **kwargs)"),
+          *_frame(f"{_LIB}/timm/models/_builder.py", 418, "build_model_with_cfg", "load_pretrained("),
+          *_frame(f"{_LIB}/timm/models/_builder.py", 186, "load_pretrained",
+                  "state_dict = load_state_dict_from_url(pretrained_loc, map_location='cpu', progress=_DOWNLOAD_PROGRESS)"),
+          *_frame(f"{_LIB}/torch/hub.py", 767, "load_state_dict_from_url", "return torch.load(cached_file, map_location=map_location)"),
+          *_torch_load_fails()]
+    assert diagnose_text("\n".join(tb), rules).phase == "startup"
+
+
+def test_timms_own_checkpoint_path_stays_a_load(rules: Classifier) -> None:
+    """P7: ``create_model(checkpoint_path=...)`` reads a checkpoint through timm's ``_helpers.load_checkpoint``, not the
+    published weights: ``checkpoint_load`` as before."""
+    tb = ["Traceback (most recent call last):",
+          *_frame("/home/u/proj/validate.py", 60, "<module>", "model = timm.create_model(args.model, checkpoint_path=args.ckpt)"),
+          *_frame(f"{_LIB}/timm/models/_factory.py", 121, "create_model", "load_checkpoint(model, checkpoint_path)"),
+          *_frame(f"{_LIB}/timm/models/_helpers.py", 76, "load_checkpoint",
+                  "state_dict = load_state_dict(checkpoint_path, use_ema, device=device)"),
+          *_frame(f"{_LIB}/timm/models/_helpers.py", 50, "load_state_dict", "checkpoint = torch.load(checkpoint_path)"),
+          *_torch_load_fails()]
+    assert diagnose_text("\n".join(tb), rules).phase == "checkpoint_load"

@@ -662,16 +662,31 @@ _OWN_STATE = re.compile(r"(?i)checkpoint-\d+|global_step_?\d+|(?<![a-z])(?:step|
 _DYNAMIC_MODULE = 'dynamic_module_utils.py", line '
 
 
+#: Frames of libraries that fetch published weights while a model is built (P7: "timm ``pretrained=True``, torchvision
+#: weights" are ``startup``): ``torch/hub.py`` (``torch.hub.load``, ``load_state_dict_from_url``,
+#: ``download_url_to_file``), timm's ``models/_builder.py`` (``build_model_with_cfg`` -> ``load_pretrained``) and
+#: ``models/_hub.py`` (``load_state_dict_from_hf``), torchvision's ``models/_api.py`` (``WeightsEnum.get_state_dict``).
+#: Not timm's ``_helpers.load_checkpoint`` (``create_model(checkpoint_path=...)``: a checkpoint of the job's own).
+_PUBLISHED_WEIGHTS = re.compile(r'File "[^"]*(?:torch[/\\]hub|timm[/\\]models[/\\]_(?:builder|hub)'
+                                r'|torchvision[/\\]models[/\\]_api)\.py", line \d+')
+
+
 def _built_from_pretrained(frames: Sequence[str]) -> bool:
     """Whether the traceback fails while the model is being built from pretrained files (P3, P7: base weights and
-    the model's code at start-up are ``startup``): a ``from_pretrained`` called from a constructor (``__init__``: a
-    model class that loads its pretrained encoder, a trainer that loads the model it is given by name), or
-    transformers' remote-code import (:data:`_DYNAMIC_MODULE`), with no loop or evaluation frame above it and no
-    name of the job's own saved state (:data:`_OWN_STATE`) in its message."""
+    the model's code at start-up are ``startup``): published weights being fetched (:data:`_PUBLISHED_WEIGHTS`), a
+    ``from_pretrained`` called from a constructor (``__init__``: a model class that loads its pretrained encoder, a
+    trainer that loads the model it is given by name), or transformers' remote-code import (:data:`_DYNAMIC_MODULE`),
+    with no loop or evaluation frame above it and no name of the job's own saved state (:data:`_OWN_STATE`) in its
+    message."""
     funcs = _funcs(frames)
-    at = next((k for k, f in enumerate(funcs) if f == "from_pretrained"), None)
     said = [ln for ln in frames if ln[:1].isalpha()]  # the exception lines (the chain's too)
-    if at is None or any(_OWN_STATE.search(ln) for ln in said) or any(_LOOP_WORDS.search(f) for f in funcs[:at]):
+    if any(_OWN_STATE.search(ln) for ln in said):
+        return False
+    hub = next((k for k, (ln, _) in enumerate(_frame_funcs(frames)) if _PUBLISHED_WEIGHTS.search(ln)), None)
+    if hub is not None:
+        return not any(_LOOP_WORDS.search(f) for f in funcs[:hub])
+    at = next((k for k, f in enumerate(funcs) if f == "from_pretrained"), None)
+    if at is None or any(_LOOP_WORDS.search(f) for f in funcs[:at]):
         return False
     return "__init__" in funcs[:at] or any(_DYNAMIC_MODULE in ln for ln in frames)
 
