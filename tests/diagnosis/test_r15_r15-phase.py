@@ -348,3 +348,32 @@ def test_timms_own_checkpoint_path_stays_a_load(rules: Classifier) -> None:
           *_frame(f"{_LIB}/timm/models/_helpers.py", 50, "load_state_dict", "checkpoint = torch.load(checkpoint_path)"),
           *_torch_load_fails()]
     assert diagnose_text("\n".join(tb), rules).phase == "checkpoint_load"
+
+
+def test_a_kill_during_fairseqs_tqdm_validation_bar_is_evaluation(rules: Classifier) -> None:
+    """P4 + P9: fairseq's validation bar carries its progress-bar prefix "epoch 001 | valid on 'valid' subset"
+    (``--log-format tqdm``), short of its total when the job is cancelled: the validation pass."""
+    text = "\n".join([
+        "epoch 001:  99%|█████████▉| 990/1000 [10:00<00:06, 1.6it/s, loss=9.1, ppl=500, num_updates=990, lr=1e-4]",
+        "epoch 001 | valid on 'valid' subset:  30%|███       | 30/100 [00:05<00:10,  6.0it/s]",
+        "slurmstepd: error: *** JOB 77 ON gpu-1 CANCELLED AT 2024-05-02T10:00:00 ***"])
+    assert diagnose_text(text, rules).phase == "evaluation"
+
+
+def _ds_chat(after: list[str]) -> str:
+    """DeepSpeed-Chat step 1's epoch loop (``print_rank_0`` lines), its perplexity evaluation banner, then ``after``."""
+    return "\n".join(["***** Running training *****", "Beginning of Epoch 1/2, Total Micro Batches 100",
+                      "Epoch: 0, Step: 99, Rank: 0, loss = 1.71", "***** Evaluating perplexity, Epoch 1/2 *****", *after,
+                      "slurmstepd: error: *** JOB 77 ON gpu-1 CANCELLED AT 2024-05-02T10:00:00 ***"])
+
+
+def test_a_kill_after_deepspeed_chats_evaluation_banner_is_evaluation(rules: Classifier) -> None:
+    """P4 + P9: "***** Evaluating perplexity, Epoch 1/2 *****" announces the evaluation (its "Epoch 1/2" is the epoch
+    it belongs to, no step's count) and no result followed: the pass was going on."""
+    assert diagnose_text(_ds_chat([]), rules).phase == "evaluation"
+
+
+def test_a_kill_after_deepspeed_chats_evaluation_results_and_next_epoch_is_training(rules: Classifier) -> None:
+    """P2: the evaluation printed its results and the next epoch logged a step: training."""
+    after = ["ppl: 5.21, loss: 1.65", "Beginning of Epoch 2/2, Total Micro Batches 100", "Epoch: 1, Step: 10, Rank: 0, loss = 1.60"]
+    assert diagnose_text(_ds_chat(after), rules).phase == "training"

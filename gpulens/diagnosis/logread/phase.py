@@ -938,10 +938,13 @@ def _next_stage(lines: Sequence[str], done: int, top: int) -> int | None:
 #: request bars (``lm_eval/models/huggingface.py``: ``tqdm(desc="Running loglikelihood requests")``, "Running
 #: generate_until requests"), vLLM's ``LLM.generate`` bar (``vllm/entrypoints/llm.py`` ``_run_engine``: ``desc=
 #: "Processed prompts"``): a model run over a benchmark's or a data set's prompts.
-_EVAL_BAR = re.compile(r"^\W{0,3}(?:[Ee]val(?:uat\w*)?|EVAL\w*|[Vv]alid(?:at\w*)?|[Tt]est(?:ing)?|[Pp]redict\w*"
+_EVAL_BAR = re.compile(r"^\W{0,3}(?:epoch \d+ \| )?(?:[Ee]val(?:uat\w*)?|EVAL\w*|[Vv]alid(?:at\w*)?|[Tt]est(?:ing)?|[Pp]redict\w*"
                        r"|[Ii]nference|[Ss]ampling|Sanity Checking"
                        r"|Running (?:loglikelihood(?:_rolling)?|generate_until|multiple_choice)\w* requests|Processed prompts)\b[^|\[\n]{0,40}?(?:\[\s*(\d+)\s*/\s*(\d+)\s*\]"
                        r"|\d+%\|[^|]*\|\s*(\d+)/(\d+))")
+#: (fairseq's validation bar carries its ``BaseProgressBar`` prefix: ``prefix=f"valid on '{subset}' subset"`` after
+#: "epoch {:03d}" joined by " | " (``fairseq/logging/progress_bar.py``; ``fairseq_cli/train.py`` ``validate``): "epoch 001 |
+#: valid on 'valid' subset:  30%|###       | 30/100".)
 #: mmcv's ``ProgressBar`` (``[>>>>>>     ] 150/500, 12.3 task/s, elapsed: 12s, ETA:    28s``), which
 #: OpenMMLab's ``single_gpu_test``/``multi_gpu_test`` print while running a model over a test set.
 _TASK_BAR = re.compile(r"\[[> ]*\]\s*(\d+)/(\d+), [\d.]+ task/s, elapsed:")
@@ -1022,7 +1025,8 @@ def _evaluation_announced(since: Sequence[str]) -> bool:
     evaluation ended, what failed after it is not it)."""
     since = [_plain(ln) for ln in since]
     for k, ln in enumerate(since):
-        if ((_names_eval(ln) and _EVAL_STARTS.search(ln)) or any(n in ln for n in _EVAL_NOTES)) and not is_progress(ln) \
+        if ((_names_eval(ln) and _EVAL_STARTS.search(ln)) or any(n in ln for n in _EVAL_NOTES)) \
+                and (not is_progress(ln) or _eval_banner(ln)) \
                 and not _RESULT_LINE.search(ln) and "rror" not in ln and not ln.startswith((" ", "\t")):
             if not any(_reports_results(x) for x in since[k + 1:]):
                 return True
@@ -1122,8 +1126,23 @@ def _since_last_step(before: Sequence[str]) -> Sequence[str]:
     """The lines after the last training progress line of ``before`` (an evaluation announced
     there, "begin validation on "valid" subset", followed by its metric prints, is what failed);
     the last 6 when none is near."""
-    last = next((k for k in range(len(before) - 1, -1, -1) if _step_progress(before[k])), None)
+    last = next((k for k in range(len(before) - 1, -1, -1) if _step_progress(before[k]) and not _eval_banner(before[k])), None)
     return before[last + 1:] if last is not None else before[-6:]
+
+
+#: A banner between rules of stars that announces a pass, the Hugging Face Trainer's way ("***** Running Evaluation
+#: *****"), which DeepSpeed-Chat's training scripts copy with the epoch in it (``step1_supervised_finetuning/main.py``:
+#: ``print_rank_0(f"***** Evaluating perplexity, Epoch {epoch+1}/{args.num_train_epochs} *****", ...)``): its count
+#: names the epoch the evaluation belongs to, it is no step's progress.
+_STAR_BANNER = re.compile(r"^\W{0,3}\*{3,}\s+(.+?)\s+\*{3,}\s*$")
+
+
+def _eval_banner(line: str) -> bool:
+    """Whether ``line`` is a star banner (:data:`_STAR_BANNER`) announcing an evaluation (:data:`_EVAL_STARTS`)."""
+    if "***" not in line:
+        return False
+    m = _STAR_BANNER.match(_plain(logs.normalize_line(line)))
+    return m is not None and _EVAL_STARTS.search(m.group(1)) is not None
 
 
 def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str], frames: Sequence[str] | None,
