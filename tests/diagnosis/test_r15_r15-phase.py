@@ -377,3 +377,26 @@ def test_a_kill_after_deepspeed_chats_evaluation_results_and_next_epoch_is_train
     """P2: the evaluation printed its results and the next epoch logged a step: training."""
     after = ["ppl: 5.21, loss: 1.65", "Beginning of Epoch 2/2, Total Micro Batches 100", "Epoch: 1, Step: 10, Rank: 0, loss = 1.60"]
     assert diagnose_text(_ds_chat(after), rules).phase == "training"
+
+
+def test_an_error_building_the_validation_metrics_dict_is_evaluation(rules: Classifier) -> None:
+    """P4: the innermost frame's source line writes the tracker keys of the validation metrics ("val/loss", wandb's
+    section prefix): the job is logging its evaluation's results, though the frames above are the training loop's."""
+    tb = ["Traceback (most recent call last):",
+          *_frame("/home/u/proj/main.py", 247, "<module>", "main()"),
+          *_frame("/home/u/proj/main.py", 241, "main", "trainer.train(local_rank)"),
+          *_frame("/home/u/proj/trainer.py", 263, "train", "self.log_val()"),
+          *_frame("/home/u/proj/trainer.py", 963, "log_val", '"val/loss_clip": self.val_loss_clip_sum / (self.val_i + 1),'),
+          "AttributeError: 'Trainer' object has no attribute 'val_loss_clip_sum'"]
+    text = "\n".join([*(f">>> Epoch0 | Iter{k} | loss {0.9 - k / 100:.2f}" for k in range(5)), *tb])
+    assert diagnose_text(text, rules).phase == "evaluation"
+
+
+def test_an_error_building_an_epoch_summary_of_both_stays_training(rules: Classifier) -> None:
+    """P2: a dict of both the training and the validation keys is the epoch's summary: as before (training)."""
+    tb = ["Traceback (most recent call last):",
+          *_frame("/home/u/proj/main.py", 247, "<module>", "main()"),
+          *_frame("/home/u/proj/main.py", 200, "main", 'wandb_log({"train/loss": tl, "val/loss": vl / n_val})'),
+          "ZeroDivisionError: division by zero"]
+    text = "\n".join([*(f">>> Epoch0 | Iter{k} | loss {0.9 - k / 100:.2f}" for k in range(5)), *tb])
+    assert diagnose_text(text, rules).phase == "training"

@@ -582,7 +582,8 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     glued = _bar_glued(lines[failure]) if tb_start is None and failure < len(lines) else None
     if glued is not None:  # the failure printed onto a progress bar: that bar is where it stopped
         return glued
-    if (_in_eval([*_chained_outer(lines, failure), *frames]) or _eval_loader_frame(frames)) if tb_start is not None \
+    if (_in_eval([*_chained_outer(lines, failure), *frames]) or _eval_loader_frame(frames) or _eval_metric_frame(frames)) \
+            if tb_start is not None \
             else _names_eval(_failure_text(lines, failure)):
         return "evaluation"
     if _evaluation_announced(_since_last_step(before)):
@@ -1643,6 +1644,23 @@ def _in_eval(frames: Sequence[str]) -> bool:
 _EVAL_FOR = re.compile(r"^\s*(?:async\s+)?for\b.+?\bin\b(.+):\s*$")
 _EVAL_LOADER = re.compile(r"(?i)^(?:\w+_)?(?:val|valid|validation|eval|evaluation|test|dev)_?(?:data_?)?"
                           r"(?:loader|dataloader|dl|iter|iterator|batches|set|dataset|ds)s?$")
+
+
+#: A quoted metric key of an evaluation, as trackers name them (wandb's and TensorBoard's section prefix: "val/loss",
+#: "eval/accuracy", "test/f1", Lightning's ``self.log("val/acc", ...)``), on the innermost frame's source line: the job
+#: is logging or computing an evaluation's metrics there (P4: a metric computed on the evaluation outputs).
+_EVAL_KEY = re.compile(r"""["'](?:val|valid|validation|eval|test)/\w""")
+_TRAIN_KEY = re.compile(r"""["']train(?:ing)?/""")
+
+
+def _eval_metric_frame(frames: Sequence[str]) -> bool:
+    """Whether the innermost frame's source line writes an evaluation's metric key (:data:`_EVAL_KEY`) and no
+    training one (a dict of both is an epoch's summary)."""
+    at = max((k for k, ln in enumerate(frames) if "File " in ln), default=None)
+    if at is None or at + 1 >= len(frames) or "/" not in frames[at + 1]:
+        return False
+    code = frames[at + 1]
+    return _EVAL_KEY.search(code) is not None and _TRAIN_KEY.search(code) is None
 
 
 def _eval_loader_frame(frames: Sequence[str]) -> bool:
