@@ -29,6 +29,7 @@ from gpulens.diagnosis.logread.lines import (
     last_matching,
     text_on_bar,
 )
+from gpulens.diagnosis.logs import find_keys
 
 __all__ = ["PHASES", "UNKNOWN", "last_step", "own_step", "phase_of", "run_start"]
 
@@ -72,8 +73,12 @@ _LOAD = Guarded(r"load_checkpoint|load_state_dict|_load_best_model|resume_from|[
                  "path_or_model_id", "Repo id must be"))
 _EVAL = Guarded(r"[Ee]valuat|(?<![Ii]n)[Vv]alidat|\beval\b|evaluate\(|compute_metrics|[Tt]esting\b|\bval_",
                 ("valuat", "alidat", "eval", "compute_metrics", "esting", "val_"))
-_TEARDOWN = Guarded(r"destroy_process_group|atexit|__del__|finalize|[Ss]hutting down",
-                    ("destroy_process_group", "atexit", "__del__", "finalize", "hutting down"))
+#: What a job's teardown prints. glibc's "FATAL: exception not rethrown" (``nptl/unwind.c``, ``__libc_fatal``) is a
+#: thread's forced unwind (``pthread_exit``/``pthread_cancel``) caught by C++ code and not rethrown; CPython before
+#: 3.14 makes a daemon thread that wants the GIL after finalization began call ``pthread_exit`` (``PyThread_exit_thread``,
+#: ``Python/ceval_gil.c``), so it is printed while the interpreter exits (P10: crashes at interpreter exit).
+_TEARDOWN = Guarded(r"destroy_process_group|atexit|__del__|finalize|[Ss]hutting down|(?:^|FATAL: )exception not rethrown\s*$",
+                    ("destroy_process_group", "atexit", "__del__", "finalize", "hutting down", "exception not rethrown"))
 _LOOKBACK = 25
 #: Characters at the end of a line looked at.
 _SHOWN = 400
@@ -536,6 +541,8 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
         return "startup"  # the model's own code (trust_remote_code) could not be imported: no weights were read
     if tb_start is not None and _hub_base_weights(frames):
         return "startup"  # P7: base weights of a Hub repository, read while building the model
+    if tb_start is not None and _built_from_pretrained([*_chained_outer(lines, failure), *frames]):
+        return "startup"  # P7: a constructor's from_pretrained or a remote-code import: the model is being built
     by_name = _serializing(frames) or _checkpoint_func(_funcs(frames))
     if by_name is not None:
         return by_name
@@ -562,9 +569,12 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
         done = None  # steps after it ("Finish training epoch 9.", then epoch 10's): one epoch's or stage's end
     if done is not None and stage is None and tb_start is not None and _eval_program(frames):
         return "evaluation"  # the job's next program after the finished one evaluates (chat_eval.py, test.py)
-    if done is not None and stage is None and _evaluation_announced([_shown(ln)[-_SHOWN:] for ln in lines[done:top]]):
-        return "evaluation"  # P10: "Training completed. Starting evaluation...": the final evaluation after the loop's end
-    if (done is not None and stage is None) or _teardown(_signal_aside(frames, _without_unraisable_after(region, lines, failure))):
+    if done is not None and stage is None and (_evaluation_announced([_shown(ln)[-_SHOWN:] for ln in lines[done:top]])
+                                               or _evaluating(lines, done + 1, top)):
+        return "evaluation"  # P10: "Training completed. Starting evaluation..." or a test bar short of its total
+        # ("`Trainer.fit` stopped: ..." then "Testing DataLoader 0:  30%|"): the final evaluation after the loop's end
+    if (done is not None and stage is None) or _teardown(_signal_aside(frames, _without_unraisable_after(region, lines, failure))) \
+            or (tb_start is None and _in_exit_handlers(lines, failure)):
         return "shutdown"
     if stage is not None:  # a finished program, then the job's next one: the failure is that one's
         floor = stage + 1  # the announcement itself ("=== 100-step runs ===") counts no step
@@ -572,13 +582,19 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     glued = _bar_glued(lines[failure]) if tb_start is None and failure < len(lines) else None
     if glued is not None:  # the failure printed onto a progress bar: that bar is where it stopped
         return glued
-    if _in_eval([*_chained_outer(lines, failure), *frames]) if tb_start is not None \
+    if (_in_eval([*_chained_outer(lines, failure), *frames]) or _eval_loader_frame(frames) or _eval_metric_frame(frames)) \
+            if tb_start is not None \
             else _names_eval(_failure_text(lines, failure)):
         return "evaluation"
     if _evaluation_announced(_since_last_step(before)):
         return "evaluation"
     if _evaluating(lines, floor, top):
         return "evaluation"
+    if (tb_start is None or not _in_step(frames)) and _trainer_evaluating(lines, floor, top):
+        return "evaluation"  # the Trainer's evaluation loop announced, its results not logged yet
+    if tb_start is None and _killed(lines, failure) and _evaluation_reported(lines, floor, top) \
+            and _progress_count(lines, floor, top, 1) > 0:  # (a training loop's pass: not a set-up line's "val_split: 0.1")
+        return "evaluation"  # P4/P9: killed right after an evaluation's report, nothing printed since
     if (loop := _new_loop(lines, floor, top)) is not None:  # a new training stage started: its steps count
         floor = loop + 1
     phase = _by_steps(lines, floor, top, region, frames if tb_start is not None else None, step)
@@ -636,6 +652,44 @@ def _hub_base_weights(frames: Sequence[str]) -> bool:
     last = frames[-1].strip() if frames else ""
     return "does not appear to have a file named " in last and _HUB_MISSING.match(last) is not None \
         and any("from_pretrained" in f for f in _funcs(frames))
+
+
+#: A name of the job's own saved state in a path or message (a step- or epoch-numbered checkpoint folder, a resume):
+#: P7 makes such a ``from_pretrained`` ``checkpoint_load`` whatever calls it.
+_OWN_STATE = re.compile(r"(?i)checkpoint-\d+|global_step_?\d+|(?<![a-z])(?:step|epoch|iter)_?\d+(?![a-z])|resum")
+#: transformers' module that fetches and imports a ``trust_remote_code`` model's own code
+#: (``dynamic_module_utils.py``: ``get_class_from_dynamic_module`` -> ``get_cached_module_file`` -> ``get_class_in_module``),
+#: which ``AutoConfig``/``AutoModel.from_pretrained`` call to build the model class before any weights are read.
+_DYNAMIC_MODULE = 'dynamic_module_utils.py", line '
+
+
+#: Frames of libraries that fetch published weights while a model is built (P7: "timm ``pretrained=True``, torchvision
+#: weights" are ``startup``): ``torch/hub.py`` (``torch.hub.load``, ``load_state_dict_from_url``,
+#: ``download_url_to_file``), timm's ``models/_builder.py`` (``build_model_with_cfg`` -> ``load_pretrained``) and
+#: ``models/_hub.py`` (``load_state_dict_from_hf``), torchvision's ``models/_api.py`` (``WeightsEnum.get_state_dict``).
+#: Not timm's ``_helpers.load_checkpoint`` (``create_model(checkpoint_path=...)``: a checkpoint of the job's own).
+_PUBLISHED_WEIGHTS = re.compile(r'File "[^"]*(?:torch[/\\]hub|timm[/\\]models[/\\]_(?:builder|hub)'
+                                r'|torchvision[/\\]models[/\\]_api)\.py", line \d+')
+
+
+def _built_from_pretrained(frames: Sequence[str]) -> bool:
+    """Whether the traceback fails while the model is being built from pretrained files (P3, P7: base weights and
+    the model's code at start-up are ``startup``): published weights being fetched (:data:`_PUBLISHED_WEIGHTS`), a
+    ``from_pretrained`` called from a constructor (``__init__``: a model class that loads its pretrained encoder, a
+    trainer that loads the model it is given by name), or transformers' remote-code import (:data:`_DYNAMIC_MODULE`),
+    with no loop or evaluation frame above it and no name of the job's own saved state (:data:`_OWN_STATE`) in its
+    message."""
+    funcs = _funcs(frames)
+    said = [ln for ln in frames if ln[:1].isalpha()]  # the exception lines (the chain's too)
+    if any(_OWN_STATE.search(ln) for ln in said):
+        return False
+    hub = next((k for k, (ln, _) in enumerate(_frame_funcs(frames)) if _PUBLISHED_WEIGHTS.search(ln)), None)
+    if hub is not None:
+        return not any(_LOOP_WORDS.search(f) for f in funcs[:hub])
+    at = next((k for k, f in enumerate(funcs) if f == "from_pretrained"), None)
+    if at is None or any(_LOOP_WORDS.search(f) for f in funcs[:at]):
+        return False
+    return "__init__" in funcs[:at] or any(_DYNAMIC_MODULE in ln for ln in frames)
 
 
 def _since_steps(lines: Sequence[str], failure: int, floor: int, region: Sequence[str]) -> Sequence[str]:
@@ -885,10 +939,13 @@ def _next_stage(lines: Sequence[str], done: int, top: int) -> int | None:
 #: request bars (``lm_eval/models/huggingface.py``: ``tqdm(desc="Running loglikelihood requests")``, "Running
 #: generate_until requests"), vLLM's ``LLM.generate`` bar (``vllm/entrypoints/llm.py`` ``_run_engine``: ``desc=
 #: "Processed prompts"``): a model run over a benchmark's or a data set's prompts.
-_EVAL_BAR = re.compile(r"^\W{0,3}(?:[Ee]val(?:uat\w*)?|EVAL\w*|[Vv]alid(?:at\w*)?|[Tt]est(?:ing)?|[Pp]redict\w*"
+_EVAL_BAR = re.compile(r"^\W{0,3}(?:epoch \d+ \| )?(?:[Ee]val(?:uat\w*)?|EVAL\w*|[Vv]alid(?:at\w*)?|[Tt]est(?:ing)?|[Pp]redict\w*"
                        r"|[Ii]nference|[Ss]ampling|Sanity Checking"
                        r"|Running (?:loglikelihood(?:_rolling)?|generate_until|multiple_choice)\w* requests|Processed prompts)\b[^|\[\n]{0,40}?(?:\[\s*(\d+)\s*/\s*(\d+)\s*\]"
                        r"|\d+%\|[^|]*\|\s*(\d+)/(\d+))")
+#: (fairseq's validation bar carries its ``BaseProgressBar`` prefix: ``prefix=f"valid on '{subset}' subset"`` after
+#: "epoch {:03d}" joined by " | " (``fairseq/logging/progress_bar.py``; ``fairseq_cli/train.py`` ``validate``): "epoch 001 |
+#: valid on 'valid' subset:  30%|###       | 30/100".)
 #: mmcv's ``ProgressBar`` (``[>>>>>>     ] 150/500, 12.3 task/s, elapsed: 12s, ETA:    28s``), which
 #: OpenMMLab's ``single_gpu_test``/``multi_gpu_test`` print while running a model over a test set.
 _TASK_BAR = re.compile(r"\[[> ]*\]\s*(\d+)/(\d+), [\d.]+ task/s, elapsed:")
@@ -902,6 +959,8 @@ def _evaluating(lines: Sequence[str], floor: int, top: int) -> bool:
     (``20/20``) says nothing about what ran after it; a training step after it wins."""
     for k in range(top - 1, max(floor, top - _EVAL_LOOKBACK) - 1, -1):
         shown = ranks.launcher_text(_shown(lines[k])).lstrip()  # a rank's bar: "[default0]:Evaluating: 45%|"
+        if _CAFFE_TEST in shown:
+            return True  # Caffe's test pass: its "Test net output" lines, then the next "Iteration N, loss = ..."
         if ")" in shown[:_HEAD] and (mm := _MM_LOOP.search(shown[:_HEAD])) is not None:
             return mm.group(1) != "train" and int(mm.group(2)) < int(mm.group(3))
         if not shown[:1].isalpha() and not shown.startswith(("[", "|")):
@@ -938,6 +997,12 @@ _MEGATRON_EVAL = ("Evaluating iter ", "Evaluating on ", "validation loss at ")
 _MEGATRON_VALIDATED = "validation loss at "
 
 
+#: Caffe's ``Solver::TestAll`` (``caffe/src/caffe/solver.cpp``, ``Test(test_net_id)``): ``LOG(INFO) << "Iteration "
+#: << iter_ << ", Testing net (#" << test_net_id << ")"`` before it runs the test net over ``test_iter`` batches (at
+#: iteration 0 too with ``test_initialization: true``, the default); a glog line, often glued to the line before.
+_CAFFE_TEST = ", Testing net (#"
+
+
 _EVAL_HEADS = "EeVvTtPpIiSsR[|"
 #: mmengine's (OpenMMLab 2.x) LogProcessor line, after its logger's prefix ("2024/05/01 10:00:00 -
 #: mmengine - INFO - "): ``Epoch(train)  [5][ 50/625]``, ``Epoch(val) [5][ 50/625]``, ``Epoch(test)
@@ -961,11 +1026,80 @@ def _evaluation_announced(since: Sequence[str]) -> bool:
     evaluation ended, what failed after it is not it)."""
     since = [_plain(ln) for ln in since]
     for k, ln in enumerate(since):
-        if ((_names_eval(ln) and _EVAL_STARTS.search(ln)) or any(n in ln for n in _EVAL_NOTES)) and not is_progress(ln) \
+        if ((_names_eval(ln) and _EVAL_STARTS.search(ln)) or any(n in ln for n in _EVAL_NOTES)) \
+                and (not is_progress(ln) or _eval_banner(ln)) \
                 and not _RESULT_LINE.search(ln) and "rror" not in ln and not ln.startswith((" ", "\t")):
             if not any(_reports_results(x) for x in since[k + 1:]):
                 return True
     return False
+
+
+#: An evaluation pass's report of its results, named so: "validation loss: -0.8309" (nnU-Net v1's
+#: ``NetworkTrainer.run_training``, ``print_to_log_file("validation loss: %.4f" % ...)`` after "train loss : ..."),
+#: "Overall validation pixAcc: 79.470, mIoU: 22.479", "Eval  batches[  100]  | loss  5.55", Keras' "val_loss: 0.41":
+#: an evaluation word (not a test's: a final test's report ends the run, P10) and a decimal value after it.
+_EVAL_REPORT = re.compile(r"(?i)(?<![a-z])(?:eval\w*|valid\w*|val)(?![a-z])[^\n]{0,80}?(?<![\w.])[-+]?\d*\.\d+")
+#: A line that holds a value after a name (a report's other lines: "Average global foreground Dice: [0.97, ...]").
+_VALUE_LINE = re.compile(r"[A-Za-z)\]][^\n]{0,80}?[:=|]\s*\[?\s*[-+]?\d*\.?\d")
+#: A decimal value; one before the evaluation word is a training metric of the same line ("loss 0.3 | val_acc 0.8").
+_DECIMAL = re.compile(r"\d\.\d")
+#: Report lines read back from a kill (a report of several lines, one a metric).
+_REPORT_LINES = 6
+#: A launcher's reaction to a signal (torchrun's agent: "Received 15 death signal, shutting down workers",
+#: "Sending process N closing signal SIGTERM"): not the job's activity (P1).
+_REACTIONS = ("death signal", "closing signal")
+
+
+def _killed(lines: Sequence[str], failure: int) -> bool:
+    """Whether the failure line is a kill or a signal from outside (P9: a time limit, SIGTERM, an OOM kill)."""
+    return failure < len(lines) and is_terminal_kill(logs.normalize_line(_job_report_cut(_shown(lines[failure]))).lstrip(": \t"))
+
+
+def _evaluation_reported(lines: Sequence[str], floor: int, top: int) -> bool:
+    """Whether the last activity the program printed before a kill at ``top`` is an evaluation pass's report
+    (P4: "with nothing printed after the summary the pass is still the last activity"; P9: a kill takes the phase
+    of the last activity): read back over blank lines, warnings and a launcher's reactions, then over the report's
+    value lines, to a line that names an evaluation with a decimal value (:data:`_EVAL_REPORT`), with no training
+    word on it ("train_loss: 0.3  val_loss: 0.4" is an epoch's summary)."""
+    seen = 0
+    for k in range(top - 1, max(floor, top - _LOOKBACK) - 1, -1):
+        raw = ranks.launcher_text(_shown(lines[k]))
+        text = _plain(logs.normalize_line(raw)).strip()
+        if not text or raw.startswith(("  ", "\t")) or "Warning" in text or "warn" in text \
+                or is_terminal_kill(text) or any(r in text for r in _REACTIONS):
+            continue
+        if _is_bar(raw) or "train" in text.lower() or raw.lstrip().startswith("wandb:") or text.startswith(_MEGATRON_VALIDATED):
+            return False  # a tracker's run summary (wandb's "val_loss 1.27"), printed at the program's exit, is no pass;
+            # Megatron's report is read as its evaluation's end (:func:`_evaluating`)
+        if (m := _EVAL_REPORT.search(text)) is not None and _DECIMAL.search(text, 0, m.start()) is None:
+            return True
+        if _VALUE_LINE.search(text) is None:
+            return False
+        seen += 1
+        if seen >= _REPORT_LINES:
+            return False
+    return False
+
+
+#: The Hugging Face Trainer's ``evaluation_loop`` (``transformers/trainer.py``): ``logger.info(f"***** Running
+#: {description} *****")`` ("Evaluation", "Prediction"), "  Num examples = N", "  Batch size = N", then the
+#: ``ProgressCallback``'s prediction bar, a tqdm bar with no description like the training one; the pass ends with
+#: ``on_log`` printing its metrics dict ("{'eval_loss': 0.41, 'eval_runtime': ...}"), as training logs print theirs.
+_TRAINER_EVAL = ("***** Running Evaluation *****", "***** Running Prediction *****")
+
+
+def _trainer_evaluating(lines: Sequence[str], floor: int, top: int) -> bool:
+    """Whether the Trainer announced an evaluation pass (:data:`_TRAINER_EVAL`) among the last lines before ``top``
+    and logged no metrics dict (nor any other line than its settings, bars and warnings) since: it was still running."""
+    got = last_matching(lines, _TRAINER_EVAL, lambda ln: True, max(floor, top - _EVAL_LOOKBACK), top)
+    if not got:
+        return False
+    for ln in lines[got[0] + 1:top]:
+        text = ranks.launcher_text(_shown(ln)).strip()
+        if text and not text.startswith(("Num examples", "Batch size")) and not _is_bar(text) \
+                and "Warning" not in text and "warn" not in text:
+            return False
+    return True
 
 
 #: A terminal colour code (SGR: ``\x1b[32m``, ``\x1b[0m``), which colouring loggers (loguru, termcolor, rich)
@@ -993,8 +1127,23 @@ def _since_last_step(before: Sequence[str]) -> Sequence[str]:
     """The lines after the last training progress line of ``before`` (an evaluation announced
     there, "begin validation on "valid" subset", followed by its metric prints, is what failed);
     the last 6 when none is near."""
-    last = next((k for k in range(len(before) - 1, -1, -1) if _step_progress(before[k])), None)
+    last = next((k for k in range(len(before) - 1, -1, -1) if _step_progress(before[k]) and not _eval_banner(before[k])), None)
     return before[last + 1:] if last is not None else before[-6:]
+
+
+#: A banner between rules of stars that announces a pass, the Hugging Face Trainer's way ("***** Running Evaluation
+#: *****"), which DeepSpeed-Chat's training scripts copy with the epoch in it (``step1_supervised_finetuning/main.py``:
+#: ``print_rank_0(f"***** Evaluating perplexity, Epoch {epoch+1}/{args.num_train_epochs} *****", ...)``): its count
+#: names the epoch the evaluation belongs to, it is no step's progress.
+_STAR_BANNER = re.compile(r"^\W{0,3}\*{3,}\s+(.+?)\s+\*{3,}\s*$")
+
+
+def _eval_banner(line: str) -> bool:
+    """Whether ``line`` is a star banner (:data:`_STAR_BANNER`) announcing an evaluation (:data:`_EVAL_STARTS`)."""
+    if "***" not in line:
+        return False
+    m = _STAR_BANNER.match(_plain(logs.normalize_line(line)))
+    return m is not None and _EVAL_STARTS.search(m.group(1)) is not None
 
 
 def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str], frames: Sequence[str] | None,
@@ -1018,7 +1167,9 @@ def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str],
         if _printed_losses(lines, floor, top):
             return "training"  # print(loss.item()) once a step
         in_step = (frames is not None and _in_step(frames)) or _loop_started(lines, floor, top) \
-            or _stepped(lines, floor, top)
+            or _stepped(lines, floor, top) or (frames is None and _killed(lines, top) and _loop_announced(lines, floor, top))
+        if in_step and _an_hour_in_loop(lines, floor, top):
+            return "training"  # P2 (c): no output of the loop in this file, but it ran for over an hour
         return _glued_bar(region) or ("first_step" if in_step else "startup")
     done = _bar_done(lines, floor, top)
     if done is None and (inner := _iter_in_epoch(lines, floor, top)) is not None and inner > 1:
@@ -1057,7 +1208,11 @@ _LOOP_START = ("***** Running training", "begin training epoch ", "Starting trai
 #: `optimizer.step()`": a resumed run that fast-forwards its scheduler prints it while setting up.
 _STEP_WARNINGS = ("Reducer buckets have been rebuilt", "rad strides do not match bucket",
                   "but did not find any unused parameters", "Using a target size", "Error detected in ",
-                  "None of the inputs have requires_grad")
+                  "None of the inputs have requires_grad",
+                  # the source line Python's ``warnings`` shows for a warning raised while autograd's engine runs a
+                  # backward pass (``torch/autograd/graph.py`` ``_engine_run_backward``; ``torch/autograd/__init__.py``
+                  # before 2.3): "  return Variable._execution_engine.run_backward(  # Calls into the C++ engine ..."
+                  "Variable._execution_engine.run_backward(")
 
 
 def _stepped(lines: Sequence[str], floor: int, top: int) -> bool:
@@ -1065,6 +1220,51 @@ def _stepped(lines: Sequence[str], floor: int, top: int) -> bool:
     (:data:`_STEP_WARNINGS`) before ``top``: it got as far as its first step."""
     return bool(last_matching(lines, _STEP_WARNINGS, lambda ln: "Error detected in " not in ln or "Backward" in ln,
                               floor, top))
+
+
+#: Timestamps the loop's start and a failure are read from (P2 (c)): ISO dates (Slurm's "CANCELLED AT
+#: 2025-01-06T15:37:46", Python logging's "2025-01-06 15:37:46,120") and glog's ``[IWEF]mmdd hh:mm:ss`` (c10d's and
+#: ProcessGroupNCCL's C++ log, whose month c10's ``Logging.cpp`` does not pad: "[W106 12:08:59.140016912 socket.cpp:752]",
+#: "[rank1]:[E107 08:49:59.12 ...]").
+_ISO_TIME = re.compile(r"\b\d{4}-(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d)\b")
+_GLOG_TIME = re.compile(r"(?:^|[\[\s])[IWEF](\d{1,2})(\d\d) (\d\d):(\d\d):(\d\d)[.\s]")
+#: Lines read back from the loop's first mark (16 ranks' set-up lines between), and on from the failure, for a timestamp.
+_TIME_BACK = 120
+_TIME_REACH = 60
+#: P2 (c): more than an hour in the loop is training.
+_HOUR = 3600
+_YEAR = 365 * 86400
+
+
+def _seconds(line: str) -> int | None:
+    """Seconds since the start of a leap year of the first timestamp on ``line`` (:data:`_ISO_TIME`,
+    :data:`_GLOG_TIME`; glog prints no year)."""
+    head = line[:_HEAD]
+    if ":" not in head:
+        return None
+    m = _ISO_TIME.search(head) or _GLOG_TIME.search(head)
+    if m is None:
+        return None
+    month, day, h, mi, sec = (int(g) for g in m.groups())
+    if not (1 <= month <= 12 and 1 <= day <= 31):
+        return None
+    days = sum((31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)[:month - 1]) + day - 1
+    return ((days * 24 + h) * 60 + mi) * 60 + sec
+
+
+def _an_hour_in_loop(lines: Sequence[str], floor: int, top: int) -> bool:
+    """P2 (c): whether the log's own timestamps show the process ran for more than an hour after its loop began
+    (its first mark: :data:`_LOOP_START`, a step-only warning of :data:`_STEP_WARNINGS`) when it failed at ``top``:
+    the last timestamp at or before that mark, the first at or after the failure (a scheduler's verdict)."""
+    marks = find_keys(lines, (*_LOOP_START, *_STEP_WARNINGS), floor, top)
+    if not marks:
+        return False
+    begun = next((t for k in range(marks[0], max(floor, marks[0] - _TIME_BACK) - 1, -1)
+                  if (t := _seconds(lines[k])) is not None), None)
+    ended = next((t for k in range(top, min(len(lines), top + _TIME_REACH)) if (t := _seconds(lines[k])) is not None), None)
+    if begun is None or ended is None:
+        return False
+    return (ended - begun) % _YEAR > _HOUR  # across a new year too
 
 
 #: A training loop or stage announced in words, after a logger's prefix ("start training", "Starting
@@ -1101,6 +1301,13 @@ def _announces_loop(line: str) -> bool:
         return False
     count = _ANNOUNCED_COUNT.search(text)
     return count is None or int(count.group(1)) <= 1
+
+
+def _loop_announced(lines: Sequence[str], floor: int, top: int) -> bool:
+    """Whether the program announced in words that its training loop starts (:func:`_announces_loop`: "Start
+    training", "START TRAIN 0", "Beginning training") among the last lines before a kill (P1 + P9: a kill takes the
+    phase of the last activity printed; an error line after it may be the loop's own set-up failing)."""
+    return bool(last_matching(lines, _LOOP_WORD_KEYS, _announces_loop, max(floor, top - _ANNOUNCE_LINES), top))
 
 
 def _loop_started(lines: Sequence[str], floor: int, top: int) -> bool:
@@ -1429,6 +1636,43 @@ def _in_eval(frames: Sequence[str]) -> bool:
     return False
 
 
+#: A ``for`` statement of the job's own code that iterates over an evaluation's data loader, as the frame's source
+#: line shows it: PyTorch's "Training with PyTorch" tutorial (``beginner_source/introyt/trainingyt.py``) validates with
+#: ``for i, vdata in enumerate(validation_loader):``, and scripts name theirs ``val_loader``, ``valid_dl``,
+#: ``test_dataloader``, ``self.eval_loader``. A frame stopped on such a line is fetching an evaluation batch
+#: (torch's ``DataLoader.__next__`` below it): the evaluation pass is what runs (P4, P8).
+_EVAL_FOR = re.compile(r"^\s*(?:async\s+)?for\b.+?\bin\b(.+):\s*$")
+_EVAL_LOADER = re.compile(r"(?i)^(?:\w+_)?(?:val|valid|validation|eval|evaluation|test|dev)_?(?:data_?)?"
+                          r"(?:loader|dataloader|dl|iter|iterator|batches|set|dataset|ds)s?$")
+
+
+#: A quoted metric key of an evaluation, as trackers name them (wandb's and TensorBoard's section prefix: "val/loss",
+#: "eval/accuracy", "test/f1", Lightning's ``self.log("val/acc", ...)``), on the innermost frame's source line: the job
+#: is logging or computing an evaluation's metrics there (P4: a metric computed on the evaluation outputs).
+_EVAL_KEY = re.compile(r"""["'](?:val|valid|validation|eval|test)/\w""")
+_TRAIN_KEY = re.compile(r"""["']train(?:ing)?/""")
+
+
+def _eval_metric_frame(frames: Sequence[str]) -> bool:
+    """Whether the innermost frame's source line writes an evaluation's metric key (:data:`_EVAL_KEY`) and no
+    training one (a dict of both is an epoch's summary)."""
+    at = max((k for k, ln in enumerate(frames) if "File " in ln), default=None)
+    if at is None or at + 1 >= len(frames) or "/" not in frames[at + 1]:
+        return False
+    code = frames[at + 1]
+    return _EVAL_KEY.search(code) is not None and _TRAIN_KEY.search(code) is None
+
+
+def _eval_loader_frame(frames: Sequence[str]) -> bool:
+    """Whether a frame of the traceback is stopped on a ``for`` over an evaluation's data loader (:data:`_EVAL_FOR`)."""
+    for k in range(len(frames) - 1):
+        if "File " not in frames[k] or (m := _EVAL_FOR.match(frames[k + 1])) is None:
+            continue
+        if any(_EVAL_LOADER.match(w) for w in re.split(r"\W+", m.group(1)) if w):
+            return True
+    return False
+
+
 #: A data set's item fetch, and what iterates over a data set (a loader's ``__next__``, a custom
 #: prefetching thread's ``item_iterator``).
 _FETCH_FUNC = re.compile(r"^__getitems?__$")
@@ -1589,6 +1833,22 @@ def _teardown(region: Sequence[str]) -> bool:
     down workers", e.sigval)``, the signal as ``15`` or, before Python 3.11, ``Signals.SIGTERM``)."""
     return any(_TEARDOWN.search(ln) and not is_benign(ln) and not is_terminal_kill(ln) and "death signal" not in ln
                for ln in region)
+
+
+#: glibc's exit path in a native backtrace: ``exit`` -> ``__run_exit_handlers`` -> ``_dl_fini`` -> each shared
+#: library's destructors through ``__cxa_finalize`` (glibc ``stdlib/exit.c``, ``elf/dl-fini.c``): a crash there (glibc's
+#: "*** Error in `prog': corrupted size vs. prev_size" then "======= Backtrace: =========", a CUDA library's static
+#: destructor) happens while the process exits (P10).
+_EXIT_FRAMES = re.compile(r"[(\s](?:__cxa_finalize|_dl_fini|__run_exit_handlers)\b")
+#: Lines after a native crash's first line read for its backtrace.
+_BACKTRACE_LINES = 40
+
+
+def _in_exit_handlers(lines: Sequence[str], failure: int) -> bool:
+    """Whether the native backtrace printed after the failure line runs through glibc's exit handlers
+    (:data:`_EXIT_FRAMES`)."""
+    return any(("finalize" in ln or "_fini" in ln or "exit_handlers" in ln) and _EXIT_FRAMES.search(ln)
+               for ln in lines[failure:failure + _BACKTRACE_LINES])
 
 
 #: bash's report of a job a signal ended, ``./train.sh: line 33: 136834 Killed    python3 main.py
