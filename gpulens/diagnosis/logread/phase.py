@@ -54,10 +54,14 @@ _STEP_RES = (
 #: checkpoint's path (``.../checkpoints/040000/model.safetensors``, ``ckpt``, ``.pt``) is a save.
 _SAVE = Guarded(r"save_checkpoint|_save_checkpoint|torch\.save|save_pretrained|save_model|[Ss]aving (?:model|checkpoint)"
                 r"|PytorchStreamWriter|SafetensorError|(?<!JSON )\bserializ(?!able|ed exception)|merge_and_unload|push_to_hub|_save\("
+                # llama.cpp's export of a model to a quantized GGUF file (``src/llama-quant.cpp``/``llama.cpp``
+                # ``llama_model_quantize``: "llama_model_quantize: failed to quantize: {what}"; ``tools/quantize``'s
+                # "main: failed to quantize model from '{fname}'"): the job's result model being written (P6)
+                r"|failed to quantize\b"
                 r"|(?:No space left on device|Disk quota exceeded|Read-only file system)\b.*"
                 r"(?:checkpoint|ckpt|\.safetensors|\.pth?\b|\.bin\b)",
                 ("save", "aving", "PytorchStreamWriter", "SafetensorError", "serializ", "merge_and_unload",
-                 "push_to_hub", "No space left", "quota exceeded", "Read-only file"))
+                 "push_to_hub", "No space left", "quota exceeded", "Read-only file", "failed to quantize"))
 #: Also the errors of ``from_pretrained`` when the weights, config or tokenizer files of a model folder or
 #: repository cannot be found (``transformers/utils/hub.py``'s ``cached_file(s)``: "{path} does not appear to
 #: have a file named {file}", "Incorrect path_or_model_id: '{path}'"; ``tokenization_utils_base``'s "Can't load
@@ -354,8 +358,9 @@ _RATE_ANY = re.compile(r"([\d.]+) ?[A-Za-z]\w*/s\b")
 _SETTING_WORDS = (r"\bper (?:epoch|step|iter\w*|device|gpu)\b|\btotal\b|\bnumber of\b|\bnum_"
                   r"|\bmax_|\bstarting\b|\bwarmup_|Invalidate trace cache"
                   # a batch's size ("Tokens / micro-batch / rank: 32 x 2048", "batch size: 64"), a checkpoint
-                  # loaded or resumed at a step ("Loading model from ckpt/d20 with step 21400")
-                  r"|\bbatch[ _-]?size\b|\bmicro[-_ ]?batch\b|\b(?:load|resum|restor)\w*\b.*\bstep\b"
+                  # loaded or resumed at a step ("Loading model from ckpt/d20 with step 21400", "Resuming from epoch 2,
+                  # global_step 278": the step the saved state names, not one done by this attempt, P2/P11)
+                  r"|\bbatch[ _-]?size\b|\bmicro[-_ ]?batch\b|\b(?:load|resum|restor)\w*\b.*(?:\b|_)step\b"
                   # a tensor's or a batch's shape printed while setting up ("Shapes of elements in a batch: (1, 20,
                   # 128)", "batch shape: torch.Size([8, 3, 224, 224])")
                   r"|\bshapes?\b")
@@ -531,8 +536,11 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     if tb_start is None and (reported := _reported_exception(lines, failure)) is not None:
         failure = reported  # a report's line, then the traceback of what it reports: read that
         tb_start, frames = _traceback_of(lines, failure, floor)
+    if not _funcs(frames) and (raised := _raised_before_signal(lines, failure, floor, tb_start)) is not None:
+        failure = raised  # P9: the process' own traceback just above the signal's report: where it was
+        tb_start, frames = _traceback_of(lines, failure, floor)
     text = "\n".join(ln for ln in frames if not ln.startswith((" ", "\t"))) if tb_start is not None \
-        else "\n".join(_job_report_cut(ln) for ln in _since_steps(lines, failure, floor, region))
+        else "\n".join(_job_report_cut(ln) for ln in _without_warning_sources(_since_steps(lines, failure, floor, region)))
     if _syntax(frames or [logs.normalize_line(lines[min(failure, len(lines) - 1)])]):
         return "startup"  # the program could not even be compiled: whatever ran before was another run
     if tb_start is not None and _import_failed(frames):
@@ -546,6 +554,10 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     by_name = _serializing(frames) or _checkpoint_func(_funcs(frames))
     if by_name is not None:
         return by_name
+    if not _funcs(frames) and (after := _handler_frames(lines, failure)) \
+            and (named := _serializing(after) or _checkpoint_func(_funcs(after))) is not None:
+        return named  # P9: a signal (no Python frame above: a C++ stack at most), then the traceback the main
+        # process prints for it, in a save or load
     if _LOAD.search(text):
         return "checkpoint_load"
     if _SAVE.search(text):
@@ -637,6 +649,68 @@ def _chained_outer(lines: Sequence[str], failure: int) -> list[str]:
             return out
         out = [logs.normalize_line(x) for x in lines[head:end]]  # the last one holds the outermost frames
         k = end + 1
+
+
+#: The head of a warning as Python's ``warnings.formatwarning`` prints it: "{filename}:{lineno}: {category}: {message}",
+#: then the warning's source line, indented ("  result = model.load_state_dict(torch.load(path))").
+_WARNING_HEAD = re.compile(r"\.py:\d+: \w*Warning: ")
+
+
+def _without_warning_sources(region: Sequence[str]) -> list[str]:
+    """``region`` without Python's warnings and the source lines it prints under them: code the warning points at (a
+    ``FutureWarning`` of ``torch.load`` at start-up, "which uses the default pickle module ... during unpickling"),
+    not an activity going on when the failure came."""
+    return [ln for k, ln in enumerate(region) if not _WARNING_HEAD.search(ln)
+            and not (k and ln.startswith((" ", "\t")) and _WARNING_HEAD.search(region[k - 1]))]
+
+
+#: A signal named in a failure's lines: PaddlePaddle's C++ signal handler (``paddle/fluid/platform/init.cc``
+#: ``SignalHandle``: "FatalError: `Termination signal` is detected by the operating system." then "[SignalInfo: ***
+#: SIGTERM (@0x...) received by PID N ...]"), a kill's "SIGTERM", "signal 15".
+_SIGNAL_NAMED = re.compile(r"\bSIG[A-Z]{3,}\b|[Ss]ignal\b")
+#: Lines after such a failure searched for the head of the Python traceback printed for it.
+_HANDLER_GAP = 8
+
+
+def _handler_frames(lines: Sequence[str], failure: int) -> list[str]:
+    """The traceback (normalized, up to its exception line) that the process prints just after a signal's report at
+    ``failure`` (P9: "the frames of the traceback a Python handler prints"): PaddlePaddle prints its C++ signal
+    report first, then the main process' Python traceback (its DataLoader's ``__handler__`` raising "DataLoader
+    process ... is killed by signal: Terminated" in whatever the job was doing, ``paddle.save`` writing a checkpoint).
+    Empty when the failure names no signal or no traceback follows it."""
+    if not _SIGNAL_NAMED.search(_failure_text(lines, failure)):
+        return []
+    head = next((k for k in range(failure + 1, min(len(lines), failure + _HANDLER_GAP)) if _TB in lines[k]), None)
+    if head is None:
+        return []
+    end = next((j for j in range(head + 1, min(len(lines), head + _TB_LOOKBACK))
+                if lines[j].strip() and not lines[j].startswith((" ", "\t"))), None)
+    return [] if end is None else [logs.normalize_line(x) for x in lines[head:end + 1]]
+
+
+#: Lines above a signal's report searched for the exception line of a Python traceback (a C++ stack and a few log
+#: lines between), and for that traceback's head.
+_SIGNAL_GAP = 16
+_SIGNAL_TB_BACK = 80
+
+
+def _raised_before_signal(lines: Sequence[str], failure: int, floor: int, tb_start: int | None) -> int | None:
+    """The exception line of the Python traceback printed just before a signal's report at ``failure`` (with no
+    progress line between), when that report holds no Python frame: PaddlePaddle's launcher stops a worker whose
+    main process raised with SIGTERM, and the worker's C++ handler then prints "C++ Traceback (most recent call last):
+    ... No stack trace in paddle" and "FatalError: `Termination signal` is detected by the operating system." under the
+    Python traceback (``paddle/fluid/platform/init.cc`` ``SignalHandle``). P9: a kill takes the phase of what the
+    process was doing, and its own traceback says that."""
+    if not _SIGNAL_NAMED.search(_failure_text(lines, failure)):
+        return None
+    top = tb_start if tb_start is not None else failure
+    for k in range(top - 1, max(floor, top - _SIGNAL_TB_BACK) - 1, -1):
+        if k >= top - _SIGNAL_GAP and is_progress(logs.normalize_line(lines[k])):
+            return None  # the job went on after it
+        if _TB in lines[k] and lines[k].lstrip().startswith(_TB):
+            end = next((j for j in range(k + 1, top) if lines[j].strip() and not lines[j].startswith((" ", "\t"))), None)
+            return end if end is not None and end >= top - _SIGNAL_GAP else None
+    return None
 
 
 #: transformers' ``utils/hub.py`` messages for a file a ``from_pretrained`` cannot find, naming the model by a Hub
@@ -765,6 +839,8 @@ def _announced_checkpoint(lines: Sequence[str], floor: int, top: int) -> str | N
             # print_rank_0 lines start with one space: " loading checkpoint from ...")
         if "%|" in shown:
             return None  # a bar after it (or the announcement is a bar's: "Loading checkpoint shards: 50%|")
+        if _completion_above(lines, k, k + 1) is not None:
+            return None  # P6, P10: the loop's end printed after it ("Saving checkpoint ...", "Finished training."): the save was done
         if _LOAD_NOTE.search(shown):
             return "checkpoint_load"
         if _SAVE_NOTE.search(shown):
@@ -1166,9 +1242,10 @@ def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str],
             return "training"  # the run logged its metrics many times (to wandb, not to this log)
         if _printed_losses(lines, floor, top):
             return "training"  # print(loss.item()) once a step
-        in_step = (frames is not None and _in_step(frames)) or _loop_started(lines, floor, top) \
+        framed = frames is not None and _in_step(frames)
+        in_step = framed or _loop_started(lines, floor, top) \
             or _stepped(lines, floor, top) or (frames is None and _killed(lines, top) and _loop_announced(lines, floor, top))
-        if in_step and _an_hour_in_loop(lines, floor, top):
+        if in_step and _an_hour_in_loop(lines, floor, top, top + len(frames or ()), framed):
             return "training"  # P2 (c): no output of the loop in this file, but it ran for over an hour
         return _glued_bar(region) or ("first_step" if in_step else "startup")
     done = _bar_done(lines, floor, top)
@@ -1252,16 +1329,23 @@ def _seconds(line: str) -> int | None:
     return ((days * 24 + h) * 60 + mi) * 60 + sec
 
 
-def _an_hour_in_loop(lines: Sequence[str], floor: int, top: int) -> bool:
+def _an_hour_in_loop(lines: Sequence[str], floor: int, top: int, end: int | None = None, framed: bool = False) -> bool:
     """P2 (c): whether the log's own timestamps show the process ran for more than an hour after its loop began
-    (its first mark: :data:`_LOOP_START`, a step-only warning of :data:`_STEP_WARNINGS`) when it failed at ``top``:
-    the last timestamp at or before that mark, the first at or after the failure (a scheduler's verdict)."""
+    (its first mark: :data:`_LOOP_START`, a step-only warning of :data:`_STEP_WARNINGS`) when it failed at ``top``
+    (its traceback ending at ``end``): the last timestamp at or before that mark, the first at or after the failure
+    (a scheduler's verdict, a launcher's reaction). ``framed``: the failing traceback runs in a training step, so
+    the loop had begun though no mark shows when; then the attempt's first timestamp stands for its start, as P2 (c)
+    reads "the scheduler's start and end times" (a stderr file with a step's traceback and no loop output), where no
+    earlier traceback shows another program or launch in the same lines."""
     marks = find_keys(lines, (*_LOOP_START, *_STEP_WARNINGS), floor, top)
-    if not marks:
-        return False
-    begun = next((t for k in range(marks[0], max(floor, marks[0] - _TIME_BACK) - 1, -1)
-                  if (t := _seconds(lines[k])) is not None), None)
-    ended = next((t for k in range(top, min(len(lines), top + _TIME_REACH)) if (t := _seconds(lines[k])) is not None), None)
+    if not marks and (not framed or find_keys(lines, (_TB,), floor, top)):
+        return False  # (a traceback above: an earlier program's or launch's failure, so the first timestamp is not this one's start)
+    first = marks[0] if marks else floor
+    begun = next((t for k in range(first, max(floor, first - _TIME_BACK) - 1, -1)
+                  if (t := _seconds(lines[k])) is not None), None) if marks else \
+        next((t for k in range(floor, min(top, floor + _TIME_BACK)) if (t := _seconds(lines[k])) is not None), None)
+    after = max(top, end or top)
+    ended = next((t for k in range(top, min(len(lines), after + _TIME_REACH)) if (t := _seconds(lines[k])) is not None), None)
     if begun is None or ended is None:
         return False
     return (ended - begun) % _YEAR > _HOUR  # across a new year too
@@ -1539,9 +1623,10 @@ def _checkpoint_func(funcs: Sequence[str]) -> str | None:
 
 #: The frames of ``torch.save``/``torch.load`` (``torch/serialization.py``, in ``save``, ``_save``,
 #: ``load``, ``_load``, whatever called them) and safetensors' (``safetensors/torch.py``, in
-#: ``save_file``/``load_file``): the innermost one says a checkpoint was being written or read
+#: ``save_file``/``load_file``) and PaddlePaddle's (``paddle/framework/io.py``, ``paddle.save``/``paddle.load``): the innermost one says a checkpoint was being written or read
 #: (torch.distributed.checkpoint's ``_save_state_dict``/``_load_state_dict`` match by name).
-_SERIAL_FRAME = re.compile(r'File "[^"]*(?:torch[/\\]serialization\.py|safetensors[/\\]torch\.py)", line \d+, in _?(save|load)')
+_SERIAL_FRAME = re.compile(r'File "[^"]*(?:torch[/\\]serialization\.py|safetensors[/\\]torch\.py|paddle[/\\]framework[/\\]io\.py)'
+                           r'", line \d+, in _?(save|load)')
 
 
 def _serializing(frames: Sequence[str]) -> str | None:
@@ -1551,7 +1636,7 @@ def _serializing(frames: Sequence[str]) -> str | None:
     ``DataLoader`` fetch): a sample or its features stored as a ``.pt`` file, read while training."""
     for k in range(len(frames) - 1, -1, -1):
         ln = frames[k]
-        if "serialization" in ln or "safetensors" in ln:
+        if "serialization" in ln or "safetensors" in ln or "paddle" in ln:
             m = _SERIAL_FRAME.search(ln)
             if m is not None:
                 if m.group(1) == "load" and any(_SAMPLE_FRAME.search(f) for f in frames[:k]):
@@ -1642,7 +1727,10 @@ def _in_eval(frames: Sequence[str]) -> bool:
 #: ``test_dataloader``, ``self.eval_loader``. A frame stopped on such a line is fetching an evaluation batch
 #: (torch's ``DataLoader.__next__`` below it): the evaluation pass is what runs (P4, P8).
 _EVAL_FOR = re.compile(r"^\s*(?:async\s+)?for\b.+?\bin\b(.+):\s*$")
-_EVAL_LOADER = re.compile(r"(?i)^(?:\w+_)?(?:val|valid|validation|eval|evaluation|test|dev)_?(?:data_?)?"
+#: A batch taken by hand from such a loader: Python's ``next(iter(loader))`` (the PyTorch tutorials' ``images, labels =
+#: next(iter(test_loader))``), ``next(loader_iter)``; torch's ``DataLoader.__iter__`` starts its workers there (P8).
+_EVAL_NEXT = re.compile(r"\bnext\(\s*(?:iter\(\s*)?([\w.]+)\s*\)")
+_EVAL_LOADER = re.compile(r"(?i)^(?:\w+_)?(?:val|valid|validation|eval|evaluation|test|dev)_?(?:data(?:set)?_?)?"
                           r"(?:loader|dataloader|dl|iter|iterator|batches|set|dataset|ds)s?$")
 
 
@@ -1664,9 +1752,10 @@ def _eval_metric_frame(frames: Sequence[str]) -> bool:
 
 
 def _eval_loader_frame(frames: Sequence[str]) -> bool:
-    """Whether a frame of the traceback is stopped on a ``for`` over an evaluation's data loader (:data:`_EVAL_FOR`)."""
+    """Whether a frame of the traceback is stopped on a ``for`` over an evaluation's data loader (:data:`_EVAL_FOR`) or on a
+    ``next`` of one (:data:`_EVAL_NEXT`)."""
     for k in range(len(frames) - 1):
-        if "File " not in frames[k] or (m := _EVAL_FOR.match(frames[k + 1])) is None:
+        if "File " not in frames[k] or (m := _EVAL_FOR.match(frames[k + 1]) or _EVAL_NEXT.search(frames[k + 1])) is None:
             continue
         if any(_EVAL_LOADER.match(w) for w in re.split(r"\W+", m.group(1)) if w):
             return True
