@@ -196,3 +196,73 @@ def test_an_earlier_launchs_traceback_keeps_the_first_timestamp_out(rules: Class
     earlier = ["Traceback (most recent call last):", *_frame("train.py", 3, "<module>", "import fairseq_cli"),
                "ModuleNotFoundError: No module named 'fairseq_cli'"]
     assert diagnose_text(_stderr_step_failure("17:26:23", "19:09:36", earlier), rules).phase != "training"
+
+
+def test_a_load_function_building_a_model_that_runs_out_of_memory_is_startup(rules: Classifier) -> None:
+    """P3 + P7: ``load_models`` constructs the text encoder; the OOM is in ``nn.Linear.__init__`` (the model being
+    built, no saved state read yet): startup, not checkpoint_load."""
+    text = "\n".join([
+        "2026-04-01 10:36:41,843 | INFO | root | Loading T5 text encoder...",
+        "Traceback (most recent call last):",
+        *_frame("train.py", 1058, "<module>", "main()"),
+        *_frame("train.py", 900, "main", "model = trainer.load_models(accelerator.device)"),
+        *_frame("train.py", 499, "load_models", "self.t5 = T5EncoderModel(text_len=512, dtype=torch.bfloat16)"),
+        *_frame("/src/modules/t5.py", 164, "__init__", "self.ffn = T5FeedForward(dim, dim_ffn, dropout)"),
+        *_frame(f"{_LIB}/torch/nn/modules/linear.py", 106, "__init__", "torch.empty((out_features, in_features), **factory_kwargs)"),
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 160.00 MiB. GPU 2 has a total capacity of 94.99 GiB "
+        "of which 180.12 MiB is free.",
+    ])
+    assert diagnose_text(text, rules).phase == "startup"
+
+
+def test_a_stage_heading_is_no_step_and_keras_epoch_header_starts_the_loop(rules: Classifier) -> None:
+    """P2 + P3: "Step 2: Training -- mode=image, epochs=1" is a job script's stage heading (no step done), and
+    "Epoch 1/1 starting..." (Keras' ``ProgbarLogger.on_epoch_begin`` format, "Epoch 1/1", with a word after it)
+    starts the loop: the first batch's OOM is first_step, not training."""
+    text = "\n".join([
+        "  Step 1: Preparing dataset lists...", "  Dataset preparation complete.",
+        "  Step 2: Training -- mode=image, device=cuda, epochs=1",
+        "  Initializing model...", "  Model ready.", "",
+        "  Epoch 1/1 starting...",
+        "    Processing batch 1/16...",
+        "",
+        "  [ERROR] Batch 1 failed: CUDA out of memory. Tried to allocate 192.00 MiB. GPU 0 has a total capacity of "
+        "4.00 GiB of which 0 bytes is free.",
+    ])
+    assert diagnose_text(text, rules).phase == "first_step"
+
+
+def test_a_failure_after_the_first_unbatched_p2p_op_is_first_step(rules: Classifier) -> None:
+    """P2 + P3: ProcessGroupNCCL warns once at the first unbatched send/recv (an MoE or pipeline exchange in the
+    first step's forward); the rendezvous store failing twenty minutes later, with no step logged, is first_step."""
+    warn = ("[rank{r}]:[W410 09:45:00.743711914 ProcessGroupNCCL.cpp:4025] Warning: [PG ID 0 PG GUID 0(default_pg) "
+            "Rank {r}] An unbatched P2P op (send/recv) was called on this ProcessGroup with size 4.  In eager "
+            "initialization mode, unbatched P2P ops are treated as independent collective ops, and are thus serialized "
+            "with all other ops on this ProcessGroup, including other P2P ops. (function operator())")
+    text = "\n".join([
+        *(warn.format(r=r) for r in range(4)),
+        "[W410 10:09:17.187318123 TCPStore.cpp:138] [c10d] recvValueWithTimeout failed on SocketImpl(fd=22, "
+        "addr=[gc10]:37726, remote=[gc8]:29500): Failed to recv, got 0 bytes. Connection was likely closed. Did the "
+        "remote server shutdown or crash?",
+        "W0410 10:09:17.315000 87811 torch/distributed/elastic/multiprocessing/api.py:1010] Sending process 87916 "
+        "closing signal SIGTERM",
+        "torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The connection to the C10d store has "
+        "failed. See inner exception for details.",
+    ])
+    assert diagnose_text(text, rules).phase == "first_step"
+
+
+def test_a_device_assert_in_atens_loss_kernel_is_in_the_step(rules: Classifier) -> None:
+    """P3: the device-side assertion of ATen's ``Loss.cu`` (binary_cross_entropy's target check) is printed by the
+    kernel computing the loss, in the first batch's forward; the CUDA error raised at the next sync is first_step."""
+    text = "\n".join([
+        "/pytorch/aten/src/ATen/native/cuda/Loss.cu:106: operator(): block: [0,0,0], thread: [2,0,0] Assertion "
+        "`target_val >= zero && target_val <= one` failed.",
+        "Using GPU: NVIDIA GeForce GTX 1660 Ti",
+        "Training feature extractor", "  Trainable parameters: 75,333",
+        "Traceback (most recent call last):",
+        *_frame("scripts/train.py", 523, "<module>", "main()"),
+        *_frame("scripts/train.py", 209, "fit_classifier", "if torch.isnan(loss):"),
+        "RuntimeError: CUDA error: device-side assert triggered",
+    ])
+    assert diagnose_text(text, rules).phase == "first_step"

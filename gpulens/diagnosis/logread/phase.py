@@ -401,12 +401,18 @@ def _prose(line: str, end: str) -> bool:
         return True  # the number was the launcher's: "(main_task pid=28) Answer: ... step by step"
     if ("Step " in end or "step " in end) and _NUMBERED_STEP.search(end):
         return True  # "**Step 4: Analyze the search results**": a numbered instruction (a model's answer)
+    if "Step " in end and _STAGE_HEADING.match(end) is not None:
+        return True  # "Step 2: Training -- mode=image, epochs=1": a script's stage heading and its settings
     return "by" in end and _BY_STEP.search(end) is not None and not is_progress(_BY_STEP.sub(" ", end))
 
 
 #: An instruction numbered as a step, words only after it ("Step 4: Analyze search results", "**Step 2:** Compute
 #: the sum"): the reasoning a language model prints, which RL and evaluation logs (verl, TRL) show as samples.
 _NUMBERED_STEP = re.compile(r"(?i)\bstep\s+\d+\s*[:.)]\**\s*[a-z][a-z ,'-]*\W*$")
+#: A job script's numbered stage heading ("  Step 2: Training -- mode=image, device=cuda, epochs=1", "=== Step 4:
+#: Saving merged model ===", "Step 1: Preparing dataset lists..."): a capitalized activity word after "Step N:",
+#: with no metric value (a decimal number) or loss on the line, which a step's own line carries ("Step 100: Loss 2.31").
+_STAGE_HEADING = re.compile(r"^\W*Step \d+: [A-Z][a-z]+(?:ing|ion)\b(?!.*\d\.\d)(?!.*[Ll]oss)")
 #: The phrase "step by step" (prose, a prompt or a model's answer), which holds the word "step".
 _BY_STEP = re.compile(r"(?i)\bstep[- ]by[- ]step\b")
 #: vLLM's tqdm bar format (``vllm/model_executor/model_loader/weight_utils.py``, ``_BAR_FORMAT = "{desc}:
@@ -653,7 +659,8 @@ def _chained_outer(lines: Sequence[str], failure: int) -> list[str]:
 
 #: The head of a warning as Python's ``warnings.formatwarning`` prints it: "{filename}:{lineno}: {category}: {message}",
 #: then the warning's source line, indented ("  result = model.load_state_dict(torch.load(path))").
-_WARNING_HEAD = re.compile(r"\.py:\d+: \w*Warning: ")
+#: c10's ``TORCH_WARN`` lines have their own head ("[W410 09:45:00.743 ProcessGroupNCCL.cpp:4025] Warning: ...").
+_WARNING_HEAD = re.compile(r"\.py:\d+: \w*Warning: |\.(?:cpp|h|cc|hpp):\d+\] Warning: ")
 
 
 def _without_warning_sources(region: Sequence[str]) -> list[str]:
@@ -1243,8 +1250,9 @@ def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str],
         if _printed_losses(lines, floor, top):
             return "training"  # print(loss.item()) once a step
         framed = frames is not None and _in_step(frames)
+        # (a step-only warning on the failure line too: a loss kernel's device assertion is printed inside the step)
         in_step = framed or _loop_started(lines, floor, top) \
-            or _stepped(lines, floor, top) or (frames is None and _killed(lines, top) and _loop_announced(lines, floor, top))
+            or _stepped(lines, floor, min(len(lines), top + 1)) or (frames is None and _killed(lines, top) and _loop_announced(lines, floor, top))
         if in_step and _an_hour_in_loop(lines, floor, top, top + len(frames or ()), framed):
             return "training"  # P2 (c): no output of the loop in this file, but it ran for over an hour
         return _glued_bar(region) or ("first_step" if in_step else "startup")
@@ -1275,7 +1283,7 @@ _LOOP_START = ("***** Running training", "begin training epoch ", "Starting trai
                "Checkpoints will be saved to ")
 
 
-#: Warnings PyTorch prints only once a training step has run (each once per process): DDP's reducer
+#: Warnings PyTorch prints only once a training step has run or is running (each once per process): DDP's reducer
 #: after the first backward ("Reducer buckets have been rebuilt in this iteration", "Grad strides do not match bucket
 #: view strides", "find_unused_parameters=True was specified in DDP constructor, but did not find any
 #: unused parameters in the forward pass"), a loss's shape warning in its forward (``torch/nn/modules/
@@ -1289,7 +1297,16 @@ _STEP_WARNINGS = ("Reducer buckets have been rebuilt", "rad strides do not match
                   # the source line Python's ``warnings`` shows for a warning raised while autograd's engine runs a
                   # backward pass (``torch/autograd/graph.py`` ``_engine_run_backward``; ``torch/autograd/__init__.py``
                   # before 2.3): "  return Variable._execution_engine.run_backward(  # Calls into the C++ engine ..."
-                  "Variable._execution_engine.run_backward(")
+                  "Variable._execution_engine.run_backward(",
+                  # ProcessGroupNCCL's warning at the first unbatched send/recv (``ProcessGroupNCCL.cpp``, ``TORCH_WARN_ONCE``:
+                  # "An unbatched P2P op (send/recv) was called on this ProcessGroup with size N. In eager initialization
+                  # mode, ..."): a pipeline stage or an MoE layer exchanging activations, the first step's forward
+                  "An unbatched P2P op (send/recv) was called",
+                  # a device-side assertion in ATen's loss kernels (``aten/src/ATen/native/cuda/Loss.cu``: binary_cross_entropy's
+                  # "Assertion `target_val >= zero && target_val <= one` failed.", nll_loss's "Assertion `t >= 0 && t <
+                  # n_classes` failed."; ``NLLLoss2d.cu``, ``MultiMarginCriterion.cu``, ``MultiLabelMarginCriterion.cu``):
+                  # printed by the kernel that computes a loss, i.e. in a step's forward
+                  "Loss.cu:", "NLLLoss2d.cu:", "MarginCriterion.cu:")
 
 
 def _stepped(lines: Sequence[str], floor: int, top: int) -> bool:
@@ -1397,7 +1414,14 @@ def _loop_announced(lines: Sequence[str], floor: int, top: int) -> bool:
 def _loop_started(lines: Sequence[str], floor: int, top: int) -> bool:
     """Whether the failing program announced its training loop before ``top`` (no step printed
     since: the failure is in the first step, not in its set-up)."""
-    return bool(last_matching(lines, _LOOP_START, lambda ln: True, floor, top))
+    return bool(last_matching(lines, _LOOP_START, lambda ln: True, floor, top)) \
+        or bool(last_matching(lines, ("Epoch ",), lambda ln: _FIRST_EPOCH_HEADER.match(ln) is not None, floor, top))
+
+
+#: P3: "an ``Epoch 1/N`` header" marks the loop's start: Keras' ``ProgbarLogger.on_epoch_begin`` prints
+#: ``f"Epoch {epoch + 1}/{self.epochs}"`` alone on a line before the epoch's first batch (scripts copy it, some with
+#: "starting..." after it). Only the first epoch's: a later one's says the earlier epochs ran.
+_FIRST_EPOCH_HEADER = re.compile(r"^\s*Epoch 1/\d+(?: (?:starting|started|begins?)\W*)?\s*$")
 
 
 def _counts_advance(lines: Sequence[str], floor: int, top: int) -> bool:
@@ -1612,12 +1636,16 @@ _LOAD_FUNC = re.compile(r"(?i)load_(?:checkpoint|state|model|pretrained|weights|
 
 def _checkpoint_func(funcs: Sequence[str]) -> str | None:
     """``checkpoint_save``/``checkpoint_load`` when a function of the traceback saves or loads a
-    checkpoint (the innermost such frame decides: a save called while resuming is a save)."""
+    checkpoint (the innermost such frame decides: a save called while resuming is a save). Not a load function
+    whose failure is deeper in a constructor (``load_models`` -> ``T5EncoderModel(...)`` -> ``nn.Linear.__init__``
+    running out of memory): P3/P7, the model is being built, no saved state is being read yet."""
+    built = False
     for f in reversed(funcs):
         if _SAVE_FUNC.search(f):
             return "checkpoint_save"
         if _LOAD_FUNC.search(f):
-            return "checkpoint_load"
+            return None if built else "checkpoint_load"
+        built = built or f == "__init__"
     return None
 
 
