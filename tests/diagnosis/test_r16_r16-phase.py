@@ -266,3 +266,32 @@ def test_a_device_assert_in_atens_loss_kernel_is_in_the_step(rules: Classifier) 
         "RuntimeError: CUDA error: device-side assert triggered",
     ])
     assert diagnose_text(text, rules).phase == "first_step"
+
+
+def test_a_fixed_batch_taken_from_the_val_loader_while_setting_up_is_not_evaluation(rules: Classifier) -> None:
+    """P3 + P8: ``main`` taking a fixed validation batch to plot before the loop (no loop function calls it) is
+    set-up, not an evaluation pass."""
+    text = "\n".join([
+        "Building model...", "Model ready.",
+        "Traceback (most recent call last):",
+        *_frame("train.py", 90, "<module>", "main()"),
+        *_frame("train.py", 60, "main", "fixed_batch = next(iter(val_loader))"),
+        *_frame(f"{_LIB}/torch/utils/data/dataloader.py", 708, "__next__", "data = self._next_data()"),
+        *_frame(f"{_LIB}/torch/utils/data/dataloader.py", 1447, "_next_data", "raise StopIteration"),
+        "StopIteration",
+    ])
+    assert diagnose_text(text, rules).phase != "evaluation"
+
+
+def test_a_load_function_failing_to_open_its_file_stays_checkpoint_load(rules: Classifier) -> None:
+    """P7: ``load_checkpoint`` failing in a file reader's constructor (not a torch module's) reads saved state."""
+    text = "\n".join([
+        "Epoch 3 step 1200 loss 0.4211",
+        "Traceback (most recent call last):",
+        *_frame("train.py", 90, "<module>", "main()"),
+        *_frame("train.py", 70, "main", "state = load_checkpoint(args.resume)"),
+        *_frame("train.py", 30, "load_checkpoint", "with h5py.File(path, 'r') as f:"),
+        *_frame(f"{_LIB}/h5py/_hl/files.py", 562, "__init__", "fid = make_fid(name, mode, userblock_size, fapl, fcpl, swmr=swmr)"),
+        "FileNotFoundError: [Errno 2] Unable to synchronously open file (unable to open file: name = 'runs/last.h5')",
+    ])
+    assert diagnose_text(text, rules).phase == "checkpoint_load"

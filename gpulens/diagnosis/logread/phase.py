@@ -410,9 +410,10 @@ def _prose(line: str, end: str) -> bool:
 #: the sum"): the reasoning a language model prints, which RL and evaluation logs (verl, TRL) show as samples.
 _NUMBERED_STEP = re.compile(r"(?i)\bstep\s+\d+\s*[:.)]\**\s*[a-z][a-z ,'-]*\W*$")
 #: A job script's numbered stage heading ("  Step 2: Training -- mode=image, device=cuda, epochs=1", "=== Step 4:
-#: Saving merged model ===", "Step 1: Preparing dataset lists..."): a capitalized activity word after "Step N:",
-#: with no metric value (a decimal number) or loss on the line, which a step's own line carries ("Step 100: Loss 2.31").
-_STAGE_HEADING = re.compile(r"^\W*Step \d+: [A-Z][a-z]+(?:ing|ion)\b(?!.*\d\.\d)(?!.*[Ll]oss)")
+#: Saving merged model ===", "Step 1: Preparing dataset lists..."): a capitalized activity word after "Step N:", a title
+#: ending in "...", " -- " (its settings), "==" or the line's end, with no metric value (a decimal number) or loss on
+#: the line, which a step's own line carries ("Step 100: Loss 2.31", "Step 500: Validation accuracy 85%").
+_STAGE_HEADING = re.compile(r"^\W*Step \d+: [A-Z][a-z]+(?:ing|ion)(?: [a-z]+)*(?:\.{3}| -- |\s*={2,}|\s*$)(?!.*\d\.\d)(?!.*[Ll]oss)")
 #: The phrase "step by step" (prose, a prompt or a model's answer), which holds the word "step".
 _BY_STEP = re.compile(r"(?i)\bstep[- ]by[- ]step\b")
 #: vLLM's tqdm bar format (``vllm/model_executor/model_loader/weight_utils.py``, ``_BAR_FORMAT = "{desc}:
@@ -557,11 +558,11 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
         return "startup"  # P7: base weights of a Hub repository, read while building the model
     if tb_start is not None and _built_from_pretrained([*_chained_outer(lines, failure), *frames]):
         return "startup"  # P7: a constructor's from_pretrained or a remote-code import: the model is being built
-    by_name = _serializing(frames) or _checkpoint_func(_funcs(frames))
+    by_name = _serializing(frames) or _checkpoint_func(_frame_funcs(frames))
     if by_name is not None:
         return by_name
     if not _funcs(frames) and (after := _handler_frames(lines, failure)) \
-            and (named := _serializing(after) or _checkpoint_func(_funcs(after))) is not None:
+            and (named := _serializing(after) or _checkpoint_func(_frame_funcs(after))) is not None:
         return named  # P9: a signal (no Python frame above: a C++ stack at most), then the traceback the main
         # process prints for it, in a save or load
     if _LOAD.search(text):
@@ -1634,19 +1635,25 @@ _LOAD_FUNC = re.compile(r"(?i)load_(?:checkpoint|state|model|pretrained|weights|
                         r"|_load_from|checkpoint_files")
 
 
-def _checkpoint_func(funcs: Sequence[str]) -> str | None:
+def _checkpoint_func(frames: Sequence[tuple[str, str]]) -> str | None:
     """``checkpoint_save``/``checkpoint_load`` when a function of the traceback saves or loads a
     checkpoint (the innermost such frame decides: a save called while resuming is a save). Not a load function
     whose failure is deeper in a constructor (``load_models`` -> ``T5EncoderModel(...)`` -> ``nn.Linear.__init__``
-    running out of memory): P3/P7, the model is being built, no saved state is being read yet."""
+    running out of memory, :data:`_MODULE_INIT`): P3/P7, the model is being built, no saved state is being read yet.
+    ``frames``: (frame line, function) of the traceback, outermost first (:func:`_frame_funcs`)."""
     built = False
-    for f in reversed(funcs):
+    for ln, f in reversed(frames):
         if _SAVE_FUNC.search(f):
             return "checkpoint_save"
         if _LOAD_FUNC.search(f):
             return None if built else "checkpoint_load"
-        built = built or f == "__init__"
+        built = built or (f == "__init__" and _MODULE_INIT.search(ln) is not None)
     return None
+
+
+#: A frame of a torch module's constructor (``torch/nn/modules/linear.py``, ``conv.py``, ... in ``__init__``), which
+#: allocates the module's parameters: a model being built.
+_MODULE_INIT = re.compile(r'torch[/\\]nn[/\\]modules[/\\]\w+\.py", line \d+, in __init__')
 
 
 #: The frames of ``torch.save``/``torch.load`` (``torch/serialization.py``, in ``save``, ``_save``,
@@ -1758,6 +1765,13 @@ _EVAL_FOR = re.compile(r"^\s*(?:async\s+)?for\b.+?\bin\b(.+):\s*$")
 #: A batch taken by hand from such a loader: Python's ``next(iter(loader))`` (the PyTorch tutorials' ``images, labels =
 #: next(iter(test_loader))``), ``next(loader_iter)``; torch's ``DataLoader.__iter__`` starts its workers there (P8).
 _EVAL_NEXT = re.compile(r"\bnext\(\s*(?:iter\(\s*)?([\w.]+)\s*\)")
+def _taken_in_loop(frame: str, code: str) -> re.Match[str] | None:
+    """:data:`_EVAL_NEXT` on a frame's source line, where the frame's function runs a loop (:data:`_LOOP_WORDS`:
+    ``training_loop``, ``train_epoch``; not ``main`` taking a fixed batch to plot while it sets up)."""
+    m = _FRAME.match(frame)
+    return _EVAL_NEXT.search(code) if m and m.group(1) and _LOOP_WORDS.search(m.group(1)) else None
+
+
 _EVAL_LOADER = re.compile(r"(?i)^(?:\w+_)?(?:val|valid|validation|eval|evaluation|test|dev)_?(?:data(?:set)?_?)?"
                           r"(?:loader|dataloader|dl|iter|iterator|batches|set|dataset|ds)s?$")
 
@@ -1783,7 +1797,7 @@ def _eval_loader_frame(frames: Sequence[str]) -> bool:
     """Whether a frame of the traceback is stopped on a ``for`` over an evaluation's data loader (:data:`_EVAL_FOR`) or on a
     ``next`` of one (:data:`_EVAL_NEXT`)."""
     for k in range(len(frames) - 1):
-        if "File " not in frames[k] or (m := _EVAL_FOR.match(frames[k + 1]) or _EVAL_NEXT.search(frames[k + 1])) is None:
+        if "File " not in frames[k] or (m := _EVAL_FOR.match(frames[k + 1]) or _taken_in_loop(frames[k], frames[k + 1])) is None:
             continue
         if any(_EVAL_LOADER.match(w) for w in re.split(r"\W+", m.group(1)) if w):
             return True
