@@ -130,3 +130,31 @@ def test_the_tallys_line_is_the_exception_line_of_the_run_its_runner_caught(clf:
     w = diagnose_text("\n".join([*caught, *nxt, *_batch_summary(1)]), clf)
     assert w.diagnosis.category == "unknown"
     assert w.indicator_lines == [5]
+
+
+def _hf_launch(n: int, caught: bool = True) -> list[str]:
+    """One training launch of a sweep script with the HF Trainer (transformers trainer.py: the
+    "***** Running training *****" header, ``log``'s dicts, ``train``'s final metrics dict with
+    'train_runtime'), then the script's own ``except KeyError as e: print(f"Error: {e}")`` when it
+    reads a metric the evaluation did not return."""
+    out = ["***** Running training *****", "  Num examples = 1,000", "  Num Epochs = 1",
+           "  Total optimization steps = 30", f"Run {n}: lr=5e-05 seed={n}"]
+    out += [f"{{'loss': {3.5 - k / 10:.4f}, 'grad_norm': 1.2, 'learning_rate': 5e-05, 'epoch': {k / 8:.3f}}}"
+            for k in range(1, 9)]
+    out += ["{'eval_runtime': 2.1, 'eval_samples_per_second': 40.1, 'eval_steps_per_second': 5.0, 'epoch': 1.0}",
+            "{'train_runtime': 120.5, 'train_samples_per_second': 8.3, 'train_steps_per_second': 0.25, "
+            "'train_loss': 3.3, 'epoch': 1.0}"]
+    return [*out, "Error: 'eval_loss'"] if caught else out
+
+
+def test_a_caught_error_the_job_went_on_from_before_does_not_end_it_after_its_completion(clf: Classifier) -> None:
+    lines = [x for n in range(4) for x in _hf_launch(n)]
+    w = diagnose_text("\n".join(lines), clf)
+    assert w.diagnosis.category == "none"
+    assert w.completion is not None and "train_runtime" in w.completion[1]
+
+
+def test_a_caught_error_printed_once_after_the_completion_is_not_set_aside(clf: Classifier) -> None:
+    lines = [*[x for n in range(4) for x in _hf_launch(n, caught=False)], "Error: 'eval_loss'"]
+    w = diagnose_text("\n".join(lines), clf)
+    assert w.diagnosis.category != "none"

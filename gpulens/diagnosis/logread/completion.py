@@ -295,6 +295,11 @@ _WENT_ON_SCAN = 1000
 _NOT_OUTPUT = ("wandb:", "srun:", "slurmstepd", "🏃", "Sender: LSF", "Job <", "[W", "[E", "W0", "E0", "I0")
 
 
+#: A warning (Python's "UserWarning:", a logger's "WARNING", "Warning:"), not "learning_rate" in a
+#: trainer's log dict (transformers Trainer.log: "{'loss': 2.1, 'learning_rate': 5e-05, ...}").
+_WARNING = re.compile(r"[Ww]arning|WARNING")
+
+
 def went_on(lines: Sequence[str], at: int, enough: int = WENT_ON_LINES) -> bool:
     """Whether the program printed ``enough`` lines of its own ordinary output (not errors,
     warnings, traceback frames, trackers', launchers' or the scheduler's lines) after the error
@@ -310,7 +315,7 @@ def went_on(lines: Sequence[str], at: int, enough: int = WENT_ON_LINES) -> bool:
         s = logs.normalize_line(raw)
         t = s.strip()
         if not t or s.startswith((" ", "\t")) or t.startswith(_NOT_OUTPUT) or "Traceback" in t \
-                or "arning" in t or is_failure(t, raw) or is_benign(t):
+                or _WARNING.search(t) or is_failure(t, raw) or is_benign(t):
             continue
         count += 1
         if count >= enough:
@@ -853,6 +858,7 @@ def finished_before(lines: Sequence[str], floor: int, failures: Sequence[int],
     kinds = [shutdown_error(_what(lines, i, plain) or t) for i, t in zip(failures, texts, strict=True)]
     if "teardown" in kinds:  # the abort such an error ends its process with reports it, no more
         kinds = ["report" if k is None and _ABORTED.search(t) else k for k, t in zip(kinds, texts, strict=True)]
+    kinds = ["caught" if k is None and caught_before(lines, i) else k for k, i in zip(kinds, failures, strict=True)]
     script_exit = "report" in kinds and all(k == "report" or _script_report(t) for k, t in zip(kinds, texts, strict=True))
     if None in kinds and not script_exit:
         return None  # (a bare non-zero exit, the shell's reports beside it: the job script's, when its commands ran after)
@@ -871,6 +877,26 @@ def finished_before(lines: Sequence[str], floor: int, failures: Sequence[int],
     if not script_exit and "teardown" not in kinds and sum(1 for k in range(done + 1, first) if lines[k].strip()) > _KILL_GAP:
         return None  # a bare kill some output after the message: maybe of work after it (a final test)
     return done, completion_strength(logs.normalize_line(lines[done]))
+
+
+#: Lines before an error line searched for the same line printed earlier.
+CAUGHT_LOOKBACK = 20000
+#: Earlier prints of that line (the latest) asked whether the job went on after them.
+_CAUGHT_SEEN = 10
+
+
+def caught_before(lines: Sequence[str], at: int) -> bool:
+    """Whether the error line at ``at`` was printed alike before (in this attempt or an earlier launch
+    of the same job) and the job went on after it there (:func:`went_on`): an error the job's own code
+    catches and prints each time (``except KeyError as e: print(f"Error: {e}")`` after each of a sweep's
+    trainings, printing "Error: 'eval_loss'"), which did not end the job before and is no sign that it
+    ended it after the work's completion message this time."""
+    text = lines[at].strip()
+    key = text[:50]
+    if len(key) < 8:
+        return False
+    earlier = [k for k in find_keys(lines, (key,), max(0, at - CAUGHT_LOOKBACK), at) if lines[k].strip() == text]
+    return any(went_on(lines, k) for k in earlier[-_CAUGHT_SEEN:])
 
 
 #: Lines before a bare exit report searched for the completion message (a multi-rank job's
