@@ -8,7 +8,7 @@ import pytest
 
 from gpulens.diagnosis.classifier import Classifier, default_classifier
 from gpulens.diagnosis.logread import diagnose_text
-from gpulens.diagnosis.logread.completion import end_of_attempt
+from gpulens.diagnosis.logread.completion import caught_print, end_of_attempt, went_on
 
 
 @pytest.fixture(scope="module")
@@ -158,3 +158,49 @@ def test_a_caught_error_printed_once_after_the_completion_is_not_set_aside(clf: 
     lines = [*[x for n in range(4) for x in _hf_launch(n, caught=False)], "Error: 'eval_loss'"]
     w = diagnose_text("\n".join(lines), clf)
     assert w.diagnosis.category != "none"
+
+
+def test_went_on_counts_a_trainers_log_dicts_with_learning_rate() -> None:
+    # transformers Trainer.log prints "{'loss': ..., 'learning_rate': ...}": no warning in it
+    lines = ["Error: 'eval_loss'", *[f"{{'loss': 0.{90 - k}, 'learning_rate': 5e-05, 'epoch': {k}}}" for k in range(25)]]
+    assert went_on(lines, 0)
+    assert not went_on(["Error: 'eval_loss'", *["UserWarning: x is deprecated"] * 25], 0)
+
+
+def _finetune_then_reload() -> list[str]:
+    """A notebook's fine-tune, its save, then its own ``try: load ... except Exception as e:
+    print("Error loading model: ", e)`` around a reload that runs out of GPU memory
+    (torch/cuda: "CUDA out of memory. Tried to allocate ..."), and its next cell's output."""
+    out = [f"{{'loss': {2.0 - k / 20:.3f}, 'grad_norm': 0.41, 'learning_rate': 0.0002, 'epoch': {k / 5:.1f}}}"
+           for k in range(1, 11)]
+    out += ["{'train_runtime': 412.3, 'train_samples_per_second': 0.58, 'train_steps_per_second': 0.146, "
+            "'train_loss': 1.71, 'epoch': 2.0}", "Model and tokenizer saved to outputs/lora",
+            "Error loading model:  CUDA out of memory. Tried to allocate 1008.00 MiB. GPU 0 has a total capacity of "
+            "14.74 GiB of which 7.43 GiB is free. Including non-PyTorch memory, this process has 7.31 GiB memory in use."]
+    return out
+
+
+_ANSWER = ["Question: what is 3 + 5 * 2?", "Answer: multiplication first, 5 * 2 = 10.", "Then 3 + 10 = 13.",
+           "The correct answer is 13."]
+
+
+def test_an_error_the_job_caught_and_printed_then_went_on_from_is_not_its_end(clf: Classifier) -> None:
+    w = diagnose_text("\n".join([*_finetune_then_reload(), *_ANSWER]), clf)
+    assert w.diagnosis.category == "none"
+    assert "Error loading model" not in (w.completion or (0, ""))[1]
+
+
+def test_a_caught_print_the_job_stops_after_stays_a_failure(clf: Classifier) -> None:
+    lines = [*_finetune_then_reload(), "Exiting.", *_ANSWER[:2]]
+    assert diagnose_text("\n".join(lines), clf).diagnosis.category != "none"
+    lines = [*_finetune_then_reload(), *_ANSWER[:2]]  # two lines: too little to say it went on
+    assert diagnose_text("\n".join(lines), clf).diagnosis.category != "none"
+
+
+def test_a_loggers_message_before_the_traceback_it_logs_is_no_caught_print() -> None:
+    # hydra/_internal/utils.py run_and_report: log.error("Error executing job with overrides: ...") then the traceback
+    lines = ["Error executing job with overrides: ['trainer.max_epochs=3']", "Traceback (most recent call last):",
+             '  File "/work/train.py", line 40, in main', "    model = build(cfg)",
+             "KeyError: 'encoder'", "", "Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.",
+             "job 17 done", "copying outputs", "cleaning up"]
+    assert not caught_print(lines, 0)

@@ -159,11 +159,13 @@ _DIGITS = re.compile(r"\d+")
 #: An error message's shape, which a result line does not have: a script that catches an
 #: exception and logs it ("conversion failed: Error(s) in loading state_dict for ResNet:", then
 #: torch's tab-indented "Missing key(s) in state_dict: ..." lists, module.py ``load_state_dict``)
-#: prints numbers too. A metric named for an error ("Mean Absolute Error: 0.12", "MeanSquaredError:
+#: prints numbers too, as does a job's own print of an exception it caught (:data:`_CAUGHT_PRINT`:
+#: "Error loading model: CUDA out of memory. Tried to allocate 1008.00 MiB"). A metric named for an error ("Mean Absolute Error: 0.12", "MeanSquaredError:
 #: 0.01", "ERROR: 3.2%", "Error Rate") is a result, not this.
 _ERROR_TEXT = re.compile(
     r"\b[A-Z]\w*(?:Error|Exception)(?:\(s\))?:\s*(?![-+]?[\d.])\S|\b[Ee]rror\(s\) in\b"
     r"|\b[Ee]rror (?:while|when|during|occurred)\b|Traceback \(most recent call last\)|[Ff]ailed(?: to\b|:)"
+    r"|^(?:[Ee]rror|ERROR|[Ff]ailed|FAILED|[Ee]xception)(?: \w+){1,6}:\s+(?![-+]?[\d.])\S"
     r"|\bFAILED\b|[Mm]issing key\(s\)|[Uu]nexpected key\(s\)|失败[:：]|\bERROR\b(?:\]|:)?(?!\s*:?\s*[-+]?[\d.])")
 #: A shell ``time`` wrapper's report (``real 1m2.3s``), or a job script's epilogue: the date or
 #: an end banner printed after the program returned (a killed job prints neither).
@@ -308,12 +310,16 @@ def went_on(lines: Sequence[str], at: int, enough: int = WENT_ON_LINES) -> bool:
     processes printing on does not show that one went on."""
     count = 0
     own = process_key(lines[at])
+    caught = enough > _CAUGHT_ENOUGH and caught_print(lines, at)
+    enough = _CAUGHT_ENOUGH if caught else enough
     for j in range(at + 1, min(len(lines), at + _WENT_ON_SCAN)):
         raw = lines[j]
         if process_key(raw) != own:
             continue
         s = logs.normalize_line(raw)
         t = s.strip()
+        if caught and t and (_STOPPING.search(t) or is_failure(t, raw)):
+            return False  # its next words say it stops (the job's own "Exiting."), or another error follows
         if not t or s.startswith((" ", "\t")) or t.startswith(_NOT_OUTPUT) or "Traceback" in t \
                 or _WARNING.search(t) or is_failure(t, raw) or is_benign(t):
             continue
@@ -321,6 +327,31 @@ def went_on(lines: Sequence[str], at: int, enough: int = WENT_ON_LINES) -> bool:
         if count >= enough:
             return True
     return False
+
+
+#: How a job's own code prints an exception it caught: its words naming what failed, then the
+#: exception's text (``except Exception as e: print(f"Error loading model: {e}")`` prints "Error loading
+#: model: CUDA out of memory. Tried to allocate ..."); not Python's uncaught report (``sys.excepthook``:
+#: a traceback, then the exception's class, one word: "torch.OutOfMemoryError: CUDA out of memory.").
+_CAUGHT_PRINT = re.compile(r"^(?:[Ee]rror|ERROR|[Ff]ailed|FAILED|[Ee]xception)(?: \w+){1,6}:\s+\S")
+#: Own output lines after such a print that show the job went on (fewer than after an error line of
+#: unknown origin: the print itself says the exception was caught).
+_CAUGHT_ENOUGH = 3
+#: Lines around such a print searched for a traceback (a report that ended the process, printed with it).
+_CAUGHT_ABOVE = 30
+#: The job's own words that it stops after an error.
+_STOPPING = re.compile(r"(?i)\b(?:exit(?:ing)?|abort(?:ing|ed)?|terminat(?:e|ing|ed)|stopp?(?:ing|ed)|quit(?:ting)?|shutting down)\b")
+
+
+def caught_print(lines: Sequence[str], at: int) -> bool:
+    """Whether the error line at ``at`` is the job's own print of an exception it caught
+    (:data:`_CAUGHT_PRINT`), no traceback near it."""
+    s = ranks_free(logs.normalize_line(lines[at]))
+    if not _CAUGHT_PRINT.match(s) or s.startswith("Exception ignored"):
+        return False
+    # a logger's message before the traceback it logs (``logging.exception``; Hydra's "Error executing
+    # job with overrides: [...]", hydra/_internal/utils.py ``run_and_report``) is no caught print
+    return not find_keys(lines, (_TRACEBACK,), max(0, at - _CAUGHT_ABOVE), at + _CAUGHT_ABOVE)
 
 
 #: A sweep runner's report that a trial finished: Optuna's ``_log_completed_trial`` (optuna/study/study.py:
