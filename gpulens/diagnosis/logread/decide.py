@@ -28,7 +28,7 @@ from gpulens.diagnosis.rules import Rule, RuleMatch, match_rules
 from gpulens.diagnosis.types import DEFAULT_ORIGIN, Diagnosis
 from gpulens.vocab import NO_FAILURE
 
-__all__ = ["DIVERGED_CONFIDENCE", "bare_crash", "damaged_file", "died_before_timeout", "diverged_before", "diverged_loss", "behind_secondary",
+__all__ = ["DIVERGED_CONFIDENCE", "bare_crash", "damaged_file", "died_before_timeout", "diverged_before", "teardown_term", "diverged_loss", "behind_secondary",
            "bad_record", "earlier_root", "job_lines", "late_kills",
            "own_program_crash", "preparing_data", "root_rank_lines", "strip_line_prefixes", "strip_ray_prefixes", "unattributed_kill",
            "unattributed_timeout", "unnamed_stop"]
@@ -799,7 +799,9 @@ def unattributed_kill(d: Diagnosis, lines: Sequence[str], floor: int) -> Diagnos
     memory: the OOM killer is the likeliest sender, but an administrator, a watchdog or the user
     send SIGKILL too (README "Origin: rules", O7). With such a line the memory was the job's.
     Without one, a process's own traceback that ended it before the kill line (a launcher then
-    killing the ranks that waited for it) is the cause (README R5)."""
+    killing the ranks that waited for it) is the cause (README R5). A SIGTERM a fatal-signal
+    handler reports after the process's own traceback is read likewise (:func:`teardown_term`)."""
+    d = teardown_term(d, lines, floor)
     if d.category != "cpu_oom" or d.rule_id not in _BARE_KILL_RULES:
         return d
     if any(_names_a_memory_kill(ln) for ln in lines[floor:]):
@@ -848,6 +850,54 @@ def _own_error_before_kill(d: Diagnosis, lines: Sequence[str], floor: int) -> Di
 
 #: Characters of the kill's evidence line searched for in the log.
 _KEY_CHARS = 40
+
+
+#: Rules whose evidence is a fatal-signal handler's report of a SIGTERM (glog's, which Paddle
+#: installs: paddle/fluid/platform/init.cc SignalHandle prints "FatalError: `Termination signal`
+#: is detected by the operating system." and "[SignalInfo: *** SIGTERM (@0x...) received by PID N
+#: ... from PID M ***]"; abseil's "*** SIGTERM received at time=...").
+_TERM_REPORT_RULES = frozenset({"fatal-signal-handler-term"})
+#: Literals of those reports.
+_TERM_REPORT_KEYS = ("SIGTERM (@0x", "SIGTERM received at time=")
+
+
+def teardown_term(d: Diagnosis, lines: Sequence[str], floor: int) -> Diagnosis:
+    """The process's own uncaught traceback when a fatal-signal handler's SIGTERM report ``d``
+    read follows it with no progress between: Python prints the traceback of an uncaught
+    exception only as the process ends, and a launcher that sees a worker fail stops the workers
+    still alive with SIGTERM (paddle.distributed.launch: launch/controllers/controller.py
+    ``watch`` -> ``pod.stop``, fleet/launch_utils.py ``terminate_local_procs``:
+    ``proc.terminate()``), reaching this one while it shuts down. The traceback is the root
+    (README C1, O3 "the root error's origin", R6)."""
+    if d.category != "preempted" or d.rule_id not in _TERM_REPORT_RULES:
+        return d
+    reports = find_keys(lines, _TERM_REPORT_KEYS, floor)
+    if not reports:
+        return d
+    kill = reports[-1]
+    errs = [i for i in find_keys(lines, ERROR_KEYS, max(floor, kill - _ROOT_LOOKBACK), kill)
+            if is_failure(logs.normalize_line(lines[i]), lines[i])]
+    at = _died_before(lines, errs, kill)
+    if at is None or any(k > at for k in _earlier_reports(reports, kill)):
+        return d
+    head = find_keys(lines, (_TRACEBACK,), max(0, at - _TRACEBACK_SPAN), at)[-1]
+    text = "\n".join(ranks.strip_prefix(logs.normalize_line(ln)) for ln in lines[head:at + 1])
+    found = [m for m in match_rules(text) if not m.rule.secondary and m.rule.category not in _NOT_OWN_ERROR]
+    if not found:
+        return d
+    cause = max(found, key=lambda m: (m.rule.priority, m.position))
+    return _cause_of(d, cause, f"the process ended on its own error first ({cause.rule.id}); the SIGTERM "
+                               "the launcher then sent it while it shut down is its aftermath")
+
+
+def _earlier_reports(reports: Sequence[int], kill: int) -> list[int]:
+    """The signal reports before the last one (``kill``): a traceback before one of them belongs
+    to an earlier stop."""
+    return [k for k in reports if k < kill - _REPORT_SPAN]
+
+
+#: Lines a fatal-signal handler's report spans (its header, the summary, the signal line).
+_REPORT_SPAN = 12
 
 
 #: Rules whose evidence is only the signal or the exit status a native crash left: the shell's

@@ -385,7 +385,7 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     own = [i for i in own if i not in caught]
     if own and _aborted_on_timeout(own, region, norm, mine):
         caught, own = caught | set(own), []  # the watchdog took the process down: its timeout is the cause (R6)
-    kept = _without_aftermath(own, region, norm)
+    kept = _without_teardown(lines, _without_aftermath(own, region, norm), norm)
     caught, own = caught | (set(own) - set(kept)), kept
     if own:
         own = sorted(set(own) | set(_printed_with(lines, own[0], mine)))
@@ -454,6 +454,26 @@ def _without_aftermath(own: list[int], region: Sequence[int], norm: Callable[[in
     if kill is None:
         return own
     return [i for i in own if i <= kill or _AFTERMATH.match(ranks.strip_prefix(norm(i)).strip()) is None]
+
+
+#: Paddle's report of a stop signal its handler caught (paddle/fluid/platform/init.cc
+#: ``SignalHandle``: "FatalError: `Termination signal` is detected by the operating system.").
+_TERM_REPORT = re.compile(r"FatalError: `Termination signal` is detected")
+
+
+def _without_teardown(lines: Sequence[str], own: list[int], norm: Callable[[int], str]) -> list[int]:
+    """``own`` without a stop signal's report that follows an uncaught exception of the same
+    process (:func:`_ended_uncaught`) with no progress between: Python printed that traceback as
+    the process ended, and the SIGTERM the launcher then sent it is teardown (README R6, O3;
+    paddle.distributed.launch stops the workers still alive with ``proc.terminate()``)."""
+    out: list[int] = []
+    for i in own:
+        prev = out[-1] if out else None
+        if prev is not None and _TERM_REPORT.search(norm(i)) and _ended_uncaught(lines, prev) \
+                and not any(is_progress(ln) for ln in lines[prev + 1:i]):
+            continue
+        out.append(i)
+    return out
 
 
 def _first_ranks(lines: Sequence[str], found: list[int], first: ranks.Origin, later: Sequence[int]) -> list[int]:
@@ -879,8 +899,10 @@ _FAULT_ABORT = "Fatal Python error: Aborted"
 
 def _abort_report(norm: str) -> bool:
     """Whether a line reports the process's abort (C++'s "terminate called ...", faulthandler's
-    "Fatal Python error: Aborted", the shell's "Aborted (core dumped)"): it names no error itself."""
-    return _ABORTED in norm or _FAULT_ABORT in norm or _ABORTED_SHELL.search(norm) is not None
+    "Fatal Python error: Aborted", the shell's "Aborted (core dumped)"), or frames Paddle's report
+    of it (``_ERROR_REPORT``: "Error Message Summary:"): it names no error itself."""
+    return _ABORTED in norm or _FAULT_ABORT in norm or _ABORTED_SHELL.search(norm) is not None \
+        or _ERROR_REPORT.match(norm.strip()) is not None
 
 
 def _aborted_on_timeout(own: Sequence[int], region: Sequence[int], norm: Callable[[int], str],
@@ -1057,6 +1079,14 @@ def _several_running(lines: Sequence[str], top: int, prev: int, nxt: int) -> boo
     return not find_keys(lines, _LAUNCH_KEYS, prev + 1, nxt)
 
 
+#: The frame of the error report a dying Paddle process prints (paddle/fluid/platform/enforce.h
+#: ``GetCurrentTraceBackString`` / ``EnforceNotMet``, paddle/fluid/platform/init.cc ``SignalHandle``:
+#: "C++ Traceback (most recent call last):", "No stack trace in paddle, may be caused by external
+#: reasons.", "Error Message Summary:", each boxed by dash rules): the end of a process, printed
+#: alike by every run, never its start-up printed again.
+_ERROR_REPORT = re.compile(r"-{10,}$|Error Message Summary:$|No stack trace in paddle\b")
+
+
 def _ordinary_shape(lines: Sequence[str], k: int, memo: dict[int, str]) -> str:
     """The :func:`_shape` of line ``k`` when it is a line of a program's ordinary output (not
     blank, not a traceback's or a message's indented line, not an error, not a progress line: a
@@ -1066,7 +1096,7 @@ def _ordinary_shape(lines: Sequence[str], k: int, memo: dict[int, str]) -> str:
         raw = lines[k]
         body = _body(raw)
         plain = not (len(body) != len(raw) or not body.strip() or body[:1].isspace() or _TRACEBACK in body
-                     or any(c in body for c in _CHAINED) or is_progress(raw))
+                     or any(c in body for c in _CHAINED) or is_progress(raw) or _ERROR_REPORT.match(body.strip()))
         norm = logs.normalize_line(body) if plain else ""
         got = memo[k] = _shape(norm.strip()) if plain and not is_failure(norm, raw) else ""
     return got

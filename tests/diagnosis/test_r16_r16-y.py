@@ -1,0 +1,66 @@
+"""Round 16 (slice y): PaddlePaddle launcher and environment formats, and roots that a later
+stop hides. Each excerpt is small, written for the test in the library's format (cited in each
+test), not copied from a log."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpulens.diagnosis.classifier import Classifier, default_classifier
+from gpulens.diagnosis.logread import diagnose_text
+
+
+@pytest.fixture(scope="module")
+def clf() -> Classifier:
+    return default_classifier()
+
+
+def _paddle_term_report(pid: int) -> list[str]:
+    """What Paddle's signal handler prints for a SIGTERM (paddle/fluid/platform/init.cc SignalHandle)."""
+    return ["", "", "--------------------------------------",
+            "C++ Traceback (most recent call last):",
+            "--------------------------------------",
+            "No stack trace in paddle, may be caused by external reasons.", "",
+            "----------------------", "Error Message Summary:", "----------------------",
+            "FatalError: `Termination signal` is detected by the operating system.",
+            f"  [TimeInfo: *** Aborted at 17000{pid} (unix time) try \"date -d @17000{pid}\" if you are using GNU date ***]",
+            f"  [SignalInfo: *** SIGTERM (@0x3e8000{pid}) received by PID {pid} (TID 0x7f00aa) from PID {pid - 90} ***]",
+            ""]
+
+
+def _paddle_worker_run(pid: int, error: list[str]) -> list[str]:
+    start = ["-----------  Configuration Arguments -----------", "batch_size: 32", "epochs: 100",
+             "------------------------------------------------", "Data loaded: there are 5120 images.",
+             "Model built.", "Starting training!"]
+    return [*start, "Traceback (most recent call last):", '  File "train.py", line 210, in <module>',
+            "    main(args)", '  File "train.py", line 150, in main',
+            "    out = model(images)", *error, "", f"I0405 09:49:19.563705 {pid} tcp_store.cc:257] receive shutdown event "
+            "and so quit from MasterDaemon run loop", *_paddle_term_report(pid)]
+
+
+def test_paddle_workers_own_traceback_before_the_launchers_sigterm_is_the_root(clf: Classifier) -> None:
+    """C1/O3/R6: a worker of ``python -m paddle.distributed.launch`` prints its uncaught exception,
+    then the launcher stops it with SIGTERM (launch/controllers/controller.py watch -> pod.stop,
+    fleet/launch_utils.py terminate_local_procs: proc.terminate()) and Paddle's handler reports
+    it. The traceback is the root; its line, not the signal report, is the indicator. An earlier
+    launch appended to the same workerlog (its report printed alike) is not a new start-up."""
+    shape = ["ValueError: (InvalidArgument) The 'shape' in ReshapeOp is invalid. The input tensor X'size must "
+             "be equal to the capacity of 'shape'. But received X's shape = [64, 384, 36], X's size = 884736, "
+             "'shape' is [64, 384, 14, 14], the capacity of 'shape' is 4816896.",
+             "  [Hint: Expected capacity == in_size, but received capacity:4816896 != in_size:884736.] "
+             "(at /paddle/paddle/phi/infermeta/unary.cc:1435)"]
+    first = _paddle_worker_run(2000, ["AssertionError: Input image size (96*96) doesn't match model (224*224)."])
+    lines = [*first, *_paddle_worker_run(3000, shape)]
+    w = diagnose_text("\n".join(lines), clf)
+    assert w.diagnosis.category == "semantic_error" and w.diagnosis.origin == "user"
+    at = lines.index(shape[0]) + 1
+    assert w.indicator_lines == [at]
+
+
+def test_a_sigterm_report_with_no_traceback_before_it_stays_a_stop(clf: Classifier) -> None:
+    """O3: the same report after ordinary training output (no uncaught exception of the process
+    before it) is a stop from outside whose sender is not named."""
+    lines = [*[f"[2023/08/04 12:0{k}:00] ppdet.engine INFO: Epoch: [2] [{k * 10}/500] loss: 1.2{k}" for k in range(6)],
+             "[2023/08/04 12:07:00] ppdet.engine INFO: Save checkpoint: output/rtdetr", *_paddle_term_report(4000)]
+    w = diagnose_text("\n".join(lines), clf)
+    assert w.diagnosis.category == "preempted" and w.diagnosis.origin == "unknown"
