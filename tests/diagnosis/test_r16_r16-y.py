@@ -64,3 +64,36 @@ def test_a_sigterm_report_with_no_traceback_before_it_stays_a_stop(clf: Classifi
              "[2023/08/04 12:07:00] ppdet.engine INFO: Save checkpoint: output/rtdetr", *_paddle_term_report(4000)]
     w = diagnose_text("\n".join(lines), clf)
     assert w.diagnosis.category == "preempted" and w.diagnosis.origin == "unknown"
+
+
+def _paddle_init_failure(error: list[str]) -> list[str]:
+    return ["-----------  Configuration Arguments -----------", "device: gpu", "learning_rate: 1e-05",
+            "------------------------------------------------", "Traceback (most recent call last):",
+            '  File "finetune.py", line 180, in <module>', "    do_train()",
+            '  File "finetune.py", line 60, in do_train', "    paddle.distributed.init_parallel_env()",
+            '  File "/env/lib/site-packages/paddle/distributed/parallel.py", line 240, in init_parallel_env',
+            "    parallel_helper._init_parallel_ctx()", *error]
+
+
+@pytest.mark.parametrize(("error", "rule"), [
+    # paddle/phi/backends/dynload/dynamic_loader.cc GetDsoHandleFromSearchPath
+    (["RuntimeError: (PreconditionNotMet) The third-party dynamic library (libnccl.so) that Paddle depends on is not "
+      "configured correctly. (error code is libnccl.so: cannot open shared object file: No such file or directory)",
+      "  Suggestions:", "  1. Check if the third-party dynamic library (e.g. CUDA, CUDNN) is installed correctly and its "
+      "version is matched with paddlepaddle you installed."], "paddle-dso-not-configured"),
+    # paddle/fluid/pybind/imperative.cc: NCCLParallelContext bound only with PADDLE_WITH_NCCL
+    (["AttributeError: module 'paddle.fluid.core_avx' has no attribute 'NCCLParallelContext'"], "paddle-build-without-nccl"),
+    # paddle/fluid/platform/device_context.cc DeviceContextPool::Get
+    (["NotImplementedError: (Unimplemented) Place CUDAPlace(1) is not supported. Please check that your paddle compiles "
+      "with WITH_GPU, WITH_XPU or WITH_ASCEND_CL option or check that your train process set the correct device id if you "
+      "use Executor. (at /paddle/paddle/fluid/platform/device_context.cc:101)"], "paddle-place-not-supported"),
+])
+def test_paddle_environment_that_cannot_run_the_gpu_work_is_cuda_env_error(clf: Classifier, error: list[str],
+                                                                          rule: str) -> None:
+    """C7/C2: Paddle's own messages for a CUDA library it cannot load, a build without NCCL and a
+    place with no device are the job's environment failing to run its CUDA work: cuda_env_error,
+    origin user (the job's wheels, libraries or device setting)."""
+    lines = _paddle_init_failure(error)
+    w = diagnose_text("\n".join(lines), clf)
+    assert (w.diagnosis.category, w.diagnosis.origin, w.diagnosis.rule_id) == ("cuda_env_error", "user", rule)
+    assert w.indicator_lines == [lines.index(error[0]) + 1]
