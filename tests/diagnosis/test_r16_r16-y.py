@@ -97,3 +97,39 @@ def test_paddle_environment_that_cannot_run_the_gpu_work_is_cuda_env_error(clf: 
     w = diagnose_text("\n".join(lines), clf)
     assert (w.diagnosis.category, w.diagnosis.origin, w.diagnosis.rule_id) == ("cuda_env_error", "user", rule)
     assert w.indicator_lines == [lines.index(error[0]) + 1]
+
+
+def _spawn_child_death(module: str) -> list[str]:
+    """A child that multiprocessing's spawn start method runs (CPython Lib/multiprocessing/spawn.py:
+    ``python -c 'from multiprocessing.spawn import spawn_main; spawn_main(...)'``) dying in its
+    bootstrap."""
+    return ["Traceback (most recent call last):", '  File "<string>", line 1, in <module>',
+            '  File "/env/lib/python3.9/multiprocessing/spawn.py", line 116, in spawn_main',
+            "    exitcode = _main(fd, parent_sentinel)",
+            '  File "/env/lib/python3.9/multiprocessing/spawn.py", line 125, in _main',
+            "    prepare(preparation_data)",
+            '  File "/work/repo/train.py", line 1, in <module>', f"    import {module}",
+            f"ModuleNotFoundError: No module named '{module}'"]
+
+
+def test_spawned_helpers_dying_before_a_slurm_time_limit_leave_the_limit_as_the_root(clf: Classifier) -> None:
+    """C1/O3/R6: spawned helper processes print their bootstrap's ModuleNotFoundError, nothing of
+    the job's own process fails after them, and Slurm's time limit (slurmstepd) ends the job: the
+    limit is the root and its line the indicator."""
+    kill = "slurmstepd: error: *** JOB 4411 ON gpu03 CANCELLED AT 2025-10-20T15:37:23 DUE TO TIME LIMIT ***"
+    lines = ["[rank0]:[W1017 15:50:14 reducer.cpp:327] Warning: Grad strides do not match bucket view strides.",
+             "/env/lib/python3.9/site-packages/torch/optim/lr_scheduler.py:216: UserWarning: Detected call of "
+             "`lr_scheduler.step()` before `optimizer.step()`.", "  warnings.warn(",
+             *_spawn_child_death("argparse"), *_spawn_child_death("argparse"), kill]
+    w = diagnose_text("\n".join(lines), clf)
+    assert (w.diagnosis.category, w.diagnosis.origin) == ("preempted", "infrastructure")
+    assert w.indicator_lines == [len(lines)]
+
+
+def test_the_jobs_own_traceback_before_a_time_limit_stays_the_root(clf: Classifier) -> None:
+    """README C1 (c slice): the main process's own uncaught error before a late time limit is the root."""
+    kill = "slurmstepd: error: *** JOB 4412 ON gpu03 CANCELLED AT 2025-10-20T15:37:23 DUE TO TIME LIMIT ***"
+    lines = ["epoch 1 loss 0.52", "Traceback (most recent call last):", '  File "/work/repo/train.py", line 9, in <module>',
+             "    import wandb", "ModuleNotFoundError: No module named 'wandb'", kill]
+    w = diagnose_text("\n".join(lines), clf)
+    assert w.diagnosis.category == "import_error"

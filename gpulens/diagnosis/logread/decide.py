@@ -23,6 +23,7 @@ from gpulens.diagnosis.logread.lines import (
     is_failure,
     is_progress,
     is_scheduler_kill,
+    spawned_child,
 )
 from gpulens.diagnosis.rules import Rule, RuleMatch, match_rules
 from gpulens.diagnosis.types import DEFAULT_ORIGIN, Diagnosis
@@ -131,6 +132,8 @@ def _died_before(lines: Sequence[str], failures: Sequence[int], kill: int) -> in
             continue  # no traceback, or one the program printed itself ("Error: Traceback ...": it caught it)
         if _in_thread(lines, heads[-1]):
             continue  # a thread's exception: that thread ended, the process went on
+        if spawned_child(lines, heads[-1], i):
+            continue  # a spawned helper died starting up: its parent, the job, need not have
         if any(is_progress(ln) for ln in lines[i + 1:kill]):
             return None
         return i

@@ -14,6 +14,7 @@ from gpulens.diagnosis.logs import find_keys
 
 __all__ = [
     "ERROR_KEYS",
+    "spawned_child",
     "PROGRESS_KEYS",
     "find_keys",
     "last_matching",
@@ -496,3 +497,21 @@ def text_on_bar(line: str) -> BarText | None:
     if not text or not (text[:1].isalpha() or text.startswith(("*", "[", "/", "."))):
         return None
     return BarText(shown[:last.start()], int(last.group(1)), int(last.group(2)), text)
+
+
+#: The outermost frames of a child process that multiprocessing's "spawn"/"forkserver" start
+#: method runs (CPython Lib/multiprocessing/spawn.py get_command_line: ``python -c 'from
+#: multiprocessing.spawn import spawn_main; spawn_main(...)'``): ``File "<string>", line 1, in
+#: <module>`` then ``.../multiprocessing/spawn.py", line N, in spawn_main``.
+_SPAWN_MAIN = "multiprocessing/spawn.py"
+#: Lines below a traceback's header searched for that frame.
+_SPAWN_REACH = 4
+
+
+def spawned_child(lines: Sequence[str], head: int, exc: int) -> bool:
+    """Whether the traceback headed at ``head`` (ending at ``exc``) is a spawned child's that died
+    in its bootstrap (``spawn_main``): only that helper ended (a DataLoader worker, a pool's or
+    a launcher's child); whether its parent went on the parent's own lines tell."""
+    frames = [strip_prefix(logs.normalize_line(ln)).strip() for ln in lines[head + 1:min(exc, head + _SPAWN_REACH)]]
+    return bool(frames) and frames[0].startswith('File "<string>", line 1') \
+        and any(_SPAWN_MAIN in f and f.endswith("in spawn_main") for f in frames[1:])

@@ -43,6 +43,7 @@ from gpulens.diagnosis.logread.lines import (
     is_progress,
     is_scheduler_kill,
     is_terminal_kill,
+    spawned_child,
 )
 
 __all__ = ["chain_start", "failure_point", "first_origin", "interleaved", "is_report_head", "is_root_error", "pick_lines", "same_origin",
@@ -385,7 +386,7 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     own = [i for i in own if i not in caught]
     if own and _aborted_on_timeout(own, region, norm, mine):
         caught, own = caught | set(own), []  # the watchdog took the process down: its timeout is the cause (R6)
-    kept = _without_teardown(lines, _without_aftermath(own, region, norm), norm)
+    kept = _without_spawned(lines, _without_teardown(lines, _without_aftermath(own, region, norm), norm), region, norm)
     caught, own = caught | (set(own) - set(kept)), kept
     if own:
         own = sorted(set(own) | set(_printed_with(lines, own[0], mine)))
@@ -474,6 +475,25 @@ def _without_teardown(lines: Sequence[str], own: list[int], norm: Callable[[int]
             continue
         out.append(i)
     return out
+
+
+def _without_spawned(lines: Sequence[str], own: list[int], region: Sequence[int],
+                     norm: Callable[[int], str]) -> list[int]:
+    """``own`` without its errors before a scheduler's end of the job (a time limit, a cancel in
+    ``region``) when every one of them is a spawned child's death in its bootstrap
+    (:func:`lines.spawned_child`): those helpers ended, the job went on until the scheduler
+    ended it (README C1, R6)."""
+    kill = next((i for i in region if _ENDED_FROM_OUTSIDE.search(norm(i)) is not None), None)
+    before = [i for i in own if kill is not None and i < kill]
+    if not before or not all(_spawn_exception(lines, i) for i in before):
+        return own
+    return [i for i in own if i not in before]
+
+
+def _spawn_exception(lines: Sequence[str], i: int) -> bool:
+    """Whether line ``i`` ends a spawned child's bootstrap traceback."""
+    head = _traceback_head(lines, i)
+    return head is not None and spawned_child(lines, head, i)
 
 
 def _first_ranks(lines: Sequence[str], found: list[int], first: ranks.Origin, later: Sequence[int]) -> list[int]:
