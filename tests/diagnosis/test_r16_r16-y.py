@@ -133,3 +133,34 @@ def test_the_jobs_own_traceback_before_a_time_limit_stays_the_root(clf: Classifi
              "    import wandb", "ModuleNotFoundError: No module named 'wandb'", kill]
     w = diagnose_text("\n".join(lines), clf)
     assert w.diagnosis.category == "import_error"
+
+
+def test_a_bce_kernel_assert_above_the_device_side_assert_is_the_jobs_value(clf: Classifier) -> None:
+    """C7: CUDA's bare "device-side assert triggered" names no check; ATen's binary_cross_entropy
+    kernel printed its own (aten/src/ATen/native/cuda/Loss.cu: CUDA_KERNEL_ASSERT(target_val >= zero
+    && target_val <= one)): a value the job passed, cuda_error with origin user."""
+    a = ("/opt/pytorch/aten/src/ATen/native/cuda/Loss.cu:106: operator(): block: [0,0,0], thread: [{t},0,0] "
+         "Assertion `target_val >= zero && target_val <= one` failed.")
+    lines = ["epoch 1 of 1", "train batches: 37", *[a.format(t=t) for t in range(3)], "Traceback (most recent call last):",
+             '  File "scripts/train.py", line 209, in train', "    if torch.isnan(loss):",
+             "RuntimeError: CUDA error: device-side assert triggered",
+             "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below "
+             "might be incorrect.", "For debugging consider passing CUDA_LAUNCH_BLOCKING=1"]
+    w = diagnose_text("\n".join(lines), clf)
+    assert (w.diagnosis.category, w.diagnosis.origin, w.diagnosis.rule_id) == ("cuda_error", "user", "aten-bce-range-assert")
+
+
+def test_a_sampling_assert_on_nan_probabilities_above_the_device_side_assert_is_divergence(clf: Classifier) -> None:
+    """C10/C7: torch.multinomial checks its probabilities on the device (aten/src/ATen/native/cuda/
+    TensorCompare.cu _assert_async_cuda_kernel: "probability tensor contains either `inf`, `nan` or
+    element < 0"); the bare device-side assert that follows is its aftermath: model_diverged."""
+    a = ("/pytorch/aten/src/ATen/native/cuda/TensorCompare.cu:109: _assert_async_cuda_kernel: block: [0,0,0], "
+         "thread: [0,0,0] Assertion `probability tensor contains either `inf`, `nan` or element < 0` failed.")
+    lines = ["{'loss': 0.0123, 'grad_norm': nan, 'learning_rate': 2e-07, 'epoch': 0.96}",
+             f" 96%|█████████▋| 289/300 [54:05<02:20, 12.78s/it]{a}", "Traceback (most recent call last):",
+             '  File "train_grpo.py", line 88, in <module>', "    trainer.train()",
+             '  File "/env/lib/python3.11/site-packages/transformers/generation/utils.py", line 3310, in _sample',
+             "    next_tokens = torch.multinomial(probs, num_samples=1).squeeze(1)",
+             "torch.AcceleratorError: CUDA error: device-side assert triggered"]
+    w = diagnose_text("\n".join(lines), clf)
+    assert (w.diagnosis.category, w.diagnosis.origin) == ("model_diverged", "user")

@@ -314,6 +314,8 @@ def earlier_root(d: Diagnosis, lines: Sequence[str], floor: int, start: int, rul
         return _missing_input(d, lines, floor, start, rules)
     if d.rule_id in _NCCL_SYSTEM_RULES:
         return _nccl_warned(d, lines, floor, start, rules)
+    if d.rule_id in _DEVICE_ASSERT_RULES and any("device-side assert" in e for e in d.evidence[:1]):
+        return _kernel_asserted(d, lines, floor, start, rules)
     lost = _spawn_lost_child(d, lines, start)
     if lost is None and d.rule_id not in AFTERMATH_RULES:
         return d
@@ -358,6 +360,30 @@ def _nccl_warned(d: Diagnosis, lines: Sequence[str], floor: int, start: int, rul
         return d
     first = min(root, key=lambda m: m.position)
     return _cause_of(d, first, f"NCCL printed the cause of its system error before the exception ({first.rule.id})")
+
+
+#: The rules of the CUDA runtime's bare "device-side assert triggered" (cudaErrorAssert), which
+#: names no check: the kernel's own assertion printed above it does (CUDA_KERNEL_ASSERT through
+#: the device's printf: "<file>.cu:<line>: <function>: block: [..], thread: [..] Assertion `<cond>`
+#: failed."), ATen's kernels among them (IndexKernel.cu, Indexing.cu, Loss.cu, ClassNLLCriterion).
+_DEVICE_ASSERT_RULES = frozenset({"cuda-device-side-assert", "cuda-error-other"})
+_KERNEL_ASSERT_KEY = ("Assertion `",)
+#: Lines above the error context searched for the kernel's assertion (every failing thread prints one).
+_ASSERT_LOOKBACK = 400
+
+
+def _kernel_asserted(d: Diagnosis, lines: Sequence[str], floor: int, start: int, rules: tuple[Rule, ...]) -> Diagnosis:
+    """For CUDA's bare device-side assert (``d``), the answer of the first kernel assertion a
+    specific rule reads in the attempt's lines around the error context (README C7: the check
+    names the value the job passed), else ``d``."""
+    found = find_keys(lines, _KERNEL_ASSERT_KEY, max(floor, start - _ASSERT_LOOKBACK), len(lines))
+    text = "\n".join(logs.normalize_line(ranks.strip_prefix(lines[i])) for i in found)
+    root = [m for m in match_rules(text, rules) if "Assertion `" in m.line and not m.rule.generic
+            and not m.rule.secondary and m.rule.id not in _DEVICE_ASSERT_RULES] if found else []
+    if not root:
+        return d
+    first = min(root, key=lambda m: m.position)
+    return _cause_of(d, first, f"the kernel's own assertion names the check that failed ({first.rule.id})")
 
 
 def _missing_input(d: Diagnosis, lines: Sequence[str], floor: int, start: int, rules: tuple[Rule, ...]) -> Diagnosis:
