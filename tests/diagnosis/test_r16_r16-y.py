@@ -164,3 +164,31 @@ def test_a_sampling_assert_on_nan_probabilities_above_the_device_side_assert_is_
              "torch.AcceleratorError: CUDA error: device-side assert triggered"]
     w = diagnose_text("\n".join(lines), clf)
     assert (w.diagnosis.category, w.diagnosis.origin) == ("model_diverged", "user")
+
+
+def test_a_sigterm_handlers_warning_glued_to_a_bar_is_a_stop_from_outside(clf: Classifier) -> None:
+    """O3/C1: a script's SIGTERM handler (signal.signal(SIGTERM, ...): CPython's default SIGTERM
+    action ends the process silently, only SIGINT raises KeyboardInterrupt by itself) logs at
+    warning level that it got the signal and raises KeyboardInterrupt; Python logging writes the
+    record right after a tqdm bar that had not ended its line. It is a stop from outside whose
+    sender is not named: preempted, origin unknown."""
+    bar = "Processed prompts:   0%|          | 0/1 [00:00<?, ?it/s, est. speed input: 0.00 toks/s, output: 0.00 toks/s]"
+    lines = [*[f"2026-04-24 15:4{k}:00,100 [INFO] src.loop: [Cycle 3] eval batch {k}/20 done" for k in range(5)],
+             f"{bar}2026-04-24 15:46:03,689 [WARNING] src.loop: Signal 15 received — raising KeyboardInterrupt for "
+             "graceful exit", "2026-04-24 15:46:03,690 [WARNING] src.loop: Interrupted — saving state before exit",
+             "2026-04-24 15:46:03,696 [INFO] src.loop: Emergency checkpoint saved at cycle 2",
+             "(EngineCore pid=13669) INFO 04-24 15:46:03 [core.py:1210] Shutdown initiated (timeout=0)",
+             "(EngineCore pid=13669) INFO 04-24 15:46:03 [core.py:1233] Shutdown complete"]
+    w = diagnose_text("\n".join(lines), clf)
+    assert (w.diagnosis.category, w.diagnosis.origin, w.diagnosis.rule_id) == ("preempted", "unknown", "sigterm-handler")
+
+
+def test_a_note_that_names_sigterm_received_is_no_stop(clf: Classifier) -> None:
+    """vLLM's executor note at shutdown ("If you see error log from logging.cc regarding SIGTERM
+    received, please ignore ...": vllm/executor/ray_distributed_executor.py) says no handler caught it."""
+    lines = ["INFO 05-26 18:58:11 [ray_distributed_executor.py:127] Shutting down Ray distributed executor. If you "
+             "see error log from logging.cc regarding SIGTERM received, please ignore because this is the expected "
+             "termination process in Ray."]
+    w = diagnose_text("\n".join(["step 10 loss 0.3", *lines, "Traceback (most recent call last):",
+                                 '  File "serve.py", line 3, in <module>', "KeyboardInterrupt"]), clf)
+    assert w.diagnosis.rule_id == "user-interrupt"

@@ -14,6 +14,7 @@ from gpulens.diagnosis.logs import find_keys
 
 __all__ = [
     "ERROR_KEYS",
+    "is_stop_record",
     "spawned_child",
     "PROGRESS_KEYS",
     "find_keys",
@@ -270,11 +271,18 @@ def is_progress(raw: str) -> bool:
     end = raw[-_SHOWN:]  # a progress bar's line holds every update ("\r"): the last is what shows
     if not _has_progress_key(end):
         return False
+    if "]" in end and _GLUED_RECORD.search(end) is not None:
+        return False  # a warning or error record written right after the bar: the record is what shows
     return not _ERRWORD.matches(end) and ("it/s" in end or "s/it" in end or _progress_word(end)
                                              or (" [" in end and _PROGRESS_BAR.search(end) is not None)
                                              or ("Train: " in end and _TIMM_TRAIN.search(end) is not None))
 
 
+#: A logging record of a warning or an error written on the line of a tqdm bar that had not
+#: ended its line (tqdm redraws with "\r" and writes no newline until it closes): the bar's
+#: closing "]" then Python logging's default asctime ("2024-04-24 15:46:03,689", logging
+#: Formatter.default_time_format + ",%03d") and the level name.
+_GLUED_RECORD = re.compile(r"\]\s*\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[,.]\d{3}\s*(?:\[|- |\| )?(?:WARNING|ERROR|CRITICAL|FATAL)\b")
 #: Characters at the end of a line looked at (a tqdm line can hold thousands of updates).
 _SHOWN = 400
 #: Literals one of which every progress line holds (a cheap test before the regex).
@@ -295,6 +303,19 @@ def is_terminal_kill(norm: str) -> bool:
     return _KILL.matches(norm)
 
 
+#: A program's own record, at warning level, that its SIGTERM handler caught the signal and is
+#: stopping the run ("Signal 15 received — raising KeyboardInterrupt", "SIGTERM received, exiting"):
+#: the handler a script installs with signal.signal(SIGTERM, ...) (CPython's default SIGTERM action
+#: ends the process without a word; only SIGINT becomes KeyboardInterrupt by itself).
+_STOP_RECORD = re.compile(r"\b(?:[Ss]ignal (?:15|SIGTERM)|SIGTERM) (?:was )?received\b(?! at time=)"
+                          r"[^\n]*\b(?:KeyboardInterrupt|exit|stop|shut)")
+
+
+def is_stop_record(norm: str) -> bool:
+    """Whether a line is a program's record that its SIGTERM handler is stopping the run."""
+    return _STOP_RECORD.search(norm) is not None
+
+
 @remembered  # asked again about the same lines by several stages
 def is_failure(norm: str, raw: str = "") -> bool:
     """A (normalized) line that states a failure or a secondary symptom of one (``raw``: the
@@ -302,7 +323,7 @@ def is_failure(norm: str, raw: str = "") -> bool:
     norm = norm[:_SHOWN]
     shown = raw[:_SHOWN]
     if is_benign(norm) or (shown != norm and is_benign(shown)):  # the same line: asked once
-        return False
+        return is_stop_record(norm)  # a warning that the process is being stopped
     return (logs.is_hard_error(norm) or is_terminal_kill(norm) or logs.is_secondary(norm)
             or _PROGRAM_ERROR.match(norm) is not None
             or (bool(raw) and has_error_level(raw)) or is_debugger_quit(norm))
