@@ -192,3 +192,15 @@ def test_a_note_that_names_sigterm_received_is_no_stop(clf: Classifier) -> None:
     w = diagnose_text("\n".join(["step 10 loss 0.3", *lines, "Traceback (most recent call last):",
                                  '  File "serve.py", line 3, in <module>', "KeyboardInterrupt"]), clf)
     assert w.diagnosis.rule_id == "user-interrupt"
+
+
+def test_llama_quantize_output_stream_failure_is_storage(clf: Classifier) -> None:
+    """C3/C6: llama.cpp's quantizer writes through an std::ofstream with failbit exceptions
+    (src/llama-quant.cpp); a refused write surfaces as libstdc++'s "basic_ios::clear: iostream
+    error": storage_error, origin unknown (no errno named)."""
+    lines = ["[ 310/ 427] blk.33.ffn_down.weight - [12288,  4096,     1,     1], type =    f16, converting to q4_0 .. "
+             "size =    96.00 MiB ->    27.00 MiB",
+             "llama_model_quantize: failed to quantize: basic_ios::clear: iostream error",
+             "main: failed to quantize model from './out/model-f16.gguf'", "ERROR: command failed with exit code 1"]
+    w = diagnose_text("\n".join(lines), clf)
+    assert (w.diagnosis.category, w.diagnosis.origin) == ("storage_error", "unknown")
