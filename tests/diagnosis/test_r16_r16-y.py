@@ -204,3 +204,29 @@ def test_llama_quantize_output_stream_failure_is_storage(clf: Classifier) -> Non
              "main: failed to quantize model from './out/model-f16.gguf'", "ERROR: command failed with exit code 1"]
     w = diagnose_text("\n".join(lines), clf)
     assert (w.diagnosis.category, w.diagnosis.origin) == ("storage_error", "unknown")
+
+
+def _loader_stop(code: str) -> list[str]:
+    tb = ["Traceback (most recent call last):", '  File "/work/repo/train.py", line 300, in training_loop',
+          f"    {code}", "           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+          '  File "/env/lib/python3.11/site-packages/torch/utils/data/dataloader.py", line 708, in __next__',
+          "    data = self._next_data()",
+          '  File "/env/lib/python3.11/site-packages/torch/utils/data/dataloader.py", line 1447, in _next_data',
+          "    raise StopIteration", "StopIteration"]
+    return ["Status: kimg 0.0 iter 0.0", *[f"[rank0]: {ln}" for ln in tb]]
+
+
+def test_stopiteration_on_a_fresh_loaders_first_next_is_an_empty_data_set(clf: Classifier) -> None:
+    """C4/C5: torch's DataLoader raises StopIteration from _next_data when its sampler has nothing
+    (torch/utils/data/dataloader.py); on a fresh iterator's first next() (next(iter(loader))) the
+    data set or split is empty: incorrect_input, origin data. torchrun's "[rank0]: " tag before the
+    traceback's indented code line does not make that line progress output."""
+    w = diagnose_text("\n".join(_loader_stop("data = next(iter(test_loader))")), clf)
+    assert (w.diagnosis.category, w.diagnosis.origin, w.diagnosis.rule_id) == ("incorrect_input", "data",
+                                                                              "empty-loader-first-next")
+
+
+def test_stopiteration_from_an_exhausted_iterator_stays_the_jobs_code(clf: Classifier) -> None:
+    """C4: next() on an iterator the job already ran through is its own code's bug."""
+    w = diagnose_text("\n".join(_loader_stop("data = next(train_iter)")), clf)
+    assert w.diagnosis.category == "semantic_error"

@@ -261,11 +261,17 @@ def last_matching(lines: Sequence[str], keys: Sequence[str], pred: Callable[[str
     return out
 
 
+#: Characters at a line's start that hold torchrun's rank tag ("[rank12]: ", torch/distributed/
+#: elastic/multiprocessing tail_log / --local-ranks-filter prefix).
+_RANK_TAG = 16
+
+
 @remembered  # the reader asks again about the same lines (frontier, rank failures, context, phase)
 def is_progress(raw: str) -> bool:
     """A line showing the job going on (a step, epoch, loss or progress bar; not an error)."""
-    if raw.startswith((" ", "\t")) and not raw.lstrip().startswith(("Epoch", "epoch", "Step", "step")):
-        return False
+    lead = raw[raw.index("]: ") + 3:] if raw.startswith("[rank") and "]: " in raw[:_RANK_TAG] else raw
+    if lead.startswith((" ", "\t")) and not lead.lstrip().startswith(("Epoch", "epoch", "Step", "step")):
+        return False  # an indented line (a traceback's frame or code line), also behind torchrun's "[rank0]: "
     if raw.startswith(("wandb:", "srun:", "slurmstepd")):  # a tracker's summary at exit, the scheduler's lines
         return False
     end = raw[-_SHOWN:]  # a progress bar's line holds every update ("\r"): the last is what shows
