@@ -230,3 +230,30 @@ def test_stopiteration_from_an_exhausted_iterator_stays_the_jobs_code(clf: Class
     """C4: next() on an iterator the job already ran through is its own code's bug."""
     w = diagnose_text("\n".join(_loader_stop("data = next(train_iter)")), clf)
     assert w.diagnosis.category == "semantic_error"
+
+
+def test_the_runs_own_output_capture_failing_to_reread_its_log_is_the_jobs_code(clf: Classifier) -> None:
+    """C3/C4: glue-factory's capture_outputs (gluefactory/utils/stdout_capturing.py, after Sacred's
+    stdout_capturing) reads back the file it teed stdout into when the run exits; a UnicodeDecodeError
+    there is the job's own log, not its input data: semantic_error, user."""
+    lines = ["[06/19/2025 13:50:09 train INFO] Saving checkpoint checkpoint_39.tar",
+             "[06/19/2025 13:50:10 train INFO] Finished training on process 0.", "Traceback (most recent call last):",
+             '  File "/work/repo/scripts/train.py", line 683, in <module>', "    main_worker(0, conf, output_dir, args)",
+             '  File "/env/lib/python3.9/contextlib.py", line 126, in __exit__', "    next(self.gen)",
+             '  File "/work/repo/scripts/utils/stdout_capturing.py", line 131, in capture_outputs',
+             "    text = target.read()", '  File "/env/lib/python3.9/codecs.py", line 322, in decode',
+             "    (result, consumed) = self._buffer_decode(data, self.errors, final)",
+             "UnicodeDecodeError: 'utf-8' codec can't decode bytes in position 1257470-1257471: invalid continuation byte"]
+    w = diagnose_text("\n".join(lines), clf)
+    assert (w.diagnosis.category, w.diagnosis.origin, w.diagnosis.rule_id) == ("semantic_error", "user",
+                                                                              "output-capture-reread")
+
+
+def test_a_unicode_error_reading_a_data_file_stays_input(clf: Classifier) -> None:
+    """C4: the same error in a Dataset's reader is the data's content."""
+    lines = ["Traceback (most recent call last):", '  File "/work/repo/data.py", line 40, in __getitem__',
+             "    text = open(self.files[i]).read()", '  File "/env/lib/python3.9/codecs.py", line 322, in decode',
+             "    (result, consumed) = self._buffer_decode(data, self.errors, final)",
+             "UnicodeDecodeError: 'utf-8' codec can't decode byte 0xff in position 0: invalid start byte"]
+    w = diagnose_text("\n".join(lines), clf)
+    assert w.diagnosis.category == "incorrect_input"
