@@ -257,3 +257,20 @@ def test_a_unicode_error_reading_a_data_file_stays_input(clf: Classifier) -> Non
              "UnicodeDecodeError: 'utf-8' codec can't decode byte 0xff in position 0: invalid start byte"]
     w = diagnose_text("\n".join(lines), clf)
     assert w.diagnosis.category == "incorrect_input"
+
+
+def test_paddle_dataloader_workers_terminated_after_the_sigterm_report_is_its_aftermath(clf: Classifier) -> None:
+    """R6/O3: after Paddle's own SIGTERM report, the SystemError its SIGCHLD handler raises for the
+    DataLoader workers the same SIGTERM ended (paddle/fluid/imperative/data_loader.cc "DataLoader
+    process (pid N) exited is killed by signal: Terminated.") is the stop's aftermath: one line."""
+    lines = [*[f"[08/04 13:0{k}:00] ppdet.engine INFO: Epoch: [2] [{k * 10}/500] loss: 1.2{k}" for k in range(6)],
+             "[08/04 13:06:20] ppdet.engine INFO: Best test bbox ap is 0.141.", *_paddle_term_report(5000),
+             "Traceback (most recent call last):", '  File "tools/train.py", line 204, in <module>', "    main()",
+             '  File "/env/lib/python3.7/site-packages/paddle/fluid/multiprocess_utils.py", line 134, in __handler__',
+             "    core._throw_error_if_process_failed()",
+             "SystemError: (Fatal) DataLoader process (pid 1244489) exited is killed by signal: Terminated. "
+             "(at /paddle/paddle/fluid/imperative/data_loader.cc:181)"]
+    w = diagnose_text("\n".join(lines), clf)
+    assert w.diagnosis.category == "preempted"
+    at = next(k for k, ln in enumerate(lines, 1) if "Termination signal" in ln)
+    assert w.indicator_lines == [at]

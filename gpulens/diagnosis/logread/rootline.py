@@ -466,15 +466,24 @@ def _without_teardown(lines: Sequence[str], own: list[int], norm: Callable[[int]
     """``own`` without a stop signal's report that follows an uncaught exception of the same
     process (:func:`_ended_uncaught`) with no progress between: Python printed that traceback as
     the process ended, and the SIGTERM the launcher then sent it is teardown (README R6, O3;
-    paddle.distributed.launch stops the workers still alive with ``proc.terminate()``)."""
+    paddle.distributed.launch stops the workers still alive with ``proc.terminate()``); nor a data
+    loader's report that the same SIGTERM ended its workers, after that report."""
     out: list[int] = []
     for i in own:
         prev = out[-1] if out else None
-        if prev is not None and _TERM_REPORT.search(norm(i)) and _ended_uncaught(lines, prev) \
-                and not any(is_progress(ln) for ln in lines[prev + 1:i]):
+        if prev is not None and not any(is_progress(ln) for ln in lines[prev + 1:i]) \
+                and ((_TERM_REPORT.search(norm(i)) and _ended_uncaught(lines, prev))
+                     or (_TERM_REPORT.search(norm(prev)) and _WORKERS_TERMINATED.search(norm(i)))):
             continue
         out.append(i)
     return out
+
+
+#: A data loader's report that its worker processes ended by SIGTERM (Paddle's
+#: paddle/fluid/imperative/data_loader.cc "DataLoader process (pid N) exited is killed by signal:
+#: Terminated.", raised by multiprocess_utils' SIGCHLD handler; torch's "DataLoader worker (pid N) is
+#: killed by signal: Terminated."): after the process's own SIGTERM report, the same stop (R6).
+_WORKERS_TERMINATED = re.compile(r"DataLoader (?:process|worker) \(pid:? ?\d+\)[^\n]* killed by signal: Terminated")
 
 
 def _without_spawned(lines: Sequence[str], own: list[int], region: Sequence[int],
