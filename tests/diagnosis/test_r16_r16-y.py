@@ -274,3 +274,23 @@ def test_paddle_dataloader_workers_terminated_after_the_sigterm_report_is_its_af
     assert w.diagnosis.category == "preempted"
     at = next(k for k, ln in enumerate(lines, 1) if "Termination signal" in ln)
     assert w.indicator_lines == [at]
+
+
+def test_a_rendezvous_store_closed_by_its_host_names_no_cause(clf: Classifier) -> None:
+    """O2: the elastic agent's "The connection to the C10d store has failed" with the inner
+    error of a connection the store's host closed (TCPStore.cpp "Failed to recv, got 0 bytes",
+    DistNetworkError "Broken pipe") says a peer went away, not why: comm_error, origin unknown."""
+    lines = [*[f"[rank0]: step {k} loss 2.{k}" for k in range(5)],
+             "[W410 10:09:17.187318123 TCPStore.cpp:138] [c10d] recvValueWithTimeout failed on SocketImpl(fd=22, "
+             "addr=[gc10]:37726, remote=[gc8]:29500): Failed to recv, got 0 bytes. Connection was likely closed. "
+             "Did the remote server shutdown or crash?", "Traceback (most recent call last):",
+             '  File "/env/lib/python3.11/site-packages/torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py",'
+             " line 117, in _call_store", "    return getattr(self._store, store_op)(*args, **kwargs)",
+             "torch.distributed.DistNetworkError: Broken pipe", "",
+             "The above exception was the direct cause of the following exception:", "",
+             "Traceback (most recent call last):", '  File "/env/bin/torchrun", line 8, in <module>',
+             "    sys.exit(main())",
+             "torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The connection to the C10d store has "
+             "failed. See inner exception for details."]
+    w = diagnose_text("\n".join(lines), clf)
+    assert (w.diagnosis.category, w.diagnosis.origin) == ("comm_error", "unknown")

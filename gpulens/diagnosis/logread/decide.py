@@ -625,6 +625,21 @@ _TIMEOUT_RULES = frozenset({"nccl-watchdog-timeout", "collective-timeout", "gloo
 _TIMED_OUT = re.compile(r"Socket Timeout|Timed out after|has timed out|RendezvousTimeoutError|wait timeout after \d+ ?ms")
 
 
+#: The elastic agent's report that the rendezvous store it had joined went away mid-run
+#: (torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py / dynamic_rendezvous.py:
+#: "RendezvousConnectionError: The connection to the C10d store has failed. See inner exception for
+#: details."), with the inner error of a connection the store's host closed (TCPStore.cpp "Failed to
+#: recv, got 0 bytes. Connection was likely closed.", "Broken pipe", "Connection reset by peer"):
+#: the host process ended, and why is not in the log (README O2: a peer gone, cause unshown).
+_STORE_GONE = re.compile(r"The connection to the C10d store has failed")
+_CLOSED_BY_HOST = re.compile(r"Broken pipe|Connection reset by peer|got 0 bytes|Connection was likely closed")
+
+
+def _store_closed(evidence: Sequence[str]) -> bool:
+    """Whether the rendezvous evidence says the store's connection was closed by its host."""
+    return _STORE_GONE.search(evidence[0]) is not None and any(_CLOSED_BY_HOST.search(e) for e in evidence)
+
+
 #: Categories of a process's death that leave its peers waiting at their next collective until
 #: it times out: the timeout is that death's aftermath.
 _DIES_OF = frozenset({"cpu_oom", "gpu_oom", "gpu_hardware", "cuda_error", "storage_error", "crash"})
@@ -661,9 +676,9 @@ def unattributed_timeout(d: Diagnosis) -> Diagnosis:
     if d.category != "comm_error" or d.origin == "unknown":
         return d
     if d.rule_id not in _TIMEOUT_RULES and not (d.rule_id == "rendezvous" and d.evidence
-                                                 and _TIMED_OUT.search(d.evidence[0])):
+                                                 and (_TIMED_OUT.search(d.evidence[0]) or _store_closed(d.evidence))):
         return d
-    why = "a timeout waiting for a peer names no cause"
+    why = "a timeout waiting for a peer, or a store whose host went away, names no cause"
     return _reorigin(d, "unknown", why)
 
 
