@@ -164,6 +164,7 @@ def test_a_sampling_assert_on_nan_probabilities_above_the_device_side_assert_is_
              "torch.AcceleratorError: CUDA error: device-side assert triggered"]
     w = diagnose_text("\n".join(lines), clf)
     assert (w.diagnosis.category, w.diagnosis.origin) == ("model_diverged", "user")
+    assert w.indicator_lines[0] == 1 and w.indicator_lines[-1] == len(lines)  # R7: where the gradients went NaN
 
 
 def test_a_sigterm_handlers_warning_glued_to_a_bar_is_a_stop_from_outside(clf: Classifier) -> None:

@@ -435,7 +435,7 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
         found = _at_most(_once(rest, norm) or rest, min(limit, RULE_MAX_LINES))
     if found:  # where the run diverged, before what failed because of it (R7); why it aborted (R6)
         roots = _diverged_root(lines, start, evidence) or _nan_reported(lines, start, found, norm) \
-            or _abort_reason(lines, found)
+            or _nan_sampled(lines, found) or _abort_reason(lines, found)
         found = _at_most([i for i in roots if i not in found] + found + _fatal_abort(lines, found),
                          min(limit, RULE_MAX_LINES))
     return _first_ranks(lines, sorted(set(found)), first, later)
@@ -1313,6 +1313,32 @@ def _nan_reported(lines: Sequence[str], start: int, found: Sequence[int], norm: 
             went_on = sum(1 for j in range(first, k + 1) if "oss" in lines[j] and _nan_loss(lines[j]))
             return [first] if went_on >= _WENT_ON_NAN else []
     return []
+
+
+#: A sampler's check that its probabilities hold NaN/inf (torch.multinomial: aten/src/ATen/native/
+#: cuda/TensorCompare.cu _assert_async_cuda_kernel, "probability tensor contains either `inf`, `nan`
+#: or element < 0"; the same text from the CPU kernel).
+_NAN_PROBS = "probability tensor contains either `inf`, `nan`"
+#: A metric record whose loss or gradient norm reads NaN/inf ("{'loss': 0.01, 'grad_norm': nan,
+#: ...}": transformers Trainer.log, "grad_norm=inf").
+_NAN_METRIC = re.compile(r"(?i)\b(?:loss|grad_norm)\b['\"]?\s*[:=]\s*-?(?:nan|inf)\b")
+
+
+def _nan_sampled(lines: Sequence[str], found: Sequence[int]) -> list[int]:
+    """When a sampler's NaN-probability check (``_NAN_PROBS``) is printed above the first found
+    line, the last metric record before that line whose loss or gradient norm reads NaN/inf: where
+    the weights went NaN, which the sampling then failed on (README rule R7: the log shows the link)."""
+    lo = max(0, found[0] - _METRIC_REACH)
+    if not find_keys(lines, (_NAN_PROBS,), lo, found[0] + 1):
+        return []
+    for k in range(found[0] - 1, lo - 1, -1):
+        if ("oss" in lines[k] or "grad_norm" in lines[k]) and _NAN_METRIC.search(lines[k][:_METRIC_SPAN]):
+            return [k]
+    return []
+
+
+#: Characters of a metric record read for its loss and gradient norm (they come first).
+_METRIC_SPAN = 200
 
 
 #: NaN/inf loss readings that show a run went on after it diverged (one reading right before the
