@@ -222,9 +222,11 @@ def test_stopiteration_on_a_fresh_loaders_first_next_is_an_empty_data_set(clf: C
     (torch/utils/data/dataloader.py); on a fresh iterator's first next() (next(iter(loader))) the
     data set or split is empty: incorrect_input, origin data. torchrun's "[rank0]: " tag before the
     traceback's indented code line does not make that line progress output."""
-    w = diagnose_text("\n".join(_loader_stop("data = next(iter(test_loader))")), clf)
+    lines = _loader_stop("data = next(iter(test_loader))")
+    w = diagnose_text("\n".join(lines), clf)
     assert (w.diagnosis.category, w.diagnosis.origin, w.diagnosis.rule_id) == ("incorrect_input", "data",
                                                                               "empty-loader-first-next")
+    assert w.indicator_lines and w.indicator_lines[-1] == len(lines)  # R3: the bare StopIteration is the exception line
 
 
 def test_stopiteration_from_an_exhausted_iterator_stays_the_jobs_code(clf: Classifier) -> None:

@@ -60,7 +60,7 @@ ERROR_KEYS: tuple[str, ...] = (
     "rror", "ERROR", "xception", "FATAL", "atal", "ailed", "FAILED", "illed", "xhausted", "EXHAUSTED",
     "ssert", "bort", "Segmentation", "denied", "No space", "CANCELLED", "OOM", "imed out", "imeout",
     "nvalid", "xit", "Traceback", "SIG", "erminated", "Interrupt", "core dumped", "died", "Illegal",
-    "death signal", "Hangup", "defined signal", "srun: forcing", "State", "BdbQuit",
+    "death signal", "Hangup", "defined signal", "srun: forcing", "State", "BdbQuit", "StopIteration",
 )
 
 #: A progress line's marks: a step/epoch/loss word, a bar's rate ("it/s", "s/it") or count ("5/9 [").
@@ -205,6 +205,9 @@ _ERROR_LEVEL = re.compile(r"^\S*\s*(?:[\d:,.\- ]+\s)?\[?(?:ERROR|FATAL|CRITICAL)
 #: name of several words only with one of argparse's own messages: "Accelerate launch command:
 #: error: argument --machine_rank: invalid int value").
 _PROGRAM_ERROR = re.compile(
+    # a bare StopIteration ending a traceback: the built-in exception whose name holds no error word
+    # (PEP 479: raised out of a generator it becomes a RuntimeError; uncaught from next() it ends the process)
+    r"^(?:\w+\.)*StopIteration\s*$|"
     r"^[\w./-]+: error: |^[\w./-]+(?: [\w./-]+){1,3}: error: (?:unrecognized arguments|the following arguments are "
     r"required|argument [-\w/]+:|ambiguous option|one of the arguments|too few arguments)")
 
