@@ -287,6 +287,7 @@ FRESH_SLICES = (
     ("v/", "index_v.csv (collected 2026-11-27 during reader round 10, new owners, failures outside steady training, labelled blind)"),
     ("w/", "index_w.csv (collected 2026-11-27 after reader round 10, new owners, labelled blind)"),
     ("x/", "index_x.csv (collected 2026-11-27 after reader round 13, new owners, labelled blind)"),
+    ("y/", "index_y.csv (collected 2026-11-27 after reader round 14, new owners, PaddlePaddle per-rank logs, labelled blind)"),
 )
 
 
