@@ -159,11 +159,13 @@ _DIGITS = re.compile(r"\d+")
 #: An error message's shape, which a result line does not have: a script that catches an
 #: exception and logs it ("conversion failed: Error(s) in loading state_dict for ResNet:", then
 #: torch's tab-indented "Missing key(s) in state_dict: ..." lists, module.py ``load_state_dict``)
-#: prints numbers too. A metric named for an error ("Mean Absolute Error: 0.12", "MeanSquaredError:
+#: prints numbers too, as does a job's own print of an exception it caught (:data:`_CAUGHT_PRINT`:
+#: "Error loading model: CUDA out of memory. Tried to allocate 1008.00 MiB"). A metric named for an error ("Mean Absolute Error: 0.12", "MeanSquaredError:
 #: 0.01", "ERROR: 3.2%", "Error Rate") is a result, not this.
 _ERROR_TEXT = re.compile(
     r"\b[A-Z]\w*(?:Error|Exception)(?:\(s\))?:\s*(?![-+]?[\d.])\S|\b[Ee]rror\(s\) in\b"
     r"|\b[Ee]rror (?:while|when|during|occurred)\b|Traceback \(most recent call last\)|[Ff]ailed(?: to\b|:)"
+    r"|^(?:[Ee]rror|ERROR|[Ff]ailed|FAILED|[Ee]xception)(?: \w+){1,6}:\s+(?![-+]?[\d.])\S"
     r"|\bFAILED\b|[Mm]issing key\(s\)|[Uu]nexpected key\(s\)|失败[:：]|\bERROR\b(?:\]|:)?(?!\s*:?\s*[-+]?[\d.])")
 #: A shell ``time`` wrapper's report (``real 1m2.3s``), or a job script's epilogue: the date or
 #: an end banner printed after the program returned (a killed job prints neither).
@@ -176,6 +178,15 @@ _EPILOGUE = re.compile(
 #: interrupted by user")`` of training loops that then save an "interrupted" checkpoint and return:
 #: the run did not reach its end, whatever it saves after.
 _INTERRUPTED = re.compile(r"\b[Ii]nterrupted by (?:the )?user\b|\bDetected KeyboardInterrupt, attempting graceful shutdown")
+#: A test or batch runner's closing tally that counts failures (not zero): pytest's summary line
+#: (_pytest/terminal.py ``build_summary_stats_line``: "==== 1 failed, 4 passed in 2.31s ===="),
+#: unittest's (unittest/runner.py ``TextTestRunner.run``: "FAILED (failures=1, errors=2)"), CTest's
+#: (cmCTestTestHandler.cxx: "80% tests passed, 1 tests failed out of 5"), and the "Failed: N" /
+#: "Failed: N/M" count line of the summary that batch scripts print after running their jobs in turn.
+#: A runner that ends so went on after the failure it caught, to a summary that says the job failed.
+_FAILED_TALLY = re.compile(
+    r"^=*\s*(?:\d+ \w+, )*[1-9]\d* (?:failed|errors?)(?:, \d+ \w+)* in [\d.]+s\b|^FAILED \((?:failures|errors)=[1-9]"
+    r"|\btests passed, [1-9]\d* tests? failed out of \d+|^(?:Failed|FAILED)(?: runs| jobs| tasks| tests)?\s*:\s*[1-9]\d*(?:\s*/\s*\d+)?$")
 _TAIL = 12
 #: Non-blank lines after the last progress line that still count as "the log ends in progress"
 #: (a bar's last refresh is often printed twice, or followed by a blank tracker line).
@@ -197,6 +208,10 @@ def end_evidence(lines: Sequence[str], floor: int, progress: Sequence[int]) -> E
     if stop is not None:
         return End(stop, 0.0, "the run was interrupted before its end: the job caught a Ctrl-C (SIGINT), reported it "
                               "and exited (stopped by a user or a scheduler's SIGINT).")
+    tally = next((i for i in reversed(tail) if _FAILED_TALLY.search(logs.normalize_line(_shown(lines[i])).strip())), None)
+    if tally is not None:
+        return End(failed_run_line(lines, floor, tally), 0.0, "the job's closing summary counts runs or tests that failed: some of its work did "
+                               "not end normally (the cause is in the failed run's own lines, if the log holds them).")
     epi = next((i for i in reversed(tail[-3:]) if _EPILOGUE.search(_shown(lines[i]).strip())), None)
     if epi is not None:
         return End(epi, 0.8, "the job script went on after the program ended (its epilogue printed)")
@@ -204,6 +219,28 @@ def end_evidence(lines: Sequence[str], floor: int, progress: Sequence[int]) -> E
         return _after_progress(lines, floor, progress, tail) or _ends_in_error(lines, tail)
     got = [i for i in tail[-6:] if _RESULT.search(_shown(lines[i])) and not _ERROR_TEXT.search(_shown(lines[i]))]
     return End(got[-1], 0.7, "it ends with its results") if got else _ends_in_error(lines, tail)
+
+
+#: An exception line as Python's traceback ends (``pkg.mod.ValueError: msg``, ``AssertionError``),
+#: read after the prefix its traceback's header line carries (a logger's, a launcher's).
+_EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b(?::|$)")
+#: Lines after a traceback's header read for its exception line.
+_TRACEBACK_LINES = 300
+
+
+def failed_run_line(lines: Sequence[str], floor: int, tally: int) -> int:
+    """The line of a failed run that a closing tally at ``tally`` counts: the exception line of the
+    last traceback in ``lines[floor:tally]`` (what its runner caught before it went on: the final
+    line of the traceback, written after the header's prefix), else the tally itself."""
+    heads = find_keys(lines, (_TRACEBACK,), floor, tally)
+    if not heads:
+        return tally
+    head = heads[-1]
+    cut = lines[head].find(_TRACEBACK)
+    for k in range(head + 1, min(tally, head + _TRACEBACK_LINES)):
+        if _EXCEPTION_LINE.match(lines[k][cut:]) or _EXCEPTION_LINE.match(ranks_free(logs.normalize_line(lines[k]))):
+            return k
+    return tally
 
 
 def _ends_in_error(lines: Sequence[str], tail: Sequence[int]) -> End | None:
@@ -260,6 +297,11 @@ _WENT_ON_SCAN = 1000
 _NOT_OUTPUT = ("wandb:", "srun:", "slurmstepd", "🏃", "Sender: LSF", "Job <", "[W", "[E", "W0", "E0", "I0")
 
 
+#: A warning (Python's "UserWarning:", a logger's "WARNING", "Warning:"), not "learning_rate" in a
+#: trainer's log dict (transformers Trainer.log: "{'loss': 2.1, 'learning_rate': 5e-05, ...}").
+_WARNING = re.compile(r"[Ww]arning|WARNING")
+
+
 def went_on(lines: Sequence[str], at: int, enough: int = WENT_ON_LINES) -> bool:
     """Whether the program printed ``enough`` lines of its own ordinary output (not errors,
     warnings, traceback frames, trackers', launchers' or the scheduler's lines) after the error
@@ -268,19 +310,48 @@ def went_on(lines: Sequence[str], at: int, enough: int = WENT_ON_LINES) -> bool:
     processes printing on does not show that one went on."""
     count = 0
     own = process_key(lines[at])
+    caught = enough > _CAUGHT_ENOUGH and caught_print(lines, at)
+    enough = _CAUGHT_ENOUGH if caught else enough
     for j in range(at + 1, min(len(lines), at + _WENT_ON_SCAN)):
         raw = lines[j]
         if process_key(raw) != own:
             continue
         s = logs.normalize_line(raw)
         t = s.strip()
+        if caught and t and (_STOPPING.search(t) or is_failure(t, raw)):
+            return False  # its next words say it stops (the job's own "Exiting."), or another error follows
         if not t or s.startswith((" ", "\t")) or t.startswith(_NOT_OUTPUT) or "Traceback" in t \
-                or "arning" in t or is_failure(t, raw) or is_benign(t):
+                or _WARNING.search(t) or is_failure(t, raw) or is_benign(t):
             continue
         count += 1
         if count >= enough:
             return True
     return False
+
+
+#: How a job's own code prints an exception it caught: its words naming what failed, then the
+#: exception's text (``except Exception as e: print(f"Error loading model: {e}")`` prints "Error loading
+#: model: CUDA out of memory. Tried to allocate ..."); not Python's uncaught report (``sys.excepthook``:
+#: a traceback, then the exception's class, one word: "torch.OutOfMemoryError: CUDA out of memory.").
+_CAUGHT_PRINT = re.compile(r"^(?:[Ee]rror|ERROR|[Ff]ailed|FAILED|[Ee]xception)(?: \w+){1,6}:\s+\S")
+#: Own output lines after such a print that show the job went on (fewer than after an error line of
+#: unknown origin: the print itself says the exception was caught).
+_CAUGHT_ENOUGH = 3
+#: Lines around such a print searched for a traceback (a report that ended the process, printed with it).
+_CAUGHT_ABOVE = 30
+#: The job's own words that it stops after an error.
+_STOPPING = re.compile(r"(?i)\b(?:exit(?:ing)?|abort(?:ing|ed)?|terminat(?:e|ing|ed)|stopp?(?:ing|ed)|quit(?:ting)?|shutting down)\b")
+
+
+def caught_print(lines: Sequence[str], at: int) -> bool:
+    """Whether the error line at ``at`` is the job's own print of an exception it caught
+    (:data:`_CAUGHT_PRINT`), no traceback near it."""
+    s = ranks_free(logs.normalize_line(lines[at]))
+    if not _CAUGHT_PRINT.match(s) or s.startswith("Exception ignored"):
+        return False
+    # a logger's message before the traceback it logs (``logging.exception``; Hydra's "Error executing
+    # job with overrides: [...]", hydra/_internal/utils.py ``run_and_report``) is no caught print
+    return not find_keys(lines, (_TRACEBACK,), max(0, at - _CAUGHT_ABOVE), at + _CAUGHT_ABOVE)
 
 
 #: A sweep runner's report that a trial finished: Optuna's ``_log_completed_trial`` (optuna/study/study.py:
@@ -818,20 +889,86 @@ def finished_before(lines: Sequence[str], floor: int, failures: Sequence[int],
     kinds = [shutdown_error(_what(lines, i, plain) or t) for i, t in zip(failures, texts, strict=True)]
     if "teardown" in kinds:  # the abort such an error ends its process with reports it, no more
         kinds = ["report" if k is None and _ABORTED.search(t) else k for k, t in zip(kinds, texts, strict=True)]
-    if None in kinds or set(kinds) == {"report"}:
-        return None
-    lo = max(floor, first - TEARDOWN_LOOKBACK)
+    kinds = ["caught" if k is None and caught_before(lines, i) else k for k, i in zip(kinds, failures, strict=True)]
+    script_exit = "report" in kinds and all(k == "report" or _script_report(t) for k, t in zip(kinds, texts, strict=True))
+    if None in kinds and not script_exit:
+        return None  # (a bare non-zero exit, the shell's reports beside it: the job script's, when its commands ran after)
+    lo = max(floor, first - (SCRIPT_LOOKBACK if script_exit else TEARDOWN_LOOKBACK))
     at_exit_too = set(kinds) == {"teardown"}  # errors of the teardown alone: a tracker's exit lines came first
     done = next((i for i in reversed(find_keys(lines, COMPLETION_COVER, lo, first))
                  if (at_exit_too or not any(k in lines[i] for k in AT_EXIT))
                  and completion_strength(logs.normalize_line(lines[i])) >= _STRONG_END), None)
     if done is None:
         return None
+    if script_exit:  # the job script's commands failed after the work (its summary lines are not more work)
+        ok = script_ran_after(lines, done, failures[-1] + 1)
+        return (done, completion_strength(logs.normalize_line(lines[done]))) if ok else None
     if any(is_progress(lines[k]) and _counters_end(_shown(lines[k])) is not True for k in range(done + 1, first)):
         return None  # more work after the message: it ended one stage
-    if "teardown" not in kinds and sum(1 for k in range(done + 1, first) if lines[k].strip()) > _KILL_GAP:
+    if not script_exit and "teardown" not in kinds and sum(1 for k in range(done + 1, first) if lines[k].strip()) > _KILL_GAP:
         return None  # a bare kill some output after the message: maybe of work after it (a final test)
     return done, completion_strength(logs.normalize_line(lines[done]))
+
+
+#: Lines before an error line searched for the same line printed earlier.
+CAUGHT_LOOKBACK = 20000
+#: Earlier prints of that line (the latest) asked whether the job went on after them.
+_CAUGHT_SEEN = 10
+
+
+def caught_before(lines: Sequence[str], at: int) -> bool:
+    """Whether the error line at ``at`` was printed alike before (in this attempt or an earlier launch
+    of the same job) and the job went on after it there (:func:`went_on`): an error the job's own code
+    catches and prints each time (``except KeyError as e: print(f"Error: {e}")`` after each of a sweep's
+    trainings, printing "Error: 'eval_loss'"), which did not end the job before and is no sign that it
+    ended it after the work's completion message this time."""
+    text = lines[at].strip()
+    key = text[:50]
+    if len(key) < 8:
+        return False
+    earlier = [k for k in find_keys(lines, (key,), max(0, at - CAUGHT_LOOKBACK), at) if lines[k].strip() == text]
+    return any(went_on(lines, k) for k in earlier[-_CAUGHT_SEEN:])
+
+
+#: Lines before a bare exit report searched for the completion message (a multi-rank job's
+#: teardown warnings, one per rank, and the job script's own summary come between).
+SCRIPT_LOOKBACK = 1000
+
+
+#: Distinct progress lines after the completion message that show more work (a second stage's loop,
+#: its counter moving), not a job script's summary (one line, every rank printing it alike:
+#: "elapsed time per iteration: 2953.8").
+_MORE_WORK = 2
+
+
+def _script_report(text: str) -> bool:
+    """A failure line that is the job script's shell or a utility it ran reporting an error of its own
+    (not a missing next program: :data:`_NEXT_PROGRAM`)."""
+    s = ranks_free(text)
+    return _script_line(s) and not _NEXT_PROGRAM.search(s)
+
+
+def script_ran_after(lines: Sequence[str], done: int, first: int) -> bool:
+    """Whether the job script's shell or a utility it ran reported an error of its own (:func:`_script_line`:
+    bash's "line 371: out.csv: No such file or directory", coreutils' "rm: cannot remove 'tmp.txt': ...")
+    between the completion message at ``done`` and the exit report before ``first``, and nothing else there
+    is a failure line (other than exit reports) or more work (``_MORE_WORK`` distinct progress lines). The shell ran its next commands, so the program had exited after its completion
+    message, and a script's exit status is its last command's (bash(1), "EXIT STATUS"; Slurm's srun
+    reports a task's: "srun: error: node1: task 0: Exited with exit code 1"): the non-zero exit
+    is the job script's own commands after the work, not the work's."""
+    seen = False
+    steps: set[str] = set()
+    for k in range(done + 1, first):
+        s = ranks_free(logs.normalize_line(lines[k]))
+        if not s:
+            continue
+        if _script_report(s):
+            seen = True
+        elif _TRACEBACK in s or (is_failure(s, lines[k]) and shutdown_error(s) != "report"):
+            return False
+        elif is_progress(lines[k]) and _counters_end(_shown(lines[k])) is not True:
+            steps.add(s)
+    return seen and len(steps) < _MORE_WORK
 
 
 #: Non-blank lines between the completion message and a bare kill (no shutdown error of its own

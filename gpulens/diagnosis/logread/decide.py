@@ -23,12 +23,13 @@ from gpulens.diagnosis.logread.lines import (
     is_failure,
     is_progress,
     is_scheduler_kill,
+    spawned_child,
 )
 from gpulens.diagnosis.rules import Rule, RuleMatch, match_rules
 from gpulens.diagnosis.types import DEFAULT_ORIGIN, Diagnosis
 from gpulens.vocab import NO_FAILURE
 
-__all__ = ["DIVERGED_CONFIDENCE", "bare_crash", "damaged_file", "died_before_timeout", "diverged_before", "diverged_loss", "behind_secondary",
+__all__ = ["DIVERGED_CONFIDENCE", "bare_crash", "damaged_file", "died_before_timeout", "diverged_before", "teardown_term", "diverged_loss", "behind_secondary",
            "bad_record", "earlier_root", "job_lines", "late_kills",
            "own_program_crash", "preparing_data", "root_rank_lines", "strip_line_prefixes", "strip_ray_prefixes", "unattributed_kill",
            "unattributed_timeout", "unnamed_stop"]
@@ -131,6 +132,8 @@ def _died_before(lines: Sequence[str], failures: Sequence[int], kill: int) -> in
             continue  # no traceback, or one the program printed itself ("Error: Traceback ...": it caught it)
         if _in_thread(lines, heads[-1]):
             continue  # a thread's exception: that thread ended, the process went on
+        if spawned_child(lines, heads[-1], i):
+            continue  # a spawned helper died starting up: its parent, the job, need not have
         if any(is_progress(ln) for ln in lines[i + 1:kill]):
             return None
         return i
@@ -311,6 +314,8 @@ def earlier_root(d: Diagnosis, lines: Sequence[str], floor: int, start: int, rul
         return _missing_input(d, lines, floor, start, rules)
     if d.rule_id in _NCCL_SYSTEM_RULES:
         return _nccl_warned(d, lines, floor, start, rules)
+    if d.rule_id in _DEVICE_ASSERT_RULES and any("device-side assert" in e for e in d.evidence[:1]):
+        return _kernel_asserted(d, lines, floor, start, rules)
     lost = _spawn_lost_child(d, lines, start)
     if lost is None and d.rule_id not in AFTERMATH_RULES:
         return d
@@ -355,6 +360,30 @@ def _nccl_warned(d: Diagnosis, lines: Sequence[str], floor: int, start: int, rul
         return d
     first = min(root, key=lambda m: m.position)
     return _cause_of(d, first, f"NCCL printed the cause of its system error before the exception ({first.rule.id})")
+
+
+#: The rules of the CUDA runtime's bare "device-side assert triggered" (cudaErrorAssert), which
+#: names no check: the kernel's own assertion printed above it does (CUDA_KERNEL_ASSERT through
+#: the device's printf: "<file>.cu:<line>: <function>: block: [..], thread: [..] Assertion `<cond>`
+#: failed."), ATen's kernels among them (IndexKernel.cu, Indexing.cu, Loss.cu, ClassNLLCriterion).
+_DEVICE_ASSERT_RULES = frozenset({"cuda-device-side-assert", "cuda-error-other"})
+_KERNEL_ASSERT_KEY = ("Assertion `",)
+#: Lines above the error context searched for the kernel's assertion (every failing thread prints one).
+_ASSERT_LOOKBACK = 400
+
+
+def _kernel_asserted(d: Diagnosis, lines: Sequence[str], floor: int, start: int, rules: tuple[Rule, ...]) -> Diagnosis:
+    """For CUDA's bare device-side assert (``d``), the answer of the first kernel assertion a
+    specific rule reads in the attempt's lines around the error context (README C7: the check
+    names the value the job passed), else ``d``."""
+    found = find_keys(lines, _KERNEL_ASSERT_KEY, max(floor, start - _ASSERT_LOOKBACK), len(lines))
+    text = "\n".join(logs.normalize_line(ranks.strip_prefix(lines[i])) for i in found)
+    root = [m for m in match_rules(text, rules) if "Assertion `" in m.line and not m.rule.generic
+            and not m.rule.secondary and m.rule.id not in _DEVICE_ASSERT_RULES] if found else []
+    if not root:
+        return d
+    first = min(root, key=lambda m: m.position)
+    return _cause_of(d, first, f"the kernel's own assertion names the check that failed ({first.rule.id})")
 
 
 def _missing_input(d: Diagnosis, lines: Sequence[str], floor: int, start: int, rules: tuple[Rule, ...]) -> Diagnosis:
@@ -596,6 +625,21 @@ _TIMEOUT_RULES = frozenset({"nccl-watchdog-timeout", "collective-timeout", "gloo
 _TIMED_OUT = re.compile(r"Socket Timeout|Timed out after|has timed out|RendezvousTimeoutError|wait timeout after \d+ ?ms")
 
 
+#: The elastic agent's report that the rendezvous store it had joined went away mid-run
+#: (torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py / dynamic_rendezvous.py:
+#: "RendezvousConnectionError: The connection to the C10d store has failed. See inner exception for
+#: details."), with the inner error of a connection the store's host closed (TCPStore.cpp "Failed to
+#: recv, got 0 bytes. Connection was likely closed.", "Broken pipe", "Connection reset by peer"):
+#: the host process ended, and why is not in the log (README O2: a peer gone, cause unshown).
+_STORE_GONE = re.compile(r"The connection to the C10d store has failed")
+_CLOSED_BY_HOST = re.compile(r"Broken pipe|Connection reset by peer|got 0 bytes|Connection was likely closed")
+
+
+def _store_closed(evidence: Sequence[str]) -> bool:
+    """Whether the rendezvous evidence says the store's connection was closed by its host."""
+    return _STORE_GONE.search(evidence[0]) is not None and any(_CLOSED_BY_HOST.search(e) for e in evidence)
+
+
 #: Categories of a process's death that leave its peers waiting at their next collective until
 #: it times out: the timeout is that death's aftermath.
 _DIES_OF = frozenset({"cpu_oom", "gpu_oom", "gpu_hardware", "cuda_error", "storage_error", "crash"})
@@ -632,9 +676,9 @@ def unattributed_timeout(d: Diagnosis) -> Diagnosis:
     if d.category != "comm_error" or d.origin == "unknown":
         return d
     if d.rule_id not in _TIMEOUT_RULES and not (d.rule_id == "rendezvous" and d.evidence
-                                                 and _TIMED_OUT.search(d.evidence[0])):
+                                                 and (_TIMED_OUT.search(d.evidence[0]) or _store_closed(d.evidence))):
         return d
-    why = "a timeout waiting for a peer names no cause"
+    why = "a timeout waiting for a peer, or a store whose host went away, names no cause"
     return _reorigin(d, "unknown", why)
 
 
@@ -799,7 +843,9 @@ def unattributed_kill(d: Diagnosis, lines: Sequence[str], floor: int) -> Diagnos
     memory: the OOM killer is the likeliest sender, but an administrator, a watchdog or the user
     send SIGKILL too (README "Origin: rules", O7). With such a line the memory was the job's.
     Without one, a process's own traceback that ended it before the kill line (a launcher then
-    killing the ranks that waited for it) is the cause (README R5)."""
+    killing the ranks that waited for it) is the cause (README R5). A SIGTERM a fatal-signal
+    handler reports after the process's own traceback is read likewise (:func:`teardown_term`)."""
+    d = teardown_term(d, lines, floor)
     if d.category != "cpu_oom" or d.rule_id not in _BARE_KILL_RULES:
         return d
     if any(_names_a_memory_kill(ln) for ln in lines[floor:]):
@@ -848,6 +894,54 @@ def _own_error_before_kill(d: Diagnosis, lines: Sequence[str], floor: int) -> Di
 
 #: Characters of the kill's evidence line searched for in the log.
 _KEY_CHARS = 40
+
+
+#: Rules whose evidence is a fatal-signal handler's report of a SIGTERM (glog's, which Paddle
+#: installs: paddle/fluid/platform/init.cc SignalHandle prints "FatalError: `Termination signal`
+#: is detected by the operating system." and "[SignalInfo: *** SIGTERM (@0x...) received by PID N
+#: ... from PID M ***]"; abseil's "*** SIGTERM received at time=...").
+_TERM_REPORT_RULES = frozenset({"fatal-signal-handler-term"})
+#: Literals of those reports.
+_TERM_REPORT_KEYS = ("SIGTERM (@0x", "SIGTERM received at time=")
+
+
+def teardown_term(d: Diagnosis, lines: Sequence[str], floor: int) -> Diagnosis:
+    """The process's own uncaught traceback when a fatal-signal handler's SIGTERM report ``d``
+    read follows it with no progress between: Python prints the traceback of an uncaught
+    exception only as the process ends, and a launcher that sees a worker fail stops the workers
+    still alive with SIGTERM (paddle.distributed.launch: launch/controllers/controller.py
+    ``watch`` -> ``pod.stop``, fleet/launch_utils.py ``terminate_local_procs``:
+    ``proc.terminate()``), reaching this one while it shuts down. The traceback is the root
+    (README C1, O3 "the root error's origin", R6)."""
+    if d.category != "preempted" or d.rule_id not in _TERM_REPORT_RULES:
+        return d
+    reports = find_keys(lines, _TERM_REPORT_KEYS, floor)
+    if not reports:
+        return d
+    kill = reports[-1]
+    errs = [i for i in find_keys(lines, ERROR_KEYS, max(floor, kill - _ROOT_LOOKBACK), kill)
+            if is_failure(logs.normalize_line(lines[i]), lines[i])]
+    at = _died_before(lines, errs, kill)
+    if at is None or any(k > at for k in _earlier_reports(reports, kill)):
+        return d
+    head = find_keys(lines, (_TRACEBACK,), max(0, at - _TRACEBACK_SPAN), at)[-1]
+    text = "\n".join(ranks.strip_prefix(logs.normalize_line(ln)) for ln in lines[head:at + 1])
+    found = [m for m in match_rules(text) if not m.rule.secondary and m.rule.category not in _NOT_OWN_ERROR]
+    if not found:
+        return d
+    cause = max(found, key=lambda m: (m.rule.priority, m.position))
+    return _cause_of(d, cause, f"the process ended on its own error first ({cause.rule.id}); the SIGTERM "
+                               "the launcher then sent it while it shut down is its aftermath")
+
+
+def _earlier_reports(reports: Sequence[int], kill: int) -> list[int]:
+    """The signal reports before the last one (``kill``): a traceback before one of them belongs
+    to an earlier stop."""
+    return [k for k in reports if k < kill - _REPORT_SPAN]
+
+
+#: Lines a fatal-signal handler's report spans (its header, the summary, the signal line).
+_REPORT_SPAN = 12
 
 
 #: Rules whose evidence is only the signal or the exit status a native crash left: the shell's

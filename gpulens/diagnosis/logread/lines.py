@@ -14,6 +14,8 @@ from gpulens.diagnosis.logs import find_keys
 
 __all__ = [
     "ERROR_KEYS",
+    "is_stop_record",
+    "spawned_child",
     "PROGRESS_KEYS",
     "find_keys",
     "last_matching",
@@ -58,7 +60,7 @@ ERROR_KEYS: tuple[str, ...] = (
     "rror", "ERROR", "xception", "FATAL", "atal", "ailed", "FAILED", "illed", "xhausted", "EXHAUSTED",
     "ssert", "bort", "Segmentation", "denied", "No space", "CANCELLED", "OOM", "imed out", "imeout",
     "nvalid", "xit", "Traceback", "SIG", "erminated", "Interrupt", "core dumped", "died", "Illegal",
-    "death signal", "Hangup", "defined signal", "srun: forcing", "State", "BdbQuit",
+    "death signal", "Hangup", "defined signal", "srun: forcing", "State", "BdbQuit", "StopIteration",
 )
 
 #: A progress line's marks: a step/epoch/loss word, a bar's rate ("it/s", "s/it") or count ("5/9 [").
@@ -203,6 +205,9 @@ _ERROR_LEVEL = re.compile(r"^\S*\s*(?:[\d:,.\- ]+\s)?\[?(?:ERROR|FATAL|CRITICAL)
 #: name of several words only with one of argparse's own messages: "Accelerate launch command:
 #: error: argument --machine_rank: invalid int value").
 _PROGRAM_ERROR = re.compile(
+    # a bare StopIteration ending a traceback: the built-in exception whose name holds no error word
+    # (PEP 479: raised out of a generator it becomes a RuntimeError; uncaught from next() it ends the process)
+    r"^(?:\w+\.)*StopIteration\s*$|"
     r"^[\w./-]+: error: |^[\w./-]+(?: [\w./-]+){1,3}: error: (?:unrecognized arguments|the following arguments are "
     r"required|argument [-\w/]+:|ambiguous option|one of the arguments|too few arguments)")
 
@@ -259,21 +264,34 @@ def last_matching(lines: Sequence[str], keys: Sequence[str], pred: Callable[[str
     return out
 
 
+#: Characters at a line's start that hold torchrun's rank tag ("[rank12]: ", torch/distributed/
+#: elastic/multiprocessing tail_log / --local-ranks-filter prefix).
+_RANK_TAG = 16
+
+
 @remembered  # the reader asks again about the same lines (frontier, rank failures, context, phase)
 def is_progress(raw: str) -> bool:
     """A line showing the job going on (a step, epoch, loss or progress bar; not an error)."""
-    if raw.startswith((" ", "\t")) and not raw.lstrip().startswith(("Epoch", "epoch", "Step", "step")):
-        return False
+    lead = raw[raw.index("]: ") + 3:] if raw.startswith("[rank") and "]: " in raw[:_RANK_TAG] else raw
+    if lead.startswith((" ", "\t")) and not lead.lstrip().startswith(("Epoch", "epoch", "Step", "step")):
+        return False  # an indented line (a traceback's frame or code line), also behind torchrun's "[rank0]: "
     if raw.startswith(("wandb:", "srun:", "slurmstepd")):  # a tracker's summary at exit, the scheduler's lines
         return False
     end = raw[-_SHOWN:]  # a progress bar's line holds every update ("\r"): the last is what shows
     if not _has_progress_key(end):
         return False
+    if "]" in end and _GLUED_RECORD.search(end) is not None:
+        return False  # a warning or error record written right after the bar: the record is what shows
     return not _ERRWORD.matches(end) and ("it/s" in end or "s/it" in end or _progress_word(end)
                                              or (" [" in end and _PROGRESS_BAR.search(end) is not None)
                                              or ("Train: " in end and _TIMM_TRAIN.search(end) is not None))
 
 
+#: A logging record of a warning or an error written on the line of a tqdm bar that had not
+#: ended its line (tqdm redraws with "\r" and writes no newline until it closes): the bar's
+#: closing "]" then Python logging's default asctime ("2024-04-24 15:46:03,689", logging
+#: Formatter.default_time_format + ",%03d") and the level name.
+_GLUED_RECORD = re.compile(r"\]\s*\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[,.]\d{3}\s*(?:\[|- |\| )?(?:WARNING|ERROR|CRITICAL|FATAL)\b")
 #: Characters at the end of a line looked at (a tqdm line can hold thousands of updates).
 _SHOWN = 400
 #: Literals one of which every progress line holds (a cheap test before the regex).
@@ -294,6 +312,19 @@ def is_terminal_kill(norm: str) -> bool:
     return _KILL.matches(norm)
 
 
+#: A program's own record, at warning level, that its SIGTERM handler caught the signal and is
+#: stopping the run ("Signal 15 received — raising KeyboardInterrupt", "SIGTERM received, exiting"):
+#: the handler a script installs with signal.signal(SIGTERM, ...) (CPython's default SIGTERM action
+#: ends the process without a word; only SIGINT becomes KeyboardInterrupt by itself).
+_STOP_RECORD = re.compile(r"\b(?:[Ss]ignal (?:15|SIGTERM)|SIGTERM) (?:was )?received\b(?! at time=)"
+                          r"[^\n]*\b(?:KeyboardInterrupt|exit|stop|shut)")
+
+
+def is_stop_record(norm: str) -> bool:
+    """Whether a line is a program's record that its SIGTERM handler is stopping the run."""
+    return _STOP_RECORD.search(norm) is not None
+
+
 @remembered  # asked again about the same lines by several stages
 def is_failure(norm: str, raw: str = "") -> bool:
     """A (normalized) line that states a failure or a secondary symptom of one (``raw``: the
@@ -301,7 +332,7 @@ def is_failure(norm: str, raw: str = "") -> bool:
     norm = norm[:_SHOWN]
     shown = raw[:_SHOWN]
     if is_benign(norm) or (shown != norm and is_benign(shown)):  # the same line: asked once
-        return False
+        return is_stop_record(norm)  # a warning that the process is being stopped
     return (logs.is_hard_error(norm) or is_terminal_kill(norm) or logs.is_secondary(norm)
             or _PROGRAM_ERROR.match(norm) is not None
             or (bool(raw) and has_error_level(raw)) or is_debugger_quit(norm))
@@ -496,3 +527,21 @@ def text_on_bar(line: str) -> BarText | None:
     if not text or not (text[:1].isalpha() or text.startswith(("*", "[", "/", "."))):
         return None
     return BarText(shown[:last.start()], int(last.group(1)), int(last.group(2)), text)
+
+
+#: The outermost frames of a child process that multiprocessing's "spawn"/"forkserver" start
+#: method runs (CPython Lib/multiprocessing/spawn.py get_command_line: ``python -c 'from
+#: multiprocessing.spawn import spawn_main; spawn_main(...)'``): ``File "<string>", line 1, in
+#: <module>`` then ``.../multiprocessing/spawn.py", line N, in spawn_main``.
+_SPAWN_MAIN = "multiprocessing/spawn.py"
+#: Lines below a traceback's header searched for that frame.
+_SPAWN_REACH = 4
+
+
+def spawned_child(lines: Sequence[str], head: int, exc: int) -> bool:
+    """Whether the traceback headed at ``head`` (ending at ``exc``) is a spawned child's that died
+    in its bootstrap (``spawn_main``): only that helper ended (a DataLoader worker, a pool's or
+    a launcher's child); whether its parent went on the parent's own lines tell."""
+    frames = [strip_prefix(logs.normalize_line(ln)).strip() for ln in lines[head + 1:min(exc, head + _SPAWN_REACH)]]
+    return bool(frames) and frames[0].startswith('File "<string>", line 1') \
+        and any(_SPAWN_MAIN in f and f.endswith("in spawn_main") for f in frames[1:])

@@ -43,6 +43,7 @@ from gpulens.diagnosis.logread.lines import (
     is_progress,
     is_scheduler_kill,
     is_terminal_kill,
+    spawned_child,
 )
 
 __all__ = ["chain_start", "failure_point", "first_origin", "interleaved", "is_report_head", "is_root_error", "pick_lines", "same_origin",
@@ -385,7 +386,7 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     own = [i for i in own if i not in caught]
     if own and _aborted_on_timeout(own, region, norm, mine):
         caught, own = caught | set(own), []  # the watchdog took the process down: its timeout is the cause (R6)
-    kept = _without_aftermath(own, region, norm)
+    kept = _without_spawned(lines, _without_teardown(lines, _without_aftermath(own, region, norm), norm), region, norm)
     caught, own = caught | (set(own) - set(kept)), kept
     if own:
         own = sorted(set(own) | set(_printed_with(lines, own[0], mine)))
@@ -434,7 +435,7 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
         found = _at_most(_once(rest, norm) or rest, min(limit, RULE_MAX_LINES))
     if found:  # where the run diverged, before what failed because of it (R7); why it aborted (R6)
         roots = _diverged_root(lines, start, evidence) or _nan_reported(lines, start, found, norm) \
-            or _abort_reason(lines, found)
+            or _nan_sampled(lines, found) or _abort_reason(lines, found)
         found = _at_most([i for i in roots if i not in found] + found + _fatal_abort(lines, found),
                          min(limit, RULE_MAX_LINES))
     return _first_ranks(lines, sorted(set(found)), first, later)
@@ -454,6 +455,54 @@ def _without_aftermath(own: list[int], region: Sequence[int], norm: Callable[[in
     if kill is None:
         return own
     return [i for i in own if i <= kill or _AFTERMATH.match(ranks.strip_prefix(norm(i)).strip()) is None]
+
+
+#: Paddle's report of a stop signal its handler caught (paddle/fluid/platform/init.cc
+#: ``SignalHandle``: "FatalError: `Termination signal` is detected by the operating system.").
+_TERM_REPORT = re.compile(r"FatalError: `Termination signal` is detected")
+
+
+def _without_teardown(lines: Sequence[str], own: list[int], norm: Callable[[int], str]) -> list[int]:
+    """``own`` without a stop signal's report that follows an uncaught exception of the same
+    process (:func:`_ended_uncaught`) with no progress between: Python printed that traceback as
+    the process ended, and the SIGTERM the launcher then sent it is teardown (README R6, O3;
+    paddle.distributed.launch stops the workers still alive with ``proc.terminate()``); nor a data
+    loader's report that the same SIGTERM ended its workers, after that report."""
+    out: list[int] = []
+    for i in own:
+        prev = out[-1] if out else None
+        if prev is not None and not any(is_progress(ln) for ln in lines[prev + 1:i]) \
+                and ((_TERM_REPORT.search(norm(i)) and _ended_uncaught(lines, prev))
+                     or (_TERM_REPORT.search(norm(prev)) and _WORKERS_TERMINATED.search(norm(i)))):
+            continue
+        out.append(i)
+    return out
+
+
+#: A data loader's report that its worker processes ended by SIGTERM (Paddle's
+#: paddle/fluid/imperative/data_loader.cc "DataLoader process (pid N) exited is killed by signal:
+#: Terminated.", raised by multiprocess_utils' SIGCHLD handler; torch's "DataLoader worker (pid N) is
+#: killed by signal: Terminated."): after the process's own SIGTERM report, the same stop (R6).
+_WORKERS_TERMINATED = re.compile(r"DataLoader (?:process|worker) \(pid:? ?\d+\)[^\n]* killed by signal: Terminated")
+
+
+def _without_spawned(lines: Sequence[str], own: list[int], region: Sequence[int],
+                     norm: Callable[[int], str]) -> list[int]:
+    """``own`` without its errors before a scheduler's end of the job (a time limit, a cancel in
+    ``region``) when every one of them is a spawned child's death in its bootstrap
+    (:func:`lines.spawned_child`): those helpers ended, the job went on until the scheduler
+    ended it (README C1, R6)."""
+    kill = next((i for i in region if _ENDED_FROM_OUTSIDE.search(norm(i)) is not None), None)
+    before = [i for i in own if kill is not None and i < kill]
+    if not before or not all(_spawn_exception(lines, i) for i in before):
+        return own
+    return [i for i in own if i not in before]
+
+
+def _spawn_exception(lines: Sequence[str], i: int) -> bool:
+    """Whether line ``i`` ends a spawned child's bootstrap traceback."""
+    head = _traceback_head(lines, i)
+    return head is not None and spawned_child(lines, head, i)
 
 
 def _first_ranks(lines: Sequence[str], found: list[int], first: ranks.Origin, later: Sequence[int]) -> list[int]:
@@ -879,8 +928,10 @@ _FAULT_ABORT = "Fatal Python error: Aborted"
 
 def _abort_report(norm: str) -> bool:
     """Whether a line reports the process's abort (C++'s "terminate called ...", faulthandler's
-    "Fatal Python error: Aborted", the shell's "Aborted (core dumped)"): it names no error itself."""
-    return _ABORTED in norm or _FAULT_ABORT in norm or _ABORTED_SHELL.search(norm) is not None
+    "Fatal Python error: Aborted", the shell's "Aborted (core dumped)"), or frames Paddle's report
+    of it (``_ERROR_REPORT``: "Error Message Summary:"): it names no error itself."""
+    return _ABORTED in norm or _FAULT_ABORT in norm or _ABORTED_SHELL.search(norm) is not None \
+        or _ERROR_REPORT.match(norm.strip()) is not None
 
 
 def _aborted_on_timeout(own: Sequence[int], region: Sequence[int], norm: Callable[[int], str],
@@ -1057,6 +1108,14 @@ def _several_running(lines: Sequence[str], top: int, prev: int, nxt: int) -> boo
     return not find_keys(lines, _LAUNCH_KEYS, prev + 1, nxt)
 
 
+#: The frame of the error report a dying Paddle process prints (paddle/fluid/platform/enforce.h
+#: ``GetCurrentTraceBackString`` / ``EnforceNotMet``, paddle/fluid/platform/init.cc ``SignalHandle``:
+#: "C++ Traceback (most recent call last):", "No stack trace in paddle, may be caused by external
+#: reasons.", "Error Message Summary:", each boxed by dash rules): the end of a process, printed
+#: alike by every run, never its start-up printed again.
+_ERROR_REPORT = re.compile(r"-{10,}$|Error Message Summary:$|No stack trace in paddle\b")
+
+
 def _ordinary_shape(lines: Sequence[str], k: int, memo: dict[int, str]) -> str:
     """The :func:`_shape` of line ``k`` when it is a line of a program's ordinary output (not
     blank, not a traceback's or a message's indented line, not an error, not a progress line: a
@@ -1066,7 +1125,7 @@ def _ordinary_shape(lines: Sequence[str], k: int, memo: dict[int, str]) -> str:
         raw = lines[k]
         body = _body(raw)
         plain = not (len(body) != len(raw) or not body.strip() or body[:1].isspace() or _TRACEBACK in body
-                     or any(c in body for c in _CHAINED) or is_progress(raw))
+                     or any(c in body for c in _CHAINED) or is_progress(raw) or _ERROR_REPORT.match(body.strip()))
         norm = logs.normalize_line(body) if plain else ""
         got = memo[k] = _shape(norm.strip()) if plain and not is_failure(norm, raw) else ""
     return got
@@ -1254,6 +1313,32 @@ def _nan_reported(lines: Sequence[str], start: int, found: Sequence[int], norm: 
             went_on = sum(1 for j in range(first, k + 1) if "oss" in lines[j] and _nan_loss(lines[j]))
             return [first] if went_on >= _WENT_ON_NAN else []
     return []
+
+
+#: A sampler's check that its probabilities hold NaN/inf (torch.multinomial: aten/src/ATen/native/
+#: cuda/TensorCompare.cu _assert_async_cuda_kernel, "probability tensor contains either `inf`, `nan`
+#: or element < 0"; the same text from the CPU kernel).
+_NAN_PROBS = "probability tensor contains either `inf`, `nan`"
+#: A metric record whose loss or gradient norm reads NaN/inf ("{'loss': 0.01, 'grad_norm': nan,
+#: ...}": transformers Trainer.log, "grad_norm=inf").
+_NAN_METRIC = re.compile(r"(?i)\b(?:loss|grad_norm)\b['\"]?\s*[:=]\s*-?(?:nan|inf)\b")
+
+
+def _nan_sampled(lines: Sequence[str], found: Sequence[int]) -> list[int]:
+    """When a sampler's NaN-probability check (``_NAN_PROBS``) is printed above the first found
+    line, the last metric record before that line whose loss or gradient norm reads NaN/inf: where
+    the weights went NaN, which the sampling then failed on (README rule R7: the log shows the link)."""
+    lo = max(0, found[0] - _METRIC_REACH)
+    if not find_keys(lines, (_NAN_PROBS,), lo, found[0] + 1):
+        return []
+    for k in range(found[0] - 1, lo - 1, -1):
+        if ("oss" in lines[k] or "grad_norm" in lines[k]) and _NAN_METRIC.search(lines[k][:_METRIC_SPAN]):
+            return [k]
+    return []
+
+
+#: Characters of a metric record read for its loss and gradient norm (they come first).
+_METRIC_SPAN = 200
 
 
 #: NaN/inf loss readings that show a run went on after it diverged (one reading right before the
