@@ -889,6 +889,8 @@ def finished_before(lines: Sequence[str], floor: int, failures: Sequence[int],
     kinds = [shutdown_error(_what(lines, i, plain) or t) for i, t in zip(failures, texts, strict=True)]
     if "teardown" in kinds:  # the abort such an error ends its process with reports it, no more
         kinds = ["report" if k is None and _ABORTED.search(t) else k for k, t in zip(kinds, texts, strict=True)]
+    if None in kinds and not _strong_end_before(lines, max(floor, first - max(SCRIPT_LOOKBACK, TEARDOWN_LOOKBACK)), first):
+        return None  # no completion message to have finished before (spares caught_before's scans)
     kinds = ["caught" if k is None and caught_before(lines, i) else k for k, i in zip(kinds, failures, strict=True)]
     script_exit = "report" in kinds and all(k == "report" or _script_report(t) for k, t in zip(kinds, texts, strict=True))
     if None in kinds and not script_exit:
@@ -908,6 +910,12 @@ def finished_before(lines: Sequence[str], floor: int, failures: Sequence[int],
     if not script_exit and "teardown" not in kinds and sum(1 for k in range(done + 1, first) if lines[k].strip()) > _KILL_GAP:
         return None  # a bare kill some output after the message: maybe of work after it (a final test)
     return done, completion_strength(logs.normalize_line(lines[done]))
+
+
+def _strong_end_before(lines: Sequence[str], lo: int, hi: int) -> bool:
+    """Whether a completion message strong enough for :func:`finished_before` is in ``lines[lo:hi]``."""
+    return any(completion_strength(logs.normalize_line(lines[i])) >= _STRONG_END
+               for i in find_keys(lines, COMPLETION_COVER, lo, hi))
 
 
 #: Lines before an error line searched for the same line printed earlier.
