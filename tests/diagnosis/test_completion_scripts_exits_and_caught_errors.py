@@ -45,6 +45,7 @@ def test_a_bare_exit_after_the_job_scripts_own_errors_is_a_normal_end(clf: Class
     w = diagnose_text("\n".join(lines), clf)
     assert w.diagnosis.category == "none"
     assert w.completion is not None and "after training is done" in w.completion[1]
+    assert "job script's own commands" in (w.diagnosis.reason or "")  # not "only the shutdown's"
 
 
 def test_a_bare_exit_with_no_script_error_after_the_message_stays_unexplained(clf: Classifier) -> None:
@@ -152,6 +153,7 @@ def test_a_caught_error_the_job_went_on_from_before_does_not_end_it_after_its_co
     w = diagnose_text("\n".join(lines), clf)
     assert w.diagnosis.category == "none"
     assert w.completion is not None and "train_runtime" in w.completion[1]
+    assert "printed alike earlier" in (w.diagnosis.reason or "")
 
 
 def test_a_caught_error_printed_once_after_the_completion_is_not_set_aside(clf: Classifier) -> None:

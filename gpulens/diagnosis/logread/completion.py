@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.guarded import Guarded, Prefiltered, contains_any
@@ -28,7 +29,7 @@ from gpulens.diagnosis.logread.lines import (
 )
 from gpulens.diagnosis.logs import find_keys
 
-__all__ = ["AT_EXIT", "COMPLETION_COVER", "COMPLETION_KEYS", "End", "HANDLED_LOOKBACK", "completion_strength", "end_evidence", "end_of_attempt", "is_completion",
+__all__ = ["AT_EXIT", "COMPLETION_COVER", "COMPLETION_KEYS", "End", "FinishedBefore", "HANDLED_LOOKBACK", "completion_strength", "end_evidence", "end_of_attempt", "is_completion",
            "after_work", "is_progress_bar", "last_words", "open_traceback", "printed_before", "signal_reports", "trial_after", "went_on",
            "written_after_bar"]
 
@@ -871,8 +872,26 @@ def shutdown_error(norm: str) -> str | None:
     return None
 
 
+class FinishedBefore(NamedTuple):
+    """What :func:`finished_before` found: the completion message, its strength, and why the
+    failure lines after it do not undo it (for the healthy verdict's reason)."""
+
+    at: int  # the index of the completion message in the lines
+    strength: float
+    why: str
+
+
+#: Why the failure lines after a completion message leave a run healthy, by what they were.
+_WHY_SHUTDOWN = ("a completion message, and what failed after it is only the shutdown's (a worker or process "
+                 "killed, a process group losing its peers, the launcher's report of that exit)")
+_WHY_SCRIPT = ("a completion message, and what failed after it is only the job script's own commands "
+               "(their errors and the script's non-zero exit), not the work")
+_WHY_CAUGHT = ("a completion message, and the error lines after it were printed alike earlier in the job, "
+               "which went on after them (an error its own code catches and prints)")
+
+
 def finished_before(lines: Sequence[str], floor: int, failures: Sequence[int],
-                    plain: Callable[[str], str]) -> tuple[int, float] | None:
+                    plain: Callable[[str], str]) -> FinishedBefore | None:
     """(index, strength) of a completion message printed before every failure line of the
     attempt (``failures``, sorted) when those lines are only what a shutdown prints after the
     work (:func:`shutdown_error`: a DataLoader worker or a process killed, a process group
@@ -902,14 +921,15 @@ def finished_before(lines: Sequence[str], floor: int, failures: Sequence[int],
                  and completion_strength(logs.normalize_line(lines[i])) >= _STRONG_END), None)
     if done is None:
         return None
+    strength = completion_strength(logs.normalize_line(lines[done]))
     if script_exit:  # the job script's commands failed after the work (its summary lines are not more work)
         ok = script_ran_after(lines, done, failures[-1] + 1)
-        return (done, completion_strength(logs.normalize_line(lines[done]))) if ok else None
+        return FinishedBefore(done, strength, _WHY_SCRIPT) if ok else None
     if any(is_progress(lines[k]) and _counters_end(_shown(lines[k])) is not True for k in range(done + 1, first)):
         return None  # more work after the message: it ended one stage
     if not script_exit and "teardown" not in kinds and sum(1 for k in range(done + 1, first) if lines[k].strip()) > _KILL_GAP:
         return None  # a bare kill some output after the message: maybe of work after it (a final test)
-    return done, completion_strength(logs.normalize_line(lines[done]))
+    return FinishedBefore(done, strength, _WHY_CAUGHT if "caught" in kinds else _WHY_SHUTDOWN)
 
 
 def _strong_end_before(lines: Sequence[str], lo: int, hi: int) -> bool:

@@ -219,16 +219,12 @@ def _diagnose(src: WholeText, clf: Classifier | None, file: str | None, min_conf
                         end.why if end else None)
     finished = finished_before(lines, a0, failures, _ray_free) if done is None else None
     if finished is not None:
-        return _healthy(base, src, finished, file, _SHUTDOWN_ONLY)
+        return _healthy(base, src, (finished.at, finished.strength), file, finished.why)
     got = _failed(base, src, starts, frontier, failures, signals, clf or whole_classifier(), file)
     return _abstain(got, min_confidence)
 
 
 #: Why a run whose only errors came after its completion message is healthy.
-_SHUTDOWN_ONLY = ("a completion message, and what failed after it is only the shutdown's (a worker or process "
-                  "killed, a process group losing its peers, the launcher's report of that exit)")
-
-
 def _ray_free(line: str) -> str:
     """A line without Ray's process prefix."""
     return strip_ray_prefixes([line])[0]
