@@ -80,3 +80,10 @@ def test_a_utf16_log_in_chinese_is_text(tmp_path: Path) -> None:
     lines = [f"第 {i} 轮 训练 损失 0.{i}" for i in range(1, 9)] + _OOM
     d = diagnose_path(_write(tmp_path / "train.log", lines, "utf-16-le"))
     assert d.diagnosis.category == "gpu_oom" and d.indicator_lines == [13]
+
+
+def test_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
+    fifo = tmp_path / "train.log"
+    os.mkfifo(fifo)
+    src = read_whole(fifo)  # no writer: opening it for reading would block
+    assert src.reason is not None and "FIFO" in src.reason

@@ -215,13 +215,12 @@ def test_a_load_function_building_a_model_that_runs_out_of_memory_is_startup(rul
     assert diagnose_text(text, rules).phase == "startup"
 
 
-def test_a_stage_heading_is_no_step_and_keras_epoch_header_starts_the_loop(rules: Classifier) -> None:
-    """P2 + P3: "Step 2: Training -- mode=image, epochs=1" is a job script's stage heading (no step done), and
-    "Epoch 1/1 starting..." (Keras' ``ProgbarLogger.on_epoch_begin`` format, "Epoch 1/1", with a word after it)
-    starts the loop: the first batch's OOM is first_step, not training."""
+def test_keras_epoch_header_starts_the_loop(rules: Classifier) -> None:
+    """P2 + P3: "Epoch 1/1 starting..." (Keras' ``ProgbarLogger.on_epoch_begin`` format, "Epoch 1/1", with a word
+    after it) starts the loop: the first batch's OOM is first_step, not training."""
     text = "\n".join([
-        "  Step 1: Preparing dataset lists...", "  Dataset preparation complete.",
-        "  Step 2: Training -- mode=image, device=cuda, epochs=1",
+        "  Preparing dataset lists...", "  Dataset preparation complete.",
+        "  Training: mode=image, device=cuda, epochs=1",
         "  Initializing model...", "  Model ready.", "",
         "  Epoch 1/1 starting...",
         "    Processing batch 1/16...",

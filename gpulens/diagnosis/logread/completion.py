@@ -182,12 +182,11 @@ _INTERRUPTED = re.compile(r"\b[Ii]nterrupted by (?:the )?user\b|\bDetected Keybo
 #: A test or batch runner's closing tally that counts failures (not zero): pytest's summary line
 #: (_pytest/terminal.py ``build_summary_stats_line``: "==== 1 failed, 4 passed in 2.31s ===="),
 #: unittest's (unittest/runner.py ``TextTestRunner.run``: "FAILED (failures=1, errors=2)"), CTest's
-#: (cmCTestTestHandler.cxx: "80% tests passed, 1 tests failed out of 5"), and the "Failed: N" /
-#: "Failed: N/M" count line of the summary that batch scripts print after running their jobs in turn.
+#: (cmCTestTestHandler.cxx: "80% tests passed, 1 tests failed out of 5").
 #: A runner that ends so went on after the failure it caught, to a summary that says the job failed.
 _FAILED_TALLY = re.compile(
     r"^=*\s*(?:\d+ \w+, )*[1-9]\d* (?:failed|errors?)(?:, \d+ \w+)* in [\d.]+s\b|^FAILED \((?:failures|errors)=[1-9]"
-    r"|\btests passed, [1-9]\d* tests? failed out of \d+|^(?:Failed|FAILED)(?: runs| jobs| tasks| tests)?\s*:\s*[1-9]\d*(?:\s*/\s*\d+)?$")
+    r"|\btests passed, [1-9]\d* tests? failed out of \d+")
 _TAIL = 12
 #: Non-blank lines after the last progress line that still count as "the log ends in progress"
 #: (a bar's last refresh is often printed twice, or followed by a blank tracker line).
@@ -927,7 +926,7 @@ def finished_before(lines: Sequence[str], floor: int, failures: Sequence[int],
         return FinishedBefore(done, strength, _WHY_SCRIPT) if ok else None
     if any(is_progress(lines[k]) and _counters_end(_shown(lines[k])) is not True for k in range(done + 1, first)):
         return None  # more work after the message: it ended one stage
-    if not script_exit and "teardown" not in kinds and sum(1 for k in range(done + 1, first) if lines[k].strip()) > _KILL_GAP:
+    if "teardown" not in kinds and sum(1 for k in range(done + 1, first) if lines[k].strip()) > _KILL_GAP:
         return None  # a bare kill some output after the message: maybe of work after it (a final test)
     return FinishedBefore(done, strength, _WHY_CAUGHT if "caught" in kinds else _WHY_SHUTDOWN)
 

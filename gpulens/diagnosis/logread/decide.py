@@ -372,11 +372,16 @@ _KERNEL_ASSERT_KEY = ("Assertion `",)
 _ASSERT_LOOKBACK = 400
 
 
+#: Kernel assertion lines read (one per failing GPU thread, thousands when a whole block fails the check): the
+#: first ones name the check.
+_ASSERTS_READ = 50
+
+
 def _kernel_asserted(d: Diagnosis, lines: Sequence[str], floor: int, start: int, rules: tuple[Rule, ...]) -> Diagnosis:
     """For CUDA's bare device-side assert (``d``), the answer of the first kernel assertion a
     specific rule reads in the attempt's lines around the error context (README C7: the check
     names the value the job passed), else ``d``."""
-    found = find_keys(lines, _KERNEL_ASSERT_KEY, max(floor, start - _ASSERT_LOOKBACK), len(lines))
+    found = find_keys(lines, _KERNEL_ASSERT_KEY, max(floor, start - _ASSERT_LOOKBACK), len(lines))[:_ASSERTS_READ]
     text = "\n".join(logs.normalize_line(ranks.strip_prefix(lines[i])) for i in found)
     root = [m for m in match_rules(text, rules) if "Assertion `" in m.line and not m.rule.generic
             and not m.rule.secondary and m.rule.id not in _DEVICE_ASSERT_RULES] if found else []

@@ -317,12 +317,12 @@ def is_terminal_kill(norm: str) -> bool:
 #: the handler a script installs with signal.signal(SIGTERM, ...) (CPython's default SIGTERM action
 #: ends the process without a word; only SIGINT becomes KeyboardInterrupt by itself).
 _STOP_RECORD = re.compile(r"\b(?:[Ss]ignal (?:15|SIGTERM)|SIGTERM) (?:was )?received\b(?! at time=)"
-                          r"[^\n]*\b(?:KeyboardInterrupt|exit|stop|shut)")
+                          r"[^\n]{0,200}?\b(?:KeyboardInterrupt|exit|stop|shut)")
 
 
 def is_stop_record(norm: str) -> bool:
     """Whether a line is a program's record that its SIGTERM handler is stopping the run."""
-    return _STOP_RECORD.search(norm) is not None
+    return "received" in norm and _STOP_RECORD.search(norm) is not None
 
 
 @remembered  # asked again about the same lines by several stages

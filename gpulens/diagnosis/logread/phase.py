@@ -360,7 +360,7 @@ _SETTING_WORDS = (r"\bper (?:epoch|step|iter\w*|device|gpu)\b|\btotal\b|\bnumber
                   # a batch's size ("Tokens / micro-batch / rank: 32 x 2048", "batch size: 64"), a checkpoint
                   # loaded or resumed at a step ("Loading model from ckpt/d20 with step 21400", "Resuming from epoch 2,
                   # global_step 278": the step the saved state names, not one done by this attempt, P2/P11)
-                  r"|\bbatch[ _-]?size\b|\bmicro[-_ ]?batch\b|\b(?:load|resum|restor)\w*\b.*(?:\b|_)step\b"
+                  r"|\bbatch[ _-]?size\b|\bmicro[-_ ]?batch\b|\b(?:load|resum|restor)\w*\b[^.]{0,80}?(?:\b|_)step\b"
                   # a tensor's or a batch's shape printed while setting up ("Shapes of elements in a batch: (1, 20,
                   # 128)", "batch shape: torch.Size([8, 3, 224, 224])")
                   r"|\bshapes?\b")
@@ -401,19 +401,12 @@ def _prose(line: str, end: str) -> bool:
         return True  # the number was the launcher's: "(main_task pid=28) Answer: ... step by step"
     if ("Step " in end or "step " in end) and _NUMBERED_STEP.search(end):
         return True  # "**Step 4: Analyze the search results**": a numbered instruction (a model's answer)
-    if "Step " in end and _STAGE_HEADING.match(end) is not None:
-        return True  # "Step 2: Training -- mode=image, epochs=1": a script's stage heading and its settings
     return "by" in end and _BY_STEP.search(end) is not None and not is_progress(_BY_STEP.sub(" ", end))
 
 
 #: An instruction numbered as a step, words only after it ("Step 4: Analyze search results", "**Step 2:** Compute
 #: the sum"): the reasoning a language model prints, which RL and evaluation logs (verl, TRL) show as samples.
 _NUMBERED_STEP = re.compile(r"(?i)\bstep\s+\d+\s*[:.)]\**\s*[a-z][a-z ,'-]*\W*$")
-#: A job script's numbered stage heading ("  Step 2: Training -- mode=image, device=cuda, epochs=1", "=== Step 4:
-#: Saving merged model ===", "Step 1: Preparing dataset lists..."): a capitalized activity word after "Step N:", a title
-#: ending in "...", " -- " (its settings), "==" or the line's end, with no metric value (a decimal number) or loss on
-#: the line, which a step's own line carries ("Step 100: Loss 2.31", "Step 500: Validation accuracy 85%").
-_STAGE_HEADING = re.compile(r"^\W*Step \d+: [A-Z][a-z]+(?:ing|ion)(?: [a-z]+)*(?:\.{3}| -- |\s*={2,}|\s*$)(?!.*\d\.\d)(?!.*[Ll]oss)")
 #: The phrase "step by step" (prose, a prompt or a model's answer), which holds the word "step".
 _BY_STEP = re.compile(r"(?i)\bstep[- ]by[- ]step\b")
 #: vLLM's tqdm bar format (``vllm/model_executor/model_loader/weight_utils.py``, ``_BAR_FORMAT = "{desc}:
@@ -1328,7 +1321,6 @@ _TIME_BACK = 120
 _TIME_REACH = 60
 #: P2 (c): more than an hour in the loop is training.
 _HOUR = 3600
-_YEAR = 365 * 86400
 
 
 def _seconds(line: str) -> int | None:
@@ -1366,7 +1358,21 @@ def _an_hour_in_loop(lines: Sequence[str], floor: int, top: int, end: int | None
     ended = next((t for k in range(top, min(len(lines), after + _TIME_REACH)) if (t := _seconds(lines[k])) is not None), None)
     if begun is None or ended is None:
         return False
-    return (ended - begun) % _YEAR > _HOUR  # across a new year too
+    return _elapsed(begun, ended) > _HOUR
+
+
+#: A failure this many seconds "before" its loop's start is a run across New Year (Dec -> Jan), not clock skew.
+_NEW_YEAR_GAP = 300 * 86400
+
+
+def _elapsed(begun: int, ended: int) -> int:
+    """Seconds from ``begun`` to ``ended`` (:func:`_seconds`, no year): across New Year the leap-year day count
+    of :func:`_seconds` is wrapped (366 days); a small negative difference (skew between a UTC and a local
+    clock, lines out of order) is no time at all."""
+    d = ended - begun
+    if d < -_NEW_YEAR_GAP:
+        d += 366 * 86400
+    return max(d, 0)
 
 
 #: A training loop or stage announced in words, after a logger's prefix ("start training", "Starting
@@ -1761,7 +1767,7 @@ def _in_eval(frames: Sequence[str]) -> bool:
 #: ``for i, vdata in enumerate(validation_loader):``, and scripts name theirs ``val_loader``, ``valid_dl``,
 #: ``test_dataloader``, ``self.eval_loader``. A frame stopped on such a line is fetching an evaluation batch
 #: (torch's ``DataLoader.__next__`` below it): the evaluation pass is what runs (P4, P8).
-_EVAL_FOR = re.compile(r"^\s*(?:async\s+)?for\b.+?\bin\b(.+):\s*$")
+_EVAL_FOR = re.compile(r"^\s*(?:async\s+)?for\b[^:]{1,200}?\bin\b([^:]{1,200}):\s*$")
 #: A batch taken by hand from such a loader: Python's ``next(iter(loader))`` (the PyTorch tutorials' ``images, labels =
 #: next(iter(test_loader))``), ``next(loader_iter)``; torch's ``DataLoader.__iter__`` starts its workers there (P8).
 _EVAL_NEXT = re.compile(r"\bnext\(\s*(?:iter\(\s*)?([\w.]+)\s*\)")

@@ -469,11 +469,14 @@ def _without_teardown(lines: Sequence[str], own: list[int], norm: Callable[[int]
     paddle.distributed.launch stops the workers still alive with ``proc.terminate()``); nor a data
     loader's report that the same SIGTERM ended its workers, after that report."""
     out: list[int] = []
-    for i in own:
-        prev = out[-1] if out else None
+    for n, i in enumerate(own):
+        prev = out[-1] if out else None  # the last line kept (the traceback a report follows)
+        report = own[n - 1] if n else None  # the line just before, kept or not (a dropped SIGTERM report)
         if prev is not None and not any(is_progress(ln) for ln in lines[prev + 1:i]) \
-                and ((_TERM_REPORT.search(norm(i)) and _ended_uncaught(lines, prev))
-                     or (_TERM_REPORT.search(norm(prev)) and _WORKERS_TERMINATED.search(norm(i)))):
+                and _TERM_REPORT.search(norm(i)) and _ended_uncaught(lines, prev):
+            continue
+        if report is not None and not any(is_progress(ln) for ln in lines[report + 1:i]) \
+                and _TERM_REPORT.search(norm(report)) and _WORKERS_TERMINATED.search(norm(i)):
             continue
         out.append(i)
     return out

@@ -87,15 +87,16 @@ def read_whole(path: str | os.PathLike[str], *, keep_bytes: int = WHOLE_BYTES) -
         if size <= keep_bytes + _HEAD_BYTES:
             data = fh.read()
             return _finish(data.decode("utf-8", errors="replace"), size, data)
-        head = fh.read(_HEAD_BYTES).rsplit(b"\n", 1)[0]
+        chunk = fh.read(_HEAD_BYTES)
+        head = chunk.rsplit(b"\n", 1)[0] if b"\n" in chunk else None  # (a first line longer than the chunk: none kept)
         start = size - keep_bytes
-        skipped = _count_newlines(fh, len(head) + 1, start)
+        skipped = _count_newlines(fh, len(head) + 1 if head is not None else 0, start)
         fh.seek(start)
         tail = fh.read()
     nl = tail.find(b"\n")
     raw = tail[nl + 1:]
     body = raw.decode("utf-8", errors="replace")
-    head_lines = head.decode("utf-8", errors="replace").split("\n")
+    head_lines = head.decode("utf-8", errors="replace").split("\n") if head is not None else []
     # newlines before the body: the head's, the one after it, the middle's, the one ending the cut line
     got = _finish(body, size, raw)
     return dataclasses.replace(got, first=len(head_lines) + skipped + 2, head=head_lines)
@@ -105,9 +106,9 @@ def _utf16_encoding(path: str | os.PathLike[str]) -> str | None:
     """The UTF-16 codec a file's byte-order mark names, or None (no BOM, or not a regular file:
     :func:`logs.read_log` reports that)."""
     try:
+        if not os.path.isfile(path):  # before opening: a FIFO with no writer would block the open
+            return None
         with Path(path).open("rb") as fh:
-            if not os.path.isfile(path):
-                return None
             return logs.UTF16_BOMS.get(fh.read(2))
     except OSError:
         return None
@@ -131,9 +132,9 @@ def _read_utf16(path: str | os.PathLike[str], encoding: str, keep_bytes: int) ->
         if size <= 2 * (keep_bytes + _HEAD_BYTES):
             text = fh.read().decode(encoding, errors="replace")
             return _checked(_finish(text, size))
-        head = fh.read(2 * _HEAD_BYTES)
-        head_text = head.decode(encoding, errors="replace").rsplit("\n", 1)[0]
-        head_end = 2 + len(head_text.encode(encoding, errors="replace")) + 2  # after its newline
+        decoded = fh.read(2 * _HEAD_BYTES).decode(encoding, errors="replace")
+        head_text = decoded.rsplit("\n", 1)[0] if "\n" in decoded else None  # (no newline: none kept)
+        head_end = 2 + len(head_text.encode(encoding, errors="replace")) + 2 if head_text is not None else 2
         start = size - 2 * keep_bytes
         start += (start - head_end) % 2  # unit-aligned
         skipped = 0
@@ -148,7 +149,7 @@ def _read_utf16(path: str | os.PathLike[str], encoding: str, keep_bytes: int) ->
         tail = fh.read().decode(encoding, errors="replace")
     nl = tail.find("\n")
     got = _finish(tail[nl + 1:], size)
-    head_lines = head_text.split("\n")
+    head_lines = head_text.split("\n") if head_text is not None else []
     return _checked(dataclasses.replace(got, first=len(head_lines) + skipped + 2, head=head_lines))
 
 
