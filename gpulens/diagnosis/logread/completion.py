@@ -909,7 +909,10 @@ def finished_before(lines: Sequence[str], floor: int, failures: Sequence[int],
         kinds = ["report" if k is None and _ABORTED.search(t) else k for k, t in zip(kinds, texts, strict=True)]
     if None in kinds and not _strong_end_before(lines, max(floor, first - max(SCRIPT_LOOKBACK, TEARDOWN_LOOKBACK)), first):
         return None  # no completion message to have finished before (spares caught_before's scans)
-    kinds = ["caught" if k is None and caught_before(lines, i) else k for k, i in zip(kinds, failures, strict=True)]
+    marked = _caught_kinds(lines, failures, texts, kinds)
+    if marked is None:
+        return None
+    kinds = marked
     script_exit = "report" in kinds and all(k == "report" or _script_report(t) for k, t in zip(kinds, texts, strict=True))
     if None in kinds and not script_exit:
         return None  # (a bare non-zero exit, the shell's reports beside it: the job script's, when its commands ran after)
@@ -929,6 +932,21 @@ def finished_before(lines: Sequence[str], floor: int, failures: Sequence[int],
     if "teardown" not in kinds and sum(1 for k in range(done + 1, first) if lines[k].strip()) > _KILL_GAP:
         return None  # a bare kill some output after the message: maybe of work after it (a final test)
     return FinishedBefore(done, strength, _WHY_CAUGHT if "caught" in kinds else _WHY_SHUTDOWN)
+
+
+def _caught_kinds(lines: Sequence[str], failures: Sequence[int], texts: Sequence[str],
+                  kinds: list[str | None]) -> list[str | None] | None:
+    """``kinds`` with each unexplained failure line the job had printed alike before and gone on from
+    marked "caught" (:func:`caught_before`); None at the first that is neither that nor a job script's
+    report, which :func:`finished_before` would turn down anyway (spares the later lines' scans)."""
+    out: list[str | None] = []
+    for k, i, t in zip(kinds, failures, texts, strict=True):
+        if k is None and caught_before(lines, i):
+            k = "caught"
+        elif k is None and not _script_report(t):
+            return None
+        out.append(k)
+    return out
 
 
 def _strong_end_before(lines: Sequence[str], lo: int, hi: int) -> bool:
