@@ -200,3 +200,14 @@ def test_a_loggers_message_before_the_traceback_it_logs_is_no_caught_print() -> 
              "KeyError: 'encoder'", "", "Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.",
              "job 17 done", "copying outputs", "cleaning up"]
     assert not caught_print(lines, 0)
+
+
+def test_a_caught_error_logged_with_timestamps_is_recognised_alike(clf: Classifier) -> None:
+    # the same sweep, its caught error written by Python logging ("%(asctime)s - %(levelname)s - %(message)s"):
+    # each copy carries its own time, and only the message repeats
+    lines: list[str] = []
+    for n in range(4):
+        lines += _hf_launch(n, caught=False)
+        lines.append(f"2025-03-0{n + 1} 10:1{n}:00,123 - ERROR - Error: 'eval_loss'")
+    w = diagnose_text("\n".join(lines), clf)
+    assert w.diagnosis.category == "none"

@@ -967,11 +967,12 @@ def caught_before(lines: Sequence[str], at: int) -> bool:
     catches and prints each time (``except KeyError as e: print(f"Error: {e}")`` after each of a sweep's
     trainings, printing "Error: 'eval_loss'"), which did not end the job before and is no sign that it
     ended it after the work's completion message this time."""
-    text = lines[at].strip()
+    text = logs.normalize_line(lines[at]).strip()  # copies printed with a timestamp or a logger's prefix match too
     key = text[:50]
     if len(key) < 8:
         return False
-    earlier = [k for k in find_keys(lines, (key,), max(0, at - CAUGHT_LOOKBACK), at) if lines[k].strip() == text]
+    earlier = [k for k in find_keys(lines, (key,), max(0, at - CAUGHT_LOOKBACK), at)
+               if logs.normalize_line(lines[k]).strip() == text]
     return any(went_on(lines, k) for k in earlier[-_CAUGHT_SEEN:])
 
 
