@@ -880,21 +880,29 @@ def _own_error_before_kill(d: Diagnosis, lines: Sequence[str], floor: int) -> Di
     """The answer of a process's own traceback (not one a signal or a lost peer makes) that ended
     before the bare kill line ``d`` read, with no progress after it; None when there is none."""
     kill = _line_of(d, lines, floor)
-    if kill is None:
+    at = _died_before_line(lines, floor, kill) if kill is not None else None
+    cause = _own_cause(lines, at) if at is not None else None
+    if cause is None:
         return None
+    return _cause_of(d, cause, f"a process ended on its own error first ({cause.rule.id}); the SIGKILL the "
+                               "launcher or the job then sent the others is its aftermath")
+
+
+def _died_before_line(lines: Sequence[str], floor: int, kill: int) -> int | None:
+    """The last line of a process's own uncaught traceback that ended before line ``kill`` with no
+    progress after it (:func:`_died_before` over the failure lines above it), or None."""
     errs = [i for i in find_keys(lines, ERROR_KEYS, max(floor, kill - _ROOT_LOOKBACK), kill)
             if is_failure(logs.normalize_line(lines[i]), lines[i])]
-    at = _died_before(lines, errs, kill)
-    if at is None:
-        return None
+    return _died_before(lines, errs, kill)
+
+
+def _own_cause(lines: Sequence[str], at: int) -> RuleMatch | None:
+    """The strongest rule match of the traceback ending at ``at`` (found by :func:`_died_before`) that
+    names the process's own error (not a secondary one, not a signal's or a lost peer's), or None."""
     head = find_keys(lines, (_TRACEBACK,), max(0, at - _TRACEBACK_SPAN), at)[-1]  # _died_before found one
     text = "\n".join(ranks.strip_prefix(logs.normalize_line(ln)) for ln in lines[head:at + 1])
     found = [m for m in match_rules(text) if not m.rule.secondary and m.rule.category not in _NOT_OWN_ERROR]
-    if not found:
-        return None
-    cause = max(found, key=lambda m: (m.rule.priority, m.position))
-    return _cause_of(d, cause, f"a process ended on its own error first ({cause.rule.id}); the SIGKILL the "
-                               "launcher or the job then sent the others is its aftermath")
+    return max(found, key=lambda m: (m.rule.priority, m.position)) if found else None
 
 
 #: Characters of the kill's evidence line searched for in the log.
@@ -924,17 +932,12 @@ def teardown_term(d: Diagnosis, lines: Sequence[str], floor: int) -> Diagnosis:
     if not reports:
         return d
     kill = reports[-1]
-    errs = [i for i in find_keys(lines, ERROR_KEYS, max(floor, kill - _ROOT_LOOKBACK), kill)
-            if is_failure(logs.normalize_line(lines[i]), lines[i])]
-    at = _died_before(lines, errs, kill)
+    at = _died_before_line(lines, floor, kill)
     if at is None or any(k > at for k in _earlier_reports(reports, kill)):
         return d
-    head = find_keys(lines, (_TRACEBACK,), max(0, at - _TRACEBACK_SPAN), at)[-1]
-    text = "\n".join(ranks.strip_prefix(logs.normalize_line(ln)) for ln in lines[head:at + 1])
-    found = [m for m in match_rules(text) if not m.rule.secondary and m.rule.category not in _NOT_OWN_ERROR]
-    if not found:
+    cause = _own_cause(lines, at)
+    if cause is None:
         return d
-    cause = max(found, key=lambda m: (m.rule.priority, m.position))
     return _cause_of(d, cause, f"the process ended on its own error first ({cause.rule.id}); the SIGTERM "
                                "the launcher then sent it while it shut down is its aftermath")
 
