@@ -907,7 +907,8 @@ def finished_before(lines: Sequence[str], floor: int, failures: Sequence[int],
     kinds = [shutdown_error(_what(lines, i, plain) or t) for i, t in zip(failures, texts, strict=True)]
     if "teardown" in kinds:  # the abort such an error ends its process with reports it, no more
         kinds = ["report" if k is None and _ABORTED.search(t) else k for k, t in zip(kinds, texts, strict=True)]
-    if None in kinds and not _strong_end_before(lines, max(floor, first - max(SCRIPT_LOOKBACK, TEARDOWN_LOOKBACK)), first):
+    ends = _strong_ends(lines, max(floor, first - max(SCRIPT_LOOKBACK, TEARDOWN_LOOKBACK)), first)
+    if not ends:
         return None  # no completion message to have finished before (spares caught_before's scans)
     marked = _caught_kinds(lines, failures, texts, kinds)
     if marked is None:
@@ -918,12 +919,10 @@ def finished_before(lines: Sequence[str], floor: int, failures: Sequence[int],
         return None  # (a bare non-zero exit, the shell's reports beside it: the job script's, when its commands ran after)
     lo = max(floor, first - (SCRIPT_LOOKBACK if script_exit else TEARDOWN_LOOKBACK))
     at_exit_too = set(kinds) == {"teardown"}  # errors of the teardown alone: a tracker's exit lines came first
-    done = next((i for i in reversed(find_keys(lines, COMPLETION_COVER, lo, first))
-                 if (at_exit_too or not any(k in lines[i] for k in AT_EXIT))
-                 and completion_strength(logs.normalize_line(lines[i])) >= _STRONG_END), None)
+    done = next((i for i in reversed(ends) if i >= lo and (at_exit_too or not any(k in lines[i] for k in AT_EXIT))), None)
     if done is None:
         return None
-    strength = completion_strength(logs.normalize_line(lines[done]))
+    strength = ends[done]
     if script_exit:  # the job script's commands failed after the work (its summary lines are not more work)
         ok = script_ran_after(lines, done, failures[-1] + 1)
         return FinishedBefore(done, strength, _WHY_SCRIPT) if ok else None
@@ -949,10 +948,11 @@ def _caught_kinds(lines: Sequence[str], failures: Sequence[int], texts: Sequence
     return out
 
 
-def _strong_end_before(lines: Sequence[str], lo: int, hi: int) -> bool:
-    """Whether a completion message strong enough for :func:`finished_before` is in ``lines[lo:hi]``."""
-    return any(completion_strength(logs.normalize_line(lines[i])) >= _STRONG_END
-               for i in find_keys(lines, COMPLETION_COVER, lo, hi))
+def _strong_ends(lines: Sequence[str], lo: int, hi: int) -> dict[int, float]:
+    """The completion messages in ``lines[lo:hi]`` strong enough for :func:`finished_before`, in order,
+    with their strength."""
+    found = ((i, completion_strength(logs.normalize_line(lines[i]))) for i in find_keys(lines, COMPLETION_COVER, lo, hi))
+    return {i: strength for i, strength in found if strength >= _STRONG_END}
 
 
 #: Lines before an error line searched for the same line printed earlier.
