@@ -532,6 +532,34 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     """The phase of a failure at index ``failure``; ``region``: the error lines around it (the
     traceback that holds it is read from ``lines`` when there is one); ``floor``: the index where
     the failed attempt starts; ``step``: the last step before it."""
+    failure, tb_start, tb = _failing_traceback(lines, failure, floor)
+    top = tb_start if tb_start is not None else failure
+    if _never_started(lines, failure, tb):
+        return "startup"
+    if (checkpoint := _checkpoint_phase(lines, failure, floor, top, region, tb)) is not None:
+        return checkpoint
+    if tb is not None and (setup := _setup_phase(lines, floor, top, tb)) is not None:
+        return setup
+    floor = run_start(lines, floor, top, _RUN_LOOKBACK)  # the failing program's own lines
+    done, stage = _run_end_above(lines, floor, top)
+    if done is not None and stage is None:
+        return _after_run_end(lines, done, top, tb)
+    if _shutting_down(lines, failure, region, tb):
+        return "shutdown"
+    if stage is not None:  # a finished program, then the job's next one: the failure is that one's
+        floor = stage + 1  # the announcement itself ("=== 100-step runs ===") counts no step
+    if tb is None and (glued := _glued_to_bar(lines, failure)) is not None:
+        return glued  # the failure printed onto a progress bar: that bar is where it stopped
+    since = floor if stage is not None else max(floor, top - _LOOKBACK)
+    if _evaluation_going_on(lines, failure, floor, top, _shown_ends(lines[since:top]), tb):
+        return "evaluation"
+    return _phase_by_steps(lines, floor, top, region, tb, step)
+
+
+def _failing_traceback(lines: Sequence[str], failure: int, floor: int) -> tuple[int, int | None, list[str] | None]:
+    """(failure line, its traceback's head, that traceback's lines, None when there is none) of the
+    traceback that says where the process was: the failure's own, the one a report on the failure line
+    prints after it, or (P9) the process' own traceback just above a signal's report that names no Python frame."""
     tb_start, frames = _traceback_of(lines, failure, floor)
     if tb_start is None and (reported := _reported_exception(lines, failure)) is not None:
         failure = reported  # a report's line, then the traceback of what it reports: read that
@@ -539,18 +567,30 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     if not _funcs(frames) and (raised := _raised_before_signal(lines, failure, floor, tb_start)) is not None:
         failure = raised  # P9: the process' own traceback just above the signal's report: where it was
         tb_start, frames = _traceback_of(lines, failure, floor)
-    text = "\n".join(ln for ln in frames if not ln.startswith((" ", "\t"))) if tb_start is not None \
-        else "\n".join(_job_report_cut(ln) for ln in _without_warning_sources(_since_steps(lines, failure, floor, region)))
-    if _syntax(frames or [logs.normalize_line(lines[min(failure, len(lines) - 1)])]):
-        return "startup"  # the program could not even be compiled: whatever ran before was another run
-    if tb_start is not None and _import_failed(frames):
-        return "startup"  # its imports failed: it never started; the steps above are another program's
-    if tb_start is not None and _remote_code_import(frames):
-        return "startup"  # the model's own code (trust_remote_code) could not be imported: no weights were read
-    if tb_start is not None and _hub_base_weights(frames):
-        return "startup"  # P7: base weights of a Hub repository, read while building the model
-    if tb_start is not None and _built_from_pretrained([*_chained_outer(lines, failure), *frames]):
-        return "startup"  # P7: a constructor's from_pretrained or a remote-code import: the model is being built
+    return failure, tb_start, (frames if tb_start is not None else None)
+
+
+def _never_started(lines: Sequence[str], failure: int, tb: Sequence[str] | None) -> bool:
+    """Whether the failing program never got past its start (the steps printed above are then another
+    program's): it could not be compiled, its imports failed (or those of the model's own remote code), or
+    its traceback ``tb`` builds the model from pretrained files (P7)."""
+    if _syntax(tb or [logs.normalize_line(lines[min(failure, len(lines) - 1)])]):
+        return True  # the program could not even be compiled: whatever ran before was another run
+    if tb is None:
+        return False
+    # its imports failed; the model's own code (trust_remote_code) could not be imported; P7: base weights of a
+    # Hub repository read while building the model, or a constructor's from_pretrained (or a remote-code import)
+    return _import_failed(tb) or _remote_code_import(tb) or _hub_base_weights(tb) \
+        or _built_from_pretrained([*_chained_outer(lines, failure), *tb])
+
+
+def _checkpoint_phase(lines: Sequence[str], failure: int, floor: int, top: int, region: Sequence[str],
+                      tb: Sequence[str] | None) -> str | None:
+    """``checkpoint_save``/``checkpoint_load`` when the failure came while a checkpoint was written or read:
+    by the traceback's frames (or those a signal's handler printed after the failure), by the words of the
+    traceback's unindented lines (of the failure's lines without one), or by a save or load announced just
+    above ``top`` (the traceback's head, or the failure)."""
+    frames = tb or []
     by_name = _serializing(frames) or _checkpoint_func(_frame_funcs(frames))
     if by_name is not None:
         return by_name
@@ -558,61 +598,122 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
             and (named := _serializing(after) or _checkpoint_func(_frame_funcs(after))) is not None:
         return named  # P9: a signal (no Python frame above: a C++ stack at most), then the traceback the main
         # process prints for it, in a save or load
+    text = _checkpoint_text(lines, failure, floor, region, tb)
     if _LOAD.search(text):
         return "checkpoint_load"
     if _SAVE.search(text):
         return "checkpoint_save"
-    top = tb_start if tb_start is not None else failure
-    if (announced := _announced_checkpoint(lines, floor, top)) is not None:
-        return announced
-    if tb_start is not None and _setting_up(frames):
+    return _announced_checkpoint(lines, floor, top)
+
+
+def _checkpoint_text(lines: Sequence[str], failure: int, floor: int, region: Sequence[str],
+                     tb: Sequence[str] | None) -> str:
+    """The text read for a checkpoint's save or load: the traceback's unindented lines (its head, its
+    exception lines), or without one the failure's lines since the last step (warnings' source lines and a
+    job report's command line left out)."""
+    if tb is not None:
+        return "\n".join(ln for ln in tb if not ln.startswith((" ", "\t")))
+    return "\n".join(_job_report_cut(ln) for ln in _without_warning_sources(_since_steps(lines, failure, floor, region)))
+
+
+def _setup_phase(lines: Sequence[str], floor: int, top: int, tb: Sequence[str]) -> str | None:
+    """``startup`` when the traceback ``tb`` (head at ``top``) fails while the program sets itself up (a
+    set-up function, its first CUDA call, a model summary's dummy forward), or ``unknown`` for a set-up
+    traceback after steps of the same program; None when it is no set-up traceback."""
+    if _setting_up(tb):
         # with steps above: an earlier program's (then startup) or this one's next stage (then not):
         # the evidence contradicts itself, no answer rather than a guess
         own = run_start(lines, floor, top, _RUN_LOOKBACK)  # the failing program's own lines
         return "startup" if _progress_count(lines, own, top, 1) == 0 else UNKNOWN
-    if tb_start is not None and (_first_cuda_call(frames) or _model_summary(frames)):
+    if _first_cuda_call(tb) or _model_summary(tb):
         return "startup"
-    floor = run_start(lines, floor, top, _RUN_LOOKBACK)  # the failing program's own lines
-    # as shown (a progress bar's line holds every refresh: its last is what shows)
-    before = [_shown(ln)[-_SHOWN:] for ln in lines[max(floor, top - _LOOKBACK):top] if ln.strip()]
+    return None
+
+
+def _run_end_above(lines: Sequence[str], floor: int, top: int) -> tuple[int | None, int | None]:
+    """(the run's end, the next stage's announcement after it) among the last lines before ``top``: the
+    last completion line (None when training steps went on after it without a next stage announced: one
+    epoch's or stage's end, "Finish training epoch 9." then epoch 10's), and the first announcement of
+    the job's next program after it (:func:`_next_stage`)."""
     done = _completion_above(lines, max(floor, top - _LOOKBACK), top)
-    stage = _next_stage(lines, done, top) if done is not None else None
-    if done is not None and stage is None and _progress_count(lines, done + 1, top, _WENT_ON) >= _WENT_ON:
-        done = None  # steps after it ("Finish training epoch 9.", then epoch 10's): one epoch's or stage's end
-    if done is not None and stage is None and tb_start is not None and _eval_program(frames):
+    if done is None:
+        return None, None
+    stage = _next_stage(lines, done, top)
+    if stage is None and _progress_count(lines, done + 1, top, _WENT_ON) >= _WENT_ON:
+        return None, None
+    return done, stage
+
+
+def _after_run_end(lines: Sequence[str], done: int, top: int, tb: Sequence[str] | None) -> str:
+    """The phase of a failure at ``top`` after the run's end printed at ``done``, no next program
+    announced: ``evaluation`` when the final evaluation runs after the loop's end, else ``shutdown``."""
+    if tb is not None and _eval_program(tb):
         return "evaluation"  # the job's next program after the finished one evaluates (chat_eval.py, test.py)
-    if done is not None and stage is None and (_evaluation_announced([_shown(ln)[-_SHOWN:] for ln in lines[done:top]])
-                                               or _evaluating(lines, done + 1, top)):
+    if _evaluation_announced(_shown_ends(lines[done:top], keep_blank=True)) or _evaluating(lines, done + 1, top):
         return "evaluation"  # P10: "Training completed. Starting evaluation..." or a test bar short of its total
         # ("`Trainer.fit` stopped: ..." then "Testing DataLoader 0:  30%|"): the final evaluation after the loop's end
-    if (done is not None and stage is None) or _teardown(_signal_aside(frames, _without_unraisable_after(region, lines, failure))) \
-            or (tb_start is None and _in_exit_handlers(lines, failure)):
-        return "shutdown"
-    if stage is not None:  # a finished program, then the job's next one: the failure is that one's
-        floor = stage + 1  # the announcement itself ("=== 100-step runs ===") counts no step
-        before = [_shown(ln)[-_SHOWN:] for ln in lines[floor:top] if ln.strip()]
-    glued = _bar_glued(lines[failure]) if tb_start is None and failure < len(lines) else None
-    if glued is not None:  # the failure printed onto a progress bar: that bar is where it stopped
-        return glued
-    if (_in_eval([*_chained_outer(lines, failure), *frames]) or _eval_loader_frame(frames) or _eval_metric_frame(frames)) \
-            if tb_start is not None \
-            else _names_eval(_failure_text(lines, failure)):
-        return "evaluation"
-    if _evaluation_announced(_since_last_step(before)):
-        return "evaluation"
-    if _evaluating(lines, floor, top):
-        return "evaluation"
-    if (tb_start is None or not _in_step(frames)) and _trainer_evaluating(lines, floor, top):
-        return "evaluation"  # the Trainer's evaluation loop announced, its results not logged yet
-    if tb_start is None and _killed(lines, failure) and _evaluation_reported(lines, floor, top) \
-            and _progress_count(lines, floor, top, 1) > 0:  # (a training loop's pass: not a set-up line's "val_split: 0.1")
-        return "evaluation"  # P4/P9: killed right after an evaluation's report, nothing printed since
+    return "shutdown"
+
+
+def _shutting_down(lines: Sequence[str], failure: int, region: Sequence[str], tb: Sequence[str] | None) -> bool:
+    """Whether the failure's lines show the job's teardown (not a ``KeyboardInterrupt`` landing in a destructor,
+    not an atexit callback's report printed after the failure), or, without a traceback, a native backtrace
+    through glibc's exit handlers follows the failure."""
+    if _teardown(_signal_aside(tb or [], _without_unraisable_after(region, lines, failure))):
+        return True
+    return tb is None and _in_exit_handlers(lines, failure)
+
+
+def _shown_ends(block: Sequence[str], keep_blank: bool = False) -> list[str]:
+    """The lines of ``block`` as shown, their last characters (a progress bar's line holds every
+    refresh: its last is what shows); blank lines left out unless ``keep_blank``."""
+    return [_shown(ln)[-_SHOWN:] for ln in block if keep_blank or ln.strip()]
+
+
+def _glued_to_bar(lines: Sequence[str], failure: int) -> str | None:
+    """The phase a progress bar shows when the failure line (without a traceback) was printed onto it
+    (:func:`_bar_glued`)."""
+    return _bar_glued(lines[failure]) if failure < len(lines) else None
+
+
+def _evaluation_going_on(lines: Sequence[str], failure: int, floor: int, top: int, before: Sequence[str],
+                         tb: Sequence[str] | None) -> bool:
+    """Whether the failure at ``top`` came while evaluating: its traceback or its own lines name an
+    evaluation, one was announced since the last step printed (``before``: the last lines above, as shown),
+    an evaluation's progress is short of its total, the Trainer's evaluation loop logged no results yet, or
+    a kill came right after an evaluation's report."""
+    if _names_evaluation(lines, failure, tb):
+        return True
+    if _evaluation_announced(_since_last_step(before)) or _evaluating(lines, floor, top):
+        return True
+    if (tb is None or not _in_step(tb)) and _trainer_evaluating(lines, floor, top):
+        return True  # the Trainer's evaluation loop announced, its results not logged yet
+    # P4/P9: killed right after an evaluation's report, nothing printed since (after a training loop's pass:
+    # not a set-up line's "val_split: 0.1")
+    return tb is None and _killed(lines, failure) and _evaluation_reported(lines, floor, top) \
+        and _progress_count(lines, floor, top, 1) > 0
+
+
+def _names_evaluation(lines: Sequence[str], failure: int, tb: Sequence[str] | None) -> bool:
+    """Whether the failing traceback runs in an evaluation (its functions, with the tracebacks chained below
+    it; a ``for`` over or a ``next`` of an evaluation's loader; an evaluation's metric key logged), or,
+    without a traceback, the failure's own lines name one."""
+    if tb is None:
+        return _names_eval(_failure_text(lines, failure))
+    return _in_eval([*_chained_outer(lines, failure), *tb]) or _eval_loader_frame(tb) or _eval_metric_frame(tb)
+
+
+def _phase_by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str], tb: Sequence[str] | None,
+                    step: str | None) -> str:
+    """The phase from the steps the program printed since ``floor`` (:func:`_by_steps`), counted from a new
+    training loop's or stage's announcement when there is one (its set-up done: at least its first step); an
+    evaluation program's (by its entry script's name) steps are its batches unless it announced training."""
     if (loop := _new_loop(lines, floor, top)) is not None:  # a new training stage started: its steps count
         floor = loop + 1
-    phase = _by_steps(lines, floor, top, region, frames if tb_start is not None else None, step)
+    phase = _by_steps(lines, floor, top, region, tb, step)
     if loop is not None and phase == "startup":
-        phase = "first_step"  # after the loop's announcement: its set-up is done
-    if phase in ("first_step", "training") and tb_start is not None and _eval_program(frames) \
+        return "first_step"  # after the loop's announcement: its set-up is done
+    if phase in ("first_step", "training") and tb is not None and _eval_program(tb) \
             and loop is None and not _loop_started(lines, floor, top):
         return "evaluation"  # the steps an evaluation script counts are its batches (unless it announced training)
     return phase
