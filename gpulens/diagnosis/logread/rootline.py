@@ -15,6 +15,7 @@ from __future__ import annotations
 import bisect
 import re
 from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
 
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.guarded import Guarded, remembered
@@ -361,6 +362,19 @@ def _is_rank_row(line: str) -> bool:
     return body.startswith("rank") and ":" in body
 
 
+@dataclass(frozen=True)
+class _Attempt:
+    """What the root lines of a failed attempt are picked from: the log's ``lines``, the attempt's
+    ``start``, its failure lines (``region``), each line's normalized text (``norm``) and whether a
+    line is the first failing rank's (``mine``)."""
+
+    lines: Sequence[str]
+    start: int
+    region: list[int]
+    norm: Callable[[int], str]
+    mine: Callable[[int], bool]
+
+
 def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], evidence: Sequence[str],
                first: ranks.Origin, norm: Callable[[int], str], limit: int) -> list[int]:
     """Indexes of the lines an operator needs to see the root failure: the first failing
@@ -369,76 +383,136 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     ``limit``. A launcher's/scheduler's verdict (torchrun's "failed (exitcode", ChildFailedError
     and its table, srun's and mpirun's exit lines) only when the failing process printed no
     error, and then its first line (README rule R8)."""
-    region = [i for i in failures if i >= start]
     tags = _Tags(lines, start)
-    norm = _everywhere(lines, start, norm)
-
-    def mine(i: int) -> bool:
-        return same_origin(tags.of(i), first)
-
+    at = _Attempt(lines, start, [i for i in failures if i >= start], _everywhere(lines, start, norm),
+                  lambda i: same_origin(tags.of(i), first))
     hook = _hook_errors(lines, start)
-    own = _not_heads(lines, [i for i in region if is_root_error(norm(i)) and mine(i) and not _logged_frame(lines[i])
-                             and i not in hook and not is_launcher_verdict(norm(i)) and not _summary_part(lines, i)
-                             and not _spawn_lost(lines, i)])
-    own = [i for i in own if not _logged_warning(lines[i]) and not _logged_and_went_on(lines, i, own, norm)] or own
-    errors = [i for i in own if not is_scheduler_kill(norm(i))]
-    caught = set(errors) if errors and _went_on(lines, errors[-1], region, norm, _ownline(tags, first)) else set()
-    own = [i for i in own if i not in caught]
-    if own and _aborted_on_timeout(own, region, norm, mine):
-        caught, own = caught | set(own), []  # the watchdog took the process down: its timeout is the cause (R6)
-    kept = _without_spawned(lines, _without_teardown(lines, _without_aftermath(own, region, norm), norm), region, norm)
-    caught, own = caught | (set(own) - set(kept)), kept
-    if own:
-        own = sorted(set(own) | set(_printed_with(lines, own[0], mine)))
+    own, caught = _own_errors(at, hook, _ownline(tags, first))
     middles = {i for i in own if _inside_chain(lines, i)}
     own = [i for i in own if i not in middles]
     verdict_at = verdict_lines(lines, start)
     run_end = _run_end(own, verdict_at)
     runs = _runs(lines, own, start, anew := first.rank is None and first.proc is None)
-    again = _again(lines, runs, norm, anew)
-    later: list[int] = []  # the last run's lines, whichever rank printed them first (R5)
-    if again is None:
-        picked = _root_lines(lines, [i for i in own if i < run_end], norm)
-    else:  # a later run of the job script failed again (R1) or on what the first left missing (R7)
-        later = _earliest_copies(_root_lines(lines, runs[-1], norm), [i for i in region if i > runs[-2][-1]], norm)
-        picked = _root_lines(lines, [i for i in own if i < run_end], norm)[:1] + later if again else list(later)
-    picked = [_logged_first(lines, i, norm) for i in picked]
+    again = _again(lines, runs, at.norm, anew)
+    picked, later = _picked_runs(at, own, runs, again, run_end)
+    picked = [_logged_first(lines, i, at.norm) for i in picked]
     chained = set(picked)  # each says its own message (R4), though their quoted names are blanked alike
-    if picked and is_debugger_quit(norm(picked[-1])):
+    if picked and is_debugger_quit(at.norm(picked[-1])):
         picked = _breakpoint(lines, picked[-1]) + picked
     if not own:  # only symptoms: a collective timeout is the key message (the first one)
-        picked = [i for i in region if _TIMEOUT.search(norm(i)) is not None][:1]
-        picked = [i for i, _ in glued_timeouts(lines, max(0, start - 1), picked[0])][:1] + picked if picked else picked
+        picked = _first_timeout(at)
+    window = range(run_end) if again is None else range(runs[-1][0], 1 << 62)  # the run whose lines are picked
+    passed = set(own) | middles | handled_blocks(lines, max(0, start - AROUND), len(lines)) | caught | hook
+    picked = _with_quoted(at, picked, _quoted(lines, start, failures, evidence, at.norm), own, window, passed)
+    picked += _ending_kills(at, picked, own, caught)
+    verdict = [i for i in verdict_at if not (own and _cleanup(at.norm(i))) and i not in picked]
+    found = _shown_lines(at, picked, chained, own, verdict, min(limit, RULE_MAX_LINES))
+    if found:
+        found = _with_causes(at, found, evidence, min(limit, RULE_MAX_LINES))
+    return _first_ranks(lines, sorted(set(found)), first, later)
+
+
+def _own_errors(at: _Attempt, hook: Collection[int], ownline: Callable[[int], bool]) -> tuple[list[int], set[int]]:
+    """(the first failing rank's real error lines, those passed over as caught): not a logged frame, a hook's
+    error, a launcher's verdict, a summary's part or a lost spawn; a logged warning or an error the process logged
+    and went on from is passed over while others remain; errors the process went on from before a kill
+    (``ownline``: its own lines for certain), its errors when a watchdog's abort on a timeout took it down (R6),
+    a signal's aftermath, teardown errors and spawned children's errors are caught. The lines printed with the
+    first one are its own too."""
+    lines, region, norm = at.lines, at.region, at.norm
+    own = _not_heads(lines, [i for i in region if is_root_error(norm(i)) and at.mine(i) and not _logged_frame(lines[i])
+                             and i not in hook and not is_launcher_verdict(norm(i)) and not _summary_part(lines, i)
+                             and not _spawn_lost(lines, i)])
+    own = [i for i in own if not _logged_warning(lines[i]) and not _logged_and_went_on(lines, i, own, norm)] or own
+    errors = [i for i in own if not is_scheduler_kill(norm(i))]
+    caught = set(errors) if errors and _went_on(lines, errors[-1], region, norm, ownline) else set()
+    own = [i for i in own if i not in caught]
+    if own and _aborted_on_timeout(own, region, norm, at.mine):
+        caught, own = caught | set(own), []  # the watchdog took the process down: its timeout is the cause (R6)
+    kept = _without_spawned(lines, _without_teardown(lines, _without_aftermath(own, region, norm), norm), region, norm)
+    caught, own = caught | (set(own) - set(kept)), kept
+    if own:
+        own = sorted(set(own) | set(_printed_with(lines, own[0], at.mine)))
+    return own, caught
+
+
+def _picked_runs(at: _Attempt, own: Sequence[int], runs: Sequence[Sequence[int]], again: bool | None,
+                 run_end: int) -> tuple[list[int], list[int]]:
+    """(the root lines picked, those of the last run): the first run's (before ``run_end``) when the job ran
+    once; when a later run of the job script failed again (R1, ``again`` False) the last run's lines, whichever
+    rank printed them first (R5), or (R7, ``again`` True) the first run's root and then the last run's."""
+    if again is None:
+        return _root_lines(at.lines, [i for i in own if i < run_end], at.norm), []
+    later = _earliest_copies(_root_lines(at.lines, runs[-1], at.norm), [i for i in at.region if i > runs[-2][-1]], at.norm)
+    if not again:
+        return list(later), later
+    return _root_lines(at.lines, [i for i in own if i < run_end], at.norm)[:1] + later, later
+
+
+def _first_timeout(at: _Attempt) -> list[int]:
+    """The first collective timeout of the attempt (the key message when it shows only symptoms), after a
+    timeout glued to a line before it."""
+    picked = [i for i in at.region if _TIMEOUT.search(at.norm(i)) is not None][:1]
+    return [i for i, _ in glued_timeouts(at.lines, max(0, at.start - 1), picked[0])][:1] + picked if picked else picked
+
+
+def _with_quoted(at: _Attempt, picked: list[int], quoted: Sequence[int], own: Sequence[int], window: range,
+                 passed: Collection[int]) -> list[int]:
+    """``picked`` and the lines the classifier's evidence quotes (``quoted``) that add what they do not say
+    (R4, R8): the failing rank's, in the run whose lines are picked (``window``), none of ``passed`` (its own error
+    lines already read, those caught or handled, a hook's), not next to a picked line or a later line of one, no
+    cleanup's error after a real one, no lost spawn, no abort on an error already picked (R6)."""
+    picked = list(picked)
+    norm = at.norm
     texts = {_shape(norm(i)) for i in picked}
-    own_set = set(own) | middles | handled_blocks(lines, max(0, start - AROUND), len(lines))  # reports Python went on from (R1)
-    for i in _quoted(lines, start, failures, evidence, norm):
-        if not any(abs(i - k) <= _NEXT_TO for k in picked) and not _later_line(lines, i, picked, region) \
-                and _shape(norm(i)) not in texts and mine(i) and not _what_said(norm(i), texts) \
-                and not (own and _cleanup(norm(i))) and (i < run_end if again is None else i >= runs[-1][0]) \
-                and i not in own_set and i not in caught and i not in hook and not _spawn_lost(lines, i) \
-                and not (picked and _abort_report(norm(i))):  # (R4, R8; R6: an abort on an error already picked)
+    for i in quoted:
+        if not any(abs(i - k) <= _NEXT_TO for k in picked) and not _later_line(at.lines, i, picked, at.region) \
+                and _shape(norm(i)) not in texts and at.mine(i) and not _what_said(norm(i), texts) \
+                and not (own and _cleanup(norm(i))) and i in window \
+                and i not in passed and not _spawn_lost(at.lines, i) \
+                and not (picked and _abort_report(norm(i))):
             picked.append(i)
             texts.add(_shape(norm(i)))
-    kills = [i for i in region if is_terminal_kill(norm(i)) and not lines[i][:1].isspace() and i not in caught
+    return picked
+
+
+def _ending_kills(at: _Attempt, picked: Sequence[int], own: Sequence[int], caught: Collection[int]) -> list[int]:
+    """The first two kills of the attempt not yet picked that ended the run: with no own error any, else one after
+    the first error that explains why (:func:`_why_killed`); not a caught line, a secondary or benign one, a
+    cleanup's after a real error, nor an abort on an error a line above named (R6)."""
+    norm = at.norm
+    kills = [i for i in at.region if is_terminal_kill(norm(i)) and not at.lines[i][:1].isspace() and i not in caught
              and not logs.is_secondary(norm(i)) and not is_benign(norm(i)) and not (own and _cleanup(norm(i)))]
-    picked += [i for i in kills if i not in picked and (not own or (i > own[0] and _why_killed(norm(i), own, norm, lines[i + 1:i + 1 + _AFTER_KILL])))
-               and not (picked and _abort_report(norm(i)))][:2]  # an abort on an error a line above named (R6)
-    verdict = [i for i in verdict_at if not (own and _cleanup(norm(i))) and i not in picked]
-    found = _at_most(_once(picked, norm, chained), min(limit, RULE_MAX_LINES))
+    return [i for i in kills if i not in picked
+            and (not own or (i > own[0] and _why_killed(norm(i), own, norm, at.lines[i + 1:i + 1 + _AFTER_KILL])))
+            and not (picked and _abort_report(norm(i)))][:2]
+
+
+def _shown_lines(at: _Attempt, picked: Sequence[int], chained: Collection[int], own: Sequence[int],
+                 verdict: Sequence[int], cap: int) -> list[int]:
+    """The lines shown, at most ``cap``: the picked ones, each message once; with no own error and no timeout
+    among them, the launcher's death signal (R6); else a launcher's verdict's first line when the failing
+    process showed no error (R8); else the first symptoms, without wrappers and copies (R4, R5, R9)."""
+    norm = at.norm
+    found = _at_most(_once(picked, norm, chained), cap)
     if not own and not any(_TIMEOUT.search(norm(i)) for i in found):  # the launcher itself got a signal (R6)
-        found = _death_signal(lines, start) or found
+        found = _death_signal(at.lines, at.start) or found
     if not found:  # a launcher's verdict only when the failing process showed no error: one line
         found = _first_verdict(sorted(set(picked) | set(verdict)), norm)
     if not found:  # only symptoms: the first ones, without wrappers and copies (R4, R5, R9)
-        rest = [i for i in region if not _code_line(lines[i])]  # never a traceback's frame or code line (R2)
-        rest = [i for i in rest if not logs.is_secondary(norm(i))] or rest or list(region)
-        found = _at_most(_once(rest, norm) or rest, min(limit, RULE_MAX_LINES))
-    if found:  # where the run diverged, before what failed because of it (R7); why it aborted (R6)
-        roots = _diverged_root(lines, start, evidence) or _nan_reported(lines, start, found, norm) \
-            or _nan_sampled(lines, found) or _abort_reason(lines, found)
-        found = _at_most([i for i in roots if i not in found] + found + _fatal_abort(lines, found),
-                         min(limit, RULE_MAX_LINES))
-    return _first_ranks(lines, sorted(set(found)), first, later)
+        rest = [i for i in at.region if not _code_line(at.lines[i])]  # never a traceback's frame or code line (R2)
+        rest = [i for i in rest if not logs.is_secondary(norm(i))] or rest or list(at.region)
+        found = _at_most(_once(rest, norm) or rest, cap)
+    return found
+
+
+def _with_causes(at: _Attempt, found: list[int], evidence: Sequence[str], cap: int) -> list[int]:
+    """``found`` (at most ``cap``) after where the run diverged, before what failed because of it (R7: a
+    divergence, a NaN reported or sampled), or after why it aborted, and with a fatal abort's lines (R6)."""
+    lines = at.lines
+    roots = _diverged_root(lines, at.start, evidence) or _nan_reported(lines, at.start, found, at.norm) \
+        or _nan_sampled(lines, found) or _abort_reason(lines, found)
+    return _at_most([i for i in roots if i not in found] + found + _fatal_abort(lines, found), cap)
 
 
 #: The exceptions a signal raises in the process it reaches (README rule R6: not labelled after the
