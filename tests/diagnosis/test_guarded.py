@@ -72,9 +72,17 @@ def test_each_guard_finds_the_same_match_on_long_texts() -> None:
 
 def _prefiltered() -> list[tuple[str, Prefiltered]]:
     from gpulens.diagnosis import logs, origin
-    from gpulens.diagnosis.logread import attempts, completion, lines, phase, ranks, rootline
+    from gpulens.diagnosis.logread import (
+        attempts,
+        completion,
+        lines,
+        phase,
+        ranks,
+        rootline,
+        steplines,
+    )
 
-    return [*((f"{m.__name__}.{k}", v) for m in (logs, lines, phase, attempts, completion, rootline, ranks, origin)
+    return [*((f"{m.__name__}.{k}", v) for m in (logs, lines, phase, steplines, attempts, completion, rootline, ranks, origin)
               for k, v in vars(m).items() if isinstance(v, Prefiltered)),
             *((f"origin clue {name}", p) for name, p in origin._CLUE_FAST)]
 

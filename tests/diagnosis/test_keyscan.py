@@ -268,10 +268,10 @@ def test_progress_word_found_without_the_regex_answers_as_the_pattern() -> None:
 
 
 def test_setting_line_prefilter_answers_as_the_pattern() -> None:
-    # phase._is_setting rules lines out by _SETTING's literals (case-folded) before the search, and
+    # steplines._is_setting rules lines out by _SETTING's literals (case-folded) before the search, and
     # searches a line without a newline word by word: the same answers, non-ASCII lines and the
     # characters that re's (?i) takes for an ASCII letter (the long s of "lo\u017fs", the Kelvin sign) too
-    from gpulens.diagnosis.logread import phase
+    from gpulens.diagnosis.logread import steplines
 
     root = Path(__file__).resolve().parents[2] / "sample_logs"
     texts = [ln[-400:] for p in sorted(root.rglob("*.log"))[::4] for ln in p.read_text(errors="replace").splitlines()]
@@ -283,8 +283,8 @@ def test_setting_line_prefilter_answers_as_the_pattern() -> None:
               "\u2588 max_len 9 \u0130", "total\nloss", "loss\ntotal", "\u2588 total\nloss", "per\ngpu 4",
               "\u00e9total 4", "\u00e9 total 4", "loading shards \u2588\u2588 step 4", "restored ckpt at step\u00e9 4"]
     for t in texts:
-        assert phase._is_setting(t) == (phase._SETTING.search(t) is not None), t
-    assert phase._is_setting("Total optimization steps = 500") and not phase._is_setting("step 9 of 100")
+        assert steplines._is_setting(t) == (steplines._SETTING.search(t) is not None), t
+    assert steplines._is_setting("Total optimization steps = 500") and not steplines._is_setting("step 9 of 100")
 
 
 def test_a_one_off_family_neither_enters_the_shared_pass_of_later_logs_nor_evicts_the_constant_ones() -> None:

@@ -471,7 +471,8 @@ def test_a_metric_logger_line_counts_its_iteration_however_many_meters_follow(ru
 
 def test_a_tqdm_bar_without_a_total_counts_its_iterations(rules: Classifier) -> None:
     # tqdm over an iterable with no len: "{desc}: {n}{unit} [{elapsed}, {rate}]", any unit
-    from gpulens.diagnosis.logread.phase import _step_in, _step_progress
+    from gpulens.diagnosis.logread.steplines import step_in as _step_in
+    from gpulens.diagnosis.logread.steplines import step_progress as _step_progress
 
     assert _step_in("Training: 1187it [05:12,  3.80it/s, loss=0.31]") == "1187"
     assert _step_in("Total iterations: 8973: 316 it [16:02,  3.05s/ it]") == "316"

@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
-from gpulens.diagnosis.guarded import Branches, Guarded, contains_any
+from gpulens.diagnosis.guarded import Guarded
 from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.completion import (
     AT_EXIT,
@@ -20,7 +20,6 @@ from gpulens.diagnosis.logread.completion import (
     printed_before,
 )
 from gpulens.diagnosis.logread.lines import (
-    PROGRESS_KEYS,
     BarText,
     bar_update,
     is_benign,
@@ -28,6 +27,19 @@ from gpulens.diagnosis.logread.lines import (
     is_terminal_kill,
     last_matching,
     text_on_bar,
+)
+from gpulens.diagnosis.logread.steplines import (
+    EVAL_BAR,
+    HEAD,
+    SETUP_BAR,
+    SHOWN,
+    STEP_KEYS,
+    no_total_bar,
+    on_screen,
+    progress_count,
+    step_in,
+    step_progress,
+    to_float,
 )
 from gpulens.diagnosis.logs import find_keys
 
@@ -37,16 +49,6 @@ PHASES = ("startup", "first_step", "training", "evaluation", "checkpoint_save", 
 #: The answer when the log's evidence for the phase contradicts itself.
 UNKNOWN = "unknown"
 
-_STEP_RES = (
-    # fairseq's progress line counts ``num_updates=N`` after its epoch ("epoch 001:  100 / 1000 loss=9.1, ...,
-    # num_updates=100, ..."; fairseq_cli/train.py's ``train_inner`` stats)
-    re.compile(r"\b(?:global_step|num_updates|step|Step|STEP|iter(?:ation)?|Iter(?:ation)?|it)\s*[=:\[#]?\s*(\d[\d,]*)"
-               r"(?:\s*/\s*\d+)?"),
-    re.compile(r"\[step=(\d+)"),
-    re.compile(r"\b[Ee]poch\s*[\[:=#]?\s*(\d+(?:\.\d+)?)(?:\s*/\s*\d+)?"),
-    re.compile(r"'epoch':\s*(\d+(?:\.\d+)?)"),
-    re.compile(r"\s(\d+)/\d+\s+\["),
-)
 #: Read in the traceback's unindented lines (its head and its exception message). "serializ" only
 #: as torch's (``torch/serialization``, "failed to serialize"): Python's "Object of type X is not
 #: JSON serializable" is about writing results, nor Ray's "Failed to unpickle serialized exception" (a
@@ -84,8 +86,6 @@ _EVAL = Guarded(r"[Ee]valuat|(?<![Ii]n)[Vv]alidat|\beval\b|evaluate\(|compute_me
 _TEARDOWN = Guarded(r"destroy_process_group|atexit|__del__|finalize|[Ss]hutting down|(?:^|FATAL: )exception not rethrown\s*$",
                     ("destroy_process_group", "atexit", "__del__", "finalize", "hutting down", "exception not rethrown"))
 _LOOKBACK = 25
-#: Characters at the end of a line looked at.
-_SHOWN = 400
 #: Lines looked back for the last step printed before a failure or the end.
 _STEP_LOOKBACK = 600
 
@@ -97,11 +97,11 @@ def last_step(lines: Sequence[str], before: int, floor: int = 0) -> str | None:
     if before < len(lines) and (glued := _on_bar(lines[before])) is not None and glued.done != 0:
         return str(glued.done)
     floor = run_start(lines, floor, before, _STEP_LOOKBACK)
-    found = last_matching(lines, _STEP_KEYS, lambda ln: _step_in(ln) is not None, max(floor, before - _STEP_LOOKBACK), before)
+    found = last_matching(lines, STEP_KEYS, lambda ln: step_in(ln) is not None, max(floor, before - _STEP_LOOKBACK), before)
     table = _table_step(lines, floor, before)
     if table is not None and (not found or table[0] > found[0]):
         return table[1]
-    return _step_in(lines[found[0]]) if found else None
+    return step_in(lines[found[0]]) if found else None
 
 
 #: A row of a whitespace-aligned metric table: numbers only, three or more columns (DomainBed's
@@ -122,7 +122,7 @@ def _table_step(lines: Sequence[str], floor: int, before: int) -> tuple[int, str
     row = None
     seen = 0
     for k in range(before - 1, max(floor, before - 4 * _ROW_NEAR) - 1, -1):
-        text = _shown(lines[k])
+        text = on_screen(lines[k])
         if not text.strip():
             continue
         if len(text) < 400 and _NUM_ROW.fullmatch(text):
@@ -135,7 +135,7 @@ def _table_step(lines: Sequence[str], floor: int, before: int) -> tuple[int, str
         return None
     values = lines[row].split()
     for k in range(row - 1, max(floor, row - _TABLE_ROWS) - 1, -1):
-        text = _shown(lines[k])
+        text = on_screen(lines[k])
         if not text.strip() or (len(text) < 400 and _NUM_ROW.fullmatch(text)):
             continue
         names = text.split()
@@ -174,357 +174,6 @@ def run_start(lines: Sequence[str], floor: int, before: int, reach: int) -> int:
     program's."""
     got = last_matching(lines, _RUN_START_KEYS, lambda ln: True, max(floor, before - reach), before)
     return got[0] if got else floor
-
-
-#: A bare iteration counter a script prints once per step ("ite 19988", StyleGAN/EDM's
-#: "tick 928   kimg 46444.6   time 3d 07h 55m ...").
-_COUNTER = re.compile(r"(?:ite|tick)\s+(\d+)\b")
-_COUNTER_KEYS = ("ite ", "tick ")
-#: A federated-learning round, printed when the round starts: Flower's server ``log(INFO, "[ROUND %s]",
-#: current_round)`` ("INFO :      [ROUND 2]"), and the ``[Round 2/100]`` of scripts that count their
-#: communication rounds so; round 1 is the first step, a later one is training.
-_ROUND = re.compile(r"(?:^|[\s:])\[(?:ROUND|Round) (\d+)(?:\s*/\s*\d+)?\]")
-_ROUND_KEYS = ("[ROUND ", "[Round ")
-_STEP_KEYS = (*PROGRESS_KEYS, *_COUNTER_KEYS, *_ROUND_KEYS, "eta: ", "STEP", "EPOCH", "ITER", "checkpoint-",
-              " time (ms) | ", "Train: ")
-
-
-#: The loss line of the loop in PyTorch's "Training with PyTorch" tutorial, copied into many
-#: scripts: ``print('  batch {} loss: {}'.format(i + 1, last_loss))`` (indented, so not a progress
-#: line for the verdict, which skips indented lines as traceback code).
-_BATCH_LOSS = re.compile(r"\s*[Bb]atch\s+(\d+)\s+loss\s*:\s*[-+\d.]")
-
-
-#: torchvision's reference ``MetricLogger.log_every`` line, copied by DETR, DeiT, MAE, BLIP, DINO and
-#: many more: ``{header}  [{i}/{n}]  eta: {eta}  {meters}  time: ...  data: ...  max mem: ...``
-#: (``Epoch: [1]  [3890/7393]  eta: 0:21:23  lr: 0.0001  loss: 20.17 (21.32) ...``; delimiter two
-#: spaces or a tab). Its meters can run to thousands of characters, so its head says what it counts.
-_METRIC_LOGGER = re.compile(r"^(.{0,120}?)\s\[\s*(\d+)\s*/\s*\d+\s*\]\s+eta: ")
-#: Characters at the start of a line where a MetricLogger's head and counter are looked for.
-_HEAD = 200
-
-
-def _metric_logger(line: str) -> str | None:
-    """The iteration a training MetricLogger line counts (not an evaluation's ``Test:  [ 10/313]``)."""
-    head = line[:_HEAD]
-    if "eta: " not in head:
-        return None
-    m = _METRIC_LOGGER.match(head)
-    if m is None or _EVAL_BAR.match(head.lstrip()) is not None:
-        return None
-    return m.group(2)
-
-
-#: tqdm's bar without a total (``tqdm(loader)`` over an iterable with no ``len``): ``{desc}: {n}{unit}
-#: [{elapsed}, {rate}{postfix}]``, the rate ``{x}{unit}/s``, ``{x}s/{unit}`` or ``?{unit}/s``
-#: (``Total iterations: 8973: 316 it [16:02,  3.05s/ it]``, ``1187it [05:12,  3.80it/s, loss=0.31]``).
-_NO_TOTAL_BAR = re.compile(r"(?:^|: )(\d+)( ?[A-Za-z]\w{0,15}) \[(?:\d+:)?\d\d:\d\d, +(?:[\d.]+|\?)(?:\2/s|s/\2)[,\]]")
-
-
-def _no_total_bar(line: str) -> re.Match[str] | None:
-    """The last ``\r`` refresh of a tqdm bar without a total, if the line is one."""
-    shown = _shown(line)[-_SHOWN:]
-    if "[" not in shown or "/" not in shown:
-        return None
-    return _NO_TOTAL_BAR.search(shown)
-
-
-def _no_total_steps(line: str) -> str | None:
-    """The count of a tqdm bar without a total that steps a training loop (not a set-up bar: a data
-    set's "Map: 12000 examples [00:03, 3500.12 examples/s]", thousands of iterations a second)."""
-    m = _no_total_bar(line)
-    if m is None or _SETUP_BAR.search(m.string[:m.start()]) is not None:
-        return None
-    rate = _RATE_ANY.search(m.string, m.end(2))
-    return None if rate is not None and _float(rate.group(1)) > _FAST else m.group(1)
-
-
-#: Megatron-LM's ``training_log`` line (``megatron/training/training.py``: ``log_string = f" [{datetime.now()
-#: .strftime('%Y-%m-%d %H:%M:%S')}]"`` then ``' iteration {:8d}/{:8d} |'.format(iteration, args.train_iters)``;
-#: Megatron-DeepSpeed's and older Megatron's start at ``' iteration'``), printed by ``print_rank_last`` every
-#: ``log_interval`` iterations: `` [2025-01-08 07:37:43] iteration      310/  937500 | consumed samples: ...``.
-#: Its leading space makes it read as a traceback's code line elsewhere.
-_MEGATRON_ITER = Guarded(r"(?:^|[\s\]])iteration +(\d+)/ *\d+ \|", ("iteration ",))
-
-
-def _first_group(pattern: Guarded, text: str) -> str | None:
-    """The first group of ``pattern``'s match in ``text`` (its literals checked first), if any."""
-    m = pattern.search(text)
-    return m.group(1) if m else None
-
-
-def _megatron_iteration(line: str) -> str | None:
-    """The iteration of a Megatron ``training_log`` line, if the line is one."""
-    return _first_group(_MEGATRON_ITER, line[:_HEAD])
-
-
-#: A step, iteration or epoch number alone between rules of dashes, equals signs or stars, the banner
-#: custom loops print when each starts or is logged (``print(f"{'=' * 20} Epoch {epoch}/{epochs} {'=' * 20}")``,
-#: ``logging.info(f"----step{step}----")``: "===== Epoch 3/100 =====", "INFO::----step124000----"),
-#: after a logger's prefix; the whole line is the banner, so a sentence naming a step is not one.
-_BANNER = re.compile(r"(?:^|[:\]]\s?)[-=*#~]{2,}\s*(?:[Ss]tep|STEP|[Ee]poch|EPOCH|[Ii]ter(?:ation)?|ITER(?:ATION)?)"
-                     r"\s*[:#]?\s*(\d+)(?:\s*/\s*\d+)?\s*[-=*#~]{2,}\s*$")
-_BANNER_RULES = ("--", "==", "**", "##", "~~")
-
-
-def _banner_count(line: str) -> str | None:
-    """The number of a step/epoch banner (:data:`_BANNER`), if the line is one."""
-    if len(line) > _HEAD or not any(r in line for r in _BANNER_RULES):
-        return None
-    m = _BANNER.search(line.rstrip("\r\n"))
-    return m.group(1) if m else None
-
-
-#: A Hugging Face Trainer checkpoint folder being written, which names the global step it was saved at
-#: (``trainer.py``'s ``_save_checkpoint``: ``f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"``, "checkpoint-500"):
-#: the Trainer's own ``_save`` log "Saving model checkpoint to {output_dir}", and wandb's ``Artifact.add_dir``
-#: notice "Adding directory to artifact (./out/checkpoint-500)... Done. 0.1s", printed when the ``WandbCallback``
-#: (``integrations/integration_utils.py``, ``on_save`` with ``WANDB_LOG_MODEL=checkpoint``) uploads each checkpoint.
-_SAVED_AT = Guarded(r"(?:Saving model checkpoint to |Adding directory to artifact \()\S*?\bcheckpoint-(\d+)\b",
-                    ("Saving model checkpoint to ", "Adding directory to artifact ("))
-
-
-def _saved_at_step(line: str) -> str | None:
-    """The global step of a Trainer checkpoint saved or uploaded during training (:data:`_SAVED_AT`)."""
-    return _first_group(_SAVED_AT, line[:_SHOWN])
-
-
-#: timm's ``train.py`` training log (``train_one_epoch``: ``f'Train: {epoch} [{update_idx:>4d}/{updates_per_epoch}
-#: ({100. * update_idx / (updates_per_epoch - 1):>3.0f}%)]  Loss: {loss:#.3g} ({avg:#.3g})  Time: ...  LR: ...'``):
-#: "Train: 0 [ 100/1251 (  8%)]  Loss: 6.91 (6.93)  Time: 0.512s, ...". Its counter is the update in the epoch.
-#: OpenCLIP's (``open_clip_train/train.py``, ``train_one_epoch``: ``f"Train Epoch: {epoch} [{num_samples:>{sample_digits}}/
-#: {samples_per_epoch} ({percent_complete:.0f}%)] "`` then its meters, logged after a step every ``log_every_n_steps``
-#: batches) counts the samples done in the epoch, the batch size or more after its first step: "Train Epoch: 0 [   256/100352
-#: (0%)] Data (t): 3.204 Batch (t): 5.169, ... Loss: 5.5930 (5.5930)" (P2 (b): a line the loop prints only after a step).
-_TIMM_TRAIN = Guarded(r"(?:^|\s)Train(?: Epoch)?: \d+ \[\s*(\d+)/\d+ \(\s*\d+%\)\]", ("Train: ", "Train Epoch: "))
-
-
-def _timm_update(line: str) -> str | None:
-    """The update index of a timm ``Train:`` line, or the samples done of an OpenCLIP ``Train Epoch:`` line."""
-    return _first_group(_TIMM_TRAIN, line[:_HEAD])
-
-
-def _counter(line: str) -> str | None:
-    """The count of a bare counter line (a training MetricLogger line, a tqdm bar without a total,
-    Megatron's iteration line), if it is one."""
-    if (n := _metric_logger(line)) is not None or (n := _no_total_steps(line)) is not None \
-            or (n := _megatron_iteration(line)) is not None:
-        return n
-    if line.startswith(_COUNTER_KEYS):
-        m = _COUNTER.match(line)
-        return m.group(1) if m else None
-    if ("[ROUND " in line[:_HEAD] or "[Round " in line[:_HEAD]) and (r := _ROUND.search(line[:_HEAD])) is not None:
-        return r.group(1)
-    if (b := _banner_count(line)) is not None or (b := _saved_at_step(line)) is not None \
-            or (b := _timm_update(line)) is not None:
-        return b
-    if line[:1] in " \t" and line.lstrip(" \t").startswith(("batch ", "Batch ")):
-        m = _BATCH_LOSS.match(line)
-        return m.group(1) if m else None
-    return None
-
-
-def _step_in(line: str) -> str | None:
-    if (n := _counter(line)) is not None:
-        return n
-    end: str | None = line[-400:]
-    if not is_progress(line[-400:]):
-        end = _hidden_progress(line)
-    if end is None:
-        return None
-    if _is_setting(end) or _prose(line, end):
-        return None
-    for rx in _STEP_RES:
-        m = rx.search(end)
-        if m:
-            return m.group(1).rstrip(",")  # "step=0, skipped=0": the list's comma is not the number's
-    return None
-
-
-def _progress_count(lines: Sequence[str], floor: int, before: int, enough: int) -> int:
-    """Training-step progress lines in ``lines[floor:before]``, counted backwards up to ``enough``."""
-    return len(last_matching(lines, _STEP_KEYS, _step_progress, floor, before, enough))
-
-
-#: What set-up progress bars say they do (loading, downloading, preprocessing, compiling).
-_SETUP_BAR = re.compile(r"(?i)\b(?:load|fetch|download|map|filter|tokeni[sz]|generat|process|resolv|captur|extract"
-                        r"|compil|build|prepar|convert|cach|shard|upload|copy|sav)\w*\b")
-_RATE = re.compile(r"([\d.]+)it/s")
-#: A bar's rate in its own unit per second ("3500.12 examples/s", "5.0it/s").
-_RATE_ANY = re.compile(r"([\d.]+) ?[A-Za-z]\w*/s\b")
-#: A line that states a setting or announces a stage rather than counting a step done (no loss
-#: printed): "Iterations per epoch: 1108", "Total optimization steps = 500", "Starting iteration-wise
-#: training", DeepSpeed ZeRO-3's "Invalidate trace cache @ step 56836: expected module ...".
-_SETTING_WORDS = (r"\bper (?:epoch|step|iter\w*|device|gpu)\b|\btotal\b|\bnumber of\b|\bnum_"
-                  r"|\bmax_|\bstarting\b|\bwarmup_|Invalidate trace cache"
-                  # a batch's size ("Tokens / micro-batch / rank: 32 x 2048", "batch size: 64"), a checkpoint
-                  # loaded or resumed at a step ("Loading model from ckpt/d20 with step 21400", "Resuming from epoch 2,
-                  # global_step 278": the step the saved state names, not one done by this attempt, P2/P11)
-                  r"|\bbatch[ _-]?size\b|\bmicro[-_ ]?batch\b|\b(?:load|resum|restor)\w*\b[^.]{0,80}?(?:\b|_)step\b"
-                  # a tensor's or a batch's shape printed while setting up ("Shapes of elements in a batch: (1, 20,
-                  # 128)", "batch shape: torch.Size([8, 3, 224, 224])")
-                  r"|\bshapes?\b")
-_SETTING = re.compile(r"(?i)^(?!.*loss).*(?:" + _SETTING_WORDS + ")")
-#: _SETTING's words alone, each searched only in a line holding its own literals: on an ASCII
-#: line without "loss" or a newline, the same answer (``^(?!.*loss).*`` then tries every place).
-_SETTING_SPLIT = Branches(re.compile(_SETTING_WORDS, re.IGNORECASE))
-#: Lower-case literals one of which every match of _SETTING holds (its alternatives' own words).
-_SETTING_KEYS = contains_any(("per ", "total", "number of", "num_", "max_", "starting", "warmup_",
-                              "invalidate trace cache", "size", "micro", "load", "resum", "restor", "shape"))
-
-
-def _is_setting(end: str) -> bool:
-    """``_SETTING.search(end) is not None``; a line holding none of its literals (case-folded)
-    is ruled out without the search (its ``^.*`` tries every position), and one without a
-    newline is searched word by word (:data:`_SETTING_SPLIT`). Both where ``lower()`` folds
-    the line as the pattern's ``(?i)`` does: it holds none of :data:`_ODD_FOLDS`."""
-    if end.isascii() or not _ODD_FOLDS(end):
-        low = end.lower()
-        if not _SETTING_KEYS(low):
-            return False
-        if "\n" not in end:
-            return "loss" not in low and _SETTING_SPLIT.matches(end)
-    return _SETTING.search(end) is not None
-
-
-#: The characters that ``re``'s case-insensitive matching takes for an ASCII letter and
-#: ``str.lower()`` does not fold to it (dotted and dotless i, the long s, the Kelvin sign).
-_ODD_FOLDS = contains_any(("\u0130", "\u0131", "\u017f", "\u212a"))
-
-
-def _prose(line: str, end: str) -> bool:
-    """Whether a line that reads as progress (``end``: the part read) is prose that names a step:
-    a numbered instruction (:data:`_NUMBERED_STEP`), "step by step", or digits only in a launcher's
-    prefix (a Ray worker's pid, a rank)."""
-    if len(line) < _SHOWN and (line[:1] in "[( 0123456789\x1b" or "pid=" in line[:_HEAD]) \
-            and (own := ranks.launcher_text(line)) is not line and not any(c.isdigit() for c in own):
-        return True  # the number was the launcher's: "(main_task pid=28) Answer: ... step by step"
-    if ("Step " in end or "step " in end) and _NUMBERED_STEP.search(end):
-        return True  # "**Step 4: Analyze the search results**": a numbered instruction (a model's answer)
-    return "by" in end and _BY_STEP.search(end) is not None and not is_progress(_BY_STEP.sub(" ", end))
-
-
-#: An instruction numbered as a step, words only after it ("Step 4: Analyze search results", "**Step 2:** Compute
-#: the sum"): the reasoning a language model prints, which RL and evaluation logs (verl, TRL) show as samples.
-_NUMBERED_STEP = re.compile(r"(?i)\bstep\s+\d+\s*[:.)]\**\s*[a-z][a-z ,'-]*\W*$")
-#: The phrase "step by step" (prose, a prompt or a model's answer), which holds the word "step".
-_BY_STEP = re.compile(r"(?i)\bstep[- ]by[- ]step\b")
-#: vLLM's tqdm bar format (``vllm/model_executor/model_loader/weight_utils.py``, ``_BAR_FORMAT = "{desc}:
-#: {percentage:3.0f}% Completed | {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}]\n"``): "Loading
-#: safetensors checkpoint shards:  67% Completed | 2/3 [00:13<00:06,  6.28s/it]".
-_VLLM_BAR = "% Completed | "
-#: A bar faster than this many iterations per second is not stepping a GPU training job.
-_FAST = 1000.0
-
-
-#: DeepSpeed's step timers (``deepspeed/utils/timer.py``, ``SynchronizedWallClockTimer.log``: ``f"rank={rank} time
-#: (ms)"`` then ``" | {name}: {elapsed:.2f}"`` per timer, through ``log_dist``), printed with ``wall_clock_breakdown``
-#: after each step's forward, backward and optimizer step: "[Rank 0] rank=0 time (ms) | forward: 12.04 | backward:
-#: 23.69 | backward_inner: 23.65 | backward_allreduce: 0.00 | optimizer_step: 11.68". They count a step done.
-_DS_TIMER = re.compile(r"\brank=\d+ time \(ms\)(?: \| \w+: [\d.]+)*? \| (?:forward|backward|optimizer_step|step)"
-                       r"(?:_microstep)?: [\d.]+")
-
-
-def _ds_step_timer(line: str) -> bool:
-    """Whether a line is DeepSpeed's timer report of a training step (:data:`_DS_TIMER`)."""
-    return " time (ms) | " in line[:_SHOWN] and _DS_TIMER.search(line[:_SHOWN]) is not None
-
-
-def _step_progress(line: str) -> bool:
-    """A progress line of the training itself: not a warning's text, not a set-up bar (loading
-    weights, mapping a data set: named so, or running thousands of iterations a second)."""
-    if _counter(line) is not None or _ds_step_timer(line):
-        return True
-    if "%|" in line[-_SHOWN:]:
-        line = line.lstrip()  # tqdm pads its bar on the left ("  0%|")
-    end: str | None = line[-_SHOWN:]
-    if not is_progress(line):
-        end = _hidden_progress(line)
-    if end is None:
-        return False
-    if "Warning" in line or "warn" in line:
-        return False
-    if not any(c.isdigit() for c in end) or _is_setting(end):
-        return False  # "waiting for batch...", "Iterations per epoch: 1108", "Starting training": no step done
-    if _prose(line, end):
-        return False
-    shown = _shown(line)
-    if "%|" not in shown and "\r" in line and "%|" in end:
-        shown = _last_refresh(line)  # its last refresh cut short (ranks writing at once): the one before
-    if "%|" in shown or "it/s" in shown or "s/it" in shown or _VLLM_BAR in shown:
-        head = shown.split("%|")[0].split(_VLLM_BAR)[0]  # a slow bar shows "6.28s/it"
-        if _SETUP_BAR.search(head):
-            return False
-        rate = _RATE.search(shown)
-        if rate is not None and _float(rate.group(1)) > _FAST:
-            return False
-    return True
-
-
-#: A metric named after an error rate, with its value: DETR's ``MetricLogger`` meter ``class_error: 0.0000``
-#: (``engine.py`` of facebookresearch/detr, copied by Deformable-DETR, DINO, MOTIP and their kin, printed on
-#: every training line), ``top1_error = 12.5``, ``train_error: 0.03``.
-_ERROR_METRIC = re.compile(r"\w*[Ee]rror\w*\s*[:=]\s*[-+]?\d")
-
-
-def _hidden_progress(line: str) -> str | None:
-    """The text that shows a training step in a logger line the progress test (which reads a line's
-    last characters) does not take: its last characters without the names of error-rate metrics
-    (:data:`_ERROR_METRIC`; their values kept), or, for a line longer than those that holds no error
-    word, its head, where loggers put the counter before dozens of meters (``INFO: Iters: 800/20000 ||
-    Lr: 0.0193 || Task Loss: 1.0468 || ...``, ``[Epoch: 10] [40/49] [eta: 0:0:22] loss = 7.1177 ...``);
-    the head only with a counter and a loss's value in it; not a progress bar's line (its head is an old refresh), not
-    a traceback's code line."""
-    end = line[-_SHOWN:]
-    if ("rror" not in end and len(line) <= _SHOWN) or line[:1] in (" ", "\t") or 0 <= line.find("\r") < len(line) - 1:
-        return None
-    tail = _no_error_metrics(end)
-    if tail is not end and is_progress(tail):
-        return tail
-    if len(line) <= _SHOWN or _has_error_word(tail):
-        return None
-    head = _no_error_metrics(line[:_HEAD])
-    return head if _LOSS_VALUE.search(head) is not None and _COUNTED.search(head) is not None else None
-
-
-#: A loss with its value, as a training step's line prints it ("Task Loss: 1.0468", "loss = 7.1177"),
-#: which a configuration dump (``batch=16, epochs=100, loss_weight=1.0``) does not.
-_LOSS_VALUE = re.compile(r"(?i)\bloss\b\s*[:=]\s*[-+]?\d")
-#: A step, iteration or epoch counter ("Iters: 800/20000", "[Epoch: 10] [40/49]", "step 120").
-_COUNTED = re.compile(r"(?i)\b(?:epoch|iter\w*|step)\b\W{0,3}\d")
-
-
-def _no_error_metrics(text: str) -> str:
-    """``text`` without the names of its error-rate metrics (``class_error: 0.0`` -> ``0.0``), or
-    ``text`` itself when it names none."""
-    return _ERROR_METRIC.sub(lambda m: m.group(0)[-1], text) if "rror" in text else text
-
-
-#: The words that make a line an error's rather than progress (``lines.is_progress``'s).
-_has_error_word = contains_any(("rror", "ERROR", "Exception", "FATAL", "ailed", "Killed", "Traceback", "CANCELLED"))
-
-
-def _last_refresh(line: str) -> str:
-    """The last ``\r`` refresh of a bar's line that shows a bar (``%|``): several processes writing one
-    bar each to a shared console cut each other's refreshes ("\rLoading checkpoint shards:" and the rest
-    of it on the next line)."""
-    line = line.rstrip("\r\n")
-    end = line.rfind("%|")
-    return line[line.rfind("\r", 0, end) + 1:] if end >= 0 else _shown(line)
-
-
-def _shown(line: str) -> str:
-    """What a line shows: the last of a progress bar's ``\r`` refreshes (a CRLF line's own
-    ``\r`` ends it, it does not start an empty refresh)."""
-    line = line.rstrip("\r\n")
-    return line[line.rfind("\r") + 1:]
-
-
-def _float(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        return 0.0
 
 
 def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: int = 0,
@@ -624,7 +273,7 @@ def _setup_phase(lines: Sequence[str], floor: int, top: int, tb: Sequence[str]) 
         # with steps above: an earlier program's (then startup) or this one's next stage (then not):
         # the evidence contradicts itself, no answer rather than a guess
         own = run_start(lines, floor, top, _RUN_LOOKBACK)  # the failing program's own lines
-        return "startup" if _progress_count(lines, own, top, 1) == 0 else UNKNOWN
+        return "startup" if progress_count(lines, own, top, 1) == 0 else UNKNOWN
     if _first_cuda_call(tb) or _model_summary(tb):
         return "startup"
     return None
@@ -639,7 +288,7 @@ def _run_end_above(lines: Sequence[str], floor: int, top: int) -> tuple[int | No
     if done is None:
         return None, None
     stage = _next_stage(lines, done, top)
-    if stage is None and _progress_count(lines, done + 1, top, _WENT_ON) >= _WENT_ON:
+    if stage is None and progress_count(lines, done + 1, top, _WENT_ON) >= _WENT_ON:
         return None, None
     return done, stage
 
@@ -667,7 +316,7 @@ def _shutting_down(lines: Sequence[str], failure: int, region: Sequence[str], tb
 def _shown_ends(block: Sequence[str], keep_blank: bool = False) -> list[str]:
     """The lines of ``block`` as shown, their last characters (a progress bar's line holds every
     refresh: its last is what shows); blank lines left out unless ``keep_blank``."""
-    return [_shown(ln)[-_SHOWN:] for ln in block if keep_blank or ln.strip()]
+    return [on_screen(ln)[-SHOWN:] for ln in block if keep_blank or ln.strip()]
 
 
 def _glued_to_bar(lines: Sequence[str], failure: int) -> str | None:
@@ -691,7 +340,7 @@ def _evaluation_going_on(lines: Sequence[str], failure: int, floor: int, top: in
     # P4/P9: killed right after an evaluation's report, nothing printed since (after a training loop's pass:
     # not a set-up line's "val_split: 0.1")
     return tb is None and _killed(lines, failure) and _evaluation_reported(lines, floor, top) \
-        and _progress_count(lines, floor, top, 1) > 0
+        and progress_count(lines, floor, top, 1) > 0
 
 
 def _names_evaluation(lines: Sequence[str], failure: int, tb: Sequence[str] | None) -> bool:
@@ -873,7 +522,7 @@ def _since_steps(lines: Sequence[str], failure: int, floor: int, region: Sequenc
     last training step printed before ``failure``: a checkpoint save or load announced above steps that
     followed it was done (nanoGPT's ``train.py`` prints "saving checkpoint to {out_dir}" every
     ``eval_interval`` iterations, then goes on with "iter N: loss ..."), it is not what failed."""
-    got = last_matching(lines, _STEP_KEYS, _step_progress, max(floor, failure - len(region)), failure)
+    got = last_matching(lines, STEP_KEYS, step_progress, max(floor, failure - len(region)), failure)
     if not got:
         return region
     last = logs.normalize_line(lines[got[0]])
@@ -891,7 +540,7 @@ def _failure_text(lines: Sequence[str], failure: int) -> str:
     command line cut): what the failure itself names. Not the lines above it, where a config dump
     (``'val_batch_size': None``), a tracker's run summary (``wandb: val_accuracy 0.49``) or any
     earlier stage's output may name an evaluation that was not going on."""
-    return "\n".join(_job_report_cut(logs.normalize_line(_shown(ln))) for ln in lines[failure:failure + _FAILURE_LINES])
+    return "\n".join(_job_report_cut(logs.normalize_line(on_screen(ln))) for ln in lines[failure:failure + _FAILURE_LINES])
 
 
 #: What trainers log just before they read or write a checkpoint: the Hugging Face Trainer's "Loading
@@ -934,7 +583,7 @@ def _announced_checkpoint(lines: Sequence[str], floor: int, top: int) -> str | N
     written (:data:`_LOAD_NOTE`, :data:`_SAVE_NOTE`): nothing was printed since, so that is what failed."""
     seen = 0
     for k in range(top - 1, max(floor, top - 4 * _NOTE_LINES) - 1, -1):
-        raw = ranks.launcher_text(_shown(lines[k]))
+        raw = ranks.launcher_text(on_screen(lines[k]))
         shown = raw.strip()
         if not shown or raw.startswith(("  ", "\t")) or "Warning" in shown or "warn" in shown:
             continue  # a warning and its source line (indented): not what the program announced (Megatron's
@@ -1088,7 +737,7 @@ def _completion_above(lines: Sequence[str], start: int, top: int) -> int | None:
     """The index of the last completion line in ``lines[start:top]`` (not a tracker's at-exit line, also
     behind a launcher's prefix: Ray's ``(main_task pid=7) wandb: Synced 5 W&B file(s)``, printed at any exit)."""
     for k in range(top - 1, start - 1, -1):
-        shown = _shown(lines[k])[-_SHOWN:]
+        shown = on_screen(lines[k])[-SHOWN:]
         if _TEMPLATE_STOP in shown:
             return k
         if shown.strip() and is_completion(shown) and not ranks.launcher_text(shown).lstrip().startswith(_AT_EXIT) \
@@ -1107,23 +756,9 @@ def _next_stage(lines: Sequence[str], done: int, top: int) -> int | None:
     completion line at ``done`` and a failure at ``top``: a job script that goes on to its next
     program after one finished fails in that program's own phase, not in the finished one's
     shutdown."""
-    return next((k for k in range(done + 1, top) if _NEXT_STAGE.match(_shown(lines[k]))), None)
+    return next((k for k in range(done + 1, top) if _NEXT_STAGE.match(on_screen(lines[k]))), None)
 
 
-#: An evaluation's own progress line, by the name trainers give it: a tqdm bar ("Validation
-#: DataLoader 0:  45%|####5     | 9/20", "Evaluating:  30%|", "Testing: ..."), a MetricLogger line
-#: (LAVIS/BLIP "Evaluation  [ 570/1872]  eta: 3:12:57", DeiT/timm "Test:  [ 10/313]  eta: ..."), Lightning's
-#: validation pass before fitting ("Sanity Checking DataLoader 0:  50%|#####     | 1/2"); lm-evaluation-harness'
-#: request bars (``lm_eval/models/huggingface.py``: ``tqdm(desc="Running loglikelihood requests")``, "Running
-#: generate_until requests"), vLLM's ``LLM.generate`` bar (``vllm/entrypoints/llm.py`` ``_run_engine``: ``desc=
-#: "Processed prompts"``): a model run over a benchmark's or a data set's prompts.
-_EVAL_BAR = re.compile(r"^\W{0,3}(?:epoch \d+ \| )?(?:[Ee]val(?:uat\w*)?|EVAL\w*|[Vv]alid(?:at\w*)?|[Tt]est(?:ing)?|[Pp]redict\w*"
-                       r"|[Ii]nference|[Ss]ampling|Sanity Checking"
-                       r"|Running (?:loglikelihood(?:_rolling)?|generate_until|multiple_choice)\w* requests|Processed prompts)\b[^|\[\n]{0,40}?(?:\[\s*(\d+)\s*/\s*(\d+)\s*\]"
-                       r"|\d+%\|[^|]*\|\s*(\d+)/(\d+))")
-#: (fairseq's validation bar carries its ``BaseProgressBar`` prefix: ``prefix=f"valid on '{subset}' subset"`` after
-#: "epoch {:03d}" joined by " | " (``fairseq/logging/progress_bar.py``; ``fairseq_cli/train.py`` ``validate``): "epoch 001 |
-#: valid on 'valid' subset:  30%|###       | 30/100".)
 #: mmcv's ``ProgressBar`` (``[>>>>>>     ] 150/500, 12.3 task/s, elapsed: 12s, ETA:    28s``), which
 #: OpenMMLab's ``single_gpu_test``/``multi_gpu_test`` print while running a model over a test set.
 _TASK_BAR = re.compile(r"\[[> ]*\]\s*(\d+)/(\d+), [\d.]+ task/s, elapsed:")
@@ -1136,10 +771,10 @@ def _evaluating(lines: Sequence[str], floor: int, top: int) -> bool:
     counter short of its total): the failure happened while evaluating. A finished one
     (``20/20``) says nothing about what ran after it; a training step after it wins."""
     for k in range(top - 1, max(floor, top - _EVAL_LOOKBACK) - 1, -1):
-        shown = ranks.launcher_text(_shown(lines[k])).lstrip()  # a rank's bar: "[default0]:Evaluating: 45%|"
+        shown = ranks.launcher_text(on_screen(lines[k])).lstrip()  # a rank's bar: "[default0]:Evaluating: 45%|"
         if _CAFFE_TEST in shown:
             return True  # Caffe's test pass: its "Test net output" lines, then the next "Iteration N, loss = ..."
-        if ")" in shown[:_HEAD] and (mm := _MM_LOOP.search(shown[:_HEAD])) is not None:
+        if ")" in shown[:HEAD] and (mm := _MM_LOOP.search(shown[:HEAD])) is not None:
             return mm.group(1) != "train" and int(mm.group(2)) < int(mm.group(3))
         if not shown[:1].isalpha() and not shown.startswith(("[", "|")):
             continue
@@ -1147,15 +782,15 @@ def _evaluating(lines: Sequence[str], floor: int, top: int) -> bool:
             return not shown.startswith(_MEGATRON_VALIDATED)  # "Evaluating iter": before that iteration runs
         if shown.startswith("Class") and (yolo := _YOLO_VAL.match(shown)) is not None:
             return int(yolo.group(1)) < int(yolo.group(2))
-        if "Inference done " in shown[:_HEAD] and (d2 := _D2_INFER.search(shown[:_HEAD])) is not None:
+        if "Inference done " in shown[:HEAD] and (d2 := _D2_INFER.search(shown[:HEAD])) is not None:
             return int(d2.group(1)) < int(d2.group(2))
-        m = _EVAL_BAR.match(shown) if shown[:1] in _EVAL_HEADS else None
+        m = EVAL_BAR.match(shown) if shown[:1] in _EVAL_HEADS else None
         if m is None and shown.startswith(("[>", "[ ")):
             m = _TASK_BAR.match(shown)
         if m is not None:
             done, total = (m.group(1), m.group(2)) if m.group(1) is not None else (m.group(3), m.group(4))
             return int(done) < int(total)
-        if _step_progress(lines[k]):
+        if step_progress(lines[k]):
             return False
     return False
 
@@ -1230,7 +865,7 @@ _REACTIONS = ("death signal", "closing signal")
 
 def _killed(lines: Sequence[str], failure: int) -> bool:
     """Whether the failure line is a kill or a signal from outside (P9: a time limit, SIGTERM, an OOM kill)."""
-    return failure < len(lines) and is_terminal_kill(logs.normalize_line(_job_report_cut(_shown(lines[failure]))).lstrip(": \t"))
+    return failure < len(lines) and is_terminal_kill(logs.normalize_line(_job_report_cut(on_screen(lines[failure]))).lstrip(": \t"))
 
 
 def _evaluation_reported(lines: Sequence[str], floor: int, top: int) -> bool:
@@ -1241,7 +876,7 @@ def _evaluation_reported(lines: Sequence[str], floor: int, top: int) -> bool:
     word on it ("train_loss: 0.3  val_loss: 0.4" is an epoch's summary)."""
     seen = 0
     for k in range(top - 1, max(floor, top - _LOOKBACK) - 1, -1):
-        raw = ranks.launcher_text(_shown(lines[k]))
+        raw = ranks.launcher_text(on_screen(lines[k]))
         text = _plain(logs.normalize_line(raw)).strip()
         if not text or raw.startswith(("  ", "\t")) or "Warning" in text or "warn" in text \
                 or is_terminal_kill(text) or any(r in text for r in _REACTIONS):
@@ -1273,7 +908,7 @@ def _trainer_evaluating(lines: Sequence[str], floor: int, top: int) -> bool:
     if not got:
         return False
     for ln in lines[got[0] + 1:top]:
-        text = ranks.launcher_text(_shown(ln)).strip()
+        text = ranks.launcher_text(on_screen(ln)).strip()
         if text and not text.startswith(("Num examples", "Batch size")) and not _is_bar(text) \
                 and "Warning" not in text and "warn" not in text:
             return False
@@ -1298,14 +933,14 @@ def _reports_results(line: str) -> bool:
     """A line that reports an evaluation's results, as evaluators print their summary: two or more
     metrics with decimal values on one line, not a progress bar's (a script printing one metric a
     line, "AUC:  0.51", may still be inside the evaluation that computes the next)."""
-    return len(_METRIC_PAIR.findall(line[-_SHOWN:])) >= 2 and not _is_bar(line)
+    return len(_METRIC_PAIR.findall(line[-SHOWN:])) >= 2 and not _is_bar(line)
 
 
 def _since_last_step(before: Sequence[str]) -> Sequence[str]:
     """The lines after the last training progress line of ``before`` (an evaluation announced
     there, "begin validation on "valid" subset", followed by its metric prints, is what failed);
     the last 6 when none is near."""
-    last = next((k for k in range(len(before) - 1, -1, -1) if _step_progress(before[k]) and not _eval_banner(before[k])), None)
+    last = next((k for k in range(len(before) - 1, -1, -1) if step_progress(before[k]) and not _eval_banner(before[k])), None)
     return before[last + 1:] if last is not None else before[-6:]
 
 
@@ -1329,8 +964,8 @@ def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str],
     """The phase from the training steps printed before ``top`` (the failure or its traceback's
     head; ``frames``: that traceback, None when there is none)."""
     if (table := _table_step(lines, floor, top)) is not None:  # a metric table's last row names its step
-        return "first_step" if _float(table[1]) == 0 else "training"
-    steps = _progress_count(lines, floor, top, 4)
+        return "first_step" if to_float(table[1]) == 0 else "training"
+    steps = progress_count(lines, floor, top, 4)
     if frames is not None and steps > 0 and _results_after_progress(lines, floor, top) and not _bar_short(lines, floor, top):
         return "shutdown"  # the run printed its final results, then failed
     if steps == 0:
@@ -1427,7 +1062,7 @@ _HOUR = 3600
 def _seconds(line: str) -> int | None:
     """Seconds since the start of a leap year of the first timestamp on ``line`` (:data:`_ISO_TIME`,
     :data:`_GLOG_TIME`; glog prints no year)."""
-    head = line[:_HEAD]
+    head = line[:HEAD]
     if ":" not in head:
         return None
     m = _ISO_TIME.search(head) or _GLOG_TIME.search(head)
@@ -1494,7 +1129,7 @@ def _new_loop(lines: Sequence[str], floor: int, top: int) -> int | None:
     loop's first step. An announcement that names an epoch past the first is one epoch of the same loop."""
     lo = max(floor, top - _ANNOUNCE_LINES)
     found = last_matching(lines, (*_LOOP_START, *_LOOP_WORD_KEYS), _announces_loop, lo, top)
-    if not found or _progress_count(lines, found[0] + 1, top, 1) or not _progress_count(lines, floor, found[0], 1):
+    if not found or progress_count(lines, found[0] + 1, top, 1) or not progress_count(lines, floor, found[0], 1):
         return None
     return found[0]
 
@@ -1505,7 +1140,7 @@ _ANNOUNCE_LINES = 200
 
 def _announces_loop(line: str) -> bool:
     """Whether a line announces a training loop or stage starting (not one epoch of it)."""
-    text = ranks.launcher_text(_shown(line))[:_HEAD]
+    text = ranks.launcher_text(on_screen(line))[:HEAD]
     if not any(t in text for t in _LOOP_START) and (text[:1] in (" ", "\t") or _LOOP_WORDS_START.search(text) is None):
         return False
     count = _ANNOUNCED_COUNT.search(text)
@@ -1536,8 +1171,8 @@ def _counts_advance(lines: Sequence[str], floor: int, top: int) -> bool:
     """Whether the last training progress lines before ``top`` count three different steps
     ("batch 16 ... batch 26 ... batch 36"): steps were done, even where the last number printed
     is an epoch's ("epoch 0") rather than a step's."""
-    got = last_matching(lines, _STEP_KEYS, _step_progress, floor, top, 4)
-    return len({n for i in got if (n := _step_in(lines[i])) is not None}) >= 3
+    got = last_matching(lines, STEP_KEYS, step_progress, floor, top, 4)
+    return len({n for i in got if (n := step_in(lines[i])) is not None}) >= 3
 
 
 #: A scheduler's kill for the job's wall-time limit (Slurm, LSF, PBS/Torque, SGE): the job ran for its
@@ -1586,21 +1221,21 @@ def _bar_short(lines: Sequence[str], floor: int, top: int) -> bool:
     """Whether the last training progress line before ``top`` is a tqdm bar short of its total ("9000/30000"): the loop
     had not reached its configured end (P10), so results printed after it are a periodic evaluation's, not the run's
     final ones (3D Gaussian Splatting's ``training_report`` "[ITER 7000] Evaluating train: L1 ... PSNR ...")."""
-    got = last_matching(lines, _STEP_KEYS, _step_progress, floor, top)
+    got = last_matching(lines, STEP_KEYS, step_progress, floor, top)
     if not got:
         return False
-    shown = _shown(lines[got[0]])
-    m = bar_update(shown[-_SHOWN:], after_blocks=True) if "%|" in shown else None
+    shown = on_screen(lines[got[0]])
+    m = bar_update(shown[-SHOWN:], after_blocks=True) if "%|" in shown else None
     return m is not None and int(m.group(1)) < int(m.group(2))
 
 
 def _bar_done(lines: Sequence[str], floor: int, top: int) -> int | None:
     """The steps done a tqdm bar shows when it is the last training progress line before ``top``."""
-    got = last_matching(lines, _STEP_KEYS, _step_progress, floor, top)
+    got = last_matching(lines, STEP_KEYS, step_progress, floor, top)
     if not got:
         return None
-    shown = _shown(lines[got[0]])
-    m = bar_update(shown[-_SHOWN:], after_blocks=True) if "%|" in shown else None
+    shown = on_screen(lines[got[0]])
+    m = bar_update(shown[-SHOWN:], after_blocks=True) if "%|" in shown else None
     return int(m.group(1)) if m else None
 
 
@@ -1613,11 +1248,11 @@ _EPOCH_ITER = re.compile(r"\b[Ee]poch(?:\(\w+\))?:?\s*\[\s*\d+\s*(?:/\s*\d+\s*)?
 def _iter_in_epoch(lines: Sequence[str], floor: int, top: int) -> int | None:
     """The iteration within its epoch that the last training progress line before ``top`` counts,
     when that line is an epoch-and-iteration logger line (:data:`_EPOCH_ITER`)."""
-    got = last_matching(lines, _STEP_KEYS, _step_progress, floor, top)
+    got = last_matching(lines, STEP_KEYS, step_progress, floor, top)
     if not got or "poch" not in lines[got[0]]:
         return None
-    shown = _shown(lines[got[0]])
-    m = _EPOCH_ITER.search(shown[:_HEAD]) or _EPOCH_ITER.search(shown[-_SHOWN:])  # a MetricLogger's head
+    shown = on_screen(lines[got[0]])
+    m = _EPOCH_ITER.search(shown[:HEAD]) or _EPOCH_ITER.search(shown[-SHOWN:])  # a MetricLogger's head
     return int(m.group(1)) if m else None
 
 
@@ -1627,7 +1262,7 @@ def _past_first(step: str | None) -> bool:
     text = (step or "").replace(",", "")
     if text.isdigit():
         return int(text) > 1
-    return "." in text and _float(text) > 0
+    return "." in text and to_float(text) > 0
 
 
 #: Lines above a failure searched for the head of its traceback.
@@ -2018,7 +1653,7 @@ _RESULTS_AT_END = 8
 def _results_after_progress(lines: Sequence[str], floor: int, top: int) -> bool:
     """Whether the lines between the last progress line and the traceback at ``top`` hold the
     run's results (test accuracy, a metric table): the run got to its end and failed after it."""
-    got = last_matching(lines, _STEP_KEYS, _step_progress, max(floor, top - _RESULTS_BEFORE), top)
+    got = last_matching(lines, STEP_KEYS, step_progress, max(floor, top - _RESULTS_BEFORE), top)
     start = got[0] + 1 if got else max(floor, top - _RESULTS_AT_END)
     return any(_RESULT_LINE.search(ln) and not _is_bar(ln) and not printed_before(lines, floor, start, ln.strip())
                for ln in lines[start:top])
@@ -2026,8 +1661,8 @@ def _results_after_progress(lines: Sequence[str], floor: int, top: int) -> bool:
 
 def _is_bar(line: str) -> bool:
     """A tqdm bar's line (a data set's "Map (num_proc=8):  7%|" is no mAP result)."""
-    shown = _shown(line)[-_SHOWN:]
-    return "%|" in shown or bar_update(shown, after_blocks=True) is not None or _no_total_bar(line) is not None
+    shown = on_screen(line)[-SHOWN:]
+    return "%|" in shown or bar_update(shown, after_blocks=True) is not None or no_total_bar(line) is not None
 
 
 #: Python's traceback head; Sacred's filtered one reads "Traceback (most recent calls WITHOUT Sacred internals):"
@@ -2099,7 +1734,7 @@ _JOB_REPORT = re.compile(r": line \d+: +\d+ (?:Killed|Terminated|Aborted|Hangup|
 def _on_bar(line: str) -> BarText | None:
     """The message printed onto a progress bar's line (:func:`lines.text_on_bar`), a bash job
     report's command line left out (it says nothing of where the job stopped)."""
-    return text_on_bar(_job_report_cut(_shown(line)))
+    return text_on_bar(_job_report_cut(on_screen(line)))
 
 
 def _job_report_cut(text: str) -> str:
@@ -2120,9 +1755,9 @@ def _bar_glued(line: str) -> str | None:
     if glued is None:
         return None
     head = glued.head.lstrip()
-    if _EVAL_BAR.match(f"{head}{glued.done}/{glued.total}") is not None and glued.done < glued.total:
+    if EVAL_BAR.match(f"{head}{glued.done}/{glued.total}") is not None and glued.done < glued.total:
         return "evaluation"
-    if _SETUP_BAR.search(head.split("%|")[0]):
+    if SETUP_BAR.search(head.split("%|")[0]):
         return None  # a set-up bar (loading, downloading): no step was done
     return None if glued.done == 0 else "training"
 
