@@ -1507,15 +1507,33 @@ _EVAL_FOR = re.compile(r"^\s*(?:async\s+)?for\b[^:]{1,200}?\bin\b([^:]{1,200}):\
 #: A batch taken by hand from such a loader: Python's ``next(iter(loader))`` (the PyTorch tutorials' ``images, labels =
 #: next(iter(test_loader))``), ``next(loader_iter)``; torch's ``DataLoader.__iter__`` starts its workers there (P8).
 _EVAL_NEXT = re.compile(r"\bnext\(\s*(?:iter\(\s*)?([\w.]+)\s*\)")
-def _taken_in_loop(frame: str, code: str) -> re.Match[str] | None:
-    """:data:`_EVAL_NEXT` on a frame's source line, where the frame's function runs a loop (:data:`_LOOP_WORDS`:
-    ``training_loop``, ``train_epoch``; not ``main`` taking a fixed batch to plot while it sets up)."""
-    m = _FRAME.match(frame)
-    return _EVAL_NEXT.search(code) if m and m.group(1) and _LOOP_WORDS.search(m.group(1)) else None
-
-
+#: The name of an evaluation's data loader (data set, iterator) as the job's own code spells it: one word of the
+#: expression such a ``for`` or ``next`` reads (``val_loader``, ``valid_dl``, ``test_dataloader``, ``eval_iter``,
+#: ``dev_set``; ``self.eval_loader``'s last word). User scripts' variable names: read only by :func:`_eval_loader_frame`.
 _EVAL_LOADER = re.compile(r"(?i)^(?:\w+_)?(?:val|valid|validation|eval|evaluation|test|dev)_?(?:data(?:set)?_?)?"
                           r"(?:loader|dataloader|dl|iter|iterator|batches|set|dataset|ds)s?$")
+
+
+def _eval_loader_frame(frames: Sequence[str]) -> bool:
+    """Whether a frame of the traceback is stopped on a ``for`` over an evaluation's data loader or on a ``next``
+    of one (:func:`_loader_read`): a word of what it reads names one (:data:`_EVAL_LOADER`)."""
+    for k in range(len(frames) - 1):
+        if "File " in frames[k] and (read := _loader_read(frames[k], frames[k + 1])) is not None \
+                and any(_EVAL_LOADER.match(w) for w in re.split(r"\W+", read) if w):
+            return True
+    return False
+
+
+def _loader_read(frame: str, code: str) -> str | None:
+    """The expression a frame's source line ``code`` iterates over (:data:`_EVAL_FOR`), or takes a batch from by hand
+    (:data:`_EVAL_NEXT`) where the frame's function runs a loop (:data:`_LOOP_WORDS`: ``training_loop``,
+    ``train_epoch``; not ``main`` taking a fixed batch to plot while it sets up)."""
+    if (m := _EVAL_FOR.match(code)) is not None:
+        return m.group(1)
+    f = _FRAME.match(frame)
+    if f and f.group(1) and _LOOP_WORDS.search(f.group(1)) and (n := _EVAL_NEXT.search(code)) is not None:
+        return n.group(1)
+    return None
 
 
 #: A quoted metric key of an evaluation, as trackers name them (wandb's and TensorBoard's section prefix: "val/loss",
@@ -1533,17 +1551,6 @@ def _eval_metric_frame(frames: Sequence[str]) -> bool:
         return False
     code = frames[at + 1]
     return _EVAL_KEY.search(code) is not None and _TRAIN_KEY.search(code) is None
-
-
-def _eval_loader_frame(frames: Sequence[str]) -> bool:
-    """Whether a frame of the traceback is stopped on a ``for`` over an evaluation's data loader (:data:`_EVAL_FOR`) or on a
-    ``next`` of one (:data:`_EVAL_NEXT`)."""
-    for k in range(len(frames) - 1):
-        if "File " not in frames[k] or (m := _EVAL_FOR.match(frames[k + 1]) or _taken_in_loop(frames[k], frames[k + 1])) is None:
-            continue
-        if any(_EVAL_LOADER.match(w) for w in re.split(r"\W+", m.group(1)) if w):
-            return True
-    return False
 
 
 #: A data set's item fetch, and what iterates over a data set (a loader's ``__next__``, a custom
