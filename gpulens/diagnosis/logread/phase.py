@@ -393,12 +393,17 @@ def _chained_outer(lines: Sequence[str], failure: int) -> list[str]:
         head = next((j for j in range(note + 1, min(len(lines), note + _CHAIN_GAP)) if _TB in lines[j]), None)
         if head is None:
             return out
-        end = next((j for j in range(head + 1, min(len(lines), head + _TB_LOOKBACK))
-                    if lines[j].strip() and not lines[j].startswith((" ", "\t"))), None)
+        end = _exception_line(lines, head, min(len(lines), head + _TB_LOOKBACK))
         if end is None:
             return out
         out = [logs.normalize_line(x) for x in lines[head:end]]  # the last one holds the outermost frames
         k = end + 1
+
+
+def _exception_line(lines: Sequence[str], head: int, end: int) -> int | None:
+    """The index of the exception line of the traceback whose head is at ``head``: its first non-blank line
+    after the head that is not indented (a frame or a code line), before ``end``."""
+    return next((j for j in range(head + 1, end) if lines[j].strip() and not lines[j].startswith((" ", "\t"))), None)
 
 
 #: The head of a warning as Python's ``warnings.formatwarning`` prints it: "{filename}:{lineno}: {category}: {message}",
@@ -434,8 +439,7 @@ def _handler_frames(lines: Sequence[str], failure: int) -> list[str]:
     head = next((k for k in range(failure + 1, min(len(lines), failure + _HANDLER_GAP)) if _TB in lines[k]), None)
     if head is None:
         return []
-    end = next((j for j in range(head + 1, min(len(lines), head + _TB_LOOKBACK))
-                if lines[j].strip() and not lines[j].startswith((" ", "\t"))), None)
+    end = _exception_line(lines, head, min(len(lines), head + _TB_LOOKBACK))
     return [] if end is None else [logs.normalize_line(x) for x in lines[head:end + 1]]
 
 
@@ -459,7 +463,7 @@ def _raised_before_signal(lines: Sequence[str], failure: int, floor: int, tb_sta
         if k >= top - _SIGNAL_GAP and is_progress(logs.normalize_line(lines[k])):
             return None  # the job went on after it
         if _TB in lines[k] and lines[k].lstrip().startswith(_TB):
-            end = next((j for j in range(k + 1, top) if lines[j].strip() and not lines[j].startswith((" ", "\t"))), None)
+            end = _exception_line(lines, k, top)
             return end if end is not None and end >= top - _SIGNAL_GAP else None
     return None
 
@@ -969,23 +973,7 @@ def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str],
     if frames is not None and steps > 0 and _results_after_progress(lines, floor, top) and not _bar_short(lines, floor, top):
         return "shutdown"  # the run printed its final results, then failed
     if steps == 0:
-        if frames is not None and _at_import(frames):
-            return "startup"
-        if _first_collective(region):
-            return "first_step"
-        if any(_OUT_OF_TIME.search(ln) for ln in (*region, *lines[top:top + _KILL_AFTER])):
-            return "training"  # it ran for its whole allocation: the steps went where this log does not show
-        if _logged_history(lines[top:top + _KILL_AFTER]) or _logged_history(_footer_above(lines, floor, top)):
-            return "training"  # the run logged its metrics many times (to wandb, not to this log)
-        if _printed_losses(lines, floor, top):
-            return "training"  # print(loss.item()) once a step
-        framed = frames is not None and _in_step(frames)
-        # (a step-only warning on the failure line too: a loss kernel's device assertion is printed inside the step)
-        in_step = framed or _loop_started(lines, floor, top) \
-            or _stepped(lines, floor, min(len(lines), top + 1)) or (frames is None and _killed(lines, top) and _loop_announced(lines, floor, top))
-        if in_step and _an_hour_in_loop(lines, floor, top, top + len(frames or ()), framed):
-            return "training"  # P2 (c): no output of the loop in this file, but it ran for over an hour
-        return _glued_bar(region) or ("first_step" if in_step else "startup")
+        return _without_steps(lines, floor, top, region, frames)
     done = _bar_done(lines, floor, top)
     if done is None and (inner := _iter_in_epoch(lines, floor, top)) is not None and inner > 1:
         return "training"  # an epoch's own iteration counter says several steps were done
@@ -994,6 +982,30 @@ def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str],
     if (step in ("0", "1") or (steps < 3 and not _past_first(step))) and not _counts_advance(lines, floor, top):
         return "first_step"
     return "training"
+
+
+def _without_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str], frames: Sequence[str] | None) -> str:
+    """The phase of a failure at ``top`` after no training progress line: ``startup`` at import or before the
+    loop, ``first_step`` in the loop's first step (a first collective, a step's traceback or warning, the loop
+    announced), ``training`` when the run shows it stepped where this log does not (its whole time allocation,
+    a wandb history, bare losses printed, over an hour in the loop), or what a bar the traceback is glued to shows."""
+    if frames is not None and _at_import(frames):
+        return "startup"
+    if _first_collective(region):
+        return "first_step"
+    if any(_OUT_OF_TIME.search(ln) for ln in (*region, *lines[top:top + _KILL_AFTER])):
+        return "training"  # it ran for its whole allocation: the steps went where this log does not show
+    if _logged_history(lines[top:top + _KILL_AFTER]) or _logged_history(_footer_above(lines, floor, top)):
+        return "training"  # the run logged its metrics many times (to wandb, not to this log)
+    if _printed_losses(lines, floor, top):
+        return "training"  # print(loss.item()) once a step
+    framed = frames is not None and _in_step(frames)
+    # (a step-only warning on the failure line too: a loss kernel's device assertion is printed inside the step)
+    in_step = framed or _loop_started(lines, floor, top) \
+        or _stepped(lines, floor, min(len(lines), top + 1)) or (frames is None and _killed(lines, top) and _loop_announced(lines, floor, top))
+    if in_step and _an_hour_in_loop(lines, floor, top, top + len(frames or ()), framed):
+        return "training"  # P2 (c): no output of the loop in this file, but it ran for over an hour
+    return _glued_bar(region) or ("first_step" if in_step else "startup")
 
 
 #: A trainer's announcement that its training loop starts, printed once everything is set up (model
@@ -1221,22 +1233,24 @@ def _bar_short(lines: Sequence[str], floor: int, top: int) -> bool:
     """Whether the last training progress line before ``top`` is a tqdm bar short of its total ("9000/30000"): the loop
     had not reached its configured end (P10), so results printed after it are a periodic evaluation's, not the run's
     final ones (3D Gaussian Splatting's ``training_report`` "[ITER 7000] Evaluating train: L1 ... PSNR ...")."""
-    got = last_matching(lines, STEP_KEYS, step_progress, floor, top)
-    if not got:
-        return False
-    shown = on_screen(lines[got[0]])
-    m = bar_update(shown[-SHOWN:], after_blocks=True) if "%|" in shown else None
+    m = _last_bar_update(lines, floor, top)
     return m is not None and int(m.group(1)) < int(m.group(2))
 
 
 def _bar_done(lines: Sequence[str], floor: int, top: int) -> int | None:
     """The steps done a tqdm bar shows when it is the last training progress line before ``top``."""
+    m = _last_bar_update(lines, floor, top)
+    return int(m.group(1)) if m else None
+
+
+def _last_bar_update(lines: Sequence[str], floor: int, top: int) -> re.Match[str] | None:
+    """The tqdm update (groups 1 and 2: the count and the total, :func:`lines.bar_update`) of the last training
+    progress line before ``top``, when that line is a bar."""
     got = last_matching(lines, STEP_KEYS, step_progress, floor, top)
     if not got:
         return None
     shown = on_screen(lines[got[0]])
-    m = bar_update(shown[-SHOWN:], after_blocks=True) if "%|" in shown else None
-    return int(m.group(1)) if m else None
+    return bar_update(shown[-SHOWN:], after_blocks=True) if "%|" in shown else None
 
 
 #: A logger's line that counts the iterations of an epoch after the epoch's number: mmcv/mmdet's
