@@ -38,6 +38,7 @@ from gpulens.diagnosis.logread.steplines import (
     on_screen,
     progress_count,
     step_in,
+    step_lines,
     step_progress,
     to_float,
 )
@@ -526,7 +527,7 @@ def _since_steps(lines: Sequence[str], failure: int, floor: int, region: Sequenc
     last training step printed before ``failure``: a checkpoint save or load announced above steps that
     followed it was done (nanoGPT's ``train.py`` prints "saving checkpoint to {out_dir}" every
     ``eval_interval`` iterations, then goes on with "iter N: loss ..."), it is not what failed."""
-    got = last_matching(lines, STEP_KEYS, step_progress, max(floor, failure - len(region)), failure)
+    got = step_lines(lines, max(floor, failure - len(region)), failure)
     if not got:
         return region
     last = logs.normalize_line(lines[got[0]])
@@ -1183,7 +1184,7 @@ def _counts_advance(lines: Sequence[str], floor: int, top: int) -> bool:
     """Whether the last training progress lines before ``top`` count three different steps
     ("batch 16 ... batch 26 ... batch 36"): steps were done, even where the last number printed
     is an epoch's ("epoch 0") rather than a step's."""
-    got = last_matching(lines, STEP_KEYS, step_progress, floor, top, 4)
+    got = step_lines(lines, floor, top, 4)
     return len({n for i in got if (n := step_in(lines[i])) is not None}) >= 3
 
 
@@ -1246,7 +1247,7 @@ def _bar_done(lines: Sequence[str], floor: int, top: int) -> int | None:
 def _last_bar_update(lines: Sequence[str], floor: int, top: int) -> re.Match[str] | None:
     """The tqdm update (groups 1 and 2: the count and the total, :func:`lines.bar_update`) of the last training
     progress line before ``top``, when that line is a bar."""
-    got = last_matching(lines, STEP_KEYS, step_progress, floor, top)
+    got = step_lines(lines, floor, top)
     if not got:
         return None
     shown = on_screen(lines[got[0]])
@@ -1262,7 +1263,7 @@ _EPOCH_ITER = re.compile(r"\b[Ee]poch(?:\(\w+\))?:?\s*\[\s*\d+\s*(?:/\s*\d+\s*)?
 def _iter_in_epoch(lines: Sequence[str], floor: int, top: int) -> int | None:
     """The iteration within its epoch that the last training progress line before ``top`` counts,
     when that line is an epoch-and-iteration logger line (:data:`_EPOCH_ITER`)."""
-    got = last_matching(lines, STEP_KEYS, step_progress, floor, top)
+    got = step_lines(lines, floor, top)
     if not got or "poch" not in lines[got[0]]:
         return None
     shown = on_screen(lines[got[0]])
@@ -1674,7 +1675,7 @@ _RESULTS_AT_END = 8
 def _results_after_progress(lines: Sequence[str], floor: int, top: int) -> bool:
     """Whether the lines between the last progress line and the traceback at ``top`` hold the
     run's results (test accuracy, a metric table): the run got to its end and failed after it."""
-    got = last_matching(lines, STEP_KEYS, step_progress, max(floor, top - _RESULTS_BEFORE), top)
+    got = step_lines(lines, max(floor, top - _RESULTS_BEFORE), top)
     start = got[0] + 1 if got else max(floor, top - _RESULTS_AT_END)
     return any(_RESULT_LINE.search(ln) and not _is_bar(ln) and not printed_before(lines, floor, start, ln.strip())
                for ln in lines[start:top])

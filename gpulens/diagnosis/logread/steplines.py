@@ -17,7 +17,7 @@ from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.lines import PROGRESS_KEYS, is_progress, last_matching
 
 __all__ = ["EVAL_BAR", "HEAD", "SETUP_BAR", "SHOWN", "STEP_KEYS", "no_total_bar", "on_screen", "progress_count",
-           "step_in", "step_progress", "to_float"]
+           "step_in", "step_lines", "step_progress", "to_float"]
 
 
 _STEP_RES = (
@@ -203,7 +203,13 @@ def step_in(line: str) -> str | None:
 
 def progress_count(lines: Sequence[str], floor: int, before: int, enough: int) -> int:
     """Training-step progress lines in ``lines[floor:before]``, counted backwards up to ``enough``."""
-    return len(last_matching(lines, STEP_KEYS, step_progress, floor, before, enough))
+    return len(step_lines(lines, floor, before, enough))
+
+
+def step_lines(lines: Sequence[str], floor: int, before: int, count: int = 1) -> list[int]:
+    """Indexes of the last ``count`` training progress lines (:func:`step_progress`) in ``lines[floor:before]``,
+    latest first."""
+    return last_matching(lines, STEP_KEYS, step_progress, floor, before, count)
 
 
 #: What set-up progress bars say they do (loading, downloading, preprocessing, compiling).
