@@ -15,11 +15,13 @@ byte budget) for the last traceback; it never loads a whole large file.
 
 from __future__ import annotations
 
+import array
 import dataclasses
 import os
 import re
 import stat
-from collections.abc import Iterator, Sequence
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO, overload
 
@@ -289,6 +291,29 @@ def read_log(path: str | os.PathLike[str], *, head_bytes: int = HEAD_BYTES,
     scanning backwards at most ``scan_bytes``. Never raises for unreadable
     content; raises ``OSError`` only when the file cannot be opened.
     """
+    fd = _open_regular(path)
+    if isinstance(fd, LogText):
+        return fd
+    with os.fdopen(fd, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size == 0:
+            return LogText("", 0, reason="empty log")
+        encoding = bom_codec(fh)
+        if encoding is not None:
+            got = _read_utf16(fh, size, encoding, 2 * head_bytes, 2 * tail_bytes)
+            if got.reason is None:
+                return got  # else: two bytes that look like a BOM before UTF-8 text, or binary
+        fh.seek(0)
+        if size <= head_bytes + tail_bytes:
+            data = fh.read(head_bytes + tail_bytes)
+            sample = data[:8192] + data[-8192:]
+            return LogText(_decode(data), size, reason=_binary_reason(sample, _decode(sample)))
+        return _read_ends(fh, size, head_bytes, tail_bytes, scan_bytes)
+
+
+def _open_regular(path: str | os.PathLike[str]) -> int | LogText:
+    """A descriptor of ``path`` open for reading, or (when it is no regular file) why it is not
+    read. Raises ``OSError`` when it cannot be opened."""
     fd = os.open(Path(path), os.O_RDONLY | os.O_NONBLOCK)  # a FIFO with no writer must not block
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
@@ -297,58 +322,123 @@ def read_log(path: str | os.PathLike[str], *, head_bytes: int = HEAD_BYTES,
                 else "a socket" if stat.S_ISSOCK(mode) else "not a file")
         return LogText("", 0, reason=f"not a regular file ({kind}); save the log to a file first")
     os.set_blocking(fd, True)
-    with os.fdopen(fd, "rb") as fh:
-        size = os.fstat(fh.fileno()).st_size
-        if size == 0:
-            return LogText("", 0, reason="empty log")
-        encoding = UTF16_BOMS.get(fh.read(2))
-        if encoding is not None:
-            got = _read_utf16(fh, size, encoding, 2 * head_bytes, 2 * tail_bytes)
-            if got.reason is None:
-                return got  # else: two bytes that look like a BOM before UTF-8 text, or binary
-        fh.seek(0)
-        if size <= head_bytes + tail_bytes:
-            data = fh.read(head_bytes + tail_bytes)
-            text = _decode(data)
-            sample = data[:8192] + data[-8192:]
-            return LogText(text, size, reason=_binary_reason(sample, _decode(sample)))
-        head = fh.read(head_bytes)
-        fh.seek(size - tail_bytes)
-        tail = fh.read(tail_bytes)
-        sample = head[:8192] + tail[-8192:]
-        reason = _binary_reason(sample, _decode(sample))
-        if reason:
-            return LogText("", size, truncated=True, reason=reason)
-        window = b""
-        if not any(m in tail for m in _MARKERS):
-            window = _scan_back(fh, size - tail_bytes, scan_bytes, head_bytes)
-        parts = [head.rsplit(b"\n", 1)[0]]
-        if window:
-            parts.append(window)
-        # drop the partial first line of the tail
-        nl = tail.find(b"\n")
-        parts.append(tail[nl + 1:] if nl >= 0 else tail)
-        skipped = size - sum(len(x) for x in parts)
-        text = f"\n[... gpulens: {skipped} bytes not read ...]\n".join(_decode(x) for x in parts)
-        return LogText(text, size, truncated=True)
+    return fd
+
+
+def _read_ends(fh: BinaryIO, size: int, head_bytes: int, tail_bytes: int, scan_bytes: int) -> LogText:
+    """A (UTF-8) log larger than ``head_bytes + tail_bytes``: its head and its tail and, when the
+    tail shows no failure marker, the window around the last traceback before it."""
+    head = fh.read(head_bytes)
+    fh.seek(size - tail_bytes)
+    tail = fh.read(tail_bytes)
+    sample = head[:8192] + tail[-8192:]
+    reason = _binary_reason(sample, _decode(sample))
+    if reason:
+        return LogText("", size, truncated=True, reason=reason)
+    window = b""
+    if not any(m in tail for m in _MARKERS):
+        window = _scan_back(fh, size - tail_bytes, scan_bytes, head_bytes)
+    parts = [head.rsplit(b"\n", 1)[0]]
+    if window:
+        parts.append(window)
+    # drop the partial first line of the tail
+    nl = tail.find(b"\n")
+    parts.append(tail[nl + 1:] if nl >= 0 else tail)
+    skipped = size - sum(len(x) for x in parts)
+    text = f"\n[... gpulens: {skipped} bytes not read ...]\n".join(_decode(x) for x in parts)
+    return LogText(text, size, truncated=True)
 
 
 #: The byte-order marks of UTF-16 logs (Windows PowerShell 5's `>` and Out-File write UTF-16LE
 #: with a BOM) and their codecs
 UTF16_BOMS = {b"\xff\xfe": "utf-16-le", b"\xfe\xff": "utf-16-be"}
+#: Bytes read at a time where a reader streams through a part of a file it does not keep.
+STREAM_CHUNK = 8 * 1024 * 1024
+
+
+def bom_codec(fh: BinaryIO) -> str | None:
+    """The UTF-16 codec that the byte-order mark at ``fh``'s position names, or None (no BOM);
+    ``fh`` is left two bytes further on."""
+    return UTF16_BOMS.get(fh.read(2))
+
+
+def count_streamed(fh: BinaryIO, start: int, end: int, count: Callable[[bytes], int]) -> int:
+    """The sum of ``count`` over the bytes ``start..end`` of ``fh``, read :data:`STREAM_CHUNK`
+    bytes at a time (an even size: a UTF-16 unit is never split when ``start`` is unit-aligned)."""
+    fh.seek(start)
+    total = 0
+    pos = start
+    while pos < end:
+        chunk = fh.read(min(STREAM_CHUNK, end - pos))
+        if not chunk:
+            break
+        total += count(chunk)
+        pos += len(chunk)
+    return total
+
+
+def utf16_newlines(encoding: str) -> Callable[[bytes], int]:
+    """A counter of the UTF-16 code units equal to U+000A in (unit-aligned) bytes of
+    ``encoding``: exact, unlike counting the byte pair, which can straddle two units."""
+    swap = (encoding == "utf-16-le") != (sys.byteorder == "little")
+
+    def count(data: bytes) -> int:
+        units = array.array("H", data[: len(data) // 2 * 2])
+        if swap:
+            units.byteswap()
+        return units.count(10)
+
+    return count
+
+
+@dataclasses.dataclass(frozen=True)
+class Utf16Ends:
+    """What :func:`read_utf16` read of a UTF-16 log: its ``whole`` text; or (``whole`` None) its
+    ``head`` (the first bytes after the BOM, decoded) and its ``tail`` (the last bytes, from a
+    unit boundary, decoded, its partial first line dropped), with ``middle_newlines`` counted
+    from the head's last line end to the tail (when asked; else 0)."""
+
+    whole: str | None
+    head: str = ""
+    tail: str = ""
+    middle_newlines: int = 0
+
+    @property
+    def head_lines(self) -> str | None:
+        """The head up to (not including) its last newline, or None when it holds none."""
+        return self.head.rsplit("\n", 1)[0] if "\n" in self.head else None
+
+
+def read_utf16(fh: BinaryIO, size: int, encoding: str, *, head: int, tail: int, whole: int,
+               count_middle: bool = False) -> Utf16Ends:
+    """Read a UTF-16 log of ``size`` bytes (``fh`` just after its BOM) in bounded memory: whole
+    when at most ``whole`` bytes follow the BOM, else its first ``head`` and last ``tail`` bytes
+    (see :class:`Utf16Ends`; the middle streamed when ``count_middle``)."""
+    if size - 2 <= whole:
+        return Utf16Ends(fh.read().decode(encoding, errors="replace"))
+    first = fh.read(head - head % 2).decode(encoding, errors="replace")
+    start = size - tail + (size - tail) % 2  # unit-aligned (the BOM is one unit)
+    ends = Utf16Ends(None, first)
+    lines = ends.head_lines
+    if count_middle:
+        head_end = 2 + len(lines.encode(encoding, errors="replace")) + 2 if lines is not None else 2
+        ends = dataclasses.replace(
+            ends, middle_newlines=count_streamed(fh, head_end, start, utf16_newlines(encoding)))
+    fh.seek(start)
+    last = fh.read().decode(encoding, errors="replace")
+    return dataclasses.replace(ends, tail=last[last.find("\n") + 1:])
 
 
 def _read_utf16(fh: BinaryIO, size: int, encoding: str, head: int, tail: int) -> LogText:
     """A UTF-16 log after its BOM: whole up to ``head + tail`` bytes, else those two ends
     (unit-aligned); text without line structure (random bytes behind a BOM) is refused."""
-    if size - 2 <= head + tail:
-        text = fh.read().decode(encoding, errors="replace")
+    ends = read_utf16(fh, size, encoding, head=head, tail=tail, whole=head + tail)
+    if ends.whole is not None:
+        text = ends.whole
         truncated = False
     else:
-        first = fh.read(head - head % 2).decode(encoding, errors="replace").rsplit("\n", 1)[0]
-        fh.seek(size - tail + (size - tail) % 2)
-        last = fh.read().decode(encoding, errors="replace").split("\n", 1)[-1]
-        text = f"{first}\n[... gpulens: {size - head - tail} bytes not read ...]\n{last}"
+        first = ends.head_lines if ends.head_lines is not None else ends.head
+        text = f"{first}\n[... gpulens: {size - head - tail} bytes not read ...]\n{ends.tail}"
         truncated = True
     sample = text[:8192] + text[-8192:]
     if not looks_utf16_text(sample):

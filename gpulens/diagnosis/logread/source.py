@@ -12,10 +12,8 @@ and redirected to a file is one (line numbers are those of the decoded text, as 
 
 from __future__ import annotations
 
-import array
 import dataclasses
 import os
-import sys
 from pathlib import Path
 
 from gpulens.diagnosis import logs
@@ -26,7 +24,6 @@ __all__ = ["WHOLE_BYTES", "WholeText", "read_whole", "text_source"]
 #: Bytes of a log kept in memory (the end of a larger file; its head is kept too).
 WHOLE_BYTES = 16 * 1024 * 1024
 _HEAD_BYTES = 64 * 1024
-_CHUNK = 8 * 1024 * 1024
 
 
 @dataclasses.dataclass
@@ -54,22 +51,6 @@ def text_source(text: str) -> WholeText:
     return _finish(text, len(text.encode("utf-8", "replace")))
 
 
-def _count_newlines(fh: object, start: int, end: int) -> int:
-    import io
-
-    assert isinstance(fh, io.BufferedReader)
-    fh.seek(start)
-    count = 0
-    pos = start
-    while pos < end:
-        chunk = fh.read(min(_CHUNK, end - pos))
-        if not chunk:
-            break
-        count += chunk.count(b"\n")
-        pos += len(chunk)
-    return count
-
-
 def read_whole(path: str | os.PathLike[str], *, keep_bytes: int = WHOLE_BYTES) -> WholeText:
     """Read ``path`` (see the module doc; ``keep_bytes`` of its end kept). Raises ``OSError``
     when it cannot be opened; other problems (empty, binary, not a regular file) come back as
@@ -90,7 +71,7 @@ def read_whole(path: str | os.PathLike[str], *, keep_bytes: int = WHOLE_BYTES) -
         chunk = fh.read(_HEAD_BYTES)
         head = chunk.rsplit(b"\n", 1)[0] if b"\n" in chunk else None  # (a first line longer than the chunk: none kept)
         start = size - keep_bytes
-        skipped = _count_newlines(fh, len(head) + 1 if head is not None else 0, start)
+        skipped = logs.count_streamed(fh, len(head) + 1 if head is not None else 0, start, _newlines)
         fh.seek(start)
         tail = fh.read()
     nl = tail.find(b"\n")
@@ -102,6 +83,10 @@ def read_whole(path: str | os.PathLike[str], *, keep_bytes: int = WHOLE_BYTES) -
     return dataclasses.replace(got, first=len(head_lines) + skipped + 2, head=head_lines)
 
 
+def _newlines(data: bytes) -> int:
+    return data.count(b"\n")
+
+
 def _utf16_encoding(path: str | os.PathLike[str]) -> str | None:
     """The UTF-16 codec a file's byte-order mark names, or None (no BOM, or not a regular file:
     :func:`logs.read_log` reports that)."""
@@ -109,18 +94,9 @@ def _utf16_encoding(path: str | os.PathLike[str]) -> str | None:
         if not os.path.isfile(path):  # before opening: a FIFO with no writer would block the open
             return None
         with Path(path).open("rb") as fh:
-            return logs.UTF16_BOMS.get(fh.read(2))
+            return logs.bom_codec(fh)
     except OSError:
         return None
-
-
-def _newline_units(data: bytes, encoding: str) -> int:
-    """The UTF-16 code units equal to U+000A in ``data`` (even length, unit-aligned): exact,
-    unlike counting the byte pair, which can straddle two units."""
-    units = array.array("H", data[: len(data) // 2 * 2])
-    if (encoding == "utf-16-le") != (sys.byteorder == "little"):
-        units.byteswap()
-    return units.count(10)
 
 
 def _read_utf16(path: str | os.PathLike[str], encoding: str, keep_bytes: int) -> WholeText:
@@ -129,28 +105,14 @@ def _read_utf16(path: str | os.PathLike[str], encoding: str, keep_bytes: int) ->
     with Path(path).open("rb") as fh:
         size = os.fstat(fh.fileno()).st_size
         fh.seek(2)
-        if size <= 2 * (keep_bytes + _HEAD_BYTES):
-            text = fh.read().decode(encoding, errors="replace")
-            return _checked(_finish(text, size))
-        decoded = fh.read(2 * _HEAD_BYTES).decode(encoding, errors="replace")
-        head_text = decoded.rsplit("\n", 1)[0] if "\n" in decoded else None  # (no newline: none kept)
-        head_end = 2 + len(head_text.encode(encoding, errors="replace")) + 2 if head_text is not None else 2
-        start = size - 2 * keep_bytes
-        start += (start - head_end) % 2  # unit-aligned
-        skipped = 0
-        fh.seek(head_end)
-        pos = head_end
-        while pos < start:
-            chunk = fh.read(min(_CHUNK, start - pos))
-            if not chunk:
-                break
-            skipped += _newline_units(chunk, encoding)
-            pos += len(chunk)
-        tail = fh.read().decode(encoding, errors="replace")
-    nl = tail.find("\n")
-    got = _finish(tail[nl + 1:], size)
-    head_lines = head_text.split("\n") if head_text is not None else []
-    return _checked(dataclasses.replace(got, first=len(head_lines) + skipped + 2, head=head_lines))
+        ends = logs.read_utf16(fh, size, encoding, head=2 * _HEAD_BYTES, tail=2 * keep_bytes,
+                               whole=2 * (keep_bytes + _HEAD_BYTES) - 2, count_middle=True)
+    if ends.whole is not None:
+        return _checked(_finish(ends.whole, size))
+    got = _finish(ends.tail, size)
+    head_lines = ends.head_lines.split("\n") if ends.head_lines is not None else []
+    first = len(head_lines) + ends.middle_newlines + 2
+    return _checked(dataclasses.replace(got, first=first, head=head_lines))
 
 
 def _checked(got: WholeText) -> WholeText:
