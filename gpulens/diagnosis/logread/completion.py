@@ -157,6 +157,9 @@ _RESULT = re.compile(
     r"|precision|recall|loss|error rate|reward|return|average|mean|total|best|final|test|eval\w*|valid\w*|results?)"
     r"(?![a-z])[^\n]{0,80}?[:=|]?\s*[-+]?\d*\.?\d")
 _DIGITS = re.compile(r"\d+")
+#: The start of a job's own print of an exception it caught (:data:`_CAUGHT_PRINT`): its words
+#: naming what failed, a colon, then (after this) the exception's text.
+_CAUGHT_PRINT_WORDS = r"^(?:[Ee]rror|ERROR|[Ff]ailed|FAILED|[Ee]xception)(?: \w+){1,6}:\s+"
 #: An error message's shape, which a result line does not have: a script that catches an
 #: exception and logs it ("conversion failed: Error(s) in loading state_dict for ResNet:", then
 #: torch's tab-indented "Missing key(s) in state_dict: ..." lists, module.py ``load_state_dict``)
@@ -166,7 +169,7 @@ _DIGITS = re.compile(r"\d+")
 _ERROR_TEXT = re.compile(
     r"\b[A-Z]\w*(?:Error|Exception)(?:\(s\))?:\s*(?![-+]?[\d.])\S|\b[Ee]rror\(s\) in\b"
     r"|\b[Ee]rror (?:while|when|during|occurred)\b|Traceback \(most recent call last\)|[Ff]ailed(?: to\b|:)"
-    r"|^(?:[Ee]rror|ERROR|[Ff]ailed|FAILED|[Ee]xception)(?: \w+){1,6}:\s+(?![-+]?[\d.])\S"
+    rf"|{_CAUGHT_PRINT_WORDS}(?![-+]?[\d.])\S"
     r"|\bFAILED\b|[Mm]issing key\(s\)|[Uu]nexpected key\(s\)|失败[:：]|\bERROR\b(?:\]|:)?(?!\s*:?\s*[-+]?[\d.])")
 #: A shell ``time`` wrapper's report (``real 1m2.3s``), or a job script's epilogue: the date or
 #: an end banner printed after the program returned (a killed job prints neither).
@@ -333,7 +336,7 @@ def went_on(lines: Sequence[str], at: int, enough: int = WENT_ON_LINES) -> bool:
 #: exception's text (``except Exception as e: print(f"Error loading model: {e}")`` prints "Error loading
 #: model: CUDA out of memory. Tried to allocate ..."); not Python's uncaught report (``sys.excepthook``:
 #: a traceback, then the exception's class, one word: "torch.OutOfMemoryError: CUDA out of memory.").
-_CAUGHT_PRINT = re.compile(r"^(?:[Ee]rror|ERROR|[Ff]ailed|FAILED|[Ee]xception)(?: \w+){1,6}:\s+\S")
+_CAUGHT_PRINT = re.compile(_CAUGHT_PRINT_WORDS + r"\S")
 #: Own output lines after such a print that show the job went on (fewer than after an error line of
 #: unknown origin: the print itself says the exception was caught).
 _CAUGHT_ENOUGH = 3
