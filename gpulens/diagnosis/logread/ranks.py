@@ -176,54 +176,74 @@ def origin_of(line: str) -> Origin:
     """The rank and host a raw log line names (prefix first, then the message). Cached: the
     reader asks again for the same lines (each candidate against the first failing rank), and the
     answer is an immutable :class:`Origin` that depends on the line alone."""
-    rank: int | None = None
-    node: str | None = None
-    proc: str | None = None
-    local: int | None = None
-    agent = False
-    group = False
-    named: int | None = None
-    if (m := _stacked(line)) is not None:  # the global rank, not srun's task nor the local rank
-        rank = int(m.group("rank"))
-        host = m.group("host")
-        node = host if host and host != "localhost" else None
-    elif line[:1] in " 0123456789" and "[default" in line[:_STACK_SPAN]:
-        agent = _AGENT_TASK.match(line) is not None
+    named, agent = _prefix_named(line)
     for rx, kind, need in _ALL:
         if agent and rx in _RANK_PREFIXES:
             continue  # srun's task is a node's torchrun agent, [defaultN] its local rank: no global rank
         if need is not None and need not in line:
             continue  # a literal every match holds is absent: the search cannot match
         m = rx.search(line)
-        if m is None:
-            continue
-        if kind == "rank" and rank is None:
-            rank = int(m.group(1))
+        if m is not None:
+            named.take(kind, m)
+    return named.origin()
+
+
+@dataclasses.dataclass
+class _Named:
+    """What a line's prefixes and message name, gathered by :func:`origin_of` (the first
+    rank and node found stay)."""
+
+    rank: int | None = None
+    node: str | None = None
+    proc: str | None = None
+    local: int | None = None  # a local rank
+    group: bool = False  # a subgroup's line: its rank is not the global one
+    failed: int | None = None  # the rank a report of another rank's failure names
+
+    def take(self, kind: str, m: re.Match[str]) -> None:
+        """Keep what the match of a pattern of ``kind`` (:class:`_Rule`) names."""
+        if kind == "rank" and self.rank is None:
+            self.rank = int(m.group(1))
         elif kind == "group":
-            group = rank is None  # a subgroup's ProcessGroupNCCL line
-        elif kind == "group_rank" and rank is None and not group:
-            rank = int(m.group(1))
-        elif kind == "node" and node is None and not _is_level(m.group(1)):
-            node = m.group(1)
-        elif kind == "shell_node" and node is None:
-            node = m.group(1) or m.group(2)
+            self.group = self.rank is None  # a subgroup's ProcessGroupNCCL line
+        elif kind == "group_rank" and self.rank is None and not self.group:
+            self.rank = int(m.group(1))
+        elif kind == "node" and self.node is None and not _is_level(m.group(1)):
+            self.node = m.group(1)
+        elif kind == "shell_node" and self.node is None:
+            self.node = m.group(1) or m.group(2)
         elif kind == "node+rank":  # srun's task, not a range of them ("tasks 0-3": every one failed)
-            node = node or m.group(1)
-            rank = rank if rank is not None or not m.group(2).isdigit() else int(m.group(2))
+            self.node = self.node or m.group(1)
+            self.rank = self.rank if self.rank is not None or not m.group(2).isdigit() else int(m.group(2))
         elif kind == "rank+node":
-            rank = rank if rank is not None else int(m.group(1))
-            node = node or m.group(2)
-        elif kind == "proc+node" and node is None:
-            proc, node = m.group(1), m.group(2)
+            self.rank = self.rank if self.rank is not None else int(m.group(1))
+            self.node = self.node or m.group(2)
+        elif kind == "proc+node" and self.node is None:
+            self.proc, self.node = m.group(1), m.group(2)
         elif kind == "local":
-            local = int(m.group(1))
+            self.local = int(m.group(1))
         elif kind == "failed_rank":
-            named = int(m.group(1))
-    if local is not None and rank is None and node is None:  # one node: its local rank is the global one
-        rank = local
-    if named is not None:  # a report of another rank's failure: that rank (its host is not the printer's)
-        return Origin(named, node if rank in (None, named) else None, proc)
-    return Origin(rank, node, proc)
+            self.failed = int(m.group(1))
+
+    def origin(self) -> Origin:
+        """The line's origin: its rank (a lone node's local rank is the global one), or the
+        failed rank it reports (with the host only when it is that rank's)."""
+        rank = self.rank
+        if self.local is not None and rank is None and self.node is None:
+            rank = self.local
+        if self.failed is not None:  # a report of another rank's failure (its host is not the printer's)
+            return Origin(self.failed, self.node if rank in (None, self.failed) else None, self.proc)
+        return Origin(rank, self.node, self.proc)
+
+
+def _prefix_named(line: str) -> tuple[_Named, bool]:
+    """What a stacked prefix ending in a global ``[rankN]:`` tag names (its rank and host), and
+    whether the line is instead a node's torchrun agent under srun (:data:`_AGENT_TASK`)."""
+    if (m := _stacked(line)) is not None:  # the global rank, not srun's task nor the local rank
+        host = m.group("host")
+        return _Named(rank=int(m.group("rank")), node=host if host and host != "localhost" else None), False
+    agent = line[:1] in " 0123456789" and "[default" in line[:_STACK_SPAN] and _AGENT_TASK.match(line) is not None
+    return _Named(), agent
 
 
 
