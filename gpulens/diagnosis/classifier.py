@@ -215,67 +215,24 @@ class Classifier:
 
     def _decide(self, view: logs.LogView, pick: _Pick, proba: dict[str, float] | None,
                 file: str | None, keep_final: bool = False) -> Diagnosis:
-        best = pick.best
-        evidence_base = _evidence(view, [best] if best else [])
-        secondary = view.secondary_only and (best is None or best.rule.generic or logs.is_secondary(best.line))
-        if secondary and not pick.from_context:
-            lines = "; ".join(x[:160] for x in view.secondary_lines[:2])
-            d = _unknown("only secondary messages (a peer, child process or actor reports a failure that "
-                         f"happened elsewhere): {lines}", file, evidence_base, view.inputs)
-            d.confidence = 0.5
-            return d
-        if (best is None or best.rule.generic) and not pick.from_context and (lib := _import_time(view)):
-            return Diagnosis("import_error", DEFAULT_ORIGIN["import_error"], IMPORT_TIME_CONFIDENCE, evidence_base,
-                             method="rule", inputs=view.inputs, file=file,
-                             reason=f"raised while Python imported {lib} (a library's own module-level code, "
-                                    "reached by import statements only): the installed packages do not fit together")
-        if best is not None:
-            rule = best.rule
-            final = keep_final and _ended_it(view, best)
-            if proba is not None and rule.priority <= SVM_OVERRULE_MAX_PRIORITY and not final:
-                cat, p = max(proba.items(), key=lambda kv: kv[1])
-                if cat != rule.category and cat != "unknown" and p >= SVM_OVERRULE_PROBA:
-                    kind = "generic rule" if rule.generic else "rule"
-                    return Diagnosis(cat, DEFAULT_ORIGIN[cat], round(p, 3), evidence_base, method="svm",
-                                     rule_id=None, inputs=view.inputs, file=file,
-                                     reason=f"SVM (p={p:.2f}) overruled {kind} {rule.id} ({rule.category})")
-            conf = max(rule.confidence, FINAL_GENERIC_CONFIDENCE) if final and not rule.secondary else rule.confidence
-            reason = None
-            if pick.from_context:
-                conf = round(conf * 0.9, 3)
-                reason = ("the final traceback is cut off; answer from an earlier error line" if view.truncated
-                          else "answer from an error line outside the last traceback")
-            return Diagnosis(rule.category, rule.origin, conf, _evidence(view, [best]),
-                             method="rule", rule_id=rule.id, inputs=view.inputs, file=file, reason=reason)
-        if keep_final and (raised := _user_raised(view)):
-            top, p = max((proba or {"unknown": 0.0}).items(), key=lambda kv: kv[1])
-            if top in ("unknown", "semantic_error") or p < SVM_OVERRULE_PROBA:
-                return Diagnosis("semantic_error", DEFAULT_ORIGIN["semantic_error"], USER_RAISED_CONFIDENCE,
-                                 evidence_base, method="rule", inputs=view.inputs, file=file,
-                                 reason=f"no signature matched; the job's own code raised {raised}, which ended it")
+        """The diagnosis of one log: no answer where only secondary messages or an import-time
+        error speak, else the picked rule's (or the SVM's over it), else the job's own raise or
+        the SVM's guess (``proba``, None without a model)."""
+        evidence_base = _evidence(view, [pick.best] if pick.best else [])
+        early = _before_the_rules(view, pick, file, evidence_base)
+        if early is not None:
+            return early
+        if pick.best is not None:
+            return _from_rule(view, pick, pick.best, proba, file, keep_final, evidence_base)
+        raised = _from_user_raise(view, proba, file, evidence_base) if keep_final else None
+        if raised is not None:
+            return raised
         if proba is None:
             why = "no failure signature matched"
             if self.model_error:
                 why += f" (SVM unavailable: {self.model_error})"
             return _unknown(why, file, evidence_base, view.inputs)
-        if not _states_an_error(view):
-            d = _unknown("no failure signature matched and no line of the log states an error",
-                         file, evidence_base, view.inputs)
-            d.method = "svm"
-            return d
-        cat, p = max(proba.items(), key=lambda kv: kv[1])
-        if cat == "unknown" or p < SVM_MIN_PROBA:
-            why = "no failure signature matched"
-            if cat != "unknown":
-                why += f"; best model guess {cat} at p={p:.2f} is below {SVM_MIN_PROBA}"
-            d = _unknown(why, file, evidence_base, view.inputs)
-            d.method = "svm"
-            d.confidence = round(proba.get("unknown", 1 - p), 3)
-            return d
-        reason = (f"low confidence: no signature matched and the model's best guess has p={p:.2f}"
-                  if p < LOW_CONFIDENCE else None)
-        return Diagnosis(cat, DEFAULT_ORIGIN[cat], round(p, 3), evidence_base, method="svm",
-                         inputs=view.inputs, file=file, reason=reason)
+        return _from_model(view, proba, file, evidence_base)
 
     def classify_files(self, paths: Iterable[str | os.PathLike[str]]) -> list[Diagnosis]:
         """``[classify_file(p) for p in paths]``, with one batched SVM prediction."""
@@ -358,6 +315,89 @@ class _Pick:
     best: RuleMatch | None
     matches: list[RuleMatch]
     from_context: bool
+
+
+def _before_the_rules(view: logs.LogView, pick: _Pick, file: str | None,
+                      evidence_base: list[str]) -> Diagnosis | None:
+    """The answer no rule (bar a rule from the context) can change: none when the log holds only
+    secondary messages, an import error when the failure was raised while Python imported a
+    library; else None."""
+    best = pick.best
+    secondary = view.secondary_only and (best is None or best.rule.generic or logs.is_secondary(best.line))
+    if secondary and not pick.from_context:
+        lines = "; ".join(x[:160] for x in view.secondary_lines[:2])
+        d = _unknown("only secondary messages (a peer, child process or actor reports a failure that "
+                     f"happened elsewhere): {lines}", file, evidence_base, view.inputs)
+        d.confidence = 0.5
+        return d
+    if (best is None or best.rule.generic) and not pick.from_context and (lib := _import_time(view)):
+        return Diagnosis("import_error", DEFAULT_ORIGIN["import_error"], IMPORT_TIME_CONFIDENCE, evidence_base,
+                         method="rule", inputs=view.inputs, file=file,
+                         reason=f"raised while Python imported {lib} (a library's own module-level code, "
+                                "reached by import statements only): the installed packages do not fit together")
+    return None
+
+
+def _from_rule(view: logs.LogView, pick: _Pick, best: RuleMatch, proba: dict[str, float] | None,
+               file: str | None, keep_final: bool, evidence_base: list[str]) -> Diagnosis:
+    """The answer of the rule ``best``: the SVM's instead when it is sure of another category and
+    the rule is weak enough (and did not end the run, with ``keep_final``); less confident when
+    the rule matched outside the last traceback."""
+    rule = best.rule
+    final = keep_final and _ended_it(view, best)
+    if proba is not None and rule.priority <= SVM_OVERRULE_MAX_PRIORITY and not final:
+        cat, p = max(proba.items(), key=lambda kv: kv[1])
+        if cat != rule.category and cat != "unknown" and p >= SVM_OVERRULE_PROBA:
+            kind = "generic rule" if rule.generic else "rule"
+            return Diagnosis(cat, DEFAULT_ORIGIN[cat], round(p, 3), evidence_base, method="svm",
+                             rule_id=None, inputs=view.inputs, file=file,
+                             reason=f"SVM (p={p:.2f}) overruled {kind} {rule.id} ({rule.category})")
+    conf = max(rule.confidence, FINAL_GENERIC_CONFIDENCE) if final and not rule.secondary else rule.confidence
+    reason = None
+    if pick.from_context:
+        conf = round(conf * 0.9, 3)
+        reason = ("the final traceback is cut off; answer from an earlier error line" if view.truncated
+                  else "answer from an error line outside the last traceback")
+    return Diagnosis(rule.category, rule.origin, conf, _evidence(view, [best]),
+                     method="rule", rule_id=rule.id, inputs=view.inputs, file=file, reason=reason)
+
+
+def _from_user_raise(view: logs.LogView, proba: dict[str, float] | None, file: str | None,
+                     evidence_base: list[str]) -> Diagnosis | None:
+    """A semantic error when no rule matched, the job's own code raised the exception that ended
+    it and the SVM is not sure of another category; else None."""
+    if not (raised := _user_raised(view)):
+        return None
+    top, p = max((proba or {"unknown": 0.0}).items(), key=lambda kv: kv[1])
+    if top in ("unknown", "semantic_error") or p < SVM_OVERRULE_PROBA:
+        return Diagnosis("semantic_error", DEFAULT_ORIGIN["semantic_error"], USER_RAISED_CONFIDENCE,
+                         evidence_base, method="rule", inputs=view.inputs, file=file,
+                         reason=f"no signature matched; the job's own code raised {raised}, which ended it")
+    return None
+
+
+def _from_model(view: logs.LogView, proba: dict[str, float], file: str | None,
+                evidence_base: list[str]) -> Diagnosis:
+    """The SVM's answer where no rule matched: unknown when no line states an error or the
+    model's best guess is unknown or unsure, else that guess."""
+    if not _states_an_error(view):
+        d = _unknown("no failure signature matched and no line of the log states an error",
+                     file, evidence_base, view.inputs)
+        d.method = "svm"
+        return d
+    cat, p = max(proba.items(), key=lambda kv: kv[1])
+    if cat == "unknown" or p < SVM_MIN_PROBA:
+        why = "no failure signature matched"
+        if cat != "unknown":
+            why += f"; best model guess {cat} at p={p:.2f} is below {SVM_MIN_PROBA}"
+        d = _unknown(why, file, evidence_base, view.inputs)
+        d.method = "svm"
+        d.confidence = round(proba.get("unknown", 1 - p), 3)
+        return d
+    reason = (f"low confidence: no signature matched and the model's best guess has p={p:.2f}"
+              if p < LOW_CONFIDENCE else None)
+    return Diagnosis(cat, DEFAULT_ORIGIN[cat], round(p, 3), evidence_base, method="svm",
+                     inputs=view.inputs, file=file, reason=reason)
 
 
 def _finish(view: logs.LogView, d: Diagnosis, pick: _Pick) -> Diagnosis:
