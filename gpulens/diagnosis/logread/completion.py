@@ -255,7 +255,7 @@ def _ends_in_error(lines: Sequence[str], tail: Sequence[int]) -> End | None:
     run = []
     for i in reversed(tail):
         shown = _shown(lines[i]).strip()
-        if not _ERROR_TEXT.search(shown) or "arning" in shown or shown.startswith(_NOT_OUTPUT):
+        if not _ERROR_TEXT.search(shown) or _says_arning(shown) or shown.startswith(_NOT_OUTPUT):
             break
         run.append(i)
     return End(run[-1], 0.0, "the log ends with an error message the job printed itself (no exception line),") if run else None
@@ -303,6 +303,12 @@ _NOT_OUTPUT = ("wandb:", "srun:", "slurmstepd", "🏃", "Sender: LSF", "Job <", 
 #: A warning (Python's "UserWarning:", a logger's "WARNING", "Warning:"), not "learning_rate" in a
 #: trainer's log dict (transformers Trainer.log: "{'loss': 2.1, 'learning_rate': 5e-05, ...}").
 _WARNING = re.compile(r"[Ww]arning|WARNING")
+
+
+def _says_arning(line: str) -> bool:
+    """Whether a line holds "arning": the quick test for a warning ("Warning:", "UserWarning") of
+    the last lines' readers; unlike :data:`_WARNING` it also takes "learning" and not "WARNING"."""
+    return "arning" in line
 
 
 def went_on(lines: Sequence[str], at: int, enough: int = WENT_ON_LINES) -> bool:
@@ -665,7 +671,7 @@ def after_work(lines: Sequence[str], floor: int, at: int) -> bool:
         return False
     for k in range(at - 1, max(floor, at - _BEFORE_SHELL) - 1, -1):
         s = ranks_free(logs.normalize_line(lines[k]))
-        if not s or _script_line(s) or s.startswith(_NOT_OUTPUT) or "arning" in s:
+        if not s or _script_line(s) or s.startswith(_NOT_OUTPUT) or _says_arning(s):
             continue  # a tracker's footer, a warning at exit: not the program's last output
         return completion_strength(s) >= _STRONG_END or (is_progress_bar(lines[k]) and _counters_end(_shown(lines[k])) is True)
     return False
