@@ -104,15 +104,16 @@ def _read_utf16(path: str | os.PathLike[str], encoding: str, keep_bytes: int) ->
     else its head and its last ``2 * keep_bytes`` bytes with the middle's newlines counted."""
     with Path(path).open("rb") as fh:
         size = os.fstat(fh.fileno()).st_size
-        fh.seek(2)
+        fh.seek(2)  # whole: the file, its BOM included, up to twice the kept sizes
         ends = logs.read_utf16(fh, size, encoding, head=2 * _HEAD_BYTES, tail=2 * keep_bytes,
                                whole=2 * (keep_bytes + _HEAD_BYTES) - 2, count_middle=True)
     if ends.whole is not None:
         return _checked(_finish(ends.whole, size))
-    got = _finish(ends.tail, size)
-    head_lines = ends.head_lines.split("\n") if ends.head_lines is not None else []
+    head = ends.head_lines
+    head_lines = head.split("\n") if head is not None else []
+    # newlines before the tail: the head's, the one after it, the middle's, the one ending the cut line
     first = len(head_lines) + ends.middle_newlines + 2
-    return _checked(dataclasses.replace(got, first=first, head=head_lines))
+    return _checked(dataclasses.replace(_finish(ends.tail, size), first=first, head=head_lines))
 
 
 def _checked(got: WholeText) -> WholeText:
