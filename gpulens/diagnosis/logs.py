@@ -49,6 +49,10 @@ __all__ = [
     "normalize_line",
     "normalize_lines",
     "read_log",
+    "Utf16Ends",
+    "bom_codec",
+    "count_streamed",
+    "read_utf16",
 ]
 
 #: Bytes read from the start and the end of a file.
@@ -377,7 +381,7 @@ def count_streamed(fh: BinaryIO, start: int, end: int, count: Callable[[bytes], 
     return total
 
 
-def utf16_newlines(encoding: str) -> Callable[[bytes], int]:
+def _utf16_newlines(encoding: str) -> Callable[[bytes], int]:
     """A counter of the UTF-16 code units equal to U+000A in (unit-aligned) bytes of
     ``encoding``: exact, unlike counting the byte pair, which can straddle two units."""
     swap = (encoding == "utf-16-le") != (sys.byteorder == "little")
@@ -406,7 +410,11 @@ class Utf16Ends:
     @property
     def head_lines(self) -> str | None:
         """The head up to (not including) its last newline, or None when it holds none."""
-        return self.head.rsplit("\n", 1)[0] if "\n" in self.head else None
+        return _before_last_newline(self.head)
+
+
+def _before_last_newline(text: str) -> str | None:
+    return text.rsplit("\n", 1)[0] if "\n" in text else None
 
 
 def read_utf16(fh: BinaryIO, size: int, encoding: str, *, head: int, tail: int, whole: int,
@@ -416,17 +424,16 @@ def read_utf16(fh: BinaryIO, size: int, encoding: str, *, head: int, tail: int, 
     (see :class:`Utf16Ends`; the middle streamed when ``count_middle``)."""
     if size - 2 <= whole:
         return Utf16Ends(fh.read().decode(encoding, errors="replace"))
-    first = fh.read(head - head % 2).decode(encoding, errors="replace")
+    head_text = fh.read(head - head % 2).decode(encoding, errors="replace")
     start = size - tail + (size - tail) % 2  # unit-aligned (the BOM is one unit)
-    ends = Utf16Ends(None, first)
-    lines = ends.head_lines
+    middle = 0
     if count_middle:
+        lines = _before_last_newline(head_text)  # then the newline after them, then the middle
         head_end = 2 + len(lines.encode(encoding, errors="replace")) + 2 if lines is not None else 2
-        ends = dataclasses.replace(
-            ends, middle_newlines=count_streamed(fh, head_end, start, utf16_newlines(encoding)))
+        middle = count_streamed(fh, head_end, start, _utf16_newlines(encoding))
     fh.seek(start)
     last = fh.read().decode(encoding, errors="replace")
-    return dataclasses.replace(ends, tail=last[last.find("\n") + 1:])
+    return Utf16Ends(None, head_text, last[last.find("\n") + 1:], middle)
 
 
 def _read_utf16(fh: BinaryIO, size: int, encoding: str, head: int, tail: int) -> LogText:
