@@ -913,14 +913,11 @@ def finished_before(lines: Sequence[str], floor: int, failures: Sequence[int],
         return None
     first = failures[0]
     texts = [plain(logs.normalize_line(lines[i])).strip() for i in failures]
-    kinds = [shutdown_error(_what(lines, i, plain) or t) for i, t in zip(failures, texts, strict=True)]
-    if "teardown" in kinds:  # the abort such an error ends its process with reports it, no more
-        kinds = ["report" if k is None and _ABORTED.search(t) else k for k, t in zip(kinds, texts, strict=True)]
+    kinds = _shutdown_kinds(lines, failures, texts, plain)
     ends = _strong_ends(lines, max(floor, first - max(SCRIPT_LOOKBACK, TEARDOWN_LOOKBACK)), first)
     if not ends:
         return None  # no completion message to have finished before (spares caught_before's scans)
-    marked = _caught_kinds(lines, failures, texts, kinds)
-    if marked is None:
+    if (marked := _caught_kinds(lines, failures, texts, kinds)) is None:
         return None
     kinds = marked
     script_exit = "report" in kinds and all(k == "report" or _script_report(t) for k, t in zip(kinds, texts, strict=True))
@@ -940,6 +937,16 @@ def finished_before(lines: Sequence[str], floor: int, failures: Sequence[int],
     if "teardown" not in kinds and sum(1 for k in range(done + 1, first) if lines[k].strip()) > _KILL_GAP:
         return None  # a bare kill some output after the message: maybe of work after it (a final test)
     return FinishedBefore(done, strength, _WHY_CAUGHT if "caught" in kinds else _WHY_SHUTDOWN)
+
+
+def _shutdown_kinds(lines: Sequence[str], failures: Sequence[int], texts: Sequence[str],
+                    plain: Callable[[str], str]) -> list[str | None]:
+    """What shutdown error (:func:`shutdown_error`) each failure line (its ``texts``) is, None for
+    none; beside a teardown error, an abort is its report."""
+    kinds = [shutdown_error(_what(lines, i, plain) or t) for i, t in zip(failures, texts, strict=True)]
+    if "teardown" in kinds:  # the abort such an error ends its process with reports it, no more
+        kinds = ["report" if k is None and _ABORTED.search(t) else k for k, t in zip(kinds, texts, strict=True)]
+    return kinds
 
 
 def _caught_kinds(lines: Sequence[str], failures: Sequence[int], texts: Sequence[str],
