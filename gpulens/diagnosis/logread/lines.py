@@ -4,12 +4,11 @@ say what kind of line each is: a failure, a secondary symptom, progress, benign 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import re
 from collections.abc import Callable, Sequence
 
-from gpulens.diagnosis import logs, rules
-from gpulens.diagnosis.guarded import Guarded, Prefiltered, contains_any, remembered, top_branches
+from gpulens.diagnosis import logs
+from gpulens.diagnosis.guarded import Guarded, Prefiltered, contains_any, remembered
 from gpulens.diagnosis.logread.ranks import prefix_rank, strip_prefix
 from gpulens.diagnosis.logs import find_keys
 
@@ -317,27 +316,15 @@ def is_terminal_kill(norm: str) -> bool:
 #: stopping the run ("Signal 15 received — raising KeyboardInterrupt", "SIGTERM received, exiting"):
 #: the handler a script installs with signal.signal(SIGTERM, ...) (CPython's default SIGTERM action
 #: ends the process without a word; only SIGINT becomes KeyboardInterrupt by itself).
-#: Its format is defined once, as the alternative of this signature rule that holds
-#: :data:`_STOP_RULE_TAIL`, read from there; here (a line cut at ``_SHOWN`` characters) the words
-#: that say the run stops are looked for within 200 characters of "received", not to the line's end.
-_STOP_RECORD_RULE = "sigterm-handler"
-_STOP_RULE_TAIL = r"received\b(?! at time=)[^\n]*"
-_STOP_LINE_TAIL = r"received\b(?! at time=)[^\n]{0,200}?"
-
-
-@functools.cache
-def _stop_record() -> re.Pattern[str]:
-    """The program's SIGTERM-handler record (above), read from its signature rule."""
-    rule = next(r for r in rules.load_rules() if r.id == _STOP_RECORD_RULE)
-    branch = next((b for b in top_branches(rule.pattern.pattern) or () if _STOP_RULE_TAIL in b), None)
-    if branch is None:
-        raise ValueError(f"rule {_STOP_RECORD_RULE} has no alternative with {_STOP_RULE_TAIL!r}")
-    return re.compile(branch.replace(_STOP_RULE_TAIL, _STOP_LINE_TAIL), rule.pattern.flags)
+#: The same format is the last alternative of the ``sigterm-handler`` signature rule (which reads to the line's
+#: end); change both together.
+_STOP_RECORD = re.compile(r"\b(?:[Ss]ignal (?:15|SIGTERM)|SIGTERM) (?:was )?received\b(?! at time=)"
+                          r"[^\n]{0,200}?\b(?:KeyboardInterrupt|exit|stop|shut)")
 
 
 def is_stop_record(norm: str) -> bool:
     """Whether a line is a program's record that its SIGTERM handler is stopping the run."""
-    return "received" in norm and _stop_record().search(norm) is not None
+    return "received" in norm and _STOP_RECORD.search(norm) is not None
 
 
 @remembered  # asked again about the same lines by several stages
