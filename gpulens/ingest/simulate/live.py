@@ -44,7 +44,7 @@ real cluster (docs/straggler.md).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -133,24 +133,95 @@ def job_ticks(job: LiveJob) -> Iterator[tuple[float, dict[str, np.ndarray]]]:
         yield float(arrays["t"][k]), {name: a[k] for name, a in arrays.items() if name != "t"}
 
 
+_IDLE_POWER = 70.0
+_SPEED_IB, _SPEED_NET = 50e9, 3.125e9  # 400 Gb/s IB, 25 Gb/s Ethernet
+
+
+@dataclasses.dataclass(frozen=True)
+class _Levels:
+    """The job-wide operating point every machine starts from."""
+
+    util: float
+    clock: float
+    power: float
+    mem: float
+    pcie: float
+    nvlink: float
+    ib: float
+    net: float
+
+
+@dataclasses.dataclass(frozen=True)
+class _Activity:
+    """Per tick and machine: how active (0-1), and the job-wide pause and checkpoint windows."""
+
+    act: np.ndarray  # (ticks, nodes)
+    pause: np.ndarray  # (ticks,)
+    ckpt: np.ndarray  # (ticks,)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Offsets:
+    """Stable per-machine multipliers: rank 0's extra work and pipeline stages."""
+
+    util: np.ndarray
+    power: np.ndarray
+    mem: np.ndarray
+    traffic: np.ndarray
+    net: np.ndarray
+
+
+@dataclasses.dataclass
+class _Signals:
+    """The job's signals before activity and noise, which the fault and the collective edit."""
+
+    speed: np.ndarray  # (ticks,) job speed: the slowest machine sets it
+    util: np.ndarray  # (ticks, nodes, 8) from here to traffic_gpu
+    clock: np.ndarray
+    power: np.ndarray
+    mem: np.ndarray
+    traffic_gpu: np.ndarray
+    ib: np.ndarray  # (ticks, nodes) from here on
+    net: np.ndarray
+    link_speed: np.ndarray
+    link_err: np.ndarray
+    xid: np.ndarray
+    ecc: np.ndarray
+    pcie_cap: np.ndarray
+    node_ib: np.ndarray
+
+
 def simulate_job(job: LiveJob) -> dict[str, np.ndarray]:
     """The whole job as arrays: ``t`` (ticks,), per GPU (ticks, nodes, 8), per machine (ticks, nodes)."""
     rng = np.random.default_rng(job.seed)
-    n, g = job.nodes, GPUS
     rel = np.arange(0.0, job.duration_s, job.interval_s)
-    T = len(rel)
-    shape = (T, n, g)
-    # --- job levels -------------------------------------------------------------------
-    util0 = rng.uniform(0.75, 0.97)
-    clock0 = rng.choice([1410.0, 1755.0, 1980.0])
-    power0 = rng.uniform(420, 660)
-    mem0 = rng.uniform(0.3, 0.6)
-    pcie0 = rng.uniform(2e9, 8e9)
-    nvl0 = rng.uniform(5e10, 2e11)
-    ib0 = rng.uniform(1e10, 4e10)
-    net0 = rng.uniform(5e7, 5e8)
-    speed_ib, speed_net = 50e9, 3.125e9  # 400 Gb/s IB, 25 Gb/s Ethernet
-    # --- activity: ramps, job-wide pauses --------------------------------------------
+    levels = _job_levels(rng)
+    activity = _activity(rng, job, rel)
+    offsets = _machine_offsets(rng, job)
+    sig = _base_signals(levels, offsets, len(rel), job.nodes)
+    if job.fault is not None:
+        _apply_fault(rng, job, job.fault, rel, sig)
+    slow = _collective_waits(job, sig, activity.ckpt)
+    return _observed(rng, job, rel, levels, activity, sig, slow)
+
+
+def _job_levels(rng: np.random.Generator) -> _Levels:
+    """The job's utilization, clock, power, memory and traffic levels."""
+    return _Levels(
+        util=rng.uniform(0.75, 0.97),
+        clock=rng.choice([1410.0, 1755.0, 1980.0]),
+        power=rng.uniform(420, 660),
+        mem=rng.uniform(0.3, 0.6),
+        pcie=rng.uniform(2e9, 8e9),
+        nvlink=rng.uniform(5e10, 2e11),
+        ib=rng.uniform(1e10, 4e10),
+        net=rng.uniform(5e7, 5e8),
+    )
+
+
+def _activity(rng: np.random.Generator, job: LiveJob, rel: np.ndarray) -> _Activity:
+    """Start-up ramps, staggered shutdown, job-wide pauses and rank 0's checkpoint windows."""
+    n = job.nodes
     start = rng.uniform(0, 60, n)
     ramp = rng.uniform(30, 90, n)
     stop = job.duration_s - rng.uniform(0, 40, n)
@@ -159,122 +230,174 @@ def simulate_job(job: LiveJob) -> dict[str, np.ndarray]:
     pause = _windows(rng, rel, (20 * 60, 45 * 60), (30, 120))
     act = np.where(pause[:, None], 0.05 * act, act)
     ckpt = _windows(rng, rel, (15 * 60, 40 * 60), (20, 100)) & ~pause
-    # --- per-machine offsets: rank 0 and pipeline stages ------------------------------
-    off_util = np.ones(n)
-    off_power = np.ones(n)
-    off_mem = np.ones(n)
-    off_traffic = np.ones(n)
-    off_net = np.ones(n)
-    off_util[0] *= 0.96
-    off_net[0] *= 1.3
+    return _Activity(act, pause, ckpt)
+
+
+def _machine_offsets(rng: np.random.Generator, job: LiveJob) -> _Offsets:
+    """Rank 0's lower utilization and extra traffic, and the pipeline stages' offsets."""
+    n = job.nodes
+    off = _Offsets(np.ones(n), np.ones(n), np.ones(n), np.ones(n), np.ones(n))
+    off.util[0] *= 0.96
+    off.net[0] *= 1.3
     if job.pipeline:
-        off_util *= 1 + rng.uniform(-0.12, 0.04, n)
-        off_power *= 1 + rng.uniform(-0.12, 0.04, n)
-        off_mem *= 1 + rng.uniform(-0.25, 0.25, n)
-        off_traffic *= 1 + rng.uniform(-0.3, 0.3, n)
-        off_net *= 1 + rng.uniform(-0.3, 0.3, n)
-    # --- job speed (the slowest machine sets it) and the fault's own effects ----------
-    speed = np.ones(T)
-    f = job.fault
-    fmask = np.zeros(T, dtype=bool)
-    if f is not None:
-        fmask = (rel >= f.onset_s) & (rel < (f.end_s if f.end_s is not None else np.inf))
-    util = util0 * off_util[None, :, None] * np.ones(shape)
-    clock = clock0 * np.ones(shape)
-    power = power0 * off_power[None, :, None] * np.ones(shape)
-    mem = mem0 * off_mem[None, :, None] * np.ones(shape)
-    traffic_gpu = np.ones(shape) * off_traffic[None, :, None]
-    ib = ib0 * off_traffic[None, :] * np.ones((T, n))
-    net = net0 * off_net[None, :] * np.ones((T, n))
-    link_speed = np.full((T, n), speed_ib + speed_net)
-    link_err = np.zeros((T, n))
-    xid = np.zeros((T, n))
-    ecc = np.zeros((T, n))
-    pcie_cap = np.ones((T, n))
-    node_ib = np.ones((T, n))
-    if f is not None:
-        k, m = f.node, fmask
-        if f.kind == "clock_throttle":
-            factor = rng.uniform(0.5, 0.8)
-            gs = slice(0, g // 2) if f.variant == "half" else slice(0, g)
-            clock[m, k, gs] *= factor
-            power[m, k, gs] *= 0.5 + 0.3 * factor
-            speed[m] = factor
-        elif f.kind == "pcie_downgrade":
-            pcie_cap[m, k] = rng.uniform(0.4, 0.55)
-            speed[m] = rng.uniform(0.85, 0.95)
-        elif f.kind == "nic_degraded":
-            if f.variant == "rate":
-                link_speed[m, k] -= speed_ib / 2
-                speed[m] = rng.uniform(0.55, 0.75)
-            else:
-                link_err[m, k] += rng.poisson(rng.uniform(5, 60) * job.interval_s / 60, int(m.sum()))
-                speed[m] = rng.uniform(0.6, 0.85)
-        elif f.kind == "ib_flap":
-            period = rng.uniform(30, 120)
-            down = rng.uniform(5, 15)
-            phase = (rel - f.onset_s) % period
-            is_down = m & (phase < down)
-            first = m & (phase < job.interval_s)
-            link_err[first, k] += 1 + rng.poisson(8, int(first.sum()))
-            node_ib[is_down, k] = 0.0
-            speed[is_down] = 0.02
-            speed[m & ~is_down] = 0.9
-        elif f.kind == "gpu_hang":
-            gi = int(rng.integers(g))
-            util[m, k, gi] = 0.0
-            power[m, k, gi] = 70.0
-            speed[m] = 0.0
-        elif f.kind == "xid_storm":
-            per_min = rng.uniform(5, 60) if f.variant == "xid" else 0.0
-            ecc_min = rng.uniform(100, 1000) if f.variant == "ecc" else 0.0
-            xid[m, k] += rng.poisson(per_min * job.interval_s / 60, int(m.sum()))
-            ecc[m, k] += rng.poisson(ecc_min * job.interval_s / 60, int(m.sum()))
-            speed[m] = rng.uniform(0.85, 1.0)
-        elif f.kind == "slow_cpu":
-            factor = rng.uniform(0.5, 0.75)
-            util[m, k] *= factor
-            util[m, k] *= rng.uniform(0.85, 1.15, (int(m.sum()), g))
-            power[m, k] *= 0.5 + 0.5 * factor
-            mem[m, k] *= factor
-            speed[m] = factor
-        else:  # pragma: no cover - kinds are a closed list
-            raise ValueError(f.kind)
+        off.util[:] *= 1 + rng.uniform(-0.12, 0.04, n)
+        off.power[:] *= 1 + rng.uniform(-0.12, 0.04, n)
+        off.mem[:] *= 1 + rng.uniform(-0.25, 0.25, n)
+        off.traffic[:] *= 1 + rng.uniform(-0.3, 0.3, n)
+        off.net[:] *= 1 + rng.uniform(-0.3, 0.3, n)
+    return off
+
+
+def _base_signals(levels: _Levels, off: _Offsets, T: int, n: int) -> _Signals:
+    """Every signal at the job's level times the machine's offset, at full speed."""
+    shape = (T, n, GPUS)
+    return _Signals(
+        speed=np.ones(T),
+        util=levels.util * off.util[None, :, None] * np.ones(shape),
+        clock=levels.clock * np.ones(shape),
+        power=levels.power * off.power[None, :, None] * np.ones(shape),
+        mem=levels.mem * off.mem[None, :, None] * np.ones(shape),
+        traffic_gpu=np.ones(shape) * off.traffic[None, :, None],
+        ib=levels.ib * off.traffic[None, :] * np.ones((T, n)),
+        net=levels.net * off.net[None, :] * np.ones((T, n)),
+        link_speed=np.full((T, n), _SPEED_IB + _SPEED_NET),
+        link_err=np.zeros((T, n)),
+        xid=np.zeros((T, n)),
+        ecc=np.zeros((T, n)),
+        pcie_cap=np.ones((T, n)),
+        node_ib=np.ones((T, n)),
+    )
+
+
+_FaultEffect = Callable[[np.random.Generator, LiveJob, LiveFault, np.ndarray, np.ndarray, _Signals], None]
+
+
+def _apply_fault(rng: np.random.Generator, job: LiveJob, f: LiveFault, rel: np.ndarray, sig: _Signals) -> None:
+    """Plant ``f`` on its machine while it lasts (the ticks from onset to end)."""
+    m = (rel >= f.onset_s) & (rel < (f.end_s if f.end_s is not None else np.inf))
+    effect = _FAULT_EFFECTS.get(f.kind)
+    if effect is None:  # pragma: no cover - kinds are a closed list
+        raise ValueError(f.kind)
+    effect(rng, job, f, rel, m, sig)
+
+
+def _clock_throttle(rng: np.random.Generator, job: LiveJob, f: LiveFault, rel: np.ndarray, m: np.ndarray,
+                    sig: _Signals) -> None:
+    factor = rng.uniform(0.5, 0.8)
+    gs = slice(0, GPUS // 2) if f.variant == "half" else slice(0, GPUS)
+    sig.clock[m, f.node, gs] *= factor
+    sig.power[m, f.node, gs] *= 0.5 + 0.3 * factor
+    sig.speed[m] = factor
+
+
+def _pcie_downgrade(rng: np.random.Generator, job: LiveJob, f: LiveFault, rel: np.ndarray, m: np.ndarray,
+                    sig: _Signals) -> None:
+    sig.pcie_cap[m, f.node] = rng.uniform(0.4, 0.55)
+    sig.speed[m] = rng.uniform(0.85, 0.95)
+
+
+def _nic_degraded(rng: np.random.Generator, job: LiveJob, f: LiveFault, rel: np.ndarray, m: np.ndarray,
+                  sig: _Signals) -> None:
+    if f.variant == "rate":
+        sig.link_speed[m, f.node] -= _SPEED_IB / 2
+        sig.speed[m] = rng.uniform(0.55, 0.75)
+    else:
+        sig.link_err[m, f.node] += rng.poisson(rng.uniform(5, 60) * job.interval_s / 60, int(m.sum()))
+        sig.speed[m] = rng.uniform(0.6, 0.85)
+
+
+def _ib_flap(rng: np.random.Generator, job: LiveJob, f: LiveFault, rel: np.ndarray, m: np.ndarray,
+             sig: _Signals) -> None:
+    period = rng.uniform(30, 120)
+    down = rng.uniform(5, 15)
+    phase = (rel - f.onset_s) % period
+    is_down = m & (phase < down)
+    first = m & (phase < job.interval_s)
+    sig.link_err[first, f.node] += 1 + rng.poisson(8, int(first.sum()))
+    sig.node_ib[is_down, f.node] = 0.0
+    sig.speed[is_down] = 0.02
+    sig.speed[m & ~is_down] = 0.9
+
+
+def _gpu_hang(rng: np.random.Generator, job: LiveJob, f: LiveFault, rel: np.ndarray, m: np.ndarray,
+              sig: _Signals) -> None:
+    gi = int(rng.integers(GPUS))
+    sig.util[m, f.node, gi] = 0.0
+    sig.power[m, f.node, gi] = 70.0
+    sig.speed[m] = 0.0
+
+
+def _xid_storm(rng: np.random.Generator, job: LiveJob, f: LiveFault, rel: np.ndarray, m: np.ndarray,
+               sig: _Signals) -> None:
+    per_min = rng.uniform(5, 60) if f.variant == "xid" else 0.0
+    ecc_min = rng.uniform(100, 1000) if f.variant == "ecc" else 0.0
+    sig.xid[m, f.node] += rng.poisson(per_min * job.interval_s / 60, int(m.sum()))
+    sig.ecc[m, f.node] += rng.poisson(ecc_min * job.interval_s / 60, int(m.sum()))
+    sig.speed[m] = rng.uniform(0.85, 1.0)
+
+
+def _slow_cpu(rng: np.random.Generator, job: LiveJob, f: LiveFault, rel: np.ndarray, m: np.ndarray,
+              sig: _Signals) -> None:
+    factor = rng.uniform(0.5, 0.75)
+    sig.util[m, f.node] *= factor
+    sig.util[m, f.node] *= rng.uniform(0.85, 1.15, (int(m.sum()), GPUS))
+    sig.power[m, f.node] *= 0.5 + 0.5 * factor
+    sig.mem[m, f.node] *= factor
+    sig.speed[m] = factor
+
+
+_FAULT_EFFECTS: dict[str, _FaultEffect] = {
+    "clock_throttle": _clock_throttle, "pcie_downgrade": _pcie_downgrade, "nic_degraded": _nic_degraded,
+    "ib_flap": _ib_flap, "gpu_hang": _gpu_hang, "xid_storm": _xid_storm, "slow_cpu": _slow_cpu,
+}
+
+
+def _collective_waits(job: LiveJob, sig: _Signals, ckpt: np.ndarray) -> np.ndarray:
+    """Machines waiting in the collective and rank 0's checkpoints; returns each machine's speed."""
+    T, n = sig.ib.shape
     # the other machines wait in the collective: GPUs busy (spinning), less power, less traffic
     waiting = np.ones((T, n), dtype=bool)
-    if f is not None:
-        waiting[:, f.node] = False
-    slow = speed[:, None] * np.ones((T, n))
+    if job.fault is not None:
+        waiting[:, job.fault.node] = False
+    slow = sig.speed[:, None] * np.ones((T, n))
     wait_power = np.where(waiting, 0.75 + 0.25 * slow, 1.0)
-    power *= wait_power[:, :, None]
+    sig.power *= wait_power[:, :, None]
     # rank 0 writes a checkpoint: its GPUs nearly idle, NIC busy; the others wait
-    util[ckpt, 0] *= 0.15
-    power[ckpt, 0] *= 0.45
-    net[ckpt, 0] += 2e9
-    power[ckpt, 1:] *= 0.7
+    sig.util[ckpt, 0] *= 0.15
+    sig.power[ckpt, 0] *= 0.45
+    sig.net[ckpt, 0] += 2e9
+    sig.power[ckpt, 1:] *= 0.7
     slow[ckpt] = 0.02
-    # --- activity, speed, noise, jitter -----------------------------------------------
+    return slow
+
+
+def _observed(rng: np.random.Generator, job: LiveJob, rel: np.ndarray, levels: _Levels, activity: _Activity,
+              sig: _Signals, slow: np.ndarray) -> dict[str, np.ndarray]:
+    """The signals as the agents record them: scaled by activity and speed, with noise and jitter."""
+    act = activity.act
+    T, n = act.shape
+    shape = (T, n, GPUS)
     a = act[:, :, None]
-    idle_power = 70.0
-    util = util * a + rng.normal(0, 0.02, shape)
+    util = sig.util * a + rng.normal(0, 0.02, shape)
     jitter = rng.random(shape) < 0.03
     util = np.where(jitter, util * rng.uniform(0.2, 0.7, shape), util)
     node_dip = rng.random((T, n)) < 0.01
     util = np.where(node_dip[:, :, None], util * 0.4, util)
     util = np.clip(util, 0, 1)
-    power = idle_power + (power - idle_power) * a + rng.normal(0, 12, shape)
-    clock = np.where(a > 0.05, clock, 1980.0 * 0.3) + rng.normal(0, 10, shape)
-    mem = np.clip(mem * a + rng.normal(0, 0.02, shape), 0, 1)
+    power = _IDLE_POWER + (sig.power - _IDLE_POWER) * a + rng.normal(0, 12, shape)
+    clock = np.where(a > 0.05, sig.clock, 1980.0 * 0.3) + rng.normal(0, 10, shape)
+    mem = np.clip(sig.mem * a + rng.normal(0, 0.02, shape), 0, 1)
     move = act * slow
-    pcie = pcie0 * traffic_gpu * move[:, :, None] * pcie_cap[:, :, None] * rng.lognormal(0, 0.15, shape)
-    nvl = nvl0 * traffic_gpu * move[:, :, None] * rng.lognormal(0, 0.1, shape)
-    ib = ib * move * node_ib * rng.lognormal(0, 0.1, (T, n))
-    net = net * np.maximum(act, 0.05) * rng.lognormal(0, 0.2, (T, n))
-    link_err += rng.poisson(0.01 * job.interval_s / 60, (T, n))
-    ecc += rng.poisson(0.02 * job.interval_s / 60, (T, n))
+    pcie = (levels.pcie * sig.traffic_gpu * move[:, :, None] * sig.pcie_cap[:, :, None]
+            * rng.lognormal(0, 0.15, shape))
+    nvl = levels.nvlink * sig.traffic_gpu * move[:, :, None] * rng.lognormal(0, 0.1, shape)
+    ib = sig.ib * move * sig.node_ib * rng.lognormal(0, 0.1, (T, n))
+    net = sig.net * np.maximum(act, 0.05) * rng.lognormal(0, 0.2, (T, n))
+    link_err = sig.link_err + rng.poisson(0.01 * job.interval_s / 60, (T, n))
+    ecc = sig.ecc + rng.poisson(0.02 * job.interval_s / 60, (T, n))
     return {
         "t": job.start_ts + rel,
         "gpu_util": util, "mem_util": mem, "sm_clock": clock, "power": power,
         "pcie": pcie, "nvlink": nvl, "network": net, "infiniband": ib,
-        "link_speed": link_speed, "link_errors": link_err, "xid": xid, "ecc": ecc,
+        "link_speed": sig.link_speed, "link_errors": link_err, "xid": sig.xid, "ecc": ecc,
     }
