@@ -144,16 +144,80 @@ def _usage_factor(params: SimParams) -> float:
     return params.p_passed + params.p_killed * kill + params.p_failed * 0.05
 
 
-def build_workload(cluster: Cluster, minutes: int, params: SimParams, rng: np.random.Generator) -> Workload:
-    n_gpus = cluster.total_gpus
-    sizes = np.array(params.job_sizes, dtype=np.int64)
-    probs = np.array(params.job_size_probs, dtype=float)
-    probs = probs / probs.sum()
-    cap = 1 << int(math.floor(math.log2(max(n_gpus // 2, 1))))
+@dataclasses.dataclass(frozen=True)
+class _Sizes:
+    """Requested-GPU choices, their probabilities, and the cap (half the cluster, a power of two)."""
 
+    values: np.ndarray
+    probs: np.ndarray
+    cap: int
+
+    @classmethod
+    def of(cls, params: SimParams, n_gpus: int) -> _Sizes:
+        probs = np.array(params.job_size_probs, dtype=float)
+        return cls(np.array(params.job_sizes, dtype=np.int64), probs / probs.sum(),
+                   1 << int(math.floor(math.log2(max(n_gpus // 2, 1)))))
+
+    def draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return np.minimum(rng.choice(self.values, size=n, p=self.probs), self.cap)
+
+
+@dataclasses.dataclass
+class _Outcomes:
+    """Per job: size, planned run time and how it is planned to end."""
+
+    gpus: np.ndarray
+    work: np.ndarray
+    plan: np.ndarray
+    fail_cat: list[str | None]
+    fail_attempts: np.ndarray
+    kill_at: np.ndarray
+    relaxed: np.ndarray
+
+
+@dataclasses.dataclass
+class _Owners:
+    """Per job: who submitted it, what it is called, its framework and inputs."""
+
+    users: list[str]
+    datasets: list[str]
+    user: list[str]
+    vc: list[str]
+    name: list[str]
+    framework: list[str]
+    inputs: list[list[str]]
+
+
+def build_workload(cluster: Cluster, minutes: int, params: SimParams, rng: np.random.Generator) -> Workload:
+    """The jobs submitted over the period and its warm-up: what they ask for, who owns them, how they end."""
+    n_gpus = cluster.total_gpus
+    sizes = _Sizes.of(params, n_gpus)
+    submit = _submit_minutes(n_gpus, minutes, sizes, params, rng)
+    n = len(submit)
+    out = _outcomes(n, sizes, params, rng)
+    own = _owners(n, n_gpus, params, rng)
+    epochs, converge_fraction = _training(n, params, rng)
+    fail_after = _fail_after(out.fail_cat, params, rng)
+    corrupted = [f"/data/shared/corrupt-{_DOMAINS[(i * 3) % len(_DOMAINS)]}-shard{i:02d}"
+                 for i in range(params.corrupted_inputs)]
+    corrupted_input: list[str | None] = [None] * n
+    if corrupted and n:
+        _plant_corrupted(corrupted, corrupted_input, out, own, fail_after, params, rng)
+    return Workload(
+        submit=submit, gpus=out.gpus, work=out.work, plan=out.plan, fail_cat=out.fail_cat,
+        fail_after=fail_after, fail_attempts=out.fail_attempts, kill_at=out.kill_at, relaxed=out.relaxed,
+        user=own.user, vc=own.vc, name=own.name, framework=own.framework, inputs=own.inputs,
+        corrupted_input=corrupted_input, fault_frame=_fault_frames(out.fail_cat, params, rng), epochs=epochs,
+        converge_fraction=converge_fraction, users=own.users, datasets=own.datasets, corrupted=corrupted,
+    )
+
+
+def _submit_minutes(n_gpus: int, minutes: int, sizes: _Sizes, params: SimParams,
+                    rng: np.random.Generator) -> np.ndarray:
+    """Submission minute of each job: diurnal Poisson arrivals from the warm-up's start."""
     # Arrival rate so expected GPU-time used is offered_load of capacity.
     probe = np.random.default_rng(12345)
-    ps = np.minimum(probe.choice(sizes, size=200_000, p=probs), cap)
+    ps = sizes.draw(probe, 200_000)
     pw = _durations(ps, params, probe)
     mean_gpu_min = float((ps * pw).mean()) * _usage_factor(params)
     rate = params.offered_load * n_gpus / mean_gpu_min  # jobs per minute
@@ -162,10 +226,12 @@ def build_workload(cluster: Cluster, minutes: int, params: SimParams, rng: np.ra
     day_phase = (t % 1440) / 1440.0
     lam = rate * (1.0 + params.diurnal_amplitude * np.sin(2 * np.pi * (day_phase - 0.375)))
     counts = rng.poisson(lam)
-    submit = np.repeat(t, counts).astype(np.int64)
-    n = len(submit)
+    return np.repeat(t, counts).astype(np.int64)
 
-    gpus = np.minimum(rng.choice(sizes, size=n, p=probs), cap).astype(np.int64)
+
+def _outcomes(n: int, sizes: _Sizes, params: SimParams, rng: np.random.Generator) -> _Outcomes:
+    """Sizes, run times, planned endings (failure category, attempts, kill time) and locality."""
+    gpus = sizes.draw(rng, n).astype(np.int64)
     work = _durations(gpus, params, rng)
     status_p = np.array([params.p_passed, params.p_killed, params.p_failed], dtype=float)
     plan = rng.choice(3, size=n, p=status_p / status_p.sum()).astype(np.int64)
@@ -179,7 +245,11 @@ def build_workload(cluster: Cluster, minutes: int, params: SimParams, rng: np.ra
     kf = rng.uniform(*params.kill_fraction, size=n)
     kill_at = np.maximum(1, np.round(work * kf)).astype(np.int64)
     relaxed = (rng.random(n) < params.p_relaxed_locality) & (gpus >= 2)
+    return _Outcomes(gpus, work, plan, fail_cat, fail_attempts, kill_at, relaxed)
 
+
+def _owners(n: int, n_gpus: int, params: SimParams, rng: np.random.Generator) -> _Owners:
+    """Users (Zipf-like activity) in virtual clusters, job names, frameworks and input datasets."""
     n_users = int(np.clip(round(n_gpus / 8 * params.users_per_8_gpus), params.min_users, params.max_users))
     users = [f"u{i:03d}" for i in range(n_users)]
     user_vc = rng.integers(0, params.vcs, size=n_users)
@@ -192,6 +262,21 @@ def build_workload(cluster: Cluster, minutes: int, params: SimParams, rng: np.ra
     didx2 = rng.choice(params.datasets, size=n, p=dweights / dweights.sum())
     model_idx = rng.integers(0, len(_MODELS), size=n)
     fw_idx = rng.choice(len(_FRAMEWORKS), size=n, p=np.array(_FRAMEWORK_P))
+    inputs: list[list[str]] = []
+    for i in range(n):
+        ins = [datasets[didx[i]]]
+        if second[i] and didx2[i] != didx[i]:
+            ins.append(datasets[didx2[i]])
+        inputs.append(ins)
+    return _Owners(
+        users=users, datasets=datasets, user=[users[u] for u in uidx], vc=[f"vc{user_vc[u]:02d}" for u in uidx],
+        name=[f"{_MODELS[m]}-{datasets[d].rsplit('/', 1)[1]}" for m, d in zip(model_idx, didx, strict=True)],
+        framework=[_FRAMEWORKS[i] for i in fw_idx], inputs=inputs,
+    )
+
+
+def _training(n: int, params: SimParams, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """(epochs, converge_fraction) per job: how long it trains and when it converges."""
     epochs = np.clip(
         np.round(rng.lognormal(math.log(params.epochs_median), params.epochs_sigma, size=n)),
         params.epochs_min, params.epochs_max,
@@ -199,22 +284,13 @@ def build_workload(cluster: Cluster, minutes: int, params: SimParams, rng: np.ra
     early = rng.random(n) < params.early_converge_share
     f_early = rng.uniform(0.05, params.early_converge_fraction, size=n)
     f_late = rng.uniform(params.early_converge_fraction, 0.97, size=n)
-    converge_fraction = np.where(early, f_early, f_late)
+    return epochs, np.where(early, f_early, f_late)
 
-    user = [users[u] for u in uidx]
-    vc = [f"vc{user_vc[u]:02d}" for u in uidx]
-    name = [f"{_MODELS[m]}-{datasets[d].rsplit('/', 1)[1]}" for m, d in zip(model_idx, didx, strict=True)]
-    framework = [_FRAMEWORKS[i] for i in fw_idx]
-    inputs: list[list[str]] = []
-    for i in range(n):
-        ins = [datasets[didx[i]]]
-        if second[i] and didx2[i] != didx[i]:
-            ins.append(datasets[didx2[i]])
-        inputs.append(ins)
 
-    fail_after = np.zeros(n, dtype=np.int64)
-    for i in range(n):
-        cat = fail_cat[i]
+def _fail_after(fail_cat: list[str | None], params: SimParams, rng: np.random.Generator) -> np.ndarray:
+    """Minutes into an attempt when each failing job's planned failure happens (0: it does not fail)."""
+    fail_after = np.zeros(len(fail_cat), dtype=np.int64)
+    for i, cat in enumerate(fail_cat):
         if cat is None:
             continue
         origin = TRUE_ORIGIN[cat]
@@ -222,47 +298,43 @@ def build_workload(cluster: Cluster, minutes: int, params: SimParams, rng: np.ra
             origin, params.framework_fail_median_min
         )
         fail_after[i] = max(1, round(rng.lognormal(math.log(med), params.fail_sigma)))
+    return fail_after
 
-    # ---- planted corrupted datasets
-    corrupted = [f"/data/shared/corrupt-{_DOMAINS[(i * 3) % len(_DOMAINS)]}-shard{i:02d}" for i in range(params.corrupted_inputs)]
-    corrupted_input: list[str | None] = [None] * n
-    if corrupted and n:
-        bad_in = [i for i in range(n) if fail_cat[i] == "incorrect_input"]
-        for i in bad_in:
-            if rng.random() < params.corrupted_share_of_incorrect_input:
-                corrupted_input[i] = corrupted[int(rng.integers(len(corrupted)))]
-        # Make sure every corrupted dataset hits enough jobs from 2+ users.
-        order = [int(i) for i in rng.permutation(n)]
-        for ds in corrupted:
-            members = [i for i in range(n) if corrupted_input[i] == ds]
-            for i in order:
-                if len(members) >= params.corrupted_min_jobs and len({user[m] for m in members}) >= 2:
-                    break
-                if corrupted_input[i] is not None or fail_cat[i] == "incorrect_input":
-                    continue
-                if members and len({user[m] for m in members}) < 2 and user[i] == user[members[0]]:
-                    continue
-                corrupted_input[i] = ds
-                members.append(i)
-        for i in range(n):
-            bad_ds = corrupted_input[i]
-            if bad_ds is None:
-                if fail_cat[i] == "incorrect_input":
-                    inputs[i].append(f"/home/{user[i]}/data/{name[i]}-{i:06d}.tfrecord")
-                continue
-            plan[i] = PLAN_FAIL
-            fail_cat[i] = "incorrect_input"
-            inputs[i].append(bad_ds)
-            if fail_after[i] == 0:
-                fail_after[i] = max(1, round(rng.lognormal(math.log(params.data_fail_median_min), params.fail_sigma)))
 
-    return Workload(
-        submit=submit, gpus=gpus, work=work, plan=plan, fail_cat=fail_cat, fail_after=fail_after,
-        fail_attempts=fail_attempts, kill_at=kill_at, relaxed=relaxed, user=user, vc=vc, name=name,
-        framework=framework, inputs=inputs, corrupted_input=corrupted_input,
-        fault_frame=_fault_frames(fail_cat, params, rng), epochs=epochs,
-        converge_fraction=converge_fraction, users=users, datasets=datasets, corrupted=corrupted,
-    )
+def _plant_corrupted(corrupted: list[str], corrupted_input: list[str | None], out: _Outcomes, own: _Owners,
+                     fail_after: np.ndarray, params: SimParams, rng: np.random.Generator) -> None:
+    """Assign the corrupted datasets to jobs, which then fail reading them (edits the arguments)."""
+    for i, cat in enumerate(out.fail_cat):
+        if cat == "incorrect_input" and rng.random() < params.corrupted_share_of_incorrect_input:
+            corrupted_input[i] = corrupted[int(rng.integers(len(corrupted)))]
+    order = [int(i) for i in rng.permutation(len(corrupted_input))]
+    for ds in corrupted:
+        _spread_corrupted(ds, order, corrupted_input, out.fail_cat, own.user, params)
+    for i, bad_ds in enumerate(corrupted_input):
+        if bad_ds is None:
+            if out.fail_cat[i] == "incorrect_input":
+                own.inputs[i].append(f"/home/{own.user[i]}/data/{own.name[i]}-{i:06d}.tfrecord")
+            continue
+        out.plan[i] = PLAN_FAIL
+        out.fail_cat[i] = "incorrect_input"
+        own.inputs[i].append(bad_ds)
+        if fail_after[i] == 0:
+            fail_after[i] = max(1, round(rng.lognormal(math.log(params.data_fail_median_min), params.fail_sigma)))
+
+
+def _spread_corrupted(ds: str, order: list[int], corrupted_input: list[str | None], fail_cat: list[str | None],
+                      user: list[str], params: SimParams) -> None:
+    """Make sure the corrupted dataset ``ds`` hits enough jobs from 2+ users (edits ``corrupted_input``)."""
+    members = [i for i in range(len(corrupted_input)) if corrupted_input[i] == ds]
+    for i in order:
+        if len(members) >= params.corrupted_min_jobs and len({user[m] for m in members}) >= 2:
+            break
+        if corrupted_input[i] is not None or fail_cat[i] == "incorrect_input":
+            continue
+        if members and len({user[m] for m in members}) < 2 and user[i] == user[members[0]]:
+            continue
+        corrupted_input[i] = ds
+        members.append(i)
 
 
 def _fault_frames(fail_cat: list[str | None], params: SimParams, rng: np.random.Generator) -> list[str | None]:
