@@ -97,19 +97,71 @@ class _Group:
     g1: int
 
 
+@dataclasses.dataclass(frozen=True)
+class _Window:
+    """One chunk's minutes [m0, m1) of the period and global GPUs [g0, g1)."""
+
+    m0: int
+    m1: int
+    g0: int
+    g1: int
+
+    @property
+    def n_min(self) -> int:
+        return self.m1 - self.m0
+
+    @property
+    def n_gpu(self) -> int:
+        return self.g1 - self.g0
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.n_gpu, self.n_min)
+
+    @property
+    def gpus(self) -> slice:
+        return slice(self.g0, self.g1)
+
+
+@dataclasses.dataclass(frozen=True)
+class _NetCounters:
+    """Per node, link (eth, ib) and window: the counters and rates a net sample reports."""
+
+    rate_col: np.ndarray  # (nodes, 2, W) the previous window's rate
+    counters: np.ndarray  # (nodes, 2, W) bytes received so far
+    err_cum: np.ndarray  # (nodes, 2, 2, W) errors and drops so far
+
+
+#: The net devices in order (eth0 on every node, mlx5_0 on 8-GPU nodes): (MTU, link speed in Mb/s).
+_NET_DEVICES = ((1500, 25_000), (4096, 100_000))
+
+
 class SampleGenerator:
     """Yields (gpu_table, net_table) per chunk; deterministic for (seed, chunk)."""
 
     def __init__(self, plan: Plan, params: SimParams, start: datetime, seed: int,
                  uuids: list[str]) -> None:
         self.plan, self.p, self.seed = plan, params, seed
-        c = plan.cluster
         self.start_us = int(np.datetime64(start, "us").astype(np.int64))
         self.minutes = plan.minutes
+        self.uuids = uuids
+        self._init_gpus(plan)
+        self._init_attempts(plan, seed)
+        c = plan.cluster
+        xs = plan.xids
+        self.x_gpu = np.array([int(c.gpu_offset[x.node]) + x.gpu_index for x in xs], dtype=np.int64)
+        self.x_min = np.array([x.minute for x in xs], dtype=np.int64)
+        self.x_xid = np.array([x.xid for x in xs], dtype=np.int64)
+        self._init_counters(plan, seed)
+        self.groups = _node_groups(plan, params.chunk_gpus)
+        self.days = (self.minutes + 1439) // 1440
+
+    def _init_gpus(self, plan: Plan) -> None:
+        """Per GPU: its node, local index and model's constants."""
+        c = plan.cluster
         n_gpus = c.total_gpus
         self.gpu_node = c.gpu_node()
         self.gpu_local = (np.arange(n_gpus) - c.gpu_offset[self.gpu_node]).astype(np.int16)
-        self.uuids = uuids
         models = [c.models[n] for n in self.gpu_node]
         self.mem_total = np.array([m.memory_bytes for m in models], dtype=np.int64)
         self.idle_w = np.array([m.idle_power_w for m in models])
@@ -121,7 +173,8 @@ class SampleGenerator:
         self.model_idx = np.array([self.model_names.index(m.name) for m in models], dtype=np.int32)
         self.bad_gpu = c.bad[self.gpu_node]
 
-        # Per-attempt parameters (rng independent of the chunking).
+    def _init_attempts(self, plan: Plan, seed: int) -> None:
+        """Per-attempt load parameters (rng independent of the chunking) and per-GPU placements."""
         att = plan.attempts
         rng = np.random.default_rng([seed, 101])
         na = len(att)
@@ -132,48 +185,20 @@ class SampleGenerator:
         self.a_smratio = rng.uniform(0.6, 0.95, size=na)
         self.a_multi = np.array([a.servers > 1 for a in att], dtype=bool)
         self.a_pcie = np.where(self.a_multi, self.a_pcie * 1.5, self.a_pcie)
-        rows: list[tuple[int, int, int, int]] = []
-        for i, a in enumerate(att):
-            end = self.minutes if a.end is None else a.end
-            for node, gi in a.gpus:
-                rows.append((i, int(c.gpu_offset[node]) + gi, a.start, end))
-        arr = np.array(rows, dtype=np.int64).reshape(-1, 4)
-        self.pl_att, self.pl_gpu, self.pl_start, self.pl_end = arr.T
+        self.pl_att, self.pl_gpu, self.pl_start, self.pl_end = _placements(plan).T
 
-        xs = plan.xids
-        self.x_gpu = np.array([int(c.gpu_offset[x.node]) + x.gpu_index for x in xs], dtype=np.int64)
-        self.x_min = np.array([x.minute for x in xs], dtype=np.int64)
-        self.x_xid = np.array([x.xid for x in xs], dtype=np.int64)
-
-        # Cumulative state.
+    def _init_counters(self, plan: Plan, seed: int) -> None:
+        """Cumulative counters at the period's start, carried across chunks."""
+        n_gpus = plan.cluster.total_gpus
+        n_nodes = len(plan.cluster.names)
         self.energy = np.random.default_rng([seed, 102]).uniform(1e9, 5e9, size=n_gpus)
         self.ecc_corr = np.zeros(n_gpus, dtype=np.int64)
         self.ecc_unc = np.zeros(n_gpus, dtype=np.int64)
         self.replay = np.zeros(n_gpus, dtype=np.int64)
         self.remap = np.zeros(n_gpus, dtype=np.int64)
-        n_nodes = len(c.names)
         self.net_cum = np.random.default_rng([seed, 103]).uniform(1e11, 1e12, size=(n_nodes, 2)).astype(np.int64)
         self.net_prev = np.zeros((n_nodes, 2))
         self.net_err = np.zeros((n_nodes, 2, 2), dtype=np.int64)  # (errors, drops) x (rx, tx)
-
-        self.groups: list[_Group] = []
-        cur: list[int] = []
-        count = 0
-        for node in range(n_nodes):
-            cur.append(node)
-            count += int(c.sizes[node])
-            if count >= params.chunk_gpus:
-                self._add_group(cur)
-                cur, count = [], 0
-        if cur:
-            self._add_group(cur)
-        self.days = (self.minutes + 1439) // 1440
-
-    def _add_group(self, nodes: list[int]) -> None:
-        c = self.plan.cluster
-        g0 = int(c.gpu_offset[nodes[0]])
-        g1 = int(c.gpu_offset[nodes[-1]] + c.sizes[nodes[-1]])
-        self.groups.append(_Group(np.array(nodes, dtype=np.int64), g0, g1))
 
     @property
     def chunks(self) -> int:
@@ -186,31 +211,46 @@ class SampleGenerator:
 
     # ------------------------------------------------------------------ chunk
     def _chunk(self, day: int, gi: int, grp: _Group) -> Chunk:
-        p = self.p
+        """One day of one group of servers: its gpu and net tables and their node spans."""
         rng = np.random.default_rng([self.seed, 7, day, gi])
         m0 = day * 1440
-        m1 = min(self.minutes, m0 + 1440)
-        M = m1 - m0
-        g0, g1 = grp.g0, grp.g1
-        G = g1 - g0
-        occ = np.full((G, M), -1, dtype=np.int64)
-        sel = np.flatnonzero((self.pl_gpu >= g0) & (self.pl_gpu < g1) & (self.pl_start < m1) & (self.pl_end > m0))
-        for k in sel:
-            s = max(int(self.pl_start[k]), m0) - m0
-            e = min(int(self.pl_end[k]), m1) - m0
-            occ[int(self.pl_gpu[k]) - g0, s:e] = self.pl_att[k]
+        w = _Window(m0, min(self.minutes, m0 + 1440), grp.g0, grp.g1)
+        occ = self._occupancy(w)
         busy = occ >= 0
         a = occ[busy]
-        n_busy = len(a)
-        shape = (G, M)
-        sl = slice(g0, g1)
+        cols = self._load(rng, w, busy, a)
+        u = cols["util_gpu"].astype(np.float64) / 100.0
+        cols |= self._power(rng, w, busy, u)
+        cols |= self._health(rng, w)
+        ts = self.start_us + (np.arange(w.m0, w.m1, dtype=np.int64) * _MIN_US)
+        gpu = self._gpu_table(w, grp, ts, cols)
+        del cols
+        multi = np.zeros(w.shape, dtype=bool)
+        if len(a):
+            multi[busy] = self.a_multi[a]
+        net, net_spans = self._net(rng, grp, u, multi, w.m0)
+        date = (datetime(1970, 1, 1) + timedelta(microseconds=int(ts[0]))).strftime("%Y-%m-%d")
+        return Chunk(date, gpu, self._gpu_spans(w, grp), net, net_spans)
 
+    def _occupancy(self, w: _Window) -> np.ndarray:
+        """(GPUs, minutes) of the window: the attempt row running on each GPU, -1 when idle."""
+        occ = np.full(w.shape, -1, dtype=np.int64)
+        sel = np.flatnonzero((self.pl_gpu >= w.g0) & (self.pl_gpu < w.g1) & (self.pl_start < w.m1)
+                            & (self.pl_end > w.m0))
+        for k in sel:
+            s = max(int(self.pl_start[k]), w.m0) - w.m0
+            e = min(int(self.pl_end[k]), w.m1) - w.m0
+            occ[int(self.pl_gpu[k]) - w.g0, s:e] = self.pl_att[k]
+        return occ
+
+    def _load(self, rng: np.random.Generator, w: _Window, busy: np.ndarray, a: np.ndarray) -> dict[str, np.ndarray]:
+        """Utilization, memory and PCIe columns, drawn around each busy minute's attempt."""
+        shape, sl, n_busy = w.shape, w.gpus, len(a)
         util = np.zeros(shape, dtype=np.float32)
         if n_busy:
             mu = np.clip(self.a_mu[a], 1e-3, 1 - 1e-3)
-            kappa = p.util_minute_concentration
+            kappa = self.p.util_minute_concentration
             util[busy] = np.round(100.0 * rng.beta(mu * kappa, (1.0 - mu) * kappa))
-        u = util.astype(np.float64) / 100.0
         util_mem = np.zeros(shape, dtype=np.float32)
         mem_used = np.zeros(shape, dtype=np.int64)
         pcie_rx = np.zeros(shape)
@@ -222,20 +262,30 @@ class SampleGenerator:
             mem_used[busy] = (total_b * np.clip(self.a_memfrac[a] + rng.normal(0, 0.005, n_busy), 0.01, 0.99)).astype(np.int64)
             pcie_rx[busy] = np.round(ub / 100.0 * self.a_pcie[a] * rng.lognormal(0, 0.3, n_busy))
             sm_active[busy] = np.round(ub / 100.0 * self.a_smratio[a], 3)
-        pcie_tx = np.round(pcie_rx * 0.35)
-        idle_w = self.idle_w[sl, None]
-        power = idle_w + (self.max_w[sl, None] - idle_w) * u ** 0.9 + rng.normal(0, 2.0, shape)
-        power = np.round(np.clip(power, idle_w * 0.9, self.max_w[sl, None]), 1)
-        energy = self.energy[sl, None] + np.cumsum(power * 60.0, axis=1)
-        self.energy[sl] = energy[:, -1]
-        temp = np.round(27.0 + 0.2 * power + rng.normal(0, 0.8, shape))
-        sm_clock = np.where(busy, self.boost[sl, None] - np.where(temp > 80, 100.0, 0.0), np.round(self.base[sl, None] * 0.42))
-        mem_clock = np.where(busy, self.memclk[sl, None], 405.0)
+        return {"util_gpu": util, "util_mem": util_mem, "mem_used_bytes": mem_used,
+                "pcie_tx_bps": np.round(pcie_rx * 0.35), "pcie_rx_bps": pcie_rx, "sm_active_ratio": sm_active}
 
-        # XIDs and the health counters they move.
+    def _power(self, rng: np.random.Generator, w: _Window, busy: np.ndarray, u: np.ndarray) -> dict[str, np.ndarray]:
+        """Power, energy (carried across chunks), temperature and clocks from the utilization ``u`` (0-1)."""
+        sl = w.gpus
+        idle_w = self.idle_w[sl, None]
+        power = idle_w + (self.max_w[sl, None] - idle_w) * u ** 0.9 + rng.normal(0, 2.0, w.shape)
+        power = np.round(np.clip(power, idle_w * 0.9, self.max_w[sl, None]), 1)
+        energy = _carry(self.energy, sl, power * 60.0)
+        temp = np.round(27.0 + 0.2 * power + rng.normal(0, 0.8, w.shape))
+        return {
+            "power_w": power, "energy_j": energy, "temp_c": temp,
+            "sm_clock_mhz": np.where(busy, self.boost[sl, None] - np.where(temp > 80, 100.0, 0.0),
+                                     np.round(self.base[sl, None] * 0.42)),
+            "mem_clock_mhz": np.where(busy, self.memclk[sl, None], 405.0),
+        }
+
+    def _health(self, rng: np.random.Generator, w: _Window) -> dict[str, np.ndarray]:
+        """XIDs and the health counters they move (ECC, row remaps), plus the bad GPUs' background errors."""
+        shape, sl = w.shape, w.gpus
         xid_count = np.zeros(shape, dtype=np.int32)
-        xsel = (self.x_gpu >= g0) & (self.x_gpu < g1) & (self.x_min >= m0) & (self.x_min < m1)
-        xg, xm, xx = self.x_gpu[xsel] - g0, self.x_min[xsel] - m0, self.x_xid[xsel]
+        xsel = (self.x_gpu >= w.g0) & (self.x_gpu < w.g1) & (self.x_min >= w.m0) & (self.x_min < w.m1)
+        xg, xm, xx = self.x_gpu[xsel] - w.g0, self.x_min[xsel] - w.m0, self.x_xid[xsel]
         np.add.at(xid_count, (xg, xm), 1)
         unc = np.zeros(shape, dtype=np.int64)
         np.add.at(unc, (xg[xx == 48], xm[xx == 48]), 1)
@@ -245,79 +295,98 @@ class SampleGenerator:
         corr = np.zeros(shape, dtype=np.int64)
         replay = np.zeros(shape, dtype=np.int64)
         if bad.any():
-            corr[bad] = rng.poisson(0.02, (int(bad.sum()), M))
-            replay[bad] = rng.poisson(0.05, (int(bad.sum()), M))
+            corr[bad] = rng.poisson(0.02, (int(bad.sum()), w.n_min))
+            replay[bad] = rng.poisson(0.05, (int(bad.sum()), w.n_min))
         np.add.at(corr, (xg[(xx == 92) | (xx == 94)], xm[(xx == 92) | (xx == 94)]), 5)
-        ecc_corr = self.ecc_corr[sl, None] + np.cumsum(corr, axis=1)
-        ecc_unc = self.ecc_unc[sl, None] + np.cumsum(unc, axis=1)
-        rep = self.replay[sl, None] + np.cumsum(replay, axis=1)
-        rem = self.remap[sl, None] + np.cumsum(remap, axis=1)
-        self.ecc_corr[sl], self.ecc_unc[sl] = ecc_corr[:, -1], ecc_unc[:, -1]
-        self.replay[sl], self.remap[sl] = rep[:, -1], rem[:, -1]
+        return {
+            "xid_count": xid_count,
+            "ecc_corrected_total": _carry(self.ecc_corr, sl, corr),
+            "ecc_uncorrected_total": _carry(self.ecc_unc, sl, unc),
+            "pcie_replay_total": _carry(self.replay, sl, replay),
+            "row_remap_failures": _carry(self.remap, sl, remap),
+        }
 
+    def _gpu_table(self, w: _Window, grp: _Group, ts: np.ndarray, cols: dict[str, np.ndarray]) -> pa.Table:
+        """The chunk's gpu samples, GPU by GPU, minute by minute, in the store's column order."""
+        G, M, sl = w.n_gpu, w.n_min, w.gpus
         n = G * M
-        ts = self.start_us + (np.arange(m0, m1, dtype=np.int64) * _MIN_US)
-        gidx = np.arange(g0, g1)
-        c = self.plan.cluster
-        node_names = [c.names[i] for i in grp.nodes]
+        node_names = [self.plan.cluster.names[i] for i in grp.nodes]
         zeros = np.zeros(n)
-        gpu = conform(pa.table({
+        return conform(pa.table({
             "ts": pa.array(np.tile(ts, G), pa.timestamp("us")),
             "node": _dict(np.repeat(self.gpu_node[sl] - grp.nodes[0], M), node_names),
             "gpu_index": pa.array(np.repeat(self.gpu_local[sl], M), pa.int16()),
-            "uuid": _dict(np.repeat(np.arange(G), M), self.uuids[g0:g1]),
+            "uuid": _dict(np.repeat(np.arange(G), M), self.uuids[w.g0:w.g1]),
             "model": _dict(np.repeat(self.model_idx[sl], M), self.model_names),
-            "util_gpu": pa.array(util.ravel(), pa.float32()),
-            "util_mem": pa.array(util_mem.ravel(), pa.float32()),
-            "mem_used_bytes": pa.array(mem_used.ravel(), pa.int64()),
+            "util_gpu": pa.array(cols["util_gpu"].ravel(), pa.float32()),
+            "util_mem": pa.array(cols["util_mem"].ravel(), pa.float32()),
+            "mem_used_bytes": pa.array(cols["mem_used_bytes"].ravel(), pa.int64()),
             "mem_total_bytes": pa.array(np.repeat(self.mem_total[sl], M), pa.int64()),
-            "pcie_tx_bps": pa.array(pcie_tx.ravel(), pa.float64()),
-            "pcie_rx_bps": pa.array(pcie_rx.ravel(), pa.float64()),
+            "pcie_tx_bps": pa.array(cols["pcie_tx_bps"].ravel(), pa.float64()),
+            "pcie_rx_bps": pa.array(cols["pcie_rx_bps"].ravel(), pa.float64()),
             "pcie_source": _dict(np.zeros(n, dtype=np.int32), ["counter"]),
-            "pcie_replay_total": pa.array(rep.ravel(), pa.int64()),
-            "power_w": pa.array(power.ravel().astype(np.float32), pa.float32()),
-            "energy_j": pa.array(np.round(energy.ravel(), 1), pa.float64()),
-            "temp_c": pa.array(temp.ravel().astype(np.float32), pa.float32()),
-            "sm_clock_mhz": pa.array(sm_clock.ravel().astype(np.float32), pa.float32()),
-            "mem_clock_mhz": pa.array(mem_clock.ravel().astype(np.float32), pa.float32()),
-            "ecc_corrected_total": pa.array(ecc_corr.ravel(), pa.int64()),
-            "ecc_uncorrected_total": pa.array(ecc_unc.ravel(), pa.int64()),
-            "row_remap_failures": pa.array(rem.ravel(), pa.int64()),
+            "pcie_replay_total": pa.array(cols["pcie_replay_total"].ravel(), pa.int64()),
+            "power_w": pa.array(cols["power_w"].ravel().astype(np.float32), pa.float32()),
+            "energy_j": pa.array(np.round(cols["energy_j"].ravel(), 1), pa.float64()),
+            "temp_c": pa.array(cols["temp_c"].ravel().astype(np.float32), pa.float32()),
+            "sm_clock_mhz": pa.array(cols["sm_clock_mhz"].ravel().astype(np.float32), pa.float32()),
+            "mem_clock_mhz": pa.array(cols["mem_clock_mhz"].ravel().astype(np.float32), pa.float32()),
+            "ecc_corrected_total": pa.array(cols["ecc_corrected_total"].ravel(), pa.int64()),
+            "ecc_uncorrected_total": pa.array(cols["ecc_uncorrected_total"].ravel(), pa.int64()),
+            "row_remap_failures": pa.array(cols["row_remap_failures"].ravel(), pa.int64()),
             "nvlink_tx_bps": pa.array(zeros, pa.float64()),
             "nvlink_rx_bps": pa.array(zeros, pa.float64()),
-            "sm_active_ratio": pa.array(sm_active.ravel(), pa.float32()),
+            "sm_active_ratio": pa.array(cols["sm_active_ratio"].ravel(), pa.float32()),
             "tensor_active_ratio": pa.array(np.zeros(n, dtype=np.float32), pa.float32()),
-            "xid_count": pa.array(xid_count.ravel(), pa.int32()),
+            "xid_count": pa.array(cols["xid_count"].ravel(), pa.int32()),
         }), "gpu")
-        del util, util_mem, mem_used, pcie_rx, pcie_tx, power, energy, temp
-        multi = np.zeros(shape, dtype=bool)
-        if n_busy:
-            multi[busy] = self.a_multi[a]
-        net, net_spans = self._net(rng, grp, gidx, u, multi, m0, m1)
-        gpu_spans = [
-            (c.names[nd], int(c.gpu_offset[nd] - g0) * M, int(c.gpu_offset[nd] + c.sizes[nd] - g0) * M)
+
+    def _gpu_spans(self, w: _Window, grp: _Group) -> Spans:
+        """Each node's rows of the chunk's gpu table."""
+        c, M = self.plan.cluster, w.n_min
+        return [
+            (c.names[nd], int(c.gpu_offset[nd] - w.g0) * M, int(c.gpu_offset[nd] + c.sizes[nd] - w.g0) * M)
             for nd in grp.nodes
         ]
-        date = (datetime(1970, 1, 1) + timedelta(microseconds=int(ts[0]))).strftime("%Y-%m-%d")
-        return Chunk(date, gpu, gpu_spans, net, net_spans)
 
-    def _net(self, rng: np.random.Generator, grp: _Group, gidx: np.ndarray, u: np.ndarray,
-             multi: np.ndarray, m0: int, m1: int) -> tuple[pa.Table, Spans]:
-        p = self.p
+    # -------------------------------------------------------------------- net
+    def _net(self, rng: np.random.Generator, grp: _Group, u: np.ndarray, multi: np.ndarray,
+             m0: int) -> tuple[pa.Table, Spans]:
+        """The chunk's net samples (one row per node, device and window) and their node spans."""
+        rates, wstarts, wlen = self._net_rates(rng, grp, u, multi)
+        ctr = self._net_counters(rng, grp.nodes, rates, wlen)
+        ts = self.start_us + (m0 + wstarts).astype(np.int64) * _MIN_US
+        node_i, ts_col, cat = self._device_columns(grp.nodes, ctr, ts)
+        names = [self.plan.cluster.names[i] for i in grp.nodes]
+        table = _net_table(node_i, ts_col, cat, names)
+        order = np.argsort(node_i, kind="stable")
+        table = table.take(pa.array(order))
+        counts = np.bincount(node_i, minlength=len(names))
+        ends = np.cumsum(counts)
+        spans = [(names[i], int(ends[i] - counts[i]), int(ends[i])) for i in range(len(names)) if counts[i]]
+        return table, spans
+
+    def _net_rates(self, rng: np.random.Generator, grp: _Group, u: np.ndarray,
+                   multi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(rates (nodes, eth/ib, windows), window starts, window lengths) from the GPUs' load."""
         c = self.plan.cluster
-        starts = (c.gpu_offset[grp.nodes] - gidx[0]).astype(np.int64)
+        starts = (c.gpu_offset[grp.nodes] - grp.g0).astype(np.int64)
         node_util = np.add.reduceat(u, starts, axis=0)  # (nodes, M) GPU-equivalents busy
         node_multi = np.add.reduceat(u * multi, starts, axis=0)
         nn, M = node_util.shape
         eth = 2e6 + node_util * 6e6 + rng.lognormal(0, 0.2, (nn, M)) * 1e6
         ib = node_multi * 2.5e8 + 1e4
-        step = max(1, p.net_interval_s // 60)
+        step = max(1, self.p.net_interval_s // 60)
         wstarts = np.arange(0, M, step)
         wlen = np.diff(np.append(wstarts, M)).astype(float)
         rates = np.stack([np.add.reduceat(eth, wstarts, axis=1) / wlen,
                           np.add.reduceat(ib, wstarts, axis=1) / wlen], axis=1)  # (nodes, 2, W)
-        W = len(wstarts)
-        nodes = grp.nodes
+        return rates, wstarts, wlen
+
+    def _net_counters(self, rng: np.random.Generator, nodes: np.ndarray, rates: np.ndarray,
+                      wlen: np.ndarray) -> _NetCounters:
+        """Byte and error counters of each window, carried across chunks."""
+        nn, _, W = rates.shape
         prev = self.net_prev[nodes][:, :, None]
         rate_col = np.concatenate([prev, rates[:, :, :-1]], axis=2)
         bytes_w = rates * wlen[None, None, :] * 60.0
@@ -328,19 +397,23 @@ class SampleGenerator:
         errs = rng.poisson(0.002, (nn, 2, 2, W))
         err_cum = self.net_err[nodes][:, :, :, None] + np.cumsum(errs, axis=3) - errs
         self.net_err[nodes] = err_cum[:, :, :, -1] + errs[:, :, :, -1]
+        return _NetCounters(rate_col, counters, err_cum)
 
-        has_ib = c.sizes[nodes] == 8
+    def _device_columns(self, nodes: np.ndarray, ctr: _NetCounters,
+                        ts: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+        """(node row, ts, columns) of every node's eth0 then every 8-GPU node's mlx5_0, window by window."""
+        nn, _, W = ctr.counters.shape
+        has_ib = self.plan.cluster.sizes[nodes] == 8
         rows_node: list[np.ndarray] = []
+        ts_list: list[np.ndarray] = []
         cols: dict[str, list[np.ndarray]] = {k: [] for k in (
             "dev", "rx", "tx", "rxp", "txp", "rxe", "txe", "rxd", "txd", "rxr", "txr", "speed")}
-        ts_list: list[np.ndarray] = []
-        ts = self.start_us + (m0 + wstarts).astype(np.int64) * _MIN_US
-        for d, (mtu, speed) in enumerate(((1500, 25_000), (4096, 100_000))):
+        for d, (mtu, speed) in enumerate(_NET_DEVICES):
             idx = np.arange(nn) if d == 0 else np.flatnonzero(has_ib)
             if len(idx) == 0:
                 continue
             k = len(idx)
-            rx = counters[idx, d]
+            rx = ctr.counters[idx, d]
             tx = rx * (0.6 if d == 0 else 1.0)
             rows_node.append(np.repeat(idx, W))
             ts_list.append(np.tile(ts, k))
@@ -349,46 +422,85 @@ class SampleGenerator:
             cols["tx"].append(tx.ravel())
             cols["rxp"].append(rx.ravel() / mtu)
             cols["txp"].append(tx.ravel() / mtu)
-            cols["rxe"].append(err_cum[idx, d, 0].ravel())
-            cols["txe"].append(err_cum[idx, d, 0].ravel() // 2)
-            cols["rxd"].append(err_cum[idx, d, 1].ravel())
-            cols["txd"].append(err_cum[idx, d, 1].ravel() // 2)
-            cols["rxr"].append(rate_col[idx, d].ravel())
-            cols["txr"].append(rate_col[idx, d].ravel() * (0.6 if d == 0 else 1.0))
+            cols["rxe"].append(ctr.err_cum[idx, d, 0].ravel())
+            cols["txe"].append(ctr.err_cum[idx, d, 0].ravel() // 2)
+            cols["rxd"].append(ctr.err_cum[idx, d, 1].ravel())
+            cols["txd"].append(ctr.err_cum[idx, d, 1].ravel() // 2)
+            cols["rxr"].append(ctr.rate_col[idx, d].ravel())
+            cols["txr"].append(ctr.rate_col[idx, d].ravel() * (0.6 if d == 0 else 1.0))
             cols["speed"].append(np.full(k * W, speed, dtype=np.int64))
         cat = {k: np.concatenate(v) for k, v in cols.items()}
-        node_i = np.concatenate(rows_node)
-        dev = cat["dev"]
-        n = len(node_i)
-        i64 = pa.int64()
-        zeros = pa.array(np.zeros(n, dtype=np.int64), i64)
-        table = conform(pa.table({
-            "ts": pa.array(np.concatenate(ts_list), pa.timestamp("us")),
-            "node": _dict(node_i, [c.names[i] for i in nodes]),
-            "device": _dict(dev, ["eth0", "mlx5_0"]),
-            "port": pa.array(np.where(dev == 1, 1, 0).astype(np.int16), pa.int16(),
-                             mask=dev == 0),
-            "link_kind": _dict(dev, ["ethernet", "infiniband"]),
-            "rx_bytes_total": pa.array(cat["rx"].astype(np.int64), i64),
-            "tx_bytes_total": pa.array(cat["tx"].astype(np.int64), i64),
-            "rx_packets_total": pa.array(cat["rxp"].astype(np.int64), i64),
-            "tx_packets_total": pa.array(cat["txp"].astype(np.int64), i64),
-            "rx_errors_total": pa.array(cat["rxe"].astype(np.int64), i64),
-            "tx_errors_total": pa.array(cat["txe"].astype(np.int64), i64),
-            "rx_drops_total": pa.array(cat["rxd"].astype(np.int64), i64),
-            "tx_drops_total": pa.array(cat["txd"].astype(np.int64), i64),
-            "rx_bps": pa.array(np.round(cat["rxr"]), pa.float64()),
-            "tx_bps": pa.array(np.round(cat["txr"]), pa.float64()),
-            "link_speed_mbps": pa.array(cat["speed"], i64),
-            "symbol_errors_total": zeros,
-            "link_downed_total": zeros,
-        }), "net")
-        order = np.argsort(node_i, kind="stable")
-        table = table.take(pa.array(order))
-        counts = np.bincount(node_i, minlength=nn)
-        ends = np.cumsum(counts)
-        spans = [(c.names[nodes[i]], int(ends[i] - counts[i]), int(ends[i])) for i in range(nn) if counts[i]]
-        return table, spans
+        return np.concatenate(rows_node), np.concatenate(ts_list), cat
+
+
+def _carry(state: np.ndarray, sl: slice, per_minute: np.ndarray) -> np.ndarray:
+    """Running totals of ``per_minute`` from each GPU's counter in ``state``, which moves to the last one."""
+    total = state[sl, None] + np.cumsum(per_minute, axis=1)
+    state[sl] = total[:, -1]
+    return total
+
+
+def _placements(plan: Plan) -> np.ndarray:
+    """(attempt row, global GPU, start minute, end minute) of every GPU of every attempt."""
+    c = plan.cluster
+    rows: list[tuple[int, int, int, int]] = []
+    for i, a in enumerate(plan.attempts):
+        end = plan.minutes if a.end is None else a.end
+        for node, gi in a.gpus:
+            rows.append((i, int(c.gpu_offset[node]) + gi, a.start, end))
+    return np.array(rows, dtype=np.int64).reshape(-1, 4)
+
+
+def _node_groups(plan: Plan, chunk_gpus: int) -> list[_Group]:
+    """Consecutive servers grouped until each group holds ``chunk_gpus`` GPUs (the last may hold fewer)."""
+    c = plan.cluster
+    groups: list[_Group] = []
+    cur: list[int] = []
+    count = 0
+    for node in range(len(c.names)):
+        cur.append(node)
+        count += int(c.sizes[node])
+        if count >= chunk_gpus:
+            groups.append(_group(plan, cur))
+            cur, count = [], 0
+    if cur:
+        groups.append(_group(plan, cur))
+    return groups
+
+
+def _group(plan: Plan, nodes: list[int]) -> _Group:
+    c = plan.cluster
+    g0 = int(c.gpu_offset[nodes[0]])
+    g1 = int(c.gpu_offset[nodes[-1]] + c.sizes[nodes[-1]])
+    return _Group(np.array(nodes, dtype=np.int64), g0, g1)
+
+
+def _net_table(node_i: np.ndarray, ts: np.ndarray, cat: dict[str, np.ndarray], names: list[str]) -> pa.Table:
+    """The net samples of :meth:`SampleGenerator._device_columns`, in the store's column order."""
+    dev = cat["dev"]
+    i64 = pa.int64()
+    zeros = pa.array(np.zeros(len(node_i), dtype=np.int64), i64)
+    return conform(pa.table({
+        "ts": pa.array(ts, pa.timestamp("us")),
+        "node": _dict(node_i, names),
+        "device": _dict(dev, ["eth0", "mlx5_0"]),
+        "port": pa.array(np.where(dev == 1, 1, 0).astype(np.int16), pa.int16(),
+                         mask=dev == 0),
+        "link_kind": _dict(dev, ["ethernet", "infiniband"]),
+        "rx_bytes_total": pa.array(cat["rx"].astype(np.int64), i64),
+        "tx_bytes_total": pa.array(cat["tx"].astype(np.int64), i64),
+        "rx_packets_total": pa.array(cat["rxp"].astype(np.int64), i64),
+        "tx_packets_total": pa.array(cat["txp"].astype(np.int64), i64),
+        "rx_errors_total": pa.array(cat["rxe"].astype(np.int64), i64),
+        "tx_errors_total": pa.array(cat["txe"].astype(np.int64), i64),
+        "rx_drops_total": pa.array(cat["rxd"].astype(np.int64), i64),
+        "tx_drops_total": pa.array(cat["txd"].astype(np.int64), i64),
+        "rx_bps": pa.array(np.round(cat["rxr"]), pa.float64()),
+        "tx_bps": pa.array(np.round(cat["txr"]), pa.float64()),
+        "link_speed_mbps": pa.array(cat["speed"], i64),
+        "symbol_errors_total": zeros,
+        "link_downed_total": zeros,
+    }), "net")
 
 
 def xid_table(plan: Plan, start: datetime, uuids: list[str]) -> pa.Table:
