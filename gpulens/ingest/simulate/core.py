@@ -159,46 +159,72 @@ def simulate(
     report: ProgressFn = progress or (lambda stage, done, total: None)
     start_dt = _naive_utc(start) if start is not None else _default_start(days)
     minutes = int(round(days * 1440))
-
-    n_jobs, status = _existing(store)
-    if n_jobs or status:
-        if not force:
-            what = "an incomplete simulation" if status == "writing" else f"a simulation ({n_jobs} jobs)"
-            raise InputError(
-                f"Data directory {store.root} already holds {what}.",
-                "Pass --force to replace it, or choose another --data-dir.",
-            )
-        report("remove previous simulation", 0, 1)
-        clear_simulation(store)
-        report("remove previous simulation", 1, 1)
+    _replace_previous(store, force, report)
 
     report("schedule jobs", 0, 1)
-    rng = np.random.default_rng([seed, 1])
-    cluster = build_cluster(gpus, p, rng)
-    wl = build_workload(cluster, minutes, p, rng)
-    plan = schedule(cluster, wl, minutes, p, rng)
+    plan = _plan(gpus, minutes, p, seed)
     report("schedule jobs", 1, 1)
-
-    uuid_rng = np.random.default_rng([seed, 2])
-    uuids = [
-        "GPU-" + "-".join(f"{uuid_rng.integers(0, 16 ** k):0{k}x}" for k in (8, 4, 4, 4, 12))
-        for _ in range(cluster.total_gpus)
-    ]
+    uuids = _gpu_uuids(seed, plan.cluster.total_gpus)
     job_ids = [f"sim-{i + 1:06d}" for i in range(len(plan.workload))]
     corpus = LogCorpus(sample_logs if sample_logs is not None else default_sample_logs_dir(),
                        list(TRUE_ORIGIN))
-
-    # ---- logs (written before the state rows that point at them)
+    # logs are written before the state rows that point at them
     log_rows = _write_logs(store, plan, job_ids, corpus, start_dt, seed, report)
-
-    # ---- state tables in one transaction
     report("write state tables", 0, 1)
     run = _Run(plan, job_ids, uuids, log_rows, start_dt, minutes, seed, gpus, float(days), p)
     counts = _write_state(store, run)
     report("write state tables", 1, 1)
+    gpu_rows, net_rows = _write_samples(store, run, report)
+    xt = xid_table(plan, start_dt, uuids)
+    store.write_samples("xid", xt, tag=f"sim{seed}-xid")
 
-    # ---- samples, chunk by chunk
-    gen = SampleGenerator(plan, p, start_dt, seed, uuids)
+    summary = _summary(store, run, counts, (gpu_rows, net_rows, xt.num_rows))
+    summary.elapsed_s = round(time.perf_counter() - t_begin, 2)
+    with store.write() as con:
+        con.execute(
+            "UPDATE sim_runs SET status = 'complete', summary = ? WHERE run_id = 1",
+            [json.dumps(_summary_json(summary), default=str)],
+        )
+    return summary
+
+
+def _replace_previous(store: Store, force: bool, report: ProgressFn) -> None:
+    """Refuse a store that holds a simulation, or remove it when ``force`` is set."""
+    n_jobs, status = _existing(store)
+    if not (n_jobs or status):
+        return
+    if not force:
+        what = "an incomplete simulation" if status == "writing" else f"a simulation ({n_jobs} jobs)"
+        raise InputError(
+            f"Data directory {store.root} already holds {what}.",
+            "Pass --force to replace it, or choose another --data-dir.",
+        )
+    report("remove previous simulation", 0, 1)
+    clear_simulation(store)
+    report("remove previous simulation", 1, 1)
+
+
+def _plan(gpus: int, minutes: int, p: SimParams, seed: int) -> Plan:
+    """The cluster, its workload and their schedule (one random stream, in that order)."""
+    rng = np.random.default_rng([seed, 1])
+    cluster = build_cluster(gpus, p, rng)
+    wl = build_workload(cluster, minutes, p, rng)
+    return schedule(cluster, wl, minutes, p, rng)
+
+
+def _gpu_uuids(seed: int, n: int) -> list[str]:
+    """``n`` GPU UUIDs in nvidia-smi's format, drawn from their own stream."""
+    uuid_rng = np.random.default_rng([seed, 2])
+    return [
+        "GPU-" + "-".join(f"{uuid_rng.integers(0, 16 ** k):0{k}x}" for k in (8, 4, 4, 4, 12))
+        for _ in range(n)
+    ]
+
+
+def _write_samples(store: Store, run: _Run, report: ProgressFn) -> tuple[int, int]:
+    """Write the gpu and network samples chunk by chunk; returns their (gpu, net) row counts."""
+    seed = run.seed
+    gen = SampleGenerator(run.plan, run.params, run.start, seed, run.uuids)
     gpu_rows = net_rows = 0
     total = gen.chunks
     report("gpu and network samples", 0, total)
@@ -207,26 +233,22 @@ def simulate(
         net_rows += write_partitioned(store, "net", chunk.net, chunk.date, chunk.net_spans, f"sim{seed}-{i:05d}")
         del chunk
         report("gpu and network samples", i + 1, total)
-    xt = xid_table(plan, start_dt, uuids)
-    store.write_samples("xid", xt, tag=f"sim{seed}-xid")
+    return gpu_rows, net_rows
 
-    statuses = dict(sorted(Counter(plan.job_status).items()))
-    summary = SimSummary(
-        data_dir=str(store.root), seed=seed, gpus=cluster.total_gpus, nodes=len(cluster.names),
-        days=float(days), start=start_dt, end=start_dt + timedelta(minutes=minutes),
-        jobs=len(job_ids), attempts=len(plan.attempts), placements=counts["placements"],
-        failed_attempts=len(log_rows), statuses=statuses, gpu_samples=gpu_rows, net_samples=net_rows,
-        xid_events=xt.num_rows, job_metrics=counts["job_metrics"], logs=len(log_rows),
-        bad_nodes=[cluster.names[i] for i in np.flatnonzero(cluster.bad)],
-        corrupted_inputs=list(plan.workload.corrupted), elapsed_s=0.0, params=p,
+
+def _summary(store: Store, run: _Run, counts: dict[str, int], samples: tuple[int, int, int]) -> SimSummary:
+    """What the run wrote and planted; ``samples`` are the (gpu, net, xid) row counts. elapsed_s is 0."""
+    plan, cluster = run.plan, run.plan.cluster
+    gpu_rows, net_rows, xid_rows = samples
+    return SimSummary(
+        data_dir=str(store.root), seed=run.seed, gpus=cluster.total_gpus, nodes=len(cluster.names),
+        days=run.days, start=run.start, end=run.end,
+        jobs=len(run.job_ids), attempts=len(plan.attempts), placements=counts["placements"],
+        failed_attempts=len(run.logs), statuses=dict(sorted(Counter(plan.job_status).items())),
+        gpu_samples=gpu_rows, net_samples=net_rows, xid_events=xid_rows, job_metrics=counts["job_metrics"],
+        logs=len(run.logs), bad_nodes=[cluster.names[i] for i in np.flatnonzero(cluster.bad)],
+        corrupted_inputs=list(plan.workload.corrupted), elapsed_s=0.0, params=run.params,
     )
-    summary.elapsed_s = round(time.perf_counter() - t_begin, 2)
-    with store.write() as con:
-        con.execute(
-            "UPDATE sim_runs SET status = 'complete', summary = ? WHERE run_id = 1",
-            [json.dumps(_summary_json(summary), default=str)],
-        )
-    return summary
 
 
 def _summary_json(s: SimSummary) -> dict[str, Any]:
