@@ -304,23 +304,41 @@ def _write_logs(store: Store, plan: Plan, job_ids: list[str], corpus: LogCorpus,
 
 def _curves(plan: Plan, p: SimParams, seed: int) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
     """job_metrics columns and per-job (epochs, converged_epoch)."""
-    wl = plan.workload
-    n = len(wl)
     E = plan.job_epochs_done.astype(np.int64).copy()
     E[E < p.epochs_min] = 0
     rng = np.random.default_rng([seed, 4])
-    f = wl.converge_fraction
+    conv = _converged_epochs(E, plan.workload.converge_fraction, p)
+    jobs = np.flatnonzero(E > 0)
+    reps = E[jobs]
+    job = np.repeat(jobs, reps)
+    offs = np.concatenate([[0], np.cumsum(reps)[:-1]]) if len(reps) else np.zeros(0, dtype=np.int64)
+    epoch = np.arange(len(job)) - np.repeat(offs, reps) + 1
+    loss, acc = _loss_accuracy(rng, len(plan.workload), job, epoch, E, conv, p.converge_tolerance)
+    cols = {
+        "job": np.concatenate([job, job]),
+        "step": np.concatenate([epoch, epoch]),
+        "metric": np.concatenate([np.zeros(len(job), dtype=np.int32), np.ones(len(job), dtype=np.int32)]),
+        "value": np.concatenate([np.round(loss, 6), np.round(acc, 6)]),
+    }
+    return cols, E, conv
+
+
+def _converged_epochs(E: np.ndarray, f: np.ndarray, p: SimParams) -> np.ndarray:
+    """The epoch each job converges at (0 for a job without epochs): early converges before the
+    ``early_converge_fraction`` of its ``E`` epochs, late ones after."""
     conv = np.clip(np.round(f * E), 1, np.maximum(E, 1)).astype(np.int64)
     early_cap = np.maximum(np.ceil(p.early_converge_fraction * E).astype(np.int64) - 1, 1)
     late_min = np.floor(p.early_converge_fraction * E).astype(np.int64) + 1
     early = f < p.early_converge_fraction
     conv = np.where(early, np.minimum(conv, early_cap), np.minimum(np.maximum(conv, late_min), np.maximum(E, 1)))
     conv[E == 0] = 0
-    jobs = np.flatnonzero(E > 0)
-    reps = E[jobs]
-    job = np.repeat(jobs, reps)
-    offs = np.concatenate([[0], np.cumsum(reps)[:-1]]) if len(reps) else np.zeros(0, dtype=np.int64)
-    epoch = np.arange(len(job)) - np.repeat(offs, reps) + 1
+    return conv
+
+
+def _loss_accuracy(rng: np.random.Generator, n: int, job: np.ndarray, epoch: np.ndarray, E: np.ndarray,
+                   conv: np.ndarray, tol: float) -> tuple[np.ndarray, np.ndarray]:
+    """(loss, accuracy) of each (job, epoch) row: they approach their final values until the job's
+    converged epoch, stay within ``tol`` of them afterwards, and reach them at one best epoch."""
     c = conv[job].astype(float)
     a_final = rng.uniform(0.55, 0.95, n)[job]
     a0 = a_final * rng.uniform(0.05, 0.4, n)[job]
@@ -329,22 +347,13 @@ def _curves(plan: Plan, p: SimParams, seed: int) -> tuple[dict[str, np.ndarray],
     best_ep = np.floor(conv + rng.random(n) * (E - conv + 1)).astype(np.int64)[job]
     shape = np.clip((c - epoch) / c, 0.0, 1.0) ** 1.5 * rng.uniform(0.9, 1.1, len(job))
     pre = epoch < c
-    tol = p.converge_tolerance
     gap = 2.5 * tol
     acc = np.where(pre, a_final - gap - (a_final - a0 - gap) * shape,
                    a_final - rng.uniform(0, 0.3 * tol, len(job)))
     loss = np.where(pre, l_final + np.maximum(3 * tol * l_final, gap) + (l0 - l_final) * shape,
                     l_final * (1 + rng.uniform(0, 0.4 * tol, len(job))))
     at_best = epoch == best_ep
-    acc = np.where(at_best, a_final, acc)
-    loss = np.where(at_best, l_final, loss)
-    cols = {
-        "job": np.concatenate([job, job]),
-        "step": np.concatenate([epoch, epoch]),
-        "metric": np.concatenate([np.zeros(len(job), dtype=np.int32), np.ones(len(job), dtype=np.int32)]),
-        "value": np.concatenate([np.round(loss, 6), np.round(acc, 6)]),
-    }
-    return cols, E, conv
+    return np.where(at_best, l_final, loss), np.where(at_best, a_final, acc)
 
 
 @dataclasses.dataclass
