@@ -389,6 +389,10 @@ class Plan:
     xids: list[XidEvent]
 
 
+#: A candidate ending of an attempt: (minutes, status, category, node_fault, fault_node, planted).
+_Ending = tuple[float, str, str | None, bool, int | None, str | None]
+
+
 class _Sched:
     def __init__(self, cluster: Cluster, wl: Workload, minutes: int, params: SimParams,
                  rng: np.random.Generator) -> None:
@@ -453,26 +457,32 @@ class _Sched:
 
     # ---------------------------------------------------------------- attempt
     def _start(self, j: int, now: int, gpus: list[tuple[int, int]]) -> None:
-        wl, p, rng = self.wl, self.p, self.rng
+        """Start job ``j``'s next attempt on ``gpus``: draw how and when it ends, and queue that end."""
         for node, gi in gpus:
             self.busy[node, gi] = True
             self.free[node] -= 1
         nodes = sorted({n for n, _ in gpus})
-        g = int(wl.gpus[j])
+        g = int(self.wl.gpus[j])
         k_min = 1 if g <= 8 else g // 8
-        plan = int(wl.plan[j])
-        # candidate endings: (minutes, status, category, node_fault, fault_node, planted)
-        cands: list[tuple[float, str, str | None, bool, int | None, str | None]] = []
-        if plan == PLAN_PASS:
-            cands.append((float(wl.work[j]), "passed", None, False, None, None))
-        elif plan == PLAN_KILL:
-            cands.append((float(wl.kill_at[j]), "killed", None, False, None, None))
-        else:
-            jitter = rng.uniform(0.9, 1.1)
-            cat = wl.fail_cat[j]
-            tag = "corrupt_input" if wl.corrupted_input[j] else (
-                "user_repeat" if planted_origin(cat, wl.fault_frame[j]) == "user" else "repeat")
-            cands.append((max(1.0, wl.fail_after[j] * jitter), "failed", cat, False, None, tag))
+        dur, status, end_cat, fault, fnode, planted = min(self._endings(j, nodes), key=lambda c: c[0])
+        dur_i = max(1, int(round(dur)))
+        m = planted_util(self.p, g, len(nodes), k_min) / 100.0
+        kappa = self.p.util_job_concentration
+        util_mean = float(self.rng.beta(m * kappa, (1 - m) * kappa))
+        row = Attempt(j, int(self.attempt_no[j]), now, now + dur_i, status, end_cat, fault, fnode, planted,
+                      len(nodes), k_min, util_mean, gpus)
+        self.attempt_no[j] += 1
+        self.attempts.append(row)
+        self.status[j] = "running"
+        if fault and fnode is not None:
+            self._node_fault_xid(now + dur_i - 1, fnode, gpus)
+        heapq.heappush(self.events, (now + dur_i, self.seq, len(self.attempts) - 1))
+        self.seq += 1
+
+    def _endings(self, j: int, nodes: list[int]) -> list[_Ending]:
+        """Candidate endings of an attempt of job ``j`` on ``nodes``: its plan, bad nodes' faults, transients."""
+        p, rng = self.p, self.rng
+        cands = [self._planned_ending(j)]
         horizon = cands[0][0]
         for node in nodes:
             if self.c.bad[node]:
@@ -483,23 +493,27 @@ class _Sched:
             cands.append((rng.uniform(1, max(horizon, 1.0)), "failed", "comm_error", False, None, "transient"))
         if rng.random() < p.p_transient_storage:
             cands.append((rng.uniform(1, max(horizon, 1.0)), "failed", "storage_error", False, None, "transient"))
-        dur, status, end_cat, fault, fnode, planted = min(cands, key=lambda c: c[0])
-        dur_i = max(1, int(round(dur)))
-        m = planted_util(p, g, len(nodes), k_min) / 100.0
-        kappa = p.util_job_concentration
-        util_mean = float(rng.beta(m * kappa, (1 - m) * kappa))
-        row = Attempt(j, int(self.attempt_no[j]), now, now + dur_i, status, end_cat, fault, fnode, planted,
-                      len(nodes), k_min, util_mean, gpus)
-        self.attempt_no[j] += 1
-        self.attempts.append(row)
-        self.status[j] = "running"
-        if fault and fnode is not None:
-            on_node = [gi for n, gi in gpus if n == fnode]
-            xid = int(rng.choice([79, 48, 64], p=[0.5, 0.3, 0.2]))
-            self.xids.append(XidEvent(now + dur_i - 1, int(rng.integers(0, 60)), fnode,
-                                      int(rng.choice(on_node)), xid))
-        heapq.heappush(self.events, (now + dur_i, self.seq, len(self.attempts) - 1))
-        self.seq += 1
+        return cands
+
+    def _planned_ending(self, j: int) -> _Ending:
+        """How job ``j``'s attempt ends as planned: passed, killed, or its planned failure."""
+        wl = self.wl
+        plan = int(wl.plan[j])
+        if plan == PLAN_PASS:
+            return (float(wl.work[j]), "passed", None, False, None, None)
+        if plan == PLAN_KILL:
+            return (float(wl.kill_at[j]), "killed", None, False, None, None)
+        jitter = self.rng.uniform(0.9, 1.1)
+        cat = wl.fail_cat[j]
+        tag = "corrupt_input" if wl.corrupted_input[j] else (
+            "user_repeat" if planted_origin(cat, wl.fault_frame[j]) == "user" else "repeat")
+        return (max(1.0, wl.fail_after[j] * jitter), "failed", cat, False, None, tag)
+
+    def _node_fault_xid(self, minute: int, node: int, gpus: list[tuple[int, int]]) -> None:
+        """Record the XID a node fault raises on one of the attempt's GPUs on ``node``."""
+        on_node = [gi for n, gi in gpus if n == node]
+        xid = int(self.rng.choice([79, 48, 64], p=[0.5, 0.3, 0.2]))
+        self.xids.append(XidEvent(minute, int(self.rng.integers(0, 60)), node, int(self.rng.choice(on_node)), xid))
 
     def _finish(self, a: Attempt, now: int) -> None:
         for node, gi in a.gpus:
