@@ -180,11 +180,7 @@ def simulate(
 
     summary = _summary(store, run, counts, (gpu_rows, net_rows, xt.num_rows))
     summary.elapsed_s = round(time.perf_counter() - t_begin, 2)
-    with store.write() as con:
-        con.execute(
-            "UPDATE sim_runs SET status = 'complete', summary = ? WHERE run_id = 1",
-            [json.dumps(_summary_json(summary), default=str)],
-        )
+    _mark_complete(store, summary)
     return summary
 
 
@@ -249,6 +245,15 @@ def _summary(store: Store, run: _Run, counts: dict[str, int], samples: tuple[int
         logs=len(run.logs), bad_nodes=[cluster.names[i] for i in np.flatnonzero(cluster.bad)],
         corrupted_inputs=list(plan.workload.corrupted), elapsed_s=0.0, params=run.params,
     )
+
+
+def _mark_complete(store: Store, summary: SimSummary) -> None:
+    """Mark the run complete in sim_runs, with its summary."""
+    with store.write() as con:
+        con.execute(
+            "UPDATE sim_runs SET status = 'complete', summary = ? WHERE run_id = 1",
+            [json.dumps(_summary_json(summary), default=str)],
+        )
 
 
 def _summary_json(s: SimSummary) -> dict[str, Any]:
