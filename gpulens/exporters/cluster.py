@@ -211,47 +211,21 @@ class ClusterCollector(Collector):
         return f"{text} Computed from the gpulens store, cached {ttl:g} s."
 
     def _refresh(self) -> _Snapshot:
+        """A new snapshot: every section (slow ones from their cache when fresh), then the meta families."""
         t0 = time.perf_counter()
         self.refreshes += 1
         fams: list[Metric] = []
         section_ok: dict[str, bool] = {}
         seconds: dict[str, float] = {}
-        store_ok = True
-        generation = 0
         quarantined = 0
-        con: duckdb.DuckDBPyConnection | None = None
-        try:
-            store = self._open_store()
-            generation = store.generation()
-            store.warn = log.warning
-            con = store.connect()
-        except (GpulensError, duckdb.Error, OSError) as exc:
-            store_ok = False
-            log.warning("cluster exporter cannot read the store: %s", exc)
-        if con is not None:
-            slow_due = (
-                self._monotonic() - self._slow_taken_at >= self.config.slow_cache_seconds
-                or not all(ok for _, ok, _ in self._slow.values())
-            )
-            try:
-                for name in SECTIONS:
-                    if name in SLOW_SECTIONS and not slow_due and name in self._slow:
-                        cached, section_ok[name], seconds[name] = self._slow[name]
-                        fams.extend(cached)
-                        continue
-                    out, section_ok[name], seconds[name] = self._run_section(name, con)
-                    fams.extend(out)
-                    if name in SLOW_SECTIONS:
-                        self._slow[name] = (out, section_ok[name], seconds[name])
-                if slow_due:
-                    self._slow_taken_at = self._monotonic()
-            finally:
-                con.close()
+        store, con, generation = self._open_connection()
+        if store is not None and con is not None:
+            self._compute_sections(con, fams, section_ok, seconds)
             # after the sections: a kind is listed (and its damaged files quarantined) when a
             # section first reads it (gpulens.store.lake.attach_views)
             with contextlib.suppress(OSError):
                 quarantined = count_quarantined(store.root)
-        up = store_ok and all(section_ok.get(s, False) for s in SECTIONS)
+        up = con is not None and all(section_ok.get(s, False) for s in SECTIONS)
         if not up:
             self.refresh_errors += 1
         fams.extend(self._meta(up, section_ok, seconds, generation, time.perf_counter() - t0))
@@ -262,6 +236,43 @@ class ClusterCollector(Collector):
             value=quarantined,
         ))
         return _Snapshot(fams, self._monotonic())
+
+    def _open_connection(self) -> tuple[Store | None, duckdb.DuckDBPyConnection | None, int]:
+        """The store, a connection to its newest snapshot and its generation (None, None, 0 when unreadable)."""
+        store: Store | None = None
+        generation = 0
+        try:
+            store = self._open_store()
+            generation = store.generation()
+            store.warn = log.warning
+            return store, store.connect(), generation
+        except (GpulensError, duckdb.Error, OSError) as exc:
+            log.warning("cluster exporter cannot read the store: %s", exc)
+            return store, None, generation
+
+    def _compute_sections(
+        self, con: duckdb.DuckDBPyConnection, fams: list[Metric], section_ok: dict[str, bool],
+        seconds: dict[str, float],
+    ) -> None:
+        """Append every section's families (slow sections from their cache unless due); closes ``con``."""
+        slow_due = (
+            self._monotonic() - self._slow_taken_at >= self.config.slow_cache_seconds
+            or not all(ok for _, ok, _ in self._slow.values())
+        )
+        try:
+            for name in SECTIONS:
+                if name in SLOW_SECTIONS and not slow_due and name in self._slow:
+                    cached, section_ok[name], seconds[name] = self._slow[name]
+                    fams.extend(cached)
+                    continue
+                out, section_ok[name], seconds[name] = self._run_section(name, con)
+                fams.extend(out)
+                if name in SLOW_SECTIONS:
+                    self._slow[name] = (out, section_ok[name], seconds[name])
+            if slow_due:
+                self._slow_taken_at = self._monotonic()
+        finally:
+            con.close()
 
     def _run_section(self, name: str, con: duckdb.DuckDBPyConnection) -> tuple[list[Metric], bool, float]:
         builder: Callable[[duckdb.DuckDBPyConnection], list[Metric]] = getattr(self, f"_section_{name}")
@@ -279,11 +290,19 @@ class ClusterCollector(Collector):
         self, up: bool, section_ok: dict[str, bool], seconds: dict[str, float], generation: int,
         total_seconds: float,
     ) -> list[Metric]:
-        g = GaugeMetricFamily(
-            "gpulens_cluster_exporter_up",
-            self._help("1 when the last refresh read the store and computed every section, else 0."),
-            value=1.0 if up else 0.0,
-        )
+        """The exporter's own health families: up, per-section up and duration, refresh timings and counts."""
+        return [
+            GaugeMetricFamily(
+                "gpulens_cluster_exporter_up",
+                self._help("1 when the last refresh read the store and computed every section, else 0."),
+                value=1.0 if up else 0.0,
+            ),
+            *self._section_health(section_ok, seconds),
+            *self._refresh_health(generation, total_seconds),
+        ]
+
+    def _section_health(self, section_ok: dict[str, bool], seconds: dict[str, float]) -> list[Metric]:
+        """Whether each section was computed in its last refresh, and how long it took."""
         sec = GaugeMetricFamily(
             "gpulens_cluster_exporter_section_up",
             self._help("1 when the section was computed in its last refresh, else 0."),
@@ -299,10 +318,11 @@ class ClusterCollector(Collector):
             sec.add_metric([s], 1.0 if section_ok.get(s) else 0.0)
             if s in seconds:
                 dur.add_metric([s], seconds[s])
+        return [sec, dur]
+
+    def _refresh_health(self, generation: int, total_seconds: float) -> list[Metric]:
+        """When and how long the last refresh ran, the cache TTL, the refresh counters and the store generation."""
         return [
-            g,
-            sec,
-            dur,
             GaugeMetricFamily(
                 "gpulens_cluster_exporter_refresh_duration_seconds",
                 "Wall time of the last refresh of the cluster metrics (store queries included).",
@@ -374,15 +394,39 @@ class ClusterCollector(Collector):
         return ref - timedelta(days=self.config.window_days), ref
 
     def _section_goodput(self, con: duckdb.DuckDBPyConnection) -> list[Metric]:
-        from gpulens.analysis import accounting as acc
+        """The goodput waterfall (cluster and per vc), effective utilization, failure GPU-hours, window length."""
         from gpulens.analysis.filters import Filters
-        from gpulens.analysis.goodput import STAGES, goodput
 
         start, ref = self._window(con)
         filters = Filters(start=start, now=self._now())
-        by_vc = goodput(con, filters, by="vc")
+        hours, keep = self._top_vc_hours(con, filters)
+        window_note = (
+            f"over the {self.config.window_days:g} days ending at the newest attempt in the store"
+            if start is not None
+            else "over all attempts in the store"
+        )
+        fams = self._waterfall_families(hours, keep, window_note)
+        fams += self._failure_hours(con, filters, window_note)
+        if start is not None and ref is not None:
+            fams.append(
+                GaugeMetricFamily(
+                    "gpulens_cluster_window_seconds",
+                    self._help("Length of the window the goodput and failure GPU-hours cover.", slow=True),
+                    value=(ref - start).total_seconds(),
+                )
+            )
+        return fams
+
+    def _top_vc_hours(self, con: duckdb.DuckDBPyConnection,
+                      filters: Any) -> tuple[dict[str, dict[str, float]], list[str]]:
+        """GPU-hours by vc and stage, and the vcs to export: the top N by allocated GPU-hours, then 'other'.
+
+        The vcs beyond the top N are summed into ``hours["other"]``.
+        """
+        from gpulens.analysis.goodput import goodput
+
         hours: dict[str, dict[str, float]] = {}
-        records: list[dict[Any, Any]] = by_vc.to_dict("records")
+        records: list[dict[Any, Any]] = goodput(con, filters, by="vc").to_dict("records")
         for rec in records:
             raw = rec["vc"]
             vc = str(raw) if isinstance(raw, str) and raw else "none"
@@ -396,11 +440,40 @@ class ClusterCollector(Collector):
                     merged[stage] = merged.get(stage, 0.0) + value
             hours["other"] = merged
             keep.append("other")
-        window_note = (
-            f"over the {self.config.window_days:g} days ending at the newest attempt in the store"
-            if start is not None
-            else "over all attempts in the store"
-        )
+        return hours, keep
+
+    def _waterfall_families(self, hours: dict[str, dict[str, float]], keep: list[str],
+                            window_note: str) -> list[Metric]:
+        """The cluster and per-vc waterfall, per-vc and whole-cluster effective utilization of ``keep``."""
+        from gpulens.analysis import accounting as acc
+        from gpulens.analysis.goodput import STAGES
+
+        cluster, per_vc, ratio = self._waterfall_shells(window_note)
+        totals = {s: 0.0 for s in STAGES}
+        for vc in keep:
+            for stage in STAGES:
+                value = hours[vc].get(stage, 0.0)
+                per_vc.add_metric([vc, stage, acc.STAGE_BASIS[stage]], value)
+                totals[stage] += value
+            alloc = hours[vc].get("allocated", 0.0)
+            if alloc > 0:
+                ratio.add_metric([vc], acc.share(hours[vc].get("effective", 0.0), alloc))
+        for stage in STAGES:
+            cluster.add_metric([stage, acc.STAGE_BASIS[stage]], totals[stage])
+        fams: list[Metric] = [cluster, per_vc, ratio]
+        if totals["allocated"] > 0:
+            fams.append(
+                GaugeMetricFamily(
+                    "gpulens_cluster_effective_utilization_ratio",
+                    self._help(f"Effective / allocated GPU-hours of the whole cluster {window_note}.",
+                               slow=True),
+                    value=acc.share(totals["effective"], totals["allocated"]),
+                )
+            )
+        return fams
+
+    def _waterfall_shells(self, window_note: str) -> tuple[GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily]:
+        """The empty cluster waterfall, per-vc waterfall and per-vc effective utilization families."""
         cluster = GaugeMetricFamily(
             "gpulens_cluster_goodput_gpu_hours",
             self._help(
@@ -426,37 +499,7 @@ class ClusterCollector(Collector):
             self._help(f"Effective / allocated GPU-hours per virtual cluster {window_note}.", slow=True),
             labels=["vc"],
         )
-        totals = {s: 0.0 for s in STAGES}
-        for vc in keep:
-            for stage in STAGES:
-                value = hours[vc].get(stage, 0.0)
-                per_vc.add_metric([vc, stage, acc.STAGE_BASIS[stage]], value)
-                totals[stage] += value
-            alloc = hours[vc].get("allocated", 0.0)
-            if alloc > 0:
-                ratio.add_metric([vc], acc.share(hours[vc].get("effective", 0.0), alloc))
-        for stage in STAGES:
-            cluster.add_metric([stage, acc.STAGE_BASIS[stage]], totals[stage])
-        fams: list[Metric] = [cluster, per_vc, ratio]
-        if totals["allocated"] > 0:
-            fams.append(
-                GaugeMetricFamily(
-                    "gpulens_cluster_effective_utilization_ratio",
-                    self._help(f"Effective / allocated GPU-hours of the whole cluster {window_note}.",
-                               slow=True),
-                    value=acc.share(totals["effective"], totals["allocated"]),
-                )
-            )
-        fams += self._failure_hours(con, filters, window_note)
-        if start is not None and ref is not None:
-            fams.append(
-                GaugeMetricFamily(
-                    "gpulens_cluster_window_seconds",
-                    self._help("Length of the window the goodput and failure GPU-hours cover.", slow=True),
-                    value=(ref - start).total_seconds(),
-                )
-            )
-        return fams
+        return cluster, per_vc, ratio
 
     def _failure_hours(self, con: duckdb.DuckDBPyConnection, filters: Any,
                        window_note: str) -> list[Metric]:
@@ -571,6 +614,17 @@ class ClusterCollector(Collector):
         return [entries, jobs_total, per_job]
 
     def _section_nodes(self, con: duckdb.DuckDBPyConnection) -> list[Metric]:
+        """Flagged nodes (count, per node, confidence), the alert threshold, and the top anomaly scores."""
+        flags = self._node_flag_families(con)
+        threshold = GaugeMetricFamily(
+            "gpulens_cluster_node_flag_alert_confidence",
+            self._help("diagnose.node_alert_confidence: GpulensNodeFlaggedBad fires at or above it."),
+            value=float(self.diagnose.node_alert_confidence),
+        )
+        return [*flags, threshold, self._node_anomaly_family(con)]
+
+    def _node_flag_families(self, con: duckdb.DuckDBPyConnection) -> list[Metric]:
+        """Nodes with an active flag, and the top N flagged nodes with their flag's confidence."""
         flags = con.execute(
             """
             SELECT node, bool_or(coalesce(active, TRUE)) AS active, max(flagged_at) AS last,
@@ -604,11 +658,10 @@ class ClusterCollector(Collector):
             flagged.add_metric([str(node)], 1.0 if active else 0.0)
             if active and conf is not None:
                 confidence.add_metric([str(node)], float(conf))
-        threshold = GaugeMetricFamily(
-            "gpulens_cluster_node_flag_alert_confidence",
-            self._help("diagnose.node_alert_confidence: GpulensNodeFlaggedBad fires at or above it."),
-            value=float(self.diagnose.node_alert_confidence),
-        )
+        return [count, flagged, confidence]
+
+    def _node_anomaly_family(self, con: duckdb.DuckDBPyConnection) -> Metric:
+        """The top N nodes by their highest anomaly score over the latest ``anomaly_hours`` scored hours."""
         hours = self.config.anomaly_hours
         rows = con.execute(
             """
@@ -630,7 +683,7 @@ class ClusterCollector(Collector):
         )
         for node, s in rows:
             score.add_metric([str(node)], float(s))
-        return [count, flagged, confidence, threshold, score]
+        return score
 
     def _section_stragglers(self, con: duckdb.DuckDBPyConnection) -> list[Metric]:
         """Machines the live watcher suspects in running jobs (docs/straggler.md)."""
