@@ -203,6 +203,18 @@ _H_BACKEND = _spec("gpulens_agent_gpu_backend_info", GAUGE, "GPU backend in use 
 
 def agent_families(snap: AgentSnapshot) -> list[Family]:
     """Every family the agent exposes for ``snap``, in exposition order (empty families included)."""
+    return [
+        *_gpu_families(snap),
+        *_device_event_families(snap),
+        *_job_families(snap),
+        *_net_families(snap),
+        *_ib_families(snap),
+        *_health_families(snap),
+    ]
+
+
+def _gpu_families(snap: AgentSnapshot) -> list[Family]:
+    """The per-GPU families of the live GPUs: the simple fields, ECC, row remapping, NVLink and GPM."""
     node = snap.node
     simple = [(attr[0] == "g", attr[2:], scale, Family(spec)) for attr, scale, spec in _GPU_SIMPLE]
     tail = [(attr[0] == "g", attr[2:], scale, Family(spec)) for attr, scale, spec in _GPU_TAIL]
@@ -225,35 +237,51 @@ def agent_families(snap: AgentSnapshot) -> list[Family]:
             v = getattr(g if on_state else s, attr)
             if v is not None:
                 fam.samples.append((lab, float(v) * scale))
-    out = [f for _, _, _, f in simple]
-    out += [ecc, remap]
-    out += [f for _, _, _, f in tail]
+    return [*(f for _, _, _, f in simple), ecc, remap, *(f for _, _, _, f in tail)]
 
+
+def _device_event_families(snap: AgentSnapshot) -> list[Family]:
+    """XID totals by GPU and code (lost GPUs included), and the GPUs that fell off the bus."""
+    node = snap.node
     xid = Family(_XID)
     devs = {g.index: (g.uuid, g.model) for g in snap.gpus} | {d.index: (d.uuid, d.model) for d in snap.lost}
     for (gpu, code), n in sorted(snap.xid_totals.items()):
         uuid, model = devs.get(gpu, ("", ""))
         xid.samples.append((_labels(_XID.labels, (node, str(gpu), uuid, model, str(code))), float(n)))
     lost = Family(_LOST, [(_labels(_GPU_LABELS, (node, str(d.index), d.uuid, d.model)), 1.0) for d in snap.lost])
-    out += [xid, lost]
+    return [xid, lost]
 
-    out.append(Family(_JOB_INFO, [(_labels(_JOB_INFO.labels, (node, str(gpu), uuid, job)), 1.0)
-                                  for gpu, uuid, job in snap.job_info]))
-    out.append(Family(_JOB_UTIL, [(_labels(_JOB_UTIL.labels, (node, job)), float(v))
-                                  for job, v in sorted(snap.job_util.items())]))
-    out.append(Family(_JOB_MEM, [(_labels(_JOB_MEM.labels, (node, job)), float(b))
-                                 for job, b in sorted(snap.job_mem.items())]))
 
-    net_labs = [_labels(_NET_DEV, (node, n.device)) for n in snap.net]
-    for field, spec in _NET:
-        out.append(Family(spec, [(lab, float(n.totals[field])) for n, lab in zip(snap.net, net_labs, strict=True)
-                                 if field in n.totals]))
+def _job_families(snap: AgentSnapshot) -> list[Family]:
+    """Which jobs run on which GPU, and each job's GPU utilization and memory."""
+    node = snap.node
+    return [
+        Family(_JOB_INFO, [(_labels(_JOB_INFO.labels, (node, str(gpu), uuid, job)), 1.0)
+                           for gpu, uuid, job in snap.job_info]),
+        Family(_JOB_UTIL, [(_labels(_JOB_UTIL.labels, (node, job)), float(v))
+                           for job, v in sorted(snap.job_util.items())]),
+        Family(_JOB_MEM, [(_labels(_JOB_MEM.labels, (node, job)), float(b))
+                          for job, b in sorted(snap.job_mem.items())]),
+    ]
+
+
+def _net_families(snap: AgentSnapshot) -> list[Family]:
+    """The network interfaces' counters and link speed."""
+    net_labs = [_labels(_NET_DEV, (snap.node, n.device)) for n in snap.net]
+    out = [Family(spec, [(lab, float(n.totals[field])) for n, lab in zip(snap.net, net_labs, strict=True)
+                         if field in n.totals])
+           for field, spec in _NET]
     out.append(Family(_NET_SPEED, [(lab, n.speed_mbps * 125_000.0) for n, lab in zip(snap.net, net_labs, strict=True)
                                    if n.speed_mbps is not None]))
-    ib_labs = [_labels(_IB_PORT, (node, p.device, str(p.port))) for p in snap.ib]
-    for field, spec in _IB:
-        out.append(Family(spec, [(lab, float(p.totals[field])) for p, lab in zip(snap.ib, ib_labs, strict=True)
-                                 if field in p.totals]))
+    return out
+
+
+def _ib_families(snap: AgentSnapshot) -> list[Family]:
+    """The InfiniBand ports' counters, symbol errors, link-downed counts and rate."""
+    ib_labs = [_labels(_IB_PORT, (snap.node, p.device, str(p.port))) for p in snap.ib]
+    out = [Family(spec, [(lab, float(p.totals[field])) for p, lab in zip(snap.ib, ib_labs, strict=True)
+                         if field in p.totals])
+           for field, spec in _IB]
     sym, down, rate = Family(_IB_SYM), Family(_IB_DOWN), Family(_IB_RATE)
     for p, lab in zip(snap.ib, ib_labs, strict=True):
         if p.symbol_errors is not None:
@@ -262,16 +290,20 @@ def agent_families(snap: AgentSnapshot) -> list[Family]:
             down.samples.append((lab, float(p.link_downed)))
         if p.speed_mbps is not None:
             rate.samples.append((lab, p.speed_mbps * 125_000.0))
-    out += [sym, down, rate]
+    return [*out, sym, down, rate]
 
-    nl = _labels(_NODE, (node,))
-    out.append(Family(_H_LAST, [] if snap.last_sample is None else [(nl, float(snap.last_sample))]))
-    out.append(Family(_H_DUR, [] if snap.sample_duration is None else [(nl, float(snap.sample_duration))]))
-    out.append(Family(_H_ERR, [(nl, float(snap.errors_total))]))
-    out.append(Family(_H_DROP, [(nl, float(snap.dropped_total))]))
-    out.append(Family(_H_WRITABLE, [(nl, 1.0 if snap.store_writable else 0.0)]))
-    out.append(Family(_H_BACKEND, [(_labels(_H_BACKEND.labels, (node, snap.backend)), 1.0)]))
-    return out
+
+def _health_families(snap: AgentSnapshot) -> list[Family]:
+    """The agent's own health: last sample, tick duration, errors, drops, store writability, backend."""
+    nl = _labels(_NODE, (snap.node,))
+    return [
+        Family(_H_LAST, [] if snap.last_sample is None else [(nl, float(snap.last_sample))]),
+        Family(_H_DUR, [] if snap.sample_duration is None else [(nl, float(snap.sample_duration))]),
+        Family(_H_ERR, [(nl, float(snap.errors_total))]),
+        Family(_H_DROP, [(nl, float(snap.dropped_total))]),
+        Family(_H_WRITABLE, [(nl, 1.0 if snap.store_writable else 0.0)]),
+        Family(_H_BACKEND, [(_labels(_H_BACKEND.labels, (snap.node, snap.backend)), 1.0)]),
+    ]
 
 
 def render_text(snap: AgentSnapshot) -> bytes:
