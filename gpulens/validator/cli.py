@@ -6,12 +6,20 @@ import signal
 import sys
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from gpulens.cliapp import App, emit, json_option, pass_app
-from gpulens.errors import GpulensError, InputError, StoreError
+from gpulens.errors import InputError, StoreError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from gpulens.config import ValidateConfig
+    from gpulens.store import Store
+    from gpulens.validator.core import ValidationResult
+    from gpulens.validator.spec import JobSpec
 
 __all__ = ["render", "validate"]
 
@@ -123,8 +131,31 @@ def validate(
     """
     import dataclasses
 
-    from gpulens.validator.core import validate as run_validation
-    from gpulens.validator.spec import JobSpec, load_job_spec, parse_env_pairs
+    from gpulens.validator.spec import parse_env_pairs
+
+    spec = _job_spec(job_spec, command)
+    overrides = {"workdir": Path(workdir).resolve() if workdir is not None else None,
+                 "inputs": list(spec.inputs) + list(inputs) if inputs else None,
+                 "output_dir": output_dir,
+                 "env": {**spec.env, **parse_env_pairs(env_pairs)} if env_pairs else None,
+                 "gpus": gpus, "gpu_type": gpu_type}
+    _set_given(spec, overrides)
+    config = dataclasses.replace(app.config.validate)
+    _set_given(config, {"steps": steps, "timeout": timeout, "hang_seconds": hang_seconds})
+    store = _store_or_none(app)
+    if not static_only:
+        app.console.print(f"[yellow]{_WARNING}[/yellow]")
+    echo = _stderr_echo if show_output and not static_only and not app.quiet else None
+    result = _run_until_sigterm(spec, config, store, app, static_only=static_only, echo=echo,
+                                record=not no_record)
+    emit(result.to_json(), as_json, lambda: render(result))
+    # SystemExit, not ctx.exit: the status must survive `python -m gpulens` as well as the script
+    sys.exit(result.exit_status)
+
+
+def _job_spec(job_spec: str | None, command: tuple[str, ...]) -> JobSpec:
+    """The job spec from ``--job-spec`` (its command replaced by ``command`` when given), or ``command``'s."""
+    from gpulens.validator.spec import JobSpec, load_job_spec
 
     if job_spec is None and not command:
         raise InputError(
@@ -133,55 +164,45 @@ def validate(
     spec = load_job_spec(job_spec) if job_spec else JobSpec(command=list(command))
     if command:
         spec.command = list(command)
-    if workdir is not None:
-        spec.workdir = Path(workdir).resolve()
-    if inputs:
-        spec.inputs = list(spec.inputs) + list(inputs)
-    if output_dir is not None:
-        spec.output_dir = output_dir
-    if env_pairs:
-        spec.env = {**spec.env, **parse_env_pairs(env_pairs)}
-    if gpus is not None:
-        spec.gpus = gpus
-    if gpu_type is not None:
-        spec.gpu_type = gpu_type
-    config = dataclasses.replace(app.config.validate)
-    if steps is not None:
-        config.steps = steps
-    if timeout is not None:
-        config.timeout = timeout
-    if hang_seconds is not None:
-        config.hang_seconds = hang_seconds
+    return spec
+
+
+def _set_given(target: Any, values: dict[str, Any]) -> None:
+    """Set each attribute of ``target`` whose value in ``values`` was given (is not None)."""
+    for name, value in values.items():
+        if value is not None:
+            setattr(target, name, value)
+
+
+def _store_or_none(app: App) -> Store | None:
+    """The store, or None (said on stderr) when there is none: no blacklist check, no record."""
+    try:
+        return app.store()
+    except StoreError as exc:
+        app.console.print(f"[yellow]note: no store ({exc.message}); the blacklist is not checked and "
+                          "the validation is not recorded.[/yellow]")
+        return None
+
+
+def _stderr_echo(data: bytes) -> None:
+    """Echo the job's output on stderr as it comes."""
+    sys.stderr.buffer.write(data)
+    sys.stderr.buffer.flush()
+
+
+def _run_until_sigterm(spec: JobSpec, config: ValidateConfig, store: Store | None, app: App, *,
+                       static_only: bool, echo: Callable[[bytes], None] | None, record: bool) -> ValidationResult:
+    """Run the validation, SIGTERM raising KeyboardInterrupt meanwhile (so the dry run is cleaned up)."""
+    from gpulens.validator.core import validate as run_validation
 
     console = app.console
-    store = None
-    try:
-        store = app.store()
-    except StoreError as exc:
-        console.print(f"[yellow]note: no store ({exc.message}); the blacklist is not checked and "
-                      "the validation is not recorded.[/yellow]")
-    if not static_only:
-        console.print(f"[yellow]{_WARNING}[/yellow]")
 
     def notice(msg: str) -> None:
         console.print(f"[dim]validate: {msg}[/dim]")
 
-    echo = None
-    if show_output and not static_only and not app.quiet:
-        def echo(data: bytes) -> None:
-            sys.stderr.buffer.write(data)
-            sys.stderr.buffer.flush()
-
     previous = signal.getsignal(signal.SIGTERM)
     signal.signal(signal.SIGTERM, _terminate)
     try:
-        result = run_validation(
-            spec, config, store, static_only=static_only, echo=echo, notice=notice, record=not no_record
-        )
-    except GpulensError:
-        raise
+        return run_validation(spec, config, store, static_only=static_only, echo=echo, notice=notice, record=record)
     finally:
         signal.signal(signal.SIGTERM, previous)
-    emit(result.to_json(), as_json, lambda: render(result))
-    # SystemExit, not ctx.exit: the status must survive `python -m gpulens` as well as the script
-    sys.exit(result.exit_status)
