@@ -156,28 +156,37 @@ def entry_point(command: list[str], env: dict[str, str], cwd: Path) -> EntryPoin
             return EntryPoint(None, None, None)
         return _from_shell_text(text, shell.name, env, cwd)
     if _PYTHON_RE.match(os.path.basename(argv0)):
-        interpreter = exe
-        i = 0
-        while i < len(args):
-            a = args[i]
-            if a.startswith("-m") and (len(a) > 2 or i + 1 < len(args)):
-                module = a[2:] or args[i + 1]
-                rest = args[i + (1 if len(a) > 2 else 2) :]
-                if module in LAUNCHER_MODULES:  # python -m torch.distributed.run ... train.py
-                    return _launched(interpreter, rest, cwd)
-                return EntryPoint(interpreter, None, module)
-            if a == "-c" or a.startswith("-c"):
-                return EntryPoint(interpreter, None, None)
-            if a in ("-X", "-W", "--check-hash-based-pycs"):
-                i += 2
-                continue
-            if a.startswith("-"):
-                i += 1
-                continue
-            return EntryPoint(interpreter, cwd / a if not os.path.isabs(a) else Path(a), None)
-        return EntryPoint(interpreter, None, None)
+        return _python_entry(exe, args, cwd)
     if exe is None:
         return EntryPoint(None, None, None)
+    return _shebang_entry(exe, args, env, cwd)
+
+
+def _python_entry(interpreter: str | None, args: list[str], cwd: Path) -> EntryPoint:
+    """The entry of ``python [opts] script``, ``python -m module`` (or a launcher module) or ``python -c``."""
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a.startswith("-m") and (len(a) > 2 or i + 1 < len(args)):
+            module = a[2:] or args[i + 1]
+            rest = args[i + (1 if len(a) > 2 else 2) :]
+            if module in LAUNCHER_MODULES:  # python -m torch.distributed.run ... train.py
+                return _launched(interpreter, rest, cwd)
+            return EntryPoint(interpreter, None, module)
+        if a == "-c" or a.startswith("-c"):
+            return EntryPoint(interpreter, None, None)
+        if a in ("-X", "-W", "--check-hash-based-pycs"):
+            i += 2
+            continue
+        if a.startswith("-"):
+            i += 1
+            continue
+        return EntryPoint(interpreter, cwd / a if not os.path.isabs(a) else Path(a), None)
+    return EntryPoint(interpreter, None, None)
+
+
+def _shebang_entry(exe: str, args: list[str], env: dict[str, str], cwd: Path) -> EntryPoint:
+    """The entry of an executable with a python shebang: the user's own script, or a launcher's."""
     shebang = _shebang_python(exe)
     if shebang is None:
         return EntryPoint(None, None, None)
@@ -476,25 +485,7 @@ def check_inputs(
     for raw in spec.inputs:
         path = spec.resolve(raw)
         resolved.append(path)
-        problem: str | None = None
-        try:
-            st = path.stat()
-            if path.is_dir():
-                with os.scandir(path) as it:
-                    if next(it, None) is None:
-                        problem = "is an empty directory"
-            else:
-                if st.st_size == 0:
-                    problem = "is empty (0 bytes)"
-                else:
-                    with open(path, "rb") as fh:
-                        fh.read(1)
-        except FileNotFoundError:
-            problem = "does not exist"
-        except PermissionError:
-            problem = "is not readable (permission denied)"
-        except OSError as exc:
-            problem = f"cannot be read ({exc.strerror or exc})"
+        problem = _input_problem(path)
         if problem:
             report.findings.append(
                 Finding(
@@ -507,28 +498,60 @@ def check_inputs(
             )
     if blacklisted is not None:
         report.checks.append("blacklist")
-        candidates: list[str] = []
-        for raw, path in zip(spec.inputs, resolved, strict=True):
-            for c in (raw, str(path), os.path.realpath(path)):
-                if c not in candidates:
-                    candidates.append(c)
-        hits = blacklisted(candidates)
-        seen: set[str] = set()
-        for raw, path in zip(spec.inputs, resolved, strict=True):
-            for c in (raw, str(path), os.path.realpath(path)):
-                if c in hits and raw not in seen:
-                    seen.add(raw)
-                    reason = hits[c] or "blacklisted by an operator"
-                    report.findings.append(
-                        Finding(
-                            "blacklist",
-                            "incorrect_input",
-                            "data",
-                            f"input {raw} is blacklisted ({reason})",
-                            [f"blacklist: {c}: {reason}"],
-                        )
-                    )
+        _check_blacklist(list(zip(spec.inputs, resolved, strict=True)), blacklisted, report)
     return resolved
+
+
+def _input_problem(path: Path) -> str | None:
+    """What is wrong with a declared input (missing, unreadable, empty), or None."""
+    try:
+        st = path.stat()
+        if path.is_dir():
+            with os.scandir(path) as it:
+                if next(it, None) is None:
+                    return "is an empty directory"
+        elif st.st_size == 0:
+            return "is empty (0 bytes)"
+        else:
+            with open(path, "rb") as fh:
+                fh.read(1)
+    except FileNotFoundError:
+        return "does not exist"
+    except PermissionError:
+        return "is not readable (permission denied)"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    return None
+
+
+def _input_names(raw: str, path: Path) -> tuple[str, str, str]:
+    """The names a blacklist may know an input by: as declared, resolved, and with links followed."""
+    return raw, str(path), os.path.realpath(path)
+
+
+def _check_blacklist(inputs: list[tuple[str, Path]], blacklisted: BlacklistLookup, report: StaticReport) -> None:
+    """One finding per declared input (raw, resolved) that the blacklist knows by any of its names."""
+    candidates: list[str] = []
+    for raw, path in inputs:
+        for c in _input_names(raw, path):
+            if c not in candidates:
+                candidates.append(c)
+    hits = blacklisted(candidates)
+    seen: set[str] = set()
+    for raw, path in inputs:
+        for c in _input_names(raw, path):
+            if c in hits and raw not in seen:
+                seen.add(raw)
+                reason = hits[c] or "blacklisted by an operator"
+                report.findings.append(
+                    Finding(
+                        "blacklist",
+                        "incorrect_input",
+                        "data",
+                        f"input {raw} is blacklisted ({reason})",
+                        [f"blacklist: {c}: {reason}"],
+                    )
+                )
 
 
 def check_output_dir(spec: JobSpec, report: StaticReport) -> None:
@@ -539,39 +562,50 @@ def check_output_dir(spec: JobSpec, report: StaticReport) -> None:
     target = spec.resolve(spec.output_dir)
     created: list[Path] = []
     try:
-        missing: list[Path] = []
-        p = target
-        while not p.exists():
-            missing.append(p)
-            p = p.parent
-        for d in reversed(missing):
-            d.mkdir()
-            created.append(d)
-        if not target.is_dir():
-            raise NotADirectoryError(errno.ENOTDIR, "Not a directory", str(target))
-        fd, probe = tempfile.mkstemp(prefix=".gpulens-probe-", dir=target)
-        os.close(fd)
-        os.unlink(probe)
+        _probe_writable(target, created)
     except OSError as exc:
-        category, origin = "checkpoint_error", "user"
-        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            category, origin = "storage_error", "infrastructure"
-        reason = exc.strerror or str(exc)
-        report.findings.append(
-            Finding(
-                "output_dir",
-                category,
-                origin,
-                f"output directory {spec.output_dir} is not writable ({reason})",
-                [f"{type(exc).__name__}: [Errno {exc.errno}] {reason}: {exc.filename or target}"],
-            )
-        )
+        report.findings.append(_output_dir_finding(spec.output_dir, target, exc))
     finally:
         for d in reversed(created):
             try:
                 d.rmdir()
             except OSError:
                 pass
+
+
+def _probe_writable(target: Path, created: list[Path]) -> None:
+    """Create ``target``'s missing directories (listed in ``created``) and write and remove a file in it.
+
+    Raises the OSError that stopped it.
+    """
+    missing: list[Path] = []
+    p = target
+    while not p.exists():
+        missing.append(p)
+        p = p.parent
+    for d in reversed(missing):
+        d.mkdir()
+        created.append(d)
+    if not target.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, "Not a directory", str(target))
+    fd, probe = tempfile.mkstemp(prefix=".gpulens-probe-", dir=target)
+    os.close(fd)
+    os.unlink(probe)
+
+
+def _output_dir_finding(output_dir: str, target: Path, exc: OSError) -> Finding:
+    """The finding for an output directory that cannot be written: a full disk is the storage's fault."""
+    category, origin = "checkpoint_error", "user"
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        category, origin = "storage_error", "infrastructure"
+    reason = exc.strerror or str(exc)
+    return Finding(
+        "output_dir",
+        category,
+        origin,
+        f"output directory {output_dir} is not writable ({reason})",
+        [f"{type(exc).__name__}: [Errno {exc.errno}] {reason}: {exc.filename or target}"],
+    )
 
 
 def run_static_checks(
