@@ -218,38 +218,57 @@ def project_memory(
       GPU needs) above the target's memory: fail (gpu_oom predicted);
     * otherwise no objection (activations on CPU are not measured: said so).
     """
-    gib = 1024**3
     if oom_on_device:
-        if target_memory_bytes and device_memory_bytes and target_memory_bytes > device_memory_bytes:
-            return Projection(
-                "inconclusive",
-                "gpu_oom",
-                f"out of memory on the {device_memory_bytes / gib:.0f} GiB validation GPU, but the"
-                f" requested {target_type} has {target_memory_bytes / gib:.0f} GiB",
-            )
-        return Projection("fail", "gpu_oom", "out of GPU memory during the dry run")
+        return _project_oom(target_type, target_memory_bytes, device_memory_bytes)
     if target_memory_bytes is None:
         return Projection(None, None, "no GPU type requested: memory not projected")
     if peak_gpu_bytes:
-        if peak_gpu_bytes > target_memory_bytes:
-            return Projection(
-                "fail",
-                "gpu_oom",
-                f"peak GPU memory {peak_gpu_bytes / gib:.2f} GiB exceeds the requested"
-                f" {target_type}'s {target_memory_bytes / gib:.0f} GiB (gpu_oom predicted)",
-            )
+        return _project_peak(target_type, target_memory_bytes, peak_gpu_bytes)
+    return _project_lower_bound(target_type, target_memory_bytes, lower_bound_bytes)
+
+
+_GIB = 1024**3
+
+
+def _project_oom(target_type: str | None, target_memory_bytes: int | None,
+                 device_memory_bytes: int | None) -> Projection:
+    """Out of memory on the validation GPU: inconclusive when the target GPU is larger, else fail."""
+    if target_memory_bytes and device_memory_bytes and target_memory_bytes > device_memory_bytes:
         return Projection(
-            None,
-            None,
-            f"peak GPU memory {peak_gpu_bytes / gib:.2f} GiB fits the {target_type}'s"
-            f" {target_memory_bytes / gib:.0f} GiB",
+            "inconclusive",
+            "gpu_oom",
+            f"out of memory on the {device_memory_bytes / _GIB:.0f} GiB validation GPU, but the"
+            f" requested {target_type} has {target_memory_bytes / _GIB:.0f} GiB",
         )
+    return Projection("fail", "gpu_oom", "out of GPU memory during the dry run")
+
+
+def _project_peak(target_type: str | None, target_memory_bytes: int, peak_gpu_bytes: int) -> Projection:
+    """The measured peak GPU memory against the target's: fail (gpu_oom predicted) above it."""
+    if peak_gpu_bytes > target_memory_bytes:
+        return Projection(
+            "fail",
+            "gpu_oom",
+            f"peak GPU memory {peak_gpu_bytes / _GIB:.2f} GiB exceeds the requested"
+            f" {target_type}'s {target_memory_bytes / _GIB:.0f} GiB (gpu_oom predicted)",
+        )
+    return Projection(
+        None,
+        None,
+        f"peak GPU memory {peak_gpu_bytes / _GIB:.2f} GiB fits the {target_type}'s"
+        f" {target_memory_bytes / _GIB:.0f} GiB",
+    )
+
+
+def _project_lower_bound(target_type: str | None, target_memory_bytes: int,
+                         lower_bound_bytes: int | None) -> Projection:
+    """A CPU run: parameters + gradients + optimizer state against the target's memory."""
     if lower_bound_bytes and lower_bound_bytes > target_memory_bytes:
         return Projection(
             "fail",
             "gpu_oom",
-            f"parameters, gradients and optimizer state alone take {lower_bound_bytes / gib:.2f} GiB,"
-            f" more than the requested {target_type}'s {target_memory_bytes / gib:.0f} GiB"
+            f"parameters, gradients and optimizer state alone take {lower_bound_bytes / _GIB:.2f} GiB,"
+            f" more than the requested {target_type}'s {target_memory_bytes / _GIB:.0f} GiB"
             " (gpu_oom predicted)",
         )
     return Projection(
