@@ -68,36 +68,19 @@ def _field_error(path: Path, key: str, expected: str) -> InputError:
 
 
 def _from_mapping(data: Mapping[str, Any], path: Path) -> JobSpec:
+    """The job spec a parsed spec file describes; InputError naming the first bad field."""
     unknown = sorted(set(data) - set(_KEYS))
     if unknown:
         raise InputError(
             f"Job spec {path} has unknown field(s) {', '.join(unknown)}.",
             f"Known fields: {', '.join(_KEYS)}.",
         )
-    raw_cmd = data.get("command")
-    if isinstance(raw_cmd, str):
-        command = shlex.split(raw_cmd)
-    elif isinstance(raw_cmd, list) and all(isinstance(c, str | int | float) for c in raw_cmd):
-        command = [str(c) for c in raw_cmd]
-    else:
-        raise _field_error(path, "command", "a string or a list of strings")
-    if not command:
-        raise _field_error(path, "command", "non-empty")
-    workdir: Path | None = None
-    if data.get("workdir") is not None:
-        if not isinstance(data["workdir"], str):
-            raise _field_error(path, "workdir", "a path")
-        workdir = Path(os.path.expanduser(data["workdir"]))
-        if not workdir.is_absolute():
-            workdir = path.parent / workdir
+    command = _command_field(data, path)
+    workdir = _workdir_field(data, path)
     env = data.get("env") or {}
     if not isinstance(env, dict):
         raise _field_error(path, "env", "a mapping of names to values")
-    inputs = data.get("inputs") or []
-    if isinstance(inputs, str):
-        inputs = [inputs]
-    if not isinstance(inputs, list) or not all(isinstance(i, str) for i in inputs):
-        raise _field_error(path, "inputs", "a list of paths")
+    inputs = _inputs_field(data, path)
     output_dir = data.get("output_dir")
     if output_dir is not None and not isinstance(output_dir, str):
         raise _field_error(path, "output_dir", "a path")
@@ -112,12 +95,48 @@ def _from_mapping(data: Mapping[str, Any], path: Path) -> JobSpec:
         command=command,
         workdir=workdir,
         env={str(k): str(v) for k, v in env.items()},
-        inputs=list(inputs),
+        inputs=inputs,
         output_dir=output_dir,
         gpus=gpus,
         gpu_type=gpu_type,
         name=str(name) if name is not None else None,
     )
+
+
+def _command_field(data: Mapping[str, Any], path: Path) -> list[str]:
+    """``command``: a shell-quoted string or a list of strings (numbers allowed), not empty."""
+    raw_cmd = data.get("command")
+    if isinstance(raw_cmd, str):
+        command = shlex.split(raw_cmd)
+    elif isinstance(raw_cmd, list) and all(isinstance(c, str | int | float) for c in raw_cmd):
+        command = [str(c) for c in raw_cmd]
+    else:
+        raise _field_error(path, "command", "a string or a list of strings")
+    if not command:
+        raise _field_error(path, "command", "non-empty")
+    return command
+
+
+def _workdir_field(data: Mapping[str, Any], path: Path) -> Path | None:
+    """``workdir`` with ``~`` expanded, relative to the spec file's directory; None when not given."""
+    if data.get("workdir") is None:
+        return None
+    if not isinstance(data["workdir"], str):
+        raise _field_error(path, "workdir", "a path")
+    workdir = Path(os.path.expanduser(data["workdir"]))
+    if not workdir.is_absolute():
+        workdir = path.parent / workdir
+    return workdir
+
+
+def _inputs_field(data: Mapping[str, Any], path: Path) -> list[str]:
+    """``inputs``: a path or a list of paths (none when not given)."""
+    inputs = data.get("inputs") or []
+    if isinstance(inputs, str):
+        inputs = [inputs]
+    if not isinstance(inputs, list) or not all(isinstance(i, str) for i in inputs):
+        raise _field_error(path, "inputs", "a list of paths")
+    return list(inputs)
 
 
 def load_job_spec(path: str | os.PathLike[str]) -> JobSpec:
