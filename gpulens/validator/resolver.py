@@ -317,43 +317,69 @@ def _walk(
     workdir: str,
 ) -> None:
     """Breadth-first over the job's own modules; records closure, via, missing imports."""
-    required: dict[str, bool] = {}
-    queue: list[tuple[str, bool]] = [(s, True) for s in seeds]
-    trees: dict[str, ast.Module | None] = {}
-    entry = out.get("entry")
-    while queue and len(required) < _MAX_CLOSURE:
-        file, req = queue.pop(0)
-        file = os.path.abspath(file)
-        if file in required and (required[file] or not req):
-            continue
-        first_visit = file not in required
-        required[file] = req
-        if first_visit:
-            out["closure"].append(file)
-            trees[file] = _compile_one(file, out)
-        tree = trees[file]
-        if tree is None:
-            continue
-        visitor = _Imports()
-        visitor.visit(tree)
+    _Walk(path, roots, out, resolve, workdir).run(seeds)
+
+
+class _Walk:
+    """One breadth-first walk of the import closure, filling ``out`` (see :func:`_walk`)."""
+
+    def __init__(self, path: list[str], roots: list[str], out: dict[str, Any],
+                 resolve: Callable[[str], bool] | None, workdir: str) -> None:
+        self.path, self.roots, self.out, self.resolve, self.workdir = path, roots, out, resolve, workdir
+        #: file -> whether it surely runs (reached through imports that surely run)
+        self.required: dict[str, bool] = {}
+        self.queue: list[tuple[str, bool]] = []
+        self.trees: dict[str, ast.Module | None] = {}
+        self.entry = out.get("entry")
+
+    def run(self, seeds: list[str]) -> None:
+        """Visit the seeds and everything they import or execute, each file once (twice when it
+        is first reached lazily, then surely)."""
+        self.queue = [(s, True) for s in seeds]
+        while self.queue and len(self.required) < _MAX_CLOSURE:
+            file, req = self.queue.pop(0)
+            file = os.path.abspath(file)
+            if file in self.required and (self.required[file] or not req):
+                continue
+            first_visit = file not in self.required
+            self.required[file] = req
+            if first_visit:
+                self.out["closure"].append(file)
+                self.trees[file] = _compile_one(file, self.out)
+            tree = self.trees[file]
+            if tree is None:
+                continue
+            visitor = _Imports()
+            visitor.visit(tree)
+            self._follow_imports(visitor, file, req, first_visit)
+            self._follow_executed(visitor, file, req)
+
+    def _enqueue(self, target: str, req: bool, file: str, line: int) -> None:
+        """Queue ``target``, recording that ``file:line`` leads to it when it is not visited yet."""
+        if os.path.abspath(target) not in self.required:
+            self.out["via"].setdefault(os.path.abspath(target), [file, line])
+        self.queue.append((target, req))
+
+    def _follow_imports(self, visitor: _Imports, file: str, req: bool, first_visit: bool) -> None:
+        """Queue the job's own modules ``file`` imports; record the entry's imports and missing modules."""
         for imp in visitor.found:
             name, level, _names, line, kind = imp
             surely = req and kind == _TOP
-            if file == entry and first_visit:
-                out["imports"].append([name, line])
-            for target in _targets(imp, file, path, roots):
-                if os.path.abspath(target) not in required:
-                    out["via"].setdefault(os.path.abspath(target), [file, line])
-                queue.append((target, surely))
-            if resolve is None or level != 0 or not name or not (first_visit or surely) or resolve(name):
+            if file == self.entry and first_visit:
+                self.out["imports"].append([name, line])
+            for target in _targets(imp, file, self.path, self.roots):
+                self._enqueue(target, surely, file, line)
+            if (self.resolve is None or level != 0 or not name or not (first_visit or surely)
+                    or self.resolve(name)):
                 continue
-            (out["missing"] if surely else out["optional_missing"]).append([name, line, file])
+            (self.out["missing"] if surely else self.out["optional_missing"]).append([name, line, file])
+
+    def _follow_executed(self, visitor: _Imports, file: str, req: bool) -> None:
+        """Queue the job's own files that ``file`` runs (exec(open(...)), runpy.run_path)."""
         for script, line in visitor.executed:  # relative to the working directory, as open() is
-            target = os.path.join(workdir, script)
-            if os.path.isfile(target) and _inside(target, roots):
-                if os.path.abspath(target) not in required:
-                    out["via"].setdefault(os.path.abspath(target), [file, line])
-                queue.append((target, req))
+            target = os.path.join(self.workdir, script)
+            if os.path.isfile(target) and _inside(target, self.roots):
+                self._enqueue(target, req, file, line)
 
 
 def _module_file(module: str, path: list[str]) -> str | None:
