@@ -16,6 +16,7 @@ grace period.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import json
 import os
@@ -138,7 +139,7 @@ def kill_run(
     The direct child is waited for with ``Popen.wait`` (never through psutil, which
     would reap it and lose its exit status).
     """
-    victims = [p for p in run_processes(proc.pid, tag, known, since) if p.pid != proc.pid]
+    victims = _other_processes(proc, tag, known, since)
     child_alive = proc.poll() is None
     if child_alive:
         try:
@@ -146,34 +147,43 @@ def kill_run(
         except OSError:
             proc.terminate()
     for p in victims:
-        try:
+        with contextlib.suppress(psutil.Error):
             p.send_signal(signal.SIGTERM)
-        except psutil.Error:
-            pass
     deadline = time.monotonic() + grace
     if child_alive:
-        try:
-            proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        _wait_child(proc, grace)
     alive = _wait_gone(victims, deadline)
     # a process may have forked while we were signalling: look once more
     alive_ids = {p.pid for p in alive}
-    alive += [p for p in run_processes(proc.pid, tag, known, since) if p.pid not in alive_ids and p.pid != proc.pid]
-    for p in alive:
-        try:
-            p.kill()
-        except psutil.Error:
-            pass
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except OSError:
-        pass
+    alive += [p for p in _other_processes(proc, tag, known, since) if p.pid not in alive_ids]
+    _kill_all(proc, alive)
     _wait_gone(alive, time.monotonic() + max(grace, 1.0))
     proc.wait()
-    leftover = [p.pid for p in run_processes(proc.pid, tag, known, since) if p.pid != proc.pid]
+    leftover = [p.pid for p in _other_processes(proc, tag, known, since)]
     return len(victims) + int(child_alive), leftover
+
+
+def _other_processes(proc: subprocess.Popen[bytes], tag: str, known: set[int], since: float | None) -> list[psutil.Process]:
+    """The run's live processes other than the direct child."""
+    return [p for p in run_processes(proc.pid, tag, known, since) if p.pid != proc.pid]
+
+
+def _wait_child(proc: subprocess.Popen[bytes], grace: float) -> None:
+    """Wait ``grace`` s for the direct child to exit after SIGTERM, then SIGKILL and reap it."""
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _kill_all(proc: subprocess.Popen[bytes], alive: list[psutil.Process]) -> None:
+    """SIGKILL the processes still alive and the child's process group."""
+    for p in alive:
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+    with contextlib.suppress(OSError):
+        os.killpg(proc.pid, signal.SIGKILL)
 
 
 class _Tail:
