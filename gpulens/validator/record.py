@@ -75,12 +75,20 @@ def validation_summary(
     ``default_hours`` when the store has no such history. ``filters`` is an
     ``analysis.Filters``-like object (``start``, ``end``, ``users`` are used).
     """
-    from gpulens.analysis import accounting as acc
-
     start = getattr(filters, "start", None)
     end = getattr(filters, "end", None)
     users = list(getattr(filters, "users", ()) or ())
-    sql = f"""
+    df = con.execute(_summary_sql(), [default_hours, start, start, end, end, users, users]).fetchdf()
+    df["count"] = df["count"].astype("int64")
+    df["allocated_gpu_hours_saved"] = df["allocated_gpu_hours_saved"].astype("float64")
+    return df
+
+
+def _summary_sql() -> str:
+    """The summary query; binds default hours, start (twice), end (twice), users (twice)."""
+    from gpulens.analysis import accounting as acc
+
+    return f"""
         WITH hist AS (
             SELECT f.category,
                    median({acc.runtime_hours_sql("epoch(a.end_time - a.start_time)")}) AS hours
@@ -101,7 +109,3 @@ def validation_summary(
         ORDER BY CASE v.verdict WHEN 'fail' THEN 0 WHEN 'inconclusive' THEN 1 ELSE 2 END,
                  count DESC, v.category
     """  # noqa: S608 - the fragments are gpulens.analysis.accounting's; values are bound
-    df = con.execute(sql, [default_hours, start, start, end, end, users, users]).fetchdf()
-    df["count"] = df["count"].astype("int64")
-    df["allocated_gpu_hours_saved"] = df["allocated_gpu_hours_saved"].astype("float64")
-    return df
