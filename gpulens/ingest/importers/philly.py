@@ -301,116 +301,167 @@ def _duck_error_line(exc: duckdb.Error) -> int | None:
     return int(m[1]) if m else None
 
 
-def stage_gpu_util(path: Path, staging: Path, tmp_dir: Path) -> tuple[int, Quirks]:
-    """Validate cluster_gpu_util and COPY it, long-form, into hive-partitioned Parquet."""
-    q = Quirks()
+_GPU_UTIL_HINT = "Expected 'time,machineId,gpu0_util,...'."
+_BAD_ROW_HINT = "Fix or remove that line and import again; nothing was stored."
+_TS_EXPR = ("try_strptime(regexp_replace(trim(\"time\"), '\\s+[A-Z]{2,4}$', ''),"
+            " '%Y-%m-%d %H:%M:%S')")
+
+
+@dataclass
+class _UtilHeader:
+    """A validated cluster_gpu_util header: column names (blanks named) and the GPU columns."""
+
+    names: list[str]
+    node_name: str
+    gpu_cols: list[tuple[int, int]]
+
+    @property
+    def ncol(self) -> str:
+        return f'"{self.node_name}"'
+
+    @property
+    def gpu_positions(self) -> list[int]:
+        return [i for i, _ in self.gpu_cols]
+
+
+def _util_header(path: Path, q: Quirks) -> _UtilHeader:
+    """The header of cluster_gpu_util, checked (InputError naming line 1 otherwise)."""
     header = _header(path)
     if not header or header[0] != "time" or len(header) < 3:
         raise InputError(f"{path}:1: header {','.join(header)!r} is not a Philly gpu util file.",
-                         "Expected 'time,machineId,gpu0_util,...'.")
+                         _GPU_UTIL_HINT)
     node_name = header[1]
     if node_name not in ("machineId", "machine_id"):
-        raise InputError(f"{path}:1: second column {node_name!r} is not machineId.",
-                         "Expected 'time,machineId,gpu0_util,...'.")
+        raise InputError(f"{path}:1: second column {node_name!r} is not machineId.", _GPU_UTIL_HINT)
     if node_name == "machine_id":
         q["machine_id_spelling"] += 1
     names = [h if h else f"__empty{i}" for i, h in enumerate(header)]
     if any(not re.fullmatch(r"[A-Za-z0-9_ ]+", n) for n in names):
         raise InputError(f"{path}:1: header {','.join(header)!r} has unexpected characters.",
-                         "Expected 'time,machineId,gpu0_util,...'.")
+                         _GPU_UTIL_HINT)
     if header[-1] == "":
         q["trailing_comma_header"] += 1
     gpu_cols = [(i, int(m[1])) for i, h in enumerate(header) if (m := re.match(r"^gpu(\d+)_util$", h))]
     if not gpu_cols:
-        raise InputError(f"{path}:1: no gpuN_util columns in the header.",
-                         "Expected 'time,machineId,gpu0_util,...'.")
+        raise InputError(f"{path}:1: no gpuN_util columns in the header.", _GPU_UTIL_HINT)
+    return _UtilHeader(names, node_name, gpu_cols)
+
+
+def _create_raw_view(con: duckdb.DuckDBPyConnection, path: Path, names: list[str], tmp_dir: Path) -> None:
+    """View ``raw``: the CSV as text columns (no sniffing: the columns are known)."""
+    con.execute("SET preserve_insertion_order = false")
+    con.execute(f"SET temp_directory = '{_sql_str(str(tmp_dir))}'")
+    columns = "{" + ", ".join(f"'{_sql_str(n)}': 'VARCHAR'" for n in names) + "}"
+    con.execute(  # no sniffing: the columns are known, and a short row must not fail it
+        f"CREATE TEMP VIEW raw AS SELECT * FROM read_csv('{_sql_str(str(path))}', header = true,"  # noqa: S608
+        f" columns = {columns}, null_padding = true, quote = '\"', delim = ',',"
+        " strict_mode = true, nullstr = '', auto_detect = false)"
+    )
+
+
+def _stats_sql(h: _UtilHeader) -> str:
+    """One row of counts over ``raw``: rows, bad times/nodes, zones, and per GPU column NA/empty/bad/out of range."""
+    tcol = '"time"'
+    ncol = h.ncol
+    checks = []
+    for i, _ in h.gpu_cols:
+        c = f'"{h.names[i]}"'
+        checks.append(
+            f"count(*) FILTER (WHERE trim({c}) = 'NA') AS na_{i},"
+            f" count(*) FILTER (WHERE {c} IS NULL) AS empty_{i},"
+            f" count(*) FILTER (WHERE {c} IS NOT NULL AND trim({c}) <> 'NA'"
+            f" AND try_cast(trim({c}) AS DOUBLE) IS NULL) AS bad_{i},"
+            f" count(*) FILTER (WHERE try_cast(trim({c}) AS DOUBLE) NOT BETWEEN 0 AND 100) AS oor_{i}"
+        )
+    extra = [f'"{n}"' for j, n in enumerate(h.names) if j > 1 and j not in dict(h.gpu_cols)]
+    extra_check = " OR ".join(f"{c} IS NOT NULL" for c in extra) or "false"
+    return (
+        f"SELECT count(*) AS rows_, count(*) FILTER (WHERE {_TS_EXPR} IS NULL) AS bad_time,"  # noqa: S608
+        f" count(*) FILTER (WHERE {ncol} IS NULL OR trim({ncol}) = '') AS bad_node,"
+        f" count(*) FILTER (WHERE {tcol} LIKE '% PDT') AS pdt,"
+        f" count(*) FILTER (WHERE {tcol} LIKE '% PST') AS pst,"
+        f" count(*) FILTER (WHERE {extra_check}) AS extra_values, "
+        + ", ".join(checks) + " FROM raw"
+    )
+
+
+def _util_stats(con: duckdb.DuckDBPyConnection, path: Path, h: _UtilHeader) -> dict[str, Any]:
+    """The counts of :func:`_stats_sql`; InputError naming the first bad line of a file that fails them."""
+    try:
+        stats: dict[str, Any] = con.execute(_stats_sql(h)).df().iloc[0].to_dict()
+    except duckdb.Error as exc:
+        line = _duck_error_line(exc)
+        if line is None:
+            line, why = _first_bad_line(path, h.gpu_positions, len(h.names), 1)
+        else:
+            why = str(exc).splitlines()[0]
+        raise InputError(f"{path}:{line}: malformed CSV row ({why}).", _BAD_ROW_HINT) from None
+    bad = int(stats["bad_time"]) + int(stats["bad_node"]) + sum(
+        int(stats[f"bad_{i}"]) for i, _ in h.gpu_cols)
+    if bad:
+        line, why = _first_bad_line(path, h.gpu_positions, len(h.names), 1)
+        raise InputError(f"{path}:{line}: malformed CSV row ({why}).", _BAD_ROW_HINT)
+    return stats
+
+
+def _count_util_quirks(stats: dict[str, Any], h: _UtilHeader, q: Quirks) -> None:
+    q["zone_pdt_stripped"] += int(stats["pdt"])
+    q["zone_pst_stripped"] += int(stats["pst"])
+    q["extra_trailing_values"] += int(stats["extra_values"])
+    for i, _ in h.gpu_cols:
+        q["na_values_skipped"] += int(stats[f"na_{i}"])
+        q["empty_values_skipped"] += int(stats[f"empty_{i}"])
+        q["util_out_of_range"] += int(stats[f"oor_{i}"])
+
+
+def _copy_samples(con: duckdb.DuckDBPyConnection, h: _UtilHeader, staging: Path) -> None:
+    """COPY ``raw`` long-form (one row per GPU value, NA dropped) into Parquet by date and node."""
+    unpivot_cols = ", ".join(f'"{h.names[i]}"' for i, _ in h.gpu_cols)
+    other = ", ".join(
+        f"CAST(NULL AS {typ}) AS {col}" for col, typ in duckdb_columns("gpu")
+        if col not in ("ts", "node", "gpu_index", "util_gpu")
+    )
+    con.execute(
+        f"""
+        COPY (
+            SELECT ts, CAST(regexp_extract(g, '(\\d+)', 1) AS SMALLINT) AS gpu_index,
+                   CAST(trim(u) AS FLOAT) AS util_gpu, {other},
+                   CAST(ts AS DATE) AS date, node
+            FROM (
+                UNPIVOT (SELECT {_TS_EXPR} AS ts, trim({h.ncol}) AS node, {unpivot_cols} FROM raw)
+                ON {unpivot_cols} INTO NAME g VALUE u
+            )
+            WHERE trim(u) <> 'NA'
+        ) TO '{_sql_str(str(staging))}' (FORMAT parquet, PARTITION_BY (date, node), COMPRESSION zstd)
+        """  # noqa: S608 - column names come from the validated header; path is ours
+    )
+
+
+def _count_written(con: duckdb.DuckDBPyConnection, h: _UtilHeader, staging: Path, q: Quirks) -> None:
+    """Count the staged samples and the rows that repeat a (time, machine)."""
+    samples = con.execute(
+        f"SELECT count(*) FROM read_parquet('{_sql_str(str(staging))}/*/*/*.parquet')"  # noqa: S608
+    ).fetchone() if any(staging.glob("*/*/*.parquet")) else None  # no rows: no files
+    q["samples_written"] += int(samples[0]) if samples else 0
+    dup = con.execute(
+        f"SELECT count(*) - count(DISTINCT ({_TS_EXPR}, {h.ncol})) FROM raw"  # noqa: S608
+    ).fetchone()
+    if dup and dup[0]:
+        q["duplicate_time_machine_rows"] += int(dup[0])
+
+
+def stage_gpu_util(path: Path, staging: Path, tmp_dir: Path) -> tuple[int, Quirks]:
+    """Validate cluster_gpu_util and COPY it, long-form, into hive-partitioned Parquet."""
+    q = Quirks()
+    h = _util_header(path, q)
     con = duckdb.connect(":memory:")
     try:
-        con.execute("SET preserve_insertion_order = false")
-        con.execute(f"SET temp_directory = '{_sql_str(str(tmp_dir))}'")
-        columns = "{" + ", ".join(f"'{_sql_str(n)}': 'VARCHAR'" for n in names) + "}"
-        con.execute(  # no sniffing: the columns are known, and a short row must not fail it
-            f"CREATE TEMP VIEW raw AS SELECT * FROM read_csv('{_sql_str(str(path))}', header = true,"  # noqa: S608
-            f" columns = {columns}, null_padding = true, quote = '\"', delim = ',',"
-            " strict_mode = true, nullstr = '', auto_detect = false)"
-        )
-        tcol = '"time"'
-        ncol = f'"{node_name}"'
-        ts_expr = (f"try_strptime(regexp_replace(trim({tcol}), '\\s+[A-Z]{{2,4}}$', ''),"
-                   " '%Y-%m-%d %H:%M:%S')")
-        checks = []
-        for i, _ in gpu_cols:
-            c = f'"{names[i]}"'
-            checks.append(
-                f"count(*) FILTER (WHERE trim({c}) = 'NA') AS na_{i},"
-                f" count(*) FILTER (WHERE {c} IS NULL) AS empty_{i},"
-                f" count(*) FILTER (WHERE {c} IS NOT NULL AND trim({c}) <> 'NA'"
-                f" AND try_cast(trim({c}) AS DOUBLE) IS NULL) AS bad_{i},"
-                f" count(*) FILTER (WHERE try_cast(trim({c}) AS DOUBLE) NOT BETWEEN 0 AND 100) AS oor_{i}"
-            )
-        extra = [f'"{n}"' for j, n in enumerate(names) if j > 1 and j not in dict(gpu_cols)]
-        extra_check = " OR ".join(f"{c} IS NOT NULL" for c in extra) or "false"
-        sql = (
-            f"SELECT count(*) AS rows_, count(*) FILTER (WHERE {ts_expr} IS NULL) AS bad_time,"  # noqa: S608
-            f" count(*) FILTER (WHERE {ncol} IS NULL OR trim({ncol}) = '') AS bad_node,"
-            f" count(*) FILTER (WHERE {tcol} LIKE '% PDT') AS pdt,"
-            f" count(*) FILTER (WHERE {tcol} LIKE '% PST') AS pst,"
-            f" count(*) FILTER (WHERE {extra_check}) AS extra_values, "
-            + ", ".join(checks) + " FROM raw"
-        )
-        try:
-            stats = con.execute(sql).df().iloc[0].to_dict()
-        except duckdb.Error as exc:
-            line = _duck_error_line(exc)
-            if line is None:
-                line, why = _first_bad_line(path, [i for i, _ in gpu_cols], len(names), 1)
-            else:
-                why = str(exc).splitlines()[0]
-            raise InputError(f"{path}:{line}: malformed CSV row ({why}).",
-                             "Fix or remove that line and import again; nothing was stored.") from None
-        bad = int(stats["bad_time"]) + int(stats["bad_node"]) + sum(
-            int(stats[f"bad_{i}"]) for i, _ in gpu_cols)
-        if bad:
-            line, why = _first_bad_line(path, [i for i, _ in gpu_cols], len(names), 1)
-            raise InputError(f"{path}:{line}: malformed CSV row ({why}).",
-                             "Fix or remove that line and import again; nothing was stored.")
-        q["zone_pdt_stripped"] += int(stats["pdt"])
-        q["zone_pst_stripped"] += int(stats["pst"])
-        q["extra_trailing_values"] += int(stats["extra_values"])
-        for i, _ in gpu_cols:
-            q["na_values_skipped"] += int(stats[f"na_{i}"])
-            q["empty_values_skipped"] += int(stats[f"empty_{i}"])
-            q["util_out_of_range"] += int(stats[f"oor_{i}"])
-        rows = int(stats["rows_"])
-        unpivot_cols = ", ".join(f'"{names[i]}"' for i, _ in gpu_cols)
-        other = ", ".join(
-            f"CAST(NULL AS {typ}) AS {col}" for col, typ in duckdb_columns("gpu")
-            if col not in ("ts", "node", "gpu_index", "util_gpu")
-        )
-        con.execute(
-            f"""
-            COPY (
-                SELECT ts, CAST(regexp_extract(g, '(\\d+)', 1) AS SMALLINT) AS gpu_index,
-                       CAST(trim(u) AS FLOAT) AS util_gpu, {other},
-                       CAST(ts AS DATE) AS date, node
-                FROM (
-                    UNPIVOT (SELECT {ts_expr} AS ts, trim({ncol}) AS node, {unpivot_cols} FROM raw)
-                    ON {unpivot_cols} INTO NAME g VALUE u
-                )
-                WHERE trim(u) <> 'NA'
-            ) TO '{_sql_str(str(staging))}' (FORMAT parquet, PARTITION_BY (date, node), COMPRESSION zstd)
-            """  # noqa: S608 - column names come from the validated header; path is ours
-        )
-        samples = con.execute(
-            f"SELECT count(*) FROM read_parquet('{_sql_str(str(staging))}/*/*/*.parquet')"  # noqa: S608
-        ).fetchone() if any(staging.glob("*/*/*.parquet")) else None  # no rows: no files
-        q["samples_written"] += int(samples[0]) if samples else 0
-        dup = con.execute(
-            f"SELECT count(*) - count(DISTINCT ({ts_expr}, {ncol})) FROM raw"  # noqa: S608
-        ).fetchone()
-        if dup and dup[0]:
-            q["duplicate_time_machine_rows"] += int(dup[0])
-        return rows, q
+        _create_raw_view(con, path, h.names, tmp_dir)
+        stats = _util_stats(con, path, h)
+        _count_util_quirks(stats, h, q)
+        _copy_samples(con, h, staging)
+        _count_written(con, h, staging, q)
+        return int(stats["rows_"]), q
     finally:
         con.close()
 
