@@ -131,95 +131,140 @@ def _str(v: Any) -> str | None:
     return None if v is None else str(v)
 
 
+_RECORD_HINT = "Fix that record and import again."
+_Attempt = tuple[datetime | None, datetime | None, list[tuple[str, int]]]
+
+
+def _check_jobid(rec: Any, where: str) -> None:
+    """InputError unless ``rec`` is an object with a scalar, non-empty jobid."""
+    if not isinstance(rec, dict) or rec.get("jobid") in (None, "") or isinstance(rec["jobid"], dict | list):
+        raise InputError(f"{where}: job record without a jobid.",
+                         "Each element must be an object with jobid, status and attempts.")
+
+
+def _job_status(rec: dict[str, Any], q: Quirks) -> str:
+    """passed | killed | failed, or the trace's own word (lower case) when it is another."""
+    raw_status = str(rec.get("status") or "").strip()
+    status = _STATUS.get(raw_status.lower())
+    if status is None:
+        q["unknown_status"] += 1
+        status = raw_status.lower() or "unknown"
+    return status
+
+
+def _attempt_list(rec: dict[str, Any], job_id: str, where: str, q: Quirks) -> list[Any]:
+    attempts = rec.get("attempts") or []
+    if not isinstance(attempts, list):
+        raise InputError(f"{where}: attempts of job {job_id} is not a list.", _RECORD_HINT)
+    if not attempts:
+        q["jobs_without_attempts"] += 1
+    return attempts
+
+
+def _detail_gpus(detail: list[Any], q: Quirks) -> list[tuple[str, int]]:
+    """(node, GPU index) of an attempt's detail entries, in their order."""
+    gpus: list[tuple[str, int]] = []
+    for d in detail:
+        if not isinstance(d, dict) or not d.get("ip"):
+            q["detail_without_ip"] += 1
+            continue
+        node = str(d["ip"])
+        for g in d.get("gpus") or []:
+            m = _GPU.match(str(g))
+            if not m:
+                q["unparsable_gpu_name"] += 1
+                continue
+            gpus.append((node, int(m[1])))
+    return gpus
+
+
+def _parse_attempt(a: Any, job_id: str, where: str, q: Quirks) -> _Attempt:
+    """(start, end, distinct (node, GPU)s) of one attempt record."""
+    if not isinstance(a, dict):
+        raise InputError(f"{where}: an attempt of job {job_id} is not an object.", _RECORD_HINT)
+    start = parse_local_time(a.get("start_time"), where, q, "attempt_start_time")
+    end = parse_local_time(a.get("end_time"), where, q, "attempt_end_time")
+    detail = a.get("detail") or []
+    if not isinstance(detail, list):
+        raise InputError(f"{where}: detail of job {job_id} is not a list.", _RECORD_HINT)
+    gpus = _detail_gpus(detail, q)
+    if not gpus:
+        q["attempts_without_gpus"] += 1
+    if len(set(gpus)) != len(gpus):
+        q["duplicate_gpu_in_attempt"] += 1
+        gpus = list(dict.fromkeys(gpus))
+    return start, end, gpus
+
+
+def _attempt_status(is_last: bool, start: datetime | None, end: datetime | None, status: str,
+                    q: Quirks) -> str:
+    """An earlier attempt failed (it was retried); the last one has the job's status, or runs."""
+    if not is_last:
+        q["retried_attempts"] += 1
+        return "failed"
+    a_status = "running" if (end is None and start is not None) else status
+    if a_status == "running":
+        q["running_attempts"] += 1
+    return a_status
+
+
+@dataclass
+class _JobLogRows:
+    """The rows of the job log's tables, added record by record."""
+
+    q: Quirks = field(default_factory=Quirks)
+    jobs: list[tuple[Any, ...]] = field(default_factory=list)
+    atts: list[tuple[Any, ...]] = field(default_factory=list)
+    pls: list[tuple[Any, ...]] = field(default_factory=list)
+    seen: set[str] = field(default_factory=set)
+    nodes: set[str] = field(default_factory=set)
+
+    def add(self, rec: dict[str, Any], where: str) -> None:
+        """One job record: its job row, attempts and placements (a repeated jobid is skipped)."""
+        job_id = str(rec["jobid"])
+        if job_id in self.seen:
+            self.q["duplicate_jobid_skipped"] += 1
+            return
+        self.seen.add(job_id)
+        status = _job_status(rec, self.q)
+        attempts = _attempt_list(rec, job_id, where, self.q)
+        submitted = parse_local_time(rec.get("submitted_time"), where, self.q, "submitted_time")
+        parsed = [_parse_attempt(a, job_id, where, self.q) for a in attempts]
+        self._add_attempts(job_id, parsed, status)
+        job_status = "running" if parsed and parsed[-1][1] is None and parsed[-1][0] else status
+        requested = max((len(g) for _, _, g in parsed), default=0) or None
+        self.jobs.append((job_id, _str(rec.get("user")), _str(rec.get("vc")), submitted, job_status,
+                          requested, "philly"))
+
+    def _add_attempts(self, job_id: str, parsed: list[_Attempt], status: str) -> None:
+        last = len(parsed) - 1
+        for i, (start, end, gpus) in enumerate(parsed):
+            if end is None and i < last:
+                self.q["open_attempt_closed_by_retry"] += 1
+                end = parsed[i + 1][0]
+            if start is not None and end is not None and end < start:
+                self.q["attempt_ends_before_start"] += 1
+            a_status = _attempt_status(i == last, start, end, status, self.q)
+            self.atts.append((job_id, i, start, end, a_status))
+            for node, g in gpus:
+                self.nodes.add(node)
+                self.pls.append((job_id, i, node, g))
+
+
 def read_job_log(path: Path, progress: Progress | None = None) -> JobLog:
     """Parse cluster_job_log into Arrow tables (jobs, attempts, placements)."""
-    q = Quirks()
-    jobs: list[tuple[Any, ...]] = []
-    atts: list[tuple[Any, ...]] = []
-    pls: list[tuple[Any, ...]] = []
-    seen: set[str] = set()
-    nodes: set[str] = set()
+    rows = _JobLogRows()
     with _open_text(path) as fh:
         for n, (line, rec) in enumerate(iter_array(path, fh=fh), start=1):
             where = f"{path}:{line}"
             if progress and n % 5000 == 0:
                 progress("job log", n, 0)
-            if not isinstance(rec, dict) or rec.get("jobid") in (None, "") or isinstance(rec["jobid"], dict | list):
-                raise InputError(f"{where}: job record without a jobid.",
-                                 "Each element must be an object with jobid, status and attempts.")
+            _check_jobid(rec, where)
             with parsing(where, "Fix that record and import again; nothing was stored."):
-                job_id = str(rec["jobid"])
-                if job_id in seen:
-                    q["duplicate_jobid_skipped"] += 1
-                    continue
-                seen.add(job_id)
-                raw_status = str(rec.get("status") or "").strip()
-                status = _STATUS.get(raw_status.lower())
-                if status is None:
-                    q["unknown_status"] += 1
-                    status = raw_status.lower() or "unknown"
-                attempts = rec.get("attempts") or []
-                if not isinstance(attempts, list):
-                    raise InputError(f"{where}: attempts of job {job_id} is not a list.",
-                                     "Fix that record and import again.")
-                if not attempts:
-                    q["jobs_without_attempts"] += 1
-                submitted = parse_local_time(rec.get("submitted_time"), where, q, "submitted_time")
-                parsed: list[tuple[datetime | None, datetime | None, list[tuple[str, int]]]] = []
-                for a in attempts:
-                    if not isinstance(a, dict):
-                        raise InputError(f"{where}: an attempt of job {job_id} is not an object.",
-                                         "Fix that record and import again.")
-                    start = parse_local_time(a.get("start_time"), where, q, "attempt_start_time")
-                    end = parse_local_time(a.get("end_time"), where, q, "attempt_end_time")
-                    gpus: list[tuple[str, int]] = []
-                    detail = a.get("detail") or []
-                    if not isinstance(detail, list):
-                        raise InputError(f"{where}: detail of job {job_id} is not a list.",
-                                         "Fix that record and import again.")
-                    for d in detail:
-                        if not isinstance(d, dict) or not d.get("ip"):
-                            q["detail_without_ip"] += 1
-                            continue
-                        node = str(d["ip"])
-                        for g in d.get("gpus") or []:
-                            m = _GPU.match(str(g))
-                            if not m:
-                                q["unparsable_gpu_name"] += 1
-                                continue
-                            gpus.append((node, int(m[1])))
-                    if not gpus:
-                        q["attempts_without_gpus"] += 1
-                    if len(set(gpus)) != len(gpus):
-                        q["duplicate_gpu_in_attempt"] += 1
-                        gpus = list(dict.fromkeys(gpus))
-                    parsed.append((start, end, gpus))
-                last = len(parsed) - 1
-                for i, (start, end, gpus) in enumerate(parsed):
-                    if end is None and i < last:
-                        nxt = parsed[i + 1][0]
-                        q["open_attempt_closed_by_retry"] += 1
-                        end = nxt
-                    if start is not None and end is not None and end < start:
-                        q["attempt_ends_before_start"] += 1
-                    if i == last:
-                        a_status = "running" if (end is None and start is not None) else status
-                        if a_status == "running":
-                            q["running_attempts"] += 1
-                    else:
-                        a_status = "failed"
-                        q["retried_attempts"] += 1
-                    atts.append((job_id, i, start, end, a_status))
-                    for node, g in gpus:
-                        nodes.add(node)
-                        pls.append((job_id, i, node, g))
-                job_status = "running" if parsed and parsed[-1][1] is None and parsed[-1][0] else status
-                requested = max((len(g) for _, _, g in parsed), default=0) or None
-                jobs.append((job_id, _str(rec.get("user")), _str(rec.get("vc")), submitted, job_status,
-                             requested, "philly"))
+                rows.add(rec, where)
     with parsing(path, "Fix the records of wrong type and import again; nothing was stored."):
-        return JobLog(arrow_rows(_JOB_COLS, jobs), arrow_rows(_ATT_COLS, atts),
-                      arrow_rows(_PL_COLS, pls), nodes, q)
+        return JobLog(arrow_rows(_JOB_COLS, rows.jobs), arrow_rows(_ATT_COLS, rows.atts),
+                      arrow_rows(_PL_COLS, rows.pls), rows.nodes, rows.q)
 
 
 # ------------------------------------------------------------ machine list
