@@ -32,7 +32,7 @@ import io
 import re
 import shutil
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -430,10 +430,10 @@ def _stats_sql(h: _UtilHeader) -> str:
     )
 
 
-def _util_stats(con: duckdb.DuckDBPyConnection, path: Path, h: _UtilHeader) -> dict[str, Any]:
+def _util_stats(con: duckdb.DuckDBPyConnection, path: Path, h: _UtilHeader) -> dict[Hashable, Any]:
     """The counts of :func:`_stats_sql`; InputError naming the first bad line of a file that fails them."""
     try:
-        stats: dict[str, Any] = con.execute(_stats_sql(h)).df().iloc[0].to_dict()
+        stats = con.execute(_stats_sql(h)).df().iloc[0].to_dict()
     except duckdb.Error as exc:
         line = _duck_error_line(exc)
         if line is None:
@@ -449,7 +449,7 @@ def _util_stats(con: duckdb.DuckDBPyConnection, path: Path, h: _UtilHeader) -> d
     return stats
 
 
-def _count_util_quirks(stats: dict[str, Any], h: _UtilHeader, q: Quirks) -> None:
+def _count_util_quirks(stats: dict[Hashable, Any], h: _UtilHeader, q: Quirks) -> None:
     q["zone_pdt_stripped"] += int(stats["pdt"])
     q["zone_pst_stripped"] += int(stats["pst"])
     q["extra_trailing_values"] += int(stats["extra_values"])
@@ -528,6 +528,130 @@ def count_csv(path: Path, expected: tuple[str, ...]) -> tuple[int, Quirks]:
 
 # ----------------------------------------------------------------- import
 _HINT = "Pass the original Philly trace file; nothing was stored."
+_OTHER_HEADERS = {"cpu_util": ("time", "machine_id", "cpu_util"),
+                  "mem_util": ("time", "machine_id", "mem_total", "mem_free")}
+
+
+@dataclass
+class _Read:
+    """What the files held, before the store transaction."""
+
+    log: JobLog | None = None
+    machines: list[tuple[str, int, int | None]] = field(default_factory=list)
+    util_rows: int = 0
+    other_rows: dict[str, int] = field(default_factory=dict)
+
+
+def _other_files(files: PhillyFiles) -> list[tuple[str, Path | None]]:
+    """(label, path) of the cpu and mem util files (counted, not stored)."""
+    return [("cpu_util", files.cpu_util), ("mem_util", files.mem_util)]
+
+
+def _read_files(files: PhillyFiles, staging: Path, tmp_dir: Path, result: ImportResult,
+                progress: Progress | None) -> _Read:
+    """Parse the job log and machine list, stage the GPU samples, count the other files;
+    each file's quirks go into ``result``."""
+    read = _Read()
+    if files.job_log:
+        if progress:
+            progress("job log", 0, 0)
+        with parsing(files.job_log, _HINT):
+            read.log = read_job_log(files.job_log, progress)
+        result.quirks[str(files.job_log)] = read.log.quirks.as_dict()
+    if files.machine_list:
+        with parsing(files.machine_list, _HINT):
+            read.machines, mq = read_machine_list(files.machine_list)
+        result.quirks[str(files.machine_list)] = mq.as_dict()
+    if files.gpu_util:
+        if progress:
+            progress("gpu util", 0, 0)
+        with parsing(files.gpu_util, _HINT):
+            read.util_rows, uq = stage_gpu_util(files.gpu_util, staging, tmp_dir)
+        result.quirks[str(files.gpu_util)] = uq.as_dict()
+        result.rows["gpu_samples"] = uq["samples_written"]
+    for label, other in _other_files(files):
+        if other:
+            with parsing(other, _HINT):
+                n, oq = count_csv(other, _OTHER_HEADERS[label])
+            read.other_rows[str(other)] = n
+            result.quirks[str(other)] = oq.as_dict()
+    return read
+
+
+def _write_jobs(con: duckdb.DuckDBPyConnection, log: JobLog, path: Path, result: ImportResult) -> None:
+    """Replace the log's jobs with their new jobs, attempts and placements rows."""
+    delete_jobs(con, log.jobs.column("job_id"))
+    result.rows["jobs"] = insert_arrow(con, "jobs", log.jobs)
+    result.rows["attempts"] = insert_arrow(con, "attempts", log.attempts)
+    result.rows["placements"] = insert_arrow(con, "placements", log.placements)
+    record_import(con, "philly:job_log", path, log.jobs.num_rows, result.quirks[str(path)])
+
+
+def _node_rows(read: _Read, staging: Path | None) -> dict[str, tuple[int | None, int | None]]:
+    """node -> (GPUs, GPU memory bytes): the machine list's, else unknown for the nodes the
+    job log or the staged samples name."""
+    node_rows: dict[str, tuple[int | None, int | None]] = {
+        n: (None, None) for n in (read.log.nodes if read.log else set())}
+    for name, gpus, mem in read.machines:
+        node_rows[name] = (gpus, mem)
+    if staging is not None and staging.exists():
+        for d in staging.glob("date=*/node=*"):
+            node_rows.setdefault(d.name[5:], (None, None))
+    return node_rows
+
+
+def _upsert_nodes(con: duckdb.DuckDBPyConnection, node_rows: dict[str, tuple[int | None, int | None]]) -> None:
+    """Insert the nodes; a known node keeps what this import does not say."""
+    tbl = pa.table({
+        "node": list(node_rows),
+        "gpus": pa.array([v[0] for v in node_rows.values()], pa.int32()),
+        "gpu_memory_bytes": pa.array([v[1] for v in node_rows.values()], pa.int64()),
+    })
+    with registered(con, "__philly_nodes", tbl):
+        con.execute(
+            "INSERT INTO nodes (node, gpus, gpu_memory_bytes, source) "
+            "SELECT node, gpus, gpu_memory_bytes, 'philly' FROM __philly_nodes "
+            "ON CONFLICT (node) DO UPDATE SET "
+            "gpus = coalesce(excluded.gpus, nodes.gpus), "
+            "gpu_memory_bytes = coalesce(excluded.gpu_memory_bytes, nodes.gpu_memory_bytes)"
+        )
+
+
+def _upsert_gpus(con: duckdb.DuckDBPyConnection, machines: list[tuple[str, int, int | None]]) -> int:
+    """One gpus row per machine-list GPU (indices 0..n-1); the number of rows."""
+    gpu_rows = [(n, i, m) for n, g, m in machines for i in range(g)]
+    gpus_t = arrow_rows(
+        [("node", pa.string()), ("gpu_index", pa.int32()), ("mem", pa.int64())], gpu_rows)
+    with registered(con, "__philly_gpus", gpus_t):
+        con.execute(
+            "INSERT INTO gpus (node, gpu_index, memory_total_bytes) "
+            "SELECT node, gpu_index, mem FROM __philly_gpus "
+            "ON CONFLICT (node, gpu_index) DO UPDATE SET "
+            "memory_total_bytes = coalesce(excluded.memory_total_bytes, gpus.memory_total_bytes)"
+        )
+    return len(gpu_rows)
+
+
+def _write(con: duckdb.DuckDBPyConnection, files: PhillyFiles, read: _Read, staging: Path,
+           result: ImportResult) -> None:
+    """The store transaction: jobs, nodes, GPUs and one imports row per file."""
+    if read.log is not None and files.job_log is not None:
+        _write_jobs(con, read.log, files.job_log, result)
+    node_rows = _node_rows(read, staging if files.gpu_util else None)
+    if node_rows:
+        _upsert_nodes(con, node_rows)
+        result.rows["nodes"] = len(node_rows)
+    if read.machines:
+        result.rows["gpus"] = _upsert_gpus(con, read.machines)
+        record_import(con, "philly:machine_list", files.machine_list or "", len(read.machines),
+                      result.quirks[str(files.machine_list)])
+    if files.gpu_util:
+        record_import(con, "philly:gpu_util", files.gpu_util, read.util_rows,
+                      result.quirks[str(files.gpu_util)])
+    for label, other in _other_files(files):
+        if other:
+            record_import(con, f"philly:{label}", other, read.other_rows[str(other)],
+                          result.quirks[str(other)])
 
 
 def import_philly(store: Store, files: PhillyFiles, *, progress: Progress | None = None) -> ImportResult:
@@ -539,87 +663,11 @@ def import_philly(store: Store, files: PhillyFiles, *, progress: Progress | None
     tag = uuid.uuid4().hex
     staging = store.tmp / f"seg-gpu-{tag}"
     try:
-        log: JobLog | None = None
-        if files.job_log:
-            if progress:
-                progress("job log", 0, 0)
-            with parsing(files.job_log, _HINT):
-                log = read_job_log(files.job_log, progress)
-            result.quirks[str(files.job_log)] = log.quirks.as_dict()
-        machines: list[tuple[str, int, int | None]] = []
-        if files.machine_list:
-            with parsing(files.machine_list, _HINT):
-                machines, mq = read_machine_list(files.machine_list)
-            result.quirks[str(files.machine_list)] = mq.as_dict()
-        util_rows = 0
-        if files.gpu_util:
-            if progress:
-                progress("gpu util", 0, 0)
-            with parsing(files.gpu_util, _HINT):
-                util_rows, uq = stage_gpu_util(files.gpu_util, staging, store.tmp)
-            result.quirks[str(files.gpu_util)] = uq.as_dict()
-            result.rows["gpu_samples"] = uq["samples_written"]
-        other_rows: dict[str, int] = {}
-        for other, exp in ((files.cpu_util, ("time", "machine_id", "cpu_util")),
-                       (files.mem_util, ("time", "machine_id", "mem_total", "mem_free"))):
-            if other:
-                with parsing(other, _HINT):
-                    n, oq = count_csv(other, exp)
-                other_rows[str(other)] = n
-                result.quirks[str(other)] = oq.as_dict()
+        read = _read_files(files, staging, store.tmp, result, progress)
         if progress:
             progress("writing", 0, 0)
         with store.write() as con:
-            if log is not None:
-                delete_jobs(con, log.jobs.column("job_id"))
-                result.rows["jobs"] = insert_arrow(con, "jobs", log.jobs)
-                result.rows["attempts"] = insert_arrow(con, "attempts", log.attempts)
-                result.rows["placements"] = insert_arrow(con, "placements", log.placements)
-                record_import(con, "philly:job_log", files.job_log or "", log.jobs.num_rows,
-                              result.quirks[str(files.job_log)])
-            node_rows: dict[str, tuple[int | None, int | None]] = {
-                n: (None, None) for n in (log.nodes if log else set())}
-            for name, gpus, mem in machines:
-                node_rows[name] = (gpus, mem)
-            if files.gpu_util and staging.exists():
-                for d in staging.glob("date=*/node=*"):
-                    node_rows.setdefault(d.name[5:], (None, None))
-            if node_rows:
-                tbl = pa.table({
-                    "node": list(node_rows),
-                    "gpus": pa.array([v[0] for v in node_rows.values()], pa.int32()),
-                    "gpu_memory_bytes": pa.array([v[1] for v in node_rows.values()], pa.int64()),
-                })
-                with registered(con, "__philly_nodes", tbl):
-                    con.execute(
-                        "INSERT INTO nodes (node, gpus, gpu_memory_bytes, source) "
-                        "SELECT node, gpus, gpu_memory_bytes, 'philly' FROM __philly_nodes "
-                        "ON CONFLICT (node) DO UPDATE SET "
-                        "gpus = coalesce(excluded.gpus, nodes.gpus), "
-                        "gpu_memory_bytes = coalesce(excluded.gpu_memory_bytes, nodes.gpu_memory_bytes)"
-                    )
-                result.rows["nodes"] = len(node_rows)
-            if machines:
-                gpu_rows = [(n, i, m) for n, g, m in machines for i in range(g)]
-                gpus_t = arrow_rows(
-                    [("node", pa.string()), ("gpu_index", pa.int32()), ("mem", pa.int64())], gpu_rows)
-                with registered(con, "__philly_gpus", gpus_t):
-                    con.execute(
-                        "INSERT INTO gpus (node, gpu_index, memory_total_bytes) "
-                        "SELECT node, gpu_index, mem FROM __philly_gpus "
-                        "ON CONFLICT (node, gpu_index) DO UPDATE SET "
-                        "memory_total_bytes = coalesce(excluded.memory_total_bytes, gpus.memory_total_bytes)"
-                    )
-                result.rows["gpus"] = len(gpu_rows)
-                record_import(con, "philly:machine_list", files.machine_list or "", len(machines),
-                              result.quirks[str(files.machine_list)])
-            if files.gpu_util:
-                record_import(con, "philly:gpu_util", files.gpu_util, util_rows,
-                              result.quirks[str(files.gpu_util)])
-            for label, other in (("cpu_util", files.cpu_util), ("mem_util", files.mem_util)):
-                if other:
-                    record_import(con, f"philly:{label}", other, other_rows[str(other)],
-                                  result.quirks[str(other)])
+            _write(con, files, read, staging, result)
         result.sample_files = len(store.publish_staged("gpu", staging, tag))
     finally:
         shutil.rmtree(staging, ignore_errors=True)
