@@ -209,7 +209,33 @@ class _Builder:
         n = max((len(c) for c in by_comp.values()), default=0)
         return [self._merge([c[i] for c in by_comp.values() if i < len(c)]) for i in range(n)]
 
+    def _attempt_row(self, job_id: str, i: int, r: dict[str, Any]) -> tuple[Any, ...]:
+        """The attempts row of started attempt ``i`` (log_path: stderr, else stdout)."""
+        status = r["status"]
+        if r["end"] is None and status not in ("running",):
+            self.q["end_missing"] += 1
+        out, err = r.get("stdout"), r.get("stderr")
+        return (job_id, i, r["start"], r["end"], status, r["exit_code"], r["signal"],
+                err or out, out, err)
+
+    def _placement_rows(self, job_id: str, i: int, r: dict[str, Any]) -> list[tuple[Any, ...]]:
+        """GPUs 0..k-1 on each node of attempt ``i`` (k = GPUs / nodes, at least 1)."""
+        nodes = r["nodes"]
+        gpus = r["gpus"]
+        if not (gpus and nodes):
+            if gpus == 0:
+                self.q["attempts_without_gpus"] += 1
+            return []
+        per = gpus // len(nodes)
+        if per * len(nodes) != gpus:
+            self.q["gpus_not_divisible_by_nodes"] += 1
+            per = max(per, 1)
+        self.q["gpu_indices_assumed"] += 1
+        return [(job_id, i, node, g) for node in nodes for g in range(per)]
+
     def tables(self) -> tuple[pa.Table, pa.Table, pa.Table]:
+        """(jobs, attempts, placements) of the records added: one job per id, its started
+        records as attempts in start order."""
         jobs, atts, pls = [], [], []
         for job_id, recs in self.records.items():
             recs.sort(key=lambda r: (r["start"] is None, r["start"] or datetime.min))
@@ -218,41 +244,24 @@ class _Builder:
             if len(started) > 1:
                 self.q["requeued_attempts"] += len(started) - 1
             for i, r in enumerate(started):
-                status = r["status"]
-                if r["end"] is None and status not in ("running",):
-                    self.q["end_missing"] += 1
-                out, err = r.get("stdout"), r.get("stderr")
-                atts.append((job_id, i, r["start"], r["end"], status, r["exit_code"], r["signal"],
-                             err or out, out, err))
-                nodes = r["nodes"]
-                gpus = r["gpus"]
-                if gpus and nodes:
-                    per = gpus // len(nodes)
-                    if per * len(nodes) != gpus:
-                        self.q["gpus_not_divisible_by_nodes"] += 1
-                        per = max(per, 1)
-                    self.q["gpu_indices_assumed"] += 1
-                    for node in nodes:
-                        for g in range(per):
-                            pls.append((job_id, i, node, g))
-                elif gpus == 0:
-                    self.q["attempts_without_gpus"] += 1
+                atts.append(self._attempt_row(job_id, i, r))
+                pls.extend(self._placement_rows(job_id, i, r))
             if not started:
                 self.q["jobs_without_start"] += 1
             final = started[-1] if started else last
             jobs.append((job_id, last["user"], last["vc"], last["name"], last["submitted"],
                          final["status"], final["gpus"] or None, "slurm"))
-        return (
-            arrow_rows([("job_id", pa.string()), ("user", pa.string()), ("vc", pa.string()),
-                        ("name", pa.string()), ("submitted", _T), ("status", pa.string()),
-                        ("requested_gpus", pa.int32()), ("source", pa.string())], jobs),
-            arrow_rows([("job_id", pa.string()), ("attempt", pa.int32()), ("start_time", _T),
-                        ("end_time", _T), ("status", pa.string()), ("exit_code", pa.int32()),
-                        ("signal", pa.int32()), ("log_path", pa.string()), ("stdout_path", pa.string()),
-                        ("stderr_path", pa.string())], atts),
-            arrow_rows([("job_id", pa.string()), ("attempt", pa.int32()), ("node", pa.string()),
-                        ("gpu_index", pa.int32())], pls),
-        )
+        return arrow_rows(_JOB_COLS, jobs), arrow_rows(_ATT_COLS, atts), arrow_rows(_PL_COLS, pls)
+
+
+_JOB_COLS = [("job_id", pa.string()), ("user", pa.string()), ("vc", pa.string()), ("name", pa.string()),
+             ("submitted", _T), ("status", pa.string()), ("requested_gpus", pa.int32()),
+             ("source", pa.string())]
+_ATT_COLS = [("job_id", pa.string()), ("attempt", pa.int32()), ("start_time", _T), ("end_time", _T),
+             ("status", pa.string()), ("exit_code", pa.int32()), ("signal", pa.int32()),
+             ("log_path", pa.string()), ("stdout_path", pa.string()), ("stderr_path", pa.string())]
+_PL_COLS = [("job_id", pa.string()), ("attempt", pa.int32()), ("node", pa.string()),
+            ("gpu_index", pa.int32())]
 
 
 def gpus_from_tres(tres: str) -> int:
@@ -351,7 +360,89 @@ def _epoch(v: Any) -> datetime | None:
     return datetime.fromtimestamp(int(v), tz=UTC).replace(tzinfo=None)
 
 
+def _json_ids(job: dict[str, Any]) -> tuple[str, tuple[str, str] | None]:
+    """(sacct's job id: ``A_T`` for an array task, ``H+O`` for a het component; (array id, task))."""
+    job_id = str(job["job_id"])
+    arr = job.get("array") or {}
+    task = _num(arr.get("task_id") if isinstance(arr, dict) else None)
+    array = None
+    if task is not None and _num(arr.get("job_id")):
+        array = (str(_num(arr["job_id"])), str(task))
+        job_id = f"{array[0]}_{array[1]}"
+    het = job.get("het") or {}
+    offset = _num(het.get("job_offset")) if isinstance(het, dict) else None
+    if offset is not None and _num(het.get("job_id")):
+        job_id = f"{_num(het['job_id'])}+{int(offset)}"
+    return job_id, array
+
+
+def _json_status(job: dict[str, Any], q: Quirks) -> str:
+    """The mapped state: a plain word or the first of ``state.current``."""
+    st = job.get("state")
+    if isinstance(st, dict):
+        cur = st.get("current")
+        st = cur[0] if isinstance(cur, list) and cur else cur
+    return map_state(str(st or ""), q)
+
+
+def _json_exit(ec: Any) -> tuple[Any, Any]:
+    """(exit code, signal) of ``exit_code``: an object (Slurm 21.08+) or a plain number."""
+    code = sig = None
+    if isinstance(ec, dict):
+        code = _num(ec.get("return_code"))
+        s = ec.get("signal") or {}
+        sig = _num(s.get("id")) if isinstance(s, dict) else None
+    elif isinstance(ec, int):
+        code = ec
+    return code, sig
+
+
+def _json_gpus(job: dict[str, Any]) -> int:
+    """The GPUs of the allocated ``gres/gpu*`` TRES."""
+    gpus = 0
+    tres = (job.get("tres") or {}).get("allocated") or []
+    for item in tres if isinstance(tres, list) else []:
+        if isinstance(item, dict) and item.get("type") == "gres" and \
+                str(item.get("name", "")).startswith("gpu"):
+            gpus += int(item.get("count") or 0)
+    return gpus
+
+
+def _json_log_paths(job: dict[str, Any], array: tuple[str, str] | None, user: str | None,
+                    nodes: list[str]) -> tuple[str | None, str | None]:
+    return log_paths(
+        _text(job.get("stdout_expanded") or job.get("stdout"), "stdout"),
+        _text(job.get("stderr_expanded") or job.get("stderr"), "stderr"),
+        raw_id=str(job["job_id"]), array=array, user=user, name=_text(job.get("name"), "name"),
+        node=nodes[0] if nodes else None,
+        workdir=_text(job.get("current_working_directory") or job.get("working_directory"),
+                      "working_directory"))
+
+
+def _json_record(job: dict[str, Any], q: Quirks) -> dict[str, Any]:
+    """The builder record of one ``sacct --json`` job."""
+    job_id, array = _json_ids(job)
+    status = _json_status(job, q)
+    t = job.get("time") or {}
+    code, sig = _json_exit(job.get("exit_code"))
+    gpus = _json_gpus(job)
+    start = _epoch(t.get("start"))
+    end = None if status == "running" else _epoch(t.get("end"))
+    nodes = expand_hostlist(str(job.get("nodes") or ""))
+    user = _text(job.get("user"), "user")
+    out, err = _json_log_paths(job, array, user, nodes)
+    return {
+        "stdout": out, "stderr": err,
+        "job_id": job_id, "user": user,
+        "vc": _text(job.get("account") or job.get("partition"), "account"),
+        "name": _text(job.get("name"), "name"),
+        "submitted": _epoch(t.get("submission")), "status": status, "start": start, "end": end,
+        "exit_code": code, "signal": sig, "nodes": nodes, "gpus": gpus,
+    }
+
+
 def _read_json(path: Path, b: _Builder) -> int:
+    """Add the jobs of a ``sacct --json`` file to ``b``; the number of records."""
     n = 0
     for line, job in iter_array(path, "jobs"):
         where = f"{path}:{line}"
@@ -359,56 +450,7 @@ def _read_json(path: Path, b: _Builder) -> int:
             raise InputError(f"{where}: sacct JSON job without job_id.",
                              "Pass the output of `sacct --json` unchanged.")
         with parsing(where, "Pass the output of `sacct --json` unchanged; nothing was stored."):
-            job_id = str(job["job_id"])
-            arr = job.get("array") or {}
-            task = _num(arr.get("task_id") if isinstance(arr, dict) else None)
-            array = None
-            if task is not None and _num(arr.get("job_id")):
-                array = (str(_num(arr["job_id"])), str(task))
-                job_id = f"{array[0]}_{array[1]}"
-            het = job.get("het") or {}
-            offset = _num(het.get("job_offset")) if isinstance(het, dict) else None
-            if offset is not None and _num(het.get("job_id")):
-                job_id = f"{_num(het['job_id'])}+{int(offset)}"
-            st = job.get("state")
-            if isinstance(st, dict):
-                cur = st.get("current")
-                st = cur[0] if isinstance(cur, list) and cur else cur
-            status = map_state(str(st or ""), b.q)
-            t = job.get("time") or {}
-            ec = job.get("exit_code")
-            code = sig = None
-            if isinstance(ec, dict):
-                code = _num(ec.get("return_code"))
-                s = ec.get("signal") or {}
-                sig = _num(s.get("id")) if isinstance(s, dict) else None
-            elif isinstance(ec, int):
-                code = ec
-            gpus = 0
-            tres = (job.get("tres") or {}).get("allocated") or []
-            for item in tres if isinstance(tres, list) else []:
-                if isinstance(item, dict) and item.get("type") == "gres" and \
-                        str(item.get("name", "")).startswith("gpu"):
-                    gpus += int(item.get("count") or 0)
-            start = _epoch(t.get("start"))
-            end = None if status == "running" else _epoch(t.get("end"))
-            nodes = expand_hostlist(str(job.get("nodes") or ""))
-            user = _text(job.get("user"), "user")
-            out, err = log_paths(
-                _text(job.get("stdout_expanded") or job.get("stdout"), "stdout"),
-                _text(job.get("stderr_expanded") or job.get("stderr"), "stderr"),
-                raw_id=str(job["job_id"]), array=array, user=user, name=_text(job.get("name"), "name"),
-                node=nodes[0] if nodes else None,
-                workdir=_text(job.get("current_working_directory") or job.get("working_directory"),
-                              "working_directory"))
-            b.add({
-                "stdout": out, "stderr": err,
-                "job_id": job_id, "user": user,
-                "vc": _text(job.get("account") or job.get("partition"), "account"),
-                "name": _text(job.get("name"), "name"),
-                "submitted": _epoch(t.get("submission")), "status": status, "start": start, "end": end,
-                "exit_code": code, "signal": sig, "nodes": nodes, "gpus": gpus,
-            })
+            b.add(_json_record(job, b.q))
         n += 1
     return n
 
