@@ -40,7 +40,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import duckdb
 import pyarrow as pa
@@ -271,6 +271,61 @@ def _gpu_indices(env: Mapping[str, str]) -> list[int] | None:
     return out or None
 
 
+def _job_ids(raw: str, sc: Mapping[str, str]) -> tuple[str, tuple[str, str] | None, str | None]:
+    """(sacct's job id, (array id, task id) of an array task, heterogeneous job id)."""
+    array = None
+    if _null(sc.get("ArrayJobId")) and _null(sc.get("ArrayTaskId")):
+        array = (str(sc["ArrayJobId"]), str(sc["ArrayTaskId"]))
+    het = _null(sc.get("HetJobId"))
+    job_id = f"{array[0]}_{array[1]}" if array else het or raw
+    return job_id, array, het
+
+
+def _attempt_status(env: Mapping[str, str], sc: Mapping[str, str], code: int | None, sig: int | None,
+                    reason: str | None) -> tuple[int, str, str | None]:
+    """(attempt, status, reason); the epilog of a requeued run is the earlier attempt, failed."""
+    attempt = _int(env.get("SLURM_JOB_RESTART_COUNT")) or _int(sc.get("Restarts")) or 0
+    status = status_from(code, sig, reason)
+    state = (sc.get("JobState") or "").split("+")[0]
+    if attempt and sc and (state in _REQUEUED_STATES or _null(sc.get("EndTime")) is None):
+        # the epilog of a run that was requeued (scontrol: EndTime=Unknown, or the job already
+        # waits for its next run): Slurm has already counted the next run
+        attempt, status, reason = attempt - 1, "failed", "requeued"
+    return attempt, status, reason
+
+
+class _Owner(TypedDict):
+    user: str | None
+    name: str | None
+    account: str | None
+    partition: str | None
+
+
+class _Times(TypedDict):
+    submitted: datetime | None
+    start: datetime | None
+    end: datetime | None
+
+
+def _owner(env: Mapping[str, str], sc: Mapping[str, str]) -> _Owner:
+    """user, name, account and partition (the environment's user first, scontrol's others)."""
+    return {
+        "user": _null(env.get("SLURM_JOB_USER")) or _null((sc.get("UserId") or "").split("(")[0]),
+        "name": _null(sc.get("JobName")) or _null(env.get("SLURM_JOB_NAME")),
+        "account": _null(sc.get("Account")) or _null(env.get("SLURM_JOB_ACCOUNT")),
+        "partition": _null(sc.get("Partition")) or _null(env.get("SLURM_JOB_PARTITION")),
+    }
+
+
+def _times(env: Mapping[str, str], sc: Mapping[str, str]) -> _Times:
+    """submitted, start and end: scontrol's, else the environment's epoch seconds."""
+    return {
+        "submitted": _local_time(sc.get("SubmitTime")),
+        "start": _local_time(sc.get("StartTime")) or _epoch(env.get("SLURM_JOB_START_TIME")),
+        "end": _local_time(sc.get("EndTime")) or _epoch(env.get("SLURM_JOB_END_TIME")),
+    }
+
+
 def record_from_env(env: Mapping[str, str], scontrol: str | None = None, *,
                     now: datetime | None = None) -> EpilogRecord:
     """The attempt an epilog environment (and ``scontrol show job -o`` output) describes."""
@@ -279,33 +334,15 @@ def record_from_env(env: Mapping[str, str], scontrol: str | None = None, *,
         raise InputError("SLURM_JOB_ID is not set: this is not a Slurm epilog environment.",
                          "Run `gpulens slurm epilog` from slurm.conf's Epilog (docs/slurm.md).")
     sc = parse_scontrol(scontrol, raw) if scontrol else {}
-    array = None
-    if _null(sc.get("ArrayJobId")) and _null(sc.get("ArrayTaskId")):
-        array = (str(sc["ArrayJobId"]), str(sc["ArrayTaskId"]))
-    het = _null(sc.get("HetJobId"))
-    job_id = f"{array[0]}_{array[1]}" if array else het or raw
+    job_id, array, het = _job_ids(raw, sc)
     code, sig = _exit(env, sc)
-    reason = _null(sc.get("Reason"))
     nodes = expand_hostlist(_null(sc.get("NodeList")) or env.get("SLURM_NODELIST")
                             or env.get("SLURM_JOB_NODELIST") or "")
-    attempt = _int(env.get("SLURM_JOB_RESTART_COUNT")) or _int(sc.get("Restarts")) or 0
-    status = status_from(code, sig, reason)
-    state = (sc.get("JobState") or "").split("+")[0]
-    if attempt and sc and (state in _REQUEUED_STATES or _null(sc.get("EndTime")) is None):
-        # the epilog of a run that was requeued (scontrol: EndTime=Unknown, or the job already
-        # waits for its next run): Slurm has already counted the next run
-        attempt, status, reason = attempt - 1, "failed", "requeued"
+    attempt, status, reason = _attempt_status(env, sc, code, sig, _null(sc.get("Reason")))
     rec = EpilogRecord(
         job_id=job_id, raw_job_id=raw, attempt=attempt, status=status,
         node=_null(env.get("SLURMD_NODENAME")), nodes=nodes,
-        batch_host=_null(sc.get("BatchHost")),
-        user=_null(env.get("SLURM_JOB_USER")) or _null((sc.get("UserId") or "").split("(")[0]),
-        name=_null(sc.get("JobName")) or _null(env.get("SLURM_JOB_NAME")),
-        account=_null(sc.get("Account")) or _null(env.get("SLURM_JOB_ACCOUNT")),
-        partition=_null(sc.get("Partition")) or _null(env.get("SLURM_JOB_PARTITION")),
-        submitted=_local_time(sc.get("SubmitTime")),
-        start=_local_time(sc.get("StartTime")) or _epoch(env.get("SLURM_JOB_START_TIME")),
-        end=_local_time(sc.get("EndTime")) or _epoch(env.get("SLURM_JOB_END_TIME")),
+        batch_host=_null(sc.get("BatchHost")), **_owner(env, sc), **_times(env, sc),
         exit_code=code, signal=sig, reason=reason,
         gpus=_gpus(sc, len(nodes)),
         gpu_indices=_gpu_indices(env),
@@ -428,6 +465,39 @@ def _take(path: Path) -> Path | None:
     return taken
 
 
+def _take_records(root: Path, taken: list[Path], rejected: list[str]) -> list[EpilogRecord]:
+    """Take (rename ``*.taken``) and parse every queued file; a file that is not a record is
+    renamed ``*.rejected`` and named in ``rejected``. ``taken`` grows file by file, so that a
+    failure part way puts back what was taken."""
+    records: list[EpilogRecord] = []
+    for path in queued(root):  # listed under the lock: one drainer at a time
+        got = _take(path)
+        if got is None:
+            continue
+        try:
+            records.append(EpilogRecord.from_json(json.loads(got.read_text(encoding="utf-8"))))
+            taken.append(got)
+        except (OSError, ValueError, TypeError) as exc:
+            with contextlib.suppress(OSError):
+                got.rename(queue_dir(root) / (path.name.removesuffix(".taken") + ".rejected"))
+            rejected.append(f"{path}: {type(exc).__name__}: {exc}"[:300])
+    return records
+
+
+def _record_all(con: duckdb.DuckDBPyConnection, root: Path, records: list[EpilogRecord],
+                result: DrainResult) -> None:
+    """Merge the records into the store, one attempt at a time, and log the import."""
+    groups: dict[tuple[str, int], list[EpilogRecord]] = {}
+    for rec in records:
+        groups.setdefault((rec.job_id, rec.attempt), []).append(rec)
+    for (job_id, attempt), recs in sorted(groups.items()):
+        _upsert(con, job_id, attempt, recs)
+    result.records = len(records)
+    result.attempts = sorted(groups)
+    record_import(con, "slurm:epilog", queue_dir(root), len(records),
+                  {"rejected": len(result.rejected)} if result.rejected else {})
+
+
 def drain_queue(store: Store, *, warn: Any = None) -> DrainResult:
     """Record every queued epilog file in one store transaction, then delete the files.
 
@@ -442,27 +512,8 @@ def drain_queue(store: Store, *, warn: Any = None) -> DrainResult:
     taken: list[Path] = []
     try:
         with store.write() as con:
-            records: list[EpilogRecord] = []
-            for path in queued(store.root):  # listed under the lock: one drainer at a time
-                got = _take(path)
-                if got is None:
-                    continue
-                try:
-                    records.append(EpilogRecord.from_json(json.loads(got.read_text(encoding="utf-8"))))
-                    taken.append(got)
-                except (OSError, ValueError, TypeError) as exc:
-                    with contextlib.suppress(OSError):
-                        got.rename(queue_dir(store.root) / (path.name.removesuffix(".taken") + ".rejected"))
-                    result.rejected.append(f"{path}: {type(exc).__name__}: {exc}"[:300])
-            groups: dict[tuple[str, int], list[EpilogRecord]] = {}
-            for rec in records:
-                groups.setdefault((rec.job_id, rec.attempt), []).append(rec)
-            for (job_id, attempt), recs in sorted(groups.items()):
-                _upsert(con, job_id, attempt, recs)
-            result.records = len(records)
-            result.attempts = sorted(groups)
-            record_import(con, "slurm:epilog", queue_dir(store.root), len(records),
-                          {"rejected": len(result.rejected)} if result.rejected else {})
+            records = _take_records(store.root, taken, result.rejected)
+            _record_all(con, store.root, records, result)
     except BaseException:
         for path in taken:  # not stored: back into the queue
             with contextlib.suppress(OSError):
