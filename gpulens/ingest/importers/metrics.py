@@ -20,7 +20,7 @@ import csv
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pyarrow as pa
 
@@ -68,50 +68,70 @@ def _row(where: str, job: Any, step: Any, metric: Any, value: Any, q: Quirks
     return (str(job), step_i, str(metric), v)
 
 
+_Curve = tuple[str, int, str, float]
+
+
+def _jsonl_curves(fh: IO[str], path: Path, q: Quirks) -> list[_Curve]:
+    """Rows of a JSONL curve file: one object per line, blank lines skipped."""
+    rows: list[_Curve] = []
+    for line_no, line in enumerate(fh, start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{line_no}"
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{where}: malformed JSON ({exc.msg}).",
+                             "Fix that line and import again; nothing was stored.") from None
+        if not isinstance(obj, dict):
+            raise InputError(f"{where}: not a JSON object.", "One object per line.")
+        job = next((obj[k] for k in _JOB if k in obj), None)
+        step = next((obj[k] for k in _STEP if k in obj), None)
+        r = _row(where, job, step, obj.get("metric"), obj.get("value"), q)
+        if r:
+            rows.append(r)
+    return rows
+
+
+def _csv_columns(header: list[str], path: Path) -> tuple[int, int, int, int]:
+    """Positions of the job, step (or epoch), metric and value columns."""
+    try:
+        ji = next(header.index(k) for k in _JOB if k in header)
+        si = next(header.index(k) for k in _STEP if k in header)
+        mi, vi = header.index("metric"), header.index("value")
+    except (StopIteration, ValueError):
+        raise InputError(f"{path}:1: header {','.join(header)!r} lacks job, step/epoch, metric "
+                         "or value.", "Write a header line: job,epoch,metric,value") from None
+    return ji, si, mi, vi
+
+
+def _csv_curves(fh: IO[str], path: Path, q: Quirks) -> list[_Curve]:
+    """Rows of a CSV curve file with a header line; blank lines skipped."""
+    rows: list[_Curve] = []
+    reader = csv.reader(fh)
+    header = [h.strip().lower() for h in next(reader, [])]
+    ji, si, mi, vi = _csv_columns(header, path)
+    for line_no, rec in enumerate(reader, start=2):
+        if not rec or not "".join(rec).strip():
+            continue
+        if len(rec) < len(header):
+            raise InputError(f"{path}:{line_no}: {len(rec)} fields, expected {len(header)}.",
+                             "Fix that line and import again; nothing was stored.")
+        r = _row(f"{path}:{line_no}", rec[ji], rec[si], rec[mi], rec[vi], q)
+        if r:
+            rows.append(r)
+    return rows
+
+
 def read_curves(path: Path) -> tuple[list[tuple[str, int, str, float]], Quirks]:
     """Parse a CSV or JSONL curve file (streaming, line by line)."""
     q = Quirks()
-    rows: list[tuple[str, int, str, float]] = []
     with open(path, encoding="utf-8") as fh:
         first = fh.readline()
         fh.seek(0)
         if first.lstrip().startswith("{"):
-            for line_no, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                where = f"{path}:{line_no}"
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise InputError(f"{where}: malformed JSON ({exc.msg}).",
-                                     "Fix that line and import again; nothing was stored.") from None
-                if not isinstance(obj, dict):
-                    raise InputError(f"{where}: not a JSON object.", "One object per line.")
-                job = next((obj[k] for k in _JOB if k in obj), None)
-                step = next((obj[k] for k in _STEP if k in obj), None)
-                r = _row(where, job, step, obj.get("metric"), obj.get("value"), q)
-                if r:
-                    rows.append(r)
-            return rows, q
-        reader = csv.reader(fh)
-        header = [h.strip().lower() for h in next(reader, [])]
-        try:
-            ji = next(header.index(k) for k in _JOB if k in header)
-            si = next(header.index(k) for k in _STEP if k in header)
-            mi, vi = header.index("metric"), header.index("value")
-        except (StopIteration, ValueError):
-            raise InputError(f"{path}:1: header {','.join(header)!r} lacks job, step/epoch, metric "
-                             "or value.", "Write a header line: job,epoch,metric,value") from None
-        for line_no, rec in enumerate(reader, start=2):
-            if not rec or not "".join(rec).strip():
-                continue
-            if len(rec) < len(header):
-                raise InputError(f"{path}:{line_no}: {len(rec)} fields, expected {len(header)}.",
-                                 "Fix that line and import again; nothing was stored.")
-            r = _row(f"{path}:{line_no}", rec[ji], rec[si], rec[mi], rec[vi], q)
-            if r:
-                rows.append(r)
-    return rows, q
+            return _jsonl_curves(fh, path, q), q
+        return _csv_curves(fh, path, q), q
 
 
 def read_tensorboard(path: Path, job_id: str) -> tuple[list[tuple[str, int, str, float]], Quirks]:
