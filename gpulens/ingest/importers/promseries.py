@@ -237,47 +237,68 @@ def _counter_steps(points: list[tuple[float, float]], f: Field, lo_ms: int,
     return out
 
 
-def _fill_fields(view: NodeView, series: list[Series], per_gpu: dict[GpuKey, dict[int, _Step]],
-                 lo_ms: int, q: Quirks) -> dict[GpuKey, dict[str, dict[int, float]]]:
-    """Column values per GPU and step from every non-primary series (UUID-matched)."""
-    by_metric: dict[str, list[Field]] = defaultdict(list)
-    for f in view.source.fields:
-        by_metric[f.metric].append(f)
-    cols: dict[GpuKey, dict[str, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
-    seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
-    exact: set[tuple[GpuKey, str, int]] = set()  # values taken from the step's winning series
-    for s in series:
+_Cols = dict[GpuKey, dict[str, dict[int, float]]]
+
+
+class _FieldFill:
+    """Column values per GPU, slot and step, filled series by series (see :func:`_fill_fields`)."""
+
+    def __init__(self, view: NodeView, per_gpu: dict[GpuKey, dict[int, _Step]], lo_ms: int, q: Quirks) -> None:
+        self.view, self.per_gpu, self.lo_ms, self.q = view, per_gpu, lo_ms, q
+        self.by_metric: dict[str, list[Field]] = defaultdict(list)
+        for f in view.source.fields:
+            self.by_metric[f.metric].append(f)
+        self.cols: _Cols = defaultdict(lambda: defaultdict(dict))
+        self.seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
+        self.exact: set[tuple[GpuKey, str, int]] = set()  # values taken from the step's winning series
+
+    def add(self, s: Series) -> None:
+        """The fields of one series on its GPU's kept steps (a replica copy is skipped)."""
         name = s.labels.get("__name__", "")
-        got = view.gpu_of(s.labels)
-        if got is None or got[0] not in per_gpu:
-            continue
+        got = self.view.gpu_of(s.labels)
+        if got is None or got[0] not in self.per_gpu:
+            return
         key, uuid = got
         ident = (name, _identity(s.labels))
-        if ident in seen:
-            continue  # a replica copy: counted on the primary metric
-        seen.add(ident)
-        steps = per_gpu[key]
-        variant = _variant(s.labels, view.source)
-        for f in by_metric.get(name, []) + _aux(view.source, name):
+        if ident in self.seen:
+            return  # a replica copy: counted on the primary metric
+        self.seen.add(ident)
+        steps = self.per_gpu[key]
+        variant = _variant(s.labels, self.view.source)
+        for f in self.by_metric.get(name, []) + _aux(self.view.source, name):
             if f.label and s.labels.get(f.label[0]) != f.label[1]:
                 continue
-            values = _counter_steps(s.points, f, lo_ms, q) if f.kind in ("gauge", "raw_counter", "rate") \
-                else {}
-            slot = _slot(f)
-            col = cols[key][slot]
-            for tm, v in values.items():
-                st = steps.get(tm)
-                if st is None or (uuid and st.uuid != uuid) or (key, slot, tm) in exact:
-                    continue
-                if st.variant == variant:
-                    exact.add((key, slot, tm))
-                    col[tm] = v
-                elif tm not in col:
-                    col[tm] = v
-        for f in by_metric.get(name, []):
+            self._put(s, f, key, uuid, variant)
+        for f in self.by_metric.get(name, []):
             if f.kind.startswith("xid"):
-                _xid_events(s, f, steps, cols[key], uuid, lo_ms - 2 * view.step_ms)
-    return cols
+                _xid_events(s, f, steps, self.cols[key], uuid, self.lo_ms - 2 * self.view.step_ms)
+
+    def _put(self, s: Series, f: Field, key: GpuKey, uuid: str, variant: tuple[str, ...]) -> None:
+        """Field ``f`` of ``s`` at steps of the same UUID: the step's winning series' value wins,
+        another series' value fills a step that has none yet."""
+        values = _counter_steps(s.points, f, self.lo_ms, self.q) \
+            if f.kind in ("gauge", "raw_counter", "rate") else {}
+        steps = self.per_gpu[key]
+        slot = _slot(f)
+        col = self.cols[key][slot]
+        for tm, v in values.items():
+            st = steps.get(tm)
+            if st is None or (uuid and st.uuid != uuid) or (key, slot, tm) in self.exact:
+                continue
+            if st.variant == variant:
+                self.exact.add((key, slot, tm))
+                col[tm] = v
+            elif tm not in col:
+                col[tm] = v
+
+
+def _fill_fields(view: NodeView, series: list[Series], per_gpu: dict[GpuKey, dict[int, _Step]],
+                 lo_ms: int, q: Quirks) -> _Cols:
+    """Column values per GPU and step from every non-primary series (UUID-matched)."""
+    fill = _FieldFill(view, per_gpu, lo_ms, q)
+    for s in series:
+        fill.add(s)
+    return fill.cols
 
 
 def _aux(source: Source, name: str) -> list[Field]:
