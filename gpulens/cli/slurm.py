@@ -22,13 +22,16 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
 from gpulens.cliapp import App, pass_app
 from gpulens.config import Config
 from gpulens.errors import InputError
+
+if TYPE_CHECKING:
+    from gpulens.store import Store
 
 __all__ = ["sbatch_script", "slurm", "submit"]
 
@@ -148,38 +151,40 @@ def _run_epilog(config: Config, env: dict[str, str], deadline: float, use_scontr
         time.sleep(0.02)
 
 
-def _epilog_child(config: Config, rec: Any, deadline: float, *, scontrol_seen: bool, log: _Log,
-                  diagnose: bool) -> None:
-    from gpulens.ingest.importers.slurm_epilog import drain_queue, ended_by_slurm, queue_record
-    from gpulens.store import Store
-
-    root = Path(config.data_dir)
-    os.environ["GPULENS_DATA_DIR"] = str(root)  # the classifier keeps its model there
+def _open_node_log(root: Path, rec: Any, log: _Log) -> None:
+    """Also log to ``<data dir>/logs/slurm-epilog/<node>.log`` (if it can be made)."""
     logs = root / "logs" / "slurm-epilog"
     with contextlib.suppress(OSError):
         logs.mkdir(parents=True, exist_ok=True)
         log.file = logs / f"{(rec.node or 'unknown').replace('/', '_')}.log"
-    if not scontrol_seen and rec.status == "passed" and rec.log_path:
+
+
+def _mark_cut_off(rec: Any) -> None:
+    """A passed record whose log ends with slurmstepd's CANCELLED line: failed (time limit) or killed."""
+    from gpulens.ingest.importers.slurm_epilog import ended_by_slurm
+
+    if rec.status == "passed" and rec.log_path:
         why = ended_by_slurm(rec.log_path)  # exit 0:0 in the environment: was it cut off?
         if why is not None:
             rec.status = "failed" if why != "cancelled" else "killed"
             rec.reason = why
+
+
+def _queue(root: Path, rec: Any, log: _Log) -> bool:
+    """Queue the record in the inbox; False (logged, with the record) when it cannot be."""
+    from gpulens.ingest.importers.slurm_epilog import queue_record
+
     try:
         queue_record(root, rec)
     except OSError as exc:
         log(f"error: cannot queue the record in {root} ({exc.strerror or exc}); record: "
             f"{json.dumps(rec.to_json())}", error=True)
-        return
-    if not rec.primary:
-        log(f"queued ({rec.status}) from {rec.node}; the batch host's epilog records the job")
-        return
-    store = Store(root, lock_timeout=max(1.0, deadline - time.monotonic() - 1.0))
-    store.ensure()
-    got = drain_queue(store, warn=lambda line: log(line, error=True))
-    log(f"recorded attempt {rec.attempt} ({rec.status}, exit {rec.exit_code}:{rec.signal}); "
-        f"{got.records} queued record(s) written")
-    if rec.status != "failed" or not diagnose:
-        return
+        return False
+    return True
+
+
+def _diagnose(store: Store, rec: Any, log: _Log) -> None:
+    """Diagnose the recorded failure now, if its log can be read."""
     path = rec.log_path
     if not path or not os.access(path, os.R_OK) or not os.path.isfile(path):
         log(f"log {path} is not readable yet: `gpulens diagnose --all` diagnoses the attempt later")
@@ -190,6 +195,31 @@ def _epilog_child(config: Config, rec: Any, deadline: float, *, scontrol_seen: b
     final = jd.final
     if final is not None:
         log(f"diagnosed: {final.category}, origin {final.origin.origin}")
+
+
+def _epilog_child(config: Config, rec: Any, deadline: float, *, scontrol_seen: bool, log: _Log,
+                  diagnose: bool) -> None:
+    """Queue the record; on the batch host also drain the inbox into the store and diagnose a failure."""
+    from gpulens.ingest.importers.slurm_epilog import drain_queue
+    from gpulens.store import Store
+
+    root = Path(config.data_dir)
+    os.environ["GPULENS_DATA_DIR"] = str(root)  # the classifier keeps its model there
+    _open_node_log(root, rec, log)
+    if not scontrol_seen:
+        _mark_cut_off(rec)
+    if not _queue(root, rec, log):
+        return
+    if not rec.primary:
+        log(f"queued ({rec.status}) from {rec.node}; the batch host's epilog records the job")
+        return
+    store = Store(root, lock_timeout=max(1.0, deadline - time.monotonic() - 1.0))
+    store.ensure()
+    got = drain_queue(store, warn=lambda line: log(line, error=True))
+    log(f"recorded attempt {rec.attempt} ({rec.status}, exit {rec.exit_code}:{rec.signal}); "
+        f"{got.records} queued record(s) written")
+    if rec.status == "failed" and diagnose:
+        _diagnose(store, rec, log)
 
 
 # ----------------------------------------------------------------- sbatch checks
