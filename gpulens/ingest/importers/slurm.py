@@ -67,6 +67,14 @@ SACCT_FORMAT = ("JobID,JobIDRaw,JobName,User,Account,Partition,Submit,Start,End,
 _REQUIRED = ("JobID", "User", "Start", "End", "State", "NodeList", "AllocTRES")
 _T = pa.timestamp("us")
 _GPU_TRES = re.compile(r"gres/gpu(?::[^=,]+)?=(\d+)")
+_JOB_COLS = [("job_id", pa.string()), ("user", pa.string()), ("vc", pa.string()), ("name", pa.string()),
+             ("submitted", _T), ("status", pa.string()), ("requested_gpus", pa.int32()),
+             ("source", pa.string())]
+_ATT_COLS = [("job_id", pa.string()), ("attempt", pa.int32()), ("start_time", _T), ("end_time", _T),
+             ("status", pa.string()), ("exit_code", pa.int32()), ("signal", pa.int32()),
+             ("log_path", pa.string()), ("stdout_path", pa.string()), ("stderr_path", pa.string())]
+_PL_COLS = [("job_id", pa.string()), ("attempt", pa.int32()), ("node", pa.string()),
+            ("gpu_index", pa.int32())]
 
 _STATES = {
     "COMPLETED": "passed",
@@ -252,16 +260,6 @@ class _Builder:
             jobs.append((job_id, last["user"], last["vc"], last["name"], last["submitted"],
                          final["status"], final["gpus"] or None, "slurm"))
         return arrow_rows(_JOB_COLS, jobs), arrow_rows(_ATT_COLS, atts), arrow_rows(_PL_COLS, pls)
-
-
-_JOB_COLS = [("job_id", pa.string()), ("user", pa.string()), ("vc", pa.string()), ("name", pa.string()),
-             ("submitted", _T), ("status", pa.string()), ("requested_gpus", pa.int32()),
-             ("source", pa.string())]
-_ATT_COLS = [("job_id", pa.string()), ("attempt", pa.int32()), ("start_time", _T), ("end_time", _T),
-             ("status", pa.string()), ("exit_code", pa.int32()), ("signal", pa.int32()),
-             ("log_path", pa.string()), ("stdout_path", pa.string()), ("stderr_path", pa.string())]
-_PL_COLS = [("job_id", pa.string()), ("attempt", pa.int32()), ("node", pa.string()),
-            ("gpu_index", pa.int32())]
 
 
 def gpus_from_tres(tres: str) -> int:
