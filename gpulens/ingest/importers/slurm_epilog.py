@@ -40,7 +40,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, NamedTuple, TypedDict
 
 import duckdb
 import pyarrow as pa
@@ -532,31 +532,61 @@ def _first(values: Iterable[Any]) -> Any:
     return next((v for v in values if v is not None), None)
 
 
-def _upsert(con: duckdb.DuckDBPyConnection, job_id: str, attempt: int, recs: list[EpilogRecord]) -> None:
-    """Merge one attempt's records with the store's rows for it."""
-    recs = sorted(recs, key=lambda r: (not r.primary, r.het_offset or 0))
-    main = recs[0]
+class _Stored(NamedTuple):
+    """The store's row of an attempt (with its attempt_logs paths)."""
+
+    start_time: datetime | None
+    end_time: datetime | None
+    status: str | None
+    exit_code: int | None
+    signal: int | None
+    log_path: str | None
+    stdout_path: str | None
+    stderr_path: str | None
+
+
+def _stored_attempt(con: duckdb.DuckDBPyConnection, job_id: str, attempt: int) -> _Stored | None:
     prev = con.execute(
         "SELECT a.start_time, a.end_time, a.status, a.exit_code, a.signal, a.log_path, l.stdout_path, "
         "l.stderr_path FROM attempts a LEFT JOIN attempt_logs l USING (job_id, attempt) "
         "WHERE a.job_id = ? AND a.attempt = ?", [job_id, attempt]).fetchall()
-    old = prev[0] if prev else None
-    worst = max([r.status for r in recs] + ([old[2]] if old and old[2] else []),
+    return _Stored(*prev[0]) if prev else None
+
+
+def _merged_status(main: EpilogRecord, recs: list[EpilogRecord], old: _Stored | None
+                   ) -> tuple[str | None, int | None, int | None]:
+    """(status, exit code, signal): the primary record's, made worse by any other's failure."""
+    worst = max([r.status for r in recs] + ([old.status] if old and old.status else []),
                 key=lambda s: _RANK.get(s, 0))
     if main.primary or old is None:
         status, code, sig = main.status, main.exit_code, main.signal
         if _RANK.get(worst, 0) > _RANK.get(status, 0):
             status = worst  # another component or node failed
-    else:  # only other nodes' records: they can add nodes and make the status worse
-        status = old[2] if _RANK.get(old[2], 0) >= _RANK.get(worst, 0) else worst
-        code, sig = old[3], old[4]
-    starts = [r.start for r in recs if r.start] + ([old[0]] if old and old[0] else [])
-    ends = [r.end for r in recs if r.end] + ([old[1]] if old and old[1] else [])
-    # a path whose %x/%u the epilog could not expand (no scontrol) yields to one that names a file
+        return status, code, sig
+    # only other nodes' records: they can add nodes and make the status worse
+    kept = old.status if _RANK.get(old.status or "", 0) >= _RANK.get(worst, 0) else worst
+    return kept, old.exit_code, old.signal
+
+
+def _merged_logs(main: EpilogRecord, old: _Stored | None) -> tuple[str | None, str | None, str | None]:
+    """(stdout, stderr, log_path): a path whose %x/%u the epilog could not expand (no scontrol)
+    yields to one that names a file."""
     sure = main.primary and not _UNEXPANDED.search(main.log_path or "")
-    stdout = _first([main.stdout if sure else None, old[6] if old else None, main.stdout])
-    stderr = _first([main.stderr if sure else None, old[7] if old else None, main.stderr])
-    log_path = _first([main.log_path if sure else None, old[5] if old else None, main.log_path])
+    stdout = _first([main.stdout if sure else None, old.stdout_path if old else None, main.stdout])
+    stderr = _first([main.stderr if sure else None, old.stderr_path if old else None, main.stderr])
+    log_path = _first([main.log_path if sure else None, old.log_path if old else None, main.log_path])
+    return stdout, stderr, log_path
+
+
+def _upsert(con: duckdb.DuckDBPyConnection, job_id: str, attempt: int, recs: list[EpilogRecord]) -> None:
+    """Merge one attempt's records with the store's rows for it."""
+    recs = sorted(recs, key=lambda r: (not r.primary, r.het_offset or 0))
+    main = recs[0]
+    old = _stored_attempt(con, job_id, attempt)
+    status, code, sig = _merged_status(main, recs, old)
+    starts = [r.start for r in recs if r.start] + ([old.start_time] if old and old.start_time else [])
+    ends = [r.end for r in recs if r.end] + ([old.end_time] if old and old.end_time else [])
+    stdout, stderr, log_path = _merged_logs(main, old)
     con.execute("DELETE FROM attempts WHERE job_id = ? AND attempt = ?", [job_id, attempt])
     con.execute(
         "INSERT INTO attempts (job_id, attempt, start_time, end_time, status, exit_code, signal, "
@@ -594,7 +624,7 @@ def _placements(con: duckdb.DuckDBPyConnection, job_id: str, attempt: int, recs:
                         rows)
 
 
-def _job(con: duckdb.DuckDBPyConnection, job_id: str, recs: list[EpilogRecord], status: str) -> None:
+def _job(con: duckdb.DuckDBPyConnection, job_id: str, recs: list[EpilogRecord], status: str | None) -> None:
     main = recs[0]
     old = con.execute(
         'SELECT "user", vc, name, submitted, status, requested_gpus, inputs, framework, source '
