@@ -25,9 +25,7 @@ def attempt_starts(lines: Sequence[str]) -> list[int]:
     prologue banner, nohup's "ignoring input" line, or a repeat of the file's first line (a job
     script's banner printed again)."""
     starts = [0]
-    first = next((ln for ln in lines[:5] if len(ln.strip()) >= 8), None)
-    if first is not None and not _banner(first):
-        first = None
+    first = _first_banner(lines)
     found = find_keys(lines, _STARTS, 1)
     if first is not None:  # searched alone: a family keyed by one file's line is scanned in one log only
         found = sorted({*found, *find_keys(lines, [first], 1)})
@@ -47,6 +45,10 @@ def attempt_starts(lines: Sequence[str]) -> list[int]:
         elif first is None or ln != first or len(lines) - i <= _MIN_ATTEMPT:
             continue  # not the first line again, or it is with (nearly) nothing after it: buffered
             # output of the same launch flushed at its end (srun's UCX DEBUG lines), no new run
+        elif _ruler(lines[0]):  # a banner between rulers: its repeat is framed alike, the ruler above starts it
+            if lines[i - 1] != lines[0]:
+                continue
+            i -= 1
         if i - starts[-1] > _MIN_ATTEMPT and i < len(lines):
             starts.append(i)
     return starts
@@ -85,6 +87,26 @@ def _after_kill(lines: Sequence[str], at: int) -> int | None:
             or is_failure(logs.normalize_line(lines[nxt]), lines[nxt]):
         return None
     return nxt
+
+
+def _first_banner(lines: Sequence[str]) -> str | None:
+    """The line whose repeat starts an attempt: the file's first line (of 8 or more characters among
+    its first 5) when it is a banner; when it is a ruler, the banner line it and the same ruler frame (a program's
+    header printed between rulers at each launch, osprey's ``print_header``: a ruler of "=", "= osprey
+    is a tool for machine learning hyperparameter optimization. =", the ruler again)."""
+    head = [ln for ln in lines[:5] if len(ln.strip()) >= 8]
+    if not head:
+        return None
+    if _ruler(head[0]):
+        framed = len(head) > 2 and lines[0] == head[0] == head[2] and _banner(head[1])
+        return head[1] if framed else None
+    return head[0] if _banner(head[0]) else None
+
+
+def _ruler(line: str) -> bool:
+    """A line of one repeated punctuation character (``====``, ``----``)."""
+    s = line.strip()
+    return len(s) >= 8 and len(set(s)) == 1 and not s[0].isalnum()
 
 
 def _banner(line: str) -> bool:
