@@ -40,7 +40,7 @@ COMPLETION_KEYS: tuple[str, ...] = (
     "inished training", "inished Training", "inish training", "inish Training", "inished after",
     "raining took", "raining time", "otal training time", "train_runtime", "exits successfully",
     "Exit code: 0", "xit status 0", "Successfully completed", "Run summary", "Synced ", "View run",
-    "Results saved to", "epochs completed in", "arly stopping", "arlyStopping", "Signaling Trainer to stop",
+    "Results saved to", "epochs completed in", "arly stopping", "arly Stopping", "arlyStopping", "Signaling Trainer to stop",
     "Stopping. Best", "aving final", "aving the final", "aved final", "final model", "done", "Done", "DONE",
     "All done", "completed successfully", "Finished", "finished", "FINISHED", "Best acc", "Enjoy",
     "Job Finished", "End of training", "Run finished", "Training stops.",
@@ -74,7 +74,7 @@ _STRONG = re.compile(
     # wandb's footer (wandb_run.py ``_footer_sync_info``: "🚀 View run NAME at: URL"), not its
     # header at ``wandb.init`` ("🚀 View run at URL", ``_header_run_info``)
     r"|wandb: (?:Run summary|Synced \d+ W&B file)|wandb: 🚀 View run (?!at )|\bResults saved to\b"
-    r"|[Ee]arly stopping(?: triggered)?|EarlyStopping(?! counter)|Signaling Trainer to stop|Stopping\. Best"
+    r"|[Ee]arly [Ss]topping(?: triggered)?|EarlyStopping(?! counter)|Signaling Trainer to stop|Stopping\. Best"
     # victoresque pytorch-template base/base_trainer.py ``train``, its early stop (and R2Gen's, and
     # the trainers built on it): "Validation performance didn't improve for 10 epochs. Training stops."
     r"|\bdidn't improve for \d+ epochs\. Training stops\."
@@ -96,6 +96,9 @@ _STRONG = re.compile(
     # verl's RayPPOTrainer.fit at its last step ("Final validation metrics: {...}", pprint may
     # wrap it in parentheses), and the same header other training scripts print after their last epoch
     r"|\bFinal [Vv]alidation [Mm]etrics:"
+    # pytorch/examples fast_neural_style (neural_style/neural_style.py ``train``, copied by the style-transfer
+    # repositories built on it): after its last epoch it saves the model and prints "Done, trained model saved at PATH"
+    r"|\bDone, trained model saved at\b"
 )
 #: _STRONG searched alternative by alternative where their literals are (the same answers)
 _STRONG_FAST = Prefiltered(_STRONG)
@@ -221,7 +224,29 @@ def end_evidence(lines: Sequence[str], floor: int, progress: Sequence[int]) -> E
     if last_progress is not None and last_progress >= floor:
         return _after_progress(lines, floor, progress, tail) or _ends_in_error(lines, tail)
     got = [i for i in tail[-6:] if _RESULT.search(_shown(lines[i])) and not _ERROR_TEXT.search(_shown(lines[i]))]
+    if got and _short_counter(lines, tail, got[-1]):
+        gone = next((i for i in tail if i > got[-1] and _TRACKER_LEAK.search(lines[i])), got[-1])
+        return End(gone, 0.0, "the log stops in the middle of the run, short of the end its counter names,")
     return End(got[-1], 0.7, "it ends with its results") if got else _ends_in_error(lines, tail)
+
+
+#: Python's multiprocessing resource tracker cleaning up after the processes that used it have all exited
+#: (multiprocessing/resource_tracker.py ``main``: at its pipe's end of file it warns "resource_tracker: There
+#: appear to be 30 leaked shared_memory objects to clean up at shutdown", likewise semaphore and folder
+#: objects, for what no process unregistered): the job's processes were gone at that line.
+_TRACKER_LEAK = re.compile(r"resource_tracker: There appear to be \d+ leaked \w+ objects to clean up at shutdown")
+
+
+def _short_counter(lines: Sequence[str], tail: Sequence[int], at: int) -> bool:
+    """Whether the result line at ``at`` (``tail``: the attempt's last non-blank lines) is a per-step
+    report short of its end (``Iteration 31/208 | ... | Average: ...``, a line the progress test
+    passes over), with at most ``_AFTER_PROGRESS`` lines after it: a run that stopped there, what it
+    printed being the step's metrics, not final results."""
+    if len([i for i in tail if i > at]) > _AFTER_PROGRESS:
+        return False
+    shown = _shown(lines[at])
+    before = next((_shown(lines[i]) for i in reversed(tail) if i < at and _counters(_shown(lines[i]))), None)
+    return _counters_end(shown, before) is False
 
 
 #: An exception line as Python's traceback ends (``pkg.mod.ValueError: msg``, ``AssertionError``),
@@ -755,6 +780,13 @@ _DIVERGED_STOP = re.compile(r"Batch \d+: Invalid loss, terminating training")
 _END_KEYS = ("received at time=", "received by PID", "Invalid loss")
 #: Lines at the end of an attempt searched for such a report (its stack dump follows it).
 SIGNAL_TAIL = 60
+#: A program's own handler for a stop signal recording that the signal came, before it exits: osprey's
+#: worker (osprey/execute_worker.py, the SIGTERM handler it installs calls ``print_footer``, which writes
+#: "== osprey worker received signal SIGTERM!" and "== exiting immediately." to stderr, then ``sys.exit(1)``)
+#: and the handlers scripts install with ``signal.signal`` that print "Received signal SIGTERM" or "Caught
+#: signal 15" and exit. CPython's default SIGTERM action ends a process without a word, so the record is the
+#: only trace of the stop; it ends the run only as (nearly) the attempt's last words (``LAST_WORDS_TAIL``).
+_HANDLER_STOP = re.compile(r"\b(?:[Rr]eceived|[Cc]aught|[Gg]ot) signal (?:SIGTERM|SIGINT|15)\b")
 #: What glog (src/logging.cc ``LogMessage::Fail``) and abseil (absl/log/internal/log_message.cc,
 #: ``LogMessageFatal``; TensorFlow, XLA, Ray, Caffe, wav2letter) print when a ``LOG(FATAL)`` or a
 #: failed ``CHECK`` ends the process: the fatal message ("F0617 14:30:47.707742 1097242
@@ -776,7 +808,14 @@ def signal_reports(lines: Sequence[str], floor: int) -> list[int]:
     lo = max(floor, len(lines) - SIGNAL_TAIL)
     got = [i for i in find_keys(lines, _END_KEYS, lo)
            if _SIGNAL_REPORT.search(s := logs.normalize_line(lines[i]).strip()) or _DIVERGED_STOP.search(s[-400:])]
-    return sorted({*got, *check_failures(lines, floor)})
+    return sorted({*got, *check_failures(lines, floor), *handler_stops(lines, floor)})
+
+
+def handler_stops(lines: Sequence[str], floor: int) -> list[int]:
+    """Indexes of a signal handler's records that the process got a stop signal (``_HANDLER_STOP``)
+    among the last ``LAST_WORDS_TAIL`` non-blank lines of ``lines[floor:]``."""
+    tail = [i for i in range(max(floor, len(lines) - SIGNAL_TAIL), len(lines)) if lines[i].strip()][-LAST_WORDS_TAIL:]
+    return [i for i in tail if _HANDLER_STOP.search(logs.normalize_line(lines[i]))]
 
 
 def check_failures(lines: Sequence[str], floor: int) -> list[int]:
@@ -851,8 +890,9 @@ _SENT_SIGNAL = Guarded(
     r"^(?:\S+: line \d+:\s+\d+\s+)?(?:Killed|Terminated)\b|\*\*\* SIG(?:TERM|KILL|INT|HUP) received at time="
     r"|[Rr]eceived (?:Signals\.)?SIG(?:TERM|KILL|INT|HUP)\b|[Rr]eceived \d+ death signal"
     r"|exitcode\s*:\s*-(?:1|2|9|15)\b|Signal (?:1|2|9|15) \(SIG(?:HUP|INT|KILL|TERM)\) received by PID"
-    r"|SignalException: Process \d+ got signal: (?:1|2|9|15)\b",
-    ("Killed", "Terminated", "received at time=", "eceived ", "exitcode", "received by PID", "SignalException"),
+    r"|SignalException: Process \d+ got signal: (?:1|2|9|15)\b|" + _HANDLER_STOP.pattern,
+    ("Killed", "Terminated", "received at time=", "eceived ", "exitcode", "received by PID", "SignalException",
+     "signal SIGTERM", "signal SIGINT", "signal 15"),
 )
 #: A launcher's or a scheduler's report that a process exited non-zero (what it reports is the
 #: shutdown error's consequence when nothing else failed): srun's "Exited with exit code",
@@ -862,6 +902,15 @@ _EXIT_REPORT = Guarded(
     r"|exitcode\s*:\s*-?\d|^(?:traceback|rank|host|local_rank|time|error_file)\s*:",
     ("xit", "traceback", "rank", "host", "time", "error_file"),
 )
+#: Slurm's report, at a step's end, that the step's memory cgroup reached its limit at some time
+#: (task/cgroup plugin, src/plugins/task/cgroup/task_cgroup_memory.c ``task_cgroup_memory_check_oom``
+#: of Slurm 15.08-17.02: "Exceeded step memory limit at some point." / "Exceeded job memory limit at
+#: some point." when the cgroup's memory.failcnt or memory.memsw.failcnt is not zero). The fail count
+#: grows whenever the kernel had to reclaim memory at the limit (the page cache of the files read
+#: counts too); no process need have been killed. A kill is another line: the cgroup OOM killer's
+#: count, "Detected 1 oom-kill event(s) in step 42.0 cgroup" (``oom_kill`` events, Slurm 17.11 on),
+#: or jobacct_gather's "Job 42 exceeded memory limit (...), being killed".
+_STEP_ACCOUNTING = re.compile(r"\bExceeded (?:step|job) memory limit at some point\b")
 #: Lines before the first failure line searched for the completion message it came after.
 TEARDOWN_LOOKBACK = 300
 
@@ -870,9 +919,12 @@ def shutdown_error(norm: str) -> str | None:
     """What a (normalized, prefix-free) failure line is when it may come from a shutdown after the
     work: ``"teardown"`` (an error of the shutdown itself, ``_TEARDOWN``), ``"signal"`` (a process
     ended by a signal sent from outside, ``_SENT_SIGNAL``), ``"report"`` (a launcher's report of
-    a non-zero exit), or None (an error of the work: it did not end normally)."""
+    a non-zero exit), ``"accounting"`` (the scheduler's memory accounting at the step's end,
+    ``_STEP_ACCOUNTING``: no kill), or None (an error of the work: it did not end normally)."""
     if _TEARDOWN.search(norm):
         return "teardown"
+    if _STEP_ACCOUNTING.search(norm):
+        return "accounting"
     if _SENT_SIGNAL.search(norm):
         return "signal"
     if logs.is_secondary(norm) or _EXIT_REPORT.search(norm):
@@ -894,6 +946,8 @@ _WHY_SHUTDOWN = ("a completion message, and what failed after it is only the shu
                  "killed, a process group losing its peers, the launcher's report of that exit)")
 _WHY_SCRIPT = ("a completion message, and what failed after it is only the job script's own commands "
                "(their errors and the script's non-zero exit), not the work")
+_WHY_ACCOUNTING = ("a completion message, and after it only the scheduler's memory accounting at the step's end "
+                   "(the memory limit was reached at some time; no process killed)")
 _WHY_CAUGHT = ("a completion message, and the error lines after it were printed alike earlier in the job, "
                "which went on after them (an error its own code catches and prints)")
 
@@ -936,7 +990,14 @@ def finished_before(lines: Sequence[str], floor: int, failures: Sequence[int],
         return None  # more work after the message: it ended one stage
     if "teardown" not in kinds and sum(1 for k in range(done + 1, first) if lines[k].strip()) > _KILL_GAP:
         return None  # a bare kill some output after the message: maybe of work after it (a final test)
-    return FinishedBefore(done, strength, _WHY_CAUGHT if "caught" in kinds else _WHY_SHUTDOWN)
+    return FinishedBefore(done, strength, _why_finished(kinds))
+
+
+def _why_finished(kinds: Sequence[str | None]) -> str:
+    """Why the failure lines of these kinds after a completion message leave the run healthy."""
+    if "caught" in kinds:
+        return _WHY_CAUGHT
+    return _WHY_ACCOUNTING if set(kinds) == {"accounting"} else _WHY_SHUTDOWN
 
 
 def _shutdown_kinds(lines: Sequence[str], failures: Sequence[int], texts: Sequence[str],
