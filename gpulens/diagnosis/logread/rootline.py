@@ -256,7 +256,9 @@ def first_origin(lines: Sequence[str], failures: Sequence[int], start: int,
     """The rank/node that shows the root error first: the earliest rank-tagged real error; when
     there is none and a collective timed out, the first rank to report the timeout; else the
     launcher's summary; else the earliest tagged symptom; the host filled in from torchrun's
-    table where it names that rank, or where every failed rank ran on one host."""
+    table where it names that rank, or where every failed rank ran on one host; in the last launch of several
+    (:func:`_relaunched`)."""
+    start = _relaunched(lines, start, failures)
     region = [i for i in failures if i >= start]
     real = [i for i in region if is_root_error(norm(i)) and not _spawn_lost(lines, i)]
     tags = _Tags(lines, start)
@@ -383,6 +385,7 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     ``limit``. A launcher's/scheduler's verdict (torchrun's "failed (exitcode", ChildFailedError
     and its table, srun's and mpirun's exit lines) only when the failing process printed no
     error, and then its first line (README rule R8)."""
+    start = _relaunched(lines, start, failures)
     tags = _Tags(lines, start)
     at = _Attempt(lines, start, [i for i in failures if i >= start], _everywhere(lines, start, norm),
                   lambda i: same_origin(tags.of(i), first))
@@ -410,6 +413,20 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     if found:
         found = _with_causes(at, found, evidence, min(limit, RULE_MAX_LINES))
     return _first_ranks(lines, sorted(set(found)), first, later)
+
+
+def _relaunched(lines: Sequence[str], start: int, failures: Sequence[int]) -> int:
+    """Where the last launch of a launcher that starts several local processes (:data:`_LAUNCH_KEYS`: torchrun's
+    OMP_NUM_THREADS banner, DeepSpeed's ``num_local_procs=``) starts, when failure lines precede it and follow it:
+    the errors before it are an earlier launch's, which ended before this one printed its start-up (README rule
+    R1; a launcher prints the line once, before its workers start: torchrun in ``torch/distributed/run.py``, before
+    its agent's rendezvous, which every node's agent joins before any worker runs); else ``start``."""
+    launches = find_keys(lines, _LAUNCH_KEYS, start)
+    if not launches:
+        return start
+    last = launches[-1]
+    before = any(start <= i < last for i in failures)
+    return last if before and any(i > last for i in failures) else start
 
 
 def _own_errors(at: _Attempt, hook: Collection[int], ownline: Callable[[int], bool]) -> tuple[list[int], set[int]]:

@@ -1,0 +1,61 @@
+"""Indicator lines and first rank/node (README "Indicator lines: rules" R1-R9, "Ranks and nodes") of
+formats the reader misread in round 17, each excerpt written by hand in the format the launcher,
+library or job-script template prints."""
+
+from __future__ import annotations
+
+from gpulens.diagnosis.classifier import Classifier
+from gpulens.diagnosis.logread import diagnose_text
+from tests.diagnosis.test_indicator_formats import _picked, _tb
+
+#: torchrun's start-up warning when it starts several local workers (torch/distributed/run.py,
+#: ``config_from_args``), printed once per launch before its agent's rendezvous
+_BANNER = ["WARNING:torch.distributed.run:", "*****************************************",
+           "Setting OMP_NUM_THREADS environment variable for each process to be 1 in default, to avoid your "
+           "system being overloaded, please further tune the variable for optimal performance in your "
+           "application as needed. ", "*****************************************"]
+#: torch elastic's agent when it gets SIGINT (elastic/agent/server/api.py ``run``) and its workers' close
+_DEATH = "WARNING:torch.distributed.elastic.agent.server.api:Received 2 death signal, shutting down workers"
+_CLOSE = [f"WARNING:torch.distributed.elastic.multiprocessing.api:Sending process {p} closing signal SIGINT"
+          for p in (9001, 9002)]
+
+
+def test_a_relaunch_interrupted_at_start_up_is_labelled_not_the_earlier_launch(rules: Classifier) -> None:
+    # a screen session: the first torchrun launch trained and was stopped with Ctrl-C (its workers'
+    # KeyboardInterrupt); the second launch is interrupted during its start-up: only it counts (R1, R6)
+    first = _BANNER + ["| distributed init (rank 0): env://", "| distributed init (rank 1): env://"]
+    first += [f"epoch {k} step 10 loss 0.{k}" for k in range(1, 8)]
+    first += _tb("KeyboardInterrupt") + _tb("KeyboardInterrupt")
+    first += _tb("torch.distributed.elastic.multiprocessing.api.SignalException: Process 8000 got signal: 2",
+                 "/env/torch/distributed/elastic/multiprocessing/api.py")
+    second = _BANNER + ["| distributed init (rank 0): env://", "| distributed init (rank 1): env://",
+                        "^C" + _DEATH, *_CLOSE]
+    second += _tb("torch.distributed.elastic.multiprocessing.api.SignalException: Process 9000 got signal: 2",
+                  "/env/torch/distributed/elastic/multiprocessing/api.py")
+    lines = ["root@gpu-box:~/mfm# bash dist_train.sh"] + first + second
+    assert _picked(lines, rules) == ["^C" + _DEATH]
+
+
+def _benchmark(n: int, first: str) -> list[str]:
+    """One torchrun launch of a 2-rank benchmark of prompt length ``n`` whose ranks both fail (``first``
+    prints its error first), then the agent's verdict (torch/distributed/elastic/multiprocessing/api.py)."""
+    err = f"RuntimeError: start (0) + length ({n}) exceeds dimension size (4096)."
+    other = "1" if first == "0" else "0"
+    out = [f"W1125 03:{n % 60:02d}:11.655000 26378 site-packages/torch/distributed/run.py:803] {_BANNER[2]}",
+           f"Running benchmark with prompt length {n}"]
+    for r in (first, other):
+        out += _tb(err, "/srv/bench.py", prefix=f"[rank{r}]: ")
+    out.append("E1125 03:19:00.100000 26378 site-packages/torch/distributed/elastic/multiprocessing/api.py:882] "
+               "failed (exitcode: 1) local_rank: 0 (pid: 26400) of binary: /env/bin/python")
+    return out
+
+
+def test_a_sweep_of_launches_names_the_rank_that_failed_first_in_the_last(rules: Classifier) -> None:
+    # a job script runs torchrun once per prompt length; every launch fails, rank 1 first in the earlier
+    # launch, rank 0 first in the last: the last launch's first rank and its line (R1, R5)
+    lines = ["Job 4918 on gpu001: ring-attention sweep"] + _benchmark(8192, "1") + _benchmark(16384, "0")
+    lines.append("Results saved to: results/summary.csv")
+    w = diagnose_text("\n".join(lines), rules)
+    assert [lines[n - 1] for n in w.indicator_lines] == [
+        "[rank0]: RuntimeError: start (0) + length (16384) exceeds dimension size (4096)."]
+    assert w.first_rank == 0
