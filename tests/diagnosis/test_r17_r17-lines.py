@@ -78,3 +78,19 @@ def test_the_node_a_template_job_script_echoes_is_the_failing_node(rules: Classi
 def test_a_node_list_the_template_echoes_names_no_failing_node(rules: Classifier) -> None:
     w = diagnose_text("\n".join(_idun_job("idun-04-[08-09]")), rules)
     assert w.first_node is None
+
+
+def test_an_error_the_pin_memory_thread_caught_counts_by_its_original(rules: Classifier) -> None:
+    # the DataLoader's pin-memory thread wraps its error (torch/_utils.py ExceptionWrapper, where="in pin
+    # memory thread for device N"); the main loop re-raises it with the original traceback in its message
+    # (R4: the embedded original exception line, not the wrapper)
+    p = "[rank1]: "
+    err = p + "RuntimeError: CUDA error: invalid argument"
+    lines = ([f"{p}Training [2510/100000] loss 3.21"] + _tb("RuntimeError: Caught RuntimeError in pin memory thread "
+                                                             "for device 1.", "/env/torch/_utils.py", prefix=p)
+             + [f"{p}Original Traceback (most recent call last):",
+                f'{p}  File "/env/torch/utils/data/_utils/pin_memory.py", line 66, in pin_memory',
+                f"{p}    return data.pin_memory(device)", err,
+                f"{p}CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace "
+                "below might be incorrect.", f"{p}For debugging consider passing CUDA_LAUNCH_BLOCKING=1"])
+    assert _picked(lines, rules) == [err]

@@ -614,13 +614,14 @@ _LAUNCHER_SAYS = (*_LAUNCHER_KEYS, "srun: Job step aborted", "forcing job termin
                   "sigkill_handler", "multiprocessing.errors.error_handler", "error_handler.py:")
 #: Lines that only wrap or announce an exception printed in full elsewhere (rules R2, R4): Ray's
 #: ``RayTaskError(X): ray::Actor.method()`` header, PyTorch's "Caught X in DataLoader worker
-#: process N." / "in replica N on device N." re-raise, a thread's traceback header, the
+#: process N." / "in replica N on device N." / "in pin memory thread for device N." re-raise (torch/_utils.py
+#: ``ExceptionWrapper.reraise``; the pin-memory thread's ``where`` in torch/utils/data/_utils/pin_memory.py), a thread's traceback header, the
 #: ``sys.excepthook`` failure header, an exception that points at the error printed above it (vLLM's
 #: "RuntimeError: Engine core initialization failed. See root cause above."), Ray's log of a task's
 #: error nobody retrieved, whose message is the task's traceback ("Unhandled error (suppress with
 #: 'RAY_IGNORE_UNHANDLED_ERRORS=1'): ray::Trainer.train() (pid=4242, ip=10.0.0.5)", then its frames
 #: and its exception line: ray/_private/worker.py, _unhandled_error_handler).
-_WRAPPER = re.compile(r"^(?:\S*RayTaskError\(\w+\): |(?:.*[\s\]])?Unhandled error \(suppress with |(?:\S+\.)?\w+: Caught \w+ in (?:DataLoader worker process|replica) "
+_WRAPPER = re.compile(r"^(?:\S*RayTaskError\(\w+\): |(?:.*[\s\]])?Unhandled error \(suppress with |(?:\S+\.)?\w+: Caught \w+ in (?:DataLoader worker process|replica|pin memory thread for device) "
                       r"|Exception in thread \S.*:$|Error in sys\.excepthook:$"
                       r"|(?:\S+\.)?\w+: .*\b[Ss]ee (?:the )?(?:root cause|errors?|traceback|logs?) above)")
 _TABLE_ROW = re.compile(r"^\s*(?:rank|host|exitcode|local_rank|error_file|time|traceback)\s+:")
