@@ -94,3 +94,20 @@ def test_an_error_the_pin_memory_thread_caught_counts_by_its_original(rules: Cla
                 f"{p}CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace "
                 "below might be incorrect.", f"{p}For debugging consider passing CUDA_LAUNCH_BLOCKING=1"])
     assert _picked(lines, rules) == [err]
+
+
+def test_a_caught_error_printed_again_after_more_work_is_not_the_root(rules: Classifier) -> None:
+    # a loop catches its evaluation's error, prints it and goes on (the same message again after more
+    # metrics lines); the run then dies of an uncaught exception, the one labelled (R1)
+    caught = "[TRAIN]  Evaluation failed: AssertionError('No data found')"
+    out: list[str] = []
+    for k in range(1, 4):
+        out += [f"[TRAIN]  [00{k}000]  loss_model: 2{k}.5  loss_critic: 0.{k}  fps: 11.3", "[TRAIN]  Saved model checkpoint",
+                "[TRAIN]  Reading files from episodes_eval/0", caught, f"[GEN 0]  Generator loaded model checkpoint {k}"]
+    err = "RuntimeError: CUDA error: device-side assert triggered"
+    out += ["[TRAIN]  [004100]  loss_model: 15.4  loss_critic: 4.5  fps: 11.4", "Traceback (most recent call last):",
+            '  File "train.py", line 620, in <module>', "    run(conf)", '  File "/srv/models/decoders.py", line 79, '
+            "in training_step", "    y = self.model(x)", err,
+            "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below "
+            "might be incorrect."]
+    assert _picked(out, rules) == [err]

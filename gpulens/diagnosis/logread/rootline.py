@@ -440,7 +440,8 @@ def _own_errors(at: _Attempt, hook: Collection[int], ownline: Callable[[int], bo
     own = _not_heads(lines, [i for i in region if is_root_error(norm(i)) and at.mine(i) and not _logged_frame(lines[i])
                              and i not in hook and not is_launcher_verdict(norm(i)) and not _summary_part(lines, i)
                              and not _spawn_lost(lines, i)])
-    own = [i for i in own if not _logged_warning(lines[i]) and not _logged_and_went_on(lines, i, own, norm)] or own
+    own = [i for i in own if not _logged_warning(lines[i]) and not _logged_and_went_on(lines, i, own, norm)
+           and not _printed_again(lines, i, own, norm)] or own
     errors = [i for i in own if not is_scheduler_kill(norm(i))]
     caught = set(errors) if errors and _went_on(lines, errors[-1], region, norm, ownline) else set()
     own = [i for i in own if i not in caught]
@@ -716,6 +717,41 @@ def _logged_and_went_on(lines: Sequence[str], i: int, own: Sequence[int], norm: 
     later = [j for j in own if j > i and _EXCEPTION.match(_norm_body(lines[j]))]
     return bool(later) and _printing(lines, later[0], i) > i \
         and not any(_restates(said, _bare_shape(norm(j))) for j in later)
+
+
+#: Lines of ordinary output between two printings of one message that show the process went on between them.
+_BETWEEN_COPIES = 3
+
+
+def _printed_again(lines: Sequence[str], i: int, own: Sequence[int], norm: Callable[[int], str]) -> bool:
+    """Whether the error line ``i``, a message printed without a traceback (a loop's ``except`` that prints
+    "Evaluation failed: AssertionError('No data found')" and goes on), is one of several printings of that
+    message with _BETWEEN_COPIES or more lines of ordinary output between two of them (the process went on
+    after it: README rule R1; copies printed together are other processes' at one time, rule R5), and the
+    same process later raised an uncaught exception that does not restate it, in a traceback of its own: that
+    one ended the run."""
+    head = _traceback_head(lines, i)
+    if head is not None and _TRACEBACK in lines[head]:
+        return False
+    said = _bare_shape(norm(i))
+    copies = [j for j in own if _bare_shape(norm(j)) == said]
+    if len(copies) < 2 or not any(_ordinary_between(lines, a, b) for a, b in zip(copies, copies[1:], strict=False)):
+        return False
+    final = next((j for j in reversed(own) if j > copies[-1] and _EXCEPTION.match(_norm_body(lines[j]))), None)
+    return final is not None and _ended_uncaught(lines, final) and not _restates(said, _bare_shape(norm(final)))
+
+
+def _ordinary_between(lines: Sequence[str], a: int, b: int) -> bool:
+    """Whether _BETWEEN_COPIES or more non-blank, unindented lines that state no failure lie between ``a`` and
+    ``b``."""
+    seen = 0
+    for k in range(a + 1, b):
+        raw = lines[k]
+        if raw.strip() and not raw[:1].isspace() and not is_failure(logs.normalize_line(raw), raw):
+            seen += 1
+            if seen >= _BETWEEN_COPIES:
+                return True
+    return False
 
 
 #: torch.multiprocessing's ``ProcessContext.join`` reading the traceback a failed child left in its error
