@@ -111,3 +111,16 @@ def test_a_caught_error_printed_again_after_more_work_is_not_the_root(rules: Cla
             "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below "
             "might be incorrect."]
     assert _picked(out, rules) == [err]
+
+
+def test_a_failure_an_info_record_reports_is_not_the_root(rules: Classifier) -> None:
+    # abseil's INFO record (absl/logging get_absl_log_prefix: "I0519 00:50:42.634950 1399 xla_bridge.py:863] ")
+    # of a platform JAX could not open while it looks for one; the run then fails on its own (R2, R3)
+    info = ("I0519 00:50:42.634950 139913184905024 xla_bridge.py:863] Unable to initialize backend 'tpu': "
+            "INTERNAL: Failed to open libtpu.so: libtpu.so: cannot open shared object file: No such file or directory")
+    err = ("flax.errors.ScopeParamShapeError: Initializer expected to generate shape (1, 64, 8) but got shape "
+           '(1, 16, 8) instead for parameter "pos" in "/Encoder/pos".')
+    lines = [info, "I0519 00:50:51.462661 139913184905024 train.py:132] Starting training loop."]
+    lines += ["Traceback (most recent call last):", '  File "/srv/main.py", line 63, in <module>', "    app.run(main)",
+              '  File "/srv/embedding.py", line 74, in __call__', "    y = self.param(", err]
+    assert _picked(lines, rules) == [err]
