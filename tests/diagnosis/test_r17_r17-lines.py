@@ -124,3 +124,18 @@ def test_a_failure_an_info_record_reports_is_not_the_root(rules: Classifier) -> 
     lines += ["Traceback (most recent call last):", '  File "/srv/main.py", line 63, in <module>', "    app.run(main)",
               '  File "/srv/embedding.py", line 74, in __call__', "    y = self.param(", err]
     assert _picked(lines, rules) == [err]
+
+
+def test_a_workers_interrupt_after_the_agents_death_signal_is_not_labelled(rules: Classifier) -> None:
+    # Ctrl-C: torchrun's agent says it got the signal (glog-style header, torch >= 2.4) and passes it on;
+    # rank 0's KeyboardInterrupt follows from it (R6: the line that says a signal ended the run only)
+    death = ("W1022 21:50:54.847000 16074 site-packages/torch/distributed/elastic/agent/server/api.py:704] "
+             "Received Signals.SIGINT death signal, shutting down workers")
+    lines = [f"INFO 2025-10-22 21:50:{k:02d},893 general.py: 117: Train Epoch: [0][{k}/1000] | Loss: 0.{k}"
+             for k in range(30, 40)]
+    lines += [death, "W1022 21:50:54.852000 16074 site-packages/torch/distributed/elastic/multiprocessing/api.py:897] "
+              "Sending process 16131 closing signal SIGINT"]
+    lines += _tb("KeyboardInterrupt", "/srv/heads/cubify_head.py", prefix="[rank0]: ")
+    lines += _tb("torch.distributed.elastic.multiprocessing.api.SignalException: Process 16074 got signal: 2",
+                 "/env/torch/distributed/elastic/multiprocessing/api.py")
+    assert _picked(lines, rules) == [death]

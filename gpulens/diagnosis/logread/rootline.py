@@ -542,8 +542,11 @@ _AFTERMATH = re.compile(r"(?:[\w.]+\.)?(?:KeyboardInterrupt|SignalException|SIGT
 
 def _without_aftermath(own: list[int], region: Sequence[int], norm: Callable[[int], str]) -> list[int]:
     """``own`` without the exceptions the signal of a scheduler's end of the job (its time limit,
-    preemption or cancel line in ``region``) raised after that line (README rule R6)."""
-    kill = next((i for i in region if _ENDED_FROM_OUTSIDE.search(norm(i)) is not None), None)
+    preemption or cancel line in ``region``) or of torchrun's agent's ("Received Signals.SIGINT death signal,
+    shutting down workers": torch/distributed/elastic/agent/server/api.py, the signal it got and passes on to
+    its workers) raised after that line (README rule R6)."""
+    kill = next((i for i in region if _ENDED_FROM_OUTSIDE.search(norm(i)) is not None
+                 or ("death signal" in norm(i) and _DEATH_SIGNAL.search(norm(i)) is not None)), None)
     if kill is None:
         return own
     return [i for i in own if i <= kill or _AFTERMATH.match(ranks.strip_prefix(norm(i)).strip()) is None]
