@@ -139,3 +139,18 @@ def test_a_workers_interrupt_after_the_agents_death_signal_is_not_labelled(rules
     lines += _tb("torch.distributed.elastic.multiprocessing.api.SignalException: Process 16074 got signal: 2",
                  "/env/torch/distributed/elastic/multiprocessing/api.py")
     assert _picked(lines, rules) == [death]
+
+
+def test_a_stop_report_after_a_threads_uncaught_exception_is_teardown(rules: Classifier) -> None:
+    # a data loader's reader thread dies (threading.excepthook: "Exception in thread Thread-2:" and its
+    # traceback); Paddle's signal handler then reports the SIGTERM the launcher sent (paddle/fluid/platform/
+    # init.cc SignalHandle): teardown, not a second cause (R6)
+    err = "AttributeError: 'NoneType' object has no attribute 'astype'"
+    lines = ["2022-05-14 23:18:53 [INFO]\tThere are 295/295 variables loaded into STDCNet.",
+             "Exception in thread Thread-2:"] + _tb(err, "/srv/paddleseg/transforms.py")
+    lines += ["", "", "--------------------------------------", "C++ Traceback (most recent call last):",
+              "--------------------------------------", "0   paddle::pybind::MultiDeviceFeedReader::CheckNextStatus()", "",
+              "----------------------", "Error Message Summary:", "----------------------",
+              "FatalError: `Termination signal` is detected by the operating system.",
+              "  [SignalInfo: *** SIGTERM (@0x3e8) received by PID 485569 (TID 0x7f5c) from PID 485480 ***]"]
+    assert _picked(lines, rules) == [err]

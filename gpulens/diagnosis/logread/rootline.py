@@ -568,13 +568,21 @@ def _without_teardown(lines: Sequence[str], own: list[int], norm: Callable[[int]
         prev = out[-1] if out else None  # the last line kept (the traceback a report follows)
         report = own[n - 1] if n else None  # the line just before, kept or not (a dropped SIGTERM report)
         if prev is not None and not any(is_progress(ln) for ln in lines[prev + 1:i]) \
-                and _TERM_REPORT.search(norm(i)) and _ended_uncaught(lines, prev):
+                and _TERM_REPORT.search(norm(i)) and (_ended_uncaught(lines, prev) or _thread_died(lines, prev)):
             continue
         if report is not None and not any(is_progress(ln) for ln in lines[report + 1:i]) \
                 and _TERM_REPORT.search(norm(report)) and _WORKERS_TERMINATED.search(norm(i)):
             continue
         out.append(i)
     return out
+
+
+def _thread_died(lines: Sequence[str], i: int) -> bool:
+    """Whether the exception line ``i`` ends a thread's uncaught exception, as ``threading.excepthook``
+    prints it ("Exception in thread Thread-2:" then its traceback; CPython Lib/threading.py): the thread
+    that fed the process (a data loader's reader thread) is gone, what stops the process next is teardown."""
+    head = _traceback_head(lines, i)
+    return head is not None and head > 0 and _TRACEBACK in lines[head] and _body(lines[head - 1]).lstrip().startswith("Exception in thread ")
 
 
 #: A data loader's report that its worker processes ended by SIGTERM (Paddle's
