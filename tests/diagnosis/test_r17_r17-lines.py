@@ -154,3 +154,21 @@ def test_a_stop_report_after_a_threads_uncaught_exception_is_teardown(rules: Cla
               "FatalError: `Termination signal` is detected by the operating system.",
               "  [SignalInfo: *** SIGTERM (@0x3e8) received by PID 485569 (TID 0x7f5c) from PID 485480 ***]"]
     assert _picked(lines, rules) == [err]
+
+
+def test_an_abort_in_teardown_after_an_uncaught_exception_is_not_labelled(rules: Classifier) -> None:
+    # the script's exception ends it (its traceback from <module>); while the interpreter exits, a Paddle
+    # executor's destructor throws and aborts, which Paddle's signal handler reports (SIGABRT): teardown (R6)
+    err = "RuntimeError: (PreconditionNotMet) Tensor not initialized yet when Tensor::place() is called."
+    lines = ["[2021-11-19 11:31:20] step 0 starting"] + ["Traceback (most recent call last):",
+                                                       '  File "run_pretrain.py", line 478, in <module>',
+                                                       "    do_train(args)", err]
+    lines += ["terminate called after throwing an instance of 'paddle::platform::EnforceNotMet'",
+              "  what():  (External) CUDA error(900), operation not permitted when stream is capturing. ", "", "",
+              "--------------------------------------", "C++ Traceback (most recent call last):",
+              "--------------------------------------", "0   paddle::framework::ParallelExecutor::~ParallelExecutor()", "",
+              "----------------------", "Error Message Summary:", "----------------------",
+              "FatalError: `Process abort signal` is detected by the operating system.",
+              "  [TimeInfo: *** Aborted at 1637319086 (unix time) try \"date -d @1637319086\" if you are using GNU date ***]",
+              "  [SignalInfo: *** SIGABRT (@0x1001) received by PID 4097 (TID 0x7f50) from PID 4097 ***]"]
+    assert _picked(lines, rules) == [err]

@@ -406,7 +406,7 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
         picked = _first_timeout(at)
     window = range(run_end) if again is None else range(runs[-1][0], 1 << 62)  # the run whose lines are picked
     passed = set(own) | middles | handled_blocks(lines, max(0, start - AROUND), len(lines)) | caught | hook
-    picked = _with_quoted(at, picked, _quoted(lines, start, failures, evidence, at.norm), own, window, passed)
+    picked = _with_quoted(at, picked, _quoted(lines, start, failures, evidence, at.norm), own, window, passed, caught)
     picked += _ending_kills(at, picked, own, caught)
     verdict = [i for i in verdict_at if not (own and _cleanup(at.norm(i))) and i not in picked]
     found = _shown_lines(at, picked, chained, own, verdict, min(limit, RULE_MAX_LINES))
@@ -475,11 +475,12 @@ def _first_timeout(at: _Attempt) -> list[int]:
 
 
 def _with_quoted(at: _Attempt, picked: list[int], quoted: Sequence[int], own: Sequence[int], window: range,
-                 passed: Collection[int]) -> list[int]:
+                 passed: Collection[int], caught: Collection[int] = ()) -> list[int]:
     """``picked`` and the lines the classifier's evidence quotes (``quoted``) that add what they do not say
     (R4, R8): the failing rank's, in the run whose lines are picked (``window``), none of ``passed`` (its own error
-    lines already read, those caught or handled, a hook's), not next to a picked line or a later line of one, no
-    cleanup's error after a real one, no lost spawn, no abort on an error already picked (R6)."""
+    lines already read, those caught or handled, a hook's) nor just below one of ``caught`` (the rest of its
+    report), not next to a picked line or a later line of one, no cleanup's error after a real one, no lost spawn,
+    no abort on an error already picked (R6)."""
     picked = list(picked)
     norm = at.norm
     texts = {_shape(norm(i)) for i in picked}
@@ -487,7 +488,8 @@ def _with_quoted(at: _Attempt, picked: list[int], quoted: Sequence[int], own: Se
         if not any(abs(i - k) <= _NEXT_TO for k in picked) and not _later_line(at.lines, i, picked, at.region) \
                 and _shape(norm(i)) not in texts and at.mine(i) and not _what_said(norm(i), texts) \
                 and not (own and _cleanup(norm(i))) and i in window \
-                and i not in passed and not _spawn_lost(at.lines, i) \
+                and i not in passed and not any(0 < i - k <= _NEXT_TO for k in caught) \
+                and not _spawn_lost(at.lines, i) \
                 and not (picked and _abort_report(norm(i))):
             picked.append(i)
             texts.add(_shape(norm(i)))
@@ -555,6 +557,10 @@ def _without_aftermath(own: list[int], region: Sequence[int], norm: Callable[[in
 #: Paddle's report of a stop signal its handler caught (paddle/fluid/platform/init.cc
 #: ``SignalHandle``: "FatalError: `Termination signal` is detected by the operating system.").
 _TERM_REPORT = re.compile(r"FatalError: `Termination signal` is detected")
+#: The same handler's report of a SIGTERM, or of a SIGABRT ("FatalError: `Process abort signal` is detected
+#: ..."): after an uncaught Python exception, the abort is the process's C++ teardown at exit (a destructor
+#: that throws while the interpreter exits: "0   paddle::framework::ParallelExecutor::~ParallelExecutor()").
+_STOP_REPORT = re.compile(r"FatalError: `(?:Termination|Process abort) signal` is detected")
 
 
 def _without_teardown(lines: Sequence[str], own: list[int], norm: Callable[[int], str]) -> list[int]:
@@ -568,7 +574,7 @@ def _without_teardown(lines: Sequence[str], own: list[int], norm: Callable[[int]
         prev = out[-1] if out else None  # the last line kept (the traceback a report follows)
         report = own[n - 1] if n else None  # the line just before, kept or not (a dropped SIGTERM report)
         if prev is not None and not any(is_progress(ln) for ln in lines[prev + 1:i]) \
-                and _TERM_REPORT.search(norm(i)) and (_ended_uncaught(lines, prev) or _thread_died(lines, prev)):
+                and _STOP_REPORT.search(norm(i)) and (_ended_uncaught(lines, prev) or _thread_died(lines, prev)):
             continue
         if report is not None and not any(is_progress(ln) for ln in lines[report + 1:i]) \
                 and _TERM_REPORT.search(norm(report)) and _WORKERS_TERMINATED.search(norm(i)):
