@@ -172,3 +172,15 @@ def test_an_abort_in_teardown_after_an_uncaught_exception_is_not_labelled(rules:
               "  [TimeInfo: *** Aborted at 1637319086 (unix time) try \"date -d @1637319086\" if you are using GNU date ***]",
               "  [SignalInfo: *** SIGABRT (@0x1001) received by PID 4097 (TID 0x7f50) from PID 4097 ***]"]
     assert _picked(lines, rules) == [err]
+
+
+def test_the_task_srun_stops_after_another_failed_is_not_the_failing_node(rules: Classifier) -> None:
+    # srun's report: task 0 on n51 exited with an error, srun then terminates the step and reports the
+    # task it stopped on n60 (--kill-on-bad-exit): the failing node is n51
+    err = "ImportError: /env/torch/lib/libtorch_cuda.so: undefined symbol: ncclDevCommDestroy"
+    lines = ["+ srun bash -c 'torchrun --nnodes=2 run_training.py'", "Traceback (most recent call last):",
+             '  File "/env/bin/torchrun", line 3, in <module>', "    from torch.distributed.run import main", err,
+             "srun: error: n51: task 0: Exited with exit code 1", "srun: Terminating StepId=2827381.0",
+             "srun: error: n60: task 1: Terminated", "srun: Force Terminated StepId=2827381.0"]
+    w = diagnose_text("\n".join(lines), rules)
+    assert w.first_node == "n51"

@@ -83,7 +83,10 @@ _MESSAGES: tuple[_Rule, ...] = (
     # rank's own traceback): the rank that failed, not the one whose prefix the line carries
     _Rule(re.compile(r"CheckpointException ranks:dict_keys\(\[(\d+)"), "failed_rank"),
     _Rule(re.compile(r"Traceback \(most recent call last\): \(RANK (\d+)\)"), "failed_rank"),
-    _Rule(re.compile(r"srun: error: ([\w.-]+): tasks? (\d+(?:[-,]\d+)*)"), "node+rank"),
+    # srun's report of a task that ended badly ("srun: error: gpu07: task 3: Exited with exit code 1"); not of
+    # the tasks srun itself then stops ("srun: error: gpu08: task 4: Terminated", after "srun: Terminating
+    # StepId=..." once one task failed: src/srun/srun_job.c / step_launch.c, --kill-on-bad-exit)
+    _Rule(re.compile(r"srun: error: ([\w.-]+): tasks? (\d+(?:[-,]\d+)*)(?![\d,-]*: Terminated\s*$)"), "node+rank"),
     # Open MPI: "mpirun noticed that process rank 3 with PID 41234 on node gpu07 exited on signal 9
     # (Killed)." / "mpirun has exited due to process rank 3 with PID 0 on node gpu07 exiting improperly";
     # MPICH / Intel MPI's "BAD TERMINATION" box: "=   RANK 3 PID 1234 RUNNING AT gpu07"
