@@ -415,13 +415,17 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     return _first_ranks(lines, sorted(set(found)), first, later)
 
 
+#: torchrun's start-up warning when it starts several local workers (torch/distributed/run.py).
+_TORCHRUN_BANNER = "Setting OMP_NUM_THREADS environment variable for each process"
+
+
 def _relaunched(lines: Sequence[str], start: int, failures: Sequence[int]) -> int:
-    """Where the last launch of a launcher that starts several local processes (:data:`_LAUNCH_KEYS`: torchrun's
-    OMP_NUM_THREADS banner, DeepSpeed's ``num_local_procs=``) starts, when failure lines precede it and follow it:
-    the errors before it are an earlier launch's, which ended before this one printed its start-up (README rule
-    R1; a launcher prints the line once, before its workers start: torchrun in ``torch/distributed/run.py``, before
-    its agent's rendezvous, which every node's agent joins before any worker runs); else ``start``."""
-    launches = find_keys(lines, _LAUNCH_KEYS, start)
+    """Where torchrun's last launch starts (its OMP_NUM_THREADS banner), when failure lines precede it and follow
+    it: the errors before it are an earlier launch's, which ended before this one printed its start-up (README rule
+    R1; torchrun prints the banner once, in ``torch/distributed/run.py``, before its agent's rendezvous, which every
+    node's agent joins before any worker runs: no worker of this launch can have failed before it); else
+    ``start``."""
+    launches = find_keys(lines, (_TORCHRUN_BANNER,), start)
     if not launches:
         return start
     last = launches[-1]
