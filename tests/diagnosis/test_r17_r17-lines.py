@@ -184,3 +184,18 @@ def test_the_task_srun_stops_after_another_failed_is_not_the_failing_node(rules:
              "srun: error: n60: task 1: Terminated", "srun: Force Terminated StepId=2827381.0"]
     w = diagnose_text("\n".join(lines), rules)
     assert w.first_node == "n51"
+
+
+def test_a_bare_stop_iteration_from_a_library_names_the_jobs_own_statement(rules: Classifier) -> None:
+    # the DataLoader raises a bare StopIteration for an empty loader; the job's next(iter(loader)) is the
+    # failing statement, the only message there is (R3: the source line of a message-less exception)
+    p = "[rank0]: "
+    code = f"{p}    data = next(iter(test_loader))"
+    lines = [f"{p}Traceback (most recent call last):", f'{p}  File "/srv/vivid/train.py", line 206, in <module>',
+             f"{p}    training_loop(run_dir=outdir)", f'{p}  File "/srv/vivid/training_loop.py", line 307, in training_loop',
+             code, f"{p}           ^^^^^^^^^^^^^^^^^^^^^^^",
+             f'{p}  File "/env/lib/python3.11/site-packages/torch/utils/data/dataloader.py", line 708, in __next__',
+             f"{p}    data = self._next_data()", f"{p}           ^^^^^^^^^^^^^^^^^",
+             f'{p}  File "/env/lib/python3.11/site-packages/torch/utils/data/dataloader.py", line 1447, in _next_data',
+             f"{p}    raise StopIteration", f"{p}StopIteration"]
+    assert _picked(["[rank0]: epoch 0 step 10 loss 0.5"] + lines, rules) == [code, f"{p}StopIteration"]

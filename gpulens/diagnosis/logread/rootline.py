@@ -412,7 +412,51 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     found = _shown_lines(at, picked, chained, own, verdict, min(limit, RULE_MAX_LINES))
     if found:
         found = _with_causes(at, found, evidence, min(limit, RULE_MAX_LINES))
+        found = _with_bare_source(lines, found, min(limit, RULE_MAX_LINES))
     return _first_ranks(lines, sorted(set(found)), first, later)
+
+
+#: A bare ``StopIteration`` ending a traceback: an exhausted iterator, which a library raises for the caller's
+#: ``next()`` (torch's DataLoader ``_next_data``: ``raise StopIteration``); the caller's statement is what failed.
+_BARE_EXCEPTION = re.compile(r"(?:[\w.]+\.)?StopIteration\s*$")
+#: Where installed libraries' files live (a frame there is not the job's own code).
+_LIBRARY_DIRS = ("site-packages/", "dist-packages/", "/lib/python")
+#: Frames read up from a bare exception line for the job's own.
+_FRAMES_UP = 60
+
+
+def _with_bare_source(lines: Sequence[str], found: list[int], cap: int) -> list[int]:
+    """``found`` (at most ``cap``) and, for a bare ``StopIteration`` there raised in a library's code, the code
+    line of the job's own last frame above it (README rule R3: with no message, the source line of the failing
+    statement is the only message there is; the library's ``raise StopIteration`` says nothing the job did, its
+    ``next(iter(loader))`` does). Not when that line is within 2 lines of the exception (the line above)."""
+    out = list(found)
+    for i in found:
+        if len(out) >= cap or _BARE_EXCEPTION.fullmatch(_norm_body(lines[i])) is None:
+            continue
+        src = _own_frame_code(lines, i)
+        if src is not None and src < i - 2 and src not in out:
+            out.append(src)
+    return out
+
+
+def _own_frame_code(lines: Sequence[str], i: int) -> int | None:
+    """The index of the code line of the last traceback frame above the exception line ``i`` that is not in a
+    library's file, when the last frame is in one; else None."""
+    frames = []
+    for k in range(i - 1, max(-1, i - _FRAMES_UP), -1):
+        body = _body(lines[k])
+        if body.strip() and not body[:1].isspace():
+            break  # the traceback's head
+        if body.lstrip().startswith('File "'):
+            frames.append(k)
+    if not frames or not any(d in lines[frames[0]] for d in _LIBRARY_DIRS):
+        return None
+    own = next((k for k in frames if not any(d in lines[k] for d in _LIBRARY_DIRS)), None)
+    if own is None or own + 1 >= i:
+        return None
+    code = _body(lines[own + 1])
+    return own + 1 if code.strip() and code[:1].isspace() and not code.lstrip().startswith('File "') else None
 
 
 #: torchrun's start-up warning when it starts several local workers (torch/distributed/run.py).
