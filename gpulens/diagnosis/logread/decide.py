@@ -316,6 +316,8 @@ def earlier_root(d: Diagnosis, lines: Sequence[str], floor: int, start: int, rul
         return _nccl_warned(d, lines, floor, start, rules)
     if d.rule_id in _DEVICE_ASSERT_RULES and any("device-side assert" in e for e in d.evidence[:1]):
         return _kernel_asserted(d, lines, floor, start, rules)
+    if d.rule_id in _SDPA_RULES:
+        return _sdpa_unbuilt(d, lines, floor, start, rules)
     lost = _spawn_lost_child(d, lines, start)
     if lost is None and d.rule_id not in AFTERMATH_RULES:
         return d
@@ -389,6 +391,31 @@ def _kernel_asserted(d: Diagnosis, lines: Sequence[str], floor: int, start: int,
         return d
     first = min(root, key=lambda m: m.position)
     return _cause_of(d, first, f"the kernel's own assertion names the check that failed ({first.rule.id})")
+
+
+#: scaled_dot_product_attention's bare "No available kernel. Aborting execution." (rule ids), and the
+#: warning torch prints at the first call when the build lacks a kernel (pytorch
+#: aten/src/ATen/native/transformers/cuda/sdp_utils.cpp: "Torch was not compiled with flash attention." /
+#: "... memory efficient attention."), a warning among the others above the traceback.
+_SDPA_RULES = frozenset({"torch-sdpa-no-kernel"})
+_SDPA_BUILD_KEYS = ("Torch was not compiled with ",)
+#: The rule that reads the error together with that warning.
+_SDPA_UNBUILT_RULE = "torch-sdpa-not-compiled"
+#: Lines above the error context searched for the warning (the job's own start-up lines come between).
+_SDPA_LOOKBACK = 2000
+
+
+def _sdpa_unbuilt(d: Diagnosis, lines: Sequence[str], floor: int, start: int, rules: tuple[Rule, ...]) -> Diagnosis:
+    """For SDPA's "No available kernel" (``d``), the build that lacks the kernel when torch warned so
+    above it in the attempt (README C7: a build without kernels for the job's request), else ``d``."""
+    found = find_keys(lines, _SDPA_BUILD_KEYS, max(floor, start - _SDPA_LOOKBACK), start)
+    if not found or not d.evidence:
+        return d
+    text = "\n".join([logs.normalize_line(lines[found[0]]), d.evidence[0]])
+    root = [m for m in match_rules(text, rules) if m.rule.id == _SDPA_UNBUILT_RULE]
+    if not root:
+        return d
+    return _cause_of(d, root[0], "torch warned above the error that this build has no such kernel")
 
 
 def _missing_input(d: Diagnosis, lines: Sequence[str], floor: int, start: int, rules: tuple[Rule, ...]) -> Diagnosis:
