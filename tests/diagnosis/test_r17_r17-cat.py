@@ -175,3 +175,44 @@ def test_hub_id_that_does_not_exist_is_the_jobs_setting(clf: Classifier) -> None
     frames = ['  File "/opt/py/site-packages/transformers/utils/hub.py", line 469, in cached_file',
               "    raise EnvironmentError("]
     assert _answer(_traceback(frames, err), clf) == ("checkpoint_error", "user")
+
+
+def test_bare_device_side_assert_is_the_jobs_value(clf: Classifier) -> None:
+    """C7: CUDA's bare "device-side assert triggered" (cudaErrorAssert) with no kernel assertion text:
+    the assert checks an index or value the job passed (user), not a library's fault."""
+    frames = ['  File "/home/u/proj/models/decoder.py", line 61, in forward',
+              "    logits = self.head(x).gather(-1, idx)"]
+    lines = ["[TRAIN] [016200] loss_model: 154.433",
+             *_traceback(frames, ["RuntimeError: CUDA error: device-side assert triggered"])]
+    assert _answer(lines, clf) == ("cuda_error", "user")
+
+
+def test_lightning_without_a_gpu_backend_names_no_party(clf: Classifier) -> None:
+    """C7/O1: Lightning's accelerator_connector.py _choose_gpu_accelerator_backend ("No supported gpu
+    backend found!") says no CUDA or MPS device is visible, not whether the env's build or the node
+    lacks it: cuda_env_error, unknown."""
+    frames = ['  File "/opt/py/site-packages/lightning/pytorch/trainer/connectors/accelerator_connector.py", '
+              "line 357, in _choose_gpu_accelerator_backend",
+              '    raise MisconfigurationException("No supported gpu backend found!")']
+    err = ["lightning.fabric.utilities.exceptions.MisconfigurationException: No supported gpu backend found!"]
+    assert _answer(_traceback(frames, err), clf) == ("cuda_env_error", "unknown")
+
+
+_TF_DEVICE = ["I tensorflow/core/common_runtime/gpu/gpu_device.cc:1433] Found device 0 with properties: ",
+              "name: Tesla K80 major: 3 minor: 7 memoryClockRate(GHz): 0.8235", "pciBusID: 0000:00:1e.0"]
+_TF_OOM = ["tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with "
+           "shape[25088,4096] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc"]
+
+
+def test_tf_oom_on_a_gpu_taken_before_the_job_names_no_party(clf: Classifier) -> None:
+    """O1/C7: TensorFlow 1.x's device line (gpu_device.cc: "totalMemory: ... freeMemory: ...") shows
+    the GPU mostly taken before the job allocated anything: the OOM's party is whoever held it,
+    which the log does not name."""
+    lines = [*_TF_DEVICE, "totalMemory: 11.17GiB freeMemory: 450.38MiB", *_traceback([], _TF_OOM)]
+    assert _answer(lines, clf) == ("gpu_oom", "unknown")
+
+
+def test_tf_oom_on_a_free_gpu_stays_the_jobs(clf: Classifier) -> None:
+    """C7: the same OOM on a device that was free at start is the job's own size (user)."""
+    lines = [*_TF_DEVICE, "totalMemory: 11.17GiB freeMemory: 11.03GiB", *_traceback([], _TF_OOM)]
+    assert _answer(lines, clf) == ("gpu_oom", "user")
