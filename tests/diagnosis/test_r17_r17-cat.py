@@ -60,6 +60,13 @@ def test_datasetdict_without_the_split_is_the_jobs_input_setting(clf: Classifier
     assert _answer(lines, clf) == ("incorrect_input", "user")
 
 
+def test_datasetdict_split_missing_with_python_311_carets(clf: Classifier) -> None:
+    """C5: Python 3.11+ marks the failing expression with carets under the frame's source line."""
+    frames = ['  File "/opt/py/site-packages/datasets/dataset_dict.py", line 72, in __getitem__',
+              "    return super().__getitem__(k)", "           ^^^^^^^^^^^^^^^^^^^^^^"]
+    assert _answer(_traceback(frames, ["KeyError: 'validation'"]), clf) == ("incorrect_input", "user")
+
+
 def test_datasets_unknown_split_message(clf: Classifier) -> None:
     """C5: datasets' builder ("Unknown split ... Should be one of [...]") names the splits it has."""
     err = ['ValueError: Unknown split "validation". Should be one of [\'train\', \'test\'].']
