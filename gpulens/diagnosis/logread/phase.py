@@ -861,6 +861,10 @@ _EVAL_REPORT = re.compile(r"(?i)(?<![a-z])(?:eval\w*|valid\w*|val)(?![a-z])[^\n]
 _VALUE_LINE = re.compile(r"[A-Za-z)\]][^\n]{0,80}?[:=|]\s*\[?\s*[-+]?\d*\.?\d")
 #: A decimal value; one before the evaluation word is a training metric of the same line ("loss 0.3 | val_acc 0.8").
 _DECIMAL = re.compile(r"\d\.\d")
+#: A training step's line, as loops print one after each logged step: an iteration or step counter and a loss
+#: ("Epoch: 45 Iter: 3 Acc: 0.66 Loss: 1.77", "step 120 | loss 2.31"; P2 (b)). Read back from a kill, it ends the
+#: search for an evaluation's report: the loop stepped after the report, the pass had ended (P4).
+_TRAIN_STEP_LINE = re.compile(r"(?i)\b(?:iter\w*|step)\b\W{0,3}\d[^\n]{0,120}?\bloss\b\W{0,3}[-+]?\d")
 #: Report lines read back from a kill (a report of several lines, one a metric).
 _REPORT_LINES = 6
 #: A launcher's reaction to a signal (torchrun's agent: "Received 15 death signal, shutting down workers",
@@ -891,8 +895,8 @@ def _evaluation_reported(lines: Sequence[str], floor: int, top: int) -> bool:
             # Megatron's report is read as its evaluation's end (:func:`_evaluating`)
         if (m := _EVAL_REPORT.search(text)) is not None and _DECIMAL.search(text, 0, m.start()) is None:
             return True
-        if _VALUE_LINE.search(text) is None:
-            return False
+        if _VALUE_LINE.search(text) is None or _TRAIN_STEP_LINE.search(text) is not None:
+            return False  # no report's line; or a training step's line after the report: the loop went on (P4)
         seen += 1
         if seen >= _REPORT_LINES:
             return False
