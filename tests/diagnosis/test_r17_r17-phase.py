@@ -34,3 +34,26 @@ def test_a_kill_right_after_a_validation_report_is_still_evaluation() -> None:
     ]
     at = len(lines) - 1
     assert phase_of(lines, at, lines[at - 5:at + 1], 0, "4") == "evaluation"
+
+
+def test_a_model_train_call_inside_a_validate_driver_is_the_first_step(rules: Classifier) -> None:
+    """P1 + P2: the job's driver ``validate(model, args)`` runs each epoch by calling the model's ``train(data)``
+    (a compiled Theano function below it); the innermost function that names an activity is ``train``, and the
+    failure comes after the epoch table's header, before any epoch row: ``first_step``, not ``evaluation``."""
+    text = "\n".join([
+        "Compiling functions...",
+        "Compiling done.",
+        "training the model...",
+        "dset  epoch      mcost      mtime       cerr       f1",
+        "Traceback (most recent call last):",
+        *_frame("src/run.py", 300, "<module>", "main()"),
+        *_frame("src/run.py", 290, "main", "validator.validate(net, args)"),
+        *_frame("src/run.py", 150, "validate", "mcost, pred = getattr(net, funcname)(dat)"),
+        *_frame("/src/model.py", 210, "train", "cost = sum(self.train_fn(*b) for b in batches)"),
+        *_frame("/src/model.py", 210, "<genexpr>", "cost = sum(self.train_fn(*b) for b in batches)"),
+        *_frame("/opt/lib/python2.7/site-packages/theano/compile/function_module.py", 606, "__call__",
+                "storage_map=self.fn.storage_map)"),
+        "MemoryError: Error allocating 531025920 bytes of device memory (out of memory).",
+        "Apply node that caused the error: GpuDot22(GpuReshape{2}.0, GpuReshape{2}.0)",
+    ])
+    assert diagnose_text(text, rules).phase == "first_step"

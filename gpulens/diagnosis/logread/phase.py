@@ -1492,6 +1492,13 @@ _TRAIN_FUNC = re.compile(r"(?i)^_*(?:train(?:ing)?_(?:step|epoch|one_epoch|batch
                          r"|train_one_epoch|backward|optimizer_step|fit_epoch)$")
 
 
+#: A function named for training alone (a model class's ``train(data)``, the job's ``train()``): inside an
+#: evaluation-named caller (a driver's ``validate(model, args)`` that trains and scores each epoch) it is what ran (P1:
+#: the innermost frame that names an activity decides, as :data:`_TRAIN_FUNC`'s do). Not ``fit`` (scikit-learn's
+#: ``cross_validate`` -> ``fit`` is a model selection's scoring).
+_TRAIN_NAME = re.compile(r"(?i)^_*train(?:ing)?$")
+
+
 #: A training step's own function (the Hugging Face Trainer's ``training_step``, Lightning's, Keras' ``train_step``,
 #: ``optimizer_step``, ``backward``): what it calls is part of the step (TRL's GRPO ``training_step`` ->
 #: ``_prepare_inputs`` -> ``_generate_and_score_completions`` scores rewards, it does not evaluate); an
@@ -1510,7 +1517,7 @@ def _in_eval(frames: Sequence[str]) -> bool:
     for f in reversed(funcs if step is None else funcs[:step]):
         if f == "<module>" or _NOT_EVAL_FUNC.search(f):
             continue
-        if _TRAIN_FUNC.match(f):
+        if _TRAIN_FUNC.match(f) or _TRAIN_NAME.match(f):
             return False
         if _EVAL_FUNC.search(f) and "train" not in f.lower():
             return True
