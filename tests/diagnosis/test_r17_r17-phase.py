@@ -57,3 +57,45 @@ def test_a_model_train_call_inside_a_validate_driver_is_the_first_step(rules: Cl
         "Apply node that caused the error: GpuDot22(GpuReshape{2}.0, GpuReshape{2}.0)",
     ])
     assert diagnose_text(text, rules).phase == "first_step"
+
+
+_BANNER = ["*****************************************",
+           "Setting OMP_NUM_THREADS environment variable for each process to be 1 in default, to avoid your system "
+           "being overloaded, please further tune the variable for optimal performance in your application as needed. ",
+           "*****************************************"]
+_EARLIER_LAUNCH = [
+    "WARNING:torch.distributed.run:", *_BANNER,
+    "Epoch: [12]  [ 390/1000]  eta: 0:05:00  lr: 0.000100  loss: 0.4100 (0.4200)  time: 0.5000  data: 0.0010",
+    "Epoch: [12]  [ 400/1000]  eta: 0:04:55  lr: 0.000100  loss: 0.4000 (0.4200)  time: 0.5000  data: 0.0010",
+    "Traceback (most recent call last):",
+    *_frame("train.py", 409, "<module>", "main(args)"),
+    *_frame("train.py", 300, "main", "train_one_epoch(model, criterion, optimizer, data_loader, device, epoch)"),
+    *_frame("train.py", 57, "train_one_epoch", "scaler.scale(loss).backward()"),
+    "KeyboardInterrupt",
+    "WARNING:torch.distributed.elastic.agent.server.api:Received 2 death signal, shutting down workers",
+]
+
+
+def test_ctrl_c_right_after_torchruns_logged_banner_is_startup() -> None:
+    """P9 + P11: a screen log of several torchrun launches; the last one logs its banner (``torch/distributed/run.py``
+    ``log.warning``, header "WARNING:torch.distributed.run:") and the workers' distributed init, then Ctrl-C: the
+    traceback and steps above the banner are the earlier launch's, this one never reached its loop."""
+    lines = [*_EARLIER_LAUNCH,
+             "WARNING:torch.distributed.run:", *_BANNER,
+             *(f"| distributed init (rank {r}): env://" for r in range(4)),
+             "^CWARNING:torch.distributed.elastic.agent.server.api:Received 2 death signal, shutting down workers",
+             "WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 101 closing signal SIGINT"]
+    at = len(lines) - 2
+    assert phase_of(lines, at, lines[at - 5:at + 2], 0, None) == "startup"
+
+
+def test_torch_distributed_launchs_printed_banner_after_the_steps_is_no_start() -> None:
+    """The older ``torch.distributed.launch`` printed its banner with ``print`` (no logging header): a file receives
+    it at the launcher's exit, after its workers' steps; the kill after it still takes the steps' phase (P9)."""
+    lines = ["2023-04-06 14:11:03,467 - mmdet - INFO - Epoch [2][50/2439]\tlr: 1.000e-04, eta: 3 days, time: 18.1, loss: 0.52",
+             "2023-04-06 14:26:12,864 - mmdet - INFO - Epoch [2][100/2439]\tlr: 1.000e-04, eta: 3 days, time: 18.1, loss: 0.51",
+             *_BANNER,
+             "Killing subprocess 15914",
+             "Main process received SIGTERM, exiting"]
+    at = len(lines) - 1
+    assert phase_of(lines, at, lines[at - 5:at + 1], 0, "100") == "training"

@@ -157,7 +157,15 @@ def own_step(phase: str, step: str | None) -> str | None:
 #: ``torch.distributed.launch``'s) banner, ``wandb.init``'s. A job script that runs several
 #: programs (pre-training, then fine-tuning, then evaluation) prints them again for each; a wandb
 #: sweep agent (``wandb/wandb_agent.py``) logs "Agent starting run with config:" before each run it starts.
-_RUN_START_KEYS = ("Tracking run with wandb version", "Agent starting run with config")
+_RUN_START_KEYS = ("Tracking run with wandb version", "Agent starting run with config", "Setting OMP_NUM_THREADS environment")
+#: torchrun's banner (``torch/distributed/run.py`` ``config_from_args``: ``log.warning("\n*****...\nSetting
+#: OMP_NUM_THREADS environment variable for each process to be %s in default, ...")``), logged to stderr before its
+#: agent starts any worker: its logging header stands alone two lines above ("WARNING:torch.distributed.run:",
+#: "WARNING:__main__:" under ``python -m``, torch 2's "W1125 03:18:11.655000 2637899 torch/distributed/run.py:803] ").
+#: The older ``torch.distributed.launch`` printed the same text with ``print`` to a block-buffered stdout, which a
+#: file receives at the launcher's exit, after its workers' lines: no start there.
+_TORCHRUN_HEADER = re.compile(r"(?:^|\^C)(?:WARNING:[\w.]+:|W\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ \S*run\.py:\d+\])\s*$")
+_TORCHRUN_KEY = _RUN_START_KEYS[-1]
 
 
 #: Training progress lines after a completion line that show the run went on past it (one line may be
@@ -173,8 +181,15 @@ def run_start(lines: Sequence[str], floor: int, before: int, reach: int) -> int:
     """The index of the last program start (``_RUN_START_KEYS``) in the ``reach`` lines before
     ``before`` (not before ``floor``), else ``floor``: the steps printed before it are another
     program's."""
-    got = last_matching(lines, _RUN_START_KEYS, lambda ln: True, max(floor, before - reach), before)
-    return got[0] if got else floor
+    for i in reversed(find_keys(lines, _RUN_START_KEYS, max(floor, before - reach), before)):
+        if _TORCHRUN_KEY not in lines[i] or _logged_banner(lines, i):
+            return i
+    return floor
+
+
+def _logged_banner(lines: Sequence[str], at: int) -> bool:
+    """Whether torchrun's banner line at ``at`` was logged (its header two lines above, :data:`_TORCHRUN_HEADER`)."""
+    return at >= 2 and _TORCHRUN_HEADER.search(lines[at - 2].rstrip()) is not None
 
 
 def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: int = 0,
@@ -182,7 +197,8 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     """The phase of a failure at index ``failure``; ``region``: the error lines around it (the
     traceback that holds it is read from ``lines`` when there is one); ``floor``: the index where
     the failed attempt starts; ``step``: the last step before it."""
-    failure, tb_start, tb = _failing_traceback(lines, failure, floor)
+    # the failure's traceback, not one an earlier program printed before this one's start
+    failure, tb_start, tb = _failing_traceback(lines, failure, run_start(lines, floor, failure, _RUN_LOOKBACK))
     top = tb_start if tb_start is not None else failure
     if _never_started(lines, failure, tb):
         return "startup"
