@@ -99,3 +99,39 @@ def test_torch_distributed_launchs_printed_banner_after_the_steps_is_no_start() 
              "Main process received SIGTERM, exiting"]
     at = len(lines) - 1
     assert phase_of(lines, at, lines[at - 5:at + 1], 0, "100") == "training"
+
+
+def _keras_fit_oom() -> list[str]:
+    lib = "/home/u/.local/lib/python3.8/site-packages/tensorflow/python"
+    return ["Traceback (most recent call last):",
+            *_frame("grid.py", 90, "<module>", "model.train_dev()"),
+            *_frame("/src/models/model.py", 305, "train_dev", "self.model.fit(seq, epochs=self.epochs, verbose=0)"),
+            *_frame(f"{lib}/keras/engine/training.py", 1100, "fit", "tmp_logs = self.train_function(iterator)"),
+            *_frame(f"{lib}/eager/def_function.py", 828, "__call__", "result = self._call(*args, **kwds)"),
+            *_frame(f"{lib}/eager/execute.py", 60, "quick_execute", "inputs, attrs, num_outputs)"),
+            "tensorflow.python.framework.errors_impl.ResourceExhaustedError:  OOM when allocating tensor with "
+            "shape[2048,60000] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc"]
+
+
+def _data_bar(total: int) -> str:
+    return (f"Building sequences:   0%|          | 0/{total} [00:00<?, ?it/s]"
+            f"Building sequences: 100%|##########| {total}/{total} [00:09<00:00, 400.00it/s]")
+
+
+def test_keras_fit_oom_after_a_data_bar_and_no_keras_line_is_the_first_step() -> None:
+    """P2 + P3: tf.keras' ``Model.fit`` calls ``self.train_function(iterator)`` once per step
+    (``keras/engine/training.py``); with ``verbose=0`` it prints no epoch or step line. The only bar above is the job's
+    data preparation, which counts no training step: the OOM in the first call is ``first_step``."""
+    lines = ["loading data", _data_bar(3707), *_keras_fit_oom()]
+    at = len(lines) - 1
+    assert phase_of(lines, at, lines[at - 5:at + 1], 0, "3707") == "first_step"
+
+
+def test_keras_fit_oom_after_keras_step_lines_is_training() -> None:
+    """P2 (a): Keras' own progress (``Epoch 2/20``, ``Progbar`` lines "k/N [==>...] - ETA: ... - loss: ...") shows
+    completed steps: ``training``."""
+    lines = ["loading data", _data_bar(3707), "Epoch 1/20",
+             "100/100 [==============================] - 12s 120ms/step - loss: 0.6931", "Epoch 2/20",
+             " 12/100 [==>...........................] - ETA: 10s - loss: 0.6000", *_keras_fit_oom()]
+    at = len(lines) - 1
+    assert phase_of(lines, at, lines[at - 5:at + 1], 0, "12") == "training"

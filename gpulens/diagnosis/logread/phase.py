@@ -991,6 +991,8 @@ def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str],
     if (table := _table_step(lines, floor, top)) is not None:  # a metric table's last row names its step
         return "first_step" if to_float(table[1]) == 0 else "training"
     steps = progress_count(lines, floor, top, 4)
+    if steps > 0 and frames is not None and _keras_step(frames) and not _keras_progress(lines, floor, top):
+        steps = 0  # Keras counts its steps in its own lines: another bar (a data set's preparation) is no step
     if frames is not None and steps > 0 and _results_after_progress(lines, floor, top) and not _bar_short(lines, floor, top):
         return "shutdown"  # the run printed its final results, then failed
     if steps == 0:
@@ -1612,12 +1614,41 @@ _EPOCH_FUNC = re.compile(r"(?i)^_*(?:train(?:ing)?_(?:one_)?epoch|run_(?:train_)
 _BACKWARD_FUNCS = frozenset(("backward", "_engine_run_backward"))
 
 
+#: Keras' training loop calling one step, as the frame's source line shows it: tf.keras' and Keras 3's ``Model.fit``
+#: (``keras/engine/training.py``, ``keras/src/backend/tensorflow/trainer.py``: ``for step in
+#: data_handler.steps(): callbacks.on_train_batch_begin(step); tmp_logs = self.train_function(iterator)``), Keras 2.0-2.3's
+#: ``fit_loop`` (``keras/engine/training_arrays.py``: ``outs = fit_function(ins_batch)``) and ``fit_generator``
+#: (``training_generator.py``: ``outs = model.train_on_batch(...)``).
+_KERAS_STEP = re.compile(r"\bself\.train_function\(|\bfit_function\(|\.train_on_batch\(")
+#: A Keras source file's frame.
+_KERAS_FRAME = re.compile(r'File "[^"]*[/\\]keras[/\\][^"]*", line \d+, in (?:fit\w*|fit_loop)$')
+
+
+#: Keras' own progress lines: ``ProgbarLogger.on_epoch_begin``'s "Epoch 3/20", and the ``Progbar`` lines of its steps
+#: (``keras/utils/generic_utils.py`` ``Progbar.update``: " 12/100 [==>.....] - ETA: 1:02 - loss: 0.69", verbose=2's
+#: "100/100 - 3s - loss: 0.12"; Keras 3's bar of "━" characters).
+_KERAS_PROGRESS = re.compile(r"^\s*Epoch \d+/\d+\s*$|^\s*\d+/(?:\d+|Unknown) (?:\[[=>.]*\]|- \d)|━")
+
+
+def _keras_progress(lines: Sequence[str], floor: int, top: int) -> bool:
+    """Whether Keras printed a progress line (:data:`_KERAS_PROGRESS`) in ``lines[floor:top]``."""
+    return any(_KERAS_PROGRESS.search(_plain(on_screen(ln))) for ln in lines[floor:top])
+
+
+def _keras_step(frames: Sequence[str]) -> bool:
+    """Whether a frame of Keras' ``fit`` is stopped on the call of a training step (:data:`_KERAS_STEP`)."""
+    return any(_KERAS_FRAME.search(frames[k].rstrip()) is not None and _KERAS_STEP.search(frames[k + 1]) is not None
+               for k in range(len(frames) - 1) if "keras" in frames[k])
+
+
 def _in_step(frames: Sequence[str]) -> bool:
     """Whether the traceback runs inside a training step (a forward, a backward, an optimizer step,
     an epoch's loop) not called by a set-up function (:data:`_SETUP_FUNC`: a constructor's warm-up or
     profiling forward, vLLM's ``__init__`` -> ``_initialize_kv_caches`` -> ``profile_run``), or fetches a batch's items while iterating over
     a data set (a custom loader's thread, without torch's ``_next_data``); a ``__getitem__`` not reached by iterating (``datasets["validation"]``
     while setting up) is not a step."""
+    if _keras_step(frames):
+        return True
     funcs = _funcs(frames)
     built = next((k for k, f in enumerate(funcs) if _SETUP_FUNC.match(f)), len(funcs))
     if any(_STEP_FUNC.match(f) or _EPOCH_FUNC.match(f) for f in funcs[:built]):
