@@ -135,3 +135,25 @@ def test_keras_fit_oom_after_keras_step_lines_is_training() -> None:
              " 12/100 [==>...........................] - ETA: 10s - loss: 0.6000", *_keras_fit_oom()]
     at = len(lines) - 1
     assert phase_of(lines, at, lines[at - 5:at + 1], 0, "12") == "training"
+
+
+def _meter_line(batch: int) -> str:
+    meters = " | ".join(f"Loss/train_loss_{name}: 0.{batch:04d} (0.0456)" for name in ("objective", "camera", "T", "R", "FL",
+                                                                                         "depth", "conf", "grad"))
+    return (f"INFO 2025-10-22 21:50:{batch:02d},078 general.py: 117: Train Epoch: [0][{batch:>9}/1000000] | Batch Time: "
+            f"6.2167 (7.9205) | Data Time: 0.0630 (0.7591) | Mem (GB): 17.0000 (16.8974) | Time Elapsed: 00d 00h 06m | {meters}")
+
+
+def test_a_signal_after_long_progress_meter_lines_is_training() -> None:
+    """P2 (b) + P9: ``ProgressMeter`` lines of PyTorch's ImageNet example ("Epoch: [e][ k/M]", meters after it) with a
+    logging header and dozens of losses (the loss is past the line's head); at batch 39 torchrun's agent gets SIGINT:
+    the loop had stepped, ``training``."""
+    lines = ["INFO 2025-10-22 21:40:00,000 trainer.py: 80: Building dynamic dataloader with epoch: 0",
+             *(_meter_line(k) for k in range(30, 40)),
+             "W1022 21:50:54.847000 16074 site-packages/torch/distributed/elastic/agent/server/api.py:704] Received "
+             "Signals.SIGINT death signal, shutting down workers",
+             "W1022 21:50:54.852000 16074 site-packages/torch/distributed/elastic/multiprocessing/api.py:897] Sending "
+             "process 16131 closing signal SIGINT"]
+    assert len(lines[5]) > 400
+    at = len(lines) - 2
+    assert phase_of(lines, at, lines[at - 5:at + 2], 0, None) == "training"

@@ -159,6 +159,19 @@ def _saved_at_step(line: str) -> str | None:
 _TIMM_TRAIN = Guarded(r"(?:^|\s)Train(?: Epoch)?: \d+ \[\s*(\d+)/\d+ \(\s*\d+%\)\]", ("Train: ", "Train Epoch: "))
 
 
+#: The ``ProgressMeter`` line of PyTorch's ImageNet example (``pytorch/examples`` ``imagenet/main.py``: ``prefix="Epoch:
+#: [{}]".format(epoch)``, ``batch_fmtstr`` "[{:Nd}/M]", then its meters joined by a tab), copied with " | " between meters
+#: and a logging header in front ("INFO ... Train Epoch: [0][     38/1000000] | Batch Time: 6.2 (7.9) | ..."): printed
+#: after a batch's step, its meters (dozens of losses) can push the loss past the line's head.
+_PROGRESS_METER = re.compile(r"\b[Ee]poch: \[\s*\d+\s*\]\s*\[\s*(\d+)\s*/\s*\d+\s*\](?:\t| \| )")
+
+
+def _progress_meter(line: str) -> str | None:
+    """The batch count of a ``ProgressMeter`` line (:data:`_PROGRESS_METER`) read in the line's head, if it is one."""
+    m = _PROGRESS_METER.search(line[:HEAD]) if "poch: [" in line[:HEAD] else None
+    return m.group(1) if m else None
+
+
 def _timm_update(line: str) -> str | None:
     """The update index of a timm ``Train:`` line, or the samples done of an OpenCLIP ``Train Epoch:`` line."""
     return _first_group(_TIMM_TRAIN, line[:HEAD])
@@ -191,7 +204,7 @@ def step_in(line: str) -> str | None:
     if not is_progress(line[-400:]):
         end = _hidden_progress(line)
     if end is None:
-        return None
+        return _progress_meter(line)
     if _is_setting(end) or _prose(line, end):
         return None
     for rx in _STEP_RES:
@@ -307,7 +320,7 @@ def step_progress(line: str) -> bool:
     if not is_progress(line):
         end = _hidden_progress(line)
     if end is None:
-        return False
+        return _progress_meter(line) is not None
     if "Warning" in line or "warn" in line:
         return False
     if not any(c.isdigit() for c in end) or _is_setting(end):
