@@ -157,3 +157,32 @@ def test_a_signal_after_long_progress_meter_lines_is_training() -> None:
     assert len(lines[5]) > 400
     at = len(lines) - 2
     assert phase_of(lines, at, lines[at - 5:at + 2], 0, None) == "training"
+
+
+def test_a_results_write_after_training_complete_and_wandbs_footer_is_shutdown(rules: Classifier) -> None:
+    """P10: PyTorch's transfer-learning tutorial loop ends "Training complete in 5207m 6s" / "Best val Acc: ...";
+    ``wandb.finish`` then prints its footer (a line a metric of the run history and summary, ``wandb/sdk/wandb_run.py``),
+    and only then the traceback of the job writing its result file: the run's end is above the footer, ``shutdown``."""
+    metrics = [f"train_batches/metric_{k}" for k in range(14)]
+    text = "\n".join([
+        *(f" - Batch Number {b} -> Loss: 1.2{b % 10} Accuracy: 0.4{b % 10}" for b in range(380, 415, 5)),
+        "train Loss: 1.2613 Acc: 0.4753",
+        "val Loss: 1.3216 Acc: 0.4169",
+        "Training complete in 5207m 6s",
+        "Best val Acc: 0.443178",
+        "Model saved at /home/u/weights/run_12",
+        "wandb: Waiting for W&B process to finish... (failed 1). Press Control-C to abort syncing.",
+        "wandb: Run history:",
+        *(f"wandb: {m:>30} \u2581\u2582\u2583\u2585\u2587\u2588" for m in metrics),
+        "wandb: ",
+        "wandb: Run summary:",
+        *(f"wandb: {m:>30} 0.4{k}" for k, m in enumerate(metrics)),
+        "wandb: ",
+        "wandb: Synced 5 W&B file(s), 0 media file(s), 0 artifact file(s) and 0 other file(s)",
+        "wandb: Find logs at: ./wandb/run-20230530_140419-yq9u5l15/logs",
+        "Traceback (most recent call last):",
+        *_frame("main.py", 181, "<module>", "run_experiment()"),
+        *_frame("main.py", 166, "run_experiment", "with open(f_labels, 'w') as f:"),
+        "FileNotFoundError: [Errno 2] No such file or directory: '/home/u/logs/test_results/ranks/ranks_train.json'",
+    ])
+    assert diagnose_text(text, rules).phase == "shutdown"

@@ -301,13 +301,29 @@ def _run_end_above(lines: Sequence[str], floor: int, top: int) -> tuple[int | No
     last completion line (None when training steps went on after it without a next stage announced: one
     epoch's or stage's end, "Finish training epoch 9." then epoch 10's), and the first announcement of
     the job's next program after it (:func:`_next_stage`)."""
-    done = _completion_above(lines, max(floor, top - _LOOKBACK), top)
+    done = _completion_above(lines, _own_lines_back(lines, floor, top), top)
     if done is None:
         return None, None
     stage = _next_stage(lines, done, top)
     if stage is None and progress_count(lines, done + 1, top, _WENT_ON) >= _WENT_ON:
         return None, None
     return done, stage
+
+
+#: The most lines of a tracker's footer passed over (wandb's run history and summary: one line a metric).
+_FOOTER_REACH = 400
+
+
+def _own_lines_back(lines: Sequence[str], floor: int, top: int) -> int:
+    """Where the last ``_LOOKBACK`` lines before ``top`` start, wandb's lines not counted: ``wandb.finish`` (at the
+    program's exit, ``wandb/sdk/wandb_run.py`` ``_footer``) prints "wandb: Run history:", a line a metric, "wandb: Run
+    summary:", another line a metric, "wandb: Synced ...", between the program's last line and its traceback."""
+    k, own = top, 0
+    while k > floor and own < _LOOKBACK and top - k < _LOOKBACK + _FOOTER_REACH:
+        k -= 1
+        if not ranks.launcher_text(on_screen(lines[k])).lstrip().startswith("wandb:"):
+            own += 1
+    return k
 
 
 def _after_run_end(lines: Sequence[str], done: int, top: int, tb: Sequence[str] | None) -> str:
