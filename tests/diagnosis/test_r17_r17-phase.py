@@ -186,3 +186,34 @@ def test_a_results_write_after_training_complete_and_wandbs_footer_is_shutdown(r
         "FileNotFoundError: [Errno 2] No such file or directory: '/home/u/logs/test_results/ranks/ranks_train.json'",
     ])
     assert diagnose_text(text, rules).phase == "shutdown"
+
+
+def _eval_run() -> list[str]:
+    bar = "".join(f"Evaluating: {k * 100 // 834:3d}%|#####     | {k}/834 [26:22<00:01,  1.83s/it]\r" for k in (1, 417, 833))
+    return ["[exp1] running: python run_bench.py --model=./models/m --dataset=aircraft-102",
+            "Loading checkpoint shards: 100%|##########| 7/7 [00:40<00:00,  5.70s/it]",
+            bar + "Evaluating: 100%|##########| 834/834 [26:23<00:00,  1.57s/it]",
+            "{'generation_failures': 0.0, 'accuracy': 0.6408640864086409}",
+            "#################################"]
+
+
+def test_the_job_scripts_syntax_error_after_the_programs_results_is_shutdown(rules: Classifier) -> None:
+    """P10: bash reports its own error in the job script ("run_evaluate.sh: line 436: syntax error near unexpected
+    token", ``parse.y``) after the evaluation program finished its bar and printed its results: the script's commands
+    after the program, ``shutdown`` (the script's name, ``run_evaluate``, names no activity going on)."""
+    text = "\n".join([*_eval_run(), "/home/u/proj/scripts/run_evaluate.sh: line 436: syntax error near unexpected token `('"])
+    assert diagnose_text(text, rules).phase == "shutdown"
+
+
+def test_a_killed_report_of_the_program_after_its_bar_is_no_script_error() -> None:
+    """bash's job-control report of the child's death ("run.sh: line 141: 450336 Killed   python ...") is the
+    program's end, not the script's own error: it is not read as the script failing after the program."""
+    lines = [*_eval_run()[:3], "run_eval.sh: line 141: 450336 Killed                  python run_bench.py --model=./m"]
+    at = len(lines) - 1
+    assert phase_of(lines, at, lines[at - 3:at + 1], 0, "834") != "shutdown"
+
+
+def test_the_job_scripts_error_before_any_program_output_is_startup(rules: Classifier) -> None:
+    """P3: bash's own error in the script before the program printed anything: nothing ran yet, ``startup``."""
+    text = "\n".join(["Job started on node gpu01", "/var/spool/slurmd/job4242/slurm_script: line 12: conda: command not found"])
+    assert diagnose_text(text, rules).phase == "startup"

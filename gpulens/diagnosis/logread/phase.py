@@ -577,7 +577,20 @@ def _failure_text(lines: Sequence[str], failure: int) -> str:
     command line cut): what the failure itself names. Not the lines above it, where a config dump
     (``'val_batch_size': None``), a tracker's run summary (``wandb: val_accuracy 0.49``) or any
     earlier stage's output may name an evaluation that was not going on."""
-    return "\n".join(_job_report_cut(logs.normalize_line(on_screen(ln))) for ln in lines[failure:failure + _FAILURE_LINES])
+    return "\n".join(_SHELL_ERROR.sub("", _job_report_cut(logs.normalize_line(on_screen(ln))))
+                     for ln in lines[failure:failure + _FAILURE_LINES])
+
+
+#: bash's report of its own error in a script (``error.c``/``parse.y``: "%s: line %d: " with the script's name, then
+#: "syntax error near unexpected token `('", "foo: command not found", "x: unbound variable"), not its job-control
+#: report of a child's death ("run.sh: line 141: 450336 Killed    python train.py", a process id after the prefix).
+#: The script's name says nothing of what the program was doing (``run_evaluate.sh`` also trains).
+_SHELL_ERROR = re.compile(r"^\S+: line \d+: (?=[^\s\d])")
+
+
+def _shell_error(line: str) -> bool:
+    """Whether ``line`` is bash's report of an error in the job's own script (:data:`_SHELL_ERROR`)."""
+    return ": line " in line and _SHELL_ERROR.match(logs.normalize_line(on_screen(line))) is not None
 
 
 #: What trainers log just before they read or write a checkpoint: the Hugging Face Trainer's "Loading
@@ -1009,8 +1022,10 @@ def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str],
     steps = progress_count(lines, floor, top, 4)
     if steps > 0 and frames is not None and _keras_step(frames) and not _keras_progress(lines, floor, top):
         steps = 0  # Keras counts its steps in its own lines: another bar (a data set's preparation) is no step
-    if frames is not None and steps > 0 and _results_after_progress(lines, floor, top) and not _bar_short(lines, floor, top):
-        return "shutdown"  # the run printed its final results, then failed
+    scripted = top < len(lines) and _shell_error(lines[top])  # the job script's own error after its program
+    if (frames is not None or scripted) and steps > 0 and _results_after_progress(lines, floor, top) \
+            and not _bar_short(lines, floor, top):
+        return "shutdown"  # the run printed its final results, then failed (or the job script after it, P10)
     if steps == 0:
         return _without_steps(lines, floor, top, region, frames)
     done = _bar_done(lines, floor, top)
