@@ -217,3 +217,23 @@ def test_the_job_scripts_error_before_any_program_output_is_startup(rules: Class
     """P3: bash's own error in the script before the program printed anything: nothing ran yet, ``startup``."""
     text = "\n".join(["Job started on node gpu01", "/var/spool/slurmd/job4242/slurm_script: line 12: conda: command not found"])
     assert diagnose_text(text, rules).phase == "startup"
+
+
+def test_a_failure_in_the_scripts_argument_parsing_after_an_earlier_launchs_steps_is_startup() -> None:
+    """P3 + P11: a log appended over launches; the earlier one stepped, the last one fails in its own ``parse_args()``
+    (reading ``LOCAL_RANK``, which torchrun sets and a plain ``python`` does not): a program parses its arguments when
+    it starts, so the steps above are the earlier launch's, ``startup`` (not ``unknown``)."""
+    lines = ["epoch 1 step 10 loss 0.52", "epoch 1 step 20 loss 0.48", "epoch 1 step 30 loss 0.47",
+             "Traceback (most recent call last):",
+             *_frame("main.py", 121, "<module>", "main()"),
+             *_frame("main.py", 111, "main", "train(cfg, args.local_rank)"),
+             *_frame("/src/tasks/train.py", 90, "train_one_epoch", "loss = model(batch)"),
+             "RuntimeError: CUDA error: an illegal memory access was encountered",
+             "Traceback (most recent call last):",
+             *_frame("main.py", 123, "<module>", "main()"),
+             *_frame("main.py", 81, "main", "args = parse_args()"),
+             *_frame("main.py", 75, "parse_args", 'args.local_rank = int(os.environ["LOCAL_RANK"])'),
+             *_frame("/opt/lib/python3.8/os.py", 675, "__getitem__", "raise KeyError(key) from None"),
+             "KeyError: 'LOCAL_RANK'"]
+    at = len(lines) - 1
+    assert phase_of(lines, at, lines[at - 5:at + 1], 0, "30") == "startup"

@@ -288,9 +288,10 @@ def _setup_phase(lines: Sequence[str], floor: int, top: int, tb: Sequence[str]) 
     traceback after steps of the same program; None when it is no set-up traceback."""
     if _setting_up(tb):
         # with steps above: an earlier program's (then startup) or this one's next stage (then not):
-        # the evidence contradicts itself, no answer rather than a guess
+        # the evidence contradicts itself, no answer rather than a guess; arguments are parsed at the start only
         own = run_start(lines, floor, top, _RUN_LOOKBACK)  # the failing program's own lines
-        return "startup" if progress_count(lines, own, top, 1) == 0 else UNKNOWN
+        parsing = any(_PARSE_FUNC.match(f) for f in _funcs(tb))
+        return "startup" if parsing or progress_count(lines, own, top, 1) == 0 else UNKNOWN
     if _first_cuda_call(tb) or _model_summary(tb):
         return "startup"
     return None
@@ -656,9 +657,14 @@ def _announced_checkpoint(lines: Sequence[str], floor: int, top: int) -> str | N
 
 #: Functions that set a program up: a constructor (a trainer's, an engine's, a model's), DeepSpeed's
 #: ``initialize``, accelerate's ``prepare``, ``init_process_group``, ``setup``/``build_*`` helpers.
+#: The job's own argument parsing (P3): a script's ``parse_args()``/``parse_opt()``/``get_args()`` (argparse's
+#: ``parse_args`` below it), transformers' ``HfArgumentParser.parse_args_into_dataclasses``. A program parses its
+#: arguments once, when it starts: never a next stage of the same program.
+_PARSE = r"parse_(?:args|arguments|opts?|options)\w*|get_args"
+_PARSE_FUNC = re.compile(f"^(?:{_PARSE})$")
 _SETUP_FUNC = re.compile(r"^(?:__init__|__post_init__|initialize|_?init_(?:process_group|distributed\w*|model\w*|weights)"
                          r"|_?setup(?:_\w+)?|prepare(?:_model)?|_prepare_\w+|build_(?:model|optimizer|trainer|engine|dataset)\w*"
-                         r"|create_(?:model|optimizer|trainer)\w*|_configure_\w+)$")
+                         r"|create_(?:model|optimizer|trainer)\w*|_configure_\w+|" + _PARSE + ")$")
 #: Functions of a running loop (any word of training, stepping, iterating, evaluating, generating):
 #: a constructor called from one is not set-up.
 _LOOP_WORDS = re.compile(r"(?i)train|fit|loop|epoch|step|iter|__next__|forward|backward|eval|valid|test|predict|infer"
