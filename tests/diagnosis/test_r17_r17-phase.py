@@ -237,3 +237,31 @@ def test_a_failure_in_the_scripts_argument_parsing_after_an_earlier_launchs_step
              "KeyError: 'LOCAL_RANK'"]
     at = len(lines) - 1
     assert phase_of(lines, at, lines[at - 5:at + 1], 0, "30") == "startup"
+
+
+def _tf_saver_traceback(method: str, call: str) -> list[str]:
+    lib = "/home/u/.local/lib/python2.7/site-packages/tensorflow/python"
+    return ["Traceback (most recent call last):",
+            *_frame("caption.py", 25, "<module>", "sentence = utils.get_caption(feat)"),
+            *_frame("/src/utils.py", 117, "get_caption", call),
+            *_frame(f"{lib}/training/saver.py", 1686, method, "{self.saver_def.filename_tensor_name: save_path})"),
+            *_frame(f"{lib}/client/session.py", 895, "run", "run_metadata_ptr)"),
+            *_frame(f"{lib}/client/session.py", 1363, "_do_call", "raise type(e)(node_def, op, message)")]
+
+
+def test_tf1_saver_restore_is_checkpoint_load() -> None:
+    """P7: TF 1.x ``tf.train.Saver.restore`` (``tensorflow/python/training/saver.py``) reading the model the job trained
+    fails on a variable the checkpoint lacks: ``checkpoint_load``."""
+    lines = ["Using TensorFlow backend.", *_tf_saver_traceback("restore", "saver.restore(sess, model_path)"),
+             "NotFoundError: Key LSTM2/basic_lstm_cell/bias not found in checkpoint"]
+    at = len(lines) - 1
+    assert phase_of(lines, at, lines[at - 5:at + 1]) == "checkpoint_load"
+
+
+def test_tf1_saver_save_is_checkpoint_save() -> None:
+    """P6: ``tf.train.Saver.save`` writing the model: ``checkpoint_save``."""
+    lines = ["step 100, loss 0.41", "step 200, loss 0.37",
+             *_tf_saver_traceback("save", "saver.save(sess, './ckpt/model', global_step=step)"),
+             "ResourceExhaustedError: ./ckpt/model-200.data-00000-of-00001.tempstate; No space left on device"]
+    at = len(lines) - 1
+    assert phase_of(lines, at, lines[at - 5:at + 1], 0, "200") == "checkpoint_save"

@@ -1480,6 +1480,13 @@ _SERIAL_FRAME = re.compile(r'File "[^"]*(?:torch[/\\]serialization\.py|safetenso
                            r'", line \d+, in _?(save|load)')
 
 
+#: TensorFlow's own checkpoint save and restore: TF 1.x ``tf.train.Saver`` (``tensorflow/python/training/saver.py``,
+#: ``Saver.save``/``Saver.restore``) and TF 2's ``tf.train.Checkpoint`` (``training/tracking/util.py``, later
+#: ``checkpoint/checkpoint.py``: ``save``/``write``/``restore``/``read``).
+_TF_SAVER = re.compile(r'File "[^"]*tensorflow[/\\]python[/\\](?:training[/\\]saver|training[/\\]tracking[/\\]util'
+                       r'|checkpoint[/\\]checkpoint)\.py", line \d+, in (save|write|restore|read)\s*$')
+
+
 def _serializing(frames: Sequence[str]) -> str | None:
     """``checkpoint_save``/``checkpoint_load`` when the traceback runs through torch's or
     safetensors' own save or load (a user's ``torch.save(state, path)`` is an indented code line,
@@ -1487,6 +1494,8 @@ def _serializing(frames: Sequence[str]) -> str | None:
     ``DataLoader`` fetch): a sample or its features stored as a ``.pt`` file, read while training."""
     for k in range(len(frames) - 1, -1, -1):
         ln = frames[k]
+        if "tensorflow" in ln and (tf := _TF_SAVER.search(ln)) is not None:
+            return "checkpoint_save" if tf.group(1) in ("save", "write") else "checkpoint_load"
         if "serialization" in ln or "safetensors" in ln or "paddle" in ln:
             m = _SERIAL_FRAME.search(ln)
             if m is not None:
