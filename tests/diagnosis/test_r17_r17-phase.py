@@ -265,3 +265,20 @@ def test_tf1_saver_save_is_checkpoint_save() -> None:
              "ResourceExhaustedError: ./ckpt/model-200.data-00000-of-00001.tempstate; No space left on device"]
     at = len(lines) - 1
     assert phase_of(lines, at, lines[at - 5:at + 1], 0, "200") == "checkpoint_save"
+
+
+def test_deepspeeds_launcher_line_starts_the_next_stages_program() -> None:
+    """P11: a pipeline's stages each run under the DeepSpeed launcher, which logs "nnodes=1, num_local_procs=2,
+    node_rank=0" (``deepspeed/launcher/launch.py`` ``main``) before spawning its workers; the steps above it are the
+    previous stage's, and the next stage fails before any step of its own: ``startup``."""
+    lines = ["{'loss': 0.4123, 'learning_rate': 1e-05, 'epoch': 0.5}", "{'loss': 0.3987, 'learning_rate': 5e-06, 'epoch': 1.0}",
+             "{'train_runtime': 120.5, 'train_samples_per_second': 8.3, 'epoch': 1.0}",
+             "[2025-08-27 17:12:55,213] [INFO] [launch.py:145:main] WORLD INFO DICT: {'localhost': [6, 7]}",
+             "[2025-08-27 17:12:55,213] [INFO] [launch.py:151:main] nnodes=1, num_local_procs=2, node_rank=0",
+             "[2025-08-27 17:12:55,213] [INFO] [launch.py:163:main] dist_world_size=2",
+             "[rank0]: Traceback (most recent call last):",
+             *(f"[rank0]: {ln}" for ln in _frame("src/run.py", 616, "<module>", "main()")),
+             *(f"[rank0]: {ln}" for ln in _frame("src/run.py", 375, "main", "labels = label_map[data_args.task]")),
+             "[rank0]: KeyError: 'agnews'"]
+    at = len(lines) - 1
+    assert phase_of(lines, at, lines[at - 5:at + 1], 0, "1.0") == "startup"

@@ -156,8 +156,11 @@ def own_step(phase: str, step: str | None) -> str | None:
 #: Lines a program prints once when it starts, before any step of its own: torchrun's (and
 #: ``torch.distributed.launch``'s) banner, ``wandb.init``'s. A job script that runs several
 #: programs (pre-training, then fine-tuning, then evaluation) prints them again for each; a wandb
-#: sweep agent (``wandb/wandb_agent.py``) logs "Agent starting run with config:" before each run it starts.
-_RUN_START_KEYS = ("Tracking run with wandb version", "Agent starting run with config", "Setting OMP_NUM_THREADS environment")
+#: sweep agent (``wandb/wandb_agent.py``) logs "Agent starting run with config:" before each run it starts; DeepSpeed's
+#: per-node launcher (``deepspeed/launcher/launch.py`` ``main``) logs "nnodes=N, num_local_procs=N, node_rank=N" before
+#: it spawns its workers.
+_RUN_START_KEYS = ("Tracking run with wandb version", "Agent starting run with config", "num_local_procs=",
+                   "Setting OMP_NUM_THREADS environment")
 #: torchrun's banner (``torch/distributed/run.py`` ``config_from_args``: ``log.warning("\n*****...\nSetting
 #: OMP_NUM_THREADS environment variable for each process to be %s in default, ...")``), logged to stderr before its
 #: agent starts any worker: its logging header stands alone two lines above ("WARNING:torch.distributed.run:",
