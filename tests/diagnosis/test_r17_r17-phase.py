@@ -6,6 +6,7 @@ from __future__ import annotations
 from gpulens.diagnosis.classifier import Classifier
 from gpulens.diagnosis.logread import diagnose_text
 from gpulens.diagnosis.logread.phase import phase_of
+from gpulens.diagnosis.logread.steplines import step_progress
 
 
 def _frame(path: str, line: int, func: str, code: str) -> list[str]:
@@ -282,3 +283,20 @@ def test_deepspeeds_launcher_line_starts_the_next_stages_program() -> None:
              "[rank0]: KeyError: 'agnews'"]
     at = len(lines) - 1
     assert phase_of(lines, at, lines[at - 5:at + 1], 0, "1.0") == "startup"
+
+
+def test_a_checkpoint_loaded_at_a_step_from_a_dotted_path_is_no_step_done() -> None:
+    """P2/P11: nanochat's ``checkpoint_manager.load_model`` logs "Loading model from {dir} with step {step}" (the step the
+    saved state names); a cache path with a dot in it ("/root/.cache/...") does not make it a step this program did: the
+    next stage fails in its set-up, before any step of its own."""
+    line = ("2025-10-15 05:55:56,329 - nanochat.checkpoint_manager - INFO - Loading model from "
+            "/root/.cache/nanochat/base_checkpoints/d20 with step 21400")
+    assert not step_progress(line)
+    lines = ["step 21399/21400 (100.00%) | loss: 2.81 | lrm: 0.05 | dt: 420.00ms | tok/sec: 1,248,000",
+             "wandb: Tracking run with wandb version 0.21.3", line,
+             "Traceback (most recent call last):",
+             *_frame("/src/scripts/mid_train.py", 93, "<module>", 'MMLU(subset="auxiliary_train", split="train"),'),
+             *_frame("/src/tasks/mmlu.py", 22, "__init__", 'self.ds = load_dataset("cais/mmlu", subset, split=split)'),
+             "OSError: Not enough disk space. Needed: Unknown size (download: 45.32 MiB, generated: 153.54 MiB)"]
+    at = len(lines) - 1
+    assert phase_of(lines, at, lines[at - 5:at + 1], 0, "21400") == "startup"

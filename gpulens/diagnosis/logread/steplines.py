@@ -239,7 +239,8 @@ _SETTING_WORDS = (r"\bper (?:epoch|step|iter\w*|device|gpu)\b|\btotal\b|\bnumber
                   # a batch's size ("Tokens / micro-batch / rank: 32 x 2048", "batch size: 64"), a checkpoint
                   # loaded or resumed at a step ("Loading model from ckpt/d20 with step 21400", "Resuming from epoch 2,
                   # global_step 278": the step the saved state names, not one done by this attempt, P2/P11)
-                  r"|\bbatch[ _-]?size\b|\bmicro[-_ ]?batch\b|\b(?:load|resum|restor)\w*\b[^.]{0,80}?(?:\b|_)step\b"
+                  # (a dot inside a path, "/root/.cache/ckpt/d20", is no sentence's end)
+                  r"|\bbatch[ _-]?size\b|\bmicro[-_ ]?batch\b|\b(?:load|resum|restor)\w*\b(?:[^.]|\.(?=\S)){0,120}?(?:\b|_)step\b"
                   # a tensor's or a batch's shape printed while setting up ("Shapes of elements in a batch: (1, 20,
                   # 128)", "batch shape: torch.Size([8, 3, 224, 224])")
                   r"|\bshapes?\b")
