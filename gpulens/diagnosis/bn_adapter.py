@@ -265,10 +265,27 @@ def fit_bdeu(
     counts of the tables that need the variable. Values outside the declared
     states are rejected.
     """
+    pgmpy = _pgmpy()  # first: without pgmpy, that is the error to report
+    state_names = {v: [str(s) for s in ss] for v, ss in states.items()}
+    frame = _categorical_history(data, state_names)
+    parents: dict[str, list[str]] = {v: [] for v in state_names}
+    for p, c in edges:
+        parents[c].append(p)
+    model = _learn_pgmpy(pgmpy, edges, state_names, frame, equivalent_sample_size, sample_weight)
+    cpts = {cpd.variable: _cpt_in_declared_order(cpd, parents[cpd.variable], state_names)
+            for cpd in model.get_cpds()}
+    net = BayesNet(states=state_names, parents=parents, cpts=cpts)
+    net._pgmpy_model = model
+    return net
+
+
+def _categorical_history(data: pd.DataFrame, state_names: Mapping[str, list[str]]) -> pd.DataFrame:
+    """The network's columns of ``data`` as categoricals over the declared states.
+
+    Raises InputError for a missing column or a value outside its declared states.
+    """
     import pandas as pd
 
-    dbn, estimator_cls, _ = _pgmpy()
-    state_names = {v: [str(s) for s in ss] for v, ss in states.items()}
     missing = [v for v in state_names if v not in data.columns]
     if missing:
         raise InputError(
@@ -285,9 +302,19 @@ def fit_bdeu(
                 f"States of {var}: {', '.join(ss)}.",
             )
         frame[var] = pd.Categorical(col.astype("object"), categories=ss)
-    parents: dict[str, list[str]] = {v: [] for v in state_names}
-    for p, c in edges:
-        parents[c].append(p)
+    return frame
+
+
+def _learn_pgmpy(
+    pgmpy: tuple[Any, Any, Any],
+    edges: Sequence[tuple[str, str]],
+    state_names: dict[str, list[str]],
+    frame: pd.DataFrame,
+    equivalent_sample_size: float,
+    sample_weight: Sequence[float] | None,
+) -> Any:
+    """A checked pgmpy ``DiscreteBayesianNetwork`` whose CPDs pgmpy learned from ``frame`` (BDeu)."""
+    dbn, estimator_cls, _ = pgmpy
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
         model = dbn(list(edges))
@@ -308,20 +335,18 @@ def fit_bdeu(
             )
         model.add_cpds(*cpds)
         model.check_model()
-    cpts: dict[str, np.ndarray] = {}
-    for cpd in model.get_cpds():
-        var = cpd.variable
-        ps = parents[var]
-        # pgmpy orders a CPD's parents its own way; reorder the axes to ours.
-        table = np.asarray(cpd.values, dtype=float)  # shape (card, *cards of cpd.variables[1:])
-        order = list(cpd.variables)  # [var, *pgmpy parent order]
-        names = cpd.state_names
-        # Re-index states to the declared order (pgmpy keeps them, but be explicit).
-        for axis, v in enumerate(order):
-            idx = [names[v].index(s) for s in state_names[v]]
-            table = np.take(table, idx, axis=axis)
-        perm = [order.index(v) for v in [var, *ps]]
-        cpts[var] = np.transpose(table, perm)
-    net = BayesNet(states=state_names, parents=parents, cpts=cpts)
-    net._pgmpy_model = model
-    return net
+    return model
+
+
+def _cpt_in_declared_order(cpd: Any, parents: list[str], state_names: Mapping[str, list[str]]) -> np.ndarray:
+    """A pgmpy CPD's values with axes ``[variable, *parents]`` and states in the declared order."""
+    # pgmpy orders a CPD's parents its own way; reorder the axes to ours.
+    table = np.asarray(cpd.values, dtype=float)  # shape (card, *cards of cpd.variables[1:])
+    order = list(cpd.variables)  # [var, *pgmpy parent order]
+    names = cpd.state_names
+    # Re-index states to the declared order (pgmpy keeps them, but be explicit).
+    for axis, v in enumerate(order):
+        idx = [names[v].index(s) for s in state_names[v]]
+        table = np.take(table, idx, axis=axis)
+    perm = [order.index(v) for v in [cpd.variable, *parents]]
+    return np.transpose(table, perm)
