@@ -149,14 +149,41 @@ def _splits(y: list[str], groups: list[str], folds: int, seed: int) -> list[tupl
         return [(list(a), list(b)) for a, b in cv.split(y, y, groups)]
 
 
-def evaluate(corpus_dir: str | Path | None = None, *, folds: int = FOLDS, seed: int = SEED,
-             holdout_dir: str | Path | None = None,
-             progress: Callable[[int, int], None] | None = None) -> EvalResult:
-    """Leave-project-out on the real corpus, the dev -> holdout split, and the generated logs."""
-    from gpulens.extras import require
+class _Ticker:
+    """Counts finished steps and reports each to ``progress(step, total)``."""
 
-    require("sklearn")
-    root = Path(corpus_dir) if corpus_dir else CORPUS_DIR
+    def __init__(self, total: int, progress: Callable[[int, int], None] | None) -> None:
+        self.total = total
+        self.step = 0
+        self.progress = progress
+
+    def __call__(self) -> None:
+        self.step += 1
+        if self.progress:
+            self.progress(self.step, self.total)
+
+
+@dataclasses.dataclass
+class _Corpus:
+    """The real and generated logs with their views, and the classifier's rules."""
+
+    real: list[CorpusEntry]
+    gen: list[CorpusEntry]
+    rv: list[logs.LogView]
+    gv: list[logs.LogView]
+    rules: Classifier
+
+    @property
+    def y(self) -> list[str]:
+        return [e.category for e in self.real]
+
+    @property
+    def o(self) -> list[str]:
+        return [e.origin for e in self.real]
+
+
+def _load(root: Path) -> _Corpus:
+    """Both corpora under ``root``, analyzed; InputError when there is no real corpus."""
     real = load_real_corpus(root)
     gen = load_corpus(root)
     if not real:
@@ -164,45 +191,48 @@ def evaluate(corpus_dir: str | Path | None = None, *, folds: int = FOLDS, seed: 
                          "Pass the directory that holds sample_logs (with its real/ subdirectory).")
     rv = _views([root / e.file for e in real])
     gv = _views([root / e.file for e in gen])
-    y = [e.category for e in real]
-    o = [e.origin for e in real]
-    rules = Classifier(model=None, cache_dir=None)
-    total = folds * 2 + 2
-    step = 0
+    return _Corpus(real, gen, rv, gv, Classifier(model=None, cache_dir=None))
 
-    def tick() -> None:
-        nonlocal step
-        step += 1
-        if progress:
-            progress(step, total)
 
-    # 1. leave-project-out on every real log
-    lpo = _Collect(len(real))
-    for train, test in _splits(y, [e.project for e in real], folds, seed):
-        model = _fit([rv[i] for i in train] + gv, [real[i] for i in train] + gen)
-        _predict(model, rv, test, lpo, rules)
+def _leave_project_out(c: _Corpus, folds: int, seed: int, tick: _Ticker) -> _Collect:
+    """Step 1: every real log predicted by an SVM trained without its project's logs."""
+    lpo = _Collect(len(c.real))
+    for train, test in _splits(c.y, [e.project for e in c.real], folds, seed):
+        model = _fit([c.rv[i] for i in train] + c.gv, [c.real[i] for i in train] + c.gen)
+        _predict(model, c.rv, test, lpo, c.rules)
         tick()
-    # 2. dev -> holdout (rules were written from dev logs only)
-    dev = [i for i, e in enumerate(real) if e.split != "holdout"]
-    hold = [i for i, e in enumerate(real) if e.split == "holdout"]
-    ho = _Collect(len(real))
-    model = _fit([rv[i] for i in dev] + gv, [real[i] for i in dev] + gen)
-    _predict(model, rv, hold, ho, rules)
+    return lpo
+
+
+def _dev_to_holdout(c: _Corpus, tick: _Ticker) -> list[Run]:
+    """Step 2: the holdout-split logs, SVM trained on the dev logs (rules were written from dev logs only)."""
+    dev = [i for i, e in enumerate(c.real) if e.split != "holdout"]
+    hold = [i for i, e in enumerate(c.real) if e.split == "holdout"]
+    ho = _Collect(len(c.real))
+    model = _fit([c.rv[i] for i in dev] + c.gv, [c.real[i] for i in dev] + c.gen)
+    _predict(model, c.rv, hold, ho, c.rules)
     tick()
-    holdout_runs = [r.subset([e.split == "holdout" for e in real]) for r in ho.runs(y, o, "holdout split")]
-    # 3. generated logs, folds grouped by generator family, SVM also trained on every real log
-    gy = [e.category for e in gen]
-    go = [e.origin for e in gen]
-    gc = _Collect(len(gen))
-    for train, test in _splits(gy, [e.family for e in gen], folds, seed) if gen else []:
-        model = _fit([gv[i] for i in train] + rv, [gen[i] for i in train] + real)
-        _predict(model, gv, test, gc, rules)
+    return [r.subset([e.split == "holdout" for e in c.real]) for r in ho.runs(c.y, c.o, "holdout split")]
+
+
+def _generated_folds(c: _Corpus, folds: int, seed: int, tick: _Ticker) -> list[Run]:
+    """Step 3: generated logs, folds grouped by generator family, SVM also trained on every real log."""
+    gy = [e.category for e in c.gen]
+    go = [e.origin for e in c.gen]
+    gc = _Collect(len(c.gen))
+    for train, test in _splits(gy, [e.family for e in c.gen], folds, seed) if c.gen else []:
+        model = _fit([c.gv[i] for i in train] + c.rv, [c.gen[i] for i in train] + c.real)
+        _predict(model, c.gv, test, gc, c.rules)
         tick()
-    # 4. the shipped model (every log), in-sample on the real logs, and on the hand-written logs
-    full = _fit(rv + gv, real + gen)
-    clf = Classifier(rules=rules.rules, model=full, cache_dir=None)
-    ins = Run("rules + SVM, IN-SAMPLE (trained on these logs)", y, [d.category for d in clf.classify_views(rv)], o,
-              [d.origin for d in clf.classify_views(rv)])
+    return gc.runs(gy, go, "generated logs")
+
+
+def _shipped_model(c: _Corpus, holdout_dir: str | Path | None, tick: _Ticker) -> tuple[Run, Run | None]:
+    """Step 4: the model trained on every log, in-sample on the real logs and on the hand-written logs."""
+    full = _fit(c.rv + c.gv, c.real + c.gen)
+    clf = Classifier(rules=c.rules.rules, model=full, cache_dir=None)
+    ins = Run("rules + SVM, IN-SAMPLE (trained on these logs)", c.y, [d.category for d in clf.classify_views(c.rv)],
+              c.o, [d.origin for d in clf.classify_views(c.rv)])
     hand = None
     hdir = Path(holdout_dir) if holdout_dir else HOLDOUT_DIR
     if (hdir / "labels.csv").is_file():
@@ -212,13 +242,30 @@ def evaluate(corpus_dir: str | Path | None = None, *, folds: int = FOLDS, seed: 
         hand = Run("rules + SVM (hand-written logs)", [r["category"] for r in rows],
                    [d.category for d in clf.classify_views(hv)])
     tick()
-    runs = lpo.runs(y, o, "leave-project-out")
+    return ins, hand
+
+
+def evaluate(corpus_dir: str | Path | None = None, *, folds: int = FOLDS, seed: int = SEED,
+             holdout_dir: str | Path | None = None,
+             progress: Callable[[int, int], None] | None = None) -> EvalResult:
+    """Leave-project-out on the real corpus, the dev -> holdout split, and the generated logs."""
+    from gpulens.extras import require
+
+    require("sklearn")
+    c = _load(Path(corpus_dir) if corpus_dir else CORPUS_DIR)
+    tick = _Ticker(folds * 2 + 2, progress)
+    lpo = _leave_project_out(c, folds, seed, tick)
+    holdout_runs = _dev_to_holdout(c, tick)
+    generated = _generated_folds(c, folds, seed, tick)
+    ins, hand = _shipped_model(c, holdout_dir, tick)
+    y = c.y
+    runs = lpo.runs(y, c.o, "leave-project-out")
     combined = runs[2]
-    misses = [(e.file, y[i], combined.y_pred[i]) for i, e in enumerate(real) if combined.y_pred[i] != y[i]]
+    misses = [(e.file, y[i], combined.y_pred[i]) for i, e in enumerate(c.real) if combined.y_pred[i] != y[i]]
     return EvalResult(
-        n_real=len(real), n_projects=len({e.project for e in real}), n_generated=len(gen), folds=folds,
-        seed=seed, lpo=runs, holdout=holdout_runs, generated=gc.runs(gy, go, "generated logs"),
-        handwritten=hand, in_sample=ins, real=real, misses=misses,
+        n_real=len(c.real), n_projects=len({e.project for e in c.real}), n_generated=len(c.gen), folds=folds,
+        seed=seed, lpo=runs, holdout=holdout_runs, generated=generated,
+        handwritten=hand, in_sample=ins, real=c.real, misses=misses,
     )
 
 
@@ -291,12 +338,9 @@ def _reading(res: EvalResult) -> str:
     )
 
 
-def render_markdown(res: EvalResult) -> str:
-    rules, svm, comb = res.lpo
-    labels = [c for c in CATEGORIES if c in set(comb.y_true)]
-    is_hold = [e.split == "holdout" for e in res.real]
-    clear = [not e.ambiguous for e in res.real]
-    out = [
+def _intro(res: EvalResult) -> list[str]:
+    """The title, how the report was made, and what the corpus holds."""
+    return [
         "# Diagnosis classifier: honest evaluation",
         "",
         f"Generated by `gpulens diagnose --evaluate --report docs/diagnosis-evaluation.md` on "
@@ -306,6 +350,15 @@ def render_markdown(res: EvalResult) -> str:
         f"posted in issue trackers, labelled by the root cause of the final failure) and {res.n_generated} "
         "generated logs (`sample_logs/<category>/`, produced or written here), reported separately.",
         "",
+    ]
+
+
+def _headline(res: EvalResult) -> list[str]:
+    """Leave-project-out (with the holdout-split and unambiguous subsets) and dev -> holdout, with the reading."""
+    comb = res.lpo[2]
+    is_hold = [e.split == "holdout" for e in res.real]
+    clear = [not e.ambiguous for e in res.real]
+    return [
         "## Headline: leave-project-out on the real logs",
         "",
         f"{res.folds}-fold `StratifiedGroupKFold` grouped by project (every log of a project is on one side), "
@@ -325,6 +378,14 @@ def render_markdown(res: EvalResult) -> str:
         "",
         _reading(res),
         "",
+    ]
+
+
+def _breakdowns(res: EvalResult) -> list[str]:
+    """Per class, per origin, the confusion matrix, the generated logs and the in-sample figure."""
+    comb = res.lpo[2]
+    labels = [c for c in CATEGORIES if c in set(comb.y_true)]
+    return [
         "## Per class (leave-project-out)",
         "",
         *_per_class(res.lpo),
@@ -345,15 +406,23 @@ def render_markdown(res: EvalResult) -> str:
         "",
         *_table([res.in_sample]),
         "",
-        "## Misclassified real logs (leave-project-out, rules + SVM)",
-        "",
     ]
+
+
+def _misses(res: EvalResult) -> list[str]:
+    """The real logs the combined classifier got wrong leave-project-out, as a table (or "None.")."""
+    out = ["## Misclassified real logs (leave-project-out, rules + SVM)", ""]
     if res.misses:
         out += ["| file | true | predicted |", "| --- | --- | --- |"]
         out += [f"| `{f}` | {t} | {p} |" for f, t, p in res.misses]
     else:
         out.append("None.")
-    return "\n".join(out) + "\n"
+    return out
+
+
+def render_markdown(res: EvalResult) -> str:
+    """The evaluation report as Markdown."""
+    return "\n".join([*_intro(res), *_headline(res), *_breakdowns(res), *_misses(res)]) + "\n"
 
 
 def write_report(path: str | Path, res: EvalResult | None = None) -> EvalResult:
