@@ -86,9 +86,8 @@ def node_evidence(con: duckdb.DuckDBPyConnection, config: DiagnoseConfig | None 
     return assess_nodes(read_evidence(con, cfg), cfg, known)
 
 
-def _explain(t: NodeTest) -> dict[str, Any]:
-    """The evidence JSON of a flag: rates vs the cluster's, jobs, signals with times, confidence."""
-    jobs = sorted({f["job_id"] for f in t.failures if f["share"] > 0})
+def _signal_counts(t: NodeTest) -> tuple[dict[str, int], dict[str, int]]:
+    """The node's signals counted by kind, and its XIDs counted by code."""
     by_kind: dict[str, int] = {}
     xids: dict[str, int] = {}
     for s in t.signals:
@@ -96,25 +95,41 @@ def _explain(t: NodeTest) -> dict[str, Any]:
         if s.kind == "xid":
             code = s.detail.split()[1]
             xids[code] = xids.get(code, 0) + 1
+    return by_kind, xids
+
+
+def _rates(t: NodeTest) -> dict[str, float]:
+    """The node's failure, blame and hardware-event rates next to the cluster's."""
+    return {
+        "infra_failures_per_1000_node_hours": t.rate_per_1000h,
+        "cluster_per_1000_node_hours": t.cluster_rate_per_1000h,
+        "blamed_jobs_per_job": t.job_rate,
+        "cluster_blamed_jobs_per_job": t.cluster_job_rate,
+        "hardware_events_per_day": t.hw_rate_per_day,
+        "cluster_hardware_events_per_day": t.cluster_hw_rate_per_day,
+    }
+
+
+def _blamed_job_ids(t: NodeTest) -> list[str]:
+    """The jobs whose failure put a share of blame on the node, sorted."""
+    return sorted({f["job_id"] for f in t.failures if f["share"] > 0})
+
+
+def _explain(t: NodeTest) -> dict[str, Any]:
+    """The evidence JSON of a flag: rates vs the cluster's, jobs, signals with times, confidence."""
+    by_kind, xids = _signal_counts(t)
     return {
         "confidence": round(t.confidence, 6),
         "q_value": t.q_value,
         "p_value": t.p_value,
         "p_failures": t.p_failures,
         "p_hardware": t.p_hardware,
-        "rate": {
-            "infra_failures_per_1000_node_hours": t.rate_per_1000h,
-            "cluster_per_1000_node_hours": t.cluster_rate_per_1000h,
-            "blamed_jobs_per_job": t.job_rate,
-            "cluster_blamed_jobs_per_job": t.cluster_job_rate,
-            "hardware_events_per_day": t.hw_rate_per_day,
-            "cluster_hardware_events_per_day": t.cluster_hw_rate_per_day,
-        },
+        "rate": _rates(t),
         "node_hours": t.node_hours,
         "jobs_touched": t.jobs_touched,
         "blame": t.blame,
         "blamed_jobs": t.blamed_jobs,
-        "jobs": jobs,
+        "jobs": _blamed_job_ids(t),
         "infra_failures": [f for f in t.failures if f["share"] > 0][:50],
         "cleared_by_evidence": [f for f in t.failures if f["share"] == 0][:20],
         "signals": [s.to_dict() for s in t.signals[:100]],
@@ -133,7 +148,7 @@ def _explain(t: NodeTest) -> dict[str, Any]:
 def _reason(t: NodeTest) -> str:
     parts = []
     if t.blame > 0 and t.p_failures < 0.5:
-        n_jobs = len({f["job_id"] for f in t.failures if f["share"] > 0})
+        n_jobs = len(_blamed_job_ids(t))
         parts.append(
             f"{n_jobs} job(s) failed from infrastructure here ({t.blame:.1f} after sharing the "
             f"blame with their other nodes): {t.rate_per_1000h:.1f} per 1000 node-hours vs cluster "
@@ -164,7 +179,7 @@ def _meets_floor(t: NodeTest, seen_jobs: set[str], seen_hw: int, k: int, k_hw: i
 def _upsert(con: duckdb.DuckDBPyConnection, t: NodeTest, ts: datetime, flags: list[Any]) -> bool | None:
     active = next((f for f in flags if f[0]), None)
     ev = _explain(t)
-    score = round(-math.log10(max(t.q_value, 1e-300)), 4)
+    score = _score(t)
     if active is not None:
         con.execute(
             "UPDATE node_flags SET reason = ?, evidence = ?, score = ?, confidence = ? WHERE node = ? AND active",
@@ -177,6 +192,41 @@ def _upsert(con: duckdb.DuckDBPyConnection, t: NodeTest, ts: datetime, flags: li
         [t.node, ts, _reason(t), json.dumps(ev, default=str), score, t.confidence],
     )
     return True
+
+
+def _score(t: NodeTest) -> float:
+    """-log10 of the node's q-value, the rank of a flag."""
+    return round(-math.log10(max(t.q_value, 1e-300)), 4)
+
+
+def _thresholds(cfg: DiagnoseConfig, min_jobs: int | None, min_hw_events: int | None,
+                fdr: float | None) -> tuple[int, int, float]:
+    """(min blamed jobs, min hardware events, q-value bound): the arguments, else the settings; checked."""
+    k = cfg.node_min_jobs if min_jobs is None else min_jobs
+    k_hw = cfg.node_min_hw_events if min_hw_events is None else min_hw_events
+    q_max = cfg.node_fdr if fdr is None else fdr
+    if k < 1 or k_hw < 1:
+        raise InputError("Node flag thresholds must be at least 1.", "Set diagnose.node_min_jobs >= 1.")
+    if not 0 < q_max < 1:
+        raise InputError(f"Node false-discovery rate {q_max} is outside (0, 1).", "Set diagnose.node_fdr to e.g. 0.01.")
+    return k, k_hw, q_max
+
+
+def _flag_one(con: duckdb.DuckDBPyConnection, t: NodeTest, ts: datetime, k: int, k_hw: int) -> dict[str, Any] | None:
+    """Flag or update the node of ``t``; its output row, or None when a cleared flag's evidence
+    leaves too little new evidence."""
+    flags = con.execute(
+        "SELECT active, evidence FROM node_flags WHERE node = ? ORDER BY flagged_at DESC", [t.node]
+    ).fetchall()
+    cleared = [json.loads(f[1]) for f in flags if not f[0] and f[1]]
+    seen_jobs = {j for ev in cleared for j in ev.get("jobs", [])}
+    seen_jobs |= {d["job_id"] for ev in cleared for d in ev.get("stragglers", [])}
+    seen_hw = max((int(ev.get("hw_events", 0)) for ev in cleared), default=0)
+    if not any(f[0] for f in flags) and not _meets_floor(t, seen_jobs, seen_hw, k, k_hw):
+        return None
+    new = _upsert(con, t, ts, flags)
+    return {"node": t.node, "reason": _reason(t), "confidence": t.confidence, "q_value": t.q_value,
+            "score": _score(t), "jobs": _blamed_job_ids(t), "hw_events": t.hw_events, "new": bool(new)}
 
 
 def flag_nodes(
@@ -195,13 +245,7 @@ def flag_nodes(
     ``min_hw_events`` hardware events not already in a cleared flag's evidence.
     """
     cfg = config or DiagnoseConfig()
-    k = cfg.node_min_jobs if min_jobs is None else min_jobs
-    k_hw = cfg.node_min_hw_events if min_hw_events is None else min_hw_events
-    q_max = cfg.node_fdr if fdr is None else fdr
-    if k < 1 or k_hw < 1:
-        raise InputError("Node flag thresholds must be at least 1.", "Set diagnose.node_min_jobs >= 1.")
-    if not 0 < q_max < 1:
-        raise InputError(f"Node false-discovery rate {q_max} is outside (0, 1).", "Set diagnose.node_fdr to e.g. 0.01.")
+    k, k_hw, q_max = _thresholds(cfg, min_jobs, min_hw_events, fdr)
     con = store.connect()
     try:
         tests = node_evidence(con, cfg)
@@ -211,22 +255,9 @@ def flag_nodes(
     out = []
     with store.write() as con:
         for t in sorted(tests, key=lambda t: t.q_value):
-            if t.q_value > q_max:
-                continue
-            flags = con.execute(
-                "SELECT active, evidence FROM node_flags WHERE node = ? ORDER BY flagged_at DESC", [t.node]
-            ).fetchall()
-            cleared = [json.loads(f[1]) for f in flags if not f[0] and f[1]]
-            seen_jobs = {j for ev in cleared for j in ev.get("jobs", [])}
-            seen_jobs |= {d["job_id"] for ev in cleared for d in ev.get("stragglers", [])}
-            seen_hw = max((int(ev.get("hw_events", 0)) for ev in cleared), default=0)
-            if not any(f[0] for f in flags) and not _meets_floor(t, seen_jobs, seen_hw, k, k_hw):
-                continue
-            new = _upsert(con, t, ts, flags)
-            out.append({"node": t.node, "reason": _reason(t), "confidence": t.confidence, "q_value": t.q_value,
-                        "score": round(-math.log10(max(t.q_value, 1e-300)), 4),
-                        "jobs": sorted({f["job_id"] for f in t.failures if f["share"] > 0}),
-                        "hw_events": t.hw_events, "new": bool(new)})
+            row = _flag_one(con, t, ts, k, k_hw) if t.q_value <= q_max else None
+            if row is not None:
+                out.append(row)
     return pd.DataFrame(out, columns=["node", "reason", "confidence", "q_value", "score", "jobs", "hw_events", "new"])
 
 
@@ -318,8 +349,16 @@ def _where_time(filters: TimeFilter | None, column: str) -> tuple[str, list[Any]
 
 def hourly_features(con: duckdb.DuckDBPyConnection, filters: TimeFilter | None = None) -> pd.DataFrame:
     """One row per (node, hour) with the :data:`FEATURES` columns (0 where unmeasured)."""
+    frame = _outer_merge([_gpu_hourly(con, filters), _xid_hourly(con, filters), _net_hourly(con, filters)])
+    if frame.empty:
+        return pd.DataFrame(columns=["node", "hour", *FEATURES])
+    return _feature_columns(frame)
+
+
+def _gpu_hourly(con: duckdb.DuckDBPyConnection, filters: TimeFilter | None) -> pd.DataFrame:
+    """Per (node, hour): the GPU sample aggregates, first per GPU, then over the node's GPUs."""
     where, params = _where_time(filters, "ts")
-    gpu = con.execute(
+    return con.execute(
         f"""
         WITH per_gpu AS (
             SELECT node, gpu_index, date_trunc('hour', ts) AS hour,
@@ -343,13 +382,21 @@ def hourly_features(con: duckdb.DuckDBPyConnection, filters: TimeFilter | None =
         """,  # noqa: S608 - only our own column names are formatted in
         params,
     ).df()
-    xwhere, xparams = _where_time(filters, "ts")
-    xid = con.execute(
-        f"SELECT node, date_trunc('hour', ts) AS hour, count(*) AS xid_events FROM xid_events{xwhere} GROUP BY ALL",  # noqa: S608
-        xparams,
+
+
+def _xid_hourly(con: duckdb.DuckDBPyConnection, filters: TimeFilter | None) -> pd.DataFrame:
+    """Per (node, hour): the number of XID events."""
+    where, params = _where_time(filters, "ts")
+    return con.execute(
+        f"SELECT node, date_trunc('hour', ts) AS hour, count(*) AS xid_events FROM xid_events{where} GROUP BY ALL",  # noqa: S608
+        params,
     ).df()
-    nwhere, nparams = _where_time(filters, "ts")
-    net = con.execute(
+
+
+def _net_hourly(con: duckdb.DuckDBPyConnection, filters: TimeFilter | None) -> pd.DataFrame:
+    """Per (node, hour): network error, drop and InfiniBand error increases, summed over devices."""
+    where, params = _where_time(filters, "ts")
+    return con.execute(
         f"""
         WITH per_dev AS (
             SELECT node, device, date_trunc('hour', ts) AS hour,
@@ -359,20 +406,27 @@ def hourly_features(con: duckdb.DuckDBPyConnection, filters: TimeFilter | None =
                      - min(coalesce(rx_drops_total, 0) + coalesce(tx_drops_total, 0)) AS drops,
                    max(coalesce(symbol_errors_total, 0) + coalesce(link_downed_total, 0))
                      - min(coalesce(symbol_errors_total, 0) + coalesce(link_downed_total, 0)) AS ib
-            FROM net_samples{nwhere} GROUP BY ALL)
+            FROM net_samples{where} GROUP BY ALL)
         SELECT node, hour, sum(errs) AS net_errors, sum(drops) AS net_drops, sum(ib) AS ib_errors
         FROM per_dev GROUP BY node, hour
         """,  # noqa: S608
-        nparams,
+        params,
     ).df()
-    frame = gpu
-    for other in (xid, net):
+
+
+def _outer_merge(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """The non-empty frames outer-joined on (node, hour), in order."""
+    frame = frames[0]
+    for other in frames[1:]:
         if frame.empty:
             frame = other
         elif not other.empty:
             frame = frame.merge(other, on=["node", "hour"], how="outer")
-    if frame.empty:
-        return pd.DataFrame(columns=["node", "hour", *FEATURES])
+    return frame
+
+
+def _feature_columns(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` reduced to node, hour and every feature as float (0 where missing), sorted."""
     zeros = pd.Series(0.0, index=frame.index)
     counted = [
         pd.to_numeric(frame[c], errors="coerce").fillna(0.0) if c in frame else zeros
@@ -383,8 +437,7 @@ def hourly_features(con: duckdb.DuckDBPyConnection, filters: TimeFilter | None =
         if col not in frame:
             frame[col] = 0.0
         frame[col] = pd.to_numeric(frame[col], errors="coerce").astype(float).fillna(0.0)
-    frame = frame[["node", "hour", *FEATURES]].sort_values(["node", "hour"]).reset_index(drop=True)
-    return frame
+    return frame[["node", "hour", *FEATURES]].sort_values(["node", "hour"]).reset_index(drop=True)
 
 
 def _matrix(frame: pd.DataFrame) -> np.ndarray:
