@@ -339,6 +339,40 @@ def _passing_jobs(con: duckdb.DuckDBPyConnection, names: Iterable[str], first: d
     return out
 
 
+def _target_state(old_state: str | None, enough: bool) -> str:
+    """The state an input moves to: automatic updates never lower a state, and a cleared
+    input relists only with enough evidence."""
+    if old_state == "blacklisted":
+        return "blacklisted"
+    if old_state == "cleared":
+        return "blacklisted" if enough else "cleared"
+    return "blacklisted" if enough else "suspected"
+
+
+def _transition(name: str, by_job: dict[str, str | None], old: tuple[str | None, list[str]], ok: int,
+                k: int, user_weight: float) -> Transition | None:
+    """What the evidence ``by_job`` (job -> user) does to the input ``name`` in state ``old``
+    (state, evidence jobs) with ``ok`` jobs that passed with it since; None when nothing changes."""
+    old_state, old_jobs = old
+    counted = dict(by_job)
+    if old_state == "cleared":  # only evidence that arrived after the clearing counts
+        counted = {j: u for j, u in by_job.items() if j not in set(old_jobs)}
+    jobs = sorted(by_job)
+    users = len({u for u in counted.values() if u is not None} or {None}) if counted else 0
+    score = evidence_score(len(counted), users, user_weight)
+    target = _target_state(old_state, score >= k and ok < len(counted))
+    new_jobs = sorted(set(jobs) - set(old_jobs))
+    if target == old_state and (not new_jobs or old_state == "cleared"):
+        # a cleared entry keeps the evidence it was cleared with until it relists
+        return None
+    why = f"incorrect_input in {len(counted)} job(s) from {users} user(s) (score {score:g}, threshold {k})"
+    if ok:
+        why += f"; {ok} job(s) passed with it since"
+    if target == old_state:
+        why = f"new evidence job(s) {', '.join(new_jobs)}; " + why
+    return Transition(name, old_state, target, sorted(set(jobs) | set(old_jobs)), users, score, why)
+
+
 def update_from_failures(
     store: Store,
     k: int = 2,
@@ -360,42 +394,17 @@ def update_from_failures(
             for r in con.execute("SELECT input, state, evidence_jobs FROM blacklist").fetchall()
         }
         for name in sorted(evidence):
-            by_job = evidence[name]
-            old_state, old_jobs = current.get(name, (None, []))
-            counted = dict(by_job)
-            if old_state == "cleared":  # only evidence that arrived after the clearing counts
-                counted = {j: u for j, u in by_job.items() if j not in set(old_jobs)}
-            jobs = sorted(by_job)
-            users = len({u for u in counted.values() if u is not None} or {None}) if counted else 0
-            score = evidence_score(len(counted), users, user_weight)
-            ok = passing.get(name, 0)
-            enough = score >= k and ok < len(counted)
-            if old_state == "blacklisted":  # automatic updates never lower a state
-                target = "blacklisted"
-            elif old_state == "cleared":
-                target = "blacklisted" if enough else "cleared"
-            else:
-                target = "blacklisted" if enough else "suspected"
-            new_jobs = sorted(set(jobs) - set(old_jobs))
-            if target == old_state and (not new_jobs or old_state == "cleared"):
-                # a cleared entry keeps the evidence it was cleared with until it relists
+            change = _transition(name, evidence[name], current.get(name, (None, [])), passing.get(name, 0),
+                                 k, user_weight)
+            if change is None:
                 continue
-            why = (
-                f"incorrect_input in {len(counted)} job(s) from {users} user(s) "
-                f"(score {score:g}, threshold {k})"
-            )
-            if ok:
-                why += f"; {ok} job(s) passed with it since"
-            if target == old_state:
-                why = f"new evidence job(s) {', '.join(new_jobs)}; " + why
-            all_jobs = sorted(set(jobs) | set(old_jobs))
             con.execute(
                 "INSERT OR REPLACE INTO blacklist (input, state, reason, evidence_jobs, updated_at) "
                 "VALUES (?, ?, ?, ?, ?)",
-                [name, target, why, all_jobs, ts],
+                [name, change.new_state, change.reason, change.jobs, ts],
             )
-            _audit(con, ts, name, old_state, target, actor, why)
-            changes.append(Transition(name, old_state, target, all_jobs, users, score, why))
+            _audit(con, ts, name, change.old_state, change.new_state, actor, change.reason)
+            changes.append(change)
     return changes
 
 
