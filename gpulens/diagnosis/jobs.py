@@ -814,6 +814,32 @@ def labeled_history(store: Store, con: duckdb.DuckDBPyConnection | None = None) 
             con.close()
 
 
+def _check_label(origin: str, category: str | None) -> None:
+    """InputError unless ``origin`` is an origin and ``category`` (when given) a category."""
+    if origin not in ORIGINS:
+        raise InputError(f"{origin!r} is not an origin.", f"Use one of: {', '.join(ORIGINS)}.")
+    if category is not None and category not in CATEGORIES:
+        raise InputError(f"{category!r} is not a category.", f"Use one of: {', '.join(CATEGORIES)}.")
+
+
+def _failed_attempt(con: duckdb.DuckDBPyConnection, store: Store, job_id: str,
+                    attempt: int | None) -> dict[str, Any]:
+    """The failed attempt to label (``attempt``, else the job's last failed one) with its diagnosed
+    category (None when undiagnosed); InputError when there is none."""
+    rows = named_rows(
+        con,
+        "SELECT a.attempt, f.category FROM attempts a LEFT JOIN failures f USING (job_id, attempt) "
+        "WHERE a.job_id = ? AND a.status = 'failed' AND (? IS NULL OR a.attempt = ?) "
+        "ORDER BY a.attempt DESC LIMIT 1",
+        [job_id, attempt, attempt],
+    )
+    if not rows:
+        which = f"attempt {attempt} of job {job_id!r}" if attempt is not None else f"job {job_id!r}"
+        raise InputError(f"No failed {which} in the store {store.root}.",
+                         "Label a failed attempt: JOB or JOB:ATTEMPT (gpulens diagnose --job JOB lists them).")
+    return rows[0]
+
+
 def label_failure(
     store: Store,
     job_id: str,
@@ -829,32 +855,21 @@ def label_failure(
     diagnosed one. Manual rows survive ``diagnose --all`` and are what
     :func:`model_for_store` refits the network with. Returns (attempt, category, origin).
     """
-    if origin not in ORIGINS:
-        raise InputError(f"{origin!r} is not an origin.", f"Use one of: {', '.join(ORIGINS)}.")
-    if category is not None and category not in CATEGORIES:
-        raise InputError(f"{category!r} is not a category.", f"Use one of: {', '.join(CATEGORIES)}.")
+    _check_label(origin, category)
     with store.write() as con:
-        att = con.execute(
-            "SELECT a.attempt, f.category FROM attempts a LEFT JOIN failures f USING (job_id, attempt) "
-            "WHERE a.job_id = ? AND a.status = 'failed' AND (? IS NULL OR a.attempt = ?) "
-            "ORDER BY a.attempt DESC LIMIT 1",
-            [job_id, attempt, attempt],
-        ).fetchone()
-        if att is None:
-            which = f"attempt {attempt} of job {job_id!r}" if attempt is not None else f"job {job_id!r}"
-            raise InputError(f"No failed {which} in the store {store.root}.",
-                             "Label a failed attempt: JOB or JOB:ATTEMPT (gpulens diagnose --job JOB lists them).")
-        cat = category or att[1]
+        att = _failed_attempt(con, store, job_id, attempt)
+        cat = category or att["category"]
         if cat is None:
-            raise InputError(f"Job {job_id!r} attempt {att[0]} has not been diagnosed, so its category is unknown.",
-                             "Give --category, or run `gpulens diagnose --all` first.")
-        con.execute("DELETE FROM failures WHERE job_id = ? AND attempt = ?", [job_id, att[0]])
+            raise InputError(
+                f"Job {job_id!r} attempt {att['attempt']} has not been diagnosed, so its category is unknown.",
+                "Give --category, or run `gpulens diagnose --all` first.")
+        con.execute("DELETE FROM failures WHERE job_id = ? AND attempt = ?", [job_id, att["attempt"]])
         con.execute(
             "INSERT INTO failures (job_id, attempt, category, origin, confidence, method, diagnosed_at) "
             "VALUES (?, ?, ?, ?, 1.0, 'manual', ?)",
-            [job_id, att[0], cat, origin, clock()],
+            [job_id, att["attempt"], cat, origin, clock()],
         )
-    return int(att[0]), str(cat), origin
+    return int(att["attempt"]), str(cat), origin
 
 
 def _has_labels(store: Store) -> bool:
@@ -909,14 +924,31 @@ def _run(
     config: DiagnoseConfig | None,
     progress: Progress | None,
 ) -> tuple[_View, dict[Key, Diagnosis], dict[Key, AttemptDiagnosis]]:
+    """The store's view of the jobs, each failed attempt's log diagnosis, and its full diagnosis."""
     cfg = config or DiagnoseConfig()
     con = store.connect()
     try:
         view = _View(con, job_ids, cfg)
     finally:
         con.close()
-    classify_fn = classify or _default_classify()
     failed = view.failed()
+    diags, known = _classify_failed(store, view, failed, classify or _default_classify(), progress)
+    contexts = _contexts(view, known)
+    if model is None:
+        model = model_for_store(store, cfg)
+    results: dict[Key, AttemptDiagnosis] = {}
+    for i, att in enumerate(failed):
+        key = (att.job_id, att.attempt)
+        results[key] = _attempt_diagnosis(att, diags[key], contexts[key], model)
+        if progress is not None:
+            progress("origin", i + 1, len(failed))
+    return view, diags, results
+
+
+def _classify_failed(
+    store: Store, view: _View, failed: list[_Attempt], classify_fn: Classify, progress: Progress | None
+) -> tuple[dict[Key, Diagnosis], dict[Key, _Known]]:
+    """Each failed attempt's log diagnosis, and what is known of every attempt (prior and new)."""
     diags: dict[Key, Diagnosis] = {}
     known: dict[Key, _Known] = {k: v for k, v in view.prior.items()}
     for i, att in enumerate(failed):
@@ -932,32 +964,26 @@ def _run(
                             clue=d.clue if readable else None)
         if progress is not None:
             progress("classify", i + 1, len(failed))
-    contexts = _contexts(view, known)
-    if model is None:
-        model = model_for_store(store, cfg)
-    results: dict[Key, AttemptDiagnosis] = {}
-    for i, att in enumerate(failed):
-        key = (att.job_id, att.attempt)
-        ctx, notes = contexts[key]
-        res = model.infer(ctx)
-        top = res.influence[0] if res.influence else None
-        summary = f"origin {res.origin} (p={res.probability:.2f})"
-        if top is not None:
-            summary += f"; most influential: {top.text} ({top.delta_log_odds:+.2f} log-odds)"
-        results[key] = AttemptDiagnosis(
-            job_id=att.job_id, attempt=att.attempt, status=att.status, nodes=att.nodes,
-            diagnosis=diags[key], origin=res, context=ctx, notes=[*notes, summary],
-        )
-        if progress is not None:
-            progress("origin", i + 1, len(failed))
-    return view, diags, results
+    return diags, known
 
 
-def _write(store: Store, results: Iterable[AttemptDiagnosis], now: datetime) -> int:
-    rows = list(results)
-    if not rows:
-        return 0
-    table = pa.table(
+def _attempt_diagnosis(att: _Attempt, d: Diagnosis, context: Context, model: OriginModel) -> AttemptDiagnosis:
+    """The attempt's log diagnosis with the origin the network infers from its context."""
+    ctx, notes = context
+    res = model.infer(ctx)
+    top = res.influence[0] if res.influence else None
+    summary = f"origin {res.origin} (p={res.probability:.2f})"
+    if top is not None:
+        summary += f"; most influential: {top.text} ({top.delta_log_odds:+.2f} log-odds)"
+    return AttemptDiagnosis(
+        job_id=att.job_id, attempt=att.attempt, status=att.status, nodes=att.nodes,
+        diagnosis=d, origin=res, context=ctx, notes=[*notes, summary],
+    )
+
+
+def _failures_table(rows: list[AttemptDiagnosis]) -> pa.Table:
+    """The diagnoses as rows of the ``failures`` table (all but ``diagnosed_at``)."""
+    return pa.table(
         {
             "job_id": [r.job_id for r in rows],
             "attempt": pa.array([r.attempt for r in rows], pa.int32()),
@@ -979,14 +1005,29 @@ def _write(store: Store, results: Iterable[AttemptDiagnosis], now: datetime) -> 
             "story": [r.diagnosis.story for r in rows],
         }
     )
+
+
+def _write(store: Store, results: Iterable[AttemptDiagnosis], now: datetime) -> int:
+    """Replace the attempts' ``failures`` rows (operator labels are kept); the rows now written."""
+    rows = list(results)
+    if not rows:
+        return 0
     with store.write() as con:
-        with registered(con, "new_failures", table):
+        with registered(con, "new_failures", _failures_table(rows)):
             con.execute(
                 "DELETE FROM failures WHERE coalesce(method, '') <> 'manual' AND (job_id, attempt) IN "
                 "(SELECT job_id, attempt FROM new_failures)"
             )
-            con.execute(
-                """
+            con.execute(_INSERT_NEW_FAILURES, [now])
+            written = con.execute(
+                "SELECT count(*) FROM failures f JOIN new_failures n USING (job_id, attempt) "
+                "WHERE coalesce(f.method, '') <> 'manual'"
+            ).fetchall()
+    return int(written[0][0]) if written else 0
+
+
+#: insert the registered ``new_failures`` rows that have no ``failures`` row (labels win)
+_INSERT_NEW_FAILURES: Final = """
                 INSERT INTO failures (job_id, attempt, category, origin, confidence, evidence,
                     origin_posterior, method, diagnosed_at, inputs, origin_confidence,
                     origin_evidence, origin_influence, first_node, first_rank, indicator_lines,
@@ -997,14 +1038,7 @@ def _write(store: Store, results: Iterable[AttemptDiagnosis], now: datetime) -> 
                     n.first_rank, n.indicator_lines, n.phase, n.step, n.story
                 FROM new_failures n
                 WHERE NOT EXISTS (SELECT 1 FROM failures f WHERE f.job_id = n.job_id AND f.attempt = n.attempt)
-                """,
-                [now],
-            )
-            written = con.execute(
-                "SELECT count(*) FROM failures f JOIN new_failures n USING (job_id, attempt) "
-                "WHERE coalesce(f.method, '') <> 'manual'"
-            ).fetchall()
-    return int(written[0][0]) if written else 0
+                """
 
 
 def diagnose_job(
