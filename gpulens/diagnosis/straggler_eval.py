@@ -99,53 +99,75 @@ def evaluate(seeds: list[int], faulty: int, healthy_hours: float,
     return sorted(out, key=lambda o: order[o.job.job_id])
 
 
-def summarize(outcomes: list[JobOutcome]) -> dict[str, Any]:
-    tp = fn = 0
-    fp_pairs: set[tuple[str, int]] = set()
-    latencies: list[float] = []
-    per_kind: dict[str, Counter[str]] = defaultdict(Counter)
-    lat_kind: dict[str, list[float]] = defaultdict(list)
-    healthy_hours = 0.0
-    healthy_alarms = 0
-    faulty_jobs = 0
-    for o in outcomes:
-        f = o.job.fault
-        if f is None:
-            healthy_hours += o.hours
-            healthy_alarms += len(o.opened)
-            fp_pairs |= {(o.job.job_id, node) for node, _, _ in o.opened}
-            continue
-        faulty_jobs += 1
+@dataclasses.dataclass
+class _Tally:
+    """Counts over the outcomes: hits and misses on faulty jobs, false (job, machine) pairs,
+    latencies, per fault kind, and the healthy jobs' hours and alarms."""
+
+    tp: int = 0
+    fn: int = 0
+    fp_pairs: set[tuple[str, int]] = dataclasses.field(default_factory=set)
+    latencies: list[float] = dataclasses.field(default_factory=list)
+    per_kind: dict[str, Counter[str]] = dataclasses.field(default_factory=lambda: defaultdict(Counter))
+    lat_kind: dict[str, list[float]] = dataclasses.field(default_factory=lambda: defaultdict(list))
+    healthy_hours: float = 0.0
+    healthy_alarms: int = 0
+    faulty_jobs: int = 0
+
+    def add_healthy(self, o: JobOutcome) -> None:
+        """Every suspicion on a healthy job is a false alarm."""
+        self.healthy_hours += o.hours
+        self.healthy_alarms += len(o.opened)
+        self.fp_pairs |= {(o.job.job_id, node) for node, _, _ in o.opened}
+
+    def add_faulty(self, o: JobOutcome, f: LiveFault) -> None:
+        """A hit is a suspicion on the faulty machine at or after onset; any other is false."""
+        self.faulty_jobs += 1
         hits = [at for node, at, _ in o.opened if node == f.node and at >= f.onset_s]
         wrong = {(o.job.job_id, node) for node, at, _ in o.opened if node != f.node or at < f.onset_s}
-        fp_pairs |= wrong
-        per_kind[f.kind]["cases"] += 1
+        self.fp_pairs |= wrong
+        self.per_kind[f.kind]["cases"] += 1
         if hits:
-            tp += 1
+            self.tp += 1
             lat = min(hits) - f.onset_s
-            latencies.append(lat)
-            lat_kind[f.kind].append(lat)
-            per_kind[f.kind]["found"] += 1
+            self.latencies.append(lat)
+            self.lat_kind[f.kind].append(lat)
+            self.per_kind[f.kind]["found"] += 1
         else:
-            fn += 1
-        per_kind[f.kind]["false_pairs"] += len(wrong)
-    fp = len(fp_pairs)
-    kinds = {
-        k: {"cases": per_kind[k]["cases"], "found": per_kind[k]["found"],
-            "false_pairs": per_kind[k]["false_pairs"],
-            "median_latency_s": float(np.median(lat_kind[k])) if lat_kind[k] else None}
-        for k in FAULT_KINDS if per_kind[k]["cases"]
-    }
+            self.fn += 1
+        self.per_kind[f.kind]["false_pairs"] += len(wrong)
+
+    def by_kind(self) -> dict[str, dict[str, Any]]:
+        """Cases, found, false pairs and median latency per fault kind that occurred."""
+        return {
+            k: {"cases": self.per_kind[k]["cases"], "found": self.per_kind[k]["found"],
+                "false_pairs": self.per_kind[k]["false_pairs"],
+                "median_latency_s": float(np.median(self.lat_kind[k])) if self.lat_kind[k] else None}
+            for k in FAULT_KINDS if self.per_kind[k]["cases"]
+        }
+
+
+def summarize(outcomes: list[JobOutcome]) -> dict[str, Any]:
+    """Detection counts, precision, recall, latencies and false alarms over the outcomes."""
+    t = _Tally()
+    for o in outcomes:
+        if o.job.fault is None:
+            t.add_healthy(o)
+        else:
+            t.add_faulty(o, o.job.fault)
+    tp, fn, fp = t.tp, t.fn, len(t.fp_pairs)
+    kinds = t.by_kind()
     return {
-        "faulty_jobs": faulty_jobs,
+        "faulty_jobs": t.faulty_jobs,
         "healthy_jobs": sum(1 for o in outcomes if o.job.fault is None),
-        "healthy_job_hours": round(healthy_hours, 1),
+        "healthy_job_hours": round(t.healthy_hours, 1),
         "true_positives": tp, "false_negatives": fn, "false_positive_pairs": fp,
         "precision": tp / (tp + fp) if tp + fp else None,
         "recall": tp / (tp + fn) if tp + fn else None,
-        "median_latency_s": float(np.median(latencies)) if latencies else None,
-        "p90_latency_s": float(np.percentile(latencies, 90)) if latencies else None,
-        "healthy_false_alarms": healthy_alarms,
-        "false_alarms_per_1000_healthy_job_hours": 1000 * healthy_alarms / healthy_hours if healthy_hours else None,
+        "median_latency_s": float(np.median(t.latencies)) if t.latencies else None,
+        "p90_latency_s": float(np.percentile(t.latencies, 90)) if t.latencies else None,
+        "healthy_false_alarms": t.healthy_alarms,
+        "false_alarms_per_1000_healthy_job_hours": (
+            1000 * t.healthy_alarms / t.healthy_hours if t.healthy_hours else None),
         "by_kind": kinds,
     }
