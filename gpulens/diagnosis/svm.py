@@ -120,6 +120,22 @@ def _lexicon_tokens(text: str) -> list[str]:
 def _struct_tokens(view: logs.LogView) -> str:
     """Exception class names (and their modules), the library modules and functions of the
     last traceback's frames, identifiers of the failing code lines, kinds of paths named."""
+    frames = view.frames[-5:]
+    toks = [*_exception_tokens(view), *_frame_tokens(frames)]
+    for line in view.exception_lines[-2:] + [f[2] for f in frames[-2:]]:
+        for kind in ("<DATA>", "<CKPT>", "<PATH>"):
+            if kind in mask(line):
+                toks.append("names_" + kind.strip("<>").lower())
+    if view.infra_lines:
+        toks.append("has_infra")
+    if not view.has_traceback:
+        toks.append("no_traceback")
+    return " ".join(toks)
+
+
+def _exception_tokens(view: logs.LogView) -> list[str]:
+    """How the log ends (truncated, no final exception, secondary only), wrapped causes, and the
+    last exceptions' class names and modules."""
     toks: list[str] = []
     exc_lines = list(view.exception_lines)
     if view.truncated or not exc_lines:
@@ -139,7 +155,13 @@ def _struct_tokens(view: logs.LogView) -> str:
             toks.append("lastexc_" + parts[-1].lower())
     if not names:
         toks.append("no_exception")
-    frames = view.frames[-5:]
+    return toks
+
+
+def _frame_tokens(frames: Sequence[tuple[str, str, str]]) -> list[str]:
+    """Per traceback frame, innermost first: library modules or user code, the function, and the
+    identifiers of the code line (three innermost frames)."""
+    toks: list[str] = []
     for depth, (file, func, code) in enumerate(reversed(frames)):
         m = _LIBDIR.search(file)
         if m:
@@ -151,15 +173,7 @@ def _struct_tokens(view: logs.LogView) -> str:
         if depth < 3 and code:
             idents = _IDENT.findall(mask(code))
             toks += ["code_" + w.lower().strip("<>") for w in idents[:24]]
-    for line in view.exception_lines[-2:] + [f[2] for f in frames[-2:]]:
-        for kind in ("<DATA>", "<CKPT>", "<PATH>"):
-            if kind in mask(line):
-                toks.append("names_" + kind.strip("<>").lower())
-    if view.infra_lines:
-        toks.append("has_infra")
-    if not view.has_traceback:
-        toks.append("no_traceback")
-    return " ".join(toks)
+    return toks
 
 
 def _lex_tokens(view: logs.LogView) -> str:
@@ -272,6 +286,34 @@ class LinearCalibrated:
         return total / len(self.parts)
 
 
+def _vectorizers() -> dict[str, Any]:
+    """A fresh TF-IDF vectorizer per feature block."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    words: dict[str, Any] = dict(token_pattern=r"<?[a-z_][a-z0-9_]+>?", ngram_range=(1, 2), sublinear_tf=True)
+    return {
+        "focus": TfidfVectorizer(**words, min_df=2, max_features=20000),
+        "fatal": TfidfVectorizer(**words),
+        "chars": TfidfVectorizer(analyzer="char_wb", ngram_range=(3, 5), sublinear_tf=True, min_df=2,
+                                 max_features=30000),
+        "struct": TfidfVectorizer(token_pattern=r"\S+", lowercase=False, sublinear_tf=True),
+        "lex": TfidfVectorizer(token_pattern=r"\S+", lowercase=False, use_idf=False),
+        "tpl": TfidfVectorizer(token_pattern=r"t\d+", lowercase=False, sublinear_tf=True),
+    }
+
+
+def _calibration_folds(x: Any, y: Any, groups: Sequence[str] | None, folds: int) -> Any:
+    """The calibration folds: whole groups held out when there are enough groups, else stratified."""
+    from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
+
+    cv: Any = StratifiedKFold(folds, shuffle=True, random_state=0)
+    if groups is not None and len(set(groups)) >= 2 * folds:
+        with warnings.catch_warnings():  # "least populated class has only 2 members": expected
+            warnings.simplefilter("ignore", UserWarning)
+            cv = list(StratifiedGroupKFold(folds, shuffle=True, random_state=0).split(x, y, groups))
+    return cv
+
+
 class SvmModel:
     """Linear SVM on five feature blocks, with calibrated probabilities.
 
@@ -341,57 +383,52 @@ class SvmModel:
 
     def fit(self, views: Sequence[logs.LogView], labels: Sequence[str],
             groups: Sequence[str] | None = None, weights: Sequence[float] | None = None) -> SvmModel:
+        """Learn the templates, the block vectorizers and the calibrated SVM from ``views``."""
         from gpulens.extras import require
 
         require("sklearn")
-        import numpy as np
-        import scipy.sparse as sp
-        from sklearn.calibration import CalibratedClassifierCV
-        from sklearn.feature_extraction.text import TfidfVectorizer
-        from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
-        from sklearn.svm import LinearSVC
-
         tpl_lines = [_template_lines(v) for v in views]  # masked once: mining and the tpl block
         self.templates = TemplateSet().fit(ln for lines in tpl_lines for ln in lines)
-        words: dict[str, Any] = dict(token_pattern=r"<?[a-z_][a-z0-9_]+>?", ngram_range=(1, 2), sublinear_tf=True)
-        self.vec = {
-            "focus": TfidfVectorizer(**words, min_df=2, max_features=20000),
-            "fatal": TfidfVectorizer(**words),
-            "chars": TfidfVectorizer(analyzer="char_wb", ngram_range=(3, 5), sublinear_tf=True, min_df=2,
-                                     max_features=30000),
-            "struct": TfidfVectorizer(token_pattern=r"\S+", lowercase=False, sublinear_tf=True),
-            "lex": TfidfVectorizer(token_pattern=r"\S+", lowercase=False, use_idf=False),
-            "tpl": TfidfVectorizer(token_pattern=r"t\d+", lowercase=False, sublinear_tf=True),
-        }
-        docs = self._docs(views, tpl_lines)
+        self.vec = _vectorizers()
+        x = self._fit_blocks(self._docs(views, tpl_lines), len(views))
+        self._fit_svm(x, labels, groups, weights)
+        return self
+
+    def _fit_blocks(self, docs: dict[str, list[str]], n: int) -> Any:
+        """Fit every block's vectorizer on its documents; the weighted blocks side by side (CSR)."""
+        import scipy.sparse as sp
+
         blocks = {}
         for k, vec in self.vec.items():
             # fit_transform: the documents are analyzed once (fit, then transform, read them twice);
             # "t0" (an empty tpl vocabulary would fail) is a row of its own, dropped
-            blocks[k] = vec.fit_transform(docs[k] + (["t0"] if k == "tpl" else []))[: len(views)]
+            blocks[k] = vec.fit_transform(docs[k] + (["t0"] if k == "tpl" else []))[:n]
             if hasattr(vec, "stop_words_"):
                 del vec.stop_words_  # only needed for introspection; large in a pickle
-        x = sp.hstack([blocks[k] * BLOCK_WEIGHTS[k] for k in BLOCK_WEIGHTS]).tocsr()
+        return sp.hstack([blocks[k] * BLOCK_WEIGHTS[k] for k in BLOCK_WEIGHTS]).tocsr()
+
+    def _fit_svm(self, x: Any, labels: Sequence[str], groups: Sequence[str] | None,
+                 weights: Sequence[float] | None) -> None:
+        """Fit the LinearSVC, calibrated (sigmoid) when every class has at least two examples."""
+        import numpy as np
+        from sklearn.calibration import CalibratedClassifierCV
+        from sklearn.svm import LinearSVC
+
         y = np.asarray(labels)
         _, counts = np.unique(y, return_counts=True)
         # random_state: liblinear's dual solver visits examples in a random order; unseeded, two
         # trainings on the same corpus gave different weights (and answers near a threshold)
         svm = LinearSVC(class_weight="balanced", C=SVM_C, max_iter=10000, random_state=0)
         folds = int(min(3, counts.min()))
+        sample_weight = None if weights is None else np.asarray(weights, dtype=float)
         if folds >= 2:
-            cv: Any = StratifiedKFold(folds, shuffle=True, random_state=0)
-            if groups is not None and len(set(groups)) >= 2 * folds:
-                with warnings.catch_warnings():  # "least populated class has only 2 members": expected
-                    warnings.simplefilter("ignore", UserWarning)
-                    cv = list(StratifiedGroupKFold(folds, shuffle=True, random_state=0).split(x, y, groups))
-            self.clf = CalibratedClassifierCV(svm, method="sigmoid", cv=cv).fit(
-                x, y, sample_weight=None if weights is None else np.asarray(weights, dtype=float))
+            cv = _calibration_folds(x, y, groups, folds)
+            self.clf = CalibratedClassifierCV(svm, method="sigmoid", cv=cv).fit(x, y, sample_weight=sample_weight)
             self.classes = [str(c) for c in self.clf.classes_]
             self.fast = LinearCalibrated(self.clf, self.classes)
         else:  # too few examples of some class to calibrate: softmax of the margins
-            self.clf = svm.fit(x, y, sample_weight=None if weights is None else np.asarray(weights, dtype=float))
+            self.clf = svm.fit(x, y, sample_weight=sample_weight)
             self.classes = [str(c) for c in self.clf.classes_]
-        return self
 
     def predict_proba(self, views: Sequence[logs.LogView]) -> list[dict[str, float]]:
         import numpy as np
