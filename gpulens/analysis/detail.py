@@ -41,12 +41,7 @@ def job_detail(
     jobs = con.execute('SELECT * FROM jobs WHERE job_id = ?', [job_id]).df()
     if jobs.empty:
         return None
-    job: dict[str, Any] = {}
-    for k, v in jobs.iloc[0].to_dict().items():
-        # List columns (inputs) arrive as numpy arrays: pd.isna() of an array is not a bool.
-        if isinstance(v, np.ndarray):
-            v = v.tolist()
-        job[str(k)] = v if isinstance(v, list | tuple) or not pd.isna(v) else None
+    job = _job_row(jobs)
     attempts = con.execute(
         "SELECT * FROM attempts WHERE job_id = ? ORDER BY attempt", [job_id]
     ).df()
@@ -56,17 +51,51 @@ def job_detail(
         " WHERE p.job_id = ? ORDER BY p.attempt, p.node, p.gpu_index",
         [job_id],
     ).df()
-    timeline = pd.DataFrame(columns=["ts", "node", "gpu_index", "util_gpu"])
-    if not placements.empty and placements["s"].notna().any():
-        lo = pd.Timestamp(placements["s"].min()).floor("min").to_pydatetime()
-        ends = placements["e"]
-        hi = (pd.Timestamp(ends.max()).to_pydatetime() if ends.notna().all()
-              else datetime(2200, 1, 1))
-        nodes = sorted(set(placements["node"]))
-        # the job's nodes' files of its days only (store.scan), as raw samples: the point here
-        src, files = node_source(con, "gpu", nodes, lo.date(), (hi + timedelta(minutes=1)).date())
-        timeline = con.execute(
-            f"""
+    timeline = _gpu_timeline(con, job_id, placements)
+    metrics = con.execute(
+        "SELECT step, metric, value FROM job_metrics WHERE job_id = ? ORDER BY metric, step", [job_id]
+    ).df()
+    converged = _converged_epoch(metrics, tolerance)
+    failures = con.execute(
+        "SELECT * FROM failures WHERE job_id = ? ORDER BY attempt", [job_id]
+    ).df()
+    _add_utilization(job, _utilization_row(con, job_id, placements))
+    return JobDetail(job, attempts, placements.drop(columns=["s", "e"]), timeline, metrics,
+                     converged, failures)
+
+
+def _job_row(jobs: pd.DataFrame) -> dict[str, Any]:
+    """The first row of ``jobs`` as a dict, missing values as None."""
+    job: dict[str, Any] = {}
+    for k, v in jobs.iloc[0].to_dict().items():
+        # List columns (inputs) arrive as numpy arrays: pd.isna() of an array is not a bool.
+        if isinstance(v, np.ndarray):
+            v = v.tolist()
+        job[str(k)] = v if isinstance(v, list | tuple) or not pd.isna(v) else None
+    return job
+
+
+def _gpu_timeline(con: duckdb.DuckDBPyConnection, job_id: str, placements: pd.DataFrame) -> pd.DataFrame:
+    """The raw GPU samples (ts, node, gpu_index, util_gpu) of the job's GPUs inside its
+    placements' minutes; empty when no placement has a start."""
+    if placements.empty or not placements["s"].notna().any():
+        return pd.DataFrame(columns=["ts", "node", "gpu_index", "util_gpu"])
+    lo = pd.Timestamp(placements["s"].min()).floor("min").to_pydatetime()
+    ends = placements["e"]
+    hi = (pd.Timestamp(ends.max()).to_pydatetime() if ends.notna().all()
+          else datetime(2200, 1, 1))
+    nodes = sorted(set(placements["node"]))
+    # the job's nodes' files of its days only (store.scan), as raw samples: the point here
+    src, files = node_source(con, "gpu", nodes, lo.date(), (hi + timedelta(minutes=1)).date())
+    return con.execute(
+        _timeline_sql(src),
+        {"job": job_id, "nodes": nodes, "lo": lo, "hi": hi + timedelta(minutes=1), **files},
+    ).df()
+
+
+def _timeline_sql(src: str) -> str:
+    """The timeline query over the sample source ``src`` (store.scan's)."""
+    return f"""
             SELECT s.ts, s.node, s.gpu_index, s.util_gpu
             FROM {src} s
             JOIN (SELECT DISTINCT p.node, p.gpu_index, date_trunc('minute', p.s) AS s, p.e
@@ -80,33 +109,33 @@ def job_detail(
             WHERE list_contains($nodes, s.node) AND s.ts >= $lo AND s.ts < $hi
               AND s.date >= CAST($lo AS DATE) AND s.date <= CAST($hi AS DATE)
             ORDER BY s.ts, s.node, s.gpu_index
-            """,  # noqa: S608 - src is store.scan's source; values are parameters
-            {"job": job_id, "nodes": nodes, "lo": lo, "hi": hi + timedelta(minutes=1), **files},
-        ).df()
-    metrics = con.execute(
-        "SELECT step, metric, value FROM job_metrics WHERE job_id = ? ORDER BY metric, step", [job_id]
-    ).df()
-    converged: int | None = None
-    if not metrics.empty:
-        names = set(metrics["metric"])
-        name = "accuracy" if "accuracy" in names else sorted(names)[0]
-        curve = metrics[metrics["metric"] == name].groupby("step")["value"].mean().dropna()
-        if not curve.empty:
-            sign = -1.0 if lower_is_better(name) else 1.0
-            v = curve * sign
-            best = v.max()
-            ok = v[v >= best - tolerance * abs(best)]
-            converged = int(ok.index[0])
-    failures = con.execute(
-        "SELECT * FROM failures WHERE job_id = ? ORDER BY attempt", [job_id]
-    ).df()
-    row = _utilization_row(con, job_id, placements)
-    if not row.empty:
-        for col in ("allocated_gpu_hours", "busy_gpu_hours", "mean_util", "gpus", "servers"):
-            val = row.iloc[0][col]
-            job[col] = None if pd.isna(val) else val
-    return JobDetail(job, attempts, placements.drop(columns=["s", "e"]), timeline, metrics,
-                     converged, failures)
+            """  # noqa: S608 - src is store.scan's source; values are parameters
+
+
+def _converged_epoch(metrics: pd.DataFrame, tolerance: float) -> int | None:
+    """The first step whose value of the main metric (accuracy, else the first by name) is
+    within ``tolerance`` of its best; None without metrics."""
+    if metrics.empty:
+        return None
+    names = set(metrics["metric"])
+    name = "accuracy" if "accuracy" in names else sorted(names)[0]
+    curve = metrics[metrics["metric"] == name].groupby("step")["value"].mean().dropna()
+    if curve.empty:
+        return None
+    sign = -1.0 if lower_is_better(name) else 1.0
+    v = curve * sign
+    best = v.max()
+    ok = v[v >= best - tolerance * abs(best)]
+    return int(ok.index[0])
+
+
+def _add_utilization(job: dict[str, Any], row: pd.DataFrame) -> None:
+    """Copy the job's utilization figures from its :func:`job_utilization` row into ``job``."""
+    if row.empty:
+        return
+    for col in ("allocated_gpu_hours", "busy_gpu_hours", "mean_util", "gpus", "servers"):
+        val = row.iloc[0][col]
+        job[col] = None if pd.isna(val) else val
 
 
 def _utilization_row(con: duckdb.DuckDBPyConnection, job_id: str, placements: pd.DataFrame) -> pd.DataFrame:
