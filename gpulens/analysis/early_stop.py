@@ -338,11 +338,17 @@ def online_stop(
     for unused in ("metric", "sign", "tol"):
         params.pop(unused)
     params.update({"patience": int(patience), "min_delta": float(min_delta)})
+    return con.execute(_online_stop_sql(), params).df()
+
+
+def _online_stop_sql() -> str:
+    """The patience rule's stop per job and what it saves (parameters: the filters',
+    $patience and $min_delta), over the curves and convergence tables."""
     # The rule fires at i + patience for the first improvement i whose next
     # improvement comes later than that (or never), within the run; so only the
     # running best (the curve's prev_best, see _curves) and the improvements'
     # successors (a window over the improvements only) are needed.
-    sql = f"""
+    return f"""
         WITH w AS (SELECT job_id, rn, step, v, epochs, best, prev_best FROM {CURVE}),
         imp AS (
             SELECT job_id, rn, epochs,
@@ -367,7 +373,6 @@ def online_stop(
         FROM r JOIN {CV} cv USING (job_id) JOIN ({jobs_sql()}) j USING (job_id)
         ORDER BY saved_allocated_gpu_hours DESC, r.job_id
     """  # noqa: S608
-    return con.execute(sql, params).df()
 
 
 def _saved(minutes: str) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import duckdb
 import pandas as pd
@@ -46,10 +46,18 @@ def goodput(
     params = _params(filters, metric, tolerance)
     ensure_base(con, filters)
     ensure_convergence(con, metric, tolerance)
+    sql = _goodput_sql(by)
+    for unused in ("windowed", "lo", "hi", "metric", "sign", "tol"):
+        params.pop(unused)
+    return waterfall_long(con.execute(sql, params).df(), by)
+
+
+def _goodput_sql(by: Literal["vc", "user"] | None) -> str:
+    """The waterfall's wide sums per ``by`` key over the filtered jobs' attempts."""
     expr, name = _KEYS[by]
     key_sel = f"{expr} AS {name}, " if by else ""
     key_grp = "GROUP BY 1" if by else ""
-    sql = f"""
+    return f"""
         WITH a AS (
             SELECT att.*, j.vc, j."user", cv.fraction_epochs
             FROM ({attempts_sql()}) att JOIN jobs j USING (job_id)
@@ -58,9 +66,6 @@ def goodput(
         ),
         {waterfall_sql(key_sel, key_grp)}
     """  # noqa: S608 - fragments are module constants chosen by `by`
-    for unused in ("windowed", "lo", "hi", "metric", "sign", "tol"):
-        params.pop(unused)
-    return waterfall_long(con.execute(sql, params).df(), by)
 
 
 def waterfall_sql(key_sel: str, key_grp: str) -> str:
@@ -107,10 +112,15 @@ def failure_cost(con: duckdb.DuckDBPyConnection, filters: Filters | None = None)
     """
     f = filters or Filters()
     ensure_base(con, f)
-    lo, hi = f.window()
+    return con.execute(_failure_cost_sql(), _failure_cost_params(f)).df()
+
+
+def _failure_cost_sql() -> str:
+    """Per category and origin, the lost attempts' count, GPU-hours and runtimes (parameters:
+    :func:`_failure_cost_params`)."""
     status = acc.attempt_status_sql("x.status", "x.attempt",
                                     "max(x.attempt) OVER (PARTITION BY x.job_id)", "j.status")
-    sql = f"""
+    return f"""
         WITH a AS (
             SELECT x.job_id, x.attempt, x.start_time, x.end_time, {status} AS st
             FROM attempts x JOIN jobs j USING (job_id)
@@ -134,11 +144,15 @@ def failure_cost(con: duckdb.DuckDBPyConnection, filters: Filters | None = None)
         GROUP BY 1, 2
         ORDER BY allocated_gpu_hours DESC, failures DESC, category, origin
     """  # noqa: S608
-    params = {
+
+
+def _failure_cost_params(f: Filters) -> dict[str, Any]:
+    """The job filter and the time window of :func:`_failure_cost_sql`."""
+    lo, hi = f.window()
+    return {
         "vcs": list(f.vcs),
         "users": list(f.users),
         "windowed": f.start is not None or f.end is not None,
         "lo": lo,
         "hi": hi,
     }
-    return con.execute(sql, params).df()
