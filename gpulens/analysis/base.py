@@ -232,17 +232,42 @@ def ensure_base(con: duckdb.DuckDBPyConnection, filters: Filters | None) -> str:
     key = _base_key(f, sf)
     if cache_key(con, AH) == key:
         return key
-    open_end = _open_end(con, f, sf)
+    _build_placements(con, lo, hi, _open_end(con, f, sf))
+    days = _placement_days(con)
+    keyed = saved.keys(sf, days, lo, hi, _code())
+    loaded = saved.load(keyed)
+    fresh = _build_unsaved_hours(con, sf, set(days) - set(loaded), sorted(loaded))
+    _insert_saved(con, loaded)
+    stored = saved.save(con, AH, keyed, fresh)
+    set_cache_key(con, _BUILD, json.dumps({"loaded": sorted(map(str, loaded)),
+                                           "built": sorted(map(str, fresh)), "saved": stored}))
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {ATT} AS {_ATTEMPTS}")
+    con.execute(f"DROP TABLE {_AIDS}")
+    set_cache_key(con, AH, key)
+    return key
+
+
+def _build_placements(con: duckdb.DuckDBPyConnection, lo: datetime, hi: datetime,
+                      open_end: datetime) -> None:
+    """The TEMP tables PL (placements clipped to [lo, hi), open ones ending at ``open_end``)
+    and _AIDS (their attempts)."""
     con.execute(_PL_SQL, {"lo": lo, "hi": hi, "open_end": open_end})
     con.execute(f"CREATE OR REPLACE TEMP TABLE {_AIDS} AS"  # noqa: S608
                 f" SELECT DISTINCT aid, job_id, attempt FROM {PL}")
+
+
+def _placement_days(con: duckdb.DuckDBPyConnection) -> dict[date, saved.DayStats]:
+    """The TEMP table _DAYS (placements per UTC day) and each day's placement statistics."""
     con.execute(_DAYS_SQL)
-    days = {d: saved.DayStats(*rest) for d, *rest in con.execute(_DAY_STATS).fetchall()}
-    keyed = saved.keys(sf, days, lo, hi, _code())
-    loaded = saved.load(keyed)
-    con.execute(_HOURS_SQL, {"skip": sorted(loaded)})
+    return {d: saved.DayStats(*rest) for d, *rest in con.execute(_DAY_STATS).fetchall()}
+
+
+def _build_unsaved_hours(con: duckdb.DuckDBPyConnection, sf: SampleFiles, fresh: set[date],
+                         skip: list[date]) -> set[date]:
+    """Fill AH with the placement-hours of every day but ``skip`` (the saved ones), reading
+    the sample files of the ``fresh`` days; drops _DAYS and _HOURS. Returns ``fresh``."""
+    con.execute(_HOURS_SQL, {"skip": skip})
     con.execute(f"DROP TABLE {_DAYS}")
-    fresh = set(days) - set(loaded)
     files = [(p, d) for p, d in sf.files if d is None or d in fresh]
     first, last = (min(fresh), max(fresh)) if fresh else (FAR_PAST.date(), FAR_PAST.date())
     # One scan of the samples, hash-joined to the placement-hours of the same GPU
@@ -253,17 +278,15 @@ def ensure_base(con: duckdb.DuckDBPyConnection, filters: Filters | None) -> str:
     with _pinned_join_sides(con):
         _build_ah_rolled(con, sf, files, first, last)
     con.execute(f"DROP TABLE {_HOURS}")
+    return fresh
+
+
+def _insert_saved(con: duckdb.DuckDBPyConnection, loaded: dict[date, pa.Table]) -> None:
+    """Append the saved days' rows to AH."""
     if loaded:
         con.register("__gl_saved", pa.concat_tables(loaded.values()))
         con.execute(f"INSERT INTO {AH} SELECT * FROM __gl_saved")  # noqa: S608
         con.unregister("__gl_saved")
-    stored = saved.save(con, AH, keyed, fresh)
-    set_cache_key(con, _BUILD, json.dumps({"loaded": sorted(map(str, loaded)),
-                                           "built": sorted(map(str, fresh)), "saved": stored}))
-    con.execute(f"CREATE OR REPLACE TEMP TABLE {ATT} AS {_ATTEMPTS}")
-    con.execute(f"DROP TABLE {_AIDS}")
-    set_cache_key(con, AH, key)
-    return key
 
 
 #: placements clipped to the window; ``aid`` numbers their attempts (one per (job_id, attempt),
