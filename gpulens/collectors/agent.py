@@ -64,6 +64,18 @@ class GpuState:
 
 
 @dataclasses.dataclass(frozen=True)
+class _Traffic:
+    """One GPU link's transmit/receive rates (bytes/s) and monotonic totals, and where the
+    rates came from (PCIe: 'counter' or 'snapshot'); None where unknown."""
+
+    tx_bps: float | None = None
+    rx_bps: float | None = None
+    tx_total: float | None = None
+    rx_total: float | None = None
+    source: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
 class NetState:
     device: str
     totals: dict[str, float]  # rx_bytes, tx_bytes, rx_packets, ... (monotonic)
@@ -127,6 +139,26 @@ def job_utilization(
     mean over the GPUs it uses; GPUs where it is unknown are left out.
     """
     util_by_gpu = {s.index: s.util_gpu for s in samples}
+    per, unattributed, mem = _job_processes(processes, jobs)
+    jobs_on_gpu: dict[int, set[str]] = {}
+    for gpu, job_id in per:
+        jobs_on_gpu.setdefault(gpu, set()).add(job_id)
+    vals: dict[str, list[float]] = {}
+    for (gpu, job_id), procs in per.items():
+        alone = len(jobs_on_gpu[gpu]) == 1 and gpu not in unattributed
+        value = _job_gpu_util(procs, util_by_gpu.get(gpu) if alone else None)
+        if value is not None:
+            vals.setdefault(job_id, []).append(value / 100.0)
+    util = {job: sum(v) / len(v) for job, v in vals.items()}
+    pairs = sorted(per)
+    return util, mem, pairs
+
+
+def _job_processes(
+    processes: Iterable[GpuProcess], jobs: dict[int, Attribution]
+) -> tuple[dict[tuple[int, str], list[GpuProcess]], set[int], dict[str, int]]:
+    """The attributed processes per (gpu, job), the GPUs running an unattributed process, and
+    each job's memory (bytes)."""
     per: dict[tuple[int, str], list[GpuProcess]] = {}
     unattributed: set[int] = set()
     mem: dict[str, int] = {}
@@ -138,24 +170,16 @@ def job_utilization(
         per.setdefault((p.gpu_index, job.job_id), []).append(p)
         if p.used_memory_bytes is not None:
             mem[job.job_id] = mem.get(job.job_id, 0) + p.used_memory_bytes
-    jobs_on_gpu: dict[int, set[str]] = {}
-    for gpu, job_id in per:
-        jobs_on_gpu.setdefault(gpu, set()).add(job_id)
-    vals: dict[str, list[float]] = {}
-    for (gpu, job_id), procs in per.items():
-        sm = [p.sm_util for p in procs if p.sm_util is not None]
-        value: float | None
-        if sm:
-            value = min(sum(sm), 100.0)
-        elif len(jobs_on_gpu[gpu]) == 1 and gpu not in unattributed:
-            value = util_by_gpu.get(gpu)
-        else:
-            value = None
-        if value is not None:
-            vals.setdefault(job_id, []).append(value / 100.0)
-    util = {job: sum(v) / len(v) for job, v in vals.items()}
-    pairs = sorted(per)
-    return util, mem, pairs
+    return per, unattributed, mem
+
+
+def _job_gpu_util(procs: list[GpuProcess], device_util: float | None) -> float | None:
+    """One job's utilization (percent) of one GPU: its processes' SM utilization summed (at
+    most 100), else ``device_util`` (the device's when the job runs alone on it, else None)."""
+    sm = [p.sm_util for p in procs if p.sm_util is not None]
+    if sm:
+        return min(sum(sm), 100.0)
+    return device_util
 
 
 def register_node(store: Store, node: str, devices: list[GpuDevice], now: datetime) -> None:
@@ -214,6 +238,10 @@ class Agent:
         self.devices: dict[int, GpuDevice] = {d.index: d for d in backend.devices()} if backend else {}
         self.counters = CounterTracker()
         self.snapshot = AgentSnapshot(node=node, backend=backend.name if backend else "none")
+        self._init_write_state(clock)
+
+    def _init_write_state(self, clock: Callable[[], float]) -> None:
+        """The queues, counts and flags of writing (see :meth:`flush`) before the first tick."""
         # Rows of recent ticks as dicts (cheap to add), compacted into Arrow tables every
         # ``_COMPACT_ROWS`` rows and at each flush (one conversion for many ticks).
         self._rows: dict[str, list[dict[str, Any]]] = {k: [] for k in ("gpu", "net", "proc", "xid")}
@@ -238,8 +266,25 @@ class Agent:
         t0 = time.perf_counter()
         mono = self.clock()
         now = datetime.fromtimestamp(self.wall(), UTC).replace(tzinfo=None)
-        errors = 0
         rows: dict[str, list[dict[str, Any]]] = {"gpu": [], "net": [], "proc": [], "xid": []}
+        reading, errors = self._poll()
+        gpu_states = self._gpus(reading, now, mono, rows)
+        attributions = self._processes(reading, now, rows)
+        net_states, ib_states, net_errors = self._network(now, mono, rows)
+        errors += net_errors
+        jobs = job_utilization(reading.samples, reading.processes, attributions)
+        self._announce_lost(reading.lost)
+        self._errors += errors
+        self._buffer(rows)
+        duration = time.perf_counter() - t0
+        self.ticks += 1
+        self.snapshot = self._tick_snapshot(reading, gpu_states, jobs, net_states, ib_states, duration)
+        return TickResult(now, rows, duration, errors)
+
+    def _poll(self) -> tuple[GpuReading, int]:
+        """The GPU backend's reading (empty without a backend or when its poll fails) and
+        how many errors it had."""
+        errors = 0
         reading = GpuReading()
         if self.backend is not None:
             try:
@@ -248,26 +293,34 @@ class Agent:
                 errors += 1
                 log.error("GPU backend poll failed: %s", exc)
             errors += reading.errors
-        gpu_states = self._gpus(reading, now, mono, rows)
-        attributions = self._processes(reading, now, rows)
-        net_states, ib_states, net_errors = self._network(now, mono, rows)
-        errors += net_errors
-        util, mem, pairs = job_utilization(reading.samples, reading.processes, attributions)
-        for gone in reading.lost - self._announced_lost:
+        return reading, errors
+
+    def _announce_lost(self, lost: set[int]) -> None:
+        """Log each newly lost GPU once."""
+        for gone in lost - self._announced_lost:
             dev = self.devices.get(gone)
             log.error("GPU %d (%s) was lost; its series are replaced by gpulens_gpu_lost", gone,
                       dev.uuid if dev else "?")
             self._announced_lost.add(gone)
-        self._errors += errors
-        if self.sink is not None:
-            for kind, kind_rows in rows.items():
-                self._rows[kind] += kind_rows
-                self._rows_n += len(kind_rows)
-            if self._rows_n >= min(_COMPACT_ROWS, max(self.max_buffer_rows // 4, 1)) or not self._writable:
-                self._compact()  # while the disk is full, every tick (so the memory bound holds)
-        duration = time.perf_counter() - t0
-        self.ticks += 1
-        self.snapshot = AgentSnapshot(
+
+    def _buffer(self, rows: dict[str, list[dict[str, Any]]]) -> None:
+        """Add a tick's rows to the queue for the sink (none without a sink)."""
+        if self.sink is None:
+            return
+        for kind, kind_rows in rows.items():
+            self._rows[kind] += kind_rows
+            self._rows_n += len(kind_rows)
+        if self._rows_n >= min(_COMPACT_ROWS, max(self.max_buffer_rows // 4, 1)) or not self._writable:
+            self._compact()  # while the disk is full, every tick (so the memory bound holds)
+
+    def _tick_snapshot(
+        self, reading: GpuReading, gpu_states: list[GpuState],
+        jobs: tuple[dict[str, float], dict[str, int], list[tuple[int, str]]],
+        net_states: list[NetState], ib_states: list[IbState], duration: float,
+    ) -> AgentSnapshot:
+        """The /metrics snapshot after a tick."""
+        util, mem, pairs = jobs
+        return AgentSnapshot(
             node=self.node,
             backend=self.backend.name if self.backend else "none",
             gpus=tuple(gpu_states),
@@ -284,11 +337,28 @@ class Agent:
             dropped_total=self._dropped,
             store_writable=self._writable,
         )
-        return TickResult(now, rows, duration, errors)
 
     def _gpus(
         self, reading: GpuReading, now: datetime, mono: float, rows: dict[str, list[dict[str, Any]]]
     ) -> list[GpuState]:
+        xid_count = self._xids(reading, now, rows)
+        states: list[GpuState] = []
+        for s in reading.samples:
+            dev = self.devices.get(s.index) or GpuDevice(s.index, f"GPU-index-{s.index}", "unknown")
+            i = s.index
+            pcie = self._pcie(s, mono)
+            nvlink = self._nvlink(s, mono)
+            energy_total = None
+            if s.energy_j is not None:
+                energy_total = self.counters.update(("energy", i), s.energy_j, mono).total
+            rows["gpu"].append(self._gpu_row(now, dev, s, pcie, nvlink, xid_count.get(i, 0)))
+            states.append(GpuState(i, dev.uuid, dev.model, s, pcie.tx_total, pcie.rx_total, energy_total,
+                                   nvlink.tx_total, nvlink.rx_total))
+        return states
+
+    def _xids(self, reading: GpuReading, now: datetime,
+              rows: dict[str, list[dict[str, Any]]]) -> dict[int, int]:
+        """Add the reading's XID events to the xid rows and running totals; their count per GPU."""
         xid_count: dict[int, int] = {}
         for x in reading.xids:
             xid_count[x.gpu_index] = xid_count.get(x.gpu_index, 0) + 1
@@ -298,54 +368,52 @@ class Agent:
                 {"ts": now, "node": self.node, "gpu_index": x.gpu_index,
                  "uuid": dev.uuid if dev else None, "xid": x.xid}
             )
-        states: list[GpuState] = []
-        c = self.counters
-        for s in reading.samples:
-            dev = self.devices.get(s.index) or GpuDevice(s.index, f"GPU-index-{s.index}", "unknown")
-            i = s.index
-            tx_bps = rx_bps = None
-            tx_total = rx_total = None
-            source = None
-            if s.pcie_tx_bytes is not None and s.pcie_rx_bytes is not None:
-                rt = c.update(("pcie_tx", i), s.pcie_tx_bytes, mono, max_rate=PCIE_MAX_BPS)
-                rr = c.update(("pcie_rx", i), s.pcie_rx_bytes, mono, max_rate=PCIE_MAX_BPS)
-                tx_bps, rx_bps, tx_total, rx_total, source = rt.rate, rr.rate, rt.total, rr.total, "counter"
-            elif s.pcie_tx_snapshot_bps is not None and s.pcie_rx_snapshot_bps is not None:
-                tx_bps, rx_bps = s.pcie_tx_snapshot_bps, s.pcie_rx_snapshot_bps
-                tx_total = c.accumulate(("pcie_tx_snap", i), tx_bps, mono)
-                rx_total = c.accumulate(("pcie_rx_snap", i), rx_bps, mono)
-                source = "snapshot"
-            nv_tx = nv_rx = nv_tx_total = nv_rx_total = None
-            if s.nvlink_tx_bytes is not None:
-                r = c.update(("nvlink_tx", i), s.nvlink_tx_bytes, mono, max_rate=NVLINK_MAX_BPS)
-                nv_tx, nv_tx_total = r.rate, r.total
-            if s.nvlink_rx_bytes is not None:
-                r = c.update(("nvlink_rx", i), s.nvlink_rx_bytes, mono, max_rate=NVLINK_MAX_BPS)
-                nv_rx, nv_rx_total = r.rate, r.total
-            energy_total = None
-            if s.energy_j is not None:
-                energy_total = c.update(("energy", i), s.energy_j, mono).total
-            rows["gpu"].append(
-                {
-                    "ts": now, "node": self.node, "gpu_index": i, "uuid": dev.uuid, "model": dev.model,
-                    "util_gpu": s.util_gpu, "util_mem": s.util_mem,
-                    "mem_used_bytes": s.mem_used_bytes,
-                    "mem_total_bytes": s.mem_total_bytes if s.mem_total_bytes is not None else dev.memory_total_bytes,
-                    "pcie_tx_bps": tx_bps, "pcie_rx_bps": rx_bps, "pcie_source": source,
-                    "pcie_replay_total": s.pcie_replay_total, "power_w": s.power_w, "energy_j": s.energy_j,
-                    "temp_c": s.temp_c, "sm_clock_mhz": s.sm_clock_mhz, "mem_clock_mhz": s.mem_clock_mhz,
-                    "ecc_corrected_total": s.ecc_corrected_total,
-                    "ecc_uncorrected_total": s.ecc_uncorrected_total,
-                    "row_remap_failures": s.row_remap_failures,
-                    "nvlink_tx_bps": nv_tx, "nvlink_rx_bps": nv_rx,
-                    "sm_active_ratio": s.sm_active_ratio, "tensor_active_ratio": s.tensor_active_ratio,
-                    "xid_count": xid_count.get(i, 0),
-                }
-            )
-            states.append(
-                GpuState(i, dev.uuid, dev.model, s, tx_total, rx_total, energy_total, nv_tx_total, nv_rx_total)
-            )
-        return states
+        return xid_count
+
+    def _pcie(self, s: GpuSample, mono: float) -> _Traffic:
+        """PCIe rates and totals of one GPU: from byte counters, else from rate snapshots."""
+        c, i = self.counters, s.index
+        if s.pcie_tx_bytes is not None and s.pcie_rx_bytes is not None:
+            rt = c.update(("pcie_tx", i), s.pcie_tx_bytes, mono, max_rate=PCIE_MAX_BPS)
+            rr = c.update(("pcie_rx", i), s.pcie_rx_bytes, mono, max_rate=PCIE_MAX_BPS)
+            return _Traffic(rt.rate, rr.rate, rt.total, rr.total, "counter")
+        if s.pcie_tx_snapshot_bps is not None and s.pcie_rx_snapshot_bps is not None:
+            tx_bps, rx_bps = s.pcie_tx_snapshot_bps, s.pcie_rx_snapshot_bps
+            tx_total = c.accumulate(("pcie_tx_snap", i), tx_bps, mono)
+            rx_total = c.accumulate(("pcie_rx_snap", i), rx_bps, mono)
+            return _Traffic(tx_bps, rx_bps, tx_total, rx_total, "snapshot")
+        return _Traffic()
+
+    def _nvlink(self, s: GpuSample, mono: float) -> _Traffic:
+        """NVLink rates and totals of one GPU (None where its counter is unknown)."""
+        c, i = self.counters, s.index
+        out = _Traffic()
+        if s.nvlink_tx_bytes is not None:
+            r = c.update(("nvlink_tx", i), s.nvlink_tx_bytes, mono, max_rate=NVLINK_MAX_BPS)
+            out = dataclasses.replace(out, tx_bps=r.rate, tx_total=r.total)
+        if s.nvlink_rx_bytes is not None:
+            r = c.update(("nvlink_rx", i), s.nvlink_rx_bytes, mono, max_rate=NVLINK_MAX_BPS)
+            out = dataclasses.replace(out, rx_bps=r.rate, rx_total=r.total)
+        return out
+
+    def _gpu_row(self, now: datetime, dev: GpuDevice, s: GpuSample, pcie: _Traffic, nvlink: _Traffic,
+                 xid_count: int) -> dict[str, Any]:
+        """One gpu_samples row."""
+        return {
+            "ts": now, "node": self.node, "gpu_index": s.index, "uuid": dev.uuid, "model": dev.model,
+            "util_gpu": s.util_gpu, "util_mem": s.util_mem,
+            "mem_used_bytes": s.mem_used_bytes,
+            "mem_total_bytes": s.mem_total_bytes if s.mem_total_bytes is not None else dev.memory_total_bytes,
+            "pcie_tx_bps": pcie.tx_bps, "pcie_rx_bps": pcie.rx_bps, "pcie_source": pcie.source,
+            "pcie_replay_total": s.pcie_replay_total, "power_w": s.power_w, "energy_j": s.energy_j,
+            "temp_c": s.temp_c, "sm_clock_mhz": s.sm_clock_mhz, "mem_clock_mhz": s.mem_clock_mhz,
+            "ecc_corrected_total": s.ecc_corrected_total,
+            "ecc_uncorrected_total": s.ecc_uncorrected_total,
+            "row_remap_failures": s.row_remap_failures,
+            "nvlink_tx_bps": nvlink.tx_bps, "nvlink_rx_bps": nvlink.rx_bps,
+            "sm_active_ratio": s.sm_active_ratio, "tensor_active_ratio": s.tensor_active_ratio,
+            "xid_count": xid_count,
+        }
 
     def _processes(
         self, reading: GpuReading, now: datetime, rows: dict[str, list[dict[str, Any]]]
