@@ -31,7 +31,7 @@ import pyarrow as pa
 
 from gpulens.collectors.attribution import Attribution, JobResolver
 from gpulens.collectors.gpu.base import GpuBackend, GpuDevice, GpuProcess, GpuReading, GpuSample
-from gpulens.collectors.net import NetReader
+from gpulens.collectors.net import IbPort, NetCounters, NetReader
 from gpulens.collectors.rates import CounterTracker
 from gpulens.collectors.sink import SampleSink
 from gpulens.errors import GpulensError
@@ -445,7 +445,6 @@ class Agent:
         if self.net is None:
             return [], [], 0
         errors = 0
-        c = self.counters
         nets: list[NetState] = []
         ibs: list[IbState] = []
         try:
@@ -455,31 +454,42 @@ class Agent:
             log.error("network counters unreadable: %s", exc)
             return [], [], 1
         for n in interfaces:
-            totals: dict[str, float] = {}
-            rates: dict[str, float | None] = {}
-            for f in _NET_FIELDS:
-                bound = NET_MAX_BPS if f.endswith("bytes") else PACKETS_MAX
-                r = c.update(("net", n.device, f), getattr(n, f), mono, max_rate=bound)
-                totals[f] = r.total
-                rates[f] = r.rate
-            rows["net"].append(self._net_row(now, n.device, n.link_kind, None, totals, rates, n.speed_mbps, None, None))
-            nets.append(NetState(n.device, totals, n.speed_mbps, n.link_kind))
+            nets.append(self._interface(n, now, mono, rows))
         for p in ports:
-            totals = {}
-            rates = {}
-            for f, v in (("rx_bytes", p.rx_bytes), ("tx_bytes", p.tx_bytes), ("rx_packets", p.rx_packets),
-                         ("tx_packets", p.tx_packets), ("rx_errors", p.rx_errors), ("tx_drops", p.tx_drops)):
-                if v is None:
-                    continue
-                bound = NET_MAX_BPS if f.endswith("bytes") else PACKETS_MAX
-                r = c.update(("ib", p.device, p.port, f), v, mono, max_rate=bound)
-                totals[f] = r.total
-                rates[f] = r.rate
-            sym = c.update(("ib", p.device, p.port, "sym"), p.symbol_errors, mono).total if p.symbol_errors is not None else None
-            down = c.update(("ib", p.device, p.port, "down"), p.link_downed, mono).total if p.link_downed is not None else None
-            rows["net"].append(self._net_row(now, p.device, "infiniband", p.port, totals, rates, p.speed_mbps, sym, down))
-            ibs.append(IbState(p.device, p.port, sym, down, totals, p.speed_mbps))
+            ibs.append(self._ib_port(p, now, mono, rows))
         return nets, ibs, errors
+
+    def _interface(self, n: NetCounters, now: datetime, mono: float,
+                   rows: dict[str, list[dict[str, Any]]]) -> NetState:
+        """One network interface's net row (appended to ``rows``) and /metrics state."""
+        totals: dict[str, float] = {}
+        rates: dict[str, float | None] = {}
+        for f in _NET_FIELDS:
+            bound = NET_MAX_BPS if f.endswith("bytes") else PACKETS_MAX
+            r = self.counters.update(("net", n.device, f), getattr(n, f), mono, max_rate=bound)
+            totals[f] = r.total
+            rates[f] = r.rate
+        rows["net"].append(self._net_row(now, n.device, n.link_kind, None, totals, rates, n.speed_mbps, None, None))
+        return NetState(n.device, totals, n.speed_mbps, n.link_kind)
+
+    def _ib_port(self, p: IbPort, now: datetime, mono: float,
+                 rows: dict[str, list[dict[str, Any]]]) -> IbState:
+        """One InfiniBand port's net row (appended to ``rows``) and /metrics state."""
+        c = self.counters
+        totals: dict[str, float] = {}
+        rates: dict[str, float | None] = {}
+        for f, v in (("rx_bytes", p.rx_bytes), ("tx_bytes", p.tx_bytes), ("rx_packets", p.rx_packets),
+                     ("tx_packets", p.tx_packets), ("rx_errors", p.rx_errors), ("tx_drops", p.tx_drops)):
+            if v is None:
+                continue
+            bound = NET_MAX_BPS if f.endswith("bytes") else PACKETS_MAX
+            r = c.update(("ib", p.device, p.port, f), v, mono, max_rate=bound)
+            totals[f] = r.total
+            rates[f] = r.rate
+        sym = c.update(("ib", p.device, p.port, "sym"), p.symbol_errors, mono).total if p.symbol_errors is not None else None
+        down = c.update(("ib", p.device, p.port, "down"), p.link_downed, mono).total if p.link_downed is not None else None
+        rows["net"].append(self._net_row(now, p.device, "infiniband", p.port, totals, rates, p.speed_mbps, sym, down))
+        return IbState(p.device, p.port, sym, down, totals, p.speed_mbps)
 
     def _net_row(
         self, now: datetime, device: str, kind: str, port: int | None, totals: dict[str, float],
