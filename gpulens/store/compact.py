@@ -300,47 +300,80 @@ def compact(
     now_s = clock()
     now = datetime.fromtimestamp(now_s, UTC).replace(tzinfo=None)
     closed = _closed_through(now, settle)
-    select = _selector(closed, open_min_files)
-    report = CompactReport()
-    rows: list[dict[str, Any]] = []
-    days: set[str] = set()
+    run = _Run(store, grace, clock, now, closed, _selector(closed, open_min_files), progress)
     with _run_lock(store):
-        for pattern in ("compact-*", "rollup-*"):  # step 1 of a killed run
-            for debris in store.tmp.glob(pattern):
-                shutil.rmtree(debris, ignore_errors=True)
+        _remove_debris(store)
         try:
             for kind in kinds or list(SAMPLE_KINDS):
-                seen: set[date] = set()
-                for part in partitions(store.samples, kind, warn=store.warn):
-                    seen.add(part.day)
-                    _delete_replaced(part, grace, clock(), report)
-                    chosen = select(part)
-                    row = _compact_partition(store, kind, chosen, now, clock, select) if chosen else None
-                    if row is not None:
-                        rows.append(row)
-                        days.add(part.day.isoformat())
-                        report.partitions += 1
-                        report.files_in += row["inputs"]
-                        report.bytes_in += row["bytes_in"]
-                        report.bytes_out += row["bytes_out"]
-                        report.rows += row["rows"]
-                        report.pending_files += row["inputs"]  # deleted by a later run
-                        if progress:
-                            progress(f"{kind} {part.day} {part.node}")
-                    elif part.replaced:  # compacted by an earlier run, maybe never recorded
-                        rows += [_row_from_file(kind, part, n) for n in part.live
-                                 if n.startswith(COMPACT_PREFIX)]
-                _refresh_rollups(store, kind, sorted(seen), closed, report, progress)
+                run.compact_kind(kind)
         except OSError as exc:
             raise StoreError(
                 f"Compaction of {store.samples} failed ({exc.strerror or exc}).",
                 "Free disk space and run `gpulens store compact` again; nothing was lost.",
             ) from None
         finally:
-            _record(store, rows)
-    report.recorded = len(rows)
-    report.days = sorted(days)
-    return report
+            _record(store, run.rows)
+    run.report.recorded = len(run.rows)
+    run.report.days = sorted(run.days)
+    return run.report
+
+
+def _remove_debris(store: Store) -> None:
+    """Step 1 of a killed run: remove its staging folders."""
+    for pattern in ("compact-*", "rollup-*"):
+        for debris in store.tmp.glob(pattern):
+            shutil.rmtree(debris, ignore_errors=True)
+
+
+@dataclass
+class _Run:
+    """One compaction run: its settings, report, lake_compactions rows and compacted days."""
+
+    store: Store
+    grace: float
+    clock: Callable[[], float]
+    now: datetime
+    closed: date
+    select: Select
+    progress: Callable[[str], None] | None
+    report: CompactReport = field(default_factory=CompactReport)
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    days: set[str] = field(default_factory=set)
+
+    def compact_kind(self, kind: str) -> None:
+        """Every partition of ``kind``, then the rollups of its days."""
+        seen: set[date] = set()
+        for part in partitions(self.store.samples, kind, warn=self.store.warn):
+            seen.add(part.day)
+            self.compact_partition(kind, part)
+        _refresh_rollups(self.store, kind, sorted(seen), self.closed, self.report, self.progress)
+
+    def compact_partition(self, kind: str, part: Partition) -> None:
+        """Delete ``part``'s ripe replaced files (the clock read as the partition is reached),
+        then merge what is selected of it (each file's clock read as its write begins)."""
+        _delete_replaced(part, self.grace, self.clock(), self.report)
+        chosen = self.select(part)
+        row = (_compact_partition(self.store, kind, chosen, self.now, self.clock, self.select)
+               if chosen else None)
+        if row is not None:
+            self._count(kind, part, row)
+        elif part.replaced:  # compacted by an earlier run, maybe never recorded
+            self.rows += [_row_from_file(kind, part, n) for n in part.live
+                          if n.startswith(COMPACT_PREFIX)]
+
+    def _count(self, kind: str, part: Partition, row: dict[str, Any]) -> None:
+        """Record a merged partition's row in the report and tell ``progress``."""
+        self.rows.append(row)
+        self.days.add(part.day.isoformat())
+        report = self.report
+        report.partitions += 1
+        report.files_in += row["inputs"]
+        report.bytes_in += row["bytes_in"]
+        report.bytes_out += row["bytes_out"]
+        report.rows += row["rows"]
+        report.pending_files += row["inputs"]  # deleted by a later run
+        if self.progress:
+            self.progress(f"{kind} {part.day} {part.node}")
 
 
 def _refresh_rollups(store: Store, kind: str, days: list[date], closed: date,
