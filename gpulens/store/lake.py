@@ -42,7 +42,7 @@ import uuid
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 
@@ -591,41 +591,58 @@ def _load_saved(samples: Path,
         stamps = tuple((base + str(rel), int(m)) for rel, m in doc["stamps"])
         folders = doc["folders"]
         changed = _changed(stamps) if stamps else None
-        whole = changed == []
-        entries_ok = True
-        stamped = dict(stamps) if whole else {}
-        files: list[tuple[str, date]] = []
-        days: dict[str, date] = {}
-        taken: dict[str, list] = {}
-        stats: dict[str, tuple[int, int]] | None = getattr(_pinned, "stats", None)
-        for entry in folders:
-            rel, day, mtime, saved, replaced = entry
-            folder = base + rel
-            checked = _entry_files(folder + os.sep, saved)
-            if checked is None or type(mtime) is not int:
-                whole = entries_ok = False
-                continue
-            names, paths = checked
-            whole = whole and stamped.get(folder) == mtime
-            for path, (_, size, file_mtime) in zip(paths, saved, strict=True):
-                qr.mark_verified(path, size, file_mtime)
-                if stats is not None:
-                    stats[path] = (size, file_mtime)
-            taken[rel] = entry
-            _listed[folder] = (mtime, tuple(names), tuple(map(str, replaced)))
-            d = days.get(day) or days.setdefault(day, date.fromisoformat(day))
-            files += [(path, d) for path in paths]
+        got = _take_entries(base, folders, dict(stamps) if changed == [] else {})
     except (OSError, ValueError, TypeError, KeyError, AttributeError, IndexError):
         return None  # missing, unreadable or of another format: list afresh
-    if not whole:
-        _saved_state[(str(samples), kind)] = ("", 0)
-        _taken[(str(samples), kind)] = taken
-        if changed and entries_ok and all(map(_is_partition, changed)):
-            _patchable[(str(samples), kind)] = (stamps, frozenset(changed))
+    key = (str(samples), kind)
+    if not (changed == [] and got.entries_ok and got.stamped):
+        _saved_state[key] = ("", 0)
+        _taken[key] = got.taken
+        if changed and got.entries_ok and all(map(_is_partition, changed)):
+            _patchable[key] = (stamps, frozenset(changed))
         return None
-    listing = _listing(files)
-    _saved_state[(str(samples), kind)] = (listing.signature, len(folders))
+    listing = _listing(got.files)
+    _saved_state[key] = (listing.signature, len(folders))
     return stamps, listing
+
+
+@dataclass
+class _SavedEntries:
+    """The entries of a saved listing whose files are unchanged on disk: their files (path,
+    day) and the entries by folder; whether every entry's files were unchanged
+    (``entries_ok``) and every such folder has its stamped mtime (``stamped``)."""
+
+    files: list[tuple[str, date]] = field(default_factory=list)
+    taken: dict[str, list] = field(default_factory=dict)
+    entries_ok: bool = True
+    stamped: bool = True
+
+
+def _take_entries(base: str, folders: list, stamped: dict[str, int]) -> _SavedEntries:
+    """Check each saved entry's files against the disk; take the unchanged ones into the
+    per-folder reuse (and mark their files verified). ``stamped``: folder -> saved mtime ({}:
+    the stamps do not hold). Raises what a malformed entry raises (the caller lists afresh)."""
+    out = _SavedEntries()
+    days: dict[str, date] = {}
+    stats: dict[str, tuple[int, int]] | None = getattr(_pinned, "stats", None)
+    for entry in folders:
+        rel, day, mtime, saved, replaced = entry
+        folder = base + rel
+        checked = _entry_files(folder + os.sep, saved)
+        if checked is None or type(mtime) is not int:
+            out.entries_ok = False
+            continue
+        names, paths = checked
+        out.stamped = out.stamped and stamped.get(folder) == mtime
+        for path, (_, size, file_mtime) in zip(paths, saved, strict=True):
+            qr.mark_verified(path, size, file_mtime)
+            if stats is not None:
+                stats[path] = (size, file_mtime)
+        out.taken[rel] = entry
+        _listed[folder] = (mtime, tuple(names), tuple(map(str, replaced)))
+        d = days.get(day) or days.setdefault(day, date.fromisoformat(day))
+        out.files += [(path, d) for path in paths]
+    return out
 
 
 #: (samples, kind) -> (the saved stamps, the partition folders among them that changed): set by
