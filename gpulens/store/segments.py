@@ -78,6 +78,15 @@ def commit_parquet(table: pa.Table, staged: Path, path: Path, **options: Any) ->
     return size
 
 
+def _check_agent_name(agent: str) -> None:
+    """Raise InputError unless ``agent`` is usable as a file name."""
+    if not _AGENT.match(agent):
+        raise InputError(
+            f"Agent name {agent!r} is not usable as a file name.",
+            "Use letters, digits, '.', '_' and '-' only (set collect.node).",
+        )
+
+
 class SegmentWriter:
     """Buffered, crash-safe writer of one agent's samples."""
 
@@ -89,11 +98,7 @@ class SegmentWriter:
         segment_seconds: float = 300.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if not _AGENT.match(agent):
-            raise InputError(
-                f"Agent name {agent!r} is not usable as a file name.",
-                "Use letters, digits, '.', '_' and '-' only (set collect.node).",
-            )
+        _check_agent_name(agent)
         self.store = store
         self.agent = agent
         self.segment_seconds = segment_seconds
@@ -101,27 +106,35 @@ class SegmentWriter:
         self._last_roll = clock()
         self._buffer: dict[str, list[pa.Table]] = {k: [] for k in SAMPLE_KINDS}
         self.path = store.spool / agent
+        self._lock_fd = self._lock_spool()
+        for debris in self.path.glob(".tmp-*"):  # writes a crash interrupted
+            debris.unlink(missing_ok=True)
+        seqs = [int(m["seq"]) for f in self.path.iterdir() if (m := _BATCH.match(f.name))]
+        self._next_seq = max(seqs, default=0) + 1
+        self.recover()
+
+    def _lock_spool(self) -> int:
+        """Create this agent's spool folder and take its lock; the lock file's descriptor.
+        Raises StoreError when it cannot be created, StoreLockedError when another agent of
+        the same name holds it."""
+        store, agent = self.store, self.agent
         try:
             self.path.mkdir(parents=True, exist_ok=True)
-            self._lock_fd = os.open(store.spool / f"{agent}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+            lock_fd = os.open(store.spool / f"{agent}.lock", os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
             raise StoreError(
                 f"Spool {self.path} cannot be created ({exc.strerror}).",
                 "Check that the data directory is writable.",
             ) from None
         try:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            os.close(self._lock_fd)
+            os.close(lock_fd)
             raise StoreLockedError(
                 f"Spool {self.path} is in use by another agent named {agent!r}.",
                 "Stop the other agent or give this one another name (collect.node).",
             ) from None
-        for debris in self.path.glob(".tmp-*"):  # writes a crash interrupted
-            debris.unlink(missing_ok=True)
-        seqs = [int(m["seq"]) for f in self.path.iterdir() if (m := _BATCH.match(f.name))]
-        self._next_seq = max(seqs, default=0) + 1
-        self.recover()
+        return lock_fd
 
     # --------------------------------------------------------------- buffering
     def append(self, kind: str, rows: Rows) -> None:
