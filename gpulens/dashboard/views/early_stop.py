@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import altair as alt
 import pandas as pd
 import streamlit as st
@@ -86,9 +88,8 @@ def _online_tiles(comp: pd.DataFrame, online: pd.DataFrame) -> None:
                    "stops, in percentage points.")
 
 
-def render() -> None:
-    filters = ui.page_header("Early stop", "Epochs run after a job had already converged")
-    ui.require_data()
+def _settings() -> tuple[float, int, float]:
+    """The tolerance, patience and minimum improvement the settings row holds."""
     default_tol = float(data.config().diagnose.early_stop_tolerance)
     with st.container(border=True):
         c1, c2, c3 = st.columns(3)
@@ -99,34 +100,37 @@ def render() -> None:
         min_delta = c3.number_input("Online rule: minimum improvement", min_value=0.0,
                                     max_value=0.1, value=0.001, step=0.001, format="%.3f",
                                     key="es_min_delta")
+    return tolerance, patience, min_delta
 
+
+def _summary(filters: data.FilterState, tolerance: float) -> None:
+    """The summary sentence and its tiles."""
     summary = ui.fetch(analysis.early_stop_summary, "Early-stop summary", filters=filters,
                        tolerance=float(tolerance))
-    if summary is not None:
-        if getattr(summary, "sentence", ""):
-            st.markdown(f"> {summary.sentence}")
-        c1, c2, c3 = st.columns(3)
-        c1.metric("Jobs with a curve", f"{int(getattr(summary, 'jobs', 0) or 0):,}", border=True)
-        c2.metric("Jobs that converged early", ui.fmt_pct(getattr(summary, "pct_jobs", None)),
-                  border=True)
-        c3.metric("Epochs after convergence", ui.fmt_pct(getattr(summary, "pct_epochs", None)),
-                  border=True)
-        c1, c2 = st.columns(2)
-        c1.metric("Saveable in hindsight, allocated GPU-h",
-                  ui.fmt_hours(getattr(summary, "saveable_allocated_gpu_hours", None)),
-                  border=True, help="Allocated GPU-hours after each job converged; runs that "
-                                    "failed or were killed are left out (their GPU-hours are "
-                                    "failure cost).")
-        c2.metric("Saveable in hindsight, busy GPU-h",
-                  ui.fmt_hours(getattr(summary, "saveable_busy_gpu_hours", None)),
-                  border=True, help="Busy GPU-hours after each job converged: the Overview "
-                                    "waterfall's \"After converging\" stage.")
+    if summary is None:
+        return
+    if getattr(summary, "sentence", ""):
+        st.markdown(f"> {summary.sentence}")
+    c1, c2, c3 = st.columns(3)
+    c1.metric("Jobs with a curve", f"{int(getattr(summary, 'jobs', 0) or 0):,}", border=True)
+    c2.metric("Jobs that converged early", ui.fmt_pct(getattr(summary, "pct_jobs", None)),
+              border=True)
+    c3.metric("Epochs after convergence", ui.fmt_pct(getattr(summary, "pct_epochs", None)),
+              border=True)
+    c1, c2 = st.columns(2)
+    c1.metric("Saveable in hindsight, allocated GPU-h",
+              ui.fmt_hours(getattr(summary, "saveable_allocated_gpu_hours", None)),
+              border=True, help="Allocated GPU-hours after each job converged; runs that "
+                                "failed or were killed are left out (their GPU-hours are "
+                                "failure cost).")
+    c2.metric("Saveable in hindsight, busy GPU-h",
+              ui.fmt_hours(getattr(summary, "saveable_busy_gpu_hours", None)),
+              border=True, help="Busy GPU-hours after each job converged: the Overview "
+                                "waterfall's \"After converging\" stage.")
 
-    es = ui.fetch(analysis.early_stop, "Early stop per job", filters=filters,
-                  tolerance=float(tolerance))
-    online = ui.fetch(analysis.online_stop, "Online stopping rule", filters=filters,
-                      patience=int(patience), min_delta=float(min_delta))
 
+def _charts(es: Any, online: Any, patience: int) -> None:
+    """The histogram of epochs needed, the online rule against hindsight, and its tiles."""
     comp: pd.DataFrame | None = None
     left, right = st.columns(2)
     with left:
@@ -144,16 +148,32 @@ def render() -> None:
     if comp is not None and isinstance(online, pd.DataFrame):
         _online_tiles(comp, online)
 
-    if isinstance(es, pd.DataFrame) and not es.empty:
-        st.subheader("Per job")
-        table = es
-        if isinstance(online, pd.DataFrame) and not online.empty:
-            table = es.merge(online, on="job_id", how="left", suffixes=("", "_online"))
-        table = table.sort_values("saveable_allocated_gpu_hours", ascending=False)
-        ui.table(table, "early stop per job", hide=["converged_epoch_online"], column_config={
-            "fraction_epochs": st.column_config.ProgressColumn("Epochs needed", min_value=0,
-                                                               max_value=1, format="percent"),
-        })
 
+def _per_job(es: Any, online: Any) -> None:
+    """Every job's early-stop numbers, hindsight and online, the most saveable first."""
+    if not isinstance(es, pd.DataFrame) or es.empty:
+        return
+    st.subheader("Per job")
+    table = es
+    if isinstance(online, pd.DataFrame) and not online.empty:
+        table = es.merge(online, on="job_id", how="left", suffixes=("", "_online"))
+    table = table.sort_values("saveable_allocated_gpu_hours", ascending=False)
+    ui.table(table, "early stop per job", hide=["converged_epoch_online"], column_config={
+        "fraction_epochs": st.column_config.ProgressColumn("Epochs needed", min_value=0,
+                                                           max_value=1, format="percent"),
+    })
+
+
+def render() -> None:
+    filters = ui.page_header("Early stop", "Epochs run after a job had already converged")
+    ui.require_data()
+    tolerance, patience, min_delta = _settings()
+    _summary(filters, tolerance)
+    es = ui.fetch(analysis.early_stop, "Early stop per job", filters=filters,
+                  tolerance=float(tolerance))
+    online = ui.fetch(analysis.online_stop, "Online stopping rule", filters=filters,
+                      patience=int(patience), min_delta=float(min_delta))
+    _charts(es, online, patience)
+    _per_job(es, online)
 
 render()
