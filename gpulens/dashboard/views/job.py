@@ -28,12 +28,9 @@ def _frame(obj: Any, name: str) -> pd.DataFrame:
     return value if isinstance(value, pd.DataFrame) else pd.DataFrame()
 
 
-def gpu_heatmap(timeline: pd.DataFrame, attempts: pd.DataFrame | None = None
-                ) -> alt.Chart | alt.LayerChart:
-    """Utilization of every GPU of the job over time (one row per GPU).
-
-    With ``attempts`` (more than one), a dashed rule marks where each attempt started.
-    """
+def _binned_timeline(timeline: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """The timeline per GPU ("node:index") and time bin, at most MAX_HEATMAP_CELLS cells;
+    returns it and the GPU count."""
     tl = timeline.copy()
     tl["ts"] = pd.to_datetime(tl["ts"])
     tl["gpu"] = tl["node"].astype(str) + ":" + tl["gpu_index"].astype(str)
@@ -46,6 +43,26 @@ def gpu_heatmap(timeline: pd.DataFrame, attempts: pd.DataFrame | None = None
     else:
         tl["ts"] = tl["ts"].dt.floor("1min")
     tl["ts_end"] = tl["ts"] + pd.Timedelta(minutes=bin_minutes)
+    return tl, n_gpus
+
+
+def _attempt_starts(attempts: pd.DataFrame | None) -> pd.DataFrame:
+    """When each attempt started, labelled (empty unless there is more than one)."""
+    starts = pd.DataFrame()
+    if attempts is not None and len(attempts) > 1 and "start_time" in attempts:
+        starts = attempts.dropna(subset=["start_time"])[["attempt", "start_time"]].copy()
+        starts["start_time"] = pd.to_datetime(starts["start_time"])
+        starts["label"] = "attempt " + starts["attempt"].astype(int).astype(str)
+    return starts
+
+
+def gpu_heatmap(timeline: pd.DataFrame, attempts: pd.DataFrame | None = None
+                ) -> alt.Chart | alt.LayerChart:
+    """Utilization of every GPU of the job over time (one row per GPU).
+
+    With ``attempts`` (more than one), a dashed rule marks where each attempt started.
+    """
+    tl, n_gpus = _binned_timeline(timeline)
     # one row per GPU: 22 px while that fits in 700 px, then thinner (labels thinned out)
     step = 22 if n_gpus <= 32 else max(700 // n_gpus, 4)
     heat = (
@@ -63,11 +80,7 @@ def gpu_heatmap(timeline: pd.DataFrame, attempts: pd.DataFrame | None = None
         )
     )
     height = charts.rows_height(n_gpus, step=step, minimum=1)
-    starts = pd.DataFrame()
-    if attempts is not None and len(attempts) > 1 and "start_time" in attempts:
-        starts = attempts.dropna(subset=["start_time"])[["attempt", "start_time"]].copy()
-        starts["start_time"] = pd.to_datetime(starts["start_time"])
-        starts["label"] = "attempt " + starts["attempt"].astype(int).astype(str)
+    starts = _attempt_starts(attempts)
     if starts.empty:
         return charts.fit_width(heat.properties(height=height))
     rule = alt.Chart(starts).mark_rule(color="#e45756", strokeDash=[4, 3], size=1.5).encode(
@@ -77,7 +90,6 @@ def gpu_heatmap(timeline: pd.DataFrame, attempts: pd.DataFrame | None = None
                                        color="#e45756", fontSize=11).encode(
         x=alt.X("start_time:T", title=None), y=alt.value(0), text="label:N")
     return charts.fit_width(alt.LayerChart(layer=[heat, rule, text], height=height))
-
 
 def metric_curve(metrics: pd.DataFrame, converged: float | None) -> alt.FacetChart | alt.LayerChart:
     base = alt.Chart(metrics).mark_line(point=True).encode(
@@ -189,13 +201,80 @@ def _render_job_diagnosis(result: Any) -> None:
             st.caption("What moved the origin most: " + "; ".join(moved))
 
 
-def render() -> None:
-    st.page_link("views/jobs.py", label="Back to jobs", icon=":material/arrow_back:")
+def _job_id() -> str:
+    """The job id of the URL, or the one typed in the box (which then goes into the URL)."""
     job_id = str(st.query_params.get("job", "") or "")
     typed = st.text_input("Job id", value=job_id, key="job_id_input")
     if typed and typed != job_id:
         st.query_params["job"] = typed
         job_id = typed
+    return job_id
+
+
+def _tiles(job: Mapping[str, Any], placements: pd.DataFrame, attempts: pd.DataFrame) -> None:
+    cols = st.columns(6)
+    cols[0].metric("Status", str(job.get("status", "—")), border=True)
+    cols[1].metric("User", str(job.get("user", "—")), border=True)
+    cols[2].metric("VC", str(job.get("vc", "—")), border=True)
+    gpus = job.get("requested_gpus") or (len(placements[["node", "gpu_index"]].drop_duplicates())
+                                         if not placements.empty else None)
+    cols[3].metric("GPUs", "—" if gpus is None else str(gpus), border=True)
+    servers = placements["node"].nunique() if not placements.empty else None
+    cols[4].metric("Servers", "—" if servers is None else str(servers), border=True)
+    cols[5].metric("Attempts", str(len(attempts)), border=True)
+
+
+def _utilization(timeline: pd.DataFrame, attempts: pd.DataFrame) -> None:
+    st.subheader("Per-GPU utilization")
+    if timeline.empty:
+        st.caption("No GPU samples for this job.")
+        return
+    st.altair_chart(gpu_heatmap(timeline, attempts), width="stretch")
+    if len(attempts) > 1:
+        st.caption("Dashed lines: where each attempt started; gaps: the job was not running.")
+
+
+def _training_curve(detail: Any) -> None:
+    st.subheader("Training curve")
+    metrics = _frame(detail, "metrics")
+    converged = getattr(detail, "converged_epoch", None)
+    converged = None if converged is None or pd.isna(converged) else float(converged)
+    if metrics.empty:
+        st.caption("This job reported no metric curve.")
+        return
+    st.altair_chart(metric_curve(metrics, converged))
+    if converged is not None:
+        epochs = metrics["step"].max()
+        st.caption(f"Converged (within tolerance of its best accuracy) at epoch "
+                   f"{converged:.0f} of {epochs:.0f}: the dashed line.")
+
+
+def _attempts_and_placement(attempts: pd.DataFrame, placements: pd.DataFrame) -> None:
+    left, right = st.columns(2)
+    with left:
+        st.subheader("Attempts")
+        ui.table(attempts, "attempts", key="job-attempts", hide=["job_id"])
+    with right:
+        st.subheader("Placement")
+        ui.table(ui.placement_summary(placements), "placement", key="job-placement",
+                 csv=placements)
+
+
+def _job_sections(job_id: str, detail: Any, job: Mapping[str, Any]) -> None:
+    """Everything the page shows about a job found in the store."""
+    placements = _frame(detail, "placements")
+    attempts = _frame(detail, "attempts")
+    _tiles(job, placements, attempts)
+    _utilization(_frame(detail, "gpu_timeline"), attempts)
+    machines_section(job_id)
+    _training_curve(detail)
+    _diagnosis(job_id, _frame(detail, "failures"))
+    _attempts_and_placement(attempts, placements)
+
+
+def render() -> None:
+    st.page_link("views/jobs.py", label="Back to jobs", icon=":material/arrow_back:")
+    job_id = _job_id()
     st.title(f"Job {job_id}" if job_id else "Job")
     ui.require_data()
     if not job_id:
@@ -208,54 +287,6 @@ def render() -> None:
     if not job:
         st.warning(f"No job {job_id!r} in the store.", icon=":material/search_off:")
         return
-
-    placements = _frame(detail, "placements")
-    attempts = _frame(detail, "attempts")
-    cols = st.columns(6)
-    cols[0].metric("Status", str(job.get("status", "—")), border=True)
-    cols[1].metric("User", str(job.get("user", "—")), border=True)
-    cols[2].metric("VC", str(job.get("vc", "—")), border=True)
-    gpus = job.get("requested_gpus") or (len(placements[["node", "gpu_index"]].drop_duplicates())
-                                         if not placements.empty else None)
-    cols[3].metric("GPUs", "—" if gpus is None else str(gpus), border=True)
-    servers = placements["node"].nunique() if not placements.empty else None
-    cols[4].metric("Servers", "—" if servers is None else str(servers), border=True)
-    cols[5].metric("Attempts", str(len(attempts)), border=True)
-
-    st.subheader("Per-GPU utilization")
-    timeline = _frame(detail, "gpu_timeline")
-    if timeline.empty:
-        st.caption("No GPU samples for this job.")
-    else:
-        st.altair_chart(gpu_heatmap(timeline, attempts), width="stretch")
-        if len(attempts) > 1:
-            st.caption("Dashed lines: where each attempt started; gaps: the job was not running.")
-
-    machines_section(job_id)
-
-    st.subheader("Training curve")
-    metrics = _frame(detail, "metrics")
-    converged = getattr(detail, "converged_epoch", None)
-    converged = None if converged is None or pd.isna(converged) else float(converged)
-    if metrics.empty:
-        st.caption("This job reported no metric curve.")
-    else:
-        st.altair_chart(metric_curve(metrics, converged))
-        if converged is not None:
-            epochs = metrics["step"].max()
-            st.caption(f"Converged (within tolerance of its best accuracy) at epoch "
-                       f"{converged:.0f} of {epochs:.0f}: the dashed line.")
-
-    _diagnosis(job_id, _frame(detail, "failures"))
-
-    left, right = st.columns(2)
-    with left:
-        st.subheader("Attempts")
-        ui.table(attempts, "attempts", key="job-attempts", hide=["job_id"])
-    with right:
-        st.subheader("Placement")
-        ui.table(ui.placement_summary(placements), "placement", key="job-placement",
-                 csv=placements)
-
+    _job_sections(job_id, detail, job)
 
 render()
