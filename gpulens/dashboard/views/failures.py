@@ -180,11 +180,8 @@ def runtime_chart(failed: pd.DataFrame, origins: dict[str, str] | None = None
                                            height=charts.rows_height(len(order))))
 
 
-def _drilldown(failed: pd.DataFrame) -> None:
-    st.subheader("Drill down: a failed job's log")
-    if failed.empty:
-        ui.no_match("No failed job")
-        return
+def _pick_failed_job(failed: pd.DataFrame) -> str:
+    """The failed jobs, costliest first; the selected one's id (or the costliest's)."""
     view = failed.sort_values("allocated_gpu_hours", ascending=False).reset_index(drop=True)
     cols = [c for c in ("job_id", "user", "vc", "gpus", "failure_category", "allocated_gpu_hours",
                         "end_time") if c in view.columns]
@@ -194,30 +191,33 @@ def _drilldown(failed: pd.DataFrame) -> None:
     job_id = str(view.iloc[rows[0]]["job_id"]) if rows else str(view.iloc[0]["job_id"])
     if not rows:
         st.caption(f"Select a row; showing the costliest failed job, {job_id}.")
-    detail = ui.fetch(analysis.job_detail, "Job detail", job_id, use_filters=False)
-    if detail is None:
-        return
-    attempts = getattr(detail, "attempts", pd.DataFrame())
-    failures = getattr(detail, "failures", pd.DataFrame())
-    if not isinstance(attempts, pd.DataFrame) or attempts.empty:
-        st.caption("This job has no attempts recorded.")
-        return
+    return job_id
+
+
+def _pick_attempt(attempts: pd.DataFrame) -> tuple[int, pd.Series]:
+    """The attempt chosen among the failed ones (all when none failed), the last by default;
+    returns its number and its row."""
     bad = attempts[attempts["status"] == "failed"] if "status" in attempts else attempts
     if bad.empty:
         bad = attempts
     labels = [int(a) for a in bad["attempt"]]
     attempt = st.selectbox("Attempt", labels, index=len(labels) - 1, key="fail_attempt")
-    row = bad[bad["attempt"] == attempt].iloc[0]
-    diag: dict[str, Any] = {}
-    if isinstance(failures, pd.DataFrame) and not failures.empty:
-        match = failures[failures["attempt"] == attempt]
-        if not match.empty:
-            diag = {str(k): v for k, v in match.iloc[0].to_dict().items()}
-    if diag:
-        st.markdown(f"Diagnosis: **`{diag.get('category')}`**, origin **{diag.get('origin')}**")
-    st.page_link("views/job.py", label=f"Job page of {job_id}", icon=":material/open_in_new:",
-                 query_params={"job": job_id})
-    text, problem, truncated = data.read_log(row.get("log_path"))
+    return attempt, bad[bad["attempt"] == attempt].iloc[0]
+
+
+def _diagnosis_of(failures: Any, attempt: int) -> dict[str, Any]:
+    """The stored diagnosis of ``attempt`` as a dict (empty when there is none)."""
+    if not isinstance(failures, pd.DataFrame) or failures.empty:
+        return {}
+    match = failures[failures["attempt"] == attempt]
+    if match.empty:
+        return {}
+    return {str(k): v for k, v in match.iloc[0].to_dict().items()}
+
+
+def _show_log(job_id: str, attempt: int, log_path: Any) -> None:
+    """The attempt's log around its fatal region (highlighted), or all of it, and a download."""
+    text, problem, truncated = data.read_log(log_path)
     if text is None:
         st.info(f"No log to show: {problem}.", icon=":material/description:")
         return
@@ -236,33 +236,49 @@ def _drilldown(failed: pd.DataFrame) -> None:
                        key="dl-fail-log", on_click="ignore")
 
 
-def render() -> None:
-    filters = ui.page_header("Failures", "Why jobs fail, and what it costs")
-    ui.require_data()
-    cost = ui.fetch(analysis.failure_cost, "Failure cost", filters=filters)
-    jobs = ui.fetch(analysis.job_utilization, "Jobs", filters=filters)
-    failed = (jobs[jobs["status"] == "failed"] if isinstance(jobs, pd.DataFrame)
-              else pd.DataFrame())
+def _drilldown(failed: pd.DataFrame) -> None:
+    st.subheader("Drill down: a failed job's log")
+    if failed.empty:
+        ui.no_match("No failed job")
+        return
+    job_id = _pick_failed_job(failed)
+    detail = ui.fetch(analysis.job_detail, "Job detail", job_id, use_filters=False)
+    if detail is None:
+        return
+    attempts = getattr(detail, "attempts", pd.DataFrame())
+    if not isinstance(attempts, pd.DataFrame) or attempts.empty:
+        st.caption("This job has no attempts recorded.")
+        return
+    attempt, row = _pick_attempt(attempts)
+    diag = _diagnosis_of(getattr(detail, "failures", pd.DataFrame()), attempt)
+    if diag:
+        st.markdown(f"Diagnosis: **`{diag.get('category')}`**, origin **{diag.get('origin')}**")
+    st.page_link("views/job.py", label=f"Job page of {job_id}", icon=":material/open_in_new:",
+                 query_params={"job": job_id})
+    _show_log(job_id, attempt, row.get("log_path"))
 
-    if isinstance(cost, pd.DataFrame):
-        c1, c2, c3, c4 = st.columns(4)
-        c1.metric("Failed or killed attempts",
-                  f"{int(cost['failures'].sum()):,}" if not cost.empty else "0", border=True)
-        c2.metric("Allocated GPU-h lost",
-                  ui.fmt_hours(cost["allocated_gpu_hours"].sum() if not cost.empty else 0.0),
-                  border=True, help="Allocated GPU-hours of the runs that failed or were killed.")
-        c3.metric("Busy GPU-h lost",
-                  ui.fmt_hours(cost["busy_gpu_hours"].sum() if not cost.empty else 0.0),
-                  border=True, help="Busy GPU-hours of the runs that failed or were killed: the "
-                                    "Overview waterfall's \"Failed or killed\" stage.")
-        if not cost.empty:
-            by_origin = cost.groupby("origin")["allocated_gpu_hours"].sum()
-            infra = float(by_origin.get("infrastructure", 0.0))
-            c4.metric("Infrastructure share",
-                      ui.fmt_pct(100 * acc.share(infra, float(by_origin.sum()))), border=True,
-                      help="Share of the allocated GPU-hours lost whose failures have an "
-                           "infrastructure origin.")
+def _tiles(cost: pd.DataFrame) -> None:
+    """Failed attempts, the GPU-hours they held (allocated, busy), the infrastructure share."""
+    c1, c2, c3, c4 = st.columns(4)
+    c1.metric("Failed or killed attempts",
+              f"{int(cost['failures'].sum()):,}" if not cost.empty else "0", border=True)
+    c2.metric("Allocated GPU-h lost",
+              ui.fmt_hours(cost["allocated_gpu_hours"].sum() if not cost.empty else 0.0),
+              border=True, help="Allocated GPU-hours of the runs that failed or were killed.")
+    c3.metric("Busy GPU-h lost",
+              ui.fmt_hours(cost["busy_gpu_hours"].sum() if not cost.empty else 0.0),
+              border=True, help="Busy GPU-hours of the runs that failed or were killed: the "
+                                "Overview waterfall's \"Failed or killed\" stage.")
+    if not cost.empty:
+        by_origin = cost.groupby("origin")["allocated_gpu_hours"].sum()
+        infra = float(by_origin.get("infrastructure", 0.0))
+        c4.metric("Infrastructure share",
+                  ui.fmt_pct(100 * acc.share(infra, float(by_origin.sum()))), border=True,
+                  help="Share of the allocated GPU-hours lost whose failures have an "
+                       "infrastructure origin.")
 
+
+def _over_time_and_cost(failed: pd.DataFrame, cost: Any) -> None:
     left, right = st.columns(2)
     with left:
         st.subheader("Failures over time, by category")
@@ -279,14 +295,20 @@ def render() -> None:
             else:
                 st.altair_chart(cost_chart(cost), width="stretch")
 
+
+def _main_origins(cost: Any) -> dict[str, str] | None:
+    """Each category's origin with the most allocated GPU-hours lost (None without a cost)."""
+    if not isinstance(cost, pd.DataFrame) or cost.empty:
+        return None
+    main = cost.sort_values("allocated_gpu_hours").groupby("category")["origin"].last()
+    return {str(k): str(v) for k, v in main.items()}
+
+
+def _runtime_and_table(failed: pd.DataFrame, cost: Any) -> None:
     left, right = st.columns(2)
     with left:
         st.subheader("Runtime to failure")
-        origins = None
-        if isinstance(cost, pd.DataFrame) and not cost.empty:
-            main = cost.sort_values("allocated_gpu_hours").groupby("category")["origin"].last()
-            origins = {str(k): str(v) for k, v in main.items()}
-        runtime = runtime_chart(failed, origins) if not failed.empty else None
+        runtime = runtime_chart(failed, _main_origins(cost)) if not failed.empty else None
         if runtime is None:
             ui.no_match("No failed job")
         else:
@@ -299,7 +321,18 @@ def render() -> None:
         if isinstance(cost, pd.DataFrame):
             ui.table(cost, "failure cost")
 
-    _drilldown(failed)
 
+def render() -> None:
+    filters = ui.page_header("Failures", "Why jobs fail, and what it costs")
+    ui.require_data()
+    cost = ui.fetch(analysis.failure_cost, "Failure cost", filters=filters)
+    jobs = ui.fetch(analysis.job_utilization, "Jobs", filters=filters)
+    failed = (jobs[jobs["status"] == "failed"] if isinstance(jobs, pd.DataFrame)
+              else pd.DataFrame())
+    if isinstance(cost, pd.DataFrame):
+        _tiles(cost)
+    _over_time_and_cost(failed, cost)
+    _runtime_and_table(failed, cost)
+    _drilldown(failed)
 
 render()
