@@ -137,16 +137,13 @@ _RUNTIME_TICKS = [(acc.runtime_hours(60), "1 min"), (acc.runtime_hours(300), "5 
                   (4.0, "4 h"), (24.0, "1 day"), (96.0, "4 days"), (24.0 * 14, "2 weeks")]
 
 
-def runtime_chart(failed: pd.DataFrame, origins: dict[str, str] | None = None
-                  ) -> alt.LayerChart | None:
-    """Hours from start to failure per category (box: quartiles, whiskers: min-max), log scale.
-
-    Categories are sorted by their median, longest first, labelled with their job
-    count and coloured by ``origins`` (category -> origin) when given.
-    """
+def _runtime_frame(failed: pd.DataFrame, origins: dict[str, str] | None
+                   ) -> tuple[pd.DataFrame, list[str]]:
+    """Failed jobs with their hours to failure (at least a minute), category label ("name
+    (count)") and origin; and the labels by median hours, longest first."""
     df = failed.dropna(subset=["start_time", "end_time"]).copy()
     if df.empty:
-        return None
+        return df, []
     hours = acc.runtime_hours(
         (pd.to_datetime(df["end_time"]) - pd.to_datetime(df["start_time"])).dt.total_seconds())
     # a log scale; under a minute counts as a minute
@@ -157,12 +154,28 @@ def runtime_chart(failed: pd.DataFrame, origins: dict[str, str] | None = None
     names = {c: f"{c} ({int(n)})" for c, n in stats["size"].items()}
     df["label"] = df["category"].map(names)
     df["origin"] = df["category"].map(origins or {}).fillna("unknown")
-    order = [names[c] for c in stats.index]
-    lo, hi = float(df["hours"].min()), float(df["hours"].max())
+    return df, [names[c] for c in stats.index]
+
+
+def _runtime_ticks(lo: float, hi: float) -> list[float]:
+    """The ticks of :data:`_RUNTIME_TICKS` that span ``lo..hi`` hours."""
     values = [v for v, _ in _RUNTIME_TICKS]
     first = max([i for i, v in enumerate(values) if v <= lo] or [0])
     last = min([i for i, v in enumerate(values) if v >= hi] or [len(values) - 1])
-    ticks = values[first:last + 1]
+    return values[first:last + 1]
+
+
+def runtime_chart(failed: pd.DataFrame, origins: dict[str, str] | None = None
+                  ) -> alt.LayerChart | None:
+    """Hours from start to failure per category (box: quartiles, whiskers: min-max), log scale.
+
+    Categories are sorted by their median, longest first, labelled with their job
+    count and coloured by ``origins`` (category -> origin) when given.
+    """
+    df, order = _runtime_frame(failed, origins)
+    if df.empty:
+        return None
+    ticks = _runtime_ticks(float(df["hours"].min()), float(df["hours"].max()))
     tick_expr = " : ".join(f"datum.value < {v * 1.01!r} ? {t!r}" for v, t in _RUNTIME_TICKS)
     domain, colors = _origin_domain(set(df["origin"]))
     y = alt.Y("label:N", sort=order, title=None, axis=alt.Axis(labelLimit=240, labelOverlap=False))
@@ -178,7 +191,6 @@ def runtime_chart(failed: pd.DataFrame, origins: dict[str, str] | None = None
         tooltip=["job_id:N", "category:N", alt.Tooltip("hours:Q", format=".2f", title="hours")])
     return charts.fit_width(alt.LayerChart(layer=[boxes, dots],
                                            height=charts.rows_height(len(order))))
-
 
 def _pick_failed_job(failed: pd.DataFrame) -> str:
     """The failed jobs, costliest first; the selected one's id (or the costliest's)."""
