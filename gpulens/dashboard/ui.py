@@ -167,6 +167,34 @@ def _is_hours(name: str) -> bool:
     return name.endswith("_hours") or name == "gpu_hours" or name.endswith("gpu_hours_saved")
 
 
+def _number_format(name: str, dtype: Any) -> tuple[str, str]:
+    """The NumberColumn format of a numeric column, and what its header gets appended."""
+    if name in _PERCENT:
+        return "%.1f%%", ""
+    if name in _FRACTION:
+        return "percent", ""
+    if _is_hours(name):
+        return "%,.1f", ""
+    if name.endswith("_bps"):
+        return "bytes", " (per s)"
+    if pd.api.types.is_integer_dtype(dtype):
+        return ("%d" if name in _CODES else "%,d"), ""
+    return "%,.2f", ""
+
+
+def _column_spec(name: str, label: str, dtype: Any) -> Any:
+    """The Streamlit column config of one column from its name and dtype."""
+    cc = st.column_config
+    if pd.api.types.is_bool_dtype(dtype):
+        return cc.CheckboxColumn(label)
+    if pd.api.types.is_datetime64_any_dtype(dtype):
+        return cc.DatetimeColumn(label, format="YYYY-MM-DD HH:mm", width=135)
+    if pd.api.types.is_numeric_dtype(dtype):
+        fmt, suffix = _number_format(name, dtype)
+        return cc.NumberColumn(label + suffix, format=fmt)
+    return cc.Column(label)
+
+
 def column_config_for(
     df: pd.DataFrame,
     overrides: dict[str, Any] | None = None,
@@ -180,36 +208,11 @@ def column_config_for(
     ``overrides`` replaces the config of a column, ``labels`` just its header,
     and ``hide`` leaves columns out of the display (they stay in the CSV).
     """
-    cc = st.column_config
     labels = labels or {}
     config: dict[str, Any] = {}
     for col in df.columns:
         name = str(col)
-        label = labels.get(name) or column_label(name)
-        dtype = df[col].dtype
-        spec: Any
-        if pd.api.types.is_bool_dtype(dtype):
-            spec = cc.CheckboxColumn(label)
-        elif pd.api.types.is_datetime64_any_dtype(dtype):
-            spec = cc.DatetimeColumn(label, format="YYYY-MM-DD HH:mm", width=135)
-        elif pd.api.types.is_numeric_dtype(dtype):
-            if name in _PERCENT:
-                fmt = "%.1f%%"
-            elif name in _FRACTION:
-                fmt = "percent"
-            elif _is_hours(name):
-                fmt = "%,.1f"
-            elif name.endswith("_bps"):
-                fmt = "bytes"
-                label += " (per s)"
-            elif pd.api.types.is_integer_dtype(dtype):
-                fmt = "%d" if name in _CODES else "%,d"
-            else:
-                fmt = "%,.2f"
-            spec = cc.NumberColumn(label, format=fmt)
-        else:
-            spec = cc.Column(label)
-        config[name] = spec
+        config[name] = _column_spec(name, labels.get(name) or column_label(name), df[col].dtype)
     for name in hide:
         if name in config:
             config[name] = None
@@ -250,17 +253,21 @@ def table(
         kwargs["on_select"] = "rerun"
         kwargs["selection_mode"] = "single-row"
     state = st.dataframe(df, **kwargs)
+    _csv_button(df if csv is None else csv, name, slug, key)
+    return state
+
+
+def _csv_button(df: pd.DataFrame, name: str, slug: str, key: str) -> None:
+    """The "Download NAME (CSV)" button under a table: ``df`` as it is."""
     st.download_button(
         f"Download {name} (CSV)",
-        (df if csv is None else csv).to_csv(index=False).encode("utf-8"),
+        df.to_csv(index=False).encode("utf-8"),
         file_name=f"gpulens-{slug}.csv",
         mime="text/csv",
         key=f"dl-{key}",
         icon=":material/download:",
         on_click="ignore",
     )
-    return state
-
 
 def fmt_hours(value: float | None) -> str:
     if value is None or pd.isna(value):
