@@ -107,11 +107,9 @@ def utilization_over_time(ts: pd.DataFrame) -> Spec:
     })
 
 
-def goodput_waterfall(goodput: pd.DataFrame) -> Spec | None:
-    """"Where did the GPU-hours go?": allocated, minus each loss, leaves the effective part."""
-    hours = {str(s): float(h) for s, h in zip(goodput["stage"], goodput["gpu_hours"], strict=False)}
-    if "allocated" not in hours:
-        return None
+def _waterfall_rows(hours: dict[str, float]) -> pd.DataFrame:
+    """One bar per stage: allocated, each loss hanging from what is left, the effective part;
+    with its GPU-hours, share of the allocated and label."""
     rows: list[dict[str, Any]] = []
     top = hours["allocated"]
     rows.append({"stage": STAGE_LABELS["allocated"], "lo": 0.0, "hi": top, "kind": "total",
@@ -128,6 +126,15 @@ def goodput_waterfall(goodput: pd.DataFrame) -> Spec | None:
     total = hours["allocated"] or 1.0
     df["share"] = acc.share(df["gpu_hours"], total)
     df["label"] = df.apply(lambda r: f"{r.gpu_hours:,.0f} h\n{r.share:.0%}", axis=1)
+    return df
+
+
+def goodput_waterfall(goodput: pd.DataFrame) -> Spec | None:
+    """"Where did the GPU-hours go?": allocated, minus each loss, leaves the effective part."""
+    hours = {str(s): float(h) for s, h in zip(goodput["stage"], goodput["gpu_hours"], strict=False)}
+    if "allocated" not in hours:
+        return None
+    df = _waterfall_rows(hours)
     order = list(df["stage"])
     x = _field("stage", "nominal", sort=order, title=None, axis={
         "labelAngle": 0, "labelLimit": 200, "labelOverlap": False,
