@@ -19,6 +19,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -195,14 +196,15 @@ def demo(app: App, gpus: int, days: float, seed: int, no_serve: bool,
     _serve(app, store, exit_after)
 
 
-def _serve(app: App, store: Store, exit_after: float | None) -> None:
+def _services(app: App, store: Store) -> list[Service]:
+    """The dashboard, the cluster exporter and a node agent on free ports (the configured ones
+    when free)."""
     cfg = app.config
-    console = app.console
     base = [sys.executable, "-m", "gpulens", "--data-dir", str(store.root)]
     dash_port = _pick_port(cfg.dashboard.host, cfg.dashboard.port)
     exp_port = _pick_port(cfg.exporter.host, cfg.exporter.port)
     agent_port = _pick_port(cfg.collect.host, cfg.collect.port)
-    services = [
+    return [
         Service("dashboard", [*base, "dashboard", "--port", str(dash_port)],
                 f"http://{cfg.dashboard.host}:{dash_port}/",
                 f"http://{cfg.dashboard.host}:{dash_port}/_stcore/health"),
@@ -213,10 +215,11 @@ def _serve(app: App, store: Store, exit_after: float | None) -> None:
                 f"http://{cfg.collect.host}:{agent_port}/metrics",
                 f"http://{cfg.collect.host}:{agent_port}/metrics"),
     ]
-    console.print("[bold]4/4[/] starting servers on 127.0.0.1")
-    logs = store.root / "logs" / "demo"
-    logs.mkdir(parents=True, exist_ok=True)
-    stop = {"now": False}
+
+
+@contextlib.contextmanager
+def _stop_on_signals(stop: dict[str, bool]) -> Iterator[None]:
+    """Set ``stop["now"]`` on SIGINT and SIGTERM while inside; the old handlers after."""
 
     def on_signal(signum: int, frame: object) -> None:
         stop["now"] = True
@@ -224,35 +227,64 @@ def _serve(app: App, store: Store, exit_after: float | None) -> None:
     old_int = signal.signal(signal.SIGINT, on_signal)
     old_term = signal.signal(signal.SIGTERM, on_signal)
     try:
-        for svc in services:
-            svc.log = logs / f"{svc.name.replace(' ', '-')}.log"
-            with open(svc.log, "ab") as fh:
-                svc.proc = subprocess.Popen(
-                    svc.argv, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                    start_new_session=True, env={**os.environ, **svc.extra_env},
-                )
-        failed = []
-        for svc in services:
-            assert svc.proc is not None
-            if _wait_http(svc.ready_url, svc.proc, timeout=90):
-                console.print(f"    {svc.name:<16} {svc.url}")
-            else:
-                failed.append(svc)
-                console.print(f"    [red]{svc.name} did not start[/]; see {svc.log}")
-        if failed:
-            raise click.exceptions.Exit(1)
-        console.print("Press Ctrl-C to stop.")
-        started = time.monotonic()
-        while not stop["now"]:
-            if exit_after is not None and time.monotonic() - started > exit_after:
-                break
-            for svc in services:
-                if svc.proc is not None and svc.proc.poll() is not None:
-                    console.print(f"[red]{svc.name} exited ({svc.proc.returncode})[/]; see {svc.log}")
-                    stop["now"] = True
-            time.sleep(0.2)
+        yield
     finally:
-        _stop(services)
         signal.signal(signal.SIGINT, old_int)
         signal.signal(signal.SIGTERM, old_term)
+
+
+def _start(services: list[Service], logs: Path) -> None:
+    """Start every service in its own session, its output appended to its log in ``logs``."""
+    for svc in services:
+        svc.log = logs / f"{svc.name.replace(' ', '-')}.log"
+        with open(svc.log, "ab") as fh:
+            svc.proc = subprocess.Popen(
+                svc.argv, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True, env={**os.environ, **svc.extra_env},
+            )
+
+
+def _wait_ready(app: App, services: list[Service]) -> None:
+    """Print each service's URL once it answers; exit 1 when any did not start."""
+    failed = []
+    for svc in services:
+        assert svc.proc is not None
+        if _wait_http(svc.ready_url, svc.proc, timeout=90):
+            app.console.print(f"    {svc.name:<16} {svc.url}")
+        else:
+            failed.append(svc)
+            app.console.print(f"    [red]{svc.name} did not start[/]; see {svc.log}")
+    if failed:
+        raise click.exceptions.Exit(1)
+
+
+def _watch(app: App, services: list[Service], stop: dict[str, bool],
+           exit_after: float | None) -> None:
+    """Wait until a signal, ``exit_after`` seconds, or a service exiting (said so)."""
+    started = time.monotonic()
+    while not stop["now"]:
+        if exit_after is not None and time.monotonic() - started > exit_after:
+            break
+        for svc in services:
+            if svc.proc is not None and svc.proc.poll() is not None:
+                app.console.print(f"[red]{svc.name} exited ({svc.proc.returncode})[/]; see {svc.log}")
+                stop["now"] = True
+        time.sleep(0.2)
+
+
+def _serve(app: App, store: Store, exit_after: float | None) -> None:
+    console = app.console
+    services = _services(app, store)
+    console.print("[bold]4/4[/] starting servers on 127.0.0.1")
+    logs = store.root / "logs" / "demo"
+    logs.mkdir(parents=True, exist_ok=True)
+    stop = {"now": False}
+    with _stop_on_signals(stop):
+        try:
+            _start(services, logs)
+            _wait_ready(app, services)
+            console.print("Press Ctrl-C to stop.")
+            _watch(app, services, stop, exit_after)
+        finally:
+            _stop(services)
     console.print("stopped.")
