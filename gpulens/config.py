@@ -322,23 +322,43 @@ def load_config(
     cfg = Config()
     file = find_config_file(path, system_dir=system_dir)
     if file is not None:
-        try:
-            data = tomllib.loads(file.read_text(encoding="utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise ConfigError(
-                f"Config file {file} is not valid TOML ({exc}).",
-                "Fix the syntax or point --config at another file.",
-            ) from None
-        except OSError as exc:
-            raise ConfigError(f"Config file {file} cannot be read ({exc.strerror}).") from None
-        cfg.source = file
-        top = {k: v for k, v in data.items() if k not in _SECTIONS}
-        _apply_top(cfg, top, str(file))
-        for section in _SECTIONS:
-            if section in data:
-                if not isinstance(data[section], dict):
-                    raise ConfigError(f"[{section}] in {file} must be a table.")
-                _apply(getattr(cfg, section), data[section], f"{section}.")
+        _apply_file(cfg, file)
+    _apply_env(cfg, env)
+    for key, value in overrides.items():
+        if value is not None:
+            _apply_top(cfg, {key: value}, "option ")
+    return cfg
+
+
+def _read_toml(file: Path) -> dict[str, Any]:
+    """The parsed config file; a ConfigError when it cannot be read or is not TOML."""
+    try:
+        return tomllib.loads(file.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(
+            f"Config file {file} is not valid TOML ({exc}).",
+            "Fix the syntax or point --config at another file.",
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"Config file {file} cannot be read ({exc.strerror}).") from None
+
+
+def _apply_file(cfg: Config, file: Path) -> None:
+    """Apply the settings of a config file (top-level keys, then each section's table)."""
+    data = _read_toml(file)
+    cfg.source = file
+    top = {k: v for k, v in data.items() if k not in _SECTIONS}
+    _apply_top(cfg, top, str(file))
+    for section in _SECTIONS:
+        if section in data:
+            if not isinstance(data[section], dict):
+                raise ConfigError(f"[{section}] in {file} must be a table.")
+            _apply(getattr(cfg, section), data[section], f"{section}.")
+
+
+def _apply_env(cfg: Config, env: Mapping[str, str]) -> None:
+    """Apply the ``GPULENS_<SECTION>_<KEY>`` and ``GPULENS_DATA_DIR`` variables; others named
+    GPULENS_* that match no setting are left alone."""
     for key, raw in env.items():
         if not key.startswith("GPULENS_") or key == "GPULENS_CONFIG":
             continue
@@ -350,11 +370,6 @@ def load_config(
                 _apply(target, {rest: raw}, f"{section}.")
         elif name == "data_dir":
             cfg.data_dir = _convert(raw, cfg.data_dir, key)
-    for key, value in overrides.items():
-        if value is not None:
-            _apply_top(cfg, {key: value}, "option ")
-    return cfg
-
 
 def _apply_top(cfg: Config, values: Mapping[str, Any], where: str) -> None:
     for key, value in values.items():
