@@ -29,15 +29,25 @@ def store() -> None:
 def info(app: App, as_json: bool) -> None:
     """Show schema version, snapshot generation and row counts."""
     st = app.store()
+    data = _info(st)
+    emit(data, as_json, lambda: _echo_info(data))
+
+
+#: The tables whose rows ``store info`` counts.
+_COUNTED = ("jobs", "attempts", "failures", "job_metrics", *VIEW_NAMES.values())
+
+
+def _info(st: Store) -> dict[str, Any]:
+    """What ``store info`` reports: versions, generation, row counts, files, rollups, saved."""
     con = st.connect()
     try:
         counts = {
             name: int(con.execute(f"SELECT count(*) FROM {name}").fetchone()[0])  # type: ignore[index]  # noqa: S608
-            for name in ("jobs", "attempts", "failures", "job_metrics", *VIEW_NAMES.values())
+            for name in _COUNTED
         }
         quarantined = list_quarantined(st.root)
         files = _file_stats(st)
-        data: dict[str, Any] = {
+        return {
             "data_dir": str(st.root),
             "quarantined": quarantined,
             "schema_version": current_version(con, "state"),
@@ -53,23 +63,21 @@ def info(app: App, as_json: bool) -> None:
     finally:
         con.close()
 
-    def human() -> None:
-        click.echo(f"data dir:        {data['data_dir']}")
-        click.echo(f"schema version:  {data['schema_version']}")
-        click.echo(f"snapshot gen:    {data['generation']}")
-        for name, n in counts.items():
-            click.echo(f"  {name:<22} {n:>12,}")
-        click.echo("sample files:    live (bytes)  /  replaced, awaiting deletion (bytes)")
-        for kind, f in files.items():
-            click.echo(f"  {kind:<6} {f['live_files']:>10,} ({f['live_bytes']:>15,})"
-                       f"  / {f['replaced_files']:>8,} ({f['replaced_bytes']:>13,})")
-        click.echo(f"compacted files recorded: {data['compacted_files']:,}")
-        _echo_rollups(data["rollups"])
-        _echo_saved(data["saved"])
-        _echo_quarantined(quarantined)
 
-    emit(data, as_json, human)
-
+def _echo_info(data: dict[str, Any]) -> None:
+    click.echo(f"data dir:        {data['data_dir']}")
+    click.echo(f"schema version:  {data['schema_version']}")
+    click.echo(f"snapshot gen:    {data['generation']}")
+    for name, n in data["rows"].items():
+        click.echo(f"  {name:<22} {n:>12,}")
+    click.echo("sample files:    live (bytes)  /  replaced, awaiting deletion (bytes)")
+    for kind, f in data["files"].items():
+        click.echo(f"  {kind:<6} {f['live_files']:>10,} ({f['live_bytes']:>15,})"
+                   f"  / {f['replaced_files']:>8,} ({f['replaced_bytes']:>13,})")
+    click.echo(f"compacted files recorded: {data['compacted_files']:,}")
+    _echo_rollups(data["rollups"])
+    _echo_saved(data["saved"])
+    _echo_quarantined(data["quarantined"])
 
 def _echo_quarantined(records: list[dict[str, Any]]) -> None:
     click.echo(f"quarantined:     {len(records)} segment(s)")
