@@ -20,6 +20,7 @@ from gpulens.collectors.attribution import JobResolver
 from gpulens.collectors.gpu import GpuBackend, open_backend
 from gpulens.collectors.net import NetReader
 from gpulens.collectors.sink import SampleSink, StoreSink
+from gpulens.config import CollectConfig
 from gpulens.errors import BackendUnavailableError, InputError, StoreError
 from gpulens.exporters.agent import serve_agent
 from gpulens.store import Store
@@ -108,13 +109,8 @@ def collect(
 ) -> None:
     """Run the node agent: sample GPUs, network and InfiniBand; write to the store; serve /metrics."""
     cfg = app.config.collect
-    interval = cfg.interval if interval is None else interval
-    if interval <= 0:
-        raise InputError(f"--interval {interval} is not positive.", "Pass a number of seconds such as 5.")
-    kind = backend or cfg.backend
-    scenario = fake_scenario or cfg.fake_scenario or None
-    if scenario and kind == "auto":
-        kind = "fake"
+    interval = _interval(cfg, interval)
+    kind, scenario = _backend_kind(cfg, backend, fake_scenario)
     node = node or cfg.node
     proc = cfg.proc_root if proc_root is None else proc_root
     _setup_logging(app.quiet)
@@ -133,6 +129,23 @@ def collect(
         return
     _serve(app, agent, cfg.host if host is None else host, cfg.port if port is None else port, interval)
 
+
+def _interval(cfg: CollectConfig, interval: float | None) -> float:
+    """Seconds between samples: the option, else the configured; an InputError unless positive."""
+    interval = cfg.interval if interval is None else interval
+    if interval <= 0:
+        raise InputError(f"--interval {interval} is not positive.", "Pass a number of seconds such as 5.")
+    return interval
+
+
+def _backend_kind(cfg: CollectConfig, backend: str | None, fake_scenario: str | None
+                  ) -> tuple[str, str | None]:
+    """The GPU backend kind and fake scenario asked for (a scenario makes "auto" fake)."""
+    kind = backend or cfg.backend
+    scenario = fake_scenario or cfg.fake_scenario or None
+    if scenario and kind == "auto":
+        kind = "fake"
+    return kind, scenario
 
 def _announce_gpu(app: App, kind: str, scenario: str | None, require_gpu: bool) -> GpuBackend | None:
     gpu, why = _open_gpu(kind, scenario)
