@@ -109,9 +109,10 @@ CASES = [
                  ["ValueError: You passed `peft_config` but the `peft` library is not installed. Install it with "
                   "`pip install trl[peft]`."]),
         "import_error", "user", id="trl-peft-not-installed"),
-    pytest.param(  # trl vLLM check
+    pytest.param(  # trl generation/vllm_client.py VLLMClient.__init__
         _excerpt("trainer = GRPOTrainer(model=model, args=cfg, reward_funcs=rewards, train_dataset=ds)",
-                 [("trl/trainer/grpo_trainer.py", "__init__", "raise ImportError(")],
+                 [("trl/trainer/grpo_trainer.py", "__init__", "self.vllm_client = VLLMClient(base_url=base_url)"),
+                  ("trl/generation/vllm_client.py", "__init__", "raise ImportError(")],
                  ["ImportError: vLLM is not installed. Please install it with `pip install trl[vllm]`."]),
         "import_error", "user", id="trl-vllm-not-installed"),
 ]
