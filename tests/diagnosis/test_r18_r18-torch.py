@@ -89,6 +89,10 @@ CASES = [
      [('/opt/py/site-packages/torch/distributed/checkpoint/state_dict_loader.py', 218, '_load_state_dict', 'central_plan: LoadPlan = distW.reduce_scatter("plan", local_step, global_step)'), ('/opt/py/site-packages/torch/distributed/checkpoint/utils.py', 289, 'reduce_scatter', 'raise CheckpointException(step, node_failures)')],
      ['torch.distributed.checkpoint.api.CheckpointException: CheckpointException ranks:dict_keys([0, 1])', 'Traceback (most recent call last): (RANK 0)', '  File "/opt/conda/lib/python3.11/site-packages/torch/distributed/checkpoint/default_planner.py", line 495, in create_default_local_load_plan', '    raise RuntimeError(f"Missing key in checkpoint state_dict: {fqn}.")', 'RuntimeError: Missing key in checkpoint state_dict: model.lm_head.weight.'],
      'checkpoint_error', 'user'),
+    ('torch 2.13.0 nn/parallel/distributed.py:_verify_param_shape_across_processes', 'r18-ddp-model-differs-across-ranks',
+     [('/opt/py/site-packages/torch/nn/parallel/distributed.py', 835, '__init__', '_verify_param_shape_across_processes(self.process_group, parameters)'), ('/opt/py/site-packages/torch/distributed/utils.py', 301, '_verify_param_shape_across_processes', 'return dist._verify_params_across_processes(process_group, tensors, logger)')],
+     ['RuntimeError: DDP expects same model across all ranks, but Rank 1 has 120 params, while rank 0 has inconsistent 122 params.'],
+     'semantic_error', 'user'),
 ]
 
 
