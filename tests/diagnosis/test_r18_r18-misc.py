@@ -1,7 +1,7 @@
 """Round 18, library sweep C (Ray, JAX/Flax/Orbax, timm, Ultralytics, MMEngine, torchvision): category and
 origin of the messages these libraries raise when a training job dies. Each excerpt is written for the test in the
-library's message format (read from the library's source, version in each case's `source`), not copied from a log.
-The full sweep, with the messages that were already right, is docs/library-sweeps/r18-misc.csv."""
+library's message format (read from the library's source; versions in the rules' `source`), not copied from a log.
+The whole sweep, with the messages that were already right, is docs/library-sweeps/r18-misc.csv."""
 
 from __future__ import annotations
 
@@ -154,6 +154,53 @@ _CASES = [
      '    raise RuntimeError(',
      "RuntimeError: To download files from GDrive, 'gdown' is required. You can install it with 'pip install gdown'."],
      'import_error', 'user', None),
+    ('jax-ptxas', 'xla-ptxas-failed',
+     [f'  File "{_SP}/jax/_src/traceback_util.py", line 180, in reraise_with_filtered_traceback',
+     '    return fun(*args, **kwargs)',
+     "jax.errors.JaxRuntimeError: INTERNAL: ptxas exited with non-zero error code 65280, output: ptxas /tmp/tempfile-gpu07-1, line 5; fatal   : Unsupported .version 8.3; current version is '8.0'"],
+     'cuda_env_error', 'user', None),
+    ('jax-distributed-late', 'jax-distributed-initialize-late',
+     [f'  File "{_SP}/jax/_src/distributed.py", line 321, in initialize',
+     '    raise RuntimeError("jax.distributed.initialize() must be called before "',
+     'RuntimeError: jax.distributed.initialize() must be called before any JAX calls that might initialise the XLA backend. This includes any computation, but also calls to jax.devices, jax.device_put, and others.'],
+     'semantic_error', 'user', None),
+    ('orbax-tree-mismatch', 'orbax-restore-tree-mismatch',
+     [f'  File "{_SP}/orbax/checkpoint/_src/handlers/base_pytree_checkpoint_handler.py", line 894, in _get_internal_metadata',
+     '    raise ValueError(',
+     'ValueError: User-provided restore item and on-disk value metadata tree structures do not match:',
+     "{'params': {'head': {'kernel': Diff(lhs=ShapeDtypeStruct(shape=(768, 10), dtype=float32), rhs=None)}}}",
+     'If this mismatch is intentional, pass `partial_restore=True` to only restore parameters found in `item`.'],
+     'checkpoint_error', 'user', None),
+    ('yolo-model-yaml-missing', 'ultralytics-yaml-missing',
+     [f'  File "{_SP}/ultralytics/nn/tasks.py", line 1610, in yaml_model_load',
+     '    yaml_file = check_yaml(unified_path)',
+     f'  File "{_SP}/ultralytics/utils/checks.py", line 814, in check_file',
+     '    raise FileNotFoundError(f"\'{file}\' does not exist")',
+     "FileNotFoundError: 'yolov8n-custom.yaml' does not exist"],
+     'semantic_error', 'user', None),
+    ('tv-http-503', 'urllib-http-error-server',
+     [f'  File "{_SP}/torchvision/datasets/utils.py", line 122, in download_url',
+     '    _urlretrieve(url, fpath)',
+     f'  File "{_SP}/urllib/request.py", line 643, in http_error_default',
+     '    raise HTTPError(req.full_url, code, msg, hdrs, fp)',
+     'urllib.error.HTTPError: HTTP Error 503: Service Unavailable'],
+     'comm_error', 'infrastructure', ['Loading configuration from conf/run.yaml', 'Building model: 12 layers, 768 hidden', 'Starting training', 'Downloading http://yann.lecun.com/exdb/mnist/train-images-idx3-ubyte.gz']),
+    ('tv-weights-hash', 'torch-hub-invalid-hash',
+     [f'  File "{_SP}/torchvision/models/_api.py", line 90, in get_state_dict',
+     '    return load_state_dict_from_url(self.url, *args, **kwargs)',
+     f'  File "{_SP}/torch/hub.py", line 781, in download_url_to_file',
+     '    raise RuntimeError(',
+     'RuntimeError: invalid hash value (expected "b0353104", got "7a1c90e4a8d1c5c3b7f6d8e0a1b2c3d4e5f60718293a4b5c6d7e8f9012345678")'],
+     'checkpoint_error', 'unknown', ['Loading configuration from conf/run.yaml', 'Building model: 12 layers, 768 hidden', 'Starting training', 'Downloading: "https://download.pytorch.org/models/resnet50-b0353104.pth" to /root/.cache/torch/hub/checkpoints/resnet50-b0353104.pth']),
+    ('tv-decode-unsupported', 'torchvision-decode-unsupported',
+     [f'  File "{_SP}/torch/utils/data/_utils/fetch.py", line 52, in fetch',
+     '    data = [self.dataset[idx] for idx in possibly_batched_index]',
+     '  File "/home/u/proj/data.py", line 31, in __getitem__',
+     '    img = decode_image(read_file(path))',
+     f'  File "{_SP}/torchvision/io/image.py", line 370, in decode_image',
+     '    output = torch.ops.image.decode_image(input, mode.value, apply_exif_orientation)',
+     'RuntimeError: Unsupported image file. Only jpeg, png, webp and gif are currently supported. For avif and heic format, please rely on `decode_avif` and `decode_heic` directly.'],
+     'incorrect_input', 'data', None),
 ]
 
 
