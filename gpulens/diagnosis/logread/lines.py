@@ -13,6 +13,8 @@ from gpulens.diagnosis.logread.ranks import prefix_rank, strip_prefix
 from gpulens.diagnosis.logs import find_keys
 
 __all__ = [
+    "TORCHRUN_BANNER",
+    "launch_banner",
     "ERROR_KEYS",
     "is_stop_record",
     "spawned_child",
@@ -557,3 +559,19 @@ def spawned_child(lines: Sequence[str], head: int, exc: int) -> bool:
     frames = [strip_prefix(logs.normalize_line(ln)).strip() for ln in lines[head + 1:min(exc, head + _SPAWN_REACH)]]
     return bool(frames) and frames[0].startswith('File "<string>", line 1') \
         and any(_SPAWN_MAIN in f and f.endswith("in spawn_main") for f in frames[1:])
+
+
+#: torchrun's banner (``torch/distributed/run.py`` ``config_from_args``: ``log.warning("\n*****...\nSetting
+#: OMP_NUM_THREADS environment variable for each process to be %s in default, ...")``), logged to stderr before its
+#: agent starts any worker: its logging header stands alone two lines above ("WARNING:torch.distributed.run:",
+#: "WARNING:__main__:" under ``python -m``, torch 2's "W1125 03:18:11.655000 2637899 torch/distributed/run.py:803] ").
+#: The older ``torch.distributed.launch`` printed the same text with ``print`` to a block-buffered stdout, which a
+#: file receives at the launcher's exit, after its workers' lines: no start there.
+TORCHRUN_BANNER = "Setting OMP_NUM_THREADS environment variable for each process"
+_TORCHRUN_HEADER = re.compile(r"(?:^|\^C)(?:WARNING:[\w.]+:|W\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ \S*run\.py:\d+\])\s*$")
+
+
+def launch_banner(lines: Sequence[str], at: int) -> bool:
+    """Whether line ``at`` is torchrun's logged banner (:data:`TORCHRUN_BANNER` with its header two lines above):
+    a launch's start, printed before any of its workers ran."""
+    return TORCHRUN_BANNER in lines[at] and at >= 2 and _TORCHRUN_HEADER.search(lines[at - 2].rstrip()) is not None

@@ -20,12 +20,14 @@ from gpulens.diagnosis.logread.completion import (
     printed_before,
 )
 from gpulens.diagnosis.logread.lines import (
+    TORCHRUN_BANNER,
     BarText,
     bar_update,
     is_benign,
     is_progress,
     is_terminal_kill,
     last_matching,
+    launch_banner,
     text_on_bar,
 )
 from gpulens.diagnosis.logread.steplines import (
@@ -158,17 +160,9 @@ def own_step(phase: str, step: str | None) -> str | None:
 #: programs (pre-training, then fine-tuning, then evaluation) prints them again for each; a wandb
 #: sweep agent (``wandb/wandb_agent.py``) logs "Agent starting run with config:" before each run it starts; DeepSpeed's
 #: per-node launcher (``deepspeed/launcher/launch.py`` ``main``) logs "nnodes=N, num_local_procs=N, node_rank=N" before
-#: it spawns its workers.
+#: it spawns its workers. torchrun's banner counts only where it was logged (:func:`launch_banner`).
 _RUN_START_KEYS = ("Tracking run with wandb version", "Agent starting run with config", "num_local_procs=",
-                   "Setting OMP_NUM_THREADS environment")
-#: torchrun's banner (``torch/distributed/run.py`` ``config_from_args``: ``log.warning("\n*****...\nSetting
-#: OMP_NUM_THREADS environment variable for each process to be %s in default, ...")``), logged to stderr before its
-#: agent starts any worker: its logging header stands alone two lines above ("WARNING:torch.distributed.run:",
-#: "WARNING:__main__:" under ``python -m``, torch 2's "W1125 03:18:11.655000 2637899 torch/distributed/run.py:803] ").
-#: The older ``torch.distributed.launch`` printed the same text with ``print`` to a block-buffered stdout, which a
-#: file receives at the launcher's exit, after its workers' lines: no start there.
-_TORCHRUN_HEADER = re.compile(r"(?:^|\^C)(?:WARNING:[\w.]+:|W\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ \S*run\.py:\d+\])\s*$")
-_TORCHRUN_KEY = _RUN_START_KEYS[-1]
+                   TORCHRUN_BANNER)
 
 
 #: Training progress lines after a completion line that show the run went on past it (one line may be
@@ -185,14 +179,9 @@ def run_start(lines: Sequence[str], floor: int, before: int, reach: int) -> int:
     ``before`` (not before ``floor``), else ``floor``: the steps printed before it are another
     program's."""
     for i in reversed(find_keys(lines, _RUN_START_KEYS, max(floor, before - reach), before)):
-        if _TORCHRUN_KEY not in lines[i] or _logged_banner(lines, i):
+        if TORCHRUN_BANNER not in lines[i] or launch_banner(lines, i):
             return i
     return floor
-
-
-def _logged_banner(lines: Sequence[str], at: int) -> bool:
-    """Whether torchrun's banner line at ``at`` was logged (its header two lines above, :data:`_TORCHRUN_HEADER`)."""
-    return at >= 2 and _TORCHRUN_HEADER.search(lines[at - 2].rstrip()) is not None
 
 
 def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: int = 0,

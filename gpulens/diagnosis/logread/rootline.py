@@ -34,6 +34,7 @@ from gpulens.diagnosis.logread.lines import (
     PBS_KILL,
     SLURM_JOB,
     SLURM_REASON,
+    TORCHRUN_BANNER,
     ends_own_process,
     find_keys,
     handled_blocks,
@@ -43,11 +44,12 @@ from gpulens.diagnosis.logread.lines import (
     is_failure,
     is_progress,
     is_scheduler_kill,
+    launch_banner,
     is_terminal_kill,
     spawned_child,
 )
 
-__all__ = ["chain_start", "failure_point", "first_origin", "interleaved", "is_report_head", "is_root_error", "pick_lines", "same_origin",
+__all__ = ["chain_start", "failure_point", "first_origin", "interleaved", "is_report_head", "is_root_error", "pick_lines", "relaunched", "same_origin",
            "secondary_lines", "verdict_lines"]
 
 #: Lines above an untagged line searched for the head of its error block (Ray's "(pid=…, ip=…)").
@@ -256,9 +258,8 @@ def first_origin(lines: Sequence[str], failures: Sequence[int], start: int,
     """The rank/node that shows the root error first: the earliest rank-tagged real error; when
     there is none and a collective timed out, the first rank to report the timeout; else the
     launcher's summary; else the earliest tagged symptom; the host filled in from torchrun's
-    table where it names that rank, or where every failed rank ran on one host; in the last launch of several
-    (:func:`_relaunched`)."""
-    start = _relaunched(lines, start, failures)
+    table where it names that rank, or where every failed rank ran on one host; ``start``: the last launch's
+    (:func:`relaunched`)."""
     region = [i for i in failures if i >= start]
     real = [i for i in region if is_root_error(norm(i)) and not _spawn_lost(lines, i)]
     tags = _Tags(lines, start)
@@ -384,8 +385,7 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     the lines the classifier's evidence quotes and the kills that ended the run; at most
     ``limit``. A launcher's/scheduler's verdict (torchrun's "failed (exitcode", ChildFailedError
     and its table, srun's and mpirun's exit lines) only when the failing process printed no
-    error, and then its first line (README rule R8)."""
-    start = _relaunched(lines, start, failures)
+    error, and then its first line (README rule R8). ``start``: the last launch's (:func:`relaunched`)."""
     tags = _Tags(lines, start)
     at = _Attempt(lines, start, [i for i in failures if i >= start], _everywhere(lines, start, norm),
                   lambda i: same_origin(tags.of(i), first))
@@ -459,17 +459,13 @@ def _own_frame_code(lines: Sequence[str], i: int) -> int | None:
     return own + 1 if code.strip() and code[:1].isspace() and not code.lstrip().startswith('File "') else None
 
 
-#: torchrun's start-up warning when it starts several local workers (torch/distributed/run.py).
-_TORCHRUN_BANNER = "Setting OMP_NUM_THREADS environment variable for each process"
-
-
-def _relaunched(lines: Sequence[str], start: int, failures: Sequence[int]) -> int:
-    """Where torchrun's last launch starts (its OMP_NUM_THREADS banner), when failure lines precede it and follow
-    it: the errors before it are an earlier launch's, which ended before this one printed its start-up (README rule
-    R1; torchrun prints the banner once, in ``torch/distributed/run.py``, before its agent's rendezvous, which every
-    node's agent joins before any worker runs: no worker of this launch can have failed before it); else
-    ``start``."""
-    launches = find_keys(lines, (_TORCHRUN_BANNER,), start)
+def relaunched(lines: Sequence[str], start: int, failures: Sequence[int]) -> int:
+    """Where torchrun's last launch starts (its logged OMP_NUM_THREADS banner, :func:`launch_banner`), when failure
+    lines precede it and follow it: the errors before it are an earlier launch's, which ended before this one printed
+    its start-up (README rule R1; torchrun logs the banner once, in ``torch/distributed/run.py``, before its agent's
+    rendezvous, which every node's agent joins before any worker runs: no worker of this launch can have failed
+    before it); else ``start``. The old ``torch.distributed.launch`` printed it at its exit: no start there."""
+    launches = [i for i in find_keys(lines, (TORCHRUN_BANNER,), start) if launch_banner(lines, i)]
     if not launches:
         return start
     last = launches[-1]
@@ -1290,8 +1286,8 @@ def _started_again(lines: Sequence[str], run: Sequence[int], nxt: int, memo: dic
 #: (deepspeed/launcher/launch.py main: logger.info(f"nnodes={...}, num_local_procs={...}, node_rank=
 #: {...}")) and torchrun's warning when it starts more than one (torch/distributed/run.py,
 #: "Setting OMP_NUM_THREADS environment variable for each process to be 1 in default, ...").
-_LAUNCH_KEYS = ("num_local_procs=", "Setting OMP_NUM_THREADS environment variable for each process")
-_LAUNCHED_MANY = re.compile(r"num_local_procs=(?!1\b)\d+|Setting OMP_NUM_THREADS environment variable for each process")
+_LAUNCH_KEYS = ("num_local_procs=", TORCHRUN_BANNER)
+_LAUNCHED_MANY = re.compile(rf"num_local_procs=(?!1\b)\d+|{re.escape(TORCHRUN_BANNER)}")
 
 
 def _several_running(lines: Sequence[str], top: int, prev: int, nxt: int) -> bool:

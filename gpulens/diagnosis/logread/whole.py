@@ -466,7 +466,8 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
             failures: list[int], signals: Sequence[int], clf: Classifier, file: str | None) -> WholeDiagnosis:
     lines = src.lines
     start = _region_start(lines, frontier, failures)
-    first = _first_origin(lines, failures, start)
+    launch = rootline.relaunched(lines, start, failures)  # the last launch's lines, for the rank and the lines
+    first = _first_origin(lines, failures, launch)
     ctx = _context(lines, start, first)
     driver = driver_report(lines, max(starts[-1], start - _AROUND)) if failures else None
     if driver is not None and driver[0] <= failures[0] < driver[1]:  # the driver died: its report, not the workers'
@@ -488,7 +489,7 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
     d = damaged_file(own_program_crash(bare_crash(d, lines, starts[-1]), lines))
     if not failures and d.category != "unknown":
         d.confidence = round(d.confidence * 0.8, 3)
-    primary, first = _indicators(lines, start, failures, d.evidence, first)
+    primary, first = _indicators(lines, launch, failures, d.evidence, first)
     secondary = rootline.secondary_lines(lines, failures, primary, first, _NormCache(lines, start).get)
     # where it failed: the first error line, not a report's header above it
     at = next((i for i in primary if not rootline.is_report_head(lines[i])), primary[0]) if primary else len(lines) - 1

@@ -1,0 +1,44 @@
+"""Round 17 mends (review 40): hand-written excerpts in the libraries' formats, one test per item."""
+from __future__ import annotations
+
+from gpulens.diagnosis.logread import rootline
+from gpulens.diagnosis.logread.whole import diagnose_text
+
+
+def _text(lines: list[str]) -> str:
+    return "\n".join(lines) + "\n"
+
+
+_STEPS = [f"epoch 0 iter {i}/300 loss {3.0 - i / 100:.2f}" for i in range(1, 30)]
+_OOM = ["Traceback (most recent call last):",
+        '  File "/work/me/fit.py", line 88, in <module>',
+        "    out = net(x)",
+        "RuntimeError: CUDA out of memory. Tried to allocate 1.50 GiB (GPU 0; 31.75 GiB total capacity; "
+        "29.00 GiB already allocated; 0.90 GiB free; 29.50 GiB reserved in total by PyTorch)"]
+_LAUNCH_EXIT = ["Traceback (most recent call last):",
+                '  File "/usr/lib/python3.9/site-packages/torch/distributed/launch.py", line 261, in <module>',
+                "    main()",
+                "subprocess.CalledProcessError: Command '['/usr/bin/python', '-u', 'fit.py', '--local_rank=0']' "
+                "returned non-zero exit status 1."]
+_STARS = "*" * 41
+_BANNER = ("Setting OMP_NUM_THREADS environment variable for each process to be 1 in default, to avoid your system "
+           "being overloaded, please further tune the variable for optimal performance in your application as needed.")
+
+
+def test_printed_launch_banner_at_exit_is_no_relaunch() -> None:
+    """Item 1: torch.distributed.launch's banner printed (not logged) reaches the file at its exit, after the
+    worker's error: the worker's OOM stays the indicator, not srun's exit line."""
+    lines = _STEPS + _OOM + _LAUNCH_EXIT + [_STARS, _BANNER, _STARS, "srun: error: node3: task 0: Exited with exit code 1"]
+    w = diagnose_text(_text(lines))
+    assert w.diagnosis.category == "gpu_oom"
+    assert any("CUDA out of memory" in t for t in w.indicators)
+
+
+def test_logged_banner_still_starts_a_launch() -> None:
+    """Item 1: torchrun's logged banner (header two lines above) after an earlier launch's errors starts the last launch."""
+    first = ["ValueError: bad config key 'lr_sched'"]
+    logged = ["WARNING:torch.distributed.run:", _STARS, _BANNER, _STARS]
+    lines = _STEPS + first + logged + _STEPS + _OOM
+    assert rootline.relaunched(lines, 0, [len(_STEPS), len(lines) - 1]) == len(_STEPS) + 3
+    printed = _STEPS + first + [_STARS, _BANNER, _STARS] + _STEPS + _OOM
+    assert rootline.relaunched(printed, 0, [len(_STEPS), len(printed) - 1]) == 0
