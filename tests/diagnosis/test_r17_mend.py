@@ -42,3 +42,12 @@ def test_logged_banner_still_starts_a_launch() -> None:
     assert rootline.relaunched(lines, 0, [len(_STEPS), len(lines) - 1]) == len(_STEPS) + 3
     printed = _STEPS + first + [_STARS, _BANNER, _STARS] + _STEPS + _OOM
     assert rootline.relaunched(printed, 0, [len(_STEPS), len(printed) - 1]) == 0
+
+
+def test_early_stopping_counter_is_no_completion() -> None:
+    """Item 2: the patience count ("EarlyStopping counter: 2 out of 7", any capitalisation) is no early stop: a kill
+    after it is no normal end."""
+    for word in ("Early Stopping", "Early stopping"):
+        lines = _STEPS + ["valid loss 0.8100", f"{word} counter: 2 out of 7", "Killed"]
+        w = diagnose_text(_text(lines))
+        assert w.diagnosis.category != "none", word

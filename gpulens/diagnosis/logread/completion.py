@@ -74,7 +74,9 @@ _STRONG = re.compile(
     # wandb's footer (wandb_run.py ``_footer_sync_info``: "🚀 View run NAME at: URL"), not its
     # header at ``wandb.init`` ("🚀 View run at URL", ``_header_run_info``)
     r"|wandb: (?:Run summary|Synced \d+ W&B file)|wandb: 🚀 View run (?!at )|\bResults saved to\b"
-    r"|[Ee]arly [Ss]topping(?: triggered)?|EarlyStopping(?! counter)|Signaling Trainer to stop|Stopping\. Best"
+    # an early stop, not the patience count printed on each epoch without improvement (the pytorchtools
+    # EarlyStopping class: "EarlyStopping counter: 3 out of 10"; copies spell it "Early Stopping counter")
+    r"|[Ee]arly [Ss]topping(?! [Cc]ounter)(?: triggered)?|EarlyStopping(?! counter)|Signaling Trainer to stop|Stopping\. Best"
     # victoresque pytorch-template base/base_trainer.py ``train``, its early stop (and R2Gen's, and
     # the trainers built on it): "Validation performance didn't improve for 10 epochs. Training stops."
     r"|\bdidn't improve for \d+ epochs\. Training stops\."
