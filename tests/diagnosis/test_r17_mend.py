@@ -51,3 +51,13 @@ def test_early_stopping_counter_is_no_completion() -> None:
         lines = _STEPS + ["valid loss 0.8100", f"{word} counter: 2 out of 7", "Killed"]
         w = diagnose_text(_text(lines))
         assert w.diagnosis.category != "none", word
+
+
+def test_zero_based_last_iteration_is_not_short() -> None:
+    """Item 3: a per-step result line whose counter is one short of its end (zero-based: 0..M-1) ends the run; one
+    far short of it is a stop mid-run."""
+    head = ["Namespace(bs=16, ckpt='last.pt')", "Loading checkpoint last.pt"]
+    last = diagnose_text(_text(head + ["Iteration 98/100 | mean IoU: 0.611", "Iteration 99/100 | mean IoU: 0.612"]))
+    assert last.diagnosis.category == "none"
+    short = diagnose_text(_text(head + ["Iteration 40/100 | mean IoU: 0.611", "Iteration 41/100 | mean IoU: 0.612"]))
+    assert short.diagnosis.category != "none"

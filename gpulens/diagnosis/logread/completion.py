@@ -243,12 +243,13 @@ def _short_counter(lines: Sequence[str], tail: Sequence[int], at: int) -> bool:
     """Whether the result line at ``at`` (``tail``: the attempt's last non-blank lines) is a per-step
     report short of its end (``Iteration 31/208 | ... | Average: ...``, a line the progress test
     passes over), with at most ``_AFTER_PROGRESS`` lines after it: a run that stopped there, what it
-    printed being the step's metrics, not final results."""
+    printed being the step's metrics, not final results. A counter one short of its end is a zero-based
+    count's last step (``Iteration 207/208``), not short."""
     if len([i for i in tail if i > at]) > _AFTER_PROGRESS:
         return False
     shown = _shown(lines[at])
     before = next((_shown(lines[i]) for i in reversed(tail) if i < at and _counters(_shown(lines[i]))), None)
-    return _counters_end(shown, before) is False
+    return _counters_end(shown, before) is False and any(n + 1 < m for n, m, _ in _counters(shown))
 
 
 #: An exception line as Python's traceback ends (``pkg.mod.ValueError: msg``, ``AssertionError``),
