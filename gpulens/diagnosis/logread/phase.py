@@ -1552,6 +1552,8 @@ _TRAIN_FUNC = re.compile(r"(?i)^_*(?:train(?:ing)?_(?:step|epoch|one_epoch|batch
 #: evaluation-named caller (a driver's ``validate(model, args)`` that trains and scores each epoch) it is what ran (P1:
 #: the innermost frame that names an activity decides, as :data:`_TRAIN_FUNC`'s do). Not ``fit`` (scikit-learn's
 #: ``cross_validate`` -> ``fit`` is a model selection's scoring).
+#: Not when ``eval`` calls it: torch's ``nn.Module.eval()`` is ``return self.train(False)``
+#: (``torch/nn/modules/module.py``), a model's own ``train(mode)`` override runs there to switch to evaluation.
 _TRAIN_NAME = re.compile(r"(?i)^_*train(?:ing)?$")
 
 
@@ -1570,10 +1572,10 @@ def _in_eval(frames: Sequence[str]) -> bool:
     loop's module counts as an evaluation's function whatever its name (:data:`_PL_EVAL_LOOP`)."""
     funcs = [f if not _PL_EVAL_LOOP.search(ln) else "evaluation_loop" for ln, f in _frame_funcs(frames)]
     step = next((k for k, f in enumerate(funcs) if _TRAIN_STEP_FUNC.match(f)), None)
-    for f in reversed(funcs if step is None else funcs[:step]):
+    for k, f in reversed(list(enumerate(funcs if step is None else funcs[:step]))):
         if f == "<module>" or _NOT_EVAL_FUNC.search(f):
             continue
-        if _TRAIN_FUNC.match(f) or _TRAIN_NAME.match(f):
+        if _TRAIN_FUNC.match(f) or (_TRAIN_NAME.match(f) and not (k and funcs[k - 1] == "eval")):
             return False
         if _EVAL_FUNC.search(f) and "train" not in f.lower():
             return True
