@@ -44,8 +44,8 @@ from gpulens.diagnosis.logread.lines import (
     is_failure,
     is_progress,
     is_scheduler_kill,
-    launch_banner,
     is_terminal_kill,
+    launch_banner,
     spawned_child,
 )
 
