@@ -41,7 +41,8 @@ def _benchmark(n: int, first: str) -> list[str]:
     prints its error first), then the agent's verdict (torch/distributed/elastic/multiprocessing/api.py)."""
     err = f"RuntimeError: start (0) + length ({n}) exceeds dimension size (4096)."
     other = "1" if first == "0" else "0"
-    out = [f"W1125 03:{n % 60:02d}:11.655000 26378 site-packages/torch/distributed/run.py:803] {_BANNER[2]}",
+    # torch 2's logged banner: its message starts with a newline, so the header stands alone above the stars
+    out = [f"W1125 03:{n % 60:02d}:11.655000 26378 site-packages/torch/distributed/run.py:803] ", *_BANNER[1:],
            f"Running benchmark with prompt length {n}"]
     for r in (first, other):
         out += _tb(err, "/srv/bench.py", prefix=f"[rank{r}]: ")
