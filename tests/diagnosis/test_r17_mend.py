@@ -81,3 +81,24 @@ def test_train_override_under_module_eval_is_evaluation() -> None:
     called = frames[:3] + ['  File "/srv/job/main.py", line 12, in test', "    train(net, data)",
                            '  File "/srv/job/main.py", line 40, in train', "    loss.backward()", frames[-1]]
     assert not phase._in_eval(called)
+
+
+def _tf_device(free: str) -> str:
+    return ("2018-03-02 09:14:55.123456: I tensorflow/core/common_runtime/gpu/gpu_device.cc:1356] Found device 0 with "
+            "properties: name: Tesla P100-PCIE-16GB major: 6 minor: 0 memoryClockRate(GHz): 1.3285 pciBusID: "
+            f"0000:82:00.0 totalMemory: 15.89GiB freeMemory: {free}")
+
+
+def test_own_second_tf_session_is_not_memory_held_elsewhere() -> None:
+    """Item 5: TF1 prints a device line for each session; the job's own second session finds the memory its first
+    one took: only the attempt's first device line says whether another process held the GPU."""
+    steps = ["Epoch 1/5", *[f"{i}/200 [==>...........................] - ETA: 41s - loss: 1.{i % 10}" for i in range(1, 25)]]
+    oom = ["Traceback (most recent call last):",
+           '  File "fit_tf.py", line 61, in <module>',
+           "    model.fit(xs, ys, epochs=5)",
+           "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with "
+           "shape[128,256,28,28] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc"]
+    own = diagnose_text(_text([_tf_device("15.60GiB"), *steps, _tf_device("402.12MiB"), *steps, *oom]))
+    assert own.diagnosis.category == "gpu_oom" and own.diagnosis.origin != "unknown"
+    held = diagnose_text(_text([_tf_device("402.12MiB"), *steps, *oom]))
+    assert held.diagnosis.category == "gpu_oom" and held.diagnosis.origin == "unknown"

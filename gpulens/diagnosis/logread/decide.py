@@ -30,7 +30,7 @@ from gpulens.diagnosis.types import DEFAULT_ORIGIN, Diagnosis
 from gpulens.vocab import NO_FAILURE
 
 __all__ = ["DIVERGED_CONFIDENCE", "bare_crash", "damaged_file", "died_before_timeout", "diverged_before", "teardown_term", "diverged_loss", "behind_secondary",
-           "bad_record", "earlier_root", "job_lines", "late_kills",
+           "bad_record", "earlier_root", "held_elsewhere", "job_lines", "late_kills",
            "own_program_crash", "preparing_data", "root_rank_lines", "strip_line_prefixes", "strip_ray_prefixes", "unattributed_kill",
            "unattributed_timeout", "unnamed_stop"]
 
@@ -309,8 +309,7 @@ def earlier_root(d: Diagnosis, lines: Sequence[str], floor: int, start: int, rul
     earlier stage of the same job script (its error lines in ``lines[floor:start]``: a training
     stage that died of OOM, a full disk, a crash before it wrote the checkpoint the next stage
     loads); for mp.spawn's EOFError on a child's empty error file, the child's own failure above
-    it; for a missing file or a lost connection, :func:`_missing_input`; for a GPU out of memory
-    that was nearly full before the job began, :func:`_held_elsewhere`; else ``d``."""
+    it; for a missing file or a lost connection, :func:`_missing_input`; else ``d``."""
     if d.rule_id in _MISSING_FILE_RULES or d.rule_id in _SENDER_RULES:
         return _missing_input(d, lines, floor, start, rules)
     if d.rule_id in _NCCL_SYSTEM_RULES:
@@ -319,8 +318,6 @@ def earlier_root(d: Diagnosis, lines: Sequence[str], floor: int, start: int, rul
         return _kernel_asserted(d, lines, floor, start, rules)
     if d.rule_id in _SDPA_RULES:
         return _sdpa_unbuilt(d, lines, floor, start, rules)
-    if d.category == "gpu_oom":
-        return _held_elsewhere(d, lines, floor, start)
     lost = _spawn_lost_child(d, lines, start)
     if lost is None and d.rule_id not in AFTERMATH_RULES:
         return d
@@ -430,20 +427,21 @@ _BYTE_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 
 _HELD_FREE_SHARE = 0.5
 
 
-def _held_elsewhere(d: Diagnosis, lines: Sequence[str], floor: int, start: int) -> Diagnosis:
+def held_elsewhere(d: Diagnosis, lines: Sequence[str], floor: int, start: int) -> Diagnosis:
     """For a GPU out of memory (``d``), origin ``unknown`` when the framework reported the device
     mostly taken before the job allocated anything (README O1/C7: memory held by another process the
-    log does not name: the job's own earlier run, another user, a stuck process), else ``d``."""
-    if d.origin == "unknown":
+    log does not name: the job's own earlier run, another user, a stuck process), else ``d``. Only the
+    attempt's first device line tells: TensorFlow 1.x prints one for each session it opens, and the
+    job's own first session holds the memory a second one finds taken."""
+    if d.category != "gpu_oom" or d.origin == "unknown":
         return d
-    for i in find_keys(lines, _TF_MEMORY_KEY, floor, start):
-        m = _TF_DEVICE_MEMORY.search(lines[i])
-        if m is None or m["tu"] not in _BYTE_UNITS or m["fu"] not in _BYTE_UNITS:
-            continue
-        total = float(m["total"]) * _BYTE_UNITS[m["tu"]]
-        if total > 0 and float(m["free"]) * _BYTE_UNITS[m["fu"]] < _HELD_FREE_SHARE * total:
-            return _reorigin(d, "unknown", "the GPU's memory was mostly taken before the job began "
-                                           "(another process the log does not name held it)")
+    m = next((m for i in find_keys(lines, _TF_MEMORY_KEY, floor, start) if (m := _TF_DEVICE_MEMORY.search(lines[i]))), None)
+    if m is None or m["tu"] not in _BYTE_UNITS or m["fu"] not in _BYTE_UNITS:
+        return d
+    total = float(m["total"]) * _BYTE_UNITS[m["tu"]]
+    if total > 0 and float(m["free"]) * _BYTE_UNITS[m["fu"]] < _HELD_FREE_SHARE * total:
+        return _reorigin(d, "unknown", "the GPU's memory was mostly taken before the job began "
+                                       "(another process the log does not name held it)")
     return d
 
 

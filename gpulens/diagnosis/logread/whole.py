@@ -42,6 +42,7 @@ from gpulens.diagnosis.logread.decide import (
     died_before_timeout,
     diverged_before,
     earlier_root,
+    held_elsewhere,
     job_lines,
     late_kills,
     own_program_crash,
@@ -482,7 +483,8 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
     d = clf.classify_text("\n".join(ctx), file=file, keep_final=True)
     d = diverged_before(d, lines, starts[-1], start, SVM_MIN_CONFIDENCE)
     d = died_before_timeout(d, lines, starts[-1], failures, clf.rules)
-    d = bad_record(earlier_root(d, lines, starts[-1], start, clf.rules), lines, starts[-1], start)
+    d = held_elsewhere(earlier_root(d, lines, starts[-1], start, clf.rules), lines, starts[-1], start)
+    d = bad_record(d, lines, starts[-1], start)
     d = behind_secondary(d, lines, starts[-1], start, lambda text: clf.classify_text(text, file=file, keep_final=True))
     d = unattributed_kill(unnamed_stop(d, lines), lines, starts[-1])
     d = preparing_data(unattributed_timeout(d), lines, starts[-1], failures, clf.rules)
