@@ -102,3 +102,11 @@ def test_own_second_tf_session_is_not_memory_held_elsewhere() -> None:
     assert own.diagnosis.category == "gpu_oom" and own.diagnosis.origin != "unknown"
     held = diagnose_text(_text([_tf_device("402.12MiB"), *steps, *oom]))
     assert held.diagnosis.category == "gpu_oom" and held.diagnosis.origin == "unknown"
+
+
+def test_a_job_scripts_own_echo_of_the_node_list_names_no_node() -> None:
+    """Item 6: a job script's own echo of $SLURM_JOB_NODELIST in its own words is no scheduler format."""
+    lines = ["Job 5521 running on these nodes: cn12", "The job was run on these nodes: cn12",
+             "Traceback (most recent call last):", '  File "prep.py", line 9, in <module>', "    open(src)",
+             "FileNotFoundError: [Errno 2] No such file or directory: 'raw/part-0.csv'"]
+    assert diagnose_text(_text(lines)).first_node is None

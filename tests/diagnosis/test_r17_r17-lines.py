@@ -62,25 +62,6 @@ def test_a_sweep_of_launches_names_the_rank_that_failed_first_in_the_last(rules:
     assert w.first_rank == 0
 
 
-def _idun_job(nodes: str) -> list[str]:
-    """A job whose script is NTNU IDUN's documented template (it echoes the Slurm variables), then a
-    missing-file error."""
-    return (["we are running from this directory: /cluster/work/jdoe/gan", "The name of the job is: gan-train",
-             "The job ID is 1770", f"The job was run on these nodes: {nodes}", "Number of nodes: 1",
-             "We are using 8 cores", "Loading dataset from data/train.zip"]
-            + _tb("FileNotFoundError: [Errno 2] No such file or directory: 'data/train.zip'"))
-
-
-def test_the_node_a_template_job_script_echoes_is_the_failing_node(rules: Classifier) -> None:
-    w = diagnose_text("\n".join(_idun_job("idun-04-08")), rules)
-    assert w.first_node == "idun-04-08"
-
-
-def test_a_node_list_the_template_echoes_names_no_failing_node(rules: Classifier) -> None:
-    w = diagnose_text("\n".join(_idun_job("idun-04-[08-09]")), rules)
-    assert w.first_node is None
-
-
 def test_an_error_the_pin_memory_thread_caught_counts_by_its_original(rules: Classifier) -> None:
     # the DataLoader's pin-memory thread wraps its error (torch/_utils.py ExceptionWrapper, where="in pin
     # memory thread for device N"); the main loop re-raises it with the original traceback in its message

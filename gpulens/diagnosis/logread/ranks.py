@@ -482,13 +482,8 @@ PALS_EXITED = " exited with code "
 #: 3 bound to ..."), Slurm's own variables printed by a job script ("SLURMD_NODENAME=gpu07",
 #: "SLURM_JOB_NODELIST=gpu07"; a list such as "gpu[07-08]" names several); and PALS ``mpiexec``'s report of the
 #: ranks that ended badly ("x3102c0s25b0n0: rank 277 died from signal 6"), the host of the failed ones.
-#: Also the job-script template of NTNU's IDUN cluster documentation (hpc.ntnu.no, "Running jobs": its
-#: example script echoes ``"The job was run on these nodes: $SLURM_JOB_NODELIST"`` after the submit
-#: directory, job name and id), one host when the list names one.
-_NODES_ECHO_KEY = "The job was run on these nodes: "
 HOST_KEYS = ("initialized host ", "WORLD INFO DICT:", "Job was executed on host(s) ", " NCCL INFO ", " NCCL WARN ",
-             "] MCW rank ", "SLURMD_NODENAME", "SLURM_JOB_NODELIST", "SLURM_NODELIST", ":ncpus=", PALS_DIED, PALS_EXITED,
-             _NODES_ECHO_KEY)
+             "] MCW rank ", "SLURMD_NODENAME", "SLURM_JOB_NODELIST", "SLURM_NODELIST", ":ncpus=", PALS_DIED, PALS_EXITED)
 #: PBS Pro's ``exec_vnode`` chunks, as ``qstat -f`` and job epilogues print them: ``(x1000c3s5b0n0:ngpus=2:
 #: ncpus=32:mem=230686720kb)+(x1000c3s6b0n0:ncpus=32)`` (one parenthesised ``vnode:resource=value...``
 #: chunk per host; a ``#PBS -l select=1:ncpus=32`` request names none).
@@ -500,7 +495,6 @@ _LSF_HOST = re.compile(r"<(?:\d+\*)?([\w.-]+)>")
 _WORLD_HOSTS = re.compile(r"'([\w.-]+)':\s*\[")
 _NCCL_HOST = re.compile(r"^\s*([A-Za-z][\w.-]*):\d+:\d+ \[\d+\] NCCL (?:INFO|WARN) ")
 _SLURM_HOST = re.compile(r"\bSLURM(?:D_NODENAME|_JOB_NODELIST|_NODELIST)\s*[=:]\s*([A-Za-z][\w.-]*)\s*$")
-_NODES_ECHO = re.compile(r"^\s*" + _NODES_ECHO_KEY + r"([A-Za-z][\w.-]*)\s*$")
 
 
 def announced_host(lines: Sequence[str], keys: Sequence[int]) -> str | None:
@@ -539,8 +533,6 @@ def _other_host(line: str) -> tuple[str, ...]:
         m = _SLURM_HOST.search(text.rstrip("\r"))  # not a list ("gpu[07-08]", "gpu07,gpu08")
     elif ":ncpus=" in text:
         return tuple(_PBS_VNODE.findall(text))
-    elif _NODES_ECHO_KEY in text:
-        m = _NODES_ECHO.match(text)  # not a list ("idun-04-[08-09]", "idun-04-08,idun-04-09")
     else:
         m = None
     return (m.group(1),) if m is not None else ()
