@@ -568,7 +568,7 @@ def spawned_child(lines: Sequence[str], head: int, exc: int) -> bool:
 #: The older ``torch.distributed.launch`` printed the same text with ``print`` to a block-buffered stdout, which a
 #: file receives at the launcher's exit, after its workers' lines: no start there.
 TORCHRUN_BANNER = "Setting OMP_NUM_THREADS environment variable for each process"
-_TORCHRUN_HEADER = re.compile(r"(?:^|\^C)(?:WARNING:[\w.]+:|W\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ \S*run\.py:\d+\])\s*$")
+_TORCHRUN_HEADER = re.compile(r"^(?:WARNING:[\w.]+:|W\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ \S*run\.py:\d+\])\s*$")
 
 
 def launch_banner(lines: Sequence[str], at: int) -> bool:
