@@ -120,3 +120,10 @@ def test_launch_header_is_the_whole_line() -> None:
     assert launch_banner(["W0311 10:02:03.400000 811 torch/distributed/run.py:792] ", _STARS, _BANNER], 2)
     assert not launch_banner(["^ZWARNING:torch.distributed.run:", _STARS, _BANNER], 2)
     assert not launch_banner(["^CWARNING:torch.distributed.run:", _STARS, _BANNER], 2)
+
+
+def test_progress_meter_is_tab_joined() -> None:
+    """Item 8: ProgressMeter.display joins its meters with tabs; a " | "-joined copy is no format of it."""
+    from gpulens.diagnosis.logread import steplines
+    assert steplines._progress_meter("Epoch: [3][ 120/2502]\tTime  0.412 ( 0.455)\tLoss 2.1012e+00 (2.3311e+00)") == "120"
+    assert steplines._progress_meter("Epoch: [3][ 120/2502] | Time  0.412 ( 0.455) | Loss 2.1012 (2.3311)") is None

@@ -139,10 +139,11 @@ def test_keras_fit_oom_after_keras_step_lines_is_training() -> None:
 
 
 def _meter_line(batch: int) -> str:
-    meters = " | ".join(f"Loss/train_loss_{name}: 0.{batch:04d} (0.0456)" for name in ("objective", "camera", "T", "R", "FL",
-                                                                                         "depth", "conf", "grad"))
-    return (f"INFO 2025-10-22 21:50:{batch:02d},078 general.py: 117: Train Epoch: [0][{batch:>9}/1000000] | Batch Time: "
-            f"6.2167 (7.9205) | Data Time: 0.0630 (0.7591) | Mem (GB): 17.0000 (16.8974) | Time Elapsed: 00d 00h 06m | {meters}")
+    # ProgressMeter.display: prefix + "[{:Nd}/M]", then each AverageMeter's "name val (avg)", joined by tabs
+    meters = "\t".join(f"train_loss_{name} 0.{batch:04d} (0.0456)" for name in ("objective", "camera", "T", "R", "FL",
+                                                                               "depth", "conf", "grad", "flow", "mask"))
+    return (f"Epoch: [0][{batch:>7}/1000000]\tTime  6.2167 ( 7.9205)\tData  0.0630 ( 0.7591)\tMem 17.0000 (16.8974)"
+            f"\tElapsed 00d 00h 06m 12s 345ms since the start of this epoch\t{meters}")
 
 
 def test_a_signal_after_long_progress_meter_lines_is_training() -> None:

@@ -159,11 +159,11 @@ def _saved_at_step(line: str) -> str | None:
 _TIMM_TRAIN = Guarded(r"(?:^|\s)Train(?: Epoch)?: \d+ \[\s*(\d+)/\d+ \(\s*\d+%\)\]", ("Train: ", "Train Epoch: "))
 
 
-#: The ``ProgressMeter`` line of PyTorch's ImageNet example (``pytorch/examples`` ``imagenet/main.py``: ``prefix="Epoch:
-#: [{}]".format(epoch)``, ``batch_fmtstr`` "[{:Nd}/M]", then its meters joined by a tab), copied with " | " between meters
-#: and a logging header in front ("INFO ... Train Epoch: [0][     38/1000000] | Batch Time: 6.2 (7.9) | ..."): printed
-#: after a batch's step, its meters (dozens of losses) can push the loss past the line's head.
-_PROGRESS_METER = re.compile(r"\b[Ee]poch: \[\s*\d+\s*\]\s*\[\s*(\d+)\s*/\s*\d+\s*\](?:\t| \| )")
+#: The ``ProgressMeter`` line of PyTorch's ImageNet example (``pytorch/examples`` ``imagenet/main.py`` ``display``:
+#: ``prefix="Epoch: [{}]".format(epoch)``, ``batch_fmtstr`` "[{:Nd}/M]", then its meters joined by a tab, ``'\\t'.join``;
+#: "Epoch: [0][  38/5005]\tTime  6.217 ( 7.920)\tData ..."): printed after a batch's step, its meters (dozens of
+#: losses) can push the loss past the line's head.
+_PROGRESS_METER = re.compile(r"\b[Ee]poch: \[\s*\d+\s*\]\s*\[\s*(\d+)\s*/\s*\d+\s*\]\t")
 
 
 def _progress_meter(line: str) -> str | None:
