@@ -127,3 +127,11 @@ def test_progress_meter_is_tab_joined() -> None:
     from gpulens.diagnosis.logread import steplines
     assert steplines._progress_meter("Epoch: [3][ 120/2502]\tTime  0.412 ( 0.455)\tLoss 2.1012e+00 (2.3311e+00)") == "120"
     assert steplines._progress_meter("Epoch: [3][ 120/2502] | Time  0.412 ( 0.455) | Loss 2.1012 (2.3311)") is None
+
+
+def test_subprocess_missing_path_may_be_the_working_directory() -> None:
+    """Item 9: Popen._execute_child raises the same FileNotFoundError with cwd as its filename when chdir(cwd) failed:
+    the hint names both."""
+    from gpulens.diagnosis.rules import load_rules
+    rule = next(r for r in load_rules() if r.id == "subprocess-program-missing")
+    assert "working directory" in rule.hint and "cwd" in rule.source
