@@ -135,3 +135,14 @@ def test_subprocess_missing_path_may_be_the_working_directory() -> None:
     from gpulens.diagnosis.rules import load_rules
     rule = next(r for r in load_rules() if r.id == "subprocess-program-missing")
     assert "working directory" in rule.hint and "cwd" in rule.source
+
+
+def test_keras_progress_prefiltered_and_bounded() -> None:
+    """Item 10: Keras' progress lines found by their literals, within a bounded look-back before the failure."""
+    from gpulens.diagnosis.logread import phase
+    bar = "  7/250 [>.............................] - ETA: 52s - loss: 2.3011"
+    assert phase._keras_progress(["Using TensorFlow backend.", "Epoch 1/3", bar, "x"], 0, 3)
+    assert phase._keras_progress(["   3/120 ━━━━━━━━━━━━━━━━━━━━ 4s 36ms/step - loss: 0.71"], 0, 1)
+    assert not phase._keras_progress(["Epoch 1/3", bar, "reading shards", "shard 00003 of 00040 done"], 2, 4)
+    far = ["Epoch 1/3", bar] + ["tokenizing row"] * (phase._KERAS_LOOKBACK + 5)
+    assert not phase._keras_progress(far, 0, len(far))

@@ -1670,9 +1670,17 @@ _KERAS_FRAME = re.compile(r'File "[^"]*[/\\]keras[/\\][^"]*", line \d+, in (?:fi
 _KERAS_PROGRESS = re.compile(r"^\s*Epoch \d+/\d+\s*$|^\s*\d+/(?:\d+|Unknown) (?:\[[=>.]*\]|- \d)|━")
 
 
+#: Literals of :data:`_KERAS_PROGRESS`'s lines (a byte scan finds them before the regex reads a line).
+_KERAS_PROGRESS_KEYS = ("Epoch ", "━", "/")
+#: Lines above the failure searched for Keras' progress lines.
+_KERAS_LOOKBACK = 20000
+
+
 def _keras_progress(lines: Sequence[str], floor: int, top: int) -> bool:
-    """Whether Keras printed a progress line (:data:`_KERAS_PROGRESS`) in ``lines[floor:top]``."""
-    return any(_KERAS_PROGRESS.search(_plain(on_screen(ln))) for ln in lines[floor:top])
+    """Whether Keras printed a progress line (:data:`_KERAS_PROGRESS`) in the ``_KERAS_LOOKBACK`` lines of
+    ``lines[floor:top]`` before ``top``."""
+    found = find_keys(lines, _KERAS_PROGRESS_KEYS, max(floor, top - _KERAS_LOOKBACK), top)
+    return any(_KERAS_PROGRESS.search(_plain(on_screen(lines[i]))) for i in reversed(found))
 
 
 def _keras_step(frames: Sequence[str]) -> bool:
