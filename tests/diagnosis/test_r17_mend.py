@@ -146,3 +146,12 @@ def test_keras_progress_prefiltered_and_bounded() -> None:
     assert not phase._keras_progress(["Epoch 1/3", bar, "reading shards", "shard 00003 of 00040 done"], 2, 4)
     far = ["Epoch 1/3", bar] + ["tokenizing row"] * (phase._KERAS_LOOKBACK + 5)
     assert not phase._keras_progress(far, 0, len(far))
+
+
+def test_attempt_diff_reads_the_log_level() -> None:
+    """Item 11: a glog/abseil INFO record that says something failed states no failure in the attempts' diff either."""
+    from gpulens.diagnosis.logread import attempts
+    info = ("I0203 11:22:33.445566 140000111 xla_bridge.py:889] Unable to initialize backend 'tpu': INTERNAL: Error: Failed "
+            "to open libtpu.so: cannot open shared object file: No such file or directory")
+    err = "ValueError: shapes (4, 3) and (5,) not aligned"
+    assert attempts._interesting([info, err], 0, 2) == [err]

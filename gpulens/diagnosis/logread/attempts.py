@@ -172,5 +172,5 @@ def new_in_last(lines: Sequence[str], starts: Sequence[int], good: int | None, l
 def _interesting(lines: Sequence[str], start: int, stop: int) -> list[str]:
     env = [ln for ln in lines[start:min(stop, start + _ENV_LINES)] if _ENV.search(ln)]
     errs = [lines[i] for i in find_keys(lines, ("rror", "ERROR", "Exception", "Killed", "CANCELLED"), start, stop)
-            if is_failure(logs.normalize_line(lines[i]))]
+            if is_failure(logs.normalize_line(lines[i]), lines[i])]
     return env + errs
