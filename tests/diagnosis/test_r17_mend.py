@@ -155,3 +155,24 @@ def test_attempt_diff_reads_the_log_level() -> None:
             "to open libtpu.so: cannot open shared object file: No such file or directory")
     err = "ValueError: shapes (4, 3) and (5,) not aligned"
     assert attempts._interesting([info, err], 0, 2) == [err]
+
+
+def test_another_nodes_deepspeed_launch_line_inside_the_traceback() -> None:
+    """Item 12: DeepSpeed's per-node launcher line ("nnodes=2, num_local_procs=4, node_rank=1",
+    deepspeed/launcher/launch.py main) of another node (each node's launch.py started by srun, one output file),
+    falling inside the failing traceback, does not cut it."""
+    from gpulens.diagnosis.logread.phase import phase_of
+    ds = "[2024-05-01 10:00:07,001] [INFO] [launch.py:151:main] nnodes=2, num_local_procs=4, node_rank=1"
+    lines = ["[2024-05-01 10:00:01,001] [INFO] [launch.py:151:main] nnodes=2, num_local_procs=4, node_rank=0",
+             *[f"step {k} | loss {2 - k / 100:.3f}" for k in range(1, 12)],
+             "Traceback (most recent call last):",
+             '  File "/job/pretrain.py", line 201, in <module>',
+             "    main()",
+             ds,
+             '  File "/job/pretrain.py", line 170, in main',
+             "    engine.backward(loss)",
+             '  File "/env/lib/python3.10/site-packages/deepspeed/runtime/engine.py", line 1976, in backward',
+             "    self.optimizer.backward(loss)",
+             "RuntimeError: Function 'MulBackward0' returned nan values in its 0th output."]
+    at = len(lines) - 1
+    assert phase_of(lines, at, lines[at - 5:at + 1], 0, "11") == "training"

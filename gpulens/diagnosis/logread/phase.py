@@ -160,9 +160,11 @@ def own_step(phase: str, step: str | None) -> str | None:
 #: programs (pre-training, then fine-tuning, then evaluation) prints them again for each; a wandb
 #: sweep agent (``wandb/wandb_agent.py``) logs "Agent starting run with config:" before each run it starts; DeepSpeed's
 #: per-node launcher (``deepspeed/launcher/launch.py`` ``main``) logs "nnodes=N, num_local_procs=N, node_rank=N" before
-#: it spawns its workers. torchrun's banner counts only where it was logged (:func:`launch_banner`).
-_RUN_START_KEYS = ("Tracking run with wandb version", "Agent starting run with config", "num_local_procs=",
-                   TORCHRUN_BANNER)
+#: it spawns its workers. torchrun's banner counts only where it was logged (:func:`launch_banner`). DeepSpeed's line is
+#: each node's (``pdsh`` merges them): another node's can fall inside the failing traceback, so it bounds the steps
+#: above a failure (an earlier stage's) but never the traceback read (as rootline's relaunch does not count it).
+_PER_NODE_START = "num_local_procs="
+_RUN_START_KEYS = ("Tracking run with wandb version", "Agent starting run with config", _PER_NODE_START, TORCHRUN_BANNER)
 
 
 #: Training progress lines after a completion line that show the run went on past it (one line may be
@@ -174,12 +176,12 @@ _WENT_ON = 2
 _RUN_LOOKBACK = 5000
 
 
-def run_start(lines: Sequence[str], floor: int, before: int, reach: int) -> int:
-    """The index of the last program start (``_RUN_START_KEYS``) in the ``reach`` lines before
-    ``before`` (not before ``floor``), else ``floor``: the steps printed before it are another
-    program's."""
+def run_start(lines: Sequence[str], floor: int, before: int, reach: int, per_node: bool = True) -> int:
+    """The index of the last program start (``_RUN_START_KEYS``; DeepSpeed's per-node line only with ``per_node``)
+    in the ``reach`` lines before ``before`` (not before ``floor``), else ``floor``: the steps printed before it are
+    another program's."""
     for i in reversed(find_keys(lines, _RUN_START_KEYS, max(floor, before - reach), before)):
-        if TORCHRUN_BANNER not in lines[i] or launch_banner(lines, i):
+        if (TORCHRUN_BANNER not in lines[i] or launch_banner(lines, i)) and (per_node or _PER_NODE_START not in lines[i]):
             return i
     return floor
 
@@ -190,7 +192,7 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     traceback that holds it is read from ``lines`` when there is one); ``floor``: the index where
     the failed attempt starts; ``step``: the last step before it."""
     # the failure's traceback, not one an earlier program printed before this one's start
-    failure, tb_start, tb = _failing_traceback(lines, failure, run_start(lines, floor, failure, _RUN_LOOKBACK))
+    failure, tb_start, tb = _failing_traceback(lines, failure, run_start(lines, floor, failure, _RUN_LOOKBACK, False))
     top = tb_start if tb_start is not None else failure
     if _never_started(lines, failure, tb):
         return "startup"
