@@ -176,3 +176,19 @@ def test_another_nodes_deepspeed_launch_line_inside_the_traceback() -> None:
              "RuntimeError: Function 'MulBackward0' returned nan values in its 0th output."]
     at = len(lines) - 1
     assert phase_of(lines, at, lines[at - 5:at + 1], 0, "11") == "training"
+
+
+def test_small_mends_of_item_15() -> None:
+    """Item 15: a job's own folder named lib/python_utils is no library's; Paddle's SIGTERM report read by the one
+    stop-report regex; completion's handler_stops is module-internal."""
+    from gpulens.diagnosis.logread import completion
+    tb = ["Traceback (most recent call last):",
+          '  File "/home/ana/lib/python_utils/feed.py", line 30, in <module>',
+          "    batch = next(it)",
+          '  File "/opt/venv/lib/python3.11/site-packages/torch/utils/data/dataloader.py", line 701, in __next__',
+          "    data = self._next_data()",
+          "StopIteration"]
+    assert rootline._own_frame_code(tb, 5) == 2
+    assert rootline._sigterm_report("FatalError: `Termination signal` is detected by the operating system.")
+    assert not rootline._sigterm_report("FatalError: `Process abort signal` is detected by the operating system.")
+    assert not hasattr(completion, "handler_stops")

@@ -811,10 +811,10 @@ def signal_reports(lines: Sequence[str], floor: int) -> list[int]:
     lo = max(floor, len(lines) - SIGNAL_TAIL)
     got = [i for i in find_keys(lines, _END_KEYS, lo)
            if _SIGNAL_REPORT.search(s := logs.normalize_line(lines[i]).strip()) or _DIVERGED_STOP.search(s[-400:])]
-    return sorted({*got, *check_failures(lines, floor), *handler_stops(lines, floor)})
+    return sorted({*got, *check_failures(lines, floor), *_handler_stops(lines, floor)})
 
 
-def handler_stops(lines: Sequence[str], floor: int) -> list[int]:
+def _handler_stops(lines: Sequence[str], floor: int) -> list[int]:
     """Indexes of a signal handler's records that the process got a stop signal (``_HANDLER_STOP``)
     among the last ``LAST_WORDS_TAIL`` non-blank lines of ``lines[floor:]``."""
     tail = [i for i in range(max(floor, len(lines) - SIGNAL_TAIL), len(lines)) if lines[i].strip()][-LAST_WORDS_TAIL:]

@@ -420,7 +420,7 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
 #: ``next()`` (torch's DataLoader ``_next_data``: ``raise StopIteration``); the caller's statement is what failed.
 _BARE_EXCEPTION = re.compile(r"(?:[\w.]+\.)?StopIteration\s*$")
 #: Where installed libraries' files live (a frame there is not the job's own code).
-_LIBRARY_DIRS = ("site-packages/", "dist-packages/", "/lib/python")
+_LIBRARY_DIRS = ("site-packages/", "dist-packages/", "/lib/python3.", "/lib/python2.")
 #: Frames read up from a bare exception line for the job's own.
 _FRAMES_UP = 60
 
@@ -598,13 +598,11 @@ def _without_aftermath(own: list[int], region: Sequence[int], norm: Callable[[in
     return [i for i in own if i <= kill or _AFTERMATH.match(ranks.strip_prefix(norm(i)).strip()) is None]
 
 
-#: Paddle's report of a stop signal its handler caught (paddle/fluid/platform/init.cc
-#: ``SignalHandle``: "FatalError: `Termination signal` is detected by the operating system.").
-_TERM_REPORT = re.compile(r"FatalError: `Termination signal` is detected")
-#: The same handler's report of a SIGTERM, or of a SIGABRT ("FatalError: `Process abort signal` is detected
-#: ..."): after an uncaught Python exception, the abort is the process's C++ teardown at exit (a destructor
-#: that throws while the interpreter exits: "0   paddle::framework::ParallelExecutor::~ParallelExecutor()").
-_STOP_REPORT = re.compile(r"FatalError: `(?:Termination|Process abort) signal` is detected")
+#: Paddle's report of a stop signal its handler caught (paddle/fluid/platform/init.cc ``SignalHandle``: "FatalError:
+#: `Termination signal` is detected by the operating system." for a SIGTERM), or of a SIGABRT ("FatalError: `Process
+#: abort signal` is detected ..."): after an uncaught Python exception, the abort is the process's C++ teardown at exit
+#: (a destructor that throws while the interpreter exits: "0   paddle::framework::ParallelExecutor::~ParallelExecutor()").
+_STOP_REPORT = re.compile(r"FatalError: `(Termination|Process abort) signal` is detected")
 
 
 def _without_teardown(lines: Sequence[str], own: list[int], norm: Callable[[int], str]) -> list[int]:
@@ -621,10 +619,16 @@ def _without_teardown(lines: Sequence[str], own: list[int], norm: Callable[[int]
                 and _STOP_REPORT.search(norm(i)) and (_ended_uncaught(lines, prev) or _thread_died(lines, prev)):
             continue
         if report is not None and not any(is_progress(ln) for ln in lines[report + 1:i]) \
-                and _TERM_REPORT.search(norm(report)) and _WORKERS_TERMINATED.search(norm(i)):
+                and _sigterm_report(norm(report)) and _WORKERS_TERMINATED.search(norm(i)):
             continue
         out.append(i)
     return out
+
+
+def _sigterm_report(norm: str) -> bool:
+    """Whether a line is Paddle's report of a SIGTERM (:data:`_STOP_REPORT`, "Termination signal")."""
+    m = _STOP_REPORT.search(norm)
+    return m is not None and m.group(1) == "Termination"
 
 
 def _thread_died(lines: Sequence[str], i: int) -> bool:
