@@ -484,8 +484,9 @@ def _own_errors(at: _Attempt, hook: Collection[int], ownline: Callable[[int], bo
     own = _not_heads(lines, [i for i in region if is_root_error(norm(i)) and at.mine(i) and not _logged_frame(lines[i])
                              and i not in hook and not is_launcher_verdict(norm(i)) and not _summary_part(lines, i)
                              and not _spawn_lost(lines, i)])
+    again = _printed_again(lines, own, norm)
     own = [i for i in own if not _logged_warning(lines[i]) and not _logged_and_went_on(lines, i, own, norm)
-           and not _printed_again(lines, i, own, norm)] or own
+           and i not in again] or own
     errors = [i for i in own if not is_scheduler_kill(norm(i))]
     caught = set(errors) if errors and _went_on(lines, errors[-1], region, norm, ownline) else set()
     own = [i for i in own if i not in caught]
@@ -788,22 +789,37 @@ def _logged_and_went_on(lines: Sequence[str], i: int, own: Sequence[int], norm: 
 _BETWEEN_COPIES = 3
 
 
-def _printed_again(lines: Sequence[str], i: int, own: Sequence[int], norm: Callable[[int], str]) -> bool:
-    """Whether the error line ``i``, a message printed without a traceback (a loop's ``except`` that prints
-    "Evaluation failed: AssertionError('No data found')" and goes on), is one of several printings of that
+def _printed_again(lines: Sequence[str], own: Sequence[int], norm: Callable[[int], str]) -> set[int]:
+    """The error lines of ``own`` that are messages printed without a traceback (a loop's ``except`` that prints
+    "Evaluation failed: AssertionError('No data found')" and goes on) and one of several printings of that
     message with _BETWEEN_COPIES or more lines of ordinary output between two of them (the process went on
-    after it: README rule R1; copies printed together are other processes' at one time, rule R5), and the
+    after it: README rule R1; copies printed together are other processes' at one time, rule R5), when the
     same process later raised an uncaught exception that does not restate it, in a traceback of its own: that
-    one ended the run."""
-    head = _traceback_head(lines, i)
-    if head is not None and _TRACEBACK in lines[head]:
-        return False
-    said = _bare_shape(norm(i))
-    copies = [j for j in own if _bare_shape(norm(j)) == said]
-    if len(copies) < 2 or not any(_ordinary_between(lines, a, b) for a, b in zip(copies, copies[1:], strict=False)):
+    one ended the run. Each message's copies are judged once (a loop can print one message thousands of times)."""
+    by_shape: dict[str, list[int]] = {}
+    for j in own:
+        by_shape.setdefault(_bare_shape(norm(j)), []).append(j)
+    out: set[int] = set()
+    for said, copies in by_shape.items():
+        if len(copies) > 1 and _went_on_after_copies(lines, own, norm, said, copies):
+            out.update(i for i in copies if not _in_traceback(lines, i))
+    return out
+
+
+def _went_on_after_copies(lines: Sequence[str], own: Sequence[int], norm: Callable[[int], str], said: str,
+                          copies: Sequence[int]) -> bool:
+    """Whether ordinary output lies between two of a message's ``copies`` and an uncaught exception of the
+    same process that does not restate it (``said``: the message's shape) came after the last copy."""
+    if not any(_ordinary_between(lines, a, b) for a, b in zip(copies, copies[1:], strict=False)):
         return False
     final = next((j for j in reversed(own) if j > copies[-1] and _EXCEPTION.match(_norm_body(lines[j]))), None)
     return final is not None and _ended_uncaught(lines, final) and not _restates(said, _bare_shape(norm(final)))
+
+
+def _in_traceback(lines: Sequence[str], i: int) -> bool:
+    """Whether the line ``i`` ends a Python traceback."""
+    head = _traceback_head(lines, i)
+    return head is not None and _TRACEBACK in lines[head]
 
 
 def _ordinary_between(lines: Sequence[str], a: int, b: int) -> bool:
