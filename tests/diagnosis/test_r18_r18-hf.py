@@ -83,11 +83,11 @@ CASES = [
                  [("accelerate/accelerator.py", "load_state", "raise ValueError(")],
                  ["ValueError: Tried to find /scratch/u/run3/checkpoint_12 but folder does not exist"]),
         "checkpoint_error", "user", id="accelerate-load-state-missing"),
-    pytest.param(  # accelerate accelerator.py Accelerator.__init__ (widened accelerate-precision-needs-gpu)
+    pytest.param(  # accelerate accelerator.py Accelerator.__init__ (supported_device is a tuple in 1.15.0)
         _excerpt("accelerator = Accelerator(mixed_precision='fp16')",
                  [("accelerate/accelerator.py", "__init__", "raise ValueError(")],
-                 ["ValueError: fp16 mixed precision requires a device in ['cuda', 'mps', 'xpu', 'hpu', 'npu', 'mlu', "
-                  "'musa', 'sdaa'] (not 'cpu')."]),
+                 ["ValueError: fp16 mixed precision requires a device in ('xpu', 'cuda', 'npu', 'xla', 'mlu', 'musa', "
+                  "'hpu', 'sdaa', 'mps') (not 'cpu')."]),
         "cuda_env_error", "user", id="accelerate-fp16-needs-device"),
     pytest.param(  # huggingface_hub utils/_http.py: OfflineModeIsEnabled
         _excerpt("path = snapshot_download(repo_id=args.repo)",
