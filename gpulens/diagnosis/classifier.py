@@ -301,12 +301,14 @@ def _parsed_string(view: logs.LogView, best: RuleMatch) -> bool:
 def _framed(view: logs.LogView, rules: tuple[Rule, ...], keep_final: bool) -> list[RuleMatch]:
     """In a whole log (``keep_final``), the matches of rules that read a traceback's frames
     beside its exception line (a ``context`` pattern: "the frames call torch.load") on an error
-    line outside the fatal region, searched in the text above that region: the context lines
-    alone hold no frames (a rank's traceback above the launcher's own, which is the fatal region)."""
+    line outside the fatal region, searched in the text above that region and the region itself: the
+    context lines alone hold no frames (a rank's traceback above the launcher's own, which is the fatal
+    region), and a library may log its message before raising a bare exception (timm's "No checkpoint
+    found at" above the FileNotFoundError() of the fatal traceback)."""
     if not keep_final or view.fatal.start_line <= 0:
         return []
     have = {ln.strip() for ln in view.context_lines}
-    above = "\n".join(logs.normalize_line(ln) for ln in view.lines[:view.fatal.start_line])
+    above = "\n".join(logs.normalize_line(ln) for ln in view.lines[:view.fatal.end_line])
     return [m for m in match_rules(above, rules) if m.rule.context is not None and m.line in have]
 
 

@@ -7,9 +7,16 @@ import time
 
 import pytest
 
+from gpulens.diagnosis.classifier import Classifier, default_classifier
+from gpulens.diagnosis.logread import diagnose_text
 from gpulens.diagnosis.rules import load_rules, match_rules
 
 RULES = {r.id: r for r in load_rules()}
+
+
+@pytest.fixture(scope="module")
+def clf() -> Classifier:
+    return default_classifier()
 
 
 def _match(rule_id: str, text: str) -> dict[str, str] | None:
@@ -33,3 +40,25 @@ def test_a_long_token_before_the_message_is_read_in_linear_time(rule_id: str, ta
     assert _match(rule_id, f"{blob}{tail.strip()}\n") is None  # a 30,000-character token is no revision/package
     assert time.perf_counter() - t0 < 0.5
     assert (_match(rule_id, f"OSError:{tail}") or {}).get(group) == value
+
+
+def _job(*tail: str) -> str:
+    return "\n".join(["Loading configuration from conf/run.yaml", "Building model: 12 layers, 768 hidden", *tail]) + "\n"
+
+
+def test_a_scripts_own_no_checkpoint_line_is_not_timms_failure(clf: Classifier) -> None:
+    """Item 4: "No checkpoint found at '...'" is also what scripts print before training from scratch; timm's
+    rule needs the bare FileNotFoundError() timm raises after it (models/_helpers.py), so the real error wins."""
+    text = _job("=> No checkpoint found at 'runs/exp1/checkpoint.pth.tar'", "Starting training from scratch",
+                "Traceback (most recent call last):", '  File "/home/u/proj/train.py", line 88, in <module>',
+                "    ds = CsvDataset('data/train.csv')", '  File "/home/u/proj/data.py", line 12, in __init__',
+                "    self.rows = pd.read_csv(path)",
+                "FileNotFoundError: [Errno 2] No such file or directory: 'data/train.csv'")
+    d = diagnose_text(text, clf).diagnosis
+    assert d.rule_id != "timm-no-checkpoint-found" and d.category == "incorrect_input", (d.rule_id, d.category)
+    timm = _job("ERROR:timm.models._helpers:No checkpoint found at 'output/train/20260110-vit/last.pth.tar'",
+                "Traceback (most recent call last):", '  File "/home/u/proj/train.py", line 88, in <module>',
+                "    resume_checkpoint(model, args.resume)",
+                '  File "/opt/py/site-packages/timm/models/_helpers.py", line 315, in resume_checkpoint',
+                "    raise FileNotFoundError()", "FileNotFoundError")
+    assert diagnose_text(timm, clf).diagnosis.rule_id == "timm-no-checkpoint-found"
