@@ -62,3 +62,21 @@ def test_a_scripts_own_no_checkpoint_line_is_not_timms_failure(clf: Classifier) 
                 '  File "/opt/py/site-packages/timm/models/_helpers.py", line 315, in resume_checkpoint',
                 "    raise FileNotFoundError()", "FileNotFoundError")
     assert diagnose_text(timm, clf).diagnosis.rule_id == "timm-no-checkpoint-found"
+
+
+def _save_failure(func: str, code: str) -> str:
+    return _job("Traceback (most recent call last):", '  File "/home/u/proj/train.py", line 88, in <module>',
+                "    main()", f'  File "/home/u/proj/utils/io.py", line 31, in {func}', f"    {code}",
+                '  File "/opt/py/site-packages/torch/serialization.py", line 964, in save',
+                "    with _open_zipfile_writer(f) as opened_zipfile:",
+                "RuntimeError: Parent directory out/run3 does not exist.")
+
+
+def test_torch_save_checkpoint_rule_reads_the_save_line_not_the_jobs_function_names(clf: Classifier) -> None:
+    """Item 5: the checkpoint rule's context is the torch.save( source line naming model/optimizer state; a job's
+    function called save_checkpoint that saves something else says nothing about the format."""
+    d = diagnose_text(_save_failure("save_checkpoint", "torch.save(payload, os.path.join(out_dir, 'p.pt'))"), clf)
+    assert d.diagnosis.rule_id != "r18-torch-save-checkpoint-missing-dir"
+    d = diagnose_text(_save_failure("dump", "torch.save({'model': model.state_dict(), 'optimizer': opt.state_dict()}, "
+                                            "path)"), clf)
+    assert (d.diagnosis.rule_id, d.diagnosis.category) == ("r18-torch-save-checkpoint-missing-dir", "checkpoint_error")
