@@ -80,3 +80,27 @@ def test_torch_save_checkpoint_rule_reads_the_save_line_not_the_jobs_function_na
     d = diagnose_text(_save_failure("dump", "torch.save({'model': model.state_dict(), 'optimizer': opt.state_dict()}, "
                                             "path)"), clf)
     assert (d.diagnosis.rule_id, d.diagnosis.category) == ("r18-torch-save-checkpoint-missing-dir", "checkpoint_error")
+
+
+@pytest.mark.parametrize(("error", "src", "dst"), [
+    (["TypeError: Couldn't cast array of type string to int64"], "string", "int64"),
+    (["TypeError: Couldn't cast array of type int64 to string since allow_primitive_to_str is set to False "],
+     "int64", "string"),
+    (["TypeError: Couldn't cast array of type", "struct<text: string, score: double>", "to",
+      "{'text': Value('string'), 'score': Value('int64')}"],
+     "struct<text: string, score: double>", "{'text': Value('string'), 'score': Value('int64')}"),
+    (["datasets.table.CastError: Couldn't cast", "instruction: string", "to", "{'text': Value('string')}",
+      "because column names don't match"], None, None),
+], ids=["array-cast", "primitive-to-str", "cast-array-to-feature", "cast-table"])
+def test_datasets_cast_errors_are_one_rule(error: list[str], src: str | None, dst: str | None,
+                                           clf: Classifier) -> None:
+    """Item 6: datasets 5.2.0 table.py's array_cast (one line, perhaps with "since allow_primitive_to_str ..."),
+    cast_array_to_feature (type and feature on lines of their own) and cast_table_to_schema (CastError) are one rule;
+    the allow_* clause is not part of the target type."""
+    text = _job("Traceback (most recent call last):", '  File "/home/u/proj/train.py", line 88, in <module>',
+                "    ds = ds.cast(features)", '  File "/opt/py/site-packages/datasets/table.py", line 2161, in '
+                "cast_array_to_feature", "    raise TypeError(", *error)
+    d = diagnose_text(text, clf).diagnosis
+    assert (d.rule_id, d.category, d.origin) == ("datasets-cast-error", "incorrect_input", "data")
+    groups = _match("datasets-cast-error", "\n".join(error)) or {}
+    assert (groups.get("src"), groups.get("dst")) == (src, dst)
