@@ -45,10 +45,10 @@ CASES = [
      [('/opt/py/site-packages/torch/utils/data/_utils/collate.py', 240, 'collate', 'raise TypeError(default_collate_err_msg_format.format(elem_type))')],
      ["TypeError: default_collate: batch must contain tensors, numpy arrays, numbers, dicts or lists; found <class 'PIL.JpegImagePlugin.JpegImageFile'>"],
      'incorrect_input', 'user'),
-    ('torch 2.13.0 amp/autocast_mode.py:autocast.__init__ (bf16 unsupported)', 'gpu-arch-no-bf16',
+    ('torch 2.13.0 amp/autocast_mode.py:autocast.__init__ (bf16 unsupported)', 'torch-autocast-bf16-unsupported',
      [('/opt/py/site-packages/torch/amp/autocast_mode.py', 330, '__init__', 'raise RuntimeError(')],
      ['RuntimeError: Current CUDA Device does not support bfloat16. Please switch dtype to float16.'],
-     'cuda_env_error', 'infrastructure'),
+     'cuda_env_error', 'user'),  # C7: the job's own autocast dtype
     ('torch 2.13.0 serialization.py:_open_zipfile_writer_file (parent dir)', 'r18-torch-save-checkpoint-missing-dir',
      [('/home/u/proj/utils/ckpt.py', 31, 'save_checkpoint', 'torch.save(model.state_dict(), os.path.join(out_dir, f"epoch_{epoch}.pt"))'), ('/opt/py/site-packages/torch/serialization.py', 964, 'save', 'with _open_zipfile_writer(f) as opened_zipfile:'), ('/opt/py/site-packages/torch/serialization.py', 813, '__init__', 'torch._C.PyTorchFileWriter(')],
      ['RuntimeError: Parent directory checkpoints/run3 does not exist.'],
