@@ -9,6 +9,9 @@ import pytest
 
 from gpulens.diagnosis.classifier import Classifier, default_classifier
 from gpulens.diagnosis.logread import diagnose_text
+from gpulens.diagnosis.rules import load_rules
+
+RULES_BY_ID = {r.id: r for r in load_rules()}
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +75,7 @@ CASES = [
     ('torch 2.13.0 _inductor/exc.py:InductorError (C++ compile)', 'r18-inductor-cpp-compile-toolchain',
      [('/opt/py/site-packages/torch/_inductor/codecache.py', 2390, 'compile', 'raise exc.CppCompileError(cmd, e.output) from e')],
      ['torch._inductor.exc.InductorError: CppCompileError: C++ compile error', '', 'Command:', 'g++ /tmp/torchinductor_u/ab/cab.cpp -D TORCH_INDUCTOR_CPP_WRAPPER -shared -fPIC -O3 -o /tmp/torchinductor_u/ab/cab.so', '', 'Output:', '/tmp/torchinductor_u/ab/cab.cpp:2:10: fatal error: Python.h: No such file or directory', '    2 | #include <Python.h>', '      |          ^~~~~~~~~~', 'compilation terminated.'],
-     'cuda_env_error', 'user'),
+     'import_error', 'user'),  # a missing build tool/header, as torch-extension-needs-ninja
     ('lightning 2.6.6 pytorch/trainer/connectors/checkpoint_connector.py:restore_optimizers_and_schedulers', 'r18-lightning-optimizer-state-missing',
      [('/opt/py/site-packages/lightning/pytorch/trainer/connectors/checkpoint_connector.py', 376, 'restore_optimizers_and_schedulers', 'raise KeyError(')],
      ["KeyError: 'Trying to restore optimizer state but checkpoint contains only the model. This is probably due to `ModelCheckpoint.save_weights_only` being set to `True`.'"],
@@ -131,3 +134,15 @@ def test_inductor_compile_error_without_a_toolchain_line_stays_a_compiler_failur
            "/tmp/torchinductor_u/ab/cab.cpp:10:3: error: 'foo' was not declared in this scope"]
     d = diagnose_text(_excerpt([], err), clf).diagnosis
     assert d.rule_id != "r18-inductor-cpp-compile-toolchain"
+
+
+def test_inductor_toolchain_rule_does_not_read_nvcc_as_cc(clf: Classifier) -> None:
+    """"nvcc: not found" is no missing C compiler: the compiler name starts at a word boundary."""
+    err = ["torch._inductor.exc.InductorError: CppCompileError: C++ compile error", "", "Output:",
+           "sh: 1: nvcc: not found"]
+    d = diagnose_text(_excerpt([], err), clf).diagnosis
+    assert d.rule_id != "r18-inductor-cpp-compile-toolchain"
+    err[-1] = "sh: 1: g++: not found"
+    ctx = RULES_BY_ID["r18-inductor-cpp-compile-toolchain"].context
+    assert ctx is not None and ctx.search("\n".join(err)) is not None
+    assert ctx.search("sh: 1: nvcc: not found") is None
