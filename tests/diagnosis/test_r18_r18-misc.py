@@ -89,7 +89,7 @@ _CASES = [
      '    raise RuntimeError(f"Unknown backend: \'{platform}\' requested, but no "',
      "RuntimeError: Unknown backend: 'gpu' requested, but no platforms that are instances of gpu are present. Platforms present are: cpu"],
      'cuda_env_error', 'user', None),
-    ('jax-backend-failed', 'jax-backend-failed-to-initialize',
+    ('jax-backend-failed', 'jax-cuda-backend-failed',
      [f'  File "{_SP}/jax/_src/xla_bridge.py", line 958, in _get_backend_uncached',
      '    raise RuntimeError(f"Backend \'{platform}\' failed to initialize: "',
      "RuntimeError: Backend 'cuda' failed to initialize: FAILED_PRECONDITION: No visible GPU devices.. Available backends are ['cpu']"],
