@@ -104,3 +104,14 @@ def test_datasets_cast_errors_are_one_rule(error: list[str], src: str | None, ds
     assert (d.rule_id, d.category, d.origin) == ("datasets-cast-error", "incorrect_input", "data")
     groups = _match("datasets-cast-error", "\n".join(error)) or {}
     assert (groups.get("src"), groups.get("dst")) == (src, dst)
+
+
+def test_dynamo_fake_tensor_rule_reads_both_wordings() -> None:
+    """Item 12: torch 2.13's "Dynamo failed to run FX node with fake tensors" and the older run_node wording
+    ("Failed running call_function ...", earlier 2.x releases) are one rule."""
+    for line in ["torch._dynamo.exc.TorchRuntimeError: Dynamo failed to run FX node with fake tensors: call_function "
+                 "<built-in function add>(*(FakeTensor(..., size=(2, 3)), FakeTensor(..., size=(4,))), **{}): got "
+                 "RuntimeError('The size of tensor a (3) must match the size of tensor b (4) at non-singleton dimension 1')",
+                 "torch._dynamo.exc.TorchRuntimeError: Failed running call_function <built-in function add>(*(FakeTensor("
+                 "..., size=(2, 3)), FakeTensor(..., size=(4,))), **{}):"]:
+        assert _match("r18-dynamo-fake-tensor-run-failed", line) is not None

@@ -68,10 +68,14 @@ CASES = [
                                             ("datasets/table.py", "array_cast", "raise TypeError(")],
                  ["TypeError: Couldn't cast array of type string to int64"]),
         "incorrect_input", "data", id="datasets-cast-array"),
-    pytest.param(  # transformers modeling_utils.py _check_and_adjust_attn_implementation
+    pytest.param(  # transformers modeling_utils.py _flash_attn_import_error (via _check_and_adjust_attn_implementation)
         _excerpt("model = AutoModelForCausalLM.from_pretrained(path, attn_implementation='flash_attention_2')",
-                 [_AUTO, ("transformers/modeling_utils.py", "_check_and_adjust_attn_implementation", "raise ValueError(")],
-                 ["ValueError: FlashAttention2 has been toggled on, but it cannot be used due to the following error: "
+                 [_AUTO, ("transformers/modeling_utils.py", "_check_and_adjust_attn_implementation",
+                          "self._flash_attn_can_dispatch(flash_attn_version=fa_version, is_init_check=is_init_check)"),
+                  ("transformers/modeling_utils.py", "_flash_attn_can_dispatch",
+                   "self._flash_attn_import_error(**FLASH_ATTENTION_COMPATIBILITY_MATRIX[flash_attn_version])"),
+                  ("transformers/modeling_utils.py", "_flash_attn_import_error", "raise ImportError(")],
+                 ["ImportError: FlashAttention2 has been toggled on, but it cannot be used due to the following error: "
                   "FlashAttention2 requires compute capability >= 8, but found (7, 5) with compute capability 7.x"]),
         "cuda_env_error", "user", id="flash-attn-compute-capability"),
     pytest.param(  # transformers trainer.py Trainer.train (resume_from_checkpoint=True)
