@@ -3,7 +3,9 @@ sources), not copied from a log."""
 
 from __future__ import annotations
 
+import re
 import time
+from pathlib import Path
 
 import pytest
 
@@ -115,3 +117,34 @@ def test_dynamo_fake_tensor_rule_reads_both_wordings() -> None:
                  "torch._dynamo.exc.TorchRuntimeError: Failed running call_function <built-in function add>(*(FakeTensor("
                  "..., size=(2, 3)), FakeTensor(..., size=(4,))), **{}):"]:
         assert _match("r18-dynamo-fake-tensor-run-failed", line) is not None
+
+
+_SIGNATURES = Path(__file__).resolve().parents[2] / "gpulens" / "diagnosis" / "rules" / "signatures.yaml"
+
+
+@pytest.mark.parametrize("rule_id", ["hf-datasets-config-or-split-name", "trl-optional-package-missing",
+                                     "r18-ddp-model-differs-across-ranks", "xla-ptxas-failed",
+                                     "ultralytics-config-syntaxerror"])
+def test_round_18_rules_capture_only_what_their_hint_uses(rule_id: str) -> None:
+    """Item 13: a named group the hint does not use is a capture nobody reads (make it non-capturing)."""
+    rule = RULES[rule_id]
+    groups = set(rule.pattern.groupindex) | set(rule.context.groupindex if rule.context else ())
+    assert groups <= set(re.findall(r"\{(\w+)", rule.hint)), rule_id
+
+
+def test_ultralytics_missing_equals_sign_names_the_argument() -> None:
+    """Item 13: "'x' is a valid YOLO argument but is missing an '=' sign" (ultralytics cfg/__init__.py
+    parse) names an argument, not "a key of the data YAML"."""
+    found = match_rules("SyntaxError: 'imgsz' is a valid YOLO argument but is missing an '=' sign to set its value, "
+                        "i.e. try 'imgsz=640'", (RULES["ultralytics-config-syntaxerror"],))
+    assert found and "imgsz" in found[0].hint and "a key of the data YAML" not in found[0].hint
+
+
+def test_secondary_only_round_18_rules_sit_in_their_block() -> None:
+    """Item 13: r18-dataloader-timeout and ray-worker-died-no-cause (category unknown, priority 10) are listed in
+    the "secondary-only messages" block of signatures.yaml."""
+    text = _SIGNATURES.read_text(encoding="utf-8")
+    block = text.index("# ------------------------------------------------------------------ secondary-only messages")
+    end = text.find("\n# ------------------------------------------------------------------ ", block + 1)
+    for rid in ("r18-dataloader-timeout", "ray-worker-died-no-cause"):
+        assert block < text.index(f"- id: {rid}\n") < (end if end > 0 else len(text)), rid
