@@ -34,7 +34,7 @@ from gpulens.diagnosis.svm import SvmModel, bound_text
 from gpulens.diagnosis.types import CATEGORIES, DEFAULT_ORIGIN, ORIGINS, Diagnosis
 from gpulens.errors import InputError
 
-__all__ = ["EvalResult", "HOLDOUT_DIR", "Run", "evaluate", "render_markdown", "write_report"]
+__all__ = ["EvalResult", "HOLDOUT_DIR", "Run", "evaluate", "render_markdown", "SECTIONS_START", "with_later_sections", "write_report"]
 
 HOLDOUT_DIR = Path(__file__).resolve().parents[2] / "tests" / "diagnosis" / "fixtures" / "holdout"
 FOLDS = 5
@@ -425,8 +425,23 @@ def render_markdown(res: EvalResult) -> str:
     return "\n".join([*_intro(res), *_headline(res), *_breakdowns(res), *_misses(res)]) + "\n"
 
 
+#: Where the report's later sections begin (the whole-log section, written by ``--whole-logs``, and the
+#: hand-written notes after it): a new excerpt report replaces what comes before it and keeps the rest.
+SECTIONS_START = "<!-- whole-log section: start -->"
+
+
 def write_report(path: str | Path, res: EvalResult | None = None) -> EvalResult:
+    """Write the excerpt report to ``path``, keeping the sections the file already holds after it."""
     res = res or evaluate()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(render_markdown(res), encoding="utf-8")
+    p = Path(path)
+    old = p.read_text(encoding="utf-8") if p.is_file() else ""
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(with_later_sections(render_markdown(res), old), encoding="utf-8")
     return res
+
+
+def with_later_sections(report: str, old: str) -> str:
+    """``report`` followed by what ``old`` holds from :data:`SECTIONS_START` on (nothing when it has none)."""
+    if SECTIONS_START not in old:
+        return report
+    return report.rstrip("\n") + "\n\n" + SECTIONS_START + old.split(SECTIONS_START, 1)[1]

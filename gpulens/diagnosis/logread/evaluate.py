@@ -22,6 +22,7 @@ from pathlib import Path
 
 from gpulens.diagnosis.classifier import Classifier, model_without, whole_classifier
 from gpulens.diagnosis.corpus import load_context_corpus
+from gpulens.diagnosis.evaluate import SECTIONS_START
 from gpulens.diagnosis.logread.calibration import Calibration, fit
 from gpulens.diagnosis.logread.whole import WholeDiagnosis, diagnose_path
 from gpulens.errors import InputError
@@ -432,7 +433,7 @@ def _misses(ev: WholeEval) -> list[str]:
     return out + [""]
 
 
-START = "<!-- whole-log section: start -->"
+START = SECTIONS_START
 END = "<!-- whole-log section: end -->"
 
 
