@@ -640,6 +640,48 @@ _BEHIND_PREFIX = re.compile(r"^[:|\-]\s*(?:Killed|Terminated)$")
 LAST_WORDS_TAIL = 4
 
 
+#: The last line of CPython's report of an uncaught exception (Lib/traceback.py
+#: ``TracebackException.format_exception_only``, which ``sys.excepthook`` prints under the
+#: frames): the exception's qualified name, its module first unless it is builtins or __main__
+#: ("wandb.errors.errors.Error: You must call wandb.init() before wandb.log()", wandb's
+#: sdk/lib/preinit.py ``preinit_wrapper``), then ": " and the message, or the name alone. The
+#: failure-line test knows a name by its ending (``...Error``, ``...Exception``); a class named
+#: ``Error`` alone (wandb's, shutil's) or otherwise is found here by its place in the report.
+_UNCAUGHT_NAME = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?::\s|$)")
+#: The outermost frame of an uncaught exception's traceback, as the excepthook prints it: the
+#: script's top level (``python train.py``: "in <module>", a console script's too), or runpy's
+#: ``_run_module_as_main`` (``python -m pkg.train``). A report that ``traceback.print_exc()`` wrote
+#: in a function that caught the exception starts at that function; one that Python printed and
+#: went on from ("Exception ignored in: <function X.__del__ ...>") starts at the ignored call.
+_TOP_FRAME = re.compile(r'^File "[^"]+", line \d+, in (?:<module>|_run_module_as_main)$')
+
+
+def uncaught_exception(lines: Sequence[str], floor: int, at: int) -> bool:
+    """Whether ``lines[at]`` is the exception line that ends a traceback from the program's top
+    level (see ``_UNCAUGHT_NAME``, ``_TOP_FRAME``): its frames, indented, up to the header, the
+    first frame the top level's, and not a report Python printed and went on from. Such an
+    exception ended the process, whatever it printed before (a completion message included)."""
+    s = prefix_free(logs.normalize_line(lines[at])).strip()
+    if not _UNCAUGHT_NAME.match(s) or s.startswith("File "):
+        return False
+    k = at - 1
+    while k >= max(floor, at - _TRACEBACK_LINES):
+        t = prefix_free(logs.normalize_line(lines[k]))
+        if t.strip() == _TRACEBACK + ":":
+            return _top_frame(lines, k, at) and k not in handled_blocks(lines, max(floor, k - HANDLED_LOOKBACK), at + 1)
+        if t.strip() and not t[:1].isspace() and not t.startswith("File "):
+            return False  # not a frame or a code line: the line is not a traceback's last
+        k -= 1
+    return False
+
+
+def _top_frame(lines: Sequence[str], head: int, at: int) -> bool:
+    """Whether the first frame of the traceback whose header is at ``head`` is the top level's."""
+    first = next((prefix_free(logs.normalize_line(lines[k])).strip() for k in range(head + 1, at)
+                  if lines[k].strip()), "")
+    return _TOP_FRAME.match(first) is not None
+
+
 def last_words(lines: Sequence[str], floor: int) -> list[int]:
     """Indexes of the lines among the last ``LAST_WORDS_TAIL`` non-blank lines of
     ``lines[floor:]`` that say the job ended without an error word (see ``_LAST_WORDS``; for
@@ -652,6 +694,8 @@ def last_words(lines: Sequence[str], floor: int) -> list[int]:
             continue
         if (_LAST_WORDS.search(s) and not after_work(lines, floor, i)) or _BEHIND_PREFIX.match(s):
             out.extend(hydra_report(lines, floor, i) if _HYDRA_END in s else [i])
+        elif uncaught_exception(lines, floor, i):
+            out.append(i)
         seen += 1
         if seen >= LAST_WORDS_TAIL:
             break
