@@ -98,10 +98,22 @@ def test_a_kill_after_the_end_is_a_normal_end(clf: Classifier) -> None:
         assert diagnose_text("\n".join([*end, kill]), clf).diagnosis.category == "none"
 
 
-def test_a_report_printed_from_a_function_is_not_an_uncaught_exception() -> None:
+def test_only_an_uncaught_report_from_the_top_level_after_a_completion_counts() -> None:
     printed = ["Traceback (most recent call last):",
                '  File "/home/me/run/callbacks.py", line 40, in on_train_end',
                "    wandb.log({'final': 1})", "wandb.errors.errors.Error: You must call wandb.init() before wandb.log()"]
-    assert not uncaught_exception(printed, 0, 3)  # traceback.print_exc() in the callback: the run went on
-    assert uncaught_exception(_WANDB_PREINIT, 0, len(_WANDB_PREINIT) - 1)
-    assert not uncaught_exception(_WANDB_PREINIT, 0, 2)  # a code line, not the exception's
+    ended = [*_hf_end(), *printed]
+    assert not uncaught_exception(ended, 0, len(ended) - 1)  # traceback.print_exc() in the callback: the run went on
+    ended = [*_hf_end(), *_WANDB_PREINIT]
+    assert uncaught_exception(ended, 0, len(ended) - 1)
+    assert not uncaught_exception(ended, 0, len(ended) - 4)  # a code line, not the exception's
+    # no completion message above it: the open traceback already says the job failed
+    assert not uncaught_exception(_WANDB_PREINIT, 0, len(_WANDB_PREINIT) - 1)
+
+
+def test_a_tracker_error_python_ignored_at_exit_after_the_end_is_a_normal_end(clf: Classifier) -> None:
+    # CPython's "Exception ignored in: ..." (PyErr_WriteUnraisable): the process went on to its exit
+    ignored = ["Exception ignored in: <function Run.__del__ at 0x7f00c0a1c040>", "Traceback (most recent call last):",
+               '  File "/env/lib/python3.11/site-packages/tracker/run.py", line 88, in __del__',
+               "    self.finish()", "tracker.errors.Error: run already finished"]
+    assert diagnose_text("\n".join([*_hf_end(), *ignored]), clf).diagnosis.category == "none"

@@ -659,8 +659,10 @@ _TOP_FRAME = re.compile(r'^File "[^"]+", line \d+, in (?:<module>|_run_module_as
 def uncaught_exception(lines: Sequence[str], floor: int, at: int) -> bool:
     """Whether ``lines[at]`` is the exception line that ends a traceback from the program's top
     level (see ``_UNCAUGHT_NAME``, ``_TOP_FRAME``): its frames, indented, up to the header, the
-    first frame the top level's, and not a report Python printed and went on from. Such an
-    exception ended the process, whatever it printed before (a completion message included)."""
+    first frame the top level's, not a report Python printed and went on from, and a completion
+    message above it (:func:`_completed_before`). Such an exception ended the process after the
+    message (the job script's next statement raised). Without a message the open traceback
+    already tells the reader the job failed, and its own failure lines stand."""
     s = prefix_free(logs.normalize_line(lines[at])).strip()
     if not _UNCAUGHT_NAME.match(s) or s.startswith("File "):
         return False
@@ -668,11 +670,30 @@ def uncaught_exception(lines: Sequence[str], floor: int, at: int) -> bool:
     while k >= max(floor, at - _TRACEBACK_LINES):
         t = prefix_free(logs.normalize_line(lines[k]))
         if t.strip() == _TRACEBACK + ":":
-            return _top_frame(lines, k, at) and k not in handled_blocks(lines, max(floor, k - HANDLED_LOOKBACK), at + 1)
+            return (_top_frame(lines, k, at) and k not in handled_blocks(lines, max(floor, k - HANDLED_LOOKBACK), at + 1)
+                    and _completed_before(lines, floor, k))
         if t.strip() and not t[:1].isspace() and not t.startswith("File "):
             return False  # not a frame or a code line: the line is not a traceback's last
         k -= 1
     return False
+
+
+def _completed_before(lines: Sequence[str], floor: int, head: int) -> bool:
+    """Whether a completion message (:func:`is_completion`) precedes ``lines[head]`` in the attempt."""
+    return any(is_completion(logs.normalize_line(lines[j])) for j in find_keys(lines, COMPLETION_COVER, floor, head))
+
+
+#: Lines before an uncaught exception's line searched for its other copies.
+COPIES_LOOKBACK = 2000
+
+
+def _copies(lines: Sequence[str], floor: int, at: int) -> list[int]:
+    """``at`` and the earlier lines that print the same exception line (behind another prefix or
+    none: torch's distributed excepthook copies a rank's traceback behind "[rankN]: ", each rank
+    prints its own), so that no one copy is taken for the first failure for being the last."""
+    want = prefix_free(logs.normalize_line(lines[at])).strip()
+    lo = max(floor, at - COPIES_LOOKBACK)
+    return [k for k in range(lo, at + 1) if want in lines[k] and prefix_free(logs.normalize_line(lines[k])).strip() == want]
 
 
 def _top_frame(lines: Sequence[str], head: int, at: int) -> bool:
@@ -695,7 +716,7 @@ def last_words(lines: Sequence[str], floor: int) -> list[int]:
         if (_LAST_WORDS.search(s) and not after_work(lines, floor, i)) or _BEHIND_PREFIX.match(s):
             out.extend(hydra_report(lines, floor, i) if _HYDRA_END in s else [i])
         elif uncaught_exception(lines, floor, i):
-            out.append(i)
+            out.extend(_copies(lines, floor, i))
         seen += 1
         if seen >= LAST_WORDS_TAIL:
             break
