@@ -636,8 +636,8 @@ def _thread_died(lines: Sequence[str], i: int) -> bool:
     """Whether the exception line ``i`` ends a thread's uncaught exception, as ``threading.excepthook``
     prints it ("Exception in thread Thread-2:" then its traceback; CPython Lib/threading.py): the thread
     that fed the process (a data loader's reader thread) is gone, what stops the process next is teardown."""
-    head = _traceback_head(lines, i)
-    return head is not None and head > 0 and _TRACEBACK in lines[head] and _body(lines[head - 1]).lstrip().startswith("Exception in thread ")
+    head = _python_head(lines, i)
+    return head is not None and head > 0 and _body(lines[head - 1]).lstrip().startswith("Exception in thread ")
 
 
 #: A data loader's report that its worker processes ended by SIGTERM (Paddle's
@@ -773,8 +773,8 @@ def _logged_and_went_on(lines: Sequence[str], i: int, own: Sequence[int], norm: 
     was caught and the program went on (README rule R1), the later one ended it."""
     if not _EXCEPTION.match(_norm_body(lines[i])):
         return False
-    head = _traceback_head(lines, i)
-    if head is None or _TRACEBACK not in lines[head] or _body(lines[head]).strip() != _TRACEBACK + ":":
+    head = _python_head(lines, i)
+    if head is None or _body(lines[head]).strip() != _TRACEBACK + ":":
         return False
     record = next((k for k in range(head - 1, max(-1, head - 3), -1) if lines[k].strip()), None)
     if record is None or _RECORD_LEVEL.match(_body(lines[record])) is None:
@@ -802,7 +802,7 @@ def _printed_again(lines: Sequence[str], own: Sequence[int], norm: Callable[[int
     out: set[int] = set()
     for said, copies in by_shape.items():
         if len(copies) > 1 and _went_on_after_copies(lines, own, norm, said, copies):
-            out.update(i for i in copies if not _in_traceback(lines, i))
+            out.update(i for i in copies if _python_head(lines, i) is None)
     return out
 
 
@@ -814,12 +814,6 @@ def _went_on_after_copies(lines: Sequence[str], own: Sequence[int], norm: Callab
         return False
     final = next((j for j in reversed(own) if j > copies[-1] and _EXCEPTION.match(_norm_body(lines[j]))), None)
     return final is not None and _ended_uncaught(lines, final) and not _restates(said, _bare_shape(norm(final)))
-
-
-def _in_traceback(lines: Sequence[str], i: int) -> bool:
-    """Whether the line ``i`` ends a Python traceback."""
-    head = _traceback_head(lines, i)
-    return head is not None and _TRACEBACK in lines[head]
 
 
 def _ordinary_between(lines: Sequence[str], a: int, b: int) -> bool:
@@ -1009,8 +1003,8 @@ def _logged_first(lines: Sequence[str], i: int, norm: Callable[[int], str]) -> i
     if not any(k in above for k in _CPP_FILES):
         return i  # no C++ log line above
     message = _shape(body[m.end() + 2:].strip())
-    head = _traceback_head(lines, i) if len(message) >= 30 else None
-    if head is None or _TRACEBACK not in lines[head]:
+    head = _python_head(lines, i) if len(message) >= 30 else None
+    if head is None:
         return i
     rank = ranks.prefix_rank(lines[i])
     for k in range(head - 1, max(-1, head - _LOGGED_REACH), -1):
@@ -1237,8 +1231,8 @@ def _ended_uncaught(lines: Sequence[str], i: int) -> bool:
         return True
     if any(c in ln for ln in below for c in _CHAINED):
         return False
-    head = _traceback_head(lines, i)
-    if head is None or _TRACEBACK not in lines[head]:
+    head = _python_head(lines, i)
+    if head is None:
         return False
     frame = next((ln for ln in lines[head + 1:i] if _body(ln).lstrip().startswith('File "')), "")
     return any(f in frame for f in _TOP_FRAMES)
@@ -1252,8 +1246,7 @@ def _logged_exit(lines: Sequence[str], i: int) -> bool:
     raw = lines[i]
     if raw[:1].isspace() or not has_error_level(raw):
         return False
-    head = _traceback_head(lines, i)
-    return head is None or _TRACEBACK not in lines[head]
+    return _python_head(lines, i) is None
 
 
 #: Lines of the program's start-up looked for above a run's first error (a short run's: a long
@@ -1633,8 +1626,8 @@ def _printed_with(lines: Sequence[str], i: int, mine: Callable[[int], bool]) -> 
     body = _norm_body(lines[i])
     if not _EXCEPTION.match(body):
         return []
-    head = _traceback_head(lines, i)
-    if head is None or _TRACEBACK not in lines[head]:
+    head = _python_head(lines, i)
+    if head is None:
         return []
     first = chain_start(lines, head, max(0, head - AROUND * 5))
     out = [k for k in _chain_exceptions(lines, first, head) if mine(k)]
@@ -1656,8 +1649,8 @@ def _inside_chain(lines: Sequence[str], i: int) -> bool:
     below = next((k for k in range(i + 1, min(len(lines), i + 4)) if lines[k].strip()), None)
     if below is None or not any(c in lines[below] for c in _CHAINED):
         return False
-    head = _traceback_head(lines, i)
-    if head is None or _TRACEBACK not in lines[head]:
+    head = _python_head(lines, i)
+    if head is None:
         return False
     above = next((k for k in range(head - 1, max(-1, head - 4), -1) if lines[k].strip()), None)
     return above is not None and any(c in lines[above] for c in _CHAINED)
@@ -1720,8 +1713,8 @@ _QUOTES = '"' * 3
 def _printing(lines: Sequence[str], i: int, floor: int) -> int:
     """Where the printing of the exception line ``i`` starts: the first traceback of the chain
     it ends (``i`` itself without a ``Traceback`` line above it)."""
-    head = _traceback_head(lines, i)
-    if head is None or _TRACEBACK not in lines[head]:
+    head = _python_head(lines, i)
+    if head is None:
         return i
     return chain_start(lines, head, max(0, floor - AROUND))
 
@@ -1751,13 +1744,20 @@ def _traceback_head(lines: Sequence[str], i: int, reach: int = 400) -> int | Non
     return None
 
 
+def _python_head(lines: Sequence[str], i: int) -> int | None:
+    """The ``Traceback (most recent call last):`` line heading the exception line ``i``'s
+    traceback (:func:`_traceback_head`); None when no traceback, or a report headed otherwise, is above it."""
+    head = _traceback_head(lines, i)
+    return head if head is not None and _TRACEBACK in lines[head] else None
+
+
 def failure_point(lines: Sequence[str], i: int) -> int:
     """Where the failure whose first indicator line is ``i`` was reported, for reading its phase:
     ``i`` itself, or the exception that printed ``i``'s traceback inside its own report (a
     wrapper embedding another process's traceback, ``sys.excepthook``'s own error before
     "Original exception was:"), which is where the process was when it failed."""
-    head = _traceback_head(lines, i)
-    if head is None or _TRACEBACK not in lines[head]:
+    head = _python_head(lines, i)
+    if head is None:
         return i
     above = next((k for k in range(head - 1, max(-1, head - 3), -1) if lines[k].strip()), None)
     if above is not None and "Original exception was" in lines[above]:
