@@ -680,7 +680,7 @@ def uncaught_exception(lines: Sequence[str], floor: int, at: int) -> bool:
 
 def _completed_before(lines: Sequence[str], floor: int, head: int) -> bool:
     """Whether a completion message (:func:`is_completion`) precedes ``lines[head]`` in the attempt."""
-    return any(is_completion(logs.normalize_line(lines[j])) for j in find_keys(lines, COMPLETION_COVER, floor, head))
+    return bool(last_matching(lines, COMPLETION_COVER, lambda ln: is_completion(logs.normalize_line(ln)), floor, head))
 
 
 #: Lines before an uncaught exception's line searched for its other copies.
