@@ -23,7 +23,8 @@ Steps, each safe to interrupt with SIGKILL:
 3. record it in the ``lake_compactions`` state table (a run interrupted before this
    is recorded by the next one, from the file's metadata);
 4. in a later run, once the compacted file is older than ``grace`` seconds, delete the
-   files it replaced (readers that listed them before the commit have had that long);
+   files it replaced (readers that listed them before the commit have had that long), a
+   replaced compacted file only after the files it hides;
 5. once a kind's partitions are done, rewrite the rollups (:mod:`gpulens.store.rollups`) of
    every day whose live files changed: staged under ``tmp/rollup-<id>/``, fsynced, renamed
    over the day's previous rollup. A rollup names the files it summarises, so readers never
@@ -267,8 +268,19 @@ def _delete_replaced(part: Partition, grace: float, now_s: float, report: Compac
             created = _created(path)
             if created is not None and now_s - created >= grace:
                 ripe |= (compact_inputs(path) or frozenset()) & set(part.replaced)
-    # plain segments first, then replaced compacted files (which hide older inputs)
-    for name in sorted(ripe, key=lambda n: (n.startswith(COMPACT_PREFIX), n)):
+    # plain segments first, then each replaced compacted file once every file it hides (its
+    # inputs) is gone: deleted before one of them (names sort by their run's second, then at
+    # random), it would leave that input live next to the newer file that holds its rows and
+    # does not name it, and readers would count them twice (for good, if the run is killed)
+    present = set(part.live) | set(part.replaced)
+    tiers = {n: compact_inputs(part.path / n) or frozenset() for n in ripe
+             if n.startswith(COMPACT_PREFIX)}
+    order = sorted(n for n in ripe if n not in tiers)
+    while ready := sorted(n for n, hides in tiers.items() if not hides & (present - set(order))):
+        order += ready
+        for name in ready:
+            del tiers[name]
+    for name in order:
         path = part.path / name
         try:
             size = path.stat().st_size
@@ -277,7 +289,7 @@ def _delete_replaced(part: Partition, grace: float, now_s: float, report: Compac
             continue
         report.deleted_files += 1
         report.deleted_bytes += size
-    report.pending_files += len(set(part.replaced) - ripe)
+    report.pending_files += len(set(part.replaced) - set(order))
 
 
 def _closed_through(now: datetime, settle: float) -> date:

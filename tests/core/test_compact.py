@@ -15,6 +15,7 @@ import shutil
 import signal
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pyarrow as pa
@@ -159,6 +160,53 @@ def test_grace_counts_from_each_replacement_not_from_the_run_start(tmp_path: Pat
     assert report.deleted_files == 3 and report.pending_files == 3
     after = {p.node: p for p in partitions(store.samples, "proc")}
     assert after[first.node].replaced == () and after[second.node].replaced == second.replaced
+
+
+def test_a_replaced_compacted_file_is_deleted_only_after_the_files_it_hides(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Three runs in one second chain C1 <- C2 <- C3 (each replaces the one before and the
+    segments that came since); a run that finds them all past grace deletes C1 and C2. Their
+    names sort by the run's second, then at random: here C2 sorts first. Deleted before C1, C2
+    would leave C1 unhidden (C3 names C2, not C1) next to C3, which holds its rows: a reader
+    listing between the two deletions counted them twice (and a run killed there, forever)."""
+    import gpulens.store.compact as compact_module
+
+    store = Store.open(tmp_path / "d")
+    write_segments(store, nodes=1, files=2, rows=10, start=0)
+    ids = iter(["f" * 32, "0" * 32, "8" * 32])
+    monkeypatch.setattr(compact_module, "uuid",
+                        SimpleNamespace(uuid4=lambda: SimpleNamespace(hex=next(ids))))
+    pid, clock = 20, [NOW]
+    for step in range(3):  # C1, C2, C3, in the same second of the clock
+        if step:
+            store.write_samples("proc", proc_rows("n0", pid, 10))
+            pid += 10
+        clock[0] = NOW + step / 10
+        compact(store, settle=0, grace=10, clock=lambda: clock[0])
+    (part,) = partitions(store.samples, "proc")
+    c3 = part.live[0]
+    tiers = sorted(n for n in part.replaced if n.startswith(COMPACT_PREFIX))
+    assert part.live == (c3,) and len(tiers) == 2 and "-000000000000-" in tiers[0]
+    seen: list[tuple[str, list[str], int, int]] = []
+    unlink = Path.unlink
+
+    def unlink_and_read(path: Path, missing_ok: bool = False) -> None:
+        unlink(path, missing_ok)
+        if path.name.startswith(COMPACT_PREFIX):  # what a reader lists right after
+            (now,) = partitions(store.samples, "proc")
+            pids = [p for name in now.live
+                    for p in pq.read_table(now.path / name, columns=["pid"])["pid"].to_pylist()]
+            seen.append((path.name, list(now.live), len(pids), len(set(pids))))
+
+    monkeypatch.setattr(Path, "unlink", unlink_and_read)
+    report = compact(store, settle=0, grace=10, clock=lambda: NOW + 100)
+    monkeypatch.setattr(Path, "unlink", unlink)
+    assert len(seen) == 2 and all(n == d == pid for _, _, n, d in seen), seen
+    assert report.deleted_files == 4 + 2 and report.pending_files == 0
+    assert [p.name for p in part.path.iterdir()] == [c3]
+    assert store.connect().execute(
+        "SELECT count(*), count(DISTINCT pid) FROM gpu_process_samples").fetchone() == (pid, pid)
 
 
 @pytest.mark.slow
