@@ -88,7 +88,7 @@ from gpulens.store.segments import commit_parquet
 from gpulens.store.store import Store
 from gpulens.store.tables import replace_batch
 
-__all__ = ["CompactReport", "compact", "OPEN_MAX_TIERS", "OPEN_MIN_FILES", "ROW_GROUP_ROWS"]
+__all__ = ["CompactReport", "compact", "deletion_order", "OPEN_MAX_TIERS", "OPEN_MIN_FILES", "ROW_GROUP_ROWS"]
 
 ROW_GROUP_ROWS = 1_048_576
 #: an open day's partition is merged once it holds this many plain segments (an hour at 300 s)
@@ -256,6 +256,25 @@ def _created(path: Path) -> float | None:
     return datetime.fromisoformat(text.decode()).replace(tzinfo=UTC).timestamp()
 
 
+def deletion_order(ripe: set[str], present: set[str],
+                   hides: Callable[[str], frozenset[str]]) -> list[str]:
+    """The order to delete the ``ripe`` replaced files of a partition holding ``present``:
+    plain segments first, then each compacted file once every file it ``hides`` (its inputs)
+    is gone; one whose inputs must stay (not ripe) is left out.
+
+    Names of compacted files sort by their run's second, then at random: deleted before one of
+    its inputs, a compacted file would leave that input live next to the newer file that holds
+    its rows and does not name it, and readers would count them twice (for good, if the run is
+    killed between the two deletions)."""
+    tiers = {n: hides(n) for n in ripe if n.startswith(COMPACT_PREFIX)}
+    order = sorted(n for n in ripe if n not in tiers)
+    while ready := sorted(n for n, inputs in tiers.items() if not inputs & (present - set(order))):
+        order += ready
+        for name in ready:
+            del tiers[name]
+    return order
+
+
 def _delete_replaced(part: Partition, grace: float, now_s: float, report: CompactReport) -> None:
     """Step 4: delete the replaced files whose replacement is older than ``grace`` seconds
     (``now_s``: the clock when this partition is reached, not when the run began)."""
@@ -268,18 +287,8 @@ def _delete_replaced(part: Partition, grace: float, now_s: float, report: Compac
             created = _created(path)
             if created is not None and now_s - created >= grace:
                 ripe |= (compact_inputs(path) or frozenset()) & set(part.replaced)
-    # plain segments first, then each replaced compacted file once every file it hides (its
-    # inputs) is gone: deleted before one of them (names sort by their run's second, then at
-    # random), it would leave that input live next to the newer file that holds its rows and
-    # does not name it, and readers would count them twice (for good, if the run is killed)
-    present = set(part.live) | set(part.replaced)
-    tiers = {n: compact_inputs(part.path / n) or frozenset() for n in ripe
-             if n.startswith(COMPACT_PREFIX)}
-    order = sorted(n for n in ripe if n not in tiers)
-    while ready := sorted(n for n, hides in tiers.items() if not hides & (present - set(order))):
-        order += ready
-        for name in ready:
-            del tiers[name]
+    order = deletion_order(ripe, set(part.live) | set(part.replaced),
+                           lambda n: compact_inputs(part.path / n) or frozenset())
     for name in order:
         path = part.path / name
         try:

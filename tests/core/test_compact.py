@@ -15,7 +15,6 @@ import shutil
 import signal
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import pandas as pd
 import pyarrow as pa
@@ -27,7 +26,7 @@ from gpulens import analysis
 from gpulens.errors import StoreLockedError
 from gpulens.ingest.simulate import simulate
 from gpulens.store import SegmentWriter, Store, arrow_schema
-from gpulens.store.compact import OPEN_MAX_TIERS, _run_lock, compact
+from gpulens.store.compact import OPEN_MAX_TIERS, _run_lock, compact, deletion_order
 from gpulens.store.lake import (
     COMPACT_PREFIX,
     FILES_FUNCTION,
@@ -162,51 +161,22 @@ def test_grace_counts_from_each_replacement_not_from_the_run_start(tmp_path: Pat
     assert after[first.node].replaced == () and after[second.node].replaced == second.replaced
 
 
-def test_a_replaced_compacted_file_is_deleted_only_after_the_files_it_hides(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Three runs in one second chain C1 <- C2 <- C3 (each replaces the one before and the
-    segments that came since); a run that finds them all past grace deletes C1 and C2. Their
-    names sort by the run's second, then at random: here C2 sorts first. Deleted before C1, C2
-    would leave C1 unhidden (C3 names C2, not C1) next to C3, which holds its rows: a reader
-    listing between the two deletions counted them twice (and a run killed there, forever)."""
-    import gpulens.store.compact as compact_module
-
-    store = Store.open(tmp_path / "d")
-    write_segments(store, nodes=1, files=2, rows=10, start=0)
-    ids = iter(["f" * 32, "0" * 32, "8" * 32])
-    monkeypatch.setattr(compact_module, "uuid",
-                        SimpleNamespace(uuid4=lambda: SimpleNamespace(hex=next(ids))))
-    pid, clock = 20, [NOW]
-    for step in range(3):  # C1, C2, C3, in the same second of the clock
-        if step:
-            store.write_samples("proc", proc_rows("n0", pid, 10))
-            pid += 10
-        clock[0] = NOW + step / 10
-        compact(store, settle=0, grace=10, clock=lambda: clock[0])
-    (part,) = partitions(store.samples, "proc")
-    c3 = part.live[0]
-    tiers = sorted(n for n in part.replaced if n.startswith(COMPACT_PREFIX))
-    assert part.live == (c3,) and len(tiers) == 2 and "-000000000000-" in tiers[0]
-    seen: list[tuple[str, list[str], int, int]] = []
-    unlink = Path.unlink
-
-    def unlink_and_read(path: Path, missing_ok: bool = False) -> None:
-        unlink(path, missing_ok)
-        if path.name.startswith(COMPACT_PREFIX):  # what a reader lists right after
-            (now,) = partitions(store.samples, "proc")
-            pids = [p for name in now.live
-                    for p in pq.read_table(now.path / name, columns=["pid"])["pid"].to_pylist()]
-            seen.append((path.name, list(now.live), len(pids), len(set(pids))))
-
-    monkeypatch.setattr(Path, "unlink", unlink_and_read)
-    report = compact(store, settle=0, grace=10, clock=lambda: NOW + 100)
-    monkeypatch.setattr(Path, "unlink", unlink)
-    assert len(seen) == 2 and all(n == d == pid for _, _, n, d in seen), seen
-    assert report.deleted_files == 4 + 2 and report.pending_files == 0
-    assert [p.name for p in part.path.iterdir()] == [c3]
-    assert store.connect().execute(
-        "SELECT count(*), count(DISTINCT pid) FROM gpu_process_samples").fetchone() == (pid, pid)
+def test_a_replaced_compacted_file_is_deleted_only_after_the_files_it_hides() -> None:
+    """Three runs in one second chained C1 <- C2 <- C3 (each replaces the one before and the
+    segments that came since); a run finding C1, C2 and their segments past grace deletes them.
+    Compacted names sort by the run's second, then at random: here C2 sorts before C1. Deleted
+    before C1, C2 would leave C1 unhidden (C3 names C2, not C1) next to C3, which holds its rows:
+    a reader listing between the two deletions counted them twice (and a run killed there, for good)."""
+    c1, c2, c3 = (f"{COMPACT_PREFIX}1700000000-{h}.parquet" for h in ("f" * 12, "0" * 12, "8" * 12))
+    assert sorted([c1, c2]) == [c2, c1]
+    inputs = {c1: frozenset({"s1", "s2"}), c2: frozenset({c1, "s3"}), c3: frozenset({c2, "s4"})}
+    present = {c3, c2, c1, "s1", "s2", "s3", "s4"}
+    order = deletion_order({c1, c2, "s1", "s2", "s3", "s4"}, present, lambda n: inputs[n])
+    assert order == ["s1", "s2", "s3", "s4", c1, c2]
+    # an input that must stay (not ripe yet) keeps the file that hides it
+    assert deletion_order({c1, c2, "s3"}, present, lambda n: inputs[n]) == ["s3"]
+    # files with no hiding relation go in one tier, by name
+    assert deletion_order({c1, "s1", "s2", "x"}, present | {"x"}, lambda n: inputs[n]) == ["s1", "s2", "x", c1]
 
 
 @pytest.mark.slow
