@@ -23,7 +23,8 @@ Steps, each safe to interrupt with SIGKILL:
 3. record it in the ``lake_compactions`` state table (a run interrupted before this
    is recorded by the next one, from the file's metadata);
 4. in a later run, once the compacted file is older than ``grace`` seconds, delete the
-   files it replaced (readers that listed them before the commit have had that long);
+   files it replaced (readers that listed them before the commit have had that long), a
+   replaced compacted file only after the files it hides;
 5. once a kind's partitions are done, rewrite the rollups (:mod:`gpulens.store.rollups`) of
    every day whose live files changed: staged under ``tmp/rollup-<id>/``, fsynced, renamed
    over the day's previous rollup. A rollup names the files it summarises, so readers never
@@ -87,7 +88,7 @@ from gpulens.store.segments import commit_parquet
 from gpulens.store.store import Store
 from gpulens.store.tables import replace_batch
 
-__all__ = ["CompactReport", "compact", "OPEN_MAX_TIERS", "OPEN_MIN_FILES", "ROW_GROUP_ROWS"]
+__all__ = ["CompactReport", "compact", "deletion_order", "OPEN_MAX_TIERS", "OPEN_MIN_FILES", "ROW_GROUP_ROWS"]
 
 ROW_GROUP_ROWS = 1_048_576
 #: an open day's partition is merged once it holds this many plain segments (an hour at 300 s)
@@ -255,6 +256,25 @@ def _created(path: Path) -> float | None:
     return datetime.fromisoformat(text.decode()).replace(tzinfo=UTC).timestamp()
 
 
+def deletion_order(ripe: set[str], present: set[str],
+                   hides: Callable[[str], frozenset[str]]) -> list[str]:
+    """The order to delete the ``ripe`` replaced files of a partition holding ``present``:
+    plain segments first, then each compacted file once every file it ``hides`` (its inputs)
+    is gone; one whose inputs must stay (not ripe) is left out.
+
+    Names of compacted files sort by their run's second, then at random: deleted before one of
+    its inputs, a compacted file would leave that input live next to the newer file that holds
+    its rows and does not name it, and readers would count them twice (for good, if the run is
+    killed between the two deletions)."""
+    tiers = {n: hides(n) for n in ripe if n.startswith(COMPACT_PREFIX)}
+    order = sorted(n for n in ripe if n not in tiers)
+    while ready := sorted(n for n, inputs in tiers.items() if not inputs & (present - set(order))):
+        order += ready
+        for name in ready:
+            del tiers[name]
+    return order
+
+
 def _delete_replaced(part: Partition, grace: float, now_s: float, report: CompactReport) -> None:
     """Step 4: delete the replaced files whose replacement is older than ``grace`` seconds
     (``now_s``: the clock when this partition is reached, not when the run began)."""
@@ -267,8 +287,9 @@ def _delete_replaced(part: Partition, grace: float, now_s: float, report: Compac
             created = _created(path)
             if created is not None and now_s - created >= grace:
                 ripe |= (compact_inputs(path) or frozenset()) & set(part.replaced)
-    # plain segments first, then replaced compacted files (which hide older inputs)
-    for name in sorted(ripe, key=lambda n: (n.startswith(COMPACT_PREFIX), n)):
+    order = deletion_order(ripe, set(part.live) | set(part.replaced),
+                           lambda n: compact_inputs(part.path / n) or frozenset())
+    for name in order:
         path = part.path / name
         try:
             size = path.stat().st_size
@@ -277,7 +298,7 @@ def _delete_replaced(part: Partition, grace: float, now_s: float, report: Compac
             continue
         report.deleted_files += 1
         report.deleted_bytes += size
-    report.pending_files += len(set(part.replaced) - ripe)
+    report.pending_files += len(set(part.replaced) - set(order))
 
 
 def _closed_through(now: datetime, settle: float) -> date:

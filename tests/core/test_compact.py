@@ -26,7 +26,7 @@ from gpulens import analysis
 from gpulens.errors import StoreLockedError
 from gpulens.ingest.simulate import simulate
 from gpulens.store import SegmentWriter, Store, arrow_schema
-from gpulens.store.compact import OPEN_MAX_TIERS, _run_lock, compact
+from gpulens.store.compact import OPEN_MAX_TIERS, _run_lock, compact, deletion_order
 from gpulens.store.lake import (
     COMPACT_PREFIX,
     FILES_FUNCTION,
@@ -159,6 +159,24 @@ def test_grace_counts_from_each_replacement_not_from_the_run_start(tmp_path: Pat
     assert report.deleted_files == 3 and report.pending_files == 3
     after = {p.node: p for p in partitions(store.samples, "proc")}
     assert after[first.node].replaced == () and after[second.node].replaced == second.replaced
+
+
+def test_a_replaced_compacted_file_is_deleted_only_after_the_files_it_hides() -> None:
+    """Three runs in one second chained C1 <- C2 <- C3 (each replaces the one before and the
+    segments that came since); a run finding C1, C2 and their segments past grace deletes them.
+    Compacted names sort by the run's second, then at random: here C2 sorts before C1. Deleted
+    before C1, C2 would leave C1 unhidden (C3 names C2, not C1) next to C3, which holds its rows:
+    a reader listing between the two deletions counted them twice (and a run killed there, for good)."""
+    c1, c2, c3 = (f"{COMPACT_PREFIX}1700000000-{h}.parquet" for h in ("f" * 12, "0" * 12, "8" * 12))
+    assert sorted([c1, c2]) == [c2, c1]
+    inputs = {c1: frozenset({"s1", "s2"}), c2: frozenset({c1, "s3"}), c3: frozenset({c2, "s4"})}
+    present = {c3, c2, c1, "s1", "s2", "s3", "s4"}
+    order = deletion_order({c1, c2, "s1", "s2", "s3", "s4"}, present, lambda n: inputs[n])
+    assert order == ["s1", "s2", "s3", "s4", c1, c2]
+    # an input that must stay (not ripe yet) keeps the file that hides it
+    assert deletion_order({c1, c2, "s3"}, present, lambda n: inputs[n]) == ["s3"]
+    # files with no hiding relation go in one tier, by name
+    assert deletion_order({c1, "s1", "s2", "x"}, present | {"x"}, lambda n: inputs[n]) == ["s1", "s2", "x", c1]
 
 
 @pytest.mark.slow
