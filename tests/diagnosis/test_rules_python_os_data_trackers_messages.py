@@ -891,6 +891,17 @@ CASES = [
             'AttributeError: `np.sctypes` was removed in the NumPy 2.0 release. Access dtypes explicitly instead.',
         ),
         'import_error', 'user', id='numpy-numpy2-removed-alias-128'),
+    pytest.param(  # numpy __init__.py:__getattr__ (expired, at the job script's module level) (r20d-numpy-alias-in-job-code)
+        _log(
+            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
+            'Traceback (most recent call last):',
+            '  File "/home/u/proj/train.py", line 31, in <module>',
+            '    EPS = np.finfo(np.float_).eps',
+            '  File "{SP}/numpy/__init__.py", line 400, in __getattr__',
+            '    raise AttributeError(',
+            'AttributeError: `np.float_` was removed in the NumPy 2.0 release. Use `np.float64` instead.',
+        ),
+        'semantic_error', 'user', id='numpy-numpy-alias-in-job-code-129'),
 ]
 
 
