@@ -27,16 +27,22 @@ def _log(*lines: str) -> str:
     return "\n".join(ln.replace("{SP}", _SP) for ln in lines) + "\n"
 
 
+#: Most excerpts: a few steps of training, then a traceback from the job's train() (its next line: the call).
+_CRASH_IN_TRAIN = (
+    '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
+    '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
+    '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
+    'Traceback (most recent call last):',
+    '  File "/home/u/proj/train.py", line 212, in <module>',
+    '    main()',
+    '  File "/home/u/proj/train.py", line 150, in train',
+)
+
+
 CASES = [
     pytest.param(  # cpython RecursionError (pickle) (model-save-raised)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             "    torch.save(model, 'ckpt/model.pt')",
             '  File "{SP}/torch/serialization.py", line 100, in _save',
             '    pickler.dump(obj)',
@@ -45,13 +51,7 @@ CASES = [
         'checkpoint_error', 'user', id='cpython-model-save-raised-11'),
     pytest.param(  # cpython pickle lambda (r20d-pickling-error)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             '    for batch in loader:',
             '  File "/usr/local/lib/python3.11/multiprocessing/reduction.py", line 100, in dump',
             '    ForkingPickler(file, protocol).dump(obj)',
@@ -60,13 +60,7 @@ CASES = [
         'semantic_error', 'user', id='cpython-pickling-error-13'),
     pytest.param(  # cpython multiprocessing/context.py:set_start_method (r20d-mp-context-already-set)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             "    mp.set_start_method('spawn')",
             '  File "/usr/local/lib/python3.11/multiprocessing/context.py", line 100, in set_start_method',
             "    raise RuntimeError('context has already been set')",
@@ -75,13 +69,7 @@ CASES = [
         'semantic_error', 'user', id='cpython-mp-context-already-set-17'),
     pytest.param(  # cpython ssl (cert verify) (r20d-ssl-certificate-verify-failed)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             '    urllib.request.urlretrieve(URL, dst)',
             '  File "/usr/local/lib/python3.11/urllib/request.py", line 100, in do_open',
             '    raise URLError(err)',
@@ -90,13 +78,7 @@ CASES = [
         'comm_error', 'infrastructure', id='cpython-ssl-certificate-verify-failed-19'),
     pytest.param(  # cpython urllib (HTTPError 403) (r20d-http-access-denied)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             '    train_set = torchvision.datasets.MNIST(root, download=True)',
             '  File "{SP}/torchvision/datasets/utils.py", line 100, in download_url',
             '    _urlretrieve(url, fpath)',
@@ -107,13 +89,7 @@ CASES = [
         'permission_error', 'user', id='cpython-http-access-denied-21'),
     pytest.param(  # h5py h5o.open (object missing) (r20d-hdf5-object-missing)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             '    for batch in loader:',
             '  File "/home/u/proj/data.py", line 100, in __getitem__',
             "    y = self.f['labels'][i]",
@@ -126,13 +102,7 @@ CASES = [
         'incorrect_input', 'data', id='h5py-hdf5-object-missing-31'),
     pytest.param(  # h5py h5d.read (inflate) (r20d-hdf5-read-failed)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             '    for batch in loader:',
             '  File "/home/u/proj/data.py", line 100, in __getitem__',
             "    x = self.f['images'][i]",
@@ -147,13 +117,7 @@ CASES = [
         'incorrect_input', 'data', id='h5py-hdf5-read-failed-32'),
     pytest.param(  # h5py h5d.read (EIO) (r20d-hdf5-eio)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             '    for batch in loader:',
             '  File "/home/u/proj/data.py", line 100, in __getitem__',
             "    x = self.f['images'][i]",
@@ -169,13 +133,7 @@ CASES = [
         'storage_error', 'infrastructure', id='h5py-hdf5-eio-33'),
     pytest.param(  # pillow JpegImagePlugin.py:_save (r20d-pil-cannot-write-mode)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             "    img.save(os.path.join(out_dir, f'{i:05d}.jpg'))",
             '  File "{SP}/PIL/Image.py", line 100, in save',
             '    save_handler(self, fp, filename)',
@@ -186,13 +144,7 @@ CASES = [
         'semantic_error', 'user', id='pillow-pil-cannot-write-mode-39'),
     pytest.param(  # pillow PngImagePlugin.py:_safe_zlib_decompress (r20d-pil-png-text-chunk)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             '    for batch in loader:',
             '  File "/home/u/proj/data.py", line 100, in __getitem__',
             "    img = Image.open(path).convert('RGB')",
@@ -203,13 +155,7 @@ CASES = [
         'incorrect_input', 'data', id='pillow-pil-png-text-chunk-40'),
     pytest.param(  # pillow Image.py:_getdecoder (r20d-pil-codec-not-available)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             '    for batch in loader:',
             '  File "/home/u/proj/data.py", line 100, in __getitem__',
             "    img = Image.open(path).convert('RGB')",
@@ -222,13 +168,7 @@ CASES = [
         'import_error', 'user', id='pillow-pil-codec-not-available-41'),
     pytest.param(  # opencv core alloc.cpp:OutOfMemoryError (r20d-opencv-insufficient-memory)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             '    for batch in loader:',
             '  File "/home/u/proj/data.py", line 100, in __getitem__',
             '    img = cv2.resize(img, (w * 8, h * 8))',
@@ -237,13 +177,7 @@ CASES = [
         'cpu_oom', 'user', id='opencv-opencv-insufficient-memory-46'),
     pytest.param(  # opencv imread overload (bad arg) (r20d-opencv-bad-argument)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             '    for batch in loader:',
             '  File "/home/u/proj/data.py", line 100, in __getitem__',
             '    img = cv2.imread(self.items[i])',
@@ -254,13 +188,7 @@ CASES = [
         'semantic_error', 'user', id='opencv-opencv-bad-argument-47'),
     pytest.param(  # numpy __init__.py:__getattr__ (former alias) (r20d-numpy-alias-in-job-code)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             '    for batch in loader:',
             '  File "/home/u/proj/data.py", line 100, in __getitem__',
             '    mask = mask.astype(np.bool)',
@@ -274,13 +202,7 @@ CASES = [
         'semantic_error', 'user', id='numpy-numpy-alias-in-job-code-49'),
     pytest.param(  # numpy __init__.py:__getattr__ (expired in 2.0) (r20d-numpy-alias-in-job-code)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             '    loss = loss if np.isfinite(loss) else np.NaN',
             '  File "{SP}/numpy/__init__.py", line 100, in __getattr__',
             '    raise AttributeError(',
@@ -289,13 +211,7 @@ CASES = [
         'semantic_error', 'user', id='numpy-numpy-alias-in-job-code-50'),
     pytest.param(  # numpy mmap (np.load mmap_mode) (r20d-mmap-file-too-short)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             "    tokens = np.load(args.train_bin, mmap_mode='r')",
             '  File "{SP}/numpy/lib/_npyio_impl.py", line 100, in load',
             '    return format.open_memmap(file, mode=mmap_mode,',
@@ -322,13 +238,7 @@ CASES = [
         'incorrect_input', 'data', id='pandas-pandas-column-missing-59'),
     pytest.param(  # pyarrow memory_pool.cc (malloc) (r20d-pyarrow-malloc-failed)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             '    table = pq.read_table(args.train_parquet)',
             '  File "{SP}/pyarrow/parquet/core.py", line 100, in read_table',
             '    dataset = ParquetDataset(',
@@ -341,13 +251,7 @@ CASES = [
         'cpu_oom', 'user', id='pyarrow-pyarrow-malloc-failed-66'),
     pytest.param(  # pyarrow s3fs.cc (AWS access denied) (r20d-http-access-denied)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             "    dataset = ds.dataset(args.train_uri, format='parquet')",
             '  File "{SP}/pyarrow/dataset.py", line 100, in dataset',
             '    return _filesystem_dataset(source, **kwargs)',
@@ -360,13 +264,7 @@ CASES = [
         'permission_error', 'user', id='pyarrow-http-access-denied-69'),
     pytest.param(  # pyarrow s3fs.cc (AWS network) (r20d-object-store-unreachable)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             "    dataset = ds.dataset(args.train_uri, format='parquet')",
             '  File "{SP}/pyarrow/dataset.py", line 100, in dataset',
             '    return _filesystem_dataset(source, **kwargs)',
@@ -379,13 +277,7 @@ CASES = [
         'storage_error', 'infrastructure', id='pyarrow-object-store-unreachable-70'),
     pytest.param(  # wandb sdk/lib/wbauth/authenticate.py:authenticate_session (r20d-wandb-no-api-key)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             '    wandb.init(project=args.project, config=vars(args))',
             '  File "{SP}/wandb/sdk/wandb_init.py", line 100, in init',
             '    wi.maybe_login(init_settings)',
@@ -398,13 +290,7 @@ CASES = [
         'permission_error', 'user', id='wandb-wandb-no-api-key-71'),
     pytest.param(  # wandb sdk/wandb_config.py:_sanitize (r20d-wandb-config-value-change)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             "    wandb.config.update({'lr': scheduler.get_last_lr()[0]})",
             '  File "{SP}/wandb/sdk/wandb_config.py", line 100, in update',
             '    sanitized = self._update(d, allow_val_change)',
@@ -427,13 +313,7 @@ CASES = [
         'import_error', 'user', id='torch-utils-tensorboard-library-import-module-attribute-80'),
     pytest.param(  # tensorboard summary/writer/event_file_writer.py:_AsyncWriter.write (r20d-tensorboard-writer-closed)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             "    writer.add_scalar('val/acc', acc, epoch)",
             '  File "{SP}/torch/utils/tensorboard/writer.py", line 100, in add_scalar',
             '    self._get_file_writer().add_summary(summary, global_step, walltime)',
@@ -444,13 +324,7 @@ CASES = [
         'semantic_error', 'user', id='tensorboard-tensorboard-writer-closed-81'),
     pytest.param(  # mlflow utils/rest_utils.py:http_request (exception) (r20d-mlflow-request-failed)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             "    mlflow.log_metric('loss', loss.item(), step=step)",
             '  File "{SP}/mlflow/tracking/fluent.py", line 100, in log_metric',
             '    return MlflowClient().log_metric(',
@@ -463,13 +337,7 @@ CASES = [
         'comm_error', 'infrastructure', id='mlflow-mlflow-request-failed-83'),
     pytest.param(  # mlflow utils/rest_utils.py:http_request (timeout) (r20d-mlflow-request-failed)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             "    mlflow.log_metric('loss', loss.item(), step=step)",
             '  File "{SP}/mlflow/tracking/fluent.py", line 100, in log_metric',
             '    return MlflowClient().log_metric(',
@@ -482,13 +350,7 @@ CASES = [
         'comm_error', 'infrastructure', id='mlflow-mlflow-request-failed-84'),
     pytest.param(  # mlflow utils/rest_utils.py:verify_rest_response (401) (r20d-mlflow-request-denied)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             '    mlflow.set_experiment(args.experiment)',
             '  File "{SP}/mlflow/tracking/fluent.py", line 100, in set_experiment',
             '    experiment = client.get_experiment_by_name(experiment_name)',
@@ -499,13 +361,7 @@ CASES = [
         'permission_error', 'user', id='mlflow-mlflow-request-denied-85'),
     pytest.param(  # mlflow utils/rest_utils.py:verify_rest_response (403) (r20d-mlflow-request-denied)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             '    mlflow.start_run(run_name=args.run_name)',
             '  File "{SP}/mlflow/tracking/fluent.py", line 100, in start_run',
             '    active_run_obj = client.create_run(',
@@ -516,13 +372,7 @@ CASES = [
         'permission_error', 'user', id='mlflow-mlflow-request-denied-86'),
     pytest.param(  # mlflow utils/rest_utils.py:verify_rest_response (503) (r20d-mlflow-request-failed)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             "    mlflow.log_metric('loss', loss.item(), step=step)",
             '  File "{SP}/mlflow/tracking/fluent.py", line 100, in log_metric',
             '    return MlflowClient().log_metric(',
@@ -535,13 +385,7 @@ CASES = [
         'comm_error', 'infrastructure', id='mlflow-mlflow-request-failed-87'),
     pytest.param(  # mlflow store/tracking (param changed, RestException) (r20d-mlflow-request-rejected)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             '    mlflow.log_params(vars(args))',
             '  File "{SP}/mlflow/tracking/fluent.py", line 100, in log_params',
             '    MlflowClient().log_batch(run_id=run_id, metrics=[], params=params_arr, tags=[], synchronous=synchronous)',
@@ -552,13 +396,7 @@ CASES = [
         'semantic_error', 'user', id='mlflow-mlflow-request-rejected-88'),
     pytest.param(  # mlflow store/tracking (run not found, RestException) (r20d-mlflow-request-rejected)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             '    mlflow.start_run(run_id=args.resume_run_id)',
             '  File "{SP}/mlflow/tracking/fluent.py", line 100, in start_run',
             '    active_run_obj = client.get_run(existing_run_id)',
@@ -569,13 +407,7 @@ CASES = [
         'semantic_error', 'user', id='mlflow-mlflow-request-rejected-89'),
     pytest.param(  # requests adapters.py:send (SSLError) (r20d-ssl-certificate-verify-failed)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             '    resp = requests.get(args.data_url, timeout=30)',
             '  File "{SP}/requests/api.py", line 100, in get',
             '    return request("get", url, params=params, **kwargs)',
@@ -588,13 +420,7 @@ CASES = [
         'comm_error', 'infrastructure', id='requests-ssl-certificate-verify-failed-95'),
     pytest.param(  # requests models.py:iter_content (IncompleteRead) (r20d-http-connection-broken)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             '    for chunk in resp.iter_content(chunk_size=1 << 20):',
             '  File "{SP}/requests/models.py", line 100, in generate',
             '    raise ChunkedEncodingError(e)',
@@ -603,13 +429,7 @@ CASES = [
         'comm_error', 'infrastructure', id='requests-http-connection-broken-98'),
     pytest.param(  # urllib3 connectionpool.py:urlopen (ProtocolError) (r20d-http-connection-broken)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             "    resp = http.request('GET', url)",
             '  File "{SP}/urllib3/connectionpool.py", line 100, in urlopen',
             '    raise new_e',
@@ -618,13 +438,7 @@ CASES = [
         'comm_error', 'infrastructure', id='urllib3-http-connection-broken-102'),
     pytest.param(  # botocore credentials (NoCredentialsError) (r20d-cloud-credentials-missing)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             '    s3.download_file(bucket, key, local)',
             '  File "{SP}/boto3/s3/inject.py", line 100, in download_file',
             '    return transfer.download_file(',
@@ -635,13 +449,7 @@ CASES = [
         'permission_error', 'user', id='botocore-cloud-credentials-missing-103'),
     pytest.param(  # botocore exceptions.py:ClientError (NoSuchKey data) (r20d-object-store-key-missing)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             '    obj = s3.get_object(Bucket=bucket, Key=key)',
             '  File "/home/u/proj/data.py", line 100, in __getitem__',
             '    obj = self.s3.get_object(Bucket=self.bucket, Key=self.keys[i])',
@@ -668,13 +476,7 @@ CASES = [
         'checkpoint_error', 'user', id='botocore-object-store-checkpoint-missing-107'),
     pytest.param(  # botocore exceptions.py:ClientError (ExpiredToken) (r20d-cloud-credentials-missing)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             '    s3.upload_file(local, bucket, key)',
             '  File "{SP}/boto3/s3/inject.py", line 100, in upload_file',
             '    return transfer.upload_file(',
@@ -685,13 +487,7 @@ CASES = [
         'permission_error', 'user', id='botocore-cloud-credentials-missing-108'),
     pytest.param(  # botocore exceptions.py:ClientError (SlowDown, retries) (r20d-object-store-server-error)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             '    s3.upload_file(local, bucket, key)',
             '  File "{SP}/boto3/s3/inject.py", line 100, in upload_file',
             '    return transfer.upload_file(',
@@ -702,13 +498,7 @@ CASES = [
         'comm_error', 'infrastructure', id='botocore-object-store-server-error-109'),
     pytest.param(  # botocore exceptions.py:EndpointConnectionError (r20d-object-store-unreachable)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             '    s3.download_file(bucket, key, local)',
             '  File "{SP}/boto3/s3/inject.py", line 100, in download_file',
             '    return transfer.download_file(',
@@ -719,13 +509,7 @@ CASES = [
         'storage_error', 'infrastructure', id='botocore-object-store-unreachable-110'),
     pytest.param(  # botocore exceptions.py:ReadTimeoutError (r20d-object-store-unreachable)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             '    s3.download_file(bucket, key, local)',
             '  File "{SP}/boto3/s3/inject.py", line 100, in download_file',
             '    return transfer.download_file(',
@@ -736,13 +520,7 @@ CASES = [
         'storage_error', 'infrastructure', id='botocore-object-store-unreachable-111'),
     pytest.param(  # botocore exceptions.py:NoRegionError (r20d-botocore-no-region)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             "    s3 = boto3.client('s3')",
             '  File "{SP}/boto3/__init__.py", line 100, in client',
             '    return _get_default_session().client(*args, **kwargs)',
@@ -753,13 +531,7 @@ CASES = [
         'semantic_error', 'user', id='botocore-botocore-no-region-112'),
     pytest.param(  # botocore exceptions.py:ProfileNotFound (r20d-cloud-credentials-missing)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             '    session = boto3.Session(profile_name=args.aws_profile)',
             '  File "{SP}/botocore/session.py", line 100, in _get_profile_config',
             '    raise ProfileNotFound(profile=profile_name)',
@@ -768,13 +540,7 @@ CASES = [
         'permission_error', 'user', id='botocore-cloud-credentials-missing-113'),
     pytest.param(  # google-auth google/auth/_default.py:default (r20d-cloud-credentials-missing)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             '    client = storage.Client()',
             '  File "{SP}/google/cloud/storage/client.py", line 100, in __init__',
             '    super(Client, self).__init__(',
@@ -785,13 +551,7 @@ CASES = [
         'permission_error', 'user', id='google-auth-cloud-credentials-missing-121'),
     pytest.param(  # google-cloud-storage api_core exceptions (404 data) (r20d-object-store-key-missing)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             '    blob.download_to_filename(local)',
             '  File "{SP}/google/cloud/storage/blob.py", line 100, in download_to_filename',
             '    self._handle_filename_and_download(',
@@ -802,13 +562,7 @@ CASES = [
         'incorrect_input', 'data', id='google-cloud-storage-object-store-key-missing-123'),
     pytest.param(  # google-cloud-storage api_core exceptions (503) (r20d-object-store-server-error)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             '    blob.upload_from_filename(local)',
             '  File "{SP}/google/cloud/storage/blob.py", line 100, in upload_from_filename',
             '    self._handle_filename_and_upload(',
@@ -841,13 +595,7 @@ CASES = [
         'incorrect_input', 'data', id='h5py-data-malformed-125'),
     pytest.param(  # cpython pickle lambda in torch.save (C3) (model-save-raised)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             "    torch.save(model, f'ckpt/model_{epoch}.pt')",
             '  File "{SP}/torch/serialization.py", line 100, in save',
             '    _save(obj, opened_zipfile, pickle_module, pickle_protocol, _disable_byteorder_record)',
@@ -858,13 +606,7 @@ CASES = [
         'checkpoint_error', 'user', id='cpython-model-save-raised-126'),
     pytest.param(  # numpy __init__.py:__getattr__ (former alias, raised inside an installed library) (r20d-numpy-alias-in-job-code)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             '    for batch in loader:',
             '  File "/home/u/proj/data.py", line 100, in __getitem__',
             '    img = self.aug(image=img)',
@@ -904,26 +646,14 @@ CASES = [
         'semantic_error', 'user', id='numpy-numpy-alias-in-job-code-129'),
     pytest.param(  # cpython os.rename (EXDEV) (r20d-rename-cross-device-checkpoint)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             '    os.rename(tmp_path, final_path)',
             "OSError: [Errno 18] Invalid cross-device link: '/tmp/ckpt_tmp.pt' -> '/mnt/ckpt/step_1000.pt'",
         ),
         'checkpoint_error', 'user', id='cpython-rename-cross-device-checkpoint-132'),
     pytest.param(  # cpython socket bind (EADDRNOTAVAIL) (r20d-bind-address-not-available)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             '    server = HTTPServer((args.host, args.port), Handler)',
             '  File "/usr/local/lib/python3.11/socketserver.py", line 100, in server_bind',
             '    self.socket.bind(self.server_address)',
@@ -932,13 +662,7 @@ CASES = [
         'comm_error', 'user', id='cpython-bind-address-not-available-134'),
     pytest.param(  # cpython pickle (> 4 GiB bytes, protocol < 4) in torch.save (model-save-raised)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             "    torch.save(state, 'ckpt/last.pt', pickle_protocol=2)",
             '  File "{SP}/torch/serialization.py", line 100, in save',
             '    _save(obj, opened_zipfile, pickle_module, pickle_protocol, _disable_byteorder_record)',
@@ -949,13 +673,7 @@ CASES = [
         'checkpoint_error', 'user', id='cpython-model-save-raised-137'),
     pytest.param(  # h5py h5f.create (file already open) (r20d-hdf5-file-already-open)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             "    with h5py.File(args.cache, 'w') as f:",
             '  File "{SP}/h5py/_hl/files.py", line 100, in __init__',
             '    fid = make_fid(name, mode, userblock_size, fapl, fcpl, swmr=swmr)',
@@ -968,13 +686,7 @@ CASES = [
         'semantic_error', 'user', id='h5py-hdf5-file-already-open-138'),
     pytest.param(  # requests models.py:prepare_url (MissingSchema) (r20d-requests-bad-url)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             '    resp = requests.get(args.data_url, timeout=30)',
             '  File "{SP}/requests/api.py", line 100, in get',
             '    return request("get", url, params=params, **kwargs)',
@@ -985,13 +697,7 @@ CASES = [
         'semantic_error', 'user', id='requests-requests-bad-url-140'),
     pytest.param(  # mlflow utils/validation.py:_validate_length_limit (r20d-mlflow-request-rejected)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             '    mlflow.log_params(vars(args))',
             '  File "{SP}/mlflow/tracking/fluent.py", line 100, in log_params',
             '    MlflowClient().log_batch(run_id=run_id, metrics=[], params=params_arr, tags=[], synchronous=synchronous)',
@@ -1002,26 +708,14 @@ CASES = [
         'semantic_error', 'user', id='mlflow-mlflow-request-rejected-141'),
     pytest.param(  # cpython os.rename (EXDEV, a results file) (r20d-rename-cross-device)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             "    os.rename(tmp_preds, os.path.join(args.output_dir, 'preds.json'))",
             "OSError: [Errno 18] Invalid cross-device link: '/tmp/preds.json' -> '/mnt/out/preds.json'",
         ),
         'semantic_error', 'user', id='cpython-rename-cross-device-142'),
     pytest.param(  # urllib3 connection.py:_new_conn (EADDRNOTAVAIL on connect) (r20d-address-not-available)
         _log(
-            '2026-11-20 10:01:02 | INFO | train | world_size=1 batch_size=32 lr=3e-4',
-            '2026-11-20 10:04:12 | INFO | train | epoch 1 step 100/5000 loss 2.3412',
-            '2026-11-20 10:07:40 | INFO | train | epoch 1 step 200/5000 loss 2.1187',
-            'Traceback (most recent call last):',
-            '  File "/home/u/proj/train.py", line 212, in <module>',
-            '    main()',
-            '  File "/home/u/proj/train.py", line 150, in train',
+            *_CRASH_IN_TRAIN,
             '    resp = requests.post(args.reward_url, json=batch, timeout=30)',
             '  File "{SP}/requests/api.py", line 100, in get',
             '    return request("get", url, params=params, **kwargs)',
