@@ -453,6 +453,23 @@ CASES = [
             "ValueError: no train split found for dataset tatsu-lab/alpaca_eval, you may specify a split with 'split: ...'",
         ]) + "\n",
         "incorrect_input", "user", id="axolotl-split-not-found-72"),
+    pytest.param(  # verl: verl/workers/rollout/vllm_rollout/__init__.py:<module>
+        "\n".join([
+            "(TaskRunner pid=3120) TaskRunner hostname: gpu-node-07, PID: 3120",
+            "(TaskRunner pid=3120) {'actor_rollout_ref': {'actor': {'strategy': 'fsdp'}}, 'data': {'train_batch_size': 256}}",
+            "Traceback (most recent call last):",
+            "  File \"/usr/local/lib/python3.11/site-packages/verl/trainer/main_ppo.py\", line 100, in main",
+            "    run_ppo(config)",
+            "  File \"/usr/local/lib/python3.11/site-packages/verl/trainer/main_ppo.py\", line 100, in run_ppo",
+            "    ray.get(runner.run.remote(config))",
+            "  File \"/usr/local/lib/python3.11/site-packages/ray/_private/worker.py\", line 100, in get",
+            "    raise value.as_instanceof_cause()",
+            "ray.exceptions.RayTaskError(PackageNotFoundError): ray::TaskRunner.run() (pid=3120, ip=10.0.0.7, actor_id=a1b2, repr=<main_ppo.TaskRunner object at 0x7f>)",
+            "  File \"/usr/local/lib/python3.11/site-packages/verl/workers/rollout/vllm_rollout/__init__.py\", line 30, in <module>",
+            "    raise PackageNotFoundError(",
+            "importlib.metadata.PackageNotFoundError: To use vllm rollout, please ensure the 'vllm' package is properly installed. See https://verl.readthedocs.io/en/latest/start/install.html for more details",
+        ]) + "\n",
+        "import_error", "user", id="verl-vllm-not-installed-76"),
 ]
 
 
