@@ -126,6 +126,14 @@ add("triton", TR, "backends/nvidia/driver.py:libcuda_dirs", m,
         "Possible files are located at ['/usr/lib/x86_64-linux-gnu/libcuda.so.1'].Please create a symlink of libcuda.so to any of the files."]),
     "cuda_env_error", "unknown", "CUDA driver library not found (C2); the job's container or the node: the message does not tell")
 
+m = ("RuntimeError: Error: accessing tensor output of CUDAGraphs that has been overwritten by a subsequent run. Stack trace: "
+     "File \"/home/u/proj/model.py\", line 88, in forward")
+add("torch", TV, "_inductor/cudagraph_trees.py:_check_liveness / format_dealloc_msg (mode='reduce-overhead')", m,
+    ex("loss = criterion(logits, labels)", [("torch/_inductor/cudagraph_trees.py", "__torch_dispatch__", "raise RuntimeError(self.format_dealloc_msg(stack_trace))")],
+       [m, "    return self.head(h). To prevent overwriting, clone the tensor outside of torch.compile() or call "
+        "torch.compiler.cudagraph_mark_step_begin() before each model invocation."]),
+    "semantic_error", "user", "the job keeps a CUDA-graph output across runs (C4)")
+
 # ---------------- flash-attn ----------------
 _FA = [("transformers/models/llama/modeling_llama.py", "forward", "attn_output, attn_weights = attention_interface("),
        ("transformers/integrations/flash_attention.py", "flash_attention_forward", "attn_output = _flash_attention_forward("),
