@@ -290,6 +290,7 @@ FRESH_SLICES = (
     ("x/", "index_x.csv (collected 2026-11-27 after reader round 13, new owners, labelled blind)"),
     ("y/", "index_y.csv (collected 2026-11-27 after reader round 14, new owners, PaddlePaddle per-rank logs, labelled blind)"),
     ("z/", "index_z.csv (collected 2026-11-27 after reader round 16, new owners, screen/tmux/wandb captures, labelled blind)"),
+    ("aa/", "index_aa.csv (collected 2026-11-28 after reader round 19, new owners, framework-written logs and RL runs, labelled blind)"),
 )
 
 
