@@ -745,6 +745,15 @@ _HARD_RE = re.compile(
     r"Read-only file system|Input/output error|Stale file handle|INTERNAL ASSERT FAILED|Assertion .* failed|"
     r"AssertionError|device-side assert|RET_CHECK failure|Killed|killed by signal|Out Of Memory|"
     r"DUE TO TIME LIMIT|CANCELLED AT|walltime|timed out|[Tt]imeout)"
+    # Open MPI / PRRTE help texts that end the launch (help-orte-rmaps-base.txt alloc-error, help-orterun.txt root,
+    # help-orte-odls-base.txt execv-error, help-mpi-btl-tcp.txt client connect fail, help-plm-base.txt, PRRTE errmgr,
+    # help-mpi-runtime.txt mpi_init:startup; ompi/errhandler "*** An error occurred in MPI_Init"), and Horovod's stall
+    # inspector shutting the job down (horovod/common/stall_inspector.cc): blocks with no error word of their own
+    r"|There are not enough slots available in the system|mpirun has detected an attempt to run as root"
+    r"|mpirun was unable to (?:launch the specified application|find the specified executable)"
+    r"|unable to complete a TCP connection|ORTE was unable to reliably start one or more daemons"
+    r"|(?:PRTE|ORTE) has lost communication with (?:a remote daemon|its daemon)|MPI_INIT failed for some reason"
+    r"|An error occurred in MPI_Init|is stalled for longer than \d+ seconds\. Will shutdown"
 )
 #: Secondary symptoms: true, but caused by an error that happened elsewhere (another rank,
 #: a child process, a dead actor). A log holding only these does not say why it failed. A child
@@ -762,12 +771,13 @@ _SECONDARY_RE = Guarded(
     r"|error_file\s*:|Root Cause \(first observed failure\)|^Failures:|primary job\s+terminated"
     r"|detected that one or more processes exited"
     r"|Killing subprocess|[Ss]ubprocess .* (?:died|exited)|one or more (?:processes|ranks) (?:failed|exited)"
-    r"|Terminating process|\bfailed \(exitcode: 1\)|[Pp]lease inspect the previous error messages",
+    r"|Terminating process|\bfailed \(exitcode: 1\)|[Pp]lease inspect the previous error messages"
+    r"|MPI_ABORT was invoked on rank",  # Open MPI help-mpi-api.txt [mpi-abort]: a rank called MPI_Abort; why is above
     ("ChildFailedError", "CalledProcessError", "ProcessExitedException", "ProcessRaisedException", "terminated with",
      "non-zero exit", "exitcode", "with return code", "exited with ", "EOF ", "Actor", "he actor ", "orker ",
      "RaySystemError", "here are some potential root causes", "Sending process ", "WorkerGroupFailure",
      "error_file", "Root Cause", "Failures:", "primary job", "one or more ", "Killing subprocess", "ubprocess ",
-     "Terminating process", "lease inspect the previous error"),
+     "Terminating process", "lease inspect the previous error", "MPI_ABORT was invoked"),
 )
 _NOISE_ERR = Guarded(
     r"Warning\b|warnings\.warn|\bwarn(?:ing)?\s*:|UserWarning|FutureWarning|DeprecationWarning|^\s*File \""
