@@ -1375,7 +1375,7 @@ def _traceback_of(lines: Sequence[str], failure: int, floor: int) -> tuple[int |
     failure = min(failure, len(lines) - 1)
     for k in range(failure, max(floor, failure - _TB_LOOKBACK) - 1, -1):
         ln = lines[k]
-        if _TB in ln:
+        if _TB in ln and not _quoted_traceback(ln):
             return k, _unprefixed(lines[k:failure + 1], ln[:ln.find(_TB)])
         if k < failure and is_progress(ln) and not _prefixed_code(ln):
             break
@@ -1387,6 +1387,16 @@ def _traceback_of(lines: Sequence[str], failure: int, floor: int) -> tuple[int |
     if head is not None:
         return head, [logs.normalize_line(x) for x in lines[head:failure + 1]]
     return None, []
+
+
+def _quoted_traceback(line: str) -> bool:
+    """Whether the ``Traceback`` head in ``line`` is quoted inside an exception's message, its newlines escaped: Paddle's
+    DataLoader re-raises a worker's error with the worker's traceback in the message (``paddle/io/dataloader/worker.py``,
+    ``_WorkerException.reraise``: ``msg = "DataLoader worker({}) caught {} with message:\\n{}"``, ``raise
+    self.exc_type(msg)``), and a ``KeyError`` prints its message's repr: "KeyError: 'DataLoader worker(1) caught KeyError
+    with message:\\nTraceback (most recent call last):\\n  File ...'". The traceback that raised it is above."""
+    at = line.find(_TB)
+    return at >= 2 and line[at - 2:at] == "\\n"
 
 
 def _prefixed_code(line: str) -> bool:
@@ -1650,6 +1660,14 @@ _ITER_FUNC = re.compile(r"(?i)__next__|iter")
 _EPOCH_FUNC = re.compile(r"(?i)^_*(?:train(?:ing)?_(?:one_)?epoch|run_(?:train_)?epoch|fit_epoch|train_one_iter\w*)$")
 
 
+#: The reader thread of a Paddle DataLoader's iterator (``paddle/io/dataloader/dataloader_iter.py``, ``paddle/fluid/
+#: dataloader/dataloader_iter.py`` before 2.5: ``_DataLoaderIterSingleProcess``/``_DataLoaderIterMultiProcess.__init__``
+#: call ``_init_thread``, which starts ``threading.Thread(target=self._thread_loop)``), created by ``DataLoader.__iter__``,
+#: i.e. when a loop asks for its first batch: an error in it is the loop's (P8), like torch's ``_next_data``.
+_PADDLE_READER = re.compile(r'File "[^"]*paddle[/\\](?:fluid[/\\])?(?:io[/\\])?dataloader[/\\]dataloader_iter\.py", '
+                            r"line \d+, in _thread_loop\b")
+
+
 #: torch's autograd entry points (``torch/_tensor.py`` ``Tensor.backward``, ``torch/autograd/__init__.py`` ``backward``,
 #: ``torch/autograd/graph.py`` ``_engine_run_backward``): gradients being computed, which set-up never does
 #: (a constructor's warm-up or profiling pass runs forward only).
@@ -1705,6 +1723,8 @@ def _in_step(frames: Sequence[str]) -> bool:
         return True  # (a forward below a constructor, vLLM's profile_run, is its set-up's)
     if any(f in _BACKWARD_FUNCS for f in funcs[built:]):
         return True  # a backward pass is a training step's, even a warm-up one run from a set-up function
+    if any("dataloader_iter" in ln and _PADDLE_READER.search(ln) for ln in frames):
+        return True
     fetch = next((k for k, f in enumerate(funcs) if _FETCH_FUNC.match(f)), None)
     return fetch is not None and any(_ITER_FUNC.search(f) for f in funcs[:fetch])
 
