@@ -60,3 +60,41 @@ def test_an_error_in_a_model_built_before_the_loader_stays_startup() -> None:
              *_frame("/src/seg/models/builder.py", 12, "build_model", "return Net(**cfg)"),
              "TypeError: Net() got an unexpected keyword argument 'depth'"]
     assert phase_of(lines, len(lines) - 1, lines[-3:]) == "startup"
+
+
+def _hf_info(line: int, text: str) -> str:
+    """transformers' logger line with its default handler's format under ``log_level="info"``."""
+    return f"[INFO|trainer.py:{line}] 2024-05-05 09:39:15,976 >> {text}"
+
+
+def test_the_trainers_resume_counts_are_no_step_of_this_attempt() -> None:
+    """P2 (counted per attempt) + P7: the Trainer's "Continuing training from epoch/global step" and "Will skip the first
+    ... batches" lines name the saved state's counts; with no bar (``disable_tqdm``), an OOM in ``training_step`` is this
+    attempt's first step."""
+    lines = [_hf_info(2519, "***** Running training *****"),
+             _hf_info(2520, "  Num examples = 4,608"),
+             _hf_info(2549, "  Continuing training from checkpoint, will skip to saved global_step"),
+             _hf_info(2550, "  Continuing training from epoch 3"),
+             _hf_info(2551, "  Continuing training from global step 500"),
+             _hf_info(2553, "  Will skip the first 3 epochs then the first 44 batches in the first epoch."),
+             "Traceback (most recent call last):",
+             *_frame("train.py", 90, "<module>", "trainer.train(resume_from_checkpoint=True)"),
+             *_frame(f"{_LIB}/transformers/trainer.py", 1938, "train", "return inner_training_loop("),
+             *_frame(f"{_LIB}/transformers/trainer.py", 2279, "_inner_training_loop",
+                     "tr_loss_step = self.training_step(model, inputs)"),
+             *_frame(f"{_LIB}/transformers/trainer.py", 3318, "training_step", "loss = self.compute_loss(model, inputs)"),
+             "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."]
+    assert phase_of(lines, len(lines) - 1, lines[-3:]) == "first_step"
+
+
+def test_a_step_line_after_the_resume_counts_is_training() -> None:
+    """P2: once this attempt logs a step (the bar at 1/N), the failure is in training."""
+    lines = [_hf_info(2550, "  Continuing training from epoch 3"),
+             _hf_info(2551, "  Continuing training from global step 500"),
+             "  0%|          | 0/576 [00:00<?, ?it/s]",
+             "  1%|          | 5/576 [00:09<17:10,  1.80s/it]",
+             "Traceback (most recent call last):",
+             *_frame(f"{_LIB}/transformers/trainer.py", 2279, "_inner_training_loop",
+                     "tr_loss_step = self.training_step(model, inputs)"),
+             "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."]
+    assert phase_of(lines, len(lines) - 1, lines[-3:]) == "training"

@@ -241,6 +241,11 @@ _SETTING_WORDS = (r"\bper (?:epoch|step|iter\w*|device|gpu)\b|\btotal\b|\bnumber
                   # global_step 278": the step the saved state names, not one done by this attempt, P2/P11)
                   # (a dot inside a path, "/root/.cache/ckpt/d20", is no sentence's end)
                   r"|\bbatch[ _-]?size\b|\bmicro[-_ ]?batch\b|\b(?:load|resum|restor)\w*\b(?:[^.]|\.(?=\S)){0,120}?(?:\b|_)step\b"
+                  # the Hugging Face Trainer resuming (``trainer.py`` ``_inner_training_loop``: ``f"  Continuing training from
+                  # epoch {epochs_trained}"``, ``f"  Continuing training from global step {self.state.global_step}"``, ``f"  Will
+                  # skip the first {epochs_trained} epochs then the first {steps_trained_in_current_epoch} batches in the first
+                  # epoch."``): the saved state's counts, before this attempt's first step (P2: counted per attempt)
+                  r"|\bcontinuing training from\b|\bwill skip the first\b"
                   # a tensor's or a batch's shape printed while setting up ("Shapes of elements in a batch: (1, 20,
                   # 128)", "batch shape: torch.Size([8, 3, 224, 224])")
                   r"|\bshapes?\b")
@@ -250,7 +255,8 @@ _SETTING = re.compile(r"(?i)^(?!.*loss).*(?:" + _SETTING_WORDS + ")")
 _SETTING_SPLIT = Branches(re.compile(_SETTING_WORDS, re.IGNORECASE))
 #: Lower-case literals one of which every match of _SETTING holds (its alternatives' own words).
 _SETTING_KEYS = contains_any(("per ", "total", "number of", "num_", "max_", "starting", "warmup_",
-                              "invalidate trace cache", "size", "micro", "load", "resum", "restor", "shape"))
+                              "invalidate trace cache", "size", "micro", "load", "resum", "restor", "shape",
+                               "continuing training from", "will skip the first"))
 
 
 def _is_setting(end: str) -> bool:
