@@ -98,3 +98,29 @@ def test_a_step_line_after_the_resume_counts_is_training() -> None:
                      "tr_loss_step = self.training_step(model, inputs)"),
              "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."]
     assert phase_of(lines, len(lines) - 1, lines[-3:]) == "training"
+
+
+_KERAS_START = ['Model: "sequential"', "Total params: 1,234,567", "Epoch 1/50"]
+_KILLED = "/var/spool/slurmd/job123/slurm_script: line 12: 4242 Killed                  python train.py"
+
+
+def test_keras_progbar_lines_padded_with_spaces_count_steps_done() -> None:
+    """P2 (a) + P9: Keras 2's ``Progbar`` pads its count to the total's width (" 12/200 [>....] - ETA: ... - loss:
+    ..."); after it, a kill is in training."""
+    lines = [*_KERAS_START,
+             "  1/200 [..............................] - ETA: 10:02 - loss: 2.3026",
+             " 12/200 [>.............................] - ETA: 1:02 - loss: 0.6931",
+             _KILLED]
+    assert phase_of(lines, len(lines) - 1, lines[-1:]) == "training"
+
+
+def test_a_keras_progbar_at_one_is_a_step_done() -> None:
+    """P2 (a): ``ProgbarLogger.on_train_batch_end`` updates the bar with ``batch + 1``, so "1/200" is one step done."""
+    lines = [*_KERAS_START, "  1/200 [..............................] - ETA: 10:02 - loss: 2.3026", _KILLED]
+    assert phase_of(lines, len(lines) - 1, lines[-1:]) == "training"
+
+
+def test_a_keras_epoch_header_without_a_bar_is_the_first_step() -> None:
+    """P3: "Epoch 1/50" alone (no bar yet) starts the loop: a kill then is in the first step."""
+    lines = [*_KERAS_START, _KILLED]
+    assert phase_of(lines, len(lines) - 1, lines[-1:]) == "first_step"

@@ -36,6 +36,7 @@ from gpulens.diagnosis.logread.steplines import (
     SETUP_BAR,
     SHOWN,
     STEP_KEYS,
+    keras_bar,
     no_total_bar,
     on_screen,
     progress_count,
@@ -1299,12 +1300,12 @@ def _bar_done(lines: Sequence[str], floor: int, top: int) -> int | None:
 
 def _last_bar_update(lines: Sequence[str], floor: int, top: int) -> re.Match[str] | None:
     """The tqdm update (groups 1 and 2: the count and the total, :func:`lines.bar_update`) of the last training
-    progress line before ``top``, when that line is a bar."""
+    progress line before ``top``, when that line is a bar (or a Keras ``Progbar`` line, :func:`steplines.keras_bar`)."""
     got = step_lines(lines, floor, top)
     if not got:
         return None
     shown = on_screen(lines[got[0]])
-    return bar_update(shown[-SHOWN:], after_blocks=True) if "%|" in shown else None
+    return bar_update(shown[-SHOWN:], after_blocks=True) if "%|" in shown else keras_bar(shown)
 
 
 #: A logger's line that counts the iterations of an epoch after the epoch's number: mmcv/mmdet's

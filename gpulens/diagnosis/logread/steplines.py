@@ -16,7 +16,7 @@ from gpulens.diagnosis.guarded import Branches, Guarded, contains_any
 from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.lines import PROGRESS_KEYS, is_progress, last_matching
 
-__all__ = ["EVAL_BAR", "HEAD", "SETUP_BAR", "SHOWN", "STEP_KEYS", "no_total_bar", "on_screen", "progress_count",
+__all__ = ["EVAL_BAR", "HEAD", "SETUP_BAR", "SHOWN", "STEP_KEYS", "keras_bar", "no_total_bar", "on_screen", "progress_count",
            "step_in", "step_lines", "step_progress", "to_float"]
 
 
@@ -177,6 +177,20 @@ def _timm_update(line: str) -> str | None:
     return _first_group(_TIMM_TRAIN, line[:HEAD])
 
 
+#: Keras 2's ``Progbar`` line (``keras/utils/generic_utils.py``, tf.keras's ``tensorflow/python/keras/utils/generic_utils.py``,
+#: ``Progbar.update``: ``bar = ('%' + str(numdigits) + 'd/%d [') % (current, self.target)``, then ``=``/``>``/``.`` to its
+#: width and ``]``, then " - ETA: ..." or " - 12s 60ms/step" and the metrics), which ``ProgbarLogger.on_train_batch_end``
+#: updates with the batches done (``batch + 1``): " 12/200 [>.........] - ETA: 1:02 - loss: 0.6931". The count is
+#: padded to the total's width, so the line may start with spaces (a traceback's code line for the progress test).
+_KERAS_BAR = re.compile(r"^\s*(\d+)/(\d+) \[[=>.]*\] - ")
+
+
+def keras_bar(line: str) -> re.Match[str] | None:
+    """The last refresh of a Keras ``Progbar`` line (groups 1 and 2: the count and the total), if the line is one."""
+    shown = on_screen(line)
+    return _KERAS_BAR.match(shown[:HEAD]) if "] - " in shown[:HEAD] else None
+
+
 def _counter(line: str) -> str | None:
     """The count of a bare counter line (a training MetricLogger line, a tqdm bar without a total,
     Megatron's iteration line), if it is one."""
@@ -319,8 +333,8 @@ def _ds_step_timer(line: str) -> bool:
 def step_progress(line: str) -> bool:
     """A progress line of the training itself: not a warning's text, not a set-up bar (loading
     weights, mapping a data set: named so, or running thousands of iterations a second)."""
-    if _counter(line) is not None or _ds_step_timer(line):
-        return True
+    if _counter(line) is not None or _ds_step_timer(line) or keras_bar(line) is not None:
+        return True  # (a Keras bar's count is not read as the step: old Keras counts samples, the epoch is the step)
     if "%|" in line[-SHOWN:]:
         line = line.lstrip()  # tqdm pads its bar on the left ("  0%|")
     end: str | None = line[-SHOWN:]
