@@ -4,7 +4,7 @@ quoted in the message it re-raises."""
 
 from __future__ import annotations
 
-from gpulens.diagnosis.logread.phase import phase_of
+from gpulens.diagnosis.logread.phase import last_step, phase_of
 
 _LIB = "/opt/env/lib/python3.9/site-packages"
 
@@ -124,3 +124,45 @@ def test_a_keras_epoch_header_without_a_bar_is_the_first_step() -> None:
     """P3: "Epoch 1/50" alone (no bar yet) starts the loop: a kill then is in the first step."""
     lines = [*_KERAS_START, _KILLED]
     assert phase_of(lines, len(lines) - 1, lines[-1:]) == "first_step"
+
+
+def _with_step(lines: list[str]) -> str:
+    """The phase of a failure on the last line, with the last step printed before it (as the whole-log reader passes)."""
+    return phase_of(lines, len(lines) - 1, lines[-1:], 0, last_step(lines, len(lines) - 1))
+
+
+_YOLOX = "2024-02-01 09:35:58.735 | INFO     | yolox.core.trainer:"
+
+
+def test_yolox_start_train_epoch_one_then_an_error_in_the_epochs_set_up_is_the_first_step() -> None:
+    """P3: YOLOX's ``before_epoch`` logs "---> start train epoch1" as the loop begins; an error in that per-epoch set-up
+    (its frames name no step) is inside the loop, before the first step completed."""
+    lines = [f"{_YOLOX}before_train:179 - Training start...",
+             f"{_YOLOX}before_epoch:188 - ---> start train epoch1",
+             "Traceback (most recent call last):",
+             *_frame("tools/train.py", 140, "<module>", "main(exp, args)"),
+             *_frame("tools/train.py", 120, "main", "trainer.train()"),
+             *_frame("/src/yolox/core/trainer.py", 70, "train", "self.train_in_epoch()"),
+             *_frame("/src/yolox/core/trainer.py", 78, "train_in_epoch", "self.before_epoch()"),
+             *_frame("/src/yolox/core/trainer.py", 192, "before_epoch", "self.train_loader.close_mosaic()"),
+             "AttributeError: 'DataLoader' object has no attribute 'close_mosaic'"]
+    assert _with_step(lines) == "first_step"
+
+
+def test_yolox_before_train_only_then_a_kill_is_startup() -> None:
+    """P3: before the epoch's header, the trainer is still setting up (data loader, prefetcher)."""
+    lines = [f"{_YOLOX}before_train:149 - init prefetcher, this might take one minute or less...", _KILLED]
+    assert _with_step(lines) == "startup"
+
+
+def test_verls_metrics_line_at_step_one_is_a_step_done() -> None:
+    """P2 (b): verl's ``LocalLogger`` prints "step:1 - key:value - ..." after step 1's update: a kill then is training."""
+    lines = ["\x1b[36m(main_task pid=4242)\x1b[0m step:1 - global_seqlen/min:91234 - actor/pg_loss:0.012 - "
+             "actor/entropy:1.23 - critic/score/mean:0.25 - timing_s/step:95.1", _KILLED]
+    assert _with_step(lines) == "training"
+
+
+def test_a_plain_step_one_line_stays_the_first_step() -> None:
+    """P2: a script's "step 1" line alone (printed when the step starts, for all the log says) is not read as verl's."""
+    lines = ["step 1 lr 0.0001 grad_norm 3.2", _KILLED]
+    assert _with_step(lines) == "first_step"

@@ -1034,9 +1034,23 @@ def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str],
         return "training"  # an epoch's own iteration counter says several steps were done
     if done is not None:  # a tqdm bar counts the steps done: the failure is in the next one
         return "first_step" if done == 0 else "training"
-    if (step in ("0", "1") or (steps < 3 and not _past_first(step))) and not _counts_advance(lines, floor, top):
+    if (step in ("0", "1") or (steps < 3 and not _past_first(step))) and not _counts_advance(lines, floor, top) \
+            and not _verl_step_logged(lines, floor, top):
         return "first_step"
     return "training"
+
+
+#: verl's console metrics line (``verl/utils/logger/aggregate_logger.py``: ``LocalLogger.log`` prints
+#: ``concat_dict_to_str(data, step)``, ``f"step:{step}"`` then `` - {k}:{v}`` per metric), which ``RayPPOTrainer.fit``
+#: logs after a step's update, its ``global_steps`` counting from 1: "step:1 - actor/pg_loss:0.012 - ..." is one step
+#: done (P2 (b)).
+_VERL_METRICS = re.compile(r"(?:^|[\s)\]])step:(\d+) - [\w@.-]+/[\w/@.-]*:")
+
+
+def _verl_step_logged(lines: Sequence[str], floor: int, top: int) -> bool:
+    """Whether the last training progress line before ``top`` is verl's metrics line of a step done."""
+    got = step_lines(lines, floor, top)
+    return bool(got) and "step:" in lines[got[0]][:HEAD] and _VERL_METRICS.search(lines[got[0]][:HEAD]) is not None
 
 
 def _without_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str], frames: Sequence[str] | None) -> str:
@@ -1074,10 +1088,11 @@ def _without_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[
 #: ``ModelSummary`` callback's ``on_fit_start``, after the model and optimizers are set up, before the
 #: sanity check and the first batch), mmengine's ``CheckpointHook.before_train`` "Checkpoints will be saved to
 #: {out_dir}." (``Runner.train`` calls the ``before_train`` hooks once the model, optimizer and loops are built,
-#: then runs the loop).
+#: then runs the loop), YOLOX's ``Trainer.before_epoch`` "---> start train epoch1" (``yolox/core/trainer.py``:
+#: ``logger.info("---> start train epoch{}".format(self.epoch + 1))``, before the epoch's first iteration).
 _LOOP_START = ("***** Running training", "begin training epoch ", "Starting training from iteration ",
                "Starting training for ", "workflow: [(", "Total estimated model params size (MB)",
-               "Checkpoints will be saved to ")
+               "Checkpoints will be saved to ", "---> start train epoch")
 
 
 #: Warnings PyTorch prints only once a training step has run or is running (each once per process): DDP's reducer
