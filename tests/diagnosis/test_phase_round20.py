@@ -166,3 +166,19 @@ def test_a_plain_step_one_line_stays_the_first_step() -> None:
     """P2: a script's "step 1" line alone (printed when the step starts, for all the log says) is not read as verl's."""
     lines = ["step 1 lr 0.0001 grad_norm 3.2", _KILLED]
     assert _with_step(lines) == "first_step"
+
+
+def test_mmengines_resumed_counts_are_no_step_of_this_attempt() -> None:
+    """P2 (counted per attempt): mmengine's ``Runner.resume`` logs "resumed epoch: 12, iter: 3000" once the saved state is
+    restored, inside ``Runner.train`` before the loop: a kill then is still set-up."""
+    lines = ["01/01 10:00:00 - mmengine - INFO - Load checkpoint from work_dirs/exp/epoch_12.pth",
+             "01/01 10:00:01 - mmengine - INFO - resumed epoch: 12, iter: 3000", _KILLED]
+    assert _with_step(lines) == "startup"
+
+
+def test_an_mmengine_step_after_the_resume_is_training() -> None:
+    """P2 (b): mmengine's ``LoggerHook`` line after the resume counts this attempt's iterations."""
+    lines = ["01/01 10:00:01 - mmengine - INFO - resumed epoch: 12, iter: 3000",
+             "01/01 10:05:00 - mmengine - INFO - Epoch(train) [13][ 50/250]  lr: 1.0000e-04  eta: 1:00:00  time: 0.5012  "
+             "data_time: 0.0100  memory: 9000  loss: 0.8123", _KILLED]
+    assert _with_step(lines) == "training"

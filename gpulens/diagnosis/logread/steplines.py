@@ -260,6 +260,10 @@ _SETTING_WORDS = (r"\bper (?:epoch|step|iter\w*|device|gpu)\b|\btotal\b|\bnumber
                   # skip the first {epochs_trained} epochs then the first {steps_trained_in_current_epoch} batches in the first
                   # epoch."``): the saved state's counts, before this attempt's first step (P2: counted per attempt)
                   r"|\bcontinuing training from\b|\bwill skip the first\b"
+                  # mmengine's ``Runner.resume`` (``mmengine/runner/runner.py``: ``self.logger.info(f'resumed epoch: {self.epoch},
+                  # iter: {self.iter}')``) and mmcv 1.x's ``BaseRunner.resume`` ("resumed epoch %d, iter %d"), logged once the
+                  # saved state is restored: the counts it restored, not a step of this attempt
+                  r"|\bresumed epoch:? \d+, iter\b"
                   # a tensor's or a batch's shape printed while setting up ("Shapes of elements in a batch: (1, 20,
                   # 128)", "batch shape: torch.Size([8, 3, 224, 224])")
                   r"|\bshapes?\b")
