@@ -182,3 +182,12 @@ def test_an_mmengine_step_after_the_resume_is_training() -> None:
              "01/01 10:05:00 - mmengine - INFO - Epoch(train) [13][ 50/250]  lr: 1.0000e-04  eta: 1:00:00  time: 0.5012  "
              "data_time: 0.0100  memory: 9000  loss: 0.8123", _KILLED]
     assert _with_step(lines) == "training"
+
+
+def test_espnet2s_batch_report_counts_steps_done() -> None:
+    """P2 (b): ESPnet2's ``SubReporter.log_message`` logs "1epoch:train:1-100batch: ..." every ``log_interval`` batches,
+    after their steps; a kill then is in training."""
+    lines = ["[gpu01] 2024-01-01 10:00:00,000 (trainer:453) INFO: 1epoch:train:1-100batch: iter_time=1.234e-04, "
+             "forward_time=0.123, loss=123.456, acc=0.120, backward_time=0.100, optim_step_time=0.010, lr_0=1.000e-05, "
+             "train_time=1.234", _KILLED]
+    assert _with_step(lines) == "training"
