@@ -195,7 +195,14 @@ def keras_bar(line: str) -> re.Match[str] | None:
 #: f"{self.prev_count + 1}-{self.count}batch: "`` then the averaged stats), which ``Trainer.train_one_epoch`` logs every
 #: ``log_interval`` batches after their steps: "1epoch:train:1-100batch: iter_time=1.2e-04, forward_time=0.123, loss=123.4,
 #: ...". Its count is the batches done in the epoch; only the ``train`` key's (not a ``valid`` pass).
-_ESPNET_TRAIN = Guarded(r"(?:^|[\s:\]])\d+epoch:train:\d+-(\d+)batch: ", ("epoch:train:",))
+_ESPNET_TRAIN = re.compile(r"(?:^|[\s:\]])\d+epoch:train:\d+-(\d+)batch: ")
+
+
+def _espnet_batches(line: str) -> str | None:
+    """The batches done in the epoch that an ESPnet2 training report (:data:`_ESPNET_TRAIN`) counts, if the line is one."""
+    head = line[:HEAD]
+    m = _ESPNET_TRAIN.search(head) if "epoch:train:" in head else None
+    return m.group(1) if m else None
 
 
 def _counter(line: str) -> str | None:
@@ -210,7 +217,7 @@ def _counter(line: str) -> str | None:
     if ("[ROUND " in line[:HEAD] or "[Round " in line[:HEAD]) and (r := _ROUND.search(line[:HEAD])) is not None:
         return r.group(1)
     if (b := _banner_count(line)) is not None or (b := _saved_at_step(line)) is not None \
-            or (b := _timm_update(line)) is not None or (b := _first_group(_ESPNET_TRAIN, line[:HEAD])) is not None:
+            or (b := _timm_update(line)) is not None or (b := _espnet_batches(line)) is not None:
         return b
     if line[:1] in " \t" and line.lstrip(" \t").startswith(("batch ", "Batch ")):
         m = _BATCH_LOSS.match(line)
