@@ -191,3 +191,38 @@ def test_espnet2s_batch_report_counts_steps_done() -> None:
              "forward_time=0.123, loss=123.456, acc=0.120, backward_time=0.100, optim_step_time=0.010, lr_0=1.000e-05, "
              "train_time=1.234", _KILLED]
     assert _with_step(lines) == "training"
+
+
+def _handled_then_raised(outer: list[str], error: str) -> list[str]:
+    """Python's implicit chaining (``traceback.py`` ``_context_message``): a library's traceback below its ``try``, the
+    note, then the traceback of the exception raised while handling it, with the program's outer frames."""
+    return ["Traceback (most recent call last):",
+            *_frame(f"{_LIB}/jax/_src/lax/lax.py", 154, "broadcast_shapes", "return _broadcast_shapes_cached(*shapes)"),
+            *_frame(f"{_LIB}/jax/_src/lax/lax.py", 176, "_broadcast_shapes_uncached",
+                    'raise ValueError(f"Incompatible shapes for broadcasting: shapes={list(shapes)}")'),
+            "ValueError: Incompatible shapes for broadcasting: shapes=[(64, 3), (64,)]", "",
+            "During handling of the above exception, another exception occurred:", "",
+            "Traceback (most recent call last):", *outer, error]
+
+
+def test_the_outer_frames_of_an_exception_raised_while_handling_another_show_the_step() -> None:
+    """P1: the first traceback holds only jax's frames; the one raised while handling it runs through the update step,
+    and with no step logged the failure is the first step's."""
+    lines = ["Starting training: 1000 updates", *_handled_then_raised([
+        *_frame("ppo.py", 378, "<module>", "out = train_jit(rng)"),
+        *_frame("ppo.py", 340, "train", "runner_state, metric = jax.lax.scan(_update_step, runner_state, None, n)"),
+        *_frame("ppo.py", 317, "_update_step", "update_state, loss_info = jax.lax.scan(_update_epoch, state, None, k)"),
+        *_frame("ppo.py", 171, "ppo_loss", "log_probs = dist.log_prob(traj.action)")],
+        "ValueError: Incompatible shapes for broadcasting: shapes=[(64, 3), (64,)]")]
+    first = next(k for k, ln in enumerate(lines) if ln.startswith("ValueError"))
+    assert phase_of(lines, first, lines[first - 2:first + 1]) == "first_step"
+
+
+def test_the_outer_frames_of_a_set_up_stay_startup() -> None:
+    """P3: the same chaining in the model's construction is still set-up."""
+    lines = _handled_then_raised([
+        *_frame("ppo.py", 378, "<module>", "net = build_network(cfg)"),
+        *_frame("ppo.py", 90, "build_network", "return ActorCritic(cfg.hidden)")],
+        "ValueError: Incompatible shapes for broadcasting: shapes=[(64, 3), (64,)]")
+    first = next(k for k, ln in enumerate(lines) if ln.startswith("ValueError"))
+    assert phase_of(lines, first, lines[first - 2:first + 1]) == "startup"

@@ -401,11 +401,16 @@ def _phase_by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence
 #: Only the explicit ``raise ... from`` one: its later traceback re-raises the same failure from the caller, while
 #: "During handling of the above exception" may be any other error of an ``except`` block (a retry, a report).
 _CHAIN_NOTES = ("The above exception was the direct cause of the following exception",)
+#: Python's notes between chained tracebacks (``traceback.py``: ``_cause_message`` for ``raise ... from``, ``_context_message``
+#: for an exception raised while handling another): in both the later traceback holds the outer frames, read for whether
+#: the failure was inside a step (an exception while handling another names the code that ran the handler, not
+#: necessarily an activity of its own, so only there).
+_ANY_CHAIN_NOTES = (*_CHAIN_NOTES, "During handling of the above exception, another exception occurred")
 #: Lines after a traceback's exception line looked at for a chained traceback below it.
 _CHAIN_GAP = 4
 
 
-def _chained_outer(lines: Sequence[str], failure: int) -> list[str]:
+def _chained_outer(lines: Sequence[str], failure: int, notes: tuple[str, ...] = _CHAIN_NOTES) -> list[str]:
     """The frames of the tracebacks chained below the one that ends at ``failure`` (Python prints the
     cause first, then "The above exception was the direct cause of the following exception:" and the
     traceback of the exception raised from it): the first traceback holds only the frames
@@ -417,7 +422,7 @@ def _chained_outer(lines: Sequence[str], failure: int) -> list[str]:
     k = failure + 1
     while True:
         note = next((j for j in range(k, min(len(lines), k + _CHAIN_GAP)) if lines[j].strip()), None)
-        if note is None or not lines[note].strip().startswith(_CHAIN_NOTES):
+        if note is None or not lines[note].strip().startswith(notes):
             return out
         head = next((j for j in range(note + 1, min(len(lines), note + _CHAIN_GAP)) if _TB in lines[j]), None)
         if head is None:
@@ -1068,7 +1073,8 @@ def _without_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[
         return "training"  # the run logged its metrics many times (to wandb, not to this log)
     if _printed_losses(lines, floor, top):
         return "training"  # print(loss.item()) once a step
-    framed = frames is not None and _in_step(frames)
+    # (the outer frames of a traceback chained below this one, where it holds only a library's frames below a ``try``)
+    framed = frames is not None and _in_step([*_chained_outer(lines, top + len(frames) - 1, _ANY_CHAIN_NOTES), *frames])
     # (a step-only warning on the failure line too: a loss kernel's device assertion is printed inside the step)
     in_step = framed or _loop_started(lines, floor, top) \
         or _stepped(lines, floor, min(len(lines), top + 1)) or (frames is None and _killed(lines, top) and _loop_announced(lines, floor, top))
