@@ -226,3 +226,21 @@ def test_the_outer_frames_of_a_set_up_stay_startup() -> None:
         "ValueError: Incompatible shapes for broadcasting: shapes=[(64, 3), (64,)]")
     first = next(k for k, ln in enumerate(lines) if ln.startswith("ValueError"))
     assert phase_of(lines, first, lines[first - 2:first + 1]) == "startup"
+
+
+_TIME_LIMIT = "slurmstepd: error: *** STEP 1809955.0 ON nid001 CANCELLED AT 2026-04-07T08:18:54 DUE TO TIME LIMIT ***"
+_DEATH = ("W0407 08:18:54.022000 79282 /opt/env/lib/python3.12/site-packages/torch/distributed/elastic/agent/server/api.py:723]"
+          " Received 15 death signal, shutting down workers")
+
+
+def test_a_time_limit_on_the_files_first_line_is_startup() -> None:
+    """P9: a stderr file whose first line is Slurm's time-limit kill holds none of the program's output: startup."""
+    lines = [_TIME_LIMIT, _DEATH]
+    assert phase_of(lines, 0, lines[:1]) == "startup"
+
+
+def test_a_time_limit_after_the_programs_output_is_training() -> None:
+    """P2 (c): the same kill after the program's own set-up lines (its steps printed elsewhere): it ran for its whole
+    allocation."""
+    lines = ["Loading data from /scratch/fineweb10B ...", "Model params: 124M", _TIME_LIMIT, _DEATH]
+    assert phase_of(lines, 2, lines[2:3]) == "training"

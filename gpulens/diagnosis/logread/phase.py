@@ -1067,7 +1067,8 @@ def _without_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[
         return "startup"
     if _first_collective(region):
         return "first_step"
-    if any(_OUT_OF_TIME.search(ln) for ln in (*region, *lines[top:top + _KILL_AFTER])):
+    # (P9: a kill on the file's first line, none of the process' output above it, shows a job that started, no more)
+    if top > floor and any(_OUT_OF_TIME.search(ln) for ln in (*region, *lines[top:top + _KILL_AFTER])):
         return "training"  # it ran for its whole allocation: the steps went where this log does not show
     if _logged_history(lines[top:top + _KILL_AFTER]) or _logged_history(_footer_above(lines, floor, top)):
         return "training"  # the run logged its metrics many times (to wandb, not to this log)
