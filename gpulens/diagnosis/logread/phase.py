@@ -36,6 +36,7 @@ from gpulens.diagnosis.logread.steplines import (
     SETUP_BAR,
     SHOWN,
     STEP_KEYS,
+    keras_bar,
     no_total_bar,
     on_screen,
     progress_count,
@@ -400,11 +401,16 @@ def _phase_by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence
 #: Only the explicit ``raise ... from`` one: its later traceback re-raises the same failure from the caller, while
 #: "During handling of the above exception" may be any other error of an ``except`` block (a retry, a report).
 _CHAIN_NOTES = ("The above exception was the direct cause of the following exception",)
+#: Python's notes between chained tracebacks (``traceback.py``: ``_cause_message`` for ``raise ... from``, ``_context_message``
+#: for an exception raised while handling another): in both the later traceback holds the outer frames, read for whether
+#: the failure was inside a step (an exception while handling another names the code that ran the handler, not
+#: necessarily an activity of its own, so only there).
+_ANY_CHAIN_NOTES = (*_CHAIN_NOTES, "During handling of the above exception, another exception occurred")
 #: Lines after a traceback's exception line looked at for a chained traceback below it.
 _CHAIN_GAP = 4
 
 
-def _chained_outer(lines: Sequence[str], failure: int) -> list[str]:
+def _chained_outer(lines: Sequence[str], failure: int, notes: tuple[str, ...] = _CHAIN_NOTES) -> list[str]:
     """The frames of the tracebacks chained below the one that ends at ``failure`` (Python prints the
     cause first, then "The above exception was the direct cause of the following exception:" and the
     traceback of the exception raised from it): the first traceback holds only the frames
@@ -416,7 +422,7 @@ def _chained_outer(lines: Sequence[str], failure: int) -> list[str]:
     k = failure + 1
     while True:
         note = next((j for j in range(k, min(len(lines), k + _CHAIN_GAP)) if lines[j].strip()), None)
-        if note is None or not lines[note].strip().startswith(_CHAIN_NOTES):
+        if note is None or not lines[note].strip().startswith(notes):
             return out
         head = next((j for j in range(note + 1, min(len(lines), note + _CHAIN_GAP)) if _TB in lines[j]), None)
         if head is None:
@@ -1033,9 +1039,23 @@ def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str],
         return "training"  # an epoch's own iteration counter says several steps were done
     if done is not None:  # a tqdm bar counts the steps done: the failure is in the next one
         return "first_step" if done == 0 else "training"
-    if (step in ("0", "1") or (steps < 3 and not _past_first(step))) and not _counts_advance(lines, floor, top):
+    if (step in ("0", "1") or (steps < 3 and not _past_first(step))) and not _counts_advance(lines, floor, top) \
+            and not _verl_step_logged(lines, floor, top):
         return "first_step"
     return "training"
+
+
+#: verl's console metrics line (``verl/utils/logger/aggregate_logger.py``: ``LocalLogger.log`` prints
+#: ``concat_dict_to_str(data, step)``, ``f"step:{step}"`` then `` - {k}:{v}`` per metric), which ``RayPPOTrainer.fit``
+#: logs after a step's update, its ``global_steps`` counting from 1: "step:1 - actor/pg_loss:0.012 - ..." is one step
+#: done (P2 (b)).
+_VERL_METRICS = re.compile(r"(?:^|[\s)\]])step:(\d+) - [\w@.-]+/[\w/@.-]*:")
+
+
+def _verl_step_logged(lines: Sequence[str], floor: int, top: int) -> bool:
+    """Whether the last training progress line before ``top`` is verl's metrics line of a step done."""
+    got = step_lines(lines, floor, top)
+    return bool(got) and "step:" in lines[got[0]][:HEAD] and _VERL_METRICS.search(lines[got[0]][:HEAD]) is not None
 
 
 def _without_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str], frames: Sequence[str] | None) -> str:
@@ -1047,13 +1067,15 @@ def _without_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[
         return "startup"
     if _first_collective(region):
         return "first_step"
-    if any(_OUT_OF_TIME.search(ln) for ln in (*region, *lines[top:top + _KILL_AFTER])):
+    # (P9: a kill on the file's first line, none of the process' output above it, shows a job that started, no more)
+    if top > floor and any(_OUT_OF_TIME.search(ln) for ln in (*region, *lines[top:top + _KILL_AFTER])):
         return "training"  # it ran for its whole allocation: the steps went where this log does not show
     if _logged_history(lines[top:top + _KILL_AFTER]) or _logged_history(_footer_above(lines, floor, top)):
         return "training"  # the run logged its metrics many times (to wandb, not to this log)
     if _printed_losses(lines, floor, top):
         return "training"  # print(loss.item()) once a step
-    framed = frames is not None and _in_step(frames)
+    # (the outer frames of a traceback chained below this one, where it holds only a library's frames below a ``try``)
+    framed = frames is not None and _in_step([*_chained_outer(lines, top + len(frames) - 1, _ANY_CHAIN_NOTES), *frames])
     # (a step-only warning on the failure line too: a loss kernel's device assertion is printed inside the step)
     in_step = framed or _loop_started(lines, floor, top) \
         or _stepped(lines, floor, min(len(lines), top + 1)) or (frames is None and _killed(lines, top) and _loop_announced(lines, floor, top))
@@ -1073,10 +1095,11 @@ def _without_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[
 #: ``ModelSummary`` callback's ``on_fit_start``, after the model and optimizers are set up, before the
 #: sanity check and the first batch), mmengine's ``CheckpointHook.before_train`` "Checkpoints will be saved to
 #: {out_dir}." (``Runner.train`` calls the ``before_train`` hooks once the model, optimizer and loops are built,
-#: then runs the loop).
+#: then runs the loop), YOLOX's ``Trainer.before_epoch`` "---> start train epoch1" (``yolox/core/trainer.py``:
+#: ``logger.info("---> start train epoch{}".format(self.epoch + 1))``, before the epoch's first iteration).
 _LOOP_START = ("***** Running training", "begin training epoch ", "Starting training from iteration ",
                "Starting training for ", "workflow: [(", "Total estimated model params size (MB)",
-               "Checkpoints will be saved to ")
+               "Checkpoints will be saved to ", "---> start train epoch")
 
 
 #: Warnings PyTorch prints only once a training step has run or is running (each once per process): DDP's reducer
@@ -1299,12 +1322,12 @@ def _bar_done(lines: Sequence[str], floor: int, top: int) -> int | None:
 
 def _last_bar_update(lines: Sequence[str], floor: int, top: int) -> re.Match[str] | None:
     """The tqdm update (groups 1 and 2: the count and the total, :func:`lines.bar_update`) of the last training
-    progress line before ``top``, when that line is a bar."""
+    progress line before ``top``, when that line is a bar (or a Keras ``Progbar`` line, :func:`steplines.keras_bar`)."""
     got = step_lines(lines, floor, top)
     if not got:
         return None
     shown = on_screen(lines[got[0]])
-    return bar_update(shown[-SHOWN:], after_blocks=True) if "%|" in shown else None
+    return bar_update(shown[-SHOWN:], after_blocks=True) if "%|" in shown else keras_bar(shown)
 
 
 #: A logger's line that counts the iterations of an epoch after the epoch's number: mmcv/mmdet's
@@ -1375,7 +1398,7 @@ def _traceback_of(lines: Sequence[str], failure: int, floor: int) -> tuple[int |
     failure = min(failure, len(lines) - 1)
     for k in range(failure, max(floor, failure - _TB_LOOKBACK) - 1, -1):
         ln = lines[k]
-        if _TB in ln:
+        if _TB in ln and not _quoted_traceback(ln):
             return k, _unprefixed(lines[k:failure + 1], ln[:ln.find(_TB)])
         if k < failure and is_progress(ln) and not _prefixed_code(ln):
             break
@@ -1387,6 +1410,16 @@ def _traceback_of(lines: Sequence[str], failure: int, floor: int) -> tuple[int |
     if head is not None:
         return head, [logs.normalize_line(x) for x in lines[head:failure + 1]]
     return None, []
+
+
+def _quoted_traceback(line: str) -> bool:
+    """Whether the ``Traceback`` head in ``line`` is quoted inside an exception's message, its newlines escaped: Paddle's
+    DataLoader re-raises a worker's error with the worker's traceback in the message (``paddle/io/dataloader/worker.py``,
+    ``_WorkerException.reraise``: ``msg = "DataLoader worker({}) caught {} with message:\\n{}"``, ``raise
+    self.exc_type(msg)``), and a ``KeyError`` prints its message's repr: "KeyError: 'DataLoader worker(1) caught KeyError
+    with message:\\nTraceback (most recent call last):\\n  File ...'". The traceback that raised it is above."""
+    at = line.find(_TB)
+    return at >= 2 and line[at - 2:at] == "\\n"
 
 
 def _prefixed_code(line: str) -> bool:
@@ -1650,6 +1683,14 @@ _ITER_FUNC = re.compile(r"(?i)__next__|iter")
 _EPOCH_FUNC = re.compile(r"(?i)^_*(?:train(?:ing)?_(?:one_)?epoch|run_(?:train_)?epoch|fit_epoch|train_one_iter\w*)$")
 
 
+#: The reader thread of a Paddle DataLoader's iterator (``paddle/io/dataloader/dataloader_iter.py``, ``paddle/fluid/
+#: dataloader/dataloader_iter.py`` before 2.5: ``_DataLoaderIterSingleProcess``/``_DataLoaderIterMultiProcess.__init__``
+#: call ``_init_thread``, which starts ``threading.Thread(target=self._thread_loop)``), created by ``DataLoader.__iter__``,
+#: i.e. when a loop asks for its first batch: an error in it is the loop's (P8), like torch's ``_next_data``.
+_PADDLE_READER = re.compile(r'File "[^"]*paddle[/\\](?:fluid[/\\])?(?:io[/\\])?dataloader[/\\]dataloader_iter\.py", '
+                            r"line \d+, in _thread_loop\b")
+
+
 #: torch's autograd entry points (``torch/_tensor.py`` ``Tensor.backward``, ``torch/autograd/__init__.py`` ``backward``,
 #: ``torch/autograd/graph.py`` ``_engine_run_backward``): gradients being computed, which set-up never does
 #: (a constructor's warm-up or profiling pass runs forward only).
@@ -1705,6 +1746,8 @@ def _in_step(frames: Sequence[str]) -> bool:
         return True  # (a forward below a constructor, vLLM's profile_run, is its set-up's)
     if any(f in _BACKWARD_FUNCS for f in funcs[built:]):
         return True  # a backward pass is a training step's, even a warm-up one run from a set-up function
+    if any("dataloader_iter" in ln and _PADDLE_READER.search(ln) for ln in frames):
+        return True
     fetch = next((k for k, f in enumerate(funcs) if _FETCH_FUNC.match(f)), None)
     return fetch is not None and any(_ITER_FUNC.search(f) for f in funcs[:fetch])
 

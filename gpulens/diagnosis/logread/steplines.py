@@ -16,7 +16,7 @@ from gpulens.diagnosis.guarded import Branches, Guarded, contains_any
 from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.lines import PROGRESS_KEYS, is_progress, last_matching
 
-__all__ = ["EVAL_BAR", "HEAD", "SETUP_BAR", "SHOWN", "STEP_KEYS", "no_total_bar", "on_screen", "progress_count",
+__all__ = ["EVAL_BAR", "HEAD", "SETUP_BAR", "SHOWN", "STEP_KEYS", "keras_bar", "no_total_bar", "on_screen", "progress_count",
            "step_in", "step_lines", "step_progress", "to_float"]
 
 
@@ -177,6 +177,34 @@ def _timm_update(line: str) -> str | None:
     return _first_group(_TIMM_TRAIN, line[:HEAD])
 
 
+#: Keras 2's ``Progbar`` line (``keras/utils/generic_utils.py``, tf.keras's ``tensorflow/python/keras/utils/generic_utils.py``,
+#: ``Progbar.update``: ``bar = ('%' + str(numdigits) + 'd/%d [') % (current, self.target)``, then ``=``/``>``/``.`` to its
+#: width and ``]``, then " - ETA: ..." or " - 12s 60ms/step" and the metrics), which ``ProgbarLogger.on_train_batch_end``
+#: updates with the batches done (``batch + 1``): " 12/200 [>.........] - ETA: 1:02 - loss: 0.6931". The count is
+#: padded to the total's width, so the line may start with spaces (a traceback's code line for the progress test).
+_KERAS_BAR = re.compile(r"^\s*(\d+)/(\d+) \[[=>.]*\] - ")
+
+
+def keras_bar(line: str) -> re.Match[str] | None:
+    """The last refresh of a Keras ``Progbar`` line (groups 1 and 2: the count and the total), if the line is one."""
+    shown = on_screen(line)
+    return _KERAS_BAR.match(shown[:HEAD]) if "] - " in shown[:HEAD] else None
+
+
+#: ESPnet2's training log (``espnet2/train/reporter.py``, ``SubReporter.log_message``: ``f"{self.epoch}epoch:{self.key}:"
+#: f"{self.prev_count + 1}-{self.count}batch: "`` then the averaged stats), which ``Trainer.train_one_epoch`` logs every
+#: ``log_interval`` batches after their steps: "1epoch:train:1-100batch: iter_time=1.2e-04, forward_time=0.123, loss=123.4,
+#: ...". Its count is the batches done in the epoch; only the ``train`` key's (not a ``valid`` pass).
+_ESPNET_TRAIN = re.compile(r"(?:^|[\s:\]])\d+epoch:train:\d+-(\d+)batch: ")
+
+
+def _espnet_batches(line: str) -> str | None:
+    """The batches done in the epoch that an ESPnet2 training report (:data:`_ESPNET_TRAIN`) counts, if the line is one."""
+    head = line[:HEAD]
+    m = _ESPNET_TRAIN.search(head) if "epoch:train:" in head else None
+    return m.group(1) if m else None
+
+
 def _counter(line: str) -> str | None:
     """The count of a bare counter line (a training MetricLogger line, a tqdm bar without a total,
     Megatron's iteration line), if it is one."""
@@ -189,7 +217,7 @@ def _counter(line: str) -> str | None:
     if ("[ROUND " in line[:HEAD] or "[Round " in line[:HEAD]) and (r := _ROUND.search(line[:HEAD])) is not None:
         return r.group(1)
     if (b := _banner_count(line)) is not None or (b := _saved_at_step(line)) is not None \
-            or (b := _timm_update(line)) is not None:
+            or (b := _timm_update(line)) is not None or (b := _espnet_batches(line)) is not None:
         return b
     if line[:1] in " \t" and line.lstrip(" \t").startswith(("batch ", "Batch ")):
         m = _BATCH_LOSS.match(line)
@@ -241,6 +269,15 @@ _SETTING_WORDS = (r"\bper (?:epoch|step|iter\w*|device|gpu)\b|\btotal\b|\bnumber
                   # global_step 278": the step the saved state names, not one done by this attempt, P2/P11)
                   # (a dot inside a path, "/root/.cache/ckpt/d20", is no sentence's end)
                   r"|\bbatch[ _-]?size\b|\bmicro[-_ ]?batch\b|\b(?:load|resum|restor)\w*\b(?:[^.]|\.(?=\S)){0,120}?(?:\b|_)step\b"
+                  # the Hugging Face Trainer resuming (``trainer.py`` ``_inner_training_loop``: ``f"  Continuing training from
+                  # epoch {epochs_trained}"``, ``f"  Continuing training from global step {self.state.global_step}"``, ``f"  Will
+                  # skip the first {epochs_trained} epochs then the first {steps_trained_in_current_epoch} batches in the first
+                  # epoch."``): the saved state's counts, before this attempt's first step (P2: counted per attempt)
+                  r"|\bcontinuing training from\b|\bwill skip the first\b"
+                  # mmengine's ``Runner.resume`` (``mmengine/runner/runner.py``: ``self.logger.info(f'resumed epoch: {self.epoch},
+                  # iter: {self.iter}')``) and mmcv 1.x's ``BaseRunner.resume`` ("resumed epoch %d, iter %d"), logged once the
+                  # saved state is restored: the counts it restored, not a step of this attempt
+                  r"|\bresumed epoch:? \d+, iter\b"
                   # a tensor's or a batch's shape printed while setting up ("Shapes of elements in a batch: (1, 20,
                   # 128)", "batch shape: torch.Size([8, 3, 224, 224])")
                   r"|\bshapes?\b")
@@ -250,7 +287,8 @@ _SETTING = re.compile(r"(?i)^(?!.*loss).*(?:" + _SETTING_WORDS + ")")
 _SETTING_SPLIT = Branches(re.compile(_SETTING_WORDS, re.IGNORECASE))
 #: Lower-case literals one of which every match of _SETTING holds (its alternatives' own words).
 _SETTING_KEYS = contains_any(("per ", "total", "number of", "num_", "max_", "starting", "warmup_",
-                              "invalidate trace cache", "size", "micro", "load", "resum", "restor", "shape"))
+                              "invalidate trace cache", "size", "micro", "load", "resum", "restor", "shape",
+                               "continuing training from", "will skip the first"))
 
 
 def _is_setting(end: str) -> bool:
@@ -313,8 +351,8 @@ def _ds_step_timer(line: str) -> bool:
 def step_progress(line: str) -> bool:
     """A progress line of the training itself: not a warning's text, not a set-up bar (loading
     weights, mapping a data set: named so, or running thousands of iterations a second)."""
-    if _counter(line) is not None or _ds_step_timer(line):
-        return True
+    if _counter(line) is not None or _ds_step_timer(line) or keras_bar(line) is not None:
+        return True  # (a Keras bar's count is not read as the step: old Keras counts samples, the epoch is the step)
     if "%|" in line[-SHOWN:]:
         line = line.lstrip()  # tqdm pads its bar on the left ("  0%|")
     end: str | None = line[-SHOWN:]
