@@ -62,3 +62,13 @@ def test_children_that_cannot_open_their_script_decide_behind_the_launcher(clf: 
               "============================================================"]
     d = diagnose_text("\n".join(["Launching 4 processes", *own, *report]), clf).diagnosis
     assert (d.category, d.origin) == ("semantic_error", "user")
+
+
+def test_dataloader_worker_sigterm_under_a_named_time_limit_is_the_scheduler(clf: Classifier) -> None:
+    # the same worker report (torch/utils/data/_utils/signal_handling.py) under slurmstepd's
+    # "*** JOB N ON node CANCELLED AT time DUE TO TIME LIMIT ***": the sender is named (README O3)
+    frames = ['  File "fit.py", line 88, in <module>', "    loss.backward()"]
+    lines = [*_EPOCHS, *_traceback(frames, "RuntimeError: DataLoader worker (pid 51234) is killed by signal: Terminated. "),
+             "slurmstepd: error: *** JOB 777 ON gpu12 CANCELLED AT 2026-01-01T10:00:00 DUE TO TIME LIMIT ***"]
+    d = diagnose_text("\n".join(lines), clf).diagnosis
+    assert (d.category, d.origin) == ("preempted", "infrastructure")

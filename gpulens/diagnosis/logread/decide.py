@@ -678,8 +678,10 @@ def _reorigin(d: Diagnosis, origin: str, why: str) -> Diagnosis:
 
 #: Rules whose evidence is a stop from outside that names no sender (README "Origin: rules", O3):
 #: a SIGTERM the process received, slurmstepd's cancel without a "DUE TO" reason (scancel by the
-#: owner, an administrator or a tool), a SIGHUP (a terminal or ssh session that ended).
-_UNNAMED_STOP_RULES = frozenset({"sigterm-handler", "launcher-child-sigterm", "slurm-cancelled", "signal-hangup"})
+#: owner, an administrator or a tool), a SIGHUP (a terminal or ssh session that ended), a DataLoader
+#: worker that torch reports "killed by signal: Terminated" (torch/utils/data/_utils/signal_handling.py).
+_UNNAMED_STOP_RULES = frozenset({"sigterm-handler", "launcher-child-sigterm", "slurm-cancelled", "signal-hangup",
+                                 "r20-dataloader-worker-sigterm"})
 #: Literals of the lines that name a scheduler's or a cloud's own decision to stop a job: Slurm's
 #: reasons, LSF's and PBS's limits, preemption, eviction, a spot instance's reclaim. With one in
 #: the log the stop is the infrastructure's (a Slurm run is not enough: scancel names no one).
