@@ -19,6 +19,7 @@ from gpulens.diagnosis.logread.lines import (
     ERROR_KEYS,
     GLIBC_ERROR_IN,
     SHELL_JOB,
+    ends_own_process,
     find_keys,
     is_failure,
     is_progress,
@@ -638,19 +639,36 @@ def behind_secondary(d: Diagnosis, lines: Sequence[str], floor: int, start: int,
                      classify: Callable[[str], Diagnosis]) -> Diagnosis:
     """For an error context that holds only a launcher's or a parent's report that a child
     failed (``subprocess.CalledProcessError``, torchrun's ChildFailedError, a Ray actor's
-    death), the child's own error: the last traceback above ``start`` (in ``lines[floor:]``),
+    death), the child's own error above ``start`` (in ``lines[floor:]``, :func:`_child_words`),
     classified with ``classify``, when a rule decides it; else ``d``."""
     if d.category != "unknown" or not (d.reason or "").startswith("only secondary messages"):
         return d
-    lo = max(floor, start - _CHILD_LOOKBACK)
+    for text in _child_words(lines, max(floor, start - _CHILD_LOOKBACK), start):
+        got = classify(text)
+        if got.method == "rule" and got.category not in ("unknown", NO_FAILURE):
+            return dataclasses.replace(got, confidence=round(got.confidence * 0.9, 3), file=d.file,
+                                       reason="the launcher's report names no cause; the child's own error above it does")
+    return d
+
+
+#: Literals of the lines after which a child exits by itself without a traceback (lines.ends_own_process):
+#: CPython's "python: can't open file 'x.py': [Errno 2] ..." (Modules/main.c pymain_run_file),
+#: argparse's "prog: error: ..." (argparse.py ArgumentParser.error).
+_OWN_EXIT_KEYS = ("can't open file", ": error: ")
+
+
+def _child_words(lines: Sequence[str], lo: int, start: int) -> list[str]:
+    """The texts in ``lines[lo:start]`` that may hold a child's own error, in the order tried: the
+    last traceback, then the last line after which a child exits by itself (a launcher that
+    started every rank with a script path that is not there gets only that line from each)."""
+    texts = []
     tbs = find_keys(lines, (_TRACEBACK,), lo, start)
-    if not tbs:
-        return d
-    got = classify("\n".join(ranks.strip_prefix(ln) for ln in lines[tbs[-1]:start] if not is_progress(ln)))
-    if got.method != "rule" or got.category in ("unknown", NO_FAILURE):
-        return d
-    return dataclasses.replace(got, confidence=round(got.confidence * 0.9, 3), file=d.file,
-                               reason="the launcher's report names no cause; the child's own error above it does")
+    if tbs:
+        texts.append("\n".join(ranks.strip_prefix(ln) for ln in lines[tbs[-1]:start] if not is_progress(ln)))
+    own = [i for i in find_keys(lines, _OWN_EXIT_KEYS, lo, start) if ends_own_process(lines, i)]
+    if own:
+        texts.append(ranks.strip_prefix(lines[own[-1]]))
+    return texts
 
 
 def _reorigin(d: Diagnosis, origin: str, why: str) -> Diagnosis:
@@ -660,8 +678,10 @@ def _reorigin(d: Diagnosis, origin: str, why: str) -> Diagnosis:
 
 #: Rules whose evidence is a stop from outside that names no sender (README "Origin: rules", O3):
 #: a SIGTERM the process received, slurmstepd's cancel without a "DUE TO" reason (scancel by the
-#: owner, an administrator or a tool), a SIGHUP (a terminal or ssh session that ended).
-_UNNAMED_STOP_RULES = frozenset({"sigterm-handler", "launcher-child-sigterm", "slurm-cancelled", "signal-hangup"})
+#: owner, an administrator or a tool), a SIGHUP (a terminal or ssh session that ended), a DataLoader
+#: worker that torch reports "killed by signal: Terminated" (torch/utils/data/_utils/signal_handling.py).
+_UNNAMED_STOP_RULES = frozenset({"sigterm-handler", "launcher-child-sigterm", "slurm-cancelled", "signal-hangup",
+                                 "r20-dataloader-worker-sigterm"})
 #: Literals of the lines that name a scheduler's or a cloud's own decision to stop a job: Slurm's
 #: reasons, LSF's and PBS's limits, preemption, eviction, a spot instance's reclaim. With one in
 #: the log the stop is the infrastructure's (a Slurm run is not enough: scancel names no one).
