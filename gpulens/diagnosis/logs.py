@@ -737,7 +737,7 @@ _HARD_RE = re.compile(
     r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Failure|Exit)(?:\([\w.]*\))?\s*(?::(?!" + _METRIC + r")|$)"  # Python
     r"|^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception)\b.*\bsee above\b"                 # TF summary
     r"|^(?:F\d{4}\s|Check failed|\S+\s+Check failed|\*\*\* Check failure)"                  # glog fatal
-    r"|^terminate called|Segmentation fault|\bBus error|Illegal instruction|Fatal Python error"
+    r"|^terminate called|^libc\+\+abi: terminating|Segmentation fault|\bBus error|Illegal instruction|Fatal Python error"
     r"|SIGKILL|SIGSEGV|SIGABRT|SIGBUS|Signals\.SIG|exitcode\s*:\s*-\d+|signal \d+ \(SIG"
     r"|^(?:ERROR|FATAL|Error|error|CRITICAL)\b\s*[:|\]-](?!" + _METRIC + r")"                        # level words
     r"|\b(?:CUDA error|CUDA_ERROR_\w+|cudaError\w+|NCCL error|RESOURCE_EXHAUSTED|INTERNAL:|"

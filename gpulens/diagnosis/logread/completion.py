@@ -325,7 +325,10 @@ WENT_ON_LINES = 20
 #: Lines after an error line read for the program's own output (beyond: it did not go on).
 _WENT_ON_SCAN = 1000
 #: Lines that are not the program going on: a tracker's or a scheduler's, a launcher's report.
-_NOT_OUTPUT = ("wandb:", "srun:", "slurmstepd", "🏃", "Sender: LSF", "Job <", "[W", "[E", "W0", "E0", "I0")
+_NOT_OUTPUT = ("wandb:", "srun:", "slurmstepd", "🏃", "Sender: LSF", "Job <", "[W", "[E", "W0", "E0", "I0",
+               # the backtrace of a c10::Error (c10/util/Exception.cpp, Backtrace.cpp): "Exception raised from
+               # alloc_buffer_block at .../MPSAllocator.mm:286 (most recent call first):", "frame #0: ..."
+               "Exception raised from ", "frame #")
 
 
 #: A warning (Python's "UserWarning:", a logger's "WARNING", "Warning:"), not "learning_rate" in a

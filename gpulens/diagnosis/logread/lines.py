@@ -282,6 +282,8 @@ def is_progress(raw: str) -> bool:
         return False  # an indented line (a traceback's frame or code line), also behind torchrun's "[rank0]: "
     if raw.startswith(("wandb:", "srun:", "slurmstepd")):  # a tracker's summary at exit, the scheduler's lines
         return False
+    if lead.startswith("frame #"):  # a c10::Error backtrace's frame (c10/util/Backtrace.cpp: "frame #25:
+        return False  # at::cross_entropy_loss(...) + 124 (0x... in lib.so)"): a function's name, not progress
     end = raw[-_SHOWN:]  # a progress bar's line holds every update ("\r"): the last is what shows
     if not _has_progress_key(end):
         return False
