@@ -59,10 +59,3 @@ def test_error_lines_are_no_opening_print() -> None:
     tb = ["Traceback (most recent call last):", '  File "a.py", line 1, in <module>', "RuntimeError: x"]
     lines = [_WARN, *err, *tb, *err, "more", "more", "more"]
     assert attempt_starts(lines) == [0]
-
-
-def test_caught_traceback_is_no_relaunch() -> None:
-    # a traceback whose frames never reach the main module was caught and printed by the program
-    caught = ["Traceback (most recent call last):", '  File "lib.py", line 3, in step', "ValueError: x"]
-    lines = [_WARN, *_CRASH[:2], *caught, *_CRASH[:2], "more", "more", "more"]
-    assert attempt_starts(lines) == [0]

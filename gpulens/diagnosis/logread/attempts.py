@@ -68,8 +68,8 @@ def _relaunches(lines: Sequence[str]) -> list[int]:
     """Where a script run again in the same file starts (``python train.py >> run.log`` after a crash):
     a repeat of two consecutive opening prints (distinct lines printed once among its first ``_OPENING``,
     before any traceback)
-    that follows, within ``_TB_BEFORE`` lines, an uncaught Python traceback (CPython's
-    ``traceback.print_exception`` format: its frames reach the main module, the interpreter exits)."""
+    that follows, within ``_TB_BEFORE`` lines, a Python traceback (CPython's ``traceback.print_exception``
+    header ends the process that printed it unless caught)."""
     tbs = find_keys(lines, (_TB,), 0)
     if not tbs:
         return []
@@ -78,16 +78,7 @@ def _relaunches(lines: Sequence[str]) -> list[int]:
     pairs = {(lines[k], lines[k + 1]) for k in range(head - 1)
              if lines[k] in once and lines[k + 1] in once and _opening(lines[k]) and _opening(lines[k + 1])}
     return [i for i in range(tbs[0] + 1, len(lines) - 1) if (lines[i], lines[i + 1]) in pairs
-            and any(i - _TB_BEFORE <= t < i and _uncaught(lines, t, i) for t in tbs)]
-
-
-def _uncaught(lines: Sequence[str], tb: int, stop: int) -> bool:
-    """Whether the traceback at ``tb`` reached the main module (a frame ``File "...", line N, in
-    <module>``): the exception ended the script; a caught one printed by the program does not."""
-    return any(_TOP_FRAME in lines[j] for j in range(tb + 1, stop))
-
-
-_TOP_FRAME = ", in <module>"
+            and any(i - _TB_BEFORE <= t < i for t in tbs)]
 
 
 def _opening(line: str) -> bool:
