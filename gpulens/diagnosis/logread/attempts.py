@@ -51,45 +51,7 @@ def attempt_starts(lines: Sequence[str]) -> list[int]:
             i -= 1
         if i - starts[-1] > _MIN_ATTEMPT and i < len(lines):
             starts.append(i)
-    for i in _relaunches(lines):
-        if i - starts[-1] > _MIN_ATTEMPT:
-            starts.append(i)
     return starts
-
-
-_TB = "Traceback (most recent call last):"
-#: Lines at a file's start read for a script's opening prints, and lines before a repeat of them
-#: searched for the traceback that ended the launch before it.
-_OPENING = 20
-_TB_BEFORE = 60
-
-
-def _relaunches(lines: Sequence[str]) -> list[int]:
-    """Where a script run again in the same file starts (``python train.py >> run.log`` after a crash):
-    a repeat of two consecutive opening prints (distinct lines printed once among its first ``_OPENING``,
-    before any traceback)
-    that follows, within ``_TB_BEFORE`` lines, a Python traceback (CPython's ``traceback.print_exception``
-    header ends the process that printed it unless caught)."""
-    tbs = find_keys(lines, (_TB,), 0)
-    if not tbs:
-        return []
-    head = min(tbs[0], _OPENING)
-    once = [ln for ln in lines[:head] if lines[:head].count(ln) == 1]  # per-rank prints repeat in every launch's head
-    pairs = {(lines[k], lines[k + 1]) for k in range(head - 1)
-             if lines[k] in once and lines[k + 1] in once and _opening(lines[k]) and _opening(lines[k + 1])}
-    return [i for i in range(tbs[0] + 1, len(lines) - 1) if (lines[i], lines[i + 1]) in pairs
-            and any(i - _TB_BEFORE <= t < i for t in tbs)]
-
-
-def _opening(line: str) -> bool:
-    """A script's own opening print: a banner-like line (:func:`_banner`) that is no table row
-    (a config table printed again by a handler) and no part of a chained traceback."""
-    s = line.strip()
-    return len(s) >= 8 and _banner(line) and s[0].isalnum() and _ERRORISH.search(s) is None
-
-
-#: Words of an error message or a chained traceback, never a script's opening print.
-_ERRORISH = re.compile(r"(?i)error|exception|fail")
 
 
 #: An attempt is longer than this many lines (the gap between two starts, and what a repeat of
