@@ -733,6 +733,11 @@ _ERR_KEY = re.compile(
 #: A metric's value and nothing else after the colon ("MeanSquaredError: 0.0123", "Error: 3.2%", "error - 1e-4"): a
 #: result line named for an error, not an error. A whole number alone is not one ("KeyError: 3" is a dict's missing key).
 _METRIC = r"\s*[-+]?(?:\d*\.\d+(?:[eE][-+]?\d+)?\s*%?|\d+(?:[eE][-+]?\d+\s*%?|\s*%))\s*$"
+#: Literals of the Open MPI / PRRTE / Horovod launch and stall failures in _HARD_RE (help texts with no error
+#: word of their own): every literal prefilter of failure lines holds them (here, lines.ERROR_KEYS).
+MPI_LAUNCH_KEYS = ("slots available", "run as root", "unable to launch", "find the specified executable",
+                   "TCP connection", "reliably start", "lost communication", "MPI_INIT", "MPI_Init", "MPI_ABORT",
+                   "stalled for longer")
 _HARD_RE = re.compile(
     r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Failure|Exit)(?:\([\w.]*\))?\s*(?::(?!" + _METRIC + r")|$)"  # Python
     r"|^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception)\b.*\bsee above\b"                 # TF summary
@@ -746,7 +751,7 @@ _HARD_RE = re.compile(
     r"AssertionError|device-side assert|RET_CHECK failure|Killed|killed by signal|Out Of Memory|"
     r"DUE TO TIME LIMIT|CANCELLED AT|walltime|timed out|[Tt]imeout)"
     # Open MPI / PRRTE help texts that end the launch (help-orte-rmaps-base.txt alloc-error, help-orterun.txt root,
-    # help-orte-odls-base.txt execv-error, help-mpi-btl-tcp.txt client connect fail, help-plm-base.txt, PRRTE errmgr,
+    # help-orte-odls-base.txt execv-error, ORTE/PRRTE oob_tcp_connection.c, help-plm-base.txt, PRRTE errmgr,
     # help-mpi-runtime.txt mpi_init:startup; ompi/errhandler "*** An error occurred in MPI_Init"), and Horovod's stall
     # inspector shutting the job down (horovod/common/stall_inspector.cc): blocks with no error word of their own
     r"|There are not enough slots available in the system|mpirun has detected an attempt to run as root"
@@ -796,7 +801,8 @@ _PEER_RE = re.compile(r"Connection (?:closed|reset) by (?:remote )?peer|Broken p
 
 #: Literal prefilter for lines that may be hard or secondary error lines.
 _ANY_KEY = re.compile(_ERR_KEY.pattern + r"|exit|Connection|Broken pipe|actor|[Ww]orker|signal|Root Cause"
-                      r"|Failures|terminated|shut ?down|Killing|Terminating|SIG|Bus error|Illegal")
+                      r"|Failures|terminated|shut ?down|Killing|Terminating|SIG|Bus error|Illegal"
+                      r"|" + "|".join(re.escape(k) for k in MPI_LAUNCH_KEYS))
 
 
 #: _HARD_RE, _PROGRESS, _ERR_KEY and _PEER_RE searched only on lines holding a literal their
@@ -855,6 +861,7 @@ _ERR_LITERALS = (
     "Error", "error", "ERROR", "Exception", "FATAL", "Fatal", "fatal", "failed", "Failed", "FAILED",
     "killed", "Killed", "xhausted", "EXHAUSTED", "assert", "Assert", "abort", "Abort", "Segmentation",
     "denied", "No space", "CANCELLED", "OOM", "timed out", "Timed out", "timeout", "Timeout", "nvalid",
+    *MPI_LAUNCH_KEYS,
 )
 
 

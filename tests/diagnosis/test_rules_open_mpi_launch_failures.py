@@ -76,3 +76,12 @@ def test_a_tcp_connect_warning_followed_by_the_finished_run_is_a_normal_end() ->
                       *[f"[1,0]<stdout>:epoch {e} step {e * 200} loss 0.{80 - e}" for e in range(2, 9)],
                       "[1,0]<stdout>:Training finished: 8 epochs, best val acc 0.912"]) + "\n"
     assert diagnose_text(text).diagnosis.category == "none"
+
+
+@pytest.mark.parametrize(("text", "category", "origin", "line"), CASES[:6])
+def test_the_excerpt_classifier_finds_the_same_blocks(text: str, category: str, origin: str, line: int) -> None:
+    # logs.analyze (the excerpt path) prefilters error lines with its own literals (logs._ERR_LITERALS, _ANY_KEY)
+    from gpulens.diagnosis.classifier import default_classifier
+
+    d = default_classifier().classify_text(text)
+    assert (d.category, d.origin) == (category, origin)

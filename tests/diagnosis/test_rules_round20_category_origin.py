@@ -46,11 +46,17 @@ def test_dataloader_worker_sigterm_is_a_stop_from_outside(clf: Classifier) -> No
     assert (d.category, d.origin) == ("preempted", "unknown")
 
 
-def test_children_that_cannot_open_their_script_decide_behind_the_launcher(clf: Classifier) -> None:
-    # CPython Modules/main.c pymain_run_file ("%S: can't open file %R: [Errno %d] %s"), one line per
-    # child; torch.distributed.elastic's ChildFailedError report follows (torch/distributed/elastic/
-    # multiprocessing/errors/__init__.py).
-    own = ["/env/bin/python3.11: can't open file '/srv/proj/run_rl.py': [Errno 2] No such file or directory"] * 4
+_CANT_OPEN = "/env/bin/python3.11: can't open file '/srv/proj/run_rl.py': [Errno 2] No such file or directory"
+_ARGPARSE = ["usage: run_rl.py [-h] [--lr LR] [--steps STEPS]",
+             "run_rl.py: error: unrecognized arguments: --learning-rate 3e-4"]
+
+
+@pytest.mark.parametrize("own", [[_CANT_OPEN] * 4, [_CANT_OPEN], _ARGPARSE, _ARGPARSE * 4],
+                         ids=["cant-open-4-children", "cant-open-1-child", "argparse-1-child", "argparse-4-children"])
+def test_children_that_exit_by_themselves_decide_behind_the_launcher(clf: Classifier, own: list[str]) -> None:
+    # CPython Modules/main.c pymain_run_file ("%S: can't open file %R: [Errno %d] %s") or argparse's
+    # ArgumentParser.error ("prog: error: ..."), one per child; torch.distributed.elastic's ChildFailedError
+    # report follows (torch/distributed/elastic/multiprocessing/errors/__init__.py).
     report = ["E0101 10:00:01.000000 4242 torch/distributed/elastic/multiprocessing/api.py:869] failed "
               "(exitcode: 2) local_rank: 0 (pid: 4300) of binary: /env/bin/python3.11",
               *_traceback(['  File "/env/bin/torchrun", line 8, in <module>', "    sys.exit(main())"],

@@ -63,9 +63,7 @@ ERROR_KEYS: tuple[str, ...] = (
     "ssert", "bort", "Segmentation", "denied", "No space", "CANCELLED", "OOM", "imed out", "imeout",
     "nvalid", "xit", "Traceback", "SIG", "erminated", "Interrupt", "core dumped", "died", "Illegal",
     "death signal", "Hangup", "defined signal", "srun: forcing", "State", "BdbQuit", "StopIteration",
-    # Open MPI / PRRTE / Horovod launch and stall failures (logs._HARD_RE): help texts with no error word
-    "slots available", "run as root", "unable to launch", "find the specified executable", "TCP connection",
-    "reliably start", "lost communication", "MPI_INIT", "MPI_Init", "MPI_ABORT", "stalled for longer",
+    *logs.MPI_LAUNCH_KEYS,  # Open MPI / PRRTE / Horovod launch and stall failures: help texts with no error word
 )
 
 #: A progress line's marks: a step/epoch/loss word, a bar's rate ("it/s", "s/it") or count ("5/9 [").

@@ -1055,7 +1055,9 @@ _VERL_METRICS = re.compile(r"(?:^|[\s)\]])step:(\d+) - [\w@.-]+/[\w/@.-]*:")
 def _verl_step_logged(lines: Sequence[str], floor: int, top: int) -> bool:
     """Whether the last training progress line before ``top`` is verl's metrics line of a step done."""
     got = step_lines(lines, floor, top)
-    return bool(got) and "step:" in lines[got[0]][:HEAD] and _VERL_METRICS.search(lines[got[0]][:HEAD]) is not None
+    # verl validates before training (RayPPOTrainer.fit, val_before_train) and logs that as "step:0 - val-...": no step done
+    return bool(got) and "step:" in lines[got[0]][:HEAD] and (m := _VERL_METRICS.search(lines[got[0]][:HEAD])) is not None \
+        and m.group(1) != "0"
 
 
 def _without_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str], frames: Sequence[str] | None) -> str:
@@ -1068,7 +1070,7 @@ def _without_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[
     if _first_collective(region):
         return "first_step"
     # (P9: a kill on the file's first line, none of the process' output above it, shows a job that started, no more)
-    if top > floor and any(_OUT_OF_TIME.search(ln) for ln in (*region, *lines[top:top + _KILL_AFTER])):
+    if top > 0 and any(_OUT_OF_TIME.search(ln) for ln in (*region, *lines[top:top + _KILL_AFTER])):
         return "training"  # it ran for its whole allocation: the steps went where this log does not show
     if _logged_history(lines[top:top + _KILL_AFTER]) or _logged_history(_footer_above(lines, floor, top)):
         return "training"  # the run logged its metrics many times (to wandb, not to this log)

@@ -485,7 +485,8 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
     d = died_before_timeout(d, lines, starts[-1], failures, clf.rules)
     d = held_elsewhere(earlier_root(d, lines, starts[-1], start, clf.rules), lines, starts[-1], start)
     d = bad_record(d, lines, starts[-1], start)
-    d = behind_secondary(d, lines, starts[-1], start, lambda text: clf.classify_text(text, file=file, keep_final=True))
+    d = behind_secondary(d, lines, starts[-1], start, lambda text: clf.classify_text(text, file=file, keep_final=True),
+                         failures[-1] + 1 if failures else None)
     d = unattributed_kill(unnamed_stop(d, lines), lines, starts[-1])
     d = preparing_data(unattributed_timeout(d), lines, starts[-1], failures, clf.rules)
     d = damaged_file(own_program_crash(bare_crash(d, lines, starts[-1]), lines))
