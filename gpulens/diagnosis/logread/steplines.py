@@ -288,7 +288,7 @@ _SETTING_SPLIT = Branches(re.compile(_SETTING_WORDS, re.IGNORECASE))
 #: Lower-case literals one of which every match of _SETTING holds (its alternatives' own words).
 _SETTING_KEYS = contains_any(("per ", "total", "number of", "num_", "max_", "starting", "warmup_",
                               "invalidate trace cache", "size", "micro", "load", "resum", "restor", "shape",
-                               "continuing training from", "will skip the first"))
+                              "continuing training from", "will skip the first"))
 
 
 def _is_setting(end: str) -> bool:
@@ -352,7 +352,8 @@ def step_progress(line: str) -> bool:
     """A progress line of the training itself: not a warning's text, not a set-up bar (loading
     weights, mapping a data set: named so, or running thousands of iterations a second)."""
     if _counter(line) is not None or _ds_step_timer(line) or keras_bar(line) is not None:
-        return True  # (a Keras bar's count is not read as the step: old Keras counts samples, the epoch is the step)
+        return True  # (no step number is reported from a Keras bar, old Keras counts samples; phase.py still
+        # reads the bar's count against its total to tell a first step from a later one)
     if "%|" in line[-SHOWN:]:
         line = line.lstrip()  # tqdm pads its bar on the left ("  0%|")
     end: str | None = line[-SHOWN:]
