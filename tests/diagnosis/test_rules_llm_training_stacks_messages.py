@@ -396,7 +396,7 @@ CASES = [
             "    assert len(self.train_dataloader) >= 1, \"Train dataloader is empty!\"",
             "AssertionError: Train dataloader is empty!",
         ]) + "\n",
-        "incorrect_input", "data", id="verl-dataloader-empty-54"),
+        "incorrect_input", "user", id="verl-dataloader-empty-54"),
     pytest.param(  # llamafactory: llamafactory/data/loader.py:_load_single_dataset
         "\n".join([
             "[INFO|2026-11-20 10:01:02] llamafactory.hparams.parser:468 >> Process rank: 0, world size: 1, device: cuda:0, distributed training: False, compute dtype: torch.bfloat16",

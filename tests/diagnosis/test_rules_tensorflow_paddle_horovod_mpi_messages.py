@@ -144,7 +144,7 @@ CASES = [
             '    tensors = pywrap_tfe.TFE_Py_Execute(ctx._handle, device_name, op_name,',
             'tensorflow.python.framework.errors_impl.InternalError: Blas GEMM launch failed : a.shape=(32, 784), b.shape=(784, 512), m=32, n=512, k=784 [Op:MatMul]',
         ]) + "\n",
-        'cuda_error', 'framework', id='tf-blas-gemm-launch'),
+        'cuda_error', 'unknown', id='tf-blas-gemm-launch'),
     pytest.param(  # tensorflow: tensorflow/core/common_runtime/base_collective_executor.cc / grpc (MultiWorkerMirrore
         "\n".join([
             '2026-11-20 10:01:02.123456: I tensorflow/core/common_runtime/gpu/gpu_device.cc:2021] Created device /job:localhost/replica:0/task:0/device:GPU:0 with 78912 MB memory:  -> device: 0, name: NVIDIA H100 80GB HBM3, pci bus id: 0000:3b:00.0, compute capability: 9.0',
@@ -172,7 +172,7 @@ CASES = [
             'The error could be from a previous operation. Restart your program to reset.',
             '\t [[{{node CollectiveReduceV2}}]] [Op:__inference_train_function_5012]',
         ]) + "\n",
-        'comm_error', 'infrastructure', id='tf-collective-unavailable'),
+        'unknown', 'unknown', id='tf-collective-unavailable'),
     pytest.param(  # keras: keras/src/trainers/data_adapters/data_adapter_utils.py:check_data_cardinality
         "\n".join([
             '2026-11-20 10:01:02.123456: I tensorflow/core/common_runtime/gpu/gpu_device.cc:2021] Created device /job:localhost/replica:0/task:0/device:GPU:0 with 78912 MB memory:  -> device: 0, name: NVIDIA H100 80GB HBM3, pci bus id: 0000:3b:00.0, compute capability: 9.0',
@@ -187,7 +187,7 @@ CASES = [
             "ValueError: Data cardinality is ambiguous. Make sure all arrays contain the same number of samples.'x' sizes: 60000",
             "'y' sizes: 59999",
         ]) + "\n",
-        'incorrect_input', 'data', id='keras-data-cardinality'),
+        'incorrect_input', 'unknown', id='keras-data-cardinality'),
     pytest.param(  # keras: keras/src/saving/saving_api.py:load_model
         "\n".join([
             '2026-11-20 10:01:02.123456: I tensorflow/core/common_runtime/gpu/gpu_device.cc:2021] Created device /job:localhost/replica:0/task:0/device:GPU:0 with 78912 MB memory:  -> device: 0, name: NVIDIA H100 80GB HBM3, pci bus id: 0000:3b:00.0, compute capability: 9.0',
