@@ -759,6 +759,9 @@ _HARD_RE = re.compile(
     r"|unable to complete a TCP connection|ORTE was unable to reliably start one or more daemons"
     r"|(?:PRTE|ORTE) has lost communication with (?:a remote daemon|its daemon)|MPI_INIT failed for some reason"
     r"|An error occurred in MPI_Init|is stalled for longer than \d+ seconds\. Will shutdown"
+    # ompi/runtime/ompi_mpi_init.c: "Local abort before MPI_INIT completed completed successfully, but am not able
+    # to aggregate error messages, ..." (its "completed successfully" is no completion)
+    r"|Local abort before MPI_INIT completed"
 )
 #: Secondary symptoms: true, but caused by an error that happened elsewhere (another rank,
 #: a child process, a dead actor). A log holding only these does not say why it failed. A child

@@ -85,3 +85,16 @@ def test_the_excerpt_classifier_finds_the_same_blocks(text: str, category: str, 
 
     d = default_classifier().classify_text(text)
     assert (d.category, d.origin) == (category, origin)
+
+
+def test_a_failed_mpi_init_is_a_failure_though_its_last_line_says_completed_successfully() -> None:
+    # ompi/runtime/help-mpi-runtime.txt [mpi_init:startup:internal-failure], then ompi_mpi_init.c's local abort line
+    text = _block("It looks like MPI_INIT failed for some reason; your parallel process is",
+                  "likely to abort.  There are many reasons that a parallel process can",
+                  "  ompi_mpi_init: ompi_rte_init failed", '  --> Returned "(null)" (-43) instead of "Success" (0)',
+                  before=("+ srun python train.py",)) + "\n".join([
+        "*** An error occurred in MPI_Init_thread", "*** on a NULL communicator",
+        "[gpu07:04242] Local abort before MPI_INIT completed completed successfully, but am not able to aggregate "
+        "error messages, and not able to guarantee that all other processes were killed!"]) + "\n"
+    w = diagnose_text(text)
+    assert w.diagnosis.category != "none" and 3 in w.indicator_lines
