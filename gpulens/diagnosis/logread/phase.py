@@ -1039,9 +1039,10 @@ def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str],
         return "training"  # an epoch's own iteration counter says several steps were done
     if done is not None:  # a tqdm bar counts the steps done: the failure is in the next one
         return "first_step" if done == 0 else "training"
-    if (step in ("0", "1") or (steps < 3 and not _past_first(step))) and not _counts_advance(lines, floor, top) \
-            and not _verl_step_logged(lines, floor, top):
-        return "first_step"
+    if step in ("0", "1") or (steps < 3 and not _past_first(step)):
+        recent = step_lines(lines, floor, top, 4)  # the last training progress lines, latest first
+        if not _counts_advance(lines, recent) and not _verl_step_logged(lines, recent):
+            return "first_step"
     return "training"
 
 
@@ -1052,9 +1053,9 @@ def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str],
 _VERL_METRICS = re.compile(r"(?:^|[\s)\]])step:(\d+) - [\w@.-]+/[\w/@.-]*:")
 
 
-def _verl_step_logged(lines: Sequence[str], floor: int, top: int) -> bool:
-    """Whether the last training progress line before ``top`` is verl's metrics line of a step done."""
-    got = step_lines(lines, floor, top)
+def _verl_step_logged(lines: Sequence[str], got: Sequence[int]) -> bool:
+    """Whether the last training progress line (``got``: :func:`step_lines`, latest first) is verl's metrics line of a
+    step done."""
     # verl validates before training (RayPPOTrainer.fit, val_before_train) and logs that as "step:0 - val-...": no step done
     return bool(got) and "step:" in lines[got[0]][:HEAD] and (m := _VERL_METRICS.search(lines[got[0]][:HEAD])) is not None \
         and m.group(1) != "0"
@@ -1258,11 +1259,10 @@ def _loop_started(lines: Sequence[str], floor: int, top: int) -> bool:
 _FIRST_EPOCH_HEADER = re.compile(r"^\s*Epoch 1/\d+(?: (?:starting|started|begins?)\W*)?\s*$")
 
 
-def _counts_advance(lines: Sequence[str], floor: int, top: int) -> bool:
-    """Whether the last training progress lines before ``top`` count three different steps
-    ("batch 16 ... batch 26 ... batch 36"): steps were done, even where the last number printed
+def _counts_advance(lines: Sequence[str], got: Sequence[int]) -> bool:
+    """Whether the last training progress lines (``got``: :func:`step_lines`, the last four) count three different
+    steps ("batch 16 ... batch 26 ... batch 36"): steps were done, even where the last number printed
     is an epoch's ("epoch 0") rather than a step's."""
-    got = step_lines(lines, floor, top, 4)
     return len({n for i in got if (n := step_in(lines[i])) is not None}) >= 3
 
 
