@@ -33,12 +33,15 @@ from gpulens.diagnosis.logread.lines import (
 from gpulens.diagnosis.logread.steplines import (
     EVAL_BAR,
     HEAD,
+    KERAS_PROGRESS_KEYS,
     SETUP_BAR,
     SHOWN,
     STEP_KEYS,
     keras_bar,
+    keras_progress,
     no_total_bar,
     on_screen,
+    plain,
     progress_count,
     step_in,
     step_lines,
@@ -893,7 +896,7 @@ def _evaluation_announced(since: Sequence[str]) -> bool:
     going on (:data:`_EVAL_STARTS`) and no report of its results follows it (sentence-transformers'
     "Evaluating the model on sts-dev dataset:" then its "Pearson: 0.3830  Spearman: 0.4117" lines: that
     evaluation ended, what failed after it is not it)."""
-    since = [_plain(ln) for ln in since]
+    since = [plain(ln) for ln in since]
     for k, ln in enumerate(since):
         if ((_names_eval(ln) and _EVAL_STARTS.search(ln)) or any(n in ln for n in _EVAL_NOTES)) \
                 and (not is_progress(ln) or _eval_banner(ln)) \
@@ -937,7 +940,7 @@ def _evaluation_reported(lines: Sequence[str], floor: int, top: int) -> bool:
     seen = 0
     for k in range(top - 1, max(floor, top - _LOOKBACK) - 1, -1):
         raw = ranks.launcher_text(on_screen(lines[k]))
-        text = _plain(logs.normalize_line(raw)).strip()
+        text = plain(logs.normalize_line(raw)).strip()
         if not text or raw.startswith(("  ", "\t")) or "Warning" in text or "warn" in text \
                 or is_terminal_kill(text) or any(r in text for r in _REACTIONS):
             continue
@@ -975,16 +978,6 @@ def _trainer_evaluating(lines: Sequence[str], floor: int, top: int) -> bool:
     return True
 
 
-#: A terminal colour code (SGR: ``\x1b[32m``, ``\x1b[0m``), which colouring loggers (loguru, termcolor, rich)
-#: write into a file too: glued to the message ("\x1b[0mStart evaluation") it hides the message's first word.
-_SGR = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def _plain(line: str) -> str:
-    """``line`` without terminal colour codes."""
-    return _SGR.sub("", line) if "\x1b[" in line else line
-
-
 #: A metric's name and its decimal value ("Pearson: 0.3830", "acc=0.912", "mIoU: 22.479").
 _METRIC_PAIR = re.compile(r"[A-Za-z][\w-]*\s*[:=]\s*[-+]?\d*\.\d+")
 
@@ -1015,7 +1008,7 @@ def _eval_banner(line: str) -> bool:
     """Whether ``line`` is a star banner (:data:`_STAR_BANNER`) announcing an evaluation (:data:`_EVAL_STARTS`)."""
     if "***" not in line:
         return False
-    m = _STAR_BANNER.match(_plain(logs.normalize_line(line)))
+    m = _STAR_BANNER.match(plain(logs.normalize_line(line)))
     return m is not None and _EVAL_STARTS.search(m.group(1)) is not None
 
 
@@ -1709,23 +1702,15 @@ _KERAS_STEP = re.compile(r"\bself\.train_function\(|\bfit_function\(|\.train_on_
 _KERAS_FRAME = re.compile(r'File "[^"]*[/\\]keras[/\\][^"]*", line \d+, in (?:fit\w*|fit_loop)$')
 
 
-#: Keras' own progress lines: ``ProgbarLogger.on_epoch_begin``'s "Epoch 3/20", and the ``Progbar`` lines of its steps
-#: (``keras/utils/generic_utils.py`` ``Progbar.update``: " 12/100 [==>.....] - ETA: 1:02 - loss: 0.69", verbose=2's
-#: "100/100 - 3s - loss: 0.12"; Keras 3's bar of "━" characters).
-_KERAS_PROGRESS = re.compile(r"^\s*Epoch \d+/\d+\s*$|^\s*\d+/(?:\d+|Unknown) (?:\[[=>.]*\]|- \d)|━")
-
-
-#: Literals of :data:`_KERAS_PROGRESS`'s lines (a byte scan finds them before the regex reads a line).
-_KERAS_PROGRESS_KEYS = ("Epoch ", "━", "/")
 #: Lines above the failure searched for Keras' progress lines.
 _KERAS_LOOKBACK = 20000
 
 
 def _keras_progress(lines: Sequence[str], floor: int, top: int) -> bool:
-    """Whether Keras printed a progress line (:data:`_KERAS_PROGRESS`) in the ``_KERAS_LOOKBACK`` lines of
+    """Whether Keras printed a progress line (:func:`steplines.keras_progress`) in the ``_KERAS_LOOKBACK`` lines of
     ``lines[floor:top]`` before ``top``."""
-    found = find_keys(lines, _KERAS_PROGRESS_KEYS, max(floor, top - _KERAS_LOOKBACK), top)
-    return any(_KERAS_PROGRESS.search(_plain(on_screen(lines[i]))) for i in reversed(found))
+    found = find_keys(lines, KERAS_PROGRESS_KEYS, max(floor, top - _KERAS_LOOKBACK), top)
+    return any(keras_progress(lines[i]) for i in reversed(found))
 
 
 def _keras_step(frames: Sequence[str]) -> bool:
