@@ -1,8 +1,15 @@
-"""The phase a run failed in and the last step it printed.
+"""The phase a run failed in: the decision order (P1-P11 of sample_logs/whole/README.md).
 
 Phases: ``startup`` (before the first step), ``first_step``, ``training`` (with the last
 step/iteration/epoch seen), ``evaluation``, ``checkpoint_save``, ``checkpoint_load``,
 ``shutdown`` (after the run's own end: final save/summary done, process-group teardown).
+
+This module only orders the questions; each is answered by a module of its own: the failing
+traceback (:mod:`phase_traceback`), what its frames name (:mod:`phase_frames`, :mod:`phase_startup`),
+a checkpoint's save or load (:mod:`phase_checkpoint`), where the failing program's lines start and
+end (:mod:`phase_runs`, :mod:`phase_loops`), an evaluation going on (:mod:`phase_eval`), the job's
+teardown (:mod:`phase_teardown`), the steps printed (:mod:`phase_steps`) and the signs of steps
+where none is printed (:mod:`phase_evidence`, :mod:`phase_clock`).
 """
 
 from __future__ import annotations
@@ -21,7 +28,6 @@ from gpulens.diagnosis.logread.completion import (
 )
 from gpulens.diagnosis.logread.lines import (
     TORCHRUN_BANNER,
-    BarText,
     bar_update,
     is_benign,
     is_progress,
@@ -29,6 +35,17 @@ from gpulens.diagnosis.logread.lines import (
     last_matching,
     launch_banner,
     text_on_bar,
+)
+from gpulens.diagnosis.logread.phase_text import (
+    LOOKBACK,
+    failure_text,
+    is_bar,
+    job_report_cut,
+    killed,
+    on_bar,
+    shell_error,
+    shown_ends,
+    without_warning_sources,
 )
 from gpulens.diagnosis.logread.steplines import (
     EVAL_BAR,
@@ -39,7 +56,6 @@ from gpulens.diagnosis.logread.steplines import (
     STEP_KEYS,
     keras_bar,
     keras_progress,
-    no_total_bar,
     on_screen,
     plain,
     progress_count,
@@ -92,7 +108,8 @@ _EVAL = Guarded(r"[Ee]valuat|(?<![Ii]n)[Vv]alidat|\beval\b|evaluate\(|compute_me
 #: ``Python/ceval_gil.c``), so it is printed while the interpreter exits (P10: crashes at interpreter exit).
 _TEARDOWN = Guarded(r"destroy_process_group|atexit|__del__|finalize|[Ss]hutting down|(?:^|FATAL: )exception not rethrown\s*$",
                     ("destroy_process_group", "atexit", "__del__", "finalize", "hutting down", "exception not rethrown"))
-_LOOKBACK = 25
+
+
 #: Lines looked back for the last step printed before a failure or the end.
 _STEP_LOOKBACK = 600
 
@@ -101,7 +118,7 @@ def last_step(lines: Sequence[str], before: int, floor: int = 0) -> str | None:
     """The last step/iteration/epoch printed in ``lines[floor:before]`` (as printed) by the run
     that was going on at ``before`` (not by an earlier program of the same job script), or by a
     progress bar the line at ``before`` was printed onto."""
-    if before < len(lines) and (glued := _on_bar(lines[before])) is not None and glued.done != 0:
+    if before < len(lines) and (glued := on_bar(lines[before])) is not None and glued.done != 0:
         return str(glued.done)
     floor = run_start(lines, floor, before, _STEP_LOOKBACK)
     found = last_matching(lines, STEP_KEYS, lambda ln: step_in(ln) is not None, max(floor, before - _STEP_LOOKBACK), before)
@@ -214,8 +231,8 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
         floor = stage + 1  # the announcement itself ("=== 100-step runs ===") counts no step
     if tb is None and (glued := _glued_to_bar(lines, failure)) is not None:
         return glued  # the failure printed onto a progress bar: that bar is where it stopped
-    since = floor if stage is not None else max(floor, top - _LOOKBACK)
-    if _evaluation_going_on(lines, failure, floor, top, _shown_ends(lines[since:top]), tb):
+    since = floor if stage is not None else max(floor, top - LOOKBACK)
+    if _evaluation_going_on(lines, failure, floor, top, shown_ends(lines[since:top]), tb):
         return "evaluation"
     return _phase_by_steps(lines, floor, top, region, tb, step)
 
@@ -277,7 +294,7 @@ def _checkpoint_text(lines: Sequence[str], failure: int, floor: int, region: Seq
     job report's command line left out)."""
     if tb is not None:
         return "\n".join(ln for ln in tb if not ln.startswith((" ", "\t")))
-    return "\n".join(_job_report_cut(ln) for ln in _without_warning_sources(_since_steps(lines, failure, floor, region)))
+    return "\n".join(job_report_cut(ln) for ln in without_warning_sources(_since_steps(lines, failure, floor, region)))
 
 
 def _setup_phase(lines: Sequence[str], floor: int, top: int, tb: Sequence[str]) -> str | None:
@@ -314,11 +331,11 @@ _FOOTER_REACH = 400
 
 
 def _own_lines_back(lines: Sequence[str], floor: int, top: int) -> int:
-    """Where the last ``_LOOKBACK`` lines before ``top`` start, wandb's lines not counted: ``wandb.finish`` (at the
+    """Where the last ``LOOKBACK`` lines before ``top`` start, wandb's lines not counted: ``wandb.finish`` (at the
     program's exit, ``wandb/sdk/wandb_run.py`` ``_footer``) prints "wandb: Run history:", a line a metric, "wandb: Run
     summary:", another line a metric, "wandb: Synced ...", between the program's last line and its traceback."""
     k, own = top, 0
-    while k > floor and own < _LOOKBACK and top - k < _LOOKBACK + _FOOTER_REACH:
+    while k > floor and own < LOOKBACK and top - k < LOOKBACK + _FOOTER_REACH:
         k -= 1
         if not ranks.launcher_text(on_screen(lines[k])).lstrip().startswith("wandb:"):
             own += 1
@@ -330,7 +347,7 @@ def _after_run_end(lines: Sequence[str], done: int, top: int, tb: Sequence[str] 
     announced: ``evaluation`` when the final evaluation runs after the loop's end, else ``shutdown``."""
     if tb is not None and _eval_program(tb):
         return "evaluation"  # the job's next program after the finished one evaluates (chat_eval.py, test.py)
-    if _evaluation_announced(_shown_ends(lines[done:top], keep_blank=True)) or _evaluating(lines, done + 1, top):
+    if _evaluation_announced(shown_ends(lines[done:top], keep_blank=True)) or _evaluating(lines, done + 1, top):
         return "evaluation"  # P10: "Training completed. Starting evaluation..." or a test bar short of its total
         # ("`Trainer.fit` stopped: ..." then "Testing DataLoader 0:  30%|"): the final evaluation after the loop's end
     return "shutdown"
@@ -343,12 +360,6 @@ def _shutting_down(lines: Sequence[str], failure: int, region: Sequence[str], tb
     if _teardown(_signal_aside(tb or [], _without_unraisable_after(region, lines, failure))):
         return True
     return tb is None and _in_exit_handlers(lines, failure)
-
-
-def _shown_ends(block: Sequence[str], keep_blank: bool = False) -> list[str]:
-    """The lines of ``block`` as shown, their last characters (a progress bar's line holds every
-    refresh: its last is what shows); blank lines left out unless ``keep_blank``."""
-    return [on_screen(ln)[-SHOWN:] for ln in block if keep_blank or ln.strip()]
 
 
 def _glued_to_bar(lines: Sequence[str], failure: int) -> str | None:
@@ -371,7 +382,7 @@ def _evaluation_going_on(lines: Sequence[str], failure: int, floor: int, top: in
         return True  # the Trainer's evaluation loop announced, its results not logged yet
     # P4/P9: killed right after an evaluation's report, nothing printed since (after a training loop's pass:
     # not a set-up line's "val_split: 0.1")
-    return tb is None and _killed(lines, failure) and _evaluation_reported(lines, floor, top) \
+    return tb is None and killed(lines, failure) and _evaluation_reported(lines, floor, top) \
         and progress_count(lines, floor, top, 1) > 0
 
 
@@ -380,7 +391,7 @@ def _names_evaluation(lines: Sequence[str], failure: int, tb: Sequence[str] | No
     it; a ``for`` over or a ``next`` of an evaluation's loader; an evaluation's metric key logged), or,
     without a traceback, the failure's own lines name one."""
     if tb is None:
-        return _names_eval(_failure_text(lines, failure))
+        return _names_eval(failure_text(lines, failure))
     return _in_eval([*_chained_outer(lines, failure), *tb]) or _eval_loader_frame(tb) or _eval_metric_frame(tb)
 
 
@@ -443,20 +454,6 @@ def _exception_line(lines: Sequence[str], head: int, end: int) -> int | None:
     return next((j for j in range(head + 1, end) if lines[j].strip() and not lines[j].startswith((" ", "\t"))), None)
 
 
-#: The head of a warning as Python's ``warnings.formatwarning`` prints it: "{filename}:{lineno}: {category}: {message}",
-#: then the warning's source line, indented ("  result = model.load_state_dict(torch.load(path))").
-#: c10's ``TORCH_WARN`` lines have their own head ("[W410 09:45:00.743 ProcessGroupNCCL.cpp:4025] Warning: ...").
-_WARNING_HEAD = re.compile(r"\.py:\d+: \w*Warning: |\.(?:cpp|h|cc|hpp):\d+\] Warning: ")
-
-
-def _without_warning_sources(region: Sequence[str]) -> list[str]:
-    """``region`` without Python's warnings and the source lines it prints under them: code the warning points at (a
-    ``FutureWarning`` of ``torch.load`` at start-up, "which uses the default pickle module ... during unpickling"),
-    not an activity going on when the failure came."""
-    return [ln for k, ln in enumerate(region) if not _WARNING_HEAD.search(ln)
-            and not (k and ln.startswith((" ", "\t")) and _WARNING_HEAD.search(region[k - 1]))]
-
-
 #: A signal named in a failure's lines: PaddlePaddle's C++ signal handler (``paddle/fluid/platform/init.cc``
 #: ``SignalHandle``: "FatalError: `Termination signal` is detected by the operating system." then "[SignalInfo: ***
 #: SIGTERM (@0x...) received by PID N ...]"), a kill's "SIGTERM", "signal 15".
@@ -471,7 +468,7 @@ def _handler_frames(lines: Sequence[str], failure: int) -> list[str]:
     report first, then the main process' Python traceback (its DataLoader's ``__handler__`` raising "DataLoader
     process ... is killed by signal: Terminated" in whatever the job was doing, ``paddle.save`` writing a checkpoint).
     Empty when the failure names no signal or no traceback follows it."""
-    if not _SIGNAL_NAMED.search(_failure_text(lines, failure)):
+    if not _SIGNAL_NAMED.search(failure_text(lines, failure)):
         return []
     head = next((k for k in range(failure + 1, min(len(lines), failure + _HANDLER_GAP)) if _TB in lines[k]), None)
     if head is None:
@@ -493,7 +490,7 @@ def _raised_before_signal(lines: Sequence[str], failure: int, floor: int, tb_sta
     ... No stack trace in paddle" and "FatalError: `Termination signal` is detected by the operating system." under the
     Python traceback (``paddle/fluid/platform/init.cc`` ``SignalHandle``). P9: a kill takes the phase of what the
     process was doing, and its own traceback says that."""
-    if not _SIGNAL_NAMED.search(_failure_text(lines, failure)):
+    if not _SIGNAL_NAMED.search(failure_text(lines, failure)):
         return None
     top = tb_start if tb_start is not None else failure
     for k in range(top - 1, max(floor, top - _SIGNAL_TB_BACK) - 1, -1):
@@ -569,32 +566,6 @@ def _since_steps(lines: Sequence[str], failure: int, floor: int, region: Sequenc
     last = logs.normalize_line(lines[got[0]])
     at = next((k for k in range(len(region) - 1, -1, -1) if region[k] == last), None)
     return region if at is None else region[at + 1:]
-
-
-#: Lines from a failure without a traceback on that are read for what it names (a kill's, a launcher's
-#: report and the lines it continues on).
-_FAILURE_LINES = 3
-
-
-def _failure_text(lines: Sequence[str], failure: int) -> str:
-    """The failure line without a traceback and the few lines after it, as shown (a job report's
-    command line cut): what the failure itself names. Not the lines above it, where a config dump
-    (``'val_batch_size': None``), a tracker's run summary (``wandb: val_accuracy 0.49``) or any
-    earlier stage's output may name an evaluation that was not going on."""
-    return "\n".join(_SHELL_ERROR.sub("", _job_report_cut(logs.normalize_line(on_screen(ln))))
-                     for ln in lines[failure:failure + _FAILURE_LINES])
-
-
-#: bash's report of its own error in a script (``error.c``/``parse.y``: "%s: line %d: " with the script's name, then
-#: "syntax error near unexpected token `('", "foo: command not found", "x: unbound variable"), not its job-control
-#: report of a child's death ("run.sh: line 141: 450336 Killed    python train.py", a process id after the prefix).
-#: The script's name says nothing of what the program was doing (``run_evaluate.sh`` also trains).
-_SHELL_ERROR = re.compile(r"^\S+: line \d+: (?=[^\s\d])")
-
-
-def _shell_error(line: str) -> bool:
-    """Whether ``line`` is bash's report of an error in the job's own script (:data:`_SHELL_ERROR`)."""
-    return ": line " in line and _SHELL_ERROR.match(logs.normalize_line(on_screen(line))) is not None
 
 
 #: What trainers log just before they read or write a checkpoint: the Hugging Face Trainer's "Loading
@@ -799,7 +770,7 @@ def _completion_above(lines: Sequence[str], start: int, top: int) -> int | None:
         shown = on_screen(lines[k])[-SHOWN:]
         if _TEMPLATE_STOP in shown:
             return k
-        if shown.strip() and is_completion(shown) and not ranks.launcher_text(shown).lstrip().startswith(_AT_EXIT) \
+        if shown.strip() and is_completion(shown) and not ranks.launcher_text(shown).lstrip().startswith(AT_EXIT) \
                 and completion_strength(logs.normalize_line(shown)) >= _STRONG_END:
             return k
     return None
@@ -926,11 +897,6 @@ _REPORT_LINES = 6
 _REACTIONS = ("death signal", "closing signal")
 
 
-def _killed(lines: Sequence[str], failure: int) -> bool:
-    """Whether the failure line is a kill or a signal from outside (P9: a time limit, SIGTERM, an OOM kill)."""
-    return failure < len(lines) and is_terminal_kill(logs.normalize_line(_job_report_cut(on_screen(lines[failure]))).lstrip(": \t"))
-
-
 def _evaluation_reported(lines: Sequence[str], floor: int, top: int) -> bool:
     """Whether the last activity the program printed before a kill at ``top`` is an evaluation pass's report
     (P4: "with nothing printed after the summary the pass is still the last activity"; P9: a kill takes the phase
@@ -938,13 +904,13 @@ def _evaluation_reported(lines: Sequence[str], floor: int, top: int) -> bool:
     value lines, to a line that names an evaluation with a decimal value (:data:`_EVAL_REPORT`), with no training
     word on it ("train_loss: 0.3  val_loss: 0.4" is an epoch's summary)."""
     seen = 0
-    for k in range(top - 1, max(floor, top - _LOOKBACK) - 1, -1):
+    for k in range(top - 1, max(floor, top - LOOKBACK) - 1, -1):
         raw = ranks.launcher_text(on_screen(lines[k]))
         text = plain(logs.normalize_line(raw)).strip()
         if not text or raw.startswith(("  ", "\t")) or "Warning" in text or "warn" in text \
                 or is_terminal_kill(text) or any(r in text for r in _REACTIONS):
             continue
-        if _is_bar(raw) or "train" in text.lower() or raw.lstrip().startswith("wandb:") or text.startswith(_MEGATRON_VALIDATED):
+        if is_bar(raw) or "train" in text.lower() or raw.lstrip().startswith("wandb:") or text.startswith(_MEGATRON_VALIDATED):
             return False  # a tracker's run summary (wandb's "val_loss 1.27"), printed at the program's exit, is no pass;
             # Megatron's report is read as its evaluation's end (:func:`_evaluating`)
         if (m := _EVAL_REPORT.search(text)) is not None and _DECIMAL.search(text, 0, m.start()) is None:
@@ -972,7 +938,7 @@ def _trainer_evaluating(lines: Sequence[str], floor: int, top: int) -> bool:
         return False
     for ln in lines[got[0] + 1:top]:
         text = ranks.launcher_text(on_screen(ln)).strip()
-        if text and not text.startswith(("Num examples", "Batch size")) and not _is_bar(text) \
+        if text and not text.startswith(("Num examples", "Batch size")) and not is_bar(text) \
                 and "Warning" not in text and "warn" not in text:
             return False
     return True
@@ -986,7 +952,7 @@ def _reports_results(line: str) -> bool:
     """A line that reports an evaluation's results, as evaluators print their summary: two or more
     metrics with decimal values on one line, not a progress bar's (a script printing one metric a
     line, "AUC:  0.51", may still be inside the evaluation that computes the next)."""
-    return len(_METRIC_PAIR.findall(line[-SHOWN:])) >= 2 and not _is_bar(line)
+    return len(_METRIC_PAIR.findall(line[-SHOWN:])) >= 2 and not is_bar(line)
 
 
 def _since_last_step(before: Sequence[str]) -> Sequence[str]:
@@ -1021,7 +987,7 @@ def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str],
     steps = progress_count(lines, floor, top, 4)
     if steps > 0 and frames is not None and _keras_step(frames) and not _keras_progress(lines, floor, top):
         steps = 0  # Keras counts its steps in its own lines: another bar (a data set's preparation) is no step
-    scripted = top < len(lines) and _shell_error(lines[top])  # the job script's own error after its program
+    scripted = top < len(lines) and shell_error(lines[top])  # the job script's own error after its program
     if (frames is not None or scripted) and steps > 0 and _results_after_progress(lines, floor, top) \
             and not _bar_short(lines, floor, top):
         return "shutdown"  # the run printed its final results, then failed (or the job script after it, P10)
@@ -1074,7 +1040,7 @@ def _without_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[
     framed = frames is not None and _in_step([*_chained_outer(lines, top + len(frames) - 1, _ANY_CHAIN_NOTES), *frames])
     # (a step-only warning on the failure line too: a loss kernel's device assertion is printed inside the step)
     in_step = framed or _loop_started(lines, floor, top) \
-        or _stepped(lines, floor, min(len(lines), top + 1)) or (frames is None and _killed(lines, top) and _loop_announced(lines, floor, top))
+        or _stepped(lines, floor, min(len(lines), top + 1)) or (frames is None and killed(lines, top) and _loop_announced(lines, floor, top))
     if in_step and _an_hour_in_loop(lines, floor, top, top + len(frames or ()), framed):
         return "training"  # P2 (c): no output of the loop in this file, but it ran for over an hour
     return _glued_bar(region) or ("first_step" if in_step else "startup")
@@ -1815,21 +1781,13 @@ def _results_after_progress(lines: Sequence[str], floor: int, top: int) -> bool:
     run's results (test accuracy, a metric table): the run got to its end and failed after it."""
     got = step_lines(lines, max(floor, top - _RESULTS_BEFORE), top)
     start = got[0] + 1 if got else max(floor, top - _RESULTS_AT_END)
-    return any(_RESULT_LINE.search(ln) and not _is_bar(ln) and not printed_before(lines, floor, start, ln.strip())
+    return any(_RESULT_LINE.search(ln) and not is_bar(ln) and not printed_before(lines, floor, start, ln.strip())
                for ln in lines[start:top])
-
-
-def _is_bar(line: str) -> bool:
-    """A tqdm bar's line (a data set's "Map (num_proc=8):  7%|" is no mAP result)."""
-    shown = on_screen(line)[-SHOWN:]
-    return "%|" in shown or bar_update(shown, after_blocks=True) is not None or no_total_bar(line) is not None
 
 
 #: Python's traceback head; Sacred's filtered one reads "Traceback (most recent calls WITHOUT Sacred internals):"
 #: (``sacred/utils.py``, ``format_filtered_stacktrace``).
 _TB = "Traceback (most recent call"
-#: A tracker's lines printed at process exit whatever the outcome (not the job's own shutdown).
-_AT_EXIT = AT_EXIT  # printed at any exit
 
 
 #: Python's report of an exception it cannot raise (``PyErr_WriteUnraisable``: "Exception ignored in atexit
@@ -1884,34 +1842,13 @@ def _in_exit_handlers(lines: Sequence[str], failure: int) -> bool:
                for ln in lines[failure:failure + _BACKTRACE_LINES])
 
 
-#: bash's report of a job a signal ended, ``./train.sh: line 33: 136834 Killed    python3 main.py
-#: --do_eval ...`` (``Terminated``, ``Aborted``, ``Segmentation fault (core dumped)``, ...): what
-#: follows the signal's name is the job's command line, which says nothing of where it stopped.
-_JOB_REPORT = re.compile(r": line \d+: +\d+ (?:Killed|Terminated|Aborted|Hangup|Interrupt|Bus error|Segmentation fault"
-                         r"|Floating point exception|Illegal instruction)(?: +\(core dumped\))?")
-
-
-def _on_bar(line: str) -> BarText | None:
-    """The message printed onto a progress bar's line (:func:`lines.text_on_bar`), a bash job
-    report's command line left out (it says nothing of where the job stopped)."""
-    return text_on_bar(_job_report_cut(on_screen(line)))
-
-
-def _job_report_cut(text: str) -> str:
-    """``text`` up to the signal's name of a bash job report on it (its command line dropped)."""
-    if ": line " not in text:
-        return text
-    m = _JOB_REPORT.search(text)
-    return text[:m.end()] if m else text
-
-
 def _bar_glued(line: str) -> str | None:
     """The phase a progress bar shows when the failure line is that bar with the failure's message
     printed onto it (``Epoch 0:   0%|  | 619/163672 [04:53<20:22:49, ...]slurmstepd: error: *** JOB 52
     ON gpu-3 CANCELLED ...``): an evaluation's bar short of its total is evaluation, a training bar
     past 0 training; None when the line is no such bar, or a bar at 0 (a new epoch's, or the
     first step's: the lines above tell which)."""
-    glued = _on_bar(line)
+    glued = on_bar(line)
     if glued is None:
         return None
     head = glued.head.lstrip()
