@@ -47,6 +47,16 @@ from gpulens.diagnosis.logread.phase_text import (
     shown_ends,
     without_warning_sources,
 )
+from gpulens.diagnosis.logread.phase_traceback import (
+    ANY_CHAIN_NOTES,
+    FRAME_LINE,
+    TRACEBACK_HEAD,
+    chained_outer,
+    failing_traceback,
+    frame_funcs,
+    func_names,
+    handler_frames,
+)
 from gpulens.diagnosis.logread.steplines import (
     EVAL_BAR,
     HEAD,
@@ -213,7 +223,7 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     traceback that holds it is read from ``lines`` when there is one); ``floor``: the index where
     the failed attempt starts; ``step``: the last step before it."""
     # the failure's traceback, not one an earlier program printed before this one's start
-    failure, tb_start, tb = _failing_traceback(lines, failure, run_start(lines, floor, failure, _RUN_LOOKBACK, False))
+    failure, tb_start, tb = failing_traceback(lines, failure, run_start(lines, floor, failure, _RUN_LOOKBACK, False))
     top = tb_start if tb_start is not None else failure
     if _never_started(lines, failure, tb):
         return "startup"
@@ -237,20 +247,6 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     return _phase_by_steps(lines, floor, top, region, tb, step)
 
 
-def _failing_traceback(lines: Sequence[str], failure: int, floor: int) -> tuple[int, int | None, list[str] | None]:
-    """(failure line, its traceback's head, that traceback's lines, None when there is none) of the
-    traceback that says where the process was: the failure's own, the one a report on the failure line
-    prints after it, or (P9) the process' own traceback just above a signal's report that names no Python frame."""
-    tb_start, frames = _traceback_of(lines, failure, floor)
-    if tb_start is None and (reported := _reported_exception(lines, failure)) is not None:
-        failure = reported  # a report's line, then the traceback of what it reports: read that
-        tb_start, frames = _traceback_of(lines, failure, floor)
-    if not _funcs(frames) and (raised := _raised_before_signal(lines, failure, floor, tb_start)) is not None:
-        failure = raised  # P9: the process' own traceback just above the signal's report: where it was
-        tb_start, frames = _traceback_of(lines, failure, floor)
-    return failure, tb_start, (frames if tb_start is not None else None)
-
-
 def _never_started(lines: Sequence[str], failure: int, tb: Sequence[str] | None) -> bool:
     """Whether the failing program never got past its start (the steps printed above are then another
     program's): it could not be compiled, its imports failed (or those of the model's own remote code), or
@@ -262,7 +258,7 @@ def _never_started(lines: Sequence[str], failure: int, tb: Sequence[str] | None)
     # its imports failed; the model's own code (trust_remote_code) could not be imported; P7: base weights of a
     # Hub repository read while building the model, or a constructor's from_pretrained (or a remote-code import)
     return _import_failed(tb) or _remote_code_import(tb) or _hub_base_weights(tb) \
-        or _built_from_pretrained([*_chained_outer(lines, failure), *tb])
+        or _built_from_pretrained([*chained_outer(lines, failure), *tb])
 
 
 def _checkpoint_phase(lines: Sequence[str], failure: int, floor: int, top: int, region: Sequence[str],
@@ -272,11 +268,11 @@ def _checkpoint_phase(lines: Sequence[str], failure: int, floor: int, top: int, 
     traceback's unindented lines (of the failure's lines without one), or by a save or load announced just
     above ``top`` (the traceback's head, or the failure)."""
     frames = tb or []
-    by_name = _serializing(frames) or _checkpoint_func(_frame_funcs(frames))
+    by_name = _serializing(frames) or _checkpoint_func(frame_funcs(frames))
     if by_name is not None:
         return by_name
-    if not _funcs(frames) and (after := _handler_frames(lines, failure)) \
-            and (named := _serializing(after) or _checkpoint_func(_frame_funcs(after))) is not None:
+    if not func_names(frames) and (after := handler_frames(lines, failure)) \
+            and (named := _serializing(after) or _checkpoint_func(frame_funcs(after))) is not None:
         return named  # P9: a signal (no Python frame above: a C++ stack at most), then the traceback the main
         # process prints for it, in a save or load
     text = _checkpoint_text(lines, failure, floor, region, tb)
@@ -305,7 +301,7 @@ def _setup_phase(lines: Sequence[str], floor: int, top: int, tb: Sequence[str]) 
         # with steps above: an earlier program's (then startup) or this one's next stage (then not):
         # the evidence contradicts itself, no answer rather than a guess; arguments are parsed at the start only
         own = run_start(lines, floor, top, _RUN_LOOKBACK)  # the failing program's own lines
-        parsing = any(_PARSE_FUNC.match(f) for f in _funcs(tb))
+        parsing = any(_PARSE_FUNC.match(f) for f in func_names(tb))
         return "startup" if parsing or progress_count(lines, own, top, 1) == 0 else UNKNOWN
     if _first_cuda_call(tb) or _model_summary(tb):
         return "startup"
@@ -392,7 +388,7 @@ def _names_evaluation(lines: Sequence[str], failure: int, tb: Sequence[str] | No
     without a traceback, the failure's own lines name one."""
     if tb is None:
         return _names_eval(failure_text(lines, failure))
-    return _in_eval([*_chained_outer(lines, failure), *tb]) or _eval_loader_frame(tb) or _eval_metric_frame(tb)
+    return _in_eval([*chained_outer(lines, failure), *tb]) or _eval_loader_frame(tb) or _eval_metric_frame(tb)
 
 
 def _phase_by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str], tb: Sequence[str] | None,
@@ -411,97 +407,6 @@ def _phase_by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence
     return phase
 
 
-#: Python's lines between the tracebacks of a chained exception (``traceback.TracebackException.format``).
-#: Only the explicit ``raise ... from`` one: its later traceback re-raises the same failure from the caller, while
-#: "During handling of the above exception" may be any other error of an ``except`` block (a retry, a report).
-_CHAIN_NOTES = ("The above exception was the direct cause of the following exception",)
-#: Python's notes between chained tracebacks (``traceback.py``: ``_cause_message`` for ``raise ... from``, ``_context_message``
-#: for an exception raised while handling another): in both the later traceback holds the outer frames, read for whether
-#: the failure was inside a step (an exception while handling another names the code that ran the handler, not
-#: necessarily an activity of its own, so only there).
-_ANY_CHAIN_NOTES = (*_CHAIN_NOTES, "During handling of the above exception, another exception occurred")
-#: Lines after a traceback's exception line looked at for a chained traceback below it.
-_CHAIN_GAP = 4
-
-
-def _chained_outer(lines: Sequence[str], failure: int, notes: tuple[str, ...] = _CHAIN_NOTES) -> list[str]:
-    """The frames of the tracebacks chained below the one that ends at ``failure`` (Python prints the
-    cause first, then "The above exception was the direct cause of the following exception:" and the
-    traceback of the exception raised from it): the first traceback holds only the frames
-    below the ``try``, the later ones the outer frames that called it (P1: the frames of the failing
-    traceback name the activity: a metric's error re-raised in Lightning's ``_run_sanity_check`` ->
-    ``on_validation_epoch_end``). Only the last chained traceback's: the ones between run in library
-    handlers (urllib3's retries, ``_validate_conn``) that name no activity of the job."""
-    out: list[str] = []
-    k = failure + 1
-    while True:
-        note = next((j for j in range(k, min(len(lines), k + _CHAIN_GAP)) if lines[j].strip()), None)
-        if note is None or not lines[note].strip().startswith(notes):
-            return out
-        head = next((j for j in range(note + 1, min(len(lines), note + _CHAIN_GAP)) if _TB in lines[j]), None)
-        if head is None:
-            return out
-        end = _exception_line(lines, head, min(len(lines), head + _TB_LOOKBACK))
-        if end is None:
-            return out
-        out = [logs.normalize_line(x) for x in lines[head:end]]  # the last one holds the outermost frames
-        k = end + 1
-
-
-def _exception_line(lines: Sequence[str], head: int, end: int) -> int | None:
-    """The index of the exception line of the traceback whose head is at ``head``: its first non-blank line
-    after the head that is not indented (a frame or a code line), before ``end``."""
-    return next((j for j in range(head + 1, end) if lines[j].strip() and not lines[j].startswith((" ", "\t"))), None)
-
-
-#: A signal named in a failure's lines: PaddlePaddle's C++ signal handler (``paddle/fluid/platform/init.cc``
-#: ``SignalHandle``: "FatalError: `Termination signal` is detected by the operating system." then "[SignalInfo: ***
-#: SIGTERM (@0x...) received by PID N ...]"), a kill's "SIGTERM", "signal 15".
-_SIGNAL_NAMED = re.compile(r"\bSIG[A-Z]{3,}\b|[Ss]ignal\b")
-#: Lines after such a failure searched for the head of the Python traceback printed for it.
-_HANDLER_GAP = 8
-
-
-def _handler_frames(lines: Sequence[str], failure: int) -> list[str]:
-    """The traceback (normalized, up to its exception line) that the process prints just after a signal's report at
-    ``failure`` (P9: "the frames of the traceback a Python handler prints"): PaddlePaddle prints its C++ signal
-    report first, then the main process' Python traceback (its DataLoader's ``__handler__`` raising "DataLoader
-    process ... is killed by signal: Terminated" in whatever the job was doing, ``paddle.save`` writing a checkpoint).
-    Empty when the failure names no signal or no traceback follows it."""
-    if not _SIGNAL_NAMED.search(failure_text(lines, failure)):
-        return []
-    head = next((k for k in range(failure + 1, min(len(lines), failure + _HANDLER_GAP)) if _TB in lines[k]), None)
-    if head is None:
-        return []
-    end = _exception_line(lines, head, min(len(lines), head + _TB_LOOKBACK))
-    return [] if end is None else [logs.normalize_line(x) for x in lines[head:end + 1]]
-
-
-#: Lines above a signal's report searched for the exception line of a Python traceback (a C++ stack and a few log
-#: lines between), and for that traceback's head.
-_SIGNAL_GAP = 16
-_SIGNAL_TB_BACK = 80
-
-
-def _raised_before_signal(lines: Sequence[str], failure: int, floor: int, tb_start: int | None) -> int | None:
-    """The exception line of the Python traceback printed just before a signal's report at ``failure`` (with no
-    progress line between), when that report holds no Python frame: PaddlePaddle's launcher stops a worker whose
-    main process raised with SIGTERM, and the worker's C++ handler then prints "C++ Traceback (most recent call last):
-    ... No stack trace in paddle" and "FatalError: `Termination signal` is detected by the operating system." under the
-    Python traceback (``paddle/fluid/platform/init.cc`` ``SignalHandle``). P9: a kill takes the phase of what the
-    process was doing, and its own traceback says that."""
-    if not _SIGNAL_NAMED.search(failure_text(lines, failure)):
-        return None
-    top = tb_start if tb_start is not None else failure
-    for k in range(top - 1, max(floor, top - _SIGNAL_TB_BACK) - 1, -1):
-        if k >= top - _SIGNAL_GAP and is_progress(logs.normalize_line(lines[k])):
-            return None  # the job went on after it
-        if _TB in lines[k] and lines[k].lstrip().startswith(_TB):
-            end = _exception_line(lines, k, top)
-            return end if end is not None and end >= top - _SIGNAL_GAP else None
-    return None
-
-
 #: transformers' ``utils/hub.py`` messages for a file a ``from_pretrained`` cannot find, naming the model by a Hub
 #: repository id (``{namespace}/{name}``: "Qwen/Qwen2-7B does not appear to have a file named
 #: model-00003-of-00004.safetensors. Checkout 'https://huggingface.co/Qwen/Qwen2-7B/tree/main' for available files."),
@@ -514,7 +419,7 @@ def _hub_base_weights(frames: Sequence[str]) -> bool:
     weights loaded while the model is built are ``startup``; the job's own checkpoints are local folders)."""
     last = frames[-1].strip() if frames else ""
     return "does not appear to have a file named " in last and _HUB_MISSING.match(last) is not None \
-        and any("from_pretrained" in f for f in _funcs(frames))
+        and any("from_pretrained" in f for f in func_names(frames))
 
 
 #: A name of the job's own saved state in a path or message (a step- or epoch-numbered checkpoint folder, a resume):
@@ -542,11 +447,11 @@ def _built_from_pretrained(frames: Sequence[str]) -> bool:
     trainer that loads the model it is given by name), or transformers' remote-code import (:data:`_DYNAMIC_MODULE`),
     with no loop or evaluation frame above it and no name of the job's own saved state (:data:`_OWN_STATE`) in its
     message."""
-    funcs = _funcs(frames)
+    funcs = func_names(frames)
     said = [ln for ln in frames if ln[:1].isalpha()]  # the exception lines (the chain's too)
     if any(_OWN_STATE.search(ln) for ln in said):
         return False
-    hub = next((k for k, (ln, _) in enumerate(_frame_funcs(frames)) if _PUBLISHED_WEIGHTS.search(ln)), None)
+    hub = next((k for k, (ln, _) in enumerate(frame_funcs(frames)) if _PUBLISHED_WEIGHTS.search(ln)), None)
     if hub is not None:
         return not any(_LOOP_WORDS.search(f) for f in funcs[:hub])
     at = next((k for k, f in enumerate(funcs) if f == "from_pretrained"), None)
@@ -656,7 +561,7 @@ def _setting_up(frames: Sequence[str]) -> bool:
     steps are printed above belong to an earlier program); not when a frame computes an evaluation's
     metrics (:func:`_in_eval`: scikit-learn's ``roc_curve`` under a constructor). A worker thread's traceback (no
     ``<module>`` frame) and a constructor called deeper (a distribution built in a forward) are not."""
-    funcs = _funcs(frames)
+    funcs = func_names(frames)
     if not funcs or funcs[0] != "<module>" or any(_LOOP_WORDS.search(f) for f in funcs) or _in_eval(frames):
         return False
     calls = [f for f in funcs[1:] if f != "<module>"]
@@ -688,7 +593,7 @@ def _first_cuda_call(frames: Sequence[str]) -> bool:
     (a DataLoader worker's "Cannot re-initialize CUDA in forked subprocess" runs in the worker's loop)."""
     if not any("_lazy_init" in ln and _CUDA_INIT_FRAME.search(ln) for ln in frames):
         return False
-    return not any(_LOOP_WORDS.search(f) for f in _funcs(frames))
+    return not any(_LOOP_WORDS.search(f) for f in func_names(frames))
 
 
 #: A model summary's dummy forward: torchsummary's ``summary(model, input_size)`` (``torchsummary/torchsummary.py``: it
@@ -703,7 +608,7 @@ def _model_summary(frames: Sequence[str]) -> bool:
     at = next((k for k, ln in enumerate(frames) if "summary" in ln and _SUMMARY_FRAME.search(ln)), None)
     if at is None:
         return False
-    return not any(_TRAIN_FUNC.match(f) or _EPOCH_FUNC.match(f) or _TRAIN_STEP_FUNC.match(f) for f in _funcs(frames[:at]))
+    return not any(_TRAIN_FUNC.match(f) or _EPOCH_FUNC.match(f) or _TRAIN_STEP_FUNC.match(f) for f in func_names(frames[:at]))
 
 
 #: An evaluation program's entry script, by the first word of its file name that names a stage
@@ -1037,7 +942,7 @@ def _without_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[
     if _printed_losses(lines, floor, top):
         return "training"  # print(loss.item()) once a step
     # (the outer frames of a traceback chained below this one, where it holds only a library's frames below a ``try``)
-    framed = frames is not None and _in_step([*_chained_outer(lines, top + len(frames) - 1, _ANY_CHAIN_NOTES), *frames])
+    framed = frames is not None and _in_step([*chained_outer(lines, top + len(frames) - 1, ANY_CHAIN_NOTES), *frames])
     # (a step-only warning on the failure line too: a loss kernel's device assertion is printed inside the step)
     in_step = framed or _loop_started(lines, floor, top) \
         or _stepped(lines, floor, min(len(lines), top + 1)) or (frames is None and killed(lines, top) and _loop_announced(lines, floor, top))
@@ -1135,7 +1040,7 @@ def _an_hour_in_loop(lines: Sequence[str], floor: int, top: int, end: int | None
     reads "the scheduler's start and end times" (a stderr file with a step's traceback and no loop output), where no
     earlier traceback shows another program or launch in the same lines."""
     marks = find_keys(lines, (*_LOOP_START, *_STEP_WARNINGS), floor, top)
-    if not marks and (not framed or find_keys(lines, (_TB,), floor, top)):
+    if not marks and (not framed or find_keys(lines, (TRACEBACK_HEAD,), floor, top)):
         return False  # (a traceback above: an earlier program's or launch's failure, so the first timestamp is not this one's start)
     first = marks[0] if marks else floor
     begun = next((t for k in range(first, max(floor, first - _TIME_BACK) - 1, -1)
@@ -1317,94 +1222,6 @@ def _past_first(step: str | None) -> bool:
     return "." in text and to_float(text) > 0
 
 
-#: Lines above a failure searched for the head of its traceback.
-_TB_LOOKBACK = 400
-
-
-def _reported_exception(lines: Sequence[str], failure: int) -> int | None:
-    """The index of the exception line of a traceback printed just after the failure line, which
-    reports it: logging's ``logger.exception(msg)`` (or ``exc_info=True``) prints its message and then the
-    traceback, Hydra's ``run_and_report`` "Error executing job with overrides: [...]", Sacred's "Failed
-    after 0:01:32!"; not a launcher's verdict ("failed (exitcode: 1)", ``ChildFailedError``) followed by
-    the launcher's own traceback. Other ranks' copies of the failure line between are passed over (c10d logs
-    "[rank8]:[E...] ProcessGroupGloo.cpp:143] Rank 8 successfully reached monitoredBarrier, but received errors ..."
-    for each rank, then each raises it: "[rank8]: Traceback ...")."""
-    if failure >= len(lines) or "exitcode" in lines[failure] or "ChildFailedError" in lines[failure]:
-        return None
-    own = _rank_copy_key(lines[failure])
-    head = next((k for k in range(failure + 1, min(len(lines), failure + 3 + _RANK_COPIES))
-                 if lines[k].strip() and _rank_copy_key(lines[k]) != own), None)
-    if head is None or _TB not in lines[head]:
-        return None
-    for k in range(head + 1, min(len(lines), head + _TB_LOOKBACK)):
-        text = logs.normalize_line(lines[k])
-        if text.strip() and not text.startswith((" ", "\t")):
-            return k
-    return None
-
-
-#: Other ranks' copies of a failure line passed over between it and the traceback that raises it.
-_RANK_COPIES = 8
-
-
-def _rank_copy_key(line: str) -> str:
-    """A line without its digits (rank numbers, timestamps, pids), to tell another rank's copy of the same message."""
-    return "".join(c for c in line.strip() if not c.isdigit())
-
-
-def _traceback_of(lines: Sequence[str], failure: int, floor: int) -> tuple[int | None, list[str]]:
-    """(index of the ``Traceback`` head, its lines up to the failure line, normalized) of the
-    traceback that holds line ``failure``; (None, []) when the failure has none above it (a kill,
-    a scheduler line) before a progress line."""
-    failure = min(failure, len(lines) - 1)
-    for k in range(failure, max(floor, failure - _TB_LOOKBACK) - 1, -1):
-        ln = lines[k]
-        if _TB in ln and not _quoted_traceback(ln):
-            return k, _unprefixed(lines[k:failure + 1], ln[:ln.find(_TB)])
-        if k < failure and is_progress(ln) and not _prefixed_code(ln):
-            break
-    # frames without their head (printed glued to a progress bar, or cut): the indented block above
-    top = failure
-    while top > floor and lines[top - 1].startswith((" ", "\t")) and "%|" not in lines[top - 1]:
-        top -= 1
-    head = next((k for k in range(top, failure) if 'File "' in lines[k]), None)
-    if head is not None:
-        return head, [logs.normalize_line(x) for x in lines[head:failure + 1]]
-    return None, []
-
-
-def _quoted_traceback(line: str) -> bool:
-    """Whether the ``Traceback`` head in ``line`` is quoted inside an exception's message, its newlines escaped: Paddle's
-    DataLoader re-raises a worker's error with the worker's traceback in the message (``paddle/io/dataloader/worker.py``,
-    ``_WorkerException.reraise``: ``msg = "DataLoader worker({}) caught {} with message:\\n{}"``, ``raise
-    self.exc_type(msg)``), and a ``KeyError`` prints its message's repr: "KeyError: 'DataLoader worker(1) caught KeyError
-    with message:\\nTraceback (most recent call last):\\n  File ...'". The traceback that raised it is above."""
-    at = line.find(_TB)
-    return at >= 2 and line[at - 2:at] == "\\n"
-
-
-def _prefixed_code(line: str) -> bool:
-    """Whether ``line`` is a traceback's indented line behind a launcher's prefix (``gpu07:     loss =
-    model(batch)``: code that names a loss, not a progress line); the prefixes are
-    :func:`ranks.launcher_text`'s."""
-    text = ranks.launcher_text(line)
-    return len(text) < len(line) and text[:1] in (" ", "\t")
-
-
-def _unprefixed(block: Sequence[str], prefix: str) -> list[str]:
-    """A traceback's lines, normalized, without the prefix a launcher printed before its
-    ``Traceback`` head and repeats on each of its lines: pdsh's ``gpu07: `` (DeepSpeed's
-    multi-node runner), Ray's ``(RayTrainWorker pid=123, ip=10.0.0.7)`` (these are not removed
-    by :func:`logs.normalize_line`); a prefix that is not repeated (a logger's timestamp, a
-    progress bar the head was glued to) is left alone."""
-    tag = prefix.rstrip()
-    if len(tag) < 2:
-        return [logs.normalize_line(x) for x in block]
-    return [logs.normalize_line(x[len(prefix):] if x.startswith(prefix) else x[len(tag):] if x.startswith(tag) else x)
-            for x in block]
-
-
-_FRAME = re.compile(r'^\s*File "[^"]*", line \d+(?:, in (\S+))?')
 #: Functions whose frames say the failure happened while evaluating (metrics, validation, test).
 #: Each word starts a word of the name (``run_inference``, ``validation_step``, ``_evaluate``, ``calc_psnr``;
 #: camelCase ``doEval``), not the inside of another (``flashinfer_sample``, ``latest_ckpt``, ``invalid_mask``).
@@ -1444,7 +1261,7 @@ def _checkpoint_func(frames: Sequence[tuple[str, str]]) -> str | None:
     checkpoint (the innermost such frame decides: a save called while resuming is a save). Not a load function
     whose failure is deeper in a constructor (``load_models`` -> ``T5EncoderModel(...)`` -> ``nn.Linear.__init__``
     running out of memory, :data:`_MODULE_INIT`): P3/P7, the model is being built, no saved state is being read yet.
-    ``frames``: (frame line, function) of the traceback, outermost first (:func:`_frame_funcs`)."""
+    ``frames``: (frame line, function) of the traceback, outermost first (:func:`frame_funcs`)."""
     built = False
     for ln, f in reversed(frames):
         if _SAVE_FUNC.search(f):
@@ -1498,31 +1315,6 @@ def _serializing(frames: Sequence[str]) -> str | None:
 _SAMPLE_FRAME = re.compile(r'(?:, in __getitems?__|[/\\]utils[/\\]data[/\\]_utils[/\\]fetch\.py", line \d+, in \S+)\s*$')
 
 
-#: A frame of a Rich traceback (``rich.traceback.install()``, Typer's and many CLIs' pretty errors):
-#: ``│ /srv/app/train.py:101 in train_one_epoch          │`` inside a box whose top border holds
-#: "Traceback (most recent call last)".
-_RICH_FRAME = re.compile(r"^\s*[│|] (\S+?\.py):\d+ in (\S+)")
-
-
-def _funcs(frames: Sequence[str]) -> list[str]:
-    """The functions of a traceback's frames, outermost first (Python's ``File "…", line N, in f``
-    or Rich's ``│ path.py:N in f``)."""
-    return [f for _, f in _frame_funcs(frames)]
-
-
-def _frame_funcs(frames: Sequence[str]) -> list[tuple[str, str]]:
-    """(frame line, function) of a traceback's frames, outermost first (:func:`_funcs`)."""
-    out = []
-    for ln in frames:
-        if 'File "' in ln:
-            m = _FRAME.match(ln)
-            if m and m.group(1):
-                out.append((ln, m.group(1)))
-        elif ".py:" in ln and (r := _RICH_FRAME.match(ln)) is not None:
-            out.append((ln, r.group(2)))
-    return out
-
-
 #: The modules of Lightning's evaluation loops (2.x ``lightning/pytorch/loops/evaluation_loop.py``, ``_EvaluationLoop.run``,
 #: which runs the sanity check, each validation pass and ``trainer.validate/test``, and ``prediction_loop.py``; 1.x
 #: ``pytorch_lightning/loops/dataloader/evaluation_loop.py`` and ``loops/epoch/evaluation_epoch_loop.py``): their
@@ -1566,7 +1358,7 @@ def _in_eval(frames: Sequence[str]) -> bool:
     both, ``train_and_evaluate``, or checks its arguments, ``_validate_args``, says neither), and no
     training step's own function (:data:`_TRAIN_STEP_FUNC`) calls it. A frame of Lightning's evaluation
     loop's module counts as an evaluation's function whatever its name (:data:`_PL_EVAL_LOOP`)."""
-    funcs = [f if not _PL_EVAL_LOOP.search(ln) else "evaluation_loop" for ln, f in _frame_funcs(frames)]
+    funcs = [f if not _PL_EVAL_LOOP.search(ln) else "evaluation_loop" for ln, f in frame_funcs(frames)]
     step = next((k for k, f in enumerate(funcs) if _TRAIN_STEP_FUNC.match(f)), None)
     for k, f in reversed(list(enumerate(funcs if step is None else funcs[:step]))):
         if f == "<module>" or _NOT_EVAL_FUNC.search(f):
@@ -1610,7 +1402,7 @@ def _loader_read(frame: str, code: str) -> str | None:
     ``train_epoch``; not ``main`` taking a fixed batch to plot while it sets up)."""
     if (m := _EVAL_FOR.match(code)) is not None:
         return m.group(1)
-    f = _FRAME.match(frame)
+    f = FRAME_LINE.match(frame)
     if f and f.group(1) and _LOOP_WORDS.search(f.group(1)) and (n := _EVAL_NEXT.search(code)) is not None:
         return n.group(1)
     return None
@@ -1693,7 +1485,7 @@ def _in_step(frames: Sequence[str]) -> bool:
     while setting up) is not a step."""
     if _keras_step(frames):
         return True
-    funcs = _funcs(frames)
+    funcs = func_names(frames)
     built = next((k for k, f in enumerate(funcs) if _SETUP_FUNC.match(f)), len(funcs))
     if any(_STEP_FUNC.match(f) or _EPOCH_FUNC.match(f) for f in funcs[:built]):
         return True  # (a forward below a constructor, vLLM's profile_run, is its set-up's)
@@ -1764,7 +1556,7 @@ def _ends_in_import_error(frames: Sequence[str]) -> bool:
 def _at_import(frames: Sequence[str]) -> bool:
     """A traceback of module-level frames only (the program failed while its modules were being
     loaded, before it called anything)."""
-    funcs = _funcs(frames)
+    funcs = func_names(frames)
     return bool(funcs) and all(f == "<module>" for f in funcs)
 
 
@@ -1783,11 +1575,6 @@ def _results_after_progress(lines: Sequence[str], floor: int, top: int) -> bool:
     start = got[0] + 1 if got else max(floor, top - _RESULTS_AT_END)
     return any(_RESULT_LINE.search(ln) and not is_bar(ln) and not printed_before(lines, floor, start, ln.strip())
                for ln in lines[start:top])
-
-
-#: Python's traceback head; Sacred's filtered one reads "Traceback (most recent calls WITHOUT Sacred internals):"
-#: (``sacred/utils.py``, ``format_filtered_stacktrace``).
-_TB = "Traceback (most recent call"
 
 
 #: Python's report of an exception it cannot raise (``PyErr_WriteUnraisable``: "Exception ignored in atexit
@@ -1865,9 +1652,9 @@ def _glued_bar(region: Sequence[str]) -> str | None:
     :func:`lines.text_on_bar`): the first step at 0/N, else training; ``None`` when there is no
     such line."""
     for ln in region:
-        if _TB not in ln:
+        if TRACEBACK_HEAD not in ln:
             continue
         glued = text_on_bar(ln)
-        if glued is not None and glued.text.startswith(_TB):
+        if glued is not None and glued.text.startswith(TRACEBACK_HEAD):
             return "first_step" if glued.done == 0 else "training"  # "1/242731 [...": one step done
     return None
