@@ -66,7 +66,7 @@ def test_zero_based_last_iteration_is_not_short() -> None:
 def test_train_override_under_module_eval_is_evaluation() -> None:
     """Item 4: nn.Module.eval() is ``return self.train(False)``: a model's own train(mode) failing under a
     test routine's model.eval() fails in evaluation; a train() called from the job's loop is training."""
-    from gpulens.diagnosis.logread import phase
+    from gpulens.diagnosis.logread import phase_frames
     frames = ["Traceback (most recent call last):",
               '  File "/srv/job/main.py", line 31, in <module>',
               "    test(net, data)",
@@ -77,10 +77,10 @@ def test_train_override_under_module_eval_is_evaluation() -> None:
               '  File "/srv/job/net.py", line 40, in train',
               "    for m in self.frozen: m.freeze_bn(mode)",
               "AttributeError: 'Linear' object has no attribute 'freeze_bn'"]
-    assert phase._in_eval(frames)
+    assert phase_frames.in_eval(frames)
     called = frames[:3] + ['  File "/srv/job/main.py", line 12, in test', "    train(net, data)",
                            '  File "/srv/job/main.py", line 40, in train', "    loss.backward()", frames[-1]]
-    assert not phase._in_eval(called)
+    assert not phase_frames.in_eval(called)
 
 
 def _tf_device(free: str) -> str:

@@ -36,6 +36,20 @@ from gpulens.diagnosis.logread.lines import (
     launch_banner,
     text_on_bar,
 )
+from gpulens.diagnosis.logread.phase_frames import (
+    EPOCH_FUNC,
+    LOOP_WORDS,
+    PARSE_FUNC,
+    SETUP_FUNC,
+    TRAIN_FUNC,
+    TRAIN_STEP_FUNC,
+    eval_loader_frame,
+    eval_metric_frame,
+    eval_program,
+    in_eval,
+    in_train_step,
+    keras_step,
+)
 from gpulens.diagnosis.logread.phase_text import (
     LOOKBACK,
     failure_text,
@@ -49,7 +63,6 @@ from gpulens.diagnosis.logread.phase_text import (
 )
 from gpulens.diagnosis.logread.phase_traceback import (
     ANY_CHAIN_NOTES,
-    FRAME_LINE,
     TRACEBACK_HEAD,
     chained_outer,
     failing_traceback,
@@ -301,7 +314,7 @@ def _setup_phase(lines: Sequence[str], floor: int, top: int, tb: Sequence[str]) 
         # with steps above: an earlier program's (then startup) or this one's next stage (then not):
         # the evidence contradicts itself, no answer rather than a guess; arguments are parsed at the start only
         own = run_start(lines, floor, top, _RUN_LOOKBACK)  # the failing program's own lines
-        parsing = any(_PARSE_FUNC.match(f) for f in func_names(tb))
+        parsing = any(PARSE_FUNC.match(f) for f in func_names(tb))
         return "startup" if parsing or progress_count(lines, own, top, 1) == 0 else UNKNOWN
     if _first_cuda_call(tb) or _model_summary(tb):
         return "startup"
@@ -341,7 +354,7 @@ def _own_lines_back(lines: Sequence[str], floor: int, top: int) -> int:
 def _after_run_end(lines: Sequence[str], done: int, top: int, tb: Sequence[str] | None) -> str:
     """The phase of a failure at ``top`` after the run's end printed at ``done``, no next program
     announced: ``evaluation`` when the final evaluation runs after the loop's end, else ``shutdown``."""
-    if tb is not None and _eval_program(tb):
+    if tb is not None and eval_program(tb):
         return "evaluation"  # the job's next program after the finished one evaluates (chat_eval.py, test.py)
     if _evaluation_announced(shown_ends(lines[done:top], keep_blank=True)) or _evaluating(lines, done + 1, top):
         return "evaluation"  # P10: "Training completed. Starting evaluation..." or a test bar short of its total
@@ -374,7 +387,7 @@ def _evaluation_going_on(lines: Sequence[str], failure: int, floor: int, top: in
         return True
     if _evaluation_announced(_since_last_step(before)) or _evaluating(lines, floor, top):
         return True
-    if (tb is None or not _in_step(tb)) and _trainer_evaluating(lines, floor, top):
+    if (tb is None or not in_train_step(tb)) and _trainer_evaluating(lines, floor, top):
         return True  # the Trainer's evaluation loop announced, its results not logged yet
     # P4/P9: killed right after an evaluation's report, nothing printed since (after a training loop's pass:
     # not a set-up line's "val_split: 0.1")
@@ -388,7 +401,7 @@ def _names_evaluation(lines: Sequence[str], failure: int, tb: Sequence[str] | No
     without a traceback, the failure's own lines name one."""
     if tb is None:
         return _names_eval(failure_text(lines, failure))
-    return _in_eval([*chained_outer(lines, failure), *tb]) or _eval_loader_frame(tb) or _eval_metric_frame(tb)
+    return in_eval([*chained_outer(lines, failure), *tb]) or eval_loader_frame(tb) or eval_metric_frame(tb)
 
 
 def _phase_by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str], tb: Sequence[str] | None,
@@ -401,7 +414,7 @@ def _phase_by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence
     phase = _by_steps(lines, floor, top, region, tb, step)
     if loop is not None and phase == "startup":
         return "first_step"  # after the loop's announcement: its set-up is done
-    if phase in ("first_step", "training") and tb is not None and _eval_program(tb) \
+    if phase in ("first_step", "training") and tb is not None and eval_program(tb) \
             and loop is None and not _loop_started(lines, floor, top):
         return "evaluation"  # the steps an evaluation script counts are its batches (unless it announced training)
     return phase
@@ -453,9 +466,9 @@ def _built_from_pretrained(frames: Sequence[str]) -> bool:
         return False
     hub = next((k for k, (ln, _) in enumerate(frame_funcs(frames)) if _PUBLISHED_WEIGHTS.search(ln)), None)
     if hub is not None:
-        return not any(_LOOP_WORDS.search(f) for f in funcs[:hub])
+        return not any(LOOP_WORDS.search(f) for f in funcs[:hub])
     at = next((k for k, f in enumerate(funcs) if f == "from_pretrained"), None)
-    if at is None or any(_LOOP_WORDS.search(f) for f in funcs[:at]):
+    if at is None or any(LOOP_WORDS.search(f) for f in funcs[:at]):
         return False
     return "__init__" in funcs[:at] or any(_DYNAMIC_MODULE in ln for ln in frames)
 
@@ -534,41 +547,25 @@ def _announced_checkpoint(lines: Sequence[str], floor: int, top: int) -> str | N
     return None
 
 
-#: Functions that set a program up: a constructor (a trainer's, an engine's, a model's), DeepSpeed's
-#: ``initialize``, accelerate's ``prepare``, ``init_process_group``, ``setup``/``build_*`` helpers.
-#: The job's own argument parsing (P3): a script's ``parse_args()``/``parse_opt()``/``get_args()`` (argparse's
-#: ``parse_args`` below it), transformers' ``HfArgumentParser.parse_args_into_dataclasses``. A program parses its
-#: arguments once, when it starts: never a next stage of the same program.
-_PARSE = r"parse_(?:args|arguments|opts?|options)\w*|get_args"
-_PARSE_FUNC = re.compile(f"^(?:{_PARSE})$")
-_SETUP_FUNC = re.compile(r"^(?:__init__|__post_init__|initialize|_?init_(?:process_group|distributed\w*|model\w*|weights)"
-                         r"|_?setup(?:_\w+)?|prepare(?:_model)?|_prepare_\w+|build_(?:model|optimizer|trainer|engine|dataset)\w*"
-                         r"|create_(?:model|optimizer|trainer)\w*|_configure_\w+|" + _PARSE + ")$")
-#: Functions of a running loop (any word of training, stepping, iterating, evaluating, generating):
-#: a constructor called from one is not set-up.
-_LOOP_WORDS = re.compile(r"(?i)train|fit|loop|epoch|step|iter|__next__|forward|backward|eval|valid|test|predict|infer"
-                         r"|generat|sampl|rollout|update|run_batch|process_batch")
-
-
 #: A program's entry function (``main()``, ``run()``, ``cli()``), which calls its set-up and its loop.
 _ENTRY_FUNC = re.compile(r"(?i)^_?(?:main|run|cli|app|launch|start)\w*$")
 
 
 def _setting_up(frames: Sequence[str]) -> bool:
     """Whether the traceback fails while the program sets itself up: the script's module level (or
-    its entry function, ``main``) calls a set-up function (:data:`_SETUP_FUNC`: building the trainer,
+    its entry function, ``main``) calls a set-up function (:data:`SETUP_FUNC`: building the trainer,
     the engine, the model), and no frame is of a loop that trains, iterates or evaluates (whatever
     steps are printed above belong to an earlier program); not when a frame computes an evaluation's
-    metrics (:func:`_in_eval`: scikit-learn's ``roc_curve`` under a constructor). A worker thread's traceback (no
+    metrics (:func:`in_eval`: scikit-learn's ``roc_curve`` under a constructor). A worker thread's traceback (no
     ``<module>`` frame) and a constructor called deeper (a distribution built in a forward) are not."""
     funcs = func_names(frames)
-    if not funcs or funcs[0] != "<module>" or any(_LOOP_WORDS.search(f) for f in funcs) or _in_eval(frames):
+    if not funcs or funcs[0] != "<module>" or any(LOOP_WORDS.search(f) for f in funcs) or in_eval(frames):
         return False
     calls = [f for f in funcs[1:] if f != "<module>"]
     k = 0
-    while k < len(calls) - 1 and _ENTRY_FUNC.match(calls[k]) and not _SETUP_FUNC.match(calls[k]):
+    while k < len(calls) - 1 and _ENTRY_FUNC.match(calls[k]) and not SETUP_FUNC.match(calls[k]):
         k += 1
-    return k < len(calls) and _SETUP_FUNC.match(calls[k]) is not None
+    return k < len(calls) and SETUP_FUNC.match(calls[k]) is not None
 
 
 #: A line that announces an evaluation going on (fairseq's 'begin validation on "valid" subset',
@@ -593,7 +590,7 @@ def _first_cuda_call(frames: Sequence[str]) -> bool:
     (a DataLoader worker's "Cannot re-initialize CUDA in forked subprocess" runs in the worker's loop)."""
     if not any("_lazy_init" in ln and _CUDA_INIT_FRAME.search(ln) for ln in frames):
         return False
-    return not any(_LOOP_WORDS.search(f) for f in func_names(frames))
+    return not any(LOOP_WORDS.search(f) for f in func_names(frames))
 
 
 #: A model summary's dummy forward: torchsummary's ``summary(model, input_size)`` (``torchsummary/torchsummary.py``: it
@@ -608,30 +605,7 @@ def _model_summary(frames: Sequence[str]) -> bool:
     at = next((k for k, ln in enumerate(frames) if "summary" in ln and _SUMMARY_FRAME.search(ln)), None)
     if at is None:
         return False
-    return not any(_TRAIN_FUNC.match(f) or _EPOCH_FUNC.match(f) or _TRAIN_STEP_FUNC.match(f) for f in func_names(frames[:at]))
-
-
-#: An evaluation program's entry script, by the first word of its file name that names a stage
-#: (``evaluate_bart_large_finetuned.py``, ``test_full_pipeline.py``, ``run_eval.py``, ``inference.py``,
-#: ``sample.py``); one whose first such word names training (``train_and_eval.py``, ``finetune_test.py``)
-#: trains.
-_EVAL_WORD = re.compile(r"(?:eval\w*|test(?:ing)?|infer(?:ence)?|predict(?:ion)?|sampl(?:e|ing)|generat(?:e|ion))")
-_TRAIN_WORD = re.compile(r"\w*(?:train|tune|fit)\w*")
-_ENTRY = re.compile(r'File "(?:[^"]*[/\\])?([^"/\\]+)\.py", line \d+, in <module>')
-
-
-def _eval_program(frames: Sequence[str]) -> bool:
-    """Whether the traceback's entry script (its outermost ``<module>`` frame) is an evaluation
-    program by its file name."""
-    m = next((m for ln in frames if "<module>" in ln and (m := _ENTRY.search(ln)) is not None), None)
-    if m is None:
-        return False
-    for word in re.split(r"[_\W]+", m.group(1).lower()):
-        if _TRAIN_WORD.fullmatch(word):
-            return False
-        if _EVAL_WORD.fullmatch(word):
-            return True
-    return False
+    return not any(TRAIN_FUNC.match(f) or EPOCH_FUNC.match(f) or TRAIN_STEP_FUNC.match(f) for f in func_names(frames[:at]))
 
 
 #: What follows a setting's name in a config dump or an argument list (``'evaluate_guards': False``,
@@ -890,7 +864,7 @@ def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str],
     if (table := _table_step(lines, floor, top)) is not None:  # a metric table's last row names its step
         return "first_step" if to_float(table[1]) == 0 else "training"
     steps = progress_count(lines, floor, top, 4)
-    if steps > 0 and frames is not None and _keras_step(frames) and not _keras_progress(lines, floor, top):
+    if steps > 0 and frames is not None and keras_step(frames) and not _keras_progress(lines, floor, top):
         steps = 0  # Keras counts its steps in its own lines: another bar (a data set's preparation) is no step
     scripted = top < len(lines) and shell_error(lines[top])  # the job script's own error after its program
     if (frames is not None or scripted) and steps > 0 and _results_after_progress(lines, floor, top) \
@@ -942,7 +916,7 @@ def _without_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[
     if _printed_losses(lines, floor, top):
         return "training"  # print(loss.item()) once a step
     # (the outer frames of a traceback chained below this one, where it holds only a library's frames below a ``try``)
-    framed = frames is not None and _in_step([*chained_outer(lines, top + len(frames) - 1, ANY_CHAIN_NOTES), *frames])
+    framed = frames is not None and in_train_step([*chained_outer(lines, top + len(frames) - 1, ANY_CHAIN_NOTES), *frames])
     # (a step-only warning on the failure line too: a loss kernel's device assertion is printed inside the step)
     in_step = framed or _loop_started(lines, floor, top) \
         or _stepped(lines, floor, min(len(lines), top + 1)) or (frames is None and killed(lines, top) and _loop_announced(lines, floor, top))
@@ -1222,29 +1196,6 @@ def _past_first(step: str | None) -> bool:
     return "." in text and to_float(text) > 0
 
 
-#: Functions whose frames say the failure happened while evaluating (metrics, validation, test).
-#: Each word starts a word of the name (``run_inference``, ``validation_step``, ``_evaluate``, ``calc_psnr``;
-#: camelCase ``doEval``), not the inside of another (``flashinfer_sample``, ``latest_ckpt``, ``invalid_mask``).
-_EVAL_FUNC = re.compile(r"(?:^|_|(?<=[a-z0-9])(?=[A-Z])|\d)(?i:eval|valid|test|metric|psnr|ssim|accuracy|score|bleu|rouge"
-                        r"|predict|infer|roc|auc)"
-                        # an accuracy by its short name as the last word (SHOT's ``cal_acc``, ``compute_acc``,
-                        # ``top1_acc``), not gradient accumulation (``acc_grad``, ``accumulate``)
-                        r"|(?i:(?:^|_)acc$)"
-                        # validation by its short name as the function's first word (DeepSnake/E2EC/CenterNet
-                        # trainers' ``val(epoch, data_loader, evaluator)``, ``val_step``, ``val_one_epoch``),
-                        # not a value (``max_val``, ``get_val``)
-                        r"|^_*val(?:_|$)"
-                        # a diffusion model's reverse process, run to make samples: openai/guided-diffusion's
-                        # ``p_sample_loop``/``ddim_sample_loop_progressive``/``p_sample``, CompVis/latent-diffusion's
-                        # ``ddim_sampling``/``p_sample_ddim``/``plms_sampling`` (not a training loss's ``p_losses``)
-                        r"|(?i:sample_loop)|^(?:p|ddim|ddpm|plms)_sample(?:_\w+)?$|^(?:ddim|plms|dpm)_sampling$")
-#: Functions whose frames say the failure happened inside a training step (forward, backward,
-#: the optimizer's step; ``train_step_<part>``, the step of one part of a model, as JAX/Equinox scripts name their
-#: jitted steps: ``train_step_node``, ``train_step_ctx``).
-_STEP_FUNC = re.compile(r"^(?:forward|_forward|backward|training_step|train_step(?:_\w+)?|train_batch|step|optimizer_step"
-                        r"|_call_impl|_wrapped_call_impl|compute_loss|update_actor|update_policy|fwd_bwd\w*|\w*_step"
-                        # fetching a batch from the data loader (the first batch is the first step's)
-                        r"|_next_data|_get_next_batch|_process_data)$")
 _SYNTAX = ("SyntaxError", "IndentationError", "TabError")
 #: Functions that save or load a checkpoint or pretrained weights (by name).
 _SAVE_FUNC = re.compile(r"(?i)save_?(?:checkpoint|model|pretrained|state|weights|fsdp)|_save_(?:\w+_)?checkpoint"
@@ -1315,151 +1266,6 @@ def _serializing(frames: Sequence[str]) -> str | None:
 _SAMPLE_FRAME = re.compile(r'(?:, in __getitems?__|[/\\]utils[/\\]data[/\\]_utils[/\\]fetch\.py", line \d+, in \S+)\s*$')
 
 
-#: The modules of Lightning's evaluation loops (2.x ``lightning/pytorch/loops/evaluation_loop.py``, ``_EvaluationLoop.run``,
-#: which runs the sanity check, each validation pass and ``trainer.validate/test``, and ``prediction_loop.py``; 1.x
-#: ``pytorch_lightning/loops/dataloader/evaluation_loop.py`` and ``loops/epoch/evaluation_epoch_loop.py``): their
-#: functions are named ``run``, ``advance``, ``_evaluation_step`` (P4: a validation pass inside ``fit`` is evaluation).
-_PL_EVAL_LOOP = re.compile(r'lightning[/\\](?:pytorch[/\\])?loops[/\\](?:\w+[/\\])?(?:evaluation(?:_epoch)?|prediction(?:_epoch)?)_loop\.py"')
-
-
-#: Functions whose names hold an evaluation word but check or size something (argument and config
-#: validation, shape inference, the latest checkpoint's lookup), in any phase.
-_NOT_EVAL_FUNC = re.compile(r"(?i)validat\w*_(?:arg|argument|kwarg|\w+_kwarg|config|input|shape|sample|dtype|path|param"
-                            # huggingface_hub's ``validate_repo_id`` (``utils/_validators.py``, under every
-                            # ``from_pretrained`` of a path that is no repository id)
-                            r"|parameter|option|schema|device|type|value|field|env|setting|repo_id|token|url)s?$|valid_(?:shape|input|arg)"
-                            r"|infer_(?:size|shape|dtype|schema|device|auto_device_map|framework|type|batch_size)|latest|attest")
-#: Functions of a training loop's step or epoch: the innermost of these and of the evaluation's
-#: decides (``train_and_evaluate`` -> ``train_one_epoch`` -> ``forward`` fails in training; the Hugging
-#: Face Trainer's ``_inner_training_loop`` -> ``evaluate`` -> ``prediction_step`` in evaluation).
-_TRAIN_FUNC = re.compile(r"(?i)^_*(?:train(?:ing)?_(?:step|epoch|one_epoch|batch|loop|iter\w*)|inner_training_loop"
-                         r"|train_one_epoch|backward|optimizer_step|fit_epoch)$")
-
-
-#: A function named for training alone (a model class's ``train(data)``, the job's ``train()``): inside an
-#: evaluation-named caller (a driver's ``validate(model, args)`` that trains and scores each epoch) it is what ran (P1:
-#: the innermost frame that names an activity decides, as :data:`_TRAIN_FUNC`'s do). Not ``fit`` (scikit-learn's
-#: ``cross_validate`` -> ``fit`` is a model selection's scoring).
-#: Not when ``eval`` calls it: torch's ``nn.Module.eval()`` is ``return self.train(False)``
-#: (``torch/nn/modules/module.py``), a model's own ``train(mode)`` override runs there to switch to evaluation.
-_TRAIN_NAME = re.compile(r"(?i)^_*train(?:ing)?$")
-
-
-#: A training step's own function (the Hugging Face Trainer's ``training_step``, Lightning's, Keras' ``train_step``,
-#: ``optimizer_step``, ``backward``): what it calls is part of the step (TRL's GRPO ``training_step`` ->
-#: ``_prepare_inputs`` -> ``_generate_and_score_completions`` scores rewards, it does not evaluate); an
-#: evaluation runs between steps, from the loop or the epoch, never inside one.
-_TRAIN_STEP_FUNC = re.compile(r"(?i)^_*(?:train(?:ing)?_(?:step|batch|one_step)|optimizer_step|backward)$")
-
-
-def _in_eval(frames: Sequence[str]) -> bool:
-    """Whether the traceback fails while evaluating (validation, test, metrics): the innermost
-    function that names an evaluation or a training step is an evaluation's (a function that names
-    both, ``train_and_evaluate``, or checks its arguments, ``_validate_args``, says neither), and no
-    training step's own function (:data:`_TRAIN_STEP_FUNC`) calls it. A frame of Lightning's evaluation
-    loop's module counts as an evaluation's function whatever its name (:data:`_PL_EVAL_LOOP`)."""
-    funcs = [f if not _PL_EVAL_LOOP.search(ln) else "evaluation_loop" for ln, f in frame_funcs(frames)]
-    step = next((k for k, f in enumerate(funcs) if _TRAIN_STEP_FUNC.match(f)), None)
-    for k, f in reversed(list(enumerate(funcs if step is None else funcs[:step]))):
-        if f == "<module>" or _NOT_EVAL_FUNC.search(f):
-            continue
-        if _TRAIN_FUNC.match(f) or (_TRAIN_NAME.match(f) and not (k and funcs[k - 1] == "eval")):
-            return False
-        if _EVAL_FUNC.search(f) and "train" not in f.lower():
-            return True
-    return False
-
-
-#: A ``for`` statement of the job's own code that iterates over an evaluation's data loader, as the frame's source
-#: line shows it: PyTorch's "Training with PyTorch" tutorial (``beginner_source/introyt/trainingyt.py``) validates with
-#: ``for i, vdata in enumerate(validation_loader):``, and scripts name theirs ``val_loader``, ``valid_dl``,
-#: ``test_dataloader``, ``self.eval_loader``. A frame stopped on such a line is fetching an evaluation batch
-#: (torch's ``DataLoader.__next__`` below it): the evaluation pass is what runs (P4, P8).
-_EVAL_FOR = re.compile(r"^\s*(?:async\s+)?for\b[^:]{1,200}?\bin\b([^:]{1,200}):\s*$")
-#: A batch taken by hand from such a loader: Python's ``next(iter(loader))`` (the PyTorch tutorials' ``images, labels =
-#: next(iter(test_loader))``), ``next(loader_iter)``; torch's ``DataLoader.__iter__`` starts its workers there (P8).
-_EVAL_NEXT = re.compile(r"\bnext\(\s*(?:iter\(\s*)?([\w.]+)\s*\)")
-#: The name of an evaluation's data loader (data set, iterator) as the job's own code spells it: one word of the
-#: expression such a ``for`` or ``next`` reads (``val_loader``, ``valid_dl``, ``test_dataloader``, ``eval_iter``,
-#: ``dev_set``; ``self.eval_loader``'s last word). User scripts' variable names: read only by :func:`_eval_loader_frame`.
-_EVAL_LOADER = re.compile(r"(?i)^(?:\w+_)?(?:val|valid|validation|eval|evaluation|test|dev)_?(?:data(?:set)?_?)?"
-                          r"(?:loader|dataloader|dl|iter|iterator|batches|set|dataset|ds)s?$")
-
-
-def _eval_loader_frame(frames: Sequence[str]) -> bool:
-    """Whether a frame of the traceback is stopped on a ``for`` over an evaluation's data loader or on a ``next``
-    of one (:func:`_loader_read`): a word of what it reads names one (:data:`_EVAL_LOADER`)."""
-    for k in range(len(frames) - 1):
-        if "File " in frames[k] and (read := _loader_read(frames[k], frames[k + 1])) is not None \
-                and any(_EVAL_LOADER.match(w) for w in re.split(r"\W+", read) if w):
-            return True
-    return False
-
-
-def _loader_read(frame: str, code: str) -> str | None:
-    """The expression a frame's source line ``code`` iterates over (:data:`_EVAL_FOR`), or takes a batch from by hand
-    (:data:`_EVAL_NEXT`) where the frame's function runs a loop (:data:`_LOOP_WORDS`: ``training_loop``,
-    ``train_epoch``; not ``main`` taking a fixed batch to plot while it sets up)."""
-    if (m := _EVAL_FOR.match(code)) is not None:
-        return m.group(1)
-    f = FRAME_LINE.match(frame)
-    if f and f.group(1) and _LOOP_WORDS.search(f.group(1)) and (n := _EVAL_NEXT.search(code)) is not None:
-        return n.group(1)
-    return None
-
-
-#: A quoted metric key of an evaluation, as trackers name them (wandb's and TensorBoard's section prefix: "val/loss",
-#: "eval/accuracy", "test/f1", Lightning's ``self.log("val/acc", ...)``), on the innermost frame's source line: the job
-#: is logging or computing an evaluation's metrics there (P4: a metric computed on the evaluation outputs).
-_EVAL_KEY = re.compile(r"""["'](?:val|valid|validation|eval|test)/\w""")
-_TRAIN_KEY = re.compile(r"""["']train(?:ing)?/""")
-
-
-def _eval_metric_frame(frames: Sequence[str]) -> bool:
-    """Whether the innermost frame's source line writes an evaluation's metric key (:data:`_EVAL_KEY`) and no
-    training one (a dict of both is an epoch's summary)."""
-    at = max((k for k, ln in enumerate(frames) if "File " in ln), default=None)
-    if at is None or at + 1 >= len(frames) or "/" not in frames[at + 1]:
-        return False
-    code = frames[at + 1]
-    return _EVAL_KEY.search(code) is not None and _TRAIN_KEY.search(code) is None
-
-
-#: A data set's item fetch, and what iterates over a data set (a loader's ``__next__``, a custom
-#: prefetching thread's ``item_iterator``).
-_FETCH_FUNC = re.compile(r"^__getitems?__$")
-_ITER_FUNC = re.compile(r"(?i)__next__|iter")
-
-
-#: A function that runs one epoch of the training loop (timm/torchvision references' and DeiT's
-#: ``train_one_epoch``, ``train_epoch``, ``run_epoch``): the loop had started (its set-up is done by then).
-_EPOCH_FUNC = re.compile(r"(?i)^_*(?:train(?:ing)?_(?:one_)?epoch|run_(?:train_)?epoch|fit_epoch|train_one_iter\w*)$")
-
-
-#: The reader thread of a Paddle DataLoader's iterator (``paddle/io/dataloader/dataloader_iter.py``, ``paddle/fluid/
-#: dataloader/dataloader_iter.py`` before 2.5: ``_DataLoaderIterSingleProcess``/``_DataLoaderIterMultiProcess.__init__``
-#: call ``_init_thread``, which starts ``threading.Thread(target=self._thread_loop)``), created by ``DataLoader.__iter__``,
-#: i.e. when a loop asks for its first batch: an error in it is the loop's (P8), like torch's ``_next_data``.
-_PADDLE_READER = re.compile(r'File "[^"]*paddle[/\\](?:fluid[/\\])?(?:io[/\\])?dataloader[/\\]dataloader_iter\.py", '
-                            r"line \d+, in _thread_loop\b")
-
-
-#: torch's autograd entry points (``torch/_tensor.py`` ``Tensor.backward``, ``torch/autograd/__init__.py`` ``backward``,
-#: ``torch/autograd/graph.py`` ``_engine_run_backward``): gradients being computed, which set-up never does
-#: (a constructor's warm-up or profiling pass runs forward only).
-_BACKWARD_FUNCS = frozenset(("backward", "_engine_run_backward"))
-
-
-#: Keras' training loop calling one step, as the frame's source line shows it: tf.keras' and Keras 3's ``Model.fit``
-#: (``keras/engine/training.py``, ``keras/src/backend/tensorflow/trainer.py``: ``for step in
-#: data_handler.steps(): callbacks.on_train_batch_begin(step); tmp_logs = self.train_function(iterator)``), Keras 2.0-2.3's
-#: ``fit_loop`` (``keras/engine/training_arrays.py``: ``outs = fit_function(ins_batch)``) and ``fit_generator``
-#: (``training_generator.py``: ``outs = model.train_on_batch(...)``).
-_KERAS_STEP = re.compile(r"\bself\.train_function\(|\bfit_function\(|\.train_on_batch\(")
-#: A Keras source file's frame.
-_KERAS_FRAME = re.compile(r'File "[^"]*[/\\]keras[/\\][^"]*", line \d+, in (?:fit\w*|fit_loop)$')
-
-
 #: Lines above the failure searched for Keras' progress lines.
 _KERAS_LOOKBACK = 20000
 
@@ -1469,32 +1275,6 @@ def _keras_progress(lines: Sequence[str], floor: int, top: int) -> bool:
     ``lines[floor:top]`` before ``top``."""
     found = find_keys(lines, KERAS_PROGRESS_KEYS, max(floor, top - _KERAS_LOOKBACK), top)
     return any(keras_progress(lines[i]) for i in reversed(found))
-
-
-def _keras_step(frames: Sequence[str]) -> bool:
-    """Whether a frame of Keras' ``fit`` is stopped on the call of a training step (:data:`_KERAS_STEP`)."""
-    return any(_KERAS_FRAME.search(frames[k].rstrip()) is not None and _KERAS_STEP.search(frames[k + 1]) is not None
-               for k in range(len(frames) - 1) if "keras" in frames[k])
-
-
-def _in_step(frames: Sequence[str]) -> bool:
-    """Whether the traceback runs inside a training step (a forward, a backward, an optimizer step,
-    an epoch's loop) not called by a set-up function (:data:`_SETUP_FUNC`: a constructor's warm-up or
-    profiling forward, vLLM's ``__init__`` -> ``_initialize_kv_caches`` -> ``profile_run``), or fetches a batch's items while iterating over
-    a data set (a custom loader's thread, without torch's ``_next_data``); a ``__getitem__`` not reached by iterating (``datasets["validation"]``
-    while setting up) is not a step."""
-    if _keras_step(frames):
-        return True
-    funcs = func_names(frames)
-    built = next((k for k, f in enumerate(funcs) if _SETUP_FUNC.match(f)), len(funcs))
-    if any(_STEP_FUNC.match(f) or _EPOCH_FUNC.match(f) for f in funcs[:built]):
-        return True  # (a forward below a constructor, vLLM's profile_run, is its set-up's)
-    if any(f in _BACKWARD_FUNCS for f in funcs[built:]):
-        return True  # a backward pass is a training step's, even a warm-up one run from a set-up function
-    if any("dataloader_iter" in ln and _PADDLE_READER.search(ln) for ln in frames):
-        return True
-    fetch = next((k for k, f in enumerate(funcs) if _FETCH_FUNC.match(f)), None)
-    return fetch is not None and any(_ITER_FUNC.search(f) for f in funcs[:fetch])
 
 
 #: NCCL's watchdog naming the collective it timed out on, with its sequence number.
