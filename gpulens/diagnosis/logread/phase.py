@@ -45,6 +45,7 @@ from gpulens.diagnosis.logread.phase_frames import (
     in_train_step,
     keras_step,
 )
+from gpulens.diagnosis.logread.phase_loops import LOOP_START, loop_announced, loop_started, new_loop
 from gpulens.diagnosis.logread.phase_startup import (
     at_import,
     built_from_pretrained,
@@ -415,13 +416,13 @@ def _phase_by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence
     """The phase from the steps the program printed since ``floor`` (:func:`_by_steps`), counted from a new
     training loop's or stage's announcement when there is one (its set-up done: at least its first step); an
     evaluation program's (by its entry script's name) steps are its batches unless it announced training."""
-    if (loop := _new_loop(lines, floor, top)) is not None:  # a new training stage started: its steps count
+    if (loop := new_loop(lines, floor, top)) is not None:  # a new training stage started: its steps count
         floor = loop + 1
     phase = _by_steps(lines, floor, top, region, tb, step)
     if loop is not None and phase == "startup":
         return "first_step"  # after the loop's announcement: its set-up is done
     if phase in ("first_step", "training") and tb is not None and eval_program(tb) \
-            and loop is None and not _loop_started(lines, floor, top):
+            and loop is None and not loop_started(lines, floor, top):
         return "evaluation"  # the steps an evaluation script counts are its batches (unless it announced training)
     return phase
 
@@ -821,29 +822,11 @@ def _without_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[
     # (the outer frames of a traceback chained below this one, where it holds only a library's frames below a ``try``)
     framed = frames is not None and in_train_step([*chained_outer(lines, top + len(frames) - 1, ANY_CHAIN_NOTES), *frames])
     # (a step-only warning on the failure line too: a loss kernel's device assertion is printed inside the step)
-    in_step = framed or _loop_started(lines, floor, top) \
-        or _stepped(lines, floor, min(len(lines), top + 1)) or (frames is None and killed(lines, top) and _loop_announced(lines, floor, top))
+    in_step = framed or loop_started(lines, floor, top) \
+        or _stepped(lines, floor, min(len(lines), top + 1)) or (frames is None and killed(lines, top) and loop_announced(lines, floor, top))
     if in_step and _an_hour_in_loop(lines, floor, top, top + len(frames or ()), framed):
         return "training"  # P2 (c): no output of the loop in this file, but it ran for over an hour
     return _glued_bar(region) or ("first_step" if in_step else "startup")
-
-
-#: A trainer's announcement that its training loop starts, printed once everything is set up (model
-#: wrapped, optimizer built), just before the first batch: the Hugging Face Trainer's (and TRL's,
-#: DeepSpeed-Chat's) "***** Running training *****" (DeepSpeed-Chat's step 3, ``step3_rlhf_finetuning/main.py``:
-#: "***** Running training (total_iters=N) *****"), fairseq's "begin training epoch 1", detectron2's
-#: "Starting training from iteration 0" (``SimpleTrainer``/``TrainerBase.train``), Ultralytics YOLO's
-#: "Starting training for 100 epochs..." (after "Logging results to ..."), mmcv 1.x runners'
-#: "workflow: [('train', 1)], max: 12 epochs" (``EpochBasedRunner.run``; ``max: 90000 iters`` for
-#: ``IterBasedRunner``), Lightning's model summary ending "Total estimated model params size (MB)" (the
-#: ``ModelSummary`` callback's ``on_fit_start``, after the model and optimizers are set up, before the
-#: sanity check and the first batch), mmengine's ``CheckpointHook.before_train`` "Checkpoints will be saved to
-#: {out_dir}." (``Runner.train`` calls the ``before_train`` hooks once the model, optimizer and loops are built,
-#: then runs the loop), YOLOX's ``Trainer.before_epoch`` "---> start train epoch1" (``yolox/core/trainer.py``:
-#: ``logger.info("---> start train epoch{}".format(self.epoch + 1))``, before the epoch's first iteration).
-_LOOP_START = ("***** Running training", "begin training epoch ", "Starting training from iteration ",
-               "Starting training for ", "workflow: [(", "Total estimated model params size (MB)",
-               "Checkpoints will be saved to ", "---> start train epoch")
 
 
 #: Warnings PyTorch prints only once a training step has run or is running (each once per process): DDP's reducer
@@ -910,13 +893,13 @@ def _seconds(line: str) -> int | None:
 
 def _an_hour_in_loop(lines: Sequence[str], floor: int, top: int, end: int | None = None, framed: bool = False) -> bool:
     """P2 (c): whether the log's own timestamps show the process ran for more than an hour after its loop began
-    (its first mark: :data:`_LOOP_START`, a step-only warning of :data:`_STEP_WARNINGS`) when it failed at ``top``
+    (its first mark: :data:`LOOP_START`, a step-only warning of :data:`_STEP_WARNINGS`) when it failed at ``top``
     (its traceback ending at ``end``): the last timestamp at or before that mark, the first at or after the failure
     (a scheduler's verdict, a launcher's reaction). ``framed``: the failing traceback runs in a training step, so
     the loop had begun though no mark shows when; then the attempt's first timestamp stands for its start, as P2 (c)
     reads "the scheduler's start and end times" (a stderr file with a step's traceback and no loop output), where no
     earlier traceback shows another program or launch in the same lines."""
-    marks = find_keys(lines, (*_LOOP_START, *_STEP_WARNINGS), floor, top)
+    marks = find_keys(lines, (*LOOP_START, *_STEP_WARNINGS), floor, top)
     if not marks and (not framed or find_keys(lines, (TRACEBACK_HEAD,), floor, top)):
         return False  # (a traceback above: an earlier program's or launch's failure, so the first timestamp is not this one's start)
     first = marks[0] if marks else floor
@@ -942,62 +925,6 @@ def _elapsed(begun: int, ended: int) -> int:
     if d < -_NEW_YEAR_GAP:
         d += 366 * 86400
     return max(d, 0)
-
-
-#: A training loop or stage announced in words, after a logger's prefix ("start training", "Starting
-#: fine-tuning ...", "=== Beginning sequential adaptation ... ==="), the way scripts print it once per
-#: stage (pre-training, then training; training, then adaptation).
-_LOOP_WORDS_START = re.compile(r"(?i)(?:^|[\s:\]=-])(?:start(?:ing|s)?|begin(?:ning|s)?)\s+(?:the\s+)?(?:\w+\s+){0,2}?"
-                               r"(?:train(?:ing)?|fine-?tun\w*|adapt(?:ation|ing)?)\b")
-#: An epoch's or iteration's number in an announcement ("Start training epoch 10"): one epoch of a loop
-#: going on, not a new stage (epoch 0 or 1 starts one).
-_ANNOUNCED_COUNT = re.compile(r"(?i)\b(?:epoch|iter\w*|step)\s*[:#\[]?\s*(\d+)")
-_LOOP_WORD_KEYS = ("tart", "egin", "TART", "EGIN")
-
-
-def _new_loop(lines: Sequence[str], floor: int, top: int) -> int | None:
-    """The index of a training loop's or stage's announcement (:data:`_LOOP_START`, :data:`_LOOP_WORDS_START`)
-    among the last lines before ``top``, with training steps printed before it and none after it: the
-    steps above are an earlier stage's (pre-training, the previous program), and the failure is in this
-    loop's first step. An announcement that names an epoch past the first is one epoch of the same loop."""
-    lo = max(floor, top - _ANNOUNCE_LINES)
-    found = last_matching(lines, (*_LOOP_START, *_LOOP_WORD_KEYS), _announces_loop, lo, top)
-    if not found or progress_count(lines, found[0] + 1, top, 1) or not progress_count(lines, floor, found[0], 1):
-        return None
-    return found[0]
-
-
-#: Lines above a failure searched for a new loop's announcement.
-_ANNOUNCE_LINES = 200
-
-
-def _announces_loop(line: str) -> bool:
-    """Whether a line announces a training loop or stage starting (not one epoch of it)."""
-    text = ranks.launcher_text(on_screen(line))[:HEAD]
-    if not any(t in text for t in _LOOP_START) and (text[:1] in (" ", "\t") or _LOOP_WORDS_START.search(text) is None):
-        return False
-    count = _ANNOUNCED_COUNT.search(text)
-    return count is None or int(count.group(1)) <= 1
-
-
-def _loop_announced(lines: Sequence[str], floor: int, top: int) -> bool:
-    """Whether the program announced in words that its training loop starts (:func:`_announces_loop`: "Start
-    training", "START TRAIN 0", "Beginning training") among the last lines before a kill (P1 + P9: a kill takes the
-    phase of the last activity printed; an error line after it may be the loop's own set-up failing)."""
-    return bool(last_matching(lines, _LOOP_WORD_KEYS, _announces_loop, max(floor, top - _ANNOUNCE_LINES), top))
-
-
-def _loop_started(lines: Sequence[str], floor: int, top: int) -> bool:
-    """Whether the failing program announced its training loop before ``top`` (no step printed
-    since: the failure is in the first step, not in its set-up)."""
-    return bool(last_matching(lines, _LOOP_START, lambda ln: True, floor, top)) \
-        or bool(last_matching(lines, ("Epoch ",), lambda ln: _FIRST_EPOCH_HEADER.match(ln) is not None, floor, top))
-
-
-#: P3: "an ``Epoch 1/N`` header" marks the loop's start: Keras' ``ProgbarLogger.on_epoch_begin`` prints
-#: ``f"Epoch {epoch + 1}/{self.epochs}"`` alone on a line before the epoch's first batch (scripts copy it, some with
-#: "starting..." after it). Only the first epoch's: a later one's says the earlier epochs ran.
-_FIRST_EPOCH_HEADER = re.compile(r"^\s*Epoch 1/\d+(?: (?:starting|started|begins?)\W*)?\s*$")
 
 
 def _counts_advance(lines: Sequence[str], got: Sequence[int]) -> bool:
