@@ -31,6 +31,16 @@ from gpulens.diagnosis.logread.phase_eval import (
     since_last_step,
     trainer_evaluating,
 )
+from gpulens.diagnosis.logread.phase_evidence import (
+    KILL_AFTER,
+    OUT_OF_TIME,
+    STEP_WARNINGS,
+    first_collective,
+    footer_above,
+    logged_history,
+    printed_losses,
+    stepped,
+)
 from gpulens.diagnosis.logread.phase_frames import (
     PARSE_FUNC,
     eval_loader_frame,
@@ -472,56 +482,23 @@ def _without_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[
     a wandb history, bare losses printed, over an hour in the loop), or what a bar the traceback is glued to shows."""
     if frames is not None and at_import(frames):
         return "startup"
-    if _first_collective(region):
+    if first_collective(region):
         return "first_step"
     # (P9: a kill on the file's first line, none of the process' output above it, shows a job that started, no more)
-    if top > 0 and any(_OUT_OF_TIME.search(ln) for ln in (*region, *lines[top:top + _KILL_AFTER])):
+    if top > 0 and any(OUT_OF_TIME.search(ln) for ln in (*region, *lines[top:top + KILL_AFTER])):
         return "training"  # it ran for its whole allocation: the steps went where this log does not show
-    if _logged_history(lines[top:top + _KILL_AFTER]) or _logged_history(_footer_above(lines, floor, top)):
+    if logged_history(lines[top:top + KILL_AFTER]) or logged_history(footer_above(lines, floor, top)):
         return "training"  # the run logged its metrics many times (to wandb, not to this log)
-    if _printed_losses(lines, floor, top):
+    if printed_losses(lines, floor, top):
         return "training"  # print(loss.item()) once a step
     # (the outer frames of a traceback chained below this one, where it holds only a library's frames below a ``try``)
     framed = frames is not None and in_train_step([*chained_outer(lines, top + len(frames) - 1, ANY_CHAIN_NOTES), *frames])
     # (a step-only warning on the failure line too: a loss kernel's device assertion is printed inside the step)
     in_step = framed or loop_started(lines, floor, top) \
-        or _stepped(lines, floor, min(len(lines), top + 1)) or (frames is None and killed(lines, top) and loop_announced(lines, floor, top))
+        or stepped(lines, floor, min(len(lines), top + 1)) or (frames is None and killed(lines, top) and loop_announced(lines, floor, top))
     if in_step and _an_hour_in_loop(lines, floor, top, top + len(frames or ()), framed):
         return "training"  # P2 (c): no output of the loop in this file, but it ran for over an hour
     return _glued_bar(region) or ("first_step" if in_step else "startup")
-
-
-#: Warnings PyTorch prints only once a training step has run or is running (each once per process): DDP's reducer
-#: after the first backward ("Reducer buckets have been rebuilt in this iteration", "Grad strides do not match bucket
-#: view strides", "find_unused_parameters=True was specified in DDP constructor, but did not find any
-#: unused parameters in the forward pass"), a loss's shape warning in its forward (``torch/nn/modules/
-#: loss.py``: "Using a target size (...) that is different to the input size"), anomaly mode's "Error
-#: detected in XBackward0", activation checkpointing's forward ("None of the inputs have
-#: requires_grad=True"). Not the scheduler's "Detected call of `lr_scheduler.step()` before
-#: `optimizer.step()`": a resumed run that fast-forwards its scheduler prints it while setting up.
-_STEP_WARNINGS = ("Reducer buckets have been rebuilt", "rad strides do not match bucket",
-                  "but did not find any unused parameters", "Using a target size", "Error detected in ",
-                  "None of the inputs have requires_grad",
-                  # the source line Python's ``warnings`` shows for a warning raised while autograd's engine runs a
-                  # backward pass (``torch/autograd/graph.py`` ``_engine_run_backward``; ``torch/autograd/__init__.py``
-                  # before 2.3): "  return Variable._execution_engine.run_backward(  # Calls into the C++ engine ..."
-                  "Variable._execution_engine.run_backward(",
-                  # ProcessGroupNCCL's warning at the first unbatched send/recv (``ProcessGroupNCCL.cpp``, ``TORCH_WARN_ONCE``:
-                  # "An unbatched P2P op (send/recv) was called on this ProcessGroup with size N. In eager initialization
-                  # mode, ..."): a pipeline stage or an MoE layer exchanging activations, the first step's forward
-                  "An unbatched P2P op (send/recv) was called",
-                  # a device-side assertion in ATen's loss kernels (``aten/src/ATen/native/cuda/Loss.cu``: binary_cross_entropy's
-                  # "Assertion `target_val >= zero && target_val <= one` failed.", nll_loss's "Assertion `t >= 0 && t <
-                  # n_classes` failed."; ``NLLLoss2d.cu``, ``MultiMarginCriterion.cu``, ``MultiLabelMarginCriterion.cu``):
-                  # printed by the kernel that computes a loss, i.e. in a step's forward
-                  "Loss.cu:", "NLLLoss2d.cu:", "MarginCriterion.cu:")
-
-
-def _stepped(lines: Sequence[str], floor: int, top: int) -> bool:
-    """Whether the failing program printed a warning that only a training step prints
-    (:data:`_STEP_WARNINGS`) before ``top``: it got as far as its first step."""
-    return bool(last_matching(lines, _STEP_WARNINGS, lambda ln: "Error detected in " not in ln or "Backward" in ln,
-                              floor, top))
 
 
 #: Timestamps the loop's start and a failure are read from (P2 (c)): ISO dates (Slurm's "CANCELLED AT
@@ -555,13 +532,13 @@ def _seconds(line: str) -> int | None:
 
 def _an_hour_in_loop(lines: Sequence[str], floor: int, top: int, end: int | None = None, framed: bool = False) -> bool:
     """P2 (c): whether the log's own timestamps show the process ran for more than an hour after its loop began
-    (its first mark: :data:`LOOP_START`, a step-only warning of :data:`_STEP_WARNINGS`) when it failed at ``top``
+    (its first mark: :data:`LOOP_START`, a step-only warning of :data:`STEP_WARNINGS`) when it failed at ``top``
     (its traceback ending at ``end``): the last timestamp at or before that mark, the first at or after the failure
     (a scheduler's verdict, a launcher's reaction). ``framed``: the failing traceback runs in a training step, so
     the loop had begun though no mark shows when; then the attempt's first timestamp stands for its start, as P2 (c)
     reads "the scheduler's start and end times" (a stderr file with a step's traceback and no loop output), where no
     earlier traceback shows another program or launch in the same lines."""
-    marks = find_keys(lines, (*LOOP_START, *_STEP_WARNINGS), floor, top)
+    marks = find_keys(lines, (*LOOP_START, *STEP_WARNINGS), floor, top)
     if not marks and (not framed or find_keys(lines, (TRACEBACK_HEAD,), floor, top)):
         return False  # (a traceback above: an earlier program's or launch's failure, so the first timestamp is not this one's start)
     first = marks[0] if marks else floor
@@ -594,48 +571,6 @@ def _counts_advance(lines: Sequence[str], got: Sequence[int]) -> bool:
     steps ("batch 16 ... batch 26 ... batch 36"): steps were done, even where the last number printed
     is an epoch's ("epoch 0") rather than a step's."""
     return len({n for i in got if (n := step_in(lines[i])) is not None}) >= 3
-
-
-#: A scheduler's kill for the job's wall-time limit (Slurm, LSF, PBS/Torque, SGE): the job ran for its
-#: whole allocation (hours), which a program still starting up does not.
-_OUT_OF_TIME = Guarded(r"DUE TO TIME LIMIT|TERM_RUNLIMIT|walltime \S+ exceeded limit|h_rt limit|[Tt]ime limit (?:was )?exceeded",
-                       ("TIME LIMIT", "RUNLIMIT", "walltime", "h_rt", "ime limit"))
-#: Lines after a failure read for the scheduler's verdict (an LSF report follows the program's last
-#: words by about 40 lines).
-_KILL_AFTER = 60
-
-
-#: A wandb run history's sparkline (``wandb:      loss ▄▅▇▄▄█▆▁▄▇``): one block per logged point.
-_SPARKLINE = re.compile("[\u2581-\u2588]{3,}")
-
-
-def _logged_history(after: Sequence[str]) -> bool:
-    """Whether wandb's "Run history:" printed at the process's exit (after the failure) holds a
-    metric logged three times or more: the run had done training steps although it printed none."""
-    return any(ln.startswith("wandb:") and ("\u2581" in ln or "\u2588" in ln) and _SPARKLINE.search(ln) for ln in after)
-
-
-def _footer_above(lines: Sequence[str], floor: int, top: int) -> Sequence[str]:
-    """The block of wandb's exit lines (``wandb: ...``, blank lines between) printed just above ``top``:
-    its footer (``wandb/sdk/wandb_run.py``'s run history and summary) written at the same exit as the
-    traceback below it, on stdout while the traceback went to stderr, one stream flushed before the other."""
-    k = top
-    while k > floor and (not lines[k - 1].strip() or lines[k - 1].startswith("wandb:")):
-        k -= 1
-    return lines[k:top]
-
-
-#: A value printed alone on its line, as ``print(loss.item())`` or ``print(loss)`` does once a step
-#: ("0.0632455", "tensor(0.0632, device='cuda:0', grad_fn=<NllLossBackward0>)").
-_BARE_VALUE = re.compile(r"^\s*(?:tensor\(\s*)?[-+]?\d*\.\d+(?:[eE][-+]?\d+)?(?:\s*$|,\s*device=|,\s*grad_fn=|\))")
-#: Bare values among the last lines before a failure that show a loop printing its loss.
-_BARE_LINES, _BARE_ENOUGH = 12, 6
-
-
-def _printed_losses(lines: Sequence[str], floor: int, top: int) -> bool:
-    """Whether the last lines before ``top`` are mostly values printed alone (a loss a step)."""
-    recent = [ln for ln in lines[max(floor, top - 3 * _BARE_LINES):top] if ln.strip()][-_BARE_LINES:]
-    return sum(1 for ln in recent if _BARE_VALUE.match(ln)) >= _BARE_ENOUGH
 
 
 def _bar_short(lines: Sequence[str], floor: int, top: int) -> bool:
@@ -766,22 +701,6 @@ def _keras_progress(lines: Sequence[str], floor: int, top: int) -> bool:
     ``lines[floor:top]`` before ``top``."""
     found = find_keys(lines, KERAS_PROGRESS_KEYS, max(floor, top - _KERAS_LOOKBACK), top)
     return any(keras_progress(lines[i]) for i in reversed(found))
-
-
-#: NCCL's watchdog naming the collective it timed out on, with its sequence number.
-_NCCL_WORK = re.compile(r"WorkNCCL\(SeqNum=(\d+), OpType=(?:ALLREDUCE|_?ALLGATHER\w*|_?REDUCE_SCATTER\w*)")
-
-
-def _first_collective(region: Sequence[str]) -> bool:
-    """Whether NCCL timed out on one of the first gradient collectives (an all-reduce, an
-    all-gather or a reduce-scatter with sequence number 0-2: set-up only broadcasts), i.e. in
-    the backward pass of the first step."""
-    for ln in region:
-        if "WorkNCCL(" in ln:
-            m = _NCCL_WORK.search(ln)
-            if m and int(m.group(1)) <= 2:
-                return True
-    return False
 
 
 _RESULTS_BEFORE = 30
