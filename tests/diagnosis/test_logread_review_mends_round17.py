@@ -139,13 +139,13 @@ def test_subprocess_missing_path_may_be_the_working_directory() -> None:
 
 def test_keras_progress_prefiltered_and_bounded() -> None:
     """Item 10: Keras' progress lines found by their literals, within a bounded look-back before the failure."""
-    from gpulens.diagnosis.logread import phase
+    from gpulens.diagnosis.logread import phase_steps
     bar = "  7/250 [>.............................] - ETA: 52s - loss: 2.3011"
-    assert phase._keras_progress(["Using TensorFlow backend.", "Epoch 1/3", bar, "x"], 0, 3)
-    assert phase._keras_progress(["   3/120 ━━━━━━━━━━━━━━━━━━━━ 4s 36ms/step - loss: 0.71"], 0, 1)
-    assert not phase._keras_progress(["Epoch 1/3", bar, "reading shards", "shard 00003 of 00040 done"], 2, 4)
-    far = ["Epoch 1/3", bar] + ["tokenizing row"] * (phase._KERAS_LOOKBACK + 5)
-    assert not phase._keras_progress(far, 0, len(far))
+    assert phase_steps.keras_printed(["Using TensorFlow backend.", "Epoch 1/3", bar, "x"], 0, 3)
+    assert phase_steps.keras_printed(["   3/120 ━━━━━━━━━━━━━━━━━━━━ 4s 36ms/step - loss: 0.71"], 0, 1)
+    assert not phase_steps.keras_printed(["Epoch 1/3", bar, "reading shards", "shard 00003 of 00040 done"], 2, 4)
+    far = ["Epoch 1/3", bar] + ["tokenizing row"] * (phase_steps._KERAS_LOOKBACK + 5)
+    assert not phase_steps.keras_printed(far, 0, len(far))
 
 
 def test_attempt_diff_reads_the_log_level() -> None:
