@@ -89,3 +89,13 @@ def test_phase_still_exports_its_public_names() -> None:
     assert phase.__all__ == ["PHASES", "UNKNOWN", "last_step", "own_step", "phase_of", "run_start"]
     assert phase.last_step is phase_steps.last_step and phase.own_step is phase_steps.own_step
     assert phase.run_start is phase_runs.run_start
+
+
+def test_warns_is_the_one_warning_test_of_steps_and_phase() -> None:
+    from gpulens.diagnosis.logread.steplines import step_progress, warns
+
+    assert warns("/srv/x.py:12: UserWarning: step 3 of the schedule") and warns("[W410 09:45] Warning: step 4 slow")
+    assert warns("2024-01-01 WARNING:root: step 5 skipped") is False  # upper case: a level name, not these words
+    line = "step 12 | loss 0.41 | UserWarning: grad clipped"
+    assert warns(line) and not step_progress(line)
+    assert not warns("step 12 | loss 0.41")

@@ -17,7 +17,7 @@ from gpulens.diagnosis.logread.lines import is_progress
 from gpulens.diagnosis.logread.phase_runs import completion_above
 from gpulens.diagnosis.logread.phase_text import job_report_cut, without_warning_sources
 from gpulens.diagnosis.logread.phase_traceback import frame_funcs, func_names, handler_frames
-from gpulens.diagnosis.logread.steplines import on_screen, step_lines
+from gpulens.diagnosis.logread.steplines import on_screen, step_lines, warns
 
 __all__ = ["checkpoint_phase"]
 
@@ -139,7 +139,7 @@ def _announced_checkpoint(lines: Sequence[str], floor: int, top: int) -> str | N
     for k in range(top - 1, max(floor, top - 4 * _NOTE_LINES) - 1, -1):
         raw = ranks.launcher_text(on_screen(lines[k]))
         shown = raw.strip()
-        if not shown or raw.startswith(("  ", "\t")) or "Warning" in shown or "warn" in shown:
+        if not shown or raw.startswith(("  ", "\t")) or warns(shown):
             continue  # a warning and its source line (indented): not what the program announced (Megatron's
             # print_rank_0 lines start with one space: " loading checkpoint from ...")
         if "%|" in shown:

@@ -23,6 +23,7 @@ from gpulens.diagnosis.logread.steplines import (
     on_screen,
     plain,
     step_progress,
+    warns,
 )
 
 __all__ = ["RESULT_LINE", "evaluating", "evaluation_announced", "evaluation_reported", "names_eval",
@@ -112,9 +113,9 @@ _YOLO_VAL = re.compile(r"Class\s+Images\s+\S.{0,160}?:\s*\d+%\|[^|]*\|\s*(\d+)/(
 #: samples')``, then in its loop ``iteration += 1; print_rank_0(f'Evaluating iter {iteration}/{args.eval_iters}')``
 #: BEFORE that iteration's forward, so even "Evaluating iter 10/10" is an evaluation going on until
 #: ``evaluate_and_print_results`` reports "validation loss at iteration N | lm loss value: ... | lm loss PPL: ...".
-_MEGATRON_EVAL = ("Evaluating iter ", "Evaluating on ", "validation loss at ")
-#: Megatron's report of a finished evaluation (``evaluate_and_print_results``).
+#: Its report of a finished evaluation (``evaluate_and_print_results``), the last of its evaluation's lines.
 _MEGATRON_VALIDATED = "validation loss at "
+_MEGATRON_EVAL = ("Evaluating iter ", "Evaluating on ", _MEGATRON_VALIDATED)
 
 
 #: Caffe's ``Solver::TestAll`` (``caffe/src/caffe/solver.cpp``, ``Test(test_net_id)``): ``LOG(INFO) << "Iteration "
@@ -184,7 +185,7 @@ def evaluation_reported(lines: Sequence[str], floor: int, top: int) -> bool:
     for k in range(top - 1, max(floor, top - LOOKBACK) - 1, -1):
         raw = ranks.launcher_text(on_screen(lines[k]))
         text = plain(logs.normalize_line(raw)).strip()
-        if not text or raw.startswith(("  ", "\t")) or "Warning" in text or "warn" in text \
+        if not text or raw.startswith(("  ", "\t")) or warns(text) \
                 or is_terminal_kill(text) or any(r in text for r in _REACTIONS):
             continue
         if is_bar(raw) or "train" in text.lower() or raw.lstrip().startswith("wandb:") or text.startswith(_MEGATRON_VALIDATED):
@@ -216,7 +217,7 @@ def trainer_evaluating(lines: Sequence[str], floor: int, top: int) -> bool:
     for ln in lines[got[0] + 1:top]:
         text = ranks.launcher_text(on_screen(ln)).strip()
         if text and not text.startswith(("Num examples", "Batch size")) and not is_bar(text) \
-                and "Warning" not in text and "warn" not in text:
+                and not warns(text):
             return False
     return True
 

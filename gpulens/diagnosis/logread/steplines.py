@@ -17,8 +17,8 @@ from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.lines import PROGRESS_KEYS, is_progress, last_matching
 
 __all__ = ["EVAL_BAR", "HEAD", "KERAS_PROGRESS_KEYS", "SETUP_BAR", "SHOWN", "STEP_KEYS", "keras_bar", "keras_progress",
-           "no_total_bar", "on_screen", "plain", "progress_count",
-           "step_in", "step_lines", "step_progress", "to_float"]
+           "no_total_bar", "on_screen", "plain", "progress_count", "step_in", "step_lines", "step_progress", "to_float",
+           "warns"]
 
 
 _STEP_RES = (
@@ -379,7 +379,7 @@ def step_progress(line: str) -> bool:
         end = _hidden_progress(line)
     if end is None:
         return _progress_meter(line) is not None
-    if "Warning" in line or "warn" in line:
+    if warns(line):
         return False
     if not any(c.isdigit() for c in end) or _is_setting(end):
         return False  # "waiting for batch...", "Iterations per epoch: 1108", "Starting training": no step done
@@ -458,6 +458,12 @@ _SGR = re.compile(r"\x1b\[[0-9;]*m")
 def plain(line: str) -> str:
     """``line`` without terminal colour codes."""
     return _SGR.sub("", line) if "\x1b[" in line else line
+
+
+def warns(text: str) -> bool:
+    """Whether ``text`` is (or holds) a warning's words ("UserWarning: ...", c10's "Warning: ...", a logger's "warn"
+    level): not a step done, not an announcement of what the program does next."""
+    return "Warning" in text or "warn" in text
 
 
 def on_screen(line: str) -> str:
