@@ -30,6 +30,8 @@ __all__ = ["RESULT_LINE", "evaluating", "evaluation_announced", "evaluation_repo
            "since_last_step", "trainer_evaluating"]
 
 
+#: The words of an evaluation (evaluate, validation, ``eval``, testing, ``compute_metrics``, a ``val_`` metric), not
+#: "invalidate".
 _EVAL = Guarded(r"[Ee]valuat|(?<![Ii]n)[Vv]alidat|\beval\b|evaluate\(|compute_metrics|[Tt]esting\b|\bval_",
                 ("valuat", "alidat", "eval", "compute_metrics", "esting", "val_"))
 
@@ -124,6 +126,7 @@ _MEGATRON_EVAL = ("Evaluating iter ", "Evaluating on ", _MEGATRON_VALIDATED)
 _CAFFE_TEST = ", Testing net (#"
 
 
+#: First characters of an evaluation's progress line (:data:`steplines.EVAL_BAR`'s names, a bracket or bar), read before the pattern.
 _EVAL_HEADS = "EeVvTtPpIiSsR[|"
 #: mmengine's (OpenMMLab 2.x) LogProcessor line, after its logger's prefix ("2024/05/01 10:00:00 -
 #: mmengine - INFO - "): ``Epoch(train)  [5][ 50/625]``, ``Epoch(val) [5][ 50/625]``, ``Epoch(test)

@@ -2,7 +2,7 @@
 
 Function names (and frames' source lines) that say a traceback runs inside an evaluation
 (:func:`in_eval`, an evaluation loader's ``for``/``next``, an evaluation metric key), inside a training
-step (:func:`in_step`, Keras' ``fit`` calling its step), in a set-up function, or in an evaluation
+step (:func:`in_train_step`, Keras' ``fit`` calling its step), in a set-up function, or in an evaluation
 program by its entry script's name (P1, P3, P4, P8).
 """
 

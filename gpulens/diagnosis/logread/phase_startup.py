@@ -127,6 +127,7 @@ def model_summary(frames: Sequence[str]) -> bool:
     return not any(TRAIN_FUNC.match(f) or EPOCH_FUNC.match(f) or TRAIN_STEP_FUNC.match(f) for f in func_names(frames[:at]))
 
 
+#: Python's exceptions for a script that cannot be compiled.
 _SYNTAX = ("SyntaxError", "IndentationError", "TabError")
 
 

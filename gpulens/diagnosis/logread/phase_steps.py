@@ -191,6 +191,7 @@ def keras_printed(lines: Sequence[str], floor: int, top: int) -> bool:
     return any(keras_progress(lines[i]) for i in reversed(found))
 
 
+#: Lines above the traceback searched for the last progress line, the run's results after it.
 _RESULTS_BEFORE = 30
 #: Lines above the traceback read for results when no progress line is near it.
 _RESULTS_AT_END = 8

@@ -212,6 +212,7 @@ def _unprefixed(block: Sequence[str], prefix: str) -> list[str]:
             for x in block]
 
 
+#: A Python traceback's frame line (``File "...", line N, in f``; group 1: the function).
 FRAME_LINE = re.compile(r'^\s*File "[^"]*", line \d+(?:, in (\S+))?')
 
 
