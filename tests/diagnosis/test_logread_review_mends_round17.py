@@ -66,7 +66,7 @@ def test_zero_based_last_iteration_is_not_short() -> None:
 def test_train_override_under_module_eval_is_evaluation() -> None:
     """Item 4: nn.Module.eval() is ``return self.train(False)``: a model's own train(mode) failing under a
     test routine's model.eval() fails in evaluation; a train() called from the job's loop is training."""
-    from gpulens.diagnosis.logread import phase
+    from gpulens.diagnosis.logread import phase_frames
     frames = ["Traceback (most recent call last):",
               '  File "/srv/job/main.py", line 31, in <module>',
               "    test(net, data)",
@@ -77,10 +77,10 @@ def test_train_override_under_module_eval_is_evaluation() -> None:
               '  File "/srv/job/net.py", line 40, in train',
               "    for m in self.frozen: m.freeze_bn(mode)",
               "AttributeError: 'Linear' object has no attribute 'freeze_bn'"]
-    assert phase._in_eval(frames)
+    assert phase_frames.in_eval(frames)
     called = frames[:3] + ['  File "/srv/job/main.py", line 12, in test', "    train(net, data)",
                            '  File "/srv/job/main.py", line 40, in train', "    loss.backward()", frames[-1]]
-    assert not phase._in_eval(called)
+    assert not phase_frames.in_eval(called)
 
 
 def _tf_device(free: str) -> str:
@@ -139,13 +139,13 @@ def test_subprocess_missing_path_may_be_the_working_directory() -> None:
 
 def test_keras_progress_prefiltered_and_bounded() -> None:
     """Item 10: Keras' progress lines found by their literals, within a bounded look-back before the failure."""
-    from gpulens.diagnosis.logread import phase
+    from gpulens.diagnosis.logread import phase_steps
     bar = "  7/250 [>.............................] - ETA: 52s - loss: 2.3011"
-    assert phase._keras_progress(["Using TensorFlow backend.", "Epoch 1/3", bar, "x"], 0, 3)
-    assert phase._keras_progress(["   3/120 ━━━━━━━━━━━━━━━━━━━━ 4s 36ms/step - loss: 0.71"], 0, 1)
-    assert not phase._keras_progress(["Epoch 1/3", bar, "reading shards", "shard 00003 of 00040 done"], 2, 4)
-    far = ["Epoch 1/3", bar] + ["tokenizing row"] * (phase._KERAS_LOOKBACK + 5)
-    assert not phase._keras_progress(far, 0, len(far))
+    assert phase_steps.keras_printed(["Using TensorFlow backend.", "Epoch 1/3", bar, "x"], 0, 3)
+    assert phase_steps.keras_printed(["   3/120 ━━━━━━━━━━━━━━━━━━━━ 4s 36ms/step - loss: 0.71"], 0, 1)
+    assert not phase_steps.keras_printed(["Epoch 1/3", bar, "reading shards", "shard 00003 of 00040 done"], 2, 4)
+    far = ["Epoch 1/3", bar] + ["tokenizing row"] * (phase_steps._KERAS_LOOKBACK + 5)
+    assert not phase_steps.keras_printed(far, 0, len(far))
 
 
 def test_attempt_diff_reads_the_log_level() -> None:

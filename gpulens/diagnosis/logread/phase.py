@@ -1,190 +1,99 @@
-"""The phase a run failed in and the last step it printed.
+"""The phase a run failed in: the decision order (P1-P11 of sample_logs/whole/README.md).
 
 Phases: ``startup`` (before the first step), ``first_step``, ``training`` (with the last
 step/iteration/epoch seen), ``evaluation``, ``checkpoint_save``, ``checkpoint_load``,
 ``shutdown`` (after the run's own end: final save/summary done, process-group teardown).
+
+This module only orders the questions; each is answered by a module of its own: the failing
+traceback (:mod:`phase_traceback`), what its frames name (:mod:`phase_frames`, :mod:`phase_startup`),
+a checkpoint's save or load (:mod:`phase_checkpoint`), where the failing program's lines start and
+end (:mod:`phase_runs`, :mod:`phase_loops`), an evaluation going on (:mod:`phase_eval`), the job's
+teardown (:mod:`phase_teardown`), the steps printed (:mod:`phase_steps`) and the signs of steps
+where none is printed (:mod:`phase_evidence`, :mod:`phase_clock`).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
-from gpulens.diagnosis.guarded import Guarded
-from gpulens.diagnosis.logread import ranks
-from gpulens.diagnosis.logread.completion import (
-    AT_EXIT,
-    completion_strength,
-    is_completion,
-    printed_before,
+from gpulens.diagnosis.logread.phase_checkpoint import checkpoint_phase
+from gpulens.diagnosis.logread.phase_clock import an_hour_in_loop
+from gpulens.diagnosis.logread.phase_eval import (
+    evaluating,
+    evaluation_announced,
+    evaluation_reported,
+    names_eval,
+    since_last_step,
+    trainer_evaluating,
 )
-from gpulens.diagnosis.logread.lines import (
-    TORCHRUN_BANNER,
-    BarText,
-    bar_update,
-    is_benign,
-    is_progress,
-    is_terminal_kill,
-    last_matching,
-    launch_banner,
-    text_on_bar,
+from gpulens.diagnosis.logread.phase_evidence import (
+    KILL_AFTER,
+    OUT_OF_TIME,
+    first_collective,
+    footer_above,
+    logged_history,
+    printed_losses,
+    stepped,
 )
-from gpulens.diagnosis.logread.steplines import (
-    EVAL_BAR,
-    HEAD,
-    SETUP_BAR,
-    SHOWN,
-    STEP_KEYS,
-    keras_bar,
-    no_total_bar,
-    on_screen,
-    progress_count,
-    step_in,
-    step_lines,
-    step_progress,
-    to_float,
+from gpulens.diagnosis.logread.phase_frames import (
+    PARSE_FUNC,
+    eval_loader_frame,
+    eval_metric_frame,
+    eval_program,
+    in_eval,
+    in_train_step,
+    keras_step,
 )
-from gpulens.diagnosis.logs import find_keys
+from gpulens.diagnosis.logread.phase_loops import loop_announced, loop_started, new_loop
+from gpulens.diagnosis.logread.phase_runs import RUN_LOOKBACK, run_end_above, run_start
+from gpulens.diagnosis.logread.phase_startup import (
+    at_import,
+    built_from_pretrained,
+    ends_in_syntax_error,
+    first_cuda_call,
+    hub_base_weights,
+    import_failed,
+    model_summary,
+    remote_code_import,
+    setting_up,
+)
+from gpulens.diagnosis.logread.phase_steps import (
+    bar_done,
+    bar_short,
+    counts_advance,
+    glued_bar,
+    glued_to_bar,
+    iter_in_epoch,
+    keras_printed,
+    last_step,
+    own_step,
+    past_first,
+    results_after_progress,
+    table_step,
+    verl_step_logged,
+)
+from gpulens.diagnosis.logread.phase_teardown import shutting_down
+from gpulens.diagnosis.logread.phase_text import (
+    LOOKBACK,
+    failure_text,
+    killed,
+    shell_error,
+    shown_ends,
+)
+from gpulens.diagnosis.logread.phase_traceback import (
+    ANY_CHAIN_NOTES,
+    chained_outer,
+    failing_traceback,
+    func_names,
+)
+from gpulens.diagnosis.logread.steplines import progress_count, step_lines, to_float
 
 __all__ = ["PHASES", "UNKNOWN", "last_step", "own_step", "phase_of", "run_start"]
 
 PHASES = ("startup", "first_step", "training", "evaluation", "checkpoint_save", "checkpoint_load", "shutdown")
 #: The answer when the log's evidence for the phase contradicts itself.
 UNKNOWN = "unknown"
-
-#: Read in the traceback's unindented lines (its head and its exception message). "serializ" only
-#: as torch's (``torch/serialization``, "failed to serialize"): Python's "Object of type X is not
-#: JSON serializable" is about writing results, nor Ray's "Failed to unpickle serialized exception" (a
-#: remote task's error it cannot rebuild), not a checkpoint. A disk-full or write error on a
-#: checkpoint's path (``.../checkpoints/040000/model.safetensors``, ``ckpt``, ``.pt``) is a save.
-_SAVE = Guarded(r"save_checkpoint|_save_checkpoint|torch\.save|save_pretrained|save_model|[Ss]aving (?:model|checkpoint)"
-                r"|PytorchStreamWriter|SafetensorError|(?<!JSON )\bserializ(?!able|ed exception)|merge_and_unload|push_to_hub|_save\("
-                # llama.cpp's export of a model to a quantized GGUF file (``src/llama-quant.cpp``/``llama.cpp``
-                # ``llama_model_quantize``: "llama_model_quantize: failed to quantize: {what}"; ``tools/quantize``'s
-                # "main: failed to quantize model from '{fname}'"): the job's result model being written (P6)
-                r"|failed to quantize\b"
-                r"|(?:No space left on device|Disk quota exceeded|Read-only file system)\b.*"
-                r"(?:checkpoint|ckpt|\.safetensors|\.pth?\b|\.bin\b)",
-                ("save", "aving", "PytorchStreamWriter", "SafetensorError", "serializ", "merge_and_unload",
-                 "push_to_hub", "No space left", "quota exceeded", "Read-only file", "failed to quantize"))
-#: Also the errors of ``from_pretrained`` when the weights, config or tokenizer files of a model folder or
-#: repository cannot be found (``transformers/utils/hub.py``'s ``cached_file(s)``: "{path} does not appear to
-#: have a file named {file}", "Incorrect path_or_model_id: '{path}'"; ``tokenization_utils_base``'s "Can't load
-#: tokenizer for '{path}'", ``configuration_utils``'s "Can't load the configuration of '{path}'", ``modeling_utils``'s
-#: "Can't load the model for '{path}'"; ``huggingface_hub``'s ``validate_repo_id`` "Repo id must be in the form
-#: 'repo_name' or 'namespace/repo_name': '{repo_id}'" for a local path that is not there): a checkpoint being read.
-_LOAD = Guarded(r"load_checkpoint|load_state_dict|_load_best_model|resume_from|[Ll]oading checkpoint|torch\.load\("
-                r"|_IncompatibleKeys|Error\(s\) in loading state_dict"
-                r"|does not appear to have a file named |Incorrect path_or_model_id: "
-                r"|Can't load (?:tokenizer for|the configuration of|the model for) '"
-                r"|Repo id must be in the form 'repo_name' or 'namespace/repo_name': '(?:/|\.{1,2}/|~/)",
-                ("load", "oading", "resume_from", "_IncompatibleKeys", "does not appear to have a file named",
-                 "path_or_model_id", "Repo id must be"))
-_EVAL = Guarded(r"[Ee]valuat|(?<![Ii]n)[Vv]alidat|\beval\b|evaluate\(|compute_metrics|[Tt]esting\b|\bval_",
-                ("valuat", "alidat", "eval", "compute_metrics", "esting", "val_"))
-#: What a job's teardown prints. glibc's "FATAL: exception not rethrown" (``nptl/unwind.c``, ``__libc_fatal``) is a
-#: thread's forced unwind (``pthread_exit``/``pthread_cancel``) caught by C++ code and not rethrown; CPython before
-#: 3.14 makes a daemon thread that wants the GIL after finalization began call ``pthread_exit`` (``PyThread_exit_thread``,
-#: ``Python/ceval_gil.c``), so it is printed while the interpreter exits (P10: crashes at interpreter exit).
-_TEARDOWN = Guarded(r"destroy_process_group|atexit|__del__|finalize|[Ss]hutting down|(?:^|FATAL: )exception not rethrown\s*$",
-                    ("destroy_process_group", "atexit", "__del__", "finalize", "hutting down", "exception not rethrown"))
-_LOOKBACK = 25
-#: Lines looked back for the last step printed before a failure or the end.
-_STEP_LOOKBACK = 600
-
-
-def last_step(lines: Sequence[str], before: int, floor: int = 0) -> str | None:
-    """The last step/iteration/epoch printed in ``lines[floor:before]`` (as printed) by the run
-    that was going on at ``before`` (not by an earlier program of the same job script), or by a
-    progress bar the line at ``before`` was printed onto."""
-    if before < len(lines) and (glued := _on_bar(lines[before])) is not None and glued.done != 0:
-        return str(glued.done)
-    floor = run_start(lines, floor, before, _STEP_LOOKBACK)
-    found = last_matching(lines, STEP_KEYS, lambda ln: step_in(ln) is not None, max(floor, before - _STEP_LOOKBACK), before)
-    table = _table_step(lines, floor, before)
-    if table is not None and (not found or table[0] > found[0]):
-        return table[1]
-    return step_in(lines[found[0]]) if found else None
-
-
-#: A row of a whitespace-aligned metric table: numbers only, three or more columns (DomainBed's
-#: ``misc.print_row``, copied by SWAD, MIRO and other domain-generalization code, and many scripts'
-#: own ``print(f"{epoch:<10}{loss:<12.4f}...")`` tables).
-_NUM_ROW = re.compile(r"\s*(?:[-+]?\d[\d.eE+-]*\s+){2,}[-+]?\d[\d.eE+-]*\s*")
-#: The column names that count steps, in the order preferred.
-_STEP_COLUMNS = ("step", "steps", "iter", "iteration", "global_step", "epoch")
-#: Non-blank lines above a failure where the table's last row may be; rows searched up for the header.
-_ROW_NEAR = 4
-_TABLE_ROWS = 2000
-
-
-def _table_step(lines: Sequence[str], floor: int, before: int) -> tuple[int, str] | None:
-    """(index, value) of the step column of the last row of a metric table printed just before
-    ``before`` (among its last few non-blank lines): the row's header, the first line above the
-    rows that is not one, names a step/iteration/epoch column and has as many columns."""
-    row = None
-    seen = 0
-    for k in range(before - 1, max(floor, before - 4 * _ROW_NEAR) - 1, -1):
-        text = on_screen(lines[k])
-        if not text.strip():
-            continue
-        if len(text) < 400 and _NUM_ROW.fullmatch(text):
-            row = k
-            break
-        seen += 1
-        if seen >= _ROW_NEAR:
-            return None
-    if row is None:
-        return None
-    values = lines[row].split()
-    for k in range(row - 1, max(floor, row - _TABLE_ROWS) - 1, -1):
-        text = on_screen(lines[k])
-        if not text.strip() or (len(text) < 400 and _NUM_ROW.fullmatch(text)):
-            continue
-        names = text.split()
-        if len(names) != len(values):
-            return None
-        col = next((names.index(c) for c in _STEP_COLUMNS if c in names), None)
-        return (row, values[col]) if col is not None else None
-    return None
-
-
-def own_step(phase: str, step: str | None) -> str | None:
-    """The step to report for a failure in ``phase``: none for a start-up failure (the program
-    failed before its first step; a step printed above it is an earlier program's or attempt's)."""
-    return None if phase == "startup" else step
-
-
-#: Lines a program prints once when it starts, before any step of its own: torchrun's (and
-#: ``torch.distributed.launch``'s) banner, ``wandb.init``'s. A job script that runs several
-#: programs (pre-training, then fine-tuning, then evaluation) prints them again for each; a wandb
-#: sweep agent (``wandb/wandb_agent.py``) logs "Agent starting run with config:" before each run it starts; DeepSpeed's
-#: per-node launcher (``deepspeed/launcher/launch.py`` ``main``) logs "nnodes=N, num_local_procs=N, node_rank=N" before
-#: it spawns its workers. torchrun's banner counts only where it was logged (:func:`launch_banner`). DeepSpeed's line is
-#: each node's (``pdsh`` merges them): another node's can fall inside the failing traceback, so it bounds the steps
-#: above a failure (an earlier stage's) but never the traceback read (as rootline's relaunch does not count it).
-_PER_NODE_START = "num_local_procs="
-_RUN_START_KEYS = ("Tracking run with wandb version", "Agent starting run with config", _PER_NODE_START, TORCHRUN_BANNER)
-
-
-#: Training progress lines after a completion line that show the run went on past it (one line may be
-#: the summary printed with it: "Early stopping ..." then "Best Iter=[1] ...").
-_WENT_ON = 2
-
-
-#: Lines above a failure searched for the start of its program.
-_RUN_LOOKBACK = 5000
-
-
-def run_start(lines: Sequence[str], floor: int, before: int, reach: int, per_node: bool = True) -> int:
-    """The index of the last program start (``_RUN_START_KEYS``; DeepSpeed's per-node line only with ``per_node``)
-    in the ``reach`` lines before ``before`` (not before ``floor``), else ``floor``: the steps printed before it are
-    another program's."""
-    for i in reversed(find_keys(lines, _RUN_START_KEYS, max(floor, before - reach), before)):
-        if (TORCHRUN_BANNER not in lines[i] or launch_banner(lines, i)) and (per_node or _PER_NODE_START not in lines[i]):
-            return i
-    return floor
 
 
 def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: int = 0,
@@ -193,165 +102,68 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     traceback that holds it is read from ``lines`` when there is one); ``floor``: the index where
     the failed attempt starts; ``step``: the last step before it."""
     # the failure's traceback, not one an earlier program printed before this one's start
-    failure, tb_start, tb = _failing_traceback(lines, failure, run_start(lines, floor, failure, _RUN_LOOKBACK, False))
+    failure, tb_start, tb = failing_traceback(lines, failure, run_start(lines, floor, failure, RUN_LOOKBACK, False))
     top = tb_start if tb_start is not None else failure
     if _never_started(lines, failure, tb):
         return "startup"
-    if (checkpoint := _checkpoint_phase(lines, failure, floor, top, region, tb)) is not None:
+    if (checkpoint := checkpoint_phase(lines, failure, floor, top, region, tb)) is not None:
         return checkpoint
     if tb is not None and (setup := _setup_phase(lines, floor, top, tb)) is not None:
         return setup
-    floor = run_start(lines, floor, top, _RUN_LOOKBACK)  # the failing program's own lines
-    done, stage = _run_end_above(lines, floor, top)
+    floor = run_start(lines, floor, top, RUN_LOOKBACK)  # the failing program's own lines
+    done, stage = run_end_above(lines, floor, top)
     if done is not None and stage is None:
         return _after_run_end(lines, done, top, tb)
-    if _shutting_down(lines, failure, region, tb):
+    if shutting_down(lines, failure, region, tb):
         return "shutdown"
     if stage is not None:  # a finished program, then the job's next one: the failure is that one's
         floor = stage + 1  # the announcement itself ("=== 100-step runs ===") counts no step
-    if tb is None and (glued := _glued_to_bar(lines, failure)) is not None:
+    if tb is None and (glued := glued_to_bar(lines, failure)) is not None:
         return glued  # the failure printed onto a progress bar: that bar is where it stopped
-    since = floor if stage is not None else max(floor, top - _LOOKBACK)
-    if _evaluation_going_on(lines, failure, floor, top, _shown_ends(lines[since:top]), tb):
+    since = floor if stage is not None else max(floor, top - LOOKBACK)
+    if _evaluation_going_on(lines, failure, floor, top, shown_ends(lines[since:top]), tb):
         return "evaluation"
     return _phase_by_steps(lines, floor, top, region, tb, step)
-
-
-def _failing_traceback(lines: Sequence[str], failure: int, floor: int) -> tuple[int, int | None, list[str] | None]:
-    """(failure line, its traceback's head, that traceback's lines, None when there is none) of the
-    traceback that says where the process was: the failure's own, the one a report on the failure line
-    prints after it, or (P9) the process' own traceback just above a signal's report that names no Python frame."""
-    tb_start, frames = _traceback_of(lines, failure, floor)
-    if tb_start is None and (reported := _reported_exception(lines, failure)) is not None:
-        failure = reported  # a report's line, then the traceback of what it reports: read that
-        tb_start, frames = _traceback_of(lines, failure, floor)
-    if not _funcs(frames) and (raised := _raised_before_signal(lines, failure, floor, tb_start)) is not None:
-        failure = raised  # P9: the process' own traceback just above the signal's report: where it was
-        tb_start, frames = _traceback_of(lines, failure, floor)
-    return failure, tb_start, (frames if tb_start is not None else None)
 
 
 def _never_started(lines: Sequence[str], failure: int, tb: Sequence[str] | None) -> bool:
     """Whether the failing program never got past its start (the steps printed above are then another
     program's): it could not be compiled, its imports failed (or those of the model's own remote code), or
     its traceback ``tb`` builds the model from pretrained files (P7)."""
-    if _syntax(tb or [logs.normalize_line(lines[min(failure, len(lines) - 1)])]):
+    if ends_in_syntax_error(tb or [logs.normalize_line(lines[min(failure, len(lines) - 1)])]):
         return True  # the program could not even be compiled: whatever ran before was another run
     if tb is None:
         return False
     # its imports failed; the model's own code (trust_remote_code) could not be imported; P7: base weights of a
     # Hub repository read while building the model, or a constructor's from_pretrained (or a remote-code import)
-    return _import_failed(tb) or _remote_code_import(tb) or _hub_base_weights(tb) \
-        or _built_from_pretrained([*_chained_outer(lines, failure), *tb])
-
-
-def _checkpoint_phase(lines: Sequence[str], failure: int, floor: int, top: int, region: Sequence[str],
-                      tb: Sequence[str] | None) -> str | None:
-    """``checkpoint_save``/``checkpoint_load`` when the failure came while a checkpoint was written or read:
-    by the traceback's frames (or those a signal's handler printed after the failure), by the words of the
-    traceback's unindented lines (of the failure's lines without one), or by a save or load announced just
-    above ``top`` (the traceback's head, or the failure)."""
-    frames = tb or []
-    by_name = _serializing(frames) or _checkpoint_func(_frame_funcs(frames))
-    if by_name is not None:
-        return by_name
-    if not _funcs(frames) and (after := _handler_frames(lines, failure)) \
-            and (named := _serializing(after) or _checkpoint_func(_frame_funcs(after))) is not None:
-        return named  # P9: a signal (no Python frame above: a C++ stack at most), then the traceback the main
-        # process prints for it, in a save or load
-    text = _checkpoint_text(lines, failure, floor, region, tb)
-    if _LOAD.search(text):
-        return "checkpoint_load"
-    if _SAVE.search(text):
-        return "checkpoint_save"
-    return _announced_checkpoint(lines, floor, top)
-
-
-def _checkpoint_text(lines: Sequence[str], failure: int, floor: int, region: Sequence[str],
-                     tb: Sequence[str] | None) -> str:
-    """The text read for a checkpoint's save or load: the traceback's unindented lines (its head, its
-    exception lines), or without one the failure's lines since the last step (warnings' source lines and a
-    job report's command line left out)."""
-    if tb is not None:
-        return "\n".join(ln for ln in tb if not ln.startswith((" ", "\t")))
-    return "\n".join(_job_report_cut(ln) for ln in _without_warning_sources(_since_steps(lines, failure, floor, region)))
+    return import_failed(tb) or remote_code_import(tb) or hub_base_weights(tb) \
+        or built_from_pretrained([*chained_outer(lines, failure), *tb])
 
 
 def _setup_phase(lines: Sequence[str], floor: int, top: int, tb: Sequence[str]) -> str | None:
     """``startup`` when the traceback ``tb`` (head at ``top``) fails while the program sets itself up (a
     set-up function, its first CUDA call, a model summary's dummy forward), or ``unknown`` for a set-up
     traceback after steps of the same program; None when it is no set-up traceback."""
-    if _setting_up(tb):
+    if setting_up(tb):
         # with steps above: an earlier program's (then startup) or this one's next stage (then not):
         # the evidence contradicts itself, no answer rather than a guess; arguments are parsed at the start only
-        own = run_start(lines, floor, top, _RUN_LOOKBACK)  # the failing program's own lines
-        parsing = any(_PARSE_FUNC.match(f) for f in _funcs(tb))
+        own = run_start(lines, floor, top, RUN_LOOKBACK)  # the failing program's own lines
+        parsing = any(PARSE_FUNC.match(f) for f in func_names(tb))
         return "startup" if parsing or progress_count(lines, own, top, 1) == 0 else UNKNOWN
-    if _first_cuda_call(tb) or _model_summary(tb):
+    if first_cuda_call(tb) or model_summary(tb):
         return "startup"
     return None
-
-
-def _run_end_above(lines: Sequence[str], floor: int, top: int) -> tuple[int | None, int | None]:
-    """(the run's end, the next stage's announcement after it) among the last lines before ``top``: the
-    last completion line (None when training steps went on after it without a next stage announced: one
-    epoch's or stage's end, "Finish training epoch 9." then epoch 10's), and the first announcement of
-    the job's next program after it (:func:`_next_stage`)."""
-    done = _completion_above(lines, _own_lines_back(lines, floor, top), top)
-    if done is None:
-        return None, None
-    stage = _next_stage(lines, done, top)
-    if stage is None and progress_count(lines, done + 1, top, _WENT_ON) >= _WENT_ON:
-        return None, None
-    return done, stage
-
-
-#: The most lines of a tracker's footer passed over (wandb's run history and summary: one line a metric).
-_FOOTER_REACH = 400
-
-
-def _own_lines_back(lines: Sequence[str], floor: int, top: int) -> int:
-    """Where the last ``_LOOKBACK`` lines before ``top`` start, wandb's lines not counted: ``wandb.finish`` (at the
-    program's exit, ``wandb/sdk/wandb_run.py`` ``_footer``) prints "wandb: Run history:", a line a metric, "wandb: Run
-    summary:", another line a metric, "wandb: Synced ...", between the program's last line and its traceback."""
-    k, own = top, 0
-    while k > floor and own < _LOOKBACK and top - k < _LOOKBACK + _FOOTER_REACH:
-        k -= 1
-        if not ranks.launcher_text(on_screen(lines[k])).lstrip().startswith("wandb:"):
-            own += 1
-    return k
 
 
 def _after_run_end(lines: Sequence[str], done: int, top: int, tb: Sequence[str] | None) -> str:
     """The phase of a failure at ``top`` after the run's end printed at ``done``, no next program
     announced: ``evaluation`` when the final evaluation runs after the loop's end, else ``shutdown``."""
-    if tb is not None and _eval_program(tb):
+    if tb is not None and eval_program(tb):
         return "evaluation"  # the job's next program after the finished one evaluates (chat_eval.py, test.py)
-    if _evaluation_announced(_shown_ends(lines[done:top], keep_blank=True)) or _evaluating(lines, done + 1, top):
+    if evaluation_announced(shown_ends(lines[done:top], keep_blank=True)) or evaluating(lines, done + 1, top):
         return "evaluation"  # P10: "Training completed. Starting evaluation..." or a test bar short of its total
         # ("`Trainer.fit` stopped: ..." then "Testing DataLoader 0:  30%|"): the final evaluation after the loop's end
     return "shutdown"
-
-
-def _shutting_down(lines: Sequence[str], failure: int, region: Sequence[str], tb: Sequence[str] | None) -> bool:
-    """Whether the failure's lines show the job's teardown (not a ``KeyboardInterrupt`` landing in a destructor,
-    not an atexit callback's report printed after the failure), or, without a traceback, a native backtrace
-    through glibc's exit handlers follows the failure."""
-    if _teardown(_signal_aside(tb or [], _without_unraisable_after(region, lines, failure))):
-        return True
-    return tb is None and _in_exit_handlers(lines, failure)
-
-
-def _shown_ends(block: Sequence[str], keep_blank: bool = False) -> list[str]:
-    """The lines of ``block`` as shown, their last characters (a progress bar's line holds every
-    refresh: its last is what shows); blank lines left out unless ``keep_blank``."""
-    return [on_screen(ln)[-SHOWN:] for ln in block if keep_blank or ln.strip()]
-
-
-def _glued_to_bar(lines: Sequence[str], failure: int) -> str | None:
-    """The phase a progress bar shows when the failure line (without a traceback) was printed onto it
-    (:func:`_bar_glued`)."""
-    return _bar_glued(lines[failure]) if failure < len(lines) else None
 
 
 def _evaluation_going_on(lines: Sequence[str], failure: int, floor: int, top: int, before: Sequence[str],
@@ -362,13 +174,13 @@ def _evaluation_going_on(lines: Sequence[str], failure: int, floor: int, top: in
     a kill came right after an evaluation's report."""
     if _names_evaluation(lines, failure, tb):
         return True
-    if _evaluation_announced(_since_last_step(before)) or _evaluating(lines, floor, top):
+    if evaluation_announced(since_last_step(before)) or evaluating(lines, floor, top):
         return True
-    if (tb is None or not _in_step(tb)) and _trainer_evaluating(lines, floor, top):
+    if (tb is None or not in_train_step(tb)) and trainer_evaluating(lines, floor, top):
         return True  # the Trainer's evaluation loop announced, its results not logged yet
     # P4/P9: killed right after an evaluation's report, nothing printed since (after a training loop's pass:
     # not a set-up line's "val_split: 0.1")
-    return tb is None and _killed(lines, failure) and _evaluation_reported(lines, floor, top) \
+    return tb is None and killed(lines, failure) and evaluation_reported(lines, floor, top) \
         and progress_count(lines, floor, top, 1) > 0
 
 
@@ -377,8 +189,8 @@ def _names_evaluation(lines: Sequence[str], failure: int, tb: Sequence[str] | No
     it; a ``for`` over or a ``next`` of an evaluation's loader; an evaluation's metric key logged), or,
     without a traceback, the failure's own lines name one."""
     if tb is None:
-        return _names_eval(_failure_text(lines, failure))
-    return _in_eval([*_chained_outer(lines, failure), *tb]) or _eval_loader_frame(tb) or _eval_metric_frame(tb)
+        return names_eval(failure_text(lines, failure))
+    return in_eval([*chained_outer(lines, failure), *tb]) or eval_loader_frame(tb) or eval_metric_frame(tb)
 
 
 def _phase_by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str], tb: Sequence[str] | None,
@@ -386,679 +198,42 @@ def _phase_by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence
     """The phase from the steps the program printed since ``floor`` (:func:`_by_steps`), counted from a new
     training loop's or stage's announcement when there is one (its set-up done: at least its first step); an
     evaluation program's (by its entry script's name) steps are its batches unless it announced training."""
-    if (loop := _new_loop(lines, floor, top)) is not None:  # a new training stage started: its steps count
+    if (loop := new_loop(lines, floor, top)) is not None:  # a new training stage started: its steps count
         floor = loop + 1
     phase = _by_steps(lines, floor, top, region, tb, step)
     if loop is not None and phase == "startup":
         return "first_step"  # after the loop's announcement: its set-up is done
-    if phase in ("first_step", "training") and tb is not None and _eval_program(tb) \
-            and loop is None and not _loop_started(lines, floor, top):
+    if phase in ("first_step", "training") and tb is not None and eval_program(tb) \
+            and loop is None and not loop_started(lines, floor, top):
         return "evaluation"  # the steps an evaluation script counts are its batches (unless it announced training)
     return phase
-
-
-#: Python's lines between the tracebacks of a chained exception (``traceback.TracebackException.format``).
-#: Only the explicit ``raise ... from`` one: its later traceback re-raises the same failure from the caller, while
-#: "During handling of the above exception" may be any other error of an ``except`` block (a retry, a report).
-_CHAIN_NOTES = ("The above exception was the direct cause of the following exception",)
-#: Python's notes between chained tracebacks (``traceback.py``: ``_cause_message`` for ``raise ... from``, ``_context_message``
-#: for an exception raised while handling another): in both the later traceback holds the outer frames, read for whether
-#: the failure was inside a step (an exception while handling another names the code that ran the handler, not
-#: necessarily an activity of its own, so only there).
-_ANY_CHAIN_NOTES = (*_CHAIN_NOTES, "During handling of the above exception, another exception occurred")
-#: Lines after a traceback's exception line looked at for a chained traceback below it.
-_CHAIN_GAP = 4
-
-
-def _chained_outer(lines: Sequence[str], failure: int, notes: tuple[str, ...] = _CHAIN_NOTES) -> list[str]:
-    """The frames of the tracebacks chained below the one that ends at ``failure`` (Python prints the
-    cause first, then "The above exception was the direct cause of the following exception:" and the
-    traceback of the exception raised from it): the first traceback holds only the frames
-    below the ``try``, the later ones the outer frames that called it (P1: the frames of the failing
-    traceback name the activity: a metric's error re-raised in Lightning's ``_run_sanity_check`` ->
-    ``on_validation_epoch_end``). Only the last chained traceback's: the ones between run in library
-    handlers (urllib3's retries, ``_validate_conn``) that name no activity of the job."""
-    out: list[str] = []
-    k = failure + 1
-    while True:
-        note = next((j for j in range(k, min(len(lines), k + _CHAIN_GAP)) if lines[j].strip()), None)
-        if note is None or not lines[note].strip().startswith(notes):
-            return out
-        head = next((j for j in range(note + 1, min(len(lines), note + _CHAIN_GAP)) if _TB in lines[j]), None)
-        if head is None:
-            return out
-        end = _exception_line(lines, head, min(len(lines), head + _TB_LOOKBACK))
-        if end is None:
-            return out
-        out = [logs.normalize_line(x) for x in lines[head:end]]  # the last one holds the outermost frames
-        k = end + 1
-
-
-def _exception_line(lines: Sequence[str], head: int, end: int) -> int | None:
-    """The index of the exception line of the traceback whose head is at ``head``: its first non-blank line
-    after the head that is not indented (a frame or a code line), before ``end``."""
-    return next((j for j in range(head + 1, end) if lines[j].strip() and not lines[j].startswith((" ", "\t"))), None)
-
-
-#: The head of a warning as Python's ``warnings.formatwarning`` prints it: "{filename}:{lineno}: {category}: {message}",
-#: then the warning's source line, indented ("  result = model.load_state_dict(torch.load(path))").
-#: c10's ``TORCH_WARN`` lines have their own head ("[W410 09:45:00.743 ProcessGroupNCCL.cpp:4025] Warning: ...").
-_WARNING_HEAD = re.compile(r"\.py:\d+: \w*Warning: |\.(?:cpp|h|cc|hpp):\d+\] Warning: ")
-
-
-def _without_warning_sources(region: Sequence[str]) -> list[str]:
-    """``region`` without Python's warnings and the source lines it prints under them: code the warning points at (a
-    ``FutureWarning`` of ``torch.load`` at start-up, "which uses the default pickle module ... during unpickling"),
-    not an activity going on when the failure came."""
-    return [ln for k, ln in enumerate(region) if not _WARNING_HEAD.search(ln)
-            and not (k and ln.startswith((" ", "\t")) and _WARNING_HEAD.search(region[k - 1]))]
-
-
-#: A signal named in a failure's lines: PaddlePaddle's C++ signal handler (``paddle/fluid/platform/init.cc``
-#: ``SignalHandle``: "FatalError: `Termination signal` is detected by the operating system." then "[SignalInfo: ***
-#: SIGTERM (@0x...) received by PID N ...]"), a kill's "SIGTERM", "signal 15".
-_SIGNAL_NAMED = re.compile(r"\bSIG[A-Z]{3,}\b|[Ss]ignal\b")
-#: Lines after such a failure searched for the head of the Python traceback printed for it.
-_HANDLER_GAP = 8
-
-
-def _handler_frames(lines: Sequence[str], failure: int) -> list[str]:
-    """The traceback (normalized, up to its exception line) that the process prints just after a signal's report at
-    ``failure`` (P9: "the frames of the traceback a Python handler prints"): PaddlePaddle prints its C++ signal
-    report first, then the main process' Python traceback (its DataLoader's ``__handler__`` raising "DataLoader
-    process ... is killed by signal: Terminated" in whatever the job was doing, ``paddle.save`` writing a checkpoint).
-    Empty when the failure names no signal or no traceback follows it."""
-    if not _SIGNAL_NAMED.search(_failure_text(lines, failure)):
-        return []
-    head = next((k for k in range(failure + 1, min(len(lines), failure + _HANDLER_GAP)) if _TB in lines[k]), None)
-    if head is None:
-        return []
-    end = _exception_line(lines, head, min(len(lines), head + _TB_LOOKBACK))
-    return [] if end is None else [logs.normalize_line(x) for x in lines[head:end + 1]]
-
-
-#: Lines above a signal's report searched for the exception line of a Python traceback (a C++ stack and a few log
-#: lines between), and for that traceback's head.
-_SIGNAL_GAP = 16
-_SIGNAL_TB_BACK = 80
-
-
-def _raised_before_signal(lines: Sequence[str], failure: int, floor: int, tb_start: int | None) -> int | None:
-    """The exception line of the Python traceback printed just before a signal's report at ``failure`` (with no
-    progress line between), when that report holds no Python frame: PaddlePaddle's launcher stops a worker whose
-    main process raised with SIGTERM, and the worker's C++ handler then prints "C++ Traceback (most recent call last):
-    ... No stack trace in paddle" and "FatalError: `Termination signal` is detected by the operating system." under the
-    Python traceback (``paddle/fluid/platform/init.cc`` ``SignalHandle``). P9: a kill takes the phase of what the
-    process was doing, and its own traceback says that."""
-    if not _SIGNAL_NAMED.search(_failure_text(lines, failure)):
-        return None
-    top = tb_start if tb_start is not None else failure
-    for k in range(top - 1, max(floor, top - _SIGNAL_TB_BACK) - 1, -1):
-        if k >= top - _SIGNAL_GAP and is_progress(logs.normalize_line(lines[k])):
-            return None  # the job went on after it
-        if _TB in lines[k] and lines[k].lstrip().startswith(_TB):
-            end = _exception_line(lines, k, top)
-            return end if end is not None and end >= top - _SIGNAL_GAP else None
-    return None
-
-
-#: transformers' ``utils/hub.py`` messages for a file a ``from_pretrained`` cannot find, naming the model by a Hub
-#: repository id (``{namespace}/{name}``: "Qwen/Qwen2-7B does not appear to have a file named
-#: model-00003-of-00004.safetensors. Checkout 'https://huggingface.co/Qwen/Qwen2-7B/tree/main' for available files."),
-#: not by a local folder (which may be this job's own output).
-_HUB_MISSING = re.compile(r"^\w*(?:Error|Exception)\b[^:]*: (?:[\w-]+/[\w.-]+) does not appear to have a file named ")
-
-
-def _hub_base_weights(frames: Sequence[str]) -> bool:
-    """Whether the traceback is a ``from_pretrained`` failing to find a file of a Hub repository (P7: base
-    weights loaded while the model is built are ``startup``; the job's own checkpoints are local folders)."""
-    last = frames[-1].strip() if frames else ""
-    return "does not appear to have a file named " in last and _HUB_MISSING.match(last) is not None \
-        and any("from_pretrained" in f for f in _funcs(frames))
-
-
-#: A name of the job's own saved state in a path or message (a step- or epoch-numbered checkpoint folder, a resume):
-#: P7 makes such a ``from_pretrained`` ``checkpoint_load`` whatever calls it.
-_OWN_STATE = re.compile(r"(?i)checkpoint-\d+|global_step_?\d+|(?<![a-z])(?:step|epoch|iter)_?\d+(?![a-z])|resum")
-#: transformers' module that fetches and imports a ``trust_remote_code`` model's own code
-#: (``dynamic_module_utils.py``: ``get_class_from_dynamic_module`` -> ``get_cached_module_file`` -> ``get_class_in_module``),
-#: which ``AutoConfig``/``AutoModel.from_pretrained`` call to build the model class before any weights are read.
-_DYNAMIC_MODULE = 'dynamic_module_utils.py", line '
-
-
-#: Frames of libraries that fetch published weights while a model is built (P7: "timm ``pretrained=True``, torchvision
-#: weights" are ``startup``): ``torch/hub.py`` (``torch.hub.load``, ``load_state_dict_from_url``,
-#: ``download_url_to_file``), timm's ``models/_builder.py`` (``build_model_with_cfg`` -> ``load_pretrained``) and
-#: ``models/_hub.py`` (``load_state_dict_from_hf``), torchvision's ``models/_api.py`` (``WeightsEnum.get_state_dict``).
-#: Not timm's ``_helpers.load_checkpoint`` (``create_model(checkpoint_path=...)``: a checkpoint of the job's own).
-_PUBLISHED_WEIGHTS = re.compile(r'File "[^"]*(?:torch[/\\]hub|timm[/\\]models[/\\]_(?:builder|hub)'
-                                r'|torchvision[/\\]models[/\\]_api)\.py", line \d+')
-
-
-def _built_from_pretrained(frames: Sequence[str]) -> bool:
-    """Whether the traceback fails while the model is being built from pretrained files (P3, P7: base weights and
-    the model's code at start-up are ``startup``): published weights being fetched (:data:`_PUBLISHED_WEIGHTS`), a
-    ``from_pretrained`` called from a constructor (``__init__``: a model class that loads its pretrained encoder, a
-    trainer that loads the model it is given by name), or transformers' remote-code import (:data:`_DYNAMIC_MODULE`),
-    with no loop or evaluation frame above it and no name of the job's own saved state (:data:`_OWN_STATE`) in its
-    message."""
-    funcs = _funcs(frames)
-    said = [ln for ln in frames if ln[:1].isalpha()]  # the exception lines (the chain's too)
-    if any(_OWN_STATE.search(ln) for ln in said):
-        return False
-    hub = next((k for k, (ln, _) in enumerate(_frame_funcs(frames)) if _PUBLISHED_WEIGHTS.search(ln)), None)
-    if hub is not None:
-        return not any(_LOOP_WORDS.search(f) for f in funcs[:hub])
-    at = next((k for k, f in enumerate(funcs) if f == "from_pretrained"), None)
-    if at is None or any(_LOOP_WORDS.search(f) for f in funcs[:at]):
-        return False
-    return "__init__" in funcs[:at] or any(_DYNAMIC_MODULE in ln for ln in frames)
-
-
-def _since_steps(lines: Sequence[str], failure: int, floor: int, region: Sequence[str]) -> Sequence[str]:
-    """The lines of ``region`` (the normalized lines around a failure without a traceback) after the
-    last training step printed before ``failure``: a checkpoint save or load announced above steps that
-    followed it was done (nanoGPT's ``train.py`` prints "saving checkpoint to {out_dir}" every
-    ``eval_interval`` iterations, then goes on with "iter N: loss ..."), it is not what failed."""
-    got = step_lines(lines, max(floor, failure - len(region)), failure)
-    if not got:
-        return region
-    last = logs.normalize_line(lines[got[0]])
-    at = next((k for k in range(len(region) - 1, -1, -1) if region[k] == last), None)
-    return region if at is None else region[at + 1:]
-
-
-#: Lines from a failure without a traceback on that are read for what it names (a kill's, a launcher's
-#: report and the lines it continues on).
-_FAILURE_LINES = 3
-
-
-def _failure_text(lines: Sequence[str], failure: int) -> str:
-    """The failure line without a traceback and the few lines after it, as shown (a job report's
-    command line cut): what the failure itself names. Not the lines above it, where a config dump
-    (``'val_batch_size': None``), a tracker's run summary (``wandb: val_accuracy 0.49``) or any
-    earlier stage's output may name an evaluation that was not going on."""
-    return "\n".join(_SHELL_ERROR.sub("", _job_report_cut(logs.normalize_line(on_screen(ln))))
-                     for ln in lines[failure:failure + _FAILURE_LINES])
-
-
-#: bash's report of its own error in a script (``error.c``/``parse.y``: "%s: line %d: " with the script's name, then
-#: "syntax error near unexpected token `('", "foo: command not found", "x: unbound variable"), not its job-control
-#: report of a child's death ("run.sh: line 141: 450336 Killed    python train.py", a process id after the prefix).
-#: The script's name says nothing of what the program was doing (``run_evaluate.sh`` also trains).
-_SHELL_ERROR = re.compile(r"^\S+: line \d+: (?=[^\s\d])")
-
-
-def _shell_error(line: str) -> bool:
-    """Whether ``line`` is bash's report of an error in the job's own script (:data:`_SHELL_ERROR`)."""
-    return ": line " in line and _SHELL_ERROR.match(logs.normalize_line(on_screen(line))) is not None
-
-
-#: What trainers log just before they read or write a checkpoint: the Hugging Face Trainer's "Loading
-#: model from {resume_from_checkpoint}." (``_load_from_checkpoint``; a script's own "Loading model from
-#: {name}" without the period is usually a pretrained model's set-up), "Loading best model from {path}
-#: (score: ...)" and "Saving model checkpoint to {output_dir}" (``_save``); Lightning's "Restoring
-#: states from the checkpoint path at {ckpt_path}"; Megatron's "loading checkpoint from {dir} at
-#: iteration N" and "saving checkpoint at iteration N to {dir}"; DeepSpeed's "Saving model checkpoint:
-#: {path}"; OLMo's "Saving unsharded checkpoint...". A progress bar ("Loading checkpoint shards: 50%|")
-#: is a pretrained model's set-up, not this. fairseq's ``checkpoint_utils`` "Preparing to load checkpoint {f}" and
-#: "Preparing to save checkpoint for epoch {e} @ {u} updates"; DeepSpeed's ``torch_checkpoint_engine``
-#: "[Torch] Checkpoint {tag} is about to be saved!" (or "is begin to save!"), "[Torch] Saving {path}...",
-#: "[Torch] Loading checkpoint from {path}..." (newer "[Torch] Begin Load checkpoint from"); mmengine's
-#: ``CheckpointLoader`` "Loads checkpoint by local backend from path: {f}" and mmcv 1.x's "load checkpoint from
-#: local path: {f}", printed before reading it (not mmengine's runner "Load checkpoint from {f}", printed after).
-#: accelerate's ``Accelerator.save_state`` "Saving current state to {output_dir}" and ``load_state`` "Loading states
-#: from {input_dir}"; Lightning's ``ModelCheckpoint._update_best_and_save`` "Epoch 3, global step 400: 'val_loss'
-#: reached 0.51234 (best 0.51234), saving model to '{filepath}' as top 1", just before ``_save_checkpoint``; timm's
-#: ``resume_checkpoint`` "Restoring model state from checkpoint..." (then "Restoring optimizer state ..."); Keras'
-#: ``ModelCheckpoint`` "Epoch 3: val_loss improved from 0.41 to 0.39, saving model to {filepath}" ("Epoch 3: saving
-#: model to ..."); TensorFlow's ``CheckpointSaverHook`` "Saving checkpoints for 1000 into /tmp/model.ckpt.".
-_LOAD_NOTE = Guarded(r"Loading model from \S+\.\s*$|Loading (?:the )?best model from\b|[Ll]oading (?:\w+ )?checkpoint\b(?! shards)"
-                     r"|Loading states from |Restoring (?:model|optimizer|amp loss scaler) state from checkpoint"
-                     r"|Restoring states from the checkpoint|[Rr]esuming (?:training )?from (?:the )?(?:checkpoint|ckpt|\S*/)"
-                     r"|[Pp]reparing to load checkpoint|Loads checkpoint by \w+ backend from path|load checkpoint from \w+ path:"
-                     r"|Begin Load checkpoint",
-                     ("oading", "Restoring states", "esuming", "to load checkpoint", "Loads checkpoint", "load checkpoint",
-                      "Load checkpoint", "state from checkpoint"))
-_SAVE_NOTE = Guarded(r"[Ss]aving (?:\w+ )?(?:model )?checkpoint\b|Saving model (?:weights )?to\b|[Pp]reparing to save checkpoint"
-                     r"|Saving current state to |[,:] saving model to |Saving checkpoints for \d+ into "
-                     r"|\[Torch\] (?:Checkpoint \S+ is (?:about to be saved|begin to save)|Saving )",
-                     ("aving", "to save checkpoint", "[Torch] Checkpoint"))
-#: Non-blank lines above a traceback read for such an announcement (a warning or two between).
-_NOTE_LINES = 3
-
-
-def _announced_checkpoint(lines: Sequence[str], floor: int, top: int) -> str | None:
-    """``checkpoint_load``/``checkpoint_save`` when one of the last few lines the program printed
-    before the failure at ``top`` (not counting warnings) announces a checkpoint being read or
-    written (:data:`_LOAD_NOTE`, :data:`_SAVE_NOTE`): nothing was printed since, so that is what failed."""
-    seen = 0
-    for k in range(top - 1, max(floor, top - 4 * _NOTE_LINES) - 1, -1):
-        raw = ranks.launcher_text(on_screen(lines[k]))
-        shown = raw.strip()
-        if not shown or raw.startswith(("  ", "\t")) or "Warning" in shown or "warn" in shown:
-            continue  # a warning and its source line (indented): not what the program announced (Megatron's
-            # print_rank_0 lines start with one space: " loading checkpoint from ...")
-        if "%|" in shown:
-            return None  # a bar after it (or the announcement is a bar's: "Loading checkpoint shards: 50%|")
-        if _completion_above(lines, k, k + 1) is not None:
-            return None  # P6, P10: the loop's end printed after it ("Saving checkpoint ...", "Finished training."): the save was done
-        if _LOAD_NOTE.search(shown):
-            return "checkpoint_load"
-        if _SAVE_NOTE.search(shown):
-            return "checkpoint_save"
-        if is_progress(shown):
-            return None  # steps after it: the announced read or write was done
-        seen += 1
-        if seen >= _NOTE_LINES:
-            return None
-    return None
-
-
-#: Functions that set a program up: a constructor (a trainer's, an engine's, a model's), DeepSpeed's
-#: ``initialize``, accelerate's ``prepare``, ``init_process_group``, ``setup``/``build_*`` helpers.
-#: The job's own argument parsing (P3): a script's ``parse_args()``/``parse_opt()``/``get_args()`` (argparse's
-#: ``parse_args`` below it), transformers' ``HfArgumentParser.parse_args_into_dataclasses``. A program parses its
-#: arguments once, when it starts: never a next stage of the same program.
-_PARSE = r"parse_(?:args|arguments|opts?|options)\w*|get_args"
-_PARSE_FUNC = re.compile(f"^(?:{_PARSE})$")
-_SETUP_FUNC = re.compile(r"^(?:__init__|__post_init__|initialize|_?init_(?:process_group|distributed\w*|model\w*|weights)"
-                         r"|_?setup(?:_\w+)?|prepare(?:_model)?|_prepare_\w+|build_(?:model|optimizer|trainer|engine|dataset)\w*"
-                         r"|create_(?:model|optimizer|trainer)\w*|_configure_\w+|" + _PARSE + ")$")
-#: Functions of a running loop (any word of training, stepping, iterating, evaluating, generating):
-#: a constructor called from one is not set-up.
-_LOOP_WORDS = re.compile(r"(?i)train|fit|loop|epoch|step|iter|__next__|forward|backward|eval|valid|test|predict|infer"
-                         r"|generat|sampl|rollout|update|run_batch|process_batch")
-
-
-#: A program's entry function (``main()``, ``run()``, ``cli()``), which calls its set-up and its loop.
-_ENTRY_FUNC = re.compile(r"(?i)^_?(?:main|run|cli|app|launch|start)\w*$")
-
-
-def _setting_up(frames: Sequence[str]) -> bool:
-    """Whether the traceback fails while the program sets itself up: the script's module level (or
-    its entry function, ``main``) calls a set-up function (:data:`_SETUP_FUNC`: building the trainer,
-    the engine, the model), and no frame is of a loop that trains, iterates or evaluates (whatever
-    steps are printed above belong to an earlier program); not when a frame computes an evaluation's
-    metrics (:func:`_in_eval`: scikit-learn's ``roc_curve`` under a constructor). A worker thread's traceback (no
-    ``<module>`` frame) and a constructor called deeper (a distribution built in a forward) are not."""
-    funcs = _funcs(frames)
-    if not funcs or funcs[0] != "<module>" or any(_LOOP_WORDS.search(f) for f in funcs) or _in_eval(frames):
-        return False
-    calls = [f for f in funcs[1:] if f != "<module>"]
-    k = 0
-    while k < len(calls) - 1 and _ENTRY_FUNC.match(calls[k]) and not _SETUP_FUNC.match(calls[k]):
-        k += 1
-    return k < len(calls) and _SETUP_FUNC.match(calls[k]) is not None
-
-
-#: A line that announces an evaluation going on (fairseq's 'begin validation on "valid" subset',
-#: "***** Running Evaluation *****", "Start evaluating ...", sentence-transformers' "Evaluating the model
-#: on sts-dev dataset:", "Validating...", "Testing epoch 3"), not one that reports a finished one
-#: ("Saved evaluation predictions to ...", "Validation performance didn't improve for 35 epochs").
-#: verl's ``RayPPOTrainer._validate`` (``verl/trainer/ppo/ray_trainer.py``) prints "test_gen_batch meta info: {...}"
-#: before generating on the validation set and "validation generation end" after it, then scores it.
-_EVAL_STARTS = re.compile(r"(?i)\b(?:begin|beginning|start\w*|running|run|launching|doing|perform\w*)\b\W+(?:\w+\W+){0,3}?"
-                          r"(?:eval|valid|test)|\b(?:evaluating|validating|testing)\b"
-                          r"|\bvalidation generation end\b|\btest_gen_batch meta info\b")
-
-
-#: torch.cuda's lazy initialisation (``torch/cuda/__init__.py``, ``_lazy_init`` -> ``torch._C._cuda_init()``):
-#: it runs once per process, at its first CUDA call.
-_CUDA_INIT_FRAME = re.compile(r'File "[^"]*torch[/\\]cuda[/\\]__init__\.py", line \d+, in _lazy_init')
-
-
-def _first_cuda_call(frames: Sequence[str]) -> bool:
-    """Whether the traceback fails in the process's first CUDA call (torch.cuda's lazy
-    initialisation: a driver too old, no device, a bad ``CUDA_VISIBLE_DEVICES``), outside any loop
-    (a DataLoader worker's "Cannot re-initialize CUDA in forked subprocess" runs in the worker's loop)."""
-    if not any("_lazy_init" in ln and _CUDA_INIT_FRAME.search(ln) for ln in frames):
-        return False
-    return not any(_LOOP_WORDS.search(f) for f in _funcs(frames))
-
-
-#: A model summary's dummy forward: torchsummary's ``summary(model, input_size)`` (``torchsummary/torchsummary.py``: it
-#: registers hooks and runs ``model(*x)`` on random input) and torchinfo's ``summary`` (``torchinfo/torchinfo.py``,
-#: ``forward_pass``), called while the model is built to print its layers (P3: building the model is start-up).
-_SUMMARY_FRAME = re.compile(r'File "[^"]*(?:torchsummary[/\\]torchsummary|torchinfo[/\\]torchinfo)\.py", line \d+, in (?:summary|forward_pass)\b')
-
-
-def _model_summary(frames: Sequence[str]) -> bool:
-    """Whether the traceback runs through a model summary's dummy forward (:data:`_SUMMARY_FRAME`) called outside any
-    epoch or step function (not a summary a training loop prints)."""
-    at = next((k for k, ln in enumerate(frames) if "summary" in ln and _SUMMARY_FRAME.search(ln)), None)
-    if at is None:
-        return False
-    return not any(_TRAIN_FUNC.match(f) or _EPOCH_FUNC.match(f) or _TRAIN_STEP_FUNC.match(f) for f in _funcs(frames[:at]))
-
-
-#: An evaluation program's entry script, by the first word of its file name that names a stage
-#: (``evaluate_bart_large_finetuned.py``, ``test_full_pipeline.py``, ``run_eval.py``, ``inference.py``,
-#: ``sample.py``); one whose first such word names training (``train_and_eval.py``, ``finetune_test.py``)
-#: trains.
-_EVAL_WORD = re.compile(r"(?:eval\w*|test(?:ing)?|infer(?:ence)?|predict(?:ion)?|sampl(?:e|ing)|generat(?:e|ion))")
-_TRAIN_WORD = re.compile(r"\w*(?:train|tune|fit)\w*")
-_ENTRY = re.compile(r'File "(?:[^"]*[/\\])?([^"/\\]+)\.py", line \d+, in <module>')
-
-
-def _eval_program(frames: Sequence[str]) -> bool:
-    """Whether the traceback's entry script (its outermost ``<module>`` frame) is an evaluation
-    program by its file name."""
-    m = next((m for ln in frames if "<module>" in ln and (m := _ENTRY.search(ln)) is not None), None)
-    if m is None:
-        return False
-    for word in re.split(r"[_\W]+", m.group(1).lower()):
-        if _TRAIN_WORD.fullmatch(word):
-            return False
-        if _EVAL_WORD.fullmatch(word):
-            return True
-    return False
-
-
-#: What follows a setting's name in a config dump or an argument list (``'evaluate_guards': False``,
-#: ``eval_steps=500``, ``do_eval: true``).
-_VALUE = re.compile(r"['\"]?\s*[:=]")
-
-
-def _names_eval(text: str) -> bool:
-    """Whether ``text`` speaks of an evaluation (:data:`_EVAL`) other than as the name of a
-    setting given a value: a snake_case name holding the word followed by ``:``/``=`` is a
-    configuration key (a trainer's argument dump, a vLLM engine's config), not evaluation going on."""
-    m = _EVAL.search(text)
-    while m is not None:
-        s, e = m.start(), m.end()
-        while s > 0 and (text[s - 1].isalnum() or text[s - 1] == "_"):
-            s -= 1
-        while e < len(text) and (text[e].isalnum() or text[e] == "_"):
-            e += 1
-        if "_" not in text[s:e] or _VALUE.match(text, e) is None:
-            return True
-        m = _EVAL.regex.search(text, e)
-    return False
-
-
-#: A job script's or a pipeline's announcement that its next stage starts (``echo "Running: eval"``,
-#: ``=== Stage 2: fine-tuning ===``, "Starting evaluation", "***** Running Evaluation *****"),
-#: after its timestamp or log-level prefixes; a bare ``=====`` ruler (a summary table's) is none.
-_NEXT_STAGE = re.compile(r"(?i)^[\W\d]*(?:\[[^\]]{0,40}\]\s*)*(?:\W*(?:running|starting|launching|beginning|begin)\b|={3,} *\w)")
-
-
-#: Completion strength below which a completion line does not end the run (a bare "Done!" that a set-up
-#: step prints: PyG's dataset processing "Processing..." then "Done!"; a job script's echo): the verdict's
-#: own bar for a completion line after a failure (``whole.WEAK_AFTER_FAILURE``).
-_STRONG_END = 0.9
-
-
-def _completion_above(lines: Sequence[str], start: int, top: int) -> int | None:
-    """The index of the last completion line in ``lines[start:top]`` (not a tracker's at-exit line, also
-    behind a launcher's prefix: Ray's ``(main_task pid=7) wandb: Synced 5 W&B file(s)``, printed at any exit)."""
-    for k in range(top - 1, start - 1, -1):
-        shown = on_screen(lines[k])[-SHOWN:]
-        if _TEMPLATE_STOP in shown:
-            return k
-        if shown.strip() and is_completion(shown) and not ranks.launcher_text(shown).lstrip().startswith(_AT_EXIT) \
-                and completion_strength(logs.normalize_line(shown)) >= _STRONG_END:
-            return k
-    return None
-
-
-#: The early stop of victoresque's pytorch-template ``base/base_trainer.py`` (``train``: "Validation performance
-#: didn't improve for {} epochs. Training stops."), copied by R2Gen and many trainers built on it: its loop is over.
-_TEMPLATE_STOP = " epochs. Training stops."
-
-
-def _next_stage(lines: Sequence[str], done: int, top: int) -> int | None:
-    """The index of the first announcement of a next stage (:data:`_NEXT_STAGE`) between a
-    completion line at ``done`` and a failure at ``top``: a job script that goes on to its next
-    program after one finished fails in that program's own phase, not in the finished one's
-    shutdown."""
-    return next((k for k in range(done + 1, top) if _NEXT_STAGE.match(on_screen(lines[k]))), None)
-
-
-#: mmcv's ``ProgressBar`` (``[>>>>>>     ] 150/500, 12.3 task/s, elapsed: 12s, ETA:    28s``), which
-#: OpenMMLab's ``single_gpu_test``/``multi_gpu_test`` print while running a model over a test set.
-_TASK_BAR = re.compile(r"\[[> ]*\]\s*(\d+)/(\d+), [\d.]+ task/s, elapsed:")
-#: Lines above a failure searched for the evaluation's progress line.
-_EVAL_LOOKBACK = 40
-
-
-def _evaluating(lines: Sequence[str], floor: int, top: int) -> bool:
-    """Whether the last progress line before ``top`` is an unfinished evaluation's (its own
-    counter short of its total): the failure happened while evaluating. A finished one
-    (``20/20``) says nothing about what ran after it; a training step after it wins."""
-    for k in range(top - 1, max(floor, top - _EVAL_LOOKBACK) - 1, -1):
-        shown = ranks.launcher_text(on_screen(lines[k])).lstrip()  # a rank's bar: "[default0]:Evaluating: 45%|"
-        if _CAFFE_TEST in shown:
-            return True  # Caffe's test pass: its "Test net output" lines, then the next "Iteration N, loss = ..."
-        if ")" in shown[:HEAD] and (mm := _MM_LOOP.search(shown[:HEAD])) is not None:
-            return mm.group(1) != "train" and int(mm.group(2)) < int(mm.group(3))
-        if not shown[:1].isalpha() and not shown.startswith(("[", "|")):
-            continue
-        if shown.startswith(_MEGATRON_EVAL):
-            return not shown.startswith(_MEGATRON_VALIDATED)  # "Evaluating iter": before that iteration runs
-        if shown.startswith("Class") and (yolo := _YOLO_VAL.match(shown)) is not None:
-            return int(yolo.group(1)) < int(yolo.group(2))
-        if "Inference done " in shown[:HEAD] and (d2 := _D2_INFER.search(shown[:HEAD])) is not None:
-            return int(d2.group(1)) < int(d2.group(2))
-        m = EVAL_BAR.match(shown) if shown[:1] in _EVAL_HEADS else None
-        if m is None and shown.startswith(("[>", "[ ")):
-            m = _TASK_BAR.match(shown)
-        if m is not None:
-            done, total = (m.group(1), m.group(2)) if m.group(1) is not None else (m.group(3), m.group(4))
-            return int(done) < int(total)
-        if step_progress(lines[k]):
-            return False
-    return False
-
-
-#: The bar of an Ultralytics/YOLOv5 validator, run after each training epoch and by ``val.py``: its description is
-#: the results table's header (``ultralytics/models/yolo/detect/val.py`` ``get_desc``: ``("%22s" + "%11s" * 6) %
-#: ("Class", "Images", "Instances", "Box(P", "R", "mAP50", "mAP50-95)")``; YOLOv5's ``val.py`` the same with "P").
-_YOLO_VAL = re.compile(r"Class\s+Images\s+\S.{0,160}?:\s*\d+%\|[^|]*\|\s*(\d+)/(\d+)")
-
-
-#: Megatron-LM's ``evaluate`` (``megatron/training/training.py``): ``print_rank_0(f'Evaluating on {n}
-#: samples')``, then in its loop ``iteration += 1; print_rank_0(f'Evaluating iter {iteration}/{args.eval_iters}')``
-#: BEFORE that iteration's forward, so even "Evaluating iter 10/10" is an evaluation going on until
-#: ``evaluate_and_print_results`` reports "validation loss at iteration N | lm loss value: ... | lm loss PPL: ...".
-_MEGATRON_EVAL = ("Evaluating iter ", "Evaluating on ", "validation loss at ")
-#: Megatron's report of a finished evaluation (``evaluate_and_print_results``).
-_MEGATRON_VALIDATED = "validation loss at "
-
-
-#: Caffe's ``Solver::TestAll`` (``caffe/src/caffe/solver.cpp``, ``Test(test_net_id)``): ``LOG(INFO) << "Iteration "
-#: << iter_ << ", Testing net (#" << test_net_id << ")"`` before it runs the test net over ``test_iter`` batches (at
-#: iteration 0 too with ``test_initialization: true``, the default); a glog line, often glued to the line before.
-_CAFFE_TEST = ", Testing net (#"
-
-
-_EVAL_HEADS = "EeVvTtPpIiSsR[|"
-#: mmengine's (OpenMMLab 2.x) LogProcessor line, after its logger's prefix ("2024/05/01 10:00:00 -
-#: mmengine - INFO - "): ``Epoch(train)  [5][ 50/625]``, ``Epoch(val) [5][ 50/625]``, ``Epoch(test)
-#: [ 50/625]``, ``Iter(train) [ 50/10000]``, ``Iter(val) [ 50/2000]``: the loop and its counter.
-_MM_LOOP = re.compile(r"\b(?:Epoch|Iter)\((train|val|test)\)\s*(?:\[\s*\d+\s*\])?\s*\[\s*(\d+)\s*/\s*(\d+)\s*\]")
-
-
-#: Announcements of a run over an evaluation or test set that name no evaluation word: the Hugging Face Trainer's
-#: ``predict`` (``evaluation_loop(description="Prediction")``: "***** Running Prediction *****"), detectron2's
-#: ``inference_on_dataset`` (``detectron2/evaluation/evaluator.py``: "Start inference on {N} batches", then
-#: "Inference done {i}/{N}. Dataloading: ..." every few seconds).
-_EVAL_NOTES = ("***** Running Prediction *****", "Start inference on ")
-#: detectron2's progress line of ``inference_on_dataset`` (after its logger's prefix).
-_D2_INFER = re.compile(r"(?:^|\s)Inference done (\d+)/(\d+)\. ")
-
-
-def _evaluation_announced(since: Sequence[str]) -> bool:
-    """Whether one of the lines printed since the last step (``since``) announces an evaluation
-    going on (:data:`_EVAL_STARTS`) and no report of its results follows it (sentence-transformers'
-    "Evaluating the model on sts-dev dataset:" then its "Pearson: 0.3830  Spearman: 0.4117" lines: that
-    evaluation ended, what failed after it is not it)."""
-    since = [_plain(ln) for ln in since]
-    for k, ln in enumerate(since):
-        if ((_names_eval(ln) and _EVAL_STARTS.search(ln)) or any(n in ln for n in _EVAL_NOTES)) \
-                and (not is_progress(ln) or _eval_banner(ln)) \
-                and not _RESULT_LINE.search(ln) and "rror" not in ln and not ln.startswith((" ", "\t")):
-            if not any(_reports_results(x) for x in since[k + 1:]):
-                return True
-    return False
-
-
-#: An evaluation pass's report of its results, named so: "validation loss: -0.8309" (nnU-Net v1's
-#: ``NetworkTrainer.run_training``, ``print_to_log_file("validation loss: %.4f" % ...)`` after "train loss : ..."),
-#: "Overall validation pixAcc: 79.470, mIoU: 22.479", "Eval  batches[  100]  | loss  5.55", Keras' "val_loss: 0.41":
-#: an evaluation word (not a test's: a final test's report ends the run, P10) and a decimal value after it.
-_EVAL_REPORT = re.compile(r"(?i)(?<![a-z])(?:eval\w*|valid\w*|val)(?![a-z])[^\n]{0,80}?(?<![\w.])[-+]?\d*\.\d+")
-#: A line that holds a value after a name (a report's other lines: "Average global foreground Dice: [0.97, ...]").
-_VALUE_LINE = re.compile(r"[A-Za-z)\]][^\n]{0,80}?[:=|]\s*\[?\s*[-+]?\d*\.?\d")
-#: A decimal value; one before the evaluation word is a training metric of the same line ("loss 0.3 | val_acc 0.8").
-_DECIMAL = re.compile(r"\d\.\d")
-#: A training step's line, as loops print one after each logged step: an iteration or step counter and a loss
-#: ("Epoch: 45 Iter: 3 Acc: 0.66 Loss: 1.77", "step 120 | loss 2.31"; P2 (b)). Read back from a kill, it ends the
-#: search for an evaluation's report: the loop stepped after the report, the pass had ended (P4).
-_TRAIN_STEP_LINE = re.compile(r"(?i)\b(?:iter\w*|step)\b\W{0,3}\d[^\n]{0,120}?\bloss\b\W{0,3}[-+]?\d")
-#: Report lines read back from a kill (a report of several lines, one a metric).
-_REPORT_LINES = 6
-#: A launcher's reaction to a signal (torchrun's agent: "Received 15 death signal, shutting down workers",
-#: "Sending process N closing signal SIGTERM"): not the job's activity (P1).
-_REACTIONS = ("death signal", "closing signal")
-
-
-def _killed(lines: Sequence[str], failure: int) -> bool:
-    """Whether the failure line is a kill or a signal from outside (P9: a time limit, SIGTERM, an OOM kill)."""
-    return failure < len(lines) and is_terminal_kill(logs.normalize_line(_job_report_cut(on_screen(lines[failure]))).lstrip(": \t"))
-
-
-def _evaluation_reported(lines: Sequence[str], floor: int, top: int) -> bool:
-    """Whether the last activity the program printed before a kill at ``top`` is an evaluation pass's report
-    (P4: "with nothing printed after the summary the pass is still the last activity"; P9: a kill takes the phase
-    of the last activity): read back over blank lines, warnings and a launcher's reactions, then over the report's
-    value lines, to a line that names an evaluation with a decimal value (:data:`_EVAL_REPORT`), with no training
-    word on it ("train_loss: 0.3  val_loss: 0.4" is an epoch's summary)."""
-    seen = 0
-    for k in range(top - 1, max(floor, top - _LOOKBACK) - 1, -1):
-        raw = ranks.launcher_text(on_screen(lines[k]))
-        text = _plain(logs.normalize_line(raw)).strip()
-        if not text or raw.startswith(("  ", "\t")) or "Warning" in text or "warn" in text \
-                or is_terminal_kill(text) or any(r in text for r in _REACTIONS):
-            continue
-        if _is_bar(raw) or "train" in text.lower() or raw.lstrip().startswith("wandb:") or text.startswith(_MEGATRON_VALIDATED):
-            return False  # a tracker's run summary (wandb's "val_loss 1.27"), printed at the program's exit, is no pass;
-            # Megatron's report is read as its evaluation's end (:func:`_evaluating`)
-        if (m := _EVAL_REPORT.search(text)) is not None and _DECIMAL.search(text, 0, m.start()) is None:
-            return True
-        if _VALUE_LINE.search(text) is None or _TRAIN_STEP_LINE.search(text) is not None:
-            return False  # no report's line; or a training step's line after the report: the loop went on (P4)
-        seen += 1
-        if seen >= _REPORT_LINES:
-            return False
-    return False
-
-
-#: The Hugging Face Trainer's ``evaluation_loop`` (``transformers/trainer.py``): ``logger.info(f"***** Running
-#: {description} *****")`` ("Evaluation", "Prediction"), "  Num examples = N", "  Batch size = N", then the
-#: ``ProgressCallback``'s prediction bar, a tqdm bar with no description like the training one; the pass ends with
-#: ``on_log`` printing its metrics dict ("{'eval_loss': 0.41, 'eval_runtime': ...}"), as training logs print theirs.
-_TRAINER_EVAL = ("***** Running Evaluation *****", "***** Running Prediction *****")
-
-
-def _trainer_evaluating(lines: Sequence[str], floor: int, top: int) -> bool:
-    """Whether the Trainer announced an evaluation pass (:data:`_TRAINER_EVAL`) among the last lines before ``top``
-    and logged no metrics dict (nor any other line than its settings, bars and warnings) since: it was still running."""
-    got = last_matching(lines, _TRAINER_EVAL, lambda ln: True, max(floor, top - _EVAL_LOOKBACK), top)
-    if not got:
-        return False
-    for ln in lines[got[0] + 1:top]:
-        text = ranks.launcher_text(on_screen(ln)).strip()
-        if text and not text.startswith(("Num examples", "Batch size")) and not _is_bar(text) \
-                and "Warning" not in text and "warn" not in text:
-            return False
-    return True
-
-
-#: A terminal colour code (SGR: ``\x1b[32m``, ``\x1b[0m``), which colouring loggers (loguru, termcolor, rich)
-#: write into a file too: glued to the message ("\x1b[0mStart evaluation") it hides the message's first word.
-_SGR = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def _plain(line: str) -> str:
-    """``line`` without terminal colour codes."""
-    return _SGR.sub("", line) if "\x1b[" in line else line
-
-
-#: A metric's name and its decimal value ("Pearson: 0.3830", "acc=0.912", "mIoU: 22.479").
-_METRIC_PAIR = re.compile(r"[A-Za-z][\w-]*\s*[:=]\s*[-+]?\d*\.\d+")
-
-
-def _reports_results(line: str) -> bool:
-    """A line that reports an evaluation's results, as evaluators print their summary: two or more
-    metrics with decimal values on one line, not a progress bar's (a script printing one metric a
-    line, "AUC:  0.51", may still be inside the evaluation that computes the next)."""
-    return len(_METRIC_PAIR.findall(line[-SHOWN:])) >= 2 and not _is_bar(line)
-
-
-def _since_last_step(before: Sequence[str]) -> Sequence[str]:
-    """The lines after the last training progress line of ``before`` (an evaluation announced
-    there, "begin validation on "valid" subset", followed by its metric prints, is what failed);
-    the last 6 when none is near."""
-    last = next((k for k in range(len(before) - 1, -1, -1) if step_progress(before[k]) and not _eval_banner(before[k])), None)
-    return before[last + 1:] if last is not None else before[-6:]
-
-
-#: A banner between rules of stars that announces a pass, the Hugging Face Trainer's way ("***** Running Evaluation
-#: *****"), which DeepSpeed-Chat's training scripts copy with the epoch in it (``step1_supervised_finetuning/main.py``:
-#: ``print_rank_0(f"***** Evaluating perplexity, Epoch {epoch+1}/{args.num_train_epochs} *****", ...)``): its count
-#: names the epoch the evaluation belongs to, it is no step's progress.
-_STAR_BANNER = re.compile(r"^\W{0,3}\*{3,}\s+(.+?)\s+\*{3,}\s*$")
-
-
-def _eval_banner(line: str) -> bool:
-    """Whether ``line`` is a star banner (:data:`_STAR_BANNER`) announcing an evaluation (:data:`_EVAL_STARTS`)."""
-    if "***" not in line:
-        return False
-    m = _STAR_BANNER.match(_plain(logs.normalize_line(line)))
-    return m is not None and _EVAL_STARTS.search(m.group(1)) is not None
 
 
 def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str], frames: Sequence[str] | None,
               step: str | None) -> str:
     """The phase from the training steps printed before ``top`` (the failure or its traceback's
     head; ``frames``: that traceback, None when there is none)."""
-    if (table := _table_step(lines, floor, top)) is not None:  # a metric table's last row names its step
+    if (table := table_step(lines, floor, top)) is not None:  # a metric table's last row names its step
         return "first_step" if to_float(table[1]) == 0 else "training"
     steps = progress_count(lines, floor, top, 4)
-    if steps > 0 and frames is not None and _keras_step(frames) and not _keras_progress(lines, floor, top):
+    if steps > 0 and frames is not None and keras_step(frames) and not keras_printed(lines, floor, top):
         steps = 0  # Keras counts its steps in its own lines: another bar (a data set's preparation) is no step
-    scripted = top < len(lines) and _shell_error(lines[top])  # the job script's own error after its program
-    if (frames is not None or scripted) and steps > 0 and _results_after_progress(lines, floor, top) \
-            and not _bar_short(lines, floor, top):
+    scripted = top < len(lines) and shell_error(lines[top])  # the job script's own error after its program
+    if (frames is not None or scripted) and steps > 0 and results_after_progress(lines, floor, top) \
+            and not bar_short(lines, floor, top):
         return "shutdown"  # the run printed its final results, then failed (or the job script after it, P10)
     if steps == 0:
         return _without_steps(lines, floor, top, region, frames)
-    done = _bar_done(lines, floor, top)
-    if done is None and (inner := _iter_in_epoch(lines, floor, top)) is not None and inner > 1:
+    done = bar_done(lines, floor, top)
+    if done is None and (inner := iter_in_epoch(lines, floor, top)) is not None and inner > 1:
         return "training"  # an epoch's own iteration counter says several steps were done
     if done is not None:  # a tqdm bar counts the steps done: the failure is in the next one
         return "first_step" if done == 0 else "training"
-    if step in ("0", "1") or (steps < 3 and not _past_first(step)):
+    if step in ("0", "1") or (steps < 3 and not past_first(step)):
         recent = step_lines(lines, floor, top, 4)  # the last training progress lines, latest first
-        if not _counts_advance(lines, recent) and not _verl_step_logged(lines, recent):
+        if not counts_advance(lines, recent) and not verl_step_logged(lines, recent):
             return "first_step"
     return "training"
-
-
-#: verl's console metrics line (``verl/utils/logger/aggregate_logger.py``: ``LocalLogger.log`` prints
-#: ``concat_dict_to_str(data, step)``, ``f"step:{step}"`` then `` - {k}:{v}`` per metric), which ``RayPPOTrainer.fit``
-#: logs after a step's update, its ``global_steps`` counting from 1: "step:1 - actor/pg_loss:0.012 - ..." is one step
-#: done (P2 (b)).
-_VERL_METRICS = re.compile(r"(?:^|[\s)\]])step:(\d+) - [\w@.-]+/[\w/@.-]*:")
-
-
-def _verl_step_logged(lines: Sequence[str], got: Sequence[int]) -> bool:
-    """Whether the last training progress line (``got``: :func:`step_lines`, latest first) is verl's metrics line of a
-    step done."""
-    # verl validates before training (RayPPOTrainer.fit, val_before_train) and logs that as "step:0 - val-...": no step done
-    return bool(got) and "step:" in lines[got[0]][:HEAD] and (m := _VERL_METRICS.search(lines[got[0]][:HEAD])) is not None \
-        and m.group(1) != "0"
 
 
 def _without_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str], frames: Sequence[str] | None) -> str:
@@ -1066,886 +241,22 @@ def _without_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[
     loop, ``first_step`` in the loop's first step (a first collective, a step's traceback or warning, the loop
     announced), ``training`` when the run shows it stepped where this log does not (its whole time allocation,
     a wandb history, bare losses printed, over an hour in the loop), or what a bar the traceback is glued to shows."""
-    if frames is not None and _at_import(frames):
+    if frames is not None and at_import(frames):
         return "startup"
-    if _first_collective(region):
+    if first_collective(region):
         return "first_step"
     # (P9: a kill on the file's first line, none of the process' output above it, shows a job that started, no more)
-    if top > 0 and any(_OUT_OF_TIME.search(ln) for ln in (*region, *lines[top:top + _KILL_AFTER])):
+    if top > 0 and any(OUT_OF_TIME.search(ln) for ln in (*region, *lines[top:top + KILL_AFTER])):
         return "training"  # it ran for its whole allocation: the steps went where this log does not show
-    if _logged_history(lines[top:top + _KILL_AFTER]) or _logged_history(_footer_above(lines, floor, top)):
+    if logged_history(lines[top:top + KILL_AFTER]) or logged_history(footer_above(lines, floor, top)):
         return "training"  # the run logged its metrics many times (to wandb, not to this log)
-    if _printed_losses(lines, floor, top):
+    if printed_losses(lines, floor, top):
         return "training"  # print(loss.item()) once a step
     # (the outer frames of a traceback chained below this one, where it holds only a library's frames below a ``try``)
-    framed = frames is not None and _in_step([*_chained_outer(lines, top + len(frames) - 1, _ANY_CHAIN_NOTES), *frames])
+    framed = frames is not None and in_train_step([*chained_outer(lines, top + len(frames) - 1, ANY_CHAIN_NOTES), *frames])
     # (a step-only warning on the failure line too: a loss kernel's device assertion is printed inside the step)
-    in_step = framed or _loop_started(lines, floor, top) \
-        or _stepped(lines, floor, min(len(lines), top + 1)) or (frames is None and _killed(lines, top) and _loop_announced(lines, floor, top))
-    if in_step and _an_hour_in_loop(lines, floor, top, top + len(frames or ()), framed):
+    in_step = framed or loop_started(lines, floor, top) \
+        or stepped(lines, floor, min(len(lines), top + 1)) or (frames is None and killed(lines, top) and loop_announced(lines, floor, top))
+    if in_step and an_hour_in_loop(lines, floor, top, top + len(frames or ()), framed):
         return "training"  # P2 (c): no output of the loop in this file, but it ran for over an hour
-    return _glued_bar(region) or ("first_step" if in_step else "startup")
-
-
-#: A trainer's announcement that its training loop starts, printed once everything is set up (model
-#: wrapped, optimizer built), just before the first batch: the Hugging Face Trainer's (and TRL's,
-#: DeepSpeed-Chat's) "***** Running training *****" (DeepSpeed-Chat's step 3, ``step3_rlhf_finetuning/main.py``:
-#: "***** Running training (total_iters=N) *****"), fairseq's "begin training epoch 1", detectron2's
-#: "Starting training from iteration 0" (``SimpleTrainer``/``TrainerBase.train``), Ultralytics YOLO's
-#: "Starting training for 100 epochs..." (after "Logging results to ..."), mmcv 1.x runners'
-#: "workflow: [('train', 1)], max: 12 epochs" (``EpochBasedRunner.run``; ``max: 90000 iters`` for
-#: ``IterBasedRunner``), Lightning's model summary ending "Total estimated model params size (MB)" (the
-#: ``ModelSummary`` callback's ``on_fit_start``, after the model and optimizers are set up, before the
-#: sanity check and the first batch), mmengine's ``CheckpointHook.before_train`` "Checkpoints will be saved to
-#: {out_dir}." (``Runner.train`` calls the ``before_train`` hooks once the model, optimizer and loops are built,
-#: then runs the loop), YOLOX's ``Trainer.before_epoch`` "---> start train epoch1" (``yolox/core/trainer.py``:
-#: ``logger.info("---> start train epoch{}".format(self.epoch + 1))``, before the epoch's first iteration).
-_LOOP_START = ("***** Running training", "begin training epoch ", "Starting training from iteration ",
-               "Starting training for ", "workflow: [(", "Total estimated model params size (MB)",
-               "Checkpoints will be saved to ", "---> start train epoch")
-
-
-#: Warnings PyTorch prints only once a training step has run or is running (each once per process): DDP's reducer
-#: after the first backward ("Reducer buckets have been rebuilt in this iteration", "Grad strides do not match bucket
-#: view strides", "find_unused_parameters=True was specified in DDP constructor, but did not find any
-#: unused parameters in the forward pass"), a loss's shape warning in its forward (``torch/nn/modules/
-#: loss.py``: "Using a target size (...) that is different to the input size"), anomaly mode's "Error
-#: detected in XBackward0", activation checkpointing's forward ("None of the inputs have
-#: requires_grad=True"). Not the scheduler's "Detected call of `lr_scheduler.step()` before
-#: `optimizer.step()`": a resumed run that fast-forwards its scheduler prints it while setting up.
-_STEP_WARNINGS = ("Reducer buckets have been rebuilt", "rad strides do not match bucket",
-                  "but did not find any unused parameters", "Using a target size", "Error detected in ",
-                  "None of the inputs have requires_grad",
-                  # the source line Python's ``warnings`` shows for a warning raised while autograd's engine runs a
-                  # backward pass (``torch/autograd/graph.py`` ``_engine_run_backward``; ``torch/autograd/__init__.py``
-                  # before 2.3): "  return Variable._execution_engine.run_backward(  # Calls into the C++ engine ..."
-                  "Variable._execution_engine.run_backward(",
-                  # ProcessGroupNCCL's warning at the first unbatched send/recv (``ProcessGroupNCCL.cpp``, ``TORCH_WARN_ONCE``:
-                  # "An unbatched P2P op (send/recv) was called on this ProcessGroup with size N. In eager initialization
-                  # mode, ..."): a pipeline stage or an MoE layer exchanging activations, the first step's forward
-                  "An unbatched P2P op (send/recv) was called",
-                  # a device-side assertion in ATen's loss kernels (``aten/src/ATen/native/cuda/Loss.cu``: binary_cross_entropy's
-                  # "Assertion `target_val >= zero && target_val <= one` failed.", nll_loss's "Assertion `t >= 0 && t <
-                  # n_classes` failed."; ``NLLLoss2d.cu``, ``MultiMarginCriterion.cu``, ``MultiLabelMarginCriterion.cu``):
-                  # printed by the kernel that computes a loss, i.e. in a step's forward
-                  "Loss.cu:", "NLLLoss2d.cu:", "MarginCriterion.cu:")
-
-
-def _stepped(lines: Sequence[str], floor: int, top: int) -> bool:
-    """Whether the failing program printed a warning that only a training step prints
-    (:data:`_STEP_WARNINGS`) before ``top``: it got as far as its first step."""
-    return bool(last_matching(lines, _STEP_WARNINGS, lambda ln: "Error detected in " not in ln or "Backward" in ln,
-                              floor, top))
-
-
-#: Timestamps the loop's start and a failure are read from (P2 (c)): ISO dates (Slurm's "CANCELLED AT
-#: 2025-01-06T15:37:46", Python logging's "2025-01-06 15:37:46,120") and glog's ``[IWEF]mmdd hh:mm:ss`` (c10d's and
-#: ProcessGroupNCCL's C++ log, whose month c10's ``Logging.cpp`` does not pad: "[W106 12:08:59.140016912 socket.cpp:752]",
-#: "[rank1]:[E107 08:49:59.12 ...]").
-_ISO_TIME = re.compile(r"\b\d{4}-(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d)\b")
-_GLOG_TIME = re.compile(r"(?:^|[\[\s])[IWEF](\d{1,2})(\d\d) (\d\d):(\d\d):(\d\d)[.\s]")
-#: Lines read back from the loop's first mark (16 ranks' set-up lines between), and on from the failure, for a timestamp.
-_TIME_BACK = 120
-_TIME_REACH = 60
-#: P2 (c): more than an hour in the loop is training.
-_HOUR = 3600
-
-
-def _seconds(line: str) -> int | None:
-    """Seconds since the start of a leap year of the first timestamp on ``line`` (:data:`_ISO_TIME`,
-    :data:`_GLOG_TIME`; glog prints no year)."""
-    head = line[:HEAD]
-    if ":" not in head:
-        return None
-    m = _ISO_TIME.search(head) or _GLOG_TIME.search(head)
-    if m is None:
-        return None
-    month, day, h, mi, sec = (int(g) for g in m.groups())
-    if not (1 <= month <= 12 and 1 <= day <= 31):
-        return None
-    days = sum((31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)[:month - 1]) + day - 1
-    return ((days * 24 + h) * 60 + mi) * 60 + sec
-
-
-def _an_hour_in_loop(lines: Sequence[str], floor: int, top: int, end: int | None = None, framed: bool = False) -> bool:
-    """P2 (c): whether the log's own timestamps show the process ran for more than an hour after its loop began
-    (its first mark: :data:`_LOOP_START`, a step-only warning of :data:`_STEP_WARNINGS`) when it failed at ``top``
-    (its traceback ending at ``end``): the last timestamp at or before that mark, the first at or after the failure
-    (a scheduler's verdict, a launcher's reaction). ``framed``: the failing traceback runs in a training step, so
-    the loop had begun though no mark shows when; then the attempt's first timestamp stands for its start, as P2 (c)
-    reads "the scheduler's start and end times" (a stderr file with a step's traceback and no loop output), where no
-    earlier traceback shows another program or launch in the same lines."""
-    marks = find_keys(lines, (*_LOOP_START, *_STEP_WARNINGS), floor, top)
-    if not marks and (not framed or find_keys(lines, (_TB,), floor, top)):
-        return False  # (a traceback above: an earlier program's or launch's failure, so the first timestamp is not this one's start)
-    first = marks[0] if marks else floor
-    begun = next((t for k in range(first, max(floor, first - _TIME_BACK) - 1, -1)
-                  if (t := _seconds(lines[k])) is not None), None) if marks else \
-        next((t for k in range(floor, min(top, floor + _TIME_BACK)) if (t := _seconds(lines[k])) is not None), None)
-    after = max(top, end or top)
-    ended = next((t for k in range(top, min(len(lines), after + _TIME_REACH)) if (t := _seconds(lines[k])) is not None), None)
-    if begun is None or ended is None:
-        return False
-    return _elapsed(begun, ended) > _HOUR
-
-
-#: A failure this many seconds "before" its loop's start is a run across New Year (Dec -> Jan), not clock skew.
-_NEW_YEAR_GAP = 300 * 86400
-
-
-def _elapsed(begun: int, ended: int) -> int:
-    """Seconds from ``begun`` to ``ended`` (:func:`_seconds`, no year): across New Year the leap-year day count
-    of :func:`_seconds` is wrapped (366 days); a small negative difference (skew between a UTC and a local
-    clock, lines out of order) is no time at all."""
-    d = ended - begun
-    if d < -_NEW_YEAR_GAP:
-        d += 366 * 86400
-    return max(d, 0)
-
-
-#: A training loop or stage announced in words, after a logger's prefix ("start training", "Starting
-#: fine-tuning ...", "=== Beginning sequential adaptation ... ==="), the way scripts print it once per
-#: stage (pre-training, then training; training, then adaptation).
-_LOOP_WORDS_START = re.compile(r"(?i)(?:^|[\s:\]=-])(?:start(?:ing|s)?|begin(?:ning|s)?)\s+(?:the\s+)?(?:\w+\s+){0,2}?"
-                               r"(?:train(?:ing)?|fine-?tun\w*|adapt(?:ation|ing)?)\b")
-#: An epoch's or iteration's number in an announcement ("Start training epoch 10"): one epoch of a loop
-#: going on, not a new stage (epoch 0 or 1 starts one).
-_ANNOUNCED_COUNT = re.compile(r"(?i)\b(?:epoch|iter\w*|step)\s*[:#\[]?\s*(\d+)")
-_LOOP_WORD_KEYS = ("tart", "egin", "TART", "EGIN")
-
-
-def _new_loop(lines: Sequence[str], floor: int, top: int) -> int | None:
-    """The index of a training loop's or stage's announcement (:data:`_LOOP_START`, :data:`_LOOP_WORDS_START`)
-    among the last lines before ``top``, with training steps printed before it and none after it: the
-    steps above are an earlier stage's (pre-training, the previous program), and the failure is in this
-    loop's first step. An announcement that names an epoch past the first is one epoch of the same loop."""
-    lo = max(floor, top - _ANNOUNCE_LINES)
-    found = last_matching(lines, (*_LOOP_START, *_LOOP_WORD_KEYS), _announces_loop, lo, top)
-    if not found or progress_count(lines, found[0] + 1, top, 1) or not progress_count(lines, floor, found[0], 1):
-        return None
-    return found[0]
-
-
-#: Lines above a failure searched for a new loop's announcement.
-_ANNOUNCE_LINES = 200
-
-
-def _announces_loop(line: str) -> bool:
-    """Whether a line announces a training loop or stage starting (not one epoch of it)."""
-    text = ranks.launcher_text(on_screen(line))[:HEAD]
-    if not any(t in text for t in _LOOP_START) and (text[:1] in (" ", "\t") or _LOOP_WORDS_START.search(text) is None):
-        return False
-    count = _ANNOUNCED_COUNT.search(text)
-    return count is None or int(count.group(1)) <= 1
-
-
-def _loop_announced(lines: Sequence[str], floor: int, top: int) -> bool:
-    """Whether the program announced in words that its training loop starts (:func:`_announces_loop`: "Start
-    training", "START TRAIN 0", "Beginning training") among the last lines before a kill (P1 + P9: a kill takes the
-    phase of the last activity printed; an error line after it may be the loop's own set-up failing)."""
-    return bool(last_matching(lines, _LOOP_WORD_KEYS, _announces_loop, max(floor, top - _ANNOUNCE_LINES), top))
-
-
-def _loop_started(lines: Sequence[str], floor: int, top: int) -> bool:
-    """Whether the failing program announced its training loop before ``top`` (no step printed
-    since: the failure is in the first step, not in its set-up)."""
-    return bool(last_matching(lines, _LOOP_START, lambda ln: True, floor, top)) \
-        or bool(last_matching(lines, ("Epoch ",), lambda ln: _FIRST_EPOCH_HEADER.match(ln) is not None, floor, top))
-
-
-#: P3: "an ``Epoch 1/N`` header" marks the loop's start: Keras' ``ProgbarLogger.on_epoch_begin`` prints
-#: ``f"Epoch {epoch + 1}/{self.epochs}"`` alone on a line before the epoch's first batch (scripts copy it, some with
-#: "starting..." after it). Only the first epoch's: a later one's says the earlier epochs ran.
-_FIRST_EPOCH_HEADER = re.compile(r"^\s*Epoch 1/\d+(?: (?:starting|started|begins?)\W*)?\s*$")
-
-
-def _counts_advance(lines: Sequence[str], got: Sequence[int]) -> bool:
-    """Whether the last training progress lines (``got``: :func:`step_lines`, the last four) count three different
-    steps ("batch 16 ... batch 26 ... batch 36"): steps were done, even where the last number printed
-    is an epoch's ("epoch 0") rather than a step's."""
-    return len({n for i in got if (n := step_in(lines[i])) is not None}) >= 3
-
-
-#: A scheduler's kill for the job's wall-time limit (Slurm, LSF, PBS/Torque, SGE): the job ran for its
-#: whole allocation (hours), which a program still starting up does not.
-_OUT_OF_TIME = Guarded(r"DUE TO TIME LIMIT|TERM_RUNLIMIT|walltime \S+ exceeded limit|h_rt limit|[Tt]ime limit (?:was )?exceeded",
-                       ("TIME LIMIT", "RUNLIMIT", "walltime", "h_rt", "ime limit"))
-#: Lines after a failure read for the scheduler's verdict (an LSF report follows the program's last
-#: words by about 40 lines).
-_KILL_AFTER = 60
-
-
-#: A wandb run history's sparkline (``wandb:      loss ▄▅▇▄▄█▆▁▄▇``): one block per logged point.
-_SPARKLINE = re.compile("[\u2581-\u2588]{3,}")
-
-
-def _logged_history(after: Sequence[str]) -> bool:
-    """Whether wandb's "Run history:" printed at the process's exit (after the failure) holds a
-    metric logged three times or more: the run had done training steps although it printed none."""
-    return any(ln.startswith("wandb:") and ("\u2581" in ln or "\u2588" in ln) and _SPARKLINE.search(ln) for ln in after)
-
-
-def _footer_above(lines: Sequence[str], floor: int, top: int) -> Sequence[str]:
-    """The block of wandb's exit lines (``wandb: ...``, blank lines between) printed just above ``top``:
-    its footer (``wandb/sdk/wandb_run.py``'s run history and summary) written at the same exit as the
-    traceback below it, on stdout while the traceback went to stderr, one stream flushed before the other."""
-    k = top
-    while k > floor and (not lines[k - 1].strip() or lines[k - 1].startswith("wandb:")):
-        k -= 1
-    return lines[k:top]
-
-
-#: A value printed alone on its line, as ``print(loss.item())`` or ``print(loss)`` does once a step
-#: ("0.0632455", "tensor(0.0632, device='cuda:0', grad_fn=<NllLossBackward0>)").
-_BARE_VALUE = re.compile(r"^\s*(?:tensor\(\s*)?[-+]?\d*\.\d+(?:[eE][-+]?\d+)?(?:\s*$|,\s*device=|,\s*grad_fn=|\))")
-#: Bare values among the last lines before a failure that show a loop printing its loss.
-_BARE_LINES, _BARE_ENOUGH = 12, 6
-
-
-def _printed_losses(lines: Sequence[str], floor: int, top: int) -> bool:
-    """Whether the last lines before ``top`` are mostly values printed alone (a loss a step)."""
-    recent = [ln for ln in lines[max(floor, top - 3 * _BARE_LINES):top] if ln.strip()][-_BARE_LINES:]
-    return sum(1 for ln in recent if _BARE_VALUE.match(ln)) >= _BARE_ENOUGH
-
-
-def _bar_short(lines: Sequence[str], floor: int, top: int) -> bool:
-    """Whether the last training progress line before ``top`` is a tqdm bar short of its total ("9000/30000"): the loop
-    had not reached its configured end (P10), so results printed after it are a periodic evaluation's, not the run's
-    final ones (3D Gaussian Splatting's ``training_report`` "[ITER 7000] Evaluating train: L1 ... PSNR ...")."""
-    m = _last_bar_update(lines, floor, top)
-    return m is not None and int(m.group(1)) < int(m.group(2))
-
-
-def _bar_done(lines: Sequence[str], floor: int, top: int) -> int | None:
-    """The steps done a tqdm bar shows when it is the last training progress line before ``top``."""
-    m = _last_bar_update(lines, floor, top)
-    return int(m.group(1)) if m else None
-
-
-def _last_bar_update(lines: Sequence[str], floor: int, top: int) -> re.Match[str] | None:
-    """The tqdm update (groups 1 and 2: the count and the total, :func:`lines.bar_update`) of the last training
-    progress line before ``top``, when that line is a bar (or a Keras ``Progbar`` line, :func:`steplines.keras_bar`)."""
-    got = step_lines(lines, floor, top)
-    if not got:
-        return None
-    shown = on_screen(lines[got[0]])
-    return bar_update(shown[-SHOWN:], after_blocks=True) if "%|" in shown else keras_bar(shown)
-
-
-#: A logger's line that counts the iterations of an epoch after the epoch's number: mmcv/mmdet's
-#: ``Epoch [1][50/9870]\tlr: ...``, mmengine's ``Epoch(train)  [1][  50/9870]  lr: ...``, the DeiT/timm
-#: ``MetricLogger``'s ``Epoch: [0]  [  50/5005]  eta: ...`` (the epoch alone is not how far it got).
-_EPOCH_ITER = re.compile(r"\b[Ee]poch(?:\(\w+\))?:?\s*\[\s*\d+\s*(?:/\s*\d+\s*)?\]\s*\[\s*(\d+)\s*/\s*\d+\s*\]")
-
-
-def _iter_in_epoch(lines: Sequence[str], floor: int, top: int) -> int | None:
-    """The iteration within its epoch that the last training progress line before ``top`` counts,
-    when that line is an epoch-and-iteration logger line (:data:`_EPOCH_ITER`)."""
-    got = step_lines(lines, floor, top)
-    if not got or "poch" not in lines[got[0]]:
-        return None
-    shown = on_screen(lines[got[0]])
-    m = _EPOCH_ITER.search(shown[:HEAD]) or _EPOCH_ITER.search(shown[-SHOWN:])  # a MetricLogger's head
-    return int(m.group(1)) if m else None
-
-
-def _past_first(step: str | None) -> bool:
-    """Whether a printed step is past the first: a count above 1, or a fractional epoch above 0
-    (the Hugging Face Trainer's ``'epoch': 0.04`` is logged every ``logging_steps`` steps)."""
-    text = (step or "").replace(",", "")
-    if text.isdigit():
-        return int(text) > 1
-    return "." in text and to_float(text) > 0
-
-
-#: Lines above a failure searched for the head of its traceback.
-_TB_LOOKBACK = 400
-
-
-def _reported_exception(lines: Sequence[str], failure: int) -> int | None:
-    """The index of the exception line of a traceback printed just after the failure line, which
-    reports it: logging's ``logger.exception(msg)`` (or ``exc_info=True``) prints its message and then the
-    traceback, Hydra's ``run_and_report`` "Error executing job with overrides: [...]", Sacred's "Failed
-    after 0:01:32!"; not a launcher's verdict ("failed (exitcode: 1)", ``ChildFailedError``) followed by
-    the launcher's own traceback. Other ranks' copies of the failure line between are passed over (c10d logs
-    "[rank8]:[E...] ProcessGroupGloo.cpp:143] Rank 8 successfully reached monitoredBarrier, but received errors ..."
-    for each rank, then each raises it: "[rank8]: Traceback ...")."""
-    if failure >= len(lines) or "exitcode" in lines[failure] or "ChildFailedError" in lines[failure]:
-        return None
-    own = _rank_copy_key(lines[failure])
-    head = next((k for k in range(failure + 1, min(len(lines), failure + 3 + _RANK_COPIES))
-                 if lines[k].strip() and _rank_copy_key(lines[k]) != own), None)
-    if head is None or _TB not in lines[head]:
-        return None
-    for k in range(head + 1, min(len(lines), head + _TB_LOOKBACK)):
-        text = logs.normalize_line(lines[k])
-        if text.strip() and not text.startswith((" ", "\t")):
-            return k
-    return None
-
-
-#: Other ranks' copies of a failure line passed over between it and the traceback that raises it.
-_RANK_COPIES = 8
-
-
-def _rank_copy_key(line: str) -> str:
-    """A line without its digits (rank numbers, timestamps, pids), to tell another rank's copy of the same message."""
-    return "".join(c for c in line.strip() if not c.isdigit())
-
-
-def _traceback_of(lines: Sequence[str], failure: int, floor: int) -> tuple[int | None, list[str]]:
-    """(index of the ``Traceback`` head, its lines up to the failure line, normalized) of the
-    traceback that holds line ``failure``; (None, []) when the failure has none above it (a kill,
-    a scheduler line) before a progress line."""
-    failure = min(failure, len(lines) - 1)
-    for k in range(failure, max(floor, failure - _TB_LOOKBACK) - 1, -1):
-        ln = lines[k]
-        if _TB in ln and not _quoted_traceback(ln):
-            return k, _unprefixed(lines[k:failure + 1], ln[:ln.find(_TB)])
-        if k < failure and is_progress(ln) and not _prefixed_code(ln):
-            break
-    # frames without their head (printed glued to a progress bar, or cut): the indented block above
-    top = failure
-    while top > floor and lines[top - 1].startswith((" ", "\t")) and "%|" not in lines[top - 1]:
-        top -= 1
-    head = next((k for k in range(top, failure) if 'File "' in lines[k]), None)
-    if head is not None:
-        return head, [logs.normalize_line(x) for x in lines[head:failure + 1]]
-    return None, []
-
-
-def _quoted_traceback(line: str) -> bool:
-    """Whether the ``Traceback`` head in ``line`` is quoted inside an exception's message, its newlines escaped: Paddle's
-    DataLoader re-raises a worker's error with the worker's traceback in the message (``paddle/io/dataloader/worker.py``,
-    ``_WorkerException.reraise``: ``msg = "DataLoader worker({}) caught {} with message:\\n{}"``, ``raise
-    self.exc_type(msg)``), and a ``KeyError`` prints its message's repr: "KeyError: 'DataLoader worker(1) caught KeyError
-    with message:\\nTraceback (most recent call last):\\n  File ...'". The traceback that raised it is above."""
-    at = line.find(_TB)
-    return at >= 2 and line[at - 2:at] == "\\n"
-
-
-def _prefixed_code(line: str) -> bool:
-    """Whether ``line`` is a traceback's indented line behind a launcher's prefix (``gpu07:     loss =
-    model(batch)``: code that names a loss, not a progress line); the prefixes are
-    :func:`ranks.launcher_text`'s."""
-    text = ranks.launcher_text(line)
-    return len(text) < len(line) and text[:1] in (" ", "\t")
-
-
-def _unprefixed(block: Sequence[str], prefix: str) -> list[str]:
-    """A traceback's lines, normalized, without the prefix a launcher printed before its
-    ``Traceback`` head and repeats on each of its lines: pdsh's ``gpu07: `` (DeepSpeed's
-    multi-node runner), Ray's ``(RayTrainWorker pid=123, ip=10.0.0.7)`` (these are not removed
-    by :func:`logs.normalize_line`); a prefix that is not repeated (a logger's timestamp, a
-    progress bar the head was glued to) is left alone."""
-    tag = prefix.rstrip()
-    if len(tag) < 2:
-        return [logs.normalize_line(x) for x in block]
-    return [logs.normalize_line(x[len(prefix):] if x.startswith(prefix) else x[len(tag):] if x.startswith(tag) else x)
-            for x in block]
-
-
-_FRAME = re.compile(r'^\s*File "[^"]*", line \d+(?:, in (\S+))?')
-#: Functions whose frames say the failure happened while evaluating (metrics, validation, test).
-#: Each word starts a word of the name (``run_inference``, ``validation_step``, ``_evaluate``, ``calc_psnr``;
-#: camelCase ``doEval``), not the inside of another (``flashinfer_sample``, ``latest_ckpt``, ``invalid_mask``).
-_EVAL_FUNC = re.compile(r"(?:^|_|(?<=[a-z0-9])(?=[A-Z])|\d)(?i:eval|valid|test|metric|psnr|ssim|accuracy|score|bleu|rouge"
-                        r"|predict|infer|roc|auc)"
-                        # an accuracy by its short name as the last word (SHOT's ``cal_acc``, ``compute_acc``,
-                        # ``top1_acc``), not gradient accumulation (``acc_grad``, ``accumulate``)
-                        r"|(?i:(?:^|_)acc$)"
-                        # validation by its short name as the function's first word (DeepSnake/E2EC/CenterNet
-                        # trainers' ``val(epoch, data_loader, evaluator)``, ``val_step``, ``val_one_epoch``),
-                        # not a value (``max_val``, ``get_val``)
-                        r"|^_*val(?:_|$)"
-                        # a diffusion model's reverse process, run to make samples: openai/guided-diffusion's
-                        # ``p_sample_loop``/``ddim_sample_loop_progressive``/``p_sample``, CompVis/latent-diffusion's
-                        # ``ddim_sampling``/``p_sample_ddim``/``plms_sampling`` (not a training loss's ``p_losses``)
-                        r"|(?i:sample_loop)|^(?:p|ddim|ddpm|plms)_sample(?:_\w+)?$|^(?:ddim|plms|dpm)_sampling$")
-#: Functions whose frames say the failure happened inside a training step (forward, backward,
-#: the optimizer's step; ``train_step_<part>``, the step of one part of a model, as JAX/Equinox scripts name their
-#: jitted steps: ``train_step_node``, ``train_step_ctx``).
-_STEP_FUNC = re.compile(r"^(?:forward|_forward|backward|training_step|train_step(?:_\w+)?|train_batch|step|optimizer_step"
-                        r"|_call_impl|_wrapped_call_impl|compute_loss|update_actor|update_policy|fwd_bwd\w*|\w*_step"
-                        # fetching a batch from the data loader (the first batch is the first step's)
-                        r"|_next_data|_get_next_batch|_process_data)$")
-_SYNTAX = ("SyntaxError", "IndentationError", "TabError")
-#: Functions that save or load a checkpoint or pretrained weights (by name).
-_SAVE_FUNC = re.compile(r"(?i)save_?(?:checkpoint|model|pretrained|state|weights|fsdp)|_save_(?:\w+_)?checkpoint"
-                        r"|checkpoint_save|save_to_disk")
-#: Not ``from_pretrained`` itself: it also downloads the config (a gated repository's 401) and builds
-#: the model (``__init__`` checking flash-attn), which is start-up; it reads the weights in the
-#: ``_load_pretrained_model``/``load_state_dict`` frames it calls, which match.
-_LOAD_FUNC = re.compile(r"(?i)load_(?:checkpoint|state|model|pretrained|weights|sharded|best)|resume_from"
-                        r"|_load_from|checkpoint_files")
-
-
-def _checkpoint_func(frames: Sequence[tuple[str, str]]) -> str | None:
-    """``checkpoint_save``/``checkpoint_load`` when a function of the traceback saves or loads a
-    checkpoint (the innermost such frame decides: a save called while resuming is a save). Not a load function
-    whose failure is deeper in a constructor (``load_models`` -> ``T5EncoderModel(...)`` -> ``nn.Linear.__init__``
-    running out of memory, :data:`_MODULE_INIT`): P3/P7, the model is being built, no saved state is being read yet.
-    ``frames``: (frame line, function) of the traceback, outermost first (:func:`_frame_funcs`)."""
-    built = False
-    for ln, f in reversed(frames):
-        if _SAVE_FUNC.search(f):
-            return "checkpoint_save"
-        if _LOAD_FUNC.search(f):
-            return None if built else "checkpoint_load"
-        built = built or (f == "__init__" and _MODULE_INIT.search(ln) is not None)
-    return None
-
-
-#: A frame of a torch module's constructor (``torch/nn/modules/linear.py``, ``conv.py``, ... in ``__init__``), which
-#: allocates the module's parameters: a model being built.
-_MODULE_INIT = re.compile(r'torch[/\\]nn[/\\]modules[/\\]\w+\.py", line \d+, in __init__')
-
-
-#: The frames of ``torch.save``/``torch.load`` (``torch/serialization.py``, in ``save``, ``_save``,
-#: ``load``, ``_load``, whatever called them) and safetensors' (``safetensors/torch.py``, in
-#: ``save_file``/``load_file``) and PaddlePaddle's (``paddle/framework/io.py``, ``paddle.save``/``paddle.load``): the innermost one says a checkpoint was being written or read
-#: (torch.distributed.checkpoint's ``_save_state_dict``/``_load_state_dict`` match by name).
-_SERIAL_FRAME = re.compile(r'File "[^"]*(?:torch[/\\]serialization\.py|safetensors[/\\]torch\.py|paddle[/\\]framework[/\\]io\.py)'
-                           r'", line \d+, in _?(save|load)')
-
-
-#: TensorFlow's own checkpoint save and restore: TF 1.x ``tf.train.Saver`` (``tensorflow/python/training/saver.py``,
-#: ``Saver.save``/``Saver.restore``) and TF 2's ``tf.train.Checkpoint`` (``training/tracking/util.py``, later
-#: ``checkpoint/checkpoint.py``: ``save``/``write``/``restore``/``read``).
-_TF_SAVER = re.compile(r'File "[^"]*tensorflow[/\\]python[/\\](?:training[/\\]saver|training[/\\]tracking[/\\]util'
-                       r'|checkpoint[/\\]checkpoint)\.py", line \d+, in (save|write|restore|read)\s*$')
-
-
-def _serializing(frames: Sequence[str]) -> str | None:
-    """``checkpoint_save``/``checkpoint_load`` when the traceback runs through torch's or
-    safetensors' own save or load (a user's ``torch.save(state, path)`` is an indented code line,
-    which the phase's text does not read). Not a load below a data set's ``__getitem__`` (or torch's
-    ``DataLoader`` fetch): a sample or its features stored as a ``.pt`` file, read while training."""
-    for k in range(len(frames) - 1, -1, -1):
-        ln = frames[k]
-        if "tensorflow" in ln and (tf := _TF_SAVER.search(ln)) is not None:
-            return "checkpoint_save" if tf.group(1) in ("save", "write") else "checkpoint_load"
-        if "serialization" in ln or "safetensors" in ln or "paddle" in ln:
-            m = _SERIAL_FRAME.search(ln)
-            if m is not None:
-                if m.group(1) == "load" and any(_SAMPLE_FRAME.search(f) for f in frames[:k]):
-                    return None
-                return "checkpoint_save" if m.group(1) == "save" else "checkpoint_load"
-    return None
-
-
-#: A frame that fetches a data sample: a data set's ``__getitem__``/``__getitems__``, or torch's
-#: ``torch/utils/data/_utils/fetch.py`` (``_MapDatasetFetcher.fetch``, which calls it).
-_SAMPLE_FRAME = re.compile(r'(?:, in __getitems?__|[/\\]utils[/\\]data[/\\]_utils[/\\]fetch\.py", line \d+, in \S+)\s*$')
-
-
-#: A frame of a Rich traceback (``rich.traceback.install()``, Typer's and many CLIs' pretty errors):
-#: ``│ /srv/app/train.py:101 in train_one_epoch          │`` inside a box whose top border holds
-#: "Traceback (most recent call last)".
-_RICH_FRAME = re.compile(r"^\s*[│|] (\S+?\.py):\d+ in (\S+)")
-
-
-def _funcs(frames: Sequence[str]) -> list[str]:
-    """The functions of a traceback's frames, outermost first (Python's ``File "…", line N, in f``
-    or Rich's ``│ path.py:N in f``)."""
-    return [f for _, f in _frame_funcs(frames)]
-
-
-def _frame_funcs(frames: Sequence[str]) -> list[tuple[str, str]]:
-    """(frame line, function) of a traceback's frames, outermost first (:func:`_funcs`)."""
-    out = []
-    for ln in frames:
-        if 'File "' in ln:
-            m = _FRAME.match(ln)
-            if m and m.group(1):
-                out.append((ln, m.group(1)))
-        elif ".py:" in ln and (r := _RICH_FRAME.match(ln)) is not None:
-            out.append((ln, r.group(2)))
-    return out
-
-
-#: The modules of Lightning's evaluation loops (2.x ``lightning/pytorch/loops/evaluation_loop.py``, ``_EvaluationLoop.run``,
-#: which runs the sanity check, each validation pass and ``trainer.validate/test``, and ``prediction_loop.py``; 1.x
-#: ``pytorch_lightning/loops/dataloader/evaluation_loop.py`` and ``loops/epoch/evaluation_epoch_loop.py``): their
-#: functions are named ``run``, ``advance``, ``_evaluation_step`` (P4: a validation pass inside ``fit`` is evaluation).
-_PL_EVAL_LOOP = re.compile(r'lightning[/\\](?:pytorch[/\\])?loops[/\\](?:\w+[/\\])?(?:evaluation(?:_epoch)?|prediction(?:_epoch)?)_loop\.py"')
-
-
-#: Functions whose names hold an evaluation word but check or size something (argument and config
-#: validation, shape inference, the latest checkpoint's lookup), in any phase.
-_NOT_EVAL_FUNC = re.compile(r"(?i)validat\w*_(?:arg|argument|kwarg|\w+_kwarg|config|input|shape|sample|dtype|path|param"
-                            # huggingface_hub's ``validate_repo_id`` (``utils/_validators.py``, under every
-                            # ``from_pretrained`` of a path that is no repository id)
-                            r"|parameter|option|schema|device|type|value|field|env|setting|repo_id|token|url)s?$|valid_(?:shape|input|arg)"
-                            r"|infer_(?:size|shape|dtype|schema|device|auto_device_map|framework|type|batch_size)|latest|attest")
-#: Functions of a training loop's step or epoch: the innermost of these and of the evaluation's
-#: decides (``train_and_evaluate`` -> ``train_one_epoch`` -> ``forward`` fails in training; the Hugging
-#: Face Trainer's ``_inner_training_loop`` -> ``evaluate`` -> ``prediction_step`` in evaluation).
-_TRAIN_FUNC = re.compile(r"(?i)^_*(?:train(?:ing)?_(?:step|epoch|one_epoch|batch|loop|iter\w*)|inner_training_loop"
-                         r"|train_one_epoch|backward|optimizer_step|fit_epoch)$")
-
-
-#: A function named for training alone (a model class's ``train(data)``, the job's ``train()``): inside an
-#: evaluation-named caller (a driver's ``validate(model, args)`` that trains and scores each epoch) it is what ran (P1:
-#: the innermost frame that names an activity decides, as :data:`_TRAIN_FUNC`'s do). Not ``fit`` (scikit-learn's
-#: ``cross_validate`` -> ``fit`` is a model selection's scoring).
-#: Not when ``eval`` calls it: torch's ``nn.Module.eval()`` is ``return self.train(False)``
-#: (``torch/nn/modules/module.py``), a model's own ``train(mode)`` override runs there to switch to evaluation.
-_TRAIN_NAME = re.compile(r"(?i)^_*train(?:ing)?$")
-
-
-#: A training step's own function (the Hugging Face Trainer's ``training_step``, Lightning's, Keras' ``train_step``,
-#: ``optimizer_step``, ``backward``): what it calls is part of the step (TRL's GRPO ``training_step`` ->
-#: ``_prepare_inputs`` -> ``_generate_and_score_completions`` scores rewards, it does not evaluate); an
-#: evaluation runs between steps, from the loop or the epoch, never inside one.
-_TRAIN_STEP_FUNC = re.compile(r"(?i)^_*(?:train(?:ing)?_(?:step|batch|one_step)|optimizer_step|backward)$")
-
-
-def _in_eval(frames: Sequence[str]) -> bool:
-    """Whether the traceback fails while evaluating (validation, test, metrics): the innermost
-    function that names an evaluation or a training step is an evaluation's (a function that names
-    both, ``train_and_evaluate``, or checks its arguments, ``_validate_args``, says neither), and no
-    training step's own function (:data:`_TRAIN_STEP_FUNC`) calls it. A frame of Lightning's evaluation
-    loop's module counts as an evaluation's function whatever its name (:data:`_PL_EVAL_LOOP`)."""
-    funcs = [f if not _PL_EVAL_LOOP.search(ln) else "evaluation_loop" for ln, f in _frame_funcs(frames)]
-    step = next((k for k, f in enumerate(funcs) if _TRAIN_STEP_FUNC.match(f)), None)
-    for k, f in reversed(list(enumerate(funcs if step is None else funcs[:step]))):
-        if f == "<module>" or _NOT_EVAL_FUNC.search(f):
-            continue
-        if _TRAIN_FUNC.match(f) or (_TRAIN_NAME.match(f) and not (k and funcs[k - 1] == "eval")):
-            return False
-        if _EVAL_FUNC.search(f) and "train" not in f.lower():
-            return True
-    return False
-
-
-#: A ``for`` statement of the job's own code that iterates over an evaluation's data loader, as the frame's source
-#: line shows it: PyTorch's "Training with PyTorch" tutorial (``beginner_source/introyt/trainingyt.py``) validates with
-#: ``for i, vdata in enumerate(validation_loader):``, and scripts name theirs ``val_loader``, ``valid_dl``,
-#: ``test_dataloader``, ``self.eval_loader``. A frame stopped on such a line is fetching an evaluation batch
-#: (torch's ``DataLoader.__next__`` below it): the evaluation pass is what runs (P4, P8).
-_EVAL_FOR = re.compile(r"^\s*(?:async\s+)?for\b[^:]{1,200}?\bin\b([^:]{1,200}):\s*$")
-#: A batch taken by hand from such a loader: Python's ``next(iter(loader))`` (the PyTorch tutorials' ``images, labels =
-#: next(iter(test_loader))``), ``next(loader_iter)``; torch's ``DataLoader.__iter__`` starts its workers there (P8).
-_EVAL_NEXT = re.compile(r"\bnext\(\s*(?:iter\(\s*)?([\w.]+)\s*\)")
-#: The name of an evaluation's data loader (data set, iterator) as the job's own code spells it: one word of the
-#: expression such a ``for`` or ``next`` reads (``val_loader``, ``valid_dl``, ``test_dataloader``, ``eval_iter``,
-#: ``dev_set``; ``self.eval_loader``'s last word). User scripts' variable names: read only by :func:`_eval_loader_frame`.
-_EVAL_LOADER = re.compile(r"(?i)^(?:\w+_)?(?:val|valid|validation|eval|evaluation|test|dev)_?(?:data(?:set)?_?)?"
-                          r"(?:loader|dataloader|dl|iter|iterator|batches|set|dataset|ds)s?$")
-
-
-def _eval_loader_frame(frames: Sequence[str]) -> bool:
-    """Whether a frame of the traceback is stopped on a ``for`` over an evaluation's data loader or on a ``next``
-    of one (:func:`_loader_read`): a word of what it reads names one (:data:`_EVAL_LOADER`)."""
-    for k in range(len(frames) - 1):
-        if "File " in frames[k] and (read := _loader_read(frames[k], frames[k + 1])) is not None \
-                and any(_EVAL_LOADER.match(w) for w in re.split(r"\W+", read) if w):
-            return True
-    return False
-
-
-def _loader_read(frame: str, code: str) -> str | None:
-    """The expression a frame's source line ``code`` iterates over (:data:`_EVAL_FOR`), or takes a batch from by hand
-    (:data:`_EVAL_NEXT`) where the frame's function runs a loop (:data:`_LOOP_WORDS`: ``training_loop``,
-    ``train_epoch``; not ``main`` taking a fixed batch to plot while it sets up)."""
-    if (m := _EVAL_FOR.match(code)) is not None:
-        return m.group(1)
-    f = _FRAME.match(frame)
-    if f and f.group(1) and _LOOP_WORDS.search(f.group(1)) and (n := _EVAL_NEXT.search(code)) is not None:
-        return n.group(1)
-    return None
-
-
-#: A quoted metric key of an evaluation, as trackers name them (wandb's and TensorBoard's section prefix: "val/loss",
-#: "eval/accuracy", "test/f1", Lightning's ``self.log("val/acc", ...)``), on the innermost frame's source line: the job
-#: is logging or computing an evaluation's metrics there (P4: a metric computed on the evaluation outputs).
-_EVAL_KEY = re.compile(r"""["'](?:val|valid|validation|eval|test)/\w""")
-_TRAIN_KEY = re.compile(r"""["']train(?:ing)?/""")
-
-
-def _eval_metric_frame(frames: Sequence[str]) -> bool:
-    """Whether the innermost frame's source line writes an evaluation's metric key (:data:`_EVAL_KEY`) and no
-    training one (a dict of both is an epoch's summary)."""
-    at = max((k for k, ln in enumerate(frames) if "File " in ln), default=None)
-    if at is None or at + 1 >= len(frames) or "/" not in frames[at + 1]:
-        return False
-    code = frames[at + 1]
-    return _EVAL_KEY.search(code) is not None and _TRAIN_KEY.search(code) is None
-
-
-#: A data set's item fetch, and what iterates over a data set (a loader's ``__next__``, a custom
-#: prefetching thread's ``item_iterator``).
-_FETCH_FUNC = re.compile(r"^__getitems?__$")
-_ITER_FUNC = re.compile(r"(?i)__next__|iter")
-
-
-#: A function that runs one epoch of the training loop (timm/torchvision references' and DeiT's
-#: ``train_one_epoch``, ``train_epoch``, ``run_epoch``): the loop had started (its set-up is done by then).
-_EPOCH_FUNC = re.compile(r"(?i)^_*(?:train(?:ing)?_(?:one_)?epoch|run_(?:train_)?epoch|fit_epoch|train_one_iter\w*)$")
-
-
-#: The reader thread of a Paddle DataLoader's iterator (``paddle/io/dataloader/dataloader_iter.py``, ``paddle/fluid/
-#: dataloader/dataloader_iter.py`` before 2.5: ``_DataLoaderIterSingleProcess``/``_DataLoaderIterMultiProcess.__init__``
-#: call ``_init_thread``, which starts ``threading.Thread(target=self._thread_loop)``), created by ``DataLoader.__iter__``,
-#: i.e. when a loop asks for its first batch: an error in it is the loop's (P8), like torch's ``_next_data``.
-_PADDLE_READER = re.compile(r'File "[^"]*paddle[/\\](?:fluid[/\\])?(?:io[/\\])?dataloader[/\\]dataloader_iter\.py", '
-                            r"line \d+, in _thread_loop\b")
-
-
-#: torch's autograd entry points (``torch/_tensor.py`` ``Tensor.backward``, ``torch/autograd/__init__.py`` ``backward``,
-#: ``torch/autograd/graph.py`` ``_engine_run_backward``): gradients being computed, which set-up never does
-#: (a constructor's warm-up or profiling pass runs forward only).
-_BACKWARD_FUNCS = frozenset(("backward", "_engine_run_backward"))
-
-
-#: Keras' training loop calling one step, as the frame's source line shows it: tf.keras' and Keras 3's ``Model.fit``
-#: (``keras/engine/training.py``, ``keras/src/backend/tensorflow/trainer.py``: ``for step in
-#: data_handler.steps(): callbacks.on_train_batch_begin(step); tmp_logs = self.train_function(iterator)``), Keras 2.0-2.3's
-#: ``fit_loop`` (``keras/engine/training_arrays.py``: ``outs = fit_function(ins_batch)``) and ``fit_generator``
-#: (``training_generator.py``: ``outs = model.train_on_batch(...)``).
-_KERAS_STEP = re.compile(r"\bself\.train_function\(|\bfit_function\(|\.train_on_batch\(")
-#: A Keras source file's frame.
-_KERAS_FRAME = re.compile(r'File "[^"]*[/\\]keras[/\\][^"]*", line \d+, in (?:fit\w*|fit_loop)$')
-
-
-#: Keras' own progress lines: ``ProgbarLogger.on_epoch_begin``'s "Epoch 3/20", and the ``Progbar`` lines of its steps
-#: (``keras/utils/generic_utils.py`` ``Progbar.update``: " 12/100 [==>.....] - ETA: 1:02 - loss: 0.69", verbose=2's
-#: "100/100 - 3s - loss: 0.12"; Keras 3's bar of "━" characters).
-_KERAS_PROGRESS = re.compile(r"^\s*Epoch \d+/\d+\s*$|^\s*\d+/(?:\d+|Unknown) (?:\[[=>.]*\]|- \d)|━")
-
-
-#: Literals of :data:`_KERAS_PROGRESS`'s lines (a byte scan finds them before the regex reads a line).
-_KERAS_PROGRESS_KEYS = ("Epoch ", "━", "/")
-#: Lines above the failure searched for Keras' progress lines.
-_KERAS_LOOKBACK = 20000
-
-
-def _keras_progress(lines: Sequence[str], floor: int, top: int) -> bool:
-    """Whether Keras printed a progress line (:data:`_KERAS_PROGRESS`) in the ``_KERAS_LOOKBACK`` lines of
-    ``lines[floor:top]`` before ``top``."""
-    found = find_keys(lines, _KERAS_PROGRESS_KEYS, max(floor, top - _KERAS_LOOKBACK), top)
-    return any(_KERAS_PROGRESS.search(_plain(on_screen(lines[i]))) for i in reversed(found))
-
-
-def _keras_step(frames: Sequence[str]) -> bool:
-    """Whether a frame of Keras' ``fit`` is stopped on the call of a training step (:data:`_KERAS_STEP`)."""
-    return any(_KERAS_FRAME.search(frames[k].rstrip()) is not None and _KERAS_STEP.search(frames[k + 1]) is not None
-               for k in range(len(frames) - 1) if "keras" in frames[k])
-
-
-def _in_step(frames: Sequence[str]) -> bool:
-    """Whether the traceback runs inside a training step (a forward, a backward, an optimizer step,
-    an epoch's loop) not called by a set-up function (:data:`_SETUP_FUNC`: a constructor's warm-up or
-    profiling forward, vLLM's ``__init__`` -> ``_initialize_kv_caches`` -> ``profile_run``), or fetches a batch's items while iterating over
-    a data set (a custom loader's thread, without torch's ``_next_data``); a ``__getitem__`` not reached by iterating (``datasets["validation"]``
-    while setting up) is not a step."""
-    if _keras_step(frames):
-        return True
-    funcs = _funcs(frames)
-    built = next((k for k, f in enumerate(funcs) if _SETUP_FUNC.match(f)), len(funcs))
-    if any(_STEP_FUNC.match(f) or _EPOCH_FUNC.match(f) for f in funcs[:built]):
-        return True  # (a forward below a constructor, vLLM's profile_run, is its set-up's)
-    if any(f in _BACKWARD_FUNCS for f in funcs[built:]):
-        return True  # a backward pass is a training step's, even a warm-up one run from a set-up function
-    if any("dataloader_iter" in ln and _PADDLE_READER.search(ln) for ln in frames):
-        return True
-    fetch = next((k for k, f in enumerate(funcs) if _FETCH_FUNC.match(f)), None)
-    return fetch is not None and any(_ITER_FUNC.search(f) for f in funcs[:fetch])
-
-
-#: NCCL's watchdog naming the collective it timed out on, with its sequence number.
-_NCCL_WORK = re.compile(r"WorkNCCL\(SeqNum=(\d+), OpType=(?:ALLREDUCE|_?ALLGATHER\w*|_?REDUCE_SCATTER\w*)")
-
-
-def _first_collective(region: Sequence[str]) -> bool:
-    """Whether NCCL timed out on one of the first gradient collectives (an all-reduce, an
-    all-gather or a reduce-scatter with sequence number 0-2: set-up only broadcasts), i.e. in
-    the backward pass of the first step."""
-    for ln in region:
-        if "WorkNCCL(" in ln:
-            m = _NCCL_WORK.search(ln)
-            if m and int(m.group(1)) <= 2:
-                return True
-    return False
-
-
-def _syntax(frames: Sequence[str]) -> bool:
-    """Whether the traceback ends in a syntax error (the program was never run)."""
-    last = frames[-1].strip() if frames else ""
-    return last.startswith(_SYNTAX) or any(k + ":" in last for k in _SYNTAX)
-
-
-#: Python's exceptions for an import that cannot be done (a module not installed, a name it lacks,
-#: a compiled extension that does not load).
-_IMPORT_ERRORS = ("ModuleNotFoundError", "ImportError")
-
-
-def _import_failed(frames: Sequence[str]) -> bool:
-    """Whether the traceback is an import failing while the program's modules load: an
-    ``ImportError``/``ModuleNotFoundError`` through module-level frames only (the script's ``import``
-    and the modules it imports; Python's own ``<frozen importlib._bootstrap>`` frames are not the
-    program's), before the
-    program called anything: it has run none of its own steps."""
-    return _ends_in_import_error(frames) and _at_import([ln for ln in frames if '"<frozen importlib' not in ln])
-
-
-#: The module of transformers that imports a model's own code for ``from_pretrained(...,
-#: trust_remote_code=True)`` (transformers/dynamic_module_utils.py: ``check_imports`` raises
-#: ImportError "This modeling file requires the following packages that were not found in your
-#: environment: ..."; ``get_class_in_module`` imports the module, whose own imports may fail): the
-#: model class is being built, before any weights are read.
-_REMOTE_CODE_FRAME = re.compile(r'File "[^"]*transformers[/\\]dynamic_module_utils\.py", line \d+, in ')
-
-
-def _remote_code_import(frames: Sequence[str]) -> bool:
-    """Whether the traceback is an import failing in the remote code of a ``from_pretrained``:
-    an ``ImportError``/``ModuleNotFoundError`` below a frame of ``_REMOTE_CODE_FRAME``."""
-    return _ends_in_import_error(frames) and any("dynamic_module_utils" in ln and _REMOTE_CODE_FRAME.search(ln) for ln in frames)
-
-
-def _ends_in_import_error(frames: Sequence[str]) -> bool:
-    """Whether the traceback's last line is an ``ImportError``/``ModuleNotFoundError``."""
-    last = frames[-1].strip() if frames else ""
-    return last.startswith(_IMPORT_ERRORS) or any(f"{k}:" in last for k in _IMPORT_ERRORS)
-
-
-def _at_import(frames: Sequence[str]) -> bool:
-    """A traceback of module-level frames only (the program failed while its modules were being
-    loaded, before it called anything)."""
-    funcs = _funcs(frames)
-    return bool(funcs) and all(f == "<module>" for f in funcs)
-
-
-#: A result line (a metric with its value).
-_RESULT_LINE = re.compile(r"(?i)(?<![a-z])(?:acc(?:uracy)?|f1|auc|psnr|ssim|miou|map|dice|bleu|rouge\w*|perplexity|score)"
-                          r"(?![a-z])[^\n]{0,60}?[:=]\s*[-+]?\d*\.?\d")
-_RESULTS_BEFORE = 30
-#: Lines above the traceback read for results when no progress line is near it.
-_RESULTS_AT_END = 8
-
-
-def _results_after_progress(lines: Sequence[str], floor: int, top: int) -> bool:
-    """Whether the lines between the last progress line and the traceback at ``top`` hold the
-    run's results (test accuracy, a metric table): the run got to its end and failed after it."""
-    got = step_lines(lines, max(floor, top - _RESULTS_BEFORE), top)
-    start = got[0] + 1 if got else max(floor, top - _RESULTS_AT_END)
-    return any(_RESULT_LINE.search(ln) and not _is_bar(ln) and not printed_before(lines, floor, start, ln.strip())
-               for ln in lines[start:top])
-
-
-def _is_bar(line: str) -> bool:
-    """A tqdm bar's line (a data set's "Map (num_proc=8):  7%|" is no mAP result)."""
-    shown = on_screen(line)[-SHOWN:]
-    return "%|" in shown or bar_update(shown, after_blocks=True) is not None or no_total_bar(line) is not None
-
-
-#: Python's traceback head; Sacred's filtered one reads "Traceback (most recent calls WITHOUT Sacred internals):"
-#: (``sacred/utils.py``, ``format_filtered_stacktrace``).
-_TB = "Traceback (most recent call"
-#: A tracker's lines printed at process exit whatever the outcome (not the job's own shutdown).
-_AT_EXIT = AT_EXIT  # printed at any exit
-
-
-#: Python's report of an exception it cannot raise (``PyErr_WriteUnraisable``: "Exception ignored in atexit
-#: callback: <function ...>", "Exception ignored in: <function X.__del__ ...>"), printed as the interpreter exits.
-_UNRAISABLE = "Exception ignored in"
-
-
-def _without_unraisable_after(region: Sequence[str], lines: Sequence[str], failure: int) -> Sequence[str]:
-    """``region`` without Python's unraisable-exception reports printed after the failure line (an atexit
-    callback failing while the interpreter exits because of that failure: its aftermath, not a shutdown)."""
-    if failure >= len(lines) or not any(_UNRAISABLE in ln for ln in region):
-        return region
-    own = logs.normalize_line(lines[failure])
-    at = next((k for k in range(len(region)) if region[k] == own), None)
-    if at is None:
-        return region
-    return [*region[:at + 1], *(ln for ln in region[at + 1:] if _UNRAISABLE not in ln)]
-
-
-def _signal_aside(frames: Sequence[str], region: Sequence[str]) -> Sequence[str]:
-    """``region`` without the destructor lines (``__del__``, Python's "Exception ignored in" report) when the failure is
-    a ``KeyboardInterrupt`` (SIGINT): the signal lands in whatever code runs, a destructor the garbage collector called
-    in the middle of training too; it takes the phase of the job's activity (P9), not a shutdown's."""
-    last = frames[-1].strip() if frames else ""
-    if not last.startswith("KeyboardInterrupt"):
-        return region
-    return [ln for ln in region if "__del__" not in ln and _UNRAISABLE not in ln]
-
-
-def _teardown(region: Sequence[str]) -> bool:
-    """Whether the failure's lines show the job shutting down; warnings printed at any exit
-    ("destroy_process_group() was not called") and a kill's own "shutting down workers" do not (torchrun's
-    agent, ``torch/distributed/elastic/agent/server/api.py``: ``logger.warning("Received %s death signal, shutting
-    down workers", e.sigval)``, the signal as ``15`` or, before Python 3.11, ``Signals.SIGTERM``)."""
-    return any(_TEARDOWN.search(ln) and not is_benign(ln) and not is_terminal_kill(ln) and "death signal" not in ln
-               for ln in region)
-
-
-#: glibc's exit path in a native backtrace: ``exit`` -> ``__run_exit_handlers`` -> ``_dl_fini`` -> each shared
-#: library's destructors through ``__cxa_finalize`` (glibc ``stdlib/exit.c``, ``elf/dl-fini.c``): a crash there (glibc's
-#: "*** Error in `prog': corrupted size vs. prev_size" then "======= Backtrace: =========", a CUDA library's static
-#: destructor) happens while the process exits (P10).
-_EXIT_FRAMES = re.compile(r"[(\s](?:__cxa_finalize|_dl_fini|__run_exit_handlers)\b")
-#: Lines after a native crash's first line read for its backtrace.
-_BACKTRACE_LINES = 40
-
-
-def _in_exit_handlers(lines: Sequence[str], failure: int) -> bool:
-    """Whether the native backtrace printed after the failure line runs through glibc's exit handlers
-    (:data:`_EXIT_FRAMES`)."""
-    return any(("finalize" in ln or "_fini" in ln or "exit_handlers" in ln) and _EXIT_FRAMES.search(ln)
-               for ln in lines[failure:failure + _BACKTRACE_LINES])
-
-
-#: bash's report of a job a signal ended, ``./train.sh: line 33: 136834 Killed    python3 main.py
-#: --do_eval ...`` (``Terminated``, ``Aborted``, ``Segmentation fault (core dumped)``, ...): what
-#: follows the signal's name is the job's command line, which says nothing of where it stopped.
-_JOB_REPORT = re.compile(r": line \d+: +\d+ (?:Killed|Terminated|Aborted|Hangup|Interrupt|Bus error|Segmentation fault"
-                         r"|Floating point exception|Illegal instruction)(?: +\(core dumped\))?")
-
-
-def _on_bar(line: str) -> BarText | None:
-    """The message printed onto a progress bar's line (:func:`lines.text_on_bar`), a bash job
-    report's command line left out (it says nothing of where the job stopped)."""
-    return text_on_bar(_job_report_cut(on_screen(line)))
-
-
-def _job_report_cut(text: str) -> str:
-    """``text`` up to the signal's name of a bash job report on it (its command line dropped)."""
-    if ": line " not in text:
-        return text
-    m = _JOB_REPORT.search(text)
-    return text[:m.end()] if m else text
-
-
-def _bar_glued(line: str) -> str | None:
-    """The phase a progress bar shows when the failure line is that bar with the failure's message
-    printed onto it (``Epoch 0:   0%|  | 619/163672 [04:53<20:22:49, ...]slurmstepd: error: *** JOB 52
-    ON gpu-3 CANCELLED ...``): an evaluation's bar short of its total is evaluation, a training bar
-    past 0 training; None when the line is no such bar, or a bar at 0 (a new epoch's, or the
-    first step's: the lines above tell which)."""
-    glued = _on_bar(line)
-    if glued is None:
-        return None
-    head = glued.head.lstrip()
-    if EVAL_BAR.match(f"{head}{glued.done}/{glued.total}") is not None and glued.done < glued.total:
-        return "evaluation"
-    if SETUP_BAR.search(head.split("%|")[0]):
-        return None  # a set-up bar (loading, downloading): no step was done
-    return None if glued.done == 0 else "training"
-
-
-def _glued_bar(region: Sequence[str]) -> str | None:
-    """The phase shown by a progress bar the traceback was printed onto (tqdm leaves no newline:
-    ``Epoch 1/10:   0%|   | 0/375 [00:00<?, ?it/s]Traceback (most recent call last):``;
-    :func:`lines.text_on_bar`): the first step at 0/N, else training; ``None`` when there is no
-    such line."""
-    for ln in region:
-        if _TB not in ln:
-            continue
-        glued = text_on_bar(ln)
-        if glued is not None and glued.text.startswith(_TB):
-            return "first_step" if glued.done == 0 else "training"  # "1/242731 [...": one step done
-    return None
+    return glued_bar(region) or ("first_step" if in_step else "startup")

@@ -16,8 +16,9 @@ from gpulens.diagnosis.guarded import Branches, Guarded, contains_any
 from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.lines import PROGRESS_KEYS, is_progress, last_matching
 
-__all__ = ["EVAL_BAR", "HEAD", "SETUP_BAR", "SHOWN", "STEP_KEYS", "keras_bar", "no_total_bar", "on_screen", "progress_count",
-           "step_in", "step_lines", "step_progress", "to_float"]
+__all__ = ["EVAL_BAR", "HEAD", "KERAS_PROGRESS_KEYS", "SETUP_BAR", "SHOWN", "STEP_KEYS", "keras_bar", "keras_progress",
+           "no_total_bar", "on_screen", "plain", "progress_count", "step_in", "step_lines", "step_progress", "to_float",
+           "warns"]
 
 
 _STEP_RES = (
@@ -177,18 +178,35 @@ def _timm_update(line: str) -> str | None:
     return _first_group(_TIMM_TRAIN, line[:HEAD])
 
 
-#: Keras 2's ``Progbar`` line (``keras/utils/generic_utils.py``, tf.keras's ``tensorflow/python/keras/utils/generic_utils.py``,
+#: Keras' ``Progbar`` line (``keras/utils/generic_utils.py``, tf.keras's ``tensorflow/python/keras/utils/generic_utils.py``,
 #: ``Progbar.update``: ``bar = ('%' + str(numdigits) + 'd/%d [') % (current, self.target)``, then ``=``/``>``/``.`` to its
-#: width and ``]``, then " - ETA: ..." or " - 12s 60ms/step" and the metrics), which ``ProgbarLogger.on_train_batch_end``
-#: updates with the batches done (``batch + 1``): " 12/200 [>.........] - ETA: 1:02 - loss: 0.6931". The count is
-#: padded to the total's width, so the line may start with spaces (a traceback's code line for the progress test).
-_KERAS_BAR = re.compile(r"^\s*(\d+)/(\d+) \[[=>.]*\] - ")
+#: width and ``]``, then " - ETA: ..." or " - 12s 60ms/step" and the metrics; ``'%7d/Unknown' % current`` for a target
+#: of None; verbose=2's "100/100 - 3s - loss: 0.12"), which ``ProgbarLogger.on_train_batch_end`` updates with the
+#: batches done (``batch + 1``): " 12/200 [>.........] - ETA: 1:02 - loss: 0.6931". The count is padded to the total's
+#: width, so the line may start with spaces (a traceback's code line for the progress test). Groups: the count, the
+#: total, verbose=1's bar.
+_KERAS_PROGBAR = re.compile(r"^\s*(\d+)/(\d+|Unknown) (?:(\[[=>.]*\]) - |- \d)")
+#: ``ProgbarLogger.on_epoch_begin``'s header, ``f"Epoch {epoch + 1}/{self.epochs}"`` alone on its line.
+_KERAS_EPOCH = re.compile(r"^\s*Epoch \d+/\d+\s*$")
+#: Keras 3's ``Progbar`` draws its bar with this character ("   3/120 ━━━━━━━━━━━━━━━━━━━━ 4s 36ms/step - loss: 0.71").
+_KERAS3_BAR = "━"
+#: Literals of Keras' progress lines (:func:`keras_progress`), for a byte scan before a line is read.
+KERAS_PROGRESS_KEYS = ("Epoch ", _KERAS3_BAR, "/")
 
 
 def keras_bar(line: str) -> re.Match[str] | None:
-    """The last refresh of a Keras ``Progbar`` line (groups 1 and 2: the count and the total), if the line is one."""
-    shown = on_screen(line)
-    return _KERAS_BAR.match(shown[:HEAD]) if "] - " in shown[:HEAD] else None
+    """The last refresh of a Keras 2 ``Progbar`` line with its bar and a known total (:data:`_KERAS_PROGBAR`; groups 1
+    and 2: the count and the total), if the line is one."""
+    shown = on_screen(line)[:HEAD]
+    m = _KERAS_PROGBAR.match(shown) if "] - " in shown else None
+    return m if m is not None and m.group(3) is not None and m.group(2).isdigit() else None
+
+
+def keras_progress(line: str) -> bool:
+    """Whether a line is one of Keras' own progress lines, as shown and without colour codes: the epoch header
+    (:data:`_KERAS_EPOCH`), a ``Progbar`` line of any verbosity or total (:data:`_KERAS_PROGBAR`), Keras 3's bar."""
+    shown = plain(on_screen(line))
+    return _KERAS3_BAR in shown or _KERAS_EPOCH.match(shown) is not None or _KERAS_PROGBAR.match(shown) is not None
 
 
 #: ESPnet2's training log (``espnet2/train/reporter.py``, ``SubReporter.log_message``: ``f"{self.epoch}epoch:{self.key}:"
@@ -361,7 +379,7 @@ def step_progress(line: str) -> bool:
         end = _hidden_progress(line)
     if end is None:
         return _progress_meter(line) is not None
-    if "Warning" in line or "warn" in line:
+    if warns(line):
         return False
     if not any(c.isdigit() for c in end) or _is_setting(end):
         return False  # "waiting for batch...", "Iterations per epoch: 1108", "Starting training": no step done
@@ -430,6 +448,22 @@ def _last_refresh(line: str) -> str:
     line = line.rstrip("\r\n")
     end = line.rfind("%|")
     return line[line.rfind("\r", 0, end) + 1:] if end >= 0 else on_screen(line)
+
+
+#: A terminal colour code (SGR: ``\x1b[32m``, ``\x1b[0m``), which colouring loggers (loguru, termcolor, rich)
+#: write into a file too: glued to the message ("\x1b[0mStart evaluation") it hides the message's first word.
+_SGR = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def plain(line: str) -> str:
+    """``line`` without terminal colour codes."""
+    return _SGR.sub("", line) if "\x1b[" in line else line
+
+
+def warns(text: str) -> bool:
+    """Whether ``text`` is (or holds) a warning's words ("UserWarning: ...", c10's "Warning: ...", a logger's "warn"
+    level): not a step done, not an announcement of what the program does next."""
+    return "Warning" in text or "warn" in text
 
 
 def on_screen(line: str) -> str:

@@ -1,0 +1,252 @@
+"""Which functions of a traceback name an activity.
+
+Function names (and frames' source lines) that say a traceback runs inside an evaluation
+(:func:`in_eval`, an evaluation loader's ``for``/``next``, an evaluation metric key), inside a training
+step (:func:`in_train_step`, Keras' ``fit`` calling its step), in a set-up function, or in an evaluation
+program by its entry script's name (P1, P3, P4, P8).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from gpulens.diagnosis.logread.phase_traceback import FRAME_LINE, frame_funcs, func_names
+
+__all__ = ["EPOCH_FUNC", "LOOP_WORDS", "PARSE_FUNC", "SETUP_FUNC", "TRAIN_FUNC", "TRAIN_STEP_FUNC",
+           "eval_loader_frame", "eval_metric_frame", "eval_program", "in_eval", "in_train_step", "keras_step"]
+
+
+#: Functions that set a program up: a constructor (a trainer's, an engine's, a model's), DeepSpeed's
+#: ``initialize``, accelerate's ``prepare``, ``init_process_group``, ``setup``/``build_*`` helpers.
+#: The job's own argument parsing (P3): a script's ``parse_args()``/``parse_opt()``/``get_args()`` (argparse's
+#: ``parse_args`` below it), transformers' ``HfArgumentParser.parse_args_into_dataclasses``. A program parses its
+#: arguments once, when it starts: never a next stage of the same program.
+_PARSE = r"parse_(?:args|arguments|opts?|options)\w*|get_args"
+PARSE_FUNC = re.compile(f"^(?:{_PARSE})$")
+SETUP_FUNC = re.compile(r"^(?:__init__|__post_init__|initialize|_?init_(?:process_group|distributed\w*|model\w*|weights)"
+                         r"|_?setup(?:_\w+)?|prepare(?:_model)?|_prepare_\w+|build_(?:model|optimizer|trainer|engine|dataset)\w*"
+                         r"|create_(?:model|optimizer|trainer)\w*|_configure_\w+|" + _PARSE + ")$")
+#: Functions of a running loop (any word of training, stepping, iterating, evaluating, generating):
+#: a constructor called from one is not set-up.
+LOOP_WORDS = re.compile(r"(?i)train|fit|loop|epoch|step|iter|__next__|forward|backward|eval|valid|test|predict|infer"
+                         r"|generat|sampl|rollout|update|run_batch|process_batch")
+
+
+#: An evaluation program's entry script, by the first word of its file name that names a stage
+#: (``evaluate_bart_large_finetuned.py``, ``test_full_pipeline.py``, ``run_eval.py``, ``inference.py``,
+#: ``sample.py``); one whose first such word names training (``train_and_eval.py``, ``finetune_test.py``)
+#: trains.
+_EVAL_WORD = re.compile(r"(?:eval\w*|test(?:ing)?|infer(?:ence)?|predict(?:ion)?|sampl(?:e|ing)|generat(?:e|ion))")
+_TRAIN_WORD = re.compile(r"\w*(?:train|tune|fit)\w*")
+_ENTRY = re.compile(r'File "(?:[^"]*[/\\])?([^"/\\]+)\.py", line \d+, in <module>')
+
+
+def eval_program(frames: Sequence[str]) -> bool:
+    """Whether the traceback's entry script (its outermost ``<module>`` frame) is an evaluation
+    program by its file name."""
+    m = next((m for ln in frames if "<module>" in ln and (m := _ENTRY.search(ln)) is not None), None)
+    if m is None:
+        return False
+    for word in re.split(r"[_\W]+", m.group(1).lower()):
+        if _TRAIN_WORD.fullmatch(word):
+            return False
+        if _EVAL_WORD.fullmatch(word):
+            return True
+    return False
+
+
+#: Functions whose frames say the failure happened while evaluating (metrics, validation, test).
+#: Each word starts a word of the name (``run_inference``, ``validation_step``, ``_evaluate``, ``calc_psnr``;
+#: camelCase ``doEval``), not the inside of another (``flashinfer_sample``, ``latest_ckpt``, ``invalid_mask``).
+_EVAL_FUNC = re.compile(r"(?:^|_|(?<=[a-z0-9])(?=[A-Z])|\d)(?i:eval|valid|test|metric|psnr|ssim|accuracy|score|bleu|rouge"
+                        r"|predict|infer|roc|auc)"
+                        # an accuracy by its short name as the last word (SHOT's ``cal_acc``, ``compute_acc``,
+                        # ``top1_acc``), not gradient accumulation (``acc_grad``, ``accumulate``)
+                        r"|(?i:(?:^|_)acc$)"
+                        # validation by its short name as the function's first word (DeepSnake/E2EC/CenterNet
+                        # trainers' ``val(epoch, data_loader, evaluator)``, ``val_step``, ``val_one_epoch``),
+                        # not a value (``max_val``, ``get_val``)
+                        r"|^_*val(?:_|$)"
+                        # a diffusion model's reverse process, run to make samples: openai/guided-diffusion's
+                        # ``p_sample_loop``/``ddim_sample_loop_progressive``/``p_sample``, CompVis/latent-diffusion's
+                        # ``ddim_sampling``/``p_sample_ddim``/``plms_sampling`` (not a training loss's ``p_losses``)
+                        r"|(?i:sample_loop)|^(?:p|ddim|ddpm|plms)_sample(?:_\w+)?$|^(?:ddim|plms|dpm)_sampling$")
+#: Functions whose frames say the failure happened inside a training step (forward, backward,
+#: the optimizer's step; ``train_step_<part>``, the step of one part of a model, as JAX/Equinox scripts name their
+#: jitted steps: ``train_step_node``, ``train_step_ctx``).
+_STEP_FUNC = re.compile(r"^(?:forward|_forward|backward|training_step|train_step(?:_\w+)?|train_batch|step|optimizer_step"
+                        r"|_call_impl|_wrapped_call_impl|compute_loss|update_actor|update_policy|fwd_bwd\w*|\w*_step"
+                        # fetching a batch from the data loader (the first batch is the first step's)
+                        r"|_next_data|_get_next_batch|_process_data)$")
+
+
+#: The modules of Lightning's evaluation loops (2.x ``lightning/pytorch/loops/evaluation_loop.py``, ``_EvaluationLoop.run``,
+#: which runs the sanity check, each validation pass and ``trainer.validate/test``, and ``prediction_loop.py``; 1.x
+#: ``pytorch_lightning/loops/dataloader/evaluation_loop.py`` and ``loops/epoch/evaluation_epoch_loop.py``): their
+#: functions are named ``run``, ``advance``, ``_evaluation_step`` (P4: a validation pass inside ``fit`` is evaluation).
+_PL_EVAL_LOOP = re.compile(r'lightning[/\\](?:pytorch[/\\])?loops[/\\](?:\w+[/\\])?(?:evaluation(?:_epoch)?|prediction(?:_epoch)?)_loop\.py"')
+
+
+#: Functions whose names hold an evaluation word but check or size something (argument and config
+#: validation, shape inference, the latest checkpoint's lookup), in any phase.
+_NOT_EVAL_FUNC = re.compile(r"(?i)validat\w*_(?:arg|argument|kwarg|\w+_kwarg|config|input|shape|sample|dtype|path|param"
+                            # huggingface_hub's ``validate_repo_id`` (``utils/_validators.py``, under every
+                            # ``from_pretrained`` of a path that is no repository id)
+                            r"|parameter|option|schema|device|type|value|field|env|setting|repo_id|token|url)s?$|valid_(?:shape|input|arg)"
+                            r"|infer_(?:size|shape|dtype|schema|device|auto_device_map|framework|type|batch_size)|latest|attest")
+#: Functions of a training loop's step or epoch: the innermost of these and of the evaluation's
+#: decides (``train_and_evaluate`` -> ``train_one_epoch`` -> ``forward`` fails in training; the Hugging
+#: Face Trainer's ``_inner_training_loop`` -> ``evaluate`` -> ``prediction_step`` in evaluation).
+TRAIN_FUNC = re.compile(r"(?i)^_*(?:train(?:ing)?_(?:step|epoch|one_epoch|batch|loop|iter\w*)|inner_training_loop"
+                         r"|train_one_epoch|backward|optimizer_step|fit_epoch)$")
+
+
+#: A function named for training alone (a model class's ``train(data)``, the job's ``train()``): inside an
+#: evaluation-named caller (a driver's ``validate(model, args)`` that trains and scores each epoch) it is what ran (P1:
+#: the innermost frame that names an activity decides, as :data:`TRAIN_FUNC`'s do). Not ``fit`` (scikit-learn's
+#: ``cross_validate`` -> ``fit`` is a model selection's scoring).
+#: Not when ``eval`` calls it: torch's ``nn.Module.eval()`` is ``return self.train(False)``
+#: (``torch/nn/modules/module.py``), a model's own ``train(mode)`` override runs there to switch to evaluation.
+_TRAIN_NAME = re.compile(r"(?i)^_*train(?:ing)?$")
+
+
+#: A training step's own function (the Hugging Face Trainer's ``training_step``, Lightning's, Keras' ``train_step``,
+#: ``optimizer_step``, ``backward``): what it calls is part of the step (TRL's GRPO ``training_step`` ->
+#: ``_prepare_inputs`` -> ``_generate_and_score_completions`` scores rewards, it does not evaluate); an
+#: evaluation runs between steps, from the loop or the epoch, never inside one.
+TRAIN_STEP_FUNC = re.compile(r"(?i)^_*(?:train(?:ing)?_(?:step|batch|one_step)|optimizer_step|backward)$")
+
+
+def in_eval(frames: Sequence[str]) -> bool:
+    """Whether the traceback fails while evaluating (validation, test, metrics): the innermost
+    function that names an evaluation or a training step is an evaluation's (a function that names
+    both, ``train_and_evaluate``, or checks its arguments, ``_validate_args``, says neither), and no
+    training step's own function (:data:`TRAIN_STEP_FUNC`) calls it. A frame of Lightning's evaluation
+    loop's module counts as an evaluation's function whatever its name (:data:`_PL_EVAL_LOOP`)."""
+    funcs = [f if not _PL_EVAL_LOOP.search(ln) else "evaluation_loop" for ln, f in frame_funcs(frames)]
+    step = next((k for k, f in enumerate(funcs) if TRAIN_STEP_FUNC.match(f)), None)
+    for k, f in reversed(list(enumerate(funcs if step is None else funcs[:step]))):
+        if f == "<module>" or _NOT_EVAL_FUNC.search(f):
+            continue
+        if TRAIN_FUNC.match(f) or (_TRAIN_NAME.match(f) and not (k and funcs[k - 1] == "eval")):
+            return False
+        if _EVAL_FUNC.search(f) and "train" not in f.lower():
+            return True
+    return False
+
+
+#: A ``for`` statement of the job's own code that iterates over an evaluation's data loader, as the frame's source
+#: line shows it: PyTorch's "Training with PyTorch" tutorial (``beginner_source/introyt/trainingyt.py``) validates with
+#: ``for i, vdata in enumerate(validation_loader):``, and scripts name theirs ``val_loader``, ``valid_dl``,
+#: ``test_dataloader``, ``self.eval_loader``. A frame stopped on such a line is fetching an evaluation batch
+#: (torch's ``DataLoader.__next__`` below it): the evaluation pass is what runs (P4, P8).
+_EVAL_FOR = re.compile(r"^\s*(?:async\s+)?for\b[^:]{1,200}?\bin\b([^:]{1,200}):\s*$")
+#: A batch taken by hand from such a loader: Python's ``next(iter(loader))`` (the PyTorch tutorials' ``images, labels =
+#: next(iter(test_loader))``), ``next(loader_iter)``; torch's ``DataLoader.__iter__`` starts its workers there (P8).
+_EVAL_NEXT = re.compile(r"\bnext\(\s*(?:iter\(\s*)?([\w.]+)\s*\)")
+#: The name of an evaluation's data loader (data set, iterator) as the job's own code spells it: one word of the
+#: expression such a ``for`` or ``next`` reads (``val_loader``, ``valid_dl``, ``test_dataloader``, ``eval_iter``,
+#: ``dev_set``; ``self.eval_loader``'s last word). User scripts' variable names: read only by :func:`eval_loader_frame`.
+_EVAL_LOADER = re.compile(r"(?i)^(?:\w+_)?(?:val|valid|validation|eval|evaluation|test|dev)_?(?:data(?:set)?_?)?"
+                          r"(?:loader|dataloader|dl|iter|iterator|batches|set|dataset|ds)s?$")
+
+
+def eval_loader_frame(frames: Sequence[str]) -> bool:
+    """Whether a frame of the traceback is stopped on a ``for`` over an evaluation's data loader or on a ``next``
+    of one (:func:`_loader_read`): a word of what it reads names one (:data:`_EVAL_LOADER`)."""
+    for k in range(len(frames) - 1):
+        if "File " in frames[k] and (read := _loader_read(frames[k], frames[k + 1])) is not None \
+                and any(_EVAL_LOADER.match(w) for w in re.split(r"\W+", read) if w):
+            return True
+    return False
+
+
+def _loader_read(frame: str, code: str) -> str | None:
+    """The expression a frame's source line ``code`` iterates over (:data:`_EVAL_FOR`), or takes a batch from by hand
+    (:data:`_EVAL_NEXT`) where the frame's function runs a loop (:data:`LOOP_WORDS`: ``training_loop``,
+    ``train_epoch``; not ``main`` taking a fixed batch to plot while it sets up)."""
+    if (m := _EVAL_FOR.match(code)) is not None:
+        return m.group(1)
+    f = FRAME_LINE.match(frame)
+    if f and f.group(1) and LOOP_WORDS.search(f.group(1)) and (n := _EVAL_NEXT.search(code)) is not None:
+        return n.group(1)
+    return None
+
+
+#: A quoted metric key of an evaluation, as trackers name them (wandb's and TensorBoard's section prefix: "val/loss",
+#: "eval/accuracy", "test/f1", Lightning's ``self.log("val/acc", ...)``), on the innermost frame's source line: the job
+#: is logging or computing an evaluation's metrics there (P4: a metric computed on the evaluation outputs).
+_EVAL_KEY = re.compile(r"""["'](?:val|valid|validation|eval|test)/\w""")
+_TRAIN_KEY = re.compile(r"""["']train(?:ing)?/""")
+
+
+def eval_metric_frame(frames: Sequence[str]) -> bool:
+    """Whether the innermost frame's source line writes an evaluation's metric key (:data:`_EVAL_KEY`) and no
+    training one (a dict of both is an epoch's summary)."""
+    at = max((k for k, ln in enumerate(frames) if "File " in ln), default=None)
+    if at is None or at + 1 >= len(frames) or "/" not in frames[at + 1]:
+        return False
+    code = frames[at + 1]
+    return _EVAL_KEY.search(code) is not None and _TRAIN_KEY.search(code) is None
+
+
+#: A data set's item fetch, and what iterates over a data set (a loader's ``__next__``, a custom
+#: prefetching thread's ``item_iterator``).
+_FETCH_FUNC = re.compile(r"^__getitems?__$")
+_ITER_FUNC = re.compile(r"(?i)__next__|iter")
+
+
+#: A function that runs one epoch of the training loop (timm/torchvision references' and DeiT's
+#: ``train_one_epoch``, ``train_epoch``, ``run_epoch``): the loop had started (its set-up is done by then).
+EPOCH_FUNC = re.compile(r"(?i)^_*(?:train(?:ing)?_(?:one_)?epoch|run_(?:train_)?epoch|fit_epoch|train_one_iter\w*)$")
+
+
+#: The reader thread of a Paddle DataLoader's iterator (``paddle/io/dataloader/dataloader_iter.py``, ``paddle/fluid/
+#: dataloader/dataloader_iter.py`` before 2.5: ``_DataLoaderIterSingleProcess``/``_DataLoaderIterMultiProcess.__init__``
+#: call ``_init_thread``, which starts ``threading.Thread(target=self._thread_loop)``), created by ``DataLoader.__iter__``,
+#: i.e. when a loop asks for its first batch: an error in it is the loop's (P8), like torch's ``_next_data``.
+_PADDLE_READER = re.compile(r'File "[^"]*paddle[/\\](?:fluid[/\\])?(?:io[/\\])?dataloader[/\\]dataloader_iter\.py", '
+                            r"line \d+, in _thread_loop\b")
+
+
+#: torch's autograd entry points (``torch/_tensor.py`` ``Tensor.backward``, ``torch/autograd/__init__.py`` ``backward``,
+#: ``torch/autograd/graph.py`` ``_engine_run_backward``): gradients being computed, which set-up never does
+#: (a constructor's warm-up or profiling pass runs forward only).
+_BACKWARD_FUNCS = frozenset(("backward", "_engine_run_backward"))
+
+
+#: Keras' training loop calling one step, as the frame's source line shows it: tf.keras' and Keras 3's ``Model.fit``
+#: (``keras/engine/training.py``, ``keras/src/backend/tensorflow/trainer.py``: ``for step in
+#: data_handler.steps(): callbacks.on_train_batch_begin(step); tmp_logs = self.train_function(iterator)``), Keras 2.0-2.3's
+#: ``fit_loop`` (``keras/engine/training_arrays.py``: ``outs = fit_function(ins_batch)``) and ``fit_generator``
+#: (``training_generator.py``: ``outs = model.train_on_batch(...)``).
+_KERAS_STEP = re.compile(r"\bself\.train_function\(|\bfit_function\(|\.train_on_batch\(")
+#: A Keras source file's frame.
+_KERAS_FRAME = re.compile(r'File "[^"]*[/\\]keras[/\\][^"]*", line \d+, in (?:fit\w*|fit_loop)$')
+
+
+def keras_step(frames: Sequence[str]) -> bool:
+    """Whether a frame of Keras' ``fit`` is stopped on the call of a training step (:data:`_KERAS_STEP`)."""
+    return any(_KERAS_FRAME.search(frames[k].rstrip()) is not None and _KERAS_STEP.search(frames[k + 1]) is not None
+               for k in range(len(frames) - 1) if "keras" in frames[k])
+
+
+def in_train_step(frames: Sequence[str]) -> bool:
+    """Whether the traceback runs inside a training step (a forward, a backward, an optimizer step,
+    an epoch's loop) not called by a set-up function (:data:`SETUP_FUNC`: a constructor's warm-up or
+    profiling forward, vLLM's ``__init__`` -> ``_initialize_kv_caches`` -> ``profile_run``), or fetches a batch's items while iterating over
+    a data set (a custom loader's thread, without torch's ``_next_data``); a ``__getitem__`` not reached by iterating (``datasets["validation"]``
+    while setting up) is not a step."""
+    if keras_step(frames):
+        return True
+    funcs = func_names(frames)
+    built = next((k for k, f in enumerate(funcs) if SETUP_FUNC.match(f)), len(funcs))
+    if any(_STEP_FUNC.match(f) or EPOCH_FUNC.match(f) for f in funcs[:built]):
+        return True  # (a forward below a constructor, vLLM's profile_run, is its set-up's)
+    if any(f in _BACKWARD_FUNCS for f in funcs[built:]):
+        return True  # a backward pass is a training step's, even a warm-up one run from a set-up function
+    if any("dataloader_iter" in ln and _PADDLE_READER.search(ln) for ln in frames):
+        return True
+    fetch = next((k for k, f in enumerate(funcs) if _FETCH_FUNC.match(f)), None)
+    return fetch is not None and any(_ITER_FUNC.search(f) for f in funcs[:fetch])

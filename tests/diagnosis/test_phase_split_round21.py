@@ -1,0 +1,101 @@
+"""Round 21: phase.py split into modules of one job each; Keras' progress lines defined once (steplines)."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from gpulens.diagnosis.logread.steplines import keras_bar, keras_progress, plain
+
+#: Keras 2 ``Progbar.update`` lines (verbose=1): count padded to the total's width, the bar, " - " then ETA or time.
+_BARS = ("  12/200 [>.............................] - ETA: 1:02 - loss: 0.6931",
+         "200/200 [==============================] - 12s 60ms/step - loss: 0.1200 - val_loss: 0.2100")
+#: Keras' other progress lines: the epoch header, verbose=2, an unknown total, Keras 3's bar.
+_OTHERS = ("Epoch 3/20", "100/100 - 3s - loss: 0.1200", "     12/Unknown - 3s 20ms/step - loss: 0.61",
+           "   3/120 \u2501\u2501\u2501\u2501\u2501\u2501\u2501\u2501\u2501\u2501 4s 36ms/step - loss: 0.71")
+
+
+@pytest.mark.parametrize("line", _BARS)
+def test_a_keras_bar_is_keras_progress_and_counts_its_batches(line: str) -> None:
+    m = keras_bar(line)
+    assert m is not None and int(m.group(1)) <= int(m.group(2))
+    assert keras_progress(line)
+    assert keras_progress(f"\x1b[32m{line}\x1b[0m")  # colour codes left out for the progress test
+
+
+@pytest.mark.parametrize("line", _OTHERS)
+def test_keras_other_progress_lines_are_progress_but_no_bar_with_a_count(line: str) -> None:
+    assert keras_progress(line)
+    assert keras_bar(line) is None
+
+
+@pytest.mark.parametrize("line", ["Epoch 3/20: loss 0.5", "see 1/2 [here]", "step 12/200 loss 0.4", "  12/200 [=====]"])
+def test_lines_that_are_not_keras_progress(line: str) -> None:
+    assert not keras_progress(line) and keras_bar(line) is None
+
+
+def test_plain_strips_colour_codes_only() -> None:
+    assert plain("\x1b[0mStart evaluation\x1b[1;31m!") == "Start evaluation!"
+    assert plain("no codes") == "no codes"
+
+
+_PARTS = ("phase", "phase_text", "phase_traceback", "phase_frames", "phase_startup", "phase_loops", "phase_runs",
+          "phase_eval", "phase_teardown", "phase_evidence", "phase_clock", "phase_steps", "phase_checkpoint")
+
+
+def _module(name: str) -> ModuleType:
+    return importlib.import_module(f"gpulens.diagnosis.logread.{name}")
+
+
+def _defined(name: str) -> dict[str, int]:
+    """Top-level names a module defines (functions, assignments), with their functions' lengths (0 for others)."""
+    tree = ast.parse(Path(_module(name).__file__ or "").read_text())
+    out: dict[str, int] = {}
+    for s in tree.body:
+        if isinstance(s, ast.FunctionDef):
+            out[s.name] = (s.end_lineno or s.lineno) - s.lineno + 1
+        elif isinstance(s, ast.Assign):
+            for t in s.targets:
+                out.update((n.id, 0) for n in ast.walk(t) if isinstance(n, ast.Name))
+    out.pop("__all__", None)
+    return out
+
+
+@pytest.mark.parametrize("name", _PARTS)
+def test_each_part_says_its_job_and_exports_what_it_defines(name: str) -> None:
+    mod = _module(name)
+    assert (mod.__doc__ or "").strip()
+    assert mod.__all__ and all(hasattr(mod, n) for n in mod.__all__)
+    assert all(length <= 40 for length in _defined(name).values()), name
+
+
+def test_no_name_is_defined_in_two_parts_nor_again_beside_steplines() -> None:
+    seen: dict[str, str] = {}
+    for name in (*_PARTS, "steplines"):
+        for n in _defined(name):
+            assert n not in seen, (n, seen.get(n), name)
+            seen[n] = name
+    assert not {"_KERAS_PROGRESS", "_KERAS_BAR", "_plain"} & set(seen)  # the old two Keras patterns: one, in steplines
+    assert seen["_KERAS_PROGBAR"] == seen["plain"] == seen["_SGR"] == "steplines"
+
+
+def test_phase_still_exports_its_public_names() -> None:
+    from gpulens.diagnosis.logread import phase, phase_runs, phase_steps
+
+    assert phase.__all__ == ["PHASES", "UNKNOWN", "last_step", "own_step", "phase_of", "run_start"]
+    assert phase.last_step is phase_steps.last_step and phase.own_step is phase_steps.own_step
+    assert phase.run_start is phase_runs.run_start
+
+
+def test_warns_is_the_one_warning_test_of_steps_and_phase() -> None:
+    from gpulens.diagnosis.logread.steplines import step_progress, warns
+
+    assert warns("/srv/x.py:12: UserWarning: step 3 of the schedule") and warns("[W410 09:45] Warning: step 4 slow")
+    assert warns("2024-01-01 WARNING:root: step 5 skipped") is False  # upper case: a level name, not these words
+    line = "step 12 | loss 0.41 | UserWarning: grad clipped"
+    assert warns(line) and not step_progress(line)
+    assert not warns("step 12 | loss 0.41")
