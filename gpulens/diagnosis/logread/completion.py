@@ -30,7 +30,7 @@ from gpulens.diagnosis.logread.lines import (
 from gpulens.diagnosis.logs import find_keys
 
 __all__ = ["AT_EXIT", "COMPLETION_COVER", "COMPLETION_KEYS", "End", "FinishedBefore", "HANDLED_LOOKBACK", "completion_strength", "end_evidence", "end_of_attempt", "is_completion",
-           "after_work", "is_progress_bar", "last_words", "open_traceback", "printed_before", "signal_reports", "trial_after", "went_on",
+           "after_work", "is_progress_bar", "last_words", "open_traceback", "printed_before", "process_exit", "signal_reports", "trial_after", "went_on",
            "written_after_bar"]
 
 #: Literal keys (``str.find`` prefilter) of the completion messages below: every message the
@@ -679,6 +679,28 @@ def uncaught_exception(lines: Sequence[str], floor: int, at: int) -> bool:
             return False  # not a frame or a code line: the line is not a traceback's last
         k -= 1
     return False
+
+
+def process_exit(lines: Sequence[str], head: int) -> int | None:
+    """The index of the exception line that ends the traceback whose header is ``lines[head]``,
+    when that traceback is one the interpreter printed as it exited (``sys.excepthook`` on an
+    uncaught exception, CPython Python/pythonrun.c ``_PyErr_PrintEx``, then the interpreter
+    finalises and exits 1): the header alone on its line, with no launcher's or logger's prefix,
+    then the indented frames, the first of them the program's top level (``_TOP_FRAME``), then
+    the exception's name (``_UNCAUGHT_NAME``) at the line's start; else None (a rank's copy behind
+    a prefix, a report a function caught and printed, one Python went on from)."""
+    if lines[head].rstrip() != _TRACEBACK + ":":
+        return None
+    framed = False
+    for k in range(head + 1, min(len(lines), head + _TRACEBACK_LINES)):
+        ln = lines[k].rstrip()
+        if ln[:1].isspace():
+            if not framed and _TOP_FRAME.match(ln.strip()) is None:
+                return None
+            framed = True
+            continue
+        return k if framed and _UNCAUGHT_NAME.match(ln) and not ln.startswith("File ") else None
+    return None
 
 
 def _completed_before(lines: Sequence[str], floor: int, head: int) -> bool:

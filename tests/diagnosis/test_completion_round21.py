@@ -1,0 +1,91 @@
+"""Reader round 21, healthy or failed: excerpts written by hand in the formats the interpreter, the libraries and the
+job scripts print. A program run again with its output appended to the same file after an uncaught exception
+(CPython's ``sys.excepthook`` report, then the interpreter exits) starts a new attempt where its opening prints come
+again; nothing else that looks alike does."""
+
+from __future__ import annotations
+
+from gpulens.diagnosis.logread.attempts import attempt_starts
+from gpulens.diagnosis.logread.whole import diagnose_text
+
+_LIB = "/opt/env/lib/python3.11/site-packages"
+#: What torch warns at import in each launch (the file's first line, no banner), then the script's opening prints.
+_WARNED = [f"{_LIB}/torch/cuda/__init__.py:230: UserWarning: sm_120 is not compatible",
+           "  warnings.warn("]
+_OPENING = [*_WARNED, "Using device: cuda", "GPU memory: 24.0 GB", "Loading dataset from ./data/cifar"]
+#: Where the opening prints start again in a launch (after its import warnings).
+_OWN = len(_WARNED)
+
+
+def _frame(path: str, line: int, func: str, code: str) -> list[str]:
+    return [f'  File "{path}", line {line}, in {func}', f"    {code}"]
+
+
+def _uncaught(script: str = "/work/proj/train.py", last: str = "RuntimeError: CUDA error: out of memory") -> list[str]:
+    """``sys.excepthook``'s report of an exception that reached the script's top level."""
+    return ["Traceback (most recent call last):", *_frame(script, 88, "<module>", "loss = model(x)"),
+            *_frame(f"{_LIB}/torch/nn/modules/module.py", 1553, "_wrapped_call_impl", "return self._call_impl(*args)"),
+            last]
+
+
+_STEPS = [f"step {i}/40 loss {3.0 - i * 0.01:.3f}" for i in range(1, 6)]
+_SUMMARY = ["---", "val_loss:        2.914", "training_seconds: 120.4", "num_steps:        40"]
+
+
+def _relaunched() -> list[str]:
+    return [*_OPENING, *_STEPS[:2], *_uncaught(), "", *_OPENING, *_STEPS, *_SUMMARY]
+
+
+def test_a_script_run_again_after_an_uncaught_exception_starts_a_new_attempt() -> None:
+    lines = _relaunched()
+    assert attempt_starts(lines) == [0, len(_OPENING) + 2 + 6 + 1 + _OWN]
+
+
+def test_the_completed_relaunch_is_a_normal_end() -> None:
+    """The earlier launch's exception is not the last attempt's: the run that ends the file finished."""
+    w = diagnose_text("\n".join(_relaunched()))
+    assert w.diagnosis.category == "none"
+    assert w.attempts == 2
+
+
+def test_a_caught_and_printed_traceback_starts_nothing() -> None:
+    """``traceback.print_exc()`` in the function that caught it: the report starts at that function, not the top
+    level; the program went on (here: a retry printing its opening lines again in the same process)."""
+    caught = ["Traceback (most recent call last):", *_frame("/work/proj/train.py", 40, "run_once", "loss = model(x)"),
+              "RuntimeError: CUDA error: out of memory"]
+    lines = [*_OPENING, *_STEPS[:2], *caught, *_OPENING, *_STEPS, *_SUMMARY]
+    assert attempt_starts(lines) == [0]
+
+
+def test_a_ranks_prefixed_traceback_starts_nothing() -> None:
+    """torchrun's ``--tee``/``[rankN]:`` copy of a worker's traceback: other ranks' lines follow it in the same launch."""
+    ranked = [f"[rank1]: {ln}" for ln in _uncaught()]
+    lines = [*_OPENING, *_STEPS[:2], *ranked, *_OPENING, *_STEPS, *_SUMMARY]
+    assert attempt_starts(lines) == [0]
+
+
+def test_another_programs_exit_is_the_pipelines_next_stage() -> None:
+    """A job script that runs training, then a scoring tool (its console script's traceback), then training again:
+    one attempt of several stages (README P11), as the program that opened the file is not the one that exited."""
+    lines = [*_OPENING, *_STEPS[:2], *_uncaught(), *_OPENING, *_STEPS[:2],
+             *_uncaught("/opt/env/bin/sacrebleu", "FileNotFoundError: [Errno 2] No such file or directory: 'hyp.txt'"),
+             *_OPENING, *_STEPS, *_SUMMARY]
+    starts = attempt_starts(lines)
+    assert len(starts) == 2  # the training script's own relaunch only
+    assert starts[1] == len(_OPENING) + 2 + 6 + _OWN
+
+
+def test_opening_prints_inside_a_chained_report_start_nothing() -> None:
+    """An exception raised while handling another: the report goes on after the first exception line."""
+    chained = [*_uncaught(), "", "During handling of the above exception, another exception occurred:", "", *_uncaught()]
+    lines = [*_OPENING, *_STEPS[:2], *chained]
+    assert attempt_starts(lines) == [0]
+
+
+def test_a_pbs_epilogue_after_the_exit_is_no_relaunch() -> None:
+    """Torque's epilogue repeats the prologue's job lines after the job's last output: the job's end, not a launch."""
+    job = ["Job ID:     4472538.sched.example.edu", "User ID:    alice"]
+    lines = [*job, *_OPENING, *_STEPS[:2], *_uncaught(), "Successfully completed",
+             "---------------------------------------", "Begin PBS Epilogue Wed May  4 22:02:59 EDT 2022", *job,
+             "Resources:  cput=00:10:00,vmem=0kb,walltime=00:05:00"]
+    assert attempt_starts(lines) == [0]
