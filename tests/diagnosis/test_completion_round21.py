@@ -89,3 +89,75 @@ def test_a_pbs_epilogue_after_the_exit_is_no_relaunch() -> None:
              "---------------------------------------", "Begin PBS Epilogue Wed May  4 22:02:59 EDT 2022", *job,
              "Resources:  cput=00:10:00,vmem=0kb,walltime=00:05:00"]
     assert attempt_starts(lines) == [0]
+
+
+# ----------------------------------------------------------------- a runner's summary of failed commands
+
+
+def _runner(stage_end: list[str]) -> list[str]:
+    """A pipeline runner's log (its own logger's records), each stage a command it runs and reports on."""
+    rec = "2025-01-02 10:00:00 | {} | {}".format
+    return [rec("INFO", "STAGE 1: Training"), rec("INFO", "Running: python train.py --config cfg.yaml"),
+            rec("INFO", "  Success"), rec("INFO", "STAGE 2: Evaluation"),
+            rec("INFO", "Running: python eval.py --config cfg.yaml"), *[rec(lvl, msg) for lvl, msg in stage_end],
+            rec("INFO", "=" * 40), rec("INFO", "EXPERIMENT COMPLETE"), rec("INFO", "=" * 40),
+            rec("INFO", "Total time: 3h 02m 11s"), rec("INFO", "Results saved to: /work/out/experiment")]
+
+
+def test_a_runners_banner_after_its_last_command_failed_is_no_normal_end() -> None:
+    """The runner prints its closing banner whatever its commands' exit statuses: its last command failed."""
+    lines = _runner([("ERROR", "Command failed with code 2"), ("ERROR", "  Usage: eval.py [OPTIONS] COMMAND [ARGS]..."),
+                     ("ERROR", "  Error: No such command 'cfg.yaml'.")])
+    w = diagnose_text("\n".join(lines))
+    assert w.diagnosis.category != "none"
+    assert w.indicator_lines[0] == 6  # the runner's report, then the error the command printed
+
+
+def test_calledprocesserror_before_the_banner_is_no_normal_end() -> None:
+    """Python's ``subprocess.CalledProcessError`` message, logged by the runner that caught it."""
+    lines = _runner([("ERROR", "Stage failed: Command '['python', 'eval.py']' returned non-zero exit status 1.")])
+    assert diagnose_text("\n".join(lines)).diagnosis.category != "none"
+
+
+def test_a_runner_that_went_on_after_a_failed_command_ended_normally() -> None:
+    """An earlier command failed, later ones succeeded, then the banner: the banner stands."""
+    lines = _runner([("ERROR", "Command failed with code 1"), ("INFO", "Running: python analyze.py"),
+                     ("INFO", "  Success"), ("INFO", "Running: python report.py"), ("INFO", "  Success"),
+                     ("INFO", "Running: python export.py"), ("INFO", "  Success"), ("INFO", "Running: python plot.py"),
+                     ("INFO", "  Success"), ("INFO", "Wrote 12 figures to /work/out/figs")])
+    assert diagnose_text("\n".join(lines)).diagnosis.category == "none"
+
+
+def _batch(failed: int) -> list[str]:
+    """A batch script that runs five evaluations, catches a failed one's exit status, goes on, then sums up."""
+    out = ["[INFO] Progress: [1/5] (20%) - MedNLI", "Accuracy: 0.81", "[SUCCESS] Completed: MedNLI"]
+    if failed:
+        logged = "ERROR 02-20 12:40:27 [core.py:702] "  # vLLM's engine logs the exception that stops it (logger.exception)
+        out += ["[INFO] Progress: [2/5] (40%) - PubMedQA", logged + "EngineCore encountered a fatal error.",
+                logged + "Traceback (most recent call last):",
+                *[logged + ln for ln in _frame(f"{_LIB}/vllm/v1/engine/core.py", 693, "run_engine_core", "engine_core.run_busy_loop()")],
+                *[logged + ln for ln in _frame(f"{_LIB}/vllm/v1/worker/gpu_model_runner.py", 1755, "execute_model",
+                                               "assert end_idx <= self.max_model_len, (")],
+                logged + "AssertionError: 2049 > max_model_len: 2048", "[ERROR] Failed: PubMedQA - Exit code: 1",
+                "[WARNING] Continuing with next evaluation..."]
+    for k, task in ((3, "NLI4PR"), (4, "MedMCQA"), (5, "MedQA")):  # the next runs, each with its own set-up lines
+        out += [f"[INFO] Progress: [{k}/5] ({20 * k}%) - {task}", f"[INFO] Output: /work/out/{task}", "[INFO] Clearing GPU memory...",
+                "GPU memory cleared", f"Loading model Qwen/Qwen2-0.5B-Instruct for {task}", "Model loading took 0.92 GiB",
+                *[f"Processed prompts: {25 * j}%|███       | {j}/4 [00:0{j}<00:01,  3.91it/s]" for j in range(1, 5)],
+                f"Accuracy: 0.{60 + k}", f"[SUCCESS] Completed: {task}"]
+    out += ["",
+            "==================================================", "[INFO] Evaluation Summary",
+            "==================================================", f"Passed: {5 - failed}/5", f"Failed: {failed}/5",
+            "Duration:        0h 12m 40s", "=================================================="]
+    return out
+
+
+def test_a_batch_summary_counting_a_failed_run_is_no_normal_end() -> None:
+    lines = _batch(1)
+    w = diagnose_text("\n".join(lines))
+    assert w.diagnosis.category != "none"
+    assert w.indicator_lines[0] == next(i for i, ln in enumerate(lines) if "AssertionError" in ln) + 1
+
+
+def test_a_batch_summary_with_no_failed_run_is_a_normal_end() -> None:
+    assert diagnose_text("\n".join(_batch(0))).diagnosis.category == "none"
