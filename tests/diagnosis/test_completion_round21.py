@@ -161,3 +161,19 @@ def test_a_batch_summary_counting_a_failed_run_is_no_normal_end() -> None:
 
 def test_a_batch_summary_with_no_failed_run_is_a_normal_end() -> None:
     assert diagnose_text("\n".join(_batch(0))).diagnosis.category == "none"
+
+
+# ----------------------------------------------------------------- the job's own last error message
+
+
+def test_an_error_the_job_caught_and_printed_as_its_last_words_is_diagnosed() -> None:
+    """A script that catches the exception, prints it in its own words and stops (torch's ``load_state_dict``
+    message and its tab-indented key lists, module.py): the cause is in the log, not "killed from outside"."""
+    lines = ["[2026-03-01 10:00:00] Epoch 3 best model saved | test acc: 95.17%", "[2026-03-01 10:00:00] 3  0.0765  97.77  95.17",
+             "[5/6] Converting to INT8...",
+             "[2026-03-01 10:00:01] INT8 conversion failed: Error(s) in loading state_dict for QuantizableResNet:",
+             '\tMissing key(s) in state_dict: "bn1.weight", "bn1.bias", "layer1.0.bn1.weight".',
+             '\tUnexpected key(s) in state_dict: "conv1.bn.weight", "conv1.weight_fake_quant.scale".']
+    w = diagnose_text("\n".join(lines))
+    assert w.diagnosis.category == "checkpoint_error"
+    assert w.indicator_lines == [4]

@@ -146,7 +146,8 @@ class End:
     index: int
     strength: float
     why: str
-    #: ``index`` is the exception line of a run a batch runner counted as failed (the failure to diagnose)
+    #: ``index`` is a failure the log states (the exception of a run a batch runner counted as failed, an
+    #: error message the job printed as its last words): the cause is there, to diagnose
     failed_run: bool = False
 
     @property
@@ -311,7 +312,8 @@ def _ends_in_error(lines: Sequence[str], tail: Sequence[int]) -> End | None:
         if not _ERROR_TEXT.search(shown) or _says_arning(shown) or shown.startswith(_NOT_OUTPUT):
             break
         run.append(i)
-    return End(run[-1], 0.0, "the log ends with an error message the job printed itself (no exception line),") if run else None
+    return End(run[-1], 0.0, "the log ends with an error message the job printed itself (no exception line)",
+               failed_run=True) if run else None
 
 
 def _after_progress(lines: Sequence[str], floor: int, progress: Sequence[int], tail: Sequence[int]) -> End | None:

@@ -216,7 +216,7 @@ def _diagnose(src: WholeText, clf: Classifier | None, file: str | None, min_conf
     if done is None and not failures and not open_traceback(lines, frontier):
         # no failure line at all in the last attempt: how does it end?
         end = end_of_attempt(lines, a0)
-        if end is not None and end.failed_run:  # a run the runner counted as failed: its exception decides
+        if end is not None and end.failed_run:  # a failure the log states (a failed run's exception, the job's last error message) decides
             return _abstain(_failed(base, src, starts, end.index, [end.index], [], clf or whole_classifier(), file),
                             min_confidence)
         if end is not None and end.stopped:
