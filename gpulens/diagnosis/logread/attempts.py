@@ -51,7 +51,89 @@ def attempt_starts(lines: Sequence[str]) -> list[int]:
             i -= 1
         if i - starts[-1] > _MIN_ATTEMPT and i < len(lines):
             starts.append(i)
+    return _merged(starts, _relaunches(lines), len(lines))
+
+
+def _merged(starts: list[int], relaunches: Sequence[tuple[int, int]], n: int) -> list[int]:
+    """``starts`` with the start of each relaunch ``(exit, start)`` that no start in
+    ``(exit, start]`` already marks and that is more than ``_MIN_ATTEMPT`` lines from the starts
+    around it, in order."""
+    for end, i in relaunches:
+        if any(end < s <= i for s in starts):
+            continue  # a launcher's banner between the exit and the opening prints starts it already
+        before = max(s for s in starts if s <= i)
+        after = min((s for s in starts if s > i), default=n)
+        if i - before > _MIN_ATTEMPT and after - i > _MIN_ATTEMPT:
+            starts = sorted([*starts, i])
     return starts
+
+
+_TB = "Traceback (most recent call last):"
+#: The file's first lines read for the program's opening prints (before any traceback).
+_OPENING = 20
+#: Lines after an exit's exception line searched for the program's opening prints again (the
+#: exception message's other lines, the next launch's import warnings come between).
+_AFTER_EXIT = 12
+#: A Torque/PBS epilogue's banner ("Begin PBS Epilogue <date>"): what follows it is the ended
+#: job's report (its "Job ID:", "User ID:" lines as the prologue printed them), no new launch.
+_EPILOGUE = "Epilogue"
+
+
+def _relaunches(lines: Sequence[str]) -> list[tuple[int, int]]:
+    """(exit, start) of each launch of the program run again with its output appended to the same
+    file (``python train.py >> run.log 2>&1`` after a crash): two consecutive opening prints of the
+    file (:func:`_opening_pairs`) printed again in the same order within ``_AFTER_EXIT`` lines after
+    the exception line of a traceback the interpreter printed as it exited
+    (:func:`completion.process_exit`: unprefixed, from the top level, uncaught), before any other
+    traceback starts, when that traceback's top-level script is the one whose traceback first ended
+    a process in the file (the program that printed the opening). Another script's exit followed by
+    them (a pipeline's job script going on to its next stage, README P11: one attempt), a caught
+    error, a rank's traceback behind a prefix, or opening prints that follow no exit start nothing."""
+    from gpulens.diagnosis.logread.completion import process_exit
+
+    heads = find_keys(lines, (_TB,), 0)
+    pairs = _opening_pairs(lines, min(heads[0], _OPENING)) if heads else set()
+    exits = [(h, e) for h in heads if (e := process_exit(lines, h)) is not None] if pairs else []
+    out = []
+    for h, end in exits:
+        j = _pair_after(lines, end, pairs) if _script(lines[h + 1]) == _script(lines[exits[0][0] + 1]) else None
+        if j is not None:
+            out.append((end, j))
+    return out
+
+
+def _script(frame: str) -> str:
+    """The file a traceback's frame line names (``  File "train.py", line 12, in <module>``)."""
+    return frame.split('"')[1] if frame.count('"') >= 2 else frame
+
+
+def _opening_pairs(lines: Sequence[str], head: int) -> set[tuple[str, str]]:
+    """Pairs of consecutive lines among ``lines[:head]``, each an opening print (:func:`_opening`)
+    printed once there (a line every rank prints at start repeats in any launch's head)."""
+    once = {ln for ln in lines[:head] if lines[:head].count(ln) == 1 and _opening(ln)}
+    return {(lines[k], lines[k + 1]) for k in range(head - 1) if lines[k] in once and lines[k + 1] in once}
+
+
+def _pair_after(lines: Sequence[str], end: int, pairs: set[tuple[str, str]]) -> int | None:
+    """The first line within ``_AFTER_EXIT`` lines after ``end`` that starts one of ``pairs``;
+    None when none does before a traceback, a chained exception's separator or an epilogue."""
+    for j in range(end + 1, min(len(lines) - 1, end + 1 + _AFTER_EXIT)):
+        if "Traceback" in lines[j] or "exception" in lines[j] or _EPILOGUE in lines[j]:
+            return None  # another report, the chain goes on ("During handling of the above exception, ..."), the job's end
+        if (lines[j], lines[j + 1]) in pairs:
+            return j
+    return None
+
+
+def _opening(line: str) -> bool:
+    """A program's own opening print: a banner-like line (:func:`_banner`) that starts with a letter
+    or digit (no table row, no frame) and says no error."""
+    s = line.strip()
+    return len(s) >= 8 and s[0].isalnum() and _banner(line) and _ERRORISH.search(s) is None
+
+
+#: Words of an error message, never a program's opening print.
+_ERRORISH = re.compile(r"(?i)error|exception|fail")
 
 
 #: An attempt is longer than this many lines (the gap between two starts, and what a repeat of

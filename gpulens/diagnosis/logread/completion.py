@@ -30,7 +30,7 @@ from gpulens.diagnosis.logread.lines import (
 from gpulens.diagnosis.logs import find_keys
 
 __all__ = ["AT_EXIT", "COMPLETION_COVER", "COMPLETION_KEYS", "End", "FinishedBefore", "HANDLED_LOOKBACK", "completion_strength", "end_evidence", "end_of_attempt", "is_completion",
-           "after_work", "is_progress_bar", "last_words", "open_traceback", "printed_before", "signal_reports", "trial_after", "went_on",
+           "after_work", "is_progress_bar", "last_words", "open_traceback", "printed_before", "process_exit", "closed_after_failed_stage", "stage_failed", "signal_reports", "trial_after", "went_on",
            "written_after_bar"]
 
 #: Literal keys (``str.find`` prefilter) of the completion messages below: every message the
@@ -146,6 +146,9 @@ class End:
     index: int
     strength: float
     why: str
+    #: ``index`` is a failure the log states (the exception of a run a batch runner counted as failed, an
+    #: error message the job printed as its last words): the cause is there, to diagnose
+    failed_run: bool = False
 
     @property
     def stopped(self) -> bool:
@@ -195,6 +198,15 @@ _INTERRUPTED = re.compile(r"\b[Ii]nterrupted by (?:the )?user\b|\bDetected Keybo
 _FAILED_TALLY = re.compile(
     r"^=*\s*(?:\d+ \w+, )*[1-9]\d* (?:failed|errors?)(?:, \d+ \w+)* in [\d.]+s\b|^FAILED \((?:failures|errors)=[1-9]"
     r"|\btests passed, [1-9]\d* tests? failed out of \d+")
+#: A batch runner's closing summary that counts the runs it started (the shell loops and Python drivers
+#: that run one evaluation or training per configuration, catch each one's non-zero exit and go on): a
+#: line of its own "Failed: 1/5", "Failed:          1", "Failed runs: 2" (not zero), beside the count
+#: of those that passed ("Passed: 4/5", "Successful: 4", "Succeeded: 3"), as Nextflow's and Snakemake's
+#: run summaries and CI runners count jobs. Both counts on lines of their own: a metric ("failed episodes:
+#: 3 (success rate 0.97)") is not one.
+_RUNS_FAILED = re.compile(r"^(?:[Ff]ailed|FAILED)(?: (?:runs|jobs|tasks|stages|modes|steps|experiments))?\s*:\s*[1-9]\d*(?:\s*/\s*\d+)?$")
+_RUNS_PASSED = re.compile(r"^(?:[Pp]assed|PASSED|[Ss]uccessful|[Ss]ucceeded|SUCCEEDED)(?: (?:runs|jobs|tasks|stages|modes|steps|experiments))?"
+                          r"\s*:\s*\d+(?:\s*/\s*\d+)?$")
 _TAIL = 12
 #: Non-blank lines after the last progress line that still count as "the log ends in progress"
 #: (a bar's last refresh is often printed twice, or followed by a blank tracker line).
@@ -216,7 +228,13 @@ def end_evidence(lines: Sequence[str], floor: int, progress: Sequence[int]) -> E
     if stop is not None:
         return End(stop, 0.0, "the run was interrupted before its end: the job caught a Ctrl-C (SIGINT), reported it "
                               "and exited (stopped by a user or a scheduler's SIGINT).")
+    runs = _runs_failed(lines, tail)
+    if runs is not None and (failed := failed_run_line(lines, floor, runs)) != runs:
+        return End(failed, 0.0, "the runner's closing summary counts runs that failed: the last failed run's "
+                                "exception is the failure", failed_run=True)
     tally = next((i for i in reversed(tail) if _FAILED_TALLY.search(logs.normalize_line(_shown(lines[i])).strip())), None)
+    if tally is None:
+        tally = runs
     if tally is not None:
         return End(failed_run_line(lines, floor, tally), 0.0, "the job's closing summary counts runs or tests that failed: some of its work did "
                                "not end normally (the cause is in the failed run's own lines, if the log holds them).")
@@ -230,6 +248,14 @@ def end_evidence(lines: Sequence[str], floor: int, progress: Sequence[int]) -> E
         gone = next((i for i in tail if i > got[-1] and _TRACKER_LEAK.search(lines[i])), got[-1])
         return End(gone, 0.0, "the log stops in the middle of the run, short of the end its counter names,")
     return End(got[-1], 0.7, "it ends with its results") if got else _ends_in_error(lines, tail)
+
+
+def _runs_failed(lines: Sequence[str], tail: Sequence[int]) -> int | None:
+    """The line of a batch runner's closing summary among ``tail`` that counts failed runs beside a
+    count of passed ones (``_RUNS_FAILED``, ``_RUNS_PASSED``); None without one."""
+    shown = {i: logs.normalize_line(_shown(lines[i])).strip() for i in tail}
+    failed = next((i for i in reversed(tail) if _RUNS_FAILED.match(shown[i])), None)
+    return failed if failed is not None and any(_RUNS_PASSED.match(t) for t in shown.values()) else None
 
 
 #: Python's multiprocessing resource tracker cleaning up after the processes that used it have all exited
@@ -286,7 +312,8 @@ def _ends_in_error(lines: Sequence[str], tail: Sequence[int]) -> End | None:
         if not _ERROR_TEXT.search(shown) or _says_arning(shown) or shown.startswith(_NOT_OUTPUT):
             break
         run.append(i)
-    return End(run[-1], 0.0, "the log ends with an error message the job printed itself (no exception line),") if run else None
+    return End(run[-1], 0.0, "the log ends with an error message the job printed itself (no exception line)",
+               failed_run=True) if run else None
 
 
 def _after_progress(lines: Sequence[str], floor: int, progress: Sequence[int], tail: Sequence[int]) -> End | None:
@@ -681,9 +708,71 @@ def uncaught_exception(lines: Sequence[str], floor: int, at: int) -> bool:
     return False
 
 
+def process_exit(lines: Sequence[str], head: int) -> int | None:
+    """The index of the exception line that ends the traceback whose header is ``lines[head]``,
+    when that traceback is one the interpreter printed as it exited (``sys.excepthook`` on an
+    uncaught exception, CPython Python/pythonrun.c ``_PyErr_PrintEx``, then the interpreter
+    finalises and exits 1): the header alone on its line, with no launcher's or logger's prefix,
+    then the indented frames, the first of them the program's top level (``_TOP_FRAME``), then
+    the exception's name (``_UNCAUGHT_NAME``) at the line's start; else None (a rank's copy behind
+    a prefix, a report a function caught and printed, one Python went on from)."""
+    if lines[head].rstrip() != _TRACEBACK + ":":
+        return None
+    framed = False
+    for k in range(head + 1, min(len(lines), head + _TRACEBACK_LINES)):
+        ln = lines[k].rstrip()
+        if ln[:1].isspace():
+            if not framed and _TOP_FRAME.match(ln.strip()) is None:
+                return None
+            framed = True
+            continue
+        return k if framed and _UNCAUGHT_NAME.match(ln) and not ln.startswith("File ") else None
+    return None
+
+
 def _completed_before(lines: Sequence[str], floor: int, head: int) -> bool:
     """Whether a completion message (:func:`is_completion`) precedes ``lines[head]`` in the attempt."""
     return bool(last_matching(lines, COMPLETION_COVER, lambda ln: is_completion(logs.normalize_line(ln)), floor, head))
+
+
+#: A job script's or a pipeline runner's report that a command it ran exited non-zero: Python's
+#: ``subprocess.CalledProcessError`` ("Command '['python', 'eval.py']' returned non-zero exit status 2.",
+#: Lib/subprocess.py ``CalledProcessError.__str__``), execa's ("Command failed with exit code 2: python
+#: eval.py", lib/error.js ``getErrorPrefix``) and the runners written after them ("Command failed with code 1",
+#: "Stage 'eval' failed with exit code 1", "Step 3 failed with return code 2").
+_STAGE_FAILED = Guarded(
+    r"\breturned non-zero exit status -?[1-9]"
+    r"|\b(?:[Cc]ommand|[Pp]rocess|[Ss]ubprocess|[Ss]tage|[Ss]tep|[Tt]ask|[Jj]ob)\b[^\n]{0,80}?\bfailed with "
+    r"(?:exit |return )?(?:code|status)\s*[:=]?\s*-?[1-9]",
+    ("non-zero exit status", "failed with"),
+)
+#: Non-blank lines a runner prints after its last command's report and before its closing banner's
+#: completion line (a ruler, "EXPERIMENT COMPLETE", the time it took), the failed command's own
+#: error output it echoes aside.
+CLOSING_LINES = 6
+
+
+def stage_failed(norm: str) -> bool:
+    """Whether a (normalized) line is a runner's report that a command it ran exited non-zero (``_STAGE_FAILED``)."""
+    return _STAGE_FAILED.search(norm) is not None
+
+
+def closed_after_failed_stage(lines: Sequence[str], failures: Sequence[int], done: int) -> int | None:
+    """The runner's report that its last command exited non-zero (:func:`stage_failed`), when the
+    completion line at ``done`` is only its closing banner after it: between the two, the failed
+    command's error output it echoes (failure lines, records at ERROR level) and at most
+    ``CLOSING_LINES`` other non-blank lines. The runner prints its banner whatever its commands'
+    exit statuses; the last of them failed, and nothing ran after it. None when there is none."""
+    echoed = set(failures)
+    other = 0
+    for k in range(done - 1, -1, -1):
+        if stage_failed(logs.normalize_line(lines[k])):
+            return k
+        if lines[k].strip() and k not in echoed and "ERROR" not in lines[k]:
+            other += 1
+            if other > CLOSING_LINES:
+                return None
+    return None
 
 
 #: Lines before an uncaught exception's line searched for its other copies.

@@ -24,6 +24,7 @@ from gpulens.diagnosis.logread.completion import (
     HANDLED_LOOKBACK,
     End,
     after_work,
+    closed_after_failed_stage,
     completion_strength,
     end_of_attempt,
     finished_before,
@@ -202,6 +203,10 @@ def _diagnose(src: WholeText, clf: Classifier | None, file: str | None, min_conf
     done = _completion_after(lines, a0, failures)
     if done is not None and failures and _ended_by(lines, frontier, failures, done[0]):
         done = None  # the process died there: what prints "done" after it is the job script, not the run
+    elif done is not None and failures and (report := closed_after_failed_stage(lines, failures, done[0])) is not None:
+        # the runner's banner after its last command failed: its report of that command is the failure
+        # line, and the error context starts there (what the command printed as it failed follows it)
+        failures, done, frontier = sorted({report, *(i for i in failures if i > report)}), None, report
     earlier = None
     if done is not None and _trained_after(lines, done[0], frontier):
         earlier, done = done, None  # training went on after it: one stage of several, or printed during the run
@@ -211,6 +216,9 @@ def _diagnose(src: WholeText, clf: Classifier | None, file: str | None, min_conf
     if done is None and not failures and not open_traceback(lines, frontier):
         # no failure line at all in the last attempt: how does it end?
         end = end_of_attempt(lines, a0)
+        if end is not None and end.failed_run:  # a failure the log states (a failed run's exception, the job's last error message) decides
+            return _abstain(_failed(base, src, starts, end.index, [end.index], [], clf or whole_classifier(), file),
+                            min_confidence)
         if end is not None and end.stopped:
             return _stopped(base, src, end, starts, file, clf.rules if clf is not None else load_rules())
         if end is None and earlier is not None:
