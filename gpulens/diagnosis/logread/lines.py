@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.guarded import Guarded, Prefiltered, contains_any, remembered
 from gpulens.diagnosis.logread.ranks import prefix_rank, strip_prefix
+from gpulens.diagnosis.logread.tracebacks import TRACEBACK
 from gpulens.diagnosis.logs import find_keys
 
 __all__ = [
@@ -455,8 +456,6 @@ def process_key(line: str) -> str | None:
     return None if rank is None else f"rank{rank}"
 
 
-_TRACEBACK = "Traceback (most recent call last)"
-
 
 #: Lines at the end of a log searched for its last non-blank one.
 _LAST_LINES = 50
@@ -471,7 +470,7 @@ def driver_report(lines: Sequence[str], lo: int) -> tuple[int, int] | None:
     last = next((ln for ln in reversed(lines[-_LAST_LINES:]) if ln.strip()), "")
     if process_key(last) is None:
         return None  # the log ends with a line of no other process (the cheap test first)
-    tbs = [i for i in find_keys(lines, (_TRACEBACK,), lo) if process_key(lines[i]) is None]
+    tbs = [i for i in find_keys(lines, (TRACEBACK,), lo) if process_key(lines[i]) is None]
     if not tbs:
         return None
     head = tbs[-1]

@@ -48,6 +48,22 @@ from gpulens.diagnosis.logread.lines import (
     launch_banner,
     spawned_child,
 )
+from gpulens.diagnosis.logread.tracebacks import (
+    CHAINED,
+    EXCEPTION,
+    TRACEBACK,
+    chain_start,
+    chained,
+    has_head,
+    inside_chain,
+    norm_body,
+    own_frame_code,
+    python_head,
+    starts_head,
+    thread_died,
+    traceback_head,
+    unprefixed,
+)
 
 __all__ = ["chain_start", "failure_point", "first_origin", "interleaved", "is_report_head", "is_root_error", "pick_lines", "relaunched", "same_origin",
            "secondary_lines", "verdict_lines"]
@@ -391,7 +407,7 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
                   lambda i: same_origin(tags.of(i), first))
     hook = _hook_errors(lines, start)
     own, caught = _own_errors(at, hook, _ownline(tags, first))
-    middles = {i for i in own if _inside_chain(lines, i)}
+    middles = {i for i in own if inside_chain(lines, i)}
     own = [i for i in own if i not in middles]
     verdict_at = verdict_lines(lines, start)
     run_end = _run_end(own, verdict_at)
@@ -419,10 +435,6 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
 #: A bare ``StopIteration`` ending a traceback: an exhausted iterator, which a library raises for the caller's
 #: ``next()`` (torch's DataLoader ``_next_data``: ``raise StopIteration``); the caller's statement is what failed.
 _BARE_EXCEPTION = re.compile(r"(?:[\w.]+\.)?StopIteration\s*$")
-#: Where installed libraries' files live (a frame there is not the job's own code).
-_LIBRARY_DIRS = ("site-packages/", "dist-packages/", "/lib/python3.", "/lib/python2.")
-#: Frames read up from a bare exception line for the job's own.
-_FRAMES_UP = 60
 
 
 def _with_bare_source(lines: Sequence[str], found: list[int], cap: int) -> list[int]:
@@ -432,31 +444,12 @@ def _with_bare_source(lines: Sequence[str], found: list[int], cap: int) -> list[
     ``next(iter(loader))`` does). Not when that line is within 2 lines of the exception (the line above)."""
     out = list(found)
     for i in found:
-        if len(out) >= cap or _BARE_EXCEPTION.fullmatch(_norm_body(lines[i])) is None:
+        if len(out) >= cap or _BARE_EXCEPTION.fullmatch(norm_body(lines[i])) is None:
             continue
-        src = _own_frame_code(lines, i)
+        src = own_frame_code(lines, i)
         if src is not None and src < i - 2 and src not in out:
             out.append(src)
     return out
-
-
-def _own_frame_code(lines: Sequence[str], i: int) -> int | None:
-    """The index of the code line of the last traceback frame above the exception line ``i`` that is not in a
-    library's file, when the last frame is in one; else None."""
-    frames = []
-    for k in range(i - 1, max(-1, i - _FRAMES_UP), -1):
-        body = _body(lines[k])
-        if body.strip() and not body[:1].isspace():
-            break  # the traceback's head
-        if body.lstrip().startswith('File "'):
-            frames.append(k)
-    if not frames or not any(d in lines[frames[0]] for d in _LIBRARY_DIRS):
-        return None
-    own = next((k for k in frames if not any(d in lines[k] for d in _LIBRARY_DIRS)), None)
-    if own is None or own + 1 >= i:
-        return None
-    code = _body(lines[own + 1])
-    return own + 1 if code.strip() and code[:1].isspace() and not code.lstrip().startswith('File "') else None
 
 
 def relaunched(lines: Sequence[str], start: int, failures: Sequence[int]) -> int:
@@ -617,7 +610,7 @@ def _without_teardown(lines: Sequence[str], own: list[int], norm: Callable[[int]
         prev = out[-1] if out else None  # the last line kept (the traceback a report follows)
         report = own[n - 1] if n else None  # the line just before, kept or not (a dropped SIGTERM report)
         if prev is not None and not any(is_progress(ln) for ln in lines[prev + 1:i]) \
-                and _STOP_REPORT.search(norm(i)) and (_ended_uncaught(lines, prev) or _thread_died(lines, prev)):
+                and _STOP_REPORT.search(norm(i)) and (_ended_uncaught(lines, prev) or thread_died(lines, prev)):
             continue
         if report is not None and not any(is_progress(ln) for ln in lines[report + 1:i]) \
                 and _sigterm_report(norm(report)) and _WORKERS_TERMINATED.search(norm(i)):
@@ -630,14 +623,6 @@ def _sigterm_report(norm: str) -> bool:
     """Whether a line is Paddle's report of a SIGTERM (:data:`_STOP_REPORT`, "Termination signal")."""
     m = _STOP_REPORT.search(norm)
     return m is not None and m.group(1) == "Termination"
-
-
-def _thread_died(lines: Sequence[str], i: int) -> bool:
-    """Whether the exception line ``i`` ends a thread's uncaught exception, as ``threading.excepthook``
-    prints it ("Exception in thread Thread-2:" then its traceback; CPython Lib/threading.py): the thread
-    that fed the process (a data loader's reader thread) is gone, what stops the process next is teardown."""
-    head = _python_head(lines, i)
-    return head is not None and head > 0 and _body(lines[head - 1]).lstrip().startswith("Exception in thread ")
 
 
 #: A data loader's report that its worker processes ended by SIGTERM (Paddle's
@@ -662,7 +647,7 @@ def _without_spawned(lines: Sequence[str], own: list[int], region: Sequence[int]
 
 def _spawn_exception(lines: Sequence[str], i: int) -> bool:
     """Whether line ``i`` ends a spawned child's bootstrap traceback."""
-    head = _traceback_head(lines, i)
+    head = traceback_head(lines, i)
     return head is not None and spawned_child(lines, head, i)
 
 
@@ -753,9 +738,9 @@ def _logged_warning(raw: str) -> bool:
     a warning is not the failure): torch._dynamo logs the exception of a graph it failed to compile with its
     traceback at warning level and runs the code uncompiled (``suppress_errors``), so the exception
     line that ends that record did not end the process."""
-    body = _body(raw)
+    body = unprefixed(raw)
     m = _WARNING_HEAD.match(body) if body[:1] == "W" else None
-    return m is not None and _EXCEPTION.match(logs.normalize_line(body[m.end():]).strip()) is not None
+    return m is not None and EXCEPTION.match(logs.normalize_line(body[m.end():]).strip()) is not None
 
 
 #: A logging record's level as the commonest formats print it, at the start of the line: logging's
@@ -771,16 +756,16 @@ def _logged_and_went_on(lines: Sequence[str], i: int, own: Sequence[int], norm: 
     above "Traceback (most recent call last):") after which the same process raised another error
     in a traceback of its own, not chained to it, that does not restate it: the logged exception
     was caught and the program went on (README rule R1), the later one ended it."""
-    if not _EXCEPTION.match(_norm_body(lines[i])):
+    if not EXCEPTION.match(norm_body(lines[i])):
         return False
-    head = _python_head(lines, i)
-    if head is None or _body(lines[head]).strip() != _TRACEBACK + ":":
+    head = python_head(lines, i)
+    if head is None or unprefixed(lines[head]).strip() != TRACEBACK + ":":
         return False
     record = next((k for k in range(head - 1, max(-1, head - 3), -1) if lines[k].strip()), None)
-    if record is None or _RECORD_LEVEL.match(_body(lines[record])) is None:
+    if record is None or _RECORD_LEVEL.match(unprefixed(lines[record])) is None:
         return False
     said = _bare_shape(norm(i))
-    later = [j for j in own if j > i and _EXCEPTION.match(_norm_body(lines[j]))]
+    later = [j for j in own if j > i and EXCEPTION.match(norm_body(lines[j]))]
     return bool(later) and _printing(lines, later[0], i) > i \
         and not any(_restates(said, _bare_shape(norm(j))) for j in later)
 
@@ -802,7 +787,7 @@ def _printed_again(lines: Sequence[str], own: Sequence[int], norm: Callable[[int
     out: set[int] = set()
     for said, copies in by_shape.items():
         if len(copies) > 1 and _went_on_after_copies(lines, own, norm, said, copies):
-            out.update(i for i in copies if _python_head(lines, i) is None)
+            out.update(i for i in copies if python_head(lines, i) is None)
     return out
 
 
@@ -812,7 +797,7 @@ def _went_on_after_copies(lines: Sequence[str], own: Sequence[int], norm: Callab
     same process that does not restate it (``said``: the message's shape) came after the last copy."""
     if not any(_ordinary_between(lines, a, b) for a, b in zip(copies, copies[1:], strict=False)):
         return False
-    final = next((j for j in reversed(own) if j > copies[-1] and _EXCEPTION.match(_norm_body(lines[j]))), None)
+    final = next((j for j in reversed(own) if j > copies[-1] and EXCEPTION.match(norm_body(lines[j]))), None)
     return final is not None and _ended_uncaught(lines, final) and not _restates(said, _bare_shape(norm(final)))
 
 
@@ -840,14 +825,14 @@ def _spawn_lost(lines: Sequence[str], i: int) -> bool:
     (README rule R8: the launcher's report on a child that already failed, not the child's error)."""
     if i < 2 or _SPAWN_READ not in lines[i - 1]:
         return False
-    return "spawn.py" in lines[i - 2] and _EXCEPTION.match(_norm_body(lines[i])) is not None
+    return "spawn.py" in lines[i - 2] and EXCEPTION.match(norm_body(lines[i])) is not None
 
 
 def _logged_frame(raw: str) -> bool:
     """Whether a line is a frame, a code line or a caret line of a traceback that a launcher or a
     logger prints with its prefix on every line (README rule R2): indented after the prefix (a
     rank's ``[rank3]:``, Ray's ``(Worker pid=7)``, vLLM's ``ERROR 08-25 18:56:06 [core.py:700]``)."""
-    body = _body(raw)
+    body = unprefixed(raw)
     if len(body) != len(raw) and body[:1] in (" ", "\t", "^") and body.strip():
         return True
     if "] " not in body:
@@ -856,7 +841,7 @@ def _logged_frame(raw: str) -> bool:
     if m is None:
         return False
     rest = body[m.end():]
-    return rest[:1] in (" ", "\t", "^") or not rest.strip() or rest.startswith((_TRACEBACK, *_CHAINED))
+    return rest[:1] in (" ", "\t", "^") or not rest.strip() or rest.startswith((TRACEBACK, *CHAINED))
 
 
 #: Lines after "Error in sys.excepthook:" searched for Python's "Original exception was:".
@@ -886,15 +871,15 @@ def _not_heads(lines: Sequence[str], own: list[int]) -> list[int]:
 
 
 def _heads_traceback(lines: Sequence[str], i: int) -> bool:
-    if _TRACEBACK in lines[i]:
+    if has_head(lines[i]):
         return True
-    if _EXCEPTION.match(logs.normalize_line(_body(lines[i])).strip()):
+    if EXCEPTION.match(logs.normalize_line(unprefixed(lines[i])).strip()):
         return False  # an exception line (the next traceback is another printing)
     end = i  # the message's last line: a logger prints all of it, then the traceback (exc_info)
     while end + 1 < len(lines) and _continues(lines, i, end + 1):
         end += 1
     below = next((k for k in range(end + 1, min(len(lines), end + 3)) if lines[k].strip()), None)
-    return below is not None and _unlogged(_body(lines[below])).lstrip().startswith(_TRACEBACK_HEADS)
+    return below is not None and starts_head(_unlogged(unprefixed(lines[below])).lstrip(), sacred=True)
 
 
 def _unlogged(body: str) -> str:
@@ -903,14 +888,6 @@ def _unlogged(body: str) -> str:
     :data:`_LOGGER_HEAD`)."""
     m = _LOGGER_HEAD.match(body) if "] " in body[:120] else None
     return body if m is None else body[m.end():]
-
-
-#: The heads of a Python traceback: the interpreter's, and Sacred's, which logs "Failed after
-#: 0:01:32!" at ERROR level and then prints the traceback without its own frames under "Traceback
-#: (most recent calls WITHOUT Sacred internals):" ("Traceback (most recent calls):" when the error
-#: is in Sacred itself; IDSIA/sacred sacred/utils.py, FilteredTracebackException.format and
-#: print_filtered_stacktrace).
-_TRACEBACK_HEADS = ("Traceback (most recent call last)", "Traceback (most recent calls")
 
 
 #: TensorFlow's summary of several errors in one exception's message (tensorflow/core/platform/
@@ -927,7 +904,7 @@ _SUMMARY_REACH = 60
 def _summary_part(lines: Sequence[str], i: int) -> bool:
     """Whether line ``i`` is one of the numbered errors of TensorFlow's "N root error(s) found."
     summary printed above it (not a root error line of its own: the exception line shows it)."""
-    body = _body(lines[i])
+    body = unprefixed(lines[i])
     if body[:1] not in (" ", "\t") or _SUMMARY_ITEM.match(body) is None:
         return False
     for k in range(i - 1, max(-1, i - _SUMMARY_REACH), -1):
@@ -965,11 +942,11 @@ def _continues(lines: Sequence[str], i: int, k: int) -> bool:
     rank = ranks.prefix_rank(lines[i])
     between = lines[i + 1:k + 1]
     for ln in between:
-        body = _body(ln)
+        body = unprefixed(ln)
         if not body.strip() or body[:1].isspace() or ranks.prefix_rank(ln) != rank \
-                or _TRACEBACK in body or any(c in body for c in _CHAINED):
+                or has_head(body) or chained(body):
             return False
-    return rank is not None or any(_body(ln).strip() == _NCCL_DETAIL for ln in lines[i + 1:i + _MESSAGE_LINES])
+    return rank is not None or any(unprefixed(ln).strip() == _NCCL_DETAIL for ln in lines[i + 1:i + _MESSAGE_LINES])
 
 
 def _code_line(raw: str) -> bool:
@@ -995,20 +972,20 @@ def _logged_first(lines: Sequence[str], i: int, norm: Callable[[int], str]) -> i
     (LOG(ERROR), with its "[E813 07:25:21 ProcessGroupGloo.cpp:143]" header) and then throws it
     with the same message, which Python prints at the end of its traceback; the same process's
     log line above the traceback is the earliest copy (README rule R9), else ``i``."""
-    body = _norm_body(lines[i])
-    m = _EXCEPTION.match(body)
+    body = norm_body(lines[i])
+    m = EXCEPTION.match(body)
     if m is None or not body[m.end():].startswith(": "):
         return i
     above = "\n".join(lines[max(0, i - _LOGGED_REACH - _FRAMES_REACH):i])
     if not any(k in above for k in _CPP_FILES):
         return i  # no C++ log line above
     message = _shape(body[m.end() + 2:].strip())
-    head = _python_head(lines, i) if len(message) >= 30 else None
+    head = python_head(lines, i) if len(message) >= 30 else None
     if head is None:
         return i
     rank = ranks.prefix_rank(lines[i])
     for k in range(head - 1, max(-1, head - _LOGGED_REACH), -1):
-        body = _body(lines[k]).strip()
+        body = unprefixed(lines[k]).strip()
         got = _CPP_LOGGED.match(body) if body[:1] in "[EF" else None
         if got is not None and ranks.prefix_rank(lines[k]) == rank and _shape(body[got.end():].strip()) == message:
             return k
@@ -1036,7 +1013,7 @@ def _abort_reason(lines: Sequence[str], found: Sequence[int]) -> list[int]:
     if not _ABORTED_SHELL.search(lines[last]):
         return []
     for k in range(last - 1, max(-1, last - _ABORT_REACH), -1):
-        body = _body(lines[k]).strip()
+        body = unprefixed(lines[k]).strip()
         if _ABORTED_SHELL.search(body):
             return []
         if (body[:1] in "*dfmrc" and _GLIBC_ABORT.search(body) is not None) \
@@ -1050,16 +1027,14 @@ def _fatal_abort(lines: Sequence[str], found: Sequence[int]) -> list[int]:
     absl's FATAL line (the abort it calls, within its stack dump's reach): README rule R6, the line
     that says the process was killed and the one that says why."""
     last = found[-1]
-    if GLOG_FATAL.match(_body(lines[last]).strip()) is None:
+    if GLOG_FATAL.match(unprefixed(lines[last]).strip()) is None:
         return []
     for k in range(last + 1, min(len(lines), last + _ABORT_REACH)):
-        if _ABORTED_SHELL.search(_body(lines[k])):
+        if _ABORTED_SHELL.search(unprefixed(lines[k])):
             return [k]
-        if GLOG_FATAL.match(_body(lines[k]).strip()) is not None:
+        if GLOG_FATAL.match(unprefixed(lines[k]).strip()) is not None:
             return []  # another fatal message: the abort is not this one's alone
     return []
-
-
 
 
 def _what_said(text: str, said: set[str]) -> bool:
@@ -1103,8 +1078,8 @@ def _logged_message(exc: str, line: str) -> bool:
     """Whether ``line`` ends with the message of the exception line ``exc``: a program logged the
     error it caught (``logger.error(f"engine init failed: {e}")``), then its traceback (README rule
     R5: the error once, at its earliest printing)."""
-    m = _EXCEPTION.match(exc)
-    if m is None or not exc.startswith(": ", m.end()) or _EXCEPTION.match(line) is not None:
+    m = EXCEPTION.match(exc)
+    if m is None or not exc.startswith(": ", m.end()) or EXCEPTION.match(line) is not None:
         return False
     message = _shape(exc[m.end() + 2:].strip())
     return len(message) >= _COPY_MIN and _shape(line).endswith(": " + message)
@@ -1229,12 +1204,12 @@ def _ended_uncaught(lines: Sequence[str], i: int) -> bool:
     below = lines[i + 1:i + 1 + _BELOW]
     if any(_HYDRA_EXIT in ln for ln in below):
         return True
-    if any(c in ln for ln in below for c in _CHAINED):
+    if any(chained(ln) for ln in below):
         return False
-    head = _python_head(lines, i)
+    head = python_head(lines, i)
     if head is None:
         return False
-    frame = next((ln for ln in lines[head + 1:i] if _body(ln).lstrip().startswith('File "')), "")
+    frame = next((ln for ln in lines[head + 1:i] if unprefixed(ln).lstrip().startswith('File "')), "")
     return any(f in frame for f in _TOP_FRAMES)
 
 
@@ -1246,7 +1221,7 @@ def _logged_exit(lines: Sequence[str], i: int) -> bool:
     raw = lines[i]
     if raw[:1].isspace() or not has_error_level(raw):
         return False
-    return _python_head(lines, i) is None
+    return python_head(lines, i) is None
 
 
 #: Lines of the program's start-up looked for above a run's first error (a short run's: a long
@@ -1268,8 +1243,8 @@ def _started_again(lines: Sequence[str], run: Sequence[int], nxt: int, memo: dic
     its copy of the same error at the same time (rule R5) prints no such lines between. ``memo``:
     the lines' :func:`_ordinary_shape`, kept across the calls of one reading."""
     prev = run[-1]
-    after = next((ln for ln in lines[prev + 1:nxt] if ln.strip()), _TRACEBACK)
-    if _TRACEBACK in after or not (_ended_uncaught(lines, prev) or _logged_exit(lines, prev)):
+    after = next((ln for ln in lines[prev + 1:nxt] if ln.strip()), TRACEBACK)
+    if has_head(after) or not (_ended_uncaught(lines, prev) or _logged_exit(lines, prev)):
         return False  # another traceback right after it (nothing printed between), or its process went on
     memo = {} if memo is None else memo
     top = _printing(lines, run[0], run[0])
@@ -1328,9 +1303,9 @@ def _ordinary_shape(lines: Sequence[str], k: int, memo: dict[int, str]) -> str:
     got = memo.get(k)
     if got is None:
         raw = lines[k]
-        body = _body(raw)
-        plain = not (len(body) != len(raw) or not body.strip() or body[:1].isspace() or _TRACEBACK in body
-                     or any(c in body for c in _CHAINED) or is_progress(raw) or _ERROR_REPORT.match(body.strip()))
+        body = unprefixed(raw)
+        plain = not (len(body) != len(raw) or not body.strip() or body[:1].isspace() or has_head(body)
+                     or chained(body) or is_progress(raw) or _ERROR_REPORT.match(body.strip()))
         norm = logs.normalize_line(body) if plain else ""
         got = memo[k] = _shape(norm.strip()) if plain and not is_failure(norm, raw) else ""
     return got
@@ -1361,7 +1336,7 @@ def _again(lines: Sequence[str], runs: Sequence[Sequence[int]], norm: Callable[[
     root, last = _bare_shape(norm(runs[0][0])), [_bare_shape(norm(i)) for i in runs[-1]]
     if any(_restates(root, x) for x in last):
         return False
-    final = next((i for i in reversed(runs[-1]) if _EXCEPTION.match(norm(i))), runs[-1][-1])
+    final = next((i for i in reversed(runs[-1]) if EXCEPTION.match(norm(i))), runs[-1][-1])
     if _LEFT_MISSING.search(norm(final)):
         return True
     if ends_own_process(lines, runs[0][-1]) or (anew and _started_again(lines, runs[-2], runs[-1][0])):
@@ -1431,12 +1406,12 @@ def _root_lines(lines: Sequence[str], own: Sequence[int], norm: Callable[[int], 
     own = [i for i in own if _CHILD_EXIT.match(ranks.strip_prefix(norm(i)).strip()) is None] or own
     # a wrapper counts by the original it re-raises (R4: "Caught X in DataLoader worker process N.")
     own = [i for i in own if _WRAPPER.match(ranks.strip_prefix(norm(i)).strip()) is None] or own
-    last = next((i for i in reversed(own) if _EXCEPTION.match(norm(i))), None)
+    last = next((i for i in reversed(own) if EXCEPTION.match(norm(i))), None)
     if last is None:  # no exception line (a program's own error message): its first line
         return list(own[:1])
     printings: dict[int, list[int]] = {}
     for i in own:
-        if _EXCEPTION.match(norm(i)):
+        if EXCEPTION.match(norm(i)):
             printings.setdefault(_printing(lines, i, own[0]), []).append(i)
     final = printings[_printing(lines, last, own[0])]
     shapes = [_bare_shape(norm(i)) for i in final]
@@ -1476,8 +1451,8 @@ def _joined(lines: Sequence[str], norm: Callable[[int], str]) -> Callable[[int],
     objects are None."): one exception line, the same as its unsplit copy."""
     def get(i: int) -> str:
         text = norm(i)
-        if i + 1 < len(lines) and _EXCEPTION.fullmatch(ranks.strip_prefix(text).strip()):
-            below = _body(lines[i + 1]).strip()
+        if i + 1 < len(lines) and EXCEPTION.fullmatch(ranks.strip_prefix(text).strip()):
+            below = unprefixed(lines[i + 1]).strip()
             if below.startswith(": "):
                 return text + below
         return text
@@ -1584,7 +1559,7 @@ def _breakpoint(lines: Sequence[str], quit_at: int) -> list[int]:
     ``quit_at``: the program stopped at a leftover breakpoint, and quit when the batch job's
     input ended (README rule R7: the prompt is the root, the quit the terminal error)."""
     found = find_keys(lines, DEBUGGER_PROMPTS, max(0, quit_at - _PROMPT_REACH), quit_at)
-    prompts = [i for i in found if _body(lines[i]).lstrip().startswith(DEBUGGER_PROMPTS)][-1:]
+    prompts = [i for i in found if unprefixed(lines[i]).lstrip().startswith(DEBUGGER_PROMPTS)][-1:]
     if prompts:
         return prompts
     found = find_keys(lines, ("> ",), max(0, quit_at - _PROMPT_REACH), quit_at)  # the prompt not captured
@@ -1600,9 +1575,9 @@ _PDB_WHERE = re.compile(r"^> \S.*\(\d+\)(?:\w+|<\w+>)\(\)$")
 
 def _pdb_location(lines: Sequence[str], i: int) -> bool:
     """Whether line ``i`` is pdb's "> file(N)function()" with its "-> source" line below it."""
-    if _PDB_WHERE.match(_body(lines[i]).strip()) is None:
+    if _PDB_WHERE.match(unprefixed(lines[i]).strip()) is None:
         return False
-    return i + 1 < len(lines) and _body(lines[i + 1]).startswith("-> ")
+    return i + 1 < len(lines) and unprefixed(lines[i + 1]).startswith("-> ")
 
 
 #: Lines above a ``bdb.BdbQuit`` searched for the debugger's prompt.
@@ -1623,37 +1598,22 @@ def _printed_with(lines: Sequence[str], i: int, mine: Callable[[int], bool]) -> 
     line), and an identical copy of the chain printed right before it (rule R5, the earliest
     copy: a rank's traceback printed unprefixed by Python, then again with its ``[rankN]:``
     prefix by torch.distributed's error handler)."""
-    body = _norm_body(lines[i])
-    if not _EXCEPTION.match(body):
+    body = norm_body(lines[i])
+    if not EXCEPTION.match(body):
         return []
-    head = _python_head(lines, i)
+    head = python_head(lines, i)
     if head is None:
         return []
     first = chain_start(lines, head, max(0, head - AROUND * 5))
     out = [k for k in _chain_exceptions(lines, first, head) if mine(k)]
     above = next((k for k in range(first - 1, max(-1, first - 4), -1) if lines[k].strip()), None)
-    if above is not None and mine(above) and _shape(_norm_body(lines[above])) == _shape(body):
+    if above is not None and mine(above) and _shape(norm_body(lines[above])) == _shape(body):
         out.append(above)
-        prev = _traceback_head(lines, above)
-        if prev is not None and _TRACEBACK in lines[prev]:
+        prev = traceback_head(lines, above)
+        if prev is not None and has_head(lines[prev]):
             start = chain_start(lines, prev, max(0, prev - AROUND * 5))
             out += [k for k in _chain_exceptions(lines, start, prev) if mine(k)]
     return out
-
-
-def _inside_chain(lines: Sequence[str], i: int) -> bool:
-    """Whether the exception line ``i`` is neither the first nor the last of the chain it is in
-    (Python printed "During handling of the above exception" / "The above exception was the
-    direct cause" both above its traceback and right below it): README rule R4 labels nothing in
-    between (a logging call failing while a signal's exception is handled)."""
-    below = next((k for k in range(i + 1, min(len(lines), i + 4)) if lines[k].strip()), None)
-    if below is None or not any(c in lines[below] for c in _CHAINED):
-        return False
-    head = _python_head(lines, i)
-    if head is None:
-        return False
-    above = next((k for k in range(head - 1, max(-1, head - 4), -1) if lines[k].strip()), None)
-    return above is not None and any(c in lines[above] for c in _CHAINED)
 
 
 def _chain_exceptions(lines: Sequence[str], first: int, last_head: int) -> list[int]:
@@ -1662,16 +1622,11 @@ def _chain_exceptions(lines: Sequence[str], first: int, last_head: int) -> list[
     exception" / "The above exception was the direct cause" between them."""
     out = []
     for k in range(first + 1, last_head):
-        if any(c in lines[k] for c in _CHAINED):
+        if chained(lines[k]):
             exc = next((j for j in range(k - 1, max(first, k - 4), -1) if lines[j].strip()), None)
-            if exc is not None and _EXCEPTION.match(_norm_body(lines[exc])) and is_root_error(_norm_body(lines[exc])):
+            if exc is not None and EXCEPTION.match(norm_body(lines[exc])) and is_root_error(norm_body(lines[exc])):
                 out.append(exc)
     return out
-
-
-def _norm_body(line: str) -> str:
-    """A line normalized, without its launcher's prefix."""
-    return logs.normalize_line(_body(line)).strip()
 
 
 def _bare_shape(norm: str) -> str:
@@ -1693,18 +1648,18 @@ def _embeds(lines: Sequence[str], i: int, norm: Callable[[int], str]) -> bool:
     ...:" (a message ending with a colon, the other traceback below it), PyTorch's "Original
     Traceback", torch.distributed.checkpoint's ``CheckpointException ranks:dict_keys([0])`` with
     each rank's "Traceback (most recent call last): (RANK 0)" below it."""
-    said = norm(i) if _EXCEPTION.match(norm(i)) else logs.normalize_line(_unlogged(_body(lines[i]))).strip()
-    if not _EXCEPTION.match(said):
+    said = norm(i) if EXCEPTION.match(norm(i)) else logs.normalize_line(_unlogged(unprefixed(lines[i]))).strip()
+    if not EXCEPTION.match(said):
         return False
-    below = [(k, t) for k in range(i + 1, min(len(lines), i + 5)) if (t := _unlogged(_body(lines[k])).strip())][:2]
+    below = [(k, t) for k in range(i + 1, min(len(lines), i + 5)) if (t := _unlogged(unprefixed(lines[k])).strip())][:2]
     if not below or below[0][0] >= i + 3:
         return False
     text = below[0][1]
-    if text.startswith(_TRACEBACK + ":") and len(text) > len(_TRACEBACK) + 1:
+    if text.startswith(TRACEBACK + ":") and len(text) > len(TRACEBACK) + 1:
         return True  # torch.distributed.checkpoint's "Traceback (most recent call last): (RANK 0)"
     if len(below) > 1 and is_benign(logs.normalize_line(text)):
         text = below[1][1]  # the other process's warning printed before its traceback (vLLM's "Error raised in subprocess:")
-    return said.endswith(":") and text.startswith((_TRACEBACK, _QUOTES, "Original Traceback"))
+    return said.endswith(":") and text.startswith((TRACEBACK, _QUOTES, "Original Traceback"))
 
 
 _QUOTES = '"' * 3
@@ -1713,42 +1668,10 @@ _QUOTES = '"' * 3
 def _printing(lines: Sequence[str], i: int, floor: int) -> int:
     """Where the printing of the exception line ``i`` starts: the first traceback of the chain
     it ends (``i`` itself without a ``Traceback`` line above it)."""
-    head = _python_head(lines, i)
+    head = python_head(lines, i)
     if head is None:
         return i
     return chain_start(lines, head, max(0, floor - AROUND))
-
-
-def _body(line: str) -> str:
-    """A line without its launcher's prefix (a rank's, Ray's), its indentation kept."""
-    line = ranks.strip_prefix(line)
-    if line.startswith(("(", "\x1b[")) and "pid=" in line[:120]:
-        m = _RAY_LEAD.match(line)
-        if m is not None:
-            line = line[m.end():]
-    return line
-
-
-#: Ray's prefix of a worker's line: "(RayTrainWorker pid=4242, ip=10.0.0.5) ", with its colour codes.
-_RAY_LEAD = re.compile(r"^(?:\x1b\[[\d;]*m)?\([^()]*pid=\d+[^()]*\)(?:\x1b\[[\d;]*m)?\s?")
-
-
-def _traceback_head(lines: Sequence[str], i: int, reach: int = 400) -> int | None:
-    """The index of the first line above the exception line ``i`` that is not part of its
-    traceback's frames (indented lines, blank lines): its ``Traceback (most recent call
-    last):`` head, or whatever heads a report printed without one (Ray's task header)."""
-    for k in range(i - 1, max(-1, i - reach), -1):
-        body = _body(lines[k])
-        if body.strip() and (not body.startswith((" ", "\t")) or _TRACEBACK in body):  # a head printed onto a bar
-            return k
-    return None
-
-
-def _python_head(lines: Sequence[str], i: int) -> int | None:
-    """The ``Traceback (most recent call last):`` line heading the exception line ``i``'s
-    traceback (:func:`_traceback_head`); None when no traceback, or a report headed otherwise, is above it."""
-    head = _traceback_head(lines, i)
-    return head if head is not None and _TRACEBACK in lines[head] else None
 
 
 def failure_point(lines: Sequence[str], i: int) -> int:
@@ -1756,16 +1679,16 @@ def failure_point(lines: Sequence[str], i: int) -> int:
     ``i`` itself, or the exception that printed ``i``'s traceback inside its own report (a
     wrapper embedding another process's traceback, ``sys.excepthook``'s own error before
     "Original exception was:"), which is where the process was when it failed."""
-    head = _python_head(lines, i)
+    head = python_head(lines, i)
     if head is None:
         return i
     above = next((k for k in range(head - 1, max(-1, head - 3), -1) if lines[k].strip()), None)
     if above is not None and "Original exception was" in lines[above]:
         above = next((k for k in range(above - 1, max(-1, above - 3), -1) if lines[k].strip()), None)
     if above is None or is_report_head(lines[above]) \
-            or not _EXCEPTION.match(logs.normalize_line(_body(lines[above])).strip()):
+            or not EXCEPTION.match(logs.normalize_line(unprefixed(lines[above])).strip()):
         return i  # not an exception's line ("Exception in thread X:" heads this traceback)
-    return above if not any(c in lines[above] for c in _CHAINED) else i
+    return above if not chained(lines[above]) else i
 
 
 def is_report_head(line: str) -> bool:
@@ -1775,17 +1698,10 @@ def is_report_head(line: str) -> bool:
     error itself, nor where the run failed."""
     if "ray::" in line and ("RayTaskError" in line or "Unhandled error" in line):
         return True
-    if _body(line).lstrip().startswith(DEBUGGER_PROMPTS) or ("oss" in line and _nan_loss(line)) \
-            or (line[:1] in "[(>" and _PDB_WHERE.match(_body(line).strip()) is not None):
+    if unprefixed(line).lstrip().startswith(DEBUGGER_PROMPTS) or ("oss" in line and _nan_loss(line)) \
+            or (line[:1] in "[(>" and _PDB_WHERE.match(unprefixed(line).strip()) is not None):
         return True
-    return "Exception in thread " in line and _body(line).lstrip().startswith("Exception in thread ")
-
-
-#: An exception's final line ("torch.OutOfMemoryError: …", "KeyboardInterrupt", Ray's
-#: "RayTaskError(ValueError): …"): the type, then its message after ": " or nothing (CPython's
-#: traceback.format_exception_only), not a sentence that starts with the word ("Exit code: 1", a job
-#: script's report; "Error executing job with overrides: …", Hydra's; "Exception in thread …").
-_EXCEPTION = re.compile(r"(?:[\w.]+\.)?(?:[A-Z]\w*)?(?:Error|Exception|Interrupt|Quit|Exit|Failure)\b(?=[:(]|\s*$)")
+    return "Exception in thread " in line and unprefixed(line).lstrip().startswith("Exception in thread ")
 
 
 def _cleanup(norm: str) -> bool:
@@ -1860,21 +1776,3 @@ def secondary_lines(lines: Sequence[str], failures: Sequence[int], primary: Sequ
             and (not is_root_error(norm(i)) or not same_origin(tags.of(i), first))]
 
 
-#: What Python prints between the tracebacks of a chain of exceptions.
-_CHAINED = ("The above exception was the direct cause of the following exception",
-            "During handling of the above exception, another exception occurred")
-_TRACEBACK = "Traceback (most recent call last)"
-
-
-def chain_start(lines: Sequence[str], tb: int, floor: int, reach: int = 400) -> int:
-    """The header of the first traceback of the chain whose traceback starts at ``tb`` (``tb``
-    itself when it is not chained to an earlier one), not before ``floor``."""
-    while True:
-        above = [k for k in range(tb - 1, max(floor, tb - 4) - 1, -1) if lines[k].strip()]
-        if not above or not any(c in lines[above[0]] for c in _CHAINED):
-            return tb
-        prev = next((k for k in range(above[0] - 1, max(floor, above[0] - reach) - 1, -1) if _TRACEBACK in lines[k]),
-                    None)
-        if prev is None:
-            return tb
-        tb = prev

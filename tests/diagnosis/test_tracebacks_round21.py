@@ -1,0 +1,62 @@
+"""Round 21 refactor (r21-refB): the traceback helpers' one home (logread.tracebacks) and the modules split
+out of rootline. Hand-written excerpts in CPython's traceback format (Lib/traceback.py)."""
+from __future__ import annotations
+
+from gpulens.diagnosis.logread import tracebacks
+
+_CHAIN = [
+    "step 10 loss 0.5",
+    "Traceback (most recent call last):",
+    '  File "train.py", line 3, in <module>',
+    "    load()",
+    "KeyError: 'w'",
+    "",
+    "During handling of the above exception, another exception occurred:",
+    "",
+    "[rank1]: Traceback (most recent call last):",
+    '[rank1]:   File "train.py", line 5, in <module>',
+    "[rank1]:     raise RuntimeError('no weights')",
+    "[rank1]: RuntimeError: no weights",
+]
+
+
+def test_head_tests_read_the_head_behind_a_prefix_and_sacreds() -> None:
+    assert tracebacks.has_head("[rank1]: Traceback (most recent call last):")
+    assert tracebacks.has_head("  0%|   | 0/9 [00:00<?, ?it/s]Traceback (most recent call last):")
+    assert not tracebacks.has_head("Stack (most recent call first):")
+    assert tracebacks.starts_head("Traceback (most recent call last):")
+    assert not tracebacks.starts_head("Traceback (most recent calls WITHOUT Sacred internals):")
+    assert tracebacks.starts_head("Traceback (most recent calls WITHOUT Sacred internals):", sacred=True)
+    assert tracebacks.chained("The above exception was the direct cause of the following exception:")
+    assert not tracebacks.chained("Exception in thread Thread-1:")
+
+
+def test_walker_finds_the_head_through_prefixed_frames_and_the_chain_start() -> None:
+    last = len(_CHAIN) - 1
+    assert tracebacks.traceback_head(_CHAIN, last) == 8
+    assert tracebacks.python_head(_CHAIN, last) == 8
+    assert tracebacks.python_head(_CHAIN, 4) == 1
+    assert tracebacks.chain_start(_CHAIN, 8, 0) == 1  # the chain's first traceback
+    assert tracebacks.chain_start(_CHAIN, 8, 5) == 8  # not above the floor
+    assert tracebacks.python_head(["Exception in thread T:", "ValueError: x"], 1) is None
+    assert tracebacks.unprefixed("(Trainer pid=42, ip=10.0.0.1)     x = 1") == "    x = 1"
+    assert tracebacks.norm_body("[rank1]: RuntimeError: no weights") == "RuntimeError: no weights"
+
+
+def test_inside_chain_and_thread_died() -> None:
+    middle = [*_CHAIN[:5], "", _CHAIN[6], "", *_CHAIN[8:], "", _CHAIN[6], "", "Traceback (most recent call last):",
+              '  File "x.py", line 1, in <module>', "OSError: disk"]
+    assert tracebacks.inside_chain(middle, 11)
+    assert not tracebacks.inside_chain(middle, len(middle) - 1)
+    thread = ["Exception in thread Reader:", "Traceback (most recent call last):", '  File "r.py", line 2, in run',
+              "    read()", "OSError: gone"]
+    assert tracebacks.thread_died(thread, 4)
+    assert not tracebacks.thread_died(thread[1:], 3)
+
+
+def test_own_frame_code_skips_the_library_frames() -> None:
+    tb = ["Traceback (most recent call last):", '  File "/job/train.py", line 9, in <module>',
+          "    batch = next(it)", '  File "/venv/lib/python3.11/site-packages/torch/utils/data/dataloader.py", '
+          "line 7, in __next__", "    raise StopIteration", "StopIteration"]
+    assert tracebacks.own_frame_code(tb, 5) == 2
+    assert tracebacks.own_frame_code(tb[:3] + ["ValueError: x"], 3) is None  # last frame is the job's own
