@@ -60,3 +60,13 @@ def test_own_frame_code_skips_the_library_frames() -> None:
           "line 7, in __next__", "    raise StopIteration", "StopIteration"]
     assert tracebacks.own_frame_code(tb, 5) == 2
     assert tracebacks.own_frame_code(tb[:3] + ["ValueError: x"], 3) is None  # last frame is the job's own
+
+
+def test_rooterror_owns_the_root_error_test() -> None:
+    from gpulens.diagnosis.logread import rooterror, rootline
+
+    assert rootline.is_root_error is rooterror.is_root_error  # rootline re-exports it for its callers
+    assert rooterror.is_root_error("RuntimeError: CUDA error: an illegal memory access was encountered")
+    assert not rooterror.is_root_error("Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9)")
+    assert not rooterror.is_root_error("async-timeout==4.0.3")  # a pip freeze line
+    assert not rooterror.is_root_error('  File "train.py", line 3, in <module>')
