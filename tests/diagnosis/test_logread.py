@@ -354,7 +354,15 @@ def test_each_nohup_launch_appended_to_a_log_is_an_attempt(clf: Classifier) -> N
 def _guards() -> list[tuple[str, object]]:
     from gpulens.diagnosis import logs
     from gpulens.diagnosis.guarded import Guarded
-    from gpulens.diagnosis.logread import attempts, completion, lines, phase, rooterror, rootline, steplines
+    from gpulens.diagnosis.logread import (
+        attempts,
+        completion,
+        lines,
+        phase,
+        rooterror,
+        rootline,
+        steplines,
+    )
 
     return [(f"{m.__name__}.{k}", v) for m in (logs, lines, phase, steplines, attempts, completion, rootline, rooterror)
             for k, v in vars(m).items() if isinstance(v, Guarded)]

@@ -70,3 +70,16 @@ def test_rooterror_owns_the_root_error_test() -> None:
     assert not rooterror.is_root_error("Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9)")
     assert not rooterror.is_root_error("async-timeout==4.0.3")  # a pip freeze line
     assert not rooterror.is_root_error('  File "train.py", line 3, in <module>')
+
+
+def test_markers_own_the_roots_that_state_no_error() -> None:
+    from gpulens.diagnosis.logread import markers, rootline
+
+    assert rootline.is_report_head is markers.is_report_head
+    assert markers.is_report_head("Exception in thread Thread-3:")
+    assert markers.is_report_head("epoch 2 step 40 loss: nan")
+    assert not markers.is_report_head("epoch 2 step 40 loss: 0.41")
+    metrics = [f"step {k} loss: {v}" for k, v in enumerate(["0.9", "0.8", "nan", "nan", "nan"])]
+    assert markers.diverged_root(metrics, len(metrics) - 1, ["step 4 loss: nan"]) == [2]  # the streak's first
+    pdb = ["> /app/train.py(67)reward()", "-> reward = 0.0", "bdb.BdbQuit"]
+    assert markers.breakpoint_prompt(pdb, 2) == [0]
