@@ -83,3 +83,16 @@ def test_markers_own_the_roots_that_state_no_error() -> None:
     assert markers.diverged_root(metrics, len(metrics) - 1, ["step 4 loss: nan"]) == [2]  # the streak's first
     pdb = ["> /app/train.py(67)reward()", "-> reward = 0.0", "bdb.BdbQuit"]
     assert markers.breakpoint_prompt(pdb, 2) == [0]
+
+
+def test_origins_own_the_first_failing_rank_and_the_echo_lines() -> None:
+    from gpulens.diagnosis.logread import origins, ranks, rootline
+
+    assert rootline.first_origin is origins.first_origin and rootline.secondary_lines is origins.secondary_lines
+    log = ["[rank1]: RuntimeError: CUDA error: out of memory",
+           "[rank0]: [E ProcessGroupNCCL.cpp:616] Watchdog caught collective operation timeout",
+           "[rank0]: RuntimeError: bad shape"]
+    norm = [ln.strip() for ln in log]
+    assert origins.first_origin(log, [0, 1, 2], 0, norm.__getitem__).rank == 1
+    assert origins.secondary_lines(log, [0, 1, 2], [0], ranks.Origin(1), norm.__getitem__) == [1, 2]
+    assert origins.same_origin(ranks.Origin(None, "gpu016.cluster.edu"), ranks.Origin(None, "gpu016"))
