@@ -96,3 +96,15 @@ def test_origins_own_the_first_failing_rank_and_the_echo_lines() -> None:
     assert origins.first_origin(log, [0, 1, 2], 0, norm.__getitem__).rank == 1
     assert origins.secondary_lines(log, [0, 1, 2], [0], ranks.Origin(1), norm.__getitem__) == [1, 2]
     assert origins.same_origin(ranks.Origin(None, "gpu016.cluster.edu"), ranks.Origin(None, "gpu016"))
+
+
+def test_verdicts_own_the_launchers_reports() -> None:
+    from gpulens.diagnosis.logread import rootline, verdicts
+
+    assert rootline.verdict_lines is verdicts.verdict_lines
+    log = ["[rank0]: ValueError: x", "E0101 00:00:00.1 9 api.py:1] failed (exitcode: 1) local_rank: 0 (pid: 9)",
+           "Root Cause (first observed failure):", "[0]:", "  time      : 2024-01-01_00:00:00", "  rank      : 0 (local_rank: 0)",
+           "srun: error: gpu1: task 0: Exited with exit code 1"]
+    assert verdicts.verdict_lines(log, 0) == [1, 5, 6]  # the table's rank row for its header
+    assert verdicts.is_launcher_verdict("  exitcode  : 1 (pid: 42)")
+    assert not verdicts.is_launcher_verdict("RuntimeError: CUDA out of memory")

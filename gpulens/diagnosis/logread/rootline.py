@@ -81,47 +81,10 @@ from gpulens.diagnosis.logread.tracebacks import (
     traceback_head,
     unprefixed,
 )
+from gpulens.diagnosis.logread.verdicts import LAUNCHER_KEYS, is_launcher_verdict, verdict_lines
 
 __all__ = ["chain_start", "failure_point", "first_origin", "interleaved", "is_report_head", "is_root_error", "pick_lines", "relaunched", "same_origin",
            "secondary_lines", "verdict_lines"]
-
-
-#: A launcher's report on a child that already failed: which rank, then the exit lines.
-_LAUNCHER_KEYS = ("failed (exitcode", "errors.ChildFailedError", "Root Cause (first observed failure)",
-                  "detected that one or more processes exited", "Process name:", "mpirun noticed that process rank",
-                  "BAD TERMINATION OF ONE", "exits with return code", "Exited with exit code")
-#: The launcher's and the scheduler's verdict lines, most telling first (a cause the scheduler
-#: names, the launcher's summary of which rank failed, then the exit lines).
-_VERDICT_KEYS = ("oom_kill event", "TERM_", "CANCELLED AT", "SignalException", *_LAUNCHER_KEYS)
-
-
-def verdict_lines(lines: Sequence[str], start: int) -> list[int]:
-    """The launcher's and the scheduler's verdict lines after ``start``, most telling first: the
-    first of each kind (Slurm's OOM-kill count and cancel, LSF's ``TERM_`` line; torchrun's
-    ``ChildFailedError``, its root-cause table and that table's rank row, its first "failed
-    (exitcode …)"; Open MPI's "detected that one or more processes exited" and the process it
-    names, or its "mpirun noticed that process rank N"; MPICH's "BAD TERMINATION" box; DeepSpeed's
-    "exits with return code"; srun's/LSF's "Exited with exit code")."""
-    seen: dict[str, int] = {}
-    for i in find_keys(lines, _VERDICT_KEYS, start):
-        ln = lines[i]
-        key = next(k for k in _VERDICT_KEYS if k in ln)
-        if ln.lstrip().startswith(("raise", "File")):
-            continue  # a traceback's frame or code line ("raise SignalException(...)", "raise ChildFailedError(")
-        seen.setdefault(key, i)
-    out: list[int] = []
-    for key in _VERDICT_KEYS:
-        if key == "Root Cause (first observed failure)" and key in seen:
-            at = seen[key]  # its rank row says what the header announces
-            out += [k for k in range(at + 1, min(len(lines), at + 8)) if _is_rank_row(lines[k])][:1] or [at]
-        elif key in seen:
-            out.append(seen[key])
-    return out
-
-
-def _is_rank_row(line: str) -> bool:
-    body = line.split("]:", 1)[-1].strip() if "]:" in line and not line.lstrip().startswith("rank") else line.strip()
-    return body.startswith("rank") and ":" in body
 
 
 @dataclass(frozen=True)
@@ -402,11 +365,6 @@ def _first_ranks(lines: Sequence[str], found: list[int], first: ranks.Origin, la
     return [i for i in found if i in later or same_origin(ranks.origin_of(lines[i]), first)] or found
 
 
-#: Lines a launcher or scheduler prints about a child that already failed (README rules R6, R8):
-#: torchrun's, Open MPI's, MPICH's, DeepSpeed's, srun's and LSF's exit verdicts and torchrun's
-#: Root Cause table rows and its error-file dump, srun's step abort.
-_LAUNCHER_SAYS = (*_LAUNCHER_KEYS, "srun: Job step aborted", "forcing job termination", "Killing subprocess",
-                  "sigkill_handler", "multiprocessing.errors.error_handler", "error_handler.py:")
 #: Lines that only wrap or announce an exception printed in full elsewhere (rules R2, R4): Ray's
 #: ``RayTaskError(X): ray::Actor.method()`` header, PyTorch's "Caught X in DataLoader worker
 #: process N." / "in replica N on device N." / "in pin memory thread for device N." re-raise (torch/_utils.py
@@ -419,13 +377,6 @@ _LAUNCHER_SAYS = (*_LAUNCHER_KEYS, "srun: Job step aborted", "forcing job termin
 _WRAPPER = re.compile(r"^(?:\S*RayTaskError\(\w+\): |(?:.*[\s\]])?Unhandled error \(suppress with |(?:\S+\.)?\w+: Caught \w+ in (?:DataLoader worker process|replica|pin memory thread for device) "
                       r"|Exception in thread \S.*:$|Error in sys\.excepthook:$"
                       r"|(?:\S+\.)?\w+: .*\b[Ss]ee (?:the )?(?:root cause|errors?|traceback|logs?) above)")
-_TABLE_ROW = re.compile(r"^\s*(?:rank|host|exitcode|local_rank|error_file|time|traceback)\s+:")
-
-
-def is_launcher_verdict(line: str) -> bool:
-    """Whether a line is a launcher's or scheduler's report on a child that already ended (its
-    exit code, the Root Cause table), not the child's own error nor the scheduler's cause line."""
-    return any(k in line for k in _LAUNCHER_SAYS) or _TABLE_ROW.match(line) is not None
 
 
 #: Lines of the failing process's own ordinary output between its last error line and a kill
@@ -904,7 +855,7 @@ def _runs(lines: Sequence[str], own: Sequence[int], start: int, anew: bool = Fal
     process from the same one going on, or from another untagged process."""
     if len(own) < 2:
         return [list(own)]
-    ends = [i for i in find_keys(lines, _LAUNCHER_KEYS, start) if not lines[i].lstrip().startswith(("raise", "File"))]
+    ends = [i for i in find_keys(lines, LAUNCHER_KEYS, start) if not lines[i].lstrip().startswith(("raise", "File"))]
     runs = [[own[0]]]
     memo: dict[int, str] = {}
     for prev, nxt in zip(own, own[1:], strict=False):
