@@ -108,3 +108,19 @@ def test_verdicts_own_the_launchers_reports() -> None:
     assert verdicts.verdict_lines(log, 0) == [1, 5, 6]  # the table's rank row for its header
     assert verdicts.is_launcher_verdict("  exitcode  : 1 (pid: 42)")
     assert not verdicts.is_launcher_verdict("RuntimeError: CUDA out of memory")
+
+
+def test_records_own_the_warning_level_test() -> None:
+    from gpulens.diagnosis.logread import records
+
+    head = "W0113 22:44:54.202000 3923616 torch/_dynamo/convert_frame.py:1125] "
+    assert records.warning_head(head + "ValueError: x") == len(head)
+    assert records.warning_head("WARNING 08-25 18:56:06 [core.py:700] ValueError: x") == 37
+    assert records.warning_head("E0113 22:44:54.202000 3923616 api.py:874] ValueError: x") is None
+    assert records.warning_head("ERROR 08-25 18:56:06 [core.py:700] ValueError: x") is None
+    assert records.logger_head("ERROR 08-25 18:56:06 [core.py:700]   File \"x.py\", line 1") is not None
+    assert records.names_level("2024-01-01 10:00:00 - trainer - ERROR - step failed")
+    assert not records.names_level("step 3 loss 0.1")
+    assert records.tf_notice(": W tensorflow/core/framework/op_kernel.cc:1763] OP_REQUIRES failed")
+    assert records.glog_info("I0519 00:50:42.634950 139913184905024 xla_bridge.py:863] Unable to initialize")
+    assert not records.glog_info("E0519 00:50:42.634950 139913184905024 xla_bridge.py:863] Failed")

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.guarded import Guarded, Prefiltered, contains_any, remembered
 from gpulens.diagnosis.logread.ranks import prefix_rank, strip_prefix
+from gpulens.diagnosis.logread.records import glog_info
 from gpulens.diagnosis.logread.tracebacks import TRACEBACK
 from gpulens.diagnosis.logs import find_keys
 
@@ -333,21 +334,13 @@ def is_stop_record(norm: str) -> bool:
     return "received" in norm and _STOP_RECORD.search(norm) is not None
 
 
-#: The header of a record at INFO level in glog's and abseil's format (level letter, month and day, time,
-#: thread id, file:line; abseil-py absl/logging/__init__.py ``get_absl_log_prefix``, google/glog
-#: src/logging.cc): "I0519 00:50:42.634950 139913184905024 xla_bridge.py:863] ". What such a record says
-#: failed was logged as information: the program went on (JAX's "Unable to initialize backend 'tpu': ...
-#: Failed to open libtpu.so" while it looks for its platforms).
-_INFO_RECORD = re.compile(r"I\d{4} \d\d:\d\d:\d\d(?:\.\d+)?\s+\d+ [\w.-]+:\d+\] ")
-
-
 @remembered  # asked again about the same lines by several stages
 def is_failure(norm: str, raw: str = "") -> bool:
     """A (normalized) line that states a failure or a secondary symptom of one (``raw``: the
     line as printed, for its log level; a glog/abseil INFO record states none)."""
     norm = norm[:_SHOWN]
     shown = raw[:_SHOWN]
-    if shown[:1] == "I" and _INFO_RECORD.match(shown) is not None:
+    if glog_info(shown):
         return False
     if is_benign(norm) or (shown != norm and is_benign(shown)):  # the same line: asked once
         return is_stop_record(norm)  # a warning that the process is being stopped
@@ -454,7 +447,6 @@ def process_key(line: str) -> str | None:
             return "pid" + m.group(1)
     rank = prefix_rank(line)
     return None if rank is None else f"rank{rank}"
-
 
 
 #: Lines at the end of a log searched for its last non-blank one.

@@ -11,6 +11,7 @@ import re
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.guarded import Guarded, remembered
 from gpulens.diagnosis.logread.lines import is_benign
+from gpulens.diagnosis.logread.records import tf_notice
 
 __all__ = ["is_root_error"]
 
@@ -28,8 +29,6 @@ _ECHO = Guarded(
      "return code", "SignalException", "Caught signal 15", "DistBackendError", "collective operation timeout",
      "failed (exitcode", "exitcode", "Exited with exit code", "RayTaskError(", "process rank ", "BAD TERMINATION OF ONE"),
 )
-
-
 
 
 @remembered  # a pure test of one line, asked again about the same lines by several stages
@@ -54,14 +53,6 @@ _QUIET_LEVEL = re.compile(r"(?:^|[\s\[|(])(?:DEBUG|TRACE)(?:[\s\]|):])")
 _LEVEL_SPAN = 120
 
 
-#: TensorFlow's own log line at INFO or WARNING severity, as normalized (its date and time gone):
-#: "2023-07-03 10:14:18.124573: W tensorflow/core/framework/op_kernel.cc:1763] OP_REQUIRES failed at
-#: ..." (tensorflow/core/platform/default/logging.cc, LogMessage::GenerateLogMessage: "%s.%06d: %c
-#: %s:%d] %s" with the severity's letter of "IWEF"): a warning printed before the failure (rule R2),
-#: whose error, if any, Python raises below it.
-_TF_NOTICE = re.compile(r"^:?[ \t]*[IW] [\w./-]+:\d+\] ")
-
-
 #: A line of ``pip freeze`` (an experiment's dump of its environment): "async-timeout==4.0.3", one
 #: requirement pinned to its version (pypa/pip src/pip/_internal/operations/freeze.py,
 #: FrozenRequirement.__str__: "name==version"). A package's name, not an error (README rule R2).
@@ -72,7 +63,7 @@ def _quiet(norm: str) -> bool:
     """Whether a line is logged at a DEBUG or TRACE level (its header says so), or by TensorFlow's
     logging at INFO or WARNING severity."""
     head = norm[:_LEVEL_SPAN]
-    if norm[:4].lstrip(": \t")[:2] in ("W ", "I ") and _TF_NOTICE.match(norm) is not None:
+    if tf_notice(norm):
         return True
     return ("DEBUG" in head or "TRACE" in head) and _QUIET_LEVEL.search(head) is not None
 

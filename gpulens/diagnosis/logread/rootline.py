@@ -64,6 +64,7 @@ from gpulens.diagnosis.logread.origins import (
     secondary_lines,
     spawn_lost,
 )
+from gpulens.diagnosis.logread.records import logger_head, names_level, warning_head
 from gpulens.diagnosis.logread.rooterror import is_root_error
 from gpulens.diagnosis.logread.tracebacks import (
     CHAINED,
@@ -414,34 +415,14 @@ def _went_on(lines: Sequence[str], last: int, region: Sequence[int], norm: Calla
     return False
 
 
-#: A logger's header on every line of a traceback it prints: vLLM's "ERROR 08-25 18:56:06
-#: [core.py:700] ", glog's (torchrun's) "E0119 09:59:04.513000 4928 api.py:874] ".
-_LOGGER_HEAD = re.compile(r"^(?:(?:ERROR|WARNING|CRITICAL|INFO) [\d-]+ [\d:.,]+ \[[\w./-]+:\d+\]"
-                          r"|[EWFI]\d{4} [\d:.]+ +\d+ [\w./-]+:\d+\]) ")
-
-
-#: A logger's header at warning level: glog's (torch's C++ and torch._logging's Python records, whose
-#: first letter is the level: "W0113 22:44:54.202000 3923616 torch/_dynamo/convert_frame.py:1125] ";
-#: torch/_logging/_internal.py TorchLogsFormatter) and vLLM's "WARNING 08-25 18:56:06 [core.py:700] "
-#: (vllm/logger.py _FORMAT "%(levelname)s %(asctime)s [%(filename)s:%(lineno)d] %(message)s").
-_WARNING_HEAD = re.compile(r"^(?:WARNING [\d-]+ [\d:.,]+ \[[\w./-]+:\d+\]|W\d{4} [\d:.]+ +\d+ [\w./-]+:\d+\]) ")
-
-
 def _logged_warning(raw: str) -> bool:
     """Whether an exception line is printed under a logger's warning-level header (README rule R2:
     a warning is not the failure): torch._dynamo logs the exception of a graph it failed to compile with its
     traceback at warning level and runs the code uncompiled (``suppress_errors``), so the exception
     line that ends that record did not end the process."""
     body = unprefixed(raw)
-    m = _WARNING_HEAD.match(body) if body[:1] == "W" else None
-    return m is not None and EXCEPTION.match(logs.normalize_line(body[m.end():]).strip()) is not None
-
-
-#: A logging record's level as the commonest formats print it, at the start of the line: logging's
-#: "%(levelname)s:%(name)s:%(message)s" (basicConfig's default) and "... - %(levelname)s - ...",
-#: a bracketed "[ERROR]" (axolotl's "[%(asctime)s] [%(levelname)s] [%(name)s...] ", transformers'
-#: "[WARNING|trainer.py:123]"), loguru's "| ERROR    |" (CPython Lib/logging/__init__.py, loguru/_defaults.py).
-_RECORD_LEVEL = re.compile(r"^.{0,60}?(?:\[|\| |- |^)(?:ERROR|WARNING|CRITICAL)(?:\]|\||:[\w.]*:| +[-|] )")
+    at = warning_head(body)
+    return at is not None and EXCEPTION.match(logs.normalize_line(body[at:]).strip()) is not None
 
 
 def _logged_and_went_on(lines: Sequence[str], i: int, own: Sequence[int], norm: Callable[[int], str]) -> bool:
@@ -456,7 +437,7 @@ def _logged_and_went_on(lines: Sequence[str], i: int, own: Sequence[int], norm: 
     if head is None or unprefixed(lines[head]).strip() != TRACEBACK + ":":
         return False
     record = next((k for k in range(head - 1, max(-1, head - 3), -1) if lines[k].strip()), None)
-    if record is None or _RECORD_LEVEL.match(unprefixed(lines[record])) is None:
+    if record is None or not names_level(unprefixed(lines[record])):
         return False
     said = _bare_shape(norm(i))
     later = [j for j in own if j > i and EXCEPTION.match(norm_body(lines[j]))]
@@ -517,7 +498,7 @@ def _logged_frame(raw: str) -> bool:
         return True
     if "] " not in body:
         return False
-    m = _LOGGER_HEAD.match(body)
+    m = logger_head(body)
     if m is None:
         return False
     rest = body[m.end():]
@@ -565,8 +546,8 @@ def _heads_traceback(lines: Sequence[str], i: int) -> bool:
 def _unlogged(body: str) -> str:
     """``body`` without the header a logger prints on every line of a traceback it logs (vLLM's
     "ERROR 08-10 20:45:59 [registry.py:355] ", glog's "E0119 09:59:04.513000 4928 api.py:874] ";
-    :data:`_LOGGER_HEAD`)."""
-    m = _LOGGER_HEAD.match(body) if "] " in body[:120] else None
+    :func:`records.logger_head`)."""
+    m = logger_head(body) if "] " in body[:120] else None
     return body if m is None else body[m.end():]
 
 
