@@ -124,3 +124,20 @@ def test_records_own_the_warning_level_test() -> None:
     assert records.tf_notice(": W tensorflow/core/framework/op_kernel.cc:1763] OP_REQUIRES failed")
     assert records.glog_info("I0519 00:50:42.634950 139913184905024 xla_bridge.py:863] Unable to initialize")
     assert not records.glog_info("E0519 00:50:42.634950 139913184905024 xla_bridge.py:863] Failed")
+
+
+def test_signals_own_the_stop_signal_messages() -> None:
+    from gpulens.diagnosis.logread import lines, signals
+
+    assert lines.is_stop_record is signals.is_stop_record
+    assert signals.is_stop_record("WARNING:root:SIGTERM received, exiting")
+    assert not signals.is_stop_record("*** SIGTERM received at time=1756174802 on cpu 91 ***")
+    assert signals.stop_report("FatalError: `Process abort signal` is detected by the operating system.")
+    assert not signals.sigterm_report("FatalError: `Process abort signal` is detected by the operating system.")
+    assert signals.agent_death_signal("torch.distributed.elastic.agent.server.api: Received Signals.SIGTERM death signal,"
+                                      " shutting down workers")
+    assert signals.signal_raised("torch.distributed.elastic.multiprocessing.api.SignalException: Process 9 got signal: 15")
+    assert not signals.signal_raised("RuntimeError: CUDA out of memory")
+    assert signals.workers_terminated("RuntimeError: DataLoader worker (pid 4242) is killed by signal: Terminated.")
+    assert any(k in "[SignalInfo: *** SIGTERM (@0x3e8) received by PID 9 (TID 0x7f) from PID 1000 ***]"
+               for k in signals.TERM_REPORT_KEYS)

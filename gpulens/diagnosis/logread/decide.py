@@ -26,6 +26,7 @@ from gpulens.diagnosis.logread.lines import (
     is_scheduler_kill,
     spawned_child,
 )
+from gpulens.diagnosis.logread.signals import TERM_REPORT_KEYS
 from gpulens.diagnosis.logread.tracebacks import TRACEBACK, has_head, starts_head
 from gpulens.diagnosis.rules import Rule, RuleMatch, match_rules
 from gpulens.diagnosis.types import DEFAULT_ORIGIN, Diagnosis
@@ -990,8 +991,6 @@ _KEY_CHARS = 40
 #: is detected by the operating system." and "[SignalInfo: *** SIGTERM (@0x...) received by PID N
 #: ... from PID M ***]"; abseil's "*** SIGTERM received at time=...").
 _TERM_REPORT_RULES = frozenset({"fatal-signal-handler-term"})
-#: Literals of those reports.
-_TERM_REPORT_KEYS = ("SIGTERM (@0x", "SIGTERM received at time=")
 
 
 def teardown_term(d: Diagnosis, lines: Sequence[str], floor: int) -> Diagnosis:
@@ -1004,7 +1003,7 @@ def teardown_term(d: Diagnosis, lines: Sequence[str], floor: int) -> Diagnosis:
     (README C1, O3 "the root error's origin", R6)."""
     if d.category != "preempted" or d.rule_id not in _TERM_REPORT_RULES:
         return d
-    reports = find_keys(lines, _TERM_REPORT_KEYS, floor)
+    reports = find_keys(lines, TERM_REPORT_KEYS, floor)
     if not reports:
         return d
     kill = reports[-1]

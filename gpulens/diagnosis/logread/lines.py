@@ -11,6 +11,7 @@ from gpulens.diagnosis import logs
 from gpulens.diagnosis.guarded import Guarded, Prefiltered, contains_any, remembered
 from gpulens.diagnosis.logread.ranks import prefix_rank, strip_prefix
 from gpulens.diagnosis.logread.records import glog_info
+from gpulens.diagnosis.logread.signals import is_stop_record
 from gpulens.diagnosis.logread.tracebacks import TRACEBACK
 from gpulens.diagnosis.logs import find_keys
 
@@ -317,21 +318,6 @@ def is_benign(norm: str) -> bool:
 def is_terminal_kill(norm: str) -> bool:
     """A kill, a time limit, a signal or a non-zero exit (ends a run without a traceback)."""
     return _KILL.matches(norm)
-
-
-#: A program's own record, at warning level, that its SIGTERM handler caught the signal and is
-#: stopping the run ("Signal 15 received — raising KeyboardInterrupt", "SIGTERM received, exiting"):
-#: the handler a script installs with signal.signal(SIGTERM, ...) (CPython's default SIGTERM action
-#: ends the process without a word; only SIGINT becomes KeyboardInterrupt by itself).
-#: The same format is the last alternative of the ``sigterm-handler`` signature rule (which reads to the line's
-#: end); change both together.
-_STOP_RECORD = re.compile(r"\b(?:[Ss]ignal (?:15|SIGTERM)|SIGTERM) (?:was )?received\b(?! at time=)"
-                          r"[^\n]{0,200}?\b(?:KeyboardInterrupt|exit|stop|shut)")
-
-
-def is_stop_record(norm: str) -> bool:
-    """Whether a line is a program's record that its SIGTERM handler is stopping the run."""
-    return "received" in norm and _STOP_RECORD.search(norm) is not None
 
 
 @remembered  # asked again about the same lines by several stages

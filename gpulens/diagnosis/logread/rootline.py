@@ -66,6 +66,13 @@ from gpulens.diagnosis.logread.origins import (
 )
 from gpulens.diagnosis.logread.records import logger_head, names_level, warning_head
 from gpulens.diagnosis.logread.rooterror import is_root_error
+from gpulens.diagnosis.logread.signals import (
+    agent_death_signal,
+    signal_raised,
+    sigterm_report,
+    stop_report,
+    workers_terminated,
+)
 from gpulens.diagnosis.logread.tracebacks import (
     CHAINED,
     EXCEPTION,
@@ -280,30 +287,16 @@ def _with_causes(at: _Attempt, found: list[int], evidence: Sequence[str], cap: i
     return _at_most([i for i in roots if i not in found] + found + _fatal_abort(lines, found), cap)
 
 
-#: The exceptions a signal raises in the process it reaches (README rule R6: not labelled after the
-#: line that says a scheduler ended the job): Python's KeyboardInterrupt (SIGINT), torchrun's
-#: ``SignalException: Process N got signal: 15`` (torch/distributed/elastic/multiprocessing/api.py),
-#: Lightning's ``SIGTERMException`` (lightning/pytorch/utilities/exceptions.py).
-_AFTERMATH = re.compile(r"(?:[\w.]+\.)?(?:KeyboardInterrupt|SignalException|SIGTERMException)\b")
-
-
 def _without_aftermath(own: list[int], region: Sequence[int], norm: Callable[[int], str]) -> list[int]:
     """``own`` without the exceptions the signal of a scheduler's end of the job (its time limit,
     preemption or cancel line in ``region``) or of torchrun's agent's ("Received Signals.SIGINT death signal,
     shutting down workers": torch/distributed/elastic/agent/server/api.py, the signal it got and passes on to
     its workers) raised after that line (README rule R6)."""
     kill = next((i for i in region if _ENDED_FROM_OUTSIDE.search(norm(i)) is not None
-                 or ("death signal" in norm(i) and _DEATH_SIGNAL.search(norm(i)) is not None)), None)
+                 or agent_death_signal(norm(i))), None)
     if kill is None:
         return own
-    return [i for i in own if i <= kill or _AFTERMATH.match(ranks.strip_prefix(norm(i)).strip()) is None]
-
-
-#: Paddle's report of a stop signal its handler caught (paddle/fluid/platform/init.cc ``SignalHandle``: "FatalError:
-#: `Termination signal` is detected by the operating system." for a SIGTERM), or of a SIGABRT ("FatalError: `Process
-#: abort signal` is detected ..."): after an uncaught Python exception, the abort is the process's C++ teardown at exit
-#: (a destructor that throws while the interpreter exits: "0   paddle::framework::ParallelExecutor::~ParallelExecutor()").
-_STOP_REPORT = re.compile(r"FatalError: `(Termination|Process abort) signal` is detected")
+    return [i for i in own if i <= kill or not signal_raised(ranks.strip_prefix(norm(i)).strip())]
 
 
 def _without_teardown(lines: Sequence[str], own: list[int], norm: Callable[[int], str]) -> list[int]:
@@ -317,26 +310,13 @@ def _without_teardown(lines: Sequence[str], own: list[int], norm: Callable[[int]
         prev = out[-1] if out else None  # the last line kept (the traceback a report follows)
         report = own[n - 1] if n else None  # the line just before, kept or not (a dropped SIGTERM report)
         if prev is not None and not any(is_progress(ln) for ln in lines[prev + 1:i]) \
-                and _STOP_REPORT.search(norm(i)) and (_ended_uncaught(lines, prev) or thread_died(lines, prev)):
+                and stop_report(norm(i)) and (_ended_uncaught(lines, prev) or thread_died(lines, prev)):
             continue
         if report is not None and not any(is_progress(ln) for ln in lines[report + 1:i]) \
-                and _sigterm_report(norm(report)) and _WORKERS_TERMINATED.search(norm(i)):
+                and sigterm_report(norm(report)) and workers_terminated(norm(i)):
             continue
         out.append(i)
     return out
-
-
-def _sigterm_report(norm: str) -> bool:
-    """Whether a line is Paddle's report of a SIGTERM (:data:`_STOP_REPORT`, "Termination signal")."""
-    m = _STOP_REPORT.search(norm)
-    return m is not None and m.group(1) == "Termination"
-
-
-#: A data loader's report that its worker processes ended by SIGTERM (Paddle's
-#: paddle/fluid/imperative/data_loader.cc "DataLoader process (pid N) exited is killed by signal:
-#: Terminated.", raised by multiprocess_utils' SIGCHLD handler; torch's "DataLoader worker (pid N) is
-#: killed by signal: Terminated."): after the process's own SIGTERM report, the same stop (R6).
-_WORKERS_TERMINATED = re.compile(r"DataLoader (?:process|worker) \(pid:? ?\d+\)[^\n]* killed by signal: Terminated")
 
 
 def _without_spawned(lines: Sequence[str], own: list[int], region: Sequence[int],
@@ -797,17 +777,12 @@ def _at_most(found: list[int], n: int) -> list[int]:
     return found if len(found) <= n else found[:n - 1] + found[-1:]
 
 
-#: torchrun's agent reporting the signal it got ("Received 1 death signal, shutting down
-#: workers", "Received Signals.SIGTERM death signal, shutting down workers").
-_DEATH_SIGNAL = re.compile(r"Received (?:\d+|Signals\.SIG[A-Z]+) death signal")
-
-
 def _death_signal(lines: Sequence[str], start: int) -> list[int]:
     """The first line of the attempt's end where torchrun says it got a signal (README rule R6:
     the first line that says a signal ended the run; the SIGTERMs it sends its workers, its
     error-file dump and its ``SignalException`` traceback follow from it)."""
     for i in find_keys(lines, ("death signal",), max(0, start - AROUND)):
-        if _DEATH_SIGNAL.search(lines[i]):
+        if agent_death_signal(lines[i]):
             return [i]
     return []
 
