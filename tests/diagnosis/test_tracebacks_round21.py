@@ -141,3 +141,20 @@ def test_signals_own_the_stop_signal_messages() -> None:
     assert signals.workers_terminated("RuntimeError: DataLoader worker (pid 4242) is killed by signal: Terminated.")
     assert any(k in "[SignalInfo: *** SIGTERM (@0x3e8) received by PID 9 (TID 0x7f) from PID 1000 ***]"
                for k in signals.TERM_REPORT_KEYS)
+
+
+def test_copies_own_the_message_shape_and_the_copy_test() -> None:
+    from gpulens.diagnosis.logread import copies
+
+    a = "RuntimeError: CUDA error on device 3 writing '/tmp/a.bin'"
+    b = "RuntimeError: CUDA error on device 5 writing '/tmp/b.bin'"
+    assert copies.message_shape(a) == copies.message_shape(b)
+    assert copies.bare_shape("[rank3]: " + a) == copies.message_shape(b)
+    assert copies.restates("JaxStackTraceBeforeTransformation: ValueError: x", "ValueError: x")
+    assert copies.copy_of(9, b, [(2, a)], ())
+    assert not copies.copy_of(9, b, [(2, a)], (2, 9))  # two messages of one chain naming other names
+    logged = "ERROR engine init failed: " + "the model's config could not be read from the hub"
+    assert copies.copy_of(9, "OSError: the model's config could not be read from the hub", [(2, logged)], ())
+    assert copies.what_said("what():  [Rank 0] NCCL watchdog thread terminated with exception: boom at 42",
+                            {"[Rank #] NCCL watchdog thread terminated with exception: boom at #"})
+    assert copies.without_digits("rank 12 port 29500 'a1'") == "rank # port # 'a#'"

@@ -19,6 +19,14 @@ from dataclasses import dataclass
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.guarded import Guarded
 from gpulens.diagnosis.logread import ranks
+from gpulens.diagnosis.logread.copies import (
+    bare_shape,
+    copy_of,
+    message_shape,
+    restates,
+    what_said,
+    without_digits,
+)
 from gpulens.diagnosis.logread.lines import (
     ABORTED,
     ABORTED_ZH,
@@ -30,7 +38,6 @@ from gpulens.diagnosis.logread.lines import (
     LSF_TERM,
     OOM_KILLED,
     PBS_KILL,
-    SLURM_JOB,
     SLURM_REASON,
     TORCHRUN_BANNER,
     ends_own_process,
@@ -235,16 +242,16 @@ def _with_quoted(at: _Attempt, picked: list[int], quoted: Sequence[int], own: Se
     no abort on an error already picked (R6)."""
     picked = list(picked)
     norm = at.norm
-    texts = {_shape(norm(i)) for i in picked}
+    texts = {message_shape(norm(i)) for i in picked}
     for i in quoted:
         if not any(abs(i - k) <= _NEXT_TO for k in picked) and not _later_line(at.lines, i, picked, at.region) \
-                and _shape(norm(i)) not in texts and at.mine(i) and not _what_said(norm(i), texts) \
+                and message_shape(norm(i)) not in texts and at.mine(i) and not what_said(norm(i), texts) \
                 and not (own and _cleanup(norm(i))) and i in window \
                 and i not in passed and not any(0 < i - k <= _NEXT_TO for k in caught) \
                 and not spawn_lost(at.lines, i) \
                 and not (picked and _abort_report(norm(i))):
             picked.append(i)
-            texts.add(_shape(norm(i)))
+            texts.add(message_shape(norm(i)))
     return picked
 
 
@@ -419,10 +426,10 @@ def _logged_and_went_on(lines: Sequence[str], i: int, own: Sequence[int], norm: 
     record = next((k for k in range(head - 1, max(-1, head - 3), -1) if lines[k].strip()), None)
     if record is None or not names_level(unprefixed(lines[record])):
         return False
-    said = _bare_shape(norm(i))
+    said = bare_shape(norm(i))
     later = [j for j in own if j > i and EXCEPTION.match(norm_body(lines[j]))]
     return bool(later) and _printing(lines, later[0], i) > i \
-        and not any(_restates(said, _bare_shape(norm(j))) for j in later)
+        and not any(restates(said, bare_shape(norm(j))) for j in later)
 
 
 #: Lines of ordinary output between two printings of one message that show the process went on between them.
@@ -438,7 +445,7 @@ def _printed_again(lines: Sequence[str], own: Sequence[int], norm: Callable[[int
     one ended the run. Each message's copies are judged once (a loop can print one message thousands of times)."""
     by_shape: dict[str, list[int]] = {}
     for j in own:
-        by_shape.setdefault(_bare_shape(norm(j)), []).append(j)
+        by_shape.setdefault(bare_shape(norm(j)), []).append(j)
     out: set[int] = set()
     for said, copies in by_shape.items():
         if len(copies) > 1 and _went_on_after_copies(lines, own, norm, said, copies):
@@ -453,7 +460,7 @@ def _went_on_after_copies(lines: Sequence[str], own: Sequence[int], norm: Callab
     if not any(_ordinary_between(lines, a, b) for a, b in zip(copies, copies[1:], strict=False)):
         return False
     final = next((j for j in reversed(own) if j > copies[-1] and EXCEPTION.match(norm_body(lines[j]))), None)
-    return final is not None and _ended_uncaught(lines, final) and not _restates(said, _bare_shape(norm(final)))
+    return final is not None and _ended_uncaught(lines, final) and not restates(said, bare_shape(norm(final)))
 
 
 def _ordinary_between(lines: Sequence[str], a: int, b: int) -> bool:
@@ -620,7 +627,7 @@ def _logged_first(lines: Sequence[str], i: int, norm: Callable[[int], str]) -> i
     above = "\n".join(lines[max(0, i - _LOGGED_REACH - _FRAMES_REACH):i])
     if not any(k in above for k in _CPP_FILES):
         return i  # no C++ log line above
-    message = _shape(body[m.end() + 2:].strip())
+    message = message_shape(body[m.end() + 2:].strip())
     head = python_head(lines, i) if len(message) >= 30 else None
     if head is None:
         return i
@@ -628,7 +635,7 @@ def _logged_first(lines: Sequence[str], i: int, norm: Callable[[int], str]) -> i
     for k in range(head - 1, max(-1, head - _LOGGED_REACH), -1):
         body = unprefixed(lines[k]).strip()
         got = _CPP_LOGGED.match(body) if body[:1] in "[EF" else None
-        if got is not None and ranks.prefix_rank(lines[k]) == rank and _shape(body[got.end():].strip()) == message:
+        if got is not None and ranks.prefix_rank(lines[k]) == rank and message_shape(body[got.end():].strip()) == message:
             return k
     return i
 
@@ -678,20 +685,6 @@ def _fatal_abort(lines: Sequence[str], found: Sequence[int]) -> list[int]:
     return []
 
 
-def _what_said(text: str, said: set[str]) -> bool:
-    """Whether ``text`` is the C++ runtime's ``what():`` line under "terminate called after
-    throwing an instance of ..." restating a message already picked (the watchdog's "[Rank 0] NCCL
-    watchdog thread terminated with exception: ..." logged, then thrown): README rule R6, the
-    error is named once."""
-    if _WHAT not in text[:40]:
-        return False
-    body = _shape(text.split(_WHAT, 1)[1].strip())
-    return len(body) > 20 and any(t.endswith(body) for t in said)
-
-
-_WHAT = "what():"
-
-
 def _once(picked: Sequence[int], norm: Callable[[int], str], chained: Collection[int] = ()) -> list[int]:
     """``picked`` without the launcher's verdicts when a line of the failing process itself shows
     the error (rule R8), and without the copies of a message already picked, whatever rank
@@ -705,39 +698,10 @@ def _once(picked: Sequence[int], norm: Callable[[int], str], chained: Collection
     seen: list[tuple[int, str]] = []
     for i in sorted(keep):
         text = ranks.strip_prefix(norm(i)).strip().rstrip(":").rstrip()
-        if not _copy_of(i, text, seen, chained):
+        if not copy_of(i, text, seen, chained):
             seen.append((i, text))
             out.append(i)
     return out
-
-
-#: The shortest exception message whose copy in a logged line is looked for (a word or two is no copy).
-_COPY_MIN = 30
-
-
-def _logged_message(exc: str, line: str) -> bool:
-    """Whether ``line`` ends with the message of the exception line ``exc``: a program logged the
-    error it caught (``logger.error(f"engine init failed: {e}")``), then its traceback (README rule
-    R5: the error once, at its earliest printing)."""
-    m = EXCEPTION.match(exc)
-    if m is None or not exc.startswith(": ", m.end()) or EXCEPTION.match(line) is not None:
-        return False
-    message = _shape(exc[m.end() + 2:].strip())
-    return len(message) >= _COPY_MIN and _shape(line).endswith(": " + message)
-
-
-def _copy_of(i: int, text: str, seen: Sequence[tuple[int, str]], chained: Collection[int]) -> bool:
-    """Whether line ``i`` (its message ``text``) restates one of ``seen`` (index, message): by
-    :func:`_shape`, except two lines of ``chained`` that quote other names."""
-    for k, said in seen:
-        if not _restates(_shape(text), _shape(said)):
-            if _logged_message(text, said) or _logged_message(said, text):
-                return True
-            continue
-        if i in chained and k in chained and not _restates(_DIGITS.sub("#", text), _DIGITS.sub("#", said)):
-            continue  # two messages of one chain
-        return True
-    return False
 
 
 #: The C++ runtime's report of an uncaught exception ("terminate called after throwing an instance of
@@ -888,8 +852,8 @@ def _started_again(lines: Sequence[str], run: Sequence[int], nxt: int, memo: dic
         return False  # the other processes' start-up, printed while the first one failed (rule R5)
     printed = _printing(lines, nxt, prev)
     if printed < nxt:  # an exception's traceback: where the run first printed it
-        text = _bare_shape(logs.normalize_line(lines[nxt]).strip())
-        same = next((i for i in run if _bare_shape(logs.normalize_line(lines[i]).strip()) == text), run[0])
+        text = bare_shape(logs.normalize_line(lines[nxt]).strip())
+        same = next((i for i in run if bare_shape(logs.normalize_line(lines[i]).strip()) == text), run[0])
         top = max(top, _printing(lines, same, same))
     between = {_ordinary_shape(lines, k, memo) for k in range(prev + 1, min(printed, prev + 1 + _BETWEEN_REACH))}
     between.discard("")
@@ -933,7 +897,7 @@ _ERROR_REPORT = re.compile(r"-{10,}$|Error Message Summary:$|No stack trace in p
 
 
 def _ordinary_shape(lines: Sequence[str], k: int, memo: dict[int, str]) -> str:
-    """The :func:`_shape` of line ``k`` when it is a line of a program's ordinary output (not
+    """The :func:`copies.message_shape` of line ``k`` when it is a line of a program's ordinary output (not
     blank, not a traceback's or a message's indented line, not an error, not a progress line: a
     loop's, not the start-up's; not tagged with a rank, host or process: another one's), else ""."""
     got = memo.get(k)
@@ -943,7 +907,7 @@ def _ordinary_shape(lines: Sequence[str], k: int, memo: dict[int, str]) -> str:
         plain = not (len(body) != len(raw) or not body.strip() or body[:1].isspace() or has_head(body)
                      or chained(body) or is_progress(raw) or _ERROR_REPORT.match(body.strip()))
         norm = logs.normalize_line(body) if plain else ""
-        got = memo[k] = _shape(norm.strip()) if plain and not is_failure(norm, raw) else ""
+        got = memo[k] = message_shape(norm.strip()) if plain and not is_failure(norm, raw) else ""
     return got
 
 
@@ -953,8 +917,8 @@ def _earliest_copies(picked: Sequence[int], run: Sequence[int], norm: Callable[[
     first failing rank of the whole log need not be the first of a later run)."""
     out = []
     for i in picked:
-        text = _bare_shape(norm(i))
-        out.append(next((k for k in run if k <= i and is_root_error(norm(k)) and _bare_shape(norm(k)) == text), i))
+        text = bare_shape(norm(i))
+        out.append(next((k for k in run if k <= i and is_root_error(norm(k)) and bare_shape(norm(k)) == text), i))
     return out
 
 
@@ -969,8 +933,8 @@ def _again(lines: Sequence[str], runs: Sequence[Sequence[int]], norm: Callable[[
     wrapper exceptions may follow its verdict)."""
     if len(runs) < 2:
         return None
-    root, last = _bare_shape(norm(runs[0][0])), [_bare_shape(norm(i)) for i in runs[-1]]
-    if any(_restates(root, x) for x in last):
+    root, last = bare_shape(norm(runs[0][0])), [bare_shape(norm(i)) for i in runs[-1]]
+    if any(restates(root, x) for x in last):
         return False
     final = next((i for i in reversed(runs[-1]) if EXCEPTION.match(norm(i))), runs[-1][-1])
     if _LEFT_MISSING.search(norm(final)):
@@ -986,19 +950,6 @@ def _run_end(own: Sequence[int], verdicts: Sequence[int]) -> int:
     (torchrun's "failed (exitcode", a cancel, srun's exit line), what fails after it is another
     command of the job script."""
     return min((v for v in verdicts if own and v > own[0]), default=1 << 62)
-
-
-def _shape(text: str) -> str:
-    """A message with its numbers and quoted names blanked (the same error of another GPU,
-    process or temporary file)."""
-    if "*** " in text:  # Slurm's cancel of the job and of its step: one message
-        text = _SLURM_STEP.sub("*** JOB #", text)
-    return _DIGITS.sub("#", _QUOTED.sub("'…'", text))
-
-
-_SLURM_STEP = re.compile(SLURM_JOB)
-_DIGITS = re.compile(r"\d+")
-_QUOTED = re.compile(r"'[^'\s]*'")
 
 
 #: The kernel's or the cgroup's OOM kill: says why a process that printed its error was killed (R6).
@@ -1050,12 +1001,12 @@ def _root_lines(lines: Sequence[str], own: Sequence[int], norm: Callable[[int], 
         if EXCEPTION.match(norm(i)):
             printings.setdefault(_printing(lines, i, own[0]), []).append(i)
     final = printings[_printing(lines, last, own[0])]
-    shapes = [_bare_shape(norm(i)) for i in final]
-    again = next((p for p in printings.values() if p[-1] < final[0] and [_bare_shape(norm(i)) for i in p] == shapes), None)
+    shapes = [bare_shape(norm(i)) for i in final]
+    again = next((p for p in printings.values() if p[-1] < final[0] and [bare_shape(norm(i)) for i in p] == shapes), None)
     chain = again if again is not None else final
     out = [own[0]]
     root = printings.get(_printing(lines, own[0], own[0]), [])
-    if root and all(any(_restates(_shape(norm(i)), _shape(norm(k))) for k in root) for i in chain):
+    if root and all(any(restates(message_shape(norm(i)), message_shape(norm(k))) for k in root) for i in chain):
         chain = root  # the final chain printed again (another process's copy): the root's printing says it first
     said = out + (root if chain is not root else [])  # another printing of the root's chain: its messages are said
     for i in (chain[0], chain[-1]):  # the chain's first (when the first line is not in it) and its last
@@ -1066,12 +1017,12 @@ def _root_lines(lines: Sequence[str], own: Sequence[int], norm: Callable[[int], 
 
 
 def _new_message(i: int, said: Sequence[int], chain: Sequence[int], norm: Callable[[int], str]) -> bool:
-    """Whether the exception line ``i`` says what none of ``said`` says: by :func:`_shape` (another
+    """Whether the exception line ``i`` says what none of ``said`` says: by :func:`copies.message_shape` (another
     process's copy names its own GPU, file or port), but by the names it quotes against a line of
     its own ``chain`` (R4: "NameError: name 'accelerator' is not defined" handled, then "NameError:
     name 'logger' is not defined" are two messages of one process)."""
-    return all(k in chain and not _restates(_DIGITS.sub("#", norm(i)), _DIGITS.sub("#", norm(k)))
-               for k in said if _restates(_shape(norm(i)), _shape(norm(k))))
+    return all(k in chain and not restates(without_digits(norm(i)), without_digits(norm(k)))
+               for k in said if restates(message_shape(norm(i)), message_shape(norm(k))))
 
 
 #: The exception a parent raises when its child process exited non-zero (subprocess.run's
@@ -1118,7 +1069,7 @@ def _printed_with(lines: Sequence[str], i: int, mine: Callable[[int], bool]) -> 
     first = chain_start(lines, head, max(0, head - AROUND * 5))
     out = [k for k in _chain_exceptions(lines, first, head) if mine(k)]
     above = next((k for k in range(first - 1, max(-1, first - 4), -1) if lines[k].strip()), None)
-    if above is not None and mine(above) and _shape(norm_body(lines[above])) == _shape(body):
+    if above is not None and mine(above) and message_shape(norm_body(lines[above])) == message_shape(body):
         out.append(above)
         prev = traceback_head(lines, above)
         if prev is not None and has_head(lines[prev]):
@@ -1138,18 +1089,6 @@ def _chain_exceptions(lines: Sequence[str], first: int, last_head: int) -> list[
             if exc is not None and EXCEPTION.match(norm_body(lines[exc])) and is_root_error(norm_body(lines[exc])):
                 out.append(exc)
     return out
-
-
-def _bare_shape(norm: str) -> str:
-    """The shape of a message without its launcher's prefix (a rank's copy of a chain is the same chain)."""
-    return _shape(ranks.strip_prefix(norm).strip())
-
-
-def _restates(a: str, b: str) -> bool:
-    """Whether two exception lines state one error: the same message, or one is the other
-    under a wrapper's type (JAX's "JaxStackTraceBeforeTransformation: ValueError: x" and the
-    "ValueError: x" it re-raises)."""
-    return a == b or a.endswith(": " + b) or b.endswith(": " + a)
 
 
 def _embeds(lines: Sequence[str], i: int, norm: Callable[[int], str]) -> bool:
