@@ -355,6 +355,7 @@ def _guards() -> list[tuple[str, object]]:
     from gpulens.diagnosis import logs
     from gpulens.diagnosis.guarded import Guarded
     from gpulens.diagnosis.logread import (
+        aborts,
         attempts,
         completion,
         lines,
@@ -364,7 +365,7 @@ def _guards() -> list[tuple[str, object]]:
         steplines,
     )
 
-    return [(f"{m.__name__}.{k}", v) for m in (logs, lines, phase, steplines, attempts, completion, rootline, rooterror)
+    return [(f"{m.__name__}.{k}", v) for m in (logs, lines, phase, steplines, attempts, completion, rootline, rooterror, aborts)
             for k, v in vars(m).items() if isinstance(v, Guarded)]
 
 

@@ -158,3 +158,17 @@ def test_copies_own_the_message_shape_and_the_copy_test() -> None:
     assert copies.what_said("what():  [Rank 0] NCCL watchdog thread terminated with exception: boom at 42",
                             {"[Rank #] NCCL watchdog thread terminated with exception: boom at #"})
     assert copies.without_digits("rank 12 port 29500 'a1'") == "rank # port # 'a#'"
+
+
+def test_aborts_own_the_abort_lines_and_their_reasons() -> None:
+    from gpulens.diagnosis.logread import aborts
+
+    log = ["step 3", "free(): invalid pointer", "run.sh: line 26: 158958 Aborted (core dumped) python train.py"]
+    assert aborts.abort_reason(log, [2]) == [1]
+    fatal = ["F0101 00:00:00.000000 9 check.cc:12] Check failed: x == y", "*** Check failure stack trace: ***",
+             "Aborted (core dumped)"]
+    assert aborts.fatal_abort(fatal, [0]) == [2]
+    assert aborts.abort_report("terminate called after throwing an instance of 'c10::DistBackendError'")
+    assert aborts.abort_report("Error Message Summary:")
+    assert not aborts.abort_report("RuntimeError: CUDA out of memory")
+    assert aborts.report_frame("-" * 20) is not None

@@ -17,8 +17,14 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from gpulens.diagnosis import logs
-from gpulens.diagnosis.guarded import Guarded
 from gpulens.diagnosis.logread import ranks
+from gpulens.diagnosis.logread.aborts import (
+    abort_reason,
+    abort_report,
+    aborted_on_timeout,
+    fatal_abort,
+    report_frame,
+)
 from gpulens.diagnosis.logread.copies import (
     bare_shape,
     copy_of,
@@ -28,12 +34,6 @@ from gpulens.diagnosis.logread.copies import (
     without_digits,
 )
 from gpulens.diagnosis.logread.lines import (
-    ABORTED,
-    ABORTED_ZH,
-    CORE_DUMPED,
-    GLIBC_ERROR_IN,
-    GLIBC_REASON,
-    GLOG_FATAL,
     KERNEL_OOM,
     LSF_TERM,
     OOM_KILLED,
@@ -204,7 +204,7 @@ def _own_errors(at: _Attempt, hook: Collection[int], ownline: Callable[[int], bo
     errors = [i for i in own if not is_scheduler_kill(norm(i))]
     caught = set(errors) if errors and _went_on(lines, errors[-1], region, norm, ownline) else set()
     own = [i for i in own if i not in caught]
-    if own and _aborted_on_timeout(own, region, norm, at.mine):
+    if own and aborted_on_timeout(own, region, norm, at.mine):
         caught, own = caught | set(own), []  # the watchdog took the process down: its timeout is the cause (R6)
     kept = _without_spawned(lines, _without_teardown(lines, _without_aftermath(own, region, norm), norm), region, norm)
     caught, own = caught | (set(own) - set(kept)), kept
@@ -249,7 +249,7 @@ def _with_quoted(at: _Attempt, picked: list[int], quoted: Sequence[int], own: Se
                 and not (own and _cleanup(norm(i))) and i in window \
                 and i not in passed and not any(0 < i - k <= _NEXT_TO for k in caught) \
                 and not spawn_lost(at.lines, i) \
-                and not (picked and _abort_report(norm(i))):
+                and not (picked and abort_report(norm(i))):
             picked.append(i)
             texts.add(message_shape(norm(i)))
     return picked
@@ -264,7 +264,7 @@ def _ending_kills(at: _Attempt, picked: Sequence[int], own: Sequence[int], caugh
              and not logs.is_secondary(norm(i)) and not is_benign(norm(i)) and not (own and _cleanup(norm(i)))]
     return [i for i in kills if i not in picked
             and (not own or (i > own[0] and _why_killed(norm(i), own, norm, at.lines[i + 1:i + 1 + _AFTER_KILL])))
-            and not (picked and _abort_report(norm(i)))][:2]
+            and not (picked and abort_report(norm(i)))][:2]
 
 
 def _shown_lines(at: _Attempt, picked: Sequence[int], chained: Collection[int], own: Sequence[int],
@@ -290,8 +290,8 @@ def _with_causes(at: _Attempt, found: list[int], evidence: Sequence[str], cap: i
     divergence, a NaN reported or sampled), or after why it aborted, and with a fatal abort's lines (R6)."""
     lines = at.lines
     roots = diverged_root(lines, at.start, evidence) or nan_reported(lines, at.start, found, at.norm) \
-        or nan_sampled(lines, found) or _abort_reason(lines, found)
-    return _at_most([i for i in roots if i not in found] + found + _fatal_abort(lines, found), cap)
+        or nan_sampled(lines, found) or abort_reason(lines, found)
+    return _at_most([i for i in roots if i not in found] + found + fatal_abort(lines, found), cap)
 
 
 def _without_aftermath(own: list[int], region: Sequence[int], norm: Callable[[int], str]) -> list[int]:
@@ -640,51 +640,6 @@ def _logged_first(lines: Sequence[str], i: int, norm: Callable[[int], str]) -> i
     return i
 
 
-#: glibc's report of the heap corruption it found before it calls abort(): "*** Error in
-#: `./simplex': corrupted size vs. prev_size: 0x00000000006ba7b0 ***" (glibc < 2.26), or the
-#: message alone ("free(): invalid pointer", "malloc(): corrupted top size"; malloc/malloc.c
-#: malloc_printerr), and its stack protector's "*** stack smashing detected ***: terminated".
-_GLIBC_ABORT = Guarded(rf"^{GLIBC_ERROR_IN}|^(?:{GLIBC_REASON})",
-                       ("*** Error in `", "detected ***", "double free", "(): ", "corrupted "))
-#: A process's abort as its shell reports it ("line 26: 158958 Aborted (core dumped) ./simplex").
-_ABORTED_SHELL = re.compile(rf"{ABORTED}(?: {CORE_DUMPED})?|{ABORTED_ZH}")
-#: Lines above an abort searched for glibc's reason.
-_ABORT_REACH = 400
-
-
-def _abort_reason(lines: Sequence[str], found: Sequence[int]) -> list[int]:
-    """When the last line of ``found`` says the process aborted (the shell's "Aborted (core
-    dumped)"), glibc's report of why or glog's FATAL line, printed above it by the same process (no
-    other abort between them): README rule R6, the line that says it was killed and the one that
-    says why."""
-    last = found[-1]
-    if not _ABORTED_SHELL.search(lines[last]):
-        return []
-    for k in range(last - 1, max(-1, last - _ABORT_REACH), -1):
-        body = unprefixed(lines[k]).strip()
-        if _ABORTED_SHELL.search(body):
-            return []
-        if (body[:1] in "*dfmrc" and _GLIBC_ABORT.search(body) is not None) \
-                or (body[:1] == "F" and GLOG_FATAL.match(body) is not None):
-            return [k] if k not in found else []
-    return []
-
-
-def _fatal_abort(lines: Sequence[str], found: Sequence[int]) -> list[int]:
-    """The shell's "Aborted (core dumped)" after the last found line when that line is glog's or
-    absl's FATAL line (the abort it calls, within its stack dump's reach): README rule R6, the line
-    that says the process was killed and the one that says why."""
-    last = found[-1]
-    if GLOG_FATAL.match(unprefixed(lines[last]).strip()) is None:
-        return []
-    for k in range(last + 1, min(len(lines), last + _ABORT_REACH)):
-        if _ABORTED_SHELL.search(unprefixed(lines[k])):
-            return [k]
-        if GLOG_FATAL.match(unprefixed(lines[k]).strip()) is not None:
-            return []  # another fatal message: the abort is not this one's alone
-    return []
-
-
 def _once(picked: Sequence[int], norm: Callable[[int], str], chained: Collection[int] = ()) -> list[int]:
     """``picked`` without the launcher's verdicts when a line of the failing process itself shows
     the error (rule R8), and without the copies of a message already picked, whatever rank
@@ -704,33 +659,6 @@ def _once(picked: Sequence[int], norm: Callable[[int], str], chained: Collection
     return out
 
 
-#: The C++ runtime's report of an uncaught exception ("terminate called after throwing an instance of
-#: 'c10::DistBackendError'"): the cause line only when nothing before it names the error (rule R6).
-_ABORTED = "terminate called"
-#: Python's faulthandler on the SIGABRT that follows it (Python/pylifecycle.c, faulthandler's
-#: "Fatal Python error: Aborted"; the shell's "Aborted (core dumped)" after it).
-_FAULT_ABORT = "Fatal Python error: Aborted"
-
-
-def _abort_report(norm: str) -> bool:
-    """Whether a line reports the process's abort (C++'s "terminate called ...", faulthandler's
-    "Fatal Python error: Aborted", the shell's "Aborted (core dumped)"), or frames Paddle's report
-    of it (``_ERROR_REPORT``: "Error Message Summary:"): it names no error itself."""
-    return _ABORTED in norm or _FAULT_ABORT in norm or _ABORTED_SHELL.search(norm) is not None \
-        or _ERROR_REPORT.match(norm.strip()) is not None
-
-
-def _aborted_on_timeout(own: Sequence[int], region: Sequence[int], norm: Callable[[int], str],
-                        mine: Callable[[int], bool]) -> bool:
-    """Whether the failing process's own lines only report its abort and the same process's NCCL
-    watchdog said before them that a collective timed out: the watchdog takes the process down on a
-    timeout (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp: "To avoid data inconsistency, we are
-    taking the entire process down.", then it throws from its thread: std::terminate, SIGABRT).
-    README rule R6: the first rank's "Watchdog caught collective operation timeout" is the cause
-    line, not the abort it causes."""
-    if not all(_abort_report(norm(i)) for i in own):
-        return False
-    return any(COLLECTIVE_TIMEOUT.search(norm(i)) is not None and mine(i) for i in region if i < own[0])
 #: README rule R9: never more than three indicator lines.
 RULE_MAX_LINES = 3
 
@@ -888,14 +816,6 @@ def _several_running(lines: Sequence[str], top: int, prev: int, nxt: int) -> boo
     return not find_keys(lines, _LAUNCH_KEYS, prev + 1, nxt)
 
 
-#: The frame of the error report a dying Paddle process prints (paddle/fluid/platform/enforce.h
-#: ``GetCurrentTraceBackString`` / ``EnforceNotMet``, paddle/fluid/platform/init.cc ``SignalHandle``:
-#: "C++ Traceback (most recent call last):", "No stack trace in paddle, may be caused by external
-#: reasons.", "Error Message Summary:", each boxed by dash rules): the end of a process, printed
-#: alike by every run, never its start-up printed again.
-_ERROR_REPORT = re.compile(r"-{10,}$|Error Message Summary:$|No stack trace in paddle\b")
-
-
 def _ordinary_shape(lines: Sequence[str], k: int, memo: dict[int, str]) -> str:
     """The :func:`copies.message_shape` of line ``k`` when it is a line of a program's ordinary output (not
     blank, not a traceback's or a message's indented line, not an error, not a progress line: a
@@ -905,7 +825,7 @@ def _ordinary_shape(lines: Sequence[str], k: int, memo: dict[int, str]) -> str:
         raw = lines[k]
         body = unprefixed(raw)
         plain = not (len(body) != len(raw) or not body.strip() or body[:1].isspace() or has_head(body)
-                     or chained(body) or is_progress(raw) or _ERROR_REPORT.match(body.strip()))
+                     or chained(body) or is_progress(raw) or report_frame(body.strip()))
         norm = logs.normalize_line(body) if plain else ""
         got = memo[k] = message_shape(norm.strip()) if plain and not is_failure(norm, raw) else ""
     return got
