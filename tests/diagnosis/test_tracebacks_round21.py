@@ -172,3 +172,21 @@ def test_aborts_own_the_abort_lines_and_their_reasons() -> None:
     assert aborts.abort_report("Error Message Summary:")
     assert not aborts.abort_report("RuntimeError: CUDA out of memory")
     assert aborts.report_frame("-" * 20) is not None
+
+
+def test_runs_own_the_job_scripts_runs() -> None:
+    from gpulens.diagnosis.logread import rootline, runs
+
+    assert rootline.relaunched is runs.relaunched
+    tb = ["Traceback (most recent call last):", '  File "train.py", line 9, in <module>', "    main()",
+          "FileNotFoundError: [Errno 2] No such file or directory: 'ckpt/last.pt'"]
+    assert runs.ended_uncaught(tb, 3)
+    assert runs.printing(tb, 3, 0) == 0
+    caught = ["Traceback (most recent call last):", '  File "train.py", line 9, in step', "    load()",
+              "KeyError: 'w'", "", "During handling of the above exception, another exception occurred:"]
+    assert not runs.ended_uncaught(caught, 3)  # a chain goes on below it
+    log = ["ValueError: bad config", "srun: error: gpu1: task 0: Exited with exit code 1", "ValueError: bad config"]
+    got = runs.split_runs(log, [0, 2], 0)
+    assert got == [[0], [2]]  # srun's verdict ends the first run
+    assert runs.last_run_again(log, got, log.__getitem__) is False  # the same error again: a retry
+    assert runs.first_run_end([0, 2], [1]) == 1
