@@ -190,3 +190,22 @@ def test_runs_own_the_job_scripts_runs() -> None:
     assert got == [[0], [2]]  # srun's verdict ends the first run
     assert runs.last_run_again(log, got, log.__getitem__) is False  # the same error again: a retry
     assert runs.first_run_end([0, 2], [1]) == 1
+
+
+def test_chains_own_the_root_lines_of_a_chain() -> None:
+    from gpulens.diagnosis.logread import chains, records, rootline
+
+    assert rootline.failure_point is chains.failure_point
+    log = ["Traceback (most recent call last):", '  File "a.py", line 1, in <module>', "KeyError: 'w'", "",
+           "During handling of the above exception, another exception occurred:", "",
+           "Traceback (most recent call last):", '  File "a.py", line 3, in <module>',
+           "RuntimeError: no weights for the head"]
+    norm = [ln.strip() for ln in log]
+    assert chains.root_lines(log, [2, 8], norm.__getitem__) == [2, 8]  # the chain's first and its last
+    assert chains.printed_with(log, 8, lambda i: True) == [2]  # the chain's first, above the scan's reach
+    assert chains.wraps("RuntimeError: Caught ValueError in DataLoader worker process 0.")
+    assert not chains.wraps("ValueError: bad shape")
+    wrapped = ["RuntimeError: the worker failed:", "Traceback (most recent call last):", '  File "w.py", line 2, in f',
+               "ValueError: bad shape"]
+    assert chains.failure_point(wrapped, 3) == 0  # the wrapper's line: where the process was
+    assert records.unlogged("ERROR 08-10 20:45:59 [registry.py:355]   File \"x.py\"") == '  File "x.py"'

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["glog_info", "logger_head", "names_level", "tf_notice", "warning_head"]
+__all__ = ["glog_info", "logger_head", "names_level", "tf_notice", "unlogged", "warning_head"]
 
 #: A logger's header on every line of a traceback it prints: vLLM's "ERROR 08-25 18:56:06
 #: [core.py:700] " (vllm/logger.py _FORMAT "%(levelname)s %(asctime)s [%(filename)s:%(lineno)d]
@@ -69,3 +69,11 @@ def tf_notice(norm: str) -> bool:
 def glog_info(shown: str) -> bool:
     """Whether a raw line starts with a glog/abseil header at INFO level (:data:`_INFO_RECORD`)."""
     return shown[:1] == "I" and _INFO_RECORD.match(shown) is not None
+
+
+def unlogged(body: str) -> str:
+    """``body`` without the header a logger prints on every line of a traceback it logs (vLLM's
+    "ERROR 08-10 20:45:59 [registry.py:355] ", glog's "E0119 09:59:04.513000 4928 api.py:874] ";
+    :func:`logger_head`)."""
+    m = logger_head(body) if "] " in body[:120] else None
+    return body if m is None else body[m.end():]
