@@ -209,3 +209,17 @@ def test_chains_own_the_root_lines_of_a_chain() -> None:
                "ValueError: bad shape"]
     assert chains.failure_point(wrapped, 3) == 0  # the wrapper's line: where the process was
     assert records.unlogged("ERROR 08-10 20:45:59 [registry.py:355]   File \"x.py\"") == '  File "x.py"'
+
+
+def test_aftermath_owns_the_errors_the_run_did_not_end_on() -> None:
+    from gpulens.diagnosis.logread import aftermath
+
+    log = ["[rank0]: ValueError: bad batch", *[f"step {k} loss 0.5" for k in range(12)],
+           "slurmstepd: error: *** JOB 42 ON gpu1 CANCELLED AT 2024-01-01T00:00:00 DUE TO TIME LIMIT ***"]
+    norm = [ln.strip() for ln in log]
+    assert aftermath.went_on(log, 0, [0, len(log) - 1], norm.__getitem__, lambda i: True)  # caught: the kill ended it
+    assert aftermath.ended_from_outside(log[-1])
+    sig = [log[-1], "KeyboardInterrupt"]
+    assert aftermath.without_aftermath([1], [0, 1], [ln.strip() for ln in sig].__getitem__) == []
+    assert aftermath.logged_warning("W0113 22:44:54.202000 3923616 torch/_dynamo/convert_frame.py:1125] "
+                                    "torch._dynamo.exc.TorchRuntimeError: Failed running call_function")
