@@ -223,3 +223,25 @@ def test_aftermath_owns_the_errors_the_run_did_not_end_on() -> None:
     assert aftermath.without_aftermath([1], [0, 1], [ln.strip() for ln in sig].__getitem__) == []
     assert aftermath.logged_warning("W0113 22:44:54.202000 3923616 torch/_dynamo/convert_frame.py:1125] "
                                     "torch._dynamo.exc.TorchRuntimeError: Failed running call_function")
+
+
+def test_messages_own_a_messages_lines() -> None:
+    from gpulens.diagnosis.logread import messages
+
+    assert messages.logged_frame('[rank3]:   File "train.py", line 9, in <module>')
+    assert messages.logged_frame("ERROR 08-25 18:56:06 [core.py:700]     raise ValueError(x)")
+    assert not messages.logged_frame("[rank3]: ValueError: x")
+    assert messages.code_line("    loss.backward()")
+    tf = ["tensorflow.python.framework.errors_impl.ResourceExhaustedError: 2 root error(s) found.",
+          "  (0) Resource exhausted: OOM when allocating tensor", "0 successful operations."]
+    assert messages.summary_part(tf, 1)
+    nccl = ["[rank1]: torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:3356, unhandled cuda error",
+            "[rank1]: ncclUnhandledCudaError: Call to CUDA function failed.", "[rank1]: Last error:",
+            "[rank1]: Cuda failure 2 'out of memory'"]
+    assert messages.later_line(nccl, 3, [0], [])
+    head = ["ERROR:root:training failed", "Traceback (most recent call last):", '  File "t.py", line 1, in <module>',
+            "ValueError: x"]
+    assert messages.not_heads(head, [0, 3]) == [3]
+    hook = ["Error in sys.excepthook:", "Traceback (most recent call last):", "ImportError: gone", "",
+            "Original exception was:", "Traceback (most recent call last):", "ValueError: x"]
+    assert messages.hook_errors(hook, 0) == {0, 1, 2, 3, 4}
