@@ -245,3 +245,10 @@ def test_messages_own_a_messages_lines() -> None:
     hook = ["Error in sys.excepthook:", "Traceback (most recent call last):", "ImportError: gone", "",
             "Original exception was:", "Traceback (most recent call last):", "ValueError: x"]
     assert messages.hook_errors(hook, 0) == {0, 1, 2, 3, 4}
+
+
+def test_records_glued_record_on_a_bar() -> None:
+    from gpulens.diagnosis.logread import records
+
+    assert records.glued_record(" 40%|####  | 40/100 [00:09<00:13, 4.4it/s]2024-04-24 15:46:03,689 - WARNING - slow")
+    assert not records.glued_record(" 40%|####  | 40/100 [00:09<00:13, 4.4it/s]")

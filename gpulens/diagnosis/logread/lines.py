@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.guarded import Guarded, Prefiltered, contains_any, remembered
 from gpulens.diagnosis.logread.ranks import prefix_rank, strip_prefix
-from gpulens.diagnosis.logread.records import glog_info
+from gpulens.diagnosis.logread.records import glog_info, glued_record
 from gpulens.diagnosis.logread.signals import is_stop_record
 from gpulens.diagnosis.logread.tracebacks import TRACEBACK
 from gpulens.diagnosis.logs import find_keys
@@ -288,18 +288,13 @@ def is_progress(raw: str) -> bool:
     end = raw[-_SHOWN:]  # a progress bar's line holds every update ("\r"): the last is what shows
     if not _has_progress_key(end):
         return False
-    if "]" in end and _GLUED_RECORD.search(end) is not None:
+    if glued_record(end):
         return False  # a warning or error record written right after the bar: the record is what shows
     return not _ERRWORD.matches(end) and ("it/s" in end or "s/it" in end or _progress_word(end)
                                              or (" [" in end and _PROGRESS_BAR.search(end) is not None)
                                              or ("Train: " in end and _TIMM_TRAIN.search(end) is not None))
 
 
-#: A logging record of a warning or an error written on the line of a tqdm bar that had not
-#: ended its line (tqdm redraws with "\r" and writes no newline until it closes): the bar's
-#: closing "]" then Python logging's default asctime ("2024-04-24 15:46:03,689", logging
-#: Formatter.default_time_format + ",%03d") and the level name.
-_GLUED_RECORD = re.compile(r"\]\s*\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[,.]\d{3}\s*(?:\[|- |\| )?(?:WARNING|ERROR|CRITICAL|FATAL)\b")
 #: Characters at the end of a line looked at (a tqdm line can hold thousands of updates).
 _SHOWN = 400
 #: Literals one of which every progress line holds (a cheap test before the regex).

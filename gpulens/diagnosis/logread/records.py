@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["glog_info", "logger_head", "names_level", "tf_notice", "unlogged", "warning_head"]
+__all__ = ["glog_info", "glued_record", "logger_head", "names_level", "tf_notice", "unlogged", "warning_head"]
 
 #: A logger's header on every line of a traceback it prints: vLLM's "ERROR 08-25 18:56:06
 #: [core.py:700] " (vllm/logger.py _FORMAT "%(levelname)s %(asctime)s [%(filename)s:%(lineno)d]
@@ -38,6 +38,11 @@ _TF_NOTICE = re.compile(r"^:?[ \t]*[IW] [\w./-]+:\d+\] ")
 #: Failed to open libtpu.so" while it looks for its platforms). Stricter than :data:`_LOGGER_HEAD`'s glog
 #: branch (a full time, no "/" in the file name) as it answered before the two met here.
 _INFO_RECORD = re.compile(r"I\d{4} \d\d:\d\d:\d\d(?:\.\d+)?\s+\d+ [\w.-]+:\d+\] ")
+#: A logging record of a warning or an error written on the line of a tqdm bar that had not
+#: ended its line (tqdm redraws with "\r" and writes no newline until it closes): the bar's
+#: closing "]" then Python logging's default asctime ("2024-04-24 15:46:03,689", logging
+#: Formatter.default_time_format + ",%03d") and the level name.
+_GLUED_RECORD = re.compile(r"\]\s*\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[,.]\d{3}\s*(?:\[|- |\| )?(?:WARNING|ERROR|CRITICAL|FATAL)\b")
 
 
 def logger_head(body: str) -> re.Match[str] | None:
@@ -77,3 +82,9 @@ def unlogged(body: str) -> str:
     :func:`logger_head`)."""
     m = logger_head(body) if "] " in body[:120] else None
     return body if m is None else body[m.end():]
+
+
+def glued_record(end: str) -> bool:
+    """Whether a progress bar's last refresh ``end`` has a logging record at warning level or above written
+    onto it (:data:`_GLUED_RECORD`)."""
+    return "]" in end and _GLUED_RECORD.search(end) is not None

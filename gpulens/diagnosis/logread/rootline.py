@@ -1,13 +1,16 @@
-"""The root error of a failed attempt as an operator finds it: which rank printed a real error
-first, which of its lines state it, and the launcher's and scheduler's verdict lines.
+"""The indicator lines of a failed attempt as an operator picks them (README "Indicator lines:
+rules" R1-R9): :func:`pick_lines` takes the first failing rank's own root error lines (the
+exception and those it chains, each message once), the lines the classifier's evidence quotes,
+the kills that ended the run and why, and a launcher's or scheduler's verdict only when the
+failing process printed no error.
 
-An operator reading a multi-rank log skips what other ranks print because one of them failed:
-NCCL watchdog timeouts, "Connection reset by peer", the launcher's SIGTERMs, torchrun's
-``ChildFailedError`` summary, "exits with return code" lines. The root error is the earliest
-real error (by timestamp where every candidate line carries one, else by line order) of a
-rank-tagged line; torchrun's root-cause table and Open MPI's "first process to do so" name the
-rank that *exited* first, which is only the answer when no rank-tagged real error is printed
-(a rank that printed its traceback first can still be torn down after another one).
+Each job it draws on has its own module: :mod:`tracebacks` (a traceback's head, chain and frames),
+:mod:`rooterror` (what can be the root error), :mod:`origins` (which rank printed a line, which
+failed first, the others' echo lines), :mod:`verdicts`, :mod:`markers` (roots that state no error),
+:mod:`copies` (one message printed more than once), :mod:`aborts`, :mod:`runs` (the job script's
+runs), :mod:`chains` (a chain's root lines), :mod:`aftermath` (errors the run did not end on),
+:mod:`messages` (a message's lines), :mod:`records` (logging headers) and :mod:`signals`. The names
+the other stages read from here (``whole``, ``story``) are re-exported in ``__all__``.
 """
 
 from __future__ import annotations
@@ -97,8 +100,8 @@ from gpulens.diagnosis.logread.tracebacks import (
 )
 from gpulens.diagnosis.logread.verdicts import is_launcher_verdict, verdict_lines
 
-__all__ = ["chain_start", "failure_point", "first_origin", "interleaved", "is_report_head", "is_root_error", "pick_lines", "relaunched", "same_origin",
-           "secondary_lines", "verdict_lines"]
+__all__ = ["chain_start", "failure_point", "first_origin", "interleaved", "is_report_head", "is_root_error",
+           "pick_lines", "relaunched", "same_origin", "secondary_lines", "verdict_lines"]
 
 
 @dataclass(frozen=True)
