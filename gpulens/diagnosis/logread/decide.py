@@ -125,7 +125,10 @@ def _died_before(lines: Sequence[str], failures: Sequence[int], kill: int) -> in
     """The index of the exception line of a traceback that ended before the scheduler's kill line
     at ``kill``, with no progress line after it (the process had died of its own error; a
     time limit hours later, while the job script or the other ranks hung on, is not the cause),
-    when that exception is not one a stop signal or a lost peer makes; else None."""
+    when that exception is not one a stop signal or a lost peer makes; else None. Its traceback is
+    the nearest head line (:func:`tracebacks.has_head`) within _TRACEBACK_SPAN lines above the
+    exception, found by a literal scan, not :func:`tracebacks.python_head`'s walk up the frames
+    (kept as it answered: an indented or interleaved line between does not stop it)."""
     for i in reversed([k for k in failures if k < kill]):
         norm = ranks.strip_prefix(logs.normalize_line(lines[i])).strip()
         if not _EXCEPTION_LINE.match(norm) or logs.is_weak(norm) or _signal_made(norm):
@@ -153,7 +156,8 @@ def _in_thread(lines: Sequence[str], head: int) -> bool:
     """Whether the traceback whose header is ``lines[head]`` is a non-main thread's: headed by
     "Exception in thread NAME:" a few lines above, with nothing between but blank lines and the
     pieces two threads dying at once interleave there (another traceback's header and first
-    frame, a lone ":")."""
+    frame, a lone ":"). Looser than :func:`tracebacks.thread_died` (the header right above the
+    head, nothing between), kept as each answered."""
     for k in range(head - 1, max(-1, head - _THREAD_SPAN), -1):
         text = ranks.strip_prefix(logs.normalize_line(lines[k])).strip()
         if text.startswith(_THREAD_HEAD):

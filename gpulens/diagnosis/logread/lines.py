@@ -439,7 +439,8 @@ def driver_report(lines: Sequence[str], lo: int) -> tuple[int, int] | None:
     prefix (the driver's: ``ray.get`` raising a task's error, a launcher's own exception) when
     every line after it carries another process's prefix: the driver printed nothing more, it
     died there; what the workers print afterwards is their buffered output, not the job going
-    on. None otherwise (no such report, it ends the log, or the driver printed again after it)."""
+    on. None otherwise (no such report, it ends the log, or the driver printed again after it).
+    Its heads are found by a literal scan for :data:`tracebacks.TRACEBACK` (no walk up frames)."""
     last = next((ln for ln in reversed(lines[-_LAST_LINES:]) if ln.strip()), "")
     if process_key(last) is None:
         return None  # the log ends with a line of no other process (the cheap test first)

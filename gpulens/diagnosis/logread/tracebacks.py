@@ -6,7 +6,9 @@ CPython prints an uncaught exception as "Traceback (most recent call last):", it
 frames, then the exception's line (Lib/traceback.py, ``TracebackException.format``); chained
 exceptions are printed oldest first, joined by the two messages of :data:`CHAINED`
 (``_cause_message`` and ``_context_message`` there). The rest of the reader asks these helpers
-instead of writing the head literal and the walks out again.
+instead of writing the head literal and the walks out again. Three walks differ from
+:func:`traceback_head` and are kept as they answered (each says so): :func:`own_frame_code`,
+``decide._died_before`` (a literal scan for the nearest head) and ``lines.driver_report``.
 """
 
 from __future__ import annotations
