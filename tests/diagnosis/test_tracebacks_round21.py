@@ -252,3 +252,42 @@ def test_records_glued_record_on_a_bar() -> None:
 
     assert records.glued_record(" 40%|####  | 40/100 [00:09<00:13, 4.4it/s]2024-04-24 15:46:03,689 - WARNING - slow")
     assert not records.glued_record(" 40%|####  | 40/100 [00:09<00:13, 4.4it/s]")
+
+
+_PARTS = ("rootline", "tracebacks", "rooterror", "origins", "verdicts", "markers", "copies", "aborts", "runs", "chains",
+          "aftermath", "messages", "records", "signals")
+
+
+def _defined(name: str) -> dict[str, int]:
+    """Top-level names a module defines (functions, classes, assignments), with their functions' lengths (0 else)."""
+    import ast
+    import importlib
+    from pathlib import Path
+
+    mod = importlib.import_module(f"gpulens.diagnosis.logread.{name}")
+    out: dict[str, int] = {}
+    for s in ast.parse(Path(mod.__file__ or "").read_text()).body:
+        if isinstance(s, ast.FunctionDef | ast.ClassDef):
+            out[s.name] = (s.end_lineno or s.lineno) - s.lineno + 1 if isinstance(s, ast.FunctionDef) else 0
+        elif isinstance(s, ast.Assign | ast.AnnAssign):
+            targets = s.targets if isinstance(s, ast.Assign) else [s.target]
+            out.update((n.id, 0) for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+    out.pop("__all__", None)
+    return out
+
+
+def test_each_part_says_its_job_exports_its_names_and_defines_each_name_once() -> None:
+    import importlib
+
+    seen: dict[str, str] = {}
+    for name in _PARTS:
+        mod = importlib.import_module(f"gpulens.diagnosis.logread.{name}")
+        assert (mod.__doc__ or "").strip() and mod.__all__ and all(hasattr(mod, n) for n in mod.__all__), name
+        defined = _defined(name)
+        assert all(length <= 40 for length in defined.values()), (name, max(defined.values()))
+        for n in defined:
+            assert n not in seen, (n, seen.get(n), name)
+            seen[n] = name
+    lines = _defined("lines")
+    assert not {"_TRACEBACK", "_STOP_RECORD", "_INFO_RECORD", "_GLUED_RECORD"} & set(lines)  # one home each now
+    assert not {"_TRACEBACK", "_HEADER", "_TERM_REPORT_KEYS"} & set(_defined("decide"))
