@@ -352,23 +352,15 @@ def test_each_nohup_launch_appended_to_a_log_is_an_attempt(clf: Classifier) -> N
 
 
 def _guards() -> list[tuple[str, object]]:
-    from gpulens.diagnosis import logs
-    from gpulens.diagnosis.guarded import Guarded
-    from gpulens.diagnosis.logread import (
-        attempts,
-        completion,
-        lines,
-        phase_checkpoint,
-        phase_eval,
-        phase_evidence,
-        phase_teardown,
-        rootline,
-        steplines,
-    )
+    import importlib
+    import pkgutil
 
-    # phase's guarded patterns live in the modules of its parts (round 21)
-    mods = (logs, lines, phase_checkpoint, phase_eval, phase_evidence, phase_teardown, steplines, attempts, completion,
-            rootline)
+    from gpulens.diagnosis import logread, logs
+    from gpulens.diagnosis.guarded import Guarded
+
+    # every module of the log reader, so a pattern moved into a new module cannot drop out of the check
+    mods = [logs] + [importlib.import_module(f"{logread.__name__}.{m.name}")
+                     for m in pkgutil.iter_modules(logread.__path__)]
     return [(f"{m.__name__}.{k}", v) for m in mods for k, v in vars(m).items() if isinstance(v, Guarded)]
 
 

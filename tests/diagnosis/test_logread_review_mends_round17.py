@@ -1,7 +1,7 @@
 """Round 17 mends (review 40): hand-written excerpts in the libraries' formats, one test per item."""
 from __future__ import annotations
 
-from gpulens.diagnosis.logread import rootline
+from gpulens.diagnosis.logread import rootline, signals, tracebacks
 from gpulens.diagnosis.logread.whole import diagnose_text
 
 
@@ -188,7 +188,7 @@ def test_small_mends_of_item_15() -> None:
           '  File "/opt/venv/lib/python3.11/site-packages/torch/utils/data/dataloader.py", line 701, in __next__',
           "    data = self._next_data()",
           "StopIteration"]
-    assert rootline._own_frame_code(tb, 5) == 2
-    assert rootline._sigterm_report("FatalError: `Termination signal` is detected by the operating system.")
-    assert not rootline._sigterm_report("FatalError: `Process abort signal` is detected by the operating system.")
+    assert tracebacks.own_frame_code(tb, 5) == 2
+    assert signals.sigterm_report("FatalError: `Termination signal` is detected by the operating system.")
+    assert not signals.sigterm_report("FatalError: `Process abort signal` is detected by the operating system.")
     assert not hasattr(completion, "handler_stops")

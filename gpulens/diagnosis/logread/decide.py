@@ -26,6 +26,8 @@ from gpulens.diagnosis.logread.lines import (
     is_scheduler_kill,
     spawned_child,
 )
+from gpulens.diagnosis.logread.signals import TERM_REPORT_KEYS
+from gpulens.diagnosis.logread.tracebacks import TRACEBACK, has_head, starts_head
 from gpulens.diagnosis.rules import Rule, RuleMatch, match_rules
 from gpulens.diagnosis.types import DEFAULT_ORIGIN, Diagnosis
 from gpulens.vocab import NO_FAILURE
@@ -123,13 +125,16 @@ def _died_before(lines: Sequence[str], failures: Sequence[int], kill: int) -> in
     """The index of the exception line of a traceback that ended before the scheduler's kill line
     at ``kill``, with no progress line after it (the process had died of its own error; a
     time limit hours later, while the job script or the other ranks hung on, is not the cause),
-    when that exception is not one a stop signal or a lost peer makes; else None."""
+    when that exception is not one a stop signal or a lost peer makes; else None. Its traceback is
+    the nearest head line (:func:`tracebacks.has_head`) within _TRACEBACK_SPAN lines above the
+    exception, found by a literal scan, not :func:`tracebacks.python_head`'s walk up the frames
+    (kept as it answered: an indented or interleaved line between does not stop it)."""
     for i in reversed([k for k in failures if k < kill]):
         norm = ranks.strip_prefix(logs.normalize_line(lines[i])).strip()
         if not _EXCEPTION_LINE.match(norm) or logs.is_weak(norm) or _signal_made(norm):
             continue
-        heads = find_keys(lines, (_TRACEBACK,), max(0, i - _TRACEBACK_SPAN), i)
-        if not heads or not ranks.strip_prefix(logs.normalize_line(lines[heads[-1]])).startswith(_TRACEBACK):
+        heads = find_keys(lines, (TRACEBACK,), max(0, i - _TRACEBACK_SPAN), i)
+        if not heads or not starts_head(ranks.strip_prefix(logs.normalize_line(lines[heads[-1]]))):
             continue  # no traceback, or one the program printed itself ("Error: Traceback ...": it caught it)
         if _in_thread(lines, heads[-1]):
             continue  # a thread's exception: that thread ended, the process went on
@@ -141,7 +146,6 @@ def _died_before(lines: Sequence[str], failures: Sequence[int], kill: int) -> in
     return None
 
 
-_TRACEBACK = "Traceback (most recent call last)"
 #: What Python's threading.excepthook prints above the traceback of an exception that ended a
 #: thread other than the main one ("Exception in thread Thread-3:", CPython
 #: Modules/_threadmodule.c thread_excepthook_file): the thread ends, the process goes on.
@@ -152,12 +156,13 @@ def _in_thread(lines: Sequence[str], head: int) -> bool:
     """Whether the traceback whose header is ``lines[head]`` is a non-main thread's: headed by
     "Exception in thread NAME:" a few lines above, with nothing between but blank lines and the
     pieces two threads dying at once interleave there (another traceback's header and first
-    frame, a lone ":")."""
+    frame, a lone ":"). Looser than :func:`tracebacks.thread_died` (the header right above the
+    head, nothing between), kept as each answered."""
     for k in range(head - 1, max(-1, head - _THREAD_SPAN), -1):
         text = ranks.strip_prefix(logs.normalize_line(lines[k])).strip()
         if text.startswith(_THREAD_HEAD):
             return text.endswith(":")
-        if text not in ("", ":") and not text.startswith((_TRACEBACK, 'File "')):
+        if text not in ("", ":") and not starts_head(text) and not text.startswith('File "'):
             return False
     return False
 
@@ -175,11 +180,11 @@ def root_rank_lines(lines: Sequence[str], start: int, floor: int, rank: int | No
     """The root-cause rank's own last traceback (its prefixed lines above ``start``) when it
     began above ``start`` and the context holds no traceback of that rank: torchrun's table
     names the rank that failed first, whose traceback may come before the other ranks'."""
-    if rank is None or any(_TRACEBACK in ln and ranks.prefix_rank(ln) == rank for ln in context):
+    if rank is None or any(has_head(ln) and ranks.prefix_rank(ln) == rank for ln in context):
         return []
     lo = max(floor, start - _ROOT_LOOKBACK)
     tb = next((i for i in range(start - 1, lo - 1, -1)
-               if _TRACEBACK in lines[i] and ranks.prefix_rank(lines[i]) == rank), None)
+               if has_head(lines[i]) and ranks.prefix_rank(lines[i]) == rank), None)
     if tb is None:
         return []
     return [ln for ln in lines[tb:start] if ranks.prefix_rank(ln) == rank]
@@ -263,7 +268,6 @@ def strip_ray_prefixes(context: Sequence[str]) -> list[str]:
 #: The longest per-line prefix read off a traceback's header line (a timestamp, a logger's
 #: fields, a container or host name, a colour code).
 _MAX_PREFIX = 100
-_HEADER = "Traceback (most recent call last)"
 _DIGITS = re.compile(r"\d+")
 
 
@@ -274,12 +278,12 @@ def strip_line_prefixes(context: Sequence[str]) -> list[str]:
     text before a traceback header is that prefix, and the lines from the header on that start
     with the same text (its numbers may differ: a timestamp) lose it, so the exception line
     reads as Python printed it. Prefixes the reader already knows (ranks, Ray) are gone by now."""
-    heads = [i for i, ln in enumerate(context) if _HEADER in ln]
+    heads = [i for i, ln in enumerate(context) if has_head(ln)]
     if not heads:
         return list(context)
     out = list(context)
     for h in heads:
-        at = out[h].find(_HEADER)
+        at = out[h].find(TRACEBACK)
         prefix = out[h][:at]
         if not prefix.strip() or at > _MAX_PREFIX:
             continue
@@ -665,7 +669,7 @@ def _child_words(lines: Sequence[str], lo: int, start: int, stop: int) -> list[s
     argument its parser refuses, gets only that line from each: the error context may start
     below it)."""
     texts: list[str] = []
-    tbs = find_keys(lines, (_TRACEBACK,), lo, start)
+    tbs = find_keys(lines, (TRACEBACK,), lo, start)
     if tbs:
         texts.append("\n".join(ranks.strip_prefix(ln) for ln in lines[tbs[-1]:start] if not is_progress(ln)))
     own = next((i for i in reversed(find_keys(lines, _OWN_EXIT_KEYS, lo, stop)) if ends_own_process(lines, i)), None)
@@ -976,7 +980,7 @@ def _died_before_line(lines: Sequence[str], floor: int, kill: int) -> int | None
 def _own_cause(lines: Sequence[str], at: int) -> RuleMatch | None:
     """The strongest rule match of the traceback ending at ``at`` (found by :func:`_died_before`) that
     names the process's own error (not a secondary one, not a signal's or a lost peer's), or None."""
-    head = find_keys(lines, (_TRACEBACK,), max(0, at - _TRACEBACK_SPAN), at)[-1]  # _died_before found one
+    head = find_keys(lines, (TRACEBACK,), max(0, at - _TRACEBACK_SPAN), at)[-1]  # _died_before found one
     text = "\n".join(ranks.strip_prefix(logs.normalize_line(ln)) for ln in lines[head:at + 1])
     found = [m for m in match_rules(text) if not m.rule.secondary and m.rule.category not in _NOT_OWN_ERROR]
     return max(found, key=lambda m: (m.rule.priority, m.position)) if found else None
@@ -991,8 +995,6 @@ _KEY_CHARS = 40
 #: is detected by the operating system." and "[SignalInfo: *** SIGTERM (@0x...) received by PID N
 #: ... from PID M ***]"; abseil's "*** SIGTERM received at time=...").
 _TERM_REPORT_RULES = frozenset({"fatal-signal-handler-term"})
-#: Literals of those reports.
-_TERM_REPORT_KEYS = ("SIGTERM (@0x", "SIGTERM received at time=")
 
 
 def teardown_term(d: Diagnosis, lines: Sequence[str], floor: int) -> Diagnosis:
@@ -1005,7 +1007,7 @@ def teardown_term(d: Diagnosis, lines: Sequence[str], floor: int) -> Diagnosis:
     (README C1, O3 "the root error's origin", R6)."""
     if d.category != "preempted" or d.rule_id not in _TERM_REPORT_RULES:
         return d
-    reports = find_keys(lines, _TERM_REPORT_KEYS, floor)
+    reports = find_keys(lines, TERM_REPORT_KEYS, floor)
     if not reports:
         return d
     kill = reports[-1]

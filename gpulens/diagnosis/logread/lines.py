@@ -10,6 +10,9 @@ from collections.abc import Callable, Sequence
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.guarded import Guarded, Prefiltered, contains_any, remembered
 from gpulens.diagnosis.logread.ranks import prefix_rank, strip_prefix
+from gpulens.diagnosis.logread.records import glog_info, glued_record
+from gpulens.diagnosis.logread.signals import is_stop_record
+from gpulens.diagnosis.logread.tracebacks import TRACEBACK
 from gpulens.diagnosis.logs import find_keys
 
 __all__ = [
@@ -285,18 +288,13 @@ def is_progress(raw: str) -> bool:
     end = raw[-_SHOWN:]  # a progress bar's line holds every update ("\r"): the last is what shows
     if not _has_progress_key(end):
         return False
-    if "]" in end and _GLUED_RECORD.search(end) is not None:
+    if glued_record(end):
         return False  # a warning or error record written right after the bar: the record is what shows
     return not _ERRWORD.matches(end) and ("it/s" in end or "s/it" in end or _progress_word(end)
                                              or (" [" in end and _PROGRESS_BAR.search(end) is not None)
                                              or ("Train: " in end and _TIMM_TRAIN.search(end) is not None))
 
 
-#: A logging record of a warning or an error written on the line of a tqdm bar that had not
-#: ended its line (tqdm redraws with "\r" and writes no newline until it closes): the bar's
-#: closing "]" then Python logging's default asctime ("2024-04-24 15:46:03,689", logging
-#: Formatter.default_time_format + ",%03d") and the level name.
-_GLUED_RECORD = re.compile(r"\]\s*\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[,.]\d{3}\s*(?:\[|- |\| )?(?:WARNING|ERROR|CRITICAL|FATAL)\b")
 #: Characters at the end of a line looked at (a tqdm line can hold thousands of updates).
 _SHOWN = 400
 #: Literals one of which every progress line holds (a cheap test before the regex).
@@ -317,36 +315,13 @@ def is_terminal_kill(norm: str) -> bool:
     return _KILL.matches(norm)
 
 
-#: A program's own record, at warning level, that its SIGTERM handler caught the signal and is
-#: stopping the run ("Signal 15 received — raising KeyboardInterrupt", "SIGTERM received, exiting"):
-#: the handler a script installs with signal.signal(SIGTERM, ...) (CPython's default SIGTERM action
-#: ends the process without a word; only SIGINT becomes KeyboardInterrupt by itself).
-#: The same format is the last alternative of the ``sigterm-handler`` signature rule (which reads to the line's
-#: end); change both together.
-_STOP_RECORD = re.compile(r"\b(?:[Ss]ignal (?:15|SIGTERM)|SIGTERM) (?:was )?received\b(?! at time=)"
-                          r"[^\n]{0,200}?\b(?:KeyboardInterrupt|exit|stop|shut)")
-
-
-def is_stop_record(norm: str) -> bool:
-    """Whether a line is a program's record that its SIGTERM handler is stopping the run."""
-    return "received" in norm and _STOP_RECORD.search(norm) is not None
-
-
-#: The header of a record at INFO level in glog's and abseil's format (level letter, month and day, time,
-#: thread id, file:line; abseil-py absl/logging/__init__.py ``get_absl_log_prefix``, google/glog
-#: src/logging.cc): "I0519 00:50:42.634950 139913184905024 xla_bridge.py:863] ". What such a record says
-#: failed was logged as information: the program went on (JAX's "Unable to initialize backend 'tpu': ...
-#: Failed to open libtpu.so" while it looks for its platforms).
-_INFO_RECORD = re.compile(r"I\d{4} \d\d:\d\d:\d\d(?:\.\d+)?\s+\d+ [\w.-]+:\d+\] ")
-
-
 @remembered  # asked again about the same lines by several stages
 def is_failure(norm: str, raw: str = "") -> bool:
     """A (normalized) line that states a failure or a secondary symptom of one (``raw``: the
     line as printed, for its log level; a glog/abseil INFO record states none)."""
     norm = norm[:_SHOWN]
     shown = raw[:_SHOWN]
-    if shown[:1] == "I" and _INFO_RECORD.match(shown) is not None:
+    if glog_info(shown):
         return False
     if is_benign(norm) or (shown != norm and is_benign(shown)):  # the same line: asked once
         return is_stop_record(norm)  # a warning that the process is being stopped
@@ -455,9 +430,6 @@ def process_key(line: str) -> str | None:
     return None if rank is None else f"rank{rank}"
 
 
-_TRACEBACK = "Traceback (most recent call last)"
-
-
 #: Lines at the end of a log searched for its last non-blank one.
 _LAST_LINES = 50
 
@@ -467,11 +439,12 @@ def driver_report(lines: Sequence[str], lo: int) -> tuple[int, int] | None:
     prefix (the driver's: ``ray.get`` raising a task's error, a launcher's own exception) when
     every line after it carries another process's prefix: the driver printed nothing more, it
     died there; what the workers print afterwards is their buffered output, not the job going
-    on. None otherwise (no such report, it ends the log, or the driver printed again after it)."""
+    on. None otherwise (no such report, it ends the log, or the driver printed again after it).
+    Its heads are found by a literal scan for :data:`tracebacks.TRACEBACK` (no walk up frames)."""
     last = next((ln for ln in reversed(lines[-_LAST_LINES:]) if ln.strip()), "")
     if process_key(last) is None:
         return None  # the log ends with a line of no other process (the cheap test first)
-    tbs = [i for i in find_keys(lines, (_TRACEBACK,), lo) if process_key(lines[i]) is None]
+    tbs = [i for i in find_keys(lines, (TRACEBACK,), lo) if process_key(lines[i]) is None]
     if not tbs:
         return None
     head = tbs[-1]

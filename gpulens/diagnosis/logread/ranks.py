@@ -82,6 +82,7 @@ _MESSAGES: tuple[_Rule, ...] = (
     # ranks:{self._failures.keys()}", then f"Traceback (most recent call last): (RANK {rank})" above each failed
     # rank's own traceback): the rank that failed, not the one whose prefix the line carries
     _Rule(re.compile(r"CheckpointException ranks:dict_keys\(\[(\d+)"), "failed_rank"),
+    # (the head's text is tracebacks.TRACEBACK's, written out here: tracebacks reads ranks' prefixes)
     _Rule(re.compile(r"Traceback \(most recent call last\): \(RANK (\d+)\)"), "failed_rank"),
     # srun's report of a task that ended badly ("srun: error: gpu07: task 3: Exited with exit code 1"); not of
     # the tasks srun itself then stops ("srun: error: gpu08: task 4: Terminated", after "srun: Terminating

@@ -1,368 +1,107 @@
-"""The root error of a failed attempt as an operator finds it: which rank printed a real error
-first, which of its lines state it, and the launcher's and scheduler's verdict lines.
+"""The indicator lines of a failed attempt as an operator picks them (README "Indicator lines:
+rules" R1-R9): :func:`pick_lines` takes the first failing rank's own root error lines (the
+exception and those it chains, each message once), the lines the classifier's evidence quotes,
+the kills that ended the run and why, and a launcher's or scheduler's verdict only when the
+failing process printed no error.
 
-An operator reading a multi-rank log skips what other ranks print because one of them failed:
-NCCL watchdog timeouts, "Connection reset by peer", the launcher's SIGTERMs, torchrun's
-``ChildFailedError`` summary, "exits with return code" lines. The root error is the earliest
-real error (by timestamp where every candidate line carries one, else by line order) of a
-rank-tagged line; torchrun's root-cause table and Open MPI's "first process to do so" name the
-rank that *exited* first, which is only the answer when no rank-tagged real error is printed
-(a rank that printed its traceback first can still be torn down after another one).
+Each job it draws on has its own module: :mod:`tracebacks` (a traceback's head, chain and frames),
+:mod:`rooterror` (what can be the root error), :mod:`origins` (which rank printed a line, which
+failed first, the others' echo lines), :mod:`verdicts`, :mod:`markers` (roots that state no error),
+:mod:`copies` (one message printed more than once), :mod:`aborts`, :mod:`runs` (the job script's
+runs), :mod:`chains` (a chain's root lines), :mod:`aftermath` (errors the run did not end on),
+:mod:`messages` (a message's lines), :mod:`records` (logging headers) and :mod:`signals`. The names
+the other stages read from here (``whole``, ``story``) are re-exported in ``__all__``.
 """
 
 from __future__ import annotations
 
-import bisect
 import re
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from gpulens.diagnosis import logs
-from gpulens.diagnosis.guarded import Guarded, remembered
 from gpulens.diagnosis.logread import ranks
+from gpulens.diagnosis.logread.aborts import (
+    abort_reason,
+    abort_report,
+    aborted_on_timeout,
+    fatal_abort,
+)
+from gpulens.diagnosis.logread.aftermath import (
+    ended_from_outside,
+    logged_and_went_on,
+    logged_warning,
+    printed_again,
+    went_on,
+    without_aftermath,
+    without_spawned,
+    without_teardown,
+)
+from gpulens.diagnosis.logread.chains import failure_point, printed_with, root_lines, wraps
+from gpulens.diagnosis.logread.copies import (
+    copy_of,
+    message_shape,
+    what_said,
+)
 from gpulens.diagnosis.logread.lines import (
-    ABORTED,
-    ABORTED_ZH,
-    CORE_DUMPED,
-    DEBUGGER_PROMPTS,
-    GLIBC_ERROR_IN,
-    GLIBC_REASON,
-    GLOG_FATAL,
     KERNEL_OOM,
-    LSF_TERM,
     OOM_KILLED,
-    PBS_KILL,
-    SLURM_JOB,
-    SLURM_REASON,
-    TORCHRUN_BANNER,
-    ends_own_process,
     find_keys,
     handled_blocks,
-    has_error_level,
     is_benign,
     is_debugger_quit,
     is_failure,
-    is_progress,
     is_scheduler_kill,
     is_terminal_kill,
-    launch_banner,
-    spawned_child,
 )
-
-__all__ = ["chain_start", "failure_point", "first_origin", "interleaved", "is_report_head", "is_root_error", "pick_lines", "relaunched", "same_origin",
-           "secondary_lines", "verdict_lines"]
-
-#: Lines above an untagged line searched for the head of its error block (Ray's "(pid=…, ip=…)").
-AROUND = 80
-
-#: Symptoms of an error elsewhere beyond ``logs.is_weak``: collective timeouts and aborts, the
-#: launcher's signals to the other ranks, its exit-code rows and lines, srun's/LSF's exit lines.
-_ECHO = Guarded(
-    r"Watchdog caught collective operation timeout|[Ww]atchdog thread terminated(?! with exception: CUDA error)"
-    r"|NCCL operations have failed or timed out"
-    r"|NCCL communicator was aborted|ProcessGroupNCCL.*(?:[Tt]imeout|timed out|abort)|[Tt]o avoid data inconsistency"
-    r"|closing signal SIG|[Ss]ignal \d+ \(SIGTERM\)|[Rr]eceived SIGTERM|exits? with return code|SignalException"
-    r"|Caught signal 15|DistBackendError(?!.*(?:unhandled (?:cuda|system) error|invalid usage))|collective operation timeout"
-    r"|failed \(exitcode|^\s*exitcode\s*:"
-    r"|Exited with exit code|RayTaskError\(|process rank \d+ with PID|BAD TERMINATION OF ONE",
-    ("atchdog", "NCCL", "ProcessGroupNCCL", "o avoid data inconsistency", "closing signal SIG", "SIGTERM",
-     "return code", "SignalException", "Caught signal 15", "DistBackendError", "collective operation timeout",
-     "failed (exitcode", "exitcode", "Exited with exit code", "RayTaskError(", "process rank ", "BAD TERMINATION OF ONE"),
+from gpulens.diagnosis.logread.markers import (
+    breakpoint_prompt,
+    diverged_root,
+    is_report_head,
+    nan_reported,
+    nan_sampled,
 )
+from gpulens.diagnosis.logread.messages import (
+    code_line,
+    hook_errors,
+    later_line,
+    logged_first,
+    logged_frame,
+    not_heads,
+    summary_part,
+)
+from gpulens.diagnosis.logread.origins import (
+    AROUND,
+    COLLECTIVE_TIMEOUT,
+    Tags,
+    first_origin,
+    glued_timeouts,
+    interleaved,
+    same_origin,
+    secondary_lines,
+    spawn_lost,
+)
+from gpulens.diagnosis.logread.rooterror import is_root_error
+from gpulens.diagnosis.logread.runs import (
+    earliest_copies,
+    first_run_end,
+    last_run_again,
+    relaunched,
+    split_runs,
+)
+from gpulens.diagnosis.logread.signals import (
+    agent_death_signal,
+)
+from gpulens.diagnosis.logread.tracebacks import (
+    chain_start,
+    inside_chain,
+    norm_body,
+    own_frame_code,
+)
+from gpulens.diagnosis.logread.verdicts import is_launcher_verdict, verdict_lines
 
-
-#: A collective operation that timed out (the key message of a hang, when nothing else failed).
-_TIMEOUT = re.compile(r"Watchdog caught collective operation timeout|collective operation timeout|NCCL.*timed out")
-
-
-@remembered  # a pure test of one line, asked again about the same lines by several stages
-def is_root_error(norm: str) -> bool:
-    """A (normalized) failure line that can be the root error: not a symptom of an error
-    elsewhere, not a traceback frame or code line, not a later line of a CUDA error's message,
-    not benign noise."""
-    if not norm or norm[0] in " \t" or norm.startswith(("File \"", "raise ", "^")) \
-            or (any(k in norm for k in _NOT_THE_ERROR) and _CUDA_ERROR not in norm) or _quiet(norm) \
-            or ("==" in norm and _PINNED.match(norm) is not None):
-        return False
-    return not (logs.is_weak(norm) or _ECHO.search(norm) is not None or is_benign(norm) or _RETRYING in norm
-                or (_DUMPING in norm and _STATE_DUMP.search(norm) is not None))
-
-
-#: A log line's level that says it is a trace, not an error (README rule R2), in its header:
-#: UCX's "[1580511823.09] [host:53890:1] rcache.c:545  UCX  DEBUG failed to register region ..."
-#: (openucx/ucx src/ucs/debug/log.c, ucs_log_default_handler), Python logging's "DEBUG:root:...",
-#: loguru's "| DEBUG |", "[TRACE]".
-_QUIET_LEVEL = re.compile(r"(?:^|[\s\[|(])(?:DEBUG|TRACE)(?:[\s\]|):])")
-#: The characters of a line's start where a level is read (its header, not its message).
-_LEVEL_SPAN = 120
-
-
-#: TensorFlow's own log line at INFO or WARNING severity, as normalized (its date and time gone):
-#: "2023-07-03 10:14:18.124573: W tensorflow/core/framework/op_kernel.cc:1763] OP_REQUIRES failed at
-#: ..." (tensorflow/core/platform/default/logging.cc, LogMessage::GenerateLogMessage: "%s.%06d: %c
-#: %s:%d] %s" with the severity's letter of "IWEF"): a warning printed before the failure (rule R2),
-#: whose error, if any, Python raises below it.
-_TF_NOTICE = re.compile(r"^:?[ \t]*[IW] [\w./-]+:\d+\] ")
-
-
-#: A line of ``pip freeze`` (an experiment's dump of its environment): "async-timeout==4.0.3", one
-#: requirement pinned to its version (pypa/pip src/pip/_internal/operations/freeze.py,
-#: FrozenRequirement.__str__: "name==version"). A package's name, not an error (README rule R2).
-_PINNED = re.compile(r"^[A-Za-z0-9][\w.-]*(?:\[[\w,.-]+\])?==[\w.!+-]+$")
-
-
-def _quiet(norm: str) -> bool:
-    """Whether a line is logged at a DEBUG or TRACE level (its header says so), or by TensorFlow's
-    logging at INFO or WARNING severity."""
-    head = norm[:_LEVEL_SPAN]
-    if norm[:4].lstrip(": \t")[:2] in ("W ", "I ") and _TF_NOTICE.match(norm) is not None:
-        return True
-    return ("DEBUG" in head or "TRACE" in head) and _QUIET_LEVEL.search(head) is not None
-
-
-#: The lines torch appends to every CUDA error's message (c10/cuda/CUDAException.cpp,
-#: c10_cuda_check_implementation: the asynchronous-report suffix and the device-side assertion
-#: note; pytorch/pytorch 0e4c6cd): the error is the message's first line (README rule R3).
-_CUDA_ADVICE = ("CUDA kernel errors might be asynchronously reported", "consider passing CUDA_LAUNCH_BLOCKING=1",
-                "Compile with `TORCH_USE_CUDA_DSA`", "Device-side assertions were explicitly omitted")
-#: pip's notice, logged at CRITICAL level ("ERROR: pip's dependency resolver does not currently take
-#: into account all the packages that are installed. ..."), of conflicts among the packages it has
-#: just installed; it then prints "Successfully installed ..." and exits 0 (pypa/pip 00226a8,
-#: src/pip/_internal/commands/install.py, _warn_about_conflicts): not an error that ends a run. pip
-#: 20.2's legacy resolver words the same notice "ERROR: After October 2020 you may experience errors
-#: when installing or updating packages. This is because pip will change the way that it resolves
-#: dependency conflicts." (the same function at tag 20.2).
-_PIP_NOTICE = ("pip's dependency resolver does not currently take into account",
-               "pip's legacy dependency resolver does not consider dependency conflicts",
-               "After October 2020 you may experience errors when installing or updating packages")
-#: huggingface_hub's warning before it retries a request (huggingface_hub/utils/_http.py,
-#: http_backoff: logger.warning(f"'{err}' thrown while requesting {method} {url}")): the error,
-#: if any, is raised when it gives up (README rule R2: a warning printed before the failure).
-_HUB_RETRY = ("' thrown while requesting ",)
-#: DeepSpeed ZeRO-3's warning of memory pressure (deepspeed/runtime/zero/stage3.py,
-#: DeepSpeedZeroOptimizer_Stage3.step: "N pytorch allocator cache flushes since last step. this
-#: happens when there is high memory pressure and is detrimental to performance. ... consider
-#: adding get_accelerator().empty_cache() calls in your training loop ..."): a warning, whichever
-#: part of the line a progress bar's refresh left (README rule R2).
-_ZERO3_FLUSHES = ("pytorch allocator cache flushes since last step", "empty_cache() calls in your training loop")
-_NOT_THE_ERROR = _CUDA_ADVICE + _PIP_NOTICE + _HUB_RETRY + _ZERO3_FLUSHES
-#: The error a CUDA error's message states. torch 1.8-1.10 put the advice first, on the same line
-#: ("RuntimeError: CUDA kernel errors might be asynchronously reported at some other API call,so the
-#: stacktrace below might be incorrect. For debugging consider passing CUDA_LAUNCH_BLOCKING=1. CUDA
-#: error: an illegal memory access was encountered": c10/cuda/CUDAException.h C10_CUDA_CHECK with
-#: c10::cuda::get_cuda_check_prefix(), pytorch v1.8.0): that line is the error (README rule R3).
-_CUDA_ERROR = "CUDA error: "
-
-
-_DUMPING = "Dumping "
-#: vLLM's dump of the engine's state when its core crashes, logged at ERROR level ("ERROR 04-05
-#: 03:52:41 [dump_input.py:72] Dumping input data for V1 LLM engine (v0.10.1) with config: ...",
-#: "Dumping scheduler output for model execution: ...", "Dumping scheduler stats: ..."): a
-#: config dump, not the error (README rule R2).
-_STATE_DUMP = re.compile(r"Dumping (?:input data for V\d+ LLM engine|scheduler (?:output|stats))")
-
-
-#: urllib3's warning before it tries a request again ("Retrying (Retry(total=4, connect=4, ...)) after
-#: connection broken by 'ConnectTimeoutError(...)'"): the error, if any, is raised when it gives up.
-_RETRYING = "Retrying (Retry("
-
-
-class _Tags:
-    """The rank/node/process of lines (:meth:`of`), each line asked once, the Ray heads near
-    ``lo`` and after it found by one literal scan."""
-
-    def __init__(self, lines: Sequence[str], lo: int) -> None:
-        self.lines = lines
-        self.lo = lo
-        self._heads: list[int] | None = None  # found when first needed (an untagged line)
-        self.memo: dict[int, ranks.Origin] = {}
-
-    @property
-    def heads(self) -> list[int]:
-        if self._heads is None:
-            self._heads = find_keys(self.lines, ("pid=",), max(0, self.lo - AROUND))
-        return self._heads
-
-    def of(self, i: int) -> ranks.Origin:
-        """Line ``i``'s own prefix or message, else the head of the error block above it (Ray
-        prints "(pid=…, ip=…)" once above an untagged traceback; a progress line between them
-        ends the block)."""
-        got = self.memo.get(i)
-        if got is None:
-            got = self.memo[i] = self._find(i)
-        return got
-
-    def _find(self, i: int) -> ranks.Origin:
-        o = ranks.origin_of(self.lines[i])
-        if o.rank is not None or o.node is not None:
-            return o
-        at = bisect.bisect_left(self.heads, i)
-        for k in reversed(self.heads[max(0, at - 8):at]):
-            if k < i - AROUND:
-                break
-            head = ranks.origin_of(self.lines[k])
-            if head.proc is not None:
-                return ranks.Origin() if any(is_progress(self.lines[j]) for j in range(k + 1, i)) else head
-        return ranks.Origin()
-
-
-def same_origin(o: ranks.Origin, first: ranks.Origin) -> bool:
-    """Whether a line from ``o`` comes from the first failing rank/node/process (a line that
-    names none of them counts as its)."""
-    if first.rank is not None and o.rank is not None:
-        return o.rank == first.rank
-    if first.node is not None and o.node is not None:  # "gpu016" is "gpu016.cluster.edu"
-        same = o.node.split(".")[0] == first.node.split(".")[0] if not _is_ip(o.node) else o.node == first.node
-        return same and (first.proc is None or o.proc is None or o.proc == first.proc)
-    return True
-
-
-def _is_ip(node: str) -> bool:
-    return node.replace(".", "").isdigit()
-
-
-def _earliest(tagged: list[tuple[int, ranks.Origin]], lines: Sequence[str]) -> ranks.Origin:
-    """The origin of the earliest line: by timestamp when every line carries one of the same
-    form (all with a date, or all without; text order is time order then), else in file order."""
-    stamps = [ranks.timestamp_of(lines[i]) for i, _ in tagged]
-    if all(stamps) and len({len(x or "") > 15 for x in stamps}) == 1:
-        order = sorted(range(len(tagged)), key=lambda k: (stamps[k] or "", tagged[k][0]))
-        return tagged[order[0]][1]
-    return tagged[0][1]
-
-
-def _launcher_origin(lines: Sequence[str], start: int) -> ranks.Origin | None:
-    """The rank (and host) a launcher's summary names as the first to fail."""
-    found = find_keys(lines, (*ranks.ROOT_CAUSE_HEADS, "Process name:"), start)
-    tables = [i for i in found if "Root Cause" in lines[i]]
-    if tables:
-        at = tables[-1]  # torchrun prints its other failures ("Failures:") just above the root cause
-        head = next((k for k in range(at - 1, max(start, at - _TABLE_ROWS) - 1, -1) if "Failures:" in lines[k]), at)
-        table = ranks.root_cause_table(lines[at:at + 12], lines[head + 1:at])
-        if table is not None:
-            return table
-    names = [i for i in found if "Process name:" in lines[i]]
-    if names:
-        return ranks.mpirun_first(lines, names, find_keys(lines, ("MCW rank",), 0))
-    # Open MPI's "mpirun noticed that process rank 3 with PID … on node gpu07 exited on signal 9",
-    # MPICH's "RANK 3 PID … RUNNING AT gpu07": the process the launcher saw end first
-    for i in find_keys(lines, ("process rank ", "RUNNING AT"), start):
-        got = ranks.origin_of(lines[i])
-        if got.rank is not None:
-            return got
-    return None
-
-
-def first_origin(lines: Sequence[str], failures: Sequence[int], start: int,
-                 norm: Callable[[int], str]) -> ranks.Origin:
-    """The rank/node that shows the root error first: the earliest rank-tagged real error; when
-    there is none and a collective timed out, the first rank to report the timeout; else the
-    launcher's summary; else the earliest tagged symptom; the host filled in from torchrun's
-    table where it names that rank, or where every failed rank ran on one host; ``start``: the last launch's
-    (:func:`relaunched`)."""
-    region = [i for i in failures if i >= start]
-    real = [i for i in region if is_root_error(norm(i)) and not _spawn_lost(lines, i)]
-    tags = _Tags(lines, start)
-    tagged = [(i, o) for i in real if (o := tags.of(i)) != ranks.Origin()]
-    if tagged:
-        got = _earliest(tagged, lines)
-        plain = next((i for i in real if i < tagged[0][0] and tags.of(i) == ranks.Origin()), None)
-        if plain is not None:  # printed plain first, then a copy behind one rank's tag (torch's excepthook)
-            copies = {o.rank for i, o in tagged if ranks.strip_prefix(lines[i]).strip() == lines[plain].strip()}
-            got = ranks.Origin(copies.pop()) if len(copies) == 1 and None not in copies else got
-        if got.rank is None and got.node is not None:  # a node's kill: the rank its task report names there
-            got = next((ranks.Origin(o.rank, got.node) for _, o in tagged if o.rank is not None and o.node is not None
-                        and o.node.split(".")[0] == got.node.split(".")[0]), got)
-        return _with_host(lines, start, got)
-    symptoms = set(region) - set(real)
-    echoes = [(i, o) for i in region if i in symptoms and (o := ranks.origin_of(lines[i])) != ranks.Origin()]
-    workers = [i for i in real if not _launcher_raised(lines, i)]
-    hangs = [(i, o) for i, o in echoes if not workers and _TIMEOUT.search(norm(i)) is not None]
-    if hangs:
-        hangs = glued_timeouts(lines, max(0, start - 1), hangs[0][0]) + hangs
-    if hangs:  # nothing failed but a collective timed out: the first rank to say so
-        got = _earliest(hangs, lines)
-    else:
-        got = _launcher_origin(lines, start) or (_earliest(echoes, lines) if echoes else ranks.Origin())
-    return _with_host(lines, start, got)
-
-
-#: Where a launcher's own code raises (torch elastic's agent and launch/run scripts, mp.spawn's join): a
-#: traceback ending there is the launcher's, not a worker rank's.
-_LAUNCHER_FRAMES = ("torch/distributed/elastic/", "torch/distributed/run.py", "torch/distributed/launch.py",
-                    "torch/multiprocessing/spawn.py")
-
-
-def _launcher_raised(lines: Sequence[str], i: int) -> bool:
-    """Whether the traceback that error line ``i`` ends has its last frame in a launcher's code."""
-    frame = next((lines[k] for k in range(i - 1, max(-1, i - 12), -1) if lines[k].lstrip().startswith('File "')), "")
-    return any(f in frame for f in _LAUNCHER_FRAMES)
-
-
-#: Lines after torchrun's "Failures:" / "Root Cause" header that its entries take.
-_TABLE_ROWS = 40
-
-
-def _with_host(lines: Sequence[str], start: int, got: ranks.Origin) -> ranks.Origin:
-    if got.node is not None or got.rank is None:
-        return got
-    tables = find_keys(lines, ("Failures:", "Root Cause (first observed failure)"), start)
-    hosts = ranks.table_hosts([ln for k in tables for ln in lines[k + 1:k + _TABLE_ROWS]])
-    host = hosts.get(got.rank) or (next(iter(set(hosts.values()))) if len(set(hosts.values())) == 1 else None)
-    host = host or _srun_task_host(lines, start, got.rank)
-    return ranks.Origin(got.rank, host, got.proc) if host else got
-
-
-def _srun_task_host(lines: Sequence[str], start: int, rank: int) -> str | None:
-    """The host srun names for task ``rank`` ("srun: error: gpu12: task 2: Exited with exit code
-    1") when the log's ranks are srun's tasks (``--label``'s "2: " prefixes; with torchrun's
-    ``[rankN]`` tags srun's task is a node's launcher, not the rank)."""
-    found = find_keys(lines, ("srun: error:", "[rank"), start)
-    if any("[rank" in lines[i] for i in found):
-        return None
-    for i in found:
-        o = ranks.origin_of(lines[i])
-        if o.rank == rank and o.node:
-            return o.node
-    return None
-
-
-#: A launcher's report on a child that already failed: which rank, then the exit lines.
-_LAUNCHER_KEYS = ("failed (exitcode", "errors.ChildFailedError", "Root Cause (first observed failure)",
-                  "detected that one or more processes exited", "Process name:", "mpirun noticed that process rank",
-                  "BAD TERMINATION OF ONE", "exits with return code", "Exited with exit code")
-#: The launcher's and the scheduler's verdict lines, most telling first (a cause the scheduler
-#: names, the launcher's summary of which rank failed, then the exit lines).
-_VERDICT_KEYS = ("oom_kill event", "TERM_", "CANCELLED AT", "SignalException", *_LAUNCHER_KEYS)
-
-
-def verdict_lines(lines: Sequence[str], start: int) -> list[int]:
-    """The launcher's and the scheduler's verdict lines after ``start``, most telling first: the
-    first of each kind (Slurm's OOM-kill count and cancel, LSF's ``TERM_`` line; torchrun's
-    ``ChildFailedError``, its root-cause table and that table's rank row, its first "failed
-    (exitcode …)"; Open MPI's "detected that one or more processes exited" and the process it
-    names, or its "mpirun noticed that process rank N"; MPICH's "BAD TERMINATION" box; DeepSpeed's
-    "exits with return code"; srun's/LSF's "Exited with exit code")."""
-    seen: dict[str, int] = {}
-    for i in find_keys(lines, _VERDICT_KEYS, start):
-        ln = lines[i]
-        key = next(k for k in _VERDICT_KEYS if k in ln)
-        if ln.lstrip().startswith(("raise", "File")):
-            continue  # a traceback's frame or code line ("raise SignalException(...)", "raise ChildFailedError(")
-        seen.setdefault(key, i)
-    out: list[int] = []
-    for key in _VERDICT_KEYS:
-        if key == "Root Cause (first observed failure)" and key in seen:
-            at = seen[key]  # its rank row says what the header announces
-            out += [k for k in range(at + 1, min(len(lines), at + 8)) if _is_rank_row(lines[k])][:1] or [at]
-        elif key in seen:
-            out.append(seen[key])
-    return out
-
-
-def _is_rank_row(line: str) -> bool:
-    body = line.split("]:", 1)[-1].strip() if "]:" in line and not line.lstrip().startswith("rank") else line.strip()
-    return body.startswith("rank") and ":" in body
+__all__ = ["chain_start", "failure_point", "first_origin", "interleaved", "is_report_head", "is_root_error",
+           "pick_lines", "relaunched", "same_origin", "secondary_lines", "verdict_lines"]
 
 
 @dataclass(frozen=True)
@@ -386,22 +125,22 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     ``limit``. A launcher's/scheduler's verdict (torchrun's "failed (exitcode", ChildFailedError
     and its table, srun's and mpirun's exit lines) only when the failing process printed no
     error, and then its first line (README rule R8). ``start``: the last launch's (:func:`relaunched`)."""
-    tags = _Tags(lines, start)
+    tags = Tags(lines, start)
     at = _Attempt(lines, start, [i for i in failures if i >= start], _everywhere(lines, start, norm),
                   lambda i: same_origin(tags.of(i), first))
-    hook = _hook_errors(lines, start)
+    hook = hook_errors(lines, start)
     own, caught = _own_errors(at, hook, _ownline(tags, first))
-    middles = {i for i in own if _inside_chain(lines, i)}
+    middles = {i for i in own if inside_chain(lines, i)}
     own = [i for i in own if i not in middles]
     verdict_at = verdict_lines(lines, start)
-    run_end = _run_end(own, verdict_at)
-    runs = _runs(lines, own, start, anew := first.rank is None and first.proc is None)
-    again = _again(lines, runs, at.norm, anew)
+    run_end = first_run_end(own, verdict_at)
+    runs = split_runs(lines, own, start, anew := first.rank is None and first.proc is None)
+    again = last_run_again(lines, runs, at.norm, anew)
     picked, later = _picked_runs(at, own, runs, again, run_end)
-    picked = [_logged_first(lines, i, at.norm) for i in picked]
+    picked = [logged_first(lines, i, at.norm) for i in picked]
     chained = set(picked)  # each says its own message (R4), though their quoted names are blanked alike
     if picked and is_debugger_quit(at.norm(picked[-1])):
-        picked = _breakpoint(lines, picked[-1]) + picked
+        picked = breakpoint_prompt(lines, picked[-1]) + picked
     if not own:  # only symptoms: a collective timeout is the key message (the first one)
         picked = _first_timeout(at)
     window = range(run_end) if again is None else range(runs[-1][0], 1 << 62)  # the run whose lines are picked
@@ -419,10 +158,6 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
 #: A bare ``StopIteration`` ending a traceback: an exhausted iterator, which a library raises for the caller's
 #: ``next()`` (torch's DataLoader ``_next_data``: ``raise StopIteration``); the caller's statement is what failed.
 _BARE_EXCEPTION = re.compile(r"(?:[\w.]+\.)?StopIteration\s*$")
-#: Where installed libraries' files live (a frame there is not the job's own code).
-_LIBRARY_DIRS = ("site-packages/", "dist-packages/", "/lib/python3.", "/lib/python2.")
-#: Frames read up from a bare exception line for the job's own.
-_FRAMES_UP = 60
 
 
 def _with_bare_source(lines: Sequence[str], found: list[int], cap: int) -> list[int]:
@@ -432,45 +167,12 @@ def _with_bare_source(lines: Sequence[str], found: list[int], cap: int) -> list[
     ``next(iter(loader))`` does). Not when that line is within 2 lines of the exception (the line above)."""
     out = list(found)
     for i in found:
-        if len(out) >= cap or _BARE_EXCEPTION.fullmatch(_norm_body(lines[i])) is None:
+        if len(out) >= cap or _BARE_EXCEPTION.fullmatch(norm_body(lines[i])) is None:
             continue
-        src = _own_frame_code(lines, i)
+        src = own_frame_code(lines, i)
         if src is not None and src < i - 2 and src not in out:
             out.append(src)
     return out
-
-
-def _own_frame_code(lines: Sequence[str], i: int) -> int | None:
-    """The index of the code line of the last traceback frame above the exception line ``i`` that is not in a
-    library's file, when the last frame is in one; else None."""
-    frames = []
-    for k in range(i - 1, max(-1, i - _FRAMES_UP), -1):
-        body = _body(lines[k])
-        if body.strip() and not body[:1].isspace():
-            break  # the traceback's head
-        if body.lstrip().startswith('File "'):
-            frames.append(k)
-    if not frames or not any(d in lines[frames[0]] for d in _LIBRARY_DIRS):
-        return None
-    own = next((k for k in frames if not any(d in lines[k] for d in _LIBRARY_DIRS)), None)
-    if own is None or own + 1 >= i:
-        return None
-    code = _body(lines[own + 1])
-    return own + 1 if code.strip() and code[:1].isspace() and not code.lstrip().startswith('File "') else None
-
-
-def relaunched(lines: Sequence[str], start: int, failures: Sequence[int]) -> int:
-    """Where torchrun's last launch starts (its logged OMP_NUM_THREADS banner, :func:`launch_banner`), when failure
-    lines precede it and follow it: the errors before it are an earlier launch's, which ended before this one printed
-    its start-up (README rule R1; torchrun logs the banner once, in ``torch/distributed/run.py``, before its agent's
-    rendezvous, which every node's agent joins before any worker runs: no worker of this launch can have failed
-    before it); else ``start``. The old ``torch.distributed.launch`` printed it at its exit: no start there."""
-    launches = [i for i in find_keys(lines, (TORCHRUN_BANNER,), start) if launch_banner(lines, i)]
-    if not launches:
-        return start
-    last = launches[-1]
-    before = any(start <= i < last for i in failures)
-    return last if before and any(i > last for i in failures) else start
 
 
 def _own_errors(at: _Attempt, hook: Collection[int], ownline: Callable[[int], bool]) -> tuple[list[int], set[int]]:
@@ -481,21 +183,21 @@ def _own_errors(at: _Attempt, hook: Collection[int], ownline: Callable[[int], bo
     a signal's aftermath, teardown errors and spawned children's errors are caught. The lines printed with the
     first one are its own too."""
     lines, region, norm = at.lines, at.region, at.norm
-    own = _not_heads(lines, [i for i in region if is_root_error(norm(i)) and at.mine(i) and not _logged_frame(lines[i])
-                             and i not in hook and not is_launcher_verdict(norm(i)) and not _summary_part(lines, i)
-                             and not _spawn_lost(lines, i)])
-    again = _printed_again(lines, own, norm)
-    own = [i for i in own if not _logged_warning(lines[i]) and not _logged_and_went_on(lines, i, own, norm)
+    own = not_heads(lines, [i for i in region if is_root_error(norm(i)) and at.mine(i) and not logged_frame(lines[i])
+                             and i not in hook and not is_launcher_verdict(norm(i)) and not summary_part(lines, i)
+                             and not spawn_lost(lines, i)])
+    again = printed_again(lines, own, norm)
+    own = [i for i in own if not logged_warning(lines[i]) and not logged_and_went_on(lines, i, own, norm)
            and i not in again] or own
     errors = [i for i in own if not is_scheduler_kill(norm(i))]
-    caught = set(errors) if errors and _went_on(lines, errors[-1], region, norm, ownline) else set()
+    caught = set(errors) if errors and went_on(lines, errors[-1], region, norm, ownline) else set()
     own = [i for i in own if i not in caught]
-    if own and _aborted_on_timeout(own, region, norm, at.mine):
+    if own and aborted_on_timeout(own, region, norm, at.mine):
         caught, own = caught | set(own), []  # the watchdog took the process down: its timeout is the cause (R6)
-    kept = _without_spawned(lines, _without_teardown(lines, _without_aftermath(own, region, norm), norm), region, norm)
+    kept = without_spawned(lines, without_teardown(lines, without_aftermath(own, region, norm), norm), region, norm)
     caught, own = caught | (set(own) - set(kept)), kept
     if own:
-        own = sorted(set(own) | set(_printed_with(lines, own[0], at.mine)))
+        own = sorted(set(own) | set(printed_with(lines, own[0], at.mine)))
     return own, caught
 
 
@@ -505,17 +207,17 @@ def _picked_runs(at: _Attempt, own: Sequence[int], runs: Sequence[Sequence[int]]
     once; when a later run of the job script failed again (R1, ``again`` False) the last run's lines, whichever
     rank printed them first (R5), or (R7, ``again`` True) the first run's root and then the last run's."""
     if again is None:
-        return _root_lines(at.lines, [i for i in own if i < run_end], at.norm), []
-    later = _earliest_copies(_root_lines(at.lines, runs[-1], at.norm), [i for i in at.region if i > runs[-2][-1]], at.norm)
+        return root_lines(at.lines, [i for i in own if i < run_end], at.norm), []
+    later = earliest_copies(root_lines(at.lines, runs[-1], at.norm), [i for i in at.region if i > runs[-2][-1]], at.norm)
     if not again:
         return list(later), later
-    return _root_lines(at.lines, [i for i in own if i < run_end], at.norm)[:1] + later, later
+    return root_lines(at.lines, [i for i in own if i < run_end], at.norm)[:1] + later, later
 
 
 def _first_timeout(at: _Attempt) -> list[int]:
     """The first collective timeout of the attempt (the key message when it shows only symptoms), after a
     timeout glued to a line before it."""
-    picked = [i for i in at.region if _TIMEOUT.search(at.norm(i)) is not None][:1]
+    picked = [i for i in at.region if COLLECTIVE_TIMEOUT.search(at.norm(i)) is not None][:1]
     return [i for i, _ in glued_timeouts(at.lines, max(0, at.start - 1), picked[0])][:1] + picked if picked else picked
 
 
@@ -528,16 +230,16 @@ def _with_quoted(at: _Attempt, picked: list[int], quoted: Sequence[int], own: Se
     no abort on an error already picked (R6)."""
     picked = list(picked)
     norm = at.norm
-    texts = {_shape(norm(i)) for i in picked}
+    texts = {message_shape(norm(i)) for i in picked}
     for i in quoted:
-        if not any(abs(i - k) <= _NEXT_TO for k in picked) and not _later_line(at.lines, i, picked, at.region) \
-                and _shape(norm(i)) not in texts and at.mine(i) and not _what_said(norm(i), texts) \
+        if not any(abs(i - k) <= _NEXT_TO for k in picked) and not later_line(at.lines, i, picked, at.region) \
+                and message_shape(norm(i)) not in texts and at.mine(i) and not what_said(norm(i), texts) \
                 and not (own and _cleanup(norm(i))) and i in window \
                 and i not in passed and not any(0 < i - k <= _NEXT_TO for k in caught) \
-                and not _spawn_lost(at.lines, i) \
-                and not (picked and _abort_report(norm(i))):
+                and not spawn_lost(at.lines, i) \
+                and not (picked and abort_report(norm(i))):
             picked.append(i)
-            texts.add(_shape(norm(i)))
+            texts.add(message_shape(norm(i)))
     return picked
 
 
@@ -550,7 +252,7 @@ def _ending_kills(at: _Attempt, picked: Sequence[int], own: Sequence[int], caugh
              and not logs.is_secondary(norm(i)) and not is_benign(norm(i)) and not (own and _cleanup(norm(i)))]
     return [i for i in kills if i not in picked
             and (not own or (i > own[0] and _why_killed(norm(i), own, norm, at.lines[i + 1:i + 1 + _AFTER_KILL])))
-            and not (picked and _abort_report(norm(i)))][:2]
+            and not (picked and abort_report(norm(i)))][:2]
 
 
 def _shown_lines(at: _Attempt, picked: Sequence[int], chained: Collection[int], own: Sequence[int],
@@ -560,12 +262,12 @@ def _shown_lines(at: _Attempt, picked: Sequence[int], chained: Collection[int], 
     process showed no error (R8); else the first symptoms, without wrappers and copies (R4, R5, R9)."""
     norm = at.norm
     found = _at_most(_once(picked, norm, chained), cap)
-    if not own and not any(_TIMEOUT.search(norm(i)) for i in found):  # the launcher itself got a signal (R6)
+    if not own and not any(COLLECTIVE_TIMEOUT.search(norm(i)) for i in found):  # the launcher itself got a signal (R6)
         found = _death_signal(at.lines, at.start) or found
     if not found:  # a launcher's verdict only when the failing process showed no error: one line
         found = _first_verdict(sorted(set(picked) | set(verdict)), norm)
     if not found:  # only symptoms: the first ones, without wrappers and copies (R4, R5, R9)
-        rest = [i for i in at.region if not _code_line(at.lines[i])]  # never a traceback's frame or code line (R2)
+        rest = [i for i in at.region if not code_line(at.lines[i])]  # never a traceback's frame or code line (R2)
         rest = [i for i in rest if not logs.is_secondary(norm(i))] or rest or list(at.region)
         found = _at_most(_once(rest, norm) or rest, cap)
     return found
@@ -575,95 +277,9 @@ def _with_causes(at: _Attempt, found: list[int], evidence: Sequence[str], cap: i
     """``found`` (at most ``cap``) after where the run diverged, before what failed because of it (R7: a
     divergence, a NaN reported or sampled), or after why it aborted, and with a fatal abort's lines (R6)."""
     lines = at.lines
-    roots = _diverged_root(lines, at.start, evidence) or _nan_reported(lines, at.start, found, at.norm) \
-        or _nan_sampled(lines, found) or _abort_reason(lines, found)
-    return _at_most([i for i in roots if i not in found] + found + _fatal_abort(lines, found), cap)
-
-
-#: The exceptions a signal raises in the process it reaches (README rule R6: not labelled after the
-#: line that says a scheduler ended the job): Python's KeyboardInterrupt (SIGINT), torchrun's
-#: ``SignalException: Process N got signal: 15`` (torch/distributed/elastic/multiprocessing/api.py),
-#: Lightning's ``SIGTERMException`` (lightning/pytorch/utilities/exceptions.py).
-_AFTERMATH = re.compile(r"(?:[\w.]+\.)?(?:KeyboardInterrupt|SignalException|SIGTERMException)\b")
-
-
-def _without_aftermath(own: list[int], region: Sequence[int], norm: Callable[[int], str]) -> list[int]:
-    """``own`` without the exceptions the signal of a scheduler's end of the job (its time limit,
-    preemption or cancel line in ``region``) or of torchrun's agent's ("Received Signals.SIGINT death signal,
-    shutting down workers": torch/distributed/elastic/agent/server/api.py, the signal it got and passes on to
-    its workers) raised after that line (README rule R6)."""
-    kill = next((i for i in region if _ENDED_FROM_OUTSIDE.search(norm(i)) is not None
-                 or ("death signal" in norm(i) and _DEATH_SIGNAL.search(norm(i)) is not None)), None)
-    if kill is None:
-        return own
-    return [i for i in own if i <= kill or _AFTERMATH.match(ranks.strip_prefix(norm(i)).strip()) is None]
-
-
-#: Paddle's report of a stop signal its handler caught (paddle/fluid/platform/init.cc ``SignalHandle``: "FatalError:
-#: `Termination signal` is detected by the operating system." for a SIGTERM), or of a SIGABRT ("FatalError: `Process
-#: abort signal` is detected ..."): after an uncaught Python exception, the abort is the process's C++ teardown at exit
-#: (a destructor that throws while the interpreter exits: "0   paddle::framework::ParallelExecutor::~ParallelExecutor()").
-_STOP_REPORT = re.compile(r"FatalError: `(Termination|Process abort) signal` is detected")
-
-
-def _without_teardown(lines: Sequence[str], own: list[int], norm: Callable[[int], str]) -> list[int]:
-    """``own`` without a stop signal's report that follows an uncaught exception of the same
-    process (:func:`_ended_uncaught`) with no progress between: Python printed that traceback as
-    the process ended, and the SIGTERM the launcher then sent it is teardown (README R6, O3;
-    paddle.distributed.launch stops the workers still alive with ``proc.terminate()``); nor a data
-    loader's report that the same SIGTERM ended its workers, after that report."""
-    out: list[int] = []
-    for n, i in enumerate(own):
-        prev = out[-1] if out else None  # the last line kept (the traceback a report follows)
-        report = own[n - 1] if n else None  # the line just before, kept or not (a dropped SIGTERM report)
-        if prev is not None and not any(is_progress(ln) for ln in lines[prev + 1:i]) \
-                and _STOP_REPORT.search(norm(i)) and (_ended_uncaught(lines, prev) or _thread_died(lines, prev)):
-            continue
-        if report is not None and not any(is_progress(ln) for ln in lines[report + 1:i]) \
-                and _sigterm_report(norm(report)) and _WORKERS_TERMINATED.search(norm(i)):
-            continue
-        out.append(i)
-    return out
-
-
-def _sigterm_report(norm: str) -> bool:
-    """Whether a line is Paddle's report of a SIGTERM (:data:`_STOP_REPORT`, "Termination signal")."""
-    m = _STOP_REPORT.search(norm)
-    return m is not None and m.group(1) == "Termination"
-
-
-def _thread_died(lines: Sequence[str], i: int) -> bool:
-    """Whether the exception line ``i`` ends a thread's uncaught exception, as ``threading.excepthook``
-    prints it ("Exception in thread Thread-2:" then its traceback; CPython Lib/threading.py): the thread
-    that fed the process (a data loader's reader thread) is gone, what stops the process next is teardown."""
-    head = _python_head(lines, i)
-    return head is not None and head > 0 and _body(lines[head - 1]).lstrip().startswith("Exception in thread ")
-
-
-#: A data loader's report that its worker processes ended by SIGTERM (Paddle's
-#: paddle/fluid/imperative/data_loader.cc "DataLoader process (pid N) exited is killed by signal:
-#: Terminated.", raised by multiprocess_utils' SIGCHLD handler; torch's "DataLoader worker (pid N) is
-#: killed by signal: Terminated."): after the process's own SIGTERM report, the same stop (R6).
-_WORKERS_TERMINATED = re.compile(r"DataLoader (?:process|worker) \(pid:? ?\d+\)[^\n]* killed by signal: Terminated")
-
-
-def _without_spawned(lines: Sequence[str], own: list[int], region: Sequence[int],
-                     norm: Callable[[int], str]) -> list[int]:
-    """``own`` without its errors before a scheduler's end of the job (a time limit, a cancel in
-    ``region``) when every one of them is a spawned child's death in its bootstrap
-    (:func:`lines.spawned_child`): those helpers ended, the job went on until the scheduler
-    ended it (README C1, R6)."""
-    kill = next((i for i in region if _ENDED_FROM_OUTSIDE.search(norm(i)) is not None), None)
-    before = [i for i in own if kill is not None and i < kill]
-    if not before or not all(_spawn_exception(lines, i) for i in before):
-        return own
-    return [i for i in own if i not in before]
-
-
-def _spawn_exception(lines: Sequence[str], i: int) -> bool:
-    """Whether line ``i`` ends a spawned child's bootstrap traceback."""
-    head = _traceback_head(lines, i)
-    return head is not None and spawned_child(lines, head, i)
+    roots = diverged_root(lines, at.start, evidence) or nan_reported(lines, at.start, found, at.norm) \
+        or nan_sampled(lines, found) or abort_reason(lines, found)
+    return _at_most([i for i in roots if i not in found] + found + fatal_abort(lines, found), cap)
 
 
 def _first_ranks(lines: Sequence[str], found: list[int], first: ranks.Origin, later: Sequence[int]) -> list[int]:
@@ -674,42 +290,7 @@ def _first_ranks(lines: Sequence[str], found: list[int], first: ranks.Origin, la
     return [i for i in found if i in later or same_origin(ranks.origin_of(lines[i]), first)] or found
 
 
-#: Lines a launcher or scheduler prints about a child that already failed (README rules R6, R8):
-#: torchrun's, Open MPI's, MPICH's, DeepSpeed's, srun's and LSF's exit verdicts and torchrun's
-#: Root Cause table rows and its error-file dump, srun's step abort.
-_LAUNCHER_SAYS = (*_LAUNCHER_KEYS, "srun: Job step aborted", "forcing job termination", "Killing subprocess",
-                  "sigkill_handler", "multiprocessing.errors.error_handler", "error_handler.py:")
-#: Lines that only wrap or announce an exception printed in full elsewhere (rules R2, R4): Ray's
-#: ``RayTaskError(X): ray::Actor.method()`` header, PyTorch's "Caught X in DataLoader worker
-#: process N." / "in replica N on device N." / "in pin memory thread for device N." re-raise (torch/_utils.py
-#: ``ExceptionWrapper.reraise``; the pin-memory thread's ``where`` in torch/utils/data/_utils/pin_memory.py), a thread's traceback header, the
-#: ``sys.excepthook`` failure header, an exception that points at the error printed above it (vLLM's
-#: "RuntimeError: Engine core initialization failed. See root cause above."), Ray's log of a task's
-#: error nobody retrieved, whose message is the task's traceback ("Unhandled error (suppress with
-#: 'RAY_IGNORE_UNHANDLED_ERRORS=1'): ray::Trainer.train() (pid=4242, ip=10.0.0.5)", then its frames
-#: and its exception line: ray/_private/worker.py, _unhandled_error_handler).
-_WRAPPER = re.compile(r"^(?:\S*RayTaskError\(\w+\): |(?:.*[\s\]])?Unhandled error \(suppress with |(?:\S+\.)?\w+: Caught \w+ in (?:DataLoader worker process|replica|pin memory thread for device) "
-                      r"|Exception in thread \S.*:$|Error in sys\.excepthook:$"
-                      r"|(?:\S+\.)?\w+: .*\b[Ss]ee (?:the )?(?:root cause|errors?|traceback|logs?) above)")
-_TABLE_ROW = re.compile(r"^\s*(?:rank|host|exitcode|local_rank|error_file|time|traceback)\s+:")
-
-
-def is_launcher_verdict(line: str) -> bool:
-    """Whether a line is a launcher's or scheduler's report on a child that already ended (its
-    exit code, the Root Cause table), not the child's own error nor the scheduler's cause line."""
-    return any(k in line for k in _LAUNCHER_SAYS) or _TABLE_ROW.match(line) is not None
-
-
-#: Lines of the failing process's own ordinary output between its last error line and a kill
-#: that show it went on after the error (it caught it): the kill ended the run (rules R1, R6).
-WENT_ON = 10
-
-
-#: A scheduler's end of a job from outside: its time limit, a preemption, a node failure, a cancel.
-_ENDED_FROM_OUTSIDE = re.compile(rf"{SLURM_REASON}|CANCELLED AT|{LSF_TERM}|{PBS_KILL}")
-
-
-def _ownline(tags: _Tags, first: ranks.Origin) -> Callable[[int], bool]:
+def _ownline(tags: Tags, first: ranks.Origin) -> Callable[[int], bool]:
     """Whether a line is the failing process's own for certain: its rank's prefix when it has
     one (an untagged line of a multi-rank log may be any rank's), else any line."""
     if first.rank is None:
@@ -717,440 +298,25 @@ def _ownline(tags: _Tags, first: ranks.Origin) -> Callable[[int], bool]:
     return lambda i: tags.of(i).rank == first.rank
 
 
-def _went_on(lines: Sequence[str], last: int, region: Sequence[int], norm: Callable[[int], str],
-             mine: Callable[[int], bool]) -> bool:
-    """Whether a scheduler's or the kernel's kill (a time limit, a cancel, ``Killed``) ends the
-    attempt after the process printed WENT_ON lines of ordinary output since its last error line
-    ``last``: the errors were caught and printed (a search loop's failed candidates), the kill
-    is what ended the run."""
-    kill = next((i for i in region if i > last and _ENDED_FROM_OUTSIDE.search(norm(i))), None)
-    if kill is None:
-        return False
-    seen = 0
-    for k in range(last + 1, kill):
-        if lines[k].strip() and not lines[k][:1].isspace() and mine(k) and not is_failure(norm(k), lines[k]):
-            seen += 1
-            if seen >= WENT_ON:
-                return True
-    return False
-
-
-#: A logger's header on every line of a traceback it prints: vLLM's "ERROR 08-25 18:56:06
-#: [core.py:700] ", glog's (torchrun's) "E0119 09:59:04.513000 4928 api.py:874] ".
-_LOGGER_HEAD = re.compile(r"^(?:(?:ERROR|WARNING|CRITICAL|INFO) [\d-]+ [\d:.,]+ \[[\w./-]+:\d+\]"
-                          r"|[EWFI]\d{4} [\d:.]+ +\d+ [\w./-]+:\d+\]) ")
-
-
-#: A logger's header at warning level: glog's (torch's C++ and torch._logging's Python records, whose
-#: first letter is the level: "W0113 22:44:54.202000 3923616 torch/_dynamo/convert_frame.py:1125] ";
-#: torch/_logging/_internal.py TorchLogsFormatter) and vLLM's "WARNING 08-25 18:56:06 [core.py:700] "
-#: (vllm/logger.py _FORMAT "%(levelname)s %(asctime)s [%(filename)s:%(lineno)d] %(message)s").
-_WARNING_HEAD = re.compile(r"^(?:WARNING [\d-]+ [\d:.,]+ \[[\w./-]+:\d+\]|W\d{4} [\d:.]+ +\d+ [\w./-]+:\d+\]) ")
-
-
-def _logged_warning(raw: str) -> bool:
-    """Whether an exception line is printed under a logger's warning-level header (README rule R2:
-    a warning is not the failure): torch._dynamo logs the exception of a graph it failed to compile with its
-    traceback at warning level and runs the code uncompiled (``suppress_errors``), so the exception
-    line that ends that record did not end the process."""
-    body = _body(raw)
-    m = _WARNING_HEAD.match(body) if body[:1] == "W" else None
-    return m is not None and _EXCEPTION.match(logs.normalize_line(body[m.end():]).strip()) is not None
-
-
-#: A logging record's level as the commonest formats print it, at the start of the line: logging's
-#: "%(levelname)s:%(name)s:%(message)s" (basicConfig's default) and "... - %(levelname)s - ...",
-#: a bracketed "[ERROR]" (axolotl's "[%(asctime)s] [%(levelname)s] [%(name)s...] ", transformers'
-#: "[WARNING|trainer.py:123]"), loguru's "| ERROR    |" (CPython Lib/logging/__init__.py, loguru/_defaults.py).
-_RECORD_LEVEL = re.compile(r"^.{0,60}?(?:\[|\| |- |^)(?:ERROR|WARNING|CRITICAL)(?:\]|\||:[\w.]*:| +[-|] )")
-
-
-def _logged_and_went_on(lines: Sequence[str], i: int, own: Sequence[int], norm: Callable[[int], str]) -> bool:
-    """Whether the exception line ``i`` ends a traceback a logger printed under its ERROR or WARNING
-    record (``logger.error(msg, exc_info=True)``, ``logger.exception(msg)``: the record's line right
-    above "Traceback (most recent call last):") after which the same process raised another error
-    in a traceback of its own, not chained to it, that does not restate it: the logged exception
-    was caught and the program went on (README rule R1), the later one ended it."""
-    if not _EXCEPTION.match(_norm_body(lines[i])):
-        return False
-    head = _python_head(lines, i)
-    if head is None or _body(lines[head]).strip() != _TRACEBACK + ":":
-        return False
-    record = next((k for k in range(head - 1, max(-1, head - 3), -1) if lines[k].strip()), None)
-    if record is None or _RECORD_LEVEL.match(_body(lines[record])) is None:
-        return False
-    said = _bare_shape(norm(i))
-    later = [j for j in own if j > i and _EXCEPTION.match(_norm_body(lines[j]))]
-    return bool(later) and _printing(lines, later[0], i) > i \
-        and not any(_restates(said, _bare_shape(norm(j))) for j in later)
-
-
-#: Lines of ordinary output between two printings of one message that show the process went on between them.
-_BETWEEN_COPIES = 3
-
-
-def _printed_again(lines: Sequence[str], own: Sequence[int], norm: Callable[[int], str]) -> set[int]:
-    """The error lines of ``own`` that are messages printed without a traceback (a loop's ``except`` that prints
-    "Evaluation failed: AssertionError('No data found')" and goes on) and one of several printings of that
-    message with _BETWEEN_COPIES or more lines of ordinary output between two of them (the process went on
-    after it: README rule R1; copies printed together are other processes' at one time, rule R5), when the
-    same process later raised an uncaught exception that does not restate it, in a traceback of its own: that
-    one ended the run. Each message's copies are judged once (a loop can print one message thousands of times)."""
-    by_shape: dict[str, list[int]] = {}
-    for j in own:
-        by_shape.setdefault(_bare_shape(norm(j)), []).append(j)
-    out: set[int] = set()
-    for said, copies in by_shape.items():
-        if len(copies) > 1 and _went_on_after_copies(lines, own, norm, said, copies):
-            out.update(i for i in copies if _python_head(lines, i) is None)
-    return out
-
-
-def _went_on_after_copies(lines: Sequence[str], own: Sequence[int], norm: Callable[[int], str], said: str,
-                          copies: Sequence[int]) -> bool:
-    """Whether ordinary output lies between two of a message's ``copies`` and an uncaught exception of the
-    same process that does not restate it (``said``: the message's shape) came after the last copy."""
-    if not any(_ordinary_between(lines, a, b) for a, b in zip(copies, copies[1:], strict=False)):
-        return False
-    final = next((j for j in reversed(own) if j > copies[-1] and _EXCEPTION.match(_norm_body(lines[j]))), None)
-    return final is not None and _ended_uncaught(lines, final) and not _restates(said, _bare_shape(norm(final)))
-
-
-def _ordinary_between(lines: Sequence[str], a: int, b: int) -> bool:
-    """Whether _BETWEEN_COPIES or more non-blank, unindented lines that state no failure lie between ``a`` and
-    ``b``."""
-    seen = 0
-    for k in range(a + 1, b):
-        raw = lines[k]
-        if raw.strip() and not raw[:1].isspace() and not is_failure(logs.normalize_line(raw), raw):
-            seen += 1
-            if seen >= _BETWEEN_COPIES:
-                return True
-    return False
-
-
-#: torch.multiprocessing's ``ProcessContext.join`` reading the traceback a failed child left in its error
-#: file (torch/multiprocessing/spawn.py: ``original_trace = pickle.load(fh)``); an empty file (the
-#: child ended before it wrote one) raises EOFError there, in the parent.
-_SPAWN_READ = "original_trace = pickle.load("
-
-
-def _spawn_lost(lines: Sequence[str], i: int) -> bool:
-    """Whether the exception line ``i`` is ``mp.spawn``'s parent failing to read a child's error file
-    (README rule R8: the launcher's report on a child that already failed, not the child's error)."""
-    if i < 2 or _SPAWN_READ not in lines[i - 1]:
-        return False
-    return "spawn.py" in lines[i - 2] and _EXCEPTION.match(_norm_body(lines[i])) is not None
-
-
-def _logged_frame(raw: str) -> bool:
-    """Whether a line is a frame, a code line or a caret line of a traceback that a launcher or a
-    logger prints with its prefix on every line (README rule R2): indented after the prefix (a
-    rank's ``[rank3]:``, Ray's ``(Worker pid=7)``, vLLM's ``ERROR 08-25 18:56:06 [core.py:700]``)."""
-    body = _body(raw)
-    if len(body) != len(raw) and body[:1] in (" ", "\t", "^") and body.strip():
-        return True
-    if "] " not in body:
-        return False
-    m = _LOGGER_HEAD.match(body)
-    if m is None:
-        return False
-    rest = body[m.end():]
-    return rest[:1] in (" ", "\t", "^") or not rest.strip() or rest.startswith((_TRACEBACK, *_CHAINED))
-
-
-#: Lines after "Error in sys.excepthook:" searched for Python's "Original exception was:".
-_HOOK_REPORT = 200
-
-
-def _hook_errors(lines: Sequence[str], start: int) -> set[int]:
-    """The lines of ``sys.excepthook``'s own error (between "Error in sys.excepthook:" and
-    "Original exception was:", which Python prints when the hook fails; a tracker's hook
-    interrupted at exit): not the process's error, which follows them (README rule R4)."""
-    out: set[int] = set()
-    found = find_keys(lines, ("Error in sys.excepthook", "Original exception was"), max(0, start - AROUND))
-    for k, i in enumerate(found):
-        if "Error in sys.excepthook" in lines[i]:
-            end = next((j for j in found[k + 1:] if "Original exception was" in lines[j] and j - i < _HOOK_REPORT), None)
-            if end is not None:
-                out.update(range(i, end + 1))
-    return out
-
-
-def _not_heads(lines: Sequence[str], own: list[int]) -> list[int]:
-    """``own`` without the lines that head a traceback printed below them (a logger's
-    ``logger.exception("training failed")`` message, a program's ``Error: Traceback (most recent
-    call last):``) when a later line of ``own`` states the error: the exception line is the
-    error (README rules R2, R3)."""
-    return [i for k, i in enumerate(own) if k + 1 == len(own) or not _heads_traceback(lines, i)]
-
-
-def _heads_traceback(lines: Sequence[str], i: int) -> bool:
-    if _TRACEBACK in lines[i]:
-        return True
-    if _EXCEPTION.match(logs.normalize_line(_body(lines[i])).strip()):
-        return False  # an exception line (the next traceback is another printing)
-    end = i  # the message's last line: a logger prints all of it, then the traceback (exc_info)
-    while end + 1 < len(lines) and _continues(lines, i, end + 1):
-        end += 1
-    below = next((k for k in range(end + 1, min(len(lines), end + 3)) if lines[k].strip()), None)
-    return below is not None and _unlogged(_body(lines[below])).lstrip().startswith(_TRACEBACK_HEADS)
-
-
-def _unlogged(body: str) -> str:
-    """``body`` without the header a logger prints on every line of a traceback it logs (vLLM's
-    "ERROR 08-10 20:45:59 [registry.py:355] ", glog's "E0119 09:59:04.513000 4928 api.py:874] ";
-    :data:`_LOGGER_HEAD`)."""
-    m = _LOGGER_HEAD.match(body) if "] " in body[:120] else None
-    return body if m is None else body[m.end():]
-
-
-#: The heads of a Python traceback: the interpreter's, and Sacred's, which logs "Failed after
-#: 0:01:32!" at ERROR level and then prints the traceback without its own frames under "Traceback
-#: (most recent calls WITHOUT Sacred internals):" ("Traceback (most recent calls):" when the error
-#: is in Sacred itself; IDSIA/sacred sacred/utils.py, FilteredTracebackException.format and
-#: print_filtered_stacktrace).
-_TRACEBACK_HEADS = ("Traceback (most recent call last)", "Traceback (most recent calls")
-
-
-#: TensorFlow's summary of several errors in one exception's message (tensorflow/core/platform/
-#: status.cc, StatusGroup::as_summary_status): "2 root error(s) found.", then each error on a line
-#: "  (0) Resource exhausted: OOM when allocating ...", then "0 successful operations." and "0 derived
-#: errors ignored.". The numbered lines are later lines of the message (README rule R3).
-_SUMMARY_HEAD = "root error(s) found."
-_SUMMARY_END = "successful operations."
-_SUMMARY_ITEM = re.compile(r"^\s+\(\d+\) \S")
-#: Lines above a numbered line searched for its summary's head (each error may bring its node lines).
-_SUMMARY_REACH = 60
-
-
-def _summary_part(lines: Sequence[str], i: int) -> bool:
-    """Whether line ``i`` is one of the numbered errors of TensorFlow's "N root error(s) found."
-    summary printed above it (not a root error line of its own: the exception line shows it)."""
-    body = _body(lines[i])
-    if body[:1] not in (" ", "\t") or _SUMMARY_ITEM.match(body) is None:
-        return False
-    for k in range(i - 1, max(-1, i - _SUMMARY_REACH), -1):
-        if _SUMMARY_END in lines[k]:
-            return False
-        if _SUMMARY_HEAD in lines[k]:
-            return True
-    return False
-
-
-#: Lines a message printed over several lines is looked for in below its first.
-_MESSAGE_LINES = 4
-#: NCCL's detail lines under its error ("NCCL error in: ...ProcessGroupNCCL.cpp:3356, unhandled cuda
-#: error ..., NCCL version 2.26.2" / "ncclUnhandledCudaError: Call to CUDA function failed." / "Last
-#: error:" / "Cuda failure 2 'out of memory'"): torch's getNcclErrorDetailStr appends them to the message.
-_NCCL_DETAIL = "Last error:"
-
-
-def _later_line(lines: Sequence[str], i: int, picked: Sequence[int], failures: Sequence[int]) -> bool:
-    """Whether line ``i`` is a later line of a message printed over several lines whose first
-    line is a picked line or a failure line (README rule R3: the message is shown by its first
-    line, or by the exception line of the traceback a logger's message heads)."""
-    near = set(picked) | {k for k in failures if i - _MESSAGE_LINES <= k < i}
-    return any(_continues(lines, k, i) for k in near)
-
-
-def _continues(lines: Sequence[str], i: int, k: int) -> bool:
-    """Whether line ``k`` is a later line of the message whose first line is ``i`` (README rule
-    R3: a message spanning several lines is shown by its first): at most _MESSAGE_LINES below it,
-    every line between them written by the same rank (torch.distributed prefixes each line of a
-    message with its ``[rankN]:``) or, unprefixed, NCCL's detail lines below its error; none of
-    them blank, a traceback's head, frame or chain marker."""
-    if not i < k <= i + _MESSAGE_LINES:
-        return False
-    rank = ranks.prefix_rank(lines[i])
-    between = lines[i + 1:k + 1]
-    for ln in between:
-        body = _body(ln)
-        if not body.strip() or body[:1].isspace() or ranks.prefix_rank(ln) != rank \
-                or _TRACEBACK in body or any(c in body for c in _CHAINED):
-            return False
-    return rank is not None or any(_body(ln).strip() == _NCCL_DETAIL for ln in lines[i + 1:i + _MESSAGE_LINES])
-
-
-def _code_line(raw: str) -> bool:
-    """Whether a line is a traceback's frame or code line: indented, or indented after a launcher's
-    prefix (``[rank3]:     raise X(``)."""
-    return raw[:1].isspace() or _logged_frame(raw)
-
-
-#: The header of a line logged by torch's C++ code (c10's glog-style LOG(ERROR)/LOG(FATAL):
-#: "[E813 07:25:21.532210515 ProcessGroupGloo.cpp:143] ", "[E ProcessGroupNCCL.cpp:916] ",
-#: "E0813 07:25:21.532210 4242 ProcessGroupNCCL.cpp:1595] ").
-_CPP_LOGGED = re.compile(r"^\[?[EF](?:\d{3,4} [\d:.]+(?: +\d+)?)? ?[\w./-]+\.(?:cpp|cc|hpp|h):\d+\] ")
-#: Lines above a traceback searched for the C++ log line of its exception's message.
-_LOGGED_REACH = 40
-#: What a C++ log line's header names (its source file), looked for before reading lines closely.
-_CPP_FILES = (".cpp:", ".cc:", ".hpp:", ".h:")
-#: The lines of a traceback above its exception line within which its C++ log line is looked for.
-_FRAMES_REACH = 160
-
-
-def _logged_first(lines: Sequence[str], i: int, norm: Callable[[int], str]) -> int:
-    """The line that said the exception line ``i``'s message first: torch's C++ code logs an error
-    (LOG(ERROR), with its "[E813 07:25:21 ProcessGroupGloo.cpp:143]" header) and then throws it
-    with the same message, which Python prints at the end of its traceback; the same process's
-    log line above the traceback is the earliest copy (README rule R9), else ``i``."""
-    body = _norm_body(lines[i])
-    m = _EXCEPTION.match(body)
-    if m is None or not body[m.end():].startswith(": "):
-        return i
-    above = "\n".join(lines[max(0, i - _LOGGED_REACH - _FRAMES_REACH):i])
-    if not any(k in above for k in _CPP_FILES):
-        return i  # no C++ log line above
-    message = _shape(body[m.end() + 2:].strip())
-    head = _python_head(lines, i) if len(message) >= 30 else None
-    if head is None:
-        return i
-    rank = ranks.prefix_rank(lines[i])
-    for k in range(head - 1, max(-1, head - _LOGGED_REACH), -1):
-        body = _body(lines[k]).strip()
-        got = _CPP_LOGGED.match(body) if body[:1] in "[EF" else None
-        if got is not None and ranks.prefix_rank(lines[k]) == rank and _shape(body[got.end():].strip()) == message:
-            return k
-    return i
-
-
-#: glibc's report of the heap corruption it found before it calls abort(): "*** Error in
-#: `./simplex': corrupted size vs. prev_size: 0x00000000006ba7b0 ***" (glibc < 2.26), or the
-#: message alone ("free(): invalid pointer", "malloc(): corrupted top size"; malloc/malloc.c
-#: malloc_printerr), and its stack protector's "*** stack smashing detected ***: terminated".
-_GLIBC_ABORT = Guarded(rf"^{GLIBC_ERROR_IN}|^(?:{GLIBC_REASON})",
-                       ("*** Error in `", "detected ***", "double free", "(): ", "corrupted "))
-#: A process's abort as its shell reports it ("line 26: 158958 Aborted (core dumped) ./simplex").
-_ABORTED_SHELL = re.compile(rf"{ABORTED}(?: {CORE_DUMPED})?|{ABORTED_ZH}")
-#: Lines above an abort searched for glibc's reason.
-_ABORT_REACH = 400
-
-
-def _abort_reason(lines: Sequence[str], found: Sequence[int]) -> list[int]:
-    """When the last line of ``found`` says the process aborted (the shell's "Aborted (core
-    dumped)"), glibc's report of why or glog's FATAL line, printed above it by the same process (no
-    other abort between them): README rule R6, the line that says it was killed and the one that
-    says why."""
-    last = found[-1]
-    if not _ABORTED_SHELL.search(lines[last]):
-        return []
-    for k in range(last - 1, max(-1, last - _ABORT_REACH), -1):
-        body = _body(lines[k]).strip()
-        if _ABORTED_SHELL.search(body):
-            return []
-        if (body[:1] in "*dfmrc" and _GLIBC_ABORT.search(body) is not None) \
-                or (body[:1] == "F" and GLOG_FATAL.match(body) is not None):
-            return [k] if k not in found else []
-    return []
-
-
-def _fatal_abort(lines: Sequence[str], found: Sequence[int]) -> list[int]:
-    """The shell's "Aborted (core dumped)" after the last found line when that line is glog's or
-    absl's FATAL line (the abort it calls, within its stack dump's reach): README rule R6, the line
-    that says the process was killed and the one that says why."""
-    last = found[-1]
-    if GLOG_FATAL.match(_body(lines[last]).strip()) is None:
-        return []
-    for k in range(last + 1, min(len(lines), last + _ABORT_REACH)):
-        if _ABORTED_SHELL.search(_body(lines[k])):
-            return [k]
-        if GLOG_FATAL.match(_body(lines[k]).strip()) is not None:
-            return []  # another fatal message: the abort is not this one's alone
-    return []
-
-
-
-
-def _what_said(text: str, said: set[str]) -> bool:
-    """Whether ``text`` is the C++ runtime's ``what():`` line under "terminate called after
-    throwing an instance of ..." restating a message already picked (the watchdog's "[Rank 0] NCCL
-    watchdog thread terminated with exception: ..." logged, then thrown): README rule R6, the
-    error is named once."""
-    if _WHAT not in text[:40]:
-        return False
-    body = _shape(text.split(_WHAT, 1)[1].strip())
-    return len(body) > 20 and any(t.endswith(body) for t in said)
-
-
-_WHAT = "what():"
-
-
 def _once(picked: Sequence[int], norm: Callable[[int], str], chained: Collection[int] = ()) -> list[int]:
     """``picked`` without the launcher's verdicts when a line of the failing process itself shows
     the error (rule R8), and without the copies of a message already picked, whatever rank
     prefix or numbers they carry (R5: the earliest copy); of ``chained`` (the lines
-    :func:`_root_lines` chose, each its own message), only those that quote the same names."""
+    :func:`chains.root_lines` chose, each its own message), only those that quote the same names."""
     words = [i for i in picked if not is_launcher_verdict(norm(i))]
     if not words:
         return []
-    keep = [i for i in words if _WRAPPER.match(ranks.strip_prefix(norm(i)).strip()) is None] or words
+    keep = [i for i in words if not wraps(ranks.strip_prefix(norm(i)).strip())] or words
     out: list[int] = []
     seen: list[tuple[int, str]] = []
     for i in sorted(keep):
         text = ranks.strip_prefix(norm(i)).strip().rstrip(":").rstrip()
-        if not _copy_of(i, text, seen, chained):
+        if not copy_of(i, text, seen, chained):
             seen.append((i, text))
             out.append(i)
     return out
 
 
-#: The shortest exception message whose copy in a logged line is looked for (a word or two is no copy).
-_COPY_MIN = 30
-
-
-def _logged_message(exc: str, line: str) -> bool:
-    """Whether ``line`` ends with the message of the exception line ``exc``: a program logged the
-    error it caught (``logger.error(f"engine init failed: {e}")``), then its traceback (README rule
-    R5: the error once, at its earliest printing)."""
-    m = _EXCEPTION.match(exc)
-    if m is None or not exc.startswith(": ", m.end()) or _EXCEPTION.match(line) is not None:
-        return False
-    message = _shape(exc[m.end() + 2:].strip())
-    return len(message) >= _COPY_MIN and _shape(line).endswith(": " + message)
-
-
-def _copy_of(i: int, text: str, seen: Sequence[tuple[int, str]], chained: Collection[int]) -> bool:
-    """Whether line ``i`` (its message ``text``) restates one of ``seen`` (index, message): by
-    :func:`_shape`, except two lines of ``chained`` that quote other names."""
-    for k, said in seen:
-        if not _restates(_shape(text), _shape(said)):
-            if _logged_message(text, said) or _logged_message(said, text):
-                return True
-            continue
-        if i in chained and k in chained and not _restates(_DIGITS.sub("#", text), _DIGITS.sub("#", said)):
-            continue  # two messages of one chain
-        return True
-    return False
-
-
-#: The C++ runtime's report of an uncaught exception ("terminate called after throwing an instance of
-#: 'c10::DistBackendError'"): the cause line only when nothing before it names the error (rule R6).
-_ABORTED = "terminate called"
-#: Python's faulthandler on the SIGABRT that follows it (Python/pylifecycle.c, faulthandler's
-#: "Fatal Python error: Aborted"; the shell's "Aborted (core dumped)" after it).
-_FAULT_ABORT = "Fatal Python error: Aborted"
-
-
-def _abort_report(norm: str) -> bool:
-    """Whether a line reports the process's abort (C++'s "terminate called ...", faulthandler's
-    "Fatal Python error: Aborted", the shell's "Aborted (core dumped)"), or frames Paddle's report
-    of it (``_ERROR_REPORT``: "Error Message Summary:"): it names no error itself."""
-    return _ABORTED in norm or _FAULT_ABORT in norm or _ABORTED_SHELL.search(norm) is not None \
-        or _ERROR_REPORT.match(norm.strip()) is not None
-
-
-def _aborted_on_timeout(own: Sequence[int], region: Sequence[int], norm: Callable[[int], str],
-                        mine: Callable[[int], bool]) -> bool:
-    """Whether the failing process's own lines only report its abort and the same process's NCCL
-    watchdog said before them that a collective timed out: the watchdog takes the process down on a
-    timeout (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp: "To avoid data inconsistency, we are
-    taking the entire process down.", then it throws from its thread: std::terminate, SIGABRT).
-    README rule R6: the first rank's "Watchdog caught collective operation timeout" is the cause
-    line, not the abort it causes."""
-    if not all(_abort_report(norm(i)) for i in own):
-        return False
-    return any(_TIMEOUT.search(norm(i)) is not None and mine(i) for i in region if i < own[0])
 #: README rule R9: never more than three indicator lines.
 RULE_MAX_LINES = 3
 
@@ -1161,17 +327,12 @@ def _at_most(found: list[int], n: int) -> list[int]:
     return found if len(found) <= n else found[:n - 1] + found[-1:]
 
 
-#: torchrun's agent reporting the signal it got ("Received 1 death signal, shutting down
-#: workers", "Received Signals.SIGTERM death signal, shutting down workers").
-_DEATH_SIGNAL = re.compile(r"Received (?:\d+|Signals\.SIG[A-Z]+) death signal")
-
-
 def _death_signal(lines: Sequence[str], start: int) -> list[int]:
     """The first line of the attempt's end where torchrun says it got a signal (README rule R6:
     the first line that says a signal ended the run; the SIGTERMs it sends its workers, its
     error-file dump and its ``SignalException`` traceback follow from it)."""
     for i in find_keys(lines, ("death signal",), max(0, start - AROUND)):
-        if _DEATH_SIGNAL.search(lines[i]):
+        if agent_death_signal(lines[i]):
             return [i]
     return []
 
@@ -1182,212 +343,6 @@ def _first_verdict(verdicts: Sequence[int], norm: Callable[[int], str]) -> list[
     torchrun's "failed (exitcode", before its ChildFailedError and Root Cause table; rule R8)."""
     causes = [i for i in verdicts if not is_launcher_verdict(norm(i))]
     return causes[:1] or sorted(verdicts)[:1]
-
-
-#: A later run's error that names what an earlier run failed to leave behind (README rule R7's
-#: link: the output file, the checkpoint, the process group).
-_LEFT_MISSING = re.compile(r"No such file or directory|does not exist|not found|has not been initialized|Is a directory")
-
-
-def _runs(lines: Sequence[str], own: Sequence[int], start: int, anew: bool = False) -> list[list[int]]:
-    """``own`` (the failing process's root error lines) split into the runs of the job script that
-    printed them: a new run starts after a launcher's verdict on the previous one (torchrun's
-    "failed (exitcode", srun's exit line: that process ended), after an error that ends its own
-    process (argparse's usage error: :func:`lines.ends_own_process`), or, with ``anew`` (no
-    failing rank or process known), when the program started again after an exception that ended
-    its process (:func:`_started_again`; where ranks print, the untagged lines between may be any
-    rank's). Other ordinary output after a traceback does not tell a new
-    process from the same one going on, or from another untagged process."""
-    if len(own) < 2:
-        return [list(own)]
-    ends = [i for i in find_keys(lines, _LAUNCHER_KEYS, start) if not lines[i].lstrip().startswith(("raise", "File"))]
-    runs = [[own[0]]]
-    memo: dict[int, str] = {}
-    for prev, nxt in zip(own, own[1:], strict=False):
-        if any(prev < v < nxt for v in ends) or ends_own_process(lines, prev) \
-                or (anew and _started_again(lines, runs[-1], nxt, memo)):
-            runs.append([])
-        runs[-1].append(nxt)
-    return runs
-
-
-#: The outermost frame of a traceback that reached the interpreter's top level: the main
-#: script's module code, or runpy's for ``python -m``.
-_TOP_FRAMES = (", in <module>", ", in _run_module_as_main")
-#: What Hydra writes below the job's exception before its ``sys.exit(1)``
-#: (hydra/_internal/utils.py run_and_report, facebookresearch/hydra 00480e9).
-_HYDRA_EXIT = "Set the environment variable HYDRA_FULL_ERROR=1"
-#: Lines below an exception line searched for a chain marker or Hydra's exit line.
-_BELOW = 8
-
-
-def _ended_uncaught(lines: Sequence[str], i: int) -> bool:
-    """Whether the exception line ``i`` ended its process: the last exception of its chain with a
-    traceback whose outermost frame is the main module's (``in <module>``, or runpy's
-    ``_run_module_as_main``: no code caught it, Python printed it and exits), or the job's
-    exception as Hydra reports it before exiting."""
-    below = lines[i + 1:i + 1 + _BELOW]
-    if any(_HYDRA_EXIT in ln for ln in below):
-        return True
-    if any(c in ln for ln in below for c in _CHAINED):
-        return False
-    head = _python_head(lines, i)
-    if head is None:
-        return False
-    frame = next((ln for ln in lines[head + 1:i] if _body(ln).lstrip().startswith('File "')), "")
-    return any(f in frame for f in _TOP_FRAMES)
-
-
-def _logged_exit(lines: Sequence[str], i: int) -> bool:
-    """Whether line ``i`` is a program's own error record with no traceback (a logger's ERROR line,
-    logging's "%(asctime)s - %(levelname)s - %(message)s": "2025-07-18 18:10:53,684 - ERROR - An
-    error occurred during execution: [Errno 2] ..."), which a script's top-level handler logs before
-    it exits; whether it did is told by the start-up printed again below it (:func:`_started_again`)."""
-    raw = lines[i]
-    if raw[:1].isspace() or not has_error_level(raw):
-        return False
-    return _python_head(lines, i) is None
-
-
-#: Lines of the program's start-up looked for above a run's first error (a short run's: a long
-#: one's start-up is far above its error, and its new start is told by its attempt's marks).
-_STARTUP_REACH = 300
-#: Lines between two runs' errors read for the start-up printed again (a start prints it first).
-_BETWEEN_REACH = 300
-#: Start-up lines printed again that show the program started anew.
-_AGAIN = 2
-
-
-def _started_again(lines: Sequence[str], run: Sequence[int], nxt: int, memo: dict[int, str] | None = None) -> bool:
-    """Whether the error line ``nxt`` comes from a new start of the program whose run ``run``
-    (its error lines so far) ended at its last exception: that exception ended its process
-    (:func:`_ended_uncaught`) and, between it and ``nxt``'s traceback, _AGAIN or more lines of
-    ordinary output say what the program printed before ``run``'s first error, or before the
-    run's first traceback of ``nxt``'s exception (its start-up, or what led to that error, printed
-    again: a job script's loop or a sweep ran it anew; README rule R1). Another process printing
-    its copy of the same error at the same time (rule R5) prints no such lines between. ``memo``:
-    the lines' :func:`_ordinary_shape`, kept across the calls of one reading."""
-    prev = run[-1]
-    after = next((ln for ln in lines[prev + 1:nxt] if ln.strip()), _TRACEBACK)
-    if _TRACEBACK in after or not (_ended_uncaught(lines, prev) or _logged_exit(lines, prev)):
-        return False  # another traceback right after it (nothing printed between), or its process went on
-    memo = {} if memo is None else memo
-    top = _printing(lines, run[0], run[0])
-    if _several_running(lines, top, prev, nxt):
-        return False  # the other processes' start-up, printed while the first one failed (rule R5)
-    printed = _printing(lines, nxt, prev)
-    if printed < nxt:  # an exception's traceback: where the run first printed it
-        text = _bare_shape(logs.normalize_line(lines[nxt]).strip())
-        same = next((i for i in run if _bare_shape(logs.normalize_line(lines[i]).strip()) == text), run[0])
-        top = max(top, _printing(lines, same, same))
-    between = {_ordinary_shape(lines, k, memo) for k in range(prev + 1, min(printed, prev + 1 + _BETWEEN_REACH))}
-    between.discard("")
-    if len(between) < _AGAIN:
-        return False
-    seen = 0
-    for k in range(max(0, top - _STARTUP_REACH), top):
-        shape = _ordinary_shape(lines, k, memo)
-        if shape in between:
-            between.discard(shape)
-            seen += 1
-            if seen >= _AGAIN:
-                return True
-    return False
-
-
-#: What a launcher prints once when it starts its local processes: DeepSpeed's launcher
-#: (deepspeed/launcher/launch.py main: logger.info(f"nnodes={...}, num_local_procs={...}, node_rank=
-#: {...}")) and torchrun's warning when it starts more than one (torch/distributed/run.py,
-#: "Setting OMP_NUM_THREADS environment variable for each process to be 1 in default, ...").
-_LAUNCH_KEYS = ("num_local_procs=", TORCHRUN_BANNER)
-_LAUNCHED_MANY = re.compile(rf"num_local_procs=(?!1\b)\d+|{re.escape(TORCHRUN_BANNER)}")
-
-
-def _several_running(lines: Sequence[str], top: int, prev: int, nxt: int) -> bool:
-    """Whether a launcher started several local processes before ``top`` (the first run's error)
-    and did not start again between the error lines ``prev`` and ``nxt``: the untagged start-up
-    lines between them are the other processes' (they start together), not a new launch (R1)."""
-    above = find_keys(lines, _LAUNCH_KEYS, 0, top)
-    if not above or _LAUNCHED_MANY.search(lines[above[-1]]) is None:
-        return False
-    return not find_keys(lines, _LAUNCH_KEYS, prev + 1, nxt)
-
-
-#: The frame of the error report a dying Paddle process prints (paddle/fluid/platform/enforce.h
-#: ``GetCurrentTraceBackString`` / ``EnforceNotMet``, paddle/fluid/platform/init.cc ``SignalHandle``:
-#: "C++ Traceback (most recent call last):", "No stack trace in paddle, may be caused by external
-#: reasons.", "Error Message Summary:", each boxed by dash rules): the end of a process, printed
-#: alike by every run, never its start-up printed again.
-_ERROR_REPORT = re.compile(r"-{10,}$|Error Message Summary:$|No stack trace in paddle\b")
-
-
-def _ordinary_shape(lines: Sequence[str], k: int, memo: dict[int, str]) -> str:
-    """The :func:`_shape` of line ``k`` when it is a line of a program's ordinary output (not
-    blank, not a traceback's or a message's indented line, not an error, not a progress line: a
-    loop's, not the start-up's; not tagged with a rank, host or process: another one's), else ""."""
-    got = memo.get(k)
-    if got is None:
-        raw = lines[k]
-        body = _body(raw)
-        plain = not (len(body) != len(raw) or not body.strip() or body[:1].isspace() or _TRACEBACK in body
-                     or any(c in body for c in _CHAINED) or is_progress(raw) or _ERROR_REPORT.match(body.strip()))
-        norm = logs.normalize_line(body) if plain else ""
-        got = memo[k] = _shape(norm.strip()) if plain and not is_failure(norm, raw) else ""
-    return got
-
-
-def _earliest_copies(picked: Sequence[int], run: Sequence[int], norm: Callable[[int], str]) -> list[int]:
-    """Each of ``picked`` as the earliest line of ``run`` (the last run's failure lines, any rank's)
-    that says the same (README rule R5: the root error once, in the first rank to print it; the
-    first failing rank of the whole log need not be the first of a later run)."""
-    out = []
-    for i in picked:
-        text = _bare_shape(norm(i))
-        out.append(next((k for k in run if k <= i and is_root_error(norm(k)) and _bare_shape(norm(k)) == text), i))
-    return out
-
-
-def _again(lines: Sequence[str], runs: Sequence[Sequence[int]], norm: Callable[[int], str],
-           anew: bool = False) -> bool | None:
-    """How the last of several runs relates to the first: ``False`` when it failed with the first
-    run's root error again (a loop or a retry: README rule R1, only the last attempt is labelled),
-    ``True`` when its error names what the first run left missing (rule R7: the root and the
-    terminal error); when neither, ``False`` too if the first run's process ended by its own
-    error (argparse's: what fails later is another process, and the log shows no link: rule R7's
-    terminal error only), else ``None`` (or one run): the first run's root error (a launcher's own
-    wrapper exceptions may follow its verdict)."""
-    if len(runs) < 2:
-        return None
-    root, last = _bare_shape(norm(runs[0][0])), [_bare_shape(norm(i)) for i in runs[-1]]
-    if any(_restates(root, x) for x in last):
-        return False
-    final = next((i for i in reversed(runs[-1]) if _EXCEPTION.match(norm(i))), runs[-1][-1])
-    if _LEFT_MISSING.search(norm(final)):
-        return True
-    if ends_own_process(lines, runs[0][-1]) or (anew and _started_again(lines, runs[-2], runs[-1][0])):
-        return False
-    return None
-
-
-def _run_end(own: Sequence[int], verdicts: Sequence[int]) -> int:
-    """The first launcher's or scheduler's verdict line after the first root error line in
-    ``own`` (a large number when there is none): once the launcher said the run failed
-    (torchrun's "failed (exitcode", a cancel, srun's exit line), what fails after it is another
-    command of the job script."""
-    return min((v for v in verdicts if own and v > own[0]), default=1 << 62)
-
-
-def _shape(text: str) -> str:
-    """A message with its numbers and quoted names blanked (the same error of another GPU,
-    process or temporary file)."""
-    if "*** " in text:  # Slurm's cancel of the job and of its step: one message
-        text = _SLURM_STEP.sub("*** JOB #", text)
-    return _DIGITS.sub("#", _QUOTED.sub("'…'", text))
-
-
-_SLURM_STEP = re.compile(SLURM_JOB)
-_DIGITS = re.compile(r"\d+")
-_QUOTED = re.compile(r"'[^'\s]*'")
 
 
 #: The kernel's or the cgroup's OOM kill: says why a process that printed its error was killed (R6).
@@ -1406,7 +361,7 @@ def _why_killed(line: str, own: Sequence[int], norm: Callable[[int], str], after
     that the kill's signal ended a rank (one was still running: the limit ended the job)."""
     if _OOM_KILL.search(line):
         return True
-    if _ENDED_FROM_OUTSIDE.search(line) is None:
+    if not ended_from_outside(line):
         return False
     return all(is_terminal_kill(norm(i)) for i in own) or any(_KILLED_BY_IT.search(x) for x in after)
 
@@ -1419,373 +374,11 @@ _AFTER_KILL = 4
 _KILLED_BY_IT = re.compile(r"\brank \d+ died from signal (?:9|15)\b|\bexited on signal (?:9|15)\b")
 
 
-def _root_lines(lines: Sequence[str], own: Sequence[int], norm: Callable[[int], str]) -> list[int]:
-    """The first root error line and the exception that ended the process when it is another
-    message (README rule R4: the first exception line of a chain and its last, nothing in
-    between; R7: a root error and the terminal one). A chain printed again (a logger's copy
-    before the interpreter's, Python's reprint after a failed ``sys.excepthook``) counts at its
-    first printing."""
-    norm = _joined(lines, norm)
-    own = [i for i in own if not _embeds(lines, i, norm)] or list(own)
-    # a child's exit as its parent raises it counts only when the child showed no error (R8)
-    own = [i for i in own if _CHILD_EXIT.match(ranks.strip_prefix(norm(i)).strip()) is None] or own
-    # a wrapper counts by the original it re-raises (R4: "Caught X in DataLoader worker process N.")
-    own = [i for i in own if _WRAPPER.match(ranks.strip_prefix(norm(i)).strip()) is None] or own
-    last = next((i for i in reversed(own) if _EXCEPTION.match(norm(i))), None)
-    if last is None:  # no exception line (a program's own error message): its first line
-        return list(own[:1])
-    printings: dict[int, list[int]] = {}
-    for i in own:
-        if _EXCEPTION.match(norm(i)):
-            printings.setdefault(_printing(lines, i, own[0]), []).append(i)
-    final = printings[_printing(lines, last, own[0])]
-    shapes = [_bare_shape(norm(i)) for i in final]
-    again = next((p for p in printings.values() if p[-1] < final[0] and [_bare_shape(norm(i)) for i in p] == shapes), None)
-    chain = again if again is not None else final
-    out = [own[0]]
-    root = printings.get(_printing(lines, own[0], own[0]), [])
-    if root and all(any(_restates(_shape(norm(i)), _shape(norm(k))) for k in root) for i in chain):
-        chain = root  # the final chain printed again (another process's copy): the root's printing says it first
-    said = out + (root if chain is not root else [])  # another printing of the root's chain: its messages are said
-    for i in (chain[0], chain[-1]):  # the chain's first (when the first line is not in it) and its last
-        if _new_message(i, said, chain, norm):
-            out.append(i)
-            said.append(i)
-    return out
-
-
-def _new_message(i: int, said: Sequence[int], chain: Sequence[int], norm: Callable[[int], str]) -> bool:
-    """Whether the exception line ``i`` says what none of ``said`` says: by :func:`_shape` (another
-    process's copy names its own GPU, file or port), but by the names it quotes against a line of
-    its own ``chain`` (R4: "NameError: name 'accelerator' is not defined" handled, then "NameError:
-    name 'logger' is not defined" are two messages of one process)."""
-    return all(k in chain and not _restates(_DIGITS.sub("#", norm(i)), _DIGITS.sub("#", norm(k)))
-               for k in said if _restates(_shape(norm(i)), _shape(norm(k))))
-
-
-#: The exception a parent raises when its child process exited non-zero (subprocess.run's
-#: check / check_returncode: "subprocess.CalledProcessError: Command '[...]' returned non-zero exit
-#: status 1.", CPython Lib/subprocess.py; torchrun's "torch.distributed.elastic.multiprocessing.
-#: errors.ChildFailedError:"): a launcher's verdict (README rule R8), not the child's error.
-_CHILD_EXIT = re.compile(r"(?:[\w.]+\.)?(?:CalledProcessError|ChildFailedError)\b")
-
-
-def _joined(lines: Sequence[str], norm: Callable[[int], str]) -> Callable[[int], str]:
-    """``norm``, with an exception's type alone on its line joined to the message that another
-    process's output split off onto the next line ("0: AssertionError" / "0: : SharedMemory
-    objects are None."): one exception line, the same as its unsplit copy."""
-    def get(i: int) -> str:
-        text = norm(i)
-        if i + 1 < len(lines) and _EXCEPTION.fullmatch(ranks.strip_prefix(text).strip()):
-            below = _body(lines[i + 1]).strip()
-            if below.startswith(": "):
-                return text + below
-        return text
-    return get
-
-
-#: A loss reading in a metric line ("Train Loss: nan", "loss=0.412", "'loss': inf").
-_LOSS_READING = re.compile(r"(?i)\bloss\b['\"]?\s*[:=]\s*(-?nan|-?inf|[-+]?\d[\d.eE+-]*)")
-#: Lines above the error region searched for the metric line the evidence quotes.
-_METRIC_REACH = 400
-
-
-def _diverged_root(lines: Sequence[str], start: int, evidence: Sequence[str]) -> list[int]:
-    """When the decisive evidence is a metric line whose loss reads NaN/inf (the run diverged, and
-    what failed after it is a consequence), the first line of that streak of NaN/inf readings:
-    where the run diverged (README rule R7: the root, before the terminal error)."""
-    key = evidence[0].strip()[:120] if evidence else ""
-    if not key or not _nan_loss(key):
-        return []
-    at = next((i for i in reversed(find_keys(lines, (key[:40],), max(0, start - _METRIC_REACH), start + 1))
-               if key in lines[i]), None)
-    return [] if at is None else [_streak_start(lines, at)]
-
-
-def _nan_reported(lines: Sequence[str], start: int, found: Sequence[int], norm: Callable[[int], str]) -> list[int]:
-    """When the error that ended the run says its input held NaN/inf (scikit-learn's "Input
-    contains NaN, infinity or a value too large", "ValueError: array must not contain infs or
-    NaNs") and the last loss reading printed before the error region reads NaN/inf, the first
-    line of that streak when it holds _WENT_ON_NAN readings: the run diverged and went on, and
-    what failed on its output names it (README rule R7: the log shows the link)."""
-    if not found or _NAN_WORD.search(norm(found[-1])) is None:
-        return []
-    for k in range(start - 1, max(-1, start - _METRIC_REACH), -1):
-        if "oss" in lines[k] and _LOSS_READING.search(lines[k]) is not None:
-            if not _nan_loss(lines[k]):
-                return []
-            first = _streak_start(lines, k)
-            went_on = sum(1 for j in range(first, k + 1) if "oss" in lines[j] and _nan_loss(lines[j]))
-            return [first] if went_on >= _WENT_ON_NAN else []
-    return []
-
-
-#: A sampler's check that its probabilities hold NaN/inf (torch.multinomial: aten/src/ATen/native/
-#: cuda/TensorCompare.cu _assert_async_cuda_kernel, "probability tensor contains either `inf`, `nan`
-#: or element < 0"; the same text from the CPU kernel).
-_NAN_PROBS = "probability tensor contains either `inf`, `nan`"
-#: A metric record whose loss or gradient norm reads NaN/inf ("{'loss': 0.01, 'grad_norm': nan,
-#: ...}": transformers Trainer.log, "grad_norm=inf").
-_NAN_METRIC = re.compile(r"(?i)\b(?:loss|grad_norm)\b['\"]?\s*[:=]\s*-?(?:nan|inf)\b")
-
-
-def _nan_sampled(lines: Sequence[str], found: Sequence[int]) -> list[int]:
-    """When a sampler's NaN-probability check (``_NAN_PROBS``) is printed above the first found
-    line, the last metric record before that line whose loss or gradient norm reads NaN/inf: where
-    the weights went NaN, which the sampling then failed on (README rule R7: the log shows the link)."""
-    lo = max(0, found[0] - _METRIC_REACH)
-    if not find_keys(lines, (_NAN_PROBS,), lo, found[0] + 1):
-        return []
-    for k in range(found[0] - 1, lo - 1, -1):
-        if ("oss" in lines[k] or "grad_norm" in lines[k]) and _NAN_METRIC.search(lines[k][:_METRIC_SPAN]):
-            return [k]
-    return []
-
-
-#: Characters of a metric record read for its loss and gradient norm (they come first).
-_METRIC_SPAN = 200
-
-
-#: NaN/inf loss readings that show a run went on after it diverged (one reading right before the
-#: error is the same step failing, not a link to an earlier divergence).
-_WENT_ON_NAN = 3
-
-
-#: An error message that names NaN or infinite values.
-_NAN_WORD = re.compile(r"\b(?:NaN|NaNs|nan|NAN)\b|\b[Ii]nfinity\b|\binfs\b")
-
-
-def _streak_start(lines: Sequence[str], at: int) -> int:
-    """The first line of the streak of NaN/inf loss readings that the reading at ``at`` ends."""
-    first = at
-    for k in range(at - 1, max(-1, at - _STREAK_REACH), -1):
-        if "oss" not in lines[k]:
-            continue
-        m = _LOSS_READING.search(lines[k])
-        if m is None:
-            continue
-        if not _nan_loss(lines[k]):
-            break
-        first = k
-    return first
-
-
-#: Lines above the quoted NaN reading searched for the first of the streak.
-_STREAK_REACH = 5000
-
-
-def _nan_loss(line: str) -> bool:
-    m = _LOSS_READING.search(line)
-    return m is not None and m.group(1).lower().lstrip("-") in ("nan", "inf")
-
-
-def _breakpoint(lines: Sequence[str], quit_at: int) -> list[int]:
-    """The debugger prompt (``(Pdb)``, ``ipdb>``) printed last before the ``bdb.BdbQuit`` at
-    ``quit_at``: the program stopped at a leftover breakpoint, and quit when the batch job's
-    input ended (README rule R7: the prompt is the root, the quit the terminal error)."""
-    found = find_keys(lines, DEBUGGER_PROMPTS, max(0, quit_at - _PROMPT_REACH), quit_at)
-    prompts = [i for i in found if _body(lines[i]).lstrip().startswith(DEBUGGER_PROMPTS)][-1:]
-    if prompts:
-        return prompts
-    found = find_keys(lines, ("> ",), max(0, quit_at - _PROMPT_REACH), quit_at)  # the prompt not captured
-    return [i for i in found if _pdb_location(lines, i)][-1:]
-
-
-#: Where pdb stopped, printed above its prompt (CPython Lib/pdb.py, Pdb.print_stack_entry: "> " and
-#: format_stack_entry's "filename(lineno)funcname()", then "-> " and the source line): "> /app/
-#: train.py(67)reward()" / "-> reward = 0.0". A captured stdout holds it even when the "(Pdb) "
-#: prompt (no newline, on the terminal's input) is not there.
-_PDB_WHERE = re.compile(r"^> \S.*\(\d+\)(?:\w+|<\w+>)\(\)$")
-
-
-def _pdb_location(lines: Sequence[str], i: int) -> bool:
-    """Whether line ``i`` is pdb's "> file(N)function()" with its "-> source" line below it."""
-    if _PDB_WHERE.match(_body(lines[i]).strip()) is None:
-        return False
-    return i + 1 < len(lines) and _body(lines[i + 1]).startswith("-> ")
-
-
-#: Lines above a ``bdb.BdbQuit`` searched for the debugger's prompt.
-_PROMPT_REACH = 200
-
-
 def _everywhere(lines: Sequence[str], start: int, norm: Callable[[int], str]) -> Callable[[int], str]:
     """``norm`` (the normalized lines from ``start`` on), for the lines above ``start`` too."""
     def get(i: int) -> str:
         return norm(i) if i >= start else logs.normalize_line(lines[i]).strip()
     return get
-
-
-def _printed_with(lines: Sequence[str], i: int, mine: Callable[[int], bool]) -> list[int]:
-    """The exception lines printed with the root error line ``i`` that the failure scan did not
-    reach (above the last progress line of the other ranks, which moves its frontier past them):
-    the earlier exceptions of the chain ``i`` ends (README rule R4: the chain's first exception
-    line), and an identical copy of the chain printed right before it (rule R5, the earliest
-    copy: a rank's traceback printed unprefixed by Python, then again with its ``[rankN]:``
-    prefix by torch.distributed's error handler)."""
-    body = _norm_body(lines[i])
-    if not _EXCEPTION.match(body):
-        return []
-    head = _python_head(lines, i)
-    if head is None:
-        return []
-    first = chain_start(lines, head, max(0, head - AROUND * 5))
-    out = [k for k in _chain_exceptions(lines, first, head) if mine(k)]
-    above = next((k for k in range(first - 1, max(-1, first - 4), -1) if lines[k].strip()), None)
-    if above is not None and mine(above) and _shape(_norm_body(lines[above])) == _shape(body):
-        out.append(above)
-        prev = _traceback_head(lines, above)
-        if prev is not None and _TRACEBACK in lines[prev]:
-            start = chain_start(lines, prev, max(0, prev - AROUND * 5))
-            out += [k for k in _chain_exceptions(lines, start, prev) if mine(k)]
-    return out
-
-
-def _inside_chain(lines: Sequence[str], i: int) -> bool:
-    """Whether the exception line ``i`` is neither the first nor the last of the chain it is in
-    (Python printed "During handling of the above exception" / "The above exception was the
-    direct cause" both above its traceback and right below it): README rule R4 labels nothing in
-    between (a logging call failing while a signal's exception is handled)."""
-    below = next((k for k in range(i + 1, min(len(lines), i + 4)) if lines[k].strip()), None)
-    if below is None or not any(c in lines[below] for c in _CHAINED):
-        return False
-    head = _python_head(lines, i)
-    if head is None:
-        return False
-    above = next((k for k in range(head - 1, max(-1, head - 4), -1) if lines[k].strip()), None)
-    return above is not None and any(c in lines[above] for c in _CHAINED)
-
-
-def _chain_exceptions(lines: Sequence[str], first: int, last_head: int) -> list[int]:
-    """The exception lines of the chained tracebacks from ``first`` (a traceback's head) to the
-    one headed at ``last_head``: the last non-blank line above each "During handling of the above
-    exception" / "The above exception was the direct cause" between them."""
-    out = []
-    for k in range(first + 1, last_head):
-        if any(c in lines[k] for c in _CHAINED):
-            exc = next((j for j in range(k - 1, max(first, k - 4), -1) if lines[j].strip()), None)
-            if exc is not None and _EXCEPTION.match(_norm_body(lines[exc])) and is_root_error(_norm_body(lines[exc])):
-                out.append(exc)
-    return out
-
-
-def _norm_body(line: str) -> str:
-    """A line normalized, without its launcher's prefix."""
-    return logs.normalize_line(_body(line)).strip()
-
-
-def _bare_shape(norm: str) -> str:
-    """The shape of a message without its launcher's prefix (a rank's copy of a chain is the same chain)."""
-    return _shape(ranks.strip_prefix(norm).strip())
-
-
-def _restates(a: str, b: str) -> bool:
-    """Whether two exception lines state one error: the same message, or one is the other
-    under a wrapper's type (JAX's "JaxStackTraceBeforeTransformation: ValueError: x" and the
-    "ValueError: x" it re-raises)."""
-    return a == b or a.endswith(": " + b) or b.endswith(": " + a)
-
-
-def _embeds(lines: Sequence[str], i: int, norm: Callable[[int], str]) -> bool:
-    """Whether the exception line ``i`` wraps another process's traceback printed as its message
-    (README rule R4: the embedded original counts): multiprocessing's ``RemoteTraceback:`` and
-    its triple-quoted traceback, Ray's "The actor with name X failed to import on the worker.
-    ...:" (a message ending with a colon, the other traceback below it), PyTorch's "Original
-    Traceback", torch.distributed.checkpoint's ``CheckpointException ranks:dict_keys([0])`` with
-    each rank's "Traceback (most recent call last): (RANK 0)" below it."""
-    said = norm(i) if _EXCEPTION.match(norm(i)) else logs.normalize_line(_unlogged(_body(lines[i]))).strip()
-    if not _EXCEPTION.match(said):
-        return False
-    below = [(k, t) for k in range(i + 1, min(len(lines), i + 5)) if (t := _unlogged(_body(lines[k])).strip())][:2]
-    if not below or below[0][0] >= i + 3:
-        return False
-    text = below[0][1]
-    if text.startswith(_TRACEBACK + ":") and len(text) > len(_TRACEBACK) + 1:
-        return True  # torch.distributed.checkpoint's "Traceback (most recent call last): (RANK 0)"
-    if len(below) > 1 and is_benign(logs.normalize_line(text)):
-        text = below[1][1]  # the other process's warning printed before its traceback (vLLM's "Error raised in subprocess:")
-    return said.endswith(":") and text.startswith((_TRACEBACK, _QUOTES, "Original Traceback"))
-
-
-_QUOTES = '"' * 3
-
-
-def _printing(lines: Sequence[str], i: int, floor: int) -> int:
-    """Where the printing of the exception line ``i`` starts: the first traceback of the chain
-    it ends (``i`` itself without a ``Traceback`` line above it)."""
-    head = _python_head(lines, i)
-    if head is None:
-        return i
-    return chain_start(lines, head, max(0, floor - AROUND))
-
-
-def _body(line: str) -> str:
-    """A line without its launcher's prefix (a rank's, Ray's), its indentation kept."""
-    line = ranks.strip_prefix(line)
-    if line.startswith(("(", "\x1b[")) and "pid=" in line[:120]:
-        m = _RAY_LEAD.match(line)
-        if m is not None:
-            line = line[m.end():]
-    return line
-
-
-#: Ray's prefix of a worker's line: "(RayTrainWorker pid=4242, ip=10.0.0.5) ", with its colour codes.
-_RAY_LEAD = re.compile(r"^(?:\x1b\[[\d;]*m)?\([^()]*pid=\d+[^()]*\)(?:\x1b\[[\d;]*m)?\s?")
-
-
-def _traceback_head(lines: Sequence[str], i: int, reach: int = 400) -> int | None:
-    """The index of the first line above the exception line ``i`` that is not part of its
-    traceback's frames (indented lines, blank lines): its ``Traceback (most recent call
-    last):`` head, or whatever heads a report printed without one (Ray's task header)."""
-    for k in range(i - 1, max(-1, i - reach), -1):
-        body = _body(lines[k])
-        if body.strip() and (not body.startswith((" ", "\t")) or _TRACEBACK in body):  # a head printed onto a bar
-            return k
-    return None
-
-
-def _python_head(lines: Sequence[str], i: int) -> int | None:
-    """The ``Traceback (most recent call last):`` line heading the exception line ``i``'s
-    traceback (:func:`_traceback_head`); None when no traceback, or a report headed otherwise, is above it."""
-    head = _traceback_head(lines, i)
-    return head if head is not None and _TRACEBACK in lines[head] else None
-
-
-def failure_point(lines: Sequence[str], i: int) -> int:
-    """Where the failure whose first indicator line is ``i`` was reported, for reading its phase:
-    ``i`` itself, or the exception that printed ``i``'s traceback inside its own report (a
-    wrapper embedding another process's traceback, ``sys.excepthook``'s own error before
-    "Original exception was:"), which is where the process was when it failed."""
-    head = _python_head(lines, i)
-    if head is None:
-        return i
-    above = next((k for k in range(head - 1, max(-1, head - 3), -1) if lines[k].strip()), None)
-    if above is not None and "Original exception was" in lines[above]:
-        above = next((k for k in range(above - 1, max(-1, above - 3), -1) if lines[k].strip()), None)
-    if above is None or is_report_head(lines[above]) \
-            or not _EXCEPTION.match(logs.normalize_line(_body(lines[above])).strip()):
-        return i  # not an exception's line ("Exception in thread X:" heads this traceback)
-    return above if not any(c in lines[above] for c in _CHAINED) else i
-
-
-def is_report_head(line: str) -> bool:
-    """Whether a line heads an error report by naming where it was raised (Ray's task header,
-    Python's "Exception in thread NAME:"), or marks where a failure began without stating it (a
-    debugger's prompt, a metric line whose loss went NaN: README rule R7's roots): it is not the
-    error itself, nor where the run failed."""
-    if "ray::" in line and ("RayTaskError" in line or "Unhandled error" in line):
-        return True
-    if _body(line).lstrip().startswith(DEBUGGER_PROMPTS) or ("oss" in line and _nan_loss(line)) \
-            or (line[:1] in "[(>" and _PDB_WHERE.match(_body(line).strip()) is not None):
-        return True
-    return "Exception in thread " in line and _body(line).lstrip().startswith("Exception in thread ")
-
-
-#: An exception's final line ("torch.OutOfMemoryError: …", "KeyboardInterrupt", Ray's
-#: "RayTaskError(ValueError): …"): the type, then its message after ": " or nothing (CPython's
-#: traceback.format_exception_only), not a sentence that starts with the word ("Exit code: 1", a job
-#: script's report; "Error executing job with overrides: …", Hydra's; "Exception in thread …").
-_EXCEPTION = re.compile(r"(?:[\w.]+\.)?(?:[A-Z]\w*)?(?:Error|Exception|Interrupt|Quit|Exit|Failure)\b(?=[:(]|\s*$)")
 
 
 def _cleanup(norm: str) -> bool:
@@ -1805,7 +398,7 @@ def _quoted(lines: Sequence[str], start: int, failures: Sequence[int], evidence:
         hit = next((i for i in failures if i >= start and key in norm(i)), None)  # most often one of them
         if hit is None:
             hit = next((i for i in find_keys(lines, (key[:40],), start) if key in norm(i)), None)
-        if hit is not None and is_root_error(norm(hit)) and not _logged_frame(lines[hit]) and not _summary_part(lines, hit) \
+        if hit is not None and is_root_error(norm(hit)) and not logged_frame(lines[hit]) and not summary_part(lines, hit) \
                 and (is_failure(norm(hit), lines[hit]) or _SAYS_ERROR.search(norm(hit)) is not None):
             out.append(hit)
     return out
@@ -1817,64 +410,3 @@ _SAYS_ERROR = re.compile(r"[Ee]rror|ERROR|[Ee]xception|[Ff]ail|FAIL|[Kk]illed|no
                          r"|can't|[Mm]ismatch|nan\b|NaN")
 
 
-#: A rank's line printed onto a progress bar that left no newline (tqdm): "... 17.25 examples/s][rank2]:[E922 …"
-_GLUED = re.compile(r"(?:/s\]|\||\]|\s)\[rank(\d+)\]:(?=.*(?:[Ww]atchdog caught collective|collective operation timeout))")
-
-
-def glued_timeouts(lines: Sequence[str], lo: int, hi: int) -> list[tuple[int, ranks.Origin]]:
-    """(index, origin) of the collective-timeout lines in ``lines[lo:hi]`` that a rank printed onto
-    another line (a progress bar without its newline): the first timeout can hide there."""
-    out = []
-    for i in find_keys(lines, ("atchdog caught collective", "collective operation timeout"), lo, hi):
-        m = _GLUED.search(lines[i])
-        if m is not None and m.start() > 0:
-            out.append((i, ranks.Origin(int(m.group(1)))))
-    return out
-
-
-def interleaved(lines: Sequence[str], start: int, first: ranks.Origin) -> tuple[int, int]:
-    """``(a, b)``: the untagged lines in ``(a, b]`` were printed among the other ranks' lines
-    after the first failing rank's first prefixed error line ``a`` (up to the last prefixed
-    line ``b`` of another rank); ``(0, 0)`` when the first rank has no prefixed error line."""
-    if first.rank is None:
-        return 0, 0
-    own = next((k for k in find_keys(lines, ("rror", "xception"), start) if ranks.prefix_rank(lines[k]) == first.rank
-                and logs.is_hard_error(logs.normalize_line(lines[k]))), None)
-    if own is None:
-        return 0, 0
-    last = next((k for k in range(len(lines) - 1, own, -1) if (r := ranks.prefix_rank(lines[k])) is not None
-                 and r != first.rank), None)
-    return (own, last) if last is not None else (0, 0)
-
-
-def secondary_lines(lines: Sequence[str], failures: Sequence[int], primary: Sequence[int], first: ranks.Origin,
-                    norm: Callable[[int], str]) -> list[int]:
-    """The failure lines after the root error that other ranks, processes or the launcher
-    printed because of it (their own errors and symptoms such as timeouts, SIGTERMs, exit
-    summaries); the first failing process's own later lines are not."""
-    if not primary:
-        return []
-    at = next((i for i in primary if not is_report_head(lines[i])), primary[0])  # a root marker is no error line
-    tags = _Tags(lines, at)
-    return [i for i in failures if i > at and i not in primary
-            and (not is_root_error(norm(i)) or not same_origin(tags.of(i), first))]
-
-
-#: What Python prints between the tracebacks of a chain of exceptions.
-_CHAINED = ("The above exception was the direct cause of the following exception",
-            "During handling of the above exception, another exception occurred")
-_TRACEBACK = "Traceback (most recent call last)"
-
-
-def chain_start(lines: Sequence[str], tb: int, floor: int, reach: int = 400) -> int:
-    """The header of the first traceback of the chain whose traceback starts at ``tb`` (``tb``
-    itself when it is not chained to an earlier one), not before ``floor``."""
-    while True:
-        above = [k for k in range(tb - 1, max(floor, tb - 4) - 1, -1) if lines[k].strip()]
-        if not above or not any(c in lines[above[0]] for c in _CHAINED):
-            return tb
-        prev = next((k for k in range(above[0] - 1, max(floor, above[0] - reach) - 1, -1) if _TRACEBACK in lines[k]),
-                    None)
-        if prev is None:
-            return tb
-        tb = prev

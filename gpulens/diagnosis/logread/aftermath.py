@@ -1,0 +1,201 @@
+"""What the failing process printed that is not what ended its run: errors it went on after (it
+caught them: ordinary output followed, a logger recorded them at warning level or logged them
+and raised another, a loop printed them again; README rule R1), the exceptions a stop signal
+raised after a scheduler's end of the job, its teardown after an uncaught exception, and spawned
+helpers that died starting up (rules R6, C1).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+
+from gpulens.diagnosis import logs
+from gpulens.diagnosis.logread import ranks
+from gpulens.diagnosis.logread.copies import bare_shape, restates
+from gpulens.diagnosis.logread.lines import (
+    LSF_TERM,
+    PBS_KILL,
+    SLURM_REASON,
+    is_failure,
+    is_progress,
+    spawned_child,
+)
+from gpulens.diagnosis.logread.records import names_level, warning_head
+from gpulens.diagnosis.logread.runs import ended_uncaught, printing
+from gpulens.diagnosis.logread.signals import (
+    agent_death_signal,
+    signal_raised,
+    sigterm_report,
+    stop_report,
+    workers_terminated,
+)
+from gpulens.diagnosis.logread.tracebacks import (
+    EXCEPTION,
+    TRACEBACK,
+    norm_body,
+    python_head,
+    thread_died,
+    traceback_head,
+    unprefixed,
+)
+
+__all__ = ["WENT_ON", "ended_from_outside", "logged_and_went_on", "logged_warning", "printed_again", "went_on",
+           "without_aftermath", "without_spawned", "without_teardown"]
+
+
+def without_aftermath(own: list[int], region: Sequence[int], norm: Callable[[int], str]) -> list[int]:
+    """``own`` without the exceptions the signal of a scheduler's end of the job (its time limit,
+    preemption or cancel line in ``region``) or of torchrun's agent's ("Received Signals.SIGINT death signal,
+    shutting down workers": torch/distributed/elastic/agent/server/api.py, the signal it got and passes on to
+    its workers) raised after that line (README rule R6)."""
+    kill = next((i for i in region if _ENDED_FROM_OUTSIDE.search(norm(i)) is not None
+                 or agent_death_signal(norm(i))), None)
+    if kill is None:
+        return own
+    return [i for i in own if i <= kill or not signal_raised(ranks.strip_prefix(norm(i)).strip())]
+
+
+def without_teardown(lines: Sequence[str], own: list[int], norm: Callable[[int], str]) -> list[int]:
+    """``own`` without a stop signal's report that follows an uncaught exception of the same
+    process (:func:`runs.ended_uncaught`) with no progress between: Python printed that traceback as
+    the process ended, and the SIGTERM the launcher then sent it is teardown (README R6, O3;
+    paddle.distributed.launch stops the workers still alive with ``proc.terminate()``); nor a data
+    loader's report that the same SIGTERM ended its workers, after that report."""
+    out: list[int] = []
+    for n, i in enumerate(own):
+        prev = out[-1] if out else None  # the last line kept (the traceback a report follows)
+        report = own[n - 1] if n else None  # the line just before, kept or not (a dropped SIGTERM report)
+        if prev is not None and not any(is_progress(ln) for ln in lines[prev + 1:i]) \
+                and stop_report(norm(i)) and (ended_uncaught(lines, prev) or thread_died(lines, prev)):
+            continue
+        if report is not None and not any(is_progress(ln) for ln in lines[report + 1:i]) \
+                and sigterm_report(norm(report)) and workers_terminated(norm(i)):
+            continue
+        out.append(i)
+    return out
+
+
+def without_spawned(lines: Sequence[str], own: list[int], region: Sequence[int],
+                     norm: Callable[[int], str]) -> list[int]:
+    """``own`` without its errors before a scheduler's end of the job (a time limit, a cancel in
+    ``region``) when every one of them is a spawned child's death in its bootstrap
+    (:func:`lines.spawned_child`): those helpers ended, the job went on until the scheduler
+    ended it (README C1, R6)."""
+    kill = next((i for i in region if _ENDED_FROM_OUTSIDE.search(norm(i)) is not None), None)
+    before = [i for i in own if kill is not None and i < kill]
+    if not before or not all(_spawn_exception(lines, i) for i in before):
+        return own
+    return [i for i in own if i not in before]
+
+
+def _spawn_exception(lines: Sequence[str], i: int) -> bool:
+    """Whether line ``i`` ends a spawned child's bootstrap traceback."""
+    head = traceback_head(lines, i)
+    return head is not None and spawned_child(lines, head, i)
+
+
+#: Lines of the failing process's own ordinary output between its last error line and a kill
+#: that show it went on after the error (it caught it): the kill ended the run (rules R1, R6).
+WENT_ON = 10
+
+
+#: A scheduler's end of a job from outside: its time limit, a preemption, a node failure, a cancel.
+_ENDED_FROM_OUTSIDE = re.compile(rf"{SLURM_REASON}|CANCELLED AT|{LSF_TERM}|{PBS_KILL}")
+
+
+def went_on(lines: Sequence[str], last: int, region: Sequence[int], norm: Callable[[int], str],
+             mine: Callable[[int], bool]) -> bool:
+    """Whether a scheduler's or the kernel's kill (a time limit, a cancel, ``Killed``) ends the
+    attempt after the process printed WENT_ON lines of ordinary output since its last error line
+    ``last``: the errors were caught and printed (a search loop's failed candidates), the kill
+    is what ended the run."""
+    kill = next((i for i in region if i > last and _ENDED_FROM_OUTSIDE.search(norm(i))), None)
+    if kill is None:
+        return False
+    seen = 0
+    for k in range(last + 1, kill):
+        if lines[k].strip() and not lines[k][:1].isspace() and mine(k) and not is_failure(norm(k), lines[k]):
+            seen += 1
+            if seen >= WENT_ON:
+                return True
+    return False
+
+
+def logged_warning(raw: str) -> bool:
+    """Whether an exception line is printed under a logger's warning-level header (README rule R2:
+    a warning is not the failure): torch._dynamo logs the exception of a graph it failed to compile with its
+    traceback at warning level and runs the code uncompiled (``suppress_errors``), so the exception
+    line that ends that record did not end the process."""
+    body = unprefixed(raw)
+    at = warning_head(body)
+    return at is not None and EXCEPTION.match(logs.normalize_line(body[at:]).strip()) is not None
+
+
+def logged_and_went_on(lines: Sequence[str], i: int, own: Sequence[int], norm: Callable[[int], str]) -> bool:
+    """Whether the exception line ``i`` ends a traceback a logger printed under its ERROR or WARNING
+    record (``logger.error(msg, exc_info=True)``, ``logger.exception(msg)``: the record's line right
+    above "Traceback (most recent call last):") after which the same process raised another error
+    in a traceback of its own, not chained to it, that does not restate it: the logged exception
+    was caught and the program went on (README rule R1), the later one ended it."""
+    if not EXCEPTION.match(norm_body(lines[i])):
+        return False
+    head = python_head(lines, i)
+    if head is None or unprefixed(lines[head]).strip() != TRACEBACK + ":":
+        return False
+    record = next((k for k in range(head - 1, max(-1, head - 3), -1) if lines[k].strip()), None)
+    if record is None or not names_level(unprefixed(lines[record])):
+        return False
+    said = bare_shape(norm(i))
+    later = [j for j in own if j > i and EXCEPTION.match(norm_body(lines[j]))]
+    return bool(later) and printing(lines, later[0], i) > i \
+        and not any(restates(said, bare_shape(norm(j))) for j in later)
+
+
+#: Lines of ordinary output between two printings of one message that show the process went on between them.
+_BETWEEN_COPIES = 3
+
+
+def printed_again(lines: Sequence[str], own: Sequence[int], norm: Callable[[int], str]) -> set[int]:
+    """The error lines of ``own`` that are messages printed without a traceback (a loop's ``except`` that prints
+    "Evaluation failed: AssertionError('No data found')" and goes on) and one of several printings of that
+    message with _BETWEEN_COPIES or more lines of ordinary output between two of them (the process went on
+    after it: README rule R1; copies printed together are other processes' at one time, rule R5), when the
+    same process later raised an uncaught exception that does not restate it, in a traceback of its own: that
+    one ended the run. Each message's copies are judged once (a loop can print one message thousands of times)."""
+    by_shape: dict[str, list[int]] = {}
+    for j in own:
+        by_shape.setdefault(bare_shape(norm(j)), []).append(j)
+    out: set[int] = set()
+    for said, copies in by_shape.items():
+        if len(copies) > 1 and _went_on_after_copies(lines, own, norm, said, copies):
+            out.update(i for i in copies if python_head(lines, i) is None)
+    return out
+
+
+def _went_on_after_copies(lines: Sequence[str], own: Sequence[int], norm: Callable[[int], str], said: str,
+                          copies: Sequence[int]) -> bool:
+    """Whether ordinary output lies between two of a message's ``copies`` and an uncaught exception of the
+    same process that does not restate it (``said``: the message's shape) came after the last copy."""
+    if not any(_ordinary_between(lines, a, b) for a, b in zip(copies, copies[1:], strict=False)):
+        return False
+    final = next((j for j in reversed(own) if j > copies[-1] and EXCEPTION.match(norm_body(lines[j]))), None)
+    return final is not None and ended_uncaught(lines, final) and not restates(said, bare_shape(norm(final)))
+
+
+def _ordinary_between(lines: Sequence[str], a: int, b: int) -> bool:
+    """Whether _BETWEEN_COPIES or more non-blank, unindented lines that state no failure lie between ``a`` and
+    ``b``."""
+    seen = 0
+    for k in range(a + 1, b):
+        raw = lines[k]
+        if raw.strip() and not raw[:1].isspace() and not is_failure(logs.normalize_line(raw), raw):
+            seen += 1
+            if seen >= _BETWEEN_COPIES:
+                return True
+    return False
+
+
+def ended_from_outside(text: str) -> bool:
+    """Whether a line is a scheduler's end of the job from outside (:data:`_ENDED_FROM_OUTSIDE`)."""
+    return _ENDED_FROM_OUTSIDE.search(text) is not None

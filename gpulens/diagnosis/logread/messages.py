@@ -1,0 +1,187 @@
+"""The lines of one message and of a printed traceback, and which of them shows it (README rules
+R2, R3): a traceback's frame or code line behind a logger's or a launcher's prefix, a message's
+later lines (a rank's ``[rankN]:`` on each, NCCL's detail lines), TensorFlow's numbered summary
+items, a logger's message heading the traceback it prints, ``sys.excepthook``'s own error, and the
+C++ log line that said an exception's message before Python printed it (rule R9).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+
+from gpulens.diagnosis import logs
+from gpulens.diagnosis.logread import ranks
+from gpulens.diagnosis.logread.copies import message_shape
+from gpulens.diagnosis.logread.lines import find_keys
+from gpulens.diagnosis.logread.origins import AROUND
+from gpulens.diagnosis.logread.records import logger_head, unlogged
+from gpulens.diagnosis.logread.tracebacks import (
+    CHAINED,
+    EXCEPTION,
+    TRACEBACK,
+    chained,
+    has_head,
+    norm_body,
+    python_head,
+    starts_head,
+    unprefixed,
+)
+
+__all__ = ["code_line", "hook_errors", "later_line", "logged_first", "logged_frame", "not_heads", "summary_part"]
+
+
+def logged_frame(raw: str) -> bool:
+    """Whether a line is a frame, a code line or a caret line of a traceback that a launcher or a
+    logger prints with its prefix on every line (README rule R2): indented after the prefix (a
+    rank's ``[rank3]:``, Ray's ``(Worker pid=7)``, vLLM's ``ERROR 08-25 18:56:06 [core.py:700]``)."""
+    body = unprefixed(raw)
+    if len(body) != len(raw) and body[:1] in (" ", "\t", "^") and body.strip():
+        return True
+    if "] " not in body:
+        return False
+    m = logger_head(body)
+    if m is None:
+        return False
+    rest = body[m.end():]
+    return rest[:1] in (" ", "\t", "^") or not rest.strip() or rest.startswith((TRACEBACK, *CHAINED))
+
+
+#: Lines after "Error in sys.excepthook:" searched for Python's "Original exception was:".
+_HOOK_REPORT = 200
+
+
+def hook_errors(lines: Sequence[str], start: int) -> set[int]:
+    """The lines of ``sys.excepthook``'s own error (between "Error in sys.excepthook:" and
+    "Original exception was:", which Python prints when the hook fails; a tracker's hook
+    interrupted at exit): not the process's error, which follows them (README rule R4)."""
+    out: set[int] = set()
+    found = find_keys(lines, ("Error in sys.excepthook", "Original exception was"), max(0, start - AROUND))
+    for k, i in enumerate(found):
+        if "Error in sys.excepthook" in lines[i]:
+            end = next((j for j in found[k + 1:] if "Original exception was" in lines[j] and j - i < _HOOK_REPORT), None)
+            if end is not None:
+                out.update(range(i, end + 1))
+    return out
+
+
+def not_heads(lines: Sequence[str], own: list[int]) -> list[int]:
+    """``own`` without the lines that head a traceback printed below them (a logger's
+    ``logger.exception("training failed")`` message, a program's ``Error: Traceback (most recent
+    call last):``) when a later line of ``own`` states the error: the exception line is the
+    error (README rules R2, R3)."""
+    return [i for k, i in enumerate(own) if k + 1 == len(own) or not _heads_traceback(lines, i)]
+
+
+def _heads_traceback(lines: Sequence[str], i: int) -> bool:
+    if has_head(lines[i]):
+        return True
+    if EXCEPTION.match(logs.normalize_line(unprefixed(lines[i])).strip()):
+        return False  # an exception line (the next traceback is another printing)
+    end = i  # the message's last line: a logger prints all of it, then the traceback (exc_info)
+    while end + 1 < len(lines) and _continues(lines, i, end + 1):
+        end += 1
+    below = next((k for k in range(end + 1, min(len(lines), end + 3)) if lines[k].strip()), None)
+    return below is not None and starts_head(unlogged(unprefixed(lines[below])).lstrip(), sacred=True)
+
+
+#: TensorFlow's summary of several errors in one exception's message (tensorflow/core/platform/
+#: status.cc, StatusGroup::as_summary_status): "2 root error(s) found.", then each error on a line
+#: "  (0) Resource exhausted: OOM when allocating ...", then "0 successful operations." and "0 derived
+#: errors ignored.". The numbered lines are later lines of the message (README rule R3).
+_SUMMARY_HEAD = "root error(s) found."
+_SUMMARY_END = "successful operations."
+_SUMMARY_ITEM = re.compile(r"^\s+\(\d+\) \S")
+#: Lines above a numbered line searched for its summary's head (each error may bring its node lines).
+_SUMMARY_REACH = 60
+
+
+def summary_part(lines: Sequence[str], i: int) -> bool:
+    """Whether line ``i`` is one of the numbered errors of TensorFlow's "N root error(s) found."
+    summary printed above it (not a root error line of its own: the exception line shows it)."""
+    body = unprefixed(lines[i])
+    if body[:1] not in (" ", "\t") or _SUMMARY_ITEM.match(body) is None:
+        return False
+    for k in range(i - 1, max(-1, i - _SUMMARY_REACH), -1):
+        if _SUMMARY_END in lines[k]:
+            return False
+        if _SUMMARY_HEAD in lines[k]:
+            return True
+    return False
+
+
+#: Lines a message printed over several lines is looked for in below its first.
+_MESSAGE_LINES = 4
+#: NCCL's detail lines under its error ("NCCL error in: ...ProcessGroupNCCL.cpp:3356, unhandled cuda
+#: error ..., NCCL version 2.26.2" / "ncclUnhandledCudaError: Call to CUDA function failed." / "Last
+#: error:" / "Cuda failure 2 'out of memory'"): torch's getNcclErrorDetailStr appends them to the message.
+_NCCL_DETAIL = "Last error:"
+
+
+def later_line(lines: Sequence[str], i: int, picked: Sequence[int], failures: Sequence[int]) -> bool:
+    """Whether line ``i`` is a later line of a message printed over several lines whose first
+    line is a picked line or a failure line (README rule R3: the message is shown by its first
+    line, or by the exception line of the traceback a logger's message heads)."""
+    near = set(picked) | {k for k in failures if i - _MESSAGE_LINES <= k < i}
+    return any(_continues(lines, k, i) for k in near)
+
+
+def _continues(lines: Sequence[str], i: int, k: int) -> bool:
+    """Whether line ``k`` is a later line of the message whose first line is ``i`` (README rule
+    R3: a message spanning several lines is shown by its first): at most _MESSAGE_LINES below it,
+    every line between them written by the same rank (torch.distributed prefixes each line of a
+    message with its ``[rankN]:``) or, unprefixed, NCCL's detail lines below its error; none of
+    them blank, a traceback's head, frame or chain marker."""
+    if not i < k <= i + _MESSAGE_LINES:
+        return False
+    rank = ranks.prefix_rank(lines[i])
+    between = lines[i + 1:k + 1]
+    for ln in between:
+        body = unprefixed(ln)
+        if not body.strip() or body[:1].isspace() or ranks.prefix_rank(ln) != rank \
+                or has_head(body) or chained(body):
+            return False
+    return rank is not None or any(unprefixed(ln).strip() == _NCCL_DETAIL for ln in lines[i + 1:i + _MESSAGE_LINES])
+
+
+def code_line(raw: str) -> bool:
+    """Whether a line is a traceback's frame or code line: indented, or indented after a launcher's
+    prefix (``[rank3]:     raise X(``)."""
+    return raw[:1].isspace() or logged_frame(raw)
+
+
+#: The header of a line logged by torch's C++ code (c10's glog-style LOG(ERROR)/LOG(FATAL):
+#: "[E813 07:25:21.532210515 ProcessGroupGloo.cpp:143] ", "[E ProcessGroupNCCL.cpp:916] ",
+#: "E0813 07:25:21.532210 4242 ProcessGroupNCCL.cpp:1595] ").
+_CPP_LOGGED = re.compile(r"^\[?[EF](?:\d{3,4} [\d:.]+(?: +\d+)?)? ?[\w./-]+\.(?:cpp|cc|hpp|h):\d+\] ")
+#: Lines above a traceback searched for the C++ log line of its exception's message.
+_LOGGED_REACH = 40
+#: What a C++ log line's header names (its source file), looked for before reading lines closely.
+_CPP_FILES = (".cpp:", ".cc:", ".hpp:", ".h:")
+#: The lines of a traceback above its exception line within which its C++ log line is looked for.
+_FRAMES_REACH = 160
+
+
+def logged_first(lines: Sequence[str], i: int, norm: Callable[[int], str]) -> int:
+    """The line that said the exception line ``i``'s message first: torch's C++ code logs an error
+    (LOG(ERROR), with its "[E813 07:25:21 ProcessGroupGloo.cpp:143]" header) and then throws it
+    with the same message, which Python prints at the end of its traceback; the same process's
+    log line above the traceback is the earliest copy (README rule R9), else ``i``."""
+    body = norm_body(lines[i])
+    m = EXCEPTION.match(body)
+    if m is None or not body[m.end():].startswith(": "):
+        return i
+    above = "\n".join(lines[max(0, i - _LOGGED_REACH - _FRAMES_REACH):i])
+    if not any(k in above for k in _CPP_FILES):
+        return i  # no C++ log line above
+    message = message_shape(body[m.end() + 2:].strip())
+    head = python_head(lines, i) if len(message) >= 30 else None
+    if head is None:
+        return i
+    rank = ranks.prefix_rank(lines[i])
+    for k in range(head - 1, max(-1, head - _LOGGED_REACH), -1):
+        body = unprefixed(lines[k]).strip()
+        got = _CPP_LOGGED.match(body) if body[:1] in "[EF" else None
+        if got is not None and ranks.prefix_rank(lines[k]) == rank and message_shape(body[got.end():].strip()) == message:
+            return k
+    return i
