@@ -35,6 +35,17 @@ from gpulens.diagnosis.logread.lines import (
     process_key,
     text_on_bar,
 )
+from gpulens.diagnosis.logread.progress_end import (
+    LAST_EPOCH,
+    LAST_STEP,
+    at_configured_end,
+    configured_totals,
+    counters,
+    counters_end,
+    is_progress_bar,
+    on_screen,
+    short_of_configured,
+)
 from gpulens.diagnosis.logs import find_keys
 
 __all__ = ["AT_EXIT", "COMPLETION_COVER", "COMPLETION_KEYS", "End", "FinishedBefore", "HANDLED_LOOKBACK", "completion_strength", "end_evidence", "end_of_attempt", "is_completion",
@@ -63,10 +74,6 @@ class End:
         return self.strength == 0.0
 
 
-#: Counters ``N/M`` (``of M``) a progress line names: the run's epoch, its step/iteration, a bar.
-_EPOCH_OF = re.compile(r"\b(?:[Ee]poch|EPOCH)s?\b\s*[:=#\[(]?\s*(\d+)\s*(?:/|of)\s*(\d+)")
-_STEP_OF = re.compile(r"\b(?:[Ss]tep|STEP|[Ii]ter(?:ation)?|ITER|[Bb]atch)s?\b\s*[:=#\[(]?\s*(\d+)\s*(?:/|of)\s*(\d+)")
-_BAR = re.compile(r"(?:^|[\s|\[])(\d+)\s*/\s*(\d+)\s*(?:\[|\]|\|)")
 #: A line that reports a result: a metric name with a number.
 _RESULT = re.compile(
     r"(?i)(?<![a-z])(?:acc(?:uracy)?|top-?[15]|f1|auc|psnr|ssim|mIoU|mAP|dice|bleu|rouge\w*|wer|cer|perplexity|ppl|score"
@@ -132,7 +139,7 @@ def end_evidence(lines: Sequence[str], floor: int, progress: Sequence[int]) -> E
     tail = [i for i in range(max(floor, len(lines) - 4 * _TAIL), len(lines)) if lines[i].strip()][-_TAIL:]
     if not tail:
         return None
-    stop = next((i for i in reversed(tail[-6:]) if _INTERRUPTED.search(_shown(lines[i]))), None)
+    stop = next((i for i in reversed(tail[-6:]) if _INTERRUPTED.search(on_screen(lines[i]))), None)
     if stop is not None:
         return End(stop, 0.0, "the run was interrupted before its end: the job caught a Ctrl-C (SIGINT), reported it "
                               "and exited (stopped by a user or a scheduler's SIGINT).")
@@ -140,18 +147,18 @@ def end_evidence(lines: Sequence[str], floor: int, progress: Sequence[int]) -> E
     if runs is not None and (failed := failed_run_line(lines, floor, runs)) != runs:
         return End(failed, 0.0, "the runner's closing summary counts runs that failed: the last failed run's "
                                 "exception is the failure", failed_run=True)
-    tally = next((i for i in reversed(tail) if _FAILED_TALLY.search(logs.normalize_line(_shown(lines[i])).strip())), None)
+    tally = next((i for i in reversed(tail) if _FAILED_TALLY.search(logs.normalize_line(on_screen(lines[i])).strip())), None)
     if tally is None:
         tally = runs
     if tally is not None:
         return End(failed_run_line(lines, floor, tally), 0.0, "the job's closing summary counts runs or tests that failed: some of its work did "
                                "not end normally (the cause is in the failed run's own lines, if the log holds them).")
-    epi = next((i for i in reversed(tail[-3:]) if _EPILOGUE.search(_shown(lines[i]).strip())), None)
+    epi = next((i for i in reversed(tail[-3:]) if _EPILOGUE.search(on_screen(lines[i]).strip())), None)
     if epi is not None:
         return End(epi, 0.8, "the job script went on after the program ended (its epilogue printed)")
     if last_progress is not None and last_progress >= floor:
         return _after_progress(lines, floor, progress, tail) or _ends_in_error(lines, tail)
-    got = [i for i in tail[-6:] if _RESULT.search(_shown(lines[i])) and not _ERROR_TEXT.search(_shown(lines[i]))]
+    got = [i for i in tail[-6:] if _RESULT.search(on_screen(lines[i])) and not _ERROR_TEXT.search(on_screen(lines[i]))]
     if got and _short_counter(lines, tail, got[-1]):
         gone = next((i for i in tail if i > got[-1] and _TRACKER_LEAK.search(lines[i])), got[-1])
         return End(gone, 0.0, "the log stops in the middle of the run, short of the end its counter names,")
@@ -161,7 +168,7 @@ def end_evidence(lines: Sequence[str], floor: int, progress: Sequence[int]) -> E
 def _runs_failed(lines: Sequence[str], tail: Sequence[int]) -> int | None:
     """The line of a batch runner's closing summary among ``tail`` that counts failed runs beside a
     count of passed ones (``_RUNS_FAILED``, ``_RUNS_PASSED``); None without one."""
-    shown = {i: logs.normalize_line(_shown(lines[i])).strip() for i in tail}
+    shown = {i: logs.normalize_line(on_screen(lines[i])).strip() for i in tail}
     failed = next((i for i in reversed(tail) if _RUNS_FAILED.match(shown[i])), None)
     return failed if failed is not None and any(_RUNS_PASSED.match(t) for t in shown.values()) else None
 
@@ -181,9 +188,9 @@ def _short_counter(lines: Sequence[str], tail: Sequence[int], at: int) -> bool:
     count's last step (``Iteration 207/208``), not short."""
     if len([i for i in tail if i > at]) > _AFTER_PROGRESS:
         return False
-    shown = _shown(lines[at])
-    before = next((_shown(lines[i]) for i in reversed(tail) if i < at and _counters(_shown(lines[i]))), None)
-    return _counters_end(shown, before) is False and any(n + 1 < m for n, m, _ in _counters(shown))
+    shown = on_screen(lines[at])
+    before = next((on_screen(lines[i]) for i in reversed(tail) if i < at and counters(on_screen(lines[i]))), None)
+    return counters_end(shown, before) is False and any(n + 1 < m for n, m, _ in counters(shown))
 
 
 #: An exception line as Python's traceback ends (``pkg.mod.ValueError: msg``, ``AssertionError``),
@@ -216,7 +223,7 @@ def _ends_in_error(lines: Sequence[str], tail: Sequence[int]) -> End | None:
     no error message (not a warning, not a tracker's line)."""
     run = []
     for i in reversed(tail):
-        shown = _shown(lines[i]).strip()
+        shown = on_screen(lines[i]).strip()
         if not _ERROR_TEXT.search(shown) or _says_arning(shown) or shown.startswith(_NOT_OUTPUT):
             break
         run.append(i)
@@ -228,15 +235,15 @@ def _after_progress(lines: Sequence[str], floor: int, progress: Sequence[int], t
     """``end_evidence`` of an attempt that printed progress (``progress``: the last progress
     lines, latest first; ``tail``: its last non-blank lines)."""
     last = progress[0]
-    shown = [_shown(lines[k]) for k in progress]
-    reached = _counters_end(shown[0], shown[1] if len(shown) > 1 else None)
+    shown = [on_screen(lines[k]) for k in progress]
+    reached = counters_end(shown[0], shown[1] if len(shown) > 1 else None)
     if reached is True:
         return End(last, 0.9, "the last progress line reached its end")
-    numbered = [ln for ln in shown if _LAST_EPOCH.search(ln) or _LAST_STEP.search(ln)]
-    totals = _configured(lines, floor) if reached is None and numbered else {"epoch": set(), "step": set()}
-    if numbered and _at_configured_end(numbered[0], totals):
+    numbered = [ln for ln in shown if LAST_EPOCH.search(ln) or LAST_STEP.search(ln)]
+    totals = configured_totals(lines, floor) if reached is None and numbered else {"epoch": set(), "step": set()}
+    if numbered and at_configured_end(numbered[0], totals):
         return End(last, 0.85, "the last step printed is the configured last one")
-    if numbered and _short_of_configured(numbered[0], numbered[1] if len(numbered) > 1 else None, totals):
+    if numbered and short_of_configured(numbered[0], numbered[1] if len(numbered) > 1 else None, totals):
         reached = False  # short of the configured length
     results = _new_results(lines, floor, last, tail)
     if results is not None:
@@ -246,13 +253,6 @@ def _after_progress(lines: Sequence[str], floor: int, progress: Sequence[int], t
                               "or its configuration names,")
     return None
 
-
-def is_progress_bar(line: str) -> bool:
-    """A progress line (``lines.is_progress``), or an indented tqdm bar (``  7%|▋ | 2/29 [...]``)."""
-    if is_progress(line):
-        return True
-    shown = _shown(line)
-    return ("it/s" in shown or "s/it" in shown) and "%|" in shown and is_progress(shown.lstrip())
 
 
 #: Lines of the program's own ordinary output after an error line that show it went on.
@@ -348,98 +348,13 @@ def trial_after(lines: Sequence[str], at: int) -> bool:
     return bool(done) and not find_keys(lines, (_TRACEBACK,), done[-1] + 1)
 
 
-def _shown(line: str) -> str:
-    """What a terminal shows of a line (the last ``\\r`` refresh of a progress bar)."""
-    return line[line.rfind("\r") + 1:] if "\r" in line else line
-
-
-def _counters_end(line: str, before: str | None = None) -> bool | None:
-    """Whether a progress line's counters are at their end: True (every counter it shows is
-    ``N/N``), False (one is short of it by more than it moved since the progress line
-    ``before``), None (no counter, or cannot tell: a run that prints every 5,000 iterations
-    prints 795,001/800,000 last; an epoch counter one short is a zero-based count's last epoch)."""
-    got = _counters(line)
-    if not got:
-        return None
-    if all(n >= m for n, m, _ in got):
-        return True
-    prev = {kind: n for n, _, kind in _counters(before)} if before else {}
-    for n, m, kind in got:
-        stride = max(1, n - prev[kind]) if kind in prev and prev[kind] < n else 1
-        if kind == "epoch" and n == m - 1:
-            stride = max(stride, 2)
-        if n + stride <= m:
-            return False
-    return None
-
-
-def _counters(line: str) -> list[tuple[int, int, str]]:
-    """(N, M, kind) of the epoch counter and the inner (step, iteration, bar) counter a line shows."""
-    epoch = _EPOCH_OF.search(line)
-    inner = _STEP_OF.search(line) or _BAR.search(line[epoch.end():] if epoch else line)
-    got = [(int(m.group(1)), int(m.group(2)), kind) for m, kind in ((epoch, "epoch"), (inner, "inner")) if m is not None]
-    return [(n, m, kind) for n, m, kind in got if m > 0]
-
-
-#: The configured length of a run as config dumps and argument lists print it.
-_CONFIG_KEYS = ("epochs", "iterations", "max_it", "max_steps", "total_steps", "num_steps", "train_iters",
-                "max iterations", "Max iterations", "total_iters")
-_CONFIGURED = re.compile(
-    r"\b(?P<key>(?:max|num|n|total|train)_?(?:train_)?(?P<what>epochs|iters|iterations|steps)|epochs|max iterations"
-    r"|Max iterations)['\"]?\s*[:=]?\s*(?P<n>\d+)\b"
-    r"|\b(?P<n2>\d+) max (?P<what2>iterations|steps|epochs)\b")
-_LAST_EPOCH = re.compile(r"\b[Ee]poch\s*[:=\[#]?\s*(\d+)\b")
-_LAST_STEP = re.compile(r"\b(?:[Ss]tep|[Ii]ter(?:ation)?|global_step)\s*[:=\[#]?\s*(\d+)\b")
-#: Lines at the start of an attempt read for its configuration.
-_CONFIG_LINES = 2000
-
-
-def _configured(lines: Sequence[str], floor: int) -> dict[str, set[int]]:
-    """The run's configured number of epochs and of steps/iterations, as a config dump or an
-    argument list at the attempt's start prints them (``max_epochs=100``, ``12500 max iterations``)."""
-    totals: dict[str, set[int]] = {"epoch": set(), "step": set()}
-    for i in find_keys(lines, _CONFIG_KEYS, floor, min(len(lines), floor + _CONFIG_LINES)):
-        for m in _CONFIGURED.finditer(lines[i][:4000]):
-            what = m.group("what") or m.group("what2") or ("epochs" if "poch" in (m.group("key") or "") else "iterations")
-            n = int(m.group("n") or m.group("n2"))
-            if n > 1:
-                totals["epoch" if what == "epochs" else "step"].add(n)
-    return totals
-
-
-def _at_configured_end(last: str, totals: dict[str, set[int]]) -> bool:
-    """Whether the last progress line's step or epoch is the run's configured last one
-    (``max_epochs=100`` with ``epoch 99`` printed last, counted from zero, or from one;
-    ``12500 max iterations`` with ``iteration 12500``)."""
-    epoch = _LAST_EPOCH.search(last)
-    step = _LAST_STEP.search(last)
-    if epoch is not None and {int(epoch.group(1)), int(epoch.group(1)) + 1} & totals["epoch"]:
-        return step is None or not totals["step"] or int(step.group(1)) in totals["step"] or _STEP_OF.search(last) is None
-    return step is not None and int(step.group(1)) in totals["step"]
-
-
-def _short_of_configured(last: str, before: str | None, totals: dict[str, set[int]]) -> bool:
-    """Whether the last progress line is short of the run's configured length: an epoch two or
-    more before the configured number (one before is a zero-based count's last), or a step
-    more than one printing stride before it (the stride: how far the step moved since the
-    progress line ``before``; 10 % of the total without one)."""
-    epoch = _LAST_EPOCH.search(last)
-    if epoch is not None and totals["epoch"]:
-        return int(epoch.group(1)) + 1 < min(totals["epoch"])
-    step = _LAST_STEP.search(last)
-    if step is None or not totals["step"]:
-        return False
-    n, total = int(step.group(1)), min(totals["step"])
-    prev = _LAST_STEP.search(before) if before else None
-    stride = n - int(prev.group(1)) if prev is not None and int(prev.group(1)) < n else total // 10
-    return n + max(stride, 1) <= total
 
 
 def _new_results(lines: Sequence[str], floor: int, last_progress: int, tail: Sequence[int]) -> int | None:
     """The last result line after the last progress line that is not one training printed
     before (a per-epoch validation line repeats; a final test block is new)."""
     for i in reversed([i for i in tail if i > last_progress]):
-        shown = _shown(lines[i]).strip()
+        shown = on_screen(lines[i]).strip()
         if shown.startswith("wandb:") or not _RESULT.search(shown) or _ERROR_TEXT.search(shown):
             continue
         if not printed_before(lines, floor, last_progress, shown):
@@ -455,7 +370,7 @@ def printed_before(lines: Sequence[str], floor: int, stop: int, line: str) -> bo
         return False
     shape = _DIGITS.sub("N", line)
     found = find_keys(lines, (key,), max(floor, stop - _REPEAT_LINES), stop)
-    return any(_DIGITS.sub("N", _shown(lines[k]).strip()) == shape for k in found)
+    return any(_DIGITS.sub("N", on_screen(lines[k]).strip()) == shape for k in found)
 
 
 #: Lines before a result line searched for an earlier line of its shape.
@@ -766,7 +681,7 @@ def after_work(lines: Sequence[str], floor: int, at: int) -> bool:
         s = ranks_free(logs.normalize_line(lines[k]))
         if not s or _script_line(s) or s.startswith(_NOT_OUTPUT) or _says_arning(s):
             continue  # a tracker's footer, a warning at exit: not the program's last output
-        return completion_strength(s) >= STRONG_END or (is_progress_bar(lines[k]) and _counters_end(_shown(lines[k])) is True)
+        return completion_strength(s) >= STRONG_END or (is_progress_bar(lines[k]) and counters_end(on_screen(lines[k])) is True)
     return False
 
 
@@ -1054,7 +969,7 @@ def finished_before(lines: Sequence[str], floor: int, failures: Sequence[int],
     if script_exit:  # the job script's commands failed after the work (its summary lines are not more work)
         ok = script_ran_after(lines, done, failures[-1] + 1)
         return FinishedBefore(done, strength, _WHY_SCRIPT) if ok else None
-    if any(is_progress(lines[k]) and _counters_end(_shown(lines[k])) is not True for k in range(done + 1, first)):
+    if any(is_progress(lines[k]) and counters_end(on_screen(lines[k])) is not True for k in range(done + 1, first)):
         return None  # more work after the message: it ended one stage
     if "teardown" not in kinds and sum(1 for k in range(done + 1, first) if lines[k].strip()) > _KILL_GAP:
         return None  # a bare kill some output after the message: maybe of work after it (a final test)
@@ -1157,7 +1072,7 @@ def script_ran_after(lines: Sequence[str], done: int, first: int) -> bool:
             seen = True
         elif _TRACEBACK in s or (is_failure(s, lines[k]) and shutdown_error(s) != "report"):
             return False
-        elif is_progress(lines[k]) and _counters_end(_shown(lines[k])) is not True:
+        elif is_progress(lines[k]) and counters_end(on_screen(lines[k])) is not True:
             steps.add(s)
     return seen and len(steps) < _MORE_WORK
 
