@@ -46,6 +46,7 @@ from gpulens.diagnosis.logread.progress_end import (
     on_screen,
     short_of_configured,
 )
+from gpulens.diagnosis.logread.tracebacks import TRACEBACK, has_head
 from gpulens.diagnosis.logs import find_keys
 
 __all__ = ["AT_EXIT", "COMPLETION_COVER", "COMPLETION_KEYS", "End", "FinishedBefore", "HANDLED_LOOKBACK", "completion_strength", "end_evidence", "end_of_attempt", "is_completion",
@@ -204,11 +205,11 @@ def failed_run_line(lines: Sequence[str], floor: int, tally: int) -> int:
     """The line of a failed run that a closing tally at ``tally`` counts: the exception line of the
     last traceback in ``lines[floor:tally]`` (what its runner caught before it went on: the final
     line of the traceback, written after the header's prefix), else the tally itself."""
-    heads = find_keys(lines, (_TRACEBACK,), floor, tally)
+    heads = find_keys(lines, (TRACEBACK,), floor, tally)
     if not heads:
         return tally
     head = heads[-1]
-    cut = lines[head].find(_TRACEBACK)
+    cut = lines[head].find(TRACEBACK)
     for k in range(head + 1, min(tally, head + _TRACEBACK_LINES)):
         if _EXCEPTION_LINE.match(lines[k][cut:]) or _EXCEPTION_LINE.match(ranks_free(logs.normalize_line(lines[k]))):
             return k
@@ -326,7 +327,7 @@ def caught_print(lines: Sequence[str], at: int) -> bool:
         return False
     # a logger's message before the traceback it logs (``logging.exception``; Hydra's "Error executing
     # job with overrides: [...]", hydra/_internal/utils.py ``run_and_report``) is no caught print
-    return not find_keys(lines, (_TRACEBACK,), max(0, at - _CAUGHT_ABOVE), at + _CAUGHT_ABOVE)
+    return not find_keys(lines, (TRACEBACK,), max(0, at - _CAUGHT_ABOVE), at + _CAUGHT_ABOVE)
 
 
 #: A sweep runner's report that a trial finished: Optuna's ``_log_completed_trial`` (optuna/study/study.py:
@@ -345,7 +346,7 @@ def trial_after(lines: Sequence[str], at: int) -> bool:
     ``catch=``, which logs it with its traceback as "Trial 3 failed with parameters: ... because of the
     following error: ..."; without it Optuna re-raises and the study ends there) and went on."""
     done = [i for i in find_keys(lines, _TRIAL_KEYS, at + 1) if _TRIAL_DONE.search(lines[i])]
-    return bool(done) and not find_keys(lines, (_TRACEBACK,), done[-1] + 1)
+    return bool(done) and not find_keys(lines, (TRACEBACK,), done[-1] + 1)
 
 
 
@@ -380,7 +381,6 @@ _REPEAT_LINES = 3000
 #: Lines at the end of an attempt searched for its last progress lines (farther back, the
 #: progress is over: the end is told by what follows it).
 _END_LINES = 400
-_TRACEBACK = "Traceback (most recent call last)"
 
 
 def end_of_attempt(lines: Sequence[str], floor: int) -> End | None:
@@ -398,7 +398,7 @@ def open_traceback(lines: Sequence[str], frontier: int) -> bool:
     and went on from (an exception ignored in ``__del__``, a logging error), and not one the job
     went on printing its own output after to a positive end (a counter at its end, results), and
     not a failed trial's that a sweep runner caught and went on from (:func:`trial_after`)."""
-    tbs = find_keys(lines, (_TRACEBACK,), frontier)
+    tbs = find_keys(lines, (TRACEBACK,), frontier)
     if tbs:
         handled = handled_blocks(lines, max(0, tbs[0] - HANDLED_LOOKBACK), len(lines))
         tbs = [i for i in tbs if i not in handled]
@@ -522,7 +522,7 @@ def uncaught_exception(lines: Sequence[str], floor: int, at: int) -> bool:
     k = at - 1
     while k >= max(floor, at - _TRACEBACK_LINES):
         t = prefix_free(logs.normalize_line(lines[k]))
-        if t.strip() == _TRACEBACK + ":":
+        if t.strip() == TRACEBACK + ":":
             return (_top_frame(lines, k, at) and k not in handled_blocks(lines, max(floor, k - HANDLED_LOOKBACK), at + 1)
                     and _completed_before(lines, floor, k))
         if t.strip() and not t[:1].isspace() and not t.startswith("File "):
@@ -539,7 +539,7 @@ def process_exit(lines: Sequence[str], head: int) -> int | None:
     then the indented frames, the first of them the program's top level (``_TOP_FRAME``), then
     the exception's name (``_UNCAUGHT_NAME``) at the line's start; else None (a rank's copy behind
     a prefix, a report a function caught and printed, one Python went on from)."""
-    if lines[head].rstrip() != _TRACEBACK + ":":
+    if lines[head].rstrip() != TRACEBACK + ":":
         return None
     framed = False
     for k in range(head + 1, min(len(lines), head + _TRACEBACK_LINES)):
@@ -700,7 +700,7 @@ def hydra_report(lines: Sequence[str], floor: int, at: int) -> list[int]:
     got = hydra_exception(lines, max(floor, at - _HYDRA_REPORT), at)
     if got:
         return got
-    if find_keys(lines, (_TRACEBACK,), max(floor, at - _HYDRA_TRACEBACK), at):
+    if find_keys(lines, (TRACEBACK,), max(floor, at - _HYDRA_TRACEBACK), at):
         return []
     return [*hydra_compact(lines, max(floor, at - _HYDRA_REPORT), at), at]
 
@@ -1070,7 +1070,7 @@ def script_ran_after(lines: Sequence[str], done: int, first: int) -> bool:
             continue
         if _script_report(s):
             seen = True
-        elif _TRACEBACK in s or (is_failure(s, lines[k]) and shutdown_error(s) != "report"):
+        elif has_head(s) or (is_failure(s, lines[k]) and shutdown_error(s) != "report"):
             return False
         elif is_progress(lines[k]) and counters_end(on_screen(lines[k])) is not True:
             steps.add(s)

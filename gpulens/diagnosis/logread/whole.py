@@ -72,6 +72,7 @@ from gpulens.diagnosis.logread.lines import (
 )
 from gpulens.diagnosis.logread.phase import last_step, own_step, phase_of
 from gpulens.diagnosis.logread.source import WholeText, read_whole, text_source
+from gpulens.diagnosis.logread.tracebacks import has_head
 from gpulens.diagnosis.rules import Rule, load_rules, match_rules
 from gpulens.diagnosis.types import Diagnosis
 from gpulens.vocab import NO_FAILURE
@@ -467,7 +468,7 @@ def _region_start(lines: Sequence[str], frontier: int, failures: Sequence[int]) 
     first = failures[0]
     floor = min(frontier, first)
     tb = next((k for k in range(first, max(floor, first - 400) - 1, -1)
-               if "Traceback (most recent call last)" in lines[k]), first)
+               if has_head(lines[k])), first)
     return max(floor, rootline.chain_start(lines, min(tb, first), floor) - 2)
 
 
