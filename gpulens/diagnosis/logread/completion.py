@@ -27,12 +27,10 @@ from gpulens.diagnosis.logread.lines import (
     GLOG_FATAL,
     PROGRESS_KEYS,
     handled_blocks,
-    is_benign,
     is_failure,
     is_progress,
     last_matching,
     prefix_free,
-    process_key,
     text_on_bar,
 )
 from gpulens.diagnosis.logread.progress_end import (
@@ -43,14 +41,23 @@ from gpulens.diagnosis.logread.progress_end import (
     counters,
     counters_end,
     is_progress_bar,
-    on_screen,
+    last_refresh,
     short_of_configured,
 )
 from gpulens.diagnosis.logread.tracebacks import TRACEBACK, has_head
+from gpulens.diagnosis.logread.went_on import (
+    CAUGHT_PRINT_WORDS,
+    NOT_OUTPUT,
+    caught_print,
+    ranks_free,
+    says_arning,
+    trial_after,
+    went_on,
+)
 from gpulens.diagnosis.logs import find_keys
 
 __all__ = ["AT_EXIT", "COMPLETION_COVER", "COMPLETION_KEYS", "End", "FinishedBefore", "HANDLED_LOOKBACK", "completion_strength", "end_evidence", "end_of_attempt", "is_completion",
-           "after_work", "is_progress_bar", "last_words", "open_traceback", "printed_before", "process_exit", "closed_after_failed_stage", "stage_failed", "signal_reports", "trial_after", "went_on",
+           "after_work", "caught_print", "is_progress_bar", "last_words", "open_traceback", "printed_before", "process_exit", "closed_after_failed_stage", "stage_failed", "signal_reports", "trial_after", "went_on",
            "written_after_bar"]
 
 
@@ -81,9 +88,6 @@ _RESULT = re.compile(
     r"|precision|recall|loss|error rate|reward|return|average|mean|total|best|final|test|eval\w*|valid\w*|results?)"
     r"(?![a-z])[^\n]{0,80}?[:=|]?\s*[-+]?\d*\.?\d")
 _DIGITS = re.compile(r"\d+")
-#: The start of a job's own print of an exception it caught (:data:`_CAUGHT_PRINT`): its words
-#: naming what failed, a colon, then (after this) the exception's text.
-_CAUGHT_PRINT_WORDS = r"^(?:[Ee]rror|ERROR|[Ff]ailed|FAILED|[Ee]xception)(?: \w+){1,6}:\s+"
 #: An error message's shape, which a result line does not have: a script that catches an
 #: exception and logs it ("conversion failed: Error(s) in loading state_dict for ResNet:", then
 #: torch's tab-indented "Missing key(s) in state_dict: ..." lists, module.py ``load_state_dict``)
@@ -93,7 +97,7 @@ _CAUGHT_PRINT_WORDS = r"^(?:[Ee]rror|ERROR|[Ff]ailed|FAILED|[Ee]xception)(?: \w+
 _ERROR_TEXT = re.compile(
     r"\b[A-Z]\w*(?:Error|Exception)(?:\(s\))?:\s*(?![-+]?[\d.])\S|\b[Ee]rror\(s\) in\b"
     r"|\b[Ee]rror (?:while|when|during|occurred)\b|Traceback \(most recent call last\)|[Ff]ailed(?: to\b|:)"
-    rf"|{_CAUGHT_PRINT_WORDS}(?![-+]?[\d.])\S"
+    rf"|{CAUGHT_PRINT_WORDS}(?![-+]?[\d.])\S"
     r"|\bFAILED\b|[Mm]issing key\(s\)|[Uu]nexpected key\(s\)|失败[:：]|\bERROR\b(?:\]|:)?(?!\s*:?\s*[-+]?[\d.])")
 #: A shell ``time`` wrapper's report (``real 1m2.3s``), or a job script's epilogue: the date or
 #: an end banner printed after the program returned (a killed job prints neither).
@@ -140,7 +144,7 @@ def end_evidence(lines: Sequence[str], floor: int, progress: Sequence[int]) -> E
     tail = [i for i in range(max(floor, len(lines) - 4 * _TAIL), len(lines)) if lines[i].strip()][-_TAIL:]
     if not tail:
         return None
-    stop = next((i for i in reversed(tail[-6:]) if _INTERRUPTED.search(on_screen(lines[i]))), None)
+    stop = next((i for i in reversed(tail[-6:]) if _INTERRUPTED.search(last_refresh(lines[i]))), None)
     if stop is not None:
         return End(stop, 0.0, "the run was interrupted before its end: the job caught a Ctrl-C (SIGINT), reported it "
                               "and exited (stopped by a user or a scheduler's SIGINT).")
@@ -148,18 +152,18 @@ def end_evidence(lines: Sequence[str], floor: int, progress: Sequence[int]) -> E
     if runs is not None and (failed := failed_run_line(lines, floor, runs)) != runs:
         return End(failed, 0.0, "the runner's closing summary counts runs that failed: the last failed run's "
                                 "exception is the failure", failed_run=True)
-    tally = next((i for i in reversed(tail) if _FAILED_TALLY.search(logs.normalize_line(on_screen(lines[i])).strip())), None)
+    tally = next((i for i in reversed(tail) if _FAILED_TALLY.search(logs.normalize_line(last_refresh(lines[i])).strip())), None)
     if tally is None:
         tally = runs
     if tally is not None:
         return End(failed_run_line(lines, floor, tally), 0.0, "the job's closing summary counts runs or tests that failed: some of its work did "
                                "not end normally (the cause is in the failed run's own lines, if the log holds them).")
-    epi = next((i for i in reversed(tail[-3:]) if _EPILOGUE.search(on_screen(lines[i]).strip())), None)
+    epi = next((i for i in reversed(tail[-3:]) if _EPILOGUE.search(last_refresh(lines[i]).strip())), None)
     if epi is not None:
         return End(epi, 0.8, "the job script went on after the program ended (its epilogue printed)")
     if last_progress is not None and last_progress >= floor:
         return _after_progress(lines, floor, progress, tail) or _ends_in_error(lines, tail)
-    got = [i for i in tail[-6:] if _RESULT.search(on_screen(lines[i])) and not _ERROR_TEXT.search(on_screen(lines[i]))]
+    got = [i for i in tail[-6:] if _RESULT.search(last_refresh(lines[i])) and not _ERROR_TEXT.search(last_refresh(lines[i]))]
     if got and _short_counter(lines, tail, got[-1]):
         gone = next((i for i in tail if i > got[-1] and _TRACKER_LEAK.search(lines[i])), got[-1])
         return End(gone, 0.0, "the log stops in the middle of the run, short of the end its counter names,")
@@ -169,7 +173,7 @@ def end_evidence(lines: Sequence[str], floor: int, progress: Sequence[int]) -> E
 def _runs_failed(lines: Sequence[str], tail: Sequence[int]) -> int | None:
     """The line of a batch runner's closing summary among ``tail`` that counts failed runs beside a
     count of passed ones (``_RUNS_FAILED``, ``_RUNS_PASSED``); None without one."""
-    shown = {i: logs.normalize_line(on_screen(lines[i])).strip() for i in tail}
+    shown = {i: logs.normalize_line(last_refresh(lines[i])).strip() for i in tail}
     failed = next((i for i in reversed(tail) if _RUNS_FAILED.match(shown[i])), None)
     return failed if failed is not None and any(_RUNS_PASSED.match(t) for t in shown.values()) else None
 
@@ -189,8 +193,8 @@ def _short_counter(lines: Sequence[str], tail: Sequence[int], at: int) -> bool:
     count's last step (``Iteration 207/208``), not short."""
     if len([i for i in tail if i > at]) > _AFTER_PROGRESS:
         return False
-    shown = on_screen(lines[at])
-    before = next((on_screen(lines[i]) for i in reversed(tail) if i < at and counters(on_screen(lines[i]))), None)
+    shown = last_refresh(lines[at])
+    before = next((last_refresh(lines[i]) for i in reversed(tail) if i < at and counters(last_refresh(lines[i]))), None)
     return counters_end(shown, before) is False and any(n + 1 < m for n, m, _ in counters(shown))
 
 
@@ -224,8 +228,8 @@ def _ends_in_error(lines: Sequence[str], tail: Sequence[int]) -> End | None:
     no error message (not a warning, not a tracker's line)."""
     run = []
     for i in reversed(tail):
-        shown = on_screen(lines[i]).strip()
-        if not _ERROR_TEXT.search(shown) or _says_arning(shown) or shown.startswith(_NOT_OUTPUT):
+        shown = last_refresh(lines[i]).strip()
+        if not _ERROR_TEXT.search(shown) or says_arning(shown) or shown.startswith(NOT_OUTPUT):
             break
         run.append(i)
     return End(run[-1], 0.0, "the log ends with an error message the job printed itself (no exception line)",
@@ -236,7 +240,7 @@ def _after_progress(lines: Sequence[str], floor: int, progress: Sequence[int], t
     """``end_evidence`` of an attempt that printed progress (``progress``: the last progress
     lines, latest first; ``tail``: its last non-blank lines)."""
     last = progress[0]
-    shown = [on_screen(lines[k]) for k in progress]
+    shown = [last_refresh(lines[k]) for k in progress]
     reached = counters_end(shown[0], shown[1] if len(shown) > 1 else None)
     if reached is True:
         return End(last, 0.9, "the last progress line reached its end")
@@ -255,107 +259,11 @@ def _after_progress(lines: Sequence[str], floor: int, progress: Sequence[int], t
     return None
 
 
-
-#: Lines of the program's own ordinary output after an error line that show it went on.
-WENT_ON_LINES = 20
-#: Lines after an error line read for the program's own output (beyond: it did not go on).
-_WENT_ON_SCAN = 1000
-#: Lines that are not the program going on: a tracker's or a scheduler's, a launcher's report.
-_NOT_OUTPUT = ("wandb:", "srun:", "slurmstepd", "🏃", "Sender: LSF", "Job <", "[W", "[E", "W0", "E0", "I0",
-               # the backtrace of a c10::Error (c10/util/Exception.cpp, Backtrace.cpp): "Exception raised from
-               # alloc_buffer_block at .../MPSAllocator.mm:286 (most recent call first):", "frame #0: ..."
-               "Exception raised from ", "frame #")
-
-
-#: A warning (Python's "UserWarning:", a logger's "WARNING", "Warning:"), not "learning_rate" in a
-#: trainer's log dict (transformers Trainer.log: "{'loss': 2.1, 'learning_rate': 5e-05, ...}").
-_WARNING = re.compile(r"[Ww]arning|WARNING")
-
-
-def _says_arning(line: str) -> bool:
-    """Whether a line holds "arning": the quick test for a warning ("Warning:", "UserWarning") of
-    the last lines' readers; unlike :data:`_WARNING` it also takes "learning" and not "WARNING"."""
-    return "arning" in line
-
-
-def went_on(lines: Sequence[str], at: int, enough: int = WENT_ON_LINES) -> bool:
-    """Whether the program printed ``enough`` lines of its own ordinary output (not errors,
-    warnings, traceback frames, trackers', launchers' or the scheduler's lines) after the error
-    line at ``at``: a caught exception whose report the job printed and went on from. Only the
-    lines of the process that printed the error count (the same launcher prefix, or none): other
-    processes printing on does not show that one went on."""
-    count = 0
-    own = process_key(lines[at])
-    caught = enough > _CAUGHT_ENOUGH and caught_print(lines, at)
-    enough = _CAUGHT_ENOUGH if caught else enough
-    for j in range(at + 1, min(len(lines), at + _WENT_ON_SCAN)):
-        raw = lines[j]
-        if process_key(raw) != own:
-            continue
-        s = logs.normalize_line(raw)
-        t = s.strip()
-        if caught and t and (_STOPPING.search(t) or is_failure(t, raw)):
-            return False  # its next words say it stops (the job's own "Exiting."), or another error follows
-        if not t or s.startswith((" ", "\t")) or t.startswith(_NOT_OUTPUT) or "Traceback" in t \
-                or _WARNING.search(t) or is_failure(t, raw) or is_benign(t):
-            continue
-        count += 1
-        if count >= enough:
-            return True
-    return False
-
-
-#: How a job's own code prints an exception it caught: its words naming what failed, then the
-#: exception's text (``except Exception as e: print(f"Error loading model: {e}")`` prints "Error loading
-#: model: CUDA out of memory. Tried to allocate ..."); not Python's uncaught report (``sys.excepthook``:
-#: a traceback, then the exception's class, one word: "torch.OutOfMemoryError: CUDA out of memory.").
-_CAUGHT_PRINT = re.compile(_CAUGHT_PRINT_WORDS + r"\S")
-#: Own output lines after such a print that show the job went on (fewer than after an error line of
-#: unknown origin: the print itself says the exception was caught).
-_CAUGHT_ENOUGH = 3
-#: Lines around such a print searched for a traceback (a report that ended the process, printed with it).
-_CAUGHT_ABOVE = 30
-#: The job's own words that it stops after an error.
-_STOPPING = re.compile(r"(?i)\b(?:exit(?:ing)?|abort(?:ing|ed)?|terminat(?:e|ing|ed)|stopp?(?:ing|ed)|quit(?:ting)?|shutting down)\b")
-
-
-def caught_print(lines: Sequence[str], at: int) -> bool:
-    """Whether the error line at ``at`` is the job's own print of an exception it caught
-    (:data:`_CAUGHT_PRINT`), no traceback near it."""
-    s = ranks_free(logs.normalize_line(lines[at]))
-    if not _CAUGHT_PRINT.match(s) or s.startswith("Exception ignored"):
-        return False
-    # a logger's message before the traceback it logs (``logging.exception``; Hydra's "Error executing
-    # job with overrides: [...]", hydra/_internal/utils.py ``run_and_report``) is no caught print
-    return not find_keys(lines, (TRACEBACK,), max(0, at - _CAUGHT_ABOVE), at + _CAUGHT_ABOVE)
-
-
-#: A sweep runner's report that a trial finished: Optuna's ``_log_completed_trial`` (optuna/study/study.py:
-#: "[I 2024-05-01 10:04:00,123] Trial 4 finished with value: 0.2 and parameters: {...}. Best is trial 0 ...",
-#: "Trial 4 finished with values: [...]") and its pruned trial (study/_optimize.py ``_run_trial``: "Trial 4
-#: pruned."), Ray Tune's trial status line (tune/experimental/output.py: "Trial train_fn_1a2b3_00004
-#: completed after 10 iterations at 2024-05-01 10:04:00.").
-_TRIAL_DONE = re.compile(r"\bTrial \d+ (?:finished with values?:|pruned\.)|\bTrial \S+ completed after \d+ iterations? at\b")
-#: Literals one of which every line ``_TRIAL_DONE`` matches holds (the ``find_keys`` prefilter).
-_TRIAL_KEYS = ("finished with value", "pruned.", "completed after")
-
-
-def trial_after(lines: Sequence[str], at: int) -> bool:
-    """Whether a sweep runner reported a trial finished after the error line at ``at``, and no
-    traceback came after that report: the runner caught the failed trial's exception (Optuna's
-    ``catch=``, which logs it with its traceback as "Trial 3 failed with parameters: ... because of the
-    following error: ..."; without it Optuna re-raises and the study ends there) and went on."""
-    done = [i for i in find_keys(lines, _TRIAL_KEYS, at + 1) if _TRIAL_DONE.search(lines[i])]
-    return bool(done) and not find_keys(lines, (TRACEBACK,), done[-1] + 1)
-
-
-
-
 def _new_results(lines: Sequence[str], floor: int, last_progress: int, tail: Sequence[int]) -> int | None:
     """The last result line after the last progress line that is not one training printed
     before (a per-epoch validation line repeats; a final test block is new)."""
     for i in reversed([i for i in tail if i > last_progress]):
-        shown = on_screen(lines[i]).strip()
+        shown = last_refresh(lines[i]).strip()
         if shown.startswith("wandb:") or not _RESULT.search(shown) or _ERROR_TEXT.search(shown):
             continue
         if not printed_before(lines, floor, last_progress, shown):
@@ -371,7 +279,7 @@ def printed_before(lines: Sequence[str], floor: int, stop: int, line: str) -> bo
         return False
     shape = _DIGITS.sub("N", line)
     found = find_keys(lines, (key,), max(floor, stop - _REPEAT_LINES), stop)
-    return any(_DIGITS.sub("N", on_screen(lines[k]).strip()) == shape for k in found)
+    return any(_DIGITS.sub("N", last_refresh(lines[k]).strip()) == shape for k in found)
 
 
 #: Lines before a result line searched for an earlier line of its shape.
@@ -679,9 +587,9 @@ def after_work(lines: Sequence[str], floor: int, at: int) -> bool:
         return False
     for k in range(at - 1, max(floor, at - _BEFORE_SHELL) - 1, -1):
         s = ranks_free(logs.normalize_line(lines[k]))
-        if not s or _script_line(s) or s.startswith(_NOT_OUTPUT) or _says_arning(s):
+        if not s or _script_line(s) or s.startswith(NOT_OUTPUT) or says_arning(s):
             continue  # a tracker's footer, a warning at exit: not the program's last output
-        return completion_strength(s) >= STRONG_END or (is_progress_bar(lines[k]) and counters_end(on_screen(lines[k])) is True)
+        return completion_strength(s) >= STRONG_END or (is_progress_bar(lines[k]) and counters_end(last_refresh(lines[k])) is True)
     return False
 
 
@@ -812,11 +720,6 @@ def check_failures(lines: Sequence[str], floor: int) -> list[int]:
         above = range(i - 1, max(floor, i - _FATAL_ABOVE) - 1, -1)
         out.append(next((k for k in above if GLOG_FATAL.match(ranks_free(lines[k]))), i))
     return out
-
-
-def ranks_free(line: str) -> str:
-    """A line without its launcher's rank prefix and its leading blanks."""
-    return prefix_free(line).strip()
 
 
 #: Lines at the end of an attempt searched for a kill printed onto a progress bar.
@@ -969,7 +872,7 @@ def finished_before(lines: Sequence[str], floor: int, failures: Sequence[int],
     if script_exit:  # the job script's commands failed after the work (its summary lines are not more work)
         ok = script_ran_after(lines, done, failures[-1] + 1)
         return FinishedBefore(done, strength, _WHY_SCRIPT) if ok else None
-    if any(is_progress(lines[k]) and counters_end(on_screen(lines[k])) is not True for k in range(done + 1, first)):
+    if any(is_progress(lines[k]) and counters_end(last_refresh(lines[k])) is not True for k in range(done + 1, first)):
         return None  # more work after the message: it ended one stage
     if "teardown" not in kinds and sum(1 for k in range(done + 1, first) if lines[k].strip()) > _KILL_GAP:
         return None  # a bare kill some output after the message: maybe of work after it (a final test)
@@ -1072,7 +975,7 @@ def script_ran_after(lines: Sequence[str], done: int, first: int) -> bool:
             seen = True
         elif has_head(s) or (is_failure(s, lines[k]) and shutdown_error(s) != "report"):
             return False
-        elif is_progress(lines[k]) and counters_end(on_screen(lines[k])) is not True:
+        elif is_progress(lines[k]) and counters_end(last_refresh(lines[k])) is not True:
             steps.add(s)
     return seen and len(steps) < _MORE_WORK
 

@@ -12,7 +12,7 @@ from gpulens.diagnosis.logread.lines import is_progress
 from gpulens.diagnosis.logs import find_keys
 
 __all__ = ["LAST_EPOCH", "LAST_STEP", "at_configured_end", "configured_totals", "counters", "counters_end",
-           "is_progress_bar", "on_screen", "short_of_configured"]
+           "is_progress_bar", "last_refresh", "short_of_configured"]
 
 #: Counters ``N/M`` (``of M``) a progress line names: the run's epoch, its step/iteration, a bar.
 _EPOCH_OF = re.compile(r"\b(?:[Ee]poch|EPOCH)s?\b\s*[:=#\[(]?\s*(\d+)\s*(?:/|of)\s*(\d+)")
@@ -24,13 +24,15 @@ def is_progress_bar(line: str) -> bool:
     """A progress line (``lines.is_progress``), or an indented tqdm bar (``  7%|▋ | 2/29 [...]``)."""
     if is_progress(line):
         return True
-    shown = on_screen(line)
+    shown = last_refresh(line)
     return ("it/s" in shown or "s/it" in shown) and "%|" in shown and is_progress(shown.lstrip())
 
 
 
-def on_screen(line: str) -> str:
-    """What a terminal shows of a line (the last ``\\r`` refresh of a progress bar)."""
+def last_refresh(line: str) -> str:
+    """What a terminal shows of a line (the last ``\\r`` refresh of a progress bar). Kept apart from
+    ``steplines.on_screen``, which does not take a CRLF line's own ``\\r`` for a refresh: the
+    completion readers answered with this one."""
     return line[line.rfind("\r") + 1:] if "\r" in line else line
 
 
