@@ -44,6 +44,7 @@ from gpulens.diagnosis.logread.progress_end import (
     last_refresh,
     short_of_configured,
 )
+from gpulens.diagnosis.logread.script_reports import after_work, script_report
 from gpulens.diagnosis.logread.tracebacks import TRACEBACK, has_head
 from gpulens.diagnosis.logread.went_on import (
     CAUGHT_PRINT_WORDS,
@@ -546,53 +547,6 @@ def last_words(lines: Sequence[str], floor: int) -> list[int]:
     return sorted(set(out))
 
 
-#: The shell's report of a job script's command it could not run (bash "slurm_script: line 31: foo:
-#: command not found", "bash: nvidia-smi: command not found", "job.sh: line 40: out/x.csv: No such file
-#: or directory", dash "job.sh: 7: foo: not found"; bash execute_cmd.c ``command_not_found`` and redir.c
-#: ``redirection_error``, dash exec.c), not Python's "can't open file '...': [Errno 2] ...".
-_SHELL_MISSING = re.compile(r"^(?:\S+: )?(?:line \d+: |\d+: )?[^\[\]]+: (?:command not found|No such file or directory|not found)$")
-#: A job script's file and process utilities reporting an error of their own (GNU coreutils and findutils
-#: prefix their messages with the program's name: "rm: cannot remove 'tmp.txt': No such file or directory",
-#: "find: '/tmp/x': Permission denied", "cp: cannot stat 'out/*.pt': ..."), and the dynamic loader's
-#: report of a preload it skipped, which it prints for every command the script runs (glibc elf/rtld.c:
-#: "ERROR: ld.so: object '/usr/lib/libtcmalloc.so' from LD_PRELOAD cannot be preloaded (...): ignored.").
-_SCRIPT_TOOL = re.compile(
-    r"^(?:rm|cp|mv|mkdir|rmdir|ln|ls|cat|find|chmod|chown|chgrp|touch|tar|du|scp|rsync|tee|head|tail|kill|pkill): "
-    r"|^(?:ERROR: )?ld\.so: object '[^']+' from \S+ cannot be preloaded \(.*\): ignored\.$")
-#: Lines above a shell's report read for the program's last output (blank lines, other shell reports,
-#: trackers' lines and warnings skipped).
-_BEFORE_SHELL = 40
-
-
-#: A missing command or file that is the job's next program, not a utility: a Python interpreter, a
-#: launcher (torchrun, deepspeed, accelerate, srun, mpirun), a script: the job's next step did not run.
-_NEXT_PROGRAM = re.compile(r": (?:python[\d.]*|torchrun|deepspeed|accelerate|srun|mpirun|mpiexec|horovodrun|\S+\.(?:py|sh)): "
-                           r"(?:command not found|No such file or directory|not found)$")
-
-
-def _script_line(line: str) -> bool:
-    """A report of the job script's shell or of a utility it ran (``_SHELL_MISSING``, ``_SCRIPT_TOOL``)."""
-    return bool(_SHELL_MISSING.match(line) or _SCRIPT_TOOL.match(line))
-
-
-def after_work(lines: Sequence[str], floor: int, at: int) -> bool:
-    """Whether the report at ``at`` of the job script's shell or of a utility it ran (a missing
-    command or file, ``rm``'s or ``find``'s error: :func:`_script_line`) comes after the program ended
-    normally: the program's last output line above it is a trainer's or launcher's completion
-    message or a progress line at its end (N/N). The shell ran its next command, so the program
-    had exited, and no error of its own came between: the work was done, the job script's
-    commands after it do not undo it."""
-    s = ranks_free(logs.normalize_line(lines[at]))
-    if not _script_line(s) or _NEXT_PROGRAM.search(s):
-        return False
-    for k in range(at - 1, max(floor, at - _BEFORE_SHELL) - 1, -1):
-        s = ranks_free(logs.normalize_line(lines[k]))
-        if not s or _script_line(s) or s.startswith(NOT_OUTPUT) or says_arning(s):
-            continue  # a tracker's footer, a warning at exit: not the program's last output
-        return completion_strength(s) >= STRONG_END or (is_progress_bar(lines[k]) and counters_end(last_refresh(lines[k])) is True)
-    return False
-
-
 _HYDRA_END = "HYDRA_FULL_ERROR=1"
 #: Lines above Hydra's last line searched for the exception line of its compact report, and
 #: for the traceback of its long one.
@@ -860,7 +814,7 @@ def finished_before(lines: Sequence[str], floor: int, failures: Sequence[int],
     if (marked := _caught_kinds(lines, failures, texts, kinds)) is None:
         return None
     kinds = marked
-    script_exit = "report" in kinds and all(k == "report" or _script_report(t) for k, t in zip(kinds, texts, strict=True))
+    script_exit = "report" in kinds and all(k == "report" or script_report(t) for k, t in zip(kinds, texts, strict=True))
     if None in kinds and not script_exit:
         return None  # (a bare non-zero exit, the shell's reports beside it: the job script's, when its commands ran after)
     lo = max(floor, first - (SCRIPT_LOOKBACK if script_exit else TEARDOWN_LOOKBACK))
@@ -905,7 +859,7 @@ def _caught_kinds(lines: Sequence[str], failures: Sequence[int], texts: Sequence
     for k, i, t in zip(kinds, failures, texts, strict=True):
         if k is None and caught_before(lines, i):
             k = "caught"
-        elif k is None and not _script_report(t):
+        elif k is None and not script_report(t):
             return None
         out.append(k)
     return out
@@ -950,15 +904,8 @@ SCRIPT_LOOKBACK = 1000
 _MORE_WORK = 2
 
 
-def _script_report(text: str) -> bool:
-    """A failure line that is the job script's shell or a utility it ran reporting an error of its own
-    (not a missing next program: :data:`_NEXT_PROGRAM`)."""
-    s = ranks_free(text)
-    return _script_line(s) and not _NEXT_PROGRAM.search(s)
-
-
 def script_ran_after(lines: Sequence[str], done: int, first: int) -> bool:
-    """Whether the job script's shell or a utility it ran reported an error of its own (:func:`_script_line`:
+    """Whether the job script's shell or a utility it ran reported an error of its own (:func:`script_line`:
     bash's "line 371: out.csv: No such file or directory", coreutils' "rm: cannot remove 'tmp.txt': ...")
     between the completion message at ``done`` and the exit report before ``first``, and nothing else there
     is a failure line (other than exit reports) or more work (``_MORE_WORK`` distinct progress lines). The shell ran its next commands, so the program had exited after its completion
@@ -971,7 +918,7 @@ def script_ran_after(lines: Sequence[str], done: int, first: int) -> bool:
         s = ranks_free(logs.normalize_line(lines[k]))
         if not s:
             continue
-        if _script_report(s):
+        if script_report(s):
             seen = True
         elif has_head(s) or (is_failure(s, lines[k]) and shutdown_error(s) != "report"):
             return False
