@@ -27,6 +27,14 @@ from gpulens.diagnosis.logread.failed_runs import (
     runs_failed,
     stage_failed,
 )
+from gpulens.diagnosis.logread.goes_on import (
+    CAUGHT_PRINT_WORDS,
+    NOT_OUTPUT,
+    caught_print,
+    says_arning,
+    trial_after,
+    went_on,
+)
 from gpulens.diagnosis.logread.lastwords import last_words
 from gpulens.diagnosis.logread.lines import (
     PROGRESS_KEYS,
@@ -57,14 +65,6 @@ from gpulens.diagnosis.logread.uncaught import (
     HANDLED_LOOKBACK,
     process_exit,
     uncaught_exception,
-)
-from gpulens.diagnosis.logread.went_on import (
-    CAUGHT_PRINT_WORDS,
-    NOT_OUTPUT,
-    caught_print,
-    says_arning,
-    trial_after,
-    went_on,
 )
 from gpulens.diagnosis.logs import find_keys
 

@@ -18,12 +18,12 @@ from gpulens.diagnosis.logread.completion_messages import (
     STRONG_END,
     completion_strength,
 )
+from gpulens.diagnosis.logread.goes_on import ranks_free, went_on
 from gpulens.diagnosis.logread.lines import is_failure, is_progress
 from gpulens.diagnosis.logread.progress_end import counters_end, last_refresh
 from gpulens.diagnosis.logread.script_reports import script_report
 from gpulens.diagnosis.logread.signal_ends import HANDLER_STOP
 from gpulens.diagnosis.logread.tracebacks import has_head
-from gpulens.diagnosis.logread.went_on import ranks_free, went_on
 from gpulens.diagnosis.logs import find_keys
 
 __all__ = ["CAUGHT_LOOKBACK", "SCRIPT_LOOKBACK", "TEARDOWN_LOOKBACK", "FinishedBefore", "caught_before", "finished_before",

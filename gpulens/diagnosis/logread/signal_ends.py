@@ -11,9 +11,9 @@ import re
 from collections.abc import Callable, Sequence
 
 from gpulens.diagnosis import logs
+from gpulens.diagnosis.logread.goes_on import ranks_free
 from gpulens.diagnosis.logread.lastwords import LAST_WORDS_TAIL
 from gpulens.diagnosis.logread.lines import GLOG_FATAL, text_on_bar
-from gpulens.diagnosis.logread.went_on import ranks_free
 from gpulens.diagnosis.logs import find_keys
 
 __all__ = ["BAR_TAIL", "CHECK_TAIL", "HANDLER_STOP", "SIGNAL_TAIL", "check_failures", "signal_reports", "written_after_bar"]
