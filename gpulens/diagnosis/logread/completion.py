@@ -1,9 +1,15 @@
-"""Positive evidence that a run ended normally: what trainers, launchers, schedulers and
-experiment trackers print when a job finishes.
+"""How a job's last attempt ends when no failure line says it failed (:class:`End`): a counter at its
+end, results, a job script's epilogue, or a stop in the middle of the run; and whether a traceback after
+the attempt's start may have ended it (:func:`open_traceback`).
 
 Only positive evidence counts: a log that merely stops is not healthy. A completion line
 decides only when no terminal failure (a traceback that ended the process, a kill, a time
-limit, a non-zero exit) comes after it.
+limit, a non-zero exit) comes after it. The parts it reads live in modules of one job each:
+``completion_messages`` (the messages), ``progress_end`` (counters at their end), ``goes_on``
+(a job going on after an error), ``failed_runs`` (failed tallies and runner banners), ``uncaught``
+(the process's exit on an uncaught exception), ``lastwords``, ``hydra``, ``signal_ends`` (how a
+job ends without an error word), ``script_reports`` and ``shutdown`` (what after a completion leaves
+its end normal). Their public names stay importable from here.
 """
 
 from __future__ import annotations
@@ -68,12 +74,12 @@ from gpulens.diagnosis.logread.uncaught import (
 )
 from gpulens.diagnosis.logs import find_keys
 
-__all__ = ["AT_EXIT", "COMPLETION_COVER", "COMPLETION_KEYS", "End", "FinishedBefore", "HANDLED_LOOKBACK", "completion_strength", "end_evidence", "end_of_attempt", "is_completion",
-           "after_work", "caught_print", "check_failures", "is_progress_bar", "last_words", "open_traceback", "printed_before", "process_exit", "closed_after_failed_stage", "stage_failed", "shutdown_error", "finished_before", "signal_reports", "trial_after", "uncaught_exception", "went_on",
-           "written_after_bar"]
+__all__ = ["AT_EXIT", "COMPLETION_COVER", "COMPLETION_KEYS", "End", "FinishedBefore", "HANDLED_LOOKBACK",
+           "after_work", "caught_print", "check_failures", "closed_after_failed_stage", "completion_strength",
+           "end_evidence", "end_of_attempt", "finished_before", "is_completion", "is_progress_bar", "last_words",
+           "open_traceback", "printed_before", "process_exit", "shutdown_error", "signal_reports", "stage_failed",
+           "trial_after", "uncaught_exception", "went_on", "written_after_bar"]
 
-
-# ----------------------------------------------------------------- how a log without a failure ends
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,12 +109,12 @@ _DIGITS = re.compile(r"\d+")
 #: An error message's shape, which a result line does not have: a script that catches an
 #: exception and logs it ("conversion failed: Error(s) in loading state_dict for ResNet:", then
 #: torch's tab-indented "Missing key(s) in state_dict: ..." lists, module.py ``load_state_dict``)
-#: prints numbers too, as does a job's own print of an exception it caught (:data:`_CAUGHT_PRINT`:
+#: prints numbers too, as does a job's own print of an exception it caught (``goes_on.caught_print``:
 #: "Error loading model: CUDA out of memory. Tried to allocate 1008.00 MiB"). A metric named for an error ("Mean Absolute Error: 0.12", "MeanSquaredError:
 #: 0.01", "ERROR: 3.2%", "Error Rate") is a result, not this.
 _ERROR_TEXT = re.compile(
     r"\b[A-Z]\w*(?:Error|Exception)(?:\(s\))?:\s*(?![-+]?[\d.])\S|\b[Ee]rror\(s\) in\b"
-    r"|\b[Ee]rror (?:while|when|during|occurred)\b|Traceback \(most recent call last\)|[Ff]ailed(?: to\b|:)"
+    rf"|\b[Ee]rror (?:while|when|during|occurred)\b|{re.escape(TRACEBACK)}|[Ff]ailed(?: to\b|:)"
     rf"|{CAUGHT_PRINT_WORDS}(?![-+]?[\d.])\S"
     r"|\bFAILED\b|[Mm]issing key\(s\)|[Uu]nexpected key\(s\)|失败[:：]|\bERROR\b(?:\]|:)?(?!\s*:?\s*[-+]?[\d.])")
 #: A shell ``time`` wrapper's report (``real 1m2.3s``), or a job script's epilogue: the date or
