@@ -59,6 +59,7 @@ def went_on(lines: Sequence[str], at: int, enough: int = WENT_ON_LINES) -> bool:
         t = s.strip()
         if caught and t and (_STOPPING.search(t) or is_failure(t, raw)):
             return False  # its next words say it stops (the job's own "Exiting."), or another error follows
+        # "Traceback" alone, not ``tracebacks.has_head``: a Sacred head or a word in a message is no output either
         if not t or s.startswith((" ", "\t")) or t.startswith(NOT_OUTPUT) or "Traceback" in t \
                 or _WARNING.search(t) or is_failure(t, raw) or is_benign(t):
             continue

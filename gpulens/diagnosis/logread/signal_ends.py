@@ -41,6 +41,8 @@ SIGNAL_TAIL = 60
 #: and the handlers scripts install with ``signal.signal`` that print "Received signal SIGTERM" or "Caught
 #: signal 15" and exit. CPython's default SIGTERM action ends a process without a word, so the record is the
 #: only trace of the stop; it ends the run only as (nearly) the attempt's last words (``LAST_WORDS_TAIL``).
+#: Kept apart from ``signals.is_stop_record`` ("SIGTERM received", a logger's words), which takes other
+#: wordings and not "Caught signal 15": the handler's stop answered with this one.
 HANDLER_STOP = re.compile(r"\b(?:[Rr]eceived|[Cc]aught|[Gg]ot) signal (?:SIGTERM|SIGINT|15)\b")
 #: What glog (src/logging.cc ``LogMessage::Fail``) and abseil (absl/log/internal/log_message.cc,
 #: ``LogMessageFatal``; TensorFlow, XLA, Ray, Caffe, wav2letter) print when a ``LOG(FATAL)`` or a
