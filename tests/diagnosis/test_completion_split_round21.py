@@ -121,3 +121,10 @@ def test_each_part_says_its_job_exports_its_names_and_defines_each_name_once() -
     assert not {"_TRACEBACK", "_WARNING", "_END_KEYS", "_HANDLER_STOP"} & set(_defined("completion"))  # moved or shared
     assert "Traceback (most recent call last)" not in Path(importlib.import_module(
         "gpulens.diagnosis.logread.whole").__file__ or "").read_text()  # whole asks tracebacks.has_head
+
+
+def test_the_parts_names_are_defined_nowhere_else_in_logread() -> None:
+    parts = {n for name in _PARTS for n in _defined(name)}
+    others = {p.stem for p in Path(importlib.import_module("gpulens.diagnosis.logread").__path__[0]).glob("*.py")}
+    clash = {n for other in others - set(_PARTS) - {"__init__"} for n in _defined(other) if n in parts}
+    assert clash == {"went_on"}, clash  # aftermath.went_on (a failure line's) is older than this split

@@ -105,7 +105,7 @@ _RESULT = re.compile(
     r"(?i)(?<![a-z])(?:acc(?:uracy)?|top-?[15]|f1|auc|psnr|ssim|mIoU|mAP|dice|bleu|rouge\w*|wer|cer|perplexity|ppl|score"
     r"|precision|recall|loss|error rate|reward|return|average|mean|total|best|final|test|eval\w*|valid\w*|results?)"
     r"(?![a-z])[^\n]{0,80}?[:=|]?\s*[-+]?\d*\.?\d")
-_DIGITS = re.compile(r"\d+")
+_NUMBERS = re.compile(r"\d+")
 #: An error message's shape, which a result line does not have: a script that catches an
 #: exception and logs it ("conversion failed: Error(s) in loading state_dict for ResNet:", then
 #: torch's tab-indented "Missing key(s) in state_dict: ..." lists, module.py ``load_state_dict``)
@@ -119,7 +119,7 @@ _ERROR_TEXT = re.compile(
     r"|\bFAILED\b|[Mm]issing key\(s\)|[Uu]nexpected key\(s\)|失败[:：]|\bERROR\b(?:\]|:)?(?!\s*:?\s*[-+]?[\d.])")
 #: A shell ``time`` wrapper's report (``real 1m2.3s``), or a job script's epilogue: the date or
 #: an end banner printed after the program returned (a killed job prints neither).
-_EPILOGUE = re.compile(
+_SCRIPT_EPILOGUE = re.compile(
     r"^real\s+\d+m[\d.]+s$|^(?:[A-Z][a-z]{2} ){2}[ \d]\d \d\d:\d\d:\d\d(?: [A-Z]{2,5})? \d{4}$"
     r"|^(?:Job |Run |Script )?(?:[Ee]nd(?:ed)?|[Ff]inish(?:ed)?|[Cc]omplet(?:ed)?)(?: time| at| on|:)\s*[:=]?\s*\S*\d")
 #: A trainer's report of a Ctrl-C (SIGINT) it caught to stop early and save: Lightning's
@@ -159,7 +159,7 @@ def end_evidence(lines: Sequence[str], floor: int, progress: Sequence[int]) -> E
     if tally is not None:
         return End(failed_run_line(lines, floor, tally), 0.0, "the job's closing summary counts runs or tests that failed: some of its work did "
                                "not end normally (the cause is in the failed run's own lines, if the log holds them).")
-    epi = next((i for i in reversed(tail[-3:]) if _EPILOGUE.search(last_refresh(lines[i]).strip())), None)
+    epi = next((i for i in reversed(tail[-3:]) if _SCRIPT_EPILOGUE.search(last_refresh(lines[i]).strip())), None)
     if epi is not None:
         return End(epi, 0.8, "the job script went on after the program ended (its epilogue printed)")
     if last_progress is not None and last_progress >= floor:
@@ -245,12 +245,12 @@ def _new_results(lines: Sequence[str], floor: int, last_progress: int, tail: Seq
 def printed_before(lines: Sequence[str], floor: int, stop: int, line: str) -> bool:
     """Whether a line of the same shape (numbers masked) was printed in ``lines[floor:stop]``
     (its last :data:`_REPEAT_LINES` lines: a line a run prints periodically is printed there)."""
-    key = max(_DIGITS.split(line), key=len).strip()[:40]
+    key = max(_NUMBERS.split(line), key=len).strip()[:40]
     if not key:
         return False
-    shape = _DIGITS.sub("N", line)
+    shape = _NUMBERS.sub("N", line)
     found = find_keys(lines, (key,), max(floor, stop - _REPEAT_LINES), stop)
-    return any(_DIGITS.sub("N", last_refresh(lines[k]).strip()) == shape for k in found)
+    return any(_NUMBERS.sub("N", last_refresh(lines[k]).strip()) == shape for k in found)
 
 
 #: Lines before a result line searched for an earlier line of its shape.

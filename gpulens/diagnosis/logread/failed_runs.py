@@ -55,7 +55,7 @@ def runs_failed(lines: Sequence[str], tail: Sequence[int]) -> int | None:
 #: read after the prefix its traceback's header line carries (a logger's, a launcher's).
 #: Kept apart from ``tracebacks.EXCEPTION``, which takes "Quit" and "Failure" names and a "(" after the
 #: name: the failed run's line answered with this one.
-_EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b(?::|$)")
+_RUN_EXCEPTION = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b(?::|$)")
 
 
 def failed_run_line(lines: Sequence[str], floor: int, tally: int) -> int:
@@ -68,7 +68,7 @@ def failed_run_line(lines: Sequence[str], floor: int, tally: int) -> int:
     head = heads[-1]
     cut = lines[head].find(TRACEBACK)
     for k in range(head + 1, min(tally, head + TRACEBACK_LINES)):
-        if _EXCEPTION_LINE.match(lines[k][cut:]) or _EXCEPTION_LINE.match(ranks_free(logs.normalize_line(lines[k]))):
+        if _RUN_EXCEPTION.match(lines[k][cut:]) or _RUN_EXCEPTION.match(ranks_free(logs.normalize_line(lines[k]))):
             return k
     return tally
 

@@ -39,7 +39,7 @@ __all__ = ["CAUGHT_LOOKBACK", "SCRIPT_LOOKBACK", "TEARDOWN_LOOKBACK", "FinishedB
 #: DistStoreError, NCCL's ncclRemoteError "remote process exited or there was a network error"
 #: and ncclSystemError), and CUDA's cudaErrorCudartUnloading ("CUDA error: driver shutting down":
 #: a CUDA call from a destructor at interpreter exit).
-_TEARDOWN = Guarded(
+_TEARDOWN_ERROR = Guarded(
     r"DataLoader worker \(pid(?:\(s\))? [\d, ]+\) (?:is killed by signal|exited unexpectedly)"
     r"|Connection reset by peer|Broken pipe|BrokenPipeError|ConnectionResetError|TCPStore|recvValue failed"
     r"|should dump\W+flag|DistNetworkError|DistStoreError|ncclRemoteError|ncclSystemError"
@@ -51,7 +51,7 @@ _TEARDOWN = Guarded(
 #: How a process that a shutdown error above ends dies: the C++ runtime's abort on the uncaught
 #: exception ("terminate called after throwing an instance of 'c10::Error'"), the shell's and
 #: faulthandler's report of that abort.
-_ABORTED = Guarded(r"^terminate called after throwing an instance of|^Aborted(?: \(core dumped\))?$|\bAborted \(core dumped\)"
+_ABORTED_AFTER = Guarded(r"^terminate called after throwing an instance of|^Aborted(?: \(core dumped\))?$|\bAborted \(core dumped\)"
                    r"|^Fatal Python error: Aborted",
                    ("terminate called", "Aborted"))
 #: A process ended by a signal sent from outside it (not a scheduler's limit, not a crash of its
@@ -90,11 +90,11 @@ TEARDOWN_LOOKBACK = 300
 
 def shutdown_error(norm: str) -> str | None:
     """What a (normalized, prefix-free) failure line is when it may come from a shutdown after the
-    work: ``"teardown"`` (an error of the shutdown itself, ``_TEARDOWN``), ``"signal"`` (a process
+    work: ``"teardown"`` (an error of the shutdown itself, ``_TEARDOWN_ERROR``), ``"signal"`` (a process
     ended by a signal sent from outside, ``_SENT_SIGNAL``), ``"report"`` (a launcher's report of
     a non-zero exit), ``"accounting"`` (the scheduler's memory accounting at the step's end,
     ``_STEP_ACCOUNTING``: no kill), or None (an error of the work: it did not end normally)."""
-    if _TEARDOWN.search(norm):
+    if _TEARDOWN_ERROR.search(norm):
         return "teardown"
     if _STEP_ACCOUNTING.search(norm):
         return "accounting"
@@ -179,7 +179,7 @@ def _shutdown_kinds(lines: Sequence[str], failures: Sequence[int], texts: Sequen
     none; beside a teardown error, an abort is its report."""
     kinds = [shutdown_error(_what(lines, i, plain) or t) for i, t in zip(failures, texts, strict=True)]
     if "teardown" in kinds:  # the abort such an error ends its process with reports it, no more
-        kinds = ["report" if k is None and _ABORTED.search(t) else k for k, t in zip(kinds, texts, strict=True)]
+        kinds = ["report" if k is None and _ABORTED_AFTER.search(t) else k for k, t in zip(kinds, texts, strict=True)]
     return kinds
 
 
