@@ -1,140 +1,85 @@
-"""Positive evidence that a run ended normally: what trainers, launchers, schedulers and
-experiment trackers print when a job finishes.
+"""How a job's last attempt ends when no failure line says it failed (:class:`End`): a counter at its
+end, results, a job script's epilogue, or a stop in the middle of the run; and whether a traceback after
+the attempt's start may have ended it (:func:`open_traceback`).
 
 Only positive evidence counts: a log that merely stops is not healthy. A completion line
 decides only when no terminal failure (a traceback that ended the process, a kill, a time
-limit, a non-zero exit) comes after it.
+limit, a non-zero exit) comes after it. The parts it reads live in modules of one job each:
+``completion_messages`` (the messages), ``progress_end`` (counters at their end), ``goes_on``
+(a job going on after an error), ``failed_runs`` (failed tallies and runner banners), ``uncaught``
+(the process's exit on an uncaught exception), ``lastwords``, ``hydra``, ``signal_ends`` (how a
+job ends without an error word), ``script_reports`` and ``shutdown`` (what after a completion leaves
+its end normal). Their public names stay importable from here.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
-from gpulens.diagnosis.guarded import Guarded, Prefiltered, contains_any
+from gpulens.diagnosis.logread.completion_messages import (
+    AT_EXIT,
+    COMPLETION_COVER,
+    COMPLETION_KEYS,
+    completion_strength,
+    is_completion,
+)
+from gpulens.diagnosis.logread.failed_runs import (
+    closed_after_failed_stage,
+    failed_run_line,
+    failed_tally,
+    runs_failed,
+    stage_failed,
+)
+from gpulens.diagnosis.logread.goes_on import (
+    CAUGHT_PRINT_WORDS,
+    NOT_OUTPUT,
+    caught_print,
+    says_arning,
+    trial_after,
+    went_on,
+)
+from gpulens.diagnosis.logread.lastwords import last_words
 from gpulens.diagnosis.logread.lines import (
-    GLOG_FATAL,
     PROGRESS_KEYS,
     handled_blocks,
-    is_benign,
-    is_failure,
-    is_progress,
     last_matching,
     prefix_free,
-    process_key,
-    text_on_bar,
+)
+from gpulens.diagnosis.logread.progress_end import (
+    LAST_EPOCH,
+    LAST_STEP,
+    at_configured_end,
+    configured_totals,
+    counters,
+    counters_end,
+    is_progress_bar,
+    last_refresh,
+    short_of_configured,
+)
+from gpulens.diagnosis.logread.script_reports import after_work
+from gpulens.diagnosis.logread.shutdown import FinishedBefore, finished_before, shutdown_error
+from gpulens.diagnosis.logread.signal_ends import (
+    check_failures,
+    signal_reports,
+    written_after_bar,
+)
+from gpulens.diagnosis.logread.tracebacks import TRACEBACK
+from gpulens.diagnosis.logread.uncaught import (
+    HANDLED_LOOKBACK,
+    process_exit,
+    uncaught_exception,
 )
 from gpulens.diagnosis.logs import find_keys
 
-__all__ = ["AT_EXIT", "COMPLETION_COVER", "COMPLETION_KEYS", "End", "FinishedBefore", "HANDLED_LOOKBACK", "completion_strength", "end_evidence", "end_of_attempt", "is_completion",
-           "after_work", "is_progress_bar", "last_words", "open_traceback", "printed_before", "process_exit", "closed_after_failed_stage", "stage_failed", "signal_reports", "trial_after", "went_on",
-           "written_after_bar"]
+__all__ = ["AT_EXIT", "COMPLETION_COVER", "COMPLETION_KEYS", "End", "FinishedBefore", "HANDLED_LOOKBACK",
+           "after_work", "caught_print", "check_failures", "closed_after_failed_stage", "completion_strength",
+           "end_evidence", "end_of_attempt", "finished_before", "is_completion", "is_progress_bar", "last_words",
+           "open_traceback", "printed_before", "process_exit", "shutdown_error", "signal_reports", "stage_failed",
+           "trial_after", "uncaught_exception", "went_on", "written_after_bar"]
 
-#: Literal keys (``str.find`` prefilter) of the completion messages below: every message the
-#: patterns accept holds one of them (tests/diagnosis/test_logread.py checks the examples).
-COMPLETION_KEYS: tuple[str, ...] = (
-    "reached", "raining done", "raining complete", "raining COMPLETE", "raining finished", "raining is",
-    "inished training", "inished Training", "inish training", "inish Training", "inished after",
-    "raining took", "raining time", "otal training time", "train_runtime", "exits successfully",
-    "Exit code: 0", "xit status 0", "Successfully completed", "Run summary", "Synced ", "View run",
-    "Results saved to", "epochs completed in", "arly stopping", "arly Stopping", "arlyStopping", "Signaling Trainer to stop",
-    "Stopping. Best", "aving final", "aving the final", "aved final", "final model", "done", "Done", "DONE",
-    "All done", "completed successfully", "Finished", "finished", "FINISHED", "Best acc", "Enjoy",
-    "Job Finished", "End of training", "Run finished", "Training stops.",
-    "done training", "Done training", "Loss for final step", "train metrics", "Best metric", "exiting program at iteration",
-    "xit code", "xit status", "xited with code", "xited with status", "xit Code", "xit Status", "Exit_status",
-    "ExitCode", "COMPLETED", "succeeded", "inal validation metrics", "inal Validation Metrics",
-)
-#: ``any(k in line for k in COMPLETION_KEYS)``, one ``or`` chain (speed: asked of many lines)
-_has_completion_key = contains_any(COMPLETION_KEYS)
-
-#: Fewer, shorter literals one of which every key above holds: scanning a block for these finds
-#: every line holding a key (and a few more, which ``completion_strength`` then turns down)
-#: in less than half the passes (tests/diagnosis/test_logread.py checks the cover).
-COMPLETION_COVER: tuple[str, ...] = (
-    "raining", "inish", "FINISHED", "done", "Done", "DONE", "xit", "complet", "reached", "train_runtime",
-    "Run summary", "Synced ", "View run", "Results saved to", "arly", "Signaling Trainer to stop", "Stopping. Best",
-    "final", "Best acc", "Enjoy", "train metrics", "Best metric", "COMPLETED", "succeeded", "inal validation metrics",
-    "inal Validation Metrics",
-)
-
-#: Lines trackers print at process exit whatever the outcome (wandb's summary and sync, MLflow's
-#: run link): a completion only when no failure line comes before them.
-AT_EXIT: tuple[str, ...] = ("wandb: Synced", "wandb: Run summary", "wandb: 🚀 View run", "wandb: View run", "🏃 View run")
-
-_STRONG = re.compile(
-    r"`?Trainer\.fit`? stopped: `?max_(?:epochs|steps)=\d+`? reached"
-    r"|[Tt]raining (?:is )?(?:done|complete[d]?|COMPLETE|finished)\b|[Ff]inish(?:ed)? [Tt]raining"
-    r"|[Ff]inished after \d+ (?:iterations|steps|epochs)|\bepochs completed in\b"
-    r"|[Tt]otal training time|[Tt]raining took\b|[Tt]raining time\b|'train_runtime'|\btrain_runtime\b"
-    r"|Process \d+ exits successfully|Successfully completed\."
-    # wandb's footer (wandb_run.py ``_footer_sync_info``: "🚀 View run NAME at: URL"), not its
-    # header at ``wandb.init`` ("🚀 View run at URL", ``_header_run_info``)
-    r"|wandb: (?:Run summary|Synced \d+ W&B file)|wandb: 🚀 View run (?!at )|\bResults saved to\b"
-    # an early stop, not the patience count printed on each epoch without improvement (the pytorchtools
-    # EarlyStopping class: "EarlyStopping counter: 3 out of 10"; copies spell it "Early Stopping counter")
-    r"|[Ee]arly [Ss]topping(?! [Cc]ounter)(?: triggered)?|EarlyStopping(?! counter)|Signaling Trainer to stop|Stopping\. Best"
-    # victoresque pytorch-template base/base_trainer.py ``train``, its early stop (and R2Gen's, and
-    # the trainers built on it): "Validation performance didn't improve for 10 epochs. Training stops."
-    r"|\bdidn't improve for \d+ epochs\. Training stops\."
-    r"|[Ss]aving (?:the )?final (?:model|checkpoint)|final model|[Ss]aved final"
-    r"|\bcompleted successfully\b|\bAll done\b|\bJob Finished\b|\bEnd of training\b|\bRun finished\b"
-    # fairseq, TF Estimator, HF Trainer's metrics block, timm, Megatron's planned exit
-    r"|\b[Dd]one training\b|\bLoss for final step\b|\*{3,} train metrics \*{3,}|\*\*\* Best metric:"
-    r"|\bexiting program at iteration\b"
-    # a zero exit reported by a launcher, an IDE, a scheduler's epilogue (Slurm, PBS), Ray's job client
-    r"|[Ee]xit(?:ed)?(?: with)? (?:[Cc]ode|[Ss]tatus)\s*[:=]?\s*0(?![\d.:])|\bExit_status=0\b|\bExitCode[=: ]+0:0\b"
-    r"|\bState:\s*COMPLETED\b|\bJobState=COMPLETED\b|\bJob '[^']+' succeeded\b"
-    # torchrun's elastic agent when every worker exited 0 (torch/distributed/elastic/agent/server/
-    # api.py ``_invoke_run``: "[default] worker group successfully finished. Waiting 300 seconds for
-    # other agents to finish."; torch 1.9's "Local worker group finished (SUCCEEDED)"), and SkyPilot's
-    # footer of a job that exited 0 (sky/jobs, ux_utils.finishing_message: "Job finished (status: SUCCEEDED).")
-    r"|\bworker group successfully finished\b|\bLocal worker group finished \((?:WorkerState\.)?SUCCEEDED\)"
-    r"|\bJob finished \(status: (?:ManagedJobStatus\.)?SUCCEEDED\)"
-    r"|🏃 View run"
-    # verl's RayPPOTrainer.fit at its last step ("Final validation metrics: {...}", pprint may
-    # wrap it in parentheses), and the same header other training scripts print after their last epoch
-    r"|\bFinal [Vv]alidation [Mm]etrics:"
-    # pytorch/examples fast_neural_style (neural_style/neural_style.py ``train``, copied by the style-transfer
-    # repositories built on it): after its last epoch it saves the model and prints "Done, trained model saved at PATH"
-    r"|\bDone, trained model saved at\b"
-)
-#: _STRONG searched alternative by alternative where their literals are (the same answers)
-_STRONG_FAST = Prefiltered(_STRONG)
-_WEAK = re.compile(
-    r"^\W*(?:done|Done|DONE|finished|Finished|FINISHED|Enjoy)[.!]?\W*$|\bBest acc\b|^\s*Finished\b"
-)
-
-
-#: A configuration line that names the early-stopping setting with its value, as scripts print their config
-#: before training ("Early stopping patience: 20", "early stopping min_delta = 0.001"; Keras' ``EarlyStopping(patience,
-#: min_delta, monitor, mode)``, HF's ``EarlyStoppingCallback(early_stopping_patience, early_stopping_threshold)``):
-#: no stop happened (phase rule P10: the end of training is the loop's end or an early-stopping message, not its setting).
-_STOP_SETTING = re.compile(r"(?i)\bearly[ _-]?stopping[ _](?:patience|min_delta|delta|threshold|monitor|mode|rounds|metric)\s*[:=]")
-
-
-def completion_strength(line: str) -> float:
-    """How surely a line says the run ended normally: 0 (not a completion line, or an early-stopping
-    setting printed with the config: :data:`_STOP_SETTING`), 0.8 (a weak word such as a bare ``done.``),
-    0.95 (a trainer/launcher/scheduler completion message)."""
-    if not _has_completion_key(line) or _STOP_SETTING.search(line):
-        return 0.0
-    if _STRONG_FAST.matches(line):
-        return 0.95
-    if _WEAK.search(line):
-        return 0.8
-    return 0.0
-
-
-def is_completion(line: str) -> bool:
-    """Whether a line is a completion message (strong or weak)."""
-    return completion_strength(line) > 0
-
-
-# ----------------------------------------------------------------- how a log without a failure ends
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,33 +100,26 @@ class End:
         return self.strength == 0.0
 
 
-#: Counters ``N/M`` (``of M``) a progress line names: the run's epoch, its step/iteration, a bar.
-_EPOCH_OF = re.compile(r"\b(?:[Ee]poch|EPOCH)s?\b\s*[:=#\[(]?\s*(\d+)\s*(?:/|of)\s*(\d+)")
-_STEP_OF = re.compile(r"\b(?:[Ss]tep|STEP|[Ii]ter(?:ation)?|ITER|[Bb]atch)s?\b\s*[:=#\[(]?\s*(\d+)\s*(?:/|of)\s*(\d+)")
-_BAR = re.compile(r"(?:^|[\s|\[])(\d+)\s*/\s*(\d+)\s*(?:\[|\]|\|)")
 #: A line that reports a result: a metric name with a number.
 _RESULT = re.compile(
     r"(?i)(?<![a-z])(?:acc(?:uracy)?|top-?[15]|f1|auc|psnr|ssim|mIoU|mAP|dice|bleu|rouge\w*|wer|cer|perplexity|ppl|score"
     r"|precision|recall|loss|error rate|reward|return|average|mean|total|best|final|test|eval\w*|valid\w*|results?)"
     r"(?![a-z])[^\n]{0,80}?[:=|]?\s*[-+]?\d*\.?\d")
-_DIGITS = re.compile(r"\d+")
-#: The start of a job's own print of an exception it caught (:data:`_CAUGHT_PRINT`): its words
-#: naming what failed, a colon, then (after this) the exception's text.
-_CAUGHT_PRINT_WORDS = r"^(?:[Ee]rror|ERROR|[Ff]ailed|FAILED|[Ee]xception)(?: \w+){1,6}:\s+"
+_NUMBERS = re.compile(r"\d+")
 #: An error message's shape, which a result line does not have: a script that catches an
 #: exception and logs it ("conversion failed: Error(s) in loading state_dict for ResNet:", then
 #: torch's tab-indented "Missing key(s) in state_dict: ..." lists, module.py ``load_state_dict``)
-#: prints numbers too, as does a job's own print of an exception it caught (:data:`_CAUGHT_PRINT`:
+#: prints numbers too, as does a job's own print of an exception it caught (``goes_on.caught_print``:
 #: "Error loading model: CUDA out of memory. Tried to allocate 1008.00 MiB"). A metric named for an error ("Mean Absolute Error: 0.12", "MeanSquaredError:
 #: 0.01", "ERROR: 3.2%", "Error Rate") is a result, not this.
 _ERROR_TEXT = re.compile(
     r"\b[A-Z]\w*(?:Error|Exception)(?:\(s\))?:\s*(?![-+]?[\d.])\S|\b[Ee]rror\(s\) in\b"
-    r"|\b[Ee]rror (?:while|when|during|occurred)\b|Traceback \(most recent call last\)|[Ff]ailed(?: to\b|:)"
-    rf"|{_CAUGHT_PRINT_WORDS}(?![-+]?[\d.])\S"
+    rf"|\b[Ee]rror (?:while|when|during|occurred)\b|{re.escape(TRACEBACK)}|[Ff]ailed(?: to\b|:)"
+    rf"|{CAUGHT_PRINT_WORDS}(?![-+]?[\d.])\S"
     r"|\bFAILED\b|[Mm]issing key\(s\)|[Uu]nexpected key\(s\)|失败[:：]|\bERROR\b(?:\]|:)?(?!\s*:?\s*[-+]?[\d.])")
 #: A shell ``time`` wrapper's report (``real 1m2.3s``), or a job script's epilogue: the date or
 #: an end banner printed after the program returned (a killed job prints neither).
-_EPILOGUE = re.compile(
+_SCRIPT_EPILOGUE = re.compile(
     r"^real\s+\d+m[\d.]+s$|^(?:[A-Z][a-z]{2} ){2}[ \d]\d \d\d:\d\d:\d\d(?: [A-Z]{2,5})? \d{4}$"
     r"|^(?:Job |Run |Script )?(?:[Ee]nd(?:ed)?|[Ff]inish(?:ed)?|[Cc]omplet(?:ed)?)(?: time| at| on|:)\s*[:=]?\s*\S*\d")
 #: A trainer's report of a Ctrl-C (SIGINT) it caught to stop early and save: Lightning's
@@ -190,23 +128,6 @@ _EPILOGUE = re.compile(
 #: interrupted by user")`` of training loops that then save an "interrupted" checkpoint and return:
 #: the run did not reach its end, whatever it saves after.
 _INTERRUPTED = re.compile(r"\b[Ii]nterrupted by (?:the )?user\b|\bDetected KeyboardInterrupt, attempting graceful shutdown")
-#: A test or batch runner's closing tally that counts failures (not zero): pytest's summary line
-#: (_pytest/terminal.py ``build_summary_stats_line``: "==== 1 failed, 4 passed in 2.31s ===="),
-#: unittest's (unittest/runner.py ``TextTestRunner.run``: "FAILED (failures=1, errors=2)"), CTest's
-#: (cmCTestTestHandler.cxx: "80% tests passed, 1 tests failed out of 5").
-#: A runner that ends so went on after the failure it caught, to a summary that says the job failed.
-_FAILED_TALLY = re.compile(
-    r"^=*\s*(?:\d+ \w+, )*[1-9]\d* (?:failed|errors?)(?:, \d+ \w+)* in [\d.]+s\b|^FAILED \((?:failures|errors)=[1-9]"
-    r"|\btests passed, [1-9]\d* tests? failed out of \d+")
-#: A batch runner's closing summary that counts the runs it started (the shell loops and Python drivers
-#: that run one evaluation or training per configuration, catch each one's non-zero exit and go on): a
-#: line of its own "Failed: 1/5", "Failed:          1", "Failed runs: 2" (not zero), beside the count
-#: of those that passed ("Passed: 4/5", "Successful: 4", "Succeeded: 3"), as Nextflow's and Snakemake's
-#: run summaries and CI runners count jobs. Both counts on lines of their own: a metric ("failed episodes:
-#: 3 (success rate 0.97)") is not one.
-_RUNS_FAILED = re.compile(r"^(?:[Ff]ailed|FAILED)(?: (?:runs|jobs|tasks|stages|modes|steps|experiments))?\s*:\s*[1-9]\d*(?:\s*/\s*\d+)?$")
-_RUNS_PASSED = re.compile(r"^(?:[Pp]assed|PASSED|[Ss]uccessful|[Ss]ucceeded|SUCCEEDED)(?: (?:runs|jobs|tasks|stages|modes|steps|experiments))?"
-                          r"\s*:\s*\d+(?:\s*/\s*\d+)?$")
 _TAIL = 12
 #: Non-blank lines after the last progress line that still count as "the log ends in progress"
 #: (a bar's last refresh is often printed twice, or followed by a blank tracker line).
@@ -224,38 +145,30 @@ def end_evidence(lines: Sequence[str], floor: int, progress: Sequence[int]) -> E
     tail = [i for i in range(max(floor, len(lines) - 4 * _TAIL), len(lines)) if lines[i].strip()][-_TAIL:]
     if not tail:
         return None
-    stop = next((i for i in reversed(tail[-6:]) if _INTERRUPTED.search(_shown(lines[i]))), None)
+    stop = next((i for i in reversed(tail[-6:]) if _INTERRUPTED.search(last_refresh(lines[i]))), None)
     if stop is not None:
         return End(stop, 0.0, "the run was interrupted before its end: the job caught a Ctrl-C (SIGINT), reported it "
                               "and exited (stopped by a user or a scheduler's SIGINT).")
-    runs = _runs_failed(lines, tail)
+    runs = runs_failed(lines, tail)
     if runs is not None and (failed := failed_run_line(lines, floor, runs)) != runs:
         return End(failed, 0.0, "the runner's closing summary counts runs that failed: the last failed run's "
                                 "exception is the failure", failed_run=True)
-    tally = next((i for i in reversed(tail) if _FAILED_TALLY.search(logs.normalize_line(_shown(lines[i])).strip())), None)
+    tally = failed_tally(lines, tail)
     if tally is None:
         tally = runs
     if tally is not None:
         return End(failed_run_line(lines, floor, tally), 0.0, "the job's closing summary counts runs or tests that failed: some of its work did "
                                "not end normally (the cause is in the failed run's own lines, if the log holds them).")
-    epi = next((i for i in reversed(tail[-3:]) if _EPILOGUE.search(_shown(lines[i]).strip())), None)
+    epi = next((i for i in reversed(tail[-3:]) if _SCRIPT_EPILOGUE.search(last_refresh(lines[i]).strip())), None)
     if epi is not None:
         return End(epi, 0.8, "the job script went on after the program ended (its epilogue printed)")
     if last_progress is not None and last_progress >= floor:
         return _after_progress(lines, floor, progress, tail) or _ends_in_error(lines, tail)
-    got = [i for i in tail[-6:] if _RESULT.search(_shown(lines[i])) and not _ERROR_TEXT.search(_shown(lines[i]))]
+    got = [i for i in tail[-6:] if _RESULT.search(last_refresh(lines[i])) and not _ERROR_TEXT.search(last_refresh(lines[i]))]
     if got and _short_counter(lines, tail, got[-1]):
         gone = next((i for i in tail if i > got[-1] and _TRACKER_LEAK.search(lines[i])), got[-1])
         return End(gone, 0.0, "the log stops in the middle of the run, short of the end its counter names,")
     return End(got[-1], 0.7, "it ends with its results") if got else _ends_in_error(lines, tail)
-
-
-def _runs_failed(lines: Sequence[str], tail: Sequence[int]) -> int | None:
-    """The line of a batch runner's closing summary among ``tail`` that counts failed runs beside a
-    count of passed ones (``_RUNS_FAILED``, ``_RUNS_PASSED``); None without one."""
-    shown = {i: logs.normalize_line(_shown(lines[i])).strip() for i in tail}
-    failed = next((i for i in reversed(tail) if _RUNS_FAILED.match(shown[i])), None)
-    return failed if failed is not None and any(_RUNS_PASSED.match(t) for t in shown.values()) else None
 
 
 #: Python's multiprocessing resource tracker cleaning up after the processes that used it have all exited
@@ -273,31 +186,9 @@ def _short_counter(lines: Sequence[str], tail: Sequence[int], at: int) -> bool:
     count's last step (``Iteration 207/208``), not short."""
     if len([i for i in tail if i > at]) > _AFTER_PROGRESS:
         return False
-    shown = _shown(lines[at])
-    before = next((_shown(lines[i]) for i in reversed(tail) if i < at and _counters(_shown(lines[i]))), None)
-    return _counters_end(shown, before) is False and any(n + 1 < m for n, m, _ in _counters(shown))
-
-
-#: An exception line as Python's traceback ends (``pkg.mod.ValueError: msg``, ``AssertionError``),
-#: read after the prefix its traceback's header line carries (a logger's, a launcher's).
-_EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b(?::|$)")
-#: Lines after a traceback's header read for its exception line.
-_TRACEBACK_LINES = 300
-
-
-def failed_run_line(lines: Sequence[str], floor: int, tally: int) -> int:
-    """The line of a failed run that a closing tally at ``tally`` counts: the exception line of the
-    last traceback in ``lines[floor:tally]`` (what its runner caught before it went on: the final
-    line of the traceback, written after the header's prefix), else the tally itself."""
-    heads = find_keys(lines, (_TRACEBACK,), floor, tally)
-    if not heads:
-        return tally
-    head = heads[-1]
-    cut = lines[head].find(_TRACEBACK)
-    for k in range(head + 1, min(tally, head + _TRACEBACK_LINES)):
-        if _EXCEPTION_LINE.match(lines[k][cut:]) or _EXCEPTION_LINE.match(ranks_free(logs.normalize_line(lines[k]))):
-            return k
-    return tally
+    shown = last_refresh(lines[at])
+    before = next((last_refresh(lines[i]) for i in reversed(tail) if i < at and counters(last_refresh(lines[i]))), None)
+    return counters_end(shown, before) is False and any(n + 1 < m for n, m, _ in counters(shown))
 
 
 def _ends_in_error(lines: Sequence[str], tail: Sequence[int]) -> End | None:
@@ -308,8 +199,8 @@ def _ends_in_error(lines: Sequence[str], tail: Sequence[int]) -> End | None:
     no error message (not a warning, not a tracker's line)."""
     run = []
     for i in reversed(tail):
-        shown = _shown(lines[i]).strip()
-        if not _ERROR_TEXT.search(shown) or _says_arning(shown) or shown.startswith(_NOT_OUTPUT):
+        shown = last_refresh(lines[i]).strip()
+        if not _ERROR_TEXT.search(shown) or says_arning(shown) or shown.startswith(NOT_OUTPUT):
             break
         run.append(i)
     return End(run[-1], 0.0, "the log ends with an error message the job printed itself (no exception line)",
@@ -320,15 +211,15 @@ def _after_progress(lines: Sequence[str], floor: int, progress: Sequence[int], t
     """``end_evidence`` of an attempt that printed progress (``progress``: the last progress
     lines, latest first; ``tail``: its last non-blank lines)."""
     last = progress[0]
-    shown = [_shown(lines[k]) for k in progress]
-    reached = _counters_end(shown[0], shown[1] if len(shown) > 1 else None)
+    shown = [last_refresh(lines[k]) for k in progress]
+    reached = counters_end(shown[0], shown[1] if len(shown) > 1 else None)
     if reached is True:
         return End(last, 0.9, "the last progress line reached its end")
-    numbered = [ln for ln in shown if _LAST_EPOCH.search(ln) or _LAST_STEP.search(ln)]
-    totals = _configured(lines, floor) if reached is None and numbered else {"epoch": set(), "step": set()}
-    if numbered and _at_configured_end(numbered[0], totals):
+    numbered = [ln for ln in shown if LAST_EPOCH.search(ln) or LAST_STEP.search(ln)]
+    totals = configured_totals(lines, floor) if reached is None and numbered else {"epoch": set(), "step": set()}
+    if numbered and at_configured_end(numbered[0], totals):
         return End(last, 0.85, "the last step printed is the configured last one")
-    if numbered and _short_of_configured(numbered[0], numbered[1] if len(numbered) > 1 else None, totals):
+    if numbered and short_of_configured(numbered[0], numbered[1] if len(numbered) > 1 else None, totals):
         reached = False  # short of the configured length
     results = _new_results(lines, floor, last, tail)
     if results is not None:
@@ -339,199 +230,11 @@ def _after_progress(lines: Sequence[str], floor: int, progress: Sequence[int], t
     return None
 
 
-def is_progress_bar(line: str) -> bool:
-    """A progress line (``lines.is_progress``), or an indented tqdm bar (``  7%|▋ | 2/29 [...]``)."""
-    if is_progress(line):
-        return True
-    shown = _shown(line)
-    return ("it/s" in shown or "s/it" in shown) and "%|" in shown and is_progress(shown.lstrip())
-
-
-#: Lines of the program's own ordinary output after an error line that show it went on.
-WENT_ON_LINES = 20
-#: Lines after an error line read for the program's own output (beyond: it did not go on).
-_WENT_ON_SCAN = 1000
-#: Lines that are not the program going on: a tracker's or a scheduler's, a launcher's report.
-_NOT_OUTPUT = ("wandb:", "srun:", "slurmstepd", "🏃", "Sender: LSF", "Job <", "[W", "[E", "W0", "E0", "I0",
-               # the backtrace of a c10::Error (c10/util/Exception.cpp, Backtrace.cpp): "Exception raised from
-               # alloc_buffer_block at .../MPSAllocator.mm:286 (most recent call first):", "frame #0: ..."
-               "Exception raised from ", "frame #")
-
-
-#: A warning (Python's "UserWarning:", a logger's "WARNING", "Warning:"), not "learning_rate" in a
-#: trainer's log dict (transformers Trainer.log: "{'loss': 2.1, 'learning_rate': 5e-05, ...}").
-_WARNING = re.compile(r"[Ww]arning|WARNING")
-
-
-def _says_arning(line: str) -> bool:
-    """Whether a line holds "arning": the quick test for a warning ("Warning:", "UserWarning") of
-    the last lines' readers; unlike :data:`_WARNING` it also takes "learning" and not "WARNING"."""
-    return "arning" in line
-
-
-def went_on(lines: Sequence[str], at: int, enough: int = WENT_ON_LINES) -> bool:
-    """Whether the program printed ``enough`` lines of its own ordinary output (not errors,
-    warnings, traceback frames, trackers', launchers' or the scheduler's lines) after the error
-    line at ``at``: a caught exception whose report the job printed and went on from. Only the
-    lines of the process that printed the error count (the same launcher prefix, or none): other
-    processes printing on does not show that one went on."""
-    count = 0
-    own = process_key(lines[at])
-    caught = enough > _CAUGHT_ENOUGH and caught_print(lines, at)
-    enough = _CAUGHT_ENOUGH if caught else enough
-    for j in range(at + 1, min(len(lines), at + _WENT_ON_SCAN)):
-        raw = lines[j]
-        if process_key(raw) != own:
-            continue
-        s = logs.normalize_line(raw)
-        t = s.strip()
-        if caught and t and (_STOPPING.search(t) or is_failure(t, raw)):
-            return False  # its next words say it stops (the job's own "Exiting."), or another error follows
-        if not t or s.startswith((" ", "\t")) or t.startswith(_NOT_OUTPUT) or "Traceback" in t \
-                or _WARNING.search(t) or is_failure(t, raw) or is_benign(t):
-            continue
-        count += 1
-        if count >= enough:
-            return True
-    return False
-
-
-#: How a job's own code prints an exception it caught: its words naming what failed, then the
-#: exception's text (``except Exception as e: print(f"Error loading model: {e}")`` prints "Error loading
-#: model: CUDA out of memory. Tried to allocate ..."); not Python's uncaught report (``sys.excepthook``:
-#: a traceback, then the exception's class, one word: "torch.OutOfMemoryError: CUDA out of memory.").
-_CAUGHT_PRINT = re.compile(_CAUGHT_PRINT_WORDS + r"\S")
-#: Own output lines after such a print that show the job went on (fewer than after an error line of
-#: unknown origin: the print itself says the exception was caught).
-_CAUGHT_ENOUGH = 3
-#: Lines around such a print searched for a traceback (a report that ended the process, printed with it).
-_CAUGHT_ABOVE = 30
-#: The job's own words that it stops after an error.
-_STOPPING = re.compile(r"(?i)\b(?:exit(?:ing)?|abort(?:ing|ed)?|terminat(?:e|ing|ed)|stopp?(?:ing|ed)|quit(?:ting)?|shutting down)\b")
-
-
-def caught_print(lines: Sequence[str], at: int) -> bool:
-    """Whether the error line at ``at`` is the job's own print of an exception it caught
-    (:data:`_CAUGHT_PRINT`), no traceback near it."""
-    s = ranks_free(logs.normalize_line(lines[at]))
-    if not _CAUGHT_PRINT.match(s) or s.startswith("Exception ignored"):
-        return False
-    # a logger's message before the traceback it logs (``logging.exception``; Hydra's "Error executing
-    # job with overrides: [...]", hydra/_internal/utils.py ``run_and_report``) is no caught print
-    return not find_keys(lines, (_TRACEBACK,), max(0, at - _CAUGHT_ABOVE), at + _CAUGHT_ABOVE)
-
-
-#: A sweep runner's report that a trial finished: Optuna's ``_log_completed_trial`` (optuna/study/study.py:
-#: "[I 2024-05-01 10:04:00,123] Trial 4 finished with value: 0.2 and parameters: {...}. Best is trial 0 ...",
-#: "Trial 4 finished with values: [...]") and its pruned trial (study/_optimize.py ``_run_trial``: "Trial 4
-#: pruned."), Ray Tune's trial status line (tune/experimental/output.py: "Trial train_fn_1a2b3_00004
-#: completed after 10 iterations at 2024-05-01 10:04:00.").
-_TRIAL_DONE = re.compile(r"\bTrial \d+ (?:finished with values?:|pruned\.)|\bTrial \S+ completed after \d+ iterations? at\b")
-#: Literals one of which every line ``_TRIAL_DONE`` matches holds (the ``find_keys`` prefilter).
-_TRIAL_KEYS = ("finished with value", "pruned.", "completed after")
-
-
-def trial_after(lines: Sequence[str], at: int) -> bool:
-    """Whether a sweep runner reported a trial finished after the error line at ``at``, and no
-    traceback came after that report: the runner caught the failed trial's exception (Optuna's
-    ``catch=``, which logs it with its traceback as "Trial 3 failed with parameters: ... because of the
-    following error: ..."; without it Optuna re-raises and the study ends there) and went on."""
-    done = [i for i in find_keys(lines, _TRIAL_KEYS, at + 1) if _TRIAL_DONE.search(lines[i])]
-    return bool(done) and not find_keys(lines, (_TRACEBACK,), done[-1] + 1)
-
-
-def _shown(line: str) -> str:
-    """What a terminal shows of a line (the last ``\\r`` refresh of a progress bar)."""
-    return line[line.rfind("\r") + 1:] if "\r" in line else line
-
-
-def _counters_end(line: str, before: str | None = None) -> bool | None:
-    """Whether a progress line's counters are at their end: True (every counter it shows is
-    ``N/N``), False (one is short of it by more than it moved since the progress line
-    ``before``), None (no counter, or cannot tell: a run that prints every 5,000 iterations
-    prints 795,001/800,000 last; an epoch counter one short is a zero-based count's last epoch)."""
-    got = _counters(line)
-    if not got:
-        return None
-    if all(n >= m for n, m, _ in got):
-        return True
-    prev = {kind: n for n, _, kind in _counters(before)} if before else {}
-    for n, m, kind in got:
-        stride = max(1, n - prev[kind]) if kind in prev and prev[kind] < n else 1
-        if kind == "epoch" and n == m - 1:
-            stride = max(stride, 2)
-        if n + stride <= m:
-            return False
-    return None
-
-
-def _counters(line: str) -> list[tuple[int, int, str]]:
-    """(N, M, kind) of the epoch counter and the inner (step, iteration, bar) counter a line shows."""
-    epoch = _EPOCH_OF.search(line)
-    inner = _STEP_OF.search(line) or _BAR.search(line[epoch.end():] if epoch else line)
-    got = [(int(m.group(1)), int(m.group(2)), kind) for m, kind in ((epoch, "epoch"), (inner, "inner")) if m is not None]
-    return [(n, m, kind) for n, m, kind in got if m > 0]
-
-
-#: The configured length of a run as config dumps and argument lists print it.
-_CONFIG_KEYS = ("epochs", "iterations", "max_it", "max_steps", "total_steps", "num_steps", "train_iters",
-                "max iterations", "Max iterations", "total_iters")
-_CONFIGURED = re.compile(
-    r"\b(?P<key>(?:max|num|n|total|train)_?(?:train_)?(?P<what>epochs|iters|iterations|steps)|epochs|max iterations"
-    r"|Max iterations)['\"]?\s*[:=]?\s*(?P<n>\d+)\b"
-    r"|\b(?P<n2>\d+) max (?P<what2>iterations|steps|epochs)\b")
-_LAST_EPOCH = re.compile(r"\b[Ee]poch\s*[:=\[#]?\s*(\d+)\b")
-_LAST_STEP = re.compile(r"\b(?:[Ss]tep|[Ii]ter(?:ation)?|global_step)\s*[:=\[#]?\s*(\d+)\b")
-#: Lines at the start of an attempt read for its configuration.
-_CONFIG_LINES = 2000
-
-
-def _configured(lines: Sequence[str], floor: int) -> dict[str, set[int]]:
-    """The run's configured number of epochs and of steps/iterations, as a config dump or an
-    argument list at the attempt's start prints them (``max_epochs=100``, ``12500 max iterations``)."""
-    totals: dict[str, set[int]] = {"epoch": set(), "step": set()}
-    for i in find_keys(lines, _CONFIG_KEYS, floor, min(len(lines), floor + _CONFIG_LINES)):
-        for m in _CONFIGURED.finditer(lines[i][:4000]):
-            what = m.group("what") or m.group("what2") or ("epochs" if "poch" in (m.group("key") or "") else "iterations")
-            n = int(m.group("n") or m.group("n2"))
-            if n > 1:
-                totals["epoch" if what == "epochs" else "step"].add(n)
-    return totals
-
-
-def _at_configured_end(last: str, totals: dict[str, set[int]]) -> bool:
-    """Whether the last progress line's step or epoch is the run's configured last one
-    (``max_epochs=100`` with ``epoch 99`` printed last, counted from zero, or from one;
-    ``12500 max iterations`` with ``iteration 12500``)."""
-    epoch = _LAST_EPOCH.search(last)
-    step = _LAST_STEP.search(last)
-    if epoch is not None and {int(epoch.group(1)), int(epoch.group(1)) + 1} & totals["epoch"]:
-        return step is None or not totals["step"] or int(step.group(1)) in totals["step"] or _STEP_OF.search(last) is None
-    return step is not None and int(step.group(1)) in totals["step"]
-
-
-def _short_of_configured(last: str, before: str | None, totals: dict[str, set[int]]) -> bool:
-    """Whether the last progress line is short of the run's configured length: an epoch two or
-    more before the configured number (one before is a zero-based count's last), or a step
-    more than one printing stride before it (the stride: how far the step moved since the
-    progress line ``before``; 10 % of the total without one)."""
-    epoch = _LAST_EPOCH.search(last)
-    if epoch is not None and totals["epoch"]:
-        return int(epoch.group(1)) + 1 < min(totals["epoch"])
-    step = _LAST_STEP.search(last)
-    if step is None or not totals["step"]:
-        return False
-    n, total = int(step.group(1)), min(totals["step"])
-    prev = _LAST_STEP.search(before) if before else None
-    stride = n - int(prev.group(1)) if prev is not None and int(prev.group(1)) < n else total // 10
-    return n + max(stride, 1) <= total
-
-
 def _new_results(lines: Sequence[str], floor: int, last_progress: int, tail: Sequence[int]) -> int | None:
     """The last result line after the last progress line that is not one training printed
     before (a per-epoch validation line repeats; a final test block is new)."""
     for i in reversed([i for i in tail if i > last_progress]):
-        shown = _shown(lines[i]).strip()
+        shown = last_refresh(lines[i]).strip()
         if shown.startswith("wandb:") or not _RESULT.search(shown) or _ERROR_TEXT.search(shown):
             continue
         if not printed_before(lines, floor, last_progress, shown):
@@ -542,12 +245,12 @@ def _new_results(lines: Sequence[str], floor: int, last_progress: int, tail: Seq
 def printed_before(lines: Sequence[str], floor: int, stop: int, line: str) -> bool:
     """Whether a line of the same shape (numbers masked) was printed in ``lines[floor:stop]``
     (its last :data:`_REPEAT_LINES` lines: a line a run prints periodically is printed there)."""
-    key = max(_DIGITS.split(line), key=len).strip()[:40]
+    key = max(_NUMBERS.split(line), key=len).strip()[:40]
     if not key:
         return False
-    shape = _DIGITS.sub("N", line)
+    shape = _NUMBERS.sub("N", line)
     found = find_keys(lines, (key,), max(floor, stop - _REPEAT_LINES), stop)
-    return any(_DIGITS.sub("N", _shown(lines[k]).strip()) == shape for k in found)
+    return any(_NUMBERS.sub("N", last_refresh(lines[k]).strip()) == shape for k in found)
 
 
 #: Lines before a result line searched for an earlier line of its shape.
@@ -557,7 +260,6 @@ _REPEAT_LINES = 3000
 #: Lines at the end of an attempt searched for its last progress lines (farther back, the
 #: progress is over: the end is told by what follows it).
 _END_LINES = 400
-_TRACEBACK = "Traceback (most recent call last)"
 
 
 def end_of_attempt(lines: Sequence[str], floor: int) -> End | None:
@@ -566,16 +268,12 @@ def end_of_attempt(lines: Sequence[str], floor: int) -> End | None:
     return end_evidence(lines, floor, got)
 
 
-#: Lines above the first failure line searched for the head of a report Python went on from.
-HANDLED_LOOKBACK = 200
-
-
 def open_traceback(lines: Sequence[str], frontier: int) -> bool:
     """Whether a traceback after ``frontier`` may have ended the job: not one Python printed
     and went on from (an exception ignored in ``__del__``, a logging error), and not one the job
     went on printing its own output after to a positive end (a counter at its end, results), and
     not a failed trial's that a sweep runner caught and went on from (:func:`trial_after`)."""
-    tbs = find_keys(lines, (_TRACEBACK,), frontier)
+    tbs = find_keys(lines, (TRACEBACK,), frontier)
     if tbs:
         handled = handled_blocks(lines, max(0, tbs[0] - HANDLED_LOOKBACK), len(lines))
         tbs = [i for i in tbs if i not in handled]
@@ -615,657 +313,3 @@ def _from_top(lines: Sequence[str], at: int) -> bool:
     return False
 
 
-#: How a job ends when the failure-line keys see no error word in its last lines: the shell
-#: cannot find the command or the script (bash "line 12: torchrun: command not found", "bash:
-#: ./run.sh: No such file or directory", CPython "python: can't open file 'x.py': [Errno 2] ..."),
-#: the PBS/Torque MOM kills it for a resource limit ("=>> PBS: job killed: mem 33554432kb exceeded
-#: limit 16777216kb"; also vmem, cput, walltime, a sister node lost), or the C++ runtime aborts on an uncaught
-#: exception ("terminate called after throwing an instance of 'std::bad_alloc'"); dash ("/bin/sh: 1:
-#: python: not found", and for a script it runs, its name: "run.sh: 7: torchrun: not found", dash
-#: src/error.c exvwarning2's "%s: %d: " prefix with arg0, then exec.c's "%s: not found"), zsh and env say a command is missing their own way; a Rust or Go program
-#: panics ("thread 'main' panicked at src/main.rs:10:5:", "panic: runtime error: ..."); GNU make
-#: reports a failed recipe ("make: *** [Makefile:12: train] Error 1"); bash and dash stop a
-#: script that does not parse ("job.sh: line 21: syntax error near unexpected token `fi'", "line 9:
-#: syntax error: unexpected end of file", "sh: 3: Syntax error: "(" unexpected"); Hydra's ``run_and_report``
-#: ends its short report of the exception the job raised with "Set the environment variable
-#: HYDRA_FULL_ERROR=1 for a complete stack trace." and then exits 1 (an instantiate error prints
-#: no traceback and no "XError:" line: "Error in call to target 'x.f':" / "TypeError(...)");
-#: a training loop's NaN guard stops it ("Loss is nan, stopping training" of DETR, DeiT, MAE,
-#: DINO and the code built on them, which then print the loss dict and sys.exit(1); "Loss is NAN:
-#: Mini-Batch Index: 7269"), printing no error word. Bash says its two in the user's language
-#: too (its po translations: zh_CN "job.sh: 行 28: 未预期的符号 `done' 附近有语法错误" and "行 9: foo:
-#: 未找到命令", ja "行 1: 予期しないトークン `(' 周辺に構文エラーがあります", de "Zeile 68: Syntaxfehler
-#: beim unerwarteten Symbol »]«" and "Kommando nicht gefunden.", fr "erreur de syntaxe près du
-#: symbole inattendu", ru "синтаксическая ошибка рядом с неожиданным маркером" and "команда не найдена").
-_LAST_WORDS = Guarded(
-    r"^(?:\S+: )?(?:line \d+: )?[^\s:]+: command not found$"
-    r"|can't open file '[^']+': \[Errno \d+\]"
-    r"|^(?:-?(?:ba|z|k|c|tc)?sh|/\S+|\S+: line \d+)(?:: line \d+)?: [^\s:]+: No such file or directory$"
-    r"|PBS: job killed: "
-    r"|^terminate called (?:after throwing|without an active exception)"
-    r"|^(?:/bin/)?(?:da)?sh: \d+: [^\s:]+: not found$|^\S+: \d+: [^\s:]+: not found$|^zsh: command not found: \S+$|^env: '?[^\s:']+'?: No such file or directory$"
-    r"|^thread '[^']*' panicked at |^panic: |^make(?:\[\d+\])?: \*\*\* \[[^\]]*\] Error \d+"
-    r"|^(?:\S+: )?line \d+: (?:syntax error near unexpected token |syntax error: unexpected end of file"
-    r"|unexpected EOF while looking for matching )|^(?:\S+: )?\d+: (?:\S+: )?Syntax error: "
-    r"|^Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace\.$"
-    r"|^(?:[Ll]oss|LOSS) is (?:nan|NaN|NAN|-?inf|-?Inf|INF)\b"
-    r"|^(?:\S+: ?)?(?:(?:行|Zeile|ligne|строка) ?\d+ ?: )?[^\s:]+? ?(?:: |：)(?:未找到命令|コマンドが見つかりません"
-    r"|Kommando nicht gefunden\.?|Befehl nicht gefunden|commande introuvable|команда не найдена)$"
-    r"|^(?:\S+: ?)?(?:行|Zeile|ligne|строка) ?\d+ ?: (?:未预期的符号|予期しないトークン|Syntaxfehler beim unerwarteten"
-    r"|erreur de syntaxe près du symbole inattendu|синтаксическая ошибка рядом с неожиданным маркером)",
-    ("command not found", "can't open file", "No such file or directory", "PBS: job killed", "terminate called",
-     ": not found", "panicked at ", "panic: ", "*** [", "syntax error", "unexpected EOF while", "Syntax error: ",
-     "HYDRA_FULL_ERROR=1", "oss is ", "OSS is ", "未找到命令", "コマンドが見つかりません", "nicht gefunden",
-     "commande introuvable", "команда не найдена", "未预期的符号", "予期しないトークン", "Syntaxfehler beim",
-     "erreur de syntaxe", "синтаксическая ошибка"),
-)
-#: Bash's report of the job killed by a signal ("Terminated", "Killed") written onto a line whose log
-#: prefix the program had begun (the timestamp of nnU-Net's ``print_to_log_file`` and other loggers that
-#: print the prefix and the message in separate writes), as the prefix's normalization leaves it: the
-#: separator, then the shell's word (bash jobs.c ``j_strsignal``/``printable_job_status``).
-_BEHIND_PREFIX = re.compile(r"^[:|\-]\s*(?:Killed|Terminated)$")
-#: Non-blank lines at the end of an attempt read for them: such a line ends the job only when
-#: it is (nearly) the last thing the job printed; a script that goes on after a missing command
-#: (a "module: command not found" before the training starts) was not ended by it.
-LAST_WORDS_TAIL = 4
-
-
-#: The last line of CPython's report of an uncaught exception (Lib/traceback.py
-#: ``TracebackException.format_exception_only``, which ``sys.excepthook`` prints under the
-#: frames): the exception's qualified name, its module first unless it is builtins or __main__
-#: ("wandb.errors.errors.Error: You must call wandb.init() before wandb.log()", wandb's
-#: sdk/lib/preinit.py ``preinit_wrapper``), then ": " and the message, or the name alone. The
-#: failure-line test knows a name by its ending (``...Error``, ``...Exception``); a class named
-#: ``Error`` alone (wandb's, shutil's) or otherwise is found here by its place in the report.
-_UNCAUGHT_NAME = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?::\s|$)")
-#: The outermost frame of an uncaught exception's traceback, as the excepthook prints it: the
-#: script's top level (``python train.py``: "in <module>", a console script's too), or runpy's
-#: ``_run_module_as_main`` (``python -m pkg.train``). A report that ``traceback.print_exc()`` wrote
-#: in a function that caught the exception starts at that function; one that Python printed and
-#: went on from ("Exception ignored in: <function X.__del__ ...>") starts at the ignored call.
-_TOP_FRAME = re.compile(r'^File "[^"]+", line \d+, in (?:<module>|_run_module_as_main)$')
-
-
-def uncaught_exception(lines: Sequence[str], floor: int, at: int) -> bool:
-    """Whether ``lines[at]`` is the exception line that ends a traceback from the program's top
-    level (see ``_UNCAUGHT_NAME``, ``_TOP_FRAME``): its frames, indented, up to the header, the
-    first frame the top level's, not a report Python printed and went on from, and a completion
-    message above it (:func:`_completed_before`). Such an exception ended the process after the
-    message (the job script's next statement raised). Without a message the open traceback
-    already tells the reader the job failed, and its own failure lines stand."""
-    s = prefix_free(logs.normalize_line(lines[at])).strip()
-    if not _UNCAUGHT_NAME.match(s) or s.startswith("File "):
-        return False
-    k = at - 1
-    while k >= max(floor, at - _TRACEBACK_LINES):
-        t = prefix_free(logs.normalize_line(lines[k]))
-        if t.strip() == _TRACEBACK + ":":
-            return (_top_frame(lines, k, at) and k not in handled_blocks(lines, max(floor, k - HANDLED_LOOKBACK), at + 1)
-                    and _completed_before(lines, floor, k))
-        if t.strip() and not t[:1].isspace() and not t.startswith("File "):
-            return False  # not a frame or a code line: the line is not a traceback's last
-        k -= 1
-    return False
-
-
-def process_exit(lines: Sequence[str], head: int) -> int | None:
-    """The index of the exception line that ends the traceback whose header is ``lines[head]``,
-    when that traceback is one the interpreter printed as it exited (``sys.excepthook`` on an
-    uncaught exception, CPython Python/pythonrun.c ``_PyErr_PrintEx``, then the interpreter
-    finalises and exits 1): the header alone on its line, with no launcher's or logger's prefix,
-    then the indented frames, the first of them the program's top level (``_TOP_FRAME``), then
-    the exception's name (``_UNCAUGHT_NAME``) at the line's start; else None (a rank's copy behind
-    a prefix, a report a function caught and printed, one Python went on from)."""
-    if lines[head].rstrip() != _TRACEBACK + ":":
-        return None
-    framed = False
-    for k in range(head + 1, min(len(lines), head + _TRACEBACK_LINES)):
-        ln = lines[k].rstrip()
-        if ln[:1].isspace():
-            if not framed and _TOP_FRAME.match(ln.strip()) is None:
-                return None
-            framed = True
-            continue
-        return k if framed and _UNCAUGHT_NAME.match(ln) and not ln.startswith("File ") else None
-    return None
-
-
-def _completed_before(lines: Sequence[str], floor: int, head: int) -> bool:
-    """Whether a completion message (:func:`is_completion`) precedes ``lines[head]`` in the attempt."""
-    return bool(last_matching(lines, COMPLETION_COVER, lambda ln: is_completion(logs.normalize_line(ln)), floor, head))
-
-
-#: A job script's or a pipeline runner's report that a command it ran exited non-zero: Python's
-#: ``subprocess.CalledProcessError`` ("Command '['python', 'eval.py']' returned non-zero exit status 2.",
-#: Lib/subprocess.py ``CalledProcessError.__str__``), execa's ("Command failed with exit code 2: python
-#: eval.py", lib/error.js ``getErrorPrefix``) and the runners written after them ("Command failed with code 1",
-#: "Stage 'eval' failed with exit code 1", "Step 3 failed with return code 2").
-_STAGE_FAILED = Guarded(
-    r"\breturned non-zero exit status -?[1-9]"
-    r"|\b(?:[Cc]ommand|[Pp]rocess|[Ss]ubprocess|[Ss]tage|[Ss]tep|[Tt]ask|[Jj]ob)\b[^\n]{0,80}?\bfailed with "
-    r"(?:exit |return )?(?:code|status)\s*[:=]?\s*-?[1-9]",
-    ("non-zero exit status", "failed with"),
-)
-#: Non-blank lines a runner prints after its last command's report and before its closing banner's
-#: completion line (a ruler, "EXPERIMENT COMPLETE", the time it took), the failed command's own
-#: error output it echoes aside.
-CLOSING_LINES = 6
-
-
-def stage_failed(norm: str) -> bool:
-    """Whether a (normalized) line is a runner's report that a command it ran exited non-zero (``_STAGE_FAILED``)."""
-    return _STAGE_FAILED.search(norm) is not None
-
-
-def closed_after_failed_stage(lines: Sequence[str], failures: Sequence[int], done: int) -> int | None:
-    """The runner's report that its last command exited non-zero (:func:`stage_failed`), when the
-    completion line at ``done`` is only its closing banner after it: between the two, the failed
-    command's error output it echoes (failure lines, records at ERROR level) and at most
-    ``CLOSING_LINES`` other non-blank lines. The runner prints its banner whatever its commands'
-    exit statuses; the last of them failed, and nothing ran after it. None when there is none."""
-    echoed = set(failures)
-    other = 0
-    for k in range(done - 1, -1, -1):
-        if stage_failed(logs.normalize_line(lines[k])):
-            return k
-        if lines[k].strip() and k not in echoed and "ERROR" not in lines[k]:
-            other += 1
-            if other > CLOSING_LINES:
-                return None
-    return None
-
-
-#: Lines before an uncaught exception's line searched for its other copies.
-COPIES_LOOKBACK = 2000
-
-
-def _copies(lines: Sequence[str], floor: int, at: int) -> list[int]:
-    """``at`` and the earlier lines that print the same exception line (behind another prefix or
-    none: torch's distributed excepthook copies a rank's traceback behind "[rankN]: ", each rank
-    prints its own), so that no one copy is taken for the first failure for being the last."""
-    want = prefix_free(logs.normalize_line(lines[at])).strip()
-    lo = max(floor, at - COPIES_LOOKBACK)
-    return [k for k in range(lo, at + 1) if want in lines[k] and prefix_free(logs.normalize_line(lines[k])).strip() == want]
-
-
-def _top_frame(lines: Sequence[str], head: int, at: int) -> bool:
-    """Whether the first frame of the traceback whose header is at ``head`` is the top level's."""
-    first = next((prefix_free(logs.normalize_line(lines[k])).strip() for k in range(head + 1, at)
-                  if lines[k].strip()), "")
-    return _TOP_FRAME.match(first) is not None
-
-
-def last_words(lines: Sequence[str], floor: int) -> list[int]:
-    """Indexes of the lines among the last ``LAST_WORDS_TAIL`` non-blank lines of
-    ``lines[floor:]`` that say the job ended without an error word (see ``_LAST_WORDS``; for
-    Hydra's last line, ``hydra_report``)."""
-    out: list[int] = []
-    seen = 0
-    for i in range(len(lines) - 1, floor - 1, -1):
-        s = logs.normalize_line(lines[i]).strip()
-        if not s:
-            continue
-        if (_LAST_WORDS.search(s) and not after_work(lines, floor, i)) or _BEHIND_PREFIX.match(s):
-            out.extend(hydra_report(lines, floor, i) if _HYDRA_END in s else [i])
-        elif uncaught_exception(lines, floor, i):
-            out.extend(_copies(lines, floor, i))
-        seen += 1
-        if seen >= LAST_WORDS_TAIL:
-            break
-    return sorted(set(out))
-
-
-#: The shell's report of a job script's command it could not run (bash "slurm_script: line 31: foo:
-#: command not found", "bash: nvidia-smi: command not found", "job.sh: line 40: out/x.csv: No such file
-#: or directory", dash "job.sh: 7: foo: not found"; bash execute_cmd.c ``command_not_found`` and redir.c
-#: ``redirection_error``, dash exec.c), not Python's "can't open file '...': [Errno 2] ...".
-_SHELL_MISSING = re.compile(r"^(?:\S+: )?(?:line \d+: |\d+: )?[^\[\]]+: (?:command not found|No such file or directory|not found)$")
-#: A job script's file and process utilities reporting an error of their own (GNU coreutils and findutils
-#: prefix their messages with the program's name: "rm: cannot remove 'tmp.txt': No such file or directory",
-#: "find: '/tmp/x': Permission denied", "cp: cannot stat 'out/*.pt': ..."), and the dynamic loader's
-#: report of a preload it skipped, which it prints for every command the script runs (glibc elf/rtld.c:
-#: "ERROR: ld.so: object '/usr/lib/libtcmalloc.so' from LD_PRELOAD cannot be preloaded (...): ignored.").
-_SCRIPT_TOOL = re.compile(
-    r"^(?:rm|cp|mv|mkdir|rmdir|ln|ls|cat|find|chmod|chown|chgrp|touch|tar|du|scp|rsync|tee|head|tail|kill|pkill): "
-    r"|^(?:ERROR: )?ld\.so: object '[^']+' from \S+ cannot be preloaded \(.*\): ignored\.$")
-#: Lines above a shell's report read for the program's last output (blank lines, other shell reports,
-#: trackers' lines and warnings skipped).
-_BEFORE_SHELL = 40
-
-
-#: A missing command or file that is the job's next program, not a utility: a Python interpreter, a
-#: launcher (torchrun, deepspeed, accelerate, srun, mpirun), a script: the job's next step did not run.
-_NEXT_PROGRAM = re.compile(r": (?:python[\d.]*|torchrun|deepspeed|accelerate|srun|mpirun|mpiexec|horovodrun|\S+\.(?:py|sh)): "
-                           r"(?:command not found|No such file or directory|not found)$")
-
-
-def _script_line(line: str) -> bool:
-    """A report of the job script's shell or of a utility it ran (``_SHELL_MISSING``, ``_SCRIPT_TOOL``)."""
-    return bool(_SHELL_MISSING.match(line) or _SCRIPT_TOOL.match(line))
-
-
-def after_work(lines: Sequence[str], floor: int, at: int) -> bool:
-    """Whether the report at ``at`` of the job script's shell or of a utility it ran (a missing
-    command or file, ``rm``'s or ``find``'s error: :func:`_script_line`) comes after the program ended
-    normally: the program's last output line above it is a trainer's or launcher's completion
-    message or a progress line at its end (N/N). The shell ran its next command, so the program
-    had exited, and no error of its own came between: the work was done, the job script's
-    commands after it do not undo it."""
-    s = ranks_free(logs.normalize_line(lines[at]))
-    if not _script_line(s) or _NEXT_PROGRAM.search(s):
-        return False
-    for k in range(at - 1, max(floor, at - _BEFORE_SHELL) - 1, -1):
-        s = ranks_free(logs.normalize_line(lines[k]))
-        if not s or _script_line(s) or s.startswith(_NOT_OUTPUT) or _says_arning(s):
-            continue  # a tracker's footer, a warning at exit: not the program's last output
-        return completion_strength(s) >= _STRONG_END or (is_progress_bar(lines[k]) and _counters_end(_shown(lines[k])) is True)
-    return False
-
-
-_HYDRA_END = "HYDRA_FULL_ERROR=1"
-#: Lines above Hydra's last line searched for the exception line of its compact report, and
-#: for the traceback of its long one.
-_HYDRA_REPORT = 40
-_HYDRA_TRACEBACK = 400
-
-
-def hydra_report(lines: Sequence[str], floor: int, at: int) -> list[int]:
-    """What Hydra's last line at ``at`` adds to the job's failure lines: the exception its
-    compact report names (``hydra_exception``), else the line itself when no traceback comes
-    before it (a config error Hydra reports in a few lines of its own); nothing when a
-    traceback does (its exception line already says the job failed)."""
-    got = hydra_exception(lines, max(floor, at - _HYDRA_REPORT), at)
-    if got:
-        return got
-    if find_keys(lines, (_TRACEBACK,), max(floor, at - _HYDRA_TRACEBACK), at):
-        return []
-    return [*hydra_compact(lines, max(floor, at - _HYDRA_REPORT), at), at]
-
-
-#: The first line of the message of a ``CompactHydraException`` (a config composition error),
-#: which ``run_and_report`` writes alone, with no traceback and no exception class, above its
-#: last line: hydra _internal/config_loader_impl.py ("Could not override 'k'.", "Could not
-#: append to config. ...", "Could not delete from config. ...", "Error merging override k=v",
-#: "Override k=v looks like a config group override, but config group 'k' does not exist.",
-#: "Ambiguous value for argument 'k=a,b'", "Sweep parameters 'k=a,b' requires --multirun",
-#: "Primary config directory not found."), _internal/defaults_list.py and config_repository.py
-#: ("In 'config': Could not find 'model/x'", "Could not load 'x'", "Cannot find primary config
-#: 'c'", "Multiple values for x. ..."), core/override_parser ("Error parsing override 'k'").
-_HYDRA_COMPACT = re.compile(
-    r"^(?:In '[^'\n]+': )?(?:Could not (?:override|find|load) '|Could not (?:append to|delete from) config\."
-    r"|Cannot find primary config '|Primary config (?:directory|module)\b|Error (?:merging|parsing) override "
-    r"|Override \S+ looks like a config group override|Ambiguous value for argument '|Sweep parameters '"
-    r"|Multiple values for |Additional config directory ')")
-
-
-def hydra_compact(lines: Sequence[str], lo: int, hi: int) -> list[int]:
-    """The index (one or none) of the first line of the compact message Hydra wrote last in
-    ``lines[lo:hi]`` (``_HYDRA_COMPACT``): the config error it reports without a traceback."""
-    for i in range(hi - 1, lo - 1, -1):
-        s = logs.normalize_line(lines[i]).strip()
-        if _HYDRA_END in s:
-            return []  # an earlier report's end: this one has no message of its own above
-        if _HYDRA_COMPACT.match(s):
-            return [i]
-    return []
-#: The exception an instantiate error wraps, as ``repr`` prints it on the line after Hydra's
-#: "Error in call to target 'pkg.fn':" (``TypeError("fn() got an unexpected keyword ...")``).
-_EXC_REPR = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit)\(.*\)$")
-
-
-def hydra_exception(lines: Sequence[str], lo: int, hi: int) -> list[int]:
-    """The index (one or none) of the exception line of Hydra's compact report in
-    ``lines[lo:hi]``: the wrapped exception's ``repr`` right after "Error in call to target"
-    (an instantiate error: Hydra prints no traceback and no "XError:" line for it)."""
-    for i in range(hi - 1, lo, -1):
-        if logs.normalize_line(lines[i - 1]).strip().startswith("Error in call to target "):
-            s = logs.normalize_line(lines[i]).strip()
-            return [i] if _EXC_REPR.match(s) else []
-    return []
-
-
-#: The report of a fatal-signal handler that abseil (Ray, TensorFlow, JAX/XLA, sglang) and glog
-#: (Paddle, older TensorFlow) install: printed only when the process got a signal that ends it,
-#: then the handler re-raises it. abseil: "*** SIGTERM received at time=1756174802 on cpu 91 ***"
-#: (Ray's logging.cc repeats it with its own prefix); glog: "*** SIGSEGV (@0x0) received by PID
-#: 4242 (TID 0x7f...) from PID 0; stack trace: ***".
-_SIGNAL_REPORT = re.compile(
-    r"^\*\*\* SIG[A-Z]+ received at time=\d+|^\*\*\* SIG[A-Z]+ \(@0x[0-9a-f]+\) received by PID \d+"
-    r"|logging\.cc:\d+:\s*\*\*\* SIG[A-Z]+ received at time=\d+")
-#: Keras's TerminateOnNaN callback stops ``fit`` when the loss is NaN/inf ("Batch 31: Invalid
-#: loss, terminating training", often right after the progress bar's last update, on its line);
-#: the run ends there, diverged, whatever the script prints after.
-_DIVERGED_STOP = re.compile(r"Batch \d+: Invalid loss, terminating training")
-#: Literals of those lines (the regexes above run only on lines holding one: ``find_keys``).
-_END_KEYS = ("received at time=", "received by PID", "Invalid loss")
-#: Lines at the end of an attempt searched for such a report (its stack dump follows it).
-SIGNAL_TAIL = 60
-#: A program's own handler for a stop signal recording that the signal came, before it exits: osprey's
-#: worker (osprey/execute_worker.py, the SIGTERM handler it installs calls ``print_footer``, which writes
-#: "== osprey worker received signal SIGTERM!" and "== exiting immediately." to stderr, then ``sys.exit(1)``)
-#: and the handlers scripts install with ``signal.signal`` that print "Received signal SIGTERM" or "Caught
-#: signal 15" and exit. CPython's default SIGTERM action ends a process without a word, so the record is the
-#: only trace of the stop; it ends the run only as (nearly) the attempt's last words (``LAST_WORDS_TAIL``).
-_HANDLER_STOP = re.compile(r"\b(?:[Rr]eceived|[Cc]aught|[Gg]ot) signal (?:SIGTERM|SIGINT|15)\b")
-#: What glog (src/logging.cc ``LogMessage::Fail``) and abseil (absl/log/internal/log_message.cc,
-#: ``LogMessageFatal``; TensorFlow, XLA, Ray, Caffe, wav2letter) print when a ``LOG(FATAL)`` or a
-#: failed ``CHECK`` ends the process: the fatal message ("F0617 14:30:47.707742 1097242
-#: device_event_mgr.cc:226] Unexpected Event status: 1"; abseil before logging is initialised
-#: prints "F0000 00:00:1750170647.707742 ..."), then "*** Check failure stack trace: ***", the
-#: "@ 0x7f... symbol" frames, and abort(). The message need name no error word.
-_CHECK_FAILURE = "*** Check failure stack trace: ***"
-#: Lines above the stack-trace header searched for its fatal message (a long message wraps).
-_FATAL_ABOVE = 5
-#: Lines at the end of an attempt searched for that header (the frames follow it, often 30 or more).
-CHECK_TAIL = 200
-
-
-def signal_reports(lines: Sequence[str], floor: int) -> list[int]:
-    """Indexes of fatal-signal handler reports (see ``_SIGNAL_REPORT``), of Keras's stop on a
-    NaN loss (``_DIVERGED_STOP``) among the last ``SIGNAL_TAIL`` lines of ``lines[floor:]``,
-    and of glog's or abseil's fatal messages (``_CHECK_FAILURE``) among its last ``CHECK_TAIL``:
-    the run was ended there."""
-    lo = max(floor, len(lines) - SIGNAL_TAIL)
-    got = [i for i in find_keys(lines, _END_KEYS, lo)
-           if _SIGNAL_REPORT.search(s := logs.normalize_line(lines[i]).strip()) or _DIVERGED_STOP.search(s[-400:])]
-    return sorted({*got, *check_failures(lines, floor), *_handler_stops(lines, floor)})
-
-
-def _handler_stops(lines: Sequence[str], floor: int) -> list[int]:
-    """Indexes of a signal handler's records that the process got a stop signal (``_HANDLER_STOP``)
-    among the last ``LAST_WORDS_TAIL`` non-blank lines of ``lines[floor:]``."""
-    tail = [i for i in range(max(floor, len(lines) - SIGNAL_TAIL), len(lines)) if lines[i].strip()][-LAST_WORDS_TAIL:]
-    return [i for i in tail if _HANDLER_STOP.search(logs.normalize_line(lines[i]))]
-
-
-def check_failures(lines: Sequence[str], floor: int) -> list[int]:
-    """Indexes of the fatal messages that glog's or abseil's "*** Check failure stack trace: ***"
-    follows among the last ``CHECK_TAIL`` lines of ``lines[floor:]`` (the header itself when no
-    "F..." line is just above it)."""
-    out = []
-    for i in find_keys(lines, (_CHECK_FAILURE,), max(floor, len(lines) - CHECK_TAIL)):
-        if not ranks_free(lines[i]).startswith(_CHECK_FAILURE):
-            continue
-        above = range(i - 1, max(floor, i - _FATAL_ABOVE) - 1, -1)
-        out.append(next((k for k in above if GLOG_FATAL.match(ranks_free(lines[k]))), i))
-    return out
-
-
-def ranks_free(line: str) -> str:
-    """A line without its launcher's rank prefix and its leading blanks."""
-    return prefix_free(line).strip()
-
-
-#: Lines at the end of an attempt searched for a kill printed onto a progress bar.
-BAR_TAIL = 10
-
-
-def written_after_bar(lines: Sequence[str], floor: int, keys: Sequence[str],
-                      test: Callable[[str], bool]) -> list[int]:
-    """Indexes among the last ``BAR_TAIL`` lines of ``lines[floor:]`` whose message printed onto a
-    progress bar (:func:`lines.text_on_bar`: bash's "line 12: 4242 Killed  python train.py",
-    slurmstepd's cancel line after tqdm's last update) holds one of ``keys`` and passes ``test``
-    (a kill line that the line-start tests miss there)."""
-    out = []
-    for i in find_keys(lines, tuple(keys), max(floor, len(lines) - BAR_TAIL)):
-        glued = text_on_bar(lines[i])
-        if glued is not None and test(glued.text):
-            out.append(i)
-    return out
-
-
-# ----------------------------------------------------------------- errors of a shutdown after the work
-
-#: Errors a job's processes print while they are torn down after the work ended, when one
-#: process exits before the others: torch's DataLoader reporting a worker the shutdown killed
-#: (csrc/DataLoader.cpp "DataLoader worker (pid 4242) is killed by signal: Killed.",
-#: utils/data/dataloader.py "DataLoader worker (pid(s) 4242, 4243) exited unexpectedly"), the
-#: c10d store and the NCCL process group losing a peer that already exited (TCPStore's
-#: "recvValue failed" / "Connection reset by peer" / "Broken pipe", the ProcessGroupNCCL heartbeat
-#: monitor's 'Failed to check the "should dump" flag on TCPStore', DistNetworkError and
-#: DistStoreError, NCCL's ncclRemoteError "remote process exited or there was a network error"
-#: and ncclSystemError), and CUDA's cudaErrorCudartUnloading ("CUDA error: driver shutting down":
-#: a CUDA call from a destructor at interpreter exit).
-_TEARDOWN = Guarded(
-    r"DataLoader worker \(pid(?:\(s\))? [\d, ]+\) (?:is killed by signal|exited unexpectedly)"
-    r"|Connection reset by peer|Broken pipe|BrokenPipeError|ConnectionResetError|TCPStore|recvValue failed"
-    r"|should dump\W+flag|DistNetworkError|DistStoreError|ncclRemoteError|ncclSystemError"
-    r"|remote process exited or there was a network error|driver shutting down|cudaErrorCudartUnloading",
-    ("DataLoader worker", "Connection reset", "Broken pipe", "BrokenPipe", "ConnectionReset", "TCPStore", "recvValue",
-     "should dump", "DistNetworkError", "DistStoreError", "ncclRemoteError", "ncclSystemError", "remote process exited",
-     "driver shutting down", "cudaErrorCudartUnloading"),
-)
-#: How a process that a shutdown error above ends dies: the C++ runtime's abort on the uncaught
-#: exception ("terminate called after throwing an instance of 'c10::Error'"), the shell's and
-#: faulthandler's report of that abort.
-_ABORTED = Guarded(r"^terminate called after throwing an instance of|^Aborted(?: \(core dumped\))?$|\bAborted \(core dumped\)"
-                   r"|^Fatal Python error: Aborted",
-                   ("terminate called", "Aborted"))
-#: A process ended by a signal sent from outside it (not a scheduler's limit, not a crash of its
-#: own): bash's "Killed" / "Terminated" report, abseil's "*** SIGTERM received at time=..." (Ray
-#: stops its actors so), torchrun's "Received Signals.SIGTERM death signal", its "exitcode : -9",
-#: "Signal 15 (SIGTERM) received by PID 4242" and its agent's "SignalException: Process 4100 got
-#: signal: 15".
-_SENT_SIGNAL = Guarded(
-    r"^(?:\S+: line \d+:\s+\d+\s+)?(?:Killed|Terminated)\b|\*\*\* SIG(?:TERM|KILL|INT|HUP) received at time="
-    r"|[Rr]eceived (?:Signals\.)?SIG(?:TERM|KILL|INT|HUP)\b|[Rr]eceived \d+ death signal"
-    r"|exitcode\s*:\s*-(?:1|2|9|15)\b|Signal (?:1|2|9|15) \(SIG(?:HUP|INT|KILL|TERM)\) received by PID"
-    r"|SignalException: Process \d+ got signal: (?:1|2|9|15)\b|" + _HANDLER_STOP.pattern,
-    ("Killed", "Terminated", "received at time=", "eceived ", "exitcode", "received by PID", "SignalException",
-     "signal SIGTERM", "signal SIGINT", "signal 15"),
-)
-#: A launcher's or a scheduler's report that a process exited non-zero (what it reports is the
-#: shutdown error's consequence when nothing else failed): srun's "Exited with exit code",
-#: DeepSpeed's "exits with return code", torchrun's failure report lines.
-_EXIT_REPORT = Guarded(
-    r"srun: error: .*Exited with exit code|exits with return code|exit(?:ed)? (?:with )?(?:code|status)\s*[:=]?\s*-?\d"
-    r"|exitcode\s*:\s*-?\d|^(?:traceback|rank|host|local_rank|time|error_file)\s*:",
-    ("xit", "traceback", "rank", "host", "time", "error_file"),
-)
-#: Slurm's report, at a step's end, that the step's memory cgroup reached its limit at some time
-#: (task/cgroup plugin, src/plugins/task/cgroup/task_cgroup_memory.c ``task_cgroup_memory_check_oom``
-#: of Slurm 15.08-17.02: "Exceeded step memory limit at some point." / "Exceeded job memory limit at
-#: some point." when the cgroup's memory.failcnt or memory.memsw.failcnt is not zero). The fail count
-#: grows whenever the kernel had to reclaim memory at the limit (the page cache of the files read
-#: counts too); no process need have been killed. A kill is another line: the cgroup OOM killer's
-#: count, "Detected 1 oom-kill event(s) in step 42.0 cgroup" (``oom_kill`` events, Slurm 17.11 on),
-#: or jobacct_gather's "Job 42 exceeded memory limit (...), being killed".
-_STEP_ACCOUNTING = re.compile(r"\bExceeded (?:step|job) memory limit at some point\b")
-#: Lines before the first failure line searched for the completion message it came after.
-TEARDOWN_LOOKBACK = 300
-
-
-def shutdown_error(norm: str) -> str | None:
-    """What a (normalized, prefix-free) failure line is when it may come from a shutdown after the
-    work: ``"teardown"`` (an error of the shutdown itself, ``_TEARDOWN``), ``"signal"`` (a process
-    ended by a signal sent from outside, ``_SENT_SIGNAL``), ``"report"`` (a launcher's report of
-    a non-zero exit), ``"accounting"`` (the scheduler's memory accounting at the step's end,
-    ``_STEP_ACCOUNTING``: no kill), or None (an error of the work: it did not end normally)."""
-    if _TEARDOWN.search(norm):
-        return "teardown"
-    if _STEP_ACCOUNTING.search(norm):
-        return "accounting"
-    if _SENT_SIGNAL.search(norm):
-        return "signal"
-    if logs.is_secondary(norm) or _EXIT_REPORT.search(norm):
-        return "report"
-    return None
-
-
-class FinishedBefore(NamedTuple):
-    """What :func:`finished_before` found: the completion message, its strength, and why the
-    failure lines after it do not undo it (for the healthy verdict's reason)."""
-
-    at: int  # the index of the completion message in the lines
-    strength: float
-    why: str
-
-
-#: Why the failure lines after a completion message leave a run healthy, by what they were.
-_WHY_SHUTDOWN = ("a completion message, and what failed after it is only the shutdown's (a worker or process "
-                 "killed, a process group losing its peers, the launcher's report of that exit)")
-_WHY_SCRIPT = ("a completion message, and what failed after it is only the job script's own commands "
-               "(their errors and the script's non-zero exit), not the work")
-_WHY_ACCOUNTING = ("a completion message, and after it only the scheduler's memory accounting at the step's end "
-                   "(the memory limit was reached at some time; no process killed)")
-_WHY_CAUGHT = ("a completion message, and the error lines after it were printed alike earlier in the job, "
-               "which went on after them (an error its own code catches and prints)")
-
-
-def finished_before(lines: Sequence[str], floor: int, failures: Sequence[int],
-                    plain: Callable[[str], str]) -> FinishedBefore | None:
-    """(index, strength) of a completion message printed before every failure line of the
-    attempt (``failures``, sorted) when those lines are only what a shutdown prints after the
-    work (:func:`shutdown_error`: a DataLoader worker or a process killed, a process group
-    losing its peers, the launcher's report of the exit), at least one of them not a bare
-    report, and the job printed no progress between the message and them (a progress bar's
-    last refresh at its end aside): the work finished, its teardown failed. ``plain``: a
-    line without its normalization's leftovers (a Ray prefix). None otherwise: an error of the
-    work itself (a traceback in the final save), a report of a process that failed before the
-    message, or more work after it."""
-    if not failures:
-        return None
-    first = failures[0]
-    texts = [plain(logs.normalize_line(lines[i])).strip() for i in failures]
-    kinds = _shutdown_kinds(lines, failures, texts, plain)
-    ends = _strong_ends(lines, max(floor, first - max(SCRIPT_LOOKBACK, TEARDOWN_LOOKBACK)), first)
-    if not ends:
-        return None  # no completion message to have finished before (spares caught_before's scans)
-    if (marked := _caught_kinds(lines, failures, texts, kinds)) is None:
-        return None
-    kinds = marked
-    script_exit = "report" in kinds and all(k == "report" or _script_report(t) for k, t in zip(kinds, texts, strict=True))
-    if None in kinds and not script_exit:
-        return None  # (a bare non-zero exit, the shell's reports beside it: the job script's, when its commands ran after)
-    lo = max(floor, first - (SCRIPT_LOOKBACK if script_exit else TEARDOWN_LOOKBACK))
-    at_exit_too = set(kinds) == {"teardown"}  # errors of the teardown alone: a tracker's exit lines came first
-    done = next((i for i in reversed(ends) if i >= lo and (at_exit_too or not any(k in lines[i] for k in AT_EXIT))), None)
-    if done is None:
-        return None
-    strength = ends[done]
-    if script_exit:  # the job script's commands failed after the work (its summary lines are not more work)
-        ok = script_ran_after(lines, done, failures[-1] + 1)
-        return FinishedBefore(done, strength, _WHY_SCRIPT) if ok else None
-    if any(is_progress(lines[k]) and _counters_end(_shown(lines[k])) is not True for k in range(done + 1, first)):
-        return None  # more work after the message: it ended one stage
-    if "teardown" not in kinds and sum(1 for k in range(done + 1, first) if lines[k].strip()) > _KILL_GAP:
-        return None  # a bare kill some output after the message: maybe of work after it (a final test)
-    return FinishedBefore(done, strength, _why_finished(kinds))
-
-
-def _why_finished(kinds: Sequence[str | None]) -> str:
-    """Why the failure lines of these kinds after a completion message leave the run healthy."""
-    if "caught" in kinds:
-        return _WHY_CAUGHT
-    return _WHY_ACCOUNTING if set(kinds) == {"accounting"} else _WHY_SHUTDOWN
-
-
-def _shutdown_kinds(lines: Sequence[str], failures: Sequence[int], texts: Sequence[str],
-                    plain: Callable[[str], str]) -> list[str | None]:
-    """What shutdown error (:func:`shutdown_error`) each failure line (its ``texts``) is, None for
-    none; beside a teardown error, an abort is its report."""
-    kinds = [shutdown_error(_what(lines, i, plain) or t) for i, t in zip(failures, texts, strict=True)]
-    if "teardown" in kinds:  # the abort such an error ends its process with reports it, no more
-        kinds = ["report" if k is None and _ABORTED.search(t) else k for k, t in zip(kinds, texts, strict=True)]
-    return kinds
-
-
-def _caught_kinds(lines: Sequence[str], failures: Sequence[int], texts: Sequence[str],
-                  kinds: list[str | None]) -> list[str | None] | None:
-    """``kinds`` with each unexplained failure line the job had printed alike before and gone on from
-    marked "caught" (:func:`caught_before`); None at the first that is neither that nor a job script's
-    report, which :func:`finished_before` would turn down anyway (spares the later lines' scans)."""
-    out: list[str | None] = []
-    for k, i, t in zip(kinds, failures, texts, strict=True):
-        if k is None and caught_before(lines, i):
-            k = "caught"
-        elif k is None and not _script_report(t):
-            return None
-        out.append(k)
-    return out
-
-
-def _strong_ends(lines: Sequence[str], lo: int, hi: int) -> dict[int, float]:
-    """The completion messages in ``lines[lo:hi]`` strong enough for :func:`finished_before`, in order,
-    with their strength."""
-    found = ((i, completion_strength(logs.normalize_line(lines[i]))) for i in find_keys(lines, COMPLETION_COVER, lo, hi))
-    return {i: strength for i, strength in found if strength >= _STRONG_END}
-
-
-#: Lines before an error line searched for the same line printed earlier.
-CAUGHT_LOOKBACK = 20000
-#: Earlier prints of that line (the latest) asked whether the job went on after them.
-_CAUGHT_SEEN = 10
-
-
-def caught_before(lines: Sequence[str], at: int) -> bool:
-    """Whether the error line at ``at`` was printed alike before (in this attempt or an earlier launch
-    of the same job) and the job went on after it there (:func:`went_on`): an error the job's own code
-    catches and prints each time (``except KeyError as e: print(f"Error: {e}")`` after each of a sweep's
-    trainings, printing "Error: 'eval_loss'"), which did not end the job before and is no sign that it
-    ended it after the work's completion message this time."""
-    text = logs.normalize_line(lines[at]).strip()  # copies printed with a timestamp or a logger's prefix match too
-    key = text[:50]
-    if len(key) < 8:
-        return False
-    earlier = [k for k in find_keys(lines, (key,), max(0, at - CAUGHT_LOOKBACK), at)
-               if logs.normalize_line(lines[k]).strip() == text]
-    return any(went_on(lines, k) for k in earlier[-_CAUGHT_SEEN:])
-
-
-#: Lines before a bare exit report searched for the completion message (a multi-rank job's
-#: teardown warnings, one per rank, and the job script's own summary come between).
-SCRIPT_LOOKBACK = 1000
-
-
-#: Distinct progress lines after the completion message that show more work (a second stage's loop,
-#: its counter moving), not a job script's summary (one line, every rank printing it alike:
-#: "elapsed time per iteration: 2953.8").
-_MORE_WORK = 2
-
-
-def _script_report(text: str) -> bool:
-    """A failure line that is the job script's shell or a utility it ran reporting an error of its own
-    (not a missing next program: :data:`_NEXT_PROGRAM`)."""
-    s = ranks_free(text)
-    return _script_line(s) and not _NEXT_PROGRAM.search(s)
-
-
-def script_ran_after(lines: Sequence[str], done: int, first: int) -> bool:
-    """Whether the job script's shell or a utility it ran reported an error of its own (:func:`_script_line`:
-    bash's "line 371: out.csv: No such file or directory", coreutils' "rm: cannot remove 'tmp.txt': ...")
-    between the completion message at ``done`` and the exit report before ``first``, and nothing else there
-    is a failure line (other than exit reports) or more work (``_MORE_WORK`` distinct progress lines). The shell ran its next commands, so the program had exited after its completion
-    message, and a script's exit status is its last command's (bash(1), "EXIT STATUS"; Slurm's srun
-    reports a task's: "srun: error: node1: task 0: Exited with exit code 1"): the non-zero exit
-    is the job script's own commands after the work, not the work's."""
-    seen = False
-    steps: set[str] = set()
-    for k in range(done + 1, first):
-        s = ranks_free(logs.normalize_line(lines[k]))
-        if not s:
-            continue
-        if _script_report(s):
-            seen = True
-        elif _TRACEBACK in s or (is_failure(s, lines[k]) and shutdown_error(s) != "report"):
-            return False
-        elif is_progress(lines[k]) and _counters_end(_shown(lines[k])) is not True:
-            steps.add(s)
-    return seen and len(steps) < _MORE_WORK
-
-
-#: Non-blank lines between the completion message and a bare kill (no shutdown error of its own
-#: beside it) beyond which the kill may have ended more work than the shutdown.
-_KILL_GAP = 5
-def _what(lines: Sequence[str], i: int, plain: Callable[[str], str]) -> str | None:
-    """The message of the C++ exception that the runtime's "terminate called after throwing an
-    instance of ..." line at ``i`` reports (its next line, "  what():  CUDA error: ..."), or None."""
-    if "terminate called after throwing" not in lines[i] or i + 1 >= len(lines):
-        return None
-    nxt = plain(logs.normalize_line(lines[i + 1])).strip()
-    return nxt if nxt.startswith("what():") else None
-
-
-#: Completion strength a message needs to outrank a shutdown's errors after it (a trainer's or
-#: a launcher's own words, not a bare "done").
-_STRONG_END = 0.95

@@ -18,22 +18,11 @@ from gpulens.diagnosis import logs
 from gpulens.diagnosis.classifier import Classifier, whole_classifier
 from gpulens.diagnosis.logread import calibration, ranks, rootline
 from gpulens.diagnosis.logread.attempts import attempt_starts, new_in_last
-from gpulens.diagnosis.logread.completion import (
+from gpulens.diagnosis.logread.completion import End, end_of_attempt, open_traceback
+from gpulens.diagnosis.logread.completion_messages import (
     AT_EXIT,
     COMPLETION_COVER,
-    HANDLED_LOOKBACK,
-    End,
-    after_work,
-    closed_after_failed_stage,
     completion_strength,
-    end_of_attempt,
-    finished_before,
-    last_words,
-    open_traceback,
-    signal_reports,
-    trial_after,
-    went_on,
-    written_after_bar,
 )
 from gpulens.diagnosis.logread.decide import (
     bad_record,
@@ -55,6 +44,9 @@ from gpulens.diagnosis.logread.decide import (
     unattributed_timeout,
     unnamed_stop,
 )
+from gpulens.diagnosis.logread.failed_runs import closed_after_failed_stage
+from gpulens.diagnosis.logread.goes_on import trial_after, went_on
+from gpulens.diagnosis.logread.lastwords import last_words
 from gpulens.diagnosis.logread.lines import (
     ERROR_KEYS,
     KILL_KEYS,
@@ -71,7 +63,12 @@ from gpulens.diagnosis.logread.lines import (
     last_matching,
 )
 from gpulens.diagnosis.logread.phase import last_step, own_step, phase_of
+from gpulens.diagnosis.logread.script_reports import after_work
+from gpulens.diagnosis.logread.shutdown import finished_before
+from gpulens.diagnosis.logread.signal_ends import signal_reports, written_after_bar
 from gpulens.diagnosis.logread.source import WholeText, read_whole, text_source
+from gpulens.diagnosis.logread.tracebacks import has_head
+from gpulens.diagnosis.logread.uncaught import HANDLED_LOOKBACK
 from gpulens.diagnosis.rules import Rule, load_rules, match_rules
 from gpulens.diagnosis.types import Diagnosis
 from gpulens.vocab import NO_FAILURE
@@ -467,7 +464,7 @@ def _region_start(lines: Sequence[str], frontier: int, failures: Sequence[int]) 
     first = failures[0]
     floor = min(frontier, first)
     tb = next((k for k in range(first, max(floor, first - 400) - 1, -1)
-               if "Traceback (most recent call last)" in lines[k]), first)
+               if has_head(lines[k])), first)
     return max(floor, rootline.chain_start(lines, min(tb, first), floor) - 2)
 
 

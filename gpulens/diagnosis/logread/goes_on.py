@@ -1,0 +1,118 @@
+"""Whether a job went on after an error line: the program's own ordinary output after it (a caught
+exception whose report the job printed), its own print of an exception it caught, and a sweep runner's
+report that a later trial finished.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from gpulens.diagnosis import logs
+from gpulens.diagnosis.logread.lines import is_benign, is_failure, prefix_free, process_key
+from gpulens.diagnosis.logread.tracebacks import TRACEBACK
+from gpulens.diagnosis.logs import find_keys
+
+__all__ = ["CAUGHT_PRINT_WORDS", "NOT_OUTPUT", "WENT_ON_LINES", "caught_print", "ranks_free", "says_arning", "trial_after",
+           "went_on"]
+
+#: The start of a job's own print of an exception it caught (:data:`_CAUGHT_PRINT`): its words
+#: naming what failed, a colon, then (after this) the exception's text.
+CAUGHT_PRINT_WORDS = r"^(?:[Ee]rror|ERROR|[Ff]ailed|FAILED|[Ee]xception)(?: \w+){1,6}:\s+"
+#: Lines of the program's own ordinary output after an error line that show it went on.
+WENT_ON_LINES = 20
+#: Lines after an error line read for the program's own output (beyond: it did not go on).
+_WENT_ON_SCAN = 1000
+#: Lines that are not the program going on: a tracker's or a scheduler's, a launcher's report.
+NOT_OUTPUT = ("wandb:", "srun:", "slurmstepd", "🏃", "Sender: LSF", "Job <", "[W", "[E", "W0", "E0", "I0",
+              # the backtrace of a c10::Error (c10/util/Exception.cpp, Backtrace.cpp): "Exception raised from
+              # alloc_buffer_block at .../MPSAllocator.mm:286 (most recent call first):", "frame #0: ..."
+              "Exception raised from ", "frame #")
+#: A warning (Python's "UserWarning:", a logger's "WARNING", "Warning:"), not "learning_rate" in a
+#: trainer's log dict (transformers Trainer.log: "{'loss': 2.1, 'learning_rate': 5e-05, ...}"). Kept apart
+#: from the shared warning tests, which answer otherwise: ``records.warning_head`` reads only a vLLM or
+#: glog header's level, ``steplines.warns`` also takes a lower-case "warn".
+_WARNING = re.compile(r"[Ww]arning|WARNING")
+
+
+def says_arning(line: str) -> bool:
+    """Whether a line holds "arning": the quick test for a warning ("Warning:", "UserWarning") of
+    the last lines' readers; unlike :data:`_WARNING` it also takes "learning" and not "WARNING"."""
+    return "arning" in line
+
+
+def went_on(lines: Sequence[str], at: int, enough: int = WENT_ON_LINES) -> bool:
+    """Whether the program printed ``enough`` lines of its own ordinary output (not errors,
+    warnings, traceback frames, trackers', launchers' or the scheduler's lines) after the error
+    line at ``at``: a caught exception whose report the job printed and went on from. Only the
+    lines of the process that printed the error count (the same launcher prefix, or none): other
+    processes printing on does not show that one went on."""
+    count = 0
+    own = process_key(lines[at])
+    caught = enough > _CAUGHT_ENOUGH and caught_print(lines, at)
+    enough = _CAUGHT_ENOUGH if caught else enough
+    for j in range(at + 1, min(len(lines), at + _WENT_ON_SCAN)):
+        raw = lines[j]
+        if process_key(raw) != own:
+            continue
+        s = logs.normalize_line(raw)
+        t = s.strip()
+        if caught and t and (_STOPPING.search(t) or is_failure(t, raw)):
+            return False  # its next words say it stops (the job's own "Exiting."), or another error follows
+        # "Traceback" alone, not ``tracebacks.has_head``: a Sacred head or a word in a message is no output either
+        if not t or s.startswith((" ", "\t")) or t.startswith(NOT_OUTPUT) or "Traceback" in t \
+                or _WARNING.search(t) or is_failure(t, raw) or is_benign(t):
+            continue
+        count += 1
+        if count >= enough:
+            return True
+    return False
+
+
+#: How a job's own code prints an exception it caught: its words naming what failed, then the
+#: exception's text (``except Exception as e: print(f"Error loading model: {e}")`` prints "Error loading
+#: model: CUDA out of memory. Tried to allocate ..."); not Python's uncaught report (``sys.excepthook``:
+#: a traceback, then the exception's class, one word: "torch.OutOfMemoryError: CUDA out of memory.").
+_CAUGHT_PRINT = re.compile(CAUGHT_PRINT_WORDS + r"\S")
+#: Own output lines after such a print that show the job went on (fewer than after an error line of
+#: unknown origin: the print itself says the exception was caught).
+_CAUGHT_ENOUGH = 3
+#: Lines around such a print searched for a traceback (a report that ended the process, printed with it).
+_CAUGHT_ABOVE = 30
+#: The job's own words that it stops after an error.
+_STOPPING = re.compile(r"(?i)\b(?:exit(?:ing)?|abort(?:ing|ed)?|terminat(?:e|ing|ed)|stopp?(?:ing|ed)|quit(?:ting)?|shutting down)\b")
+
+
+def caught_print(lines: Sequence[str], at: int) -> bool:
+    """Whether the error line at ``at`` is the job's own print of an exception it caught
+    (:data:`_CAUGHT_PRINT`), no traceback near it."""
+    s = ranks_free(logs.normalize_line(lines[at]))
+    if not _CAUGHT_PRINT.match(s) or s.startswith("Exception ignored"):
+        return False
+    # a logger's message before the traceback it logs (``logging.exception``; Hydra's "Error executing
+    # job with overrides: [...]", hydra/_internal/utils.py ``run_and_report``) is no caught print
+    return not find_keys(lines, (TRACEBACK,), max(0, at - _CAUGHT_ABOVE), at + _CAUGHT_ABOVE)
+
+
+#: A sweep runner's report that a trial finished: Optuna's ``_log_completed_trial`` (optuna/study/study.py:
+#: "[I 2024-05-01 10:04:00,123] Trial 4 finished with value: 0.2 and parameters: {...}. Best is trial 0 ...",
+#: "Trial 4 finished with values: [...]") and its pruned trial (study/_optimize.py ``_run_trial``: "Trial 4
+#: pruned."), Ray Tune's trial status line (tune/experimental/output.py: "Trial train_fn_1a2b3_00004
+#: completed after 10 iterations at 2024-05-01 10:04:00.").
+_TRIAL_DONE = re.compile(r"\bTrial \d+ (?:finished with values?:|pruned\.)|\bTrial \S+ completed after \d+ iterations? at\b")
+#: Literals one of which every line ``_TRIAL_DONE`` matches holds (the ``find_keys`` prefilter).
+_TRIAL_KEYS = ("finished with value", "pruned.", "completed after")
+
+
+def trial_after(lines: Sequence[str], at: int) -> bool:
+    """Whether a sweep runner reported a trial finished after the error line at ``at``, and no
+    traceback came after that report: the runner caught the failed trial's exception (Optuna's
+    ``catch=``, which logs it with its traceback as "Trial 3 failed with parameters: ... because of the
+    following error: ..."; without it Optuna re-raises and the study ends there) and went on."""
+    done = [i for i in find_keys(lines, _TRIAL_KEYS, at + 1) if _TRIAL_DONE.search(lines[i])]
+    return bool(done) and not find_keys(lines, (TRACEBACK,), done[-1] + 1)
+
+
+def ranks_free(line: str) -> str:
+    """A line without its launcher's rank prefix and its leading blanks."""
+    return prefix_free(line).strip()
