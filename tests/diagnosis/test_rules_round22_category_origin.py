@@ -135,20 +135,15 @@ def test_vllm_engine_core_dead_with_no_cause_is_unknown(clf: Classifier) -> None
     assert _rule(lines, clf) == "r22-vllm-engine-core-died"
 
 
-@pytest.mark.parametrize("error", [
-    "ValueError: The decoder prompt (length 4120) is longer than the maximum model length of 4096. "
-    "Make sure that `max_model_len` is no smaller than the number of text tokens.",
-    "AssertionError: Sampled token IDs exceed the max model length. Total number of tokens: 4097 > max_model_len: 4096",
-], ids=["processor-validation", "model-runner-assert"])
-def test_vllm_prompt_over_max_model_len_is_an_input_too_long(clf: Classifier, error: str) -> None:
-    # vllm/v1/engine/processor.py Processor._validate_model_input and vllm/v1/worker/gpu_model_runner.py
-    # _bookkeeping_sync, printed by the engine process (vllm/v1/engine/core.py) with its log prefix
+def test_vllm_prompt_at_max_model_len_is_an_input_too_long(clf: Classifier) -> None:
+    # vllm/v1/worker/gpu_model_runner.py _bookkeeping_sync's assert, printed by the engine process
+    # (vllm/v1/engine/core.py) with its log prefix
     frames = ['  File "/env/lib/python3.12/site-packages/vllm/v1/engine/core.py", line 690, in run_engine_core',
               "    engine_core.run_busy_loop()"]
+    error = "AssertionError: Sampled token IDs exceed the max model length. Total number of tokens: 4097 > max_model_len: 4096"
     engine = [f"(EngineCore_DP0 pid=7) ERROR 02-01 12:00:00 [core.py:702] {x}" for x in _traceback(frames, error)]
     lines = ["INFO 02-01 11:59:00 [llm.py:306] Supported_tasks: ['generate']",
              "Processed prompts:  40%|####      | 40/100 [00:10<00:15, 4.0it/s]", *engine,
              "[ERROR] Failed: task_b -> Exit code: 1"]
-    # the origin (user: the job's max_model_len; data: a record too long) is left to the origin model (C5)
-    assert _diagnose(lines, clf)[0] == "incorrect_input"
+    assert _diagnose(lines, clf) == ("incorrect_input", "user")
     assert _rule(lines, clf) == "r22-vllm-prompt-over-max-model-len"
