@@ -147,3 +147,16 @@ def test_vllm_prompt_at_max_model_len_is_an_input_too_long(clf: Classifier) -> N
              "[ERROR] Failed: task_b -> Exit code: 1"]
     assert _diagnose(lines, clf) == ("incorrect_input", "user")
     assert _rule(lines, clf) == "r22-vllm-prompt-over-max-model-len"
+
+
+def test_ultralytics_invalid_cuda_device_in_a_wrapped_console_capture_is_the_environment(clf: Classifier) -> None:
+    # ultralytics utils/torch_utils.py select_device ("Invalid CUDA 'device=0' requested. Use 'device=cpu' ...",
+    # then "torch.cuda.is_available(): False"), in a console capture that wraps long lines at word boundaries
+    frames = ['  File "C:\\proj\\train.py", line 40, in <module>', "    model.train(data='signs.yaml', device=0)",
+              '  File "C:\\env\\Lib\\site-packages\\ultralytics\\utils\\torch_utils.py", line 190, in select_device',
+              "    raise ValueError("]
+    wrapped = ["ValueError: Invalid ", "CUDA 'device=0' ", "requested. Use ", "'device=cpu' or pass ", "valid CUDA device(s) ",
+               "if available.", "", "torch.cuda.is_available(): False", "torch.cuda.device_count(): 0"]
+    lines = ["[Train] Device: CPU", "Ultralytics 8.3.40 Python-3.12.4 torch-2.5.1+cpu",
+             *_traceback(frames, wrapped[0]), *wrapped[1:]]
+    assert _diagnose(lines, clf) == ("cuda_env_error", "user")
