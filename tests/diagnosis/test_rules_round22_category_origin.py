@@ -160,3 +160,15 @@ def test_ultralytics_invalid_cuda_device_in_a_wrapped_console_capture_is_the_env
     lines = ["[Train] Device: CPU", "Ultralytics 8.3.40 Python-3.12.4 torch-2.5.1+cpu",
              *_traceback(frames, wrapped[0]), *wrapped[1:]]
     assert _diagnose(lines, clf) == ("cuda_env_error", "user")
+
+
+@pytest.mark.parametrize("error", ["Error: No such command 'runs/eval.yaml'.", "Error: No such option: --max-step",
+                                   "Error: Got unexpected extra argument (extra.json)"],
+                         ids=["no-such-command", "no-such-option", "extra-argument"])
+def test_click_usage_error_is_a_rejected_setting(clf: Classifier, error: str) -> None:
+    # click 8.x UsageError.show: "Usage: ...", "Try 'prog --help' for help.", blank line, "Error: <message>"
+    # (core.py Group.resolve_command, exceptions.py NoSuchOption, Command.parse_args); exit status 2
+    lines = ["+ python evaluate.py runs/eval.yaml --max-step 10", "Usage: evaluate.py [OPTIONS] COMMAND [ARGS]...",
+             "Try 'evaluate.py --help' for help.", "", error]
+    assert _diagnose(lines, clf) == ("semantic_error", "user")
+    assert _rule(lines, clf) == "r22-click-usage-error"
