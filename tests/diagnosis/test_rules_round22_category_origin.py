@@ -172,3 +172,16 @@ def test_click_usage_error_is_a_rejected_setting(clf: Classifier, error: str) ->
              "Try 'evaluate.py --help' for help.", "", error]
     assert _diagnose(lines, clf) == ("semantic_error", "user")
     assert _rule(lines, clf) == "r22-click-usage-error"
+
+
+def test_ucx_buffer_registration_failure_is_the_transport_library(clf: Classifier) -> None:
+    # UCX src/ucp/core/ucp_request.c ucp_request_memory_reg ("failed to register user buffer datatype ...
+    # address ... len ...: <status>"), then Open MPI's pml_ucx send error and MPI_ERRORS_ARE_FATAL
+    lines = ["0: rank 0 device cuda:0 local sum 4.0", "1: rank 1 device cuda:1 local sum 4.0",
+             "0: [gpu4:7001:1]    ucp_request.c:264  UCX  ERROR failed to register user buffer datatype 0x20 "
+             "address 0x7f3a40000000 len 65536: Input/output error",
+             "0: [gpu4:7001] pml_ucx.c:775  Error: ucx send failed: Input/output error",
+             "0: *** An error occurred in MPI_Bcast", "0: *** MPI_ERR_OTHER: known error not in list",
+             "0: *** MPI_ERRORS_ARE_FATAL (processes in this communicator will now abort,",
+             "srun: error: gpu4: task 0: Exited with exit code 16"]
+    assert _diagnose(lines, clf) == ("comm_error", "framework")
