@@ -13,6 +13,13 @@ from gpulens.diagnosis.classifier import AFTERMATH_RULES, ROOT_CAUSE_CATEGORIES
 from gpulens.diagnosis.guarded import contains_any
 from gpulens.diagnosis.hints import hint_for
 from gpulens.diagnosis.logread import ranks
+from gpulens.diagnosis.logread.answers import (
+    MAX_EVIDENCE,
+    cause_of,
+    evidence_line,
+    reorigin,
+    unknown_because,
+)
 from gpulens.diagnosis.logread.lines import (
     CORE_DUMPED,
     CRASH_SIGNALS,
@@ -204,8 +211,6 @@ _LOSS = re.compile(r"(?i)\bloss\w{0,12}\s*[:=]\s*(-?inf|nan|[-+]?\d[\d.]*(?:e[-+
 #: probability tensor contains either `inf`, `nan` or element < 0", "... contains NaN".
 _NON_FINITE = re.compile(
     r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception)\b.*(?:\b(?:NaN|nan|NAN|[Ii]nfinity|inf)\b|non-finite|not finite)")
-#: Evidence lines kept on a model_diverged answer.
-_MAX_EVIDENCE = 6
 
 
 def diverged_before(d: Diagnosis, lines: Sequence[str], floor: int, start: int, min_confidence: float) -> Diagnosis:
@@ -222,7 +227,7 @@ def diverged_before(d: Diagnosis, lines: Sequence[str], floor: int, start: int, 
         return d
     line = logs.normalize_line(lines[at]).strip()[:300]
     return Diagnosis("model_diverged", DEFAULT_ORIGIN["model_diverged"], DIVERGED_CONFIDENCE,
-                     [line, *d.evidence][:_MAX_EVIDENCE], method="rule", file=d.file,
+                     [line, *d.evidence][:MAX_EVIDENCE], method="rule", file=d.file,
                      reason="the loss was NaN/inf in the last metric lines before the failure, whose own lines name no "
                             "other cause",
                      hint=hint_for("model_diverged", [line]))
@@ -331,14 +336,14 @@ def earlier_root(d: Diagnosis, lines: Sequence[str], floor: int, start: int, rul
         return d
     root = _roots(lines, max(floor, stop - _EARLIER_LOOKBACK), stop, rules, ROOT_CAUSE_CATEGORIES)
     if not root:
-        return d if lost is None else _unknown_because(
+        return d if lost is None else unknown_because(
             d, "a spawned process died without writing its traceback (mp.spawn's EOFError reading it) and the log "
                "shows no error of its own")
     first = min(root, key=lambda m: m.position)  # the first stage that failed
     if lost is not None:
-        return _cause_of(d, first, f"a spawned process failed first ({first.rule.id}) and died without writing its "
+        return cause_of(d, first, f"a spawned process failed first ({first.rule.id}) and died without writing its "
                                    "traceback; mp.spawn's EOFError reading it is its aftermath, not a damaged file")
-    return _cause_of(d, first, f"an earlier stage of the job failed first ({first.rule.id}); the missing "
+    return cause_of(d, first, f"an earlier stage of the job failed first ({first.rule.id}); the missing "
                                "checkpoint a later stage then looked for is its aftermath")
 
 
@@ -366,7 +371,7 @@ def _nccl_warned(d: Diagnosis, lines: Sequence[str], floor: int, start: int, rul
     if not root:
         return d
     first = min(root, key=lambda m: m.position)
-    return _cause_of(d, first, f"NCCL printed the cause of its system error before the exception ({first.rule.id})")
+    return cause_of(d, first, f"NCCL printed the cause of its system error before the exception ({first.rule.id})")
 
 
 #: The rules of the CUDA runtime's bare "device-side assert triggered" (cudaErrorAssert), which
@@ -395,7 +400,7 @@ def _kernel_asserted(d: Diagnosis, lines: Sequence[str], floor: int, start: int,
     if not root:
         return d
     first = min(root, key=lambda m: m.position)
-    return _cause_of(d, first, f"the kernel's own assertion names the check that failed ({first.rule.id})")
+    return cause_of(d, first, f"the kernel's own assertion names the check that failed ({first.rule.id})")
 
 
 #: scaled_dot_product_attention's bare "No available kernel. Aborting execution." (rule ids), and the
@@ -420,7 +425,7 @@ def _sdpa_unbuilt(d: Diagnosis, lines: Sequence[str], floor: int, start: int, ru
     root = [m for m in match_rules(text, rules) if m.rule.id == _SDPA_UNBUILT_RULE]
     if not root:
         return d
-    return _cause_of(d, root[0], "torch warned above the error that this build has no such kernel")
+    return cause_of(d, root[0], "torch warned above the error that this build has no such kernel")
 
 
 #: TensorFlow 1.x's device line at start-up (core/common_runtime/gpu/gpu_device.cc, the memory in
@@ -445,7 +450,7 @@ def held_elsewhere(d: Diagnosis, lines: Sequence[str], floor: int, start: int) -
         return d
     total = float(m["total"]) * _BYTE_UNITS[m["tu"]]
     if total > 0 and float(m["free"]) * _BYTE_UNITS[m["fu"]] < _HELD_FREE_SHARE * total:
-        return _reorigin(d, "unknown", "the GPU's memory was mostly taken before the job began "
+        return reorigin(d, "unknown", "the GPU's memory was mostly taken before the job began "
                                        "(another process the log does not name held it)")
     return d
 
@@ -508,7 +513,7 @@ def _worker_read(d: Diagnosis, lines: Sequence[str], floor: int, start: int) -> 
     if at is None:
         return d
     line = logs.normalize_line(lines[at]).strip()[:300]
-    evidence = [line, *(e for e in d.evidence if e != line)][:_MAX_EVIDENCE]
+    evidence = [line, *(e for e in d.evidence if e != line)][:MAX_EVIDENCE]
     return dataclasses.replace(d, category="incorrect_input", evidence=evidence, rule_id=None,
                                hint=hint_for("incorrect_input", evidence),
                                reason="a DataLoader worker failed reading a sample (its Dataset or collate_fn): "
@@ -523,7 +528,7 @@ def _bad_record(d: Diagnosis, lines: Sequence[str], floor: int, start: int) -> D
     if at is None or sum(1 for ln in lines[max(floor, at - _WORKER_SPAN):at] if is_progress(ln)) < _FED_STEPS:
         return d
     line = logs.normalize_line(lines[at]).strip()[:300]
-    evidence = [line, *(e for e in d.evidence if e != line)][:_MAX_EVIDENCE]
+    evidence = [line, *(e for e in d.evidence if e != line)][:MAX_EVIDENCE]
     return dataclasses.replace(d, category="incorrect_input", origin="data", confidence=_BAD_RECORD_CONFIDENCE,
                                evidence=evidence, rule_id=None, hint=hint_for("incorrect_input", evidence),
                                reason="a DataLoader worker failed on one sample after the loader had fed the run: "
@@ -546,14 +551,14 @@ def _stage_output_missing(d: Diagnosis, lines: Sequence[str], floor: int, start:
     """For a missing file (``d``), the failure of an earlier stage of the same script printed just
     above its line (at most ``_STAGE_SPAN`` lines) that ended that stage before it wrote its
     output: the missing file is its aftermath (README R5); else ``d``."""
-    at = _line_of(d, lines, max(floor, start - _STAGE_SPAN))
+    at = evidence_line(d, lines, max(floor, start - _STAGE_SPAN))
     if at is None:
         return d
     root = _roots(lines, max(floor, at - _STAGE_SPAN), at, rules, _STAGE_ENDS, _STAGE_RULES)
     if not root:
         return d
     first = min(root, key=lambda m: m.position)
-    return _cause_of(d, first, f"the stage before failed first ({first.rule.id}); the file a later stage then "
+    return cause_of(d, first, f"the stage before failed first ({first.rule.id}); the file a later stage then "
                                "looked for is its missing output")
 
 
@@ -578,7 +583,7 @@ def _sender_gone(d: Diagnosis, lines: Sequence[str], floor: int, start: int,
     """For a bare "No such file or directory" (or a refused or reset connection) raised in
     multiprocessing's resource sharer, what ended the process that had shared the tensor (printed above it), else ``unknown``; None when
     ``d`` is not that error."""
-    at = _line_of(d, lines, max(floor, start - _SENDER_LOOKBACK))
+    at = evidence_line(d, lines, max(floor, start - _SENDER_LOOKBACK))
     if at is None or not _SENDER_LINE.search(lines[at]):
         return None
     if not any(_SHARER_FRAME in ln.replace("\\", "/") for ln in lines[max(floor, at - _SHARER_SPAN):at]):
@@ -587,10 +592,10 @@ def _sender_gone(d: Diagnosis, lines: Sequence[str], floor: int, start: int,
     if not root and (record := _bad_record(d, lines, floor, at)) is not d:
         return record
     if not root:
-        return _unknown_because(d, "a DataLoader worker that had shared a tensor was gone when it was read, and the "
+        return unknown_because(d, "a DataLoader worker that had shared a tensor was gone when it was read, and the "
                                    "log does not say why")
     first = min(root, key=lambda m: m.position)
-    return _cause_of(d, first, f"a DataLoader worker was ended first ({first.rule.id}); reading the tensor it had "
+    return cause_of(d, first, f"a DataLoader worker was ended first ({first.rule.id}); reading the tensor it had "
                                "shared then failed in multiprocessing's resource sharer")
 
 
@@ -613,26 +618,6 @@ def _spawn_lost_child(d: Diagnosis, lines: Sequence[str], start: int) -> int | N
         if i > 0 and _SPAWN_READ in lines[i - 1]:
             return i
     return None
-
-
-def _unknown_because(d: Diagnosis, reason: str) -> Diagnosis:
-    """``unknown`` (origin too) for ``d``'s evidence when the process whose failure it shows died without
-    a word of its own in the log: ``reason`` says which."""
-    return Diagnosis("unknown", "unknown", _UNSAID_CONFIDENCE, list(d.evidence), method="rule", file=d.file,
-                     reason=reason)
-
-
-#: Confidence of that ``unknown``.
-_UNSAID_CONFIDENCE = 0.5
-
-
-def _cause_of(d: Diagnosis, cause: RuleMatch, reason: str) -> Diagnosis:
-    """The answer of ``cause``, a rule match printed before what ``d`` read (its aftermath): the
-    rule's category and origin at 0.9 of its confidence, the cause's line first in the evidence."""
-    line = cause.line.strip()[:300]
-    return Diagnosis(cause.rule.category, cause.rule.origin, round(cause.rule.confidence * 0.9, 3),
-                     [line, *d.evidence][:_MAX_EVIDENCE], method="rule", rule_id=cause.rule.id, file=d.file,
-                     reason=reason, hint=hint_for(cause.rule.category, [line]))
 
 
 #: Lines above the error context searched for the child's own error behind a launcher's report.
@@ -676,11 +661,6 @@ def _child_words(lines: Sequence[str], lo: int, start: int, stop: int) -> list[s
     if own is not None:
         texts.append(ranks.strip_prefix(lines[own]))
     return texts
-
-
-def _reorigin(d: Diagnosis, origin: str, why: str) -> Diagnosis:
-    """``d`` with ``origin``, ``why`` added to its reason."""
-    return dataclasses.replace(d, origin=origin, reason=f"{d.reason}; {why}" if d.reason else why)
 
 
 #: Rules whose evidence is a stop from outside that names no sender (README "Origin: rules", O3):
@@ -751,7 +731,7 @@ def died_before_timeout(d: Diagnosis, lines: Sequence[str], floor: int, failures
     if not root:
         return d
     cause = min(root, key=lambda m: m.position)
-    return _cause_of(d, cause, f"a process died first ({cause.rule.id}); the collective timeout of the ranks "
+    return cause_of(d, cause, f"a process died first ({cause.rule.id}); the collective timeout of the ranks "
                                "that waited for it is its aftermath")
 
 
@@ -765,7 +745,7 @@ def unattributed_timeout(d: Diagnosis) -> Diagnosis:
                                                  and (_TIMED_OUT.search(d.evidence[0]) or _store_closed(d.evidence))):
         return d
     why = "a timeout waiting for a peer, or a store whose host went away, names no cause"
-    return _reorigin(d, "unknown", why)
+    return reorigin(d, "unknown", why)
 
 
 #: A Hugging Face datasets progress bar (its tqdm unit is " examples": "Generating train split: 7
@@ -792,7 +772,7 @@ def preparing_data(d: Diagnosis, lines: Sequence[str], floor: int, failures: Seq
     if first is None:
         return d
     if _fixed_node_rank(lines, floor, first):
-        return _reorigin(d, "user", "the job script starts every node's launcher with the same node rank 0, so "
+        return reorigin(d, "user", "the job script starts every node's launcher with the same node rank 0, so "
                                     "the nodes never form one group")
     seen = 0
     for k in range(first - 1, max(floor, first - _CRASH_LOOKBACK) - 1, -1):
@@ -802,7 +782,7 @@ def preparing_data(d: Diagnosis, lines: Sequence[str], floor: int, failures: Seq
         if _PREPARING.search(text[-_PREPARING_TAIL:]):
             if _bar_done(text):
                 return d  # its bar had ended: the data was ready, the wait was for something else
-            return _reorigin(d, "user", "a process was still preparing the data set while its peers waited")
+            return reorigin(d, "user", "a process was still preparing the data set while its peers waited")
         seen += 1
         if seen >= _PREPARING_SPAN:
             break
@@ -866,7 +846,7 @@ def damaged_file(d: Diagnosis) -> Diagnosis:
     if d.category != "checkpoint_error" or d.origin == "unknown" or not any(_DAMAGED.search(e) for e in d.evidence[:1]):
         return d
     why = "a damaged or truncated file does not say what damaged it"
-    return _reorigin(d, "unknown", why)
+    return reorigin(d, "unknown", why)
 
 
 def unnamed_stop(d: Diagnosis, lines: Sequence[str]) -> Diagnosis:
@@ -879,21 +859,21 @@ def unnamed_stop(d: Diagnosis, lines: Sequence[str]) -> Diagnosis:
     if d.category != "preempted":
         return d
     if d.rule_id == "user-interrupt" and d.origin != "unknown" and _stalled_before(d, lines):
-        return _reorigin(d, "unknown", "the run was waiting on something when it was interrupted: the stall, whose "
+        return reorigin(d, "unknown", "the run was waiting on something when it was interrupted: the stall, whose "
                                        "cause the log does not show, is the failure")
     if d.rule_id == "lsf-killed-by-user":
         mine = any(_LSF_BY_OWNER.search(e) for e in d.evidence[:1])
         origin = "user" if mine else "unknown"
         if d.origin == origin:
             return d
-        return _reorigin(d, origin, "LSF names the job's owner as the one who killed it" if mine
+        return reorigin(d, origin, "LSF names the job's owner as the one who killed it" if mine
                          else "LSF names an administrator, not why")
     if d.rule_id not in _UNNAMED_STOP_RULES or d.origin == "unknown":
         return d
     if any(_names_a_decision(ln) for ln in lines):
         return d
     why = "no line names a scheduler's limit, a preemption or an eviction: who sent the stop is not in the log"
-    return _reorigin(d, "unknown", why)
+    return reorigin(d, "unknown", why)
 
 
 #: A line in which the program says it is waiting on something ("waiting for batch...", "still
@@ -906,7 +886,7 @@ _STALL_SPAN = 20
 def _stalled_before(d: Diagnosis, lines: Sequence[str]) -> bool:
     """Whether one of the ``_STALL_SPAN`` lines before the interrupt ``d`` read says the run was
     waiting."""
-    at = _line_of(d, lines, 0)
+    at = evidence_line(d, lines, 0)
     return at is not None and any(_WAITING.search(ln) for ln in lines[max(0, at - _STALL_SPAN):at])
 
 
@@ -942,7 +922,7 @@ def unattributed_kill(d: Diagnosis, lines: Sequence[str], floor: int) -> Diagnos
     if d.origin == "unknown":
         return d
     why = "no oom-kill or memory-limit line says who sent the SIGKILL"
-    return _reorigin(d, "unknown", why)
+    return reorigin(d, "unknown", why)
 
 
 #: Categories of a match in a traceback before a bare kill that are the kill itself or another
@@ -950,22 +930,15 @@ def unattributed_kill(d: Diagnosis, lines: Sequence[str], floor: int) -> Diagnos
 _NOT_OWN_ERROR = frozenset({"cpu_oom", "preempted", "unknown"})
 
 
-def _line_of(d: Diagnosis, lines: Sequence[str], floor: int) -> int | None:
-    """The index of the first line from ``floor`` that holds the end of ``d``'s first evidence line."""
-    key = d.evidence[0].strip()[-_KEY_CHARS:] if d.evidence else ""
-    found = find_keys(lines, (key,), floor) if key else []
-    return found[0] if found else None
-
-
 def _own_error_before_kill(d: Diagnosis, lines: Sequence[str], floor: int) -> Diagnosis | None:
     """The answer of a process's own traceback (not one a signal or a lost peer makes) that ended
     before the bare kill line ``d`` read, with no progress after it; None when there is none."""
-    kill = _line_of(d, lines, floor)
+    kill = evidence_line(d, lines, floor)
     at = _died_before_line(lines, floor, kill) if kill is not None else None
     cause = _own_cause(lines, at) if at is not None else None
     if cause is None:
         return None
-    return _cause_of(d, cause, f"a process ended on its own error first ({cause.rule.id}); the SIGKILL the "
+    return cause_of(d, cause, f"a process ended on its own error first ({cause.rule.id}); the SIGKILL the "
                                "launcher or the job then sent the others is its aftermath")
 
 
@@ -984,10 +957,6 @@ def _own_cause(lines: Sequence[str], at: int) -> RuleMatch | None:
     text = "\n".join(ranks.strip_prefix(logs.normalize_line(ln)) for ln in lines[head:at + 1])
     found = [m for m in match_rules(text) if not m.rule.secondary and m.rule.category not in _NOT_OWN_ERROR]
     return max(found, key=lambda m: (m.rule.priority, m.position)) if found else None
-
-
-#: Characters of the kill's evidence line searched for in the log.
-_KEY_CHARS = 40
 
 
 #: Rules whose evidence is a fatal-signal handler's report of a SIGTERM (glog's, which Paddle
@@ -1017,7 +986,7 @@ def teardown_term(d: Diagnosis, lines: Sequence[str], floor: int) -> Diagnosis:
     cause = _own_cause(lines, at)
     if cause is None:
         return d
-    return _cause_of(d, cause, f"the process ended on its own error first ({cause.rule.id}); the SIGTERM "
+    return cause_of(d, cause, f"the process ended on its own error first ({cause.rule.id}); the SIGTERM "
                                "the launcher then sent it while it shut down is its aftermath")
 
 
@@ -1059,7 +1028,7 @@ def bare_crash(d: Diagnosis, lines: Sequence[str], floor: int) -> Diagnosis:
     if any(_crash_says(ln) for ln in [*d.evidence, *lines[max(floor, len(lines) - _CRASH_LOOKBACK):]]):
         return d
     why = "only a signal or an exit status: no message or stack of the code that crashed"
-    return _reorigin(d, "unknown", why)
+    return reorigin(d, "unknown", why)
 
 
 #: The program a crash report names: bash's job-control line for a command a signal ended
@@ -1087,6 +1056,6 @@ def own_program_crash(d: Diagnosis, lines: Sequence[str]) -> Diagnosis:
         prog = words[0] if words else ""
         if prog.startswith(("./", "../")) and not prog.endswith((".py", ".sh")):
             why = f"the crashed program {prog} is the job's own build"
-            return _reorigin(d, "user", why)
+            return reorigin(d, "user", why)
         return d
     return d
