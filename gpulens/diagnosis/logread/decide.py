@@ -20,6 +20,12 @@ from gpulens.diagnosis.logread.answers import (
     reorigin,
     unknown_because,
 )
+from gpulens.diagnosis.logread.diedbefore import (
+    ROOT_LOOKBACK,
+    died_before,
+    died_before_line,
+    own_cause,
+)
 from gpulens.diagnosis.logread.lines import (
     CORE_DUMPED,
     CRASH_SIGNALS,
@@ -31,10 +37,9 @@ from gpulens.diagnosis.logread.lines import (
     is_failure,
     is_progress,
     is_scheduler_kill,
-    spawned_child,
 )
 from gpulens.diagnosis.logread.signals import TERM_REPORT_KEYS
-from gpulens.diagnosis.logread.tracebacks import TRACEBACK, has_head, starts_head
+from gpulens.diagnosis.logread.tracebacks import TRACEBACK, has_head
 from gpulens.diagnosis.rules import Rule, RuleMatch, match_rules
 from gpulens.diagnosis.types import DEFAULT_ORIGIN, Diagnosis
 from gpulens.vocab import NO_FAILURE
@@ -92,7 +97,7 @@ def late_kills(lines: Sequence[str], failures: Sequence[int], start: int) -> set
     # a time limit or a cancel (not an OOM kill: that one names a cause) after a process died of
     # its own error
     limits = [i for i in kills if "oom" not in lines[i].lower()]
-    if limits and _died_before(lines, failures, limits[0]) is not None:
+    if limits and died_before(lines, failures, limits[0]) is not None:
         return {lines[i] for i in limits} | stopped
     return stopped
 
@@ -118,70 +123,6 @@ def _stopped_by_srun(lines: Sequence[str], exited: int) -> set[str]:
 _TERMINATE_SPAN = 20
 
 
-#: A Python exception line that a stop signal or a dying peer causes (the kill's own aftermath,
-#: not an error of the process before it).
-_SIGNAL_MADE = ("KeyboardInterrupt", "SignalException", "SIGTERM", "SIGINT", "DistBackendError", "DistNetworkError",
-                "NCCL", "Connection", "Broken pipe", "BrokenPipe", "EOFError", "Terminated", "timed out", "Timeout")
-_signal_made = contains_any(_SIGNAL_MADE)
-_EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception)\b")
-#: Lines above an exception line searched for its traceback's header.
-_TRACEBACK_SPAN = 300
-
-
-def _died_before(lines: Sequence[str], failures: Sequence[int], kill: int) -> int | None:
-    """The index of the exception line of a traceback that ended before the scheduler's kill line
-    at ``kill``, with no progress line after it (the process had died of its own error; a
-    time limit hours later, while the job script or the other ranks hung on, is not the cause),
-    when that exception is not one a stop signal or a lost peer makes; else None. Its traceback is
-    the nearest head line (:func:`tracebacks.has_head`) within _TRACEBACK_SPAN lines above the
-    exception, found by a literal scan, not :func:`tracebacks.python_head`'s walk up the frames
-    (kept as it answered: an indented or interleaved line between does not stop it)."""
-    for i in reversed([k for k in failures if k < kill]):
-        norm = ranks.strip_prefix(logs.normalize_line(lines[i])).strip()
-        if not _EXCEPTION_LINE.match(norm) or logs.is_weak(norm) or _signal_made(norm):
-            continue
-        heads = find_keys(lines, (TRACEBACK,), max(0, i - _TRACEBACK_SPAN), i)
-        if not heads or not starts_head(ranks.strip_prefix(logs.normalize_line(lines[heads[-1]]))):
-            continue  # no traceback, or one the program printed itself ("Error: Traceback ...": it caught it)
-        if _in_thread(lines, heads[-1]):
-            continue  # a thread's exception: that thread ended, the process went on
-        if spawned_child(lines, heads[-1], i):
-            continue  # a spawned helper died starting up: its parent, the job, need not have
-        if any(is_progress(ln) for ln in lines[i + 1:kill]):
-            return None
-        return i
-    return None
-
-
-#: What Python's threading.excepthook prints above the traceback of an exception that ended a
-#: thread other than the main one ("Exception in thread Thread-3:", CPython
-#: Modules/_threadmodule.c thread_excepthook_file): the thread ends, the process goes on.
-_THREAD_HEAD = "Exception in thread "
-
-
-def _in_thread(lines: Sequence[str], head: int) -> bool:
-    """Whether the traceback whose header is ``lines[head]`` is a non-main thread's: headed by
-    "Exception in thread NAME:" a few lines above, with nothing between but blank lines and the
-    pieces two threads dying at once interleave there (another traceback's header and first
-    frame, a lone ":"). Looser than :func:`tracebacks.thread_died` (the header right above the
-    head, nothing between), kept as each answered."""
-    for k in range(head - 1, max(-1, head - _THREAD_SPAN), -1):
-        text = ranks.strip_prefix(logs.normalize_line(lines[k])).strip()
-        if text.startswith(_THREAD_HEAD):
-            return text.endswith(":")
-        if text not in ("", ":") and not starts_head(text) and not text.startswith('File "'):
-            return False
-    return False
-
-
-#: Lines above a traceback header searched for a thread's header.
-_THREAD_SPAN = 5
-
-
-#: Lines above the error context searched for the root-cause rank's own traceback.
-_ROOT_LOOKBACK = 400
-
-
 def root_rank_lines(lines: Sequence[str], start: int, floor: int, rank: int | None,
                     context: Sequence[str]) -> list[str]:
     """The root-cause rank's own last traceback (its prefixed lines above ``start``) when it
@@ -189,7 +130,7 @@ def root_rank_lines(lines: Sequence[str], start: int, floor: int, rank: int | No
     names the rank that failed first, whose traceback may come before the other ranks'."""
     if rank is None or any(has_head(ln) and ranks.prefix_rank(ln) == rank for ln in context):
         return []
-    lo = max(floor, start - _ROOT_LOOKBACK)
+    lo = max(floor, start - ROOT_LOOKBACK)
     tb = next((i for i in range(start - 1, lo - 1, -1)
                if has_head(lines[i]) and ranks.prefix_rank(lines[i]) == rank), None)
     if tb is None:
@@ -925,38 +866,16 @@ def unattributed_kill(d: Diagnosis, lines: Sequence[str], floor: int) -> Diagnos
     return reorigin(d, "unknown", why)
 
 
-#: Categories of a match in a traceback before a bare kill that are the kill itself or another
-#: stop, not an error of the process's own.
-_NOT_OWN_ERROR = frozenset({"cpu_oom", "preempted", "unknown"})
-
-
 def _own_error_before_kill(d: Diagnosis, lines: Sequence[str], floor: int) -> Diagnosis | None:
     """The answer of a process's own traceback (not one a signal or a lost peer makes) that ended
     before the bare kill line ``d`` read, with no progress after it; None when there is none."""
     kill = evidence_line(d, lines, floor)
-    at = _died_before_line(lines, floor, kill) if kill is not None else None
-    cause = _own_cause(lines, at) if at is not None else None
+    at = died_before_line(lines, floor, kill) if kill is not None else None
+    cause = own_cause(lines, at) if at is not None else None
     if cause is None:
         return None
     return cause_of(d, cause, f"a process ended on its own error first ({cause.rule.id}); the SIGKILL the "
                                "launcher or the job then sent the others is its aftermath")
-
-
-def _died_before_line(lines: Sequence[str], floor: int, kill: int) -> int | None:
-    """The last line of a process's own uncaught traceback that ended before line ``kill`` with no
-    progress after it (:func:`_died_before` over the failure lines above it), or None."""
-    errs = [i for i in find_keys(lines, ERROR_KEYS, max(floor, kill - _ROOT_LOOKBACK), kill)
-            if is_failure(logs.normalize_line(lines[i]), lines[i])]
-    return _died_before(lines, errs, kill)
-
-
-def _own_cause(lines: Sequence[str], at: int) -> RuleMatch | None:
-    """The strongest rule match of the traceback ending at ``at`` (found by :func:`_died_before`) that
-    names the process's own error (not a secondary one, not a signal's or a lost peer's), or None."""
-    head = find_keys(lines, (TRACEBACK,), max(0, at - _TRACEBACK_SPAN), at)[-1]  # _died_before found one
-    text = "\n".join(ranks.strip_prefix(logs.normalize_line(ln)) for ln in lines[head:at + 1])
-    found = [m for m in match_rules(text) if not m.rule.secondary and m.rule.category not in _NOT_OWN_ERROR]
-    return max(found, key=lambda m: (m.rule.priority, m.position)) if found else None
 
 
 #: Rules whose evidence is a fatal-signal handler's report of a SIGTERM (glog's, which Paddle
@@ -980,10 +899,10 @@ def teardown_term(d: Diagnosis, lines: Sequence[str], floor: int) -> Diagnosis:
     if not reports:
         return d
     kill = reports[-1]
-    at = _died_before_line(lines, floor, kill)
+    at = died_before_line(lines, floor, kill)
     if at is None or any(k > at for k in _earlier_reports(reports, kill)):
         return d
-    cause = _own_cause(lines, at)
+    cause = own_cause(lines, at)
     if cause is None:
         return d
     return cause_of(d, cause, f"the process ended on its own error first ({cause.rule.id}); the SIGTERM "
