@@ -89,7 +89,7 @@ def _in_thread(lines: Sequence[str], head: int) -> bool:
 _THREAD_SPAN = 5
 
 
-#: Lines above the error context searched for the root-cause rank's own traceback (decide's
+#: Lines above the error context searched for the root-cause rank's own traceback (joblines'
 #: root_rank_lines), and above a kill line for the failure lines of a process's own error.
 ROOT_LOOKBACK = 400
 
