@@ -29,6 +29,10 @@ from gpulens.diagnosis.logread.joblines import (
     late_kills,
     root_rank_lines,
 )
+from gpulens.diagnosis.logread.lineprefix import (
+    strip_line_prefixes,
+    strip_ray_prefixes,
+)
 from gpulens.diagnosis.logread.lines import (
     CORE_DUMPED,
     CRASH_SIGNALS,
@@ -41,7 +45,7 @@ from gpulens.diagnosis.logread.lines import (
     is_progress,
 )
 from gpulens.diagnosis.logread.signals import TERM_REPORT_KEYS
-from gpulens.diagnosis.logread.tracebacks import TRACEBACK, has_head
+from gpulens.diagnosis.logread.tracebacks import TRACEBACK
 from gpulens.diagnosis.rules import Rule, RuleMatch, match_rules
 from gpulens.diagnosis.types import DEFAULT_ORIGIN, Diagnosis
 from gpulens.vocab import NO_FAILURE
@@ -108,61 +112,6 @@ def diverged_loss(lines: Sequence[str], floor: int, stop: int) -> int | None:
     if len(got) < _LOSS_READINGS or not all(v in ("nan", "inf", "-inf") for _, v in got):
         return None
     return got[0][0]
-
-
-#: Ray's prefix of a worker's or its own processes' lines, with the colour codes it prints:
-#: "(RayTrainWorker pid=4242, ip=10.0.0.5) ", "(raylet) ".
-_RAY_PREFIX = re.compile(
-    r"^(?:\x1b\[[\d;]*m)?\((?:(?:[\w.-]+[ \t]+)?pid=\d+(?:,[ \t]*ip=[\d.]+)?|(?:raylet|gcs_server|autoscaler|monitor)\b[^)\n]*)\)"
-    r"(?:\x1b\[[\d;]*m)?[ \t]?")
-
-
-def strip_ray_prefixes(context: Sequence[str]) -> list[str]:
-    """``context`` with Ray's line prefixes removed (the indentation after them kept), so that a
-    worker's traceback reads as one: the classifier's reading of the other launchers' prefixes."""
-    if not any("pid=" in ln or "(raylet)" in ln for ln in context):
-        return list(context)
-    return [_RAY_PREFIX.sub("", ln, count=1) if "(" in ln[:40] else ln for ln in context]
-
-
-#: The longest per-line prefix read off a traceback's header line (a timestamp, a logger's
-#: fields, a container or host name, a colour code).
-_MAX_PREFIX = 100
-_DIGITS = re.compile(r"\d+")
-
-
-def strip_line_prefixes(context: Sequence[str]) -> list[str]:
-    """``context`` with the prefix that a tool wrote before every line of a traceback removed
-    (a log shipper's or ``ts``'s timestamp, a logger's fields, docker compose's "trainer-1  | ",
-    journald's "May 01 10:00:00 host python[42]: ", pdsh's "node-a17: ", a colour code): the
-    text before a traceback header is that prefix, and the lines from the header on that start
-    with the same text (its numbers may differ: a timestamp) lose it, so the exception line
-    reads as Python printed it. Prefixes the reader already knows (ranks, Ray) are gone by now."""
-    heads = [i for i, ln in enumerate(context) if has_head(ln)]
-    if not heads:
-        return list(context)
-    out = list(context)
-    for h in heads:
-        at = out[h].find(TRACEBACK)
-        prefix = out[h][:at]
-        if not prefix.strip() or at > _MAX_PREFIX:
-            continue
-        shape = _prefix_shape(prefix)
-        for k in range(h, len(out)):
-            m = shape.match(out[k])
-            if m is not None:
-                out[k] = out[k][m.end():]
-    return out
-
-
-def _prefix_shape(prefix: str) -> re.Pattern[str]:
-    """A pattern of lines that start with ``prefix``, its numbers and its leading and inner runs
-    of blanks free to differ (a timestamp, "trainer-1  | " and "trainer-10 | ", " 3: " and
-    "13: "), its trailing blanks not (the indentation of a traceback's frames after it is kept)."""
-    body = prefix.rstrip(" \t")
-    parts = [_DIGITS.sub(r"\\d+", re.escape(x)) for x in re.split(r"[ \t]+", body)]
-    lead = r"[ \t]*" if not parts[0] else ""  # padding before a number (" 3: " and "13: ")
-    return re.compile(lead + r"[ \t]+".join(x for x in parts if x) + re.escape(prefix[len(body):]))
 
 
 #: Lines above the failed stage's error context searched for an earlier stage's root failure.
