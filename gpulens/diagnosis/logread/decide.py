@@ -29,6 +29,7 @@ from gpulens.diagnosis.logread.divergence import (
     diverged_before,
     diverged_loss,
 )
+from gpulens.diagnosis.logread.heldmemory import held_elsewhere
 from gpulens.diagnosis.logread.joblines import (
     job_lines,
     late_kills,
@@ -177,33 +178,6 @@ def _sdpa_unbuilt(d: Diagnosis, lines: Sequence[str], floor: int, start: int, ru
     if not root:
         return d
     return cause_of(d, root[0], "torch warned above the error that this build has no such kernel")
-
-
-#: TensorFlow 1.x's device line at start-up (core/common_runtime/gpu/gpu_device.cc, the memory in
-#: strings::HumanReadableNumBytes: "totalMemory: 11.17GiB freeMemory: 450.38MiB").
-_TF_DEVICE_MEMORY = re.compile(r"totalMemory: (?P<total>[\d.]+)(?P<tu>[KMGT]?i?B) freeMemory: (?P<free>[\d.]+)(?P<fu>[KMGT]?i?B)")
-_TF_MEMORY_KEY = ("freeMemory: ",)
-_BYTE_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
-#: The free share of the device's memory below which the job found the GPU held by something else.
-_HELD_FREE_SHARE = 0.5
-
-
-def held_elsewhere(d: Diagnosis, lines: Sequence[str], floor: int, start: int) -> Diagnosis:
-    """For a GPU out of memory (``d``), origin ``unknown`` when the framework reported the device
-    mostly taken before the job allocated anything (README O1/C7: memory held by another process the
-    log does not name: the job's own earlier run, another user, a stuck process), else ``d``. Only the
-    attempt's first device line tells: TensorFlow 1.x prints one for each session it opens, and the
-    job's own first session holds the memory a second one finds taken."""
-    if d.category != "gpu_oom" or d.origin == "unknown":
-        return d
-    m = next((m for i in find_keys(lines, _TF_MEMORY_KEY, floor, start) if (m := _TF_DEVICE_MEMORY.search(lines[i]))), None)
-    if m is None or m["tu"] not in _BYTE_UNITS or m["fu"] not in _BYTE_UNITS:
-        return d
-    total = float(m["total"]) * _BYTE_UNITS[m["tu"]]
-    if total > 0 and float(m["free"]) * _BYTE_UNITS[m["fu"]] < _HELD_FREE_SHARE * total:
-        return reorigin(d, "unknown", "the GPU's memory was mostly taken before the job began "
-                                       "(another process the log does not name held it)")
-    return d
 
 
 def _missing_input(d: Diagnosis, lines: Sequence[str], floor: int, start: int, rules: tuple[Rule, ...]) -> Diagnosis:
