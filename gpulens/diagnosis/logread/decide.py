@@ -4,9 +4,8 @@ kernel's, which speak for the whole job)."""
 
 from __future__ import annotations
 
-import dataclasses
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.guarded import contains_any
@@ -17,6 +16,7 @@ from gpulens.diagnosis.logread.answers import (
     reorigin,
 )
 from gpulens.diagnosis.logread.badrecord import bad_record
+from gpulens.diagnosis.logread.childexit import behind_secondary
 from gpulens.diagnosis.logread.diedbefore import (
     died_before_line,
     own_cause,
@@ -42,63 +42,16 @@ from gpulens.diagnosis.logread.lines import (
     CRASH_SIGNALS,
     GLIBC_ERROR_IN,
     SHELL_JOB,
-    ends_own_process,
     find_keys,
-    is_progress,
 )
 from gpulens.diagnosis.logread.signals import TERM_REPORT_KEYS
-from gpulens.diagnosis.logread.tracebacks import TRACEBACK
 from gpulens.diagnosis.rules import Rule, match_rules
 from gpulens.diagnosis.types import Diagnosis
-from gpulens.vocab import NO_FAILURE
 
 __all__ = ["DIVERGED_CONFIDENCE", "bare_crash", "damaged_file", "died_before_timeout", "diverged_before", "teardown_term", "diverged_loss", "behind_secondary",
            "bad_record", "earlier_root", "held_elsewhere", "job_lines", "late_kills",
            "own_program_crash", "preparing_data", "root_rank_lines", "strip_line_prefixes", "strip_ray_prefixes", "unattributed_kill",
            "unattributed_timeout", "unnamed_stop"]
-
-
-#: Lines above the error context searched for the child's own error behind a launcher's report.
-_CHILD_LOOKBACK = 3000
-
-
-def behind_secondary(d: Diagnosis, lines: Sequence[str], floor: int, start: int,
-                     classify: Callable[[str], Diagnosis], report: int | None = None) -> Diagnosis:
-    """For an error context that holds only a launcher's or a parent's report that a child
-    failed (``subprocess.CalledProcessError``, torchrun's ChildFailedError, a Ray actor's
-    death), the child's own error above ``start`` (in ``lines[floor:]``, :func:`_child_words`;
-    a child's one-line exit also above ``report``, the line after the last failure line), classified with
-    ``classify``, when a rule decides it; else ``d``."""
-    if d.category != "unknown" or not (d.reason or "").startswith("only secondary messages"):
-        return d
-    for text in _child_words(lines, max(floor, start - _CHILD_LOOKBACK), start, max(start, report or start)):
-        got = classify(text)
-        if got.method == "rule" and got.category not in ("unknown", NO_FAILURE):
-            return dataclasses.replace(got, confidence=round(got.confidence * 0.9, 3), file=d.file,
-                                       reason="the launcher's report names no cause; the child's own error above it does")
-    return d
-
-
-#: Literals of the lines after which a child exits by itself without a traceback (lines.ends_own_process):
-#: CPython's "python: can't open file 'x.py': [Errno 2] ..." (Modules/main.c pymain_run_file),
-#: argparse's "prog: error: ..." (argparse.py ArgumentParser.error).
-_OWN_EXIT_KEYS = ("can't open file", ": error: ")
-
-
-def _child_words(lines: Sequence[str], lo: int, start: int, stop: int) -> list[str]:
-    """The texts that may hold a child's own error, in the order tried: the last traceback in
-    ``lines[lo:start]``, then the last line in ``lines[lo:stop]`` after which a child exits by
-    itself (a launcher that started every rank with a script path that is not there, or with an
-    argument its parser refuses, gets only that line from each: the error context may start
-    below it)."""
-    texts: list[str] = []
-    tbs = find_keys(lines, (TRACEBACK,), lo, start)
-    if tbs:
-        texts.append("\n".join(ranks.strip_prefix(ln) for ln in lines[tbs[-1]:start] if not is_progress(ln)))
-    own = next((i for i in reversed(find_keys(lines, _OWN_EXIT_KEYS, lo, stop)) if ends_own_process(lines, i)), None)
-    if own is not None:
-        texts.append(ranks.strip_prefix(lines[own]))
-    return texts
 
 
 #: Rules whose evidence is a stop from outside that names no sender (README "Origin: rules", O3):
