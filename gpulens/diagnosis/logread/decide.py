@@ -16,6 +16,7 @@ from gpulens.diagnosis.logread.answers import (
 )
 from gpulens.diagnosis.logread.badrecord import bad_record
 from gpulens.diagnosis.logread.childexit import behind_secondary
+from gpulens.diagnosis.logread.damaged import damaged_file
 from gpulens.diagnosis.logread.diedbefore import (
     died_before_line,
     own_cause,
@@ -56,26 +57,6 @@ __all__ = ["DIVERGED_CONFIDENCE", "bare_crash", "damaged_file", "died_before_tim
            "bad_record", "earlier_root", "held_elsewhere", "job_lines", "late_kills",
            "own_program_crash", "preparing_data", "root_rank_lines", "strip_line_prefixes", "strip_ray_prefixes", "unattributed_kill",
            "unattributed_timeout", "unnamed_stop"]
-
-
-#: What PyTorch, pickle, safetensors and HDF5 say of a checkpoint file that is cut short or
-#: damaged (a save interrupted by a full disk or a kill, an incomplete download or copy); and
-#: transformers' cached_file when a shard that the checkpoint's own index lists is not there
-#: ("... does not appear to have a file named model-00003-of-00004.safetensors": the shard
-#: names come from model.safetensors.index.json, so the copy or download is incomplete).
-_DAMAGED = re.compile(r"failed finding central directory|file appears to be truncated|unpickling stack underflow"
-                      r"|EOFError: Ran out of input|invalid load key|Error while deserializing header"
-                      r"|\(truncated file|does not appear to have a file named [\w.-]*-\d{5}-of-\d{5}\.")
-
-
-def damaged_file(d: Diagnosis) -> Diagnosis:
-    """Origin ``unknown`` for a checkpoint that cannot be read because the file is cut short or
-    damaged: what damaged it (a full disk or a kill during the save, an interrupted copy or
-    download) happened outside the process that reads it, and its log does not say."""
-    if d.category != "checkpoint_error" or d.origin == "unknown" or not any(_DAMAGED.search(e) for e in d.evidence[:1]):
-        return d
-    why = "a damaged or truncated file does not say what damaged it"
-    return reorigin(d, "unknown", why)
 
 
 #: Rules whose evidence is a SIGKILL that names no sender (README "Origin: rules", O7): the shell's
