@@ -26,30 +26,18 @@ __all__ = ["bad_record", "one_record_failed"]
 #: the loader had already fed training steps, is one record the code path cannot take (a video
 #: with no frames, a document with too few passages): the same code read the others.
 _GENERIC_EXCEPTION = "python-logic-exception"
-
-
 _WORKER_CAUGHT = re.compile(r"(?:ValueError|ZeroDivisionError): Caught (?:ValueError|ZeroDivisionError) in DataLoader "
                             r"worker process \d+")
-
-
 _WORKER_SPAN = 400
-
-
 #: Progress lines before the failure that show the loader had fed the run.
 _FED_STEPS = 3
-
-
 _BAD_RECORD_CONFIDENCE = 0.6
-
-
 #: README C4: an error whose message could be the data's or the code's (a KeyError on a field, an
 #: index or shape assert, a broadcast mismatch) raised in data-reading code (a Dataset's
 #: __getitem__ or a collate_fn, which is what a DataLoader worker runs) is incorrect_input. Plain
 #: bugs of code (TypeError, AttributeError, NameError) stay semantic errors.
 _WORKER_EITHER = re.compile(r"(KeyError|IndexError|AssertionError|ValueError|RuntimeError|ZeroDivisionError): "
                             r"Caught \1 in DataLoader worker process \d+")
-
-
 _WORKER_RULES = frozenset({_GENERIC_EXCEPTION, "dataloader-worker-reraised"})
 
 

@@ -60,8 +60,6 @@ def bare_crash(d: Diagnosis, lines: Sequence[str], floor: int) -> Diagnosis:
 #: check, which names the process by its argv[0] ("*** Error in `./simplex': corrupted size vs.
 #: prev_size: 0x...", glibc 2.25 and older: malloc/malloc.c malloc_printerr).
 _CRASHED = re.compile(rf"{SHELL_JOB}(?:{CRASH_SIGNALS})(?: +{CORE_DUMPED})? +(?P<cmd>\S.*)$|{GLIBC_ERROR_IN}")
-
-
 _CRASH_LOOKBACK = 400
 
 

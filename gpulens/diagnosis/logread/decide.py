@@ -1,6 +1,16 @@
-"""How the whole-log reader turns the failed attempt's error context into a category: which
-lines the classifier sees beside the first failing rank's own (the scheduler's and the
-kernel's, which speak for the whole job)."""
+"""The checks the whole-log reader runs on the classifier's answer for the failed attempt's error
+context, gathered under one name. Each lives in a module of its own job:
+
+- joblines: the lines the classifier sees beside the first failing rank's own;
+- lineprefix: the per-line prefixes removed before it reads them;
+- divergence, earlier, badrecord, heldmemory, childexit: the cause printed before or behind what
+  it read (a diverged loss, an earlier stage's failure, one bad record, a GPU held elsewhere, a
+  child's own error behind a launcher's report);
+- timeouts, stops, damaged, kills, crashes: who a timeout, an outside stop, a damaged file, a
+  bare kill or a bare crash is owed to;
+- answers and diedbefore: the answers those checks give, and whether a process died first.
+
+This module defines nothing: it keeps the names whole.py and the tests import from it."""
 
 from __future__ import annotations
 
@@ -38,9 +48,8 @@ from gpulens.diagnosis.logread.timeouts import (
     unattributed_timeout,
 )
 
-__all__ = ["DIVERGED_CONFIDENCE", "bare_crash", "damaged_file", "died_before_timeout", "diverged_before", "teardown_term", "diverged_loss", "behind_secondary",
-           "bad_record", "earlier_root", "held_elsewhere", "job_lines", "late_kills",
-           "own_program_crash", "preparing_data", "root_rank_lines", "strip_line_prefixes", "strip_ray_prefixes", "unattributed_kill",
-           "unattributed_timeout", "unnamed_stop"]
-
-
+__all__ = ["DIVERGED_CONFIDENCE", "bad_record", "bare_crash", "behind_secondary", "damaged_file",
+           "died_before_timeout", "diverged_before", "diverged_loss", "earlier_root",
+           "held_elsewhere", "job_lines", "late_kills", "own_program_crash", "preparing_data",
+           "root_rank_lines", "strip_line_prefixes", "strip_ray_prefixes", "teardown_term",
+           "unattributed_kill", "unattributed_timeout", "unnamed_stop"]

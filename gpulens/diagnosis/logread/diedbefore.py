@@ -30,11 +30,7 @@ _SIGNAL_MADE = ("KeyboardInterrupt", "SignalException", "SIGTERM", "SIGINT", "Di
 
 
 _signal_made = contains_any(_SIGNAL_MADE)
-
-
 _EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception)\b")
-
-
 #: Lines above an exception line searched for its traceback's header.
 _TRACEBACK_SPAN = 300
 

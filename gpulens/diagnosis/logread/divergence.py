@@ -17,15 +17,9 @@ __all__ = ["DIVERGED_CONFIDENCE", "diverged_before", "diverged_loss"]
 #: Confidence of "the loss was NaN/inf in every last metric line" when the error context itself
 #: names no cause.
 DIVERGED_CONFIDENCE = 0.7
-
-
 #: Loss readings looked at, and lines searched back for them.
 _LOSS_READINGS = 3
-
-
 _LOSS_LOOKBACK = 2000
-
-
 _LOSS = re.compile(r"(?i)\bloss\w{0,12}\s*[:=]\s*(-?inf|nan|[-+]?\d[\d.]*(?:e[-+]?\d+)?)\b")
 
 

@@ -71,16 +71,10 @@ def earlier_root(d: Diagnosis, lines: Sequence[str], floor: int, start: int, rul
 #: /dev/shm/nccl-X to N bytes" when /dev/shm is too small), and torch's message may then end in
 #: an empty "Last error:".
 _NCCL_SYSTEM_RULES = frozenset({"nccl-unhandled-system-error", "nccl-error-in", "nccl-error-short-form"})
-
-
 #: NCCL WARN causes looked for above the exception (rule ids), and the literals of their lines
 #: (an NCCL WARN line is no failure line by itself: NCCL warns of much it recovers from).
 _NCCL_CAUSES = frozenset({"nccl-shm-too-small"})
-
-
 _NCCL_CAUSE_KEYS = ("failed to extend /dev/shm/", "creating shared memory segment")
-
-
 #: Lines above the error context searched for them (NCCL's INFO lines of the unwinding call and
 #: the other ranks' lines come between).
 _NCCL_LOOKBACK = 400
@@ -103,11 +97,7 @@ def _nccl_warned(d: Diagnosis, lines: Sequence[str], floor: int, start: int, rul
 #: the device's printf: "<file>.cu:<line>: <function>: block: [..], thread: [..] Assertion `<cond>`
 #: failed."), ATen's kernels among them (IndexKernel.cu, Indexing.cu, Loss.cu, ClassNLLCriterion).
 _DEVICE_ASSERT_RULES = frozenset({"cuda-device-side-assert", "cuda-error-other"})
-
-
 _KERNEL_ASSERT_KEY = ("Assertion `",)
-
-
 #: Lines above the error context searched for the kernel's assertion (every failing thread prints one).
 _ASSERT_LOOKBACK = 400
 
@@ -136,15 +126,9 @@ def _kernel_asserted(d: Diagnosis, lines: Sequence[str], floor: int, start: int,
 #: aten/src/ATen/native/transformers/cuda/sdp_utils.cpp: "Torch was not compiled with flash attention." /
 #: "... memory efficient attention."), a warning among the others above the traceback.
 _SDPA_RULES = frozenset({"torch-sdpa-no-kernel"})
-
-
 _SDPA_BUILD_KEYS = ("Torch was not compiled with ",)
-
-
 #: The rule that reads the error together with that warning.
 _SDPA_UNBUILT_RULE = "torch-sdpa-not-compiled"
-
-
 #: Lines above the error context searched for the warning (the job's own start-up lines come between).
 _SDPA_LOOKBACK = 2000
 
@@ -185,17 +169,11 @@ def _roots(lines: Sequence[str], lo: int, hi: int, rules: tuple[Rule, ...], cate
 #: Rules of a missing input file, and the lines above it searched for the earlier stage of the
 #: same script that was to write it and failed (a pipeline script: train, predict, evaluate).
 _MISSING_FILE_RULES = frozenset({"data-file-missing", "data-file-not-found", "data-folder-missing"})
-
-
 _STAGE_SPAN = 30
-
-
 #: Categories of a failure that ends the program that prints it (the earlier stage then wrote
 #: nothing): argparse's usage error (exit status 2), a Python that cannot import or parse the
 #: script, and the root causes a checkpoint's aftermath is traced to.
 _STAGE_ENDS = ROOT_CAUSE_CATEGORIES | {"import_error", "syntax_error"}
-
-
 _STAGE_RULES = frozenset({"argparse-usage-error"})
 
 
@@ -221,23 +199,13 @@ def _stage_output_missing(d: Diagnosis, lines: Sequence[str], floor: int, start:
 #: directory" (no path: the sender's socket) or ConnectionRefusedError says that process (a
 #: DataLoader worker) is gone, not that an input file is missing.
 _SHARER_FRAME = "multiprocessing/resource_sharer.py"
-
-
 _SENDER_LINE = re.compile(r"(?:FileNotFoundError: \[Errno 2\] No such file or directory|ConnectionRefusedError: "
                           r"\[Errno 111\] Connection refused|ConnectionResetError: \[Errno 104\] Connection reset by peer)\s*$")
-
-
 #: Rules, beside the missing-file ones, that read those lines.
 _SENDER_RULES = frozenset({"socket-connection-errors"})
-
-
 _SHARER_SPAN = 12
-
-
 #: Lines above it searched for what ended that process (an interrupt, a kill, an OOM, a crash).
 _SENDER_LOOKBACK = 400
-
-
 _SENDER_ENDS = ROOT_CAUSE_CATEGORIES | {"preempted"}
 
 
@@ -267,11 +235,7 @@ def _sender_gone(d: Diagnosis, lines: Sequence[str], floor: int, start: int,
 #: pickle.load(fh)"): an EOFError ("Ran out of input") there says the child died without writing
 #: one (aborted in C++, as the NCCL watchdog does, or killed), not that a file of the job is damaged.
 _SPAWN_READ = "original_trace = pickle.load("
-
-
 _SPAWN_EOF = "EOFError: Ran out of input"
-
-
 #: Lines after the error context's start searched for that traceback.
 _SPAWN_SPAN = 400
 

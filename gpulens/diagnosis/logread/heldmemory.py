@@ -16,14 +16,8 @@ __all__ = ["held_elsewhere"]
 #: TensorFlow 1.x's device line at start-up (core/common_runtime/gpu/gpu_device.cc, the memory in
 #: strings::HumanReadableNumBytes: "totalMemory: 11.17GiB freeMemory: 450.38MiB").
 _TF_DEVICE_MEMORY = re.compile(r"totalMemory: (?P<total>[\d.]+)(?P<tu>[KMGT]?i?B) freeMemory: (?P<free>[\d.]+)(?P<fu>[KMGT]?i?B)")
-
-
 _TF_MEMORY_KEY = ("freeMemory: ",)
-
-
 _BYTE_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
-
-
 #: The free share of the device's memory below which the job found the GPU held by something else.
 _HELD_FREE_SHARE = 0.5
 

@@ -45,13 +45,9 @@ def job_lines(lines: Sequence[str], failures: Sequence[int], start: int, context
 _TASKS_EXITED = re.compile(r"srun: error: .*(?:Exited with exit code (?:[1-9]|[1-9]\d|1[01]\d|12[0-7])\b"
                            r"|: tasks? [\d,-]+: (?:Segmentation fault|Aborted|Bus error|Illegal instruction"
                            r"|Floating point exception)\b)")
-
-
 #: What srun prints when it kills the rest of a step after a task failed ("Terminating job step
 #: 421.0", "Terminating StepId=421.0"), and its lines for the tasks that kill ended.
 _SRUN_TERMINATING = "srun: Terminating "
-
-
 _STOPPED_TASKS = re.compile(r"srun: error: \S+: tasks? [\d,-]+: (?:Terminated|Killed)\s*$")
 
 

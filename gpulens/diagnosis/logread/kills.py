@@ -27,16 +27,12 @@ __all__ = ["teardown_term", "unattributed_kill"]
 #: "Killed", a launcher's exit code -9, a DataLoader worker "killed by signal: Killed".
 _BARE_KILL_RULES = frozenset({"sigkill-exitcode", "slurm-script-killed", "launcher-child-sigkill",
                               "dataloader-worker-killed"})
-
-
 #: Literals of the lines in which the kernel or a scheduler says it killed for memory (the kernel's
 #: OOM killer, Slurm's cgroup, PBS's and LSF's memory limits, Kubernetes, Ray's memory monitor).
 _MEMORY_KILLS = ("oom-kill", "oom_kill", "oom-killer", "OOMKilled", "Out of memory: Kill", "Memory cgroup out of memory",
                  "exceeded memory limit", "Exceeded job memory limit", "Exceeded step memory limit", "OUT_OF_MEMORY",
                  "job killed: mem", "job killed: vmem", "job killed: pmem", "TERM_MEMLIMIT", "memory pressure",
                  "Out Of Memory")
-
-
 _names_a_memory_kill = contains_any(_MEMORY_KILLS)
 
 

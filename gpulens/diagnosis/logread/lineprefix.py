@@ -30,8 +30,6 @@ def strip_ray_prefixes(context: Sequence[str]) -> list[str]:
 #: The longest per-line prefix read off a traceback's header line (a timestamp, a logger's
 #: fields, a container or host name, a colour code).
 _MAX_PREFIX = 100
-
-
 _DIGITS = re.compile(r"\d+")
 
 

@@ -23,19 +23,13 @@ __all__ = ["unnamed_stop"]
 #: worker that torch reports "killed by signal: Terminated" (torch/utils/data/_utils/signal_handling.py).
 _UNNAMED_STOP_RULES = frozenset({"sigterm-handler", "launcher-child-sigterm", "slurm-cancelled", "signal-hangup",
                                  "r20-dataloader-worker-sigterm"})
-
-
 #: Literals of the lines that name a scheduler's or a cloud's own decision to stop a job: Slurm's
 #: reasons, LSF's and PBS's limits, preemption, eviction, a spot instance's reclaim. With one in
 #: the log the stop is the infrastructure's (a Slurm run is not enough: scancel names no one).
 _DECISIONS = ("DUE TO TIME LIMIT", "DUE TO PREEMPTION", "DUE TO NODE FAILURE", "DUE TO JOB REQUEUE", "TERM_RUNLIMIT",
               "TERM_CPULIMIT", "TERM_WINDOW", "TERM_PREEMPT", "exceeded limit", "wallclock", "preempt", "Preempt",
               "PREEMPT", "Evicted", "OOMKilled", "spot instance", "Spot instance", "SpotInterruption")
-
-
 _names_a_decision = contains_any(_DECISIONS)
-
-
 #: LSF's exit reasons for a job killed by a person: by its owner (the user's own hand) or by an
 #: administrator (no reason given).
 _LSF_BY_OWNER = re.compile(r"TERM_(?:REQUEUE_|FORCE_)?OWNER\b")
@@ -72,8 +66,6 @@ def unnamed_stop(d: Diagnosis, lines: Sequence[str]) -> Diagnosis:
 #: waiting for rank 0", "Waiting for the other processes"): an interrupt after it stopped a stall
 #: (README "Origin: rules", O4 (b)).
 _WAITING = re.compile(r"(?i)\b(?:still waiting|waiting for|waiting on)\b")
-
-
 _STALL_SPAN = 20
 
 
