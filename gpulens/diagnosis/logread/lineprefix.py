@@ -7,16 +7,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from gpulens.diagnosis.logread.tracebacks import TRACEBACK, has_head
+from gpulens.diagnosis.logread.tracebacks import RAY_PREFIX, TRACEBACK, has_head
 
 __all__ = ["strip_line_prefixes", "strip_ray_prefixes"]
-
-
-#: Ray's prefix of a worker's or its own processes' lines, with the colour codes it prints:
-#: "(RayTrainWorker pid=4242, ip=10.0.0.5) ", "(raylet) ".
-_RAY_PREFIX = re.compile(
-    r"^(?:\x1b\[[\d;]*m)?\((?:(?:[\w.-]+[ \t]+)?pid=\d+(?:,[ \t]*ip=[\d.]+)?|(?:raylet|gcs_server|autoscaler|monitor)\b[^)\n]*)\)"
-    r"(?:\x1b\[[\d;]*m)?[ \t]?")
 
 
 def strip_ray_prefixes(context: Sequence[str]) -> list[str]:
@@ -24,7 +17,7 @@ def strip_ray_prefixes(context: Sequence[str]) -> list[str]:
     worker's traceback reads as one: the classifier's reading of the other launchers' prefixes."""
     if not any("pid=" in ln or "(raylet)" in ln for ln in context):
         return list(context)
-    return [_RAY_PREFIX.sub("", ln, count=1) if "(" in ln[:40] else ln for ln in context]
+    return [RAY_PREFIX.sub("", ln, count=1) if "(" in ln[:40] else ln for ln in context]
 
 
 #: The longest per-line prefix read off a traceback's header line (a timestamp, a logger's
