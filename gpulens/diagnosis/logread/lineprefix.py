@@ -7,7 +7,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from gpulens.diagnosis.logread.tracebacks import RAY_PREFIX, TRACEBACK, has_head
+from gpulens.diagnosis.logread.ranks import RAY_PREFIX
+from gpulens.diagnosis.logread.tracebacks import TRACEBACK, has_head
 
 __all__ = ["strip_line_prefixes", "strip_ray_prefixes"]
 

@@ -9,10 +9,10 @@ from collections.abc import Callable, Sequence
 
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.guarded import Guarded, Prefiltered, contains_any, remembered
-from gpulens.diagnosis.logread.ranks import prefix_rank, strip_prefix
+from gpulens.diagnosis.logread.ranks import RAY_PREFIX, prefix_rank, strip_prefix
 from gpulens.diagnosis.logread.records import glog_info, glued_record
 from gpulens.diagnosis.logread.signals import is_stop_record
-from gpulens.diagnosis.logread.tracebacks import RAY_PREFIX, TRACEBACK
+from gpulens.diagnosis.logread.tracebacks import TRACEBACK
 from gpulens.diagnosis.logs import find_keys
 
 __all__ = [

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.logread import ranks
 
-__all__ = ["CHAINED", "EXCEPTION", "RAY_PREFIX", "TRACEBACK", "TRACEBACK_HEADS", "chain_start", "chained", "has_head",
+__all__ = ["CHAINED", "EXCEPTION", "TRACEBACK", "TRACEBACK_HEADS", "chain_start", "chained", "has_head",
            "inside_chain", "norm_body", "own_frame_code", "python_head", "starts_head", "thread_died",
            "traceback_head", "unprefixed"]
 
@@ -40,14 +40,6 @@ CHAINED = ("The above exception was the direct cause of the following exception"
 #: traceback.format_exception_only), not a sentence that starts with the word ("Exit code: 1", a job
 #: script's report; "Error executing job with overrides: …", Hydra's; "Exception in thread …").
 EXCEPTION = re.compile(r"(?:[\w.]+\.)?(?:[A-Z]\w*)?(?:Error|Exception|Interrupt|Quit|Exit|Failure)\b(?=[:(]|\s*$)")
-#: Ray's prefix of a worker's or its own processes' lines, with the colour codes it prints
-#: (ray/_private/worker.py print_worker_logs: "(" + the actor's or task's name, "pid=" and the pid,
-#: ", ip=" and the node's address when it is another node + ") "; "(raylet) " for its daemons):
-#: "(RayTrainWorker pid=4242, ip=10.0.0.5) ", "(raylet) ". Group 1 is the pid (None for a daemon).
-#: The reader's one reading of Ray's prefix.
-RAY_PREFIX = re.compile(
-    r"^(?:\x1b\[[\d;]*m)?\((?:(?:[\w.-]+[ \t]+)?pid=(\d+)(?:,[ \t]*ip=[\d.]+)?|(?:raylet|gcs_server|autoscaler|monitor)\b[^)\n]*)\)"
-    r"(?:\x1b\[[\d;]*m)?[ \t]?")
 #: Where installed libraries' files live (a frame there is not the job's own code).
 _LIBRARY_DIRS = ("site-packages/", "dist-packages/", "/lib/python3.", "/lib/python2.")
 #: Frames read up from an exception line for the job's own.
@@ -76,7 +68,7 @@ def unprefixed(line: str) -> str:
     """A line without its launcher's prefix (a rank's, Ray's), its indentation kept."""
     line = ranks.strip_prefix(line)
     if line.startswith(("(", "\x1b[")) and "pid=" in line[:120]:
-        m = RAY_PREFIX.match(line)
+        m = ranks.RAY_PREFIX.match(line)
         if m is not None:
             line = line[m.end():]
     return line
