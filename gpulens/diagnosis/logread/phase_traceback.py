@@ -16,8 +16,9 @@ from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.lines import is_progress
 from gpulens.diagnosis.logread.phase_text import failure_text
 from gpulens.diagnosis.logread.signals import names_a_signal
+from gpulens.diagnosis.logread.tracebacks import TRACEBACK_HEAD
 
-__all__ = ["ANY_CHAIN_NOTES", "FRAME_LINE", "TRACEBACK_HEAD", "chained_outer", "failing_traceback", "frame_funcs",
+__all__ = ["ANY_CHAIN_NOTES", "FRAME_LINE", "chained_outer", "failing_traceback", "frame_funcs",
            "func_names", "handler_frames"]
 
 
@@ -237,7 +238,3 @@ def frame_funcs(frames: Sequence[str]) -> list[tuple[str, str]]:
             out.append((ln, r.group(2)))
     return out
 
-
-#: Python's traceback head; Sacred's filtered one reads "Traceback (most recent calls WITHOUT Sacred internals):"
-#: (``sacred/utils.py``, ``format_filtered_stacktrace``).
-TRACEBACK_HEAD = "Traceback (most recent call"

@@ -19,18 +19,20 @@ from collections.abc import Sequence
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.logread import ranks
 
-__all__ = ["CHAINED", "EXCEPTION", "TRACEBACK", "TRACEBACK_HEADS", "chain_start", "chained", "has_head",
+__all__ = ["CHAINED", "EXCEPTION", "TRACEBACK", "TRACEBACK_HEAD", "TRACEBACK_HEADS", "chain_start", "chained", "has_head",
            "inside_chain", "norm_body", "own_frame_code", "python_head", "starts_head", "thread_died",
            "traceback_head", "unprefixed"]
 
+#: The words every head below starts with: a literal scan for it finds either (the phase reader's).
+TRACEBACK_HEAD = "Traceback (most recent call"
 #: The head of a traceback CPython prints (Lib/traceback.py, ``StackSummary.format`` callers).
-TRACEBACK = "Traceback (most recent call last)"
+TRACEBACK = TRACEBACK_HEAD + " last)"
 #: The heads of a Python traceback: the interpreter's, and Sacred's, which logs "Failed after
 #: 0:01:32!" at ERROR level and then prints the traceback without its own frames under "Traceback
 #: (most recent calls WITHOUT Sacred internals):" ("Traceback (most recent calls):" when the error
 #: is in Sacred itself; IDSIA/sacred sacred/utils.py, FilteredTracebackException.format and
 #: print_filtered_stacktrace).
-TRACEBACK_HEADS = (TRACEBACK, "Traceback (most recent calls")
+TRACEBACK_HEADS = (TRACEBACK, TRACEBACK_HEAD + "s")
 #: What Python prints between the tracebacks of a chain of exceptions (Lib/traceback.py,
 #: ``_cause_message`` and ``_context_message``).
 CHAINED = ("The above exception was the direct cause of the following exception",
