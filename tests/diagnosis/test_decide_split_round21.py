@@ -101,3 +101,11 @@ def test_ray_daemon_prefix_has_no_pid_and_no_process_key() -> None:
                                              ("design signed off", False), ("signalling done", False)])
 def test_names_a_signal(text: str, named: bool) -> None:
     assert names_a_signal(text) is named
+
+
+def test_traceback_head_words_are_defined_once() -> None:
+    from gpulens.diagnosis.logread import phase_traceback, tracebacks
+
+    assert "TRACEBACK_HEAD" not in _defined("phase_traceback") and not hasattr(phase_traceback, "TRACEBACK_HEAD")
+    assert all(h.startswith(tracebacks.TRACEBACK_HEAD) for h in tracebacks.TRACEBACK_HEADS)
+    assert tracebacks.TRACEBACK == "Traceback (most recent call last)"
