@@ -106,6 +106,6 @@ def test_names_a_signal(text: str, named: bool) -> None:
 def test_traceback_head_words_are_defined_once() -> None:
     from gpulens.diagnosis.logread import phase_traceback, tracebacks
 
-    assert "TRACEBACK_HEAD" not in _defined("phase_traceback") and not hasattr(phase_traceback, "TRACEBACK_HEAD")
+    assert "TRACEBACK_HEAD" not in _defined("phase_traceback") and "TRACEBACK_HEAD" not in phase_traceback.__all__
     assert all(h.startswith(tracebacks.TRACEBACK_HEAD) for h in tracebacks.TRACEBACK_HEADS)
     assert tracebacks.TRACEBACK == "Traceback (most recent call last)"
