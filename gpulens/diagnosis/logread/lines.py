@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.guarded import Guarded, Prefiltered, contains_any, remembered
-from gpulens.diagnosis.logread.ranks import prefix_rank, strip_prefix
+from gpulens.diagnosis.logread.ranks import RAY_PREFIX, prefix_rank, strip_prefix
 from gpulens.diagnosis.logread.records import glog_info, glued_record
 from gpulens.diagnosis.logread.signals import is_stop_record
 from gpulens.diagnosis.logread.tracebacks import TRACEBACK
@@ -414,17 +414,13 @@ def prefix_free(line: str) -> str:
     return strip_prefix(line) if line[:1] in "[0123456789" else line
 
 
-#: Ray's prefix of a worker process's lines: "(RayTrainWorker pid=4242, ip=10.0.0.5) ", with its colour codes.
-_RAY_LEAD = re.compile(r"^(?:\x1b\[[\d;]*m)?\((?:[\w.-]+[ \t]+)?pid=(\d+)")
-
-
 def process_key(line: str) -> str | None:
     """The process a launcher's prefix says printed a line (Ray's ``(name pid=N)``, torchrun's
     ``[rankN]:``, srun's ``N:``, Open MPI's ``[1,N]<stderr>:``); None without a prefix (the
     driver's or a single process's own line)."""
     if "pid=" in line[:120]:
-        m = _RAY_LEAD.match(line)
-        if m:
+        m = RAY_PREFIX.match(line)
+        if m and m.group(1):
             return "pid" + m.group(1)
     rank = prefix_rank(line)
     return None if rank is None else f"rank{rank}"

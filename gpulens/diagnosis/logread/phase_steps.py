@@ -15,7 +15,6 @@ from gpulens.diagnosis.logread.lines import bar_update, last_matching, text_on_b
 from gpulens.diagnosis.logread.phase_eval import RESULT_LINE
 from gpulens.diagnosis.logread.phase_runs import run_start
 from gpulens.diagnosis.logread.phase_text import is_bar, on_bar
-from gpulens.diagnosis.logread.phase_traceback import TRACEBACK_HEAD
 from gpulens.diagnosis.logread.steplines import (
     EVAL_BAR,
     HEAD,
@@ -30,6 +29,7 @@ from gpulens.diagnosis.logread.steplines import (
     step_lines,
     to_float,
 )
+from gpulens.diagnosis.logread.tracebacks import TRACEBACK_HEAD
 from gpulens.diagnosis.logs import find_keys
 
 __all__ = ["bar_done", "bar_short", "counts_advance", "glued_bar", "glued_to_bar", "iter_in_epoch", "keras_printed",

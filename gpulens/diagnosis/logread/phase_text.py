@@ -32,6 +32,9 @@ def shown_ends(block: Sequence[str], keep_blank: bool = False) -> list[str]:
 #: The head of a warning as Python's ``warnings.formatwarning`` prints it: "{filename}:{lineno}: {category}: {message}",
 #: then the warning's source line, indented ("  result = model.load_state_dict(torch.load(path))").
 #: c10's ``TORCH_WARN`` lines have their own head ("[W410 09:45:00.743 ProcessGroupNCCL.cpp:4025] Warning: ...").
+#: One of three warning tests kept apart, as each asks something else: this one finds the warning whose source line
+#: follows it; :func:`steplines.warns` any warning's words on a line (looser); :func:`records.warning_head` where a
+#: logger's record at warning level starts its message.
 _WARNING_HEAD = re.compile(r"\.py:\d+: \w*Warning: |\.(?:cpp|h|cc|hpp):\d+\] Warning: ")
 
 

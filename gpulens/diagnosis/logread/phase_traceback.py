@@ -15,8 +15,10 @@ from gpulens.diagnosis import logs
 from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.lines import is_progress
 from gpulens.diagnosis.logread.phase_text import failure_text
+from gpulens.diagnosis.logread.signals import names_a_signal
+from gpulens.diagnosis.logread.tracebacks import TRACEBACK_HEAD
 
-__all__ = ["ANY_CHAIN_NOTES", "FRAME_LINE", "TRACEBACK_HEAD", "chained_outer", "failing_traceback", "frame_funcs",
+__all__ = ["ANY_CHAIN_NOTES", "FRAME_LINE", "chained_outer", "failing_traceback", "frame_funcs",
            "func_names", "handler_frames"]
 
 
@@ -77,10 +79,6 @@ def _exception_line(lines: Sequence[str], head: int, end: int) -> int | None:
     return next((j for j in range(head + 1, end) if lines[j].strip() and not lines[j].startswith((" ", "\t"))), None)
 
 
-#: A signal named in a failure's lines: PaddlePaddle's C++ signal handler (``paddle/fluid/platform/init.cc``
-#: ``SignalHandle``: "FatalError: `Termination signal` is detected by the operating system." then "[SignalInfo: ***
-#: SIGTERM (@0x...) received by PID N ...]"), a kill's "SIGTERM", "signal 15".
-_SIGNAL_NAMED = re.compile(r"\bSIG[A-Z]{3,}\b|[Ss]ignal\b")
 #: Lines after such a failure searched for the head of the Python traceback printed for it.
 _HANDLER_GAP = 8
 
@@ -91,7 +89,7 @@ def handler_frames(lines: Sequence[str], failure: int) -> list[str]:
     report first, then the main process' Python traceback (its DataLoader's ``__handler__`` raising "DataLoader
     process ... is killed by signal: Terminated" in whatever the job was doing, ``paddle.save`` writing a checkpoint).
     Empty when the failure names no signal or no traceback follows it."""
-    if not _SIGNAL_NAMED.search(failure_text(lines, failure)):
+    if not names_a_signal(failure_text(lines, failure)):
         return []
     head = next((k for k in range(failure + 1, min(len(lines), failure + _HANDLER_GAP)) if TRACEBACK_HEAD in lines[k]), None)
     if head is None:
@@ -113,7 +111,7 @@ def _raised_before_signal(lines: Sequence[str], failure: int, floor: int, tb_sta
     ... No stack trace in paddle" and "FatalError: `Termination signal` is detected by the operating system." under the
     Python traceback (``paddle/fluid/platform/init.cc`` ``SignalHandle``). P9: a kill takes the phase of what the
     process was doing, and its own traceback says that."""
-    if not _SIGNAL_NAMED.search(failure_text(lines, failure)):
+    if not names_a_signal(failure_text(lines, failure)):
         return None
     top = tb_start if tb_start is not None else failure
     for k in range(top - 1, max(floor, top - _SIGNAL_TB_BACK) - 1, -1):
@@ -240,7 +238,3 @@ def frame_funcs(frames: Sequence[str]) -> list[tuple[str, str]]:
             out.append((ln, r.group(2)))
     return out
 
-
-#: Python's traceback head; Sacred's filtered one reads "Traceback (most recent calls WITHOUT Sacred internals):"
-#: (``sacred/utils.py``, ``format_filtered_stacktrace``).
-TRACEBACK_HEAD = "Traceback (most recent call"

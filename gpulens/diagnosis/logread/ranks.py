@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 from gpulens.diagnosis.guarded import remembered_text
 
-__all__ = ["DEAD_RAY_NODE_KEY", "HOST_KEYS", "RANK_KEYS", "ROOT_CAUSE_HEADS", "Origin", "announced_host", "announced_rank", "dead_ray_node", "launcher_text", "mpirun_first", "origin_of", "prefix_rank", "root_cause_table", "srun_task",
+__all__ = ["DEAD_RAY_NODE_KEY", "HOST_KEYS", "RANK_KEYS", "RAY_PREFIX", "ROOT_CAUSE_HEADS", "Origin", "announced_host", "announced_rank", "dead_ray_node", "launcher_text", "mpirun_first", "origin_of", "prefix_rank", "root_cause_table", "srun_task",
            "strip_prefix", "table_hosts", "task_host", "timestamp_of"]
 
 
@@ -318,9 +318,15 @@ def strip_prefix(line: str) -> str:
     return line
 
 
-#: Ray's tag of a worker's line, in colour or not: ``(RayTrainWorker pid=123, ip=10.0.0.7) ``,
-#: ``(pid=123) `` (the driver's own node), ``\x1b[36m(TaskRunner pid=625502)\x1b[0m ``.
-_RAY_TAG = re.compile(r"(?:\x1b\[[\d;]*m)?\([^()]{0,80}pid=\d+[^()]{0,40}\)(?:\x1b\[[\d;]*m)? ")
+#: Ray's prefix of a worker's or its own processes' lines, with the colour codes it prints
+#: (ray/_private/worker.py print_worker_logs: "(" + the actor's or task's name, "pid=" and the pid,
+#: ", ip=" and the node's address when it is another node + ") "; "(raylet) " for its daemons):
+#: "(RayTrainWorker pid=4242, ip=10.0.0.5) ", "(pid=123) " (the driver's own node),
+#: "\x1b[36m(TaskRunner pid=625502)\x1b[0m ", "(raylet) ". Group 1 is the pid (None for a daemon).
+#: The reader's one reading of Ray's prefix (lines, tracebacks and lineprefix use it too).
+RAY_PREFIX = re.compile(
+    r"^(?:\x1b\[[\d;]*m)?\((?:(?:[\w.-]+[ \t]+)?pid=(\d+)(?:,[ \t]*ip=[\d.]+)?|(?:raylet|gcs_server|autoscaler|monitor)\b[^)\n]*)\)"
+    r"(?:\x1b\[[\d;]*m)?[ \t]?")
 #: pdsh's host before a line (DeepSpeed's multi-node runner): ``gpu07: ``, ``10.0.0.7: ``, ``localhost: ``.
 _HOST_TAG = re.compile(r"(?:localhost|[A-Za-z][\w.-]*\d[\w.-]*|(?:\d{1,3}\.){3}\d{1,3}): ")
 
@@ -329,7 +335,7 @@ def launcher_text(line: str) -> str:
     """``line`` without every prefix a launcher put before the process's own text: Ray's worker
     tag, pdsh's host, then the rank prefixes :func:`strip_prefix` removes (``gpu07:     loss =
     model(x)`` -> ``    loss = model(x)``)."""
-    if "pid=" in line[:_STACK_SPAN + 60] and (m := _RAY_TAG.match(line)) is not None:
+    if "pid=" in line[:_STACK_SPAN + 60] and (m := RAY_PREFIX.match(line)) is not None:
         line = line[m.end():]
     rest = strip_prefix(line)
     if rest is line and line[:1].isalnum() and (m := _HOST_TAG.match(line)) is not None:

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["TERM_REPORT_KEYS", "agent_death_signal", "is_stop_record", "sigterm_report", "signal_raised",
-           "stop_report", "workers_terminated"]
+__all__ = ["TERM_REPORT_KEYS", "agent_death_signal", "is_stop_record", "names_a_signal", "sigterm_report",
+           "signal_raised", "stop_report", "workers_terminated"]
 
 #: The literals of glog's and abseil's fatal-signal handler's report of a SIGTERM (glog's, which Paddle
 #: installs: "[SignalInfo: *** SIGTERM (@0x...) received by PID N ... from PID M ***]"; abseil's
@@ -47,6 +47,18 @@ _AFTERMATH = re.compile(r"(?:[\w.]+\.)?(?:KeyboardInterrupt|SignalException|SIGT
 #: Terminated.", raised by multiprocess_utils' SIGCHLD handler; torch's "DataLoader worker (pid N) is
 #: killed by signal: Terminated."): after the process's own SIGTERM report, the same stop (R6).
 _WORKERS_TERMINATED = re.compile(r"DataLoader (?:process|worker) \(pid:? ?\d+\)[^\n]* killed by signal: Terminated")
+
+#: Any signal named in a failure's lines (the phase reader's test, looser than every format above:
+#: it asks only whether a signal's report may precede a Python handler's traceback): PaddlePaddle's
+#: C++ signal handler (``paddle/fluid/platform/init.cc`` ``SignalHandle``: "FatalError: `Termination
+#: signal` is detected by the operating system." then "[SignalInfo: *** SIGTERM (@0x...) received by
+#: PID N ...]"), a kill's "SIGTERM", "signal 15".
+_SIGNAL_NAMED = re.compile(r"\bSIG[A-Z]{3,}\b|[Ss]ignal\b")
+
+
+def names_a_signal(text: str) -> bool:
+    """Whether ``text`` names any signal (:data:`_SIGNAL_NAMED`), in whatever format."""
+    return _SIGNAL_NAMED.search(text) is not None
 
 
 def stop_report(norm: str) -> bool:

@@ -8,7 +8,7 @@ exceptions are printed oldest first, joined by the two messages of :data:`CHAINE
 (``_cause_message`` and ``_context_message`` there). The rest of the reader asks these helpers
 instead of writing the head literal and the walks out again. Three walks differ from
 :func:`traceback_head` and are kept as they answered (each says so): :func:`own_frame_code`,
-``decide._died_before`` (a literal scan for the nearest head) and ``lines.driver_report``.
+``diedbefore.died_before`` (a literal scan for the nearest head) and ``lines.driver_report``.
 """
 
 from __future__ import annotations
@@ -19,18 +19,20 @@ from collections.abc import Sequence
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.logread import ranks
 
-__all__ = ["CHAINED", "EXCEPTION", "TRACEBACK", "TRACEBACK_HEADS", "chain_start", "chained", "has_head",
+__all__ = ["CHAINED", "EXCEPTION", "TRACEBACK", "TRACEBACK_HEAD", "TRACEBACK_HEADS", "chain_start", "chained", "has_head",
            "inside_chain", "norm_body", "own_frame_code", "python_head", "starts_head", "thread_died",
            "traceback_head", "unprefixed"]
 
+#: The words every head below starts with: a literal scan for it finds either (the phase reader's).
+TRACEBACK_HEAD = "Traceback (most recent call"
 #: The head of a traceback CPython prints (Lib/traceback.py, ``StackSummary.format`` callers).
-TRACEBACK = "Traceback (most recent call last)"
+TRACEBACK = TRACEBACK_HEAD + " last)"
 #: The heads of a Python traceback: the interpreter's, and Sacred's, which logs "Failed after
 #: 0:01:32!" at ERROR level and then prints the traceback without its own frames under "Traceback
 #: (most recent calls WITHOUT Sacred internals):" ("Traceback (most recent calls):" when the error
 #: is in Sacred itself; IDSIA/sacred sacred/utils.py, FilteredTracebackException.format and
 #: print_filtered_stacktrace).
-TRACEBACK_HEADS = (TRACEBACK, "Traceback (most recent calls")
+TRACEBACK_HEADS = (TRACEBACK, TRACEBACK_HEAD + "s")
 #: What Python prints between the tracebacks of a chain of exceptions (Lib/traceback.py,
 #: ``_cause_message`` and ``_context_message``).
 CHAINED = ("The above exception was the direct cause of the following exception",
@@ -40,8 +42,6 @@ CHAINED = ("The above exception was the direct cause of the following exception"
 #: traceback.format_exception_only), not a sentence that starts with the word ("Exit code: 1", a job
 #: script's report; "Error executing job with overrides: …", Hydra's; "Exception in thread …").
 EXCEPTION = re.compile(r"(?:[\w.]+\.)?(?:[A-Z]\w*)?(?:Error|Exception|Interrupt|Quit|Exit|Failure)\b(?=[:(]|\s*$)")
-#: Ray's prefix of a worker's line: "(RayTrainWorker pid=4242, ip=10.0.0.5) ", with its colour codes.
-_RAY_LEAD = re.compile(r"^(?:\x1b\[[\d;]*m)?\([^()]*pid=\d+[^()]*\)(?:\x1b\[[\d;]*m)?\s?")
 #: Where installed libraries' files live (a frame there is not the job's own code).
 _LIBRARY_DIRS = ("site-packages/", "dist-packages/", "/lib/python3.", "/lib/python2.")
 #: Frames read up from an exception line for the job's own.
@@ -70,7 +70,7 @@ def unprefixed(line: str) -> str:
     """A line without its launcher's prefix (a rank's, Ray's), its indentation kept."""
     line = ranks.strip_prefix(line)
     if line.startswith(("(", "\x1b[")) and "pid=" in line[:120]:
-        m = _RAY_LEAD.match(line)
+        m = ranks.RAY_PREFIX.match(line)
         if m is not None:
             line = line[m.end():]
     return line

@@ -1,0 +1,80 @@
+"""Whether a plain Python exception is one data record the code could not take: an error a
+DataLoader worker caught while it read a sample (README C4), or a ValueError it caught after the
+loader had fed the run (incorrect_input)."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Sequence
+
+from gpulens.diagnosis import logs
+from gpulens.diagnosis.hints import hint_for
+from gpulens.diagnosis.logread.answers import MAX_EVIDENCE
+from gpulens.diagnosis.logread.lines import (
+    find_keys,
+    is_progress,
+)
+from gpulens.diagnosis.types import Diagnosis
+
+__all__ = ["bad_record", "one_record_failed"]
+
+
+#: The generic rule of a plain Python exception, and torch's re-raise of one that a DataLoader
+#: worker caught while it fetched a sample (torch/_utils.py ExceptionWrapper.reraise: "<Type>:
+#: Caught <Type> in DataLoader worker process N."). A ValueError or ZeroDivisionError there, after
+#: the loader had already fed training steps, is one record the code path cannot take (a video
+#: with no frames, a document with too few passages): the same code read the others.
+_GENERIC_EXCEPTION = "python-logic-exception"
+_WORKER_CAUGHT = re.compile(r"(?:ValueError|ZeroDivisionError): Caught (?:ValueError|ZeroDivisionError) in DataLoader "
+                            r"worker process \d+")
+_WORKER_SPAN = 400
+#: Progress lines before the failure that show the loader had fed the run.
+_FED_STEPS = 3
+_BAD_RECORD_CONFIDENCE = 0.6
+#: README C4: an error whose message could be the data's or the code's (a KeyError on a field, an
+#: index or shape assert, a broadcast mismatch) raised in data-reading code (a Dataset's
+#: __getitem__ or a collate_fn, which is what a DataLoader worker runs) is incorrect_input. Plain
+#: bugs of code (TypeError, AttributeError, NameError) stay semantic errors.
+_WORKER_EITHER = re.compile(r"(KeyError|IndexError|AssertionError|ValueError|RuntimeError|ZeroDivisionError): "
+                            r"Caught \1 in DataLoader worker process \d+")
+_WORKER_RULES = frozenset({_GENERIC_EXCEPTION, "dataloader-worker-reraised"})
+
+
+def bad_record(d: Diagnosis, lines: Sequence[str], floor: int, start: int) -> Diagnosis:
+    """For a plain Python exception (``d`` from the generic rule), :func:`one_record_failed`; then, for
+    one a DataLoader worker caught, :func:`_worker_read`; else ``d``."""
+    if d.rule_id == _GENERIC_EXCEPTION:
+        d = one_record_failed(d, lines, floor, start)
+    return _worker_read(d, lines, floor, start) if d.rule_id in _WORKER_RULES else d
+
+
+def _worker_read(d: Diagnosis, lines: Sequence[str], floor: int, start: int) -> Diagnosis:
+    """``incorrect_input`` for an error of either reading (:data:`_WORKER_EITHER`) that a DataLoader
+    worker caught while it read a sample (README C4); the origin stays ``d``'s: whether the data as
+    delivered or the job's own setting is at fault (C5) is not in the message."""
+    hits = find_keys(lines, ("in DataLoader worker process",), max(floor, start - _WORKER_SPAN), start + _WORKER_SPAN)
+    at = next((i for i in hits if _WORKER_EITHER.search(lines[i])), None)
+    if at is None:
+        return d
+    line = logs.normalize_line(lines[at]).strip()[:300]
+    evidence = [line, *(e for e in d.evidence if e != line)][:MAX_EVIDENCE]
+    return dataclasses.replace(d, category="incorrect_input", evidence=evidence, rule_id=None,
+                               hint=hint_for("incorrect_input", evidence),
+                               reason="a DataLoader worker failed reading a sample (its Dataset or collate_fn): "
+                                      "data-reading code, README C4")
+
+
+def one_record_failed(d: Diagnosis, lines: Sequence[str], floor: int, start: int) -> Diagnosis:
+    """``incorrect_input`` (data) for a ValueError or ZeroDivisionError a DataLoader worker caught
+    after at least ``_FED_STEPS`` progress lines of the attempt; else ``d``."""
+    hits = find_keys(lines, ("in DataLoader worker process",), max(floor, start - _WORKER_SPAN), start + _WORKER_SPAN)
+    at = next((i for i in hits if _WORKER_CAUGHT.search(lines[i])), None)
+    if at is None or sum(1 for ln in lines[max(floor, at - _WORKER_SPAN):at] if is_progress(ln)) < _FED_STEPS:
+        return d
+    line = logs.normalize_line(lines[at]).strip()[:300]
+    evidence = [line, *(e for e in d.evidence if e != line)][:MAX_EVIDENCE]
+    return dataclasses.replace(d, category="incorrect_input", origin="data", confidence=_BAD_RECORD_CONFIDENCE,
+                               evidence=evidence, rule_id=None, hint=hint_for("incorrect_input", evidence),
+                               reason="a DataLoader worker failed on one sample after the loader had fed the run: "
+                                      "a record the code cannot take")

@@ -1,0 +1,111 @@
+"""The cause behind a bare kill (SIGKILL, a script killed) or a fatal-signal handler's SIGTERM
+report: a memory kill named elsewhere in the log, a process's own error that ended it first, or
+no cause the log gives (origin unknown)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gpulens.diagnosis.guarded import contains_any
+from gpulens.diagnosis.logread.answers import (
+    cause_of,
+    evidence_line,
+    reorigin,
+)
+from gpulens.diagnosis.logread.diedbefore import (
+    died_before_line,
+    own_cause,
+)
+from gpulens.diagnosis.logread.lines import find_keys
+from gpulens.diagnosis.logread.signals import TERM_REPORT_KEYS
+from gpulens.diagnosis.types import Diagnosis
+
+__all__ = ["teardown_term", "unattributed_kill"]
+
+
+#: Rules whose evidence is a SIGKILL that names no sender (README "Origin: rules", O7): the shell's
+#: "Killed", a launcher's exit code -9, a DataLoader worker "killed by signal: Killed".
+_BARE_KILL_RULES = frozenset({"sigkill-exitcode", "slurm-script-killed", "launcher-child-sigkill",
+                              "dataloader-worker-killed"})
+#: Literals of the lines in which the kernel or a scheduler says it killed for memory (the kernel's
+#: OOM killer, Slurm's cgroup, PBS's and LSF's memory limits, Kubernetes, Ray's memory monitor).
+_MEMORY_KILLS = ("oom-kill", "oom_kill", "oom-killer", "OOMKilled", "Out of memory: Kill", "Memory cgroup out of memory",
+                 "exceeded memory limit", "Exceeded job memory limit", "Exceeded step memory limit", "OUT_OF_MEMORY",
+                 "job killed: mem", "job killed: vmem", "job killed: pmem", "TERM_MEMLIMIT", "memory pressure",
+                 "Out Of Memory")
+_names_a_memory_kill = contains_any(_MEMORY_KILLS)
+
+
+def unattributed_kill(d: Diagnosis, lines: Sequence[str], floor: int) -> Diagnosis:
+    """Origin ``unknown`` for a bare SIGKILL (``cpu_oom`` from the shell's "Killed", exit code -9)
+    when no line of the attempt (``lines[floor:]``) says the kernel or the scheduler killed it for
+    memory: the OOM killer is the likeliest sender, but an administrator, a watchdog or the user
+    send SIGKILL too (README "Origin: rules", O7). With such a line the memory was the job's.
+    Without one, a process's own traceback that ended it before the kill line (a launcher then
+    killing the ranks that waited for it) is the cause (README R5). A SIGTERM a fatal-signal
+    handler reports after the process's own traceback is read likewise (:func:`teardown_term`)."""
+    d = teardown_term(d, lines, floor)
+    if d.category != "cpu_oom" or d.rule_id not in _BARE_KILL_RULES:
+        return d
+    if any(_names_a_memory_kill(ln) for ln in lines[floor:]):
+        return d
+    own = _own_error_before_kill(d, lines, floor)
+    if own is not None:
+        return own
+    if d.origin == "unknown":
+        return d
+    why = "no oom-kill or memory-limit line says who sent the SIGKILL"
+    return reorigin(d, "unknown", why)
+
+
+def _own_error_before_kill(d: Diagnosis, lines: Sequence[str], floor: int) -> Diagnosis | None:
+    """The answer of a process's own traceback (not one a signal or a lost peer makes) that ended
+    before the bare kill line ``d`` read, with no progress after it; None when there is none."""
+    kill = evidence_line(d, lines, floor)
+    at = died_before_line(lines, floor, kill) if kill is not None else None
+    cause = own_cause(lines, at) if at is not None else None
+    if cause is None:
+        return None
+    return cause_of(d, cause, f"a process ended on its own error first ({cause.rule.id}); the SIGKILL the "
+                               "launcher or the job then sent the others is its aftermath")
+
+
+#: Rules whose evidence is a fatal-signal handler's report of a SIGTERM (glog's, which Paddle
+#: installs: paddle/fluid/platform/init.cc SignalHandle prints "FatalError: `Termination signal`
+#: is detected by the operating system." and "[SignalInfo: *** SIGTERM (@0x...) received by PID N
+#: ... from PID M ***]"; abseil's "*** SIGTERM received at time=...").
+_TERM_REPORT_RULES = frozenset({"fatal-signal-handler-term"})
+
+
+def teardown_term(d: Diagnosis, lines: Sequence[str], floor: int) -> Diagnosis:
+    """The process's own uncaught traceback when a fatal-signal handler's SIGTERM report ``d``
+    read follows it with no progress between: Python prints the traceback of an uncaught
+    exception only as the process ends, and a launcher that sees a worker fail stops the workers
+    still alive with SIGTERM (paddle.distributed.launch: launch/controllers/controller.py
+    ``watch`` -> ``pod.stop``, fleet/launch_utils.py ``terminate_local_procs``:
+    ``proc.terminate()``), reaching this one while it shuts down. The traceback is the root
+    (README C1, O3 "the root error's origin", R6)."""
+    if d.category != "preempted" or d.rule_id not in _TERM_REPORT_RULES:
+        return d
+    reports = find_keys(lines, TERM_REPORT_KEYS, floor)
+    if not reports:
+        return d
+    kill = reports[-1]
+    at = died_before_line(lines, floor, kill)
+    if at is None or any(k > at for k in _earlier_reports(reports, kill)):
+        return d
+    cause = own_cause(lines, at)
+    if cause is None:
+        return d
+    return cause_of(d, cause, f"the process ended on its own error first ({cause.rule.id}); the SIGTERM "
+                               "the launcher then sent it while it shut down is its aftermath")
+
+
+def _earlier_reports(reports: Sequence[int], kill: int) -> list[int]:
+    """The signal reports before the last one (``kill``): a traceback before one of them belongs
+    to an earlier stop."""
+    return [k for k in reports if k < kill - _REPORT_SPAN]
+
+
+#: Lines a fatal-signal handler's report spans (its header, the summary, the signal line).
+_REPORT_SPAN = 12

@@ -1,0 +1,172 @@
+"""Who a collective's or a rendezvous' timeout is owed to: a process that died first of its own
+error (its cause), a store whose host closed it or a timeout that names no peer (origin unknown),
+a process still preparing the data set while its peers waited, or every node's launcher started
+with node rank 0 (the user's)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from gpulens.diagnosis import logs
+from gpulens.diagnosis.logread import ranks
+from gpulens.diagnosis.logread.answers import (
+    cause_of,
+    reorigin,
+)
+from gpulens.diagnosis.logread.lines import find_keys
+from gpulens.diagnosis.rules import Rule, match_rules
+from gpulens.diagnosis.types import Diagnosis
+
+__all__ = ["died_before_timeout", "preparing_data", "unattributed_timeout"]
+
+
+#: Rules whose evidence is a wait that timed out: a peer did not arrive at a collective or at the
+#: rendezvous in time (NCCL's watchdog, Gloo, c10d's store, JAX's barrier).
+_TIMEOUT_RULES = frozenset({"nccl-watchdog-timeout", "collective-timeout", "gloo-recv-timeout", "jax-barrier-timeout"})
+#: The rendezvous rule's timeout messages (c10d TCPStore/elastic: "Socket Timeout", "Timed out after
+#: 900 seconds waiting for clients", "The client socket has timed out", RendezvousTimeoutError).
+#: Also TCPStore::wait's "wait timeout after 300000ms, keys: /broadcast_from/0/3" (pytorch/pytorch
+#: torch/csrc/distributed/c10d/TCPStore.cpp at b874478480be06eab07db7ecd307883fb286fb8a).
+_TIMED_OUT = re.compile(r"Socket Timeout|Timed out after|has timed out|RendezvousTimeoutError|wait timeout after \d+ ?ms")
+
+
+#: The elastic agent's report that the rendezvous store it had joined went away mid-run
+#: (torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py / dynamic_rendezvous.py:
+#: "RendezvousConnectionError: The connection to the C10d store has failed. See inner exception for
+#: details."), with the inner error of a connection the store's host closed (TCPStore.cpp "Failed to
+#: recv, got 0 bytes. Connection was likely closed.", "Broken pipe", "Connection reset by peer"):
+#: the host process ended, and why is not in the log (README O2: a peer gone, cause unshown).
+_STORE_GONE = re.compile(r"The connection to the C10d store has failed")
+_CLOSED_BY_HOST = re.compile(r"Broken pipe|Connection reset by peer|got 0 bytes|Connection was likely closed")
+
+
+def _store_closed(evidence: Sequence[str]) -> bool:
+    """Whether the rendezvous evidence says the store's connection was closed by its host."""
+    return _STORE_GONE.search(evidence[0]) is not None and any(_CLOSED_BY_HOST.search(e) for e in evidence)
+
+
+#: Categories of a process's death that leave its peers waiting at their next collective until
+#: it times out: the timeout is that death's aftermath.
+_DIES_OF = frozenset({"cpu_oom", "gpu_oom", "gpu_hardware", "cuda_error", "storage_error", "crash"})
+
+
+def died_before_timeout(d: Diagnosis, lines: Sequence[str], floor: int, failures: Sequence[int],
+                        rules: tuple[Rule, ...]) -> Diagnosis:
+    """For a collective timeout (``d`` from a rule of :data:`_TIMEOUT_RULES`), the failure that
+    ended a process before the first timeout line, among the attempt's terminal failure lines
+    (``failures``, from ``floor``): the kernel's or the scheduler's OOM kill of one task, a rank's
+    CUDA out-of-memory or a crash. The ranks that time out waited for that process at their next
+    collective (NCCL's watchdog fires minutes after its peer died), so the timeout says nothing
+    of its own; else ``d``."""
+    rule = next((r for r in rules if r.id == d.rule_id), None) if d.rule_id in _TIMEOUT_RULES else None
+    if rule is None:
+        return d
+    first = next((i for i in failures if i >= floor and rule.pattern.search(logs.normalize_line(lines[i]))), None)
+    if first is None:
+        return d
+    before = [ranks.strip_prefix(logs.normalize_line(lines[i])) for i in failures if floor <= i < first]
+    root = [m for m in match_rules("\n".join(before), rules)
+            if m.rule.category in _DIES_OF and not m.rule.generic and not logs.is_weak(m.line)]
+    if not root:
+        return d
+    cause = min(root, key=lambda m: m.position)
+    return cause_of(d, cause, f"a process died first ({cause.rule.id}); the collective timeout of the ranks "
+                               "that waited for it is its aftermath")
+
+
+def unattributed_timeout(d: Diagnosis) -> Diagnosis:
+    """Origin ``unknown`` for a communication failure that is only a timeout (no other cause was
+    found in the log): a peer that did not arrive in time says nothing of why (a rank still busy
+    with its own work, a hang, a misconfigured launch, the network)."""
+    if d.category != "comm_error" or d.origin == "unknown":
+        return d
+    if d.rule_id not in _TIMEOUT_RULES and not (d.rule_id == "rendezvous" and d.evidence
+                                                 and (_TIMED_OUT.search(d.evidence[0]) or _store_closed(d.evidence))):
+        return d
+    why = "a timeout waiting for a peer, or a store whose host went away, names no cause"
+    return reorigin(d, "unknown", why)
+
+
+#: A Hugging Face datasets progress bar (its tqdm unit is " examples": "Generating train split: 7
+#: examples [15:03, 79.25s/ examples]", "Map (num_proc=8):  45%|... [00:31<00:40, 310.2 examples/s]";
+#: huggingface/datasets src/datasets/builder.py at 28b5e24344d99599b4bb4ef6ec5551d3a8ba9998 and
+#: arrow_dataset.py's map/filter).
+_PREPARING = re.compile(r"\d examples \[|examples/s\]|s/ examples\]")
+#: Non-blank lines above the first timeout line read for it.
+_PREPARING_SPAN = 4
+#: Lines above the first timeout line searched for that progress bar (before this split, the bare
+#: crash's lookback of the same 400 lines was read here).
+_PREPARING_LOOKBACK = 400
+
+
+def preparing_data(d: Diagnosis, lines: Sequence[str], floor: int, failures: Sequence[int],
+                   rules: tuple[Rule, ...]) -> Diagnosis:
+    """Origin ``user`` for a collective timeout whose origin no failure explains (``d`` made
+    ``unknown`` by :func:`unattributed_timeout`) when the last output before the first timeout line
+    is a data set being prepared (a datasets progress bar): one process was still tokenizing or
+    generating its split while its peers waited at the collective until the timeout; the job's
+    own work made them wait (README "Origin: rules", O2). Likewise when the job script started
+    every node's launcher as node 0 (:func:`_fixed_node_rank`)."""
+    rule = next((r for r in rules if r.id == d.rule_id), None)
+    if d.category != "comm_error" or d.origin != "unknown" or rule is None:
+        return d
+    first = next((i for i in failures if i >= floor and rule.pattern.search(logs.normalize_line(lines[i]))), None)
+    if first is None:
+        return d
+    if _fixed_node_rank(lines, floor, first):
+        return reorigin(d, "user", "the job script starts every node's launcher with the same node rank 0, so "
+                                    "the nodes never form one group")
+    seen = 0
+    for k in range(first - 1, max(floor, first - _PREPARING_LOOKBACK) - 1, -1):
+        text = lines[k].strip()
+        if not text:
+            continue
+        if _PREPARING.search(text[-_PREPARING_TAIL:]):
+            if _bar_done(text):
+                return d  # its bar had ended: the data was ready, the wait was for something else
+            return reorigin(d, "user", "a process was still preparing the data set while its peers waited")
+        seen += 1
+        if seen >= _PREPARING_SPAN:
+            break
+    return d
+
+
+#: A Slurm srun line (as a job script's "set -x" trace or echo prints it) that starts a
+#: multi-node launcher on several tasks or nodes: torchrun / torch.distributed.run|launch
+#: ("--nnodes N --node_rank R"), accelerate launch ("--num_machines N --machine_rank R"),
+#: deepspeed ("--num_nodes N --node_rank R"). With R written as the literal 0 every task starts
+#: as node 0 and the rendezvous or store waits for the others until it times out.
+_SRUN_LAUNCH = re.compile(r"\bsrun\b.*\b(?:torchrun|torch\.distributed\.(?:run|launch)|accelerate launch|deepspeed)\b")
+_SRUN_TASKS = re.compile(r"\bsrun\b.*?(?:--ntasks[= ]|--nodes[= ]|\s-n\s?|\s-N\s?)(\d+)\b")
+_NNODES = re.compile(r"--(?:nnodes|num_machines|num_nodes)[= ](\d+)\b")
+_RANK_ZERO = re.compile(r"--(?:node_rank|machine_rank)[= ]0(?:\s|$)")
+
+
+def _fixed_node_rank(lines: Sequence[str], floor: int, stop: int) -> bool:
+    """Whether an srun line in ``lines[floor:stop]`` starts a launcher for several nodes on several
+    tasks with its node rank written as 0 (README "Origin: rules", O2: a launch the job script got
+    wrong)."""
+    for i in find_keys(lines, ("srun ",), floor, stop):
+        line = lines[i]
+        if not _SRUN_LAUNCH.search(line) or not _RANK_ZERO.search(line):
+            continue
+        nodes, tasks = _NNODES.search(line), _SRUN_TASKS.search(line)
+        if nodes and tasks and int(nodes.group(1)) > 1 and int(tasks.group(1)) > 1:
+            return True
+    return False
+
+
+#: Characters at the end of a line read for a progress bar (a tqdm line holds every update).
+_PREPARING_TAIL = 400
+_BAR_COUNT = re.compile(r"(\d+)/(\d+) \[")
+
+
+def _bar_done(line: str) -> bool:
+    """Whether the last state of a progress bar's line (after its last ``\\r``) shows it at its end
+    (100 %, or a count at its total)."""
+    shown = line[line.rfind("\r") + 1:] if "\r" in line else line
+    if "100%|" in shown:
+        return True
+    counts = _BAR_COUNT.findall(shown)
+    return bool(counts) and int(counts[-1][0]) >= int(counts[-1][1])
