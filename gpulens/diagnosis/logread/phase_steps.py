@@ -157,7 +157,12 @@ def _last_bar_update(lines: Sequence[str], floor: int, top: int) -> re.Match[str
 #: A logger's line that counts the iterations of an epoch after the epoch's number: mmcv/mmdet's
 #: ``Epoch [1][50/9870]\tlr: ...``, mmengine's ``Epoch(train)  [1][  50/9870]  lr: ...``, the DeiT/timm
 #: ``MetricLogger``'s ``Epoch: [0]  [  50/5005]  eta: ...`` (the epoch alone is not how far it got).
-_EPOCH_ITER = re.compile(r"\b[Ee]poch(?:\(\w+\))?:?\s*\[\s*\d+\s*(?:/\s*\d+\s*)?\]\s*\[\s*(\d+)\s*/\s*\d+\s*\]")
+#: Also the loop line of the PyTorch tutorials copied into many scripts (``yunjey/pytorch-tutorial``'s
+#: ``print('Epoch [{}/{}], Step [{}/{}], Loss: {:.4f}'.format(epoch+1, num_epochs, i+1, total_step, loss.item()))``,
+#: printed after the step's ``optimizer.step()``), and its unbracketed kin "Epoch 1, Batch 10/404, Loss: 0.0575".
+_EPOCH_ITER = re.compile(r"\b[Ee]poch(?:\(\w+\))?:?\s*\[\s*\d+\s*(?:/\s*\d+\s*)?\]\s*\[\s*(\d+)\s*/\s*\d+\s*\]"
+                         r"|\b[Ee]poch:?\s*\[?\s*\d+\s*(?:/\s*\d+\s*)?\]?,\s*(?:[Ss]tep|[Bb]atch|[Ii]ter(?:ation)?):?\s*"
+                         r"\[?\s*(\d+)\s*/\s*\d+\s*\]?,?\s+[Ll]oss\b")
 
 
 def iter_in_epoch(lines: Sequence[str], floor: int, top: int) -> int | None:
@@ -168,7 +173,7 @@ def iter_in_epoch(lines: Sequence[str], floor: int, top: int) -> int | None:
         return None
     shown = on_screen(lines[got[0]])
     m = _EPOCH_ITER.search(shown[:HEAD]) or _EPOCH_ITER.search(shown[-SHOWN:])  # a MetricLogger's head
-    return int(m.group(1)) if m else None
+    return int(m.group(1) or m.group(2)) if m else None
 
 
 def past_first(step: str | None) -> bool:

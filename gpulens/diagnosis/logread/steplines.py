@@ -163,8 +163,12 @@ _TIMM_TRAIN = Guarded(r"(?:^|\s)Train(?: Epoch)?: \d+ \[\s*(\d+)/\d+ \(\s*\d+%\)
 #: The ``ProgressMeter`` line of PyTorch's ImageNet example (``pytorch/examples`` ``imagenet/main.py`` ``display``:
 #: ``prefix="Epoch: [{}]".format(epoch)``, ``batch_fmtstr`` "[{:Nd}/M]", then its meters joined by a tab, ``'\\t'.join``;
 #: "Epoch: [0][  38/5005]\tTime  6.217 ( 7.920)\tData ..."): printed after a batch's step, its meters (dozens of
-#: losses) can push the loss past the line's head.
-_PROGRESS_METER = re.compile(r"\b[Ee]poch: \[\s*\d+\s*\]\s*\[\s*(\d+)\s*/\s*\d+\s*\]\t")
+#: losses) can push the loss past the line's head. SAM 2's trainer (``facebookresearch/sam2`` ``training/trainer.py``
+#: ``train_epoch``: ``ProgressMeter(..., prefix="Train Epoch: [{}]".format(self.epoch))``, whose ``display`` in
+#: ``training/utils/train_utils.py`` logs ``" | ".join(entries)``; copied by VGGT's ``training/trainer.py``) joins them by
+#: " | " and logs it after the batch's step every ``log_freq`` batches: "Train Epoch: [0][  1/1000] | Batch Time: 11.43
+#: (26.54) | Data Time: ...".
+_PROGRESS_METER = re.compile(r"\b[Ee]poch: \[\s*\d+\s*\]\s*\[\s*(\d+)\s*/\s*\d+\s*\](?:\t| \| )")
 
 
 def _progress_meter(line: str) -> str | None:

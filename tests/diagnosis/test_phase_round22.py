@@ -1,0 +1,67 @@
+"""Reader round 22, phase (P1-P11 of sample_logs/whole/README.md, "Phase: rules"), on excerpts written by hand in the
+formats the libraries print: SAM 2's ``ProgressMeter`` joined by " | ", and the PyTorch tutorials' "Epoch [e/E], Step
+[k/N], Loss: ..." loop line with its unbracketed kin."""
+
+from __future__ import annotations
+
+from gpulens.diagnosis.logread.phase import phase_of
+from gpulens.diagnosis.logread.steplines import step_in, step_progress
+
+_LIB = "/opt/env/lib/python3.10/site-packages"
+
+
+def _frame(path: str, line: int, func: str, code: str) -> list[str]:
+    return [f'  File "{path}", line {line}, in {func}', f"    {code}"]
+
+
+def _oom_in_step(loop: str, step: str) -> list[str]:
+    """A CUDA OOM raised in the forward of a training step, through the job's own loop functions."""
+    return ["Traceback (most recent call last):",
+            *_frame("/src/train.py", 40, "main", "trainer.run()"),
+            *_frame("/src/trainer.py", 300, loop, f"self.{step}(batch)"),
+            *_frame("/src/trainer.py", 410, step, "out = self.model(batch['images'])"),
+            *_frame(f"{_LIB}/torch/nn/modules/module.py", 1747, "_call_impl", "return forward_call(*args, **kwargs)"),
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."]
+
+
+def _meter_line(batch: int) -> str:
+    """SAM 2's ``ProgressMeter.display``: the prefix and batch counter, then dozens of meters joined by " | "."""
+    losses = " | ".join(f"Losses/train_part{i}_loss: {1.5 + i / 10:.2e} ({1.7 + i / 10:.2e})" for i in range(12))
+    return (f"INFO 2025-03-02 08:00:{batch:02d},100 trainer.py: 650: Train Epoch: [0][{batch:>6d}/200000] | "
+            f"Batch Time: 7.21 (9.30) | Data Time: 0.04 (1.20) | Mem (GB): 18.0 (17.5) | Time Elapsed: 00d 00h 04m | "
+            f"{losses}")
+
+
+def test_sam2_progress_meter_joined_by_bars_counts_its_batch() -> None:
+    """P2 (b): SAM 2's trainer logs its ``ProgressMeter`` line after the batch's step, its meters joined by " | "."""
+    line = _meter_line(7)
+    assert step_progress(line)
+    assert step_in(line) == "7"
+
+
+def test_a_failure_after_sam2_meter_lines_is_training() -> None:
+    """Eight SAM 2 meter lines (batches 0 to 7) then an OOM in the next step's forward: steps were done, ``training``."""
+    lines = ["INFO 2025-03-02 07:59:00,000 trainer.py: 332: Successfully initialized training components.",
+             *(_meter_line(b) for b in range(8)), *_oom_in_step("train_epoch", "_step")]
+    assert phase_of(lines, len(lines) - 1, lines[-len(_oom_in_step("train_epoch", "_step")):]) == "training"
+
+
+def _epoch_batch(batch: int) -> str:
+    return f"2025-02-10 13:13:52,296 - __main__ - INFO - Epoch 1, Batch {batch}/404, Loss: 0.0575, Accum: 1/1"
+
+
+def test_epoch_then_batch_counter_lines_are_training() -> None:
+    """P2 (b): "Epoch 1, Batch 10/404, Loss: ..." counts the batches done within epoch 1: two such lines (10, 20)
+    are steps done, though the epoch number they both print is 1."""
+    tb = _oom_in_step("train_epoch", "train_step")
+    lines = ["2025-02-10 13:13:41,078 - __main__ - INFO - Start training", _epoch_batch(10), "some debug output",
+             _epoch_batch(20), "more debug output", *tb]
+    assert phase_of(lines, len(lines) - 1, tb) == "training"
+
+
+def test_pytorch_tutorial_step_line_is_training() -> None:
+    """P2 (b): the PyTorch tutorials' ``'Epoch [{}/{}], Step [{}/{}], Loss: {:.4f}'`` line, printed every 100 steps
+    after ``optimizer.step()``: a failure after "Step [200/600]" is ``training``, though the epoch is the first."""
+    tb = _oom_in_step("train", "train_step")
+    lines = ["Epoch [1/5], Step [100/600], Loss: 0.2231", "Epoch [1/5], Step [200/600], Loss: 0.1187", *tb]
+    assert phase_of(lines, len(lines) - 1, tb) == "training"
