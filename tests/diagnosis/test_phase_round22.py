@@ -65,3 +65,30 @@ def test_pytorch_tutorial_step_line_is_training() -> None:
     tb = _oom_in_step("train", "train_step")
     lines = ["Epoch [1/5], Step [100/600], Loss: 0.2231", "Epoch [1/5], Step [200/600], Loss: 0.1187", *tb]
     assert phase_of(lines, len(lines) - 1, tb) == "training"
+
+
+def _ds_init_lines() -> list[str]:
+    """What ``deepspeed.initialize`` logs while it builds its engine: the step-0 progress report, then the config."""
+    return ["[2024-05-01 09:00:10,100] [INFO] [logging.py:96:log_dist] [Rank 0] DeepSpeed Final Optimizer = adamw",
+            "[2024-05-01 09:00:10,101] [INFO] [logging.py:96:log_dist] [Rank 0] step=0, skipped=0, lr=[2e-05], "
+            "mom=[[0.9, 0.95]]",
+            "[2024-05-01 09:00:10,102] [INFO] [config.py:988:print] DeepSpeedEngine configuration:",
+            "[2024-05-01 09:00:10,103] [INFO] [config.py:988:print]   steps_per_print .............. 10",
+            "[2024-05-01 09:00:10,104] [INFO] [config.py:988:print]   zero_optimization_stage ...... 2"]
+
+
+def test_deepspeeds_step_zero_report_is_no_step() -> None:
+    """``DeepSpeedEngine.__init__`` calls ``_report_progress(0)``: its "step=0, skipped=0" line is set-up, not a step."""
+    assert not step_progress(_ds_init_lines()[1])
+    assert step_progress("[2024-05-01 09:03:10,101] [INFO] [logging.py:96:log_dist] [Rank 0] step=10, skipped=0, "
+                         "lr=[2e-05], mom=[[0.9, 0.95]]")
+
+
+def test_killed_after_deepspeed_init_is_startup() -> None:
+    """P3/P9: the launcher kills its workers after the engine's configuration print, no step logged: ``startup``."""
+    lines = [*_ds_init_lines(),
+             "[2024-05-01 09:00:12,000] [INFO] [launch.py:315:sigkill_handler] Killing subprocess 4100",
+             "[2024-05-01 09:00:12,500] [INFO] [launch.py:315:sigkill_handler] Killing subprocess 4101",
+             "[2024-05-01 09:00:13,000] [ERROR] [launch.py:321:sigkill_handler] ['/opt/env/bin/python', '-u', 'train.py', "
+             "'--local_rank=1'] exits with return code = -9"]
+    assert phase_of(lines, len(lines) - 1, lines[-3:]) == "startup"

@@ -370,9 +370,24 @@ def _ds_step_timer(line: str) -> bool:
     return " time (ms) | " in line[:SHOWN] and _DS_TIMER.search(line[:SHOWN]) is not None
 
 
+#: DeepSpeed's progress report at step 0 (``deepspeed/runtime/engine.py``: ``DeepSpeedEngine.__init__`` calls
+#: ``self._report_progress(0)`` right after ``_configure_lr_scheduler``, which ``log_dist``s ``f"step={step},
+#: skipped={skipped}, lr={lr}, mom={mom}"``): printed inside ``deepspeed.initialize``, before any step (the loop's own
+#: reports, every ``steps_per_print`` steps, count ``global_steps + 1``, never 0): "[Rank 0] step=0, skipped=0, lr=[1e-05]".
+_DS_INIT_REPORT = Guarded(r"(?:^|[\s\]])step=0, skipped=0, lr=", ("step=0, skipped=0, lr=",))
+
+
+def _ds_init_report(line: str) -> bool:
+    """Whether a line is DeepSpeed's step-0 report printed while its engine is built (:data:`_DS_INIT_REPORT`)."""
+    return _DS_INIT_REPORT.search(line[:SHOWN]) is not None
+
+
 def step_progress(line: str) -> bool:
     """A progress line of the training itself: not a warning's text, not a set-up bar (loading
-    weights, mapping a data set: named so, or running thousands of iterations a second)."""
+    weights, mapping a data set: named so, or running thousands of iterations a second), not DeepSpeed's
+    report while its engine is built."""
+    if _ds_init_report(line):
+        return False
     if _counter(line) is not None or _ds_step_timer(line) or keras_bar(line) is not None:
         return True  # (no step number is reported from a Keras bar, old Keras counts samples; phase.py still
         # reads the bar's count against its total to tell a first step from a later one)
