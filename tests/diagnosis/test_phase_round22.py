@@ -4,7 +4,7 @@ formats the libraries print: SAM 2's ``ProgressMeter`` joined by " | ", and the 
 
 from __future__ import annotations
 
-from gpulens.diagnosis.logread.phase import phase_of
+from gpulens.diagnosis.logread.phase import last_step, phase_of
 from gpulens.diagnosis.logread.steplines import step_in, step_progress
 
 _LIB = "/opt/env/lib/python3.10/site-packages"
@@ -92,3 +92,20 @@ def test_killed_after_deepspeed_init_is_startup() -> None:
              "[2024-05-01 09:00:13,000] [ERROR] [launch.py:321:sigkill_handler] ['/opt/env/bin/python', '-u', 'train.py', "
              "'--local_rank=1'] exits with return code = -9"]
     assert phase_of(lines, len(lines) - 1, lines[-3:]) == "startup"
+
+
+def test_a_failure_in_the_second_epoch_is_training() -> None:
+    """P2 (b): a loop that prints its epoch's number when it begins and a summary when it ends ("Epoch: 0",
+    "epoch train loss: 2.31", "Epoch: 1"): the second epoch began after the first one's steps, ``training``."""
+    tb = _oom_in_step("train_loop", "train_step")
+    lines = ["train samples: 500", "Epoch: 0", "epoch train loss: 2.3104", "epoch val loss: 2.2871",
+             "Epoch: 1", *tb]
+    top = len(lines) - len(tb)
+    assert phase_of(lines, len(lines) - 1, tb, step=last_step(lines, top)) == "training"
+
+
+def test_one_epoch_header_alone_is_the_first_step() -> None:
+    """The first epoch's header, then a failure in its first step: no epoch ended, ``first_step``."""
+    tb = _oom_in_step("train_loop", "train_step")
+    lines = ["train samples: 500", "Epoch: 0", *tb]
+    assert phase_of(lines, len(lines) - 1, tb, step=last_step(lines, 2)) == "first_step"

@@ -127,7 +127,20 @@ def counts_advance(lines: Sequence[str], got: Sequence[int]) -> bool:
     """Whether the last training progress lines (``got``: :func:`step_lines`, the last four) count three different
     steps ("batch 16 ... batch 26 ... batch 36"): steps were done, even where the last number printed
     is an epoch's ("epoch 0") rather than a step's."""
-    return len({n for i in got if (n := step_in(lines[i])) is not None}) >= 3
+    return len({n for i in got if (n := step_in(lines[i])) is not None}) >= 3 or _epoch_advanced(lines, got)
+
+
+#: An epoch's number where a loop prints it ("Epoch 2/10", "epoch: 1", "doing epoch: 1", "[Epoch 3]").
+_EPOCH_NUMBER = re.compile(r"\b[Ee]poch\b\W{0,3}(\d+)\b")
+
+
+def _epoch_advanced(lines: Sequence[str], got: Sequence[int]) -> bool:
+    """Whether the last training progress lines (``got``, latest first) name a later epoch after an earlier one
+    ("epoch: 0 ... epoch: 1"): an epoch a loop begins only after the one before ended, its steps done (P2 (b): an
+    epoch summary counts a step done), whatever else its lines print."""
+    epochs = [int(m.group(1)) for i in got if "poch" in lines[i][:HEAD]
+              and (m := _EPOCH_NUMBER.search(lines[i][:HEAD])) is not None]
+    return len(epochs) >= 2 and epochs[0] > min(epochs[1:])
 
 
 def bar_short(lines: Sequence[str], floor: int, top: int) -> bool:
