@@ -109,3 +109,25 @@ def test_one_epoch_header_alone_is_the_first_step() -> None:
     tb = _oom_in_step("train_loop", "train_step")
     lines = ["train samples: 500", "Epoch: 0", *tb]
     assert phase_of(lines, len(lines) - 1, tb, step=last_step(lines, 2)) == "first_step"
+
+
+def test_an_evaluation_program_failing_after_its_scores_is_evaluation() -> None:
+    """P5: an evaluation script (``eval_toxicity.py``) printed its scores (sklearn-style "accuracy: 0.8123"), then
+    failed writing its results file: past its set-up, ``evaluation``."""
+    tb = ["Traceback (most recent call last):",
+          *_frame("scripts/eval_toxicity.py", 210, "<module>", "main()"),
+          *_frame("scripts/eval_toxicity.py", 204, "main", "with open(out_path, 'w') as f:"),
+          "OSError: [Errno 5] Input/output error: '/results/run3/scores.json'"]
+    lines = ["Loading test split: 2000 examples", "Per-group results:", "  group_a   : accuracy: 0.8123",
+             "  group_b   : accuracy: 0.7710  F1=0.7522", *tb]
+    assert phase_of(lines, len(lines) - 1, tb) == "evaluation"
+
+
+def test_an_evaluation_program_failing_before_any_score_is_startup() -> None:
+    """P5: the same script failing before it printed a score (its set-up) stays ``startup``."""
+    tb = ["Traceback (most recent call last):",
+          *_frame("scripts/eval_toxicity.py", 210, "<module>", "main()"),
+          *_frame("scripts/eval_toxicity.py", 120, "main", "cfg = json.load(open(args.config))"),
+          "FileNotFoundError: [Errno 2] No such file or directory: 'configs/eval.json'"]
+    lines = ["Loading test split: 2000 examples", *tb]
+    assert phase_of(lines, len(lines) - 1, tb) == "startup"
