@@ -168,13 +168,15 @@ _TIMM_TRAIN = Guarded(r"(?:^|\s)Train(?: Epoch)?: \d+ \[\s*(\d+)/\d+ \(\s*\d+%\)
 #: ``training/utils/train_utils.py`` logs ``" | ".join(entries)``; copied by VGGT's ``training/trainer.py``) joins them by
 #: " | " and logs it after the batch's step every ``log_freq`` batches: "Train Epoch: [0][  1/1000] | Batch Time: 11.43
 #: (26.54) | Data Time: ...".
-_PROGRESS_METER = re.compile(r"\b[Ee]poch: \[\s*\d+\s*\]\s*\[\s*(\d+)\s*/\s*\d+\s*\](?:\t| \| )")
+#: (Only SAM 2's own prefix and meters take the " | " join: the ImageNet example's lines are tab-joined.)
+_PROGRESS_METER = re.compile(r"\b[Ee]poch: \[\s*\d+\s*\]\s*\[\s*(\d+)\s*/\s*\d+\s*\]\t"
+                             r"|\bTrain Epoch: \[\d+\]\[\s*(\d+)/\d+\] \| Batch Time: ")
 
 
 def _progress_meter(line: str) -> str | None:
     """The batch count of a ``ProgressMeter`` line (:data:`_PROGRESS_METER`) read in the line's head, if it is one."""
     m = _PROGRESS_METER.search(line[:HEAD]) if "poch: [" in line[:HEAD] else None
-    return m.group(1) if m else None
+    return (m.group(1) or m.group(2)) if m else None
 
 
 def _timm_update(line: str) -> str | None:
@@ -374,12 +376,12 @@ def _ds_step_timer(line: str) -> bool:
 #: ``self._report_progress(0)`` right after ``_configure_lr_scheduler``, which ``log_dist``s ``f"step={step},
 #: skipped={skipped}, lr={lr}, mom={mom}"``): printed inside ``deepspeed.initialize``, before any step (the loop's own
 #: reports, every ``steps_per_print`` steps, count ``global_steps + 1``, never 0): "[Rank 0] step=0, skipped=0, lr=[1e-05]".
-_DS_INIT_REPORT = Guarded(r"(?:^|[\s\]])step=0, skipped=0, lr=", ("step=0, skipped=0, lr=",))
+_DS_INIT_REPORT = " step=0, skipped=0, lr="
 
 
 def _ds_init_report(line: str) -> bool:
     """Whether a line is DeepSpeed's step-0 report printed while its engine is built (:data:`_DS_INIT_REPORT`)."""
-    return _DS_INIT_REPORT.search(line[:SHOWN]) is not None
+    return _DS_INIT_REPORT in line[:SHOWN]
 
 
 def step_progress(line: str) -> bool:
