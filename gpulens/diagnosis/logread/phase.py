@@ -23,6 +23,7 @@ from gpulens.diagnosis.logread.phase_eval import (
     evaluating,
     evaluation_announced,
     evaluation_reported,
+    metrics_computed,
     names_eval,
     since_last_step,
     trainer_evaluating,
@@ -243,6 +244,8 @@ def _without_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[
     a wandb history, bare losses printed, over an hour in the loop), or what a bar the traceback is glued to shows."""
     if frames is not None and at_import(frames):
         return "startup"
+    if frames is not None and eval_program(frames) and metrics_computed(lines, floor, top):
+        return "evaluation"  # P5: an evaluation program that printed its scores had run past its set-up
     if first_collective(region):
         return "first_step"
     # (P9: a kill on the file's first line, none of the process' output above it, shows a job that started, no more)

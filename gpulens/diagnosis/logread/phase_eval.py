@@ -26,7 +26,7 @@ from gpulens.diagnosis.logread.steplines import (
     warns,
 )
 
-__all__ = ["RESULT_LINE", "evaluating", "evaluation_announced", "evaluation_reported", "names_eval",
+__all__ = ["RESULT_LINE", "evaluating", "evaluation_announced", "evaluation_reported", "metrics_computed", "names_eval",
            "since_last_step", "trainer_evaluating"]
 
 
@@ -262,3 +262,19 @@ def _eval_banner(line: str) -> bool:
 #: A result line (a metric with its value).
 RESULT_LINE = re.compile(r"(?i)(?<![a-z])(?:acc(?:uracy)?|f1|auc|psnr|ssim|miou|map|dice|bleu|rouge\w*|perplexity|score)"
                           r"(?![a-z])[^\n]{0,60}?[:=]\s*[-+]?\d*\.?\d")
+
+
+#: A metric's value as an evaluation program prints it (sklearn's ``classification_report`` and ``f1_score``, ``evaluate``'s
+#: ``compute``, lm-evaluation-harness' table; "  accuracy: 0.8123", "F1=0.8920", "rougeL = 0.3312", "CER: 12.5"): a score
+#: with a fractional value, computed only after the program ran its model over the data.
+_METRIC_VALUE = re.compile(r"(?i)(?<![a-z])(?:acc(?:uracy)?|f1(?:[-_ ]?score)?|precision|recall|auc|auroc|bleu\w*|rouge\w*"
+                           r"|exact[_ ]match|perplexity|ppl|psnr|ssim|wer|cer|mae|rmse|mse)(?![a-z])\s*[:=]\s*[-+]?\d*\.\d+")
+#: Lines above a failure searched for a metric's value.
+_METRIC_LOOKBACK = 200
+
+
+def metrics_computed(lines: Sequence[str], floor: int, top: int) -> bool:
+    """Whether the program printed a metric's value (:data:`_METRIC_VALUE`) in the ``_METRIC_LOOKBACK`` lines of
+    ``lines[floor:top]`` above ``top``: an evaluation program (P5) that did so had run its model over its data, past
+    its set-up."""
+    return any(_METRIC_VALUE.search(lines[k][:SHOWN]) is not None for k in range(max(floor, top - _METRIC_LOOKBACK), top))

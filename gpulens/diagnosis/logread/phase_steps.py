@@ -127,7 +127,20 @@ def counts_advance(lines: Sequence[str], got: Sequence[int]) -> bool:
     """Whether the last training progress lines (``got``: :func:`step_lines`, the last four) count three different
     steps ("batch 16 ... batch 26 ... batch 36"): steps were done, even where the last number printed
     is an epoch's ("epoch 0") rather than a step's."""
-    return len({n for i in got if (n := step_in(lines[i])) is not None}) >= 3
+    return len({n for i in got if (n := step_in(lines[i])) is not None}) >= 3 or _epoch_advanced(lines, got)
+
+
+#: An epoch's number where a loop prints it ("Epoch 2/10", "epoch: 1", "doing epoch: 1", "[Epoch 3]").
+_EPOCH_NUMBER = re.compile(r"\b[Ee]poch\b\W{0,3}(\d+)\b")
+
+
+def _epoch_advanced(lines: Sequence[str], got: Sequence[int]) -> bool:
+    """Whether the last training progress lines (``got``, latest first) name a later epoch after an earlier one
+    ("epoch: 0 ... epoch: 1"): an epoch a loop begins only after the one before ended, its steps done (P2 (b): an
+    epoch summary counts a step done), whatever else its lines print."""
+    epochs = [int(m.group(1)) for i in got if "poch" in lines[i][:HEAD]
+              and (m := _EPOCH_NUMBER.search(lines[i][:HEAD])) is not None]
+    return len(epochs) >= 2 and epochs[0] > min(epochs[1:])
 
 
 def bar_short(lines: Sequence[str], floor: int, top: int) -> bool:
@@ -157,7 +170,12 @@ def _last_bar_update(lines: Sequence[str], floor: int, top: int) -> re.Match[str
 #: A logger's line that counts the iterations of an epoch after the epoch's number: mmcv/mmdet's
 #: ``Epoch [1][50/9870]\tlr: ...``, mmengine's ``Epoch(train)  [1][  50/9870]  lr: ...``, the DeiT/timm
 #: ``MetricLogger``'s ``Epoch: [0]  [  50/5005]  eta: ...`` (the epoch alone is not how far it got).
-_EPOCH_ITER = re.compile(r"\b[Ee]poch(?:\(\w+\))?:?\s*\[\s*\d+\s*(?:/\s*\d+\s*)?\]\s*\[\s*(\d+)\s*/\s*\d+\s*\]")
+#: Also the loop line of the PyTorch tutorials copied into many scripts (``yunjey/pytorch-tutorial``'s
+#: ``print('Epoch [{}/{}], Step [{}/{}], Loss: {:.4f}'.format(epoch+1, num_epochs, i+1, total_step, loss.item()))``,
+#: printed after the step's ``optimizer.step()``), and its unbracketed kin "Epoch 1, Batch 10/404, Loss: 0.0575".
+_EPOCH_ITER = re.compile(r"\b[Ee]poch(?:\(\w+\))?:?\s*\[\s*\d+\s*(?:/\s*\d+\s*)?\]\s*\[\s*(\d+)\s*/\s*\d+\s*\]"
+                         r"|\b[Ee]poch:?\s*\[?\s*\d+\s*(?:/\s*\d+\s*)?\]?,\s*(?:[Ss]tep|[Bb]atch|[Ii]ter(?:ation)?):?\s*"
+                         r"\[?\s*(\d+)\s*/\s*\d+\s*\]?,?\s+[Ll]oss\b")
 
 
 def iter_in_epoch(lines: Sequence[str], floor: int, top: int) -> int | None:
@@ -168,7 +186,7 @@ def iter_in_epoch(lines: Sequence[str], floor: int, top: int) -> int | None:
         return None
     shown = on_screen(lines[got[0]])
     m = _EPOCH_ITER.search(shown[:HEAD]) or _EPOCH_ITER.search(shown[-SHOWN:])  # a MetricLogger's head
-    return int(m.group(1)) if m else None
+    return int(m.group(1) or m.group(2)) if m else None
 
 
 def past_first(step: str | None) -> bool:

@@ -163,14 +163,20 @@ _TIMM_TRAIN = Guarded(r"(?:^|\s)Train(?: Epoch)?: \d+ \[\s*(\d+)/\d+ \(\s*\d+%\)
 #: The ``ProgressMeter`` line of PyTorch's ImageNet example (``pytorch/examples`` ``imagenet/main.py`` ``display``:
 #: ``prefix="Epoch: [{}]".format(epoch)``, ``batch_fmtstr`` "[{:Nd}/M]", then its meters joined by a tab, ``'\\t'.join``;
 #: "Epoch: [0][  38/5005]\tTime  6.217 ( 7.920)\tData ..."): printed after a batch's step, its meters (dozens of
-#: losses) can push the loss past the line's head.
-_PROGRESS_METER = re.compile(r"\b[Ee]poch: \[\s*\d+\s*\]\s*\[\s*(\d+)\s*/\s*\d+\s*\]\t")
+#: losses) can push the loss past the line's head. SAM 2's trainer (``facebookresearch/sam2`` ``training/trainer.py``
+#: ``train_epoch``: ``ProgressMeter(..., prefix="Train Epoch: [{}]".format(self.epoch))``, whose ``display`` in
+#: ``training/utils/train_utils.py`` logs ``" | ".join(entries)``; copied by VGGT's ``training/trainer.py``) joins them by
+#: " | " and logs it after the batch's step every ``log_freq`` batches: "Train Epoch: [0][  1/1000] | Batch Time: 11.43
+#: (26.54) | Data Time: ...".
+#: (Only SAM 2's own prefix and meters take the " | " join: the ImageNet example's lines are tab-joined.)
+_PROGRESS_METER = re.compile(r"\b[Ee]poch: \[\s*\d+\s*\]\s*\[\s*(\d+)\s*/\s*\d+\s*\]\t"
+                             r"|\bTrain Epoch: \[\d+\]\[\s*(\d+)/\d+\] \| Batch Time: ")
 
 
 def _progress_meter(line: str) -> str | None:
     """The batch count of a ``ProgressMeter`` line (:data:`_PROGRESS_METER`) read in the line's head, if it is one."""
     m = _PROGRESS_METER.search(line[:HEAD]) if "poch: [" in line[:HEAD] else None
-    return m.group(1) if m else None
+    return (m.group(1) or m.group(2)) if m else None
 
 
 def _timm_update(line: str) -> str | None:
@@ -366,9 +372,24 @@ def _ds_step_timer(line: str) -> bool:
     return " time (ms) | " in line[:SHOWN] and _DS_TIMER.search(line[:SHOWN]) is not None
 
 
+#: DeepSpeed's progress report at step 0 (``deepspeed/runtime/engine.py``: ``DeepSpeedEngine.__init__`` calls
+#: ``self._report_progress(0)`` right after ``_configure_lr_scheduler``, which ``log_dist``s ``f"step={step},
+#: skipped={skipped}, lr={lr}, mom={mom}"``): printed inside ``deepspeed.initialize``, before any step (the loop's own
+#: reports, every ``steps_per_print`` steps, count ``global_steps + 1``, never 0): "[Rank 0] step=0, skipped=0, lr=[1e-05]".
+_DS_INIT_REPORT = " step=0, skipped=0, lr="
+
+
+def _ds_init_report(line: str) -> bool:
+    """Whether a line is DeepSpeed's step-0 report printed while its engine is built (:data:`_DS_INIT_REPORT`)."""
+    return _DS_INIT_REPORT in line[:SHOWN]
+
+
 def step_progress(line: str) -> bool:
     """A progress line of the training itself: not a warning's text, not a set-up bar (loading
-    weights, mapping a data set: named so, or running thousands of iterations a second)."""
+    weights, mapping a data set: named so, or running thousands of iterations a second), not DeepSpeed's
+    report while its engine is built."""
+    if _ds_init_report(line):
+        return False
     if _counter(line) is not None or _ds_step_timer(line) or keras_bar(line) is not None:
         return True  # (no step number is reported from a Keras bar, old Keras counts samples; phase.py still
         # reads the bar's count against its total to tell a first step from a later one)
