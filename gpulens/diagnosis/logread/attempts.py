@@ -51,7 +51,7 @@ def attempt_starts(lines: Sequence[str]) -> list[int]:
             i -= 1
         if i - starts[-1] > _MIN_ATTEMPT and i < len(lines):
             starts.append(i)
-    return _merged(starts, _relaunches(lines), len(lines))
+    return _merged(starts, [*_relaunches(lines), *_after_interrupts(lines)], len(lines))
 
 
 def _merged(starts: list[int], relaunches: Sequence[tuple[int, int]], n: int) -> list[int]:
@@ -100,6 +100,58 @@ def _relaunches(lines: Sequence[str]) -> list[tuple[int, int]]:
         if j is not None:
             out.append((end, j))
     return out
+
+
+#: The exception line of a Ctrl-C that reached the interpreter's top level uncaught.
+_INTERRUPT = "KeyboardInterrupt"
+
+
+def _after_interrupts(lines: Sequence[str]) -> list[tuple[int, int]]:
+    """(exit, start) after each uncaught ``KeyboardInterrupt`` the interpreter printed as it exited
+    (:func:`completion.process_exit`): since Python 3.8 (bpo-1054041, Modules/main.c
+    ``exit_sigint``) such a process ends by SIGINT itself, so the shell that ran it (a job script,
+    ESPnet's ``run.sh``/``asr.sh``) stops too, and a launch line after it (:func:`_launch_at`) is
+    a new launch appended to the file (``nohup ... >> log``)."""
+    from gpulens.diagnosis.logread.completion import process_exit
+
+    out = []
+    for h in find_keys(lines, (_TB,), 0):
+        end = process_exit(lines, h)
+        if end is not None and lines[end].strip() == _INTERRUPT:
+            nxt = _launch_at(lines, end + 1, _script(lines[h + 1]))
+            if nxt is not None:
+                out.append((end, nxt))
+    return out
+
+
+#: Python's warnings module prints "path:LINE: CategoryWarning: message" and the source line below
+#: it (``warnings.formatwarning``): import-time warnings of a new launch come before its own lines.
+_PY_WARNING = re.compile(r"^\S+:\d+: \w*Warning: ")
+#: What the interrupted process (its ``atexit`` hooks: wandb's teardown, "Exception ignored in
+#: atexit callback") or its launcher (torchrun's elastic agent closing the other workers, the
+#: terminal's echoed "^C") still prints after the traceback: the same launch.
+_SAME_LAUNCH = ("wandb:", "Exception ignored", "^C", "torch.distributed")
+
+
+def _launch_at(lines: Sequence[str], at: int, script: str) -> int | None:
+    """The first line from ``at`` (blank lines and Python warnings skipped) when a launch starts
+    there: an unprefixed banner-like line (:func:`_banner`) or the traceback header of another top-level
+    script; None when it is the interrupted launch's own after-exit output, a rank's or a Ray
+    worker's prefixed line, an indented line, a progress line or the same script's traceback."""
+    from gpulens.diagnosis.logread.lines import prefix_free
+
+    k = at
+    while k < len(lines) and (not lines[k].strip() or _PY_WARNING.match(lines[k]) or lines[k][:1].isspace()):
+        k += 1
+    if k >= len(lines) or k - at > _AFTER_EXIT or lines[at][:1].isspace():
+        return None
+    ln = lines[k]
+    if ln.rstrip() == _TB:
+        return k if k + 1 < len(lines) and _script(lines[k + 1]) != script else None
+    plain = logs.normalize_line(ln)
+    if plain.startswith(_SAME_LAUNCH) or any(m in ln for m in _SAME_LAUNCH[2:]) or prefix_free(plain) != plain:
+        return None
+    return k if _banner(ln) else None
 
 
 def _script(frame: str) -> str:
