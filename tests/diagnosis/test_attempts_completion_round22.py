@@ -58,3 +58,25 @@ def test_buffered_output_after_interrupt_is_same_launch() -> None:
                "    sys.exit(main())", "torch.distributed.elastic.multiprocessing.api.SignalException: Process 9 got signal: 2"]
     for tail in (after, wandb, elastic):
         assert attempt_starts(tb + tail) == [0]
+
+
+def _yolox(t: str, rest: str, fn: str = "before_train:130") -> str:
+    return f"2023-05-01 {t}.100 | INFO     | yolox.core.trainer:{fn} - {rest}"
+
+
+def _yolox_launch(t: str) -> list[str]:
+    return [_yolox(t, "args: Namespace(experiment_name='yolox_s', batch_size=8, devices=1, resume=False)"),
+            _yolox(t, "exp value:", "before_train:131"), "╒══════════╤═══════╕", "│ seed     │ None  │",
+            "╘══════════╧═══════╛", _yolox(t, "Model Summary: Params: 8.94M", "before_train:137"),
+            _yolox(t, "---> start train epoch1", "before_epoch:188")]
+
+
+def test_yolox_args_line_starts_each_appended_launch() -> None:
+    lines = _yolox_launch("10:00:00") + _yolox_launch("11:00:00") + _yolox_launch("12:00:00")
+    assert attempt_starts(lines) == [0, 7, 14]
+
+
+def test_yolox_args_line_behind_a_prefix_starts_nothing() -> None:
+    first = _yolox_launch("10:00:00")
+    again = ["[rank1]: " + ln for ln in _yolox_launch("10:00:01")]
+    assert attempt_starts(first + again) == [0]

@@ -37,6 +37,9 @@ def attempt_starts(lines: Sequence[str]) -> list[int]:
             i = _after_lsf_report(lines, i)
         elif _PBS in ln:
             i = _before_ruler(lines, i)
+        elif _YOLOX in ln:
+            if _YOLOX_ARGS.match(ln) is None:
+                continue  # another line of the trainer's, or a rank's copy behind a prefix
         elif _SLURM_KILL in ln and _KILLED_JOB.search(ln):
             nxt = _after_kill(lines, i)
             if nxt is None:
@@ -199,8 +202,15 @@ _NOHUP = "nohup: ignoring input"
 #: Torque/PBS sites print a prologue banner at each job's start ("Begin PBS Prologue <date>"),
 #: framed by a ruler of dashes; jobs appended to one output file are separated by it.
 _PBS = "Begin PBS Prologue"
+#: YOLOX's ``Trainer.before_train`` (yolox/core/trainer.py) logs "args: {}" of the launch's
+#: argparse Namespace first, then "exp value:", through loguru in ``setup_logger``'s format (yolox/
+#: utils/logger.py: "{time} | {level: <8} | {name}:{line} - {message}", some releases with the
+#: function name too); loguru appends every launch to ``train_log.txt`` (mode "a"), rank 0 alone writes
+#: it. Matched at the line's start only: never behind another prefix.
+_YOLOX = "yolox.core.trainer:"
+_YOLOX_ARGS = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \| INFO +\| yolox\.core\.trainer:(?:before_train:)?\d+ - args: ")
 #: The keys of lines that may start an attempt (beside a repeat of the file's first line).
-_STARTS = (_LSF, _PBS, _NOHUP, _SLURM_KILL)
+_STARTS = (_LSF, _PBS, _NOHUP, _SLURM_KILL, _YOLOX)
 
 
 def _before_ruler(lines: Sequence[str], at: int) -> int:
