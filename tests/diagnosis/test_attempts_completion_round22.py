@@ -80,3 +80,14 @@ def test_yolox_args_line_behind_a_prefix_starts_nothing() -> None:
     first = _yolox_launch("10:00:00")
     again = ["[rank1]: " + ln for ln in _yolox_launch("10:00:01")]
     assert attempt_starts(first + again) == [0]
+
+
+def test_espnet_self_call_starts_a_launch_nested_script_does_not() -> None:
+    def launch(t: str) -> list[str]:
+        return [f"2024-01-02T{t} (asr.sh:277:main) ./asr.sh --stage 1 --ngpu 1",
+                f"2024-01-02T{t} (asr.sh:400:main) Stage 1: Data preparation",
+                f"2024-01-02T{t} (data.sh:20:main) local/data.sh",
+                f"2024-01-02T{t} (data.sh:40:main) stage 1: Data preparation",
+                f"2024-01-02T{t} (asr.sh:500:main) Stage 2: Speed perturbation",
+                f"2024-01-02T{t} (asr.sh:600:main) Stage 3: Format wav.scp"]
+    assert attempt_starts(launch("10:00:00") + ["Killed"] + launch("11:00:00")) == [0, 7]

@@ -37,6 +37,9 @@ def attempt_starts(lines: Sequence[str]) -> list[int]:
             i = _after_lsf_report(lines, i)
         elif _PBS in ln:
             i = _before_ruler(lines, i)
+        elif _ESPNET in ln:
+            if _espnet_call(ln) is None or _espnet_call(ln) != _espnet_first(lines):
+                continue  # another log line, or a nested script's own call (local/data.sh inside asr.sh)
         elif _YOLOX in ln:
             if _YOLOX_ARGS.match(ln) is None:
                 continue  # another line of the trainer's, or a rank's copy behind a prefix
@@ -209,8 +212,26 @@ _PBS = "Begin PBS Prologue"
 #: it. Matched at the line's start only: never behind another prefix.
 _YOLOX = "yolox.core.trainer:"
 _YOLOX_ARGS = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \| INFO +\| yolox\.core\.trainer:(?:before_train:)?\d+ - args: ")
+#: ESPnet's recipe scripts (egs2/TEMPLATE/asr1/asr.sh, tts.sh, enh.sh ...) define ``log()`` as
+#: ``echo -e "$(date '+%Y-%m-%dT%H:%M:%S') (${fname}:${BASH_LINENO[0]}:${FUNCNAME[1]}) $*"`` and
+#: begin with ``log "$0 $*"``: the script's own command line, logged once per launch.
+_ESPNET = ":main) "
+_ESPNET_CALL = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d \(([\w.-]+\.sh):\d+:main\) (?:\S*/)?([\w.-]+\.sh)(?: |$)")
+
+
+def _espnet_call(line: str) -> str | None:
+    """The script an ESPnet ``log "$0 $*"`` line names when it names itself, else None."""
+    m = _ESPNET_CALL.match(line)
+    return m.group(1) if m is not None and m.group(1) == m.group(2) else None
+
+
+def _espnet_first(lines: Sequence[str]) -> str | None:
+    """The script of the file's first ESPnet self-call (the launched one, not a nested one)."""
+    return next((c for i in find_keys(lines, (_ESPNET,), 0) if (c := _espnet_call(lines[i])) is not None), None)
+
+
 #: The keys of lines that may start an attempt (beside a repeat of the file's first line).
-_STARTS = (_LSF, _PBS, _NOHUP, _SLURM_KILL, _YOLOX)
+_STARTS = (_LSF, _PBS, _NOHUP, _SLURM_KILL, _YOLOX, _ESPNET)
 
 
 def _before_ruler(lines: Sequence[str], at: int) -> int:
