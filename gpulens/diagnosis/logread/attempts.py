@@ -37,6 +37,12 @@ def attempt_starts(lines: Sequence[str]) -> list[int]:
             i = _after_lsf_report(lines, i)
         elif _PBS in ln:
             i = _before_ruler(lines, i)
+        elif _ESPNET in ln:
+            if _espnet_call(ln) is None or _espnet_call(ln) != _espnet_first(lines):
+                continue  # another log line, or a nested script's own call (local/data.sh inside asr.sh)
+        elif _YOLOX in ln:
+            if _YOLOX_ARGS.match(ln) is None:
+                continue  # another line of the trainer's, or a rank's copy behind a prefix
         elif _SLURM_KILL in ln and _KILLED_JOB.search(ln):
             nxt = _after_kill(lines, i)
             if nxt is None:
@@ -51,7 +57,7 @@ def attempt_starts(lines: Sequence[str]) -> list[int]:
             i -= 1
         if i - starts[-1] > _MIN_ATTEMPT and i < len(lines):
             starts.append(i)
-    return _merged(starts, _relaunches(lines), len(lines))
+    return _merged(starts, [*_relaunches(lines), *_after_interrupts(lines)], len(lines))
 
 
 def _merged(starts: list[int], relaunches: Sequence[tuple[int, int]], n: int) -> list[int]:
@@ -102,6 +108,58 @@ def _relaunches(lines: Sequence[str]) -> list[tuple[int, int]]:
     return out
 
 
+#: The exception line of a Ctrl-C that reached the interpreter's top level uncaught.
+_INTERRUPT = "KeyboardInterrupt"
+
+
+def _after_interrupts(lines: Sequence[str]) -> list[tuple[int, int]]:
+    """(exit, start) after each uncaught ``KeyboardInterrupt`` the interpreter printed as it exited
+    (:func:`completion.process_exit`): since Python 3.8 (bpo-1054041, Modules/main.c
+    ``exit_sigint``) such a process ends by SIGINT itself, so the shell that ran it (a job script,
+    ESPnet's ``run.sh``/``asr.sh``) stops too, and a launch line after it (:func:`_launch_at`) is
+    a new launch appended to the file (``nohup ... >> log``)."""
+    from gpulens.diagnosis.logread.completion import process_exit
+
+    out = []
+    for h in find_keys(lines, (_TB,), 0):
+        end = process_exit(lines, h)
+        if end is not None and lines[end].strip() == _INTERRUPT:
+            nxt = _launch_at(lines, end + 1, _script(lines[h + 1]))
+            if nxt is not None:
+                out.append((end, nxt))
+    return out
+
+
+#: Python's warnings module prints "path:LINE: CategoryWarning: message" and the source line below
+#: it (``warnings.formatwarning``): import-time warnings of a new launch come before its own lines.
+_PY_WARNING = re.compile(r"^\S+:\d+: \w*Warning: ")
+#: What the interrupted process (its ``atexit`` hooks: wandb's teardown, "Exception ignored in
+#: atexit callback") or its launcher (torchrun's elastic agent closing the other workers, the
+#: terminal's echoed "^C") still prints after the traceback: the same launch.
+_SAME_LAUNCH = ("wandb:", "Exception ignored", "^C", "torch.distributed")
+
+
+def _launch_at(lines: Sequence[str], at: int, script: str) -> int | None:
+    """The first line from ``at`` (blank lines and Python warnings skipped) when a launch starts
+    there: an unprefixed banner-like line (:func:`_banner`) or the traceback header of another top-level
+    script; None when it is the interrupted launch's own after-exit output, a rank's or a Ray
+    worker's prefixed line, an indented line, a progress line or the same script's traceback."""
+    from gpulens.diagnosis.logread.lines import prefix_free
+
+    k = at
+    while k < len(lines) and (not lines[k].strip() or _PY_WARNING.match(lines[k]) or lines[k][:1].isspace()):
+        k += 1
+    if k >= len(lines) or k - at > _AFTER_EXIT or lines[at][:1].isspace():
+        return None
+    ln = lines[k]
+    if ln.rstrip() == _TB:
+        return k if k + 1 < len(lines) and _script(lines[k + 1]) != script else None
+    plain = logs.normalize_line(ln)
+    if plain.startswith(_SAME_LAUNCH) or any(m in ln for m in _SAME_LAUNCH[2:]) or prefix_free(plain) != plain:
+        return None
+    return k if _banner(ln) else None
+
+
 def _script(frame: str) -> str:
     """The file a traceback's frame line names (``  File "train.py", line 12, in <module>``)."""
     return frame.split('"')[1] if frame.count('"') >= 2 else frame
@@ -147,8 +205,33 @@ _NOHUP = "nohup: ignoring input"
 #: Torque/PBS sites print a prologue banner at each job's start ("Begin PBS Prologue <date>"),
 #: framed by a ruler of dashes; jobs appended to one output file are separated by it.
 _PBS = "Begin PBS Prologue"
+#: YOLOX's ``Trainer.before_train`` (yolox/core/trainer.py) logs "args: {}" of the launch's
+#: argparse Namespace first, then "exp value:", through loguru in ``setup_logger``'s format (yolox/
+#: utils/logger.py: "{time} | {level: <8} | {name}:{line} - {message}", some releases with the
+#: function name too); loguru appends every launch to ``train_log.txt`` (mode "a"), rank 0 alone writes
+#: it. Matched at the line's start only: never behind another prefix.
+_YOLOX = "yolox.core.trainer:"
+_YOLOX_ARGS = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \| INFO +\| yolox\.core\.trainer:(?:before_train:)?\d+ - args: ")
+#: ESPnet's recipe scripts (egs2/TEMPLATE/asr1/asr.sh, tts.sh, enh.sh ...) define ``log()`` as
+#: ``echo -e "$(date '+%Y-%m-%dT%H:%M:%S') (${fname}:${BASH_LINENO[0]}:${FUNCNAME[1]}) $*"`` and
+#: begin with ``log "$0 $*"``: the script's own command line, logged once per launch.
+_ESPNET = ":main) "
+_ESPNET_CALL = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d \(([\w.-]+\.sh):\d+:main\) (?:\S*/)?([\w.-]+\.sh)(?: |$)")
+
+
+def _espnet_call(line: str) -> str | None:
+    """The script an ESPnet ``log "$0 $*"`` line names when it names itself, else None."""
+    m = _ESPNET_CALL.match(line)
+    return m.group(1) if m is not None and m.group(1) == m.group(2) else None
+
+
+def _espnet_first(lines: Sequence[str]) -> str | None:
+    """The script of the file's first ESPnet self-call (the launched one, not a nested one)."""
+    return next((c for i in find_keys(lines, (_ESPNET,), 0) if (c := _espnet_call(lines[i])) is not None), None)
+
+
 #: The keys of lines that may start an attempt (beside a repeat of the file's first line).
-_STARTS = (_LSF, _PBS, _NOHUP, _SLURM_KILL)
+_STARTS = (_LSF, _PBS, _NOHUP, _SLURM_KILL, _YOLOX, _ESPNET)
 
 
 def _before_ruler(lines: Sequence[str], at: int) -> int:
