@@ -95,7 +95,7 @@ def _relaunches(lines: Sequence[str]) -> list[tuple[int, int]]:
     a process in the file (the program that printed the opening). Another script's exit followed by
     them (a pipeline's job script going on to its next stage, README P11: one attempt), a caught
     error, a rank's traceback behind a prefix, or opening prints that follow no exit start nothing."""
-    from gpulens.diagnosis.logread.completion import process_exit
+    from gpulens.diagnosis.logread.uncaught import process_exit
 
     heads = find_keys(lines, (_TB,), 0)
     pairs = _opening_pairs(lines, min(heads[0], _OPENING)) if heads else set()
@@ -118,7 +118,7 @@ def _after_interrupts(lines: Sequence[str]) -> list[tuple[int, int]]:
     ``exit_sigint``) such a process ends by SIGINT itself, so the shell that ran it (a job script,
     ESPnet's ``run.sh``/``asr.sh``) stops too, and a launch line after it (:func:`_launch_at`) is
     a new launch appended to the file (``nohup ... >> log``)."""
-    from gpulens.diagnosis.logread.completion import process_exit
+    from gpulens.diagnosis.logread.uncaught import process_exit
 
     out = []
     for h in find_keys(lines, (_TB,), 0):

@@ -9,7 +9,7 @@ limit, a non-zero exit) comes after it. The parts it reads live in modules of on
 (a job going on after an error), ``failed_runs`` (failed tallies and runner banners), ``uncaught``
 (the process's exit on an uncaught exception), ``lastwords``, ``hydra``, ``signal_ends`` (how a
 job ends without an error word), ``script_reports`` and ``shutdown`` (what after a completion leaves
-its end normal). Their public names stay importable from here.
+its end normal). Callers import their names from those modules, not from here.
 """
 
 from __future__ import annotations
@@ -19,29 +19,18 @@ import re
 from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
-from gpulens.diagnosis.logread.completion_messages import (
-    AT_EXIT,
-    COMPLETION_COVER,
-    COMPLETION_KEYS,
-    completion_strength,
-    is_completion,
-)
 from gpulens.diagnosis.logread.failed_runs import (
-    closed_after_failed_stage,
     failed_run_line,
     failed_tally,
     runs_failed,
-    stage_failed,
 )
 from gpulens.diagnosis.logread.goes_on import (
     CAUGHT_PRINT_WORDS,
     NOT_OUTPUT,
-    caught_print,
     says_arning,
     trial_after,
     went_on,
 )
-from gpulens.diagnosis.logread.lastwords import last_words
 from gpulens.diagnosis.logread.lines import (
     PROGRESS_KEYS,
     handled_blocks,
@@ -59,26 +48,13 @@ from gpulens.diagnosis.logread.progress_end import (
     last_refresh,
     short_of_configured,
 )
-from gpulens.diagnosis.logread.script_reports import after_work
-from gpulens.diagnosis.logread.shutdown import FinishedBefore, finished_before, shutdown_error
-from gpulens.diagnosis.logread.signal_ends import (
-    check_failures,
-    signal_reports,
-    written_after_bar,
-)
 from gpulens.diagnosis.logread.tracebacks import TRACEBACK
 from gpulens.diagnosis.logread.uncaught import (
     HANDLED_LOOKBACK,
-    process_exit,
-    uncaught_exception,
 )
 from gpulens.diagnosis.logs import find_keys
 
-__all__ = ["AT_EXIT", "COMPLETION_COVER", "COMPLETION_KEYS", "End", "FinishedBefore", "HANDLED_LOOKBACK",
-           "after_work", "caught_print", "check_failures", "closed_after_failed_stage", "completion_strength",
-           "end_evidence", "end_of_attempt", "finished_before", "is_completion", "is_progress_bar", "last_words",
-           "open_traceback", "printed_before", "process_exit", "shutdown_error", "signal_reports", "stage_failed",
-           "trial_after", "uncaught_exception", "went_on", "written_after_bar"]
+__all__ = ["End", "end_evidence", "end_of_attempt", "open_traceback", "printed_before"]
 
 
 
