@@ -48,13 +48,14 @@ from gpulens.diagnosis.logread.progress_end import (
     last_refresh,
     short_of_configured,
 )
+from gpulens.diagnosis.logread.steplines import printed_before
 from gpulens.diagnosis.logread.tracebacks import TRACEBACK
 from gpulens.diagnosis.logread.uncaught import (
     HANDLED_LOOKBACK,
 )
 from gpulens.diagnosis.logs import find_keys
 
-__all__ = ["End", "end_evidence", "end_of_attempt", "open_traceback", "printed_before"]
+__all__ = ["End", "end_evidence", "end_of_attempt", "open_traceback"]
 
 
 
@@ -81,7 +82,6 @@ _RESULT = re.compile(
     r"(?i)(?<![a-z])(?:acc(?:uracy)?|top-?[15]|f1|auc|psnr|ssim|mIoU|mAP|dice|bleu|rouge\w*|wer|cer|perplexity|ppl|score"
     r"|precision|recall|loss|error rate|reward|return|average|mean|total|best|final|test|eval\w*|valid\w*|results?)"
     r"(?![a-z])[^\n]{0,80}?[:=|]?\s*[-+]?\d*\.?\d")
-_NUMBERS = re.compile(r"\d+")
 #: An error message's shape, which a result line does not have: a script that catches an
 #: exception and logs it ("conversion failed: Error(s) in loading state_dict for ResNet:", then
 #: torch's tab-indented "Missing key(s) in state_dict: ..." lists, module.py ``load_state_dict``)
@@ -216,21 +216,6 @@ def _new_results(lines: Sequence[str], floor: int, last_progress: int, tail: Seq
         if not printed_before(lines, floor, last_progress, shown):
             return i
     return None
-
-
-def printed_before(lines: Sequence[str], floor: int, stop: int, line: str) -> bool:
-    """Whether a line of the same shape (numbers masked) was printed in ``lines[floor:stop]``
-    (its last :data:`_REPEAT_LINES` lines: a line a run prints periodically is printed there)."""
-    key = max(_NUMBERS.split(line), key=len).strip()[:40]
-    if not key:
-        return False
-    shape = _NUMBERS.sub("N", line)
-    found = find_keys(lines, (key,), max(floor, stop - _REPEAT_LINES), stop)
-    return any(_NUMBERS.sub("N", last_refresh(lines[k]).strip()) == shape for k in found)
-
-
-#: Lines before a result line searched for an earlier line of its shape.
-_REPEAT_LINES = 3000
 
 
 #: Lines at the end of an attempt searched for its last progress lines (farther back, the

@@ -1,0 +1,31 @@
+"""Round 22 mends of the logread split (review42): each name imported from the module that owns it,
+phase modules below completion, one meaning per name."""
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+_LOGREAD = Path(importlib.import_module("gpulens.diagnosis.logread").__path__[0])
+
+
+def _imported_modules(stem: str) -> set[str]:
+    """The logread modules a module imports (top level and inside functions)."""
+    tree = ast.parse((_LOGREAD / f"{stem}.py").read_text())
+    return {n.module.rsplit(".", 1)[-1] for n in ast.walk(tree)
+            if isinstance(n, ast.ImportFrom) and n.module and n.module.startswith("gpulens.diagnosis.logread.")}
+
+
+def test_phase_modules_do_not_import_completion() -> None:
+    phase = [p.stem for p in _LOGREAD.glob("phase*.py")]
+    assert phase and all("completion" not in _imported_modules(m) for m in phase), phase
+
+
+def test_printed_before_lives_with_the_step_lines() -> None:
+    from gpulens.diagnosis.logread import completion, steplines
+
+    assert "printed_before" in steplines.__all__ and "printed_before" not in completion.__all__
+    log = ["epoch 1 acc 0.5", "step 9", "epoch 2 acc 0.6", "step 19"]
+    assert steplines.printed_before(log, 0, 3, "epoch 3 acc 0.7")  # same shape, numbers masked
+    assert not steplines.printed_before(log, 0, 3, "final test acc 0.7")
+    assert not steplines.printed_before(log, 0, 3, "123")  # nothing but numbers: no key to look for
