@@ -29,3 +29,16 @@ def test_printed_before_lives_with_the_step_lines() -> None:
     assert steplines.printed_before(log, 0, 3, "epoch 3 acc 0.7")  # same shape, numbers masked
     assert not steplines.printed_before(log, 0, 3, "final test acc 0.7")
     assert not steplines.printed_before(log, 0, 3, "123")  # nothing but numbers: no key to look for
+
+
+def test_renamed_modules_and_one_meaning_for_went_on() -> None:
+    from gpulens.diagnosis.logread import after_error, aftermath
+
+    for old, new in (("signal_ends", "handler_stops"), ("phase_runs", "phase_program"), ("goes_on", "after_error")):
+        assert not (_LOGREAD / f"{old}.py").exists() and (_LOGREAD / f"{new}.py").exists()
+    assert "went_on" in after_error.__all__ and "went_on" not in aftermath.__all__
+    # a caught error, ordinary output after it, then a kill (the kill ended the run, not the error)
+    log = ["ValueError: bad row 3", *[f"epoch 1 step {k} loss 0.4" for k in range(12)],
+           "slurmstepd: error: *** JOB 7 ON node3 CANCELLED AT 2025-03-01T10:00:00 DUE TO TIME LIMIT ***"]
+    norm = [ln.strip() for ln in log]
+    assert aftermath.killed_after_going_on(log, 0, [0, len(log) - 1], norm.__getitem__, lambda i: True)

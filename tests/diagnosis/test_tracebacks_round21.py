@@ -217,7 +217,7 @@ def test_aftermath_owns_the_errors_the_run_did_not_end_on() -> None:
     log = ["[rank0]: ValueError: bad batch", *[f"step {k} loss 0.5" for k in range(12)],
            "slurmstepd: error: *** JOB 42 ON gpu1 CANCELLED AT 2024-01-01T00:00:00 DUE TO TIME LIMIT ***"]
     norm = [ln.strip() for ln in log]
-    assert aftermath.went_on(log, 0, [0, len(log) - 1], norm.__getitem__, lambda i: True)  # caught: the kill ended it
+    assert aftermath.killed_after_going_on(log, 0, [0, len(log) - 1], norm.__getitem__, lambda i: True)  # caught: the kill ended it
     assert aftermath.ended_from_outside(log[-1])
     sig = [log[-1], "KeyboardInterrupt"]
     assert aftermath.without_aftermath([1], [0, 1], [ln.strip() for ln in sig].__getitem__) == []

@@ -5,9 +5,9 @@ the attempt's start may have ended it (:func:`open_traceback`).
 Only positive evidence counts: a log that merely stops is not healthy. A completion line
 decides only when no terminal failure (a traceback that ended the process, a kill, a time
 limit, a non-zero exit) comes after it. The parts it reads live in modules of one job each:
-``completion_messages`` (the messages), ``progress_end`` (counters at their end), ``goes_on``
+``completion_messages`` (the messages), ``progress_end`` (counters at their end), ``after_error``
 (a job going on after an error), ``failed_runs`` (failed tallies and runner banners), ``uncaught``
-(the process's exit on an uncaught exception), ``lastwords``, ``hydra``, ``signal_ends`` (how a
+(the process's exit on an uncaught exception), ``lastwords``, ``hydra``, ``handler_stops`` (how a
 job ends without an error word), ``script_reports`` and ``shutdown`` (what after a completion leaves
 its end normal). Callers import their names from those modules, not from here.
 """
@@ -19,17 +19,17 @@ import re
 from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
-from gpulens.diagnosis.logread.failed_runs import (
-    failed_run_line,
-    failed_tally,
-    runs_failed,
-)
-from gpulens.diagnosis.logread.goes_on import (
+from gpulens.diagnosis.logread.after_error import (
     CAUGHT_PRINT_WORDS,
     NOT_OUTPUT,
     says_arning,
     trial_after,
     went_on,
+)
+from gpulens.diagnosis.logread.failed_runs import (
+    failed_run_line,
+    failed_tally,
+    runs_failed,
 )
 from gpulens.diagnosis.logread.lines import (
     PROGRESS_KEYS,
@@ -85,7 +85,7 @@ _RESULT = re.compile(
 #: An error message's shape, which a result line does not have: a script that catches an
 #: exception and logs it ("conversion failed: Error(s) in loading state_dict for ResNet:", then
 #: torch's tab-indented "Missing key(s) in state_dict: ..." lists, module.py ``load_state_dict``)
-#: prints numbers too, as does a job's own print of an exception it caught (``goes_on.caught_print``:
+#: prints numbers too, as does a job's own print of an exception it caught (``after_error.caught_print``:
 #: "Error loading model: CUDA out of memory. Tried to allocate 1008.00 MiB"). A metric named for an error ("Mean Absolute Error: 0.12", "MeanSquaredError:
 #: 0.01", "ERROR: 3.2%", "Error Rate") is a result, not this.
 _ERROR_TEXT = re.compile(

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from gpulens.diagnosis.logread.lines import bar_update, last_matching, text_on_bar
 from gpulens.diagnosis.logread.phase_eval import RESULT_LINE
-from gpulens.diagnosis.logread.phase_runs import run_start
+from gpulens.diagnosis.logread.phase_program import run_start
 from gpulens.diagnosis.logread.phase_text import is_bar, on_bar
 from gpulens.diagnosis.logread.steplines import (
     EVAL_BAR,

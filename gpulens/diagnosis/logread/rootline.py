@@ -29,10 +29,10 @@ from gpulens.diagnosis.logread.aborts import (
 )
 from gpulens.diagnosis.logread.aftermath import (
     ended_from_outside,
+    killed_after_going_on,
     logged_and_went_on,
     logged_warning,
     printed_again,
-    went_on,
     without_aftermath,
     without_spawned,
     without_teardown,
@@ -183,7 +183,7 @@ def _own_errors(at: _Attempt, hook: Collection[int], ownline: Callable[[int], bo
     own = [i for i in own if not logged_warning(lines[i]) and not logged_and_went_on(lines, i, own, norm)
            and i not in again] or own
     errors = [i for i in own if not is_scheduler_kill(norm(i))]
-    caught = set(errors) if errors and went_on(lines, errors[-1], region, norm, ownline) else set()
+    caught = set(errors) if errors and killed_after_going_on(lines, errors[-1], region, norm, ownline) else set()
     own = [i for i in own if i not in caught]
     if own and aborted_on_timeout(own, region, norm, at.mine):
         caught, own = caught | set(own), []  # the watchdog took the process down: its timeout is the cause (R6)

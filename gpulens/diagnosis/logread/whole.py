@@ -28,6 +28,7 @@ from typing import Any
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.classifier import Classifier, whole_classifier
 from gpulens.diagnosis.logread import calibration, ranks, rootline
+from gpulens.diagnosis.logread.after_error import trial_after, went_on
 from gpulens.diagnosis.logread.attempts import attempt_starts, new_in_last
 from gpulens.diagnosis.logread.badrecord import bad_record
 from gpulens.diagnosis.logread.chains import failure_point
@@ -43,7 +44,7 @@ from gpulens.diagnosis.logread.damaged import damaged_file
 from gpulens.diagnosis.logread.divergence import diverged_before
 from gpulens.diagnosis.logread.earlier import earlier_root
 from gpulens.diagnosis.logread.failed_runs import closed_after_failed_stage
-from gpulens.diagnosis.logread.goes_on import trial_after, went_on
+from gpulens.diagnosis.logread.handler_stops import signal_reports, written_after_bar
 from gpulens.diagnosis.logread.heldmemory import held_elsewhere
 from gpulens.diagnosis.logread.joblines import job_lines, late_kills, root_rank_lines
 from gpulens.diagnosis.logread.kills import unattributed_kill
@@ -75,7 +76,6 @@ from gpulens.diagnosis.logread.phase import last_step, own_step, phase_of
 from gpulens.diagnosis.logread.runs import relaunched
 from gpulens.diagnosis.logread.script_reports import after_work
 from gpulens.diagnosis.logread.shutdown import finished_before
-from gpulens.diagnosis.logread.signal_ends import signal_reports, written_after_bar
 from gpulens.diagnosis.logread.source import WholeText, read_whole, text_source
 from gpulens.diagnosis.logread.stops import unnamed_stop
 from gpulens.diagnosis.logread.timeouts import (
