@@ -42,3 +42,11 @@ def test_renamed_modules_and_one_meaning_for_went_on() -> None:
            "slurmstepd: error: *** JOB 7 ON node3 CANCELLED AT 2025-03-01T10:00:00 DUE TO TIME LIMIT ***"]
     norm = [ln.strip() for ln in log]
     assert aftermath.killed_after_going_on(log, 0, [0, len(log) - 1], norm.__getitem__, lambda i: True)
+
+
+def test_no_late_imports_where_no_cycle_needs_one() -> None:
+    for stem in ("attempts", "whole"):
+        tree = ast.parse((_LOGREAD / f"{stem}.py").read_text())
+        late = [n.lineno for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)
+                for n in ast.walk(f) if isinstance(n, ast.Import | ast.ImportFrom)]
+        assert late == [], (stem, late)

@@ -78,6 +78,7 @@ from gpulens.diagnosis.logread.script_reports import after_work
 from gpulens.diagnosis.logread.shutdown import finished_before
 from gpulens.diagnosis.logread.source import WholeText, read_whole, text_source
 from gpulens.diagnosis.logread.stops import unnamed_stop
+from gpulens.diagnosis.logread.story import story
 from gpulens.diagnosis.logread.timeouts import (
     died_before_timeout,
     preparing_data,
@@ -128,8 +129,6 @@ class WholeDiagnosis:
 
     def story(self) -> str:
         """One sentence an operator can check against the log."""
-        from gpulens.diagnosis.logread.story import story
-
         return story(self)
 
     def as_diagnosis(self) -> Diagnosis:
