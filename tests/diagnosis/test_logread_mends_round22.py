@@ -50,3 +50,11 @@ def test_no_late_imports_where_no_cycle_needs_one() -> None:
         late = [n.lineno for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)
                 for n in ast.walk(f) if isinstance(n, ast.Import | ast.ImportFrom)]
         assert late == [], (stem, late)
+
+
+def test_spawn_read_defined_once_and_evaluate_exports_what_scripts_use() -> None:
+    from gpulens.diagnosis.logread import earlier, evaluate, origins
+
+    assert earlier.SPAWN_READ is origins.SPAWN_READ == "original_trace = pickle.load("  # torch/multiprocessing/spawn.py
+    assert {"figures", "macro_f1", "choose_thresholds", "reliability"} <= set(evaluate.__all__)
+    assert evaluate.macro_f1([("oom", "oom"), ("nccl", "oom")]) == 1 / 3
