@@ -58,3 +58,10 @@ def test_spawn_read_defined_once_and_evaluate_exports_what_scripts_use() -> None
     assert earlier.SPAWN_READ is origins.SPAWN_READ == "original_trace = pickle.load("  # torch/multiprocessing/spawn.py
     assert {"figures", "macro_f1", "choose_thresholds", "reliability"} <= set(evaluate.__all__)
     assert evaluate.macro_f1([("oom", "oom"), ("nccl", "oom")]) == 1 / 3
+
+
+def test_public_constants_are_in_all() -> None:
+    from gpulens.diagnosis.logread import ranks, whole
+
+    assert {"EARLIER_COMPLETION", "GOING_ON", "WEAK_AFTER_FAILURE"} <= set(whole.__all__)
+    assert {"PALS_DIED", "PALS_EXITED"} <= set(ranks.__all__)

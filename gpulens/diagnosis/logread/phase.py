@@ -67,8 +67,6 @@ from gpulens.diagnosis.logread.phase_steps import (
     glued_to_bar,
     iter_in_epoch,
     keras_printed,
-    last_step,
-    own_step,
     past_first,
     results_after_progress,
     table_step,
@@ -90,7 +88,7 @@ from gpulens.diagnosis.logread.phase_traceback import (
 )
 from gpulens.diagnosis.logread.steplines import progress_count, step_lines, to_float
 
-__all__ = ["PHASES", "UNKNOWN", "last_step", "own_step", "phase_of", "run_start"]
+__all__ = ["PHASES", "UNKNOWN", "phase_of"]
 
 PHASES = ("startup", "first_step", "training", "evaluation", "checkpoint_save", "checkpoint_load", "shutdown")
 #: The answer when the log's evidence for the phase contradicts itself.

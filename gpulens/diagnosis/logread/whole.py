@@ -72,7 +72,8 @@ from gpulens.diagnosis.logread.origins import (
     same_origin,
     secondary_lines,
 )
-from gpulens.diagnosis.logread.phase import last_step, own_step, phase_of
+from gpulens.diagnosis.logread.phase import phase_of
+from gpulens.diagnosis.logread.phase_steps import last_step, own_step
 from gpulens.diagnosis.logread.runs import relaunched
 from gpulens.diagnosis.logread.script_reports import after_work
 from gpulens.diagnosis.logread.shutdown import finished_before
@@ -90,7 +91,8 @@ from gpulens.diagnosis.rules import Rule, load_rules, match_rules
 from gpulens.diagnosis.types import Diagnosis
 from gpulens.vocab import NO_FAILURE
 
-__all__ = ["MAX_CONTEXT_LINES", "MAX_INDICATORS", "SCAN_LINES", "SVM_MIN_CONFIDENCE", "WholeDiagnosis", "diagnose_file",
+__all__ = ["EARLIER_COMPLETION", "GOING_ON", "MAX_CONTEXT_LINES", "MAX_INDICATORS", "SCAN_LINES", "SVM_MIN_CONFIDENCE",
+           "WEAK_AFTER_FAILURE", "WholeDiagnosis", "diagnose_file",
            "diagnose_path", "diagnose_source", "diagnose_text"]
 
 MAX_INDICATORS = 6
