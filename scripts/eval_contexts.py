@@ -24,7 +24,7 @@ from gpulens.diagnosis.corpus import (
     load_corpus,
     load_real_corpus,
 )
-from gpulens.diagnosis.logread.evaluate import _macro_f1
+from gpulens.diagnosis.logread.evaluate import macro_f1
 from gpulens.diagnosis.svm import SvmModel, bound_text
 
 __all__ = ["main"]
@@ -36,7 +36,7 @@ SEED = 0
 def _score(name: str, y: Sequence[str], pred: Sequence[str]) -> str:
     right = sum(a == b for a, b in zip(y, pred, strict=True))
     unk = sum(p == "unknown" for p in pred)
-    return f"| {name} | {len(y)} | {_macro_f1(list(zip(y, pred, strict=True))):.3f} | {right}/{len(y)} | {unk} |"
+    return f"| {name} | {len(y)} | {macro_f1(list(zip(y, pred, strict=True))):.3f} | {right}/{len(y)} | {unk} |"
 
 
 def main() -> int:

@@ -8,7 +8,8 @@ import pytest
 
 from gpulens.diagnosis.classifier import Classifier, default_classifier
 from gpulens.diagnosis.logread import diagnose_text
-from gpulens.diagnosis.logread.completion import caught_print, end_of_attempt, went_on
+from gpulens.diagnosis.logread.after_error import caught_print, went_on
+from gpulens.diagnosis.logread.completion import end_of_attempt
 
 
 @pytest.fixture(scope="module")

@@ -1,20 +1,19 @@
-"""Round 21 refactor (r21-refC): completion.py split into modules of one job each, its public names still
-importable from it. Hand-written excerpts in the formats the parts read (CPython's traceback, pytest's
-summary, Hydra's report, abseil's fatal-signal handler, bash's reports)."""
+"""Round 21 refactor (r21-refC): completion.py split into modules of one job each (round 22: callers import
+each name from the module that owns it; completion exports only what it defines). Hand-written excerpts in the
+formats the parts read (CPython's traceback, pytest's summary, Hydra's report, abseil's fatal-signal handler, bash's reports)."""
 from __future__ import annotations
 
 import ast
 import importlib
 from pathlib import Path
 
-_PARTS = ("completion", "completion_messages", "progress_end", "goes_on", "failed_runs", "uncaught", "lastwords",
-          "hydra", "signal_ends", "script_reports", "shutdown")
+_PARTS = ("completion", "completion_messages", "progress_end", "after_error", "failed_runs", "uncaught", "lastwords",
+          "hydra", "handler_stops", "script_reports", "shutdown")
 
 
 def test_completion_messages_and_progress_end() -> None:
-    from gpulens.diagnosis.logread import completion, completion_messages, progress_end
+    from gpulens.diagnosis.logread import completion_messages, progress_end
 
-    assert completion.completion_strength is completion_messages.completion_strength
     assert completion_messages.completion_strength("Training complete in 2h 3m") == 0.95
     assert completion_messages.completion_strength("Early stopping patience: 20") == 0.0
     assert completion_messages.completion_strength("done.") == 0.8
@@ -26,20 +25,18 @@ def test_completion_messages_and_progress_end() -> None:
 
 
 def test_goes_on_after_a_caught_error() -> None:
-    from gpulens.diagnosis.logread import completion, goes_on
+    from gpulens.diagnosis.logread import after_error
 
-    assert completion.went_on is goes_on.went_on and completion.caught_print is goes_on.caught_print
     log = ["Error loading model: CUDA out of memory. Tried to allocate 20.00 MiB", *[f"step {k} loss 0.5" for k in range(4)]]
-    assert goes_on.caught_print(log, 0)
-    assert goes_on.went_on(log, 0)
-    assert not goes_on.went_on([*log[:1], "Exiting.", *log[1:]], 0)
-    assert goes_on.trial_after(["ValueError: x", "[I 2024-05-01 10:04:00,123] Trial 4 finished with value: 0.2 and"], 0)
+    assert after_error.caught_print(log, 0)
+    assert after_error.went_on(log, 0)
+    assert not after_error.went_on([*log[:1], "Exiting.", *log[1:]], 0)
+    assert after_error.trial_after(["ValueError: x", "[I 2024-05-01 10:04:00,123] Trial 4 finished with value: 0.2 and"], 0)
 
 
 def test_failed_runs_tallies_and_the_failed_run_line() -> None:
-    from gpulens.diagnosis.logread import completion, failed_runs
+    from gpulens.diagnosis.logread import failed_runs
 
-    assert completion.stage_failed is failed_runs.stage_failed
     log = ["Traceback (most recent call last):", '  File "t.py", line 1, in test_x', "AssertionError: 1 != 2",
            "==== 1 failed, 4 passed in 2.31s ===="]
     assert failed_runs.failed_tally(log, [0, 1, 2, 3]) == 3
@@ -51,9 +48,8 @@ def test_failed_runs_tallies_and_the_failed_run_line() -> None:
 
 
 def test_uncaught_exit_and_last_words() -> None:
-    from gpulens.diagnosis.logread import completion, lastwords, uncaught
+    from gpulens.diagnosis.logread import lastwords, uncaught
 
-    assert completion.process_exit is uncaught.process_exit and completion.last_words is lastwords.last_words
     tb = ["Training complete.", "Traceback (most recent call last):", '  File "train.py", line 9, in <module>',
           "    save()", "OSError: [Errno 28] No space left on device"]
     assert uncaught.process_exit(tb, 1) == 4
@@ -63,26 +59,24 @@ def test_uncaught_exit_and_last_words() -> None:
 
 
 def test_hydra_and_signal_ends() -> None:
-    from gpulens.diagnosis.logread import completion, hydra, signal_ends
+    from gpulens.diagnosis.logread import handler_stops, hydra
 
-    assert completion.signal_reports is signal_ends.signal_reports
     report = ["Error in call to target 'models.build':", "TypeError(\"build() got an unexpected keyword 'k'\")",
               "Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace."]
     assert hydra.hydra_report(report, 0, 2) == [1]
     compact = ["In 'config': Could not find 'model/x'", "", report[2]]
     assert hydra.hydra_report(compact, 0, 2) == [0, 2]
     sig = ["step 4", "*** SIGTERM received at time=1756174802 on cpu 91 ***", "PC: @ 0x7f (unknown)"]
-    assert signal_ends.signal_reports(sig, 0) == [1]
-    assert signal_ends.signal_reports(["step 4", "Caught signal 15, exiting"], 0) == [1]
+    assert handler_stops.signal_reports(sig, 0) == [1]
+    assert handler_stops.signal_reports(["step 4", "Caught signal 15, exiting"], 0) == [1]
     fatal = ["F0617 14:30:47.707742 1097242 device_event_mgr.cc:226] Unexpected Event status: 1",
              "*** Check failure stack trace: ***", "    @ 0x7f0 abort"]
-    assert signal_ends.check_failures(fatal, 0) == [0]
+    assert handler_stops.check_failures(fatal, 0) == [0]
 
 
 def test_script_reports_and_shutdown() -> None:
-    from gpulens.diagnosis.logread import completion, script_reports, shutdown
+    from gpulens.diagnosis.logread import script_reports, shutdown
 
-    assert completion.shutdown_error is shutdown.shutdown_error and completion.after_work is script_reports.after_work
     log = ["Training complete in 1h", "rm: cannot remove 'tmp.txt': No such file or directory"]
     assert script_reports.after_work(log, 0, 1)
     assert not script_reports.script_report("job.sh: line 3: python: command not found")  # the next program
@@ -127,4 +121,18 @@ def test_the_parts_names_are_defined_nowhere_else_in_logread() -> None:
     parts = {n for name in _PARTS for n in _defined(name)}
     others = {p.stem for p in Path(importlib.import_module("gpulens.diagnosis.logread").__path__[0]).glob("*.py")}
     clash = {n for other in others - set(_PARTS) - {"__init__"} for n in _defined(other) if n in parts}
-    assert clash == {"went_on"}, clash  # aftermath.went_on (a failure line's) is older than this split
+    assert clash == set(), clash  # aftermath's went_on renamed killed_after_going_on (round 22)
+
+
+#: Names completion once forwarded, each with the module that owns it.
+_OWNERS = {"completion_strength": "completion_messages", "went_on": "after_error", "caught_print": "after_error",
+           "stage_failed": "failed_runs", "process_exit": "uncaught", "last_words": "lastwords",
+           "signal_reports": "handler_stops", "shutdown_error": "shutdown", "after_work": "script_reports"}
+
+
+def test_completion_exports_only_what_it_defines_and_each_name_comes_from_its_owner() -> None:
+    completion = importlib.import_module("gpulens.diagnosis.logread.completion")
+    assert set(completion.__all__) <= set(_defined("completion")), completion.__all__
+    for name, owner in _OWNERS.items():
+        mod = importlib.import_module(f"gpulens.diagnosis.logread.{owner}")
+        assert name in mod.__all__ and name in _defined(owner) and name not in completion.__all__, name

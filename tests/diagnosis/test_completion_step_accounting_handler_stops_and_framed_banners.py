@@ -11,7 +11,8 @@ import pytest
 from gpulens.diagnosis.classifier import Classifier, default_classifier
 from gpulens.diagnosis.logread import diagnose_text
 from gpulens.diagnosis.logread.attempts import attempt_starts
-from gpulens.diagnosis.logread.completion import completion_strength, shutdown_error
+from gpulens.diagnosis.logread.completion_messages import completion_strength
+from gpulens.diagnosis.logread.shutdown import shutdown_error
 
 
 @pytest.fixture(scope="module")

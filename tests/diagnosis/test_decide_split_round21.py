@@ -1,4 +1,4 @@
-"""Round 21: decide.py split into modules of one job each; Ray's line prefix read once (ranks.RAY_PREFIX);
+"""Round 21: decide.py split into modules of one job each (round 22: decide.py removed); Ray's line prefix read once (ranks.RAY_PREFIX);
 the phase reader's signal test lives in signals.py."""
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from types import ModuleType
 
 import pytest
 
-from gpulens.diagnosis.logread import decide
 from gpulens.diagnosis.logread.lineprefix import strip_ray_prefixes
 from gpulens.diagnosis.logread.lines import process_key
 from gpulens.diagnosis.logread.ranks import RAY_PREFIX, launcher_text
@@ -47,23 +46,14 @@ def test_each_part_says_its_job_and_exports_what_it_defines(name: str) -> None:
     assert all(length <= 40 for length in _defined(name).values()), name
 
 
-def test_no_name_is_defined_in_two_parts_and_decide_defines_none() -> None:
+def test_no_name_is_defined_in_two_parts_and_decide_is_gone() -> None:
     seen: dict[str, str] = {}
     for name in _PARTS:
         for n in _defined(name):
             assert n not in seen, (n, seen.get(n), name)
             seen[n] = name
-    assert _defined("decide") == {}
-
-
-def test_decide_still_exports_its_public_names_from_their_parts() -> None:
-    assert decide.__all__ == sorted(decide.__all__, key=lambda n: (not n.isupper(), n))
-    for n in decide.__all__:
-        owner = getattr(decide, n)
-        mod = getattr(owner, "__module__", None)
-        assert mod is None or mod.rsplit(".", 1)[-1] in _PARTS, (n, mod)
-    assert decide.unattributed_kill is _module("kills").unattributed_kill
-    assert decide.strip_ray_prefixes is strip_ray_prefixes
+    with pytest.raises(ModuleNotFoundError):
+        _module("decide")
 
 
 def test_ray_prefix_is_defined_once() -> None:

@@ -7,7 +7,7 @@ launchers, Python's ``logging``)."""
 from __future__ import annotations
 
 from gpulens.diagnosis.classifier import Classifier
-from gpulens.diagnosis.logread import diagnose_text, rootline
+from gpulens.diagnosis.logread import chains, diagnose_text
 
 
 def _picked(lines: list[str], rules: Classifier) -> list[str]:
@@ -285,7 +285,7 @@ def test_a_failed_excepthook_s_own_error_is_not_labelled_the_original_exception_
         '  File "/usr/lib/python3.10/threading.py", line 324, in wait', "    gotit = waiter.acquire(True, timeout)",
         "KeyboardInterrupt"]
     assert diagnose_text("\n".join(lines), rules).indicator_lines == [len(lines)]
-    assert rootline.failure_point(lines, len(lines) - 1) == 10  # the hook's error: where the process was
+    assert chains.failure_point(lines, len(lines) - 1) == 10  # the hook's error: where the process was
 
 
 def test_an_exception_restated_under_a_wrapper_type_is_one_error(rules: Classifier) -> None:
@@ -308,7 +308,7 @@ def test_a_distributed_checkpoint_exception_counts_by_the_rank_s_embedded_error(
                 "    with path.open('wb') as stream:", "OSError: [Errno 122] Disk quota exceeded"])
     w = diagnose_text("\n".join(lines), rules)
     assert w.indicator_lines == [len(lines)]
-    assert rootline.failure_point(lines, len(lines) - 1) == 4  # where the process was: the wrapper's line
+    assert chains.failure_point(lines, len(lines) - 1) == 4  # where the process was: the wrapper's line
 
 
 def test_a_ray_actor_lost_shows_the_error_not_the_task_wrapper(rules: Classifier) -> None:

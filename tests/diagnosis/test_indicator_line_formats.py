@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gpulens.diagnosis.classifier import Classifier
-from gpulens.diagnosis.logread import diagnose_text, rootline
+from gpulens.diagnosis.logread import diagnose_text, rooterror
 from gpulens.diagnosis.logread import lines as lines_mod
 from tests.diagnosis.test_indicator_formats import _CAUSE, _DURING, _STEPS, _picked, _tb
 
@@ -90,7 +90,7 @@ def test_deepspeed_zero3_cache_flush_warning_is_not_the_error(rules: Classifier)
             "caches at the same time")
     oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.91 GiB. GPU 0 has a total capacity of 44.35 GiB"
     lines = ["  0%|          | 1/18010 [01:43<5159:20:52, 103.13s/it]", warn] + _tb(oom)
-    assert not rootline.is_root_error(warn)  # a classifier quoting it must not bring it in
+    assert not rooterror.is_root_error(warn)  # a classifier quoting it must not bring it in
     assert _picked(lines, rules) == [oom]
 
 

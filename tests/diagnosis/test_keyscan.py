@@ -208,8 +208,11 @@ def test_contains_any_is_any_in() -> None:
 
 
 def test_completion_key_test_is_any_of_the_keys() -> None:
-    from gpulens.diagnosis.logread.completion import COMPLETION_KEYS, completion_strength
-    from gpulens.diagnosis.logread.completion_messages import _has_completion_key
+    from gpulens.diagnosis.logread.completion_messages import (
+        COMPLETION_KEYS,
+        _has_completion_key,
+        completion_strength,
+    )
 
     lines = [*_LOG.splitlines(), "Training completed. Do not forget to share your model", "done.", "Finishe"]
     for t in [*lines, *COMPLETION_KEYS]:

@@ -460,7 +460,7 @@ def test_the_child_s_error_beats_the_launcher_s_summary(clf: Classifier) -> None
 
 
 def test_ray_worker_prefixes_are_read_through(clf: Classifier) -> None:
-    from gpulens.diagnosis.logread.decide import strip_ray_prefixes
+    from gpulens.diagnosis.logread.lineprefix import strip_ray_prefixes
 
     p = "\x1b[36m(RayTrainWorker pid=4242, ip=10.0.0.5)\x1b[0m "
     assert strip_ray_prefixes([p + '  File "/home/u/proj/train.py", line 120, in train_func',
@@ -813,7 +813,7 @@ def test_a_tool_s_prefix_on_every_traceback_line_is_read_through(clf: Classifier
 
 
 def test_strip_line_prefixes_keeps_other_lines() -> None:
-    from gpulens.diagnosis.logread.decide import strip_line_prefixes
+    from gpulens.diagnosis.logread.lineprefix import strip_line_prefixes
     ctx = ["w-1 | step 3", "w-1 | Traceback (most recent call last):", 'w-1 |   File "t.py", line 2, in <module>',
            "db | step 4", "w-1 | KeyError: 'x'"]
     assert strip_line_prefixes(ctx) == ["w-1 | step 3", "Traceback (most recent call last):",
@@ -943,7 +943,7 @@ def test_a_process_that_died_before_its_peers_timed_out_is_the_cause(clf: Classi
 
 
 def test_died_before_timeout_reads_the_failure_lines_before_the_first_timeout(clf: Classifier) -> None:
-    from gpulens.diagnosis.logread.decide import died_before_timeout
+    from gpulens.diagnosis.logread.timeouts import died_before_timeout
     from gpulens.diagnosis.types import Diagnosis
 
     lines = ["[rank0]: iteration 120/10000 | lm loss: 2.120",
@@ -1003,7 +1003,7 @@ def test_origin_is_the_party_the_log_shows(clf: Classifier, end: list[str], cate
 
 
 def test_a_sigkill_with_the_kernel_s_memory_line_is_the_job_s_memory(clf: Classifier) -> None:
-    from gpulens.diagnosis.logread.decide import unattributed_kill
+    from gpulens.diagnosis.logread.kills import unattributed_kill
     from gpulens.diagnosis.types import Diagnosis
 
     killed = Diagnosis("cpu_oom", "user", 0.75, ["./train.sh: line 33: 136834 Killed   python train.py"],

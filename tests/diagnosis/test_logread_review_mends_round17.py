@@ -1,7 +1,7 @@
 """Round 17 mends (review 40): hand-written excerpts in the libraries' formats, one test per item."""
 from __future__ import annotations
 
-from gpulens.diagnosis.logread import rootline, signals, tracebacks
+from gpulens.diagnosis.logread import runs, signals, tracebacks
 from gpulens.diagnosis.logread.whole import diagnose_text
 
 
@@ -39,9 +39,9 @@ def test_logged_banner_still_starts_a_launch() -> None:
     first = ["ValueError: bad config key 'lr_sched'"]
     logged = ["WARNING:torch.distributed.run:", _STARS, _BANNER, _STARS]
     lines = _STEPS + first + logged + _STEPS + _OOM
-    assert rootline.relaunched(lines, 0, [len(_STEPS), len(lines) - 1]) == len(_STEPS) + 3
+    assert runs.relaunched(lines, 0, [len(_STEPS), len(lines) - 1]) == len(_STEPS) + 3
     printed = _STEPS + first + [_STARS, _BANNER, _STARS] + _STEPS + _OOM
-    assert rootline.relaunched(printed, 0, [len(_STEPS), len(printed) - 1]) == 0
+    assert runs.relaunched(printed, 0, [len(_STEPS), len(printed) - 1]) == 0
 
 
 def test_early_stopping_counter_is_no_completion() -> None:

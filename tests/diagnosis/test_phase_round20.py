@@ -4,7 +4,8 @@ quoted in the message it re-raises."""
 
 from __future__ import annotations
 
-from gpulens.diagnosis.logread.phase import last_step, phase_of
+from gpulens.diagnosis.logread.phase import phase_of
+from gpulens.diagnosis.logread.phase_steps import last_step
 
 _LIB = "/opt/env/lib/python3.9/site-packages"
 

@@ -19,7 +19,8 @@ from gpulens.diagnosis.logread.ranks import (
     strip_prefix,
     table_hosts,
 )
-from gpulens.diagnosis.logread.rootline import is_root_error, verdict_lines
+from gpulens.diagnosis.logread.rooterror import is_root_error
+from gpulens.diagnosis.logread.verdicts import verdict_lines
 
 
 def _rank_traceback(rank: int, error: str) -> list[str]:
@@ -333,7 +334,7 @@ def test_timestamps_of_different_forms_are_not_compared(rules: Classifier) -> No
 
 
 def test_the_error_context_starts_at_the_first_traceback_of_a_chain() -> None:
-    from gpulens.diagnosis.logread.rootline import chain_start
+    from gpulens.diagnosis.logread.tracebacks import chain_start
 
     lines = ["epoch 9 step 40 loss 0.2",  # 0
              "Traceback (most recent call last):", '  File "a.py", line 3, in f', "KeyError: 'label'", "",  # 1-4

@@ -1,4 +1,4 @@
-"""First failing rank (rootline.first_origin) when a launcher's own error, a plain error copied behind one rank's tag, or a node-only kill comes first (round 14, written by the rank helper; excerpts hand-written in the launchers' formats)."""
+"""First failing rank (origins.first_origin) when a launcher's own error, a plain error copied behind one rank's tag, or a node-only kill comes first (round 14, written by the rank helper; excerpts hand-written in the launchers' formats)."""
 
 from __future__ import annotations
 

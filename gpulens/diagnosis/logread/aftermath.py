@@ -40,8 +40,8 @@ from gpulens.diagnosis.logread.tracebacks import (
     unprefixed,
 )
 
-__all__ = ["WENT_ON", "ended_from_outside", "logged_and_went_on", "logged_warning", "printed_again", "went_on",
-           "without_aftermath", "without_spawned", "without_teardown"]
+__all__ = ["WENT_ON", "ended_from_outside", "killed_after_going_on", "logged_and_went_on", "logged_warning",
+           "printed_again", "without_aftermath", "without_spawned", "without_teardown"]
 
 
 def without_aftermath(own: list[int], region: Sequence[int], norm: Callable[[int], str]) -> list[int]:
@@ -104,7 +104,7 @@ WENT_ON = 10
 _ENDED_FROM_OUTSIDE = re.compile(rf"{SLURM_REASON}|CANCELLED AT|{LSF_TERM}|{PBS_KILL}")
 
 
-def went_on(lines: Sequence[str], last: int, region: Sequence[int], norm: Callable[[int], str],
+def killed_after_going_on(lines: Sequence[str], last: int, region: Sequence[int], norm: Callable[[int], str],
              mine: Callable[[int], bool]) -> bool:
     """Whether a scheduler's or the kernel's kill (a time limit, a cancel, ``Killed``) ends the
     attempt after the process printed WENT_ON lines of ordinary output since its last error line

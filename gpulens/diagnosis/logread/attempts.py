@@ -8,7 +8,8 @@ from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.guarded import Guarded
-from gpulens.diagnosis.logread.lines import find_keys, is_failure
+from gpulens.diagnosis.logread.lines import find_keys, is_failure, is_progress, prefix_free
+from gpulens.diagnosis.logread.uncaught import process_exit
 
 __all__ = ["attempt_starts", "new_in_last"]
 
@@ -95,8 +96,6 @@ def _relaunches(lines: Sequence[str]) -> list[tuple[int, int]]:
     a process in the file (the program that printed the opening). Another script's exit followed by
     them (a pipeline's job script going on to its next stage, README P11: one attempt), a caught
     error, a rank's traceback behind a prefix, or opening prints that follow no exit start nothing."""
-    from gpulens.diagnosis.logread.completion import process_exit
-
     heads = find_keys(lines, (_TB,), 0)
     pairs = _opening_pairs(lines, min(heads[0], _OPENING)) if heads else set()
     exits = [(h, e) for h in heads if (e := process_exit(lines, h)) is not None] if pairs else []
@@ -118,8 +117,6 @@ def _after_interrupts(lines: Sequence[str]) -> list[tuple[int, int]]:
     ``exit_sigint``) such a process ends by SIGINT itself, so the shell that ran it (a job script,
     ESPnet's ``run.sh``/``asr.sh``) stops too, and a launch line after it (:func:`_launch_at`) is
     a new launch appended to the file (``nohup ... >> log``)."""
-    from gpulens.diagnosis.logread.completion import process_exit
-
     out = []
     for h in find_keys(lines, (_TB,), 0):
         end = process_exit(lines, h)
@@ -144,8 +141,6 @@ def _launch_at(lines: Sequence[str], at: int, script: str) -> int | None:
     there: an unprefixed banner-like line (:func:`_banner`) or the traceback header of another top-level
     script; None when it is the interrupted launch's own after-exit output, a rank's or a Ray
     worker's prefixed line, an indented line, a progress line or the same script's traceback."""
-    from gpulens.diagnosis.logread.lines import prefix_free
-
     k = at
     while k < len(lines) and (not lines[k].strip() or _PY_WARNING.match(lines[k]) or lines[k][:1].isspace()):
         k += 1
@@ -245,8 +240,6 @@ def _after_kill(lines: Sequence[str], at: int) -> int | None:
     """Where the next attempt starts after Slurm cancelled a job at ``at``: the next line, when
     what follows is a new job's output (not the dying job's last progress lines or errors);
     else None (no new attempt)."""
-    from gpulens.diagnosis.logread.lines import is_progress
-
     nxt = next((k for k in range(at + 1, min(len(lines), at + 20)) if lines[k].strip()), None)
     if nxt is None or len(lines) - nxt < 5 or is_progress(lines[nxt]) or "srun: error" in lines[nxt] \
             or is_failure(logs.normalize_line(lines[nxt]), lines[nxt]):
@@ -278,8 +271,6 @@ def _banner(line: str) -> bool:
     """Whether a first line can mark an attempt's start when printed again (a job script's
     banner, a date, a command line), not a line any run prints many times (a traceback header,
     an error, a progress line, a warning)."""
-    from gpulens.diagnosis.logread.lines import is_progress
-
     s = logs.normalize_line(line).strip()
     return not (line.startswith((" ", "\t")) or _WORD.search(s) is None or "Traceback" in s or "Warning" in s
                 or is_progress(line) or is_failure(s, line))

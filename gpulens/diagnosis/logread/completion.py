@@ -5,11 +5,11 @@ the attempt's start may have ended it (:func:`open_traceback`).
 Only positive evidence counts: a log that merely stops is not healthy. A completion line
 decides only when no terminal failure (a traceback that ended the process, a kill, a time
 limit, a non-zero exit) comes after it. The parts it reads live in modules of one job each:
-``completion_messages`` (the messages), ``progress_end`` (counters at their end), ``goes_on``
+``completion_messages`` (the messages), ``progress_end`` (counters at their end), ``after_error``
 (a job going on after an error), ``failed_runs`` (failed tallies and runner banners), ``uncaught``
-(the process's exit on an uncaught exception), ``lastwords``, ``hydra``, ``signal_ends`` (how a
+(the process's exit on an uncaught exception), ``lastwords``, ``hydra``, ``handler_stops`` (how a
 job ends without an error word), ``script_reports`` and ``shutdown`` (what after a completion leaves
-its end normal). Their public names stay importable from here.
+its end normal). Callers import their names from those modules, not from here.
 """
 
 from __future__ import annotations
@@ -19,29 +19,18 @@ import re
 from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
-from gpulens.diagnosis.logread.completion_messages import (
-    AT_EXIT,
-    COMPLETION_COVER,
-    COMPLETION_KEYS,
-    completion_strength,
-    is_completion,
-)
-from gpulens.diagnosis.logread.failed_runs import (
-    closed_after_failed_stage,
-    failed_run_line,
-    failed_tally,
-    runs_failed,
-    stage_failed,
-)
-from gpulens.diagnosis.logread.goes_on import (
+from gpulens.diagnosis.logread.after_error import (
     CAUGHT_PRINT_WORDS,
     NOT_OUTPUT,
-    caught_print,
     says_arning,
     trial_after,
     went_on,
 )
-from gpulens.diagnosis.logread.lastwords import last_words
+from gpulens.diagnosis.logread.failed_runs import (
+    failed_run_line,
+    failed_tally,
+    runs_failed,
+)
 from gpulens.diagnosis.logread.lines import (
     PROGRESS_KEYS,
     handled_blocks,
@@ -59,26 +48,14 @@ from gpulens.diagnosis.logread.progress_end import (
     last_refresh,
     short_of_configured,
 )
-from gpulens.diagnosis.logread.script_reports import after_work
-from gpulens.diagnosis.logread.shutdown import FinishedBefore, finished_before, shutdown_error
-from gpulens.diagnosis.logread.signal_ends import (
-    check_failures,
-    signal_reports,
-    written_after_bar,
-)
+from gpulens.diagnosis.logread.steplines import printed_before
 from gpulens.diagnosis.logread.tracebacks import TRACEBACK
 from gpulens.diagnosis.logread.uncaught import (
     HANDLED_LOOKBACK,
-    process_exit,
-    uncaught_exception,
 )
 from gpulens.diagnosis.logs import find_keys
 
-__all__ = ["AT_EXIT", "COMPLETION_COVER", "COMPLETION_KEYS", "End", "FinishedBefore", "HANDLED_LOOKBACK",
-           "after_work", "caught_print", "check_failures", "closed_after_failed_stage", "completion_strength",
-           "end_evidence", "end_of_attempt", "finished_before", "is_completion", "is_progress_bar", "last_words",
-           "open_traceback", "printed_before", "process_exit", "shutdown_error", "signal_reports", "stage_failed",
-           "trial_after", "uncaught_exception", "went_on", "written_after_bar"]
+__all__ = ["End", "end_evidence", "end_of_attempt", "open_traceback"]
 
 
 
@@ -105,11 +82,10 @@ _RESULT = re.compile(
     r"(?i)(?<![a-z])(?:acc(?:uracy)?|top-?[15]|f1|auc|psnr|ssim|mIoU|mAP|dice|bleu|rouge\w*|wer|cer|perplexity|ppl|score"
     r"|precision|recall|loss|error rate|reward|return|average|mean|total|best|final|test|eval\w*|valid\w*|results?)"
     r"(?![a-z])[^\n]{0,80}?[:=|]?\s*[-+]?\d*\.?\d")
-_NUMBERS = re.compile(r"\d+")
 #: An error message's shape, which a result line does not have: a script that catches an
 #: exception and logs it ("conversion failed: Error(s) in loading state_dict for ResNet:", then
 #: torch's tab-indented "Missing key(s) in state_dict: ..." lists, module.py ``load_state_dict``)
-#: prints numbers too, as does a job's own print of an exception it caught (``goes_on.caught_print``:
+#: prints numbers too, as does a job's own print of an exception it caught (``after_error.caught_print``:
 #: "Error loading model: CUDA out of memory. Tried to allocate 1008.00 MiB"). A metric named for an error ("Mean Absolute Error: 0.12", "MeanSquaredError:
 #: 0.01", "ERROR: 3.2%", "Error Rate") is a result, not this.
 _ERROR_TEXT = re.compile(
@@ -240,21 +216,6 @@ def _new_results(lines: Sequence[str], floor: int, last_progress: int, tail: Seq
         if not printed_before(lines, floor, last_progress, shown):
             return i
     return None
-
-
-def printed_before(lines: Sequence[str], floor: int, stop: int, line: str) -> bool:
-    """Whether a line of the same shape (numbers masked) was printed in ``lines[floor:stop]``
-    (its last :data:`_REPEAT_LINES` lines: a line a run prints periodically is printed there)."""
-    key = max(_NUMBERS.split(line), key=len).strip()[:40]
-    if not key:
-        return False
-    shape = _NUMBERS.sub("N", line)
-    found = find_keys(lines, (key,), max(floor, stop - _REPEAT_LINES), stop)
-    return any(_NUMBERS.sub("N", last_refresh(lines[k]).strip()) == shape for k in found)
-
-
-#: Lines before a result line searched for an earlier line of its shape.
-_REPEAT_LINES = 3000
 
 
 #: Lines at the end of an attempt searched for its last progress lines (farther back, the

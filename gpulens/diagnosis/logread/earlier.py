@@ -22,6 +22,7 @@ from gpulens.diagnosis.logread.lines import (
     find_keys,
     is_failure,
 )
+from gpulens.diagnosis.logread.origins import SPAWN_READ
 from gpulens.diagnosis.rules import Rule, RuleMatch, match_rules
 from gpulens.diagnosis.types import Diagnosis
 
@@ -234,7 +235,6 @@ def _sender_gone(d: Diagnosis, lines: Sequence[str], floor: int, start: int,
 #: traceback from its error file (pytorch torch/multiprocessing/spawn.py: "original_trace =
 #: pickle.load(fh)"): an EOFError ("Ran out of input") there says the child died without writing
 #: one (aborted in C++, as the NCCL watchdog does, or killed), not that a file of the job is damaged.
-_SPAWN_READ = "original_trace = pickle.load("
 _SPAWN_EOF = "EOFError: Ran out of input"
 #: Lines after the error context's start searched for that traceback.
 _SPAWN_SPAN = 400
@@ -246,6 +246,6 @@ def _spawn_lost_child(d: Diagnosis, lines: Sequence[str], start: int) -> int | N
     if d.category != "checkpoint_error" or not d.evidence or not d.evidence[0].startswith(_SPAWN_EOF):
         return None
     for i in find_keys(lines, (_SPAWN_EOF,), start, start + _SPAWN_SPAN):
-        if i > 0 and _SPAWN_READ in lines[i - 1]:
+        if i > 0 and SPAWN_READ in lines[i - 1]:
             return i
     return None

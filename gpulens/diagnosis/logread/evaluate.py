@@ -28,8 +28,9 @@ from gpulens.diagnosis.logread.whole import WholeDiagnosis, diagnose_path
 from gpulens.errors import InputError
 from gpulens.vocab import NO_FAILURE
 
-__all__ = ["INDEX_DIR", "SOURCES", "THRESHOLDS", "Case", "Figures", "WholeEval", "evaluate_whole", "load_index",
-           "calibrated", "calibration_table", "render_section", "source_of", "sources", "write_section"]
+__all__ = ["END", "FOLDS", "FRESH_SLICES", "INDEX_DIR", "LINE_SLACK", "SOURCES", "START", "THRESHOLDS", "Case", "Figures",
+           "WholeEval", "calibrated", "calibration_table", "choose_thresholds", "evaluate_whole", "figures", "load_index",
+           "macro_f1", "reliability", "render_section", "source_of", "sources", "write_section"]
 
 INDEX_DIR = Path(__file__).resolve().parents[3] / "sample_logs" / "whole"
 #: Candidate confidence thresholds for model-decided answers (below: ``unknown``).
@@ -103,7 +104,7 @@ def _ratio(x: tuple[int, int]) -> float:
     return x[0] / x[1] if x[1] else 0.0
 
 
-def _macro_f1(pairs: Sequence[tuple[str, str]]) -> float:
+def macro_f1(pairs: Sequence[tuple[str, str]]) -> float:
     labels = sorted({t for t, _ in pairs})
     f1s = []
     for c in labels:
@@ -158,7 +159,7 @@ def figures(name: str, cases: Sequence[Case], thresholds: dict[str, float]) -> F
         normal_called_failed=(sum(1 for c in normal if c.got.diagnosis.category != NO_FAILURE), len(normal)),
         healthy_accuracy=(sum(1 for c in cases if (c.row["ended_normally"] == "yes")
                               == (c.got.diagnosis.category == NO_FAILURE)), len(cases)),
-        category_macro_f1=_macro_f1(cat),
+        category_macro_f1=macro_f1(cat),
         category_accuracy=(sum(1 for t, p in cat if t == p), len(cat)),
         failed_category_accuracy=(sum(1 for c in failed if c.row["category"] == c.category(thresholds[c.project])),
                                   len(failed)),

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.guarded import Guarded
-from gpulens.diagnosis.logread.goes_on import ranks_free
+from gpulens.diagnosis.logread.after_error import ranks_free
 from gpulens.diagnosis.logread.progress_end import last_refresh
 from gpulens.diagnosis.logread.tracebacks import TRACEBACK
 from gpulens.diagnosis.logread.uncaught import TRACEBACK_LINES

@@ -18,7 +18,7 @@ from gpulens.diagnosis.logread.markers import is_report_head
 from gpulens.diagnosis.logread.rooterror import is_root_error
 from gpulens.diagnosis.logread.tracebacks import EXCEPTION, norm_body
 
-__all__ = ["AROUND", "COLLECTIVE_TIMEOUT", "Tags", "first_origin", "glued_timeouts", "interleaved", "same_origin",
+__all__ = ["AROUND", "COLLECTIVE_TIMEOUT", "SPAWN_READ", "Tags", "first_origin", "glued_timeouts", "interleaved", "same_origin",
            "secondary_lines", "spawn_lost"]
 
 #: Lines above an untagged line searched for the head of its error block (Ray's "(pid=…, ip=…)").
@@ -194,13 +194,13 @@ def _srun_task_host(lines: Sequence[str], start: int, rank: int) -> str | None:
 #: torch.multiprocessing's ``ProcessContext.join`` reading the traceback a failed child left in its error
 #: file (torch/multiprocessing/spawn.py: ``original_trace = pickle.load(fh)``); an empty file (the
 #: child ended before it wrote one) raises EOFError there, in the parent.
-_SPAWN_READ = "original_trace = pickle.load("
+SPAWN_READ = "original_trace = pickle.load("
 
 
 def spawn_lost(lines: Sequence[str], i: int) -> bool:
     """Whether the exception line ``i`` is ``mp.spawn``'s parent failing to read a child's error file
     (README rule R8: the launcher's report on a child that already failed, not the child's error)."""
-    if i < 2 or _SPAWN_READ not in lines[i - 1]:
+    if i < 2 or SPAWN_READ not in lines[i - 1]:
         return False
     return "spawn.py" in lines[i - 2] and EXCEPTION.match(norm_body(lines[i])) is not None
 

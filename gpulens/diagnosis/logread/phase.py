@@ -7,7 +7,7 @@ step/iteration/epoch seen), ``evaluation``, ``checkpoint_save``, ``checkpoint_lo
 This module only orders the questions; each is answered by a module of its own: the failing
 traceback (:mod:`phase_traceback`), what its frames name (:mod:`phase_frames`, :mod:`phase_startup`),
 a checkpoint's save or load (:mod:`phase_checkpoint`), where the failing program's lines start and
-end (:mod:`phase_runs`, :mod:`phase_loops`), an evaluation going on (:mod:`phase_eval`), the job's
+end (:mod:`phase_program`, :mod:`phase_loops`), an evaluation going on (:mod:`phase_eval`), the job's
 teardown (:mod:`phase_teardown`), the steps printed (:mod:`phase_steps`) and the signs of steps
 where none is printed (:mod:`phase_evidence`, :mod:`phase_clock`).
 """
@@ -47,7 +47,7 @@ from gpulens.diagnosis.logread.phase_frames import (
     keras_step,
 )
 from gpulens.diagnosis.logread.phase_loops import loop_announced, loop_started, new_loop
-from gpulens.diagnosis.logread.phase_runs import RUN_LOOKBACK, run_end_above, run_start
+from gpulens.diagnosis.logread.phase_program import RUN_LOOKBACK, run_end_above, run_start
 from gpulens.diagnosis.logread.phase_startup import (
     at_import,
     built_from_pretrained,
@@ -67,8 +67,6 @@ from gpulens.diagnosis.logread.phase_steps import (
     glued_to_bar,
     iter_in_epoch,
     keras_printed,
-    last_step,
-    own_step,
     past_first,
     results_after_progress,
     table_step,
@@ -90,7 +88,7 @@ from gpulens.diagnosis.logread.phase_traceback import (
 )
 from gpulens.diagnosis.logread.steplines import progress_count, step_lines, to_float
 
-__all__ = ["PHASES", "UNKNOWN", "last_step", "own_step", "phase_of", "run_start"]
+__all__ = ["PHASES", "UNKNOWN", "phase_of"]
 
 PHASES = ("startup", "first_step", "training", "evaluation", "checkpoint_save", "checkpoint_load", "shutdown")
 #: The answer when the log's evidence for the phase contradicts itself.

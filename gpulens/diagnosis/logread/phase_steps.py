@@ -10,10 +10,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from gpulens.diagnosis.logread.completion import printed_before
 from gpulens.diagnosis.logread.lines import bar_update, last_matching, text_on_bar
 from gpulens.diagnosis.logread.phase_eval import RESULT_LINE
-from gpulens.diagnosis.logread.phase_runs import run_start
+from gpulens.diagnosis.logread.phase_program import run_start
 from gpulens.diagnosis.logread.phase_text import is_bar, on_bar
 from gpulens.diagnosis.logread.steplines import (
     EVAL_BAR,
@@ -25,6 +24,7 @@ from gpulens.diagnosis.logread.steplines import (
     keras_bar,
     keras_progress,
     on_screen,
+    printed_before,
     step_in,
     step_lines,
     to_float,

@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 from gpulens.diagnosis.guarded import remembered_text
 
-__all__ = ["DEAD_RAY_NODE_KEY", "HOST_KEYS", "RANK_KEYS", "RAY_PREFIX", "ROOT_CAUSE_HEADS", "Origin", "announced_host", "announced_rank", "dead_ray_node", "launcher_text", "mpirun_first", "origin_of", "prefix_rank", "root_cause_table", "srun_task",
+__all__ = ["DEAD_RAY_NODE_KEY", "HOST_KEYS", "PALS_DIED", "PALS_EXITED", "RANK_KEYS", "RAY_PREFIX", "ROOT_CAUSE_HEADS", "Origin", "announced_host", "announced_rank", "dead_ray_node", "launcher_text", "mpirun_first", "origin_of", "prefix_rank", "root_cause_table", "srun_task",
            "strip_prefix", "table_hosts", "task_host", "timestamp_of"]
 
 

@@ -9,8 +9,8 @@ Each job it draws on has its own module: :mod:`tracebacks` (a traceback's head, 
 failed first, the others' echo lines), :mod:`verdicts`, :mod:`markers` (roots that state no error),
 :mod:`copies` (one message printed more than once), :mod:`aborts`, :mod:`runs` (the job script's
 runs), :mod:`chains` (a chain's root lines), :mod:`aftermath` (errors the run did not end on),
-:mod:`messages` (a message's lines), :mod:`records` (logging headers) and :mod:`signals`. The names
-the other stages read from here (``whole``, ``story``) are re-exported in ``__all__``.
+:mod:`messages` (a message's lines), :mod:`records` (logging headers) and :mod:`signals`. Other stages
+import what they need from those modules, not from here.
 """
 
 from __future__ import annotations
@@ -29,15 +29,15 @@ from gpulens.diagnosis.logread.aborts import (
 )
 from gpulens.diagnosis.logread.aftermath import (
     ended_from_outside,
+    killed_after_going_on,
     logged_and_went_on,
     logged_warning,
     printed_again,
-    went_on,
     without_aftermath,
     without_spawned,
     without_teardown,
 )
-from gpulens.diagnosis.logread.chains import failure_point, printed_with, root_lines, wraps
+from gpulens.diagnosis.logread.chains import printed_with, root_lines, wraps
 from gpulens.diagnosis.logread.copies import (
     copy_of,
     message_shape,
@@ -57,7 +57,6 @@ from gpulens.diagnosis.logread.lines import (
 from gpulens.diagnosis.logread.markers import (
     breakpoint_prompt,
     diverged_root,
-    is_report_head,
     nan_reported,
     nan_sampled,
 )
@@ -74,11 +73,8 @@ from gpulens.diagnosis.logread.origins import (
     AROUND,
     COLLECTIVE_TIMEOUT,
     Tags,
-    first_origin,
     glued_timeouts,
-    interleaved,
     same_origin,
-    secondary_lines,
     spawn_lost,
 )
 from gpulens.diagnosis.logread.rooterror import is_root_error
@@ -86,22 +82,19 @@ from gpulens.diagnosis.logread.runs import (
     earliest_copies,
     first_run_end,
     last_run_again,
-    relaunched,
     split_runs,
 )
 from gpulens.diagnosis.logread.signals import (
     agent_death_signal,
 )
 from gpulens.diagnosis.logread.tracebacks import (
-    chain_start,
     inside_chain,
     norm_body,
     own_frame_code,
 )
 from gpulens.diagnosis.logread.verdicts import is_launcher_verdict, verdict_lines
 
-__all__ = ["chain_start", "failure_point", "first_origin", "interleaved", "is_report_head", "is_root_error",
-           "pick_lines", "relaunched", "same_origin", "secondary_lines", "verdict_lines"]
+__all__ = ["RULE_MAX_LINES", "pick_lines"]
 
 
 @dataclass(frozen=True)
@@ -190,7 +183,7 @@ def _own_errors(at: _Attempt, hook: Collection[int], ownline: Callable[[int], bo
     own = [i for i in own if not logged_warning(lines[i]) and not logged_and_went_on(lines, i, own, norm)
            and i not in again] or own
     errors = [i for i in own if not is_scheduler_kill(norm(i))]
-    caught = set(errors) if errors and went_on(lines, errors[-1], region, norm, ownline) else set()
+    caught = set(errors) if errors and killed_after_going_on(lines, errors[-1], region, norm, ownline) else set()
     own = [i for i in own if i not in caught]
     if own and aborted_on_timeout(own, region, norm, at.mine):
         caught, own = caught | set(own), []  # the watchdog took the process down: its timeout is the cause (R6)

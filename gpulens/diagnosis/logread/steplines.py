@@ -15,9 +15,11 @@ from collections.abc import Sequence
 from gpulens.diagnosis.guarded import Branches, Guarded, contains_any
 from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.lines import PROGRESS_KEYS, is_progress, last_matching
+from gpulens.diagnosis.logread.progress_end import last_refresh
+from gpulens.diagnosis.logs import find_keys
 
 __all__ = ["EVAL_BAR", "HEAD", "KERAS_PROGRESS_KEYS", "SETUP_BAR", "SHOWN", "STEP_KEYS", "keras_bar", "keras_progress",
-           "no_total_bar", "on_screen", "plain", "progress_count", "step_in", "step_lines", "step_progress", "to_float",
+           "no_total_bar", "on_screen", "plain", "printed_before", "progress_count", "step_in", "step_lines", "step_progress", "to_float",
            "warns"]
 
 
@@ -517,3 +519,22 @@ EVAL_BAR = re.compile(r"^\W{0,3}(?:epoch \d+ \| )?(?:[Ee]val(?:uat\w*)?|EVAL\w*|
 #: (fairseq's validation bar carries its ``BaseProgressBar`` prefix: ``prefix=f"valid on '{subset}' subset"`` after
 #: "epoch {:03d}" joined by " | " (``fairseq/logging/progress_bar.py``; ``fairseq_cli/train.py`` ``validate``): "epoch 001 |
 #: valid on 'valid' subset:  30%|###       | 30/100".)
+
+
+#: A line's numbers, masked to compare its shape with another's.
+_NUMBERS = re.compile(r"\d+")
+
+
+def printed_before(lines: Sequence[str], floor: int, stop: int, line: str) -> bool:
+    """Whether a line of the same shape (numbers masked) was printed in ``lines[floor:stop]``
+    (its last :data:`_REPEAT_LINES` lines: a line a run prints periodically is printed there)."""
+    key = max(_NUMBERS.split(line), key=len).strip()[:40]
+    if not key:
+        return False
+    shape = _NUMBERS.sub("N", line)
+    found = find_keys(lines, (key,), max(floor, stop - _REPEAT_LINES), stop)
+    return any(_NUMBERS.sub("N", last_refresh(lines[k]).strip()) == shape for k in found)
+
+
+#: Lines before a result line searched for an earlier line of its shape.
+_REPEAT_LINES = 3000

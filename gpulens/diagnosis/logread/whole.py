@@ -5,6 +5,17 @@ and node, the phase and step, and what is new in the last of several appended at
 The classifier (rules, then the SVM) only ever sees the failed attempt's error context: the
 lines from the first terminal failure line to the end, without progress lines. The progress
 bars, config dumps and metric lines before it never reach it.
+
+The checks run on the classifier's answer for that context each live in a module of their own job:
+
+- joblines: the lines the classifier sees beside the first failing rank's own;
+- lineprefix: the per-line prefixes removed before it reads them;
+- divergence, earlier, badrecord, heldmemory, childexit: the cause printed before or behind what
+  it read (a diverged loss, an earlier stage's failure, one bad record, a GPU held elsewhere, a
+  child's own error behind a launcher's report);
+- timeouts, stops, damaged, kills, crashes: who a timeout, an outside stop, a damaged file, a
+  bare kill or a bare crash is owed to;
+- answers and diedbefore: the answers those checks give, and whether a process died first.
 """
 
 from __future__ import annotations
@@ -17,36 +28,28 @@ from typing import Any
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.classifier import Classifier, whole_classifier
 from gpulens.diagnosis.logread import calibration, ranks, rootline
+from gpulens.diagnosis.logread.after_error import trial_after, went_on
 from gpulens.diagnosis.logread.attempts import attempt_starts, new_in_last
+from gpulens.diagnosis.logread.badrecord import bad_record
+from gpulens.diagnosis.logread.chains import failure_point
+from gpulens.diagnosis.logread.childexit import behind_secondary
 from gpulens.diagnosis.logread.completion import End, end_of_attempt, open_traceback
 from gpulens.diagnosis.logread.completion_messages import (
     AT_EXIT,
     COMPLETION_COVER,
     completion_strength,
 )
-from gpulens.diagnosis.logread.decide import (
-    bad_record,
-    bare_crash,
-    behind_secondary,
-    damaged_file,
-    died_before_timeout,
-    diverged_before,
-    earlier_root,
-    held_elsewhere,
-    job_lines,
-    late_kills,
-    own_program_crash,
-    preparing_data,
-    root_rank_lines,
-    strip_line_prefixes,
-    strip_ray_prefixes,
-    unattributed_kill,
-    unattributed_timeout,
-    unnamed_stop,
-)
+from gpulens.diagnosis.logread.crashes import bare_crash, own_program_crash
+from gpulens.diagnosis.logread.damaged import damaged_file
+from gpulens.diagnosis.logread.divergence import diverged_before
+from gpulens.diagnosis.logread.earlier import earlier_root
 from gpulens.diagnosis.logread.failed_runs import closed_after_failed_stage
-from gpulens.diagnosis.logread.goes_on import trial_after, went_on
+from gpulens.diagnosis.logread.handler_stops import signal_reports, written_after_bar
+from gpulens.diagnosis.logread.heldmemory import held_elsewhere
+from gpulens.diagnosis.logread.joblines import job_lines, late_kills, root_rank_lines
+from gpulens.diagnosis.logread.kills import unattributed_kill
 from gpulens.diagnosis.logread.lastwords import last_words
+from gpulens.diagnosis.logread.lineprefix import strip_line_prefixes, strip_ray_prefixes
 from gpulens.diagnosis.logread.lines import (
     ERROR_KEYS,
     KILL_KEYS,
@@ -62,18 +65,34 @@ from gpulens.diagnosis.logread.lines import (
     is_terminal_kill,
     last_matching,
 )
-from gpulens.diagnosis.logread.phase import last_step, own_step, phase_of
+from gpulens.diagnosis.logread.markers import is_report_head
+from gpulens.diagnosis.logread.origins import (
+    first_origin,
+    interleaved,
+    same_origin,
+    secondary_lines,
+)
+from gpulens.diagnosis.logread.phase import phase_of
+from gpulens.diagnosis.logread.phase_steps import last_step, own_step
+from gpulens.diagnosis.logread.runs import relaunched
 from gpulens.diagnosis.logread.script_reports import after_work
 from gpulens.diagnosis.logread.shutdown import finished_before
-from gpulens.diagnosis.logread.signal_ends import signal_reports, written_after_bar
 from gpulens.diagnosis.logread.source import WholeText, read_whole, text_source
-from gpulens.diagnosis.logread.tracebacks import has_head
+from gpulens.diagnosis.logread.stops import unnamed_stop
+from gpulens.diagnosis.logread.story import story
+from gpulens.diagnosis.logread.timeouts import (
+    died_before_timeout,
+    preparing_data,
+    unattributed_timeout,
+)
+from gpulens.diagnosis.logread.tracebacks import chain_start, has_head
 from gpulens.diagnosis.logread.uncaught import HANDLED_LOOKBACK
 from gpulens.diagnosis.rules import Rule, load_rules, match_rules
 from gpulens.diagnosis.types import Diagnosis
 from gpulens.vocab import NO_FAILURE
 
-__all__ = ["MAX_CONTEXT_LINES", "MAX_INDICATORS", "SCAN_LINES", "SVM_MIN_CONFIDENCE", "WholeDiagnosis", "diagnose_file",
+__all__ = ["EARLIER_COMPLETION", "GOING_ON", "MAX_CONTEXT_LINES", "MAX_INDICATORS", "SCAN_LINES", "SVM_MIN_CONFIDENCE",
+           "WEAK_AFTER_FAILURE", "WholeDiagnosis", "diagnose_file",
            "diagnose_path", "diagnose_source", "diagnose_text"]
 
 MAX_INDICATORS = 6
@@ -112,8 +131,6 @@ class WholeDiagnosis:
 
     def story(self) -> str:
         """One sentence an operator can check against the log."""
-        from gpulens.diagnosis.logread.story import story
-
         return story(self)
 
     def as_diagnosis(self) -> Diagnosis:
@@ -419,10 +436,10 @@ def _context(lines: Sequence[str], start: int, first: ranks.Origin) -> list[str]
     """The error context the classifier sees: ``lines[start:]`` without progress lines and
     without the lines of ranks other than the first failing one (their errors are secondary),
     nor the untagged lines printed among the other ranks' lines after the first one's first
-    prefixed error line (:func:`rootline.interleaved`: a logger without a prefix may be any
+    prefixed error line (:func:`origins.interleaved`: a logger without a prefix may be any
     rank's), bounded. The first rank's own prefixed lines are kept wherever they are: the rest
     of its traceback and its final exception line often come after other ranks' lines."""
-    skip = rootline.interleaved(lines, start, first)
+    skip = interleaved(lines, start, first)
 
     def kept(k: int) -> bool:
         ln = lines[k]
@@ -465,14 +482,14 @@ def _region_start(lines: Sequence[str], frontier: int, failures: Sequence[int]) 
     floor = min(frontier, first)
     tb = next((k for k in range(first, max(floor, first - 400) - 1, -1)
                if has_head(lines[k])), first)
-    return max(floor, rootline.chain_start(lines, min(tb, first), floor) - 2)
+    return max(floor, chain_start(lines, min(tb, first), floor) - 2)
 
 
 def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontier: int,
             failures: list[int], signals: Sequence[int], clf: Classifier, file: str | None) -> WholeDiagnosis:
     lines = src.lines
     start = _region_start(lines, frontier, failures)
-    launch = rootline.relaunched(lines, start, failures)  # the last launch's lines, for the rank and the lines
+    launch = relaunched(lines, start, failures)  # the last launch's lines, for the rank and the lines
     first = _first_origin(lines, failures, launch)
     ctx = _context(lines, start, first)
     driver = driver_report(lines, max(starts[-1], start - _AROUND)) if failures else None
@@ -498,10 +515,10 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
     if not failures and d.category != "unknown":
         d.confidence = round(d.confidence * 0.8, 3)
     primary, first = _indicators(lines, launch, failures, d.evidence, first)
-    secondary = rootline.secondary_lines(lines, failures, primary, first, _NormCache(lines, start).get)
+    secondary = secondary_lines(lines, failures, primary, first, _NormCache(lines, start).get)
     # where it failed: the first error line, not a report's header above it
-    at = next((i for i in primary if not rootline.is_report_head(lines[i])), primary[0]) if primary else len(lines) - 1
-    at = rootline.failure_point(lines, at) if primary else at
+    at = next((i for i in primary if not is_report_head(lines[i])), primary[0]) if primary else len(lines) - 1
+    at = failure_point(lines, at) if primary else at
     region = [logs.normalize_line(x) for x in lines[max(start, at - _AROUND):at + 3]]
     step = last_step(lines, at, starts[-1])
     good = starts[-2] if len(starts) > 1 else None
@@ -549,15 +566,15 @@ class _NormCache(dict[int, str]):
 
 
 def _first_origin(lines: Sequence[str], found: Sequence[int], start: int) -> ranks.Origin:
-    """The rank and node that show the root error first (:func:`rootline.first_origin`)."""
-    return rootline.first_origin(lines, found, start, _NormCache(lines, start).get)
+    """The rank and node that show the root error first (:func:`origins.first_origin`)."""
+    return first_origin(lines, found, start, _NormCache(lines, start).get)
 
 
 def _same(line: str, first: ranks.Origin) -> bool:
     """Whether a line comes from the first failing rank/node (or names neither)."""
     if first.rank is None and first.node is None:
         return True
-    return rootline.same_origin(ranks.origin_of(line), first)
+    return same_origin(ranks.origin_of(line), first)
 
 
 def _failing_rank(lines: Sequence[str], floor: int, first: ranks.Origin) -> int | None:

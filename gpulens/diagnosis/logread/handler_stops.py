@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from gpulens.diagnosis import logs
-from gpulens.diagnosis.logread.goes_on import ranks_free
+from gpulens.diagnosis.logread.after_error import ranks_free
 from gpulens.diagnosis.logread.lastwords import LAST_WORDS_TAIL
 from gpulens.diagnosis.logread.lines import GLOG_FATAL, text_on_bar
 from gpulens.diagnosis.logs import find_keys

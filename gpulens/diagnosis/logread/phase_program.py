@@ -12,7 +12,11 @@ from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.logread import ranks
-from gpulens.diagnosis.logread.completion import AT_EXIT, completion_strength, is_completion
+from gpulens.diagnosis.logread.completion_messages import (
+    AT_EXIT,
+    completion_strength,
+    is_completion,
+)
 from gpulens.diagnosis.logread.lines import TORCHRUN_BANNER, launch_banner
 from gpulens.diagnosis.logread.phase_text import LOOKBACK
 from gpulens.diagnosis.logread.steplines import SHOWN, on_screen, progress_count
