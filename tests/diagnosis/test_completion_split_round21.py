@@ -3,9 +3,10 @@ each name from the module that owns it; completion exports only what it defines)
 formats the parts read (CPython's traceback, pytest's summary, Hydra's report, abseil's fatal-signal handler, bash's reports)."""
 from __future__ import annotations
 
-import ast
 import importlib
 from pathlib import Path
+
+from tests.diagnosis.logread_structure import assert_part, assert_unique, defined
 
 _PARTS = ("completion", "completion_messages", "progress_end", "after_error", "failed_runs", "uncaught", "lastwords",
           "hydra", "handler_stops", "script_reports", "shutdown")
@@ -88,39 +89,19 @@ def test_script_reports_and_shutdown() -> None:
     assert got is not None and got.at == 0
 
 
-def _defined(name: str) -> dict[str, int]:
-    """Top-level names a module defines (functions, classes, assignments), with their functions' lengths (0 else)."""
-    mod = importlib.import_module(f"gpulens.diagnosis.logread.{name}")
-    out: dict[str, int] = {}
-    for s in ast.parse(Path(mod.__file__ or "").read_text()).body:
-        if isinstance(s, ast.FunctionDef | ast.ClassDef):
-            out[s.name] = (s.end_lineno or s.lineno) - s.lineno + 1 if isinstance(s, ast.FunctionDef) else 0
-        elif isinstance(s, ast.Assign | ast.AnnAssign):
-            targets = s.targets if isinstance(s, ast.Assign) else [s.target]
-            out.update((n.id, 0) for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
-    out.pop("__all__", None)
-    return out
-
-
 def test_each_part_says_its_job_exports_its_names_and_defines_each_name_once() -> None:
-    seen: dict[str, str] = {}
     for name in _PARTS:
-        mod = importlib.import_module(f"gpulens.diagnosis.logread.{name}")
-        assert (mod.__doc__ or "").strip() and mod.__all__ and all(hasattr(mod, n) for n in mod.__all__), name
-        defined = _defined(name)
-        assert all(length <= 40 for length in defined.values()), (name, max(defined.values()))
-        for n in defined:
-            assert n not in seen, (n, seen.get(n), name)
-            seen[n] = name
-    assert not {"_TRACEBACK", "_WARNING", "_END_KEYS", "_HANDLER_STOP"} & set(_defined("completion"))  # moved or shared
+        assert_part(name)
+    assert_unique(_PARTS)
+    assert not {"_TRACEBACK", "_WARNING", "_END_KEYS", "_HANDLER_STOP"} & set(defined("completion"))  # moved or shared
     assert "Traceback (most recent call last)" not in Path(importlib.import_module(
         "gpulens.diagnosis.logread.whole").__file__ or "").read_text()  # whole asks tracebacks.has_head
 
 
 def test_the_parts_names_are_defined_nowhere_else_in_logread() -> None:
-    parts = {n for name in _PARTS for n in _defined(name)}
+    parts = {n for name in _PARTS for n in defined(name)}
     others = {p.stem for p in Path(importlib.import_module("gpulens.diagnosis.logread").__path__[0]).glob("*.py")}
-    clash = {n for other in others - set(_PARTS) - {"__init__"} for n in _defined(other) if n in parts}
+    clash = {n for other in others - set(_PARTS) - {"__init__"} for n in defined(other) if n in parts}
     assert clash == set(), clash  # aftermath's went_on renamed killed_after_going_on (round 22)
 
 
@@ -132,7 +113,7 @@ _OWNERS = {"completion_strength": "completion_messages", "went_on": "after_error
 
 def test_completion_exports_only_what_it_defines_and_each_name_comes_from_its_owner() -> None:
     completion = importlib.import_module("gpulens.diagnosis.logread.completion")
-    assert set(completion.__all__) <= set(_defined("completion")), completion.__all__
+    assert set(completion.__all__) <= set(defined("completion")), completion.__all__
     for name, owner in _OWNERS.items():
         mod = importlib.import_module(f"gpulens.diagnosis.logread.{owner}")
-        assert name in mod.__all__ and name in _defined(owner) and name not in completion.__all__, name
+        assert name in mod.__all__ and name in defined(owner) and name not in completion.__all__, name

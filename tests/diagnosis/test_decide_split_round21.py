@@ -3,11 +3,6 @@ the phase reader's signal test lives in signals.py."""
 
 from __future__ import annotations
 
-import ast
-import importlib
-from pathlib import Path
-from types import ModuleType
-
 import pytest
 
 from gpulens.diagnosis.logread.lineprefix import strip_ray_prefixes
@@ -15,49 +10,25 @@ from gpulens.diagnosis.logread.lines import process_key
 from gpulens.diagnosis.logread.ranks import RAY_PREFIX, launcher_text
 from gpulens.diagnosis.logread.signals import names_a_signal
 from gpulens.diagnosis.logread.tracebacks import unprefixed
+from tests.diagnosis.logread_structure import assert_part, assert_unique, defined, module
 
 _PARTS = ("answers", "badrecord", "childexit", "crashes", "damaged", "diedbefore", "divergence", "earlier",
           "heldmemory", "joblines", "kills", "lineprefix", "stops", "timeouts")
 
 
-def _module(name: str) -> ModuleType:
-    return importlib.import_module(f"gpulens.diagnosis.logread.{name}")
-
-
-def _defined(name: str) -> dict[str, int]:
-    """Top-level names a module defines (functions, assignments), with their functions' lengths (0 for others)."""
-    tree = ast.parse(Path(_module(name).__file__ or "").read_text())
-    out: dict[str, int] = {}
-    for s in tree.body:
-        if isinstance(s, ast.FunctionDef):
-            out[s.name] = (s.end_lineno or s.lineno) - s.lineno + 1
-        elif isinstance(s, ast.Assign):
-            for t in s.targets:
-                out.update((n.id, 0) for n in ast.walk(t) if isinstance(n, ast.Name))
-    out.pop("__all__", None)
-    return out
-
-
 @pytest.mark.parametrize("name", _PARTS)
 def test_each_part_says_its_job_and_exports_what_it_defines(name: str) -> None:
-    mod = _module(name)
-    assert (mod.__doc__ or "").strip()
-    assert mod.__all__ and all(hasattr(mod, n) for n in mod.__all__)
-    assert all(length <= 40 for length in _defined(name).values()), name
+    assert_part(name)
 
 
 def test_no_name_is_defined_in_two_parts_and_decide_is_gone() -> None:
-    seen: dict[str, str] = {}
-    for name in _PARTS:
-        for n in _defined(name):
-            assert n not in seen, (n, seen.get(n), name)
-            seen[n] = name
+    assert_unique(_PARTS)
     with pytest.raises(ModuleNotFoundError):
-        _module("decide")
+        module("decide")
 
 
 def test_ray_prefix_is_defined_once() -> None:
-    names = {m: _defined(m) for m in ("lines", "tracebacks", "lineprefix", "ranks")}
+    names = {m: defined(m) for m in ("lines", "tracebacks", "lineprefix", "ranks")}
     assert "RAY_PREFIX" in names["ranks"]
     assert not any({"_RAY_LEAD", "_RAY_PREFIX", "_RAY_TAG"} & set(d) for d in names.values())
 
@@ -96,6 +67,6 @@ def test_names_a_signal(text: str, named: bool) -> None:
 def test_traceback_head_words_are_defined_once() -> None:
     from gpulens.diagnosis.logread import phase_traceback, tracebacks
 
-    assert "TRACEBACK_HEAD" not in _defined("phase_traceback") and "TRACEBACK_HEAD" not in phase_traceback.__all__
+    assert "TRACEBACK_HEAD" not in defined("phase_traceback") and "TRACEBACK_HEAD" not in phase_traceback.__all__
     assert all(h.startswith(tracebacks.TRACEBACK_HEAD) for h in tracebacks.TRACEBACK_HEADS)
     assert tracebacks.TRACEBACK == "Traceback (most recent call last)"

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import ast
-import importlib
-from pathlib import Path
-from types import ModuleType
-
 import pytest
 
 from gpulens.diagnosis.logread.steplines import keras_bar, keras_progress, plain
+from tests.diagnosis.logread_structure import assert_part, assert_unique
 
 #: Keras 2 ``Progbar.update`` lines (verbose=1): count padded to the total's width, the bar, " - " then ETA or time.
 _BARS = ("  12/200 [>.............................] - ETA: 1:02 - loss: 0.6931",
@@ -47,38 +43,13 @@ _PARTS = ("phase", "phase_text", "phase_traceback", "phase_frames", "phase_start
           "phase_eval", "phase_teardown", "phase_evidence", "phase_clock", "phase_steps", "phase_checkpoint")
 
 
-def _module(name: str) -> ModuleType:
-    return importlib.import_module(f"gpulens.diagnosis.logread.{name}")
-
-
-def _defined(name: str) -> dict[str, int]:
-    """Top-level names a module defines (functions, assignments), with their functions' lengths (0 for others)."""
-    tree = ast.parse(Path(_module(name).__file__ or "").read_text())
-    out: dict[str, int] = {}
-    for s in tree.body:
-        if isinstance(s, ast.FunctionDef):
-            out[s.name] = (s.end_lineno or s.lineno) - s.lineno + 1
-        elif isinstance(s, ast.Assign):
-            for t in s.targets:
-                out.update((n.id, 0) for n in ast.walk(t) if isinstance(n, ast.Name))
-    out.pop("__all__", None)
-    return out
-
-
 @pytest.mark.parametrize("name", _PARTS)
 def test_each_part_says_its_job_and_exports_what_it_defines(name: str) -> None:
-    mod = _module(name)
-    assert (mod.__doc__ or "").strip()
-    assert mod.__all__ and all(hasattr(mod, n) for n in mod.__all__)
-    assert all(length <= 40 for length in _defined(name).values()), name
+    assert_part(name)
 
 
 def test_no_name_is_defined_in_two_parts_nor_again_beside_steplines() -> None:
-    seen: dict[str, str] = {}
-    for name in (*_PARTS, "steplines"):
-        for n in _defined(name):
-            assert n not in seen, (n, seen.get(n), name)
-            seen[n] = name
+    seen = assert_unique((*_PARTS, "steplines"))
     assert not {"_KERAS_PROGRESS", "_KERAS_BAR", "_plain"} & set(seen)  # the old two Keras patterns: one, in steplines
     assert seen["_KERAS_PROGBAR"] == seen["plain"] == seen["_SGR"] == "steplines"
 

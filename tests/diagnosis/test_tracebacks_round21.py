@@ -3,6 +3,7 @@ out of rootline. Hand-written excerpts in CPython's traceback format (Lib/traceb
 from __future__ import annotations
 
 from gpulens.diagnosis.logread import tracebacks
+from tests.diagnosis.logread_structure import assert_part, assert_unique, defined
 
 _CHAIN = [
     "step 10 loss 0.5",
@@ -258,36 +259,12 @@ _PARTS = ("rootline", "tracebacks", "rooterror", "origins", "verdicts", "markers
           "aftermath", "messages", "records", "signals")
 
 
-def _defined(name: str) -> dict[str, int]:
-    """Top-level names a module defines (functions, classes, assignments), with their functions' lengths (0 else)."""
-    import ast
-    import importlib
-    from pathlib import Path
-
-    mod = importlib.import_module(f"gpulens.diagnosis.logread.{name}")
-    out: dict[str, int] = {}
-    for s in ast.parse(Path(mod.__file__ or "").read_text()).body:
-        if isinstance(s, ast.FunctionDef | ast.ClassDef):
-            out[s.name] = (s.end_lineno or s.lineno) - s.lineno + 1 if isinstance(s, ast.FunctionDef) else 0
-        elif isinstance(s, ast.Assign | ast.AnnAssign):
-            targets = s.targets if isinstance(s, ast.Assign) else [s.target]
-            out.update((n.id, 0) for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
-    out.pop("__all__", None)
-    return out
-
-
 def test_each_part_says_its_job_exports_its_names_and_defines_each_name_once() -> None:
     import importlib.util
 
-    seen: dict[str, str] = {}
     for name in _PARTS:
-        mod = importlib.import_module(f"gpulens.diagnosis.logread.{name}")
-        assert (mod.__doc__ or "").strip() and mod.__all__ and all(hasattr(mod, n) for n in mod.__all__), name
-        defined = _defined(name)
-        assert all(length <= 40 for length in defined.values()), (name, max(defined.values()))
-        for n in defined:
-            assert n not in seen, (n, seen.get(n), name)
-            seen[n] = name
-    lines = _defined("lines")
+        assert_part(name)
+    assert_unique(_PARTS)
+    lines = defined("lines")
     assert not {"_TRACEBACK", "_STOP_RECORD", "_INFO_RECORD", "_GLUED_RECORD"} & set(lines)  # one home each now
     assert importlib.util.find_spec("gpulens.diagnosis.logread.decide") is None  # decide.py removed (round 22)
