@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.guarded import Guarded
 from gpulens.diagnosis.logread.lines import find_keys, is_failure, is_progress, prefix_free
+from gpulens.diagnosis.logread.tracebacks import TRACEBACK
 from gpulens.diagnosis.logread.uncaught import process_exit
 
 __all__ = ["attempt_starts", "new_in_last"]
@@ -28,6 +29,7 @@ def attempt_starts(lines: Sequence[str]) -> list[int]:
     starts = [0]
     first = _first_banner(lines)
     found = find_keys(lines, _STARTS, 1)
+    espnet = _espnet_first(lines) if any(_ESPNET in lines[i] for i in found) else None
     if first is not None:  # searched alone: a family keyed by one file's line is scanned in one log only
         found = sorted({*found, *find_keys(lines, [first], 1)})
     for i in found:
@@ -39,7 +41,7 @@ def attempt_starts(lines: Sequence[str]) -> list[int]:
         elif _PBS in ln:
             i = _before_ruler(lines, i)
         elif _ESPNET in ln:
-            if _espnet_call(ln) is None or _espnet_call(ln) != _espnet_first(lines):
+            if espnet is None or _espnet_call(ln) != espnet:
                 continue  # another log line, or a nested script's own call (local/data.sh inside asr.sh)
         elif _YOLOX in ln:
             if _YOLOX_ARGS.match(ln) is None:
@@ -58,7 +60,9 @@ def attempt_starts(lines: Sequence[str]) -> list[int]:
             i -= 1
         if i - starts[-1] > _MIN_ATTEMPT and i < len(lines):
             starts.append(i)
-    return _merged(starts, [*_relaunches(lines), *_after_interrupts(lines)], len(lines))
+    heads = find_keys(lines, (_TB,), 0)
+    exits = [(h, e) for h in heads if (e := process_exit(lines, h)) is not None]
+    return _merged(starts, [*_relaunches(lines, heads, exits), *_after_interrupts(lines, exits)], len(lines))
 
 
 def _merged(starts: list[int], relaunches: Sequence[tuple[int, int]], n: int) -> list[int]:
@@ -75,7 +79,7 @@ def _merged(starts: list[int], relaunches: Sequence[tuple[int, int]], n: int) ->
     return starts
 
 
-_TB = "Traceback (most recent call last):"
+_TB = TRACEBACK + ":"
 #: The file's first lines read for the program's opening prints (before any traceback).
 _OPENING = 20
 #: Lines after an exit's exception line searched for the program's opening prints again (the
@@ -86,7 +90,7 @@ _AFTER_EXIT = 12
 _EPILOGUE = "Epilogue"
 
 
-def _relaunches(lines: Sequence[str]) -> list[tuple[int, int]]:
+def _relaunches(lines: Sequence[str], heads: Sequence[int], exits: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
     """(exit, start) of each launch of the program run again with its output appended to the same
     file (``python train.py >> run.log 2>&1`` after a crash): two consecutive opening prints of the
     file (:func:`_opening_pairs`) printed again in the same order within ``_AFTER_EXIT`` lines after
@@ -96,11 +100,9 @@ def _relaunches(lines: Sequence[str]) -> list[tuple[int, int]]:
     a process in the file (the program that printed the opening). Another script's exit followed by
     them (a pipeline's job script going on to its next stage, README P11: one attempt), a caught
     error, a rank's traceback behind a prefix, or opening prints that follow no exit start nothing."""
-    heads = find_keys(lines, (_TB,), 0)
     pairs = _opening_pairs(lines, min(heads[0], _OPENING)) if heads else set()
-    exits = [(h, e) for h in heads if (e := process_exit(lines, h)) is not None] if pairs else []
     out = []
-    for h, end in exits:
+    for h, end in exits if pairs else ():
         j = _pair_after(lines, end, pairs) if _script(lines[h + 1]) == _script(lines[exits[0][0] + 1]) else None
         if j is not None:
             out.append((end, j))
@@ -111,16 +113,15 @@ def _relaunches(lines: Sequence[str]) -> list[tuple[int, int]]:
 _INTERRUPT = "KeyboardInterrupt"
 
 
-def _after_interrupts(lines: Sequence[str]) -> list[tuple[int, int]]:
+def _after_interrupts(lines: Sequence[str], exits: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
     """(exit, start) after each uncaught ``KeyboardInterrupt`` the interpreter printed as it exited
     (:func:`completion.process_exit`): since Python 3.8 (bpo-1054041, Modules/main.c
     ``exit_sigint``) such a process ends by SIGINT itself, so the shell that ran it (a job script,
     ESPnet's ``run.sh``/``asr.sh``) stops too, and a launch line after it (:func:`_launch_at`) is
     a new launch appended to the file (``nohup ... >> log``)."""
     out = []
-    for h in find_keys(lines, (_TB,), 0):
-        end = process_exit(lines, h)
-        if end is not None and lines[end].strip() == _INTERRUPT:
+    for h, end in exits:
+        if lines[end].strip() == _INTERRUPT:
             nxt = _launch_at(lines, end + 1, _script(lines[h + 1]))
             if nxt is not None:
                 out.append((end, nxt))
