@@ -61,7 +61,7 @@ def test_spawn_read_defined_once_and_evaluate_exports_what_scripts_use() -> None
 
 
 def test_public_constants_are_in_all() -> None:
-    from gpulens.diagnosis.logread import ranks, whole
+    from gpulens.diagnosis.logread import ranks, run_end
 
-    assert {"EARLIER_COMPLETION", "GOING_ON", "WEAK_AFTER_FAILURE"} <= set(whole.__all__)
+    assert {"EARLIER_COMPLETION", "GOING_ON", "WEAK_AFTER_FAILURE"} <= set(run_end.__all__)
     assert {"PALS_DIED", "PALS_EXITED"} <= set(ranks.__all__)

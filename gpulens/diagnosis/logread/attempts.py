@@ -18,7 +18,7 @@ _LSF = "Sender: LSF System"
 _ENV = Guarded(r"CUDA(?: Version| version|_VERSION)|[Dd]river [Vv]ersion|\btorch(?:==| version|\.__version__)"
                r"|[Vv]ersion\s*[:=]?\s*\d+\.\d+|\bhost(?:name)?\s*[:=]|SLURM_(?:JOB_)?NODELIST|\bnodelist\b|Running on (?:host|node)",
                ("CUDA", "ersion", "torch", "host", "SLURM_", "nodelist", "Running on "))
-_DIGITS = re.compile(r"0x[0-9a-f]+|\d+")
+_NUMBERS_HEX = re.compile(r"0x[0-9a-f]+|\d+")
 _ENV_LINES = 300
 
 
@@ -301,7 +301,7 @@ _LSF_REPORT = 400
 
 
 def _shape(line: str) -> str:
-    return _DIGITS.sub("N", logs.normalize_line(line).strip())
+    return _NUMBERS_HEX.sub("N", logs.normalize_line(line).strip())
 
 
 def new_in_last(lines: Sequence[str], starts: Sequence[int], good: int | None, limit: int = 8) -> list[str]:

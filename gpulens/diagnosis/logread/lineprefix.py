@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from gpulens.diagnosis.logread.ranks import RAY_PREFIX
 from gpulens.diagnosis.logread.tracebacks import TRACEBACK, has_head
 
-__all__ = ["strip_line_prefixes", "strip_ray_prefixes"]
+__all__ = ["ray_free", "strip_line_prefixes", "strip_ray_prefixes"]
 
 
 def strip_ray_prefixes(context: Sequence[str]) -> list[str]:
@@ -19,6 +19,11 @@ def strip_ray_prefixes(context: Sequence[str]) -> list[str]:
     if not any("pid=" in ln or "(raylet)" in ln for ln in context):
         return list(context)
     return [RAY_PREFIX.sub("", ln, count=1) if "(" in ln[:40] else ln for ln in context]
+
+
+def ray_free(line: str) -> str:
+    """One line without Ray's process prefix."""
+    return strip_ray_prefixes([line])[0]
 
 
 #: The longest per-line prefix read off a traceback's header line (a timestamp, a logger's

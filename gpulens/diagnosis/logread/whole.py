@@ -28,42 +28,26 @@ from typing import Any
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.classifier import Classifier, whole_classifier
 from gpulens.diagnosis.logread import calibration, ranks, rootline
-from gpulens.diagnosis.logread.after_error import trial_after, went_on
 from gpulens.diagnosis.logread.attempts import attempt_starts, new_in_last
 from gpulens.diagnosis.logread.badrecord import bad_record
 from gpulens.diagnosis.logread.chains import failure_point
 from gpulens.diagnosis.logread.childexit import behind_secondary
 from gpulens.diagnosis.logread.completion import End, end_of_attempt, open_traceback
-from gpulens.diagnosis.logread.completion_messages import (
-    AT_EXIT,
-    COMPLETION_COVER,
-    completion_strength,
-)
 from gpulens.diagnosis.logread.crashes import bare_crash, own_program_crash
 from gpulens.diagnosis.logread.damaged import damaged_file
 from gpulens.diagnosis.logread.divergence import diverged_before
 from gpulens.diagnosis.logread.earlier import earlier_root
 from gpulens.diagnosis.logread.failed_runs import closed_after_failed_stage
-from gpulens.diagnosis.logread.handler_stops import signal_reports, written_after_bar
+from gpulens.diagnosis.logread.handler_stops import signal_reports
 from gpulens.diagnosis.logread.heldmemory import held_elsewhere
 from gpulens.diagnosis.logread.joblines import job_lines, late_kills, root_rank_lines
 from gpulens.diagnosis.logread.kills import unattributed_kill
-from gpulens.diagnosis.logread.lastwords import last_words
-from gpulens.diagnosis.logread.lineprefix import strip_line_prefixes, strip_ray_prefixes
+from gpulens.diagnosis.logread.lineprefix import ray_free, strip_line_prefixes, strip_ray_prefixes
 from gpulens.diagnosis.logread.lines import (
-    ERROR_KEYS,
-    KILL_KEYS,
-    PROGRESS_KEYS,
-    dead_driver,
     driver_report,
     drop_caught,
     find_keys,
-    handled_blocks,
-    is_failure,
     is_progress,
-    is_scheduler_kill,
-    is_terminal_kill,
-    last_matching,
 )
 from gpulens.diagnosis.logread.markers import is_report_head
 from gpulens.diagnosis.logread.origins import (
@@ -74,25 +58,30 @@ from gpulens.diagnosis.logread.origins import (
 )
 from gpulens.diagnosis.logread.phase import phase_of
 from gpulens.diagnosis.logread.phase_steps import last_step, own_step
+from gpulens.diagnosis.logread.run_end import (
+    EARLIER_COMPLETION,
+    completion_after,
+    ended_by,
+    trained_after,
+)
+from gpulens.diagnosis.logread.run_end import frontier as run_frontier
 from gpulens.diagnosis.logread.runs import relaunched
-from gpulens.diagnosis.logread.script_reports import after_work
 from gpulens.diagnosis.logread.shutdown import finished_before
 from gpulens.diagnosis.logread.source import WholeText, read_whole, text_source
 from gpulens.diagnosis.logread.stops import unnamed_stop
 from gpulens.diagnosis.logread.story import story
+from gpulens.diagnosis.logread.terminal import terminal_failures
 from gpulens.diagnosis.logread.timeouts import (
     died_before_timeout,
     preparing_data,
     unattributed_timeout,
 )
 from gpulens.diagnosis.logread.tracebacks import chain_start, has_head
-from gpulens.diagnosis.logread.uncaught import HANDLED_LOOKBACK
 from gpulens.diagnosis.rules import Rule, load_rules, match_rules
 from gpulens.diagnosis.types import Diagnosis
 from gpulens.vocab import NO_FAILURE
 
-__all__ = ["EARLIER_COMPLETION", "GOING_ON", "MAX_CONTEXT_LINES", "MAX_INDICATORS", "SCAN_LINES", "SVM_MIN_CONFIDENCE",
-           "WEAK_AFTER_FAILURE", "WholeDiagnosis", "diagnose_file",
+__all__ = ["MAX_CONTEXT_LINES", "MAX_INDICATORS", "SVM_MIN_CONFIDENCE", "WholeDiagnosis", "diagnose_file",
            "diagnose_path", "diagnose_source", "diagnose_text"]
 
 MAX_INDICATORS = 6
@@ -103,12 +92,6 @@ MAX_INDICATORS = 6
 SVM_MIN_CONFIDENCE = 0.55
 #: Lines of error context given to the classifier (the first and the last of a longer one).
 MAX_CONTEXT_LINES = 1200
-#: Progress lines after an error line that show the job went on (the error did not end it).
-GOING_ON = 3
-#: Lines at the end of the last attempt searched for its terminal failure (a failure is
-#: at the end of a log; an error with this many lines after it did not end the job, or the
-#: lines after it say what did).
-SCAN_LINES = 5000
 
 
 @dataclasses.dataclass
@@ -211,18 +194,18 @@ def _diagnose(src: WholeText, clf: Classifier | None, file: str | None, min_conf
         return _unusable("empty log", file)
     starts = attempt_starts(lines)
     a0 = starts[-1]
-    frontier = _frontier(lines, a0)
+    frontier = run_frontier(lines, a0)
     signals = signal_reports(lines, a0)
-    failures = _failures(lines, a0, frontier, signals)
-    done = _completion_after(lines, a0, failures)
-    if done is not None and failures and _ended_by(lines, frontier, failures, done[0]):
+    failures = terminal_failures(lines, a0, frontier, signals)
+    done = completion_after(lines, a0, failures)
+    if done is not None and failures and ended_by(lines, frontier, failures, done[0]):
         done = None  # the process died there: what prints "done" after it is the job script, not the run
     elif done is not None and failures and (report := closed_after_failed_stage(lines, failures, done[0])) is not None:
         # the runner's banner after its last command failed: its report of that command is the failure
         # line, and the error context starts there (what the command printed as it failed follows it)
         failures, done, frontier = sorted({report, *(i for i in failures if i > report)}), None, report
     earlier = None
-    if done is not None and _trained_after(lines, done[0], frontier):
+    if done is not None and trained_after(lines, done[0], frontier):
         earlier, done = done, None  # training went on after it: one stage of several, or printed during the run
     base = WholeDiagnosis(Diagnosis("unknown", "unknown", 0.0), attempts=len(starts), n_lines=src.n_lines)
     if done is not None and not [i for i in failures if i > done[0]]:
@@ -234,23 +217,17 @@ def _diagnose(src: WholeText, clf: Classifier | None, file: str | None, min_conf
             return _abstain(_failed(base, src, starts, end.index, [end.index], [], clf or whole_classifier(), file),
                             min_confidence)
         if end is not None and end.stopped:
-            return _stopped(base, src, end, starts, file, clf.rules if clf is not None else load_rules())
+            return _stopped_mid_run(base, src, end, starts, file, clf.rules if clf is not None else load_rules())
         if end is None and earlier is not None:
             return _healthy(base, src, (earlier[0], EARLIER_COMPLETION), file,
                             "a completion message earlier (one stage of the job), no failure after it")
         return _healthy(base, src, (end.index, end.strength) if end else (_last_line(lines), 0.55), file,
                         end.why if end else None)
-    finished = finished_before(lines, a0, failures, _ray_free) if done is None else None
+    finished = finished_before(lines, a0, failures, ray_free) if done is None else None
     if finished is not None:
         return _healthy(base, src, (finished.at, finished.strength), file, finished.why)
     got = _failed(base, src, starts, frontier, failures, signals, clf or whole_classifier(), file)
     return _abstain(got, min_confidence)
-
-
-#: Why a run whose only errors came after its completion message is healthy.
-def _ray_free(line: str) -> str:
-    """A line without Ray's process prefix."""
-    return strip_ray_prefixes([line])[0]
 
 
 def _abstain(w: WholeDiagnosis, min_confidence: float) -> WholeDiagnosis:
@@ -263,128 +240,6 @@ def _abstain(w: WholeDiagnosis, min_confidence: float) -> WholeDiagnosis:
                                                       method="svm", reason=why, file=d.file))
 
 
-def _failures(lines: Sequence[str], a0: int, frontier: int, signals: Sequence[int]) -> list[int]:
-    """Indexes of the attempt's terminal failure lines: failure lines after the frontier, and
-    the scheduler's kill lines anywhere in the attempt (``signals``: the attempt's
-    :func:`signal_reports`)."""
-    found = {i for i in find_keys(lines, ERROR_KEYS, frontier) if is_failure(logs.normalize_line(lines[i]), lines[i])}
-    # the scheduler's kill lines anywhere in the attempt, after the frontier too: Slurm appends
-    # its line to a progress bar's unterminated "\r" line (tqdm writes no newline), where the
-    # failure test, which reads a line's start, does not see it
-    found.update(i for i in find_keys(lines, KILL_KEYS, a0)
-                 if is_scheduler_kill(logs.normalize_line(lines[i])))
-    found.update(_rank_failures(lines, max(a0, len(lines) - SCAN_LINES), frontier))
-    found.update(dead_driver(lines, max(a0, len(lines) - SCAN_LINES)))
-    found.update(last_words(lines, a0))
-    found.update(signals)
-    found.update(written_after_bar(lines, a0, KILL_KEYS, is_scheduler_kill))
-    found = {i for i in found if not after_work(lines, a0, i)}  # the job script's commands after the work
-    if found:
-        found -= handled_blocks(lines, max(a0, min(found) - HANDLED_LOOKBACK), len(lines))
-        if found and not any(is_terminal_kill(logs.normalize_line(lines[i])) for i in found) \
-                and (trial_after(lines, max(found)) or (went_on(lines, max(found)) and not open_traceback(lines, frontier))):
-            return []  # the job went on after its last error line (as after progress): none ended it
-    return sorted(found)
-
-
-def _rank_failures(lines: Sequence[str], lo: int, frontier: int) -> list[int]:
-    """Failure lines before the frontier of a rank that printed no progress after them: in a
-    multi-rank log the other ranks go on printing steps after the first rank failed, which moves
-    the frontier past the root error."""
-    if frontier <= lo or len({ranks.prefix_rank(ln) for ln in lines[-_RANK_SAMPLE:]} - {None}) < 2:
-        return []  # not a multi-rank log with launcher prefixes
-    progress: dict[int, list[int]] = {}
-    for i in find_keys(lines, PROGRESS_KEYS, lo):  # a progress line holds one of them
-        rank = ranks.prefix_rank(lines[i])
-        if rank is not None and is_progress(lines[i]) and not ranks.strip_prefix(lines[i])[:1].isspace():
-            progress.setdefault(rank, []).append(i)  # a traceback's code line ("step=step") is not progress
-    out = []
-    for i in find_keys(lines, ERROR_KEYS, lo, frontier):
-        rank = ranks.prefix_rank(lines[i])
-        if rank is None or not is_failure(logs.normalize_line(lines[i]), lines[i]):
-            continue
-        after = [k for k in progress.get(rank, []) if k > i]
-        if len(after) < GOING_ON:
-            out.append(i)
-    return out
-
-
-#: Lines at the end of a log whose prefixes tell a multi-rank log.
-_RANK_SAMPLE = 300
-
-
-_AT_EXIT = AT_EXIT  # printed at any exit
-
-
-def _at_exit(line: str) -> bool:
-    """A line trackers print at process exit whatever the outcome."""
-    return any(k in line for k in _AT_EXIT)
-
-
-def _frontier(lines: Sequence[str], floor: int) -> int:
-    """The index after which fewer than GOING_ON progress lines follow (errors before it did
-    not end the job: it went on)."""
-    floor = max(floor, len(lines) - SCAN_LINES)
-    got = last_matching(lines, PROGRESS_KEYS, _progress, floor, len(lines), GOING_ON)
-    return got[-1] + 1 if len(got) >= GOING_ON else floor
-
-
-def _progress(line: str) -> bool:
-    """A progress line, also without its launcher's rank prefix: behind the prefix a rank's
-    traceback code line ("[rank0]:     self.engine.backward(loss, **kwargs)") does not start with
-    the indentation that tells it from progress when no prefix is there."""
-    if not is_progress(line):
-        return False
-    rest = ranks.strip_prefix(line)
-    return rest is line or is_progress(rest)
-
-
-def _completion(lines: Sequence[str], floor: int) -> tuple[int, float] | None:
-    """(index, strength) of the last completion line at or after ``floor``."""
-    got = last_matching(lines, COMPLETION_COVER, lambda ln: completion_strength(logs.normalize_line(ln)) > 0,
-                        floor, len(lines))
-    return (got[0], completion_strength(logs.normalize_line(lines[got[0]]))) if got else None
-
-
-def _completion_after(lines: Sequence[str], floor: int, failures: Sequence[int]) -> tuple[int, float] | None:
-    """The last completion line after the last failure; a tracker's exit lines (printed whatever
-    the outcome) count only when no failure line precedes them in the attempt's end."""
-    done = _completion(lines, failures[-1] + 1 if failures else floor)
-    while done is not None and failures and _at_exit(lines[done[0]]):
-        done = _completion(lines[:done[0]], failures[-1] + 1)  # an earlier, real completion message?
-    if done is not None and failures and done[1] < WEAK_AFTER_FAILURE:
-        return None  # a bare "Done." after a failure the job did not go on from: the job script's echo
-    return done
-
-
-#: Confidence of a normal end told by a completion message after which training went on (a
-#: sweep's or a multi-stage script's earlier stage) to an end that shows nothing more.
-EARLIER_COMPLETION = 0.7
-
-
-def _trained_after(lines: Sequence[str], at: int, frontier: int) -> bool:
-    """Whether the run printed GOING_ON or more progress lines after the completion line at
-    ``at`` (the frontier is past it): the line did not end the run."""
-    if frontier <= at + 1:
-        return False
-    return len(last_matching(lines, PROGRESS_KEYS, is_progress, at + 1, len(lines), GOING_ON)) >= GOING_ON
-
-
-def _ended_by(lines: Sequence[str], frontier: int, failures: Sequence[int], done: int) -> bool:
-    """Whether a failure line ended the run before the completion line at ``done``: a kill, a
-    signal, a non-zero exit, or a traceback's exception that ended its process, with no
-    progress line between the last failure line and ``done`` (training going on after it shows
-    the failure ended nothing)."""
-    if any(is_progress(ln) for ln in lines[failures[-1] + 1:done]):
-        return False
-    return any(is_terminal_kill(logs.normalize_line(lines[i])) for i in failures) or open_traceback(lines, frontier)
-
-
-#: Completion strength below which a completion line after a failure line does not count (a
-#: bare word such as "Done." that a job script echoes whatever its program's exit status).
-WEAK_AFTER_FAILURE = 0.9
-
-
 #: Lines before the first indicator line that tell its phase (the traceback above it).
 _AROUND = 80
 
@@ -393,7 +248,7 @@ def _last_line(lines: Sequence[str]) -> int:
     return next((i for i in range(len(lines) - 1, -1, -1) if lines[i].strip()), len(lines) - 1)
 
 
-def _stopped(base: WholeDiagnosis, src: WholeText, end: End, starts: Sequence[int], file: str | None,
+def _stopped_mid_run(base: WholeDiagnosis, src: WholeText, end: End, starts: Sequence[int], file: str | None,
              rules: tuple[Rule, ...]) -> WholeDiagnosis:
     """``unknown`` (failed, cause not in the log) for a log that stops mid-run with no error
     and no completion: killed from outside (a time limit, a preemption, a node failure) without

@@ -1,0 +1,103 @@
+"""Where the last attempt's run ends: the frontier after which it printed too few progress lines to
+have gone on (errors before it did not end the run), its last completion message after the last
+failure line, and whether training went on after that message or a failure line ended the run
+before it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gpulens.diagnosis import logs
+from gpulens.diagnosis.logread import ranks
+from gpulens.diagnosis.logread.completion import open_traceback
+from gpulens.diagnosis.logread.completion_messages import (
+    AT_EXIT,
+    COMPLETION_COVER,
+    completion_strength,
+)
+from gpulens.diagnosis.logread.lines import (
+    PROGRESS_KEYS,
+    is_progress,
+    is_terminal_kill,
+    last_matching,
+)
+
+__all__ = ["EARLIER_COMPLETION", "GOING_ON", "SCAN_LINES", "WEAK_AFTER_FAILURE", "completion_after", "ended_by",
+           "frontier", "trained_after"]
+
+#: Progress lines after an error line that show the job went on (the error did not end it).
+GOING_ON = 3
+#: Lines at the end of the last attempt searched for its terminal failure (a failure is
+#: at the end of a log; an error with this many lines after it did not end the job, or the
+#: lines after it say what did).
+SCAN_LINES = 5000
+
+
+def _at_exit(line: str) -> bool:
+    """A line trackers print at process exit whatever the outcome."""
+    return any(k in line for k in AT_EXIT)
+
+
+def frontier(lines: Sequence[str], floor: int) -> int:
+    """The index after which fewer than GOING_ON progress lines follow (errors before it did
+    not end the job: it went on)."""
+    floor = max(floor, len(lines) - SCAN_LINES)
+    got = last_matching(lines, PROGRESS_KEYS, _progress, floor, len(lines), GOING_ON)
+    return got[-1] + 1 if len(got) >= GOING_ON else floor
+
+
+def _progress(line: str) -> bool:
+    """A progress line, also without its launcher's rank prefix: behind the prefix a rank's
+    traceback code line ("[rank0]:     self.engine.backward(loss, **kwargs)") does not start with
+    the indentation that tells it from progress when no prefix is there."""
+    if not is_progress(line):
+        return False
+    rest = ranks.strip_prefix(line)
+    return rest is line or is_progress(rest)
+
+
+def _completion(lines: Sequence[str], floor: int) -> tuple[int, float] | None:
+    """(index, strength) of the last completion line at or after ``floor``."""
+    got = last_matching(lines, COMPLETION_COVER, lambda ln: completion_strength(logs.normalize_line(ln)) > 0,
+                        floor, len(lines))
+    return (got[0], completion_strength(logs.normalize_line(lines[got[0]]))) if got else None
+
+
+def completion_after(lines: Sequence[str], floor: int, failures: Sequence[int]) -> tuple[int, float] | None:
+    """The last completion line after the last failure; a tracker's exit lines (printed whatever
+    the outcome) count only when no failure line precedes them in the attempt's end."""
+    done = _completion(lines, failures[-1] + 1 if failures else floor)
+    while done is not None and failures and _at_exit(lines[done[0]]):
+        done = _completion(lines[:done[0]], failures[-1] + 1)  # an earlier, real completion message?
+    if done is not None and failures and done[1] < WEAK_AFTER_FAILURE:
+        return None  # a bare "Done." after a failure the job did not go on from: the job script's echo
+    return done
+
+
+#: Confidence of a normal end told by a completion message after which training went on (a
+#: sweep's or a multi-stage script's earlier stage) to an end that shows nothing more.
+EARLIER_COMPLETION = 0.7
+
+
+def trained_after(lines: Sequence[str], at: int, frontier: int) -> bool:
+    """Whether the run printed GOING_ON or more progress lines after the completion line at
+    ``at`` (the frontier is past it): the line did not end the run."""
+    if frontier <= at + 1:
+        return False
+    return len(last_matching(lines, PROGRESS_KEYS, is_progress, at + 1, len(lines), GOING_ON)) >= GOING_ON
+
+
+def ended_by(lines: Sequence[str], frontier: int, failures: Sequence[int], done: int) -> bool:
+    """Whether a failure line ended the run before the completion line at ``done``: a kill, a
+    signal, a non-zero exit, or a traceback's exception that ended its process, with no
+    progress line between the last failure line and ``done`` (training going on after it shows
+    the failure ended nothing)."""
+    if any(is_progress(ln) for ln in lines[failures[-1] + 1:done]):
+        return False
+    return any(is_terminal_kill(logs.normalize_line(lines[i])) for i in failures) or open_traceback(lines, frontier)
+
+
+#: Completion strength below which a completion line after a failure line does not count (a
+#: bare word such as "Done." that a job script echoes whatever its program's exit status).
+WEAK_AFTER_FAILURE = 0.9

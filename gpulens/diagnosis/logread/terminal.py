@@ -1,0 +1,83 @@
+"""The failed attempt's terminal failure lines: failure lines after the run's frontier, the
+scheduler's kill lines anywhere in the attempt, a rank's error after which that rank printed no
+progress, a dead driver, the job's last words and its stop reports; none when the job went on
+after its last error line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gpulens.diagnosis import logs
+from gpulens.diagnosis.logread import ranks
+from gpulens.diagnosis.logread.after_error import trial_after, went_on
+from gpulens.diagnosis.logread.completion import open_traceback
+from gpulens.diagnosis.logread.handler_stops import written_after_bar
+from gpulens.diagnosis.logread.lastwords import last_words
+from gpulens.diagnosis.logread.lines import (
+    ERROR_KEYS,
+    KILL_KEYS,
+    PROGRESS_KEYS,
+    dead_driver,
+    find_keys,
+    handled_blocks,
+    is_failure,
+    is_progress,
+    is_scheduler_kill,
+    is_terminal_kill,
+)
+from gpulens.diagnosis.logread.run_end import GOING_ON, SCAN_LINES
+from gpulens.diagnosis.logread.script_reports import after_work
+from gpulens.diagnosis.logread.uncaught import HANDLED_LOOKBACK
+
+__all__ = ["terminal_failures"]
+
+
+def terminal_failures(lines: Sequence[str], a0: int, frontier: int, signals: Sequence[int]) -> list[int]:
+    """Indexes of the attempt's terminal failure lines: failure lines after the frontier, and
+    the scheduler's kill lines anywhere in the attempt (``signals``: the attempt's
+    :func:`handler_stops.signal_reports`)."""
+    found = {i for i in find_keys(lines, ERROR_KEYS, frontier) if is_failure(logs.normalize_line(lines[i]), lines[i])}
+    # the scheduler's kill lines anywhere in the attempt, after the frontier too: Slurm appends
+    # its line to a progress bar's unterminated "\r" line (tqdm writes no newline), where the
+    # failure test, which reads a line's start, does not see it
+    found.update(i for i in find_keys(lines, KILL_KEYS, a0)
+                 if is_scheduler_kill(logs.normalize_line(lines[i])))
+    found.update(_rank_failures(lines, max(a0, len(lines) - SCAN_LINES), frontier))
+    found.update(dead_driver(lines, max(a0, len(lines) - SCAN_LINES)))
+    found.update(last_words(lines, a0))
+    found.update(signals)
+    found.update(written_after_bar(lines, a0, KILL_KEYS, is_scheduler_kill))
+    found = {i for i in found if not after_work(lines, a0, i)}  # the job script's commands after the work
+    if found:
+        found -= handled_blocks(lines, max(a0, min(found) - HANDLED_LOOKBACK), len(lines))
+        if found and not any(is_terminal_kill(logs.normalize_line(lines[i])) for i in found) \
+                and (trial_after(lines, max(found)) or (went_on(lines, max(found)) and not open_traceback(lines, frontier))):
+            return []  # the job went on after its last error line (as after progress): none ended it
+    return sorted(found)
+
+
+def _rank_failures(lines: Sequence[str], lo: int, frontier: int) -> list[int]:
+    """Failure lines before the frontier of a rank that printed no progress after them: in a
+    multi-rank log the other ranks go on printing steps after the first rank failed, which moves
+    the frontier past the root error."""
+    if frontier <= lo or len({ranks.prefix_rank(ln) for ln in lines[-_RANK_SAMPLE:]} - {None}) < 2:
+        return []  # not a multi-rank log with launcher prefixes
+    progress: dict[int, list[int]] = {}
+    for i in find_keys(lines, PROGRESS_KEYS, lo):  # a progress line holds one of them
+        rank = ranks.prefix_rank(lines[i])
+        if rank is not None and is_progress(lines[i]) and not ranks.strip_prefix(lines[i])[:1].isspace():
+            progress.setdefault(rank, []).append(i)  # a traceback's code line ("step=step") is not progress
+    out = []
+    for i in find_keys(lines, ERROR_KEYS, lo, frontier):
+        rank = ranks.prefix_rank(lines[i])
+        if rank is None or not is_failure(logs.normalize_line(lines[i]), lines[i]):
+            continue
+        after = [k for k in progress.get(rank, []) if k > i]
+        if len(after) < GOING_ON:
+            out.append(i)
+    return out
+
+
+#: Lines at the end of a log whose prefixes tell a multi-rank log.
+_RANK_SAMPLE = 300

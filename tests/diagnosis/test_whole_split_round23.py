@@ -1,0 +1,50 @@
+"""Round 23: whole.py's end-of-run scan lives in run_end.py and the attempt's terminal failure lines in
+terminal.py (review42 item 6); whole.py keeps the decision's order and the answer's assembly."""
+
+from __future__ import annotations
+
+from gpulens.diagnosis.logread import run_end, terminal
+from gpulens.diagnosis.logread.lineprefix import ray_free
+from tests.diagnosis.logread_structure import assert_part, assert_unique, defined
+
+_PARTS = ("run_end", "terminal", "whole")
+
+
+def test_parts_say_their_job_and_whole_no_longer_scans_the_end() -> None:
+    for name in ("run_end", "terminal"):
+        assert_part(name)
+    assert_unique(_PARTS)
+    moved = {"_frontier", "_completion_after", "_trained_after", "_ended_by", "_failures", "_rank_failures",
+             "_at_exit", "_AT_EXIT", "_ray_free", "GOING_ON", "SCAN_LINES", "EARLIER_COMPLETION", "WEAK_AFTER_FAILURE"}
+    assert not moved & set(defined("whole"))
+
+
+def _steps(n: int, start: int = 1) -> list[str]:
+    return [f"Epoch 1: step {k}/100 loss=0.5" for k in range(start, start + n)]
+
+
+def test_frontier_leaves_fewer_than_going_on_progress_lines_after_it() -> None:
+    lines = _steps(5) + ["RuntimeError: CUDA out of memory."]
+    at = run_end.frontier(lines, 0)
+    assert at == 5 - run_end.GOING_ON + 1  # after the first of the last GOING_ON progress lines
+    assert sum(1 for ln in lines[at:] if "step" in ln) == run_end.GOING_ON - 1
+    assert run_end.frontier(["no progress here", "at all"], 0) == 0
+
+
+def test_completion_after_the_last_failure_and_training_after_it() -> None:
+    lines = _steps(3) + ["ValueError: bad shape", "Training finished."]
+    assert run_end.completion_after(lines, 0, []) is not None
+    later = ["Training finished.", *_steps(4, 50)]
+    assert run_end.trained_after(later, 0, len(later))
+    assert not run_end.trained_after(later, 0, 1)
+
+
+def test_terminal_failures_none_when_training_went_on() -> None:
+    went_on = ["RuntimeError: CUDA out of memory.", *_steps(6)]
+    assert terminal.terminal_failures(went_on, 0, run_end.frontier(went_on, 0), []) == []
+    ended = [*_steps(6), "RuntimeError: CUDA out of memory."]
+    assert terminal.terminal_failures(ended, 0, run_end.frontier(ended, 0), []) == [6]
+
+
+def test_ray_free_strips_one_lines_prefix() -> None:
+    assert ray_free("(TrainWorker pid=731, ip=10.1.2.3) RuntimeError: boom") == "RuntimeError: boom"
