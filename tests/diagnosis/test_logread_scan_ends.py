@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 
-from gpulens.diagnosis.logread import ranks, whole
+from gpulens.diagnosis.logread import failing, ranks, whole
 from gpulens.diagnosis.logread.lines import is_progress
 
 
@@ -38,7 +38,7 @@ def test_a_long_error_context_keeps_its_first_third_and_last_two_thirds() -> Non
         lines.append(f"[rank0]: RuntimeError: peer failed {i}")
     first = ranks.Origin(rank=1)
     got = whole._context(lines, 0, first)
-    every = [ranks.strip_prefix(ln) for ln in lines if not is_progress(ln) and whole._same(ln, first)]
+    every = [ranks.strip_prefix(ln) for ln in lines if not is_progress(ln) and failing.from_origin(ln, first)]
     assert len(every) == 3000
     assert got == every[:400] + every[-800:]
     assert got[0] == "ValueError: bad value 0" and got[-1] == "ValueError: bad value 2999"

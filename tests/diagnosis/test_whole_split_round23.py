@@ -1,5 +1,5 @@
-"""Round 23: whole.py's end-of-run scan lives in run_end.py and the attempt's terminal failure lines in
-terminal.py (review42 item 6); whole.py keeps the decision's order and the answer's assembly."""
+"""Round 23: whole.py's end-of-run scan lives in run_end.py, the attempt's terminal failure lines in
+terminal.py and the first failing rank/node helpers in failing.py (review42 item 6); whole.py keeps the decision's order and the answer's assembly."""
 
 from __future__ import annotations
 
@@ -7,15 +7,15 @@ from gpulens.diagnosis.logread import run_end, terminal
 from gpulens.diagnosis.logread.lineprefix import ray_free
 from tests.diagnosis.logread_structure import assert_part, assert_unique, defined
 
-_PARTS = ("run_end", "terminal", "whole")
+_PARTS = ("failing", "run_end", "terminal", "whole")
 
 
 def test_parts_say_their_job_and_whole_no_longer_scans_the_end() -> None:
-    for name in ("run_end", "terminal"):
+    for name in ("failing", "run_end", "terminal"):
         assert_part(name)
     assert_unique(_PARTS)
     moved = {"_frontier", "_completion_after", "_trained_after", "_ended_by", "_failures", "_rank_failures",
-             "_at_exit", "_AT_EXIT", "_ray_free", "GOING_ON", "SCAN_LINES", "EARLIER_COMPLETION", "WEAK_AFTER_FAILURE"}
+             "_at_exit", "_AT_EXIT", "_ray_free", "_NormCache", "_first_origin", "_same", "_failing_rank", "_failing_host", "GOING_ON", "SCAN_LINES", "EARLIER_COMPLETION", "WEAK_AFTER_FAILURE"}
     assert not moved & set(defined("whole"))
 
 
@@ -48,3 +48,11 @@ def test_terminal_failures_none_when_training_went_on() -> None:
 
 def test_ray_free_strips_one_lines_prefix() -> None:
     assert ray_free("(TrainWorker pid=731, ip=10.1.2.3) RuntimeError: boom") == "RuntimeError: boom"
+
+
+def test_any_line_is_from_an_unnamed_origin_and_the_cache_normalises_from_start() -> None:
+    from gpulens.diagnosis.logread import failing, ranks
+
+    assert failing.from_origin("any line", ranks.Origin())
+    cache = failing.NormCache(["a", "  b  "], 1)
+    assert cache.get(1) == "b" and cache.get(0) == ""

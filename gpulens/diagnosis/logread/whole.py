@@ -38,6 +38,13 @@ from gpulens.diagnosis.logread.damaged import damaged_file
 from gpulens.diagnosis.logread.divergence import diverged_before
 from gpulens.diagnosis.logread.earlier import earlier_root
 from gpulens.diagnosis.logread.failed_runs import closed_after_failed_stage
+from gpulens.diagnosis.logread.failing import (
+    NormCache,
+    failing_host,
+    failing_rank,
+    first_failing,
+    from_origin,
+)
 from gpulens.diagnosis.logread.handler_stops import signal_reports
 from gpulens.diagnosis.logread.heldmemory import held_elsewhere
 from gpulens.diagnosis.logread.joblines import job_lines, late_kills, root_rank_lines
@@ -46,14 +53,11 @@ from gpulens.diagnosis.logread.lineprefix import ray_free, strip_line_prefixes, 
 from gpulens.diagnosis.logread.lines import (
     driver_report,
     drop_caught,
-    find_keys,
     is_progress,
 )
 from gpulens.diagnosis.logread.markers import is_report_head
 from gpulens.diagnosis.logread.origins import (
-    first_origin,
     interleaved,
-    same_origin,
     secondary_lines,
 )
 from gpulens.diagnosis.logread.phase import phase_of
@@ -298,7 +302,7 @@ def _context(lines: Sequence[str], start: int, first: ranks.Origin) -> list[str]
 
     def kept(k: int) -> bool:
         ln = lines[k]
-        return not is_progress(ln) and _same(ln, first) and not (skip[0] < k <= skip[1]
+        return not is_progress(ln) and from_origin(ln, first) and not (skip[0] < k <= skip[1]
                                                                   and ranks.origin_of(ln) == ranks.Origin())
 
     ctx = [lines[k] for k in _ends(kept, start, len(lines), MAX_CONTEXT_LINES // 3, 2 * MAX_CONTEXT_LINES // 3)]
@@ -345,7 +349,7 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
     lines = src.lines
     start = _region_start(lines, frontier, failures)
     launch = relaunched(lines, start, failures)  # the last launch's lines, for the rank and the lines
-    first = _first_origin(lines, failures, launch)
+    first = first_failing(lines, failures, launch)
     ctx = _context(lines, start, first)
     driver = driver_report(lines, max(starts[-1], start - _AROUND)) if failures else None
     if driver is not None and driver[0] <= failures[0] < driver[1]:  # the driver died: its report, not the workers'
@@ -370,7 +374,7 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
     if not failures and d.category != "unknown":
         d.confidence = round(d.confidence * 0.8, 3)
     primary, first = _indicators(lines, launch, failures, d.evidence, first)
-    secondary = secondary_lines(lines, failures, primary, first, _NormCache(lines, start).get)
+    secondary = secondary_lines(lines, failures, primary, first, NormCache(lines, start).get)
     # where it failed: the first error line, not a report's header above it
     at = next((i for i in primary if not is_report_head(lines[i])), primary[0]) if primary else len(lines) - 1
     at = failure_point(lines, at) if primary else at
@@ -380,7 +384,7 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
     return dataclasses.replace(
         base, diagnosis=d, indicator_lines=[src.number(i) for i in primary],
         indicators=[logs.normalize_line(lines[i]).strip()[:300] for i in primary],
-        first_rank=_failing_rank(lines, starts[-1], first), first_node=first.node or _failing_host(lines, starts[-1], lines[primary[0]] if primary else None),
+        first_rank=failing_rank(lines, starts[-1], first), first_node=first.node or failing_host(lines, starts[-1], lines[primary[0]] if primary else None),
         phase=(phase := phase_of(lines, at, region, starts[-1], step)), step=own_step(phase, step),
         secondary_lines=len(secondary), new_in_attempt=new_in_last(lines, starts, good))
 
@@ -390,68 +394,9 @@ def _indicators(lines: Sequence[str], start: int, failures: Sequence[int], evide
     """Indexes of the lines that show the root failure (:func:`rootline.pick_lines`): the first
     failing rank's (``first``) error lines, the evidence's, the kills and the launcher's verdict
     lines; and that rank/node (when ``first`` names none: the one those lines show first)."""
-    norm = _NormCache(lines, start)
+    norm = NormCache(lines, start)
     found = rootline.pick_lines(lines, start, failures, evidence, first, norm.get, MAX_INDICATORS)
     if first == ranks.Origin():  # no failing rank known: the lines of the one they show first
-        first = _first_origin(lines, found, start)
-        found = [i for i in found if _same(lines[i], first)] or found
+        first = first_failing(lines, found, start)
+        found = [i for i in found if from_origin(lines[i], first)] or found
     return found, first
-
-
-class _NormCache(dict[int, str]):
-    """``{i: normalize_line(lines[i]).strip() for i >= start}``, each computed when first asked
-    for (the evidence is usually found in the last few lines)."""
-
-    def __init__(self, lines: Sequence[str], start: int) -> None:
-        super().__init__()
-        self._lines = lines
-        self._start = start
-
-    def __missing__(self, i: int) -> str:
-        if not self._start <= i < len(self._lines):
-            raise KeyError(i)
-        got = self[i] = logs.normalize_line(self._lines[i]).strip()
-        return got
-
-    def get(self, i: int, default: str = "") -> str:  # type: ignore[override]
-        try:
-            return self[i]
-        except KeyError:
-            return default
-
-
-def _first_origin(lines: Sequence[str], found: Sequence[int], start: int) -> ranks.Origin:
-    """The rank and node that show the root error first (:func:`origins.first_origin`)."""
-    return first_origin(lines, found, start, _NormCache(lines, start).get)
-
-
-def _same(line: str, first: ranks.Origin) -> bool:
-    """Whether a line comes from the first failing rank/node (or names neither)."""
-    if first.rank is None and first.node is None:
-        return True
-    return same_origin(ranks.origin_of(line), first)
-
-
-def _failing_rank(lines: Sequence[str], floor: int, first: ranks.Origin) -> int | None:
-    """The rank that failed first; when no line names one, the one rank the failed attempt's
-    start-up lines name for the log's process (a per-rank log, a one-process job)."""
-    if first.rank is not None:
-        return first.rank
-    return ranks.announced_rank(lines, find_keys(lines, ranks.RANK_KEYS, floor))
-
-
-def _failing_host(lines: Sequence[str], floor: int, failing: str | None = None) -> str | None:
-    """The host a scheduler line names for the failed attempt (Slurm cancel/srun error; for a
-    ``failing`` line behind srun's ``--label`` task prefix, the exit line of that task), else the
-    node Ray marked dead, else the one host its start-up lines name for every rank (a single-node job)."""
-    task = ranks.srun_task(failing) if failing is not None else None
-    found = find_keys(lines, ("CANCELLED", "srun: error"), floor)
-    if task is not None and (host := ranks.task_host(lines, found, task)) is not None:
-        return host
-    for i in reversed(found):
-        node = ranks.origin_of(lines[i]).node
-        if node:
-            return node
-    if (dead := ranks.dead_ray_node(lines, find_keys(lines, (ranks.DEAD_RAY_NODE_KEY,), floor))) is not None:
-        return dead  # Ray gave that node up (its raylet died or stopped answering)
-    return ranks.announced_host(lines, find_keys(lines, ranks.HOST_KEYS, floor))

@@ -1,0 +1,73 @@
+"""The first failing rank and node of a failed attempt: which one shows the root error first, whether a line
+comes from it, and, when no line names them, the rank and host the attempt's start-up and scheduler lines name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gpulens.diagnosis import logs
+from gpulens.diagnosis.logread import ranks
+from gpulens.diagnosis.logread.lines import find_keys
+from gpulens.diagnosis.logread.origins import first_origin, same_origin
+
+__all__ = ["NormCache", "failing_host", "failing_rank", "first_failing", "from_origin"]
+
+
+class NormCache(dict[int, str]):
+    """``{i: normalize_line(lines[i]).strip() for i >= start}``, each computed when first asked
+    for (the evidence is usually found in the last few lines)."""
+
+    def __init__(self, lines: Sequence[str], start: int) -> None:
+        super().__init__()
+        self._lines = lines
+        self._start = start
+
+    def __missing__(self, i: int) -> str:
+        if not self._start <= i < len(self._lines):
+            raise KeyError(i)
+        got = self[i] = logs.normalize_line(self._lines[i]).strip()
+        return got
+
+    def get(self, i: int, default: str = "") -> str:  # type: ignore[override]
+        try:
+            return self[i]
+        except KeyError:
+            return default
+
+
+def first_failing(lines: Sequence[str], found: Sequence[int], start: int) -> ranks.Origin:
+    """The rank and node that show the root error first (:func:`origins.first_origin`)."""
+    return first_origin(lines, found, start, NormCache(lines, start).get)
+
+
+def from_origin(line: str, first: ranks.Origin) -> bool:
+    """Whether a line comes from the first failing rank/node (or names neither)."""
+    if first.rank is None and first.node is None:
+        return True
+    return same_origin(ranks.origin_of(line), first)
+
+
+def failing_rank(lines: Sequence[str], floor: int, first: ranks.Origin) -> int | None:
+    """The rank that failed first; when no line names one, the one rank the failed attempt's
+    start-up lines name for the log's process (a per-rank log, a one-process job)."""
+    if first.rank is not None:
+        return first.rank
+    return ranks.announced_rank(lines, find_keys(lines, ranks.RANK_KEYS, floor))
+
+
+def failing_host(lines: Sequence[str], floor: int, failing: str | None = None) -> str | None:
+    """The host a scheduler line names for the failed attempt (Slurm cancel/srun error; for a
+    ``failing`` line behind srun's ``--label`` task prefix, the exit line of that task), else the
+    node Ray marked dead, else the one host its start-up lines name for every rank (a single-node job)."""
+    task = ranks.srun_task(failing) if failing is not None else None
+    found = find_keys(lines, ("CANCELLED", "srun: error"), floor)
+    if task is not None and (host := ranks.task_host(lines, found, task)) is not None:
+        return host
+    for i in reversed(found):
+        node = ranks.origin_of(lines[i]).node
+        if node:
+            return node
+    if (dead := ranks.dead_ray_node(lines, find_keys(lines, (ranks.DEAD_RAY_NODE_KEY,), floor))) is not None:
+        return dead  # Ray gave that node up (its raylet died or stopped answering)
+    return ranks.announced_host(lines, find_keys(lines, ranks.HOST_KEYS, floor))
