@@ -4,6 +4,7 @@ comes from it, and, when no line names them, the rank and host the attempt's sta
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
@@ -11,7 +12,7 @@ from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.lines import find_keys
 from gpulens.diagnosis.logread.origins import first_origin, same_origin
 
-__all__ = ["NormCache", "failing_host", "failing_rank", "first_failing", "from_origin"]
+__all__ = ["SPAWN_REPORT_KEY", "NormCache", "failing_host", "failing_rank", "first_failing", "from_origin", "spawn_report"]
 
 
 class NormCache(dict[int, str]):
@@ -48,12 +49,33 @@ def from_origin(line: str, first: ranks.Origin) -> bool:
     return same_origin(ranks.origin_of(line), first)
 
 
-def failing_rank(lines: Sequence[str], floor: int, first: ranks.Origin) -> int | None:
-    """The rank that failed first; when no line names one, the one rank the failed attempt's
-    start-up lines name for the log's process (a per-rank log, a one-process job)."""
+def failing_rank(lines: Sequence[str], floor: int, first: ranks.Origin, at: int | None = None) -> int | None:
+    """The rank that failed first; when no line names one, the process ``torch.multiprocessing.spawn``
+    reports for the traceback that ends at ``at`` (the root indicator line), else the one rank the failed
+    attempt's start-up lines name for the log's process (a per-rank log, a one-process job)."""
     if first.rank is not None:
         return first.rank
+    if at is not None and (spawned := spawn_report(lines, max(floor, at - _SPAWN_SPAN), at + 1)) is not None:
+        return spawned
     return ranks.announced_rank(lines, find_keys(lines, ranks.RANK_KEYS, floor))
+
+
+#: torch/multiprocessing/spawn.py ``ProcessContext.join``: the parent re-raises a spawned process's
+#: exception as ``ProcessRaisedException`` whose message is ``"\n\n-- Process %d terminated with the
+#: following error:\n"`` and that process's own traceback; ``%d`` is the index ``mp.spawn`` passed the
+#: process (``fn(i, *args)``), the rank of a one-node DDP job.
+SPAWN_REPORT_KEY = "terminated with the following error"
+_SPAWN_REPORT = re.compile(r"-- Process (\d+) terminated with the following error")
+#: Lines above the root indicator line searched for the spawn report (the child's traceback between).
+_SPAWN_SPAN = 400
+
+
+def spawn_report(lines: Sequence[str], lo: int, hi: int) -> int | None:
+    """The process index of the last ``torch.multiprocessing.spawn`` report in ``lines[lo:hi]``."""
+    for i in reversed(find_keys(lines, (SPAWN_REPORT_KEY,), lo, hi)):
+        if (m := _SPAWN_REPORT.search(lines[i])) is not None:
+            return int(m.group(1))
+    return None
 
 
 def failing_host(lines: Sequence[str], floor: int, failing: str | None = None) -> str | None:

@@ -384,7 +384,7 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
     return dataclasses.replace(
         base, diagnosis=d, indicator_lines=[src.number(i) for i in primary],
         indicators=[logs.normalize_line(lines[i]).strip()[:300] for i in primary],
-        first_rank=failing_rank(lines, starts[-1], first), first_node=first.node or failing_host(lines, starts[-1], lines[primary[0]] if primary else None),
+        first_rank=failing_rank(lines, starts[-1], first, primary[0] if primary else None), first_node=first.node or failing_host(lines, starts[-1], lines[primary[0]] if primary else None),
         phase=(phase := phase_of(lines, at, region, starts[-1], step)), step=own_step(phase, step),
         secondary_lines=len(secondary), new_in_attempt=new_in_last(lines, starts, good))
 

@@ -1,0 +1,45 @@
+"""Round 23: the process ``torch.multiprocessing.spawn`` reports (``-- Process N terminated with the
+following error:``) names the first failing rank when no line of the root traceback carries a rank prefix
+(torch/multiprocessing/spawn.py ``ProcessContext.join``)."""
+
+from __future__ import annotations
+
+from gpulens.diagnosis.logread.failing import spawn_report
+from gpulens.diagnosis.logread.whole import diagnose_text
+
+_SPAWNED = """\
+Creating trainer on process 0 with world size 4
+Creating trainer on process 2 with world size 4
+Epoch 1: step 10 loss=2.3
+Traceback (most recent call last):
+  File "/home/u/proj/train.py", line 229, in main
+    mp.spawn(worker_main, nprocs=world_size, args=(world_size,), join=True)
+  File "/opt/env/lib/python3.10/site-packages/torch/multiprocessing/spawn.py", line 163, in join
+    raise ProcessRaisedException(msg, error_index, failed_process.pid)
+torch.multiprocessing.spawn.ProcessRaisedException: 
+
+-- Process {n} terminated with the following error:
+Traceback (most recent call last):
+  File "/opt/env/lib/python3.10/site-packages/torch/multiprocessing/spawn.py", line 74, in _wrap
+    fn(i, *args)
+  File "/home/u/proj/train.py", line 85, in worker_main
+    trainer.train()
+  File "/home/u/proj/trainers.py", line 370, in train
+    metrics[k].extend(v)
+TypeError: 'float' object is not iterable
+"""
+
+
+def test_the_spawned_process_that_raised_is_the_first_failing_rank() -> None:
+    for n in (0, 3):
+        w = diagnose_text(_SPAWNED.format(n=n))
+        assert w.diagnosis.category != "none"
+        assert w.first_rank == n
+
+
+def test_spawn_report_reads_only_its_window() -> None:
+    lines = _SPAWNED.format(n=5).splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("-- Process"))
+    assert spawn_report(lines, 0, len(lines)) == 5
+    assert spawn_report(lines, at + 1, len(lines)) is None
+    assert spawn_report(["process 1 terminated with exit code 1"], 0, 1) is None  # ProcessExitedException: its own line
