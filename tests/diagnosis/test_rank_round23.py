@@ -43,3 +43,19 @@ def test_spawn_report_reads_only_its_window() -> None:
     assert spawn_report(lines, 0, len(lines)) == 5
     assert spawn_report(lines, at + 1, len(lines)) is None
     assert spawn_report(["process 1 terminated with exit code 1"], 0, 1) is None  # ProcessExitedException: its own line
+
+
+_MPIRUN = """\
+[1,2]<stderr>:step 310 loss 2.1
+[1,2]<stderr>:RuntimeError: DataLoader worker (pid 41006) is killed by signal: Killed.
+--------------------------------------------------------------------------
+mpirun noticed that process rank {a} with PID 0 on node {h1} exited on signal 9 (Killed).
+--------------------------------------------------------------------------
+mpirun noticed that process rank 3 with PID 0 on node {h2} exited on signal 9 (Killed).
+"""
+
+
+def test_the_one_host_open_mpi_reports_dead_processes_on_is_the_node() -> None:
+    w = diagnose_text(_MPIRUN.format(a=1, h1="gaudi07", h2="gaudi07"))
+    assert w.first_rank == 2 and w.first_node == "gaudi07"
+    assert diagnose_text(_MPIRUN.format(a=1, h1="gaudi07", h2="gaudi08")).first_node is None  # several hosts: not known

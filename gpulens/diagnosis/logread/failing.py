@@ -12,7 +12,7 @@ from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.lines import find_keys
 from gpulens.diagnosis.logread.origins import first_origin, same_origin
 
-__all__ = ["SPAWN_REPORT_KEY", "NormCache", "failing_host", "failing_rank", "first_failing", "from_origin", "spawn_report"]
+__all__ = ["MPIRUN_NOTICED_KEY", "SPAWN_REPORT_KEY", "NormCache", "failing_host", "failing_rank", "first_failing", "from_origin", "spawn_report"]
 
 
 class NormCache(dict[int, str]):
@@ -92,4 +92,17 @@ def failing_host(lines: Sequence[str], floor: int, failing: str | None = None) -
             return node
     if (dead := ranks.dead_ray_node(lines, find_keys(lines, (ranks.DEAD_RAY_NODE_KEY,), floor))) is not None:
         return dead  # Ray gave that node up (its raylet died or stopped answering)
+    if (noticed := _mpirun_host(lines, floor)) is not None:
+        return noticed
     return ranks.announced_host(lines, find_keys(lines, ranks.HOST_KEYS, floor))
+
+
+#: Open MPI's errmgr report of a process that died (help-errmgr-base.txt): "mpirun noticed that process
+#: rank N with PID P on node HOST exited on signal S (NAME)." / "... exited with status/code ...".
+MPIRUN_NOTICED_KEY = "mpirun noticed that process rank "
+
+
+def _mpirun_host(lines: Sequence[str], floor: int) -> str | None:
+    """The one host Open MPI's reports of dead processes name in the attempt (none when they name several)."""
+    hosts = {ranks.origin_of(lines[i]).node for i in find_keys(lines, (MPIRUN_NOTICED_KEY,), floor)} - {None}
+    return hosts.pop() if len(hosts) == 1 else None
