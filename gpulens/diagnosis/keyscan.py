@@ -1,6 +1,6 @@
 """Which lines of a log hold one of a set of literal keys, fast, on one core.
 
-``logs.find_keys`` asks this for every key family the whole-log reader looks for (the error
+``find_keys`` is asked for every key family the whole-log reader looks for (the error
 keys, the kill keys, the progress keys, ...), each over a range of the log's lines. Scanning
 a range once per key with ``str.find`` costs the range's length times the number of keys
 (a family of 33 keys reads a 1 MB range 33 times); that was half the reader's CPU.

@@ -25,14 +25,13 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO, overload
 
-from gpulens.diagnosis import keyscan
 from gpulens.diagnosis.guarded import Guarded, Prefiltered, remembered, remembered_text
+from gpulens.diagnosis.keyscan import find_keys
 
 __all__ = [
     "FatalRegion",
     "binary_reason",
     "LogText",
-    "find_keys",
     "unreadable_reason",
     "LogView",
     "analyze",
@@ -871,13 +870,6 @@ _ERR_LITERALS = (
 def _error_hits(lines: list[str], first: int) -> list[int]:
     """Indexes (>= first) of lines holding an error keyword (see find_keys)."""
     return find_keys(lines, _ERR_LITERALS, first)
-
-
-def find_keys(lines: Sequence[str], keys: Sequence[str], start: int = 0, stop: int | None = None) -> list[int]:
-    """Indexes ``i`` in ``[start, stop)`` of the lines holding one of ``keys`` (sorted): each key
-    found with a byte search, never a regex per line (:mod:`gpulens.diagnosis.keyscan`; a
-    :class:`~gpulens.diagnosis.keyscan.KeyedLines` keeps its bytes between calls)."""
-    return keyscan.find_keys(lines, keys, start, stop)
 
 
 #: A glog/TensorFlow source prefix without a date (" W tensorflow/core/x.cc:1753] ", or without its level).

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpulens.diagnosis.logread.lineprefix import strip_ray_prefixes
-from gpulens.diagnosis.logread.lines import process_key
+from gpulens.diagnosis.logread.lineprefix import process_key, strip_ray_prefixes
 from gpulens.diagnosis.logread.ranks import RAY_PREFIX, launcher_text
 from gpulens.diagnosis.logread.signals import names_a_signal
 from gpulens.diagnosis.logread.tracebacks import unprefixed

@@ -1,10 +1,10 @@
-"""One reading of "a message printed onto a progress bar's line" (lines.text_on_bar): tqdm ends
+"""One reading of "a message printed onto a progress bar's line" (bars.text_on_bar): tqdm ends
 its updates with "\\r" and no newline, so the next writer to the file starts on the bar's line.
 Each excerpt is small, realistic and written for the test."""
 
 from __future__ import annotations
 
-from gpulens.diagnosis.logread.lines import bar_update, text_on_bar
+from gpulens.diagnosis.logread.bars import bar_update, text_on_bar
 
 
 def _bar(upto: int, total: int = 2219, desc: str = "Epoch 3") -> str:

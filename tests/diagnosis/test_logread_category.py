@@ -500,7 +500,7 @@ def test_a_missing_checkpoint_after_an_earlier_crash_is_its_aftermath(clf: Class
 
 
 def test_a_caught_block_without_its_end_drops_no_more_than_its_traceback() -> None:
-    from gpulens.diagnosis.logread.lines import drop_caught
+    from gpulens.diagnosis.logread.caught import drop_caught
 
     ctx = ["--- Logging error ---", "Traceback (most recent call last):",
            '  File "/usr/lib/python3.10/logging/__init__.py", line 1084, in flush', "    self.stream.flush()",

@@ -115,7 +115,7 @@ def test_a_job_scripts_own_echo_of_the_node_list_names_no_node() -> None:
 def test_launch_header_is_the_whole_line() -> None:
     """Item 7: torchrun's logging header stands alone on its line (its message starts with a newline); a line that
     only ends with such text (an echoed keystroke before it) is no header."""
-    from gpulens.diagnosis.logread.lines import launch_banner
+    from gpulens.diagnosis.logread.launches import launch_banner
     assert launch_banner(["WARNING:torch.distributed.run:", _STARS, _BANNER], 2)
     assert launch_banner(["W0311 10:02:03.400000 811 torch/distributed/run.py:792] ", _STARS, _BANNER], 2)
     assert not launch_banner(["^ZWARNING:torch.distributed.run:", _STARS, _BANNER], 2)

@@ -56,3 +56,19 @@ def test_any_line_is_from_an_unnamed_origin_and_the_cache_normalises_from_start(
     assert failing.from_origin("any line", ranks.Origin())
     cache = failing.NormCache(["a", "  b  "], 1)
     assert cache.get(1) == "b" and cache.get(0) == ""
+
+
+def test_lines_hub_split_each_part_one_job_and_lines_exports_only_its_own() -> None:
+    """review42 item 9: lines.py held caught reports, a dead driver, bars, launches and prefixes beside its
+    line tests; each now has a module, and lines.__all__ names only what lines defines (no forwards)."""
+    from gpulens.diagnosis.logread import lines
+
+    parts = ("bars", "caught", "drivers", "launches", "lineprefix")
+    for name in parts:
+        assert_part(name)
+    assert_unique((*parts, "lines"))
+    own = set(defined("lines"))
+    assert set(lines.__all__) <= own, set(lines.__all__) - own
+    moved = {"handled_blocks", "drop_caught", "driver_report", "dead_driver", "BarText", "bar_update", "text_on_bar",
+             "spawned_child", "launch_banner", "TORCHRUN_BANNER", "prefix_free", "process_key"}
+    assert not moved & own

@@ -9,9 +9,10 @@ import re
 from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
-from gpulens.diagnosis.logread.lines import is_benign, is_failure, prefix_free, process_key
+from gpulens.diagnosis.keyscan import find_keys
+from gpulens.diagnosis.logread.lineprefix import prefix_free, process_key
+from gpulens.diagnosis.logread.lines import is_benign, is_failure
 from gpulens.diagnosis.logread.tracebacks import TRACEBACK
-from gpulens.diagnosis.logs import find_keys
 
 __all__ = ["CAUGHT_PRINT_WORDS", "NOT_OUTPUT", "WENT_ON_LINES", "caught_print", "ranks_free", "says_arning", "trial_after",
            "went_on"]

@@ -13,13 +13,13 @@ from collections.abc import Callable, Sequence
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.copies import bare_shape, restates
+from gpulens.diagnosis.logread.launches import spawned_child
 from gpulens.diagnosis.logread.lines import (
     LSF_TERM,
     PBS_KILL,
     SLURM_REASON,
     is_failure,
     is_progress,
-    spawned_child,
 )
 from gpulens.diagnosis.logread.records import names_level, warning_head
 from gpulens.diagnosis.logread.runs import ended_uncaught, printing
@@ -80,7 +80,7 @@ def without_spawned(lines: Sequence[str], own: list[int], region: Sequence[int],
                      norm: Callable[[int], str]) -> list[int]:
     """``own`` without its errors before a scheduler's end of the job (a time limit, a cancel in
     ``region``) when every one of them is a spawned child's death in its bootstrap
-    (:func:`lines.spawned_child`): those helpers ended, the job went on until the scheduler
+    (:func:`launches.spawned_child`): those helpers ended, the job went on until the scheduler
     ended it (README C1, R6)."""
     kill = next((i for i in region if _ENDED_FROM_OUTSIDE.search(norm(i)) is not None), None)
     before = [i for i in own if kill is not None and i < kill]

@@ -8,7 +8,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from gpulens.diagnosis.hints import hint_for
-from gpulens.diagnosis.logread.lines import find_keys
+from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.rules import RuleMatch
 from gpulens.diagnosis.types import Diagnosis
 

@@ -8,7 +8,9 @@ from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.guarded import Guarded
-from gpulens.diagnosis.logread.lines import find_keys, is_failure, is_progress, prefix_free
+from gpulens.diagnosis.keyscan import find_keys
+from gpulens.diagnosis.logread.lineprefix import prefix_free
+from gpulens.diagnosis.logread.lines import is_failure, is_progress
 from gpulens.diagnosis.logread.tracebacks import TRACEBACK
 from gpulens.diagnosis.logread.uncaught import process_exit
 

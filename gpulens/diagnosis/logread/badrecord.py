@@ -10,11 +10,9 @@ from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.hints import hint_for
+from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread.answers import MAX_EVIDENCE
-from gpulens.diagnosis.logread.lines import (
-    find_keys,
-    is_progress,
-)
+from gpulens.diagnosis.logread.lines import is_progress
 from gpulens.diagnosis.types import Diagnosis
 
 __all__ = ["bad_record", "one_record_failed"]

@@ -7,12 +7,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 
+from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread import ranks
-from gpulens.diagnosis.logread.lines import (
-    ends_own_process,
-    find_keys,
-    is_progress,
-)
+from gpulens.diagnosis.logread.lines import ends_own_process, is_progress
 from gpulens.diagnosis.logread.tracebacks import TRACEBACK
 from gpulens.diagnosis.types import Diagnosis
 from gpulens.vocab import NO_FAILURE

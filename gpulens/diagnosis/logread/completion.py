@@ -19,6 +19,7 @@ import re
 from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
+from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread.after_error import (
     CAUGHT_PRINT_WORDS,
     NOT_OUTPUT,
@@ -26,17 +27,14 @@ from gpulens.diagnosis.logread.after_error import (
     trial_after,
     went_on,
 )
+from gpulens.diagnosis.logread.caught import handled_blocks
 from gpulens.diagnosis.logread.failed_runs import (
     failed_run_line,
     failed_tally,
     runs_failed,
 )
-from gpulens.diagnosis.logread.lines import (
-    PROGRESS_KEYS,
-    handled_blocks,
-    last_matching,
-    prefix_free,
-)
+from gpulens.diagnosis.logread.lineprefix import prefix_free
+from gpulens.diagnosis.logread.lines import PROGRESS_KEYS, last_matching
 from gpulens.diagnosis.logread.progress_end import (
     LAST_EPOCH,
     LAST_STEP,
@@ -53,7 +51,6 @@ from gpulens.diagnosis.logread.tracebacks import TRACEBACK
 from gpulens.diagnosis.logread.uncaught import (
     HANDLED_LOOKBACK,
 )
-from gpulens.diagnosis.logs import find_keys
 
 __all__ = ["End", "end_evidence", "end_of_attempt", "open_traceback"]
 

@@ -9,14 +9,10 @@ from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.guarded import contains_any
+from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread import ranks
-from gpulens.diagnosis.logread.lines import (
-    ERROR_KEYS,
-    find_keys,
-    is_failure,
-    is_progress,
-    spawned_child,
-)
+from gpulens.diagnosis.logread.launches import spawned_child
+from gpulens.diagnosis.logread.lines import ERROR_KEYS, is_failure, is_progress
 from gpulens.diagnosis.logread.tracebacks import TRACEBACK, starts_head
 from gpulens.diagnosis.rules import RuleMatch, match_rules
 

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.classifier import AFTERMATH_RULES, ROOT_CAUSE_CATEGORIES
+from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.answers import (
     cause_of,
@@ -17,11 +18,7 @@ from gpulens.diagnosis.logread.answers import (
     unknown_because,
 )
 from gpulens.diagnosis.logread.badrecord import one_record_failed
-from gpulens.diagnosis.logread.lines import (
-    ERROR_KEYS,
-    find_keys,
-    is_failure,
-)
+from gpulens.diagnosis.logread.lines import ERROR_KEYS, is_failure
 from gpulens.diagnosis.logread.origins import SPAWN_READ
 from gpulens.diagnosis.rules import Rule, RuleMatch, match_rules
 from gpulens.diagnosis.types import Diagnosis

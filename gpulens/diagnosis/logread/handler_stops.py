@@ -11,10 +11,11 @@ import re
 from collections.abc import Callable, Sequence
 
 from gpulens.diagnosis import logs
+from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread.after_error import ranks_free
+from gpulens.diagnosis.logread.bars import text_on_bar
 from gpulens.diagnosis.logread.lastwords import LAST_WORDS_TAIL
-from gpulens.diagnosis.logread.lines import GLOG_FATAL, text_on_bar
-from gpulens.diagnosis.logs import find_keys
+from gpulens.diagnosis.logread.lines import GLOG_FATAL
 
 __all__ = ["BAR_TAIL", "CHECK_TAIL", "HANDLER_STOP", "SIGNAL_TAIL", "check_failures", "signal_reports", "written_after_bar"]
 
@@ -95,7 +96,7 @@ BAR_TAIL = 10
 def written_after_bar(lines: Sequence[str], floor: int, keys: Sequence[str],
                       test: Callable[[str], bool]) -> list[int]:
     """Indexes among the last ``BAR_TAIL`` lines of ``lines[floor:]`` whose message printed onto a
-    progress bar (:func:`lines.text_on_bar`: bash's "line 12: 4242 Killed  python train.py",
+    progress bar (:func:`bars.text_on_bar`: bash's "line 12: 4242 Killed  python train.py",
     slurmstepd's cancel line after tqdm's last update) holds one of ``keys`` and passes ``test``
     (a kill line that the line-start tests miss there)."""
     out = []

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread.answers import reorigin
-from gpulens.diagnosis.logread.lines import find_keys
 from gpulens.diagnosis.types import Diagnosis
 
 __all__ = ["held_elsewhere"]

@@ -9,8 +9,8 @@ import re
 from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
+from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread.tracebacks import TRACEBACK
-from gpulens.diagnosis.logs import find_keys
 
 __all__ = ["HYDRA_END", "hydra_compact", "hydra_exception", "hydra_report"]
 

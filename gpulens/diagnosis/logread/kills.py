@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gpulens.diagnosis.guarded import contains_any
+from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread.answers import (
     cause_of,
     evidence_line,
@@ -16,7 +17,6 @@ from gpulens.diagnosis.logread.diedbefore import (
     died_before_line,
     own_cause,
 )
-from gpulens.diagnosis.logread.lines import find_keys
 from gpulens.diagnosis.logread.signals import TERM_REPORT_KEYS
 from gpulens.diagnosis.types import Diagnosis
 

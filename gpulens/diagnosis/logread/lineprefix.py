@@ -1,16 +1,17 @@
 """Prefixes a tool wrote before every line of the error context, removed before the classifier
 reads it: Ray's worker and daemon prefixes, and the prefix read off a traceback's header line (a
-timestamp, a logger's fields, a container's or a host's name, a colour code)."""
+timestamp, a logger's fields, a container's or a host's name, a colour code); and a launcher's rank prefix on
+one line (:func:`prefix_free`, :func:`process_key`)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
 
-from gpulens.diagnosis.logread.ranks import RAY_PREFIX
+from gpulens.diagnosis.logread.ranks import RAY_PREFIX, prefix_rank, strip_prefix
 from gpulens.diagnosis.logread.tracebacks import TRACEBACK, has_head
 
-__all__ = ["ray_free", "strip_line_prefixes", "strip_ray_prefixes"]
+__all__ = ["prefix_free", "process_key", "ray_free", "strip_line_prefixes", "strip_ray_prefixes"]
 
 
 def strip_ray_prefixes(context: Sequence[str]) -> list[str]:
@@ -64,3 +65,20 @@ def _prefix_shape(prefix: str) -> re.Pattern[str]:
     parts = [_DIGITS.sub(r"\\d+", re.escape(x)) for x in re.split(r"[ \t]+", body)]
     lead = r"[ \t]*" if not parts[0] else ""  # padding before a number (" 3: " and "13: ")
     return re.compile(lead + r"[ \t]+".join(x for x in parts if x) + re.escape(prefix[len(body):]))
+
+
+def prefix_free(line: str) -> str:
+    """``line`` without a launcher's rank prefix (``[rank3]:``), which keeps the indentation."""
+    return strip_prefix(line) if line[:1] in "[0123456789" else line
+
+
+def process_key(line: str) -> str | None:
+    """The process a launcher's prefix says printed a line (Ray's ``(name pid=N)``, torchrun's
+    ``[rankN]:``, srun's ``N:``, Open MPI's ``[1,N]<stderr>:``); None without a prefix (the
+    driver's or a single process's own line)."""
+    if "pid=" in line[:120]:
+        m = RAY_PREFIX.match(line)
+        if m and m.group(1):
+            return "pid" + m.group(1)
+    rank = prefix_rank(line)
+    return None if rank is None else f"rank{rank}"

@@ -3,26 +3,20 @@ say what kind of line each is: a failure, a secondary symptom, progress, benign 
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Callable, Sequence
 
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.guarded import Guarded, Prefiltered, contains_any, remembered
-from gpulens.diagnosis.logread.ranks import RAY_PREFIX, prefix_rank, strip_prefix
+from gpulens.diagnosis.keyscan import find_keys
+from gpulens.diagnosis.logread.lineprefix import prefix_free
+from gpulens.diagnosis.logread.ranks import strip_prefix
 from gpulens.diagnosis.logread.records import glog_info, glued_record
 from gpulens.diagnosis.logread.signals import is_stop_record
-from gpulens.diagnosis.logread.tracebacks import TRACEBACK
-from gpulens.diagnosis.logs import find_keys
 
 __all__ = [
-    "TORCHRUN_BANNER",
-    "launch_banner",
     "ERROR_KEYS",
-    "is_stop_record",
-    "spawned_child",
     "PROGRESS_KEYS",
-    "find_keys",
     "last_matching",
     "KILL_KEYS",
     "KERNEL_OOM",
@@ -45,16 +39,7 @@ __all__ = [
     "is_failure",
     "is_progress",
     "is_terminal_kill",
-    "handled_blocks",
-    "drop_caught",
     "ends_own_process",
-    "prefix_free",
-    "dead_driver",
-    "driver_report",
-    "process_key",
-    "BarText",
-    "bar_update",
-    "text_on_bar",
     "DEBUGGER_PROMPTS",
     "DEBUGGER_QUIT",
     "is_debugger_quit",
@@ -341,209 +326,3 @@ def is_debugger_quit(norm: str) -> bool:
     """Whether a (normalized) line is the exception line of a quit debugger session (``bdb.BdbQuit``,
     after a launcher's rank prefix)."""
     return DEBUGGER_QUIT in norm and strip_prefix(norm).strip().endswith(("bdb.BdbQuit", "BdbQuit"))
-
-
-#: Heads of an error report that Python prints and goes on from (the exit status is not
-#: changed): an exception in ``__del__`` or a callback, in an ``atexit`` handler, in a logging
-#: handler.
-_HANDLED_HEADS = ("Exception ignored in", "Error in atexit._run_exitfuncs", "--- Logging error ---")
-#: Lines inside such a report that are not its exception line.
-_REPORT_PARTS = ("Traceback", "During handling", "The above exception", "Call stack:", "Message:", "Arguments:")
-_REPORT_LINES = 200
-
-
-def handled_blocks(lines: Sequence[str], lo: int, hi: int, *, stream_gone: bool = False) -> set[int]:
-    """Indexes in ``[lo, hi)`` of the lines of error reports Python printed and went on from
-    (see ``_HANDLED_HEADS``): their exception lines did not end the process. A report whose
-    exception is the output stream failing (an I/O error, a broken pipe: the terminal or the
-    log file went away) is one only with ``stream_gone`` (the category's reading: that error is
-    the logger's, not the job's storage); without it, it is kept (the verdict's reading: what
-    wrote the log is gone)."""
-    out: set[int] = set()
-    for i in find_keys(lines, _HANDLED_HEADS, lo, hi):
-        if not _heads_report(lines[i]):
-            continue
-        block = _report(lines, i, hi)
-        if stream_gone or not any(_STREAM_GONE in lines[j] or "BrokenPipeError" in lines[j] for j in block):
-            out.update(block)
-    return out
-
-
-def drop_caught(context: Sequence[str]) -> list[str]:
-    """``context`` without the reports of exceptions Python caught and went on from (a logging
-    handler's error, an exception ignored in ``__del__`` or at exit; :func:`handled_blocks`):
-    they never end a process, so they must not decide its category."""
-    blocks = handled_blocks(context, 0, len(context), stream_gone=True)
-    return [ln for k, ln in enumerate(context) if k not in blocks] if blocks else list(context)
-
-
-def _heads_report(line: str) -> bool:
-    """Whether a line is the head of such a report (after a launcher's rank prefix, if any)."""
-    return logs.normalize_line(prefix_free(line)).lstrip().startswith(_HANDLED_HEADS)
-
-
-_STREAM_GONE = "[Errno 5] Input/output error"
-#: Lines between a report's exception line and the next traceback of the same chain.
-_CHAINED = ("During handling", "The above exception")
-
-
-def _report(lines: Sequence[str], i: int, hi: int) -> list[int]:
-    """The lines of the error report headed at ``i``: its traceback up to its exception line,
-    with a logging error's "Call stack:", "Message:" and "Arguments:" lines after it; a new
-    traceback after the exception line (not one chained to it) is another report."""
-    out = [i]
-    seen_exception = False
-    chained = False
-    for j in range(i + 1, min(hi, i + _REPORT_LINES)):
-        s = logs.normalize_line(prefix_free(lines[j]))
-        t = s.strip()
-        if seen_exception and t.startswith("Traceback") and not chained:
-            break
-        if t and not s.startswith((" ", "\t")) and not t.startswith(_REPORT_PARTS):
-            if seen_exception or t.startswith(_HANDLED_HEADS):
-                break
-            seen_exception = True  # the report's exception line
-        if t:
-            chained = t.startswith(_CHAINED)
-        out.append(j)
-    return out
-
-
-def prefix_free(line: str) -> str:
-    """``line`` without a launcher's rank prefix (``[rank3]:``), which keeps the indentation."""
-    return strip_prefix(line) if line[:1] in "[0123456789" else line
-
-
-def process_key(line: str) -> str | None:
-    """The process a launcher's prefix says printed a line (Ray's ``(name pid=N)``, torchrun's
-    ``[rankN]:``, srun's ``N:``, Open MPI's ``[1,N]<stderr>:``); None without a prefix (the
-    driver's or a single process's own line)."""
-    if "pid=" in line[:120]:
-        m = RAY_PREFIX.match(line)
-        if m and m.group(1):
-            return "pid" + m.group(1)
-    rank = prefix_rank(line)
-    return None if rank is None else f"rank{rank}"
-
-
-#: Lines at the end of a log searched for its last non-blank one.
-_LAST_LINES = 50
-
-
-def driver_report(lines: Sequence[str], lo: int) -> tuple[int, int] | None:
-    """``(head, end)`` of the last traceback report in ``lines[lo:]`` printed without a process
-    prefix (the driver's: ``ray.get`` raising a task's error, a launcher's own exception) when
-    every line after it carries another process's prefix: the driver printed nothing more, it
-    died there; what the workers print afterwards is their buffered output, not the job going
-    on. None otherwise (no such report, it ends the log, or the driver printed again after it).
-    Its heads are found by a literal scan for :data:`tracebacks.TRACEBACK` (no walk up frames)."""
-    last = next((ln for ln in reversed(lines[-_LAST_LINES:]) if ln.strip()), "")
-    if process_key(last) is None:
-        return None  # the log ends with a line of no other process (the cheap test first)
-    tbs = [i for i in find_keys(lines, (TRACEBACK,), lo) if process_key(lines[i]) is None]
-    if not tbs:
-        return None
-    head = tbs[-1]
-    end = head + 1
-    while end < len(lines) and (not lines[end].strip() or process_key(lines[end]) is None):
-        end += 1
-    if end >= len(lines) or any(ln.strip() and process_key(ln) is None for ln in lines[end:]):
-        return None
-    return head, end
-
-
-def dead_driver(lines: Sequence[str], lo: int) -> list[int]:
-    """The failure lines of :func:`driver_report`'s report (none without one)."""
-    got = driver_report(lines, lo)
-    if got is None:
-        return []
-    return [k for k in range(*got) if is_failure(logs.normalize_line(lines[k]), lines[k])]
-
-
-#: A progress bar's update (tqdm: "| 954/2219 [09:43<12:49,  1.64it/s, loss=0.31]"): its count,
-#: its total and its bracket of times and postfix.
-_BAR_COUNT = r"(\d+)/(\d+)\s*\[[^\]\r\n]{0,200}\]"
-_BAR_UPDATE = re.compile(_BAR_COUNT)
-#: The same update right after the bar's blocks ("40%|####      | 40/100 [00:09<00:13, 4.4it/s]"):
-#: how tqdm prints a bar whose total it knows.
-_BAR_AFTER_BLOCKS = re.compile(r"\|\s*" + _BAR_COUNT)
-
-
-def bar_update(shown: str, *, after_blocks: bool = False) -> re.Match[str] | None:
-    """The first progress bar update in ``shown`` (what a line shows: its last ``\\r`` refresh):
-    tqdm's count, total and bracket of times and postfix ("954/2219 [09:43<12:49, 1.64it/s]";
-    groups 1 and 2 are the count and the total); with ``after_blocks``, only one printed right
-    after the bar's blocks and their closing ``|`` (a bar with a known total). The one test of
-    "is this a bar's update" for the reader (:func:`text_on_bar`, the phase's bar lines)."""
-    return (_BAR_AFTER_BLOCKS if after_blocks else _BAR_UPDATE).search(shown)
-#: The cursor moves tqdm writes after a nested bar's refresh (``position=1``: ``\x1b[A``).
-_CURSOR = re.compile(r"\x1b\[\d*[A-D]")
-#: Characters at the end of a bar's last refresh looked at for it.
-_BAR_SHOWN = 2000
-
-
-@dataclasses.dataclass(frozen=True)
-class BarText:
-    """A message printed onto a progress bar's line (:func:`text_on_bar`)."""
-
-    #: what the bar shows before its count ("Epoch 0:  12%|█▏        | ")
-    head: str
-    #: the bar's count and total
-    done: int
-    total: int
-    #: the message printed after the bar's last update
-    text: str
-
-
-def text_on_bar(line: str) -> BarText | None:
-    """The message printed onto a progress bar's line, with that bar: tqdm ends its updates with
-    ``\r``, no newline, so whatever writes to the same file next (a traceback, bash's "line 12:
-    4242 Killed  python train.py", slurmstepd's cancel line) starts right after the bar's last
-    update (``Epoch 1:  40%|####  | 40/100 [00:09<00:13, 4.4it/s]slurmstepd: error: *** JOB 52
-    ..."``). None when the line's last refresh is no bar, or nothing that reads as a message (a
-    word, a bracketed tag, a path, a Slurm ``***``) follows its last update."""
-    if "/" not in line or "[" not in line:
-        return None
-    shown = line.rstrip("\r\n")
-    shown = shown[shown.rfind("\r") + 1:][-_BAR_SHOWN:]  # the last refresh: what the terminal shows
-    last = next(reversed(list(_BAR_UPDATE.finditer(shown))), None)  # the last update on it
-    if last is None:
-        return None
-    text = _CURSOR.sub("", shown[last.end():]).strip()
-    if not text or not (text[:1].isalpha() or text.startswith(("*", "[", "/", "."))):
-        return None
-    return BarText(shown[:last.start()], int(last.group(1)), int(last.group(2)), text)
-
-
-#: The outermost frames of a child process that multiprocessing's "spawn"/"forkserver" start
-#: method runs (CPython Lib/multiprocessing/spawn.py get_command_line: ``python -c 'from
-#: multiprocessing.spawn import spawn_main; spawn_main(...)'``): ``File "<string>", line 1, in
-#: <module>`` then ``.../multiprocessing/spawn.py", line N, in spawn_main``.
-_SPAWN_MAIN = "multiprocessing/spawn.py"
-#: Lines below a traceback's header searched for that frame.
-_SPAWN_REACH = 4
-
-
-def spawned_child(lines: Sequence[str], head: int, exc: int) -> bool:
-    """Whether the traceback headed at ``head`` (ending at ``exc``) is a spawned child's that died
-    in its bootstrap (``spawn_main``): only that helper ended (a DataLoader worker, a pool's or
-    a launcher's child); whether its parent went on the parent's own lines tell."""
-    frames = [strip_prefix(logs.normalize_line(ln)).strip() for ln in lines[head + 1:min(exc, head + _SPAWN_REACH)]]
-    return bool(frames) and frames[0].startswith('File "<string>", line 1') \
-        and any(_SPAWN_MAIN in f and f.endswith("in spawn_main") for f in frames[1:])
-
-
-#: torchrun's banner (``torch/distributed/run.py`` ``config_from_args``: ``log.warning("\n*****...\nSetting
-#: OMP_NUM_THREADS environment variable for each process to be %s in default, ...")``), logged to stderr before its
-#: agent starts any worker: its logging header stands alone two lines above ("WARNING:torch.distributed.run:",
-#: "WARNING:__main__:" under ``python -m``, torch 2's "W1125 03:18:11.655000 2637899 torch/distributed/run.py:803] ").
-#: The older ``torch.distributed.launch`` printed the same text with ``print`` to a block-buffered stdout, which a
-#: file receives at the launcher's exit, after its workers' lines: no start there.
-TORCHRUN_BANNER = "Setting OMP_NUM_THREADS environment variable for each process"
-_TORCHRUN_HEADER = re.compile(r"^(?:WARNING:[\w.]+:|W\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ \S*run\.py:\d+\])\s*$")
-
-
-def launch_banner(lines: Sequence[str], at: int) -> bool:
-    """Whether line ``at`` is torchrun's logged banner (:data:`TORCHRUN_BANNER` with its header two lines above):
-    a launch's start, printed before any of its workers ran."""
-    return TORCHRUN_BANNER in lines[at] and at >= 2 and _TORCHRUN_HEADER.search(lines[at - 2].rstrip()) is not None

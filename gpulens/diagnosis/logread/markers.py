@@ -9,7 +9,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-from gpulens.diagnosis.logread.lines import DEBUGGER_PROMPTS, find_keys
+from gpulens.diagnosis.keyscan import find_keys
+from gpulens.diagnosis.logread.lines import DEBUGGER_PROMPTS
 from gpulens.diagnosis.logread.tracebacks import unprefixed
 
 __all__ = ["breakpoint_prompt", "diverged_root", "is_report_head", "nan_reported", "nan_sampled"]

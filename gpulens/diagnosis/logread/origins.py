@@ -12,8 +12,9 @@ import re
 from collections.abc import Callable, Sequence
 
 from gpulens.diagnosis import logs
+from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread import ranks
-from gpulens.diagnosis.logread.lines import find_keys, is_progress
+from gpulens.diagnosis.logread.lines import is_progress
 from gpulens.diagnosis.logread.markers import is_report_head
 from gpulens.diagnosis.logread.rooterror import is_root_error
 from gpulens.diagnosis.logread.tracebacks import EXCEPTION, norm_body

@@ -9,11 +9,11 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread.phase_evidence import STEP_WARNINGS
 from gpulens.diagnosis.logread.phase_loops import LOOP_START
 from gpulens.diagnosis.logread.steplines import HEAD
 from gpulens.diagnosis.logread.tracebacks import TRACEBACK_HEAD
-from gpulens.diagnosis.logs import find_keys
 
 __all__ = ["an_hour_in_loop"]
 

@@ -11,16 +11,16 @@ import re
 from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
+from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.completion_messages import (
     AT_EXIT,
     completion_strength,
     is_completion,
 )
-from gpulens.diagnosis.logread.lines import TORCHRUN_BANNER, launch_banner
+from gpulens.diagnosis.logread.launches import TORCHRUN_BANNER, launch_banner
 from gpulens.diagnosis.logread.phase_text import LOOKBACK
 from gpulens.diagnosis.logread.steplines import SHOWN, on_screen, progress_count
-from gpulens.diagnosis.logs import find_keys
 
 __all__ = ["RUN_LOOKBACK", "completion_above", "run_end_above", "run_start"]
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from gpulens.diagnosis.logread.lines import bar_update, last_matching, text_on_bar
+from gpulens.diagnosis.keyscan import find_keys
+from gpulens.diagnosis.logread.bars import bar_update, text_on_bar
+from gpulens.diagnosis.logread.lines import last_matching
 from gpulens.diagnosis.logread.phase_eval import RESULT_LINE
 from gpulens.diagnosis.logread.phase_program import run_start
 from gpulens.diagnosis.logread.phase_text import is_bar, on_bar
@@ -30,7 +32,6 @@ from gpulens.diagnosis.logread.steplines import (
     to_float,
 )
 from gpulens.diagnosis.logread.tracebacks import TRACEBACK_HEAD
-from gpulens.diagnosis.logs import find_keys
 
 __all__ = ["bar_done", "bar_short", "counts_advance", "glued_bar", "glued_to_bar", "iter_in_epoch", "keras_printed",
            "last_step", "own_step", "past_first", "results_after_progress", "table_step", "verl_step_logged"]
@@ -158,7 +159,7 @@ def bar_done(lines: Sequence[str], floor: int, top: int) -> int | None:
 
 
 def _last_bar_update(lines: Sequence[str], floor: int, top: int) -> re.Match[str] | None:
-    """The tqdm update (groups 1 and 2: the count and the total, :func:`lines.bar_update`) of the last training
+    """The tqdm update (groups 1 and 2: the count and the total, :func:`bars.bar_update`) of the last training
     progress line before ``top``, when that line is a bar (or a Keras ``Progbar`` line, :func:`steplines.keras_bar`)."""
     got = step_lines(lines, floor, top)
     if not got:
@@ -244,7 +245,7 @@ def _bar_glued(line: str) -> str | None:
 def glued_bar(region: Sequence[str]) -> str | None:
     """The phase shown by a progress bar the traceback was printed onto (tqdm leaves no newline:
     ``Epoch 1/10:   0%|   | 0/375 [00:00<?, ?it/s]Traceback (most recent call last):``;
-    :func:`lines.text_on_bar`): the first step at 0/N, else training; ``None`` when there is no
+    :func:`bars.text_on_bar`): the first step at 0/N, else training; ``None`` when there is no
     such line."""
     for ln in region:
         if TRACEBACK_HEAD not in ln:

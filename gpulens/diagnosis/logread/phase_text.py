@@ -12,7 +12,8 @@ import re
 from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
-from gpulens.diagnosis.logread.lines import BarText, bar_update, is_terminal_kill, text_on_bar
+from gpulens.diagnosis.logread.bars import BarText, bar_update, text_on_bar
+from gpulens.diagnosis.logread.lines import is_terminal_kill
 from gpulens.diagnosis.logread.steplines import SHOWN, no_total_bar, on_screen
 
 __all__ = ["LOOKBACK", "failure_text", "is_bar", "job_report_cut", "killed", "on_bar", "shell_error", "shown_ends",
@@ -91,7 +92,7 @@ _JOB_REPORT = re.compile(r": line \d+: +\d+ (?:Killed|Terminated|Aborted|Hangup|
 
 
 def on_bar(line: str) -> BarText | None:
-    """The message printed onto a progress bar's line (:func:`lines.text_on_bar`), a bash job
+    """The message printed onto a progress bar's line (:func:`bars.text_on_bar`), a bash job
     report's command line left out (it says nothing of where the job stopped)."""
     return text_on_bar(job_report_cut(on_screen(line)))
 

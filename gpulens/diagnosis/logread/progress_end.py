@@ -8,8 +8,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread.lines import is_progress
-from gpulens.diagnosis.logs import find_keys
 
 __all__ = ["LAST_EPOCH", "LAST_STEP", "at_configured_end", "configured_totals", "counters", "counters_end",
            "is_progress_bar", "last_refresh", "short_of_configured"]

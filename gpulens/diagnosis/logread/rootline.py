@@ -20,6 +20,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from gpulens.diagnosis import logs
+from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.aborts import (
     abort_reason,
@@ -37,6 +38,7 @@ from gpulens.diagnosis.logread.aftermath import (
     without_spawned,
     without_teardown,
 )
+from gpulens.diagnosis.logread.caught import handled_blocks
 from gpulens.diagnosis.logread.chains import printed_with, root_lines, wraps
 from gpulens.diagnosis.logread.copies import (
     copy_of,
@@ -46,8 +48,6 @@ from gpulens.diagnosis.logread.copies import (
 from gpulens.diagnosis.logread.lines import (
     KERNEL_OOM,
     OOM_KILLED,
-    find_keys,
-    handled_blocks,
     is_benign,
     is_debugger_quit,
     is_failure,

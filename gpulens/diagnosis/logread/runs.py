@@ -10,16 +10,15 @@ import re
 from collections.abc import Callable, Sequence
 
 from gpulens.diagnosis import logs
+from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread.aborts import report_frame
 from gpulens.diagnosis.logread.copies import bare_shape, message_shape, restates
+from gpulens.diagnosis.logread.launches import TORCHRUN_BANNER, launch_banner
 from gpulens.diagnosis.logread.lines import (
-    TORCHRUN_BANNER,
     ends_own_process,
-    find_keys,
     has_error_level,
     is_failure,
     is_progress,
-    launch_banner,
 )
 from gpulens.diagnosis.logread.origins import AROUND
 from gpulens.diagnosis.logread.rooterror import is_root_error

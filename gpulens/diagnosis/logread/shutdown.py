@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.guarded import Guarded
+from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread.after_error import ranks_free, went_on
 from gpulens.diagnosis.logread.completion_messages import (
     AT_EXIT,
@@ -24,7 +25,6 @@ from gpulens.diagnosis.logread.lines import is_failure, is_progress
 from gpulens.diagnosis.logread.progress_end import counters_end, last_refresh
 from gpulens.diagnosis.logread.script_reports import script_report
 from gpulens.diagnosis.logread.tracebacks import has_head
-from gpulens.diagnosis.logs import find_keys
 
 __all__ = ["CAUGHT_LOOKBACK", "SCRIPT_LOOKBACK", "TEARDOWN_LOOKBACK", "FinishedBefore", "caught_before", "finished_before",
            "script_ran_after", "shutdown_error"]

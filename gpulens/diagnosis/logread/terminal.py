@@ -9,18 +9,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
+from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.after_error import trial_after, went_on
+from gpulens.diagnosis.logread.caught import handled_blocks
 from gpulens.diagnosis.logread.completion import open_traceback
+from gpulens.diagnosis.logread.drivers import dead_driver
 from gpulens.diagnosis.logread.handler_stops import written_after_bar
 from gpulens.diagnosis.logread.lastwords import last_words
 from gpulens.diagnosis.logread.lines import (
     ERROR_KEYS,
     KILL_KEYS,
     PROGRESS_KEYS,
-    dead_driver,
-    find_keys,
-    handled_blocks,
     is_failure,
     is_progress,
     is_scheduler_kill,

@@ -9,12 +9,12 @@ import re
 from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
+from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.answers import (
     cause_of,
     reorigin,
 )
-from gpulens.diagnosis.logread.lines import find_keys
 from gpulens.diagnosis.rules import Rule, match_rules
 from gpulens.diagnosis.types import Diagnosis
 

@@ -8,7 +8,7 @@ exceptions are printed oldest first, joined by the two messages of :data:`CHAINE
 (``_cause_message`` and ``_context_message`` there). The rest of the reader asks these helpers
 instead of writing the head literal and the walks out again. Three walks differ from
 :func:`traceback_head` and are kept as they answered (each says so): :func:`own_frame_code`,
-``diedbefore.died_before`` (a literal scan for the nearest head) and ``lines.driver_report``.
+``diedbefore.died_before`` (a literal scan for the nearest head) and ``drivers.driver_report``.
 """
 
 from __future__ import annotations

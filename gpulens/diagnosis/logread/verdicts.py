@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from gpulens.diagnosis.logread.lines import find_keys
+from gpulens.diagnosis.keyscan import find_keys
 
 __all__ = ["LAUNCHER_KEYS", "is_launcher_verdict", "verdict_lines"]
 

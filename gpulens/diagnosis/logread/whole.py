@@ -30,12 +30,14 @@ from gpulens.diagnosis.classifier import Classifier, whole_classifier
 from gpulens.diagnosis.logread import calibration, ranks, rootline
 from gpulens.diagnosis.logread.attempts import attempt_starts, new_in_last
 from gpulens.diagnosis.logread.badrecord import bad_record
+from gpulens.diagnosis.logread.caught import drop_caught
 from gpulens.diagnosis.logread.chains import failure_point
 from gpulens.diagnosis.logread.childexit import behind_secondary
 from gpulens.diagnosis.logread.completion import End, end_of_attempt, open_traceback
 from gpulens.diagnosis.logread.crashes import bare_crash, own_program_crash
 from gpulens.diagnosis.logread.damaged import damaged_file
 from gpulens.diagnosis.logread.divergence import diverged_before
+from gpulens.diagnosis.logread.drivers import driver_report
 from gpulens.diagnosis.logread.earlier import earlier_root
 from gpulens.diagnosis.logread.failed_runs import closed_after_failed_stage
 from gpulens.diagnosis.logread.failing import (
@@ -50,11 +52,7 @@ from gpulens.diagnosis.logread.heldmemory import held_elsewhere
 from gpulens.diagnosis.logread.joblines import job_lines, late_kills, root_rank_lines
 from gpulens.diagnosis.logread.kills import unattributed_kill
 from gpulens.diagnosis.logread.lineprefix import ray_free, strip_line_prefixes, strip_ray_prefixes
-from gpulens.diagnosis.logread.lines import (
-    driver_report,
-    drop_caught,
-    is_progress,
-)
+from gpulens.diagnosis.logread.lines import is_progress
 from gpulens.diagnosis.logread.markers import is_report_head
 from gpulens.diagnosis.logread.origins import (
     interleaved,
