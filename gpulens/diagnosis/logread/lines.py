@@ -50,7 +50,7 @@ ERROR_KEYS: tuple[str, ...] = (
     "rror", "ERROR", "xception", "FATAL", "atal", "ailed", "FAILED", "illed", "xhausted", "EXHAUSTED",
     "ssert", "bort", "Segmentation", "denied", "No space", "CANCELLED", "OOM", "imed out", "imeout",
     "nvalid", "xit", "Traceback", "SIG", "erminated", "Interrupt", "core dumped", "died", "Illegal",
-    "death signal", "Hangup", "defined signal", "srun: forcing", "State", "BdbQuit", "StopIteration",
+    "death signal", "Hangup", "defined signal", "srun: forcing", "State", "BdbQuit", "StopIteration", "can't open file",
     *logs.MPI_LAUNCH_KEYS,  # Open MPI / PRRTE / Horovod launch and stall failures: help texts with no error word
 )
 
@@ -200,7 +200,10 @@ _PROGRAM_ERROR = re.compile(
     # (PEP 479: raised out of a generator it becomes a RuntimeError; uncaught from next() it ends the process)
     r"^(?:\w+\.)*StopIteration\s*$|"
     r"^[\w./-]+: error: |^[\w./-]+(?: [\w./-]+){1,3}: error: (?:unrecognized arguments|the following arguments are "
-    r"required|argument [-\w/]+:|ambiguous option|one of the arguments|too few arguments)")
+    r"required|argument [-\w/]+:|ambiguous option|one of the arguments|too few arguments)|"
+    # CPython's own error when the script it was given cannot be opened (Modules/main.c pymain_run_file:
+    # "%ls: can't open file %R: [Errno %d] %s"), exit status 2: the interpreter ran nothing
+    r"^\S*python[\d.]*(?:\.exe)?: can't open file '[^']+': \[Errno \d+\] ")
 
 
 #: Lines above argparse's "prog: error: ..." searched for its "usage: prog [-h] ..." block.

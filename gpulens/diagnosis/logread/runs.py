@@ -70,11 +70,20 @@ def split_runs(lines: Sequence[str], own: Sequence[int], start: int, anew: bool 
     runs = [[own[0]]]
     memo: dict[int, str] = {}
     for prev, nxt in zip(own, own[1:], strict=False):
-        if any(prev < v < nxt for v in ends) or ends_own_process(lines, prev) \
-                or (anew and _started_again(lines, runs[-1], nxt, memo)):
+        if not _parallel_copy(lines, prev, nxt) and (any(prev < v < nxt for v in ends) or ends_own_process(lines, prev)
+                                                     or (anew and _started_again(lines, runs[-1], nxt, memo))):
             runs.append([])
         runs[-1].append(nxt)
     return runs
+
+
+def _parallel_copy(lines: Sequence[str], prev: int, nxt: int) -> bool:
+    """Whether the error line ``nxt`` repeats ``prev``'s message with nothing but blank lines between: the
+    processes a launcher started at once printing one error each (every rank's "can't open file"), one run
+    (README rule R5), not a job script running the program again (which prints its start-up before failing)."""
+    if any(ln.strip() for ln in lines[prev + 1:nxt]):
+        return False
+    return bare_shape(logs.normalize_line(lines[prev]).strip()) == bare_shape(logs.normalize_line(lines[nxt]).strip())
 
 
 #: The outermost frame of a traceback that reached the interpreter's top level: the main
