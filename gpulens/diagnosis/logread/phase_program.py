@@ -94,7 +94,7 @@ _NEXT_STAGE = re.compile(r"(?i)^[\W\d]*(?:\[[^\]]{0,40}\]\s*)*(?:\W*(?:running|s
 
 #: Completion strength below which a completion line does not end the run (a bare "Done!" that a set-up
 #: step prints: PyG's dataset processing "Processing..." then "Done!"; a job script's echo): the verdict's
-#: own bar for a completion line after a failure (``whole.WEAK_AFTER_FAILURE``).
+#: own bar for a completion line after a failure (``run_end.WEAK_AFTER_FAILURE``).
 _STRONG_END = 0.9
 
 
