@@ -72,3 +72,12 @@ def test_lines_hub_split_each_part_one_job_and_lines_exports_only_its_own() -> N
     moved = {"handled_blocks", "drop_caught", "driver_report", "dead_driver", "BarText", "bar_update", "text_on_bar",
              "spawned_child", "launch_banner", "TORCHRUN_BANNER", "prefix_free", "process_key"}
     assert not moved & own
+
+
+def test_one_bar_update_pattern() -> None:
+    """review42 item 8: timeouts read a bar's count with a looser pattern of its own; it asks bars now."""
+    from gpulens.diagnosis.logread.bars import bar_updates
+
+    assert "_BAR_COUNT" not in defined("timeouts")
+    shown = "Map:  40%|####      | 40/100 [00:09<00:13, 4.4it/s]\rMap: 100%|##########| 100/100 [00:20<00:00, 5.0it/s]"
+    assert [(m.group(1), m.group(2)) for m in bar_updates(shown)] == [("40", "100"), ("100", "100")]

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Iterator
 
-__all__ = ["BarText", "bar_update", "text_on_bar"]
+__all__ = ["BarText", "bar_update", "bar_updates", "text_on_bar"]
 
 
 #: A progress bar's update (tqdm: "| 954/2219 [09:43<12:49,  1.64it/s, loss=0.31]"): its count,
@@ -25,6 +26,11 @@ def bar_update(shown: str, *, after_blocks: bool = False) -> re.Match[str] | Non
     after the bar's blocks and their closing ``|`` (a bar with a known total). The one test of
     "is this a bar's update" for the reader (:func:`text_on_bar`, the phase's bar lines)."""
     return (_BAR_AFTER_BLOCKS if after_blocks else _BAR_UPDATE).search(shown)
+def bar_updates(shown: str) -> Iterator[re.Match[str]]:
+    """Every progress bar update in ``shown`` (:func:`bar_update`'s test), in order."""
+    return _BAR_UPDATE.finditer(shown)
+
+
 #: The cursor moves tqdm writes after a nested bar's refresh (``position=1``: ``\x1b[A``).
 _CURSOR = re.compile(r"\x1b\[\d*[A-D]")
 #: Characters at the end of a bar's last refresh looked at for it.
@@ -55,7 +61,7 @@ def text_on_bar(line: str) -> BarText | None:
         return None
     shown = line.rstrip("\r\n")
     shown = shown[shown.rfind("\r") + 1:][-_BAR_SHOWN:]  # the last refresh: what the terminal shows
-    last = next(reversed(list(_BAR_UPDATE.finditer(shown))), None)  # the last update on it
+    last = next(reversed(list(bar_updates(shown))), None)  # the last update on it
     if last is None:
         return None
     text = _CURSOR.sub("", shown[last.end():]).strip()

@@ -15,6 +15,7 @@ from gpulens.diagnosis.logread.answers import (
     cause_of,
     reorigin,
 )
+from gpulens.diagnosis.logread.bars import bar_updates
 from gpulens.diagnosis.rules import Rule, match_rules
 from gpulens.diagnosis.types import Diagnosis
 
@@ -159,7 +160,6 @@ def _fixed_node_rank(lines: Sequence[str], floor: int, stop: int) -> bool:
 
 #: Characters at the end of a line read for a progress bar (a tqdm line holds every update).
 _PREPARING_TAIL = 400
-_BAR_COUNT = re.compile(r"(\d+)/(\d+) \[")
 
 
 def _bar_done(line: str) -> bool:
@@ -168,5 +168,5 @@ def _bar_done(line: str) -> bool:
     shown = line[line.rfind("\r") + 1:] if "\r" in line else line
     if "100%|" in shown:
         return True
-    counts = _BAR_COUNT.findall(shown)
-    return bool(counts) and int(counts[-1][0]) >= int(counts[-1][1])
+    last = next(reversed(list(bar_updates(shown))), None)
+    return last is not None and int(last.group(1)) >= int(last.group(2))
