@@ -59,3 +59,22 @@ def test_the_one_host_open_mpi_reports_dead_processes_on_is_the_node() -> None:
     w = diagnose_text(_MPIRUN.format(a=1, h1="gaudi07", h2="gaudi07"))
     assert w.first_rank == 2 and w.first_node == "gaudi07"
     assert diagnose_text(_MPIRUN.format(a=1, h1="gaudi07", h2="gaudi08")).first_node is None  # several hosts: not known
+
+
+def _table(host: str, rank: int, time: str) -> list[str]:
+    return ["torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ", "=" * 60, "train.py FAILED",
+            "-" * 60, "Failures:", "  <NO_OTHER_FAILURES>", "-" * 60, "Root Cause (first observed failure):", "[0]:",
+            f"  time      : {time}", f"  host      : {host}", f"  rank      : {rank} (local_rank: 0)",
+            "  exitcode  : 1 (pid: 51220)", "  error_file: <N/A>",
+            "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html", "=" * 60]
+
+
+def test_of_several_agents_root_cause_tables_the_earliest_time_then_the_first_printed() -> None:
+    err = ["Traceback (most recent call last):", '  File "train.py", line 9, in <module>', "    import tiktoken",
+           "ModuleNotFoundError: No module named 'tiktoken'"]
+    tied = err + _table("nid07", 4, "2026-04-06_22:23:35") + _table("nid06", 0, "2026-04-06_22:23:35")
+    w = diagnose_text("\n".join(tied))
+    assert (w.first_rank, w.first_node) == (4, "nid07")
+    later_first = err + _table("nid07", 4, "2026-04-06_22:23:39") + _table("nid06", 0, "2026-04-06_22:23:35")
+    w = diagnose_text("\n".join(later_first))
+    assert (w.first_rank, w.first_node) == (0, "nid06")

@@ -94,12 +94,33 @@ def _earliest(tagged: list[tuple[int, ranks.Origin]], lines: Sequence[str]) -> r
     return tagged[0][1]
 
 
+#: The time field of a torchrun failure table entry (torch/distributed/elastic/multiprocessing/errors/__init__.py
+#: ``ProcessFailure.timestamp_isoformat``: "%Y-%m-%d_%H:%M:%S").
+_TABLE_TIME = re.compile(r"\btime\s*:\s*(\d{4}-\d\d-\d\d_\d\d:\d\d:\d\d)")
+
+
+#: Lines below a ``Root Cause`` head that hold its first entry.
+_ENTRY_ROWS = 12
+
+
+def _first_observed(lines: Sequence[str], tables: Sequence[int]) -> int:
+    """Which of several ``Root Cause`` tables (each node's torchrun agent prints its own) names the failure seen
+    first: the earliest time its first entry gives, the first printed on a tie (README rule R5); the last table
+    when they give no time (torch 1.9's table has none)."""
+    times = [next((m.group(1) for ln in lines[at + 1:at + _ENTRY_ROWS] if (m := _TABLE_TIME.search(ln))), None)
+             for at in tables]
+    if len(tables) < 2 or not all(times):
+        return tables[-1]
+    first = min(range(len(tables)), key=lambda k: (times[k] or "", k))
+    return tables[first]
+
+
 def _launcher_origin(lines: Sequence[str], start: int) -> ranks.Origin | None:
     """The rank (and host) a launcher's summary names as the first to fail."""
     found = find_keys(lines, (*ranks.ROOT_CAUSE_HEADS, "Process name:"), start)
     tables = [i for i in found if "Root Cause" in lines[i]]
     if tables:
-        at = tables[-1]  # torchrun prints its other failures ("Failures:") just above the root cause
+        at = _first_observed(lines, tables)  # torchrun prints its other failures ("Failures:") just above the root cause
         head = next((k for k in range(at - 1, max(start, at - _TABLE_ROWS) - 1, -1) if "Failures:" in lines[k]), at)
         table = ranks.root_cause_table(lines[at:at + 12], lines[head + 1:at])
         if table is not None:
