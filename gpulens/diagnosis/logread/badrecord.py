@@ -15,7 +15,7 @@ from gpulens.diagnosis.logread.answers import MAX_EVIDENCE
 from gpulens.diagnosis.logread.lines import is_progress
 from gpulens.diagnosis.types import Diagnosis
 
-__all__ = ["bad_record", "one_record_failed"]
+__all__ = ["EITHER_READING", "bad_record", "one_record_failed"]
 
 
 #: The generic rule of a plain Python exception, and torch's re-raise of one that a DataLoader
@@ -34,8 +34,8 @@ _BAD_RECORD_CONFIDENCE = 0.6
 #: index or shape assert, a broadcast mismatch) raised in data-reading code (a Dataset's
 #: __getitem__ or a collate_fn, which is what a DataLoader worker runs) is incorrect_input. Plain
 #: bugs of code (TypeError, AttributeError, NameError) stay semantic errors.
-_WORKER_EITHER = re.compile(r"(KeyError|IndexError|AssertionError|ValueError|RuntimeError|ZeroDivisionError): "
-                            r"Caught \1 in DataLoader worker process \d+")
+EITHER_READING = ("KeyError", "IndexError", "AssertionError", "ValueError", "RuntimeError", "ZeroDivisionError")
+_WORKER_EITHER = re.compile(rf"({'|'.join(EITHER_READING)}): Caught \1 in DataLoader worker process \d+")
 _WORKER_RULES = frozenset({_GENERIC_EXCEPTION, "dataloader-worker-reraised"})
 
 

@@ -60,6 +60,7 @@ from gpulens.diagnosis.logread.origins import (
 )
 from gpulens.diagnosis.logread.phase import phase_of
 from gpulens.diagnosis.logread.phase_steps import last_step, own_step
+from gpulens.diagnosis.logread.readerthread import reader_thread_root
 from gpulens.diagnosis.logread.run_end import (
     EARLIER_COMPLETION,
     completion_after,
@@ -366,6 +367,7 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
     d = bad_record(d, lines, starts[-1], start)
     d = behind_secondary(d, lines, starts[-1], start, lambda text: clf.classify_text(text, file=file, keep_final=True),
                          failures[-1] + 1 if failures else None)
+    d = reader_thread_root(d, lines, starts[-1], start, lambda text: clf.classify_text(text, file=file, keep_final=True))
     d = unattributed_kill(unnamed_stop(d, lines), lines, starts[-1])
     d = preparing_data(unattributed_timeout(d), lines, starts[-1], failures, clf.rules)
     d = damaged_file(own_program_crash(bare_crash(d, lines, starts[-1]), lines))
