@@ -10,12 +10,15 @@ The checks run on the classifier's answer for that context each live in a module
 
 - joblines: the lines the classifier sees beside the first failing rank's own;
 - lineprefix: the per-line prefixes removed before it reads them;
-- divergence, earlier, badrecord, heldmemory, childexit: the cause printed before or behind what
-  it read (a diverged loss, an earlier stage's failure, one bad record, a GPU held elsewhere, a
-  child's own error behind a launcher's report);
+- divergence, earlier, badrecord, heldmemory, childexit, readerthread: the cause printed before or
+  behind what it read (a diverged loss, an earlier stage's failure, one bad record, a GPU held
+  elsewhere, a child's own error behind a launcher's report, Paddle's data reader thread's error);
 - timeouts, stops, damaged, kills, crashes: who a timeout, an outside stop, a damaged file, a
   bare kill or a bare crash is owed to;
 - answers and diedbefore: the answers those checks give, and whether a process died first.
+
+Where the run ends and which lines ended it are read by run_end and terminal; the first failing
+rank and node by failing (with origins and ranks).
 """
 
 from __future__ import annotations
