@@ -325,7 +325,11 @@ def _before_the_rules(view: logs.LogView, pick: _Pick, file: str | None,
     secondary messages, an import error when the failure was raised while Python imported a
     library; else None."""
     best = pick.best
-    secondary = view.secondary_only and (best is None or best.rule.generic or logs.is_secondary(best.line))
+    # a launcher's report that a child died of a native crash signal (a generic crash rule: "exits with return
+    # code = -6", "failed (exitcode: -11)") is the crash's own line, not a secondary report beside its teardown
+    crash_exit = best is not None and best.rule.category == "crash" and not logs.is_secondary(best.line)
+    secondary = view.secondary_only and not crash_exit and (best is None or best.rule.generic
+                                                            or logs.is_secondary(best.line))
     if secondary and not pick.from_context:
         lines = "; ".join(x[:160] for x in view.secondary_lines[:2])
         d = _unknown("only secondary messages (a peer, child process or actor reports a failure that "
