@@ -8,7 +8,7 @@ Each job it draws on has its own module: :mod:`tracebacks` (a traceback's head, 
 :mod:`rooterror` (what can be the root error), :mod:`origins` (which rank printed a line, which
 failed first, the others' echo lines), :mod:`verdicts`, :mod:`markers` (roots that state no error),
 :mod:`copies` (one message printed more than once), :mod:`aborts`, :mod:`runs` (the job script's
-runs), :mod:`chains` (a chain's root lines), :mod:`aftermath` (errors the run did not end on),
+runs), :mod:`chains` (a chain's root lines), :mod:`aftermath` and :mod:`scriptcmds` (errors the run did not end on),
 :mod:`messages` (a message's lines), :mod:`records` (logging headers) and :mod:`signals`. Other stages
 import what they need from those modules, not from here.
 """
@@ -84,6 +84,7 @@ from gpulens.diagnosis.logread.runs import (
     last_run_again,
     split_runs,
 )
+from gpulens.diagnosis.logread.scriptcmds import script_went_on
 from gpulens.diagnosis.logread.signals import (
     agent_death_signal,
 )
@@ -181,7 +182,7 @@ def _own_errors(at: _Attempt, hook: Collection[int], ownline: Callable[[int], bo
                              and not spawn_lost(lines, i)])
     again = printed_again(lines, own, norm)
     own = [i for i in own if not logged_warning(lines[i]) and not logged_and_went_on(lines, i, own, norm)
-           and i not in again] or own
+           and i not in again and not script_went_on(lines, i, own, norm)] or own
     errors = [i for i in own if not is_scheduler_kill(norm(i))]
     caught = set(errors) if errors and killed_after_going_on(lines, errors[-1], region, norm, ownline) else set()
     own = [i for i in own if i not in caught]
