@@ -821,8 +821,8 @@ def test_a_rank_s_traceback_printed_unprefixed_then_with_its_prefix_counts_at_it
     # with "[rank0]: "; the other ranks' lines follow
     disk = "OSError: Not enough disk space. Needed: Unknown size (download: 45.32 MiB, generated: 153.54 MiB)"
     lines = [f"step {k:05d}/21400 | loss: 2.1 | dt: 410ms" for k in range(21390, 21400)]
-    lines += ["Traceback (most recent call last):", '  File "/srv/job/mid_train.py", line 93, in <module>',
-              '    ds = load_dataset("cais/mmlu", subset, split=split)', disk]
+    lines += ["Traceback (most recent call last):", '  File "/srv/job/train.py", line 41, in <module>',
+              '    out = model(batch)', disk]
     lines += _rank_traceback(0, disk) + _rank_traceback(3, disk) + _rank_traceback(5, disk)
     lines += [f"step {k:05d}/21400 | loss: 2.1 | dt: 410ms" for k in range(21400, 21403)]
     lines += _TORCHRUN_TAIL

@@ -128,13 +128,26 @@ def printed_with(lines: Sequence[str], i: int, mine: Callable[[int], bool]) -> l
     first = chain_start(lines, head, max(0, head - AROUND * 5))
     out = [k for k in _chain_exceptions(lines, first, head) if mine(k)]
     above = next((k for k in range(first - 1, max(-1, first - 4), -1) if lines[k].strip()), None)
-    if above is not None and mine(above) and message_shape(norm_body(lines[above])) == message_shape(body):
+    if above is not None and mine(above) and message_shape(norm_body(lines[above])) == message_shape(body) \
+            and _last_frame(lines, above) in (None, _last_frame(lines, i)):
         out.append(above)
         prev = traceback_head(lines, above)
         if prev is not None and has_head(lines[prev]):
             start = chain_start(lines, prev, max(0, prev - AROUND * 5))
             out += [k for k in _chain_exceptions(lines, start, prev) if mine(k)]
     return out
+
+
+def _last_frame(lines: Sequence[str], i: int) -> str | None:
+    """The innermost ``File "...", line N, in f`` frame of the traceback the exception line ``i`` ends (without a
+    rank prefix), where the exception was raised: a copy of one traceback raised it in the same place; two
+    processes stopped by one message (``KeyboardInterrupt`` in two imports) did not."""
+    head = traceback_head(lines, i)
+    for k in range(i - 1, -1 if head is None else head, -1):
+        text = unprefixed(lines[k]).strip()
+        if text.startswith('File "'):
+            return text
+    return None
 
 
 def _chain_exceptions(lines: Sequence[str], first: int, last_head: int) -> list[int]:
