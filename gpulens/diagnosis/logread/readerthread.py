@@ -9,13 +9,12 @@ traceback's text, its newlines escaped (``paddle/io/dataloader/worker.py`` ``_Wo
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Callable, Sequence
 
 from gpulens.diagnosis.hints import hint_for
 from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread.badrecord import EITHER_READING
-from gpulens.diagnosis.logread.tracebacks import TRACEBACK
+from gpulens.diagnosis.logread.tracebacks import EXCEPTION, TRACEBACK
 from gpulens.diagnosis.types import Diagnosis
 from gpulens.vocab import NO_FAILURE
 
@@ -58,12 +57,8 @@ def reader_thread_root(d: Diagnosis, lines: Sequence[str], floor: int, start: in
 def _either_reading(text: str) -> bool:
     """Whether the thread's last exception is one whose message could be the data's or the code's
     (:data:`badrecord.EITHER_READING`): in the reader, data-reading code, README C4 makes it incorrect_input."""
-    last = next((m for ln in reversed(text.splitlines()) if (m := _EXCEPTION_NAME.match(ln))), None)
-    return last is not None and last.group(1) in EITHER_READING
-
-
-#: An exception line's type, without its module ("KeyError: ...", "builtins.KeyError: ...").
-_EXCEPTION_NAME = re.compile(r"^(?:[\w]+\.)*(\w+(?:Error|Exception)):")
+    last = next((m for ln in reversed(text.splitlines()) if (m := EXCEPTION.match(ln))), None)
+    return last is not None and last.group("name") in EITHER_READING
 
 
 def _thread_error(lines: Sequence[str], lo: int, hi: int) -> str | None:

@@ -39,9 +39,9 @@ CHAINED = ("The above exception was the direct cause of the following exception"
            "During handling of the above exception, another exception occurred")
 #: An exception's final line ("torch.OutOfMemoryError: …", "KeyboardInterrupt", Ray's
 #: "RayTaskError(ValueError): …"): the type, then its message after ": " or nothing (CPython's
-#: traceback.format_exception_only), not a sentence that starts with the word ("Exit code: 1", a job
+#: traceback.format_exception_only; its type name in the group "name"), not a sentence that starts with the word ("Exit code: 1", a job
 #: script's report; "Error executing job with overrides: …", Hydra's; "Exception in thread …").
-EXCEPTION = re.compile(r"(?:[\w.]+\.)?(?:[A-Z]\w*)?(?:Error|Exception|Interrupt|Quit|Exit|Failure)\b(?=[:(]|\s*$)")
+EXCEPTION = re.compile(r"(?:[\w.]+\.)?(?P<name>(?:[A-Z]\w*)?(?:Error|Exception|Interrupt|Quit|Exit|Failure))\b(?=[:(]|\s*$)")
 #: Where installed libraries' files live (a frame there is not the job's own code).
 _LIBRARY_DIRS = ("site-packages/", "dist-packages/", "/lib/python3.", "/lib/python2.")
 #: Frames read up from an exception line for the job's own.
