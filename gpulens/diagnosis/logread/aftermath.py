@@ -24,6 +24,7 @@ from gpulens.diagnosis.logread.lines import (
 from gpulens.diagnosis.logread.records import names_level, warning_head
 from gpulens.diagnosis.logread.runs import ended_uncaught, printing
 from gpulens.diagnosis.logread.signals import (
+    abseil_stop,
     agent_death_signal,
     signal_raised,
     sigterm_report,
@@ -48,9 +49,10 @@ def without_aftermath(own: list[int], region: Sequence[int], norm: Callable[[int
     """``own`` without the exceptions the signal of a scheduler's end of the job (its time limit,
     preemption or cancel line in ``region``) or of torchrun's agent's ("Received Signals.SIGINT death signal,
     shutting down workers": torch/distributed/elastic/agent/server/api.py, the signal it got and passes on to
-    its workers) raised after that line (README rule R6)."""
+    its workers) or of abseil's report of a stop signal ("*** SIGTERM received at time=...") raised after that
+    line (README rule R6)."""
     kill = next((i for i in region if _ENDED_FROM_OUTSIDE.search(norm(i)) is not None
-                 or agent_death_signal(norm(i))), None)
+                 or agent_death_signal(norm(i)) or abseil_stop(norm(i))), None)
     if kill is None:
         return own
     return [i for i in own if i <= kill or not signal_raised(ranks.strip_prefix(norm(i)).strip())]

@@ -120,6 +120,9 @@ _KILL = Guarded(
     r"|\b(?:State:\s*|JobState=)(?:FAILED|TIMEOUT|OUT_OF_MEMORY|NODE_FAIL|PREEMPTED|CANCELLED)\b"
     r"|exited with non-zero status [1-9]"
     r"|[Rr]eceived SIG\w+|[Rr]eceived \d+ death signal|terminate called|Fatal Python error|KeyboardInterrupt"
+    # abseil's failure signal handler (absl/debugging/failure_signal_handler.cc WriteSignalMessage: "*** SIGTERM
+    # received at time=1748300290 on cpu 8 ***"), installed by TensorFlow, JAX, Ray's workers and the libraries on them
+    r"|\*\*\* SIG(?:TERM|INT|HUP|KILL) received at time="
     r"|srun: error: .*(?:Exited|Terminated|Killed)"
     # bash reporting a child killed by SIGTERM/SIGHUP/SIGUSR (a scheduler's or a session's end), srun giving up
     r"|^\s*(?:\S+: line \d+:\s+\d+\s+)?(?:Terminated|Hangup|User defined signal [12])\b"

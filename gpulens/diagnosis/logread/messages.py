@@ -76,8 +76,8 @@ def not_heads(lines: Sequence[str], own: list[int]) -> list[int]:
 def _heads_traceback(lines: Sequence[str], i: int) -> bool:
     if has_head(lines[i]):
         return True
-    if EXCEPTION.match(logs.normalize_line(unprefixed(lines[i])).strip()):
-        return False  # an exception line (the next traceback is another printing)
+    if EXCEPTION.match(logs.normalize_line(unlogged(unprefixed(lines[i]))).strip()):
+        return False  # an exception line, a logger's too (the next traceback is another printing)
     end = i  # the message's last line: a logger prints all of it, then the traceback (exc_info)
     while end + 1 < len(lines) and _continues(lines, i, end + 1):
         end += 1

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["TERM_REPORT_KEYS", "agent_death_signal", "is_stop_record", "names_a_signal", "sigterm_report",
+__all__ = ["TERM_REPORT_KEYS", "abseil_stop", "agent_death_signal", "is_stop_record", "names_a_signal", "sigterm_report",
            "signal_raised", "stop_report", "workers_terminated"]
 
 #: The literals of glog's and abseil's fatal-signal handler's report of a SIGTERM (glog's, which Paddle
@@ -40,8 +40,10 @@ _DEATH_SIGNAL = re.compile(r"Received (?:\d+|Signals\.SIG[A-Z]+) death signal")
 #: The exceptions a signal raises in the process it reaches (README rule R6: not labelled after the
 #: line that says a scheduler ended the job): Python's KeyboardInterrupt (SIGINT), torchrun's
 #: ``SignalException: Process N got signal: 15`` (torch/distributed/elastic/multiprocessing/api.py),
-#: Lightning's ``SIGTERMException`` (lightning/pytorch/utilities/exceptions.py).
-_AFTERMATH = re.compile(r"(?:[\w.]+\.)?(?:KeyboardInterrupt|SignalException|SIGTERMException)\b")
+#: Lightning's ``SIGTERMException`` (lightning/pytorch/utilities/exceptions.py), and asyncio's ``CancelledError`` of the
+#: tasks an event loop cancels as the signal's exception unwinds it (asyncio/runners.py ``_cancel_all_tasks``: a
+#: server's pending requests, vLLM's RPC client waiting on its engine).
+_AFTERMATH = re.compile(r"(?:[\w.]+\.)?(?:KeyboardInterrupt|SignalException|SIGTERMException|CancelledError)\b")
 #: A data loader's report that its worker processes ended by SIGTERM (Paddle's
 #: paddle/fluid/imperative/data_loader.cc "DataLoader process (pid N) exited is killed by signal:
 #: Terminated.", raised by multiprocess_utils' SIGCHLD handler; torch's "DataLoader worker (pid N) is
@@ -64,6 +66,16 @@ def names_a_signal(text: str) -> bool:
 def stop_report(norm: str) -> bool:
     """Whether a line is Paddle's report of a SIGTERM or a SIGABRT its handler caught (:data:`_STOP_REPORT`)."""
     return _STOP_REPORT.search(norm) is not None
+
+
+#: abseil's failure signal handler reporting a stop signal (absl/debugging/failure_signal_handler.cc
+#: WriteSignalMessage: "*** SIGTERM received at time=1748300290 on cpu 8 ***"; TensorFlow, JAX and Ray's workers install it).
+_ABSEIL_STOP = re.compile(r"\*\*\* SIG(?:TERM|INT|HUP|KILL) received at time=")
+
+
+def abseil_stop(norm: str) -> bool:
+    """Whether a line is abseil's report of a stop signal (:data:`_ABSEIL_STOP`)."""
+    return "received at time=" in norm and _ABSEIL_STOP.search(norm) is not None
 
 
 def sigterm_report(norm: str) -> bool:
