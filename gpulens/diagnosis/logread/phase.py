@@ -25,6 +25,7 @@ from gpulens.diagnosis.logread.phase_eval import (
     evaluation_reported,
     metrics_computed,
     names_eval,
+    served_requests,
     since_last_step,
     trainer_evaluating,
 )
@@ -246,6 +247,8 @@ def _without_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[
         return "evaluation"  # P5: an evaluation program that printed its scores had run past its set-up
     if first_collective(region):
         return "first_step"
+    if served_requests(lines, floor, top):
+        return "evaluation"  # P5: an inference server answered model requests: past its set-up, serving
     # (P9: a kill on the file's first line, none of the process' output above it, shows a job that started, no more)
     if top > 0 and any(OUT_OF_TIME.search(ln) for ln in (*region, *lines[top:top + KILL_AFTER])):
         return "training"  # it ran for its whole allocation: the steps went where this log does not show

@@ -1,0 +1,73 @@
+"""Reader round 24, phase (P1-P11 of sample_logs/whole/README.md, "Phase: rules"), on excerpts written by hand in the
+formats the libraries print: an inference server's access log (uvicorn under vLLM, Gin under Ollama) and vLLM's
+client shutting down after its engine died."""
+
+from __future__ import annotations
+
+from gpulens.diagnosis.logread.phase import phase_of
+
+_API = "\x1b[0;36m(APIServer pid=4100)\x1b[0;0m "
+
+
+def _vllm_server(requests: int) -> list[str]:
+    """A vLLM OpenAI-compatible server started under uvicorn, then ``requests`` chat requests answered."""
+    head = [f"{_API}INFO 05-02 10:00:01 [api_server.py:1800] vLLM API server version 0.11.0",
+            f"{_API}INFO 05-02 10:00:40 [launcher.py:30] Available routes are:",
+            f"{_API}INFO:     Started server process [4100]",
+            f"{_API}INFO:     Waiting for application startup.",
+            f"{_API}INFO:     Application startup complete."]
+    served = [f'{_API}INFO:     127.0.0.1:50{k:03d} - "POST /v1/chat/completions HTTP/1.1" 200 OK' for k in range(requests)]
+    return [*head, *served]
+
+
+def _engine_died() -> list[str]:
+    """vLLM's V1 client reports its engine process gone, then uvicorn stops the server."""
+    return [f"{_API}ERROR 05-02 13:00:00 [core_client.py:600] Engine core proc EngineCore_DP0 died unexpectedly, "
+            "shutting down client.",
+            f"{_API}ERROR 05-02 13:00:00 [async_llm.py:546] AsyncLLM output_handler failed.",
+            f"{_API}ERROR 05-02 13:00:00 [async_llm.py:546] vllm.v1.engine.exceptions.EngineDeadError: EngineCore "
+            "encountered an issue. See stack trace (above) for the root cause.",
+            f"{_API}INFO:     Shutting down",
+            f"{_API}INFO:     Waiting for application shutdown.",
+            f"{_API}INFO:     Application shutdown complete."]
+
+
+def test_vllm_engine_death_after_serving_is_evaluation() -> None:
+    """P5: a server that answered requests is past its set-up; its engine dying is no teardown of its own (the client's
+    "shutting down client" and uvicorn's "Shutting down" are reactions to it)."""
+    lines = [*_vllm_server(6), *_engine_died()]
+    at = len(lines) - 6
+    assert phase_of(lines, at, lines[:at + 3]) == "evaluation"
+
+
+def test_vllm_engine_death_before_any_request_is_startup() -> None:
+    """The same death before the server answered a request: nothing shows it served (P5's set-up)."""
+    lines = [*_vllm_server(0), *_engine_died()]
+    at = len(lines) - 6
+    assert phase_of(lines, at, lines[:at + 3]) == "startup"
+
+
+def _ollama(requests: int) -> list[str]:
+    """An Ollama server (Gin's access log) answering chat requests of an evaluation script."""
+    head = ["time=2025-06-26T20:00:00.000Z level=INFO source=routes.go:1200 msg=\"Listening on 127.0.0.1:11434\"",
+            "llama_model_loader: loaded meta data with 30 key-value pairs",
+            "print_info: model type       = 4B"]
+    served = [f"[GIN] 2025/06/26 - 22:{k:02d}:34 | 200 |         1m59s |       127.0.0.1 | POST     "
+              "\"/v1/chat/completions\"" for k in range(requests)]
+    return [*head, *served]
+
+
+def test_time_limit_while_ollama_serves_is_evaluation() -> None:
+    """P5/P9: a time limit while the server answers an evaluation's requests takes the serving's phase (not the
+    ``training`` a whole allocation spent stepping out of sight would be)."""
+    lines = [*_ollama(5), "slurmstepd: error: *** JOB 42 ON node-03 CANCELLED AT 2025-06-26T22:39:06 DUE TO TIME LIMIT ***"]
+    at = len(lines) - 1
+    assert phase_of(lines, at, lines) == "evaluation"
+
+
+def test_health_checks_are_no_served_request() -> None:
+    """A model list or health check runs no model: the server's work has not begun."""
+    lines = [*_vllm_server(0), f'{_API}INFO:     127.0.0.1:50000 - "GET /v1/models HTTP/1.1" 200 OK',
+             f'{_API}INFO:     127.0.0.1:50001 - "GET /health HTTP/1.1" 200 OK', *_engine_died()]
+    at = len(lines) - 6
+    assert phase_of(lines, at, lines[:at + 3]) == "startup"
