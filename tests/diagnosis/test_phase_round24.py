@@ -71,3 +71,33 @@ def test_health_checks_are_no_served_request() -> None:
              f'{_API}INFO:     127.0.0.1:50001 - "GET /health HTTP/1.1" 200 OK', *_engine_died()]
     at = len(lines) - 6
     assert phase_of(lines, at, lines[:at + 3]) == "startup"
+
+
+def _logged(level: str, msg: str) -> str:
+    """A record of ``logging``'s ``"%(asctime)s - %(levelname)s - %(message)s"`` format."""
+    return f"2026-03-01 09:00:12,501 - {level} - {msg}"
+
+
+def test_nested_handlers_logging_before_the_traceback_read_the_reported_one() -> None:
+    """P1/P7: an earlier attempt's traceback (ended) above, then nested handlers each log their error (the inner one's
+    "loading failed", the outer one's "training failed") before the outer ``logger.exception`` prints the traceback of
+    the failure: that traceback's frames (``torch.load``) name the activity, not the earlier attempt's."""
+    earlier = ["Traceback (most recent call last):",
+               '  File "/src/distill.py", line 400, in main',
+               "    scaler.unscale_(optimizer)",
+               "ValueError: Attempting to unscale FP16 gradients."]
+    relaunch = [_logged("INFO", "args: Namespace(teacher_path='./teacher.pt')"), _logged("INFO", "loading teacher ...")]
+    failure = [_logged("ERROR", "loading the teacher failed: [Errno 2] No such file or directory: './teacher.pt'"),
+               _logged("ERROR", "training failed: [Errno 2] No such file or directory: './teacher.pt'"),
+               "Traceback (most recent call last):",
+               '  File "/src/distill.py", line 340, in main',
+               "    teacher = load_teacher(args)",
+               '  File "/src/distill.py", line 160, in load_teacher',
+               "    state = torch.load(args.teacher_path, map_location=device)",
+               '  File "/opt/env/lib/python3.10/site-packages/torch/serialization.py", line 1484, in load',
+               '    with _open_file_like(f, "rb") as opened_file:',
+               "FileNotFoundError: [Errno 2] No such file or directory: './teacher.pt'"]
+    lines = [*earlier, *relaunch, *failure]
+    at = len(earlier) + len(relaunch)
+    assert phase_of(lines, at, lines[:at + 3], len(earlier)) == "checkpoint_load"
+    assert phase_of(lines, at, lines[:at + 3]) == "checkpoint_load"  # the relaunch not told apart: the same
