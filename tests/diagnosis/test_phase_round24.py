@@ -101,3 +101,31 @@ def test_nested_handlers_logging_before_the_traceback_read_the_reported_one() ->
     at = len(earlier) + len(relaunch)
     assert phase_of(lines, at, lines[:at + 3], len(earlier)) == "checkpoint_load"
     assert phase_of(lines, at, lines[:at + 3]) == "checkpoint_load"  # the relaunch not told apart: the same
+
+
+def test_dpo_reference_trainer_eval_bar_is_evaluation() -> None:
+    """P4: the DPO reference trainer (and HALOs) evaluates before its first step, "Running evaluation after 0 train
+    examples" then its ``Computing eval metrics`` bar; the other processes' set-up lines and the spawner's own traceback
+    printed after the bar do not hide it (a bar at 0/32 there is no training step)."""
+    others = [ln for p in (1, 2, 3) for ln in (f"{p} initializing distributed", f"Creating trainer on process {p} with world size 4",
+                                              *["world_size: 1"] * 8, f"Loaded model on rank {p}")]
+    spawn = ["Error executing job with overrides: ['loss=kto', 'model=llama7b']",
+             "Traceback (most recent call last):",
+             '  File "/src/train.py", line 229, in main',
+             "    mp.spawn(worker_main, nprocs=world_size, args=(world_size, config), join=True)",
+             "torch.multiprocessing.spawn.ProcessRaisedException: ",
+             "",
+             "-- Process 3 terminated with the following error:"]
+    inner = ["Traceback (most recent call last):",
+             '  File "/opt/env/lib/python3.10/site-packages/torch/multiprocessing/spawn.py", line 74, in _wrap',
+             "    fn(i, *args)",
+             '  File "/src/train.py", line 85, in worker_main',
+             "    trainer.train()",
+             '  File "/src/trainers.py", line 370, in train',
+             "    all_eval_metrics[k].extend(v)",
+             "TypeError: 'float' object is not iterable"]
+    lines = ["starting 4 processes for FSDP training", "Loaded model on rank 0", "Using RMSprop optimizer with learning rate 2e-05",
+             "Running evaluation after 0 train examples",
+             "Computing eval metrics:   0%|          | 0/32 [00:03<?, ?it/s]", *others, *spawn, *inner]
+    at = len(lines) - 1
+    assert phase_of(lines, at, lines[at - 40:]) == "evaluation"

@@ -74,7 +74,7 @@ def names_eval(text: str) -> bool:
 #: OpenMMLab's ``single_gpu_test``/``multi_gpu_test`` print while running a model over a test set.
 _TASK_BAR = re.compile(r"\[[> ]*\]\s*(\d+)/(\d+), [\d.]+ task/s, elapsed:")
 #: Lines above a failure searched for the evaluation's progress line.
-_EVAL_LOOKBACK = 40
+_EVAL_LOOKBACK = 60
 
 
 def evaluating(lines: Sequence[str], floor: int, top: int) -> bool:
@@ -128,7 +128,7 @@ _CAFFE_TEST = ", Testing net (#"
 
 
 #: First characters of an evaluation's progress line (:data:`steplines.EVAL_BAR`'s names, a bracket or bar), read before the pattern.
-_EVAL_HEADS = "EeVvTtPpIiSsR[|"
+_EVAL_HEADS = "EeVvTtPpIiSsRC[|"
 #: mmengine's (OpenMMLab 2.x) LogProcessor line, after its logger's prefix ("2024/05/01 10:00:00 -
 #: mmengine - INFO - "): ``Epoch(train)  [5][ 50/625]``, ``Epoch(val) [5][ 50/625]``, ``Epoch(test)
 #: [ 50/625]``, ``Iter(train) [ 50/10000]``, ``Iter(val) [ 50/2000]``: the loop and its counter.
