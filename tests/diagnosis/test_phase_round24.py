@@ -129,3 +129,35 @@ def test_dpo_reference_trainer_eval_bar_is_evaluation() -> None:
              "Computing eval metrics:   0%|          | 0/32 [00:03<?, ?it/s]", *others, *spawn, *inner]
     at = len(lines) - 1
     assert phase_of(lines, at, lines[at - 40:]) == "evaluation"
+
+
+def _vllm_offline() -> list[str]:
+    """vLLM's offline ``LLM`` being built: its engine core's lines, then the constructor's last line."""
+    core = "\x1b[1;36m(EngineCore_DP0 pid=7001)\x1b[0;0m "
+    return ["INFO 07-31 15:57:37 [__init__.py:216] Automatically detected platform cuda.",
+            f"{core}INFO 07-31 15:57:43 [gpu_model_runner.py:2602] Starting to load model /models/embed-2b...",
+            f"{core}INFO 07-31 15:57:48 [default_loader.py:267] Loading weights took 3.82 seconds",
+            f"{core}INFO 07-31 15:57:52 [gpu_worker.py:298] Available KV cache memory: 7.90 GiB",
+            f"{core}INFO 07-31 15:57:52 [core.py:210] init engine (profile, create kv cache, warmup model) took 4.18 seconds",
+            "INFO 07-31 15:57:54 [llm.py:306] Supported_tasks: ['embed']"]
+
+
+def test_native_crash_right_after_vllm_llm_built_is_evaluation() -> None:
+    """P5: a script that builds vLLM's ``LLM`` and crashes at once (a kernel compiled for its first prompts) with no
+    training loop anywhere was running its prompts."""
+    lines = [*_vllm_offline(), "Unsupported conversion from f16 to f16", "LLVM ERROR: Unsupported rounding mode for conversion."]
+    at = len(lines) - 1
+    assert phase_of(lines, at, lines) == "evaluation"
+
+
+def test_vllm_llm_built_inside_a_trainer_is_not_evaluation() -> None:
+    """The same engine built by a trainer (an RL job's rollout engine), the failure's frames in the trainer: not P5."""
+    tb = ["Traceback (most recent call last):",
+          '  File "/src/train_grpo.py", line 90, in <module>',
+          "    trainer.train()",
+          '  File "/opt/env/lib/python3.10/site-packages/trl/trainer/grpo_trainer.py", line 1200, in _move_model_to_vllm',
+          "    llm_model.load_weights(state_dict.items())",
+          "RuntimeError: CUDA error: an illegal memory access was encountered"]
+    lines = [*_vllm_offline(), *tb]
+    at = len(lines) - 1
+    assert phase_of(lines, at, lines) != "evaluation"

@@ -20,6 +20,7 @@ from gpulens.diagnosis import logs
 from gpulens.diagnosis.logread.phase_checkpoint import checkpoint_phase
 from gpulens.diagnosis.logread.phase_clock import an_hour_in_loop
 from gpulens.diagnosis.logread.phase_eval import (
+    engine_just_built,
     evaluating,
     evaluation_announced,
     evaluation_reported,
@@ -263,4 +264,6 @@ def _without_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[
         or stepped(lines, floor, min(len(lines), top + 1)) or (frames is None and killed(lines, top) and loop_announced(lines, floor, top))
     if in_step and an_hour_in_loop(lines, floor, top, top + len(frames or ()), framed):
         return "training"  # P2 (c): no output of the loop in this file, but it ran for over an hour
+    if not in_step and engine_just_built(lines, floor, top) and not any("train" in ln.lower() for ln in frames or ()):
+        return "evaluation"  # P5: vLLM's LLM built, no training loop (nor a trainer's frame): its first prompts were running
     return glued_bar(region) or ("first_step" if in_step else "startup")

@@ -27,7 +27,7 @@ from gpulens.diagnosis.logread.steplines import (
     warns,
 )
 
-__all__ = ["RESULT_LINE", "evaluating", "evaluation_announced", "evaluation_reported", "metrics_computed", "names_eval",
+__all__ = ["RESULT_LINE", "engine_just_built", "evaluating", "evaluation_announced", "evaluation_reported", "metrics_computed", "names_eval",
            "served_requests", "since_last_step", "trainer_evaluating"]
 
 
@@ -299,3 +299,20 @@ def served_requests(lines: Sequence[str], floor: int, top: int) -> bool:
     """Whether an inference server answered a model request (:data:`_SERVED`) in ``lines[floor:top]``: a serving job
     past its set-up, whose work is evaluation (P5)."""
     return any(_SERVED.search(lines[k][:SHOWN]) is not None for k in reversed(find_keys(lines, _SERVED_KEYS, floor, top)))
+
+
+#: vLLM's offline ``LLM`` built, its last line (``vllm/entrypoints/llm.py``, ``LLM.__init__``: ``logger.info("Supported_tasks:
+#: %s", supported_tasks)``, "Supported tasks: ..." in later releases; "INFO 02-20 12:40:26 [llm.py:298] Supported_tasks:
+#: ['generate']"): the engine is up (its "init engine (profile, create kv cache, warmup model) took ..." printed before), and
+#: what the program does next is run it over its prompts.
+_LLM_BUILT = Guarded(r"\[llm\.py:\d+\] Supported[_ ]tasks: ", ("Supported_tasks: ", "Supported tasks: "))
+_LLM_BUILT_KEYS = ("Supported_tasks: ", "Supported tasks: ")
+#: Lines above a failure looked at for it (the engine's own lines in between).
+_LLM_REACH = 8
+
+
+def engine_just_built(lines: Sequence[str], floor: int, top: int) -> bool:
+    """Whether vLLM's offline ``LLM`` finished building (:data:`_LLM_BUILT`) in the last few lines above ``top``: a
+    program with no training loop that fails then fails running its first prompts (P5: ``evaluation``)."""
+    return any(_LLM_BUILT.search(lines[k][:SHOWN]) is not None
+               for k in find_keys(lines, _LLM_BUILT_KEYS, max(floor, top - _LLM_REACH), top))
