@@ -161,3 +161,62 @@ def test_vllm_llm_built_inside_a_trainer_is_not_evaluation() -> None:
     lines = [*_vllm_offline(), *tb]
     at = len(lines) - 1
     assert phase_of(lines, at, lines) != "evaluation"
+
+
+def _tb(frames: list[tuple[str, str, str]], exc: str) -> list[str]:
+    return ["Traceback (most recent call last):", *(ln for p, f, c in frames for ln in _frame_lines(p, f, c)), exc]
+
+
+def _frame_lines(path: str, func: str, code: str) -> list[str]:
+    return [f'  File "{path}", line 10, in {func}', f"    {code}"]
+
+
+_PL = "/opt/env/lib/python3.10/site-packages/pytorch_lightning"
+
+
+def test_lightning_logging_a_train_steps_metrics_is_training() -> None:
+    """P1/P2: a logger failing in ``log_metrics`` (no evaluation: it records metrics) under Lightning's
+    ``update_train_step_metrics``, which the training epoch loop calls after a completed step: ``training``, even with the
+    steps' bars printed to another file."""
+    from gpulens.diagnosis.logread.phase_frames import in_eval
+    tb = _tb([("/src/main.py", "<module>", "trainer.fit(model, dm)"),
+              (f"{_PL}/trainer/trainer.py", "_run_train", "self.fit_loop.run()"),
+              (f"{_PL}/loops/fit_loop.py", "advance", "self.epoch_loop.run(self._data_fetcher)"),
+              (f"{_PL}/loops/epoch/training_epoch_loop.py", "advance",
+               "self.trainer._logger_connector.update_train_step_metrics()"),
+              (f"{_PL}/trainer/connectors/logger_connector/logger_connector.py", "update_train_step_metrics",
+               "self.log_metrics(self.metrics['log'])"),
+              (f"{_PL}/loggers/csv_logs.py", "log_metrics", "self.experiment.log_metrics(metrics, step)"),
+              (f"{_PL}/core/saving.py", "save_hparams_to_yaml", "raise RuntimeError(f'Missing folder: {folder}.')")],
+             "RuntimeError: Missing folder: logs/version_0.")
+    assert not in_eval(tb)
+    lines = ["GPU available: True (cuda), used: True", *tb]
+    assert phase_of(lines, len(lines) - 1, lines) == "training"
+
+
+def test_ppo_update_rescoring_actions_is_training() -> None:
+    """P1: the PPO reference implementations' ``PPO.update`` re-scores the rollout through ``policy.evaluate(states,
+    actions)`` for its loss: a training update, not an evaluation."""
+    tb = _tb([("/src/train.py", "<module>", "ppo_agent.update()"),
+              ("/src/ppo.py", "update", "logprobs, values, entropy = self.policy.evaluate(old_states, old_actions)"),
+              ("/src/ppo.py", "evaluate", "dist = Normal(action_mean, action_std)"),
+              ("/opt/env/lib/python3.10/site-packages/torch/distributions/normal.py", "__init__",
+               "super().__init__(batch_shape, validate_args=validate_args)")],
+             "ValueError: Expected parameter loc of distribution Normal to satisfy the constraint Real()")
+    lines = [f"Iter {k} | reward {k * 0.1:.2f} | loss 0.5{k}" for k in range(1, 6)] + tb
+    at = len(lines) - 1
+    assert phase_of(lines, at, lines) == "training"
+
+
+def test_metric_inside_a_training_forward_is_training() -> None:
+    """P1: an SSIM computed inside a loss module's ``forward`` called by ``train_one_epoch`` is the step's loss (MONAI's
+    ``SSIMLoss`` calls ``SSIMMetric._compute_metric``), not an evaluation."""
+    from gpulens.diagnosis.logread.phase_frames import in_eval
+    tb = _tb([("/src/train.py", "<module>", "run(cfg)"),
+              ("/src/train.py", "train_one_epoch", "loss = criterion(pred, target)"),
+              ("/opt/env/lib/python3.10/site-packages/torch/nn/modules/module.py", "_call_impl", "return forward_call(*a)"),
+              ("/opt/env/lib/python3.10/site-packages/monai/losses/ssim_loss.py", "forward", "ssim = self.ssim_metric._compute_metric(x, y)"),
+              ("/opt/env/lib/python3.10/site-packages/monai/metrics/regression.py", "_compute_metric", "ssim, _ = compute_ssim_and_cs(y_pred=y_pred)"),
+              ("/opt/env/lib/python3.10/site-packages/monai/metrics/regression.py", "compute_ssim_and_cs", "kernel = convert_to_dst_type(kernel, y_pred)")],
+             "KeyboardInterrupt")
+    assert not in_eval(tb)

@@ -41,6 +41,7 @@ from gpulens.diagnosis.logread.phase_evidence import (
 )
 from gpulens.diagnosis.logread.phase_frames import (
     PARSE_FUNC,
+    after_a_step,
     eval_loader_frame,
     eval_metric_frame,
     eval_program,
@@ -257,6 +258,8 @@ def _without_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[
         return "training"  # the run logged its metrics many times (to wandb, not to this log)
     if printed_losses(lines, floor, top):
         return "training"  # print(loss.item()) once a step
+    if frames is not None and after_a_step(frames):
+        return "training"  # P2: the loop's code that runs after a completed step (its steps printed elsewhere)
     # (the outer frames of a traceback chained below this one, where it holds only a library's frames below a ``try``)
     framed = frames is not None and in_train_step([*chained_outer(lines, top + len(frames) - 1, ANY_CHAIN_NOTES), *frames])
     # (a step-only warning on the failure line too: a loss kernel's device assertion is printed inside the step)
