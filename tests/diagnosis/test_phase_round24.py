@@ -220,3 +220,22 @@ def test_metric_inside_a_training_forward_is_training() -> None:
               ("/opt/env/lib/python3.10/site-packages/monai/metrics/regression.py", "compute_ssim_and_cs", "kernel = convert_to_dst_type(kernel, y_pred)")],
              "KeyboardInterrupt")
     assert not in_eval(tb)
+
+
+def test_missing_validation_split_after_training_completed_is_evaluation() -> None:
+    """P10: after the Trainer's "Training completed.", the script's final evaluation looks up its split in a
+    ``DatasetDict`` that has none ("KeyError: 'validation'"): the final evaluation, not the shutdown."""
+    lines = ["{'loss': 1.07, 'learning_rate': 1e-06, 'epoch': 2.9}",
+             "{'eval_loss': 1.08, 'eval_accuracy': 0.559, 'eval_runtime': 232.7, 'epoch': 3.0}",
+             "{'train_runtime': 3214.75, 'train_samples_per_second': 0.93, 'train_loss': 1.07, 'epoch': 3.0}",
+             "Training completed. Do not forget to share your model on huggingface.co/models =)",
+             "Traceback (most recent call last):",
+             '  File "/src/finetune.py", line 78, in <module>',
+             '    small_eval = tokenized["validation"].shuffle(seed=42)',
+             '  File "/opt/env/lib/python3.10/site-packages/datasets/dataset_dict.py", line 58, in __getitem__',
+             "    return super().__getitem__(k)",
+             "KeyError: 'validation'"]
+    at = len(lines) - 1
+    assert phase_of(lines, at, lines) == "evaluation"
+    lines[-1] = "KeyError: 'labels'"
+    assert phase_of(lines, at, lines) == "shutdown"

@@ -21,6 +21,7 @@ from gpulens.diagnosis.logread.phase_checkpoint import checkpoint_phase
 from gpulens.diagnosis.logread.phase_clock import an_hour_in_loop
 from gpulens.diagnosis.logread.phase_eval import (
     engine_just_built,
+    eval_split_missing,
     evaluating,
     evaluation_announced,
     evaluation_reported,
@@ -162,6 +163,8 @@ def _after_run_end(lines: Sequence[str], done: int, top: int, tb: Sequence[str] 
     announced: ``evaluation`` when the final evaluation runs after the loop's end, else ``shutdown``."""
     if tb is not None and eval_program(tb):
         return "evaluation"  # the job's next program after the finished one evaluates (chat_eval.py, test.py)
+    if tb is not None and eval_split_missing(tb[-1]):
+        return "evaluation"  # P10: the final evaluation asked for its data split ("KeyError: 'validation'")
     if evaluation_announced(shown_ends(lines[done:top], keep_blank=True)) or evaluating(lines, done + 1, top):
         return "evaluation"  # P10: "Training completed. Starting evaluation..." or a test bar short of its total
         # ("`Trainer.fit` stopped: ..." then "Testing DataLoader 0:  30%|"): the final evaluation after the loop's end

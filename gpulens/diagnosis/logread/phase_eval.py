@@ -27,7 +27,7 @@ from gpulens.diagnosis.logread.steplines import (
     warns,
 )
 
-__all__ = ["RESULT_LINE", "engine_just_built", "evaluating", "evaluation_announced", "evaluation_reported", "metrics_computed", "names_eval",
+__all__ = ["RESULT_LINE", "engine_just_built", "eval_split_missing", "evaluating", "evaluation_announced", "evaluation_reported", "metrics_computed", "names_eval",
            "served_requests", "since_last_step", "trainer_evaluating"]
 
 
@@ -316,3 +316,13 @@ def engine_just_built(lines: Sequence[str], floor: int, top: int) -> bool:
     program with no training loop that fails then fails running its first prompts (P5: ``evaluation``)."""
     return any(_LLM_BUILT.search(lines[k][:SHOWN]) is not None
                for k in find_keys(lines, _LLM_BUILT_KEYS, max(floor, top - _LLM_REACH), top))
+
+
+#: An evaluation split looked up by name and missing: ``datasets``' ``DatasetDict.__getitem__`` (a ``dict``) raises
+#: ``KeyError(k)`` for a split it does not hold ("KeyError: 'validation'"), as does any dict of splits or loaders.
+_EVAL_SPLIT_KEY = re.compile(r"^\s*(?:\w+\.)*KeyError: ['\"](?:validation|valid|val|test|eval(?:uation)?|dev)(?:[_-]\w+)?['\"]\s*$")
+
+
+def eval_split_missing(line: str) -> bool:
+    """Whether an exception line is a lookup of an evaluation's data split that is not there (:data:`_EVAL_SPLIT_KEY`)."""
+    return "KeyError" in line and _EVAL_SPLIT_KEY.match(line) is not None
