@@ -239,3 +239,9 @@ def test_missing_validation_split_after_training_completed_is_evaluation() -> No
     assert phase_of(lines, at, lines) == "evaluation"
     lines[-1] = "KeyError: 'labels'"
     assert phase_of(lines, at, lines) == "shutdown"
+
+
+def test_a_metric_key_is_no_missing_split() -> None:
+    from gpulens.diagnosis.logread.phase_eval import eval_split_missing
+    assert eval_split_missing("KeyError: 'validation'") and eval_split_missing("KeyError: 'validation_matched'")
+    assert not eval_split_missing("KeyError: 'val_acc'") and not eval_split_missing("KeyError: 'labels'")

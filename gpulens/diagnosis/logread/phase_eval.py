@@ -319,8 +319,9 @@ def engine_just_built(lines: Sequence[str], floor: int, top: int) -> bool:
 
 
 #: An evaluation split looked up by name and missing: ``datasets``' ``DatasetDict.__getitem__`` (a ``dict``) raises
-#: ``KeyError(k)`` for a split it does not hold ("KeyError: 'validation'"), as does any dict of splits or loaders.
-_EVAL_SPLIT_KEY = re.compile(r"^\s*(?:\w+\.)*KeyError: ['\"](?:validation|valid|val|test|eval(?:uation)?|dev)(?:[_-]\w+)?['\"]\s*$")
+#: ``KeyError(k)`` for a split it does not hold ("KeyError: 'validation'", GLUE MNLI's "validation_matched"), as does any
+#: dict of splits or loaders; the split's name alone (a metric's key, "KeyError: 'val_acc'", is a report's).
+_EVAL_SPLIT_KEY = re.compile(r"^\s*(?:\w+\.)*KeyError: ['\"](?:validation|valid|val|test|eval(?:uation)?|dev)(?:_(?:mis)?matched)?['\"]\s*$")
 
 
 def eval_split_missing(line: str) -> bool:
