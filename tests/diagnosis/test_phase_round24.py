@@ -245,3 +245,27 @@ def test_a_metric_key_is_no_missing_split() -> None:
     from gpulens.diagnosis.logread.phase_eval import eval_split_missing
     assert eval_split_missing("KeyError: 'validation'") and eval_split_missing("KeyError: 'validation_matched'")
     assert not eval_split_missing("KeyError: 'val_acc'") and not eval_split_missing("KeyError: 'labels'")
+
+
+def _mllog(key: str, ms: int) -> str:
+    """An MLPerf compliance event (``mlperf_logging.mllog``)."""
+    return (f':::MLLOG {{"namespace": "", "time_ms": {ms}, "event_type": "POINT_IN_TIME", "key": "{key}", "value": null, '
+            '"metadata": {"file": "./main.py", "lineno": 50}}')
+
+
+def test_mlperf_warm_up_before_the_first_epoch_is_startup() -> None:
+    """P3: an MLPerf benchmark may warm up (DDP's reducer rebuilding its buckets) during its untimed initialisation;
+    with no ``epoch_start``/``block_start`` event logged, a failure is still the set-up's."""
+    tb = ["Error executing job with overrides: ['++data.stage=/dev/shm']",
+          "Traceback (most recent call last):",
+          '  File "./main.py", line 212, in main',
+          "    return Main(cfg).exec()",
+          '  File "./main.py", line 154, in run',
+          "    t0 = time.time()",
+          "UnboundLocalError: local variable 'time' referenced before assignment"]
+    head = [_mllog("init_start", 1000), _mllog("global_batch_size", 1001),
+            "[2022-09-12 11:59:40,745][torch.nn.parallel.distributed][INFO] - Reducer buckets have been rebuilt in this iteration."]
+    lines = [*head, *tb]
+    assert phase_of(lines, len(lines) - 1, lines) == "startup"
+    started = [*head, _mllog("run_start", 1100), _mllog("epoch_start", 1200), *tb]
+    assert phase_of(started, len(started) - 1, started) != "startup"

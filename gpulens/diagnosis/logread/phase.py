@@ -50,7 +50,12 @@ from gpulens.diagnosis.logread.phase_frames import (
     in_train_step,
     keras_step,
 )
-from gpulens.diagnosis.logread.phase_loops import loop_announced, loop_started, new_loop
+from gpulens.diagnosis.logread.phase_loops import (
+    loop_announced,
+    loop_started,
+    mlperf_before_loop,
+    new_loop,
+)
 from gpulens.diagnosis.logread.phase_program import RUN_LOOKBACK, run_end_above, run_start
 from gpulens.diagnosis.logread.phase_startup import (
     at_import,
@@ -218,6 +223,8 @@ def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str],
               step: str | None) -> str:
     """The phase from the training steps printed before ``top`` (the failure or its traceback's
     head; ``frames``: that traceback, None when there is none)."""
+    if (frames is None or not in_train_step(frames)) and mlperf_before_loop(lines, floor, top):
+        return "startup"  # an MLPerf benchmark's initialisation, its warm-up included (no epoch or block started)
     if (table := table_step(lines, floor, top)) is not None:  # a metric table's last row names its step
         return "first_step" if to_float(table[1]) == 0 else "training"
     steps = progress_count(lines, floor, top, 4)

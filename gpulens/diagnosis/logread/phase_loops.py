@@ -14,7 +14,7 @@ from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.lines import last_matching
 from gpulens.diagnosis.logread.steplines import HEAD, on_screen, progress_count
 
-__all__ = ["LOOP_START", "loop_announced", "loop_started", "new_loop"]
+__all__ = ["LOOP_START", "loop_announced", "loop_started", "mlperf_before_loop", "new_loop"]
 
 
 #: A trainer's announcement that its training loop starts, printed once everything is set up (model
@@ -89,3 +89,18 @@ def loop_started(lines: Sequence[str], floor: int, top: int) -> bool:
 #: ``f"Epoch {epoch + 1}/{self.epochs}"`` alone on a line before the epoch's first batch (scripts copy it, some with
 #: "starting..." after it). Only the first epoch's: a later one's says the earlier epochs ran.
 _FIRST_EPOCH_HEADER = re.compile(r"^\s*Epoch 1/\d+(?: (?:starting|started|begins?)\W*)?\s*$")
+
+
+#: MLPerf's compliance log (``mlperf_logging/mllog``: each event a ``:::MLLOG {...}`` line with its ``"key"``). The
+#: benchmark's untimed initialisation runs between ``init_start`` and ``init_stop`` (warm-up iterations allowed there:
+#: DDP's reducer can rebuild its buckets before any training), and the training loop announces each of its epochs or
+#: blocks (``constants.EPOCH_START``, ``constants.BLOCK_START``) before their steps.
+_MLLOG = ":::MLLOG {"
+_MLLOG_LOOP = ('"key": "epoch_start"', '"key": "block_start"')
+
+
+def mlperf_before_loop(lines: Sequence[str], floor: int, top: int) -> bool:
+    """Whether the program logs MLPerf's events (:data:`_MLLOG`) and none of its training loop's (:data:`_MLLOG_LOOP`)
+    before ``top``: it failed in the benchmark's initialisation (P3: ``startup``), whatever warm-up ran there."""
+    return bool(last_matching(lines, (_MLLOG,), lambda ln: True, floor, top)) \
+        and not last_matching(lines, _MLLOG_LOOP, lambda ln: True, floor, top)
