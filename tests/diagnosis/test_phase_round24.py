@@ -269,3 +269,37 @@ def test_mlperf_warm_up_before_the_first_epoch_is_startup() -> None:
     assert phase_of(lines, len(lines) - 1, lines) == "startup"
     started = [*head, _mllog("run_start", 1100), _mllog("epoch_start", 1200), *tb]
     assert phase_of(started, len(started) - 1, started) != "startup"
+
+
+def test_data_set_built_by_a_train_function_is_startup() -> None:
+    """P8/P1: a Ray task's ``train(config)`` builds its data set first; a CUDA OOM in the data set's constructor is
+    set-up, though other tasks printed their first epoch's lines above."""
+    lines = ["2025-02-16 21:11:43,342\tINFO worker.py:1841 -- Started a local Ray instance.",
+             "(run_task pid=1157) Starting repetition 1/1", "(run_task pid=1157) Epoch: 1",
+             "(run_task pid=1153) Batch 0 of 106",
+             "Traceback (most recent call last):",
+             '  File "/src/run_ray.py", line 78, in <module>',
+             "    ray.get(results)",
+             '  File "/opt/env/lib/python3.9/site-packages/ray/_private/worker.py", line 919, in get_objects',
+             "    raise value.as_instanceof_cause()",
+             "ray.exceptions.RayTaskError(RuntimeError): ray::run_task() (pid=1151, ip=10.0.0.3)",
+             '  File "/src/run_ray.py", line 38, in run_task',
+             "    trainer.train(config)",
+             '  File "/src/trainer.py", line 192, in train',
+             "    train_dataset = TrajDataset(path_train, dataset_config)",
+             '  File "/src/trainer.py", line 69, in __init__',
+             "    self.data[key] = torch.tensor(self.data[key]).to(device)",
+             "RuntimeError: CUDA error: out of memory"]
+    at = len(lines) - 1
+    assert phase_of(lines, at, lines) == "startup"
+
+
+def test_data_set_built_inside_an_epoch_is_not_startup() -> None:
+    from gpulens.diagnosis.logread.phase_startup import dataset_built
+    tb = ["Traceback (most recent call last):",
+          '  File "/src/train.py", line 300, in train_one_epoch',
+          "    loader = DataLoader(CurriculumDataset(stage), batch_size=8)",
+          '  File "/src/data.py", line 20, in __init__',
+          "    self.items = load(stage)",
+          "FileNotFoundError: stage_3.pkl"]
+    assert not dataset_built(tb)

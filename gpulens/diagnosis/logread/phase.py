@@ -60,6 +60,7 @@ from gpulens.diagnosis.logread.phase_program import RUN_LOOKBACK, run_end_above,
 from gpulens.diagnosis.logread.phase_startup import (
     at_import,
     built_from_pretrained,
+    dataset_built,
     ends_in_syntax_error,
     first_cuda_call,
     hub_base_weights,
@@ -158,7 +159,7 @@ def _setup_phase(lines: Sequence[str], floor: int, top: int, tb: Sequence[str]) 
         own = run_start(lines, floor, top, RUN_LOOKBACK)  # the failing program's own lines
         parsing = any(PARSE_FUNC.match(f) for f in func_names(tb))
         return "startup" if parsing or progress_count(lines, own, top, 1) == 0 else UNKNOWN
-    if first_cuda_call(tb) or model_summary(tb):
+    if first_cuda_call(tb) or model_summary(tb) or dataset_built(tb):
         return "startup"
     return None
 
