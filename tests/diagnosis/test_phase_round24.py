@@ -303,3 +303,21 @@ def test_data_set_built_inside_an_epoch_is_not_startup() -> None:
           "    self.items = load(stage)",
           "FileNotFoundError: stage_3.pkl"]
     assert not dataset_built(tb)
+
+
+def test_localized_bash_error_after_the_program_exited_is_shutdown() -> None:
+    """P10: the program stopped early (its bar short of its total) and exited (wandb's footer), then bash, in a Chinese
+    locale ("%s: 行 %d: " is its translation of "%s: line %d: "), fails on the job script's next line: ``shutdown``."""
+    from gpulens.diagnosis.logread.phase_text import shell_error
+    lines = ["  0%|          | 0/500 [00:00<?, ?it/s]",
+             " 11%|█         | 56/500 [1:00:35<4:51:26, 39.38s/it]\r 11%|█▏        | 57/500 [1:01:14<4:49:31, 39.21s/it]",
+             "Early stopping at epoch 57",
+             "wandb: Run summary:", "wandb:     train_loss 0.53598", "wandb: ",
+             "wandb: Synced 6 W&B file(s), 0 media file(s), 0 artifact file(s) and 0 other file(s)",
+             "wandb: Find logs at: ./wandb/run-20241022_011757-3aehvsxi/logs",
+             "Successfully processed subject_9",
+             "run_all.sh: 行 27: 数器：未找到命令",
+             "run_all.sh: 行 28: 未预期的符号“done”附近有语法错误"]
+    at = len(lines) - 2
+    assert shell_error(lines[at]) and shell_error("run.sh: line 27: foo: command not found")
+    assert phase_of(lines, at, lines) == "shutdown"

@@ -73,6 +73,7 @@ from gpulens.diagnosis.logread.phase_steps import (
     bar_done,
     bar_short,
     counts_advance,
+    exited_after_progress,
     glued_bar,
     glued_to_bar,
     iter_in_epoch,
@@ -235,6 +236,8 @@ def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str],
     if (frames is not None or scripted) and steps > 0 and results_after_progress(lines, floor, top) \
             and not bar_short(lines, floor, top):
         return "shutdown"  # the run printed its final results, then failed (or the job script after it, P10)
+    if scripted and steps > 0 and exited_after_progress(lines, floor, top):
+        return "shutdown"  # P10: the program had exited (its tracker's footer), then the job script's own error
     if steps == 0:
         return _without_steps(lines, floor, top, region, frames)
     done = bar_done(lines, floor, top)
