@@ -321,3 +321,20 @@ def test_localized_bash_error_after_the_program_exited_is_shutdown() -> None:
     at = len(lines) - 2
     assert shell_error(lines[at]) and shell_error("run.sh: line 27: foo: command not found")
     assert phase_of(lines, at, lines) == "shutdown"
+
+
+def test_long_iteration_count_line_is_a_step() -> None:
+    """P2 (b): a loop's line that starts with its iteration's count of the total and goes on with its timings and long
+    meters ("Iteration 31/208 | Iteration Elapsed 76.3 | Average: {...} | SPS 314 | Policy Update 54.1"), printed once the
+    iteration's rollout and update are done: the process vanishing after it is in training."""
+    from gpulens.diagnosis.logread.steplines import step_in, step_progress
+    agents = ", ".join(f"'agent_{a}': tensor(0.)" for a in range(6))
+    rows = [f"Iteration {k}/208 | Iteration Elapsed 76.{k} | Average: {{{agents}}} | SPS 31{k}.2 | Policy Update 54.{k}"
+            for k in range(1, 6)]
+    assert step_progress(rows[-1]) and step_in(rows[-1]) == "5"
+    lines = ["Starting self-play", *rows,
+             "/opt/env/lib/python3.10/multiprocessing/resource_tracker.py:224: UserWarning: resource_tracker: There appear "
+             "to be 30 leaked shared_memory objects to clean up at shutdown",
+             "  warnings.warn('resource_tracker: There appear to be %d '"]
+    at = len(lines) - 2
+    assert phase_of(lines, at, lines) == "training"

@@ -231,6 +231,13 @@ def _espnet_batches(line: str) -> str | None:
     return m.group(1) if m else None
 
 
+#: A line that starts with an iteration's count out of its total, then a separator before its meters ("Iteration 31/208 |
+#: Iteration Elapsed 76.3 | Average: {...} | SPS 314 | Policy Update 54.1", as RL loops print once an iteration's rollout and
+#: update are done; "Iteration 3/50, reward: ..."): the count itself, whatever the meters after it.
+_LEADING_COUNT = re.compile(r"(?:Iteration|ITERATION) +(\d+) */ *\d+ *(?:\||,) ")
+_LEADING_KEYS = ("Iteration ", "ITERATION ")
+
+
 def _counter(line: str) -> str | None:
     """The count of a bare counter line (a training MetricLogger line, a tqdm bar without a total,
     Megatron's iteration line), if it is one."""
@@ -245,6 +252,8 @@ def _counter(line: str) -> str | None:
     if (b := _banner_count(line)) is not None or (b := _saved_at_step(line)) is not None \
             or (b := _timm_update(line)) is not None or (b := _espnet_batches(line)) is not None:
         return b
+    if line.startswith(_LEADING_KEYS) and (c := _LEADING_COUNT.match(line)) is not None:
+        return c.group(1)
     if line[:1] in " \t" and line.lstrip(" \t").startswith(("batch ", "Batch ")):
         m = _BATCH_LOSS.match(line)
         return m.group(1) if m else None
