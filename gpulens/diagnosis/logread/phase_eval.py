@@ -27,8 +27,9 @@ from gpulens.diagnosis.logread.steplines import (
     warns,
 )
 
-__all__ = ["RESULT_LINE", "engine_just_built", "eval_split_missing", "evaluating", "evaluation_announced", "evaluation_reported", "metrics_computed", "names_eval",
-           "served_requests", "since_last_step", "trainer_evaluating"]
+__all__ = ["RESULT_LINE", "engine_just_built", "eval_split_missing", "evaluating", "evaluation_announced",
+           "evaluation_reported", "metrics_computed", "names_eval", "served_requests", "since_last_step",
+           "trainer_evaluating"]
 
 
 #: The words of an evaluation (evaluate, validation, ``eval``, testing, ``compute_metrics``, a ``val_`` metric), not
