@@ -338,3 +338,21 @@ def test_long_iteration_count_line_is_a_step() -> None:
              "  warnings.warn('resource_tracker: There appear to be %d '"]
     at = len(lines) - 2
     assert phase_of(lines, at, lines) == "training"
+
+
+def test_benchmark_script_is_an_evaluation_program() -> None:
+    """P5: a benchmark job (its entry script named so) has no training steps: its model's forward failing is
+    ``evaluation``; a script named for training first still trains."""
+    from gpulens.diagnosis.logread.phase_frames import eval_program
+    tb = ["[rank0]: Traceback (most recent call last):",
+          '[rank0]:   File "/src/scripts/benchmark_ring.py", line 227, in <module>',
+          "[rank0]:     main()",
+          '[rank0]:   File "/src/scripts/benchmark_ring.py", line 89, in run_benchmark',
+          "[rank0]:     out = model.forward(ids, use_cache=True)",
+          '[rank0]:   File "/src/fms/models/llama.py", line 435, in forward',
+          "[rank0]:     output, cache = self._helper(x)",
+          "[rank0]: RuntimeError: start (0) + length (131072) exceeds dimension size (16384)."]
+    lines = ["using RingAttentionStrategy", "Benchmark: 131072 prompt tokens, 30 decode tokens", *tb]
+    assert phase_of(lines, len(lines) - 1, lines) == "evaluation"
+    assert eval_program(['  File "/src/bench.py", line 3, in <module>'])
+    assert not eval_program(['  File "/src/train_benchmark.py", line 3, in <module>'])
