@@ -356,3 +356,25 @@ def test_benchmark_script_is_an_evaluation_program() -> None:
     assert phase_of(lines, len(lines) - 1, lines) == "evaluation"
     assert eval_program(['  File "/src/bench.py", line 3, in <module>'])
     assert not eval_program(['  File "/src/train_benchmark.py", line 3, in <module>'])
+
+
+def test_documents_and_shape_prints_are_no_steps() -> None:
+    """P2: an RL rollout prints retrieved documents (running text that says "step" without counting one) and debug
+    prints of tensor shapes (PyTorch's ``torch.Size([180, 500])`` repr next to "batch"); neither is a step done, so a
+    failure after "epoch 0, step 1" is in the first step."""
+    from gpulens.diagnosis.logread.steplines import step_progress
+    pre = "(main_task pid=6651) "
+    doc = (pre + "The game starts on the bottom stair of a staircase. The adult holds out both fists, one holding a "
+           "button. The child guesses which hand holds it. Whoever guesses correctly advances one step. The first to "
+           "reach the top stair wins. It was first recorded in 1900 in a book of parlour games.")
+    shape = pre + "-----[Debug]----- gen_output.batch[responses] after padding: torch.Size([180, 500])"
+    assert not step_progress(doc) and not step_progress(shape)
+    tb = [pre.strip() + " Traceback (most recent call last):",
+          '  File "/src/verl/trainer/ppo/ray_trainer.py", line 700, in fit',
+          "    final_output = generation_manager.run_llm_loop(gen_batch=gen_batch)",
+          '  File "/src/search_r1/llm_agent/generation.py", line 300, in run_llm_loop',
+          "    assert 1 == 0",
+          "AssertionError"]
+    lines = [pre + "-----[Debug]----- epoch 0, step 1", shape, shape, doc, doc, *tb]
+    at = len(lines) - 1
+    assert phase_of(lines, at, lines, step="1") == "first_step"

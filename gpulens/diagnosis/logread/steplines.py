@@ -314,8 +314,9 @@ _SETTING_WORDS = (r"\bper (?:epoch|step|iter\w*|device|gpu)\b|\btotal\b|\bnumber
                   # saved state is restored: the counts it restored, not a step of this attempt
                   r"|\bresumed epoch:? \d+, iter\b"
                   # a tensor's or a batch's shape printed while setting up ("Shapes of elements in a batch: (1, 20,
-                  # 128)", "batch shape: torch.Size([8, 3, 224, 224])")
-                  r"|\bshapes?\b")
+                  # 128)", "batch shape: torch.Size([8, 3, 224, 224])"), or by a debug print anywhere (PyTorch's repr of
+                  # a shape, ``torch.Size([180, 500])``: "gen_output.batch[responses]: torch.Size([180, 500])")
+                  r"|\bshapes?\b|\btorch\.Size\(\[")
 _SETTING = re.compile(r"(?i)^(?!.*loss).*(?:" + _SETTING_WORDS + ")")
 #: _SETTING's words alone, each searched only in a line holding its own literals: on an ASCII
 #: line without "loss" or a newline, the same answer (``^(?!.*loss).*`` then tries every place).
@@ -323,7 +324,7 @@ _SETTING_SPLIT = Branches(re.compile(_SETTING_WORDS, re.IGNORECASE))
 #: Lower-case literals one of which every match of _SETTING holds (its alternatives' own words).
 _SETTING_KEYS = contains_any(("per ", "total", "number of", "num_", "max_", "starting", "warmup_",
                               "invalidate trace cache", "size", "micro", "load", "resum", "restor", "shape",
-                              "continuing training from", "will skip the first"))
+                              "continuing training from", "will skip the first", "torch.size(["))
 
 
 def _is_setting(end: str) -> bool:
@@ -354,7 +355,16 @@ def _prose(line: str, end: str) -> bool:
         return True  # the number was the launcher's: "(main_task pid=28) Answer: ... step by step"
     if ("Step " in end or "step " in end) and _NUMBERED_STEP.search(end):
         return True  # "**Step 4: Analyze the search results**": a numbered instruction (a model's answer)
+    if len(_SENTENCE_END.findall(end)) >= _SENTENCES and not any(rx.search(end) for rx in _STEP_RES) \
+            and _LOSS_VALUE.search(end) is None:
+        return True  # running text (a retrieved document, a model's answer) that happens to say "step": no counter in it
     return "by" in end and _BY_STEP.search(end) is not None and not is_progress(_BY_STEP.sub(" ", end))
+
+
+#: The end of a sentence inside running text: a word, a full stop (or ? or !), a space and a capitalised word.
+_SENTENCE_END = re.compile(r"[a-z][.?!][\"']?\s+[A-Z][a-z]")
+#: Sentence ends that make a line's text prose.
+_SENTENCES = 3
 
 
 #: An instruction numbered as a step, words only after it ("Step 4: Analyze search results", "**Step 2:** Compute
