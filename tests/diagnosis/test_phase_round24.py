@@ -375,6 +375,6 @@ def test_documents_and_shape_prints_are_no_steps() -> None:
           '  File "/src/search_r1/llm_agent/generation.py", line 300, in run_llm_loop',
           "    assert 1 == 0",
           "AssertionError"]
-    lines = [pre + "-----[Debug]----- epoch 0, step 1", shape, shape, doc, doc, *tb]
+    lines = [pre + "-----[Debug]----- epoch 0, step 1", shape, shape, doc, doc, doc, *tb]
     at = len(lines) - 1
-    assert phase_of(lines, at, lines, step="1") == "first_step"
+    assert phase_of(lines, at, lines) == "first_step"
