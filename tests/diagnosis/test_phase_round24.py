@@ -378,3 +378,23 @@ def test_documents_and_shape_prints_are_no_steps() -> None:
     lines = [pre + "-----[Debug]----- epoch 0, step 1", shape, shape, doc, doc, doc, *tb]
     at = len(lines) - 1
     assert phase_of(lines, at, lines) == "first_step"
+
+
+def test_numbered_training_stage_after_an_earlier_stage_starts_a_new_loop() -> None:
+    """P11/P2: a pipeline's numbered stage header naming training ("PHASE 2: Next-Token Prediction Training", README
+    P11's "Stage 1: Training") after an earlier stage's epochs: that stage's steps do not count for the new one, whose
+    first backward fails in its first step."""
+    earlier = [f"Epoch {k}/10: train_loss=0.{k}1 val_loss=0.{k}3" for k in range(1, 6)]
+    stage = ["=" * 70, "PHASE 2: Next-Token Prediction Training", "=" * 70, "", "Training tokens: 529,173", "Epochs: 10",
+             "Building context cache (one-time computation)...", "Cache built in 646.1s", ""]
+    tb = ["Traceback (most recent call last):",
+          '  File "/src/experiment.py", line 363, in main',
+          "    result = run_phase2(model, cache)",
+          '  File "/src/trainer.py", line 210, in run_phase2',
+          "    loss.backward()",
+          '  File "/opt/env/lib/python3.12/site-packages/torch/_tensor.py", line 626, in backward',
+          "    torch.autograd.backward(self, gradient)",
+          "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.66 GiB."]
+    lines = ["PHASE 1: Context Training", *earlier, *stage, *tb]
+    at = len(lines) - 1
+    assert phase_of(lines, at, lines) == "first_step"
