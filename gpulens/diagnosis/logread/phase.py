@@ -20,11 +20,14 @@ from gpulens.diagnosis import logs
 from gpulens.diagnosis.logread.phase_checkpoint import checkpoint_phase
 from gpulens.diagnosis.logread.phase_clock import an_hour_in_loop
 from gpulens.diagnosis.logread.phase_eval import (
+    engine_just_built,
+    eval_split_missing,
     evaluating,
     evaluation_announced,
     evaluation_reported,
     metrics_computed,
     names_eval,
+    served_requests,
     since_last_step,
     trainer_evaluating,
 )
@@ -39,6 +42,7 @@ from gpulens.diagnosis.logread.phase_evidence import (
 )
 from gpulens.diagnosis.logread.phase_frames import (
     PARSE_FUNC,
+    after_a_step,
     eval_loader_frame,
     eval_metric_frame,
     eval_program,
@@ -46,11 +50,17 @@ from gpulens.diagnosis.logread.phase_frames import (
     in_train_step,
     keras_step,
 )
-from gpulens.diagnosis.logread.phase_loops import loop_announced, loop_started, new_loop
+from gpulens.diagnosis.logread.phase_loops import (
+    loop_announced,
+    loop_started,
+    mlperf_before_loop,
+    new_loop,
+)
 from gpulens.diagnosis.logread.phase_program import RUN_LOOKBACK, run_end_above, run_start
 from gpulens.diagnosis.logread.phase_startup import (
     at_import,
     built_from_pretrained,
+    dataset_built,
     ends_in_syntax_error,
     first_cuda_call,
     hub_base_weights,
@@ -63,6 +73,7 @@ from gpulens.diagnosis.logread.phase_steps import (
     bar_done,
     bar_short,
     counts_advance,
+    exited_after_progress,
     glued_bar,
     glued_to_bar,
     iter_in_epoch,
@@ -149,7 +160,7 @@ def _setup_phase(lines: Sequence[str], floor: int, top: int, tb: Sequence[str]) 
         own = run_start(lines, floor, top, RUN_LOOKBACK)  # the failing program's own lines
         parsing = any(PARSE_FUNC.match(f) for f in func_names(tb))
         return "startup" if parsing or progress_count(lines, own, top, 1) == 0 else UNKNOWN
-    if first_cuda_call(tb) or model_summary(tb):
+    if first_cuda_call(tb) or model_summary(tb) or dataset_built(tb):
         return "startup"
     return None
 
@@ -159,6 +170,8 @@ def _after_run_end(lines: Sequence[str], done: int, top: int, tb: Sequence[str] 
     announced: ``evaluation`` when the final evaluation runs after the loop's end, else ``shutdown``."""
     if tb is not None and eval_program(tb):
         return "evaluation"  # the job's next program after the finished one evaluates (chat_eval.py, test.py)
+    if tb is not None and eval_split_missing(tb[-1]):
+        return "evaluation"  # P10: the final evaluation asked for its data split ("KeyError: 'validation'")
     if evaluation_announced(shown_ends(lines[done:top], keep_blank=True)) or evaluating(lines, done + 1, top):
         return "evaluation"  # P10: "Training completed. Starting evaluation..." or a test bar short of its total
         # ("`Trainer.fit` stopped: ..." then "Testing DataLoader 0:  30%|"): the final evaluation after the loop's end
@@ -212,6 +225,8 @@ def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str],
               step: str | None) -> str:
     """The phase from the training steps printed before ``top`` (the failure or its traceback's
     head; ``frames``: that traceback, None when there is none)."""
+    if (frames is None or not in_train_step(frames)) and mlperf_before_loop(lines, floor, top):
+        return "startup"  # an MLPerf benchmark's initialisation, its warm-up included (no epoch or block started)
     if (table := table_step(lines, floor, top)) is not None:  # a metric table's last row names its step
         return "first_step" if to_float(table[1]) == 0 else "training"
     steps = progress_count(lines, floor, top, 4)
@@ -221,6 +236,8 @@ def _by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str],
     if (frames is not None or scripted) and steps > 0 and results_after_progress(lines, floor, top) \
             and not bar_short(lines, floor, top):
         return "shutdown"  # the run printed its final results, then failed (or the job script after it, P10)
+    if scripted and steps > 0 and exited_after_progress(lines, floor, top):
+        return "shutdown"  # P10: the program had exited (its tracker's footer), then the job script's own error
     if steps == 0:
         return _without_steps(lines, floor, top, region, frames)
     done = bar_done(lines, floor, top)
@@ -246,6 +263,8 @@ def _without_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[
         return "evaluation"  # P5: an evaluation program that printed its scores had run past its set-up
     if first_collective(region):
         return "first_step"
+    if served_requests(lines, floor, top):
+        return "evaluation"  # P5: an inference server answered model requests: past its set-up, serving
     # (P9: a kill on the file's first line, none of the process' output above it, shows a job that started, no more)
     if top > 0 and any(OUT_OF_TIME.search(ln) for ln in (*region, *lines[top:top + KILL_AFTER])):
         return "training"  # it ran for its whole allocation: the steps went where this log does not show
@@ -253,6 +272,8 @@ def _without_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[
         return "training"  # the run logged its metrics many times (to wandb, not to this log)
     if printed_losses(lines, floor, top):
         return "training"  # print(loss.item()) once a step
+    if frames is not None and after_a_step(frames):
+        return "training"  # P2: the loop's code that runs after a completed step (its steps printed elsewhere)
     # (the outer frames of a traceback chained below this one, where it holds only a library's frames below a ``try``)
     framed = frames is not None and in_train_step([*chained_outer(lines, top + len(frames) - 1, ANY_CHAIN_NOTES), *frames])
     # (a step-only warning on the failure line too: a loss kernel's device assertion is printed inside the step)
@@ -260,4 +281,6 @@ def _without_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[
         or stepped(lines, floor, min(len(lines), top + 1)) or (frames is None and killed(lines, top) and loop_announced(lines, floor, top))
     if in_step and an_hour_in_loop(lines, floor, top, top + len(frames or ()), framed):
         return "training"  # P2 (c): no output of the loop in this file, but it ran for over an hour
+    if not in_step and engine_just_built(lines, floor, top) and not any("train" in ln.lower() for ln in frames or ()):
+        return "evaluation"  # P5: vLLM's LLM built, no training loop (nor a trainer's frame): its first prompts were running
     return glued_bar(region) or ("first_step" if in_step else "startup")

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.guarded import Guarded
+from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.lines import is_progress, is_terminal_kill, last_matching
 from gpulens.diagnosis.logread.phase_text import LOOKBACK, is_bar
@@ -26,8 +27,9 @@ from gpulens.diagnosis.logread.steplines import (
     warns,
 )
 
-__all__ = ["RESULT_LINE", "evaluating", "evaluation_announced", "evaluation_reported", "metrics_computed", "names_eval",
-           "since_last_step", "trainer_evaluating"]
+__all__ = ["RESULT_LINE", "engine_just_built", "eval_split_missing", "evaluating", "evaluation_announced",
+           "evaluation_reported", "metrics_computed", "names_eval", "served_requests", "since_last_step",
+           "trainer_evaluating"]
 
 
 #: The words of an evaluation (evaluate, validation, ``eval``, testing, ``compute_metrics``, a ``val_`` metric), not
@@ -73,7 +75,7 @@ def names_eval(text: str) -> bool:
 #: OpenMMLab's ``single_gpu_test``/``multi_gpu_test`` print while running a model over a test set.
 _TASK_BAR = re.compile(r"\[[> ]*\]\s*(\d+)/(\d+), [\d.]+ task/s, elapsed:")
 #: Lines above a failure searched for the evaluation's progress line.
-_EVAL_LOOKBACK = 40
+_EVAL_LOOKBACK = 60
 
 
 def evaluating(lines: Sequence[str], floor: int, top: int) -> bool:
@@ -127,7 +129,7 @@ _CAFFE_TEST = ", Testing net (#"
 
 
 #: First characters of an evaluation's progress line (:data:`steplines.EVAL_BAR`'s names, a bracket or bar), read before the pattern.
-_EVAL_HEADS = "EeVvTtPpIiSsR[|"
+_EVAL_HEADS = "EeVvTtPpIiSsRC[|"
 #: mmengine's (OpenMMLab 2.x) LogProcessor line, after its logger's prefix ("2024/05/01 10:00:00 -
 #: mmengine - INFO - "): ``Epoch(train)  [5][ 50/625]``, ``Epoch(val) [5][ 50/625]``, ``Epoch(test)
 #: [ 50/625]``, ``Iter(train) [ 50/10000]``, ``Iter(val) [ 50/2000]``: the loop and its counter.
@@ -278,3 +280,51 @@ def metrics_computed(lines: Sequence[str], floor: int, top: int) -> bool:
     ``lines[floor:top]`` above ``top``: an evaluation program (P5) that did so had run its model over its data, past
     its set-up."""
     return any(_METRIC_VALUE.search(lines[k][:SHOWN]) is not None for k in range(max(floor, top - _METRIC_LOOKBACK), top))
+
+
+#: An inference server's access-log line for a model request it answered (P5: a serving job's work is evaluation):
+#: uvicorn's (``uvicorn/logging.py`` ``AccessFormatter``: ``'%(client_addr)s - "%(request_line)s" %(status_code)s'``),
+#: which vLLM's and SGLang's OpenAI-compatible servers run under ("127.0.0.1:35028 - "POST /v1/chat/completions HTTP/1.1"
+#: 200 OK"), and Gin's default logger in Ollama's server (``gin/logger.go`` ``defaultLogFormatter``: ``"[GIN] %v |%s %3d %s|
+#: %13v | %15s |%s %-7s %s %#v"``: "[GIN] 2025/06/26 - 22:38:34 | 200 |  1m59s |  127.0.0.1 | POST  "/api/generate""). Only
+#: the routes that run the model (OpenAI's completions, chat and embeddings, Ollama's generate, chat and embed), not a
+#: health check or a model list.
+_SERVED = Guarded(r'"POST /(?:v1/(?:chat/completions|completions|embeddings)|api/(?:generate|chat|embed\w*))\b[^"]*" \d{3}'
+                  r'|\[GIN\] [^|]*\|\s*\d{3}\s*\|[^|]*\|[^|]*\|\s*POST\s+"/(?:v1/(?:chat/completions|completions|embeddings)'
+                  r'|api/(?:generate|chat|embed\w*))"',
+                  ('"POST /', "[GIN] "))
+_SERVED_KEYS = ('"POST /', "[GIN] ")
+
+
+def served_requests(lines: Sequence[str], floor: int, top: int) -> bool:
+    """Whether an inference server answered a model request (:data:`_SERVED`) in ``lines[floor:top]``: a serving job
+    past its set-up, whose work is evaluation (P5)."""
+    return any(_SERVED.search(lines[k][:SHOWN]) is not None for k in reversed(find_keys(lines, _SERVED_KEYS, floor, top)))
+
+
+#: vLLM's offline ``LLM`` built, its last line (``vllm/entrypoints/llm.py``, ``LLM.__init__``: ``logger.info("Supported_tasks:
+#: %s", supported_tasks)``, "Supported tasks: ..." in later releases; "INFO 02-20 12:40:26 [llm.py:298] Supported_tasks:
+#: ['generate']"): the engine is up (its "init engine (profile, create kv cache, warmup model) took ..." printed before), and
+#: what the program does next is run it over its prompts.
+_LLM_BUILT = Guarded(r"\[llm\.py:\d+\] Supported[_ ]tasks: ", ("Supported_tasks: ", "Supported tasks: "))
+_LLM_BUILT_KEYS = ("Supported_tasks: ", "Supported tasks: ")
+#: Lines above a failure looked at for it (the engine's own lines in between).
+_LLM_REACH = 8
+
+
+def engine_just_built(lines: Sequence[str], floor: int, top: int) -> bool:
+    """Whether vLLM's offline ``LLM`` finished building (:data:`_LLM_BUILT`) in the last few lines above ``top``: a
+    program with no training loop that fails then fails running its first prompts (P5: ``evaluation``)."""
+    return any(_LLM_BUILT.search(lines[k][:SHOWN]) is not None
+               for k in find_keys(lines, _LLM_BUILT_KEYS, max(floor, top - _LLM_REACH), top))
+
+
+#: An evaluation split looked up by name and missing: ``datasets``' ``DatasetDict.__getitem__`` (a ``dict``) raises
+#: ``KeyError(k)`` for a split it does not hold ("KeyError: 'validation'", GLUE MNLI's "validation_matched"), as does any
+#: dict of splits or loaders; the split's name alone (a metric's key, "KeyError: 'val_acc'", is a report's).
+_EVAL_SPLIT_KEY = re.compile(r"^\s*(?:\w+\.)*KeyError: ['\"](?:validation|valid|val|test|eval(?:uation)?|dev)(?:_(?:mis)?matched)?['\"]\s*$")
+
+
+def eval_split_missing(line: str) -> bool:
+    """Whether an exception line is a lookup of an evaluation's data split that is not there (:data:`_EVAL_SPLIT_KEY`)."""
+    return "KeyError" in line and _EVAL_SPLIT_KEY.match(line) is not None

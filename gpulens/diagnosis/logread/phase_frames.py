@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from gpulens.diagnosis.logread.phase_traceback import FRAME_LINE, frame_funcs, func_names
 
 __all__ = ["EPOCH_FUNC", "LOOP_WORDS", "PARSE_FUNC", "SETUP_FUNC", "TRAIN_FUNC", "TRAIN_STEP_FUNC",
-           "eval_loader_frame", "eval_metric_frame", "eval_program", "in_eval", "in_train_step", "keras_step"]
+           "after_a_step", "eval_loader_frame", "eval_metric_frame", "eval_program", "in_eval", "in_train_step", "keras_step"]
 
 
 #: Functions that set a program up: a constructor (a trainer's, an engine's, a model's), DeepSpeed's
@@ -35,9 +35,9 @@ LOOP_WORDS = re.compile(r"(?i)train|fit|loop|epoch|step|iter|__next__|forward|ba
 
 #: An evaluation program's entry script, by the first word of its file name that names a stage
 #: (``evaluate_bart_large_finetuned.py``, ``test_full_pipeline.py``, ``run_eval.py``, ``inference.py``,
-#: ``sample.py``); one whose first such word names training (``train_and_eval.py``, ``finetune_test.py``)
-#: trains.
-_EVAL_WORD = re.compile(r"(?:eval\w*|test(?:ing)?|infer(?:ence)?|predict(?:ion)?|sampl(?:e|ing)|generat(?:e|ion))")
+#: ``sample.py``, P5's benchmark: ``benchmark_ring.py``, ``bench.py``); one whose first such word names training
+#: (``train_and_eval.py``, ``finetune_test.py``, ``train_benchmark.py``) trains.
+_EVAL_WORD = re.compile(r"(?:eval\w*|test(?:ing)?|infer(?:ence)?|predict(?:ion)?|sampl(?:e|ing)|generat(?:e|ion)|bench(?:mark)?s?)")
 _TRAIN_WORD = re.compile(r"\w*(?:train|tune|fit)\w*")
 _ENTRY = re.compile(r'File "(?:[^"]*[/\\])?([^"/\\]+)\.py", line \d+, in <module>')
 
@@ -94,7 +94,10 @@ _NOT_EVAL_FUNC = re.compile(r"(?i)validat\w*_(?:arg|argument|kwarg|\w+_kwarg|con
                             # huggingface_hub's ``validate_repo_id`` (``utils/_validators.py``, under every
                             # ``from_pretrained`` of a path that is no repository id)
                             r"|parameter|option|schema|device|type|value|field|env|setting|repo_id|token|url)s?$|valid_(?:shape|input|arg)"
-                            r"|infer_(?:size|shape|dtype|schema|device|auto_device_map|framework|type|batch_size)|latest|attest")
+                            r"|infer_(?:size|shape|dtype|schema|device|auto_device_map|framework|type|batch_size)|latest|attest"
+                            # a logger's API that records metrics already computed (Lightning's ``Logger.log_metrics``,
+                            # MLflow's ``log_metric``/``log_metrics``, TensorBoard's ``add_scalar`` is no eval word): logging
+                            r"|^_*log_metrics?$")
 #: Functions of a training loop's step or epoch: the innermost of these and of the evaluation's
 #: decides (``train_and_evaluate`` -> ``train_one_epoch`` -> ``forward`` fails in training; the Hugging
 #: Face Trainer's ``_inner_training_loop`` -> ``evaluate`` -> ``prediction_step`` in evaluation).
@@ -118,6 +121,27 @@ _TRAIN_NAME = re.compile(r"(?i)^_*train(?:ing)?$")
 TRAIN_STEP_FUNC = re.compile(r"(?i)^_*(?:train(?:ing)?_(?:step|batch|one_step)|optimizer_step|backward)$")
 
 
+#: Lightning's logging of a training step's metrics (``pytorch_lightning/loops/epoch/training_epoch_loop.py``,
+#: ``_TrainingEpochLoop.advance``: ``self.trainer._logger_connector.update_train_step_metrics()``, called once the batch's
+#: optimization ran and ``batch_progress.increment_completed()``): a traceback through it comes after a completed step.
+_AFTER_STEP_FUNC = frozenset(("update_train_step_metrics",))
+
+
+def after_a_step(frames: Sequence[str]) -> bool:
+    """Whether the traceback runs in code a training loop calls only after a step completed (:data:`_AFTER_STEP_FUNC`)."""
+    return any(f in _AFTER_STEP_FUNC for f in func_names(frames))
+
+
+def _in_loop_forward(funcs: Sequence[str], k: int) -> bool:
+    """Whether ``funcs[k]`` is a module's ``forward`` called inside a training loop's function (:data:`TRAIN_FUNC`,
+    :data:`EPOCH_FUNC`) or a policy's ``update`` (the PPO reference implementations' ``PPO.update``, which re-scores the
+    rollout's actions through ``policy.evaluate(states, actions)`` to compute its loss): what they call (an SSIM or
+    a metric inside a loss's forward, a policy's ``evaluate``) is the training step's own computation."""
+    if funcs[k] == "update":
+        return True
+    return funcs[k] == "forward" and any(TRAIN_FUNC.match(f) or EPOCH_FUNC.match(f) for f in funcs[:k])
+
+
 def in_eval(frames: Sequence[str]) -> bool:
     """Whether the traceback fails while evaluating (validation, test, metrics): the innermost
     function that names an evaluation or a training step is an evaluation's (a function that names
@@ -125,7 +149,7 @@ def in_eval(frames: Sequence[str]) -> bool:
     training step's own function (:data:`TRAIN_STEP_FUNC`) calls it. A frame of Lightning's evaluation
     loop's module counts as an evaluation's function whatever its name (:data:`_PL_EVAL_LOOP`)."""
     funcs = [f if not _PL_EVAL_LOOP.search(ln) else "evaluation_loop" for ln, f in frame_funcs(frames)]
-    step = next((k for k, f in enumerate(funcs) if TRAIN_STEP_FUNC.match(f)), None)
+    step = next((k for k, f in enumerate(funcs) if TRAIN_STEP_FUNC.match(f) or _in_loop_forward(funcs, k)), None)
     for k, f in reversed(list(enumerate(funcs if step is None else funcs[:step]))):
         if f == "<module>" or _NOT_EVAL_FUNC.search(f):
             continue

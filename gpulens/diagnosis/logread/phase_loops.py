@@ -14,7 +14,7 @@ from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.lines import last_matching
 from gpulens.diagnosis.logread.steplines import HEAD, on_screen, progress_count
 
-__all__ = ["LOOP_START", "loop_announced", "loop_started", "new_loop"]
+__all__ = ["LOOP_START", "loop_announced", "loop_started", "mlperf_before_loop", "new_loop"]
 
 
 #: A trainer's announcement that its training loop starts, printed once everything is set up (model
@@ -43,7 +43,12 @@ _LOOP_WORDS_START = re.compile(r"(?i)(?:^|[\s:\]=-])(?:start(?:ing|s)?|begin(?:n
 #: An epoch's or iteration's number in an announcement ("Start training epoch 10"): one epoch of a loop
 #: going on, not a new stage (epoch 0 or 1 starts one).
 _ANNOUNCED_COUNT = re.compile(r"(?i)\b(?:epoch|iter\w*|step)\s*[:#\[]?\s*(\d+)")
+#: A pipeline's numbered stage header that names training ("Stage 1: Training", README P11's example; "PHASE 2: Next-Token
+#: Prediction Training", "Phase 3 - Fine-tuning on PD"), printed alone on its line as the stage starts.
+_STAGE_TRAIN = re.compile(r"^\W{0,4}(?:STAGE|Stage|PHASE|Phase)\s*\d+\s*[:.)-]\s*(?:[^:]{0,60}?\b)?"
+                          r"(?:[Tt]rain(?:ing)?|TRAINING|[Ff]ine-?[Tt]un\w*)\b")
 _LOOP_WORD_KEYS = ("tart", "egin", "TART", "EGIN")
+_STAGE_KEYS = ("Stage", "STAGE", "Phase", "PHASE")
 
 
 def new_loop(lines: Sequence[str], floor: int, top: int) -> int | None:
@@ -52,7 +57,7 @@ def new_loop(lines: Sequence[str], floor: int, top: int) -> int | None:
     steps above are an earlier stage's (pre-training, the previous program), and the failure is in this
     loop's first step. An announcement that names an epoch past the first is one epoch of the same loop."""
     lo = max(floor, top - _ANNOUNCE_LINES)
-    found = last_matching(lines, (*LOOP_START, *_LOOP_WORD_KEYS), _announces_loop, lo, top)
+    found = last_matching(lines, (*LOOP_START, *_LOOP_WORD_KEYS, *_STAGE_KEYS), _announces_stage, lo, top)
     if not found or progress_count(lines, found[0] + 1, top, 1) or not progress_count(lines, floor, found[0], 1):
         return None
     return found[0]
@@ -69,6 +74,12 @@ def _announces_loop(line: str) -> bool:
         return False
     count = _ANNOUNCED_COUNT.search(text)
     return count is None or int(count.group(1)) <= 1
+
+
+def _announces_stage(line: str) -> bool:
+    """Whether a line announces a training loop or stage (:func:`_announces_loop`), or is a pipeline's numbered stage
+    header naming training (:data:`_STAGE_TRAIN`): after an earlier stage's steps, a new one's start."""
+    return _announces_loop(line) or _STAGE_TRAIN.match(ranks.launcher_text(on_screen(line))[:HEAD]) is not None
 
 
 def loop_announced(lines: Sequence[str], floor: int, top: int) -> bool:
@@ -89,3 +100,18 @@ def loop_started(lines: Sequence[str], floor: int, top: int) -> bool:
 #: ``f"Epoch {epoch + 1}/{self.epochs}"`` alone on a line before the epoch's first batch (scripts copy it, some with
 #: "starting..." after it). Only the first epoch's: a later one's says the earlier epochs ran.
 _FIRST_EPOCH_HEADER = re.compile(r"^\s*Epoch 1/\d+(?: (?:starting|started|begins?)\W*)?\s*$")
+
+
+#: MLPerf's compliance log (``mlperf_logging/mllog``: each event a ``:::MLLOG {...}`` line with its ``"key"``). The
+#: benchmark's untimed initialisation runs between ``init_start`` and ``init_stop`` (warm-up iterations allowed there:
+#: DDP's reducer can rebuild its buckets before any training), and the training loop announces each of its epochs or
+#: blocks (``constants.EPOCH_START``, ``constants.BLOCK_START``) before their steps.
+_MLLOG = ":::MLLOG {"
+_MLLOG_LOOP = ('"key": "epoch_start"', '"key": "block_start"')
+
+
+def mlperf_before_loop(lines: Sequence[str], floor: int, top: int) -> bool:
+    """Whether the program logs MLPerf's events (:data:`_MLLOG`) and none of its training loop's (:data:`_MLLOG_LOOP`)
+    before ``top``: it failed in the benchmark's initialisation (P3: ``startup``), whatever warm-up ran there."""
+    return bool(last_matching(lines, (_MLLOG,), lambda ln: True, floor, top)) \
+        and not last_matching(lines, _MLLOG_LOOP, lambda ln: True, floor, top)

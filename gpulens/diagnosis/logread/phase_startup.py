@@ -17,10 +17,11 @@ from gpulens.diagnosis.logread.phase_frames import (
     TRAIN_FUNC,
     TRAIN_STEP_FUNC,
     in_eval,
+    in_train_step,
 )
 from gpulens.diagnosis.logread.phase_traceback import frame_funcs, func_names
 
-__all__ = ["at_import", "built_from_pretrained", "ends_in_syntax_error", "first_cuda_call", "hub_base_weights",
+__all__ = ["at_import", "built_from_pretrained", "dataset_built", "ends_in_syntax_error", "first_cuda_call", "hub_base_weights",
            "import_failed", "model_summary", "remote_code_import", "setting_up"]
 
 
@@ -176,3 +177,22 @@ def at_import(frames: Sequence[str]) -> bool:
     loaded, before it called anything)."""
     funcs = func_names(frames)
     return bool(funcs) and all(f == "<module>" for f in funcs)
+
+
+#: A frame's code line that constructs a data set or a data loader (``train_dataset = Dataset(path, cfg)``,
+#: ``loader = DataLoader(ds, batch_size=...)``, ``self.val_set = MyVideoDataset(root)``).
+_DATA_BUILT = re.compile(r"^\s*[\w.\[\]'\", ]+\s*=\s*(?:[\w.]+\.)?\w*(?:Dataset|DataLoader|Dataloader)\w*\(")
+
+
+def dataset_built(frames: Sequence[str]) -> bool:
+    """Whether the traceback fails inside a data set's or loader's constructor, called by a code line that builds it
+    (:data:`_DATA_BUILT`, the next frame an ``__init__``), outside any step, epoch or evaluation function: preparing
+    data is set-up (P8), whatever function (``train(config)``) calls it before its loop."""
+    if in_train_step(frames) or in_eval(frames):
+        return False
+    for k, ln in enumerate(frames):
+        if "Data" in ln and _DATA_BUILT.match(ln):
+            callee = next((f for f in frames[k + 1:k + 4] if 'File "' in f), "")
+            if callee.rstrip().endswith(", in __init__"):
+                return True
+    return False

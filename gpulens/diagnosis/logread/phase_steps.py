@@ -11,6 +11,7 @@ import re
 from collections.abc import Sequence
 
 from gpulens.diagnosis.keyscan import find_keys
+from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.bars import bar_update, text_on_bar
 from gpulens.diagnosis.logread.lines import last_matching
 from gpulens.diagnosis.logread.phase_eval import RESULT_LINE
@@ -33,7 +34,7 @@ from gpulens.diagnosis.logread.steplines import (
 )
 from gpulens.diagnosis.logread.tracebacks import TRACEBACK_HEAD
 
-__all__ = ["bar_done", "bar_short", "counts_advance", "glued_bar", "glued_to_bar", "iter_in_epoch", "keras_printed",
+__all__ = ["bar_done", "bar_short", "counts_advance", "exited_after_progress", "glued_bar", "glued_to_bar", "iter_in_epoch", "keras_printed",
            "last_step", "own_step", "past_first", "results_after_progress", "table_step", "verl_step_logged"]
 
 
@@ -223,6 +224,19 @@ def results_after_progress(lines: Sequence[str], floor: int, top: int) -> bool:
     start = got[0] + 1 if got else max(floor, top - _RESULTS_AT_END)
     return any(RESULT_LINE.search(ln) and not is_bar(ln) and not printed_before(lines, floor, start, ln.strip())
                for ln in lines[start:top])
+
+
+#: wandb's footer, printed when the run finishes (``wandb.finish``, called at the program's exit: ``wandb/sdk/wandb_run.py``
+#: ``_footer_sync_info``, "wandb: Synced 6 W&B file(s), 0 media file(s), ..." and "wandb: Find logs at: ./wandb/run-.../logs").
+_TRACKER_EXIT = ("wandb: Synced ", "wandb: Find logs at")
+
+
+def exited_after_progress(lines: Sequence[str], floor: int, top: int) -> bool:
+    """Whether the program's tracker printed its exit footer (:data:`_TRACKER_EXIT`) between the last progress line
+    and ``top``: the program had finished before what failed at ``top`` (the job script's next command)."""
+    got = step_lines(lines, max(floor, top - _RESULTS_BEFORE), top)
+    start = got[0] + 1 if got else max(floor, top - _RESULTS_AT_END)
+    return any(ranks.launcher_text(ln).startswith(_TRACKER_EXIT) for ln in lines[start:top])
 
 
 def _bar_glued(line: str) -> str | None:

@@ -65,9 +65,18 @@ def _teardown(region: Sequence[str]) -> bool:
     """Whether the failure's lines show the job shutting down; warnings printed at any exit
     ("destroy_process_group() was not called") and a kill's own "shutting down workers" do not (torchrun's
     agent, ``torch/distributed/elastic/agent/server/api.py``: ``logger.warning("Received %s death signal, shutting
-    down workers", e.sigval)``, the signal as ``15`` or, before Python 3.11, ``Signals.SIGTERM``)."""
+    down workers", e.sigval)``, the signal as ``15`` or, before Python 3.11, ``Signals.SIGTERM``), nor a server's
+    reaction to its engine's death (:data:`_ENGINE_DIED`)."""
     return any(_TEARDOWN.search(ln) and not is_benign(ln) and not is_terminal_kill(ln) and "death signal" not in ln
-               for ln in region)
+               and not _ENGINE_DIED.search(ln) for ln in region)
+
+
+#: A server shutting down because its engine died, not a teardown of its own: vLLM's V1 client
+#: (``vllm/v1/engine/core_client.py``, ``logger.error("Engine core proc %s died unexpectedly, shutting down client.",
+#: ...)``) and the uvicorn server it then stops (``uvicorn/server.py`` ``Server.shutdown``: ``logger.info("Shutting
+#: down")``, printed with uvicorn's padded level name, "INFO:     Shutting down", after vLLM's ``terminate_if_errored``
+#: sets ``should_exit``): a server only shuts down on a signal or on such an error.
+_ENGINE_DIED = re.compile(r"died unexpectedly, shutting down client|INFO: +Shutting down\s*$")
 
 
 #: glibc's exit path in a native backtrace: ``exit`` -> ``__run_exit_handlers`` -> ``_dl_fini`` -> each shared

@@ -64,13 +64,16 @@ def failure_text(lines: Sequence[str], failure: int) -> str:
 #: bash's report of its own error in a script (``error.c``/``parse.y``: "%s: line %d: " with the script's name, then
 #: "syntax error near unexpected token `('", "foo: command not found", "x: unbound variable"), not its job-control
 #: report of a child's death ("run.sh: line 141: 450336 Killed    python train.py", a process id after the prefix).
-#: The script's name says nothing of what the program was doing (``run_evaluate.sh`` also trains).
-_SHELL_ERROR = re.compile(r"^\S+: line \d+: (?=[^\s\d])")
+#: The script's name says nothing of what the program was doing (``run_evaluate.sh`` also trains). bash translates
+#: "line" through gettext (``_("%s: line %d: ")``; its ``po`` files: zh_CN/ja "行", de "Zeile", fr "ligne", es "línea",
+#: it "riga", ru "строка"): "run.sh: 行 27: foo：未找到命令".
+_SHELL_ERROR = re.compile(r"^\S+: (?:line|行|Zeile|ligne|línea|riga|строка) \d+: (?=[^\s\d])")
+_SHELL_LINE_WORDS = (": line ", ": 行 ", ": Zeile ", ": ligne ", ": línea ", ": riga ", ": строка ")
 
 
 def shell_error(line: str) -> bool:
     """Whether ``line`` is bash's report of an error in the job's own script (:data:`_SHELL_ERROR`)."""
-    return ": line " in line and _SHELL_ERROR.match(logs.normalize_line(on_screen(line))) is not None
+    return any(w in line for w in _SHELL_LINE_WORDS) and _SHELL_ERROR.match(logs.normalize_line(on_screen(line))) is not None
 
 
 def killed(lines: Sequence[str], failure: int) -> bool:

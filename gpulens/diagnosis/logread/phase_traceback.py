@@ -27,13 +27,23 @@ def failing_traceback(lines: Sequence[str], failure: int, floor: int) -> tuple[i
     traceback that says where the process was: the failure's own, the one a report on the failure line
     prints after it, or (P9) the process' own traceback just above a signal's report that names no Python frame."""
     tb_start, frames = _traceback_of(lines, failure, floor)
-    if tb_start is None and (reported := _reported_exception(lines, failure)) is not None:
-        failure = reported  # a report's line, then the traceback of what it reports: read that
+    if (tb_start is None or _ended_above(lines, tb_start, failure)) \
+            and (reported := _reported_exception(lines, failure)) is not None:
+        failure = reported  # a report's line, then the traceback of what it reports: read that (not an earlier
+        # traceback above the report, which had ended before it: an earlier attempt's, a caught error's)
         tb_start, frames = _traceback_of(lines, failure, floor)
     if not func_names(frames) and (raised := _raised_before_signal(lines, failure, floor, tb_start)) is not None:
         failure = raised  # P9: the process' own traceback just above the signal's report: where it was
         tb_start, frames = _traceback_of(lines, failure, floor)
     return failure, tb_start, (frames if tb_start is not None else None)
+
+
+def _ended_above(lines: Sequence[str], head: int, failure: int) -> bool:
+    """Whether the traceback whose head is at ``head`` ended (its exception line printed) before the failure line (read
+    without the launcher's prefix its head carries: torchrun's "[rank2]: ", pdsh's "gpu07: ")."""
+    at = lines[head].find(TRACEBACK_HEAD)
+    body = _unprefixed(lines[head + 1:failure], lines[head][:at])
+    return any(x.strip() and not x.startswith((" ", "\t")) for x in body)
 
 
 #: Python's lines between the tracebacks of a chained exception (``traceback.TracebackException.format``).
@@ -139,7 +149,8 @@ def _reported_exception(lines: Sequence[str], failure: int) -> int | None:
         return None
     own = _rank_copy_key(lines[failure])
     head = next((k for k in range(failure + 1, min(len(lines), failure + 3 + _RANK_COPIES))
-                 if lines[k].strip() and _rank_copy_key(lines[k]) != own), None)
+                 if lines[k].strip() and _rank_copy_key(lines[k]) != own
+                 and not _same_logger_error(lines[failure], lines[k])), None)
     if head is None or TRACEBACK_HEAD not in lines[head]:
         return None
     for k in range(head + 1, min(len(lines), head + _TB_LOOKBACK)):
@@ -151,6 +162,24 @@ def _reported_exception(lines: Sequence[str], failure: int) -> int | None:
 
 #: Other ranks' copies of a failure line passed over between it and the traceback that raises it.
 _RANK_COPIES = 8
+
+
+#: A logging record's level at error or worse, after its prefix (``logging``'s ``%(levelname)s`` in the handler's format:
+#: "2026-05-01 12:16:54,097 - ERROR - ...", "[2026-05-01 12:16:54] ERROR ...").
+_ERROR_LEVEL = re.compile(r"[\s\[|:-](?:ERROR|CRITICAL)[\s\]|:-]")
+
+
+def _same_logger_error(first: str, line: str) -> bool:
+    """Whether ``line`` is another error record of the logger that printed ``first``: the same prefix before the level
+    (digits aside). Nested handlers each log their error before the outer one's ``logger.exception`` (or
+    ``traceback.print_exc()``) prints the traceback: ``except OSError as e: logger.error(f"loading X failed: {e}"); raise``
+    inside ``except Exception as e: logger.error(f"training failed: {e}"); logger.exception(...)``."""
+    a, b = _ERROR_LEVEL.search(first[:_PREFIX]), _ERROR_LEVEL.search(line[:_PREFIX])
+    return a is not None and b is not None and _rank_copy_key(first[:a.start()]) == _rank_copy_key(line[:b.start()])
+
+
+#: Characters at a line's start where a logging record's prefix and level are looked for.
+_PREFIX = 80
 
 
 def _rank_copy_key(line: str) -> str:

@@ -231,6 +231,13 @@ def _espnet_batches(line: str) -> str | None:
     return m.group(1) if m else None
 
 
+#: A line that starts with an iteration's count out of its total, then a separator before its meters ("Iteration 31/208 |
+#: Iteration Elapsed 76.3 | Average: {...} | SPS 314 | Policy Update 54.1", as RL loops print once an iteration's rollout and
+#: update are done; "Iteration 3/50, reward: ..."): the count itself, whatever the meters after it.
+_LEADING_COUNT = re.compile(r"(?:Iteration|ITERATION) +(\d+) */ *\d+ *(?:\||,) ")
+_LEADING_KEYS = ("Iteration ", "ITERATION ")
+
+
 def _counter(line: str) -> str | None:
     """The count of a bare counter line (a training MetricLogger line, a tqdm bar without a total,
     Megatron's iteration line), if it is one."""
@@ -245,6 +252,8 @@ def _counter(line: str) -> str | None:
     if (b := _banner_count(line)) is not None or (b := _saved_at_step(line)) is not None \
             or (b := _timm_update(line)) is not None or (b := _espnet_batches(line)) is not None:
         return b
+    if line.startswith(_LEADING_KEYS) and (c := _LEADING_COUNT.match(line)) is not None:
+        return c.group(1)
     if line[:1] in " \t" and line.lstrip(" \t").startswith(("batch ", "Batch ")):
         m = _BATCH_LOSS.match(line)
         return m.group(1) if m else None
@@ -305,8 +314,9 @@ _SETTING_WORDS = (r"\bper (?:epoch|step|iter\w*|device|gpu)\b|\btotal\b|\bnumber
                   # saved state is restored: the counts it restored, not a step of this attempt
                   r"|\bresumed epoch:? \d+, iter\b"
                   # a tensor's or a batch's shape printed while setting up ("Shapes of elements in a batch: (1, 20,
-                  # 128)", "batch shape: torch.Size([8, 3, 224, 224])")
-                  r"|\bshapes?\b")
+                  # 128)", "batch shape: torch.Size([8, 3, 224, 224])"), or by a debug print anywhere (PyTorch's repr of
+                  # a shape, ``torch.Size([180, 500])``: "gen_output.batch[responses]: torch.Size([180, 500])")
+                  r"|\bshapes?\b|\btorch\.Size\(\[")
 _SETTING = re.compile(r"(?i)^(?!.*loss).*(?:" + _SETTING_WORDS + ")")
 #: _SETTING's words alone, each searched only in a line holding its own literals: on an ASCII
 #: line without "loss" or a newline, the same answer (``^(?!.*loss).*`` then tries every place).
@@ -314,7 +324,7 @@ _SETTING_SPLIT = Branches(re.compile(_SETTING_WORDS, re.IGNORECASE))
 #: Lower-case literals one of which every match of _SETTING holds (its alternatives' own words).
 _SETTING_KEYS = contains_any(("per ", "total", "number of", "num_", "max_", "starting", "warmup_",
                               "invalidate trace cache", "size", "micro", "load", "resum", "restor", "shape",
-                              "continuing training from", "will skip the first"))
+                              "continuing training from", "will skip the first", "torch.size(["))
 
 
 def _is_setting(end: str) -> bool:
@@ -345,7 +355,16 @@ def _prose(line: str, end: str) -> bool:
         return True  # the number was the launcher's: "(main_task pid=28) Answer: ... step by step"
     if ("Step " in end or "step " in end) and _NUMBERED_STEP.search(end):
         return True  # "**Step 4: Analyze the search results**": a numbered instruction (a model's answer)
+    if len(_SENTENCE_END.findall(end)) >= _SENTENCES and not any(rx.search(end) for rx in _STEP_RES) \
+            and _LOSS_VALUE.search(end) is None:
+        return True  # running text (a retrieved document, a model's answer) that happens to say "step": no counter in it
     return "by" in end and _BY_STEP.search(end) is not None and not is_progress(_BY_STEP.sub(" ", end))
+
+
+#: The end of a sentence inside running text: a word, a full stop (or ? or !), a space and a capitalised word.
+_SENTENCE_END = re.compile(r"[a-z][.?!][\"']?\s+[A-Z][a-z]")
+#: Sentence ends that make a line's text prose.
+_SENTENCES = 3
 
 
 #: An instruction numbered as a step, words only after it ("Step 4: Analyze search results", "**Step 2:** Compute
@@ -511,10 +530,13 @@ def to_float(text: str) -> float:
 #: validation pass before fitting ("Sanity Checking DataLoader 0:  50%|#####     | 1/2"); lm-evaluation-harness'
 #: request bars (``lm_eval/models/huggingface.py``: ``tqdm(desc="Running loglikelihood requests")``, "Running
 #: generate_until requests"), vLLM's ``LLM.generate`` bar (``vllm/entrypoints/llm.py`` ``_run_engine``: ``desc=
-#: "Processed prompts"``): a model run over a benchmark's or a data set's prompts.
+#: "Processed prompts"``): a model run over a benchmark's or a data set's prompts; the evaluation loop of the DPO
+#: reference trainer (``eric-mitchell/direct-preference-optimization`` ``trainers.py`` ``BasicTrainer.train``: ``tqdm.tqdm(
+#: self.eval_batches, desc='Computing eval metrics')`` after "Running evaluation after {n} train examples"), copied by HALOs.
 EVAL_BAR = re.compile(r"^\W{0,3}(?:epoch \d+ \| )?(?:[Ee]val(?:uat\w*)?|EVAL\w*|[Vv]alid(?:at\w*)?|[Tt]est(?:ing)?|[Pp]redict\w*"
                       r"|[Ii]nference|[Ss]ampling|Sanity Checking"
-                      r"|Running (?:loglikelihood(?:_rolling)?|generate_until|multiple_choice)\w* requests|Processed prompts)\b[^|\[\n]{0,40}?(?:\[\s*(\d+)\s*/\s*(\d+)\s*\]"
+                      r"|Running (?:loglikelihood(?:_rolling)?|generate_until|multiple_choice)\w* requests|Processed prompts"
+                      r"|Computing eval metrics)\b[^|\[\n]{0,40}?(?:\[\s*(\d+)\s*/\s*(\d+)\s*\]"
                       r"|\d+%\|[^|]*\|\s*(\d+)/(\d+))")
 #: (fairseq's validation bar carries its ``BaseProgressBar`` prefix: ``prefix=f"valid on '{subset}' subset"`` after
 #: "epoch {:03d}" joined by " | " (``fairseq/logging/progress_bar.py``; ``fairseq_cli/train.py`` ``validate``): "epoch 001 |
