@@ -294,6 +294,7 @@ FRESH_SLICES = (
     ("aa/", "index_aa.csv (collected 2026-11-28 after reader round 19, new owners, framework-written logs and RL runs, labelled blind)"),
     ("ab/", "index_ab.csv (collected 2026-11-28 after reader round 20, new owners, toolkit output folders, versioned research logs, evaluation and vLLM jobs, labelled blind)"),
     ("ac/", "index_ac.csv (collected 2026-11-28 after reader round 22, new owners, GAN/diffusion job folders and shell-redirect captures, labelled blind)"),
+    ("ad/", "index_ad.csv (collected 2026-11-28 at the start of stop 44, new owners, scheduler-output, trainer- and paste-named captures, labelled blind)"),
 )
 
 
