@@ -55,3 +55,34 @@ def test_a_healthy_job_before_a_site_report_stays_healthy() -> None:
     for report in (_FAU_REPORT, _TORQUE_REPORT):
         got = diagnose_text("\n".join([*_PROLOGUE, *ending, *report]) + "\n")
         assert got.diagnosis.category == "none"
+
+
+#: A vLLM OpenAI server's log in its own format (vllm/entrypoints/launcher.py ``serve_http``, uvicorn's lines
+#: behind the API server's process prefix); the start-up CUDA-graph capture bar reaches its end.
+_VLLM = "(APIServer pid=501) "
+_SERVER = [f"{_VLLM}INFO 03-02 10:00:00 [api_server.py:1800] vLLM API server version 0.10.2",
+           "(EngineCore_0 pid=620) Capturing CUDA graphs (decode, FULL): 100%|██████████| 67/67 [00:03<00:00, 20.1it/s]",
+           "(EngineCore_0 pid=620) INFO 03-02 10:00:40 [gpu_model_runner.py:3100] Graph capturing finished in 4 secs",
+           f"{_VLLM}INFO 03-02 10:00:41 [api_server.py:1900] Starting vLLM API server 0 on http://0.0.0.0:8000",
+           f"{_VLLM}INFO 03-02 10:00:41 [launcher.py:36] Available routes are:",
+           *[f"{_VLLM}INFO 03-02 10:00:41 [launcher.py:44] Route: /v1/{r}, Methods: POST" for r in ("chat", "completions")],
+           f"{_VLLM}INFO:     Started server process [501]", f"{_VLLM}INFO:     Waiting for application startup.",
+           f"{_VLLM}INFO:     Application startup complete.",
+           f'{_VLLM}INFO:     127.0.0.1:50000 - "GET /v1/models HTTP/1.1" 200 OK']
+_SIGNAL_STOP = [f"{_VLLM}INFO 03-02 11:30:00 [launcher.py:101] Shutting down FastAPI HTTP server.",
+                f"{_VLLM}INFO:     Shutting down", f"{_VLLM}INFO:     Waiting for application shutdown.",
+                f"{_VLLM}INFO:     Application shutdown complete."]
+
+
+def test_a_vllm_server_stopped_by_its_signal_handler_is_a_stop_from_outside() -> None:
+    got = diagnose_text("\n".join([*_SERVER, *_SIGNAL_STOP]) + "\n")
+    assert (got.diagnosis.category, got.diagnosis.origin) == ("preempted", "unknown")
+    assert got.indicator_lines == [len(_SERVER) + 1]
+    newer = f"{_VLLM}INFO 03-02 11:30:00 [launcher.py:120] [shutdown] API server: shutting down FastAPI HTTP server"
+    got = diagnose_text("\n".join([*_SERVER, newer, *_SIGNAL_STOP[1:]]) + "\n")
+    assert got.diagnosis.category == "preempted"
+
+
+def test_a_vllm_server_without_the_signal_shutdown_is_not_called_stopped_by_it() -> None:
+    got = diagnose_text("\n".join([*_SERVER, *_SIGNAL_STOP[1:]]) + "\n")
+    assert got.diagnosis.category != "preempted"
