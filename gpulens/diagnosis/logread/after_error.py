@@ -45,9 +45,10 @@ def says_arning(line: str) -> bool:
 #: The banners of the reports a cluster's Slurm or Torque epilogue appends to a job's output after its job
 #: script exited, whatever its outcome (a failed job gets one too), its lines many and plain ("= Job-ID",
 #: "= Elapsed runtime", quota tables): NHR@FAU's job statistics ("=== JOB_STATISTICS ===", then its "===
-#: Quota infos ======" and "=== GPU utilization ==" blocks; NHR@FAU documentation, batch processing: the
-#: job statistics appended to the job's output file), and a Torque site epilogue's "Begin PBS Epilogue
-#: <date>" block (Job ID, Resources, Rsrc Used, ... "End PBS Epilogue <date>"). None of it is the program's.
+#: Quota infos ======" and "=== GPU utilization ==" blocks, written by the site's Slurm epilogue into the
+#: job's output file after the job ended: the format its job outputs show, no library's source), and a
+#: Torque site epilogue's "Begin PBS Epilogue <date>" block (Job ID, Resources, Rsrc Used, ... "End PBS
+#: Epilogue <date>"). None of it is the program's.
 _SITE_REPORT = re.compile(r"^=== JOB_STATISTICS ===$|^Begin PBS Epilogue\b")
 
 
