@@ -42,18 +42,31 @@ def says_arning(line: str) -> bool:
     return "arning" in line
 
 
+#: The banners of the reports a cluster's Slurm or Torque epilogue appends to a job's output after its job
+#: script exited, whatever its outcome (a failed job gets one too), its lines many and plain ("= Job-ID",
+#: "= Elapsed runtime", quota tables): NHR@FAU's job statistics ("=== JOB_STATISTICS ===", then its "===
+#: Quota infos ======" and "=== GPU utilization ==" blocks, written by the site's Slurm epilogue into the
+#: job's output file after the job ended: the format its job outputs show, no library's source), and a
+#: Torque site epilogue's "Begin PBS Epilogue <date>" block (Job ID, Resources, Rsrc Used, ... "End PBS
+#: Epilogue <date>"). None of it is the program's.
+_SITE_REPORT = re.compile(r"^=== JOB_STATISTICS ===$|^Begin PBS Epilogue\b")
+
+
 def went_on(lines: Sequence[str], at: int, enough: int = WENT_ON_LINES) -> bool:
     """Whether the program printed ``enough`` lines of its own ordinary output (not errors,
     warnings, traceback frames, trackers', launchers' or the scheduler's lines) after the error
     line at ``at``: a caught exception whose report the job printed and went on from. Only the
     lines of the process that printed the error count (the same launcher prefix, or none): other
-    processes printing on does not show that one went on."""
+    processes printing on does not show that one went on; none after a site's end-of-job report
+    (:data:`_SITE_REPORT`) does."""
     count = 0
     own = process_key(lines[at])
     caught = enough > _CAUGHT_ENOUGH and caught_print(lines, at)
     enough = _CAUGHT_ENOUGH if caught else enough
     for j in range(at + 1, min(len(lines), at + _WENT_ON_SCAN)):
         raw = lines[j]
+        if _SITE_REPORT.match(raw.strip()):
+            return False  # the site's end-of-job report: the job script had exited
         if process_key(raw) != own:
             continue
         s = logs.normalize_line(raw)

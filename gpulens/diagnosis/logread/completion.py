@@ -68,6 +68,9 @@ class End:
     #: ``index`` is a failure the log states (the exception of a run a batch runner counted as failed, an
     #: error message the job printed as its last words): the cause is there, to diagnose
     failed_run: bool = False
+    #: a stop (strength 0) whose own line's format says a signal from outside ended the run, not who sent it
+    #: (README O3: preempted, origin unknown)
+    signalled: bool = False
 
     @property
     def stopped(self) -> bool:
@@ -101,6 +104,14 @@ _SCRIPT_EPILOGUE = re.compile(
 #: interrupted by user")`` of training loops that then save an "interrupted" checkpoint and return:
 #: the run did not reach its end, whatever it saves after.
 _INTERRUPTED = re.compile(r"\b[Ii]nterrupted by (?:the )?user\b|\bDetected KeyboardInterrupt, attempting graceful shutdown")
+#: vLLM's OpenAI-compatible server stopped by SIGINT or SIGTERM: ``serve_http`` (vllm/entrypoints/launcher.py)
+#: installs a signal handler that cancels the server task, and logs "Shutting down FastAPI HTTP server." only in
+#: the ``except asyncio.CancelledError`` branch that cancel leads to (newer releases: "[shutdown] API server:
+#: shutting down FastAPI HTTP server"); a server that returns on its own (its engine died: the watchdog's
+#: ``should_exit``) returns without it. A server has no end of its own: this is a stop from outside (README O3).
+_SERVER_STOPPED = re.compile(r"\bShutting down FastAPI HTTP server\.|\bAPI server: shutting down FastAPI HTTP server\b")
+#: Last non-blank lines read for it (uvicorn's own shutdown lines and the engine's teardown warnings follow it).
+_SERVER_TAIL = 8
 _TAIL = 12
 #: Non-blank lines after the last progress line that still count as "the log ends in progress"
 #: (a bar's last refresh is often printed twice, or followed by a blank tracker line).
@@ -122,6 +133,10 @@ def end_evidence(lines: Sequence[str], floor: int, progress: Sequence[int]) -> E
     if stop is not None:
         return End(stop, 0.0, "the run was interrupted before its end: the job caught a Ctrl-C (SIGINT), reported it "
                               "and exited (stopped by a user or a scheduler's SIGINT).")
+    served = next((i for i in reversed(tail[-_SERVER_TAIL:]) if _SERVER_STOPPED.search(lines[i])), None)
+    if served is not None:
+        return End(served, 0.0, "the server was stopped from outside: vLLM's signal handler (SIGINT or SIGTERM) "
+                                "cancelled it and it shut down; who sent the signal is not in the log.", signalled=True)
     runs = runs_failed(lines, tail)
     if runs is not None and (failed := failed_run_line(lines, floor, runs)) != runs:
         return End(failed, 0.0, "the runner's closing summary counts runs that failed: the last failed run's "

@@ -254,6 +254,10 @@ def _last_line(lines: Sequence[str]) -> int:
     return next((i for i in range(len(lines) - 1, -1, -1) if lines[i].strip()), len(lines) - 1)
 
 
+#: Confidence of a stop whose own line says a signal from outside ended the run (not who sent it).
+SIGNALLED_STOP = 0.6
+
+
 def _stopped_mid_run(base: WholeDiagnosis, src: WholeText, end: End, starts: Sequence[int], file: str | None,
              rules: tuple[Rule, ...]) -> WholeDiagnosis:
     """``unknown`` (failed, cause not in the log) for a log that stops mid-run with no error
@@ -272,6 +276,8 @@ def _stopped_mid_run(base: WholeDiagnosis, src: WholeText, end: End, starts: Seq
     if named is not None:
         d = Diagnosis("preempted", named.rule.origin, named.rule.confidence, [line], rule_id=named.rule.id,
                       hint=named.hint, file=file, reason=f"the run was stopped and its last line says by whom ({named.rule.id})")
+    elif end.signalled:  # its line's format says a signal stopped it, not whose (README O3)
+        d = Diagnosis("preempted", "unknown", SIGNALLED_STOP, [line], method="completion", file=file, reason=why)
     region = [logs.normalize_line(x) for x in lines[max(starts[-1], end.index - _AROUND):end.index + 1]]
     phase = phase_of(lines, end.index + 1, region, starts[-1], step)
     return dataclasses.replace(base, diagnosis=d, indicator_lines=[src.number(end.index)], indicators=[line],
