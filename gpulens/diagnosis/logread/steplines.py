@@ -299,8 +299,8 @@ _RATE_ANY = re.compile(r"([\d.]+) ?[A-Za-z]\w*/s\b")
 #: training", DeepSpeed ZeRO-3's "Invalidate trace cache @ step 56836: expected module ...".
 _SETTING_WORDS = (r"\bper (?:epoch|step|iter\w*|device|gpu)\b|\btotal\b|\bnumber of\b|\bnum_"
                   r"|\bmax_|\bstarting\b|\bwarmup_|Invalidate trace cache"
-                  # a batch's size ("Tokens / micro-batch / rank: 32 x 2048", "batch size: 64"), a checkpoint
-                  # loaded or resumed at a step; "batch sizes auto-scaled" ("Loading model from ckpt/d20 with step 21400", "Resuming from epoch 2,
+                  # a batch's size ("Tokens / micro-batch / rank: 32 x 2048", "batch size: 64", "batch sizes auto-scaled"), a
+                  # checkpoint loaded or resumed at a step ("Loading model from ckpt/d20 with step 21400", "Resuming from epoch 2,
                   # global_step 278": the step the saved state names, not one done by this attempt, P2/P11)
                   # (a dot inside a path, "/root/.cache/ckpt/d20", is no sentence's end)
                   r"|\bbatch[ _-]?sizes?\b|\bmicro[-_ ]?batch\b|\b(?:load|resum|restor)\w*\b(?:[^.]|\.(?=\S)){0,120}?(?:\b|_)step\b"
