@@ -20,3 +20,36 @@ def test_batch_sizes_setting_is_no_step() -> None:
              "FileNotFoundError: JSONL file not found: /data/train.jsonl"]
     at = len(lines) - 1
     assert phase_of(lines, at, lines) == "startup"
+
+
+def _loading_bar() -> list[str]:
+    """transformers' weight-loading bar, then accelerate's offload notice."""
+    return [f"Loading weights: {p}%|#####| {n}/12 [00:07<00:00, 178.30it/s]" for p, n in ((50, 6), (100, 12))] + \
+        ["Some parameters are on the meta device because they were offloaded to the cpu."]
+
+
+def test_forward_of_a_feature_extraction_script_is_evaluation() -> None:
+    """P5: a script that extracts a model's outputs (``extract_features.py``) runs no training loop: its model's forward
+    over its first input is inference, ``evaluation``, not a first training step."""
+    tb = ["Traceback (most recent call last):",
+          '  File "/src/scripts/extract_router_stats.py", line 73, in <module>',
+          "    out = model(input_ids=ids, output_hidden_states=True)",
+          '  File "/env/lib/python3.11/site-packages/torch/nn/modules/module.py", line 1787, in _call_impl',
+          "    return forward_call(*args, **kwargs)",
+          '  File "/env/lib/python3.11/site-packages/transformers/models/llama/modeling_llama.py", line 500, in forward',
+          "    logits = self.lm_head(hidden_states[:, slice_indices, :])",
+          "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 88.00 MiB."]
+    lines = [*_loading_bar(), *tb]
+    assert phase_of(lines, len(lines) - 1, lines) == "evaluation"
+    trained = [*_loading_bar(), *(ln.replace("extract_router_stats", "train_router") for ln in tb)]
+    assert phase_of(trained, len(trained) - 1, trained) == "first_step"
+
+
+def test_cancelled_on_a_feature_extraction_bar_is_evaluation() -> None:
+    """P5/P9: a cancellation glued to a feature extraction's bar (a model's inference over a data set) stops the
+    extraction: ``evaluation``."""
+    lines = ["/env/lib/python3.10/site-packages/timm/models/layers/__init__.py:48: FutureWarning: Importing from "
+             "timm.models.layers is deprecated, please import via timm.layers",
+             "Extracting features:  39%|###9      | 548/1406 [1:02:11<1:37:20,  6.81s/it]slurmstepd: error: *** JOB 4408 ON "
+             "node40 CANCELLED AT 2026-02-08T11:28:30 ***"]
+    assert phase_of(lines, 1, lines) == "evaluation"

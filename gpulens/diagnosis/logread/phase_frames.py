@@ -35,9 +35,12 @@ LOOP_WORDS = re.compile(r"(?i)train|fit|loop|epoch|step|iter|__next__|forward|ba
 
 #: An evaluation program's entry script, by the first word of its file name that names a stage
 #: (``evaluate_bart_large_finetuned.py``, ``test_full_pipeline.py``, ``run_eval.py``, ``inference.py``,
-#: ``sample.py``, P5's benchmark: ``benchmark_ring.py``, ``bench.py``); one whose first such word names training
-#: (``train_and_eval.py``, ``finetune_test.py``, ``train_benchmark.py``) trains.
-_EVAL_WORD = re.compile(r"(?:eval\w*|test(?:ing)?|infer(?:ence)?|predict(?:ion)?|sampl(?:e|ing)|generat(?:e|ion)|bench(?:mark)?s?)")
+#: ``sample.py``, P5's benchmark: ``benchmark_ring.py``, ``bench.py``; a feature extraction's, ``extract_features.py``,
+#: ``extract_gate_routing.py``: a model run forward over data in eval mode to keep its outputs, the inference pass of
+#: re-ID testing and of probing, e.g. ``extract_feature(model, loader)`` under ``torch.no_grad()``); one whose first such
+#: word names training (``train_and_eval.py``, ``finetune_test.py``, ``train_benchmark.py``) trains.
+_EVAL_WORD = re.compile(r"(?:eval\w*|test(?:ing)?|infer(?:ence)?|predict(?:ion)?|sampl(?:e|ing)|generat(?:e|ion)|bench(?:mark)?s?"
+                        r"|extract(?:ion|or)?)")
 _TRAIN_WORD = re.compile(r"\w*(?:train|tune|fit)\w*")
 _ENTRY = re.compile(r'File "(?:[^"]*[/\\])?([^"/\\]+)\.py", line \d+, in <module>')
 

@@ -532,11 +532,13 @@ def to_float(text: str) -> float:
 #: generate_until requests"), vLLM's ``LLM.generate`` bar (``vllm/entrypoints/llm.py`` ``_run_engine``: ``desc=
 #: "Processed prompts"``): a model run over a benchmark's or a data set's prompts; the evaluation loop of the DPO
 #: reference trainer (``eric-mitchell/direct-preference-optimization`` ``trainers.py`` ``BasicTrainer.train``: ``tqdm.tqdm(
-#: self.eval_batches, desc='Computing eval metrics')`` after "Running evaluation after {n} train examples"), copied by HALOs.
+#: self.eval_batches, desc='Computing eval metrics')`` after "Running evaluation after {n} train examples"), copied by HALOs;
+#: a feature extraction's bar, the inference pass of re-ID testing and probing (``tqdm(dataloader, desc='-- Extract %s
+#: features: ' % type)`` over ``model(imgs)`` under ``torch.no_grad()``, "Extracting features:  39%|...| 548/1406").
 EVAL_BAR = re.compile(r"^\W{0,3}(?:epoch \d+ \| )?(?:[Ee]val(?:uat\w*)?|EVAL\w*|[Vv]alid(?:at\w*)?|[Tt]est(?:ing)?|[Pp]redict\w*"
                       r"|[Ii]nference|[Ss]ampling|Sanity Checking"
                       r"|Running (?:loglikelihood(?:_rolling)?|generate_until|multiple_choice)\w* requests|Processed prompts"
-                      r"|Computing eval metrics)\b[^|\[\n]{0,40}?(?:\[\s*(\d+)\s*/\s*(\d+)\s*\]"
+                      r"|Computing eval metrics|Extract(?:ing)? (?:\w+ )?[Ff]eatures?)\b[^|\[\n]{0,40}?(?:\[\s*(\d+)\s*/\s*(\d+)\s*\]"
                       r"|\d+%\|[^|]*\|\s*(\d+)/(\d+))")
 #: (fairseq's validation bar carries its ``BaseProgressBar`` prefix: ``prefix=f"valid on '{subset}' subset"`` after
 #: "epoch {:03d}" joined by " | " (``fairseq/logging/progress_bar.py``; ``fairseq_cli/train.py`` ``validate``): "epoch 001 |
