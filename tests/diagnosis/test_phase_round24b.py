@@ -53,3 +53,19 @@ def test_cancelled_on_a_feature_extraction_bar_is_evaluation() -> None:
              "Extracting features:  39%|###9      | 548/1406 [1:02:11<1:37:20,  6.81s/it]slurmstepd: error: *** JOB 4408 ON "
              "node40 CANCELLED AT 2026-02-08T11:28:30 ***"]
     assert phase_of(lines, 1, lines) == "evaluation"
+
+
+def test_perplexity_of_a_reloaded_model_is_evaluation() -> None:
+    """P4/P1: a forward inside ``compute_perplexity`` (a language model's evaluation metric) after the model was saved and
+    reloaded: the frames name an evaluation, not a first training step."""
+    lines = ["2025-04-30 22:42:42,417 - INFO - Saving compressed model...",
+             "2025-04-30 22:44:51,365 - INFO - Reloaded compressed model and tokenizer successfully.",
+             "Traceback (most recent call last):",
+             '  File "/src/run_prune.py", line 341, in main',
+             "    ppl = compute_perplexity(model, tokenizer, texts, device=device)",
+             '  File "/src/metrics.py", line 39, in compute_perplexity',
+             "    outputs = model(input_ids=chunk, labels=labels)",
+             '  File "/env/lib/python3.10/site-packages/torch/nn/modules/module.py", line 1750, in _call_impl',
+             "    return forward_call(*args, **kwargs)",
+             "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 256.00 MiB."]
+    assert phase_of(lines, len(lines) - 1, lines) == "evaluation"

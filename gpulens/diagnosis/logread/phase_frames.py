@@ -60,10 +60,11 @@ def eval_program(frames: Sequence[str]) -> bool:
 
 
 #: Functions whose frames say the failure happened while evaluating (metrics, validation, test).
-#: Each word starts a word of the name (``run_inference``, ``validation_step``, ``_evaluate``, ``calc_psnr``;
+#: Each word starts a word of the name (``run_inference``, ``validation_step``, ``_evaluate``, ``calc_psnr``; a language
+#: model's perplexity, the metric its evaluation reports: ``compute_perplexity``, ``eval_ppl``, lm-eval's ``word_perplexity``;
 #: camelCase ``doEval``), not the inside of another (``flashinfer_sample``, ``latest_ckpt``, ``invalid_mask``).
 _EVAL_FUNC = re.compile(r"(?:^|_|(?<=[a-z0-9])(?=[A-Z])|\d)(?i:eval|valid|test|metric|psnr|ssim|accuracy|score|bleu|rouge"
-                        r"|predict|infer|roc|auc)"
+                        r"|predict|infer|roc|auc|perplexity|ppl)"
                         # an accuracy by its short name as the last word (SHOT's ``cal_acc``, ``compute_acc``,
                         # ``top1_acc``), not gradient accumulation (``acc_grad``, ``accumulate``)
                         r"|(?i:(?:^|_)acc$)"
