@@ -69,3 +69,47 @@ def test_perplexity_of_a_reloaded_model_is_evaluation() -> None:
              "    return forward_call(*args, **kwargs)",
              "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 256.00 MiB."]
     assert phase_of(lines, len(lines) - 1, lines) == "evaluation"
+
+
+def _finished_training() -> list[str]:
+    """A Hugging Face Trainer run that reached its end and saved its adapter."""
+    steps = [f"{{'loss': 0.27{k}, 'grad_norm': 0.31, 'learning_rate': {k}e-06, 'epoch': 0.9{k}}}" for k in range(5)]
+    return [*steps, "{'train_runtime': 7423.2, 'train_samples_per_second': 4.027, 'train_steps_per_second': 0.252, "
+            "'train_loss': 0.3116, 'epoch': 1.0}",
+            "100%|##########| 1869/1869 [2:03:43<00:00,  3.97s/it]", "Saved adapter + tokenizer to: artifacts/student"]
+
+
+def test_import_error_of_the_evaluation_program_after_training_is_evaluation() -> None:
+    """P11: the job's evaluation program (``eval_*.py``) started after the training run finished fails at its import:
+    the evaluation stage fails from its first line, not the job's start-up."""
+    tb = ["Traceback (most recent call last):",
+          '  File "/work/scripts/eval_budget.py", line 13, in <module>',
+          "    from src.models import parse_answer",
+          "ImportError: cannot import name 'parse_answer' from 'src.models' (/work/src/models.py)"]
+    lines = [*_finished_training(), "== stage 4: scoring the student", *tb]
+    assert phase_of(lines, len(lines) - 1, lines) == "evaluation"
+    alone = ["== stage 4: scoring the student", *tb]  # no training ran before it: its own start-up
+    assert phase_of(alone, len(alone) - 1, alone) == "startup"
+
+
+def test_engine_failing_in_an_evaluation_stage_announced_after_training_is_evaluation() -> None:
+    """P11: a job script announces its evaluation stage after the fine-tuning program reported its success; vLLM's engine
+    core failing to start there (a subprocess's traceback, no entry script) is that stage's, ``evaluation``."""
+    done = ["2025-12-01 20:55:29.066 | SUCCESS  | __main__:main:85 - Fine-tuning job completed successfully!",
+            "=== Training complete ==="]
+    stage = ["=== Starting evaluation ===",
+             "2025-12-01 20:55:40.059 | INFO     | __main__:main:82 - Loaded model: me/finetuned",
+             "INFO 12-01 20:56:50 [core.py:572] Waiting for init message from front-end."]
+    tb = ["ERROR 12-01 20:56:54 [core.py:632] EngineCore failed to start.",
+          "ERROR 12-01 20:56:54 [core.py:632] Traceback (most recent call last):",
+          'ERROR 12-01 20:56:54 [core.py:632]   File "/env/lib/python3.11/site-packages/vllm/v1/engine/core.py", line 623, '
+          "in run_engine_core",
+          "ERROR 12-01 20:56:54 [core.py:632]     engine_core = EngineCoreProc(*args, **kwargs)",
+          'ERROR 12-01 20:56:54 [core.py:632]   File "/env/lib/python3.11/site-packages/vllm/v1/worker/gpu_worker.py", line 33, '
+          "in <module>",
+          "ERROR 12-01 20:56:54 [core.py:632]     from vllm.v1.worker.gpu_model_runner import GPUModelRunner",
+          "ERROR 12-01 20:56:54 [core.py:632] ImportError: Numba needs NumPy 2.2 or less. Got NumPy 2.3."]
+    lines = [*_finished_training()[:-2], *done, *stage, *tb]
+    assert phase_of(lines, len(lines) - 1, lines) == "evaluation"
+    other = [*_finished_training()[:-2], *done, "=== Starting data export ===", *stage[1:], *tb]
+    assert phase_of(other, len(other) - 1, other) != "evaluation"
