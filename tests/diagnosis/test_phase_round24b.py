@@ -113,3 +113,36 @@ def test_engine_failing_in_an_evaluation_stage_announced_after_training_is_evalu
     assert phase_of(lines, len(lines) - 1, lines) == "evaluation"
     other = [*_finished_training()[:-2], *done, "=== Starting data export ===", *stage[1:], *tb]
     assert phase_of(other, len(other) - 1, other) != "evaluation"
+
+
+def _java_evaluator_fails(exc_line: bool) -> list[str]:
+    """A JVM started by the training's validation (an evaluator's jar run as a subprocess) failing on the shared stderr,
+    then the Python caller's traceback through the validation's scoring."""
+    java = ["java.lang.UnsupportedClassVersionError: org/example/Scorer has been compiled by a more recent version of the "
+            "Java Runtime (class file version 55.0), this version of the Java Runtime only recognizes class file versions "
+            "up to 52.0",
+            "\tat java.lang.ClassLoader.defineClass1(Native Method)",
+            "\tat java.lang.ClassLoader.defineClass(ClassLoader.java:756)",
+            "\tat sun.launcher.LauncherHelper.checkAndLoadMain(LauncherHelper.java:632)"]
+    head = [] if exc_line else ["Error: A JNI error has occurred, please check your installation and try again"]
+    tb = ["Traceback (most recent call last):",
+          '  File "train.py", line 217, in <module>',
+          "    metrics = trainer.train(experiment)",
+          '  File "/src/parser/trainer.py", line 526, in train',
+          "    val_metrics = self.model.get_metrics(reset=True)",
+          '  File "/src/parser/evaluation/commands.py", line 78, in evaluate',
+          "    m = re.search(regex, result_lines[line_number])",
+          "IndexError: list index out of range"]
+    bars = ["2022-06-07 15:41:53,154 - INFO - parser.trainer - Training",
+            "loss: -2.0794 ||: 100%|##########| 1/1 [00:00<00:00, 12.93it/s]",
+            "2022-06-07 15:41:53,233 - INFO - parser.trainer - Validating",
+            "100%|##########| 1/1 [00:00<00:00, 133.26it/s]"]
+    return [*bars, *head, *java, *tb]
+
+
+def test_python_traceback_after_a_java_stack_trace_names_the_activity() -> None:
+    """P1: the failure line is the JVM's (its launcher's report or its exception line); the Python traceback printed
+    after the Java stack trace is its caller's, and its frames (``evaluate``) name the activity: ``evaluation``."""
+    for exc_line in (False, True):
+        lines = _java_evaluator_fails(exc_line)
+        assert phase_of(lines, 4, lines[:8]) == "evaluation"
