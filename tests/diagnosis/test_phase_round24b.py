@@ -146,3 +146,22 @@ def test_python_traceback_after_a_java_stack_trace_names_the_activity() -> None:
     for exc_line in (False, True):
         lines = _java_evaluator_fails(exc_line)
         assert phase_of(lines, 4, lines[:8]) == "evaluation"
+
+
+def test_train_function_reading_a_batch_is_in_the_loop() -> None:
+    """P3/P8: a traceback whose ``train`` frame stops on a line reading a batch's field (``batch['input_ids']``) is in the
+    loop (a batch is in hand only once the loop asked its loader for one); with no step printed: ``first_step``. The same
+    ``train`` frame building its optimizer is set-up."""
+    head = ["Creating trainer on process 0 with world size 4", "Loaded model on rank 0",
+            "Using RMSprop optimizer with learning rate 1e-06"]
+    def tb(code: str) -> list[str]:
+        return ["Traceback (most recent call last):",
+                '  File "/src/train.py", line 85, in worker_main',
+                "    trainer.train()",
+                '  File "/src/trainers.py", line 1228, in train',
+                f"    {code}",
+                "KeyError: 'input_ids'"]
+    lines = [*head, *tb("output = self.policy.generate(input_ids=batch['input_ids'], max_length=100)")]
+    assert phase_of(lines, len(lines) - 1, lines) == "first_step"
+    setup = [*head, *tb("self.optimizer = build(self.config['input_ids'])")]
+    assert phase_of(setup, len(setup) - 1, setup) == "startup"

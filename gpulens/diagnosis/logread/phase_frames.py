@@ -260,13 +260,31 @@ def keras_step(frames: Sequence[str]) -> bool:
                for k in range(len(frames) - 1) if "keras" in frames[k])
 
 
+#: A source line that reads a field of a batch (``batch['input_ids']``, ``batch["labels"].to(device)``), as the body of
+#: a loop over a DataLoader does with the dict each of its batches is (the Hugging Face collators' and most scripts').
+_BATCH_READ = re.compile(r"\bbatch\s*\[\s*['\"]")
+
+
+def _reads_a_batch(frames: Sequence[str]) -> bool:
+    """Whether a frame of a function named for training (``train``, ``train_loop``: :data:`_TRAIN_NAME`,
+    :data:`TRAIN_FUNC`) stops on a source line that reads a batch's field (:data:`_BATCH_READ`): a batch is in hand only
+    once the loop asked its loader for one (P3, P8: the loop has begun; HALOs' ``PPOTrainer.train`` ->
+    ``self.policy.generate(input_ids=batch['input_ids'], ...)`` on its first rollout)."""
+    for k in range(len(frames) - 1):
+        m = FRAME_LINE.match(frames[k]) if 'File "' in frames[k] else None
+        if m is not None and m.group(1) and (_TRAIN_NAME.match(m.group(1)) or TRAIN_FUNC.match(m.group(1))) \
+                and 'File "' not in frames[k + 1] and _BATCH_READ.search(frames[k + 1]) is not None:
+            return True
+    return False
+
+
 def in_train_step(frames: Sequence[str]) -> bool:
     """Whether the traceback runs inside a training step (a forward, a backward, an optimizer step,
     an epoch's loop) not called by a set-up function (:data:`SETUP_FUNC`: a constructor's warm-up or
     profiling forward, vLLM's ``__init__`` -> ``_initialize_kv_caches`` -> ``profile_run``), or fetches a batch's items while iterating over
     a data set (a custom loader's thread, without torch's ``_next_data``); a ``__getitem__`` not reached by iterating (``datasets["validation"]``
     while setting up) is not a step."""
-    if keras_step(frames):
+    if keras_step(frames) or _reads_a_batch(frames):
         return True
     funcs = func_names(frames)
     built = next((k for k, f in enumerate(funcs) if SETUP_FUNC.match(f)), len(funcs))
