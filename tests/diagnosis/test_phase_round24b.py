@@ -165,3 +165,15 @@ def test_train_function_reading_a_batch_is_in_the_loop() -> None:
     assert phase_of(lines, len(lines) - 1, lines) == "first_step"
     setup = [*head, *tb("self.optimizer = build(self.config['input_ids'])")]
     assert phase_of(setup, len(setup) - 1, setup) == "startup"
+
+
+def test_loss_printed_as_a_libtorch_tensor_is_a_step_done() -> None:
+    """P2 (b): a C++ loop printing its loss with libtorch's ``operator<<`` (the value, then "[ CPUFloatType{} ]") after
+    each step; a native crash after it is ``training``, not set-up."""
+    step = ["[DISPATCH] aten::matmul (num_args=2)", "[DISPATCH] aten::add (num_args=2)"]
+    printed = ["Step Loss:", "10.861194610595703", "[ CUDAFloatType{} ]"]
+    crash = "terminate called after throwing an instance of 'c10::Error'"
+    lines = [*step, *printed, *step, *printed, *step, crash]
+    assert phase_of(lines, len(lines) - 1, lines[-6:]) == "training"
+    bare = [*step, "[ CUDAFloatType{} ]", *step, crash]  # a type line with no loss printed above it
+    assert phase_of(bare, len(bare) - 1, bare[-6:]) == "startup"
