@@ -177,3 +177,26 @@ def test_loss_printed_as_a_libtorch_tensor_is_a_step_done() -> None:
     assert phase_of(lines, len(lines) - 1, lines[-6:]) == "training"
     bare = [*step, "[ CUDAFloatType{} ]", *step, crash]  # a type line with no loss printed above it
     assert phase_of(bare, len(bare) - 1, bare[-6:]) == "startup"
+
+
+def _no_grad_tb(outer: list[str]) -> list[str]:
+    """A traceback through a job function decorated with ``@torch.no_grad()`` (torch's ``decorate_context``) down to a
+    module's forward, called from ``outer`` frames."""
+    return ["Traceback (most recent call last):", *outer,
+            '  File "/env/lib/python3.11/site-packages/torch/utils/_contextlib.py", line 120, in decorate_context',
+            "    return func(*args, **kwargs)",
+            '  File "/src/clustering.py", line 526, in distance_matrix',
+            "    out = self.model(images)",
+            '  File "/env/lib/python3.11/site-packages/torch/nn/modules/module.py", line 1786, in _call_impl',
+            "    return forward_call(*args, **kwargs)",
+            "RuntimeError: DataLoader worker (pid 933394) is killed by signal: Killed."]
+
+
+def test_forward_with_gradients_off_is_an_inference_pass() -> None:
+    """P5: a forward inside the job's ``@torch.no_grad()`` function, called from ``main``, runs no training step: an
+    embedding job's inference, ``evaluation``; the same called from a training step (a teacher's forward) is not."""
+    head = ["[INFO] Computing embeddings from scratch...", "[INFO] Distance computation complete"]
+    lines = [*head, *_no_grad_tb(['  File "/src/main.py", line 79, in cluster', "    d = distance_matrix(model, loader)"])]
+    assert phase_of(lines, len(lines) - 1, lines) == "evaluation"
+    step = [*head, *_no_grad_tb(['  File "/src/distill.py", line 79, in train_step', "    t = distance_matrix(teacher, x)"])]
+    assert phase_of(step, len(step) - 1, step) == "first_step"

@@ -49,6 +49,7 @@ from gpulens.diagnosis.logread.phase_frames import (
     in_eval,
     in_train_step,
     keras_step,
+    no_grad_forward,
 )
 from gpulens.diagnosis.logread.phase_loops import (
     loop_announced,
@@ -217,7 +218,8 @@ def _names_evaluation(lines: Sequence[str], failure: int, tb: Sequence[str] | No
     without a traceback, the failure's own lines name one."""
     if tb is None:
         return names_eval(failure_text(lines, failure))
-    return in_eval([*chained_outer(lines, failure), *tb]) or eval_loader_frame(tb) or eval_metric_frame(tb)
+    return in_eval([*chained_outer(lines, failure), *tb]) or eval_loader_frame(tb) or eval_metric_frame(tb) \
+        or no_grad_forward(tb)
 
 
 def _phase_by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str], tb: Sequence[str] | None,

@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from gpulens.diagnosis.logread.phase_traceback import FRAME_LINE, frame_funcs, func_names
 
 __all__ = ["EPOCH_FUNC", "LOOP_WORDS", "PARSE_FUNC", "SETUP_FUNC", "TRAIN_FUNC", "TRAIN_STEP_FUNC",
-           "after_a_step", "eval_loader_frame", "eval_metric_frame", "eval_program", "in_eval", "in_train_step", "keras_step"]
+           "after_a_step", "eval_loader_frame", "eval_metric_frame", "eval_program", "in_eval", "in_train_step", "keras_step",
+           "no_grad_forward"]
 
 
 #: Functions that set a program up: a constructor (a trainer's, an engine's, a model's), DeepSpeed's
@@ -178,6 +179,33 @@ _EVAL_NEXT = re.compile(r"\bnext\(\s*(?:iter\(\s*)?([\w.]+)\s*\)")
 #: ``dev_set``; ``self.eval_loader``'s last word). User scripts' variable names: read only by :func:`eval_loader_frame`.
 _EVAL_LOADER = re.compile(r"(?i)^(?:\w+_)?(?:val|valid|validation|eval|evaluation|test|dev)_?(?:data(?:set)?_?)?"
                           r"(?:loader|dataloader|dl|iter|iterator|batches|set|dataset|ds)s?$")
+
+
+#: torch's wrapper of a function decorated with a grad-mode context manager (``torch/utils/_contextlib.py``,
+#: ``_DecoratorContextManager``/``context_decorator``: ``@torch.no_grad()``, ``@torch.inference_mode()``): its frame
+#: ``decorate_context`` runs the decorated function with gradients off.
+_GRAD_OFF = re.compile(r'File "[^"]*torch[/\\]utils[/\\]_contextlib\.py", line \d+, in decorate_context')
+#: A library's file (not the job's own code).
+_LIBRARY = re.compile(r'File "[^"]*[/\\](?:site|dist)-packages[/\\]|File "<frozen ')
+#: A module's forward being called.
+_FORWARD_FUNCS = frozenset(("forward", "_call_impl", "_wrapped_call_impl"))
+
+
+def no_grad_forward(frames: Sequence[str]) -> bool:
+    """Whether the traceback runs a module's forward inside a function of the job's own code decorated with
+    ``@torch.no_grad()``/``@torch.inference_mode()`` (:data:`_GRAD_OFF`), with no training, step, epoch or set-up
+    function outside it: a model run with gradients off is an inference pass, not a training step (P4, P5: a clustering
+    or embedding job's forward, ``@torch.no_grad() def compute_perplexity``), nor set-up (vLLM's ``profile_run``)."""
+    fl = frame_funcs(frames)
+    off = next((k for k, (ln, _) in enumerate(fl) if _GRAD_OFF.search(ln)), None)
+    if off is None or off + 1 >= len(fl):
+        return False
+    own = next((k for k in range(off + 1, len(fl)) if not _LIBRARY.search(fl[k][0]) and not _GRAD_OFF.search(fl[k][0])), None)
+    if own is None or not any(f in _FORWARD_FUNCS for _, f in fl[own + 1:]):
+        return False
+    outer = [f for _, f in fl[:own + 1]]
+    return not any(TRAIN_FUNC.match(f) or _TRAIN_NAME.match(f) or TRAIN_STEP_FUNC.match(f) or EPOCH_FUNC.match(f)
+                   or SETUP_FUNC.match(f) or (f not in _FORWARD_FUNCS and _STEP_FUNC.match(f)) for f in outer)
 
 
 def eval_loader_frame(frames: Sequence[str]) -> bool:
