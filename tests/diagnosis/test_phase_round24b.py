@@ -200,3 +200,19 @@ def test_forward_with_gradients_off_is_an_inference_pass() -> None:
     assert phase_of(lines, len(lines) - 1, lines) == "evaluation"
     step = [*head, *_no_grad_tb(['  File "/src/distill.py", line 79, in train_step', "    t = distance_matrix(teacher, x)"])]
     assert phase_of(step, len(step) - 1, step) == "first_step"
+
+
+def test_peft_load_adapter_is_checkpoint_load() -> None:
+    """P7: ``PeftModel.from_pretrained`` -> ``load_adapter`` reading the adapter an earlier stage trained (a local output
+    directory) fails: ``checkpoint_load``, not the previous stage's training."""
+    steps = [f"{{'loss': 0.{k}1, 'learning_rate': 1e-4, 'epoch': {k}.0}}" for k in range(1, 4)]
+    tb = ["[rank1]: Traceback (most recent call last):",
+          '[rank1]:   File "/src/run_lora.py", line 375, in main',
+          "[rank1]:     model = PeftModel.from_pretrained(model, model_args.model_name_or_path)",
+          '[rank1]:   File "/env/lib/python3.10/site-packages/peft/peft_model.py", line 378, in load_adapter',
+          "[rank1]:     set_peft_model_state_dict(self, adapters_weights, adapter_name=adapter_name)",
+          '[rank1]:   File "/env/lib/python3.10/site-packages/peft/utils/save_and_load.py", line 162, in set_peft_model_state_dict',
+          "[rank1]:     raise NotImplementedError",
+          "[rank1]: NotImplementedError"]
+    lines = [*steps, "08/27/2025 17:12:58 - WARNING - __main__ - Process rank: 1, device: cuda:1", *tb]
+    assert phase_of(lines, len(lines) - 1, lines) == "checkpoint_load"
