@@ -176,8 +176,9 @@ def _evaluation_stage(lines: Sequence[str], floor: int, top: int, tb: Sequence[s
     done, stage = run_end_above(lines, run_start(lines, floor, top, RUN_LOOKBACK), top)
     if done is None:
         return False
-    if stage is not None and evaluation_announced(shown_ends([lines[stage]])):
-        return True
+    if stage is not None and evaluation_announced(announced := shown_ends([lines[stage]])) \
+            and not any(w in announced[0].lower() for w in ("train", "fine-tun", "finetun")):
+        return True  # (not "=== Running training and evaluation ===": a training stage's)
     return tb is not None and eval_program(tb)
 
 
