@@ -201,6 +201,8 @@ def test_forward_with_gradients_off_is_an_inference_pass() -> None:
     assert phase_of(lines, len(lines) - 1, lines) == "evaluation"
     step = [*head, *_no_grad_tb(['  File "/src/distill.py", line 79, in train_step', "    t = distance_matrix(teacher, x)"])]
     assert phase_of(step, len(step) - 1, step) == "first_step"
+    rollout = [ln.replace("distance_matrix", "collect_rollouts") for ln in lines]  # an RL loop's rollout, from main
+    assert phase_of(rollout, len(rollout) - 1, rollout) != "evaluation"
 
 
 def test_peft_load_adapter_is_checkpoint_load() -> None:

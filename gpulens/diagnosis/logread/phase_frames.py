@@ -187,6 +187,9 @@ _EVAL_LOADER = re.compile(r"(?i)^(?:\w+_)?(?:val|valid|validation|eval|evaluatio
 _GRAD_OFF = re.compile(r'File "[^"]*torch[/\\]utils[/\\]_contextlib\.py", line \d+, in decorate_context')
 #: A library's file (not the job's own code).
 _LIBRARY = re.compile(r'File "[^"]*[/\\](?:site|dist)-packages[/\\]|File "<frozen ')
+#: A decorated function that is part of a training loop though it runs with gradients off: an RL loop's rollout or
+#: experience collection, a target network's or an EMA's update, a step's own piece.
+_ROLLOUT_FUNC = re.compile(r"(?i)(?:^|_)(?:rollouts?|collect\w*|experiences?|train\w*|update\w*|steps?|ema)(?:_|$)")
 #: A module's forward being called.
 _FORWARD_FUNCS = frozenset(("forward", "_call_impl", "_wrapped_call_impl"))
 
@@ -201,7 +204,7 @@ def no_grad_forward(frames: Sequence[str]) -> bool:
     if off is None or off + 1 >= len(fl):
         return False
     own = next((k for k in range(off + 1, len(fl)) if not _LIBRARY.search(fl[k][0]) and not _GRAD_OFF.search(fl[k][0])), None)
-    if own is None or not any(f in _FORWARD_FUNCS for _, f in fl[own + 1:]):
+    if own is None or _ROLLOUT_FUNC.search(fl[own][1]) or not any(f in _FORWARD_FUNCS for _, f in fl[own + 1:]):
         return False
     outer = [f for _, f in fl[:own + 1]]
     return not any(TRAIN_FUNC.match(f) or _TRAIN_NAME.match(f) or TRAIN_STEP_FUNC.match(f) or EPOCH_FUNC.match(f)
