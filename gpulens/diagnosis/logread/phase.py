@@ -49,6 +49,7 @@ from gpulens.diagnosis.logread.phase_frames import (
     in_eval,
     in_train_step,
     keras_step,
+    no_grad_forward,
 )
 from gpulens.diagnosis.logread.phase_loops import (
     loop_announced,
@@ -115,7 +116,7 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     failure, tb_start, tb = failing_traceback(lines, failure, run_start(lines, floor, failure, RUN_LOOKBACK, False))
     top = tb_start if tb_start is not None else failure
     if _never_started(lines, failure, tb):
-        return "startup"
+        return "evaluation" if _evaluation_stage(lines, floor, top, tb) else "startup"
     if (checkpoint := checkpoint_phase(lines, failure, floor, top, region, tb)) is not None:
         return checkpoint
     if tb is not None and (setup := _setup_phase(lines, floor, top, tb)) is not None:
@@ -127,6 +128,8 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     if shutting_down(lines, failure, region, tb):
         return "shutdown"
     if stage is not None:  # a finished program, then the job's next one: the failure is that one's
+        if _evaluation_stage(lines, floor, top, tb):
+            return "evaluation"  # P11: an evaluation stage after the finished run, from its first line
         floor = stage + 1  # the announcement itself ("=== 100-step runs ===") counts no step
     if tb is None and (glued := glued_to_bar(lines, failure)) is not None:
         return glued  # the failure printed onto a progress bar: that bar is where it stopped
@@ -163,6 +166,20 @@ def _setup_phase(lines: Sequence[str], floor: int, top: int, tb: Sequence[str]) 
     if first_cuda_call(tb) or model_summary(tb) or dataset_built(tb):
         return "startup"
     return None
+
+
+def _evaluation_stage(lines: Sequence[str], floor: int, top: int, tb: Sequence[str] | None) -> bool:
+    """P11: whether the failing program (its traceback ``tb`` headed at ``top``) is the job's evaluation stage after a
+    run that finished above it (its completion line): the next stage announced as one ("=== Starting evaluation ==="),
+    or, none announced, an evaluation program by its entry script (``eval.py``). Such a stage is ``evaluation`` from its
+    first line, its imports and set-up included (the job's start-up is long over)."""
+    done, stage = run_end_above(lines, run_start(lines, floor, top, RUN_LOOKBACK), top)
+    if done is None:
+        return False
+    if stage is not None and evaluation_announced(announced := shown_ends([lines[stage]])) \
+            and not any(w in announced[0].lower() for w in ("train", "fine-tun", "finetun")):
+        return True  # (not "=== Running training and evaluation ===": a training stage's)
+    return tb is not None and eval_program(tb)
 
 
 def _after_run_end(lines: Sequence[str], done: int, top: int, tb: Sequence[str] | None) -> str:
@@ -202,7 +219,8 @@ def _names_evaluation(lines: Sequence[str], failure: int, tb: Sequence[str] | No
     without a traceback, the failure's own lines name one."""
     if tb is None:
         return names_eval(failure_text(lines, failure))
-    return in_eval([*chained_outer(lines, failure), *tb]) or eval_loader_frame(tb) or eval_metric_frame(tb)
+    return in_eval([*chained_outer(lines, failure), *tb]) or eval_loader_frame(tb) or eval_metric_frame(tb) \
+        or no_grad_forward(tb)
 
 
 def _phase_by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str], tb: Sequence[str] | None,

@@ -163,8 +163,10 @@ _SAVE_FUNC = re.compile(r"(?i)save_?(?:checkpoint|model|pretrained|state|weights
                         r"|checkpoint_save|save_to_disk")
 #: Not ``from_pretrained`` itself: it also downloads the config (a gated repository's 401) and builds
 #: the model (``__init__`` checking flash-attn), which is start-up; it reads the weights in the
-#: ``_load_pretrained_model``/``load_state_dict`` frames it calls, which match.
-_LOAD_FUNC = re.compile(r"(?i)load_(?:checkpoint|state|model|pretrained|weights|sharded|best)|resume_from"
+#: ``_load_pretrained_model``/``load_state_dict`` frames it calls, which match. PEFT's ``PeftModel.load_adapter``
+#: (``peft/peft_model.py``, called by ``PeftModel.from_pretrained`` after the base model is built) reads a trained
+#: adapter's weights and sets them (``set_peft_model_state_dict``).
+_LOAD_FUNC = re.compile(r"(?i)load_(?:checkpoint|state|model|pretrained|weights|sharded|best|adapter)|resume_from"
                         r"|_load_from|checkpoint_files")
 
 

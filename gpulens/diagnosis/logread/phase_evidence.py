@@ -10,6 +10,7 @@ import re
 from collections.abc import Sequence
 
 from gpulens.diagnosis.guarded import Guarded
+from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread.lines import last_matching
 
 __all__ = ["KILL_AFTER", "OUT_OF_TIME", "STEP_WARNINGS", "first_collective", "footer_above", "logged_history",
@@ -86,9 +87,31 @@ _BARE_LINES, _BARE_ENOUGH = 12, 6
 
 
 def printed_losses(lines: Sequence[str], floor: int, top: int) -> bool:
-    """Whether the last lines before ``top`` are mostly values printed alone (a loss a step)."""
+    """Whether the last lines before ``top`` are mostly values printed alone (a loss a step), or a C++ program printed
+    its loss as libtorch prints a tensor (:func:`_libtorch_loss`)."""
     recent = [ln for ln in lines[max(floor, top - 3 * _BARE_LINES):top] if ln.strip()][-_BARE_LINES:]
-    return sum(1 for ln in recent if _BARE_VALUE.match(ln)) >= _BARE_ENOUGH
+    return sum(1 for ln in recent if _BARE_VALUE.match(ln)) >= _BARE_ENOUGH or _libtorch_loss(lines, floor, top)
+
+
+#: The type line libtorch prints under a tensor's values (``aten/src/ATen/core/Formatting.cpp``, ``print``: a 0-dim
+#: tensor prints its value, then ``"[ " << toString() << "{}" << " ]"``; "[ CPUFloatType{} ]", "[ CUDAFloatType{} ]",
+#: "[ MPSFloatType{} ]"), so ``std::cout << "Step Loss:\n" << loss`` prints "Step Loss:", "10.8612", "[ MPSFloatType{} ]".
+_TENSOR_TYPE = re.compile(r"^\[ \w+Type\{\} \]\s*$")
+_TYPE_KEY = "Type{} ]"
+#: A label naming a loss, its value on the lines after it ("Step Loss:", "loss =").
+_LOSS_LABEL = re.compile(r"(?i)\bloss\s*[:=]?\s*$")
+_NUMBER_ALONE = re.compile(r"^\s*[-+]?\d*\.?\d+(?:[eE][-+]?\d+)?\s*$")
+#: Lines above a failure searched for libtorch's print of a loss.
+_LIBTORCH_BACK = 2000
+
+
+def _libtorch_loss(lines: Sequence[str], floor: int, top: int) -> bool:
+    """Whether a loss was printed above ``top`` the way libtorch prints a scalar tensor (:data:`_TENSOR_TYPE`): its label
+    line, its value alone, its type line. A training loop prints its loss after the step's forward and backward (P2 (b))."""
+    def printed(k: int) -> bool:
+        return k >= floor + 2 and _TENSOR_TYPE.match(lines[k]) is not None \
+            and _NUMBER_ALONE.match(lines[k - 1]) is not None and _LOSS_LABEL.search(lines[k - 2]) is not None
+    return any(printed(k) for k in find_keys(lines, (_TYPE_KEY,), max(floor, top - _LIBTORCH_BACK), top))
 
 
 #: NCCL's watchdog naming the collective it timed out on, with its sequence number.

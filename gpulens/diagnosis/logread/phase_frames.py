@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from gpulens.diagnosis.logread.phase_traceback import FRAME_LINE, frame_funcs, func_names
 
 __all__ = ["EPOCH_FUNC", "LOOP_WORDS", "PARSE_FUNC", "SETUP_FUNC", "TRAIN_FUNC", "TRAIN_STEP_FUNC",
-           "after_a_step", "eval_loader_frame", "eval_metric_frame", "eval_program", "in_eval", "in_train_step", "keras_step"]
+           "after_a_step", "eval_loader_frame", "eval_metric_frame", "eval_program", "in_eval", "in_train_step", "keras_step",
+           "no_grad_forward"]
 
 
 #: Functions that set a program up: a constructor (a trainer's, an engine's, a model's), DeepSpeed's
@@ -35,9 +36,12 @@ LOOP_WORDS = re.compile(r"(?i)train|fit|loop|epoch|step|iter|__next__|forward|ba
 
 #: An evaluation program's entry script, by the first word of its file name that names a stage
 #: (``evaluate_bart_large_finetuned.py``, ``test_full_pipeline.py``, ``run_eval.py``, ``inference.py``,
-#: ``sample.py``, P5's benchmark: ``benchmark_ring.py``, ``bench.py``); one whose first such word names training
-#: (``train_and_eval.py``, ``finetune_test.py``, ``train_benchmark.py``) trains.
-_EVAL_WORD = re.compile(r"(?:eval\w*|test(?:ing)?|infer(?:ence)?|predict(?:ion)?|sampl(?:e|ing)|generat(?:e|ion)|bench(?:mark)?s?)")
+#: ``sample.py``, P5's benchmark: ``benchmark_ring.py``, ``bench.py``; a feature extraction's, ``extract_features.py``,
+#: ``extract_gate_routing.py``: a model run forward over data in eval mode to keep its outputs, the inference pass of
+#: re-ID testing and of probing, e.g. ``extract_feature(model, loader)`` under ``torch.no_grad()``); one whose first such
+#: word names training (``train_and_eval.py``, ``finetune_test.py``, ``train_benchmark.py``) trains.
+_EVAL_WORD = re.compile(r"(?:eval\w*|test(?:ing)?|infer(?:ence)?|predict(?:ion)?|sampl(?:e|ing)|generat(?:e|ion)|bench(?:mark)?s?"
+                        r"|extract(?:ion|or)?)")
 _TRAIN_WORD = re.compile(r"\w*(?:train|tune|fit)\w*")
 _ENTRY = re.compile(r'File "(?:[^"]*[/\\])?([^"/\\]+)\.py", line \d+, in <module>')
 
@@ -57,10 +61,11 @@ def eval_program(frames: Sequence[str]) -> bool:
 
 
 #: Functions whose frames say the failure happened while evaluating (metrics, validation, test).
-#: Each word starts a word of the name (``run_inference``, ``validation_step``, ``_evaluate``, ``calc_psnr``;
+#: Each word starts a word of the name (``run_inference``, ``validation_step``, ``_evaluate``, ``calc_psnr``; a language
+#: model's perplexity, the metric its evaluation reports: ``compute_perplexity``, ``eval_ppl``, lm-eval's ``word_perplexity``;
 #: camelCase ``doEval``), not the inside of another (``flashinfer_sample``, ``latest_ckpt``, ``invalid_mask``).
 _EVAL_FUNC = re.compile(r"(?:^|_|(?<=[a-z0-9])(?=[A-Z])|\d)(?i:eval|valid|test|metric|psnr|ssim|accuracy|score|bleu|rouge"
-                        r"|predict|infer|roc|auc)"
+                        r"|predict|infer|roc|auc|perplexity|ppl)"
                         # an accuracy by its short name as the last word (SHOT's ``cal_acc``, ``compute_acc``,
                         # ``top1_acc``), not gradient accumulation (``acc_grad``, ``accumulate``)
                         r"|(?i:(?:^|_)acc$)"
@@ -176,6 +181,36 @@ _EVAL_LOADER = re.compile(r"(?i)^(?:\w+_)?(?:val|valid|validation|eval|evaluatio
                           r"(?:loader|dataloader|dl|iter|iterator|batches|set|dataset|ds)s?$")
 
 
+#: torch's wrapper of a function decorated with a grad-mode context manager (``torch/utils/_contextlib.py``,
+#: ``_DecoratorContextManager``/``context_decorator``: ``@torch.no_grad()``, ``@torch.inference_mode()``): its frame
+#: ``decorate_context`` runs the decorated function with gradients off.
+_GRAD_OFF = re.compile(r'File "[^"]*torch[/\\]utils[/\\]_contextlib\.py", line \d+, in decorate_context')
+#: A library's file (not the job's own code).
+_LIBRARY = re.compile(r'File "[^"]*[/\\](?:site|dist)-packages[/\\]|File "<frozen ')
+#: A decorated function that is part of a training loop though it runs with gradients off: an RL loop's rollout or
+#: experience collection, a target network's or an EMA's update, a step's own piece.
+_ROLLOUT_FUNC = re.compile(r"(?i)(?:^|_)(?:rollouts?|collect\w*|experiences?|train\w*|update\w*|steps?|ema)(?:_|$)")
+#: A module's forward being called.
+_FORWARD_FUNCS = frozenset(("forward", "_call_impl", "_wrapped_call_impl"))
+
+
+def no_grad_forward(frames: Sequence[str]) -> bool:
+    """Whether the traceback runs a module's forward inside a function of the job's own code decorated with
+    ``@torch.no_grad()``/``@torch.inference_mode()`` (:data:`_GRAD_OFF`), with no training, step, epoch or set-up
+    function outside it: a model run with gradients off is an inference pass, not a training step (P4, P5: a clustering
+    or embedding job's forward, ``@torch.no_grad() def compute_perplexity``), nor set-up (vLLM's ``profile_run``)."""
+    fl = frame_funcs(frames)
+    off = next((k for k, (ln, _) in enumerate(fl) if _GRAD_OFF.search(ln)), None)
+    if off is None or off + 1 >= len(fl):
+        return False
+    own = next((k for k in range(off + 1, len(fl)) if not _LIBRARY.search(fl[k][0]) and not _GRAD_OFF.search(fl[k][0])), None)
+    if own is None or _ROLLOUT_FUNC.search(fl[own][1]) or not any(f in _FORWARD_FUNCS for _, f in fl[own + 1:]):
+        return False
+    outer = [f for _, f in fl[:own + 1]]
+    return not any(TRAIN_FUNC.match(f) or _TRAIN_NAME.match(f) or TRAIN_STEP_FUNC.match(f) or EPOCH_FUNC.match(f)
+                   or SETUP_FUNC.match(f) or (f not in _FORWARD_FUNCS and _STEP_FUNC.match(f)) for f in outer)
+
+
 def eval_loader_frame(frames: Sequence[str]) -> bool:
     """Whether a frame of the traceback is stopped on a ``for`` over an evaluation's data loader or on a ``next``
     of one (:func:`_loader_read`): a word of what it reads names one (:data:`_EVAL_LOADER`)."""
@@ -256,13 +291,31 @@ def keras_step(frames: Sequence[str]) -> bool:
                for k in range(len(frames) - 1) if "keras" in frames[k])
 
 
+#: A source line that reads a field of a batch (``batch['input_ids']``, ``batch["labels"].to(device)``), as the body of
+#: a loop over a DataLoader does with the dict each of its batches is (the Hugging Face collators' and most scripts').
+_BATCH_READ = re.compile(r"\bbatch\s*\[\s*['\"]")
+
+
+def _reads_a_batch(frames: Sequence[str]) -> bool:
+    """Whether a frame of a function named for training (``train``, ``train_loop``: :data:`_TRAIN_NAME`,
+    :data:`TRAIN_FUNC`) stops on a source line that reads a batch's field (:data:`_BATCH_READ`): a batch is in hand only
+    once the loop asked its loader for one (P3, P8: the loop has begun; HALOs' ``PPOTrainer.train`` ->
+    ``self.policy.generate(input_ids=batch['input_ids'], ...)`` on its first rollout)."""
+    for k in range(len(frames) - 1):
+        m = FRAME_LINE.match(frames[k]) if 'File "' in frames[k] else None
+        if m is not None and m.group(1) and (_TRAIN_NAME.match(m.group(1)) or TRAIN_FUNC.match(m.group(1))) \
+                and 'File "' not in frames[k + 1] and _BATCH_READ.search(frames[k + 1]) is not None:
+            return True
+    return False
+
+
 def in_train_step(frames: Sequence[str]) -> bool:
     """Whether the traceback runs inside a training step (a forward, a backward, an optimizer step,
     an epoch's loop) not called by a set-up function (:data:`SETUP_FUNC`: a constructor's warm-up or
     profiling forward, vLLM's ``__init__`` -> ``_initialize_kv_caches`` -> ``profile_run``), or fetches a batch's items while iterating over
     a data set (a custom loader's thread, without torch's ``_next_data``); a ``__getitem__`` not reached by iterating (``datasets["validation"]``
     while setting up) is not a step."""
-    if keras_step(frames):
+    if keras_step(frames) or _reads_a_batch(frames):
         return True
     funcs = func_names(frames)
     built = next((k for k, f in enumerate(funcs) if SETUP_FUNC.match(f)), len(funcs))

@@ -148,6 +148,7 @@ def _reported_exception(lines: Sequence[str], failure: int) -> int | None:
     if failure >= len(lines) or "exitcode" in lines[failure] or "ChildFailedError" in lines[failure]:
         return None
     own = _rank_copy_key(lines[failure])
+    failure = _past_java_trace(lines, failure)
     head = next((k for k in range(failure + 1, min(len(lines), failure + 3 + _RANK_COPIES))
                  if lines[k].strip() and _rank_copy_key(lines[k]) != own
                  and not _same_logger_error(lines[failure], lines[k])), None)
@@ -158,6 +159,29 @@ def _reported_exception(lines: Sequence[str], failure: int) -> int | None:
         if text.strip() and not text.startswith((" ", "\t")):
             return k
     return None
+
+
+#: A frame of a JVM's stack trace (``Throwable.printStackTrace``: "\tat java.lang.ClassLoader.defineClass1(Native
+#: Method)", "\tat Foo.main(Foo.java:12)"), its "Caused by: ..." and "\t... 12 more" lines.
+_JAVA_FRAME = re.compile(r"^\s+(?:at [\w$.<>/]+\(.*\)|\.\.\. \d+ more)\s*$|^Caused by: ")
+#: The most lines of a JVM's stack trace passed over.
+_JAVA_TRACE = 400
+
+
+def _past_java_trace(lines: Sequence[str], failure: int) -> int:
+    """The last line of a JVM's stack trace printed right after the failure line (its exception line, then its ``at``
+    frames: a Java tool a Python program runs as a subprocess, as pycocoevalcap's METEOR and SPICE scorers, CoreNLP, an
+    evaluator's jar, writing to the same stderr; the launcher's "Error: A JNI error has occurred, please check your
+    installation and try again" before it), else ``failure``: the Python traceback after it is the caller's, whose
+    frames say what the program was doing."""
+    # the exception line is the failure line itself, or the line after the launcher's
+    first = next((k + 1 for k in (failure, failure + 1) if k + 1 < len(lines) and _JAVA_FRAME.match(lines[k + 1])), None)
+    if first is None:
+        return failure
+    end = first
+    while end + 1 < min(len(lines), first + _JAVA_TRACE) and _JAVA_FRAME.match(lines[end + 1]):
+        end += 1
+    return end
 
 
 #: Other ranks' copies of a failure line passed over between it and the traceback that raises it.

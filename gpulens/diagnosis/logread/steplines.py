@@ -299,11 +299,11 @@ _RATE_ANY = re.compile(r"([\d.]+) ?[A-Za-z]\w*/s\b")
 #: training", DeepSpeed ZeRO-3's "Invalidate trace cache @ step 56836: expected module ...".
 _SETTING_WORDS = (r"\bper (?:epoch|step|iter\w*|device|gpu)\b|\btotal\b|\bnumber of\b|\bnum_"
                   r"|\bmax_|\bstarting\b|\bwarmup_|Invalidate trace cache"
-                  # a batch's size ("Tokens / micro-batch / rank: 32 x 2048", "batch size: 64"), a checkpoint
-                  # loaded or resumed at a step ("Loading model from ckpt/d20 with step 21400", "Resuming from epoch 2,
+                  # a batch's size ("Tokens / micro-batch / rank: 32 x 2048", "batch size: 64", "batch sizes auto-scaled"), a
+                  # checkpoint loaded or resumed at a step ("Loading model from ckpt/d20 with step 21400", "Resuming from epoch 2,
                   # global_step 278": the step the saved state names, not one done by this attempt, P2/P11)
                   # (a dot inside a path, "/root/.cache/ckpt/d20", is no sentence's end)
-                  r"|\bbatch[ _-]?size\b|\bmicro[-_ ]?batch\b|\b(?:load|resum|restor)\w*\b(?:[^.]|\.(?=\S)){0,120}?(?:\b|_)step\b"
+                  r"|\bbatch[ _-]?sizes?\b|\bmicro[-_ ]?batch\b|\b(?:load|resum|restor)\w*\b(?:[^.]|\.(?=\S)){0,120}?(?:\b|_)step\b"
                   # the Hugging Face Trainer resuming (``trainer.py`` ``_inner_training_loop``: ``f"  Continuing training from
                   # epoch {epochs_trained}"``, ``f"  Continuing training from global step {self.state.global_step}"``, ``f"  Will
                   # skip the first {epochs_trained} epochs then the first {steps_trained_in_current_epoch} batches in the first
@@ -532,11 +532,13 @@ def to_float(text: str) -> float:
 #: generate_until requests"), vLLM's ``LLM.generate`` bar (``vllm/entrypoints/llm.py`` ``_run_engine``: ``desc=
 #: "Processed prompts"``): a model run over a benchmark's or a data set's prompts; the evaluation loop of the DPO
 #: reference trainer (``eric-mitchell/direct-preference-optimization`` ``trainers.py`` ``BasicTrainer.train``: ``tqdm.tqdm(
-#: self.eval_batches, desc='Computing eval metrics')`` after "Running evaluation after {n} train examples"), copied by HALOs.
+#: self.eval_batches, desc='Computing eval metrics')`` after "Running evaluation after {n} train examples"), copied by HALOs;
+#: a feature extraction's bar, the inference pass of re-ID testing and probing (``tqdm(dataloader, desc='-- Extract %s
+#: features: ' % type)`` over ``model(imgs)`` under ``torch.no_grad()``, "Extracting features:  39%|...| 548/1406").
 EVAL_BAR = re.compile(r"^\W{0,3}(?:epoch \d+ \| )?(?:[Ee]val(?:uat\w*)?|EVAL\w*|[Vv]alid(?:at\w*)?|[Tt]est(?:ing)?|[Pp]redict\w*"
                       r"|[Ii]nference|[Ss]ampling|Sanity Checking"
                       r"|Running (?:loglikelihood(?:_rolling)?|generate_until|multiple_choice)\w* requests|Processed prompts"
-                      r"|Computing eval metrics)\b[^|\[\n]{0,40}?(?:\[\s*(\d+)\s*/\s*(\d+)\s*\]"
+                      r"|Computing eval metrics|Extract(?:ing)? (?:\w+ )?[Ff]eatures?)\b[^|\[\n]{0,40}?(?:\[\s*(\d+)\s*/\s*(\d+)\s*\]"
                       r"|\d+%\|[^|]*\|\s*(\d+)/(\d+))")
 #: (fairseq's validation bar carries its ``BaseProgressBar`` prefix: ``prefix=f"valid on '{subset}' subset"`` after
 #: "epoch {:03d}" joined by " | " (``fairseq/logging/progress_bar.py``; ``fairseq_cli/train.py`` ``validate``): "epoch 001 |
