@@ -1,0 +1,97 @@
+"""Round 24 (category and origin): a DataLoader that cannot send a locally defined object to its
+spawned workers (the parent's pickling error and the child's empty pipe), and a JVM too old for
+the classes it is asked to run. Each excerpt is small, written for the test in the library's
+format (cited in each test), not copied from a log."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpulens.diagnosis.classifier import Classifier, default_classifier
+from gpulens.diagnosis.logread import diagnose_text
+
+
+@pytest.fixture(scope="module")
+def clf() -> Classifier:
+    return default_classifier()
+
+
+def _diagnose(lines: list[str], clf: Classifier) -> tuple[str, str, str | None]:
+    d = diagnose_text("\n".join(lines), clf).diagnosis
+    return d.category, d.origin, d.rule_id
+
+
+_EPOCH = "Epoch 1 [Train]:   0%|          | 0/500 [00:00<?, ?it/s]"
+
+#: CPython 3.12 multiprocessing/popen_spawn_win32.py Popen.__init__ -> reduction.dump ->
+#: ForkingPickler.dump, reached when a DataLoader (torch/utils/data/dataloader.py
+#: _MultiProcessingDataLoaderIter.__init__, w.start()) starts its workers.
+_PARENT = [
+    "Traceback (most recent call last):",
+    '  File "D:\\proj\\tune.py", line 40, in <module>',
+    "    for clip, y in loader:",
+    '  File "D:\\proj\\venv\\Lib\\site-packages\\torch\\utils\\data\\dataloader.py", line 1040, in __init__',
+    "    w.start()",
+    '  File "C:\\Python312\\Lib\\multiprocessing\\popen_spawn_win32.py", line 95, in __init__',
+    "    reduction.dump(process_obj, to_child)",
+    '  File "C:\\Python312\\Lib\\multiprocessing\\reduction.py", line 60, in dump',
+    "    ForkingPickler(file, protocol).dump(obj)",
+    "AttributeError: Can't pickle local object 'run.<locals>.Clips'",
+]
+
+#: CPython 3.12 multiprocessing/spawn.py spawn_main -> _main (self = reduction.pickle.load(from_parent)),
+#: with 3.11+'s caret line under the failing call.
+_CHILD = [
+    "Traceback (most recent call last):",
+    '  File "<string>", line 1, in <module>',
+    '  File "C:\\Python312\\Lib\\multiprocessing\\spawn.py", line 132, in _main',
+    "    self = reduction.pickle.load(from_parent)",
+    "           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+    "EOFError: Ran out of input",
+]
+
+
+def test_spawned_childs_empty_pipe_after_the_parents_pickling_error_is_no_damaged_checkpoint(clf: Classifier) -> None:
+    cat, origin, rule = _diagnose([_EPOCH, *_PARENT, "Using device: cuda", *_CHILD], clf)
+    assert (cat, origin) == ("semantic_error", "user")
+    assert rule in {"r24-mp-spawn-child-eof", "r24-mp-pickle-local-object"}
+
+
+def test_spawned_childs_empty_pipe_on_python_before_3_11(clf: Classifier) -> None:
+    child = [x for x in _CHILD if "^^^" not in x]
+    assert _diagnose([_EPOCH, *child], clf)[:2] == ("semantic_error", "user")
+
+
+def test_parents_local_object_pickling_error_alone(clf: Classifier) -> None:
+    assert _diagnose([_EPOCH, *_PARENT], clf) == ("semantic_error", "user", "r24-mp-pickle-local-object")
+
+
+def test_empty_checkpoint_file_is_still_a_checkpoint_error(clf: Classifier) -> None:
+    # torch/serialization.py _legacy_load -> pickle_module.load on an empty file: not a spawned child
+    lines = ["Traceback (most recent call last):", '  File "eval.py", line 12, in <module>',
+             "    state = torch.load(args.ckpt)",
+             '  File "/env/lib/python3.10/site-packages/torch/serialization.py", line 1040, in _legacy_load',
+             "    magic_number = pickle_module.load(f, **pickle_load_args)", "EOFError: Ran out of input"]
+    assert _diagnose(lines, clf)[0] == "checkpoint_error"
+
+
+@pytest.mark.parametrize("message", [
+    # OpenJDK 9+ hotspot classFileParser.cpp (and 8u builds that carry the same wording)
+    'Exception in thread "main" java.lang.UnsupportedClassVersionError: org/x/eval/Scorer has been compiled by a more '
+    "recent version of the Java Runtime (class file version 61.0), this version of the Java Runtime only recognizes "
+    "class file versions up to 52.0",
+    # older JDK 7/8 builds
+    'Exception in thread "main" java.lang.UnsupportedClassVersionError: org/x/eval/Scorer : Unsupported major.minor '
+    "version 52.0",
+])
+def test_jvm_too_old_for_the_jar_is_an_import_error_even_under_the_pythons_later_exception(
+        message: str, clf: Classifier) -> None:
+    # the Python job runs a Java evaluator whose output it then parses: the JVM's error comes first
+    lines = ["2024-05-01 10:00:00,000 - INFO - trainer - Validating",
+             "Error: A JNI error has occurred, please check your installation and try again", message,
+             "\tat java.lang.ClassLoader.defineClass1(Native Method)",
+             "\tat sun.launcher.LauncherHelper.checkAndLoadMain(LauncherHelper.java:632)",
+             "Traceback (most recent call last):", '  File "train.py", line 217, in <module>',
+             "    metrics = trainer.train()", '  File "/home/u/parser/eval/commands.py", line 78, in evaluate',
+             "    m = re.search(regex, result_lines[line_number])", "IndexError: list index out of range"]
+    assert _diagnose(lines, clf) == ("import_error", "user", "r24-java-unsupported-class-version")
