@@ -95,3 +95,49 @@ def test_jvm_too_old_for_the_jar_is_an_import_error_even_under_the_pythons_later
              "    metrics = trainer.train()", '  File "/home/u/parser/eval/commands.py", line 78, in evaluate',
              "    m = re.search(regex, result_lines[line_number])", "IndexError: list index out of range"]
     assert _diagnose(lines, clf) == ("import_error", "user", "r24-java-unsupported-class-version")
+
+
+#: Pillow 10 PIL/ImageFile.py _save: ``fh = fp.fileno()`` raises AttributeError on PngImagePlugin's
+#: ``_idat`` wrapper, caught there to write through a buffer instead; an exception raised while it
+#: is handled shows it as "During handling of the above exception".
+_PIL_CAUGHT = [
+    "Traceback (most recent call last):",
+    '  File "/env/lib/python3.10/site-packages/PIL/ImageFile.py", line 547, in _save',
+    "    fh = fp.fileno()",
+    "AttributeError: '_idat' object has no attribute 'fileno'",
+    "",
+    "During handling of the above exception, another exception occurred:",
+    "",
+    "Traceback (most recent call last):",
+    '  File "/home/u/proj/train.py", line 52, in plot',
+    "    plt.savefig(out)",
+    '  File "/env/lib/python3.10/site-packages/PIL/ImageFile.py", line 570, in _encode_tile',
+    "    errcode, data = encoder.encode(bufsize)[1:]",
+]
+
+
+def test_outside_sigterm_during_a_plot_save_is_no_checkpoint_error(clf: Classifier) -> None:
+    # torch/utils/data/_utils/signal_handling.py handler -> _error_if_any_worker_fails
+    # ("DataLoader worker (pid N) is killed by signal: Terminated."), Lightning's
+    # "[rank: N] Received SIGTERM: 15" (lightning_fabric/plugins/environments/slurm.py / signal connector)
+    # (torch >= 2.2 prefixes a DDP rank's traceback with "[rankN]: ")
+    rank0 = [f"[rank0]: {x}" if x else x for x in [
+        *_PIL_CAUGHT,
+        '  File "/env/lib/python3.10/site-packages/torch/utils/data/_utils/signal_handling.py", line 66, in handler',
+        "    _error_if_any_worker_fails()",
+        "RuntimeError: DataLoader worker (pid 2586412) is killed by signal: Terminated. "]]
+    lines = ["Epoch 1:   7%|▋         | 66/934 [01:57<25:42,  0.56it/s, v_num=0]",
+             "[rank: 1] Received SIGTERM: 15", *rank0]
+    cat, _, rule = _diagnose(lines, clf)
+    assert cat == "preempted"
+    assert rule != "model-save-raised"
+
+
+def test_a_model_save_that_raises_is_still_a_checkpoint_error(clf: Classifier) -> None:
+    # torch/serialization.py save -> _save: a pickling failure of the saved object (README C3)
+    lines = ["Traceback (most recent call last):", '  File "train.py", line 90, in <module>',
+             "    torch.save(model, path)",
+             '  File "/env/lib/python3.10/site-packages/torch/serialization.py", line 862, in _save',
+             "    pickler.dump(obj)",
+             "AttributeError: Can't pickle local object 'build.<locals>.<lambda>'"]
+    assert _diagnose(lines, clf)[:2] == ("checkpoint_error", "user")
