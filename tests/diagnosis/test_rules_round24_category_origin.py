@@ -141,3 +141,37 @@ def test_a_model_save_that_raises_is_still_a_checkpoint_error(clf: Classifier) -
              "    pickler.dump(obj)",
              "AttributeError: Can't pickle local object 'build.<locals>.<lambda>'"]
     assert _diagnose(lines, clf)[:2] == ("checkpoint_error", "user")
+
+
+def _oom(procs: str, total: str = "79.15 GiB") -> str:
+    # torch >= 2.1 c10/cuda/CUDACachingAllocator.cpp: one sentence per process NVML lists, in its order
+    return (f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 256.00 MiB. GPU 0 has a total capacity of "
+            f"{total} of which 16.12 MiB is free. {procs} Of the allocated memory 1.47 GiB is allocated by PyTorch, "
+            "and 5.57 MiB is reserved by PyTorch but unallocated.")
+
+
+_OWN_SMALL = "Including non-PyTorch memory, this process has 1.97 GiB memory in use."
+_OTHER_BIG = "Process 130962 has 77.15 GiB memory in use."
+_EVAL = ["eval ppl on wikitext2", "Traceback (most recent call last):", '  File "run.py", line 80, in <module>',
+         "    ppl = compute_perplexity(model, data)"]
+
+
+@pytest.mark.parametrize("procs", [f"{_OWN_SMALL} {_OTHER_BIG}", f"{_OTHER_BIG} {_OWN_SMALL}"])
+def test_gpu_almost_all_held_by_an_unnamed_process_leaves_the_origin_unknown(procs: str, clf: Classifier) -> None:
+    # README O1/C7: torch names the other process by id only; the job had a sliver of the device
+    assert _diagnose([*_EVAL, _oom(procs)], clf)[:2] == ("gpu_oom", "unknown")
+
+
+def test_the_jobs_own_large_share_keeps_the_origin_user(clf: Classifier) -> None:
+    procs = "Process 12909 has 21.25 GiB memory in use. Including non-PyTorch memory, this process has 10.44 GiB memory in use."
+    assert _diagnose([*_EVAL, _oom(procs, "31.74 GiB")], clf)[:2] == ("gpu_oom", "user")
+
+
+def test_two_launches_of_the_job_on_one_gpu_keep_the_origin_user(clf: Classifier) -> None:
+    # each launch's message names the other's memory, which the other's own message reports as "this
+    # process"; the two launches print into one file at once
+    first = _oom("Including non-PyTorch memory, this process has 74.00 GiB memory in use. "
+                 "Process 1897572 has 2.00 GiB memory in use.")
+    second = _oom("Process 1898657 has 74.00 GiB memory in use. "
+                  "Including non-PyTorch memory, this process has 2.00 GiB memory in use.")
+    assert _diagnose([*_EVAL, "eval ppl on wikitext2", first, *_EVAL[1:], second], clf)[:2] == ("gpu_oom", "user")
