@@ -175,3 +175,22 @@ def test_two_launches_of_the_job_on_one_gpu_keep_the_origin_user(clf: Classifier
     second = _oom("Process 1898657 has 74.00 GiB memory in use. "
                   "Including non-PyTorch memory, this process has 2.00 GiB memory in use.")
     assert _diagnose([*_EVAL, "eval ppl on wikitext2", first, *_EVAL[1:], second], clf)[:2] == ("gpu_oom", "user")
+
+
+def test_indexing_an_empty_hf_dataset_is_an_empty_data_set(clf: Classifier) -> None:
+    # datasets src/datasets/formatting/formatting.py _check_valid_index_key, after a map whose every record failed
+    lines = ["Map (num_proc=4): 100%|██████████| 40/40 [00:03<00:00, 12.1 examples/s]",
+             "Traceback (most recent call last):", '  File "/home/u/prep.py", line 90, in <module>',
+             "    sample = processed[0]",
+             '  File "/env/lib/python3.12/site-packages/datasets/arrow_dataset.py", line 3156, in __getitem__',
+             "    return self._getitem(key)",
+             '  File "/env/lib/python3.12/site-packages/datasets/formatting/formatting.py", line 552, in _check_valid_index_key',
+             '    raise IndexError(f"Invalid key: {key} is out of bounds for size {size}")',
+             "IndexError: Invalid key: 0 is out of bounds for size 0"]
+    assert _diagnose(lines, clf) == ("incorrect_input", "user", "r24-hf-datasets-index-into-empty")
+
+
+def test_an_index_past_the_end_of_a_nonempty_hf_dataset_is_not_an_empty_data_set(clf: Classifier) -> None:
+    lines = ["Traceback (most recent call last):", '  File "/home/u/prep.py", line 90, in <module>',
+             "    sample = processed[500]", "IndexError: Invalid key: 500 is out of bounds for size 120"]
+    assert _diagnose(lines, clf)[2] != "r24-hf-datasets-index-into-empty"
