@@ -194,3 +194,16 @@ def test_an_index_past_the_end_of_a_nonempty_hf_dataset_is_not_an_empty_data_set
     lines = ["Traceback (most recent call last):", '  File "/home/u/prep.py", line 90, in <module>',
              "    sample = processed[500]", "IndexError: Invalid key: 500 is out of bounds for size 120"]
     assert _diagnose(lines, clf)[2] != "r24-hf-datasets-index-into-empty"
+
+
+def test_stylegan_snapshot_of_another_configuration_is_a_checkpoint_mismatch(clf: Classifier) -> None:
+    # dnnlib/tflib/tfutil.py set_vars feeding "<var>/new_value:0"; TF 1.x client/session.py _run's check
+    lines = ["Loading networks from \"results/00012/network-snapshot-000200.pkl\"...",
+             "Traceback (most recent call last):", '  File "train.py", line 500, in main',
+             "    G.copy_vars_from(rG)",
+             '  File "/home/u/sg2/dnnlib/tflib/tfutil.py", line 226, in set_vars', "    run(ops, feed_dict)",
+             '  File "/env/lib/python3.7/site-packages/tensorflow_core/python/client/session.py", line 1156, in _run',
+             "    (np_val.shape, subfeed_t.name, str(subfeed_t.get_shape())))",
+             "ValueError: Cannot feed value of shape (3, 3, 256, 128) for Tensor 'G_synthesis/128x128/Conv0_up/weight/"
+             "new_value:0', which has shape '(3, 3, 256, 256)'"]
+    assert _diagnose(lines, clf) == ("checkpoint_error", "user", "r24-tflib-set-vars-shape-mismatch")
