@@ -207,3 +207,24 @@ def test_stylegan_snapshot_of_another_configuration_is_a_checkpoint_mismatch(clf
              "ValueError: Cannot feed value of shape (3, 3, 256, 128) for Tensor 'G_synthesis/128x128/Conv0_up/weight/"
              "new_value:0', which has shape '(3, 3, 256, 256)'"]
     assert _diagnose(lines, clf) == ("checkpoint_error", "user", "r24-tflib-set-vars-shape-mismatch")
+
+
+@pytest.mark.parametrize("code,error", [
+    ("    im = cv2.imread(im).astype('float32')", "AttributeError: 'NoneType' object has no attribute 'astype'"),
+    ("    h, w = cv2.imread(path)[:2]", "TypeError: 'NoneType' object is not subscriptable"),
+])
+def test_an_image_cv2_imread_could_not_read_is_input_data(code: str, error: str, clf: Classifier) -> None:
+    # OpenCV imgcodecs imread returns None (no exception) for a missing or unreadable file
+    lines = ["Exception in thread Thread-2:", "Traceback (most recent call last):",
+             '  File "/env/lib/python3.8/site-packages/paddle/io/dataloader/fetcher.py", line 121, in fetch',
+             "    data.append(self.dataset[idx])", '  File "/home/u/seg/datasets/dataset.py", line 153, in __getitem__',
+             "    im, label = self.transforms(im=image_path, label=label_path)",
+             '  File "/home/u/seg/transforms/transforms.py", line 57, in __call__', code, error]
+    assert _diagnose(lines, clf) == ("incorrect_input", "data", "r24-cv2-imread-none")
+
+
+def test_a_none_attribute_error_elsewhere_is_not_an_image_read(clf: Classifier) -> None:
+    lines = ["Traceback (most recent call last):", '  File "train.py", line 40, in <module>',
+             "    img = cv2.imread(path)", "    out = model(batch).astype('float32')",
+             "AttributeError: 'NoneType' object has no attribute 'astype'"]
+    assert _diagnose(lines, clf)[2] != "r24-cv2-imread-none"
