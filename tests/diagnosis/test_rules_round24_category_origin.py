@@ -228,3 +228,22 @@ def test_a_none_attribute_error_elsewhere_is_not_an_image_read(clf: Classifier) 
              "    img = cv2.imread(path)", "    out = model(batch).astype('float32')",
              "AttributeError: 'NoneType' object has no attribute 'astype'"]
     assert _diagnose(lines, clf)[2] != "r24-cv2-imread-none"
+
+
+def test_an_error_in_the_collate_function_is_input_data(clf: Classifier) -> None:
+    # torch/utils/data/_utils/fetch.py _MapDatasetFetcher.fetch -> self.collate_fn(data) (num_workers=0)
+    lines = ["  0%|          | 0/1500 [00:00<?, ?it/s]Traceback (most recent call last):",
+             '  File "/home/u/ft.py", line 240, in train', "    trainer.train()",
+             '  File "/env/lib/python3.10/site-packages/torch/utils/data/dataloader.py", line 757, in _next_data',
+             "    data = self._dataset_fetcher.fetch(index)  # may raise StopIteration",
+             '  File "/env/lib/python3.10/site-packages/torch/utils/data/_utils/fetch.py", line 55, in fetch',
+             "    return self.collate_fn(data)", '  File "/home/u/ft.py", line 148, in __call__',
+             "    labels = [f['labels'] for f in features]", "KeyError: 'labels'"]
+    assert _diagnose(lines, clf)[:3] == ("incorrect_input", "user", "r24-collate-fn-raised")
+
+
+def test_an_error_in_the_model_after_collation_is_not_the_collators(clf: Classifier) -> None:
+    lines = ["Traceback (most recent call last):", '  File "/home/u/ft.py", line 240, in train',
+             "    loss = model(**batch).loss", '  File "/home/u/model.py", line 30, in forward',
+             "    h = self.proj(x)", "TypeError: forward() missing 1 required positional argument: 'mask'"]
+    assert _diagnose(lines, clf)[2] != "r24-collate-fn-raised"
