@@ -268,3 +268,20 @@ def test_a_paddle_dataloader_workers_key_error_is_input_data(clf: Classifier) ->
              "SystemError: (Fatal) Blocking queue is killed because the data reader raises an exception."]
     cat, _, rule = _diagnose(lines, clf)
     assert (cat, rule) == ("incorrect_input", "r24-paddle-dataloader-worker-caught")
+
+
+def test_stylegans_tfrecord_reader_rejecting_the_data_folder_is_input_data(clf: Classifier) -> None:
+    # stylegan2-ada (TF) training/dataset.py TFRecordDataset.__init__: bare asserts on the .tfrecords folder
+    lines = ["Loading dataset...", "Traceback (most recent call last):", '  File "train.py", line 520, in main',
+             "    training_set = dataset.load_dataset(tfrecord_dir=args.data, max_label_size='full')",
+             '  File "/home/u/sg2/training/dataset.py", line 231, in load_dataset',
+             "    mirror_augment=mirror_augment, repeat=repeat, shuffle=shuffle)",
+             '  File "/home/u/sg2/training/dataset.py", line 73, in __init__',
+             "    assert all(shape[1] == shape[2] for shape in tfr_shapes)", "AssertionError"]
+    assert _diagnose(lines, clf) == ("incorrect_input", "data", "r24-stylegan-tfrecord-dataset-assert")
+
+
+def test_a_bare_assert_of_the_jobs_own_settings_is_not_the_data_folders(clf: Classifier) -> None:
+    lines = ["Traceback (most recent call last):", '  File "/home/u/sg2/training/networks.py", line 40, in __init__',
+             "    assert resolution >= 4", "AssertionError"]
+    assert _diagnose(lines, clf)[2] != "r24-stylegan-tfrecord-dataset-assert"
