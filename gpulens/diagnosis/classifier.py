@@ -208,6 +208,7 @@ class Classifier:
             # a generic match elsewhere counts only when the region itself matched nothing but a
             # secondary message (a launcher summary)
             ctx = [m for m in match_rules("\n".join(view.context_lines), self.rules) + _framed(view, self.rules, keep_final)
+                   + _operator_errors(view, self.rules)
                    if (best is None or best.rule.secondary or not m.rule.generic) and not logs.is_weak(m.line)
                    and not m.rule.secondary]
             if ctx:
@@ -311,6 +312,31 @@ def _framed(view: logs.LogView, rules: tuple[Rule, ...], keep_final: bool) -> li
     have = {ln.strip() for ln in view.context_lines}
     above = "\n".join(logs.normalize_line(ln) for ln in view.lines[:view.fatal.end_line])
     return [m for m in match_rules(above, rules) if m.rule.context is not None and m.line in have]
+
+
+#: PaddlePaddle's static-graph error (paddle/fluid/framework/op_call_stack.cc InsertCallStackInfo): the
+#: exception's message is "In user code:", the Python frames that built the failing operator, then the
+#: operator's own error indented ("    PreconditionNotMetError: ...", "    InvalidArgumentError: ..."),
+#: which the context lines (unindented error lines only) do not hold.
+_USER_CODE = "In user code:"
+_INDENTED_ERROR = re.compile(r"^[ \t]{2,}(?:\w+::)*\w+(?:Error|Exception|EnforceNotMet): \S")
+#: Lines below "In user code:" searched for the operator's error (the frames come first).
+_USER_CODE_SPAN = 80
+
+
+def _operator_errors(view: logs.LogView, rules: tuple[Rule, ...]) -> list[RuleMatch]:
+    """The matches of the operator errors below Paddle's "In user code:" messages that are context
+    lines (outside the fatal region, not followed by ongoing training)."""
+    lines, n = view.lines, len(view.lines)
+    have = {ln.strip() for ln in view.context_lines}
+    inner: list[str] = []
+    for i in find_keys(lines, (_USER_CODE,), max(0, n - logs.ERROR_SCAN_LINES)):
+        if view.fatal.start_line <= i < view.fatal.end_line or logs.normalize_line(lines[i]).strip()[:400] not in have:
+            continue
+        k = next((k for k in range(i + 1, min(n, i + 1 + _USER_CODE_SPAN)) if _INDENTED_ERROR.match(lines[k])), None)
+        if k is not None:
+            inner.append(lines[k].strip())
+    return match_rules("\n".join(inner), rules) if inner else []
 
 
 @dataclasses.dataclass

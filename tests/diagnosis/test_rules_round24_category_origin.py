@@ -285,3 +285,30 @@ def test_a_bare_assert_of_the_jobs_own_settings_is_not_the_data_folders(clf: Cla
     lines = ["Traceback (most recent call last):", '  File "/home/u/sg2/training/networks.py", line 40, in __init__',
              "    assert resolution >= 4", "AssertionError"]
     assert _diagnose(lines, clf)[2] != "r24-stylegan-tfrecord-dataset-assert"
+
+
+def test_paddles_operator_error_in_user_code_beats_the_executors_abort_after_it(clf: Classifier) -> None:
+    # paddle/fluid/framework/op_call_stack.cc InsertCallStackInfo ("In user code:", the frames, the operator's
+    # error indented); phi DenseTensor::place's PreconditionNotMet; then the executor's destructor aborts
+    # (glog's failure signal handler) as the process unwinds
+    lines = ["step 0, loss 11.02", "Traceback (most recent call last):", '  File "run_pretrain.py", line 428, in do_train',
+             "    loss_return = exe.run(main_program, feed=batch)",
+             '  File "/env/lib/python3.8/site-packages/paddle/fluid/executor.py", line 1062, in _run_parallel',
+             "    tensors = exe.run(fetch_var_names, return_merged)._move_to_list()",
+             "RuntimeError: In user code:", "",
+             '    File "run_pretrain.py", line 317, in do_train', "      scores = model(input_ids)",
+             '    File "/env/lib/python3.8/site-packages/paddle/fluid/framework.py", line 2305, in __init__',
+             "      for frame in traceback.extract_stack():", "",
+             "    PreconditionNotMetError: Tensor not initialized yet when Tensor::place() is called.",
+             "      [Hint: holder_ should not be null.] (at /paddle/paddle/fluid/framework/tensor.h:210)",
+             "      [operator < fill_any_like > error]",
+             "terminate called after throwing an instance of 'paddle::platform::EnforceNotMet'",
+             "  what():  (External) CUDA error(900), operation not permitted when stream is capturing. ",
+             "", "--------------------------------------", "C++ Traceback (most recent call last):",
+             "--------------------------------------", "0   paddle::framework::ParallelExecutor::~ParallelExecutor()",
+             "1   paddle::platform::EnforceNotMet::EnforceNotMet(paddle::platform::ErrorSummary const&, char const*, int)",
+             "", "----------------------", "Error Message Summary:", "----------------------",
+             "FatalError: `Process abort signal` is detected by the operating system.",
+             "  [TimeInfo: *** Aborted at 1650000000 (unix time) try \"date -d @1650000000\" if you are using GNU date ***]",
+             "  [SignalInfo: *** SIGABRT (@0x1001) received by PID 4097 (TID 0x7f5002fe4740) from PID 4097 ***]"]
+    assert _diagnose(lines, clf) == ("semantic_error", "user", "r24-paddle-tensor-not-initialized")
