@@ -249,27 +249,6 @@ def test_an_error_in_the_model_after_collation_is_not_the_collators(clf: Classif
     assert _diagnose(lines, clf)[2] != "r24-collate-fn-raised"
 
 
-def test_a_paddle_dataloader_workers_key_error_is_input_data(clf: Classifier) -> None:
-    # paddle/io/dataloader/worker.py _WorkerException.reraise, re-raised by dataloader_iter.py _get_data
-    # in the reader thread; the trainer then fails on the killed blocking queue
-    wrapped = ("KeyError: 'DataLoader worker(1) caught KeyError with message:\\nTraceback (most recent call last):\\n"
-               '  File \"/env/lib/python3.8/site-packages/paddle/io/dataloader/worker.py\", line 363, in _worker_loop\\n'
-               "    batch = fetcher.fetch(indices)\\n  File \"/home/u/p3d/transforms/sampling.py\", line 120, in __call__\\n"
-               "    sampler = self.sampler_per_class[cls_name]\\nKeyError: 'Car'\\n'")
-    lines = ["Exception in thread Thread-1:", "Traceback (most recent call last):",
-             '  File "/env/lib/python3.8/site-packages/paddle/io/dataloader/dataloader_iter.py", line 604, in _thread_loop',
-             "    batch = self._get_data()",
-             '  File "/env/lib/python3.8/site-packages/paddle/io/dataloader/dataloader_iter.py", line 752, in _get_data',
-             "    batch.reraise()", '  File "/env/lib/python3.8/site-packages/paddle/io/dataloader/worker.py", line 178, '
-             "in reraise", "    raise self.exc_type(msg)", wrapped,
-             "Traceback (most recent call last):", '  File "tools/train.py", line 260, in main', "    trainer.train()",
-             '  File "/env/lib/python3.8/site-packages/paddle/io/dataloader/dataloader_iter.py", line 825, in __next__',
-             "    self._reader.read_next_list()[0]",
-             "SystemError: (Fatal) Blocking queue is killed because the data reader raises an exception."]
-    cat, _, rule = _diagnose(lines, clf)
-    assert (cat, rule) == ("incorrect_input", "r24-paddle-dataloader-worker-caught")
-
-
 def test_stylegans_tfrecord_reader_rejecting_the_data_folder_is_input_data(clf: Classifier) -> None:
     # stylegan2-ada (TF) training/dataset.py TFRecordDataset.__init__: bare asserts on the .tfrecords folder
     lines = ["Loading dataset...", "Traceback (most recent call last):", '  File "train.py", line 520, in main',
