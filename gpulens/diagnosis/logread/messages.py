@@ -14,6 +14,7 @@ from gpulens.diagnosis import logs
 from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.copies import message_shape
+from gpulens.diagnosis.logread.lines import has_error_level
 from gpulens.diagnosis.logread.origins import AROUND
 from gpulens.diagnosis.logread.records import logger_head, unlogged
 from gpulens.diagnosis.logread.tracebacks import (
@@ -122,8 +123,37 @@ def later_line(lines: Sequence[str], i: int, picked: Sequence[int], failures: Se
     """Whether line ``i`` is a later line of a message printed over several lines whose first
     line is a picked line or a failure line (README rule R3: the message is shown by its first
     line, or by the exception line of the traceback a logger's message heads)."""
-    near = set(picked) | {k for k in failures if i - _MESSAGE_LINES <= k < i}
+    near = set(picked) | {k for k in failures if i - _LOGGED_LINES <= k < i}
     return any(_continues(lines, k, i) for k in near)
+
+
+#: Lines below an error record searched for the traceback its ``exc_info`` prints. CPython's
+#: ``logging.Formatter.format`` writes the record's message, then "\n" and ``record.exc_text`` (the
+#: formatted traceback, "Traceback (most recent call last):" first): a message of several lines lies
+#: between the record's header and that traceback (transformers' ``cached_file``: "You are trying to
+#: access a gated repo.\nMake sure to have access to it at ...\n" + huggingface_hub's "401 Client
+#: Error.\n\nCannot access gated repo for url ...", blank line included).
+_LOGGED_LINES = 8
+#: A line that starts a record of its own (Python logging's default asctime "2024-04-24 15:46:03,689").
+_RECORD_START = re.compile(r"^\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d")
+
+
+def _logged_message_end(lines: Sequence[str], i: int) -> int | None:
+    """The last line of the message of the error record at line ``i`` (a logger's ERROR/CRITICAL level) that
+    ``logging`` printed with its traceback below it (``logger.exception``, ``exc_info=True``), when the message
+    spans several lines (:data:`_LOGGED_LINES`); None when no traceback follows the message, or another record,
+    an indented line or another rank's line comes between them."""
+    if not has_error_level(lines[i]):
+        return None
+    rank = ranks.prefix_rank(lines[i])
+    for k in range(i + 1, min(len(lines), i + 1 + _LOGGED_LINES)):
+        body = unprefixed(lines[k])
+        if starts_head(body):
+            return k - 1 if k - 1 > i else None
+        if body[:1].isspace() or ranks.prefix_rank(lines[k]) != rank or _RECORD_START.match(body) \
+                or has_error_level(body) or chained(body):
+            return None
+    return None
 
 
 def _continues(lines: Sequence[str], i: int, k: int) -> bool:
@@ -132,6 +162,8 @@ def _continues(lines: Sequence[str], i: int, k: int) -> bool:
     every line between them written by the same rank (torch.distributed prefixes each line of a
     message with its ``[rankN]:``) or, unprefixed, NCCL's detail lines below its error; none of
     them blank, a traceback's head, frame or chain marker."""
+    if i < k and k - i <= _LOGGED_LINES and (end := _logged_message_end(lines, i)) is not None:
+        return k <= end
     if not i < k <= i + _MESSAGE_LINES:
         return False
     rank = ranks.prefix_rank(lines[i])

@@ -1,0 +1,27 @@
+"""Indicator lines (README "Indicator lines: rules" R1-R9) of formats the reader misread in round 24,
+each excerpt written by hand in the format the library or launcher prints."""
+
+from __future__ import annotations
+
+from gpulens.diagnosis.classifier import Classifier
+from tests.diagnosis.test_indicator_formats import _CAUSE, _picked, _tb
+
+#: transformers' cached_file message for a gated repo, embedding huggingface_hub's (blank line included)
+_GATED = ["You are trying to access a gated repo.", "Make sure to have access to it at https://huggingface.co/org/m.",
+          "401 Client Error. (Request ID: Root=1-abc)", "",
+          "Cannot access gated repo for url https://huggingface.co/org/m/resolve/main/config.json.",
+          "Access to model org/m is restricted. You must have access to it and be authenticated to access it."]
+
+
+def test_a_logged_message_of_several_lines_heading_its_traceback_is_not_the_error(rules: Classifier) -> None:
+    # logging.Formatter.format: the record's message (several lines, a blank one among them), then the
+    # exc_info traceback; the chain's first and last exception lines are the error (R3, R4), not the
+    # record heading it nor a later line of its message
+    lines = (["2025-05-01 23:52:51,586 - INFO - Loading model: org/m",
+              "2025-05-01 23:52:54,176 - ERROR - Failed to load model org/m: " + _GATED[0]] + _GATED[1:]
+             + _tb("requests.exceptions.HTTPError: 401 Client Error: Unauthorized for url: "
+                   "https://huggingface.co/org/m/resolve/main/config.json") + _CAUSE
+             + _tb("OSError: " + _GATED[0]) + _GATED[1:])
+    assert _picked(lines, rules) == [
+        "requests.exceptions.HTTPError: 401 Client Error: Unauthorized for url: "
+        "https://huggingface.co/org/m/resolve/main/config.json", "OSError: " + _GATED[0]]
