@@ -25,3 +25,15 @@ def test_a_logged_message_of_several_lines_heading_its_traceback_is_not_the_erro
     assert _picked(lines, rules) == [
         "requests.exceptions.HTTPError: 401 Client Error: Unauthorized for url: "
         "https://huggingface.co/org/m/resolve/main/config.json", "OSError: " + _GATED[0]]
+
+
+def test_the_tab_indented_lines_of_a_state_dict_error_are_its_message(rules: Classifier) -> None:
+    # torch Module.load_state_dict joins its errors with "\n\t" under "Error(s) in loading state_dict for X:";
+    # the last "size mismatch" line is a later line of that message, not an error of its own (R3)
+    sizes = [f"\tsize mismatch for net.{k}.conv.weight: copying a param with shape torch.Size([512, 128, 3]) "
+             "from checkpoint, the shape in current model is torch.Size([128, 512, 3])." for k in range(40)]
+    lines = (["[2023-12-12 22:40:48,793][solver][INFO] - Loading checkpoint model: checkpoint.th",
+              "[2023-12-12 22:40:49,379][__main__][ERROR] - Some error happened"]
+             + _tb("RuntimeError: Error(s) in loading state_dict for ConvTasNet:", "/env/torch/nn/modules/module.py")
+             + ['\tMissing key(s) in state_dict: "net.0.conv.bias", "net.1.conv.bias".'] + sizes)
+    assert _picked(lines, rules) == ["RuntimeError: Error(s) in loading state_dict for ConvTasNet:"]

@@ -124,7 +124,22 @@ def later_line(lines: Sequence[str], i: int, picked: Sequence[int], failures: Se
     line is a picked line or a failure line (README rule R3: the message is shown by its first
     line, or by the exception line of the traceback a logger's message heads)."""
     near = set(picked) | {k for k in failures if i - _LOGGED_LINES <= k < i}
-    return any(_continues(lines, k, i) for k in near)
+    return any(_continues(lines, k, i) for k in near) or _tabbed_under(lines, i) in picked
+
+
+#: Lines above a tab-indented line searched for the message's first line.
+_TABBED_REACH = 2000
+
+
+def _tabbed_under(lines: Sequence[str], i: int) -> int | None:
+    """The first line of the message whose later lines, tab-indented, run down to line ``i`` (torch's
+    ``Module.load_state_dict``: ``RuntimeError('Error(s) in loading state_dict for {}:\n\t{}'.format(name,
+    "\n\t".join(error_msgs)))``, one "Missing key(s)" or "size mismatch for ..." per line); None when ``i``
+    is not tab-indented. CPython's traceback indents frames with spaces, never a tab."""
+    k = i
+    while k > max(0, i - _TABBED_REACH) and unprefixed(lines[k]).startswith("\t"):
+        k -= 1
+    return k if k < i else None
 
 
 #: Lines below an error record searched for the traceback its ``exc_info`` prints. CPython's
