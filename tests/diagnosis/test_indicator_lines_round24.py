@@ -37,3 +37,19 @@ def test_the_tab_indented_lines_of_a_state_dict_error_are_its_message(rules: Cla
              + _tb("RuntimeError: Error(s) in loading state_dict for ConvTasNet:", "/env/torch/nn/modules/module.py")
              + ['\tMissing key(s) in state_dict: "net.0.conv.bias", "net.1.conv.bias".'] + sizes)
     assert _picked(lines, rules) == ["RuntimeError: Error(s) in loading state_dict for ConvTasNet:"]
+
+
+def _module_tb(line: int, exc: str, inner: str = "") -> list[str]:
+    frames = [f'  File "{inner}", line 33, in load', "    raise NotImplementedError"] if inner else []
+    return ["Traceback (most recent call last):", f'  File "train_final.py", line {line}, in <module>',
+            "    trainer.run()"] + frames + [exc]
+
+
+def test_a_script_failing_again_at_another_module_statement_is_another_run(rules: Classifier) -> None:
+    # each uncaught exception through the script's <module> frame ended its interpreter: a later traceback
+    # through the same script's module code at another statement is a new run (R1: the last run's error only)
+    lines = (_module_tb(63, "AttributeError: 'Trainer' object has no attribute 'load_checkpoint'")
+             + _module_tb(64, "NotImplementedError", "/srv/amp/dataset.py")
+             + ["Computing fingerprints: 100%|##########| 360/360 [00:05<00:00, 70.1it/s]"]
+             + _module_tb(75, "_tkinter.TclError: no display name and no $DISPLAY environment variable"))
+    assert _picked(lines, rules) == ["_tkinter.TclError: no display name and no $DISPLAY environment variable"]
