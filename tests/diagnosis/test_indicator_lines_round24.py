@@ -53,3 +53,14 @@ def test_a_script_failing_again_at_another_module_statement_is_another_run(rules
              + ["Computing fingerprints: 100%|##########| 360/360 [00:05<00:00, 70.1it/s]"]
              + _module_tb(75, "_tkinter.TclError: no display name and no $DISPLAY environment variable"))
     assert _picked(lines, rules) == ["_tkinter.TclError: no display name and no $DISPLAY environment variable"]
+
+
+def test_a_native_error_record_the_program_went_on_from_is_not_the_root(rules: Classifier) -> None:
+    # TensorFlow logs "failed call to cuInit" at E severity (tsl logging.cc "%s.%06d: %c %s:%d] %s") and runs on
+    # the CPU: data loading, a summary and the first epoch follow; the later uncaught exception ended the run (R1)
+    lines = (["2023-11-01 14:28:34.240756: E tensorflow/compiler/xla/stream_executor/cuda/cuda_driver.cc:268] "
+              "failed call to cuInit: CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected", "Loading data"]
+             + [f"Data Tensor {k} Shape: (736, 128, 64)" for k in range(1, 12)] + ["Start training", "Epoch 1/10"]
+             + _tb("ValueError: Input 0 of layer \"model\" is incompatible with the layer: expected shape=(None, 608, 128), "
+                   "found shape=(608, 128)"))
+    assert _picked(lines, rules) == [lines[-1]]

@@ -42,7 +42,7 @@ from gpulens.diagnosis.logread.tracebacks import (
 )
 
 __all__ = ["WENT_ON", "ended_from_outside", "killed_after_going_on", "logged_and_went_on", "logged_warning",
-           "printed_again", "without_aftermath", "without_spawned", "without_teardown"]
+           "native_error_went_on", "printed_again", "without_aftermath", "without_spawned", "without_teardown"]
 
 
 def without_aftermath(own: list[int], region: Sequence[int], norm: Callable[[int], str]) -> list[int]:
@@ -152,6 +152,36 @@ def logged_and_went_on(lines: Sequence[str], i: int, own: Sequence[int], norm: C
     later = [j for j in own if j > i and EXCEPTION.match(norm_body(lines[j]))]
     return bool(later) and printing(lines, later[0], i) > i \
         and not any(restates(said, bare_shape(norm(j))) for j in later)
+
+
+#: A native library's LOG(ERROR) record, which logs and returns (only a FATAL record aborts the process):
+#: TensorFlow's and tsl's "2023-11-01 14:28:34.240756: E tensorflow/.../cuda_driver.cc:268] failed call to cuInit: ..."
+#: (tsl/platform/default/logging.cc LogMessage::GenerateLogMessage: "%s.%06d: %c %s:%d] %s", the severity one of
+#: "IWEF"), and glog's and abseil's "E1101 14:28:34.240756 4242 cuda_driver.cc:268] ..." (glog src/logging.cc
+#: LogMessage::Init; abseil absl/log/internal/log_format.cc).
+_NATIVE_ERROR = re.compile(r"^(?:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: E|E\d{4} \d\d:\d\d:\d\d(?:\.\d+)?\s+\d+)"
+                           r" [\w./-]+\.(?:cc|cpp|h):\d+\] ")
+
+
+def native_error_went_on(lines: Sequence[str], i: int, own: Sequence[int], norm: Callable[[int], str]) -> bool:
+    """Whether line ``i`` is a native library's LOG(ERROR) record (:data:`_NATIVE_ERROR`) after which its process
+    printed WENT_ON lines of ordinary output and then raised an uncaught exception of its own (a later line of
+    ``own`` ending a traceback that starts after that output): the library logged the error and the program went
+    on (TensorFlow falls back to the CPU after "failed call to cuInit"; README rule R1), the exception ended it."""
+    if _NATIVE_ERROR.match(unprefixed(lines[i])) is None:
+        return False
+    later = next((j for j in own if j > i and EXCEPTION.match(norm_body(lines[j]))), None)
+    head = None if later is None else python_head(lines, later)
+    if head is None or head <= i:
+        return False
+    rank, seen = ranks.prefix_rank(lines[i]), 0
+    for k in range(i + 1, head):
+        if lines[k].strip() and not lines[k][:1].isspace() and ranks.prefix_rank(lines[k]) == rank \
+                and not is_failure(norm(k), lines[k]):
+            seen += 1
+            if seen >= WENT_ON:
+                return True
+    return False
 
 
 #: Lines of ordinary output between two printings of one message that show the process went on between them.

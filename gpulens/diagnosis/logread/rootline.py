@@ -33,6 +33,7 @@ from gpulens.diagnosis.logread.aftermath import (
     killed_after_going_on,
     logged_and_went_on,
     logged_warning,
+    native_error_went_on,
     printed_again,
     without_aftermath,
     without_spawned,
@@ -182,7 +183,8 @@ def _own_errors(at: _Attempt, hook: Collection[int], ownline: Callable[[int], bo
                              and not spawn_lost(lines, i)])
     again = printed_again(lines, own, norm)
     own = [i for i in own if not logged_warning(lines[i]) and not logged_and_went_on(lines, i, own, norm)
-           and i not in again and not script_went_on(lines, i, own, norm)] or own
+           and i not in again and not script_went_on(lines, i, own, norm)
+           and not native_error_went_on(lines, i, own, norm)] or own
     errors = [i for i in own if not is_scheduler_kill(norm(i))]
     caught = set(errors) if errors and killed_after_going_on(lines, errors[-1], region, norm, ownline) else set()
     own = [i for i in own if i not in caught]
