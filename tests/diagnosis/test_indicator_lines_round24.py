@@ -4,6 +4,7 @@ each excerpt written by hand in the format the library or launcher prints."""
 from __future__ import annotations
 
 from gpulens.diagnosis.classifier import Classifier
+from gpulens.diagnosis.logread import diagnose_text
 from tests.diagnosis.test_indicator_formats import _CAUSE, _picked, _tb
 
 #: transformers' cached_file message for a gated repo, embedding huggingface_hub's (blank line included)
@@ -64,3 +65,39 @@ def test_a_native_error_record_the_program_went_on_from_is_not_the_root(rules: C
              + _tb("ValueError: Input 0 of layer \"model\" is incompatible with the layer: expected shape=(None, 608, 128), "
                    "found shape=(608, 128)"))
     assert _picked(lines, rules) == [lines[-1]]
+
+
+#: vLLM's logger header (vllm/logger.py) and loguru's default record head (loguru/_defaults.py LOGURU_FORMAT)
+_VL = "ERROR 12-01 20:56:54 [core.py:632] "
+_LG = "2025-12-01 20:56:54.324 | "
+
+
+def _stage(animal: str) -> list[str]:
+    # one evaluation stage of a wrapper script: its start-up, the engine process's logged and printed ImportError,
+    # then the main process's loguru record and traceback (loguru marks the catch point's frame "> File")
+    return ([f"=== Starting {animal} evaluation ===",
+             _LG + "INFO     | __main__:main:71 - Loading configuration from cfgs/olmo3_cfgs.py...",
+             _LG + f"INFO     | __main__:main:82 - Loaded model: org/olmo3_{animal}",
+             _LG + "INFO     | __main__:main:85 - Starting evaluation...",
+             "INFO 12-01 20:56:50 [core.py:572] Waiting for init message from front-end.",
+             _VL + "EngineCore failed to start.", _VL + "Traceback (most recent call last):",
+             _VL + '  File "/env/numba/__init__.py", line 45, in _ensure_critical_deps', _VL + "    raise ImportError(msg)",
+             _VL + "ImportError: Numba needs NumPy 2.2 or less. Got NumPy 2.3.",
+             _LG + "ERROR    | __main__:main:100 - Error: Engine core initialization failed. See root cause above.",
+             _LG + "ERROR    | __main__:main:101 - Full traceback:", "Traceback (most recent call last):", "",
+             '  File "/srv/scripts/run_evaluation.py", line 106, in <module>', "    asyncio.run(main())",
+             "    └ <function main at 0x7ec849ed5260>", "",
+             '> File "/srv/scripts/run_evaluation.py", line 86, in main', "    await run()", "",
+             '  File "/env/vllm/v1/engine/utils.py", line 700, in wait_for_engine_startup',
+             '    raise RuntimeError("Engine core initialization failed. "', "",
+             "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+             f"=== {animal.title()} evaluation complete ==="])
+
+
+def test_a_loguru_traceback_ends_its_stage_and_the_last_stage_is_labelled(rules: Classifier) -> None:
+    # the loguru-logged traceback (its "> File" catch point is a frame) ends the first stage's process: the next
+    # stage's copy of the same error is another run's, not one the first run went on from (R1)
+    first = _stage("dolphin")
+    lines = first + _stage("owl") + ["=== ALL DONE ==="]
+    found = diagnose_text("\n".join(lines), rules).indicator_lines
+    assert found[:1] == [len(first) + 10]  # the owl stage's ImportError, logged by the engine process

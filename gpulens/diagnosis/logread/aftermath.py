@@ -208,8 +208,12 @@ def printed_again(lines: Sequence[str], own: Sequence[int], norm: Callable[[int]
 def _went_on_after_copies(lines: Sequence[str], own: Sequence[int], norm: Callable[[int], str], said: str,
                           copies: Sequence[int]) -> bool:
     """Whether ordinary output lies between two of a message's ``copies`` and an uncaught exception of the
-    same process that does not restate it (``said``: the message's shape) came after the last copy."""
-    if not any(_ordinary_between(lines, a, b) for a, b in zip(copies, copies[1:], strict=False)):
+    same process that does not restate it (``said``: the message's shape) came after the last copy. Not across an
+    uncaught exception of ``own`` between two copies: that one ended its process, the next copy is another run's
+    (README rule R1: the runs are told apart by :func:`runs.split_runs`)."""
+    if not any(_ordinary_between(lines, a, b) and not any(a < j < b and EXCEPTION.match(norm_body(lines[j]))
+                                                          and ended_uncaught(lines, j) for j in own)
+               for a, b in zip(copies, copies[1:], strict=False)):
         return False
     final = next((j for j in reversed(own) if j > copies[-1] and EXCEPTION.match(norm_body(lines[j]))), None)
     return final is not None and ended_uncaught(lines, final) and not restates(said, bare_shape(norm(final)))
