@@ -101,3 +101,21 @@ def test_a_loguru_traceback_ends_its_stage_and_the_last_stage_is_labelled(rules:
     lines = first + _stage("owl") + ["=== ALL DONE ==="]
     found = diagnose_text("\n".join(lines), rules).indicator_lines
     assert found[:1] == [len(first) + 10]  # the owl stage's ImportError, logged by the engine process
+
+
+def test_an_exception_logged_then_reprinted_by_multiprocessing_counts_at_its_logged_copy(rules: Classifier) -> None:
+    # vLLM's engine core logs its exception with the traceback (logger.exception), then multiprocessing's
+    # _bootstrap prints "Process NAME:" and the same traceback as the process ends: the earliest copy (R9)
+    core = "(EngineCore_DP0 pid=114700) "
+    err = "RuntimeError: Triton Error [CUDA]: device kernel image is invalid"
+    tb = [core + "Traceback (most recent call last):", core + '  File "/env/triton/compiler/compiler.py", line 408, '
+          "in _init_handles", core + "    self.module = driver.active.utils.load_binary("]
+    lines = (["INFO 07-31 15:52:20 [core.py:70] Initializing a V1 LLM engine with config: model='qwen3-vl'",
+              core + "ERROR 07-31 15:52:26 [core.py:708] EngineCore failed to start."]
+             + [ln.replace(core, core + "ERROR 07-31 15:52:26 [core.py:708] ") for ln in tb]
+             + [core + "ERROR 07-31 15:52:26 [core.py:708] " + err, core + "Process EngineCore_DP0:"] + tb + [core + err,
+             "[rank0]:[W731 15:52:26.202323438 ProcessGroupNCCL.cpp:1479] Warning: WARNING: destroy_process_group() was "
+             "not called before program exit, which can leak resources."]
+             + _tb("RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+                   "/env/vllm/v1/engine/utils.py"))
+    assert diagnose_text("\n".join(lines), rules).indicator_lines == [6]

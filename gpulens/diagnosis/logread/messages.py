@@ -29,7 +29,7 @@ from gpulens.diagnosis.logread.tracebacks import (
     unprefixed,
 )
 
-__all__ = ["code_line", "hook_errors", "later_line", "logged_first", "logged_frame", "not_heads", "summary_part"]
+__all__ = ["code_line", "hook_errors", "later_line", "logged_above", "logged_first", "logged_frame", "not_heads", "summary_part"]
 
 
 def logged_frame(raw: str) -> bool:
@@ -232,3 +232,23 @@ def logged_first(lines: Sequence[str], i: int, norm: Callable[[int], str]) -> in
         if got is not None and ranks.prefix_rank(lines[k]) == rank and message_shape(body[got.end():].strip()) == message:
             return k
     return i
+
+
+#: The header Python's ``multiprocessing`` writes above the traceback of a child process's uncaught exception
+#: (multiprocessing/process.py ``BaseProcess._bootstrap``: ``sys.stderr.write('Process %s:\\n' % self.name)``).
+_PROCESS_HEAD = re.compile(r"^Process [\w.-]+:$")
+
+
+def logged_above(lines: Sequence[str], i: int) -> int:
+    """The exception line just above the traceback of the exception line ``i`` (blank lines and multiprocessing's
+    "Process NAME:" header between them) when it says the same message, by the same process: a logger logged the
+    exception with its traceback (vLLM's engine core: ``logger.exception("EngineCore failed to start.")``) and it
+    was printed again as it ended the process; the earliest copy shows it (README rule R9). Else ``i``."""
+    head = python_head(lines, i)
+    k = -1 if head is None else head - 1
+    while k >= 0 and (not lines[k].strip() or _PROCESS_HEAD.match(unprefixed(lines[k]).strip())):
+        k -= 1
+    if k < 0 or ranks.origin_of(lines[k]) != ranks.origin_of(lines[i]):
+        return i
+    said = logs.normalize_line(unlogged(unprefixed(lines[k]))).strip()
+    return k if EXCEPTION.match(said) and message_shape(said) == message_shape(norm_body(lines[i])) else i

@@ -64,6 +64,7 @@ from gpulens.diagnosis.logread.markers import (
 from gpulens.diagnosis.logread.messages import (
     code_line,
     hook_errors,
+    logged_above,
     later_line,
     logged_first,
     logged_frame,
@@ -396,7 +397,7 @@ def _quoted(lines: Sequence[str], start: int, failures: Sequence[int], evidence:
             hit = next((i for i in find_keys(lines, (key[:40],), start) if key in norm(i)), None)
         if hit is not None and is_root_error(norm(hit)) and not logged_frame(lines[hit]) and not summary_part(lines, hit) \
                 and (is_failure(norm(hit), lines[hit]) or _SAYS_ERROR.search(norm(hit)) is not None):
-            out.append(hit)
+            out.append(logged_above(lines, hit))
     return out
 
 
