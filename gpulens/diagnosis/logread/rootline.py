@@ -64,8 +64,8 @@ from gpulens.diagnosis.logread.markers import (
 from gpulens.diagnosis.logread.messages import (
     code_line,
     hook_errors,
-    logged_above,
     later_line,
+    logged_above,
     logged_first,
     logged_frame,
     not_heads,
