@@ -119,3 +119,18 @@ def test_an_exception_logged_then_reprinted_by_multiprocessing_counts_at_its_log
              + _tb("RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
                    "/env/vllm/v1/engine/utils.py"))
     assert diagnose_text("\n".join(lines), rules).indicator_lines == [6]
+
+
+def test_lightning_passing_a_sigterm_on_is_the_cause_not_the_exceptions_it_raises(rules: Classifier) -> None:
+    # Lightning's _SubprocessScriptLauncher.kill logs "pid P killing C with 15" for each rank it started, the ranks'
+    # handlers log "[rank: N] Received SIGTERM: 15"; rank 0's traceback then ends with the data loader's "killed by
+    # signal: Terminated", chained to a fallback PIL was handling: the signal's line is the cause (R6)
+    r0 = "[rank0]: "
+    lines = (["Epoch 1:   7%|7         | 66/934 [01:57<25:42,  0.56it/s, v_num=0, train/loss=1.83e+5]",
+              "pid 2577814 killing 2577847 with 15", "pid 2577814 killing 2577848 with 15",
+              "[rank: 1] Received SIGTERM: 15", "[rank: 2] Received SIGTERM: 15"]
+             + _tb("AttributeError: '_idat' object has no attribute 'fileno'", "/env/PIL/ImageFile.py", r0)
+             + ["", r0 + "During handling of the above exception, another exception occurred:", ""]
+             + _tb("RuntimeError: DataLoader worker (pid 2586412) is killed by signal: Terminated. ",
+                   "/env/torch/utils/data/_utils/signal_handling.py", r0))
+    assert _picked(lines, rules) == ["pid 2577814 killing 2577847 with 15"]

@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from gpulens.diagnosis import logs
+from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.copies import bare_shape, restates
 from gpulens.diagnosis.logread.launches import spawned_child
@@ -24,8 +25,10 @@ from gpulens.diagnosis.logread.lines import (
 from gpulens.diagnosis.logread.records import names_level, warning_head
 from gpulens.diagnosis.logread.runs import ended_uncaught, printing
 from gpulens.diagnosis.logread.signals import (
+    FORWARD_KEY,
     abseil_stop,
     agent_death_signal,
+    launcher_forward,
     signal_raised,
     sigterm_report,
     stop_report,
@@ -34,6 +37,7 @@ from gpulens.diagnosis.logread.signals import (
 from gpulens.diagnosis.logread.tracebacks import (
     EXCEPTION,
     TRACEBACK,
+    chained,
     norm_body,
     python_head,
     thread_died,
@@ -45,17 +49,56 @@ __all__ = ["WENT_ON", "ended_from_outside", "killed_after_going_on", "logged_and
            "native_error_went_on", "printed_again", "without_aftermath", "without_spawned", "without_teardown"]
 
 
-def without_aftermath(own: list[int], region: Sequence[int], norm: Callable[[int], str]) -> list[int]:
+def without_aftermath(own: list[int], region: Sequence[int], norm: Callable[[int], str],
+                      lines: Sequence[str] = ()) -> list[int]:
     """``own`` without the exceptions the signal of a scheduler's end of the job (its time limit,
     preemption or cancel line in ``region``) or of torchrun's agent's ("Received Signals.SIGINT death signal,
     shutting down workers": torch/distributed/elastic/agent/server/api.py, the signal it got and passes on to
     its workers) or of abseil's report of a stop signal ("*** SIGTERM received at time=...") raised after that
-    line (README rule R6)."""
+    line (README rule R6); after Lightning's launcher passing a signal on (:func:`signals.launcher_forward`, looked
+    for in ``lines``), also the data loader's report that it ended the workers and the exceptions being handled
+    when those came (the chain they end)."""
     kill = next((i for i in region if _ENDED_FROM_OUTSIDE.search(norm(i)) is not None
                  or agent_death_signal(norm(i)) or abseil_stop(norm(i))), None)
+    forward = _forwarded(lines, own)
+    if forward is not None and (kill is None or forward < kill):
+        return _without_signal_chains(lines, own, forward, norm)
     if kill is None:
         return own
     return [i for i in own if i <= kill or not signal_raised(ranks.strip_prefix(norm(i)).strip())]
+
+
+def _forwarded(lines: Sequence[str], own: Sequence[int]) -> int | None:
+    """The first line of Lightning's launcher passing a stop signal on before the last of ``own``, if any."""
+    if not lines or not own:
+        return None
+    return next((i for i in find_keys(lines, (FORWARD_KEY,), max(0, own[0] - _FORWARD_REACH), own[-1])
+                 if launcher_forward(lines[i])), None)
+
+
+#: Lines above the first error line searched for a launcher passing a signal on.
+_FORWARD_REACH = 400
+
+
+def _without_signal_chains(lines: Sequence[str], own: list[int], kill: int, norm: Callable[[int], str]) -> list[int]:
+    """``own`` without, after ``kill``, the exceptions a stop signal raised (:func:`signals.signal_raised`, a data
+    loader's :func:`signals.workers_terminated`) and the earlier exceptions of the chains they end (those were
+    being handled when the signal came: README rules R4, R6)."""
+    out: list[int] = []
+    dropping = False  # the line after the one looked at was dropped: an exception chained to it goes too
+    for i in reversed(own):
+        text = ranks.strip_prefix(norm(i)).strip()
+        dropping = i > kill and (signal_raised(text) or workers_terminated(text)
+                                 or (dropping and _chained_below(lines, i) and EXCEPTION.match(text) is not None))
+        if not dropping:
+            out.append(i)
+    return out[::-1]
+
+
+def _chained_below(lines: Sequence[str], i: int) -> bool:
+    """Whether the first non-blank line below the exception line ``i`` is Python's chain marker."""
+    below = next((ln for ln in lines[i + 1:i + 4] if ln.strip()), "")
+    return chained(below)
 
 
 def without_teardown(lines: Sequence[str], own: list[int], norm: Callable[[int], str]) -> list[int]:

@@ -88,7 +88,9 @@ from gpulens.diagnosis.logread.runs import (
 )
 from gpulens.diagnosis.logread.scriptcmds import script_went_on
 from gpulens.diagnosis.logread.signals import (
+    FORWARD_KEY,
     agent_death_signal,
+    launcher_forward,
 )
 from gpulens.diagnosis.logread.tracebacks import (
     inside_chain,
@@ -191,7 +193,7 @@ def _own_errors(at: _Attempt, hook: Collection[int], ownline: Callable[[int], bo
     own = [i for i in own if i not in caught]
     if own and aborted_on_timeout(own, region, norm, at.mine):
         caught, own = caught | set(own), []  # the watchdog took the process down: its timeout is the cause (R6)
-    kept = without_spawned(lines, without_teardown(lines, without_aftermath(own, region, norm), norm), region, norm)
+    kept = without_spawned(lines, without_teardown(lines, without_aftermath(own, region, norm, lines), norm), region, norm)
     caught, own = caught | (set(own) - set(kept)), kept
     if own:
         own = sorted(set(own) | set(printed_with(lines, own[0], at.mine)))
@@ -327,9 +329,10 @@ def _at_most(found: list[int], n: int) -> list[int]:
 def _death_signal(lines: Sequence[str], start: int) -> list[int]:
     """The first line of the attempt's end where torchrun says it got a signal (README rule R6:
     the first line that says a signal ended the run; the SIGTERMs it sends its workers, its
-    error-file dump and its ``SignalException`` traceback follow from it)."""
-    for i in find_keys(lines, ("death signal",), max(0, start - AROUND)):
-        if agent_death_signal(lines[i]):
+    error-file dump and its ``SignalException`` traceback follow from it), or where Lightning's launcher passes
+    the signal it got on to its ranks' processes (:func:`signals.launcher_forward`)."""
+    for i in find_keys(lines, ("death signal", FORWARD_KEY), max(0, start - AROUND)):
+        if agent_death_signal(lines[i]) or launcher_forward(lines[i]):
             return [i]
     return []
 
