@@ -134,3 +134,19 @@ def test_lightning_passing_a_sigterm_on_is_the_cause_not_the_exceptions_it_raise
              + _tb("RuntimeError: DataLoader worker (pid 2586412) is killed by signal: Terminated. ",
                    "/env/torch/utils/data/_utils/signal_handling.py", r0))
     assert _picked(lines, rules) == ["pid 2577814 killing 2577847 with 15"]
+
+
+def test_vllm_engine_dead_error_counts_by_the_clients_report_that_the_engine_died(rules: Classifier) -> None:
+    # vLLM's client logs "Engine core proc X died unexpectedly" (core_client.py) when the engine process is gone,
+    # then its output handler logs EngineDeadError ("See stack trace (above) for the root cause"): with no error of
+    # the engine's in the log, the died line is the first that says the process ended (R6)
+    api = "(APIServer pid=523647) "
+    v = api + "ERROR 04-27 18:09:47 [async_llm.py:546] "
+    lines = ([api + "INFO 04-27 15:11:24 [loggers.py:236] Engine 000: Avg prompt throughput: 0.0 tokens/s, Running: 0 reqs",
+              api + "ERROR 04-27 18:09:47 [core_client.py:600] Engine core proc EngineCore_DP0 died unexpectedly, "
+              "shutting down client.", v + "AsyncLLM output_handler failed.", v + "Traceback (most recent call last):",
+              v + '  File "/env/vllm/v1/engine/async_llm.py", line 498, in output_handler',
+              v + "    outputs = await engine_core.get_output_async()",
+              v + "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) "
+              "for the root cause.", api + "INFO:     Shutting down", api + "INFO:     Finished server process [523647]"])
+    assert diagnose_text("\n".join(lines), rules).indicator_lines == [2]

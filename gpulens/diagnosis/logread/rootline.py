@@ -58,6 +58,7 @@ from gpulens.diagnosis.logread.lines import (
 from gpulens.diagnosis.logread.markers import (
     breakpoint_prompt,
     diverged_root,
+    engine_died,
     nan_reported,
     nan_sampled,
 )
@@ -149,7 +150,7 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     found = _shown_lines(at, picked, chained, own, verdict, min(limit, RULE_MAX_LINES))
     if found:
         found = _with_causes(at, found, evidence, min(limit, RULE_MAX_LINES))
-        found = _with_bare_source(lines, found, min(limit, RULE_MAX_LINES))
+        found = engine_died(lines, _with_bare_source(lines, found, min(limit, RULE_MAX_LINES)))
     return _first_ranks(lines, sorted(set(found)), first, later)
 
 
