@@ -150,3 +150,18 @@ def test_vllm_engine_dead_error_counts_by_the_clients_report_that_the_engine_die
               v + "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) "
               "for the root cause.", api + "INFO:     Shutting down", api + "INFO:     Finished server process [523647]"])
     assert diagnose_text("\n".join(lines), rules).indicator_lines == [2]
+
+
+def test_a_spawned_childs_bootstrap_death_after_its_parents_error_is_not_the_root(rules: Classifier) -> None:
+    # Windows' spawn pickles the process object for the child: "Can't pickle local object" ends the parent, and the
+    # child, reading its pipe in spawn_main, fails "EOFError: Ran out of input" (another process's consequence: R5)
+    mp = "C:\\Python312\\Lib\\multiprocessing\\"
+    lines = (["E1/3:   0%|          | 0/1213 [00:00<?, ?it/s]", "Traceback (most recent call last):",
+              '  File "C:\\proj\\train.py", line 900, in <module>', "    for batch in loader:",
+              f'  File "{mp}reduction.py", line 60, in dump', "    ForkingPickler(file, protocol).dump(obj)",
+              "AttributeError: Can't pickle local object 'final_finetune.<locals>.VideoDataset'",
+              "(venv) PS C:\\proj> Using device: cuda", "Traceback (most recent call last):",
+              '  File "<string>", line 1, in <module>', f'  File "{mp}spawn.py", line 122, in spawn_main',
+              "    exitcode = _main(fd, parent_sentinel)", f'  File "{mp}spawn.py", line 132, in _main',
+              "    self = reduction.pickle.load(from_parent)", "EOFError: Ran out of input"])
+    assert _picked(lines, rules) == ["AttributeError: Can't pickle local object 'final_finetune.<locals>.VideoDataset'"]

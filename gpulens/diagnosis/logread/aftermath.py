@@ -45,7 +45,7 @@ from gpulens.diagnosis.logread.tracebacks import (
     unprefixed,
 )
 
-__all__ = ["WENT_ON", "ended_from_outside", "killed_after_going_on", "logged_and_went_on", "logged_warning",
+__all__ = ["WENT_ON", "child_after_parent", "ended_from_outside", "killed_after_going_on", "logged_and_went_on", "logged_warning",
            "native_error_went_on", "printed_again", "without_aftermath", "without_spawned", "without_teardown"]
 
 
@@ -135,9 +135,21 @@ def without_spawned(lines: Sequence[str], own: list[int], region: Sequence[int],
 
 
 def _spawn_exception(lines: Sequence[str], i: int) -> bool:
-    """Whether line ``i`` ends a spawned child's bootstrap traceback."""
+    """Whether line ``i`` ends a spawned child's bootstrap traceback (its frames' paths read with "/", as Windows
+    prints them with "\\": "C:\\Python312\\Lib\\multiprocessing\\spawn.py")."""
     head = traceback_head(lines, i)
-    return head is not None and spawned_child(lines, head, i)
+    if head is None:
+        return False
+    return spawned_child([ln.replace("\\", "/") for ln in lines[head:i + 1]], 0, i - head)
+
+
+def child_after_parent(lines: Sequence[str], i: int, own: Sequence[int]) -> bool:
+    """Whether the exception line ``i`` ends a spawned child's bootstrap traceback (``spawn_main``) printed after an
+    error of its parent in ``own``: the parent failed while starting it (Windows' ``spawn`` pickles the process object
+    into the child's pipe; "Can't pickle local object" ends the parent, and the child reading that pipe fails
+    "EOFError: Ran out of input" in ``reduction.pickle.load(from_parent)``, CPython Lib/multiprocessing/spawn.py
+    ``_main``): another process's consequence, not the root (README rules R5, R7)."""
+    return any(k < i and not _spawn_exception(lines, k) for k in own) and _spawn_exception(lines, i)
 
 
 #: Lines of the failing process's own ordinary output between its last error line and a kill

@@ -29,6 +29,7 @@ from gpulens.diagnosis.logread.aborts import (
     fatal_abort,
 )
 from gpulens.diagnosis.logread.aftermath import (
+    child_after_parent,
     ended_from_outside,
     killed_after_going_on,
     logged_and_went_on,
@@ -186,11 +187,13 @@ def _own_errors(at: _Attempt, hook: Collection[int], ownline: Callable[[int], bo
                              and i not in hook and not is_launcher_verdict(norm(i)) and not summary_part(lines, i)
                              and not spawn_lost(lines, i)])
     again = printed_again(lines, own, norm)
+    children = {i for i in own if child_after_parent(lines, i, own)}  # its spawned children's deaths after it
     own = [i for i in own if not logged_warning(lines[i]) and not logged_and_went_on(lines, i, own, norm)
            and i not in again and not script_went_on(lines, i, own, norm)
-           and not native_error_went_on(lines, i, own, norm)] or own
+           and not native_error_went_on(lines, i, own, norm) and i not in children] or own
     errors = [i for i in own if not is_scheduler_kill(norm(i))]
     caught = set(errors) if errors and killed_after_going_on(lines, errors[-1], region, norm, ownline) else set()
+    caught |= children - set(own)
     own = [i for i in own if i not in caught]
     if own and aborted_on_timeout(own, region, norm, at.mine):
         caught, own = caught | set(own), []  # the watchdog took the process down: its timeout is the cause (R6)
