@@ -165,3 +165,12 @@ def test_a_spawned_childs_bootstrap_death_after_its_parents_error_is_not_the_roo
               "    exitcode = _main(fd, parent_sentinel)", f'  File "{mp}spawn.py", line 132, in _main',
               "    self = reduction.pickle.load(from_parent)", "EOFError: Ran out of input"])
     assert _picked(lines, rules) == ["AttributeError: Can't pickle local object 'final_finetune.<locals>.VideoDataset'"]
+
+
+def test_a_failed_conda_activate_the_job_script_went_on_from_is_not_the_root(rules: Classifier) -> None:
+    # conda's mock activate raises "CondaError: Run 'conda init' before 'conda activate'" and the batch script goes
+    # on in the base environment; the program's own uncaught exception, which names no conda command, ended it (R1)
+    lines = (["", "CondaError: Run 'conda init' before 'conda activate'", "",
+              "torchvision 0.24.1 requires torch==2.9.1, but you have torch 2.5.1 which is incompatible."]
+             + _tb("RuntimeError: operator torchvision::nms does not exist", "/env/torch/_library/fake_impl.py"))
+    assert _picked(lines, rules) == ["RuntimeError: operator torchvision::nms does not exist"]
