@@ -174,3 +174,14 @@ def test_a_failed_conda_activate_the_job_script_went_on_from_is_not_the_root(rul
               "torchvision 0.24.1 requires torch==2.9.1, but you have torch 2.5.1 which is incompatible."]
              + _tb("RuntimeError: operator torchvision::nms does not exist", "/env/torch/_library/fake_impl.py"))
     assert _picked(lines, rules) == ["RuntimeError: operator torchvision::nms does not exist"]
+
+
+def test_interleaved_printings_of_one_exception_line_are_one_error(rules: Classifier) -> None:
+    # CPython's excepthook writes "Type", ": " and the message separately (pythonrun.c print_exception): two ranks
+    # sharing stderr interleave them; the clean copy printed after is the same error (R5: the earliest printing)
+    lines = (["Traceback (most recent call last):", "Traceback (most recent call last):",
+              '  File "/srv/hellaswag.py", line 31, in <module>', '  File "/srv/hellaswag.py", line 31, in <module>',
+              "        import tiktokenimport tiktoken", "",
+              "ModuleNotFoundErrorModuleNotFoundError: : No module named 'tiktoken'No module named 'tiktoken'", "",
+              "    import tiktoken", "ModuleNotFoundError: No module named 'tiktoken'"])
+    assert diagnose_text("\n".join(lines), rules).indicator_lines == [7]

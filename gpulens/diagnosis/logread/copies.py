@@ -71,12 +71,30 @@ def _logged_message(exc: str, line: str) -> bool:
     return len(message) >= _COPY_MIN and message_shape(line).endswith(": " + message)
 
 
+def _interleaved(exc: str, line: str) -> bool:
+    """Whether ``line`` holds two or more processes' printings of the exception line ``exc`` written into each
+    other: CPython's default excepthook writes an exception's last line in pieces (Python/pythonrun.c
+    ``print_exception``: the module and type name, then ": ", then the message), and processes sharing one stderr
+    interleave at those writes ("ModuleNotFoundErrorModuleNotFoundError: : No module named 'x'No module named 'x'"):
+    ``exc`` is a copy of it (README rule R5: the error once, at its earliest printing)."""
+    m = EXCEPTION.match(exc)
+    if m is None or not exc.startswith(": ", m.end()):
+        return False
+    kind, message = exc[:m.end()].rsplit(".", 1)[-1], exc[m.end() + 2:].strip()
+    return len(message) >= _INTERLEAVED_MIN and line.count(kind) >= 2 and message in line
+
+
+#: The shortest message looked for in interleaved printings.
+_INTERLEAVED_MIN = 12
+
+
 def copy_of(i: int, text: str, seen: Sequence[tuple[int, str]], chained: Collection[int]) -> bool:
     """Whether line ``i`` (its message ``text``) restates one of ``seen`` (index, message): by
     :func:`message_shape`, except two lines of ``chained`` that quote other names."""
     for k, said in seen:
         if not restates(message_shape(text), message_shape(said)):
-            if _logged_message(text, said) or _logged_message(said, text):
+            if _logged_message(text, said) or _logged_message(said, text) or _interleaved(text, said) \
+                    or _interleaved(said, text):
                 return True
             continue
         if i in chained and k in chained and not restates(without_digits(text), without_digits(said)):
