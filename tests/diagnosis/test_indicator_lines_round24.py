@@ -185,3 +185,18 @@ def test_interleaved_printings_of_one_exception_line_are_one_error(rules: Classi
               "ModuleNotFoundErrorModuleNotFoundError: : No module named 'tiktoken'No module named 'tiktoken'", "",
               "    import tiktoken", "ModuleNotFoundError: No module named 'tiktoken'"])
     assert diagnose_text("\n".join(lines), rules).indicator_lines == [7]
+
+
+def test_two_processes_cuda_out_of_memory_errors_are_one_error(rules: Classifier) -> None:
+    # two launches share a GPU and a nohup file: each raises torch's caching-allocator OOM, with its own figures and
+    # process list; the second is a copy of the first (R5: the same error with other numbers, the earliest once)
+    oom = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {} GiB. GPU 0 has a total capacity of 79.14 "
+           "GiB of which {} GiB is free. {}")
+    first = oom.format("4.43", "1.74", "Process 3455906 has 10.67 GiB memory in use. Process 1897572 has 66.7 GiB in use.")
+    second = oom.format("4.44", "1.77", "Including non-PyTorch memory, this process has 66.7 GiB memory in use.")
+    lines = (["  0%|          | 0/576 [00:00<?, ?it/s]", "Traceback (most recent call last):",
+              "Traceback (most recent call last):", '  File "/srv/trainer_utils.py", line 610, in get_batch_logps',
+              "    per_token_logps = torch.gather(logits.log_softmax(-1), dim=2)", first,
+              '  File "/env/accelerate/utils/operations.py", line 777, in _convert_to_fp32', "    return tensor.float()",
+              second, "  0%|          | 0/576 [00:08<?, ?it/s]"])
+    assert _picked(lines, rules) == [first]

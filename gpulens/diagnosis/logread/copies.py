@@ -88,10 +88,25 @@ def _interleaved(exc: str, line: str) -> bool:
 _INTERLEAVED_MIN = 12
 
 
+#: torch's CUDA caching allocator's out-of-memory message (c10/cuda/CUDACachingAllocator.cpp: "CUDA out of memory.
+#: Tried to allocate 4.43 GiB. GPU 0 has a total capacity of 79.14 GiB of which 1.74 GiB is free. Process 3455906 has
+#: 10.67 GiB memory in use. ..."): its figures and its list of processes differ from one process's printing to another's.
+_CUDA_OOM = re.compile(r"(?:\w+\.)*(?:OutOfMemoryError|RuntimeError): CUDA out of memory\. Tried to allocate ")
+
+
+def _both_oom(text: str, said: str) -> bool:
+    """Whether two exception lines are both torch's CUDA out-of-memory error (README rule R5: the same error
+    printed by other processes, with other numbers, is a copy)."""
+    return _CUDA_OOM.match(text) is not None and _CUDA_OOM.match(said) is not None
+
+
 def copy_of(i: int, text: str, seen: Sequence[tuple[int, str]], chained: Collection[int]) -> bool:
     """Whether line ``i`` (its message ``text``) restates one of ``seen`` (index, message): by
-    :func:`message_shape`, except two lines of ``chained`` that quote other names."""
+    :func:`message_shape`, except two lines of ``chained`` that quote other names; any two CUDA
+    out-of-memory errors."""
     for k, said in seen:
+        if _both_oom(text, said):
+            return True
         if not restates(message_shape(text), message_shape(said)):
             if _logged_message(text, said) or _logged_message(said, text) or _interleaved(text, said) \
                     or _interleaved(said, text):
