@@ -200,3 +200,17 @@ def test_two_processes_cuda_out_of_memory_errors_are_one_error(rules: Classifier
               '  File "/env/accelerate/utils/operations.py", line 777, in _convert_to_fp32', "    return tensor.float()",
               second, "  0%|          | 0/576 [00:08<?, ?it/s]"])
     assert _picked(lines, rules) == [first]
+
+
+def test_a_native_collective_timeout_record_is_never_one_the_program_went_on_from() -> None:
+    # glog's E record of a watchdog timeout is what ends the ranks, however much other output follows it (R6)
+    from gpulens.diagnosis import logs
+    from gpulens.diagnosis.logread.aftermath import native_error_went_on
+    lines = (["E0813 07:25:21.532210 4242 ProcessGroupNCCL.cpp:1595] [PG 0 Rank 1] Watchdog caught collective "
+              "operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE) ran for 600000 milliseconds before timing out."]
+             + [f"step {k} loss 0.{k}" for k in range(12)] + _tb("RuntimeError: NCCL communicator was aborted"))
+    norm = [logs.normalize_line(x).strip() for x in lines]
+    assert not native_error_went_on(lines, 0, [0, len(lines) - 1], norm.__getitem__)
+    lines[0] = "E0813 07:25:21.532210 4242 cuda_driver.cc:268] failed call to cuInit: CUDA_ERROR_NO_DEVICE"
+    norm[0] = logs.normalize_line(lines[0]).strip()
+    assert native_error_went_on(lines, 0, [0, len(lines) - 1], norm.__getitem__)

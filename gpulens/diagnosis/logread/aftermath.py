@@ -22,6 +22,7 @@ from gpulens.diagnosis.logread.lines import (
     is_failure,
     is_progress,
 )
+from gpulens.diagnosis.logread.origins import COLLECTIVE_TIMEOUT
 from gpulens.diagnosis.logread.records import names_level, warning_head
 from gpulens.diagnosis.logread.runs import ended_uncaught, printing
 from gpulens.diagnosis.logread.signals import (
@@ -223,8 +224,9 @@ def native_error_went_on(lines: Sequence[str], i: int, own: Sequence[int], norm:
     printed WENT_ON lines of ordinary output and then raised an uncaught exception of its own (a later line of
     ``own`` ending a traceback that starts after that output): the library logged the error and the program went
     on (TensorFlow falls back to the CPU after "failed call to cuInit"; README rule R1), the exception ended it."""
-    if _NATIVE_ERROR.match(unprefixed(lines[i])) is None:
-        return False
+    if _NATIVE_ERROR.match(unprefixed(lines[i])) is None or logs.is_secondary(norm(i)) \
+            or COLLECTIVE_TIMEOUT.search(norm(i)) is not None:
+        return False  # (a collective's timeout or a peer's loss is what ends the others: rules R5, R6)
     later = next((j for j in own if j > i and EXCEPTION.match(norm_body(lines[j]))), None)
     head = None if later is None else python_head(lines, later)
     if head is None or head <= i:
