@@ -214,3 +214,23 @@ def test_a_native_collective_timeout_record_is_never_one_the_program_went_on_fro
     lines[0] = "E0813 07:25:21.532210 4242 cuda_driver.cc:268] failed call to cuInit: CUDA_ERROR_NO_DEVICE"
     norm[0] = logs.normalize_line(lines[0]).strip()
     assert native_error_went_on(lines, 0, [0, len(lines) - 1], norm.__getitem__)
+
+
+def test_lightning_ranks_printing_one_error_apart_are_one_run() -> None:
+    # both Lightning DDP ranks log "Initializing distributed: GLOBAL_RANK: k, MEMBER: k+1/2" as they start together;
+    # rank 1's debug prints between the two identical tracebacks are not a new start of the script: one run, whose
+    # root error counts once at its first printing (R5), not a later run's copy (R1)
+    from gpulens.diagnosis.logread.runs import split_runs
+    debug = ["Loading data", "h shape: torch.Size([8, 256, 4, 4]) module name: ResnetBlockBigGANpp(",
+             "h shape: torch.Size([8, 256, 8, 8]), hs[-1] shape: torch.Size([8, 256, 8, 9]) num resblock 0"]
+    err = "RuntimeError: Sizes of tensors must match in dimension 2. Expected size 8 but got size 9 for tensor number 1."
+
+    def tb(script: str) -> list[str]:
+        return ["Traceback (most recent call last):", f'  File "{script}", line 96, in <module>', "    trainer.fit(model)",
+                '  File "/srv/ncsnpp.py", line 357, in forward', "    h = modules[m_idx](torch.cat([h, hs.pop()], dim=1))", err]
+    ranks = ["Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/2", "Initializing distributed: GLOBAL_RANK: 1, MEMBER: 2/2"]
+    body = debug + tb("train.py") + debug + tb("/home/u/train.py")
+    own = [len(ranks) + len(debug) + 5, len(ranks) + 2 * len(debug) + 11]
+    assert split_runs(ranks + body, own, 0, anew=True) == [own]
+    alone = ["GPU available: True, used: True", "GPU available: True, used: True"]  # no launcher: a second start
+    assert split_runs(alone + body, own, 0, anew=True) == [[own[0]], [own[1]]]

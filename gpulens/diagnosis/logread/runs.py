@@ -198,12 +198,16 @@ def _started_again(lines: Sequence[str], run: Sequence[int], nxt: int, memo: dic
     return False
 
 
+#: What each process of a Lightning DDP run logs as it joins the process group (lightning/fabric/utilities/
+#: distributed.py ``_init_dist_connection``: ``log.info(f"Initializing distributed: GLOBAL_RANK: {global_rank}, MEMBER:
+#: {global_rank + 1}/{world_size}")``; pytorch_lightning's ``init_dist_connection`` the same): the ranks start together.
+_LIGHTNING_MEMBER = "MEMBER: "
 #: What a launcher prints once when it starts its local processes: DeepSpeed's launcher
 #: (deepspeed/launcher/launch.py main: logger.info(f"nnodes={...}, num_local_procs={...}, node_rank=
 #: {...}")) and torchrun's warning when it starts more than one (torch/distributed/run.py,
 #: "Setting OMP_NUM_THREADS environment variable for each process to be 1 in default, ...").
-_LAUNCH_KEYS = ("num_local_procs=", TORCHRUN_BANNER)
-_LAUNCHED_MANY = re.compile(rf"num_local_procs=(?!1\b)\d+|{re.escape(TORCHRUN_BANNER)}")
+_LAUNCH_KEYS = ("num_local_procs=", TORCHRUN_BANNER, _LIGHTNING_MEMBER)
+_LAUNCHED_MANY = re.compile(rf"num_local_procs=(?!1\b)\d+|{re.escape(TORCHRUN_BANNER)}|{_LIGHTNING_MEMBER}\d+/(?!1\b)\d+")
 
 
 def _several_running(lines: Sequence[str], top: int, prev: int, nxt: int) -> bool:
