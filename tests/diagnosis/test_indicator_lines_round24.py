@@ -234,3 +234,17 @@ def test_lightning_ranks_printing_one_error_apart_are_one_run() -> None:
     assert split_runs(ranks + body, own, 0, anew=True) == [own]
     alone = ["GPU available: True, used: True", "GPU available: True, used: True"]  # no launcher: a second start
     assert split_runs(alone + body, own, 0, anew=True) == [[own[0]], [own[1]]]
+
+
+def test_yolox_label_assignment_retried_on_the_cpu_is_not_the_root(rules: Classifier) -> None:
+    # YOLOX logs its label assignment's GPU OOM at ERROR and retries the batch on the CPU (yolo_head.py get_losses);
+    # the error that then ends the run is the root (R1)
+    lg = "2022-01-01 21:00:15.472 | ERROR    | yolox.models.yolo_head:get_losses:325 - "
+    lines = (["2022-01-01 21:00:12.449 | INFO     | yolox.core.trainer:before_epoch:188 - ---> start train epoch1",
+              lg + "OOM RuntimeError is raised due to the huge memory cost during label assignment.                   "
+              "         CPU mode is applied in this batch. If you want to avoid this issue, try to reduce the batch size "
+              "or image size.",
+              "2022-01-01 21:00:15.486 | ERROR    | yolox.core.launch:launch:98 - An error has been caught in function "
+              "'launch', process 'MainProcess' (52467), thread 'MainThread' (139719584408384):"]
+             + _tb("RuntimeError: CUDA error: device-side assert triggered", "/srv/yolox/models/yolo_head.py"))
+    assert _picked(lines, rules) == ["RuntimeError: CUDA error: device-side assert triggered"]

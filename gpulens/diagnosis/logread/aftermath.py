@@ -47,7 +47,7 @@ from gpulens.diagnosis.logread.tracebacks import (
 )
 
 __all__ = ["WENT_ON", "child_after_parent", "ended_from_outside", "killed_after_going_on", "logged_and_went_on", "logged_warning",
-           "native_error_went_on", "printed_again", "without_aftermath", "without_spawned", "without_teardown"]
+           "native_error_went_on", "printed_again", "recovered_from", "without_aftermath", "without_spawned", "without_teardown"]
 
 
 def without_aftermath(own: list[int], region: Sequence[int], norm: Callable[[int], str],
@@ -217,6 +217,20 @@ def logged_and_went_on(lines: Sequence[str], i: int, own: Sequence[int], norm: C
 #: LogMessage::Init; abseil absl/log/internal/log_format.cc).
 _NATIVE_ERROR = re.compile(r"^(?:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: E|E\d{4} \d\d:\d\d:\d\d(?:\.\d+)?\s+\d+)"
                            r" [\w./-]+\.(?:cc|cpp|h):\d+\] ")
+
+
+#: A library's error record that says, in the same message, that it recovered and goes on: YOLOX's label
+#: assignment out of memory on the GPU, retried on the CPU (yolox/models/yolo_head.py ``get_losses``:
+#: ``logger.error("OOM RuntimeError is raised due to the huge memory cost during label assignment. CPU mode is
+#: applied in this batch. If you want to avoid this issue, try to reduce the batch size or image size.")``).
+_RECOVERED = re.compile(r"OOM RuntimeError is raised due to the huge memory cost during label assignment\.\s+"
+                        r"CPU mode is applied in this batch")
+
+
+def recovered_from(norm: str) -> bool:
+    """Whether a line is a library's record of an error it recovered from (:data:`_RECOVERED`): README rule R1,
+    the run went on (what failed after it is the error)."""
+    return "CPU mode is applied" in norm and _RECOVERED.search(norm) is not None
 
 
 def native_error_went_on(lines: Sequence[str], i: int, own: Sequence[int], norm: Callable[[int], str]) -> bool:

@@ -36,6 +36,7 @@ from gpulens.diagnosis.logread.aftermath import (
     logged_warning,
     native_error_went_on,
     printed_again,
+    recovered_from,
     without_aftermath,
     without_spawned,
     without_teardown,
@@ -190,7 +191,8 @@ def _own_errors(at: _Attempt, hook: Collection[int], ownline: Callable[[int], bo
     children = {i for i in own if child_after_parent(lines, i, own)}  # its spawned children's deaths after it
     own = [i for i in own if not logged_warning(lines[i]) and not logged_and_went_on(lines, i, own, norm)
            and i not in again and not script_went_on(lines, i, own, norm)
-           and not native_error_went_on(lines, i, own, norm) and i not in children] or own
+           and not native_error_went_on(lines, i, own, norm) and i not in children
+           and not recovered_from(norm(i))] or own
     errors = [i for i in own if not is_scheduler_kill(norm(i))]
     caught = set(errors) if errors and killed_after_going_on(lines, errors[-1], region, norm, ownline) else set()
     caught |= children - set(own)
