@@ -71,12 +71,45 @@ def _logged_message(exc: str, line: str) -> bool:
     return len(message) >= _COPY_MIN and message_shape(line).endswith(": " + message)
 
 
+def _interleaved(exc: str, line: str) -> bool:
+    """Whether ``line`` holds two or more processes' printings of the exception line ``exc`` written into each
+    other: CPython's default excepthook writes an exception's last line in pieces (Python/pythonrun.c
+    ``print_exception``: the module and type name, then ": ", then the message), and processes sharing one stderr
+    interleave at those writes ("ModuleNotFoundErrorModuleNotFoundError: : No module named 'x'No module named 'x'"):
+    ``exc`` is a copy of it (README rule R5: the error once, at its earliest printing)."""
+    m = EXCEPTION.match(exc)
+    if m is None or not exc.startswith(": ", m.end()):
+        return False
+    kind, message = exc[:m.end()].rsplit(".", 1)[-1], exc[m.end() + 2:].strip()
+    return len(message) >= _INTERLEAVED_MIN and line.count(kind) >= 2 and message in line
+
+
+#: The shortest message looked for in interleaved printings.
+_INTERLEAVED_MIN = 12
+
+
+#: torch's CUDA caching allocator's out-of-memory message (c10/cuda/CUDACachingAllocator.cpp: "CUDA out of memory.
+#: Tried to allocate 4.43 GiB. GPU 0 has a total capacity of 79.14 GiB of which 1.74 GiB is free. Process 3455906 has
+#: 10.67 GiB memory in use. ..."): its figures and its list of processes differ from one process's printing to another's.
+_CUDA_OOM = re.compile(r"(?:\w+\.)*(?:OutOfMemoryError|RuntimeError): CUDA out of memory\. Tried to allocate ")
+
+
+def _both_oom(text: str, said: str) -> bool:
+    """Whether two exception lines are both torch's CUDA out-of-memory error (README rule R5: the same error
+    printed by other processes, with other numbers, is a copy)."""
+    return _CUDA_OOM.match(text) is not None and _CUDA_OOM.match(said) is not None
+
+
 def copy_of(i: int, text: str, seen: Sequence[tuple[int, str]], chained: Collection[int]) -> bool:
     """Whether line ``i`` (its message ``text``) restates one of ``seen`` (index, message): by
-    :func:`message_shape`, except two lines of ``chained`` that quote other names."""
+    :func:`message_shape`, except two lines of ``chained`` that quote other names; any two CUDA
+    out-of-memory errors."""
     for k, said in seen:
+        if _both_oom(text, said):
+            return True
         if not restates(message_shape(text), message_shape(said)):
-            if _logged_message(text, said) or _logged_message(said, text):
+            if _logged_message(text, said) or _logged_message(said, text) or _interleaved(text, said) \
+                    or _interleaved(said, text):
                 return True
             continue
         if i in chained and k in chained and not restates(without_digits(text), without_digits(said)):

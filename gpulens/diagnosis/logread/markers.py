@@ -13,7 +13,7 @@ from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread.lines import DEBUGGER_PROMPTS
 from gpulens.diagnosis.logread.tracebacks import unprefixed
 
-__all__ = ["breakpoint_prompt", "diverged_root", "is_report_head", "nan_reported", "nan_sampled"]
+__all__ = ["breakpoint_prompt", "diverged_root", "engine_died", "is_report_head", "nan_reported", "nan_sampled"]
 
 
 #: A loss reading in a metric line ("Train Loss: nan", "loss=0.412", "'loss': inf").
@@ -153,3 +153,27 @@ def is_report_head(line: str) -> bool:
             or (line[:1] in "[(>" and _PDB_WHERE.match(unprefixed(line).strip()) is not None):
         return True
     return "Exception in thread " in line and unprefixed(line).lstrip().startswith("Exception in thread ")
+
+
+#: vLLM's front end raising, for every request, that its engine core process is gone (vllm/v1/engine/exceptions.py
+#: ``EngineDeadError``: "EngineCore encountered an issue. See stack trace (above) for the root cause.").
+_ENGINE_DEAD = "EngineCore encountered an issue. See stack trace (above)"
+#: vLLM's client noticing that the engine core process ended (vllm/v1/engine/core_client.py, the engine monitor of
+#: ``MPClient``: ``logger.error("Engine core proc %s died unexpectedly, shutting down client.", proc_name)``).
+_ENGINE_DIED = re.compile(r"Engine core proc \S+ died unexpectedly")
+#: Lines above vLLM's EngineDeadError searched for the client's report that the engine died.
+_DIED_REACH = 40
+
+
+def engine_died(lines: Sequence[str], found: Sequence[int]) -> list[int]:
+    """``found`` with vLLM's ``EngineDeadError`` replaced by the client's report just above it that the engine core
+    process died (README rule R6: the first line that says the process ended; the error pointing "above" for the
+    root cause says nothing more, rule R4) when it is the first line found (no error of the engine's is shown)."""
+    out = []
+    for i in found:
+        died = None
+        if _ENGINE_DEAD in lines[i] and i == min(found):
+            died = next((k for k in find_keys(lines, ("died unexpectedly",), max(0, i - _DIED_REACH), i)
+                         if _ENGINE_DIED.search(lines[k])), None)
+        out.append(i if died is None else died)
+    return sorted(set(out))

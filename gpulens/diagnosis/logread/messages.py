@@ -14,6 +14,7 @@ from gpulens.diagnosis import logs
 from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.copies import message_shape
+from gpulens.diagnosis.logread.lines import has_error_level
 from gpulens.diagnosis.logread.origins import AROUND
 from gpulens.diagnosis.logread.records import logger_head, unlogged
 from gpulens.diagnosis.logread.tracebacks import (
@@ -28,7 +29,7 @@ from gpulens.diagnosis.logread.tracebacks import (
     unprefixed,
 )
 
-__all__ = ["code_line", "hook_errors", "later_line", "logged_first", "logged_frame", "not_heads", "summary_part"]
+__all__ = ["code_line", "hook_errors", "later_line", "logged_above", "logged_first", "logged_frame", "not_heads", "summary_part"]
 
 
 def logged_frame(raw: str) -> bool:
@@ -122,8 +123,52 @@ def later_line(lines: Sequence[str], i: int, picked: Sequence[int], failures: Se
     """Whether line ``i`` is a later line of a message printed over several lines whose first
     line is a picked line or a failure line (README rule R3: the message is shown by its first
     line, or by the exception line of the traceback a logger's message heads)."""
-    near = set(picked) | {k for k in failures if i - _MESSAGE_LINES <= k < i}
-    return any(_continues(lines, k, i) for k in near)
+    near = set(picked) | {k for k in failures if i - _LOGGED_LINES <= k < i}
+    return any(_continues(lines, k, i) for k in near) or _tabbed_under(lines, i) in picked
+
+
+#: Lines above a tab-indented line searched for the message's first line.
+_TABBED_REACH = 2000
+
+
+def _tabbed_under(lines: Sequence[str], i: int) -> int | None:
+    """The first line of the message whose later lines, tab-indented, run down to line ``i`` (torch's
+    ``Module.load_state_dict``: ``RuntimeError('Error(s) in loading state_dict for {}:\n\t{}'.format(name,
+    "\n\t".join(error_msgs)))``, one "Missing key(s)" or "size mismatch for ..." per line); None when ``i``
+    is not tab-indented. CPython's traceback indents frames with spaces, never a tab."""
+    k = i
+    while k > max(0, i - _TABBED_REACH) and unprefixed(lines[k]).startswith("\t"):
+        k -= 1
+    return k if k < i else None
+
+
+#: Lines below an error record searched for the traceback its ``exc_info`` prints. CPython's
+#: ``logging.Formatter.format`` writes the record's message, then "\n" and ``record.exc_text`` (the
+#: formatted traceback, "Traceback (most recent call last):" first): a message of several lines lies
+#: between the record's header and that traceback (transformers' ``cached_file``: "You are trying to
+#: access a gated repo.\nMake sure to have access to it at ...\n" + huggingface_hub's "401 Client
+#: Error.\n\nCannot access gated repo for url ...", blank line included).
+_LOGGED_LINES = 8
+#: A line that starts a record of its own (Python logging's default asctime "2024-04-24 15:46:03,689").
+_RECORD_START = re.compile(r"^\[?\d{4}-\d\d-\d\d[ T]\d\d:\d\d")
+
+
+def _logged_message_end(lines: Sequence[str], i: int) -> int | None:
+    """The last line of the message of the error record at line ``i`` (a logger's ERROR/CRITICAL level) that
+    ``logging`` printed with its traceback below it (``logger.exception``, ``exc_info=True``), when the message
+    spans several lines (:data:`_LOGGED_LINES`); None when no traceback follows the message, or another record,
+    an indented line or another rank's line comes between them."""
+    if not has_error_level(lines[i]):
+        return None
+    rank = ranks.prefix_rank(lines[i])
+    for k in range(i + 1, min(len(lines), i + 1 + _LOGGED_LINES)):
+        body = unprefixed(lines[k])
+        if starts_head(body):
+            return k - 1 if k - 1 > i else None
+        if body[:1].isspace() or ranks.prefix_rank(lines[k]) != rank or _RECORD_START.match(body) \
+                or has_error_level(body) or chained(body):
+            return None
+    return None
 
 
 def _continues(lines: Sequence[str], i: int, k: int) -> bool:
@@ -132,6 +177,8 @@ def _continues(lines: Sequence[str], i: int, k: int) -> bool:
     every line between them written by the same rank (torch.distributed prefixes each line of a
     message with its ``[rankN]:``) or, unprefixed, NCCL's detail lines below its error; none of
     them blank, a traceback's head, frame or chain marker."""
+    if i < k and k - i <= _LOGGED_LINES and (end := _logged_message_end(lines, i)) is not None:
+        return k <= end
     if not i < k <= i + _MESSAGE_LINES:
         return False
     rank = ranks.prefix_rank(lines[i])
@@ -185,3 +232,23 @@ def logged_first(lines: Sequence[str], i: int, norm: Callable[[int], str]) -> in
         if got is not None and ranks.prefix_rank(lines[k]) == rank and message_shape(body[got.end():].strip()) == message:
             return k
     return i
+
+
+#: The header Python's ``multiprocessing`` writes above the traceback of a child process's uncaught exception
+#: (multiprocessing/process.py ``BaseProcess._bootstrap``: ``sys.stderr.write('Process %s:\\n' % self.name)``).
+_PROCESS_HEAD = re.compile(r"^Process [\w.-]+:$")
+
+
+def logged_above(lines: Sequence[str], i: int) -> int:
+    """The exception line just above the traceback of the exception line ``i`` (blank lines and multiprocessing's
+    "Process NAME:" header between them) when it says the same message, by the same process: a logger logged the
+    exception with its traceback (vLLM's engine core: ``logger.exception("EngineCore failed to start.")``) and it
+    was printed again as it ended the process; the earliest copy shows it (README rule R9). Else ``i``."""
+    head = python_head(lines, i)
+    k = -1 if head is None else head - 1
+    while k >= 0 and (not lines[k].strip() or _PROCESS_HEAD.match(unprefixed(lines[k]).strip())):
+        k -= 1
+    if k < 0 or ranks.origin_of(lines[k]) != ranks.origin_of(lines[i]):
+        return i
+    said = logs.normalize_line(unlogged(unprefixed(lines[k]))).strip()
+    return k if EXCEPTION.match(said) and message_shape(said) == message_shape(norm_body(lines[i])) else i

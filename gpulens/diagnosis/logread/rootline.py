@@ -29,11 +29,14 @@ from gpulens.diagnosis.logread.aborts import (
     fatal_abort,
 )
 from gpulens.diagnosis.logread.aftermath import (
+    child_after_parent,
     ended_from_outside,
     killed_after_going_on,
     logged_and_went_on,
     logged_warning,
+    native_error_went_on,
     printed_again,
+    recovered_from,
     without_aftermath,
     without_spawned,
     without_teardown,
@@ -57,6 +60,7 @@ from gpulens.diagnosis.logread.lines import (
 from gpulens.diagnosis.logread.markers import (
     breakpoint_prompt,
     diverged_root,
+    engine_died,
     nan_reported,
     nan_sampled,
 )
@@ -64,6 +68,7 @@ from gpulens.diagnosis.logread.messages import (
     code_line,
     hook_errors,
     later_line,
+    logged_above,
     logged_first,
     logged_frame,
     not_heads,
@@ -86,7 +91,9 @@ from gpulens.diagnosis.logread.runs import (
 )
 from gpulens.diagnosis.logread.scriptcmds import script_went_on
 from gpulens.diagnosis.logread.signals import (
+    FORWARD_KEY,
     agent_death_signal,
+    launcher_forward,
 )
 from gpulens.diagnosis.logread.tracebacks import (
     inside_chain,
@@ -145,7 +152,7 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     found = _shown_lines(at, picked, chained, own, verdict, min(limit, RULE_MAX_LINES))
     if found:
         found = _with_causes(at, found, evidence, min(limit, RULE_MAX_LINES))
-        found = _with_bare_source(lines, found, min(limit, RULE_MAX_LINES))
+        found = engine_died(lines, _with_bare_source(lines, found, min(limit, RULE_MAX_LINES)))
     return _first_ranks(lines, sorted(set(found)), first, later)
 
 
@@ -181,14 +188,18 @@ def _own_errors(at: _Attempt, hook: Collection[int], ownline: Callable[[int], bo
                              and i not in hook and not is_launcher_verdict(norm(i)) and not summary_part(lines, i)
                              and not spawn_lost(lines, i)])
     again = printed_again(lines, own, norm)
+    children = {i for i in own if child_after_parent(lines, i, own)}  # its spawned children's deaths after it
     own = [i for i in own if not logged_warning(lines[i]) and not logged_and_went_on(lines, i, own, norm)
-           and i not in again and not script_went_on(lines, i, own, norm)] or own
+           and i not in again and not script_went_on(lines, i, own, norm)
+           and not native_error_went_on(lines, i, own, norm) and i not in children
+           and not recovered_from(norm(i))] or own
     errors = [i for i in own if not is_scheduler_kill(norm(i))]
     caught = set(errors) if errors and killed_after_going_on(lines, errors[-1], region, norm, ownline) else set()
+    caught |= children - set(own)
     own = [i for i in own if i not in caught]
     if own and aborted_on_timeout(own, region, norm, at.mine):
         caught, own = caught | set(own), []  # the watchdog took the process down: its timeout is the cause (R6)
-    kept = without_spawned(lines, without_teardown(lines, without_aftermath(own, region, norm), norm), region, norm)
+    kept = without_spawned(lines, without_teardown(lines, without_aftermath(own, region, norm, lines), norm), region, norm)
     caught, own = caught | (set(own) - set(kept)), kept
     if own:
         own = sorted(set(own) | set(printed_with(lines, own[0], at.mine)))
@@ -324,9 +335,10 @@ def _at_most(found: list[int], n: int) -> list[int]:
 def _death_signal(lines: Sequence[str], start: int) -> list[int]:
     """The first line of the attempt's end where torchrun says it got a signal (README rule R6:
     the first line that says a signal ended the run; the SIGTERMs it sends its workers, its
-    error-file dump and its ``SignalException`` traceback follow from it)."""
-    for i in find_keys(lines, ("death signal",), max(0, start - AROUND)):
-        if agent_death_signal(lines[i]):
+    error-file dump and its ``SignalException`` traceback follow from it), or where Lightning's launcher passes
+    the signal it got on to its ranks' processes (:func:`signals.launcher_forward`)."""
+    for i in find_keys(lines, ("death signal", FORWARD_KEY), max(0, start - AROUND)):
+        if agent_death_signal(lines[i]) or launcher_forward(lines[i]):
             return [i]
     return []
 
@@ -394,7 +406,7 @@ def _quoted(lines: Sequence[str], start: int, failures: Sequence[int], evidence:
             hit = next((i for i in find_keys(lines, (key[:40],), start) if key in norm(i)), None)
         if hit is not None and is_root_error(norm(hit)) and not logged_frame(lines[hit]) and not summary_part(lines, hit) \
                 and (is_failure(norm(hit), lines[hit]) or _SAYS_ERROR.search(norm(hit)) is not None):
-            out.append(hit)
+            out.append(logged_above(lines, hit))
     return out
 
 

@@ -113,6 +113,30 @@ def ended_uncaught(lines: Sequence[str], i: int) -> bool:
     return any(f in frame for f in _TOP_FRAMES)
 
 
+#: A traceback's outermost frame in the main script's module code: the script and the statement's line.
+_MODULE_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in <module>')
+
+
+def _module_frame(lines: Sequence[str], i: int) -> tuple[str, str] | None:
+    """The (script, line) of the exception line ``i``'s traceback's outermost frame when it is the main
+    script's module code (CPython's traceback: 'File "train.py", line 63, in <module>'), else None."""
+    head = python_head(lines, i)
+    if head is None:
+        return None
+    frame = next((ln for ln in lines[head + 1:i] if unprefixed(ln).lstrip().startswith('File "')), "")
+    m = _MODULE_FRAME.search(frame)
+    return None if m is None else (m["file"], m["line"])
+
+
+def _module_moved(lines: Sequence[str], prev: int, nxt: int) -> bool:
+    """Whether the exception ``nxt`` reached the same script's module code as ``prev`` (which ended its process)
+    at another statement: a process running that code failed elsewhere than the one that had ended, so it is
+    another run of the script (the job script or the user ran it again, README rule R1), not a copy printed by
+    a process running beside it, which fails at the same statement (rule R5)."""
+    ended, got = _module_frame(lines, prev), _module_frame(lines, nxt)
+    return ended is not None and got is not None and ended[0] == got[0] and ended[1] != got[1]
+
+
 def _logged_exit(lines: Sequence[str], i: int) -> bool:
     """Whether line ``i`` is a program's own error record with no traceback (a logger's ERROR line,
     logging's "%(asctime)s - %(levelname)s - %(message)s": "2025-07-18 18:10:53,684 - ERROR - An
@@ -144,12 +168,16 @@ def _started_again(lines: Sequence[str], run: Sequence[int], nxt: int, memo: dic
     the lines' :func:`_ordinary_shape`, kept across the calls of one reading."""
     prev = run[-1]
     after = next((ln for ln in lines[prev + 1:nxt] if ln.strip()), TRACEBACK)
-    if has_head(after) or not (ended_uncaught(lines, prev) or _logged_exit(lines, prev)):
-        return False  # another traceback right after it (nothing printed between), or its process went on
-    memo = {} if memo is None else memo
+    if not (ended_uncaught(lines, prev) or _logged_exit(lines, prev)):
+        return False  # its process went on
     top = printing(lines, run[0], run[0])
     if _several_running(lines, top, prev, nxt):
         return False  # the other processes' start-up, printed while the first one failed (rule R5)
+    if _module_moved(lines, prev, nxt):
+        return True
+    if has_head(after):
+        return False  # another traceback right after it (nothing printed between)
+    memo = {} if memo is None else memo
     printed = printing(lines, nxt, prev)
     if printed < nxt:  # an exception's traceback: where the run first printed it
         text = bare_shape(logs.normalize_line(lines[nxt]).strip())
@@ -170,12 +198,16 @@ def _started_again(lines: Sequence[str], run: Sequence[int], nxt: int, memo: dic
     return False
 
 
+#: What each process of a Lightning DDP run logs as it joins the process group (lightning/fabric/utilities/
+#: distributed.py ``_init_dist_connection``: ``log.info(f"Initializing distributed: GLOBAL_RANK: {global_rank}, MEMBER:
+#: {global_rank + 1}/{world_size}")``; pytorch_lightning's ``init_dist_connection`` the same): the ranks start together.
+_LIGHTNING_MEMBER = "MEMBER: "
 #: What a launcher prints once when it starts its local processes: DeepSpeed's launcher
 #: (deepspeed/launcher/launch.py main: logger.info(f"nnodes={...}, num_local_procs={...}, node_rank=
 #: {...}")) and torchrun's warning when it starts more than one (torch/distributed/run.py,
 #: "Setting OMP_NUM_THREADS environment variable for each process to be 1 in default, ...").
-_LAUNCH_KEYS = ("num_local_procs=", TORCHRUN_BANNER)
-_LAUNCHED_MANY = re.compile(rf"num_local_procs=(?!1\b)\d+|{re.escape(TORCHRUN_BANNER)}")
+_LAUNCH_KEYS = ("num_local_procs=", TORCHRUN_BANNER, _LIGHTNING_MEMBER)
+_LAUNCHED_MANY = re.compile(rf"num_local_procs=(?!1\b)\d+|{re.escape(TORCHRUN_BANNER)}|{_LIGHTNING_MEMBER}\d+/(?!1\b)\d+")
 
 
 def _several_running(lines: Sequence[str], top: int, prev: int, nxt: int) -> bool:

@@ -5,6 +5,7 @@ next command (a batch script without ``set -e``):
 - GNU coreutils' ``error()`` (gnulib lib/error.c: ``"%s: " program_name`` then the message):
   ``ln: failed to create symbolic link '/lib/libcuda.so': Permission denied``,
   ``mkdir: cannot create directory '/scratch/u': Permission denied``, ``cp: cannot stat 'x': No such file or directory``;
+- conda's when ``conda activate`` fails (``CondaError: Run 'conda init' before 'conda activate'``);
 - bash's own errors (bash error.c ``report_error``/``builtin_error``: the shell's or script's name, ``line N:``
   in a script, then the command): ``/var/spool/slurmd/job7/slurm_script: line 9: cd: /d/x: No such file or
   directory``, ``bash: line 2: /env.sh: No such file or directory``.
@@ -26,11 +27,18 @@ __all__ = ["script_went_on"]
 
 #: The commands a job script runs to set up before its program (coreutils and the shell's builtins).
 _COMMANDS = r"(?:ln|cp|mv|mkdir|rm|rmdir|touch|chmod|chown|cat|ls|tar|cd|source|export|module)"
+#: conda's errors when a job script's ``conda activate`` fails and the script goes on in the environment it had:
+#: a shell where ``conda init`` never ran (conda/cli/main_mock_activate.py: ``raise CondaError("Run 'conda init'
+#: before 'conda activate'")``) and an environment name that does not exist (conda/exceptions.py
+#: ``EnvironmentNameNotFound``: "Could not find conda environment: NAME").
+_CONDA_ACTIVATE = (r"CondaError: Run 'conda init' before 'conda (?:de)?activate'"
+                   r"|(?:EnvironmentNameNotFound: )?Could not find conda environment: ")
 #: A coreutils report (``ln: ...``) or bash's on a command (``SHELL-OR-SCRIPT: [line N: ]CMD: ...``, the shell
 #: named by path or as bash/sh, a Slurm batch script as ``slurm_script``, a script as ``NAME.sh``); not bash's
 #: report of a job it waited for (``line 34: 2065236 Killed  deepspeed ...``: a kill, README rule R6).
 _SHELL_ERROR = re.compile(
-    rf"^(?:(?:\S*/)?{_COMMANDS}: |(?:\S*/)?(?:bash|sh|slurm_script|[\w.-]+\.sh): (?:line \d+: )?[^\s:]+: )")
+    rf"^(?:(?:\S*/)?{_COMMANDS}: |(?:\S*/)?(?:bash|sh|slurm_script|[\w.-]+\.sh): (?:line \d+: )?[^\s:]+: "
+    rf"|{_CONDA_ACTIVATE})")
 #: The operands a command's error names: quoted (`x', 'x', "x") or an absolute path before a colon.
 _OPERAND = re.compile(r"[`'\"‘]([^`'\"’]+)['\"’]|(/[^\s:]+):")
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["TERM_REPORT_KEYS", "abseil_stop", "agent_death_signal", "is_stop_record", "names_a_signal", "sigterm_report",
-           "signal_raised", "stop_report", "workers_terminated"]
+__all__ = ["FORWARD_KEY", "TERM_REPORT_KEYS", "abseil_stop", "agent_death_signal", "is_stop_record", "launcher_forward",
+           "names_a_signal", "sigterm_report", "signal_raised", "stop_report", "workers_terminated"]
 
 #: The literals of glog's and abseil's fatal-signal handler's report of a SIGTERM (glog's, which Paddle
 #: installs: "[SignalInfo: *** SIGTERM (@0x...) received by PID N ... from PID M ***]"; abseil's
@@ -37,6 +37,14 @@ _STOP_RECORD = re.compile(r"\b(?:[Ss]ignal (?:15|SIGTERM)|SIGTERM) (?:was )?rece
 #: workers", "Received Signals.SIGTERM death signal, shutting down workers":
 #: torch/distributed/elastic/agent/server/api.py, the signal it got and passes on to its workers).
 _DEATH_SIGNAL = re.compile(r"Received (?:\d+|Signals\.SIG[A-Z]+) death signal")
+#: Lightning's rank-0 process passing on a stop signal it got to the other ranks' processes it started (lightning/
+#: pytorch/strategies/launchers/subprocess_script.py ``_SubprocessScriptLauncher.kill``: ``log.info(f"pid
+#: {os.getpid()} killing {proc.pid} with {signum}")``, called by the SIGTERM handler of trainer/connectors/
+#: signal_connector.py before each rank logs "[rank: N] Received SIGTERM: 15"): the first line that says a signal
+#: ended the run (README rule R6).
+_FORWARD = re.compile(r"^pid \d+ killing \d+ with (?:\d+|Signals\.SIG[A-Z]+)\s*$")
+#: The literal :data:`_FORWARD`'s lines hold, for a scan of the whole attempt.
+FORWARD_KEY = " killing "
 #: The exceptions a signal raises in the process it reaches (README rule R6: not labelled after the
 #: line that says a scheduler ended the job): Python's KeyboardInterrupt (SIGINT), torchrun's
 #: ``SignalException: Process N got signal: 15`` (torch/distributed/elastic/multiprocessing/api.py),
@@ -102,3 +110,8 @@ def signal_raised(text: str) -> bool:
 def workers_terminated(norm: str) -> bool:
     """Whether a line is a data loader's report that SIGTERM ended its workers."""
     return _WORKERS_TERMINATED.search(norm) is not None
+
+
+def launcher_forward(text: str) -> bool:
+    """Whether a line is Lightning's launcher passing on a stop signal to its ranks' processes (:data:`_FORWARD`)."""
+    return FORWARD_KEY in text and _FORWARD.match(text.strip()) is not None

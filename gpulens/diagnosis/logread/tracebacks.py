@@ -88,9 +88,15 @@ def traceback_head(lines: Sequence[str], i: int, reach: int = 400) -> int | None
     The reader's one walk up a traceback's frames."""
     for k in range(i - 1, max(-1, i - reach), -1):
         text = unprefixed(lines[k])
-        if text.strip() and (not text.startswith((" ", "\t")) or has_head(text)):  # a head printed onto a bar
+        if text.strip() and (not text.startswith((" ", "\t", _CATCH_POINT)) or has_head(text)):  # a head printed onto a bar
             return k
     return None
+
+
+#: loguru's mark of the frame where ``logger.exception``/``logger.catch`` caught the exception it logs: the
+#: frame's leading space replaced by ">" ('> File "main.py", line 86, in main'; loguru/_better_exceptions.py,
+#: ExceptionFormatter._format_locations with backtrace on).
+_CATCH_POINT = '> File "'
 
 
 def python_head(lines: Sequence[str], i: int) -> int | None:
