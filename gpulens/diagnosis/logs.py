@@ -789,7 +789,9 @@ _SECONDARY_RE = Guarded(
 _NOISE_ERR = Guarded(
     r"Warning\b|warnings\.warn|\bwarn(?:ing)?\s*:|UserWarning|FutureWarning|DeprecationWarning|^\s*File \""
     r"|\b0 errors?\b|errors?\s*[:=]\s*0\b|error_file: <N/A>|\bif .*error|\berror_?handl|ignore_errors"
-    r"|on_error|errors='|--\w*error|raise \w|except \w",
+    # code lines of a traceback printed without indentation: "raise X", an except clause (it ends with its colon; torch's
+    # message "Sizes of tensors must match except in dimension 1" is no code line)
+    r"|on_error|errors='|--\w*error|raise \w|\bexcept\b[^:]*:\s*$",
     ("Warning", "warn", 'File "', "error", "raise ", "except "), split=True,
 )
 

@@ -1,6 +1,7 @@
 """Round 24: abseil's failure signal handler's report of a stop signal ("*** SIGTERM received at time=... on cpu N
 ***", absl/debugging/failure_signal_handler.cc) is the line that says the process was stopped (README rule R6);
-the KeyboardInterrupt and asyncio CancelledError tracebacks that the signal then raises are its aftermath."""
+the KeyboardInterrupt and asyncio CancelledError tracebacks that the signal then raises are its aftermath. And an
+except clause is a code line, a message that says "except in dimension 1" is not."""
 
 from __future__ import annotations
 
@@ -36,3 +37,10 @@ def test_the_exceptions_the_signal_raises_after_it_are_not_the_root() -> None:
     w = diagnose_text("\n".join(lines))
     assert w.diagnosis.category == "preempted"
     assert w.indicator_lines == [len(_WAITING) + 2]
+
+
+def test_a_message_with_the_word_except_is_no_code_line() -> None:
+    from gpulens.diagnosis.logs import is_hard_error
+    assert is_hard_error("RuntimeError: Sizes of tensors must match except in dimension 1. Expected size 8 but got size 9")
+    for code in ("except Exception as e:", "except:", "except (ValueError, KeyError) as err:"):
+        assert not is_hard_error(code), code
