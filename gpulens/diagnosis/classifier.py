@@ -43,6 +43,7 @@ from gpulens.diagnosis.corpus import (
     load_context_corpus,
     load_corpus,
 )
+from gpulens.diagnosis.gpushare import held_by_another
 from gpulens.diagnosis.hints import hint_for
 from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.modelstore import FileModelStore, ModelStore
@@ -449,55 +450,12 @@ def _finish(view: logs.LogView, d: Diagnosis, pick: _Pick) -> Diagnosis:
         d.clue = clue
         if clue != "none":
             d.origin, _ = origin_from_evidence(d.category, clue)
-        if d.category == "gpu_oom" and d.origin != "unknown" and (held := _held_by_another(d.evidence, view.lines)):
+        if d.category == "gpu_oom" and d.origin != "unknown" and (held := held_by_another(d.evidence, view.lines)):
             d.origin, d.reason = "unknown", held
     elif d.category == "unknown" and view.secondary_only:
         d.clue = "secondary_only"
     d.hint = hint_for(d.category, d.evidence, rule=rule, match=pick.best if rule is not None else None)
     return d
-
-
-#: torch >= 2.1's CUDA out-of-memory message with NVML's per-process figures
-#: (c10/cuda/CUDACachingAllocator.cpp: "GPU N has a total capacity of T of which F is free. " then
-#: one sentence per process on the device in NVML's order, "Process 123 has Q memory in use." or
-#: "Including non-PyTorch memory, this process has P memory in use.", the sizes from c10's
-#: format_size: bytes, KiB, MiB, GiB).
-_OOM_SHARES = re.compile(r"total capacity of (?P<total>[\d.]+ (?:bytes|[KMGT]iB)) of which [\d.]+ (?:bytes|[KMGT]iB) is free\."
-                         r"(?P<procs>(?: (?:Including non-PyTorch memory, this process|Process \d+) has [\d.]+ (?:bytes|[KMGT]iB) "
-                         r"memory in use\.)+)")
-_OTHER_SHARE = re.compile(r"Process \d+ has ([\d.]+ (?:bytes|[KMGT]iB)) memory in use")
-_OWN_SHARE = re.compile(r"this process has ([\d.]+ (?:bytes|[KMGT]iB)) memory in use")
-_SIZE_UNITS = {"bytes": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
-#: The share of the device that other processes hold from which the job met a GPU held elsewhere:
-#: the job had at most a fifth of it to begin with, so its own batch or model size (C7's `user`) is not
-#: what the log shows; where it held a large share itself, its own size is a cause too (dev labels:
-#: another process with 54% and 67% of the device beside the job's own 45% and 33% stay `user`).
-_HELD_SHARE = 0.8
-
-
-def _size(text: str) -> float:
-    num, unit = text.split()
-    return float(num) * _SIZE_UNITS[unit]
-
-
-def _held_by_another(evidence: Sequence[str], lines: Sequence[str]) -> str:
-    """Why a GPU out of memory's origin is not shown (README O1/C7), or "": torch's message says
-    other processes held most of the device and more than this process, and the log shows none of
-    them is the job's own (no other out-of-memory message of the log reports that size as "this
-    process", as two launches of one job on one GPU do). Whose they were (another user, a stuck
-    earlier run, a service) the log does not say."""
-    m = next((m for e in evidence[:3] if (m := _OOM_SHARES.search(e))), None)
-    if m is None:
-        return ""  # (an evidence line cut short keeps whole sentences only: this process's own must be read)
-    others, own = _OTHER_SHARE.findall(m["procs"]), _OWN_SHARE.findall(m["procs"])
-    held = sum(_size(x) for x in others)
-    if not own or held <= sum(_size(x) for x in own) or held < _HELD_SHARE * _size(m["total"]):
-        return ""
-    own_sizes = {x for i in find_keys(lines, ("this process has ",)) for x in _OWN_SHARE.findall(lines[i])}
-    if own_sizes & set(others):
-        return ""
-    return ("other processes held most of the GPU's memory when it ran out (torch's message names them by "
-            "process id only): whose they were is not in the log")
 
 
 #: Words (any case) that some line of every failure log holds; a log with none of them (a
