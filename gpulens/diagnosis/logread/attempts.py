@@ -64,7 +64,8 @@ def attempt_starts(lines: Sequence[str]) -> list[int]:
             starts.append(i)
     heads = find_keys(lines, (_TB,), 0)
     exits = [(h, e) for h in heads if (e := process_exit(lines, h)) is not None]
-    return _merged(starts, [*_relaunches(lines, heads, exits), *_after_interrupts(lines, exits)], len(lines))
+    again = [*_relaunches(lines, heads, exits), *_after_interrupts(lines, exits), *_exits_again(lines, heads, exits, starts)]
+    return _merged(starts, sorted(again), len(lines))
 
 
 def _merged(starts: list[int], relaunches: Sequence[tuple[int, int]], n: int) -> list[int]:
@@ -108,6 +109,37 @@ def _relaunches(lines: Sequence[str], heads: Sequence[int], exits: Sequence[tupl
         j = _pair_after(lines, end, pairs) if _script(lines[h + 1]) == _script(lines[exits[0][0] + 1]) else None
         if j is not None:
             out.append((end, j))
+    return out
+
+
+#: Words of a log whose program runs as several processes (ranks, a launcher's workers): there one
+#: process's uncaught traceback may follow another's in the same launch.
+_MANY = ("rank", "Rank", "RANK", "torch.distributed", "torchrun", "NCCL", "mpirun", "srun", "deepspeed", "DeepSpeed",
+         "accelerate", "Accelerate", "world_size", "WORLD_SIZE", "multiprocessing", "Worker", "worker", "pid=", "Ray")
+#: The first frame of a script's own top level (``python train.py``; runpy's frame of ``python -m``
+#: names no one program).
+_SCRIPT_TOP = re.compile(r'^  File "[^"]+", line \d+, in <module>$')
+
+
+def _exits_again(lines: Sequence[str], heads: Sequence[int], exits: Sequence[tuple[int, int]],
+                 starts: Sequence[int]) -> list[tuple[int, int]]:
+    """(exit, start) where a single-process program, after its uncaught traceback ended the process
+    (:func:`uncaught.process_exit`: CPython prints it from ``sys.excepthook`` and exits 1, so no
+    line of that process's top level runs after it), prints an uncaught traceback from the same
+    script's top level again with another first frame or exception: the script was run again with
+    its output appended to the same file (a job's stderr file appended by each job, a shell loop).
+    The start is the first line after the exit. Never in a log of several processes (:data:`_MANY`),
+    where each rank prints its own report, nor across a chained exception's separator."""
+    if len(exits) < 2 or find_keys(lines, _MANY, 0):
+        return []
+    out = []
+    for (h, end), (h2, _) in zip(exits, exits[1:], strict=False):
+        if _SCRIPT_TOP.match(lines[h + 1]) is None or _script(lines[h + 1]) != _script(lines[h2 + 1]) \
+                or lines[h + 1] == lines[h2 + 1] or any(end < s <= h2 for s in starts):
+            continue
+        if any(end < x < h2 for x in heads) or any("above exception" in lines[k] for k in range(end + 1, h2)):
+            continue  # another traceback between them, or the chain of one exception goes on
+        out.append((end, next(k for k in range(end + 1, h2 + 1) if lines[k].strip())))
     return out
 
 

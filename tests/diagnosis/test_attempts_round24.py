@@ -1,0 +1,43 @@
+"""Reader round 24, attempts: excerpts written by hand in the formats CPython and job schedulers print.
+CPython prints an uncaught exception's traceback from ``sys.excepthook`` and the process exits 1
+(Python/pythonrun.c ``_PyErr_PrintEx``): nothing of that process's top level runs after it, so a
+second uncaught traceback from the same script's top level, raised by another top-level statement,
+is the script run again with its output appended to the same file (a PBS/Slurm job's stderr file
+that each job appends, a shell loop)."""
+
+from __future__ import annotations
+
+from gpulens.diagnosis.logread.attempts import attempt_starts
+from gpulens.diagnosis.logread.whole import diagnose_text
+
+_RUN1 = ["Traceback (most recent call last):", '  File "fit.py", line 40, in <module>',
+         "    model.restore('ckpt/last')", "AttributeError: 'Model' object has no attribute 'restore'"]
+_RUN2 = ["Traceback (most recent call last):", '  File "fit.py", line 41, in <module>', "    model.fit()",
+         '  File "/home/u/pkg/model.py", line 88, in fit', "    self.load_data()",
+         '  File "/home/u/pkg/data.py", line 12, in load_data', "    raise NotImplementedError", "NotImplementedError"]
+_RUN3 = ["Reading structures: 100%|##########| 300/300 [00:01<00:00, 250.00it/s]",
+         "epoch 1/5 loss 0.91", "epoch 5/5 loss 0.12",
+         "Traceback (most recent call last):", '  File "fit.py", line 52, in <module>', "    plt.scatter(x, y)",
+         '  File "/opt/py/matplotlib/pyplot.py", line 3000, in scatter', "    ax = gca()",
+         "_tkinter.TclError: no display name and no $DISPLAY environment variable"]
+
+
+def test_a_script_failing_again_at_another_statement_is_a_new_attempt() -> None:
+    lines = [*_RUN1, *_RUN2, *_RUN3]
+    assert attempt_starts(lines) == [0, len(_RUN1), len(_RUN1) + len(_RUN2)]
+    got = diagnose_text("\n".join(lines) + "\n")
+    assert got.attempts == 3
+    assert got.indicator_lines == [len(lines)]
+
+
+def test_the_same_statement_failing_again_is_one_attempt() -> None:
+    # a pipeline that runs one program twice with other arguments: it fails at the same statement
+    again = [_RUN2[0], _RUN2[1], *_RUN2[2:-1], "NotImplementedError: other split"]
+    assert attempt_starts([*_RUN2, *_RUN3[:3], *again]) == [0]
+
+
+def test_no_new_attempt_between_ranks_or_in_a_chain() -> None:
+    ranks = ["[W socket.cpp:100] torch.distributed init: world_size=2", *_RUN1, *_RUN2, *_RUN3]
+    assert attempt_starts(ranks) == [0]
+    chained = [*_RUN1, "", "During handling of the above exception, another exception occurred:", "", *_RUN2]
+    assert attempt_starts(chained) == [0]
