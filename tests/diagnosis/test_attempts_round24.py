@@ -41,3 +41,35 @@ def test_no_new_attempt_between_ranks_or_in_a_chain() -> None:
     assert attempt_starts(ranks) == [0]
     chained = [*_RUN1, "", "During handling of the above exception, another exception occurred:", "", *_RUN2]
     assert attempt_starts(chained) == [0]
+
+
+def _ppocr(stamp: str) -> list[str]:
+    """PaddleOCR's logger (ppocr/utils/logging.py: "[%(asctime)s] %(name)s %(levelname)s: %(message)s",
+    datefmt "%Y/%m/%d %H:%M:%S") printing the config at each launch's start, then training."""
+    return [f"[{stamp}] ppocr INFO: Architecture : ", f"[{stamp}] ppocr INFO:     Backbone : ",
+            f"[{stamp}] ppocr INFO:         name : ResNet", f"[{stamp}] ppocr INFO: train dataloader has 120 iters",
+            f"[{stamp}] ppocr INFO: epoch: [1/50], global_step: 10, lr: 0.001, loss: 12.1",
+            f"[{stamp}] ppocr INFO: epoch: [1/50], global_step: 20, lr: 0.001, loss: 9.8"]
+
+
+def test_a_timestamped_first_line_logged_again_starts_an_attempt() -> None:
+    lines = [*_ppocr("2024/08/08 05:25:19"), *_ppocr("2024/08/08 05:32:20"), *_ppocr("2024/08/08 06:01:02")]
+    assert attempt_starts(lines) == [0, 6, 12]
+    assert diagnose_text("\n".join(lines) + "\n").attempts == 3
+
+
+def test_a_timestamped_line_every_process_logs_starts_nothing() -> None:
+    ds = "[INFO] [real_accelerator.py:203:get_accelerator] Setting ds_accelerator to cuda (auto detect)"
+    head = ["[WARNING] [runner.py:202:fetch_hostfile] Unable to find hostfile", "[INFO] [launch.py:146:main] nnodes=1",
+            "[INFO] [launch.py:153:main] dist_world_size=2", "[INFO] [launch.py:163:main] Setting CUDA_VISIBLE_DEVICES=0,1"]
+    one, two = "[2025-02-20 20:25:03,116] ", "[2025-02-20 20:25:09,502] "
+    lines = [one + ds, *[one + h for h in head], two + ds, two + ds, *[two + h for h in head]]
+    assert attempt_starts([*lines, *[f"iteration {k} loss 1.{k}" for k in range(10)]]) == [0]
+
+
+def test_a_pipelines_next_stage_under_the_same_first_line_is_one_attempt() -> None:
+    def stage(stamp: str, split: str) -> list[str]:
+        return [f"2025-02-06 {stamp},896 (infer:256) INFO: infer data_cfg: DataConfig(data_dir='/data')",
+                f"2025-02-06 {stamp},896 (infer:257) INFO: it will infer the {split} set.",
+                *[f"2025-02-06 {stamp},900 (infer:300) INFO: batch {k} done" for k in range(4)]]
+    assert attempt_starts([*stage("10:06:09", "Eval"), *stage("10:06:13", "Test")]) == [0]

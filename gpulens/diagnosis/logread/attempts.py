@@ -27,13 +27,19 @@ _ENV_LINES = 300
 def attempt_starts(lines: Sequence[str]) -> list[int]:
     """Indexes where attempts start (always ``[0, ...]``): an LSF report header, a PBS/Torque
     prologue banner, nohup's "ignoring input" line, or a repeat of the file's first line (a job
-    script's banner printed again)."""
+    script's banner printed again; a logger's timestamped first line logged again at another time
+    with the same line after it, :func:`_unstamped`), or a script's top level failing again after
+    its uncaught exit (:func:`_exits_again`)."""
     starts = [0]
     first = _first_banner(lines)
     found = find_keys(lines, _STARTS, 1)
     espnet = _espnet_first(lines) if any(_ESPNET in lines[i] for i in found) else None
+    stamped = _unstamped(first) if first is not None else None
     if first is not None:  # searched alone: a family keyed by one file's line is scanned in one log only
-        found = sorted({*found, *find_keys(lines, [first], 1)})
+        repeats = find_keys(lines, [stamped or first], 1)
+        if stamped is not None and _side_by_side(lines, repeats, stamped):
+            stamped, repeats = None, find_keys(lines, [first], 1)
+        found = sorted({*found, *repeats})
     for i in found:
         ln = lines[i]
         if ln.startswith(_NOHUP):
@@ -53,7 +59,8 @@ def attempt_starts(lines: Sequence[str]) -> list[int]:
             if nxt is None:
                 continue
             i = nxt
-        elif first is None or ln != first or len(lines) - i <= _MIN_ATTEMPT:
+        elif first is None or not (ln == first or stamped is not None and _unstamped(ln) == stamped
+                                   and _same_next(lines, i, lines.index(first))) or len(lines) - i <= _MIN_ATTEMPT:
             continue  # not the first line again, or it is with (nearly) nothing after it: buffered
             # output of the same launch flushed at its end (srun's UCX DEBUG lines), no new run
         elif _ruler(lines[0]):  # a banner between rulers: its repeat is framed alike, the ruler above starts it
@@ -294,6 +301,39 @@ def _first_banner(lines: Sequence[str]) -> str | None:
         framed = len(head) > 2 and lines[0] == head[0] == head[2] and _banner(head[1])
         return head[1] if framed else None
     return head[0] if _banner(head[0]) else None
+
+
+#: A logger's timestamp at a line's start, date and time ("[2021/06/17 16:07:55] ", "[10/05 20:24:26] ",
+#: "2024-01-02 10:00:00,123 - "): Python logging's ``%(asctime)s`` (``logging.Formatter.formatTime``,
+#: "%Y-%m-%d %H:%M:%S,mmm"), PaddleOCR's and PaddleVideo's loggers (ppocr/utils/logging.py,
+#: paddlevideo/utils/logger.py: ``datefmt="%Y/%m/%d %H:%M:%S"`` / ``"%m/%d %H:%M:%S"`` in "[%(asctime)s]").
+_STAMP = re.compile(r"^\[?(?:\d{4}[/-])?\d\d[/-]\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?\]?(?: - | )")
+
+
+def _unstamped(line: str) -> str | None:
+    """The text of a timestamped first line after its timestamp (:data:`_STAMP`), when it names
+    something (8 characters or more), else None: each launch prints it again at another time."""
+    m = _STAMP.match(line)
+    rest = line[m.end():].strip() if m is not None else ""
+    return rest if len(rest) >= 8 and _WORD.search(rest) else None
+
+
+def _side_by_side(lines: Sequence[str], found: Sequence[int], stamped: str) -> bool:
+    """Whether two copies of a timestamped first line (text ``stamped``) lie within two lines of each
+    other: each process of one launch logs it (DeepSpeed's accelerator/real_accelerator.py
+    ``get_accelerator`` logs "Setting ds_accelerator to cuda" in the launcher and in every rank as
+    each imports it), so its copies are no launch's start."""
+    copies = [k for k in found if _unstamped(lines[k]) == stamped]
+    return any(b - a <= 2 for a, b in zip(copies, copies[1:], strict=False))
+
+
+def _same_next(lines: Sequence[str], at: int, first: int) -> bool:
+    """Whether the line after ``at`` says what the line after the file's first banner says, timestamps
+    aside: a launch prints its opening lines in the same order again, while a pipeline's next stage
+    logs its own (another data set, another model) after the same logger's first line."""
+    def text(k: int) -> str:
+        return (_unstamped(lines[k]) or lines[k].strip()) if k < len(lines) else ""
+    return at + 1 < len(lines) and text(at + 1) == text(first + 1)
 
 
 def _ruler(line: str) -> bool:
