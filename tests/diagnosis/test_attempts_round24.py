@@ -73,3 +73,22 @@ def test_a_pipelines_next_stage_under_the_same_first_line_is_one_attempt() -> No
                 f"2025-02-06 {stamp},896 (infer:257) INFO: it will infer the {split} set.",
                 *[f"2025-02-06 {stamp},900 (infer:300) INFO: batch {k} done" for k in range(4)]]
     assert attempt_starts([*stage("10:06:09", "Eval"), *stage("10:06:13", "Test")]) == [0]
+
+
+_IMPORTS = ["/opt/py/site-packages/transformers/utils/hub.py:128: FutureWarning: Using `TRANSFORMERS_CACHE` is deprecated",
+            "  warnings.warn(", "Downloading the model's code from the hub..."]
+_SAME = ["Traceback (most recent call last):", '  File "/home/u/compare.py", line 362, in <module>', "    sys.exit(main())",
+         '  File "/home/u/compare.py", line 194, in main', "    model = load(cfg)",
+         "RuntimeError: operator torchvision::nms does not exist"]
+
+
+def test_the_same_failure_after_a_new_processs_own_output_is_a_new_attempt() -> None:
+    lines = [*_IMPORTS, *_SAME, *_IMPORTS, *_SAME, *_IMPORTS, *_SAME]
+    assert attempt_starts(lines) == [0, 9, 18]
+    got = diagnose_text("\n".join(lines) + "\n")
+    assert (got.attempts, got.indicator_lines) == (3, [len(lines)])
+
+
+def test_a_traceback_printed_twice_in_a_row_is_one_attempt() -> None:
+    # wandb's console capture (files/output.log) holds the uncaught traceback twice, back to back
+    assert attempt_starts(["Train set: 16000 samples", *_SAME, *_SAME]) == [0]

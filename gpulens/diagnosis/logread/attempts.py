@@ -133,21 +133,33 @@ def _exits_again(lines: Sequence[str], heads: Sequence[int], exits: Sequence[tup
     """(exit, start) where a single-process program, after its uncaught traceback ended the process
     (:func:`uncaught.process_exit`: CPython prints it from ``sys.excepthook`` and exits 1, so no
     line of that process's top level runs after it), prints an uncaught traceback from the same
-    script's top level again with another first frame or exception: the script was run again with
-    its output appended to the same file (a job's stderr file appended by each job, a shell loop).
-    The start is the first line after the exit. Never in a log of several processes (:data:`_MANY`),
-    where each rank prints its own report, nor across a chained exception's separator."""
+    script's top level again: from another top-level statement, or with the same exception again
+    after output of its own (the new process's imports, warnings). The script was run again with its
+    output appended to the same file (a job's stderr file appended by each job, a shell loop, a
+    retry); the start is the first line after the exit. Never in a log of several processes
+    (:data:`_MANY`), where each rank prints its own report, nor across a chained exception's
+    separator; a pipeline that runs one program on other inputs fails at the same statement with
+    another message (another file name), and wandb's console capture (output.log) prints the
+    uncaught traceback twice in a row: no new start there, nor where a start (a scheduler's report)
+    lies between the two already."""
     if len(exits) < 2 or find_keys(lines, _MANY, 0):
         return []
     out = []
-    for (h, end), (h2, _) in zip(exits, exits[1:], strict=False):
+    for (h, end), (h2, end2) in zip(exits, exits[1:], strict=False):
         if _SCRIPT_TOP.match(lines[h + 1]) is None or _script(lines[h + 1]) != _script(lines[h2 + 1]) \
-                or lines[h + 1] == lines[h2 + 1] or any(end < s <= h2 for s in starts):
+                or lines[h + 1] == lines[h2 + 1] and not _same_again(lines, end, h2, end2) \
+                or any(end < s <= h2 for s in starts):
             continue
         if any(end < x < h2 for x in heads) or any("above exception" in lines[k] for k in range(end + 1, h2)):
             continue  # another traceback between them, or the chain of one exception goes on
         out.append((end, next(k for k in range(end + 1, h2 + 1) if lines[k].strip())))
     return out
+
+
+def _same_again(lines: Sequence[str], end: int, head: int, end2: int) -> bool:
+    """Whether the traceback at ``head`` (its exception line ``end2``) ends with the exception line
+    ``end`` ends with, and unindented lines of output (a new process's) come between them."""
+    return lines[end] == lines[end2] and any(lines[k].strip() and not lines[k][:1].isspace() for k in range(end + 1, head))
 
 
 #: The exception line of a Ctrl-C that reached the interpreter's top level uncaught.
