@@ -92,3 +92,10 @@ def test_the_same_failure_after_a_new_processs_own_output_is_a_new_attempt() -> 
 def test_a_traceback_printed_twice_in_a_row_is_one_attempt() -> None:
     # wandb's console capture (files/output.log) holds the uncaught traceback twice, back to back
     assert attempt_starts(["Train set: 16000 samples", *_SAME, *_SAME]) == [0]
+
+
+def test_the_exception_reprinted_after_a_failed_excepthook_is_one_attempt() -> None:
+    # CPython (Python/pythonrun.c _PyErr_PrintEx): "Error in sys.excepthook:", the hook's traceback,
+    # "Original exception was:", then the original traceback
+    lines = ["step 40 loss 0.8", "Error in sys.excepthook:", *_SAME, "", "Original exception was:", *_SAME]
+    assert attempt_starts(lines) == [0]

@@ -150,10 +150,17 @@ def _exits_again(lines: Sequence[str], heads: Sequence[int], exits: Sequence[tup
                 or lines[h + 1] == lines[h2 + 1] and not _same_again(lines, end, h2, end2) \
                 or any(end < s <= h2 for s in starts):
             continue
-        if any(end < x < h2 for x in heads) or any("above exception" in lines[k] for k in range(end + 1, h2)):
-            continue  # another traceback between them, or the chain of one exception goes on
+        if any(end < x < h2 for x in heads) or any(m in lines[k] for k in range(end + 1, h2) for m in _ONE_REPORT):
+            continue  # another traceback between them, or the report of one exception goes on
         out.append((end, next(k for k in range(end + 1, h2 + 1) if lines[k].strip())))
     return out
+
+
+#: Lines between two tracebacks of one exception's report: a chain's separator ("During handling of the
+#: above exception, ...", "The above exception was the direct cause ..."), and CPython's report of a
+#: failed ``sys.excepthook`` (Python/pythonrun.c ``_PyErr_PrintEx``: "Error in sys.excepthook:", the
+#: hook's traceback, then "Original exception was:" and the exception's own).
+_ONE_REPORT = ("above exception", "Original exception was", "Error in sys.excepthook")
 
 
 def _same_again(lines: Sequence[str], end: int, head: int, end2: int) -> bool:
