@@ -27,13 +27,19 @@ _ENV_LINES = 300
 def attempt_starts(lines: Sequence[str]) -> list[int]:
     """Indexes where attempts start (always ``[0, ...]``): an LSF report header, a PBS/Torque
     prologue banner, nohup's "ignoring input" line, or a repeat of the file's first line (a job
-    script's banner printed again)."""
+    script's banner printed again; a logger's timestamped first line logged again at another time
+    with the same line after it, :func:`_unstamped`), or a script's top level failing again after
+    its uncaught exit (:func:`_exits_again`)."""
     starts = [0]
     first = _first_banner(lines)
     found = find_keys(lines, _STARTS, 1)
     espnet = _espnet_first(lines) if any(_ESPNET in lines[i] for i in found) else None
+    stamped = _unstamped(first) if first is not None else None
     if first is not None:  # searched alone: a family keyed by one file's line is scanned in one log only
-        found = sorted({*found, *find_keys(lines, [first], 1)})
+        repeats = find_keys(lines, [stamped or first], 1)
+        if stamped is not None and _side_by_side(lines, repeats, stamped):
+            stamped, repeats = None, find_keys(lines, [first], 1)
+        found = sorted({*found, *repeats})
     for i in found:
         ln = lines[i]
         if ln.startswith(_NOHUP):
@@ -53,7 +59,8 @@ def attempt_starts(lines: Sequence[str]) -> list[int]:
             if nxt is None:
                 continue
             i = nxt
-        elif first is None or ln != first or len(lines) - i <= _MIN_ATTEMPT:
+        elif first is None or not (ln == first or stamped is not None and _unstamped(ln) == stamped
+                                   and _same_next(lines, i, lines.index(first))) or len(lines) - i <= _MIN_ATTEMPT:
             continue  # not the first line again, or it is with (nearly) nothing after it: buffered
             # output of the same launch flushed at its end (srun's UCX DEBUG lines), no new run
         elif _ruler(lines[0]):  # a banner between rulers: its repeat is framed alike, the ruler above starts it
@@ -64,7 +71,8 @@ def attempt_starts(lines: Sequence[str]) -> list[int]:
             starts.append(i)
     heads = find_keys(lines, (_TB,), 0)
     exits = [(h, e) for h in heads if (e := process_exit(lines, h)) is not None]
-    return _merged(starts, [*_relaunches(lines, heads, exits), *_after_interrupts(lines, exits)], len(lines))
+    again = [*_relaunches(lines, heads, exits), *_after_interrupts(lines, exits), *_exits_again(lines, heads, exits, starts)]
+    return _merged(starts, sorted(again), len(lines))
 
 
 def _merged(starts: list[int], relaunches: Sequence[tuple[int, int]], n: int) -> list[int]:
@@ -109,6 +117,56 @@ def _relaunches(lines: Sequence[str], heads: Sequence[int], exits: Sequence[tupl
         if j is not None:
             out.append((end, j))
     return out
+
+
+#: Words of a log whose program runs as several processes (ranks, a launcher's workers): there one
+#: process's uncaught traceback may follow another's in the same launch.
+_MANY = ("rank", "Rank", "RANK", "torch.distributed", "torchrun", "NCCL", "mpirun", "srun", "deepspeed", "DeepSpeed",
+         "accelerate", "Accelerate", "world_size", "WORLD_SIZE", "multiprocessing", "Worker", "worker", "pid=", "Ray")
+#: The first frame of a script's own top level (``python train.py``; runpy's frame of ``python -m``
+#: names no one program).
+_SCRIPT_TOP = re.compile(r'^  File "[^"]+", line \d+, in <module>$')
+
+
+def _exits_again(lines: Sequence[str], heads: Sequence[int], exits: Sequence[tuple[int, int]],
+                 starts: Sequence[int]) -> list[tuple[int, int]]:
+    """(exit, start) where a single-process program, after its uncaught traceback ended the process
+    (:func:`uncaught.process_exit`: CPython prints it from ``sys.excepthook`` and exits 1, so no
+    line of that process's top level runs after it), prints an uncaught traceback from the same
+    script's top level again: from another top-level statement, or with the same exception again
+    after output of its own (the new process's imports, warnings). The script was run again with its
+    output appended to the same file (a job's stderr file appended by each job, a shell loop, a
+    retry); the start is the first line after the exit. Never in a log of several processes
+    (:data:`_MANY`), where each rank prints its own report, nor across a chained exception's
+    separator; a pipeline that runs one program on other inputs fails at the same statement with
+    another message (another file name), and wandb's console capture (output.log) prints the
+    uncaught traceback twice in a row: no new start there, nor where a start (a scheduler's report)
+    lies between the two already."""
+    if len(exits) < 2 or find_keys(lines, _MANY, 0):
+        return []
+    out = []
+    for (h, end), (h2, end2) in zip(exits, exits[1:], strict=False):
+        if _SCRIPT_TOP.match(lines[h + 1]) is None or _script(lines[h + 1]) != _script(lines[h2 + 1]) \
+                or lines[h + 1] == lines[h2 + 1] and not _same_again(lines, end, h2, end2) \
+                or any(end < s <= h2 for s in starts):
+            continue
+        if any(end < x < h2 for x in heads) or any(m in lines[k] for k in range(end + 1, h2) for m in _ONE_REPORT):
+            continue  # another traceback between them, or the report of one exception goes on
+        out.append((end, next(k for k in range(end + 1, h2 + 1) if lines[k].strip())))
+    return out
+
+
+#: Lines between two tracebacks of one exception's report: a chain's separator ("During handling of the
+#: above exception, ...", "The above exception was the direct cause ..."), and CPython's report of a
+#: failed ``sys.excepthook`` (Python/pythonrun.c ``_PyErr_PrintEx``: "Error in sys.excepthook:", the
+#: hook's traceback, then "Original exception was:" and the exception's own).
+_ONE_REPORT = ("above exception", "Original exception was", "Error in sys.excepthook")
+
+
+def _same_again(lines: Sequence[str], end: int, head: int, end2: int) -> bool:
+    """Whether the traceback at ``head`` (its exception line ``end2``) ends with the exception line
+    ``end`` ends with, and unindented lines of output (a new process's) come between them."""
+    return lines[end] == lines[end2] and any(lines[k].strip() and not lines[k][:1].isspace() for k in range(end + 1, head))
 
 
 #: The exception line of a Ctrl-C that reached the interpreter's top level uncaught.
@@ -262,6 +320,39 @@ def _first_banner(lines: Sequence[str]) -> str | None:
         framed = len(head) > 2 and lines[0] == head[0] == head[2] and _banner(head[1])
         return head[1] if framed else None
     return head[0] if _banner(head[0]) else None
+
+
+#: A logger's timestamp at a line's start, date and time ("[2021/06/17 16:07:55] ", "[10/05 20:24:26] ",
+#: "2024-01-02 10:00:00,123 - "): Python logging's ``%(asctime)s`` (``logging.Formatter.formatTime``,
+#: "%Y-%m-%d %H:%M:%S,mmm"), PaddleOCR's and PaddleVideo's loggers (ppocr/utils/logging.py,
+#: paddlevideo/utils/logger.py: ``datefmt="%Y/%m/%d %H:%M:%S"`` / ``"%m/%d %H:%M:%S"`` in "[%(asctime)s]").
+_STAMP = re.compile(r"^\[?(?:\d{4}[/-])?\d\d[/-]\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?\]?(?: - | )")
+
+
+def _unstamped(line: str) -> str | None:
+    """The text of a timestamped first line after its timestamp (:data:`_STAMP`), when it names
+    something (8 characters or more), else None: each launch prints it again at another time."""
+    m = _STAMP.match(line)
+    rest = line[m.end():].strip() if m is not None else ""
+    return rest if len(rest) >= 8 and _WORD.search(rest) else None
+
+
+def _side_by_side(lines: Sequence[str], found: Sequence[int], stamped: str) -> bool:
+    """Whether two copies of a timestamped first line (text ``stamped``) lie within two lines of each
+    other: each process of one launch logs it (DeepSpeed's accelerator/real_accelerator.py
+    ``get_accelerator`` logs "Setting ds_accelerator to cuda" in the launcher and in every rank as
+    each imports it), so its copies are no launch's start."""
+    copies = [k for k in found if _unstamped(lines[k]) == stamped]
+    return any(b - a <= 2 for a, b in zip(copies, copies[1:], strict=False))
+
+
+def _same_next(lines: Sequence[str], at: int, first: int) -> bool:
+    """Whether the line after ``at`` says what the line after the file's first banner says, timestamps
+    aside: a launch prints its opening lines in the same order again, while a pipeline's next stage
+    logs its own (another data set, another model) after the same logger's first line."""
+    def text(k: int) -> str:
+        return (_unstamped(lines[k]) or lines[k].strip()) if k < len(lines) else ""
+    return at + 1 < len(lines) and text(at + 1) == text(first + 1)
 
 
 def _ruler(line: str) -> bool:
