@@ -86,3 +86,19 @@ def test_a_vllm_server_stopped_by_its_signal_handler_is_a_stop_from_outside() ->
 def test_a_vllm_server_without_the_signal_shutdown_is_not_called_stopped_by_it() -> None:
     got = diagnose_text("\n".join([*_SERVER, *_SIGNAL_STOP[1:]]) + "\n")
     assert got.diagnosis.category != "preempted"
+
+
+def test_a_site_report_is_not_the_job_s_error_context() -> None:
+    """A site's end-of-job report (its RAM and GPU memory tables), appended after the job script exited, is cut from
+    the error context the model reads: the report's memory figures are not the job's error."""
+    from gpulens.diagnosis.logread.after_error import site_report
+    from gpulens.diagnosis.logread.whole import diagnose_text
+    report = ["=== JOB_STATISTICS ===", "=== current date     : Fri 27 Mar 2026 10:12:03 AM CET",
+              "= Job-ID             : 3260432 on alex", "= Node list          : a0803",
+              "= Total RAM usage    : 3.1 GiB of requested  GiB (%)",
+              "GPU utilization and memory: max_memory_usage [MiB] 61234, out of memory events 0"]
+    lines = ["Starting job on a0803", "ERROR: No Python environment found", "Run setup first: bash setup.sh"] + report
+    assert site_report(lines, 0) == 3
+    assert site_report(lines[:3], 0) is None
+    w = diagnose_text("\n".join(lines))
+    assert not any("max_memory_usage" in e or "RAM usage" in e for e in w.diagnosis.evidence)

@@ -14,7 +14,7 @@ from gpulens.diagnosis.logread.lineprefix import prefix_free, process_key
 from gpulens.diagnosis.logread.lines import is_benign, is_failure
 from gpulens.diagnosis.logread.tracebacks import TRACEBACK
 
-__all__ = ["CAUGHT_PRINT_WORDS", "NOT_OUTPUT", "WENT_ON_LINES", "caught_print", "ranks_free", "says_arning", "trial_after",
+__all__ = ["CAUGHT_PRINT_WORDS", "NOT_OUTPUT", "WENT_ON_LINES", "caught_print", "ranks_free", "says_arning", "site_report", "trial_after",
            "went_on"]
 
 #: The start of a job's own print of an exception it caught (:data:`_CAUGHT_PRINT`): its words
@@ -50,6 +50,15 @@ def says_arning(line: str) -> bool:
 #: Torque site epilogue's "Begin PBS Epilogue <date>" block (Job ID, Resources, Rsrc Used, ... "End PBS
 #: Epilogue <date>"). None of it is the program's.
 _SITE_REPORT = re.compile(r"^=== JOB_STATISTICS ===$|^Begin PBS Epilogue\b")
+
+
+_SITE_KEYS = ("=== JOB_STATISTICS ===", "Begin PBS Epilogue")
+
+
+def site_report(lines: Sequence[str], start: int) -> int | None:
+    """The index of the first site end-of-job report's banner (:data:`_SITE_REPORT`) at or after
+    ``start``, else None: what follows it is the site's, written after the job script exited."""
+    return next((k for k in find_keys(lines, _SITE_KEYS, start) if _SITE_REPORT.match(lines[k].strip())), None)
 
 
 def went_on(lines: Sequence[str], at: int, enough: int = WENT_ON_LINES) -> bool:

@@ -31,6 +31,7 @@ from typing import Any
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.classifier import Classifier, whole_classifier
 from gpulens.diagnosis.logread import calibration, ranks, rootline
+from gpulens.diagnosis.logread.after_error import site_report
 from gpulens.diagnosis.logread.attempts import attempt_starts, new_in_last
 from gpulens.diagnosis.logread.badrecord import bad_record
 from gpulens.diagnosis.logread.caught import drop_caught
@@ -313,7 +314,9 @@ def _context(lines: Sequence[str], start: int, first: ranks.Origin) -> list[str]
         return not is_progress(ln) and from_origin(ln, first) and not (skip[0] < k <= skip[1]
                                                                   and ranks.origin_of(ln) == ranks.Origin())
 
-    ctx = [lines[k] for k in _ends(kept, start, len(lines), MAX_CONTEXT_LINES // 3, 2 * MAX_CONTEXT_LINES // 3)]
+    stop = site_report(lines, start)  # a site's end-of-job report (RAM and GPU memory tables) is not the job's error
+    stop = len(lines) if stop is None else stop
+    ctx = [lines[k] for k in _ends(kept, start, stop, MAX_CONTEXT_LINES // 3, 2 * MAX_CONTEXT_LINES // 3)]
     if first.rank is not None:  # one process's output now: its prefix names no other rank
         ctx = [ranks.strip_prefix(ln) for ln in ctx]
     return ctx
