@@ -17,6 +17,7 @@ from gpulens.diagnosis.logread.signals import is_stop_record
 __all__ = [
     "ERROR_KEYS",
     "PROGRESS_KEYS",
+    "TIMM_TRAIN",
     "last_matching",
     "KILL_KEYS",
     "KERNEL_OOM",
@@ -83,10 +84,16 @@ def _progress_word(text: str) -> bool:
 
 
 _PROGRESS_BAR = re.compile(r"\d+/\d+ \[")
-#: timm's train.py ``train_one_epoch`` log line (``f'Train: {epoch} [{update_idx:>4d}/{updates_per_epoch}
-#: ({100. * (update_idx + 1) / updates_per_epoch:>3.0f}%)]  Loss: ...'``): "Train: 3 [ 100/1251 (  8%)]  Loss: 6.91
-#: (6.93)  Time: ...", whose words ("Train", "Loss") are capitalised and whose count is bracketed.
-_TIMM_TRAIN = re.compile(r"(?:^|\s)Train: \d+ \[\s*\d+/\d+ \(\s*\d+%\)\]")
+#: timm's ``train.py`` training log (``train_one_epoch``: ``f'Train: {epoch} [{update_idx:>4d}/{updates_per_epoch}
+#: ({100. * update_idx / (updates_per_epoch - 1):>3.0f}%)]  Loss: {loss:#.3g} ({avg:#.3g})  Time: ...  LR: ...'``):
+#: "Train: 0 [ 100/1251 (  8%)]  Loss: 6.91 (6.93)  Time: 0.512s, ...", whose words ("Train", "Loss") are capitalised
+#: and whose count is bracketed; its counter (group 1) is the update in the epoch.
+#: OpenCLIP's (``open_clip_train/train.py``, ``train_one_epoch``: ``f"Train Epoch: {epoch} [{num_samples:>{sample_digits}}/
+#: {samples_per_epoch} ({percent_complete:.0f}%)] "`` then its meters, logged after a step every ``log_every_n_steps``
+#: batches) counts the samples done in the epoch, the batch size or more after its first step: "Train Epoch: 0 [   256/100352
+#: (0%)] Data (t): 3.204 Batch (t): 5.169, ... Loss: 5.5930 (5.5930)". One pattern for the progress test here and the
+#: step reader (steplines: P2 (b), a line the loop prints only after a step).
+TIMM_TRAIN = Guarded(r"(?:^|\s)Train(?: Epoch)?: \d+ \[\s*(\d+)/\d+ \(\s*\d+%\)\]", ("Train: ", "Train Epoch: "))
 _ERRWORD = Guarded(r"[Ee]rror|ERROR|Exception|FATAL|[Ff]ailed(?: to|:| with)|FAILED|Killed|Traceback|CANCELLED",
                    ("rror", "ERROR", "Exception", "FATAL", "ailed", "FAILED", "Killed", "Traceback", "CANCELLED"))
 #: Errors that do not end a run: trackers' and loggers' own troubles, warnings, cluster clean-up.
@@ -283,7 +290,7 @@ def is_progress(raw: str) -> bool:
         return False  # a warning or error record written right after the bar: the record is what shows
     return not _ERRWORD.matches(end) and ("it/s" in end or "s/it" in end or _progress_word(end)
                                              or (" [" in end and _PROGRESS_BAR.search(end) is not None)
-                                             or ("Train: " in end and _TIMM_TRAIN.search(end) is not None))
+                                             or TIMM_TRAIN.matches(end))
 
 
 #: Characters at the end of a line looked at (a tqdm line can hold thousands of updates).

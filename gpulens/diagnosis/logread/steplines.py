@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from gpulens.diagnosis.guarded import Branches, Guarded, contains_any
 from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread import ranks
-from gpulens.diagnosis.logread.lines import PROGRESS_KEYS, is_progress, last_matching
+from gpulens.diagnosis.logread.lines import PROGRESS_KEYS, TIMM_TRAIN, is_progress, last_matching
 from gpulens.diagnosis.logread.progress_end import last_refresh
 
 __all__ = ["EVAL_BAR", "HEAD", "KERAS_PROGRESS_KEYS", "SETUP_BAR", "SHOWN", "STEP_KEYS", "keras_bar", "keras_progress",
@@ -152,14 +152,6 @@ def _saved_at_step(line: str) -> str | None:
     return _first_group(_SAVED_AT, line[:SHOWN])
 
 
-#: timm's ``train.py`` training log (``train_one_epoch``: ``f'Train: {epoch} [{update_idx:>4d}/{updates_per_epoch}
-#: ({100. * update_idx / (updates_per_epoch - 1):>3.0f}%)]  Loss: {loss:#.3g} ({avg:#.3g})  Time: ...  LR: ...'``):
-#: "Train: 0 [ 100/1251 (  8%)]  Loss: 6.91 (6.93)  Time: 0.512s, ...". Its counter is the update in the epoch.
-#: OpenCLIP's (``open_clip_train/train.py``, ``train_one_epoch``: ``f"Train Epoch: {epoch} [{num_samples:>{sample_digits}}/
-#: {samples_per_epoch} ({percent_complete:.0f}%)] "`` then its meters, logged after a step every ``log_every_n_steps``
-#: batches) counts the samples done in the epoch, the batch size or more after its first step: "Train Epoch: 0 [   256/100352
-#: (0%)] Data (t): 3.204 Batch (t): 5.169, ... Loss: 5.5930 (5.5930)" (P2 (b): a line the loop prints only after a step).
-_TIMM_TRAIN = Guarded(r"(?:^|\s)Train(?: Epoch)?: \d+ \[\s*(\d+)/\d+ \(\s*\d+%\)\]", ("Train: ", "Train Epoch: "))
 
 
 #: The ``ProgressMeter`` line of PyTorch's ImageNet example (``pytorch/examples`` ``imagenet/main.py`` ``display``:
@@ -183,7 +175,7 @@ def _progress_meter(line: str) -> str | None:
 
 def _timm_update(line: str) -> str | None:
     """The update index of a timm ``Train:`` line, or the samples done of an OpenCLIP ``Train Epoch:`` line."""
-    return _first_group(_TIMM_TRAIN, line[:HEAD])
+    return _first_group(TIMM_TRAIN, line[:HEAD])
 
 
 #: Keras' ``Progbar`` line (``keras/utils/generic_utils.py``, tf.keras's ``tensorflow/python/keras/utils/generic_utils.py``,
