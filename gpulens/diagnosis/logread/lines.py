@@ -12,7 +12,7 @@ from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread.lineprefix import prefix_free
 from gpulens.diagnosis.logread.ranks import strip_prefix
 from gpulens.diagnosis.logread.records import glog_info, glued_record
-from gpulens.diagnosis.logread.signals import is_stop_record
+from gpulens.diagnosis.logread.signals import ABSEIL_STOP, is_stop_record
 
 __all__ = [
     "ERROR_KEYS",
@@ -129,7 +129,7 @@ _KILL = Guarded(
     r"|[Rr]eceived SIG\w+|[Rr]eceived \d+ death signal|terminate called|Fatal Python error|KeyboardInterrupt"
     # abseil's failure signal handler (absl/debugging/failure_signal_handler.cc WriteSignalMessage: "*** SIGTERM
     # received at time=1748300290 on cpu 8 ***"), installed by TensorFlow, JAX, Ray's workers and the libraries on them
-    r"|\*\*\* SIG(?:TERM|INT|HUP|KILL) received at time="
+    r"|" + ABSEIL_STOP.pattern +
     r"|srun: error: .*(?:Exited|Terminated|Killed)"
     # bash reporting a child killed by SIGTERM/SIGHUP/SIGUSR (a scheduler's or a session's end), srun giving up
     r"|^\s*(?:\S+: line \d+:\s+\d+\s+)?(?:Terminated|Hangup|User defined signal [12])\b"

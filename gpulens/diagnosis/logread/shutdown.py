@@ -24,6 +24,7 @@ from gpulens.diagnosis.logread.handler_stops import HANDLER_STOP
 from gpulens.diagnosis.logread.lines import is_failure, is_progress
 from gpulens.diagnosis.logread.progress_end import counters_end, last_refresh
 from gpulens.diagnosis.logread.script_reports import script_report
+from gpulens.diagnosis.logread.signals import ABSEIL_STOP
 from gpulens.diagnosis.logread.tracebacks import has_head
 
 __all__ = ["CAUGHT_LOOKBACK", "SCRIPT_LOOKBACK", "TEARDOWN_LOOKBACK", "FinishedBefore", "caught_before", "finished_before",
@@ -60,7 +61,7 @@ _ABORTED_AFTER = Guarded(r"^terminate called after throwing an instance of|^Abor
 #: "Signal 15 (SIGTERM) received by PID 4242" and its agent's "SignalException: Process 4100 got
 #: signal: 15".
 _SENT_SIGNAL = Guarded(
-    r"^(?:\S+: line \d+:\s+\d+\s+)?(?:Killed|Terminated)\b|\*\*\* SIG(?:TERM|KILL|INT|HUP) received at time="
+    r"^(?:\S+: line \d+:\s+\d+\s+)?(?:Killed|Terminated)\b|" + ABSEIL_STOP.pattern +
     r"|[Rr]eceived (?:Signals\.)?SIG(?:TERM|KILL|INT|HUP)\b|[Rr]eceived \d+ death signal"
     r"|exitcode\s*:\s*-(?:1|2|9|15)\b|Signal (?:1|2|9|15) \(SIG(?:HUP|INT|KILL|TERM)\) received by PID"
     r"|SignalException: Process \d+ got signal: (?:1|2|9|15)\b|" + HANDLER_STOP.pattern,

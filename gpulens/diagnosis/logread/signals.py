@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["FORWARD_KEY", "TERM_REPORT_KEYS", "abseil_stop", "agent_death_signal", "is_stop_record", "launcher_forward",
+__all__ = ["ABSEIL_STOP", "FORWARD_KEY", "TERM_REPORT_KEYS", "abseil_stop", "agent_death_signal", "is_stop_record", "launcher_forward",
            "names_a_signal", "sigterm_report", "signal_raised", "stop_report", "workers_terminated"]
 
 #: The literals of glog's and abseil's fatal-signal handler's report of a SIGTERM (glog's, which Paddle
@@ -78,12 +78,13 @@ def stop_report(norm: str) -> bool:
 
 #: abseil's failure signal handler reporting a stop signal (absl/debugging/failure_signal_handler.cc
 #: WriteSignalMessage: "*** SIGTERM received at time=1748300290 on cpu 8 ***"; TensorFlow, JAX and Ray's workers install it).
-_ABSEIL_STOP = re.compile(r"\*\*\* SIG(?:TERM|INT|HUP|KILL) received at time=")
+#: Also an alternative of the kill lines (lines._KILL) and of a teardown's stop (shutdown), by its pattern.
+ABSEIL_STOP = re.compile(r"\*\*\* SIG(?:TERM|INT|HUP|KILL) received at time=")
 
 
 def abseil_stop(norm: str) -> bool:
-    """Whether a line is abseil's report of a stop signal (:data:`_ABSEIL_STOP`)."""
-    return "received at time=" in norm and _ABSEIL_STOP.search(norm) is not None
+    """Whether a line is abseil's report of a stop signal (:data:`ABSEIL_STOP`)."""
+    return "received at time=" in norm and ABSEIL_STOP.search(norm) is not None
 
 
 def sigterm_report(norm: str) -> bool:
