@@ -487,10 +487,21 @@ PALS_EXITED = " exited with code "
 #: <4*gpu07>"; and lines every process prints with its host: NCCL's ``NCCL_DEBUG`` lines
 #: ("gpu07:41234:41290 [3] NCCL INFO ..."), Open MPI's ``--report-bindings`` ("[gpu07:41234] MCW rank
 #: 3 bound to ..."), Slurm's own variables printed by a job script ("SLURMD_NODENAME=gpu07",
-#: "SLURM_JOB_NODELIST=gpu07"; a list such as "gpu[07-08]" names several); and PALS ``mpiexec``'s report of the
-#: ranks that ended badly ("x3102c0s25b0n0: rank 277 died from signal 6"), the host of the failed ones.
+#: "SLURM_JOB_NODELIST=gpu07"; a list such as "gpu[07-08]" names several); PALS ``mpiexec``'s report of the
+#: ranks that ended badly ("x3102c0s25b0n0: rank 277 died from signal 6"), the host of the failed ones; and the
+#: job's host as sites' and toolkits' banners print it (:data:`_BANNER_HOST`).
 HOST_KEYS = ("initialized host ", "WORLD INFO DICT:", "Job was executed on host(s) ", " NCCL INFO ", " NCCL WARN ",
-             "] MCW rank ", "SLURMD_NODENAME", "SLURM_JOB_NODELIST", "SLURM_NODELIST", ":ncpus=", PALS_DIED, PALS_EXITED)
+             "] MCW rank ", "SLURMD_NODENAME", "SLURM_JOB_NODELIST", "SLURM_NODELIST", ":ncpus=", PALS_DIED, PALS_EXITED,
+             "TaskPrologue of job ", "# Running on ", "= Node list ")
+#: Banners that name the one host a job ran on: NHR@FAU's Slurm prologue and epilogue ("### Starting
+#: TaskPrologue of job 3254686 on a0429 at Sat Dec 27 ..." and its job report's "= Node list          : a0429";
+#: NHR@FAU documentation, "Batch system Slurm": the output file starts with the TaskPrologue and ends with
+#: the job's resource report), Kaldi's ``utils/parallel/queue.pl`` and ``slurm.pl`` log header ("echo '#'
+#: Running on `hostname`": "# Running on gpu07"). A node list ("a[0429-0430]", "gpu07,gpu08") names several
+#: hosts and matches none of them. A job script's own echo of the node list (NTNU IDUN's template "The job
+#: was run on these nodes:") is the user's wording, not the site's (review 40 item 6).
+_BANNER_HOST = re.compile(r"^(?:### Starting TaskPrologue of job \d+ on ([A-Za-z][\w.-]*) at |# Running on ([A-Za-z][\w-]*\d[\w.-]*)\s*$"
+                          r"|= Node list\s*: ([A-Za-z][\w.-]*)\s*$)")
 #: PBS Pro's ``exec_vnode`` chunks, as ``qstat -f`` and job epilogues print them: ``(x1000c3s5b0n0:ngpus=2:
 #: ncpus=32:mem=230686720kb)+(x1000c3s6b0n0:ncpus=32)`` (one parenthesised ``vnode:resource=value...``
 #: chunk per host; a ``#PBS -l select=1:ncpus=32`` request names none).
@@ -531,6 +542,8 @@ def _other_host(line: str) -> tuple[str, ...]:
     launcher's prefix) or a PALS report of a rank's end names (its host is that prefix)."""
     if (pals := _PALS_END.match(line)) is not None:
         return (pals.group(1),)
+    if (banner := _BANNER_HOST.match(line.rstrip("\r"))) is not None:
+        return tuple(h for h in banner.groups() if h)
     text = launcher_text(line)
     if " NCCL " in text:
         m = _NCCL_HOST.match(text)
