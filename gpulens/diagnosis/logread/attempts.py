@@ -11,7 +11,7 @@ from gpulens.diagnosis.guarded import Guarded
 from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread.lineprefix import prefix_free
 from gpulens.diagnosis.logread.lines import is_failure, is_progress
-from gpulens.diagnosis.logread.tracebacks import TRACEBACK
+from gpulens.diagnosis.logread.tracebacks import TRACEBACK, module_frame
 from gpulens.diagnosis.logread.uncaught import process_exit
 
 __all__ = ["attempt_starts", "new_in_last"]
@@ -125,9 +125,6 @@ _MANY = ("rank", "Rank", "RANK", "torch.distributed", "torchrun", "NCCL", "mpiru
          "accelerate", "Accelerate", "world_size", "WORLD_SIZE", "multiprocessing", "Worker", "worker", "pid=", "Ray")
 #: The first frame of a script's own top level (``python train.py``; runpy's frame of ``python -m``
 #: names no one program).
-_SCRIPT_TOP = re.compile(r'^  File "[^"]+", line \d+, in <module>$')
-
-
 def _exits_again(lines: Sequence[str], heads: Sequence[int], exits: Sequence[tuple[int, int]],
                  starts: Sequence[int]) -> list[tuple[int, int]]:
     """(exit, start) where a single-process program, after its uncaught traceback ended the process
@@ -146,7 +143,7 @@ def _exits_again(lines: Sequence[str], heads: Sequence[int], exits: Sequence[tup
         return []
     out = []
     for (h, end), (h2, end2) in zip(exits, exits[1:], strict=False):
-        if _SCRIPT_TOP.match(lines[h + 1]) is None or _script(lines[h + 1]) != _script(lines[h2 + 1]) \
+        if module_frame(lines[h + 1]) is None or _script(lines[h + 1]) != _script(lines[h2 + 1]) \
                 or lines[h + 1] == lines[h2 + 1] and not _same_again(lines, end, h2, end2) \
                 or any(end < s <= h2 for s in starts):
             continue

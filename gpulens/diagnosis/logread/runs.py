@@ -28,6 +28,7 @@ from gpulens.diagnosis.logread.tracebacks import (
     chain_start,
     chained,
     has_head,
+    module_frame,
     python_head,
     unprefixed,
 )
@@ -114,9 +115,6 @@ def ended_uncaught(lines: Sequence[str], i: int) -> bool:
 
 
 #: A traceback's outermost frame in the main script's module code: the script and the statement's line.
-_MODULE_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in <module>')
-
-
 def _module_frame(lines: Sequence[str], i: int) -> tuple[str, str] | None:
     """The (script, line) of the exception line ``i``'s traceback's outermost frame when it is the main
     script's module code (CPython's traceback: 'File "train.py", line 63, in <module>'), else None."""
@@ -124,8 +122,7 @@ def _module_frame(lines: Sequence[str], i: int) -> tuple[str, str] | None:
     if head is None:
         return None
     frame = next((ln for ln in lines[head + 1:i] if unprefixed(ln).lstrip().startswith('File "')), "")
-    m = _MODULE_FRAME.search(frame)
-    return None if m is None else (m["file"], m["line"])
+    return module_frame(frame)
 
 
 def _module_moved(lines: Sequence[str], prev: int, nxt: int) -> bool:

@@ -20,7 +20,7 @@ from gpulens.diagnosis import logs
 from gpulens.diagnosis.logread import ranks
 
 __all__ = ["CHAINED", "EXCEPTION", "TRACEBACK", "TRACEBACK_HEAD", "TRACEBACK_HEADS", "chain_start", "chained", "has_head",
-           "inside_chain", "norm_body", "own_frame_code", "python_head", "starts_head", "thread_died",
+           "inside_chain", "module_frame", "norm_body", "own_frame_code", "python_head", "starts_head", "thread_died",
            "traceback_head", "unprefixed"]
 
 #: The words every head below starts with: a literal scan for it finds either (the phase reader's).
@@ -104,6 +104,18 @@ def python_head(lines: Sequence[str], i: int) -> int | None:
     traceback (:func:`traceback_head`); None when no traceback, or a report headed otherwise, is above it."""
     head = traceback_head(lines, i)
     return head if head is not None and has_head(lines[head]) else None
+
+
+#: A frame line of a CPython traceback (Lib/traceback.py ``StackSummary.format_frame_summary``:
+#: '  File "train.py", line 63, in main'; a script's top level is the code object ``<module>``).
+_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<name>\S+)$')
+
+
+def module_frame(line: str) -> tuple[str, str] | None:
+    """The (file, line number) a traceback's frame line names when the frame is a script's module code
+    ('  File "train.py", line 63, in <module>'), behind a launcher's prefix too; None for any other line."""
+    m = _FRAME.match(unprefixed(line).strip())
+    return (m["file"], m["line"]) if m is not None and m["name"] == "<module>" else None
 
 
 def chain_start(lines: Sequence[str], tb: int, floor: int, reach: int = 400) -> int:
