@@ -107,22 +107,22 @@ def ended_uncaught(lines: Sequence[str], i: int) -> bool:
         return True
     if any(chained(ln) for ln in below):
         return False
+    return any(f in _outer_frame(lines, i) for f in _TOP_FRAMES)
+
+
+def _outer_frame(lines: Sequence[str], i: int) -> str:
+    """The outermost frame line of the exception line ``i``'s Python traceback (the first 'File "..."' line
+    below its ``Traceback (most recent call last):``), or "" when no traceback is above it."""
     head = python_head(lines, i)
     if head is None:
-        return False
-    frame = next((ln for ln in lines[head + 1:i] if unprefixed(ln).lstrip().startswith('File "')), "")
-    return any(f in frame for f in _TOP_FRAMES)
+        return ""
+    return next((ln for ln in lines[head + 1:i] if unprefixed(ln).lstrip().startswith('File "')), "")
 
 
-#: A traceback's outermost frame in the main script's module code: the script and the statement's line.
 def _module_frame(lines: Sequence[str], i: int) -> tuple[str, str] | None:
     """The (script, line) of the exception line ``i``'s traceback's outermost frame when it is the main
     script's module code (CPython's traceback: 'File "train.py", line 63, in <module>'), else None."""
-    head = python_head(lines, i)
-    if head is None:
-        return None
-    frame = next((ln for ln in lines[head + 1:i] if unprefixed(ln).lstrip().startswith('File "')), "")
-    return module_frame(frame)
+    return module_frame(_outer_frame(lines, i))
 
 
 def _module_moved(lines: Sequence[str], prev: int, nxt: int) -> bool:
