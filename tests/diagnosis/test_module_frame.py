@@ -1,9 +1,9 @@
-"""One reading of a traceback's module-level frame (tracebacks.module_frame), which the attempt splitter
-(attempts) and the run splitter (runs) both use."""
+"""One reading of a traceback's module-level and top-level frames (tracebacks.module_frame, top_frame), which
+the attempt splitter (attempts), the run splitter (runs) and the uncaught-exit test (uncaught) use."""
 
 from __future__ import annotations
 
-from gpulens.diagnosis.logread.tracebacks import module_frame
+from gpulens.diagnosis.logread.tracebacks import module_frame, top_frame
 
 
 def test_a_scripts_top_level_frame_names_its_file_and_line() -> None:
@@ -16,3 +16,11 @@ def test_other_frames_and_lines_are_not_module_code() -> None:
     assert module_frame('  File "train.py", line 40, in main') is None
     assert module_frame("    main()") is None
     assert module_frame("Traceback (most recent call last):") is None
+
+
+def test_the_top_level_is_module_code_or_runpys_main() -> None:
+    assert top_frame('  File "train.py", line 63, in <module>')
+    assert top_frame('  File "/usr/lib/python3.11/runpy.py", line 198, in _run_module_as_main')
+    assert top_frame('[rank0]:   File "train.py", line 63, in <module>')
+    assert not top_frame('  File "/usr/lib/python3.11/runpy.py", line 88, in _run_code')
+    assert not top_frame('  File "train.py", line 40, in main')

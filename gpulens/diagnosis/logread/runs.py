@@ -30,6 +30,7 @@ from gpulens.diagnosis.logread.tracebacks import (
     has_head,
     module_frame,
     python_head,
+    top_frame,
     unprefixed,
 )
 from gpulens.diagnosis.logread.verdicts import LAUNCHER_KEYS
@@ -87,9 +88,6 @@ def _parallel_copy(lines: Sequence[str], prev: int, nxt: int) -> bool:
     return bare_shape(logs.normalize_line(lines[prev]).strip()) == bare_shape(logs.normalize_line(lines[nxt]).strip())
 
 
-#: The outermost frame of a traceback that reached the interpreter's top level: the main
-#: script's module code, or runpy's for ``python -m``.
-_TOP_FRAMES = (", in <module>", ", in _run_module_as_main")
 #: What Hydra writes below the job's exception before its ``sys.exit(1)``
 #: (hydra/_internal/utils.py run_and_report, facebookresearch/hydra 00480e9).
 _HYDRA_EXIT = "Set the environment variable HYDRA_FULL_ERROR=1"
@@ -107,7 +105,7 @@ def ended_uncaught(lines: Sequence[str], i: int) -> bool:
         return True
     if any(chained(ln) for ln in below):
         return False
-    return any(f in _outer_frame(lines, i) for f in _TOP_FRAMES)
+    return top_frame(_outer_frame(lines, i))
 
 
 def _outer_frame(lines: Sequence[str], i: int) -> str:

@@ -20,7 +20,7 @@ from gpulens.diagnosis import logs
 from gpulens.diagnosis.logread import ranks
 
 __all__ = ["CHAINED", "EXCEPTION", "TRACEBACK", "TRACEBACK_HEAD", "TRACEBACK_HEADS", "chain_start", "chained", "has_head",
-           "inside_chain", "module_frame", "norm_body", "own_frame_code", "python_head", "starts_head", "thread_died",
+           "inside_chain", "module_frame", "norm_body", "own_frame_code", "python_head", "starts_head", "thread_died", "top_frame",
            "traceback_head", "unprefixed"]
 
 #: The words every head below starts with: a literal scan for it finds either (the phase reader's).
@@ -109,6 +109,13 @@ def python_head(lines: Sequence[str], i: int) -> int | None:
 #: A frame line of a CPython traceback (Lib/traceback.py ``StackSummary.format_frame_summary``:
 #: '  File "train.py", line 63, in main'; a script's top level is the code object ``<module>``).
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<name>\S+)$')
+
+
+def top_frame(line: str) -> bool:
+    """Whether a traceback's frame line is the interpreter's top level: the main script's module code
+    ('  File "train.py", line 63, in <module>'), or runpy's for ``python -m`` ("in _run_module_as_main")."""
+    m = _FRAME.match(unprefixed(line).strip())
+    return m is not None and m["name"] in ("<module>", "_run_module_as_main")
 
 
 def module_frame(line: str) -> tuple[str, str] | None:

@@ -13,7 +13,7 @@ from gpulens.diagnosis.logread.caught import handled_blocks
 from gpulens.diagnosis.logread.completion_messages import COMPLETION_COVER, is_completion
 from gpulens.diagnosis.logread.lineprefix import prefix_free
 from gpulens.diagnosis.logread.lines import last_matching
-from gpulens.diagnosis.logread.tracebacks import TRACEBACK
+from gpulens.diagnosis.logread.tracebacks import TRACEBACK, top_frame
 
 __all__ = ["COPIES_LOOKBACK", "HANDLED_LOOKBACK", "TRACEBACK_LINES", "exception_copies", "process_exit", "uncaught_exception"]
 
@@ -34,12 +34,12 @@ _UNCAUGHT_NAME = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?::\s|$)")
 #: ``_run_module_as_main`` (``python -m pkg.train``). A report that ``traceback.print_exc()`` wrote
 #: in a function that caught the exception starts at that function; one that Python printed and
 #: went on from ("Exception ignored in: <function X.__del__ ...>") starts at the ignored call.
-_TOP_FRAME = re.compile(r'^File "[^"]+", line \d+, in (?:<module>|_run_module_as_main)$')
+#: (:func:`tracebacks.top_frame` reads it.)
 
 
 def uncaught_exception(lines: Sequence[str], floor: int, at: int) -> bool:
     """Whether ``lines[at]`` is the exception line that ends a traceback from the program's top
-    level (see ``_UNCAUGHT_NAME``, ``_TOP_FRAME``): its frames, indented, up to the header, the
+    level (see ``_UNCAUGHT_NAME``, ``top_frame``): its frames, indented, up to the header, the
     first frame the top level's, not a report Python printed and went on from, and a completion
     message above it (:func:`_completed_before`). Such an exception ended the process after the
     message (the job script's next statement raised). Without a message the open traceback
@@ -64,7 +64,7 @@ def process_exit(lines: Sequence[str], head: int) -> int | None:
     when that traceback is one the interpreter printed as it exited (``sys.excepthook`` on an
     uncaught exception, CPython Python/pythonrun.c ``_PyErr_PrintEx``, then the interpreter
     finalises and exits 1): the header alone on its line, with no launcher's or logger's prefix,
-    then the indented frames, the first of them the program's top level (``_TOP_FRAME``), then
+    then the indented frames, the first of them the program's top level (``top_frame``), then
     the exception's name (``_UNCAUGHT_NAME``) at the line's start; else None (a rank's copy behind
     a prefix, a report a function caught and printed, one Python went on from)."""
     if lines[head].rstrip() != TRACEBACK + ":":
@@ -73,7 +73,7 @@ def process_exit(lines: Sequence[str], head: int) -> int | None:
     for k in range(head + 1, min(len(lines), head + TRACEBACK_LINES)):
         ln = lines[k].rstrip()
         if ln[:1].isspace():
-            if not framed and _TOP_FRAME.match(ln.strip()) is None:
+            if not framed and not top_frame(ln):
                 return None
             framed = True
             continue
@@ -103,4 +103,4 @@ def _top_frame(lines: Sequence[str], head: int, at: int) -> bool:
     """Whether the first frame of the traceback whose header is at ``head`` is the top level's."""
     first = next((prefix_free(logs.normalize_line(lines[k])).strip() for k in range(head + 1, at)
                   if lines[k].strip()), "")
-    return _TOP_FRAME.match(first) is not None
+    return top_frame(first)
