@@ -1,0 +1,134 @@
+"""Where the exception that ended a process was raised, read from its traceback's frames (README C4): in
+data-reading code (a DataLoader's fetch of a sample, a Dataset's ``__getitem__``, a ``collate_fn``, a
+``datasets`` map/filter function, a data library's reader) or in model, trainer or argument code (a module's
+``forward``, a loss, ``backward``, an optimizer step, argparse, ``HfArgumentParser``, OmegaConf/Hydra,
+DeepSpeed's config checks). C4 decides an error whose message could be either (a ``KeyError`` on a field, an
+``IndexError``, a shape check) by this, never by the message.
+
+CPython prints each frame as ``File "<path>", line N, in <function>`` (Lib/traceback.py,
+``StackSummary.format_frame_summary``), outermost first. The frames are read from the innermost outwards: the
+first frame of a data loader (or of the job's own ``__getitem__``/collate function with no model code around it)
+says "data"; the first frame of model, trainer or argument code says "code"; a data library's reader (PIL,
+torchvision's transforms, pandas' parsers) says "data" unless model code called it. Frames that belong to
+neither (``torch.nn.functional``, ``nn.Module.__call__``, a tokenizer, the job's helpers) decide nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from gpulens.diagnosis.logread.tracebacks import unprefixed
+
+__all__ = ["CODE", "DATA", "frames_above", "raised_in", "raised_in_frames"]
+
+DATA = "data"
+CODE = "code"
+#: One frame line of a traceback (loguru marks the catching frame with ">"): its file and function.
+_FRAME = re.compile(r'^\s*>?\s*File "(?P<file>[^"]+)", line \d+, in (?P<func>\S+)')
+#: Lines read up from an exception line for its frames.
+_REACH = 120
+
+#: Data loaders: every frame inside them is data-reading code. ``None``: any function of the file.
+_LOADERS: tuple[tuple[str, frozenset[str] | None], ...] = (
+    # torch/utils/data/_utils/fetch.py _MapDatasetFetcher.fetch (dataset[idx], collate_fn(data)) and
+    # _IterableDatasetFetcher.fetch (next(dataset_iter)); worker.py _worker_loop runs fetch in a worker
+    ("torch/utils/data/_utils/fetch.py", None),
+    ("torch/utils/data/_utils/worker.py", None),
+    # torch/utils/data/_utils/collate.py default_collate / collate / collate_tensor_fn
+    ("torch/utils/data/_utils/collate.py", None),
+    # torch/utils/data/dataset.py Subset / ConcatDataset / TensorDataset __getitem__(s)
+    ("torch/utils/data/dataset.py", frozenset({"__getitem__", "__getitems__"})),
+    # datasets/arrow_dataset.py Dataset.map -> _map_single -> iter_outputs -> apply_function (the job's
+    # function on each record), Dataset.filter, Dataset.__getitem__ -> _getitem
+    ("datasets/arrow_dataset.py", frozenset({"map", "_map_single", "iter_outputs", "apply_function",
+                                             "apply_function_on_filtered_inputs", "filter", "__getitem__",
+                                             "_getitem"})),
+    # datasets/iterable_dataset.py: the lazy map/filter examples iterables apply the job's function per record
+    ("datasets/iterable_dataset.py", None),
+    # datasets/formatting/formatting.py LazyDict.__getitem__: a record's field looked up in a map function
+    ("datasets/formatting/formatting.py", frozenset({"__getitem__"})),
+    # transformers/data/data_collator.py: the collators that turn records into a batch
+    ("transformers/data/data_collator.py", None),
+    # webdataset/ pipeline.py, filters.py: the sample pipeline a DataLoader iterates
+    ("webdataset/", None),
+)
+#: Data libraries' readers and per-sample transforms: data unless model code called them.
+_READERS = ("/PIL/", "torchvision/transforms/", "torchvision/datasets/", "torchvision/io/", "pandas/io/",
+            "torchaudio/", "decord/", "soundfile.py", "librosa/core/audio.py", "albumentations/")
+#: Model, trainer and argument code. ``None``: any function of the file.
+_CODE: tuple[tuple[str, frozenset[str] | None], ...] = (
+    ("torch/_tensor.py", frozenset({"backward"})),  # Tensor.backward
+    ("torch/autograd/", None),  # autograd.backward / Function.apply
+    ("torch/optim/", None),  # optimizer steps
+    ("transformers/trainer.py", frozenset({"training_step", "compute_loss", "prediction_step"})),
+    ("transformers/modeling_utils.py", None),  # PreTrainedModel
+    ("transformers/hf_argparser.py", None),  # HfArgumentParser.parse_args_into_dataclasses
+    ("transformers/training_args.py", None),  # TrainingArguments.__post_init__ checks
+    ("/argparse.py", None),  # ArgumentParser.error
+    ("omegaconf/", None),
+    ("hydra/", None),
+    ("deepspeed/runtime/config.py", None),  # DeepSpeedConfig checks
+)
+#: A function of any file that is model code: a module's forward, a Lightning step, a loss.
+_CODE_FUNCS = frozenset({"forward", "training_step", "validation_step", "test_step", "compute_loss"})
+#: Where installed libraries and the standard library live: a ``__getitem__`` there (``os.environ``'s, a
+#: config dict's) is not the job's Dataset.
+_LIBRARY_DIRS = ("site-packages/", "dist-packages/", "/lib/python3", "/lib/python2", "/Lib/")
+#: A transformers tokenizer's or processor's own checks (tokenization_utils_base.py get_chat_template "Cannot use
+#: apply_chat_template() because tokenizer.chat_template is not set", _get_padding_truncation_strategies "Asking to
+#: pad but the tokenizer does not have a padding token"; processing_utils.py, image_processing_*.py): raised there,
+#: an error is about the tokenizer's setting as often as about the record, so it decides nothing (C4: ambiguous).
+_OWN_CHECKS = re.compile(r"transformers/(?!data/data_collator\.py)")
+#: Where a pool or a DataLoader re-raises an exception raised elsewhere (multiprocess(ing)/pool.py
+#: ApplyResult.get "raise self._value"; concurrent/futures/_base.py Future.__get_result; torch/_utils.py
+#: ExceptionWrapper.reraise): the frames above it do not show where it was raised.
+_RERAISE = ("multiprocess/pool.py", "multiprocessing/pool.py", "concurrent/futures/_base.py", "torch/_utils.py")
+
+
+def frames_above(lines: Sequence[str], i: int) -> list[tuple[str, str]]:
+    """The frames (file with "/" separators, function) of the traceback whose exception line is ``i``, outermost
+    first: the frame lines above it up to its head (the first unindented line that is not a frame)."""
+    found: list[tuple[str, str]] = []
+    for k in range(i - 1, max(-1, i - _REACH), -1):
+        text = unprefixed(lines[k])
+        m = _FRAME.match(text)
+        if m is not None:
+            found.append((m.group("file").replace("\\", "/"), m.group("func")))
+        elif text.strip() and not text[:1].isspace():
+            break
+    return found[::-1]
+
+
+def _zone(file: str, func: str) -> str | None:
+    """``"loader"``, ``"reader"``, ``"own_loader"`` (the job's ``__getitem__`` or collate function), ``CODE`` or
+    None for one frame."""
+    if any(key in file and (funcs is None or func in funcs) for key, funcs in _LOADERS):
+        return "loader"
+    if any(key in file for key in _READERS):
+        return "reader"
+    if func in _CODE_FUNCS or any(key in file and (funcs is None or func in funcs) for key, funcs in _CODE):
+        return CODE
+    if func in ("__getitem__", "__getitems__") or "collate" in func:
+        return "own_loader" if not any(lib in file for lib in _LIBRARY_DIRS) else None
+    return None
+
+
+def raised_in_frames(frames: Sequence[tuple[str, str]]) -> str | None:
+    """:data:`DATA`, :data:`CODE` or None (neither shown) for frames listed outermost first (module doc)."""
+    inner: str | None = None
+    for k, (file, func) in enumerate(reversed(frames)):
+        zone = _zone(file, func)
+        if zone == "loader":
+            return DATA
+        if zone == CODE:
+            return CODE
+        if k == 0 and (_OWN_CHECKS.search(file) or any(key in file for key in _RERAISE)):
+            return None
+        inner = inner or zone
+    return DATA if inner is not None else None
+
+
+def raised_in(lines: Sequence[str], i: int) -> str | None:
+    """Where the exception on line ``i`` was raised (:func:`raised_in_frames` of :func:`frames_above`)."""
+    return raised_in_frames(frames_above(lines, i))
