@@ -142,3 +142,10 @@ def test_module_says_its_job() -> None:
     from tests.diagnosis.logread_structure import assert_part
 
     assert_part("raisedin")
+
+
+def test_paddles_fetcher_is_a_loader_too() -> None:
+    fetch = [(f"{_SP}/paddle/io/dataloader/fetcher.py", "fetch"), ("/home/u/proj/ds.py", "__getitem__"),
+             ("/home/u/proj/ds.py", "parse")]
+    assert raised_in_frames(fetch) == DATA
+    assert raised_in_frames([(f"{_SP}/paddle/fluid/dataloader/fetcher.py", "fetch")]) == DATA

@@ -52,6 +52,16 @@ _LOADERS: tuple[tuple[str, frozenset[str] | None], ...] = (
     ("transformers/data/data_collator.py", None),
     # webdataset/ pipeline.py, filters.py: the sample pipeline a DataLoader iterates
     ("webdataset/", None),
+    # torch/utils/data/datapipes/: the DataPipes' map/filter functions applied per sample
+    ("torch/utils/data/datapipes/", None),
+    # PaddlePaddle's DataLoader: paddle/io/dataloader/fetcher.py _MapDatasetFetcher.fetch (paddle/fluid/dataloader/
+    # before 2.5), worker.py _worker_loop, collate.py default_collate_fn
+    ("paddle/io/dataloader/fetcher.py", None),
+    ("paddle/io/dataloader/worker.py", None),
+    ("paddle/io/dataloader/collate.py", None),
+    ("paddle/fluid/dataloader/fetcher.py", None),
+    ("paddle/fluid/dataloader/worker.py", None),
+    ("paddle/fluid/dataloader/collate.py", None),
 )
 #: Data libraries' readers and per-sample transforms: data unless model code called them.
 _READERS = ("/PIL/", "torchvision/transforms/", "torchvision/datasets/", "torchvision/io/", "pandas/io/",
