@@ -149,3 +149,12 @@ def test_paddles_fetcher_is_a_loader_too() -> None:
              ("/home/u/proj/ds.py", "parse")]
     assert raised_in_frames(fetch) == DATA
     assert raised_in_frames([(f"{_SP}/paddle/fluid/dataloader/fetcher.py", "fetch")]) == DATA
+
+
+def test_indexing_a_data_set_from_the_jobs_own_code_is_not_a_loader() -> None:
+    own = [("/home/u/proj/train.py", "main"), (f"{_SP}/datasets/arrow_dataset.py", "__getitem__"),
+           (f"{_SP}/datasets/arrow_dataset.py", "_getitem"), (f"{_SP}/datasets/formatting/formatting.py",
+                                                             "_check_valid_index_key")]
+    assert raised_in_frames(own) is None
+    subset = [("/home/u/proj/train.py", "main"), (f"{_SP}/torch/utils/data/dataset.py", "__getitem__")]
+    assert raised_in_frames(subset) is None

@@ -37,13 +37,11 @@ _LOADERS: tuple[tuple[str, frozenset[str] | None], ...] = (
     ("torch/utils/data/_utils/worker.py", None),
     # torch/utils/data/_utils/collate.py default_collate / collate / collate_tensor_fn
     ("torch/utils/data/_utils/collate.py", None),
-    # torch/utils/data/dataset.py Subset / ConcatDataset / TensorDataset __getitem__(s)
-    ("torch/utils/data/dataset.py", frozenset({"__getitem__", "__getitems__"})),
     # datasets/arrow_dataset.py Dataset.map -> _map_single -> iter_outputs -> apply_function (the job's
-    # function on each record), Dataset.filter, Dataset.__getitem__ -> _getitem
+    # function on each record), Dataset.filter. Not Dataset.__getitem__ nor torch's Subset.__getitem__: called
+    # by the job's own code (not through a loader's fetch), an index out of range there is the job's indexing.
     ("datasets/arrow_dataset.py", frozenset({"map", "_map_single", "iter_outputs", "apply_function",
-                                             "apply_function_on_filtered_inputs", "filter", "__getitem__",
-                                             "_getitem"})),
+                                             "apply_function_on_filtered_inputs", "filter"})),
     # datasets/iterable_dataset.py: the lazy map/filter examples iterables apply the job's function per record
     ("datasets/iterable_dataset.py", None),
     # datasets/formatting/formatting.py LazyDict.__getitem__: a record's field looked up in a map function
