@@ -158,3 +158,41 @@ def test_indexing_a_data_set_from_the_jobs_own_code_is_not_a_loader() -> None:
     assert raised_in_frames(own) is None
     subset = [("/home/u/proj/train.py", "main"), (f"{_SP}/torch/utils/data/dataset.py", "__getitem__")]
     assert raised_in_frames(subset) is None
+
+
+def test_hydras_wrapper_of_the_whole_main_is_not_argument_code() -> None:
+    frames = [(f"{_SP}/hydra/_internal/utils.py", "run_and_report"), (f"{_SP}/hydra/core/utils.py", "run_job"),
+              ("/home/u/proj/train.py", "main"), (f"{_SP}/PIL/Image.py", "open")]
+    assert raised_in_frames(frames) == DATA
+    assert raised_in_frames([(f"{_SP}/hydra/_internal/config_loader_impl.py", "_apply_overrides_to_config")]) == CODE
+
+
+#: numpy's reshape check, raised in the job's model code: "cannot reshape array" reads as a truncated array
+#: file by its message (data-malformed) but was raised in a module's forward (README C4: semantic_error).
+def test_a_reshape_error_raised_in_a_models_forward_is_semantic() -> None:
+    model = (_frame("/home/u/proj/train.py", 130, "train_epoch", "out = model(x)"),
+             _frame(f"{_SP}/torch/nn/modules/module.py", 1750, "_call_impl", "return forward_call(*args, **kwargs)"),
+             _frame("/home/u/proj/model.py", 52, "forward", "grid = np.asarray(feats).reshape(8, 8)"))
+    d = diagnose_text(_log(*model, exc="ValueError: cannot reshape array of size 48 into shape (8,8)")).diagnosis
+    assert (d.category, d.origin) == ("semantic_error", "user")
+    assert "README C4" in (d.reason or "")
+
+
+#: A malformed DeepSpeed JSON config: deepspeed/runtime/config.py DeepSpeedConfig.__init__ json.load()s it (C2: the
+#: job's configuration, semantic_error), not a data file.
+def test_a_json_error_raised_reading_deepspeeds_config_is_semantic() -> None:
+    ds = (_frame("/home/u/proj/train.py", 60, "main", "engine, *_ = deepspeed.initialize(config=args.ds)"),
+          _frame(f"{_SP}/deepspeed/runtime/config.py", 690, "__init__", "self._param_dict = json.load(f)"),
+          _frame("/usr/lib/python3.10/json/__init__.py", 293, "load", "return loads(fp.read(),"),
+          _frame("/usr/lib/python3.10/json/decoder.py", 355, "raw_decode", "raise JSONDecodeError(\"Expecting value\")"))
+    d = diagnose_text(_log(*ds, exc="json.decoder.JSONDecodeError: Expecting ',' delimiter: line 12 column 5 "
+                                     "(char 301)")).diagnosis
+    assert d.category == "semantic_error"
+
+
+def test_the_same_json_error_reading_a_data_file_in_a_dataset_stays_incorrect_input() -> None:
+    own = (_frame("/home/u/proj/data.py", 30, "__getitem__", "rec = json.loads(self.lines[idx])"),
+           _frame("/usr/lib/python3.10/json/decoder.py", 355, "raw_decode", "raise JSONDecodeError(\"Expecting value\")"))
+    d = diagnose_text(_log(*_FETCH, *own, exc="json.decoder.JSONDecodeError: Expecting value: line 1 column 1 "
+                                              "(char 0)")).diagnosis
+    assert d.category == "incorrect_input"

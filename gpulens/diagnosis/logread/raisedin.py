@@ -70,12 +70,15 @@ _CODE: tuple[tuple[str, frozenset[str] | None], ...] = (
     ("torch/autograd/", None),  # autograd.backward / Function.apply
     ("torch/optim/", None),  # optimizer steps
     ("transformers/trainer.py", frozenset({"training_step", "compute_loss", "prediction_step"})),
-    ("transformers/modeling_utils.py", None),  # PreTrainedModel
     ("transformers/hf_argparser.py", None),  # HfArgumentParser.parse_args_into_dataclasses
     ("transformers/training_args.py", None),  # TrainingArguments.__post_init__ checks
     ("/argparse.py", None),  # ArgumentParser.error
     ("omegaconf/", None),
-    ("hydra/", None),
+    # Hydra's config composition, overrides and instantiate (not hydra/_internal/utils.py run_and_report nor
+    # hydra/core/utils.py run_job: they wrap the job's whole main, data reading included)
+    ("hydra/_internal/config_loader_impl.py", None),
+    ("hydra/core/override_parser/", None),
+    ("hydra/_internal/instantiate/", None),
     ("deepspeed/runtime/config.py", None),  # DeepSpeedConfig checks
 )
 #: A function of any file that is model code: a module's forward, a Lightning step, a loss.
