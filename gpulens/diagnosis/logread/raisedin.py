@@ -7,10 +7,10 @@ DeepSpeed's config checks). C4 decides an error whose message could be either (a
 
 CPython prints each frame as ``File "<path>", line N, in <function>`` (Lib/traceback.py,
 ``StackSummary.format_frame_summary``), outermost first. The frames are read from the innermost outwards: the
-first frame of a data loader (or of the job's own ``__getitem__``/collate function with no model code around it)
-says "data"; the first frame of model, trainer or argument code says "code"; a data library's reader (PIL,
-torchvision's transforms, pandas' parsers) says "data" unless model code called it. Frames that belong to
-neither (``torch.nn.functional``, ``nn.Module.__call__``, a tokenizer, the job's helpers) decide nothing.
+first frame of a data loader (a DataLoader's fetch, which runs the job's ``__getitem__`` and collate_fn; a
+``datasets`` map) says "data"; the first frame of model, trainer or argument code says "code"; a data library's
+reader (PIL, torchvision's transforms, pandas' parsers) says "data" unless model code called it. Frames that
+belong to neither (``torch.nn.functional``, ``nn.Module.__call__``, a tokenizer, the job's helpers) decide nothing.
 """
 
 from __future__ import annotations
@@ -83,9 +83,6 @@ _CODE: tuple[tuple[str, frozenset[str] | None], ...] = (
 )
 #: A function of any file that is model code: a module's forward, a Lightning step, a loss.
 _CODE_FUNCS = frozenset({"forward", "training_step", "validation_step", "test_step", "compute_loss"})
-#: Where installed libraries and the standard library live: a ``__getitem__`` there (``os.environ``'s, a
-#: config dict's) is not the job's Dataset.
-_LIBRARY_DIRS = ("site-packages/", "dist-packages/", "/lib/python3", "/lib/python2", "/Lib/")
 #: A transformers tokenizer's or processor's own checks (tokenization_utils_base.py get_chat_template "Cannot use
 #: apply_chat_template() because tokenizer.chat_template is not set", _get_padding_truncation_strategies "Asking to
 #: pad but the tokenizer does not have a padding token"; processing_utils.py, image_processing_*.py): raised there,
@@ -112,16 +109,15 @@ def frames_above(lines: Sequence[str], i: int) -> list[tuple[str, str]]:
 
 
 def _zone(file: str, func: str) -> str | None:
-    """``"loader"``, ``"reader"``, ``"own_loader"`` (the job's ``__getitem__`` or collate function), ``CODE`` or
-    None for one frame."""
+    """``"loader"``, ``"reader"``, ``CODE`` or None for one frame. The job's own ``__getitem__`` or collate
+    function is none of them by itself: a DataLoader reaches it through its fetch (a loader), and one the job's
+    code calls directly may be a registry's or a config's lookup as well as a Dataset's."""
     if any(key in file and (funcs is None or func in funcs) for key, funcs in _LOADERS):
         return "loader"
     if any(key in file for key in _READERS):
         return "reader"
     if func in _CODE_FUNCS or any(key in file and (funcs is None or func in funcs) for key, funcs in _CODE):
         return CODE
-    if func in ("__getitem__", "__getitems__") or "collate" in func:
-        return "own_loader" if not any(lib in file for lib in _LIBRARY_DIRS) else None
     return None
 
 
