@@ -197,3 +197,8 @@ def test_the_same_json_error_reading_a_data_file_in_a_dataset_stays_incorrect_in
     d = diagnose_text(_log(*_FETCH, *own, exc="json.decoder.JSONDecodeError: Expecting value: line 1 column 1 "
                                               "(char 0)")).diagnosis
     assert d.category == "incorrect_input"
+
+
+def test_pandas_parsers_decide_nothing_a_table_may_be_the_jobs_own_output() -> None:
+    frames = [("/home/u/proj/report.py", "main"), (f"{_SP}/pandas/io/parsers/readers.py", "read_csv")]
+    assert raised_in_frames(frames) is None

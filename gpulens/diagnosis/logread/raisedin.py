@@ -9,7 +9,7 @@ CPython prints each frame as ``File "<path>", line N, in <function>`` (Lib/trace
 ``StackSummary.format_frame_summary``), outermost first. The frames are read from the innermost outwards: the
 first frame of a data loader (a DataLoader's fetch, which runs the job's ``__getitem__`` and collate_fn; a
 ``datasets`` map) says "data"; the first frame of model, trainer or argument code says "code"; a data library's
-reader (PIL, torchvision's transforms, pandas' parsers) says "data" unless model code called it. Frames that
+reader (PIL, torchvision's transforms, torchaudio) says "data" unless model code called it. Frames that
 belong to neither (``torch.nn.functional``, ``nn.Module.__call__``, a tokenizer, the job's helpers) decide nothing.
 """
 
@@ -61,9 +61,12 @@ _LOADERS: tuple[tuple[str, frozenset[str] | None], ...] = (
     ("paddle/fluid/dataloader/worker.py", None),
     ("paddle/fluid/dataloader/collate.py", None),
 )
-#: Data libraries' readers and per-sample transforms: data unless model code called them.
-_READERS = ("/PIL/", "torchvision/transforms/", "torchvision/datasets/", "torchvision/io/", "pandas/io/",
-            "torchaudio/", "decord/", "soundfile.py", "librosa/core/audio.py", "albumentations/")
+#: Data libraries' readers and per-sample transforms: data unless model code called them (PIL/Image.py open and
+#: ImageFile.py load; torchvision/transforms/ and datasets/ and io/; torchaudio load; decord VideoReader;
+#: soundfile.py read; librosa/core/audio.py load; albumentations' transforms). Not pandas' parsers: a table the
+#: job wrote itself (its results, an earlier stage's output) is read the same way (README C2).
+_READERS = ("/PIL/", "torchvision/transforms/", "torchvision/datasets/", "torchvision/io/", "torchaudio/", "decord/",
+            "soundfile.py", "librosa/core/audio.py", "albumentations/")
 #: Model, trainer and argument code. ``None``: any function of the file.
 _CODE: tuple[tuple[str, frozenset[str] | None], ...] = (
     ("torch/_tensor.py", frozenset({"backward"})),  # Tensor.backward
