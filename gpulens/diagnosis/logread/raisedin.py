@@ -27,7 +27,7 @@ CODE = "code"
 #: One frame line of a traceback (loguru marks the catching frame with ">"): its file and function.
 _FRAME = re.compile(r'^\s*>?\s*File "(?P<file>[^"]+)", line \d+, in (?P<func>\S+)')
 #: Lines read up from an exception line for its frames.
-_REACH = 120
+_REACH = 400
 
 #: Data loaders: every frame inside them is data-reading code. ``None``: any function of the file.
 _LOADERS: tuple[tuple[str, frozenset[str] | None], ...] = (
