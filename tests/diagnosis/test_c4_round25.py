@@ -202,3 +202,9 @@ def test_the_same_json_error_reading_a_data_file_in_a_dataset_stays_incorrect_in
 def test_pandas_parsers_decide_nothing_a_table_may_be_the_jobs_own_output() -> None:
     frames = [("/home/u/proj/report.py", "main"), (f"{_SP}/pandas/io/parsers/readers.py", "read_csv")]
     assert raised_in_frames(frames) is None
+
+
+def test_a_forward_that_a_loader_ran_is_both() -> None:
+    frames = [(f"{_SP}/torch/utils/data/_utils/fetch.py", "fetch"), ("/home/u/proj/data.py", "__getitem__"),
+              (f"{_SP}/torch/nn/modules/module.py", "_call_impl"), ("/home/u/proj/aug.py", "forward")]
+    assert raised_in_frames(frames) is None

@@ -131,8 +131,8 @@ def raised_in_frames(frames: Sequence[tuple[str, str]]) -> str | None:
         zone = _zone(file, func)
         if zone == "loader":
             return DATA
-        if zone == CODE:
-            return CODE
+        if zone == CODE:  # a module's forward that a loader ran (a Dataset's nn.Module transform) is both
+            return None if any(_zone(*f) == "loader" for f in frames[:len(frames) - 1 - k]) else CODE
         if k == 0 and (_OWN_CHECKS.search(file) or any(key in file for key in _RERAISE)):
             return None
         inner = inner or zone
