@@ -18,14 +18,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from gpulens.diagnosis.logread.tracebacks import unprefixed
+from gpulens.diagnosis.logread.tracebacks import frame_parts, unprefixed
 
 __all__ = ["CODE", "DATA", "frames_above", "raised_in", "raised_in_frames"]
 
 DATA = "data"
 CODE = "code"
-#: One frame line of a traceback (loguru marks the catching frame with ">"): its file and function.
-_FRAME = re.compile(r'^\s*>?\s*File "(?P<file>[^"]+)", line \d+, in (?P<func>\S+)')
 #: Lines read up from an exception line for its frames.
 _REACH = 400
 
@@ -102,10 +100,10 @@ def frames_above(lines: Sequence[str], i: int) -> list[tuple[str, str]]:
     first: the frame lines above it up to its head (the first unindented line that is not a frame)."""
     found: list[tuple[str, str]] = []
     for k in range(i - 1, max(-1, i - _REACH), -1):
+        parts = frame_parts(lines[k])
         text = unprefixed(lines[k])
-        m = _FRAME.match(text)
-        if m is not None:
-            found.append((m.group("file").replace("\\", "/"), m.group("func")))
+        if parts is not None:
+            found.append((parts[0].replace("\\", "/"), parts[2]))
         elif text.strip() and not text[:1].isspace():
             break
     return found[::-1]

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.logread import ranks
 
-__all__ = ["CHAINED", "EXCEPTION", "TRACEBACK", "TRACEBACK_HEAD", "TRACEBACK_HEADS", "chain_start", "chained", "has_head",
+__all__ = ["CHAINED", "EXCEPTION", "TRACEBACK", "TRACEBACK_HEAD", "TRACEBACK_HEADS", "chain_start", "chained", "frame_parts", "has_head",
            "inside_chain", "module_frame", "norm_body", "own_frame_code", "python_head", "starts_head", "thread_died", "top_frame",
            "traceback_head", "unprefixed"]
 
@@ -107,22 +107,30 @@ def python_head(lines: Sequence[str], i: int) -> int | None:
 
 
 #: A frame line of a CPython traceback (Lib/traceback.py ``StackSummary.format_frame_summary``:
-#: '  File "train.py", line 63, in main'; a script's top level is the code object ``<module>``).
-_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<name>\S+)$')
+#: '  File "train.py", line 63, in main'; a script's top level is the code object ``<module>``); loguru marks
+#: the frame that caught the exception it logs with ">" (:data:`_CATCH_POINT`).
+_FRAME = re.compile(r'^>?\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<name>\S+)')
+
+
+def frame_parts(line: str) -> tuple[str, str, str] | None:
+    """(file, line number, function) of a traceback's frame line, behind a launcher's prefix too; None for any
+    other line."""
+    m = _FRAME.match(unprefixed(line).strip())
+    return (m["file"], m["line"], m["name"]) if m is not None else None
 
 
 def top_frame(line: str) -> bool:
     """Whether a traceback's frame line is the interpreter's top level: the main script's module code
     ('  File "train.py", line 63, in <module>'), or runpy's for ``python -m`` ("in _run_module_as_main")."""
-    m = _FRAME.match(unprefixed(line).strip())
-    return m is not None and m["name"] in ("<module>", "_run_module_as_main")
+    parts = frame_parts(line)
+    return parts is not None and parts[2] in ("<module>", "_run_module_as_main")
 
 
 def module_frame(line: str) -> tuple[str, str] | None:
     """The (file, line number) a traceback's frame line names when the frame is a script's module code
     ('  File "train.py", line 63, in <module>'), behind a launcher's prefix too; None for any other line."""
-    m = _FRAME.match(unprefixed(line).strip())
-    return (m["file"], m["line"]) if m is not None and m["name"] == "<module>" else None
+    parts = frame_parts(line)
+    return (parts[0], parts[1]) if parts is not None and parts[2] == "<module>" else None
 
 
 def chain_start(lines: Sequence[str], tb: int, floor: int, reach: int = 400) -> int:
