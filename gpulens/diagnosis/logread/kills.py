@@ -6,21 +6,26 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from gpulens.diagnosis import logs
 from gpulens.diagnosis.guarded import contains_any
 from gpulens.diagnosis.keyscan import find_keys
+from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.answers import (
     cause_of,
     evidence_line,
     reorigin,
 )
+from gpulens.diagnosis.logread.caught import handled_blocks
 from gpulens.diagnosis.logread.diedbefore import (
+    ROOT_LOOKBACK,
     died_before_line,
     own_cause,
 )
 from gpulens.diagnosis.logread.signals import TERM_REPORT_KEYS
+from gpulens.diagnosis.rules import Rule, load_rules, match_rules
 from gpulens.diagnosis.types import Diagnosis
 
-__all__ = ["teardown_term", "unattributed_kill"]
+__all__ = ["stop_after_own_error", "teardown_term", "unattributed_kill"]
 
 
 #: Rules whose evidence is a SIGKILL that names no sender (README "Origin: rules", O7): the shell's
@@ -44,7 +49,7 @@ def unattributed_kill(d: Diagnosis, lines: Sequence[str], floor: int) -> Diagnos
     Without one, a process's own traceback that ended it before the kill line (a launcher then
     killing the ranks that waited for it) is the cause (README R5). A SIGTERM a fatal-signal
     handler reports after the process's own traceback is read likewise (:func:`teardown_term`)."""
-    d = teardown_term(d, lines, floor)
+    d = stop_after_own_error(teardown_term(d, lines, floor), lines, floor)
     if d.category != "cpu_oom" or d.rule_id not in _BARE_KILL_RULES:
         return d
     if any(_names_a_memory_kill(ln) for ln in lines[floor:]):
@@ -109,3 +114,56 @@ def _earlier_reports(reports: Sequence[int], kill: int) -> list[int]:
 
 #: Lines a fatal-signal handler's report spans (its header, the summary, the signal line).
 _REPORT_SPAN = 12
+
+
+# round 25 kills
+def stop_after_own_error(d: Diagnosis, lines: Sequence[str], floor: int) -> Diagnosis:
+    """The process's own uncaught error when the stop ``d`` read (a rule of category ``preempted``)
+    came after it, with no progress between and no stop before it (README C1, O3 "the root error's
+    origin", R6): once one process has died of its own error, what stops the rest is its aftermath.
+    The formats: torchrun's agent, reaching the workers still alive ("Sending process N closing
+    signal SIGTERM", torch/distributed/elastic/multiprocessing/api.py ``_close``) or getting a
+    signal itself ("Received Signals.SIGTERM death signal, shutting down workers",
+    agent/server/api.py; ``SignalException: Process N got signal: 15``, multiprocessing/api.py
+    ``_terminate_process_handler``); srun ending a step's other tasks after one failed ("srun:
+    error: host: task 1: Terminated", src/srun launch ``_task_finish``); slurmstepd's cancel or time
+    limit of a job whose process had already died but whose step or script hung on ("*** JOB N ON
+    host CANCELLED AT ... [DUE TO TIME LIMIT] ***", src/slurmd/slurmstepd/req.c
+    ``_handle_signal_container``); a SIGTERM handler's record in a rank the launcher stopped
+    (Lightning's "[rank: 1] Received SIGTERM: 15", trainer/connectors/signal_connector.py).
+    An error report Python printed and went on from (an exception ignored in ``__del__``, a
+    logging error) ended nothing and is passed over."""
+    if d.category != "preempted" or d.method != "rule" or d.rule_id in _TERM_REPORT_RULES:
+        return d
+    kill = evidence_line(d, lines, floor)
+    at = died_before_line(lines, floor, kill) if kill is not None else None
+    if at is None:
+        return d
+    lo = max(floor, at - ROOT_LOOKBACK)
+    if at in handled_blocks(lines, lo, at + 1) or first_stop(lines, lo, at) is not None:
+        return d  # not a death, or a stop came first: the error is the stop's
+    cause = own_cause(lines, at)
+    if cause is None:
+        return d
+    return cause_of(d, cause, f"a process ended on its own error first ({cause.rule.id}); the stop "
+                               "that reached the job after it is its aftermath")
+
+
+#: Literals of the lines the ``preempted`` rules read (a scheduler's cancel, time limit or
+#: preemption; a signal a process or a launcher reports; an interrupt).
+_STOP_KEYS = ("CANCELLED", "DUE TO", "TERM_", "PBS: job killed", "wall", "SIG", "ignal", "Terminated", "Interrupt",
+              "nterrupted", "exitcode: -15", "return code = -15", "reempt", "Evicted", "TIMEOUT", "Hangup")
+
+
+def _stop_rules() -> tuple[Rule, ...]:
+    """The specific rules of category ``preempted``."""
+    return tuple(r for r in load_rules() if r.category == "preempted" and not r.generic)
+
+
+def first_stop(lines: Sequence[str], lo: int, hi: int) -> int | None:
+    """The index of the first line in ``lines[lo:hi]`` that a ``preempted`` rule reads, or None."""
+    rules = _stop_rules()
+    for i in find_keys(lines, _STOP_KEYS, lo, hi):
+        if match_rules(ranks.strip_prefix(logs.normalize_line(lines[i])), rules):
+            return i
+    return None

@@ -1,0 +1,90 @@
+"""Reader round 25, kills: a stop that reaches a job after one of its processes died of its own
+error is that error's aftermath (README C1, O3, R6). Excerpts written by hand in the formats of
+CPython's traceback, torchrun (torch/distributed/elastic/agent/server/api.py "Received ... death
+signal, shutting down workers", multiprocessing/api.py "Sending process N closing signal SIGTERM"
+and ``SignalException: Process N got signal: 15``), srun (src/srun launch ``_task_finish``: "task N:
+Terminated"), slurmstepd (src/slurmd/slurmstepd/req.c ``_handle_signal_container``: "*** JOB N ON
+host CANCELLED AT <time> [DUE TO TIME LIMIT] ***") and Lightning's SIGTERM record
+(trainer/connectors/signal_connector.py "[rank: N] Received SIGTERM: 15")."""
+
+from __future__ import annotations
+
+from gpulens.diagnosis.logread.whole import diagnose_text
+
+_STEPS = ["epoch 1 iter 100 loss 2.412", "epoch 1 iter 200 loss 2.118"]
+
+
+def _tb(exc: str, prefix: str = "") -> list[str]:
+    """A main thread's uncaught traceback ending in ``exc``."""
+    body = ["Traceback (most recent call last):", '  File "/work/u/run.py", line 210, in <module>', "    fit(cfg)",
+            '  File "/work/u/run.py", line 160, in fit', "    out = net(batch)", exc]
+    return [prefix + ln for ln in body]
+
+
+_OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB. GPU 3 has a total capacity "
+        "of 39.39 GiB of which 512.00 MiB is free.")
+_AGENT = "W1104 08:15:02.441000 7101 torch/distributed/elastic/"
+_AGENT_SIGNALLED = [
+    f"{_AGENT}agent/server/api.py:704] Received Signals.SIGTERM death signal, shutting down workers",
+    f"{_AGENT}multiprocessing/api.py:897] Sending process 7120 closing signal SIGTERM",
+    "Traceback (most recent call last):",
+    '  File "/opt/env/bin/torchrun", line 8, in <module>',
+    "    sys.exit(main())",
+    '  File "/opt/env/lib/python3.11/site-packages/torch/distributed/elastic/multiprocessing/api.py", line 84, '
+    "in _terminate_process_handler",
+    '    raise SignalException(f"Process {os.getpid()} got signal: {sigval}", sigval=sigval)',
+    "torch.distributed.elastic.multiprocessing.api.SignalException: Process 7101 got signal: 15",
+]
+
+
+def _diagnose(lines: list[str]) -> tuple[str, str]:
+    d = diagnose_text("\n".join(lines) + "\n").diagnosis
+    return d.category, d.rule_id or ""
+
+
+def test_torchrun_agent_signalled_after_a_rank_ran_out_of_memory() -> None:
+    lines = [*_STEPS, *_tb(_OOM, "[rank2]: "), *_AGENT_SIGNALLED]
+    assert _diagnose(lines)[0] == "gpu_oom"
+
+
+def test_time_limit_and_agent_signal_after_a_rank_died_and_the_job_hung() -> None:
+    limit = "slurmstepd: error: *** JOB 5512 ON node31 CANCELLED AT 2025-11-04T20:15:00 DUE TO TIME LIMIT ***"
+    lines = [*_STEPS, *_tb(_OOM, "[rank2]: "), limit, *_AGENT_SIGNALLED]
+    assert _diagnose(lines)[0] == "gpu_oom"
+
+
+def test_srun_terminated_after_the_task_printed_its_own_traceback() -> None:
+    lines = [*_STEPS, *_tb(_OOM),
+             "slurmstepd: error: *** STEP 5512.0 ON node31 CANCELLED AT 2025-11-04T20:15:00 ***",
+             "srun: Job step aborted: Waiting up to 32 seconds for job step to finish.",
+             "srun: error: node31: task 0: Terminated"]
+    assert _diagnose(lines)[0] == "gpu_oom"
+
+
+def test_lightning_sigterm_record_after_a_rank_failed() -> None:
+    exc = "RuntimeError: mat1 and mat2 shapes cannot be multiplied (16x768 and 512x10)"
+    lines = [*_STEPS, *_tb(exc), "[rank: 1] Received SIGTERM: 15"]
+    assert _diagnose(lines)[0] == "semantic_error"
+
+
+def test_a_stop_before_the_traceback_stays_the_cause() -> None:
+    # the handler's own save failing after the SIGTERM came: the stop is the cause
+    exc = "RuntimeError: mat1 and mat2 shapes cannot be multiplied (16x768 and 512x10)"
+    lines = [*_STEPS, "[rank: 0] Received SIGTERM: 15", *_tb(exc),
+             "slurmstepd: error: *** JOB 5512 ON node31 CANCELLED AT 2025-11-04T20:15:00 DUE TO TIME LIMIT ***",
+             *_AGENT_SIGNALLED]
+    assert _diagnose(lines)[0] == "preempted"
+
+
+def test_progress_after_the_traceback_leaves_the_stop_the_cause() -> None:
+    # an evaluation callback's traceback the loop went on from: training printed steps after it
+    exc = "ValueError: too many values to unpack (expected 2)"
+    lines = [*_STEPS, *_tb(exc), "epoch 1 iter 300 loss 1.997", "epoch 1 iter 400 loss 1.903", *_AGENT_SIGNALLED]
+    assert _diagnose(lines)[0] == "preempted"
+
+
+def test_an_ignored_exception_before_the_stop_ended_nothing() -> None:
+    # CPython's PyErr_WriteUnraisable report ("Exception ignored in: ..."): the process went on
+    ignored = ["Exception ignored in: <function _Loader.__del__ at 0x7f3a2c1d0e50>", *_tb("OSError: handle closed")]
+    lines = [*_STEPS, *ignored, *_AGENT_SIGNALLED]
+    assert _diagnose(lines)[0] == "preempted"
