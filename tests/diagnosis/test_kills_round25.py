@@ -88,3 +88,38 @@ def test_an_ignored_exception_before_the_stop_ended_nothing() -> None:
     ignored = ["Exception ignored in: <function _Loader.__del__ at 0x7f3a2c1d0e50>", *_tb("OSError: handle closed")]
     lines = [*_STEPS, *ignored, *_AGENT_SIGNALLED]
     assert _diagnose(lines)[0] == "preempted"
+
+
+def test_an_nccl_error_before_the_time_limit_is_the_cause() -> None:
+    # one rank's own NCCL failure (torch's DistBackendError), then the job hung to its limit
+    exc = ("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:"
+           "1970, unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5")
+    limit = "slurmstepd: error: *** JOB 5512 ON node31 CANCELLED AT 2025-11-04T20:15:00 DUE TO TIME LIMIT ***"
+    lines = [*_STEPS, *_tb(exc, "[rank0]: "), "[rank0]: ncclSystemError: System call (e.g. socket, malloc) or "
+             "external library call failed or device error.", limit]
+    assert _diagnose(lines)[0] == "comm_error"
+
+
+def test_an_error_no_rule_names_before_the_launcher_stop_is_unknown_not_preempted() -> None:
+    # DeepSpeed's launcher (deepspeed/launcher/launch.py sigkill_handler) after a worker's own raise
+    stamp = "[2025-11-04 08:15:02,441] [INFO] [launch.py:319:sigkill_handler]"
+    lines = [*_STEPS, *_tb("Exception: warmup_steps must be below total_steps"),
+             f"{stamp} Killing subprocess 7120", f"{stamp} Killing subprocess 7121",
+             "[2025-11-04 08:15:03,002] [ERROR] [launch.py:325:sigkill_handler] ['/opt/env/bin/python', '-u', "
+             "'run.py', '--local_rank=1'] exits with return code = -15"]
+    assert _diagnose(lines)[0] == "unknown"
+    torchrun = [*_STEPS, *_tb("Exception: warmup_steps must be below total_steps"),
+                "WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 7120 closing signal SIGTERM",
+                "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -15) local_rank: 0 (pid: 7120) "
+                "of binary: /opt/env/bin/python"]
+    assert _diagnose(torchrun)[0] == "unknown"
+
+
+def test_an_interrupt_embedded_in_the_error_report_stays_the_cause() -> None:
+    # JAX's callback error quotes the KeyboardInterrupt its host callback raised (frames, then the interrupt)
+    lines = [*_STEPS, "Traceback (most recent call last):", '  File "/work/u/run.py", line 281, in <module>',
+             "    out = step(rng)", "jaxlib.xla_extension.XlaRuntimeError: INTERNAL: CustomCall failed: CpuCallback "
+             "error: Traceback (most recent call last):", '  File "/work/u/run.py", line 281, in <module>',
+             '  File "/opt/env/lib/python3.11/site-packages/jax/_src/pjit.py", line 332, in cache_miss',
+             "KeyboardInterrupt:"]
+    assert _diagnose(lines)[0] == "preempted"

@@ -4,6 +4,8 @@ no cause the log gives (origin unknown)."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
@@ -11,14 +13,17 @@ from gpulens.diagnosis.guarded import contains_any
 from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.answers import (
+    MAX_EVIDENCE,
     cause_of,
     evidence_line,
     reorigin,
+    unknown_because,
 )
 from gpulens.diagnosis.logread.caught import handled_blocks
 from gpulens.diagnosis.logread.diedbefore import (
     ROOT_LOOKBACK,
     died_before_line,
+    last_death,
     own_cause,
 )
 from gpulens.diagnosis.logread.signals import TERM_REPORT_KEYS
@@ -136,17 +141,34 @@ def stop_after_own_error(d: Diagnosis, lines: Sequence[str], floor: int) -> Diag
     if d.category != "preempted" or d.method != "rule" or d.rule_id in _TERM_REPORT_RULES:
         return d
     kill = evidence_line(d, lines, floor)
-    at = died_before_line(lines, floor, kill) if kill is not None else None
+    at = _died_first(lines, floor, kill) if kill is not None else None
     if at is None:
         return d
-    lo = max(floor, at - ROOT_LOOKBACK)
-    if at in handled_blocks(lines, lo, at + 1) or first_stop(lines, lo, at) is not None:
-        return d  # not a death, or a stop came first: the error is the stop's
     cause = own_cause(lines, at)
-    if cause is None:
-        return d
+    if cause is None:  # an error no rule names: not the stop's, and not known either
+        own = logs.normalize_line(ranks.strip_prefix(lines[at])).strip()[:300]
+        return unknown_because(dataclasses.replace(d, evidence=[own, *d.evidence][:MAX_EVIDENCE]),
+                               "a process ended on its own error first, which no rule names; the stop that "
+                               "reached the job after it is its aftermath")
     return cause_of(d, cause, f"a process ended on its own error first ({cause.rule.id}); the stop "
                                "that reached the job after it is its aftermath")
+
+
+def _died_first(lines: Sequence[str], floor: int, kill: int) -> int | None:
+    """The exception line of a process's own error that ended it before the first stop line above
+    or at ``kill``, followed directly by that stop (no traceback frame between: a stop printed
+    inside an error's report, as JAX's callback error embeds the KeyboardInterrupt it caught, is
+    that error's own cause), and not a report Python went on from; else None."""
+    at = died_before_line(lines, floor, kill)
+    at = last_death(lines, floor, kill) if at is None else at
+    if at is None:
+        return None
+    lo = max(floor, at - ROOT_LOOKBACK)
+    stop = first_stop(lines, lo, kill + 1)
+    if stop is None or stop <= at or at in handled_blocks(lines, lo, at + 1):
+        return None
+    frames = any(ranks.strip_prefix(logs.normalize_line(ln)).lstrip().startswith('File "') for ln in lines[at + 1:stop])
+    return None if frames else at
 
 
 #: Literals of the lines the ``preempted`` rules read (a scheduler's cancel, time limit or
@@ -155,6 +177,7 @@ _STOP_KEYS = ("CANCELLED", "DUE TO", "TERM_", "PBS: job killed", "wall", "SIG", 
               "nterrupted", "exitcode: -15", "return code = -15", "reempt", "Evicted", "TIMEOUT", "Hangup")
 
 
+@functools.lru_cache(maxsize=1)
 def _stop_rules() -> tuple[Rule, ...]:
     """The specific rules of category ``preempted``."""
     return tuple(r for r in load_rules() if r.category == "preempted" and not r.generic)
