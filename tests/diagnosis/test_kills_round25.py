@@ -123,3 +123,32 @@ def test_an_interrupt_embedded_in_the_error_report_stays_the_cause() -> None:
              '  File "/opt/env/lib/python3.11/site-packages/jax/_src/pjit.py", line 332, in cache_miss',
              "KeyboardInterrupt:"]
     assert _diagnose(lines)[0] == "preempted"
+
+
+_LIMIT = "slurmstepd: error: *** JOB 5512 ON node31 CANCELLED AT 2025-11-04T20:15:00 DUE TO TIME LIMIT ***"
+
+
+def test_a_cpp_abort_before_the_time_limit_is_the_cause() -> None:
+    # libstdc++'s verbose terminate handler: "terminate called after throwing an instance of ...", "what():"
+    lines = [*_STEPS, "terminate called after throwing an instance of 'c10::Error'",
+             "  what():  CUDA error: an illegal memory access was encountered",
+             "Exception raised from c10_cuda_check_implementation at ../c10/cuda/CUDAException.cpp:43 (most recent "
+             "call first):", _LIMIT]
+    assert _diagnose(lines)[0] == "cuda_error"
+
+
+def test_the_nccl_watchdog_abort_before_the_time_limit_is_the_cause() -> None:
+    # ProcessGroupNCCL.cpp's watchdog takes the process down (std::terminate) on a collective timeout
+    timeout = ("[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=88, OpType=ALLREDUCE, "
+               "NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600031 milliseconds before timing out.")
+    lines = [*_STEPS, f"[rank1]:[E1104 08:45:02.441000 7101 ProcessGroupNCCL.cpp:616] {timeout}",
+             "terminate called after throwing an instance of 'c10::DistBackendError'",
+             f"  what():  [PG 0 Rank 1] Process group watchdog thread terminated with exception: {timeout}", _LIMIT]
+    assert _diagnose(lines)[0] == "comm_error"
+
+
+def test_progress_after_the_abort_leaves_the_time_limit_the_cause() -> None:
+    lines = [*_STEPS, "terminate called after throwing an instance of 'c10::Error'",
+             "  what():  CUDA error: an illegal memory access was encountered",
+             "epoch 1 iter 300 loss 1.997", "epoch 1 iter 400 loss 1.903", _LIMIT]
+    assert _diagnose(lines)[0] == "preempted"

@@ -16,7 +16,8 @@ from gpulens.diagnosis.logread.lines import ERROR_KEYS, is_failure, is_progress
 from gpulens.diagnosis.logread.tracebacks import EXCEPTION, TRACEBACK, starts_head
 from gpulens.diagnosis.rules import RuleMatch, match_rules
 
-__all__ = ["ROOT_LOOKBACK", "died_before", "died_before_line", "last_death", "own_cause"]
+__all__ = ["ABORT_HEAD", "ROOT_LOOKBACK", "died_before", "died_before_line", "last_abort", "last_death", "own_cause",
+           "own_cause_in"]
 
 
 #: A Python exception line that a stop signal or a dying peer causes (the kill's own aftermath,
@@ -142,10 +143,31 @@ def _closing_line(lines: Sequence[str], head: int, stop: int) -> int | None:
     return None
 
 
+#: The C++ runtime's report of an exception no one caught, before it aborts the process
+#: (libstdc++ ``__gnu_cxx::__verbose_terminate_handler``: "terminate called after throwing an
+#: instance of 'c10::Error'", then "  what():  <message>"): the process died there, of that error.
+ABORT_HEAD = "terminate called after throwing an instance of"
+
+
+def last_abort(lines: Sequence[str], floor: int, kill: int) -> int | None:
+    """The index of the last C++ abort report (:data:`ABORT_HEAD`) above line ``kill`` (within
+    :data:`ROOT_LOOKBACK`) with no progress after it, or None."""
+    found = find_keys(lines, (ABORT_HEAD,), max(floor, kill - ROOT_LOOKBACK), kill)
+    if not found or any(is_progress(ln) for ln in lines[found[-1] + 1:kill]):
+        return None
+    return found[-1]
+
+
 def own_cause(lines: Sequence[str], at: int) -> RuleMatch | None:
     """The strongest rule match of the traceback ending at ``at`` (found by :func:`died_before`) that
     names the process's own error (not a secondary one, not a signal's or a lost peer's), or None."""
     head = find_keys(lines, (TRACEBACK,), max(0, at - _TRACEBACK_SPAN), at)[-1]  # died_before found one
-    text = "\n".join(ranks.strip_prefix(logs.normalize_line(ln)) for ln in lines[head:at + 1])
+    return own_cause_in(lines, head, at + 1)
+
+
+def own_cause_in(lines: Sequence[str], lo: int, hi: int) -> RuleMatch | None:
+    """The strongest rule match in ``lines[lo:hi]`` that names a process's own error (not a
+    secondary one, not a signal's or a lost peer's), or None."""
+    text = "\n".join(ranks.strip_prefix(logs.normalize_line(ln)) for ln in lines[lo:hi])
     found = [m for m in match_rules(text) if not m.rule.secondary and m.rule.category not in _NOT_OWN_ERROR]
     return max(found, key=lambda m: (m.rule.priority, m.position)) if found else None

@@ -21,10 +21,13 @@ from gpulens.diagnosis.logread.answers import (
 )
 from gpulens.diagnosis.logread.caught import handled_blocks
 from gpulens.diagnosis.logread.diedbefore import (
+    ABORT_HEAD,
     ROOT_LOOKBACK,
     died_before_line,
+    last_abort,
     last_death,
     own_cause,
+    own_cause_in,
 )
 from gpulens.diagnosis.logread.signals import TERM_REPORT_KEYS
 from gpulens.diagnosis.rules import Rule, load_rules, match_rules
@@ -136,15 +139,19 @@ def stop_after_own_error(d: Diagnosis, lines: Sequence[str], floor: int) -> Diag
     host CANCELLED AT ... [DUE TO TIME LIMIT] ***", src/slurmd/slurmstepd/req.c
     ``_handle_signal_container``); a SIGTERM handler's record in a rank the launcher stopped
     (Lightning's "[rank: 1] Received SIGTERM: 15", trainer/connectors/signal_connector.py).
-    An error report Python printed and went on from (an exception ignored in ``__del__``, a
+    The error is a Python traceback's or the C++ runtime's abort report ("terminate called after
+    throwing an instance of ...", its ``what():`` line naming the error: NCCL's watchdog timeout,
+    a CUDA error). An error report Python printed and went on from (an exception ignored in ``__del__``, a
     logging error) ended nothing and is passed over."""
     if d.category != "preempted" or d.method != "rule" or d.rule_id in _TERM_REPORT_RULES:
         return d
     kill = evidence_line(d, lines, floor)
-    at = _died_first(lines, floor, kill) if kill is not None else None
-    if at is None:
+    found = _died_first(lines, floor, kill) if kill is not None else None
+    if found is None:
         return d
-    cause = own_cause(lines, at)
+    at, stop = found
+    native = ABORT_HEAD in lines[at]
+    cause = own_cause_in(lines, at, stop) if native else own_cause(lines, at)
     if cause is None:  # an error no rule names: not the stop's, and not known either
         own = logs.normalize_line(ranks.strip_prefix(lines[at])).strip()[:300]
         return unknown_because(dataclasses.replace(d, evidence=[own, *d.evidence][:MAX_EVIDENCE]),
@@ -154,13 +161,17 @@ def stop_after_own_error(d: Diagnosis, lines: Sequence[str], floor: int) -> Diag
                                "that reached the job after it is its aftermath")
 
 
-def _died_first(lines: Sequence[str], floor: int, kill: int) -> int | None:
-    """The exception line of a process's own error that ended it before the first stop line above
-    or at ``kill``, followed directly by that stop (no traceback frame between: a stop printed
-    inside an error's report, as JAX's callback error embeds the KeyboardInterrupt it caught, is
-    that error's own cause), and not a report Python went on from; else None."""
+def _died_first(lines: Sequence[str], floor: int, kill: int) -> tuple[int, int] | None:
+    """The exception line (or the C++ abort report) of a process's own error that ended it before
+    the first stop line above or at ``kill``, followed directly by that stop (no traceback frame
+    between: a stop printed inside an error's report, as JAX's callback error embeds the
+    KeyboardInterrupt it caught, is that error's own cause), and not a report Python went on
+    from, with that stop line's index; else None."""
     at = died_before_line(lines, floor, kill)
     at = last_death(lines, floor, kill) if at is None else at
+    abort = last_abort(lines, floor, kill)
+    if abort is not None and (at is None or abort > at):
+        at = abort
     if at is None:
         return None
     lo = max(floor, at - ROOT_LOOKBACK)
@@ -168,7 +179,7 @@ def _died_first(lines: Sequence[str], floor: int, kill: int) -> int | None:
     if stop is None or stop <= at or at in handled_blocks(lines, lo, at + 1):
         return None
     frames = any(ranks.strip_prefix(logs.normalize_line(ln)).lstrip().startswith('File "') for ln in lines[at + 1:stop])
-    return None if frames else at
+    return None if frames else (at, stop)
 
 
 #: Literals of the lines the ``preempted`` rules read (a scheduler's cancel, time limit or
