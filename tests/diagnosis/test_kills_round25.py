@@ -152,3 +152,24 @@ def test_progress_after_the_abort_leaves_the_time_limit_the_cause() -> None:
              "  what():  CUDA error: an illegal memory access was encountered",
              "epoch 1 iter 300 loss 1.997", "epoch 1 iter 400 loss 1.903", _LIMIT]
     assert _diagnose(lines)[0] == "preempted"
+
+
+def test_a_task_that_exited_on_its_own_before_srun_stopped_the_others_is_not_a_preemption() -> None:
+    # srun's _task_finish lines: one task's own exit code, then the task srun ended
+    lines = [*_STEPS, "srun: error: node31: task 0: Exited with exit code 1",
+             "slurmstepd: error: *** STEP 5512.0 ON node31 CANCELLED AT 2025-11-04T20:15:00 ***",
+             "srun: error: node32: task 1: Terminated"]
+    assert _diagnose(lines)[0] == "unknown"
+
+
+def test_a_worker_that_failed_before_torchrun_stopped_the_others_is_not_a_preemption() -> None:
+    lines = [*_STEPS, f"{_AGENT}multiprocessing/api.py:869] failed (exitcode: 1) local_rank: 1 (pid: 7121) of "
+             "binary: /opt/env/bin/python", f"{_AGENT}multiprocessing/api.py:897] Sending process 7120 closing "
+             "signal SIGTERM", "[rank: 0] Received SIGTERM: 15"]
+    assert _diagnose(lines)[0] == "unknown"
+
+
+def test_a_signal_before_the_exit_code_stays_the_cause() -> None:
+    # the time limit first: a handler that exits 1 on SIGTERM gives srun's exit line after it
+    lines = [*_STEPS, _LIMIT, "[rank: 0] Received SIGTERM: 15", "srun: error: node31: task 0: Exited with exit code 1"]
+    assert _diagnose(lines)[0] == "preempted"

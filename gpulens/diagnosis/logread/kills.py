@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
@@ -29,6 +30,7 @@ from gpulens.diagnosis.logread.diedbefore import (
     own_cause,
     own_cause_in,
 )
+from gpulens.diagnosis.logread.lines import is_progress
 from gpulens.diagnosis.logread.signals import TERM_REPORT_KEYS
 from gpulens.diagnosis.rules import Rule, load_rules, match_rules
 from gpulens.diagnosis.types import Diagnosis
@@ -148,7 +150,7 @@ def stop_after_own_error(d: Diagnosis, lines: Sequence[str], floor: int) -> Diag
     kill = evidence_line(d, lines, floor)
     found = _died_first(lines, floor, kill) if kill is not None else None
     if found is None:
-        return d
+        return _exited_first(d, lines, floor, kill) if kill is not None else d
     at, stop = found
     native = ABORT_HEAD in lines[at]
     cause = own_cause_in(lines, at, stop) if native else own_cause(lines, at)
@@ -180,6 +182,34 @@ def _died_first(lines: Sequence[str], floor: int, kill: int) -> tuple[int, int] 
         return None
     frames = any(ranks.strip_prefix(logs.normalize_line(ln)).lstrip().startswith('File "') for ln in lines[at + 1:stop])
     return None if frames else (at, stop)
+
+
+#: A launcher's report that one of its tasks ended with a non-zero exit code of its own (1-127:
+#: not a signal's): srun's "srun: error: host: task 0: Exited with exit code 1" (src/srun
+#: launch ``_task_finish``), torchrun's "failed (exitcode: 1) local_rank: 1 (pid: N) of binary: ..."
+#: (torch/distributed/elastic/multiprocessing/api.py), DeepSpeed's "[...] exits with return code =
+#: 1" (deepspeed/launcher/launch.py ``sigkill_handler``).
+_OWN_EXIT = re.compile(r"srun: error: \S+: tasks? [\d,-]+: Exited with exit code (?:[1-9]|[1-9]\d|1[01]\d|12[0-7])\b"
+                       r"|failed \(exitcode: (?:[1-9]|[1-9]\d|1[01]\d|12[0-7])\) local_rank: \d+"
+                       r"|exits with return code = (?:[1-9]|[1-9]\d|1[01]\d|12[0-7])\b")
+_OWN_EXIT_KEYS = ("Exited with exit code ", "failed (exitcode: ", "exits with return code = ")
+
+
+def _exited_first(d: Diagnosis, lines: Sequence[str], floor: int, kill: int) -> Diagnosis:
+    """``unknown`` for the stop ``d`` read at line ``kill`` when a launcher said before the first
+    stop line that one of its tasks had exited with an error code of its own (:data:`_OWN_EXIT`),
+    with no progress between: the launcher or srun then stopped the others, or the job hung on to
+    a limit (README O3, "srun/launcher tearing down the other tasks after one task failed"), and
+    the log does not name that task's error; else ``d``."""
+    lo = max(floor, kill - ROOT_LOOKBACK)
+    exits = [i for i in find_keys(lines, _OWN_EXIT_KEYS, lo, kill) if _OWN_EXIT.search(lines[i])]
+    stop = first_stop(lines, lo, kill + 1) if exits else None
+    if stop is None or exits[0] > stop or any(is_progress(ln) for ln in lines[exits[0] + 1:stop]):
+        return d
+    line = logs.normalize_line(lines[exits[0]]).strip()[:300]
+    return unknown_because(dataclasses.replace(d, evidence=[line, *d.evidence][:MAX_EVIDENCE]),
+                           "a task exited with an error code of its own before the stop; the stop of the others "
+                           "is its aftermath, and the log does not name that task's error")
 
 
 #: Literals of the lines the ``preempted`` rules read (a scheduler's cancel, time limit or
