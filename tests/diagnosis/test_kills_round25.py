@@ -173,3 +173,11 @@ def test_a_signal_before_the_exit_code_stays_the_cause() -> None:
     # the time limit first: a handler that exits 1 on SIGTERM gives srun's exit line after it
     lines = [*_STEPS, _LIMIT, "[rank: 0] Received SIGTERM: 15", "srun: error: node31: task 0: Exited with exit code 1"]
     assert _diagnose(lines)[0] == "preempted"
+
+
+def test_an_interrupt_of_the_hung_children_after_the_main_error_is_its_aftermath() -> None:
+    # multiprocessing's BaseProcess._bootstrap prints "Process ForkProcess-2:" and the child's own traceback
+    lines = [*_STEPS, *_tb("KeyError: 'image'"), "Process ForkProcess-2:", "Traceback (most recent call last):",
+             '  File "/opt/env/lib/python3.10/multiprocessing/process.py", line 314, in _bootstrap',
+             "    self.run()", "KeyboardInterrupt"]
+    assert _diagnose(lines)[0] != "preempted"

@@ -32,6 +32,7 @@ from gpulens.diagnosis.logread.diedbefore import (
 )
 from gpulens.diagnosis.logread.lines import is_progress
 from gpulens.diagnosis.logread.signals import TERM_REPORT_KEYS
+from gpulens.diagnosis.logread.tracebacks import starts_head
 from gpulens.diagnosis.rules import Rule, load_rules, match_rules
 from gpulens.diagnosis.types import Diagnosis
 
@@ -165,8 +166,8 @@ def stop_after_own_error(d: Diagnosis, lines: Sequence[str], floor: int) -> Diag
 
 def _died_first(lines: Sequence[str], floor: int, kill: int) -> tuple[int, int] | None:
     """The exception line (or the C++ abort report) of a process's own error that ended it before
-    the first stop line above or at ``kill``, followed directly by that stop (no traceback frame
-    between: a stop printed inside an error's report, as JAX's callback error embeds the
+    the first stop line above or at ``kill``, followed directly by that stop or by the stop's own
+    traceback (no frame of the error's report between: a stop printed inside an error's report, as JAX's callback error embeds the
     KeyboardInterrupt it caught, is that error's own cause), and not a report Python went on
     from, with that stop line's index; else None."""
     at = died_before_line(lines, floor, kill)
@@ -180,8 +181,10 @@ def _died_first(lines: Sequence[str], floor: int, kill: int) -> tuple[int, int] 
     stop = first_stop(lines, lo, kill + 1)
     if stop is None or stop <= at or at in handled_blocks(lines, lo, at + 1):
         return None
-    frames = any(ranks.strip_prefix(logs.normalize_line(ln)).lstrip().startswith('File "') for ln in lines[at + 1:stop])
-    return None if frames else (at, stop)
+    between = [ranks.strip_prefix(logs.normalize_line(ln)).lstrip() for ln in lines[at + 1:stop]]
+    if any(t.startswith('File "') for t in between) and not any(starts_head(t) for t in between):
+        return None  # the stop is inside the error's own report
+    return at, stop
 
 
 #: A launcher's report that one of its tasks ended with a non-zero exit code of its own (1-127:
