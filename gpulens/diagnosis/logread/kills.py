@@ -192,20 +192,20 @@ def _died_first(lines: Sequence[str], floor: int, kill: int) -> tuple[int, int] 
 #: launch ``_task_finish``), torchrun's "failed (exitcode: 1) local_rank: 1 (pid: N) of binary: ..."
 #: (torch/distributed/elastic/multiprocessing/api.py), DeepSpeed's "[...] exits with return code =
 #: 1" (deepspeed/launcher/launch.py ``sigkill_handler``).
-_OWN_EXIT = re.compile(r"srun: error: \S+: tasks? [\d,-]+: Exited with exit code (?:[1-9]|[1-9]\d|1[01]\d|12[0-7])\b"
+_TASK_EXIT = re.compile(r"srun: error: \S+: tasks? [\d,-]+: Exited with exit code (?:[1-9]|[1-9]\d|1[01]\d|12[0-7])\b"
                        r"|failed \(exitcode: (?:[1-9]|[1-9]\d|1[01]\d|12[0-7])\) local_rank: \d+"
                        r"|exits with return code = (?:[1-9]|[1-9]\d|1[01]\d|12[0-7])\b")
-_OWN_EXIT_KEYS = ("Exited with exit code ", "failed (exitcode: ", "exits with return code = ")
+_TASK_EXIT_KEYS = ("Exited with exit code ", "failed (exitcode: ", "exits with return code = ")
 
 
 def _exited_first(d: Diagnosis, lines: Sequence[str], floor: int, kill: int) -> Diagnosis:
     """``unknown`` for the stop ``d`` read at line ``kill`` when a launcher said before the first
-    stop line that one of its tasks had exited with an error code of its own (:data:`_OWN_EXIT`),
+    stop line that one of its tasks had exited with an error code of its own (:data:`_TASK_EXIT`),
     with no progress between: the launcher or srun then stopped the others, or the job hung on to
     a limit (README O3, "srun/launcher tearing down the other tasks after one task failed"), and
     the log does not name that task's error; else ``d``."""
     lo = max(floor, kill - ROOT_LOOKBACK)
-    exits = [i for i in find_keys(lines, _OWN_EXIT_KEYS, lo, kill) if _OWN_EXIT.search(lines[i])]
+    exits = [i for i in find_keys(lines, _TASK_EXIT_KEYS, lo, kill) if _TASK_EXIT.search(lines[i])]
     stop = first_stop(lines, lo, kill + 1) if exits else None
     if stop is None or exits[0] > stop or any(is_progress(ln) for ln in lines[exits[0] + 1:stop]):
         return d
