@@ -13,10 +13,11 @@ from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.launches import spawned_child
 from gpulens.diagnosis.logread.lines import ERROR_KEYS, is_failure, is_progress
-from gpulens.diagnosis.logread.tracebacks import TRACEBACK, starts_head
+from gpulens.diagnosis.logread.tracebacks import EXCEPTION, TRACEBACK, starts_head
 from gpulens.diagnosis.rules import RuleMatch, match_rules
 
-__all__ = ["ROOT_LOOKBACK", "died_before", "died_before_line", "own_cause"]
+__all__ = ["ABORT_HEAD", "ROOT_LOOKBACK", "died_before", "died_before_line", "last_abort", "last_death", "own_cause",
+           "own_cause_in"]
 
 
 #: A Python exception line that a stop signal or a dying peer causes (the kill's own aftermath,
@@ -99,10 +100,74 @@ def died_before_line(lines: Sequence[str], floor: int, kill: int) -> int | None:
     return died_before(lines, errs, kill)
 
 
+# round 25 kills
+#: The exceptions only a signal raises (an interrupt, torchrun's SignalException, a handler's own
+#: exception named after the signal), and the shell's words for a process a signal ended: a lost
+#: peer's or the network's error (a connection reset, a timeout, NCCL's) is not one of them.
+_SIGNAL_ONLY = ("KeyboardInterrupt", "SignalException", "SIGTERM", "SIGINT", "SIGHUP", "Terminated", "Killed")
+_signal_only = contains_any(_SIGNAL_ONLY)
+#: The exception line that closes a traceback: CPython's ``traceback.format_exception_only``
+#: ("module.Name: message", or the bare name of one without a message, which
+#: :data:`tracebacks.EXCEPTION` reads), whatever the class is called ("Exception: ...",
+#: "requests.exceptions.ReadTimeout: ...", "StopIteration").
+_CLOSING_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*:(?:\s|$)")
+
+
+def last_death(lines: Sequence[str], floor: int, kill: int) -> int | None:
+    """The exception line of the last uncaught traceback above line ``kill`` (within
+    :data:`ROOT_LOOKBACK`) when no signal raised it, it is not a thread's or a spawned helper's,
+    and no progress follows it: :func:`died_before`'s reading for what the failure lines do not
+    hold (a bare ``Exception: ...``, a library's exception without "Error" in its name) and for a
+    lost peer's or the network's error; else None."""
+    heads = find_keys(lines, (TRACEBACK,), max(floor, kill - ROOT_LOOKBACK), kill)
+    if not heads or not starts_head(ranks.strip_prefix(logs.normalize_line(lines[heads[-1]])).strip()):
+        return None
+    head = heads[-1]
+    end = _closing_line(lines, head, kill)
+    if end is None or _in_thread(lines, head) or spawned_child(lines, head, end):
+        return None
+    norm = ranks.strip_prefix(logs.normalize_line(lines[end])).strip()
+    if _signal_only(norm) or any(is_progress(ln) for ln in lines[end + 1:kill]):
+        return None
+    return end
+
+
+def _closing_line(lines: Sequence[str], head: int, stop: int) -> int | None:
+    """The index of the exception line that closes the traceback headed at ``head`` (the first
+    line below it, before ``stop``, that is neither blank nor indented), when it is one."""
+    for k in range(head + 1, min(stop, head + _TRACEBACK_SPAN)):
+        text = ranks.strip_prefix(logs.normalize_line(lines[k])).rstrip()
+        if not text.strip() or text.startswith((" ", "\t")):
+            continue
+        return k if _CLOSING_LINE.match(text) or EXCEPTION.fullmatch(text) else None
+    return None
+
+
+#: The C++ runtime's report of an exception no one caught, before it aborts the process
+#: (libstdc++ ``__gnu_cxx::__verbose_terminate_handler``: "terminate called after throwing an
+#: instance of 'c10::Error'", then "  what():  <message>"): the process died there, of that error.
+ABORT_HEAD = "terminate called after throwing an instance of"
+
+
+def last_abort(lines: Sequence[str], floor: int, kill: int) -> int | None:
+    """The index of the last C++ abort report (:data:`ABORT_HEAD`) above line ``kill`` (within
+    :data:`ROOT_LOOKBACK`) with no progress after it, or None."""
+    found = find_keys(lines, (ABORT_HEAD,), max(floor, kill - ROOT_LOOKBACK), kill)
+    if not found or any(is_progress(ln) for ln in lines[found[-1] + 1:kill]):
+        return None
+    return found[-1]
+
+
 def own_cause(lines: Sequence[str], at: int) -> RuleMatch | None:
     """The strongest rule match of the traceback ending at ``at`` (found by :func:`died_before`) that
     names the process's own error (not a secondary one, not a signal's or a lost peer's), or None."""
     head = find_keys(lines, (TRACEBACK,), max(0, at - _TRACEBACK_SPAN), at)[-1]  # died_before found one
-    text = "\n".join(ranks.strip_prefix(logs.normalize_line(ln)) for ln in lines[head:at + 1])
+    return own_cause_in(lines, head, at + 1)
+
+
+def own_cause_in(lines: Sequence[str], lo: int, hi: int) -> RuleMatch | None:
+    """The strongest rule match in ``lines[lo:hi]`` that names a process's own error (not a
+    secondary one, not a signal's or a lost peer's), or None."""
+    text = "\n".join(ranks.strip_prefix(logs.normalize_line(ln)) for ln in lines[lo:hi])
     found = [m for m in match_rules(text) if not m.rule.secondary and m.rule.category not in _NOT_OWN_ERROR]
     return max(found, key=lambda m: (m.rule.priority, m.position)) if found else None
