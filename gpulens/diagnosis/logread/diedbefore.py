@@ -16,7 +16,7 @@ from gpulens.diagnosis.logread.lines import ERROR_KEYS, is_failure, is_progress
 from gpulens.diagnosis.logread.tracebacks import EXCEPTION, TRACEBACK, starts_head
 from gpulens.diagnosis.rules import RuleMatch, match_rules
 
-__all__ = ["ABORT_HEAD", "ROOT_LOOKBACK", "died_before", "died_before_line", "last_abort", "last_death", "own_cause",
+__all__ = ["ABORT_HEAD", "OWN_EXIT_CODE", "ROOT_LOOKBACK", "died_before", "died_before_line", "last_abort", "last_death", "own_cause",
            "own_cause_in"]
 
 
@@ -85,6 +85,10 @@ _THREAD_SPAN = 5
 #: Lines above the error context searched for the root-cause rank's own traceback (joblines'
 #: root_rank_lines), and above a kill line for the failure lines of a process's own error.
 ROOT_LOOKBACK = 400
+#: An exit status a process's own failure gives, as launchers report it (1-127; 128+N and negative
+#: codes are signal N's): srun's "Exited with exit code 1", torchrun's "failed (exitcode: 1)",
+#: DeepSpeed's "exits with return code = 1" (a regular expression, for their patterns).
+OWN_EXIT_CODE = r"(?:[1-9]|[1-9]\d|1[01]\d|12[0-7])"
 
 
 #: Categories of a match in a traceback before a bare kill that are the kill itself or another

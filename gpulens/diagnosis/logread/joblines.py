@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.diedbefore import (
+    OWN_EXIT_CODE,
     ROOT_LOOKBACK,
     died_before,
 )
@@ -42,7 +43,7 @@ def job_lines(lines: Sequence[str], failures: Sequence[int], start: int, context
 #: srun's line for tasks that ended on their own: a non-zero code (1-127: not by a signal), or
 #: the strsignal() name of a signal a task's own fault raises (SIGSEGV, SIGABRT, SIGBUS, SIGILL,
 #: SIGFPE), which srun prints in place of the code (SchedMD/slurm src/srun launch _task_finish).
-_TASKS_EXITED = re.compile(r"srun: error: .*(?:Exited with exit code (?:[1-9]|[1-9]\d|1[01]\d|12[0-7])\b"
+_TASKS_EXITED = re.compile(rf"srun: error: .*(?:Exited with exit code {OWN_EXIT_CODE}\b"
                            r"|: tasks? [\d,-]+: (?:Segmentation fault|Aborted|Bus error|Illegal instruction"
                            r"|Floating point exception)\b)")
 #: What srun prints when it kills the rest of a step after a task failed ("Terminating job step

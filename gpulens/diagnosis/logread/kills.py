@@ -23,6 +23,7 @@ from gpulens.diagnosis.logread.answers import (
 from gpulens.diagnosis.logread.caught import handled_blocks
 from gpulens.diagnosis.logread.diedbefore import (
     ABORT_HEAD,
+    OWN_EXIT_CODE,
     ROOT_LOOKBACK,
     died_before_line,
     last_abort,
@@ -192,9 +193,9 @@ def _died_first(lines: Sequence[str], floor: int, kill: int) -> tuple[int, int] 
 #: launch ``_task_finish``), torchrun's "failed (exitcode: 1) local_rank: 1 (pid: N) of binary: ..."
 #: (torch/distributed/elastic/multiprocessing/api.py), DeepSpeed's "[...] exits with return code =
 #: 1" (deepspeed/launcher/launch.py ``sigkill_handler``).
-_TASK_EXIT = re.compile(r"srun: error: \S+: tasks? [\d,-]+: Exited with exit code (?:[1-9]|[1-9]\d|1[01]\d|12[0-7])\b"
-                       r"|failed \(exitcode: (?:[1-9]|[1-9]\d|1[01]\d|12[0-7])\) local_rank: \d+"
-                       r"|exits with return code = (?:[1-9]|[1-9]\d|1[01]\d|12[0-7])\b")
+_TASK_EXIT = re.compile(rf"srun: error: \S+: tasks? [\d,-]+: Exited with exit code {OWN_EXIT_CODE}\b"
+                       rf"|failed \(exitcode: {OWN_EXIT_CODE}\) local_rank: \d+"
+                       rf"|exits with return code = {OWN_EXIT_CODE}\b")
 _TASK_EXIT_KEYS = ("Exited with exit code ", "failed (exitcode: ", "exits with return code = ")
 
 
