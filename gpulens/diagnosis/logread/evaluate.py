@@ -296,6 +296,7 @@ FRESH_SLICES = (
     ("ac/", "index_ac.csv (collected 2026-11-28 after reader round 22, new owners, GAN/diffusion job folders and shell-redirect captures, labelled blind)"),
     ("ad/", "index_ad.csv (collected 2026-11-28 at the start of stop 44, new owners, scheduler-output, trainer- and paste-named captures, labelled blind)"),
     ("ae/", "index_ae.csv (collected 2026-11-28 during stop 44, new owners, university cluster course and research job folders, labelled blind)"),
+    ("af/", "index_af.csv (collected 2026-11-28 at the start of stop 45, new owners, cluster-, cloud- and script-named captures, numbered and rotated logs, labelled blind)"),
 )
 
 
