@@ -16,7 +16,8 @@ from gpulens.diagnosis.logread.answers import (
     reorigin,
 )
 from gpulens.diagnosis.logread.bars import bar_updates
-from gpulens.diagnosis.rules import Rule, match_rules
+from gpulens.diagnosis.logread.runs import split_runs
+from gpulens.diagnosis.rules import Rule, RuleMatch, match_rules
 from gpulens.diagnosis.types import Diagnosis
 
 __all__ = ["died_before_timeout", "preparing_data", "unattributed_timeout"]
@@ -47,33 +48,69 @@ def _store_closed(evidence: Sequence[str]) -> bool:
     return _STORE_GONE.search(evidence[0]) is not None and any(_CLOSED_BY_HOST.search(e) for e in evidence)
 
 
-#: Categories of a process's death that leave its peers waiting at their next collective until
-#: it times out: the timeout is that death's aftermath.
-_DIES_OF = frozenset({"cpu_oom", "gpu_oom", "gpu_hardware", "cuda_error", "storage_error", "crash"})
+#: Categories of a rank's own failure (README C1): every category but a communication failure
+#: (the waiting itself), a stop from outside (kills.py reads those) and no answer. A process that
+#: died of one leaves its peers waiting at their next collective until it times out, or sees them
+#: lose the connection to it: the timeout or the lost peer is that failure's aftermath.
+_OWN_FAILURES = frozenset({"cpu_oom", "gpu_oom", "gpu_hardware", "cuda_error", "cuda_env_error", "storage_error", "crash",
+                           "semantic_error", "incorrect_input", "checkpoint_error", "import_error", "syntax_error",
+                           "permission_error", "model_diverged"})
+#: Rules of a peer lost mid-run, which say only that the other side went away: Gloo's pair
+#: "Connection closed by peer" (gloo/transport/tcp/pair.cc), NCCL's ncclRemoteError ("A call failed
+#: possibly due to a network error or a remote process exiting prematurely", nccl src/nccl.h.in
+#: ncclGetErrorString), Horovod's "Horovod has been shut down. This was caused by an exception on one
+#: of the ranks" (horovod/common/operations.cc).
+_LOST_PEER_RULES = frozenset({"gloo-connection-closed", "nccl-remote-error", "horovod-shut-down"})
+#: torch's report that the communicator was aborted (ProcessGroupNCCL.cpp: "NCCL communicator was
+#: aborted on rank N", raised on the ranks whose watchdog aborted it after a peer failed) and the
+#: elastic agent's RendezvousClosedError (torch/distributed/elastic/rendezvous/api.py: another node's
+#: agent closed the rendezvous after its workers failed).
+_LOST_PEER = re.compile(r"NCCL communicator was aborted|RendezvousClosedError")
+
+
+def _waiting_rule(d: Diagnosis, rules: tuple[Rule, ...]) -> Rule | None:
+    """The rule of ``d`` when its evidence is a wait that timed out or a peer that went away
+    (README O2), else None."""
+    rule = next((r for r in rules if r.id == d.rule_id), None)
+    if rule is None or rule.category != "comm_error":
+        return None
+    said = d.evidence[0] if d.evidence else ""
+    if rule.id in _TIMEOUT_RULES or rule.id in _LOST_PEER_RULES or _LOST_PEER.search(said):
+        return rule
+    if rule.id == "rendezvous" and said and (_TIMED_OUT.search(said) or _store_closed(d.evidence)):
+        return rule
+    return None
 
 
 def died_before_timeout(d: Diagnosis, lines: Sequence[str], floor: int, failures: Sequence[int],
                         rules: tuple[Rule, ...]) -> Diagnosis:
-    """For a collective timeout (``d`` from a rule of :data:`_TIMEOUT_RULES`), the failure that
-    ended a process before the first timeout line, among the attempt's terminal failure lines
-    (``failures``, from ``floor``): the kernel's or the scheduler's OOM kill of one task, a rank's
-    CUDA out-of-memory or a crash. The ranks that time out waited for that process at their next
-    collective (NCCL's watchdog fires minutes after its peer died), so the timeout says nothing
-    of its own; else ``d``."""
-    rule = next((r for r in rules if r.id == d.rule_id), None) if d.rule_id in _TIMEOUT_RULES else None
+    """For a collective or store timeout or a lost peer (``d``, :func:`_waiting_rule`), the rank's
+    own failure printed before the first such line, among the attempt's terminal failure lines
+    (``failures``, from ``floor``): an OOM kill, a CUDA out-of-memory, a crash, a shape error, a
+    missing file (README C1, O1: the root error decides). The ranks that time out waited for that
+    process at their next collective (NCCL's watchdog fires Timeout(ms) after its peer died), so
+    the timeout says nothing of its own. Of several such failures, the first of the last run that
+    printed them (a launcher's verdict between two ends a run, :func:`runs.split_runs`); else ``d``."""
+    rule = _waiting_rule(d, rules)
     if rule is None:
         return d
     first = next((i for i in failures if i >= floor and rule.pattern.search(logs.normalize_line(lines[i]))), None)
     if first is None:
         return d
-    before = [ranks.strip_prefix(logs.normalize_line(lines[i])) for i in failures if floor <= i < first]
-    root = [m for m in match_rules("\n".join(before), rules)
-            if m.rule.category in _DIES_OF and not m.rule.generic and not logs.is_weak(m.line)]
-    if not root:
+    own = {i: m for i in failures if floor <= i < first and (m := _own_failure(lines[i], rules)) is not None}
+    if not own:
         return d
-    cause = min(root, key=lambda m: m.position)
-    return cause_of(d, cause, f"a process died first ({cause.rule.id}); the collective timeout of the ranks "
-                               "that waited for it is its aftermath")
+    cause = own[split_runs(lines, sorted(own), floor)[-1][0]]
+    return cause_of(d, cause, f"a process failed first of its own error ({cause.rule.id}); the other ranks' "
+                               "timeout or lost connection waiting for it is its aftermath")
+
+
+def _own_failure(line: str, rules: tuple[Rule, ...]) -> RuleMatch | None:
+    """The best specific rule match of a rank's own failure (:data:`_OWN_FAILURES`) on ``line``."""
+    found = [m for m in match_rules(ranks.strip_prefix(logs.normalize_line(line)), rules)
+             if m.rule.category in _OWN_FAILURES and not m.rule.generic and not m.rule.secondary
+             and not logs.is_weak(m.line)]
+    return max(found, key=lambda m: m.rule.priority) if found else None
 
 
 def unattributed_timeout(d: Diagnosis) -> Diagnosis:

@@ -1,0 +1,70 @@
+"""Reader round 25, C8: a collective timeout, a store timeout or a lost peer on ranks that waited for
+a rank that died of its own error is that error's aftermath (README C1, O2); with no own error before
+it, the communication failure is the root. Excerpts written by hand in the formats of CPython's
+traceback, torch's ProcessGroupNCCL (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp: "Watchdog caught
+collective operation timeout: WorkNCCL(SeqNum=N, OpType=X, NumelIn=N, NumelOut=N, Timeout(ms)=T) ran
+for N milliseconds before timing out."), c10d's TCPStore ("RuntimeError: Socket Timeout"), Gloo's TCP
+pair (gloo/transport/tcp/pair.cc: "[../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection
+closed by peer [10.0.0.2]:41234"), the elastic agent (torch/distributed/elastic/rendezvous/api.py
+RendezvousClosedError; multiprocessing/api.py "failed (exitcode: 1) local_rank: 0 (pid: N) of binary")."""
+
+from __future__ import annotations
+
+from gpulens.diagnosis.logread.whole import diagnose_text
+
+_STEPS = ["step 100 | loss 2.412 | lr 3.0e-4", "step 200 | loss 2.118 | lr 3.0e-4"]
+
+
+def _tb(exc: str, prefix: str = "") -> list[str]:
+    """A rank's uncaught traceback ending in ``exc``."""
+    body = ["Traceback (most recent call last):", '  File "/home/u/proj/train.py", line 88, in <module>', "    main()",
+            '  File "/home/u/proj/train.py", line 61, in main', "    loss = step(model, batch)", exc]
+    return [prefix + ln for ln in body]
+
+
+_SHAPE = "RuntimeError: mat1 and mat2 shapes cannot be multiplied (8x1024 and 768x2)"
+_MISSING = "FileNotFoundError: [Errno 2] No such file or directory: '/scratch/u/cache/train_index_doc_idx.npy'"
+_WATCHDOG = ("[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5121, OpType=ALLREDUCE, "
+             "NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600047 milliseconds before timing out.")
+_STORE_TIMEOUT = ['  File "/opt/env/lib/python3.10/site-packages/torch/distributed/elastic/agent/server/api.py", '
+                  "line 940, in _exit_barrier", "    store_util.barrier(", "RuntimeError: Socket Timeout"]
+_GLOO_CLOSED = "RuntimeError: [/opt/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by peer [10.0.0.2]:41234"
+_CLOSED = ("torch.distributed.elastic.rendezvous.api.RendezvousClosedError: The rendezvous "
+           "'job_77' is closed.")
+_VERDICT = ("ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 0 (pid: 4411) "
+            "of binary: /opt/env/bin/python")
+
+
+def _category(lines: list[str]) -> str:
+    return diagnose_text("\n".join(lines) + "\n").diagnosis.category
+
+
+def test_store_timeout_after_a_rank_could_not_find_its_file() -> None:
+    lines = [*_STEPS, *_tb(_MISSING), "Traceback (most recent call last):", *_STORE_TIMEOUT]
+    assert _category(lines) == "incorrect_input"
+
+
+def test_gloo_lost_peer_after_a_rank_failed_of_its_own_code() -> None:
+    lines = [*_STEPS, *_tb(_SHAPE), *_tb(_GLOO_CLOSED)]
+    assert _category(lines) == "semantic_error"
+
+
+def test_rendezvous_closed_after_a_rank_failed_of_its_own_code() -> None:
+    lines = [*_STEPS, *_tb(_SHAPE), _VERDICT, "Traceback (most recent call last):",
+             '  File "/opt/env/bin/torchrun", line 8, in <module>', _CLOSED]
+    assert _category(lines) == "semantic_error"
+
+
+def test_own_error_of_the_last_run_before_the_timeout() -> None:
+    # an earlier launch died of OOM, the launcher reported it, the next launch failed of a missing file
+    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 768.00 MiB. GPU 0 has a total capacity of 79.35 GiB"
+    lines = [*_STEPS, *_tb(oom), _VERDICT, "launching again",
+             *(f"step {k} | loss 2.3 | lr 3.0e-4" for k in range(100, 4100, 100)),
+             *_tb(_MISSING), "Traceback (most recent call last):", *_STORE_TIMEOUT]
+    assert _category(lines) == "incorrect_input"
+
+
+def test_a_timeout_with_no_own_error_before_it_is_the_root() -> None:
+    lines = [*_STEPS, f"[rank0]:[E1104 08:15:02 ProcessGroupNCCL.cpp:616] {_WATCHDOG}",
+             *_tb("torch.distributed.DistBackendError: " + _WATCHDOG[9:], "[rank0]: ")]
+    assert _category(lines) == "comm_error"
