@@ -68,3 +68,85 @@ def test_a_timeout_with_no_own_error_before_it_is_the_root() -> None:
     lines = [*_STEPS, f"[rank0]:[E1104 08:15:02 ProcessGroupNCCL.cpp:616] {_WATCHDOG}",
              *_tb("torch.distributed.DistBackendError: " + _WATCHDOG[9:], "[rank0]: ")]
     assert _category(lines) == "comm_error"
+
+
+# -- README C8: a transfer that failed, in the formats of urllib3, requests, huggingface_hub, datasets and aiohttp
+
+def _load_tb(*exc: str) -> list[str]:
+    """The job's model or data loading, failing in a network library with ``exc``."""
+    return ["Traceback (most recent call last):", '  File "/home/u/proj/finetune.py", line 40, in <module>',
+            "    model = load(args.model_name)",
+            '  File "/opt/env/lib/python3.11/site-packages/requests/adapters.py", line 700, in send',
+            "    raise ConnectTimeout(e, request=request)", *exc]
+
+
+def _answer(lines: list[str]) -> tuple[str, str]:
+    d = diagnose_text("\n".join(lines) + "\n").diagnosis
+    return d.category, d.rule_id or ""
+
+
+_MAX_RETRY = ("urllib3.exceptions.MaxRetryError: HTTPSConnectionPool(host='models.example.org', port=443): Max retries "
+              "exceeded with url: /org/vit-small/resolve/main/weights.bin (Caused by ConnectTimeoutError("
+              "<urllib3.connection.HTTPSConnection object at 0x7fa1>, 'Connection to models.example.org timed out. "
+              "(connect timeout=10)'))")
+
+
+def test_urllib3_retries_exhausted_is_a_failed_transfer() -> None:
+    assert _answer(["Loading backbone", *_load_tb(_MAX_RETRY)]) == ("comm_error", "http-transfer-failed")
+
+
+def test_aiohttp_cannot_connect_is_a_failed_transfer() -> None:
+    exc = ("aiohttp.client_exceptions.ClientConnectorError: Cannot connect to host data.example.org:443 ssl:default "
+           "[Temporary failure in name resolution]")
+    assert _answer(_load_tb(exc)) == ("comm_error", "http-transfer-failed")
+
+
+def test_datasets_could_not_reach_the_hub() -> None:
+    exc = "ConnectionError: Couldn't reach 'someorg/some_corpus' on the Hub (ConnectTimeout)"
+    assert _answer(_load_tb(exc)) == ("comm_error", "http-transfer-failed")
+
+
+def test_datasets_offline_mode_is_not_a_failed_transfer() -> None:
+    exc = "ConnectionError: Couldn't reach 'someorg/some_corpus' on the Hub (OfflineModeIsEnabled)"
+    assert _answer(_load_tb(exc))[1] != "http-transfer-failed"
+
+
+_COULDNT_CONNECT = ("OSError: We couldn't connect to 'https://huggingface.co' to load this file, couldn't find it in "
+                    "the cached files and it looks like someorg/tiny-lm is not the path to a directory containing a "
+                    "file named config.json.")
+
+
+def test_hub_miss_after_a_failed_head_call_is_a_failed_transfer() -> None:
+    lines = _load_tb(_MAX_RETRY, "", "The above exception was the direct cause of the following exception:", "",
+                     "Traceback (most recent call last):",
+                     '  File "/opt/env/lib/python3.11/site-packages/transformers/utils/hub.py", line 402, in cached_file',
+                     "    resolved_file = hf_hub_download(",
+                     "huggingface_hub.errors.LocalEntryNotFoundError: An error happened while trying to locate the file "
+                     "on the Hub and we cannot find the requested files in the local cache. Please check your "
+                     "connection and try again or make sure your Internet connection is on.", "",
+                     "The above exception was the direct cause of the following exception:", "",
+                     "Traceback (most recent call last):",
+                     '  File "/home/u/proj/finetune.py", line 41, in <module>', "    tok = AutoTokenizer.from_pretrained(name)",
+                     _COULDNT_CONNECT)
+    assert _answer(lines)[0] == "comm_error"
+
+
+def test_hub_miss_in_offline_mode_stays_the_files_category() -> None:
+    lines = ["Traceback (most recent call last):",
+             '  File "/opt/env/lib/python3.11/site-packages/transformers/utils/hub.py", line 402, in cached_file',
+             "    resolved_file = hf_hub_download(",
+             "huggingface_hub.errors.LocalEntryNotFoundError: Cannot find the requested files in the disk cache and "
+             "outgoing traffic has been disabled. To enable hf.co look-ups and downloads online, set "
+             "'local_files_only' to False.", "",
+             "The above exception was the direct cause of the following exception:", "",
+             "Traceback (most recent call last):", '  File "/home/u/proj/finetune.py", line 41, in <module>',
+             "    tok = AutoTokenizer.from_pretrained(name)", _COULDNT_CONNECT]
+    assert _answer(lines)[0] == "checkpoint_error"
+
+
+def test_a_retry_warning_is_not_the_failure() -> None:
+    warn = ("'(MaxRetryError(\"HTTPSConnectionPool(host='huggingface.co', port=443): Max retries exceeded with url: "
+            "/org/m/resolve/main/config.json (Caused by NameResolutionError(...))\"), '(Request ID: 1f2e)')' thrown "
+            "while requesting HEAD https://huggingface.co/org/m/resolve/main/config.json")
+    lines = [warn, "Retrying in 1s [Retry 1/5].", *_STEPS, *_tb(_SHAPE)]
+    assert _answer(lines)[0] == "semantic_error"
