@@ -150,3 +150,35 @@ def test_a_retry_warning_is_not_the_failure() -> None:
             "while requesting HEAD https://huggingface.co/org/m/resolve/main/config.json")
     lines = [warn, "Retrying in 1s [Retry 1/5].", *_STEPS, *_tb(_SHAPE)]
     assert _answer(lines)[0] == "semantic_error"
+
+
+# -- NCCL's own classification of a failed call (nccl.h ncclResult_t), as torch's ProcessGroupNCCL prints it
+
+def _nccl(reason: str, *last: str) -> list[str]:
+    return [*_STEPS, *_tb("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+                          f"ProcessGroupNCCL.cpp:1970, {reason}, NCCL version 2.19.3"), *last]
+
+
+def test_nccl_unhandled_cuda_error_is_a_cuda_error() -> None:
+    d = diagnose_text("\n".join(_nccl("unhandled cuda error (run with NCCL_DEBUG=INFO for details)",
+                                      "ncclUnhandledCudaError: Call to CUDA function failed.")) + "\n").diagnosis
+    assert (d.category, d.origin) == ("cuda_error", "unknown")
+
+
+def test_nccl_cuda_out_of_memory_stays_gpu_oom() -> None:
+    lines = _nccl("unhandled cuda error (run with NCCL_DEBUG=INFO for details)",
+                  "ncclUnhandledCudaError: Call to CUDA function failed.", "Last error:", "Cuda failure 'out of memory'")
+    assert _category(lines) == "gpu_oom"
+
+
+def test_nccl_invalid_usage_is_the_callers() -> None:
+    d = diagnose_text("\n".join(_nccl("invalid usage (run with NCCL_DEBUG=WARN for details)",
+                                      "ncclInvalidUsage: This usually reflects invalid usage of NCCL library.")) + "\n"
+                      ).diagnosis
+    assert (d.category, d.origin) == ("comm_error", "user")
+
+
+def test_nccl_system_error_stays_comm_error() -> None:
+    lines = _nccl("unhandled system error (run with NCCL_DEBUG=INFO for details)",
+                  "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error.")
+    assert _category(lines) == "comm_error"
