@@ -182,3 +182,28 @@ def test_nccl_system_error_stays_comm_error() -> None:
     lines = _nccl("unhandled system error (run with NCCL_DEBUG=INFO for details)",
                   "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error.")
     assert _category(lines) == "comm_error"
+
+
+def test_nccl_remote_error_after_a_rank_failed_of_its_own_code() -> None:
+    lines = [*_STEPS, *_tb(_SHAPE), *_tb("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/"
+                                         "c10d/NCCLUtils.hpp:275, remote process exited or there was a network error, "
+                                         "NCCL version 2.18.1"),
+             "ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely."]
+    assert _category(lines) == "semantic_error"
+
+
+def test_ib_completion_error_after_a_rank_could_not_find_its_file() -> None:
+    lines = [*_STEPS, *_tb(_MISSING),
+             "node02:4411:4502 [1] NCCL WARN NET/IB : Got completion from peer 10.0.0.3<44012> with error 12, "
+             "opcode 32753, len 0, vendor err 129 (Recv)",
+             *_tb("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, "
+                  "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.18.1")]
+    assert _category(lines) == "incorrect_input"
+
+
+def test_ib_completion_error_with_no_own_error_is_the_root() -> None:
+    lines = [*_STEPS, "node02:4411:4502 [1] NCCL WARN NET/IB : Got completion from peer 10.0.0.3<44012> with error 12, "
+             "opcode 32753, len 0, vendor err 129 (Recv)",
+             *_tb("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, "
+                  "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.18.1")]
+    assert _category(lines) == "comm_error"

@@ -55,17 +55,24 @@ def _store_closed(evidence: Sequence[str]) -> bool:
 _OWN_FAILURES = frozenset({"cpu_oom", "gpu_oom", "gpu_hardware", "cuda_error", "cuda_env_error", "storage_error", "crash",
                            "semantic_error", "incorrect_input", "checkpoint_error", "import_error", "syntax_error",
                            "permission_error", "model_diverged"})
-#: Rules of a peer lost mid-run, which say only that the other side went away: Gloo's pair
-#: "Connection closed by peer" (gloo/transport/tcp/pair.cc), NCCL's ncclRemoteError ("A call failed
-#: possibly due to a network error or a remote process exiting prematurely", nccl src/nccl.h.in
-#: ncclGetErrorString), Horovod's "Horovod has been shut down. This was caused by an exception on one
-#: of the ranks" (horovod/common/operations.cc).
-_LOST_PEER_RULES = frozenset({"gloo-connection-closed", "nccl-remote-error", "horovod-shut-down"})
+#: Rules of a peer lost mid-run or a transport that failed, which say only that the other side did
+#: not answer: Gloo's pair "Connection closed by peer" (gloo/transport/tcp/pair.cc), NCCL's
+#: ncclRemoteError ("remote process exited or there was a network error", nccl src/nccl.h.in) and
+#: ncclSystemError as torch's ProcessGroupNCCL C10D_NCCL_CHECK prints them ("NCCL error in: <file>,
+#: <reason>"), NCCL's socket and IB transport warnings (src/transport/net_socket.cc, net_ib.cc: "Got
+#: completion from peer ... with error 12" when the peer's queue pair is gone), its proxy's failed
+#: operation, a socket's ECONNRESET/EPIPE, c10d's store and rendezvous (TCPStore.cpp "Failed to recv,
+#: got 0 bytes", DistNetworkError, RendezvousClosedError: another node's agent closed it after its
+#: workers failed), Horovod's "Horovod has been shut down. This was caused by an exception on one of
+#: the ranks" (horovod/common/operations.cc), JAX's coordination service stopping. A process that died
+#: of its own error first leaves its peers with exactly these (README C1, O2).
+_LOST_PEER_RULES = frozenset({"gloo-connection-closed", "nccl-remote-error", "horovod-shut-down", "nccl-error-in",
+                              "nccl-error-short-form", "nccl-unhandled-system-error", "nccl-socket-failure",
+                              "nccl-ib-completion-error", "nccl-proxy-failed", "socket-connection-errors", "rendezvous",
+                              "jax-cluster-registration-failed"})
 #: torch's report that the communicator was aborted (ProcessGroupNCCL.cpp: "NCCL communicator was
-#: aborted on rank N", raised on the ranks whose watchdog aborted it after a peer failed) and the
-#: elastic agent's RendezvousClosedError (torch/distributed/elastic/rendezvous/api.py: another node's
-#: agent closed the rendezvous after its workers failed).
-_LOST_PEER = re.compile(r"NCCL communicator was aborted|RendezvousClosedError")
+#: aborted on rank N", raised on the ranks whose watchdog aborted it after a peer failed).
+_LOST_PEER = re.compile(r"NCCL communicator was aborted")
 
 
 def _waiting_rule(d: Diagnosis, rules: tuple[Rule, ...]) -> Rule | None:
@@ -76,8 +83,6 @@ def _waiting_rule(d: Diagnosis, rules: tuple[Rule, ...]) -> Rule | None:
         return None
     said = d.evidence[0] if d.evidence else ""
     if rule.id in _TIMEOUT_RULES or rule.id in _LOST_PEER_RULES or _LOST_PEER.search(said):
-        return rule
-    if rule.id == "rendezvous" and said and (_TIMED_OUT.search(said) or _store_closed(d.evidence)):
         return rule
     return None
 
