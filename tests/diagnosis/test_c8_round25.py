@@ -207,3 +207,13 @@ def test_ib_completion_error_with_no_own_error_is_the_root() -> None:
              *_tb("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, "
                   "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.18.1")]
     assert _category(lines) == "comm_error"
+
+
+def test_watchdog_abort_after_an_untagged_rank_failed_of_its_own_code() -> None:
+    # rank 1's traceback and rank 0's watchdog, as a launcher without per-rank prefixes prints them
+    abort = ["terminate called after throwing an instance of 'c10::DistBackendError'",
+             f"  what():  [PG 0 Rank 0] Process group watchdog thread terminated with exception: {_WATCHDOG}",
+             "Exception raised from checkTimeout at ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:618 "
+             "(most recent call first):", _VERDICT.replace("exitcode: 1", "exitcode: -6")]
+    lines = [*_STEPS, *_tb(_SHAPE), f"[E1104 08:15:02.123456 ProcessGroupNCCL.cpp:616] {_WATCHDOG}", *abort]
+    assert _category(lines) == "semantic_error"
