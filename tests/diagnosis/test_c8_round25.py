@@ -217,3 +217,19 @@ def test_watchdog_abort_after_an_untagged_rank_failed_of_its_own_code() -> None:
              "(most recent call first):", _VERDICT.replace("exitcode: 1", "exitcode: -6")]
     lines = [*_STEPS, *_tb(_SHAPE), f"[E1104 08:15:02.123456 ProcessGroupNCCL.cpp:616] {_WATCHDOG}", *abort]
     assert _category(lines) == "semantic_error"
+
+
+def test_watchdog_after_a_rank_raised_a_plain_python_error() -> None:
+    # a KeyError in the job's own code (a generic rule's) on one rank, the watchdog on another
+    lines = [*_STEPS, *_tb("KeyError: 'attention_mask'"), f"[E1104 08:15:02.123456 ProcessGroupNCCL.cpp:616] {_WATCHDOG}",
+             *_tb("torch.distributed.DistBackendError: " + _WATCHDOG[9:])]
+    assert _category(lines) == "semantic_error"
+
+
+def test_a_watchdog_abort_is_not_an_own_failure_of_the_waiting_rank() -> None:
+    # the waiting rank's own abort after its timeout reads as a crash: the timeout stays the answer
+    lines = [*_STEPS, f"[E1104 08:15:02.123456 ProcessGroupNCCL.cpp:616] {_WATCHDOG}",
+             "terminate called after throwing an instance of 'c10::DistBackendError'",
+             f"  what():  [PG 0 Rank 0] Process group watchdog thread terminated with exception: {_WATCHDOG}",
+             "Fatal Python error: Aborted"]
+    assert _category(lines) == "comm_error"

@@ -61,14 +61,16 @@ _OWN_FAILURES = frozenset({"cpu_oom", "gpu_oom", "gpu_hardware", "cuda_error", "
 #: ncclSystemError as torch's ProcessGroupNCCL C10D_NCCL_CHECK prints them ("NCCL error in: <file>,
 #: <reason>"), NCCL's socket and IB transport warnings (src/transport/net_socket.cc, net_ib.cc: "Got
 #: completion from peer ... with error 12" when the peer's queue pair is gone), its proxy's failed
-#: operation, a socket's ECONNRESET/EPIPE, c10d's store and rendezvous (TCPStore.cpp "Failed to recv,
+#: operation, c10d's store and rendezvous (TCPStore.cpp "Failed to recv,
 #: got 0 bytes", DistNetworkError, RendezvousClosedError: another node's agent closed it after its
 #: workers failed), Horovod's "Horovod has been shut down. This was caused by an exception on one of
 #: the ranks" (horovod/common/operations.cc), JAX's coordination service stopping. A process that died
-#: of its own error first leaves its peers with exactly these (README C1, O2).
+#: of its own error first leaves its peers with exactly these (README C1, O2). A bare socket errno
+#: (socket-connection-errors) is not among them: earlier.py reads it where a DataLoader worker that
+#: shared a tensor is gone.
 _LOST_PEER_RULES = frozenset({"gloo-connection-closed", "nccl-remote-error", "horovod-shut-down", "nccl-error-in",
                               "nccl-error-short-form", "nccl-unhandled-system-error", "nccl-socket-failure",
-                              "nccl-ib-completion-error", "nccl-proxy-failed", "socket-connection-errors", "rendezvous",
+                              "nccl-ib-completion-error", "nccl-proxy-failed", "rendezvous",
                               "jax-cluster-registration-failed"})
 #: torch's report that the communicator was aborted (ProcessGroupNCCL.cpp: "NCCL communicator was
 #: aborted on rank N", raised on the ranks whose watchdog aborted it after a peer failed).
@@ -111,11 +113,23 @@ def died_before_timeout(d: Diagnosis, lines: Sequence[str], floor: int, failures
 
 
 def _own_failure(line: str, rules: tuple[Rule, ...]) -> RuleMatch | None:
-    """The best specific rule match of a rank's own failure (:data:`_OWN_FAILURES`) on ``line``."""
+    """The best rule match on ``line`` when it is a rank's own failure (:data:`_OWN_FAILURES`): a
+    specific rule's, or a generic one's of the job's own code (:data:`_OWN_GENERIC`: a Python
+    exception such as ``KeyError`` or ``ValueError`` that ended the rank), and no communication
+    rule reads the line better."""
     found = [m for m in match_rules(ranks.strip_prefix(logs.normalize_line(line)), rules)
-             if m.rule.category in _OWN_FAILURES and not m.rule.generic and not m.rule.secondary
-             and not logs.is_weak(m.line)]
-    return max(found, key=lambda m: m.rule.priority) if found else None
+             if not m.rule.secondary and not logs.is_weak(m.line)]
+    best = max(found, key=lambda m: m.rule.priority) if found else None
+    if best is None or best.rule.category not in _OWN_FAILURES:
+        return None
+    return best if not best.rule.generic or best.rule.category in _OWN_GENERIC else None
+
+
+#: Categories of the generic rules (priority <= 45) that read a rank's own failure: an uncaught
+#: Python exception of the job's code (python-logic-exception, a DataLoader worker's re-raised
+#: error) or an import (README C4, C9). The generic crash, kill and signal rules are not: the abort
+#: of a waiting rank's watchdog and a launcher's exit line read as those.
+_OWN_GENERIC = frozenset({"semantic_error", "incorrect_input", "import_error"})
 
 
 def unattributed_timeout(d: Diagnosis) -> Diagnosis:
