@@ -233,3 +233,28 @@ def test_a_watchdog_abort_is_not_an_own_failure_of_the_waiting_rank() -> None:
              f"  what():  [PG 0 Rank 0] Process group watchdog thread terminated with exception: {_WATCHDOG}",
              "Fatal Python error: Aborted"]
     assert _category(lines) == "comm_error"
+
+
+def _client_tb(*exc: str) -> list[str]:
+    """The job's call of a server through a client library, failing in the library with ``exc``."""
+    return ["Scoring batch 3/40", "Traceback (most recent call last):", '  File "/home/u/proj/score.py", line 70, in <module>',
+            "    reply = client.chat.completions.create(**req)",
+            '  File "/opt/env/lib/python3.11/site-packages/openai/_base_client.py", line 1002, in request',
+            "    raise APIConnectionError(request=request) from err", *exc]
+
+
+def test_openai_client_connection_error_is_a_failed_transfer() -> None:
+    assert _answer(_client_tb("openai.APIConnectionError: Connection error.")) == ("comm_error", "client-connection-failed")
+
+
+def test_httpx_server_disconnected_is_a_failed_transfer() -> None:
+    exc = "httpx.RemoteProtocolError: Server disconnected without sending a response."
+    assert _answer(_client_tb(exc)) == ("comm_error", "client-connection-failed")
+
+
+def test_grpc_unavailable_is_a_failed_transfer() -> None:
+    exc = ["grpc._channel._InactiveRpcError: <_InactiveRpcError of RPC that terminated with:",
+           "\tstatus = StatusCode.UNAVAILABLE",
+           '\tdetails = "failed to connect to all addresses; last error: UNKNOWN: ipv4:10.1.2.3:50051: Connection refused"',
+           ">"]
+    assert _answer(_client_tb(*exc))[0] == "comm_error"
