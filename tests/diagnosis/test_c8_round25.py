@@ -258,3 +258,10 @@ def test_grpc_unavailable_is_a_failed_transfer() -> None:
            '\tdetails = "failed to connect to all addresses; last error: UNKNOWN: ipv4:10.1.2.3:50051: Connection refused"',
            ">"]
     assert _answer(_client_tb(*exc))[0] == "comm_error"
+
+
+def test_client_connection_error_after_the_server_process_failed_of_its_own_error() -> None:
+    # the job's own inference server dies of a plain Python error; the scoring client then loses it
+    lines = ["INFO: server listening on 0.0.0.0:8000", *_tb("ValueError: max_model_len (32768) is larger than the model"),
+             *_client_tb("openai.APIConnectionError: Connection error.")]
+    assert _category(lines) == "semantic_error"

@@ -64,14 +64,16 @@ _OWN_FAILURES = frozenset({"cpu_oom", "gpu_oom", "gpu_hardware", "cuda_error", "
 #: operation, c10d's store and rendezvous (TCPStore.cpp "Failed to recv,
 #: got 0 bytes", DistNetworkError, RendezvousClosedError: another node's agent closed it after its
 #: workers failed), Horovod's "Horovod has been shut down. This was caused by an exception on one of
-#: the ranks" (horovod/common/operations.cc), JAX's coordination service stopping. A process that died
+#: the ranks" (horovod/common/operations.cc), JAX's coordination service stopping, a client that lost
+#: its server (gRPC's UNAVAILABLE, httpx's or openai's connection error: a server the job started
+#: itself, an inference engine, dies of its own error first). A process that died
 #: of its own error first leaves its peers with exactly these (README C1, O2). A bare socket errno
 #: (socket-connection-errors) is not among them: earlier.py reads it where a DataLoader worker that
 #: shared a tensor is gone.
 _LOST_PEER_RULES = frozenset({"gloo-connection-closed", "nccl-remote-error", "horovod-shut-down", "nccl-error-in",
                               "nccl-error-short-form", "nccl-unhandled-system-error", "nccl-socket-failure",
                               "nccl-ib-completion-error", "nccl-proxy-failed", "rendezvous",
-                              "jax-cluster-registration-failed"})
+                              "jax-cluster-registration-failed", "client-connection-failed"})
 #: torch's report that the communicator was aborted (ProcessGroupNCCL.cpp: "NCCL communicator was
 #: aborted on rank N", raised on the ranks whose watchdog aborted it after a peer failed).
 _LOST_PEER = re.compile(r"NCCL communicator was aborted")
