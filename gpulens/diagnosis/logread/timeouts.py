@@ -106,12 +106,18 @@ def died_before_timeout(d: Diagnosis, lines: Sequence[str], floor: int, failures
     first = next((i for i in failures if i >= floor and rule.pattern.search(logs.normalize_line(lines[i]))), None)
     if first is None:
         return d
-    own = {i: m for i in failures if floor <= i < first and (m := _own_failure(lines[i], rules)) is not None}
+    before = [i for i in failures if floor <= i < first][-_OWN_READ:]
+    own = {i: m for i in before if (m := _own_failure(lines[i], rules)) is not None}
     if not own:
         return d
     cause = own[split_runs(lines, sorted(own), floor)[-1][0]]
     return cause_of(d, cause, f"a process failed first of its own error ({cause.rule.id}); the other ranks' "
                                "timeout or lost connection waiting for it is its aftermath")
+
+
+#: Failure lines read above the first timeout or lost-peer line (the nearest ones: a log of many
+#: ranks repeats each rank's traceback).
+_OWN_READ = 400
 
 
 def _own_failure(line: str, rules: tuple[Rule, ...]) -> RuleMatch | None:
