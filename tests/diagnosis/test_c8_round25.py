@@ -265,3 +265,9 @@ def test_client_connection_error_after_the_server_process_failed_of_its_own_erro
     lines = ["INFO: server listening on 0.0.0.0:8000", *_tb("ValueError: max_model_len (32768) is larger than the model"),
              *_client_tb("openai.APIConnectionError: Connection error.")]
     assert _category(lines) == "semantic_error"
+
+
+def test_datasets_hub_miss_that_does_not_say_why_is_not_a_failed_transfer() -> None:
+    # datasets' "(LocalEntryNotFoundError)": offline mode or a failed call, the line does not tell
+    exc = "ConnectionError: Couldn't reach 'someorg/some_corpus' on the Hub (LocalEntryNotFoundError)"
+    assert _answer(_load_tb(exc))[1] != "http-transfer-failed"
