@@ -271,3 +271,33 @@ def test_datasets_hub_miss_that_does_not_say_why_is_not_a_failed_transfer() -> N
     # datasets' "(LocalEntryNotFoundError)": offline mode or a failed call, the line does not tell
     exc = "ConnectionError: Couldn't reach 'someorg/some_corpus' on the Hub (LocalEntryNotFoundError)"
     assert _answer(_load_tb(exc))[1] != "http-transfer-failed"
+
+
+# -- README O2: a peer gone with nothing else in the log names no cause; NCCL's transport errors do
+
+def _origin(lines: list[str]) -> tuple[str, str]:
+    d = diagnose_text("\n".join(lines) + "\n").diagnosis
+    return d.category, d.origin
+
+
+def test_gloo_lost_peer_alone_has_no_known_origin() -> None:
+    assert _origin([*_STEPS, *_tb(_GLOO_CLOSED)]) == ("comm_error", "unknown")
+
+
+def test_nccl_remote_error_alone_has_no_known_origin() -> None:
+    lines = _nccl("remote process exited or there was a network error",
+                  "ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely.")
+    assert _origin(lines) == ("comm_error", "unknown")
+
+
+def test_rendezvous_closed_alone_has_no_known_origin() -> None:
+    lines = [*_STEPS, "Traceback (most recent call last):", '  File "/opt/env/bin/torchrun", line 8, in <module>', _CLOSED]
+    assert _origin(lines) == ("comm_error", "unknown")
+
+
+def test_nccl_ib_completion_error_is_the_transport() -> None:
+    lines = _nccl("remote process exited or there was a network error",
+                  "ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely.",
+                  "Last error:", "NET/IB : Got completion from peer 10.0.0.3<44012> with error 12, opcode 32753, len 0, "
+                  "vendor err 129 (Recv)")
+    assert _origin(lines) == ("comm_error", "infrastructure")

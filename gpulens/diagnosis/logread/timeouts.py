@@ -141,16 +141,27 @@ _OWN_GENERIC = frozenset({"semantic_error", "incorrect_input", "import_error"})
 
 
 def unattributed_timeout(d: Diagnosis) -> Diagnosis:
-    """Origin ``unknown`` for a communication failure that is only a timeout (no other cause was
-    found in the log): a peer that did not arrive in time says nothing of why (a rank still busy
-    with its own work, a hang, a misconfigured launch, the network)."""
+    """Origin ``unknown`` for a communication failure that is only a timeout or a peer gone (no
+    other cause was found in the log): a peer that did not arrive in time, or closed the connection,
+    says nothing of why (a rank still busy with its own work or dead of its own error elsewhere, a
+    hang, a misconfigured launch, the network: README O2)."""
     if d.category != "comm_error" or d.origin == "unknown":
         return d
-    if d.rule_id not in _TIMEOUT_RULES and not (d.rule_id == "rendezvous" and d.evidence
-                                                 and (_TIMED_OUT.search(d.evidence[0]) or _store_closed(d.evidence))):
+    said = d.evidence[0] if d.evidence else ""
+    timed_out = d.rule_id in _TIMEOUT_RULES or (d.rule_id == "rendezvous" and said
+                                                 and (_TIMED_OUT.search(said) or _store_closed(d.evidence)))
+    if not timed_out and not (d.rule_id in _LOST_PEER_RULES and _PEER_GONE.search(said)):
         return d
-    why = "a timeout waiting for a peer, or a store whose host went away, names no cause"
+    why = "a timeout waiting for a peer, or a peer or store host that went away, names no cause"
     return reorigin(d, "unknown", why)
+
+
+#: The lost-peer messages that name no transport failure (README O2): Gloo's "Connection closed by
+#: peer", NCCL's ncclRemoteError ("remote process exited or there was a network error": either),
+#: the elastic agent's RendezvousClosedError, an aborted communicator. NCCL's own transport errors
+#: (NET/IB "Got completion ... with error", NET/Socket connect failures) do name one: infrastructure.
+_PEER_GONE = re.compile(r"Connection closed by peer|remote process exited or there was a network error|ncclRemoteError"
+                        r"|RendezvousClosedError|NCCL communicator was aborted")
 
 
 #: A Hugging Face datasets progress bar (its tqdm unit is " examples": "Generating train split: 7
