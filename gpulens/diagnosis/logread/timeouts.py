@@ -16,7 +16,8 @@ from gpulens.diagnosis.logread.answers import (
     reorigin,
 )
 from gpulens.diagnosis.logread.bars import bar_updates
-from gpulens.diagnosis.rules import Rule, match_rules
+from gpulens.diagnosis.logread.runs import split_runs
+from gpulens.diagnosis.rules import Rule, RuleMatch, match_rules
 from gpulens.diagnosis.types import Diagnosis
 
 __all__ = ["died_before_timeout", "preparing_data", "unattributed_timeout"]
@@ -47,46 +48,120 @@ def _store_closed(evidence: Sequence[str]) -> bool:
     return _STORE_GONE.search(evidence[0]) is not None and any(_CLOSED_BY_HOST.search(e) for e in evidence)
 
 
-#: Categories of a process's death that leave its peers waiting at their next collective until
-#: it times out: the timeout is that death's aftermath.
-_DIES_OF = frozenset({"cpu_oom", "gpu_oom", "gpu_hardware", "cuda_error", "storage_error", "crash"})
+#: Categories of a rank's own failure (README C1): every category but a communication failure
+#: (the waiting itself), a stop from outside (kills.py reads those) and no answer. A process that
+#: died of one leaves its peers waiting at their next collective until it times out, or sees them
+#: lose the connection to it: the timeout or the lost peer is that failure's aftermath.
+_OWN_FAILURES = frozenset({"cpu_oom", "gpu_oom", "gpu_hardware", "cuda_error", "cuda_env_error", "storage_error", "crash",
+                           "semantic_error", "incorrect_input", "checkpoint_error", "import_error", "syntax_error",
+                           "permission_error", "model_diverged"})
+#: Rules of a peer lost mid-run or a transport that failed, which say only that the other side did
+#: not answer: Gloo's pair "Connection closed by peer" (gloo/transport/tcp/pair.cc), NCCL's
+#: ncclRemoteError ("remote process exited or there was a network error", nccl src/nccl.h.in) and
+#: ncclSystemError as torch's ProcessGroupNCCL C10D_NCCL_CHECK prints them ("NCCL error in: <file>,
+#: <reason>"), NCCL's socket and IB transport warnings (src/transport/net_socket.cc, net_ib.cc: "Got
+#: completion from peer ... with error 12" when the peer's queue pair is gone), its proxy's failed
+#: operation, c10d's store and rendezvous (TCPStore.cpp "Failed to recv,
+#: got 0 bytes", DistNetworkError, RendezvousClosedError: another node's agent closed it after its
+#: workers failed), Horovod's "Horovod has been shut down. This was caused by an exception on one of
+#: the ranks" (horovod/common/operations.cc), JAX's coordination service stopping, a client that lost
+#: its server (gRPC's UNAVAILABLE, httpx's or openai's connection error: a server the job started
+#: itself, an inference engine, dies of its own error first). A process that died
+#: of its own error first leaves its peers with exactly these (README C1, O2). A bare socket errno
+#: (socket-connection-errors) is not among them: earlier.py reads it where a DataLoader worker that
+#: shared a tensor is gone.
+_LOST_PEER_RULES = frozenset({"gloo-connection-closed", "nccl-remote-error", "horovod-shut-down", "nccl-error-in",
+                              "nccl-error-short-form", "nccl-unhandled-system-error", "nccl-socket-failure",
+                              "nccl-ib-completion-error", "nccl-proxy-failed", "rendezvous",
+                              "jax-cluster-registration-failed", "client-connection-failed"})
+#: torch's report that the communicator was aborted (ProcessGroupNCCL.cpp: "NCCL communicator was
+#: aborted on rank N", raised on the ranks whose watchdog aborted it after a peer failed).
+_LOST_PEER = re.compile(r"NCCL communicator was aborted")
+
+
+def _waiting_rule(d: Diagnosis, rules: tuple[Rule, ...]) -> Rule | None:
+    """The rule of ``d`` when its evidence is a wait that timed out or a peer that went away
+    (README O2), else None."""
+    rule = next((r for r in rules if r.id == d.rule_id), None)
+    if rule is None or rule.category != "comm_error":
+        return None
+    said = d.evidence[0] if d.evidence else ""
+    if rule.id in _TIMEOUT_RULES or rule.id in _LOST_PEER_RULES or _LOST_PEER.search(said):
+        return rule
+    return None
 
 
 def died_before_timeout(d: Diagnosis, lines: Sequence[str], floor: int, failures: Sequence[int],
                         rules: tuple[Rule, ...]) -> Diagnosis:
-    """For a collective timeout (``d`` from a rule of :data:`_TIMEOUT_RULES`), the failure that
-    ended a process before the first timeout line, among the attempt's terminal failure lines
-    (``failures``, from ``floor``): the kernel's or the scheduler's OOM kill of one task, a rank's
-    CUDA out-of-memory or a crash. The ranks that time out waited for that process at their next
-    collective (NCCL's watchdog fires minutes after its peer died), so the timeout says nothing
-    of its own; else ``d``."""
-    rule = next((r for r in rules if r.id == d.rule_id), None) if d.rule_id in _TIMEOUT_RULES else None
+    """For a collective or store timeout or a lost peer (``d``, :func:`_waiting_rule`), the rank's
+    own failure printed before the first such line, among the attempt's terminal failure lines
+    (``failures``, from ``floor``): an OOM kill, a CUDA out-of-memory, a crash, a shape error, a
+    missing file (README C1, O1: the root error decides). The ranks that time out waited for that
+    process at their next collective (NCCL's watchdog fires Timeout(ms) after its peer died), so
+    the timeout says nothing of its own. Of several such failures, the first of the last run that
+    printed them (a launcher's verdict between two ends a run, :func:`runs.split_runs`); else ``d``."""
+    rule = _waiting_rule(d, rules)
     if rule is None:
         return d
     first = next((i for i in failures if i >= floor and rule.pattern.search(logs.normalize_line(lines[i]))), None)
     if first is None:
         return d
-    before = [ranks.strip_prefix(logs.normalize_line(lines[i])) for i in failures if floor <= i < first]
-    root = [m for m in match_rules("\n".join(before), rules)
-            if m.rule.category in _DIES_OF and not m.rule.generic and not logs.is_weak(m.line)]
-    if not root:
+    before = [i for i in failures if floor <= i < first][-_OWN_READ:]
+    own = {i: m for i in before if (m := _own_failure(lines[i], rules)) is not None}
+    if not own:
         return d
-    cause = min(root, key=lambda m: m.position)
-    return cause_of(d, cause, f"a process died first ({cause.rule.id}); the collective timeout of the ranks "
-                               "that waited for it is its aftermath")
+    cause = own[split_runs(lines, sorted(own), floor)[-1][0]]
+    return cause_of(d, cause, f"a process failed first of its own error ({cause.rule.id}); the other ranks' "
+                               "timeout or lost connection waiting for it is its aftermath")
+
+
+#: Failure lines read above the first timeout or lost-peer line (the nearest ones: a log of many
+#: ranks repeats each rank's traceback).
+_OWN_READ = 400
+
+
+def _own_failure(line: str, rules: tuple[Rule, ...]) -> RuleMatch | None:
+    """The best rule match on ``line`` when it is a rank's own failure (:data:`_OWN_FAILURES`): a
+    specific rule's, or a generic one's of the job's own code (:data:`_OWN_GENERIC`: a Python
+    exception such as ``KeyError`` or ``ValueError`` that ended the rank), and no communication
+    rule reads the line better."""
+    found = [m for m in match_rules(ranks.strip_prefix(logs.normalize_line(line)), rules)
+             if not m.rule.secondary and not logs.is_weak(m.line)]
+    best = max(found, key=lambda m: m.rule.priority) if found else None
+    if best is None or best.rule.category not in _OWN_FAILURES:
+        return None
+    return best if not best.rule.generic or best.rule.category in _OWN_GENERIC else None
+
+
+#: Categories of the generic rules (priority <= 45) that read a rank's own failure: an uncaught
+#: Python exception of the job's code (python-logic-exception, a DataLoader worker's re-raised
+#: error) or an import (README C4, C9). The generic crash, kill and signal rules are not: the abort
+#: of a waiting rank's watchdog and a launcher's exit line read as those.
+_OWN_GENERIC = frozenset({"semantic_error", "incorrect_input", "import_error"})
 
 
 def unattributed_timeout(d: Diagnosis) -> Diagnosis:
-    """Origin ``unknown`` for a communication failure that is only a timeout (no other cause was
-    found in the log): a peer that did not arrive in time says nothing of why (a rank still busy
-    with its own work, a hang, a misconfigured launch, the network)."""
+    """Origin ``unknown`` for a communication failure that is only a timeout or a peer gone (no
+    other cause was found in the log): a peer that did not arrive in time, or closed the connection,
+    says nothing of why (a rank still busy with its own work or dead of its own error elsewhere, a
+    hang, a misconfigured launch, the network: README O2)."""
     if d.category != "comm_error" or d.origin == "unknown":
         return d
-    if d.rule_id not in _TIMEOUT_RULES and not (d.rule_id == "rendezvous" and d.evidence
-                                                 and (_TIMED_OUT.search(d.evidence[0]) or _store_closed(d.evidence))):
+    said = d.evidence[0] if d.evidence else ""
+    timed_out = d.rule_id in _TIMEOUT_RULES or (d.rule_id == "rendezvous" and said
+                                                 and (_TIMED_OUT.search(said) or _store_closed(d.evidence)))
+    if not timed_out and not (d.rule_id in _LOST_PEER_RULES and _PEER_GONE.search(said)):
         return d
-    why = "a timeout waiting for a peer, or a store whose host went away, names no cause"
+    why = "a timeout waiting for a peer, or a peer or store host that went away, names no cause"
     return reorigin(d, "unknown", why)
+
+
+#: The lost-peer messages that name no transport failure (README O2): Gloo's "Connection closed by
+#: peer", NCCL's ncclRemoteError ("remote process exited or there was a network error": either),
+#: the elastic agent's RendezvousClosedError, an aborted communicator. NCCL's own transport errors
+#: (NET/IB "Got completion ... with error", NET/Socket connect failures) do name one: infrastructure.
+_PEER_GONE = re.compile(r"Connection closed by peer|remote process exited or there was a network error|ncclRemoteError"
+                        r"|RendezvousClosedError|NCCL communicator was aborted")
 
 
 #: A Hugging Face datasets progress bar (its tqdm unit is " examples": "Generating train split: 7
