@@ -30,7 +30,7 @@ from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread.raisedin import frames_above
 from gpulens.diagnosis.types import Diagnosis
 
-__all__ = ["CONFIG", "DATA", "FILE_RULES", "MODEL", "file_kind", "kind_of_frames", "kind_of_path"]
+__all__ = ["CONFIG", "DATA", "FILE_RULES", "MODEL", "WRITE_RULES", "file_kind", "kind_of_frames", "kind_of_path"]
 
 MODEL = "model"
 DATA = "data"
@@ -45,8 +45,12 @@ _ORIGIN = {MODEL: "user", DATA: "data", CONFIG: "user"}
 FILE_RULES = frozenset({
     "checkpoint-file-missing", "model-state-file-missing", "checkpoint-load-path", "data-file-not-found",
     "data-folder-missing", "data-file-missing", "config-file-missing", "corrupt-checkpoint", "zip-central-directory",
-    "invalid-load-key", "hf-hub-repo-id-invalid", "tf-file-not-found", "torch-save-missing-dir",
+    "invalid-load-key", "hf-hub-repo-id-invalid", "tf-file-not-found",
 })
+#: Rules that read a write into a folder that does not exist (Python's open() for writing, torch.save's
+#: "Parent directory ... does not exist."): README C3, saving model state is checkpoint_error, writing anything
+#: else (a plot, a table, predictions) semantic_error; the input data is not at fault whatever the name.
+WRITE_RULES = frozenset({"output-dir-missing", "torch-save-missing-dir"})
 
 #: Libraries that own model state: (file part, functions or None for any). transformers modeling_utils.py
 #: PreTrainedModel.from_pretrained / save_pretrained / load_state_dict; configuration_utils.py
@@ -161,34 +165,37 @@ def kind_of_frames(frames: Sequence[tuple[str, str]]) -> str | None:
 
 #: Names of model state, as a file: weight suffixes (PyTorch .pt/.pth/.ckpt/.bin weights, safetensors, GGUF, Paddle
 #: .pdparams, Caffe .caffemodel) and the Hugging Face model folder's files (pytorch_model*.bin, model*.safetensors,
-#: adapter_model / adapter_config, tokenizer*, special_tokens_map.json, generation_config.json, trainer_state.json);
-#: as a folder: a checkpoint folder (transformers' Trainer checkpoint-N, checkpoints/, ckpt/).
+#: adapter_model / adapter_config, tokenizer*, special_tokens_map.json, generation_config.json, trainer_state.json;
+#: a tokenizer's vocab.txt / vocab.json / merges.txt, sentencepiece's spiece.model); as a folder: a checkpoint
+#: folder (transformers' Trainer checkpoint-N, checkpoints/, ckpt/), pretrained/ or weights/.
 _MODEL_FILE = re.compile(
     r"\.(?:pt|pth|ckpt|safetensors|gguf|pdparams|caffemodel|bin)$|^(?:pytorch_model|tf_model|adapter_model"
-    r"|adapter_config|tokenizer(?:_config)?|special_tokens_map|generation_config|trainer_state)\b", re.I)
-_MODEL_FOLDER = re.compile(r"^(?:checkpoints?|ckpts?|checkpoint-\d+)$", re.I)
+    r"|adapter_config|tokenizer(?:_config)?|special_tokens_map|generation_config|trainer_state)\b"
+    r"|^(?:vocab\.(?:txt|json)|merges\.txt|spiece\.model|sentencepiece\.bpe\.model)$", re.I)
+_MODEL_FOLDER = re.compile(r"^(?:checkpoints?|ckpts?|checkpoint-\d+|pretrained(?:_models?)?|weights)$", re.I)
 #: Names of input data, as a file: record files (JSON Lines, CSV/TSV, Parquet, Arrow, TFRecord), media (images,
-#: audio, video), array files of records (.npy, .npz, .h5), a split's file (train.json, test-00000-of-00001);
-#: as a folder: a split's or a data set's folder (train/, val/, test/, data/, datasets/, images/, annotations/).
+#: audio, video), array files of records (.npy, .npz; not .h5: Keras' weights as often), a split's file
+#: (train.json, test-00000-of-00001.parquet); as a folder: a split's or a data set's folder (train/, val/, test/,
+#: data/, datasets/, images/, annotations/).
 _DATA_FILE = re.compile(
-    r"\.(?:jsonl|csv|tsv|parquet|arrow|tfrecords?|jpe?g|png|bmp|tiff?|wav|flac|mp3|mp4|avi|npy|npz|h5|hdf5)$"
+    r"\.(?:jsonl|csv|tsv|parquet|arrow|tfrecords?|jpe?g|png|bmp|tiff?|wav|flac|mp3|mp4|avi|npy|npz)$"
     r"|^(?:train|val|valid|validation|test)(?:[-_.][\w.-]*)?$", re.I)
 _DATA_FOLDER = re.compile(r"^(?:train|val|valid|validation|test|data|datasets?|images|annotations?)$", re.I)
-#: Names of the job's own configuration: YAML, TOML, INI, CFG, a DeepSpeed JSON (ds_*.json, zero*.json).
-_CONFIG_FILE = re.compile(r"\.(?:ya?ml|toml|ini|cfg)$|^(?:ds_|deepspeed|zero)[\w.-]*\.json$", re.I)
-
+#: Names of the job's own program and configuration: a Python file, YAML, TOML, INI, CFG, a DeepSpeed JSON
+#: (ds_*.json, zero*.json).
+_CONFIG_FILE = re.compile(r"\.(?:py|ya?ml|toml|ini|cfg)$|^(?:ds_|deepspeed|zero)[\w.-]*\.json$", re.I)
 
 def kind_of_path(path: str) -> str | None:
     """The kind the path's names give: the last name read as a file (a path that ends in "/" names a folder)
-    when it speaks, else the folders' names (a mount named /data above a model folder says nothing then); None
+    when it speaks, else every name read as a folder's (a mount named /data above a model folder says nothing then); None
     when none speaks or two kinds do."""
     names = [p for p in re.split(r"[/\\]", path) if p not in ("", ".", "..")]
-    folders, last = (names, "") if path.endswith(("/", "\\")) else (names[:-1], names[-1] if names else "")
+    last = "" if path.endswith(("/", "\\")) or not names else names[-1]
     kinds = {kind for kind, pattern in ((MODEL, _MODEL_FILE), (DATA, _DATA_FILE), (CONFIG, _CONFIG_FILE))
              if last and pattern.search(last)}
-    if not kinds:
+    if not kinds:  # a last name that is no file's may be a folder's too (torch.save's "Parent directory ...")
         kinds = {kind for kind, pattern in ((MODEL, _MODEL_FOLDER), (DATA, _DATA_FOLDER))
-                 if any(pattern.search(name) for name in folders)}
+                 if any(pattern.search(name) for name in names)}
     return kinds.pop() if len(kinds) == 1 else None
 
 
@@ -213,7 +220,7 @@ _CONFIDENCE = 0.75
 
 def file_kind(d: Diagnosis, lines: Sequence[str], floor: int, start: int) -> Diagnosis:
     """The category of what the file is (module doc) for an answer of :data:`FILE_RULES`; else ``d``."""
-    if d.rule_id not in FILE_RULES or not d.evidence:
+    if d.rule_id not in FILE_RULES | WRITE_RULES or not d.evidence:
         return d
     key = d.evidence[0].strip()[:120]
     at = next((i for i in find_keys(lines, (key[:60],), max(floor, start - _SPAN)) if key in lines[i]), None)
@@ -223,6 +230,8 @@ def file_kind(d: Diagnosis, lines: Sequence[str], floor: int, start: int) -> Dia
     if by_frames is not None and by_path is not None and by_frames != by_path:
         return d
     kind = by_frames or by_path
+    if kind is not None and d.rule_id in WRITE_RULES and kind != MODEL:
+        kind = CONFIG  # C3: a write of anything but model state is the job's own (semantic_error)
     if kind is None or _CATEGORY[kind] == d.category:
         return d
     return _as_kind(d, kind, path, "frames" if by_frames else "path")

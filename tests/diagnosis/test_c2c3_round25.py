@@ -1,0 +1,108 @@
+"""Reader round 25, C2/C3: a file the job cannot read or write is decided by what the file is (README C2, C3),
+read from the traceback's frames (CPython's ``File "<path>", line N, in <function>``) and the path the message
+names. Excerpts written by hand in the formats of CPython, transformers, datasets, huggingface_hub and torch."""
+
+from __future__ import annotations
+
+from gpulens.diagnosis.logread.filekind import CONFIG, DATA, MODEL, kind_of_frames, kind_of_path
+from gpulens.diagnosis.logread.whole import diagnose_text
+
+_SITE = "/opt/env/lib/python3.11/site-packages"
+
+
+def _tb(frames: list[tuple[str, str, str]], error: str) -> list[str]:
+    lines = ["Traceback (most recent call last):"]
+    for n, (file, func, code) in enumerate(frames):
+        lines += [f'  File "{file}", line {10 + n}, in {func}', f"    {code}"]
+    return [*lines, error]
+
+
+def _category(lines: list[str]) -> str:
+    return diagnose_text("\n".join(["loading ...", *lines]) + "\n").diagnosis.category
+
+
+def test_frames_innermost_strong_owner_decides() -> None:
+    # numpy's reader inside timm's pretrained loader reads weights; torch.load inside a DataLoader's fetch a sample
+    assert kind_of_frames([("train.py", "<module>"), (f"{_SITE}/timm/models/_builder.py", "load_pretrained"),
+                           (f"{_SITE}/numpy/lib/npyio.py", "load")]) == MODEL
+    assert kind_of_frames([("train.py", "<module>"), (f"{_SITE}/torch/utils/data/_utils/fetch.py", "fetch"),
+                           ("/home/u/ds.py", "__getitem__"), (f"{_SITE}/torch/serialization.py", "load")]) == DATA
+    assert kind_of_frames([("train.py", "main"), (f"{_SITE}/omegaconf/omegaconf.py", "load")]) == CONFIG
+    # torch.save's side says nothing (a tensor of outputs is saved the same way as a model)
+    assert kind_of_frames([("train.py", "main"), (f"{_SITE}/torch/serialization.py", "save")]) is None
+    assert kind_of_frames([("train.py", "main")]) is None
+
+
+def test_path_names_decide_only_when_one_kind_speaks() -> None:
+    assert kind_of_path("/scratch/ckpt_runs/data/train.jsonl") == DATA
+    assert kind_of_path("/data/models/llama/pytorch_model-00001-of-00002.bin") == MODEL
+    assert kind_of_path("/work/u/run3/checkpoint-1500/") == MODEL
+    assert kind_of_path("configs/sweep/base.yaml") == CONFIG
+    assert kind_of_path("data/processed/train.pt") is None  # a split's name with a weight suffix
+    assert kind_of_path("outputs/run3/results") is None
+
+
+def test_a_data_file_under_a_checkpoint_named_folder_is_input_data() -> None:
+    path = "/scratch/u/ckpt_stage2/corpus/train.jsonl"
+    lines = _tb([("sft.py", "<module>", "ds = load_dataset('json', data_files=args.data)"),
+                 (f"{_SITE}/datasets/load.py", "load_dataset", "builder = load_dataset_builder(...)"),
+                 (f"{_SITE}/datasets/data_files.py", "resolve_pattern", "raise FileNotFoundError(error_msg)")],
+                f"FileNotFoundError: [Errno 2] No such file or directory: '{path}'")
+    assert _category(lines) == "incorrect_input"
+
+
+def test_a_model_folder_missing_under_from_pretrained_is_model_state() -> None:
+    lines = _tb([("finetune.py", "<module>", "model = AutoModel.from_pretrained(args.base)"),
+                 (f"{_SITE}/transformers/models/auto/auto_factory.py", "from_pretrained", "return cls.from_pretrained("),
+                 (f"{_SITE}/transformers/modeling_utils.py", "from_pretrained", "names = os.listdir(folder)")],
+                "FileNotFoundError: [Errno 2] No such file or directory: '/lustre/u/base-llm-13b/'")
+    assert _category(lines) == "checkpoint_error"
+
+
+def test_a_tokenizer_vocab_missing_is_model_state() -> None:
+    lines = _tb([("eval.py", "<module>", "tok = BertTokenizer.from_pretrained(args.model_dir)"),
+                 (f"{_SITE}/transformers/tokenization_utils_base.py", "from_pretrained", "return cls._from_pretrained("),
+                 (f"{_SITE}/transformers/models/bert/tokenization_bert.py", "load_vocab", "with open(vocab_file) as r:")],
+                "FileNotFoundError: [Errno 2] No such file or directory: '/lustre/u/bert-zh/vocab.txt'")
+    assert _category(lines) == "checkpoint_error"
+
+
+def test_a_repo_id_refused_while_loading_a_data_set_is_input_data() -> None:
+    lines = _tb([("prep.py", "<module>", "ds = load_dataset(args.dataset_dir)"),
+                 (f"{_SITE}/datasets/load.py", "dataset_module_factory", "hf_api.dataset_info(path)"),
+                 (f"{_SITE}/huggingface_hub/utils/_validators.py", "validate_repo_id", "raise HFValidationError(")],
+                "huggingface_hub.errors.HFValidationError: Repo id must be in the form 'repo_name' or "
+                "'namespace/repo_name': '/scratch/u/corpora/wiki_zh'. Use `repo_type` argument if needed.")
+    assert _category(lines) == "incorrect_input"
+
+
+def test_torch_save_into_a_missing_checkpoint_folder_is_checkpoint_error() -> None:
+    lines = _tb([("train.py", "<module>", "torch.save(payload, out_path)"),
+                 (f"{_SITE}/torch/serialization.py", "save", "with _open_zipfile_writer(f) as opened_zipfile:"),
+                 (f"{_SITE}/torch/serialization.py", "__init__", "super().__init__(torch._C.PyTorchFileWriter(name))")],
+                "RuntimeError: Parent directory runs/exp4/checkpoints does not exist.")
+    assert _category(lines) == "checkpoint_error"
+
+
+def test_a_write_of_model_weights_into_a_missing_folder_is_checkpoint_error() -> None:
+    lines = _tb([("train.py", "<module>", "export(model, args.out)"),
+                 ("/home/u/proj/export.py", "export", "with open(path, 'wb') as fh:")],
+                "FileNotFoundError: [Errno 2] No such file or directory: 'exports/run2/model_final.safetensors'")
+    assert _category(lines) == "checkpoint_error"
+
+
+def test_a_plot_or_table_write_stays_the_jobs_own_error() -> None:
+    plot = _tb([("train.py", "<module>", "plt.savefig('figs/run2/loss.png')"),
+                (f"{_SITE}/PIL/Image.py", "save", "fp = builtins.open(filename, \"w+b\")")],
+               "FileNotFoundError: [Errno 2] No such file or directory: 'figs/run2/loss.png'")
+    assert _category(plot) == "semantic_error"
+
+
+def test_frames_and_path_that_disagree_keep_the_answer() -> None:
+    # torch.load of a feature file inside a Dataset run by a DataLoader: the frames say data, the name a weight file
+    lines = _tb([("train.py", "<module>", "for batch in loader:"),
+                 (f"{_SITE}/torch/utils/data/_utils/fetch.py", "fetch", "data = [self.dataset[idx] for idx in idx]"),
+                 ("/home/u/proj/ds.py", "__getitem__", "feat = torch.load(self.paths[i])"),
+                 (f"{_SITE}/torch/serialization.py", "load", "with _open_file_like(f, 'rb') as opened_file:")],
+                "FileNotFoundError: [Errno 2] No such file or directory: '/scratch/u/feats/clip_000123.pt'")
+    assert _category(lines) == "checkpoint_error"
