@@ -106,3 +106,24 @@ def test_frames_and_path_that_disagree_keep_the_answer() -> None:
                  (f"{_SITE}/torch/serialization.py", "load", "with _open_file_like(f, 'rb') as opened_file:")],
                 "FileNotFoundError: [Errno 2] No such file or directory: '/scratch/u/feats/clip_000123.pt'")
     assert _category(lines) == "checkpoint_error"
+
+
+def test_a_sharded_checkpoint_index_missing_is_model_state() -> None:
+    lines = _tb([("serve.py", "<module>", "model = AutoModelForCausalLM.from_pretrained(path)"),
+                 (f"{_SITE}/transformers/modeling_utils.py", "from_pretrained", "with open(index_file) as f:")],
+                "FileNotFoundError: [Errno 2] No such file or directory: "
+                "'/lustre/u/llm-70b/model.safetensors.index.json'")
+    got = diagnose_text("\n".join(["loading ...", *lines]) + "\n").diagnosis
+    assert (got.category, got.origin) == ("checkpoint_error", "user")
+
+
+def test_a_hub_cache_miss_offline_while_loading_a_data_set_is_input_data() -> None:
+    # README C8: a cache miss with the network switched off is the file's category by C2
+    lines = _tb([("prep.py", "<module>", "ds = load_dataset('some-org/some-corpus')"),
+                 (f"{_SITE}/datasets/load.py", "load_dataset", "builder_instance = load_dataset_builder("),
+                 (f"{_SITE}/huggingface_hub/file_download.py", "hf_hub_download", "raise LocalEntryNotFoundError(")],
+                "huggingface_hub.errors.LocalEntryNotFoundError: Cannot find the requested files in the disk cache "
+                "and outgoing traffic has been disabled. To enable hf.co look-ups and downloads online, set "
+                "'local_files_only' to False.")
+    got = diagnose_text("\n".join(["loading ...", *lines]) + "\n").diagnosis
+    assert (got.category, got.origin) == ("incorrect_input", "data")

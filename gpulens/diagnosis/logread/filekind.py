@@ -39,13 +39,15 @@ _CATEGORY = {MODEL: "checkpoint_error", DATA: "incorrect_input", CONFIG: "semant
 #: README C5: a missing checkpoint, weight or tokenizer is the job's (user); a missing input at the location the
 #: configuration names is the data's; the job's own configuration is the user's.
 _ORIGIN = {MODEL: "user", DATA: "data", CONFIG: "user"}
+#: The origin clue (gpulens.diagnosis.origin.CLUES) each kind gives: a data path, or the job's own code and paths.
+_CLUE = {MODEL: "user_code", DATA: "data_path", CONFIG: "user_code"}
 
 #: Rules that read a file the job could not find, open or decode (round 25 c2c3): their category follows
 #: what the file is.
 FILE_RULES = frozenset({
     "checkpoint-file-missing", "model-state-file-missing", "checkpoint-load-path", "data-file-not-found",
     "data-folder-missing", "data-file-missing", "config-file-missing", "corrupt-checkpoint", "zip-central-directory",
-    "invalid-load-key", "hf-hub-repo-id-invalid", "tf-file-not-found",
+    "invalid-load-key", "hf-hub-repo-id-invalid", "tf-file-not-found", "hf-hub-offline-miss",
 })
 #: Rules that read a write into a folder that does not exist (Python's open() for writing, torch.save's
 #: "Parent directory ... does not exist."): README C3, saving model state is checkpoint_error, writing anything
@@ -58,7 +60,7 @@ WRITE_RULES = frozenset({"output-dir-missing", "torch-save-missing-dir"})
 #: models/auto/ Auto*.from_pretrained; utils/hub.py cached_file (a model repository's files); trainer.py
 #: _load_from_checkpoint / _save_checkpoint; trainer_callback.py TrainerState.load_from_json; peft
 #: PeftModel.from_pretrained / load_adapter, PeftConfig.from_pretrained, utils/save_and_load.py
-#: load_peft_weights; safetensors/torch.py load_file / save_file; lightning's checkpoint_connector.py and
+#: load_peft_weights; lightning's checkpoint_connector.py and
 #: core/saving.py load_from_checkpoint and TorchCheckpointIO; accelerate accelerator.py save_state /
 #: load_state and checkpointing.py; deepspeed runtime/engine.py load_checkpoint / save_checkpoint and
 #: checkpoint_engine/; timm models/_helpers.py load_checkpoint and _builder.py load_pretrained; torch/hub.py
@@ -77,7 +79,6 @@ _MODEL_STRONG: tuple[tuple[str, frozenset[str] | None], ...] = (
     ("peft/peft_model.py", frozenset({"from_pretrained", "load_adapter", "save_pretrained"})),
     ("peft/config.py", frozenset({"from_pretrained", "from_json_file", "_get_peft_type"})),
     ("peft/utils/save_and_load.py", None),
-    ("safetensors/torch.py", None),
     ("connectors/checkpoint_connector.py", None),  # pytorch_lightning/ and lightning/pytorch/trainer/
     ("lightning/pytorch/core/saving.py", None),
     ("pytorch_lightning/core/saving.py", None),
@@ -124,11 +125,13 @@ _CONFIG_STRONG: tuple[tuple[str, frozenset[str] | None], ...] = (
     ("hydra/_internal/config_repository.py", None),
     ("/argparse.py", frozenset({"_read_args_from_files"})),
 )
-#: Low-level readers: torch/serialization.py load (its _open_* helpers are torch.save's too) reads model state unless a data loader encloses them; numpy lib/npyio.py (numpy 2: lib/_npyio_impl.py) load /
+#: Low-level readers: torch/serialization.py load (its _open_* helpers are torch.save's too) and safetensors/torch.py
+#: load_file read model state unless a data loader encloses them; numpy lib/npyio.py (numpy 2: lib/_npyio_impl.py) load /
 #: loadtxt, pandas io/ read_*, PIL Image.open, torchaudio load, soundfile, librosa load read data unless a model
 #: loader encloses them.
 _MODEL_WEAK: tuple[tuple[str, frozenset[str] | None], ...] = (
     ("torch/serialization.py", frozenset({"load", "_load", "_legacy_load"})),
+    ("safetensors/torch.py", frozenset({"load_file", "load"})),
 )
 _DATA_WEAK = ("numpy/lib/npyio.py", "numpy/lib/_npyio_impl.py", "pandas/io/", "/PIL/", "torchaudio/", "soundfile.py",
               "librosa/core/audio.py", "torchvision/io/")
@@ -164,13 +167,15 @@ def kind_of_frames(frames: Sequence[tuple[str, str]]) -> str | None:
 
 
 #: Names of model state, as a file: weight suffixes (PyTorch .pt/.pth/.ckpt/.bin weights, safetensors, GGUF, Paddle
-#: .pdparams, Caffe .caffemodel) and the Hugging Face model folder's files (pytorch_model*.bin, model*.safetensors,
-#: adapter_model / adapter_config, tokenizer*, special_tokens_map.json, generation_config.json, trainer_state.json;
+#: .pdparams, Caffe .caffemodel; a sharded checkpoint's *.safetensors.index.json) and the Hugging Face model
+#: folder's files (pytorch_model*.bin, model*.safetensors, adapter_model / adapter_config, tokenizer*,
+#: special_tokens_map.json, generation_config.json, trainer_state.json;
 #: a tokenizer's vocab.txt / vocab.json / merges.txt, sentencepiece's spiece.model); as a folder: a checkpoint
 #: folder (transformers' Trainer checkpoint-N, checkpoints/, ckpt/), pretrained/ or weights/.
 _MODEL_FILE = re.compile(
-    r"\.(?:pt|pth|ckpt|safetensors|gguf|pdparams|caffemodel|bin)$|^(?:pytorch_model|tf_model|adapter_model"
-    r"|adapter_config|tokenizer(?:_config)?|special_tokens_map|generation_config|trainer_state)\b"
+    r"\.(?:pt|pth|ckpt|safetensors|gguf|pdparams|caffemodel|bin)(?:\.index\.json)?$"
+    r"|^(?:pytorch_model|tf_model|adapter_model|adapter_config|tokenizer(?:_config)?|special_tokens_map"
+    r"|generation_config|trainer_state)\b"
     r"|^(?:vocab\.(?:txt|json)|merges\.txt|spiece\.model|sentencepiece\.bpe\.model)$", re.I)
 _MODEL_FOLDER = re.compile(r"^(?:checkpoints?|ckpts?|checkpoint-\d+|pretrained(?:_models?)?|weights)$", re.I)
 #: Names of input data, as a file: record files (JSON Lines, CSV/TSV, Parquet, Arrow, TFRecord), media (images,
@@ -241,6 +246,6 @@ def _as_kind(d: Diagnosis, kind: str, path: str | None, said: str) -> Diagnosis:
     category = _CATEGORY[kind]
     inputs = [path] if category == "incorrect_input" and path else []
     return dataclasses.replace(d, category=category, origin=_ORIGIN[kind], confidence=min(d.confidence, _CONFIDENCE),
-                               rule_id=None, inputs=inputs, input_records=[], hint=hint_for(category, d.evidence),
-                               reason=f"the file is {kind} ({'its traceback' if said == 'frames' else 'its path'}"
+                               rule_id=None, clue=_CLUE[kind], inputs=inputs, input_records=[],
+                               hint=hint_for(category, d.evidence), reason=f"the file is {kind} ({'its traceback' if said == 'frames' else 'its path'}"
                                       " shows): what the file is decides, README C2/C3")
