@@ -127,3 +127,20 @@ def test_a_hub_cache_miss_offline_while_loading_a_data_set_is_input_data() -> No
                 "'local_files_only' to False.")
     got = diagnose_text("\n".join(["loading ...", *lines]) + "\n").diagnosis
     assert (got.category, got.origin) == ("incorrect_input", "data")
+
+
+def test_a_damaged_tensor_file_read_by_a_data_loader_is_input_data() -> None:
+    lines = _tb([("train.py", "<module>", "for batch in loader:"),
+                 (f"{_SITE}/torch/utils/data/_utils/fetch.py", "fetch", "data = [self.dataset[idx] for idx in idx]"),
+                 ("/home/u/proj/ds.py", "__getitem__", "x = torch.load(self.files[i])"),
+                 (f"{_SITE}/torch/serialization.py", "load", "with _open_zipfile_reader(opened_file) as zf:")],
+                "RuntimeError: PytorchStreamReader failed reading zip archive: failed finding central directory")
+    assert _category(lines) == "incorrect_input"
+
+
+def test_a_deepspeed_json_the_job_names_is_its_configuration() -> None:
+    lines = _tb([("train.py", "<module>", "engine, *_ = deepspeed.initialize(config=args.ds)"),
+                 (f"{_SITE}/deepspeed/runtime/engine.py", "_configure_with_arguments", "self._config = DeepSpeedConfig("),
+                 (f"{_SITE}/deepspeed/runtime/config.py", "__init__", "with open(config, 'r') as f:")],
+                "FileNotFoundError: [Errno 2] No such file or directory: 'configs/z3_offload.json'")
+    assert _category(lines) == "semantic_error"

@@ -47,7 +47,8 @@ _CLUE = {MODEL: "user_code", DATA: "data_path", CONFIG: "user_code"}
 FILE_RULES = frozenset({
     "checkpoint-file-missing", "model-state-file-missing", "checkpoint-load-path", "data-file-not-found",
     "data-folder-missing", "data-file-missing", "config-file-missing", "corrupt-checkpoint", "zip-central-directory",
-    "invalid-load-key", "hf-hub-repo-id-invalid", "tf-file-not-found", "hf-hub-offline-miss",
+    "invalid-load-key", "hf-hub-repo-id-invalid", "tf-file-not-found", "hf-hub-offline-miss", "data-malformed",
+    "json-decode-error", "r20d-hdf5-object-missing", "r20d-hdf5-read-failed",
 })
 #: Rules that read a write into a folder that does not exist (Python's open() for writing, torch.save's
 #: "Parent directory ... does not exist."): README C3, saving model state is checkpoint_error, writing anything
@@ -118,8 +119,12 @@ _DATA_STRONG: tuple[tuple[str, frozenset[str] | None], ...] = (
     ("webdataset/", None),
 )
 #: The job's own configuration: OmegaConf.load (omegaconf/omegaconf.py), Hydra's config loading
-#: (hydra/_internal/config_loader_impl.py, config_repository.py), argparse's fromfile args.
+#: (hydra/_internal/config_loader_impl.py, config_repository.py), argparse's fromfile args, transformers
+#: hf_argparser.py HfArgumentParser.parse_json_file / parse_yaml_file, DeepSpeed's runtime/config.py
+#: DeepSpeedConfig (the JSON config it is handed).
 _CONFIG_STRONG: tuple[tuple[str, frozenset[str] | None], ...] = (
+    ("transformers/hf_argparser.py", frozenset({"parse_json_file", "parse_yaml_file"})),
+    ("deepspeed/runtime/config.py", None),
     ("omegaconf/omegaconf.py", frozenset({"load"})),
     ("hydra/_internal/config_loader_impl.py", None),
     ("hydra/_internal/config_repository.py", None),
