@@ -40,6 +40,7 @@ def test_path_names_decide_only_when_one_kind_speaks() -> None:
     assert kind_of_path("configs/sweep/base.yaml") == CONFIG
     assert kind_of_path("data/processed/train.pt") is None  # a split's name with a weight suffix
     assert kind_of_path("outputs/run3/results") is None
+    assert kind_of_path("runs/checkpoints/exp4", folders=False) is None
 
 
 def test_a_data_file_under_a_checkpoint_named_folder_is_input_data() -> None:
@@ -76,12 +77,17 @@ def test_a_repo_id_refused_while_loading_a_data_set_is_input_data() -> None:
     assert _category(lines) == "incorrect_input"
 
 
-def test_torch_save_into_a_missing_checkpoint_folder_is_checkpoint_error() -> None:
-    lines = _tb([("train.py", "<module>", "torch.save(payload, out_path)"),
-                 (f"{_SITE}/torch/serialization.py", "save", "with _open_zipfile_writer(f) as opened_zipfile:"),
-                 (f"{_SITE}/torch/serialization.py", "__init__", "super().__init__(torch._C.PyTorchFileWriter(name))")],
-                "RuntimeError: Parent directory runs/exp4/checkpoints does not exist.")
+def test_torch_save_into_a_missing_folder_by_a_trainer_s_checkpoint_save_is_checkpoint_error() -> None:
+    lines = _tb([("train.py", "<module>", "trainer.train()"),
+                 (f"{_SITE}/transformers/trainer.py", "_save_checkpoint", "self._save_optimizer_and_scheduler(out)"),
+                 (f"{_SITE}/torch/serialization.py", "save", "with _open_zipfile_writer(f) as opened_zipfile:")],
+                "RuntimeError: Parent directory runs/exp4/step_900 does not exist.")
     assert _category(lines) == "checkpoint_error"
+    # the folder's name alone does not say what torch.save wrote (an output tensor is saved the same way)
+    own = _tb([("train.py", "<module>", "torch.save(payload, out_path)"),
+               (f"{_SITE}/torch/serialization.py", "save", "with _open_zipfile_writer(f) as opened_zipfile:")],
+              "RuntimeError: Parent directory runs/checkpoints/exp4 does not exist.")
+    assert _category(own) == "semantic_error"
 
 
 def test_a_write_of_model_weights_into_a_missing_folder_is_checkpoint_error() -> None:

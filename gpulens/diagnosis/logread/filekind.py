@@ -195,15 +195,15 @@ _DATA_FOLDER = re.compile(r"^(?:train|val|valid|validation|test|data|datasets?|i
 #: (ds_*.json, zero*.json).
 _CONFIG_FILE = re.compile(r"\.(?:py|ya?ml|toml|ini|cfg)$|^(?:ds_|deepspeed|zero)[\w.-]*\.json$", re.I)
 
-def kind_of_path(path: str) -> str | None:
+def kind_of_path(path: str, folders: bool = True) -> str | None:
     """The kind the path's names give: the last name read as a file (a path that ends in "/" names a folder)
-    when it speaks, else every name read as a folder's (a mount named /data above a model folder says nothing then); None
+    when it speaks, else (``folders``) every name read as a folder's (a mount named /data above a model folder says nothing then); None
     when none speaks or two kinds do."""
     names = [p for p in re.split(r"[/\\]", path) if p not in ("", ".", "..")]
     last = "" if path.endswith(("/", "\\")) or not names else names[-1]
     kinds = {kind for kind, pattern in ((MODEL, _MODEL_FILE), (DATA, _DATA_FILE), (CONFIG, _CONFIG_FILE))
              if last and pattern.search(last)}
-    if not kinds:  # a last name that is no file's may be a folder's too (torch.save's "Parent directory ...")
+    if not kinds and folders:  # a last name that is no file's may be a folder's too
         kinds = {kind for kind, pattern in ((MODEL, _MODEL_FOLDER), (DATA, _DATA_FOLDER))
                  if any(pattern.search(name) for name in names)}
     return kinds.pop() if len(kinds) == 1 else None
@@ -236,7 +236,8 @@ def file_kind(d: Diagnosis, lines: Sequence[str], floor: int, start: int) -> Dia
     at = next((i for i in find_keys(lines, (key[:60],), max(floor, start - _SPAN)) if key in lines[i]), None)
     by_frames = kind_of_frames(frames_above(lines, at)) if at is not None else None
     path = _named_path(d.evidence[0])
-    by_path = kind_of_path(path) if path else None
+    # a write's folder names where it goes, not what it writes (a results table under checkpoints/)
+    by_path = kind_of_path(path, folders=d.rule_id not in WRITE_RULES) if path else None
     if by_frames is not None and by_path is not None and by_frames != by_path:
         return d
     kind = by_frames or by_path
