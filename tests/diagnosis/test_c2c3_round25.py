@@ -150,3 +150,19 @@ def test_a_deepspeed_json_the_job_names_is_its_configuration() -> None:
                  (f"{_SITE}/deepspeed/runtime/config.py", "__init__", "with open(config, 'r') as f:")],
                 "FileNotFoundError: [Errno 2] No such file or directory: 'configs/z3_offload.json'")
     assert _category(lines) == "semantic_error"
+
+
+def test_an_image_missing_in_a_resumed_run_s_data_loader_is_input_data() -> None:
+    # the resume call in the outermost frame is no checkpoint read: the DataLoader's fetch opened the file
+    lines = _tb([("train.py", "<module>", "trainer.train(resume_from_checkpoint=args.resume)"),
+                 (f"{_SITE}/torch/utils/data/_utils/fetch.py", "fetch", "data = [self.dataset[idx] for idx in idx]"),
+                 ("/home/u/proj/ds.py", "__getitem__", "img = Image.open(self.paths[i]).convert('RGB')"),
+                 (f"{_SITE}/PIL/Image.py", "open", "fp = builtins.open(filename, \"rb\")")],
+                "FileNotFoundError: [Errno 2] No such file or directory: '/scratch/u/coco/images/000000139.jpg'")
+    assert _category(lines) == "incorrect_input"
+
+
+def test_keras_weight_files_are_model_state() -> None:
+    assert kind_of_path("/scratch/u/run2/best_model.h5") == MODEL
+    assert kind_of_path("exports/classifier.keras") == MODEL
+    assert kind_of_path("/scratch/u/features/train_feats.h5") == DATA

@@ -175,13 +175,15 @@ def kind_of_frames(frames: Sequence[tuple[str, str]]) -> str | None:
 #: .pdparams, Caffe .caffemodel; a sharded checkpoint's *.safetensors.index.json) and the Hugging Face model
 #: folder's files (pytorch_model*.bin, model*.safetensors, adapter_model / adapter_config, tokenizer*,
 #: special_tokens_map.json, generation_config.json, trainer_state.json;
-#: a tokenizer's vocab.txt / vocab.json / merges.txt, sentencepiece's spiece.model); as a folder: a checkpoint
+#: a tokenizer's vocab.txt / vocab.json / merges.txt, sentencepiece's spiece.model; Keras' .keras and a model's or
+#: weights' .h5 / .hdf5 (Model.save / save_weights)); as a folder: a checkpoint
 #: folder (transformers' Trainer checkpoint-N, checkpoints/, ckpt/), pretrained/ or weights/.
 _MODEL_FILE = re.compile(
     r"\.(?:pt|pth|ckpt|safetensors|gguf|pdparams|caffemodel|bin)(?:\.index\.json)?$"
     r"|^(?:pytorch_model|tf_model|adapter_model|adapter_config|tokenizer(?:_config)?|special_tokens_map"
     r"|generation_config|trainer_state)\b"
-    r"|^(?:vocab\.(?:txt|json)|merges\.txt|spiece\.model|sentencepiece\.bpe\.model)$", re.I)
+    r"|^(?:vocab\.(?:txt|json)|merges\.txt|spiece\.model|sentencepiece\.bpe\.model)$"
+    r"|\.keras$|(?:^|[_.-])(?:model|weights?)(?:[_.-][\w.-]*)?\.(?:h5|hdf5)$", re.I)
 _MODEL_FOLDER = re.compile(r"^(?:checkpoints?|ckpts?|checkpoint-\d+|pretrained(?:_models?)?|weights)$", re.I)
 #: Names of input data, as a file: record files (JSON Lines, CSV/TSV, Parquet, Arrow, TFRecord), media (images,
 #: audio, video), array files of records (.npy, .npz; not .h5: Keras' weights as often), a split's file
