@@ -166,3 +166,10 @@ def test_keras_weight_files_are_model_state() -> None:
     assert kind_of_path("/scratch/u/run2/best_model.h5") == MODEL
     assert kind_of_path("exports/classifier.keras") == MODEL
     assert kind_of_path("/scratch/u/features/train_feats.h5") == DATA
+
+
+def test_token_bin_files_of_a_corpus_are_not_model_state() -> None:
+    assert kind_of_path("/scratch/u/owt/val.bin") == DATA  # nanoGPT's token file of a split
+    assert kind_of_path("/scratch/u/pile/pile_text_document.bin") is None
+    assert kind_of_path("/scratch/u/run/checkpoint-500/optimizer.bin") == MODEL
+    assert kind_of_path("/models/llama/pytorch_model.bin.index.json") == MODEL

@@ -171,7 +171,8 @@ def kind_of_frames(frames: Sequence[tuple[str, str]]) -> str | None:
     return weak
 
 
-#: Names of model state, as a file: weight suffixes (PyTorch .pt/.pth/.ckpt/.bin weights, safetensors, GGUF, Paddle
+#: Names of model state, as a file: weight suffixes (PyTorch .pt/.pth/.ckpt, a model's or optimizer's .bin (not
+#: Megatron's or nanoGPT's token .bin files), safetensors, GGUF, Paddle
 #: .pdparams, Caffe .caffemodel; a sharded checkpoint's *.safetensors.index.json) and the Hugging Face model
 #: folder's files (pytorch_model*.bin, model*.safetensors, adapter_model / adapter_config, tokenizer*,
 #: special_tokens_map.json, generation_config.json, trainer_state.json;
@@ -179,7 +180,8 @@ def kind_of_frames(frames: Sequence[tuple[str, str]]) -> str | None:
 #: weights' .h5 / .hdf5 (Model.save / save_weights)); as a folder: a checkpoint
 #: folder (transformers' Trainer checkpoint-N, checkpoints/, ckpt/), pretrained/ or weights/.
 _MODEL_FILE = re.compile(
-    r"\.(?:pt|pth|ckpt|safetensors|gguf|pdparams|caffemodel|bin)(?:\.index\.json)?$"
+    r"\.(?:pt|pth|ckpt|safetensors|gguf|pdparams|caffemodel)(?:\.index\.json)?$"
+    r"|(?:model|weights?|optimizer|ckpt|checkpoint|adapter|training_args)[\w.-]*\.bin(?:\.index\.json)?$"
     r"|^(?:pytorch_model|tf_model|adapter_model|adapter_config|tokenizer(?:_config)?|special_tokens_map"
     r"|generation_config|trainer_state)\b"
     r"|^(?:vocab\.(?:txt|json)|merges\.txt|spiece\.model|sentencepiece\.bpe\.model)$"
