@@ -85,7 +85,7 @@ _MODEL_STRONG: tuple[tuple[str, frozenset[str] | None], ...] = (
     ("pytorch_lightning/core/saving.py", None),
     ("plugins/io/torch_plugin.py", None),  # TorchCheckpointIO (pytorch_lightning)
     ("plugins/io/torch_io.py", None),  # TorchCheckpointIO (lightning fabric)
-    ("accelerate/accelerator.py", frozenset({"save_state", "load_state", "save_model", "save"})),
+    ("accelerate/accelerator.py", frozenset({"save_state", "load_state", "save_model"})),  # not save: any object
     ("accelerate/checkpointing.py", None),
     ("deepspeed/runtime/engine.py", frozenset({"load_checkpoint", "_load_checkpoint", "save_checkpoint",
                                               "_save_checkpoint", "_load_zero_checkpoint", "_get_all_zero_checkpoints",
