@@ -12,6 +12,7 @@ from gpulens.diagnosis import logs
 from gpulens.diagnosis.hints import hint_for
 from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread.answers import MAX_EVIDENCE
+from gpulens.diagnosis.logread.filekind import file_kind
 from gpulens.diagnosis.logread.lines import is_progress
 from gpulens.diagnosis.logread.raisedin import CODE, DATA, raised_in
 from gpulens.diagnosis.logread.tracebacks import EXCEPTION
@@ -43,11 +44,13 @@ _WORKER_RULES = frozenset({_GENERIC_EXCEPTION, "dataloader-worker-reraised"})
 
 def bad_record(d: Diagnosis, lines: Sequence[str], floor: int, start: int) -> Diagnosis:
     """For a plain Python exception (``d`` from the generic rule), :func:`one_record_failed`; then, for
-    one a DataLoader worker caught, :func:`_worker_read`; then :func:`raised_reading` and :func:`raised_in_code`."""
+    one a DataLoader worker caught, :func:`_worker_read`; then :func:`raised_reading`, :func:`raised_in_code`
+    and, for a file error, :func:`filekind.file_kind`."""
     if d.rule_id == _GENERIC_EXCEPTION:
         d = one_record_failed(d, lines, floor, start)
     d = _worker_read(d, lines, floor, start) if d.rule_id in _WORKER_RULES else d
-    return raised_in_code(raised_reading(d, lines, floor, start), lines, floor, start)
+    d = raised_in_code(raised_reading(d, lines, floor, start), lines, floor, start)
+    return file_kind(d, lines, floor, start)  # round 25 c2c3: what the file is (README C2/C3)
 
 
 def _worker_read(d: Diagnosis, lines: Sequence[str], floor: int, start: int) -> Diagnosis:
