@@ -25,6 +25,7 @@ import dataclasses
 import re
 from collections.abc import Sequence
 
+from gpulens.diagnosis import logs
 from gpulens.diagnosis.hints import hint_for
 from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread.raisedin import frames_above
@@ -213,18 +214,10 @@ def kind_of_path(path: str, folders: bool = True) -> str | None:
     return kinds.pop() if len(kinds) == 1 else None
 
 
-#: The path a file error names: the quoted one of an OSError ("[Errno 2] No such file or directory: 'p'") or
-#: of transformers/huggingface_hub ("Repo id must ...: 'p'"); else the last path-like word.
-_QUOTED = re.compile(r"""['"]([^'"\n]+)['"]""")
-_BARE = re.compile(r"(?:^|\s)(\S*/\S+)")
-
-
 def _named_path(line: str) -> str | None:
-    quoted = _QUOTED.findall(line)
-    if quoted:
-        return str(quoted[-1])
-    bare = _BARE.findall(line)
-    return str(bare[-1]).rstrip(".,:;") if bare else None
+    """The path a file error names (:func:`logs.extract_inputs`, the project's one path extractor, reading what
+    an error names whatever it is)."""
+    return next(iter(logs.extract_inputs([line], any_file=True)), None)
 
 
 #: Lines read above the error region for the exception line.
