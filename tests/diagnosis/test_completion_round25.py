@@ -1,0 +1,47 @@
+"""Reader round 25, healthy or failed: excerpts written by hand in the formats libraries print. A library's
+record of a failure it handles itself (TensorFlow's stream executor failing a device allocation that the BFC
+allocator retries smaller, vLLM's engine core starting its shutdown) ends nothing; a real TensorFlow OOM
+(ResourceExhaustedError) still does."""
+
+from __future__ import annotations
+
+from gpulens.diagnosis.logread.whole import diagnose_text
+
+
+def _tf_retry(t: str, size: str, n: int) -> str:
+    return (f"2021-03-04 10:00:{t}.100000: E tensorflow/stream_executor/cuda/cuda_driver.cc:806] failed to allocate "
+            f"{size} ({n} bytes) from device: CUDA_ERROR_OUT_OF_MEMORY: out of memory")
+
+
+_TF_RETRIES = [_tf_retry("01", "8.00G", 8589934592), _tf_retry("01", "7.20G", 7730941132),
+               "2021-03-04 10:00:01.200000: W tensorflow/core/common_runtime/bfc_allocator.cc:245] Allocator (GPU_0_bfc) "
+               "ran out of memory trying to allocate 1.50GiB with freed_by_count=0. The caller indicates that this is "
+               "not a failure, but may mean that there could be performance gains if more memory were available."]
+_SAMPLES = [f"Sampling batch {i} of 8 ..." for i in range(8)]
+
+
+def test_tensorflow_allocation_retries_after_the_work_are_no_failure() -> None:
+    text = "\n".join(["Loading model from ckpt/model.pb ...", *_SAMPLES, *_TF_RETRIES, *_TF_RETRIES]) + "\n"
+    got = diagnose_text(text)
+    assert got.diagnosis.category == "none"
+
+
+def test_a_tensorflow_oom_after_the_retries_is_still_a_failure() -> None:
+    oom = ["Traceback (most recent call last):", '  File "sample.py", line 40, in <module>',
+           "    out = sess.run(images)",
+           "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with "
+           "shape[64,512,64,64] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc"]
+    got = diagnose_text("\n".join(["Loading model ...", *_SAMPLES[:2], *_TF_RETRIES, *oom]) + "\n")
+    assert got.diagnosis.category == "gpu_oom"
+
+
+def test_vllm_engine_shutdown_at_the_end_is_no_failure() -> None:
+    bars = [f"Processed prompts: 100%|##########| 8/8 [00:{10 + i}<00:00, 1.2it/s]" for i in range(4)]
+    items = [f"[{i}/4] item {i} answered" for i in range(1, 5)]
+    tail = ["(EngineCore pid=4242) INFO 06-01 10:00:00 [core.py:1150] Shutdown initiated (timeout=0)",
+            "(EngineCore pid=4242) INFO 06-01 10:00:00 [core.py:1171] Shutdown complete"]
+    lines = ["INFO 06-01 09:58:00 [llm.py:300] Supported tasks: ['generate']"]
+    for bar, item in zip(bars, items, strict=True):
+        lines += [bar, item]
+    got = diagnose_text("\n".join([*lines, *tail]) + "\n")
+    assert got.diagnosis.category == "none"
