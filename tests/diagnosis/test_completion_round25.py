@@ -45,3 +45,31 @@ def test_vllm_engine_shutdown_at_the_end_is_no_failure() -> None:
         lines += [bar, item]
     got = diagnose_text("\n".join([*lines, *tail]) + "\n")
     assert got.diagnosis.category == "none"
+
+
+def _py_func_exit(final: str) -> list[str]:
+    """A TF 1.x session's report of the script's own ``exit(0)`` inside a ``tf.py_func``."""
+    return ["Traceback (most recent call last):",
+            '  File "/env/lib/python3.6/site-packages/tensorflow/python/client/session.py", line 1334, in _do_call',
+            "    return fn(*args)",
+            "tensorflow.python.framework.errors_impl.UnknownError: SystemExit: 0",
+            "Traceback (most recent call last):", "",
+            '  File "/env/lib/python3.6/site-packages/tensorflow/python/ops/script_ops.py", line 207, in __call__',
+            "    ret = func(*args)", "",
+            '  File "/home/u/proj/train.py", line 263, in eval_stats', "    exit(0)", "",
+            f"{final}", "", "", "\t [[node PyFunc (defined at /home/u/proj/train.py:271) ]]"]
+
+
+def test_a_zero_system_exit_inside_a_tf_py_func_is_a_normal_end() -> None:
+    epochs = [f"Epoch {i}/16: 100%|##########| 1024/1024 [00:10<00:00, 99.1img/s]" for i in range(1, 17)]
+    got = diagnose_text("\n".join([*epochs, "accuracy 93.10 92.80", *_py_func_exit("SystemExit: 0")]) + "\n")
+    assert got.diagnosis.category == "none"
+
+
+def test_a_nonzero_system_exit_inside_a_tf_py_func_is_still_a_failure() -> None:
+    epochs = [f"Epoch {i}/16: 100%|##########| 1024/1024 [00:10<00:00, 99.1img/s]" for i in range(1, 17)]
+    lines = [*epochs, "accuracy 93.10 92.80", *_py_func_exit("SystemExit: 1")]
+    lines[lines.index("tensorflow.python.framework.errors_impl.UnknownError: SystemExit: 0")] = \
+        "tensorflow.python.framework.errors_impl.UnknownError: SystemExit: 1"
+    got = diagnose_text("\n".join(lines) + "\n")
+    assert got.diagnosis.category != "none"

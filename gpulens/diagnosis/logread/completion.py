@@ -50,6 +50,7 @@ from gpulens.diagnosis.logread.steplines import printed_before
 from gpulens.diagnosis.logread.tracebacks import TRACEBACK
 from gpulens.diagnosis.logread.uncaught import (
     HANDLED_LOOKBACK,
+    exits_zero,
 )
 
 __all__ = ["End", "end_evidence", "end_of_attempt", "open_traceback"]
@@ -245,12 +246,14 @@ def open_traceback(lines: Sequence[str], frontier: int) -> bool:
     """Whether a traceback after ``frontier`` may have ended the job: not one Python printed
     and went on from (an exception ignored in ``__del__``, a logging error), and not one the job
     went on printing its own output after to a positive end (a counter at its end, results), and
-    not a failed trial's that a sweep runner caught and went on from (:func:`trial_after`)."""
+    not a failed trial's that a sweep runner caught and went on from (:func:`trial_after`), and not one
+    that ends with a ``SystemExit`` with status 0 (:func:`uncaught.exits_zero`: a normal exit)."""
     tbs = find_keys(lines, (TRACEBACK,), frontier)
     if tbs:
         handled = handled_blocks(lines, max(0, tbs[0] - HANDLED_LOOKBACK), len(lines))
         tbs = [i for i in tbs if i not in handled]
-    return bool(tbs) and not _went_on_to_an_end(lines, tbs[-1]) and not trial_after(lines, tbs[-1])
+    return bool(tbs) and not exits_zero(lines, tbs[-1]) and not _went_on_to_an_end(lines, tbs[-1]) \
+        and not trial_after(lines, tbs[-1])
 
 
 def _went_on_to_an_end(lines: Sequence[str], at: int) -> bool:

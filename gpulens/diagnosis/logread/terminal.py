@@ -29,7 +29,7 @@ from gpulens.diagnosis.logread.lines import (
 )
 from gpulens.diagnosis.logread.run_end import GOING_ON, SCAN_LINES
 from gpulens.diagnosis.logread.script_reports import after_work
-from gpulens.diagnosis.logread.uncaught import HANDLED_LOOKBACK
+from gpulens.diagnosis.logread.uncaught import HANDLED_LOOKBACK, zero_exit
 
 __all__ = ["recovered_record", "terminal_failures"]
 
@@ -76,8 +76,9 @@ _RECOVERED = re.compile(
 
 
 def recovered_record(norm: str) -> bool:
-    """Whether a (normalized) line is a library's record of a failure it handles itself (:data:`_RECOVERED`)."""
-    return _RECOVERED.search(norm) is not None
+    """Whether a (normalized) line is a library's record of a failure it handles itself (:data:`_RECOVERED`),
+    or the exception line of a ``SystemExit`` with status 0 (:func:`uncaught.zero_exit`: a normal exit)."""
+    return _RECOVERED.search(norm) is not None or zero_exit(norm)
 
 
 def _rank_failures(lines: Sequence[str], lo: int, frontier: int) -> list[int]:
