@@ -73,3 +73,38 @@ def test_a_nonzero_system_exit_inside_a_tf_py_func_is_still_a_failure() -> None:
         "tensorflow.python.framework.errors_impl.UnknownError: SystemExit: 1"
     got = diagnose_text("\n".join(lines) + "\n")
     assert got.diagnosis.category != "none"
+
+
+_CAUGHT = ["ERROR for model-b: Download failed: IO Error: No space left on device (os error 28)",
+           "Traceback (most recent call last):",
+           '  File "/work/bench.py", line 221, in main', "    results = generate(model_key)",
+           '  File "/env/lib/python3.11/site-packages/huggingface_hub/file_download.py", line 633, in xet_get',
+           "    download_files(",
+           "RuntimeError: Download failed: IO Error: No space left on device (os error 28)"]
+_SUMMARY = ["Saved 60 results to out/bench.json", "", "=" * 40, "BENCHMARK SUMMARY", "=" * 40,
+            "  model-a: 30 outputs, avg 1200 chars", "  model-c: 30 outputs, avg 900 chars", "  model-b: SKIPPED"]
+_START = ["BENCHMARK: model-a", "model-a: 30 outputs written", "BENCHMARK: model-b"]
+
+
+def test_a_traceback_the_job_printed_for_a_caught_error_then_its_summary_is_a_normal_end() -> None:
+    got = diagnose_text("\n".join([*_START, *_CAUGHT, *_SUMMARY]) + "\n")
+    assert got.diagnosis.category == "none"
+
+
+def test_a_caught_errors_traceback_with_nothing_after_it_is_a_failure() -> None:
+    got = diagnose_text("\n".join([*_START, *_CAUGHT]) + "\n")
+    assert got.diagnosis.category == "storage_error"
+
+
+def test_an_uncaught_traceback_from_the_top_level_is_a_failure_whatever_follows() -> None:
+    top = [_CAUGHT[0], _CAUGHT[1], '  File "/work/bench.py", line 300, in <module>', "    main()", *_CAUGHT[2:]]
+    got = diagnose_text("\n".join([*_START, *top, *_SUMMARY]) + "\n")
+    assert got.diagnosis.category == "storage_error"
+
+
+def test_a_chained_traceback_is_no_print_of_a_caught_error() -> None:
+    chain = [*_CAUGHT[1:], "", "During handling of the above exception, another exception occurred:", "",
+             "Traceback (most recent call last):", '  File "/work/bench.py", line 230, in main', "    report(e)",
+             "RuntimeError: Download failed: IO Error: No space left on device (os error 28)"]
+    got = diagnose_text("\n".join([*_START, *chain, *_SUMMARY]) + "\n")
+    assert got.diagnosis.category == "storage_error"

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread import ranks
-from gpulens.diagnosis.logread.after_error import trial_after, went_on
+from gpulens.diagnosis.logread.after_error import printed_and_went_on, trial_after, went_on
 from gpulens.diagnosis.logread.caught import handled_blocks
 from gpulens.diagnosis.logread.completion import open_traceback
 from gpulens.diagnosis.logread.drivers import dead_driver
@@ -53,7 +53,8 @@ def terminal_failures(lines: Sequence[str], a0: int, frontier: int, signals: Seq
     if found:
         found -= handled_blocks(lines, max(a0, min(found) - HANDLED_LOOKBACK), len(lines))
         if found and not any(is_terminal_kill(logs.normalize_line(lines[i])) for i in found) \
-                and (trial_after(lines, max(found)) or (went_on(lines, max(found)) and not open_traceback(lines, frontier))):
+                and (trial_after(lines, max(found)) or printed_and_went_on(lines, max(found))
+                     or (went_on(lines, max(found)) and not open_traceback(lines, frontier))):
             return []  # the job went on after its last error line (as after progress): none ended it
     return sorted(found)
 
