@@ -108,3 +108,23 @@ def test_a_chained_traceback_is_no_print_of_a_caught_error() -> None:
              "RuntimeError: Download failed: IO Error: No space left on device (os error 28)"]
     got = diagnose_text("\n".join([*_START, *chain, *_SUMMARY]) + "\n")
     assert got.diagnosis.category == "storage_error"
+
+
+def _keras_bar(n: int) -> str:
+    return f" {n}/30000 [===>..........................] - ETA: 13:45:03 - Train Loss: -2.1312 - Time (s): 2.2343"
+
+
+def test_bash_killed_written_onto_a_keras_bar_is_a_bare_kill() -> None:
+    bar = "\r".join(_keras_bar(n) for n in range(4530, 4539)) + "Killed"
+    text = "\n".join(["Epoch 1/1", bar, "/env/lib/python3.8/multiprocessing/resource_tracker.py:216: UserWarning: "
+                      "resource_tracker: There appear to be 6 leaked semaphore objects to clean up at shutdown",
+                      "  warnings.warn('resource_tracker: There appear to be %d '"]) + "\n"
+    got = diagnose_text(text)
+    assert (got.diagnosis.category, got.diagnosis.origin) == ("cpu_oom", "unknown")
+    assert got.indicator_lines == [2]
+
+
+def test_bash_killed_written_onto_a_tqdm_bar_is_a_bare_kill() -> None:
+    bar = "\r".join(f" 16%|#6        | {n}/10000 [27:00<2:01:33, 11.79it/s]" for n in range(1600, 1621)) + "Killed"
+    got = diagnose_text("\n".join(["Using GPU id 0", bar]) + "\n")
+    assert (got.diagnosis.category, got.diagnosis.origin) == ("cpu_oom", "unknown")
