@@ -128,3 +128,14 @@ def test_bash_killed_written_onto_a_tqdm_bar_is_a_bare_kill() -> None:
     bar = "\r".join(f" 16%|#6        | {n}/10000 [27:00<2:01:33, 11.79it/s]" for n in range(1600, 1621)) + "Killed"
     got = diagnose_text("\n".join(["Using GPU id 0", bar]) + "\n")
     assert (got.diagnosis.category, got.diagnosis.origin) == ("cpu_oom", "unknown")
+
+
+def test_a_bar_far_short_of_its_end_with_a_message_written_onto_it_is_a_stop() -> None:
+    bar = "\r".join(f" 16%|#6        | {n}/1000000 [27:00<2:01:33, 114.79it/s]" for n in range(162000, 162810, 12))
+    text = "\n".join(["Using GPU id 0", "  0%|          | 0/1000000 [00:00<?, ?it/s]/env/lib/python3.10/site-packages/"
+                      "gym/utils/checker.py:241: DeprecationWarning: `np.bool8` is a deprecated alias",
+                      "  if not isinstance(terminated, (bool, np.bool8)):", bar + "Error in sys.excepthook:",
+                      "wandb: "]) + "\n"
+    got = diagnose_text(text)
+    assert got.diagnosis.category == "unknown"
+    assert got.indicator_lines == [4]
