@@ -51,7 +51,7 @@ from gpulens.diagnosis.logread.steplines import printed_before
 from gpulens.diagnosis.logread.tracebacks import TRACEBACK
 from gpulens.diagnosis.logread.uncaught import (
     HANDLED_LOOKBACK,
-    TRACEBACK_LINES,
+    ending_exception,
     exits_zero,
 )
 
@@ -257,19 +257,9 @@ def open_traceback(lines: Sequence[str], frontier: int) -> bool:
         tbs = [i for i in tbs if i not in handled]
     if not tbs or exits_zero(lines, tbs[-1]):
         return False
-    last = _exception_line(lines, tbs[-1])
+    last = ending_exception(lines, tbs[-1])
     return not _went_on_to_an_end(lines, tbs[-1]) and not trial_after(lines, tbs[-1]) \
         and not (last is not None and printed_and_went_on(lines, last))
-
-
-def _exception_line(lines: Sequence[str], head: int) -> int | None:
-    """The exception line of the traceback whose header is at ``head``: its first line after the header
-    that is not blank, a frame or a code line."""
-    for k in range(head + 1, min(len(lines), head + 1 + TRACEBACK_LINES)):
-        t = prefix_free(logs.normalize_line(lines[k]))
-        if t.strip() and not t[:1].isspace() and not t.startswith("File "):
-            return k
-    return None
 
 
 def _went_on_to_an_end(lines: Sequence[str], at: int) -> bool:

@@ -15,7 +15,7 @@ from gpulens.diagnosis.logread.lineprefix import prefix_free
 from gpulens.diagnosis.logread.lines import last_matching
 from gpulens.diagnosis.logread.tracebacks import TRACEBACK, top_frame
 
-__all__ = ["COPIES_LOOKBACK", "HANDLED_LOOKBACK", "TRACEBACK_LINES", "exception_copies", "exits_zero", "process_exit", "uncaught_exception",
+__all__ = ["COPIES_LOOKBACK", "HANDLED_LOOKBACK", "TRACEBACK_LINES", "ending_exception", "exception_copies", "exits_zero", "process_exit", "uncaught_exception",
            "zero_exit"]
 
 #: Lines after a traceback's header read for its exception line.
@@ -53,14 +53,21 @@ def zero_exit(norm: str) -> bool:
     return "SystemExit: 0" in norm and _ZERO_EXIT.match(prefix_free(norm).strip()) is not None
 
 
-def exits_zero(lines: Sequence[str], head: int) -> bool:
-    """Whether the traceback whose header is at ``head`` ends with a ``SystemExit`` with status 0
-    (:func:`zero_exit`): its first line that is not blank, a frame or a code line."""
+def ending_exception(lines: Sequence[str], head: int) -> int | None:
+    """The exception line of the traceback whose header is at ``head``: its first line after the header
+    that is not blank, a frame or a code line."""
     for k in range(head + 1, min(len(lines), head + 1 + TRACEBACK_LINES)):
         t = prefix_free(logs.normalize_line(lines[k]))
         if t.strip() and not t[:1].isspace() and not t.startswith("File "):
-            return zero_exit(t)
-    return False
+            return k
+    return None
+
+
+def exits_zero(lines: Sequence[str], head: int) -> bool:
+    """Whether the traceback whose header is at ``head`` ends with a ``SystemExit`` with status 0
+    (:func:`zero_exit`)."""
+    k = ending_exception(lines, head)
+    return k is not None and zero_exit(prefix_free(logs.normalize_line(lines[k])))
 
 
 def uncaught_exception(lines: Sequence[str], floor: int, at: int) -> bool:
