@@ -139,3 +139,8 @@ def test_a_bar_far_short_of_its_end_with_a_message_written_onto_it_is_a_stop() -
     got = diagnose_text(text)
     assert got.diagnosis.category == "unknown"
     assert got.indicator_lines == [4]
+
+
+def test_a_caught_errors_traceback_then_the_jobs_word_that_it_stops_is_a_failure() -> None:
+    got = diagnose_text("\n".join([*_START, *_CAUGHT, "Cleaning up the cache", "Exiting.", *_SUMMARY[:1]]) + "\n")
+    assert got.diagnosis.category == "storage_error"

@@ -127,6 +127,8 @@ def caught_print(lines: Sequence[str], at: int) -> bool:
 _EXCEPTION_TEXT = re.compile(r"^(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception): (?P<text>.{20,})$")
 #: Non-blank lines above a traceback's header searched for the job's own print of the exception's message.
 _MESSAGE_ABOVE = 2
+#: Non-blank lines after its exception line searched for the job's words that it stops.
+_STOP_WORDS_LINES = 5
 
 
 def printed_and_went_on(lines: Sequence[str], at: int) -> bool:
@@ -148,6 +150,9 @@ def printed_and_went_on(lines: Sequence[str], at: int) -> bool:
     if not above or chained(above[0]):  # a chained traceback: the line above is the exception it handled
         return False
     said = [t for t in above[:_MESSAGE_ABOVE] if m["text"] in t and not _EXCEPTION_TEXT.match(t)]
+    after = [ranks_free(logs.normalize_line(ln)) for ln in lines[at + 1:at + 1 + _WENT_ON_SCAN] if ln.strip()][:_STOP_WORDS_LINES]
+    if any(_STOPPING.search(t) for t in after):
+        return False  # its next words say it stops ("Exiting.", "Aborting run"): it did not go on
     return bool(said) and went_on(lines, at, _CAUGHT_ENOUGH)
 
 
