@@ -12,10 +12,16 @@ from gpulens.diagnosis import logs
 from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread.lineprefix import prefix_free, process_key
 from gpulens.diagnosis.logread.lines import is_benign, is_failure
-from gpulens.diagnosis.logread.tracebacks import TRACEBACK
+from gpulens.diagnosis.logread.tracebacks import (
+    TRACEBACK,
+    chained,
+    frame_parts,
+    python_head,
+    top_frame,
+)
 
-__all__ = ["CAUGHT_PRINT_WORDS", "NOT_OUTPUT", "WENT_ON_LINES", "caught_print", "ranks_free", "says_arning", "site_report", "trial_after",
-           "went_on"]
+__all__ = ["CAUGHT_PRINT_WORDS", "NOT_OUTPUT", "WENT_ON_LINES", "caught_print", "printed_and_went_on", "ranks_free", "says_arning",
+           "site_report", "trial_after", "went_on"]
 
 #: The start of a job's own print of an exception it caught (:data:`_CAUGHT_PRINT`): its words
 #: naming what failed, a colon, then (after this) the exception's text.
@@ -115,6 +121,39 @@ def caught_print(lines: Sequence[str], at: int) -> bool:
     # a logger's message before the traceback it logs (``logging.exception``; Hydra's "Error executing
     # job with overrides: [...]", hydra/_internal/utils.py ``run_and_report``) is no caught print
     return not find_keys(lines, (TRACEBACK,), max(0, at - _CAUGHT_ABOVE), at + _CAUGHT_ABOVE)
+
+
+#: An exception line with its message (at least a few words of it: a short one may be anyone's words).
+_EXCEPTION_TEXT = re.compile(r"^(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception): (?P<text>.{20,})$")
+#: Non-blank lines above a traceback's header searched for the job's own print of the exception's message.
+_MESSAGE_ABOVE = 2
+#: Non-blank lines after its exception line searched for the job's words that it stops.
+_STOP_WORDS_LINES = 5
+
+
+def printed_and_went_on(lines: Sequence[str], at: int) -> bool:
+    """Whether the exception line at ``at`` ends a traceback the job printed itself for an exception it
+    caught, and the job went on: ``except Exception as e: print(f"... {e}"); traceback.print_exc()`` writes
+    the exception's message, then a traceback whose outermost frame is the function that caught it
+    (Lib/traceback.py ``print_exc`` walks the traceback from the frame of the ``except``), not the top level
+    where ``sys.excepthook``'s report of an uncaught exception starts (:func:`tracebacks.top_frame`), which
+    never prints the message above its traceback; then its own output follows (``_CAUGHT_ENOUGH`` lines,
+    :func:`went_on`)."""
+    m = _EXCEPTION_TEXT.match(ranks_free(logs.normalize_line(lines[at])))
+    head = python_head(lines, at) if m is not None else None
+    if m is None or head is None:
+        return False
+    first = next((k for k in range(head + 1, at) if frame_parts(lines[k]) is not None), None)
+    if first is None or top_frame(lines[first]):
+        return False
+    above = [ranks_free(logs.normalize_line(lines[k])) for k in range(head - 1, max(-1, head - 10), -1) if lines[k].strip()]
+    if not above or chained(above[0]):  # a chained traceback: the line above is the exception it handled
+        return False
+    said = [t for t in above[:_MESSAGE_ABOVE] if m["text"] in t and not _EXCEPTION_TEXT.match(t)]
+    after = [ranks_free(logs.normalize_line(ln)) for ln in lines[at + 1:at + 1 + _WENT_ON_SCAN] if ln.strip()][:_STOP_WORDS_LINES]
+    if any(_STOPPING.search(t) for t in after):
+        return False  # its next words say it stops ("Exiting.", "Aborting run"): it did not go on
+    return bool(said) and went_on(lines, at, _CAUGHT_ENOUGH)
 
 
 #: A sweep runner's report that a trial finished: Optuna's ``_log_completed_trial`` (optuna/study/study.py:

@@ -23,6 +23,7 @@ from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread.after_error import (
     CAUGHT_PRINT_WORDS,
     NOT_OUTPUT,
+    printed_and_went_on,
     says_arning,
     trial_after,
     went_on,
@@ -50,6 +51,8 @@ from gpulens.diagnosis.logread.steplines import printed_before
 from gpulens.diagnosis.logread.tracebacks import TRACEBACK
 from gpulens.diagnosis.logread.uncaught import (
     HANDLED_LOOKBACK,
+    ending_exception,
+    exits_zero,
 )
 
 __all__ = ["End", "end_evidence", "end_of_attempt", "open_traceback"]
@@ -245,12 +248,18 @@ def open_traceback(lines: Sequence[str], frontier: int) -> bool:
     """Whether a traceback after ``frontier`` may have ended the job: not one Python printed
     and went on from (an exception ignored in ``__del__``, a logging error), and not one the job
     went on printing its own output after to a positive end (a counter at its end, results), and
-    not a failed trial's that a sweep runner caught and went on from (:func:`trial_after`)."""
+    not a failed trial's that a sweep runner caught and went on from (:func:`trial_after`), and not one
+    that ends with a ``SystemExit`` with status 0 (:func:`uncaught.exits_zero`: a normal exit), nor one the
+    job printed itself for an exception it caught and went on from (:func:`after_error.printed_and_went_on`)."""
     tbs = find_keys(lines, (TRACEBACK,), frontier)
     if tbs:
         handled = handled_blocks(lines, max(0, tbs[0] - HANDLED_LOOKBACK), len(lines))
         tbs = [i for i in tbs if i not in handled]
-    return bool(tbs) and not _went_on_to_an_end(lines, tbs[-1]) and not trial_after(lines, tbs[-1])
+    if not tbs or exits_zero(lines, tbs[-1]):
+        return False
+    last = ending_exception(lines, tbs[-1])
+    return not _went_on_to_an_end(lines, tbs[-1]) and not trial_after(lines, tbs[-1]) \
+        and not (last is not None and printed_and_went_on(lines, last))
 
 
 def _went_on_to_an_end(lines: Sequence[str], at: int) -> bool:

@@ -17,7 +17,8 @@ from gpulens.diagnosis.logread.bars import text_on_bar
 from gpulens.diagnosis.logread.lastwords import LAST_WORDS_TAIL
 from gpulens.diagnosis.logread.lines import GLOG_FATAL
 
-__all__ = ["BAR_TAIL", "CHECK_TAIL", "HANDLER_STOP", "SIGNAL_TAIL", "check_failures", "signal_reports", "written_after_bar"]
+__all__ = ["BAR_TAIL", "CHECK_TAIL", "HANDLER_STOP", "SIGNAL_TAIL", "check_failures", "killed_on_bar", "signal_reports",
+           "written_after_bar"]
 
 #: The report of a fatal-signal handler that abseil (Ray, TensorFlow, JAX/XLA, sglang) and glog
 #: (Paddle, older TensorFlow) install: printed only when the process got a signal that ends it,
@@ -66,7 +67,7 @@ def signal_reports(lines: Sequence[str], floor: int) -> list[int]:
     lo = max(floor, len(lines) - SIGNAL_TAIL)
     got = [i for i in find_keys(lines, _END_KEYS, lo)
            if _SIGNAL_REPORT.search(s := logs.normalize_line(lines[i]).strip()) or _DIVERGED_STOP.search(s[-400:])]
-    return sorted({*got, *check_failures(lines, floor), *_handler_stops(lines, floor)})
+    return sorted({*got, *check_failures(lines, floor), *_handler_stops(lines, floor), *killed_on_bar(lines, floor)})
 
 
 def _handler_stops(lines: Sequence[str], floor: int) -> list[int]:
@@ -103,5 +104,23 @@ def written_after_bar(lines: Sequence[str], floor: int, keys: Sequence[str],
     for i in find_keys(lines, tuple(keys), max(floor, len(lines) - BAR_TAIL)):
         glued = text_on_bar(lines[i])
         if glued is not None and test(glued.text):
+            out.append(i)
+    return out
+
+
+#: bash's report of a foreground job that SIGKILL ended (jobs.c ``notify_of_job_status``, the signal's name
+#: from strsignal: "Killed"), written where the cursor was: right after a progress bar's last refresh,
+#: which ends with no newline (Keras' Progbar: "45380/300000 [===>....] - ETA: 13:45:03 - loss: 0.2134Killed";
+#: tqdm: "16%|#6  | 1620/10000 [27:00<2:01:33, 11.79it/s]Killed"). README O7: a bare ``Killed``.
+_KILLED_ON_BAR = re.compile(r"(?:\d+/\d+ \[[=>.]+\]|\d+/\d+ \[[^\]\r\n]{0,200}\])[^\r\n]*?\S\s*Killed$")
+
+
+def killed_on_bar(lines: Sequence[str], floor: int) -> list[int]:
+    """Indexes among the last ``BAR_TAIL`` lines of ``lines[floor:]`` whose last refresh is a progress bar with
+    bash's bare "Killed" written onto its end (:data:`_KILLED_ON_BAR`)."""
+    out = []
+    for i in find_keys(lines, ("Killed",), max(floor, len(lines) - BAR_TAIL)):
+        shown = lines[i].rstrip()
+        if shown.endswith("Killed") and _KILLED_ON_BAR.search(shown[shown.rfind("\r") + 1:]):
             out.append(i)
     return out

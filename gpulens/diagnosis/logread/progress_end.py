@@ -9,6 +9,7 @@ import re
 from collections.abc import Sequence
 
 from gpulens.diagnosis.keyscan import find_keys
+from gpulens.diagnosis.logread.bars import bar_updates
 from gpulens.diagnosis.logread.lines import is_progress
 
 __all__ = ["LAST_EPOCH", "LAST_STEP", "at_configured_end", "configured_totals", "counters", "counters_end",
@@ -21,11 +22,29 @@ _BAR = re.compile(r"(?:^|[\s|\[])(\d+)\s*/\s*(\d+)\s*(?:\[|\]|\|)")
 
 
 def is_progress_bar(line: str) -> bool:
-    """A progress line (``lines.is_progress``), or an indented tqdm bar (``  7%|▋ | 2/29 [...]``)."""
+    """A progress line (``lines.is_progress``), or an indented tqdm bar (``  7%|▋ | 2/29 [...]``), also with a
+    message written onto the end of its last refresh (:func:`_bar_before_text`)."""
     if is_progress(line):
         return True
     shown = last_refresh(line)
+    if _tqdm_bar(shown):
+        return True
+    bar = _bar_before_text(shown)
+    return bar is not None and (is_progress(bar) or _tqdm_bar(bar))
+
+
+def _tqdm_bar(shown: str) -> bool:
     return ("it/s" in shown or "s/it" in shown) and "%|" in shown and is_progress(shown.lstrip())
+
+
+def _bar_before_text(shown: str) -> str | None:
+    """A bar's last refresh ``shown`` without the message written right after its last update (tqdm ends a
+    refresh with no newline, so what the process or its shell writes next to the same file lands on the bar's
+    line: CPython's "Error in sys.excepthook:", a kill report); None when no text follows a bar update."""
+    last = next(reversed(list(bar_updates(shown))), None) if "/" in shown and "[" in shown else None
+    if last is None or not shown[last.end():].strip():
+        return None
+    return shown[:last.end()]
 
 
 

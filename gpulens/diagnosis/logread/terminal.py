@@ -6,12 +6,13 @@ after its last error line.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread import ranks
-from gpulens.diagnosis.logread.after_error import trial_after, went_on
+from gpulens.diagnosis.logread.after_error import printed_and_went_on, trial_after, went_on
 from gpulens.diagnosis.logread.caught import handled_blocks
 from gpulens.diagnosis.logread.completion import open_traceback
 from gpulens.diagnosis.logread.drivers import dead_driver
@@ -28,9 +29,9 @@ from gpulens.diagnosis.logread.lines import (
 )
 from gpulens.diagnosis.logread.run_end import GOING_ON, SCAN_LINES
 from gpulens.diagnosis.logread.script_reports import after_work
-from gpulens.diagnosis.logread.uncaught import HANDLED_LOOKBACK
+from gpulens.diagnosis.logread.uncaught import HANDLED_LOOKBACK, zero_exit
 
-__all__ = ["terminal_failures"]
+__all__ = ["recovered_record", "terminal_failures"]
 
 
 def terminal_failures(lines: Sequence[str], a0: int, frontier: int, signals: Sequence[int]) -> list[int]:
@@ -48,13 +49,37 @@ def terminal_failures(lines: Sequence[str], a0: int, frontier: int, signals: Seq
     found.update(last_words(lines, a0))
     found.update(signals)
     found.update(written_after_bar(lines, a0, KILL_KEYS, is_scheduler_kill))
-    found = {i for i in found if not after_work(lines, a0, i)}  # the job script's commands after the work
+    found = {i for i in found if not after_work(lines, a0, i) and not recovered_record(logs.normalize_line(lines[i]))}
     if found:
         found -= handled_blocks(lines, max(a0, min(found) - HANDLED_LOOKBACK), len(lines))
         if found and not any(is_terminal_kill(logs.normalize_line(lines[i])) for i in found) \
-                and (trial_after(lines, max(found)) or (went_on(lines, max(found)) and not open_traceback(lines, frontier))):
+                and (trial_after(lines, max(found)) or printed_and_went_on(lines, max(found))
+                     or (went_on(lines, max(found)) and not open_traceback(lines, frontier))):
             return []  # the job went on after its last error line (as after progress): none ended it
     return sorted(found)
+
+
+#: A library's record of a failure it handles itself, which ends nothing:
+#: TensorFlow's stream executor when a device allocation fails (stream_executor/cuda/cuda_driver.cc
+#: ``GpuDriver::DeviceAllocate``: LOG(ERROR) "failed to allocate 4.00G (4294967296 bytes) from device:
+#: CUDA_ERROR_OUT_OF_MEMORY: out of memory", then it returns nullptr and the BFC allocator retries smaller,
+#: ``BFCAllocator::Extend``'s backpedal by 0.9; a real TF OOM raises ResourceExhaustedError "OOM when allocating
+#: tensor", which stays a failure), the BFC allocator's own warning of such a retry (bfc_allocator.cc
+#: ``AllocateRaw``: "... ran out of memory trying to allocate 586.12MiB with freed_by_count=0. The caller
+#: indicates that this is not a failure, ..."), and vLLM's engine core starting its shutdown (vllm/v1/engine/
+#: core.py ``EngineCore._handle_shutdown``: INFO "Shutdown initiated (timeout=0)", at every shutdown, the
+#: normal one at exit too).
+_RECOVERED = re.compile(
+    r"cuda_driver\.cc:\d+\] failed to allocate \S+ \(\d+ bytes\) from device: CUDA_ERROR_OUT_OF_MEMORY\b"
+    r"|bfc_allocator\.cc:\d+\] Allocator \(\w+\) ran out of memory trying to allocate \S+ with freed_by_count=\d+\. "
+    r"The caller indicates that this is not a failure"
+    r"|\bINFO \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[core\.py:\d+\] Shutdown initiated \(timeout=\d+\)$")
+
+
+def recovered_record(norm: str) -> bool:
+    """Whether a (normalized) line is a library's record of a failure it handles itself (:data:`_RECOVERED`),
+    or the exception line of a ``SystemExit`` with status 0 (:func:`uncaught.zero_exit`: a normal exit)."""
+    return _RECOVERED.search(norm) is not None or zero_exit(norm)
 
 
 def _rank_failures(lines: Sequence[str], lo: int, frontier: int) -> list[int]:

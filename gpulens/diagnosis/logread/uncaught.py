@@ -15,7 +15,8 @@ from gpulens.diagnosis.logread.lineprefix import prefix_free
 from gpulens.diagnosis.logread.lines import last_matching
 from gpulens.diagnosis.logread.tracebacks import TRACEBACK, top_frame
 
-__all__ = ["COPIES_LOOKBACK", "HANDLED_LOOKBACK", "TRACEBACK_LINES", "exception_copies", "process_exit", "uncaught_exception"]
+__all__ = ["COPIES_LOOKBACK", "HANDLED_LOOKBACK", "TRACEBACK_LINES", "ending_exception", "exception_copies", "exits_zero", "process_exit", "uncaught_exception",
+           "zero_exit"]
 
 #: Lines after a traceback's header read for its exception line.
 TRACEBACK_LINES = 300
@@ -35,6 +36,38 @@ _UNCAUGHT_NAME = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?::\s|$)")
 #: in a function that caught the exception starts at that function; one that Python printed and
 #: went on from ("Exception ignored in: <function X.__del__ ...>") starts at the ignored call.
 #: (:func:`tracebacks.top_frame` reads it.)
+
+
+#: A ``SystemExit`` with status 0: the program asked to exit normally (CPython's ``sys.exit(0)``, the site
+#: module's ``exit(0)``; Python/pythonrun.c ``_Py_HandleSystemExit`` exits with that status and prints
+#: nothing), here printed because it was raised inside a TensorFlow ``tf.py_func``, which turns it into the
+#: op's error (tensorflow/python/ops/script_ops.py ``FuncRegistry.__call__``; the session raises
+#: "tensorflow.python.framework.errors_impl.UnknownError: SystemExit: 0", TF 1.x graph mode also
+#: "UnknownError (see above for traceback): SystemExit: 0", under the py_func's own traceback ending
+#: "SystemExit: 0"). A status other than 0 is a failure.
+_ZERO_EXIT = re.compile(r"^(?:(?:[\w.]+\.)?UnknownError(?: \(see above for traceback\))?: )?SystemExit: 0$")
+
+
+def zero_exit(norm: str) -> bool:
+    """Whether a (normalized) line is the exception line of a ``SystemExit`` with status 0 (:data:`_ZERO_EXIT`)."""
+    return "SystemExit: 0" in norm and _ZERO_EXIT.match(prefix_free(norm).strip()) is not None
+
+
+def ending_exception(lines: Sequence[str], head: int) -> int | None:
+    """The exception line of the traceback whose header is at ``head``: its first line after the header
+    that is not blank, a frame or a code line."""
+    for k in range(head + 1, min(len(lines), head + 1 + TRACEBACK_LINES)):
+        t = prefix_free(logs.normalize_line(lines[k]))
+        if t.strip() and not t[:1].isspace() and not t.startswith("File "):
+            return k
+    return None
+
+
+def exits_zero(lines: Sequence[str], head: int) -> bool:
+    """Whether the traceback whose header is at ``head`` ends with a ``SystemExit`` with status 0
+    (:func:`zero_exit`)."""
+    k = ending_exception(lines, head)
+    return k is not None and zero_exit(prefix_free(logs.normalize_line(lines[k])))
 
 
 def uncaught_exception(lines: Sequence[str], floor: int, at: int) -> bool:
