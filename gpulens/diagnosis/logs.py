@@ -748,7 +748,7 @@ _HARD_RE = re.compile(
     r"Resource exhausted|OOM when allocating|out of memory|No space left on device|Permission denied|"
     r"Read-only file system|Input/output error|Stale file handle|INTERNAL ASSERT FAILED|Assertion .* failed|"
     r"AssertionError|device-side assert|RET_CHECK failure|Killed|killed by signal|Out Of Memory|"
-    r"DUE TO TIME LIMIT|CANCELLED AT|walltime|timed out|[Tt]imeout)"
+    r"DUE TO TIME LIMIT|CANCELLED AT|walltime|timed out|Timeout(?!\s*=\s*\d)|timeout(?!\s*[=:]\s*\d))"  # not a setting: "timeout=5", "timeout: 30"
     # Open MPI / PRRTE help texts that end the launch (help-orte-rmaps-base.txt alloc-error, help-orterun.txt root,
     # help-orte-odls-base.txt execv-error, ORTE/PRRTE oob_tcp_connection.c, help-plm-base.txt, PRRTE errmgr,
     # help-mpi-runtime.txt mpi_init:startup; ompi/errhandler "*** An error occurred in MPI_Init"), and Horovod's stall
