@@ -66,14 +66,12 @@ def terminal_failures(lines: Sequence[str], a0: int, frontier: int, signals: Seq
 #: ``BFCAllocator::Extend``'s backpedal by 0.9; a real TF OOM raises ResourceExhaustedError "OOM when allocating
 #: tensor", which stays a failure), the BFC allocator's own warning of such a retry (bfc_allocator.cc
 #: ``AllocateRaw``: "... ran out of memory trying to allocate 586.12MiB with freed_by_count=0. The caller
-#: indicates that this is not a failure, ..."), and vLLM's engine core starting its shutdown (vllm/v1/engine/
-#: core.py ``EngineCore._handle_shutdown``: INFO "Shutdown initiated (timeout=0)", at every shutdown, the
-#: normal one at exit too).
+#: indicates that this is not a failure, ..."). (vLLM's INFO "Shutdown initiated (timeout=0)", printed at every
+#: shutdown, is no failure line at all: a timeout setting with its value, ``logs.is_hard_error``.)
 _RECOVERED = re.compile(
     r"cuda_driver\.cc:\d+\] failed to allocate \S+ \(\d+ bytes\) from device: CUDA_ERROR_OUT_OF_MEMORY\b"
     r"|bfc_allocator\.cc:\d+\] Allocator \(\w+\) ran out of memory trying to allocate \S+ with freed_by_count=\d+\. "
-    r"The caller indicates that this is not a failure"
-    r"|\bINFO \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[core\.py:\d+\] Shutdown initiated \(timeout=\d+\)$")
+    r"The caller indicates that this is not a failure")
 
 
 def recovered_record(norm: str) -> bool:
