@@ -41,3 +41,39 @@ def test_the_same_attribute_error_outside_a_save_stays_a_code_error() -> None:
     got = diagnose_text(_text(lines))
     assert got.diagnosis.category == "semantic_error"
     assert got.phase != "checkpoint_save"
+
+
+# pydicom 2.x pixel_data_handlers/numpy_handler.py get_pixeldata, reached from Dataset.pixel_array: a DICOM file
+# without a pixel data element, after many good ones (README C4: one record lacks a field the others have; C5 data).
+_DICOM = [
+    "Files to process: 5000",
+    "  0%|          | 0/5000 [00:00<?, ?it/s]",
+    " 31%|###       | 1550/5000 [20:11<44:02,  1.31it/s]",
+    "Traceback (most recent call last):",
+    '  File "/srv/deid/run.py", line 44, in <module>',
+    "    scrub(ds)",
+    '  File "/srv/deid/run.py", line 21, in scrub',
+    "    img = ds.pixel_array",
+    '  File "/srv/venv/lib/python3.10/site-packages/pydicom/dataset.py", line 1955, in pixel_array',
+    "    self.convert_pixel_data()",
+    '  File "/srv/venv/lib/python3.10/site-packages/pydicom/pixel_data_handlers/numpy_handler.py", line 174, in get_pixeldata',
+    "    raise AttributeError(",
+    "AttributeError: Unable to convert the pixel data: one of Pixel Data, Float Pixel Data or Double Float Pixel Data"
+    " must be present in the dataset",
+]
+
+
+def test_a_dicom_file_without_pixel_data_is_incorrect_input() -> None:
+    got = diagnose_text(_text(_DICOM))
+    assert (got.diagnosis.category, got.diagnosis.origin) == ("incorrect_input", "data")
+    assert got.indicator_lines == [len(_DICOM)]
+
+
+def test_pydicom_3_and_a_file_that_is_not_dicom_are_incorrect_input() -> None:
+    v3 = "AttributeError: The dataset has no 'Pixel Data', 'Float Pixel Data' or 'Double Float Pixel Data' element," \
+         " no pixel data to decode"
+    not_dicom = "pydicom.errors.InvalidDicomError: File is missing DICOM File Meta Information header or the 'DICM'" \
+                " prefix is missing from the header. Use force=True to force reading."
+    for last in (v3, not_dicom):
+        got = diagnose_text(_text([*_DICOM[:-1], last]))
+        assert got.diagnosis.category == "incorrect_input", last
