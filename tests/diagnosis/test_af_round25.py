@@ -77,3 +77,37 @@ def test_pydicom_3_and_a_file_that_is_not_dicom_are_incorrect_input() -> None:
     for last in (v3, not_dicom):
         got = diagnose_text(_text([*_DICOM[:-1], last]))
         assert got.diagnosis.category == "incorrect_input", last
+
+
+# PyTorch aten/src/ATen/MapAllocator.cpp, Windows branch ("Couldn't open shared file mapping: <name>, error code:
+# <N>"), in a DataLoader worker's collate (torch/storage.py _new_shared); 1455 is Win32 ERROR_COMMITMENT_LIMIT:
+# README C6's exception, shared memory is host memory (cpu_oom).
+_WIN_SHM = [
+    "epoch 1",
+    "  0%|          | 0/390 [00:00<?, ?it/s]",
+    "Traceback (most recent call last):",
+    '  File "C:\\work\\fit.py", line 80, in <module>',
+    "    for x, y in loader:",
+    '  File "C:\\conda\\envs\\t\\lib\\site-packages\\torch\\utils\\data\\dataloader.py", line 1371, in _process_data',
+    "    data.reraise()",
+    '  File "C:\\conda\\envs\\t\\lib\\site-packages\\torch\\_utils.py", line 694, in reraise',
+    "    raise exception",
+    "RuntimeError: Caught RuntimeError in DataLoader worker process 2.",
+    "Original Traceback (most recent call last):",
+    '  File "C:\\conda\\envs\\t\\lib\\site-packages\\torch\\utils\\data\\_utils\\collate.py", line 160, in collate_tensor_fn',
+    "    storage = elem._typed_storage()._new_shared(numel, device=elem.device)",
+    '  File "C:\\conda\\envs\\t\\lib\\site-packages\\torch\\storage.py", line 260, in _new_shared',
+    "    return cls._new_using_filename_cpu(size)",
+    "RuntimeError: Couldn't open shared file mapping: <torch_5120_7731904_3>, error code: <1455>",
+]
+
+
+def test_a_windows_shared_mapping_refused_for_commit_is_host_memory() -> None:
+    got = diagnose_text(_text(_WIN_SHM))
+    assert got.diagnosis.category == "cpu_oom"
+    assert got.indicator_lines == [len(_WIN_SHM)]
+
+
+def test_a_windows_shared_mapping_refused_for_another_reason_is_not_memory() -> None:
+    got = diagnose_text(_text([*_WIN_SHM[:-1], _WIN_SHM[-1].replace("<1455>", "<5>")]))
+    assert got.diagnosis.category != "cpu_oom"
