@@ -111,3 +111,33 @@ def test_a_windows_shared_mapping_refused_for_commit_is_host_memory() -> None:
 def test_a_windows_shared_mapping_refused_for_another_reason_is_not_memory() -> None:
     got = diagnose_text(_text([*_WIN_SHM[:-1], _WIN_SHM[-1].replace("<1455>", "<5>")]))
     assert got.diagnosis.category != "cpu_oom"
+
+
+def _epoch_fn(call: str) -> list[str]:
+    """A script's one epoch function called from its training loop (CPython traceback frames), failing in its
+    forward (torch.OutOfMemoryError, c10/cuda/CUDACachingAllocator.cpp)."""
+    return [
+        "Epoch 1/20",
+        "Traceback (most recent call last):",
+        '  File "/home/u/cls/main.py", line 90, in <module>',
+        "    fit(model, loaders, opt)",
+        '  File "/home/u/cls/main.py", line 61, in fit',
+        f"    loss, acc = {call}",
+        '  File "/home/u/cls/main.py", line 33, in do_epoch',
+        "    out = model(x)",
+        '  File "/opt/venv/lib/python3.10/site-packages/torch/nn/modules/module.py", line 1527, in _call_impl',
+        "    return forward_call(*args, **kwargs)",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of"
+        " 8.00 GiB of which 3.00 MiB is free.",
+    ]
+
+
+def test_an_epoch_function_run_over_the_validation_loader_is_evaluation() -> None:
+    # P4: a script's own validation pass, whatever its function is named
+    got = diagnose_text(_text(_epoch_fn("do_epoch(model, loader=valid_loader, opt=opt, grad=False)")))
+    assert got.phase == "evaluation"
+
+
+def test_an_epoch_function_given_the_training_loader_is_not_evaluation() -> None:
+    for call in ("do_epoch(model, loader=train_loader, opt=opt, grad=True)", "do_epoch(model, train_dl, val_dl)"):
+        assert diagnose_text(_text(_epoch_fn(call))).phase != "evaluation", call

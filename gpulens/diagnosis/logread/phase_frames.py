@@ -213,12 +213,39 @@ def no_grad_forward(frames: Sequence[str]) -> bool:
 
 def eval_loader_frame(frames: Sequence[str]) -> bool:
     """Whether a frame of the traceback is stopped on a ``for`` over an evaluation's data loader or on a ``next``
-    of one (:func:`_loader_read`): a word of what it reads names one (:data:`_EVAL_LOADER`)."""
+    of one (:func:`_loader_read`): a word of what it reads names one (:data:`_EVAL_LOADER`); or on a call of the
+    job's own function that hands it an evaluation's loader and no other (:func:`_eval_loader_passed`)."""
     for k in range(len(frames) - 1):
         if "File " in frames[k] and (read := _loader_read(frames[k], frames[k + 1])) is not None \
                 and any(_EVAL_LOADER.match(w) for w in re.split(r"\W+", read) if w):
             return True
+        if "File " in frames[k] and _eval_loader_passed(frames, k):
+            return True
     return False
+
+
+#: The arguments of a call on a frame's source line (``loss, acc = self.run_epoch(loader=val_loader, train=False)``).
+_CALL_ARGS = re.compile(r"[\w\]]\s*\((.{1,300})\)\s*$")
+#: An argument word that names a data loader, data set or batch iterator of any split (``train_loader``, ``dl``).
+_ANY_LOADER = re.compile(r"(?i)(?:loader|dl|iter(?:ator)?|data_?set|ds|batches)s?$")
+#: A keyword argument's name (``dataloader=``): the called function's parameter, not what the caller passes.
+_KEYWORD = re.compile(r"^\s*\w+\s*=(?!=)")
+
+
+def _eval_loader_passed(frames: Sequence[str], k: int) -> bool:
+    """Whether the job's frame ``k`` is stopped on a call that passes an evaluation's loader (:data:`_EVAL_LOADER`)
+    and no other loader nor a word of training among its arguments, to a function of the job's own code (the next
+    frame, not an installed library's): a script's one epoch function run over its validation loader
+    (``self.run_epoch(dataloader=val_loader, train=False)``) is the evaluation pass (P4), whatever it is named."""
+    if _LIBRARY.search(frames[k]) or (m := _CALL_ARGS.search(frames[k + 1])) is None:
+        return False
+    nxt = next((f for f in frames[k + 2:] if "File " in f), None)
+    if nxt is None or _LIBRARY.search(nxt):
+        return False
+    words = [w for arg in m.group(1).split(",") for w in re.split(r"\W+", _KEYWORD.sub("", arg)) if w]
+    loaders = [w for w in words if _EVAL_LOADER.match(w) or _ANY_LOADER.search(w)]
+    return bool(loaders) and all(_EVAL_LOADER.match(w) for w in loaders) \
+        and not any("train" in w.lower() for w in words)
 
 
 def _loader_read(frame: str, code: str) -> str | None:
