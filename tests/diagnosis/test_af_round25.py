@@ -141,3 +141,25 @@ def test_an_epoch_function_run_over_the_validation_loader_is_evaluation() -> Non
 def test_an_epoch_function_given_the_training_loader_is_not_evaluation() -> None:
     for call in ("do_epoch(model, loader=train_loader, opt=opt, grad=True)", "do_epoch(model, train_dl, val_dl)"):
         assert diagnose_text(_text(_epoch_fn(call))).phase != "evaluation", call
+
+
+# A Node.js pipeline runner (lib/child_process.js checkExecSyncError: new Error("Command failed: " + cmd)) reporting
+# its Python stage that failed: the runner's verdict, not labelled when the stage printed its error (README R8).
+_RUNNER = [
+    "stage 3/4: scoring",
+    "Traceback (most recent call last):",
+    '  File "/srv/pipe/score.py", line 12, in <module>',
+    "    table = frame[{'a', 'b'}]",
+    "TypeError: Passing a set as an indexer is not supported. Use a list instead.",
+    "[2025-02-03 10:11:12] Error: Command failed: python -m pipe.score -c cfg.yaml",
+]
+
+
+def test_a_node_runners_command_failed_is_a_verdict() -> None:
+    got = diagnose_text(_text(_RUNNER))
+    assert got.indicator_lines == [5]
+
+
+def test_a_runners_verdict_alone_is_the_line() -> None:
+    got = diagnose_text(_text([_RUNNER[0], "scoring 120 rows", _RUNNER[-1]]))
+    assert got.indicator_lines == [3]
