@@ -163,3 +163,32 @@ def test_a_node_runners_command_failed_is_a_verdict() -> None:
 def test_a_runners_verdict_alone_is_the_line() -> None:
     got = diagnose_text(_text([_RUNNER[0], "scoring 120 rows", _RUNNER[-1]]))
     assert got.indicator_lines == [3]
+
+
+# A job script running three programs one after another (bash jobs.c notify_of_job_status for a non-interactive
+# shell: "run.sh: line N:  PID Killed   command"): each report ends that program's process; only the last
+# program's end is the failure (README R1).
+_THREE_RUNS = [
+    "== run a ==",
+    "step 100 loss 3.1",
+    "step 200 loss 2.9",
+    "Terminated",
+    "== run b ==",
+    "step 0 loss 9.8",
+    "./run.sh: line 4:  3865 Killed                  python3 fit.py --model b",
+    "== run c ==",
+    "compiling model ...",
+    "./run.sh: line 5:  8004 Killed                  python3 fit.py --model c",
+    "=== ALL DONE ===",
+]
+
+
+def test_only_the_last_programs_kill_is_the_failure() -> None:
+    assert diagnose_text(_text(_THREE_RUNS)).indicator_lines == [10]
+
+
+def test_a_kill_and_the_schedulers_cause_line_are_one_run() -> None:
+    # slurmstepd's oom_kill count right after the shell's report: the same kill (README R6: both lines)
+    lines = [*_THREE_RUNS[4:7], "slurmstepd: error: Detected 1 oom_kill event in StepId=17.batch. Some of the step"
+             " tasks have been OOM Killed."]
+    assert diagnose_text(_text(lines)).indicator_lines == [3, 4]

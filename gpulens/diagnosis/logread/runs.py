@@ -19,6 +19,7 @@ from gpulens.diagnosis.logread.lines import (
     has_error_level,
     is_failure,
     is_progress,
+    shell_job_died,
 )
 from gpulens.diagnosis.logread.origins import AROUND
 from gpulens.diagnosis.logread.rooterror import is_root_error
@@ -73,10 +74,19 @@ def split_runs(lines: Sequence[str], own: Sequence[int], start: int, anew: bool 
     memo: dict[int, str] = {}
     for prev, nxt in zip(own, own[1:], strict=False):
         if not _parallel_copy(lines, prev, nxt) and (any(prev < v < nxt for v in ends) or ends_own_process(lines, prev)
+                                                     or _next_command(lines, prev, nxt)
                                                      or (anew and _started_again(lines, runs[-1], nxt, memo))):
             runs.append([])
         runs[-1].append(nxt)
     return runs
+
+
+def _next_command(lines: Sequence[str], prev: int, nxt: int) -> bool:
+    """Whether ``prev`` and ``nxt`` are the shell's reports of two commands of the job script dying of a signal
+    (bash's "run.sh: line 4:  3865 Killed   python3 fit.py ...", then "line 5:  8004 Killed ..."; another pid:
+    :func:`lines.shell_job_died`): the first command had ended when the script ran the next (README rule R1)."""
+    died = shell_job_died(lines[prev])
+    return died is not None and shell_job_died(lines[nxt]) not in (None, died)
 
 
 def _parallel_copy(lines: Sequence[str], prev: int, nxt: int) -> bool:
@@ -258,7 +268,8 @@ def last_run_again(lines: Sequence[str], runs: Sequence[Sequence[int]], norm: Ca
     final = next((i for i in reversed(runs[-1]) if EXCEPTION.match(norm(i))), runs[-1][-1])
     if _LEFT_MISSING.search(norm(final)):
         return True
-    if ends_own_process(lines, runs[0][-1]) or (anew and _started_again(lines, runs[-2], runs[-1][0])):
+    if ends_own_process(lines, runs[0][-1]) or _next_command(lines, runs[-2][-1], runs[-1][0]) \
+            or (anew and _started_again(lines, runs[-2], runs[-1][0])):
         return False
     return None
 
