@@ -192,3 +192,23 @@ def test_a_kill_and_the_schedulers_cause_line_are_one_run() -> None:
     lines = [*_THREE_RUNS[4:7], "slurmstepd: error: Detected 1 oom_kill event in StepId=17.batch. Some of the step"
              " tasks have been OOM Killed."]
     assert diagnose_text(_text(lines)).indicator_lines == [3, 4]
+
+
+# IBM Spectrum MPI's launcher without its environment generator: it says it goes on ("Continuing to launch"), and the
+# job ran until its own error (README R1: not the failure).
+_SMPI = [
+    "Error: SMPI environment generator script not found at:",
+    "Path : /sw/env/bin/alias.pl",
+    "Error: No such file or directory",
+    "Warning. Failed to setup the Spectrum MPI environment.",
+    "Continuing to launch. Beware, the Spectrum MPI environment may not be completely setup.",
+    "building model ...",
+    "Traceback (most recent call last):",
+    '  File "/sw/proj/pretrain.py", line 30, in <module>',
+    "    main()",
+    "ValueError: num_layers (30) must be divisible by pipeline stages (4)",
+]
+
+
+def test_a_launcher_error_it_continues_from_is_not_the_failure() -> None:
+    assert diagnose_text(_text(_SMPI)).indicator_lines == [len(_SMPI)]

@@ -37,6 +37,7 @@ from gpulens.diagnosis.logread.aftermath import (
     native_error_went_on,
     printed_again,
     recovered_from,
+    said_it_goes_on,
     without_aftermath,
     without_spawned,
     without_teardown,
@@ -192,7 +193,7 @@ def _own_errors(at: _Attempt, hook: Collection[int], ownline: Callable[[int], bo
     own = [i for i in own if not logged_warning(lines[i]) and not logged_and_went_on(lines, i, own, norm)
            and i not in again and not script_went_on(lines, i, own, norm)
            and not native_error_went_on(lines, i, own, norm) and i not in children
-           and not recovered_from(norm(i))] or own
+           and not recovered_from(norm(i)) and not said_it_goes_on(lines, i)] or own
     errors = [i for i in own if not is_scheduler_kill(norm(i))]
     caught = set(errors) if errors and killed_after_going_on(lines, errors[-1], region, norm, ownline) else set()
     caught |= children - set(own)
