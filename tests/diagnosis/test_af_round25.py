@@ -212,3 +212,45 @@ _SMPI = [
 
 def test_a_launcher_error_it_continues_from_is_not_the_failure() -> None:
     assert diagnose_text(_text(_SMPI)).indicator_lines == [len(_SMPI)]
+
+
+# transformers' generation (generation/utils.py GenerationMixin.generate) called by an inference script with no
+# training function around it: P5, a model.generate loop is evaluation.
+_GENERATE = [
+    "Loading checkpoint shards: 100%|##########| 4/4 [00:20<00:00,  5.00s/it]",
+    "Setting `pad_token_id` to `eos_token_id`:2 for open-end generation.",
+    "Traceback (most recent call last):",
+    '  File "/home/u/probe/run.py", line 88, in <module>',
+    "    main()",
+    '  File "/home/u/probe/run.py", line 61, in main',
+    "    out = model.generate(**batch, max_new_tokens=256)",
+    '  File "/env/lib/python3.10/site-packages/transformers/generation/utils.py", line 1576, in generate',
+    "    result = self._sample(",
+    '  File "/env/lib/python3.10/site-packages/transformers/models/llama/modeling_llama.py", line 1228, in forward',
+    "    logits = logits.float()",
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 6.00 GiB. GPU 0 has a total capacity of 23.6 GiB",
+]
+
+
+def test_an_inference_jobs_generate_is_evaluation() -> None:
+    assert diagnose_text(_text(_GENERATE)).phase == "evaluation"
+
+
+def test_generate_inside_a_training_step_is_not_evaluation() -> None:
+    rollout = [*_GENERATE[:5], '  File "/home/u/probe/run.py", line 70, in training_step',
+               "    out = model.generate(**batch, max_new_tokens=256)", *_GENERATE[7:]]
+    assert diagnose_text(_text(rollout)).phase != "evaluation"
+
+
+# Slurm's time limit (slurmstepd "*** JOB N ON host CANCELLED AT ... DUE TO TIME LIMIT ***") right after
+# transformers read the model's shards ("Loading checkpoint shards", modeling_utils.py): P9 takes the last activity
+# shown, base weights read while the model is built (P7: startup), not a checkpoint_load.
+_KILLED_AT_LOAD = [
+    "Loading checkpoint shards: 100%|##########| 4/4 [01:08<00:00, 17.1s/it]",
+    "Special tokens have been added in the vocabulary, make sure the associated word embeddings are fine-tuned.",
+    "slurmstepd: error: *** JOB 6001 ON gcn3 CANCELLED AT 2024-05-20T16:01:39 DUE TO TIME LIMIT ***",
+]
+
+
+def test_a_time_limit_right_after_the_base_weights_is_startup() -> None:
+    assert diagnose_text(_text(_KILLED_AT_LOAD)).phase == "startup"

@@ -49,6 +49,7 @@ from gpulens.diagnosis.logread.phase_frames import (
     in_eval,
     in_train_step,
     keras_step,
+    library_generation,
     no_grad_forward,
 )
 from gpulens.diagnosis.logread.phase_loops import (
@@ -69,6 +70,7 @@ from gpulens.diagnosis.logread.phase_startup import (
     model_summary,
     remote_code_import,
     setting_up,
+    weights_loaded_last,
 )
 from gpulens.diagnosis.logread.phase_steps import (
     bar_done,
@@ -220,7 +222,7 @@ def _names_evaluation(lines: Sequence[str], failure: int, tb: Sequence[str] | No
     if tb is None:
         return names_eval(failure_text(lines, failure))
     return in_eval([*chained_outer(lines, failure), *tb]) or eval_loader_frame(tb) or eval_metric_frame(tb) \
-        or no_grad_forward(tb)
+        or no_grad_forward(tb) or library_generation(tb)
 
 
 def _phase_by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str], tb: Sequence[str] | None,
@@ -285,7 +287,8 @@ def _without_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[
         return "evaluation"  # P5: an inference server answered model requests: past its set-up, serving
     # (P9: a kill on the file's first line, none of the process' output above it, shows a job that started, no more)
     if top > 0 and any(OUT_OF_TIME.search(ln) for ln in (*region, *lines[top:top + KILL_AFTER])):
-        return "training"  # it ran for its whole allocation: the steps went where this log does not show
+        # P7, P9: killed right after the model's base weights were read (the last activity shown), else
+        return "startup" if frames is None and weights_loaded_last(lines, floor, top) else "training"  # it ran for its whole allocation: the steps went where this log does not show
     if logged_history(lines[top:top + KILL_AFTER]) or logged_history(footer_above(lines, floor, top)):
         return "training"  # the run logged its metrics many times (to wandb, not to this log)
     if printed_losses(lines, floor, top):

@@ -43,7 +43,7 @@ _SAVE = Guarded(r"save_checkpoint|_save_checkpoint|torch\.save|save_pretrained|s
 #: tokenizer for '{path}'", ``configuration_utils``'s "Can't load the configuration of '{path}'", ``modeling_utils``'s
 #: "Can't load the model for '{path}'"; ``huggingface_hub``'s ``validate_repo_id`` "Repo id must be in the form
 #: 'repo_name' or 'namespace/repo_name': '{repo_id}'" for a local path that is not there): a checkpoint being read.
-_LOAD = Guarded(r"load_checkpoint|load_state_dict|_load_best_model|resume_from|[Ll]oading checkpoint|torch\.load\("
+_LOAD = Guarded(r"load_checkpoint|load_state_dict|_load_best_model|resume_from|[Ll]oading checkpoint(?! shards)|torch\.load\("
                 r"|_IncompatibleKeys|Error\(s\) in loading state_dict"
                 r"|does not appear to have a file named |Incorrect path_or_model_id: "
                 r"|Can't load (?:tokenizer for|the configuration of|the model for) '"

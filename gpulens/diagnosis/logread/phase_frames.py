@@ -15,7 +15,7 @@ from gpulens.diagnosis.logread.phase_traceback import FRAME_LINE, frame_funcs, f
 
 __all__ = ["EPOCH_FUNC", "LOOP_WORDS", "PARSE_FUNC", "SETUP_FUNC", "TRAIN_FUNC", "TRAIN_STEP_FUNC",
            "after_a_step", "eval_loader_frame", "eval_metric_frame", "eval_program", "in_eval", "in_train_step", "keras_step",
-           "no_grad_forward"]
+           "library_generation", "no_grad_forward"]
 
 
 #: Functions that set a program up: a constructor (a trainer's, an engine's, a model's), DeepSpeed's
@@ -209,6 +209,26 @@ def no_grad_forward(frames: Sequence[str]) -> bool:
     outer = [f for _, f in fl[:own + 1]]
     return not any(TRAIN_FUNC.match(f) or _TRAIN_NAME.match(f) or TRAIN_STEP_FUNC.match(f) or EPOCH_FUNC.match(f)
                    or SETUP_FUNC.match(f) or (f not in _FORWARD_FUNCS and _STEP_FUNC.match(f)) for f in outer)
+
+
+#: A library's generation entry: transformers' ``GenerationMixin.generate`` (``transformers/generation/utils.py``,
+#: ``generation_utils.py`` before 4.25) and its text-generation pipeline's call (``transformers/pipelines/``), vLLM's
+#: offline ``LLM.generate``/``LLM.chat`` (``vllm/entrypoints/llm.py``).
+_GENERATE_FRAME = re.compile(r'File "[^"]*(?:transformers[/\\](?:generation[/\\]utils|generation_utils)\.py", line \d+, in generate'
+                             r'|transformers[/\\]pipelines[/\\]\w+\.py", line \d+, in __call__'
+                             r'|vllm[/\\]entrypoints[/\\]llm\.py", line \d+, in (?:generate|chat))\s*$')
+
+
+def library_generation(frames: Sequence[str]) -> bool:
+    """Whether the traceback runs a library's text generation (:data:`_GENERATE_FRAME`) with no training, step, epoch,
+    rollout or set-up function of the job's outside it: a generation loop of an inference or evaluation job (P5: "a
+    ``model.generate`` loop", everything from its first prompt on is ``evaluation``), not an RL trainer's rollout."""
+    fl = frame_funcs(frames)
+    at = next((k for k, (ln, _) in enumerate(fl) if _GENERATE_FRAME.search(ln)), None)
+    if at is None:
+        return False
+    return not any(TRAIN_FUNC.match(f) or _TRAIN_NAME.match(f) or TRAIN_STEP_FUNC.match(f) or EPOCH_FUNC.match(f)
+                   or SETUP_FUNC.match(f) or _ROLLOUT_FUNC.search(f) for _, f in fl[:at])
 
 
 def eval_loader_frame(frames: Sequence[str]) -> bool:
