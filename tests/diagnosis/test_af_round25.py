@@ -254,3 +254,26 @@ _KILLED_AT_LOAD = [
 
 def test_a_time_limit_right_after_the_base_weights_is_startup() -> None:
     assert diagnose_text(_text(_KILLED_AT_LOAD)).phase == "startup"
+
+
+# A flat evaluation script (no main function: its traceback's one frame is '<module>') that printed its scores, then
+# failed in its own report line: P5, past its set-up, evaluation (not an import-time failure).
+_FLAT_EVAL = [
+    "Loaded model: 96,082,176 params",
+    "  1000/5000: acc=0.4120",
+    "  2000/5000: acc=0.4090",
+    "Traceback (most recent call last):",
+    '  File "/home/u/eval_all.py", line 125, in <module>',
+    "    print(f'ACC: {results[acc_key]:.4f}')",
+    "NameError: name 'acc_key' is not defined",
+]
+
+
+def test_a_flat_evaluation_script_failing_after_its_scores_is_evaluation() -> None:
+    assert diagnose_text(_text(_FLAT_EVAL)).phase == "evaluation"
+
+
+def test_an_import_at_a_scripts_top_is_still_startup() -> None:
+    lines = ["Traceback (most recent call last):", '  File "/home/u/eval_all.py", line 3, in <module>',
+             "    import flash_attn", "ModuleNotFoundError: No module named 'flash_attn'"]
+    assert diagnose_text(_text(lines)).phase == "startup"

@@ -277,10 +277,11 @@ def _without_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[
     loop, ``first_step`` in the loop's first step (a first collective, a step's traceback or warning, the loop
     announced), ``training`` when the run shows it stepped where this log does not (its whole time allocation,
     a wandb history, bare losses printed, over an hour in the loop), or what a bar the traceback is glued to shows."""
+    if frames is not None and eval_program(frames) and metrics_computed(lines, floor, top):
+        return "evaluation"  # P5: an evaluation program that printed its scores had run past its set-up (a flat
+        # script's own top-level statement too: its traceback's one ``<module>`` frame is no import)
     if frames is not None and at_import(frames):
         return "startup"
-    if frames is not None and eval_program(frames) and metrics_computed(lines, floor, top):
-        return "evaluation"  # P5: an evaluation program that printed its scores had run past its set-up
     if first_collective(region):
         return "first_step"
     if served_requests(lines, floor, top):
