@@ -277,3 +277,29 @@ def test_an_import_at_a_scripts_top_is_still_startup() -> None:
     lines = ["Traceback (most recent call last):", '  File "/home/u/eval_all.py", line 3, in <module>',
              "    import flash_attn", "ModuleNotFoundError: No module named 'flash_attn'"]
     assert diagnose_text(_text(lines)).phase == "startup"
+
+
+# peft src/peft/utils/save_and_load.py set_peft_model_state_dict ("raise NotImplementedError" for an adapter type it
+# cannot set), reached from PeftModel.from_pretrained -> load_adapter: README C5, the saved adapter does not fit.
+_ADAPTER = [
+    "Traceback (most recent call last):",
+    '  File "/home/u/cl/run.py", line 375, in main',
+    "    model = PeftModel.from_pretrained(model, args.adapter_dir)",
+    '  File "/env/lib/python3.10/site-packages/peft/peft_model.py", line 378, in load_adapter',
+    "    set_peft_model_state_dict(self, adapters_weights, adapter_name=adapter_name)",
+    '  File "/env/lib/python3.10/site-packages/peft/utils/save_and_load.py", line 162, in set_peft_model_state_dict',
+    "    raise NotImplementedError",
+    "NotImplementedError",
+]
+
+
+def test_an_error_raised_by_a_load_function_is_a_checkpoint_error() -> None:
+    got = diagnose_text(_text(_ADAPTER))
+    assert got.diagnosis.category == "checkpoint_error"
+    assert got.phase == "checkpoint_load"
+
+
+def test_the_same_error_raised_by_the_jobs_own_function_stays_a_code_error() -> None:
+    lines = [*_ADAPTER[:3], '  File "/home/u/cl/run.py", line 120, in build_head', "    raise NotImplementedError",
+             "NotImplementedError"]
+    assert diagnose_text(_text(lines)).diagnosis.category == "semantic_error"
