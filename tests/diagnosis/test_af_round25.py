@@ -303,3 +303,20 @@ def test_the_same_error_raised_by_the_jobs_own_function_stays_a_code_error() -> 
     lines = [*_ADAPTER[:3], '  File "/home/u/cl/run.py", line 120, in build_head', "    raise NotImplementedError",
              "NotImplementedError"]
     assert diagnose_text(_text(lines)).diagnosis.category == "semantic_error"
+
+
+# Hydra's report of an instantiate error (hydra/_internal/utils.py run_and_report, hydra/_internal/instantiate):
+# its closing advice "Set the environment variable HYDRA_FULL_ERROR=1 ..." names a setting, it states no error (R2).
+_HYDRA = [
+    "[10:01:36.645419] INFO     Training run_small on cpu     train.py:79",
+    "Error executing job with overrides: ['trainer.batch_size=100', 'device=cpu']",
+    "Error in call to target 'pkg.rl.trainer.Trainer':",
+    "APIUsageError('batch_size must be divisible by (num_envs / num_workers)')",
+    "full_key: trainer",
+    "",
+    "Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.",
+]
+
+
+def test_hydras_advice_is_no_indicator_line() -> None:
+    assert diagnose_text(_text(_HYDRA)).indicator_lines == [4]

@@ -411,8 +411,10 @@ def _quoted(lines: Sequence[str], start: int, failures: Sequence[int], evidence:
     return out
 
 
-#: Words of a line that states a failure (the classifier's evidence is read at most four times).
-_SAYS_ERROR = re.compile(r"[Ee]rror|ERROR|[Ee]xception|[Ff]ail|FAIL|[Kk]illed|not found|[Dd]enied|[Ii]nvalid|No such"
+#: Words of a line that states a failure (the classifier's evidence is read at most four times); ``ERROR`` as a word,
+#: not inside a setting's name (Hydra's "Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.",
+#: hydra/_internal/utils.py ``run_and_report``: its advice after the error, README R2).
+_SAYS_ERROR = re.compile(r"[Ee]rror|\bERROR\b|[Ee]xception|[Ff]ail|FAIL|[Kk]illed|not found|[Dd]enied|[Ii]nvalid|No such"
                          r"|out of memory|[Tt]imeout|timed out|[Aa]bort|[Ss]egmentation|Interrupt|[Uu]nable|[Cc]annot"
                          r"|can't|[Mm]ismatch|nan\b|NaN")
 
