@@ -320,3 +320,26 @@ _HYDRA = [
 
 def test_hydras_advice_is_no_indicator_line() -> None:
     assert diagnose_text(_text(_HYDRA)).indicator_lines == [4]
+
+
+# logging's record of a caught exception (logger.exception(f"Training failed: {e}"): Lib/logging/__init__.py writes
+# the record's line, then formatException's traceback), printed right after a tqdm bar's cursor-up escape, then the
+# exception re-raised and printed again: the record is the first printing (README R4, R9).
+_LOGGED = [
+    "  3%|3         | 40/1482 [00:20<13:15,  1.78it/s]\x1b[AERROR:__main__:Training failed: CUDA out of memory. Tried"
+    " to allocate 18.25 GiB. GPU 0 has a total capacity of 39.49 GiB of which 18.01 GiB is free.",
+    "Traceback (most recent call last):",
+    '  File "/home/u/ft/train.py", line 305, in main',
+    "    trainer.train()",
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 18.25 GiB. GPU 0 has a total capacity of 39.49 GiB"
+    " of which 18.01 GiB is free.",
+]
+
+
+def test_a_loggers_record_of_the_exception_is_its_first_printing() -> None:
+    assert diagnose_text(_text(_LOGGED)).indicator_lines == [1]
+
+
+def test_a_record_with_another_message_is_not_the_exceptions() -> None:
+    other = ["epoch 1 step 40 ERROR:__main__:evaluation skipped: the validation split is empty", *_LOGGED[1:]]
+    assert diagnose_text(_text(other)).indicator_lines == [5]

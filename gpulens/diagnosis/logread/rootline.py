@@ -72,6 +72,7 @@ from gpulens.diagnosis.logread.messages import (
     logged_above,
     logged_first,
     logged_frame,
+    logged_record,
     not_heads,
     summary_part,
 )
@@ -139,7 +140,7 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     runs = split_runs(lines, own, start, anew := first.rank is None and first.proc is None)
     again = last_run_again(lines, runs, at.norm, anew)
     picked, later = _picked_runs(at, own, runs, again, run_end)
-    picked = [logged_first(lines, i, at.norm) for i in picked]
+    picked = [logged_record(lines, logged_first(lines, i, at.norm)) for i in picked]
     chained = set(picked)  # each says its own message (R4), though their quoted names are blanked alike
     if picked and is_debugger_quit(at.norm(picked[-1])):
         picked = breakpoint_prompt(lines, picked[-1]) + picked
