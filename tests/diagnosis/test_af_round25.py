@@ -343,3 +343,32 @@ def test_a_loggers_record_of_the_exception_is_its_first_printing() -> None:
 def test_a_record_with_another_message_is_not_the_exceptions() -> None:
     other = ["epoch 1 step 40 ERROR:__main__:evaluation skipped: the validation split is empty", *_LOGGED[1:]]
     assert diagnose_text(_text(other)).indicator_lines == [5]
+
+
+def _worker_run(split: str) -> list[str]:
+    """One run of an evaluation script whose DataLoader worker failed (torch/_utils.py ExceptionWrapper.reraise:
+    "Caught X in DataLoader worker process N." then the worker's "Original Traceback")."""
+    return [
+        f"Namespace(batch_size=128, split='{split}', workers=16)",
+        "Files already downloaded and verified",
+        "Building model",
+        "Model evaluation",
+        "Traceback (most recent call last):",
+        '  File "/home/u/eval.py", line 159, in <module>',
+        "    main()",
+        '  File "/env/lib/python3.11/site-packages/torch/_utils.py", line 694, in reraise',
+        "    raise exception",
+        "TypeError: Caught TypeError in DataLoader worker process 0.",
+        "Original Traceback (most recent call last):",
+        '  File "/env/lib/python3.11/site-packages/torch/utils/data/_utils/collate.py", line 150, in collate',
+        "    raise TypeError(default_collate_err_msg_format.format(elem_type))",
+        "TypeError: default_collate: batch must contain tensors, numpy arrays, numbers, dicts or lists; found <class"
+        " 'NoneType'>",
+        "",
+    ]
+
+
+def test_a_worker_error_ending_a_run_and_the_run_again_is_labelled_in_the_last_run() -> None:
+    # README R1: the job script ran the program again (its start-up printed again): the last run's error
+    lines = [*_worker_run("val"), *_worker_run("test")]
+    assert diagnose_text(_text(lines)).indicator_lines == [29]

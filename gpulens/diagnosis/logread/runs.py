@@ -162,6 +162,23 @@ _BETWEEN_REACH = 300
 _AGAIN = 2
 
 
+#: The head torch prints for the traceback of a DataLoader worker's (or a replica's) exception inside the message of
+#: the exception it re-raises (torch/_utils.py ``ExceptionWrapper``: "Caught X in DataLoader worker process N.\n"
+#: "Original Traceback (most recent call last):\n...").
+_ORIGINAL_HEAD = "Original " + TRACEBACK
+
+
+def _embedding(lines: Sequence[str], i: int) -> int | None:
+    """The exception line that embeds the traceback ending at the exception line ``i`` in its message (its
+    "Original Traceback" head just below that line: :data:`_ORIGINAL_HEAD`), whose own traceback tells whether the
+    process ended there; else None."""
+    head = python_head(lines, i)
+    if head is None or _ORIGINAL_HEAD not in lines[head]:
+        return None
+    above = next((k for k in range(head - 1, max(-1, head - 3), -1) if lines[k].strip()), None)
+    return above if above is not None and EXCEPTION.match(logs.normalize_line(unprefixed(lines[above])).strip()) else None
+
+
 def _started_again(lines: Sequence[str], run: Sequence[int], nxt: int, memo: dict[int, str] | None = None) -> bool:
     """Whether the error line ``nxt`` comes from a new start of the program whose run ``run``
     (its error lines so far) ended at its last exception: that exception ended its process
@@ -173,7 +190,9 @@ def _started_again(lines: Sequence[str], run: Sequence[int], nxt: int, memo: dic
     the lines' :func:`_ordinary_shape`, kept across the calls of one reading."""
     prev = run[-1]
     after = next((ln for ln in lines[prev + 1:nxt] if ln.strip()), TRACEBACK)
-    if not (ended_uncaught(lines, prev) or _logged_exit(lines, prev)):
+    wrapper = _embedding(lines, prev)
+    if not (ended_uncaught(lines, prev) or _logged_exit(lines, prev)
+            or (wrapper is not None and ended_uncaught(lines, wrapper))):
         return False  # its process went on
     top = printing(lines, run[0], run[0])
     if _several_running(lines, top, prev, nxt):
