@@ -179,6 +179,14 @@ def _embedding(lines: Sequence[str], i: int) -> int | None:
     return above if above is not None and EXCEPTION.match(logs.normalize_line(unprefixed(lines[above])).strip()) else None
 
 
+def _process_ended(lines: Sequence[str], i: int) -> bool:
+    """Whether the error line ``i`` ended its process: its exception was not caught (:func:`ended_uncaught`; for an
+    error embedded in a wrapper's message, :func:`_embedding`, the wrapper's), or a script's top-level handler
+    logged it (:func:`_logged_exit`)."""
+    wrapper = _embedding(lines, i)
+    return ended_uncaught(lines, i) or _logged_exit(lines, i) or (wrapper is not None and ended_uncaught(lines, wrapper))
+
+
 def _started_again(lines: Sequence[str], run: Sequence[int], nxt: int, memo: dict[int, str] | None = None) -> bool:
     """Whether the error line ``nxt`` comes from a new start of the program whose run ``run``
     (its error lines so far) ended at its last exception: that exception ended its process
@@ -190,9 +198,7 @@ def _started_again(lines: Sequence[str], run: Sequence[int], nxt: int, memo: dic
     the lines' :func:`_ordinary_shape`, kept across the calls of one reading."""
     prev = run[-1]
     after = next((ln for ln in lines[prev + 1:nxt] if ln.strip()), TRACEBACK)
-    wrapper = _embedding(lines, prev)
-    if not (ended_uncaught(lines, prev) or _logged_exit(lines, prev)
-            or (wrapper is not None and ended_uncaught(lines, wrapper))):
+    if not _process_ended(lines, prev):
         return False  # its process went on
     top = printing(lines, run[0], run[0])
     if _several_running(lines, top, prev, nxt):
