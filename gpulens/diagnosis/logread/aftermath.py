@@ -47,7 +47,8 @@ from gpulens.diagnosis.logread.tracebacks import (
 )
 
 __all__ = ["WENT_ON", "child_after_parent", "ended_from_outside", "killed_after_going_on", "logged_and_went_on", "logged_warning",
-           "native_error_went_on", "printed_again", "recovered_from", "without_aftermath", "without_spawned", "without_teardown"]
+           "native_error_went_on", "printed_again", "recovered_from", "said_it_goes_on", "without_aftermath", "without_spawned",
+           "without_teardown"]
 
 
 def without_aftermath(own: list[int], region: Sequence[int], norm: Callable[[int], str],
@@ -225,6 +226,31 @@ _NATIVE_ERROR = re.compile(r"^(?:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: E|E\d{4} \
 #: applied in this batch. If you want to avoid this issue, try to reduce the batch size or image size.")``).
 _RECOVERED = re.compile(r"OOM RuntimeError is raised due to the huge memory cost during label assignment\.\s+"
                         r"CPU mode is applied in this batch")
+
+
+#: A launcher's own word, just below its error, that it goes on regardless: IBM Spectrum MPI's start-up (jsrun/mpirun on
+#: Summit-class LSF systems) when its environment generator is missing ("Error: SMPI environment generator script not
+#: found at:" / "Path : ..." / "Error: No such file or directory" / "Warning. Failed to setup the Spectrum MPI
+#: environment." / "Continuing to launch. Beware, the Spectrum MPI environment may not be completely setup.").
+_GOES_ON = re.compile(r"^Continuing (?:to launch|anyway)\b")
+#: Non-blank lines below an error searched for that word.
+_GOES_ON_REACH = 5
+
+
+def said_it_goes_on(lines: Sequence[str], i: int) -> bool:
+    """Whether one of the few non-blank lines below the error line ``i`` is its emitter's statement that it goes on
+    (:data:`_GOES_ON`): README rule R1, the run went on after it (what failed later is the error)."""
+    seen = 0
+    for k in range(i + 1, min(len(lines), i + 3 * _GOES_ON_REACH)):
+        text = unprefixed(lines[k]).strip()
+        if not text:
+            continue
+        if _GOES_ON.match(text) is not None:
+            return True
+        seen += 1
+        if seen >= _GOES_ON_REACH:
+            return False
+    return False
 
 
 def recovered_from(norm: str) -> bool:

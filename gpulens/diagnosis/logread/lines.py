@@ -41,6 +41,7 @@ __all__ = [
     "is_progress",
     "is_terminal_kill",
     "ends_own_process",
+    "shell_job_died",
     "DEBUGGER_PROMPTS",
     "DEBUGGER_QUIT",
     "is_debugger_quit",
@@ -218,6 +219,23 @@ _PROGRAM_ERROR = re.compile(
 
 #: Lines above argparse's "prog: error: ..." searched for its "usage: prog [-h] ..." block.
 _USAGE_REACH = 40
+
+
+#: A non-interactive bash's report that a command of its script died of a signal (bash jobs.c
+#: ``notify_of_job_status``: "%s: line %d: " then ``pretty_print_job`` with JLIST_NONINTERACTIVE: the pid, the
+#: signal's description from ``strsignal`` with " (core dumped)", the command): "run.sh: line 5:  8004 Killed
+#: python3 train.py --model sparse". That command's process has ended; what the script runs next is another one.
+_SHELL_JOB_DIED = re.compile(r"^\S[^:]*: line \d+: +(?P<pid>\d+) (?:Killed|Terminated|Aborted|Segmentation fault|Bus error"
+                             r"|Illegal instruction|Floating point exception|Hangup|Quit|CPU time limit exceeded"
+                             r"|File size limit exceeded|User defined signal [12])(?: \(core dumped\))? +\S")
+
+
+def shell_job_died(line: str) -> str | None:
+    """The pid of the command a non-interactive bash reports dead of a signal on ``line`` (:data:`_SHELL_JOB_DIED`),
+    else None."""
+    text = prefix_free(line).strip()
+    m = _SHELL_JOB_DIED.match(text) if ": line " in text else None
+    return m["pid"] if m is not None else None
 
 
 def ends_own_process(lines: Sequence[str], i: int) -> bool:

@@ -29,7 +29,8 @@ from gpulens.diagnosis.logread.tracebacks import (
     unprefixed,
 )
 
-__all__ = ["code_line", "hook_errors", "later_line", "logged_above", "logged_first", "logged_frame", "not_heads", "summary_part"]
+__all__ = ["code_line", "hook_errors", "later_line", "logged_above", "logged_first", "logged_frame", "logged_record", "not_heads",
+           "summary_part"]
 
 
 def logged_frame(raw: str) -> bool:
@@ -252,3 +253,34 @@ def logged_above(lines: Sequence[str], i: int) -> int:
         return i
     said = logs.normalize_line(unlogged(unprefixed(lines[k]))).strip()
     return k if EXCEPTION.match(said) and message_shape(said) == message_shape(norm_body(lines[i])) else i
+
+
+#: A logging record's level name (Lib/logging/__init__.py: the default "%(levelname)s:%(name)s:%(message)s" of
+#: ``basicConfig``, and formats that put it between other fields).
+_ERROR_RECORD = re.compile(r"(?<![A-Za-z_])(?:ERROR|CRITICAL|FATAL)(?![A-Za-z_])")
+#: A terminal control sequence (tqdm's cursor-up "\\x1b[A" between its bars and the next output).
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+#: The shortest exception message matched inside a record (shorter ones say too little to be the same).
+_RECORD_MESSAGE = 30
+
+
+def logged_record(lines: Sequence[str], i: int) -> int:
+    """The logger's ERROR record printed just above the traceback of the exception line ``i`` when the record's
+    message ends with that exception's message: ``logger.exception(f"Training failed: {e}")`` (or ``logger.error(...,
+    exc_info=True)``): logging writes the record's line, then the traceback (Lib/logging/__init__.py
+    ``Formatter.format`` appends ``formatException``); the record is the error's first printing (README R4, R9), also
+    where a progress bar's last refresh has no newline before it. Else ``i``."""
+    body = norm_body(lines[i])
+    m = EXCEPTION.match(body)
+    if m is None or not body[m.end():].startswith(": "):
+        return i
+    message = body[m.end() + 2:].strip()
+    head = python_head(lines, i) if len(message) >= _RECORD_MESSAGE else None
+    k = -1 if head is None else head - 1
+    while k >= 0 and not lines[k].strip():
+        k -= 1
+    if k < 0 or ranks.origin_of(lines[k]) != ranks.origin_of(lines[i]):
+        return i
+    text = _ANSI.sub(" ", logs.normalize_line(unprefixed(lines[k])).strip())
+    at = text.rfind(message[:_RECORD_MESSAGE])
+    return k if at > 0 and text[at:].startswith(message[:len(text) - at]) and _ERROR_RECORD.search(text[:at]) else i

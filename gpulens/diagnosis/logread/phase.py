@@ -49,6 +49,7 @@ from gpulens.diagnosis.logread.phase_frames import (
     in_eval,
     in_train_step,
     keras_step,
+    library_generation,
     no_grad_forward,
 )
 from gpulens.diagnosis.logread.phase_loops import (
@@ -69,6 +70,7 @@ from gpulens.diagnosis.logread.phase_startup import (
     model_summary,
     remote_code_import,
     setting_up,
+    weights_loaded_last,
 )
 from gpulens.diagnosis.logread.phase_steps import (
     bar_done,
@@ -220,7 +222,7 @@ def _names_evaluation(lines: Sequence[str], failure: int, tb: Sequence[str] | No
     if tb is None:
         return names_eval(failure_text(lines, failure))
     return in_eval([*chained_outer(lines, failure), *tb]) or eval_loader_frame(tb) or eval_metric_frame(tb) \
-        or no_grad_forward(tb)
+        or no_grad_forward(tb) or library_generation(tb)
 
 
 def _phase_by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[str], tb: Sequence[str] | None,
@@ -275,17 +277,19 @@ def _without_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[
     loop, ``first_step`` in the loop's first step (a first collective, a step's traceback or warning, the loop
     announced), ``training`` when the run shows it stepped where this log does not (its whole time allocation,
     a wandb history, bare losses printed, over an hour in the loop), or what a bar the traceback is glued to shows."""
+    if frames is not None and eval_program(frames) and metrics_computed(lines, floor, top):
+        return "evaluation"  # P5: an evaluation program that printed its scores had run past its set-up (a flat
+        # script's own top-level statement too: its traceback's one ``<module>`` frame is no import)
     if frames is not None and at_import(frames):
         return "startup"
-    if frames is not None and eval_program(frames) and metrics_computed(lines, floor, top):
-        return "evaluation"  # P5: an evaluation program that printed its scores had run past its set-up
     if first_collective(region):
         return "first_step"
     if served_requests(lines, floor, top):
         return "evaluation"  # P5: an inference server answered model requests: past its set-up, serving
     # (P9: a kill on the file's first line, none of the process' output above it, shows a job that started, no more)
     if top > 0 and any(OUT_OF_TIME.search(ln) for ln in (*region, *lines[top:top + KILL_AFTER])):
-        return "training"  # it ran for its whole allocation: the steps went where this log does not show
+        # P7, P9: killed right after the model's base weights were read (the last activity shown), else
+        return "startup" if frames is None and weights_loaded_last(lines, floor, top) else "training"  # it ran for its whole allocation: the steps went where this log does not show
     if logged_history(lines[top:top + KILL_AFTER]) or logged_history(footer_above(lines, floor, top)):
         return "training"  # the run logged its metrics many times (to wandb, not to this log)
     if printed_losses(lines, floor, top):

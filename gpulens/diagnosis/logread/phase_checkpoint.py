@@ -43,7 +43,7 @@ _SAVE = Guarded(r"save_checkpoint|_save_checkpoint|torch\.save|save_pretrained|s
 #: tokenizer for '{path}'", ``configuration_utils``'s "Can't load the configuration of '{path}'", ``modeling_utils``'s
 #: "Can't load the model for '{path}'"; ``huggingface_hub``'s ``validate_repo_id`` "Repo id must be in the form
 #: 'repo_name' or 'namespace/repo_name': '{repo_id}'" for a local path that is not there): a checkpoint being read.
-_LOAD = Guarded(r"load_checkpoint|load_state_dict|_load_best_model|resume_from|[Ll]oading checkpoint|torch\.load\("
+_LOAD = Guarded(r"load_checkpoint|load_state_dict|_load_best_model|resume_from|[Ll]oading checkpoint(?! shards)|torch\.load\("
                 r"|_IncompatibleKeys|Error\(s\) in loading state_dict"
                 r"|does not appear to have a file named |Incorrect path_or_model_id: "
                 r"|Can't load (?:tokenizer for|the configuration of|the model for) '"
@@ -59,7 +59,7 @@ def checkpoint_phase(lines: Sequence[str], failure: int, floor: int, top: int, r
     traceback's unindented lines (of the failure's lines without one), or by a save or load announced just
     above ``top`` (the traceback's head, or the failure)."""
     frames = tb or []
-    by_name = _serializing(frames) or _checkpoint_func(frame_funcs(frames))
+    by_name = _serializing(frames) or _checkpoint_func(frame_funcs(frames)) or _save_statement(frames)
     if by_name is not None:
         return by_name
     if not func_names(frames) and (after := handler_frames(lines, failure)) \
@@ -183,6 +183,27 @@ def _checkpoint_func(frames: Sequence[tuple[str, str]]) -> str | None:
         if _LOAD_FUNC.search(f):
             return None if built else "checkpoint_load"
         built = built or (f == "__init__" and _MODULE_INIT.search(ln) is not None)
+    return None
+
+
+#: A statement that saves model state (P6): ``torch.save(``/``paddle.save(`` (torch/serialization.py ``save``,
+#: paddle/framework/io.py ``save``), safetensors' ``save_file(``/``save_model(`` (safetensors/torch.py), a model's
+#: ``.save_pretrained(`` (transformers modeling_utils.py ``PreTrainedModel.save_pretrained``).
+_SAVE_CALL = re.compile(r"^\s*(?:torch|paddle)\.save\(|\bsafetensors\.torch\.save_(?:file|model)\(|\.save_pretrained\(")
+#: Where installed libraries' files live (a frame there is not the job's own code; as tracebacks.py).
+_LIBRARY_DIRS = ("site-packages/", "dist-packages/", "/lib/python3.", "/lib/python2.")
+
+
+def _save_statement(frames: Sequence[str]) -> str | None:
+    """``checkpoint_save`` when the innermost frame of the job's own code (not an installed library's file) is
+    running a save statement (:data:`_SAVE_CALL`): whatever raised below it, in the save or while Python built its
+    arguments (torch's ``Module.__getattr__`` for a submodule the model does not have, ``state_dict()``), the
+    job was saving its model (P1, P6; README C3)."""
+    for k in range(len(frames) - 1, -1, -1):
+        if 'File "' not in frames[k] or any(d in frames[k].replace("\\", "/") for d in _LIBRARY_DIRS):
+            continue
+        code = frames[k + 1] if k + 1 < len(frames) else ""
+        return "checkpoint_save" if _SAVE_CALL.search(code) else None
     return None
 
 

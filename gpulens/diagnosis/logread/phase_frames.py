@@ -15,7 +15,7 @@ from gpulens.diagnosis.logread.phase_traceback import FRAME_LINE, frame_funcs, f
 
 __all__ = ["EPOCH_FUNC", "LOOP_WORDS", "PARSE_FUNC", "SETUP_FUNC", "TRAIN_FUNC", "TRAIN_STEP_FUNC",
            "after_a_step", "eval_loader_frame", "eval_metric_frame", "eval_program", "in_eval", "in_train_step", "keras_step",
-           "no_grad_forward"]
+           "library_generation", "no_grad_forward"]
 
 
 #: Functions that set a program up: a constructor (a trainer's, an engine's, a model's), DeepSpeed's
@@ -211,14 +211,61 @@ def no_grad_forward(frames: Sequence[str]) -> bool:
                    or SETUP_FUNC.match(f) or (f not in _FORWARD_FUNCS and _STEP_FUNC.match(f)) for f in outer)
 
 
+#: A library's generation entry: transformers' ``GenerationMixin.generate`` (``transformers/generation/utils.py``,
+#: ``generation_utils.py`` before 4.25) and its text-generation pipeline's call (``transformers/pipelines/``), vLLM's
+#: offline ``LLM.generate``/``LLM.chat`` (``vllm/entrypoints/llm.py``).
+_GENERATE_FRAME = re.compile(r'File "[^"]*(?:transformers[/\\](?:generation[/\\]utils|generation_utils)\.py", line \d+, in generate'
+                             r'|transformers[/\\]pipelines[/\\]\w+\.py", line \d+, in __call__'
+                             r'|vllm[/\\]entrypoints[/\\]llm\.py", line \d+, in (?:generate|chat))\s*$')
+
+
+def library_generation(frames: Sequence[str]) -> bool:
+    """Whether the traceback runs a library's text generation (:data:`_GENERATE_FRAME`) with no training, step, epoch,
+    rollout or set-up function of the job's outside it: a generation loop of an inference or evaluation job (P5: "a
+    ``model.generate`` loop", everything from its first prompt on is ``evaluation``), not an RL trainer's rollout."""
+    fl = frame_funcs(frames)
+    at = next((k for k, (ln, _) in enumerate(fl) if _GENERATE_FRAME.search(ln)), None)
+    if at is None:
+        return False
+    return not any(TRAIN_FUNC.match(f) or _TRAIN_NAME.match(f) or TRAIN_STEP_FUNC.match(f) or EPOCH_FUNC.match(f)
+                   or SETUP_FUNC.match(f) or _ROLLOUT_FUNC.search(f) for _, f in fl[:at])
+
+
 def eval_loader_frame(frames: Sequence[str]) -> bool:
     """Whether a frame of the traceback is stopped on a ``for`` over an evaluation's data loader or on a ``next``
-    of one (:func:`_loader_read`): a word of what it reads names one (:data:`_EVAL_LOADER`)."""
+    of one (:func:`_loader_read`): a word of what it reads names one (:data:`_EVAL_LOADER`); or on a call of the
+    job's own function that hands it an evaluation's loader and no other (:func:`_eval_loader_passed`)."""
     for k in range(len(frames) - 1):
         if "File " in frames[k] and (read := _loader_read(frames[k], frames[k + 1])) is not None \
                 and any(_EVAL_LOADER.match(w) for w in re.split(r"\W+", read) if w):
             return True
+        if "File " in frames[k] and _eval_loader_passed(frames, k):
+            return True
     return False
+
+
+#: The arguments of a call on a frame's source line (``loss, acc = self.run_epoch(loader=val_loader, train=False)``).
+_CALL_ARGS = re.compile(r"[\w\]]\s*\((.{1,300})\)\s*$")
+#: An argument word that names a data loader, data set or batch iterator of any split (``train_loader``, ``dl``).
+_ANY_LOADER = re.compile(r"(?i)(?:loader|dl|iter(?:ator)?|data_?set|ds|batches)s?$")
+#: A keyword argument's name (``dataloader=``): the called function's parameter, not what the caller passes.
+_KEYWORD = re.compile(r"^\s*\w+\s*=(?!=)")
+
+
+def _eval_loader_passed(frames: Sequence[str], k: int) -> bool:
+    """Whether the job's frame ``k`` is stopped on a call that passes an evaluation's loader (:data:`_EVAL_LOADER`)
+    and no other loader nor a word of training among its arguments, to a function of the job's own code (the next
+    frame, not an installed library's): a script's one epoch function run over its validation loader
+    (``self.run_epoch(dataloader=val_loader, train=False)``) is the evaluation pass (P4), whatever it is named."""
+    if _LIBRARY.search(frames[k]) or (m := _CALL_ARGS.search(frames[k + 1])) is None:
+        return False
+    nxt = next((f for f in frames[k + 2:] if "File " in f), None)
+    if nxt is None or _LIBRARY.search(nxt):
+        return False
+    words = [w for arg in m.group(1).split(",") for w in re.split(r"\W+", _KEYWORD.sub("", arg)) if w]
+    loaders = [w for w in words if _EVAL_LOADER.match(w) or _ANY_LOADER.search(w)]
+    return bool(loaders) and all(_EVAL_LOADER.match(w) for w in loaders) \
+        and not any("train" in w.lower() for w in words)
 
 
 def _loader_read(frame: str, code: str) -> str | None:

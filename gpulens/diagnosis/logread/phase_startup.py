@@ -22,7 +22,7 @@ from gpulens.diagnosis.logread.phase_frames import (
 from gpulens.diagnosis.logread.phase_traceback import frame_funcs, func_names
 
 __all__ = ["at_import", "built_from_pretrained", "dataset_built", "ends_in_syntax_error", "first_cuda_call", "hub_base_weights",
-           "import_failed", "model_summary", "remote_code_import", "setting_up"]
+           "import_failed", "model_summary", "remote_code_import", "setting_up", "weights_loaded_last"]
 
 
 #: transformers' ``utils/hub.py`` messages for a file a ``from_pretrained`` cannot find, naming the model by a Hub
@@ -195,4 +195,28 @@ def dataset_built(frames: Sequence[str]) -> bool:
             callee = next((f for f in frames[k + 1:k + 4] if 'File "' in f), "")
             if callee.rstrip().endswith(", in __init__"):
                 return True
+    return False
+
+
+#: The bar transformers shows while ``from_pretrained`` reads a sharded model's weights (``modeling_utils.py``
+#: ``_load_pretrained_model``: ``logging.tqdm(checkpoint_files, desc="Loading checkpoint shards")``): base weights read
+#: while the model is built (P7: ``startup``).
+_SHARDS_BAR = "Loading checkpoint shards:"
+#: Non-blank lines above a kill read for that bar (the tokenizer's and generation config's notes may follow it).
+_SHARDS_REACH = 3
+
+
+def weights_loaded_last(lines: Sequence[str], floor: int, top: int) -> bool:
+    """Whether one of the last few non-blank lines the program printed before the kill at ``top`` is transformers'
+    shard-loading bar (:data:`_SHARDS_BAR`): the last activity the log shows is building the model from its base
+    weights, so a kill there (P9) came in ``startup`` (P7), whatever the job went on to do where the log does not show."""
+    seen = 0
+    for k in range(top - 1, floor - 1, -1):
+        if not lines[k].strip():
+            continue
+        if _SHARDS_BAR in lines[k]:
+            return True
+        seen += 1
+        if seen >= _SHARDS_REACH:
+            return False
     return False

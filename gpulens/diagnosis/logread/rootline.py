@@ -37,6 +37,7 @@ from gpulens.diagnosis.logread.aftermath import (
     native_error_went_on,
     printed_again,
     recovered_from,
+    said_it_goes_on,
     without_aftermath,
     without_spawned,
     without_teardown,
@@ -71,6 +72,7 @@ from gpulens.diagnosis.logread.messages import (
     logged_above,
     logged_first,
     logged_frame,
+    logged_record,
     not_heads,
     summary_part,
 )
@@ -138,7 +140,7 @@ def pick_lines(lines: Sequence[str], start: int, failures: Sequence[int], eviden
     runs = split_runs(lines, own, start, anew := first.rank is None and first.proc is None)
     again = last_run_again(lines, runs, at.norm, anew)
     picked, later = _picked_runs(at, own, runs, again, run_end)
-    picked = [logged_first(lines, i, at.norm) for i in picked]
+    picked = [logged_record(lines, logged_first(lines, i, at.norm)) for i in picked]
     chained = set(picked)  # each says its own message (R4), though their quoted names are blanked alike
     if picked and is_debugger_quit(at.norm(picked[-1])):
         picked = breakpoint_prompt(lines, picked[-1]) + picked
@@ -192,7 +194,7 @@ def _own_errors(at: _Attempt, hook: Collection[int], ownline: Callable[[int], bo
     own = [i for i in own if not logged_warning(lines[i]) and not logged_and_went_on(lines, i, own, norm)
            and i not in again and not script_went_on(lines, i, own, norm)
            and not native_error_went_on(lines, i, own, norm) and i not in children
-           and not recovered_from(norm(i))] or own
+           and not recovered_from(norm(i)) and not said_it_goes_on(lines, i)] or own
     errors = [i for i in own if not is_scheduler_kill(norm(i))]
     caught = set(errors) if errors and killed_after_going_on(lines, errors[-1], region, norm, ownline) else set()
     caught |= children - set(own)
@@ -410,8 +412,10 @@ def _quoted(lines: Sequence[str], start: int, failures: Sequence[int], evidence:
     return out
 
 
-#: Words of a line that states a failure (the classifier's evidence is read at most four times).
-_SAYS_ERROR = re.compile(r"[Ee]rror|ERROR|[Ee]xception|[Ff]ail|FAIL|[Kk]illed|not found|[Dd]enied|[Ii]nvalid|No such"
+#: Words of a line that states a failure (the classifier's evidence is read at most four times); ``ERROR`` as a word,
+#: not inside a setting's name (Hydra's "Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.",
+#: hydra/_internal/utils.py ``run_and_report``: its advice after the error, README R2).
+_SAYS_ERROR = re.compile(r"[Ee]rror|\bERROR\b|[Ee]xception|[Ff]ail|FAIL|[Kk]illed|not found|[Dd]enied|[Ii]nvalid|No such"
                          r"|out of memory|[Tt]imeout|timed out|[Aa]bort|[Ss]egmentation|Interrupt|[Uu]nable|[Cc]annot"
                          r"|can't|[Mm]ismatch|nan\b|NaN")
 

@@ -19,6 +19,7 @@ from gpulens.diagnosis.logread.lines import (
     has_error_level,
     is_failure,
     is_progress,
+    shell_job_died,
 )
 from gpulens.diagnosis.logread.origins import AROUND
 from gpulens.diagnosis.logread.rooterror import is_root_error
@@ -73,10 +74,19 @@ def split_runs(lines: Sequence[str], own: Sequence[int], start: int, anew: bool 
     memo: dict[int, str] = {}
     for prev, nxt in zip(own, own[1:], strict=False):
         if not _parallel_copy(lines, prev, nxt) and (any(prev < v < nxt for v in ends) or ends_own_process(lines, prev)
+                                                     or _next_command(lines, prev, nxt)
                                                      or (anew and _started_again(lines, runs[-1], nxt, memo))):
             runs.append([])
         runs[-1].append(nxt)
     return runs
+
+
+def _next_command(lines: Sequence[str], prev: int, nxt: int) -> bool:
+    """Whether ``prev`` and ``nxt`` are the shell's reports of two commands of the job script dying of a signal
+    (bash's "run.sh: line 4:  3865 Killed   python3 fit.py ...", then "line 5:  8004 Killed ..."; another pid:
+    :func:`lines.shell_job_died`): the first command had ended when the script ran the next (README rule R1)."""
+    died = shell_job_died(lines[prev])
+    return died is not None and shell_job_died(lines[nxt]) not in (None, died)
 
 
 def _parallel_copy(lines: Sequence[str], prev: int, nxt: int) -> bool:
@@ -152,6 +162,31 @@ _BETWEEN_REACH = 300
 _AGAIN = 2
 
 
+#: The head torch prints for the traceback of a DataLoader worker's (or a replica's) exception inside the message of
+#: the exception it re-raises (torch/_utils.py ``ExceptionWrapper``: "Caught X in DataLoader worker process N.\n"
+#: "Original Traceback (most recent call last):\n...").
+_ORIGINAL_HEAD = "Original " + TRACEBACK
+
+
+def _embedding(lines: Sequence[str], i: int) -> int | None:
+    """The exception line that embeds the traceback ending at the exception line ``i`` in its message (its
+    "Original Traceback" head just below that line: :data:`_ORIGINAL_HEAD`), whose own traceback tells whether the
+    process ended there; else None."""
+    head = python_head(lines, i)
+    if head is None or _ORIGINAL_HEAD not in lines[head]:
+        return None
+    above = next((k for k in range(head - 1, max(-1, head - 3), -1) if lines[k].strip()), None)
+    return above if above is not None and EXCEPTION.match(logs.normalize_line(unprefixed(lines[above])).strip()) else None
+
+
+def _process_ended(lines: Sequence[str], i: int) -> bool:
+    """Whether the error line ``i`` ended its process: its exception was not caught (:func:`ended_uncaught`; for an
+    error embedded in a wrapper's message, :func:`_embedding`, the wrapper's), or a script's top-level handler
+    logged it (:func:`_logged_exit`)."""
+    wrapper = _embedding(lines, i)
+    return ended_uncaught(lines, i) or _logged_exit(lines, i) or (wrapper is not None and ended_uncaught(lines, wrapper))
+
+
 def _started_again(lines: Sequence[str], run: Sequence[int], nxt: int, memo: dict[int, str] | None = None) -> bool:
     """Whether the error line ``nxt`` comes from a new start of the program whose run ``run``
     (its error lines so far) ended at its last exception: that exception ended its process
@@ -163,7 +198,7 @@ def _started_again(lines: Sequence[str], run: Sequence[int], nxt: int, memo: dic
     the lines' :func:`_ordinary_shape`, kept across the calls of one reading."""
     prev = run[-1]
     after = next((ln for ln in lines[prev + 1:nxt] if ln.strip()), TRACEBACK)
-    if not (ended_uncaught(lines, prev) or _logged_exit(lines, prev)):
+    if not _process_ended(lines, prev):
         return False  # its process went on
     top = printing(lines, run[0], run[0])
     if _several_running(lines, top, prev, nxt):
@@ -258,7 +293,8 @@ def last_run_again(lines: Sequence[str], runs: Sequence[Sequence[int]], norm: Ca
     final = next((i for i in reversed(runs[-1]) if EXCEPTION.match(norm(i))), runs[-1][-1])
     if _LEFT_MISSING.search(norm(final)):
         return True
-    if ends_own_process(lines, runs[0][-1]) or (anew and _started_again(lines, runs[-2], runs[-1][0])):
+    if ends_own_process(lines, runs[0][-1]) or _next_command(lines, runs[-2][-1], runs[-1][0]) \
+            or (anew and _started_again(lines, runs[-2], runs[-1][0])):
         return False
     return None
 

@@ -18,9 +18,14 @@ __all__ = ["LAUNCHER_KEYS", "is_launcher_verdict", "verdict_lines"]
 LAUNCHER_KEYS = ("failed (exitcode", "errors.ChildFailedError", "Root Cause (first observed failure)",
                  "detected that one or more processes exited", "Process name:", "mpirun noticed that process rank",
                  "BAD TERMINATION OF ONE", "exits with return code", "Exited with exit code")
+#: A pipeline runner's report that a command it ran exited non-zero: Node.js' ``child_process`` (lib/child_process.js
+#: ``checkExecSyncError`` and ``exec``'s ``exithandler``: ``new Error("Command failed: " + cmd)``, printed
+#: "Error: Command failed: python -m ...") and execa's (lib/error.js ``getErrorPrefix``: "Command failed with exit code
+#: 2: python eval.py"): the runner's verdict on its child, as a launcher's (README rule R8).
+_RUNNER_KEYS = ("Error: Command failed: ", "Command failed with exit code ")
 #: The launcher's and the scheduler's verdict lines, most telling first (a cause the scheduler
-#: names, the launcher's summary of which rank failed, then the exit lines).
-_VERDICT_KEYS = ("oom_kill event", "TERM_", "CANCELLED AT", "SignalException", *LAUNCHER_KEYS)
+#: names, the launcher's summary of which rank failed, then the exit lines, then a runner's report).
+_VERDICT_KEYS = ("oom_kill event", "TERM_", "CANCELLED AT", "SignalException", *LAUNCHER_KEYS, *_RUNNER_KEYS)
 
 
 def verdict_lines(lines: Sequence[str], start: int) -> list[int]:
@@ -56,7 +61,7 @@ def _is_rank_row(line: str) -> bool:
 #: Lines a launcher or scheduler prints about a child that already failed (README rules R6, R8):
 #: torchrun's, Open MPI's, MPICH's, DeepSpeed's, srun's and LSF's exit verdicts and torchrun's
 #: Root Cause table rows and its error-file dump, srun's step abort.
-_LAUNCHER_SAYS = (*LAUNCHER_KEYS, "srun: Job step aborted", "forcing job termination", "Killing subprocess",
+_LAUNCHER_SAYS = (*LAUNCHER_KEYS, *_RUNNER_KEYS, "srun: Job step aborted", "forcing job termination", "Killing subprocess",
                   "sigkill_handler", "multiprocessing.errors.error_handler", "error_handler.py:")
 #: A row of torchrun's failure table (torch/distributed/elastic/multiprocessing/errors/__init__.py,
 #: ChildFailedError.format_msg: "rank      : 3", "exitcode  : 1", "error_file: <N/A>").
