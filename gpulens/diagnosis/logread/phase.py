@@ -205,9 +205,13 @@ def _evaluation_going_on(lines: Sequence[str], failure: int, floor: int, top: in
     a kill came right after an evaluation's report."""
     if _names_evaluation(lines, failure, tb):
         return True
+    if tb is not None and in_train_step(tb):
+        return False  # P1: the frames of the traceback that ended the process (a training step's forward,
+        # backward or optimizer step, e.g. transformers Trainer.training_step, Lightning training_step) outrank
+        # an evaluation announced or printed before it
     if evaluation_announced(since_last_step(before)) or evaluating(lines, floor, top):
         return True
-    if (tb is None or not in_train_step(tb)) and trainer_evaluating(lines, floor, top):
+    if trainer_evaluating(lines, floor, top):
         return True  # the Trainer's evaluation loop announced, its results not logged yet
     # P4/P9: killed right after an evaluation's report, nothing printed since (after a training loop's pass:
     # not a set-up line's "val_split: 0.1")
