@@ -205,14 +205,30 @@ def _evaluation_going_on(lines: Sequence[str], failure: int, floor: int, top: in
     a kill came right after an evaluation's report."""
     if _names_evaluation(lines, failure, tb):
         return True
+    if tb is not None and _named_train_step(tb):
+        return False  # P1: the frames of the traceback that ended the process (a training step's forward,
+        # backward or optimizer step, e.g. transformers Trainer.training_step, Lightning training_step) outrank
+        # an evaluation announced or printed before it
     if evaluation_announced(since_last_step(before)) or evaluating(lines, floor, top):
         return True
-    if (tb is None or not in_train_step(tb)) and trainer_evaluating(lines, floor, top):
+    if trainer_evaluating(lines, floor, top):
         return True  # the Trainer's evaluation loop announced, its results not logged yet
     # P4/P9: killed right after an evaluation's report, nothing printed since (after a training loop's pass:
     # not a set-up line's "val_split: 0.1")
     return tb is None and killed(lines, failure) and evaluation_reported(lines, floor, top) \
         and progress_count(lines, floor, top, 1) > 0
+
+
+#: A training step named by its library (transformers trainer.py ``Trainer.training_step`` /
+#: ``_inner_training_loop``; Lightning ``training_step`` / ``optimizer_step``) or a backward pass (torch autograd
+#: ``backward`` / ``_engine_run_backward``): a bare ``forward`` may be an evaluation's.
+_TRAIN_STEP_NAMED = frozenset(("training_step", "_inner_training_loop", "optimizer_step", "backward",
+                               "_engine_run_backward"))
+
+
+def _named_train_step(tb: Sequence[str]) -> bool:
+    """Whether the traceback's frames name a training step or a backward pass (:data:`_TRAIN_STEP_NAMED`)."""
+    return in_train_step(tb) and any(f in _TRAIN_STEP_NAMED for f in func_names(tb))
 
 
 def _names_evaluation(lines: Sequence[str], failure: int, tb: Sequence[str] | None) -> bool:
