@@ -12,7 +12,7 @@ from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.rules import RuleMatch
 from gpulens.diagnosis.types import Diagnosis
 
-__all__ = ["MAX_EVIDENCE", "cause_of", "evidence_line", "reorigin", "unknown_because"]
+__all__ = ["MAX_EVIDENCE", "cause_of", "evidence_line", "quoted_line", "reorigin", "unknown_because"]
 
 
 #: Evidence lines kept on an answer (a model_diverged one, a cause printed before its aftermath).
@@ -53,3 +53,12 @@ def evidence_line(d: Diagnosis, lines: Sequence[str], floor: int) -> int | None:
 
 #: Characters of the kill's evidence line searched for in the log.
 _KEY_CHARS = 40
+
+
+def quoted_line(d: Diagnosis, lines: Sequence[str], lo: int) -> int | None:
+    """The index of the first line from ``lo`` that holds ``d``'s first evidence line (its first 120
+    characters, found through the literal index by its first 60): the exception line the answer quotes."""
+    if not d.evidence:
+        return None
+    key = d.evidence[0].strip()[:120]
+    return next((i for i in find_keys(lines, (key[:60],), lo) if key in lines[i]), None)

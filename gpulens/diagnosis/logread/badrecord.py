@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.hints import hint_for
 from gpulens.diagnosis.keyscan import find_keys
-from gpulens.diagnosis.logread.answers import MAX_EVIDENCE
+from gpulens.diagnosis.logread.answers import MAX_EVIDENCE, quoted_line
 from gpulens.diagnosis.logread.filekind import file_kind
 from gpulens.diagnosis.logread.lines import is_progress
 from gpulens.diagnosis.logread.raisedin import CODE, DATA, raised_in
@@ -136,6 +136,5 @@ def raised_in_code(d: Diagnosis, lines: Sequence[str], floor: int, start: int) -
 def _raised_where(d: Diagnosis, lines: Sequence[str], floor: int, start: int) -> str | None:
     """Where the exception of ``d``'s first evidence line was raised (:func:`raisedin.raised_in`), that line
     found from ``_WORKER_SPAN`` lines above the error region on; None when it is not found."""
-    key = d.evidence[0].strip()[:120]
-    at = next((i for i in find_keys(lines, (key[:60],), max(floor, start - _WORKER_SPAN)) if key in lines[i]), None)
+    at = quoted_line(d, lines, max(floor, start - _WORKER_SPAN))
     return None if at is None else raised_in(lines, at)

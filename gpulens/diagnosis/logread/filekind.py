@@ -27,7 +27,7 @@ from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.hints import hint_for
-from gpulens.diagnosis.keyscan import find_keys
+from gpulens.diagnosis.logread.answers import quoted_line
 from gpulens.diagnosis.logread.raisedin import frames_above
 from gpulens.diagnosis.types import Diagnosis
 
@@ -229,8 +229,7 @@ def file_kind(d: Diagnosis, lines: Sequence[str], floor: int, start: int) -> Dia
     """The category of what the file is (module doc) for an answer of :data:`FILE_RULES`; else ``d``."""
     if d.rule_id not in FILE_RULES | WRITE_RULES or not d.evidence:
         return d
-    key = d.evidence[0].strip()[:120]
-    at = next((i for i in find_keys(lines, (key[:60],), max(floor, start - _SPAN)) if key in lines[i]), None)
+    at = quoted_line(d, lines, max(floor, start - _SPAN))
     by_frames = kind_of_frames(frames_above(lines, at)) if at is not None else None
     path = _named_path(d.evidence[0])
     # a write's folder names where it goes, not what it writes (a results table under checkpoints/)
