@@ -64,8 +64,9 @@ def test_names_a_signal(text: str, named: bool) -> None:
 
 
 def test_traceback_head_words_are_defined_once() -> None:
-    from gpulens.diagnosis.logread import phase_traceback, tracebacks
+    from gpulens.diagnosis.logread import tracebacks
+    from gpulens.diagnosis.logread.phase import failing_traceback as phase_traceback
 
-    assert "TRACEBACK_HEAD" not in defined("phase_traceback") and "TRACEBACK_HEAD" not in phase_traceback.__all__
+    assert "TRACEBACK_HEAD" not in defined("phase.failing_traceback") and "TRACEBACK_HEAD" not in phase_traceback.__all__
     assert all(h.startswith(tracebacks.TRACEBACK_HEAD) for h in tracebacks.TRACEBACK_HEADS)
     assert tracebacks.TRACEBACK == "Traceback (most recent call last)"

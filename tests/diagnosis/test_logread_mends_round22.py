@@ -17,7 +17,7 @@ def _imported_modules(stem: str) -> set[str]:
 
 
 def test_phase_modules_do_not_import_completion() -> None:
-    phase = [p.stem for p in _LOGREAD.glob("phase*.py")]
+    phase = [f"phase/{p.stem}" for p in (_LOGREAD / "phase").glob("*.py")]
     assert phase and all("completion" not in _imported_modules(m) for m in phase), phase
 
 
@@ -34,7 +34,7 @@ def test_printed_before_lives_with_the_step_lines() -> None:
 def test_renamed_modules_and_one_meaning_for_went_on() -> None:
     from gpulens.diagnosis.logread import after_error, aftermath
 
-    for old, new in (("signal_ends", "handler_stops"), ("phase_runs", "phase_program"), ("goes_on", "after_error")):
+    for old, new in (("signal_ends", "handler_stops"), ("phase_runs", "phase/program"), ("goes_on", "after_error")):
         assert not (_LOGREAD / f"{old}.py").exists() and (_LOGREAD / f"{new}.py").exists()
     assert "went_on" in after_error.__all__ and "went_on" not in aftermath.__all__
     # a caught error, ordinary output after it, then a kill (the kill ended the run, not the error)

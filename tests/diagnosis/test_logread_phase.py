@@ -9,7 +9,7 @@ import pytest
 from gpulens.diagnosis.classifier import Classifier
 from gpulens.diagnosis.logread import diagnose_text
 from gpulens.diagnosis.logread.phase import phase_of
-from gpulens.diagnosis.logread.phase_steps import last_step
+from gpulens.diagnosis.logread.phase.steps import last_step
 
 _TB = ["Traceback (most recent call last):", '  File "/srv/train.py", line 80, in <module>', "    main()",
        '  File "/srv/train.py", line 61, in main', "    scheduler.step()",

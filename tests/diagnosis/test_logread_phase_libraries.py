@@ -8,7 +8,7 @@ import pytest
 
 from gpulens.diagnosis.classifier import Classifier
 from gpulens.diagnosis.logread import diagnose_text
-from gpulens.diagnosis.logread.phase_steps import last_step
+from gpulens.diagnosis.logread.phase.steps import last_step
 
 
 def _megatron(k: int, stamp: bool = True) -> str:

@@ -142,7 +142,7 @@ def test_launcher_text_drops_every_launchers_prefix_and_nothing_else() -> None:
 
 
 def test_a_prefixed_code_line_is_no_progress_line_but_a_bar_is() -> None:
-    from gpulens.diagnosis.logread.phase_traceback import _prefixed_code
+    from gpulens.diagnosis.logread.phase.failing_traceback import _prefixed_code
 
     assert _prefixed_code("gpu07:     loss = model(batch)")
     assert _prefixed_code("[rank1]:     step_loss = criterion(out, y)")

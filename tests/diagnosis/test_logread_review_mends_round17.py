@@ -66,7 +66,7 @@ def test_zero_based_last_iteration_is_not_short() -> None:
 def test_train_override_under_module_eval_is_evaluation() -> None:
     """Item 4: nn.Module.eval() is ``return self.train(False)``: a model's own train(mode) failing under a
     test routine's model.eval() fails in evaluation; a train() called from the job's loop is training."""
-    from gpulens.diagnosis.logread import phase_frames
+    from gpulens.diagnosis.logread.phase import frames as phase_frames
     frames = ["Traceback (most recent call last):",
               '  File "/srv/job/main.py", line 31, in <module>',
               "    test(net, data)",
@@ -139,7 +139,7 @@ def test_subprocess_missing_path_may_be_the_working_directory() -> None:
 
 def test_keras_progress_prefiltered_and_bounded() -> None:
     """Item 10: Keras' progress lines found by their literals, within a bounded look-back before the failure."""
-    from gpulens.diagnosis.logread import phase_steps
+    from gpulens.diagnosis.logread.phase import steps as phase_steps
     bar = "  7/250 [>.............................] - ETA: 52s - loss: 2.3011"
     assert phase_steps.keras_printed(["Using TensorFlow backend.", "Epoch 1/3", bar, "x"], 0, 3)
     assert phase_steps.keras_printed(["   3/120 ━━━━━━━━━━━━━━━━━━━━ 4s 36ms/step - loss: 0.71"], 0, 1)

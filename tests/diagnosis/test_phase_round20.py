@@ -5,7 +5,7 @@ quoted in the message it re-raises."""
 from __future__ import annotations
 
 from gpulens.diagnosis.logread.phase import phase_of
-from gpulens.diagnosis.logread.phase_steps import last_step
+from gpulens.diagnosis.logread.phase.steps import last_step
 
 _LIB = "/opt/env/lib/python3.9/site-packages"
 

@@ -5,7 +5,7 @@ formats the libraries print: SAM 2's ``ProgressMeter`` joined by " | ", and the 
 from __future__ import annotations
 
 from gpulens.diagnosis.logread.phase import phase_of
-from gpulens.diagnosis.logread.phase_steps import last_step
+from gpulens.diagnosis.logread.phase.steps import last_step
 from gpulens.diagnosis.logread.steplines import step_in, step_progress
 
 _LIB = "/opt/env/lib/python3.10/site-packages"

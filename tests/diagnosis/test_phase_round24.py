@@ -178,7 +178,7 @@ def test_lightning_logging_a_train_steps_metrics_is_training() -> None:
     """P1/P2: a logger failing in ``log_metrics`` (no evaluation: it records metrics) under Lightning's
     ``update_train_step_metrics``, which the training epoch loop calls after a completed step: ``training``, even with the
     steps' bars printed to another file."""
-    from gpulens.diagnosis.logread.phase_frames import in_eval
+    from gpulens.diagnosis.logread.phase.frames import in_eval
     tb = _tb([("/src/main.py", "<module>", "trainer.fit(model, dm)"),
               (f"{_PL}/trainer/trainer.py", "_run_train", "self.fit_loop.run()"),
               (f"{_PL}/loops/fit_loop.py", "advance", "self.epoch_loop.run(self._data_fetcher)"),
@@ -211,7 +211,7 @@ def test_ppo_update_rescoring_actions_is_training() -> None:
 def test_metric_inside_a_training_forward_is_training() -> None:
     """P1: an SSIM computed inside a loss module's ``forward`` called by ``train_one_epoch`` is the step's loss (MONAI's
     ``SSIMLoss`` calls ``SSIMMetric._compute_metric``), not an evaluation."""
-    from gpulens.diagnosis.logread.phase_frames import in_eval
+    from gpulens.diagnosis.logread.phase.frames import in_eval
     tb = _tb([("/src/train.py", "<module>", "run(cfg)"),
               ("/src/train.py", "train_one_epoch", "loss = criterion(pred, target)"),
               ("/opt/env/lib/python3.10/site-packages/torch/nn/modules/module.py", "_call_impl", "return forward_call(*a)"),
@@ -242,7 +242,7 @@ def test_missing_validation_split_after_training_completed_is_evaluation() -> No
 
 
 def test_a_metric_key_is_no_missing_split() -> None:
-    from gpulens.diagnosis.logread.phase_eval import eval_split_missing
+    from gpulens.diagnosis.logread.phase.evaluation import eval_split_missing
     assert eval_split_missing("KeyError: 'validation'") and eval_split_missing("KeyError: 'validation_matched'")
     assert not eval_split_missing("KeyError: 'val_acc'") and not eval_split_missing("KeyError: 'labels'")
 
@@ -295,7 +295,7 @@ def test_data_set_built_by_a_train_function_is_startup() -> None:
 
 
 def test_data_set_built_inside_an_epoch_is_not_startup() -> None:
-    from gpulens.diagnosis.logread.phase_startup import dataset_built
+    from gpulens.diagnosis.logread.phase.startup import dataset_built
     tb = ["Traceback (most recent call last):",
           '  File "/src/train.py", line 300, in train_one_epoch',
           "    loader = DataLoader(CurriculumDataset(stage), batch_size=8)",
@@ -308,7 +308,7 @@ def test_data_set_built_inside_an_epoch_is_not_startup() -> None:
 def test_localized_bash_error_after_the_program_exited_is_shutdown() -> None:
     """P10: the program stopped early (its bar short of its total) and exited (wandb's footer), then bash, in a Chinese
     locale ("%s: 行 %d: " is its translation of "%s: line %d: "), fails on the job script's next line: ``shutdown``."""
-    from gpulens.diagnosis.logread.phase_text import shell_error
+    from gpulens.diagnosis.logread.phase.text import shell_error
     lines = ["  0%|          | 0/500 [00:00<?, ?it/s]",
              " 11%|█         | 56/500 [1:00:35<4:51:26, 39.38s/it]\r 11%|█▏        | 57/500 [1:01:14<4:49:31, 39.21s/it]",
              "Early stopping at epoch 57",
@@ -343,7 +343,7 @@ def test_long_iteration_count_line_is_a_step() -> None:
 def test_benchmark_script_is_an_evaluation_program() -> None:
     """P5: a benchmark job (its entry script named so) has no training steps: its model's forward failing is
     ``evaluation``; a script named for training first still trains."""
-    from gpulens.diagnosis.logread.phase_frames import eval_program
+    from gpulens.diagnosis.logread.phase.frames import eval_program
     tb = ["[rank0]: Traceback (most recent call last):",
           '[rank0]:   File "/src/scripts/benchmark_ring.py", line 227, in <module>',
           "[rank0]:     main()",

@@ -54,7 +54,7 @@ def warning_head(body: str) -> int | None:
     """Where the message of a record logged at warning level under a vLLM or glog header starts
     ("WARNING 08-25 18:56:06 [core.py:700] ", "W0113 22:44:54.202000 3923616 x.py:1125] "); None
     for another level or no such header. Not :func:`steplines.warns` (any warning's words) nor
-    phase_text's warning head (Python's ``formatwarning`` line): those ask whether a line warns."""
+    phase.text's warning head (Python's ``formatwarning`` line): those ask whether a line warns."""
     m = _LOGGER_HEAD.match(body) if body[:1] == "W" else None
     if m is None or not (m.group("word") == "WARNING" or m.group("letter") == "W"):
         return None

@@ -497,7 +497,7 @@ def plain(line: str) -> str:
 def warns(text: str) -> bool:
     """Whether ``text`` is (or holds) a warning's words ("UserWarning: ...", c10's "Warning: ...", a logger's "warn"
     level): not a step done, not an announcement of what the program does next. Looser than
-    phase_text's warning head (a warning that a source line follows) and :func:`records.warning_head`
+    phase.text's warning head (a warning that a source line follows) and :func:`records.warning_head`
     (a logger's header at warning level), which ask something else."""
     return "Warning" in text or "warn" in text
 

@@ -63,7 +63,7 @@ from gpulens.diagnosis.logread.origins import (
     secondary_lines,
 )
 from gpulens.diagnosis.logread.phase import phase_of
-from gpulens.diagnosis.logread.phase_steps import last_step, own_step
+from gpulens.diagnosis.logread.phase.steps import last_step, own_step
 from gpulens.diagnosis.logread.readerthread import reader_thread_root
 from gpulens.diagnosis.logread.run_end import (
     EARLIER_COMPLETION,

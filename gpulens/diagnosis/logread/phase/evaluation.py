@@ -16,7 +16,7 @@ from gpulens.diagnosis.guarded import Guarded
 from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.lines import is_progress, is_terminal_kill, last_matching
-from gpulens.diagnosis.logread.phase_text import LOOKBACK, is_bar
+from gpulens.diagnosis.logread.phase.text import LOOKBACK, is_bar
 from gpulens.diagnosis.logread.steplines import (
     EVAL_BAR,
     HEAD,

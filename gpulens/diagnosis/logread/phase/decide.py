@@ -5,11 +5,11 @@ step/iteration/epoch seen), ``evaluation``, ``checkpoint_save``, ``checkpoint_lo
 ``shutdown`` (after the run's own end: final save/summary done, process-group teardown).
 
 This module only orders the questions; each is answered by a module of its own: the failing
-traceback (:mod:`phase_traceback`), what its frames name (:mod:`phase_frames`, :mod:`phase_startup`),
-a checkpoint's save or load (:mod:`phase_checkpoint`), where the failing program's lines start and
-end (:mod:`phase_program`, :mod:`phase_loops`), an evaluation going on (:mod:`phase_eval`), the job's
-teardown (:mod:`phase_teardown`), the steps printed (:mod:`phase_steps`) and the signs of steps
-where none is printed (:mod:`phase_evidence`, :mod:`phase_clock`).
+traceback (:mod:`phase.failing_traceback`), what its frames name (:mod:`phase.frames`, :mod:`phase.startup`),
+a checkpoint's save or load (:mod:`phase.checkpoint`), where the failing program's lines start and
+end (:mod:`phase.program`, :mod:`phase.loops`), an evaluation going on (:mod:`phase.evaluation`), the job's
+teardown (:mod:`phase.teardown`), the steps printed (:mod:`phase.steps`) and the signs of steps
+where none is printed (:mod:`phase.evidence`, :mod:`phase.clock`).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
-from gpulens.diagnosis.logread.phase_checkpoint import checkpoint_phase
-from gpulens.diagnosis.logread.phase_clock import an_hour_in_loop
-from gpulens.diagnosis.logread.phase_eval import (
+from gpulens.diagnosis.logread.phase.checkpoint import checkpoint_phase
+from gpulens.diagnosis.logread.phase.clock import an_hour_in_loop
+from gpulens.diagnosis.logread.phase.evaluation import (
     engine_just_built,
     eval_split_missing,
     evaluating,
@@ -31,7 +31,7 @@ from gpulens.diagnosis.logread.phase_eval import (
     since_last_step,
     trainer_evaluating,
 )
-from gpulens.diagnosis.logread.phase_evidence import (
+from gpulens.diagnosis.logread.phase.evidence import (
     KILL_AFTER,
     OUT_OF_TIME,
     first_collective,
@@ -40,7 +40,13 @@ from gpulens.diagnosis.logread.phase_evidence import (
     printed_losses,
     stepped,
 )
-from gpulens.diagnosis.logread.phase_frames import (
+from gpulens.diagnosis.logread.phase.failing_traceback import (
+    ANY_CHAIN_NOTES,
+    chained_outer,
+    failing_traceback,
+    func_names,
+)
+from gpulens.diagnosis.logread.phase.frames import (
     PARSE_FUNC,
     after_a_step,
     eval_loader_frame,
@@ -52,14 +58,14 @@ from gpulens.diagnosis.logread.phase_frames import (
     library_generation,
     no_grad_forward,
 )
-from gpulens.diagnosis.logread.phase_loops import (
+from gpulens.diagnosis.logread.phase.loops import (
     loop_announced,
     loop_started,
     mlperf_before_loop,
     new_loop,
 )
-from gpulens.diagnosis.logread.phase_program import RUN_LOOKBACK, run_end_above, run_start
-from gpulens.diagnosis.logread.phase_startup import (
+from gpulens.diagnosis.logread.phase.program import RUN_LOOKBACK, run_end_above, run_start
+from gpulens.diagnosis.logread.phase.startup import (
     at_import,
     built_from_pretrained,
     dataset_built,
@@ -72,7 +78,7 @@ from gpulens.diagnosis.logread.phase_startup import (
     setting_up,
     weights_loaded_last,
 )
-from gpulens.diagnosis.logread.phase_steps import (
+from gpulens.diagnosis.logread.phase.steps import (
     bar_done,
     bar_short,
     counts_advance,
@@ -86,19 +92,13 @@ from gpulens.diagnosis.logread.phase_steps import (
     table_step,
     verl_step_logged,
 )
-from gpulens.diagnosis.logread.phase_teardown import shutting_down
-from gpulens.diagnosis.logread.phase_text import (
+from gpulens.diagnosis.logread.phase.teardown import shutting_down
+from gpulens.diagnosis.logread.phase.text import (
     LOOKBACK,
     failure_text,
     killed,
     shell_error,
     shown_ends,
-)
-from gpulens.diagnosis.logread.phase_traceback import (
-    ANY_CHAIN_NOTES,
-    chained_outer,
-    failing_traceback,
-    func_names,
 )
 from gpulens.diagnosis.logread.steplines import progress_count, step_lines, to_float
 

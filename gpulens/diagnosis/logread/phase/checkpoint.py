@@ -14,9 +14,13 @@ from gpulens.diagnosis import logs
 from gpulens.diagnosis.guarded import Guarded
 from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.lines import is_progress
-from gpulens.diagnosis.logread.phase_program import completion_above
-from gpulens.diagnosis.logread.phase_text import job_report_cut, without_warning_sources
-from gpulens.diagnosis.logread.phase_traceback import frame_funcs, func_names, handler_frames
+from gpulens.diagnosis.logread.phase.failing_traceback import (
+    frame_funcs,
+    func_names,
+    handler_frames,
+)
+from gpulens.diagnosis.logread.phase.program import completion_above
+from gpulens.diagnosis.logread.phase.text import job_report_cut, without_warning_sources
 from gpulens.diagnosis.logread.steplines import on_screen, step_lines, warns
 
 __all__ = ["checkpoint_phase"]

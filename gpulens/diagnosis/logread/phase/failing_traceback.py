@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.lines import is_progress
-from gpulens.diagnosis.logread.phase_text import failure_text
+from gpulens.diagnosis.logread.phase.text import failure_text
 from gpulens.diagnosis.logread.signals import names_a_signal
 from gpulens.diagnosis.logread.tracebacks import TRACEBACK_HEAD
 

@@ -10,8 +10,8 @@ import re
 from collections.abc import Sequence
 
 from gpulens.diagnosis.keyscan import find_keys
-from gpulens.diagnosis.logread.phase_evidence import STEP_WARNINGS
-from gpulens.diagnosis.logread.phase_loops import LOOP_START
+from gpulens.diagnosis.logread.phase.evidence import STEP_WARNINGS
+from gpulens.diagnosis.logread.phase.loops import LOOP_START
 from gpulens.diagnosis.logread.steplines import HEAD
 from gpulens.diagnosis.logread.tracebacks import TRACEBACK_HEAD
 

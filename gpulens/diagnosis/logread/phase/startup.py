@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from gpulens.diagnosis.logread.phase_frames import (
+from gpulens.diagnosis.logread.phase.failing_traceback import frame_funcs, func_names
+from gpulens.diagnosis.logread.phase.frames import (
     EPOCH_FUNC,
     LOOP_WORDS,
     SETUP_FUNC,
@@ -19,7 +20,6 @@ from gpulens.diagnosis.logread.phase_frames import (
     in_eval,
     in_train_step,
 )
-from gpulens.diagnosis.logread.phase_traceback import frame_funcs, func_names
 
 __all__ = ["at_import", "built_from_pretrained", "dataset_built", "ends_in_syntax_error", "first_cuda_call", "hub_base_weights",
            "import_failed", "model_summary", "remote_code_import", "setting_up", "weights_loaded_last"]

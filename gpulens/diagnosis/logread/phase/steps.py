@@ -14,9 +14,9 @@ from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.bars import bar_update, text_on_bar
 from gpulens.diagnosis.logread.lines import last_matching
-from gpulens.diagnosis.logread.phase_eval import RESULT_LINE
-from gpulens.diagnosis.logread.phase_program import run_start
-from gpulens.diagnosis.logread.phase_text import is_bar, on_bar
+from gpulens.diagnosis.logread.phase.evaluation import RESULT_LINE
+from gpulens.diagnosis.logread.phase.program import run_start
+from gpulens.diagnosis.logread.phase.text import is_bar, on_bar
 from gpulens.diagnosis.logread.steplines import (
     EVAL_BAR,
     HEAD,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from gpulens.diagnosis.logread.phase_traceback import FRAME_LINE, frame_funcs, func_names
+from gpulens.diagnosis.logread.phase.failing_traceback import FRAME_LINE, frame_funcs, func_names
 
 __all__ = ["EPOCH_FUNC", "LOOP_WORDS", "PARSE_FUNC", "SETUP_FUNC", "TRAIN_FUNC", "TRAIN_STEP_FUNC",
            "after_a_step", "eval_loader_frame", "eval_metric_frame", "eval_program", "in_eval", "in_train_step", "keras_step",

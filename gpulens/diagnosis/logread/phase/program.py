@@ -19,7 +19,7 @@ from gpulens.diagnosis.logread.completion_messages import (
     is_completion,
 )
 from gpulens.diagnosis.logread.launches import TORCHRUN_BANNER, launch_banner
-from gpulens.diagnosis.logread.phase_text import LOOKBACK
+from gpulens.diagnosis.logread.phase.text import LOOKBACK
 from gpulens.diagnosis.logread.steplines import SHOWN, on_screen, progress_count
 
 __all__ = ["RUN_LOOKBACK", "completion_above", "run_end_above", "run_start"]
