@@ -12,13 +12,24 @@ from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
 
-__all__ = ["MAX_FUNCTION_LINES", "assert_part", "assert_unique", "defined", "module"]
+__all__ = ["LOGREAD", "MAX_FUNCTION_LINES", "assert_part", "assert_unique", "defined", "module", "module_file"]
 
 MAX_FUNCTION_LINES = 40
+LOGREAD = Path(importlib.import_module("gpulens.diagnosis.logread").__path__[0])
+
+
+def module_file(name: str) -> Path:
+    """The file of a logread module named bare (``kills``) or from its package (``phase.decide``)."""
+    if "." in name:
+        return LOGREAD.joinpath(*name.split(".")).with_suffix(".py")
+    found = sorted(LOGREAD.rglob(f"{name}.py"))
+    assert len(found) == 1, (name, found)
+    return found[0]
 
 
 def module(name: str) -> ModuleType:
-    return importlib.import_module(f"gpulens.diagnosis.logread.{name}")
+    rel = module_file(name).relative_to(LOGREAD).with_suffix("")
+    return importlib.import_module(".".join(("gpulens.diagnosis.logread", *rel.parts)))
 
 
 def defined(name: str) -> dict[str, int]:

@@ -4,7 +4,13 @@ names. Excerpts written by hand in the formats of CPython, transformers, dataset
 
 from __future__ import annotations
 
-from gpulens.diagnosis.logread.filekind import CONFIG, DATA, MODEL, kind_of_frames, kind_of_path
+from gpulens.diagnosis.logread.cause.filekind import (
+    CONFIG,
+    DATA,
+    MODEL,
+    kind_of_frames,
+    kind_of_path,
+)
 from gpulens.diagnosis.logread.whole import diagnose_text
 
 _SITE = "/opt/env/lib/python3.11/site-packages"

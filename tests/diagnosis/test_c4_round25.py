@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpulens.diagnosis.logread.raisedin import CODE, DATA, frames_above, raised_in_frames
+from gpulens.diagnosis.logread.cause.raisedin import CODE, DATA, frames_above, raised_in_frames
 from gpulens.diagnosis.logread.whole import diagnose_text
 
 _SP = "/opt/env/lib/python3.11/site-packages"

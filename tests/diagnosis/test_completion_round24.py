@@ -5,7 +5,7 @@ last error line: a job script's "ERROR: ..." check and ``exit 1`` before such a 
 
 from __future__ import annotations
 
-from gpulens.diagnosis.logread.after_error import went_on
+from gpulens.diagnosis.logread.end.after_error import went_on
 from gpulens.diagnosis.logread.whole import diagnose_text
 
 _PROLOGUE = ["### Starting TaskPrologue of job 4411 on n0102 at Mon Mar  2 09:00:01 CET 2026",
@@ -91,7 +91,7 @@ def test_a_vllm_server_without_the_signal_shutdown_is_not_called_stopped_by_it()
 def test_a_site_report_is_not_the_job_s_error_context() -> None:
     """A site's end-of-job report (its RAM and GPU memory tables), appended after the job script exited, is cut from
     the error context the model reads: the report's memory figures are not the job's error."""
-    from gpulens.diagnosis.logread.after_error import site_report
+    from gpulens.diagnosis.logread.end.after_error import site_report
     from gpulens.diagnosis.logread.whole import diagnose_text
     report = ["=== JOB_STATISTICS ===", "=== current date     : Fri 27 Mar 2026 10:12:03 AM CET",
               "= Job-ID             : 3260432 on alex", "= Node list          : a0803",

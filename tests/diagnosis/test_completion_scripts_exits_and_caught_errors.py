@@ -8,8 +8,8 @@ import pytest
 
 from gpulens.diagnosis.classifier import Classifier, default_classifier
 from gpulens.diagnosis.logread import diagnose_text
-from gpulens.diagnosis.logread.after_error import caught_print, went_on
-from gpulens.diagnosis.logread.completion import end_of_attempt
+from gpulens.diagnosis.logread.end.after_error import caught_print, went_on
+from gpulens.diagnosis.logread.end.completion import end_of_attempt
 
 
 @pytest.fixture(scope="module")

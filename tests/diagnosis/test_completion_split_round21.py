@@ -6,14 +6,14 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-from tests.diagnosis.logread_structure import assert_part, assert_unique, defined
+from tests.diagnosis.logread_structure import LOGREAD, assert_part, assert_unique, defined, module
 
 _PARTS = ("completion", "completion_messages", "progress_end", "after_error", "failed_runs", "uncaught", "lastwords",
           "hydra", "handler_stops", "script_reports", "shutdown")
 
 
 def test_completion_messages_and_progress_end() -> None:
-    from gpulens.diagnosis.logread import completion_messages, progress_end
+    from gpulens.diagnosis.logread.end import completion_messages, progress_end
 
     assert completion_messages.completion_strength("Training complete in 2h 3m") == 0.95
     assert completion_messages.completion_strength("Early stopping patience: 20") == 0.0
@@ -26,7 +26,7 @@ def test_completion_messages_and_progress_end() -> None:
 
 
 def test_goes_on_after_a_caught_error() -> None:
-    from gpulens.diagnosis.logread import after_error
+    from gpulens.diagnosis.logread.end import after_error
 
     log = ["Error loading model: CUDA out of memory. Tried to allocate 20.00 MiB", *[f"step {k} loss 0.5" for k in range(4)]]
     assert after_error.caught_print(log, 0)
@@ -36,7 +36,7 @@ def test_goes_on_after_a_caught_error() -> None:
 
 
 def test_failed_runs_tallies_and_the_failed_run_line() -> None:
-    from gpulens.diagnosis.logread import failed_runs
+    from gpulens.diagnosis.logread.end import failed_runs
 
     log = ["Traceback (most recent call last):", '  File "t.py", line 1, in test_x', "AssertionError: 1 != 2",
            "==== 1 failed, 4 passed in 2.31s ===="]
@@ -49,7 +49,7 @@ def test_failed_runs_tallies_and_the_failed_run_line() -> None:
 
 
 def test_uncaught_exit_and_last_words() -> None:
-    from gpulens.diagnosis.logread import lastwords, uncaught
+    from gpulens.diagnosis.logread.end import lastwords, uncaught
 
     tb = ["Training complete.", "Traceback (most recent call last):", '  File "train.py", line 9, in <module>',
           "    save()", "OSError: [Errno 28] No space left on device"]
@@ -60,7 +60,7 @@ def test_uncaught_exit_and_last_words() -> None:
 
 
 def test_hydra_and_signal_ends() -> None:
-    from gpulens.diagnosis.logread import handler_stops, hydra
+    from gpulens.diagnosis.logread.end import handler_stops, hydra
 
     report = ["Error in call to target 'models.build':", "TypeError(\"build() got an unexpected keyword 'k'\")",
               "Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace."]
@@ -76,7 +76,7 @@ def test_hydra_and_signal_ends() -> None:
 
 
 def test_script_reports_and_shutdown() -> None:
-    from gpulens.diagnosis.logread import script_reports, shutdown
+    from gpulens.diagnosis.logread.end import script_reports, shutdown
 
     log = ["Training complete in 1h", "rm: cannot remove 'tmp.txt': No such file or directory"]
     assert script_reports.after_work(log, 0, 1)
@@ -100,7 +100,7 @@ def test_each_part_says_its_job_exports_its_names_and_defines_each_name_once() -
 
 def test_the_parts_names_are_defined_nowhere_else_in_logread() -> None:
     parts = {n for name in _PARTS for n in defined(name)}
-    others = {p.stem for p in Path(importlib.import_module("gpulens.diagnosis.logread").__path__[0]).glob("*.py")}
+    others = {p.stem for p in LOGREAD.rglob("*.py")}
     clash = {n for other in others - set(_PARTS) - {"__init__"} for n in defined(other) if n in parts}
     assert clash == set(), clash  # aftermath's went_on renamed killed_after_going_on (round 22)
 
@@ -112,8 +112,8 @@ _OWNERS = {"completion_strength": "completion_messages", "went_on": "after_error
 
 
 def test_completion_exports_only_what_it_defines_and_each_name_comes_from_its_owner() -> None:
-    completion = importlib.import_module("gpulens.diagnosis.logread.completion")
+    completion = importlib.import_module("gpulens.diagnosis.logread.end.completion")
     assert set(completion.__all__) <= set(defined("completion")), completion.__all__
     for name, owner in _OWNERS.items():
-        mod = importlib.import_module(f"gpulens.diagnosis.logread.{owner}")
+        mod = module(owner)
         assert name in mod.__all__ and name in defined(owner) and name not in completion.__all__, name

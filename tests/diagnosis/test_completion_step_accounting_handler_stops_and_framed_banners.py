@@ -11,8 +11,8 @@ import pytest
 from gpulens.diagnosis.classifier import Classifier, default_classifier
 from gpulens.diagnosis.logread import diagnose_text
 from gpulens.diagnosis.logread.attempts import attempt_starts
-from gpulens.diagnosis.logread.completion_messages import completion_strength
-from gpulens.diagnosis.logread.shutdown import shutdown_error
+from gpulens.diagnosis.logread.end.completion_messages import completion_strength
+from gpulens.diagnosis.logread.end.shutdown import shutdown_error
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +127,7 @@ def test_a_step_report_short_of_its_end_then_the_resource_trackers_clean_up_is_a
 
 
 def test_a_step_report_at_its_end_is_still_results() -> None:
-    from gpulens.diagnosis.logread.completion import end_evidence
+    from gpulens.diagnosis.logread.end.completion import end_evidence
 
     lines = [ln.replace("/150", "/12") for ln in _marl_iterations(12)]
     end = end_evidence(lines, 0, [])

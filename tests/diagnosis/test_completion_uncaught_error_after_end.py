@@ -10,7 +10,7 @@ import pytest
 
 from gpulens.diagnosis.classifier import Classifier, default_classifier
 from gpulens.diagnosis.logread import diagnose_text
-from gpulens.diagnosis.logread.uncaught import uncaught_exception
+from gpulens.diagnosis.logread.end.uncaught import uncaught_exception
 
 
 @pytest.fixture(scope="module")

@@ -3,13 +3,15 @@ the phase reader's signal test lives in signals.py."""
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 
 from gpulens.diagnosis.logread.lineprefix import process_key, strip_ray_prefixes
 from gpulens.diagnosis.logread.ranks import RAY_PREFIX, launcher_text
 from gpulens.diagnosis.logread.signals import names_a_signal
 from gpulens.diagnosis.logread.tracebacks import unprefixed
-from tests.diagnosis.logread_structure import assert_part, assert_unique, defined, module
+from tests.diagnosis.logread_structure import assert_part, assert_unique, defined
 
 _PARTS = ("answers", "badrecord", "childexit", "crashes", "damaged", "diedbefore", "divergence", "earlier",
           "heldmemory", "joblines", "kills", "lineprefix", "stops", "timeouts")
@@ -22,8 +24,8 @@ def test_each_part_says_its_job_and_exports_what_it_defines(name: str) -> None:
 
 def test_no_name_is_defined_in_two_parts_and_decide_is_gone() -> None:
     assert_unique(_PARTS)
-    with pytest.raises(ModuleNotFoundError):
-        module("decide")
+    with pytest.raises(ModuleNotFoundError):  # the old flat decide.py (phase/decide.py is the phase's order)
+        importlib.import_module("gpulens.diagnosis.logread.decide")
 
 
 def test_ray_prefix_is_defined_once() -> None:

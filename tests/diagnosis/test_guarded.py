@@ -72,15 +72,9 @@ def test_each_guard_finds_the_same_match_on_long_texts() -> None:
 
 def _prefiltered() -> list[tuple[str, Prefiltered]]:
     from gpulens.diagnosis import logs, origin
-    from gpulens.diagnosis.logread import (
-        attempts,
-        completion,
-        lines,
-        phase,
-        ranks,
-        rootline,
-        steplines,
-    )
+    from gpulens.diagnosis.logread import attempts, lines, phase, ranks, steplines
+    from gpulens.diagnosis.logread.end import completion
+    from gpulens.diagnosis.logread.indicators import rootline
 
     return [*((f"{m.__name__}.{k}", v) for m in (logs, lines, phase, steplines, attempts, completion, rootline, ranks, origin)
               for k, v in vars(m).items() if isinstance(v, Prefiltered)),

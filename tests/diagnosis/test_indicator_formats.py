@@ -7,7 +7,8 @@ launchers, Python's ``logging``)."""
 from __future__ import annotations
 
 from gpulens.diagnosis.classifier import Classifier
-from gpulens.diagnosis.logread import chains, diagnose_text
+from gpulens.diagnosis.logread import diagnose_text
+from gpulens.diagnosis.logread.indicators import chains
 
 
 def _picked(lines: list[str], rules: Classifier) -> list[str]:

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from gpulens.diagnosis.classifier import Classifier
-from gpulens.diagnosis.logread import diagnose_text, rooterror
+from gpulens.diagnosis.logread import diagnose_text
 from gpulens.diagnosis.logread import lines as lines_mod
+from gpulens.diagnosis.logread.indicators import rooterror
 from tests.diagnosis.test_indicator_formats import _CAUSE, _DURING, _STEPS, _picked, _tb
 
 #: vLLM's logger header, on every line of a traceback it logs (vllm/logger.py's format)

@@ -205,7 +205,7 @@ def test_two_processes_cuda_out_of_memory_errors_are_one_error(rules: Classifier
 def test_a_native_collective_timeout_record_is_never_one_the_program_went_on_from() -> None:
     # glog's E record of a watchdog timeout is what ends the ranks, however much other output follows it (R6)
     from gpulens.diagnosis import logs
-    from gpulens.diagnosis.logread.aftermath import native_error_went_on
+    from gpulens.diagnosis.logread.indicators.aftermath import native_error_went_on
     lines = (["E0813 07:25:21.532210 4242 ProcessGroupNCCL.cpp:1595] [PG 0 Rank 1] Watchdog caught collective "
               "operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE) ran for 600000 milliseconds before timing out."]
              + [f"step {k} loss 0.{k}" for k in range(12)] + _tb("RuntimeError: NCCL communicator was aborted"))
@@ -220,7 +220,7 @@ def test_lightning_ranks_printing_one_error_apart_are_one_run() -> None:
     # both Lightning DDP ranks log "Initializing distributed: GLOBAL_RANK: k, MEMBER: k+1/2" as they start together;
     # rank 1's debug prints between the two identical tracebacks are not a new start of the script: one run, whose
     # root error counts once at its first printing (R5), not a later run's copy (R1)
-    from gpulens.diagnosis.logread.runs import split_runs
+    from gpulens.diagnosis.logread.indicators.runs import split_runs
     debug = ["Loading data", "h shape: torch.Size([8, 256, 4, 4]) module name: ResnetBlockBigGANpp(",
              "h shape: torch.Size([8, 256, 8, 8]), hs[-1] shape: torch.Size([8, 256, 8, 9]) num resblock 0"]
     err = "RuntimeError: Sizes of tensors must match in dimension 2. Expected size 8 but got size 9 for tensor number 1."

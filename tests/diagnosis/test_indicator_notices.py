@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from gpulens.diagnosis.classifier import Classifier
-from gpulens.diagnosis.logread.rooterror import is_root_error
+from gpulens.diagnosis.logread.indicators.rooterror import is_root_error
 from tests.diagnosis.test_indicator_formats import _picked
 
 _TIMEOUT = ("[rank1]:[E1127 04:10:51.425 ProcessGroupNCCL.cpp:688] [Rank 1] Watchdog caught collective operation "

@@ -208,7 +208,7 @@ def test_contains_any_is_any_in() -> None:
 
 
 def test_completion_key_test_is_any_of_the_keys() -> None:
-    from gpulens.diagnosis.logread.completion_messages import (
+    from gpulens.diagnosis.logread.end.completion_messages import (
         COMPLETION_KEYS,
         _has_completion_key,
         completion_strength,

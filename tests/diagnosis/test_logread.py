@@ -318,7 +318,10 @@ def test_slurm_appends_jobs_after_a_cancel_and_the_last_one_is_diagnosed(clf: Cl
     "Saved final checkpoint", "done", "DONE!", "Finished", "Enjoy.", "Best acc: 0.546", "All done",
 ])
 def test_completion_messages_pass_their_prefilter(line: str) -> None:
-    from gpulens.diagnosis.logread.completion_messages import COMPLETION_KEYS, completion_strength
+    from gpulens.diagnosis.logread.end.completion_messages import (
+        COMPLETION_KEYS,
+        completion_strength,
+    )
 
     assert completion_strength(line) > 0
     assert any(k in line for k in COMPLETION_KEYS)
@@ -359,8 +362,8 @@ def _guards() -> list[tuple[str, object]]:
     from gpulens.diagnosis.guarded import Guarded
 
     # every module of the log reader, so a pattern moved into a new module cannot drop out of the check
-    mods = [logs] + [importlib.import_module(f"{logread.__name__}.{m.name}")
-                     for m in pkgutil.iter_modules(logread.__path__)]
+    mods = [logs] + [importlib.import_module(m.name)
+                     for m in pkgutil.walk_packages(logread.__path__, f"{logread.__name__}.")]
     return [(f"{m.__name__}.{k}", v) for m in mods for k, v in vars(m).items() if isinstance(v, Guarded)]
 
 
@@ -413,7 +416,7 @@ def test_the_rank_patterns_literals_are_in_every_line_they_match() -> None:
 def test_the_completion_cover_holds_a_part_of_every_completion_key() -> None:
     """Scanning for the cover finds every line that holds a completion key (a superset that
     ``completion_strength`` filters), so the shorter scan answers as the full one."""
-    from gpulens.diagnosis.logread.completion_messages import COMPLETION_COVER, COMPLETION_KEYS
+    from gpulens.diagnosis.logread.end.completion_messages import COMPLETION_COVER, COMPLETION_KEYS
 
     assert len(COMPLETION_COVER) < len(COMPLETION_KEYS)
     assert [k for k in COMPLETION_KEYS if not any(c in k for c in COMPLETION_COVER)] == []

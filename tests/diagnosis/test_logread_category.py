@@ -500,7 +500,7 @@ def test_a_missing_checkpoint_after_an_earlier_crash_is_its_aftermath(clf: Class
 
 
 def test_a_caught_block_without_its_end_drops_no_more_than_its_traceback() -> None:
-    from gpulens.diagnosis.logread.caught import drop_caught
+    from gpulens.diagnosis.logread.end.caught import drop_caught
 
     ctx = ["--- Logging error ---", "Traceback (most recent call last):",
            '  File "/usr/lib/python3.10/logging/__init__.py", line 1084, in flush', "    self.stream.flush()",
@@ -943,7 +943,7 @@ def test_a_process_that_died_before_its_peers_timed_out_is_the_cause(clf: Classi
 
 
 def test_died_before_timeout_reads_the_failure_lines_before_the_first_timeout(clf: Classifier) -> None:
-    from gpulens.diagnosis.logread.timeouts import died_before_timeout
+    from gpulens.diagnosis.logread.cause.timeouts import died_before_timeout
     from gpulens.diagnosis.types import Diagnosis
 
     lines = ["[rank0]: iteration 120/10000 | lm loss: 2.120",
@@ -1003,7 +1003,7 @@ def test_origin_is_the_party_the_log_shows(clf: Classifier, end: list[str], cate
 
 
 def test_a_sigkill_with_the_kernel_s_memory_line_is_the_job_s_memory(clf: Classifier) -> None:
-    from gpulens.diagnosis.logread.kills import unattributed_kill
+    from gpulens.diagnosis.logread.cause.kills import unattributed_kill
     from gpulens.diagnosis.types import Diagnosis
 
     killed = Diagnosis("cpu_oom", "user", 0.75, ["./train.sh: line 33: 136834 Killed   python train.py"],

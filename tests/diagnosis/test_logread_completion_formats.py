@@ -8,9 +8,9 @@ import pytest
 
 from gpulens.diagnosis.classifier import Classifier, default_classifier
 from gpulens.diagnosis.logread import diagnose_text
-from gpulens.diagnosis.logread.completion import end_of_attempt
-from gpulens.diagnosis.logread.completion_messages import completion_strength
-from gpulens.diagnosis.logread.handler_stops import check_failures
+from gpulens.diagnosis.logread.end.completion import end_of_attempt
+from gpulens.diagnosis.logread.end.completion_messages import completion_strength
+from gpulens.diagnosis.logread.end.handler_stops import check_failures
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,8 @@ from __future__ import annotations
 from gpulens.diagnosis.classifier import Classifier
 from gpulens.diagnosis.logread import diagnose_text
 from gpulens.diagnosis.logread.attempts import attempt_starts
-from gpulens.diagnosis.logread.completion_messages import completion_strength
-from gpulens.diagnosis.logread.lastwords import last_words
+from gpulens.diagnosis.logread.end.completion_messages import completion_strength
+from gpulens.diagnosis.logread.end.lastwords import last_words
 from gpulens.diagnosis.logread.lines import is_progress
 
 _HYDRA_END = "Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace."

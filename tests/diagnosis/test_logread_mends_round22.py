@@ -3,26 +3,27 @@ phase modules below completion, one meaning per name."""
 from __future__ import annotations
 
 import ast
-import importlib
-from pathlib import Path
 
-_LOGREAD = Path(importlib.import_module("gpulens.diagnosis.logread").__path__[0])
+from tests.diagnosis.logread_structure import LOGREAD as _LOGREAD
+from tests.diagnosis.logread_structure import module_file
 
 
 def _imported_modules(stem: str) -> set[str]:
     """The logread modules a module imports (top level and inside functions)."""
-    tree = ast.parse((_LOGREAD / f"{stem}.py").read_text())
-    return {n.module.rsplit(".", 1)[-1] for n in ast.walk(tree)
-            if isinstance(n, ast.ImportFrom) and n.module and n.module.startswith("gpulens.diagnosis.logread.")}
+    tree = ast.parse(module_file(stem).read_text())
+    froms = [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module
+             and n.module.startswith("gpulens.diagnosis.logread")]
+    return {n.module.rsplit(".", 1)[-1] for n in froms} | {a.name for n in froms for a in n.names}
 
 
 def test_phase_modules_do_not_import_completion() -> None:
-    phase = [f"phase/{p.stem}" for p in (_LOGREAD / "phase").glob("*.py")]
+    phase = [f"phase.{p.stem}" for p in (_LOGREAD / "phase").glob("*.py")]
     assert phase and all("completion" not in _imported_modules(m) for m in phase), phase
 
 
 def test_printed_before_lives_with_the_step_lines() -> None:
-    from gpulens.diagnosis.logread import completion, steplines
+    from gpulens.diagnosis.logread import steplines
+    from gpulens.diagnosis.logread.end import completion
 
     assert "printed_before" in steplines.__all__ and "printed_before" not in completion.__all__
     log = ["epoch 1 acc 0.5", "step 9", "epoch 2 acc 0.6", "step 19"]
@@ -32,10 +33,11 @@ def test_printed_before_lives_with_the_step_lines() -> None:
 
 
 def test_renamed_modules_and_one_meaning_for_went_on() -> None:
-    from gpulens.diagnosis.logread import after_error, aftermath
+    from gpulens.diagnosis.logread.end import after_error
+    from gpulens.diagnosis.logread.indicators import aftermath
 
-    for old, new in (("signal_ends", "handler_stops"), ("phase_runs", "phase/program"), ("goes_on", "after_error")):
-        assert not (_LOGREAD / f"{old}.py").exists() and (_LOGREAD / f"{new}.py").exists()
+    for old, new in (("signal_ends", "handler_stops"), ("phase_runs", "phase.program"), ("goes_on", "after_error")):
+        assert not list(_LOGREAD.rglob(f"{old}.py")) and module_file(new).is_file()
     assert "went_on" in after_error.__all__ and "went_on" not in aftermath.__all__
     # a caught error, ordinary output after it, then a kill (the kill ended the run, not the error)
     log = ["ValueError: bad row 3", *[f"epoch 1 step {k} loss 0.4" for k in range(12)],
@@ -46,14 +48,16 @@ def test_renamed_modules_and_one_meaning_for_went_on() -> None:
 
 def test_no_late_imports_where_no_cycle_needs_one() -> None:
     for stem in ("attempts", "whole"):
-        tree = ast.parse((_LOGREAD / f"{stem}.py").read_text())
+        tree = ast.parse(module_file(stem).read_text())
         late = [n.lineno for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)
                 for n in ast.walk(f) if isinstance(n, ast.Import | ast.ImportFrom)]
         assert late == [], (stem, late)
 
 
 def test_spawn_read_defined_once_and_evaluate_exports_what_scripts_use() -> None:
-    from gpulens.diagnosis.logread import earlier, evaluate, origins
+    from gpulens.diagnosis.logread import evaluate
+    from gpulens.diagnosis.logread.cause import earlier
+    from gpulens.diagnosis.logread.indicators import origins
 
     assert earlier.SPAWN_READ is origins.SPAWN_READ == "original_trace = pickle.load("  # torch/multiprocessing/spawn.py
     assert {"figures", "macro_f1", "choose_thresholds", "reliability"} <= set(evaluate.__all__)
@@ -61,7 +65,8 @@ def test_spawn_read_defined_once_and_evaluate_exports_what_scripts_use() -> None
 
 
 def test_public_constants_are_in_all() -> None:
-    from gpulens.diagnosis.logread import ranks, run_end
+    from gpulens.diagnosis.logread import ranks
+    from gpulens.diagnosis.logread.end import run_end
 
     assert {"EARLIER_COMPLETION", "GOING_ON", "WEAK_AFTER_FAILURE"} <= set(run_end.__all__)
     assert {"PALS_DIED", "PALS_EXITED"} <= set(ranks.__all__)

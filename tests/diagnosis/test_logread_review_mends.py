@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gpulens.diagnosis.logread.aftermath import without_teardown as _without_teardown
+from gpulens.diagnosis.logread.indicators.aftermath import without_teardown as _without_teardown
 from gpulens.diagnosis.logread.phase.clock import _elapsed
 from gpulens.diagnosis.logread.source import read_whole
 

@@ -1,7 +1,8 @@
 """Round 17 mends (review 40): hand-written excerpts in the libraries' formats, one test per item."""
 from __future__ import annotations
 
-from gpulens.diagnosis.logread import runs, signals, tracebacks
+from gpulens.diagnosis.logread import signals, tracebacks
+from gpulens.diagnosis.logread.indicators import runs
 from gpulens.diagnosis.logread.whole import diagnose_text
 
 
@@ -181,7 +182,7 @@ def test_another_nodes_deepspeed_launch_line_inside_the_traceback() -> None:
 def test_small_mends_of_item_15() -> None:
     """Item 15: a job's own folder named lib/python_utils is no library's; Paddle's SIGTERM report read by the one
     stop-report regex; completion's handler_stops is module-internal."""
-    from gpulens.diagnosis.logread import completion
+    from gpulens.diagnosis.logread.end import completion
     tb = ["Traceback (most recent call last):",
           '  File "/home/ana/lib/python_utils/feed.py", line 30, in <module>',
           "    batch = next(it)",

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import random
 
-from gpulens.diagnosis.logread import failing, ranks, whole
+from gpulens.diagnosis.logread import ranks, whole
+from gpulens.diagnosis.logread.indicators import failing
 from gpulens.diagnosis.logread.lines import is_progress
 
 

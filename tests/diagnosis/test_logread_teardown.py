@@ -9,7 +9,7 @@ import pytest
 
 from gpulens.diagnosis.classifier import Classifier, default_classifier
 from gpulens.diagnosis.logread import diagnose_text
-from gpulens.diagnosis.logread.shutdown import shutdown_error
+from gpulens.diagnosis.logread.end.shutdown import shutdown_error
 
 
 @pytest.fixture(scope="module")

@@ -108,7 +108,7 @@ def test_section_rulers_do_not_split_a_log_into_attempts(clf: Classifier) -> Non
     "🏃 View run bold-fox-12 at: http://127.0.0.1:5000/#/experiments/1/runs/0b2c",
 ])
 def test_more_completion_families_pass_their_prefilter(line: str) -> None:
-    from gpulens.diagnosis.logread.completion_messages import (
+    from gpulens.diagnosis.logread.end.completion_messages import (
         COMPLETION_COVER,
         COMPLETION_KEYS,
         completion_strength,
@@ -121,7 +121,7 @@ def test_more_completion_families_pass_their_prefilter(line: str) -> None:
 @pytest.mark.parametrize("line", ["Exit code: 0.5 s spent in the handler", "exited with code 1", "Exit Status: 137",
                                   "State: FAILED (exit code 1)"])
 def test_a_non_zero_exit_is_no_completion(line: str) -> None:
-    from gpulens.diagnosis.logread.completion_messages import completion_strength
+    from gpulens.diagnosis.logread.end.completion_messages import completion_strength
 
     assert completion_strength(line) == 0.0
 
@@ -482,7 +482,7 @@ def test_an_earlier_stage_s_completion_is_a_less_sure_normal_end(clf: Classifier
         "Writing summary table to results/sweep.csv"]
     d = diagnose_text("\n".join(first + second), clf, calibrated=False).diagnosis  # the confidence the reader states
     assert d.category == "none" and d.confidence == 0.7 and "earlier" in (d.reason or ""), d
-    from gpulens.diagnosis.logread.completion_messages import is_completion
+    from gpulens.diagnosis.logread.end.completion_messages import is_completion
     assert not is_completion("EarlyStopping counter: 3 out of 10") and is_completion("EarlyStopping: stopping at epoch 41")
 
 

@@ -4,7 +4,7 @@ following error:``) names the first failing rank when no line of the root traceb
 
 from __future__ import annotations
 
-from gpulens.diagnosis.logread.failing import spawn_report
+from gpulens.diagnosis.logread.indicators.failing import spawn_report
 from gpulens.diagnosis.logread.whole import diagnose_text
 
 _SPAWNED = """\

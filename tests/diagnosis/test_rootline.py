@@ -11,6 +11,8 @@ import pytest
 
 from gpulens.diagnosis.classifier import Classifier
 from gpulens.diagnosis.logread import diagnose_text
+from gpulens.diagnosis.logread.indicators.rooterror import is_root_error
+from gpulens.diagnosis.logread.indicators.verdicts import verdict_lines
 from gpulens.diagnosis.logread.lines import ends_own_process
 from gpulens.diagnosis.logread.ranks import (
     Origin,
@@ -19,8 +21,6 @@ from gpulens.diagnosis.logread.ranks import (
     strip_prefix,
     table_hosts,
 )
-from gpulens.diagnosis.logread.rooterror import is_root_error
-from gpulens.diagnosis.logread.verdicts import verdict_lines
 
 
 def _rank_traceback(rank: int, error: str) -> list[str]:

@@ -64,7 +64,7 @@ def test_own_frame_code_skips_the_library_frames() -> None:
 
 
 def test_rooterror_owns_the_root_error_test() -> None:
-    from gpulens.diagnosis.logread import rooterror, rootline
+    from gpulens.diagnosis.logread.indicators import rooterror, rootline
 
     assert "is_root_error" not in rootline.__all__  # callers import it from rooterror
     assert rooterror.is_root_error("RuntimeError: CUDA error: an illegal memory access was encountered")
@@ -74,7 +74,7 @@ def test_rooterror_owns_the_root_error_test() -> None:
 
 
 def test_markers_own_the_roots_that_state_no_error() -> None:
-    from gpulens.diagnosis.logread import markers, rootline
+    from gpulens.diagnosis.logread.indicators import markers, rootline
 
     assert "is_report_head" in markers.__all__ and "is_report_head" not in rootline.__all__
     assert markers.is_report_head("Exception in thread Thread-3:")
@@ -87,7 +87,8 @@ def test_markers_own_the_roots_that_state_no_error() -> None:
 
 
 def test_origins_own_the_first_failing_rank_and_the_echo_lines() -> None:
-    from gpulens.diagnosis.logread import origins, ranks, rootline
+    from gpulens.diagnosis.logread import ranks
+    from gpulens.diagnosis.logread.indicators import origins, rootline
 
     assert {"first_origin", "secondary_lines"} <= set(origins.__all__) and rootline.__all__ == ["RULE_MAX_LINES", "pick_lines"]
     log = ["[rank1]: RuntimeError: CUDA error: out of memory",
@@ -100,7 +101,7 @@ def test_origins_own_the_first_failing_rank_and_the_echo_lines() -> None:
 
 
 def test_verdicts_own_the_launchers_reports() -> None:
-    from gpulens.diagnosis.logread import rootline, verdicts
+    from gpulens.diagnosis.logread.indicators import rootline, verdicts
 
     assert "verdict_lines" in verdicts.__all__ and "verdict_lines" not in rootline.__all__
     log = ["[rank0]: ValueError: x", "E0101 00:00:00.1 9 api.py:1] failed (exitcode: 1) local_rank: 0 (pid: 9)",
@@ -145,7 +146,7 @@ def test_signals_own_the_stop_signal_messages() -> None:
 
 
 def test_copies_own_the_message_shape_and_the_copy_test() -> None:
-    from gpulens.diagnosis.logread import copies
+    from gpulens.diagnosis.logread.indicators import copies
 
     a = "RuntimeError: CUDA error on device 3 writing '/tmp/a.bin'"
     b = "RuntimeError: CUDA error on device 5 writing '/tmp/b.bin'"
@@ -162,7 +163,7 @@ def test_copies_own_the_message_shape_and_the_copy_test() -> None:
 
 
 def test_aborts_own_the_abort_lines_and_their_reasons() -> None:
-    from gpulens.diagnosis.logread import aborts
+    from gpulens.diagnosis.logread.indicators import aborts
 
     log = ["step 3", "free(): invalid pointer", "run.sh: line 26: 158958 Aborted (core dumped) python train.py"]
     assert aborts.abort_reason(log, [2]) == [1]
@@ -176,7 +177,7 @@ def test_aborts_own_the_abort_lines_and_their_reasons() -> None:
 
 
 def test_runs_own_the_job_scripts_runs() -> None:
-    from gpulens.diagnosis.logread import rootline, runs
+    from gpulens.diagnosis.logread.indicators import rootline, runs
 
     assert "relaunched" in runs.__all__ and "relaunched" not in rootline.__all__
     tb = ["Traceback (most recent call last):", '  File "train.py", line 9, in <module>', "    main()",
@@ -194,7 +195,8 @@ def test_runs_own_the_job_scripts_runs() -> None:
 
 
 def test_chains_own_the_root_lines_of_a_chain() -> None:
-    from gpulens.diagnosis.logread import chains, records, rootline
+    from gpulens.diagnosis.logread import records
+    from gpulens.diagnosis.logread.indicators import chains, rootline
 
     assert "failure_point" in chains.__all__ and "failure_point" not in rootline.__all__
     log = ["Traceback (most recent call last):", '  File "a.py", line 1, in <module>', "KeyError: 'w'", "",
@@ -213,7 +215,7 @@ def test_chains_own_the_root_lines_of_a_chain() -> None:
 
 
 def test_aftermath_owns_the_errors_the_run_did_not_end_on() -> None:
-    from gpulens.diagnosis.logread import aftermath
+    from gpulens.diagnosis.logread.indicators import aftermath
 
     log = ["[rank0]: ValueError: bad batch", *[f"step {k} loss 0.5" for k in range(12)],
            "slurmstepd: error: *** JOB 42 ON gpu1 CANCELLED AT 2024-01-01T00:00:00 DUE TO TIME LIMIT ***"]
@@ -227,7 +229,7 @@ def test_aftermath_owns_the_errors_the_run_did_not_end_on() -> None:
 
 
 def test_messages_own_a_messages_lines() -> None:
-    from gpulens.diagnosis.logread import messages
+    from gpulens.diagnosis.logread.indicators import messages
 
     assert messages.logged_frame('[rank3]:   File "train.py", line 9, in <module>')
     assert messages.logged_frame("ERROR 08-25 18:56:06 [core.py:700]     raise ValueError(x)")

@@ -3,7 +3,7 @@ terminal.py and the first failing rank/node helpers in failing.py (review42 item
 
 from __future__ import annotations
 
-from gpulens.diagnosis.logread import run_end, terminal
+from gpulens.diagnosis.logread.end import run_end, terminal
 from gpulens.diagnosis.logread.lineprefix import ray_free
 from tests.diagnosis.logread_structure import assert_part, assert_unique, defined
 
@@ -51,7 +51,8 @@ def test_ray_free_strips_one_lines_prefix() -> None:
 
 
 def test_any_line_is_from_an_unnamed_origin_and_the_cache_normalises_from_start() -> None:
-    from gpulens.diagnosis.logread import failing, ranks
+    from gpulens.diagnosis.logread import ranks
+    from gpulens.diagnosis.logread.indicators import failing
 
     assert failing.from_origin("any line", ranks.Origin())
     cache = failing.NormCache(["a", "  b  "], 1)

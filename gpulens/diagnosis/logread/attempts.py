@@ -9,10 +9,10 @@ from collections.abc import Sequence
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.guarded import Guarded
 from gpulens.diagnosis.keyscan import find_keys
+from gpulens.diagnosis.logread.end.uncaught import process_exit
 from gpulens.diagnosis.logread.lineprefix import prefix_free
 from gpulens.diagnosis.logread.lines import is_failure, is_progress
 from gpulens.diagnosis.logread.tracebacks import TRACEBACK, module_frame
-from gpulens.diagnosis.logread.uncaught import process_exit
 
 __all__ = ["attempt_starts", "new_in_last"]
 

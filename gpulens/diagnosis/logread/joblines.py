@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.logread import ranks
-from gpulens.diagnosis.logread.diedbefore import (
+from gpulens.diagnosis.logread.cause.diedbefore import (
     OWN_EXIT_CODE,
     ROOT_LOOKBACK,
     died_before,

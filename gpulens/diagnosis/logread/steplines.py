@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from gpulens.diagnosis.guarded import Branches, Guarded, contains_any
 from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread import ranks
+from gpulens.diagnosis.logread.end.progress_end import last_refresh
 from gpulens.diagnosis.logread.lines import PROGRESS_KEYS, TIMM_TRAIN, is_progress, last_matching
-from gpulens.diagnosis.logread.progress_end import last_refresh
 
 __all__ = ["EVAL_BAR", "HEAD", "KERAS_PROGRESS_KEYS", "SETUP_BAR", "SHOWN", "STEP_KEYS", "keras_bar", "keras_progress",
            "no_total_bar", "on_screen", "plain", "printed_before", "progress_count", "step_in", "step_lines", "step_progress", "to_float",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gpulens.diagnosis.logread.markers import is_report_head
+from gpulens.diagnosis.logread.indicators.markers import is_report_head
 from gpulens.vocab import NO_FAILURE
 
 if TYPE_CHECKING:

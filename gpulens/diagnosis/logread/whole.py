@@ -30,59 +30,60 @@ from typing import Any
 
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.classifier import Classifier, whole_classifier
-from gpulens.diagnosis.logread import calibration, ranks, rootline
-from gpulens.diagnosis.logread.after_error import site_report
+from gpulens.diagnosis.logread import calibration, ranks
 from gpulens.diagnosis.logread.attempts import attempt_starts, new_in_last
-from gpulens.diagnosis.logread.badrecord import bad_record
-from gpulens.diagnosis.logread.caught import drop_caught
-from gpulens.diagnosis.logread.chains import failure_point
-from gpulens.diagnosis.logread.childexit import behind_secondary
-from gpulens.diagnosis.logread.completion import End, end_of_attempt, open_traceback
-from gpulens.diagnosis.logread.crashes import bare_crash, own_program_crash
-from gpulens.diagnosis.logread.damaged import damaged_file
-from gpulens.diagnosis.logread.divergence import diverged_before
-from gpulens.diagnosis.logread.drivers import driver_report
-from gpulens.diagnosis.logread.earlier import earlier_root
-from gpulens.diagnosis.logread.failed_runs import closed_after_failed_stage
-from gpulens.diagnosis.logread.failing import (
+from gpulens.diagnosis.logread.cause.badrecord import bad_record
+from gpulens.diagnosis.logread.cause.childexit import behind_secondary
+from gpulens.diagnosis.logread.cause.crashes import bare_crash, own_program_crash
+from gpulens.diagnosis.logread.cause.damaged import damaged_file
+from gpulens.diagnosis.logread.cause.divergence import diverged_before
+from gpulens.diagnosis.logread.cause.earlier import earlier_root
+from gpulens.diagnosis.logread.cause.heldmemory import held_elsewhere
+from gpulens.diagnosis.logread.cause.kills import unattributed_kill
+from gpulens.diagnosis.logread.cause.readerthread import reader_thread_root
+from gpulens.diagnosis.logread.cause.stops import unnamed_stop
+from gpulens.diagnosis.logread.cause.timeouts import (
+    died_before_timeout,
+    preparing_data,
+    unattributed_timeout,
+)
+from gpulens.diagnosis.logread.end.after_error import site_report
+from gpulens.diagnosis.logread.end.caught import drop_caught
+from gpulens.diagnosis.logread.end.completion import End, end_of_attempt, open_traceback
+from gpulens.diagnosis.logread.end.drivers import driver_report
+from gpulens.diagnosis.logread.end.failed_runs import closed_after_failed_stage
+from gpulens.diagnosis.logread.end.handler_stops import signal_reports
+from gpulens.diagnosis.logread.end.run_end import (
+    EARLIER_COMPLETION,
+    completion_after,
+    ended_by,
+    trained_after,
+)
+from gpulens.diagnosis.logread.end.run_end import frontier as run_frontier
+from gpulens.diagnosis.logread.end.shutdown import finished_before
+from gpulens.diagnosis.logread.end.terminal import terminal_failures
+from gpulens.diagnosis.logread.indicators import rootline
+from gpulens.diagnosis.logread.indicators.chains import failure_point
+from gpulens.diagnosis.logread.indicators.failing import (
     NormCache,
     failing_host,
     failing_rank,
     first_failing,
     from_origin,
 )
-from gpulens.diagnosis.logread.handler_stops import signal_reports
-from gpulens.diagnosis.logread.heldmemory import held_elsewhere
-from gpulens.diagnosis.logread.joblines import job_lines, late_kills, root_rank_lines
-from gpulens.diagnosis.logread.kills import unattributed_kill
-from gpulens.diagnosis.logread.lineprefix import ray_free, strip_line_prefixes, strip_ray_prefixes
-from gpulens.diagnosis.logread.lines import is_progress
-from gpulens.diagnosis.logread.markers import is_report_head
-from gpulens.diagnosis.logread.origins import (
+from gpulens.diagnosis.logread.indicators.markers import is_report_head
+from gpulens.diagnosis.logread.indicators.origins import (
     interleaved,
     secondary_lines,
 )
+from gpulens.diagnosis.logread.indicators.runs import relaunched
+from gpulens.diagnosis.logread.joblines import job_lines, late_kills, root_rank_lines
+from gpulens.diagnosis.logread.lineprefix import ray_free, strip_line_prefixes, strip_ray_prefixes
+from gpulens.diagnosis.logread.lines import is_progress
 from gpulens.diagnosis.logread.phase import phase_of
 from gpulens.diagnosis.logread.phase.steps import last_step, own_step
-from gpulens.diagnosis.logread.readerthread import reader_thread_root
-from gpulens.diagnosis.logread.run_end import (
-    EARLIER_COMPLETION,
-    completion_after,
-    ended_by,
-    trained_after,
-)
-from gpulens.diagnosis.logread.run_end import frontier as run_frontier
-from gpulens.diagnosis.logread.runs import relaunched
-from gpulens.diagnosis.logread.shutdown import finished_before
 from gpulens.diagnosis.logread.source import WholeText, read_whole, text_source
-from gpulens.diagnosis.logread.stops import unnamed_stop
 from gpulens.diagnosis.logread.story import story
-from gpulens.diagnosis.logread.terminal import terminal_failures
-from gpulens.diagnosis.logread.timeouts import (
-    died_before_timeout,
-    preparing_data,
-    unattributed_timeout,
-)
 from gpulens.diagnosis.logread.tracebacks import chain_start, has_head
 from gpulens.diagnosis.rules import Rule, load_rules, match_rules
 from gpulens.diagnosis.types import Diagnosis

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread import ranks
-from gpulens.diagnosis.logread.completion_messages import (
+from gpulens.diagnosis.logread.end.completion_messages import (
     AT_EXIT,
     completion_strength,
     is_completion,

@@ -13,9 +13,9 @@ from collections.abc import Callable, Sequence
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread import ranks
-from gpulens.diagnosis.logread.copies import message_shape
+from gpulens.diagnosis.logread.indicators.copies import message_shape
+from gpulens.diagnosis.logread.indicators.origins import AROUND
 from gpulens.diagnosis.logread.lines import has_error_level
-from gpulens.diagnosis.logread.origins import AROUND
 from gpulens.diagnosis.logread.records import logger_head, unlogged
 from gpulens.diagnosis.logread.tracebacks import (
     CHAINED,

@@ -12,14 +12,14 @@ from gpulens.diagnosis import logs
 from gpulens.diagnosis.classifier import AFTERMATH_RULES, ROOT_CAUSE_CATEGORIES
 from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread import ranks
-from gpulens.diagnosis.logread.answers import (
+from gpulens.diagnosis.logread.cause.answers import (
     cause_of,
     evidence_line,
     unknown_because,
 )
-from gpulens.diagnosis.logread.badrecord import one_record_failed
+from gpulens.diagnosis.logread.cause.badrecord import one_record_failed
+from gpulens.diagnosis.logread.indicators.origins import SPAWN_READ
 from gpulens.diagnosis.logread.lines import ERROR_KEYS, is_failure
-from gpulens.diagnosis.logread.origins import SPAWN_READ
 from gpulens.diagnosis.rules import Rule, RuleMatch, match_rules
 from gpulens.diagnosis.types import Diagnosis
 

@@ -9,9 +9,9 @@ import re
 from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
-from gpulens.diagnosis.logread.after_error import NOT_OUTPUT, ranks_free, says_arning
-from gpulens.diagnosis.logread.completion_messages import STRONG_END, completion_strength
-from gpulens.diagnosis.logread.progress_end import counters_end, is_progress_bar, last_refresh
+from gpulens.diagnosis.logread.end.after_error import NOT_OUTPUT, ranks_free, says_arning
+from gpulens.diagnosis.logread.end.completion_messages import STRONG_END, completion_strength
+from gpulens.diagnosis.logread.end.progress_end import counters_end, is_progress_bar, last_refresh
 
 __all__ = ["after_work", "script_line", "script_report"]
 

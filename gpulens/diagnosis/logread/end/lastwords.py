@@ -10,9 +10,9 @@ from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.guarded import Guarded
-from gpulens.diagnosis.logread.hydra import HYDRA_END, hydra_report
-from gpulens.diagnosis.logread.script_reports import after_work
-from gpulens.diagnosis.logread.uncaught import exception_copies, uncaught_exception
+from gpulens.diagnosis.logread.end.hydra import HYDRA_END, hydra_report
+from gpulens.diagnosis.logread.end.script_reports import after_work
+from gpulens.diagnosis.logread.end.uncaught import exception_copies, uncaught_exception
 
 __all__ = ["LAST_WORDS_TAIL", "last_words"]
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread import ranks
-from gpulens.diagnosis.logread.origins import first_origin, same_origin
+from gpulens.diagnosis.logread.indicators.origins import first_origin, same_origin
 
 __all__ = ["MPIRUN_NOTICED_KEY", "SPAWN_REPORT_KEY", "NormCache", "failing_host", "failing_rank", "first_failing", "from_origin", "spawn_report"]
 

@@ -12,12 +12,15 @@ from collections.abc import Sequence
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread import ranks
-from gpulens.diagnosis.logread.after_error import printed_and_went_on, trial_after, went_on
-from gpulens.diagnosis.logread.caught import handled_blocks
-from gpulens.diagnosis.logread.completion import open_traceback
-from gpulens.diagnosis.logread.drivers import dead_driver
-from gpulens.diagnosis.logread.handler_stops import written_after_bar
-from gpulens.diagnosis.logread.lastwords import last_words
+from gpulens.diagnosis.logread.end.after_error import printed_and_went_on, trial_after, went_on
+from gpulens.diagnosis.logread.end.caught import handled_blocks
+from gpulens.diagnosis.logread.end.completion import open_traceback
+from gpulens.diagnosis.logread.end.drivers import dead_driver
+from gpulens.diagnosis.logread.end.handler_stops import written_after_bar
+from gpulens.diagnosis.logread.end.lastwords import last_words
+from gpulens.diagnosis.logread.end.run_end import GOING_ON, SCAN_LINES
+from gpulens.diagnosis.logread.end.script_reports import after_work
+from gpulens.diagnosis.logread.end.uncaught import HANDLED_LOOKBACK, zero_exit
 from gpulens.diagnosis.logread.lines import (
     ERROR_KEYS,
     KILL_KEYS,
@@ -27,9 +30,6 @@ from gpulens.diagnosis.logread.lines import (
     is_scheduler_kill,
     is_terminal_kill,
 )
-from gpulens.diagnosis.logread.run_end import GOING_ON, SCAN_LINES
-from gpulens.diagnosis.logread.script_reports import after_work
-from gpulens.diagnosis.logread.uncaught import HANDLED_LOOKBACK, zero_exit
 
 __all__ = ["recovered_record", "terminal_failures"]
 

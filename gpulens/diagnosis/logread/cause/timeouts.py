@@ -11,12 +11,12 @@ from collections.abc import Sequence
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread import ranks
-from gpulens.diagnosis.logread.answers import (
+from gpulens.diagnosis.logread.bars import bar_updates
+from gpulens.diagnosis.logread.cause.answers import (
     cause_of,
     reorigin,
 )
-from gpulens.diagnosis.logread.bars import bar_updates
-from gpulens.diagnosis.logread.runs import split_runs
+from gpulens.diagnosis.logread.indicators.runs import split_runs
 from gpulens.diagnosis.rules import Rule, RuleMatch, match_rules
 from gpulens.diagnosis.types import Diagnosis
 

@@ -13,7 +13,9 @@ from collections.abc import Callable, Sequence
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread import ranks
-from gpulens.diagnosis.logread.copies import bare_shape, restates
+from gpulens.diagnosis.logread.indicators.copies import bare_shape, restates
+from gpulens.diagnosis.logread.indicators.origins import COLLECTIVE_TIMEOUT
+from gpulens.diagnosis.logread.indicators.runs import ended_uncaught, printing
 from gpulens.diagnosis.logread.launches import spawned_child
 from gpulens.diagnosis.logread.lines import (
     LSF_TERM,
@@ -22,9 +24,7 @@ from gpulens.diagnosis.logread.lines import (
     is_failure,
     is_progress,
 )
-from gpulens.diagnosis.logread.origins import COLLECTIVE_TIMEOUT
 from gpulens.diagnosis.logread.records import names_level, warning_head
-from gpulens.diagnosis.logread.runs import ended_uncaught, printing
 from gpulens.diagnosis.logread.signals import (
     FORWARD_KEY,
     abseil_stop,

@@ -11,10 +11,10 @@ from collections.abc import Sequence
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.hints import hint_for
 from gpulens.diagnosis.keyscan import find_keys
-from gpulens.diagnosis.logread.answers import MAX_EVIDENCE, quoted_line
-from gpulens.diagnosis.logread.filekind import file_kind
+from gpulens.diagnosis.logread.cause.answers import MAX_EVIDENCE, quoted_line
+from gpulens.diagnosis.logread.cause.filekind import file_kind
+from gpulens.diagnosis.logread.cause.raisedin import CODE, DATA, raised_in
 from gpulens.diagnosis.logread.lines import is_progress
-from gpulens.diagnosis.logread.raisedin import CODE, DATA, raised_in
 from gpulens.diagnosis.logread.tracebacks import EXCEPTION
 from gpulens.diagnosis.types import Diagnosis
 

@@ -22,13 +22,14 @@ from dataclasses import dataclass
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread import ranks
-from gpulens.diagnosis.logread.aborts import (
+from gpulens.diagnosis.logread.end.caught import handled_blocks
+from gpulens.diagnosis.logread.indicators.aborts import (
     abort_reason,
     abort_report,
     aborted_on_timeout,
     fatal_abort,
 )
-from gpulens.diagnosis.logread.aftermath import (
+from gpulens.diagnosis.logread.indicators.aftermath import (
     child_after_parent,
     ended_from_outside,
     killed_after_going_on,
@@ -42,30 +43,20 @@ from gpulens.diagnosis.logread.aftermath import (
     without_spawned,
     without_teardown,
 )
-from gpulens.diagnosis.logread.caught import handled_blocks
-from gpulens.diagnosis.logread.chains import printed_with, root_lines, wraps
-from gpulens.diagnosis.logread.copies import (
+from gpulens.diagnosis.logread.indicators.chains import printed_with, root_lines, wraps
+from gpulens.diagnosis.logread.indicators.copies import (
     copy_of,
     message_shape,
     what_said,
 )
-from gpulens.diagnosis.logread.lines import (
-    KERNEL_OOM,
-    OOM_KILLED,
-    is_benign,
-    is_debugger_quit,
-    is_failure,
-    is_scheduler_kill,
-    is_terminal_kill,
-)
-from gpulens.diagnosis.logread.markers import (
+from gpulens.diagnosis.logread.indicators.markers import (
     breakpoint_prompt,
     diverged_root,
     engine_died,
     nan_reported,
     nan_sampled,
 )
-from gpulens.diagnosis.logread.messages import (
+from gpulens.diagnosis.logread.indicators.messages import (
     code_line,
     hook_errors,
     later_line,
@@ -76,7 +67,7 @@ from gpulens.diagnosis.logread.messages import (
     not_heads,
     summary_part,
 )
-from gpulens.diagnosis.logread.origins import (
+from gpulens.diagnosis.logread.indicators.origins import (
     AROUND,
     COLLECTIVE_TIMEOUT,
     Tags,
@@ -84,14 +75,24 @@ from gpulens.diagnosis.logread.origins import (
     same_origin,
     spawn_lost,
 )
-from gpulens.diagnosis.logread.rooterror import is_root_error
-from gpulens.diagnosis.logread.runs import (
+from gpulens.diagnosis.logread.indicators.rooterror import is_root_error
+from gpulens.diagnosis.logread.indicators.runs import (
     earliest_copies,
     first_run_end,
     last_run_again,
     split_runs,
 )
-from gpulens.diagnosis.logread.scriptcmds import script_went_on
+from gpulens.diagnosis.logread.indicators.scriptcmds import script_went_on
+from gpulens.diagnosis.logread.indicators.verdicts import is_launcher_verdict, verdict_lines
+from gpulens.diagnosis.logread.lines import (
+    KERNEL_OOM,
+    OOM_KILLED,
+    is_benign,
+    is_debugger_quit,
+    is_failure,
+    is_scheduler_kill,
+    is_terminal_kill,
+)
 from gpulens.diagnosis.logread.signals import (
     FORWARD_KEY,
     agent_death_signal,
@@ -102,7 +103,6 @@ from gpulens.diagnosis.logread.tracebacks import (
     norm_body,
     own_frame_code,
 )
-from gpulens.diagnosis.logread.verdicts import is_launcher_verdict, verdict_lines
 
 __all__ = ["RULE_MAX_LINES", "pick_lines"]
 

@@ -12,9 +12,9 @@ from collections.abc import Callable, Sequence
 
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.keyscan import find_keys
-from gpulens.diagnosis.logread.after_error import ranks_free
 from gpulens.diagnosis.logread.bars import text_on_bar
-from gpulens.diagnosis.logread.lastwords import LAST_WORDS_TAIL
+from gpulens.diagnosis.logread.end.after_error import ranks_free
+from gpulens.diagnosis.logread.end.lastwords import LAST_WORDS_TAIL
 from gpulens.diagnosis.logread.lines import GLOG_FATAL
 
 __all__ = ["BAR_TAIL", "CHECK_TAIL", "HANDLER_STOP", "SIGNAL_TAIL", "check_failures", "killed_on_bar", "signal_reports",

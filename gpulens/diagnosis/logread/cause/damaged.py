@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from gpulens.diagnosis.logread.answers import reorigin
+from gpulens.diagnosis.logread.cause.answers import reorigin
 from gpulens.diagnosis.types import Diagnosis
 
 __all__ = ["damaged_file"]

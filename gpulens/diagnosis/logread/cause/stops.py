@@ -8,7 +8,7 @@ import re
 from collections.abc import Sequence
 
 from gpulens.diagnosis.guarded import contains_any
-from gpulens.diagnosis.logread.answers import (
+from gpulens.diagnosis.logread.cause.answers import (
     evidence_line,
     reorigin,
 )

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.guarded import contains_any
-from gpulens.diagnosis.logread.answers import reorigin
+from gpulens.diagnosis.logread.cause.answers import reorigin
 from gpulens.diagnosis.logread.lines import (
     CORE_DUMPED,
     CRASH_SIGNALS,

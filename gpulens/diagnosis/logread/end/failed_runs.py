@@ -11,10 +11,10 @@ from collections.abc import Sequence
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.guarded import Guarded
 from gpulens.diagnosis.keyscan import find_keys
-from gpulens.diagnosis.logread.after_error import ranks_free
-from gpulens.diagnosis.logread.progress_end import last_refresh
+from gpulens.diagnosis.logread.end.after_error import ranks_free
+from gpulens.diagnosis.logread.end.progress_end import last_refresh
+from gpulens.diagnosis.logread.end.uncaught import TRACEBACK_LINES
 from gpulens.diagnosis.logread.tracebacks import TRACEBACK
-from gpulens.diagnosis.logread.uncaught import TRACEBACK_LINES
 
 __all__ = ["CLOSING_LINES", "closed_after_failed_stage", "failed_run_line", "failed_tally", "runs_failed", "stage_failed"]
 

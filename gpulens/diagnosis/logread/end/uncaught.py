@@ -9,8 +9,8 @@ import re
 from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
-from gpulens.diagnosis.logread.caught import handled_blocks
-from gpulens.diagnosis.logread.completion_messages import COMPLETION_COVER, is_completion
+from gpulens.diagnosis.logread.end.caught import handled_blocks
+from gpulens.diagnosis.logread.end.completion_messages import COMPLETION_COVER, is_completion
 from gpulens.diagnosis.logread.lineprefix import prefix_free
 from gpulens.diagnosis.logread.lines import last_matching
 from gpulens.diagnosis.logread.tracebacks import TRACEBACK, top_frame

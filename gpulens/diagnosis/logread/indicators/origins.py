@@ -14,9 +14,9 @@ from collections.abc import Callable, Sequence
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread import ranks
+from gpulens.diagnosis.logread.indicators.markers import is_report_head
+from gpulens.diagnosis.logread.indicators.rooterror import is_root_error
 from gpulens.diagnosis.logread.lines import is_progress
-from gpulens.diagnosis.logread.markers import is_report_head
-from gpulens.diagnosis.logread.rooterror import is_root_error
 from gpulens.diagnosis.logread.tracebacks import EXCEPTION, norm_body
 
 __all__ = ["AROUND", "COLLECTIVE_TIMEOUT", "SPAWN_READ", "Tags", "first_origin", "glued_timeouts", "interleaved", "same_origin",

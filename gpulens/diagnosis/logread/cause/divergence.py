@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.hints import hint_for
-from gpulens.diagnosis.logread.answers import MAX_EVIDENCE
+from gpulens.diagnosis.logread.cause.answers import MAX_EVIDENCE
 from gpulens.diagnosis.types import DEFAULT_ORIGIN, Diagnosis
 
 __all__ = ["DIVERGED_CONFIDENCE", "diverged_before", "diverged_loss"]

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.logread import ranks
-from gpulens.diagnosis.logread.completion import open_traceback
-from gpulens.diagnosis.logread.completion_messages import (
+from gpulens.diagnosis.logread.end.completion import open_traceback
+from gpulens.diagnosis.logread.end.completion_messages import (
     AT_EXIT,
     COMPLETION_COVER,
     completion_strength,

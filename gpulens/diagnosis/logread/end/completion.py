@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.keyscan import find_keys
-from gpulens.diagnosis.logread.after_error import (
+from gpulens.diagnosis.logread.end.after_error import (
     CAUGHT_PRINT_WORDS,
     NOT_OUTPUT,
     printed_and_went_on,
@@ -28,15 +28,13 @@ from gpulens.diagnosis.logread.after_error import (
     trial_after,
     went_on,
 )
-from gpulens.diagnosis.logread.caught import handled_blocks
-from gpulens.diagnosis.logread.failed_runs import (
+from gpulens.diagnosis.logread.end.caught import handled_blocks
+from gpulens.diagnosis.logread.end.failed_runs import (
     failed_run_line,
     failed_tally,
     runs_failed,
 )
-from gpulens.diagnosis.logread.lineprefix import prefix_free
-from gpulens.diagnosis.logread.lines import PROGRESS_KEYS, last_matching
-from gpulens.diagnosis.logread.progress_end import (
+from gpulens.diagnosis.logread.end.progress_end import (
     LAST_EPOCH,
     LAST_STEP,
     at_configured_end,
@@ -47,13 +45,15 @@ from gpulens.diagnosis.logread.progress_end import (
     last_refresh,
     short_of_configured,
 )
-from gpulens.diagnosis.logread.steplines import printed_before
-from gpulens.diagnosis.logread.tracebacks import TRACEBACK
-from gpulens.diagnosis.logread.uncaught import (
+from gpulens.diagnosis.logread.end.uncaught import (
     HANDLED_LOOKBACK,
     ending_exception,
     exits_zero,
 )
+from gpulens.diagnosis.logread.lineprefix import prefix_free
+from gpulens.diagnosis.logread.lines import PROGRESS_KEYS, last_matching
+from gpulens.diagnosis.logread.steplines import printed_before
+from gpulens.diagnosis.logread.tracebacks import TRACEBACK
 
 __all__ = ["End", "end_evidence", "end_of_attempt", "open_traceback"]
 

@@ -11,8 +11,11 @@ from collections.abc import Callable, Sequence
 
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.keyscan import find_keys
-from gpulens.diagnosis.logread.aborts import report_frame
-from gpulens.diagnosis.logread.copies import bare_shape, message_shape, restates
+from gpulens.diagnosis.logread.indicators.aborts import report_frame
+from gpulens.diagnosis.logread.indicators.copies import bare_shape, message_shape, restates
+from gpulens.diagnosis.logread.indicators.origins import AROUND
+from gpulens.diagnosis.logread.indicators.rooterror import is_root_error
+from gpulens.diagnosis.logread.indicators.verdicts import LAUNCHER_KEYS
 from gpulens.diagnosis.logread.launches import TORCHRUN_BANNER, launch_banner
 from gpulens.diagnosis.logread.lines import (
     ends_own_process,
@@ -21,8 +24,6 @@ from gpulens.diagnosis.logread.lines import (
     is_progress,
     shell_job_died,
 )
-from gpulens.diagnosis.logread.origins import AROUND
-from gpulens.diagnosis.logread.rooterror import is_root_error
 from gpulens.diagnosis.logread.tracebacks import (
     EXCEPTION,
     TRACEBACK,
@@ -34,7 +35,6 @@ from gpulens.diagnosis.logread.tracebacks import (
     top_frame,
     unprefixed,
 )
-from gpulens.diagnosis.logread.verdicts import LAUNCHER_KEYS
 
 __all__ = ["earliest_copies", "ended_uncaught", "first_run_end", "last_run_again", "printing", "relaunched", "split_runs"]
 

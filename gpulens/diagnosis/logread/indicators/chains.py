@@ -11,13 +11,18 @@ from collections.abc import Callable, Sequence
 
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.logread import ranks
-from gpulens.diagnosis.logread.copies import bare_shape, message_shape, restates, without_digits
+from gpulens.diagnosis.logread.indicators.copies import (
+    bare_shape,
+    message_shape,
+    restates,
+    without_digits,
+)
+from gpulens.diagnosis.logread.indicators.markers import is_report_head
+from gpulens.diagnosis.logread.indicators.origins import AROUND
+from gpulens.diagnosis.logread.indicators.rooterror import is_root_error
+from gpulens.diagnosis.logread.indicators.runs import printing
 from gpulens.diagnosis.logread.lines import is_benign
-from gpulens.diagnosis.logread.markers import is_report_head
-from gpulens.diagnosis.logread.origins import AROUND
 from gpulens.diagnosis.logread.records import unlogged
-from gpulens.diagnosis.logread.rooterror import is_root_error
-from gpulens.diagnosis.logread.runs import printing
 from gpulens.diagnosis.logread.tracebacks import (
     EXCEPTION,
     TRACEBACK,

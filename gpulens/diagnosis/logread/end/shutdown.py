@@ -13,17 +13,17 @@ from typing import NamedTuple
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.guarded import Guarded
 from gpulens.diagnosis.keyscan import find_keys
-from gpulens.diagnosis.logread.after_error import ranks_free, went_on
-from gpulens.diagnosis.logread.completion_messages import (
+from gpulens.diagnosis.logread.end.after_error import ranks_free, went_on
+from gpulens.diagnosis.logread.end.completion_messages import (
     AT_EXIT,
     COMPLETION_COVER,
     STRONG_END,
     completion_strength,
 )
-from gpulens.diagnosis.logread.handler_stops import HANDLER_STOP
+from gpulens.diagnosis.logread.end.handler_stops import HANDLER_STOP
+from gpulens.diagnosis.logread.end.progress_end import counters_end, last_refresh
+from gpulens.diagnosis.logread.end.script_reports import script_report
 from gpulens.diagnosis.logread.lines import is_failure, is_progress
-from gpulens.diagnosis.logread.progress_end import counters_end, last_refresh
-from gpulens.diagnosis.logread.script_reports import script_report
 from gpulens.diagnosis.logread.signals import ABSEIL_STOP
 from gpulens.diagnosis.logread.tracebacks import has_head
 

@@ -13,15 +13,14 @@ from gpulens.diagnosis import logs
 from gpulens.diagnosis.guarded import contains_any
 from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread import ranks
-from gpulens.diagnosis.logread.answers import (
+from gpulens.diagnosis.logread.cause.answers import (
     MAX_EVIDENCE,
     cause_of,
     evidence_line,
     reorigin,
     unknown_because,
 )
-from gpulens.diagnosis.logread.caught import handled_blocks
-from gpulens.diagnosis.logread.diedbefore import (
+from gpulens.diagnosis.logread.cause.diedbefore import (
     ABORT_HEAD,
     OWN_EXIT_CODE,
     ROOT_LOOKBACK,
@@ -31,6 +30,7 @@ from gpulens.diagnosis.logread.diedbefore import (
     own_cause,
     own_cause_in,
 )
+from gpulens.diagnosis.logread.end.caught import handled_blocks
 from gpulens.diagnosis.logread.lines import is_progress
 from gpulens.diagnosis.logread.signals import TERM_REPORT_KEYS
 from gpulens.diagnosis.logread.tracebacks import starts_head

@@ -7,7 +7,7 @@ import re
 from collections.abc import Sequence
 
 from gpulens.diagnosis.keyscan import find_keys
-from gpulens.diagnosis.logread.answers import reorigin
+from gpulens.diagnosis.logread.cause.answers import reorigin
 from gpulens.diagnosis.types import Diagnosis
 
 __all__ = ["held_elsewhere"]

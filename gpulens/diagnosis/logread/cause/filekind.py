@@ -27,8 +27,8 @@ from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.hints import hint_for
-from gpulens.diagnosis.logread.answers import quoted_line
-from gpulens.diagnosis.logread.raisedin import frames_above
+from gpulens.diagnosis.logread.cause.answers import quoted_line
+from gpulens.diagnosis.logread.cause.raisedin import frames_above
 from gpulens.diagnosis.types import Diagnosis
 
 __all__ = ["CONFIG", "DATA", "FILE_RULES", "MODEL", "WRITE_RULES", "file_kind", "kind_of_frames", "kind_of_path"]

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 
 from gpulens.diagnosis.hints import hint_for
 from gpulens.diagnosis.keyscan import find_keys
-from gpulens.diagnosis.logread.badrecord import EITHER_READING
+from gpulens.diagnosis.logread.cause.badrecord import EITHER_READING
 from gpulens.diagnosis.logread.tracebacks import EXCEPTION, TRACEBACK
 from gpulens.diagnosis.types import Diagnosis
 from gpulens.vocab import NO_FAILURE

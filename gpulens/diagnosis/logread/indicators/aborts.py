@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from gpulens.diagnosis.guarded import Guarded
+from gpulens.diagnosis.logread.indicators.origins import COLLECTIVE_TIMEOUT
 from gpulens.diagnosis.logread.lines import (
     ABORTED,
     ABORTED_ZH,
@@ -19,7 +20,6 @@ from gpulens.diagnosis.logread.lines import (
     GLIBC_REASON,
     GLOG_FATAL,
 )
-from gpulens.diagnosis.logread.origins import COLLECTIVE_TIMEOUT
 from gpulens.diagnosis.logread.tracebacks import unprefixed
 
 __all__ = ["abort_reason", "abort_report", "aborted_on_timeout", "fatal_abort", "report_frame"]
