@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.logread import ranks
 
-__all__ = ["CHAINED", "EXCEPTION", "TRACEBACK", "TRACEBACK_HEAD", "TRACEBACK_HEADS", "chain_start", "chained", "frame_parts", "has_head",
-           "inside_chain", "module_frame", "norm_body", "own_frame_code", "python_head", "starts_head", "thread_died", "top_frame",
+__all__ = ["CHAINED", "EXCEPTION", "TRACEBACK", "TRACEBACK_HEAD", "TRACEBACK_HEADS", "chain_start", "chained", "exception_line", "frame_parts",
+           "has_head", "inside_chain", "module_frame", "norm_body", "outer_frame", "own_frame_code", "python_head", "starts_head", "thread_died", "top_frame",
            "traceback_head", "unprefixed"]
 
 #: The words every head below starts with: a literal scan for it finds either (the phase reader's).
@@ -117,6 +117,23 @@ def frame_parts(line: str) -> tuple[str, str, str] | None:
     other line."""
     m = _FRAME.match(unprefixed(line).strip())
     return (m["file"], m["line"], m["name"]) if m is not None else None
+
+
+def outer_frame(lines: Sequence[str], head: int, at: int) -> int | None:
+    """The index of a traceback's outermost frame line: the first frame line (:func:`frame_parts`) below its
+    head ``head`` and above ``at``; None when there is none."""
+    return next((k for k in range(head + 1, at) if frame_parts(lines[k]) is not None), None)
+
+
+def exception_line(lines: Sequence[str], head: int, stop: int) -> int | None:
+    """The index of the line that closes the traceback headed at ``head``: the first line below it and
+    before ``stop`` that is not blank, not indented and not a frame line, read behind a launcher's prefix
+    (:func:`unprefixed`); None when there is none."""
+    for k in range(head + 1, stop):
+        text = unprefixed(logs.normalize_line(lines[k]))
+        if text.strip() and not text[:1].isspace() and not text.startswith("File "):
+            return k
+    return None
 
 
 def top_frame(line: str) -> bool:

@@ -13,7 +13,13 @@ from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.launches import spawned_child
 from gpulens.diagnosis.logread.lines import ERROR_KEYS, is_failure, is_progress
-from gpulens.diagnosis.logread.tracebacks import EXCEPTION, TRACEBACK, starts_head
+from gpulens.diagnosis.logread.tracebacks import (
+    EXCEPTION,
+    TRACEBACK,
+    exception_line,
+    starts_head,
+    unprefixed,
+)
 from gpulens.diagnosis.rules import RuleMatch, match_rules
 
 __all__ = ["ABORT_HEAD", "OWN_EXIT_CODE", "ROOT_LOOKBACK", "died_before", "died_before_line", "last_abort", "last_death", "own_cause",
@@ -137,14 +143,13 @@ def last_death(lines: Sequence[str], floor: int, kill: int) -> int | None:
 
 
 def _closing_line(lines: Sequence[str], head: int, stop: int) -> int | None:
-    """The index of the exception line that closes the traceback headed at ``head`` (the first
-    line below it, before ``stop``, that is neither blank nor indented), when it is one."""
-    for k in range(head + 1, min(stop, head + _TRACEBACK_SPAN)):
-        text = ranks.strip_prefix(logs.normalize_line(lines[k])).rstrip()
-        if not text.strip() or text.startswith((" ", "\t")):
-            continue
-        return k if _CLOSING_LINE.match(text) or EXCEPTION.fullmatch(text) else None
-    return None
+    """The index of the exception line that closes the traceback headed at ``head``
+    (:func:`tracebacks.exception_line`, before ``stop``), when it is one."""
+    k = exception_line(lines, head, min(stop, head + _TRACEBACK_SPAN))
+    if k is None:
+        return None
+    text = unprefixed(logs.normalize_line(lines[k])).rstrip()
+    return k if _CLOSING_LINE.match(text) or EXCEPTION.fullmatch(text) else None
 
 
 #: The C++ runtime's report of an exception no one caught, before it aborts the process

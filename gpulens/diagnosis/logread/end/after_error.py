@@ -15,7 +15,7 @@ from gpulens.diagnosis.logread.lines import is_benign, is_failure
 from gpulens.diagnosis.logread.tracebacks import (
     TRACEBACK,
     chained,
-    frame_parts,
+    outer_frame,
     python_head,
     top_frame,
 )
@@ -143,7 +143,7 @@ def printed_and_went_on(lines: Sequence[str], at: int) -> bool:
     head = python_head(lines, at) if m is not None else None
     if m is None or head is None:
         return False
-    first = next((k for k in range(head + 1, at) if frame_parts(lines[k]) is not None), None)
+    first = outer_frame(lines, head, at)
     if first is None or top_frame(lines[first]):
         return False
     above = [ranks_free(logs.normalize_line(lines[k])) for k in range(head - 1, max(-1, head - 10), -1) if lines[k].strip()]

@@ -13,7 +13,7 @@ from gpulens.diagnosis.logread.end.caught import handled_blocks
 from gpulens.diagnosis.logread.end.completion_messages import COMPLETION_COVER, is_completion
 from gpulens.diagnosis.logread.lineprefix import prefix_free
 from gpulens.diagnosis.logread.lines import last_matching
-from gpulens.diagnosis.logread.tracebacks import TRACEBACK, top_frame
+from gpulens.diagnosis.logread.tracebacks import TRACEBACK, exception_line, top_frame
 
 __all__ = ["COPIES_LOOKBACK", "HANDLED_LOOKBACK", "TRACEBACK_LINES", "ending_exception", "exception_copies", "exits_zero", "process_exit", "uncaught_exception",
            "zero_exit"]
@@ -54,13 +54,9 @@ def zero_exit(norm: str) -> bool:
 
 
 def ending_exception(lines: Sequence[str], head: int) -> int | None:
-    """The exception line of the traceback whose header is at ``head``: its first line after the header
-    that is not blank, a frame or a code line."""
-    for k in range(head + 1, min(len(lines), head + 1 + TRACEBACK_LINES)):
-        t = prefix_free(logs.normalize_line(lines[k]))
-        if t.strip() and not t[:1].isspace() and not t.startswith("File "):
-            return k
-    return None
+    """The exception line of the traceback whose header is at ``head`` (:func:`tracebacks.exception_line`,
+    within :data:`TRACEBACK_LINES`)."""
+    return exception_line(lines, head, min(len(lines), head + 1 + TRACEBACK_LINES))
 
 
 def exits_zero(lines: Sequence[str], head: int) -> bool:

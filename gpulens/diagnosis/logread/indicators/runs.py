@@ -31,6 +31,7 @@ from gpulens.diagnosis.logread.tracebacks import (
     chained,
     has_head,
     module_frame,
+    outer_frame,
     python_head,
     top_frame,
     unprefixed,
@@ -119,12 +120,13 @@ def ended_uncaught(lines: Sequence[str], i: int) -> bool:
 
 
 def _outer_frame(lines: Sequence[str], i: int) -> str:
-    """The outermost frame line of the exception line ``i``'s Python traceback (the first 'File "..."' line
-    below its ``Traceback (most recent call last):``), or "" when no traceback is above it."""
+    """The outermost frame line of the exception line ``i``'s Python traceback (:func:`tracebacks.outer_frame` below its
+    ``Traceback (most recent call last):``), or "" when no traceback is above it."""
     head = python_head(lines, i)
     if head is None:
         return ""
-    return next((ln for ln in lines[head + 1:i] if unprefixed(ln).lstrip().startswith('File "')), "")
+    k = outer_frame(lines, head, i)
+    return "" if k is None else lines[k]
 
 
 def _module_frame(lines: Sequence[str], i: int) -> tuple[str, str] | None:
