@@ -37,7 +37,7 @@ from gpulens.diagnosis.logread.tracebacks import starts_head
 from gpulens.diagnosis.rules import Rule, load_rules, match_rules
 from gpulens.diagnosis.types import Diagnosis
 
-__all__ = ["stop_after_own_error", "teardown_term", "unattributed_kill"]
+__all__ = ["STOP_KEYS", "first_stop", "stop_after_own_error", "teardown_term", "unattributed_kill"]
 
 
 #: Rules whose evidence is a SIGKILL that names no sender (README "Origin: rules", O7): the shell's
@@ -216,10 +216,13 @@ def _exited_first(d: Diagnosis, lines: Sequence[str], floor: int, kill: int) -> 
                            "is its aftermath, and the log does not name that task's error")
 
 
-#: Literals of the lines the ``preempted`` rules read (a scheduler's cancel, time limit or
-#: preemption; a signal a process or a launcher reports; an interrupt).
-_STOP_KEYS = ("CANCELLED", "DUE TO", "TERM_", "PBS: job killed", "wall", "SIG", "ignal", "Terminated", "Interrupt",
-              "nterrupted", "exitcode: -15", "return code = -15", "reempt", "Evicted", "TIMEOUT", "Hangup")
+#: Literals of the lines the ``preempted`` rules read (a scheduler's cancel, time limit, node failure or
+#: preemption; a signal a process or a launcher reports; an interrupt; a pod's eviction, deadline or node
+#: shutdown; a spot instance's interruption). Every such rule's example holds one (test_kills_round26), so
+#: a rule added without its literal here fails a test instead of going unread.
+STOP_KEYS = ("CANCELLED", "DUE TO", "TERM_", "PBS: job killed", "wall", "SIG", "ignal", "erminated", "nterrupt",
+             "exitcode: -15", "return code = -15", "reempt", "Evicted", "TIMEOUT", "Hangup", "Node failure",
+             "DeadlineExceeded")
 
 
 @functools.lru_cache(maxsize=1)
@@ -231,7 +234,7 @@ def _stop_rules() -> tuple[Rule, ...]:
 def first_stop(lines: Sequence[str], lo: int, hi: int) -> int | None:
     """The index of the first line in ``lines[lo:hi]`` that a ``preempted`` rule reads, or None."""
     rules = _stop_rules()
-    for i in find_keys(lines, _STOP_KEYS, lo, hi):
+    for i in find_keys(lines, STOP_KEYS, lo, hi):
         if match_rules(ranks.strip_prefix(logs.normalize_line(lines[i])), rules):
             return i
     return None
