@@ -10,7 +10,7 @@ from gpulens.vocab import NO_FAILURE
 if TYPE_CHECKING:
     from gpulens.diagnosis.logread.whole import WholeDiagnosis
 
-__all__ = ["story"]
+__all__ = ["clip", "story"]
 
 _PHASE_WORDS = {
     "startup": "during startup (before the first step)",
@@ -22,6 +22,23 @@ _PHASE_WORDS = {
     "shutdown": "at shutdown (after the run's own end)",
     "unknown": "in a phase the log does not settle",
 }
+
+
+#: The most of a line the story quotes.
+_QUOTE = 160
+
+
+def clip(text: str, limit: int = _QUOTE) -> str:
+    """``text`` cut to ``limit`` characters where a reader can follow it: after its first sentence when that
+    ends past a third of the limit, else at a word boundary, with "…" where words were left out."""
+    if len(text) <= limit:
+        return text
+    head = text[:limit]
+    end = head.rfind(". ")
+    if end >= limit // 3:
+        return head[:end + 1] + " …"
+    cut = head.rfind(" ")
+    return (head[:cut] if cut >= limit // 3 else head).rstrip(" ,;:") + " …"
 
 
 def _who(w: WholeDiagnosis) -> str:
@@ -48,7 +65,7 @@ def _stopped_story(w: WholeDiagnosis) -> str:
     """E.g. "stopped mid-run, at step 200 in training, with no error and no completion message:
     last line 200/375 [====...] (line 41) -> unknown (killed from outside, e.g. a time limit or a
     preemption, or still running when copied)"."""
-    what = (w.indicators[0] if w.indicators else w.diagnosis.evidence[0])[:160]
+    what = clip(w.indicators[0] if w.indicators else w.diagnosis.evidence[0])
     where = f" (line {w.indicator_lines[0]:,})" if w.indicator_lines else ""
     text = (f"stopped mid-run, {_step(w.step)}{_PHASE_WORDS.get(w.phase, w.phase)}, with no error and no completion "
             f"message: last line {what}{where} -> unknown (killed from outside, e.g. a time limit or a preemption, "
@@ -75,7 +92,7 @@ def story(w: WholeDiagnosis) -> str:
     if _stopped(w):
         return _stopped_story(w)
     verb = "failed first" if w.first_rank is not None or w.first_node else "failed"
-    what = (_error_of(w.indicators) if w.indicators else d.evidence[0])[:160]
+    what = clip(_error_of(w.indicators) if w.indicators else d.evidence[0])
     lines = ", ".join(f"{n:,}" for n in w.indicator_lines[:3])
     text = f"{_who(w)} {verb}, {_step(w.step)}{_PHASE_WORDS.get(w.phase, w.phase)}: {what}"
     text += f" (line{'s' if len(w.indicator_lines) > 1 else ''} {lines})" if lines else ""
