@@ -233,6 +233,9 @@ def test_evaluation_scores_the_fixtures_and_keeps_the_rest_of_the_report(tmp_pat
     assert everything.healthy_accuracy == (6, 6)
     assert everything.line_recall == (4, 4) and everything.line_precision == (4, 4)
     assert everything.first_rank_node == (3, 3)  # torchrun (rank), Slurm (node), srun (rank)
+    held = next(c for c in ev.cases if c.row["split"] == "holdout")
+    mine = next(c for c in ev.cases if c.row["split"] == "dev")
+    held.row["category"] = mine.row["category"] = "cpu_oom"  # one wrong answer in each split
     report = tmp_path / "eval.md"
     report.write_text("# Excerpts\n\nkept\n", encoding="utf-8")
     write_section(report, render_section(ev, date="2026-11-26", command="test"))
@@ -243,7 +246,10 @@ def test_evaluation_scores_the_fixtures_and_keeps_the_rest_of_the_report(tmp_pat
     got = {name: (n, cat) for name, n, cat, _ in sources(dev, ev.thresholds)}
     assert list(got) == list(SOURCES) and sum(n for n, _ in got.values()) == len(dev)
     assert got["normal end"][0] == sum(1 for c in dev if c.row["ended_normally"] == "yes")
-    assert "| decided by | logs | category right | origin right |" in text
+    assert "| split | decided by | logs | category right | origin right |" in text
+    assert f"`{mine.row['file']}` | cpu_oom |" in text  # a dev miss is named
+    assert held.row["file"] not in text  # a holdout miss is counted, never named
+    assert f"| cpu_oom | {held.category(ev.thresholds[held.project])} | 1 |" in text
     assert "2026-11-27" in text and "2026-11-26" not in text
 
 

@@ -402,13 +402,16 @@ def render_section(ev: WholeEval, *, date: str, command: str) -> str:
     out += ["", "Thresholds chosen per fold (projects per value): "
             + ", ".join(f"{t:.2f} ({n})" for t, n in sorted(chosen.items())) + ".", ""]
     out += _reliability_lines(ev)
-    out += ["Who decided the answers (dev split, each log with its fold's model and threshold; `unknown`: "
+    out += ["Who decided the answers (each log with its fold's model and threshold; `unknown`: "
             "no cause named, a model guess below the threshold included):", "",
-            "| decided by | logs | category right | origin right |", "| --- | ---: | ---: | ---: |"]
-    dev = [c for c in ev.cases if c.row["split"] == "dev"]
-    out += [f"| {name} | {n} | {_pct((cat, n))} | {_pct((org, n))} |" for name, n, cat, org in sources(dev, ev.thresholds)]
+            "| split | decided by | logs | category right | origin right |", "| --- | --- | ---: | ---: | ---: |"]
+    for split in ("dev", "holdout"):
+        mine = [c for c in ev.cases if c.row["split"] == split]
+        out += [f"| {split} | {name} | {n} | {_pct((cat, n))} | {_pct((org, n))} |"
+                for name, n, cat, org in sources(mine, ev.thresholds)]
     out += [""]
     out += _misses(ev)
+    out += _holdout_confusions(ev)
     return "\n".join(out) + "\n"
 
 
@@ -430,13 +433,31 @@ def _reliability_lines(ev: WholeEval) -> list[str]:
     return out + [""]
 
 
-def _misses(ev: WholeEval) -> list[str]:
-    out = ["Wrong category (all logs):", "", "| file | split | true | predicted | confidence |", "| --- | --- | --- | --- | ---: |"]
+def _wrong(ev: WholeEval, split: str) -> list[tuple[Case, str]]:
+    """The logs of ``split`` whose category is wrong, each with the category answered."""
+    out = []
     for c in ev.cases:
         pred = c.category(ev.thresholds[c.project])
-        if pred != c.row["category"]:
-            out.append(f"| `{c.row['file']}` | {c.row['split']} | {c.row['category']} | {pred} "
-                       f"| {c.got.diagnosis.confidence:.2f} |")
+        if c.row["split"] == split and pred != c.row["category"]:
+            out.append((c, pred))
+    return out
+
+
+def _misses(ev: WholeEval) -> list[str]:
+    """The dev logs with a wrong category, by name (the holdout's only as counts: :func:`_holdout_confusions`)."""
+    out = ["Wrong category (dev split):", "", "| file | true | predicted | confidence |", "| --- | --- | --- | ---: |"]
+    out += [f"| `{c.row['file']}` | {c.row['category']} | {pred} | {c.got.diagnosis.confidence:.2f} |"
+            for c, pred in _wrong(ev, "dev")]
+    return out + [""]
+
+
+def _holdout_confusions(ev: WholeEval) -> list[str]:
+    """Wrong categories of the holdout counted by (true, predicted), with no log named: a reader round is
+    chosen from the dev logs, never from a holdout log (stop 46)."""
+    pairs = Counter((c.row["category"], pred) for c, pred in _wrong(ev, "holdout"))
+    out = ["Wrong category (holdout split, counts only; no log is named so that no round is chosen from one):", "",
+           "| true | predicted | logs |", "| --- | --- | ---: |"]
+    out += [f"| {t} | {p} | {n} |" for (t, p), n in sorted(pairs.items(), key=lambda x: (-x[1], x[0]))]
     return out + [""]
 
 
