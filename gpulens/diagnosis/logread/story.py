@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gpulens.diagnosis.logread.indicators.markers import is_report_head
+from gpulens.diagnosis.logread.indicators.secondary import KINDS, rank_span
 from gpulens.vocab import NO_FAILURE
 
 if TYPE_CHECKING:
@@ -79,6 +80,25 @@ def _error_of(indicators: list[str]) -> str:
     return next((x for x in indicators if not is_report_head(x)), indicators[0])
 
 
+def _others(w: WholeDiagnosis) -> str:
+    """E.g. "then ranks 4-6 printed the same error, ranks 0-3 timed out waiting in a collective; the rest
+    were stopped by a signal (25 later error lines, secondary)"; without another rank or node's
+    own error, "3 later error line(s) from other ranks or launchers (secondary)"."""
+    n = w.secondary_lines
+    parts = [f"{_named('rank', [str(r) for r in rs], rank_span(rs))} {KINDS[k]}" for k, rs in w.secondary_groups]
+    parts += [f"{_named('node', list(ns), ', '.join(ns[:4]) + (f' and {len(ns) - 4} more' if len(ns) > 4 else ''))} "
+              f"{KINDS[k]}" for k, ns in w.secondary_node_groups]
+    if not parts:
+        return f"{n} later error line(s) from other ranks or launchers (secondary)"
+    text = "then " + ", ".join(parts)
+    text += "; the rest were stopped by a signal" if w.secondary_stopped else ""
+    return f"{text} ({n} later error line{'s' if n > 1 else ''}, secondary)"
+
+
+def _named(what: str, items: list[str], shown: str) -> str:
+    return f"{what}{'s' if len(items) > 1 else ''} {shown}"
+
+
 def story(w: WholeDiagnosis) -> str:
     """E.g. "rank 3 on gpu07 failed first, at step 12,400 in training: CUDA out of memory
     (line 20,512); 7 later error lines from other ranks or launchers (secondary)"."""
@@ -98,7 +118,7 @@ def story(w: WholeDiagnosis) -> str:
     text += f" (line{'s' if len(w.indicator_lines) > 1 else ''} {lines})" if lines else ""
     text += f" -> {d.category}, origin {d.origin}"
     if w.secondary_lines:
-        text += f"; {w.secondary_lines} later error line(s) from other ranks or launchers (secondary)"
+        text += f"; {_others(w)}"
     if w.attempts > 1:
         text += f"; attempt {w.attempts} of {w.attempts} in this file"
     return text

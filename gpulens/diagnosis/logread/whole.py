@@ -77,6 +77,7 @@ from gpulens.diagnosis.logread.indicators.origins import (
     secondary_lines,
 )
 from gpulens.diagnosis.logread.indicators.runs import relaunched
+from gpulens.diagnosis.logread.indicators.secondary import summarize
 from gpulens.diagnosis.logread.joblines import job_lines, late_kills, root_rank_lines
 from gpulens.diagnosis.logread.lineprefix import ray_free, strip_line_prefixes, strip_ray_prefixes
 from gpulens.diagnosis.logread.lines import is_progress
@@ -114,6 +115,15 @@ class WholeDiagnosis:
     phase: str = NO_FAILURE
     step: str | None = None
     secondary_lines: int = 0
+    #: the ranks and nodes other than the first failing one that printed the secondary lines, and what most of
+    #: those lines say (a key of :data:`secondary.KINDS`)
+    secondary_ranks: list[int] = dataclasses.field(default_factory=list)
+    secondary_nodes: list[str] = dataclasses.field(default_factory=list)
+    secondary_kind: str | None = None
+    #: (kind, ranks) and (kind, nodes) of the other ranks' own errors; whether processes were stopped by a signal
+    secondary_groups: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    secondary_node_groups: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    secondary_stopped: bool = False
     attempts: int = 1
     new_in_attempt: list[str] = dataclasses.field(default_factory=list)
     n_lines: int = 0
@@ -140,6 +150,9 @@ class WholeDiagnosis:
             "phase": self.phase,
             "step": self.step,
             "secondary_lines": self.secondary_lines,
+            "secondary_ranks": list(self.secondary_ranks),
+            "secondary_nodes": list(self.secondary_nodes),
+            "secondary_kind": self.secondary_kind,
             "attempts": self.attempts,
             "new_in_attempt": list(self.new_in_attempt),
             "story": self.story(),
@@ -394,12 +407,17 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
     region = [logs.normalize_line(x) for x in lines[max(start, at - _AROUND):at + 3]]
     step = last_step(lines, at, starts[-1])
     good = starts[-2] if len(starts) > 1 else None
+    rank = failing_rank(lines, starts[-1], first, primary[0] if primary else None)
+    node = first.node or failing_host(lines, starts[-1], lines[primary[0]] if primary else None)
+    root = next((lines[i] for i in primary if not is_report_head(lines[i])), "")
+    others = summarize(lines, secondary, ranks.Origin(rank, node), clf.rules, root)
     return dataclasses.replace(
         base, diagnosis=d, indicator_lines=[src.number(i) for i in primary],
-        indicators=[logs.normalize_line(lines[i]).strip()[:300] for i in primary],
-        first_rank=failing_rank(lines, starts[-1], first, primary[0] if primary else None), first_node=first.node or failing_host(lines, starts[-1], lines[primary[0]] if primary else None),
+        indicators=[logs.normalize_line(lines[i]).strip()[:300] for i in primary], first_rank=rank, first_node=node,
         phase=(phase := phase_of(lines, at, region, starts[-1], step)), step=own_step(phase, step),
-        secondary_lines=len(secondary), new_in_attempt=new_in_last(lines, starts, good))
+        secondary_lines=others.count, secondary_ranks=list(others.ranks), secondary_nodes=list(others.nodes),
+        secondary_kind=others.kind, secondary_groups=others.groups, secondary_node_groups=others.node_groups,
+        secondary_stopped=others.stopped, new_in_attempt=new_in_last(lines, starts, good))
 
 
 def _indicators(lines: Sequence[str], start: int, failures: Sequence[int], evidence: Sequence[str],

@@ -20,7 +20,7 @@ from gpulens.diagnosis.logread.indicators.runs import split_runs
 from gpulens.diagnosis.rules import Rule, RuleMatch, match_rules
 from gpulens.diagnosis.types import Diagnosis
 
-__all__ = ["died_before_timeout", "preparing_data", "unattributed_timeout"]
+__all__ = ["died_before_timeout", "preparing_data", "unattributed_timeout", "wait_kind"]
 
 
 #: Rules whose evidence is a wait that timed out: a peer did not arrive at a collective or at the
@@ -77,6 +77,17 @@ _LOST_PEER_RULES = frozenset({"gloo-connection-closed", "nccl-remote-error", "ho
 #: torch's report that the communicator was aborted (ProcessGroupNCCL.cpp: "NCCL communicator was
 #: aborted on rank N", raised on the ranks whose watchdog aborted it after a peer failed).
 _LOST_PEER = re.compile(r"NCCL communicator was aborted")
+
+
+def wait_kind(rule_id: str | None, text: str) -> str | None:
+    """``"timeout"`` for a line that says a wait for a peer timed out (a collective's, the rendezvous'),
+    ``"lost_peer"`` for one that says a peer or its connection is gone, else None; ``rule_id``: the rule
+    that matched the line, if any."""
+    if rule_id in _TIMEOUT_RULES or _TIMED_OUT.search(text):
+        return "timeout"
+    if rule_id in _LOST_PEER_RULES or _LOST_PEER.search(text) or _CLOSED_BY_HOST.search(text):
+        return "lost_peer"
+    return None
 
 
 def _waiting_rule(d: Diagnosis, rules: tuple[Rule, ...]) -> Rule | None:
