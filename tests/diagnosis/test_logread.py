@@ -74,7 +74,8 @@ def test_other_ranks_timeouts_are_secondary_and_the_root_cause_table_names_the_n
     assert (w.first_rank, w.first_node) == (2, "gpu07")
     assert w.secondary_lines >= 3  # ranks 0, 1, 3 timed out in NCCL afterwards
     story = w.story()
-    assert story.startswith("rank 2 on gpu07 failed first, at step 1,200 in training")
+    assert story.startswith("rank 2 on gpu07 (named on line 31) failed first, at step 1,200 in training")
+    assert story.endswith("then ranks 0-1 and 3 timed out waiting in a collective (7 later error lines, secondary)")
     # the OOM only (R8: rank 2 printed it, so torchrun's verdict lines are not indicator lines)
     assert "(line 13)" in story and "secondary" in story
 
@@ -193,7 +194,7 @@ def test_cli_json_and_story(tmp_path: Path) -> None:
     assert done["category"] == done["origin"] == "none" and done["indicator_lines"] == []
     human = CliRunner().invoke(cli, ["--data-dir", str(tmp_path / "d"), "diagnose", files[0]])
     assert human.exit_code == 0
-    assert "rank 2 on gpu07 failed first" in human.output and "      13 | " in human.output
+    assert "rank 2 on gpu07 (named on line 31) failed first" in human.output and "      13 | " in human.output
 
 
 @pytest.mark.slow
@@ -295,7 +296,7 @@ def test_job_mode_charges_the_node_that_failed_first_and_keeps_a_passed_log_unkn
         row = con.execute("SELECT first_node, first_rank, indicator_lines, phase, story FROM failures "
                           "WHERE job_id = 'j-seg'").fetchone()
         assert row is not None and row[0] == "gpu12" and row[1] == 1 and list(row[2]) == [9]
-        assert row[3] == "training" and row[4].startswith("rank 1 on gpu12 failed first")
+        assert row[3] == "training" and row[4].startswith("rank 1 on gpu12 (named on line 12) failed first")
         charged = {f.job_id: f.nodes for f in _infra_failures(con)}
     finally:
         con.close()

@@ -43,11 +43,14 @@ def clip(text: str, limit: int = _QUOTE) -> str:
 
 
 def _who(w: WholeDiagnosis) -> str:
-    if w.first_rank is not None and w.first_node:
-        return f"rank {w.first_rank} on {w.first_node}"
+    node = w.first_node
+    if node and w.first_node_line is not None:
+        node += f" (named on line {w.first_node_line:,})"
+    if w.first_rank is not None and node:
+        return f"rank {w.first_rank} on {node}"
     if w.first_rank is not None:
         return f"rank {w.first_rank}"
-    return w.first_node or "the job"
+    return node or "the job"
 
 
 def _step(step: str | None) -> str:

@@ -30,6 +30,7 @@ from typing import Any
 
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.classifier import Classifier, whole_classifier
+from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread import calibration, ranks
 from gpulens.diagnosis.logread.attempts import attempt_starts, new_in_last
 from gpulens.diagnosis.logread.cause.badrecord import bad_record
@@ -112,6 +113,8 @@ class WholeDiagnosis:
     indicators: list[str] = dataclasses.field(default_factory=list)
     first_rank: int | None = None
     first_node: str | None = None
+    #: the 1-based line that names ``first_node`` when no indicator line does (a scheduler's report, a banner)
+    first_node_line: int | None = None
     phase: str = NO_FAILURE
     step: str | None = None
     secondary_lines: int = 0
@@ -147,6 +150,7 @@ class WholeDiagnosis:
             "indicator_lines": list(self.indicator_lines),
             "first_rank": self.first_rank,
             "first_node": self.first_node,
+            "first_node_line": self.first_node_line,
             "phase": self.phase,
             "step": self.step,
             "secondary_lines": self.secondary_lines,
@@ -411,13 +415,27 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
     node = first.node or failing_host(lines, starts[-1], lines[primary[0]] if primary else None)
     root = next((lines[i] for i in primary if not is_report_head(lines[i])), "")
     others = summarize(lines, secondary, ranks.Origin(rank, node), clf.rules, root)
+    named = node_line(lines, node, primary, starts[-1]) if node else None
     return dataclasses.replace(
         base, diagnosis=d, indicator_lines=[src.number(i) for i in primary],
         indicators=[logs.normalize_line(lines[i]).strip()[:300] for i in primary], first_rank=rank, first_node=node,
+        first_node_line=None if named is None else src.number(named),
         phase=(phase := phase_of(lines, at, region, starts[-1], step)), step=own_step(phase, step),
         secondary_lines=others.count, secondary_ranks=list(others.ranks), secondary_nodes=list(others.nodes),
         secondary_kind=others.kind, secondary_groups=others.groups, secondary_node_groups=others.node_groups,
         secondary_stopped=others.stopped, new_in_attempt=new_in_last(lines, starts, good))
+
+
+def node_line(lines: Sequence[str], node: str, primary: Sequence[int], floor: int) -> int | None:
+    """The index of the line an operator checks ``node`` against when no indicator line (``primary``) names it:
+    the first line of the attempt (from ``floor``) after the root error that names it (a scheduler's or
+    launcher's report), else the last before it (a banner, a start-up line); None when an indicator line names
+    it or no line does."""
+    if any(node in lines[i] for i in primary):
+        return None
+    at = primary[0] if primary else len(lines)
+    found = find_keys(lines, (node,), floor)
+    return next((i for i in found if i >= at), found[-1] if found else None)
 
 
 def _indicators(lines: Sequence[str], start: int, failures: Sequence[int], evidence: Sequence[str],
