@@ -1,6 +1,6 @@
-"""What the other ranks printed after the root error, in a few words: which ranks (or nodes) and what most
-of their lines say (they timed out waiting in a collective, lost their peers, were stopped by a signal,
-printed the same error as the first, or other errors), as issue 23's story has it: "ranks 0-2 and 4-7 then timed out in NCCL (secondary)".
+"""What the other ranks printed after the root error, in a few words: which ranks (or nodes) printed the same
+error as the first, timed out waiting in a collective or lost a peer's connection, and whether the rest were
+stopped by a signal; issue 23's story: "ranks 0-2 and 4-7 then timed out in NCCL (secondary)".
 """
 
 from __future__ import annotations
@@ -23,8 +23,6 @@ KINDS = {"same": "printed the same error", "timeout": "timed out waiting in a co
          "lost_peer": "lost a peer's connection", "signal": "were stopped by a signal", "error": "printed other errors"}
 #: Secondary lines read for their kind (the first ones; a long tail repeats them).
 _READ = 200
-
-
 #: The kinds that are a rank's own error (a launcher's summaries and its stop signals are not).
 _OWN = ("same", "timeout", "lost_peer")
 
