@@ -12,6 +12,7 @@ from typing import Any
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.cause.timeouts import wait_kind
+from gpulens.diagnosis.logread.lines import is_scheduler_kill
 from gpulens.diagnosis.logread.signals import names_a_signal
 from gpulens.diagnosis.logread.tracebacks import EXCEPTION
 from gpulens.diagnosis.rules import Rule, match_rules
@@ -55,55 +56,64 @@ class Secondary:
         return "signal" if self.stopped else None
 
 
-def error_key(line: str, rules: tuple[Rule, ...]) -> tuple[str | None, str | None]:
-    """A line's exception name (``torch.OutOfMemoryError``) and the id of the best rule that matches it."""
+def error_key(line: str, rules: tuple[Rule, ...]) -> tuple[str | None, Rule | None]:
+    """A line's exception name (``torch.OutOfMemoryError``) and the best rule that matches it."""
     norm = ranks.strip_prefix(logs.normalize_line(line)).strip()
     m = EXCEPTION.match(norm)
     best = match_rules(norm, rules)
-    return (m.group(0) if m else None), (best[0].rule.id if best else None)
+    return (m.group(0) if m else None), (best[0].rule if best else None)
 
 
-def kind_of(line: str, rules: tuple[Rule, ...], root: tuple[str | None, str | None] = (None, None)) -> str:
+def kind_of(line: str, rules: tuple[Rule, ...], root: tuple[str | None, Rule | None] = (None, None)) -> str:
     """The kind (a key of :data:`KINDS`) of one secondary line; ``root``: the :func:`error_key` of the first
     failing rank's error line, whose exception or rule a line of the same error shares."""
     norm = ranks.strip_prefix(logs.normalize_line(line)).strip()
-    name, rule_id = error_key(line, rules)
-    if (name is not None and name == root[0]) or (rule_id is not None and rule_id == root[1]):
+    name, rule = error_key(line, rules)
+    if (name is not None and name == root[0]) or (rule is not None and root[1] is not None and rule.id == root[1].id):
         return "same"
-    waited = wait_kind(rule_id, norm)
+    waited = wait_kind(rule.id if rule is not None else None, norm)
     if waited is not None:
         return waited
-    if (rule_id is not None and _category(rule_id, rules) == "preempted") or names_a_signal(norm):
+    if (rule is not None and rule.category == "preempted") or names_a_signal(norm):
         return "signal"
     return "error"
-
-
-def _category(rule_id: str, rules: tuple[Rule, ...]) -> str:
-    return next((r.category for r in rules if r.id == rule_id), "unknown")
 
 
 def summarize(lines: Sequence[str], secondary: Sequence[int], first: ranks.Origin, rules: tuple[Rule, ...],
               root: str = "") -> Secondary:
     """The :class:`Secondary` of the lines ``secondary`` (indexes into ``lines``), ``first`` the first failing
     rank and node (left out), ``root`` the first failing rank's error line. Each other rank (node) is counted
-    once, under the first of its own errors' kinds in :data:`_OWN` order."""
+    once, under the first of its own errors' kinds in :data:`_OWN` order; a line that names no other rank or
+    node only tells whether processes were stopped by a signal. A line's kind is read once per text (ranks
+    print the same message)."""
     if not secondary:
         return Secondary()
     key = error_key(root, rules) if root else (None, None)
     by_rank: dict[int, str] = {}
     by_node: dict[str, str] = {}
+    seen: dict[str, str] = {}
     stopped = False
     for i in secondary[:_READ]:
-        kind = kind_of(lines[i], rules, key)
-        stopped |= kind == "signal"
-        if kind not in _OWN:
-            continue
         o = ranks.origin_of(lines[i])
-        if o.rank is not None and o.rank != first.rank:
+        other_rank = o.rank is not None and o.rank != first.rank
+        other_node = o.rank is None and bool(o.node) and o.node != first.node
+        if not (other_rank or other_node):
+            stopped = stopped or _stop_line(lines[i])
+            continue
+        text = ranks.strip_prefix(lines[i])
+        kind = seen[text] if text in seen else seen.setdefault(text, kind_of(lines[i], rules, key))
+        stopped |= kind == "signal"
+        if kind in _OWN and other_rank and o.rank is not None:
             by_rank[o.rank] = min(by_rank.get(o.rank, kind), kind, key=_OWN.index)
-        elif o.rank is None and o.node and o.node != first.node:
+        elif kind in _OWN and other_node and o.node:
             by_node[o.node] = min(by_node.get(o.node, kind), kind, key=_OWN.index)
     return Secondary(len(secondary), _grouped(by_rank), _grouped(by_node) if not by_rank else (), stopped)
+
+
+def _stop_line(line: str) -> bool:
+    """Whether a line that names no other rank says processes were stopped: a signal, a scheduler's kill."""
+    norm = logs.normalize_line(line)
+    return names_a_signal(norm) or is_scheduler_kill(norm)
 
 
 def _grouped(kinds: dict[Any, str]) -> tuple[tuple[str, tuple[Any, ...]], ...]:
