@@ -7,6 +7,10 @@ indexed file of that repository below the corpus root, byte for byte, after chec
 
     .venv/bin/python -m scripts.rebuild_whole_corpus OWNER/NAME GIT_DIR [--root ROOT]
     .venv/bin/python -m scripts.rebuild_whole_corpus --missing [--root ROOT]   # repositories still to fetch
+    .venv/bin/python -m scripts.rebuild_whole_corpus --missing --by-count     # most missing logs first, with counts
+
+A fetch budget rebuilds the most logs when the repositories holding the most missing logs come first (stop 46: 500
+snapshots gave back 820 of 1,423 logs that way).
 
 A file whose recorded commit is not in the history is looked for at every commit that touched its path
 (a snapshot may have been rewritten); it is taken only where its sha256 matches. Files are written to a
@@ -89,6 +93,15 @@ def missing(root: Path, index_dir: Path = INDEX_DIR) -> list[str]:
     return list(out)
 
 
+def missing_counts(root: Path, index_dir: Path = INDEX_DIR) -> list[tuple[str, int]]:
+    """(repository, its indexed files not yet under ``root``), the most missing first (index order on a tie)."""
+    counts: dict[str, int] = {}
+    for row in index_rows(index_dir):
+        if not (root / row["file"]).is_file():
+            counts[row["repo"]] = counts.get(row["repo"], 0) + 1
+    return sorted(counts.items(), key=lambda kv: -kv[1])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("repo", nargs="?", help="OWNER/NAME as in the index's repo column")
@@ -96,12 +109,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", type=Path, default=Path(os.environ.get("GPULENS_WHOLE_LOGS", "")),
                         help="the corpus root (default: $GPULENS_WHOLE_LOGS)")
     parser.add_argument("--missing", action="store_true", help="list the repositories whose files are not all there")
+    parser.add_argument("--by-count", action="store_true",
+                        help="with --missing: the repositories with the most missing files first, each with its count")
     args = parser.parse_args(argv)
     if not str(args.root) or str(args.root) == ".":
         print("rebuild_whole_corpus: no corpus root; pass --root or set GPULENS_WHOLE_LOGS", file=sys.stderr)
         return 2
     if args.missing:
-        print("\n".join(missing(args.root)))
+        rows = [f"{repo}\t{n}" for repo, n in missing_counts(args.root)] if args.by_count else missing(args.root)
+        print("\n".join(rows))
         return 0
     if not args.repo or args.git_dir is None:
         print("rebuild_whole_corpus: give OWNER/NAME and its GIT_DIR, or --missing", file=sys.stderr)

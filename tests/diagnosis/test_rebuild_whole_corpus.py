@@ -80,3 +80,21 @@ def test_the_command_line_says_what_is_wrong_and_exits_2(tmp_path: Path, capsys:
     assert "is not a git directory" in capsys.readouterr().err
     assert rwc.main(["--root", str(tmp_path / "whole")]) == 2
     assert "--missing" in capsys.readouterr().err
+
+
+def test_missing_by_count_puts_the_repository_with_most_missing_logs_first(tmp_path: Path,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    index_dir = tmp_path / "index"
+    (index_dir / "blind").mkdir(parents=True)
+    with (index_dir / "index_a.csv").open("w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=cwc.COLUMNS)
+        w.writeheader()
+        for name, repo in (("a/one.log", "x/one"), ("a/two1.log", "y/two"), ("a/two2.log", "y/two")):
+            w.writerow({**{c: "" for c in cwc.COLUMNS}, "file": name, "repo": repo})
+    root = tmp_path / "whole"
+    assert rwc.missing(root, index_dir) == ["x/one", "y/two"]  # index order
+    assert rwc.missing_counts(root, index_dir) == [("y/two", 2), ("x/one", 1)]
+    (root / "a").mkdir(parents=True)
+    (root / "a" / "two1.log").write_text("x")
+    (root / "a" / "two2.log").write_text("x")
+    assert rwc.missing_counts(root, index_dir) == [("x/one", 1)]
