@@ -119,8 +119,10 @@ def _check_file(where: str, row: dict[str, str], root: Path) -> None:
             raise CorpusError(f"{where}: indicator line {number!r} is outside 1..{nlines}")
 
 
-def check(index_dir: Path, root: Path) -> Counter[str]:
-    """Check every index file under index_dir against the logs under root; counts on success."""
+def check(index_dir: Path, root: Path, *, present_only: bool = False) -> Counter[str]:
+    """Check every index file under index_dir against the logs under root; counts on success.
+    ``present_only``: a log not under root is counted as ``missing`` (its labels are still checked), not an
+    error (a corpus rebuilt in part, stop 46)."""
     indexes = sorted(index_dir.glob("index*.csv"))
     if not indexes:
         raise CorpusError(f"no index*.csv under {index_dir}")
@@ -137,6 +139,9 @@ def check(index_dir: Path, root: Path) -> Counter[str]:
                     raise CorpusError(f"{where}: the file is listed twice")
                 seen.add(row["file"])
                 check_labels(where, row)
+                if present_only and not (root / row["file"]).exists():
+                    counts["missing"] += 1
+                    continue
                 _check_file(where, row, root)
                 counts["logs"] += 1
                 counts["ended_normally"] += row["ended_normally"] == "yes"
@@ -150,18 +155,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("root", nargs="?", default=os.environ.get("GPULENS_WHOLE_LOGS", ""),
                         help="folder holding the logs named by the index (default: $GPULENS_WHOLE_LOGS)")
     parser.add_argument("--index-dir", type=Path, default=INDEX_DIR, help="folder of index*.csv")
+    parser.add_argument("--present-only", action="store_true",
+                        help="check the logs that are there and count the others (a corpus rebuilt in part)")
     args = parser.parse_args(argv)
     if not args.root:
         print("check_whole_corpus: no corpus root; pass it or set GPULENS_WHOLE_LOGS", file=sys.stderr)
         return 2
     try:
-        counts = check(args.index_dir, Path(args.root))
+        counts = check(args.index_dir, Path(args.root), present_only=args.present_only)
     except CorpusError as exc:
         print(f"check_whole_corpus: {exc}", file=sys.stderr)
         return 2
     print(
         f"whole-log corpus OK: {counts['logs']} logs, {counts['ended_normally']} ended normally, "
         f"{counts['multi_rank']} multi-rank, {counts['dev']} dev / {counts['holdout']} holdout"
+        + (f"; {counts['missing']} indexed logs not present (rebuild: scripts/rebuild_whole_corpus.py --missing --by-count)"
+           if counts["missing"] else "")
     )
     return 0
 

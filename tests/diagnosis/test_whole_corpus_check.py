@@ -137,6 +137,19 @@ def test_main_exits_2_with_one_line_when_a_file_is_missing(
     assert "passed.out" in err and "git show" in err
 
 
+def test_present_only_checks_what_is_there_and_counts_the_rest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, index_dir = _corpus(tmp_path, _good_rows(), {"failed.out": FAILED_LOG})
+    counts = cwc.check(index_dir, root, present_only=True)
+    assert (counts["logs"], counts["missing"]) == (1, 1)
+    assert cwc.main([str(root), "--index-dir", str(index_dir), "--present-only"]) == 0
+    assert "1 indexed logs not present" in capsys.readouterr().out
+    (root / "a" / "failed.out").write_bytes(b"other bytes\n")  # a damaged file that is there still fails
+    assert cwc.main([str(root), "--index-dir", str(index_dir), "--present-only"]) == 2
+    assert "not the recorded file" in capsys.readouterr().err
+
+
 def test_main_without_a_root_says_how_to_give_one(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
