@@ -26,8 +26,8 @@ def _log() -> str:
 def test_the_story_names_the_other_ranks_and_what_they_printed(rules: Classifier) -> None:
     w = diagnose_text(_log(), rules)
     assert w.first_rank == 2 and w.diagnosis.category == "gpu_oom"
-    assert dict(w.secondary_groups) == {"same": (3,), "timeout": (0, 1, 4, 5, 6, 7)}
-    assert w.secondary_ranks == [0, 1, 3, 4, 5, 6, 7] and w.secondary_kind == "timeout" and w.secondary_stopped
+    assert dict(w.secondary.groups) == {"same": (3,), "timeout": (0, 1, 4, 5, 6, 7)}
+    assert w.secondary.ranks == (0, 1, 3, 4, 5, 6, 7) and w.secondary.kind == "timeout" and w.secondary.stopped
     story = w.story()
     assert ("then rank 3 printed the same error, ranks 0-1 and 4-7 timed out waiting in a collective; "
             "the rest were stopped by a signal") in story
@@ -39,7 +39,7 @@ def test_without_another_ranks_own_error_the_count_stays(rules: Classifier) -> N
     text = "\n".join(["step 1 loss 2.0", "Traceback (most recent call last):", '  File "t.py", line 3, in <module>',
                       f"{_OOM}", "srun: error: gpu07: task 0: Exited with exit code 1"]) + "\n"
     w = diagnose_text(text, rules)
-    assert w.secondary_groups == () and "later error line(s) from other ranks or launchers" in w.story()
+    assert w.secondary.groups == () and "later error line(s) from other ranks or launchers" in w.story()
 
 
 def test_rank_span() -> None:

@@ -87,19 +87,20 @@ def _others(w: WholeDiagnosis) -> str:
     """E.g. "then ranks 4-6 printed the same error, ranks 0-3 timed out waiting in a collective; the rest
     were stopped by a signal (25 later error lines, secondary)"; without another rank or node's
     own error, "3 later error line(s) from other ranks or launchers (secondary)"."""
-    n = w.secondary_lines
-    parts = [f"{_named('rank', [str(r) for r in rs], rank_span(rs))} {KINDS[k]}" for k, rs in w.secondary_groups]
-    parts += [f"{_named('node', list(ns), ', '.join(ns[:4]) + (f' and {len(ns) - 4} more' if len(ns) > 4 else ''))} "
-              f"{KINDS[k]}" for k, ns in w.secondary_node_groups]
+    sec = w.secondary
+    n = sec.count
+    parts = [f"{_named('rank', len(rs), rank_span(rs))} {KINDS[k]}" for k, rs in sec.groups]
+    parts += [f"{_named('node', len(ns), ', '.join(ns[:4]) + (f' and {len(ns) - 4} more' if len(ns) > 4 else ''))} "
+              f"{KINDS[k]}" for k, ns in sec.node_groups]
     if not parts:
         return f"{n} later error line(s) from other ranks or launchers (secondary)"
     text = "then " + ", ".join(parts)
-    text += "; the rest were stopped by a signal" if w.secondary_stopped else ""
+    text += "; the rest were stopped by a signal" if sec.stopped else ""
     return f"{text} ({n} later error line{'s' if n > 1 else ''}, secondary)"
 
 
-def _named(what: str, items: list[str], shown: str) -> str:
-    return f"{what}{'s' if len(items) > 1 else ''} {shown}"
+def _named(what: str, count: int, shown: str) -> str:
+    return f"{what}{'s' if count > 1 else ''} {shown}"
 
 
 def story(w: WholeDiagnosis) -> str:

@@ -78,7 +78,7 @@ from gpulens.diagnosis.logread.indicators.origins import (
     secondary_lines,
 )
 from gpulens.diagnosis.logread.indicators.runs import relaunched
-from gpulens.diagnosis.logread.indicators.secondary import summarize
+from gpulens.diagnosis.logread.indicators.secondary import Secondary, summarize
 from gpulens.diagnosis.logread.joblines import job_lines, late_kills, root_rank_lines
 from gpulens.diagnosis.logread.lineprefix import ray_free, strip_line_prefixes, strip_ray_prefixes
 from gpulens.diagnosis.logread.lines import is_progress
@@ -117,21 +117,18 @@ class WholeDiagnosis:
     first_node_line: int | None = None
     phase: str = NO_FAILURE
     step: str | None = None
-    secondary_lines: int = 0
-    #: the ranks and nodes other than the first failing one that printed the secondary lines, and what most of
-    #: those lines say (a key of :data:`secondary.KINDS`)
-    secondary_ranks: list[int] = dataclasses.field(default_factory=list)
-    secondary_nodes: list[str] = dataclasses.field(default_factory=list)
-    secondary_kind: str | None = None
-    #: (kind, ranks) and (kind, nodes) of the other ranks' own errors; whether processes were stopped by a signal
-    secondary_groups: tuple[tuple[str, tuple[int, ...]], ...] = ()
-    secondary_node_groups: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    secondary_stopped: bool = False
+    #: the lines other ranks, processes and launchers printed after the root error: how many, which ranks or
+    #: nodes printed what, whether processes were stopped by a signal (:class:`secondary.Secondary`)
+    secondary: Secondary = Secondary()
     attempts: int = 1
     new_in_attempt: list[str] = dataclasses.field(default_factory=list)
     n_lines: int = 0
     #: (line number, text) of the line that shows a normal end, for a healthy verdict
     completion: tuple[int, str] | None = None
+
+    @property
+    def secondary_lines(self) -> int:
+        return self.secondary.count
 
     def story(self) -> str:
         """One sentence an operator can check against the log."""
@@ -154,9 +151,9 @@ class WholeDiagnosis:
             "phase": self.phase,
             "step": self.step,
             "secondary_lines": self.secondary_lines,
-            "secondary_ranks": list(self.secondary_ranks),
-            "secondary_nodes": list(self.secondary_nodes),
-            "secondary_kind": self.secondary_kind,
+            "secondary_ranks": list(self.secondary.ranks),
+            "secondary_nodes": list(self.secondary.nodes),
+            "secondary_kind": self.secondary.kind,
             "attempts": self.attempts,
             "new_in_attempt": list(self.new_in_attempt),
             "story": self.story(),
@@ -406,24 +403,21 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
     primary, first = _indicators(lines, launch, failures, d.evidence, first)
     secondary = secondary_lines(lines, failures, primary, first, NormCache(lines, start).get)
     # where it failed: the first error line, not a report's header above it
-    at = next((i for i in primary if not is_report_head(lines[i])), primary[0]) if primary else len(lines) - 1
-    at = failure_point(lines, at) if primary else at
+    root = next((i for i in primary if not is_report_head(lines[i])), None)
+    at = failure_point(lines, primary[0] if root is None else root) if primary else len(lines) - 1
     region = [logs.normalize_line(x) for x in lines[max(start, at - _AROUND):at + 3]]
     step = last_step(lines, at, starts[-1])
     good = starts[-2] if len(starts) > 1 else None
     rank = failing_rank(lines, starts[-1], first, primary[0] if primary else None)
     node = first.node or failing_host(lines, starts[-1], lines[primary[0]] if primary else None)
-    root = next((lines[i] for i in primary if not is_report_head(lines[i])), "")
-    others = summarize(lines, secondary, ranks.Origin(rank, node), clf.rules, root)
+    others = summarize(lines, secondary, ranks.Origin(rank, node), clf.rules, "" if root is None else lines[root])
     named = node_line(lines, node, primary, starts[-1]) if node else None
     return dataclasses.replace(
         base, diagnosis=d, indicator_lines=[src.number(i) for i in primary],
         indicators=[logs.normalize_line(lines[i]).strip()[:300] for i in primary], first_rank=rank, first_node=node,
         first_node_line=None if named is None else src.number(named),
         phase=(phase := phase_of(lines, at, region, starts[-1], step)), step=own_step(phase, step),
-        secondary_lines=others.count, secondary_ranks=list(others.ranks), secondary_nodes=list(others.nodes),
-        secondary_kind=others.kind, secondary_groups=others.groups, secondary_node_groups=others.node_groups,
-        secondary_stopped=others.stopped, new_in_attempt=new_in_last(lines, starts, good))
+        secondary=others, new_in_attempt=new_in_last(lines, starts, good))
 
 
 def node_line(lines: Sequence[str], node: str, primary: Sequence[int], floor: int) -> int | None:

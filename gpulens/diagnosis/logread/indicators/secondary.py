@@ -58,7 +58,14 @@ class Secondary:
 
 def error_key(line: str, rules: tuple[Rule, ...]) -> tuple[str | None, Rule | None]:
     """A line's exception name (``torch.OutOfMemoryError``) and the best rule that matches it."""
-    norm = ranks.strip_prefix(logs.normalize_line(line)).strip()
+    return _key(_norm(line), rules)
+
+
+def _norm(line: str) -> str:
+    return ranks.strip_prefix(logs.normalize_line(line)).strip()
+
+
+def _key(norm: str, rules: tuple[Rule, ...]) -> tuple[str | None, Rule | None]:
     m = EXCEPTION.match(norm)
     best = match_rules(norm, rules)
     return (m.group(0) if m else None), (best[0].rule if best else None)
@@ -67,8 +74,8 @@ def error_key(line: str, rules: tuple[Rule, ...]) -> tuple[str | None, Rule | No
 def kind_of(line: str, rules: tuple[Rule, ...], root: tuple[str | None, Rule | None] = (None, None)) -> str:
     """The kind (a key of :data:`KINDS`) of one secondary line; ``root``: the :func:`error_key` of the first
     failing rank's error line, whose exception or rule a line of the same error shares."""
-    norm = ranks.strip_prefix(logs.normalize_line(line)).strip()
-    name, rule = error_key(line, rules)
+    norm = _norm(line)
+    name, rule = _key(norm, rules)
     if (name is not None and name == root[0]) or (rule is not None and root[1] is not None and rule.id == root[1].id):
         return "same"
     waited = wait_kind(rule.id if rule is not None else None, norm)
