@@ -84,22 +84,23 @@ def rebuild(repo: str, git_dir: Path, root: Path, index_dir: Path = INDEX_DIR) -
     return out or [f"FAIL {repo}: no index row names this repository"]
 
 
-def missing(root: Path, index_dir: Path = INDEX_DIR) -> list[str]:
-    """Repositories with at least one indexed file not yet under ``root`` (each once, index order)."""
-    out: dict[str, None] = {}
-    for row in index_rows(index_dir):
-        if not (root / row["file"]).is_file():
-            out.setdefault(row["repo"], None)
-    return list(out)
-
-
-def missing_counts(root: Path, index_dir: Path = INDEX_DIR) -> list[tuple[str, int]]:
-    """(repository, its indexed files not yet under ``root``), the most missing first (index order on a tie)."""
+def _missing(root: Path, index_dir: Path) -> dict[str, int]:
+    """Repository -> its indexed files not yet under ``root``, in index order."""
     counts: dict[str, int] = {}
     for row in index_rows(index_dir):
         if not (root / row["file"]).is_file():
             counts[row["repo"]] = counts.get(row["repo"], 0) + 1
-    return sorted(counts.items(), key=lambda kv: -kv[1])
+    return counts
+
+
+def missing(root: Path, index_dir: Path = INDEX_DIR) -> list[str]:
+    """Repositories with at least one indexed file not yet under ``root`` (each once, index order)."""
+    return list(_missing(root, index_dir))
+
+
+def missing_counts(root: Path, index_dir: Path = INDEX_DIR) -> list[tuple[str, int]]:
+    """(repository, its indexed files not yet under ``root``), the most missing first (index order on a tie)."""
+    return sorted(_missing(root, index_dir).items(), key=lambda kv: -kv[1])
 
 
 def main(argv: list[str] | None = None) -> int:

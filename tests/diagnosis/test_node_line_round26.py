@@ -3,7 +3,8 @@ operator can check the node as well as the error."""
 from __future__ import annotations
 
 from gpulens.diagnosis.classifier import Classifier
-from gpulens.diagnosis.logread.whole import diagnose_text, node_line
+from gpulens.diagnosis.logread.indicators.failing import node_line
+from gpulens.diagnosis.logread.whole import diagnose_text
 
 
 def test_node_named_by_a_report_after_the_error_is_cited(rules: Classifier) -> None:

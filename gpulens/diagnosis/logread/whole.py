@@ -30,7 +30,6 @@ from typing import Any
 
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.classifier import Classifier, whole_classifier
-from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread import calibration, ranks
 from gpulens.diagnosis.logread.attempts import attempt_starts, new_in_last
 from gpulens.diagnosis.logread.cause.badrecord import bad_record
@@ -71,6 +70,7 @@ from gpulens.diagnosis.logread.indicators.failing import (
     failing_rank,
     first_failing,
     from_origin,
+    node_line,
 )
 from gpulens.diagnosis.logread.indicators.markers import is_report_head
 from gpulens.diagnosis.logread.indicators.origins import (
@@ -418,18 +418,6 @@ def _failed(base: WholeDiagnosis, src: WholeText, starts: Sequence[int], frontie
         first_node_line=None if named is None else src.number(named),
         phase=(phase := phase_of(lines, at, region, starts[-1], step)), step=own_step(phase, step),
         secondary=others, new_in_attempt=new_in_last(lines, starts, good))
-
-
-def node_line(lines: Sequence[str], node: str, primary: Sequence[int], floor: int) -> int | None:
-    """The index of the line an operator checks ``node`` against when no indicator line (``primary``) names it:
-    the first line of the attempt (from ``floor``) after the root error that names it (a scheduler's or
-    launcher's report), else the last before it (a banner, a start-up line); None when an indicator line names
-    it or no line does."""
-    if any(node in lines[i] for i in primary):
-        return None
-    at = primary[0] if primary else len(lines)
-    found = find_keys(lines, (node,), floor)
-    return next((i for i in found if i >= at), found[-1] if found else None)
 
 
 def _indicators(lines: Sequence[str], start: int, failures: Sequence[int], evidence: Sequence[str],

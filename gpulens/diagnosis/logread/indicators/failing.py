@@ -12,7 +12,7 @@ from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.indicators.origins import first_origin, same_origin
 
-__all__ = ["MPIRUN_NOTICED_KEY", "SPAWN_REPORT_KEY", "NormCache", "failing_host", "failing_rank", "first_failing", "from_origin", "spawn_report"]
+__all__ = ["MPIRUN_NOTICED_KEY", "SPAWN_REPORT_KEY", "NormCache", "failing_host", "failing_rank", "first_failing", "from_origin", "node_line", "spawn_report"]
 
 
 class NormCache(dict[int, str]):
@@ -106,3 +106,15 @@ def _mpirun_host(lines: Sequence[str], floor: int) -> str | None:
     """The one host Open MPI's reports of dead processes name in the attempt (none when they name several)."""
     hosts = {ranks.origin_of(lines[i]).node for i in find_keys(lines, (MPIRUN_NOTICED_KEY,), floor)} - {None}
     return hosts.pop() if len(hosts) == 1 else None
+
+
+def node_line(lines: Sequence[str], node: str, primary: Sequence[int], floor: int) -> int | None:
+    """The index of the line an operator checks ``node`` against when no indicator line (``primary``) names it:
+    the first line of the attempt (from ``floor``) after the root error that names it (a scheduler's or
+    launcher's report), else the last before it (a banner, a start-up line); None when an indicator line names
+    it or no line does."""
+    if any(node in lines[i] for i in primary):
+        return None
+    at = primary[0] if primary else len(lines)
+    found = find_keys(lines, (node,), floor)
+    return next((i for i in found if i >= at), found[-1] if found else None)
