@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import inspect
 import re
 import types
 from collections.abc import Callable, Iterable, Iterator
@@ -55,7 +56,13 @@ def remembered(func: Callable[_P, _T]) -> Callable[_P, _T]:
             return plain(line, *rest)
         return cached(line, *rest)
 
-    return cast("Callable[_P, _T]", one)
+    @functools.wraps(func)
+    def single(line: str) -> _T:  # a function of one line: no further arguments to test
+        return plain(line) if len(line) > REMEMBERED_CHARS else cached(line)
+
+    code = getattr(func, "__code__", None)
+    one_line = code is not None and code.co_argcount == 1 and not code.co_kwonlyargcount and not code.co_flags & inspect.CO_VARARGS
+    return cast("Callable[_P, _T]", single if one_line else one)
 
 
 def remembered_text(func: Callable[[str], str]) -> Callable[[str], str]:

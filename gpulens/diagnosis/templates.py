@@ -94,15 +94,18 @@ class TemplateSet:
         config.parametrize_numeric_tokens = False
         self.miner: Any = drain3.TemplateMiner(config=config)
         self._cache: dict[str, int | None] = {}
+        self._leaves: dict[int, _Leaf] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_cache"] = {}
+        state["_leaves"] = {}
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self.__dict__.setdefault("_cache", {})
+        self.__dict__.setdefault("_leaves", {})
 
     def fit(self, masked_lines: Iterable[str]) -> TemplateSet:
         for line in masked_lines:
@@ -110,6 +113,7 @@ class TemplateSet:
             if line:
                 self.miner.add_log_message(line[:300])
         self._cache = {}
+        self._leaves = {}
         return self
 
     def template_id(self, masked_line: str) -> int | None:
@@ -121,12 +125,25 @@ class TemplateSet:
             return self._cache[line]
         except KeyError:
             pass
-        cluster = self.miner.match(line, full_search_strategy="never")
-        tid = None if cluster is None else int(cluster.cluster_id)
+        tid = self._match(line.split())
         if len(self._cache) >= self.CACHE_MAX:
             self._cache.clear()
         self._cache[line] = tid
         return tid
+
+    def _match(self, tokens: list[str]) -> int | None:
+        """``miner.match(line, full_search_strategy="never")``'s cluster id for the line's tokens
+        (Drain3's tree search to a leaf, then, among the leaf's clusters whose every non-wildcard
+        token is the line's, the one with the most wildcards, the first on ties), read from an
+        index of the leaf built once (:class:`_Leaf`) instead of comparing every cluster's tokens:
+        the same answer (tests/diagnosis/test_templates.py compares them)."""
+        node = _leaf(self.miner.drain, tokens)
+        if node is None:
+            return None
+        leaf = self._leaves.get(id(node))
+        if leaf is None or leaf.node is not node:
+            leaf = self._leaves[id(node)] = _Leaf(node, self.miner.drain)
+        return leaf.match(tokens)
 
     def tokens(self, masked_lines: Iterable[str]) -> str:
         """Space-separated template tokens ("t12 t40 ...") for the feature vectorizer."""
@@ -135,3 +152,58 @@ class TemplateSet:
 
     def templates(self) -> dict[int, str]:
         return {int(c.cluster_id): c.get_template() for c in self.miner.drain.clusters}
+
+
+def _leaf(drain: Any, tokens: list[str]) -> Any:
+    """The leaf of Drain3's prefix tree that ``Drain.tree_search`` compares ``tokens`` with
+    (children by token count, then by the first tokens, a wildcard child where no token's), or
+    None where it finds none."""
+    count = len(tokens)
+    node = drain.root_node.key_to_child_node.get(str(count))
+    if node is None or count == 0:
+        return None  # (no line reaches here without a token)
+    depth = 1
+    for token in tokens:
+        if depth >= drain.max_node_depth or depth == count:
+            break
+        children = node.key_to_child_node
+        node = children.get(token)
+        if node is None:
+            node = children.get(drain.param_str)
+        if node is None:
+            return None
+        depth += 1
+    return node
+
+
+class _Leaf:
+    """A Drain3 leaf's clusters grouped by where their templates hold wildcards: within a group,
+    by the template's other tokens. A line matches a cluster exactly when the line's tokens at
+    those other places are the template's; of the matches, ``Drain.fast_match`` (similarity 1.0
+    required, wildcards counted as matching) keeps the one with the most wildcards, the first
+    in the leaf's order on ties."""
+
+    __slots__ = ("groups", "node")
+
+    def __init__(self, node: Any, drain: Any) -> None:
+        self.node = node
+        wild = drain.param_str
+        by_places: dict[tuple[int, ...], dict[tuple[str, ...], tuple[int, int, int]]] = {}
+        for order, cid in enumerate(node.cluster_ids):
+            cluster = drain.id_to_cluster.get(cid)
+            if cluster is None:
+                continue
+            template = cluster.log_template_tokens
+            fixed = tuple(k for k, t in enumerate(template) if t != wild)
+            # (wildcards, order, id): a group's first cluster with a key is its best there (same wildcards)
+            by_places.setdefault(fixed, {}).setdefault(tuple(template[k] for k in fixed),
+                                                        (len(template) - len(fixed), order, int(cid)))
+        self.groups = list(by_places.items())
+
+    def match(self, tokens: list[str]) -> int | None:
+        best: tuple[int, int, int] | None = None
+        for fixed, keyed in self.groups:
+            got = keyed.get(tuple([tokens[k] for k in fixed]))
+            if got is not None and (best is None or got[0] > best[0] or got[0] == best[0] and got[1] < best[1]):
+                best = got
+        return None if best is None else best[2]

@@ -216,6 +216,14 @@ def test_remembered_answers_as_the_function_and_keeps_short_lines_only() -> None
     long = "y" * (REMEMBERED_CHARS + 1)
     assert g(long) == long.upper() and g(long) == long.upper() and len(calls) == 4
     assert g("abc", long) == "ABC" + long and g("abc", long) == "ABC" + long and len(calls) == 6
+    seen: list[str] = []
+
+    def lone(line: str) -> int:  # one argument: the lighter wrapper, the same keeping
+        seen.append(line)
+        return len(line)
+
+    h = remembered(lone)
+    assert [h("ab"), h("ab"), h(long), h(long)] == [2, 2, len(long), len(long)] and seen == ["ab", long, long]
     root = Path(__file__).resolve().parents[2] / "sample_logs"
     sample = [ln for p in sorted(root.rglob("*")) if p.is_file() and p.suffix != ".csv" and "whole" not in p.parts
               for ln in p.read_text(errors="replace").split("\n")][:20000]
