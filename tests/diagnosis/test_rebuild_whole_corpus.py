@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -98,3 +99,15 @@ def test_missing_by_count_puts_the_repository_with_most_missing_logs_first(tmp_p
     (root / "a" / "two1.log").write_text("x")
     (root / "a" / "two2.log").write_text("x")
     assert rwc.missing_counts(root, index_dir) == [("x/one", 1)]
+
+
+def test_a_listing_piped_into_head_ends_quietly(tmp_path: Path) -> None:
+    # the real index (over a thousand repositories) listed into a reader that stops after one line:
+    # no BrokenPipeError traceback, exit 0
+    repo_root = Path(__file__).resolve().parents[2]
+    got = subprocess.run(f"{sys.executable} -m scripts.rebuild_whole_corpus --missing --root {tmp_path} | head -n 1",
+                         shell=True, cwd=repo_root, capture_output=True, text=True, check=False, timeout=120,
+                         executable="/bin/bash")
+    assert got.returncode == 0
+    assert got.stdout.count("\n") == 1 and "/" in got.stdout
+    assert "Traceback" not in got.stderr and "BrokenPipe" not in got.stderr, got.stderr
