@@ -9,7 +9,15 @@ from pathlib import Path
 import pytest
 
 from gpulens.diagnosis.logread import diagnose_text
-from gpulens.diagnosis.logread.calibration import PRIOR, Calibration, band_key, fit, shipped
+from gpulens.diagnosis.logread.calibration import (
+    NO_EVIDENCE,
+    PRIOR,
+    Calibration,
+    band_key,
+    calibrates,
+    fit,
+    shipped,
+)
 from gpulens.diagnosis.logread.evaluate import (
     Case,
     _folds,
@@ -69,6 +77,32 @@ def test_an_unknown_keeps_its_own_confidence() -> None:
     assert _calibrate(unknown, table) == unknown
     named = WholeDiagnosis(Diagnosis("gpu_oom", "user", 0.4, method="svm"))
     assert _calibrate(named, table).diagnosis.confidence == table.confidence("svm", 0.4) < 0.1
+
+
+def test_a_healthy_verdict_without_positive_evidence_keeps_its_stated_confidence() -> None:
+    # no failure line and no completion evidence either: "probably ended normally", never made surer by a
+    # table fitted on a corpus that took no log cut off mid-run
+    table = fit([("completion", 0.55, True)] * 50 + [("completion", 0.6, True)] * 50)
+    quiet = WholeDiagnosis(Diagnosis("none", "none", 0.55, method="completion"))
+    assert not calibrates("none", 0.55) and _calibrate(quiet, table) == quiet
+    stopped = WholeDiagnosis(Diagnosis("preempted", "unknown", 0.6, method="completion"))
+    assert calibrates("preempted", 0.6) and _calibrate(stopped, table).diagnosis.confidence > 0.9
+    done = WholeDiagnosis(Diagnosis("none", "none", NO_EVIDENCE, method="completion"))
+    assert calibrates("none", NO_EVIDENCE) and _calibrate(done, table) == done  # no logs in its band: kept
+    got = diagnose_text("loading config\nhello\nworld\n").diagnosis
+    assert got.category == "none" and got.confidence < NO_EVIDENCE
+    assert got.confidence == diagnose_text("loading config\nhello\nworld\n", calibrated=False).diagnosis.confidence
+    assert got.reason.startswith("probably ended normally")
+
+
+def test_the_evaluation_leaves_healthy_verdicts_without_evidence_out_of_the_table() -> None:
+    quiet = [Case({"file": f"q{k}.log", "project": f"o/q{k}", "split": "holdout", "category": "none"},
+                  WholeDiagnosis(Diagnosis("none", "none", 0.55, method="completion"))) for k in range(10)]
+    cases = quiet + [_case(f"o/p{k}", "holdout", True) for k in range(10)]
+    th = {c.project: 0.0 for c in cases}
+    assert calibration_table(cases, th).counts == {"rule/3": (10, 10)}
+    got = calibrated(cases, th)
+    assert all(got[c.row["file"]] == 0.55 for c in quiet)
 
 
 def _case(project: str, split: str, right: bool, conf: float = 0.95) -> Case:

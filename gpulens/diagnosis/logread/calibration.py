@@ -25,8 +25,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from gpulens.errors import InputError
+from gpulens.vocab import NO_FAILURE
 
-__all__ = ["BANDS", "PRIOR", "TABLE", "Calibration", "band_key", "fit", "shipped"]
+__all__ = ["BANDS", "NO_EVIDENCE", "PRIOR", "TABLE", "Calibration", "band_key", "calibrates", "fit", "shipped"]
 
 #: Cut points of the stated confidence's bands: below 0.5, 0.5-0.7, 0.7-0.9, 0.9 and above.
 BANDS = (0.5, 0.7, 0.9)
@@ -34,6 +35,20 @@ BANDS = (0.5, 0.7, 0.9)
 PRIOR = 2.0
 #: The shipped table.
 TABLE = Path(__file__).with_name("calibration.json")
+
+
+#: Stated confidence below which a healthy verdict rests on no positive evidence: no completion message,
+#: no final counter, no results after the last step; only the absence of any failure line ("probably
+#: ended normally"). The corpus cannot calibrate such a verdict: it took no log cut off mid-run
+#: (sample_logs/whole/README.md, "How the labels were decided"), and those are the logs it is wrong on in
+#: a live loop (a job killed without a word, one still running when read). Its stated confidence is kept.
+NO_EVIDENCE = 0.7
+
+
+def calibrates(category: str, stated: float) -> bool:
+    """Whether the table applies to an answer of ``category`` stated at ``stated``: to every named
+    answer but a healthy verdict without positive evidence (:data:`NO_EVIDENCE`)."""
+    return not (category == NO_FAILURE and stated < NO_EVIDENCE)
 
 
 def band_key(method: str, stated: float) -> str:

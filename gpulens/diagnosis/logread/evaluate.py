@@ -23,7 +23,7 @@ from pathlib import Path
 from gpulens.diagnosis.classifier import Classifier, model_without, whole_classifier
 from gpulens.diagnosis.corpus import load_context_corpus
 from gpulens.diagnosis.evaluate import SECTIONS_START
-from gpulens.diagnosis.logread.calibration import Calibration, fit
+from gpulens.diagnosis.logread.calibration import Calibration, calibrates, fit
 from gpulens.diagnosis.logread.whole import WholeDiagnosis, diagnose_path
 from gpulens.errors import InputError
 from gpulens.vocab import NO_FAILURE
@@ -199,10 +199,11 @@ def _answer(c: Case, threshold: float) -> tuple[str, float, bool]:
 
 def calibration_table(cases: Sequence[Case], thresholds: dict[str, float], *, skip_fold: int | None = None) -> Calibration:
     """The calibration table (:mod:`calibration`) fitted on the holdout logs' named answers
-    (``unknown`` answers are not calibrated), without the projects of ``skip_fold``."""
+    (``unknown`` answers and healthy verdicts without positive evidence are not calibrated:
+    :func:`calibration.calibrates`), without the projects of ``skip_fold``."""
     fold = _folds(c.project for c in cases)
     mine = [c for c in cases if c.row["split"] == "holdout" and fold[c.project] != skip_fold
-            and c.category(thresholds[c.project]) != "unknown"]
+            and c.category(thresholds[c.project]) != "unknown" and _calibrated_answer(c, thresholds[c.project])]
     return fit([_answer(c, thresholds[c.project]) for c in mine],
                fitted_on=f"the named answers on {len(mine)} holdout whole logs of {len({c.project for c in mine})} projects")
 
@@ -213,7 +214,13 @@ def calibrated(cases: Sequence[Case], thresholds: dict[str, float]) -> dict[str,
     the rules, by the table of their fold's complement too)."""
     fold = _folds(c.project for c in cases)
     tables = {f: calibration_table(cases, thresholds, skip_fold=f) for f in range(FOLDS)}
-    return {c.row["file"]: tables[fold[c.project]].confidence(*_answer(c, thresholds[c.project])[:2]) for c in cases}
+    return {c.row["file"]: tables[fold[c.project]].confidence(*_answer(c, thresholds[c.project])[:2])
+            if _calibrated_answer(c, thresholds[c.project]) else float(c.got.diagnosis.confidence) for c in cases}
+
+
+def _calibrated_answer(c: Case, threshold: float) -> bool:
+    """Whether the table applies to the log's answer (:func:`calibration.calibrates`)."""
+    return calibrates(c.category(threshold), float(c.got.diagnosis.confidence))
 
 
 def reliability(cases: Sequence[Case], thresholds: dict[str, float], bins: int = 10,

@@ -203,9 +203,10 @@ def diagnose_source(src: WholeText, clf: Classifier | None = None, *, file: str 
 
 
 def _calibrate(w: WholeDiagnosis, table: calibration.Calibration) -> WholeDiagnosis:
-    """``w`` with its confidence calibrated by ``table`` (an ``unknown`` keeps its own)."""
+    """``w`` with its confidence calibrated by ``table`` (an ``unknown``, and a healthy verdict without
+    positive evidence, keep their own: :func:`calibration.calibrates`)."""
     d = w.diagnosis
-    if d.category == "unknown":
+    if d.category == "unknown" or not calibration.calibrates(d.category, d.confidence):
         return w
     return dataclasses.replace(w, diagnosis=dataclasses.replace(d, confidence=table.confidence(d.method, d.confidence)))
 
@@ -304,7 +305,7 @@ def _healthy(base: WholeDiagnosis, src: WholeText, done: tuple[int, float], file
              why: str | None = None) -> WholeDiagnosis:
     i, strength = done
     line = logs.normalize_line(src.lines[i]).strip()[:300]
-    if why is None and strength < 0.7:  # nothing positive: say so, and how to confirm it
+    if why is None and strength < calibration.NO_EVIDENCE:  # nothing positive: say so, and how to confirm it
         reason = ("probably ended normally: no error, no kill and no sign it stopped mid-run, but no completion "
                   "message or final counter either (confirm with the scheduler's exit code, e.g. sacct)")
     else:
