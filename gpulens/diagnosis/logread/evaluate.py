@@ -304,6 +304,7 @@ FRESH_SLICES = (
     ("ad/", "index_ad.csv (collected 2026-11-28 at the start of stop 44, new owners, scheduler-output, trainer- and paste-named captures, labelled blind)"),
     ("ae/", "index_ae.csv (collected 2026-11-28 during stop 44, new owners, university cluster course and research job folders, labelled blind)"),
     ("af/", "index_af.csv (collected 2026-11-28 at the start of stop 45, new owners, cluster-, cloud- and script-named captures, numbered and rotated logs, labelled blind)"),
+    ("ag/", "index_ag.csv (collected 2026-11-28 in stop 48, new owners, scheduler and wrapper outputs under uncommon names, a short round, labelled blind)"),
 )
 
 
