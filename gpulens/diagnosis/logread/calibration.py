@@ -47,8 +47,8 @@ NO_EVIDENCE = 0.7
 
 def calibrates(category: str, stated: float) -> bool:
     """Whether the table applies to an answer of ``category`` stated at ``stated``: to every named
-    answer but a healthy verdict without positive evidence (:data:`NO_EVIDENCE`)."""
-    return not (category == NO_FAILURE and stated < NO_EVIDENCE)
+    answer (not ``unknown``) but a healthy verdict without positive evidence (:data:`NO_EVIDENCE`)."""
+    return category != "unknown" and not (category == NO_FAILURE and stated < NO_EVIDENCE)
 
 
 def band_key(method: str, stated: float) -> str:

@@ -203,7 +203,7 @@ def calibration_table(cases: Sequence[Case], thresholds: dict[str, float], *, sk
     :func:`calibration.calibrates`), without the projects of ``skip_fold``."""
     fold = _folds(c.project for c in cases)
     mine = [c for c in cases if c.row["split"] == "holdout" and fold[c.project] != skip_fold
-            and c.category(thresholds[c.project]) != "unknown" and _calibrated_answer(c, thresholds[c.project])]
+            and _calibrated_answer(c, thresholds[c.project])]
     return fit([_answer(c, thresholds[c.project]) for c in mine],
                fitted_on=f"the named answers on {len(mine)} holdout whole logs of {len({c.project for c in mine})} projects")
 

@@ -207,7 +207,7 @@ def _calibrate(w: WholeDiagnosis, table: calibration.Calibration) -> WholeDiagno
     """``w`` with its confidence calibrated by ``table`` (an ``unknown``, and a healthy verdict without
     positive evidence, keep their own: :func:`calibration.calibrates`)."""
     d = w.diagnosis
-    if d.category == "unknown" or not calibration.calibrates(d.category, d.confidence):
+    if not calibration.calibrates(d.category, d.confidence):
         return w
     return dataclasses.replace(w, diagnosis=dataclasses.replace(d, confidence=table.confidence(d.method, d.confidence)))
 
