@@ -8,6 +8,15 @@ A file that starts with a UTF-16 byte-order mark is decoded as UTF-16: Windows P
 ``>``, ``Tee-Object`` and ``Out-File`` write UTF-16LE with a BOM by default, so a job run there
 and redirected to a file is one (line numbers are those of the decoded text, as ``grep -n`` on
 ``iconv -f UTF-16`` output gives them).
+
+A progress bar that refreshes with ``\r`` and writes no newline until it closes (tqdm, Keras'
+progbar) leaves one line holding every refresh: hundreds of kilobytes for one epoch, up to the
+whole kept text for a bar that ran for hours. Such a line (over :data:`LONG_BAR` characters)
+keeps its text before the refreshes and its first ones, then its last ones (about
+:data:`BAR_KEPT` characters each way): what a terminal showed last, and whatever was written
+onto the line after the bar (a shell's "Killed", slurmstepd's cancel line, a traceback's first
+line) are kept; the refreshes overwritten in between are not. The line keeps its number; the
+reader's stages then read each line in bounded time.
 """
 
 from __future__ import annotations
@@ -19,11 +28,15 @@ from pathlib import Path
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.keyscan import KeyedLines
 
-__all__ = ["WHOLE_BYTES", "WholeText", "read_whole", "text_source"]
+__all__ = ["BAR_KEPT", "LONG_BAR", "WHOLE_BYTES", "WholeText", "compact_bar", "read_whole", "text_source"]
 
 #: Bytes of a log kept in memory (the end of a larger file; its head is kept too).
 WHOLE_BYTES = 16 * 1024 * 1024
 _HEAD_BYTES = 64 * 1024
+#: Characters over which a line of progress-bar refreshes keeps only its first and last ones.
+LONG_BAR = 32 * 1024
+#: Characters of refreshes such a line keeps at its start and at its end (whole refreshes).
+BAR_KEPT = 4 * 1024
 
 
 @dataclasses.dataclass
@@ -81,6 +94,18 @@ def read_whole(path: str | os.PathLike[str], *, keep_bytes: int = WHOLE_BYTES) -
     # newlines before the body: the head's, the one after it, the middle's, the one ending the cut line
     got = _finish(body, size, raw)
     return dataclasses.replace(got, first=len(head_lines) + skipped + 2, head=head_lines)
+
+
+def compact_bar(line: str) -> str:
+    """A line of progress-bar refreshes (``\r``) without those between its first and last
+    :data:`BAR_KEPT` characters (see the module doc); any other line as it is."""
+    head = line.rfind("\r", 0, BAR_KEPT)
+    if head <= 0:
+        head = line.find("\r", 1)  # the text before the first refresh, however long
+    tail = line.find("\r", len(line) - BAR_KEPT)
+    if tail < 0:
+        tail = line.rfind("\r")  # the last refresh, however long
+    return line[:head] + line[tail:] if 0 < head < tail else line
 
 
 def _newlines(data: bytes) -> int:
@@ -160,4 +185,8 @@ def _finish(text: str, size: int, raw: bytes | None = None) -> WholeText:
     if lines and lines[-1] == "":
         lines.pop()  # a final newline does not start a line
         raw = raw[:-1] if raw is not None else None
+    if len(text) > LONG_BAR and max(map(len, lines)) > LONG_BAR:
+        compacted = [compact_bar(ln) if len(ln) > LONG_BAR else ln for ln in lines]
+        if compacted != lines:
+            lines, raw = compacted, None  # the lines' bytes are no longer the file's
     return WholeText(KeyedLines(lines, raw), 1, size)  # scanned for keys many times: keeps its bytes
