@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from gpulens.diagnosis import logs
-from gpulens.diagnosis.guarded import Guarded
+from gpulens.diagnosis.guarded import Guarded, remembered
 from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread.end.after_error import ranks_free, went_on
 from gpulens.diagnosis.logread.end.completion_messages import (
@@ -89,6 +89,7 @@ _STEP_ACCOUNTING = re.compile(r"\bExceeded (?:step|job) memory limit at some poi
 TEARDOWN_LOOKBACK = 300
 
 
+@remembered  # asked again about the same failure lines
 def shutdown_error(norm: str) -> str | None:
     """What a (normalized, prefix-free) failure line is when it may come from a shutdown after the
     work: ``"teardown"`` (an error of the shutdown itself, ``_TEARDOWN_ERROR``), ``"signal"`` (a process

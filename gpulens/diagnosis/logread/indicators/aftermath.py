@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from gpulens.diagnosis import logs
+from gpulens.diagnosis.guarded import Prefiltered, remembered
 from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.indicators.copies import bare_shape, restates
@@ -60,7 +61,7 @@ def without_aftermath(own: list[int], region: Sequence[int], norm: Callable[[int
     line (README rule R6); after Lightning's launcher passing a signal on (:func:`signals.launcher_forward`, looked
     for in ``lines``), also the data loader's report that it ended the workers and the exceptions being handled
     when those came (the chain they end)."""
-    kill = next((i for i in region if _ENDED_FROM_OUTSIDE.search(norm(i)) is not None
+    kill = next((i for i in region if ended_from_outside(norm(i))
                  or agent_death_signal(norm(i)) or abseil_stop(norm(i))), None)
     forward = _forwarded(lines, own)
     if forward is not None and (kill is None or forward < kill):
@@ -129,7 +130,7 @@ def without_spawned(lines: Sequence[str], own: list[int], region: Sequence[int],
     ``region``) when every one of them is a spawned child's death in its bootstrap
     (:func:`launches.spawned_child`): those helpers ended, the job went on until the scheduler
     ended it (README C1, R6)."""
-    kill = next((i for i in region if _ENDED_FROM_OUTSIDE.search(norm(i)) is not None), None)
+    kill = next((i for i in region if ended_from_outside(norm(i))), None)
     before = [i for i in own if kill is not None and i < kill]
     if not before or not all(_spawn_exception(lines, i) for i in before):
         return own
@@ -160,7 +161,7 @@ WENT_ON = 10
 
 
 #: A scheduler's end of a job from outside: its time limit, a preemption, a node failure, a cancel.
-_ENDED_FROM_OUTSIDE = re.compile(rf"{SLURM_REASON}|CANCELLED AT|{LSF_TERM}|{PBS_KILL}")
+_ENDED_FROM_OUTSIDE = Prefiltered(rf"{SLURM_REASON}|CANCELLED AT|{LSF_TERM}|{PBS_KILL}")
 
 
 def killed_after_going_on(lines: Sequence[str], last: int, region: Sequence[int], norm: Callable[[int], str],
@@ -169,7 +170,7 @@ def killed_after_going_on(lines: Sequence[str], last: int, region: Sequence[int]
     attempt after the process printed WENT_ON lines of ordinary output since its last error line
     ``last``: the errors were caught and printed (a search loop's failed candidates), the kill
     is what ended the run."""
-    kill = next((i for i in region if i > last and _ENDED_FROM_OUTSIDE.search(norm(i))), None)
+    kill = next((i for i in region if i > last and ended_from_outside(norm(i))), None)
     if kill is None:
         return False
     seen = 0
@@ -329,6 +330,7 @@ def _ordinary_between(lines: Sequence[str], a: int, b: int) -> bool:
     return False
 
 
+@remembered  # asked about every failure line of a region, by several filters
 def ended_from_outside(text: str) -> bool:
     """Whether a line is a scheduler's end of the job from outside (:data:`_ENDED_FROM_OUTSIDE`)."""
-    return _ENDED_FROM_OUTSIDE.search(text) is not None
+    return _ENDED_FROM_OUTSIDE.matches(text)

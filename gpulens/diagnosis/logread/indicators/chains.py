@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from gpulens.diagnosis import logs
+from gpulens.diagnosis.guarded import remembered
 from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.indicators.copies import (
     bare_shape,
@@ -209,6 +210,7 @@ def failure_point(lines: Sequence[str], i: int) -> int:
     return above if not chained(lines[above]) else i
 
 
+@remembered  # asked again about the same failure lines
 def wraps(text: str) -> bool:
     """Whether a line (without its prefix) only wraps or announces an exception printed in full
     elsewhere (:data:`_WRAPPER`)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Sequence
 
+from gpulens.diagnosis.guarded import remembered
 from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.lines import SLURM_JOB
 from gpulens.diagnosis.logread.tracebacks import EXCEPTION
@@ -17,6 +18,7 @@ from gpulens.diagnosis.logread.tracebacks import EXCEPTION
 __all__ = ["bare_shape", "copy_of", "message_shape", "restates", "what_said", "without_digits"]
 
 
+@remembered  # the filters compare each failure line's shape with those of the others
 def message_shape(text: str) -> str:
     """A message with its numbers and quoted names blanked (the same error of another GPU,
     process or temporary file)."""
@@ -118,6 +120,7 @@ def copy_of(i: int, text: str, seen: Sequence[tuple[int, str]], chained: Collect
     return False
 
 
+@remembered
 def without_digits(text: str) -> str:
     """``text`` with its runs of digits blanked ("#"): the names it quotes kept (two messages of one chain)."""
     return _DIGITS.sub("#", text)

@@ -208,7 +208,13 @@ _PREFIX = 80
 
 def _rank_copy_key(line: str) -> str:
     """A line without its digits (rank numbers, timestamps, pids), to tell another rank's copy of the same message."""
-    return "".join(c for c in line.strip() if not c.isdigit())
+    text = line.strip()
+    if text.isascii():  # (the ASCII digits are its only ones)
+        return text.translate(_NO_ASCII_DIGITS)
+    return "".join(c for c in text if not c.isdigit())
+
+
+_NO_ASCII_DIGITS = str.maketrans("", "", "0123456789")
 
 
 def _traceback_of(lines: Sequence[str], failure: int, floor: int) -> tuple[int | None, list[str]]:
