@@ -90,10 +90,23 @@ def wait_kind(rule_id: str | None, text: str) -> str | None:
     return None
 
 
+def _rule_of(d: Diagnosis, rules: tuple[Rule, ...]) -> Rule | None:
+    """The rule ``d`` names, looked up by id (the table kept for the last rules tuple seen)."""
+    global _BY_ID
+    if d.rule_id is None:
+        return None
+    if _BY_ID[0] is not rules:
+        _BY_ID = (rules, {r.id: r for r in reversed(rules)})  # the first rule of an id, as a scan finds it
+    return _BY_ID[1].get(d.rule_id)
+
+
+_BY_ID: tuple[tuple[Rule, ...] | None, dict[str, Rule]] = (None, {})
+
+
 def _waiting_rule(d: Diagnosis, rules: tuple[Rule, ...]) -> Rule | None:
     """The rule of ``d`` when its evidence is a wait that timed out or a peer that went away
     (README O2), else None."""
-    rule = next((r for r in rules if r.id == d.rule_id), None)
+    rule = _rule_of(d, rules)
     if rule is None or rule.category != "comm_error":
         return None
     said = d.evidence[0] if d.evidence else ""
@@ -195,7 +208,7 @@ def preparing_data(d: Diagnosis, lines: Sequence[str], floor: int, failures: Seq
     generating its split while its peers waited at the collective until the timeout; the job's
     own work made them wait (README "Origin: rules", O2). Likewise when the job script started
     every node's launcher as node 0 (:func:`_fixed_node_rank`)."""
-    rule = next((r for r in rules if r.id == d.rule_id), None)
+    rule = _rule_of(d, rules)
     if d.category != "comm_error" or d.origin != "unknown" or rule is None:
         return d
     first = next((i for i in failures if i >= floor and rule.pattern.search(logs.normalize_line(lines[i]))), None)
