@@ -95,9 +95,10 @@ def _rule_of(d: Diagnosis, rules: tuple[Rule, ...]) -> Rule | None:
     global _BY_ID
     if d.rule_id is None:
         return None
-    if _BY_ID[0] is not rules:
-        _BY_ID = (rules, {r.id: r for r in reversed(rules)})  # the first rule of an id, as a scan finds it
-    return _BY_ID[1].get(d.rule_id)
+    table = _BY_ID  # read once: another thread may replace it meanwhile
+    if table[0] is not rules:
+        table = _BY_ID = (rules, {r.id: r for r in reversed(rules)})  # the first rule of an id, as a scan finds it
+    return table[1].get(d.rule_id)
 
 
 _BY_ID: tuple[tuple[Rule, ...] | None, dict[str, Rule]] = (None, {})
