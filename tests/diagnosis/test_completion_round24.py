@@ -88,6 +88,28 @@ def test_a_vllm_server_without_the_signal_shutdown_is_not_called_stopped_by_it()
     assert got.diagnosis.category != "preempted"
 
 
+_ANSWERED = [f'{_VLLM}INFO:     127.0.0.1:{50001 + i} - "POST /v1/chat/completions HTTP/1.1" 200 OK' for i in range(3)]
+_STATS = (f"{_VLLM}INFO 03-02 11:29:55 [loggers.py:123] Engine 000: Avg prompt throughput: 310.2 tokens/s, "
+          "Avg generation throughput: 88.0 tokens/s, Running: 0 reqs, Waiting: 0 reqs, GPU KV cache usage: 0.0%")
+
+
+def test_a_server_stopped_right_after_answering_its_requests_ended_normally() -> None:
+    """A prediction script starts a vLLM server, sends its requests and stops the server once its last answer is in:
+    the signal shutdown right after answered requests (its statistics lines between) is the job's normal end."""
+    for tail in ([*_ANSWERED], [*_ANSWERED, _STATS, _STATS]):
+        got = diagnose_text("\n".join([*_SERVER, *tail, *_SIGNAL_STOP]) + "\n")
+        assert (got.diagnosis.category, got.diagnosis.origin) == ("none", "none"), tail
+        assert got.completion is not None and "Shutting down FastAPI" in got.completion[1]
+
+
+def test_a_server_stopped_after_a_failed_request_or_idling_was_stopped_from_outside() -> None:
+    failed = f'{_VLLM}INFO:     127.0.0.1:50009 - "POST /v1/chat/completions HTTP/1.1" 500 Internal Server Error'
+    idle = [f"{_VLLM}WARNING 03-02 11:00:00 [api_server.py:900] client disconnected"]
+    for tail in ([*_ANSWERED, failed], [*_ANSWERED, *idle], [*_ANSWERED, *[_STATS] * 6]):
+        got = diagnose_text("\n".join([*_SERVER, *tail, *_SIGNAL_STOP]) + "\n")
+        assert got.diagnosis.category == "preempted", tail
+
+
 def test_a_site_report_is_not_the_job_s_error_context() -> None:
     """A site's end-of-job report (its RAM and GPU memory tables), appended after the job script exited, is cut from
     the error context the model reads: the report's memory figures are not the job's error."""

@@ -15,6 +15,9 @@ from gpulens.diagnosis.logread.records import glog_info, glued_record
 from gpulens.diagnosis.logread.signals import ABSEIL_STOP, is_stop_record
 
 __all__ = [
+    "SERVED",
+    "SERVED_KEYS",
+    "answered_ok",
     "ERROR_KEYS",
     "PROGRESS_KEYS",
     "TIMM_TRAIN",
@@ -357,3 +360,27 @@ def is_debugger_quit(norm: str) -> bool:
     """Whether a (normalized) line is the exception line of a quit debugger session (``bdb.BdbQuit``,
     after a launcher's rank prefix)."""
     return DEBUGGER_QUIT in norm and strip_prefix(norm).strip().endswith(("bdb.BdbQuit", "BdbQuit"))
+
+
+#: An inference server's access-log line for a model request it answered (P5: a serving job's work is evaluation):
+#: uvicorn's (``uvicorn/logging.py`` ``AccessFormatter``: ``'%(client_addr)s - "%(request_line)s" %(status_code)s'``),
+#: which vLLM's and SGLang's OpenAI-compatible servers run under ("127.0.0.1:35028 - "POST /v1/chat/completions HTTP/1.1"
+#: 200 OK"), and Gin's default logger in Ollama's server (``gin/logger.go`` ``defaultLogFormatter``: ``"[GIN] %v |%s %3d %s|
+#: %13v | %15s |%s %-7s %s %#v"``: "[GIN] 2025/06/26 - 22:38:34 | 200 |  1m59s |  127.0.0.1 | POST  "/api/generate""). Only
+#: the routes that run the model (OpenAI's completions, chat and embeddings, Ollama's generate, chat and embed), not a
+#: health check or a model list.
+SERVED = Guarded(r'"POST /(?:v1/(?:chat/completions|completions|embeddings)|api/(?:generate|chat|embed\w*))\b[^"]*" \d{3}'
+                 r'|\[GIN\] [^|]*\|\s*\d{3}\s*\|[^|]*\|[^|]*\|\s*POST\s+"/(?:v1/(?:chat/completions|completions|embeddings)'
+                 r'|api/(?:generate|chat|embed\w*))"',
+                 ('"POST /', "[GIN] "))
+SERVED_KEYS = ('"POST /', "[GIN] ")
+_SERVED_OK = re.compile(r'" 2\d\d\b|\|\s*2\d\d\s*\|')
+#: Characters at a line's start where an access-log record is read.
+_ACCESS_RECORD = 512
+
+
+def answered_ok(line: str) -> bool:
+    """Whether a line is an inference server's access-log record of a model request it answered with
+    success (:data:`SERVED`, a 2xx status)."""
+    head = line[:_ACCESS_RECORD]
+    return SERVED.search(head) is not None and _SERVED_OK.search(head) is not None

@@ -51,7 +51,7 @@ from gpulens.diagnosis.logread.end.uncaught import (
     exits_zero,
 )
 from gpulens.diagnosis.logread.lineprefix import prefix_free
-from gpulens.diagnosis.logread.lines import PROGRESS_KEYS, last_matching
+from gpulens.diagnosis.logread.lines import PROGRESS_KEYS, answered_ok, last_matching
 from gpulens.diagnosis.logread.steplines import printed_before
 from gpulens.diagnosis.logread.tracebacks import TRACEBACK
 
@@ -137,6 +137,9 @@ def end_evidence(lines: Sequence[str], floor: int, progress: Sequence[int]) -> E
         return End(stop, 0.0, "the run was interrupted before its end: the job caught a Ctrl-C (SIGINT), reported it "
                               "and exited (stopped by a user or a scheduler's SIGINT).")
     served = next((i for i in reversed(tail[-_SERVER_TAIL:]) if _SERVER_STOPPED.search(lines[i])), None)
+    if served is not None and _served_to_the_end(lines, floor, served):
+        return End(served, 0.7, "the server answered its client's requests up to its shutdown: the job stopped it once "
+                                "its work was done (a serving job's normal end)")
     if served is not None:
         return End(served, 0.0, "the server was stopped from outside: vLLM's signal handler (SIGINT or SIGTERM) "
                                 "cancelled it and it shut down; who sent the signal is not in the log.", signalled=True)
@@ -160,6 +163,31 @@ def end_evidence(lines: Sequence[str], floor: int, progress: Sequence[int]) -> E
         gone = next((i for i in tail if i > got[-1] and _TRACKER_LEAK.search(lines[i])), got[-1])
         return End(gone, 0.0, "the log stops in the middle of the run, short of the end its counter names,")
     return End(got[-1], 0.7, "it ends with its results") if got else _ends_in_error(lines, tail)
+
+
+#: vLLM's periodic engine statistics ("Avg prompt throughput: ... tokens/s, Avg generation throughput: ..., Running: 0
+#: reqs", vllm/engine/metrics.py and v1/metrics/loggers.py ``LoggingStatLogger``), printed between requests and after them.
+_ENGINE_STATS = ("Avg prompt throughput", "Avg generation throughput")
+#: Statistics lines above a server's shutdown passed over to its last answered request (one every 10 s while it serves).
+_STATS_REACH = 4
+
+
+def _served_to_the_end(lines: Sequence[str], floor: int, stop: int) -> bool:
+    """Whether the last thing a stopped inference server did before its shutdown line ``stop`` was answer a model
+    request with success (:func:`lines.answered_ok`; at most ``_STATS_REACH`` of its statistics lines in between): it
+    was serving its client until the job stopped it, the way a prediction script stops the server it started once its
+    last answer is in. A server stopped with no request answered, or idle or failing after its last answer, was
+    stopped from outside (README O3)."""
+    stats = 0
+    for k in range(stop - 1, floor - 1, -1):
+        text = lines[k]
+        if not text.strip():
+            continue
+        if any(s in text for s in _ENGINE_STATS) and stats < _STATS_REACH:
+            stats += 1
+            continue
+        return answered_ok(text)
+    return False
 
 
 #: Python's multiprocessing resource tracker cleaning up after the processes that used it have all exited

@@ -15,7 +15,13 @@ from gpulens.diagnosis import logs
 from gpulens.diagnosis.guarded import Guarded
 from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread import ranks
-from gpulens.diagnosis.logread.lines import is_progress, is_terminal_kill, last_matching
+from gpulens.diagnosis.logread.lines import (
+    SERVED,
+    SERVED_KEYS,
+    is_progress,
+    is_terminal_kill,
+    last_matching,
+)
 from gpulens.diagnosis.logread.phase.text import LOOKBACK, is_bar
 from gpulens.diagnosis.logread.steplines import (
     EVAL_BAR,
@@ -282,24 +288,12 @@ def metrics_computed(lines: Sequence[str], floor: int, top: int) -> bool:
     return any(_METRIC_VALUE.search(lines[k][:SHOWN]) is not None for k in range(max(floor, top - _METRIC_LOOKBACK), top))
 
 
-#: An inference server's access-log line for a model request it answered (P5: a serving job's work is evaluation):
-#: uvicorn's (``uvicorn/logging.py`` ``AccessFormatter``: ``'%(client_addr)s - "%(request_line)s" %(status_code)s'``),
-#: which vLLM's and SGLang's OpenAI-compatible servers run under ("127.0.0.1:35028 - "POST /v1/chat/completions HTTP/1.1"
-#: 200 OK"), and Gin's default logger in Ollama's server (``gin/logger.go`` ``defaultLogFormatter``: ``"[GIN] %v |%s %3d %s|
-#: %13v | %15s |%s %-7s %s %#v"``: "[GIN] 2025/06/26 - 22:38:34 | 200 |  1m59s |  127.0.0.1 | POST  "/api/generate""). Only
-#: the routes that run the model (OpenAI's completions, chat and embeddings, Ollama's generate, chat and embed), not a
-#: health check or a model list.
-_SERVED = Guarded(r'"POST /(?:v1/(?:chat/completions|completions|embeddings)|api/(?:generate|chat|embed\w*))\b[^"]*" \d{3}'
-                  r'|\[GIN\] [^|]*\|\s*\d{3}\s*\|[^|]*\|[^|]*\|\s*POST\s+"/(?:v1/(?:chat/completions|completions|embeddings)'
-                  r'|api/(?:generate|chat|embed\w*))"',
-                  ('"POST /', "[GIN] "))
-_SERVED_KEYS = ('"POST /', "[GIN] ")
 
 
 def served_requests(lines: Sequence[str], floor: int, top: int) -> bool:
-    """Whether an inference server answered a model request (:data:`_SERVED`) in ``lines[floor:top]``: a serving job
+    """Whether an inference server answered a model request (:data:`lines.SERVED`) in ``lines[floor:top]``: a serving job
     past its set-up, whose work is evaluation (P5)."""
-    return any(_SERVED.search(lines[k][:SHOWN]) is not None for k in reversed(find_keys(lines, _SERVED_KEYS, floor, top)))
+    return any(SERVED.search(lines[k][:SHOWN]) is not None for k in reversed(find_keys(lines, SERVED_KEYS, floor, top)))
 
 
 #: vLLM's offline ``LLM`` built, its last line (``vllm/entrypoints/llm.py``, ``LLM.__init__``: ``logger.info("Supported_tasks:
