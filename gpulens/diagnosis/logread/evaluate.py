@@ -307,6 +307,7 @@ FRESH_SLICES = (
     ("ag/", "index_ag.csv (collected 2026-11-28 in stop 48, new owners, scheduler and wrapper outputs under uncommon names, a short round, labelled blind)"),
     ("ah/", "index_ah.csv (collected 2026-11-29 in stop 49, new owners, HPC-centre, wandb-run and toolkit log folders, a short round of normal ends, labelled blind)"),
     ("ai/", "index_ai.csv (collected 2026-11-29 in stop 50, new owners, CV work_dirs, Ray/RL, wandb-run and HPC error-file angles, labelled blind)"),
+    ("aj/", "index_aj.csv (collected 2026-11-29 in stop 50, new owners, 3D/medical, RL/graph, LLM serving and generative-model angles, labelled blind)"),
 )
 
 
