@@ -136,13 +136,9 @@ def end_evidence(lines: Sequence[str], floor: int, progress: Sequence[int]) -> E
     if stop is not None:
         return End(stop, 0.0, "the run was interrupted before its end: the job caught a Ctrl-C (SIGINT), reported it "
                               "and exited (stopped by a user or a scheduler's SIGINT).")
-    served = next((i for i in reversed(tail[-_SERVER_TAIL:]) if _SERVER_STOPPED.search(lines[i])), None)
-    if served is not None and _served_to_the_end(lines, floor, served):
-        return End(served, 0.7, "the server answered its client's requests up to its shutdown: the job stopped it once "
-                                "its work was done (a serving job's normal end)")
-    if served is not None:
-        return End(served, 0.0, "the server was stopped from outside: vLLM's signal handler (SIGINT or SIGTERM) "
-                                "cancelled it and it shut down; who sent the signal is not in the log.", signalled=True)
+    server = _server_end(lines, floor, tail)
+    if server is not None:
+        return server
     runs = runs_failed(lines, tail)
     if runs is not None and (failed := failed_run_line(lines, floor, runs)) != runs:
         return End(failed, 0.0, "the runner's closing summary counts runs that failed: the last failed run's "
@@ -163,6 +159,20 @@ def end_evidence(lines: Sequence[str], floor: int, progress: Sequence[int]) -> E
         gone = next((i for i in tail if i > got[-1] and _TRACKER_LEAK.search(lines[i])), got[-1])
         return End(gone, 0.0, "the log stops in the middle of the run, short of the end its counter names,")
     return End(got[-1], 0.7, "it ends with its results") if got else _ends_in_error(lines, tail)
+
+
+def _server_end(lines: Sequence[str], floor: int, tail: Sequence[int]) -> End | None:
+    """How an inference server that shut down through its signal handler (:data:`_SERVER_STOPPED`, among the last
+    lines ``tail``) ended: normally when it had just answered its client's requests (:func:`_served_to_the_end`),
+    else stopped from outside; None when it did not shut down so."""
+    served = next((i for i in reversed(tail[-_SERVER_TAIL:]) if _SERVER_STOPPED.search(lines[i])), None)
+    if served is None:
+        return None
+    if _served_to_the_end(lines, floor, served):
+        return End(served, 0.7, "the server answered its client's requests up to its shutdown: the job stopped it once "
+                                "its work was done (a serving job's normal end)")
+    return End(served, 0.0, "the server was stopped from outside: vLLM's signal handler (SIGINT or SIGTERM) "
+                            "cancelled it and it shut down; who sent the signal is not in the log.", signalled=True)
 
 
 #: vLLM's periodic engine statistics ("Avg prompt throughput: ... tokens/s, Avg generation throughput: ..., Running: 0
