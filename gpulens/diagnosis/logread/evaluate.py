@@ -308,6 +308,7 @@ FRESH_SLICES = (
     ("ah/", "index_ah.csv (collected 2026-11-29 in stop 49, new owners, HPC-centre, wandb-run and toolkit log folders, a short round of normal ends, labelled blind)"),
     ("ai/", "index_ai.csv (collected 2026-11-29 in stop 50, new owners, CV work_dirs, Ray/RL, wandb-run and HPC error-file angles, labelled blind)"),
     ("aj/", "index_aj.csv (collected 2026-11-29 in stop 50, new owners, 3D/medical, RL/graph, LLM serving and generative-model angles, labelled blind)"),
+    ("ak/", "index_ak.csv (collected 2026-11-29 in stop 50, new owners, speech, time-series/recsys, NLP fine-tuning and multimodal angles, labelled blind)"),
 )
 
 
