@@ -47,7 +47,7 @@ from gpulens.diagnosis.gpushare import held_by_another
 from gpulens.diagnosis.hints import hint_for
 from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.modelstore import FileModelStore, ModelStore
-from gpulens.diagnosis.rules import Rule, RuleMatch, load_rules, match_rules
+from gpulens.diagnosis.rules import Rule, RuleMatch, load_rules, match_rules, rules_with_context
 from gpulens.diagnosis.svm import EXC_NAME, SvmModel, bound_text, stored_or_trained, train_model
 from gpulens.diagnosis.types import CATEGORIES, DEFAULT_ORIGIN, Diagnosis
 
@@ -312,22 +312,7 @@ def _framed(view: logs.LogView, rules: tuple[Rule, ...], keep_final: bool) -> li
         return []
     have = {ln.strip() for ln in view.context_lines}
     above = "\n".join(logs.normalize_line(ln) for ln in view.lines[:view.fatal.end_line])
-    return [m for m in match_rules(above, _context_rules(rules)) if m.line in have]
-
-
-_CONTEXT_RULES: dict[int, tuple[tuple[Rule, ...], tuple[Rule, ...]]] = {}
-
-
-def _context_rules(rules: tuple[Rule, ...]) -> tuple[Rule, ...]:
-    """The rules with a ``context`` pattern, in their order (one tuple per rules tuple: the rule
-    matcher keeps its plan by the tuple's identity). Each rule's match does not depend on the
-    others, so matching these alone finds the same matches as matching all and keeping theirs."""
-    got = _CONTEXT_RULES.get(id(rules))
-    if got is None or got[0] is not rules:
-        if len(_CONTEXT_RULES) >= 16:
-            _CONTEXT_RULES.clear()
-        got = _CONTEXT_RULES[id(rules)] = (rules, tuple(r for r in rules if r.context is not None))
-    return got[1]
+    return [m for m in match_rules(above, rules_with_context(rules)) if m.line in have]
 
 
 #: PaddlePaddle's static-graph error (paddle/fluid/framework/op_call_stack.cc InsertCallStackInfo): the

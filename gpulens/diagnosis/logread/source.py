@@ -9,7 +9,7 @@ A file that starts with a UTF-16 byte-order mark is decoded as UTF-16: Windows P
 and redirected to a file is one (line numbers are those of the decoded text, as ``grep -n`` on
 ``iconv -f UTF-16`` output gives them).
 
-A progress bar that refreshes with ``\r`` and writes no newline until it closes (tqdm, Keras'
+A progress bar that refreshes with ``\\r`` and writes no newline until it closes (tqdm, Keras'
 progbar) leaves one line holding every refresh: hundreds of kilobytes for one epoch, up to the
 whole kept text for a bar that ran for hours. Such a line (over :data:`LONG_BAR` characters)
 keeps its text before the refreshes and its first ones, then its last ones (about
@@ -97,7 +97,7 @@ def read_whole(path: str | os.PathLike[str], *, keep_bytes: int = WHOLE_BYTES) -
 
 
 def compact_bar(line: str) -> str:
-    """A line of progress-bar refreshes (``\r``) without those between its first and last
+    """A line of progress-bar refreshes (``\\r``) without those between its first and last
     :data:`BAR_KEPT` characters (see the module doc); any other line as it is."""
     head = line.rfind("\r", 0, BAR_KEPT)
     if head <= 0:

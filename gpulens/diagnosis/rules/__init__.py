@@ -30,6 +30,8 @@ __all__ = [
     "match_rules",
     "render_hint",
     "required_literals",
+    "rule_by_id",
+    "rules_with_context",
 ]
 
 RULES_FILE = Path(__file__).with_name("signatures.yaml")
@@ -351,7 +353,8 @@ class _Plan:
     each literal; ``always``: those of the rules with no literal (searched in every text).
     """
 
-    __slots__ = ("alts", "always", "by_needle", "by_pair", "by_quad", "needles", "rules", "used", "used2")
+    __slots__ = ("alts", "always", "by_id", "by_needle", "by_pair", "by_quad", "needles", "rules", "used", "used2",
+                 "with_context")
 
     def __init__(self, rules: tuple[Rule, ...]) -> None:
         import numpy as np
@@ -359,6 +362,8 @@ class _Plan:
         from gpulens.diagnosis.keyscan import rare_piece, rare_window
 
         self.rules = rules  # kept: its id is not reused while the plan is cached
+        self.by_id: dict[str, Rule] | None = None  # :func:`rule_by_id`, built at its first call
+        self.with_context: tuple[Rule, ...] | None = None  # :func:`rules_with_context`, likewise
         self.alts: dict[str, tuple[tuple[str, ...], tuple[tuple[str, ...], ...]] | None] = {}
         self.needles = _all_needles(rules)
         self.by_pair: dict[int, list[str]] = {}
@@ -394,6 +399,26 @@ def _plan_for(rules: tuple[Rule, ...]) -> _Plan:
             _PLANS.clear()
         got = _PLANS[id(rules)] = _Plan(rules)
     return got
+
+
+def rule_by_id(rules: tuple[Rule, ...], rule_id: str | None) -> Rule | None:
+    """The first rule of ``rules`` with id ``rule_id`` (a table kept with the tuple's plan), or None."""
+    if rule_id is None:
+        return None
+    plan = _plan_for(rules)
+    if plan.by_id is None:
+        plan.by_id = {r.id: r for r in reversed(rules)}  # the first rule of an id, as a scan finds it
+    return plan.by_id.get(rule_id)
+
+
+def rules_with_context(rules: tuple[Rule, ...]) -> tuple[Rule, ...]:
+    """The rules of ``rules`` with a ``context`` pattern, in their order, as one tuple per rules tuple (kept with
+    its plan: :func:`match_rules` keeps a plan by the tuple's identity). A rule's match does not depend on the
+    others, so matching these alone finds the same matches as matching all and keeping theirs."""
+    plan = _plan_for(rules)
+    if plan.with_context is None:
+        plan.with_context = tuple(r for r in rules if r.context is not None)
+    return plan.with_context
 
 
 def _present_needles(low: str, plan: _Plan) -> set[str]:

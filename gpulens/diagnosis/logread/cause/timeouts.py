@@ -17,7 +17,7 @@ from gpulens.diagnosis.logread.cause.answers import (
     reorigin,
 )
 from gpulens.diagnosis.logread.indicators.runs import split_runs
-from gpulens.diagnosis.rules import Rule, RuleMatch, match_rules
+from gpulens.diagnosis.rules import Rule, RuleMatch, match_rules, rule_by_id
 from gpulens.diagnosis.types import Diagnosis
 
 __all__ = ["died_before_timeout", "preparing_data", "unattributed_timeout", "wait_kind"]
@@ -90,24 +90,10 @@ def wait_kind(rule_id: str | None, text: str) -> str | None:
     return None
 
 
-def _rule_of(d: Diagnosis, rules: tuple[Rule, ...]) -> Rule | None:
-    """The rule ``d`` names, looked up by id (the table kept for the last rules tuple seen)."""
-    global _BY_ID
-    if d.rule_id is None:
-        return None
-    table = _BY_ID  # read once: another thread may replace it meanwhile
-    if table[0] is not rules:
-        table = _BY_ID = (rules, {r.id: r for r in reversed(rules)})  # the first rule of an id, as a scan finds it
-    return table[1].get(d.rule_id)
-
-
-_BY_ID: tuple[tuple[Rule, ...] | None, dict[str, Rule]] = (None, {})
-
-
 def _waiting_rule(d: Diagnosis, rules: tuple[Rule, ...]) -> Rule | None:
     """The rule of ``d`` when its evidence is a wait that timed out or a peer that went away
     (README O2), else None."""
-    rule = _rule_of(d, rules)
+    rule = rule_by_id(rules, d.rule_id)
     if rule is None or rule.category != "comm_error":
         return None
     said = d.evidence[0] if d.evidence else ""
@@ -209,7 +195,7 @@ def preparing_data(d: Diagnosis, lines: Sequence[str], floor: int, failures: Seq
     generating its split while its peers waited at the collective until the timeout; the job's
     own work made them wait (README "Origin: rules", O2). Likewise when the job script started
     every node's launcher as node 0 (:func:`_fixed_node_rank`)."""
-    rule = _rule_of(d, rules)
+    rule = rule_by_id(rules, d.rule_id)
     if d.category != "comm_error" or d.origin != "unknown" or rule is None:
         return d
     first = next((i for i in failures if i >= floor and rule.pattern.search(logs.normalize_line(lines[i]))), None)

@@ -288,8 +288,6 @@ def metrics_computed(lines: Sequence[str], floor: int, top: int) -> bool:
     return any(_METRIC_VALUE.search(lines[k][:SHOWN]) is not None for k in range(max(floor, top - _METRIC_LOOKBACK), top))
 
 
-
-
 def served_requests(lines: Sequence[str], floor: int, top: int) -> bool:
     """Whether an inference server answered a model request (:data:`lines.SERVED`) in ``lines[floor:top]``: a serving job
     past its set-up, whose work is evaluation (P5)."""
