@@ -11,7 +11,7 @@ from gpulens.diagnosis.guarded import Guarded
 from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread.end.uncaught import process_exit
 from gpulens.diagnosis.logread.lineprefix import prefix_free
-from gpulens.diagnosis.logread.lines import is_failure, is_progress
+from gpulens.diagnosis.logread.lines import is_failure, is_progress, line_shape, shapes_above
 from gpulens.diagnosis.logread.tracebacks import TRACEBACK, module_frame
 
 __all__ = ["attempt_starts", "new_in_last"]
@@ -20,7 +20,6 @@ _LSF = "Sender: LSF System"
 _ENV = Guarded(r"CUDA(?: Version| version|_VERSION)|[Dd]river [Vv]ersion|\btorch(?:==| version|\.__version__)"
                r"|[Vv]ersion\s*[:=]?\s*\d+\.\d+|\bhost(?:name)?\s*[:=]|SLURM_(?:JOB_)?NODELIST|\bnodelist\b|Running on (?:host|node)",
                ("CUDA", "ersion", "torch", "host", "SLURM_", "nodelist", "Running on "))
-_NUMBERS_HEX = re.compile(r"0x[0-9a-f]+|\d+")
 _ENV_LINES = 300
 
 
@@ -180,9 +179,21 @@ def _after_interrupts(lines: Sequence[str], exits: Sequence[tuple[int, int]]) ->
     for h, end in exits:
         if lines[end].strip() == _INTERRUPT:
             nxt = _launch_at(lines, end + 1, _script(lines[h + 1]))
-            if nxt is not None:
+            if nxt is not None and not _printed_before(lines, nxt, h):
                 out.append((end, nxt))
     return out
+
+
+#: Non-blank lines above an interrupted process's traceback that a launch line after it is compared with.
+_BEFORE_INTERRUPT = 20
+
+
+def _printed_before(lines: Sequence[str], at: int, head: int) -> bool:
+    """Whether ``lines[at]`` has the shape (numbers masked) of one of the last ``_BEFORE_INTERRUPT``
+    non-blank lines above the traceback header ``head``: the interrupted run's own output going on
+    (the per-sample prints of its DataLoader workers, which finish the batches they hold while the
+    main process exits), never a new launch's opening print."""
+    return line_shape(lines[at]) in shapes_above(lines, head, _BEFORE_INTERRUPT)
 
 
 #: Python's warnings module prints "path:LINE: CategoryWarning: message" and the source line below
@@ -390,10 +401,6 @@ _LSF_FOLLOWS = "The output (if any) follows"
 _LSF_REPORT = 400
 
 
-def _shape(line: str) -> str:
-    return _NUMBERS_HEX.sub("N", logs.normalize_line(line).strip())
-
-
 def new_in_last(lines: Sequence[str], starts: Sequence[int], good: int | None, limit: int = 8) -> list[str]:
     """Error and environment lines of the last attempt that the attempt starting at ``good``
     (the last one that did not fail) did not show (numbers masked when comparing)."""
@@ -401,10 +408,10 @@ def new_in_last(lines: Sequence[str], starts: Sequence[int], good: int | None, l
         return []
     last = starts[-1]
     end_good = next((s for s in starts if s > good), last)
-    seen = {_shape(ln) for ln in _interesting(lines, good, end_good)}
+    seen = {line_shape(ln) for ln in _interesting(lines, good, end_good)}
     out: list[str] = []
     for ln in _interesting(lines, last, len(lines)):
-        shape = _shape(ln)
+        shape = line_shape(ln)
         if _ENV.search(ln):  # a version or a host: the numbers are what changed
             shape = logs.normalize_line(ln).strip()
             seen.update(logs.normalize_line(x).strip() for x in _interesting(lines, good, end_good) if _ENV.search(x))

@@ -15,6 +15,8 @@ from gpulens.diagnosis.logread.records import glog_info, glued_record
 from gpulens.diagnosis.logread.signals import ABSEIL_STOP, is_stop_record
 
 __all__ = [
+    "line_shape",
+    "shapes_above",
     "SERVED",
     "SERVED_KEYS",
     "answered_ok",
@@ -384,3 +386,23 @@ def answered_ok(line: str) -> bool:
     success (:data:`SERVED`, a 2xx status)."""
     head = line[:_ACCESS_RECORD]
     return SERVED.search(head) is not None and _SERVED_OK.search(head) is not None
+
+
+_NUMBERS_HEX = re.compile(r"0x[0-9a-f]+|\d+")
+
+
+def line_shape(line: str) -> str:
+    """A line's shape: normalized and stripped, its numbers (decimal or hex) masked."""
+    return _NUMBERS_HEX.sub("N", logs.normalize_line(line).strip())
+
+
+def shapes_above(lines: Sequence[str], head: int, count: int) -> set[str]:
+    """The shapes (:func:`line_shape`) of the last ``count`` non-blank lines above ``lines[head]``."""
+    out: set[str] = set()
+    k, seen = head - 1, 0
+    while k >= 0 and seen < count:
+        if lines[k].strip():
+            out.add(line_shape(lines[k]))
+            seen += 1
+        k -= 1
+    return out

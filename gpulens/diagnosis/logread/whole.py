@@ -62,6 +62,7 @@ from gpulens.diagnosis.logread.end.run_end import (
 from gpulens.diagnosis.logread.end.run_end import frontier as run_frontier
 from gpulens.diagnosis.logread.end.shutdown import finished_before
 from gpulens.diagnosis.logread.end.terminal import terminal_failures
+from gpulens.diagnosis.logread.end.uncaught import process_exit
 from gpulens.diagnosis.logread.indicators import rootline
 from gpulens.diagnosis.logread.indicators.chains import failure_point
 from gpulens.diagnosis.logread.indicators.failing import (
@@ -81,12 +82,12 @@ from gpulens.diagnosis.logread.indicators.runs import relaunched
 from gpulens.diagnosis.logread.indicators.secondary import Secondary, summarize
 from gpulens.diagnosis.logread.joblines import job_lines, late_kills, root_rank_lines
 from gpulens.diagnosis.logread.lineprefix import ray_free, strip_line_prefixes, strip_ray_prefixes
-from gpulens.diagnosis.logread.lines import is_progress
+from gpulens.diagnosis.logread.lines import is_progress, line_shape, shapes_above
 from gpulens.diagnosis.logread.phase import phase_of
 from gpulens.diagnosis.logread.phase.steps import last_step, own_step
 from gpulens.diagnosis.logread.source import WholeText, read_whole, text_source
 from gpulens.diagnosis.logread.story import story
-from gpulens.diagnosis.logread.tracebacks import chain_start, has_head
+from gpulens.diagnosis.logread.tracebacks import TRACEBACK, chain_start, has_head
 from gpulens.diagnosis.rules import Rule, load_rules, match_rules
 from gpulens.diagnosis.types import Diagnosis
 from gpulens.vocab import NO_FAILURE
@@ -325,11 +326,13 @@ def _context(lines: Sequence[str], start: int, first: ranks.Origin) -> list[str]
     rank's), bounded. The first rank's own prefixed lines are kept wherever they are: the rest
     of its traceback and its final exception line often come after other ranks' lines."""
     skip = interleaved(lines, start, first)
+    leftover = _leftovers(lines, start)
 
     def kept(k: int) -> bool:
         ln = lines[k]
         return not is_progress(ln) and from_origin(ln, first) and not (skip[0] < k <= skip[1]
-                                                                  and ranks.origin_of(ln) == ranks.Origin())
+                                                                  and ranks.origin_of(ln) == ranks.Origin()) \
+            and not leftover(k)
 
     stop = site_report(lines, start)  # a site's end-of-job report (RAM and GPU memory tables) is not the job's error
     stop = len(lines) if stop is None else stop
@@ -337,6 +340,24 @@ def _context(lines: Sequence[str], start: int, first: ranks.Origin) -> list[str]
     if first.rank is not None:  # one process's output now: its prefix names no other rank
         ctx = [ranks.strip_prefix(ln) for ln in ctx]
     return ctx
+
+
+#: Non-blank lines above an uncaught exit's traceback whose shapes mark the run's leftover output after it.
+_LEFTOVER_SHAPES = 20
+
+
+def _leftovers(lines: Sequence[str], start: int) -> Callable[[int], bool]:
+    """Whether a line after the uncaught exit the error context starts with (a traceback the
+    interpreter printed as it exited, :func:`process_exit`, its header within the context's first
+    lines) is the same run's leftover output: the shape of a line printed just above the traceback
+    (DataLoader workers' per-sample prints going on while the main process exits), or blank. Such
+    lines tell nothing of the failure; hundreds of them push the traceback out of the classifier's view."""
+    head = next((k for k in range(start, min(len(lines), start + 4)) if lines[k].rstrip() == TRACEBACK + ":"), None)
+    end = process_exit(lines, head) if head is not None else None
+    if head is None or end is None:
+        return lambda k: False
+    shapes = shapes_above(lines, head, _LEFTOVER_SHAPES) - {""}
+    return lambda k: k > end and (not lines[k].strip() or line_shape(lines[k]) in shapes)
 
 
 def _ends(kept: Callable[[int], bool], start: int, stop: int, head: int, tail: int) -> list[int]:
