@@ -30,13 +30,18 @@ from typing import Any
 
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.classifier import Classifier, whole_classifier
+from gpulens.diagnosis.hints import hint_for
 from gpulens.diagnosis.logread import calibration, ranks
 from gpulens.diagnosis.logread.attempts import attempt_starts, new_in_last
 from gpulens.diagnosis.logread.cause.badrecord import bad_record
 from gpulens.diagnosis.logread.cause.childexit import behind_secondary
 from gpulens.diagnosis.logread.cause.crashes import bare_crash, own_program_crash
 from gpulens.diagnosis.logread.cause.damaged import damaged_file
-from gpulens.diagnosis.logread.cause.divergence import diverged_before
+from gpulens.diagnosis.logread.cause.divergence import (
+    DIVERGED_CONFIDENCE,
+    diverged_before,
+    stopped_on_nan,
+)
 from gpulens.diagnosis.logread.cause.earlier import earlier_root
 from gpulens.diagnosis.logread.cause.heldmemory import held_elsewhere
 from gpulens.diagnosis.logread.cause.kills import unattributed_kill
@@ -89,7 +94,7 @@ from gpulens.diagnosis.logread.source import WholeText, read_whole, text_source
 from gpulens.diagnosis.logread.story import story
 from gpulens.diagnosis.logread.tracebacks import TRACEBACK, chain_start, has_head
 from gpulens.diagnosis.rules import Rule, load_rules, match_rules
-from gpulens.diagnosis.types import Diagnosis
+from gpulens.diagnosis.types import DEFAULT_ORIGIN, Diagnosis
 from gpulens.vocab import NO_FAILURE
 
 __all__ = ["MAX_CONTEXT_LINES", "MAX_INDICATORS", "SVM_MIN_CONFIDENCE", "WholeDiagnosis", "diagnose_file",
@@ -234,7 +239,7 @@ def _diagnose(src: WholeText, clf: Classifier | None, file: str | None, min_conf
         earlier, done = done, None  # training went on after it: one stage of several, or printed during the run
     base = WholeDiagnosis(Diagnosis("unknown", "unknown", 0.0), attempts=len(starts), n_lines=src.n_lines)
     if done is not None and not [i for i in failures if i > done[0]]:
-        return _healthy(base, src, done, file)
+        return _healthy(base, src, done, file, floor=a0)
     if done is None and not failures and not open_traceback(lines, frontier):
         # no failure line at all in the last attempt: how does it end?
         end = end_of_attempt(lines, a0)
@@ -245,12 +250,12 @@ def _diagnose(src: WholeText, clf: Classifier | None, file: str | None, min_conf
             return _stopped_mid_run(base, src, end, starts, file, clf.rules if clf is not None else load_rules())
         if end is None and earlier is not None:
             return _healthy(base, src, (earlier[0], EARLIER_COMPLETION), file,
-                            "a completion message earlier (one stage of the job), no failure after it")
+                            "a completion message earlier (one stage of the job), no failure after it", floor=a0)
         return _healthy(base, src, (end.index, end.strength) if end else (_last_line(lines), 0.55), file,
-                        end.why if end else None)
+                        end.why if end else None, floor=a0)
     finished = finished_before(lines, a0, failures, ray_free) if done is None else None
     if finished is not None:
-        return _healthy(base, src, (finished.at, finished.strength), file, finished.why)
+        return _healthy(base, src, (finished.at, finished.strength), file, finished.why, floor=a0)
     got = _failed(base, src, starts, frontier, failures, signals, clf or whole_classifier(), file)
     return _abstain(got, min_confidence)
 
@@ -304,8 +309,10 @@ def _stopped_mid_run(base: WholeDiagnosis, src: WholeText, end: End, starts: Seq
 
 
 def _healthy(base: WholeDiagnosis, src: WholeText, done: tuple[int, float], file: str | None,
-             why: str | None = None) -> WholeDiagnosis:
+             why: str | None = None, *, floor: int = 0) -> WholeDiagnosis:
     i, strength = done
+    if (nan := stopped_on_nan(src.lines, floor, i)) is not None:
+        return _stopped_on_nan(base, src, nan, floor, file)
     line = logs.normalize_line(src.lines[i]).strip()[:300]
     if why is None and strength < calibration.NO_EVIDENCE:  # nothing positive: say so, and how to confirm it
         reason = ("probably ended normally: no error, no kill and no sign it stopped mid-run, but no completion "
@@ -316,6 +323,21 @@ def _healthy(base: WholeDiagnosis, src: WholeText, done: tuple[int, float], file
     d = Diagnosis(NO_FAILURE, NO_FAILURE, round(strength, 3), [line], method="completion", file=file, reason=reason)
     return dataclasses.replace(base, diagnosis=d, completion=(src.number(i), line),
                                step=last_step(src.lines, i + 1))
+
+
+def _stopped_on_nan(base: WholeDiagnosis, src: WholeText, nan: tuple[int, int], floor: int,
+                    file: str | None) -> WholeDiagnosis:
+    """``model_diverged``: the run's early stopper ended it after its loss had turned NaN
+    (:func:`divergence.stopped_on_nan`); the first NaN reading and the stop are its lines."""
+    first, stop = nan
+    shown = [logs.normalize_line(src.lines[k]).strip()[:300] for k in (first, stop)]
+    d = Diagnosis("model_diverged", DEFAULT_ORIGIN["model_diverged"], DIVERGED_CONFIDENCE, shown, method="rule",
+                  file=file, hint=hint_for("model_diverged", shown[:1]),
+                  reason="the run stopped early because its loss had turned NaN/inf (every reading from the first "
+                         "NaN to the stop), not because it had converged")
+    step = last_step(src.lines, stop, floor)
+    return dataclasses.replace(base, diagnosis=d, indicator_lines=[src.number(k) for k in (first, stop)],
+                               indicators=shown, phase="training", step=own_step("training", step))
 
 
 def _context(lines: Sequence[str], start: int, first: ranks.Origin) -> list[str]:

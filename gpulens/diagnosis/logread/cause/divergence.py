@@ -11,7 +11,7 @@ from gpulens.diagnosis.hints import hint_for
 from gpulens.diagnosis.logread.cause.answers import MAX_EVIDENCE
 from gpulens.diagnosis.types import DEFAULT_ORIGIN, Diagnosis
 
-__all__ = ["DIVERGED_CONFIDENCE", "diverged_before", "diverged_loss"]
+__all__ = ["DIVERGED_CONFIDENCE", "diverged_before", "diverged_loss", "stopped_on_nan"]
 
 
 #: Confidence of "the loss was NaN/inf in every last metric line" when the error context itself
@@ -70,3 +70,56 @@ def diverged_loss(lines: Sequence[str], floor: int, stop: int) -> int | None:
     if len(got) < _LOSS_READINGS or not all(v in ("nan", "inf", "-inf") for _, v in got):
         return None
     return got[0][0]
+
+
+#: An early-stopping message (the stopper's own words, not its patience counter or its setting).
+_EARLY_STOP = re.compile(r"[Ee]arly [Ss]topp(?:ing|ed)\b(?! [Cc]ounter| patience)|EarlyStopping\b(?! counter)"
+                         r"|Signaling Trainer to stop|\bdidn't improve for \d+ epochs\. Training stops\.")
+#: Lines above a completion message searched for the early stop that ended the run.
+_STOP_LOOKBACK = 20
+#: A NaN or infinite reading printed as a column of its own ("178 nan ****", "loss nan").
+_NAN_TOKEN = re.compile(r"(?<![\w.])(?:nan|NaN|NAN|-?inf|-?Inf)(?![\w.])")
+
+
+def stopped_on_nan(lines: Sequence[str], floor: int, done: int) -> tuple[int, int] | None:
+    """(first NaN line of the streak, the early-stop line) when the run's normal end at ``done`` is
+    an early stop (within ``_STOP_LOOKBACK`` lines above it) and the loss readings before the stop
+    were NaN/inf to the end: the stopper fired because the loss was NaN (README C10: the loss became
+    NaN and that ended the run). Read from the keyed loss readings (:func:`diverged_loss`) or, where
+    the metric rows name no loss, from the last rows of the NaN row's own shape (:func:`_nan_rows`).
+    A run that went on to its last epoch with a NaN loss ended normally; None here."""
+    stop = next((k for k in range(done, max(floor, done - _STOP_LOOKBACK) - 1, -1)
+                 if _EARLY_STOP.search(lines[k])), None)
+    if stop is None:
+        return None
+    at = diverged_loss(lines, floor, stop)
+    rows = _nan_rows(lines, floor, stop, True) if at is None else _nan_rows(lines, floor, at + 1, False)
+    return None if rows is None else (rows, stop)
+
+
+#: A number (integer, decimal, exponent) or a NaN/inf reading: one column, whatever it holds.
+_READING = re.compile(r"(?<![\w.])(?:[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|nan|NaN|NAN|-?inf|-?Inf)(?![\w.])")
+
+
+def _masked(line: str) -> str:
+    """A metric row's shape: every reading (a number or NaN/inf) masked alike."""
+    return _READING.sub("N", logs.normalize_line(line).strip())
+
+
+def _nan_rows(lines: Sequence[str], floor: int, stop: int, keyless: bool) -> int | None:
+    """The first line of the run of NaN rows that ends the metric rows before ``stop``: the last line
+    with a NaN/inf column, its shape (numbers and NaN masked); the last ``_LOSS_READINGS`` lines of that
+    shape all hold NaN, and, for rows that name no loss (``keyless``), the streak begins after a row of
+    the same shape with finite numbers (a metric column that turned NaN). None otherwise."""
+    lo = max(floor, stop - _LOSS_LOOKBACK)
+    last = next((k for k in range(stop - 1, lo - 1, -1) if _NAN_TOKEN.search(lines[k])), None)
+    if last is None:
+        return None
+    shape = _masked(lines[last])
+    rows = [k for k in range(last, lo - 1, -1) if _masked(lines[k]) == shape]
+    streak = 0
+    while streak < len(rows) and _NAN_TOKEN.search(lines[rows[streak]]):
+        streak += 1
+    if streak < _LOSS_READINGS or (keyless and streak == len(rows)):
+        return None
+    return rows[streak - 1]
