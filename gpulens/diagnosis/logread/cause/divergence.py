@@ -7,6 +7,7 @@ import re
 from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
+from gpulens.diagnosis.guarded import contains_any
 from gpulens.diagnosis.hints import hint_for
 from gpulens.diagnosis.logread.cause.answers import MAX_EVIDENCE
 from gpulens.diagnosis.types import DEFAULT_ORIGIN, Diagnosis
@@ -75,7 +76,12 @@ def diverged_loss(lines: Sequence[str], floor: int, stop: int) -> int | None:
 #: An early-stopping message (the stopper's own words, not its patience counter or its setting).
 _EARLY_STOP = re.compile(r"[Ee]arly [Ss]topp(?:ing|ed)\b(?! [Cc]ounter| patience)|EarlyStopping\b(?! counter)"
                          r"|Signaling Trainer to stop|\bdidn't improve for \d+ epochs\. Training stops\.")
-#: Lines above a completion message searched for the early stop that ended the run.
+#: ``any(k in line for k in ...)`` for the literals every :data:`_EARLY_STOP` match holds (speed: a
+#: long progress-bar line is not searched by the pattern).
+_early_stop_key = contains_any(("arly ", "EarlyStopping", "Signaling Trainer", "didn't improve"))
+_nan_key = contains_any(("nan", "NaN", "NAN", "inf", "Inf"))
+#: Lines above a completion message searched for the early stop that ended the run, and above the
+#: stop for the NaN reading that made it fire.
 _STOP_LOOKBACK = 20
 #: A NaN or infinite reading printed as a column of its own ("178 nan ****", "loss nan").
 _NAN_TOKEN = re.compile(r"(?<![\w.])(?:nan|NaN|NAN|-?inf|-?Inf)(?![\w.])")
@@ -89,9 +95,10 @@ def stopped_on_nan(lines: Sequence[str], floor: int, done: int) -> tuple[int, in
     the metric rows name no loss, from the last rows of the NaN row's own shape (:func:`_nan_rows`).
     A run that went on to its last epoch with a NaN loss ended normally; None here."""
     stop = next((k for k in range(done, max(floor, done - _STOP_LOOKBACK) - 1, -1)
-                 if _EARLY_STOP.search(lines[k])), None)
-    if stop is None:
-        return None
+                 if _early_stop_key(lines[k]) and _EARLY_STOP.search(lines[k])), None)
+    if stop is None or not any(_nan_key(lines[k]) and _NAN_TOKEN.search(lines[k])
+                               for k in range(max(floor, stop - _STOP_LOOKBACK), stop)):
+        return None  # no NaN reading just above the stop: not what made it fire
     at = diverged_loss(lines, floor, stop)
     rows = _nan_rows(lines, floor, stop, True) if at is None else _nan_rows(lines, floor, at + 1, False)
     return None if rows is None else (rows, stop)
