@@ -71,7 +71,27 @@ def attempt_starts(lines: Sequence[str]) -> list[int]:
     heads = find_keys(lines, (_TB,), 0)
     exits = [(h, e) for h in heads if (e := process_exit(lines, h)) is not None]
     again = [*_relaunches(lines, heads, exits), *_after_interrupts(lines, exits), *_exits_again(lines, heads, exits, starts)]
-    return _merged(starts, sorted(again), len(lines))
+    return _merged(starts, sorted([*again, *_prompted(lines)]), len(lines))
+
+
+#: A shell's prompt with the command typed at it, as a terminal capture (scrollback, ``script``, tmux) holds it:
+#: ``user@host:path$ cmd`` or ``# cmd`` for root, after a conda or venv name in parentheses.
+_PROMPT = re.compile(r"^(?:\([\w.-]+\) )?[\w.-]+@[\w.-]+:[^\s$#]*[$#] (?!\^C)\S")
+#: Lines of output a command typed at a prompt prints (up to the next prompt), and lines the capture
+#: holds before it, for the command to start an attempt: a run of the job, not an ``ls`` or a ``chmod``.
+_PROMPT_OUTPUT = 20
+
+
+def _prompted(lines: Sequence[str]) -> list[tuple[int, int]]:
+    """(the line before, the prompt) for each command typed at a shell prompt in a terminal capture
+    (:data:`_PROMPT`) that printed more than ``_PROMPT_OUTPUT`` lines with as many before it: the user
+    ran the job (or another program) again, and what the earlier commands printed is another attempt's."""
+    at = [i for i in find_keys(lines, _PROMPT_KEYS, 0) if _PROMPT.match(lines[i])]
+    ends = [*at[1:], len(lines)] if at else []
+    return [(i - 1, i) for i, nxt in zip(at, ends, strict=True) if nxt - i > _PROMPT_OUTPUT and i > _PROMPT_OUTPUT]
+
+
+_PROMPT_KEYS = ("$ ", "# ")
 
 
 def _merged(starts: list[int], relaunches: Sequence[tuple[int, int]], n: int) -> list[int]:
