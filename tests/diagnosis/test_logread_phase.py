@@ -73,6 +73,17 @@ def test_an_evaluation_announced_after_the_last_step_is_the_phase(rules: Classif
     assert w.diagnosis.category == "cpu_oom" and w.phase == "evaluation"
 
 
+@pytest.mark.parametrize("note", ["Make prediction on validation set ...", "Predicting on the validation set"])
+def test_a_scripts_own_prediction_pass_on_its_evaluation_split_is_evaluation(rules: Classifier, note: str) -> None:
+    lines = [f"Epoch: [0][{k * 25}/492]\tTotal Loss -1.28e+01 (-1.27e+01)\tEntropy 2.93e+00" for k in range(20)]
+    lines += [note, "Traceback (most recent call last):", '  File "scan.py", line 101, in main',
+              "    predictions = get_predictions(p, val_dataloader, model)",
+              "RuntimeError: DataLoader worker (pid(s) 13596) exited unexpectedly"]
+    assert diagnose_text("\n".join(lines), rules).phase == "evaluation"
+    lines[20] = "Make predictions table for the report"  # names no evaluation split: training goes on
+    assert diagnose_text("\n".join(lines), rules).phase == "training"
+
+
 def test_settings_and_announcements_are_no_steps_done(rules: Classifier) -> None:
     head = ["2026-01-21 12:38:34 - Main - INFO -   Iterations per epoch: 1108",
             "2026-01-21 12:38:34 - Main - INFO -   Total optimization steps = 5540",

@@ -50,9 +50,12 @@ _EVAL = Guarded(r"[Ee]valuat|(?<![Ii]n)[Vv]alidat|\beval\b|evaluate\(|compute_me
 #: ("Saved evaluation predictions to ...", "Validation performance didn't improve for 35 epochs").
 #: verl's ``RayPPOTrainer._validate`` (``verl/trainer/ppo/ray_trainer.py``) prints "test_gen_batch meta info: {...}"
 #: before generating on the validation set and "validation generation end" after it, then scores it.
+#: A script's own prediction pass over its evaluation split ("Make prediction on validation set ...", SCAN's
+#: ``get_predictions``; "Predicting on the validation set").
 _EVAL_STARTS = re.compile(r"(?i)\b(?:begin|beginning|start\w*|running|run|launching|doing|perform\w*)\b\W+(?:\w+\W+){0,3}?"
                           r"(?:eval|valid|test)|\b(?:evaluating|validating|testing)\b"
-                          r"|\bvalidation generation end\b|\btest_gen_batch meta info\b")
+                          r"|\bvalidation generation end\b|\btest_gen_batch meta info\b"
+                          r"|\bpredict\w*\s+(?:on|for)\s+(?:the\s+)?(?:eval|valid|val\b|test)")
 
 
 #: What follows a setting's name in a config dump or an argument list (``'evaluate_guards': False``,
