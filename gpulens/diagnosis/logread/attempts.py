@@ -77,6 +77,8 @@ def attempt_starts(lines: Sequence[str]) -> list[int]:
 #: A shell's prompt with the command typed at it, as a terminal capture (scrollback, ``script``, tmux) holds it:
 #: ``user@host:path$ cmd`` or ``# cmd`` for root, after a conda or venv name in parentheses.
 _PROMPT = re.compile(r"^(?:\([\w.-]+\) )?[\w.-]+@[\w.-]+:[^\s$#]*[$#] (?!\^C)\S")
+#: Literals every prompt line holds (the lines :data:`_PROMPT` is tried on).
+_PROMPT_KEYS = ("$ ", "# ")
 #: Lines of output a command typed at a prompt prints (up to the next prompt), and lines the capture
 #: holds before it, for the command to start an attempt: a run of the job, not an ``ls`` or a ``chmod``.
 _PROMPT_OUTPUT = 20
@@ -90,8 +92,6 @@ def _prompted(lines: Sequence[str]) -> list[tuple[int, int]]:
     ends = [*at[1:], len(lines)] if at else []
     return [(i - 1, i) for i, nxt in zip(at, ends, strict=True) if nxt - i > _PROMPT_OUTPUT and i > _PROMPT_OUTPUT]
 
-
-_PROMPT_KEYS = ("$ ", "# ")
 
 
 def _merged(starts: list[int], relaunches: Sequence[tuple[int, int]], n: int) -> list[int]:

@@ -310,6 +310,9 @@ def _stopped_mid_run(base: WholeDiagnosis, src: WholeText, end: End, starts: Seq
 
 def _healthy(base: WholeDiagnosis, src: WholeText, done: tuple[int, float], file: str | None,
              why: str | None = None, *, floor: int = 0) -> WholeDiagnosis:
+    """The normal end at ``done`` (line index, strength), ``why`` it is one; but ``model_diverged`` when
+    that end is an early stop that fired because the loss had turned NaN (:func:`_stopped_on_nan`;
+    ``floor``: the attempt's first line)."""
     i, strength = done
     if (nan := stopped_on_nan(src.lines, floor, i)) is not None:
         return _stopped_on_nan(base, src, nan, floor, file)
