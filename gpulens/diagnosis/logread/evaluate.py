@@ -310,6 +310,7 @@ FRESH_SLICES = (
     ("aj/", "index_aj.csv (collected 2026-11-29 in stop 50, new owners, 3D/medical, RL/graph, LLM serving and generative-model angles, labelled blind)"),
     ("ak/", "index_ak.csv (collected 2026-11-29 in stop 50, new owners, speech, time-series/recsys, NLP fine-tuning and multimodal angles, labelled blind)"),
     ("al/", "index_al.csv (collected 2026-11-29 in stop 51, new owners, scientific ML, robotics/driving, cloud/K8s, toolkit- and launcher-named logs, federated/SSL/remote-sensing angles, labelled blind)"),
+    ("am/", "index_am.csv (collected 2026-11-29 in stop 51, new owners, image restoration, voice conversion, spiking/anomaly, video/flow/depth, face/re-ID/tracking, document AI/genomics angles, a short round, labelled blind)"),
 )
 
 
