@@ -10,6 +10,7 @@ from gpulens.diagnosis import logs
 from gpulens.diagnosis.guarded import contains_any
 from gpulens.diagnosis.hints import hint_for
 from gpulens.diagnosis.logread.cause.answers import MAX_EVIDENCE
+from gpulens.diagnosis.logread.indicators.markers import streak_start
 from gpulens.diagnosis.types import DEFAULT_ORIGIN, Diagnosis
 
 __all__ = ["DIVERGED_CONFIDENCE", "diverged_before", "diverged_loss", "stopped_on_nan"]
@@ -91,8 +92,9 @@ def stopped_on_nan(lines: Sequence[str], floor: int, done: int) -> tuple[int, in
     """(first NaN line of the streak, the early-stop line) when the run's normal end at ``done`` is
     an early stop (within ``_STOP_LOOKBACK`` lines above it) and the loss readings before the stop
     were NaN/inf to the end: the stopper fired because the loss was NaN (README C10: the loss became
-    NaN and that ended the run). Read from the keyed loss readings (:func:`diverged_loss`) or, where
-    the metric rows name no loss, from the last rows of the NaN row's own shape (:func:`_nan_rows`).
+    NaN and that ended the run). Read from the keyed loss readings (:func:`diverged_loss`, the streak's
+    first by :func:`markers.streak_start`) or, where the metric rows name no loss, from the last rows of
+    the NaN row's own shape (:func:`_nan_rows`).
     A run that went on to its last epoch with a NaN loss ended normally; None here."""
     stop = next((k for k in range(done, max(floor, done - _STOP_LOOKBACK) - 1, -1)
                  if _early_stop_key(lines[k]) and _EARLY_STOP.search(lines[k])), None)
@@ -100,8 +102,8 @@ def stopped_on_nan(lines: Sequence[str], floor: int, done: int) -> tuple[int, in
                                for k in range(max(floor, stop - _STOP_LOOKBACK), stop)):
         return None  # no NaN reading just above the stop: not what made it fire
     at = diverged_loss(lines, floor, stop)
-    rows = _nan_rows(lines, floor, stop, True) if at is None else _nan_rows(lines, floor, at + 1, False)
-    return None if rows is None else (rows, stop)
+    first = _nan_rows(lines, floor, stop) if at is None else streak_start(lines, at, floor)
+    return None if first is None else (first, stop)
 
 
 #: A number (integer, decimal, exponent) or a NaN/inf reading: one column, whatever it holds.
@@ -113,11 +115,11 @@ def _masked(line: str) -> str:
     return _READING.sub("N", logs.normalize_line(line).strip())
 
 
-def _nan_rows(lines: Sequence[str], floor: int, stop: int, keyless: bool) -> int | None:
-    """The first line of the run of NaN rows that ends the metric rows before ``stop``: the last line
-    with a NaN/inf column, its shape (numbers and NaN masked); the last ``_LOSS_READINGS`` lines of that
-    shape all hold NaN, and, for rows that name no loss (``keyless``), the streak begins after a row of
-    the same shape with finite numbers (a metric column that turned NaN). None otherwise."""
+def _nan_rows(lines: Sequence[str], floor: int, stop: int) -> int | None:
+    """In metric rows that name no loss, the first line of the run of NaN rows that ends them before
+    ``stop``: the last line with a NaN/inf column, its shape (numbers and NaN masked); the last
+    ``_LOSS_READINGS`` lines of that shape all hold NaN, and the streak begins after a row of the same
+    shape with finite numbers (a metric column that turned NaN). None otherwise."""
     lo = max(floor, stop - _LOSS_LOOKBACK)
     last = next((k for k in range(stop - 1, lo - 1, -1) if _NAN_TOKEN.search(lines[k])), None)
     if last is None:
@@ -127,6 +129,6 @@ def _nan_rows(lines: Sequence[str], floor: int, stop: int, keyless: bool) -> int
     streak = 0
     while streak < len(rows) and _NAN_TOKEN.search(lines[rows[streak]]):
         streak += 1
-    if streak < _LOSS_READINGS or (keyless and streak == len(rows)):
+    if streak < _LOSS_READINGS or streak == len(rows):
         return None
     return rows[streak - 1]

@@ -13,7 +13,8 @@ from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread.lines import DEBUGGER_PROMPTS
 from gpulens.diagnosis.logread.tracebacks import unprefixed
 
-__all__ = ["breakpoint_prompt", "diverged_root", "engine_died", "is_report_head", "nan_reported", "nan_sampled"]
+__all__ = ["breakpoint_prompt", "diverged_root", "engine_died", "is_report_head", "nan_reported", "nan_sampled",
+           "streak_start"]
 
 
 #: A loss reading in a metric line ("Train Loss: nan", "loss=0.412", "'loss': inf").
@@ -31,7 +32,7 @@ def diverged_root(lines: Sequence[str], start: int, evidence: Sequence[str]) -> 
         return []
     at = next((i for i in reversed(find_keys(lines, (key[:40],), max(0, start - _METRIC_REACH), start + 1))
                if key in lines[i]), None)
-    return [] if at is None else [_streak_start(lines, at)]
+    return [] if at is None else [streak_start(lines, at)]
 
 
 def nan_reported(lines: Sequence[str], start: int, found: Sequence[int], norm: Callable[[int], str]) -> list[int]:
@@ -46,7 +47,7 @@ def nan_reported(lines: Sequence[str], start: int, found: Sequence[int], norm: C
         if "oss" in lines[k] and _LOSS_READING.search(lines[k]) is not None:
             if not _nan_loss(lines[k]):
                 return []
-            first = _streak_start(lines, k)
+            first = streak_start(lines, k)
             went_on = sum(1 for j in range(first, k + 1) if "oss" in lines[j] and _nan_loss(lines[j]))
             return [first] if went_on >= _WENT_ON_NAN else []
     return []
@@ -87,10 +88,11 @@ _WENT_ON_NAN = 3
 _NAN_WORD = re.compile(r"\b(?:NaN|NaNs|nan|NAN)\b|\b[Ii]nfinity\b|\binfs\b")
 
 
-def _streak_start(lines: Sequence[str], at: int) -> int:
-    """The first line of the streak of NaN/inf loss readings that the reading at ``at`` ends."""
+def streak_start(lines: Sequence[str], at: int, floor: int = 0) -> int:
+    """The first line of the streak of NaN/inf loss readings that the reading at ``at`` ends (not
+    above ``floor``, an attempt's first line)."""
     first = at
-    for k in range(at - 1, max(-1, at - _STREAK_REACH), -1):
+    for k in range(at - 1, max(floor - 1, at - _STREAK_REACH), -1):
         if "oss" not in lines[k]:
             continue
         m = _LOSS_READING.search(lines[k])
