@@ -311,6 +311,7 @@ FRESH_SLICES = (
     ("ak/", "index_ak.csv (collected 2026-11-29 in stop 50, new owners, speech, time-series/recsys, NLP fine-tuning and multimodal angles, labelled blind)"),
     ("al/", "index_al.csv (collected 2026-11-29 in stop 51, new owners, scientific ML, robotics/driving, cloud/K8s, toolkit- and launcher-named logs, federated/SSL/remote-sensing angles, labelled blind)"),
     ("am/", "index_am.csv (collected 2026-11-29 in stop 51, new owners, image restoration, voice conversion, spiking/anomaly, video/flow/depth, face/re-ID/tracking, document AI/genomics angles, a short round, labelled blind)"),
+    ("an/", "index_an.csv (collected 2026-11-29 in stop 52, new owners, PaddlePaddle, TensorFlow/JAX, compression/NAS, HPC course, continual-learning, LLM pretraining and alignment, inference-deployment, optimizer, interpretability and rented-GPU-cloud angles, labelled blind)"),
 )
 
 
