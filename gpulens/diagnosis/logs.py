@@ -744,7 +744,7 @@ _HARD_RE = re.compile(
     r"|^terminate called|^libc\+\+abi: terminating|Segmentation fault|\bBus error|Illegal instruction|Fatal Python error"
     r"|SIGKILL|SIGSEGV|SIGABRT|SIGBUS|Signals\.SIG|exitcode\s*:\s*-\d+|signal \d+ \(SIG"
     r"|^(?:ERROR|FATAL|Error|error|CRITICAL)\b\s*[:|\]-](?!" + _METRIC + r")"                        # level words
-    r"|\b(?:CUDA error|CUDA_ERROR_\w+|cudaError\w+|NCCL error|RESOURCE_EXHAUSTED|INTERNAL:|"
+    r"|\b(?:CUDA error|CUDA_ERROR_\w+|cudaError\w+|HIP error|ROCm error|hipError\w+|HSA_STATUS_ERROR_\w+|NCCL error|RESOURCE_EXHAUSTED|INTERNAL:|"
     r"Resource exhausted|OOM when allocating|out of memory|No space left on device|Permission denied|"
     r"Read-only file system|Input/output error|Stale file handle|INTERNAL ASSERT FAILED|Assertion .* failed|"
     r"AssertionError|device-side assert|RET_CHECK failure|Killed|killed by signal|Out Of Memory|"

@@ -35,6 +35,14 @@ NOT_OUTPUT = ("wandb:", "srun:", "slurmstepd", "🏃", "Sender: LSF", "Job <", "
               # the backtrace of a c10::Error (c10/util/Exception.cpp, Backtrace.cpp): "Exception raised from
               # alloc_buffer_block at .../MPSAllocator.mm:286 (most recent call first):", "frame #0: ..."
               "Exception raised from ", "frame #")
+#: A debugger's report of a crashing process, not its output: gdb attached in batch mode to print the
+#: backtrace (ggml's ggml_print_backtrace runs ``gdb -p PID -batch -ex "thread apply all bt"`` from ggml_abort),
+#: its thread notices ("[New LWP 24819]", "[Thread debugging using libthread_db enabled]", "Using host
+#: libthread_db library ..."), its frames ("#3  0x00007cb271cce1a2 in ggml_cuda_error(...) () from ...", the
+#: current frame "0x00007cb26daea42f in __GI___wait4 (...) at ...", the source line it echoes "30\t../sysdeps/...")
+#: and "[Inferior 1 (process 24816) detached]".
+_DEBUGGER_REPORT = re.compile(r"\[New (?:LWP|Thread) |\[Thread debugging using libthread_db|Using host libthread_db library"
+                              r"|\[Inferior \d+ \(process \d+\) detached\]|#\d+\s+0x[0-9a-f]+ in |0x[0-9a-f]+ in \S+ \(|\d+\t")
 #: A warning (Python's "UserWarning:", a logger's "WARNING", "Warning:"), not "learning_rate" in a
 #: trainer's log dict (transformers Trainer.log: "{'loss': 2.1, 'learning_rate': 5e-05, ...}"). Kept apart
 #: from the shared warning tests, which answer otherwise: ``records.warning_head`` reads only a vLLM or
@@ -90,7 +98,7 @@ def went_on(lines: Sequence[str], at: int, enough: int = WENT_ON_LINES) -> bool:
             return False  # its next words say it stops (the job's own "Exiting."), or another error follows
         # "Traceback" alone, not ``tracebacks.has_head``: a Sacred head or a word in a message is no output either
         if not t or s.startswith((" ", "\t")) or t.startswith(NOT_OUTPUT) or "Traceback" in t \
-                or _WARNING.search(t) or is_failure(t, raw) or is_benign(t):
+                or _WARNING.search(t) or is_failure(t, raw) or is_benign(t) or _DEBUGGER_REPORT.match(t):
             continue
         count += 1
         if count >= enough:

@@ -38,6 +38,7 @@ from gpulens.diagnosis.logread.end.progress_end import (
     LAST_EPOCH,
     LAST_STEP,
     at_configured_end,
+    broke_at_configured_step,
     configured_totals,
     counters,
     counters_end,
@@ -245,8 +246,9 @@ def _after_progress(lines: Sequence[str], floor: int, progress: Sequence[int], t
     if reached is True:
         return End(last, 0.9, "the last progress line reached its end")
     numbered = [ln for ln in shown if LAST_EPOCH.search(ln) or LAST_STEP.search(ln)]
-    totals = configured_totals(lines, floor) if reached is None and numbered else {"epoch": set(), "step": set()}
-    if numbered and at_configured_end(numbered[0], totals):
+    totals = configured_totals(lines, floor) if numbered else {"epoch": set(), "step": set()}
+    if numbered and (at_configured_end(numbered[0], totals) if reached is None
+                     else broke_at_configured_step(numbered[0], totals)):
         return End(last, 0.85, "the last step printed is the configured last one")
     if numbered and short_of_configured(numbered[0], numbered[1] if len(numbered) > 1 else None, totals):
         reached = False  # short of the configured length

@@ -12,8 +12,8 @@ from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread.bars import bar_updates
 from gpulens.diagnosis.logread.lines import is_progress
 
-__all__ = ["LAST_EPOCH", "LAST_STEP", "at_configured_end", "configured_totals", "counters", "counters_end",
-           "is_progress_bar", "last_refresh", "short_of_configured"]
+__all__ = ["LAST_EPOCH", "LAST_STEP", "at_configured_end", "broke_at_configured_step", "configured_totals", "counters",
+           "counters_end", "is_progress_bar", "last_refresh", "short_of_configured"]
 
 #: Counters ``N/M`` (``of M``) a progress line names: the run's epoch, its step/iteration, a bar.
 _EPOCH_OF = re.compile(r"\b(?:[Ee]poch|EPOCH)s?\b\s*[:=#\[(]?\s*(\d+)\s*(?:/|of)\s*(\d+)")
@@ -118,6 +118,19 @@ def at_configured_end(last: str, totals: dict[str, set[int]]) -> bool:
     if epoch is not None and {int(epoch.group(1)), int(epoch.group(1)) + 1} & totals["epoch"]:
         return step is None or not totals["step"] or int(step.group(1)) in totals["step"] or _STEP_OF.search(last) is None
     return step is not None and int(step.group(1)) in totals["step"]
+
+
+def broke_at_configured_step(last: str, totals: dict[str, set[int]]) -> bool:
+    """Whether a loop whose outer bar stopped short left at the configured last step: the step the last
+    numbered line names (``iteration 6000``) is the configured ``max_iterations=6000``, and the line shows
+    no step counter of its own that is short (``step 200/6000``). A script that counts iterations inside an
+    epoch loop breaks out of both loops when the count reaches its maximum (``if iter_num >= max_iterations:
+    break``), so the epoch bar, sized ``max_iterations // len(loader) + 1``, never reaches its total; the
+    epoch alone never says so (a bar short in the last epoch is a run stopped in it)."""
+    step = LAST_STEP.search(last)
+    own = _STEP_OF.search(last)
+    return (step is not None and int(step.group(1)) in totals["step"]
+            and (own is None or int(own.group(1)) >= int(own.group(2))))
 
 
 def short_of_configured(last: str, before: str | None, totals: dict[str, set[int]]) -> bool:

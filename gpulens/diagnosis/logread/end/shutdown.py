@@ -25,7 +25,7 @@ from gpulens.diagnosis.logread.end.progress_end import counters_end, last_refres
 from gpulens.diagnosis.logread.end.script_reports import script_report
 from gpulens.diagnosis.logread.lines import is_failure, is_progress
 from gpulens.diagnosis.logread.signals import ABSEIL_STOP
-from gpulens.diagnosis.logread.tracebacks import has_head
+from gpulens.diagnosis.logread.tracebacks import has_head, thread_died
 
 __all__ = ["CAUGHT_LOOKBACK", "SCRIPT_LOOKBACK", "TEARDOWN_LOOKBACK", "FinishedBefore", "caught_before", "finished_before",
            "script_ran_after", "shutdown_error"]
@@ -123,6 +123,8 @@ _WHY_SCRIPT = ("a completion message, and what failed after it is only the job s
                "(their errors and the script's non-zero exit), not the work")
 _WHY_ACCOUNTING = ("a completion message, and after it only the scheduler's memory accounting at the step's end "
                    "(the memory limit was reached at some time; no process killed)")
+_WHY_THREAD = ("a completion message, and what failed after it is only threads other than the main one (their "
+               "uncaught exceptions end those threads, not the process)")
 _WHY_CAUGHT = ("a completion message, and the error lines after it were printed alike earlier in the job, "
                "which went on after them (an error its own code catches and prints)")
 
@@ -153,7 +155,7 @@ def finished_before(lines: Sequence[str], floor: int, failures: Sequence[int],
     if None in kinds and not script_exit:
         return None  # (a bare non-zero exit, the shell's reports beside it: the job script's, when its commands ran after)
     lo = max(floor, first - (SCRIPT_LOOKBACK if script_exit else TEARDOWN_LOOKBACK))
-    at_exit_too = set(kinds) == {"teardown"}  # errors of the teardown alone: a tracker's exit lines came first
+    at_exit_too = set(kinds) <= {"teardown", "thread"}  # errors of the teardown alone: a tracker's exit lines came first
     done = next((i for i in reversed(ends) if i >= lo and (at_exit_too or not any(k in lines[i] for k in AT_EXIT))), None)
     if done is None:
         return None
@@ -163,7 +165,7 @@ def finished_before(lines: Sequence[str], floor: int, failures: Sequence[int],
         return FinishedBefore(done, strength, _WHY_SCRIPT) if ok else None
     if any(is_progress(lines[k]) and counters_end(last_refresh(lines[k])) is not True for k in range(done + 1, first)):
         return None  # more work after the message: it ended one stage
-    if "teardown" not in kinds and sum(1 for k in range(done + 1, first) if lines[k].strip()) > _KILL_GAP:
+    if not {"teardown", "thread"} & set(kinds) and sum(1 for k in range(done + 1, first) if lines[k].strip()) > _KILL_GAP:
         return None  # a bare kill some output after the message: maybe of work after it (a final test)
     return FinishedBefore(done, strength, _why_finished(kinds))
 
@@ -172,14 +174,23 @@ def _why_finished(kinds: Sequence[str | None]) -> str:
     """Why the failure lines of these kinds after a completion message leave the run healthy."""
     if "caught" in kinds:
         return _WHY_CAUGHT
+    if set(kinds) == {"thread"}:
+        return _WHY_THREAD
     return _WHY_ACCOUNTING if set(kinds) == {"accounting"} else _WHY_SHUTDOWN
 
 
 def _shutdown_kinds(lines: Sequence[str], failures: Sequence[int], texts: Sequence[str],
                     plain: Callable[[str], str]) -> list[str | None]:
     """What shutdown error (:func:`shutdown_error`) each failure line (its ``texts``) is, None for
-    none; beside a teardown error, an abort is its report."""
+    none; beside a teardown error, an abort is its report. An exception a thread other than the main one
+    died of (``tracebacks.thread_died``: "Exception in thread Thread-82:" above its traceback), and each
+    copy of its text another thread printed beside it (interleaved, its head out of reach), is "thread":
+    ``threading.excepthook`` prints it and ends that thread, not the process, whose exit status it leaves
+    alone (CPython Lib/threading.py); after the work's end, a data loader's prefetch threads dying as the
+    interpreter shuts down."""
     kinds = [shutdown_error(_what(lines, i, plain) or t) for i, t in zip(failures, texts, strict=True)]
+    threads = {t for i, t in zip(failures, texts, strict=True) if thread_died(lines, i)}
+    kinds = ["thread" if k is None and t in threads else k for k, t in zip(kinds, texts, strict=True)]
     if "teardown" in kinds:  # the abort such an error ends its process with reports it, no more
         kinds = ["report" if k is None and _ABORTED_AFTER.search(t) else k for k, t in zip(kinds, texts, strict=True)]
     return kinds
