@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+import gpulens
+
 
 def main(argv: list[str]) -> int:
     names = sorted(
@@ -20,6 +22,9 @@ def main(argv: list[str]) -> int:
     wanted = [a for a in argv if not a.startswith("-")]
     if wanted:
         names = [n for n in names if any(w in n for w in wanted)]
+    # which checkout's code runs: ``python -m`` puts the working directory first on sys.path, so a side-by-side run
+    # of another checkout (PYTHONPATH=<checkout>) must also be started from inside it
+    print(f"=== gpulens from {Path(gpulens.__file__).resolve().parent.parent}", flush=True)
     for name in names:
         print(f"=== {name}", flush=True)
         t0 = time.perf_counter()
