@@ -148,3 +148,14 @@ def test_paddle_launch_reporting_a_sigterm_is_preempted(clf: Classifier) -> None
              "LAUNCH INFO 2025-06-16 10:11:25,795 ------------------------- ERROR LOG DETAIL -------------------------",
              "LAUNCH INFO 2025-06-16 10:11:25,796 Exit code -15"]
     assert diagnose_text("\n".join(lines) + "\n", clf).diagnosis.category == "preempted"
+
+
+def test_tab_separated_metric_rows_after_an_error_are_the_job_going_on() -> None:
+    # gdb's note on a frame's source ("30\tin ../sysdeps/.../wait4.c") is no output of the job; a job's own
+    # tab-separated metric rows are
+    from gpulens.diagnosis.logread.end.after_error import went_on
+
+    rows = [f"{e}\t0.{e:03d}\t0.{90 + e % 9}" for e in range(1, 31)]
+    assert went_on(["ValueError: bad row skipped", *rows], 0)
+    gdb = [f"{e}\tin ../sysdeps/unix/sysv/linux/wait4.c" for e in range(1, 31)]
+    assert not went_on(["ValueError: bad row skipped", *gdb], 0)

@@ -39,10 +39,12 @@ NOT_OUTPUT = ("wandb:", "srun:", "slurmstepd", "🏃", "Sender: LSF", "Job <", "
 #: backtrace (ggml's ggml_print_backtrace runs ``gdb -p PID -batch -ex "thread apply all bt"`` from ggml_abort),
 #: its thread notices ("[New LWP 24819]", "[Thread debugging using libthread_db enabled]", "Using host
 #: libthread_db library ..."), its frames ("#3  0x00007cb271cce1a2 in ggml_cuda_error(...) () from ...", the
-#: current frame "0x00007cb26daea42f in __GI___wait4 (...) at ...", the source line it echoes "30\t../sysdeps/...")
+#: current frame "0x00007cb26daea42f in __GI___wait4 (...) at ...", its note on the frame's source file, "30\tin
+#: ../sysdeps/.../wait4.c" or "30\t../sysdeps/.../wait4.c: No such file or directory.")
 #: and "[Inferior 1 (process 24816) detached]".
 _DEBUGGER_REPORT = re.compile(r"\[New (?:LWP|Thread) |\[Thread debugging using libthread_db|Using host libthread_db library"
-                              r"|\[Inferior \d+ \(process \d+\) detached\]|#\d+\s+0x[0-9a-f]+ in |0x[0-9a-f]+ in \S+ \(|\d+\t")
+                              r"|\[Inferior \d+ \(process \d+\) detached\]|#\d+\s+0x[0-9a-f]+ in |0x[0-9a-f]+ in \S+ \("
+                              r"|\d+\t(?:in \S+$|\S+: No such file or directory\.$)")
 #: A warning (Python's "UserWarning:", a logger's "WARNING", "Warning:"), not "learning_rate" in a
 #: trainer's log dict (transformers Trainer.log: "{'loss': 2.1, 'learning_rate': 5e-05, ...}"). Kept apart
 #: from the shared warning tests, which answer otherwise: ``records.warning_head`` reads only a vLLM or

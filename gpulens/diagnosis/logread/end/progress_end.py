@@ -117,6 +117,11 @@ def at_configured_end(last: str, totals: dict[str, set[int]]) -> bool:
     step = LAST_STEP.search(last)
     if epoch is not None and {int(epoch.group(1)), int(epoch.group(1)) + 1} & totals["epoch"]:
         return step is None or not totals["step"] or int(step.group(1)) in totals["step"] or _STEP_OF.search(last) is None
+    return _at_configured_step(step, totals)
+
+
+def _at_configured_step(step: re.Match[str] | None, totals: dict[str, set[int]]) -> bool:
+    """Whether a step number (:data:`LAST_STEP`'s match) is a configured number of steps."""
     return step is not None and int(step.group(1)) in totals["step"]
 
 
@@ -127,10 +132,8 @@ def broke_at_configured_step(last: str, totals: dict[str, set[int]]) -> bool:
     epoch loop breaks out of both loops when the count reaches its maximum (``if iter_num >= max_iterations:
     break``), so the epoch bar, sized ``max_iterations // len(loader) + 1``, never reaches its total; the
     epoch alone never says so (a bar short in the last epoch is a run stopped in it)."""
-    step = LAST_STEP.search(last)
     own = _STEP_OF.search(last)
-    return (step is not None and int(step.group(1)) in totals["step"]
-            and (own is None or int(own.group(1)) >= int(own.group(2))))
+    return _at_configured_step(LAST_STEP.search(last), totals) and (own is None or int(own.group(1)) >= int(own.group(2)))
 
 
 def short_of_configured(last: str, before: str | None, totals: dict[str, set[int]]) -> bool:

@@ -123,6 +123,9 @@ _WHY_SCRIPT = ("a completion message, and what failed after it is only the job s
                "(their errors and the script's non-zero exit), not the work")
 _WHY_ACCOUNTING = ("a completion message, and after it only the scheduler's memory accounting at the step's end "
                    "(the memory limit was reached at some time; no process killed)")
+#: Kinds of failure lines that only the teardown after the work prints: its own errors, and threads other than the
+#: main one dying as the interpreter shuts down.
+_AT_TEARDOWN = frozenset({"teardown", "thread"})
 _WHY_THREAD = ("a completion message, and what failed after it is only threads other than the main one (their "
                "uncaught exceptions end those threads, not the process)")
 _WHY_CAUGHT = ("a completion message, and the error lines after it were printed alike earlier in the job, "
@@ -143,11 +146,11 @@ def finished_before(lines: Sequence[str], floor: int, failures: Sequence[int],
     if not failures:
         return None
     first = failures[0]
-    texts = [plain(logs.normalize_line(lines[i])).strip() for i in failures]
-    kinds = _shutdown_kinds(lines, failures, texts, plain)
     ends = _strong_ends(lines, max(floor, first - max(SCRIPT_LOOKBACK, TEARDOWN_LOOKBACK)), first)
     if not ends:
-        return None  # no completion message to have finished before (spares caught_before's scans)
+        return None  # no completion message to have finished before (spares the kinds' and caught_before's scans)
+    texts = [plain(logs.normalize_line(lines[i])).strip() for i in failures]
+    kinds = _shutdown_kinds(lines, failures, texts, plain)
     if (marked := _caught_kinds(lines, failures, texts, kinds)) is None:
         return None
     kinds = marked
@@ -155,7 +158,7 @@ def finished_before(lines: Sequence[str], floor: int, failures: Sequence[int],
     if None in kinds and not script_exit:
         return None  # (a bare non-zero exit, the shell's reports beside it: the job script's, when its commands ran after)
     lo = max(floor, first - (SCRIPT_LOOKBACK if script_exit else TEARDOWN_LOOKBACK))
-    at_exit_too = set(kinds) <= {"teardown", "thread"}  # errors of the teardown alone: a tracker's exit lines came first
+    at_exit_too = set(kinds) <= _AT_TEARDOWN  # errors of the teardown alone: a tracker's exit lines came first
     done = next((i for i in reversed(ends) if i >= lo and (at_exit_too or not any(k in lines[i] for k in AT_EXIT))), None)
     if done is None:
         return None
@@ -165,7 +168,7 @@ def finished_before(lines: Sequence[str], floor: int, failures: Sequence[int],
         return FinishedBefore(done, strength, _WHY_SCRIPT) if ok else None
     if any(is_progress(lines[k]) and counters_end(last_refresh(lines[k])) is not True for k in range(done + 1, first)):
         return None  # more work after the message: it ended one stage
-    if not {"teardown", "thread"} & set(kinds) and sum(1 for k in range(done + 1, first) if lines[k].strip()) > _KILL_GAP:
+    if not _AT_TEARDOWN & set(kinds) and sum(1 for k in range(done + 1, first) if lines[k].strip()) > _KILL_GAP:
         return None  # a bare kill some output after the message: maybe of work after it (a final test)
     return FinishedBefore(done, strength, _why_finished(kinds))
 
@@ -189,7 +192,7 @@ def _shutdown_kinds(lines: Sequence[str], failures: Sequence[int], texts: Sequen
     alone (CPython Lib/threading.py); after the work's end, a data loader's prefetch threads dying as the
     interpreter shuts down."""
     kinds = [shutdown_error(_what(lines, i, plain) or t) for i, t in zip(failures, texts, strict=True)]
-    threads = {t for i, t in zip(failures, texts, strict=True) if thread_died(lines, i)}
+    threads = {t for k, i, t in zip(kinds, failures, texts, strict=True) if k is None and thread_died(lines, i)}
     kinds = ["thread" if k is None and t in threads else k for k, t in zip(kinds, texts, strict=True)]
     if "teardown" in kinds:  # the abort such an error ends its process with reports it, no more
         kinds = ["report" if k is None and _ABORTED_AFTER.search(t) else k for k, t in zip(kinds, texts, strict=True)]
