@@ -58,6 +58,7 @@ from gpulens.diagnosis.logread.phase.frames import (
     library_generation,
     no_grad_forward,
 )
+from gpulens.diagnosis.logread.phase.jobkind import no_training_loop
 from gpulens.diagnosis.logread.phase.loops import (
     loop_announced,
     loop_started,
@@ -254,6 +255,8 @@ def _phase_by_steps(lines: Sequence[str], floor: int, top: int, region: Sequence
     if phase in ("first_step", "training") and tb is not None and eval_program(tb) \
             and loop is None and not loop_started(lines, floor, top):
         return "evaluation"  # the steps an evaluation script counts are its batches (unless it announced training)
+    if phase in ("first_step", "training") and no_training_loop(lines, top, tb):
+        return "evaluation"  # P5: nothing above speaks of training, the job's lines speak of inference or scoring
     return phase
 
 
