@@ -154,9 +154,20 @@ def bar_short(lines: Sequence[str], floor: int, top: int) -> bool:
 
 
 def bar_done(lines: Sequence[str], floor: int, top: int) -> int | None:
-    """The steps done a tqdm bar shows when it is the last training progress line before ``top``."""
+    """The steps done a tqdm bar shows when it is the last training progress line before ``top``; at least one
+    when a bar at 0 shows a loss in its postfix (:data:`_POSTFIX_LOSS`)."""
     m = _last_bar_update(lines, floor, top)
-    return int(m.group(1)) if m else None
+    if m is None:
+        return None
+    done = int(m.group(1))
+    return 1 if done == 0 and _POSTFIX_LOSS.search(m.group(0)) is not None else done
+
+
+#: A loss in a tqdm bar's postfix (``set_postfix(loss=...)``, shown after the bar's time and rate: "0/90
+#: [02:04<?, ?it/s, loss=55.3, lr=0.001]"): a loss is computed in a step, so the loop has done one even when
+#: the bar counts something larger than a step (an outer bar over epochs at 0/90, its inner bar over the
+#: epoch's batches printed between its refreshes, OpenPCDet's ``tools/train_utils``).
+_POSTFIX_LOSS = re.compile(r"[,\[]\s*(?:\w+[_/])?loss=\s*[-+]?(?:\d|nan|inf)")
 
 
 def _last_bar_update(lines: Sequence[str], floor: int, top: int) -> re.Match[str] | None:
