@@ -106,8 +106,10 @@ def own_step(phase: str, step: str | None) -> str | None:
 
 def glued_to_bar(lines: Sequence[str], failure: int) -> str | None:
     """The phase a progress bar shows when the failure line (without a traceback) was printed onto it
-    (:func:`_bar_glued`)."""
-    return _bar_glued(lines[failure]) if failure < len(lines) else None
+    (:func:`_bar_glued`), or else onto the line just above it: the last activity before a run stopped mid-run
+    (its bar at 162805/1000000 with "Error in sys.excepthook:" printed onto it, then wandb's bare prefix)."""
+    here = _bar_glued(lines[failure]) if failure < len(lines) else None
+    return here if here is not None or failure == 0 else _bar_glued(lines[failure - 1])
 
 
 #: verl's console metrics line (``verl/utils/logger/aggregate_logger.py``: ``LocalLogger.log`` prints
