@@ -312,6 +312,7 @@ FRESH_SLICES = (
     ("al/", "index_al.csv (collected 2026-11-29 in stop 51, new owners, scientific ML, robotics/driving, cloud/K8s, toolkit- and launcher-named logs, federated/SSL/remote-sensing angles, labelled blind)"),
     ("am/", "index_am.csv (collected 2026-11-29 in stop 51, new owners, image restoration, voice conversion, spiking/anomaly, video/flow/depth, face/re-ID/tracking, document AI/genomics angles, a short round, labelled blind)"),
     ("an/", "index_an.csv (collected 2026-11-29 in stop 52, new owners, PaddlePaddle, TensorFlow/JAX, compression/NAS, HPC course, continual-learning, LLM pretraining and alignment, inference-deployment, optimizer, interpretability and rented-GPU-cloud angles, labelled blind)"),
+    ("ao/", "index_ao.csv (collected 2026-11-29 in stop 53, new owners, image-generation fine-tuning, neural rendering, retrieval, LLM evaluation, ROCm/container, pathology, job-wrapper, multi-node, video, audio, non-English thesis, course, pose/OCR, speedrun, neuroscience and driving-perception angles, labelled blind)"),
 )
 
 
