@@ -7,7 +7,7 @@ import dataclasses
 import re
 from collections.abc import Iterator
 
-__all__ = ["BarText", "bar_update", "bar_updates", "text_on_bar"]
+__all__ = ["BarText", "bar_under_text", "bar_update", "bar_updates", "text_on_bar"]
 
 
 #: A progress bar's update (tqdm: "| 954/2219 [09:43<12:49,  1.64it/s, loss=0.31]"): its count,
@@ -68,3 +68,14 @@ def text_on_bar(line: str) -> BarText | None:
     if not text or not (text[:1].isalpha() or text.startswith(("*", "[", "/", "."))):
         return None
     return BarText(shown[:last.start()], int(last.group(1)), int(last.group(2)), text)
+
+
+def bar_under_text(line: str) -> str | None:
+    """The progress bar's last refresh on a line that has a message printed onto it (:func:`text_on_bar`), up to
+    the end of its last update, the message left out; None when the line is no such bar."""
+    if text_on_bar(line) is None:
+        return None
+    shown = line.rstrip("\r\n")
+    shown = shown[shown.rfind("\r") + 1:][-_BAR_SHOWN:]
+    last = next(reversed(list(bar_updates(shown))))
+    return shown[:last.end()]

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from gpulens.diagnosis.guarded import Branches, Guarded, contains_any
 from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread import ranks
+from gpulens.diagnosis.logread.bars import bar_under_text
 from gpulens.diagnosis.logread.end.progress_end import last_refresh
 from gpulens.diagnosis.logread.lines import PROGRESS_KEYS, TIMM_TRAIN, is_progress, last_matching
 
@@ -253,6 +254,9 @@ def _counter(line: str) -> str | None:
 
 
 def step_in(line: str) -> str | None:
+    """The step a progress line shows (as printed): the bar's, when a message was printed onto its last refresh."""
+    if "%|" in line and not is_progress(line[-400:]) and (bar := bar_under_text(line)) is not None:
+        line = bar
     if (n := _counter(line)) is not None:
         return n
     end: str | None = line[-400:]
@@ -412,6 +416,8 @@ def step_progress(line: str) -> bool:
     if not is_progress(line):
         end = _hidden_progress(line)
     if end is None:
+        if "%|" in line and (bar := bar_under_text(line)) is not None:
+            return step_progress(bar)  # a message printed onto the bar's last refresh: the bar is the progress
         return _progress_meter(line) is not None
     if warns(line):
         return False

@@ -102,7 +102,10 @@ _NOT_EVAL_FUNC = re.compile(r"(?i)validat\w*_(?:arg|argument|kwarg|\w+_kwarg|con
                             r"|infer_(?:size|shape|dtype|schema|device|auto_device_map|framework|type|batch_size)|latest|attest"
                             # a logger's API that records metrics already computed (Lightning's ``Logger.log_metrics``,
                             # MLflow's ``log_metric``/``log_metrics``, TensorBoard's ``add_scalar`` is no eval word): logging
-                            r"|^_*log_metrics?$")
+                            r"|^_*log_metrics?$"
+                            # OmegaConf resolving a config interpolation (``omegaconf/base.py``
+                            # ``_evaluate_custom_resolver``, under Hydra's ``${hydra:...}`` resolver): a setting's value
+                            r"|evaluate_\w*resolver$")
 #: Functions of a training loop's step or epoch: the innermost of these and of the evaluation's
 #: decides (``train_and_evaluate`` -> ``train_one_epoch`` -> ``forward`` fails in training; the Hugging
 #: Face Trainer's ``_inner_training_loop`` -> ``evaluate`` -> ``prediction_step`` in evaluation).
