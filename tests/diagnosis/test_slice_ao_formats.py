@@ -1,9 +1,13 @@
-"""Formats read from the dev rows of slice `ao`: OmegaConf resolving an interpolation is no evaluation, and a
-progress bar with a message printed onto its last refresh still counts the steps it shows."""
+"""Formats read from the dev rows of slice `ao`: OmegaConf resolving an interpolation is no evaluation, a progress
+bar with a message printed onto its last refresh still counts the steps it shows, a program's own evaluation after
+its loop's end is evaluation, an atexit error after an interrupt is no shutdown, and mmpose's missing annotation file
+is missing input."""
 
 from __future__ import annotations
 
+from gpulens.diagnosis.logread import diagnose_text
 from gpulens.diagnosis.logread.bars import bar_under_text
+from gpulens.diagnosis.logread.phase import phase_of
 from gpulens.diagnosis.logread.phase.frames import in_eval
 from gpulens.diagnosis.logread.steplines import step_in, step_progress
 
@@ -35,3 +39,38 @@ def test_a_bar_with_a_message_printed_onto_it_is_still_progress() -> None:
     assert step_progress(_GLUED)
     assert step_in(_GLUED) == "219"
     assert bar_under_text("steps:   0%|          | 219/60000 [01:30<6:51:32,  2.42it/s]") is None  # nothing printed onto it
+
+
+def test_the_programs_own_evaluation_after_its_loops_end_is_evaluation() -> None:
+    tb = ["Traceback (most recent call last):", '  File "src/run.py", line 178, in <module>', "    evaluate(args.exp_dir)",
+          '  File "src/eval.py", line 79, in evaluate', "    train_auc = sklearn.metrics.roc_auc_score(y, p)",
+          "ValueError: continuous format is not supported"]
+    lines = []
+    for e in range(1, 31):  # AST's traintest.py: a step line, a validation pass and the epoch's time
+        lines += [f"Epoch: [{e}][8/48]\tPer Sample Total Time 0.05177\tTrain Loss 0.0937", "start validation",
+                  "mAP: 0.249076", "validation finished", f"epoch {e} training time: 36.709"]
+    lines += ["---------------Training Finished---------------", "weighted averaged model results", "mAP: 0.154046",
+              "---------------evaluate on the train, validation, test set---------------",
+              "now train a audio spectrogram transformer model", "number of classes is 88", *tb]
+    assert phase_of(lines, len(lines) - 1, tb) == "evaluation"
+    other = [*tb[:3], '  File "src/report.py", line 9, in write_report', *tb[4:]]
+    assert phase_of([*lines[:-len(tb)], *other], len(lines) - 1, other) != "evaluation"
+
+
+def test_an_atexit_error_after_an_interrupt_is_its_aftermath_not_a_shutdown() -> None:
+    tb = ["^CTraceback (most recent call last):", '  File "tools/run_net.py", line 44, in <module>',
+          '  File "/env/lib/python3.7/multiprocessing/connection.py", line 921, in wait', "KeyboardInterrupt"]
+    lines = ["Start epoch: 1", *[f"tensor([{k}, 4, 7])" for k in range(6)], *tb,
+             "^CError in atexit._run_exitfuncs:", "Traceback (most recent call last):", "KeyboardInterrupt"]
+    failure = len(tb) + 6
+    assert phase_of(lines, failure, lines[failure - 3:]) != "shutdown"
+
+
+def test_mmposes_missing_annotation_file_is_missing_input() -> None:
+    w = diagnose_text("\n".join([
+        "Traceback (most recent call last):", '  File "tools/train.py", line 9, in <module>',
+        '  File "/env/mmpose/datasets/datasets/base/base_coco_style_dataset.py", line 199, in _load_annotations',
+        "    assert exists(self.ann_file), 'Annotation file does not exist'",
+        "AssertionError: Annotation file does not exist", ""]))
+    assert w.diagnosis.category == "incorrect_input"
+    assert w.diagnosis.rule_id == "assertion-path-does-not-exist"

@@ -188,8 +188,9 @@ def _evaluation_stage(lines: Sequence[str], floor: int, top: int, tb: Sequence[s
 def _after_run_end(lines: Sequence[str], done: int, top: int, tb: Sequence[str] | None) -> str:
     """The phase of a failure at ``top`` after the run's end printed at ``done``, no next program
     announced: ``evaluation`` when the final evaluation runs after the loop's end, else ``shutdown``."""
-    if tb is not None and eval_program(tb):
-        return "evaluation"  # the job's next program after the finished one evaluates (chat_eval.py, test.py)
+    if tb is not None and (eval_program(tb) or in_eval(tb)):
+        return "evaluation"  # the job's next program after the finished one evaluates (chat_eval.py, test.py), or the
+        # program's own final evaluation (its traceback in ``evaluate``) after its loop's end
     if tb is not None and eval_split_missing(tb[-1]):
         return "evaluation"  # P10: the final evaluation asked for its data split ("KeyError: 'validation'")
     if evaluation_announced(shown_ends(lines[done:top], keep_blank=True)) or evaluating(lines, done + 1, top):

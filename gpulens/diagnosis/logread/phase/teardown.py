@@ -37,18 +37,21 @@ def shutting_down(lines: Sequence[str], failure: int, region: Sequence[str], tb:
 #: Python's report of an exception it cannot raise (``PyErr_WriteUnraisable``: "Exception ignored in atexit
 #: callback: <function ...>", "Exception ignored in: <function X.__del__ ...>"), printed as the interpreter exits.
 _UNRAISABLE = "Exception ignored in"
+#: Python's report of an atexit callback that raised (``atexit._run_exitfuncs``: "Error in atexit._run_exitfuncs:",
+#: Python 3.7-3.11), printed as the interpreter exits after the failure (a second Ctrl-C landing in the exit functions).
+_ATEXIT_ERROR = "Error in atexit._run_exitfuncs"
 
 
 def _without_unraisable_after(region: Sequence[str], lines: Sequence[str], failure: int) -> Sequence[str]:
-    """``region`` without Python's unraisable-exception reports printed after the failure line (an atexit
-    callback failing while the interpreter exits because of that failure: its aftermath, not a shutdown)."""
-    if failure >= len(lines) or not any(_UNRAISABLE in ln for ln in region):
+    """``region`` without Python's unraisable-exception and atexit-error reports printed after the failure line (an
+    atexit callback failing while the interpreter exits because of that failure: its aftermath, not a shutdown)."""
+    if failure >= len(lines) or not any(_UNRAISABLE in ln or _ATEXIT_ERROR in ln for ln in region):
         return region
     own = logs.normalize_line(lines[failure])
     at = next((k for k in range(len(region)) if region[k] == own), None)
     if at is None:
         return region
-    return [*region[:at + 1], *(ln for ln in region[at + 1:] if _UNRAISABLE not in ln)]
+    return [*region[:at + 1], *(ln for ln in region[at + 1:] if _UNRAISABLE not in ln and _ATEXIT_ERROR not in ln)]
 
 
 def _signal_aside(frames: Sequence[str], region: Sequence[str]) -> Sequence[str]:
