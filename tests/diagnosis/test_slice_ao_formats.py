@@ -1,12 +1,13 @@
 """Formats read from the dev rows of slice `ao`: OmegaConf resolving an interpolation is no evaluation, a progress
 bar with a message printed onto its last refresh still counts the steps it shows, a program's own evaluation after
 its loop's end is evaluation, an atexit error after an interrupt is no shutdown, and mmpose's missing annotation file
-is missing input."""
+is missing input, and an NCCL error that names NCCL_DEBUG=WARN is a failure line."""
 
 from __future__ import annotations
 
 from gpulens.diagnosis.logread import diagnose_text
 from gpulens.diagnosis.logread.bars import bar_under_text
+from gpulens.diagnosis.logread.lines import is_failure
 from gpulens.diagnosis.logread.phase import phase_of
 from gpulens.diagnosis.logread.phase.frames import in_eval
 from gpulens.diagnosis.logread.steplines import step_in, step_progress
@@ -74,3 +75,12 @@ def test_mmposes_missing_annotation_file_is_missing_input() -> None:
         "AssertionError: Annotation file does not exist", ""]))
     assert w.diagnosis.category == "incorrect_input"
     assert w.diagnosis.rule_id == "assertion-path-does-not-exist"
+
+
+def test_an_nccl_error_that_says_run_with_nccl_debug_warn_is_a_failure_line() -> None:
+    """PyTorch 2.6 and later tell the user to rerun "with NCCL_DEBUG=WARN": a setting's value, not a warning's level."""
+    err = ("torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.cpp:77, "
+           "invalid usage (run with NCCL_DEBUG=WARN for details), NCCL version 2.26.2")
+    assert is_failure(err, "[rank1]: " + err)
+    assert not is_failure("WARNING: the NCCL_DEBUG setting is ignored", "WARNING: the NCCL_DEBUG setting is ignored")
+    assert not is_failure("node1:4242:4300 [0] NCCL WARN Error while creating shared memory segment")

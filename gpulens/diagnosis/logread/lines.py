@@ -104,7 +104,7 @@ _ERRWORD = Guarded(r"[Ee]rror|ERROR|Exception|FATAL|[Ff]ailed(?: to|:| with)|FAI
                    ("rror", "ERROR", "Exception", "FATAL", "ailed", "FAILED", "Killed", "Traceback", "CANCELLED"))
 #: Errors that do not end a run: trackers' and loggers' own troubles, warnings, cluster clean-up.
 _BENIGN = Guarded(
-    r"^wandb: (?:ERROR|WARNING|Network error)|--- Logging error ---|\bWarning\b|\w+Warning:|\bWARN(?:ING)?\b|warnings\.warn"
+    r"^wandb: (?:ERROR|WARNING|Network error)|--- Logging error ---|\bWarning\b|\w+Warning:|(?<!=)\bWARN(?:ING)?\b|warnings\.warn"
     r"|slurmstepd(?!.*(?:oom[-_]kill|OOM Kill)).*(?:cgroup|_oom_event|proctrack|Unable to|step_terminate_monitor)"
     r"|destroy_process_group|NCCL WARN|\[W\d{4}|^\s*\[W |\bDeprecat|ignore_errors|\b0 errors?\b"
     r"|Set IB_HCA|Failed to load image Python extension|TORCH_CUDA_ARCH_LIST|\bFAILED\]\]\]"
