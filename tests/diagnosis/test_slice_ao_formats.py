@@ -84,3 +84,15 @@ def test_an_nccl_error_that_says_run_with_nccl_debug_warn_is_a_failure_line() ->
     assert is_failure(err, "[rank1]: " + err)
     assert not is_failure("WARNING: the NCCL_DEBUG setting is ignored", "WARNING: the NCCL_DEBUG setting is ignored")
     assert not is_failure("node1:4242:4300 [0] NCCL WARN Error while creating shared memory segment")
+
+
+def test_the_ast_familys_start_banner_names_the_host_of_a_relaunch_too() -> None:
+    """AST's ``src/run.py`` prints its process id and host first; the second run's banner names the failing node."""
+    tb = ["Traceback (most recent call last):", '  File "src/run.py", line 178, in <module>',
+          "ValueError: continuous format is not supported"]
+    text = "\n".join(["I am process 34920, running on gpu38: starting (Sat May 13 08:24:18 2023)",
+                      "args:  Namespace(data_train='train.json', n_epochs=30)", *[f"epoch {e} loss 0.1" for e in range(3)],
+                      *tb, "I am process 39691, running on gpu38: starting (Sat May 13 09:26:25 2023)",
+                      "args:  Namespace(data_train='train.json', n_epochs=30)", "now train a audio spectrogram transformer model",
+                      *[f"epoch {e} loss 0.1" for e in range(3)], *tb, ""])
+    assert diagnose_text(text).first_node == "gpu38"

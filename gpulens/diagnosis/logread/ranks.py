@@ -492,16 +492,19 @@ PALS_EXITED = " exited with code "
 #: job's host as sites' and toolkits' banners print it (:data:`_BANNER_HOST`).
 HOST_KEYS = ("initialized host ", "WORLD INFO DICT:", "Job was executed on host(s) ", " NCCL INFO ", " NCCL WARN ",
              "] MCW rank ", "SLURMD_NODENAME", "SLURM_JOB_NODELIST", "SLURM_NODELIST", ":ncpus=", PALS_DIED, PALS_EXITED,
-             "TaskPrologue of job ", "# Running on ", "= Node list ")
+             "TaskPrologue of job ", "# Running on ", "= Node list ", "I am process ")
 #: Banners that name the one host a job ran on: NHR@FAU's Slurm prologue and epilogue ("### Starting
 #: TaskPrologue of job 3254686 on a0429 at Sat Dec 27 ..." and its job report's "= Node list          : a0429";
 #: NHR@FAU documentation, "Batch system Slurm": the output file starts with the TaskPrologue and ends with
 #: the job's resource report), Kaldi's ``utils/parallel/queue.pl`` and ``slurm.pl`` log header ("echo '#'
-#: Running on `hostname`": "# Running on gpu07"). A node list ("a[0429-0430]", "gpu07,gpu08") names several
+#: Running on `hostname`": "# Running on gpu07"), and the audio models of yuangongnd's AST family (AST, SSAST, PSLA,
+#: CAV-MAE: ``src/run.py`` prints ``"I am process %s, running on %s: starting (%s)" % (os.getpid(), os.uname()[1],
+#: time.asctime())``, the process's own host). A node list ("a[0429-0430]", "gpu07,gpu08") names several
 #: hosts and matches none of them. A job script's own echo of the node list (NTNU IDUN's template "The job
 #: was run on these nodes:") is the user's wording, not the site's (review 40 item 6).
 _BANNER_HOST = re.compile(r"^(?:### Starting TaskPrologue of job \d+ on ([A-Za-z][\w.-]*) at |# Running on ([A-Za-z][\w-]*\d[\w.-]*)\s*$"
-                          r"|= Node list\s*: ([A-Za-z][\w.-]*)\s*$)")
+                          r"|= Node list\s*: ([A-Za-z][\w.-]*)\s*$"
+                          r"|I am process \d+, running on ([A-Za-z][\w.-]*): starting \()")
 #: PBS Pro's ``exec_vnode`` chunks, as ``qstat -f`` and job epilogues print them: ``(x1000c3s5b0n0:ngpus=2:
 #: ncpus=32:mem=230686720kb)+(x1000c3s6b0n0:ncpus=32)`` (one parenthesised ``vnode:resource=value...``
 #: chunk per host; a ``#PBS -l select=1:ncpus=32`` request names none).

@@ -94,7 +94,12 @@ def failing_host(lines: Sequence[str], floor: int, failing: str | None = None) -
         return dead  # Ray gave that node up (its raylet died or stopped answering)
     if (noticed := _mpirun_host(lines, floor)) is not None:
         return noticed
-    return ranks.announced_host(lines, find_keys(lines, ranks.HOST_KEYS, floor))
+    # (a program's start-up banner may come a line or two before where its attempt is taken to start)
+    return ranks.announced_host(lines, find_keys(lines, ranks.HOST_KEYS, max(0, floor - _BANNER_ABOVE)))
+
+
+#: Lines above an attempt's start read for the host its program's banner names.
+_BANNER_ABOVE = 3
 
 
 #: Open MPI's errmgr report of a process that died (help-errmgr-base.txt): "mpirun noticed that process
