@@ -96,3 +96,14 @@ def test_the_ast_familys_start_banner_names_the_host_of_a_relaunch_too() -> None
                       "args:  Namespace(data_train='train.json', n_epochs=30)", "now train a audio spectrogram transformer model",
                       *[f"epoch {e} loss 0.1" for e in range(3)], *tb, ""])
     assert diagnose_text(text).first_node == "gpu38"
+
+
+def test_nccls_proxy_service_names_the_rank_of_an_untagged_nccl_error() -> None:
+    """NCCL's proxy thread names its own rank in the "Last error:" torch prints under the exception (src/proxy.cc)."""
+    tb = ["Traceback (most recent call last):", '  File "pretrain_gpt.py", line 9, in <module>',
+          '  File "/env/torch/distributed/distributed_c10d.py", line 1570, in broadcast',
+          "    work = group.broadcast([tensor], opts)",
+          "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1275, unhandled cuda error",
+          "ncclUnhandledCudaError: Call to CUDA function failed.", "Last error:",
+          "[Proxy Service 4] Failed to execute operation Connect from rank 4, retcode 3", ""]
+    assert diagnose_text("\n".join(["git: not found"] * 3 + tb)).first_rank == 4

@@ -57,7 +57,25 @@ def failing_rank(lines: Sequence[str], floor: int, first: ranks.Origin, at: int 
         return first.rank
     if at is not None and (spawned := spawn_report(lines, max(floor, at - _SPAWN_SPAN), at + 1)) is not None:
         return spawned
+    if at is not None and (proxy := _nccl_proxy_rank(lines, at)) is not None:
+        return proxy
     return ranks.announced_rank(lines, find_keys(lines, ranks.RANK_KEYS, floor))
+
+
+#: NCCL's proxy thread reporting the operation it failed (``src/proxy.cc``: ``WARN("[Proxy Service %d] Failed to execute
+#: operation %s from rank %d, retcode %d", proxyState->tpRank, ...)``), which torch's ProcessGroupNCCL prints as the
+#: "Last error:" of the exception: the service's own rank is the process that raised it.
+_NCCL_PROXY = re.compile(r"\[Proxy Service (\d+)\] Failed to execute operation \w+ from rank \d+")
+#: Lines after the root indicator line searched for NCCL's "Last error:" detail.
+_LAST_ERROR_SPAN = 6
+
+
+def _nccl_proxy_rank(lines: Sequence[str], at: int) -> int | None:
+    """The rank whose NCCL proxy thread reported the failed operation in the lines just after ``at``."""
+    for line in lines[at:at + _LAST_ERROR_SPAN]:
+        if "[Proxy Service " in line and (m := _NCCL_PROXY.search(line)) is not None:
+            return int(m.group(1))
+    return None
 
 
 #: torch/multiprocessing/spawn.py ``ProcessContext.join``: the parent re-raises a spawned process's
