@@ -107,3 +107,14 @@ def test_nccls_proxy_service_names_the_rank_of_an_untagged_nccl_error() -> None:
           "ncclUnhandledCudaError: Call to CUDA function failed.", "Last error:",
           "[Proxy Service 4] Failed to execute operation Connect from rank 4, retcode 3", ""]
     assert diagnose_text("\n".join(["git: not found"] * 3 + tb)).first_rank == 4
+
+
+def test_paddle_launchs_failed_container_names_the_failing_rank() -> None:
+    text = "\n".join([
+        "LAUNCH INFO 2025-06-13 17:49:22,888 Watching Pod: wnfrei, replicas 1, status running",
+        "LAUNCH INFO 2025-06-16 10:11:25,793 Pod failed",
+        "LAUNCH ERROR 2025-06-16 10:11:25,795 Container failed !!!",
+        "Container rank 0 status failed cmd ['python', '-u', 'worker.py'] code -15 log log/workerlog.0",
+        "LAUNCH INFO 2025-06-16 10:11:25,795 ------------------------- ERROR LOG DETAIL -------------------------",
+        "LAUNCH INFO 2025-06-16 10:11:25,796 Exit code -15", ""])
+    assert diagnose_text(text).first_rank == 0

@@ -134,6 +134,19 @@ def _launcher_origin(lines: Sequence[str], start: int) -> ranks.Origin | None:
         got = ranks.origin_of(lines[i])
         if got.rank is not None:
             return got
+    return _paddle_failed_container(lines, start)
+
+
+#: paddle.distributed.launch's report of the failed container under "Container failed !!!"
+#: (``launch/job/container.py`` ``Container.__str__``: "Container rank {} status {} cmd {} code {} log {}").
+_PADDLE_CONTAINER = re.compile(r"^Container rank (\d+) status failed\b")
+
+
+def _paddle_failed_container(lines: Sequence[str], start: int) -> ranks.Origin | None:
+    """The rank of the first container paddle.distributed.launch reports as failed."""
+    for i in find_keys(lines, ("Container rank ",), start):
+        if (m := _PADDLE_CONTAINER.match(lines[i])) is not None:
+            return ranks.Origin(int(m.group(1)))
     return None
 
 
