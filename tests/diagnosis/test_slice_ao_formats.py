@@ -9,7 +9,7 @@ from gpulens.diagnosis.logread import diagnose_text
 from gpulens.diagnosis.logread.bars import bar_under_text
 from gpulens.diagnosis.logread.lines import is_failure
 from gpulens.diagnosis.logread.phase import phase_of
-from gpulens.diagnosis.logread.phase.frames import in_eval
+from gpulens.diagnosis.logread.phase.frames import in_eval, in_train_step
 from gpulens.diagnosis.logread.steplines import step_in, step_progress
 
 _RESOLVER = [
@@ -118,3 +118,16 @@ def test_paddle_launchs_failed_container_names_the_failing_rank() -> None:
         "LAUNCH INFO 2025-06-16 10:11:25,795 ------------------------- ERROR LOG DETAIL -------------------------",
         "LAUNCH INFO 2025-06-16 10:11:25,796 Exit code -15", ""])
     assert diagnose_text(text).first_rank == 0
+
+
+def test_hugging_face_datasets_map_is_preprocessing_not_a_step() -> None:
+    """``Dataset.map`` iterates over the data set and reads each example by ``__getitem__``: set-up, not a batch (P3, P8)."""
+    head = ["Traceback (most recent call last):",
+            '  File "/job/src/open_r1/grpo_vllm.py", line 157, in main']
+    inner = ['  File "/env/site-packages/datasets/arrow_dataset.py", line 3466, in iter_outputs',
+             '  File "/env/site-packages/datasets/formatting/formatting.py", line 280, in __getitem__',
+             "KeyError: 'image_path'"]
+    mapping = [*head, '  File "/env/site-packages/datasets/arrow_dataset.py", line 3492, in _map_single', *inner]
+    assert not in_train_step(mapping)
+    looping = [*head, '  File "/env/site-packages/torch/utils/data/dataloader.py", line 631, in __next__', *inner]
+    assert in_train_step(looping)

@@ -376,4 +376,12 @@ def in_train_step(frames: Sequence[str]) -> bool:
     if any("dataloader_iter" in ln and _PADDLE_READER.search(ln) for ln in frames):
         return True
     fetch = next((k for k, f in enumerate(funcs) if _FETCH_FUNC.match(f)), None)
+    if fetch is not None and any(_DATASET_MAP.search(ln) for ln in frames):
+        return False  # Hugging Face datasets' map/filter iterate over the data set to preprocess it: set-up (P3, P8)
     return fetch is not None and any(_ITER_FUNC.search(f) for f in funcs[:fetch])
+
+
+#: A frame of Hugging Face ``datasets``' ``Dataset.map``/``filter`` (``datasets/arrow_dataset.py``: ``map`` ->
+#: ``_map_single`` -> ``iter_outputs`` -> ``apply_function``), which reads every example to preprocess the data set
+#: before a loop uses it.
+_DATASET_MAP = re.compile(r'[/\\]datasets[/\\]arrow_dataset\.py", line \d+, in (?:map|_map_single|filter)\s*$')
