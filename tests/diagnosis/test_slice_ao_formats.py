@@ -131,3 +131,11 @@ def test_hugging_face_datasets_map_is_preprocessing_not_a_step() -> None:
     assert not in_train_step(mapping)
     looping = [*head, '  File "/env/site-packages/torch/utils/data/dataloader.py", line 631, in __next__', *inner]
     assert in_train_step(looping)
+
+
+def test_icefalls_oom_scan_before_its_loop_is_no_step() -> None:
+    scan = ("2025-08-26 22:40:07,757 INFO [train.py:1129] (1/3) Sanity check -- see if any of the batches in epoch 0 "
+            "would cause OOM.")
+    assert not step_progress(scan)
+    step = "2025-08-26 22:45:07,757 INFO [train.py:1003] (1/3) Epoch 0, batch 50, loss[loss=0.93], tot_loss[loss=1.02]"
+    assert step_progress(step)

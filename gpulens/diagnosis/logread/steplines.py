@@ -295,6 +295,9 @@ _RATE_ANY = re.compile(r"([\d.]+) ?[A-Za-z]\w*/s\b")
 #: training", DeepSpeed ZeRO-3's "Invalidate trace cache @ step 56836: expected module ...".
 _SETTING_WORDS = (r"\bper (?:epoch|step|iter\w*|device|gpu)\b|\btotal\b|\bnumber of\b|\bnum_"
                   r"|\bmax_|\bstarting\b|\bwarmup_|Invalidate trace cache"
+                  # icefall's scan of the largest batches before its loop (``scan_pessimistic_batches_for_oom``: "Sanity
+                  # check -- see if any of the batches in epoch 1 would cause OOM."): a batch tried, no step done
+                  r"|\bwould cause OOM\b"
                   # a batch's size ("Tokens / micro-batch / rank: 32 x 2048", "batch size: 64", "batch sizes auto-scaled"), a
                   # checkpoint loaded or resumed at a step ("Loading model from ckpt/d20 with step 21400", "Resuming from epoch 2,
                   # global_step 278": the step the saved state names, not one done by this attempt, P2/P11)
@@ -320,7 +323,7 @@ _SETTING_SPLIT = Branches(re.compile(_SETTING_WORDS, re.IGNORECASE))
 #: Lower-case literals one of which every match of _SETTING holds (its alternatives' own words).
 _SETTING_KEYS = contains_any(("per ", "total", "number of", "num_", "max_", "starting", "warmup_",
                               "invalidate trace cache", "size", "micro", "load", "resum", "restor", "shape",
-                              "continuing training from", "will skip the first", "torch.size(["))
+                              "continuing training from", "will skip the first", "torch.size([", "would cause oom"))
 
 
 def _is_setting(end: str) -> bool:
