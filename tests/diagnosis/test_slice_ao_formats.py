@@ -10,7 +10,7 @@ from gpulens.diagnosis.logread.bars import bar_under_text
 from gpulens.diagnosis.logread.lines import is_failure
 from gpulens.diagnosis.logread.phase import phase_of
 from gpulens.diagnosis.logread.phase.frames import in_eval, in_train_step
-from gpulens.diagnosis.logread.steplines import step_in, step_progress
+from gpulens.diagnosis.logread.steplines import step_in, step_progress, without_glued_kill
 
 _RESOLVER = [
     "Traceback (most recent call last):",
@@ -139,3 +139,16 @@ def test_icefalls_oom_scan_before_its_loop_is_no_step() -> None:
     assert not step_progress(scan)
     step = "2025-08-26 22:45:07,757 INFO [train.py:1003] (1/3) Epoch 0, batch 50, loss[loss=0.93], tot_loss[loss=1.02]"
     assert step_progress(step)
+
+
+def test_a_kill_printed_onto_a_keras_progress_line_is_read_apart_from_its_metrics() -> None:
+    """bash's "Killed" right after a Keras Progbar's last refresh: the bar shows where the run was (training, past its
+    first step); its "Validation Loss" metric is no evaluation going on."""
+    bar = ("\r 45380/300000 [===>..........................] - ETA: 130:45:03 - Train Loss: -22.1312 - Validation Loss: "
+           "-19.9884 - Time (s): 2.2343")
+    assert without_glued_kill(bar + "Killed") == bar
+    assert without_glued_kill(bar) is None
+    assert without_glued_kill("the job was Killed") is None  # a word, not a report glued onto a progress line
+    lines = ["Epoch 1/1", "\r    20/300000 [..............................] - ETA: 176:38:12 - Train Loss: -6.88",
+             bar + "Killed", "/env/multiprocessing/resource_tracker.py:216: UserWarning: leaked semaphore objects"]
+    assert phase_of(lines, 2, lines[1:]) == "training"

@@ -19,9 +19,9 @@ from gpulens.diagnosis.logread.bars import bar_under_text
 from gpulens.diagnosis.logread.end.progress_end import last_refresh
 from gpulens.diagnosis.logread.lines import PROGRESS_KEYS, TIMM_TRAIN, is_progress, last_matching
 
-__all__ = ["EVAL_BAR", "HEAD", "KERAS_PROGRESS_KEYS", "SETUP_BAR", "SHOWN", "STEP_KEYS", "keras_bar", "keras_progress",
-           "no_total_bar", "on_screen", "plain", "printed_before", "progress_count", "step_in", "step_lines", "step_progress", "to_float",
-           "warns"]
+__all__ = ["EVAL_BAR", "GLUED_KILL", "HEAD", "KERAS_PROGRESS_KEYS", "SETUP_BAR", "SHOWN", "STEP_KEYS", "keras_bar",
+           "keras_progress", "no_total_bar", "on_screen", "plain", "printed_before", "progress_count", "step_in", "step_lines",
+           "step_progress", "to_float", "warns", "without_glued_kill"]
 
 
 _STEP_RES = (
@@ -253,6 +253,21 @@ def _counter(line: str) -> str | None:
     return None
 
 
+#: A shell's kill report printed right after the last character of a progress line (no newline between: tqdm and
+#: Keras' ``Progbar`` end their updates with ``\r``): "45380/300000 [===>...] - Train Loss: -22.1 - Time (s):
+#: 2.2343Killed".
+GLUED_KILL = re.compile(r"(?<=[\d\]\)])(?:Killed|Terminated|Aborted|Segmentation fault)(?: \(core dumped\))?\s*$")
+_GLUED_KILL_KEYS = ("Killed", "Terminated", "Aborted", "Segmentation fault")
+
+
+def without_glued_kill(line: str) -> str | None:
+    """``line`` without a kill report printed onto its end (:data:`GLUED_KILL`); None when it has none."""
+    if not line.rstrip().endswith(_GLUED_KILL_KEYS) and "(core dumped)" not in line[-20:]:
+        return None
+    m = GLUED_KILL.search(line)
+    return None if m is None else line[:m.start()]
+
+
 def step_in(line: str) -> str | None:
     """The step a progress line shows (as printed): the bar's, when a message was printed onto its last refresh."""
     if "%|" in line and not is_progress(line[-400:]) and (bar := bar_under_text(line)) is not None:
@@ -421,6 +436,8 @@ def step_progress(line: str) -> bool:
     if end is None:
         if "%|" in line and (bar := bar_under_text(line)) is not None:
             return step_progress(bar)  # a message printed onto the bar's last refresh: the bar is the progress
+        if (cut := without_glued_kill(line)) is not None:
+            return step_progress(cut)  # a shell's kill report printed onto a progress line (a Keras Progbar's)
         return _progress_meter(line) is not None
     if warns(line):
         return False

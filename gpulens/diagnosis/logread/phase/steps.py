@@ -31,6 +31,7 @@ from gpulens.diagnosis.logread.steplines import (
     step_in,
     step_lines,
     to_float,
+    without_glued_kill,
 )
 from gpulens.diagnosis.logread.tracebacks import TRACEBACK_HEAD
 
@@ -109,7 +110,17 @@ def glued_to_bar(lines: Sequence[str], failure: int) -> str | None:
     (:func:`_bar_glued`), or else onto the line just above it: the last activity before a run stopped mid-run
     (its bar at 162805/1000000 with "Error in sys.excepthook:" printed onto it, then wandb's bare prefix)."""
     here = _bar_glued(lines[failure]) if failure < len(lines) else None
+    if here is None and failure < len(lines):
+        here = _killed_on_keras_bar(lines[failure])
     return here if here is not None or failure == 0 else _bar_glued(lines[failure - 1])
+
+
+def _killed_on_keras_bar(line: str) -> str | None:
+    """``training`` when a shell's kill report was printed onto a Keras ``Progbar`` line past its first step ("45380/300000
+    [===>...] - ... - Time (s): 2.2343Killed"); None otherwise."""
+    cut = without_glued_kill(line)
+    bar = keras_bar(cut) if cut is not None else None
+    return None if bar is None or int(bar.group(1)) == 0 else "training"
 
 
 #: verl's console metrics line (``verl/utils/logger/aggregate_logger.py``: ``LocalLogger.log`` prints

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.logread.bars import BarText, bar_update, text_on_bar
 from gpulens.diagnosis.logread.lines import is_terminal_kill
-from gpulens.diagnosis.logread.steplines import SHOWN, no_total_bar, on_screen
+from gpulens.diagnosis.logread.steplines import SHOWN, no_total_bar, on_screen, without_glued_kill
 
 __all__ = ["LOOKBACK", "failure_text", "is_bar", "job_report_cut", "killed", "on_bar", "shell_error", "shown_ends",
            "without_warning_sources"]
@@ -57,8 +57,15 @@ def failure_text(lines: Sequence[str], failure: int) -> str:
     command line cut): what the failure itself names. Not the lines above it, where a config dump
     (``'val_batch_size': None``), a tracker's run summary (``wandb: val_accuracy 0.49``) or any
     earlier stage's output may name an evaluation that was not going on."""
-    return "\n".join(_SHELL_ERROR.sub("", job_report_cut(logs.normalize_line(on_screen(ln))))
+    return "\n".join(_SHELL_ERROR.sub("", _message(job_report_cut(logs.normalize_line(on_screen(ln)))))
                      for ln in lines[failure:failure + _FAILURE_LINES])
+
+
+def _message(shown: str) -> str:
+    """``shown`` without the progress line a kill report was printed onto (:data:`steplines.GLUED_KILL`): the line's
+    metrics ("Validation Loss: -19.9") are the run's reports, not words of the failure."""
+    cut = without_glued_kill(shown)
+    return shown if cut is None else shown[len(cut):]
 
 
 #: bash's report of its own error in a script (``error.c``/``parse.y``: "%s: line %d: " with the script's name, then
