@@ -48,6 +48,8 @@ class BarText:
     total: int
     #: the message printed after the bar's last update
     text: str
+    #: the bar's last refresh up to the end of its last update, the message left out
+    bar: str
 
 
 def text_on_bar(line: str) -> BarText | None:
@@ -67,15 +69,11 @@ def text_on_bar(line: str) -> BarText | None:
     text = _CURSOR.sub("", shown[last.end():]).strip()
     if not text or not (text[:1].isalpha() or text.startswith(("*", "[", "/", "."))):
         return None
-    return BarText(shown[:last.start()], int(last.group(1)), int(last.group(2)), text)
+    return BarText(shown[:last.start()], int(last.group(1)), int(last.group(2)), text, shown[:last.end()])
 
 
 def bar_under_text(line: str) -> str | None:
     """The progress bar's last refresh on a line that has a message printed onto it (:func:`text_on_bar`), up to
     the end of its last update, the message left out; None when the line is no such bar."""
-    if text_on_bar(line) is None:
-        return None
-    shown = line.rstrip("\r\n")
-    shown = shown[shown.rfind("\r") + 1:][-_BAR_SHOWN:]
-    last = next(reversed(list(bar_updates(shown))))
-    return shown[:last.end()]
+    glued = text_on_bar(line)
+    return None if glued is None else glued.bar

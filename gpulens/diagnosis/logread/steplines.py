@@ -19,7 +19,7 @@ from gpulens.diagnosis.logread.bars import bar_under_text
 from gpulens.diagnosis.logread.end.progress_end import last_refresh
 from gpulens.diagnosis.logread.lines import PROGRESS_KEYS, TIMM_TRAIN, is_progress, last_matching
 
-__all__ = ["EVAL_BAR", "GLUED_KILL", "HEAD", "KERAS_PROGRESS_KEYS", "SETUP_BAR", "SHOWN", "STEP_KEYS", "keras_bar",
+__all__ = ["EVAL_BAR", "HEAD", "KERAS_PROGRESS_KEYS", "SETUP_BAR", "SHOWN", "STEP_KEYS", "keras_bar",
            "keras_progress", "no_total_bar", "on_screen", "plain", "printed_before", "progress_count", "step_in", "step_lines",
            "step_progress", "to_float", "warns", "without_glued_kill"]
 
@@ -256,15 +256,15 @@ def _counter(line: str) -> str | None:
 #: A shell's kill report printed right after the last character of a progress line (no newline between: tqdm and
 #: Keras' ``Progbar`` end their updates with ``\r``): "45380/300000 [===>...] - Train Loss: -22.1 - Time (s):
 #: 2.2343Killed".
-GLUED_KILL = re.compile(r"(?<=[\d\]\)])(?:Killed|Terminated|Aborted|Segmentation fault)(?: \(core dumped\))?\s*$")
+_GLUED_KILL = re.compile(r"(?<=[\d\]\)])(?:Killed|Terminated|Aborted|Segmentation fault)(?: \(core dumped\))?\s*$")
 _GLUED_KILL_KEYS = ("Killed", "Terminated", "Aborted", "Segmentation fault")
 
 
 def without_glued_kill(line: str) -> str | None:
-    """``line`` without a kill report printed onto its end (:data:`GLUED_KILL`); None when it has none."""
+    """``line`` without a kill report printed onto its end (:data:`_GLUED_KILL`); None when it has none."""
     if not line.rstrip().endswith(_GLUED_KILL_KEYS) and "(core dumped)" not in line[-20:]:
         return None
-    m = GLUED_KILL.search(line)
+    m = _GLUED_KILL.search(line)
     return None if m is None else line[:m.start()]
 
 

@@ -62,7 +62,7 @@ def failure_text(lines: Sequence[str], failure: int) -> str:
 
 
 def _message(shown: str) -> str:
-    """``shown`` without the progress line a kill report was printed onto (:data:`steplines.GLUED_KILL`): the line's
+    """``shown`` without the progress line a kill report was printed onto (:func:`steplines.without_glued_kill`): the line's
     metrics ("Validation Loss: -19.9") are the run's reports, not words of the failure."""
     cut = without_glued_kill(shown)
     return shown if cut is None else shown[len(cut):]
