@@ -5,6 +5,7 @@ client shutting down after its engine died."""
 from __future__ import annotations
 
 from gpulens.diagnosis.logread.phase import phase_of
+from gpulens.diagnosis.logread.phase.stages import stage_title, stage_trains
 
 _API = "\x1b[0;36m(APIServer pid=4100)\x1b[0;0m "
 
@@ -398,3 +399,18 @@ def test_numbered_training_stage_after_an_earlier_stage_starts_a_new_loop() -> N
     lines = ["PHASE 1: Context Training", *earlier, *stage, *tb]
     at = len(lines) - 1
     assert phase_of(lines, at, lines) == "first_step"
+
+
+def test_one_stage_header_reading_serves_loops_and_evaluation() -> None:
+    """The loop reader and the evaluation reader read numbered stage headers one way (:mod:`.phase.stages`): a logged
+    "Step 2: Transfer Learning" header names training (a new loop), "PHASE 4: Attention Analysis" does not, and a
+    step's metric line ("Step 300: loss=2.31") is no header."""
+    assert stage_trains(stage_title("2025-01-01 10:00:00 | INFO | Step 2: Transfer Learning"))
+    assert stage_title("PHASE 4: Attention Analysis") == "Attention Analysis"
+    assert not stage_trains("Attention Analysis")
+    assert stage_title("Step 300: loss=2.31") == ""
+    earlier = [f"Epoch {k}/5: train_loss=0.{k}1" for k in range(1, 6)]
+    tb = ["Traceback (most recent call last):", '  File "/src/run.py", line 40, in main', "    loss.backward()",
+          "RuntimeError: CUDA error: an illegal memory access was encountered"]
+    lines = [*earlier, "2025-01-01 10:00:00 | INFO | Step 2: Transfer Learning", "Loading target data...", *tb]
+    assert phase_of(lines, len(lines) - 1, lines) == "first_step"

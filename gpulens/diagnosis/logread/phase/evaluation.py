@@ -22,6 +22,7 @@ from gpulens.diagnosis.logread.lines import (
     is_terminal_kill,
     last_matching,
 )
+from gpulens.diagnosis.logread.phase.stages import STAGE_KEYS, stage_title, stage_trains
 from gpulens.diagnosis.logread.phase.text import LOOKBACK, is_bar
 from gpulens.diagnosis.logread.steplines import (
     EVAL_BAR,
@@ -326,38 +327,24 @@ def eval_split_missing(line: str) -> bool:
     return "KeyError" in line and _EVAL_SPLIT_KEY.match(line) is not None
 
 
-#: A pipeline's numbered stage header, alone on its line or after a logger's level field ("PHASE 4: Attention Analysis",
-#: "Step 3: Evaluation Metrics — 30% Subset (467 projects)", "... | INFO | STAGE 3: Model Evaluation"): a title in
-#: words, no setting's value or metric in it (not "Step 300: loss=2.31", not "Step 2: val_acc 0.81").
-_STAGE_HEADER = re.compile(r"(?:^|\|\s|\]\s|-\s)\W{0,4}(?:STAGE|Stage|PHASE|Phase|STEP|Step)\s*\d{1,2}\s*[:.)-]\s*"
-                           r"([A-Z][^:=|\d]*(?:\d+%?[^:=|\d.][^:=|\d]*)*)$")
-_HEADER_KEYS = ("STAGE", "Stage", "PHASE", "Phase", "STEP", "Step")
 #: What a stage that is no training does (on its title): evaluating, testing, analysing, inference, prediction, metrics.
 _STAGE_EVAL = re.compile(r"(?i)evaluat|\beval\b|validat|\btest|analy[sz]|inferen|predict|metric|benchmark|scor")
-#: A stage that trains ("Stage 2: Evaluation-driven fine-tuning" still trains).
-_STAGE_TRAINS = re.compile(r"(?i)train|fine-?tun|learn|optimi[sz]|loss|backward|gradient")
 #: Lines above a failure searched for its stage's header.
 _STAGE_REACH = 200
 
 
 def stage_header_evaluates(lines: Sequence[str], floor: int, top: int) -> bool:
-    """P11: whether the last numbered stage header (:data:`_STAGE_HEADER`) of the ``_STAGE_REACH`` lines above ``top``
+    """P11: whether the last numbered stage header (:func:`.stages.stage_title`) of the ``_STAGE_REACH`` lines above ``top``
     names an evaluation, a test, an analysis or inference and no training (:data:`_STAGE_EVAL`), with steps printed
     before it and none after it: the pipeline's training stage is over, and the failure is in the stage after it (a
     stage that computes predictions before any step, to prepare the training's data, is ``startup``)."""
-    found = last_matching(lines, _HEADER_KEYS, _is_stage_header, max(floor, top - _STAGE_REACH), top)
+    found = last_matching(lines, STAGE_KEYS, _is_stage_header, max(floor, top - _STAGE_REACH), top)
     if not found:
         return False
-    title = _stage_title(lines[found[0]])
-    return _STAGE_EVAL.search(title) is not None and _STAGE_TRAINS.search(title) is None \
+    title = stage_title(lines[found[0]])
+    return _STAGE_EVAL.search(title) is not None and not stage_trains(title) \
         and progress_count(lines, found[0] + 1, top, 1) == 0 and progress_count(lines, floor, found[0], 1) > 0
 
 
-def _stage_title(line: str) -> str:
-    """The title of a numbered stage header (:data:`_STAGE_HEADER`), or "" when ``line`` is none."""
-    m = _STAGE_HEADER.search(plain(logs.normalize_line(line)).strip()[:HEAD])
-    return m.group(1) if m is not None else ""
-
-
 def _is_stage_header(line: str) -> bool:
-    return _stage_title(line) != ""
+    return stage_title(line) != ""

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from gpulens.diagnosis.logread import ranks
 from gpulens.diagnosis.logread.lines import last_matching
+from gpulens.diagnosis.logread.phase.stages import STAGE_KEYS, stage_title, stage_trains
 from gpulens.diagnosis.logread.steplines import HEAD, on_screen, progress_count
 
 __all__ = ["LOOP_START", "loop_announced", "loop_started", "mlperf_before_loop", "new_loop"]
@@ -43,12 +44,7 @@ _LOOP_WORDS_START = re.compile(r"(?i)(?:^|[\s:\]=-])(?:start(?:ing|s)?|begin(?:n
 #: An epoch's or iteration's number in an announcement ("Start training epoch 10"): one epoch of a loop
 #: going on, not a new stage (epoch 0 or 1 starts one).
 _ANNOUNCED_COUNT = re.compile(r"(?i)\b(?:epoch|iter\w*|step)\s*[:#\[]?\s*(\d+)")
-#: A pipeline's numbered stage header that names training ("Stage 1: Training", README P11's example; "PHASE 2: Next-Token
-#: Prediction Training", "Phase 3 - Fine-tuning on PD"), printed alone on its line as the stage starts.
-_STAGE_TRAIN = re.compile(r"^\W{0,4}(?:STAGE|Stage|PHASE|Phase)\s*\d+\s*[:.)-]\s*(?:[^:]{0,60}?\b)?"
-                          r"(?:[Tt]rain(?:ing)?|TRAINING|[Ff]ine-?[Tt]un\w*)\b")
 _LOOP_WORD_KEYS = ("tart", "egin", "TART", "EGIN")
-_STAGE_KEYS = ("Stage", "STAGE", "Phase", "PHASE")
 
 
 def new_loop(lines: Sequence[str], floor: int, top: int) -> int | None:
@@ -57,7 +53,7 @@ def new_loop(lines: Sequence[str], floor: int, top: int) -> int | None:
     steps above are an earlier stage's (pre-training, the previous program), and the failure is in this
     loop's first step. An announcement that names an epoch past the first is one epoch of the same loop."""
     lo = max(floor, top - _ANNOUNCE_LINES)
-    found = last_matching(lines, (*LOOP_START, *_LOOP_WORD_KEYS, *_STAGE_KEYS), _announces_stage, lo, top)
+    found = last_matching(lines, (*LOOP_START, *_LOOP_WORD_KEYS, *STAGE_KEYS), _announces_stage, lo, top)
     if not found or progress_count(lines, found[0] + 1, top, 1) or not progress_count(lines, floor, found[0], 1):
         return None
     return found[0]
@@ -78,8 +74,8 @@ def _announces_loop(line: str) -> bool:
 
 def _announces_stage(line: str) -> bool:
     """Whether a line announces a training loop or stage (:func:`_announces_loop`), or is a pipeline's numbered stage
-    header naming training (:data:`_STAGE_TRAIN`): after an earlier stage's steps, a new one's start."""
-    return _announces_loop(line) or _STAGE_TRAIN.match(ranks.launcher_text(on_screen(line))[:HEAD]) is not None
+    header naming training (:func:`.stages.stage_trains`): after an earlier stage's steps, a new one's start."""
+    return _announces_loop(line) or stage_trains(stage_title(on_screen(line)))
 
 
 def loop_announced(lines: Sequence[str], floor: int, top: int) -> bool:
