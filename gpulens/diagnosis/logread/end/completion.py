@@ -181,6 +181,9 @@ def _server_end(lines: Sequence[str], floor: int, tail: Sequence[int]) -> End | 
 _ENGINE_STATS = ("Avg prompt throughput", "Avg generation throughput")
 #: Statistics lines above a server's shutdown passed over to its last answered request (one every 10 s while it serves).
 _STATS_REACH = 4
+#: The engine process's own records of the same shutdown, printed just above the API server's (vLLM v1's
+#: ``EngineCore`` ``core.py``: "Shutdown initiated (timeout=0)", "Shutdown complete").
+_ENGINE_SHUTDOWN = ("] Shutdown initiated (timeout=", "] Shutdown complete")
 
 
 def _served_to_the_end(lines: Sequence[str], floor: int, stop: int) -> bool:
@@ -192,7 +195,7 @@ def _served_to_the_end(lines: Sequence[str], floor: int, stop: int) -> bool:
     stats = 0
     for k in range(stop - 1, floor - 1, -1):
         text = lines[k]
-        if not text.strip():
+        if not text.strip() or any(s in text for s in _ENGINE_SHUTDOWN):
             continue
         if any(s in text for s in _ENGINE_STATS) and stats < _STATS_REACH:
             stats += 1

@@ -14,7 +14,7 @@ from gpulens.diagnosis.logread.end.hydra import HYDRA_END, hydra_report
 from gpulens.diagnosis.logread.end.script_reports import after_work
 from gpulens.diagnosis.logread.end.uncaught import exception_copies, uncaught_exception
 
-__all__ = ["LAST_WORDS_TAIL", "last_words"]
+__all__ = ["LAST_WORDS_TAIL", "last_words", "missing_command"]
 
 #: How a job ends when the failure-line keys see no error word in its last lines: the shell
 #: cannot find the command or the script (bash "line 12: torchrun: command not found", "bash:
@@ -89,3 +89,26 @@ def last_words(lines: Sequence[str], floor: int) -> list[int]:
         if seen >= LAST_WORDS_TAIL:
             break
     return sorted(set(out))
+
+
+#: A report of the job's exit status 127, which the shell gives a command it cannot find (POSIX, "Exit Status and
+#: Errors": 127 when a command is not found): a scheduler's or a job script's "Exit Status 127", "exit code 127",
+#: "Exit_status=127", "ExitCode=127:0".
+_EXIT_127 = re.compile(r"(?i:exit(?:ed)?(?: with)? (?:code|status))\s*[:=]?\s*127\b|\bExit_status=127\b|\bExitCode[=: ]+127:")
+#: Lines above the exit report searched for the shell's report of the missing command.
+_MISSING_REACH = 60
+
+
+def missing_command(lines: Sequence[str], floor: int, found: Sequence[int]) -> list[int]:
+    """The shell's last "command not found" line (:data:`_LAST_WORDS`) within ``_MISSING_REACH`` lines above a failure
+    line in ``found`` that reports exit status 127 (:data:`_EXIT_127`), when it came after no completed work
+    (:func:`script_reports.after_work`): the command that status names, though the scheduler's report printed after it
+    pushes it out of the last lines; else []."""
+    for i in found:
+        if "127" not in lines[i] or _EXIT_127.search(lines[i]) is None:
+            continue
+        for k in range(i - 1, max(floor, i - _MISSING_REACH) - 1, -1):
+            s = logs.normalize_line(lines[k]).strip()
+            if "not found" in s and _LAST_WORDS.search(s) and not after_work(lines, floor, k):
+                return [k]
+    return []

@@ -17,7 +17,7 @@ from gpulens.diagnosis.logread.end.caught import handled_blocks
 from gpulens.diagnosis.logread.end.completion import open_traceback
 from gpulens.diagnosis.logread.end.drivers import dead_driver
 from gpulens.diagnosis.logread.end.handler_stops import written_after_bar
-from gpulens.diagnosis.logread.end.lastwords import last_words
+from gpulens.diagnosis.logread.end.lastwords import last_words, missing_command
 from gpulens.diagnosis.logread.end.run_end import GOING_ON, SCAN_LINES
 from gpulens.diagnosis.logread.end.script_reports import after_work
 from gpulens.diagnosis.logread.end.uncaught import HANDLED_LOOKBACK, zero_exit
@@ -49,7 +49,9 @@ def terminal_failures(lines: Sequence[str], a0: int, frontier: int, signals: Seq
     found.update(last_words(lines, a0))
     found.update(signals)
     found.update(written_after_bar(lines, a0, KILL_KEYS, is_scheduler_kill))
-    found = {i for i in found if not after_work(lines, a0, i) and not recovered_record(logs.normalize_line(lines[i]))}
+    found = {i for i in found if not after_work(lines, a0, i) and not recovered_record(logs.normalize_line(lines[i]))
+             and not case_result(lines, i)}
+    found.update(missing_command(lines, a0, sorted(found)))
     if found:
         found -= handled_blocks(lines, max(a0, min(found) - HANDLED_LOOKBACK), len(lines))
         if found and not any(is_terminal_kill(logs.normalize_line(lines[i])) for i in found) \
@@ -72,6 +74,25 @@ _RECOVERED = re.compile(
     r"cuda_driver\.cc:\d+\] failed to allocate \S+ \(\d+ bytes\) from device: CUDA_ERROR_OUT_OF_MEMORY\b"
     r"|bfc_allocator\.cc:\d+\] Allocator \(\w+\) ran out of memory trying to allocate \S+ with freed_by_count=\d+\. "
     r"The caller indicates that this is not a failure")
+
+
+#: A harness's record of one case's outcome, behind a status tag padded to a table's column ("[oom  ] cartnn  l3/3
+#: C64 ... OutOfMemoryError:CUDA out of memory", "[FAIL ] test_x ..."): the harness caught the case's error and
+#: printed it as that case's result, beside the other cases' "[ok   ]" rows of the same width.
+_CASE_TAG = re.compile(r"^\[(?P<tag>[A-Za-z]{2,8})(?P<pad> *)\] \S")
+#: Tags of a case that went right, in the rows beside a failed case's.
+_OK_TAGS = frozenset({"ok", "OK", "pass", "PASS", "passed", "PASSED", "done", "DONE", "success", "SUCCESS"})
+
+
+def case_result(lines: Sequence[str], i: int) -> bool:
+    """Whether line ``i`` is a harness's record of one case's outcome (:data:`_CASE_TAG`): its tag padded to the width
+    of a tag of a case that went right ("[ok   ]") on another row of the log."""
+    m = _CASE_TAG.match(lines[i])
+    if m is None or m.group("tag") in _OK_TAGS:
+        return False
+    width = len(m.group(0)) - 2
+    return any(len(ok.group(0)) - 2 == width and ok.group("tag") in _OK_TAGS
+               for ln in lines if ln[:1] == "[" and (ok := _CASE_TAG.match(ln)) is not None)
 
 
 def recovered_record(norm: str) -> bool:
