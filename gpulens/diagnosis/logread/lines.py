@@ -10,9 +10,10 @@ from gpulens.diagnosis import logs
 from gpulens.diagnosis.guarded import Guarded, Prefiltered, contains_any, remembered
 from gpulens.diagnosis.keyscan import find_keys
 from gpulens.diagnosis.logread.lineprefix import prefix_free
-from gpulens.diagnosis.logread.ranks import strip_prefix
+from gpulens.diagnosis.logread.ranks import RAY_HEAD, RAY_PREFIX, strip_prefix
 from gpulens.diagnosis.logread.records import glog_info, glued_record
 from gpulens.diagnosis.logread.signals import ABSEIL_STOP, is_stop_record
+from gpulens.diagnosis.logread.tracebacks import EXCEPTION
 
 __all__ = [
     "line_shape",
@@ -120,7 +121,10 @@ _ERRWORD = Guarded(r"[Ee]rror|ERROR|Exception|FATAL|[Ff]ailed(?: to|:| with)|FAI
 #: Errors that do not end a run: trackers' and loggers' own troubles, warnings, cluster clean-up.
 _BENIGN = Guarded(
     r"^wandb: (?:ERROR|WARNING|Network error)|--- Logging error ---|\bWarning\b|\w+Warning:|(?<!=)\bWARN(?:ING)?\b|warnings\.warn"
-    r"|slurmstepd(?!.*(?:oom[-_]kill|OOM Kill)).*(?:cgroup|_oom_event|proctrack|Unable to|step_terminate_monitor)"
+    r"|slurmstepd(?!.*(?:oom[-_]kill|OOM Kill)).*(?:cgroup|_oom_event|proctrack|Unable to|step_terminate_monitor"
+    # its energy accounting plugin failing to read the node's counters (acct_gather_energy: "slurm_get_node_energy:
+    # Socket timed out on send/recv operation"): the job's accounting, not the job
+    r"|slurm_get_node_energy|_get_joules_task)"
     r"|destroy_process_group|NCCL WARN|\[W\d{4}|^\s*\[W |\bDeprecat|ignore_errors|\b0 errors?\b"
     r"|Set IB_HCA|Failed to load image Python extension|TORCH_CUDA_ARCH_LIST|\bFAILED\]\]\]"
     # LSF's job report: "Started at Fri Dec  1 03:10:02 2023" ... "Terminated at Fri Dec  1 04:27:09 2023"
@@ -319,6 +323,8 @@ def is_progress(raw: str) -> bool:
         return False  # an indented line (a traceback's frame or code line), also behind torchrun's "[rank0]: "
     if raw.startswith(("wandb:", "srun:", "slurmstepd")):  # a tracker's summary at exit, the scheduler's lines
         return False
+    if _SUBMITTED in raw:  # sbatch's answer to the submission (its "batch" is the job's kind, not a step's)
+        return False
     if lead.startswith("frame #"):  # a c10::Error backtrace's frame (c10/util/Backtrace.cpp: "frame #25:
         return False  # at::cross_entropy_loss(...) + 124 (0x... in lib.so)"): a function's name, not progress
     end = raw[-_SHOWN:]  # a progress bar's line holds every update ("\r"): the last is what shows
@@ -333,6 +339,9 @@ def is_progress(raw: str) -> bool:
 
 #: Characters at the end of a line looked at (a tqdm line can hold thousands of updates).
 _SHOWN = 400
+#: sbatch's line on submitting a job ("Submitted batch job 39501466", src/sbatch/sbatch.c), which a site's
+#: submission wrapper copies into the job's output (ECMWF's "[ECMWF-INFO -sbatch] - Submitted batch job N").
+_SUBMITTED = "Submitted batch job "
 #: Literals one of which every progress line holds (a cheap test before the regex).
 PROGRESS_KEYS = ("step", "Step", "poch", "iter", "Iter", "loss", "Loss", "batch", "Batch", "it/", "/it")
 #: ``any(k in text for k in PROGRESS_KEYS)`` without a generator (it runs on most lines read)
@@ -357,6 +366,9 @@ def is_failure(norm: str, raw: str = "") -> bool:
     line as printed, for its log level; a glog/abseil INFO record states none)."""
     norm = norm[:_SHOWN]
     shown = raw[:_SHOWN]
+    if "pid=" in norm[:RAY_HEAD] and (ray := RAY_PREFIX.match(norm)) is not None \
+            and EXCEPTION.match(norm, ray.end()) is not None:
+        norm = norm[ray.end():]  # a Ray worker's or a vLLM process's exception line ("(EngineCore pid=6890) ValueError: ...")
     if glog_info(shown):
         return False
     if is_benign(norm) or (shown != norm and is_benign(shown)):  # the same line: asked once

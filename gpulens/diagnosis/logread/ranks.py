@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 from gpulens.diagnosis.guarded import remembered_text
 
-__all__ = ["DEAD_RAY_NODE_KEY", "HOST_KEYS", "PALS_DIED", "PALS_EXITED", "RANK_KEYS", "RAY_PREFIX", "ROOT_CAUSE_HEADS", "Origin", "announced_host", "announced_rank", "dead_ray_node", "launcher_text", "mpirun_first", "origin_of", "prefix_rank", "root_cause_table", "srun_task",
+__all__ = ["DEAD_RAY_NODE_KEY", "HOST_KEYS", "PALS_DIED", "PALS_EXITED", "RANK_KEYS", "RAY_HEAD", "RAY_PREFIX", "ROOT_CAUSE_HEADS", "Origin", "announced_host", "announced_rank", "dead_ray_node", "launcher_text", "mpirun_first", "origin_of", "prefix_rank", "root_cause_table", "srun_task",
            "strip_prefix", "table_hosts", "task_host", "timestamp_of"]
 
 
@@ -327,6 +327,8 @@ def strip_prefix(line: str) -> str:
 RAY_PREFIX = re.compile(
     r"^(?:\x1b\[[\d;]*m)?\((?:(?:[\w.-]+[ \t]+)?pid=(\d+)(?:,[ \t]*ip=[\d.]+)?|(?:raylet|gcs_server|autoscaler|monitor)\b[^)\n]*)\)"
     r"(?:\x1b\[[\d;]*m)?[ \t]?")
+#: Characters at a line's start in which Ray's prefix is looked for ("pid=" in them first: a cheap test).
+RAY_HEAD = 60
 #: pdsh's host before a line (DeepSpeed's multi-node runner): ``gpu07: ``, ``10.0.0.7: ``, ``localhost: ``.
 _HOST_TAG = re.compile(r"(?:localhost|[A-Za-z][\w.-]*\d[\w.-]*|(?:\d{1,3}\.){3}\d{1,3}): ")
 
@@ -492,7 +494,7 @@ PALS_EXITED = " exited with code "
 #: job's host as sites' and toolkits' banners print it (:data:`_BANNER_HOST`).
 HOST_KEYS = ("initialized host ", "WORLD INFO DICT:", "Job was executed on host(s) ", " NCCL INFO ", " NCCL WARN ",
              "] MCW rank ", "SLURMD_NODENAME", "SLURM_JOB_NODELIST", "SLURM_NODELIST", ":ncpus=", PALS_DIED, PALS_EXITED,
-             "TaskPrologue of job ", "# Running on ", "= Node list ", "I am process ")
+             "TaskPrologue of job ", "# Running on ", "= Node list ", "I am process ", "-ecprofile] ")
 #: Banners that name the one host a job ran on: NHR@FAU's Slurm prologue and epilogue ("### Starting
 #: TaskPrologue of job 3254686 on a0429 at Sat Dec 27 ..." and its job report's "= Node list          : a0429";
 #: NHR@FAU documentation, "Batch system Slurm": the output file starts with the TaskPrologue and ends with
@@ -501,9 +503,13 @@ HOST_KEYS = ("initialized host ", "WORLD INFO DICT:", "Job was executed on host(
 #: CAV-MAE: ``src/run.py`` prints ``"I am process %s, running on %s: starting (%s)" % (os.getpid(), os.uname()[1],
 #: time.asctime())``, the process's own host). A node list ("a[0429-0430]", "gpu07,gpu08") names several
 #: hosts and matches none of them. A job script's own echo of the node list (NTNU IDUN's template "The job
-#: was run on these nodes:") is the user's wording, not the site's (review 40 item 6).
+#: was run on these nodes:") is the user's wording, not the site's (review 40 item 6). ECMWF's job profile, which its
+#: batch system runs at every job's start on the job's (first) host and whose banner heads the job's output after the
+#: submission filter's lines ("[ECMWF-INFO -ecprofile] /usr/bin/bash NON_INTERACTIVE on ac6-306 at 20251215_192224.591,
+#: PID: 26561, JOBID: 39501466").
 _BANNER_HOST = re.compile(r"^(?:### Starting TaskPrologue of job \d+ on ([A-Za-z][\w.-]*) at |# Running on ([A-Za-z][\w-]*\d[\w.-]*)\s*$"
                           r"|= Node list\s*: ([A-Za-z][\w.-]*)\s*$"
+                          r"|\[ECMWF-INFO -ecprofile\] \S+ (?:NON_)?INTERACTIVE on ([A-Za-z][\w.-]*) at \d"
                           r"|I am process \d+, running on ([A-Za-z][\w.-]*): starting \()")
 #: PBS Pro's ``exec_vnode`` chunks, as ``qstat -f`` and job epilogues print them: ``(x1000c3s5b0n0:ngpus=2:
 #: ncpus=32:mem=230686720kb)+(x1000c3s6b0n0:ncpus=32)`` (one parenthesised ``vnode:resource=value...``

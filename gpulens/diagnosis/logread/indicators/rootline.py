@@ -383,9 +383,14 @@ _KILLED_BY_IT = re.compile(r"\brank \d+ died from signal (?:9|15)\b|\bexited on 
 
 
 def _everywhere(lines: Sequence[str], start: int, norm: Callable[[int], str]) -> Callable[[int], str]:
-    """``norm`` (the normalized lines from ``start`` on), for the lines above ``start`` too."""
+    """``norm`` (the normalized lines from ``start`` on), for the lines above ``start`` too; a line behind Ray's
+    process prefix (Ray's workers, vLLM's "(EngineCore pid=N)") normalized without it, so that its logged record and
+    its traceback's exception line read as one process's two printings of one chain."""
     def get(i: int) -> str:
-        return norm(i) if i >= start else logs.normalize_line(lines[i]).strip()
+        raw = lines[i]
+        if "pid=" in raw[:ranks.RAY_HEAD] and (ray := ranks.RAY_PREFIX.match(raw)) is not None:
+            return logs.normalize_line(raw[ray.end():]).strip()
+        return norm(i) if i >= start else logs.normalize_line(raw).strip()
     return get
 
 
