@@ -239,7 +239,8 @@ def test_progress_marks_tested_one_by_one_answer_as_the_alternation() -> None:
 
     from gpulens.diagnosis.logread import lines as lm
 
-    whole = re.compile(r"\b(?:step|epoch|iter(?:ation)?|loss|batch|Epoch|Step|Iter)\b|it/s|s/it|\d+/\d+ \[")
+    whole = re.compile(r"\b(?:step|epoch|iter(?:ation)?|loss|batch|Epoch|Step|Iter)\b|it/s|s/it|\d+/\d+ \["
+                       r"|(?<!\w)[dgDG]_loss(?:\s*[:=]\s*|\s+)[-+]?\d")
     root = Path(__file__).resolve().parents[2] / "sample_logs"
     texts = [ln[-400:] for p in sorted(root.rglob("*.log"))[::4] for ln in p.read_text(errors="replace").splitlines()]
     texts += ["5/9 [00:01", "5/9[", "a/9 [", "substep 3", "Iteration 4", "iters 5", "9.1s/it", "3 it/s", "loss:"]
@@ -261,7 +262,8 @@ def test_progress_word_found_without_the_regex_answers_as_the_pattern() -> None:
     texts += ["step", "steps", "global_step 4", "step_4", "4step", "[step 4]", "Step", "STEP 4", "epoch:3", "Epochs 3",
               "iteration 9", "iterations 9", "iter", "Iteration 9", "Iter 9", "iter_9", "iterationx", "iteration_",
               "\u00e9step", "step\u00e9", "step\u0663", "\u2167step", "loss=2.1", "lossy", "batch", "batches 4",
-              "minibatch 4", "x stepstep step", "stepiteration iteration", "iterstep", "", "s", "\u2588\u2588 Step 4/9"]
+              "minibatch 4", "x stepstep step", "stepiteration iteration", "iterstep", "", "s", "\u2588\u2588 Step 4/9",
+              "d_loss: 0.91, g_loss: 2.97", "D_loss=0.3", "g_loss 1.5", "g_loss0: 2.56", "GPU0/D_loss/G/dense", "xd_loss: 1"]
     for t in texts:
         assert lm._progress_word(t) == (lm._PROGRESS_WORD.search(t) is not None), t
     assert lm._progress_word("Epoch 3/10") and not lm._progress_word("substeps 3")

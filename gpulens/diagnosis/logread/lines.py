@@ -66,7 +66,8 @@ ERROR_KEYS: tuple[str, ...] = (
 #: A progress line's marks: a step/epoch/loss word, a bar's rate ("it/s", "s/it") or count ("5/9 [").
 #: Tested one by one (is_progress): one search of the whole alternation tries each alternative at
 #: every position (9 us on a 180-character line; the word alone 4 us, ``in`` well under 1).
-_PROGRESS_WORD = re.compile(r"\b(?:step|epoch|iter(?:ation)?|loss|batch|Epoch|Step|Iter)\b|(?<!\w)[dgDG]_loss\s*[:=]?\s*[-+]?\d")
+_PROGRESS_WORD = re.compile(r"\b(?:step|epoch|iter(?:ation)?|loss|batch|Epoch|Step|Iter)\b"
+                            r"|(?<!\w)[dgDG]_loss(?:\s*[:=]\s*|\s+)[-+]?\d")
 #: _PROGRESS_WORD's words ("iter" also starts "iteration"), for :func:`_progress_word`.
 _PROGRESS_WORDS = ("step", "epoch", "iter", "loss", "batch", "Epoch", "Step", "Iter")
 
@@ -101,8 +102,9 @@ def _gan_loss(text: str, i: int) -> bool:
     return _GAN_VALUE.match(text, i + 4) is not None
 
 
-#: What follows a GAN's loss name: its value, after a colon or an equals sign or neither.
-_GAN_VALUE = re.compile(r"\s*[:=]?\s*[-+]?\d")
+#: What follows a GAN's loss name: its value, after a colon, an equals sign or a blank (not a digit glued to the name:
+#: "g_loss0: 2.56" names the loss of a generator's part 0).
+_GAN_VALUE = re.compile(r"(?:\s*[:=]\s*|\s+)[-+]?\d")
 
 
 _PROGRESS_BAR = re.compile(r"\d+/\d+ \[")
