@@ -315,7 +315,7 @@ FRESH_SLICES = (
     ("ao/", "index_ao.csv (collected 2026-11-29 in stop 53, new owners, image-generation fine-tuning, neural rendering, retrieval, LLM evaluation, ROCm/container, pathology, job-wrapper, multi-node, video, audio, non-English thesis, course, pose/OCR, speedrun, neuroscience and driving-perception angles, labelled blind)"),
     ("ap/", "index_ap.csv (collected 2026-11-29 in stop 54, new owners, trajectory/lane, graph/molecule, recommender, time-series, classic RL, remote-sensing, federated/continual, vision-language, generative-from-scratch, robustness, medical-imaging, competition and speech angles, labelled blind)"),
     ("aq/", "index_aq.csv (collected 2026-11-29 in stop 54, new owners, microscopy, physics, knowledge-graph, tabular/AutoML, self-play, code-LLM, domain-NLP and human-motion angles, a short round cut by the search budget, labelled blind)"),
-    ("ar/", "index_ar.csv (collected 2026-11-29 in stop 55, new owners, interatomic-potential, driving, microscopy, LLM-serving, weather/climate, protein/genomics, TTS and sweep/NAS angles, labelled blind)"),
+    ("ar/", "index_ar.csv (collected 2026-11-29 in stop 55, new owners, interatomic-potential, driving, microscopy, LLM-serving, weather/climate, protein/genomics, TTS, sweep/NAS, translation/OCR, framework-named-log and course-cluster angles, labelled blind)"),
 )
 
 
