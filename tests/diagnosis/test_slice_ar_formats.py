@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from gpulens.diagnosis.logread import diagnose_text
 from gpulens.diagnosis.logread.end.lastwords import missing_command
-from gpulens.diagnosis.logread.end.terminal import case_result
+from gpulens.diagnosis.logread.end.terminal import case_results
 from gpulens.diagnosis.logread.lines import is_benign, is_failure, is_progress
 from gpulens.diagnosis.logread.ranks import HOST_KEYS, announced_host
 from gpulens.diagnosis.rules import match_rules
@@ -29,10 +29,10 @@ def test_a_harness_records_a_cases_oom_as_its_result_and_finishes() -> None:
     oom = ("[oom  ] opC              l3/3 C64 E100000 float32 fwd= bwd= total= mem= OutOfMemoryError:CUDA out of memory. "
            "Tried to allocate 5.89 GiB. GPU 0 has a total capacity of 23.64 GiB of which 388.69 MiB is free.")
     lines = _bench(oom)
-    assert case_result(lines, len(lines) - 2)
+    assert case_results(lines, [len(lines) - 2, len(lines) - 3]) == {len(lines) - 2}
     assert diagnose_text("\n".join(lines)).diagnosis.healthy
     alone = [ln for ln in lines if not ln.startswith("[ok")]  # no case that went right beside it: no results table
-    assert not case_result(alone, len(alone) - 2)
+    assert case_results(alone, [len(alone) - 2]) == set()
     assert not diagnose_text("\n".join(alone)).diagnosis.healthy
 
 

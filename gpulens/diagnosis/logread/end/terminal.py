@@ -7,7 +7,7 @@ after its last error line.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.keyscan import find_keys
@@ -31,7 +31,7 @@ from gpulens.diagnosis.logread.lines import (
     is_terminal_kill,
 )
 
-__all__ = ["recovered_record", "terminal_failures"]
+__all__ = ["case_results", "recovered_record", "terminal_failures"]
 
 
 def terminal_failures(lines: Sequence[str], a0: int, frontier: int, signals: Sequence[int]) -> list[int]:
@@ -49,8 +49,8 @@ def terminal_failures(lines: Sequence[str], a0: int, frontier: int, signals: Seq
     found.update(last_words(lines, a0))
     found.update(signals)
     found.update(written_after_bar(lines, a0, KILL_KEYS, is_scheduler_kill))
-    found = {i for i in found if not after_work(lines, a0, i) and not recovered_record(logs.normalize_line(lines[i]))
-             and not case_result(lines, i)}
+    found = {i for i in found if not after_work(lines, a0, i) and not recovered_record(logs.normalize_line(lines[i]))}
+    found -= case_results(lines, found)
     found.update(missing_command(lines, a0, sorted(found)))
     if found:
         found -= handled_blocks(lines, max(a0, min(found) - HANDLED_LOOKBACK), len(lines))
@@ -84,15 +84,16 @@ _CASE_TAG = re.compile(r"^\[(?P<tag>[A-Za-z]{2,8})(?P<pad> *)\] \S")
 _OK_TAGS = frozenset({"ok", "OK", "pass", "PASS", "passed", "PASSED", "done", "DONE", "success", "SUCCESS"})
 
 
-def case_result(lines: Sequence[str], i: int) -> bool:
-    """Whether line ``i`` is a harness's record of one case's outcome (:data:`_CASE_TAG`): its tag padded to the width
-    of a tag of a case that went right ("[ok   ]") on another row of the log."""
-    m = _CASE_TAG.match(lines[i])
-    if m is None or m.group("tag") in _OK_TAGS:
-        return False
-    width = len(m.group(0)) - 2
-    return any(len(ok.group(0)) - 2 == width and ok.group("tag") in _OK_TAGS
-               for ln in lines if ln[:1] == "[" and (ok := _CASE_TAG.match(ln)) is not None)
+def case_results(lines: Sequence[str], found: Collection[int]) -> set[int]:
+    """The lines of ``found`` that are a harness's records of one case's outcome (:data:`_CASE_TAG`): a tag padded to the
+    width of a tag of a case that went right ("[ok   ]") on another row of the log."""
+    tagged = {i: m for i in found if lines[i][:1] == "[" and (m := _CASE_TAG.match(lines[i])) is not None
+              and m.group("tag") not in _OK_TAGS}
+    if not tagged:
+        return set()
+    widths = {len(m.group(0)) for ln in lines if ln[:1] == "[" and (m := _CASE_TAG.match(ln)) is not None
+              and m.group("tag") in _OK_TAGS}
+    return {i for i, m in tagged.items() if len(m.group(0)) in widths}
 
 
 def recovered_record(norm: str) -> bool:
