@@ -9,8 +9,8 @@ from collections.abc import Callable, Sequence
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.guarded import Guarded, Prefiltered, contains_any, remembered
 from gpulens.diagnosis.keyscan import find_keys
-from gpulens.diagnosis.logread.lineprefix import prefix_free
-from gpulens.diagnosis.logread.ranks import RAY_HEAD, RAY_PREFIX, strip_prefix
+from gpulens.diagnosis.logread.lineprefix import prefix_free, ray_free
+from gpulens.diagnosis.logread.ranks import RAY_HEAD, strip_prefix
 from gpulens.diagnosis.logread.records import glog_info, glued_record
 from gpulens.diagnosis.logread.signals import ABSEIL_STOP, is_stop_record
 from gpulens.diagnosis.logread.tracebacks import EXCEPTION
@@ -63,11 +63,14 @@ ERROR_KEYS: tuple[str, ...] = (
     *logs.MPI_LAUNCH_KEYS,  # Open MPI / PRRTE / Horovod launch and stall failures: help texts with no error word
 )
 
+#: What follows a GAN's loss name: its value, after a colon, an equals sign or a blank (not a digit glued to the name:
+#: "g_loss0: 2.56" names the loss of a generator's part 0).
+_GAN_VALUE = re.compile(r"(?:\s*[:=]\s*|\s+)[-+]?\d")
 #: A progress line's marks: a step/epoch/loss word, a bar's rate ("it/s", "s/it") or count ("5/9 [").
 #: Tested one by one (is_progress): one search of the whole alternation tries each alternative at
 #: every position (9 us on a 180-character line; the word alone 4 us, ``in`` well under 1).
 _PROGRESS_WORD = re.compile(r"\b(?:step|epoch|iter(?:ation)?|loss|batch|Epoch|Step|Iter)\b"
-                            r"|(?<!\w)[dgDG]_loss(?:\s*[:=]\s*|\s+)[-+]?\d")
+                            r"|(?<!\w)[dgDG]_loss" + _GAN_VALUE.pattern)
 #: _PROGRESS_WORD's words ("iter" also starts "iteration"), for :func:`_progress_word`.
 _PROGRESS_WORDS = ("step", "epoch", "iter", "loss", "batch", "Epoch", "Step", "Iter")
 
@@ -101,10 +104,6 @@ def _gan_loss(text: str, i: int) -> bool:
         return False
     return _GAN_VALUE.match(text, i + 4) is not None
 
-
-#: What follows a GAN's loss name: its value, after a colon, an equals sign or a blank (not a digit glued to the name:
-#: "g_loss0: 2.56" names the loss of a generator's part 0).
-_GAN_VALUE = re.compile(r"(?:\s*[:=]\s*|\s+)[-+]?\d")
 
 
 _PROGRESS_BAR = re.compile(r"\d+/\d+ \[")
@@ -368,9 +367,8 @@ def is_failure(norm: str, raw: str = "") -> bool:
     line as printed, for its log level; a glog/abseil INFO record states none)."""
     norm = norm[:_SHOWN]
     shown = raw[:_SHOWN]
-    if "pid=" in norm[:RAY_HEAD] and (ray := RAY_PREFIX.match(norm)) is not None \
-            and EXCEPTION.match(norm, ray.end()) is not None:
-        norm = norm[ray.end():]  # a Ray worker's or a vLLM process's exception line ("(EngineCore pid=6890) ValueError: ...")
+    if "pid=" in norm[:RAY_HEAD] and (rest := ray_free(norm)) != norm and EXCEPTION.match(rest) is not None:
+        norm = rest  # a Ray worker's or a vLLM process's exception line ("(EngineCore pid=6890) ValueError: ...")
     if glog_info(shown):
         return False
     if is_benign(norm) or (shown != norm and is_benign(shown)):  # the same line: asked once

@@ -84,6 +84,7 @@ from gpulens.diagnosis.logread.indicators.runs import (
 )
 from gpulens.diagnosis.logread.indicators.scriptcmds import script_went_on
 from gpulens.diagnosis.logread.indicators.verdicts import is_launcher_verdict, verdict_lines
+from gpulens.diagnosis.logread.lineprefix import ray_free
 from gpulens.diagnosis.logread.lines import (
     KERNEL_OOM,
     OOM_KILLED,
@@ -386,11 +387,15 @@ def _everywhere(lines: Sequence[str], start: int, norm: Callable[[int], str]) ->
     """``norm`` (the normalized lines from ``start`` on), for the lines above ``start`` too; a line behind Ray's
     process prefix (Ray's workers, vLLM's "(EngineCore pid=N)") normalized without it, so that its logged record and
     its traceback's exception line read as one process's two printings of one chain."""
+    ray: dict[int, str] = {}  # the Ray-prefixed lines' texts, each normalized once
+
     def get(i: int) -> str:
         raw = lines[i]
-        if "pid=" in raw[:ranks.RAY_HEAD] and (ray := ranks.RAY_PREFIX.match(raw)) is not None:
-            return logs.normalize_line(raw[ray.end():]).strip()
-        return norm(i) if i >= start else logs.normalize_line(raw).strip()
+        if "pid=" not in raw[:ranks.RAY_HEAD]:
+            return norm(i) if i >= start else logs.normalize_line(raw).strip()
+        if i not in ray:
+            ray[i] = logs.normalize_line(ray_free(raw)).strip()
+        return ray[i]
     return get
 
 
