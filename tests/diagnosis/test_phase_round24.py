@@ -414,3 +414,12 @@ def test_one_stage_header_reading_serves_loops_and_evaluation() -> None:
           "RuntimeError: CUDA error: an illegal memory access was encountered"]
     lines = [*earlier, "2025-01-01 10:00:00 | INFO | Step 2: Transfer Learning", "Loading target data...", *tb]
     assert phase_of(lines, len(lines) - 1, lines) == "first_step"
+
+
+def test_a_stage_header_after_a_bars_refreshes_is_read_as_the_screen_shows_it() -> None:
+    """A header printed on the line of a progress bar's ``\\r`` refreshes is read as it shows (the last refresh), by the
+    loop reader and the evaluation reader alike: ``stage_title`` itself takes what is on screen."""
+    bar = "Epoch 5: 100%|##########| 20/20, 6.51it/s\r"
+    assert stage_title(bar + "STAGE 2: Model Evaluation") == "Model Evaluation"
+    assert stage_trains(stage_title(bar + "Stage 3: Fine-tuning"))
+    assert stage_title(bar + "Step 300: loss=2.31") == ""

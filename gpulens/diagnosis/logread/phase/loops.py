@@ -75,7 +75,7 @@ def _announces_loop(line: str) -> bool:
 def _announces_stage(line: str) -> bool:
     """Whether a line announces a training loop or stage (:func:`_announces_loop`), or is a pipeline's numbered stage
     header naming training (:func:`.stages.stage_trains`): after an earlier stage's steps, a new one's start."""
-    return _announces_loop(line) or stage_trains(stage_title(on_screen(line)))
+    return _announces_loop(line) or stage_trains(stage_title(line))
 
 
 def loop_announced(lines: Sequence[str], floor: int, top: int) -> bool:

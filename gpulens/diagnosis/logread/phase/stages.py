@@ -10,7 +10,7 @@ import re
 
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.logread import ranks
-from gpulens.diagnosis.logread.steplines import HEAD, plain
+from gpulens.diagnosis.logread.steplines import HEAD, on_screen, plain
 
 __all__ = ["STAGE_KEYS", "stage_title", "stage_trains"]
 
@@ -28,8 +28,9 @@ _STAGE_TRAINS = re.compile(r"(?i)train|fine-?tun|learn|optimi[sz]|loss|backward|
 
 
 def stage_title(line: str) -> str:
-    """The title of a numbered stage header (:data:`_STAGE_HEADER`), or "" when ``line`` is none."""
-    m = _STAGE_HEADER.search(plain(logs.normalize_line(ranks.launcher_text(line))).strip()[:HEAD])
+    """The title of a numbered stage header (:data:`_STAGE_HEADER`) as the line shows it (the last of a progress bar's
+    ``\r`` refreshes, :func:`.steplines.on_screen`), or "" when ``line`` is none."""
+    m = _STAGE_HEADER.search(plain(logs.normalize_line(ranks.launcher_text(on_screen(line)))).strip()[:HEAD])
     return m.group(1) if m is not None else ""
 
 
