@@ -4,6 +4,8 @@ being imported."""
 
 from __future__ import annotations
 
+import pytest
+
 from gpulens.diagnosis.logread import diagnose_text
 
 _EPOCHS = [f"epoch {k}: prepared {k * 10} samples" for k in range(3)]
@@ -13,19 +15,17 @@ def _job(*tb: str) -> str:
     return "\n".join(["+ python train.py", *_EPOCHS, "Traceback (most recent call last):", *tb])
 
 
-def test_a_framework_api_missing_when_the_jobs_code_calls_it_is_a_semantic_error() -> None:
-    text = _job('  File "/group/p/exp001/train.py", line 246, in <module>', "    main()",
-                '  File "/group/p/exp001/train.py", line 165, in main',
-                '    scaler = torch.amp.GradScaler("cuda", enabled=True)',
-                "AttributeError: module 'torch.amp' has no attribute 'GradScaler'")
-    got = diagnose_text(text).diagnosis
-    assert (got.category, got.origin) == ("semantic_error", "user")
+_CALLED = ('  File "/group/p/exp001/train.py", line 246, in <module>', "    main()",
+           '  File "/group/p/exp001/train.py", line 165, in main', '    scaler = torch.amp.GradScaler("cuda", enabled=True)',
+           "AttributeError: module 'torch.amp' has no attribute 'GradScaler'")
+_IMPORTED = ('  File "/group/p/exp001/train.py", line 3, in <module>', "    import torchvision",
+             '  File "/env/lib/python3.10/site-packages/torchvision/_meta_registrations.py", line 26, in <module>',
+             '    @torch.library.register_fake("torchvision::roi_align")',
+             "AttributeError: module 'torch.library' has no attribute 'register_fake'")
 
 
-def test_the_same_message_while_a_library_is_imported_is_an_import_error() -> None:
-    text = _job('  File "/group/p/exp001/train.py", line 3, in <module>', "    import torchvision",
-                '  File "/env/lib/python3.10/site-packages/torchvision/_meta_registrations.py", line 26, in <module>',
-                '    @torch.library.register_fake("torchvision::roi_align")',
-                "AttributeError: module 'torch.library' has no attribute 'register_fake'")
-    got = diagnose_text(text).diagnosis
-    assert (got.category, got.origin) == ("import_error", "user")
+@pytest.mark.parametrize(("tb", "category"), [(_CALLED, "semantic_error"), (_IMPORTED, "import_error")])
+def test_a_framework_api_missing_is_semantic_when_called_and_an_import_error_while_imported(
+        tb: tuple[str, ...], category: str) -> None:
+    got = diagnose_text(_job(*tb)).diagnosis
+    assert (got.category, got.origin) == (category, "user")
