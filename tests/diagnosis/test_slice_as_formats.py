@@ -29,3 +29,45 @@ def test_a_framework_api_missing_is_semantic_when_called_and_an_import_error_whi
         tb: tuple[str, ...], category: str) -> None:
     got = diagnose_text(_job(*tb)).diagnosis
     assert (got.category, got.origin) == (category, "user")
+
+
+def _served_then_cancelled(after: list[str]) -> list[str]:
+    tb = ["Traceback (most recent call last):",
+          '  File "/opt/conda/lib/python3.10/site-packages/transformers/utils/hub.py", line 402, in cached_file',
+          "    resolved_file = hf_hub_download(",
+          "huggingface_hub.errors.HFValidationError: Repo id must be in the form 'repo_name' or 'namespace/repo_name': '/m/'",
+          "", "The above exception was the direct cause of the following exception:", "",
+          "Traceback (most recent call last):",
+          '  File "/opt/conda/lib/python3.10/site-packages/uvicorn/protocols/http/httptools_impl.py", line 401, in run_asgi',
+          "    result = await app(  # type: ignore[func-returns-value]",
+          '  File "/app/rag_proxy.py", line 42, in get_tokenizer',
+          "    _tokenizer = AutoTokenizer.from_pretrained(MODEL_NAME, use_fast=True)",
+          "OSError: Incorrect path_or_model_id: '/m/'. Please provide either the path to a local folder or the repo_id."]
+    lines = ["Thu Jan 29 03:39:27 EST 2026 STARTING SERVICE", "+ touch job.started", "+ hostname",
+             "+ singularity instance start vllm"]
+    for k in range(3):
+        lines += [f'INFO:     10.0.0.5:5{k}068 - "POST /v1/chat/completions HTTP/1.1" 500 Internal Server Error',
+                  "ERROR:    Exception in ASGI application", *tb,
+                  f'INFO:     127.0.0.1:3751{k} - "GET /search?query=Hello&top_k=4 HTTP/1.1" 200 OK']
+    return [*lines, "[2026-01-29T04:03:03.675] error: *** JOB 23859577 ON gpu-110 CANCELLED AT 2026-01-29T04:03:03 "
+                    "DUE to SIGNAL Terminated ***", *after]
+
+
+_TRAP = ["++ cleanup", "+++ date", "++ echo 'Thu Jan 29 04:03:03 EST 2026 Cleaning up singularity instances...'",
+         "Thu Jan 29 04:03:03 EST 2026 Cleaning up singularity instances...", "++ singularity instance stop vllm",
+         "++ singularity instance stop rag", "+ cleanup", "+ singularity instance stop vllm"]
+
+
+def test_a_served_job_cancelled_then_its_trap_cleaning_up_is_one_attempt_stopped_from_outside() -> None:
+    """A job script's ``trap cleanup`` traced by ``set -x`` after Slurm's cancel is the dying job, not a new attempt
+    (which would end normally); a web server's per-request exception reports (uvicorn's "Exception in ASGI
+    application", chained tracebacks included) are caught: the server went on, the cancel is the end."""
+    got = diagnose_text("\n".join(_served_then_cancelled(_TRAP)))
+    assert (got.diagnosis.category, got.diagnosis.origin, got.attempts) == ("preempted", "unknown", 1)
+    assert got.first_node == "gpu-110"
+
+
+def test_a_new_jobs_output_after_a_cancel_still_starts_an_attempt() -> None:
+    new_job = ["Thu Jan 30 09:00:00 EST 2026 STARTING SERVICE", "+ touch job.started", "loading model weights",
+               "model ready", "Epoch 1/1: loss=0.3", "Training finished."]
+    assert diagnose_text("\n".join(_served_then_cancelled(new_job))).attempts == 2

@@ -345,7 +345,35 @@ def _after_kill(lines: Sequence[str], at: int) -> int | None:
         return None
     if line_shape(lines[nxt]) in shapes_above(lines, at, _DYING_LINES):
         return None  # a line the job printed just before the kill, again: its output until the signal reached it
+    if script_trace_only(lines, nxt):
+        return None  # the dying job script's own clean-up (its trap), traced by ``set -x``: no new job's output
     return nxt
+
+
+#: A line bash's ``set -x`` traces (``+ cmd``; ``++ cmd`` one level down: a function, a command substitution),
+#: and a traced ``echo`` whose output is the next line (bash prints the expanded arguments, quoted when they hold
+#: blanks).
+_XTRACE = re.compile(r"^\++ \S")
+_TRACED_ECHO = re.compile(r"^\++ echo (?:-[ne] )?(['\"]?)(.*)\1\s*$")
+
+
+def script_trace_only(lines: Sequence[str], start: int) -> bool:
+    """Whether ``lines[start:]`` hold nothing but the job script's ``set -x`` trace and what its traced ``echo``
+    commands print: a ``trap cleanup`` running as the scheduler's signal ends the job (a stopped container, a
+    removed folder), not a program's output; a new job appended after a kill prints its own lines."""
+    echoed: str | None = None
+    for line in lines[start:]:
+        text = line.strip()
+        if not text:
+            continue
+        if _XTRACE.match(line):
+            m = _TRACED_ECHO.match(text)
+            echoed = m.group(2).strip() if m is not None else None
+            continue
+        if echoed is None or text != echoed:
+            return False
+        echoed = None
+    return True
 
 
 #: Lines above a Slurm kill whose shapes the next line is compared with (the dying job's own output).

@@ -1,5 +1,6 @@
 """Error reports Python printed and went on from: an exception ignored in ``__del__`` or a callback, an
-``atexit`` handler's error, a logging handler's "--- Logging error ---". Their exception lines end no
+``atexit`` handler's error, a logging handler's "--- Logging error ---", a web server's report of one request's
+exception. Their exception lines end no
 process, so they are neither failure lines nor what the classifier reads."""
 
 from __future__ import annotations
@@ -15,8 +16,11 @@ __all__ = ["drop_caught", "handled_blocks"]
 
 #: Heads of an error report that Python prints and goes on from (the exit status is not
 #: changed): an exception in ``__del__`` or a callback, in an ``atexit`` handler, in a logging
-#: handler.
-_HANDLED_HEADS = ("Exception ignored in", "Error in atexit._run_exitfuncs", "--- Logging error ---")
+#: handler; and a web server's report of one request's exception, which it answered with a 500 and went on serving
+#: from (uvicorn's ``RequestResponseCycle.run_asgi``, uvicorn/protocols/http/h11_impl.py and httptools_impl.py:
+#: ``self.logger.error("Exception in ASGI application\n", exc_info=exc)``).
+_HANDLED_HEADS = ("Exception ignored in", "Error in atexit._run_exitfuncs", "--- Logging error ---",
+                  "Exception in ASGI application")
 #: Lines inside such a report that are not its exception line.
 _REPORT_PARTS = ("Traceback", "During handling", "The above exception", "Call stack:", "Message:", "Arguments:")
 _REPORT_LINES = 200
@@ -59,16 +63,19 @@ _CHAINED = ("During handling", "The above exception")
 
 def _report(lines: Sequence[str], i: int, hi: int) -> list[int]:
     """The lines of the error report headed at ``i``: its traceback up to its exception line,
-    with a logging error's "Call stack:", "Message:" and "Arguments:" lines after it; a new
-    traceback after the exception line (not one chained to it) is another report."""
+    with a logging error's "Call stack:", "Message:" and "Arguments:" lines after it, and the tracebacks chained to
+    it ("The above exception was the direct cause ..."), each up to its exception line; a new traceback after the
+    exception line (not one chained to it) is another report."""
     out = [i]
     seen_exception = False
     chained = False
     for j in range(i + 1, min(hi, i + _REPORT_LINES)):
         s = logs.normalize_line(prefix_free(lines[j]))
         t = s.strip()
-        if seen_exception and t.startswith("Traceback") and not chained:
-            break
+        if seen_exception and t.startswith("Traceback"):
+            if not chained:
+                break
+            seen_exception = False  # the chain's next traceback: its own exception line is the report's too
         if t and not s.startswith((" ", "\t")) and not t.startswith(_REPORT_PARTS):
             if seen_exception or t.startswith(_HANDLED_HEADS):
                 break
