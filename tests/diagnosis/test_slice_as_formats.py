@@ -71,3 +71,27 @@ def test_a_new_jobs_output_after_a_cancel_still_starts_an_attempt() -> None:
     new_job = ["Thu Jan 30 09:00:00 EST 2026 STARTING SERVICE", "+ touch job.started", "loading model weights",
                "model ready", "Epoch 1/1: loss=0.3", "Training finished."]
     assert diagnose_text("\n".join(_served_then_cancelled(new_job))).attempts == 2
+
+
+_API = "(APIServer pid=1) INFO 02-05 00:07:28 [launcher.py:46] "
+_UP = [*(f"{_API}Route: /v1/{r}, Methods: POST" for r in ("chat/completions", "completions", "embeddings")),
+       "(APIServer pid=1) INFO:     Started server process [1]", "(APIServer pid=1) INFO:     Waiting for application startup.",
+       "(APIServer pid=1) INFO:     Application startup complete."]
+_DOWN = ["(APIServer pid=1) INFO 02-05 00:11:38 [launcher.py:110] Shutting down FastAPI HTTP server.",
+         "(APIServer pid=1) INFO:     Shutting down", "(APIServer pid=1) INFO:     Waiting for application shutdown.",
+         "(APIServer pid=1) INFO:     Application shutdown complete."]
+_WRAPPER = ["", "vLLM server started on http://localhost:8000", "", "To test the server, run:", "",
+            "   curl -X POST http://localhost:8000/v1/chat/completions \\", '     -H "Content-Type: application/json" \\',
+            """     -d '{"model": "m", "messages": [{"role": "user", "content": "What is AI?"}], "max_tokens": 100}'""",
+            "", "To stop the server, run:", "", "   docker stop vllm-gpt-oss-20b"] * 2
+_ANSWERED = ['(APIServer pid=1) INFO:     127.0.0.1:40000 - "POST /v1/chat/completions HTTP/1.1" 200 OK'] * 3
+
+
+@pytest.mark.parametrize(("served", "category", "phase"), [((), "preempted", "startup"), (_ANSWERED, "none", "none")])
+def test_a_servers_shutdown_is_read_above_its_wrapper_scripts_own_lines(served: tuple[str, ...], category: str,
+                                                                           phase: str) -> None:
+    """The job script that ran a vLLM server printed its own lines after the server's shutdown: the shutdown is still
+    how the server ended, stopped from outside before any request (README O3; P5: set-up, ``startup``), or stopped
+    by its client right after its last answer (a normal end)."""
+    got = diagnose_text("\n".join([*_UP, *served, *_DOWN, *_WRAPPER]))
+    assert (got.diagnosis.category, got.phase) == (category, phase)

@@ -21,6 +21,7 @@ __all__ = [
     "SERVED",
     "SERVED_KEYS",
     "answered_ok",
+    "SERVER_STOPPED",
     "ERROR_KEYS",
     "PROGRESS_KEYS",
     "TIMM_TRAIN",
@@ -406,6 +407,14 @@ SERVED_KEYS = ('"POST /', "[GIN] ")
 _SERVED_OK = re.compile(r'" 2\d\d\b|\|\s*2\d\d\s*\|')
 #: Characters at a line's start where an access-log record is read.
 _ACCESS_RECORD = 512
+
+
+#: vLLM's OpenAI-compatible server stopped by SIGINT or SIGTERM: ``serve_http`` (vllm/entrypoints/launcher.py)
+#: installs a signal handler that cancels the server task, and logs "Shutting down FastAPI HTTP server." only in
+#: the ``except asyncio.CancelledError`` branch that cancel leads to (newer releases: "[shutdown] API server:
+#: shutting down FastAPI HTTP server"); a server that returns on its own (its engine died: the watchdog's
+#: ``should_exit``) returns without it. A server has no end of its own: this is a stop from outside (README O3).
+SERVER_STOPPED = re.compile(r"\bShutting down FastAPI HTTP server\.|\bAPI server: shutting down FastAPI HTTP server\b")
 
 
 def answered_ok(line: str) -> bool:

@@ -52,7 +52,12 @@ from gpulens.diagnosis.logread.end.uncaught import (
     exits_zero,
 )
 from gpulens.diagnosis.logread.lineprefix import prefix_free
-from gpulens.diagnosis.logread.lines import PROGRESS_KEYS, answered_ok, last_matching
+from gpulens.diagnosis.logread.lines import (
+    PROGRESS_KEYS,
+    SERVER_STOPPED,
+    answered_ok,
+    last_matching,
+)
 from gpulens.diagnosis.logread.steplines import printed_before
 from gpulens.diagnosis.logread.tracebacks import TRACEBACK
 
@@ -108,12 +113,6 @@ _SCRIPT_EPILOGUE = re.compile(
 #: interrupted by user")`` of training loops that then save an "interrupted" checkpoint and return:
 #: the run did not reach its end, whatever it saves after.
 _INTERRUPTED = re.compile(r"\b[Ii]nterrupted by (?:the )?user\b|\bDetected KeyboardInterrupt, attempting graceful shutdown")
-#: vLLM's OpenAI-compatible server stopped by SIGINT or SIGTERM: ``serve_http`` (vllm/entrypoints/launcher.py)
-#: installs a signal handler that cancels the server task, and logs "Shutting down FastAPI HTTP server." only in
-#: the ``except asyncio.CancelledError`` branch that cancel leads to (newer releases: "[shutdown] API server:
-#: shutting down FastAPI HTTP server"); a server that returns on its own (its engine died: the watchdog's
-#: ``should_exit``) returns without it. A server has no end of its own: this is a stop from outside (README O3).
-_SERVER_STOPPED = re.compile(r"\bShutting down FastAPI HTTP server\.|\bAPI server: shutting down FastAPI HTTP server\b")
 #: Last non-blank lines read for it (uvicorn's own shutdown lines and the engine's teardown warnings follow it).
 _SERVER_TAIL = 8
 _TAIL = 12
@@ -163,10 +162,10 @@ def end_evidence(lines: Sequence[str], floor: int, progress: Sequence[int]) -> E
 
 
 def _server_end(lines: Sequence[str], floor: int, tail: Sequence[int]) -> End | None:
-    """How an inference server that shut down through its signal handler (:data:`_SERVER_STOPPED`, among the last
+    """How an inference server that shut down through its signal handler (:data:`SERVER_STOPPED`, among the last
     lines ``tail``) ended: normally when it had just answered its client's requests (:func:`_served_to_the_end`),
     else stopped from outside; None when it did not shut down so."""
-    served = next((i for i in reversed(tail[-_SERVER_TAIL:]) if _SERVER_STOPPED.search(lines[i])), None)
+    served = _server_stop(lines, floor, tail)
     if served is None:
         return None
     if _served_to_the_end(lines, floor, served):
@@ -174,6 +173,29 @@ def _server_end(lines: Sequence[str], floor: int, tail: Sequence[int]) -> End | 
                                 "its work was done (a serving job's normal end)")
     return End(served, 0.0, "the server was stopped from outside: vLLM's signal handler (SIGINT or SIGTERM) "
                             "cancelled it and it shut down; who sent the signal is not in the log.", signalled=True)
+
+
+#: Lines above the attempt's end searched for a server's shutdown after which its job script printed lines of its own.
+_SERVER_REACH = 80
+#: What a serving process prints while it serves (not in a job script's own lines after the server stopped): an
+#: access-log record of any route (uvicorn: ``'%(client_addr)s - "%(request_line)s" %(status_code)s'``), vLLM's
+#: periodic engine statistics.
+_SERVER_ACTIVE = re.compile(r'"(?:GET|POST|PUT|DELETE) /\S* HTTP/[\d.]+" \d{3}|Avg (?:prompt|generation) throughput')
+
+
+def _server_stop(lines: Sequence[str], floor: int, tail: Sequence[int]) -> int | None:
+    """The inference server's shutdown line (:data:`SERVER_STOPPED`): among the attempt's last lines, or up to
+    ``_SERVER_REACH`` lines above its end when nothing after it is the server's activity (the job script that ran it
+    printed its own lines after it stopped: a banner, how to query it); None when there is none."""
+    served = next((i for i in reversed(tail[-_SERVER_TAIL:]) if SERVER_STOPPED.search(lines[i])), None)
+    if served is not None:
+        return served
+    lo = max(floor, len(lines) - _SERVER_REACH)
+    found = next((i for i in range(len(lines) - 1, lo - 1, -1)
+                  if "FastAPI HTTP server" in lines[i] and SERVER_STOPPED.search(lines[i])), None)
+    if found is None or any(_SERVER_ACTIVE.search(lines[k]) for k in range(found + 1, len(lines))):
+        return None
+    return found
 
 
 #: vLLM's periodic engine statistics ("Avg prompt throughput: ... tokens/s, Avg generation throughput: ..., Running: 0

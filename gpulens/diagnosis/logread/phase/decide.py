@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
+from gpulens.diagnosis.logread.lines import SERVER_STOPPED
 from gpulens.diagnosis.logread.phase.checkpoint import checkpoint_phase
 from gpulens.diagnosis.logread.phase.clock import an_hour_in_loop
 from gpulens.diagnosis.logread.phase.evaluation import (
@@ -121,6 +122,8 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     top = tb_start if tb_start is not None else failure
     if _never_started(lines, failure, tb):
         return "evaluation" if _evaluation_stage(lines, floor, top, tb) else "startup"
+    if tb is None and _server_stopped(lines, failure):  # P5: a server stopped from outside
+        return "evaluation" if served_requests(lines, floor, failure) else "startup"  # serving once it answered one
     if (checkpoint := checkpoint_phase(lines, failure, floor, top, region, tb)) is not None:
         return checkpoint
     if tb is not None and (setup := _setup_phase(lines, floor, top, tb)) is not None:
@@ -141,6 +144,12 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     if _evaluation_going_on(lines, failure, floor, top, shown_ends(lines[since:top]), tb):
         return "evaluation"
     return _phase_by_steps(lines, floor, top, region, tb, step)
+
+
+def _server_stopped(lines: Sequence[str], failure: int) -> bool:
+    """Whether the failure is an inference server's shutdown by its signal handler (:data:`lines.SERVER_STOPPED`): on the
+    failure's line, or on the line above it (a stop with no error line is read up to the line after its last one)."""
+    return any(SERVER_STOPPED.search(lines[k]) is not None for k in (failure - 1, failure) if 0 <= k < len(lines))
 
 
 def _never_started(lines: Sequence[str], failure: int, tb: Sequence[str] | None) -> bool:
