@@ -95,3 +95,36 @@ def test_a_servers_shutdown_is_read_above_its_wrapper_scripts_own_lines(served: 
     by its client right after its last answer (a normal end)."""
     got = diagnose_text("\n".join([*_UP, *served, *_DOWN, *_WRAPPER]))
     assert (got.diagnosis.category, got.phase) == (category, phase)
+
+
+def _summary(device: int) -> list[str]:
+    ruler, thin = "|" + "=" * 75 + "|", "|" + "-" * 75 + "|"
+    return [f"2022-10-28 06:47:56 | WARNING | fairseq.trainer | {ruler}",
+            f"|                  PyTorch CUDA memory summary, device ID {device}                 |", thin,
+            "|            CUDA OOMs: 1            |        cudaMalloc retries: 3         |", ruler,
+            "|        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  |", thin,
+            "| Allocated memory      |   36233 MB |   36233 MB |    1165 TB |    1165 TB |", thin,
+            "| Oversize GPU segments |       0    |       0    |       0    |       0    |", ruler, ""]
+
+
+_FAIRSEQ = [f"2022-10-28 06:4{k}:35 | INFO | train_inner | epoch 001:  {15607 + 100 * k} / 16028 loss=3.39, ppl=2.85"
+            for k in range(5)] + ['2022-10-28 06:44:07 | INFO | fairseq_cli.train | begin validation on "valid" subset']
+_OOM = ("2022-10-28 06:47:56 | WARNING | fairseq.trainer | OOM: Ran out of memory with exception: CUDA out of memory. "
+        "Tried to allocate 3.26 GiB (GPU {}; 39.59 GiB total capacity; 26.22 GiB already allocated)")
+_RETRY = "2022-10-28 06:47:56 | WARNING | fairseq.trainer | ran out of memory in validation step, retrying batch"
+
+
+def test_a_log_that_ends_in_cuda_memory_summaries_after_an_oom_died_of_it() -> None:
+    """fairseq prints a CUDA memory summary per device after an OOM and retries the batch; a retry that runs out again
+    is re-raised, its traceback on another stream: the log ends in the summaries, and the first OOM report is the root."""
+    body = [_OOM.format(0), *(r for d in range(2) for r in _summary(d)), _RETRY,
+            _OOM.format(0), *(r for d in range(2) for r in _summary(d))]
+    got = diagnose_text("\n".join([*_FAIRSEQ, *body]))
+    assert (got.diagnosis.category, got.phase) == ("gpu_oom", "evaluation")
+    assert got.indicator_lines[0] == len(_FAIRSEQ) + 1
+
+
+def test_a_memory_summary_printed_after_a_finished_run_is_no_failure() -> None:
+    done = [*_FAIRSEQ[:-1], "2022-10-28 06:50:00 | INFO | fairseq_cli.train | done training in 473878.3 seconds",
+            *_summary(0)]
+    assert diagnose_text("\n".join(done)).diagnosis.healthy

@@ -139,6 +139,9 @@ def end_evidence(lines: Sequence[str], floor: int, progress: Sequence[int]) -> E
     server = _server_end(lines, floor, tail)
     if server is not None:
         return server
+    dumped = _oom_dump_end(lines, floor, tail)
+    if dumped is not None:
+        return dumped
     runs = runs_failed(lines, tail)
     if runs is not None and (failed := failed_run_line(lines, floor, runs)) != runs:
         return End(failed, 0.0, "the runner's closing summary counts runs that failed: the last failed run's "
@@ -173,6 +176,47 @@ def _server_end(lines: Sequence[str], floor: int, tail: Sequence[int]) -> End | 
                                 "its work was done (a serving job's normal end)")
     return End(served, 0.0, "the server was stopped from outside: vLLM's signal handler (SIGINT or SIGTERM) "
                             "cancelled it and it shut down; who sent the signal is not in the log.", signalled=True)
+
+
+#: A row of PyTorch's CUDA memory summary table (``torch.cuda.memory_summary``: rows framed by "|", rulers of "=" and
+#: "-", the "PyTorch CUDA memory summary, device ID N" title), after a logger's prefix when it starts one.
+_SUMMARY_ROW = re.compile(r"\|[ =\-]*(?:[^|\n]*\|)+\s*$")
+#: An out-of-memory report that such summaries follow (fairseq's trainer prints one per device after "OOM: Ran out of
+#: memory with exception: CUDA out of memory ..."; others after catching ``torch.cuda.OutOfMemoryError``).
+_OOM_REPORT = re.compile(r"(?i)out of memory|OutOfMemoryError")
+#: Summary rows passed over up the attempt's end (a summary has about 45 rows; one per device, and again at each retry).
+_SUMMARY_REACH = 2500
+
+
+def _oom_dump_end(lines: Sequence[str], floor: int, tail: Sequence[int]) -> End | None:
+    """A stop at the out-of-memory report when the attempt ends in CUDA memory summaries (:data:`_SUMMARY_ROW`) printed
+    right after it: a trainer that catches an OOM prints the summaries and retries, and one whose retry ran out of
+    memory again re-raises (fairseq's ``Trainer.valid_step``: "ran out of memory in validation step, retrying batch",
+    then ``raise e``); the traceback went to a stream this log does not hold. None when the attempt does not end so."""
+    if not _SUMMARY_ROW.search(lines[tail[-1]]):
+        return None
+    k = tail[-1]
+    while k > max(floor, tail[-1] - _SUMMARY_REACH) and (not lines[k].strip() or _SUMMARY_ROW.search(lines[k])):
+        k -= 1
+    report = next((i for i in range(k, max(floor, k - 2) - 1, -1) if _OOM_REPORT.search(lines[i])), None)
+    if report is None:
+        return None
+    return End(_first_of_burst(lines, floor, report), 0.0, "the log ends in the CUDA memory summaries printed after an out-of-memory error: the run "
+                            "died of it there (its traceback went to another stream)", failed_run=True)
+
+
+def _first_of_burst(lines: Sequence[str], floor: int, report: int) -> int:
+    """The first out-of-memory report of the run of them that ends at ``report`` (each device's, and the retries',
+    with their summaries and the trainer's warnings between): the root error, where the first device to run out
+    printed it (R5)."""
+    first = report
+    for k in range(report - 1, max(floor, report - _SUMMARY_REACH) - 1, -1):
+        text = lines[k]
+        if _OOM_REPORT.search(text):
+            first = k
+        elif text.strip() and not _SUMMARY_ROW.search(text) and not says_arning(text):
+            break
+    return first
 
 
 #: Lines above the attempt's end searched for a server's shutdown after which its job script printed lines of its own.
