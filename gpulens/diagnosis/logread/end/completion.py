@@ -136,12 +136,9 @@ def end_evidence(lines: Sequence[str], floor: int, progress: Sequence[int]) -> E
     if stop is not None:
         return End(stop, 0.0, "the run was interrupted before its end: the job caught a Ctrl-C (SIGINT), reported it "
                               "and exited (stopped by a user or a scheduler's SIGINT).")
-    server = _server_end(lines, floor, tail)
-    if server is not None:
-        return server
-    dumped = _oom_dump_end(lines, floor, tail)
-    if dumped is not None:
-        return dumped
+    special = _server_end(lines, floor, tail) or _oom_dump_end(lines, floor, tail)
+    if special is not None:
+        return special
     runs = runs_failed(lines, tail)
     if runs is not None and (failed := failed_run_line(lines, floor, runs)) != runs:
         return End(failed, 0.0, "the runner's closing summary counts runs that failed: the last failed run's "
@@ -185,7 +182,7 @@ _SUMMARY_ROW = re.compile(r"\|[ =\-]*(?:[^|\n]*\|)+\s*$")
 #: memory with exception: CUDA out of memory ..."; others after catching ``torch.cuda.OutOfMemoryError``).
 _OOM_REPORT = re.compile(r"(?i)out of memory|OutOfMemoryError")
 #: Summary rows passed over up the attempt's end (a summary has about 45 rows; one per device, and again at each retry).
-_SUMMARY_REACH = 2500
+_OOM_DUMP_REACH = 2500
 
 
 def _oom_dump_end(lines: Sequence[str], floor: int, tail: Sequence[int]) -> End | None:
@@ -196,7 +193,7 @@ def _oom_dump_end(lines: Sequence[str], floor: int, tail: Sequence[int]) -> End 
     if not _SUMMARY_ROW.search(lines[tail[-1]]):
         return None
     k = tail[-1]
-    while k > max(floor, tail[-1] - _SUMMARY_REACH) and (not lines[k].strip() or _SUMMARY_ROW.search(lines[k])):
+    while k > max(floor, tail[-1] - _OOM_DUMP_REACH) and (not lines[k].strip() or _SUMMARY_ROW.search(lines[k])):
         k -= 1
     report = next((i for i in range(k, max(floor, k - 2) - 1, -1) if _OOM_REPORT.search(lines[i])), None)
     if report is None:
@@ -210,7 +207,7 @@ def _first_of_burst(lines: Sequence[str], floor: int, report: int) -> int:
     with their summaries and the trainer's warnings between): the root error, where the first device to run out
     printed it (R5)."""
     first = report
-    for k in range(report - 1, max(floor, report - _SUMMARY_REACH) - 1, -1):
+    for k in range(report - 1, max(floor, report - _OOM_DUMP_REACH) - 1, -1):
         text = lines[k]
         if _OOM_REPORT.search(text):
             first = k
