@@ -128,3 +128,22 @@ def test_a_memory_summary_printed_after_a_finished_run_is_no_failure() -> None:
     done = [*_FAIRSEQ[:-1], "2022-10-28 06:50:00 | INFO | fairseq_cli.train | done training in 473878.3 seconds",
             *_summary(0)]
     assert diagnose_text("\n".join(done)).diagnosis.healthy
+
+
+def _yolox(epoch: int, iters: range) -> list[str]:
+    head = "2023-08-27 08:{:02d}:{:02d}.292 | INFO     | yolox.core.trainer:"
+    lines = [head.format(0, 0) + "before_train:130 - args: Namespace(batch_size=8, devices=1, exp_file='exps/mot20.py')",
+             head.format(0, 1) + "before_train:196 - Training start..."]
+    lines += [head.format(k % 60, k % 60) + f"after_iter:250 - epoch: {epoch}/80, iter: {k}/2233, mem: 20118Mb, "
+              f"iter_time: 1.102s, data_time: 0.001s, total_loss: 9.{k % 10}, iou_loss: 2.8, lr: 1.5e-05" for k in iters]
+    return [*lines, head.format(59, 59) + "after_train:180 - Training of experiment is done and the best AP is 0.00"]
+
+
+@pytest.mark.parametrize(("epoch", "iters", "healthy"), [(1, range(10, 90, 10), False), (80, range(2190, 2240, 10), True)])
+def test_yoloxs_closing_line_after_a_short_counter_is_a_stop(epoch: int, iters: range, healthy: bool) -> None:
+    """YOLOX logs "Training of experiment is done" from a finally block, however training ended: after iteration 80
+    of 2,233 in epoch 1 of 80 the run stopped (cause not in the log); after the last iteration of the last epoch it
+    finished."""
+    got = diagnose_text("\n".join(_yolox(epoch, iters)))
+    assert got.diagnosis.healthy is healthy
+    assert healthy or (got.diagnosis.category, got.phase) == ("unknown", "training")

@@ -319,12 +319,22 @@ def _after_progress(lines: Sequence[str], floor: int, progress: Sequence[int], t
     if numbered and short_of_configured(numbered[0], numbered[1] if len(numbered) > 1 else None, totals):
         reached = False  # short of the configured length
     results = _new_results(lines, floor, last, tail)
+    if results is not None and reached is False and _CLOSED_IN_FINALLY.search(lines[results]):
+        return End(results, 0.0, "the trainer's closing line (printed however training ended) follows a counter short "
+                                 "of its end,")
     if results is not None:
         return End(results, 0.7, "results printed after the last step")
     if reached is False and len([i for i in tail if i > last]) <= _AFTER_PROGRESS:
         return End(last, 0.0, "the log stops in the middle of the run, short of the end its progress counter "
                               "or its configuration names,")
     return None
+
+
+#: A trainer's closing line printed from a ``finally`` block, whether training ended or raised: YOLOX's ``Trainer.train``
+#: (yolox/core/trainer.py: ``try: self.train_in_epoch() except Exception: raise finally: self.after_train()``, and
+#: ``after_train`` logs "Training of experiment is done and the best AP is {:.2f}"). After a counter short of its end it
+#: says the loop stopped, not that it finished (an interrupt's traceback goes to the console, not to the log file).
+_CLOSED_IN_FINALLY = re.compile(r"Training of experiment is done and the best AP is")
 
 
 def _new_results(lines: Sequence[str], floor: int, last_progress: int, tail: Sequence[int]) -> int | None:
