@@ -103,9 +103,11 @@ def cut(lines: Sequence[str], indicators: Sequence[int], before: int = BEFORE, a
 
 
 def _rows(index_dir: Path, slices: str | None = None) -> list[dict[str, str]]:
+    """The rows of the index files of ``slices`` (comma-separated slice names, "as" or "a,b,ar"; None: all)."""
+    names = None if slices is None else {x.strip() for x in slices.split(",")}
     rows: list[dict[str, str]] = []
     for path in sorted(index_dir.glob("index_*.csv")):
-        if slices is not None and path.stem.removeprefix("index_") not in slices:
+        if names is not None and path.stem.removeprefix("index_") not in names:
             continue
         with path.open(encoding="utf-8", newline="") as fh:
             rows += list(csv.DictReader(fh))
@@ -121,7 +123,7 @@ def _name(file: str) -> str:
 def build(corpus: Path, out: Path, index_dir: Path = WHOLE_INDEX, real_index: Path = REAL_INDEX, *,
           before: int = BEFORE, after: int = AFTER, max_bytes: int = MAX_BYTES,
           slices: str | None = None) -> int:
-    """Write the contexts of the dev rows of the index files of ``slices`` (letters; None: all)
+    """Write the contexts of the dev rows of the index files of ``slices`` (comma-separated names; None: all)
     and their index; the number written. Holdout projects are excluded over every index."""
     whole = _rows(index_dir, slices)
     banned_rows = _rows(index_dir)
@@ -165,7 +167,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # by default every index_*.csv present, by a fixed rule: each slice scored blind gives its dev
     # rows to the contexts once its holdout rows have been scored
     ap.add_argument("--slices", default="all",
-                    help="letters of the index files to cut from (default 'all': every index_*.csv present)")
+                    help="names of the index files to cut from, comma-separated ('as' is index_as.csv, 'a,b' two files; "
+                         "default 'all': every index_*.csv present)")
     args = ap.parse_args(argv)
     corpus = os.environ.get("GPULENS_WHOLE_LOGS", "")
     if not corpus or not Path(corpus).is_dir():

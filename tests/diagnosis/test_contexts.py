@@ -144,3 +144,11 @@ def test_only_the_whole_log_classifier_learns_from_the_contexts(tmp_path: Path) 
     assert [e.project for e in load_context_corpus(root)] == ["me/x"]
     assert _fold_classifiers(Classifier(model=None, cache_dir=None), ["me/x"]) == {}
     assert whole_classifier().contexts and whole_classifier() is whole_classifier()
+
+
+def test_slices_are_named_whole_not_by_their_letters(tmp_path: Path) -> None:
+    """``--slices as`` cuts from index_as.csv alone (not index_a.csv and index_s.csv, as a letter test would)."""
+    for name in ("a", "s", "as"):
+        (tmp_path / f"index_{name}.csv").write_text(f"file,split\n{name}/x.log,dev\n", encoding="utf-8")
+    assert [r["file"] for r in cwc._rows(tmp_path, "as")] == ["as/x.log"]
+    assert [r["file"] for r in cwc._rows(tmp_path, "a,s")] == ["a/x.log", "s/x.log"]
