@@ -147,3 +147,14 @@ def test_yoloxs_closing_line_after_a_short_counter_is_a_stop(epoch: int, iters: 
     got = diagnose_text("\n".join(_yolox(epoch, iters)))
     assert got.diagnosis.healthy is healthy
     assert healthy or (got.diagnosis.category, got.phase) == ("unknown", "training")
+
+
+def test_an_unreadable_tiktoken_vocabulary_is_the_models_damaged_tokenizer_file() -> None:
+    """gpt-oss's harmony renderer loads a tiktoken encoding file when vLLM's server starts; a file that is no
+    vocabulary (a download cut short or proxied) is a tokenizer file of the model that cannot be read (README C2),
+    damaged the log does not show how (O5: origin unknown)."""
+    got = diagnose_text(_job('  File "/venv/lib/python3.12/site-packages/vllm/entrypoints/openai/api_server.py", '
+                             'line 1530, in init_app_state', "    load_harmony_encoding(HarmonyEncodingName.HARMONY_GPT_OSS)",
+                             "openai_harmony.HarmonyError: invalid tiktoken vocab file: expected token and rank, could "
+                             "not split on ' ' at line 1")).diagnosis
+    assert (got.category, got.origin, got.rule_id) == ("checkpoint_error", "unknown", "harmony-tiktoken-vocab-invalid")
