@@ -364,7 +364,8 @@ def _before_the_rules(view: logs.LogView, pick: _Pick, file: str | None,
                      f"happened elsewhere): {lines}", file, evidence_base, view.inputs)
         d.confidence = 0.5
         return d
-    if (best is None or best.rule.generic) and not pick.from_context and (lib := _import_time(view)):
+    if (best is None or best.rule.generic) and (lib := (_import_time(view) if not pick.from_context else "")
+                                                or _import_time_of(view, best)):
         return Diagnosis("import_error", DEFAULT_ORIGIN["import_error"], IMPORT_TIME_CONFIDENCE, evidence_base,
                          method="rule", inputs=view.inputs, file=file,
                          reason=f"raised while Python imported {lib} (a library's own module-level code, "
@@ -543,10 +544,11 @@ _IMPORTLIB = re.compile(r"^<frozen importlib\.|importlib[/\\]__init__\.py$")
 
 def _import_time(view: logs.LogView) -> str:
     """The library whose module-level code was running when the exception that ended the
-    process was raised, when the traceback shows nothing but imports above it: every frame
-    above the innermost ``<module>`` frame is a ``<module>`` frame whose code line is an import
-    statement (or the import machinery's), that frame is a library's (site-packages) and it is
-    not the first frame. A Python exception there (a TypeError, an AttributeError) is installed
+    process was raised, when the traceback shows an import chain above it: the frames above the
+    innermost ``<module>`` frame are ``<module>`` frames whose code line is an import statement (or
+    the import machinery's), up to the first frame or to a function whose own code line is an import
+    statement (a lazy import: vLLM's kernel warm-up importing flashinfer), that frame is a library's
+    (site-packages) and it is not the first frame. A Python exception there (a TypeError, an AttributeError) is installed
     packages that do not fit together (``yaml.load()`` without ``Loader`` in an old dask under
     PyYAML 6), not the job's code: its own code has not run yet. "" otherwise."""
     if not view.has_traceback or view.truncated or not view.exception_lines or len(view.frames) < 2:
@@ -556,10 +558,24 @@ def _import_time(view: logs.LogView) -> str:
     if not mods or mods[-1] == 0:
         return ""
     inner = mods[-1]
-    if any(frames[k][1] != "<module>" or not _IMPORT_CODE.match(frames[k][2].strip()) for k in range(inner)):
-        return ""
+    for k in range(inner - 1, -1, -1):  # up the import chain: import statements, module by module
+        if not _IMPORT_CODE.match(frames[k][2].strip()):
+            return ""
+        if frames[k][1] != "<module>":
+            break  # a function's own import statement (a lazy import): the chain starts there
     lib = _PACKAGE.search(frames[inner][0].replace("\\", "/"))
     return lib.group(1).removesuffix(".py") if lib else ""
+
+
+def _import_time_of(view: logs.LogView, match: RuleMatch | None) -> str:
+    """:func:`_import_time` of the earlier traceback whose exception line is ``match``'s, when a report printed after it
+    ends the text (a parent process's: vLLM's API server raising "Engine core initialization failed. See root cause
+    above." after its engine process printed the root traceback); "" otherwise."""
+    target = match.line.strip() if match is not None else ""
+    if not target or not view.has_traceback or (view.exception_lines and target == view.exception_lines[-1].strip()):
+        return ""
+    at = next((i for i in range(len(view.lines) - 1, -1, -1) if logs.normalize_line(view.lines[i]).strip() == target), None)
+    return _import_time(logs.analyze("\n".join(view.lines[:at + 1]))) if at is not None else ""
 
 
 def _ended_it(view: logs.LogView, match: RuleMatch) -> bool:

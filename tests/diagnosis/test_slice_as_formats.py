@@ -158,3 +158,24 @@ def test_an_unreadable_tiktoken_vocabulary_is_the_models_damaged_tokenizer_file(
                              "openai_harmony.HarmonyError: invalid tiktoken vocab file: expected token and rank, could "
                              "not split on ' ' at line 1")).diagnosis
     assert (got.category, got.origin, got.rule_id) == ("checkpoint_error", "unknown", "harmony-tiktoken-vocab-invalid")
+
+
+_SITE = "/w/.venv/lib/python3.11/site-packages"
+_WARMUP = ["Traceback (most recent call last):", f'  File "{_SITE}/vllm/v1/worker/gpu_worker.py", line 713, in compile',
+           "    kernel_warmup(self)", f'  File "{_SITE}/vllm/model_executor/warmup/kernel_warmup.py", line 100, in kernel_warmup',
+           "    from vllm.compilation.passes.fusion.allreduce_rms_fusion import (",
+           f'  File "{_SITE}/vllm/compilation/passes/fusion/allreduce_rms_fusion.py", line 12, in <module>',
+           "    import flashinfer.comm as _flashinfer_comm", f'  File "{_SITE}/flashinfer/comm/fd_exchange.py", line 55, in <module>',
+           "    def _fd_ancillary(fd: int) -> tuple[tuple[int, int, array.array[int]]]:",
+           "TypeError: type 'array.array' is not subscriptable"]
+_API = ["Traceback (most recent call last):", f'  File "{_SITE}/vllm/v1/engine/utils.py", line 1137, in wait_for_engine_startup',
+        "    raise RuntimeError(", "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"]
+
+
+def test_an_error_in_a_lazily_imported_librarys_module_code_is_an_import_error_behind_a_parents_report() -> None:
+    """vLLM's kernel warm-up imports flashinfer inside a function (a lazy import) and flashinfer's module-level code
+    raises (README C9: raised while a library is imported); the API server's "See root cause above" report printed
+    after it does not hide that traceback."""
+    got = diagnose_text("\n".join(["(EngineCore pid=9) INFO loading weights", *_WARMUP, *_API])).diagnosis
+    assert (got.category, got.origin) == ("import_error", "user")
+    assert "imported flashinfer" in (got.reason or "")
