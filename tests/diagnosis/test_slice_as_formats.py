@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from gpulens.diagnosis.logread import diagnose_text
+from gpulens.diagnosis.logread.end.completion_messages import completion_strength
 
 _EPOCHS = [f"epoch {k}: prepared {k * 10} samples" for k in range(3)]
 
@@ -179,3 +180,13 @@ def test_an_error_in_a_lazily_imported_librarys_module_code_is_an_import_error_b
     got = diagnose_text("\n".join(["(EngineCore pid=9) INFO loading weights", *_WARMUP, *_API])).diagnosis
     assert (got.category, got.origin) == ("import_error", "user")
     assert "imported flashinfer" in (got.reason or "")
+
+
+@pytest.mark.parametrize(("line", "stops"), [("  Early stopping: patience=3", False), ("early_stopping: True", False),
+                                             ("Early stopping patience: 20", False),
+                                             ("Early stopping: no improvement in 5 epochs", True),
+                                             ("Early stopping triggered at epoch 12", True)])
+def test_an_early_stopping_setting_in_the_config_banner_is_no_stop(line: str, stops: bool) -> None:
+    """A script's banner prints its early-stopping setting ("Early stopping: patience=3") before training: no stop
+    happened there, unlike "Early stopping triggered" (phase rule P10)."""
+    assert (completion_strength(line) > 0) is stops

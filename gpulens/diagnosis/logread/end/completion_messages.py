@@ -90,10 +90,13 @@ _WEAK = re.compile(
 
 
 #: A configuration line that names the early-stopping setting with its value, as scripts print their config
-#: before training ("Early stopping patience: 20", "early stopping min_delta = 0.001"; Keras' ``EarlyStopping(patience,
-#: min_delta, monitor, mode)``, HF's ``EarlyStoppingCallback(early_stopping_patience, early_stopping_threshold)``):
-#: no stop happened (phase rule P10: the end of training is the loop's end or an early-stopping message, not its setting).
-_STOP_SETTING = re.compile(r"(?i)\bearly[ _-]?stopping[ _](?:patience|min_delta|delta|threshold|monitor|mode|rounds|metric)\s*[:=]")
+#: before training ("Early stopping patience: 20", "early stopping min_delta = 0.001", "Early stopping: patience=3",
+#: "early_stopping: True"; Keras' ``EarlyStopping(patience, min_delta, monitor, mode)``, HF's
+#: ``EarlyStoppingCallback(early_stopping_patience, early_stopping_threshold)``): no stop happened (phase rule P10: the
+#: end of training is the loop's end or an early-stopping message, not its setting).
+_STOP_KEYS = r"(?:patience|min_delta|delta|threshold|monitor|mode|rounds|metric)"
+_STOP_SETTING = re.compile(rf"(?i)\bearly[ _-]?stopping(?:[ _]{_STOP_KEYS}\s*[:=]|\s*[:=]\s*(?:{_STOP_KEYS}\s*[:=]"
+                           r"|(?:true|false|enabled|disabled)\b))")
 
 
 def completion_strength(line: str) -> float:
