@@ -345,7 +345,7 @@ def _after_kill(lines: Sequence[str], at: int) -> int | None:
         return None
     if line_shape(lines[nxt]) in shapes_above(lines, at, _DYING_LINES):
         return None  # a line the job printed just before the kill, again: its output until the signal reached it
-    if script_trace_only(lines, nxt):
+    if _script_trace_only(lines, nxt):
         return None  # the dying job script's own clean-up (its trap), traced by ``set -x``: no new job's output
     return nxt
 
@@ -357,7 +357,7 @@ _XTRACE = re.compile(r"^\++ \S")
 _TRACED_ECHO = re.compile(r"^\++ echo (?:-[ne] )?(['\"]?)(.*)\1\s*$")
 
 
-def script_trace_only(lines: Sequence[str], start: int) -> bool:
+def _script_trace_only(lines: Sequence[str], start: int) -> bool:
     """Whether ``lines[start:]`` hold nothing but the job script's ``set -x`` trace and what its traced ``echo``
     commands print: a ``trap cleanup`` running as the scheduler's signal ends the job (a stopped container, a
     removed folder), not a program's output; a new job appended after a kill prints its own lines."""
