@@ -198,8 +198,8 @@ def _oom_dump_end(lines: Sequence[str], floor: int, tail: Sequence[int]) -> End 
     report = next((i for i in range(k, max(floor, k - 2) - 1, -1) if _OOM_REPORT.search(lines[i])), None)
     if report is None:
         return None
-    return End(_first_of_burst(lines, floor, report), 0.0, "the log ends in the CUDA memory summaries printed after an out-of-memory error: the run "
-                            "died of it there (its traceback went to another stream)", failed_run=True)
+    return End(_first_of_burst(lines, floor, report), 0.0, "the log ends in the CUDA memory summaries printed after an "
+               "out-of-memory error: the run died of it there (its traceback went to another stream)", failed_run=True)
 
 
 def _first_of_burst(lines: Sequence[str], floor: int, report: int) -> int:
