@@ -364,8 +364,7 @@ def _before_the_rules(view: logs.LogView, pick: _Pick, file: str | None,
                      f"happened elsewhere): {lines}", file, evidence_base, view.inputs)
         d.confidence = 0.5
         return d
-    if (best is None or best.rule.generic) and (lib := (_import_time(view) if not pick.from_context else "")
-                                                or _import_time_of(view, best)):
+    if (best is None or best.rule.generic) and (lib := _imported_library(view, pick)):
         return Diagnosis("import_error", DEFAULT_ORIGIN["import_error"], IMPORT_TIME_CONFIDENCE, evidence_base,
                          method="rule", inputs=view.inputs, file=file,
                          reason=f"raised while Python imported {lib} (a library's own module-level code, "
@@ -548,8 +547,8 @@ def _import_time(view: logs.LogView) -> str:
     innermost ``<module>`` frame are ``<module>`` frames whose code line is an import statement (or
     the import machinery's), up to the first frame or to a function whose own code line is an import
     statement (a lazy import: vLLM's kernel warm-up importing flashinfer), that frame is a library's
-    (site-packages) and it is not the first frame. A Python exception there (a TypeError, an AttributeError) is installed
-    packages that do not fit together (``yaml.load()`` without ``Loader`` in an old dask under
+    (site-packages) and it is not the first frame. A Python exception there (a TypeError, an
+    AttributeError) is installed packages that do not fit together (``yaml.load()`` without ``Loader`` in an old dask under
     PyYAML 6), not the job's code: its own code has not run yet. "" otherwise."""
     if not view.has_traceback or view.truncated or not view.exception_lines or len(view.frames) < 2:
         return ""
@@ -565,6 +564,13 @@ def _import_time(view: logs.LogView) -> str:
             break  # a function's own import statement (a lazy import): the chain starts there
     lib = _PACKAGE.search(frames[inner][0].replace("\\", "/"))
     return lib.group(1).removesuffix(".py") if lib else ""
+
+
+def _imported_library(view: logs.LogView, pick: _Pick) -> str:
+    """The library being imported when the failure was raised: read from the text's last traceback
+    (:func:`_import_time`) unless the best rule came from the context, else from the earlier traceback whose
+    exception line is the best rule's evidence (:func:`_import_time_of`); "" when neither is an import."""
+    return (_import_time(view) if not pick.from_context else "") or _import_time_of(view, pick.best)
 
 
 def _import_time_of(view: logs.LogView, match: RuleMatch | None) -> str:

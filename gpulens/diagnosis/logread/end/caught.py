@@ -1,7 +1,6 @@
 """Error reports Python printed and went on from: an exception ignored in ``__del__`` or a callback, an
 ``atexit`` handler's error, a logging handler's "--- Logging error ---", a web server's report of one request's
-exception. Their exception lines end no
-process, so they are neither failure lines nor what the classifier reads."""
+exception. Their exception lines end no process, so they are neither failure lines nor what the classifier reads."""
 
 from __future__ import annotations
 
