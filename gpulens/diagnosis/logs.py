@@ -794,8 +794,11 @@ _NOISE_ERR = Guarded(
     r"|\b0 errors?\b|errors?\s*[:=]\s*0\b|error_file: <N/A>|\bif .*error|\berror_?handl|ignore_errors"
     # code lines of a traceback printed without indentation: "raise X", an except clause (it ends with its colon; torch's
     # message "Sizes of tensors must match except in dimension 1" is no code line)
-    r"|on_error|errors='|--\w*error|raise \w|\bexcept\b[^:]*:\s*$",
-    ("Warning", "warn", 'File "', "error", "raise ", "except "), split=True,
+    r"|on_error|errors='|--\w*error|raise \w|\bexcept\b[^:]*:\s*$"
+    # a row of wandb's run summary or history at the process's exit (``wandb_run.py`` ``_footer``): a metric's name and
+    # its value or sparkline ("wandb:          hero/timeout 0.0", "wandb:   train/oom_count ▁▁▁▁"), no failure
+    r"|^wandb:\s+[\w/.()\[\]-]+\s+(?:[-+]?(?:\d[\d.]*(?:e[-+]?\d+)?|nan|inf)|True|False|[▁▂▃▄▅▆▇█ ]+)$",
+    ("Warning", "warn", 'File "', "error", "raise ", "except ", "wandb:"), split=True,
 )
 
 

@@ -17,6 +17,10 @@ _BAR_UPDATE = re.compile(_BAR_COUNT)
 #: The same update right after the bar's blocks ("40%|####      | 40/100 [00:09<00:13, 4.4it/s]"):
 #: how tqdm prints a bar whose total it knows.
 _BAR_AFTER_BLOCKS = re.compile(r"\|\s*" + _BAR_COUNT)
+#: A bar's update cut off inside its bracket of times, where another writer's line came in ("910/1000 [04:01<00:23,"
+#: then "slurmstepd: error: *** JOB ... CANCELLED ...", the rest of the refresh, "  3.79it/s]", on the next line): the
+#: file got tqdm's refresh in two writes with the other's between them.
+_BAR_CUT = re.compile(r"(\d+)/(\d+)\s*\[\d[\d:]*<[\d:?]+,(?:\s*[\d.?]+\s?(?:it/s|s/it))?,?(?=[A-Za-z*])")
 
 
 def bar_update(shown: str, *, after_blocks: bool = False) -> re.Match[str] | None:
@@ -64,7 +68,7 @@ def text_on_bar(line: str) -> BarText | None:
     shown = line.rstrip("\r\n")
     shown = shown[shown.rfind("\r") + 1:][-_BAR_SHOWN:]  # the last refresh: what the terminal shows
     last = next(reversed(list(bar_updates(shown))), None)  # the last update on it
-    if last is None:
+    if last is None and (last := _BAR_CUT.search(shown)) is None:
         return None
     text = _CURSOR.sub("", shown[last.end():]).strip()
     if not text or not (text[:1].isalpha() or text.startswith(("*", "[", "/", "."))):

@@ -60,7 +60,7 @@ from gpulens.diagnosis.logread.phase.frames import (
     library_generation,
     no_grad_forward,
 )
-from gpulens.diagnosis.logread.phase.jobkind import no_training_loop
+from gpulens.diagnosis.logread.phase.jobkind import no_training_loop, work_counted
 from gpulens.diagnosis.logread.phase.loops import (
     loop_announced,
     loop_started,
@@ -337,4 +337,6 @@ def _without_steps(lines: Sequence[str], floor: int, top: int, region: Sequence[
         return "training"  # P2 (c): no output of the loop in this file, but it ran for over an hour
     if not in_step and engine_just_built(lines, floor, top) and not any("train" in ln.lower() for ln in frames or ()):
         return "evaluation"  # P5: vLLM's LLM built, no training loop (nor a trainer's frame): its first prompts were running
+    if not in_step and work_counted(lines, floor, top) and no_training_loop(lines, top, frames):
+        return "evaluation"  # P5: a job with no training loop counted its items done ("Processing sample 137/300")
     return glued_bar(region) or ("first_step" if in_step else "startup")

@@ -15,16 +15,18 @@ not what the job did.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from gpulens.diagnosis.guarded import Guarded
 
-__all__ = ["no_training_loop"]
+__all__ = ["no_training_loop", "work_counted"]
 
 #: What a training job prints or runs and an inference job does not (on the lower-cased line): training (not a
-#: pretrained model's name: inference jobs load those), fine-tuning, a loss, a gradient norm, a learning rate, an
+#: pretrained or "trained" model's name: inference jobs load those; not a data split's size, "training samples: 15240192",
+#: which an inference job reading that split prints too), fine-tuning, a loss, a gradient norm, a learning rate, an
 #: optimizer, an epoch, a backward pass, a checkpoint saved.
-_TRAINING = Guarded(r"(?<!pre)train|fine-?tun|loss|grad_?norm|learning[_ ]rate|\blr\b|optimi[sz]|epoch|\bbackward"
+_TRAINING = Guarded(r"(?<!pre)train(?!ed\b|(?:ing)? (?:samples|set|size|data|examples)\s*[:=]\s*\d)|fine-?tun|loss|grad_?norm|learning[_ ]rate|\blr\b|optimi[sz]|epoch|\bbackward"
                     r"|\bsav(?:e|es|ed|ing)\b.{0,60}checkpoint|checkpoint-\d",
                     ("train", "tun", "loss", "norm", "rate", "lr", "optimi", "epoch", "backward", "checkpoint"))
 #: The work of a job with no training loop, in its own words (on the lower-cased line).
@@ -52,3 +54,23 @@ def no_training_loop(lines: Sequence[str], top: int, tb: Sequence[str] | None) -
 def _own_line(line: str) -> bool:
     """Whether ``line`` (lower-cased) is the job's own output rather than a library's warning (its source path) or wandb's."""
     return "site-packages" not in line and "warn" not in line and not line.startswith("wandb:")
+
+
+#: A count of items done out of a total on a job's own line ("Processing sample 137/300 for class 6..."), not a date's
+#: or a path's digits ("2024/07/19").
+_COUNTED = re.compile(r"(?<![\d/.:])(\d+)/(\d+)(?![\d/.:])")
+#: Lines above the failure looked at for the job's counted work.
+_WORK_LOOKBACK = 12
+
+
+def work_counted(lines: Sequence[str], floor: int, top: int) -> bool:
+    """Whether the lines just above ``top`` (from ``floor``) count the job's work item by item: the same total on
+    every counter, the count moving (P5: an inference job's first item done is its work, not its set-up); progress
+    bars are left out."""
+    counts: dict[str, set[str]] = {}
+    for line in lines[max(floor, top - _WORK_LOOKBACK):top]:
+        if "\r" in line or "%|" in line:
+            continue  # a progress bar: what it does is read from its title (a set-up bar's, "Preparing data")
+        for done, total in _COUNTED.findall(line[:200]):
+            counts.setdefault(total, set()).add(done)
+    return any(len(done) >= 3 and total != "0" for total, done in counts.items())

@@ -1,0 +1,60 @@
+"""Readings settled from dev rows in stop 57: a row of wandb's run summary or history is a metric's name and value,
+never a failure line, whatever the metric is called."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpulens.diagnosis import logs
+from gpulens.diagnosis.logread import diagnose_text
+
+_RUN = ["+ python eval_agents.py", *(f"route {k}: driving score {60 + k}.0, success rate 0.{k}" for k in range(4)),
+        "results from route 3: success rate 0.3, driving score 63.0", "evaluation finished"]
+
+
+@pytest.mark.parametrize("row", ["wandb:                      hero/timeout 0.0", "wandb:   train/oom_count ▁▁▁▁▁▁",
+                                 "wandb:     eval/errors 3"])
+def test_a_wandb_summary_row_is_no_failure_line(row: str) -> None:
+    assert not logs.is_hard_error(logs.normalize_line(row))
+
+
+def test_a_run_whose_summary_holds_a_timeout_metric_is_healthy() -> None:
+    summary = ["wandb: Run history:", "wandb:   hero/score ▁▃▅█", "wandb:   hero/timeout ▁▁▁▁", "wandb:",
+               "wandb: Run summary:", "wandb:   hero/score 63.0", "wandb:   hero/timeout 0.0", "wandb:",
+               "wandb: 🚀 View run silver-sun-3 at: https://wandb.ai/u/p/runs/1x2y3z"]
+    got = diagnose_text("\n".join([*_RUN, *summary])).diagnosis
+    assert (got.category, got.origin) == ("none", "none")
+
+
+def test_a_wandb_row_whose_value_is_an_error_message_stays_a_failure_line() -> None:
+    assert logs.is_hard_error(logs.normalize_line("wandb:   error CUDA error: out of memory"))
+
+
+def _phase(lines: list[str]) -> str | None:
+    return diagnose_text("\n".join(lines)).phase
+
+
+def test_a_cancel_written_into_a_bar_refresh_cut_in_two_reads_the_bar() -> None:
+    """tqdm's refresh reached the file in two writes with slurmstepd's line between them: the bar's count shows the
+    loop was at 910 of 1000, not at its set-up."""
+    bars = "\r".join(f" {k // 10}%|█         | {k}/1000 [00:{k // 10:02d}<04:00,  3.79it/s]" for k in range(0, 910, 7))
+    cut = (f"{bars}\r 91%|█████████ | 910/1000 [04:01<00:23,slurmstepd: error: *** JOB 2918671 ON vulcan34 CANCELLED AT "
+           "2024-07-19T11:01:04 DUE TO PREEMPTION ***")
+    log = ["Loading checkpoint shards: 100%|██████████| 2/2 [00:03<00:00,  1.46s/it]", cut,
+           "  3.79it/s]\r 91%|█████████ | 911/1000 [04:01<00:22,  4.00it/s]"]
+    assert _phase(log) == "training"
+
+
+def _inference(first: str) -> list[str]:
+    return ["INFO:__main__:Using device: cuda", first, "INFO:__main__:Loading trained vanilla diffusion model...",
+            "INFO:__main__:Running per-class softmax posterior inference with 300 samples each...",
+            *(f"INFO:__main__:Processing sample {k}/300 for class 6..." for k in range(1, 138)),
+            "slurmstepd: error: *** JOB 1525618 ON qgpu0208 CANCELLED AT 2025-11-21T21:06:53 ***"]
+
+
+def test_an_inference_job_cancelled_while_counting_its_items_is_in_evaluation() -> None:
+    """P5: a job with no training loop (a split's size and a "trained" model are no training) that counted its items
+    done was past its set-up; a training word in the job's own lines keeps the old reading."""
+    assert _phase(_inference("INFO:__main__:Number of classes: 164, training samples: 15240192, test samples: 3448")) \
+        == "evaluation"
+    assert _phase(_inference("INFO:__main__:Training the classifier head, lr 0.001")) != "evaluation"
