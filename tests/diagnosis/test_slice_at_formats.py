@@ -58,3 +58,14 @@ def test_an_inference_job_cancelled_while_counting_its_items_is_in_evaluation() 
     assert _phase(_inference("INFO:__main__:Number of classes: 164, training samples: 15240192, test samples: 3448")) \
         == "evaluation"
     assert _phase(_inference("INFO:__main__:Training the classifier head, lr 0.001")) != "evaluation"
+
+
+@pytest.mark.parametrize("line", ["ERROR: No Python environment found",
+                                  "/var/spool/slurmd/job7/slurm_script: line 5: /home/u/venv/bin/activate: No such file "
+                                  "or directory"])
+def test_a_missing_python_environment_is_an_import_error_of_the_user(line: str) -> None:
+    """C9's environment reading: the job's environment is not there (a job script's own check, a venv's activate
+    script missing), not a missing script of the job (shell-script-missing) nor a CUDA failure."""
+    got = diagnose_text("\n".join(["+ nvidia-smi", "| NVIDIA A100-SXM4-40GB  On |", "Staging data: 3.2G done", line,
+                                   "Run setup first: bash scripts/submit.sh --setup --gpu=a100"])).diagnosis
+    assert (got.category, got.origin) == ("import_error", "user")
