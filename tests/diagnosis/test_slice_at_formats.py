@@ -69,3 +69,23 @@ def test_a_missing_python_environment_is_an_import_error_of_the_user(line: str) 
     got = diagnose_text("\n".join(["+ nvidia-smi", "| NVIDIA A100-SXM4-40GB  On |", "Staging data: 3.2G done", line,
                                    "Run setup first: bash scripts/submit.sh --setup --gpu=a100"])).diagnosis
     assert (got.category, got.origin) == ("import_error", "user")
+
+
+def _yolox(epoch_total: int, last_epoch: int) -> str:
+    head = "2023-01-13 19:49:{:02d}.163 | INFO     | yolox.core.trainer:"
+    lines = [head.format(0) + "before_train:130 - args: Namespace(batch_size=16, devices=2)"]
+    for e in range(last_epoch - 2, last_epoch + 1):
+        lines += [head.format(e) + f"after_iter:253 - epoch: {e}/{epoch_total}, iter: 10/14, mem: 4538Mb, "
+                  "iter_time: 0.199s, data_time: 0.002s, total_loss: 1.2, iou_loss: 0.6, lr: 1.0e-04",
+                  head.format(e) + "evaluate_and_save_model:340 - Average forward time: 2.14 ms",
+                  " Average Precision  (AP) @[ IoU=0.50:0.95 | area=   all | maxDets=100 ] = 0.929",
+                  head.format(e) + "save_ckpt:356 - Save weights to ./YOLOX_outputs/yolox_s"]
+    return "\n".join([*lines, head.format(59) + "after_train:195 - Training of experiment is done and the best AP is "
+                      "92.91"])
+
+
+def test_yolox_last_epoch_logged_before_its_last_iterations_is_a_normal_end() -> None:
+    """An epoch of 14 iterations logged every 10 prints 10/14 last: at epoch 20/20 the run reached its end (the inner
+    count moves by its logging interval); at epoch 18/50 the closing line is printed however training ended."""
+    assert diagnose_text(_yolox(20, 20)).diagnosis.category == "none"
+    assert diagnose_text(_yolox(50, 18)).diagnosis.category != "none"

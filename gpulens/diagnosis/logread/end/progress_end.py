@@ -59,7 +59,9 @@ def counters_end(line: str, before: str | None = None) -> bool | None:
     """Whether a progress line's counters are at their end: True (every counter it shows is
     ``N/N``), False (one is short of it by more than it moved since the progress line
     ``before``), None (no counter, or cannot tell: a run that prints every 5,000 iterations
-    prints 795,001/800,000 last; an epoch counter one short is a zero-based count's last epoch)."""
+    prints 795,001/800,000 last; an epoch counter one short is a zero-based count's last epoch; an inner counter that
+    started again since ``before``, "epoch: 20/20, iter: 10/14" after "epoch: 19/20, iter: 10/14", moves by its
+    logging interval, ten, and the epoch's last four iterations print nothing)."""
     got = counters(line)
     if not got:
         return None
@@ -68,6 +70,8 @@ def counters_end(line: str, before: str | None = None) -> bool | None:
     prev = {kind: n for n, _, kind in counters(before)} if before else {}
     for n, m, kind in got:
         stride = max(1, n - prev[kind]) if kind in prev and prev[kind] < n else 1
+        if kind == "inner" and prev.get(kind, 0) >= n:
+            stride = n  # the inner count started again (a new epoch): its first print came after one logging interval
         if kind == "epoch" and n == m - 1:
             stride = max(stride, 2)
         if n + stride <= m:
