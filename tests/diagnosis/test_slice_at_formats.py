@@ -89,3 +89,25 @@ def test_yolox_last_epoch_logged_before_its_last_iterations_is_a_normal_end() ->
     count moves by its logging interval); at epoch 18/50 the closing line is printed however training ended."""
     assert diagnose_text(_yolox(20, 20)).diagnosis.category == "none"
     assert diagnose_text(_yolox(50, 18)).diagnosis.category != "none"
+
+
+def _vllm_serve(requests: list[str]) -> str:
+    p = "(APIServer pid=17544) "
+    return "\n".join([
+        "(EngineCore_DP0 pid=17709) Loading safetensors checkpoint shards: 100% Completed | 2/2 [00:01<00:00,  1.01s/it]",
+        "(EngineCore_DP0 pid=17709) Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 100%|██████████| 3/3 "
+        "[00:01<00:00,  2.9it/s]",
+        p + "INFO 09-29 00:29:33 [launcher.py:44] Route: /v1/chat/completions, Methods: POST",
+        p + "INFO:     Started server process [17544]", p + "INFO:     Waiting for application startup.",
+        p + "INFO:     Application startup complete.", *(p + r for r in requests),
+        p + "WARNING 09-29 01:41:06 [launcher.py:98] port 8001 is used by process psutil.Process(pid=17544, "
+            "name='vllm', status='running', started='00:28:44') launched with command:",
+        p + "INFO 09-29 01:41:06 [launcher.py:101] Shutting down FastAPI HTTP server."])
+
+
+def test_a_server_stopped_after_answering_a_readiness_probe_was_serving() -> None:
+    """P5: a client's "GET /v1/models" reaches a server only after its start-up: stopped after it, the server was in its
+    serving phase; the CUDA-graph capture bar of its start-up counts no step."""
+    got = diagnose_text(_vllm_serve(['INFO:     127.0.0.1:41310 - "GET /v1/models HTTP/1.1" 200 OK']))
+    assert (got.phase, got.step) == ("evaluation", None)
+    assert diagnose_text(_vllm_serve([])).phase == "startup"

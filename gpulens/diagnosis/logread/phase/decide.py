@@ -21,6 +21,7 @@ from gpulens.diagnosis.logread.lines import SERVER_STOPPED
 from gpulens.diagnosis.logread.phase.checkpoint import checkpoint_phase
 from gpulens.diagnosis.logread.phase.clock import an_hour_in_loop
 from gpulens.diagnosis.logread.phase.evaluation import (
+    answered_request,
     engine_just_built,
     eval_split_missing,
     evaluating,
@@ -123,7 +124,8 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     if _never_started(lines, failure, tb):
         return "evaluation" if _evaluation_stage(lines, floor, top, tb) else "startup"
     if tb is None and _server_stopped(lines, failure):  # P5: a server stopped from outside
-        return "evaluation" if served_requests(lines, floor, failure) else "startup"  # serving once it answered one
+        # serving once it answered a request (a client's readiness probe, "GET /v1/models", too)
+        return "evaluation" if answered_request(lines, floor, failure) else "startup"
     if (checkpoint := checkpoint_phase(lines, failure, floor, top, region, tb)) is not None:
         return checkpoint
     if tb is not None and (setup := _setup_phase(lines, floor, top, tb)) is not None:

@@ -35,9 +35,9 @@ from gpulens.diagnosis.logread.steplines import (
     warns,
 )
 
-__all__ = ["RESULT_LINE", "engine_just_built", "eval_split_missing", "evaluating", "evaluation_announced",
-           "evaluation_reported", "metrics_computed", "names_eval", "served_requests", "since_last_step",
-           "stage_header_evaluates", "trainer_evaluating"]
+__all__ = ["RESULT_LINE", "answered_request", "engine_just_built", "eval_split_missing", "evaluating",
+           "evaluation_announced", "evaluation_reported", "metrics_computed", "names_eval", "served_requests",
+           "since_last_step", "stage_header_evaluates", "trainer_evaluating"]
 
 
 #: The words of an evaluation (evaluate, validation, ``eval``, testing, ``compute_metrics``, a ``val_`` metric), not
@@ -297,6 +297,17 @@ def served_requests(lines: Sequence[str], floor: int, top: int) -> bool:
     """Whether an inference server answered a model request (:data:`lines.SERVED`) in ``lines[floor:top]``: a serving job
     past its set-up, whose work is evaluation (P5)."""
     return any(SERVED.search(lines[k][:SHOWN]) is not None for k in reversed(find_keys(lines, SERVED_KEYS, floor, top)))
+
+
+#: An access-log record of any request the server answered (uvicorn's ``AccessFormatter``: '127.0.0.1:41310 - "GET
+#: /v1/models HTTP/1.1" 200 OK'): a client's readiness probe too, which reaches a server only once its start-up is done.
+_ANSWERED = Guarded(r'"(?:GET|POST|PUT|DELETE) /[^" ]* HTTP/[\d.]+" 2\d\d\b', ('"GET /', '"POST /', '"PUT /', '"DELETE /'))
+
+
+def answered_request(lines: Sequence[str], floor: int, top: int) -> bool:
+    """Whether a server answered any request (:data:`_ANSWERED`) in ``lines[floor:top]``: when a signal stops it, its
+    set-up was over (P5: from its first request on, a serving job is in evaluation)."""
+    return any(_ANSWERED.search(lines[k][:SHOWN]) is not None for k in find_keys(lines, _ANSWERED.literals, floor, top))
 
 
 #: vLLM's offline ``LLM`` built, its last line (``vllm/entrypoints/llm.py``, ``LLM.__init__``: ``logger.info("Supported_tasks:

@@ -50,11 +50,27 @@ def last_step(lines: Sequence[str], before: int, floor: int = 0) -> str | None:
     if before < len(lines) and (glued := on_bar(lines[before])) is not None and glued.done != 0:
         return str(glued.done)
     floor = run_start(lines, floor, before, _STEP_LOOKBACK)
-    found = last_matching(lines, STEP_KEYS, lambda ln: step_in(ln) is not None, max(floor, before - _STEP_LOOKBACK), before)
+    found = last_matching(lines, STEP_KEYS, _counts_a_step, max(floor, before - _STEP_LOOKBACK), before)
     table = table_step(lines, floor, before)
     if table is not None and (not found or table[0] > found[0]):
         return table[1]
     return step_in(lines[found[0]]) if found else None
+
+
+#: What a bar that sets a run up counts, by its title: shards loaded, files fetched, CUDA graphs captured, records mapped
+#: (not :data:`SETUP_BAR`'s generating, processing or saving, which an evaluation's own bar may count).
+_SETUP_COUNT = re.compile(r"(?i)\b(?:load|fetch|download|map|filter|tokeni[sz]|resolv|captur|extract|compil|build"
+                          r"|prepar|convert|cach|shard|upload|copy)\w*\b")
+
+
+def _counts_a_step(line: str) -> bool:
+    """Whether ``line`` prints a step (:func:`step_in`) and is no set-up bar's refresh ("Capturing CUDA graphs ...:
+    0%| 0/3", "Loading checkpoint shards: 100%| 2/2": what it counts is no step of the run, :data:`_SETUP_COUNT`)."""
+    if step_in(line) is None:
+        return False
+    shown = on_screen(line)
+    bar = bar_update(shown)  # a bar's count ("2/2 [00:01<00:00, ...]"): its title is what stands before it
+    return bar is None or _SETUP_COUNT.search(shown[:bar.start()]) is None
 
 
 #: A row of a whitespace-aligned metric table: numbers only, three or more columns (DomainBed's
