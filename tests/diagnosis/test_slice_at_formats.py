@@ -111,3 +111,34 @@ def test_a_server_stopped_after_answering_a_readiness_probe_was_serving() -> Non
     got = diagnose_text(_vllm_serve(['INFO:     127.0.0.1:41310 - "GET /v1/models HTTP/1.1" 200 OK']))
     assert (got.phase, got.step) == ("evaluation", None)
     assert diagnose_text(_vllm_serve([])).phase == "startup"
+
+
+def _hub_load(announce: str) -> str:
+    return "\n".join([
+        "[2026-04-17 13:47:39] [safety_warp] [INFO] Starting Phase 2: Importance Scoring",
+        "[2026-04-17 13:47:52] [safety_warp] [INFO] Basis loaded: 160 (layer, type) combinations",
+        f"[2026-04-17 13:47:53] [safety_warp] [INFO] {announce}",
+        "Traceback (most recent call last):",
+        '  File "/env/lib/python3.10/site-packages/huggingface_hub/utils/_http.py", line 402, in hf_raise_for_status',
+        "    response.raise_for_status()",
+        '  File "/env/lib/python3.10/site-packages/requests/models.py", line 1026, in raise_for_status',
+        "    raise HTTPError(http_error_msg, response=self)",
+        "requests.exceptions.HTTPError: 404 Client Error: Not Found for url: "
+        "https://huggingface.co/kmseong/llama2_7-chat-Safety-FT/resolve/main/config.json", "",
+        "The above exception was the direct cause of the following exception:", "",
+        "Traceback (most recent call last):",
+        '  File "/work/phase2.py", line 88, in load_model',
+        "    model = AutoModelForCausalLM.from_pretrained(name)",
+        '  File "/env/lib/python3.10/site-packages/transformers/utils/hub.py", line 470, in cached_file',
+        "    raise EnvironmentError(",
+        "OSError: kmseong/llama2_7-chat-Safety-FT is not a local folder and is not a valid model identifier listed on "
+        "'https://huggingface.co/models'"])
+
+
+def test_a_model_the_work_trained_itself_announced_before_a_hub_load_is_checkpoint_load() -> None:
+    """P7: the program says the model it reads is one it trained (an earlier stage's upload): checkpoint_load; a
+    pretrained model's load is start-up."""
+    assert diagnose_text(_hub_load("Loading Phase 0 trained model from kmseong/llama2_7-chat-Safety-FT...")).phase \
+        == "checkpoint_load"
+    assert diagnose_text(_hub_load("Loading pretrained model from kmseong/llama2_7-chat-Safety-FT...")).phase \
+        == "startup"

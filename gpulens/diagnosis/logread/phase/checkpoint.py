@@ -23,7 +23,7 @@ from gpulens.diagnosis.logread.phase.program import completion_above
 from gpulens.diagnosis.logread.phase.text import job_report_cut, without_warning_sources
 from gpulens.diagnosis.logread.steplines import on_screen, step_lines, warns
 
-__all__ = ["checkpoint_phase"]
+__all__ = ["checkpoint_phase", "own_model_announced"]
 
 
 #: Read in the traceback's unindented lines (its head and its exception message). "serializ" only
@@ -131,8 +131,29 @@ _SAVE_NOTE = Guarded(r"[Ss]aving (?:\w+ )?(?:model )?checkpoint\b|Saving model (
                      r"|Saving current state to |[,:] saving model to |Saving checkpoints for \d+ into "
                      r"|\[Torch\] (?:Checkpoint \S+ is (?:about to be saved|begin to save)|Saving )",
                      ("aving", "to save checkpoint", "[Torch] Checkpoint"))
+#: A program's own announcement that it reads a model it trained (P7: an earlier stage's output, "Loading Phase 0 trained
+#: model from kmseong/llama2-...", "Loading fine-tuned model from ./out"): a Hub name there is the job's own upload,
+#: not base weights (not "pretrained").
+_OWN_MODEL_NOTE = Guarded(r"(?i)\bload(?:ing)? (?:the |our |my )?(?:[\w-]+ ){0,3}(?:trained|fine-?tuned) "
+                          r"(?:\w+ )?(?:model|checkpoint|weights|adapter)s? from\b", ("oad",))
 #: Non-blank lines above a traceback read for such an announcement (a warning or two between).
 _NOTE_LINES = 3
+
+
+def own_model_announced(lines: Sequence[str], floor: int, top: int) -> bool:
+    """Whether one of the last few lines the program printed before ``top`` (not counting warnings) announces reading
+    a model the work trained itself (:data:`_OWN_MODEL_NOTE`): what failed then is ``checkpoint_load`` (P7)."""
+    seen = 0
+    for k in range(top - 1, max(floor, top - 4 * _NOTE_LINES) - 1, -1):
+        shown = ranks.launcher_text(on_screen(lines[k])).strip()
+        if not shown or warns(shown):
+            continue
+        if _OWN_MODEL_NOTE.search(shown):
+            return True
+        seen += 1
+        if seen >= _NOTE_LINES or "%|" in shown or is_progress(shown):
+            return False
+    return False
 
 
 def _announced_checkpoint(lines: Sequence[str], floor: int, top: int) -> str | None:

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.logread.lines import SERVER_STOPPED
-from gpulens.diagnosis.logread.phase.checkpoint import checkpoint_phase
+from gpulens.diagnosis.logread.phase.checkpoint import checkpoint_phase, own_model_announced
 from gpulens.diagnosis.logread.phase.clock import an_hour_in_loop
 from gpulens.diagnosis.logread.phase.evaluation import (
     answered_request,
@@ -121,6 +121,8 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
     # the failure's traceback, not one an earlier program printed before this one's start
     failure, tb_start, tb = failing_traceback(lines, failure, run_start(lines, floor, failure, RUN_LOOKBACK, False))
     top = tb_start if tb_start is not None else failure
+    if tb is not None and own_model_announced(lines, floor, top):
+        return "checkpoint_load"  # P7: "Loading Phase 0 trained model from ..." just above: the work's own model
     if _never_started(lines, failure, tb):
         return "evaluation" if _evaluation_stage(lines, floor, top, tb) else "startup"
     if tb is None and _server_stopped(lines, failure):  # P5: a server stopped from outside
