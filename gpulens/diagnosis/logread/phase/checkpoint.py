@@ -134,8 +134,8 @@ _SAVE_NOTE = Guarded(r"[Ss]aving (?:\w+ )?(?:model )?checkpoint\b|Saving model (
 #: A program's own announcement that it reads a model it trained (P7: an earlier stage's output, "Loading Phase 0 trained
 #: model from kmseong/llama2-...", "Loading fine-tuned model from ./out"): a Hub name there is the job's own upload,
 #: not base weights (not "pretrained").
-_OWN_MODEL_NOTE = Guarded(r"(?i)\bload(?:ing)? (?:the |our |my )?(?:[\w-]+ ){0,3}(?:trained|fine-?tuned) "
-                          r"(?:\w+ )?(?:model|checkpoint|weights|adapter)s? from\b", ("oad",))
+_OWN_MODEL_NOTE = re.compile(r"(?i)\bload(?:ing)? (?:the |our |my )?(?:[\w-]+ ){0,3}(?:trained|fine-?tuned) "
+                             r"(?:\w+ )?(?:model|checkpoint|weights|adapter)s? from\b")
 #: Non-blank lines above a traceback read for such an announcement (a warning or two between).
 _NOTE_LINES = 3
 
@@ -148,7 +148,7 @@ def own_model_announced(lines: Sequence[str], floor: int, top: int) -> bool:
         shown = ranks.launcher_text(on_screen(lines[k])).strip()
         if not shown or warns(shown):
             continue
-        if _OWN_MODEL_NOTE.search(shown):
+        if "oad" in shown and _OWN_MODEL_NOTE.search(shown):
             return True
         seen += 1
         if seen >= _NOTE_LINES or "%|" in shown or is_progress(shown):
