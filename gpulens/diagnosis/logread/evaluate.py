@@ -317,6 +317,7 @@ FRESH_SLICES = (
     ("aq/", "index_aq.csv (collected 2026-11-29 in stop 54, new owners, microscopy, physics, knowledge-graph, tabular/AutoML, self-play, code-LLM, domain-NLP and human-motion angles, a short round cut by the search budget, labelled blind)"),
     ("ar/", "index_ar.csv (collected 2026-11-29 in stop 55, new owners, interatomic-potential, driving, microscopy, LLM-serving, weather/climate, protein/genomics, TTS, sweep/NAS, translation/OCR, framework-named-log and course-cluster angles, labelled blind)"),
     ("as/", "index_as.csv (collected 2026-11-29 in stop 56, new owners, robotics, model-compression, video, biosignal, retrieval, LLM-benchmark, image-restoration/anomaly and efficient-architecture angles, a short round on a session that also rebuilt the corpus, labelled blind)"),
+    ("at/", "index_at.csv (collected 2026-11-29 in stop 57, new owners, speech, deep-RL/LLM-RL, graph/molecule, earth-science, 3D-vision, multi-node-HPC and LLM fine-tuning angles, a short round on a session that also rebuilt the corpus, labelled blind)"),
 )
 
 
