@@ -142,3 +142,32 @@ def test_a_model_the_work_trained_itself_announced_before_a_hub_load_is_checkpoi
         == "checkpoint_load"
     assert diagnose_text(_hub_load("Loading pretrained model from kmseong/llama2_7-chat-Safety-FT...")).phase \
         == "startup"
+
+
+def test_vllm_sleep_mode_allocator_out_of_memory_is_a_gpu_oom() -> None:
+    """vLLM's sleep-mode allocator writes "CUDA Error" with a capital E when a wake_up cannot map its memory back."""
+    log = ['INFO:     127.0.0.1:40686 - "POST /sleep?level=1 HTTP/1.1" 200 OK',
+           "CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:139",
+           "(EngineCore pid=48200) ERROR 06-02 14:31:01 [core.py:1365] RuntimeError: CUDA Error: out of memory at "
+           "/workspace/csrc/cumem_allocator.cpp:139",
+           'INFO:     127.0.0.1:40690 - "POST /wake_up HTTP/1.1" 500 Internal Server Error']
+    got = diagnose_text("\n".join(log)).diagnosis
+    assert (got.category, got.method) == ("gpu_oom", "rule")
+
+
+def _offline(url: str) -> list[str]:
+    return ["Predicting: 100%|██████████| 29/29 [00:31<00:00,  1.08s/it]", "Traceback (most recent call last):",
+            '  File "/home/u/AutoRed/scripts/train_text_generation.py", line 84, in <module>', "    main(**config)",
+            '  File "/home/u/.venv/lib/python3.10/site-packages/datasets/utils/file_utils.py", line 272, in '
+            "_raise_if_offline_mode_is_enabled", "    raise OfflineModeIsEnabled(",
+            f"datasets.utils.file_utils.OfflineModeIsEnabled: Offline mode is enabled. Tried to reach {url}"]
+
+
+def test_an_exit_report_whose_exception_is_not_named_error_is_the_failure_line() -> None:
+    """The interpreter's exit report at the log's end ended the process whatever its exception is called; offline, a
+    metric's loading script not cached is code to import (import_error), a data file is input (incorrect_input)."""
+    got = diagnose_text("\n".join(_offline(
+        "https://raw.githubusercontent.com/huggingface/datasets/2.18.0/metrics/meteor/meteor.py")))
+    assert (got.diagnosis.category, got.indicator_lines) == ("import_error", [7])
+    data = diagnose_text("\n".join(_offline("https://huggingface.co/datasets/squad/resolve/main/train.json")))
+    assert data.diagnosis.category == "incorrect_input"

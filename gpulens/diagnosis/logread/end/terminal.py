@@ -20,7 +20,7 @@ from gpulens.diagnosis.logread.end.handler_stops import written_after_bar
 from gpulens.diagnosis.logread.end.lastwords import last_words, missing_command
 from gpulens.diagnosis.logread.end.run_end import GOING_ON, SCAN_LINES
 from gpulens.diagnosis.logread.end.script_reports import after_work
-from gpulens.diagnosis.logread.end.uncaught import HANDLED_LOOKBACK, zero_exit
+from gpulens.diagnosis.logread.end.uncaught import HANDLED_LOOKBACK, process_exit, zero_exit
 from gpulens.diagnosis.logread.lines import (
     ERROR_KEYS,
     KILL_KEYS,
@@ -30,6 +30,7 @@ from gpulens.diagnosis.logread.lines import (
     is_scheduler_kill,
     is_terminal_kill,
 )
+from gpulens.diagnosis.logread.tracebacks import TRACEBACK
 
 __all__ = ["case_results", "recovered_record", "terminal_failures"]
 
@@ -47,6 +48,7 @@ def terminal_failures(lines: Sequence[str], a0: int, frontier: int, signals: Seq
     found.update(_rank_failures(lines, max(a0, len(lines) - SCAN_LINES), frontier))
     found.update(dead_driver(lines, max(a0, len(lines) - SCAN_LINES)))
     found.update(last_words(lines, a0))
+    found.update(_exit_report_at_end(lines, frontier))
     found.update(signals)
     found.update(written_after_bar(lines, a0, KILL_KEYS, is_scheduler_kill))
     found = {i for i in found if not after_work(lines, a0, i) and not recovered_record(logs.normalize_line(lines[i]))}
@@ -59,6 +61,21 @@ def terminal_failures(lines: Sequence[str], a0: int, frontier: int, signals: Seq
                      or (went_on(lines, max(found)) and not open_traceback(lines, frontier))):
             return []  # the job went on after its last error line (as after progress): none ended it
     return sorted(found)
+
+
+#: Non-blank lines after an exit report's exception line that still leave it the log's end (a job script's epilogue).
+_AFTER_EXIT_REPORT = 3
+
+
+def _exit_report_at_end(lines: Sequence[str], frontier: int) -> list[int]:
+    """The exception line of the traceback the interpreter printed as it exited (:func:`uncaught.process_exit`) at the
+    log's end, after ``frontier``, whatever the exception is called: a class the failure-line test does not know by its
+    name (datasets' ``OfflineModeIsEnabled``, no "Error" in it) still ended the process."""
+    heads = find_keys(lines, (TRACEBACK,), frontier)
+    k = process_exit(lines, heads[-1]) if heads else None
+    if k is None or sum(1 for ln in lines[k + 1:] if ln.strip()) > _AFTER_EXIT_REPORT:
+        return []
+    return [k]
 
 
 #: A library's record of a failure it handles itself, which ends nothing:
