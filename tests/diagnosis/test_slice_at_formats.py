@@ -171,3 +171,19 @@ def test_an_exit_report_whose_exception_is_not_named_error_is_the_failure_line()
     assert (got.diagnosis.category, got.indicator_lines) == ("import_error", [7])
     data = diagnose_text("\n".join(_offline("https://huggingface.co/datasets/squad/resolve/main/train.json")))
     assert data.diagnosis.category == "incorrect_input"
+
+
+def _attack(answer: str) -> str:
+    warn = "/env/lib/python3.10/site-packages/torch/autograd/graph.py:824: UserWarning: Deterministic behavior was enabled"
+    bars = "\r".join(f"  {k // 10}%|          | {k}/1000 [00:{k // 10:02d}<12:16,  1.36it/s]" for k in range(1, 331, 7))
+    return "\n".join([warn, "  return Variable._execution_engine.run_backward(  # Calls into the C++ engine",
+                      "2025-08-13 03:07:28,814 - INFO - Melhor score: 0.17291244864463806",
+                      f"2025-08-13 03:07:29,904 - INFO - Resposta: {answer}",
+                      bars + "slurmstepd: error: *** JOB 25568 ON cluster-node7 CANCELLED AT 2025-08-13T03:12:05 ***"])
+
+
+def test_a_bar_of_a_job_with_no_training_loop_is_evaluation() -> None:
+    """P5 on a cancel printed onto a bar: a prompt-attack job (a warning's quoted library code calls backward, a model's
+    answer says "strain") has no training loop, so its bar counts its work; a job that trains keeps "training"."""
+    assert diagnose_text(_attack("A new and highly contagious strain of bacteria ...")).phase == "evaluation"
+    assert diagnose_text(_attack("epoch 3 train loss 0.41")).phase == "training"

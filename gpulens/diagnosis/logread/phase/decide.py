@@ -143,7 +143,9 @@ def phase_of(lines: Sequence[str], failure: int, region: Sequence[str], floor: i
             return "evaluation"  # P11: an evaluation stage after the finished run, from its first line
         floor = stage + 1  # the announcement itself ("=== 100-step runs ===") counts no step
     if tb is None and (glued := glued_to_bar(lines, failure)) is not None:
-        return glued  # the failure printed onto a progress bar: that bar is where it stopped
+        # the failure printed onto a progress bar: that bar is where it stopped (P5: a job with no training loop's bar
+        # counts its work, evaluation)
+        return "evaluation" if glued in ("first_step", "training") and no_training_loop(lines, top, tb) else glued
     since = floor if stage is not None else max(floor, top - LOOKBACK)
     if _evaluation_going_on(lines, failure, floor, top, shown_ends(lines[since:top]), tb):
         return "evaluation"

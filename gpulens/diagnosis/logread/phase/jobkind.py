@@ -22,11 +22,11 @@ from gpulens.diagnosis.guarded import Guarded
 
 __all__ = ["no_training_loop", "work_counted"]
 
-#: What a training job prints or runs and an inference job does not (on the lower-cased line): training (not a
-#: pretrained or "trained" model's name: inference jobs load those; not a data split's size, "training samples: 15240192",
-#: which an inference job reading that split prints too), fine-tuning, a loss, a gradient norm, a learning rate, an
+#: What a training job prints or runs and an inference job does not (on the lower-cased line): training (a word of its
+#: own, not "strain" or "constraint"; not a pretrained or "trained" model's name: inference jobs load those; not a data
+#: split's size, "training samples: 15240192", which an inference job reading that split prints too), fine-tuning, a loss, a gradient norm, a learning rate, an
 #: optimizer, an epoch, a backward pass, a checkpoint saved.
-_TRAINING = Guarded(r"(?<!pre)train(?!ed\b|(?:ing)? (?:samples|set|size|data|examples)\s*[:=]\s*\d)|fine-?tun|loss|grad_?norm|learning[_ ]rate|\blr\b|optimi[sz]|epoch|\bbackward"
+_TRAINING = Guarded(r"(?<![a-z])train(?!ed\b|(?:ing)? (?:samples|set|size|data|examples)\s*[:=]\s*\d)|fine-?tun|loss|grad_?norm|learning[_ ]rate|\blr\b|optimi[sz]|epoch|\bbackward"
                     r"|\bsav(?:e|es|ed|ing)\b.{0,60}checkpoint|checkpoint-\d",
                     ("train", "tun", "loss", "norm", "rate", "lr", "optimi", "epoch", "backward", "checkpoint"))
 #: The work of a job with no training loop, in its own words (on the lower-cased line).
@@ -43,12 +43,19 @@ def no_training_loop(lines: Sequence[str], top: int, tb: Sequence[str] | None) -
     if tb is not None and any(_TRAINING.search(frame.lower()) for frame in tb):
         return False
     said = False
-    for line in lines[:top]:
+    for k, line in enumerate(lines[:top]):
         low = line.lower()
-        if _TRAINING.search(low):
+        if _TRAINING.search(low) and not _warning_source(lines, k):
             return False
         said = said or (_INFERENCE.search(low) is not None and _own_line(low))
     return said
+
+
+def _warning_source(lines: Sequence[str], k: int) -> bool:
+    """Whether ``lines[k]`` is the source line Python's ``warnings`` prints under a warning (indented, after the
+    "path.py:824: UserWarning: ..." line): a library's code ("return Variable._execution_engine.run_backward("), not
+    what the job did."""
+    return k > 0 and lines[k][:1] in (" ", "\t") and "Warning: " in lines[k - 1][:400]
 
 
 def _own_line(line: str) -> bool:
