@@ -227,7 +227,9 @@ def test_epilog_exits_0_on_any_fault_within_its_budget(tmp_path: Path) -> None:
         res = run_epilog(data, env_for("77", exit2="1:0"), "--timeout", "3")
         took = time.monotonic() - t0
     assert res.returncode == 0, res.stderr
-    assert took < 3 + 15  # the budget, plus the interpreter's start on a loaded machine
+    # the budget, plus the interpreter's start on a loaded machine (18.1 s once in CI at 2613b88: two xdist workers,
+    # mypy and a Spark JVM on 2 cores); an epilog that ignored its budget would wait for the lock until run_epilog's 240 s
+    assert took < 3 + 40
     assert [p.name for p in queued(data)] == ["77.0.77.gpu01.json"]
     assert "diagnose --all" in res.stderr
     (tmp_path / "ro").mkdir()
