@@ -187,3 +187,27 @@ def test_a_bar_of_a_job_with_no_training_loop_is_evaluation() -> None:
     answer says "strain") has no training loop, so its bar counts its work; a job that trains keeps "training"."""
     assert diagnose_text(_attack("A new and highly contagious strain of bacteria ...")).phase == "evaluation"
     assert diagnose_text(_attack("epoch 3 train loss 0.41")).phase == "training"
+
+
+def _api_server_dies(workers: list[str]) -> str:
+    p = "(APIServer pid=21) "
+    return "\n".join([
+        "(EngineCore_DP0 pid=32) INFO 02-09 12:47:03 [core.py:272] init engine (profile, create kv cache, warmup model) "
+        "took 78.45 seconds", p + "INFO 02-09 12:47:08 [api_server.py:665] Supported tasks: ['generate']", *workers,
+        p + "Traceback (most recent call last):",
+        p + '  File "/usr/local/lib/python3.12/dist-packages/vllm/entrypoints/openai/api_server.py", line 944, in '
+            "run_server_worker", p + "    await init_app_state(engine_client, app.state, args)",
+        p + '  File "/usr/local/lib/python3.12/dist-packages/openai_harmony/__init__.py", line 699, in '
+            "load_harmony_encoding", p + "    inner: _PyHarmonyEncoding = _load_harmony_encoding(name)",
+        p + "openai_harmony.HarmonyError: invalid tiktoken vocab file: expected token and rank, could not split on ' ' "
+            "at line 1"])
+
+
+def test_workers_shutting_down_because_their_parent_died_are_no_teardown() -> None:
+    """vLLM's workers print "Parent process exited, terminating worker" and "WorkerProc shutting down." before the API
+    server's own traceback reaches the log: a reaction to that failure in the server's set-up, not the job's shutdown."""
+    orphaned = ["(Worker_TP0 pid=41) INFO 02-09 12:47:08 [multiproc_executor.py:730] Parent process exited, "
+                "terminating worker",
+                "(Worker_TP0 pid=41) INFO 02-09 12:47:08 [multiproc_executor.py:774] WorkerProc shutting down."]
+    assert diagnose_text(_api_server_dies(orphaned)).phase == "startup"
+    assert diagnose_text(_api_server_dies(orphaned[1:])).phase == "shutdown"

@@ -29,7 +29,8 @@ def shutting_down(lines: Sequence[str], failure: int, region: Sequence[str], tb:
     """Whether the failure's lines show the job's teardown (not a ``KeyboardInterrupt`` landing in a destructor,
     not an atexit callback's report printed after the failure), or, without a traceback, a native backtrace
     through glibc's exit handlers follows the failure."""
-    if _teardown(_signal_aside(tb or [], _without_unraisable_after(region, lines, failure))):
+    orphaned = any(_PARENT_GONE in ln for ln in lines[max(0, failure - _ORPHAN_REACH):failure + 1])
+    if _teardown(_signal_aside(tb or [], _without_unraisable_after(region, lines, failure)), orphaned):
         return True
     return tb is None and _in_exit_handlers(lines, failure)
 
@@ -64,14 +65,24 @@ def _signal_aside(frames: Sequence[str], region: Sequence[str]) -> Sequence[str]
     return [ln for ln in region if "__del__" not in ln and _UNRAISABLE not in ln]
 
 
-def _teardown(region: Sequence[str]) -> bool:
+def _teardown(region: Sequence[str], orphaned: bool) -> bool:
     """Whether the failure's lines show the job shutting down; warnings printed at any exit
     ("destroy_process_group() was not called") and a kill's own "shutting down workers" do not (torchrun's
     agent, ``torch/distributed/elastic/agent/server/api.py``: ``logger.warning("Received %s death signal, shutting
     down workers", e.sigval)``, the signal as ``15`` or, before Python 3.11, ``Signals.SIGTERM``), nor a server's
-    reaction to its engine's death (:data:`_ENGINE_DIED`)."""
+    reaction to its engine's death (:data:`_ENGINE_DIED`), nor, when a worker reported its parent gone (``orphaned``),
+    that worker's shutting down (:data:`_PARENT_GONE`)."""
     return any(_TEARDOWN.search(ln) and not is_benign(ln) and not is_terminal_kill(ln) and "death signal" not in ln
-               and not _ENGINE_DIED.search(ln) for ln in region)
+               and not _ENGINE_DIED.search(ln) and not (orphaned and _WORKER_DOWN in ln) for ln in region)
+
+
+#: vLLM's worker process noticing its parent died (``vllm/v1/executor/multiproc_executor.py``: ``logger.info("Parent
+#: process exited, terminating worker")``, then ``WorkerProc shutting down.``): the reaction to a failure of the API
+#: server or engine, printed before that process's own traceback reaches the log, not a teardown of the job's.
+_PARENT_GONE = "Parent process exited, terminating worker"
+_WORKER_DOWN = "WorkerProc shutting down"
+#: Lines above the failure searched for a worker's report that its parent died (the parent's traceback below it).
+_ORPHAN_REACH = 120
 
 
 #: A server shutting down because its engine died, not a teardown of its own: vLLM's V1 client
