@@ -1,5 +1,7 @@
-"""Readings settled from dev rows in stop 57: a row of wandb's run summary or history is a metric's name and value,
-never a failure line, whatever the metric is called."""
+"""Readings settled from dev rows in stop 57 (docs/diagnosis-evaluation.md, thirtieth pass): wandb's summary rows, a bar
+refresh cut by slurmstepd's line, P5's job kind (counted items, a bar, a readiness probe), a missing Python environment,
+YOLOX's logging interval, a model the work trained itself, an exit report whatever its exception is called, vLLM's
+sleep-mode out-of-memory, and vLLM workers orphaned by their API server's failure."""
 
 from __future__ import annotations
 
