@@ -105,7 +105,8 @@ def test_a_loguru_traceback_ends_its_stage_and_the_last_stage_is_labelled(rules:
 
 def test_an_exception_logged_then_reprinted_by_multiprocessing_counts_at_its_logged_copy(rules: Classifier) -> None:
     # vLLM's engine core logs its exception with the traceback (logger.exception), then multiprocessing's
-    # _bootstrap prints "Process NAME:" and the same traceback as the process ends: the earliest copy (R9)
+    # _bootstrap prints "Process NAME:" and the same traceback as the process ends: the earliest copy (R9); the front
+    # end's "See root cause above" is the terminal line (R7)
     core = "(EngineCore_DP0 pid=114700) "
     err = "RuntimeError: Triton Error [CUDA]: device kernel image is invalid"
     tb = [core + "Traceback (most recent call last):", core + '  File "/env/triton/compiler/compiler.py", line 408, '
@@ -118,7 +119,7 @@ def test_an_exception_logged_then_reprinted_by_multiprocessing_counts_at_its_log
              "not called before program exit, which can leak resources."]
              + _tb("RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
                    "/env/vllm/v1/engine/utils.py"))
-    assert diagnose_text("\n".join(lines), rules).indicator_lines == [6]
+    assert diagnose_text("\n".join(lines), rules).indicator_lines == [6, len(lines)]
 
 
 def test_lightning_passing_a_sigterm_on_is_the_cause_not_the_exceptions_it_raises(rules: Classifier) -> None:

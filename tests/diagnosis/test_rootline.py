@@ -996,9 +996,10 @@ def test_an_error_on_nan_values_after_a_run_that_went_on_diverged_shows_where_it
     assert diagnose_text("\n".join(one), rules).indicator_lines == [len(one)]
 
 
-def test_an_exception_that_points_at_the_root_cause_above_is_not_shown(rules: Classifier) -> None:
+def test_an_exception_that_points_at_the_root_cause_above_is_the_terminal_line(rules: Classifier) -> None:
     # vLLM's engine core process logs its own error, then the front end raises "Engine core
-    # initialization failed. See root cause above.": a wrapper of the error above (README R4)
+    # initialization failed. See root cause above.": the process-ending error whose link to the root the log shows
+    # (README R7: the root, then the terminal line; every dev row with such a line labels both)
     core = "(EngineCore_0 pid=4411) ERROR 08-25 18:56:06 [core.py:700] "
     nvcc = "FileNotFoundError: [Errno 2] No such file or directory: '/usr/local/cuda-12.6/bin/nvcc'"
     lines = ["INFO 08-25 18:55:40 [__init__.py:241] Automatically detected platform cuda.",
@@ -1014,7 +1015,7 @@ def test_an_exception_that_points_at_the_root_cause_above_is_not_shown(rules: Cl
              "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"]
     w = diagnose_text("\n".join(lines), rules)
     got = [lines[n - 1] for n in w.indicator_lines]
-    assert len(got) == 1 and got[0].endswith(nvcc)
+    assert len(got) == 2 and got[0].endswith(nvcc) and "See root cause above" in got[1]
 
 
 _USAGE = ["usage: zero_shot.py [-h] [--base_model BASE_MODEL] [--tasks TASKS [TASKS ...]]",

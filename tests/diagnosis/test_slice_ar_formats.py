@@ -120,4 +120,6 @@ def test_an_exception_behind_a_ray_or_vllm_process_prefix_is_a_failure_line() ->
              "(APIServer pid=6787) RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"]
     w = diagnose_text("\n".join(lines))
     assert w.diagnosis.category == "gpu_oom"
-    assert w.indicator_lines == [6]  # the engine's logged record: its own traceback's reprint is the same chain
+    # the engine's logged record (its own traceback's reprint is the same chain), then the API server's terminal line
+    # that points at it (README R7)
+    assert w.indicator_lines == [6, len(lines)]

@@ -43,14 +43,15 @@ __all__ = ["failure_point", "printed_with", "root_lines", "wraps"]
 #: ``RayTaskError(X): ray::Actor.method()`` header, PyTorch's "Caught X in DataLoader worker
 #: process N." / "in replica N on device N." / "in pin memory thread for device N." re-raise (torch/_utils.py
 #: ``ExceptionWrapper.reraise``; the pin-memory thread's ``where`` in torch/utils/data/_utils/pin_memory.py), a thread's traceback header, the
-#: ``sys.excepthook`` failure header, an exception that points at the error printed above it (vLLM's
-#: "RuntimeError: Engine core initialization failed. See root cause above."), Ray's log of a task's
+#: ``sys.excepthook`` failure header, Ray's log of a task's
 #: error nobody retrieved, whose message is the task's traceback ("Unhandled error (suppress with
 #: 'RAY_IGNORE_UNHANDLED_ERRORS=1'): ray::Trainer.train() (pid=4242, ip=10.0.0.5)", then its frames
-#: and its exception line: ray/_private/worker.py, _unhandled_error_handler).
+#: and its exception line: ray/_private/worker.py, _unhandled_error_handler). Not an exception that points at the error
+#: printed above it in another process (vLLM's "RuntimeError: Engine core initialization failed. See root cause
+#: above."): that is the process-ending error whose link to the root the log shows, README R7's terminal line (every
+#: dev row with such a line labels it).
 _WRAPPER = re.compile(r"^(?:\S*RayTaskError\(\w+\): |(?:.*[\s\]])?Unhandled error \(suppress with |(?:\S+\.)?\w+: Caught \w+ in (?:DataLoader worker process|replica|pin memory thread for device) "
-                      r"|Exception in thread \S.*:$|Error in sys\.excepthook:$"
-                      r"|(?:\S+\.)?\w+: .*\b[Ss]ee (?:the )?(?:root cause|errors?|traceback|logs?) above)")
+                      r"|Exception in thread \S.*:$|Error in sys\.excepthook:$)")
 
 
 def root_lines(lines: Sequence[str], own: Sequence[int], norm: Callable[[int], str]) -> list[int]:
