@@ -213,3 +213,24 @@ def test_workers_shutting_down_because_their_parent_died_are_no_teardown() -> No
                 "(Worker_TP0 pid=41) INFO 02-09 12:47:08 [multiproc_executor.py:774] WorkerProc shutting down."]
     assert diagnose_text(_api_server_dies(orphaned)).phase == "startup"
     assert diagnose_text(_api_server_dies(orphaned[1:])).phase == "shutdown"
+
+
+def _ddp_unused(rank: int) -> list[str]:
+    return ["Traceback (most recent call last):", '  File "tools/train.py", line 161, in <module>', "    main()",
+            '  File "/env/lib/python3.8/site-packages/torch/nn/parallel/distributed.py", line 947, in forward',
+            "    if torch.is_grad_enabled() and self.reducer._rebuild_buckets():",
+            "RuntimeError: Expected to have finished reduction in the prior iteration before starting a new one. This "
+            "error indicates that your module has parameters that were not used in producing loss. You can enable "
+            "unused parameter detection by passing the keyword argument `find_unused_parameters=True`, and by ",
+            "making sure all `forward` function outputs participate in calculating loss. ",
+            "If you already have done the above, then the distributed data parallel module wasn't able to locate the "
+            "output tensors in the return value of your module's `forward` function. Please include the loss "
+            "function and the structure of the return value of `forward` of your module when reporting this issue.",
+            f"Parameter indices which did not receive grad for rank {rank}: 165 166 167 168"]
+
+
+def test_the_lines_that_go_on_an_exceptions_message_are_no_progress() -> None:
+    """DDP's message runs over several unindented lines, two of them with the word "loss": no step of a run that went
+    on, so rank 0's copy, the first, is the failure's line (R5), not rank 1's."""
+    lines = ["loading annotations into memory...", "Done (t=0.51s)", *_ddp_unused(0), *_ddp_unused(1)]
+    assert diagnose_text("\n".join(lines)).indicator_lines == [8]

@@ -24,6 +24,7 @@ from gpulens.diagnosis.logread.lines import (
     is_terminal_kill,
     last_matching,
 )
+from gpulens.diagnosis.logread.tracebacks import EXCEPTION
 
 __all__ = ["EARLIER_COMPLETION", "GOING_ON", "SCAN_LINES", "WEAK_AFTER_FAILURE", "completion_after", "ended_by",
            "frontier", "trained_after"]
@@ -43,10 +44,38 @@ def _at_exit(line: str) -> bool:
 
 def frontier(lines: Sequence[str], floor: int) -> int:
     """The index after which fewer than GOING_ON progress lines follow (errors before it did
-    not end the job: it went on)."""
+    not end the job: it went on); the lines that go on an exception's message are no progress
+    (:func:`_continues_message`)."""
     floor = max(floor, len(lines) - SCAN_LINES)
-    got = last_matching(lines, PROGRESS_KEYS, _progress, floor, len(lines), GOING_ON)
-    return got[-1] + 1 if len(got) >= GOING_ON else floor
+    got: list[int] = []
+    hi = len(lines)
+    while len(got) < GOING_ON:
+        batch = last_matching(lines, PROGRESS_KEYS, _progress, floor, hi, GOING_ON)
+        if not batch:
+            break
+        got += [i for i in batch if not _continues_message(lines, i)]
+        hi = batch[-1]
+    return got[GOING_ON - 1] + 1 if len(got) >= GOING_ON else floor
+
+
+#: Lines above a progress-looking line searched for the exception line whose message it goes on.
+_MESSAGE_LINES = 3
+
+
+def _continues_message(lines: Sequence[str], i: int) -> bool:
+    """Whether ``lines[i]`` goes on the message of an exception line just above it, unindented and with no blank line
+    between (DDP's "Expected to have finished reduction ..." goes on "making sure all `forward` function outputs
+    participate in calculating loss."): the message's words, not a step. A line with a number (a metrics record, "{'loss':
+    0.8, ...}" printed right after a caught error) or a bar's refresh never is."""
+    if "\r" in lines[i] or "%|" in lines[i] or any(c.isdigit() for c in lines[i]):
+        return False
+    for k in range(i - 1, max(-1, i - 1 - _MESSAGE_LINES), -1):
+        text = ranks.strip_prefix(logs.normalize_line(lines[k]))
+        if not text.strip() or text[:1].isspace():
+            return False
+        if EXCEPTION.match(text):
+            return True
+    return False
 
 
 def _progress(line: str) -> bool:
