@@ -19,7 +19,7 @@ from gpulens.diagnosis.logread.bars import bar_under_text, bar_update
 from gpulens.diagnosis.logread.end.progress_end import last_refresh
 from gpulens.diagnosis.logread.lines import PROGRESS_KEYS, TIMM_TRAIN, is_progress, last_matching
 
-__all__ = ["EVAL_BAR", "HEAD", "KERAS_PROGRESS_KEYS", "SETUP_BAR", "SHOWN", "STEP_KEYS", "keras_bar",
+__all__ = ["EVAL_BAR", "HEAD", "KERAS_PROGRESS_KEYS", "SETUP_BAR", "SETUP_COUNT", "SHOWN", "STEP_KEYS", "keras_bar",
            "keras_progress", "no_total_bar", "on_screen", "plain", "printed_before", "progress_count", "step_in", "step_lines",
            "step_progress", "to_float", "warns", "without_glued_kill"]
 
@@ -314,9 +314,15 @@ def step_lines(lines: Sequence[str], floor: int, before: int, count: int = 1) ->
     return last_matching(lines, STEP_KEYS, step_progress, floor, before, count)
 
 
-#: What set-up progress bars say they do (loading, downloading, preprocessing, compiling).
-SETUP_BAR = re.compile(r"(?i)\b(?:load|fetch|download|map|filter|tokeni[sz]|generat|process|resolv|captur|extract"
-                       r"|compil|build|prepar|convert|cach|shard|upload|copy|sav)\w*\b")
+#: The words of a bar that sets a run up and counts what it readies (shards loaded, files fetched, CUDA graphs captured,
+#: records mapped), never a step of the run.
+_SETUP_STEMS = (r"load|fetch|download|map|filter|tokeni[sz]|resolv|captur|extract|compil|build|prepar|convert|cach|shard"
+                r"|upload|copy")
+#: What set-up progress bars say they do (loading, downloading, preprocessing, compiling; also generating, processing
+#: and saving, which an evaluation's own bar may say).
+SETUP_BAR = re.compile(rf"(?i)\b(?:{_SETUP_STEMS}|generat|process|sav)\w*\b")
+#: :data:`SETUP_BAR` without the words an evaluation's own bar may say: a bar whose count is no step at all.
+SETUP_COUNT = re.compile(rf"(?i)\b(?:{_SETUP_STEMS})\w*\b")
 _RATE = re.compile(r"([\d.]+)it/s")
 #: A bar's rate in its own unit per second ("3500.12 examples/s", "5.0it/s").
 _RATE_ANY = re.compile(r"([\d.]+) ?[A-Za-z]\w*/s\b")

@@ -22,6 +22,7 @@ from gpulens.diagnosis.logread.steplines import (
     HEAD,
     KERAS_PROGRESS_KEYS,
     SETUP_BAR,
+    SETUP_COUNT,
     SHOWN,
     STEP_KEYS,
     keras_bar,
@@ -57,20 +58,14 @@ def last_step(lines: Sequence[str], before: int, floor: int = 0) -> str | None:
     return step_in(lines[found[0]]) if found else None
 
 
-#: What a bar that sets a run up counts, by its title: shards loaded, files fetched, CUDA graphs captured, records mapped
-#: (not :data:`SETUP_BAR`'s generating, processing or saving, which an evaluation's own bar may count).
-_SETUP_COUNT = re.compile(r"(?i)\b(?:load|fetch|download|map|filter|tokeni[sz]|resolv|captur|extract|compil|build"
-                          r"|prepar|convert|cach|shard|upload|copy)\w*\b")
-
-
 def _counts_a_step(line: str) -> bool:
     """Whether ``line`` prints a step (:func:`step_in`) and is no set-up bar's refresh ("Capturing CUDA graphs ...:
-    0%| 0/3", "Loading checkpoint shards: 100%| 2/2": what it counts is no step of the run, :data:`_SETUP_COUNT`)."""
+    0%| 0/3", "Loading checkpoint shards: 100%| 2/2": what it counts is no step of the run, :data:`steplines.SETUP_COUNT`)."""
     if step_in(line) is None:
         return False
     shown = on_screen(line)
     bar = bar_update(shown)  # a bar's count ("2/2 [00:01<00:00, ...]"): its title is what stands before it
-    return bar is None or _SETUP_COUNT.search(shown[:bar.start()]) is None
+    return bar is None or SETUP_COUNT.search(shown[:bar.start()]) is None
 
 
 #: A row of a whitespace-aligned metric table: numbers only, three or more columns (DomainBed's
