@@ -8,7 +8,7 @@ program announced just above the failure.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from gpulens.diagnosis import logs
 from gpulens.diagnosis.guarded import Guarded
@@ -141,34 +141,40 @@ _NOTE_LINES = 3
 
 
 def own_model_announced(lines: Sequence[str], floor: int, top: int) -> bool:
-    """Whether one of the last few lines the program printed before ``top`` (not counting warnings) announces reading
+    """Whether one of the last few lines the program printed before ``top`` (:func:`_last_notes`) announces reading
     a model the work trained itself (:data:`_OWN_MODEL_NOTE`): what failed then is ``checkpoint_load`` (P7)."""
-    seen = 0
-    for k in range(top - 1, max(floor, top - 4 * _NOTE_LINES) - 1, -1):
-        shown = ranks.launcher_text(on_screen(lines[k])).strip()
-        if not shown or warns(shown):
-            continue
+    for _, shown in _last_notes(lines, floor, top):
         if "oad" in shown and _OWN_MODEL_NOTE.search(shown):
             return True
-        seen += 1
-        if seen >= _NOTE_LINES or "%|" in shown or is_progress(shown):
-            return False
+        if is_progress(shown):
+            return False  # steps after it
     return False
 
 
-def _announced_checkpoint(lines: Sequence[str], floor: int, top: int) -> str | None:
-    """``checkpoint_load``/``checkpoint_save`` when one of the last few lines the program printed
-    before the failure at ``top`` (not counting warnings) announces a checkpoint being read or
-    written (:data:`_LOAD_NOTE`, :data:`_SAVE_NOTE`): nothing was printed since, so that is what failed."""
+def _last_notes(lines: Sequence[str], floor: int, top: int) -> Iterator[tuple[int, str]]:
+    """(index, line as shown) of the last ``_NOTE_LINES`` lines the program printed before ``top``, latest first: not
+    blank, not indented (a warning's source line, a traceback's frame; Megatron's print_rank_0 lines start with one
+    space: " loading checkpoint from ..."), not a warning, and none from a progress bar on (a bar after an announcement,
+    or an announcement that is a bar's: "Loading checkpoint shards: 50%|")."""
     seen = 0
     for k in range(top - 1, max(floor, top - 4 * _NOTE_LINES) - 1, -1):
         raw = ranks.launcher_text(on_screen(lines[k]))
         shown = raw.strip()
         if not shown or raw.startswith(("  ", "\t")) or warns(shown):
-            continue  # a warning and its source line (indented): not what the program announced (Megatron's
-            # print_rank_0 lines start with one space: " loading checkpoint from ...")
+            continue
         if "%|" in shown:
-            return None  # a bar after it (or the announcement is a bar's: "Loading checkpoint shards: 50%|")
+            return
+        yield k, shown
+        seen += 1
+        if seen >= _NOTE_LINES:
+            return
+
+
+def _announced_checkpoint(lines: Sequence[str], floor: int, top: int) -> str | None:
+    """``checkpoint_load``/``checkpoint_save`` when one of the last few lines the program printed
+    before the failure at ``top`` (:func:`_last_notes`) announces a checkpoint being read or
+    written (:data:`_LOAD_NOTE`, :data:`_SAVE_NOTE`): nothing was printed since, so that is what failed."""
+    for k, shown in _last_notes(lines, floor, top):
         if completion_above(lines, k, k + 1) is not None:
             return None  # P6, P10: the loop's end printed after it ("Saving checkpoint ...", "Finished training."): the save was done
         if _LOAD_NOTE.search(shown):
@@ -177,9 +183,6 @@ def _announced_checkpoint(lines: Sequence[str], floor: int, top: int) -> str | N
             return "checkpoint_save"
         if is_progress(shown):
             return None  # steps after it: the announced read or write was done
-        seen += 1
-        if seen >= _NOTE_LINES:
-            return None
     return None
 
 
