@@ -24,9 +24,10 @@ __all__ = ["no_training_loop", "work_counted"]
 
 #: What a training job prints or runs and an inference job does not (on the lower-cased line): training (a word of its
 #: own, not "strain" or "constraint"; not a pretrained or "trained" model's name: inference jobs load those; not a data
-#: split's size, "training samples: 15240192", which an inference job reading that split prints too), fine-tuning, a loss, a gradient norm, a learning rate, an
-#: optimizer, an epoch, a backward pass, a checkpoint saved.
-_TRAINING = Guarded(r"(?<![a-z])train(?!ed\b|(?:ing)? (?:samples|set|size|data|examples)\s*[:=]\s*\d)|fine-?tun|loss|grad_?norm|learning[_ ]rate|\blr\b|optimi[sz]|epoch|\bbackward"
+#: split's size, "training samples: 15240192", which an inference job reading that split prints too), fine-tuning, a
+#: loss, a gradient norm, a learning rate, an optimizer, an epoch, a backward pass, a checkpoint saved.
+_TRAINING = Guarded(r"(?<![a-z])train(?!ed\b|(?:ing)? (?:samples|set|size|data|examples)\s*[:=]\s*\d)"
+                    r"|fine-?tun|loss|grad_?norm|learning[_ ]rate|\blr\b|optimi[sz]|epoch|\bbackward"
                     r"|\bsav(?:e|es|ed|ing)\b.{0,60}checkpoint|checkpoint-\d",
                     ("train", "tun", "loss", "norm", "rate", "lr", "optimi", "epoch", "backward", "checkpoint"))
 #: The work of a job with no training loop, in its own words (on the lower-cased line).
